@@ -1,0 +1,15 @@
+module github.com/conchsh/conch
+
+go 1.26.8
+
+require (
+	github.com/coder/websocket v1.8.15 // indirect
+	github.com/creack/pty v1.1.24 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/rogpeppe/go-internal v1.16.0 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/term v0.48.0 // indirect
+	mvdan.cc/sh/v3 v3.14.1 // indirect
+)
