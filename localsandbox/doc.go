@@ -1,0 +1,24 @@
+// Package localsandbox is a local sandbox session for agent harnesses: a
+// working directory plus one leased loopback port, with commands run and
+// spawned in that directory, file helpers, and a shutdown that leaves nothing
+// it started running.
+//
+// A harness creates one Session per sandbox with New, binds its bridge server
+// to the port in Session.Ports, hands Session.Restricted to the code that
+// should run commands but not end the sandbox, and calls Session.Stop when it
+// is done.
+//
+// Commands run with /bin/bash -c. A command that fails is a result
+// (RunResult.ExitCode), not a Go error; a Go error means the command could
+// not be run at all, or the context ended it, or the session was stopped.
+//
+// The file helpers resolve a relative path against the session's directory
+// but do not confine paths to it: an absolute path or ".." reaches anywhere
+// the calling user can. The sandbox is a convenience boundary for the
+// harness, not a security boundary.
+//
+// Port leases are coordinated between processes on one machine, not only
+// within one: each leased port is held by an advisory lock on a file in a
+// shared directory (see LeasePort), which the kernel drops when the process
+// holding it exits, however it exits.
+package localsandbox

@@ -1,0 +1,166 @@
+package localsandbox
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+)
+
+// leaseTries bounds how many candidate ports LeasePort tries before giving up.
+const leaseTries = 128
+
+// PortLockDir returns the directory holding one lock file per leased port:
+// "conch-ports" under os.TempDir. Every process on the machine that leases
+// ports through this package uses it, whichever user runs it, so it is
+// created world-writable with the sticky bit, like /tmp itself.
+func PortLockDir() string { return filepath.Join(os.TempDir(), "conch-ports") }
+
+// PortLease is one loopback port reserved for its holder. The reservation is
+// an advisory lock that other processes leasing through this package respect;
+// nothing is bound to the port, so a program that ignores the locks can
+// still take it.
+type PortLease struct {
+	port int
+	path string
+
+	mu   sync.Mutex // guards lock
+	lock *os.File   // the locked file; nil once released
+}
+
+// LeasePort reserves a free TCP port on 127.0.0.1 until Release is called or
+// the process exits. No other lease through this package, in this process or
+// any other on the machine, is handed the same port while it is held; the
+// port was free to bind when it was leased.
+func LeasePort() (*PortLease, error) {
+	return leasePort(PortLockDir(), anyLoopbackPort)
+}
+
+// Port returns the leased port number.
+func (l *PortLease) Port() int { return l.port }
+
+// Release gives the port back. It is idempotent and safe for concurrent use.
+func (l *PortLease) Release() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lock == nil {
+		return nil
+	}
+	// Unlink while still holding the lock: a process that opened the file
+	// before this notices that the path is gone once it gets the lock, and
+	// tries again rather than locking an orphaned inode (see lockPort). A
+	// file owned by another user cannot be unlinked in the sticky directory;
+	// leaving it is harmless.
+	_ = os.Remove(l.path)
+	err := l.lock.Close()
+	l.lock = nil
+	if err != nil {
+		return fmt.Errorf("release port %d: %w", l.port, err)
+	}
+	return nil
+}
+
+// anyLoopbackPort is the candidate source of LeasePort: a port the kernel
+// picks, held bound while it is being locked.
+func anyLoopbackPort(int) (net.Listener, error) {
+	return net.Listen("tcp", "127.0.0.1:0")
+}
+
+// leasePort takes candidates from candidate, each bound to a listener so
+// that no other process can bind it meanwhile, until one can be locked in
+// dir. The listener is closed once the lock is held: the lease reserves the
+// number, it does not occupy the port.
+func leasePort(dir string, candidate func(try int) (net.Listener, error)) (*PortLease, error) {
+	if err := makeLockDir(dir); err != nil {
+		return nil, fmt.Errorf("lease port: %w", err)
+	}
+	var lastErr error
+	for try := range leaseTries {
+		ln, err := candidate(try)
+		if err != nil {
+			lastErr = err // taken by something outside this package
+			continue
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		lease, err := lockPort(dir, port)
+		ln.Close()
+		if err != nil {
+			return nil, fmt.Errorf("lease port: %w", err)
+		}
+		if lease != nil {
+			return lease, nil
+		}
+	}
+	return nil, fmt.Errorf("lease port: no free port in %d tries (last: %v)", leaseTries, lastErr)
+}
+
+// lockPort takes the lock of port in dir without waiting. It returns a nil
+// lease and no error when another holder has it.
+func lockPort(dir string, port int) (*PortLease, error) {
+	path := filepath.Join(dir, strconv.Itoa(port)+".lock")
+	for {
+		f, err := openLockFile(path)
+		if err != nil {
+			return nil, err
+		}
+		// flock locks belong to the open file description, so a second
+		// lease in this same process conflicts just as another process's
+		// does; Go opens files close-on-exec, so no child inherits it.
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, nil
+		}
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		// The previous holder may have unlinked the file between our open
+		// and our lock; then the lock is on an inode nobody else will find.
+		if sameFile(f, path) {
+			return &PortLease{port: port, path: path, lock: f}, nil
+		}
+		f.Close()
+	}
+}
+
+// openLockFile opens path for locking, creating it if need be. A file
+// another user created is not writable by us, but a read-only descriptor is
+// enough for flock.
+func openLockFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
+	if errors.Is(err, fs.ErrPermission) {
+		f, err = os.Open(path)
+	}
+	return f, err
+}
+
+func sameFile(f *os.File, path string) bool {
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(path)
+	return err == nil && os.SameFile(a, b)
+}
+
+// makeLockDir creates dir world-writable and sticky, so that users share it
+// but only remove their own files.
+func makeLockDir(dir string) error {
+	err := os.Mkdir(dir, 0o777)
+	if errors.Is(err, fs.ErrExist) {
+		if fi, serr := os.Stat(dir); serr != nil || !fi.IsDir() {
+			return fmt.Errorf("port lock directory %s is not a directory", dir)
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o777|fs.ModeSticky) // Mkdir's mode is cut by the umask
+}
