@@ -1,0 +1,12 @@
+// Package sentinel frames a command for a long-lived shell so that the engine
+// learns the command's end, exit status and working directory from the shell
+// itself, and splits the command's output streams at the markers the frame
+// makes the shell write.
+//
+// A frame runs the command text as a brace group — never a subshell, a
+// function or an eval, so every change it makes to the shell's state stays —
+// with its stdin, stdout and stderr redirected to per-command files (FIFOs the
+// engine reads), then writes an end marker on each stream. Markers carry a
+// random nonce fresh for every command: output that imitates a marker cannot
+// end a command early, because it cannot know the nonce.
+package sentinel

@@ -1,0 +1,112 @@
+package sentinel
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"strconv"
+	"strings"
+)
+
+// MarkerLead is the first byte of every marker: a control character that text
+// output rarely contains, so that scanning seldom has to hold bytes back.
+const MarkerLead = '\x1e'
+
+// Nonce is the random part of a command's markers.
+type Nonce string
+
+// NewNonce returns a fresh random nonce.
+func NewNonce() Nonce {
+	var b [12]byte
+	rand.Read(b[:]) // never fails on Linux (crypto/rand documents it)
+	return Nonce(hex.EncodeToString(b[:]))
+}
+
+// Marker returns the bytes that open an end marker: MarkerLead, "CONCH", nonce.
+func (n Nonce) Marker() []byte { return []byte("\x1eCONCH" + string(n)) }
+
+// Paths are the files a framed command's streams are redirected to.
+type Paths struct {
+	Stdin  string // "" means /dev/null: the command reads end-of-file
+	Stdout string
+	Stderr string
+}
+
+// Frame is one command framed for the shell.
+type Frame struct {
+	Nonce Nonce
+	// Text is what the shell is sent: the command group, then End.
+	Text string
+	// End is the line that writes the end markers. Sending it again is
+	// harmless: it writes the markers only once per nonce. The engine sends
+	// it again when an interrupt may have made the shell drop it.
+	End string
+}
+
+// guardVar holds, between commands, the nonce of the last command whose
+// markers were written (and, for a moment, the exit status being reported).
+const guardVar = "__conch"
+
+// New frames text, which must be a complete program the shell can parse (see
+// the shellsession package's syntax check), to run after a command that
+// exited with prevStatus, so that $? is what the user expects.
+func New(text string, prevStatus int, p Paths) Frame {
+	n := NewNonce()
+	var b strings.Builder
+	// $? as the previous command left it; "&& :" keeps set -e from firing.
+	switch prevStatus {
+	case 0:
+	case 1:
+		b.WriteString("false && :; ")
+	default:
+		b.WriteString("(exit " + strconv.Itoa(prevStatus) + ") && :; ")
+	}
+	b.WriteString("{ ")
+	b.WriteString(text)
+	// A trailing unescaped backslash is literal at the end of `bash -c` text;
+	// before the newline that closes the group it would join the lines.
+	if trailingBackslashes(text)%2 == 1 {
+		b.WriteByte('\\')
+	}
+	b.WriteString("\n} <")
+	if p.Stdin == "" {
+		b.WriteString("/dev/null")
+	} else {
+		b.WriteString(quote(p.Stdin))
+	}
+	b.WriteString(" >" + quote(p.Stdout) + " 2>" + quote(p.Stderr) + "\n")
+	end := EndLine(n, p)
+	b.WriteString(end)
+	return Frame{Nonce: n, Text: b.String(), End: end}
+}
+
+// EndLine returns the line that writes the end markers of the command with
+// nonce n: first the stderr marker, then the stdout marker with the exit
+// status and the working directory, then the guard that makes a second run a
+// no-op. It uses only shell syntax, `command printf` and one variable, so that
+// user functions, aliases, set -e, set -u and set -x cannot break it (traces
+// go to the shell's own stderr, which is not the command's).
+func EndLine(n Nonce, p Paths) string {
+	m := `\036CONCH` + string(n)
+	return "case ${" + guardVar + "-} in " + string(n) + ") ;; *) " +
+		guardVar + "=$?; command printf '" + m + "' >" + quote(p.Stderr) +
+		"; command printf '" + m + `%s %s\000' "$` + guardVar + `" "$PWD" >` + quote(p.Stdout) +
+		"; " + guardVar + "=" + string(n) + ";; esac\n"
+}
+
+func trailingBackslashes(s string) int {
+	n := 0
+	for i := len(s) - 1; i >= 0 && s[i] == '\\'; i-- {
+		n++
+	}
+	return n
+}
+
+// quote single-quotes s for the shell.
+func quote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

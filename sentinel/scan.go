@@ -1,0 +1,168 @@
+package sentinel
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+)
+
+// maxTrailer bounds what follows a stdout marker (status, space, directory).
+const maxTrailer = 64 << 10
+
+// ErrBadTrailer is returned by Scanner.Write when what follows a stdout
+// marker is not an exit status and a directory.
+var ErrBadTrailer = errors.New("malformed end marker")
+
+// End is what a command's stdout end marker reports.
+type End struct {
+	Status int
+	Cwd    string
+}
+
+// Scanner splits one output stream of a command at its end marker. Bytes
+// before the marker go to Out; the marker (and, on stdout, its trailer) is
+// consumed; bytes after it are discarded, since they come from background jobs
+// that outlived the command. Each byte is examined once: bytes that might
+// begin a marker are held back only until the next write shows they do not.
+type Scanner struct {
+	// Out receives the command's own bytes. The slice is only valid during the call.
+	Out func([]byte)
+	// Trailer is true for stdout, whose marker is followed by "STATUS CWD\0".
+	Trailer bool
+
+	marker  []byte
+	held    []byte // a suffix of the input that is a proper prefix of marker
+	trailer []byte // bytes of the trailer read so far
+	state   scanState
+	end     End
+}
+
+type scanState uint8
+
+const (
+	scanning scanState = iota
+	inTrailer
+	done
+)
+
+// NewScanner returns a Scanner for the stream of the command with nonce n.
+func NewScanner(n Nonce, trailer bool, out func([]byte)) *Scanner {
+	return &Scanner{Out: out, Trailer: trailer, marker: n.Marker()}
+}
+
+// Done reports whether the end marker (with its trailer) has been read.
+func (s *Scanner) Done() bool { return s.state == done }
+
+// End returns what the stdout marker reported; valid once Done.
+func (s *Scanner) End() End { return s.end }
+
+// Write feeds the next bytes of the stream. It never fails but with
+// ErrBadTrailer, and always consumes all of p.
+func (s *Scanner) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		switch s.state {
+		case done:
+			return n, nil
+		case inTrailer:
+			i := bytes.IndexByte(p, 0)
+			if i < 0 {
+				if len(s.trailer)+len(p) > maxTrailer {
+					return n, ErrBadTrailer
+				}
+				s.trailer = append(s.trailer, p...)
+				return n, nil
+			}
+			s.trailer = append(s.trailer, p[:i]...)
+			s.state = done
+			return n, s.parseTrailer()
+		case scanning:
+			p = s.scan(p)
+		}
+	}
+	return n, nil
+}
+
+// scan looks for the marker in held+p, emits what cannot be part of it, and
+// returns the bytes after the marker when it is found.
+func (s *Scanner) scan(p []byte) []byte {
+	if len(s.held) > 0 {
+		// Does the held prefix continue into p?
+		need := len(s.marker) - len(s.held)
+		k := min(need, len(p))
+		if bytes.Equal(p[:k], s.marker[len(s.held):len(s.held)+k]) {
+			if k == need {
+				s.held = s.held[:0]
+				return s.found(p[k:])
+			}
+			s.held = append(s.held, p...)
+			return nil
+		}
+		// Not a marker: the held bytes are output. The marker's lead byte
+		// appears only at its start, so no later held byte can begin one.
+		s.Out(s.held)
+		s.held = s.held[:0]
+	}
+	for off := 0; ; {
+		i := bytes.IndexByte(p[off:], MarkerLead)
+		if i < 0 {
+			s.emit(p)
+			return nil
+		}
+		i += off
+		rest := p[i:]
+		if len(rest) >= len(s.marker) {
+			if bytes.Equal(rest[:len(s.marker)], s.marker) {
+				s.emit(p[:i])
+				return s.found(rest[len(s.marker):])
+			}
+			off = i + 1
+			continue
+		}
+		if bytes.Equal(rest, s.marker[:len(rest)]) {
+			s.emit(p[:i])
+			s.held = append(s.held[:0], rest...)
+			return nil
+		}
+		off = i + 1
+	}
+}
+
+func (s *Scanner) emit(p []byte) {
+	if len(p) > 0 {
+		s.Out(p)
+	}
+}
+
+func (s *Scanner) found(rest []byte) []byte {
+	if s.Trailer {
+		s.state = inTrailer
+		return rest
+	}
+	s.state = done
+	return nil
+}
+
+func (s *Scanner) parseTrailer() error {
+	t := s.trailer
+	s.trailer = nil
+	sp := bytes.IndexByte(t, ' ')
+	if sp < 0 {
+		return ErrBadTrailer
+	}
+	st, err := strconv.Atoi(string(t[:sp]))
+	if err != nil {
+		return ErrBadTrailer
+	}
+	s.end = End{Status: st, Cwd: string(t[sp+1:])}
+	return nil
+}
+
+// Flush emits bytes held back as a possible marker start; call it when the
+// stream ends without a marker.
+func (s *Scanner) Flush() {
+	if s.state == scanning && len(s.held) > 0 {
+		s.Out(s.held)
+		s.held = nil
+	}
+}

@@ -1,0 +1,122 @@
+package sentinel
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// feed writes stream to a new Scanner in pieces cut at splits and returns
+// what it let through and whether it found the end.
+func feed(t testing.TB, n Nonce, trailer bool, stream []byte, splits []int) ([]byte, *Scanner) {
+	var out bytes.Buffer
+	s := NewScanner(n, trailer, func(p []byte) { out.Write(p) })
+	prev := 0
+	for _, c := range append(splits, len(stream)) {
+		c = max(prev, min(c, len(stream)))
+		_, err := s.Write(stream[prev:c])
+		require.NoError(t, err)
+		prev = c
+	}
+	if !s.Done() {
+		s.Flush()
+	}
+	return out.Bytes(), s
+}
+
+func TestScannerTable(t *testing.T) {
+	t.Parallel()
+	n := Nonce("0123456789abcdef01234567")
+	m := string(n.Marker())
+	other := string(Nonce("ffffffffffffffffffffffff").Marker())
+	tests := []struct {
+		name, stream, want string
+		trailer, done  bool
+		end            End
+	}{
+		{"plain", "hello\n" + m + "0 /tmp\x00", "hello\n", true, true, End{0, "/tmp"}},
+		{"no newline", "abc" + m + "3 /a b\x00after", "abc", true, true, End{3, "/a b"}},
+		{"fake marker", other + "7 /x\x00real" + m + "1 /\x00", other + "7 /x\x00real", true, true, End{1, "/"}},
+		{"lead bytes in output", "\x1e\x1eC\x1eCONC" + m + "0 /\x00", "\x1e\x1eC\x1eCONC", true, true, End{0, "/"}},
+		{"stderr", "oops\n" + m + "late", "oops\n", false, true, End{}},
+		{"no marker", "abc\x1eCONCH0123", "abc\x1eCONCH0123", true, false, End{}},
+		{"newline in cwd", m + "0 /a\nb\x00", "", true, true, End{0, "/a\nb"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			for cut := 0; cut <= len(tt.stream); cut++ {
+				got, s := feed(t, n, tt.trailer, []byte(tt.stream), []int{cut})
+				require.Equal(t, tt.want, string(got), "cut at %d", cut)
+				require.Equal(t, tt.done, s.Done())
+				if tt.done {
+					require.Equal(t, tt.end, s.End())
+				}
+			}
+		})
+	}
+}
+
+func TestScannerBadTrailer(t *testing.T) {
+	t.Parallel()
+	n := NewNonce()
+	s := NewScanner(n, true, func([]byte) {})
+	_, err := s.Write(append(n.Marker(), "x /\x00"...))
+	require.ErrorIs(t, err, ErrBadTrailer)
+}
+
+// FuzzScanner feeds output that may imitate markers, split at random points:
+// every byte before the real marker comes out once, in order, and nothing
+// after it.
+func FuzzScanner(f *testing.F) {
+	f.Add([]byte("hello"), uint64(1), uint8(3))
+	f.Add([]byte("\x1eCONCH"), uint64(7), uint8(9))
+	f.Add([]byte("\x1e\x1e\x1eCONCHdeadbeef\x00"), uint64(42), uint8(1))
+	f.Fuzz(func(t *testing.T, output []byte, seed uint64, pieces uint8) {
+		n := NewNonce()
+		// The nonce is secret: output may contain anything but the real marker.
+		if bytes.Contains(output, n.Marker()) {
+			t.Skip()
+		}
+		stream := append(append(append([]byte{}, output...), n.Marker()...), "12 /d\x00tail"...)
+		r := rand.New(rand.NewPCG(seed, seed))
+		var splits []int
+		for range int(pieces) % 16 {
+			splits = append(splits, r.IntN(len(stream)+1))
+		}
+		sortInts(splits)
+		got, s := feed(t, n, true, stream, splits)
+		if !bytes.Equal(got, output) {
+			t.Fatalf("got %q, want %q", got, output)
+		}
+		if !s.Done() || s.End() != (End{12, "/d"}) {
+			t.Fatalf("end %+v done %v", s.End(), s.Done())
+		}
+	})
+}
+
+func sortInts(a []int) {
+	for i := 1; i < len(a); i++ {
+		for j := i; j > 0 && a[j] < a[j-1]; j-- {
+			a[j], a[j-1] = a[j-1], a[j]
+		}
+	}
+}
+
+func TestFrameTrailingBackslash(t *testing.T) {
+	t.Parallel()
+	f := New(`echo a \`, 0, Paths{Stdout: "/o", Stderr: "/e"})
+	require.Contains(t, f.Text, "{ echo a \\\\\n}")
+	f = New(`echo a \\`, 0, Paths{Stdout: "/o", Stderr: "/e"})
+	require.Contains(t, f.Text, "{ echo a \\\\\n}")
+}
+
+func TestFramePreviousStatus(t *testing.T) {
+	t.Parallel()
+	p := Paths{Stdout: "/o", Stderr: "/e"}
+	require.True(t, len(New("true", 0, p).Text) > 0)
+	require.Contains(t, New("true", 1, p).Text, "false && :; {")
+	require.Contains(t, New("true", 130, p).Text, "(exit 130) && :; {")
+}
