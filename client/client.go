@@ -1,0 +1,186 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Client calls one conch daemon. It is safe for concurrent use.
+type Client struct {
+	base  *url.URL
+	token string
+	http  *http.Client
+}
+
+// Option configures a Client in New.
+type Option func(*Client) error
+
+// WithHTTPClient makes the Client send its requests through hc. The default
+// is a client of its own with no overall timeout (streams last).
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) error {
+		if hc == nil {
+			return errors.New("nil http client")
+		}
+		c.http = hc
+		return nil
+	}
+}
+
+// New returns a Client for the daemon at baseURL (http://127.0.0.1:7070)
+// that authenticates with token.
+func New(baseURL, token string, opts ...Option) (*Client, error) {
+	u, err := url.Parse(strings.TrimSuffix(baseURL, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("daemon url: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return nil, fmt.Errorf("daemon url %q: want http://host:port", baseURL)
+	}
+	c := &Client{base: u, token: token}
+	for _, o := range opts {
+		if err := o(c); err != nil {
+			return nil, err
+		}
+	}
+	if c.http == nil {
+		c.http = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	return c, nil
+}
+
+// URL returns the daemon's base URL.
+func (c *Client) URL() string { return c.base.String() }
+
+// Code is an API error code.
+type Code string
+
+// The API's error codes.
+const (
+	CodeInvalidArgument      Code = "invalid_argument"
+	CodeUnauthenticated      Code = "unauthenticated"
+	CodePermissionDenied     Code = "permission_denied"
+	CodeNotFound             Code = "not_found"
+	CodeUnsupportedOperation Code = "unsupported_operation"
+	CodePayloadTooLarge      Code = "payload_too_large"
+	CodeResourceExhausted    Code = "resource_exhausted"
+	CodeInternal             Code = "internal"
+)
+
+// Error is an error answered by the daemon.
+type Error struct {
+	Status  int    // the HTTP status
+	Code    Code   `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("conch: %s (%d): %s", e.Code, e.Status, e.Message)
+}
+
+// Is makes errors.Is(err, &Error{Code: CodeNotFound}) match any error with
+// that code.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code && (t.Status == 0 || t.Status == e.Status)
+}
+
+// HasCode reports whether err is an *Error with code.
+func HasCode(err error, code Code) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}
+
+// request is one call to the daemon.
+type request struct {
+	method string
+	path   string
+	query  url.Values
+	body   any       // marshalled as JSON when not nil
+	raw    io.Reader // sent as is when not nil
+	header http.Header
+}
+
+// send performs req and returns the response when its status is one of ok;
+// any other status is decoded as an *Error.
+func (c *Client) send(ctx context.Context, req request, ok ...int) (*http.Response, error) {
+	u := *c.base
+	u.Path += req.path
+	u.RawQuery = req.query.Encode()
+	var body io.Reader = req.raw
+	if req.body != nil {
+		b, err := json.Marshal(req.body)
+		if err != nil {
+			return nil, err
+		}
+		body = bytes.NewReader(b)
+	}
+	hr, err := http.NewRequestWithContext(ctx, req.method, u.String(), body)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range req.header {
+		hr.Header[k] = v
+	}
+	if req.body != nil {
+		hr.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		hr.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.http.Do(hr)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range ok {
+		if resp.StatusCode == s {
+			return resp, nil
+		}
+	}
+	defer resp.Body.Close()
+	return nil, decodeError(resp)
+}
+
+func decodeError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var env struct {
+		Error *Error `json:"error"`
+	}
+	if json.Unmarshal(b, &env) == nil && env.Error != nil && env.Error.Code != "" {
+		env.Error.Status = resp.StatusCode
+		return env.Error
+	}
+	return &Error{Status: resp.StatusCode, Code: CodeInternal, Message: strings.TrimSpace(string(b))}
+}
+
+// call performs req and decodes a JSON answer into out (unless out is nil).
+// It returns the status, one of ok.
+func (c *Client) call(ctx context.Context, req request, out any, ok ...int) (int, error) {
+	resp, err := c.send(ctx, req, ok...)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode, err
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return resp.StatusCode, fmt.Errorf("%s %s: decode answer: %w", req.method, req.path, err)
+	}
+	return resp.StatusCode, nil
+}
+
+// Health asks whether the daemon is up; it needs no token.
+func (c *Client) Health(ctx context.Context) (*Health, error) {
+	var h Health
+	_, err := c.call(ctx, request{method: http.MethodGet, path: "/healthz"}, &h, http.StatusOK)
+	return &h, err
+}

@@ -1,0 +1,128 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// DefaultURL is where a daemon listens when nothing else is said.
+const DefaultURL = "http://127.0.0.1:7070"
+
+// Files in the state directory.
+const (
+	TokenFile    = "token"       // the generated token, mode 0600
+	EndpointFile = "daemon.json" // the running daemon's Endpoint
+)
+
+// Environment variables that override discovery.
+const (
+	EnvURL   = "CONCH_URL"
+	EnvToken = "CONCH_TOKEN"
+)
+
+// StateDir returns the directory where a daemon leaves its token and
+// endpoint for clients of the same user: $XDG_STATE_HOME/conch, or
+// ~/.local/state/conch.
+func StateDir() (string, error) {
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "conch"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	return filepath.Join(home, ".local", "state", "conch"), nil
+}
+
+// Endpoint is what a running daemon writes to EndpointFile so that clients
+// find it.
+type Endpoint struct {
+	URL       string `json:"url"`
+	TokenFile string `json:"tokenFile"`
+	PID       int    `json:"pid"`
+}
+
+// WriteEndpoint records e in dir, readable by the user only.
+func WriteEndpoint(dir string, e Endpoint) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, EndpointFile+".tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, EndpointFile))
+}
+
+// ReadEndpoint reads the endpoint recorded in dir.
+func ReadEndpoint(dir string) (Endpoint, error) {
+	var e Endpoint
+	b, err := os.ReadFile(filepath.Join(dir, EndpointFile))
+	if err != nil {
+		return e, err
+	}
+	if err := json.Unmarshal(b, &e); err != nil {
+		return e, fmt.Errorf("%s: %w", EndpointFile, err)
+	}
+	return e, nil
+}
+
+// ReadToken reads a token file, without surrounding blanks.
+func ReadToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("token file %s is empty", path)
+	}
+	return tok, nil
+}
+
+// Discover returns a Client for the daemon this user runs: the URL from
+// $CONCH_URL, else the state directory's endpoint, else DefaultURL; the
+// token from $CONCH_TOKEN, else the endpoint's token file, else the state
+// directory's token file.
+func Discover(opts ...Option) (*Client, error) {
+	base, token := os.Getenv(EnvURL), os.Getenv(EnvToken)
+	dir, dirErr := StateDir()
+	var ep Endpoint
+	if dirErr == nil {
+		var err error
+		ep, err = ReadEndpoint(dir)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	}
+	if base == "" {
+		base = ep.URL
+	}
+	if base == "" {
+		base = DefaultURL
+	}
+	if token == "" {
+		path := ep.TokenFile
+		if path == "" && dirErr == nil {
+			path = filepath.Join(dir, TokenFile)
+		}
+		if path == "" {
+			return nil, fmt.Errorf("no token: set %s (%v)", EnvToken, dirErr)
+		}
+		tok, err := ReadToken(path)
+		if err != nil {
+			return nil, fmt.Errorf("no token: set %s or start the daemon (%w)", EnvToken, err)
+		}
+		token = tok
+	}
+	return New(base, token, opts...)
+}

@@ -1,0 +1,191 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"iter"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+func processPath(id string, rest ...string) string {
+	p := "/v1/processes/" + url.PathEscape(id)
+	for _, r := range rest {
+		p += "/" + r
+	}
+	return p
+}
+
+// Start starts an exec or PTY process and returns it without waiting.
+func (c *Client) Start(ctx context.Context, opts StartOptions) (*Process, error) {
+	var p Process
+	_, err := c.call(ctx, request{method: http.MethodPost, path: "/v1/processes", body: opts}, &p, http.StatusCreated)
+	return &p, err
+}
+
+// Run starts a process and waits for it, at most opts.Timeout. It returns the
+// RunResult once the process ended, or the still running Process when the
+// wait ran out first: exactly one of the two is not nil when err is nil.
+func (c *Client) Run(ctx context.Context, opts RunOptions) (*RunResult, *Process, error) {
+	return c.run(ctx, "/v1/processes/run", opts)
+}
+
+// run posts body to path and decodes a 200 RunResult or a 202 Process.
+func (c *Client) run(ctx context.Context, path string, body any) (*RunResult, *Process, error) {
+	resp, err := c.send(ctx, request{method: http.MethodPost, path: path, body: body}, http.StatusOK, http.StatusAccepted)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	if resp.StatusCode == http.StatusAccepted {
+		var p Process
+		if err := dec.Decode(&p); err != nil {
+			return nil, nil, fmt.Errorf("run: decode process: %w", err)
+		}
+		return nil, &p, nil
+	}
+	var r RunResult
+	if err := dec.Decode(&r); err != nil {
+		return nil, nil, fmt.Errorf("run: decode result: %w", err)
+	}
+	return &r, nil, nil
+}
+
+// List returns one page of processes.
+func (c *Client) List(ctx context.Context, opts ListOptions) (*ProcessList, error) {
+	q := url.Values{}
+	set := func(k, v string) {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	set("state", opts.State)
+	set("kind", string(opts.Kind))
+	set("sessionId", opts.SessionID)
+	set("name", opts.Name)
+	set("cursor", opts.Cursor)
+	if opts.PID != 0 {
+		q.Set("pid", strconv.Itoa(opts.PID))
+	}
+	if opts.Limit != 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	var l ProcessList
+	_, err := c.call(ctx, request{method: http.MethodGet, path: "/v1/processes", query: q}, &l, http.StatusOK)
+	return &l, err
+}
+
+// Processes iterates over every process matching opts, page after page. It
+// stops at the first error, which it yields.
+func (c *Client) Processes(ctx context.Context, opts ListOptions) iter.Seq2[Process, error] {
+	return func(yield func(Process, error) bool) {
+		for {
+			page, err := c.List(ctx, opts)
+			if err != nil {
+				yield(Process{}, err)
+				return
+			}
+			for _, p := range page.Items {
+				if !yield(p, nil) {
+					return
+				}
+			}
+			if page.Next == "" {
+				return
+			}
+			opts.Cursor = page.Next
+		}
+	}
+}
+
+// Get returns the process with id.
+func (c *Client) Get(ctx context.Context, id string) (*Process, error) {
+	var p Process
+	_, err := c.call(ctx, request{method: http.MethodGet, path: processPath(id)}, &p, http.StatusOK)
+	return &p, err
+}
+
+// Delete stops the process with id (TERM, then KILL after 5 s) and deletes it
+// and its logs.
+func (c *Client) Delete(ctx context.Context, id string) error {
+	_, err := c.call(ctx, request{method: http.MethodDelete, path: processPath(id)}, nil, http.StatusNoContent)
+	return err
+}
+
+// Kill signals the process with id and its descendants.
+func (c *Client) Kill(ctx context.Context, id string, opts KillOptions) error {
+	_, err := c.call(ctx, request{method: http.MethodPost, path: processPath(id, "kill"), body: opts}, nil, http.StatusAccepted)
+	return err
+}
+
+// Wait waits until the process with id ends, at most timeout (zero: until
+// it ends). It returns the WaitResult, or the still running Process when the
+// timeout ran out first: exactly one of the two is not nil when err is nil.
+func (c *Client) Wait(ctx context.Context, id string, timeout time.Duration) (*WaitResult, *Process, error) {
+	q := url.Values{}
+	if timeout > 0 {
+		q.Set("timeout", strconv.FormatInt(max(timeout.Milliseconds(), 1), 10))
+	}
+	resp, err := c.send(ctx, request{method: http.MethodGet, path: processPath(id, "wait"), query: q}, http.StatusOK, http.StatusAccepted)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusAccepted {
+		var p Process
+		if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
+			return nil, nil, fmt.Errorf("wait: decode process: %w", err)
+		}
+		return nil, &p, nil
+	}
+	var r WaitResult
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return nil, nil, fmt.Errorf("wait: decode result: %w", err)
+	}
+	return &r, nil, nil
+}
+
+// Logs returns one page of the process's frames.
+func (c *Client) Logs(ctx context.Context, id string, opts LogsOptions) (*LogsPage, error) {
+	q := url.Values{}
+	if opts.Cursor != "" {
+		q.Set("cursor", opts.Cursor)
+	}
+	if opts.Limit != 0 {
+		q.Set("limit", strconv.Itoa(opts.Limit))
+	}
+	if opts.Base64 {
+		q.Set("encoding", EncodingBase64)
+	}
+	var p LogsPage
+	_, err := c.call(ctx, request{method: http.MethodGet, path: processPath(id, "logs"), query: q}, &p, http.StatusOK)
+	return &p, err
+}
+
+// WriteStdin writes data to the process's stdin, and closes it after them
+// when eof is true.
+func (c *Client) WriteStdin(ctx context.Context, id string, data []byte, eof bool) error {
+	q := url.Values{}
+	if eof {
+		q.Set("eof", "true")
+	}
+	req := request{
+		method: http.MethodPost, path: processPath(id, "stdin"), query: q,
+		raw:    bytes.NewReader(data),
+		header: http.Header{"Content-Type": {"application/octet-stream"}},
+	}
+	_, err := c.call(ctx, req, nil, http.StatusNoContent)
+	return err
+}
+
+// Resize changes the size of a PTY process.
+func (c *Client) Resize(ctx context.Context, id string, cols, rows uint16) error {
+	body := map[string]uint16{"cols": cols, "rows": rows}
+	_, err := c.call(ctx, request{method: http.MethodPost, path: processPath(id, "resize"), body: body}, nil, http.StatusNoContent)
+	return err
+}

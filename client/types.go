@@ -1,0 +1,277 @@
+package client
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/process"
+)
+
+// Process is the API's ProcessDto: one exec, PTY, session shell or session
+// command. Zero optional fields are absent on the wire.
+type Process struct {
+	ID               string                `json:"id"`
+	Name             string                `json:"name,omitempty"`
+	PID              int                   `json:"pid,omitempty"`
+	Kind             process.Kind          `json:"kind"`
+	State            process.State         `json:"state"`
+	System           bool                  `json:"system"`
+	SessionID        string                `json:"sessionId,omitempty"`
+	Argv             []string              `json:"argv,omitempty"`
+	ShellCommand     string                `json:"shellCommand,omitempty"`
+	Shell            string                `json:"shell,omitempty"`
+	ResolvedShell    string                `json:"resolvedShell,omitempty"`
+	Login            bool                  `json:"login,omitempty"`
+	Cwd              string                `json:"cwd,omitempty"`
+	User             string                `json:"user,omitempty"`
+	Stdin            process.Stdin         `json:"stdin"`
+	ExecutionTimeout Millis                `json:"executionTimeout,omitempty"`
+	Terminal         *process.TerminalSize `json:"terminal,omitempty"`
+	KeepLogs         logstore.KeepLogs     `json:"keepLogs"`
+	ExitCode         *int                  `json:"exitCode,omitempty"`
+	Signal           string                `json:"signal,omitempty"`
+	Reason           process.Reason        `json:"reason,omitempty"`
+	Error            string                `json:"error,omitempty"`
+	CreatedAt        Time                  `json:"createdAt"`
+	StartedAt        Time                  `json:"startedAt,omitzero"`
+	ExitedAt         Time                  `json:"exitedAt,omitzero"`
+	TruncatedHead    bool                  `json:"truncatedHead"`
+	// FirstAvailableCursor is the cursor of the oldest retained frame.
+	FirstAvailableCursor string `json:"firstAvailableCursor,omitempty"`
+	// LastCursor is the cursor of the newest frame written.
+	LastCursor string `json:"lastCursor,omitempty"`
+	// Ports are the loopback ports a session leased.
+	Ports []int `json:"ports,omitempty"`
+}
+
+// Ended reports whether the process is terminal.
+func (p *Process) Ended() bool { return p.State == process.Terminal }
+
+// WaitResult is how a process ended: the same fields as on Process.
+type WaitResult struct {
+	Reason   process.Reason `json:"reason"`
+	ExitCode *int           `json:"exitCode,omitempty"`
+	Signal   string         `json:"signal,omitempty"`
+	// Error says why, for a process that failed (never ran).
+	Error string `json:"error,omitempty"`
+}
+
+// Result returns the WaitResult of a terminal process, or nil.
+func (p *Process) Result() *WaitResult {
+	if p.Reason == "" {
+		return nil
+	}
+	return &WaitResult{Reason: p.Reason, ExitCode: p.ExitCode, Signal: p.Signal, Error: p.Error}
+}
+
+// String describes the result the way a shell user reads it.
+func (r WaitResult) String() string {
+	switch {
+	case r.Reason == process.Exited && r.ExitCode != nil:
+		return "exited " + strconv.Itoa(*r.ExitCode)
+	case r.Reason == process.Signaled:
+		return "signaled " + r.Signal
+	case r.Error != "":
+		return string(r.Reason) + ": " + r.Error
+	}
+	return string(r.Reason)
+}
+
+// The encodings of a LogFrame's data.
+const (
+	EncodingText   = "text"
+	EncodingBase64 = "base64"
+)
+
+// LogFrame is one piece of a process's output.
+type LogFrame struct {
+	// Cursor is opaque and strictly increasing within a process.
+	Cursor string `json:"cursor"`
+	// Channel is stdout, stderr or pty.
+	Channel string `json:"channel"`
+	// Data is the bytes as text, or base64 when Encoding says so.
+	Data     string `json:"data"`
+	Encoding string `json:"encoding"`
+	// Timestamp is milliseconds since the epoch.
+	Timestamp int64 `json:"timestamp"`
+}
+
+// Bytes returns the frame's bytes, decoding base64.
+func (f LogFrame) Bytes() ([]byte, error) {
+	if f.Encoding == EncodingBase64 {
+		return base64.StdEncoding.DecodeString(f.Data)
+	}
+	return []byte(f.Data), nil
+}
+
+// RunResult is what a run answers once the process ended: its result and its
+// retained output.
+type RunResult struct {
+	WaitResult
+	ProcessID string `json:"processId"`
+	// Output is stdout and stderr interleaved as they arrived. The text
+	// fields hold the bytes as UTF-8 with invalid sequences replaced; Logs
+	// keeps them exact.
+	Output string     `json:"output"`
+	Stdout string     `json:"stdout"`
+	Stderr string     `json:"stderr"`
+	Logs   []LogFrame `json:"logs"`
+	// Truncated is true when retention dropped the head of the output.
+	Truncated bool `json:"truncated"`
+}
+
+// StartOptions start an exec or PTY process: exactly one of Cmd (run by a
+// shell) and Argv (no shell); a PTY may have neither, to run the shell.
+type StartOptions struct {
+	Kind             process.Kind          `json:"kind,omitempty"` // exec (the default) or pty
+	Cmd              string                `json:"cmd,omitempty"`
+	Argv             []string              `json:"argv,omitempty"`
+	Name             string                `json:"name,omitempty"`
+	Cwd              string                `json:"cwd,omitempty"`
+	Env              map[string]string     `json:"env,omitempty"`
+	User             string                `json:"user,omitempty"`
+	Shell            string                `json:"shell,omitempty"`
+	Login            bool                  `json:"login,omitempty"`
+	Stdin            process.Stdin         `json:"stdin,omitempty"`
+	ExecutionTimeout Millis                `json:"executionTimeout,omitempty"`
+	Terminal         *process.TerminalSize `json:"terminal,omitempty"`
+	KeepLogs         logstore.KeepLogs     `json:"keepLogs,omitempty"`
+}
+
+// RunOptions are StartOptions plus how long the caller waits.
+type RunOptions struct {
+	StartOptions
+	// Timeout bounds the wait; zero waits until the process ends.
+	Timeout Millis `json:"timeout,omitempty"`
+}
+
+// SessionOptions create a session.
+type SessionOptions struct {
+	Name  string            `json:"name,omitempty"`
+	Cwd   string            `json:"cwd,omitempty"`
+	Env   map[string]string `json:"env,omitempty"`
+	Shell string            `json:"shell,omitempty"` // bash when empty
+	Login bool              `json:"login,omitempty"`
+	// LeasePort leases one free loopback port, reported in Process.Ports.
+	LeasePort bool `json:"leasePort,omitempty"`
+}
+
+// CommandOptions submit a command to a session.
+type CommandOptions struct {
+	Cmd              string            `json:"cmd"`
+	Name             string            `json:"name,omitempty"`
+	Stdin            process.Stdin     `json:"stdin,omitempty"`
+	ExecutionTimeout Millis            `json:"executionTimeout,omitempty"`
+	KeepLogs         logstore.KeepLogs `json:"keepLogs,omitempty"`
+}
+
+// CommandRunOptions are CommandOptions plus how long the caller waits.
+type CommandRunOptions struct {
+	CommandOptions
+	// Timeout bounds the wait; zero waits until the command ends.
+	Timeout Millis `json:"timeout,omitempty"`
+}
+
+// KillOptions choose the signal of a kill. Zero values mean TERM, no
+// escalation, and KILL as the escalation signal.
+type KillOptions struct {
+	Signal        string `json:"signal,omitempty"`
+	EscalateAfter Millis `json:"escalateAfter,omitempty"`
+	EscalateTo    string `json:"escalateTo,omitempty"`
+}
+
+// ListOptions filter and page a process listing. Zero values select
+// everything.
+type ListOptions struct {
+	State     string // running, terminal or all
+	Kind      process.Kind
+	SessionID string
+	Name      string
+	PID       int
+	Cursor    string
+	Limit     int
+}
+
+// ProcessList is one page of processes; Next is empty on the last page.
+type ProcessList struct {
+	Items []Process `json:"items"`
+	Next  string    `json:"next"`
+}
+
+// LogsOptions page a process's logs.
+type LogsOptions struct {
+	Cursor string // frames after this cursor; empty: from the start
+	Limit  int    // at most this many frames; zero: the server's default
+	Base64 bool   // force base64 encoding of every frame
+}
+
+// LogsPage is one page of a process's frames.
+type LogsPage struct {
+	Items []LogFrame `json:"items"`
+	// Next is the cursor to ask for the following page.
+	Next string `json:"next"`
+	// TruncatedHead is true when frames after the cursor asked for were
+	// dropped by retention.
+	TruncatedHead        bool   `json:"truncatedHead"`
+	FirstAvailableCursor string `json:"firstAvailableCursor,omitempty"`
+}
+
+// Health is the answer of GET /healthz.
+type Health struct {
+	Status  string `json:"status"`
+	Version string `json:"version"`
+}
+
+// Time is a time that travels as RFC 3339 with milliseconds.
+type Time struct{ time.Time }
+
+// TimeLayout is the wire form of a Time.
+const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// MarshalJSON writes t in TimeLayout, in UTC.
+func (t Time) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + t.UTC().Format(TimeLayout) + `"`), nil
+}
+
+// UnmarshalJSON reads any RFC 3339 time.
+func (t *Time) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return err
+	}
+	t.Time = v
+	return nil
+}
+
+// Millis is a duration that travels as whole milliseconds.
+type Millis time.Duration
+
+// Duration returns m as a time.Duration.
+func (m Millis) Duration() time.Duration { return time.Duration(m) }
+
+// MarshalJSON writes m as an integer count of milliseconds.
+func (m Millis) MarshalJSON() ([]byte, error) {
+	return strconv.AppendInt(nil, time.Duration(m).Milliseconds(), 10), nil
+}
+
+// UnmarshalJSON reads a non-negative count of milliseconds.
+func (m *Millis) UnmarshalJSON(b []byte) error {
+	var n float64
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("milliseconds: %w", err)
+	}
+	if n < 0 || n > float64(math.MaxInt64/int64(time.Millisecond)) {
+		return fmt.Errorf("milliseconds out of range: %v", n)
+	}
+	*m = Millis(time.Duration(n * float64(time.Millisecond)))
+	return nil
+}
