@@ -1,9 +1,6 @@
 package logstore
 
 import (
-	"context"
-	"fmt"
-	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -12,132 +9,93 @@ import (
 // DefaultRetention is the retention of a Log whose Options leave it zero.
 const DefaultRetention = 8 << 20
 
-// maxFrame bounds the bytes of one frame, so that a huge write does not
-// become one frame that retention must drop whole.
-const maxFrame = 64 << 10
+// MinRetention is the smallest retention a Log takes: room for one frame of a
+// few bytes. A smaller Options.Retention is raised to it.
+const MinRetention = FrameOverhead + 64
 
-// liveWindow is what a KeepNone log holds back for its live followers.
+// liveWindow bounds what a KeepNone log holds for its live followers.
 const liveWindow = 1 << 20
 
-// Channel names the stream a frame came from.
-type Channel uint8
-
-// The channels.
+// The byte arena: frames smaller than bigFrame share chunks that start small
+// (a log with a line of output stays small) and double up to maxChunk; larger
+// frames get their own allocation. No chunk is ever reused, since frames
+// handed to readers keep pointing into it.
 const (
-	Stdout Channel = iota + 1
-	Stderr
-	PTY
+	minChunk = 512
+	maxChunk = 64 << 10
+	bigFrame = 16 << 10
 )
-
-func (c Channel) String() string {
-	switch c {
-	case Stdout:
-		return "stdout"
-	case Stderr:
-		return "stderr"
-	case PTY:
-		return "pty"
-	}
-	return "channel(" + strconv.Itoa(int(c)) + ")"
-}
-
-// KeepLogs is a retention policy for a process's frames.
-type KeepLogs string
-
-// The keep-logs policies. The zero value means KeepUntilCleanup.
-const (
-	KeepUntilCleanup KeepLogs = "until_cleanup" // until the process is deleted
-	KeepOnExitTTL    KeepLogs = "on_exit_ttl"   // until a configured time after exit
-	KeepNone         KeepLogs = "none"          // no frames kept; live followers still get them
-)
-
-// ParseKeepLogs parses a policy name; "" is KeepUntilCleanup.
-func ParseKeepLogs(s string) (KeepLogs, error) {
-	switch k := KeepLogs(s); k {
-	case "":
-		return KeepUntilCleanup, nil
-	case KeepUntilCleanup, KeepOnExitTTL, KeepNone:
-		return k, nil
-	}
-	return "", fmt.Errorf("unknown keepLogs %q", s)
-}
-
-// Cursor identifies a frame; cursors strictly increase within a Log. The zero
-// Cursor is before the first frame. On the wire it is an opaque string.
-type Cursor uint64
-
-func (c Cursor) String() string { return strconv.FormatUint(uint64(c), 10) }
-
-// ParseCursor parses a cursor's string form; "" is the zero Cursor.
-func ParseCursor(s string) (Cursor, error) {
-	if s == "" {
-		return 0, nil
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("bad cursor %q", s)
-	}
-	return Cursor(n), nil
-}
-
-// Frame is one piece of output.
-type Frame struct {
-	Cursor  Cursor
-	Channel Channel
-	Data    []byte // never modified after it is appended
-	Time    time.Time
-}
-
-// IsText reports whether the frame's bytes are valid UTF-8.
-func (f Frame) IsText() bool { return utf8.Valid(f.Data) }
 
 // Options configure a Log.
 type Options struct {
-	// Retention bounds the bytes of frames kept. Zero means DefaultRetention.
+	// Retention bounds the bytes of frames kept, each frame counting its
+	// bytes plus FrameOverhead; the oldest frames are dropped to stay within
+	// it, and the newest frame is always kept. Zero means DefaultRetention;
+	// less than MinRetention means MinRetention.
 	Retention int
-	// Keep is the policy; KeepNone keeps frames only for live followers.
+	// Keep is the policy; zero means KeepUntilCleanup. Under KeepNone pages
+	// get no frames, and frames are kept (up to 1 MiB, or Retention if less)
+	// only while a follower is there to read them.
 	Keep KeepLogs
 }
 
-// Log is the output of one process. It is safe for one writer and many
-// readers at once.
+// Log is the output of one process. It is safe for one writer per channel
+// and any number of readers at once. Readers hold its lock only to copy a
+// bounded batch of frame headers, never while they wait or deliver, so a slow
+// reader never holds the writer back.
 type Log struct {
-	keep      KeepLogs
-	retention int // bytes kept for followers (and for pages unless KeepNone)
+	keep     KeepLogs
+	budget   int // retention in charged bytes
+	frameMax int // bytes of the largest frame: one frame always fits the budget
 
-	mu      sync.Mutex // guards everything below
-	frames  []Frame    // retained, oldest first
-	size    int        // bytes in frames
-	last    Cursor     // cursor of the newest frame ever appended
-	dropped Cursor     // cursor of the newest frame dropped from the head
-	pending [PTY + 1][]byte
-	closed  bool
-	wake    chan struct{} // closed and replaced whenever frames are added or the log closes
+	mu        sync.Mutex // guards everything below
+	frames    ring       // retained frames, oldest first; cursors are consecutive
+	size      int        // charged bytes of frames
+	last      Cursor     // cursor of the newest frame ever appended
+	dropped   Cursor     // cursor of the newest frame no longer retained
+	lastTime  int64      // Unix nanoseconds of the newest frame
+	pending   [PTY + 1]heldBack
+	chunk     []byte // the unused rest of the current arena chunk
+	chunkSize int    // size of the last chunk made
+	followers int    // Follow calls running
+	closed    bool
+	wake      chan struct{} // made by a follower about to wait; closed and cleared when frames come or the log closes
+}
+
+// heldBack is the incomplete UTF-8 sequence at the end of a channel's output.
+type heldBack struct {
+	b [utf8.UTFMax - 1]byte
+	n int
 }
 
 // New returns an empty Log.
 func New(opts Options) *Log {
 	r := opts.Retention
-	if r <= 0 {
+	if r == 0 {
 		r = DefaultRetention
 	}
+	r = max(r, MinRetention)
 	keep := opts.Keep
 	if keep == "" {
 		keep = KeepUntilCleanup
 	}
-	if keep == KeepNone && r > liveWindow {
-		r = liveWindow
+	if keep == KeepNone {
+		r = min(r, liveWindow)
 	}
-	return &Log{keep: keep, retention: r, wake: make(chan struct{})}
+	return &Log{keep: keep, budget: r, frameMax: min(MaxFrame, r-FrameOverhead)}
 }
 
 // Keep returns the log's policy.
 func (l *Log) Keep() KeepLogs { return l.keep }
 
-// Write appends p on channel ch. An incomplete UTF-8 sequence at the end of p
-// is held back until the next write on ch or Close, so that no frame splits
-// one. Writes after Close are dropped. Write never waits for a reader.
+// Write appends p on channel ch, which must be Stdout, Stderr or PTY. An
+// incomplete UTF-8 sequence at the end of p is held back until the next write
+// on ch or Close, so that no frame splits one. Writes after Close are
+// dropped. Write never waits for a reader. It does not keep p.
 func (l *Log) Write(ch Channel, p []byte) {
+	if !ch.valid() {
+		panic("logstore: write on " + ch.String())
+	}
 	if len(p) == 0 {
 		return
 	}
@@ -146,17 +104,13 @@ func (l *Log) Write(ch Channel, p []byte) {
 	if l.closed {
 		return
 	}
-	data := p
-	if pend := l.pending[ch]; len(pend) > 0 {
-		data = append(pend, p...)
-		l.pending[ch] = nil
-	}
-	cut := completeUTF8(data)
-	if cut < len(data) {
-		l.pending[ch] = append([]byte(nil), data[cut:]...)
-		data = data[:cut]
-	}
-	l.appendLocked(ch, data)
+	held := &l.pending[ch]
+	j := joined{held.b[:held.n], p}
+	var buf [utf8.UTFMax - 1]byte
+	tail := j.tail(buf[:])
+	hold := incompleteTail(tail)
+	l.appendLocked(ch, j, j.len()-hold)
+	held.n = copy(held.b[:], tail[len(tail)-hold:])
 }
 
 // Writer returns an io.Writer that appends on ch.
@@ -174,52 +128,86 @@ func (w *ChannelWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// appendLocked splits data into frames at UTF-8 boundaries and appends them,
-// copying the bytes. l.mu must be held.
-func (l *Log) appendLocked(ch Channel, data []byte) {
-	if len(data) == 0 {
+// appendLocked appends the first n bytes of j as frames on ch and wakes the
+// followers. l.mu must be held.
+func (l *Log) appendLocked(ch Channel, j joined, n int) {
+	if n == 0 {
 		return
 	}
-	now := time.Now()
-	buf := make([]byte, len(data)) // one allocation for every frame of this write
-	copy(buf, data)
-	for len(buf) > 0 {
-		n := min(len(buf), maxFrame)
-		if n < len(buf) {
-			n = frameCut(buf, n)
+	t := l.nowLocked()
+	for off := 0; off < n; {
+		end := n
+		if n-off > l.frameMax {
+			end = j.cutBefore(off, l.frameMax)
 		}
 		l.last++
-		l.frames = append(l.frames, Frame{Cursor: l.last, Channel: ch, Data: buf[:n:n], Time: now})
-		l.size += n
-		buf = buf[n:]
+		if (l.keep == KeepNone && l.followers == 0) || n-end >= l.budget {
+			// Nobody could read it: no follower of a KeepNone log, or the
+			// rest of this write alone pushes it out.
+			l.dropAllLocked()
+		} else {
+			data := l.allocLocked(j, off, end)
+			l.frames.push(Frame{Cursor: l.last, Channel: ch, Data: data, Time: t})
+			l.size += len(data) + FrameOverhead
+			l.trimLocked()
+		}
+		off = end
 	}
-	l.trimLocked()
-	close(l.wake)
-	l.wake = make(chan struct{})
+	if l.wake != nil {
+		close(l.wake)
+		l.wake = nil
+	}
 }
 
-// trimLocked drops frames from the head until the retained bytes fit.
-func (l *Log) trimLocked() {
-	i := 0
-	for l.size > l.retention && i < len(l.frames)-1 {
-		l.size -= len(l.frames[i].Data)
-		l.dropped = l.frames[i].Cursor
-		i++
-	}
-	if l.size > l.retention && i == len(l.frames)-1 {
-		// A single frame larger than retention keeps its tail.
-		f := &l.frames[i]
-		over := l.size - l.retention
-		f.Data = f.Data[frameCut(f.Data, over):]
-		l.size = len(f.Data)
-	}
-	if i > 0 {
-		clear(l.frames[:i])
-		l.frames = l.frames[i:]
-		if cap(l.frames) > 2*len(l.frames)+64 {
-			l.frames = append([]Frame(nil), l.frames...)
+// allocLocked returns a copy of j[off:end] in the arena. l.mu must be held.
+func (l *Log) allocLocked(j joined, off, end int) []byte {
+	n := end - off
+	if n >= bigFrame {
+		if off >= len(j.a) {
+			// Append rather than make and copy: it does not zero the
+			// memory first.
+			return append([]byte(nil), j.b[off-len(j.a):end-len(j.a)]...)[:n:n]
 		}
+		data := make([]byte, n)
+		j.copyOut(data, off)
+		return data
 	}
+	if len(l.chunk) < n {
+		l.chunkSize = min(maxChunk, max(minChunk, 2*l.chunkSize))
+		l.chunk = make([]byte, max(n, l.chunkSize))
+	}
+	data := l.chunk[:n:n]
+	l.chunk = l.chunk[n:]
+	j.copyOut(data, off)
+	return data
+}
+
+// nowLocked returns the time for new frames: the clock, but never earlier
+// than the newest frame's. l.mu must be held.
+func (l *Log) nowLocked() time.Time {
+	t := time.Now()
+	if ns := t.UnixNano(); ns > l.lastTime {
+		l.lastTime = ns
+		return t
+	}
+	return time.Unix(0, l.lastTime)
+}
+
+// trimLocked drops the oldest frames until the rest fit the budget. Each
+// frame fits it alone, so the newest stays. l.mu must be held.
+func (l *Log) trimLocked() {
+	for l.size > l.budget {
+		f := l.frames.pop()
+		l.size -= len(f.Data) + FrameOverhead
+		l.dropped = f.Cursor
+	}
+}
+
+// dropAllLocked drops every frame appended so far. l.mu must be held.
+func (l *Log) dropAllLocked() {
+	l.frames.clear()
+	l.size = 0
+	l.dropped = l.last
 }
 
 // Close flushes held-back bytes and marks the log ended: followers get End
@@ -230,12 +218,16 @@ func (l *Log) Close() {
 	if l.closed {
 		return
 	}
-	for ch, pend := range l.pending {
-		l.appendLocked(Channel(ch), pend)
-		l.pending[ch] = nil
+	for ch := range l.pending {
+		held := &l.pending[ch]
+		l.appendLocked(Channel(ch), joined{a: held.b[:held.n]}, held.n)
+		held.n = 0
 	}
 	l.closed = true
-	close(l.wake)
+	if l.wake != nil {
+		close(l.wake)
+		l.wake = nil
+	}
 }
 
 // Closed reports whether Close was called.
@@ -249,7 +241,8 @@ func (l *Log) Closed() bool {
 type Page struct {
 	Frames []Frame
 	// Next is the cursor to ask for the following page: the last frame's
-	// cursor, or the cursor asked for when the page is empty.
+	// cursor, or when the page is empty the cursor asked for (moved past
+	// what was dropped, so that asking again does not report it again).
 	Next Cursor
 	// TruncatedHead is true when frames after the cursor asked for were
 	// dropped by retention (or never kept, under KeepNone).
@@ -261,145 +254,60 @@ type Page struct {
 	Last Cursor
 }
 
-// Page returns at most limit frames after cursor after (limit <= 0: all).
+// Page returns at most limit frames after cursor after (limit <= 0: all
+// that are retained). Under KeepNone it has no frames.
 func (l *Log) Page(after Cursor, limit int) Page {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	p := Page{Next: after, Last: l.last}
 	if l.keep == KeepNone {
 		p.TruncatedHead = after < l.last
+		p.Next = max(after, l.last)
 		return p
 	}
-	if len(l.frames) > 0 {
-		p.FirstAvailable = l.frames[0].Cursor
-	}
 	p.TruncatedHead = after < l.dropped
-	fs := l.framesAfterLocked(after)
-	if limit > 0 && len(fs) > limit {
-		fs = fs[:limit]
+	if l.frames.len() > 0 {
+		p.FirstAvailable = l.frames.at(0).Cursor
 	}
-	if len(fs) > 0 {
-		p.Frames = append([]Frame(nil), fs...)
-		p.Next = fs[len(fs)-1].Cursor
+	i, n := l.afterLocked(after)
+	if limit > 0 {
+		n = min(n, limit)
 	}
+	if n == 0 {
+		p.Next = max(after, l.dropped)
+		return p
+	}
+	p.Frames = make([]Frame, n)
+	l.frames.copyOut(p.Frames, i)
+	p.Next = p.Frames[n-1].Cursor
 	return p
 }
 
-// framesAfterLocked returns the retained frames with cursors above after, as
-// a view of l.frames. l.mu must be held.
-func (l *Log) framesAfterLocked(after Cursor) []Frame {
-	if len(l.frames) == 0 || after >= l.last {
-		return nil
+// afterLocked returns the index of the first retained frame after cursor
+// after, and how many retained frames follow it. l.mu must be held.
+func (l *Log) afterLocked(after Cursor) (i, n int) {
+	if l.frames.len() == 0 || after >= l.last {
+		return 0, 0
 	}
-	first := l.frames[0].Cursor
+	first := l.frames.at(0).Cursor
 	if after < first {
-		return l.frames
+		return 0, l.frames.len()
 	}
-	// Cursors are dense: frame i has cursor first+i.
-	return l.frames[after-first+1:]
+	i = int(after - first + 1)
+	return i, l.frames.len() - i
 }
 
-// Bounds reports whether the head was dropped and the first and last cursors.
+// Bounds reports whether the head was dropped (or, under KeepNone, whether
+// anything was written), the first retained cursor as a page sees it (zero
+// when none) and the last cursor ever appended.
 func (l *Log) Bounds() (truncatedHead bool, first, last Cursor) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.frames) > 0 && l.keep != KeepNone {
-		first = l.frames[0].Cursor
+	if l.keep == KeepNone {
+		return l.last > 0, 0, l.last
 	}
-	return l.dropped > 0 || (l.keep == KeepNone && l.last > 0), first, l.last
-}
-
-// Event is one step of a Follow: exactly one field is set.
-type Event struct {
-	Frame   *Frame
-	Warning *Warning
-	End     bool // the log is closed and every frame was delivered
-}
-
-// Warning tells a follower that frames after its cursor were dropped before
-// it read them; it goes on from FirstAvailable.
-type Warning struct {
-	Message        string
-	FirstAvailable Cursor
-}
-
-// Follow calls yield with the frames after cursor after, then with frames as
-// they are appended, then with an End event once the log is closed, and
-// returns. It returns early when yield returns false or ctx is done, with
-// ctx.Err(). A follower that falls behind retention gets a Warning and goes on
-// from the oldest retained frame; it never holds the writer back.
-func (l *Log) Follow(ctx context.Context, after Cursor, yield func(Event) bool) error {
-	for {
-		l.mu.Lock()
-		var warn *Warning
-		if after < l.dropped && (len(l.frames) == 0 || after < l.frames[0].Cursor-1) {
-			first := l.dropped + 1
-			warn = &Warning{
-				Message:        fmt.Sprintf("frames after cursor %d were dropped by retention; continuing from %d", after, first),
-				FirstAvailable: first,
-			}
-			after = l.dropped
-		}
-		batch := l.framesAfterLocked(after)
-		closed, wake := l.closed, l.wake
-		l.mu.Unlock()
-
-		if warn != nil && !yield(Event{Warning: warn}) {
-			return nil
-		}
-		for i := range batch {
-			if !yield(Event{Frame: &batch[i]}) {
-				return nil
-			}
-			after = batch[i].Cursor
-		}
-		if len(batch) > 0 {
-			continue // more may have come, or the batch was dropped meanwhile
-		}
-		if closed {
-			yield(Event{End: true})
-			return nil
-		}
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if l.frames.len() > 0 {
+		first = l.frames.at(0).Cursor
 	}
-}
-
-// completeUTF8 returns the length of the longest prefix of p that does not
-// end inside an incomplete UTF-8 sequence.
-func completeUTF8(p []byte) int {
-	n := len(p)
-	for i := n - 1; i >= 0 && i >= n-3; i-- {
-		b := p[i]
-		if b < 0x80 {
-			return n // ASCII: nothing incomplete
-		}
-		if b >= 0xC0 { // a start byte: is its sequence complete?
-			need := 2
-			if b >= 0xF0 {
-				need = 4
-			} else if b >= 0xE0 {
-				need = 3
-			}
-			if n-i < need && utf8.FullRune(p[i:]) == false && b < 0xF8 {
-				return i
-			}
-			return n
-		}
-	}
-	return n
-}
-
-// frameCut returns a cut point at or before n that does not split a UTF-8
-// sequence (or n itself when no boundary is near, as in binary data).
-func frameCut(p []byte, n int) int {
-	for i := n; i > 0 && i > n-utf8.UTFMax; i-- {
-		if utf8.RuneStart(p[i]) {
-			return i
-		}
-	}
-	return n
+	return l.dropped > 0, first, l.last
 }

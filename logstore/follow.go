@@ -1,0 +1,136 @@
+package logstore
+
+import (
+	"context"
+	"fmt"
+)
+
+// A follower copies at most this many frames, and about this many bytes of
+// them, each time it takes the lock: the writer never waits long for it, and
+// a follower stuck delivering a batch keeps little memory alive.
+const (
+	batchFrames = 256
+	batchBytes  = 256 << 10
+)
+
+// Event is one step of a Follow: exactly one field is set.
+type Event struct {
+	Frame   *Frame
+	Warning *Warning
+	End     bool // the log is closed and every frame was delivered
+}
+
+// Warning tells a follower that frames after its cursor were dropped before
+// it read them (or, under KeepNone, were never kept); it goes on from
+// FirstAvailable, the cursor of the next frame it gets.
+type Warning struct {
+	Message        string
+	FirstAvailable Cursor
+}
+
+// Follow calls yield with the frames after cursor after, then with frames as
+// they are appended, then with an End event once the log is closed, and
+// returns nil. It returns early when yield returns false (nil) or ctx is done
+// (ctx.Err()). The Frame of an Event is the follower's own copy.
+//
+// A follower never holds the writer back: when it falls behind what is
+// retained it gets a Warning and goes on from the oldest retained frame. A
+// Warning is also the first event when frames after after are already gone;
+// under KeepNone that is whenever after is older than the last frame, and the
+// follower starts from the frames that come next.
+func (l *Log) Follow(ctx context.Context, after Cursor, yield func(Event) bool) error {
+	l.mu.Lock()
+	l.followers++
+	var warn *Warning
+	if l.keep == KeepNone && after < l.last {
+		warn = &Warning{
+			Message:        fmt.Sprintf("keepLogs is none: frames after cursor %d were not kept; continuing from %d", after, l.last+1),
+			FirstAvailable: l.last + 1,
+		}
+		after = l.last
+	}
+	l.mu.Unlock()
+	defer l.unfollow()
+
+	if warn != nil && !yield(Event{Warning: warn}) {
+		return nil
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		l.mu.Lock()
+		warn = nil
+		if after < l.dropped {
+			warn = &Warning{
+				Message:        fmt.Sprintf("frames after cursor %d were dropped by retention; continuing from %d", after, l.dropped+1),
+				FirstAvailable: l.dropped + 1,
+			}
+			after = l.dropped
+		}
+		batch := l.batchLocked(after)
+		closed := l.closed
+		var wake chan struct{}
+		if len(batch) == 0 && !closed {
+			if l.wake == nil {
+				l.wake = make(chan struct{})
+			}
+			wake = l.wake
+		}
+		l.mu.Unlock()
+
+		if warn != nil && !yield(Event{Warning: warn}) {
+			return nil
+		}
+		for i := range batch {
+			if !yield(Event{Frame: &batch[i]}) {
+				return nil
+			}
+			after = batch[i].Cursor
+		}
+		switch {
+		case len(batch) > 0:
+		case closed:
+			yield(Event{End: true})
+			return nil
+		default:
+			select {
+			case <-wake:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+}
+
+// batchLocked copies the next frames after cursor after, at most batchFrames
+// of them and batchBytes of their bytes (but at least one). l.mu must be held.
+func (l *Log) batchLocked(after Cursor) []Frame {
+	i, n := l.afterLocked(after)
+	n = min(n, batchFrames)
+	bytes := 0
+	for k := range n {
+		bytes += len(l.frames.at(i + k).Data)
+		if bytes > batchBytes && k > 0 {
+			n = k
+			break
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	batch := make([]Frame, n)
+	l.frames.copyOut(batch, i)
+	return batch
+}
+
+// unfollow ends a Follow. Under KeepNone the frames were kept only for
+// followers, so the last one to leave drops them.
+func (l *Log) unfollow() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.followers--
+	if l.keep == KeepNone && l.followers == 0 {
+		l.dropAllLocked()
+	}
+}

@@ -1,0 +1,98 @@
+package logstore
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Channel names the stream a frame came from.
+type Channel uint8
+
+// The channels.
+const (
+	Stdout Channel = iota + 1
+	Stderr
+	PTY
+)
+
+func (c Channel) String() string {
+	switch c {
+	case Stdout:
+		return "stdout"
+	case Stderr:
+		return "stderr"
+	case PTY:
+		return "pty"
+	}
+	return "channel(" + strconv.Itoa(int(c)) + ")"
+}
+
+// valid reports whether c is one of the channels above.
+func (c Channel) valid() bool { return c >= Stdout && c <= PTY }
+
+// KeepLogs is a retention policy for a process's frames.
+type KeepLogs string
+
+// The keep-logs policies. The zero value means KeepUntilCleanup. A Log only
+// records the policy and, for KeepNone, keeps nothing for pages: removing a
+// record after exit (KeepOnExitTTL) is the job of whoever owns the record.
+const (
+	KeepUntilCleanup KeepLogs = "until_cleanup" // until the process is deleted
+	KeepOnExitTTL    KeepLogs = "on_exit_ttl"   // until a configured time after exit
+	KeepNone         KeepLogs = "none"          // no frames kept; live followers still get them
+)
+
+// ParseKeepLogs parses a policy name; "" is KeepUntilCleanup.
+func ParseKeepLogs(s string) (KeepLogs, error) {
+	switch k := KeepLogs(s); k {
+	case "":
+		return KeepUntilCleanup, nil
+	case KeepUntilCleanup, KeepOnExitTTL, KeepNone:
+		return k, nil
+	}
+	return "", fmt.Errorf("unknown keepLogs %q", s)
+}
+
+// Cursor identifies a frame; cursors strictly increase within a Log, by one
+// per frame. The zero Cursor is before the first frame. On the wire it is an
+// opaque string.
+type Cursor uint64
+
+func (c Cursor) String() string { return strconv.FormatUint(uint64(c), 10) }
+
+// ParseCursor parses a cursor's string form; "" is the zero Cursor.
+func ParseCursor(s string) (Cursor, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("bad cursor %q", s)
+	}
+	return Cursor(n), nil
+}
+
+// Frame is one piece of output. A frame never splits a valid UTF-8 sequence
+// of its channel's bytes, so a channel whose output is valid UTF-8 has only
+// text frames.
+type Frame struct {
+	Cursor  Cursor
+	Channel Channel
+	Data    []byte    // never modified after it is appended; do not modify it
+	Time    time.Time // when the bytes arrived; never earlier than the frame before
+}
+
+// IsText reports whether the frame's bytes are valid UTF-8. On the wire a
+// text frame has encoding "text", any other "base64".
+func (f Frame) IsText() bool { return utf8.Valid(f.Data) }
+
+// FrameOverhead is what each frame counts against retention besides its
+// bytes: about the memory a frame's bookkeeping takes, so that a flood of tiny
+// frames stays as bounded as a few large ones.
+const FrameOverhead = 64
+
+// MaxFrame bounds the bytes of one frame, so that a huge write becomes several
+// frames that retention can drop one by one.
+const MaxFrame = 64 << 10

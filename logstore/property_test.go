@@ -1,0 +1,112 @@
+package logstore
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestProperties writes random output (text and binary, in random sizes, on
+// random channels) into logs of random retention and checks everything read
+// back, before and after Close.
+func TestProperties(t *testing.T) {
+	t.Parallel()
+	runs := 300
+	if testing.Short() {
+		runs = 60
+	}
+	for seed := range uint64(runs) {
+		rng := rand.New(rand.NewPCG(seed, 0x10657))
+		keep := KeepUntilCleanup
+		if rng.IntN(8) == 0 {
+			keep = KeepNone
+		}
+		budget := MinRetention + rng.IntN(4<<10)
+		switch rng.IntN(3) {
+		case 1:
+			budget = MinRetention + rng.IntN(256<<10)
+		case 2:
+			budget = MinRetention + rng.IntN(2<<20)
+		}
+		l := New(Options{Retention: budget, Keep: keep})
+		if keep == KeepNone {
+			budget = min(budget, liveWindow)
+		}
+		var m model
+		binary := rng.IntN(2) == 0
+		writes := rng.IntN(64)
+		for i := range writes {
+			n := rng.IntN(64)
+			switch rng.IntN(6) {
+			case 0:
+				n = rng.IntN(4)
+			case 1:
+				n = rng.IntN(64 << 10)
+			case 2:
+				if rng.IntN(8) == 0 {
+					n = rng.IntN(1 << 20)
+				}
+			}
+			m.write(l, Channel(1+rng.IntN(3)), randomBytes(rng, n, binary))
+			if i%16 == 15 {
+				if err := checkLog(l, &m, budget, rng); err != nil {
+					t.Fatalf("seed %d, %d writes, retention %d, %s: %v", seed, i+1, budget, keep, err)
+				}
+			}
+		}
+		if err := checkLog(l, &m, budget, rng); err != nil {
+			t.Fatalf("seed %d, open, retention %d, %s: %v", seed, budget, keep, err)
+		}
+		m.close(l)
+		if err := checkLog(l, &m, budget, rng); err != nil {
+			t.Fatalf("seed %d, closed, retention %d, %s: %v", seed, budget, keep, err)
+		}
+	}
+}
+
+// FuzzLog drives a log from a script: each script byte is one write, its
+// low two bits the channel (0: close the log) and the rest the length taken
+// from data, scaled up for some writes; retention comes from the fuzzer.
+func FuzzLog(f *testing.F) {
+	f.Add([]byte{1, 5, 9, 2}, []byte("héllo wörld €😀 done\n"), uint32(0), false)
+	f.Add([]byte{0x05, 0x05, 0x05, 0x05, 0x06}, []byte("\xf0\x9f\x98\x80\xf0\x9f\x98"), uint32(200), true)
+	f.Add([]byte{0x0d, 0x0e, 0x0f}, []byte("\xe2\x82\xac\xff\xfe\xed\xa0\x80\xc0\xaf"), uint32(130), false)
+	f.Add([]byte{0xfd, 0xfe, 0x00, 0x09}, []byte("abcdefgh\xc3\xa9\xc3"), uint32(1000), false)
+	f.Add([]byte{0x81, 0x42, 0xc3}, []byte("\x80\x80\x80\x80\x80\xc2"), uint32(64<<10), true)
+	f.Fuzz(func(t *testing.T, script, data []byte, retention uint32, keepNone bool) {
+		budget := max(MinRetention, int(retention%(1<<20)))
+		opts := Options{Retention: budget}
+		if keepNone {
+			opts.Keep = KeepNone
+			budget = min(budget, liveWindow)
+		}
+		l := New(opts)
+		var m model
+		for _, op := range script {
+			ch := Channel(op & 3)
+			if ch == 0 {
+				m.close(l)
+				continue
+			}
+			n := int(op >> 2)
+			k := min(n, len(data))
+			p := data[:k:k]
+			data = data[k:]
+			if n >= 48 {
+				// A large write: what it took, repeated up to its size.
+				n = (n - 47) * 4 << 10
+				for len(p) < n && len(p) > 0 {
+					p = append(p, p...)
+				}
+			}
+			m.write(l, ch, p)
+		}
+		rng := rand.New(rand.NewPCG(uint64(len(script)), uint64(retention)))
+		if err := checkLog(l, &m, budget, rng); err != nil {
+			t.Fatal(err)
+		}
+		m.close(l)
+		if err := checkLog(l, &m, budget, rng); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
