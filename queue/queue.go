@@ -1,0 +1,99 @@
+// Package queue runs jobs one at a time, in the order they were pushed.
+//
+// A Queue starts a worker goroutine only while it has work, so an idle queue
+// costs no goroutine. Jobs waiting their turn can be failed all at once with
+// Close, as when the session they belong to ends.
+package queue
+
+import (
+	"errors"
+	"sync"
+)
+
+// ErrClosed is returned by Push after Close.
+var ErrClosed = errors.New("queue closed")
+
+// Job is one unit of work.
+type Job interface {
+	// Run does the job. It is called at most once, on the worker goroutine.
+	Run()
+	// Cancel is called instead of Run when the queue is closed before the
+	// job's turn, with the error given to Close.
+	Cancel(err error)
+}
+
+// Queue runs jobs serially. The zero value is ready to use.
+type Queue struct {
+	mu      sync.Mutex // guards everything below
+	pending []Job
+	running bool  // a worker goroutine is alive
+	closed  error // non-nil once Close was called
+	idle    *sync.Cond
+}
+
+// Push appends j. It runs after every job pushed before it has finished.
+func (q *Queue) Push(j Job) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed != nil {
+		return ErrClosed
+	}
+	q.pending = append(q.pending, j)
+	if !q.running {
+		q.running = true
+		go q.work()
+	}
+	return nil
+}
+
+// Len returns the number of jobs waiting (not counting the running one).
+func (q *Queue) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.pending)
+}
+
+func (q *Queue) work() {
+	for {
+		q.mu.Lock()
+		if len(q.pending) == 0 || q.closed != nil {
+			q.running = false
+			if q.idle != nil {
+				q.idle.Broadcast()
+			}
+			q.mu.Unlock()
+			return
+		}
+		j := q.pending[0]
+		q.pending[0] = nil
+		q.pending = q.pending[1:]
+		q.mu.Unlock()
+		j.Run()
+	}
+}
+
+// Close cancels every waiting job with err (ErrClosed if nil), refuses later
+// pushes, and waits for the running job, if any, to return. It is idempotent.
+func (q *Queue) Close(err error) {
+	if err == nil {
+		err = ErrClosed
+	}
+	q.mu.Lock()
+	var cancel []Job
+	if q.closed == nil {
+		q.closed = err
+		cancel, q.pending = q.pending, nil
+	}
+	q.mu.Unlock()
+	for _, j := range cancel {
+		j.Cancel(err)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.idle == nil {
+		q.idle = sync.NewCond(&q.mu)
+	}
+	for q.running {
+		q.idle.Wait()
+	}
+}

@@ -1,0 +1,83 @@
+package queue
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type job struct {
+	run    func()
+	cancel func(error)
+}
+
+func (j job) Run()            { j.run() }
+func (j job) Cancel(e error) { j.cancel(e) }
+
+func TestOrderAndSerial(t *testing.T) {
+	t.Parallel()
+	var q Queue
+	var mu sync.Mutex
+	var order []int
+	active := 0
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Add(1)
+		require.NoError(t, q.Push(job{run: func() {
+			defer wg.Done()
+			mu.Lock()
+			active++
+			require.Equal(t, 1, active, "two jobs ran at once")
+			order = append(order, i)
+			mu.Unlock()
+			time.Sleep(time.Microsecond)
+			mu.Lock()
+			active--
+			mu.Unlock()
+		}}))
+	}
+	wg.Wait()
+	for i, v := range order {
+		require.Equal(t, i, v)
+	}
+	q.Close(nil)
+}
+
+func TestCloseCancelsWaiting(t *testing.T) {
+	t.Parallel()
+	var q Queue
+	release := make(chan struct{})
+	started := make(chan struct{})
+	require.NoError(t, q.Push(job{run: func() { close(started); <-release }}))
+	<-started
+	var got []error
+	var mu sync.Mutex
+	for range 3 {
+		require.NoError(t, q.Push(job{
+			run:    func() { t.Error("a cancelled job ran") },
+			cancel: func(e error) { mu.Lock(); got = append(got, e); mu.Unlock() },
+		}))
+	}
+	ended := errors.New("session ended")
+	closed := make(chan struct{})
+	go func() { q.Close(ended); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a job was running")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	<-closed
+	require.Len(t, got, 3)
+	for _, e := range got {
+		require.ErrorIs(t, e, ended)
+	}
+	require.ErrorIs(t, q.Push(job{}), ErrClosed)
+	require.Equal(t, 0, q.Len())
+}
