@@ -17,7 +17,7 @@ type job struct {
 	cancel func(error)
 }
 
-func (j job) Run()            { j.run() }
+func (j job) Run()           { j.run() }
 func (j job) Cancel(e error) { j.cancel(e) }
 
 func TestOrderAndSerial(t *testing.T) {

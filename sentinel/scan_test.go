@@ -33,8 +33,8 @@ func TestScannerTable(t *testing.T) {
 	other := string(Nonce("ffffffffffffffffffffffff").Marker())
 	tests := []struct {
 		name, stream, want string
-		trailer, done  bool
-		end            End
+		trailer, done      bool
+		end                End
 	}{
 		{"plain", "hello\n" + m + "0 /tmp\x00", "hello\n", true, true, End{0, "/tmp"}},
 		{"no newline", "abc" + m + "3 /a b\x00after", "abc", true, true, End{3, "/a b"}},
