@@ -1,0 +1,129 @@
+package proctree
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+)
+
+// stat is what proctree reads of /proc/PID/stat.
+type stat struct {
+	pid, ppid, pgid, sid int
+	state                byte // R, S, D, Z, T, ...
+}
+
+// readStat parses /proc/PID/stat. The command name is in parentheses and may
+// itself hold spaces and parentheses, so fields are counted from the last ')'.
+func readStat(pid int) (stat, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return stat{}, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return stat{}, false
+	}
+	f := bytes.Fields(b[i+2:]) // state ppid pgrp session ...
+	if len(f) < 4 || len(f[0]) != 1 {
+		return stat{}, false
+	}
+	s := stat{pid: pid, state: f[0][0]}
+	s.ppid, _ = strconv.Atoi(string(f[1]))
+	s.pgid, _ = strconv.Atoi(string(f[2]))
+	s.sid, _ = strconv.Atoi(string(f[3]))
+	return s, true
+}
+
+// pids lists the pids in /proc.
+func pids() []int {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	out := make([]int, 0, len(names))
+	for _, n := range names {
+		if n[0] < '0' || n[0] > '9' {
+			continue
+		}
+		if pid, err := strconv.Atoi(n); err == nil {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// Descendants returns the pids of every live descendant of pid — children,
+// their children and so on, including those that called setsid — found
+// through the PPid links of /proc/*/stat. pid itself is not included. Zombies
+// not reaped yet are included. A descendant whose parent has died has been
+// reparented out of the tree and is not found; see [Tagged].
+func Descendants(pid int) []int {
+	return descendants(parentLinks(), map[int]bool{pid: true})
+}
+
+// parentLinks maps each pid in /proc to its children.
+func parentLinks() map[int][]int {
+	children := make(map[int][]int)
+	for _, p := range pids() {
+		if s, ok := readStat(p); ok {
+			children[s.ppid] = append(children[s.ppid], p)
+		}
+	}
+	return children
+}
+
+// descendants returns the descendants of the roots in seen that are not in
+// seen themselves, and adds them to seen.
+func descendants(children map[int][]int, seen map[int]bool) []int {
+	var out []int
+	queue := make([]int, 0, len(seen))
+	for p := range seen {
+		queue = append(queue, p)
+	}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			if !seen[c] { // also stops a loop that a pid reused mid-scan could close
+				seen[c] = true
+				out = append(out, c)
+				queue = append(queue, c)
+			}
+		}
+	}
+	return out
+}
+
+// TagEnv is the environment variable that tags a tree; see [Tag].
+const TagEnv = "CONCH_TREE"
+
+// Tag returns the environment entry "CONCH_TREE=id". Put it in the
+// environment of a process so that [Tagged] finds it and every descendant
+// that inherits its environment, also after they leave its tree.
+func Tag(id string) string { return TagEnv + "=" + id }
+
+// Tagged returns the pids of live processes whose environment holds
+// [Tag](id). It reads /proc/PID/environ, which is the environment a process
+// started with: a process that cleared its environment before exec (env -i)
+// is not found. Only processes this process may read are seen (those of the
+// same user, or all when root). Zombies have no environment and are not
+// found.
+func Tagged(id string) []int {
+	tag := []byte(Tag(id))
+	var out []int
+	for _, p := range pids() {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/environ")
+		if err != nil {
+			continue
+		}
+		for e := range bytes.SplitSeq(b, []byte{0}) {
+			if bytes.Equal(e, tag) {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}

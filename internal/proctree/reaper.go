@@ -1,0 +1,194 @@
+package proctree
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// EnableSubreaper makes this process the child subreaper of its descendants
+// (prctl PR_SET_CHILD_SUBREAPER): an orphan among them is reparented to this
+// process rather than to init, so that [StartReaper] reaps it and [Tagged]
+// still finds it among this process's processes. PID 1 is a subreaper by
+// nature and needs no call.
+func EnableSubreaper() error {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		return &os.SyscallError{Syscall: "prctl PR_SET_CHILD_SUBREAPER", Err: err}
+	}
+	return nil
+}
+
+var (
+	// startMu is held shared around cmd.Start and exclusively by a reaper
+	// scan, so that no child exists unregistered while the reaper looks.
+	startMu sync.RWMutex
+
+	ownedMu sync.Mutex // guards owned
+	owned   = make(map[int]bool)
+)
+
+// Start starts cmd like cmd.Start and registers its process as owned, so
+// that the reaper leaves its exit status to [Wait]. Every child started while
+// a reaper runs must be started through Start (or run its own reaping).
+func Start(cmd *exec.Cmd) error {
+	startMu.RLock()
+	defer startMu.RUnlock()
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	ownedMu.Lock()
+	owned[cmd.Process.Pid] = true
+	ownedMu.Unlock()
+	return nil
+}
+
+// Wait waits for a command started with [Start], like cmd.Wait, and then
+// releases its pid for reuse. A command waited with cmd.Wait directly is
+// released at the reaper's next scan instead.
+func Wait(cmd *exec.Cmd) error {
+	err := cmd.Wait()
+	if cmd.Process != nil {
+		ownedMu.Lock()
+		delete(owned, cmd.Process.Pid)
+		ownedMu.Unlock()
+	}
+	return err
+}
+
+var (
+	reaperMu      sync.Mutex // guards reaperRunning
+	reaperRunning bool
+)
+
+// ErrReaperRunning is returned by StartReaper when a reaper runs already.
+var ErrReaperRunning = errors.New("a reaper runs already")
+
+// StartReaper starts a goroutine that reaps, on every SIGCHLD, every zombie
+// child of this process that was not started with [Start]: the orphans this
+// process inherits as a subreaper or as PID 1. It does not poll. Only one
+// reaper runs per process. stop ends the goroutine and returns once it has.
+func StartReaper() (stop func(), err error) {
+	reaperMu.Lock()
+	defer reaperMu.Unlock()
+	if reaperRunning {
+		return nil, ErrReaperRunning
+	}
+	reaperRunning = true
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGCHLD)
+	quit := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		reap() // orphans inherited before the reaper started
+		for {
+			select {
+			case <-sigs:
+				reap()
+			case <-quit:
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			signal.Stop(sigs)
+			close(quit)
+			<-done
+			reaperMu.Lock()
+			reaperRunning = false
+			reaperMu.Unlock()
+		})
+	}, nil
+}
+
+// reap reaps every zombie child that is not owned. SIGCHLD coalesces, so
+// each call looks at every child rather than at one. It returns how many it
+// reaped.
+func reap() int {
+	startMu.Lock()
+	defer startMu.Unlock()
+	kids := children()
+	ownedMu.Lock()
+	for pid := range owned {
+		// An owned pid no longer our child was waited for with cmd.Wait
+		// rather than Wait. Absence from kids alone does not prove it: the
+		// children files may miss an entry while the list changes.
+		if !kids[pid] {
+			if s, ok := readStat(pid); !ok || s.ppid != self {
+				delete(owned, pid)
+			}
+		}
+	}
+	var orphans []int
+	for pid := range kids {
+		if !owned[pid] {
+			orphans = append(orphans, pid)
+		}
+	}
+	ownedMu.Unlock()
+	n := 0
+	for _, pid := range orphans {
+		var ws syscall.WaitStatus
+		for {
+			got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+			if err == syscall.EINTR {
+				continue
+			}
+			if got == pid {
+				n++
+			}
+			break
+		}
+	}
+	return n
+}
+
+var self = os.Getpid()
+
+// children returns the pids of this process's children, zombies included,
+// from /proc/self/task/*/children: a child belongs to the thread that forked
+// it, or to any thread when it was reparented to this process. Kernels built
+// without those files get a scan of every /proc/PID/stat instead.
+func children() map[int]bool {
+	kids := make(map[int]bool)
+	d, err := os.Open("/proc/self/task")
+	if err != nil {
+		return kids
+	}
+	tids, _ := d.Readdirnames(-1)
+	d.Close()
+	for _, tid := range tids {
+		b, err := os.ReadFile("/proc/self/task/" + tid + "/children")
+		if errors.Is(err, os.ErrNotExist) && tid == strconv.Itoa(self) {
+			return childrenByStat()
+		}
+		if err != nil {
+			continue
+		}
+		for f := range strings.FieldsSeq(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				kids[pid] = true
+			}
+		}
+	}
+	return kids
+}
+
+func childrenByStat() map[int]bool {
+	kids := make(map[int]bool)
+	for _, p := range pids() {
+		if s, ok := readStat(p); ok && s.ppid == self {
+			kids[p] = true
+		}
+	}
+	return kids
+}
