@@ -33,6 +33,17 @@ func TestProperties(t *testing.T) {
 		}
 		var m model
 		binary := rng.IntN(2) == 0
+		// Each channel's output is cut into writes at random points, so
+		// that writes end inside UTF-8 sequences.
+		var sources [PTY + 1][]byte
+		take := func(ch Channel, n int) []byte {
+			for len(sources[ch]) < n {
+				sources[ch] = append(sources[ch], randomBytes(rng, n, binary)...)
+			}
+			p := sources[ch][:n:n]
+			sources[ch] = sources[ch][n:]
+			return p
+		}
 		writes := rng.IntN(64)
 		for i := range writes {
 			n := rng.IntN(64)
@@ -46,7 +57,8 @@ func TestProperties(t *testing.T) {
 					n = rng.IntN(1 << 20)
 				}
 			}
-			m.write(l, Channel(1+rng.IntN(3)), randomBytes(rng, n, binary))
+			ch := Channel(1 + rng.IntN(3))
+			m.write(l, ch, take(ch, n))
 			if i%16 == 15 {
 				if err := checkLog(l, &m, budget, rng); err != nil {
 					t.Fatalf("seed %d, %d writes, retention %d, %s: %v", seed, i+1, budget, keep, err)
@@ -68,7 +80,8 @@ func TestProperties(t *testing.T) {
 // from data, scaled up for some writes; retention comes from the fuzzer.
 func FuzzLog(f *testing.F) {
 	f.Add([]byte{1, 5, 9, 2}, []byte("héllo wörld €😀 done\n"), uint32(0), false)
-	f.Add([]byte{0x05, 0x05, 0x05, 0x05, 0x06}, []byte("\xf0\x9f\x98\x80\xf0\x9f\x98"), uint32(200), true)
+	f.Add([]byte{0x05, 0x05, 0x05, 0x05, 0x06}, []byte("\xf0\x9f\x98\x80\xf0\x9f\x98"), uint32(200), false)
+	f.Add([]byte{0x05, 0x09, 0x05, 0x0a, 0x05}, []byte("\xf0\x9f\x98\x80\xe2\x82\xac"), uint32(0), true)
 	f.Add([]byte{0x0d, 0x0e, 0x0f}, []byte("\xe2\x82\xac\xff\xfe\xed\xa0\x80\xc0\xaf"), uint32(130), false)
 	f.Add([]byte{0xfd, 0xfe, 0x00, 0x09}, []byte("abcdefgh\xc3\xa9\xc3"), uint32(1000), false)
 	f.Add([]byte{0x81, 0x42, 0xc3}, []byte("\x80\x80\x80\x80\x80\xc2"), uint32(64<<10), true)

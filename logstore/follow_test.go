@@ -1,0 +1,420 @@
+package logstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+)
+
+// hangGuard bounds a blocking test: the test's context, ended after d.
+func hangGuard(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// record follows l from after until End, ctx or stop, copying events.
+func record(ctx context.Context, l *Log, after Cursor) ([]Event, error) {
+	var evs []Event
+	err := l.Follow(ctx, after, func(e Event) bool {
+		if e.Frame != nil {
+			f := *e.Frame
+			e.Frame = &f
+		}
+		evs = append(evs, e)
+		return true
+	})
+	return evs, err
+}
+
+// checkStream checks a follower's events from cursor after against a log
+// that ended with last and retained: consecutive cursors, a gap only right
+// after a warning that names where it goes on, the bytes of every retained
+// frame, End last.
+func checkStream(evs []Event, after, last Cursor, retained []Frame, allowWarnings bool) error {
+	if len(evs) == 0 || !evs[len(evs)-1].End {
+		return errors.New("no End at the end")
+	}
+	byCursor := make(map[Cursor]Frame, len(retained))
+	for _, f := range retained {
+		byCursor[f.Cursor] = f
+	}
+	prev := after
+	var warned *Warning
+	for _, e := range evs[:len(evs)-1] {
+		switch {
+		case e.Warning != nil:
+			if !allowWarnings {
+				return fmt.Errorf("warning: %s", e.Warning.Message)
+			}
+			warned = e.Warning
+		case e.Frame != nil:
+			c := e.Frame.Cursor
+			if warned != nil {
+				if c != warned.FirstAvailable || c <= prev {
+					return fmt.Errorf("after a warning to go on from %d, frame %d follows %d", warned.FirstAvailable, c, prev)
+				}
+			} else if c != prev+1 {
+				return fmt.Errorf("frame %d follows %d without a warning", c, prev)
+			}
+			warned = nil
+			prev = c
+			if f, ok := byCursor[c]; ok && !sameFrame(f, *e.Frame) {
+				return fmt.Errorf("frame %d differs from the log's", c)
+			}
+		default:
+			return errors.New("End before the end")
+		}
+	}
+	if prev != last {
+		return fmt.Errorf("last frame %d, the log's last %d", prev, last)
+	}
+	return nil
+}
+
+func TestFollowCatchesUpGoesLiveAndEnds(t *testing.T) {
+	t.Parallel()
+	ctx := hangGuard(t, 20*time.Second)
+	l := New(Options{})
+	l.Write(Stdout, []byte("before\n"))
+	got := make(chan Event)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- l.Follow(ctx, 0, func(e Event) bool {
+			select {
+			case got <- e:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		})
+	}()
+	next := func() Event {
+		select {
+		case e := <-got:
+			return e
+		case <-ctx.Done():
+			t.Fatal("no event")
+			return Event{}
+		}
+	}
+	if e := next(); e.Frame == nil || string(e.Frame.Data) != "before\n" {
+		t.Fatalf("first event %+v", e)
+	}
+	l.Write(Stderr, []byte("live\n"))
+	if e := next(); e.Frame == nil || string(e.Frame.Data) != "live\n" || e.Frame.Channel != Stderr {
+		t.Fatalf("live event %+v", e)
+	}
+	l.Close()
+	if e := next(); !e.End {
+		t.Fatalf("after Close: %+v", e)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("Follow: %v", err)
+	}
+}
+
+func TestFollowWarnings(t *testing.T) {
+	t.Parallel()
+	budget := 4 * (10 + FrameOverhead) // four frames of ten bytes
+	tests := []struct {
+		name    string
+		keep    KeepLogs
+		writes  int
+		after   Cursor
+		warning Cursor // FirstAvailable of the first event's warning; 0: none
+		frames  []Cursor
+	}{
+		{name: "nothing dropped", writes: 4, frames: span(1, 4)},
+		{name: "from the start, head dropped", writes: 6, warning: 3, frames: span(3, 6)},
+		{name: "from a dropped cursor", writes: 6, after: 1, warning: 3, frames: span(3, 6)},
+		{name: "from the newest dropped cursor", writes: 6, after: 2, frames: span(3, 6)},
+		{name: "from a retained cursor", writes: 6, after: 4, frames: span(5, 6)},
+		{name: "from the last cursor", writes: 6, after: 6},
+		{name: "none, from the start", keep: KeepNone, writes: 3, warning: 4},
+		{name: "none, from the last cursor", keep: KeepNone, writes: 3, after: 3},
+		{name: "none, nothing written", keep: KeepNone},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l := New(Options{Retention: budget, Keep: tt.keep})
+			for range tt.writes {
+				l.Write(Stdout, []byte("0123456789"))
+			}
+			l.Close()
+			evs, err := record(hangGuard(t, 20*time.Second), l, tt.after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.warning != 0 {
+				if len(evs) == 0 || evs[0].Warning == nil || evs[0].Warning.FirstAvailable != tt.warning {
+					t.Fatalf("events %+v: want a warning to go on from %d first", evs, tt.warning)
+				}
+				evs = evs[1:]
+			}
+			var got []Cursor
+			for _, e := range evs[:len(evs)-1] {
+				if e.Frame == nil {
+					t.Fatalf("unexpected event %+v", e)
+				}
+				got = append(got, e.Frame.Cursor)
+			}
+			if !equalCursors(got, tt.frames) || !evs[len(evs)-1].End {
+				t.Errorf("frames %v then %+v, want %v then End", got, evs[len(evs)-1], tt.frames)
+			}
+		})
+	}
+}
+
+// TestKeepNoneLiveFollowers checks that under KeepNone a follower gets the
+// frames written while it follows, a follower arriving later is told what
+// it missed, and nothing stays once the followers leave.
+func TestKeepNoneLiveFollowers(t *testing.T) {
+	t.Parallel()
+	ctx := hangGuard(t, 20*time.Second)
+	l := New(Options{Keep: KeepNone})
+	l.Write(Stdout, []byte("unseen\n"))
+
+	var first []Event
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		var err error
+		first, err = record(ctx, l, 1)
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	// The first follower is in once it has registered; wait for it.
+	for {
+		l.mu.Lock()
+		n := l.followers
+		l.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("follower never started")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	l.Write(Stdout, []byte("one\n"))
+	l.Write(Stderr, []byte("two\n"))
+
+	second := make(chan []Event, 1)
+	wg.Go(func() {
+		evs, err := record(ctx, l, 0)
+		if err != nil {
+			t.Error(err)
+		}
+		second <- evs
+	})
+	if p := l.Page(0, 0); len(p.Frames) != 0 || !p.TruncatedHead {
+		t.Errorf("page of a KeepNone log: %+v", p)
+	}
+	l.Close()
+	wg.Wait()
+
+	if len(first) != 3 || first[0].Frame == nil || string(first[0].Frame.Data) != "one\n" ||
+		first[1].Frame == nil || string(first[1].Frame.Data) != "two\n" || !first[2].End {
+		t.Errorf("first follower: %+v", first)
+	}
+	evs := <-second
+	if len(evs) != 2 || evs[0].Warning == nil || evs[0].Warning.FirstAvailable != 4 || !evs[1].End {
+		t.Errorf("second follower: %+v", evs)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.frames.len() != 0 || l.followers != 0 {
+		t.Errorf("%d frames and %d followers left", l.frames.len(), l.followers)
+	}
+}
+
+// TestManyFollowers runs followers from several cursors while two writers
+// append random output; every follower gets every frame once, in order.
+func TestManyFollowers(t *testing.T) {
+	t.Parallel()
+	ctx := hangGuard(t, 30*time.Second)
+	l := New(Options{Retention: 64 << 20})
+	l.Write(Stdout, []byte("head\n"))
+	const followers = 20
+	results := make([][]Event, followers)
+	var wg sync.WaitGroup
+	for i := range followers {
+		wg.Go(func() {
+			var err error
+			results[i], err = record(ctx, l, Cursor(i%2))
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	var writers sync.WaitGroup
+	for _, ch := range []Channel{Stdout, Stderr} {
+		writers.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(ch), 1))
+			for range 2000 {
+				l.Write(ch, randomBytes(rng, rng.IntN(2000), true))
+			}
+		})
+	}
+	writers.Wait()
+	l.Close()
+	wg.Wait()
+	p := l.Page(0, 0)
+	if p.TruncatedHead {
+		t.Fatal("retention dropped frames")
+	}
+	for i, evs := range results {
+		if err := checkStream(evs, Cursor(i%2), p.Last, p.Frames, false); err != nil {
+			t.Errorf("follower %d: %v", i, err)
+		}
+	}
+}
+
+// TestSlowFollower blocks one follower in the middle of delivering while the
+// writer goes on, in lockstep with a second follower: neither the writer nor
+// the second follower waits for the slow one, which gets a warning and a
+// jump when it goes on.
+func TestSlowFollower(t *testing.T) {
+	t.Parallel()
+	ctx := hangGuard(t, 30*time.Second)
+	l := New(Options{Retention: 64 << 10})
+	l.Write(Stdout, []byte("first\n"))
+
+	stuck, release := make(chan struct{}), make(chan struct{})
+	var slow []Event
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		once := false
+		err := l.Follow(ctx, 0, func(e Event) bool {
+			if e.Frame != nil {
+				f := *e.Frame
+				e.Frame = &f
+			}
+			slow = append(slow, e)
+			if !once {
+				once = true
+				close(stuck)
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			}
+			return true
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	<-stuck
+
+	seen := make(chan Cursor, 1)
+	var fast []Event
+	wg.Go(func() {
+		err := l.Follow(ctx, 0, func(e Event) bool {
+			if e.Frame != nil {
+				f := *e.Frame
+				e.Frame = &f
+				select {
+				case seen <- f.Cursor:
+				case <-ctx.Done():
+					return false
+				}
+			}
+			fast = append(fast, e)
+			return true
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	})
+	if c := <-seen; c != 1 {
+		t.Fatalf("fast follower started at %d", c)
+	}
+	line := bytes.Repeat([]byte("x"), 1000)
+	for i := range 2000 {
+		l.Write(Stdout, line)
+		select {
+		case c := <-seen:
+			if c != Cursor(i+2) {
+				t.Fatalf("fast follower got %d after write %d", c, i+2)
+			}
+		case <-ctx.Done():
+			t.Fatalf("fast follower stalled at write %d", i+2)
+		}
+	}
+	l.Close()
+	close(release)
+	wg.Wait()
+
+	p := l.Page(0, 0)
+	if err := checkStream(fast, 0, p.Last, p.Frames, false); err != nil {
+		t.Errorf("fast follower: %v", err)
+	}
+	if err := checkStream(slow, 0, p.Last, p.Frames, true); err != nil {
+		t.Errorf("slow follower: %v", err)
+	}
+	if len(slow) < 2 || slow[1].Warning == nil {
+		t.Errorf("slow follower got no warning after falling behind")
+	}
+}
+
+func TestFollowerLeaves(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		cancel  bool // cancel the context while the follower waits
+		stopAt  int  // or stop after this many events from yield
+		wantErr error
+	}{
+		{name: "context cancelled while waiting", cancel: true, wantErr: context.Canceled},
+		{name: "yield stops", stopAt: 2},
+		{name: "yield stops at once", stopAt: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			guard := hangGuard(t, 20*time.Second)
+			ctx, cancel := context.WithCancel(guard)
+			defer cancel()
+			l := New(Options{})
+			l.Write(Stdout, []byte("a"))
+			l.Write(Stdout, []byte("b"))
+			l.Write(Stdout, []byte("c"))
+			n := 0
+			done := make(chan error, 1)
+			go func() {
+				done <- l.Follow(ctx, 0, func(Event) bool {
+					n++
+					if tt.cancel && n == 3 {
+						cancel()
+					}
+					return n != tt.stopAt
+				})
+			}()
+			select {
+			case err := <-done:
+				if !errors.Is(err, tt.wantErr) {
+					t.Errorf("Follow returned %v, want %v", err, tt.wantErr)
+				}
+			case <-guard.Done():
+				t.Fatal("Follow did not return")
+			}
+			if tt.stopAt > 0 && n != tt.stopAt {
+				t.Errorf("yield called %d times after it said stop at %d", n, tt.stopAt)
+			}
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			if l.followers != 0 {
+				t.Errorf("%d followers left", l.followers)
+			}
+		})
+	}
+}

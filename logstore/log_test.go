@@ -1,0 +1,357 @@
+package logstore
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+type write struct {
+	ch   Channel
+	data string
+}
+
+type frameWant struct {
+	ch   Channel
+	data string
+}
+
+func (f frameWant) String() string { return f.ch.String() + ":" + strconv.Quote(f.data) }
+
+func frames(l *Log) []frameWant {
+	var out []frameWant
+	for _, f := range l.Page(0, 0).Frames {
+		out = append(out, frameWant{f.Channel, string(f.Data)})
+	}
+	return out
+}
+
+func TestUTF8Framing(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		writes []write
+		open   []frameWant // frames before Close
+		closed []frameWant // frames after Close
+	}{
+		{
+			name:   "two-byte sequence split",
+			writes: []write{{Stdout, "h\xc3"}, {Stdout, "\xa9llo"}},
+			open:   []frameWant{{Stdout, "h"}, {Stdout, "éllo"}},
+		},
+		{
+			name:   "four-byte sequence byte by byte",
+			writes: []write{{Stdout, "\xf0"}, {Stdout, "\x9f"}, {Stdout, "\x98"}, {Stdout, "\x80!"}},
+			open:   []frameWant{{Stdout, "😀!"}},
+		},
+		{
+			name:   "three-byte sequence held until close",
+			writes: []write{{Stdout, "x\xe2\x82"}},
+			open:   []frameWant{{Stdout, "x"}},
+			closed: []frameWant{{Stdout, "x"}, {Stdout, "\xe2\x82"}},
+		},
+		{
+			name:   "held bytes completed by a later write",
+			writes: []write{{PTY, "\xe2"}, {PTY, "\x82"}, {PTY, "\xac"}},
+			open:   []frameWant{{PTY, "€"}},
+		},
+		{
+			name:   "held per channel, in arrival order",
+			writes: []write{{Stdout, "a\xc3"}, {Stderr, "b\xe2\x82"}, {Stdout, "\xa9"}, {Stderr, "\xac"}},
+			open:   []frameWant{{Stdout, "a"}, {Stderr, "b"}, {Stdout, "é"}, {Stderr, "€"}},
+		},
+		{
+			name:   "held bytes that turn out invalid",
+			writes: []write{{Stdout, "\xe2"}, {Stdout, "A"}},
+			open:   []frameWant{{Stdout, "\xe2A"}},
+		},
+		{
+			name:   "bytes that cannot start a sequence are not held",
+			writes: []write{{Stdout, "\xff"}, {Stdout, "\xc0"}, {Stdout, "\x80"}, {Stdout, "\xf8"}},
+			open:   []frameWant{{Stdout, "\xff"}, {Stdout, "\xc0"}, {Stdout, "\x80"}, {Stdout, "\xf8"}},
+		},
+		{
+			name:   "prefixes that cannot become valid are not held",
+			writes: []write{{Stdout, "\xed\xa0"}, {Stdout, "\xf4\x90"}, {Stdout, "\xf0\x80"}, {Stdout, "\xe0\x80"}},
+			open:   []frameWant{{Stdout, "\xed\xa0"}, {Stdout, "\xf4\x90"}, {Stdout, "\xf0\x80"}, {Stdout, "\xe0\x80"}},
+		},
+		{
+			name:   "a whole write held",
+			writes: []write{{Stderr, "\xf0\x9f\x98"}},
+			closed: []frameWant{{Stderr, "\xf0\x9f\x98"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l := New(Options{})
+			for _, w := range tt.writes {
+				l.Write(w.ch, []byte(w.data))
+			}
+			if got := frames(l); !equalFrames(got, tt.open) {
+				t.Errorf("before Close: %v, want %v", got, tt.open)
+			}
+			l.Close()
+			want := tt.closed
+			if want == nil {
+				want = tt.open
+			}
+			if got := frames(l); !equalFrames(got, want) {
+				t.Errorf("after Close: %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func equalFrames(a, b []frameWant) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestLargeWriteSplitsOnRuneBoundaries(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		data []byte
+	}{
+		{"two-byte runes", bytes.Repeat([]byte("é"), 100_000)},
+		{"three-byte runes after one byte", append([]byte("x"), bytes.Repeat([]byte("€"), 100_000)...)},
+		{"four-byte runes after two bytes", append([]byte("xy"), bytes.Repeat([]byte("😀"), 100_000)...)},
+		{"binary continuation bytes", bytes.Repeat([]byte{0x80}, 200_000)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l := New(Options{})
+			l.Write(Stdout, tt.data)
+			l.Close()
+			p := l.Page(0, 0)
+			if len(p.Frames) < 2 {
+				t.Fatalf("%d bytes gave %d frames", len(tt.data), len(p.Frames))
+			}
+			var all []byte
+			text := bytes.IndexByte(tt.data, 0x80) != 0
+			for _, f := range p.Frames {
+				if len(f.Data) > MaxFrame {
+					t.Errorf("frame %v has %d bytes", f.Cursor, len(f.Data))
+				}
+				if f.IsText() != text {
+					t.Errorf("frame %v: IsText %v", f.Cursor, f.IsText())
+				}
+				all = append(all, f.Data...)
+			}
+			if !bytes.Equal(all, tt.data) {
+				t.Error("frames do not add up to the write")
+			}
+		})
+	}
+}
+
+func TestRetention(t *testing.T) {
+	t.Parallel()
+	const line = 100 // bytes per write
+	budget := 10 * (line + FrameOverhead)
+	tests := []struct {
+		name          string
+		writes        int
+		after         Cursor
+		limit         int
+		want          []Cursor
+		truncatedHead bool
+		first         Cursor
+	}{
+		{name: "all retained", writes: 10, want: span(1, 10), first: 1},
+		{name: "head dropped, from the start", writes: 15, want: span(6, 15), truncatedHead: true, first: 6},
+		{name: "head dropped, from a dropped cursor", writes: 15, after: 3, want: span(6, 15), truncatedHead: true, first: 6},
+		{name: "from the newest dropped cursor", writes: 15, after: 5, want: span(6, 15), first: 6},
+		{name: "from a retained cursor", writes: 15, after: 12, want: span(13, 15), first: 6},
+		{name: "with a limit", writes: 15, after: 7, limit: 2, want: span(8, 9), first: 6},
+		{name: "from the last cursor", writes: 15, after: 15, first: 6},
+		{name: "from beyond the last cursor", writes: 15, after: 99, first: 6},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l := New(Options{Retention: budget})
+			for i := range tt.writes {
+				l.Write(Stdout, bytes.Repeat([]byte{byte('a' + i)}, line))
+			}
+			p := l.Page(tt.after, tt.limit)
+			var got []Cursor
+			for _, f := range p.Frames {
+				got = append(got, f.Cursor)
+				if want := bytes.Repeat([]byte{byte('a' + f.Cursor - 1)}, line); !bytes.Equal(f.Data, want) {
+					t.Errorf("frame %v holds %q", f.Cursor, f.Data)
+				}
+			}
+			if !equalCursors(got, tt.want) {
+				t.Errorf("cursors %v, want %v", got, tt.want)
+			}
+			if p.TruncatedHead != tt.truncatedHead || p.FirstAvailable != tt.first || p.Last != Cursor(tt.writes) {
+				t.Errorf("truncatedHead %v, first %v, last %v; want %v, %v, %v",
+					p.TruncatedHead, p.FirstAvailable, p.Last, tt.truncatedHead, tt.first, tt.writes)
+			}
+			wantNext := tt.after
+			if len(tt.want) > 0 {
+				wantNext = tt.want[len(tt.want)-1]
+			}
+			if p.Next != wantNext {
+				t.Errorf("next %v, want %v", p.Next, wantNext)
+			}
+		})
+	}
+}
+
+func span(from, to Cursor) []Cursor {
+	var cs []Cursor
+	for c := from; c <= to; c++ {
+		cs = append(cs, c)
+	}
+	return cs
+}
+
+func equalCursors(a, b []Cursor) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestRetentionSmallerThanAWrite(t *testing.T) {
+	t.Parallel()
+	l := New(Options{Retention: 1000})
+	data := []byte(strings.Repeat("0123456789", 1000))
+	l.Write(Stdout, data)
+	p := l.Page(0, 0)
+	if !p.TruncatedHead || len(p.Frames) == 0 {
+		t.Fatalf("truncatedHead %v with %d frames", p.TruncatedHead, len(p.Frames))
+	}
+	var kept []byte
+	charged := 0
+	for _, f := range p.Frames {
+		kept = append(kept, f.Data...)
+		charged += len(f.Data) + FrameOverhead
+	}
+	if !bytes.HasSuffix(data, kept) || charged > 1000 || len(kept) < 500 {
+		t.Errorf("kept %d bytes (%d charged) of a 1000-byte retention; suffix: %v",
+			len(kept), charged, bytes.HasSuffix(data, kept))
+	}
+}
+
+func TestKeepNonePages(t *testing.T) {
+	t.Parallel()
+	l := New(Options{Keep: KeepNone})
+	if p := l.Page(0, 0); p.TruncatedHead || len(p.Frames) != 0 {
+		t.Errorf("empty log: %+v", p)
+	}
+	l.Write(Stdout, []byte("hello\n"))
+	l.Write(Stderr, []byte("world\n"))
+	p := l.Page(0, 0)
+	if len(p.Frames) != 0 || !p.TruncatedHead || p.FirstAvailable != 0 || p.Last != 2 || p.Next != 2 {
+		t.Errorf("page %+v: want no frames, truncated, last and next 2", p)
+	}
+	if p := l.Page(2, 0); p.TruncatedHead {
+		t.Errorf("page after the last cursor reports truncation")
+	}
+	if trunc, first, last := l.Bounds(); !trunc || first != 0 || last != 2 {
+		t.Errorf("Bounds %v %v %v", trunc, first, last)
+	}
+	if l.Keep() != KeepNone {
+		t.Errorf("Keep %q", l.Keep())
+	}
+}
+
+func TestCloseAndWritesAfter(t *testing.T) {
+	t.Parallel()
+	l := New(Options{})
+	l.Write(Stdout, []byte("a"))
+	if l.Closed() {
+		t.Fatal("closed before Close")
+	}
+	l.Close()
+	l.Close()
+	l.Write(Stdout, []byte("b"))
+	if !l.Closed() {
+		t.Fatal("not closed after Close")
+	}
+	if got := frames(l); !equalFrames(got, []frameWant{{Stdout, "a"}}) {
+		t.Errorf("frames %v", got)
+	}
+}
+
+func TestWriterAndTimes(t *testing.T) {
+	t.Parallel()
+	l := New(Options{})
+	w := l.Writer(Stderr)
+	for range 1000 {
+		if n, err := w.Write([]byte("x")); n != 1 || err != nil {
+			t.Fatalf("Write: %d, %v", n, err)
+		}
+	}
+	if n, err := w.Write(nil); n != 0 || err != nil {
+		t.Fatalf("empty Write: %d, %v", n, err)
+	}
+	p := l.Page(0, 0)
+	if len(p.Frames) != 1000 {
+		t.Fatalf("%d frames", len(p.Frames))
+	}
+	for i, f := range p.Frames {
+		if f.Channel != Stderr || f.Time.IsZero() || (i > 0 && f.Time.Before(p.Frames[i-1].Time)) {
+			t.Fatalf("frame %v: %v at %v", f.Cursor, f.Channel, f.Time)
+		}
+	}
+}
+
+func TestWriteOnBadChannelPanics(t *testing.T) {
+	t.Parallel()
+	defer func() {
+		if recover() == nil {
+			t.Error("no panic")
+		}
+	}()
+	New(Options{}).Write(Channel(0), []byte("x"))
+}
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	for _, c := range []Cursor{0, 1, 42, 1<<64 - 1} {
+		got, err := ParseCursor(c.String())
+		if err != nil || got != c {
+			t.Errorf("ParseCursor(%q) = %v, %v", c.String(), got, err)
+		}
+	}
+	for _, s := range []string{"x", "-1", "1.5", "18446744073709551616"} {
+		if _, err := ParseCursor(s); err == nil {
+			t.Errorf("ParseCursor(%q) succeeded", s)
+		}
+	}
+	if c, err := ParseCursor(""); c != 0 || err != nil {
+		t.Errorf(`ParseCursor("") = %v, %v`, c, err)
+	}
+	for s, want := range map[string]KeepLogs{"": KeepUntilCleanup, "until_cleanup": KeepUntilCleanup, "on_exit_ttl": KeepOnExitTTL, "none": KeepNone} {
+		if got, err := ParseKeepLogs(s); got != want || err != nil {
+			t.Errorf("ParseKeepLogs(%q) = %q, %v", s, got, err)
+		}
+	}
+	if _, err := ParseKeepLogs("forever"); err == nil {
+		t.Error(`ParseKeepLogs("forever") succeeded`)
+	}
+	for ch, want := range map[Channel]string{Stdout: "stdout", Stderr: "stderr", PTY: "pty", 9: "channel(9)"} {
+		if ch.String() != want {
+			t.Errorf("%d.String() = %q", ch, ch.String())
+		}
+	}
+}
