@@ -1,0 +1,41 @@
+package logstore
+
+import (
+	"bytes"
+	"runtime"
+	"testing"
+)
+
+// TestMemoryStaysBounded passes 1 GiB through a log with the default
+// retention and checks the live heap stays within retention plus a small
+// constant. It does not run in parallel: it measures the whole heap.
+func TestMemoryStaysBounded(t *testing.T) {
+	const (
+		total = 1 << 30
+		write = 64 << 10
+		slack = 4 << 20
+	)
+	l := New(Options{})
+	data := bytes.Repeat([]byte("memory test line, with é and 😀 in it\n"), write/40)
+	var base, ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&base)
+	var peak uint64
+	for written := 0; written < total; written += len(data) {
+		data[0] = byte(written)
+		l.Write(Stdout, data)
+		if written%(64<<20) == 0 || written+len(data) >= total {
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapAlloc-min(ms.HeapAlloc, base.HeapAlloc))
+		}
+	}
+	runtime.KeepAlive(l)
+	t.Logf("live heap growth at most %.1f MiB for a retention of %d MiB", float64(peak)/(1<<20), DefaultRetention>>20)
+	if peak > DefaultRetention+slack {
+		t.Errorf("live heap grew by %d bytes, over retention %d + %d", peak, DefaultRetention, slack)
+	}
+	if p := l.Page(0, 0); !p.TruncatedHead || len(p.Frames) == 0 {
+		t.Errorf("after 1 GiB: truncatedHead %v, %d frames", p.TruncatedHead, len(p.Frames))
+	}
+}
