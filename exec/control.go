@@ -1,0 +1,168 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/process"
+)
+
+// signalTree sends sig to the process, its process group, its descendants
+// and every process tagged with its id (orphans that left its tree).
+func (p *Process) signalTree(sig syscall.Signal) error {
+	var err error
+	if p.cmd != nil && p.cmd.Process != nil {
+		err = proctree.Signal(p.cmd.Process.Pid, sig, true)
+	}
+	return errors.Join(err, proctree.SignalTagged(p.id, sig))
+}
+
+// Kill sends sig to the process and all its current descendants, including
+// those that called setsid and orphans that carry its tag. When
+// escalateAfter is positive and the process is still running then, it sends
+// escalateTo (zero means KILL). Killing a terminal process does nothing.
+func (p *Process) Kill(sig syscall.Signal, escalateAfter time.Duration, escalateTo syscall.Signal) error {
+	if escalateTo == 0 {
+		escalateTo = syscall.SIGKILL
+	}
+	p.mu.Lock()
+	if p.exited {
+		p.mu.Unlock()
+		return nil
+	}
+	if ending[sig] {
+		p.sent = sig
+	}
+	if escalateAfter > 0 {
+		p.timers = append(p.timers, time.AfterFunc(escalateAfter, func() { p.escalate(escalateTo) }))
+	}
+	p.mu.Unlock()
+	return p.signalTree(sig)
+}
+
+// escalate sends sig if the process is still running.
+func (p *Process) escalate(sig syscall.Signal) {
+	p.mu.Lock()
+	if p.exited {
+		p.mu.Unlock()
+		return
+	}
+	if ending[sig] {
+		p.sent = sig
+	}
+	p.mu.Unlock()
+	_ = p.signalTree(sig) // nobody to report to: the result shows what happened
+}
+
+// timeout is the execution timeout's timer: TERM now, KILL StopGrace later.
+func (p *Process) timeout() {
+	p.mu.Lock()
+	if p.exited {
+		p.mu.Unlock()
+		return
+	}
+	p.timedOut = true
+	p.sent = syscall.SIGTERM
+	p.timers = append(p.timers, time.AfterFunc(StopGrace, func() { p.escalate(syscall.SIGKILL) }))
+	p.mu.Unlock()
+	_ = p.signalTree(syscall.SIGTERM)
+}
+
+// Stop ends the process for deletion: TERM to it, its descendants and the
+// processes tagged with its id, and KILL to whatever of them is left
+// StopGrace later. It returns once the process is terminal and the
+// leftovers are gone or killed, or with ctx's error when ctx is done first.
+// Stopping a terminal process ends only its leftovers (background children
+// that outlived it).
+func (p *Process) Stop(ctx context.Context) error {
+	deadline := time.Now().Add(StopGrace)
+	p.mu.Lock()
+	if !p.exited {
+		p.sent = syscall.SIGTERM
+	}
+	p.mu.Unlock()
+	_ = p.signalTree(syscall.SIGTERM)
+	grace := time.NewTimer(StopGrace)
+	defer grace.Stop()
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-grace.C:
+		p.escalate(syscall.SIGKILL)
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	// Leftovers that survive TERM get KILL at the deadline. Stop is rare
+	// and off the hot path, so a short poll beats machinery.
+	for len(proctree.Tagged(p.id)) > 0 {
+		if time.Now().After(deadline) {
+			return proctree.SignalTagged(p.id, syscall.SIGKILL)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// WriteStdin writes b to the process's stdin: its pipe, or its terminal for
+// a PTY process. It blocks until the process has taken b, its stdin is
+// closed or it ends. ErrStdinNotOpen when stdin is closed or the process has
+// ended.
+func (p *Process) WriteStdin(b []byte) error {
+	w, err := p.stdin()
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(b); err != nil {
+		if errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EPIPE) {
+			return fmt.Errorf("%w: %v", process.ErrStdinNotOpen, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// CloseStdin closes the process's stdin, so that its reads get end-of-file
+// once they have read what was written. For a PTY process it writes the
+// terminal's end-of-file character (Ctrl-D), which a program reading lines
+// gets as end-of-file at the start of a line. ErrStdinNotOpen when stdin is
+// closed already or the process has ended.
+func (p *Process) CloseStdin() error {
+	if p.pty != nil {
+		return p.WriteStdin([]byte{4})
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.in == nil || p.stdinClosed {
+		return process.ErrStdinNotOpen
+	}
+	p.stdinClosed = true
+	return p.in.Close()
+}
+
+// stdin returns where WriteStdin writes.
+func (p *Process) stdin() (*os.File, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.exited:
+		return nil, fmt.Errorf("%w: the process has ended", process.ErrStdinNotOpen)
+	case p.pty != nil:
+		return p.pty, nil
+	case p.in == nil || p.stdinClosed:
+		return nil, process.ErrStdinNotOpen
+	}
+	return p.in, nil
+}

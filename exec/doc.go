@@ -1,0 +1,23 @@
+// Package exec runs one-shot processes — a shell string or an argv, with or
+// without a pseudo-terminal — as [process.Process] values whose output goes to
+// a [logstore.Log].
+//
+// [Start] starts one. A command that fails is a result, not an error: a
+// non-zero exit is Result{Reason: Exited, ExitCode: n}, and a program that
+// cannot be executed (a missing argv[0]) is a terminal process with reason
+// Failed. Start returns an error only for options that are wrong before
+// anything runs (a missing cwd, an unknown shell): those wrap
+// [process.ErrInvalidArgument].
+//
+// Every process leads its own process group (a PTY process its own session)
+// and carries [proctree.Tag] of its id in its environment, so that a signal
+// reaches it and every current descendant, including children that called
+// setsid and orphans that were reparented away from it. Children are started
+// through [proctree.Start], so a daemon running [proctree.StartReaper] reaps
+// orphans without stealing their exit status.
+//
+// The end of a process is its own exit: the result is set then, and its
+// output drains for at most [DrainDelay] more, so that a background child
+// holding stdout open does not hold up the result (os/exec's WaitDelay does
+// the same). Output written after that is not recorded.
+package exec

@@ -1,0 +1,132 @@
+package exec
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/process"
+)
+
+// TestMain runs the tests as the daemon runs: a subreaper with the reaper on,
+// and a CONCH_TOKEN in its environment that no child may see.
+func TestMain(m *testing.M) {
+	os.Setenv(tokenEnv, "secret-token")
+	if err := proctree.EnableSubreaper(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	stop, err := proctree.StartReaper()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	stop()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// start starts a process and makes sure it and its tree are gone when the
+// test ends.
+func start(t *testing.T, opts Options) *Process {
+	t.Helper()
+	p, err := Start(opts)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = proctree.SignalTagged(p.ID(), syscall.SIGKILL)
+		if err := p.Stop(ctx); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	return p
+}
+
+// wait waits for p to be done, at most 20 s, and returns its result.
+func wait(t *testing.T, p process.Process) process.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	r, err := process.Wait(ctx, p)
+	if err != nil {
+		t.Fatalf("wait: %v (output so far %q)", err, logText(p.Log(), 0))
+	}
+	return r
+}
+
+// logText returns every retained byte of ch (0: every channel) of l.
+func logText(l *logstore.Log, ch logstore.Channel) string {
+	var b strings.Builder
+	for _, f := range l.Page(0, 0).Frames {
+		if ch == 0 || f.Channel == ch {
+			b.Write(f.Data)
+		}
+	}
+	return b.String()
+}
+
+// waitOutput waits until the output of p holds s, at most 20 s.
+func waitOutput(t *testing.T, p process.Process, s string) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("output holds %q", s), func() bool {
+		return strings.Contains(logText(p.Log(), 0), s)
+	})
+}
+
+// eventually fails t unless cond holds within 20 s: a hang guard, not a
+// timing assertion.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) || t.Context().Err() != nil {
+			t.Fatalf("not true after 20 s: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i > 0 && i+2 < len(b) && b[i+2] != 'Z'
+}
+
+// pids parses the whitespace-separated numbers in s.
+func pids(t *testing.T, s string) []int {
+	t.Helper()
+	var out []int
+	for f := range strings.FieldsSeq(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatalf("not a pid: %q in %q", f, s)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func code(n int) *int { return &n }

@@ -1,0 +1,273 @@
+package exec
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/internal/shells"
+	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/process"
+)
+
+// Options say what to run and how. Exactly one of Cmd and Argv is set.
+type Options struct {
+	// ID is the process's id; empty means a new random UUID.
+	ID string
+	// Kind is process.KindExec (the zero value) or process.KindPTY.
+	Kind process.Kind
+	// Cmd is a shell string, run as `SHELL -c Cmd` (`SHELL -l -c Cmd` when
+	// Login is set).
+	Cmd string
+	// Argv is a program and its arguments, run without a shell. A program
+	// name without a slash is looked up in the PATH of the process's
+	// environment (Env's PATH if it sets one).
+	Argv []string
+	// Name is a label for listing; it need not be unique.
+	Name string
+	// Cwd is the working directory; it must exist. Empty means the daemon's.
+	Cwd string
+	// Env is added to the daemon's environment (minus CONCH_TOKEN), replacing
+	// variables of the same name.
+	Env map[string]string
+	// User runs the process as another user (name or uid); only root may.
+	// HOME, USER and LOGNAME are set to that user's unless Env sets them.
+	// Empty means the daemon's user.
+	User string
+	// Shell runs Cmd: a name or absolute path that internal/shells accepts.
+	// Empty means bash.
+	Shell string
+	// Login runs the shell as a login shell (-l), which reads profile files.
+	Login bool
+	// Stdin is StdinClosed (the zero value: reads get end-of-file) or
+	// StdinOpen (bytes come from WriteStdin until CloseStdin). A PTY
+	// process's stdin is always open.
+	Stdin process.Stdin
+	// ExecutionTimeout, when positive, sends TERM to the whole tree that long
+	// after the start and KILL 5 s later; the reason is then timed_out.
+	ExecutionTimeout time.Duration
+	// Terminal is the initial size of a PTY; nil means 80×24. Set only for
+	// KindPTY.
+	Terminal *process.TerminalSize
+	// KeepLogs is the log policy; zero means until_cleanup. on_exit_ttl is
+	// carried out by ExpireAfterExit.
+	KeepLogs logstore.KeepLogs
+	// Retention bounds the bytes of output kept; zero means
+	// logstore.DefaultRetention.
+	Retention int
+}
+
+// tokenEnv is the daemon's API token, which must never reach a command.
+const tokenEnv = "CONCH_TOKEN"
+
+// plan is what Start worked out from Options before starting anything.
+type plan struct {
+	path  string   // program to execute; empty when lookup failed
+	argv  []string // argv[0] included
+	dir   string   // absolute working directory
+	env   []string
+	cred  *syscall.Credential
+	shell shells.Shell // for Cmd
+	fail  error        // why the program cannot run: a Failed process, not an error
+}
+
+// prepare checks opts and works out what to run. Its errors wrap
+// process.ErrInvalidArgument or process.ErrUnsupported.
+func prepare(id string, opts Options) (plan, error) {
+	var pl plan
+	switch opts.Kind {
+	case "", process.KindExec, process.KindPTY:
+	default:
+		return pl, fmt.Errorf("%w: kind %q is not exec or pty", process.ErrInvalidArgument, opts.Kind)
+	}
+	switch {
+	case opts.Argv != nil && opts.Cmd != "":
+		return pl, fmt.Errorf("%w: give cmd or argv, not both", process.ErrInvalidArgument)
+	case opts.Argv == nil && opts.Cmd == "":
+		return pl, fmt.Errorf("%w: give cmd or argv", process.ErrInvalidArgument)
+	case opts.Argv != nil && (len(opts.Argv) == 0 || opts.Argv[0] == ""):
+		return pl, fmt.Errorf("%w: argv has no program", process.ErrInvalidArgument)
+	}
+	if opts.Terminal != nil && opts.Kind != process.KindPTY {
+		return pl, fmt.Errorf("%w: terminal is only for pty processes", process.ErrInvalidArgument)
+	}
+	if opts.Terminal != nil && (opts.Terminal.Cols == 0 || opts.Terminal.Rows == 0) {
+		return pl, fmt.Errorf("%w: terminal size %dx%d", process.ErrInvalidArgument, opts.Terminal.Cols, opts.Terminal.Rows)
+	}
+	if opts.ExecutionTimeout < 0 {
+		return pl, fmt.Errorf("%w: negative executionTimeout", process.ErrInvalidArgument)
+	}
+	switch opts.Stdin {
+	case "", process.StdinClosed, process.StdinOpen:
+	default:
+		return pl, fmt.Errorf("%w: stdin %q", process.ErrInvalidArgument, opts.Stdin)
+	}
+	if _, err := logstore.ParseKeepLogs(string(opts.KeepLogs)); err != nil {
+		return pl, fmt.Errorf("%w: %v", process.ErrInvalidArgument, err)
+	}
+	var err error
+	if pl.dir, err = workDir(opts.Cwd); err != nil {
+		return pl, err
+	}
+	var u *user.User
+	if opts.User != "" {
+		if u, pl.cred, err = credential(opts.User); err != nil {
+			return pl, err
+		}
+	}
+	pl.env = environ(id, opts.Env, u)
+	if opts.Argv == nil {
+		if pl.shell, err = shells.Resolve(opts.Shell); err != nil {
+			return pl, fmt.Errorf("%w: %v", process.ErrInvalidArgument, err)
+		}
+		pl.argv = pl.shell.Argv(opts.Login, opts.Cmd)
+		pl.path = pl.argv[0]
+		return pl, nil
+	}
+	pl.argv = opts.Argv
+	pl.path, pl.fail = lookPath(opts.Argv[0], pl.dir, pl.env)
+	return pl, nil
+}
+
+// workDir returns cwd made absolute, or the daemon's directory for "".
+func workDir(cwd string) (string, error) {
+	if cwd == "" {
+		return os.Getwd()
+	}
+	if !filepath.IsAbs(cwd) {
+		return "", fmt.Errorf("%w: cwd %q is not an absolute path", process.ErrInvalidArgument, cwd)
+	}
+	fi, err := os.Stat(cwd)
+	if err != nil {
+		return "", fmt.Errorf("%w: cwd: %v", process.ErrInvalidArgument, err)
+	}
+	if !fi.IsDir() {
+		return "", fmt.Errorf("%w: cwd %q is not a directory", process.ErrInvalidArgument, cwd)
+	}
+	return filepath.Clean(cwd), nil
+}
+
+// credential looks name up (a user name or a uid) and returns the
+// credential to run as it. Only root may run as another user.
+func credential(name string) (*user.User, *syscall.Credential, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		var uerr error
+		if u, uerr = user.LookupId(name); uerr != nil {
+			return nil, nil, fmt.Errorf("%w: user: %v", process.ErrInvalidArgument, err)
+		}
+	}
+	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
+	gid, err2 := strconv.ParseUint(u.Gid, 10, 32)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, nil, fmt.Errorf("%w: user %q: %v", process.ErrInvalidArgument, name, err)
+	}
+	if uint64(os.Geteuid()) == uid {
+		return u, nil, nil
+	}
+	if os.Geteuid() != 0 {
+		return nil, nil, fmt.Errorf("%w: running as user %q needs the daemon to run as root", process.ErrUnsupported, name)
+	}
+	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	if gids, err := u.GroupIds(); err == nil {
+		for _, g := range gids {
+			if n, err := strconv.ParseUint(g, 10, 32); err == nil {
+				cred.Groups = append(cred.Groups, uint32(n))
+			}
+		}
+	}
+	return u, cred, nil
+}
+
+// environ builds the environment: the daemon's without its token, then the
+// user's identity, then extra, then the tree's tag (which extra cannot
+// override).
+func environ(id string, extra map[string]string, u *user.User) []string {
+	base := os.Environ()
+	env := make([]string, 0, len(base)+len(extra)+4)
+	override := func(k string) bool {
+		_, ok := extra[k]
+		return ok || k == tokenEnv || k == proctree.TagEnv ||
+			(u != nil && (k == "HOME" || k == "USER" || k == "LOGNAME"))
+	}
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		if !override(k) {
+			env = append(env, kv)
+		}
+	}
+	if u != nil {
+		for k, v := range map[string]string{"HOME": u.HomeDir, "USER": u.Username, "LOGNAME": u.Username} {
+			if _, ok := extra[k]; !ok {
+				env = append(env, k+"="+v)
+			}
+		}
+	}
+	keys := make([]string, 0, len(extra))
+	for k := range extra {
+		if k != proctree.TagEnv && k != tokenEnv {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		env = append(env, k+"="+extra[k])
+	}
+	return append(env, proctree.Tag(id))
+}
+
+// lookPath finds prog as execve would for the process: a name with a slash
+// relative to dir, otherwise in the PATH of env. Its error is the reason of a
+// Failed process.
+func lookPath(prog, dir string, env []string) (string, error) {
+	if strings.ContainsRune(prog, '/') {
+		p := prog
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		if err := executable(p); err != nil {
+			return "", fmt.Errorf("exec %q: %w", prog, err)
+		}
+		return p, nil
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for d := range strings.SplitSeq(path, ":") {
+		if d == "" {
+			d = "."
+		}
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(dir, d)
+		}
+		if p := filepath.Join(d, prog); executable(p) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("exec %q: executable file not found in $PATH", prog)
+}
+
+func executable(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if fi.IsDir() {
+		return fmt.Errorf("%s is a directory", p)
+	}
+	if fi.Mode()&0o111 == 0 {
+		return fmt.Errorf("%s: permission denied", p)
+	}
+	return nil
+}

@@ -1,0 +1,318 @@
+package exec
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	osexec "os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/process"
+)
+
+// DrainDelay bounds how long a process's output is still read after it
+// exits, for children that keep its stdout, stderr or terminal open.
+const DrainDelay = 2 * time.Second
+
+// StopGrace is how long Stop and an execution timeout wait after TERM before
+// they send KILL.
+const StopGrace = 5 * time.Second
+
+// Process is a one-shot process started by [Start]. It implements
+// [process.Process]; its methods are safe for concurrent use.
+type Process struct {
+	id   string
+	log  *logstore.Log
+	cmd  *osexec.Cmd
+	pty  *os.File // the PTY's master side; nil for an exec process
+	in   *os.File // write end of an open stdin pipe; nil otherwise
+	done chan struct{}
+
+	mu          sync.Mutex // guards the fields below
+	info        process.Info
+	sent        syscall.Signal // the last ending signal sent by Kill, Stop or the timeout
+	timedOut    bool
+	exited      bool
+	stdinClosed bool
+	timers      []*time.Timer // escalations and the execution timeout; stopped at exit
+	onDone      []func()      // run once done is closed
+}
+
+// Start starts a process as opts say and returns it running — or already
+// terminal with reason Failed when its program cannot be executed. The error
+// is for options that are wrong before anything runs (wrapping
+// process.ErrInvalidArgument, or process.ErrUnsupported for a User the daemon
+// may not switch to) and for a lack of resources (pipes, a PTY).
+func Start(opts Options) (*Process, error) {
+	id := opts.ID
+	if id == "" {
+		id = uuid.NewString()
+	}
+	kind := opts.Kind
+	if kind == "" {
+		kind = process.KindExec
+	}
+	if kind == process.KindPTY {
+		opts.Stdin = process.StdinOpen
+		if _, ok := opts.Env["TERM"]; !ok {
+			env := make(map[string]string, len(opts.Env)+1)
+			for k, v := range opts.Env {
+				env[k] = v
+			}
+			env["TERM"] = "xterm-256color"
+			opts.Env = env
+		}
+		if opts.Terminal == nil {
+			opts.Terminal = &process.TerminalSize{Cols: 80, Rows: 24}
+		}
+	}
+	pl, err := prepare(id, opts)
+	if err != nil {
+		return nil, err
+	}
+	keep, _ := logstore.ParseKeepLogs(string(opts.KeepLogs))
+	stdin := opts.Stdin
+	if stdin == "" {
+		stdin = process.StdinClosed
+	}
+	p := &Process{
+		id:   id,
+		log:  logstore.New(logstore.Options{Retention: opts.Retention, Keep: keep}),
+		done: make(chan struct{}),
+		info: process.Info{
+			ID: id, Name: opts.Name, Kind: kind, State: process.Running,
+			Argv: opts.Argv, ShellCommand: opts.Cmd, Cwd: pl.dir, User: opts.User,
+			Stdin: stdin, ExecutionTimeout: opts.ExecutionTimeout, Terminal: opts.Terminal,
+			KeepLogs: keep, CreatedAt: time.Now(),
+		},
+	}
+	if opts.Argv == nil {
+		p.info.Shell = pl.shell.Name
+		p.info.ResolvedShell = pl.shell.Path
+		p.info.Login = opts.Login
+	}
+	if pl.fail != nil {
+		p.fail(pl.fail)
+		return p, nil
+	}
+	p.cmd = &osexec.Cmd{
+		Path: pl.path, Args: pl.argv, Dir: pl.dir, Env: pl.env,
+		SysProcAttr: &syscall.SysProcAttr{Credential: pl.cred},
+	}
+	var outs []output
+	if kind == process.KindPTY {
+		outs, err = p.startPTY(*opts.Terminal)
+	} else {
+		outs, err = p.startPipes(stdin == process.StdinOpen)
+	}
+	var serr startError
+	if errors.As(err, &serr) {
+		p.fail(serr.err)
+		return p, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.info.PID = p.cmd.Process.Pid
+	p.info.StartedAt = time.Now()
+	if opts.ExecutionTimeout > 0 {
+		p.timers = append(p.timers, time.AfterFunc(opts.ExecutionTimeout, p.timeout))
+	}
+	p.mu.Unlock()
+	copied := make(chan struct{}, len(outs))
+	readers := make([]*os.File, len(outs))
+	for i, o := range outs {
+		readers[i] = o.r
+		go p.copyOut(o.r, o.ch, copied)
+	}
+	go p.wait(readers, copied)
+	return p, nil
+}
+
+// output is the read end of one of the process's outputs.
+type output struct {
+	r  *os.File
+	ch logstore.Channel
+}
+
+// startError is an error of the program's start itself (exec failed, the
+// user switch was refused): the process is Failed rather than Start failing.
+type startError struct{ err error }
+
+func (e startError) Error() string { return e.err.Error() }
+
+// startPipes starts p.cmd with stdout and stderr on pipes, and stdin on a
+// pipe when open (otherwise /dev/null), in a process group of its own, and
+// returns the read ends of stdout and stderr.
+func (p *Process) startPipes(openStdin bool) ([]output, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeAll(outR, outW)
+		return nil, fmt.Errorf("stderr pipe: %w", err)
+	}
+	var inR, inW *os.File
+	if openStdin {
+		if inR, inW, err = os.Pipe(); err != nil {
+			closeAll(outR, outW, errR, errW)
+			return nil, fmt.Errorf("stdin pipe: %w", err)
+		}
+		p.cmd.Stdin = inR
+	}
+	p.cmd.Stdout, p.cmd.Stderr = outW, errW
+	p.cmd.SysProcAttr.Setpgid = true
+	err = proctree.Start(p.cmd)
+	closeAll(outW, errW, inR) // the child has its own copies
+	if err != nil {
+		closeAll(outR, errR, inW)
+		return nil, startError{err}
+	}
+	p.in = inW
+	return []output{{outR, logstore.Stdout}, {errR, logstore.Stderr}}, nil
+}
+
+func closeAll(fs ...*os.File) {
+	for _, f := range fs {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// fail makes p a terminal process that never ran, because of err.
+func (p *Process) fail(err error) {
+	p.mu.Lock()
+	p.exited = true
+	p.info.State = process.Terminal
+	p.info.Result = &process.Result{Reason: process.Failed, Error: err.Error()}
+	p.info.ExitedAt = time.Now()
+	p.mu.Unlock()
+	p.log.Close()
+	close(p.done)
+}
+
+// copyOut copies r into the log on ch until r ends or is cut off by the
+// drain deadline, then says so on copied.
+func (p *Process) copyOut(r *os.File, ch logstore.Channel, copied chan<- struct{}) {
+	defer func() { copied <- struct{}{} }()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			p.log.Write(ch, buf[:n])
+		}
+		if err != nil { // EOF, EIO from a PTY whose other side is closed, or the deadline
+			return
+		}
+	}
+}
+
+// wait is the goroutine that owns a started process: it waits for the exit,
+// sets the result, drains output for at most DrainDelay, then closes the log
+// and done.
+func (p *Process) wait(readers []*os.File, copied <-chan struct{}) {
+	err := proctree.Wait(p.cmd)
+	p.exit(err)
+	drain := time.NewTimer(DrainDelay)
+	for n := len(readers); n > 0; {
+		select {
+		case <-copied:
+			n--
+		case <-drain.C:
+			for _, r := range readers {
+				if r.SetReadDeadline(time.Now()) != nil {
+					r.Close() // not pollable: closing is the only way to stop the read
+				}
+			}
+		}
+	}
+	drain.Stop()
+	closeAll(readers...)
+	p.log.Close()
+	p.mu.Lock()
+	hooks := p.onDone
+	p.onDone = nil
+	close(p.done)
+	p.mu.Unlock()
+	for _, f := range hooks {
+		f()
+	}
+}
+
+// exit records how the process ended.
+func (p *Process) exit(waitErr error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.exited = true
+	for _, t := range p.timers {
+		t.Stop()
+	}
+	p.timers = nil
+	var res process.Result
+	if ps := p.cmd.ProcessState; ps != nil {
+		res = result(ps.Sys().(syscall.WaitStatus), p.sent, p.timedOut)
+	} else {
+		res = process.Result{Reason: process.Lost, Error: waitErr.Error()}
+	}
+	p.info.State = process.Terminal
+	p.info.Result = &res
+	p.info.ExitedAt = time.Now()
+	if p.in != nil && !p.stdinClosed {
+		p.stdinClosed = true
+		p.in.Close()
+	}
+}
+
+// ending are the signals that, sent by the engine, make the process's end
+// its doing: a process that handles TERM and exits 0 is still reported
+// signaled TERM. Other signals (USR1, USR2) are only seen in the wait status.
+var ending = map[syscall.Signal]bool{
+	syscall.SIGTERM: true, syscall.SIGKILL: true, syscall.SIGINT: true,
+	syscall.SIGHUP: true, syscall.SIGQUIT: true,
+}
+
+// result turns a wait status into a Result. A process killed by a signal has
+// ExitCode 128+n, as a shell's $? shows it.
+func result(ws syscall.WaitStatus, sent syscall.Signal, timedOut bool) process.Result {
+	var r process.Result
+	switch {
+	case ws.Exited():
+		r = process.ExitedWith(ws.ExitStatus())
+	case ws.Signaled():
+		code := 128 + int(ws.Signal())
+		r = process.Result{Reason: process.Signaled, ExitCode: &code, Signal: process.SignalName(ws.Signal())}
+	}
+	if r.Reason == process.Exited && ending[sent] {
+		r.Reason, r.Signal = process.Signaled, process.SignalName(sent)
+	}
+	if timedOut {
+		r.Reason = process.TimedOut
+	}
+	return r
+}
+
+// ID returns the process's id.
+func (p *Process) ID() string { return p.id }
+
+// Log returns the process's output.
+func (p *Process) Log() *logstore.Log { return p.log }
+
+// Done is closed once the process is terminal and its output drained.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Info returns a snapshot of the process's description and state.
+func (p *Process) Info() process.Info {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.info
+}
