@@ -1,0 +1,423 @@
+package shellsession
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/conchsh/conch/internal/shells"
+	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/process"
+	"github.com/conchsh/conch/sentinel"
+	"github.com/google/uuid"
+)
+
+// drainAfterExit bounds how long output is still read after a shell died
+// under a command, for background jobs may hold the command's streams open.
+const drainAfterExit = 2 * time.Second
+
+// Command is one command submitted to a session. It implements
+// process.Process.
+type Command struct {
+	s         *Session
+	id        string
+	opts      CommandOptions
+	probe     bool // the session's readiness probe, not listed anywhere
+	log       *logstore.Log
+	createdAt time.Time
+	done      chan struct{} // closed once result is set
+	result    process.Result
+	stdin     stdinBuffer
+
+	mu            sync.Mutex // guards the fields below
+	st            process.State
+	startedAt     time.Time
+	exitedAt      time.Time
+	cwd           string         // the directory it started in
+	frame         sentinel.Frame // set when it starts
+	isOpen        bool           // the shell opened the command's streams: it is executing
+	pendingINT    bool           // an interrupt waits for opened
+	interrupted   bool           // kill INT reached it
+	timedOut      bool
+	ends          int // stream end markers seen
+	end           sentinel.End
+	endsDone      chan struct{} // closed when both end markers are seen
+	opens         int           // stream opens that returned (or failed)
+	opensDone     chan struct{} // closed when both stream opens have returned
+	keepers       []*os.File    // our write ends that hold the streams open until their markers
+	keepersClosed bool
+	readers       int           // stream readers that have not returned
+	readersDone   chan struct{} // closed when both stream readers have returned
+	timers        []*time.Timer
+}
+
+func (s *Session) newCommand(opts CommandOptions, probe bool) *Command {
+	if opts.Stdin == "" {
+		opts.Stdin = process.StdinClosed
+	}
+	keep := opts.KeepLogs
+	if keep == "" {
+		keep = logstore.KeepUntilCleanup
+	}
+	c := &Command{
+		s: s, id: uuid.NewString(), opts: opts, probe: probe,
+		log:         logstore.New(logstore.Options{Retention: s.opts.Retention, Keep: keep}),
+		createdAt:   time.Now(),
+		done:        make(chan struct{}),
+		st:          process.Starting,
+		endsDone:    make(chan struct{}),
+		opensDone:   make(chan struct{}),
+		readersDone: make(chan struct{}),
+		readers:     2,
+	}
+	c.stdin.cond = sync.NewCond(&c.stdin.mu)
+	return c
+}
+
+// ID returns the command's id.
+func (c *Command) ID() string { return c.id }
+
+// Session returns the session the command belongs to.
+func (c *Command) Session() *Session { return c.s }
+
+// Log returns the command's output.
+func (c *Command) Log() *logstore.Log { return c.log }
+
+// Done is closed once the command is terminal.
+func (c *Command) Done() <-chan struct{} { return c.done }
+
+// Result returns how the command ended; valid once Done is closed.
+func (c *Command) Result() process.Result { return c.result }
+
+func (c *Command) state() process.State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.st
+}
+
+// Info describes the command.
+func (c *Command) Info() process.Info {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := process.Info{
+		ID: c.id, Name: c.opts.Name, Kind: process.KindSession, State: c.st,
+		SessionID: c.s.id, ShellCommand: c.opts.Cmd, Shell: c.s.sh.Name,
+		ResolvedShell: c.s.sh.Path, Cwd: c.cwd, Stdin: c.opts.Stdin,
+		ExecutionTimeout: c.opts.ExecutionTimeout, KeepLogs: c.log.Keep(),
+		CreatedAt: c.createdAt, StartedAt: c.startedAt, ExitedAt: c.exitedAt,
+	}
+	if c.st == process.Terminal {
+		r := c.result
+		i.Result = &r
+	}
+	return i
+}
+
+// Cancel fails a command that never ran (its session ended first).
+func (c *Command) Cancel(err error) {
+	c.finish(process.Result{Reason: process.Failed, Error: err.Error()})
+}
+
+// Run runs the command in its session's shell; the session's queue calls it.
+func (c *Command) Run() {
+	s := c.s
+	if c.state() == process.Terminal { // deleted while queued
+		return
+	}
+	select {
+	case <-s.exited:
+		c.Cancel(fmt.Errorf("session %s: %w", s.id, ErrSessionEnded))
+		return
+	default:
+	}
+	s.mu.Lock()
+	cwd, prev := s.cwd, s.lastStatus
+	s.mu.Unlock()
+
+	chk := check(context.Background(), s.sh, c.opts.Cmd)
+	if chk.err != "" || chk.empty {
+		status := 0
+		c.begin(cwd, sentinel.Frame{})
+		if chk.err != "" {
+			status = 2
+			c.log.Write(logstore.Stderr, []byte(chk.err+"\n"))
+		}
+		s.mu.Lock()
+		s.lastStatus = status
+		s.mu.Unlock()
+		c.finish(process.ExitedWith(status))
+		return
+	}
+
+	p, err := s.nextPaths(c.opts.Stdin == process.StdinOpen)
+	if err != nil {
+		c.finish(process.Result{Reason: process.Failed, Error: fmt.Sprintf("prepare streams: %v", err)})
+		return
+	}
+	defer p.remove()
+	f := sentinel.New(c.opts.Cmd, prev, sentinel.Paths{Stdin: p.stdin, Stdout: p.stdout, Stderr: p.stderr})
+	c.begin(cwd, f)
+	s.wg.Add(2)
+	go c.readStream(p.stdout, logstore.Stdout, true)
+	go c.readStream(p.stderr, logstore.Stderr, false)
+	if p.stdin != "" {
+		s.wg.Add(1)
+		go c.feedStdin(p.stdin)
+	}
+	if t := c.opts.ExecutionTimeout; t > 0 {
+		c.addTimer(time.AfterFunc(t, c.timeout))
+	}
+	if err := s.write(f.Text); err != nil {
+		<-s.exited // a failed write means the shell is gone
+	}
+
+	select {
+	case <-c.endsDone:
+		c.mu.Lock()
+		end := c.end
+		c.mu.Unlock()
+		s.mu.Lock()
+		s.cwd, s.lastStatus = end.Cwd, end.Status
+		s.mu.Unlock()
+		c.finish(c.resultFor(process.ExitedWith(end.Status)))
+	case <-s.exited:
+		c.shellExited(p)
+	}
+}
+
+// begin marks the command running.
+func (c *Command) begin(cwd string, f sentinel.Frame) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.st = process.Running
+	c.startedAt = time.Now()
+	c.cwd = cwd
+	c.frame = f
+}
+
+// resultFor turns how the shell saw the command end into its result: an
+// interrupt the engine sent shows as INT, a timeout as timed_out.
+func (c *Command) resultFor(r process.Result) process.Result {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.timedOut:
+		r.Reason = process.TimedOut
+	case c.interrupted:
+		r.Reason, r.Signal = process.Signaled, "INT"
+	}
+	return r
+}
+
+// shellExited ends a command whose shell exited under it: with the shell's
+// exit status when it exited (exit 3, exec, set -e), lost when it was killed.
+func (c *Command) shellExited(p paths) {
+	c.unblockOpens(p)
+	c.closeKeepers()
+	select {
+	case <-c.readersDone:
+	case <-time.After(drainAfterExit):
+	}
+	r := process.Result{Reason: process.Lost, Error: "the session's shell died"}
+	if st, ok := c.s.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+		switch {
+		case st.Exited():
+			r = process.ExitedWith(st.ExitStatus())
+		case st.Signaled():
+			r.Error = "the session's shell was killed by SIG" + process.SignalName(st.Signal())
+		}
+	}
+	if r.Reason == process.Lost && c.timedOut {
+		r = process.Result{Reason: process.TimedOut}
+	}
+	c.finish(c.resultForExit(r))
+	c.s.shellEnded()
+}
+
+func (c *Command) resultForExit(r process.Result) process.Result {
+	if r.Reason == process.Exited {
+		return c.resultFor(r)
+	}
+	return r
+}
+
+// readStream reads one of the command's streams into its log until the end
+// marker, then discards what background jobs write until they close it.
+//
+// The shell opens the FIFO twice: for the command group, then for the end
+// line. A keeper, our own write end held from the first open until the
+// marker, keeps the reader from seeing end-of-file in between.
+func (c *Command) readStream(path string, ch logstore.Channel, trailer bool) {
+	s := c.s
+	defer s.wg.Done()
+	defer c.readerReturned()
+	f, err := openFIFO(path, false) // returns once the shell opens it to write
+	c.streamOpened()
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	keeper, err := os.OpenFile(path, os.O_WRONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
+	if err != nil || !s.addDrain(f) {
+		if keeper != nil {
+			keeper.Close()
+		}
+		return
+	}
+	defer s.dropDrain(f)
+	c.addKeeper(keeper)
+	c.mu.Lock()
+	nonce := c.frame.Nonce
+	c.mu.Unlock()
+	out := func(b []byte) { c.log.Write(ch, b) }
+	var exitMsg *exitFilter
+	if ch == logstore.Stderr && s.sh.Family == shells.Bash {
+		exitMsg = &exitFilter{out: out}
+		out = exitMsg.write
+	}
+	sc := sentinel.NewScanner(nonce, trailer, out)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := f.Read(buf)
+		if n > 0 && !sc.Done() {
+			if _, werr := sc.Write(buf[:n]); werr != nil || sc.Done() {
+				if exitMsg != nil {
+					exitMsg.end(true)
+				}
+				c.closeKeeper(keeper)
+				end := sc.End()
+				c.streamEnded(&end)
+				buf = buf[:min(len(buf), 4096)] // what follows is only discarded
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if !sc.Done() {
+		sc.Flush()
+	}
+	if exitMsg != nil {
+		exitMsg.end(sc.Done())
+	}
+}
+
+func (c *Command) readerReturned() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.readers--; c.readers == 0 {
+		close(c.readersDone)
+	}
+}
+
+func (c *Command) addKeeper(f *os.File) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.keepersClosed {
+		f.Close()
+		return
+	}
+	c.keepers = append(c.keepers, f)
+}
+
+func (c *Command) closeKeeper(f *os.File) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, k := range c.keepers {
+		if k == f {
+			c.keepers = append(c.keepers[:i], c.keepers[i+1:]...)
+			f.Close()
+			return
+		}
+	}
+}
+
+// closeKeepers lets the readers see end-of-file once the shell is gone.
+func (c *Command) closeKeepers() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.keepersClosed = true
+	for _, k := range c.keepers {
+		k.Close()
+	}
+	c.keepers = nil
+}
+
+// streamEnded records that a stream reached its end marker (end non-nil) or
+// ended without one.
+func (c *Command) streamEnded(end *sentinel.End) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if end == nil {
+		return
+	}
+	if c.ends < 2 {
+		c.ends++
+		if end.Cwd != "" || c.ends == 1 {
+			if end.Cwd != "" {
+				c.end = *end
+			}
+		}
+		if c.ends == 2 {
+			close(c.endsDone)
+		}
+	}
+}
+
+// streamOpened records that the shell is executing the command, and delivers an
+// interrupt that waited for it.
+func (c *Command) streamOpened() {
+	c.mu.Lock()
+	if c.opens++; c.opens == 2 {
+		close(c.opensDone)
+	}
+	first := !c.markOpened()
+	pending := c.pendingINT
+	c.pendingINT = false
+	c.mu.Unlock()
+	if first && pending {
+		c.sendINT()
+	}
+}
+
+func (c *Command) markOpened() bool {
+	was := c.isOpen
+	c.isOpen = true
+	return was
+}
+
+func (c *Command) addTimer(t *time.Timer) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.st == process.Terminal {
+		t.Stop()
+		return
+	}
+	c.timers = append(c.timers, t)
+}
+
+// finish makes the command terminal with r, once.
+func (c *Command) finish(r process.Result) {
+	c.mu.Lock()
+	if c.st == process.Terminal {
+		c.mu.Unlock()
+		return
+	}
+	c.st = process.Terminal
+	c.result = r
+	c.exitedAt = time.Now()
+	if c.startedAt.IsZero() {
+		c.startedAt = c.exitedAt
+	}
+	for _, t := range c.timers {
+		t.Stop()
+	}
+	c.timers = nil
+	c.mu.Unlock()
+	c.stdin.close()
+	c.log.Close()
+	close(c.done)
+}

@@ -1,0 +1,73 @@
+package shellsession
+
+import (
+	"os"
+	"strings"
+
+	"github.com/conchsh/conch/internal/shells"
+)
+
+// shellArgs returns the arguments that start sh interactively, reading
+// commands from stdin, with no rc or profile file unless login.
+func shellArgs(sh shells.Shell, login bool) []string {
+	args := append([]string{sh.Path}, sh.Prefix...)
+	switch sh.Family {
+	case shells.Bash:
+		if login {
+			return append(args, "--login", "--noediting", "-i")
+		}
+		return append(args, "--norc", "--noprofile", "--noediting", "-i")
+	case shells.Zsh:
+		if login {
+			return append(args, "-l", "-i")
+		}
+		return append(args, "-f", "-i")
+	}
+	if login {
+		args = append(args, "-l")
+	}
+	return append(args, "-i")
+}
+
+// initScript is what a new shell is sent first: no prompts, no history,
+// SIGTERM ends it (an interactive shell ignores SIGTERM otherwise, and
+// `kill $$` must end the session), and no rc hooks.
+func initScript(sh shells.Shell) string {
+	common := "PS1= PS2= PS3=; trap 'exit 143' TERM; "
+	switch sh.Family {
+	case shells.Bash:
+		return common + "PS0=; unset PROMPT_COMMAND HISTFILE MAIL MAILPATH MAILCHECK ENV BASH_ENV; set +H +m +o history; shopt -u checkwinsize\n"
+	case shells.Zsh:
+		return common + "PROMPT= RPROMPT= PROMPT_EOL_MARK=; unset HISTFILE MAIL MAILPATH; unsetopt zle prompt_cr prompt_sp monitor hist_expand 2>/dev/null; setopt no_hup\n"
+	}
+	return common + "unset ENV HISTFILE MAIL MAILPATH; set +m 2>/dev/null\n"
+}
+
+// shellEnv returns the environment of a new shell: the daemon's, less what
+// must not leak into commands, plus env and the tree tag.
+func shellEnv(env map[string]string, login bool, tag string) []string {
+	drop := map[string]bool{"CONCH_TOKEN": true, "BASH_ENV": true, "PS1": true, "PROMPT_COMMAND": true}
+	if !login {
+		drop["ENV"] = true
+	}
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if drop[k] || env[k] != "" {
+			continue
+		}
+		if _, ok := env[k]; ok {
+			continue
+		}
+		out = append(out, kv)
+	}
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	if !login {
+		// Interactive dash, mksh, ksh and busybox sh read $ENV (mksh and
+		// ksh a default file when it is unset): point it at nothing.
+		out = append(out, "ENV=/dev/null")
+	}
+	return append(out, tag)
+}

@@ -1,0 +1,194 @@
+package shellsession
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/process"
+)
+
+// Kill sends sig to the command. SIGINT interrupts it as Ctrl-C would at a
+// prompt — the foreground processes and the shell itself, which aborts a
+// builtin loop or a function — and the session lives on. Any other signal
+// reaches the command's processes, never the shell. When escalateAfter is
+// positive, escalateTo follows if the command is still running then.
+func (c *Command) Kill(sig syscall.Signal, escalateAfter time.Duration, escalateTo syscall.Signal) error {
+	switch c.state() {
+	case process.Terminal:
+		return nil
+	case process.Starting:
+		c.finish(process.Result{Reason: process.Signaled, Signal: process.SignalName(sig), Error: "killed before it started"})
+		return nil
+	}
+	c.signal(sig)
+	if escalateAfter > 0 {
+		if escalateTo == 0 {
+			escalateTo = syscall.SIGKILL
+		}
+		c.addTimer(time.AfterFunc(escalateAfter, func() { c.signal(escalateTo) }))
+	}
+	return nil
+}
+
+func (c *Command) signal(sig syscall.Signal) {
+	if sig == syscall.SIGINT {
+		c.interrupt(false)
+		return
+	}
+	for _, pid := range c.processes() {
+		syscall.Kill(pid, sig)
+	}
+}
+
+// timeout interrupts the command at its execution timeout and ends the
+// session if the command has not stopped KillGrace later.
+func (c *Command) timeout() {
+	c.interrupt(true)
+	c.addTimer(time.AfterFunc(KillGrace, func() {
+		select {
+		case <-c.done:
+		default:
+			go c.s.end(&process.Result{Reason: process.Signaled, Signal: "KILL", Error: "a command did not stop after its execution timeout"}, syscall.SIGKILL)
+		}
+	}))
+}
+
+// interrupt sends SIGINT once the shell executes the command: earlier, it
+// would make the shell drop a half-read command and run the rest as new ones.
+func (c *Command) interrupt(timedOut bool) {
+	c.mu.Lock()
+	if c.st == process.Terminal {
+		c.mu.Unlock()
+		return
+	}
+	if timedOut {
+		c.timedOut = true
+	} else {
+		c.interrupted = true
+	}
+	if !c.isOpen {
+		c.pendingINT = true
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	c.sendINT()
+}
+
+// sendINT signals the shell's process group, as a terminal does on Ctrl-C,
+// then sends the end line again while the end has not come: a shell that
+// buffers its input drops what it read ahead when interrupted.
+func (c *Command) sendINT() {
+	syscall.Kill(-c.s.cmd.Process.Pid, syscall.SIGINT)
+	c.nudge(20 * time.Millisecond)
+}
+
+func (c *Command) nudge(after time.Duration) {
+	c.addTimer(time.AfterFunc(after, func() {
+		select {
+		case <-c.done:
+			return
+		case <-c.endsDone:
+			return
+		default:
+		}
+		c.mu.Lock()
+		end := c.frame.End
+		c.mu.Unlock()
+		c.s.write(end)
+		if after < 2*time.Second {
+			c.nudge(2 * after)
+		}
+	}))
+}
+
+// processes returns the shell's descendants that started with or after the
+// command: its processes, not background jobs of earlier commands.
+func (c *Command) processes() []int {
+	c.mu.Lock()
+	since := c.startedAt.Add(-20 * time.Millisecond)
+	c.mu.Unlock()
+	boot := bootTime()
+	var out []int
+	for _, pid := range proctree.Descendants(c.s.cmd.Process.Pid) {
+		if st, ok := startTime(pid, boot); ok && !st.Before(since) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// clockTicks is USER_HZ, which Linux fixes at 100 for /proc.
+const clockTicks = 100
+
+func bootTime() time.Time {
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return time.Time{}
+	}
+	f := bytes.Fields(b)
+	if len(f) == 0 {
+		return time.Time{}
+	}
+	up, err := strconv.ParseFloat(string(f[0]), 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.Now().Add(-time.Duration(up * float64(time.Second)))
+}
+
+// startTime reads when pid started, from field 22 of /proc/PID/stat.
+func startTime(pid int, boot time.Time) (time.Time, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return time.Time{}, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return time.Time{}, false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 20 {
+		return time.Time{}, false
+	}
+	ticks, err := strconv.ParseInt(string(f[19]), 10, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return boot.Add(time.Duration(ticks) * time.Second / clockTicks), true
+}
+
+// Stop ends the command for deletion: SIGINT and SIGTERM, then SIGKILL to
+// its processes after KillGrace. A command still running KillGrace after that
+// (a builtin loop that traps SIGINT) cannot be stopped without its session:
+// the error wraps process.ErrUnsupported.
+func (c *Command) Stop(ctx context.Context) error {
+	if c.state() == process.Starting {
+		c.finish(process.Result{Reason: process.Signaled, Signal: "TERM", Error: "deleted before it started"})
+		return nil
+	}
+	c.Kill(syscall.SIGINT, 0, 0)
+	c.signal(syscall.SIGTERM)
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, 0} {
+		select {
+		case <-c.done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(KillGrace):
+		}
+		if sig != 0 {
+			c.signal(sig)
+		}
+	}
+	return fmt.Errorf("%w: the command did not stop within %v; delete its session", process.ErrUnsupported, KillGrace)
+}
+
+// Resize fails: session commands have no terminal.
+func (c *Command) Resize(process.TerminalSize) error { return process.ErrNotPTY }

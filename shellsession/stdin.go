@@ -1,0 +1,133 @@
+package shellsession
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/conchsh/conch/process"
+)
+
+// stdinBuffer holds what is written to a command's open stdin until the
+// shell opens the command's stdin FIFO and the feeder writes it there.
+type stdinBuffer struct {
+	mu     sync.Mutex // guards the fields below
+	cond   *sync.Cond
+	chunks [][]byte
+	eof    bool // CloseStdin was called
+	closed bool // the command ended: nothing more is written
+}
+
+func (b *stdinBuffer) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.cond.Broadcast()
+}
+
+// WriteStdin queues p for the command's stdin. It fails with
+// process.ErrStdinNotOpen unless the command was submitted with stdin open,
+// and with process.ErrUnsupported after CloseStdin or the command's end.
+func (c *Command) WriteStdin(p []byte) error {
+	if c.opts.Stdin != process.StdinOpen {
+		return process.ErrStdinNotOpen
+	}
+	b := &c.stdin
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.eof || b.closed {
+		return fmt.Errorf("%w: stdin is closed", process.ErrUnsupported)
+	}
+	if len(p) > 0 {
+		b.chunks = append(b.chunks, append([]byte(nil), p...))
+		b.cond.Broadcast()
+	}
+	return nil
+}
+
+// CloseStdin gives the command end-of-file once what was written is read.
+func (c *Command) CloseStdin() error {
+	if c.opts.Stdin != process.StdinOpen {
+		return process.ErrStdinNotOpen
+	}
+	b := &c.stdin
+	b.mu.Lock()
+	b.eof = true
+	b.mu.Unlock()
+	b.cond.Broadcast()
+	return nil
+}
+
+// feedStdin opens the command's stdin FIFO (once the shell opens it to read)
+// and writes the queued bytes to it, closing it at end-of-file.
+func (c *Command) feedStdin(path string) {
+	defer c.s.wg.Done()
+	f, err := openFIFO(path, true)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if !c.s.addDrain(f) {
+		return
+	}
+	defer c.s.dropDrain(f)
+	b := &c.stdin
+	for {
+		b.mu.Lock()
+		for len(b.chunks) == 0 && !b.eof && !b.closed {
+			b.cond.Wait()
+		}
+		chunks := b.chunks
+		b.chunks = nil
+		stop := b.closed || (b.eof && len(chunks) == 0)
+		b.mu.Unlock()
+		if stop {
+			return
+		}
+		for _, p := range chunks {
+			if _, err := f.Write(p); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// openFIFO opens a FIFO to read, or to write; it blocks until the shell opens
+// the other end.
+func openFIFO(path string, write bool) (*os.File, error) {
+	flag := os.O_RDONLY
+	if write {
+		flag = os.O_WRONLY
+	}
+	return os.OpenFile(path, flag|syscall.O_CLOEXEC, 0)
+}
+
+// unblockOpens releases our own opens still waiting for a shell that died
+// before it opened its end: opening the other end without blocking lets them
+// return (and the readers then see end-of-file). An open that has not begun
+// yet cannot be released, so this repeats until every open has returned.
+func (c *Command) unblockOpens(p paths) {
+	deadline := time.Now().Add(drainAfterExit)
+	for {
+		for _, path := range []string{p.stdout, p.stderr} {
+			if f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				f.Close()
+			}
+		}
+		if p.stdin != "" {
+			if f, err := os.OpenFile(p.stdin, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+				f.Close()
+			}
+		}
+		select {
+		case <-c.opensDone:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+	}
+}
