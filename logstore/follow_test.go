@@ -418,3 +418,52 @@ func TestFollowerLeaves(t *testing.T) {
 		})
 	}
 }
+
+// TestPageWhileWriting pages through a log of many small frames, larger than
+// one copy step, while a writer keeps dropping its head: every page is
+// consecutive frames, and it starts where asked unless it says truncatedHead.
+func TestPageWhileWriting(t *testing.T) {
+	t.Parallel()
+	ctx := hangGuard(t, 30*time.Second)
+	l := New(Options{Retention: 3 * pageStep * (1 + FrameOverhead)})
+	for range 3 * pageStep {
+		l.Write(Stdout, []byte("x"))
+	}
+	if p := l.Page(0, 0); len(p.Frames) != 3*pageStep || p.TruncatedHead {
+		t.Fatalf("%d frames, truncatedHead %v", len(p.Frames), p.TruncatedHead)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				l.Write(Stderr, []byte("y"))
+			}
+		}
+	})
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+	for i := 0; i < 100 && ctx.Err() == nil; i++ {
+		after := Cursor(i * 100)
+		p := l.Page(after, 0)
+		if len(p.Frames) == 0 {
+			t.Fatalf("empty page after %d", after)
+		}
+		if !p.TruncatedHead && p.Frames[0].Cursor != after+1 {
+			t.Fatalf("page after %d starts at %d without truncatedHead", after, p.Frames[0].Cursor)
+		}
+		for k := 1; k < len(p.Frames); k++ {
+			if p.Frames[k].Cursor != p.Frames[k-1].Cursor+1 {
+				t.Fatalf("page after %d: %d follows %d", after, p.Frames[k].Cursor, p.Frames[k-1].Cursor)
+			}
+		}
+		if p.Next != p.Frames[len(p.Frames)-1].Cursor {
+			t.Fatalf("Next %d, last frame %d", p.Next, p.Frames[len(p.Frames)-1].Cursor)
+		}
+	}
+}

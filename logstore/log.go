@@ -254,15 +254,19 @@ type Page struct {
 	Last Cursor
 }
 
+// pageStep is how many frame headers a Page copies per hold of the lock, so
+// that a large page does not hold the writer back for long.
+const pageStep = 4096
+
 // Page returns at most limit frames after cursor after (limit <= 0: all
 // that are retained). Under KeepNone it has no frames.
 func (l *Log) Page(after Cursor, limit int) Page {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	p := Page{Next: after, Last: l.last}
 	if l.keep == KeepNone {
-		p.TruncatedHead = after < l.last
-		p.Next = max(after, l.last)
+		l.mu.Unlock()
+		p.TruncatedHead = after < p.Last
+		p.Next = max(after, p.Last)
 		return p
 	}
 	p.TruncatedHead = after < l.dropped
@@ -275,11 +279,29 @@ func (l *Log) Page(after Cursor, limit int) Page {
 	}
 	if n == 0 {
 		p.Next = max(after, l.dropped)
+		l.mu.Unlock()
 		return p
 	}
-	p.Frames = make([]Frame, n)
-	l.frames.copyOut(p.Frames, i)
-	p.Next = p.Frames[n-1].Cursor
+	p.Frames = make([]Frame, 0, n)
+	for {
+		k := min(n-len(p.Frames), pageStep)
+		p.Frames = p.Frames[:len(p.Frames)+k]
+		l.frames.copyOut(p.Frames[len(p.Frames)-k:], i)
+		if len(p.Frames) == n {
+			break
+		}
+		l.mu.Unlock()
+		l.mu.Lock()
+		// The writer may have dropped what comes next meanwhile: then the
+		// page ends here, and the next one reports the truncation.
+		next := p.Frames[len(p.Frames)-1].Cursor
+		if next < l.dropped {
+			break
+		}
+		i, _ = l.afterLocked(next)
+	}
+	l.mu.Unlock()
+	p.Next = p.Frames[len(p.Frames)-1].Cursor
 	return p
 }
 
