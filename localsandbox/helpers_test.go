@@ -19,6 +19,8 @@ func runChild(mode string) int {
 	switch mode {
 	case "lease":
 		return leaseChild()
+	case "interrupt":
+		return interruptChild()
 	}
 	fmt.Fprintf(os.Stderr, "unknown child mode %q\n", mode)
 	return 2
@@ -50,6 +52,32 @@ func leaseChild() int {
 	for _, l := range leases {
 		l.Release()
 	}
+	return 0
+}
+
+// interruptChild runs a command that interrupts itself in a session and
+// prints its exit code.
+func interruptChild() int {
+	dir, err := os.MkdirTemp("", "interrupt")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	s, err := New(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer s.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := s.Run(ctx, RunOptions{Command: "kill -INT $$; echo survived"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(res.ExitCode)
 	return 0
 }
 

@@ -1,0 +1,253 @@
+package localsandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"sync"
+	"syscall"
+
+	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/process"
+)
+
+// Shell is the program that runs every command, with "-c" and the command.
+const Shell = "/bin/bash"
+
+// RunOptions say what Run and Spawn run.
+type RunOptions struct {
+	// Command is the command line, run by Shell with -c.
+	Command string
+	// WorkingDirectory is where the command runs. Empty means the
+	// session's directory; a relative path is resolved against it. It must
+	// exist.
+	WorkingDirectory string
+	// Env is added to the environment of the command, on top of this
+	// process's environment and the session's WithEnv. Nil adds nothing.
+	Env map[string]string
+}
+
+// RunResult is how a command run by Run ended and what it wrote.
+type RunResult struct {
+	// ExitCode is the command's exit status, or 128 plus the signal number
+	// when a signal ended it (143 for SIGTERM), as a shell shows in $?.
+	ExitCode int
+	// Stdout and Stderr hold what the command wrote, bytes unchanged.
+	Stdout, Stderr string
+	// Truncated is true when output was dropped because the command wrote
+	// faster than it could be collected, beyond the retention of its log;
+	// Stdout and Stderr then lack their dropped parts.
+	Truncated bool
+}
+
+// Run runs opts.Command with Shell -c, stdin closed, and waits for it. A
+// command that fails is a result with its exit code, not an error: a missing
+// program is exit code 127 with bash's message in Stderr. Run returns an
+// error when the command could not be started (a missing working directory
+// is an error that names it and wraps fs.ErrNotExist), with ErrStopped once
+// the session is stopped, and with ctx.Err() when ctx ends first: then the
+// command and all its descendants are sent SIGKILL, and Run returns once the
+// command has exited. A ctx that has ended already starts nothing.
+func (s *Session) Run(ctx context.Context, opts RunOptions) (RunResult, error) {
+	p, err := s.start(ctx, opts)
+	if err != nil {
+		return RunResult{}, err
+	}
+	defer p.release()
+
+	// The follower keeps the frames' bytes, which the log never modifies,
+	// and copies them once at the end: it must keep up with the command,
+	// or retention drops what it has not reached.
+	var out [logstore.PTY + 1][][]byte
+	res := RunResult{}
+	// Follow ends at the end of the log, which the process closes when it
+	// has exited and its output is drained; ctx is handled by the kill
+	// that start registered.
+	p.log.Follow(context.Background(), 0, func(ev logstore.Event) bool {
+		switch {
+		case ev.Frame != nil:
+			out[ev.Frame.Channel] = append(out[ev.Frame.Channel], ev.Frame.Data)
+		case ev.Warning != nil:
+			res.Truncated = true
+		}
+		return true
+	})
+	code, err := p.Wait(context.Background())
+	if err != nil {
+		return RunResult{}, err
+	}
+	res.ExitCode = code
+	res.Stdout = string(bytes.Join(out[logstore.Stdout], nil))
+	res.Stderr = string(bytes.Join(out[logstore.Stderr], nil))
+	return res, nil
+}
+
+// Spawn starts opts.Command as Run does and returns at once. When ctx ends
+// before the command exits, the command and all its descendants are sent
+// SIGKILL and the process's Wait returns ctx.Err(). Errors are Run's.
+func (s *Session) Spawn(ctx context.Context, opts RunOptions) (*Process, error) {
+	p, err := s.start(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	go func() { // ends when the process does
+		<-p.p.Done()
+		p.release()
+	}()
+	return p, nil
+}
+
+// start starts opts.Command and tracks it in the session until release.
+func (s *Session) start(ctx context.Context, opts RunOptions) (*Process, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	dir, err := s.workDir(opts.WorkingDirectory)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkEnv(opts.Env); err != nil {
+		return nil, err
+	}
+	env := s.environ(opts.Env)
+
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.stopped {
+		return nil, ErrStopped
+	}
+	pp, err := startProcess(opts.Command, dir, env)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", Shell, err)
+	}
+	p := &Process{p: pp, log: pp.Log(), session: s}
+	p.stopCancel = context.AfterFunc(ctx, func() {
+		select {
+		case <-pp.Done():
+			return // it exited by itself; its result stands
+		default:
+		}
+		p.mu.Lock()
+		p.cancelErr = ctx.Err()
+		p.mu.Unlock()
+		p.p.Kill(syscall.SIGKILL, 0, 0)
+	})
+	s.procsMu.Lock()
+	s.procs[p] = struct{}{}
+	s.procsMu.Unlock()
+	return p, nil
+}
+
+// workDir returns the directory a command runs in, checked to exist.
+func (s *Session) workDir(wd string) (string, error) {
+	dir := s.dir
+	if wd != "" {
+		dir = s.resolve(wd)
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("working directory %s does not exist: %w", dir, fs.ErrNotExist)
+	case err != nil:
+		return "", fmt.Errorf("working directory %s: %w", dir, err)
+	case !fi.IsDir():
+		return "", fmt.Errorf("working directory %s is not a directory", dir)
+	}
+	return dir, nil
+}
+
+// environ returns what a command's environment adds to this process's: the
+// session's variables, then extra, then SandboxEnv, which extra cannot
+// override.
+func (s *Session) environ(extra map[string]string) map[string]string {
+	env := make(map[string]string, len(s.env)+len(extra)+1)
+	maps.Copy(env, s.env)
+	maps.Copy(env, extra)
+	env[SandboxEnv] = s.id
+	return env
+}
+
+// Process is a command started by Spawn.
+type Process struct {
+	p          started
+	log        *logstore.Log
+	session    *Session
+	stopCancel func() bool // unregisters the kill on ctx's end
+
+	mu        sync.Mutex // guards cancelErr
+	cancelErr error      // ctx.Err() of Spawn, once ctx ended and killed it
+
+	releaseOnce sync.Once
+}
+
+// release stops watching the spawn context and untracks the process. It is
+// called once the process has exited.
+func (p *Process) release() {
+	p.releaseOnce.Do(func() {
+		p.stopCancel()
+		p.session.procsMu.Lock()
+		delete(p.session.procs, p)
+		p.session.procsMu.Unlock()
+	})
+}
+
+// PID returns the process id of the shell running the command.
+func (p *Process) PID() int { return p.p.Info().PID }
+
+// Stdout returns a reader of the command's standard output, from the first
+// byte still retained: each call returns a new reader. Reading follows the
+// output as it is written and returns io.EOF once the command has exited and
+// everything was read. Output is kept in a bounded log, so a reader that
+// falls further behind than its retention loses the oldest bytes: Read then
+// returns ErrOutputDropped once, and goes on with what is retained.
+func (p *Process) Stdout() io.Reader { return newOutputReader(p.log, logstore.Stdout) }
+
+// Stderr is Stdout for the command's standard error.
+func (p *Process) Stderr() io.Reader { return newOutputReader(p.log, logstore.Stderr) }
+
+// Wait waits until the command has exited and returns its exit code, as in
+// RunResult.ExitCode. It returns ctx.Err() when ctx ends first, leaving the
+// command running, and the Spawn context's error when that context ended
+// the command.
+func (p *Process) Wait(ctx context.Context) (int, error) {
+	select {
+	case <-p.p.Done():
+	case <-ctx.Done():
+		return -1, ctx.Err()
+	}
+	p.mu.Lock()
+	cancelErr := p.cancelErr
+	p.mu.Unlock()
+	if cancelErr != nil {
+		return -1, cancelErr
+	}
+	return exitCode(*p.p.Info().Result)
+}
+
+// Kill sends SIGTERM to the command and its current descendants; the
+// command then exits with 143 unless it handles the signal. Killing a
+// command that has exited does nothing.
+func (p *Process) Kill() error {
+	select {
+	case <-p.p.Done():
+		return nil
+	default:
+	}
+	return p.p.Kill(syscall.SIGTERM, 0, 0)
+}
+
+// exitCode turns a process result into a shell's exit status.
+func exitCode(r process.Result) (int, error) {
+	switch {
+	case r.ExitCode != nil: // exec sets 128+n for a signal
+		return *r.ExitCode, nil
+	case r.Error != "":
+		return -1, fmt.Errorf("command %s: %s", r.Reason, r.Error)
+	}
+	return -1, fmt.Errorf("command %s", r.Reason)
+}

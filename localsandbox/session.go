@@ -1,0 +1,227 @@
+package localsandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/google/uuid"
+
+	"github.com/conchsh/conch/internal/proctree"
+)
+
+// ErrStopped is returned by Run and Spawn once the session was stopped or
+// destroyed; use errors.Is.
+var ErrStopped = errors.New("sandbox session stopped")
+
+// ErrPortNotLeased is wrapped by PortEndpoint's error for a port the session
+// did not lease; use errors.Is.
+var ErrPortNotLeased = errors.New("port not leased by this session")
+
+// Sandbox is what a session lets code run and touch: commands and files in
+// its directory with its environment. Session implements it, and so does the
+// value Session.Restricted returns, which offers nothing more: code handed
+// that value cannot stop the session or reach its ports.
+type Sandbox interface {
+	// Dir returns the absolute working directory of the sandbox.
+	Dir() string
+	// Run runs a command and waits for it; see Session.Run.
+	Run(ctx context.Context, opts RunOptions) (RunResult, error)
+	// Spawn starts a command and returns at once; see Session.Spawn.
+	Spawn(ctx context.Context, opts RunOptions) (*Process, error)
+	// ReadFile reads a file; see Session.ReadFile.
+	ReadFile(path string) (data []byte, ok bool, err error)
+	// ReadTextFile reads a file as text; see Session.ReadTextFile.
+	ReadTextFile(path string) (text string, ok bool, err error)
+	// WriteFile writes a file; see Session.WriteFile.
+	WriteFile(path string, data []byte) error
+	// WriteTextFile writes a file from text; see Session.WriteTextFile.
+	WriteTextFile(path, text string) error
+}
+
+// Session is a local sandbox: a working directory plus one leased loopback
+// port. Processes started through it, or through its Restricted view, are
+// tracked until they exit, so that Stop can end them. A Session is safe for
+// concurrent use.
+type Session struct {
+	dir   string
+	env   map[string]string
+	id    string // the value of SandboxEnv in every command's environment
+	lease *PortLease
+
+	// mu is held for reading while a process starts and for writing by
+	// Stop, so that no process starts unseen by Stop.
+	mu      sync.RWMutex
+	stopped bool
+
+	procsMu sync.Mutex // guards procs
+	procs   map[*Process]struct{}
+}
+
+// Option configures a Session in New.
+type Option func(*Session) error
+
+// WithEnv adds env to the environment of every command the session runs, on
+// top of this process's environment; RunOptions.Env is added on top of it.
+func WithEnv(env map[string]string) Option {
+	return func(s *Session) error {
+		if err := checkEnv(env); err != nil {
+			return err
+		}
+		for k, v := range env {
+			s.env[k] = v
+		}
+		return nil
+	}
+}
+
+// New returns a session in dir, which must be an existing directory, with one
+// loopback port leased (see LeasePort).
+func New(dir string, opts ...Option) (*Session, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("new sandbox session: %w", err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("new sandbox session: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("new sandbox session: %s is not a directory", abs)
+	}
+	s := &Session{
+		dir:   abs,
+		env:   make(map[string]string),
+		id:    uuid.NewString(),
+		procs: make(map[*Process]struct{}),
+	}
+	for _, o := range opts {
+		if err := o(s); err != nil {
+			return nil, fmt.Errorf("new sandbox session: %w", err)
+		}
+	}
+	// A harness started under nohup, or in the background of a script,
+	// must not pass its ignored SIGINT and SIGHUP on to the commands.
+	proctree.ResetChildSignals()
+	if s.lease, err = LeasePort(); err != nil {
+		return nil, fmt.Errorf("new sandbox session: %w", err)
+	}
+	return s, nil
+}
+
+// Dir returns the session's absolute working directory.
+func (s *Session) Dir() string { return s.dir }
+
+// Ports returns the leased port: one, or none once the session is stopped.
+func (s *Session) Ports() []int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.stopped {
+		return nil
+	}
+	return []int{s.lease.Port()}
+}
+
+// PortEndpoint returns the URL of a leased port on 127.0.0.1 for protocol
+// ("http" when empty, "ws", "https", ...), such as "ws://127.0.0.1:60479". It
+// does not check that anything listens there. A port the session did not
+// lease, or no longer holds, is an error wrapping ErrPortNotLeased.
+func (s *Session) PortEndpoint(port int, protocol string) (string, error) {
+	if protocol == "" {
+		protocol = "http"
+	}
+	if !isScheme(protocol) {
+		return "", fmt.Errorf("port endpoint: bad protocol %q", protocol)
+	}
+	if !slices.Contains(s.Ports(), port) {
+		return "", fmt.Errorf("port endpoint %d: %w", port, ErrPortNotLeased)
+	}
+	return protocol + "://127.0.0.1:" + strconv.Itoa(port), nil
+}
+
+// Restricted returns a view of the session with Run, Spawn and the file
+// helpers, in the same directory and with the same environment, and nothing
+// else: it is not a *Session, so code handed it can neither stop the session
+// nor reach its ports. Processes it starts are the session's, and Stop ends
+// them too.
+func (s *Session) Restricted() Sandbox { return restricted{s} }
+
+// restricted is the value of Session.Restricted. Its only field is
+// unexported and it has no methods beyond Sandbox's.
+type restricted struct{ s *Session }
+
+func (r restricted) Dir() string { return r.s.Dir() }
+func (r restricted) Run(ctx context.Context, opts RunOptions) (RunResult, error) {
+	return r.s.Run(ctx, opts)
+}
+func (r restricted) Spawn(ctx context.Context, opts RunOptions) (*Process, error) {
+	return r.s.Spawn(ctx, opts)
+}
+func (r restricted) ReadFile(path string) ([]byte, bool, error)     { return r.s.ReadFile(path) }
+func (r restricted) ReadTextFile(path string) (string, bool, error) { return r.s.ReadTextFile(path) }
+func (r restricted) WriteFile(path string, data []byte) error       { return r.s.WriteFile(path, data) }
+func (r restricted) WriteTextFile(path, text string) error          { return r.s.WriteTextFile(path, text) }
+
+// Stop ends the session: it sends SIGTERM to every process started through
+// it or its Restricted view that is still running, to their current
+// descendants, and to the processes they left behind that were reparented
+// away (found by SandboxEnv in their environment, so not those that cleared
+// it), and releases the leased port. A Run in flight returns with
+// exit code 143. Stop does not wait for the processes to exit, and leaves the
+// directory as it is. Run and Spawn return ErrStopped afterwards. Calling
+// Stop again does nothing.
+func (s *Session) Stop() error {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return nil
+	}
+	s.stopped = true
+	s.mu.Unlock()
+
+	s.procsMu.Lock()
+	procs := make([]*Process, 0, len(s.procs))
+	for p := range s.procs {
+		procs = append(procs, p)
+	}
+	s.procsMu.Unlock()
+	for _, p := range procs {
+		p.Kill()
+	}
+	s.signalOrphans(syscall.SIGTERM)
+	return s.lease.Release()
+}
+
+// Destroy is Stop: a local session has nothing more to tear down.
+func (s *Session) Destroy() error { return s.Stop() }
+
+// checkEnv returns an error for a variable name the environment cannot hold.
+func checkEnv(env map[string]string) error {
+	for k := range env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return fmt.Errorf("bad environment variable name %q", k)
+		}
+	}
+	return nil
+}
+
+// isScheme reports whether p is a URL scheme (RFC 3986: a letter, then
+// letters, digits, "+", "-" or ".").
+func isScheme(p string) bool {
+	for i, c := range p {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+		case i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return p != ""
+}

@@ -1,0 +1,193 @@
+package localsandbox
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// hangGuard bounds a blocking test: what the test starts with the returned
+// context is killed once it ends.
+func hangGuard(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newSession returns a session in a new temporary directory, stopped when
+// the test ends.
+func newSession(t *testing.T, opts ...Option) *Session {
+	t.Helper()
+	s, err := New(t.TempDir(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop() })
+	return s
+}
+
+func TestNew(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		dir     string
+		opts    []Option
+		wantErr string
+	}{
+		{name: "directory", dir: dir},
+		{name: "missing", dir: filepath.Join(dir, "missing"), wantErr: "no such file or directory"},
+		{name: "file", dir: file, wantErr: "is not a directory"},
+		{name: "bad env name", dir: dir, opts: []Option{WithEnv(map[string]string{"A=B": "c"})}, wantErr: "bad environment variable name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := New(tt.dir, tt.opts...)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					s.Stop()
+					t.Fatalf("New(%s) = %v, want error containing %q", tt.dir, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Stop()
+			if s.Dir() != tt.dir {
+				t.Errorf("Dir() = %s, want %s", s.Dir(), tt.dir)
+			}
+			ports := s.Ports()
+			if len(ports) != 1 {
+				t.Fatalf("Ports() = %v, want one port", ports)
+			}
+			if !heldElsewhere(t, PortLockDir(), ports[0]) {
+				t.Errorf("port %d of a live session is not locked", ports[0])
+			}
+		})
+	}
+}
+
+func TestNewRelativeDir(t *testing.T) {
+	t.Parallel()
+	s, err := New(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	wd, _ := os.Getwd()
+	if s.Dir() != wd {
+		t.Errorf("Dir() = %s, want %s", s.Dir(), wd)
+	}
+}
+
+func TestSessionsGetDistinctPorts(t *testing.T) {
+	t.Parallel()
+	var ports []int
+	for range 8 {
+		ports = append(ports, newSession(t).Ports()...)
+	}
+	assertDistinct(t, ports)
+}
+
+func TestPortEndpoint(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	port := s.Ports()[0]
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	other := port + 1
+	if other > 65535 {
+		other = port - 1
+	}
+	tests := []struct {
+		port     int
+		protocol string
+		want     string
+		wantErr  error
+	}{
+		{port: port, protocol: "", want: "http://" + addr},
+		{port: port, protocol: "http", want: "http://" + addr},
+		{port: port, protocol: "ws", want: "ws://" + addr},
+		{port: port, protocol: "https", want: "https://" + addr},
+		{port: other, protocol: "http", wantErr: ErrPortNotLeased},
+		{port: 0, protocol: "ws", wantErr: ErrPortNotLeased},
+		{port: port, protocol: "ws://x", wantErr: errAny},
+		{port: port, protocol: "1ws", wantErr: errAny},
+	}
+	for _, tt := range tests {
+		// Nothing listens on the port: the URL is returned all the same.
+		got, err := s.PortEndpoint(tt.port, tt.protocol)
+		switch {
+		case tt.wantErr == nil && (err != nil || got != tt.want):
+			t.Errorf("PortEndpoint(%d, %q) = %q, %v, want %q", tt.port, tt.protocol, got, err, tt.want)
+		case tt.wantErr == errAny && err == nil,
+			tt.wantErr != nil && tt.wantErr != errAny && !errors.Is(err, tt.wantErr):
+			t.Errorf("PortEndpoint(%d, %q) = %q, %v, want error %v", tt.port, tt.protocol, got, err, tt.wantErr)
+		}
+	}
+}
+
+// errAny stands for any error in a table.
+var errAny = errors.New("any error")
+
+func TestRestrictedHidesSessionControls(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, WithEnv(map[string]string{"SANDBOX_VAR": "from-session"}))
+	r := s.Restricted()
+	if _, ok := r.(*Session); ok {
+		t.Fatal("Restricted() is the *Session itself")
+	}
+	if _, ok := r.(interface{ Stop() error }); ok {
+		t.Error("Restricted() has Stop")
+	}
+	if _, ok := r.(interface{ Destroy() error }); ok {
+		t.Error("Restricted() has Destroy")
+	}
+	if _, ok := r.(interface{ Ports() []int }); ok {
+		t.Error("Restricted() has Ports")
+	}
+	if _, ok := r.(interface {
+		PortEndpoint(int, string) (string, error)
+	}); ok {
+		t.Error("Restricted() has PortEndpoint")
+	}
+	if _, ok := r.(interface{ Restricted() Sandbox }); ok {
+		t.Error("Restricted() has Restricted")
+	}
+
+	ctx := hangGuard(t)
+	if r.Dir() != s.Dir() {
+		t.Errorf("restricted Dir() = %s, want %s", r.Dir(), s.Dir())
+	}
+	res, err := r.Run(ctx, RunOptions{Command: `printf '%s %s' "$PWD" "$SANDBOX_VAR"`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := s.Dir() + " from-session"; res.Stdout != want {
+		t.Errorf("restricted Run: %q, want %q", res.Stdout, want)
+	}
+	if err := r.WriteTextFile("sub/note.txt", "hi"); err != nil {
+		t.Fatal(err)
+	}
+	if text, ok, err := s.ReadTextFile("sub/note.txt"); err != nil || !ok || text != "hi" {
+		t.Errorf("file written through the restricted view: %q, %v, %v", text, ok, err)
+	}
+	p, err := r.Spawn(ctx, RunOptions{Command: "printf spawned"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, err := p.Wait(ctx); err != nil || code != 0 {
+		t.Fatalf("restricted Spawn: %d, %v", code, err)
+	}
+}
