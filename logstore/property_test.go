@@ -11,7 +11,7 @@ import (
 func TestProperties(t *testing.T) {
 	t.Parallel()
 	runs := 300
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		runs = 60
 	}
 	for seed := range uint64(runs) {
