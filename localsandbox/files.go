@@ -8,11 +8,9 @@ import (
 	"path/filepath"
 )
 
-// The file helpers resolve a relative path against the session's directory.
-// They do not confine paths to it: an absolute path, a "..", or a symbolic
-// link reaches anywhere the calling user can.
-
-// resolve returns path, made absolute against the session's directory.
+// resolve returns path, made absolute against the session's directory. It
+// does not confine it there: an absolute path, a "..", or a symbolic link
+// reaches anywhere the calling user can.
 func (s *Session) resolve(path string) string {
 	if filepath.IsAbs(path) {
 		return filepath.Clean(path)
@@ -21,7 +19,9 @@ func (s *Session) resolve(path string) string {
 }
 
 // ReadFile reads the file at path, relative to the session's directory
-// unless absolute. A missing file is reported with ok false and a nil error;
+// unless absolute. The path is not confined to the directory: an absolute
+// path, a "..", or a symbolic link reaches anywhere the calling user can.
+// A missing file is reported with ok false and a nil error;
 // any other failure, such as a directory at path, is an error.
 func (s *Session) ReadFile(path string) (data []byte, ok bool, err error) {
 	data, err = os.ReadFile(s.resolve(path))
@@ -42,7 +42,8 @@ func (s *Session) ReadTextFile(path string) (text string, ok bool, err error) {
 }
 
 // WriteFile writes data to the file at path, relative to the session's
-// directory unless absolute, replacing what it held. Missing parent
+// directory unless absolute, replacing what it held. Like ReadFile, it does
+// not confine the path to the directory. Missing parent
 // directories are created. A new file gets mode 0644 and new directories
 // 0755, less the umask.
 func (s *Session) WriteFile(path string, data []byte) error {
