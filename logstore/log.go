@@ -18,12 +18,14 @@ const liveWindow = 1 << 20
 
 // The byte arena: frames smaller than bigFrame share chunks that start small
 // (a log with a line of output stays small) and double up to maxChunk; larger
-// frames get their own allocation. No chunk is ever reused, since frames
-// handed to readers keep pointing into it.
+// frames get their own allocation. A chunk given up for a frame that does
+// not fit wastes less than bigFrame. No chunk is ever reused, since frames
+// handed to readers keep pointing into it; Close moves the frames of a
+// mostly empty last chunk into one of the right size.
 const (
 	minChunk = 512
 	maxChunk = 64 << 10
-	bigFrame = 16 << 10
+	bigFrame = 4 << 10
 )
 
 // Options configure a Log.
@@ -56,7 +58,8 @@ type Log struct {
 	lastTime  int64      // Unix nanoseconds of the newest frame
 	pending   [PTY + 1]heldBack
 	chunk     []byte // the unused rest of the current arena chunk
-	chunkSize int    // size of the last chunk made
+	chunkSize int    // size of the current chunk
+	chunkFrom Cursor // the frames from here on smaller than bigFrame are in the current chunk
 	followers int    // Follow calls running
 	closed    bool
 	wake      chan struct{} // made by a follower about to wait; closed and cleared when frames come or the log closes
@@ -173,8 +176,9 @@ func (l *Log) allocLocked(j joined, off, end int) []byte {
 		return data
 	}
 	if len(l.chunk) < n {
-		l.chunkSize = min(maxChunk, max(minChunk, 2*l.chunkSize))
-		l.chunk = make([]byte, max(n, l.chunkSize))
+		l.chunkSize = max(n, min(maxChunk, max(minChunk, 2*l.chunkSize)))
+		l.chunk = make([]byte, l.chunkSize)
+		l.chunkFrom = l.last
 	}
 	data := l.chunk[:n:n]
 	l.chunk = l.chunk[n:]
@@ -224,9 +228,38 @@ func (l *Log) Close() {
 		held.n = 0
 	}
 	l.closed = true
+	l.shrinkChunkLocked()
 	if l.wake != nil {
 		close(l.wake)
 		l.wake = nil
+	}
+}
+
+// shrinkChunkLocked moves the frames in the current chunk to a chunk of
+// their size when most of it is unused, since no more frames will come to
+// fill it. The bytes do not change, only where they live: readers holding
+// the old frames keep the old chunk. l.mu must be held.
+func (l *Log) shrinkChunkLocked() {
+	free := len(l.chunk)
+	l.chunk = nil
+	if free < minChunk || 2*free < l.chunkSize || l.frames.len() == 0 {
+		return
+	}
+	first := l.frames.at(0).Cursor
+	from := int(max(l.chunkFrom, first) - first)
+	in := func(f *Frame) bool { return f.Cursor >= l.chunkFrom && len(f.Data) < bigFrame }
+	used := 0
+	for i := from; i < l.frames.len(); i++ {
+		if f := l.frames.at(i); in(f) {
+			used += len(f.Data)
+		}
+	}
+	buf := make([]byte, 0, used)
+	for i := from; i < l.frames.len(); i++ {
+		if f := l.frames.at(i); in(f) {
+			buf = append(buf, f.Data...)
+			f.Data = buf[len(buf)-len(f.Data) : len(buf) : len(buf)]
+		}
 	}
 }
 

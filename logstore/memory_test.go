@@ -39,3 +39,37 @@ func TestMemoryStaysBounded(t *testing.T) {
 		t.Errorf("after 1 GiB: truncatedHead %v, %d frames", p.TruncatedHead, len(p.Frames))
 	}
 }
+
+// TestClosedLogsAreCompact checks that a closed log with small writes holds
+// about its bytes, not the unused rest of its last arena chunk: many
+// processes' logs stay around after they end. It measures the whole heap, so
+// it does not run in parallel.
+func TestClosedLogsAreCompact(t *testing.T) {
+	const (
+		logs    = 200
+		perLog  = 40_000
+		write   = 1000
+		allowed = 1.5 // heap per byte of output
+	)
+	line := bytes.Repeat([]byte("y"), write)
+	kept := make([]*Log, logs)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range kept {
+		l := New(Options{})
+		for range perLog / write {
+			l.Write(Stdout, line)
+		}
+		l.Close()
+		kept[i] = l
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perByte := float64(after.HeapAlloc-min(after.HeapAlloc, before.HeapAlloc)) / (logs * perLog)
+	t.Logf("%.2f bytes of heap per byte of output", perByte)
+	if perByte > allowed {
+		t.Errorf("closed logs take %.2f bytes of heap per byte of output, want at most %.1f", perByte, allowed)
+	}
+	runtime.KeepAlive(kept)
+}
