@@ -1,8 +1,21 @@
 // Package logstore keeps the output of a process as frames with strictly
 // increasing cursors, bounded in bytes, for paging and for live followers.
 //
-// One writer appends while any number of readers page through what is
-// retained or follow it live. When retention drops the head, readers that ask
-// for what is gone are told so (Page.TruncatedHead, a Warning event) rather
-// than handed a silent gap.
+// Writers append bytes on a channel (stdout, stderr or pty); each write
+// becomes one or more frames, in arrival order across channels, that never
+// split a valid UTF-8 sequence: an incomplete sequence at the end of a write
+// waits for the next write on its channel, or Close. A frame whose bytes are
+// not valid UTF-8 (binary output) says so through [Frame.IsText].
+//
+// Retention is bounded per log in bytes ([Options.Retention]); the oldest
+// frames are dropped whole to stay within it. Readers that ask for what is
+// gone are told so ([Page.TruncatedHead], a [Warning] event) rather than
+// handed a silent gap. Memory stays within retention plus a small constant:
+// frame bookkeeping counts against retention, and a follower that falls
+// behind jumps ahead instead of buffering.
+//
+// One writer per channel appends while any number of readers page through
+// what is retained or follow it live. Readers take the lock only to copy a
+// bounded batch of frame headers; the bytes themselves are never modified
+// once appended, so a slow reader never holds the writer back.
 package logstore
