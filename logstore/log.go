@@ -32,8 +32,8 @@ const (
 type Options struct {
 	// Retention bounds the bytes of frames kept, each frame counting its
 	// bytes plus FrameOverhead; the oldest frames are dropped to stay within
-	// it, and the newest frame is always kept. Zero means DefaultRetention;
-	// less than MinRetention means MinRetention.
+	// it, and the newest frame is always kept. Zero (or less) means
+	// DefaultRetention; less than MinRetention means MinRetention.
 	Retention int
 	// Keep is the policy; zero means KeepUntilCleanup. Under KeepNone pages
 	// get no frames, and frames are kept (up to 1 MiB, or Retention if less)
@@ -74,7 +74,7 @@ type heldBack struct {
 // New returns an empty Log.
 func New(opts Options) *Log {
 	r := opts.Retention
-	if r == 0 {
+	if r <= 0 {
 		r = DefaultRetention
 	}
 	r = max(r, MinRetention)
