@@ -230,9 +230,9 @@ func (p *Process) wait(readers []*os.File, copied <-chan struct{}) {
 			n--
 		case <-drain.C:
 			for _, r := range readers {
-				if r.SetReadDeadline(time.Now()) != nil {
-					r.Close() // not pollable: closing is the only way to stop the read
-				}
+				// Every reader is in the poller (pipes, and the PTY made
+				// so in startPTY), so the deadline ends a pending read.
+				_ = r.SetReadDeadline(time.Now())
 			}
 		}
 	}

@@ -2,9 +2,13 @@ package exec
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sync"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/creack/pty"
 
@@ -17,11 +21,16 @@ import (
 // leader of a new session with the terminal as its controlling terminal, and
 // returns the terminal's master side.
 func (p *Process) startPTY(size process.TerminalSize) ([]output, error) {
-	master, tty, err := pty.Open()
+	m, tty, err := pty.Open()
 	if err != nil {
 		return nil, fmt.Errorf("open pty: %w", err)
 	}
-	if err := pty.Setsize(master, &pty.Winsize{Cols: size.Cols, Rows: size.Rows}); err != nil {
+	master, err := pollable(m)
+	if err != nil {
+		closeAll(tty)
+		return nil, fmt.Errorf("open pty: %w", err)
+	}
+	if err := pty.Setsize(tty, &pty.Winsize{Cols: size.Cols, Rows: size.Rows}); err != nil {
 		closeAll(master, tty)
 		return nil, fmt.Errorf("pty size: %w", err)
 	}
@@ -36,6 +45,40 @@ func (p *Process) startPTY(size process.TerminalSize) ([]output, error) {
 	}
 	p.pty = master
 	return []output{{master, logstore.PTY}}, nil
+}
+
+// pollable returns f as a non-blocking file in Go's poller, and closes f.
+// creack/pty hands the master out after calling its Fd method, which leaves
+// it blocking: a read of it could then not be cut off by a deadline, and a
+// child that keeps the terminal open would hold the drain forever.
+func pollable(f *os.File) (*os.File, error) {
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	fd := -1
+	cerr := rc.Control(func(s uintptr) { fd, err = unix.FcntlInt(s, unix.F_DUPFD_CLOEXEC, 0) })
+	if err = errors.Join(cerr, err); err != nil {
+		return nil, err
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}
+
+// setSize sets the terminal size through f without making it blocking
+// (which pty.Setsize would, through f.Fd).
+func setSize(f *os.File, size process.TerminalSize) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	ws := &unix.Winsize{Col: size.Cols, Row: size.Rows}
+	cerr := rc.Control(func(fd uintptr) { err = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, ws) })
+	return errors.Join(cerr, err)
 }
 
 // Resize changes a PTY process's terminal size, which sends SIGWINCH to its
@@ -53,7 +96,7 @@ func (p *Process) Resize(size process.TerminalSize) error {
 	if p.exited {
 		return fmt.Errorf("%w: the process has ended", process.ErrUnsupported)
 	}
-	if err := pty.Setsize(p.pty, &pty.Winsize{Cols: size.Cols, Rows: size.Rows}); err != nil {
+	if err := setSize(p.pty, size); err != nil {
 		return fmt.Errorf("resize: %w", err)
 	}
 	p.info.Terminal = &size // a new value: snapshots handed out keep theirs

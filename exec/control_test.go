@@ -1,0 +1,269 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/process"
+)
+
+// treeScript starts a background child, a child that called setsid with a
+// child of its own, and an orphan (its parent exited), prints their pids on
+// one line and waits.
+const treeScript = `sleep 60 & a=$!
+setsid sh -c 'sleep 60 & echo $! > '"$T"'/gc; wait' & b=$!
+sh -c 'setsid sleep 60 & echo $! > '"$T"'/orphan'
+while [ ! -s "$T"/gc ] || [ ! -s "$T"/orphan ]; do sleep 0.01; done
+echo $a $b $(cat "$T"/gc) $(cat "$T"/orphan) ready
+wait`
+
+// INT is not in the table: a non-interactive shell starts background jobs
+// with SIGINT ignored, so it reaches them without ending them.
+func TestKillReachesTheWholeTree(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		kind process.Kind
+		sig  syscall.Signal
+	}{
+		{"term", process.KindExec, syscall.SIGTERM},
+		{"kill", process.KindExec, syscall.SIGKILL},
+		{"hup", process.KindExec, syscall.SIGHUP},
+		{"pty-term", process.KindPTY, syscall.SIGTERM},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := start(t, Options{Kind: tc.kind, Cmd: treeScript, Env: map[string]string{"T": t.TempDir()}})
+			waitOutput(t, p, "ready")
+			line, _, _ := strings.Cut(logText(p.Log(), 0), "ready")
+			tree := append(pids(t, line), p.Info().PID)
+			for _, pid := range tree {
+				if !alive(pid) {
+					t.Fatalf("pid %d of %v is not running before the kill", pid, tree)
+				}
+			}
+			if err := p.Kill(tc.sig, 0, 0); err != nil {
+				t.Fatal(err)
+			}
+			r := wait(t, p)
+			if r.Reason != process.Signaled || r.Signal != process.SignalName(tc.sig) {
+				t.Errorf("result %s, want signaled %s", show(r), process.SignalName(tc.sig))
+			}
+			for _, pid := range tree {
+				eventually(t, fmt.Sprintf("pid %d gone", pid), func() bool { return !alive(pid) })
+			}
+		})
+	}
+}
+
+// A process that handles TERM and goes on is ended by the escalation.
+const trapsTerm = `trap 'echo got-term' TERM; echo ready; while :; do sleep 0.05; done`
+
+func TestEscalation(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		to   syscall.Signal
+		want string
+	}{
+		{"default-kill", 0, "KILL"},
+		{"to-kill", syscall.SIGKILL, "KILL"},
+		{"to-hup", syscall.SIGHUP, "HUP"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := start(t, Options{Cmd: trapsTerm})
+			waitOutput(t, p, "ready")
+			if err := p.Kill(syscall.SIGTERM, 200*time.Millisecond, tc.to); err != nil {
+				t.Fatal(err)
+			}
+			waitOutput(t, p, "got-term")
+			if r := wait(t, p); r.Reason != process.Signaled || r.Signal != tc.want {
+				t.Errorf("result %s, want signaled %s", show(r), tc.want)
+			}
+		})
+	}
+}
+
+func TestKillAfterTheEndIsNoOp(t *testing.T) {
+	t.Parallel()
+	p := start(t, Options{Cmd: "exit 4"})
+	wait(t, p)
+	if err := p.Kill(syscall.SIGKILL, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if r := p.Info().Result; !sameResult(*r, process.ExitedWith(4)) {
+		t.Errorf("result changed to %s", show(*r))
+	}
+}
+
+func TestExecutionTimeout(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		cmd        string
+		wantSignal string
+	}{
+		{"term", "echo ready; sleep 60", "TERM"},
+		{"kill-5s-after-ignored-term", trapsTerm, "KILL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := start(t, Options{Cmd: tc.cmd, ExecutionTimeout: 300 * time.Millisecond})
+			r := wait(t, p)
+			if r.Reason != process.TimedOut || r.Signal != tc.wantSignal {
+				t.Errorf("result %s, want timed_out by %s", show(r), tc.wantSignal)
+			}
+		})
+	}
+	t.Run("not-reached", func(t *testing.T) {
+		t.Parallel()
+		p := start(t, Options{Cmd: "exit 2", ExecutionTimeout: time.Minute})
+		if r := wait(t, p); !sameResult(r, process.ExitedWith(2)) {
+			t.Errorf("result %s", show(r))
+		}
+	})
+}
+
+// The end is reported at the exit although a background child keeps stdout
+// (or the terminal) open; output drains for DrainDelay more, and what comes
+// after is dropped.
+func TestDrainAfterExit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		kind process.Kind
+		cmd  string
+	}{
+		{process.KindExec, `(sleep 0.3; echo mid; sleep 5; echo late) & echo $! early`},
+		// A PTY's foreground group gets SIGHUP when its session leader exits.
+		{process.KindPTY, `(trap '' HUP; sleep 0.3; echo mid; sleep 5; echo late) & echo $! early`},
+	} {
+		t.Run(string(tc.kind), func(t *testing.T) {
+			t.Parallel()
+			p := start(t, Options{Kind: tc.kind, Cmd: tc.cmd})
+			eventually(t, "terminal at the exit", func() bool { return p.Info().State == process.Terminal })
+			select {
+			case <-p.Done():
+				t.Fatal("done at the exit: the background child's output was not waited for")
+			default:
+			}
+			r := wait(t, p)
+			if !sameResult(r, process.ExitedWith(0)) {
+				t.Fatalf("result %s", show(r))
+			}
+			out := logText(p.Log(), 0)
+			child := pids(t, strings.Fields(out)[0])[0]
+			if !alive(child) {
+				t.Fatal("the background child is gone: the test proves nothing")
+			}
+			if !strings.Contains(out, "early") || !strings.Contains(out, "mid") || strings.Contains(out, "late") {
+				t.Errorf("output %q: want early and mid, not late", out)
+			}
+			if !p.Log().Closed() {
+				t.Error("log open after done")
+			}
+		})
+	}
+}
+
+func TestStdin(t *testing.T) {
+	t.Parallel()
+	t.Run("closed-reads-eof", func(t *testing.T) {
+		t.Parallel()
+		p := start(t, Options{Cmd: "cat; echo eof"})
+		if r := wait(t, p); !sameResult(r, process.ExitedWith(0)) {
+			t.Fatalf("result %s", show(r))
+		}
+		if err := p.WriteStdin([]byte("x")); !errors.Is(err, process.ErrStdinNotOpen) {
+			t.Errorf("WriteStdin on closed stdin: %v", err)
+		}
+		if err := p.CloseStdin(); !errors.Is(err, process.ErrStdinNotOpen) {
+			t.Errorf("CloseStdin on closed stdin: %v", err)
+		}
+	})
+	t.Run("open", func(t *testing.T) {
+		t.Parallel()
+		p := start(t, Options{Cmd: "read a; echo got $a; cat; echo eof", Stdin: process.StdinOpen})
+		if err := p.WriteStdin([]byte("one\n")); err != nil {
+			t.Fatal(err)
+		}
+		waitOutput(t, p, "got one")
+		if err := p.WriteStdin([]byte("two\n")); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.CloseStdin(); err != nil {
+			t.Fatal(err)
+		}
+		if r := wait(t, p); !sameResult(r, process.ExitedWith(0)) {
+			t.Fatalf("result %s", show(r))
+		}
+		if got := logText(p.Log(), logstore.Stdout); got != "got one\ntwo\neof\n" {
+			t.Errorf("output %q", got)
+		}
+		if err := p.CloseStdin(); !errors.Is(err, process.ErrStdinNotOpen) {
+			t.Errorf("CloseStdin twice: %v", err)
+		}
+	})
+	t.Run("write-after-exit", func(t *testing.T) {
+		t.Parallel()
+		p := start(t, Options{Cmd: "exit 0", Stdin: process.StdinOpen})
+		wait(t, p)
+		if err := p.WriteStdin([]byte("late")); !errors.Is(err, process.ErrStdinNotOpen) {
+			t.Errorf("WriteStdin after the exit: %v", err)
+		}
+	})
+}
+
+func TestStop(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, cmd, want string
+	}{
+		{"term", "echo ready; sleep 60", "TERM"},
+		{"kill-after-grace", trapsTerm, "KILL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := start(t, Options{Cmd: tc.cmd})
+			waitOutput(t, p, "ready")
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			if err := p.Stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-p.Done():
+			default:
+				t.Fatal("Stop returned before the process was done")
+			}
+			if r := p.Info().Result; r.Reason != process.Signaled || r.Signal != tc.want {
+				t.Errorf("result %s, want signaled %s", show(*r), tc.want)
+			}
+		})
+	}
+	t.Run("leftovers-after-exit", func(t *testing.T) {
+		t.Parallel()
+		p := start(t, Options{Cmd: `sh -c "trap '' TERM; exec sleep 60" >/dev/null & echo $!`})
+		wait(t, p)
+		child := pids(t, logText(p.Log(), logstore.Stdout))[0]
+		if !alive(child) {
+			t.Fatal("the leftover is gone before Stop")
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		if err := p.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the leftover gone", func() bool { return !alive(child) })
+		if got := proctree.Tagged(p.ID()); len(got) != 0 {
+			t.Errorf("tagged processes left: %v", got)
+		}
+	})
+}
