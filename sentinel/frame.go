@@ -29,16 +29,21 @@ type Paths struct {
 	Stdin  string // "" means /dev/null: the command reads end-of-file
 	Stdout string
 	Stderr string
+	// Script, when set, is a file holding the command text, and the group
+	// sources it rather than holding the text itself (see New).
+	Script string
 }
 
 // Frame is one command framed for the shell.
 type Frame struct {
 	Nonce Nonce
-	// Text is what the shell is sent: the command group, then End.
+	// Text is what the shell is sent first: the command group.
 	Text string
-	// End is the line that writes the end markers. Sending it again is
-	// harmless: it writes the markers only once per nonce. The engine sends
-	// it again when an interrupt may have made the shell drop it.
+	// End is the line that writes the end markers, sent once the shell runs
+	// the group: a shell that reads its input in blocks drops what it read
+	// ahead when a command aborts (an error under set -u, an interrupt), so
+	// End must not be read together with Text. Sending it again is harmless:
+	// it writes the markers only once per nonce.
 	End string
 }
 
@@ -48,7 +53,10 @@ const guardVar = "__conch"
 
 // New frames text, which must be a complete program the shell can parse (see
 // the shellsession package's syntax check), to run after a command that
-// exited with prevStatus, so that $? is what the user expects.
+// exited with prevStatus, so that $? is what the user expects. When p.Script
+// is set, the caller has written text to that file and the group sources it:
+// an interactive bash then neither announces background jobs nor prints
+// "exit" when the command exits, as it would for text typed at its prompt.
 func New(text string, prevStatus int, p Paths) Frame {
 	n := NewNonce()
 	var b strings.Builder
@@ -60,36 +68,41 @@ func New(text string, prevStatus int, p Paths) Frame {
 	default:
 		b.WriteString("(exit " + strconv.Itoa(prevStatus) + ") && :; ")
 	}
-	b.WriteString("{ ")
-	b.WriteString(text)
-	// A trailing unescaped backslash is literal at the end of `bash -c` text;
-	// before the newline that closes the group it would join the lines.
-	if trailingBackslashes(text)%2 == 1 {
-		b.WriteByte('\\')
+	if p.Script != "" {
+		// A sourced file with the redirections on the "." itself: its
+		// trace under set -x goes to the shell's own stderr.
+		b.WriteString(". " + quote(p.Script))
+	} else {
+		b.WriteString("{ ")
+		b.WriteString(text)
+		// A trailing unescaped backslash is literal at the end of `bash -c`
+		// text; before the newline that closes the group it would join lines.
+		if trailingBackslashes(text)%2 == 1 {
+			b.WriteByte('\\')
+		}
+		b.WriteString("\n}")
 	}
-	b.WriteString("\n} <")
+	b.WriteString(" <")
 	if p.Stdin == "" {
 		b.WriteString("/dev/null")
 	} else {
 		b.WriteString(quote(p.Stdin))
 	}
 	b.WriteString(" >" + quote(p.Stdout) + " 2>" + quote(p.Stderr) + "\n")
-	end := EndLine(n, p)
-	b.WriteString(end)
-	return Frame{Nonce: n, Text: b.String(), End: end}
+	return Frame{Nonce: n, Text: b.String(), End: EndLine(n, p)}
 }
 
 // EndLine returns the line that writes the end markers of the command with
 // nonce n: first the stderr marker, then the stdout marker with the exit
 // status and the working directory, then the guard that makes a second run a
-// no-op. It uses only shell syntax, `command printf` and one variable, so that
+// no-op. It uses only shell syntax, `\command printf` and one variable, so that
 // user functions, aliases, set -e, set -u and set -x cannot break it (traces
 // go to the shell's own stderr, which is not the command's).
 func EndLine(n Nonce, p Paths) string {
 	m := `\036CONCH` + string(n)
 	return "case ${" + guardVar + "-} in " + string(n) + ") ;; *) " +
-		guardVar + "=$?; command printf '" + m + "' >" + quote(p.Stderr) +
-		"; command printf '" + m + `%s %s\000' "$` + guardVar + `" "$PWD" >` + quote(p.Stdout) +
+		guardVar + "=$?; \\command printf '" + m + "' >" + quote(p.Stderr) +
+		"; \\command printf '" + m + `%s %s\000' "$` + guardVar + `" "${PWD-}" >` + quote(p.Stdout) +
 		"; " + guardVar + "=" + string(n) + ";; esac\n"
 }
 

@@ -8,7 +8,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/conchsh/conch/internal/shells"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/sentinel"
@@ -152,13 +151,17 @@ func (c *Command) Run() {
 		return
 	}
 
-	p, err := s.nextPaths(c.opts.Stdin == process.StdinOpen)
+	p, err := s.nextPaths(c.opts.Stdin == process.StdinOpen, true)
+	if err == nil && p.script != "" {
+		err = os.WriteFile(p.script, []byte(c.opts.Cmd), 0o600)
+	}
 	if err != nil {
+		p.remove()
 		c.finish(process.Result{Reason: process.Failed, Error: fmt.Sprintf("prepare streams: %v", err)})
 		return
 	}
 	defer p.remove()
-	f := sentinel.New(c.opts.Cmd, prev, sentinel.Paths{Stdin: p.stdin, Stdout: p.stdout, Stderr: p.stderr})
+	f := sentinel.New(c.opts.Cmd, prev, sentinel.Paths{Stdin: p.stdin, Stdout: p.stdout, Stderr: p.stderr, Script: p.script})
 	c.begin(cwd, f)
 	s.wg.Add(2)
 	go c.readStream(p.stdout, logstore.Stdout, true)
@@ -173,6 +176,10 @@ func (c *Command) Run() {
 	if err := s.write(f.Text); err != nil {
 		<-s.exited // a failed write means the shell is gone
 	}
+	// The end line follows once the shell runs the group (see streamOpened);
+	// should the group never run (a redirection that failed), it follows
+	// anyway after a while.
+	c.nudgeUnopened(time.Second)
 
 	select {
 	case <-c.endsDone:
@@ -272,21 +279,12 @@ func (c *Command) readStream(path string, ch logstore.Channel, trailer bool) {
 	c.mu.Lock()
 	nonce := c.frame.Nonce
 	c.mu.Unlock()
-	out := func(b []byte) { c.log.Write(ch, b) }
-	var exitMsg *exitFilter
-	if ch == logstore.Stderr && s.sh.Family == shells.Bash {
-		exitMsg = &exitFilter{out: out}
-		out = exitMsg.write
-	}
-	sc := sentinel.NewScanner(nonce, trailer, out)
+	sc := sentinel.NewScanner(nonce, trailer, func(b []byte) { c.log.Write(ch, b) })
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := f.Read(buf)
 		if n > 0 && !sc.Done() {
 			if _, werr := sc.Write(buf[:n]); werr != nil || sc.Done() {
-				if exitMsg != nil {
-					exitMsg.end(true)
-				}
 				c.closeKeeper(keeper)
 				end := sc.End()
 				c.streamEnded(&end)
@@ -299,9 +297,6 @@ func (c *Command) readStream(path string, ch logstore.Channel, trailer bool) {
 	}
 	if !sc.Done() {
 		sc.Flush()
-	}
-	if exitMsg != nil {
-		exitMsg.end(sc.Done())
 	}
 }
 
@@ -377,10 +372,29 @@ func (c *Command) streamOpened() {
 	first := !c.markOpened()
 	pending := c.pendingINT
 	c.pendingINT = false
+	end := c.frame.End
 	c.mu.Unlock()
-	if first && pending {
-		c.sendINT()
+	if first {
+		c.s.write(end)
+		if pending {
+			c.sendINT()
+		}
 	}
+}
+
+// nudgeUnopened sends the end line if the shell has not run the group after
+// a while, and again after twice as long, and so on.
+func (c *Command) nudgeUnopened(after time.Duration) {
+	c.addTimer(time.AfterFunc(after, func() {
+		c.mu.Lock()
+		opened, end := c.isOpen, c.frame.End
+		c.mu.Unlock()
+		if opened {
+			return
+		}
+		c.s.write(end)
+		c.nudgeUnopened(2 * after)
+	}))
 }
 
 func (c *Command) markOpened() bool {

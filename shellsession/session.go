@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -84,8 +83,6 @@ type Session struct {
 	closing    bool
 }
 
-var ignoreSIGPIPE sync.Once
-
 // New starts a session's shell and returns once it is ready to run a
 // command, or ctx is done.
 func New(ctx context.Context, opts Options) (*Session, error) {
@@ -98,10 +95,9 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 			return nil, fmt.Errorf("%w: cwd %q is not a directory", process.ErrInvalidArgument, opts.Cwd)
 		}
 	}
-	// Children must start with SIGPIPE at its default even when this
-	// process was started with it ignored: a handled signal is reset on exec,
-	// an ignored one is inherited.
-	ignoreSIGPIPE.Do(func() { signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE) })
+	// Commands start with default signal dispositions even when this
+	// process was started with some ignored.
+	proctree.ResetChildSignals()
 
 	id := opts.ID
 	if id == "" {
@@ -471,7 +467,7 @@ func (s *Session) closeDrains() {
 }
 
 // nextPaths creates the FIFOs of the next command.
-func (s *Session) nextPaths(stdinOpen bool) (paths, error) {
+func (s *Session) nextPaths(stdinOpen, script bool) (paths, error) {
 	s.mu.Lock()
 	s.seq++
 	n := strconv.Itoa(s.seq)
@@ -486,6 +482,9 @@ func (s *Session) nextPaths(stdinOpen bool) (paths, error) {
 	if stdinOpen {
 		p.stdin = filepath.Join(s.fifoDir, n+".i")
 	}
+	if script {
+		p.script = filepath.Join(s.fifoDir, n+".sh")
+	}
 	for _, f := range []string{p.stdout, p.stderr, p.stdin} {
 		if f == "" {
 			continue
@@ -497,10 +496,10 @@ func (s *Session) nextPaths(stdinOpen bool) (paths, error) {
 	return p, nil
 }
 
-type paths struct{ stdin, stdout, stderr string }
+type paths struct{ stdin, stdout, stderr, script string }
 
 func (p paths) remove() {
-	for _, f := range []string{p.stdout, p.stderr, p.stdin} {
+	for _, f := range []string{p.stdout, p.stderr, p.stdin, p.script} {
 		if f != "" {
 			os.Remove(f)
 		}

@@ -38,7 +38,7 @@ func initScript(sh shells.Shell) string {
 	case shells.Bash:
 		return common + "PS0=; unset PROMPT_COMMAND HISTFILE MAIL MAILPATH MAILCHECK ENV BASH_ENV; set +H +m +o history; shopt -u checkwinsize\n"
 	case shells.Zsh:
-		return common + "PROMPT= RPROMPT= PROMPT_EOL_MARK=; unset HISTFILE MAIL MAILPATH; unsetopt zle prompt_cr prompt_sp monitor hist_expand 2>/dev/null; setopt no_hup\n"
+		return common + "PROMPT= RPROMPT= PROMPT_EOL_MARK=; unset HISTFILE MAIL MAILPATH; setopt no_hup interactive_comments ignore_close_braces\nunsetopt zle prompt_cr prompt_sp monitor bang_hist 2>/dev/null\n"
 	}
 	return common + "unset ENV HISTFILE MAIL MAILPATH; set +m 2>/dev/null\n"
 }

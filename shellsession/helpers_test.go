@@ -1,0 +1,63 @@
+package shellsession
+
+import (
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/process"
+	"github.com/stretchr/testify/require"
+)
+
+// testShells are the shells every behaviour row runs on. CI installs them
+// all; a missing one fails the run rather than skipping it.
+var testShells = []string{"bash", "dash", "zsh", "mksh", "ksh", "busybox"}
+
+// deadline bounds every blocking step of a test.
+const deadline = 30 * time.Second
+
+func output(c *Command) (stdout, stderr string) {
+	var o, e strings.Builder
+	for _, f := range c.Log().Page(0, 0).Frames {
+		if f.Channel == logstore.Stdout {
+			o.Write(f.Data)
+		} else {
+			e.Write(f.Data)
+		}
+	}
+	return o.String(), e.String()
+}
+
+func newSession(t *testing.T, opts Options) *Session {
+	t.Helper()
+	if _, err := exec.LookPath(opts.Shell); opts.Shell != "" && err != nil {
+		t.Fatalf("shell %s is not installed: %v", opts.Shell, err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	s, err := New(ctx, opts)
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// run runs cmd in s and returns its result and output.
+func run(t *testing.T, s *Session, opts CommandOptions) (process.Result, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	c, r, err := s.Run(ctx, opts)
+	require.NoError(t, err, "command %q", opts.Cmd)
+	o, e := output(c)
+	return r, o, e
+}
+
+func code(r process.Result) int {
+	if r.ExitCode == nil {
+		return -1
+	}
+	return *r.ExitCode
+}
