@@ -1,0 +1,139 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/shells"
+	"github.com/conchsh/conch/process"
+	"github.com/conchsh/conch/shellsession"
+)
+
+// Error is an API error: the status and code the client is told, a message
+// for it, and the cause for the daemon's log. Handlers return it, or any
+// error that apiError maps.
+type Error struct {
+	Status  int
+	Code    client.Code
+	Message string
+	Cause   error
+}
+
+func (e *Error) Error() string {
+	if e.Cause != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Cause)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+func (e *Error) Unwrap() error { return e.Cause }
+
+// errorf returns an *Error with status and code and a formatted message.
+func errorf(status int, code client.Code, format string, args ...any) *Error {
+	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+func badRequest(format string, args ...any) *Error {
+	return errorf(http.StatusBadRequest, client.CodeInvalidArgument, format, args...)
+}
+
+// errShuttingDown refuses new work once Shutdown began.
+var errShuttingDown = fmt.Errorf("%w: the daemon is shutting down", process.ErrUnsupported)
+
+// apiError maps any error a handler returns to what the client is told. It
+// is the one place where engine errors become API codes.
+func apiError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	var tooLarge *http.MaxBytesError
+	conflict := func(err error) bool {
+		return errors.Is(err, process.ErrStdinNotOpen) || errors.Is(err, process.ErrNotPTY) ||
+			errors.Is(err, process.ErrUnsupported) || errors.Is(err, shellsession.ErrSessionEnded)
+	}
+	switch {
+	case errors.As(err, &tooLarge):
+		return &Error{http.StatusRequestEntityTooLarge, client.CodePayloadTooLarge,
+			fmt.Sprintf("request body over %d bytes", tooLarge.Limit), err}
+	case errors.Is(err, process.ErrNotFound):
+		return &Error{http.StatusNotFound, client.CodeNotFound, err.Error(), err}
+	case errors.Is(err, process.ErrInvalidArgument), errors.Is(err, shells.ErrUnknownShell),
+		errors.Is(err, shells.ErrNotInstalled):
+		return &Error{http.StatusBadRequest, client.CodeInvalidArgument, err.Error(), err}
+	case conflict(err):
+		return &Error{http.StatusConflict, client.CodeUnsupportedOperation, err.Error(), err}
+	case errors.Is(err, process.ErrLimit):
+		return &Error{http.StatusTooManyRequests, client.CodeResourceExhausted, err.Error(), err}
+	}
+	return &Error{http.StatusInternalServerError, client.CodeInternal, err.Error(), err}
+}
+
+// writeError renders err as the API's error body. Internal errors are logged:
+// they are bugs.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e := apiError(err)
+	if e.Status == http.StatusInternalServerError {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	} else {
+		s.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "code", e.Code, "err", err)
+	}
+	if sw, ok := w.(*statusWriter); ok && sw.wrote {
+		return // too late for a status: the answer has begun
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(e.Status)
+	body := map[string]any{"error": map[string]string{"code": string(e.Code), "message": e.Message}}
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// writeJSON answers status with v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	return json.NewEncoder(w).Encode(v)
+}
+
+// decodeJSON reads the request body into v. An empty body leaves v as it is;
+// malformed JSON, unknown fields and trailing data are invalid_argument, a
+// body over the limit payload_too_large.
+func decodeJSON(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case errors.As(err, &tooLarge):
+			return err
+		}
+		return badRequest("malformed JSON body: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return err
+		}
+		return badRequest("malformed JSON body: data after the JSON value")
+	}
+	return nil
+}
+
+// logAttrs is how a request appears in the daemon's log.
+func logAttrs(r *http.Request) []any {
+	return []any{slog.String("method", r.Method), slog.String("path", r.URL.Path)}
+}
+
+// contextDone reports whether err is the end of a request's context, which
+// is no error to report: the client went away or the daemon is stopping.
+func contextDone(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}

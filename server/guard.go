@@ -1,0 +1,155 @@
+package server
+
+import (
+	"crypto/subtle"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strings"
+)
+
+// statusWriter remembers whether the answer has begun, so that an error
+// after that is logged rather than written into the middle of a body.
+type statusWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.wrote = true
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController and the WebSocket upgrade reach the
+// connection's Flusher and Hijacker.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush sends what was written so far; streams rely on it.
+func (w *statusWriter) Flush() {
+	w.wrote = true
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// handlerFunc is a handler that returns its error for writeError to render.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+// route is one line of the route table.
+type route struct {
+	pattern string // method and path, as http.ServeMux takes them
+	handler handlerFunc
+	public  bool // served without a token
+}
+
+// wrap turns a route into an http.Handler: a recovered panic answers 500,
+// then the Host and Origin checks, the token, the body limit, and the
+// handler's error rendered by writeError.
+func (s *Server) wrap(rt route) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		w := &statusWriter{ResponseWriter: rw}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("panic in handler", "method", r.Method, "path", r.URL.Path,
+					"panic", v, "stack", string(debug.Stack()))
+				s.writeError(w, r, errorf(http.StatusInternalServerError, "internal", "internal error"))
+			}
+		}()
+		if err := s.checkHostOrigin(r); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if !rt.public && !s.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="conch"`)
+			s.writeError(w, r, errorf(http.StatusUnauthorized, "unauthenticated", "missing or wrong bearer token"))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.opts.BodyLimit)
+		if err := rt.handler(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// authorized compares the request's bearer token with the daemon's in
+// constant time.
+func (s *Server) authorized(r *http.Request) bool {
+	h := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(s.opts.Token)) == 1
+}
+
+// checkHostOrigin refuses a request whose Host is not one of the daemon's
+// names, and a browser request from another origin: a web page must not
+// drive a daemon that runs shell commands, through DNS rebinding or
+// otherwise.
+func (s *Server) checkHostOrigin(r *http.Request) error {
+	if !s.allowedHost(r.Host) {
+		return errorf(http.StatusForbidden, "permission_denied", "host %q is not allowed", r.Host)
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return nil
+	}
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host != r.Host {
+		return errorf(http.StatusForbidden, "permission_denied", "origin %q is not allowed", origin)
+	}
+	return nil
+}
+
+// allowedHost reports whether hostport names this daemon: localhost, a
+// loopback address, the listen address or an extra allowed host.
+func (s *Server) allowedHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
+	if host == "localhost" {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.hosts[host]
+	return ok
+}
+
+// addListenHosts allows the names of the listen address: its host, and
+// every address of this machine when it listens on all of them.
+func (s *Server) addListenHosts(addr net.Addr) {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return
+	}
+	names := []string{tcp.IP.String()}
+	if tcp.IP.IsUnspecified() {
+		if addrs, err := net.InterfaceAddrs(); err == nil {
+			for _, a := range addrs {
+				if n, ok := a.(*net.IPNet); ok {
+					names = append(names, n.IP.String())
+				}
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range names {
+		s.hosts[strings.ToLower(n)] = struct{}{}
+	}
+}

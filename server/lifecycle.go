@@ -1,0 +1,174 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/process"
+)
+
+// slot is what a running process counts against: the session limit or the
+// process limit.
+type slot int
+
+const (
+	slotProcess slot = iota
+	slotSession
+	slotCount
+)
+
+func (k slot) String() string {
+	if k == slotSession {
+		return "sessions"
+	}
+	return "processes"
+}
+
+// reserve takes one place under the limit of k, or fails with ErrLimit (or
+// because the server is shutting down). release gives it back.
+func (s *Server) reserve(k slot) error {
+	limit := s.opts.MaxProcesses
+	if k == slotSession {
+		limit = s.opts.MaxSessions
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return errShuttingDown
+	}
+	if s.active[k] >= limit {
+		return fmt.Errorf("%w: %d %s running already", process.ErrLimit, limit, k)
+	}
+	s.active[k]++
+	return nil
+}
+
+func (s *Server) release(k slot) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.active[k]--
+}
+
+// track registers p, which holds a place reserved under k, and watches it:
+// the place is given back when it ends, and its record is forgotten ExitTTL
+// later when its logs are kept on_exit_ttl. A process started while the
+// server shuts down is stopped at once, since Shutdown may have listed the
+// registry already.
+func (s *Server) track(p process.Process, k slot) error {
+	release := sync.OnceFunc(func() { s.release(k) })
+	s.mu.Lock()
+	closing := s.closing
+	if !closing {
+		if err := s.reg.Add(p); err != nil {
+			s.mu.Unlock()
+			release()
+			return err
+		}
+		s.releases[p.ID()] = release
+		s.watchers.Add(1)
+	}
+	s.mu.Unlock()
+	if closing {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*stopGrace)
+		defer cancel()
+		_ = p.Stop(ctx)
+		release()
+		return errShuttingDown
+	}
+	go s.watch(p, release)
+	return nil
+}
+
+// watch waits for p to end. It returns once p ended and, for on_exit_ttl,
+// its record was forgotten, or when the server stopped.
+func (s *Server) watch(p process.Process, release func()) {
+	defer s.watchers.Done()
+	select {
+	case <-p.Done():
+		s.settle(p.ID())
+		release()
+	case <-s.stopped:
+		return
+	}
+	if p.Info().KeepLogs != logstore.KeepOnExitTTL {
+		return
+	}
+	t := time.NewTimer(s.opts.ExitTTL)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		s.forget(p.ID())
+	case <-s.stopped:
+	}
+}
+
+// settle gives back the place of the process with id, which has ended, at
+// once rather than when its watcher gets to it: a client that deleted a
+// process may start another right away.
+func (s *Server) settle(id string) {
+	s.mu.Lock()
+	release := s.releases[id]
+	delete(s.releases, id)
+	s.mu.Unlock()
+	if release != nil {
+		release()
+	}
+}
+
+// stopAll ends every session and process the server started and waits for
+// them, or for ctx.
+func (s *Server) stopAll(ctx context.Context) {
+	s.mu.Lock()
+	sessions := make([]*sessionEntry, 0, len(s.sessions))
+	for _, e := range s.sessions {
+		sessions = append(sessions, e)
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, e := range sessions {
+		wg.Go(func() {
+			if err := e.close(); err != nil {
+				s.log.Warn("end session", "id", e.id, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+	for _, p := range s.reg.All() {
+		wg.Go(func() {
+			if err := p.Stop(ctx); err != nil {
+				s.log.Warn("stop process", "id", p.ID(), "err", err)
+			}
+		})
+	}
+	wg.Wait()
+	s.log.Info("stopped every process")
+}
+
+// forget removes the record of the process with id; a session's record goes
+// with its commands' records.
+func (s *Server) forget(id string) {
+	s.mu.Lock()
+	e := s.sessions[id]
+	delete(s.sessions, id)
+	s.mu.Unlock()
+	if e != nil {
+		s.forgetCommands(id)
+		e.releasePorts()
+	}
+	s.reg.Remove(id)
+}
+
+// forgetCommands removes the records of the session's commands.
+func (s *Server) forgetCommands(sessionID string) {
+	for _, p := range s.reg.All() {
+		if i := p.Info(); i.SessionID == sessionID && !i.System {
+			s.reg.Remove(p.ID())
+			if i.State == process.Terminal {
+				s.settle(p.ID())
+			}
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/server"
+)
+
+// TestMain runs the tests as the daemon runs: a subreaper that reaps the
+// orphans of the processes it starts. Then it looks for leaked goroutines.
+func TestMain(m *testing.M) {
+	if err := proctree.EnableSubreaper(); err != nil {
+		fmt.Fprintln(os.Stderr, "subreaper:", err)
+		os.Exit(1)
+	}
+	stop, err := proctree.StartReaper()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "reaper:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	stop()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+const testToken = "s3cret-test-token"
+
+// daemon is a real server on a loopback port and a client for it.
+type daemon struct {
+	srv  *server.Server
+	url  string // http://127.0.0.1:PORT
+	addr string // 127.0.0.1:PORT
+	c    *client.Client
+}
+
+// start serves a new Server with opts (Token filled in) until the test ends.
+func start(t *testing.T, opts server.Options) *daemon {
+	t.Helper()
+	if opts.Token == "" {
+		opts.Token = testToken
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	srv, err := server.New(opts)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	d := &daemon{srv: srv, addr: ln.Addr().String(), url: "http://" + ln.Addr().String()}
+	d.c, err = client.New(d.url, opts.Token)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, srv.Shutdown(ctx))
+		require.NoError(t, <-served)
+		d.c.CloseIdleConnections()
+	})
+	return d
+}
+
+// ctx is the test's context bounded by a hang guard.
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// raw sends a request as is and returns the status and body.
+func (d *daemon) raw(t *testing.T, method, path, body string, header http.Header) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx(t), method, d.url+path, strings.NewReader(body))
+	require.NoError(t, err)
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if req.Header.Get("Host") != "" {
+		req.Host = req.Header.Get("Host")
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+// authed is a header with the test token.
+func authed() http.Header { return http.Header{"Authorization": {"Bearer " + testToken}} }
+
+// requireCode asserts that err is an API error with code.
+func requireCode(t *testing.T, err error, code client.Code) {
+	t.Helper()
+	require.Error(t, err)
+	var e *client.Error
+	require.ErrorAs(t, err, &e, "want an API error with code %s", code)
+	require.Equal(t, code, e.Code, "error: %v", err)
+}

@@ -1,0 +1,343 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/process"
+)
+
+// lookup returns the process named by the request's {id}.
+func (s *Server) lookup(r *http.Request) (process.Process, error) {
+	return s.reg.Get(r.PathValue("id"))
+}
+
+func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) error {
+	var opts client.StartOptions
+	if err := decodeJSON(r, &opts); err != nil {
+		return err
+	}
+	p, err := s.start(r.Context(), opts)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, processDTO(p))
+}
+
+func (s *Server) runProcess(w http.ResponseWriter, r *http.Request) error {
+	var opts client.RunOptions
+	if err := decodeJSON(r, &opts); err != nil {
+		return err
+	}
+	p, err := s.start(r.Context(), opts.StartOptions)
+	if err != nil {
+		return err
+	}
+	return s.answerRun(w, r, p, opts.Timeout.Duration())
+}
+
+// answerRun waits for p at most timeout (zero: until it ends) and answers
+// 200 with its RunResult, or 202 with the process when the wait ran out.
+func (s *Server) answerRun(w http.ResponseWriter, r *http.Request, p process.Process, timeout time.Duration) error {
+	if !s.waitDone(r.Context(), p, timeout) {
+		if err := r.Context().Err(); err != nil {
+			return err
+		}
+		return writeJSON(w, http.StatusAccepted, processDTO(p))
+	}
+	return writeJSON(w, http.StatusOK, runResult(p))
+}
+
+// waitDone waits until p is done, timeout runs out (zero: no timeout) or ctx
+// ends, and reports whether p is done.
+func (s *Server) waitDone(ctx context.Context, p process.Process, timeout time.Duration) bool {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	select {
+	case <-p.Done():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	var f process.Filter
+	switch st := q.Get("state"); st {
+	case "", "all":
+	case "running":
+		f.State = process.Running
+	case "terminal":
+		f.State = process.Terminal
+	default:
+		return badRequest("state %q: want running, terminal or all", st)
+	}
+	kind, err := parseKind(q.Get("kind"), true)
+	if err != nil {
+		return err
+	}
+	f.Kind = kind
+	f.SessionID = q.Get("sessionId")
+	f.Name = q.Get("name")
+	if f.PID, err = intParam(q, "pid"); err != nil {
+		return err
+	}
+	limit, err := intParam(q, "limit")
+	if err != nil {
+		return err
+	}
+	infos, next, err := s.reg.List(f, q.Get("cursor"), limit)
+	if err != nil {
+		return err
+	}
+	items := make([]client.Process, 0, len(infos))
+	for _, i := range infos {
+		// The registry lists snapshots; describe each from its process so
+		// that log bounds and ports are filled in the same way everywhere.
+		if p, err := s.reg.Get(i.ID); err == nil {
+			items = append(items, processDTO(p))
+		}
+	}
+	return writeJSON(w, http.StatusOK, client.ProcessList{Items: items, Next: next})
+}
+
+func (s *Server) getProcess(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.lookup(r)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, processDTO(p))
+}
+
+func (s *Server) deleteProcess(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if s.isSession(id) {
+		if err := s.removeSession(id); err != nil {
+			return err
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	p, err := s.reg.Get(id)
+	if err != nil {
+		return err
+	}
+	// Stop sends TERM, and KILL after stopGrace; a session command that
+	// outlives that too is refused by the engine after another stopGrace.
+	ctx, cancel := context.WithTimeout(r.Context(), 3*stopGrace)
+	defer cancel()
+	if err := p.Stop(ctx); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("%w: process %s did not stop within %v", process.ErrUnsupported, id, stopGrace)
+		}
+		return err
+	}
+	s.reg.Remove(id)
+	s.settle(id)
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) killProcess(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.lookup(r)
+	if err != nil {
+		return err
+	}
+	var opts client.KillOptions
+	if err := decodeJSON(r, &opts); err != nil {
+		return err
+	}
+	sig, err := parseSignal(opts.Signal, syscall.SIGTERM)
+	if err != nil {
+		return err
+	}
+	to, err := parseSignal(opts.EscalateTo, syscall.SIGKILL)
+	if err != nil {
+		return err
+	}
+	if err := p.Kill(sig, opts.EscalateAfter.Duration(), to); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusAccepted)
+	return nil
+}
+
+func (s *Server) waitProcess(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.lookup(r)
+	if err != nil {
+		return err
+	}
+	timeout, err := intParam(r.URL.Query(), "timeout")
+	if err != nil {
+		return err
+	}
+	if !s.waitDone(r.Context(), p, time.Duration(timeout)*time.Millisecond) {
+		if err := r.Context().Err(); err != nil {
+			return err
+		}
+		return writeJSON(w, http.StatusAccepted, processDTO(p))
+	}
+	return writeJSON(w, http.StatusOK, waitResult(*p.Info().Result))
+}
+
+func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.lookup(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	after, err := parseCursor(q.Get("cursor"))
+	if err != nil {
+		return err
+	}
+	limit, err := intParam(q, "limit")
+	if err != nil {
+		return err
+	}
+	b64, err := parseEncoding(q.Get("encoding"))
+	if err != nil {
+		return err
+	}
+	page := p.Log().Page(after, limit)
+	items := make([]client.LogFrame, 0, len(page.Frames))
+	for i := range page.Frames {
+		items = append(items, frameDTO(&page.Frames[i], b64))
+	}
+	lp := client.LogsPage{Items: items, Next: page.Next.String(), TruncatedHead: page.TruncatedHead}
+	if page.FirstAvailable > 0 {
+		lp.FirstAvailableCursor = page.FirstAvailable.String()
+	}
+	return writeJSON(w, http.StatusOK, lp)
+}
+
+func (s *Server) writeStdin(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.lookup(r)
+	if err != nil {
+		return err
+	}
+	eof := false
+	if v := r.URL.Query().Get("eof"); v != "" {
+		if eof, err = strconv.ParseBool(v); err != nil {
+			return badRequest("eof %q: want true or false", v)
+		}
+	}
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err
+	}
+	if len(data) > 0 || !eof {
+		if err := p.WriteStdin(data); err != nil {
+			return err
+		}
+	}
+	if eof {
+		if err := p.CloseStdin(); err != nil {
+			return err
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) resize(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.lookup(r)
+	if err != nil {
+		return err
+	}
+	var size process.TerminalSize
+	if err := decodeJSON(r, &size); err != nil {
+		return err
+	}
+	if err := checkSize(size); err != nil {
+		return err
+	}
+	if err := p.Resize(size); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func checkSize(size process.TerminalSize) error {
+	if size.Cols == 0 || size.Rows == 0 {
+		return badRequest("terminal size %dx%d: cols and rows must be positive", size.Cols, size.Rows)
+	}
+	return nil
+}
+
+// intParam parses the non-negative integer query parameter name; absent is
+// zero.
+func intParam(q url.Values, name string) (int, error) {
+	v := q.Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, badRequest("%s %q: want a non-negative integer", name, v)
+	}
+	return n, nil
+}
+
+func parseCursor(s string) (logstore.Cursor, error) {
+	c, err := logstore.ParseCursor(s)
+	if err != nil {
+		return 0, badRequest("cursor: %v", err)
+	}
+	return c, nil
+}
+
+// parseEncoding reports whether base64 is forced.
+func parseEncoding(s string) (bool, error) {
+	switch s {
+	case "", client.EncodingText:
+		return false, nil
+	case client.EncodingBase64:
+		return true, nil
+	}
+	return false, badRequest("encoding %q: want text or base64", s)
+}
+
+// parseSignal parses a signal name; empty is def.
+func parseSignal(name string, def syscall.Signal) (syscall.Signal, error) {
+	if name == "" {
+		return def, nil
+	}
+	return process.ParseSignal(name)
+}
+
+// parseKind checks a kind name; empty is allowed (and returned) when
+// optional, for a filter.
+func parseKind(s string, filter bool) (process.Kind, error) {
+	switch k := process.Kind(s); k {
+	case process.KindExec, process.KindPTY, process.KindCode, process.KindSession:
+		if filter {
+			return k, nil
+		}
+		if k == process.KindExec || k == process.KindPTY {
+			return k, nil
+		}
+	case "":
+		if filter {
+			return "", nil
+		}
+		return process.KindExec, nil
+	}
+	if filter {
+		return "", badRequest("kind %q: want exec, pty, code or session", s)
+	}
+	return "", badRequest("kind %q: want exec or pty", s)
+}

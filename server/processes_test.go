@@ -1,0 +1,444 @@
+package server_test
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/process"
+	"github.com/conchsh/conch/server"
+)
+
+// run runs opts to its end and returns the result.
+func (d *daemon) run(t *testing.T, opts client.StartOptions) *client.RunResult {
+	t.Helper()
+	r, p, err := d.c.Run(ctx(t), client.RunOptions{StartOptions: opts})
+	require.NoError(t, err)
+	require.Nil(t, p, "a run without timeout answers once the process ended")
+	return r
+}
+
+// firstLine follows the process's output until its first line, an int.
+func (d *daemon) firstLine(t *testing.T, id string) int {
+	t.Helper()
+	var out strings.Builder
+	for ev, err := range d.c.Stream(ctx(t), id, client.StreamOptions{}) {
+		require.NoError(t, err)
+		if ev.Type == client.EventLog {
+			out.WriteString(ev.Frame.Data)
+			if line, _, ok := strings.Cut(out.String(), "\n"); ok {
+				n, err := strconv.Atoi(strings.TrimSpace(line))
+				require.NoError(t, err, "first line %q", line)
+				return n
+			}
+		}
+	}
+	t.Fatalf("process %s ended before writing a line: %q", id, out.String())
+	return 0
+}
+
+// requireGone waits until pid is no longer running (a zombie counts as gone).
+func requireGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if !running(pid) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("process %d still runs", pid)
+}
+
+func running(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+func exitCode(t *testing.T, r client.WaitResult) int {
+	t.Helper()
+	require.Equal(t, process.Exited, r.Reason, "result %+v", r)
+	require.NotNil(t, r.ExitCode)
+	return *r.ExitCode
+}
+
+func TestProcessLifecycle(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	dir := t.TempDir()
+	p, err := d.c.Start(c, client.StartOptions{
+		Cmd: "printf out; printf err >&2; exit 3", Name: "life", Cwd: dir, Env: map[string]string{"A": "1"},
+	})
+	require.NoError(t, err)
+	require.NotEmpty(t, p.ID)
+	require.Equal(t, process.KindExec, p.Kind)
+	require.Equal(t, "life", p.Name)
+	require.Equal(t, dir, p.Cwd)
+	require.Equal(t, process.StdinClosed, p.Stdin)
+	require.Equal(t, "until_cleanup", string(p.KeepLogs))
+	require.False(t, p.System)
+	require.False(t, p.CreatedAt.IsZero())
+
+	r, running, err := d.c.Wait(c, p.ID, 0)
+	require.NoError(t, err)
+	require.Nil(t, running)
+	require.Equal(t, 3, exitCode(t, *r))
+
+	got, err := d.c.Get(c, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, process.Terminal, got.State)
+	require.Equal(t, 3, exitCode(t, *got.Result()))
+	require.False(t, got.ExitedAt.IsZero())
+	require.NotEmpty(t, got.LastCursor)
+	require.Equal(t, "1", got.FirstAvailableCursor)
+	require.False(t, got.TruncatedHead)
+
+	page, err := d.c.Logs(c, p.ID, client.LogsOptions{})
+	require.NoError(t, err)
+	var stdout, stderr string
+	for _, f := range page.Items {
+		require.Equal(t, client.EncodingText, f.Encoding)
+		require.NotZero(t, f.Timestamp)
+		switch f.Channel {
+		case "stdout":
+			stdout += f.Data
+		case "stderr":
+			stderr += f.Data
+		}
+	}
+	require.Equal(t, "out", stdout)
+	require.Equal(t, "err", stderr)
+
+	require.NoError(t, d.c.Delete(c, p.ID))
+	_, err = d.c.Get(c, p.ID)
+	requireCode(t, err, client.CodeNotFound)
+	requireCode(t, d.c.Delete(c, p.ID), client.CodeNotFound)
+}
+
+func TestWireFormat(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	r := d.run(t, client.StartOptions{Cmd: "exit 0"})
+	status, body := d.raw(t, "GET", "/v1/processes/"+r.ProcessID, "", authed())
+	require.Equal(t, 200, status)
+	for _, field := range []string{
+		`"id":`, `"kind":"exec"`, `"state":"terminal"`, `"system":false`, `"stdin":"closed"`,
+		`"keepLogs":"until_cleanup"`, `"exitCode":0`, `"reason":"exited"`, `"truncatedHead":false`,
+		`"shellCommand":"exit 0"`, `"resolvedShell":"/`,
+	} {
+		require.Contains(t, body, field)
+	}
+	// Times are RFC 3339 with milliseconds.
+	require.Regexp(t, `"createdAt":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"`, body)
+	require.Regexp(t, `"exitedAt":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"`, body)
+	require.NotContains(t, body, `"signal"`)
+	require.NotContains(t, body, `"terminal":`)
+}
+
+func TestRun(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	tests := []struct {
+		name  string
+		opts  client.StartOptions
+		check func(t *testing.T, r *client.RunResult)
+	}{
+		{"output", client.StartOptions{Cmd: "printf a; sleep 0.05; printf b >&2; sleep 0.05; printf c"}, func(t *testing.T, r *client.RunResult) {
+			require.Equal(t, 0, exitCode(t, r.WaitResult))
+			require.Equal(t, "abc", r.Output)
+			require.Equal(t, "ac", r.Stdout)
+			require.Equal(t, "b", r.Stderr)
+			require.Len(t, r.Logs, 3)
+			require.False(t, r.Truncated)
+		}},
+		{"failing command", client.StartOptions{Cmd: "exit 7"}, func(t *testing.T, r *client.RunResult) {
+			require.Equal(t, 7, exitCode(t, r.WaitResult))
+		}},
+		{"missing program in cmd", client.StartOptions{Cmd: "no-such-program-xyz"}, func(t *testing.T, r *client.RunResult) {
+			require.Equal(t, 127, exitCode(t, r.WaitResult))
+			require.Contains(t, r.Stderr, "no-such-program-xyz")
+		}},
+		{"missing program in argv", client.StartOptions{Argv: []string{"no-such-program-xyz"}}, func(t *testing.T, r *client.RunResult) {
+			require.Equal(t, process.Failed, r.Reason)
+			require.NotEmpty(t, r.Error)
+		}},
+		{"argv without shell", client.StartOptions{Argv: []string{"printf", "%s|", "a b", "$HOME"}}, func(t *testing.T, r *client.RunResult) {
+			require.Equal(t, "a b|$HOME|", r.Stdout)
+		}},
+		{"other shell", client.StartOptions{Cmd: "echo $0", Shell: "dash"}, func(t *testing.T, r *client.RunResult) {
+			require.Contains(t, r.Stdout, "dash")
+		}},
+		{"env and cwd", client.StartOptions{Cmd: "echo $GREETING; pwd", Env: map[string]string{"GREETING": "hi"}, Cwd: "/"}, func(t *testing.T, r *client.RunResult) {
+			require.Equal(t, "hi\n/\n", r.Stdout)
+		}},
+		{"invalid utf-8", client.StartOptions{Cmd: `printf 'a\377b'`}, func(t *testing.T, r *client.RunResult) {
+			require.Equal(t, "a\uFFFDb", r.Stdout)
+			require.Len(t, r.Logs, 1)
+			require.Equal(t, client.EncodingBase64, r.Logs[0].Encoding)
+			b, err := r.Logs[0].Bytes()
+			require.NoError(t, err)
+			require.Equal(t, "a\377b", string(b))
+		}},
+		{"execution timeout", client.StartOptions{Cmd: "sleep 30", ExecutionTimeout: client.Millis(100 * time.Millisecond)}, func(t *testing.T, r *client.RunResult) {
+			require.Equal(t, process.TimedOut, r.Reason)
+		}},
+		{"token not passed on", client.StartOptions{Cmd: `echo "[$CONCH_TOKEN]"`}, func(t *testing.T, r *client.RunResult) {
+			require.Equal(t, "[]\n", r.Stdout)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := d.run(t, tt.opts)
+			require.NotEmpty(t, r.ProcessID)
+			tt.check(t, r)
+		})
+	}
+	t.Run("wait runs out", func(t *testing.T) {
+		t.Parallel()
+		r, p, err := d.c.Run(ctx(t), client.RunOptions{
+			StartOptions: client.StartOptions{Cmd: "sleep 30"},
+			Timeout:      client.Millis(50 * time.Millisecond),
+		})
+		require.NoError(t, err)
+		require.Nil(t, r)
+		require.Equal(t, process.Running, p.State)
+		require.NoError(t, d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"}))
+	})
+}
+
+func TestListAndPaging(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	var ids []string
+	for i := range 5 {
+		r := d.run(t, client.StartOptions{Cmd: "true", Name: "batch"})
+		ids = append(ids, r.ProcessID)
+		_ = i
+	}
+	sleeper, err := d.c.Start(c, client.StartOptions{Argv: []string{"sleep", "30"}, Name: "sleeper"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.c.Kill(c, sleeper.ID, client.KillOptions{Signal: "KILL"}) })
+
+	var paged []string
+	opts := client.ListOptions{Name: "batch", Limit: 2}
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 5)
+		l, err := d.c.List(c, opts)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(l.Items), 2)
+		for _, p := range l.Items {
+			paged = append(paged, p.ID)
+		}
+		if l.Next == "" {
+			break
+		}
+		opts.Cursor = l.Next
+	}
+	require.Equal(t, ids, paged, "pages in creation order, nothing twice")
+
+	filters := []struct {
+		name string
+		opts client.ListOptions
+		want []string
+	}{
+		{"running", client.ListOptions{State: "running"}, []string{sleeper.ID}},
+		{"terminal", client.ListOptions{State: "terminal"}, ids},
+		{"all", client.ListOptions{State: "all"}, append(append([]string{}, ids...), sleeper.ID)},
+		{"name", client.ListOptions{Name: "sleeper"}, []string{sleeper.ID}},
+		{"pid", client.ListOptions{PID: sleeper.PID}, []string{sleeper.ID}},
+		{"kind", client.ListOptions{Kind: process.KindPTY}, nil},
+		{"session", client.ListOptions{SessionID: "nope"}, nil},
+	}
+	for _, f := range filters {
+		var got []string
+		for p, err := range d.c.Processes(c, f.opts) {
+			require.NoError(t, err)
+			got = append(got, p.ID)
+		}
+		require.Equal(t, f.want, got, f.name)
+	}
+}
+
+func TestWaitAndKill(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	tests := []struct {
+		name string
+		cmd  string
+		kill client.KillOptions
+		want client.WaitResult
+	}{
+		{"default TERM", "sleep 30", client.KillOptions{}, client.WaitResult{Reason: process.Signaled, Signal: "TERM"}},
+		{"INT", "sleep 30", client.KillOptions{Signal: "INT"}, client.WaitResult{Reason: process.Signaled, Signal: "INT"}},
+		{"SIG prefix", "sleep 30", client.KillOptions{Signal: "SIGKILL"}, client.WaitResult{Reason: process.Signaled, Signal: "KILL"}},
+		{"escalation", "trap '' TERM; sleep 30 & wait; wait", client.KillOptions{EscalateAfter: client.Millis(200 * time.Millisecond)},
+			client.WaitResult{Reason: process.Signaled, Signal: "KILL"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := ctx(t)
+			p, err := d.c.Start(c, client.StartOptions{Cmd: tt.cmd})
+			require.NoError(t, err)
+			r, still, err := d.c.Wait(c, p.ID, 20*time.Millisecond)
+			require.NoError(t, err)
+			require.Nil(t, r, "wait ran out: 202 with the process")
+			require.Equal(t, process.Running, still.State)
+			require.NoError(t, d.c.Kill(c, p.ID, tt.kill))
+			r, _, err = d.c.Wait(c, p.ID, 0)
+			require.NoError(t, err)
+			require.Equal(t, tt.want.Reason, r.Reason)
+			require.Equal(t, tt.want.Signal, r.Signal)
+		})
+	}
+	t.Run("descendants", func(t *testing.T) {
+		t.Parallel()
+		c := ctx(t)
+		p, err := d.c.Start(c, client.StartOptions{Cmd: "setsid sleep 30 & echo $!; wait"})
+		require.NoError(t, err)
+		child := d.firstLine(t, p.ID)
+		require.True(t, running(child))
+		require.NoError(t, d.c.Kill(c, p.ID, client.KillOptions{Signal: "KILL"}))
+		requireGone(t, child)
+	})
+	t.Run("bad signal", func(t *testing.T) {
+		t.Parallel()
+		c := ctx(t)
+		p, err := d.c.Start(c, client.StartOptions{Cmd: "sleep 30"})
+		require.NoError(t, err)
+		requireCode(t, d.c.Kill(c, p.ID, client.KillOptions{Signal: "NOPE"}), client.CodeInvalidArgument)
+		requireCode(t, d.c.Kill(c, p.ID, client.KillOptions{EscalateTo: "NOPE"}), client.CodeInvalidArgument)
+		require.NoError(t, d.c.Kill(c, p.ID, client.KillOptions{Signal: "KILL"}))
+	})
+	t.Run("delete stops", func(t *testing.T) {
+		t.Parallel()
+		c := ctx(t)
+		p, err := d.c.Start(c, client.StartOptions{Cmd: "sleep 30 & echo $!; wait"})
+		require.NoError(t, err)
+		child := d.firstLine(t, p.ID)
+		require.NoError(t, d.c.Delete(c, p.ID))
+		requireGone(t, child)
+		requireGone(t, p.PID)
+		_, err = d.c.Get(c, p.ID)
+		requireCode(t, err, client.CodeNotFound)
+	})
+}
+
+func TestStdinAndResize(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	t.Run("open stdin", func(t *testing.T) {
+		t.Parallel()
+		c := ctx(t)
+		p, err := d.c.Start(c, client.StartOptions{Cmd: "cat; echo done", Stdin: process.StdinOpen})
+		require.NoError(t, err)
+		require.Equal(t, process.StdinOpen, p.Stdin)
+		require.NoError(t, d.c.WriteStdin(c, p.ID, []byte("one "), false))
+		require.NoError(t, d.c.WriteStdin(c, p.ID, []byte("two\n"), true))
+		r, _, err := d.c.Wait(c, p.ID, 0)
+		require.NoError(t, err)
+		require.Equal(t, 0, exitCode(t, *r))
+		page, err := d.c.Logs(c, p.ID, client.LogsOptions{})
+		require.NoError(t, err)
+		var out string
+		for _, f := range page.Items {
+			out += f.Data
+		}
+		require.Equal(t, "one two\ndone\n", out)
+		err = d.c.WriteStdin(c, p.ID, []byte("late"), false)
+		requireCode(t, err, client.CodeUnsupportedOperation)
+	})
+	t.Run("closed stdin", func(t *testing.T) {
+		t.Parallel()
+		c := ctx(t)
+		r := d.run(t, client.StartOptions{Cmd: "cat; echo eof"})
+		require.Equal(t, "eof\n", r.Stdout, "a command with closed stdin reads end-of-file")
+		err := d.c.WriteStdin(c, r.ProcessID, []byte("x"), false)
+		requireCode(t, err, client.CodeUnsupportedOperation)
+		err = d.c.WriteStdin(c, r.ProcessID, nil, true)
+		requireCode(t, err, client.CodeUnsupportedOperation)
+	})
+	t.Run("resize a non-PTY", func(t *testing.T) {
+		t.Parallel()
+		r := d.run(t, client.StartOptions{Cmd: "true"})
+		requireCode(t, d.c.Resize(ctx(t), r.ProcessID, 80, 24), client.CodeUnsupportedOperation)
+	})
+	t.Run("resize a PTY", func(t *testing.T) {
+		t.Parallel()
+		c := ctx(t)
+		p, err := d.c.Start(c, client.StartOptions{
+			Kind: process.KindPTY, Cmd: "stty size; read x; stty size",
+			Terminal: &process.TerminalSize{Cols: 80, Rows: 24},
+		})
+		require.NoError(t, err)
+		require.Equal(t, process.StdinOpen, p.Stdin, "a PTY's stdin is always open")
+		require.Eventually(t, func() bool {
+			page, err := d.c.Logs(c, p.ID, client.LogsOptions{})
+			return err == nil && len(page.Items) > 0 && strings.Contains(page.Items[0].Data, "24 80")
+		}, 10*time.Second, 10*time.Millisecond)
+		requireCode(t, d.c.Resize(c, p.ID, 0, 24), client.CodeInvalidArgument)
+		require.NoError(t, d.c.Resize(c, p.ID, 100, 30))
+		require.NoError(t, d.c.WriteStdin(c, p.ID, []byte("\n"), false))
+		_, _, err = d.c.Wait(c, p.ID, 0)
+		require.NoError(t, err)
+		page, err := d.c.Logs(c, p.ID, client.LogsOptions{})
+		require.NoError(t, err)
+		var out string
+		for _, f := range page.Items {
+			require.Equal(t, "pty", f.Channel)
+			out += f.Data
+		}
+		require.Contains(t, out, "24 80")
+		require.Contains(t, out, "30 100")
+	})
+}
+
+func TestLimits(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{MaxProcesses: 1, MaxSessions: 1})
+	c := ctx(t)
+	p, err := d.c.Start(c, client.StartOptions{Cmd: "sleep 30"})
+	require.NoError(t, err)
+	_, err = d.c.Start(c, client.StartOptions{Cmd: "true"})
+	requireCode(t, err, client.CodeResourceExhausted)
+	_, _, err = d.c.Run(c, client.RunOptions{StartOptions: client.StartOptions{Cmd: "true"}})
+	requireCode(t, err, client.CodeResourceExhausted)
+	require.NoError(t, d.c.Kill(c, p.ID, client.KillOptions{Signal: "KILL"}))
+	_, _, err = d.c.Wait(c, p.ID, 0)
+	require.NoError(t, err)
+	// The place is given back once the process ended.
+	require.Eventually(t, func() bool {
+		_, _, err := d.c.Run(c, client.RunOptions{StartOptions: client.StartOptions{Cmd: "true"}})
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond)
+
+	s, err := d.c.CreateSession(c, client.SessionOptions{})
+	require.NoError(t, err)
+	_, err = d.c.CreateSession(c, client.SessionOptions{})
+	requireCode(t, err, client.CodeResourceExhausted)
+	require.NoError(t, d.c.DeleteSession(c, s.ID))
+	s, err = d.c.CreateSession(c, client.SessionOptions{})
+	require.NoError(t, err)
+	require.NoError(t, d.c.DeleteSession(c, s.ID))
+}
+
+var _ = errors.New

@@ -1,0 +1,235 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/process"
+)
+
+// Defaults of Options' zero fields.
+const (
+	DefaultAddr         = "127.0.0.1:7070"
+	DefaultBodyLimit    = 16 << 20
+	DefaultExitTTL      = 10 * time.Minute
+	DefaultMaxSessions  = 1024
+	DefaultMaxProcesses = 4096
+)
+
+// heartbeat is how often an idle stream gets a comment, so that proxies keep
+// it open.
+const heartbeat = 15 * time.Second
+
+// stopGrace is how long a deleted process has to stop after TERM before
+// KILL, and a deleted session command before the delete is refused.
+const stopGrace = 5 * time.Second
+
+// Options configure a Server. Zero fields mean the defaults written beside
+// them.
+type Options struct {
+	// Token is the bearer token every route but /healthz requires. It must
+	// not be empty.
+	Token string
+	// BodyLimit bounds request bodies in bytes; zero means DefaultBodyLimit.
+	BodyLimit int64
+	// LogRetention bounds each process's retained output in bytes; zero
+	// means logstore.DefaultRetention.
+	LogRetention int
+	// ExitTTL is how long a process with keepLogs on_exit_ttl is kept after
+	// it ends; zero means DefaultExitTTL.
+	ExitTTL time.Duration
+	// MaxSessions bounds the sessions alive at once; zero means
+	// DefaultMaxSessions.
+	MaxSessions int
+	// MaxProcesses bounds the exec, PTY and session-command processes not yet
+	// ended; zero means DefaultMaxProcesses.
+	MaxProcesses int
+	// AllowedHosts are host names accepted in the Host header besides
+	// localhost, loopback addresses and the listen address.
+	AllowedHosts []string
+	// Logger receives the daemon's structured log; nil means slog.Default().
+	Logger *slog.Logger
+	// Version is reported by /healthz; empty means the module's version.
+	Version string
+}
+
+// Server serves the conch HTTP API over the processes and sessions it
+// starts. Create it with New, run it with Serve, end it with Shutdown.
+type Server struct {
+	opts     Options
+	log      *slog.Logger
+	reg      *process.Registry
+	hs       *http.Server
+	handler  http.Handler
+	ctx      context.Context    // the base of every request's context
+	cancel   context.CancelFunc // ends streams, waits and attachments at Shutdown
+	stopped  chan struct{}      // closed once Shutdown stopped every process
+	watchers sync.WaitGroup     // one watch goroutine per tracked process
+	hijacked sync.WaitGroup     // attach handlers, which http.Server does not wait for
+	once     sync.Once          // runs Shutdown's work once
+	shutErr  error
+	// heartbeat is the period of a stream's keep-alive comments; tests
+	// shorten it.
+	heartbeat time.Duration
+
+	mu       sync.Mutex // guards everything below
+	hosts    map[string]struct{}
+	closing  bool
+	active   [slotCount]int           // processes not yet ended, per slot
+	releases map[string]func()        // gives back the place of a tracked process, by id
+	sessions map[string]*sessionEntry // by session id
+}
+
+// New returns a Server with opts.
+func New(opts Options) (*Server, error) {
+	if opts.Token == "" {
+		return nil, errors.New("server: empty token")
+	}
+	if opts.BodyLimit <= 0 {
+		opts.BodyLimit = DefaultBodyLimit
+	}
+	if opts.LogRetention <= 0 {
+		opts.LogRetention = logstore.DefaultRetention
+	}
+	if opts.ExitTTL <= 0 {
+		opts.ExitTTL = DefaultExitTTL
+	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = DefaultMaxSessions
+	}
+	if opts.MaxProcesses <= 0 {
+		opts.MaxProcesses = DefaultMaxProcesses
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Version == "" {
+		opts.Version = Version()
+	}
+	s := &Server{
+		opts:     opts,
+		log:      opts.Logger,
+		reg:      process.NewRegistry(),
+		stopped:  make(chan struct{}),
+		hosts:    make(map[string]struct{}),
+		sessions: make(map[string]*sessionEntry),
+		releases: make(map[string]func()),
+
+		heartbeat: heartbeat,
+	}
+	for _, h := range opts.AllowedHosts {
+		s.hosts[h] = struct{}{}
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	mux := http.NewServeMux()
+	for _, rt := range s.routes() {
+		mux.Handle(rt.pattern, s.wrap(rt))
+	}
+	mux.Handle("/", s.wrap(route{pattern: "/", handler: notFound}))
+	s.handler = mux
+	s.hs = &http.Server{
+		Handler:           mux,
+		BaseContext:       func(net.Listener) context.Context { return s.ctx },
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+// routes is the API: every route, its handler, and whether it needs the
+// token.
+func (s *Server) routes() []route {
+	return []route{
+		{"GET /healthz", s.healthz, true},
+
+		{"POST /v1/processes", s.startProcess, false},
+		{"POST /v1/processes/run", s.runProcess, false},
+		{"GET /v1/processes", s.listProcesses, false},
+		{"GET /v1/processes/{id}", s.getProcess, false},
+		{"DELETE /v1/processes/{id}", s.deleteProcess, false},
+		{"POST /v1/processes/{id}/kill", s.killProcess, false},
+		{"GET /v1/processes/{id}/wait", s.waitProcess, false},
+		{"GET /v1/processes/{id}/logs", s.logs, false},
+		{"GET /v1/processes/{id}/logs/stream", s.streamLogs, false},
+		{"POST /v1/processes/{id}/stdin", s.writeStdin, false},
+		{"POST /v1/processes/{id}/resize", s.resize, false},
+		{"GET /v1/processes/{id}/attach", s.attach, false},
+
+		{"POST /v1/sessions", s.createSession, false},
+		{"GET /v1/sessions", s.listSessions, false},
+		{"GET /v1/sessions/{id}", s.getSession, false},
+		{"DELETE /v1/sessions/{id}", s.deleteSession, false},
+		{"POST /v1/sessions/{id}/commands", s.submitCommand, false},
+		{"POST /v1/sessions/{id}/commands/run", s.runCommand, false},
+	}
+}
+
+// Handler returns the API as an http.Handler, for a caller that serves it
+// itself; Host checks then know only loopback names and AllowedHosts.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Serve answers requests on ln until Shutdown. It returns nil after
+// Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	s.addListenHosts(ln.Addr())
+	s.log.Info("serving", "addr", ln.Addr().String(), "version", s.opts.Version)
+	if err := s.hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Shutdown stops accepting requests, ends every stream and attachment, ends
+// every process and session the server started (descendants included), and
+// returns once they are all gone or ctx is done. Calling it again returns
+// the first call's result.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.once.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		s.mu.Unlock()
+		s.cancel()
+		// Handlers may be blocked on a process (a stdin write it does not
+		// read): they end with it, so processes are stopped while the HTTP
+		// server drains rather than after.
+		httpDone := make(chan error, 1)
+		go func() { httpDone <- s.hs.Shutdown(ctx) }()
+		s.stopAll(ctx)
+		err := <-httpDone
+		s.hijacked.Wait()
+		close(s.stopped)
+		s.watchers.Wait()
+		s.shutErr = err
+	})
+	return s.shutErr
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
+	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.opts.Version})
+}
+
+func notFound(w http.ResponseWriter, r *http.Request) error {
+	return errorf(http.StatusNotFound, "not_found", "no route for %s %s", r.Method, r.URL.Path)
+}
+
+// Version is the version of the conch module in this binary, or "devel".
+func Version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "devel"
+	}
+	for _, m := range append([]*debug.Module{&bi.Main}, bi.Deps...) {
+		if m.Path == "github.com/conchsh/conch" && m.Version != "" && m.Version != "(devel)" {
+			return m.Version
+		}
+	}
+	return "devel"
+}

@@ -1,0 +1,71 @@
+package server_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/process"
+	"github.com/conchsh/conch/server"
+)
+
+func TestShutdownEndsEverything(t *testing.T) {
+	t.Parallel()
+	srv, err := server.New(server.Options{Token: testToken, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	d := &daemon{srv: srv, url: "http://" + ln.Addr().String()}
+	d.c, err = client.New(d.url, testToken)
+	require.NoError(t, err)
+	defer d.c.CloseIdleConnections()
+	c := ctx(t)
+
+	var pids []int
+	exec, err := d.c.Start(c, client.StartOptions{Cmd: "setsid sleep 300 & echo $!; wait"})
+	require.NoError(t, err)
+	pids = append(pids, exec.PID, d.firstLine(t, exec.ID))
+	pty, err := d.c.Start(c, client.StartOptions{Kind: process.KindPTY, Cmd: "trap '' TERM; sleep 300"})
+	require.NoError(t, err)
+	pids = append(pids, pty.PID)
+	s, err := d.c.CreateSession(c, client.SessionOptions{})
+	require.NoError(t, err)
+	r := d.runIn(t, s.ID, "setsid sleep 300 >/dev/null 2>&1 & echo $!")
+	bg, err := strconv.Atoi(strings.TrimSpace(r.Stdout))
+	require.NoError(t, err)
+	pids = append(pids, s.PID, bg)
+	running, err := d.c.Submit(c, s.ID, client.CommandOptions{Cmd: "sleep 300"})
+	require.NoError(t, err)
+
+	// A stream and a wait in progress end with the daemon.
+	streamDone := make(chan error, 1)
+	go func() {
+		var last error
+		for _, err := range d.c.Stream(c, running.ID, client.StreamOptions{}) {
+			last = err
+		}
+		streamDone <- last
+	}()
+
+	sctx, cancel := context.WithTimeout(c, 30*time.Second)
+	defer cancel()
+	require.NoError(t, srv.Shutdown(sctx))
+	require.NoError(t, <-served)
+	for _, pid := range pids {
+		requireGone(t, pid)
+	}
+	require.Error(t, <-streamDone)
+	_, err = d.c.Health(c)
+	require.Error(t, err, "the daemon no longer listens")
+	require.NoError(t, srv.Shutdown(sctx), "a second Shutdown is harmless")
+}

@@ -1,0 +1,185 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/process"
+	"github.com/conchsh/conch/server"
+)
+
+// collect reads a whole stream and returns its events.
+func collect(t *testing.T, d *daemon, id string, opts client.StreamOptions) []client.Event {
+	t.Helper()
+	var evs []client.Event
+	for ev, err := range d.c.Stream(ctx(t), id, opts) {
+		require.NoError(t, err)
+		evs = append(evs, ev)
+	}
+	return evs
+}
+
+// text joins the data of the log events.
+func text(evs []client.Event) string {
+	var b strings.Builder
+	for _, ev := range evs {
+		if ev.Type == client.EventLog {
+			b.WriteString(ev.Frame.Data)
+		}
+	}
+	return b.String()
+}
+
+func types(evs []client.Event) []string {
+	var ts []string
+	for _, ev := range evs {
+		ts = append(ts, ev.Type)
+	}
+	return ts
+}
+
+func TestStream(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	r := d.run(t, client.StartOptions{Cmd: "for i in 1 2 3; do echo $i; sleep 0.02; done; exit 4"})
+
+	all := collect(t, d, r.ProcessID, client.StreamOptions{})
+	require.Equal(t, []string{"log", "log", "log", "state", "eof"}, types(all))
+	require.Equal(t, "1\n2\n3\n", text(all))
+	for _, ev := range all[:3] {
+		require.Equal(t, ev.Frame.Cursor, ev.ID, "a log event's id is its cursor")
+	}
+	require.Equal(t, 4, exitCode(t, *all[3].State))
+
+	tests := []struct {
+		name string
+		opts client.StreamOptions
+		want string
+	}{
+		{"cursor", client.StreamOptions{Cursor: all[0].ID}, "2\n3\n"},
+		{"last event id", client.StreamOptions{LastEventID: all[1].ID}, "3\n"},
+		{"last event id wins", client.StreamOptions{Cursor: all[0].ID, LastEventID: all[1].ID}, "3\n"},
+		{"at the end", client.StreamOptions{Cursor: all[2].ID}, ""},
+		{"base64", client.StreamOptions{Base64: true}, "MQo=Mgo=Mwo="},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			evs := collect(t, d, r.ProcessID, tt.opts)
+			require.Equal(t, tt.want, text(evs))
+			require.Equal(t, []string{"state", "eof"}, types(evs)[len(evs)-2:])
+		})
+	}
+	t.Run("bad cursor", func(t *testing.T) {
+		t.Parallel()
+		for _, err := range d.c.Stream(ctx(t), r.ProcessID, client.StreamOptions{Cursor: "x"}) {
+			requireCode(t, err, client.CodeInvalidArgument)
+		}
+	})
+}
+
+func TestStreamLive(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	p, err := d.c.Start(c, client.StartOptions{Cmd: "while read line; do echo got $line; done", Stdin: process.StdinOpen})
+	require.NoError(t, err)
+	var got []string
+	lines := []string{"a", "b", "c"}
+	require.NoError(t, d.c.WriteStdin(c, p.ID, []byte(lines[0]+"\n"), false))
+	var lastID string
+	for ev, err := range d.c.Stream(c, p.ID, client.StreamOptions{}) {
+		require.NoError(t, err)
+		if ev.Type != client.EventLog {
+			continue
+		}
+		got = append(got, ev.Frame.Data)
+		lastID = ev.ID
+		// Each answer arrives before the next line is sent: the stream is live.
+		if len(got) < len(lines) {
+			require.NoError(t, d.c.WriteStdin(c, p.ID, []byte(lines[len(got)]+"\n"), false))
+		} else {
+			break
+		}
+	}
+	require.Equal(t, []string{"got a\n", "got b\n", "got c\n"}, got)
+
+	// Resuming after the last event sees only what came next.
+	require.NoError(t, d.c.WriteStdin(c, p.ID, []byte("d\n"), true))
+	evs := collect(t, d, p.ID, client.StreamOptions{LastEventID: lastID})
+	require.Equal(t, "got d\n", text(evs))
+	require.Equal(t, 0, exitCode(t, *evs[len(evs)-2].State))
+}
+
+func TestStreamTruncatedHead(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{LogRetention: 256})
+	// Separate writes make separate frames, so that several are retained.
+	r := d.run(t, client.StartOptions{Cmd: "for i in $(seq 100); do echo line $i; sleep 0.001; done"})
+	require.True(t, r.Truncated)
+	require.NotEqual(t, "line 1\n", r.Stdout[:7])
+	require.True(t, strings.HasSuffix(r.Stdout, "line 100\n"))
+
+	p, err := d.c.Get(ctx(t), r.ProcessID)
+	require.NoError(t, err)
+	require.True(t, p.TruncatedHead)
+	require.NotEqual(t, "1", p.FirstAvailableCursor)
+
+	page, err := d.c.Logs(ctx(t), r.ProcessID, client.LogsOptions{Limit: 2})
+	require.NoError(t, err)
+	require.True(t, page.TruncatedHead)
+	require.Equal(t, p.FirstAvailableCursor, page.FirstAvailableCursor)
+	require.Equal(t, p.FirstAvailableCursor, page.Items[0].Cursor)
+	require.Len(t, page.Items, 2)
+
+	next, err := d.c.Logs(ctx(t), r.ProcessID, client.LogsOptions{Cursor: page.Next, Limit: 2})
+	require.NoError(t, err)
+	require.False(t, next.TruncatedHead, "a page after a retained cursor has no gap")
+	var paged string
+	for _, f := range append(page.Items, next.Items...) {
+		paged += f.Data
+	}
+	require.True(t, strings.HasPrefix(r.Stdout, paged), "pages follow each other: %q", paged)
+
+	evs := collect(t, d, r.ProcessID, client.StreamOptions{})
+	require.Equal(t, client.EventWarning, evs[0].Type)
+	require.Equal(t, p.FirstAvailableCursor, evs[0].Warning.FirstAvailableCursor)
+	require.NotEmpty(t, evs[0].Warning.Message)
+	require.Equal(t, r.Stdout, text(evs))
+}
+
+func TestStreamHeartbeat(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	server.SetHeartbeat(d.srv, 20*time.Millisecond)
+	c := ctx(t)
+	p, err := d.c.Start(c, client.StartOptions{Cmd: "sleep 30"})
+	require.NoError(t, err)
+	defer func() { _ = d.c.Kill(c, p.ID, client.KillOptions{Signal: "KILL"}) }()
+
+	sctx, cancel := context.WithCancel(c)
+	defer cancel()
+	req, err := http.NewRequestWithContext(sctx, "GET", d.url+"/v1/processes/"+p.ID+"/logs/stream", nil)
+	require.NoError(t, err)
+	req.Header = authed()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, ": ping\n", line)
+	cancel()
+	_, _ = io.Copy(io.Discard, resp.Body)
+}
