@@ -35,7 +35,7 @@ func str(s string) *string { return &s }
 
 // zshParse is the expectation for zsh, whose parse errors read differently.
 func zshParse(has string) map[string]want { return map[string]want{"zsh": {has: &has}} }
-func num(n int) *int       { return &n }
+func num(n int) *int                      { return &n }
 
 var rows = []row{
 	// 1-3: serial commands, state carries over, exit codes and cwd.
@@ -93,7 +93,7 @@ var rows = []row{
 		per: map[string]want{"zsh": {stdout: str("a \n")}, "mksh": {stdout: str("a\n")}}},
 	{name: "close brace as argument", cmd: "echo }", stdout: "}\n",
 		// zsh takes a lone } as the end of a block even as an argument.
-		per: map[string]want{"zsh": {stdout: str(""), has: str("parse error"), exit: num(126)}}},
+		per: map[string]want{"zsh": {stdout: str(""), has: str("parse error"), exit: num(2)}}},
 	{name: "empty", cmd: "", exit: 0},
 	{name: "blanks and comments", cmd: "  \n# nothing\n", exit: 0},
 	{name: "empty keeps $?", setup: []string{"false", ""}, cmd: "echo $?", stdout: "0\n"},

@@ -1,0 +1,274 @@
+package shellsession
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/process"
+	"github.com/stretchr/testify/require"
+)
+
+// waitRunning waits until c has started executing in the shell.
+func waitRunning(t *testing.T, c *Command) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	for {
+		c.mu.Lock()
+		open := c.isOpen
+		c.mu.Unlock()
+		if open {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("command never started")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+func wait(t *testing.T, c *Command) process.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	r, err := process.Wait(ctx, c)
+	require.NoError(t, err)
+	return r
+}
+
+// TestInterrupt: SIGINT aborts the whole command — a program, a builtin
+// loop, a function — and the session lives on with its state and $? 130.
+func TestInterrupt(t *testing.T) {
+	t.Parallel()
+	cmds := map[string]string{
+		"program":      "sleep 100; echo not-reached",
+		"builtin loop": "while :; do :; done; echo not-reached",
+		"function":     "f() { while :; do :; done; }; f; echo not-reached",
+		"pipeline":     "sleep 100 | cat; echo not-reached",
+	}
+	for _, shell := range testShells {
+		for name, cmd := range cmds {
+			t.Run(shell+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				s := newSession(t, Options{Shell: shell})
+				run(t, s, CommandOptions{Cmd: "x=kept"})
+				c, err := s.Submit(CommandOptions{Cmd: cmd})
+				require.NoError(t, err)
+				waitRunning(t, c)
+				time.Sleep(50 * time.Millisecond) // let the loop spin
+				require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
+				r := wait(t, c)
+				require.Equal(t, process.Signaled, r.Reason)
+				require.Equal(t, "INT", r.Signal)
+				out, _ := output(c)
+				require.NotContains(t, out, "not-reached")
+				_, out, _ = run(t, s, CommandOptions{Cmd: "echo $? $x"})
+				require.Equal(t, interruptStatus(shell, name)+" kept\n", out)
+			})
+		}
+	}
+}
+
+// interruptStatus is $? after an interrupted command: 130 but where a shell
+// differs (the README's shell matrix).
+func interruptStatus(shell, what string) string {
+	switch {
+	case shell == "ksh":
+		return "2" // ksh93 reports an interrupted command line as 2
+	case shell == "zsh" && what == "function":
+		return "0" // zsh returns from the interrupted function with 0
+	}
+	return "130"
+}
+
+// TestExecutionTimeout: the clock starts when the command starts, the
+// command is interrupted at the deadline and the session lives on.
+func TestExecutionTimeout(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{})
+	first, err := s.Submit(CommandOptions{Cmd: "sleep 0.5"})
+	require.NoError(t, err)
+	c, err := s.Submit(CommandOptions{Cmd: "sleep 100", ExecutionTimeout: 300 * time.Millisecond})
+	require.NoError(t, err)
+	require.Equal(t, process.Starting, c.Info().State, "queued behind the first")
+	require.Equal(t, process.Exited, wait(t, first).Reason)
+	r := wait(t, c)
+	require.Equal(t, process.TimedOut, r.Reason)
+	i := c.Info()
+	require.GreaterOrEqual(t, i.ExitedAt.Sub(i.StartedAt), 300*time.Millisecond)
+	_, out, _ := run(t, s, CommandOptions{Cmd: "echo $?"})
+	require.Equal(t, "130\n", out)
+}
+
+// TestTimeoutEndsStuckSession: a command that ignores SIGINT is given
+// KillGrace after its timeout, then the session ends rather than block.
+func TestTimeoutEndsStuckSession(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{})
+	c, err := s.Submit(CommandOptions{Cmd: `sh -c 'trap "" INT; sleep 100'`, ExecutionTimeout: 100 * time.Millisecond})
+	require.NoError(t, err)
+	queued, err := s.Submit(CommandOptions{Cmd: "echo never"})
+	require.NoError(t, err)
+	require.Equal(t, process.TimedOut, wait(t, c).Reason)
+	r := wait(t, queued)
+	require.Equal(t, process.Failed, r.Reason)
+	require.Contains(t, r.Error, "session ended")
+	<-s.Done()
+	_, err = s.Submit(CommandOptions{Cmd: "true"})
+	require.ErrorIs(t, err, ErrSessionEnded)
+	require.ErrorIs(t, err, process.ErrUnsupported)
+}
+
+// TestShellEndingCommands: exit, exec and set -e end the session; the
+// command reports what it did; queued commands fail.
+func TestShellEndingCommands(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		setup, cmd string
+		code       int
+	}{
+		{"", "exit 3", 3},
+		{"", "exec true", 0},
+		{"set -e", "false", 1},
+		{"", "kill $$", 143},
+	}
+	for _, shell := range testShells {
+		for _, tc := range cases {
+			t.Run(shell+"/"+tc.cmd, func(t *testing.T) {
+				t.Parallel()
+				s := newSession(t, Options{Shell: shell})
+				if tc.setup != "" {
+					run(t, s, CommandOptions{Cmd: tc.setup})
+				}
+				c, err := s.Submit(CommandOptions{Cmd: tc.cmd})
+				require.NoError(t, err)
+				queued, err := s.Submit(CommandOptions{Cmd: "echo never"})
+				require.NoError(t, err)
+				r := wait(t, c)
+				require.Equal(t, process.Exited, r.Reason, "%+v", r)
+				require.Equal(t, tc.code, *r.ExitCode)
+				require.Equal(t, process.Failed, wait(t, queued).Reason)
+				<-s.Done()
+				require.Equal(t, process.Terminal, s.Info().State)
+				_, err = s.Submit(CommandOptions{Cmd: "true"})
+				require.ErrorIs(t, err, ErrSessionEnded)
+			})
+		}
+	}
+}
+
+// TestShellKilledFromOutside: the running command is lost, the session
+// ends, nothing hangs.
+func TestShellKilledFromOutside(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{})
+	c, err := s.Submit(CommandOptions{Cmd: "sleep 100"})
+	require.NoError(t, err)
+	waitRunning(t, c)
+	require.NoError(t, syscall.Kill(s.Info().PID, syscall.SIGKILL))
+	r := wait(t, c)
+	require.Equal(t, process.Lost, r.Reason)
+	<-s.Done()
+}
+
+// TestStdinOpen: bytes written reach the command, then end-of-file.
+func TestStdinOpen(t *testing.T) {
+	t.Parallel()
+	for _, shell := range []string{"bash", "dash"} {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell})
+			c, err := s.Submit(CommandOptions{Cmd: "cat; echo eof", Stdin: process.StdinOpen})
+			require.NoError(t, err)
+			require.NoError(t, c.WriteStdin([]byte("hello ")))
+			require.NoError(t, c.WriteStdin([]byte("world\n")))
+			require.NoError(t, c.CloseStdin())
+			require.Equal(t, process.Exited, wait(t, c).Reason)
+			out, _ := output(c)
+			require.Equal(t, "hello world\neof\n", out)
+			closed, err := s.Submit(CommandOptions{Cmd: "true"})
+			require.NoError(t, err)
+			require.ErrorIs(t, closed.WriteStdin([]byte("x")), process.ErrStdinNotOpen)
+		})
+	}
+}
+
+// TestKillReachesCommandNotShell: TERM ends the command's program; the
+// shell and an earlier background job live on.
+func TestKillReachesCommandNotShell(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{})
+	_, bg, _ := run(t, s, CommandOptions{Cmd: "sleep 100 & echo $!"})
+	time.Sleep(30 * time.Millisecond) // the next command starts in a later clock tick
+	c, err := s.Submit(CommandOptions{Cmd: "sleep 100"})
+	require.NoError(t, err)
+	waitRunning(t, c)
+	require.NoError(t, c.Kill(syscall.SIGTERM, 0, 0))
+	r := wait(t, c)
+	require.Equal(t, 143, code(r))
+	pid, _ := strconv.Atoi(strings.TrimSpace(bg))
+	require.NoError(t, syscall.Kill(pid, 0), "the earlier background job was signalled")
+	_, out, _ := run(t, s, CommandOptions{Cmd: "echo alive"})
+	require.Equal(t, "alive\n", out)
+}
+
+// TestCloseEndsEverything: deleting a session ends its shell and every
+// process under it, setsid and orphaned ones included.
+func TestCloseEndsEverything(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{})
+	_, out, _ := run(t, s, CommandOptions{Cmd: `sleep 1000 & echo $!; setsid sleep 1000 & echo $!; (setsid sleep 1000 & echo $!)`})
+	var pids []int
+	for _, f := range strings.Fields(out) {
+		pid, err := strconv.Atoi(f)
+		require.NoError(t, err)
+		pids = append(pids, pid)
+	}
+	require.Len(t, pids, 3)
+	shell := s.Info().PID
+	require.NoError(t, s.Close())
+	require.NoError(t, s.Close(), "idempotent")
+	for _, pid := range append(pids, shell) {
+		require.Eventually(t, func() bool { return !alive(pid) }, deadline, 10*time.Millisecond, "pid %d survived", pid)
+	}
+	require.Empty(t, proctree.Tagged(s.ID()))
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i > 0 && i+2 < len(b) && b[i+2] != 'Z'
+}
+
+// TestHundredSessionsLeaveNothing: no goroutine (goleak in TestMain), file
+// descriptor or child process is left after 100 sessions are deleted.
+func TestHundredSessionsLeaveNothing(t *testing.T) {
+	fds := func() int {
+		es, err := os.ReadDir("/proc/self/fd")
+		require.NoError(t, err)
+		return len(es)
+	}
+	before := fds()
+	for range 100 {
+		ctx, cancel := context.WithTimeout(t.Context(), deadline)
+		s, err := New(ctx, Options{})
+		cancel()
+		require.NoError(t, err)
+		_, _, err = s.Run(t.Context(), CommandOptions{Cmd: "sleep 100 & echo hi"})
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+	}
+	require.Eventually(t, func() bool { return fds() <= before }, deadline, 10*time.Millisecond, "fds before %d now %d", before, fds())
+	require.Empty(t, proctree.Descendants(os.Getpid()))
+}
