@@ -142,12 +142,14 @@ func TestDrainAfterExit(t *testing.T) {
 		cmd  string
 	}{
 		{process.KindExec, `(sleep 0.3; echo mid; sleep 5; echo late) & echo $! early`},
-		// A PTY's foreground group gets SIGHUP when its session leader exits.
-		{process.KindPTY, `(trap '' HUP; sleep 0.3; echo mid; sleep 5; echo late) & echo $! early`},
+		// A PTY's foreground group gets SIGHUP when its session leader
+		// exits, so the child ignores it before the leader may exit.
+		{process.KindPTY, `(trap '' HUP; : > "$T/trapped"; sleep 0.3; echo mid; sleep 5; echo late) &
+while [ ! -e "$T/trapped" ]; do sleep 0.01; done; echo $! early`},
 	} {
 		t.Run(string(tc.kind), func(t *testing.T) {
 			t.Parallel()
-			p := start(t, Options{Kind: tc.kind, Cmd: tc.cmd})
+			p := start(t, Options{Kind: tc.kind, Cmd: tc.cmd, Env: map[string]string{"T": t.TempDir()}})
 			eventually(t, "terminal at the exit", func() bool { return p.Info().State == process.Terminal })
 			select {
 			case <-p.Done():

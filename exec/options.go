@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -125,7 +126,7 @@ func prepare(id string, opts Options) (plan, error) {
 	}
 	pl.env = environ(id, opts.Env, u)
 	if opts.Argv == nil {
-		if pl.shell, err = shells.Resolve(opts.Shell); err != nil {
+		if pl.shell, err = resolveShell(opts.Shell); err != nil {
 			return pl, fmt.Errorf("%w: %v", process.ErrInvalidArgument, err)
 		}
 		pl.argv = pl.shell.Argv(opts.Login, opts.Cmd)
@@ -270,4 +271,23 @@ func executable(p string) error {
 		return fmt.Errorf("%s: permission denied", p)
 	}
 	return nil
+}
+
+// resolved caches shells.Resolve by name, which searches PATH: a shell's
+// path is checked again (one stat) on each use instead.
+var resolved sync.Map // name → shells.Shell
+
+func resolveShell(name string) (shells.Shell, error) {
+	if v, ok := resolved.Load(name); ok {
+		if sh := v.(shells.Shell); executable(sh.Path) == nil {
+			return sh, nil
+		}
+	}
+	sh, err := shells.Resolve(name)
+	if err != nil {
+		resolved.Delete(name)
+		return sh, err
+	}
+	resolved.Store(name, sh)
+	return sh, nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -59,8 +60,17 @@ func Wait(cmd *exec.Cmd) error {
 		delete(owned, cmd.Process.Pid)
 		ownedMu.Unlock()
 	}
+	// The reaper may have found this zombie first and left it; zombies
+	// behind it are visible now.
+	select {
+	case nudge <- struct{}{}:
+	default:
+	}
 	return err
 }
+
+// nudge asks the reaper to look again without a SIGCHLD.
+var nudge = make(chan struct{}, 1)
 
 var (
 	reaperMu      sync.Mutex // guards reaperRunning
@@ -87,10 +97,14 @@ func StartReaper() (stop func(), err error) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		reap() // orphans inherited before the reaper started
+		startMu.Lock()
+		reapAll() // orphans inherited before the reaper started
+		startMu.Unlock()
 		for {
 			select {
 			case <-sigs:
+				reap()
+			case <-nudge:
 				reap()
 			case <-quit:
 				return
@@ -110,12 +124,81 @@ func StartReaper() (stop func(), err error) {
 	}, nil
 }
 
-// reap reaps every zombie child that is not owned. SIGCHLD coalesces, so
-// each call looks at every child rather than at one. It returns how many it
-// reaped.
-func reap() int {
-	startMu.Lock()
-	defer startMu.Unlock()
+// lastOwned is the owned zombie reap last stopped at; only the reaper's
+// goroutine uses it.
+var lastOwned int
+
+// reap reaps every zombie child that is not owned. SIGCHLD coalesces, so one
+// call reaps every such zombie rather than one. It peeks at the first zombie
+// rather than reading /proc: most SIGCHLDs are an owned child's exit, which
+// its Wait reaps (often before the peek) and then nudges the reaper to look
+// past it. Only an owned zombie seen twice — a Wait that is late, or a
+// cmd.Wait that does not nudge — costs a scan of every child.
+func reap() {
+	for {
+		pid := firstZombie()
+		if pid <= 0 {
+			lastOwned = 0
+			return
+		}
+		startMu.Lock()
+		ownedMu.Lock()
+		mine := owned[pid]
+		ownedMu.Unlock()
+		if mine {
+			if pid == lastOwned {
+				reapAll()
+			}
+			lastOwned = pid
+			startMu.Unlock()
+			return
+		}
+		// With startMu held no Start is between fork and registration, so a
+		// zombie that is not owned is an orphan.
+		wait4(pid)
+		startMu.Unlock()
+	}
+}
+
+// siginfo is the start of the kernel's siginfo_t for SIGCHLD, padded to its
+// full 128 bytes; x/sys/unix does not expose si_pid.
+type siginfo struct {
+	signo, errno, code, _ int32
+	pid, uid, status      int32
+	_                     [128 - 7*4]byte
+}
+
+// firstZombie returns the pid of a zombie child without reaping it, 0 when
+// there is none, or -1 when there are no children.
+func firstZombie() int {
+	var si siginfo
+	for {
+		_, _, e := unix.Syscall6(unix.SYS_WAITID, unix.P_ALL, 0, uintptr(unsafe.Pointer(&si)),
+			unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, 0, 0)
+		switch e {
+		case 0:
+			return int(si.pid)
+		case unix.EINTR:
+			continue
+		}
+		return -1
+	}
+}
+
+func wait4(pid int) bool {
+	var ws syscall.WaitStatus
+	for {
+		got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		return got == pid
+	}
+}
+
+// reapAll reaps every zombie child that is not owned, looking at every
+// child. startMu must be held.
+func reapAll() {
 	kids := children()
 	ownedMu.Lock()
 	for pid := range owned {
@@ -135,21 +218,9 @@ func reap() int {
 		}
 	}
 	ownedMu.Unlock()
-	n := 0
 	for _, pid := range orphans {
-		var ws syscall.WaitStatus
-		for {
-			got, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
-			if err == syscall.EINTR {
-				continue
-			}
-			if got == pid {
-				n++
-			}
-			break
-		}
+		wait4(pid)
 	}
-	return n
 }
 
 var self = os.Getpid()
