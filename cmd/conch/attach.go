@@ -1,0 +1,129 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/conchsh/conch/client"
+)
+
+// detachKey (Ctrl-]) typed on an attached terminal detaches, leaving the
+// process running.
+const detachKey = 0x1d
+
+func cmdAttach(ctx context.Context, e *env, args []string) int {
+	fs := flags(e, "attach", "ID")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	id := fs.Arg(0)
+	c, err := dial()
+	if err != nil {
+		return fail(e, exitOwn, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a, err := c.Attach(ctx, id)
+	if err != nil {
+		return fail(e, exitOwn, err)
+	}
+	defer a.Close()
+
+	detached := make(chan struct{})
+	if in, ok := e.stdin.(*os.File); ok && term.IsTerminal(int(in.Fd())) {
+		state, err := term.MakeRaw(int(in.Fd()))
+		if err != nil {
+			return fail(e, exitOwn, err)
+		}
+		defer term.Restore(int(in.Fd()), state)
+		stopResize := followWindowSize(ctx, a, e.stdout)
+		defer stopResize()
+		go func() {
+			if copyUntilDetach(a, in) {
+				close(detached)
+				a.Close()
+			}
+		}()
+	} else {
+		go func() { _, _ = io.Copy(a, e.stdin) }()
+	}
+
+	_, err = io.Copy(e.stdout, a)
+	select {
+	case <-detached:
+		return 0
+	default:
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fail(e, exitOwn, err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	r, _, err := c.Wait(wctx, id, 5*time.Second)
+	if err != nil || r == nil {
+		return 0 // the attachment ended but the process goes on
+	}
+	return exitCode(*r)
+}
+
+// copyUntilDetach copies the terminal's input to a until the detach key
+// (reporting true) or the end of input.
+func copyUntilDetach(a *client.Attachment, in io.Reader) bool {
+	buf := make([]byte, 4096)
+	for {
+		n, err := in.Read(buf)
+		chunk := buf[:n]
+		if i := bytes.IndexByte(chunk, detachKey); i >= 0 {
+			_, _ = a.Write(chunk[:i])
+			return true
+		}
+		if n > 0 {
+			if _, werr := a.Write(chunk); werr != nil {
+				return false
+			}
+		}
+		if err != nil {
+			return false
+		}
+	}
+}
+
+// followWindowSize sends the terminal's size now and on every SIGWINCH.
+func followWindowSize(ctx context.Context, a *client.Attachment, out io.Writer) (stop func()) {
+	f, ok := out.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return func() {}
+	}
+	send := func() {
+		if w, h, err := term.GetSize(int(f.Fd())); err == nil && w > 0 && h > 0 {
+			_ = a.Resize(ctx, uint16(w), uint16(h))
+		}
+	}
+	send()
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range winch {
+			send()
+		}
+	}()
+	return func() {
+		signal.Stop(winch)
+		close(winch)
+		<-done
+	}
+}

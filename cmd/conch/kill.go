@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/conchsh/conch/client"
+)
+
+func cmdKill(ctx context.Context, e *env, args []string) int {
+	fs := flags(e, "kill", "ID...")
+	sig := fs.String("s", "TERM", "`signal` to send (TERM, KILL, INT, HUP, ...)")
+	after := fs.Duration("escalate-after", 0, "send the escalation signal after this `duration` if it still runs")
+	to := fs.String("escalate-to", "", "escalation `signal` (default KILL)")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return exitUsage
+	}
+	c, err := dial()
+	if err != nil {
+		return fail(e, exitFailure, err)
+	}
+	opts := client.KillOptions{Signal: *sig, EscalateAfter: client.Millis(*after), EscalateTo: *to}
+	code := 0
+	for _, id := range fs.Args() {
+		if err := c.Kill(ctx, id, opts); err != nil {
+			code = fail(e, exitFailure, err)
+		}
+	}
+	return code
+}
+
+func cmdRm(ctx context.Context, e *env, args []string) int {
+	fs := flags(e, "rm", "ID...")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return exitUsage
+	}
+	c, err := dial()
+	if err != nil {
+		return fail(e, exitFailure, err)
+	}
+	code := 0
+	for _, id := range fs.Args() {
+		if err := c.Delete(ctx, id); err != nil {
+			code = fail(e, exitFailure, err)
+		}
+	}
+	return code
+}
+
+func cmdVersion(ctx context.Context, e *env, args []string) int {
+	c, err := dial()
+	if err == nil {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if h, err := c.Health(ctx); err == nil {
+			e.printf("daemon %s at %s\n", h.Version, c.URL())
+		}
+	}
+	e.printf("conch %s\n", version())
+	return 0
+}

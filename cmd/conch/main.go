@@ -1,0 +1,154 @@
+// Command conch runs the conch daemon (conch serve) and drives it: one-shot
+// commands, sessions, process listings, logs, signals and PTY attachment.
+//
+// The client commands find the daemon by themselves: $CONCH_URL and
+// $CONCH_TOKEN when set, else what the daemon wrote under the user's state
+// directory ($XDG_STATE_HOME/conch or ~/.local/state/conch).
+//
+// Exit codes: a command run through conch (run, wait, attach) exits with
+// the command's status (128+N for a signal, 124 for a timeout, 127 when it
+// could not start); conch's own failures exit 125 there, and 1 elsewhere;
+// usage errors exit 2.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/server"
+)
+
+// Exit codes of conch itself.
+const (
+	exitFailure = 1   // a client command failed
+	exitUsage   = 2   // bad flags or arguments
+	exitOwn     = 125 // run, wait or attach failed before the command's status was known
+)
+
+// env is what a subcommand sees of the world.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// command is one subcommand.
+type command struct {
+	summary string
+	run     func(ctx context.Context, e *env, args []string) int
+}
+
+var commands = map[string]command{
+	"serve":   {"run the daemon", cmdServe},
+	"run":     {"run a command and wait for it, streaming its output", cmdRun},
+	"start":   {"start a command and print its id", cmdStart},
+	"wait":    {"wait for a process and exit with its status", cmdWait},
+	"session": {"manage sessions: new, ls, rm", cmdSession},
+	"ps":      {"list processes", cmdPs},
+	"logs":    {"print a process's output (-f to follow)", cmdLogs},
+	"kill":    {"signal a process and its descendants", cmdKill},
+	"rm":      {"stop and delete processes", cmdRm},
+	"attach":  {"attach the terminal to a PTY process", cmdAttach},
+	"version": {"print the version", cmdVersion},
+}
+
+func main() {
+	e := &env{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}
+	os.Exit(run(context.Background(), e, os.Args[1:]))
+}
+
+func run(ctx context.Context, e *env, args []string) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(e.stderr)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return 0
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(e.stderr, "conch: unknown command %q\n", args[0])
+		usage(e.stderr)
+		return exitUsage
+	}
+	return c.run(ctx, e, args[1:])
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: conch COMMAND [flags] [args]")
+	fmt.Fprintln(w)
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'conch COMMAND -h' for a command's flags.")
+}
+
+// flags returns a FlagSet for the subcommand name that writes to e.
+func flags(e *env, name, argsUsage string) *flag.FlagSet {
+	fs := flag.NewFlagSet("conch "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(e.stderr, "usage: conch %s [flags] %s\n", name, argsUsage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses args into fs; it returns the exit code and false when the
+// command should stop (help asked for, or a usage error).
+func parse(fs *flag.FlagSet, args []string) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, false
+		}
+		return exitUsage, false
+	}
+	return 0, true
+}
+
+// dial returns a client for the daemon this user runs.
+func dial() (*client.Client, error) { return client.Discover() }
+
+// warn reports a problem that does not stop the command.
+func (e *env) warn(msg string) { fmt.Fprintf(e.stderr, "conch: warning: %s\n", msg) }
+
+func (e *env) printf(format string, args ...any) { fmt.Fprintf(e.stdout, format, args...) }
+
+func version() string { return server.Version() }
+
+// fail reports err and returns code.
+func fail(e *env, code int, err error) int {
+	fmt.Fprintf(e.stderr, "conch: %v\n", err)
+	return code
+}
+
+// usageError reports a usage problem and returns exitUsage.
+func usageError(e *env, format string, args ...any) int {
+	fmt.Fprintf(e.stderr, "conch: "+format+"\n", args...)
+	return exitUsage
+}
+
+// envFlag collects repeated KEY=VALUE flags.
+type envFlag map[string]string
+
+func (f envFlag) String() string { return "" }
+
+func (f envFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want KEY=VALUE, got %q", v)
+	}
+	f[k] = val
+	return nil
+}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/process"
+)
+
+func cmdPs(ctx context.Context, e *env, args []string) int {
+	fs := flags(e, "ps", "")
+	var opts client.ListOptions
+	fs.StringVar(&opts.State, "state", "", "only processes in this `state`: running, terminal or all")
+	kind := fs.String("kind", "", "only processes of this `kind`: exec, pty, code or session")
+	fs.StringVar(&opts.SessionID, "session", "", "only the session with this `id` and its commands")
+	fs.StringVar(&opts.Name, "name", "", "only processes with this `name`")
+	asJSON := fs.Bool("json", false, "print the processes as JSON")
+	quiet := fs.Bool("q", false, "print ids only")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(e, "ps takes no arguments")
+	}
+	opts.Kind = process.Kind(*kind)
+	c, err := dial()
+	if err != nil {
+		return fail(e, exitFailure, err)
+	}
+	var ps []client.Process
+	for p, err := range c.Processes(ctx, opts) {
+		if err != nil {
+			return fail(e, exitFailure, err)
+		}
+		ps = append(ps, p)
+	}
+	switch {
+	case *asJSON:
+		if ps == nil {
+			ps = []client.Process{}
+		}
+		return printJSON(e, ps)
+	case *quiet:
+		for _, p := range ps {
+			fmt.Fprintln(e.stdout, p.ID)
+		}
+		return 0
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tKIND\tSTATE\tRESULT\tPID\tSESSION\tNAME\tCOMMAND")
+	for _, p := range ps {
+		result := "-"
+		if r := p.Result(); r != nil {
+			result = strings.ReplaceAll(r.String(), "\t", " ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, p.State, result, pid(p.PID),
+			dash(p.SessionID), dash(p.Name), dash(commandLine(p)))
+	}
+	return flushTable(e, tw)
+}
+
+// commandLine is what the process runs, on one line.
+func commandLine(p client.Process) string {
+	s := p.ShellCommand
+	switch {
+	case p.System:
+		s = p.ResolvedShell
+	case s == "" && len(p.Argv) > 0:
+		s = strings.Join(p.Argv, " ")
+	}
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 60 {
+		s = s[:57] + "..."
+	}
+	return s
+}

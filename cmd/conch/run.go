@@ -1,0 +1,310 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/process"
+)
+
+// startFlags are the flags shared by run and start.
+type startFlags struct {
+	session  *string
+	name     *string
+	cwd      *string
+	shell    *string
+	login    *bool
+	stdin    *bool
+	timeout  *durationMillis
+	keepLogs *string
+	env      envFlag
+	json     *bool
+}
+
+func addStartFlags(fs *flag.FlagSet) *startFlags {
+	f := &startFlags{env: envFlag{}, timeout: new(durationMillis)}
+	f.session = fs.String("session", "", "run in the session with this `id` (the arguments are shell text)")
+	f.name = fs.String("name", "", "a `name` for the process")
+	f.cwd = fs.String("cwd", "", "working `directory` (not with --session: a session has its own)")
+	f.shell = fs.String("shell", "", "`shell` that runs a command string (bash, sh, dash, zsh, ksh, mksh, busybox)")
+	f.login = fs.Bool("login", false, "run the shell as a login shell")
+	f.stdin = fs.Bool("i", false, "send conch's standard input to the command")
+	fs.Var(f.timeout, "timeout", "execution `timeout` after which the command is interrupted (like 30s)")
+	f.keepLogs = fs.String("keep-logs", "", "retention `policy`: until_cleanup, on_exit_ttl or none")
+	fs.Var(f.env, "e", "set `KEY=VALUE` in the command's environment (repeatable)")
+	f.json = fs.Bool("json", false, "print the process (start) or the result (run) as JSON")
+	return f
+}
+
+// options builds what args say: in a session, the arguments joined as shell
+// text; otherwise one argument is shell text and several are an argv run
+// without a shell.
+func (f *startFlags) options(args []string, kind process.Kind) (client.StartOptions, client.CommandOptions, error) {
+	stdin := process.StdinClosed
+	if *f.stdin {
+		stdin = process.StdinOpen
+	}
+	if *f.session != "" {
+		if *f.cwd != "" || *f.shell != "" || *f.login || len(f.env) > 0 || kind == process.KindPTY {
+			return client.StartOptions{}, client.CommandOptions{},
+				errors.New("--cwd, --shell, --login, -e and --pty do not apply to a session command")
+		}
+		return client.StartOptions{}, client.CommandOptions{
+			Cmd: strings.Join(args, " "), Name: *f.name, Stdin: stdin,
+			ExecutionTimeout: client.Millis(*f.timeout), KeepLogs: logstore.KeepLogs(*f.keepLogs),
+		}, nil
+	}
+	opts := client.StartOptions{
+		Kind: kind, Name: *f.name, Cwd: *f.cwd, Shell: *f.shell, Login: *f.login, Stdin: stdin,
+		ExecutionTimeout: client.Millis(*f.timeout), KeepLogs: logstore.KeepLogs(*f.keepLogs),
+	}
+	if len(f.env) > 0 {
+		opts.Env = f.env
+	}
+	switch {
+	case len(args) == 1:
+		opts.Cmd = args[0]
+	case len(args) > 1:
+		opts.Argv = args
+	}
+	return opts, client.CommandOptions{}, nil
+}
+
+// startProcess starts what args say and returns it without waiting.
+func (f *startFlags) startProcess(ctx context.Context, c *client.Client, args []string, kind process.Kind) (*client.Process, error) {
+	opts, cmd, err := f.options(args, kind)
+	if err != nil {
+		return nil, err
+	}
+	if *f.session != "" {
+		return c.Submit(ctx, *f.session, cmd)
+	}
+	return c.Start(ctx, opts)
+}
+
+// runJSON runs what args say, waits for it and prints its RunResult.
+func (f *startFlags) runJSON(ctx context.Context, e *env, c *client.Client, args []string) int {
+	opts, cmd, err := f.options(args, process.KindExec)
+	if err != nil {
+		return fail(e, exitOwn, err)
+	}
+	var r *client.RunResult
+	if *f.session != "" {
+		r, _, err = c.RunCommand(ctx, *f.session, client.CommandRunOptions{CommandOptions: cmd})
+	} else {
+		r, _, err = c.Run(ctx, client.RunOptions{StartOptions: opts})
+	}
+	if err != nil {
+		return fail(e, exitOwn, err)
+	}
+	if code := printJSON(e, r); code != 0 {
+		return exitOwn
+	}
+	return exitCode(r.WaitResult)
+}
+
+func cmdRun(ctx context.Context, e *env, args []string) int {
+	fs := flags(e, "run", "[--session ID] [--] CMD [ARG...]")
+	f := addStartFlags(fs)
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return exitUsage
+	}
+	c, err := dial()
+	if err != nil {
+		return fail(e, exitOwn, err)
+	}
+	if *f.json && !*f.stdin {
+		return f.runJSON(ctx, e, c, fs.Args())
+	}
+	p, err := f.startProcess(ctx, c, fs.Args(), process.KindExec)
+	if err != nil {
+		return fail(e, exitOwn, err)
+	}
+	if *f.stdin {
+		go copyStdin(ctx, c, p.ID, e.stdin)
+	}
+	// Ctrl-C, TERM and HUP reach the command, as they would a local one;
+	// conch exits when the command does.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer func() { signal.Stop(sigs); close(sigs) }()
+	go func() {
+		for sig := range sigs {
+			_ = c.Kill(ctx, p.ID, client.KillOptions{Signal: process.SignalName(sig.(syscall.Signal))})
+		}
+	}()
+	res, err := follow(ctx, c, p.ID, e.stdout, e.stderr, !*f.json)
+	if err != nil {
+		return fail(e, exitOwn, err)
+	}
+	if *f.json {
+		if code := printJSON(e, res); code != 0 {
+			return exitOwn
+		}
+	}
+	return exitCode(*res)
+}
+
+// copyStdin sends r to the process's stdin, then closes it.
+func copyStdin(ctx context.Context, c *client.Client, id string, r io.Reader) {
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if c.WriteStdin(ctx, id, buf[:n], false) != nil {
+				return
+			}
+		}
+		if err != nil {
+			_ = c.WriteStdin(ctx, id, nil, true)
+			return
+		}
+	}
+}
+
+// follow streams the process's output to stdout and stderr (when write is
+// true) until it ends, and returns how it ended.
+func follow(ctx context.Context, c *client.Client, id string, stdout, stderr io.Writer, write bool) (*client.WaitResult, error) {
+	for ev, err := range c.Stream(ctx, id, client.StreamOptions{}) {
+		if err != nil {
+			return nil, err
+		}
+		switch ev.Type {
+		case client.EventLog:
+			if !write {
+				continue
+			}
+			b, err := ev.Frame.Bytes()
+			if err != nil {
+				return nil, err
+			}
+			w := stdout
+			if ev.Frame.Channel == "stderr" {
+				w = stderr
+			}
+			if _, err := w.Write(b); err != nil {
+				return nil, err
+			}
+		case client.EventState:
+			return ev.State, nil
+		}
+	}
+	return nil, errors.New("stream ended without the process's state")
+}
+
+// exitCode is the status a shell would report for r.
+func exitCode(r client.WaitResult) int {
+	switch r.Reason {
+	case process.Exited:
+		if r.ExitCode != nil {
+			return *r.ExitCode
+		}
+	case process.Signaled:
+		if sig, err := process.ParseSignal(r.Signal); err == nil {
+			return 128 + int(sig)
+		}
+	case process.TimedOut:
+		return 124
+	case process.Failed:
+		return 127
+	}
+	if r.ExitCode != nil {
+		return *r.ExitCode
+	}
+	return exitOwn
+}
+
+func cmdStart(ctx context.Context, e *env, args []string) int {
+	fs := flags(e, "start", "[--session ID] [--pty] [--] [CMD [ARG...]]")
+	f := addStartFlags(fs)
+	pty := fs.Bool("pty", false, "run in a PTY (with no command: the shell)")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() == 0 && !*pty {
+		fs.Usage()
+		return exitUsage
+	}
+	c, err := dial()
+	if err != nil {
+		return fail(e, exitFailure, err)
+	}
+	kind := process.KindExec
+	if *pty {
+		kind = process.KindPTY
+	}
+	p, err := f.startProcess(ctx, c, fs.Args(), kind)
+	if err != nil {
+		return fail(e, exitFailure, err)
+	}
+	if *f.json {
+		return printJSON(e, p)
+	}
+	fmt.Fprintln(e.stdout, p.ID)
+	return 0
+}
+
+func cmdWait(ctx context.Context, e *env, args []string) int {
+	fs := flags(e, "wait", "ID")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	c, err := dial()
+	if err != nil {
+		return fail(e, exitOwn, err)
+	}
+	r, _, err := c.Wait(ctx, fs.Arg(0), 0)
+	if err != nil {
+		return fail(e, exitOwn, err)
+	}
+	if *asJSON {
+		if code := printJSON(e, r); code != 0 {
+			return code
+		}
+	}
+	return exitCode(*r)
+}
+
+// printJSON writes v as indented JSON.
+func printJSON(e *env, v any) int {
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fail(e, exitFailure, err)
+	}
+	return 0
+}
+
+// durationMillis is a duration flag (like 30s) that travels as milliseconds.
+type durationMillis client.Millis
+
+func (d *durationMillis) String() string { return time.Duration(*d).String() }
+
+func (d *durationMillis) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil || v < 0 {
+		return errors.New("want a duration like 30s or 500ms")
+	}
+	*d = durationMillis(v)
+	return nil
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/conchsh/conch/client"
+)
+
+func cmdSession(ctx context.Context, e *env, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(e.stderr, "usage: conch session new|ls|rm [flags] [args]")
+		return exitUsage
+	}
+	switch args[0] {
+	case "new":
+		return cmdSessionNew(ctx, e, args[1:])
+	case "ls":
+		return cmdSessionLs(ctx, e, args[1:])
+	case "rm":
+		return cmdSessionRm(ctx, e, args[1:])
+	}
+	return usageError(e, "unknown session command %q: want new, ls or rm", args[0])
+}
+
+func cmdSessionNew(ctx context.Context, e *env, args []string) int {
+	fs := flags(e, "session new", "")
+	var opts client.SessionOptions
+	fs.StringVar(&opts.Name, "name", "", "a `name` for the session")
+	fs.StringVar(&opts.Cwd, "cwd", "", "the shell's starting `directory`")
+	fs.StringVar(&opts.Shell, "shell", "", "`shell`: bash (default), sh, dash, zsh, ksh, mksh or busybox")
+	fs.BoolVar(&opts.Login, "login", false, "start a login shell (profile files read)")
+	fs.BoolVar(&opts.LeasePort, "lease-port", false, "lease a free loopback port for the session")
+	env := envFlag{}
+	fs.Var(env, "e", "set `KEY=VALUE` in the shell's environment (repeatable)")
+	asJSON := fs.Bool("json", false, "print the session as JSON")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(e, "session new takes no arguments")
+	}
+	if len(env) > 0 {
+		opts.Env = env
+	}
+	c, err := dial()
+	if err != nil {
+		return fail(e, exitFailure, err)
+	}
+	s, err := c.CreateSession(ctx, opts)
+	if err != nil {
+		return fail(e, exitFailure, err)
+	}
+	if *asJSON {
+		return printJSON(e, s)
+	}
+	fmt.Fprintln(e.stdout, s.ID)
+	return 0
+}
+
+func cmdSessionLs(ctx context.Context, e *env, args []string) int {
+	fs := flags(e, "session ls", "")
+	asJSON := fs.Bool("json", false, "print the sessions as JSON")
+	quiet := fs.Bool("q", false, "print ids only")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	c, err := dial()
+	if err != nil {
+		return fail(e, exitFailure, err)
+	}
+	ss, err := c.Sessions(ctx)
+	if err != nil {
+		return fail(e, exitFailure, err)
+	}
+	switch {
+	case *asJSON:
+		return printJSON(e, ss)
+	case *quiet:
+		for _, s := range ss {
+			fmt.Fprintln(e.stdout, s.ID)
+		}
+		return 0
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATE\tSHELL\tPID\tCWD\tPORTS\tNAME")
+	for _, s := range ss {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, dash(s.Shell), pid(s.PID),
+			dash(s.Cwd), dash(joinInts(s.Ports)), dash(s.Name))
+	}
+	return flushTable(e, tw)
+}
+
+func cmdSessionRm(ctx context.Context, e *env, args []string) int {
+	fs := flags(e, "session rm", "ID...")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return exitUsage
+	}
+	c, err := dial()
+	if err != nil {
+		return fail(e, exitFailure, err)
+	}
+	code := 0
+	for _, id := range fs.Args() {
+		if err := c.DeleteSession(ctx, id); err != nil {
+			code = fail(e, exitFailure, err)
+		}
+	}
+	return code
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func pid(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.Itoa(n)
+}
+
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+func flushTable(e *env, tw interface{ Flush() error }) int {
+	if err := tw.Flush(); err != nil {
+		return fail(e, exitFailure, err)
+	}
+	return 0
+}
