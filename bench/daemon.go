@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/server"
+)
+
+// daemon is an in-process conch server on a loopback listener, built the
+// way `conch serve` builds it, and a client of it.
+type daemon struct {
+	srv    *server.Server
+	served chan error
+	c      *client.Client
+}
+
+func startDaemon() (*daemon, error) {
+	const token = "bench-token"
+	srv, err := server.New(server.Options{
+		Token:  token,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	d := &daemon{srv: srv, served: make(chan error, 1)}
+	go func() { d.served <- srv.Serve(ln) }()
+	d.c, err = client.New("http://"+ln.Addr().String(), token)
+	if err != nil {
+		d.stop()
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *daemon) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d.srv.Shutdown(ctx)
+	<-d.served
+}
+
+func runResultOK(r *client.RunResult, p *client.Process, err error) error {
+	if err != nil {
+		return err
+	}
+	if r == nil {
+		return fmt.Errorf("process %s still running after the wait", p.ID)
+	}
+	if r.ExitCode == nil || *r.ExitCode != 0 {
+		return fmt.Errorf("process %s ended %+v", r.ProcessID, r.WaitResult)
+	}
+	return nil
+}
+
+// measureP3 is a one-shot `true` over HTTP (POST /v1/processes/run).
+func measureP3(ctx context.Context, cfg config) Row {
+	d, err := startDaemon()
+	if err != nil {
+		return failed(err)
+	}
+	defer d.stop()
+	oneShot := func() error {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return runResultOK(d.c.Run(ctx, client.RunOptions{
+			StartOptions: client.StartOptions{Cmd: "true", KeepLogs: "none"},
+			Timeout:      client.Millis(20 * time.Second),
+		}))
+	}
+	v, base, err := alternate(cfg.reps, oneShot, forkTrue)
+	if err != nil {
+		return failed(err)
+	}
+	return latencyRow(v, base, 1.2, "≤ 1.2×")
+}
+
+// measureP2 is a session round trip of `true` over HTTP
+// (POST /v1/sessions/{id}/commands/run).
+func measureP2(ctx context.Context, cfg config) Row {
+	d, err := startDaemon()
+	if err != nil {
+		return failed(err)
+	}
+	defer d.stop()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	sess, err := d.c.CreateSession(sctx, client.SessionOptions{})
+	cancel()
+	if err != nil {
+		return failed(err)
+	}
+	inSession := func() error {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return runResultOK(d.c.RunCommand(ctx, sess.ID, client.CommandRunOptions{
+			CommandOptions: client.CommandOptions{Cmd: "true", KeepLogs: "none"},
+			Timeout:        client.Millis(20 * time.Second),
+		}))
+	}
+	v, base, err := alternate(cfg.reps, inSession, forkTrue)
+	if err != nil {
+		return failed(err)
+	}
+	return latencyRow(v, base, 0.10, "≤ 0.10×")
+}
