@@ -1,16 +1,222 @@
 package main
 
-import "context"
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
 
-func measureP5(context.Context, config) Row {
-	return notMeasured("not yet built into the bench command")
+	"github.com/conchsh/conch/shellsession"
+)
+
+// statusKiB reads a field in kB (VmRSS, VmHWM) of /proc/PID/status.
+func statusKiB(pid, field string) (int64, error) {
+	f, err := os.Open("/proc/" + pid + "/status")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("/proc/%s/status has no %s", pid, field)
 }
-func measureP6(context.Context, config) Row {
-	return notMeasured("not yet built into the bench command")
+
+// settledRSS returns this process's RSS in KiB after returning what it can
+// to the system.
+func settledRSS() (int64, error) {
+	runtime.GC()
+	debug.FreeOSMemory()
+	return statusKiB("self", "VmRSS")
 }
-func measureP7(context.Context, config) Row {
-	return notMeasured("not yet built into the bench command")
+
+// measureP5 is this process's peak RSS growth (it is the daemon: the
+// session runs in it) while a session writes cfg.bytes into its log store
+// under the default retention.
+func measureP5(ctx context.Context, cfg config) Row {
+	s, err := newSession(ctx)
+	if err != nil {
+		return failed(err)
+	}
+	defer closeSession(s)
+	before, err := settledRSS()
+	if err != nil {
+		return failed(err)
+	}
+	// Writing 5 resets VmHWM to the current RSS.
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		return notMeasured("cannot reset the peak RSS: " + err.Error())
+	}
+	if err := runIn(ctx, s, fmt.Sprintf("head -c %d /dev/zero", cfg.bytes)); err != nil {
+		return failed(err)
+	}
+	peak, err := statusKiB("self", "VmHWM")
+	if err != nil {
+		return failed(err)
+	}
+	const retention = 8 << 10 // KiB: logstore.DefaultRetention
+	growth := peak - before
+	return Row{
+		Value:    fmt.Sprintf("%d KiB", growth),
+		Baseline: fmt.Sprintf("%d KiB retention", retention),
+		Ratio:    float64(growth) / retention,
+		Target:   "≤ retention + 32 MiB",
+		Met:      yesNo(growth <= retention+32<<10),
+		Note:     fmt.Sprintf("%d MiB through one session, RSS %d KiB before, VmHWM %d KiB after", cfg.bytes>>20, before, peak),
+	}
 }
+
+// measureP6 runs cfg.many sessions at once, each running cfg.each `true`
+// commands in turn, against the rate of one session running commands in
+// turn, measured before and after.
+func measureP6(ctx context.Context, cfg config) Row {
+	one, err := newSession(ctx)
+	if err != nil {
+		return failed(err)
+	}
+	defer closeSession(one)
+	single := func() (float64, error) {
+		n := 4 * cfg.each
+		t := time.Now()
+		for range n {
+			if err := runIn(ctx, one, "true"); err != nil {
+				return 0, err
+			}
+		}
+		return float64(n) / time.Since(t).Seconds(), nil
+	}
+	r1, err := single()
+	if err != nil {
+		return failed(err)
+	}
+
+	sessions := make([]*shellsession.Session, 0, cfg.many)
+	defer func() {
+		for _, s := range sessions {
+			closeSession(s)
+		}
+	}()
+	for range cfg.many {
+		s, err := newSession(ctx)
+		if err != nil {
+			return failed(fmt.Errorf("session %d of %d: %w", len(sessions)+1, cfg.many, err))
+		}
+		sessions = append(sessions, s)
+	}
+	var (
+		mu   sync.Mutex
+		lat  samples
+		errs []error
+		wg   sync.WaitGroup
+	)
+	t := time.Now()
+	for _, s := range sessions {
+		wg.Go(func() {
+			var mine samples
+			for range cfg.each {
+				c := time.Now()
+				if err := runIn(ctx, s, "true"); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+				mine = append(mine, time.Since(c))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(t)
+	r2, err := single()
+	if err != nil {
+		return failed(err)
+	}
+	if len(errs) > 0 {
+		return failed(fmt.Errorf("%d sessions failed, first: %w", len(errs), errors.Join(errs[0])))
+	}
+	rate := float64(len(lat)) / elapsed.Seconds()
+	base := (r1 + r2) / 2
+	return Row{
+		Value:    fmt.Sprintf("%.0f cmd/s (p99 %s)", rate, dur(lat.p99())),
+		Baseline: fmt.Sprintf("%.0f cmd/s", base),
+		Ratio:    rate / base,
+		Target:   "≥ 1.5×, no error",
+		Met:      yesNo(rate/base >= 1.5),
+		Note: fmt.Sprintf("%d sessions × %d commands, median round trip %s; one session %.0f then %.0f cmd/s",
+			cfg.many, cfg.each, dur(lat.median()), r1, r2),
+	}
+}
+
+// measureP7 is the daemon memory each idle session costs beyond its shell,
+// and the CPU the daemon spends while they idle.
+func measureP7(ctx context.Context, cfg config) Row {
+	const n = 50
+	before, err := settledRSS()
+	if err != nil {
+		return failed(err)
+	}
+	sessions := make([]*shellsession.Session, 0, n)
+	defer func() {
+		for _, s := range sessions {
+			closeSession(s)
+		}
+	}()
+	for range n {
+		s, err := newSession(ctx)
+		if err != nil {
+			return failed(err)
+		}
+		sessions = append(sessions, s)
+	}
+	after, err := settledRSS()
+	if err != nil {
+		return failed(err)
+	}
+	shell, err := statusKiB(strconv.Itoa(sessions[0].Info().PID), "VmRSS")
+	if err != nil {
+		return failed(err)
+	}
+	idle := time.Second
+	if !cfg.quick {
+		idle = 5 * time.Second
+	}
+	cpu0 := cpuTime()
+	time.Sleep(idle)
+	cpu := cpuTime() - cpu0
+	per := float64(after-before) / n
+	return Row{
+		Value:    fmt.Sprintf("%.0f KiB/session, CPU %s in %s idle", per, dur(cpu), idle),
+		Baseline: fmt.Sprintf("%d KiB (bash RSS)", shell),
+		Ratio:    per / float64(shell),
+		Target:   "≤ 256 KiB, 0 CPU",
+		Met:      yesNo(per <= 256 && cpu < 10*time.Millisecond),
+		Note:     fmt.Sprintf("%d sessions, daemon RSS %d → %d KiB; CPU under 10ms counts as none", n, before, after),
+	}
+}
+
+// cpuTime is the user and system CPU this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func measureP8(context.Context, config) Row {
 	return notMeasured("measured at store level: go test -bench Followers ./logstore")
 }

@@ -154,7 +154,7 @@ func measureP4(ctx context.Context, cfg config) Row {
 	inSession := func() error {
 		ctx, cancel := context.WithTimeout(ctx, 120*time.Second)
 		defer cancel()
-		c, r, err := s.Run(ctx, shellsession.CommandOptions{Cmd: line, KeepLogs: "none"})
+		c, r, err := s.Run(ctx, shellsession.CommandOptions{Cmd: line})
 		if err != nil {
 			return err
 		}
