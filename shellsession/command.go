@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/internal/shells"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/sentinel"
@@ -173,13 +174,20 @@ func (c *Command) Run() {
 	if t := c.opts.ExecutionTimeout; t > 0 {
 		c.addTimer(time.AfterFunc(t, c.timeout))
 	}
-	if err := s.write(f.Text); err != nil {
+	text := f.Text
+	if s.sh.Family == shells.Bash {
+		// bash keeps what it read ahead when a command aborts, so the end
+		// line can go with the command and save a round trip.
+		text += f.End
+	} else {
+		// The end line follows once the shell runs the command (see
+		// streamOpened); should it never run (a redirection that failed),
+		// it follows anyway after a while.
+		c.nudgeUnopened(time.Second)
+	}
+	if err := s.write(text); err != nil {
 		<-s.exited // a failed write means the shell is gone
 	}
-	// The end line follows once the shell runs the group (see streamOpened);
-	// should the group never run (a redirection that failed), it follows
-	// anyway after a while.
-	c.nudgeUnopened(time.Second)
 
 	select {
 	case <-c.endsDone:
@@ -375,7 +383,9 @@ func (c *Command) streamOpened() {
 	end := c.frame.End
 	c.mu.Unlock()
 	if first {
-		c.s.write(end)
+		if c.s.sh.Family != shells.Bash {
+			c.s.write(end)
+		}
 		if pending {
 			c.sendINT()
 		}
