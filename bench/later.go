@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/shellsession"
 )
 
@@ -231,6 +233,87 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-func measureP8(context.Context, config) Row {
-	return notMeasured("measured at store level: go test -bench Followers ./logstore")
+// measureP8 is the throughput of a session command writing 256 MiB (64
+// MiB in -quick) while 50 followers stream its log, against the same
+// command with none. The time runs until the command has ended and every
+// follower has reached the log's end; every follower must see each frame or
+// a warning before a gap.
+func measureP8(ctx context.Context, cfg config) Row {
+	const followers = 50
+	size := int64(256 << 20)
+	if cfg.quick {
+		size = 64 << 20
+	}
+	s, err := newSession(ctx)
+	if err != nil {
+		return failed(err)
+	}
+	defer closeSession(s)
+	line := fmt.Sprintf("head -c %d /dev/zero", size)
+	var gaps, warnings, short int
+	run := func(nf int) func() error {
+		return func() error {
+			ctx, cancel := context.WithTimeout(ctx, 120*time.Second)
+			defer cancel()
+			c, err := s.Submit(shellsession.CommandOptions{Cmd: line})
+			if err != nil {
+				return err
+			}
+			var (
+				wg sync.WaitGroup
+				mu sync.Mutex
+			)
+			for range nf {
+				wg.Go(func() {
+					var next logstore.Cursor = 1
+					var got int64
+					var w, g int
+					err := c.Log().Follow(ctx, 0, func(e logstore.Event) bool {
+						switch {
+						case e.Warning != nil:
+							w++
+							next = e.Warning.FirstAvailable
+						case e.Frame != nil:
+							if e.Frame.Cursor != next {
+								g++
+							}
+							next = e.Frame.Cursor + 1
+							got += int64(len(e.Frame.Data))
+						}
+						return true
+					})
+					mu.Lock()
+					defer mu.Unlock()
+					warnings += w
+					gaps += g
+					if err != nil || (w == 0 && got != size) {
+						short++
+					}
+				})
+			}
+			r, err := process.Wait(ctx, c)
+			wg.Wait()
+			if err != nil {
+				return err
+			}
+			return exitedZero(r)
+		}
+	}
+	reps := 3
+	v, base, err := alternate(reps, run(followers), run(0))
+	if err != nil {
+		return failed(err)
+	}
+	vr := float64(size) / v.median().Seconds()
+	br := float64(size) / base.median().Seconds()
+	ok := gaps == 0 && short == 0
+	return Row{
+		Value:    rate(size, v.median()),
+		Baseline: rate(size, base.median()),
+		Ratio:    vr / br,
+		Target:   "≥ 0.5×, no silent gap",
+		Met:      yesNo(vr/br >= 0.5 && ok),
+		Note: fmt.Sprintf("%d MiB, %d followers, n=%d each; %d warnings, %d silent gaps, %d followers short of the output",
+			size>>20, followers, reps, warnings, gaps, short),
+	}
 }

@@ -73,7 +73,7 @@ var figures = []figure{
 	{"P5", "daemon peak RSS growth while P4 runs", measureP5},
 	{"P6", "concurrent sessions: commands per second", measureP6},
 	{"P7", "idle daemon memory per session", measureP7},
-	{"P8", "50 followers of one 256 MiB writer", measureP8},
+	{"P8", "50 followers streaming one session command's output", measureP8},
 }
 
 func main() {
