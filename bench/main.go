@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -80,6 +81,7 @@ func main() {
 	quick := flag.Bool("quick", false, "fewer repetitions and smaller outputs: the whole run stays under two minutes")
 	jsonOut := flag.String("json", "", "also write the report as JSON to `file` (- for stdout)")
 	only := flag.String("only", "", "measure only these `figures`, comma-separated (P1,P3)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to `file` (go tool pprof)")
 	flag.Parse()
 
 	cfg := config{quick: *quick, reps: 1000, slow: 100, bytes: 1 << 30, many: 256, each: 50}
@@ -105,6 +107,17 @@ func main() {
 		Go: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH,
 		Shells: shellVersions(),
 	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: -cpuprofile: %v\n", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+	}
 	ctx := context.Background()
 	for _, f := range figures {
 		if len(want) > 0 && !want[f.name] {
@@ -117,6 +130,7 @@ func main() {
 		rep.Rows = append(rep.Rows, row)
 		fmt.Fprintf(os.Stderr, "bench: %s done in %s\n", f.name, time.Since(t).Round(time.Millisecond))
 	}
+	pprof.StopCPUProfile()
 	rep.Elapsed = time.Since(start).Round(time.Millisecond).String()
 
 	printTable(os.Stdout, rep)
