@@ -137,6 +137,9 @@ func (s *Server) stopAll(ctx context.Context) {
 	}
 	wg.Wait()
 	for _, p := range s.reg.All() {
+		if p.Info().Kind == process.KindSession {
+			continue // ended with its session above
+		}
 		wg.Go(func() {
 			if err := p.Stop(ctx); err != nil {
 				s.log.Warn("stop process", "id", p.ID(), "err", err)

@@ -54,7 +54,7 @@ type daemon struct {
 }
 
 // start serves a new Server with opts (Token filled in) until the test ends.
-func start(t *testing.T, opts server.Options) *daemon {
+func start(t testing.TB, opts server.Options) *daemon {
 	t.Helper()
 	if opts.Token == "" {
 		opts.Token = testToken
@@ -82,7 +82,7 @@ func start(t *testing.T, opts server.Options) *daemon {
 }
 
 // ctx is the test's context bounded by a hang guard.
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	t.Cleanup(cancel)
 	return c

@@ -1,0 +1,101 @@
+package server_test
+
+import (
+	"os/exec"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/server"
+)
+
+// forkBashTrue is the baseline of PERFORMANCE.md: fork and wait
+// `bash -c true` from Go.
+func forkBashTrue(b *testing.B) {
+	cmd := exec.Command("bash", "-c", "true")
+	if err := proctree.Start(cmd); err != nil {
+		b.Fatal(err)
+	}
+	if err := proctree.Wait(cmd); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// alternate times op and the baseline in turn, one of each per iteration
+// (then after, untimed, when it is not nil), and reports the medians, op's
+// p99 and the ratio of the medians against target.
+func alternate(b *testing.B, target float64, op, after func()) {
+	var ops, base []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		op()
+		t1 := time.Now()
+		forkBashTrue(b)
+		ops = append(ops, t1.Sub(t0))
+		base = append(base, time.Since(t1))
+		if after != nil {
+			after()
+		}
+	}
+	slices.Sort(ops)
+	slices.Sort(base)
+	med, baseMed := ops[len(ops)/2], base[len(base)/2]
+	p99 := ops[min(len(ops)-1, len(ops)*99/100)]
+	ratio := float64(med) / float64(baseMed)
+	b.ReportMetric(float64(med.Microseconds()), "µs-median")
+	b.ReportMetric(float64(p99.Microseconds()), "µs-p99")
+	b.ReportMetric(float64(baseMed.Microseconds()), "µs-baseline")
+	b.ReportMetric(ratio, "ratio")
+	met := "met"
+	if ratio > target {
+		met = "NOT met"
+	}
+	b.Logf("n=%d median %v p99 %v, fork-and-wait bash -c true %v: ratio %.3f (target ≤ %.2f: %s)",
+		len(ops), med, p99, baseMed, ratio, target, met)
+}
+
+// BenchmarkP2SessionTrueHTTP is P2: the round trip of `true` in a session
+// over HTTP (POST /v1/sessions/{id}/commands/run).
+func BenchmarkP2SessionTrueHTTP(b *testing.B) {
+	d := start(b, server.Options{})
+	c := ctx(b)
+	s, err := d.c.CreateSession(c, client.SessionOptions{})
+	require.NoError(b, err)
+	opts := client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "true"}}
+	alternate(b, 0.10, func() {
+		r, _, err := d.c.RunCommand(c, s.ID, opts)
+		if err != nil || r == nil || r.ExitCode == nil || *r.ExitCode != 0 {
+			b.Fatalf("run true: %v %+v", err, r)
+		}
+	}, nil)
+}
+
+// BenchmarkP3OneShotTrueHTTP is P3: one-shot `true` over HTTP
+// (POST /v1/processes/run).
+func BenchmarkP3OneShotTrueHTTP(b *testing.B) {
+	d := start(b, server.Options{})
+	c := ctx(b)
+	opts := client.RunOptions{StartOptions: client.StartOptions{Cmd: "true"}}
+	alternate(b, 1.2, func() {
+		r, _, err := d.c.Run(c, opts)
+		if err != nil || r == nil || r.ExitCode == nil || *r.ExitCode != 0 {
+			b.Fatalf("run true: %v %+v", err, r)
+		}
+	}, nil)
+}
+
+// BenchmarkHealthz is the floor of any route: one HTTP round trip to the
+// daemon on loopback.
+func BenchmarkHealthz(b *testing.B) {
+	d := start(b, server.Options{})
+	c := ctx(b)
+	for b.Loop() {
+		if _, err := d.c.Health(c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
