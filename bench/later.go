@@ -225,6 +225,24 @@ func goMemory() int64 {
 	return int64(m.HeapAlloc + m.StackInuse)
 }
 
+// procCPU is the user and system CPU process pid has used (in clock
+// ticks of 10 ms), zero when it cannot be read.
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses.
+	i := strings.LastIndexByte(string(b), ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+st) * 10 * time.Millisecond
+}
+
 // cpuTime is the user and system CPU this process has used.
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
