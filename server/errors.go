@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 
 	"github.com/conchsh/conch/client"
@@ -78,6 +77,11 @@ func apiError(err error) *Error {
 // writeError renders err as the API's error body. Internal errors are logged:
 // they are bugs.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	if contextDone(err) && r.Context().Err() != nil {
+		// The client went away or the daemon is stopping: nobody to tell.
+		s.log.Debug("request abandoned", "method", r.Method, "path", r.URL.Path, "err", err)
+		return
+	}
 	e := apiError(err)
 	if e.Status == http.StatusInternalServerError {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
@@ -125,11 +129,6 @@ func decodeJSON(r *http.Request, v any) error {
 		return badRequest("malformed JSON body: data after the JSON value")
 	}
 	return nil
-}
-
-// logAttrs is how a request appears in the daemon's log.
-func logAttrs(r *http.Request) []any {
-	return []any{slog.String("method", r.Method), slog.String("path", r.URL.Path)}
 }
 
 // contextDone reports whether err is the end of a request's context, which

@@ -141,6 +141,18 @@ func TestBodyLimit(t *testing.T) {
 			require.Equal(t, client.CodePayloadTooLarge, errorCode(t, body))
 		})
 	}
+	t.Run("stdin", func(t *testing.T) {
+		t.Parallel()
+		c := ctx(t)
+		p, err := d.c.Start(c, client.StartOptions{Cmd: "cat >/dev/null", Stdin: "open"})
+		require.NoError(t, err)
+		err = d.c.WriteStdin(c, p.ID, []byte(big), false)
+		requireCode(t, err, client.CodePayloadTooLarge)
+		require.NoError(t, d.c.WriteStdin(c, p.ID, []byte("small"), true))
+		r, _, err := d.c.Wait(c, p.ID, 0)
+		require.NoError(t, err)
+		require.Equal(t, 0, exitCode(t, *r))
+	})
 }
 
 func TestMalformedBodies(t *testing.T) {

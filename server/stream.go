@@ -101,9 +101,9 @@ func (s *Server) endStream(ctx context.Context, w io.Writer, rc *http.ResponseCo
 	return nil
 }
 
-// follow runs l.Follow in a goroutine and hands its events over a channel,
-// each with a frame of its own. The channel is closed when the follow ends;
-// done is closed once the goroutine has returned.
+// follow runs l.Follow in a goroutine and hands its events over a channel
+// (each Frame is the follower's own copy). The channel is closed when the
+// follow ends; done is closed once the goroutine has returned.
 func follow(ctx context.Context, l *logstore.Log, after logstore.Cursor) (<-chan logstore.Event, <-chan struct{}) {
 	events := make(chan logstore.Event)
 	done := make(chan struct{})
@@ -111,10 +111,6 @@ func follow(ctx context.Context, l *logstore.Log, after logstore.Cursor) (<-chan
 		defer close(done)
 		defer close(events)
 		_ = l.Follow(ctx, after, func(ev logstore.Event) bool {
-			if ev.Frame != nil {
-				f := *ev.Frame
-				ev.Frame = &f
-			}
 			select {
 			case events <- ev:
 				return !ev.End
