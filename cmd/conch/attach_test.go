@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/process"
+	"github.com/conchsh/conch/server"
+)
+
+// conchBinary returns a path that runs this test binary as conch (see
+// testscript.Main).
+func conchBinary(t *testing.T) string {
+	t.Helper()
+	self, err := os.Executable()
+	require.NoError(t, err)
+	bin := filepath.Join(t.TempDir(), "conch")
+	require.NoError(t, os.Symlink(self, bin))
+	return bin
+}
+
+// serve runs a daemon in this process until the test ends.
+func serve(t *testing.T) *client.Client {
+	t.Helper()
+	const token = "attach-test-token"
+	srv, err := server.New(server.Options{Token: token, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	c, err := client.New("http://"+ln.Addr().String(), token)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, srv.Shutdown(ctx))
+		require.NoError(t, <-served)
+		c.CloseIdleConnections()
+	})
+	return c
+}
+
+// terminal is conch running on a pseudo-terminal, as a user runs it.
+type terminal struct {
+	cmd  *exec.Cmd
+	tty  *os.File
+	mu   sync.Mutex
+	out  bytes.Buffer
+	done chan struct{}
+}
+
+func runOnTerminal(t *testing.T, c *client.Client, args ...string) *terminal {
+	t.Helper()
+	cmd := exec.Command(conchBinary(t), args...)
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+c.URL(), client.EnvToken+"=attach-test-token")
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 100, Rows: 30})
+	require.NoError(t, err)
+	term := &terminal{cmd: cmd, tty: tty, done: make(chan struct{})}
+	go func() {
+		defer close(term.done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := tty.Read(buf)
+			term.mu.Lock()
+			term.out.Write(buf[:n])
+			term.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		tty.Close()
+		<-term.done
+	})
+	return term
+}
+
+// expect waits until the terminal has shown want.
+func (term *terminal) expect(t *testing.T, want string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		term.mu.Lock()
+		got := term.out.String()
+		term.mu.Unlock()
+		if strings.Contains(got, want) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	term.mu.Lock()
+	defer term.mu.Unlock()
+	t.Fatalf("terminal did not show %q; it shows %q", want, term.out.String())
+}
+
+// exitCode waits for conch to exit and returns its status.
+func (term *terminal) exitCode(t *testing.T) int {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { errc <- term.cmd.Wait() }()
+	select {
+	case err := <-errc:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		require.NoError(t, err)
+		return 0
+	case <-time.After(20 * time.Second):
+		t.Fatal("conch did not exit")
+		return -1
+	}
+}
+
+func TestAttachTerminal(t *testing.T) {
+	t.Parallel()
+	c := serve(t)
+	ctx := t.Context()
+	p, err := c.Start(ctx, client.StartOptions{
+		Kind: process.KindPTY,
+		Cmd:  `read a; stty size; read b; stty size; echo "got:$b"; exit 4`,
+	})
+	require.NoError(t, err)
+
+	term := runOnTerminal(t, c, "attach", p.ID)
+	// conch sent its terminal's size before any input.
+	_, err = term.tty.Write([]byte("x\r"))
+	require.NoError(t, err)
+	term.expect(t, "30 100")
+
+	// A resize of conch's terminal (SIGWINCH) reaches the process.
+	require.NoError(t, pty.Setsize(term.tty, &pty.Winsize{Cols: 120, Rows: 40}))
+	require.Eventually(t, func() bool {
+		got, err := c.Get(ctx, p.ID)
+		return err == nil && got.Terminal != nil && got.Terminal.Cols == 120
+	}, 20*time.Second, 10*time.Millisecond)
+	_, err = term.tty.Write([]byte("hello\r"))
+	require.NoError(t, err)
+	term.expect(t, "40 120")
+	term.expect(t, "got:hello")
+	require.Equal(t, 4, term.exitCode(t), "conch attach exits with the process's status")
+}
+
+func TestAttachDetach(t *testing.T) {
+	t.Parallel()
+	c := serve(t)
+	ctx := t.Context()
+	p, err := c.Start(ctx, client.StartOptions{Kind: process.KindPTY, Cmd: "echo ready; sleep 30"})
+	require.NoError(t, err)
+	term := runOnTerminal(t, c, "attach", p.ID)
+	term.expect(t, "ready")
+	_, err = term.tty.Write([]byte{detachKey})
+	require.NoError(t, err)
+	require.Equal(t, 0, term.exitCode(t))
+	got, err := c.Get(ctx, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, process.Running, got.State, "detaching leaves the process running")
+}
