@@ -3,9 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -163,9 +165,36 @@ func measureP6(ctx context.Context, cfg config) Row {
 	}
 }
 
-// measureP7 is the daemon memory each idle session costs beyond its shell,
-// and the CPU the daemon spends while they idle.
+// measureP7 runs measureIdle in a fresh copy of this program, so that
+// what the figures before it left behind (goroutine stacks, heap spans)
+// neither hides nor inflates what the sessions cost.
 func measureP7(ctx context.Context, cfg config) Row {
+	self, err := os.Executable()
+	if err != nil {
+		return failed(err)
+	}
+	args := []string{"-idle-child"}
+	if cfg.quick {
+		args = append(args, "-quick")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 120*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, self, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return failed(fmt.Errorf("idle child: %w", err))
+	}
+	var row Row
+	if err := json.Unmarshal(out, &row); err != nil {
+		return failed(fmt.Errorf("idle child: %w", err))
+	}
+	return row
+}
+
+// measureIdle is the daemon memory each idle session costs beyond its
+// shell, and the CPU the daemon spends while they idle.
+func measureIdle(ctx context.Context, cfg config) Row {
 	const n = 50
 	before, err := settledRSS()
 	if err != nil {
