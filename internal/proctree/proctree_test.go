@@ -252,3 +252,50 @@ func TestStartReaperTwice(t *testing.T) {
 		t.Fatalf("second StartReaper: %v, want ErrReaperRunning", err)
 	}
 }
+
+// Owned zombies not waited for yet come first when the reaper peeks;
+// orphans behind them are still reaped, and their status is kept. Which
+// zombie a peek finds first depends on which thread forked it (the kernel
+// starts at the waiting thread), so owned zombies are made from many
+// goroutines to put one ahead of the orphan on most runs.
+func TestOrphanBehindUnwaitedOwnedChildren(t *testing.T) {
+	t.Parallel()
+	owned := make([]*exec.Cmd, 16)
+	var wg sync.WaitGroup
+	for i := range owned {
+		wg.Go(func() {
+			owned[i] = exec.CommandContext(t.Context(), "sh", "-c", "exit 9")
+			if err := Start(owned[i]); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	for _, c := range owned {
+		eventually(t, "the owned child a zombie", func() bool {
+			s, ok := readStat(c.Process.Pid)
+			return ok && s.state == 'Z'
+		})
+	}
+	cmd, pids := tree(t, `setsid sh -c 'sleep 0.2 & echo $!' &
+wait`, 1)
+	if err := Wait(cmd); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, fmt.Sprintf("orphan %d reaped", pids[0]), func() bool {
+		_, err := os.Stat("/proc/" + strconv.Itoa(pids[0]))
+		return errors.Is(err, os.ErrNotExist)
+	})
+	for _, c := range owned {
+		if s, ok := readStat(c.Process.Pid); !ok || s.state != 'Z' {
+			t.Fatal("an owned zombie was reaped by the reaper")
+		}
+		var ee *exec.ExitError
+		if err := Wait(c); !errors.As(err, &ee) || ee.ExitCode() != 9 {
+			t.Fatalf("owned child: %v, want exit status 9", err)
+		}
+	}
+}
