@@ -56,6 +56,9 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
+// CloseIdleConnections closes the connections kept for later requests.
+func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+
 // URL returns the daemon's base URL.
 func (c *Client) URL() string { return c.base.String() }
 

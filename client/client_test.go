@@ -1,0 +1,153 @@
+package client
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestReadEvents(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		input string
+		want  []Event
+		err   string
+	}{
+		{"log", "id: 7\nevent: log\ndata: {\"cursor\":\"7\",\"channel\":\"stdout\",\"data\":\"hi\\n\",\"encoding\":\"text\",\"timestamp\":1}\n\n",
+			[]Event{{Type: EventLog, ID: "7", Frame: &LogFrame{Cursor: "7", Channel: "stdout", Data: "hi\n", Encoding: "text", Timestamp: 1}}}, ""},
+		{"comments and blank lines", ": ping\n\n: ping\n\nevent: eof\ndata: {}\n\n", []Event{{Type: EventEOF}}, ""},
+		{"crlf", "event: state\r\ndata: {\"reason\":\"exited\",\"exitCode\":3}\r\n\r\n",
+			[]Event{{Type: EventState, State: &WaitResult{Reason: "exited", ExitCode: ptr(3)}}}, ""},
+		{"no space after colon", "event:warning\ndata:{\"message\":\"m\",\"firstAvailableCursor\":\"9\"}\n\n",
+			[]Event{{Type: EventWarning, Warning: &Warning{Message: "m", FirstAvailableCursor: "9"}}}, ""},
+		{"data over lines", "event: warning\ndata: {\"message\":\ndata: \"m\"}\n\n",
+			[]Event{{Type: EventWarning, Warning: &Warning{Message: "m"}}}, ""},
+		{"unfinished event", "event: eof\ndata: {}\n", nil, ""},
+		{"unknown event", "event: surprise\ndata: {}\n\n", nil, "unknown event"},
+		{"bad data", "event: log\ndata: {\n\n", nil, "log event"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var got []Event
+			var err error
+			for ev, e := range readEvents(strings.NewReader(tt.input)) {
+				if e != nil {
+					err = e
+					break
+				}
+				got = append(got, ev)
+			}
+			if tt.err != "" {
+				require.ErrorContains(t, err, tt.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func FuzzReadEvents(f *testing.F) {
+	f.Add("id: 1\nevent: log\ndata: {}\n\n")
+	f.Add(": ping\n\nevent: eof\ndata: {}\n\n")
+	f.Add("event: state\ndata: {\"reason\":\"exited\"}\n\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		for ev, err := range readEvents(strings.NewReader(s)) {
+			if err != nil {
+				return
+			}
+			switch ev.Type {
+			case EventLog:
+				require.NotNil(t, ev.Frame)
+			case EventWarning:
+				require.NotNil(t, ev.Warning)
+			case EventState:
+				require.NotNil(t, ev.State)
+			case EventEOF:
+			default:
+				t.Fatalf("event of unknown type %q yielded", ev.Type)
+			}
+		}
+	})
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestWireTypes(t *testing.T) {
+	t.Parallel()
+	b, err := json.Marshal(struct {
+		T Time   `json:"t"`
+		Z Time   `json:"z,omitzero"`
+		M Millis `json:"m"`
+	}{T: Time{time.Date(2026, 1, 2, 3, 4, 5, 6_789_000, time.FixedZone("x", 3600))}, M: Millis(1500 * time.Millisecond)})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"t":"2026-01-02T02:04:05.006Z","m":1500}`, string(b))
+
+	var v struct {
+		T Time   `json:"t"`
+		M Millis `json:"m"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(`{"t":"2026-01-02T02:04:05.006Z","m":250}`), &v))
+	require.Equal(t, 250*time.Millisecond, v.M.Duration())
+	require.Equal(t, 6, v.T.Nanosecond()/1e6)
+	for _, bad := range []string{`{"m":-1}`, `{"m":"1"}`, `{"m":1e300}`, `{"t":"yesterday"}`} {
+		require.Error(t, json.Unmarshal([]byte(bad), &v), bad)
+	}
+}
+
+func TestError(t *testing.T) {
+	t.Parallel()
+	err := error(&Error{Status: 404, Code: CodeNotFound, Message: "process x: not found"})
+	require.True(t, HasCode(err, CodeNotFound))
+	require.False(t, HasCode(err, CodeInternal))
+	require.ErrorIs(t, err, &Error{Code: CodeNotFound})
+	require.Contains(t, err.Error(), "not_found")
+}
+
+// TestDiscover runs without t.Parallel: it sets the environment.
+func TestDiscover(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
+	t.Setenv(EnvURL, "")
+	t.Setenv(EnvToken, "")
+	dir := filepath.Join(state, "conch")
+
+	_, err := Discover()
+	require.ErrorContains(t, err, "no token")
+
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, TokenFile), []byte("tok\n"), 0o600))
+	c, err := Discover()
+	require.NoError(t, err)
+	require.Equal(t, DefaultURL, c.URL())
+	require.Equal(t, "tok", c.token)
+
+	other := filepath.Join(t.TempDir(), "other-token")
+	require.NoError(t, os.WriteFile(other, []byte("tok2"), 0o600))
+	require.NoError(t, WriteEndpoint(dir, Endpoint{URL: "http://127.0.0.1:9", TokenFile: other, PID: 1}))
+	c, err = Discover()
+	require.NoError(t, err)
+	require.Equal(t, "http://127.0.0.1:9", c.URL())
+	require.Equal(t, "tok2", c.token)
+
+	t.Setenv(EnvURL, "http://localhost:8")
+	t.Setenv(EnvToken, "tok3")
+	c, err = Discover()
+	require.NoError(t, err)
+	require.Equal(t, "http://localhost:8", c.URL())
+	require.Equal(t, "tok3", c.token)
+
+	t.Setenv(EnvURL, "localhost:8")
+	_, err = Discover()
+	require.ErrorContains(t, err, "want http://host:port")
+}
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
