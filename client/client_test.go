@@ -138,6 +138,10 @@ func TestDiscover(t *testing.T) {
 	require.Equal(t, "http://127.0.0.1:9", c.URL())
 	require.Equal(t, "tok2", c.token)
 
+	require.NoError(t, WriteEndpoint(dir, Endpoint{URL: "http://127.0.0.1:9", PID: 1}))
+	_, err = Discover()
+	require.ErrorContains(t, err, "took its token from CONCH_TOKEN")
+
 	t.Setenv(EnvURL, "http://localhost:8")
 	t.Setenv(EnvToken, "tok3")
 	c, err = Discover()

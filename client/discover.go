@@ -92,7 +92,8 @@ func ReadToken(path string) (string, error) {
 // Discover returns a Client for the daemon this user runs: the URL from
 // $CONCH_URL, else the state directory's endpoint, else DefaultURL; the
 // token from $CONCH_TOKEN, else the endpoint's token file, else the state
-// directory's token file.
+// directory's token file. A daemon that took its token from $CONCH_TOKEN
+// left no file: its clients need $CONCH_TOKEN too.
 func Discover(opts ...Option) (*Client, error) {
 	base, token := os.Getenv(EnvURL), os.Getenv(EnvToken)
 	dir, dirErr := StateDir()
@@ -112,6 +113,9 @@ func Discover(opts ...Option) (*Client, error) {
 	}
 	if token == "" {
 		path := ep.TokenFile
+		if ep.URL != "" && path == "" {
+			return nil, fmt.Errorf("the daemon at %s took its token from %s: set it here too", ep.URL, EnvToken)
+		}
 		if path == "" && dirErr == nil {
 			path = filepath.Join(dir, TokenFile)
 		}
