@@ -12,13 +12,17 @@ import (
 	"time"
 )
 
-func processPath(id string, rest ...string) string {
-	p := "/v1/processes/" + url.PathEscape(id)
+// resourcePath is the path of the resource with id in collection
+// (processes, sessions), followed by rest.
+func resourcePath(collection, id string, rest ...string) string {
+	p := "/v1/" + collection + "/" + url.PathEscape(id)
 	for _, r := range rest {
 		p += "/" + r
 	}
 	return p
 }
+
+func processPath(id string, rest ...string) string { return resourcePath("processes", id, rest...) }
 
 // Start starts an exec or PTY process and returns it without waiting.
 func (c *Client) Start(ctx context.Context, opts StartOptions) (*Process, error) {

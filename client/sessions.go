@@ -3,16 +3,9 @@ package client
 import (
 	"context"
 	"net/http"
-	"net/url"
 )
 
-func sessionPath(id string, rest ...string) string {
-	p := "/v1/sessions/" + url.PathEscape(id)
-	for _, r := range rest {
-		p += "/" + r
-	}
-	return p
-}
+func sessionPath(id string, rest ...string) string { return resourcePath("sessions", id, rest...) }
 
 // CreateSession starts a session's shell and returns the session once the
 // shell is ready.

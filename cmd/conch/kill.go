@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"time"
 
 	"github.com/conchsh/conch/client"
@@ -12,29 +13,19 @@ func cmdKill(ctx context.Context, e *env, args []string) int {
 	sig := fs.String("s", "TERM", "`signal` to send (TERM, KILL, INT, HUP, ...)")
 	after := fs.Duration("escalate-after", 0, "send the escalation signal after this `duration` if it still runs")
 	to := fs.String("escalate-to", "", "escalation `signal` (default KILL)")
-	if code, ok := parse(fs, args); !ok {
-		return code
-	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		return exitUsage
-	}
-	c, err := dial()
-	if err != nil {
-		return fail(e, exitFailure, err)
-	}
-	opts := client.KillOptions{Signal: *sig, EscalateAfter: client.Millis(*after), EscalateTo: *to}
-	code := 0
-	for _, id := range fs.Args() {
-		if err := c.Kill(ctx, id, opts); err != nil {
-			code = fail(e, exitFailure, err)
-		}
-	}
-	return code
+	return eachID(e, fs, args, func(c *client.Client, id string) error {
+		return c.Kill(ctx, id, client.KillOptions{Signal: *sig, EscalateAfter: client.Millis(*after), EscalateTo: *to})
+	})
 }
 
 func cmdRm(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "rm", "ID...")
+	return eachID(e, fs, args, func(c *client.Client, id string) error { return c.Delete(ctx, id) })
+}
+
+// eachID parses args into fs and calls f with every id argument. Each
+// failure is reported; the status is 1 when any failed.
+func eachID(e *env, fs *flag.FlagSet, args []string, f func(c *client.Client, id string) error) int {
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
@@ -48,7 +39,7 @@ func cmdRm(ctx context.Context, e *env, args []string) int {
 	}
 	code := 0
 	for _, id := range fs.Args() {
-		if err := c.Delete(ctx, id); err != nil {
+		if err := f(c, id); err != nil {
 			code = fail(e, exitFailure, err)
 		}
 	}

@@ -96,24 +96,7 @@ func cmdSessionLs(ctx context.Context, e *env, args []string) int {
 
 func cmdSessionRm(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "session rm", "ID...")
-	if code, ok := parse(fs, args); !ok {
-		return code
-	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		return exitUsage
-	}
-	c, err := dial()
-	if err != nil {
-		return fail(e, exitFailure, err)
-	}
-	code := 0
-	for _, id := range fs.Args() {
-		if err := c.DeleteSession(ctx, id); err != nil {
-			code = fail(e, exitFailure, err)
-		}
-	}
-	return code
+	return eachID(e, fs, args, func(c *client.Client, id string) error { return c.DeleteSession(ctx, id) })
 }
 
 func dash(s string) string {
