@@ -59,12 +59,9 @@ func (s *Server) start(ctx context.Context, opts client.StartOptions) (process.P
 	return p, nil
 }
 
-// sessionShell is a session as the server drives it.
-type sessionShell = *shellsession.Session
-
 // startShell starts a session's shell and returns once it is ready. The
 // caller checked opts.
-func (s *Server) startShell(ctx context.Context, opts client.SessionOptions, ports []int) (sessionShell, error) {
+func (s *Server) startShell(ctx context.Context, opts client.SessionOptions, ports []int) (*shellsession.Session, error) {
 	return shellsession.New(ctx, shellsession.Options{
 		Name:      opts.Name,
 		Cwd:       opts.Cwd,
@@ -78,7 +75,7 @@ func (s *Server) startShell(ctx context.Context, opts client.SessionOptions, por
 
 // submitTo queues a command in the session's shell. The caller checked
 // opts.
-func (s *Server) submitTo(sh sessionShell, opts client.CommandOptions) (process.Process, error) {
+func (s *Server) submitTo(sh *shellsession.Session, opts client.CommandOptions) (process.Process, error) {
 	keep, _ := checkKeepLogs(opts.KeepLogs)
 	c, err := sh.Submit(shellsession.CommandOptions{
 		Cmd:              opts.Cmd,

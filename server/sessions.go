@@ -3,27 +3,17 @@ package server
 import (
 	"fmt"
 	"net/http"
-	"sync"
 
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/localsandbox"
 	"github.com/conchsh/conch/process"
+	"github.com/conchsh/conch/shellsession"
 )
 
 // sessionEntry is a live session: its shell and the ports it leased.
 type sessionEntry struct {
-	id    string
-	shell sessionShell
+	shell *shellsession.Session
 	ports []*localsandbox.PortLease
-
-	closeOnce sync.Once
-	closeErr  error
-}
-
-// close ends the session's shell and every process under it, once.
-func (e *sessionEntry) close() error {
-	e.closeOnce.Do(func() { e.closeErr = e.shell.Close() })
-	return e.closeErr
 }
 
 func (e *sessionEntry) releasePorts() {
@@ -47,8 +37,8 @@ func (s *Server) isSession(id string) bool {
 	return err == nil
 }
 
-// leasedPorts returns the port numbers of the session's leases.
-func (s *Server) leasedPorts(e *sessionEntry) []int {
+// portNumbers returns the numbers of the session's leased ports.
+func (e *sessionEntry) portNumbers() []int {
 	if len(e.ports) == 0 {
 		return nil
 	}
@@ -89,20 +79,20 @@ func (s *Server) newSession(r *http.Request, opts client.SessionOptions) (*sessi
 		}
 		e.ports = append(e.ports, l)
 	}
-	sh, err := s.startShell(r.Context(), opts, s.leasedPorts(e))
+	sh, err := s.startShell(r.Context(), opts, e.portNumbers())
 	if err != nil {
 		e.releasePorts()
 		return nil, err
 	}
-	e.id, e.shell = sh.ID(), sh
+	e.shell = sh
 	s.mu.Lock()
-	s.sessions[e.id] = e
+	s.sessions[sh.ID()] = e
 	s.mu.Unlock()
 	if err := s.track(sh, slotSession); err != nil {
 		s.mu.Lock()
-		delete(s.sessions, e.id)
+		delete(s.sessions, sh.ID())
 		s.mu.Unlock()
-		_ = e.close()
+		_ = sh.Close()
 		e.releasePorts()
 		return nil, err
 	}
@@ -147,7 +137,7 @@ func (s *Server) removeSession(id string) error {
 	if !ok {
 		return fmt.Errorf("session %s: %w", id, process.ErrNotFound)
 	}
-	err := e.close()
+	err := e.shell.Close()
 	s.forgetCommands(id)
 	s.reg.Remove(id)
 	e.releasePorts()
