@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -82,8 +83,10 @@ var ErrReaperRunning = errors.New("a reaper runs already")
 
 // StartReaper starts a goroutine that reaps, on every SIGCHLD, every zombie
 // child of this process that was not started with [Start]: the orphans this
-// process inherits as a subreaper or as PID 1. It does not poll. Only one
-// reaper runs per process. stop ends the goroutine and returns once it has.
+// process inherits as a subreaper or as PID 1. It does not poll: it wakes on
+// SIGCHLD, on a [Wait], and 50 ms after it found an owned zombie that is not
+// waited for yet in front of the others, to look behind it. Only one reaper
+// runs per process. stop ends the goroutine and returns once it has.
 func StartReaper() (stop func(), err error) {
 	reaperMu.Lock()
 	defer reaperMu.Unlock()
@@ -97,17 +100,25 @@ func StartReaper() (stop func(), err error) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		startMu.Lock()
-		reapAll() // orphans inherited before the reaper started
-		startMu.Unlock()
+		scan := time.NewTimer(0) // orphans inherited before the reaper started
+		defer scan.Stop()
+		scanning := true // scan is armed
 		for {
 			select {
 			case <-sigs:
-				reap()
 			case <-nudge:
-				reap()
+			case <-scan.C:
+				scanning = false
+				startMu.Lock()
+				reapAll()
+				startMu.Unlock()
+				continue
 			case <-quit:
 				return
+			}
+			if reap() && !scanning {
+				scan.Reset(scanDelay)
+				scanning = true
 			}
 		}
 	}()
@@ -124,39 +135,36 @@ func StartReaper() (stop func(), err error) {
 	}, nil
 }
 
-// lastOwned is the owned zombie reap last stopped at; only the reaper's
-// goroutine uses it.
-var lastOwned int
+// scanDelay is how long the reaper leaves orphans that may hide behind an
+// owned zombie before it looks at every child.
+const scanDelay = 50 * time.Millisecond
 
-// reap reaps every zombie child that is not owned. SIGCHLD coalesces, so one
-// call reaps every such zombie rather than one. It peeks at the first zombie
-// rather than reading /proc: most SIGCHLDs are an owned child's exit, which
-// its Wait reaps (often before the peek) and then nudges the reaper to look
-// past it. Only an owned zombie seen twice — a Wait that is late, or a
-// cmd.Wait that does not nudge — costs a scan of every child.
-func reap() {
+// reap reaps zombie children that are not owned, peeking at the first
+// zombie rather than reading /proc: most SIGCHLDs are an owned child's exit,
+// which its Wait reaps (often before the peek) and then nudges the reaper
+// to look past it. It reports whether it stopped at an owned zombie, which
+// may hide orphans behind it if no Wait comes; the caller then scans every
+// child scanDelay later. SIGCHLD coalesces, so one call reaps every orphan
+// it sees rather than one.
+func reap() (blocked bool) {
 	for {
 		pid := firstZombie()
 		if pid <= 0 {
-			lastOwned = 0
-			return
+			return false
 		}
 		startMu.Lock()
 		ownedMu.Lock()
 		mine := owned[pid]
 		ownedMu.Unlock()
-		if mine {
-			if pid == lastOwned {
-				reapAll()
-			}
-			lastOwned = pid
-			startMu.Unlock()
-			return
+		if !mine {
+			// With startMu held no Start is between fork and registration,
+			// so a zombie that is not owned is an orphan.
+			wait4(pid)
 		}
-		// With startMu held no Start is between fork and registration, so a
-		// zombie that is not owned is an orphan.
-		wait4(pid)
 		startMu.Unlock()
+		if mine {
+			return true
+		}
 	}
 }
 
