@@ -93,6 +93,9 @@ func (s *Server) watch(p process.Process, release func()) {
 	case <-s.stopped:
 		return
 	}
+	if e, err := s.session(p.ID()); err == nil {
+		e.releasePorts() // an ended session has no use for them
+	}
 	if p.Info().KeepLogs != logstore.KeepOnExitTTL {
 		return
 	}

@@ -69,6 +69,9 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	// The token must not reach the commands the daemon runs.
 	os.Unsetenv(client.EnvToken)
 
+	// Commands start with default signal dispositions even when the daemon
+	// was started with some ignored (nohup, a shell's background job).
+	proctree.ResetChildSignals()
 	// Orphans of the processes the daemon starts are reparented to it, so
 	// that it can find them (to end them) and reap them.
 	if err := proctree.EnableSubreaper(); err != nil {
