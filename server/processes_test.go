@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -441,4 +440,30 @@ func TestLimits(t *testing.T) {
 	require.NoError(t, d.c.DeleteSession(c, s.ID))
 }
 
-var _ = errors.New
+func TestKeepLogs(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{ExitTTL: 50 * time.Millisecond})
+	c := ctx(t)
+	ttl := d.run(t, client.StartOptions{Cmd: "echo x", KeepLogs: "on_exit_ttl"})
+	kept := d.run(t, client.StartOptions{Cmd: "echo x"})
+	none := d.run(t, client.StartOptions{Cmd: "echo x", KeepLogs: "none"})
+
+	require.Eventually(t, func() bool {
+		_, err := d.c.Get(c, ttl.ProcessID)
+		return client.HasCode(err, client.CodeNotFound)
+	}, 10*time.Second, 10*time.Millisecond, "on_exit_ttl forgets the record after the TTL")
+
+	p, err := d.c.Get(c, kept.ProcessID)
+	require.NoError(t, err, "until_cleanup keeps the record")
+	require.Equal(t, "1", p.LastCursor)
+
+	require.Empty(t, none.Logs)
+	p, err = d.c.Get(c, none.ProcessID)
+	require.NoError(t, err)
+	require.Equal(t, "none", string(p.KeepLogs))
+	require.True(t, p.TruncatedHead, "no frame of it is kept")
+	page, err := d.c.Logs(c, none.ProcessID, client.LogsOptions{})
+	require.NoError(t, err)
+	require.Empty(t, page.Items)
+	require.True(t, page.TruncatedHead)
+}
