@@ -3,6 +3,7 @@ package exec
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	osexec "os/exec"
 	"sync"
@@ -54,33 +55,14 @@ func Start(opts Options) (*Process, error) {
 	if id == "" {
 		id = uuid.NewString()
 	}
+	opts = opts.withDefaults()
 	kind := opts.Kind
-	if kind == "" {
-		kind = process.KindExec
-	}
-	if kind == process.KindPTY {
-		opts.Stdin = process.StdinOpen
-		if _, ok := opts.Env["TERM"]; !ok {
-			env := make(map[string]string, len(opts.Env)+1)
-			for k, v := range opts.Env {
-				env[k] = v
-			}
-			env["TERM"] = "xterm-256color"
-			opts.Env = env
-		}
-		if opts.Terminal == nil {
-			opts.Terminal = &process.TerminalSize{Cols: 80, Rows: 24}
-		}
-	}
 	pl, err := prepare(id, opts)
 	if err != nil {
 		return nil, err
 	}
 	keep, _ := logstore.ParseKeepLogs(string(opts.KeepLogs))
 	stdin := opts.Stdin
-	if stdin == "" {
-		stdin = process.StdinClosed
-	}
 	p := &Process{
 		id:   id,
 		log:  logstore.New(logstore.Options{Retention: opts.Retention, Keep: keep}),
@@ -134,6 +116,34 @@ func Start(opts Options) (*Process, error) {
 	}
 	go p.wait(readers, copied)
 	return p, nil
+}
+
+// withDefaults fills in the zero values Start gives a meaning to. A PTY
+// process's stdin is open, its TERM xterm-256color unless Env sets one, and
+// its size 80×24 unless given (copied: the caller keeps its value).
+func (o Options) withDefaults() Options {
+	if o.Kind == "" {
+		o.Kind = process.KindExec
+	}
+	if o.Stdin == "" {
+		o.Stdin = process.StdinClosed
+	}
+	if o.Kind != process.KindPTY {
+		return o
+	}
+	o.Stdin = process.StdinOpen
+	if _, ok := o.Env["TERM"]; !ok {
+		env := make(map[string]string, len(o.Env)+1)
+		maps.Copy(env, o.Env)
+		env["TERM"] = "xterm-256color"
+		o.Env = env
+	}
+	size := process.TerminalSize{Cols: 80, Rows: 24}
+	if o.Terminal != nil {
+		size = *o.Terminal
+	}
+	o.Terminal = &size
+	return o
 }
 
 // output is the read end of one of the process's outputs.
