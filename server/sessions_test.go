@@ -189,3 +189,22 @@ func TestSessionEndsItsProcesses(t *testing.T) {
 	_, err = d.c.Session(c, s.ID)
 	requireCode(t, err, client.CodeNotFound)
 }
+
+func TestDeleteStubbornCommand(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	s, err := d.c.CreateSession(c, client.SessionOptions{})
+	require.NoError(t, err)
+	// A builtin loop that ignores INT and TERM runs in the shell itself: it
+	// cannot be stopped without ending the session.
+	p, err := d.c.Submit(c, s.ID, client.CommandOptions{Cmd: "trap '' INT TERM; echo trapped; while :; do :; done"})
+	require.NoError(t, err)
+	require.Equal(t, "trapped\n", text(collectUntil(t, d, p.ID, 1)))
+	requireCode(t, d.c.Delete(c, p.ID), client.CodeUnsupportedOperation)
+	_, err = d.c.Get(c, p.ID)
+	require.NoError(t, err, "a command that was not deleted keeps its record")
+	require.NoError(t, d.c.DeleteSession(c, s.ID))
+	_, err = d.c.Get(c, p.ID)
+	requireCode(t, err, client.CodeNotFound)
+}

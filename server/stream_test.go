@@ -27,6 +27,23 @@ func collect(t *testing.T, d *daemon, id string, opts client.StreamOptions) []cl
 	return evs
 }
 
+// collectUntil reads a stream until it has n log events.
+func collectUntil(t *testing.T, d *daemon, id string, n int) []client.Event {
+	t.Helper()
+	var evs []client.Event
+	for ev, err := range d.c.Stream(ctx(t), id, client.StreamOptions{}) {
+		require.NoError(t, err)
+		if ev.Type == client.EventLog {
+			evs = append(evs, ev)
+			if len(evs) == n {
+				break
+			}
+		}
+	}
+	require.Len(t, evs, n)
+	return evs
+}
+
 // text joins the data of the log events.
 func text(evs []client.Event) string {
 	var b strings.Builder
