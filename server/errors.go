@@ -78,9 +78,12 @@ func apiError(err error) *Error {
 // they are bugs.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if contextDone(err) && r.Context().Err() != nil {
-		// The client went away or the daemon is stopping: nobody to tell.
-		s.log.Debug("request abandoned", "method", r.Method, "path", r.URL.Path, "err", err)
-		return
+		if s.ctx.Err() == nil {
+			// The client went away: there is nobody to tell.
+			s.log.Debug("request abandoned", "method", r.Method, "path", r.URL.Path, "err", err)
+			return
+		}
+		err = errShuttingDown
 	}
 	e := apiError(err)
 	if e.Status == http.StatusInternalServerError {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -32,5 +33,26 @@ func TestPanicAnswersInternal(t *testing.T) {
 	}
 	require.Contains(t, log.String(), "boom")
 	require.Contains(t, log.String(), "stack")
-	_ = io.Discard
+}
+
+func TestAbandonedRequest(t *testing.T) {
+	t.Parallel()
+	s, err := New(Options{Token: "t", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := httptest.NewRequest("GET", "http://127.0.0.1/v1/processes/x/wait", nil).WithContext(ctx)
+
+	// The client went away: nothing is written, nothing is logged as a bug.
+	w := httptest.NewRecorder()
+	s.writeError(w, r, context.Canceled)
+	require.Zero(t, w.Body.Len())
+
+	// The daemon is stopping: the client is told so.
+	s.cancel()
+	w = httptest.NewRecorder()
+	s.writeError(w, r, context.Canceled)
+	require.Equal(t, http.StatusConflict, w.Code)
+	require.Contains(t, w.Body.String(), `"unsupported_operation"`)
+	require.Contains(t, w.Body.String(), "shutting down")
 }
