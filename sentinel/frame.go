@@ -32,13 +32,20 @@ type Paths struct {
 	// Script, when set, is a file holding the command text, and the group
 	// sources it rather than holding the text itself (see New).
 	Script string
+	// Announce makes the frame write its start marker (Frame.Start) to the
+	// shell's own stdout before it runs the command.
+	Announce bool
 }
 
 // Frame is one command framed for the shell.
 type Frame struct {
 	Nonce Nonce
-	// Text is what the shell is sent first: the command group.
+	// Text is what the shell is sent first. With Paths.Announce it begins by
+	// writing Start to the shell's own stdout, which tells the engine that
+	// the shell has read the whole line and runs it.
 	Text string
+	// Start is the start marker: MarkerLead, "S", nonce.
+	Start []byte
 	// End is the line that writes the end markers, sent once the shell runs
 	// the group: a shell that reads its input in blocks drops what it read
 	// ahead when a command aborts (an error under set -u, an interrupt), so
@@ -60,6 +67,9 @@ const guardVar = "__conch"
 func New(text string, prevStatus int, p Paths) Frame {
 	n := NewNonce()
 	var b strings.Builder
+	if p.Announce {
+		b.WriteString(`\command printf '\036S` + string(n) + `'; `)
+	}
 	// $? as the previous command left it; "&& :" keeps set -e from firing.
 	switch prevStatus {
 	case 0:
@@ -89,7 +99,7 @@ func New(text string, prevStatus int, p Paths) Frame {
 		b.WriteString(quote(p.Stdin))
 	}
 	b.WriteString(" >" + quote(p.Stdout) + " 2>" + quote(p.Stderr) + "\n")
-	return Frame{Nonce: n, Text: b.String(), End: EndLine(n, p)}
+	return Frame{Nonce: n, Text: b.String(), Start: []byte("\x1eS" + string(n)), End: EndLine(n, p)}
 }
 
 // EndLine returns the line that writes the end markers of the command with

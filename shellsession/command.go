@@ -38,15 +38,14 @@ type Command struct {
 	exitedAt      time.Time
 	cwd           string         // the directory it started in
 	frame         sentinel.Frame // set when it starts
-	isOpen        bool           // the shell opened the command's streams: it is executing
+	isStarted     bool           // the shell runs the command
 	pendingINT    bool           // an interrupt waits for opened
 	interrupted   bool           // kill INT reached it
 	timedOut      bool
 	ends          int // stream end markers seen
 	end           sentinel.End
 	endsDone      chan struct{} // closed when both end markers are seen
-	opens         int           // stream opens that returned (or failed)
-	opensDone     chan struct{} // closed when both stream opens have returned
+	stdinOpened   chan struct{} // closed when the stdin feeder's open has returned
 	keepers       []*os.File    // our write ends that hold the streams open until their markers
 	keepersClosed bool
 	readers       int           // stream readers that have not returned
@@ -69,7 +68,7 @@ func (s *Session) newCommand(opts CommandOptions, probe bool) *Command {
 		done:        make(chan struct{}),
 		st:          process.Starting,
 		endsDone:    make(chan struct{}),
-		opensDone:   make(chan struct{}),
+		stdinOpened: make(chan struct{}),
 		readersDone: make(chan struct{}),
 		readers:     2,
 	}
@@ -137,7 +136,7 @@ func (c *Command) Run() {
 	cwd, prev := s.cwd, s.lastStatus
 	s.mu.Unlock()
 
-	chk := check(context.Background(), s.sh, c.opts.Cmd)
+	chk := check(context.Background(), s.sh, s.parser, c.opts.Cmd)
 	if chk.err != "" || chk.empty {
 		status := 0
 		c.begin(cwd, sentinel.Frame{})
@@ -152,54 +151,53 @@ func (c *Command) Run() {
 		return
 	}
 
-	p, err := s.nextPaths(c.opts.Stdin == process.StdinOpen, true)
-	if err == nil && p.script != "" {
-		err = os.WriteFile(p.script, []byte(c.opts.Cmd), 0o600)
+	st, err := s.takeStreams(c.opts.Stdin == process.StdinOpen)
+	if err == nil {
+		err = os.WriteFile(st.script, []byte(c.opts.Cmd), 0o600)
 	}
 	if err != nil {
-		p.remove()
+		st.close()
 		c.finish(process.Result{Reason: process.Failed, Error: fmt.Sprintf("prepare streams: %v", err)})
 		return
 	}
-	defer p.remove()
-	f := sentinel.New(c.opts.Cmd, prev, sentinel.Paths{Stdin: p.stdin, Stdout: p.stdout, Stderr: p.stderr, Script: p.script})
+	f := sentinel.New(c.opts.Cmd, prev, sentinel.Paths{
+		Stdin: st.stdin, Stdout: st.out.path, Stderr: st.err.path, Script: st.script,
+		Announce: !keepsReadAhead(s.sh),
+	})
 	c.begin(cwd, f)
 	s.wg.Add(2)
-	go c.readStream(p.stdout, logstore.Stdout, true)
-	go c.readStream(p.stderr, logstore.Stderr, false)
-	if p.stdin != "" {
+	go c.readStream(st.out, logstore.Stdout, true)
+	go c.readStream(st.err, logstore.Stderr, false)
+	if st.stdin != "" {
 		s.wg.Add(1)
-		go c.feedStdin(p.stdin)
+		go c.feedStdin(st.stdin)
 	}
 	if t := c.opts.ExecutionTimeout; t > 0 {
 		c.addTimer(time.AfterFunc(t, c.timeout))
 	}
 	text := f.Text
-	if s.sh.Family == shells.Bash {
-		// bash keeps what it read ahead when a command aborts, so the end
-		// line can go with the command and save a round trip.
+	if keepsReadAhead(s.sh) {
+		// The shell keeps what it read ahead when a command aborts, so the
+		// end line can go with the command and save a round trip. The line
+		// is short and sent in one write, so an interrupt cannot split it.
 		text += f.End
+		c.markStarted()
 	} else {
+		s.diag.expect(f.Start, c.started)
 		// The end line follows once the shell runs the command (see
-		// streamOpened); should it never run (a redirection that failed),
-		// it follows anyway after a while.
-		c.nudgeUnopened(time.Second)
+		// started); should that never be seen, it follows anyway.
+		c.nudgeUnstarted(time.Second)
 	}
 	if err := s.write(text); err != nil {
 		<-s.exited // a failed write means the shell is gone
 	}
+	defer s.prepareSpare()
+	defer os.Remove(st.script)
 
 	select {
-	case <-c.endsDone:
-		c.mu.Lock()
-		end := c.end
-		c.mu.Unlock()
-		s.mu.Lock()
-		s.cwd, s.lastStatus = end.Cwd, end.Status
-		s.mu.Unlock()
-		c.finish(c.resultFor(process.ExitedWith(end.Status)))
+	case <-c.endsDone: // streamEnded finished the command
 	case <-s.exited:
-		c.shellExited(p)
+		c.shellExited(st)
 	}
 }
 
@@ -229,8 +227,10 @@ func (c *Command) resultFor(r process.Result) process.Result {
 
 // shellExited ends a command whose shell exited under it: with the shell's
 // exit status when it exited (exit 3, exec, set -e), lost when it was killed.
-func (c *Command) shellExited(p paths) {
-	c.unblockOpens(p)
+func (c *Command) shellExited(st *streams) {
+	if st.stdin != "" {
+		c.unblockStdin(st.stdin)
+	}
 	c.closeKeepers()
 	select {
 	case <-c.readersDone:
@@ -261,42 +261,35 @@ func (c *Command) resultForExit(r process.Result) process.Result {
 
 // readStream reads one of the command's streams into its log until the end
 // marker, then discards what background jobs write until they close it.
-//
-// The shell opens the FIFO twice: for the command group, then for the end
-// line. A keeper, our own write end held from the first open until the
-// marker, keeps the reader from seeing end-of-file in between.
-func (c *Command) readStream(path string, ch logstore.Channel, trailer bool) {
+func (c *Command) readStream(st stream, ch logstore.Channel, trailer bool) {
 	s := c.s
 	defer s.wg.Done()
 	defer c.readerReturned()
-	f, err := openFIFO(path, false) // returns once the shell opens it to write
-	c.streamOpened()
-	if err != nil {
+	defer st.r.Close()
+	if !s.addDrain(st.r) {
+		st.keep.Close()
 		return
 	}
-	defer f.Close()
-	keeper, err := os.OpenFile(path, os.O_WRONLY|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
-	if err != nil || !s.addDrain(f) {
-		if keeper != nil {
-			keeper.Close()
-		}
-		return
-	}
-	defer s.dropDrain(f)
-	c.addKeeper(keeper)
+	defer s.dropDrain(st.r)
+	c.addKeeper(st.keep)
 	c.mu.Lock()
 	nonce := c.frame.Nonce
 	c.mu.Unlock()
 	sc := sentinel.NewScanner(nonce, trailer, func(b []byte) { c.log.Write(ch, b) })
-	buf := make([]byte, 32<<10)
+	bp := readBuffers.Get().(*[]byte)
+	defer readBuffers.Put(bp)
+	buf := *bp
 	for {
-		n, err := f.Read(buf)
+		n, err := st.r.Read(buf)
 		if n > 0 && !sc.Done() {
 			if _, werr := sc.Write(buf[:n]); werr != nil || sc.Done() {
-				c.closeKeeper(keeper)
+				// The shell is done with the path; a late duplicate of
+				// the end line then writes a file in the session's
+				// directory rather than block on a FIFO nobody reads.
+				os.Remove(st.path)
+				c.closeKeeper(st.keep)
 				end := sc.End()
 				c.streamEnded(&end)
-				buf = buf[:min(len(buf), 4096)] // what follows is only discarded
 			}
 		}
 		if err != nil {
@@ -304,9 +297,12 @@ func (c *Command) readStream(path string, ch logstore.Channel, trailer bool) {
 		}
 	}
 	if !sc.Done() {
+		os.Remove(st.path)
 		sc.Flush()
 	}
 }
+
+var readBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 func (c *Command) readerReturned() {
 	c.mu.Lock()
@@ -353,37 +349,41 @@ func (c *Command) closeKeepers() {
 // ended without one.
 func (c *Command) streamEnded(end *sentinel.End) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if end == nil {
+	if c.ends == 2 {
+		c.mu.Unlock()
 		return
 	}
-	if c.ends < 2 {
-		c.ends++
-		if end.Cwd != "" || c.ends == 1 {
-			if end.Cwd != "" {
-				c.end = *end
-			}
-		}
-		if c.ends == 2 {
-			close(c.endsDone)
-		}
+	c.ends++
+	if end.Cwd != "" {
+		c.end = *end
+	}
+	done := c.ends == 2
+	e := c.end
+	c.mu.Unlock()
+	if done {
+		// Finish here rather than in Run: whoever waits for the command
+		// wakes without a hop through the queue's goroutine.
+		s := c.s
+		s.mu.Lock()
+		s.cwd, s.lastStatus = e.Cwd, e.Status
+		s.mu.Unlock()
+		c.finish(c.resultFor(process.ExitedWith(e.Status)))
+		close(c.endsDone)
 	}
 }
 
-// streamOpened records that the shell is executing the command, and delivers an
-// interrupt that waited for it.
-func (c *Command) streamOpened() {
+// started records that the shell runs the command (its start marker came on
+// the shell's stdout): the end line can follow, and an interrupt that waited
+// for it is delivered.
+func (c *Command) started() {
 	c.mu.Lock()
-	if c.opens++; c.opens == 2 {
-		close(c.opensDone)
-	}
-	first := !c.markOpened()
+	first := !c.markStartedLocked()
 	pending := c.pendingINT
 	c.pendingINT = false
 	end := c.frame.End
 	c.mu.Unlock()
 	if first {
-		if c.s.sh.Family != shells.Bash {
+		if !keepsReadAhead(c.s.sh) {
 			c.s.write(end)
 		}
 		if pending {
@@ -392,25 +392,41 @@ func (c *Command) streamOpened() {
 	}
 }
 
-// nudgeUnopened sends the end line if the shell has not run the group after
-// a while, and again after twice as long, and so on.
-func (c *Command) nudgeUnopened(after time.Duration) {
+// markStarted records that the command runs, for shells that announce
+// nothing.
+func (c *Command) markStarted() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.markStartedLocked()
+}
+
+func (c *Command) markStartedLocked() (was bool) {
+	was = c.isStarted
+	c.isStarted = true
+	return was
+}
+
+// keepsReadAhead reports whether sh keeps the input it read ahead when a
+// command aborts (bash), or may drop it (dash, busybox, zsh, ksh93). mksh
+// keeps it too; it also crashes (heap corruption) when a start marker is
+// written before a sourced file that defines an alias, so it gets none.
+func keepsReadAhead(sh shells.Shell) bool {
+	return sh.Family == shells.Bash || sh.Family == shells.Mksh
+}
+
+// nudgeUnstarted sends the end line if the command has not been seen to
+// start after a while, and again after twice as long, and so on.
+func (c *Command) nudgeUnstarted(after time.Duration) {
 	c.addTimer(time.AfterFunc(after, func() {
 		c.mu.Lock()
-		opened, end := c.isOpen, c.frame.End
+		started, end := c.isStarted, c.frame.End
 		c.mu.Unlock()
-		if opened {
+		if started {
 			return
 		}
 		c.s.write(end)
-		c.nudgeUnopened(2 * after)
+		c.nudgeUnstarted(2 * after)
 	}))
-}
-
-func (c *Command) markOpened() bool {
-	was := c.isOpen
-	c.isOpen = true
-	return was
 }
 
 func (c *Command) addTimer(t *time.Timer) {

@@ -1,6 +1,7 @@
 package shellsession
 
 import (
+	"bytes"
 	"os"
 	"strings"
 	"sync"
@@ -10,9 +11,20 @@ import (
 // the engine's lines, job messages — so that the shell never blocks on them,
 // and keeps their last bytes to explain a shell that failed.
 type diagReader struct {
-	f    *os.File
-	mu   sync.Mutex // guards last
-	last []byte
+	f *os.File
+
+	mu     sync.Mutex // guards the fields below
+	last   []byte
+	want   []byte // the start marker of the command being started
+	onWant func() // called, without mu, when want is seen
+}
+
+// expect arranges for fn to be called once marker appears on the shell's
+// stdout. It replaces any earlier expectation.
+func (d *diagReader) expect(marker []byte, fn func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.want, d.onWant = marker, fn
 }
 
 const diagKeep = 2048
@@ -26,11 +38,24 @@ func (d *diagReader) run() {
 		n, err := d.f.Read(buf)
 		if n > 0 {
 			d.mu.Lock()
+			prev := len(d.last)
 			d.last = append(d.last, buf[:n]...)
+			var fn func()
+			if d.want != nil {
+				// The marker may straddle two reads: look from just before
+				// the new bytes.
+				from := max(0, prev-len(d.want)+1)
+				if bytes.Contains(d.last[from:], d.want) {
+					fn, d.want, d.onWant = d.onWant, nil, nil
+				}
+			}
 			if len(d.last) > diagKeep {
 				d.last = append(d.last[:0], d.last[len(d.last)-diagKeep:]...)
 			}
 			d.mu.Unlock()
+			if fn != nil {
+				fn()
+			}
 		}
 		if err != nil {
 			return

@@ -21,7 +21,7 @@ func waitRunning(t *testing.T, c *Command) {
 	defer cancel()
 	for {
 		c.mu.Lock()
-		open := c.isOpen
+		open := c.isStarted
 		c.mu.Unlock()
 		if open {
 			return

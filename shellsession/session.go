@@ -2,12 +2,9 @@ package shellsession
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -18,6 +15,7 @@ import (
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/queue"
 	"github.com/google/uuid"
+	"mvdan.cc/sh/v3/syntax"
 )
 
 // ErrSessionEnded is returned by Submit once the session's shell has ended,
@@ -64,6 +62,7 @@ type Session struct {
 	createdAt time.Time
 	queue     queue.Queue
 	diag      *diagReader
+	parser    *syntax.Parser // used by the queue's goroutine only
 	wg        sync.WaitGroup // every goroutine the session starts
 	exited    chan struct{}  // closed once the shell has exited and been reaped
 	done      chan struct{}  // closed once the session is terminal
@@ -80,6 +79,7 @@ type Session struct {
 	seq        int
 	commands   []*Command
 	drains     map[*os.File]bool // stream ends still read after their command ended
+	spare      *streams          // the next command's streams, made ahead
 	closing    bool
 }
 
@@ -116,6 +116,7 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 		state:     process.Starting,
 		cwd:       opts.Cwd,
 		drains:    make(map[*os.File]bool),
+		parser:    newParser(sh),
 	}
 	if err := s.start(); err != nil {
 		os.RemoveAll(dir)
@@ -463,49 +464,12 @@ func (s *Session) closeDrains() {
 	for f := range fs {
 		f.Close()
 	}
+	s.mu.Lock()
+	spare := s.spare
+	s.spare = nil
+	s.mu.Unlock()
+	spare.close()
 	s.stdin.Close()
 }
 
-// nextPaths creates the FIFOs of the next command.
-func (s *Session) nextPaths(stdinOpen, script bool) (paths, error) {
-	s.mu.Lock()
-	s.seq++
-	n := strconv.Itoa(s.seq)
-	s.mu.Unlock()
-	if err := os.MkdirAll(s.fifoDir, 0o700); err != nil {
-		return paths{}, err
-	}
-	p := paths{
-		stdout: filepath.Join(s.fifoDir, n+".o"),
-		stderr: filepath.Join(s.fifoDir, n+".e"),
-	}
-	if stdinOpen {
-		p.stdin = filepath.Join(s.fifoDir, n+".i")
-	}
-	if script {
-		p.script = filepath.Join(s.fifoDir, n+".sh")
-	}
-	for _, f := range []string{p.stdout, p.stderr, p.stdin} {
-		if f == "" {
-			continue
-		}
-		if err := syscall.Mkfifo(f, 0o600); err != nil {
-			return paths{}, &os.PathError{Op: "mkfifo", Path: f, Err: err}
-		}
-	}
-	return p, nil
-}
-
-type paths struct{ stdin, stdout, stderr, script string }
-
-func (p paths) remove() {
-	for _, f := range []string{p.stdout, p.stderr, p.stdin, p.script} {
-		if f != "" {
-			os.Remove(f)
-		}
-	}
-}
-
 func ptr[T any](v T) *T { return &v }
-
-var errNotStarted = errors.New("command has not started")

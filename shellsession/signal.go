@@ -72,7 +72,7 @@ func (c *Command) interrupt(timedOut bool) {
 	} else {
 		c.interrupted = true
 	}
-	if !c.isOpen {
+	if !c.isStarted {
 		c.pendingINT = true
 		c.mu.Unlock()
 		return

@@ -64,7 +64,8 @@ func (c *Command) CloseStdin() error {
 // and writes the queued bytes to it, closing it at end-of-file.
 func (c *Command) feedStdin(path string) {
 	defer c.s.wg.Done()
-	f, err := openFIFO(path, true)
+	f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_CLOEXEC, 0) // returns once the shell opens it to read
+	close(c.stdinOpened)
 	if err != nil {
 		return
 	}
@@ -94,40 +95,22 @@ func (c *Command) feedStdin(path string) {
 	}
 }
 
-// openFIFO opens a FIFO to read, or to write; it blocks until the shell opens
-// the other end.
-func openFIFO(path string, write bool) (*os.File, error) {
-	flag := os.O_RDONLY
-	if write {
-		flag = os.O_WRONLY
-	}
-	return os.OpenFile(path, flag|syscall.O_CLOEXEC, 0)
-}
-
-// unblockOpens releases our own opens still waiting for a shell that died
-// before it opened its end: opening the other end without blocking lets them
-// return (and the readers then see end-of-file). An open that has not begun
-// yet cannot be released, so this repeats until every open has returned.
-func (c *Command) unblockOpens(p paths) {
-	deadline := time.Now().Add(drainAfterExit)
+// unblockStdin releases the feeder's open still waiting for a shell that
+// died before it opened the command's stdin: opening the other end without
+// blocking lets it return. An open that has not begun yet cannot be released,
+// so this repeats until the feeder's open has returned.
+func (c *Command) unblockStdin(path string) {
+	deadline := time.After(drainAfterExit)
 	for {
-		for _, path := range []string{p.stdout, p.stderr} {
-			if f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-				f.Close()
-			}
-		}
-		if p.stdin != "" {
-			if f, err := os.OpenFile(p.stdin, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
-				f.Close()
-			}
+		if f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
 		}
 		select {
-		case <-c.opensDone:
+		case <-c.stdinOpened:
+			return
+		case <-deadline:
 			return
 		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return
 		}
 	}
 }

@@ -24,12 +24,12 @@ type checkResult struct {
 // POSIX, mksh and (partial) zsh dialects; for ksh93 and zsh, text that the
 // parser refuses is asked of the shell's own -n check, so that no valid
 // command is refused for the parser's want of a dialect.
-func check(ctx context.Context, sh shells.Shell, text string) checkResult {
+func check(ctx context.Context, sh shells.Shell, p *syntax.Parser, text string) checkResult {
 	if strings.IndexByte(text, 0) >= 0 {
 		return checkResult{err: sh.Name + ": command text contains a NUL byte"}
 	}
-	lang, exact := dialect(sh.Family)
-	f, err := syntax.NewParser(syntax.Variant(lang)).Parse(strings.NewReader(text), "")
+	_, exact := dialect(sh.Family)
+	f, err := p.Parse(strings.NewReader(text), "")
 	if err == nil {
 		return checkResult{empty: len(f.Stmts) == 0}
 	}
@@ -41,6 +41,13 @@ func check(ctx context.Context, sh shells.Shell, text string) checkResult {
 		}
 	}
 	return checkResult{err: parseMessage(sh, err)}
+}
+
+// newParser returns a parser in the dialect of sh; a session keeps one and
+// uses it from its queue's goroutine only.
+func newParser(sh shells.Shell) *syntax.Parser {
+	lang, _ := dialect(sh.Family)
+	return syntax.NewParser(syntax.Variant(lang))
 }
 
 func dialect(f shells.Family) (lang syntax.LangVariant, exact bool) {
