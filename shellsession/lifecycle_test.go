@@ -273,3 +273,23 @@ func TestHundredSessionsLeaveNothing(t *testing.T) {
 	require.Eventually(t, func() bool { return fds() <= before }, deadline, 10*time.Millisecond, "fds before %d now %d", before, fds())
 	require.Empty(t, proctree.Descendants(os.Getpid()))
 }
+
+// TestBackgroundJobKeepsWriting: a job started with & keeps writing after
+// its command ended, while later commands run, and none of its writes fail.
+func TestBackgroundJobKeepsWriting(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := newSession(t, Options{Cwd: dir})
+	_, out, _ := run(t, s, CommandOptions{Cmd: `(trap 'echo SIGPIPE >status' PIPE; for i in $(seq 100); do echo line $i || { echo EPIPE >status; exit 1; }; sleep 0.01; done; echo ok >status) & echo started`})
+	require.Equal(t, "started\n", out)
+	for range 10 {
+		_, out, _ = run(t, s, CommandOptions{Cmd: "echo mine"})
+		require.Equal(t, "mine\n", out, "a later command got the job's output")
+	}
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(dir + "/status")
+		return string(b) != ""
+	}, deadline, 20*time.Millisecond)
+	b, _ := os.ReadFile(dir + "/status")
+	require.Equal(t, "ok\n", string(b))
+}
