@@ -3,7 +3,9 @@ package shellsession
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -39,6 +41,7 @@ type Command struct {
 	cwd           string         // the directory it started in
 	frame         sentinel.Frame // set when it starts
 	isStarted     bool           // the shell runs the command
+	nudged        bool           // the end line was sent more than once
 	pendingINT    bool           // an interrupt waits for opened
 	interrupted   bool           // kill INT reached it
 	timedOut      bool
@@ -156,7 +159,7 @@ func (c *Command) Run() {
 		err = os.WriteFile(st.script, []byte(c.opts.Cmd), 0o600)
 	}
 	if err != nil {
-		st.close()
+		s.release(st)
 		c.finish(process.Result{Reason: process.Failed, Error: fmt.Sprintf("prepare streams: %v", err)})
 		return
 	}
@@ -191,7 +194,7 @@ func (c *Command) Run() {
 	if err := s.write(text); err != nil {
 		<-s.exited // a failed write means the shell is gone
 	}
-	defer s.prepareSpare()
+	defer s.fillPool()
 	defer os.Remove(st.script)
 
 	select {
@@ -261,16 +264,14 @@ func (c *Command) resultForExit(r process.Result) process.Result {
 
 // readStream reads one of the command's streams into its log until the end
 // marker, then discards what background jobs write until they close it.
-func (c *Command) readStream(st stream, ch logstore.Channel, trailer bool) {
+func (c *Command) readStream(st *stream, ch logstore.Channel, trailer bool) {
 	s := c.s
 	defer s.wg.Done()
 	defer c.readerReturned()
-	defer st.r.Close()
 	if !s.addDrain(st.r) {
-		st.keep.Close()
+		s.discard(st)
 		return
 	}
-	defer s.dropDrain(st.r)
 	c.addKeeper(st.keep)
 	c.mu.Lock()
 	nonce := c.frame.Nonce
@@ -279,27 +280,61 @@ func (c *Command) readStream(st stream, ch logstore.Channel, trailer bool) {
 	bp := readBuffers.Get().(*[]byte)
 	defer readBuffers.Put(bp)
 	buf := *bp
+	var err error
 	for {
-		n, err := st.r.Read(buf)
+		var n int
+		n, err = st.r.Read(buf)
 		if n > 0 && !sc.Done() {
 			if _, werr := sc.Write(buf[:n]); werr != nil || sc.Done() {
-				// The shell is done with the path; a late duplicate of
-				// the end line then writes a file in the session's
-				// directory rather than block on a FIFO nobody reads.
-				os.Remove(st.path)
+				// From here on, end-of-file means no background job
+				// holds the stream. It often has come already: then
+				// the stream goes back to the pool before the command
+				// is reported ended, ready for the next one.
 				c.closeKeeper(st.keep)
+				clean := werr == nil && c.reusable() && atEOF(st.r)
+				if clean {
+					s.dropDrain(st.r)
+					clean = st.openKeeper() == nil
+				}
 				end := sc.End()
 				c.streamEnded(&end)
+				if clean {
+					s.putStream(st)
+					return
+				}
 			}
 		}
 		if err != nil {
 			break
 		}
 	}
+	s.dropDrain(st.r)
 	if !sc.Done() {
-		os.Remove(st.path)
 		sc.Flush()
 	}
+	if err == io.EOF && sc.Done() && c.reusable() && st.openKeeper() == nil {
+		s.putStream(st)
+		return
+	}
+	s.discard(st)
+}
+
+// atEOF reports whether f, a non-blocking read end, is at end-of-file now,
+// without waiting. Bytes it reads are discarded: after an end marker they
+// belong to no command.
+func atEOF(f *os.File) bool {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var buf [512]byte
+	eof := false
+	rc.Read(func(fd uintptr) bool {
+		n, err := syscall.Read(int(fd), buf[:])
+		eof = n == 0 && err == nil
+		return true // one attempt, never wait
+	})
+	return eof
 }
 
 var readBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
@@ -369,6 +404,9 @@ func (c *Command) streamEnded(end *sentinel.End) {
 		s.mu.Unlock()
 		c.finish(c.resultFor(process.ExitedWith(e.Status)))
 		close(c.endsDone)
+		// Let whoever waits for the command run now, on this thread,
+		// rather than after this reader's own bookkeeping.
+		runtime.Gosched()
 	}
 }
 
@@ -390,6 +428,15 @@ func (c *Command) started() {
 			c.sendINT()
 		}
 	}
+}
+
+// reusable reports whether the command's streams may serve a later command
+// once clean: not when an end line was sent again, which the shell may still
+// run later (a no-op, but for its write to the stream).
+func (c *Command) reusable() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.nudged
 }
 
 // markStarted records that the command runs, for shells that announce
@@ -424,6 +471,9 @@ func (c *Command) nudgeUnstarted(after time.Duration) {
 		if started {
 			return
 		}
+		c.mu.Lock()
+		c.nudged = true
+		c.mu.Unlock()
 		c.s.write(end)
 		c.nudgeUnstarted(2 * after)
 	}))

@@ -79,7 +79,8 @@ type Session struct {
 	seq        int
 	commands   []*Command
 	drains     map[*os.File]bool // stream ends still read after their command ended
-	spare      *streams          // the next command's streams, made ahead
+	pool       []*stream         // clean streams for the next commands
+	live       int               // streams made and not discarded: in the pool or in use
 	closing    bool
 }
 
@@ -464,11 +465,7 @@ func (s *Session) closeDrains() {
 	for f := range fs {
 		f.Close()
 	}
-	s.mu.Lock()
-	spare := s.spare
-	s.spare = nil
-	s.mu.Unlock()
-	spare.close()
+	s.closePool()
 	s.stdin.Close()
 }
 

@@ -8,11 +8,16 @@ import (
 )
 
 // streams are the FIFOs of one command: its stdout and stderr, which the
-// engine reads, and, when open, its stdin. They are fresh for every command,
-// so that a background job still holding a command's streams can never write
-// into a later command's output.
+// engine reads, and, when open, its stdin.
+//
+// A background job may keep a command's stream open after the command, so a
+// stream goes back to the session's pool for a later command only once it is
+// known clean: every writer closed it (the reader saw end-of-file after the
+// end marker). A stream a job still holds is read and discarded until the
+// job lets go, and never reused, so the job can never write into a later
+// command's output.
 type streams struct {
-	out, err stream
+	out, err *stream
 	stdin    string // FIFO path, or "" for /dev/null
 	script   string // the file the command's text is written to and sourced from
 }
@@ -27,60 +32,68 @@ type stream struct {
 	keep *os.File
 }
 
-// prepareStreams makes the output FIFOs of a command.
-func (s *Session) prepareStreams() (*streams, error) {
+// poolSize is how many clean streams a session keeps ready: two commands'
+// worth, so that one command's streams are being checked for end-of-file
+// while the next command uses the other pair.
+const poolSize = 4
+
+// newStream makes and opens a FIFO in the session's directory.
+func (s *Session) newStream() (*stream, error) {
 	if err := os.MkdirAll(s.fifoDir, 0o700); err != nil { // a command may have removed it
 		return nil, err
 	}
 	s.mu.Lock()
 	s.seq++
-	n := strconv.Itoa(s.seq)
+	path := filepath.Join(s.fifoDir, strconv.Itoa(s.seq))
 	s.mu.Unlock()
-	st := &streams{}
-	var err error
-	if st.out, err = openStream(filepath.Join(s.fifoDir, n+".o")); err != nil {
-		return nil, err
-	}
-	if st.err, err = openStream(filepath.Join(s.fifoDir, n+".e")); err != nil {
-		st.out.close()
-		return nil, err
-	}
-	return st, nil
-}
-
-func openStream(path string) (stream, error) {
 	if err := syscall.Mkfifo(path, 0o600); err != nil {
-		return stream{}, &os.PathError{Op: "mkfifo", Path: path, Err: err}
+		return nil, &os.PathError{Op: "mkfifo", Path: path, Err: err}
 	}
 	r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		os.Remove(path)
-		return stream{}, err
+		return nil, err
 	}
-	keep, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if err != nil {
+	st := &stream{path: path, r: r}
+	if err := st.openKeeper(); err != nil {
 		r.Close()
 		os.Remove(path)
-		return stream{}, err
+		return nil, err
 	}
-	return stream{path: path, r: r, keep: keep}, nil
+	s.mu.Lock()
+	s.live++
+	s.mu.Unlock()
+	return st, nil
 }
 
-func (st stream) close() {
-	if st.r != nil {
+func (st *stream) openKeeper() (err error) {
+	st.keep, err = os.OpenFile(st.path, os.O_WRONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	return err
+}
+
+func (st *stream) close() {
+	if st != nil {
 		st.r.Close()
 		st.keep.Close()
 		os.Remove(st.path)
 	}
 }
 
-// close releases streams no command used.
-func (st *streams) close() {
+// discard closes a stream of the session for good.
+func (s *Session) discard(st *stream) {
+	st.close()
+	s.mu.Lock()
+	s.live--
+	s.mu.Unlock()
+}
+
+// release gives back streams no command used.
+func (s *Session) release(st *streams) {
 	if st == nil {
 		return
 	}
-	st.out.close()
-	st.err.close()
+	s.putStream(st.out)
+	s.putStream(st.err)
 	for _, p := range []string{st.stdin, st.script} {
 		if p != "" {
 			os.Remove(p)
@@ -88,46 +101,88 @@ func (st *streams) close() {
 	}
 }
 
-// takeStreams returns the streams prepared after the last command, or makes
-// them now, and the stdin FIFO when the command's stdin is open.
-func (s *Session) takeStreams(stdinOpen bool) (*streams, error) {
+// takeStream returns a clean stream from the pool, or a new one.
+func (s *Session) takeStream() (*stream, error) {
 	s.mu.Lock()
-	st := s.spare
-	s.spare = nil
-	s.mu.Unlock()
-	if st == nil {
-		var err error
-		if st, err = s.prepareStreams(); err != nil {
-			return nil, err
-		}
+	if n := len(s.pool); n > 0 {
+		st := s.pool[n-1]
+		s.pool = s.pool[:n-1]
+		s.mu.Unlock()
+		return st, nil
 	}
-	// A new file for every command: mksh keeps pointers into a sourced
-	// file's text (for aliases defined in it), which a rewrite corrupts.
-	base := st.out.path[:len(st.out.path)-2]
+	s.mu.Unlock()
+	return s.newStream()
+}
+
+// putStream returns a clean stream to the pool, or closes it when the pool
+// is full or the session ends.
+func (s *Session) putStream(st *stream) {
+	s.mu.Lock()
+	if len(s.pool) < poolSize && !s.closing {
+		s.pool = append(s.pool, st)
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	s.discard(st)
+}
+
+// takeStreams returns a command's streams, and its stdin FIFO when its stdin
+// is open.
+func (s *Session) takeStreams(stdinOpen bool) (*streams, error) {
+	st := &streams{}
+	var err error
+	if st.out, err = s.takeStream(); err != nil {
+		return nil, err
+	}
+	if st.err, err = s.takeStream(); err != nil {
+		s.putStream(st.out)
+		return nil, err
+	}
+	s.mu.Lock()
+	s.seq++
+	base := filepath.Join(s.fifoDir, "c"+strconv.Itoa(s.seq))
+	s.mu.Unlock()
+	// A new file for every command: a shell may keep pointers into a
+	// sourced file's text (mksh does, for aliases defined in it).
 	st.script = base + ".sh"
 	if stdinOpen {
 		st.stdin = base + ".i"
 		if err := syscall.Mkfifo(st.stdin, 0o600); err != nil {
 			st.stdin = ""
-			st.close()
-			return nil, &os.PathError{Op: "mkfifo", Path: st.stdin, Err: err}
+			s.release(st)
+			return nil, &os.PathError{Op: "mkfifo", Path: base + ".i", Err: err}
 		}
 	}
 	return st, nil
 }
 
-// prepareSpare makes the next command's streams while the caller of the
-// last one reads its result, off the next command's path.
-func (s *Session) prepareSpare() {
-	st, err := s.prepareStreams()
-	if err != nil {
-		return // the next command makes them, and reports why if it cannot
+// fillPool makes streams until the session has two commands' worth, in the
+// pool or in use and soon back, while the caller of the last command reads
+// its result, off the next command's path.
+func (s *Session) fillPool() {
+	for {
+		s.mu.Lock()
+		enough := s.live >= poolSize || len(s.pool) >= 2 || s.closing
+		s.mu.Unlock()
+		if enough {
+			return
+		}
+		st, err := s.newStream()
+		if err != nil {
+			return // the next command makes them, and reports why if it cannot
+		}
+		s.putStream(st)
 	}
+}
+
+// closePool closes the streams in the pool.
+func (s *Session) closePool() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.spare != nil || s.closing {
-		st.close()
-		return
+	pool := s.pool
+	s.pool = nil
+	s.mu.Unlock()
+	for _, st := range pool {
+		s.discard(st)
 	}
-	s.spare = st
 }
