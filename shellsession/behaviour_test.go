@@ -55,6 +55,13 @@ var rows = []row{
 		per: map[string]want{"zsh": {stdout: str("027\n")}, "mksh": {stdout: str("027\n")}, "busybox": {stdout: str("0027\n")}, "ksh": {stdout: str("0027\n")}}},
 	{name: "set -o carries over", setup: []string{"set -o noglob"}, cmd: "echo /*", stdout: "/*\n"},
 	{name: "trap carries over", setup: []string{"trap 'echo bye' USR1"}, cmd: "kill -USR1 $$", stdout: "bye\n"},
+	{name: "declare carries over", setup: []string{"declare -i n=5"}, cmd: "n=n+1; echo $n", stdout: "6\n",
+		// declare is bash's and zsh's; the ksh family says typeset; dash and busybox have neither.
+		per: map[string]want{"dash": {stdout: str("n+1\n"), stderr: str("")}, "busybox": {stdout: str("n+1\n"), stderr: str("")}, "mksh": {stdout: str("n+1\n"), stderr: str("")}, "ksh": {stdout: str("n+1\n"), stderr: str("")}}},
+	{name: "typeset carries over", setup: []string{"typeset -i n=5"}, cmd: "n=n+1; echo $n", stdout: "6\n",
+		per: map[string]want{"dash": {stdout: str("n+1\n"), stderr: str("")}, "busybox": {stdout: str("n+1\n"), stderr: str("")}}},
+	{name: "shell options carry over", setup: []string{"set -o noclobber", "echo a >$T/f"}, cmd: "echo b >$T/f", exit: 1, has: "f",
+		per: map[string]want{"dash": {exit: num(2)}, "busybox": {exit: num(1)}}},
 	{name: "ulimit carries over", setup: []string{"ulimit -n 512"}, cmd: "ulimit -n", stdout: "512\n"},
 
 	// 4: exact attribution, no engine line leaks.
