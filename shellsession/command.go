@@ -156,7 +156,7 @@ func (c *Command) Run() {
 
 	st, err := s.takeStreams(c.opts.Stdin == process.StdinOpen)
 	if err == nil {
-		err = os.WriteFile(st.script, []byte(c.opts.Cmd), 0o600)
+		err = s.writeScript(c.opts.Cmd)
 	}
 	if err != nil {
 		s.release(st)
@@ -164,7 +164,7 @@ func (c *Command) Run() {
 		return
 	}
 	f := sentinel.New(c.opts.Cmd, prev, sentinel.Paths{
-		Stdin: st.stdin, Stdout: st.out.path, Stderr: st.err.path, Script: st.script,
+		Stdin: st.stdin, Stdout: st.out.path, Stderr: st.err.path, Script: s.scriptPath(),
 		Announce: !keepsReadAhead(s.sh),
 	})
 	c.begin(cwd, f)
@@ -195,7 +195,6 @@ func (c *Command) Run() {
 		<-s.exited // a failed write means the shell is gone
 	}
 	defer s.fillPool()
-	defer os.Remove(st.script)
 
 	select {
 	case <-c.endsDone: // streamEnded finished the command

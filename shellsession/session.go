@@ -63,6 +63,7 @@ type Session struct {
 	queue     queue.Queue
 	diag      *diagReader
 	parser    *syntax.Parser // used by the queue's goroutine only
+	script    *os.File       // the file commands are sourced from; the queue's goroutine only
 	wg        sync.WaitGroup // every goroutine the session starts
 	exited    chan struct{}  // closed once the shell has exited and been reaped
 	done      chan struct{}  // closed once the session is terminal
@@ -346,6 +347,9 @@ func (s *Session) Stop(context.Context) error { return s.Close() }
 func (s *Session) Close() error {
 	s.end(&process.Result{Reason: process.Signaled, Signal: "KILL"}, syscall.SIGKILL)
 	s.wg.Wait()
+	if s.script != nil { // the queue is closed: nothing writes it any more
+		s.script.Close()
+	}
 	os.RemoveAll(s.fifoDir)
 	return nil
 }

@@ -19,7 +19,6 @@ import (
 type streams struct {
 	out, err *stream
 	stdin    string // FIFO path, or "" for /dev/null
-	script   string // the file the command's text is written to and sourced from
 }
 
 // stream is one output FIFO, opened by the engine before the command: the
@@ -94,10 +93,8 @@ func (s *Session) release(st *streams) {
 	}
 	s.putStream(st.out)
 	s.putStream(st.err)
-	for _, p := range []string{st.stdin, st.script} {
-		if p != "" {
-			os.Remove(p)
-		}
+	if st.stdin != "" {
+		os.Remove(st.stdin)
 	}
 }
 
@@ -139,20 +136,16 @@ func (s *Session) takeStreams(stdinOpen bool) (*streams, error) {
 		s.putStream(st.out)
 		return nil, err
 	}
-	s.mu.Lock()
-	s.seq++
-	base := filepath.Join(s.fifoDir, "c"+strconv.Itoa(s.seq))
-	s.mu.Unlock()
-	// A new file for every command: a shell may keep pointers into a
-	// sourced file's text (mksh does, for aliases defined in it).
-	st.script = base + ".sh"
 	if stdinOpen {
-		st.stdin = base + ".i"
-		if err := syscall.Mkfifo(st.stdin, 0o600); err != nil {
-			st.stdin = ""
+		s.mu.Lock()
+		s.seq++
+		path := filepath.Join(s.fifoDir, strconv.Itoa(s.seq)+".i")
+		s.mu.Unlock()
+		if err := syscall.Mkfifo(path, 0o600); err != nil {
 			s.release(st)
-			return nil, &os.PathError{Op: "mkfifo", Path: base + ".i", Err: err}
+			return nil, &os.PathError{Op: "mkfifo", Path: path, Err: err}
 		}
+		st.stdin = path
 	}
 	return st, nil
 }
@@ -186,3 +179,36 @@ func (s *Session) closePool() {
 		s.discard(st)
 	}
 }
+
+// writeScript puts a command's text in the session's script file, which the
+// shell sources. One file serves every command: the next command's text
+// replaces it only after the shell is done with the last one.
+func (s *Session) writeScript(text string) error {
+	if s.script == nil {
+		if err := os.MkdirAll(s.fifoDir, 0o700); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(s.scriptPath(), os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
+		if err != nil {
+			return err
+		}
+		s.script = f
+	}
+	if _, err := s.script.WriteAt([]byte(text), 0); err != nil {
+		return s.resetScript(err)
+	}
+	if err := s.script.Truncate(int64(len(text))); err != nil {
+		return s.resetScript(err)
+	}
+	return nil
+}
+
+// resetScript drops the script file after a failed write (a command may have
+// removed the session's directory), so that the next command makes it anew.
+func (s *Session) resetScript(err error) error {
+	s.script.Close()
+	s.script = nil
+	return err
+}
+
+func (s *Session) scriptPath() string { return filepath.Join(s.fifoDir, "cmd") }
