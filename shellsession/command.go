@@ -49,7 +49,7 @@ type Command struct {
 	end           sentinel.End
 	endsDone      chan struct{} // closed when both end markers are seen
 	stdinOpened   chan struct{} // closed when the stdin feeder's open has returned
-	keepers       []*os.File    // our write ends that hold the streams open until their markers
+	keepers       []*keeper     // our write ends that hold the streams open until their markers
 	keepersClosed bool
 	readers       int           // stream readers that have not returned
 	readersDone   chan struct{} // closed when both stream readers have returned
@@ -346,7 +346,7 @@ func (c *Command) readerReturned() {
 	}
 }
 
-func (c *Command) addKeeper(f *os.File) {
+func (c *Command) addKeeper(f *keeper) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.keepersClosed {
@@ -356,7 +356,7 @@ func (c *Command) addKeeper(f *os.File) {
 	c.keepers = append(c.keepers, f)
 }
 
-func (c *Command) closeKeeper(f *os.File) {
+func (c *Command) closeKeeper(f *keeper) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, k := range c.keepers {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -28,7 +29,32 @@ type streams struct {
 type stream struct {
 	path string
 	r    *os.File
-	keep *os.File
+	keep *keeper
+}
+
+// keeper is a write end held only to be closed: a raw descriptor, with no
+// poller registration to pay for. Close is safe from any goroutine, once or
+// more.
+type keeper struct{ fd atomic.Int64 }
+
+func openKeeper(path string) (*keeper, error) {
+	fd, err := syscall.Open(path, syscall.O_WRONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	k := &keeper{}
+	k.fd.Store(int64(fd))
+	return k, nil
+}
+
+// Close closes the descriptor unless it is closed already.
+func (k *keeper) Close() {
+	if k == nil {
+		return
+	}
+	if fd := k.fd.Swap(-1); fd >= 0 {
+		syscall.Close(int(fd))
+	}
 }
 
 // poolSize is how many clean streams a session keeps ready: two commands'
@@ -66,7 +92,7 @@ func (s *Session) newStream() (*stream, error) {
 }
 
 func (st *stream) openKeeper() (err error) {
-	st.keep, err = os.OpenFile(st.path, os.O_WRONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	st.keep, err = openKeeper(st.path)
 	return err
 }
 
