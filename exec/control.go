@@ -80,6 +80,15 @@ func (p *Process) timeout() {
 // Stopping a terminal process ends only its leftovers (background children
 // that outlived it).
 func (p *Process) Stop(ctx context.Context) error {
+	// A process that has ended and left nothing behind needs no signal:
+	// one scan for what carries its tag, rather than a tree walk as well.
+	select {
+	case <-p.done:
+		if len(proctree.Tagged(p.id)) == 0 {
+			return nil
+		}
+	default:
+	}
 	deadline := time.Now().Add(StopGrace)
 	p.mu.Lock()
 	if !p.exited {
