@@ -29,8 +29,7 @@ type Paths struct {
 	Stdin  string // "" means /dev/null: the command reads end-of-file
 	Stdout string
 	Stderr string
-	// Script, when set, is a file holding the command text, and the group
-	// sources it rather than holding the text itself (see New).
+	// Script is the file holding the command's text, which the shell sources.
 	Script string
 	// Announce makes the frame write its start marker (Frame.Start) to the
 	// shell's own stdout before it runs the command.
@@ -58,13 +57,14 @@ type Frame struct {
 // markers were written (and, for a moment, the exit status being reported).
 const guardVar = "__conch"
 
-// New frames text, which must be a complete program the shell can parse (see
-// the shellsession package's syntax check), to run after a command that
-// exited with prevStatus, so that $? is what the user expects. When p.Script
-// is set, the caller has written text to that file and the group sources it:
-// an interactive bash then neither announces background jobs nor prints
-// "exit" when the command exits, as it would for text typed at its prompt.
-func New(text string, prevStatus int, p Paths) Frame {
+// New frames the command whose text the caller has written to p.Script — a
+// complete program the shell can parse (see the shellsession package's
+// syntax check) — to run after a command that exited with prevStatus, so that
+// $? is what the user expects. Sourcing a file, rather than sending the text,
+// ends any text at its end (no shell waits for more input), and keeps an
+// interactive bash from announcing background jobs or printing "exit", as it
+// would for text typed at its prompt.
+func New(prevStatus int, p Paths) Frame {
 	n := NewNonce()
 	var b strings.Builder
 	if p.Announce {
@@ -78,21 +78,10 @@ func New(text string, prevStatus int, p Paths) Frame {
 	default:
 		b.WriteString("(exit " + strconv.Itoa(prevStatus) + ") && :; ")
 	}
-	if p.Script != "" {
-		// A sourced file with the redirections on the "." itself: its
-		// trace under set -x goes to the shell's own stderr.
-		b.WriteString(". " + quote(p.Script))
-	} else {
-		b.WriteString("{ ")
-		b.WriteString(text)
-		// A trailing unescaped backslash is literal at the end of `bash -c`
-		// text; before the newline that closes the group it would join lines.
-		if trailingBackslashes(text)%2 == 1 {
-			b.WriteByte('\\')
-		}
-		b.WriteString("\n}")
-	}
-	b.WriteString(" <")
+	// The redirections are on the "." itself: its trace under set -x goes
+	// to the shell's own stderr, and the command's permanent redirections
+	// (exec >file) end with it.
+	b.WriteString(". " + quote(p.Script) + " <")
 	if p.Stdin == "" {
 		b.WriteString("/dev/null")
 	} else {
@@ -114,14 +103,6 @@ func EndLine(n Nonce, p Paths) string {
 		guardVar + "=$?; \\command printf '" + m + "' >" + quote(p.Stderr) +
 		"; \\command printf '" + m + `%s %s\000' "$` + guardVar + `" "${PWD-}" >` + quote(p.Stdout) +
 		"; " + guardVar + "=" + string(n) + ";; esac\n"
-}
-
-func trailingBackslashes(s string) int {
-	n := 0
-	for i := len(s) - 1; i >= 0 && s[i] == '\\'; i-- {
-		n++
-	}
-	return n
 }
 
 // quote single-quotes s for the shell.

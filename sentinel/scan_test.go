@@ -105,18 +105,11 @@ func sortInts(a []int) {
 	}
 }
 
-func TestFrameTrailingBackslash(t *testing.T) {
-	t.Parallel()
-	f := New(`echo a \`, 0, Paths{Stdout: "/o", Stderr: "/e"})
-	require.Contains(t, f.Text, "{ echo a \\\\\n}")
-	f = New(`echo a \\`, 0, Paths{Stdout: "/o", Stderr: "/e"})
-	require.Contains(t, f.Text, "{ echo a \\\\\n}")
-}
-
 func TestFramePreviousStatus(t *testing.T) {
 	t.Parallel()
-	p := Paths{Stdout: "/o", Stderr: "/e"}
-	require.True(t, len(New("true", 0, p).Text) > 0)
-	require.Contains(t, New("true", 1, p).Text, "false && :; {")
-	require.Contains(t, New("true", 130, p).Text, "(exit 130) && :; {")
+	p := Paths{Stdout: "/o", Stderr: "/e", Script: "/s"}
+	require.NotContains(t, New(0, p).Text, "exit")
+	require.Contains(t, New(1, p).Text, "false && :; . /s")
+	require.Contains(t, New(130, p).Text, "(exit 130) && :; . /s")
+	require.Contains(t, New(0, Paths{Stdout: "/o", Stderr: "/e", Script: "/my dir/s"}).Text, ". '/my dir/s' </dev/null >/o 2>/e")
 }

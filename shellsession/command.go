@@ -163,7 +163,7 @@ func (c *Command) Run() {
 		c.finish(process.Result{Reason: process.Failed, Error: fmt.Sprintf("prepare streams: %v", err)})
 		return
 	}
-	f := sentinel.New(c.opts.Cmd, prev, sentinel.Paths{
+	f := sentinel.New(prev, sentinel.Paths{
 		Stdin: st.stdin, Stdout: st.out.path, Stderr: st.err.path, Script: s.scriptPath(),
 		Announce: !keepsReadAhead(s.sh),
 	})
