@@ -19,9 +19,14 @@ import (
 )
 
 // ErrSessionEnded is returned by Submit once the session's shell has ended,
-// and is the error of commands that were queued behind its end. It wraps
-// process.ErrUnsupported; use errors.Is.
-var ErrSessionEnded = fmt.Errorf("%w: session ended", process.ErrUnsupported)
+// and is the error of commands that were queued behind its end. It matches
+// process.ErrUnsupported too; use errors.Is.
+var ErrSessionEnded error = sessionEnded{}
+
+type sessionEnded struct{}
+
+func (sessionEnded) Error() string        { return "session ended" }
+func (sessionEnded) Is(target error) bool { return target == process.ErrUnsupported }
 
 // KillGrace is how long after an interrupt at its execution timeout a
 // command may take to stop before its session is ended.
