@@ -1,0 +1,49 @@
+package shellsession
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestLoginReadsProfiles: login starts a login shell, which reads the
+// profile; otherwise no rc or profile file is read, $ENV included.
+func TestLoginReadsProfiles(t *testing.T) {
+	t.Parallel()
+	profiles := map[string]string{"bash": ".profile", "dash": ".profile", "mksh": ".profile", "ksh": ".profile", "busybox": ".profile", "zsh": ".zprofile"}
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			home := t.TempDir()
+			rcs := []string{".bashrc", ".zshrc", ".mkshrc", ".kshrc", ".zshenv", "envfile"}
+			for _, rc := range rcs {
+				require.NoError(t, os.WriteFile(filepath.Join(home, rc), []byte("export FROM_RC=yes\n"), 0o644))
+			}
+			require.NoError(t, os.WriteFile(filepath.Join(home, profiles[shell]), []byte("export FROM_PROFILE=yes\n"), 0o644))
+			env := map[string]string{"HOME": home, "ZDOTDIR": home, "ENV": filepath.Join(home, "envfile")}
+
+			plain := newSession(t, Options{Shell: shell, Env: env})
+			_, out, _ := run(t, plain, CommandOptions{Cmd: `echo "rc=${FROM_RC-} profile=${FROM_PROFILE-}"`})
+			require.Equal(t, "rc= profile=\n", out, "a plain session read an rc or profile file")
+
+			login := newSession(t, Options{Shell: shell, Env: env, Login: true})
+			_, out, _ = run(t, login, CommandOptions{Cmd: `echo "profile=${FROM_PROFILE-}"`})
+			require.Equal(t, "profile=yes\n", out, "a login session did not read its profile")
+		})
+	}
+}
+
+// TestBinaryCommandText: NUL-free bytes that are not UTF-8 are sent as
+// they are.
+func TestBinaryCommandText(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{})
+	res, out, _ := run(t, s, CommandOptions{Cmd: "echo \xff\xfe x\x01y"})
+	require.Equal(t, 0, code(res))
+	require.Equal(t, "\xff\xfe x\x01y\n", out)
+	res, _, stderr := run(t, s, CommandOptions{Cmd: "echo a\x00b"})
+	require.Equal(t, 2, code(res))
+	require.Contains(t, stderr, "NUL")
+}
