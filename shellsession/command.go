@@ -336,7 +336,7 @@ func atEOF(f *os.File) bool {
 	return eof
 }
 
-var readBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+var readBuffers = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
 
 func (c *Command) readerReturned() {
 	c.mu.Lock()
