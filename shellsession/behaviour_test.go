@@ -47,6 +47,7 @@ var rows = []row{
 	{name: "status 1 carries over", setup: []string{"false"}, cmd: "echo $?", stdout: "1\n"},
 	{name: "cd carries over", setup: []string{"cd $T"}, cmd: "pwd", stdout: "$T\n", cwd: "$T"},
 	{name: "cwd after cd", cmd: "cd $T/sub", cwd: "$T/sub"},
+	{name: "cwd with blanks and non-ASCII", cmd: "mkdir -p \"$T/a b/é\" && cd \"$T/a b/é\"", cwd: "$T/a b/é"},
 	{name: "export carries over", setup: []string{"export FOO=bar"}, cmd: "sh -c 'echo $FOO'", stdout: "bar\n"},
 	{name: "variable carries over", setup: []string{"x=5"}, cmd: "echo $x", stdout: "5\n"},
 	{name: "function carries over", setup: []string{"f() { echo in-f \"$@\"; }"}, cmd: "f a b", stdout: "in-f a b\n"},
