@@ -27,7 +27,6 @@ type Command struct {
 	s         *Session
 	id        string
 	opts      CommandOptions
-	probe     bool // the session's readiness probe, not listed anywhere
 	log       *logstore.Log
 	createdAt time.Time
 	done      chan struct{} // closed once result is set
@@ -42,7 +41,7 @@ type Command struct {
 	frame         sentinel.Frame // set when it starts
 	isStarted     bool           // the shell runs the command
 	nudged        bool           // the end line was sent more than once
-	pendingINT    bool           // an interrupt waits for opened
+	pendingINT    bool           // an interrupt waits for isStarted
 	interrupted   bool           // kill INT reached it
 	timedOut      bool
 	ends          int // stream end markers seen
@@ -56,7 +55,7 @@ type Command struct {
 	timers        []*time.Timer
 }
 
-func (s *Session) newCommand(opts CommandOptions, probe bool) *Command {
+func (s *Session) newCommand(opts CommandOptions) *Command {
 	if opts.Stdin == "" {
 		opts.Stdin = process.StdinClosed
 	}
@@ -65,7 +64,7 @@ func (s *Session) newCommand(opts CommandOptions, probe bool) *Command {
 		keep = logstore.KeepUntilCleanup
 	}
 	c := &Command{
-		s: s, id: uuid.NewString(), opts: opts, probe: probe,
+		s: s, id: uuid.NewString(), opts: opts,
 		log:         logstore.New(logstore.Options{Retention: s.opts.Retention, Keep: keep}),
 		createdAt:   time.Now(),
 		done:        make(chan struct{}),
@@ -239,26 +238,24 @@ func (c *Command) shellExited(st *streams) {
 	case <-time.After(drainAfterExit):
 	}
 	r := process.Result{Reason: process.Lost, Error: "the session's shell died"}
-	if st, ok := c.s.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+	if ws, ok := c.s.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
 		switch {
-		case st.Exited():
-			r = process.ExitedWith(st.ExitStatus())
-		case st.Signaled():
-			r.Error = "the session's shell was killed by SIG" + process.SignalName(st.Signal())
+		case ws.Exited():
+			// exit 3, exec, set -e: the command ended the shell and
+			// reports what it did.
+			r = c.resultFor(process.ExitedWith(ws.ExitStatus()))
+		case ws.Signaled():
+			r.Error = "the session's shell was killed by SIG" + process.SignalName(ws.Signal())
 		}
 	}
+	c.mu.Lock()
 	if r.Reason == process.Lost && c.timedOut {
+		// Ended by the engine after the command outlived its timeout.
 		r = process.Result{Reason: process.TimedOut}
 	}
-	c.finish(c.resultForExit(r))
+	c.mu.Unlock()
+	c.finish(r)
 	c.s.shellEnded()
-}
-
-func (c *Command) resultForExit(r process.Result) process.Result {
-	if r.Reason == process.Exited {
-		return c.resultFor(r)
-	}
-	return r
 }
 
 // readStream reads one of the command's streams into its log until the end

@@ -129,7 +129,7 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	ready := s.newCommand(CommandOptions{Cmd: ":"}, true)
+	ready := s.newCommand(CommandOptions{Cmd: ":"})
 	if err := s.queue.Push(ready); err != nil {
 		s.Close()
 		return nil, err
@@ -251,7 +251,7 @@ func (s *Session) Submit(opts CommandOptions) (*Command, error) {
 	if ended {
 		return nil, fmt.Errorf("session %s: %w", s.id, ErrSessionEnded)
 	}
-	c := s.newCommand(opts, false)
+	c := s.newCommand(opts)
 	if err := s.queue.Push(c); err != nil {
 		return nil, fmt.Errorf("session %s: %w", s.id, ErrSessionEnded)
 	}
