@@ -273,7 +273,10 @@ func TestHundredSessionsLeaveNothing(t *testing.T) {
 		require.NoError(t, s.Close())
 	}
 	require.Eventually(t, func() bool { return fds() <= before }, deadline, 10*time.Millisecond, "fds before %d now %d", before, fds())
-	require.Empty(t, proctree.Descendants(os.Getpid()))
+	// Killed background jobs are orphans of this process until its reaper
+	// has reaped them, which under load may take a moment.
+	require.Eventually(t, func() bool { return len(proctree.Descendants(os.Getpid())) == 0 }, deadline, 10*time.Millisecond,
+		"children left: %v", proctree.Descendants(os.Getpid()))
 }
 
 // TestBackgroundJobKeepsWriting: a job started with & keeps writing after
