@@ -212,7 +212,9 @@ func TestKillReachesCommandNotShell(t *testing.T) {
 	time.Sleep(30 * time.Millisecond) // the next command starts in a later clock tick
 	c, err := s.Submit(CommandOptions{Cmd: "sleep 100"})
 	require.NoError(t, err)
-	waitRunning(t, c)
+	// A signal other than INT reaches the command's processes: wait until
+	// the shell has started one.
+	require.Eventually(t, func() bool { return len(c.processes()) > 0 }, deadline, 5*time.Millisecond)
 	require.NoError(t, c.Kill(syscall.SIGTERM, 0, 0))
 	r := wait(t, c)
 	require.Equal(t, 143, code(r))
