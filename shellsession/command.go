@@ -164,7 +164,7 @@ func (c *Command) Run() {
 	}
 	f := sentinel.New(prev, sentinel.Paths{
 		Stdin: st.stdin, Stdout: st.out.path, Stderr: st.err.path, Script: s.scriptPath(),
-		Announce: !keepsReadAhead(s.sh),
+		Announce: announces(s.sh),
 	})
 	c.begin(cwd, f)
 	s.wg.Add(2)
@@ -180,15 +180,17 @@ func (c *Command) Run() {
 	text := f.Text
 	if keepsReadAhead(s.sh) {
 		// The shell keeps what it read ahead when a command aborts, so the
-		// end line can go with the command and save a round trip. The line
-		// is short and sent in one write, so an interrupt cannot split it.
+		// end line can go with the command and save a round trip.
 		text += f.End
-		c.markStarted()
 	} else {
-		s.diag.expect(f.Start, c.started)
 		// The end line follows once the shell runs the command (see
 		// started); should that never be seen, it follows anyway.
 		c.nudgeUnstarted(time.Second)
+	}
+	if announces(s.sh) {
+		s.diag.expect(f.Start, c.started)
+	} else {
+		c.markStarted()
 	}
 	if err := s.write(text); err != nil {
 		<-s.exited // a failed write means the shell is gone
@@ -448,6 +450,13 @@ func (c *Command) markStartedLocked() (was bool) {
 	c.isStarted = true
 	return was
 }
+
+// announces reports whether sh is told to announce that it runs a command,
+// which an interrupt waits for: one sent earlier would reach a shell still
+// waiting for input, which would shrug it off and then run the command. mksh
+// is not told (see keepsReadAhead); an interrupt for it waits only as long as
+// any does after a command starts (see sendINT).
+func announces(sh shells.Shell) bool { return sh.Family != shells.Mksh }
 
 // keepsReadAhead reports whether sh keeps the input it read ahead when a
 // command aborts (bash), or may drop it (dash, busybox, zsh, ksh93). mksh

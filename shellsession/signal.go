@@ -84,7 +84,44 @@ func (c *Command) interrupt(timedOut bool) {
 // sendINT signals the shell's process group, as a terminal does on Ctrl-C,
 // then sends the end line again while the end has not come: a shell that
 // buffers its input drops what it read ahead when interrupted.
+//
+// In the moment between announcing a command and running it, bash lets an
+// interrupt pass and then runs the command all the same. So an interrupt
+// that comes that early waits until the command has a process of its own or
+// has run a little while, whichever is first; this is the interrupt's path,
+// not a command's, and the wait is short and bounded.
 func (c *Command) sendINT() {
+	c.mu.Lock()
+	since := time.Since(c.startedAt)
+	c.mu.Unlock()
+	if since < settleAfterStart {
+		c.s.wg.Add(1)
+		go func() {
+			defer c.s.wg.Done()
+			for until := time.Now().Add(settleAfterStart - since); time.Now().Before(until) && len(c.processes()) == 0; {
+				select {
+				case <-c.done:
+					return
+				case <-time.After(2 * time.Millisecond):
+				}
+			}
+			c.signalINT()
+		}()
+		return
+	}
+	c.signalINT()
+}
+
+// settleAfterStart bounds how long an interrupt waits for a command that has
+// just started (see sendINT).
+const settleAfterStart = 50 * time.Millisecond
+
+func (c *Command) signalINT() {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
 	syscall.Kill(-c.s.cmd.Process.Pid, syscall.SIGINT)
 	c.nudge(20 * time.Millisecond)
 }
