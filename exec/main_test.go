@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/internal/reapertest"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 )
@@ -22,24 +21,7 @@ import (
 // and a CONCH_TOKEN in its environment that no child may see.
 func TestMain(m *testing.M) {
 	os.Setenv(tokenEnv, "secret-token")
-	if err := proctree.EnableSubreaper(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	stop, err := proctree.StartReaper()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	stop()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	reapertest.Main(m)
 }
 
 // start starts a process and makes sure it and its tree are gone when the

@@ -2,46 +2,24 @@ package server_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/conchsh/conch/client"
-	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/internal/reapertest"
 	"github.com/conchsh/conch/server"
 )
 
 // TestMain runs the tests as the daemon runs: a subreaper that reaps the
 // orphans of the processes it starts. Then it looks for leaked goroutines.
-func TestMain(m *testing.M) {
-	if err := proctree.EnableSubreaper(); err != nil {
-		fmt.Fprintln(os.Stderr, "subreaper:", err)
-		os.Exit(1)
-	}
-	stop, err := proctree.StartReaper()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "reaper:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	stop()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { reapertest.Main(m) }
 
 const testToken = "s3cret-test-token"
 
