@@ -45,6 +45,10 @@ type Frame struct {
 	Text string
 	// Start is the start marker: MarkerLead, "S", nonce.
 	Start []byte
+	// Failed is the marker End writes to the shell's own stdout, followed by
+	// the exit status and a NUL, when it cannot open the command's streams
+	// (the command ran out of file descriptors, say): MarkerLead, "F", nonce.
+	Failed []byte
 	// End is the line that writes the end markers, sent once the shell runs
 	// the group: a shell that reads its input in blocks drops what it read
 	// ahead when a command aborts (an error under set -u, an interrupt), so
@@ -88,20 +92,26 @@ func New(prevStatus int, p Paths) Frame {
 		b.WriteString(quote(p.Stdin))
 	}
 	b.WriteString(" >" + quote(p.Stdout) + " 2>" + quote(p.Stderr) + "\n")
-	return Frame{Nonce: n, Text: b.String(), Start: []byte("\x1eS" + string(n)), End: EndLine(n, p)}
+	return Frame{
+		Nonce: n, Text: b.String(), End: EndLine(n, p),
+		Start: []byte("\x1eS" + string(n)), Failed: []byte("\x1eF" + string(n)),
+	}
 }
 
 // EndLine returns the line that writes the end markers of the command with
 // nonce n: first the stderr marker, then the stdout marker with the exit
-// status and the working directory, then the guard that makes a second run a
-// no-op. It uses only shell syntax, `\command printf` and one variable, so that
-// user functions, aliases, set -e, set -u and set -x cannot break it (traces
-// go to the shell's own stderr, which is not the command's).
+// status and the working directory — or, when either cannot be written, the
+// Failed marker with the status on the shell's own stdout — then the guard
+// that makes a second run a no-op. It uses only shell syntax, `\command
+// printf` and one variable, so that user functions, aliases, set -e, set -u
+// and set -x cannot break it (traces go to the shell's own stderr, which is
+// not the command's).
 func EndLine(n Nonce, p Paths) string {
 	m := `\036CONCH` + string(n)
 	return "case ${" + guardVar + "-} in " + string(n) + ") ;; *) " +
 		guardVar + "=$?; \\command printf '" + m + "' >" + quote(p.Stderr) +
-		"; \\command printf '" + m + `%s %s\000' "$` + guardVar + `" "${PWD-}" >` + quote(p.Stdout) +
+		" && \\command printf '" + m + `%s %s\000' "$` + guardVar + `" "${PWD-}" >` + quote(p.Stdout) +
+		` || \command printf '\036F` + string(n) + `%s\000' "$` + guardVar + `"` +
 		"; " + guardVar + "=" + string(n) + ";; esac\n"
 }
 

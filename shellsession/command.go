@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -188,13 +189,15 @@ func (c *Command) Run() {
 		c.nudgeUnstarted(time.Second)
 	}
 	if announces(s.sh) {
-		s.diag.expect(f.Start, c.started)
+		s.diag.watch(f.Start, false, func([]byte) { c.started() })
 	} else {
 		c.markStarted()
 	}
+	s.diag.watch(f.Failed, true, c.streamsFailed)
 	if err := s.write(text); err != nil {
 		<-s.exited // a failed write means the shell is gone
 	}
+	c.watchIdle(time.Second)
 	defer s.fillPool()
 
 	select {
@@ -202,6 +205,33 @@ func (c *Command) Run() {
 	case <-s.exited:
 		c.shellExited(st)
 	}
+}
+
+// streamsFailed ends a command whose end line could not write its markers:
+// the shell could not open the command's streams, most likely because a
+// command lowered its limit on open files. The command did not run (or its
+// end could not be told); its streams are given up.
+func (c *Command) streamsFailed(trailer []byte) {
+	status, err := strconv.Atoi(string(trailer))
+	if err != nil {
+		status = 1
+	}
+	c.mu.Lock()
+	if c.ends == 2 { // both markers came after all
+		c.mu.Unlock()
+		return
+	}
+	c.ends = 2
+	c.nudged = true // its streams are not to be reused
+	c.mu.Unlock()
+	s := c.s
+	s.mu.Lock()
+	s.lastStatus = status
+	s.mu.Unlock()
+	c.closeKeepers()
+	c.finish(process.Result{Reason: process.Failed, ExitCode: &status,
+		Error: "the shell could not open the command's output streams (too many open files? see ulimit -n)"})
+	close(c.endsDone)
 }
 
 // begin marks the command running.
@@ -511,7 +541,12 @@ func (c *Command) finish(r process.Result) {
 		t.Stop()
 	}
 	c.timers = nil
+	f := c.frame
 	c.mu.Unlock()
+	if f.Failed != nil {
+		c.s.diag.unwatch(f.Failed)
+		c.s.diag.unwatch(f.Start)
+	}
 	c.stdin.close()
 	c.log.Close()
 	close(c.done)

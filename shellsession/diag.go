@@ -9,27 +9,51 @@ import (
 
 // diagReader drains the shell's own stdout and stderr — prompts, traces of
 // the engine's lines, job messages — so that the shell never blocks on them,
-// and keeps their last bytes to explain a shell that failed.
+// keeps their last bytes to explain a shell that failed, and watches them for
+// the markers a frame writes there (a command's start, or its failure to open
+// its streams).
 type diagReader struct {
 	f *os.File
 
-	mu     sync.Mutex // guards the fields below
-	last   []byte
-	want   []byte // the start marker of the command being started
-	onWant func() // called, without mu, when want is seen
+	mu      sync.Mutex // guards the fields below
+	last    []byte
+	watches []watch
 }
 
-// expect arranges for fn to be called once marker appears on the shell's
-// stdout. It replaces any earlier expectation.
-func (d *diagReader) expect(marker []byte, fn func()) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.want, d.onWant = marker, fn
+// watch calls fn, without diagReader.mu held, once marker appears, with the
+// bytes that follow it up to a NUL when trailer is set.
+type watch struct {
+	marker  []byte
+	trailer bool
+	fn      func(trailer []byte)
 }
+
+// maxDiagTrailer bounds a watched marker's trailer (an exit status).
+const maxDiagTrailer = 16
 
 const diagKeep = 2048
 
 func newDiagReader(f *os.File) *diagReader { return &diagReader{f: f} }
+
+// watch arranges for fn to be called once marker appears on the shell's
+// stdout.
+func (d *diagReader) watch(marker []byte, trailer bool, fn func([]byte)) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.watches = append(d.watches, watch{marker: marker, trailer: trailer, fn: fn})
+}
+
+// unwatch drops the watch for marker, if it is still there.
+func (d *diagReader) unwatch(marker []byte) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i, w := range d.watches {
+		if bytes.Equal(w.marker, marker) {
+			d.watches = append(d.watches[:i], d.watches[i+1:]...)
+			return
+		}
+	}
+}
 
 func (d *diagReader) run() {
 	defer d.f.Close()
@@ -37,30 +61,50 @@ func (d *diagReader) run() {
 	for {
 		n, err := d.f.Read(buf)
 		if n > 0 {
-			d.mu.Lock()
-			prev := len(d.last)
-			d.last = append(d.last, buf[:n]...)
-			var fn func()
-			if d.want != nil {
-				// The marker may straddle two reads: look from just before
-				// the new bytes.
-				from := max(0, prev-len(d.want)+1)
-				if bytes.Contains(d.last[from:], d.want) {
-					fn, d.want, d.onWant = d.onWant, nil, nil
-				}
-			}
-			if len(d.last) > diagKeep {
-				d.last = append(d.last[:0], d.last[len(d.last)-diagKeep:]...)
-			}
-			d.mu.Unlock()
-			if fn != nil {
-				fn()
+			for _, fire := range d.take(buf[:n]) {
+				fire()
 			}
 		}
 		if err != nil {
 			return
 		}
 	}
+}
+
+// take adds p to the kept bytes and returns the calls of the watches whose
+// markers (and trailers) are now complete.
+func (d *diagReader) take(p []byte) []func() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	prev := len(d.last)
+	d.last = append(d.last, p...)
+	var fire []func()
+	kept := d.watches[:0]
+	for _, w := range d.watches {
+		// A marker may straddle two reads, and its trailer a third: look
+		// from just before the new bytes.
+		from := max(0, prev-len(w.marker)-maxDiagTrailer)
+		i := bytes.Index(d.last[from:], w.marker)
+		if i >= 0 {
+			rest := d.last[from+i+len(w.marker):]
+			if !w.trailer {
+				fire = append(fire, func() { w.fn(nil) })
+				continue
+			}
+			if j := bytes.IndexByte(rest, 0); j >= 0 {
+				t := append([]byte(nil), rest[:j]...)
+				fire = append(fire, func() { w.fn(t) })
+				continue
+			}
+		}
+		kept = append(kept, w)
+	}
+	clear(d.watches[len(kept):])
+	d.watches = kept
+	if len(d.last) > diagKeep {
+		d.last = append(d.last[:0], d.last[len(d.last)-diagKeep:]...)
+	}
+	return fire
 }
 
 func (d *diagReader) tail() string {

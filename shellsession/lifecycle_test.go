@@ -2,6 +2,7 @@ package shellsession
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strconv"
 	"strings"
@@ -325,6 +326,32 @@ func TestInterruptRightAfterSubmit(t *testing.T) {
 			require.Equal(t, process.Signaled, r.Reason, "%+v", r)
 			_, out, _ := run(t, s, CommandOptions{Cmd: "echo alive"})
 			require.Equal(t, "alive\n", out)
+		})
+	}
+}
+
+// TestOutOfFileDescriptors: a command that lowers the shell's limit on open
+// files leaves it unable to open later commands' streams. Nothing hangs:
+// each later command ends at once — failed and saying why, or with the
+// status the shell gave it — or the session ends (dash gives up).
+func TestOutOfFileDescriptors(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell})
+			for _, cmd := range []string{"ulimit -n 9", "echo hi", "echo again"} {
+				ctx, cancel := context.WithTimeout(t.Context(), deadline)
+				_, r, err := s.Run(ctx, CommandOptions{Cmd: cmd})
+				cancel()
+				if errors.Is(err, ErrSessionEnded) {
+					return
+				}
+				require.NoError(t, err, "%q hung", cmd)
+				if r.Reason == process.Failed && !strings.Contains(r.Error, "session ended") {
+					require.Contains(t, r.Error, "ulimit")
+				}
+			}
 		})
 	}
 }

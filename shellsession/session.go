@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -62,6 +63,7 @@ type Session struct {
 	sh        shells.Shell
 	cmd       *exec.Cmd
 	stdin     *os.File // the shell's script input
+	inputName string   // what /proc says the shell's fd 0 is while it reads stdin: "pipe:[N]"
 	fifoDir   string
 	log       *logstore.Log // the session's own log stays empty: its shell's output is the engine's
 	createdAt time.Time
@@ -194,6 +196,9 @@ func (s *Session) start() error {
 		return fmt.Errorf("start %s: %w", s.sh.Path, err)
 	}
 	s.cmd, s.stdin = cmd, w
+	if rc, err := w.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { s.inputName, _ = os.Readlink("/proc/self/fd/" + strconv.Itoa(int(fd))) })
+	}
 	s.diag = newDiagReader(dr)
 	s.wg.Add(2)
 	go func() {

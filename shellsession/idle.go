@@ -1,0 +1,81 @@
+package shellsession
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/conchsh/conch/process"
+)
+
+// watchIdle guards against a command whose end the shell cannot report: a
+// command that lowered the shell's limit on open files, say, leaves it
+// unable to open the streams its end line writes to, and some shells then
+// drop the whole line, fallback included. While the command runs, this looks
+// now and then — after 1 s, then less and less often — whether the shell sits
+// at its prompt, reading its own input with nothing left to read: then the
+// command is over and its end will not come. Looking costs a few reads of
+// /proc, off the command's path.
+func (c *Command) watchIdle(after time.Duration) {
+	c.addTimer(time.AfterFunc(after, func() {
+		if !c.running() {
+			return
+		}
+		if c.s.atPrompt() {
+			// Markers in flight are read within moments: look again.
+			time.Sleep(100 * time.Millisecond)
+			if c.running() && c.s.atPrompt() {
+				c.endUnreported()
+				return
+			}
+		}
+		c.watchIdle(min(2*after, 16*time.Second))
+	}))
+}
+
+func (c *Command) running() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.st != process.Terminal && c.ends < 2
+}
+
+// endUnreported ends a command the shell finished without reporting it.
+func (c *Command) endUnreported() {
+	c.mu.Lock()
+	if c.ends == 2 {
+		c.mu.Unlock()
+		return
+	}
+	c.ends = 2
+	c.nudged = true // its streams are not to be reused
+	c.mu.Unlock()
+	c.closeKeepers()
+	c.finish(process.Result{Reason: process.Failed,
+		Error: "the shell went back to its prompt without reporting the command's end (too many open files? see ulimit -n)"})
+	close(c.endsDone)
+}
+
+// atPrompt reports whether the shell is blocked reading its own input (the
+// pipe the engine writes commands to) and has read all of it.
+func (s *Session) atPrompt() bool {
+	pid := strconv.Itoa(s.cmd.Process.Pid)
+	sc, err := os.ReadFile("/proc/" + pid + "/syscall")
+	if err != nil || !strings.HasPrefix(string(sc), "0 0x0 ") { // read(0, ...)
+		return false
+	}
+	fd0, err := os.Readlink("/proc/" + pid + "/fd/0")
+	if err != nil || fd0 != s.inputName {
+		return false // fd 0 is the command's stdin, not the shell's input
+	}
+	rc, err := s.stdin.SyscallConn()
+	if err != nil {
+		return false
+	}
+	unread := -1
+	// TIOCINQ is FIONREAD: the bytes in the pipe not read yet.
+	rc.Control(func(fd uintptr) { unread, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) })
+	return unread == 0
+}
