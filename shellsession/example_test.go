@@ -35,9 +35,13 @@ func Example() {
 		return
 	}
 	fmt.Println(res.Reason, *res.ExitCode)
-	for _, f := range c.Log().Page(0, 0).Frames { // stdout and stderr in arrival order
-		fmt.Printf("%s: %q\n", f.Channel, f.Data)
+	// The frames hold stdout and stderr in the order they arrived; the two
+	// are separate pipes, so only each channel's own order is exact.
+	out := map[string]string{}
+	for _, f := range c.Log().Page(0, 0).Frames {
+		out[f.Channel.String()] += string(f.Data)
 	}
+	fmt.Printf("stdout: %q\nstderr: %q\n", out["stdout"], out["stderr"])
 	fmt.Println(filepath.Base(s.Cwd()))
 	// Output:
 	// exited 3
