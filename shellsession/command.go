@@ -39,6 +39,7 @@ type Command struct {
 	startedAt     time.Time
 	exitedAt      time.Time
 	cwd           string         // the directory it started in
+	lastPID       int            // the last pid handed out before it started (see processes)
 	frame         sentinel.Frame // set when it starts
 	isStarted     bool           // the shell runs the command
 	nudged        bool           // the end line was sent more than once
@@ -236,8 +237,13 @@ func (c *Command) streamsFailed(trailer []byte) {
 
 // begin marks the command running.
 func (c *Command) begin(cwd string, f sentinel.Frame) {
+	last := -1
+	if f.Nonce != "" { // it runs in the shell: its processes will be told apart
+		last = lastPID()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.lastPID = last
 	c.st = process.Running
 	c.startedAt = time.Now()
 	c.cwd = cwd

@@ -212,11 +212,20 @@ func TestKillReachesCommandNotShell(t *testing.T) {
 	c, err := s.Submit(CommandOptions{Cmd: "sleep 100"})
 	require.NoError(t, err)
 	// A signal other than INT reaches the command's processes: wait until
-	// the shell has started one.
-	require.Eventually(t, func() bool { return len(c.processes()) > 0 }, deadline, 5*time.Millisecond)
+	// the shell has started sleep (a child caught between fork and exec
+	// would shrug TERM off, in a terminal too).
+	require.Eventually(t, func() bool {
+		for _, pid := range c.processes() {
+			if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); string(b) == "sleep\n" {
+				return true
+			}
+		}
+		return false
+	}, deadline, 5*time.Millisecond)
+
 	require.NoError(t, c.Kill(syscall.SIGTERM, 0, 0))
 	r := wait(t, c)
-	require.Equal(t, 143, code(r))
+	require.Equal(t, 143, code(r), "%+v", r)
 	pid, _ := strconv.Atoi(strings.TrimSpace(bg))
 	require.NoError(t, syscall.Kill(pid, 0), "the earlier background job was signalled")
 	_, out, _ := run(t, s, CommandOptions{Cmd: "echo alive"})

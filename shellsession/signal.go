@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -148,19 +149,57 @@ func (c *Command) nudge(after time.Duration) {
 
 // processes returns the shell's descendants that started with or after the
 // command: its processes, not background jobs of earlier commands.
+//
+// Start times in /proc are in 10 ms ticks, too coarse to tell a command's
+// first process from a job started just before it, so a process must also
+// have a pid handed out after the command began (pids go up, wrapping at
+// pid_max; the start time rules out a job old enough to have been lapped).
 func (c *Command) processes() []int {
 	c.mu.Lock()
 	since := c.startedAt.Add(-20 * time.Millisecond)
+	last := c.lastPID
 	c.mu.Unlock()
 	boot := bootTime()
 	var out []int
 	for _, pid := range proctree.Descendants(c.s.cmd.Process.Pid) {
-		if st, ok := startTime(pid, boot); ok && !st.Before(since) {
+		if st, ok := startTime(pid, boot); ok && !st.Before(since) && pidAfter(pid, last) {
 			out = append(out, pid)
 		}
 	}
 	return out
 }
+
+// lastPID returns the pid most recently handed out in this pid namespace,
+// or -1 when it cannot be read.
+func lastPID() int {
+	b, err := os.ReadFile("/proc/sys/kernel/ns_last_pid")
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.Atoi(string(bytes.TrimSpace(b)))
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// pidAfter reports whether pid was handed out after last, in the cyclic
+// order of pids; true when last is unknown.
+func pidAfter(pid, last int) bool {
+	if last < 0 {
+		return true
+	}
+	n := pidMax()
+	return pid != last && (pid-last+n)%n < n/2
+}
+
+var pidMax = sync.OnceValue(func() int {
+	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if n, e := strconv.Atoi(string(bytes.TrimSpace(b))); err == nil && e == nil && n > 0 {
+		return n
+	}
+	return 1 << 22
+})
 
 // clockTicks is USER_HZ, which Linux fixes at 100 for /proc.
 const clockTicks = 100
