@@ -42,6 +42,7 @@ type Command struct {
 	lastPID       int            // the last pid handed out before it started (see processes)
 	frame         sentinel.Frame // set when it starts
 	isStarted     bool           // the shell runs the command
+	announcedAt   time.Time      // when isStarted became true
 	nudged        bool           // the end line was sent more than once
 	pendingINT    bool           // an interrupt waits for isStarted
 	interrupted   bool           // kill INT reached it
@@ -483,7 +484,10 @@ func (c *Command) markStarted() {
 
 func (c *Command) markStartedLocked() (was bool) {
 	was = c.isStarted
-	c.isStarted = true
+	if !was {
+		c.isStarted = true
+		c.announcedAt = time.Now()
+	}
 	return was
 }
 

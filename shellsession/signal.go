@@ -89,11 +89,11 @@ func (c *Command) interrupt(timedOut bool) {
 // In the moment between announcing a command and running it, bash lets an
 // interrupt pass and then runs the command all the same. So an interrupt
 // that comes that early waits until the command has a process of its own or
-// has run a little while, whichever is first; this is the interrupt's path,
-// not a command's, and the wait is short and bounded.
+// has run a little while since the announcement, whichever is first; this is
+// the interrupt's path, not a command's, and the wait is short and bounded.
 func (c *Command) sendINT() {
 	c.mu.Lock()
-	since := time.Since(c.startedAt)
+	since := time.Since(c.announcedAt)
 	c.mu.Unlock()
 	if since < settleAfterStart {
 		c.s.wg.Add(1)
@@ -115,7 +115,7 @@ func (c *Command) sendINT() {
 
 // settleAfterStart bounds how long an interrupt waits for a command that has
 // just started (see sendINT).
-const settleAfterStart = 50 * time.Millisecond
+const settleAfterStart = 100 * time.Millisecond
 
 func (c *Command) signalINT() {
 	select {
