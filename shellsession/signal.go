@@ -60,8 +60,9 @@ func (c *Command) timeout() {
 	}))
 }
 
-// interrupt sends SIGINT once the shell executes the command: earlier, it
-// would make the shell drop a half-read command and run the rest as new ones.
+// interrupt sends SIGINT once the shell runs the command: sent earlier, it
+// would reach a shell at its prompt, which shrugs it off and then runs the
+// command all the same.
 func (c *Command) interrupt(timedOut bool) {
 	c.mu.Lock()
 	if c.st == process.Terminal {
