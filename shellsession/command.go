@@ -218,21 +218,29 @@ func (c *Command) streamsFailed(trailer []byte) {
 	if err != nil {
 		status = 1
 	}
+	c.giveUp(process.Result{Reason: process.Failed, ExitCode: &status,
+		Error: "the shell could not open the command's output streams (too many open files? see ulimit -n)"})
+}
+
+// giveUp ends the command with r when its end markers will not come, unless
+// they came after all. Its streams are given up, never reused; the shell's $?
+// for the next command is r's exit code, if it has one.
+func (c *Command) giveUp(r process.Result) {
 	c.mu.Lock()
-	if c.ends == 2 { // both markers came after all
+	if c.ends == 2 {
 		c.mu.Unlock()
 		return
 	}
 	c.ends = 2
-	c.nudged = true // its streams are not to be reused
+	c.nudged = true
 	c.mu.Unlock()
-	s := c.s
-	s.mu.Lock()
-	s.lastStatus = status
-	s.mu.Unlock()
+	if r.ExitCode != nil {
+		c.s.mu.Lock()
+		c.s.lastStatus = *r.ExitCode
+		c.s.mu.Unlock()
+	}
 	c.closeKeepers()
-	c.finish(process.Result{Reason: process.Failed, ExitCode: &status,
-		Error: "the shell could not open the command's output streams (too many open files? see ulimit -n)"})
+	c.finish(r)
 	close(c.endsDone)
 }
 

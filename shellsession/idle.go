@@ -44,18 +44,8 @@ func (c *Command) running() bool {
 
 // endUnreported ends a command the shell finished without reporting it.
 func (c *Command) endUnreported() {
-	c.mu.Lock()
-	if c.ends == 2 {
-		c.mu.Unlock()
-		return
-	}
-	c.ends = 2
-	c.nudged = true // its streams are not to be reused
-	c.mu.Unlock()
-	c.closeKeepers()
-	c.finish(process.Result{Reason: process.Failed,
+	c.giveUp(process.Result{Reason: process.Failed,
 		Error: "the shell went back to its prompt without reporting the command's end (too many open files? see ulimit -n)"})
-	close(c.endsDone)
 }
 
 // atPrompt reports whether the shell is blocked reading its own input (the
