@@ -21,12 +21,8 @@ const detachKey = 0x1d
 
 func cmdAttach(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "attach", "ID")
-	if code, ok := parse(fs, args); !ok {
+	if code, ok := parseArgs(fs, args, exactlyOne); !ok {
 		return code
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return exitUsage
 	}
 	id := fs.Arg(0)
 	c, err := dial()

@@ -26,12 +26,8 @@ func cmdRm(ctx context.Context, e *env, args []string) int {
 // eachID parses args into fs and calls f with every id argument. Each
 // failure is reported; the status is 1 when any failed.
 func eachID(e *env, fs *flag.FlagSet, args []string, f func(c *client.Client, id string) error) int {
-	if code, ok := parse(fs, args); !ok {
+	if code, ok := parseArgs(fs, args, atLeastOne); !ok {
 		return code
-	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		return exitUsage
 	}
 	c, err := dial()
 	if err != nil {

@@ -12,12 +12,8 @@ func cmdLogs(ctx context.Context, e *env, args []string) int {
 	followFlag := fs.Bool("f", false, "follow: print new output until the process ends")
 	cursor := fs.String("cursor", "", "only output after this `cursor`")
 	asJSON := fs.Bool("json", false, "print frames as JSON lines (cursor, channel, data, encoding, timestamp)")
-	if code, ok := parse(fs, args); !ok {
+	if code, ok := parseArgs(fs, args, exactlyOne); !ok {
 		return code
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return exitUsage
 	}
 	c, err := dial()
 	if err != nil {

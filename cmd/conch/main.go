@@ -117,6 +117,22 @@ func parse(fs *flag.FlagSet, args []string) (int, bool) {
 	return 0, true
 }
 
+// parseArgs is parse, then a check of how many arguments are left: when
+// want refuses their number, it prints the usage and returns exitUsage.
+func parseArgs(fs *flag.FlagSet, args []string, want func(n int) bool) (int, bool) {
+	if code, ok := parse(fs, args); !ok {
+		return code, false
+	}
+	if !want(fs.NArg()) {
+		fs.Usage()
+		return exitUsage, false
+	}
+	return 0, true
+}
+
+func exactlyOne(n int) bool { return n == 1 }
+func atLeastOne(n int) bool { return n > 0 }
+
 // dial returns a client for the daemon this user runs.
 func dial() (*client.Client, error) { return client.Discover() }
 

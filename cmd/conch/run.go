@@ -117,12 +117,8 @@ func (f *startFlags) runJSON(ctx context.Context, e *env, c *client.Client, args
 func cmdRun(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "run", "[--session ID] [--] CMD [ARG...]")
 	f := addStartFlags(fs)
-	if code, ok := parse(fs, args); !ok {
+	if code, ok := parseArgs(fs, args, atLeastOne); !ok {
 		return code
-	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		return exitUsage
 	}
 	c, err := dial()
 	if err != nil {
@@ -262,12 +258,8 @@ func cmdStart(ctx context.Context, e *env, args []string) int {
 func cmdWait(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "wait", "ID")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	if code, ok := parse(fs, args); !ok {
+	if code, ok := parseArgs(fs, args, exactlyOne); !ok {
 		return code
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return exitUsage
 	}
 	c, err := dial()
 	if err != nil {
