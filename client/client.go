@@ -147,8 +147,16 @@ func (c *Client) send(ctx context.Context, req request, ok ...int) (*http.Respon
 			return resp, nil
 		}
 	}
-	defer resp.Body.Close()
+	defer closeBody(resp)
 	return nil, decodeError(resp)
+}
+
+// closeBody reads what is left of an answer — the newline after a JSON
+// value, say — and closes it: a connection whose last answer was not read to
+// its end is not used again, and each request would pay for a new one.
+func closeBody(resp *http.Response) {
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
 }
 
 func decodeError(resp *http.Response) error {
@@ -170,7 +178,7 @@ func (c *Client) call(ctx context.Context, req request, out any, ok ...int) (int
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
+	defer closeBody(resp)
 	if out == nil {
 		_, err = io.Copy(io.Discard, resp.Body)
 		return resp.StatusCode, err

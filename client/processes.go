@@ -44,7 +44,7 @@ func (c *Client) run(ctx context.Context, path string, body any) (*RunResult, *P
 	if err != nil {
 		return nil, nil, err
 	}
-	defer resp.Body.Close()
+	defer closeBody(resp)
 	dec := json.NewDecoder(resp.Body)
 	if resp.StatusCode == http.StatusAccepted {
 		var p Process
@@ -139,7 +139,7 @@ func (c *Client) Wait(ctx context.Context, id string, timeout time.Duration) (*W
 	if err != nil {
 		return nil, nil, err
 	}
-	defer resp.Body.Close()
+	defer closeBody(resp)
 	if resp.StatusCode == http.StatusAccepted {
 		var p Process
 		if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
