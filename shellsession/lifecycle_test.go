@@ -63,7 +63,7 @@ func TestInterrupt(t *testing.T) {
 				c, err := s.Submit(CommandOptions{Cmd: cmd})
 				require.NoError(t, err)
 				waitRunning(t, c)
-				time.Sleep(50 * time.Millisecond) // let the loop spin
+				time.Sleep(150 * time.Millisecond) // let the loop spin, also on a busy machine
 				require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
 				r := wait(t, c)
 				require.Equal(t, process.Signaled, r.Reason)
