@@ -45,7 +45,7 @@ func TestKillReachesTheWholeTree(t *testing.T) {
 			line, _, _ := strings.Cut(logText(p.Log(), 0), "ready")
 			tree := append(pids(t, line), p.Info().PID)
 			for _, pid := range tree {
-				if !alive(pid) {
+				if !proctree.Alive(pid) {
 					t.Fatalf("pid %d of %v is not running before the kill", pid, tree)
 				}
 			}
@@ -57,7 +57,7 @@ func TestKillReachesTheWholeTree(t *testing.T) {
 				t.Errorf("result %s, want signaled %s", show(r), process.SignalName(tc.sig))
 			}
 			for _, pid := range tree {
-				eventually(t, fmt.Sprintf("pid %d gone", pid), func() bool { return !alive(pid) })
+				eventually(t, fmt.Sprintf("pid %d gone", pid), func() bool { return !proctree.Alive(pid) })
 			}
 		})
 	}
@@ -162,7 +162,7 @@ while [ ! -e "$T/trapped" ]; do sleep 0.01; done; echo $! early`},
 			}
 			out := logText(p.Log(), 0)
 			child := pids(t, strings.Fields(out)[0])[0]
-			if !alive(child) {
+			if !proctree.Alive(child) {
 				t.Fatal("the background child is gone: the test proves nothing")
 			}
 			if !strings.Contains(out, "early") || !strings.Contains(out, "mid") || strings.Contains(out, "late") {
@@ -255,7 +255,7 @@ func TestStop(t *testing.T) {
 		p := start(t, Options{Cmd: `sh -c "trap '' TERM; exec sleep 60" >/dev/null & echo $!`})
 		wait(t, p)
 		child := pids(t, logText(p.Log(), logstore.Stdout))[0]
-		if !alive(child) {
+		if !proctree.Alive(child) {
 			t.Fatal("the leftover is gone before Stop")
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -263,7 +263,7 @@ func TestStop(t *testing.T) {
 		if err := p.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the leftover gone", func() bool { return !alive(child) })
+		eventually(t, "the leftover gone", func() bool { return !proctree.Alive(child) })
 		if got := proctree.Tagged(p.ID()); len(got) != 0 {
 			t.Errorf("tagged processes left: %v", got)
 		}

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/conchsh/conch/internal/proctree"
 )
 
 func TestRun(t *testing.T) {
@@ -177,7 +179,7 @@ func TestSpawnStreamsAndKill(t *testing.T) {
 		t.Fatalf("Wait on a sleeping command: %v, want its context's error", err)
 	}
 	pids := readPids(t, s, "pids")
-	if !alive(pids[len(pids)-1]) {
+	if !proctree.Alive(pids[len(pids)-1]) {
 		t.Fatal("the command died when Wait's context ended")
 	}
 
@@ -350,23 +352,12 @@ func (c *expiringCtx) Err() error {
 	}
 }
 
-// alive reports whether pid is a running process (not gone, not a zombie).
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
-}
-
 // assertGone fails unless every pid has exited within the hang guard.
 func assertGone(t *testing.T, pids []int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for _, pid := range pids {
-		for alive(pid) {
+		for proctree.Alive(pid) {
 			if time.Now().After(deadline) {
 				syscall.Kill(pid, syscall.SIGKILL)
 				t.Errorf("process %d is still running", pid)

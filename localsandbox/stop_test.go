@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/conchsh/conch/internal/proctree"
 )
 
 // Stop and Destroy end every process started through the session or its
@@ -82,7 +84,7 @@ func testStop(t *testing.T, end func(*Session) error) {
 		t.Fatal("Stop waited for a process that ignores SIGTERM")
 	}
 	stubbornPid := readPids(t, s, "stubborn")[0]
-	if !alive(stubbornPid) {
+	if !proctree.Alive(stubbornPid) {
 		t.Error("a process ignoring SIGTERM is gone: Stop did more than send SIGTERM")
 	}
 	syscall.Kill(stubbornPid, syscall.SIGKILL)

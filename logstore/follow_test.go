@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -165,7 +166,7 @@ func TestFollowWarnings(t *testing.T) {
 				}
 				got = append(got, e.Frame.Cursor)
 			}
-			if !equalCursors(got, tt.frames) || !evs[len(evs)-1].End {
+			if !slices.Equal(got, tt.frames) || !evs[len(evs)-1].End {
 				t.Errorf("frames %v then %+v, want %v then End", got, evs[len(evs)-1], tt.frames)
 			}
 		})

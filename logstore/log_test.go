@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -89,7 +90,7 @@ func TestUTF8Framing(t *testing.T) {
 			for _, w := range tt.writes {
 				l.Write(w.ch, []byte(w.data))
 			}
-			if got := frames(l); !equalFrames(got, tt.open) {
+			if got := frames(l); !slices.Equal(got, tt.open) {
 				t.Errorf("before Close: %v, want %v", got, tt.open)
 			}
 			l.Close()
@@ -97,23 +98,11 @@ func TestUTF8Framing(t *testing.T) {
 			if want == nil {
 				want = tt.open
 			}
-			if got := frames(l); !equalFrames(got, want) {
+			if got := frames(l); !slices.Equal(got, want) {
 				t.Errorf("after Close: %v, want %v", got, want)
 			}
 		})
 	}
-}
-
-func equalFrames(a, b []frameWant) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestLargeWriteSplitsOnRuneBoundaries(t *testing.T) {
@@ -192,7 +181,7 @@ func TestRetention(t *testing.T) {
 					t.Errorf("frame %v holds %q", f.Cursor, f.Data)
 				}
 			}
-			if !equalCursors(got, tt.want) {
+			if !slices.Equal(got, tt.want) {
 				t.Errorf("cursors %v, want %v", got, tt.want)
 			}
 			if p.TruncatedHead != tt.truncatedHead || p.FirstAvailable != tt.first || p.Last != Cursor(tt.writes) {
@@ -216,18 +205,6 @@ func span(from, to Cursor) []Cursor {
 		cs = append(cs, c)
 	}
 	return cs
-}
-
-func equalCursors(a, b []Cursor) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestRetentionSmallerThanAWrite(t *testing.T) {
@@ -287,7 +264,7 @@ func TestCloseAndWritesAfter(t *testing.T) {
 	if !l.Closed() {
 		t.Fatal("not closed after Close")
 	}
-	if got := frames(l); !equalFrames(got, []frameWant{{Stdout, "a"}}) {
+	if got := frames(l); !slices.Equal(got, []frameWant{{Stdout, "a"}}) {
 		t.Errorf("frames %v", got)
 	}
 }

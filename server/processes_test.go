@@ -1,17 +1,15 @@
 package server_test
 
 import (
-	"fmt"
-	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/server"
 )
@@ -49,25 +47,12 @@ func requireGone(t *testing.T, pid int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if !running(pid) {
+		if !proctree.Alive(pid) {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("process %d still runs", pid)
-}
-
-func running(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
 func exitCode(t *testing.T, r client.WaitResult) int {
@@ -315,7 +300,7 @@ func TestWaitAndKill(t *testing.T) {
 		p, err := d.c.Start(c, client.StartOptions{Cmd: "setsid sleep 30 & echo $!; wait"})
 		require.NoError(t, err)
 		child := d.firstLine(t, p.ID)
-		require.True(t, running(child))
+		require.True(t, proctree.Alive(child))
 		require.NoError(t, d.c.Kill(c, p.ID, client.KillOptions{Signal: "KILL"}))
 		requireGone(t, child)
 	})

@@ -249,19 +249,9 @@ func TestCloseEndsEverything(t *testing.T) {
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close(), "idempotent")
 	for _, pid := range append(pids, shell) {
-		require.Eventually(t, func() bool { return !alive(pid) }, deadline, 10*time.Millisecond, "pid %d survived", pid)
+		require.Eventually(t, func() bool { return !proctree.Alive(pid) }, deadline, 10*time.Millisecond, "pid %d survived", pid)
 	}
 	require.Empty(t, proctree.Tagged(s.ID()))
-}
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	i := strings.LastIndexByte(string(b), ')')
-	return i > 0 && i+2 < len(b) && b[i+2] != 'Z'
 }
 
 // TestHundredSessionsLeaveNothing: no goroutine (goleak in TestMain), file

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/proctree"
 )
 
 // leakChecked runs the tests, then looks for leaked goroutines, as
@@ -108,25 +108,9 @@ func cmdAlive(ts *testscript.TestScript, neg bool, args []string) {
 		for _, field := range strings.Fields(ts.ReadFile(f)) {
 			pid, err := strconv.Atoi(field)
 			ts.Check(err)
-			if running(pid) == neg {
+			if proctree.Alive(pid) == neg {
 				ts.Fatalf("process %d (from %s): running=%v", pid, f, !neg)
 			}
 		}
 	}
-}
-
-func running(pid int) bool {
-	if syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	// The state follows the command name in parentheses.
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] != 'Z'
-	}
-	return true
 }

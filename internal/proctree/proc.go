@@ -34,6 +34,13 @@ func readStat(pid int) (stat, bool) {
 	return s, true
 }
 
+// Alive reports whether pid is a live process: it exists and is not a
+// zombie waiting to be reaped.
+func Alive(pid int) bool {
+	s, ok := readStat(pid)
+	return ok && s.state != 'Z'
+}
+
 // pids lists the pids in /proc.
 func pids() []int {
 	d, err := os.Open("/proc")

@@ -72,10 +72,6 @@ func tree(t *testing.T, script string, n int, env ...string) (*exec.Cmd, []int) 
 }
 
 // alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	s, ok := readStat(pid)
-	return ok && s.state != 'Z'
-}
 
 // eventually fails t unless cond holds within 10 s (a hang guard, not a timing
 // assertion).
@@ -138,7 +134,7 @@ func TestSignal(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, pid := range pids {
-				eventually(t, fmt.Sprintf("descendant %d gone", pid), func() bool { return !alive(pid) })
+				eventually(t, fmt.Sprintf("descendant %d gone", pid), func() bool { return !Alive(pid) })
 			}
 			if tc.self {
 				err := Wait(cmd)
@@ -146,7 +142,7 @@ func TestSignal(t *testing.T) {
 				if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != tc.sig {
 					t.Fatalf("root ended with %v, want signal %v", err, tc.sig)
 				}
-			} else if !alive(root) {
+			} else if !Alive(root) {
 				t.Fatal("root signalled with self false")
 			}
 		})
