@@ -3,10 +3,10 @@
 // itself, and splits the command's output streams at the markers the frame
 // makes the shell write.
 //
-// A frame has the shell source a file holding the command's text (or, without
-// a file, run the text as a brace group) — never a subshell, a function or an
-// eval, so every change it makes to the shell's state stays — with its stdin,
-// stdout and stderr redirected to per-command files (FIFOs the engine reads).
+// A frame has the shell source a file holding the command's text — never a
+// subshell, a function or an eval, so every change it makes to the shell's
+// state stays — with its stdin, stdout and stderr redirected to per-command
+// files (FIFOs the engine reads).
 // An end line then writes an end marker on each stream, the stdout one with
 // the exit status and the directory. Markers carry a random nonce fresh for
 // every command: output that imitates a marker cannot end a command early,

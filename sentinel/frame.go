@@ -49,11 +49,12 @@ type Frame struct {
 	// the exit status and a NUL, when it cannot open the command's streams
 	// (the command ran out of file descriptors, say): MarkerLead, "F", nonce.
 	Failed []byte
-	// End is the line that writes the end markers, sent once the shell runs
-	// the group: a shell that reads its input in blocks drops what it read
-	// ahead when a command aborts (an error under set -u, an interrupt), so
-	// End must not be read together with Text. Sending it again is harmless:
-	// it writes the markers only once per nonce.
+	// End is the line that writes the end markers. A shell that reads its
+	// input in blocks drops what it read ahead when a command aborts (an
+	// error under set -u, an interrupt), so for such a shell End is sent
+	// only once it has announced the command; a shell that keeps what it
+	// read ahead (bash, mksh) can get it with Text. Sending it again is
+	// harmless: it writes the markers only once per nonce.
 	End string
 }
 
