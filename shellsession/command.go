@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -447,9 +446,6 @@ func (c *Command) streamEnded(end *sentinel.End) {
 		s.mu.Unlock()
 		c.finish(c.resultFor(process.ExitedWith(e.Status)))
 		close(c.endsDone)
-		// Let whoever waits for the command run now, on this thread,
-		// rather than after this reader's own bookkeeping.
-		runtime.Gosched()
 	}
 }
 

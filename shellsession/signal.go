@@ -171,18 +171,32 @@ func (c *Command) processes() []int {
 }
 
 // lastPID returns the pid most recently handed out in this pid namespace,
-// or -1 when it cannot be read.
+// or -1 when it cannot be read. It is read for every command, so the file
+// stays open and each read is one pread.
 func lastPID() int {
-	b, err := os.ReadFile("/proc/sys/kernel/ns_last_pid")
+	f := lastPIDFile()
+	if f == nil {
+		return -1
+	}
+	var buf [24]byte
+	n, err := f.ReadAt(buf[:], 0)
+	if n == 0 && err != nil {
+		return -1
+	}
+	pid, err := strconv.Atoi(string(bytes.TrimSpace(buf[:n])))
 	if err != nil {
 		return -1
 	}
-	n, err := strconv.Atoi(string(bytes.TrimSpace(b)))
-	if err != nil {
-		return -1
-	}
-	return n
+	return pid
 }
+
+var lastPIDFile = sync.OnceValue(func() *os.File {
+	f, err := os.Open("/proc/sys/kernel/ns_last_pid")
+	if err != nil {
+		return nil
+	}
+	return f
+})
 
 // pidAfter reports whether pid was handed out after last, in the cyclic
 // order of pids; true when last is unknown.
