@@ -42,7 +42,7 @@ type Command struct {
 	frame         sentinel.Frame // set when it starts
 	isStarted     bool           // the shell runs the command
 	announcedAt   time.Time      // when isStarted became true
-	nudged        bool           // the end line was sent more than once
+	noReuse       bool           // its streams must not serve a later command (see reusable)
 	pendingINT    bool           // an interrupt waits for isStarted
 	interrupted   bool           // kill INT reached it
 	timedOut      bool
@@ -231,7 +231,7 @@ func (c *Command) giveUp(r process.Result) {
 		return
 	}
 	c.ends = 2
-	c.nudged = true
+	c.noReuse = true
 	c.mu.Unlock()
 	if r.ExitCode != nil {
 		c.s.mu.Lock()
@@ -470,12 +470,14 @@ func (c *Command) started() {
 }
 
 // reusable reports whether the command's streams may serve a later command
-// once clean: not when an end line was sent again, which the shell may still
-// run later (a no-op, but for its write to the stream).
+// once clean: not when an end line was sent again — the shell may run it
+// later, and if the first was cut short before its guard, it writes this
+// command's markers into whatever command uses the stream then — nor when
+// the command's end was given up.
 func (c *Command) reusable() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return !c.nudged
+	return !c.noReuse
 }
 
 // markStarted records that the command runs, for shells that announce
@@ -521,7 +523,7 @@ func (c *Command) nudgeUnstarted(after time.Duration) {
 			return
 		}
 		c.mu.Lock()
-		c.nudged = true
+		c.noReuse = true
 		c.mu.Unlock()
 		c.s.write(end)
 		c.nudgeUnstarted(2 * after)

@@ -139,7 +139,7 @@ func (c *Command) nudge(after time.Duration) {
 		}
 		c.mu.Lock()
 		end := c.frame.End
-		c.nudged = true
+		c.noReuse = true
 		c.mu.Unlock()
 		c.s.write(end)
 		if after < 2*time.Second {
