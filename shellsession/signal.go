@@ -89,7 +89,7 @@ func (c *Command) interrupt(timedOut bool) {
 //
 // In the moment between announcing a command and running it, bash lets an
 // interrupt pass and then runs the command all the same. So an interrupt
-// that comes that early waits until the command has a process of its own or
+// that comes that early waits until the command runs a program of its own or
 // has run a little while since the announcement, whichever is first; this is
 // the interrupt's path, not a command's, and the wait is short and bounded.
 func (c *Command) sendINT() {
@@ -100,7 +100,7 @@ func (c *Command) sendINT() {
 		c.s.wg.Add(1)
 		go func() {
 			defer c.s.wg.Done()
-			for until := time.Now().Add(settleAfterStart - since); time.Now().Before(until) && len(c.processes()) == 0; {
+			for until := time.Now().Add(settleAfterStart - since); time.Now().Before(until) && !c.runsProgram(); {
 				select {
 				case <-c.done:
 					return
@@ -112,6 +112,19 @@ func (c *Command) sendINT() {
 		return
 	}
 	c.signalINT()
+}
+
+// runsProgram reports whether the command has a process that is not (or no
+// longer) a copy of the shell: a child between fork and exec still has the
+// shell's handlers, and lets SIGINT pass as the shell would.
+func (c *Command) runsProgram() bool {
+	shell, _ := os.ReadFile("/proc/" + strconv.Itoa(c.s.cmd.Process.Pid) + "/comm")
+	for _, pid := range c.processes() {
+		if comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); err == nil && !bytes.Equal(comm, shell) {
+			return true
+		}
+	}
+	return false
 }
 
 // settleAfterStart bounds how long an interrupt waits for a command that has
@@ -157,9 +170,13 @@ func (c *Command) nudge(after time.Duration) {
 // pid_max; the start time rules out a job old enough to have been lapped).
 func (c *Command) processes() []int {
 	c.mu.Lock()
-	since := c.startedAt.Add(-20 * time.Millisecond)
+	started := c.startedAt
 	last := c.lastPID
 	c.mu.Unlock()
+	if started.IsZero() {
+		return nil // still queued: nothing of it runs yet
+	}
+	since := started.Add(-20 * time.Millisecond)
 	boot := bootTime()
 	var out []int
 	for _, pid := range proctree.Descendants(c.s.cmd.Process.Pid) {
