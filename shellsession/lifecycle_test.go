@@ -361,3 +361,27 @@ func TestOutOfFileDescriptors(t *testing.T) {
 		})
 	}
 }
+
+// TestKillQueuedCommand: a signal for a command still in the queue ends it
+// there; it never runs, and no process of the session — an earlier job
+// included — gets the signal.
+func TestKillQueuedCommand(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{})
+	_, bg, _ := run(t, s, CommandOptions{Cmd: "sleep 100 & echo $!"})
+	first, err := s.Submit(CommandOptions{Cmd: "sleep 0.3"})
+	require.NoError(t, err)
+	queued, err := s.Submit(CommandOptions{Cmd: "echo ran"})
+	require.NoError(t, err)
+	require.Equal(t, process.Starting, queued.Info().State)
+	require.Empty(t, queued.processes())
+	require.NoError(t, queued.Kill(syscall.SIGTERM, 0, 0))
+	r := wait(t, queued)
+	require.Equal(t, process.Signaled, r.Reason)
+	require.Equal(t, "TERM", r.Signal)
+	out, _ := output(queued)
+	require.Empty(t, out)
+	require.Equal(t, 0, code(wait(t, first)))
+	pid, _ := strconv.Atoi(strings.TrimSpace(bg))
+	require.True(t, proctree.Alive(pid), "the earlier background job was signalled")
+}
