@@ -85,7 +85,7 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	return fmt.Sprintf("conch: %s (%d): %s", e.Code, e.Status, e.Message)
+	return fmt.Sprintf("%s (%d): %s", e.Code, e.Status, e.Message)
 }
 
 // Is makes errors.Is(err, &Error{Code: CodeNotFound}) match any error with
