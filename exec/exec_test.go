@@ -40,8 +40,6 @@ func TestResults(t *testing.T) {
 		{name: "no-trailing-newline", opts: Options{Cmd: "printf abc"}, want: process.ExitedWith(0), stdout: "abc"},
 		{name: "shell-dash", opts: Options{Cmd: `[ -z "$BASH_VERSION" ] && echo not-bash`, Shell: "dash"},
 			want: process.ExitedWith(0), stdout: "not-bash\n"},
-		{name: "login-shell", opts: Options{Cmd: "shopt -q login_shell && echo login", Login: true},
-			want: process.ExitedWith(0), stdout: "login\n"},
 		{name: "not-login-shell", opts: Options{Cmd: "shopt -q login_shell || echo plain"},
 			want: process.ExitedWith(0), stdout: "plain\n"},
 		{name: "env-and-no-token", opts: Options{Cmd: `echo "$FOO ${CONCH_TOKEN-unset}"`, Env: map[string]string{"FOO": "bar"}},
@@ -66,6 +64,24 @@ func TestResults(t *testing.T) {
 				t.Errorf("info after the end: state %s, exitedAt %v", info.State, info.ExitedAt)
 			}
 		})
+	}
+}
+
+// TestLoginShell: a login shell reads the profile of its HOME. The test
+// gives it a HOME of its own, so the tester's profile never runs.
+func TestLoginShell(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, ".bash_profile"), []byte("FROM_PROFILE=yes\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"HOME": home, "ENV": "", "BASH_ENV": ""}
+	p := start(t, Options{Cmd: "shopt -q login_shell && echo login $FROM_PROFILE", Login: true, Env: env})
+	if got := wait(t, p); !sameResult(got, process.ExitedWith(0)) {
+		t.Fatalf("result %s (output %q)", show(got), logText(p.Log(), 0))
+	}
+	if out := logText(p.Log(), logstore.Stdout); out != "login yes\n" {
+		t.Errorf("stdout %q, want the profile of the test's own HOME read", out)
 	}
 }
 
