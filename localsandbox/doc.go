@@ -19,6 +19,6 @@
 //
 // Port leases are coordinated between processes on one machine, not only
 // within one: each leased port is held by an advisory lock on a file in a
-// shared directory (see LeasePort), which the kernel drops when the process
+// shared directory (see package portlease), which the kernel drops when the process
 // holding it exits, however it exits.
 package localsandbox

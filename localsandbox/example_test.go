@@ -92,15 +92,3 @@ func Example() {
 	// write tests
 	// killed: 143
 }
-
-// The daemon and other programs lease ports the same way; a lease held by
-// one process is never handed to another on the same machine.
-func ExampleLeasePort() {
-	lease, err := localsandbox.LeasePort()
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer lease.Release()
-	fmt.Println(lease.Port() > 0)
-	// Output: true
-}

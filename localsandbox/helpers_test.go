@@ -1,58 +1,24 @@
 package localsandbox
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"os"
-	"os/exec"
-	"strconv"
 	"testing"
 	"time"
+
+	"github.com/conchsh/conch/portlease"
 )
 
 // runChild runs the helper program mode in a re-executed test binary and
 // returns its exit code.
 func runChild(mode string) int {
 	switch mode {
-	case "lease":
-		return leaseChild()
 	case "interrupt":
 		return interruptChild()
 	}
 	fmt.Fprintf(os.Stderr, "unknown child mode %q\n", mode)
 	return 2
-}
-
-// leaseChild leases LEASE_COUNT ports from the lock directory LEASE_DIR,
-// scanning from LEASE_BASE (or letting the kernel pick when it is unset),
-// prints each port on a line, holds them until stdin is closed, releases
-// them and exits.
-func leaseChild() int {
-	dir := os.Getenv("LEASE_DIR")
-	count, _ := strconv.Atoi(os.Getenv("LEASE_COUNT"))
-	candidate := anyLoopbackPort
-	if b := os.Getenv("LEASE_BASE"); b != "" {
-		base, _ := strconv.Atoi(b)
-		candidate = scanFrom(base)
-	}
-	var leases []*PortLease
-	for range count {
-		l, err := leasePort(dir, candidate)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-		leases = append(leases, l)
-		fmt.Println(l.Port())
-	}
-	io.Copy(io.Discard, os.Stdin)
-	for _, l := range leases {
-		l.Release()
-	}
-	return 0
 }
 
 // interruptChild runs a command that interrupts itself in a session and
@@ -81,64 +47,24 @@ func interruptChild() int {
 	return 0
 }
 
-// scanFrom is a candidate source that offers base, base+1, ... in order, the
-// same sequence to every caller: without the locks, every caller would be
-// handed the same ports.
-func scanFrom(base int) func(int) (net.Listener, error) {
-	return func(try int) (net.Listener, error) {
-		return net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+try))
-	}
-}
-
-// child is a re-executed test binary running a helper program.
-type child struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	out   *bufio.Scanner
-}
-
-// startChild starts the helper program mode with env added.
-func startChild(t *testing.T, mode string, env ...string) *child {
+// held reports whether the lease of port is held.
+func held(t *testing.T, port int) bool {
 	t.Helper()
-	// The deadline is the hang guard: killing the child ends every read of
-	// its output.
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	t.Cleanup(cancel)
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), append([]string{childEnv + "=" + mode}, env...)...)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
+	h, err := portlease.Held(portlease.Dir(), port)
 	if err != nil {
 		t.Fatal(err)
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	c := &child{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
-	t.Cleanup(func() {
-		c.stdin.Close()
-		c.cmd.Wait()
-	})
-	return c
+	return h
 }
 
-// ints reads n lines of integers from the child.
-func (c *child) ints(t *testing.T, n int) []int {
+// assertDistinct fails t if a port appears twice in ports.
+func assertDistinct(t *testing.T, ports []int) {
 	t.Helper()
-	var got []int
-	for range n {
-		if !c.out.Scan() {
-			t.Fatalf("child ended after %d of %d lines: %v", len(got), n, c.out.Err())
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if seen[p] {
+			t.Errorf("port %d handed out twice (all: %v)", p, ports)
 		}
-		v, err := strconv.Atoi(c.out.Text())
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, v)
+		seen[p] = true
 	}
-	return got
 }

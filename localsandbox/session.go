@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/portlease"
 )
 
 // ErrStopped is returned by Run and Spawn once the session was stopped or
@@ -54,7 +55,7 @@ type Session struct {
 	dir   string
 	env   map[string]string
 	id    string // the value of SandboxEnv in every command's environment
-	lease *PortLease
+	lease *portlease.Lease
 
 	// mu is held for reading while a process starts and for writing by
 	// Stop, so that no process starts unseen by Stop.
@@ -83,7 +84,7 @@ func WithEnv(env map[string]string) Option {
 }
 
 // New returns a session in dir, which must be an existing directory, with one
-// loopback port leased (see LeasePort).
+// loopback port leased (see portlease).
 func New(dir string, opts ...Option) (*Session, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -110,7 +111,7 @@ func New(dir string, opts ...Option) (*Session, error) {
 	// A harness started under nohup, or in the background of a script,
 	// must not pass its ignored SIGINT and SIGHUP on to the commands.
 	proctree.ResetChildSignals()
-	if s.lease, err = LeasePort(); err != nil {
+	if s.lease, err = portlease.Acquire(); err != nil {
 		return nil, fmt.Errorf("new sandbox session: %w", err)
 	}
 	return s, nil

@@ -72,7 +72,7 @@ func TestNew(t *testing.T) {
 			if len(ports) != 1 {
 				t.Fatalf("Ports() = %v, want one port", ports)
 			}
-			if !heldElsewhere(t, PortLockDir(), ports[0]) {
+			if !held(t, ports[0]) {
 				t.Errorf("port %d of a live session is not locked", ports[0])
 			}
 		})

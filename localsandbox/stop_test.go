@@ -114,7 +114,7 @@ func testStop(t *testing.T, end func(*Session) error) {
 	if _, err := s.PortEndpoint(port, "http"); !errors.Is(err, ErrPortNotLeased) {
 		t.Errorf("PortEndpoint after stop: %v", err)
 	}
-	if heldElsewhere(t, PortLockDir(), port) {
+	if held(t, port) {
 		t.Errorf("port %d still locked after stop", port)
 	}
 	if text, ok, err := s.ReadTextFile("keep.txt"); text != "mine" || !ok || err != nil {

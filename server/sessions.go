@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/conchsh/conch/client"
-	"github.com/conchsh/conch/localsandbox"
+	"github.com/conchsh/conch/portlease"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/shellsession"
 )
@@ -13,7 +13,7 @@ import (
 // sessionEntry is a live session: its shell and the ports it leased.
 type sessionEntry struct {
 	shell *shellsession.Session
-	ports []*localsandbox.PortLease
+	ports []*portlease.Lease
 }
 
 func (e *sessionEntry) releasePorts() {
@@ -73,7 +73,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) newSession(r *http.Request, opts client.SessionOptions) (*sessionEntry, error) {
 	e := &sessionEntry{}
 	if opts.LeasePort {
-		l, err := localsandbox.LeasePort()
+		l, err := portlease.Acquire()
 		if err != nil {
 			return nil, fmt.Errorf("lease a port: %w", err)
 		}

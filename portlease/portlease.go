@@ -1,4 +1,8 @@
-package localsandbox
+// Package portlease reserves loopback TCP ports for their holders, so that
+// two processes on one machine are never handed the same port: each lease is
+// an advisory lock on a file in a shared directory, which the kernel drops
+// when the holding process exits, however it exits.
+package portlease
 
 import (
 	"errors"
@@ -12,20 +16,20 @@ import (
 	"syscall"
 )
 
-// leaseTries bounds how many candidate ports LeasePort tries before giving up.
+// leaseTries bounds how many candidate ports Acquire tries before giving up.
 const leaseTries = 128
 
-// PortLockDir returns the directory holding one lock file per leased port:
+// Dir returns the directory holding one lock file per leased port:
 // "conch-ports" under os.TempDir. Every process on the machine that leases
 // ports through this package uses it, whichever user runs it, so it is
 // created world-writable with the sticky bit, like /tmp itself.
-func PortLockDir() string { return filepath.Join(os.TempDir(), "conch-ports") }
+func Dir() string { return filepath.Join(os.TempDir(), "conch-ports") }
 
-// PortLease is one loopback port reserved for its holder. The reservation is
+// Lease is one loopback port reserved for its holder. The reservation is
 // an advisory lock that other processes leasing through this package respect;
 // nothing is bound to the port, so a program that ignores the locks can
 // still take it.
-type PortLease struct {
+type Lease struct {
 	port int
 	path string
 
@@ -33,19 +37,19 @@ type PortLease struct {
 	lock *os.File   // the locked file; nil once released
 }
 
-// LeasePort reserves a free TCP port on 127.0.0.1 until Release is called or
+// Acquire reserves a free TCP port on 127.0.0.1 until Release is called or
 // the process exits. No other lease through this package, in this process or
 // any other on the machine, is handed the same port while it is held; the
 // port was free to bind when it was leased.
-func LeasePort() (*PortLease, error) {
-	return leasePort(PortLockDir(), anyLoopbackPort)
+func Acquire() (*Lease, error) {
+	return acquire(Dir(), anyLoopbackPort)
 }
 
 // Port returns the leased port number.
-func (l *PortLease) Port() int { return l.port }
+func (l *Lease) Port() int { return l.port }
 
 // Release gives the port back. It is idempotent and safe for concurrent use.
-func (l *PortLease) Release() error {
+func (l *Lease) Release() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.lock == nil {
@@ -65,7 +69,17 @@ func (l *PortLease) Release() error {
 	return nil
 }
 
-// anyLoopbackPort is the candidate source of LeasePort: a port the kernel
+// Held reports whether the lease of port in dir is held, by this process or
+// any other.
+func Held(dir string, port int) (bool, error) {
+	l, err := lockPort(dir, port)
+	if err != nil || l == nil {
+		return err == nil, err
+	}
+	return false, l.Release()
+}
+
+// anyLoopbackPort is the candidate source of Acquire: a port the kernel
 // picks, held bound while it is being locked.
 func anyLoopbackPort(int) (net.Listener, error) {
 	return net.Listen("tcp", "127.0.0.1:0")
@@ -75,7 +89,7 @@ func anyLoopbackPort(int) (net.Listener, error) {
 // that no other process can bind it meanwhile, until one can be locked in
 // dir. The listener is closed once the lock is held: the lease reserves the
 // number, it does not occupy the port.
-func leasePort(dir string, candidate func(try int) (net.Listener, error)) (*PortLease, error) {
+func acquire(dir string, candidate func(try int) (net.Listener, error)) (*Lease, error) {
 	if err := makeLockDir(dir); err != nil {
 		return nil, fmt.Errorf("lease port: %w", err)
 	}
@@ -101,7 +115,7 @@ func leasePort(dir string, candidate func(try int) (net.Listener, error)) (*Port
 
 // lockPort takes the lock of port in dir without waiting. It returns a nil
 // lease and no error when another holder has it.
-func lockPort(dir string, port int) (*PortLease, error) {
+func lockPort(dir string, port int) (*Lease, error) {
 	path := filepath.Join(dir, strconv.Itoa(port)+".lock")
 	for {
 		f, err := openLockFile(path)
@@ -123,7 +137,7 @@ func lockPort(dir string, port int) (*PortLease, error) {
 		// The previous holder may have unlinked the file between our open
 		// and our lock; then the lock is on an inode nobody else will find.
 		if sameFile(f, path) {
-			return &PortLease{port: port, path: path, lock: f}, nil
+			return &Lease{port: port, path: path, lock: f}, nil
 		}
 		f.Close()
 	}

@@ -1,4 +1,4 @@
-package localsandbox
+package portlease
 
 import (
 	"math/rand/v2"
@@ -20,23 +20,19 @@ func scanBase() int { return 20000 + rand.IntN(10000) }
 // other than the caller.
 func heldElsewhere(t *testing.T, dir string, port int) bool {
 	t.Helper()
-	l, err := lockPort(dir, port)
+	held, err := Held(dir, port)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l == nil {
-		return true
-	}
-	l.Release()
-	return false
+	return held
 }
 
 func TestLeasePortDefault(t *testing.T) {
 	t.Parallel()
 	const n = 8
-	var leases []*PortLease
+	var leases []*Lease
 	for range n {
-		l, err := LeasePort()
+		l, err := Acquire()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +45,7 @@ func TestLeasePortDefault(t *testing.T) {
 			t.Fatalf("port %d: out of range or handed out twice", p)
 		}
 		seen[p] = true
-		if !heldElsewhere(t, PortLockDir(), p) {
+		if !heldElsewhere(t, Dir(), p) {
 			t.Errorf("port %d is leased but its lock is free", p)
 		}
 		// Leasing reserves the number; it leaves the port free to bind.
@@ -60,7 +56,7 @@ func TestLeasePortDefault(t *testing.T) {
 			ln.Close()
 		}
 	}
-	fi, err := os.Stat(PortLockDir())
+	fi, err := os.Stat(Dir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +70,7 @@ func TestLeasePortDefault(t *testing.T) {
 		if err := l.Release(); err != nil {
 			t.Fatalf("second release: %v", err)
 		}
-		if heldElsewhere(t, PortLockDir(), l.Port()) {
+		if heldElsewhere(t, Dir(), l.Port()) {
 			t.Errorf("port %d still locked after release", l.Port())
 		}
 	}
@@ -87,11 +83,11 @@ func TestLeasePortConcurrentInProcess(t *testing.T) {
 	dir := t.TempDir()
 	base := scanBase()
 	const n = 16
-	leases := make([]*PortLease, n)
+	leases := make([]*Lease, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			l, err := leasePort(dir, scanFrom(base))
+			l, err := acquire(dir, scanFrom(base))
 			if err != nil {
 				t.Error(err)
 				return
@@ -151,7 +147,7 @@ func TestLeasePortAcrossProcesses(t *testing.T) {
 func TestLeasePortDefaultAcrossProcesses(t *testing.T) {
 	t.Parallel()
 	const n = 16
-	env := []string{"LEASE_DIR=" + PortLockDir(), "LEASE_COUNT=" + strconv.Itoa(n)}
+	env := []string{"LEASE_DIR=" + Dir(), "LEASE_COUNT=" + strconv.Itoa(n)}
 	a := startChild(t, "lease", env...)
 	b := startChild(t, "lease", env...)
 	assertDistinct(t, append(a.ints(t, n), b.ints(t, n)...))
@@ -170,7 +166,7 @@ func TestLeasePortSkipsBoundPort(t *testing.T) {
 		}
 	}
 	defer ln.Close()
-	l, err := leasePort(t.TempDir(), scanFrom(base))
+	l, err := acquire(t.TempDir(), scanFrom(base))
 	if err != nil {
 		t.Fatal(err)
 	}
