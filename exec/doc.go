@@ -13,8 +13,8 @@
 // and carries [proctree.Tag] of its id in its environment, so that a signal
 // reaches it and every current descendant, including children that called
 // setsid and orphans that were reparented away from it. Children are started
-// through [proctree.Start], so a daemon running [proctree.StartReaper] reaps
-// orphans without stealing their exit status.
+// through [proctree.Start], so a program that reaps orphans as their
+// subreaper, as conch serve does, never steals a process's exit status.
 //
 // The end of a process is its own exit: the result is set then, and its
 // output drains for at most [DrainDelay] more, so that a background child

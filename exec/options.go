@@ -59,7 +59,8 @@ type Options struct {
 	// KindPTY.
 	Terminal *process.TerminalSize
 	// KeepLogs is the log policy; zero means until_cleanup. on_exit_ttl is
-	// carried out by ExpireAfterExit.
+	// carried out by whoever keeps the record (the daemon drops it a set
+	// time after the exit).
 	KeepLogs logstore.KeepLogs
 	// Retention bounds the bytes of output kept; zero means
 	// logstore.DefaultRetention.

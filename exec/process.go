@@ -42,7 +42,6 @@ type Process struct {
 	exited      bool
 	stdinClosed bool
 	timers      []*time.Timer // escalations and the execution timeout; stopped at exit
-	onDone      []func()      // run once done is closed
 }
 
 // Start starts a process as opts say and returns it running — or already
@@ -249,14 +248,7 @@ func (p *Process) wait(readers []*os.File, copied <-chan struct{}) {
 	drain.Stop()
 	closeAll(readers...)
 	p.log.Close()
-	p.mu.Lock()
-	hooks := p.onDone
-	p.onDone = nil
 	close(p.done)
-	p.mu.Unlock()
-	for _, f := range hooks {
-		f()
-	}
 }
 
 // exit records how the process ended.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"time"
 
 	"github.com/conchsh/conch/client"
 )
@@ -40,17 +39,4 @@ func eachID(e *env, fs *flag.FlagSet, args []string, f func(c *client.Client, id
 		}
 	}
 	return code
-}
-
-func cmdVersion(ctx context.Context, e *env, args []string) int {
-	c, err := dial()
-	if err == nil {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		if h, err := c.Health(ctx); err == nil {
-			e.printf("daemon %s at %s\n", h.Version, c.URL())
-		}
-	}
-	e.printf("conch %s\n", version())
-	return 0
 }

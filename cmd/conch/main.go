@@ -20,6 +20,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/server"
@@ -142,6 +143,20 @@ func (e *env) warn(msg string) { fmt.Fprintf(e.stderr, "conch: warning: %s\n", m
 func (e *env) printf(format string, args ...any) { fmt.Fprintf(e.stdout, format, args...) }
 
 func version() string { return server.Version() }
+
+// cmdVersion prints the client's version, and the daemon's when one answers.
+func cmdVersion(ctx context.Context, e *env, args []string) int {
+	c, err := dial()
+	if err == nil {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if h, err := c.Health(ctx); err == nil {
+			e.printf("daemon %s at %s\n", h.Version, c.URL())
+		}
+	}
+	e.printf("conch %s\n", version())
+	return 0
+}
 
 // fail reports err and returns code.
 func fail(e *env, code int, err error) int {
