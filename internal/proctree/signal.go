@@ -43,15 +43,31 @@ func Signal(pid int, sig syscall.Signal, self bool) error {
 	return first
 }
 
-// SignalTagged sends sig to every process [Tagged] with id and to their
-// descendants. It finds what [Signal] cannot: orphans reparented away from
-// the tree they were started in.
+// SignalTagged sends sig to every process [Tagged] with id, to their
+// descendants and to their process groups. It finds what [Signal] cannot:
+// orphans reparented away from the tree they were started in, and the
+// members of a group whose leader has exited. A group is signalled at once
+// by the kernel, so a chain of processes that each fork and exit — which
+// outruns any scan of /proc — ends with its group. The groups signalled are
+// those the tagged processes are in, which are made by the tree's own
+// processes (a process can only join a group of its own session) — but for
+// the caller's own group, which a tree started without a group of its own
+// shares and which is never signalled.
 func SignalTagged(id string, sig syscall.Signal) error {
+	own := syscall.Getpgrp()
 	var first error
-	for _, p := range Tagged(id) {
-		if err := Signal(p, sig, true); err != nil && first == nil {
+	note := func(err error) {
+		if err != nil && !errors.Is(err, syscall.ESRCH) && first == nil {
 			first = err
 		}
+	}
+	groups := make(map[int]bool)
+	for _, p := range Tagged(id) {
+		if s, ok := readStat(p); ok && s.pgid > 1 && s.pgid != own && !groups[s.pgid] {
+			groups[s.pgid] = true
+			note(syscall.Kill(-s.pgid, sig))
+		}
+		note(Signal(p, sig, true))
 	}
 	return first
 }
