@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -42,7 +43,8 @@ type instance struct {
 	PID       int    `json:"pid"`
 	StartTime uint64 `json:"startTime"` // of PID, in clock ticks after boot
 	BootID    string `json:"bootId"`
-	StreamDir string `json:"streamDir"` // holds the sessions' FIFO directories
+	PIDNS     string `json:"pidNamespace"` // where PID means that process
+	StreamDir string `json:"streamDir"`    // holds the sessions' FIFO directories
 }
 
 // alive reports whether the daemon of rec runs: the same boot, and its pid
@@ -50,6 +52,13 @@ type instance struct {
 func (rec instance) alive() bool {
 	t, ok := proctree.StartTime(rec.PID)
 	return ok && t == rec.StartTime && rec.BootID == proctree.BootID()
+}
+
+// pidNamespace names this process's pid namespace, in which the pids it
+// reads are meant; "" when it cannot be read.
+func pidNamespace() string {
+	ns, _ := os.Readlink("/proc/self/ns/pid")
+	return ns
 }
 
 // startDaemon makes this process the subreaper of what it starts and starts
@@ -90,7 +99,8 @@ func (d *daemon) record(stateDir string) error {
 	if err := os.Mkdir(streams, 0o700); err != nil {
 		return fmt.Errorf("stream directory: %w", err)
 	}
-	d.rec = instance{ID: id, PID: os.Getpid(), StartTime: start, BootID: proctree.BootID(), StreamDir: streams}
+	d.rec = instance{ID: id, PID: os.Getpid(), StartTime: start, BootID: proctree.BootID(),
+		PIDNS: pidNamespace(), StreamDir: streams}
 	d.recPath = filepath.Join(dir, id+".json")
 	b, _ := json.Marshal(d.rec)
 	tmp := d.recPath + ".tmp"
@@ -128,8 +138,16 @@ func (d *daemon) clearDead(stateDir, dir string) {
 		if err == nil {
 			err = json.Unmarshal(b, &rec)
 		}
-		if err != nil || rec.ID+".json" != filepath.Base(p) {
+		if _, perr := uuid.Parse(rec.ID); err == nil && (perr != nil || rec.ID+".json" != filepath.Base(p)) {
+			err = errors.New("the id does not name the file")
+		}
+		if err != nil {
 			d.log.Warn("unreadable instance record left alone", "path", p, "err", err)
+			continue
+		}
+		// Another pid namespace's pids cannot be checked from here.
+		if rec.PIDNS != pidNamespace() && rec.BootID == proctree.BootID() {
+			d.log.Info("instance record of another pid namespace left alone", "path", p)
 			continue
 		}
 		if rec.alive() {

@@ -53,18 +53,24 @@ func TestClearDeadSparesLiveInstances(t *testing.T) {
 
 	self, ok := proctree.StartTime(os.Getpid())
 	require.True(t, ok)
-	liveRec := writeRecord(t, dir, instance{ID: liveID, PID: os.Getpid(), StartTime: self, BootID: proctree.BootID()})
+	liveRec := writeRecord(t, dir, instance{ID: liveID, PID: os.Getpid(), StartTime: self, BootID: proctree.BootID(), PIDNS: pidNamespace()})
 	gone := exec.Command("true")
 	require.NoError(t, gone.Run())
 	streams := filepath.Join(t.TempDir(), "conch-"+deadID)
 	require.NoError(t, os.MkdirAll(filepath.Join(streams, "conch-123"), 0o700))
-	deadRec := writeRecord(t, dir, instance{ID: deadID, PID: gone.Process.Pid, StartTime: 1, BootID: proctree.BootID(), StreamDir: streams})
+	deadRec := writeRecord(t, dir, instance{ID: deadID, PID: gone.Process.Pid, StartTime: 1, BootID: proctree.BootID(), PIDNS: pidNamespace(), StreamDir: streams})
 	// The pid of the live instance's process, started at another time.
-	reusedRec := writeRecord(t, dir, instance{ID: reusedID, PID: live.Process.Pid, StartTime: 1, BootID: proctree.BootID()})
+	reusedRec := writeRecord(t, dir, instance{ID: reusedID, PID: live.Process.Pid, StartTime: 1, BootID: proctree.BootID(), PIDNS: pidNamespace()})
 	// Not a directory of the dead instance's: never removed.
 	foreign := filepath.Join(t.TempDir(), "conch-other")
 	require.NoError(t, os.Mkdir(foreign, 0o700))
-	writeRecord(t, dir, instance{ID: uuid.NewString(), PID: gone.Process.Pid, StartTime: 1, StreamDir: foreign})
+	writeRecord(t, dir, instance{ID: uuid.NewString(), PID: gone.Process.Pid, StartTime: 1, PIDNS: pidNamespace(), StreamDir: foreign})
+	// Another pid namespace's record: its pid means another process here.
+	otherNS := marked(t, uuid.NewString())
+	otherRec := writeRecord(t, dir, instance{ID: otherNS.Env[len(otherNS.Env)-1][len(proctree.InstanceEnv)+1:],
+		PID: gone.Process.Pid, StartTime: 1, BootID: proctree.BootID(), PIDNS: "pid:[1]"})
+	// A record that names no instance: never read as one whose mark is "".
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".json"), []byte(`{"id":"","pid":1}`), 0o600))
 
 	var logs bytes.Buffer
 	d := &daemon{log: slog.New(slog.NewTextHandler(&logs, nil))}
@@ -76,6 +82,8 @@ func TestClearDeadSparesLiveInstances(t *testing.T) {
 	}
 	require.False(t, proctree.Alive(dead.Process.Pid), "the dead instance's process still runs")
 	require.True(t, proctree.Alive(live.Process.Pid), "the live instance's process was ended")
+	require.True(t, proctree.Alive(otherNS.Process.Pid), "another namespace's instance's process was ended")
+	require.FileExists(t, otherRec)
 	require.FileExists(t, liveRec)
 	require.NoFileExists(t, deadRec)
 	require.NoFileExists(t, reusedRec)
