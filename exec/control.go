@@ -101,6 +101,10 @@ func (p *Process) Stop(ctx context.Context) error {
 		p.sent = syscall.SIGTERM
 	}
 	p.mu.Unlock()
+	termed := make(map[int]bool)
+	for _, pid := range proctree.Tagged(p.id) {
+		termed[pid] = true
+	}
 	_ = p.signalTree(syscall.SIGTERM)
 	grace := time.NewTimer(StopGrace)
 	defer grace.Stop()
@@ -116,7 +120,7 @@ func (p *Process) Stop(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	return p.clear(ctx, deadline)
+	return p.clear(ctx, deadline, termed)
 }
 
 // leftovers reports whether processes tagged with p's id are alive. A scan
@@ -127,17 +131,35 @@ func (p *Process) leftovers() bool {
 }
 
 // clear waits for the leftovers of an ended process to go, and from
-// deadline on sends them KILL, again until none is left. Stop is rare and
-// off the hot path, so a short poll beats machinery.
-func (p *Process) clear(ctx context.Context, deadline time.Time) error {
+// deadline on sends them KILL, again until none is left. Before that, it
+// sends TERM to each leftover not in termed (which it adds them to): a
+// shell that catches TERM finishes a fork before it exits, and the child
+// escapes the group's TERM. Each process gets TERM once, since a second
+// one makes some programs cut their own cleanup short. Stop is rare and off
+// the hot path, so a short poll beats machinery.
+func (p *Process) clear(ctx context.Context, deadline time.Time, termed map[int]bool) error {
 	giveUp := deadline.Add(StopGrace)
-	for p.leftovers() {
-		now := time.Now()
-		if now.After(giveUp) {
-			return fmt.Errorf("process %s: %d processes outlive KILL", p.id, len(proctree.Tagged(p.id)))
+	for {
+		left := proctree.Tagged(p.id)
+		if len(left) == 0 {
+			left = proctree.Tagged(p.id) // a scan can miss what forks and exits as it reads
 		}
-		if now.After(deadline) {
+		if len(left) == 0 {
+			return nil
+		}
+		now := time.Now()
+		switch {
+		case now.After(giveUp):
+			return fmt.Errorf("process %s: %d processes outlive KILL", p.id, len(left))
+		case now.After(deadline):
 			_ = proctree.SignalTagged(p.id, syscall.SIGKILL)
+		default:
+			for _, pid := range left {
+				if !termed[pid] {
+					termed[pid] = true
+					_ = syscall.Kill(pid, syscall.SIGTERM)
+				}
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -145,7 +167,6 @@ func (p *Process) clear(ctx context.Context, deadline time.Time) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	return nil
 }
 
 // WriteStdin writes b to the process's stdin: its pipe, or its terminal for
