@@ -214,6 +214,11 @@ func (d *daemon) end() {
 		}
 		_ = proctree.SignalMarked(d.rec.ID, sig)
 	}, childGrace)
+	// The reaper reaps what was just killed before it stops, rather than
+	// leave zombies to init; a second at most.
+	for i := 0; i < 50 && len(proctree.Children()) > 0; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if err := os.RemoveAll(d.rec.StreamDir); err != nil {
 		d.log.Warn("remove the stream directory", "err", err)
 	}
