@@ -12,11 +12,16 @@ import (
 	"github.com/conchsh/conch/process"
 )
 
-// signalTree sends sig to the process, its process group, its descendants
-// and every process tagged with its id (orphans that left its tree).
+// signalTree sends sig to the process while it has not been reaped, its
+// process group, its descendants, and every process tagged with its id and
+// their groups: orphans that left its tree, and a group whose leader has
+// exited. A reaped process's pid may be another program's by now.
 func (p *Process) signalTree(sig syscall.Signal) error {
 	var err error
-	if p.cmd != nil && p.cmd.Process != nil {
+	p.mu.Lock()
+	reaped := p.exited
+	p.mu.Unlock()
+	if !reaped && p.cmd != nil && p.cmd.Process != nil {
 		err = proctree.Signal(p.cmd.Process.Pid, sig, true)
 	}
 	return errors.Join(err, proctree.SignalTagged(p.id, sig))
@@ -75,16 +80,17 @@ func (p *Process) timeout() {
 
 // Stop ends the process for deletion: TERM to it, its descendants and the
 // processes tagged with its id, and KILL to whatever of them is left
-// StopGrace later. It returns once the process is terminal and the
-// leftovers are gone or killed, or with ctx's error when ctx is done first.
-// Stopping a terminal process ends only its leftovers (background children
-// that outlived it).
+// StopGrace later, again until none is left. It returns once the process is
+// terminal and the leftovers are gone, or with ctx's error when ctx is done
+// first, or with an error when leftovers outlive KILL for another
+// StopGrace. Stopping a terminal process ends only its leftovers
+// (background children that outlived it).
 func (p *Process) Stop(ctx context.Context) error {
 	// A process that has ended and left nothing behind needs no signal:
-	// one scan for what carries its tag, rather than a tree walk as well.
+	// scans for what carries its tag, rather than a tree walk as well.
 	select {
 	case <-p.done:
-		if len(proctree.Tagged(p.id)) == 0 {
+		if !p.leftovers() {
 			return nil
 		}
 	default:
@@ -95,6 +101,10 @@ func (p *Process) Stop(ctx context.Context) error {
 		p.sent = syscall.SIGTERM
 	}
 	p.mu.Unlock()
+	termed := make(map[int]bool)
+	for _, pid := range proctree.Tagged(p.id) {
+		termed[pid] = true
+	}
 	_ = p.signalTree(syscall.SIGTERM)
 	grace := time.NewTimer(StopGrace)
 	defer grace.Stop()
@@ -110,11 +120,46 @@ func (p *Process) Stop(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
-	// Leftovers that survive TERM get KILL at the deadline. Stop is rare
-	// and off the hot path, so a short poll beats machinery.
-	for len(proctree.Tagged(p.id)) > 0 {
-		if time.Now().After(deadline) {
-			return proctree.SignalTagged(p.id, syscall.SIGKILL)
+	return p.clear(ctx, deadline, termed)
+}
+
+// leftovers reports whether processes tagged with p's id are alive. A scan
+// of /proc can miss processes that fork and exit while it reads, so it
+// takes two scans finding nothing to say none is left.
+func (p *Process) leftovers() bool {
+	return len(proctree.Tagged(p.id)) > 0 || len(proctree.Tagged(p.id)) > 0
+}
+
+// clear waits for the leftovers of an ended process to go, and from
+// deadline on sends them KILL, again until none is left. Before that, it
+// sends TERM to each leftover not in termed (which it adds them to): a
+// shell that catches TERM finishes a fork before it exits, and the child
+// escapes the group's TERM. Each process gets TERM once, since a second
+// one makes some programs cut their own cleanup short. Stop is rare and off
+// the hot path, so a short poll beats machinery.
+func (p *Process) clear(ctx context.Context, deadline time.Time, termed map[int]bool) error {
+	giveUp := deadline.Add(StopGrace)
+	for {
+		left := proctree.Tagged(p.id)
+		if len(left) == 0 {
+			left = proctree.Tagged(p.id) // a scan can miss what forks and exits as it reads
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		now := time.Now()
+		switch {
+		case now.After(giveUp):
+			return fmt.Errorf("process %s: %d processes outlive KILL", p.id, len(left))
+		case now.After(deadline):
+			_ = proctree.SignalTagged(p.id, syscall.SIGKILL)
+		default:
+			for _, pid := range left {
+				if !termed[pid] {
+					termed[pid] = true
+					_ = syscall.Kill(pid, syscall.SIGTERM)
+				}
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -122,7 +167,6 @@ func (p *Process) Stop(ctx context.Context) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	return nil
 }
 
 // WriteStdin writes b to the process's stdin: its pipe, or its terminal for

@@ -269,3 +269,64 @@ func TestStop(t *testing.T) {
 		}
 	})
 }
+
+// forkChain is the tree of the issue: its first process exits at once,
+// leaving a chain of subshells in its process group that each fork the next
+// one and exit. A scan of /proc can miss it, and signals sent one by one
+// come too late for a link that has forked the next; a signal to the group
+// reaches every link at once.
+const forkChain = `h(){ /bin/true; h & }; h &`
+
+// groupLeft reports whether process group pgid still has a process tagged
+// with id in it.
+func groupLeft(pgid int, id string) bool {
+	for _, pid := range proctree.Tagged(id) {
+		if g, err := syscall.Getpgid(pid); err == nil && g == pgid {
+			return true
+		}
+	}
+	return false
+}
+
+// Stop reaches the process group of an ended process: a chain that forks
+// on, and a member that cleared its environment (env -i), which no scan for
+// the tag finds, go with the group.
+func TestStopEndsTheGroupOfAnEndedProcess(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, cmd string }{
+		{"chain", forkChain},
+		{"untagged-member", "sleep 60 & env -i sleep 61 & echo $!"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := start(t, Options{Cmd: tc.cmd})
+			pgid := p.Info().PID
+			t.Cleanup(func() { // whatever the outcome, nothing may outlive the test
+				for i := 0; i < 100 && groupLeft(pgid, p.ID()); i++ {
+					_ = syscall.Kill(-pgid, syscall.SIGKILL)
+					time.Sleep(10 * time.Millisecond)
+				}
+			})
+			if r := wait(t, p); !sameResult(r, process.ExitedWith(0)) {
+				t.Fatalf("result %s", show(r))
+			}
+			if out := pids(t, logText(p.Log(), logstore.Stdout)); len(out) > 0 {
+				untagged := out[0]
+				t.Cleanup(func() {
+					if g, err := syscall.Getpgid(untagged); err == nil && g == pgid {
+						_ = syscall.Kill(untagged, syscall.SIGKILL)
+					}
+				})
+			}
+			eventually(t, "the group running", func() bool { return groupLeft(pgid, p.ID()) })
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			if err := p.Stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the process group gone", func() bool {
+				return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
+			})
+		})
+	}
+}

@@ -9,8 +9,9 @@
 // anything runs (a missing cwd, an unknown shell): those wrap
 // [process.ErrInvalidArgument].
 //
-// Every process leads its own process group (a PTY process its own session)
-// and carries [proctree.Tag] of its id in its environment, so that a signal
+// Every process leads its own session and process group, without a
+// controlling terminal (a PTY process has its terminal as its own), and
+// carries [proctree.Tag] of its id in its environment, so that a signal
 // reaches it and every current descendant, including children that called
 // setsid and orphans that were reparented away from it. Children are started
 // through [proctree.Start], so a program that reaps orphans as their

@@ -190,14 +190,14 @@ func credential(name string) (*user.User, *syscall.Credential, error) {
 }
 
 // environ builds the environment: the daemon's without its token, then the
-// user's identity, then extra, then the tree's tag (which extra cannot
-// override).
+// user's identity, then extra, then the tree's tag. extra cannot override
+// the tag nor the daemon's instance mark (proctree.InstanceEnv).
 func environ(id string, extra map[string]string, u *user.User) []string {
 	base := os.Environ()
 	env := make([]string, 0, len(base)+len(extra)+4)
 	override := func(k string) bool {
 		_, ok := extra[k]
-		return ok || k == tokenEnv || k == proctree.TagEnv ||
+		return (ok && k != proctree.InstanceEnv) || k == tokenEnv || k == proctree.TagEnv ||
 			(u != nil && (k == "HOME" || k == "USER" || k == "LOGNAME"))
 	}
 	for _, kv := range base {
@@ -215,7 +215,7 @@ func environ(id string, extra map[string]string, u *user.User) []string {
 	}
 	keys := make([]string, 0, len(extra))
 	for k := range extra {
-		if k != proctree.TagEnv && k != tokenEnv {
+		if k != proctree.TagEnv && k != tokenEnv && k != proctree.InstanceEnv {
 			keys = append(keys, k)
 		}
 	}

@@ -158,8 +158,11 @@ type startError struct{ err error }
 func (e startError) Error() string { return e.err.Error() }
 
 // startPipes starts p.cmd with stdout and stderr on pipes, and stdin on a
-// pipe when open (otherwise /dev/null), in a process group of its own, and
-// returns the read ends of stdout and stderr.
+// pipe when open (otherwise /dev/null), as the leader of a new session
+// without a controlling terminal, and returns the read ends of stdout and
+// stderr. In the daemon's session, a program that opens /dev/tty (git asking
+// for a password) would write to the operator's terminal, or be stopped by
+// SIGTTIN for good. A session leader leads its process group too.
 func (p *Process) startPipes(openStdin bool) ([]output, error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -179,7 +182,7 @@ func (p *Process) startPipes(openStdin bool) ([]output, error) {
 		p.cmd.Stdin = inR
 	}
 	p.cmd.Stdout, p.cmd.Stderr = outW, errW
-	p.cmd.SysProcAttr.Setpgid = true
+	p.cmd.SysProcAttr.Setsid = true
 	err = proctree.Start(p.cmd)
 	closeAll(outW, errW, inR) // the child has its own copies
 	if err != nil {

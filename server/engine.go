@@ -70,6 +70,7 @@ func (s *Server) startShell(ctx context.Context, opts client.SessionOptions, por
 		Login:     opts.Login,
 		Retention: s.opts.LogRetention,
 		Ports:     ports,
+		StreamDir: s.opts.StreamDir,
 	})
 }
 

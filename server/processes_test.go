@@ -274,7 +274,7 @@ func TestWaitAndKill(t *testing.T) {
 		{"default TERM", "sleep 30", client.KillOptions{}, client.WaitResult{Reason: process.Signaled, Signal: "TERM"}},
 		{"INT", "sleep 30", client.KillOptions{Signal: "INT"}, client.WaitResult{Reason: process.Signaled, Signal: "INT"}},
 		{"SIG prefix", "sleep 30", client.KillOptions{Signal: "SIGKILL"}, client.WaitResult{Reason: process.Signaled, Signal: "KILL"}},
-		{"escalation", "trap '' TERM; sleep 30 & wait; wait", client.KillOptions{EscalateAfter: client.Millis(200 * time.Millisecond)},
+		{"escalation", "trap '' TERM; echo $$; sleep 30 & wait; wait", client.KillOptions{EscalateAfter: client.Millis(200 * time.Millisecond)},
 			client.WaitResult{Reason: process.Signaled, Signal: "KILL"}},
 	}
 	for _, tt := range tests {
@@ -287,6 +287,9 @@ func TestWaitAndKill(t *testing.T) {
 			require.NoError(t, err)
 			require.Nil(t, r, "wait ran out: 202 with the process")
 			require.Equal(t, process.Running, still.State)
+			if strings.HasPrefix(tt.cmd, "trap") {
+				d.firstLine(t, p.ID) // TERM before the trap would end the shell
+			}
 			require.NoError(t, d.c.Kill(c, p.ID, tt.kill))
 			r, _, err = d.c.Wait(c, p.ID, 0)
 			require.NoError(t, err)

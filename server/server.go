@@ -58,6 +58,9 @@ type Options struct {
 	Logger *slog.Logger
 	// Version is reported by /healthz; empty means the module's version.
 	Version string
+	// StreamDir is where sessions make the directories of their stream
+	// FIFOs; empty means shellsession's default.
+	StreamDir string
 }
 
 // Server serves the conch HTTP API over the processes and sessions it

@@ -53,6 +53,9 @@ type Options struct {
 	Retention int
 	// Ports are loopback ports leased for the session, reported in Info.
 	Ports []int
+	// StreamDir is where the session makes the directory of its stream
+	// FIFOs; empty means /dev/shm when writable, else the temp directory.
+	StreamDir string
 }
 
 // Session is one long-lived shell and its serial queue of commands. It
@@ -112,7 +115,11 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 	if id == "" {
 		id = uuid.NewString()
 	}
-	dir, err := os.MkdirTemp(fifoBase(), "conch-")
+	base := opts.StreamDir
+	if base == "" {
+		base = fifoBase()
+	}
+	dir, err := os.MkdirTemp(base, "conch-")
 	if err != nil {
 		return nil, fmt.Errorf("make stream directory: %w", err)
 	}

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/client"
-	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/server"
 )
@@ -69,19 +68,11 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	// The token must not reach the commands the daemon runs.
 	os.Unsetenv(client.EnvToken)
 
-	// Commands start with default signal dispositions even when the daemon
-	// was started with some ignored (nohup, a shell's background job).
-	proctree.ResetChildSignals()
-	// Orphans of the processes the daemon starts are reparented to it, so
-	// that it can find them (to end them) and reap them.
-	if err := proctree.EnableSubreaper(); err != nil {
-		logger.Warn("become a subreaper", "err", err)
-	}
-	stopReaper, err := proctree.StartReaper()
+	d, err := startDaemon(logger, stateDir)
 	if err != nil {
 		return fail(e, exitFailure, err)
 	}
-	defer stopReaper()
+	defer d.stop()
 
 	srv, err := server.New(server.Options{
 		Token:        token,
@@ -92,6 +83,7 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 		MaxProcesses: *maxProcesses,
 		AllowedHosts: allowHosts,
 		Logger:       logger,
+		StreamDir:    d.rec.StreamDir,
 	})
 	if err != nil {
 		return fail(e, exitFailure, err)
@@ -125,6 +117,7 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	if serveErr := <-served; err == nil {
 		err = serveErr
 	}
+	d.stop()
 	forgetEndpoint(stateDir)
 	if err == nil {
 		err = shutErr

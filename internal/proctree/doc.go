@@ -6,7 +6,10 @@
 // /proc/PID/stat; children that called setsid stay in it. A descendant whose
 // parent dies is reparented to the nearest subreaper (see [EnableSubreaper])
 // or to init and leaves the tree: to find such processes, start the tree with
-// [Tag] in its environment and look them up with [Tagged].
+// [Tag] in its environment and look them up with [Tagged]. [SignalTagged]
+// also signals the groups of tagged processes. A daemon marks everything it
+// starts with [InstanceEnv] the same way, to find it with [Marked] after it
+// was killed.
 //
 // Reaping: once [StartReaper] runs, every zombie child of this process that
 // is not owned is reaped on SIGCHLD. A child is owned when it was started

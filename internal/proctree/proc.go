@@ -117,8 +117,21 @@ func Tag(id string) string { return TagEnv + "=" + id }
 // is not found. Only processes this process may read are seen (those of the
 // same user, or all when root). Zombies have no environment and are not
 // found.
-func Tagged(id string) []int {
-	tag := []byte(Tag(id))
+func Tagged(id string) []int { return holding(Tag(id)) }
+
+// InstanceEnv is the environment variable that names the daemon instance a
+// process was started by; see [Marked].
+const InstanceEnv = "CONCH_DAEMON"
+
+// Marked returns the pids of live processes whose environment holds
+// InstanceEnv=instance, as [Tagged] does for a tree's tag: a daemon that puts
+// it in its own environment marks every process it starts and their
+// descendants, and can find them after it was killed.
+func Marked(instance string) []int { return holding(InstanceEnv + "=" + instance) }
+
+// holding returns the pids of live processes whose environment holds entry.
+func holding(entry string) []int {
+	want := []byte(entry)
 	var out []int
 	for _, p := range pids() {
 		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/environ")
@@ -126,11 +139,51 @@ func Tagged(id string) []int {
 			continue
 		}
 		for e := range bytes.SplitSeq(b, []byte{0}) {
-			if bytes.Equal(e, tag) {
+			if bytes.Equal(e, want) {
 				out = append(out, p)
 				break
 			}
 		}
+	}
+	return out
+}
+
+// StartTime returns when pid started, in clock ticks after boot (field 22 of
+// /proc/PID/stat): with the boot's id (see [BootID]), it tells a process
+// from a later one that was given the same pid.
+func StartTime(pid int) (uint64, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return 0, false
+	}
+	f := bytes.Fields(b[i+2:]) // field 3 (state) onwards
+	if len(f) < 20 || f[0][0] == 'Z' {
+		return 0, false
+	}
+	t, err := strconv.ParseUint(string(f[19]), 10, 64)
+	return t, err == nil
+}
+
+// BootID returns the kernel's id of the current boot, or "" when it cannot
+// be read.
+func BootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return string(bytes.TrimSpace(b))
+}
+
+// Children returns the pids of this process's children, zombies included.
+func Children() []int {
+	kids := children()
+	out := make([]int, 0, len(kids))
+	for pid := range kids {
+		out = append(out, pid)
 	}
 	return out
 }

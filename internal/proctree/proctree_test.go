@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"sync"
 	"syscall"
@@ -294,4 +295,50 @@ wait`, 1)
 			t.Fatalf("owned child: %v, want exit status 9", err)
 		}
 	}
+}
+
+// SignalTagged signals the groups of tagged processes, reaching members
+// that cleared their environment, but never the caller's own group, which a
+// tree started without a group of its own shares.
+func TestSignalTaggedGroups(t *testing.T) {
+	t.Parallel()
+	t.Run("own-group-spared", func(t *testing.T) {
+		got := make(chan os.Signal, 1)
+		signal.Notify(got, syscall.SIGUSR2)
+		defer signal.Stop(got)
+		id := fmt.Sprintf("own-%d", time.Now().UnixNano())
+		cmd, _ := tree(t, `trap '' USR2; echo $$; exec sleep 30`, 1, Tag(id))
+		if err := SignalTagged(id, syscall.SIGUSR2); err != nil {
+			t.Fatal(err)
+		}
+		if err := SignalTagged(id, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = Wait(cmd)
+		select {
+		case <-got:
+			t.Fatal("the caller's own group was signalled")
+		default:
+		}
+	})
+	t.Run("untagged-member", func(t *testing.T) {
+		id := fmt.Sprintf("group-%d", time.Now().UnixNano())
+		// The group's leader exits; a tagged and an untagged member stay.
+		cmd, pids := tree(t, `setsid sh -c 'sleep 30 & env -i sleep 30 & echo $!' &
+wait`, 1, Tag(id))
+		if err := Wait(cmd); err != nil {
+			t.Fatal(err)
+		}
+		untagged := pids[0]
+		t.Cleanup(func() {
+			if Alive(untagged) {
+				_ = syscall.Kill(untagged, syscall.SIGKILL)
+			}
+		})
+		eventually(t, "the tagged member found", func() bool { return len(Tagged(id)) == 1 })
+		if err := SignalTagged(id, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, fmt.Sprintf("untagged member %d gone", untagged), func() bool { return !Alive(untagged) })
+	})
 }

@@ -2,6 +2,7 @@ package proctree
 
 import (
 	"errors"
+	"os"
 	"syscall"
 )
 
@@ -43,15 +44,68 @@ func Signal(pid int, sig syscall.Signal, self bool) error {
 	return first
 }
 
-// SignalTagged sends sig to every process [Tagged] with id and to their
-// descendants. It finds what [Signal] cannot: orphans reparented away from
-// the tree they were started in.
+// SignalTagged sends sig to every process [Tagged] with id, to their
+// descendants and to their process groups. It finds what [Signal] cannot:
+// orphans reparented away from the tree they were started in, and the
+// members of a group whose leader has exited. A group is signalled at once
+// by the kernel, so a chain of processes that each fork and exit — which
+// outruns any scan of /proc — ends with its group. The groups signalled are
+// those the tagged processes are in, which are made by the tree's own
+// processes (a process can only join a group of its own session) — but for
+// the caller's own group, which a tree started without a group of its own
+// shares, and the groups of its ancestors, which are never signalled.
 func SignalTagged(id string, sig syscall.Signal) error {
+	return signalAll(Tagged(id), sig)
+}
+
+// SignalMarked sends sig to every process [Marked] with instance, to their
+// descendants and to their process groups, as [SignalTagged] does.
+func SignalMarked(instance string, sig syscall.Signal) error {
+	return signalAll(Marked(instance), sig)
+}
+
+// signalAll sends sig to each of pids, their descendants and their groups,
+// but never to this process or its ancestors, nor to a group one of them is
+// in: a process found by its environment may be one that this process runs
+// under.
+func signalAll(pids []int, sig syscall.Signal) error {
 	var first error
-	for _, p := range Tagged(id) {
-		if err := Signal(p, sig, true); err != nil && first == nil {
+	note := func(err error) {
+		if err != nil && !errors.Is(err, syscall.ESRCH) && first == nil {
 			first = err
 		}
 	}
+	spare, spareGroups := lineage()
+	groups := make(map[int]bool)
+	for _, p := range pids {
+		if spare[p] {
+			continue
+		}
+		if s, ok := readStat(p); ok && s.pgid > 1 && !spareGroups[s.pgid] && !groups[s.pgid] {
+			groups[s.pgid] = true
+			note(syscall.Kill(-s.pgid, sig))
+		}
+		if spareGroups[p] { // a leader of a spared group: not through its group
+			note(syscall.Kill(p, sig))
+			note(Signal(p, sig, false))
+			continue
+		}
+		note(Signal(p, sig, true))
+	}
 	return first
+}
+
+// lineage returns this process and its ancestors, and their groups.
+func lineage() (pids, groups map[int]bool) {
+	pids, groups = map[int]bool{}, map[int]bool{syscall.Getpgrp(): true}
+	for p := os.Getpid(); p > 0 && !pids[p]; {
+		pids[p] = true
+		s, ok := readStat(p)
+		if !ok {
+			break
+		}
+		groups[s.pgid] = true
+		p = s.ppid
+	}
+	return pids, groups
 }

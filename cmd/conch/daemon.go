@@ -1,0 +1,260 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/proctree"
+)
+
+// instancesDir is the directory of the state directory where each running
+// daemon keeps the record of its instance.
+const instancesDir = "instances"
+
+// childGrace is how long the processes a stopping daemon still finds under
+// it get after TERM, and how long KILL is then repeated for.
+const childGrace = 2 * time.Second
+
+// daemon is what `conch serve` runs its server in: it is the subreaper and
+// reaper of every process it starts, marks them with its instance
+// (proctree.InstanceEnv) and records the instance in the state directory,
+// so that a later daemon can end what this one leaves if it is killed.
+type daemon struct {
+	log        *slog.Logger
+	rec        instance
+	recPath    string // where rec is written; removed once nothing is left
+	stopReaper func()
+	stopOnce   sync.Once
+}
+
+// instance is a daemon's record, in instances/ID.json.
+type instance struct {
+	ID        string `json:"id"`
+	PID       int    `json:"pid"`
+	StartTime uint64 `json:"startTime"` // of PID, in clock ticks after boot
+	BootID    string `json:"bootId"`
+	PIDNS     string `json:"pidNamespace"` // where PID means that process
+	StreamDir string `json:"streamDir"`    // holds the sessions' FIFO directories
+}
+
+// alive reports whether the daemon of rec runs: the same boot, and its pid
+// held by the process that started then.
+func (rec instance) alive() bool {
+	t, ok := proctree.StartTime(rec.PID)
+	return ok && t == rec.StartTime && rec.BootID == proctree.BootID()
+}
+
+// pidNamespace names this process's pid namespace, in which the pids it
+// reads are meant; "" when it cannot be read.
+func pidNamespace() string {
+	ns, _ := os.Readlink("/proc/self/ns/pid")
+	return ns
+}
+
+// startDaemon makes this process the subreaper of what it starts and starts
+// the reaper, ends what dead daemons of the same state directory left, and
+// records this instance.
+func startDaemon(logger *slog.Logger, stateDir string) (*daemon, error) {
+	// Commands start with default signal dispositions even when the daemon
+	// was started with some ignored (nohup, a shell's background job).
+	proctree.ResetChildSignals()
+	// Orphans of the processes the daemon starts are reparented to it, so
+	// that it can find them (to end them) and reap them.
+	if err := proctree.EnableSubreaper(); err != nil {
+		logger.Warn("become a subreaper", "err", err)
+	}
+	stopReaper, err := proctree.StartReaper()
+	if err != nil {
+		return nil, err
+	}
+	d := &daemon{log: logger, stopReaper: stopReaper}
+	if err := d.record(stateDir); err != nil {
+		stopReaper()
+		return nil, err
+	}
+	return d, nil
+}
+
+// record clears the leftovers of dead instances, then marks and records
+// this one.
+func (d *daemon) record(stateDir string) error {
+	dir := filepath.Join(stateDir, instancesDir)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("instance records: %w", err)
+	}
+	d.clearDead(stateDir, dir)
+	id := uuid.NewString()
+	start, _ := proctree.StartTime(os.Getpid())
+	streams := filepath.Join(streamBase(), "conch-"+id)
+	if err := os.Mkdir(streams, 0o700); err != nil {
+		return fmt.Errorf("stream directory: %w", err)
+	}
+	d.rec = instance{ID: id, PID: os.Getpid(), StartTime: start, BootID: proctree.BootID(),
+		PIDNS: pidNamespace(), StreamDir: streams}
+	d.recPath = filepath.Join(dir, id+".json")
+	b, _ := json.Marshal(d.rec)
+	tmp := d.recPath + ".tmp"
+	err := os.WriteFile(tmp, b, 0o600)
+	if err == nil {
+		err = os.Rename(tmp, d.recPath)
+	}
+	if err != nil {
+		os.RemoveAll(streams)
+		return fmt.Errorf("instance record: %w", err)
+	}
+	// Every process started from now on inherits the mark.
+	return os.Setenv(proctree.InstanceEnv, id)
+}
+
+// streamBase is where the instance's stream directory goes: /dev/shm when
+// it can, out of the way of commands that clean /tmp (as shellsession does).
+func streamBase() string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() && syscall.Access("/dev/shm", 2) == nil {
+		return "/dev/shm"
+	}
+	return os.TempDir()
+}
+
+// clearDead ends what every dead instance recorded in dir left: processes
+// carrying its mark, its stream directory, its endpoint record, and the
+// instance's record itself. Records of live instances are left alone.
+func (d *daemon) clearDead(stateDir, dir string) {
+	paths, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	var dead []instance
+	live := map[int]bool{}
+	for _, p := range paths {
+		var rec instance
+		b, err := os.ReadFile(p)
+		if err == nil {
+			err = json.Unmarshal(b, &rec)
+		}
+		if _, perr := uuid.Parse(rec.ID); err == nil && (perr != nil || rec.ID+".json" != filepath.Base(p)) {
+			err = errors.New("the id does not name the file")
+		}
+		if err != nil {
+			d.log.Warn("unreadable instance record left alone", "path", p, "err", err)
+			continue
+		}
+		// Another pid namespace's pids cannot be checked from here.
+		if rec.PIDNS != pidNamespace() && rec.BootID == proctree.BootID() {
+			d.log.Info("instance record of another pid namespace left alone", "path", p)
+			continue
+		}
+		if rec.alive() {
+			live[rec.PID] = true
+		} else {
+			dead = append(dead, rec)
+		}
+	}
+	for _, rec := range dead {
+		if d.clearInstance(rec) {
+			_ = os.Remove(filepath.Join(dir, rec.ID+".json"))
+		}
+		if ep, err := client.ReadEndpoint(stateDir); err == nil && ep.PID == rec.PID && !live[ep.PID] {
+			_ = os.Remove(filepath.Join(stateDir, client.EndpointFile))
+			d.log.Warn("removed the endpoint record of a dead daemon", "pid", rec.PID)
+		}
+	}
+}
+
+// clearInstance kills what the dead instance rec left and removes its
+// stream directory, and reports whether nothing of it is left.
+func (d *daemon) clearInstance(rec instance) bool {
+	n := len(proctree.Marked(rec.ID))
+	left := endAll(func() []int { return proctree.Marked(rec.ID) }, func(sig syscall.Signal) {
+		_ = proctree.SignalMarked(rec.ID, sig)
+	}, 0)
+	removed := false
+	if rec.StreamDir != "" && filepath.Base(rec.StreamDir) == "conch-"+rec.ID {
+		if _, err := os.Stat(rec.StreamDir); err == nil {
+			removed = os.RemoveAll(rec.StreamDir) == nil
+		}
+	}
+	d.log.Warn("cleared what a dead daemon left", "instance", rec.ID, "pid", rec.PID,
+		"killed", n, "left", left, "streamDir", rec.StreamDir, "streamDirRemoved", removed)
+	return left == 0
+}
+
+// stop ends what is left under the daemon once the server has stopped:
+// processes that escaped every tree (a `setsid env -i` child is found by
+// nothing but its parent, the daemon) and anything still carrying its mark.
+// It removes the stream directory, and the instance record unless
+// processes outlived KILL, so that a later daemon tries again, and stops
+// the reaper.
+// Calling it again does nothing.
+func (d *daemon) stop() { d.stopOnce.Do(d.end) }
+
+func (d *daemon) end() {
+	defer d.stopReaper()
+	kids := func() []int {
+		out := proctree.Marked(d.rec.ID)
+		for _, p := range proctree.Children() {
+			if proctree.Alive(p) {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	if n := len(kids()); n > 0 {
+		d.log.Info("ending processes left after every session and process ended", "count", n)
+	}
+	left := endAll(kids, func(sig syscall.Signal) {
+		for _, p := range proctree.Children() {
+			_ = proctree.Signal(p, sig, true)
+		}
+		_ = proctree.SignalMarked(d.rec.ID, sig)
+	}, childGrace)
+	// The reaper reaps what was just killed before it stops, rather than
+	// leave zombies to init; a second at most.
+	for i := 0; i < 50 && len(proctree.Children()) > 0; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := os.RemoveAll(d.rec.StreamDir); err != nil {
+		d.log.Warn("remove the stream directory", "err", err)
+	}
+	if left > 0 {
+		d.log.Warn("processes outlived KILL; the next daemon will try again", "count", left)
+		return
+	}
+	_ = os.Remove(d.recPath)
+}
+
+// endAll sends TERM through signal and, from grace on (at once when grace
+// is zero), KILL again and again until find has found nothing twice in a
+// row (a scan of /proc can miss processes that fork and exit as it reads),
+// or for childGrace at most. It returns how many processes it last found.
+func endAll(find func() []int, signal func(syscall.Signal), grace time.Duration) int {
+	kill := time.Now().Add(grace)
+	giveUp := kill.Add(childGrace)
+	termed := false
+	for clean := 0; clean < 2; {
+		n := len(find())
+		if n == 0 {
+			clean++
+			continue
+		}
+		clean = 0
+		now := time.Now()
+		switch {
+		case now.After(giveUp):
+			return n
+		case !now.Before(kill):
+			signal(syscall.SIGKILL)
+		case !termed:
+			signal(syscall.SIGTERM)
+			termed = true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return 0
+}

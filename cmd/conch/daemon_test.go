@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/internal/proctree"
+)
+
+// marked starts a sleep carrying the mark of instance, ended with the test.
+func marked(t *testing.T, instance string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sleep", "60")
+	cmd.Env = append(os.Environ(), proctree.InstanceEnv+"="+instance)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd
+}
+
+func writeRecord(t *testing.T, dir string, rec instance) string {
+	t.Helper()
+	b, err := json.Marshal(rec)
+	require.NoError(t, err)
+	p := filepath.Join(dir, rec.ID+".json")
+	require.NoError(t, os.WriteFile(p, b, 0o600))
+	return p
+}
+
+// Only the leftovers of instances whose daemon is dead are ended: a record
+// whose pid runs the process that started then is alive, whatever else
+// carries a mark; a pid given to a later process does not keep a record
+// alive, and ending its leftovers never touches that process.
+func TestClearDeadSparesLiveInstances(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	dir := filepath.Join(state, instancesDir)
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	liveID, deadID, reusedID := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	live, dead := marked(t, liveID), marked(t, deadID)
+
+	self, ok := proctree.StartTime(os.Getpid())
+	require.True(t, ok)
+	liveRec := writeRecord(t, dir, instance{ID: liveID, PID: os.Getpid(), StartTime: self, BootID: proctree.BootID(), PIDNS: pidNamespace()})
+	gone := exec.Command("true")
+	require.NoError(t, gone.Run())
+	streams := filepath.Join(t.TempDir(), "conch-"+deadID)
+	require.NoError(t, os.MkdirAll(filepath.Join(streams, "conch-123"), 0o700))
+	deadRec := writeRecord(t, dir, instance{ID: deadID, PID: gone.Process.Pid, StartTime: 1, BootID: proctree.BootID(), PIDNS: pidNamespace(), StreamDir: streams})
+	// The pid of the live instance's process, started at another time.
+	reusedRec := writeRecord(t, dir, instance{ID: reusedID, PID: live.Process.Pid, StartTime: 1, BootID: proctree.BootID(), PIDNS: pidNamespace()})
+	// Not a directory of the dead instance's: never removed.
+	foreign := filepath.Join(t.TempDir(), "conch-other")
+	require.NoError(t, os.Mkdir(foreign, 0o700))
+	writeRecord(t, dir, instance{ID: uuid.NewString(), PID: gone.Process.Pid, StartTime: 1, PIDNS: pidNamespace(), StreamDir: foreign})
+	// Another pid namespace's record: its pid means another process here.
+	otherNS := marked(t, uuid.NewString())
+	otherRec := writeRecord(t, dir, instance{ID: otherNS.Env[len(otherNS.Env)-1][len(proctree.InstanceEnv)+1:],
+		PID: gone.Process.Pid, StartTime: 1, BootID: proctree.BootID(), PIDNS: "pid:[1]"})
+	// A record that names no instance: never read as one whose mark is "".
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".json"), []byte(`{"id":"","pid":1}`), 0o600))
+
+	var logs bytes.Buffer
+	d := &daemon{log: slog.New(slog.NewTextHandler(&logs, nil))}
+	d.clearDead(state, dir)
+
+	deadline := time.Now().Add(20 * time.Second) // a hang guard
+	for proctree.Alive(dead.Process.Pid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.False(t, proctree.Alive(dead.Process.Pid), "the dead instance's process still runs")
+	require.True(t, proctree.Alive(live.Process.Pid), "the live instance's process was ended")
+	require.True(t, proctree.Alive(otherNS.Process.Pid), "another namespace's instance's process was ended")
+	require.FileExists(t, otherRec)
+	require.FileExists(t, liveRec)
+	require.NoFileExists(t, deadRec)
+	require.NoFileExists(t, reusedRec)
+	require.NoDirExists(t, streams)
+	require.DirExists(t, foreign)
+	require.Contains(t, logs.String(), "instance="+deadID)
+	require.True(t, strings.Contains(logs.String(), "killed=1"), logs.String())
+}

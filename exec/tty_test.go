@@ -1,0 +1,98 @@
+package exec
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	osexec "os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/process"
+)
+
+// ttyHelperEnv makes the test binary run TestNoControllingTerminalHelper for
+// real: on a terminal of its own, as a daemon started from an operator's
+// shell (or under `script`) runs.
+const ttyHelperEnv = "CONCH_EXEC_TTY_HELPER"
+
+// ttyProbe says whether the process can open its controlling terminal, and
+// prints its pid, session id and tty_nr from /proc/self/stat (fields 1, 6, 7;
+// the command name is "sh" here, without spaces).
+const ttyProbe = `if (: </dev/tty) 2>/dev/null; then echo tty=yes; else echo tty=no; fi
+read -r pid comm state ppid pgrp sid ttynr rest </proc/self/stat
+echo "pid=$pid sid=$sid ttynr=$ttynr"`
+
+// An exec process has no controlling terminal even when the daemon has one:
+// it cannot read the operator's terminal (and be stopped by SIGTTIN) nor
+// write to it. It leads a session of its own, which is also its group.
+func TestNoControllingTerminal(t *testing.T) {
+	t.Parallel()
+	cmd := osexec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestNoControllingTerminalHelper$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), ttyHelperEnv+"=1")
+	cmd.WaitDelay = 5 * time.Second
+	tty, err := pty.Start(cmd) // Setsid and Setctty: the helper's own terminal
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tty.Close()
+	var out bytes.Buffer
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = io.Copy(&out, tty) // ends with EIO once the helper and its children are gone
+	}()
+	err = cmd.Wait()
+	tty.Close()
+	<-copied
+	if err != nil || !strings.Contains(out.String(), "--- PASS: TestNoControllingTerminalHelper") {
+		t.Fatalf("helper: %v\n%s", err, out.String())
+	}
+}
+
+func TestNoControllingTerminalHelper(t *testing.T) {
+	if os.Getenv(ttyHelperEnv) == "" {
+		t.Skip("run by TestNoControllingTerminal on a terminal")
+	}
+	f, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatalf("the helper has no terminal to hide: %v", err)
+	}
+	f.Close()
+	for _, argv := range [][]string{nil, {"sh", "-c", ttyProbe}} {
+		opts := Options{Cmd: ttyProbe, Shell: "sh"}
+		if argv != nil {
+			opts = Options{Argv: argv}
+		}
+		p := start(t, opts)
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		r, err := process.Wait(ctx, p)
+		cancel()
+		if err != nil || !sameResult(r, process.ExitedWith(0)) {
+			t.Fatalf("probe: %v %s", err, show(r))
+		}
+		got := logText(p.Log(), logstore.Stdout)
+		pid := strconv.Itoa(p.Info().PID)
+		if want := "tty=no\npid=" + pid + " sid=" + pid + " ttynr=0\n"; got != want {
+			t.Errorf("probe said %q, want %q", got, want)
+		}
+	}
+	// A session leader leads its process group too: a group signal still
+	// reaches a background child.
+	p := start(t, Options{Cmd: "sleep 60 & echo $!; wait"})
+	waitOutput(t, p, "\n")
+	child, _ := strconv.Atoi(strings.TrimSpace(logText(p.Log(), logstore.Stdout)))
+	if err := syscall.Kill(-p.Info().PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the background child gone", func() bool { return !proctree.Alive(child) })
+	wait(t, p)
+}
