@@ -3,10 +3,12 @@
 //
 // A socket belongs to every process that holds it open: the sockets of a
 // process are the "socket:[INODE]" links in /proc/PID/fd, and a socket
-// listens when the TCP table of the process's network namespace
-// (/proc/PID/net/tcp and tcp6) lists its inode in state LISTEN. The tables
-// are read once per namespace, through a process in it, so a process in a
-// network namespace of its own is seen with its own ports.
+// listens when the kernel lists its inode among the listening TCP sockets of
+// the process's network namespace. For this process's own namespace they
+// are asked of the kernel through sock_diag netlink (see diag.go); for
+// another, read from the tables of a process in it, /proc/PID/net/tcp and
+// tcp6, so a process in a network namespace of its own is seen with its own
+// ports.
 //
 // Like everything read from /proc, the answer is a snapshot: a process can
 // open or close a socket between two reads. Only processes this process may
@@ -58,17 +60,42 @@ func Ports(pids []int) ([]int, error) {
 		}
 	}
 	var ports []int
-	for _, n := range byNS {
-		for _, table := range []string{"net/tcp", "net/tcp6"} {
-			p, err := listening(procPath(n.pid, table), n.inodes)
-			if err != nil {
-				return nil, err
-			}
-			ports = append(ports, p...)
+	self, _ := os.Readlink("/proc/self/ns/net")
+	for ns, n := range byNS {
+		p, err := n.listening(ns == self)
+		if err != nil {
+			return nil, err
 		}
+		ports = append(ports, p...)
 	}
 	slices.Sort(ports)
 	return slices.Compact(ports), nil
+}
+
+// listening returns the ports on which the sockets n.inodes listen: asked
+// of the kernel through sock_diag when n is this process's namespace (see
+// diag.go), read from the /proc tables of a process in it otherwise, or
+// when sock_diag is not allowed here.
+func (n *namespace) listening(own bool) ([]int, error) {
+	var ports []int
+	if own {
+		if byInode, err := diagListeners(); err == nil {
+			for ino := range n.inodes {
+				if p, ok := byInode[ino]; ok {
+					ports = append(ports, p)
+				}
+			}
+			return ports, nil
+		}
+	}
+	for _, table := range []string{"net/tcp", "net/tcp6"} {
+		p, err := listening(procPath(n.pid, table), n.inodes)
+		if err != nil {
+			return nil, err
+		}
+		ports = append(ports, p...)
+	}
+	return ports, nil
 }
 
 // namespace is a network namespace: a process in it, through which its TCP

@@ -198,3 +198,37 @@ func TestGonePid(t *testing.T) {
 		t.Errorf("a gone pid listens on %v", got)
 	}
 }
+
+// BenchmarkPorts looks at one process that listens on two ports.
+func BenchmarkPorts(b *testing.B) {
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Env = append(os.Environ(), helperEnv+"=1")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		in.Close()
+		_ = cmd.Wait()
+	}()
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		b.Fatal(err)
+	}
+	pids := []int{cmd.Process.Pid}
+	for b.Loop() {
+		if p, err := Ports(pids); err != nil || len(p) == 0 {
+			b.Fatal(p, err)
+		}
+	}
+}
