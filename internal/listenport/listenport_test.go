@@ -232,3 +232,37 @@ func BenchmarkPorts(b *testing.B) {
 		}
 	}
 }
+
+// sock_diag lists this process's listeners, IPv4 and IPv6, by inode; were
+// it broken, Ports would fall back to /proc quietly.
+func TestDiagListeners(t *testing.T) {
+	t.Parallel()
+	if _, err := diagListeners(); err != nil {
+		t.Skipf("sock_diag not allowed here: %v", err)
+	}
+	for _, addr := range []string{"127.0.0.1:0", "[::1]:0"} {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Logf("%s: %v", addr, err)
+			continue
+		}
+		defer l.Close()
+		f, err := l.(*net.TCPListener).File()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st syscall.Stat_t
+		err = syscall.Fstat(int(f.Fd()), &st)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		byInode, err := diagListeners()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := byInode[st.Ino], l.Addr().(*net.TCPAddr).Port; got != want {
+			t.Errorf("%s: sock_diag says port %d for inode %d, want %d", addr, got, st.Ino, want)
+		}
+	}
+}
