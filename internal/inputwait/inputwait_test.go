@@ -16,7 +16,19 @@ import (
 	"github.com/conchsh/conch/internal/reapertest"
 )
 
-func TestMain(m *testing.M) { reapertest.Main(m) }
+// helperEnv makes the test binary a Go program that reads a line from its
+// stdin: a process of several threads, most parked on futexes, one maybe in
+// the runtime's epoll.
+const helperEnv = "INPUTWAIT_HELPER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(helperEnv) == "1" {
+		line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+		fmt.Print(line)
+		os.Exit(0)
+	}
+	reapertest.Main(m)
+}
 
 // hangGuard bounds every wait for a state; it is not a timing assertion.
 const hangGuard = 20 * time.Second
@@ -163,6 +175,14 @@ var readers = []struct {
 // Each reader, with its stdin on a pipe, is seen waiting for input.
 func TestReadersOnPipe(t *testing.T) {
 	t.Parallel()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	readers := append(readers, struct {
+		name string
+		argv []string
+	}{"go program", []string{"env", helperEnv + "=1", exe}})
 	for _, tc := range readers {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
