@@ -6,9 +6,14 @@
 // wait that only the tree itself could end: reading a pipe that a process of
 // the tree writes (the stages of a pipeline after the reader), waiting for a
 // child, a signal, or another thread (futex), or polling only such files.
-// A thread that runs, sleeps on a timer, or waits on anything from outside
-// (a socket, a FIFO or terminal that is not the input, inotify, a timeout)
-// makes the tree not wait. So `read x` in a shell waits, `sleep 5` does not,
+// A thread that runs, is stopped, sleeps on a timer, or waits on anything
+// from outside (a socket, a FIFO or terminal that is not the input,
+// inotify, a poll with a timeout) makes the tree not wait. Futex waits count
+// as blocked whatever their timeout: runtimes park idle threads on futexes
+// with long timeouts (Go's sysmon). A pipe counts as written by the tree
+// when a process of the tree holds it open for writing; whether a process
+// outside holds it too is not looked at (that would take reading every
+// process's files). So `read x` in a shell waits, `sleep 5` does not,
 // and neither does a dev server that reads keyboard shortcuts from its
 // stdin while it listens on a socket.
 //
@@ -30,13 +35,16 @@
 // (/proc/PID/mem); for epoll, the set in /proc/PID/task/TID/fdinfo/EPFD.
 //
 // Where it cannot tell: /proc/PID/syscall and /proc/PID/mem need the right
-// to ptrace the process (the same user under the default Yama setting, or
-// root), and /proc/PID/syscall exists only on kernels built with
+// to ptrace the process (root, or the same user and, under Yama's default
+// ptrace_scope 1, an ancestor, as the engine is of what it starts), and /proc/PID/syscall exists only on kernels built with
 // CONFIG_HAVE_ARCH_TRACEHOOK and on architectures whose system call numbers
 // this package knows (amd64 and arm64). Then [Waiting] returns an error
 // ([ErrPermission], [ErrUnsupported]) rather than an answer. A 32-bit
 // process on a 64-bit kernel has other system call numbers and is seen as
 // busy.
+//
+// A look costs a few dozen reads of /proc: about 70 system calls and 0.3 ms
+// of CPU for a pipeline of three processes.
 //
 // The answer is a snapshot: threads move between the reads it makes. A
 // caller that acts on a true answer should look twice, a moment apart. It

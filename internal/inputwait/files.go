@@ -123,20 +123,25 @@ func (t *tree) addWriters(pid int) {
 	}
 }
 
-// waitSet sums up the files a poll, select or epoll waits on: reading the
-// input makes it readingInput, anything external or any wait to write
-// (output not taken yet) makes it busy.
-func (t *tree) waitSet(dir string, reads []int, writes bool) verdict {
-	if writes {
-		return busy
-	}
+// watch is a file descriptor a poll, select or epoll waits on.
+type watch struct {
+	fd    int
+	write bool // it waits to write to it, too or only
+}
+
+// waitSet sums up the files a poll, select or epoll waits on: the input
+// makes it readingInput; anything external, or a wait to write to anything
+// but the input (output not taken yet), makes it busy. A wait to write to
+// the input is no wait: Python's poll registers POLLOUT by default, which
+// the read end of a pipe never raises and a terminal raises at once.
+func (t *tree) waitSet(dir string, ws []watch) verdict {
 	v := idle
-	for _, fd := range reads {
-		switch t.fdKind(dir, fd) {
-		case fdExternal:
-			return busy
-		case fdInput:
+	for _, w := range ws {
+		switch k := t.fdKind(dir, w.fd); {
+		case k == fdInput:
 			v = readingInput
+		case k == fdExternal, w.write:
+			return busy
 		}
 	}
 	return v
@@ -153,8 +158,7 @@ func (t *tree) epoll(dir string, epfd int, forever bool) (verdict, error) {
 	if err != nil {
 		return busy, nil
 	}
-	var reads []int
-	writes := false
+	var ws []watch
 	for line := range strings.Lines(string(b)) {
 		fields := strings.Fields(line)
 		if len(fields) < 4 || fields[0] != "tfd:" || fields[2] != "events:" {
@@ -165,10 +169,7 @@ func (t *tree) epoll(dir string, epfd int, forever bool) (verdict, error) {
 		if err1 != nil || err2 != nil {
 			return busy, nil
 		}
-		if events&unix.EPOLLOUT != 0 {
-			writes = true
-		}
-		reads = append(reads, fd)
+		ws = append(ws, watch{fd, events&unix.EPOLLOUT != 0})
 	}
-	return t.waitSet(dir, reads, writes), nil
+	return t.waitSet(dir, ws), nil
 }

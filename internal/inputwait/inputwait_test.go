@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 }
 
 // hangGuard bounds every wait for a state; it is not a timing assertion.
-const hangGuard = 20 * time.Second
+const hangGuard = time.Minute
 
 // proc is a process tree started for a test.
 type proc struct {
@@ -169,6 +169,8 @@ var readers = []struct {
 	{"head -1", []string{"head", "-1"}},
 	{"pipeline cat | grep", []string{"sh", "-c", "cat | grep x"}},
 	{"node stdin", []string{"node", "-e", `process.stdin.on("data", () => process.exit(0))`}},
+	{"python3 select", []string{"python3", "-c", "import select, sys; select.select([sys.stdin], [], [])"}},
+	{"python3 poll", []string{"python3", "-c", "import select; p = select.poll(); p.register(0); p.poll()"}},
 	{"read after a child ran", []string{"bash", "-c", "true; /bin/true; read x; echo $x"}},
 }
 
@@ -351,6 +353,33 @@ process.stdin.on("data", () => {})`)
 		return err == nil && sc.blocked && callOf(sc.nr) == callEpollWait
 	})
 	notWaiting(t, p)
+}
+
+// Waiting on stdin with a timeout is not waiting for input: the timeout lets
+// it go on.
+func TestPollWithTimeoutIsNotWaiting(t *testing.T) {
+	t.Parallel()
+	for name, script := range map[string]string{
+		"select": "import select, sys; print('in', flush=True); select.select([sys.stdin], [], [], 60)",
+		"poll":   "import select; p = select.poll(); p.register(0); print('in', flush=True); p.poll(60000)",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r, w := pipe(t)
+			p, out := start(t, r, nil, "python3", "-c", script)
+			r.Close()
+			in, err := InputOf(w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.in = in
+			if line, _ := out.ReadString('\n'); line != "in\n" {
+				t.Fatalf("python3 said %q", line)
+			}
+			settled(t, p, "python3")
+			notWaiting(t, p)
+		})
+	}
 }
 
 // A process whose stdin is /dev/null reads end-of-file and never waits for

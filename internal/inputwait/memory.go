@@ -52,20 +52,16 @@ func (t *tree) poll(pid int, dir string, addr, nfds uint64, forever bool) (verdi
 	if b == nil {
 		return busy, err
 	}
-	var reads []int
-	writes := false
+	var ws []watch
 	for i := 0; i < len(b); i += 8 {
 		fd := int32(binary.NativeEndian.Uint32(b[i:]))
 		events := binary.NativeEndian.Uint16(b[i+4:])
 		if fd < 0 { // an entry poll skips
 			continue
 		}
-		if events&(unix.POLLOUT|pollWrNorm|pollWrBand) != 0 {
-			writes = true
-		}
-		reads = append(reads, int(fd))
+		ws = append(ws, watch{int(fd), events&(unix.POLLOUT|pollWrNorm|pollWrBand) != 0})
 	}
-	return t.waitSet(dir, reads, writes), nil
+	return t.waitSet(dir, ws), nil
 }
 
 // selectSets tells what a thread blocked in select or pselect6 waits for:
@@ -76,24 +72,23 @@ func (t *tree) selectSets(pid int, dir string, nfds, rAddr, wAddr uint64, foreve
 		return busy, nil
 	}
 	n := int(nfds+63) / 64 * 8 // fd_set is an array of longs
-	var reads []int
-	if rAddr != 0 {
-		b, err := readMem(pid, rAddr, n)
+	var ws []watch
+	for _, set := range []struct {
+		addr  uint64
+		write bool
+	}{{rAddr, false}, {wAddr, true}} {
+		if set.addr == 0 {
+			continue
+		}
+		b, err := readMem(pid, set.addr, n)
 		if b == nil {
 			return busy, err
 		}
-		reads = setBits(b, int(nfds))
-	}
-	if wAddr != 0 {
-		b, err := readMem(pid, wAddr, n)
-		if b == nil {
-			return busy, err
-		}
-		if len(setBits(b, int(nfds))) > 0 {
-			return busy, nil
+		for _, fd := range setBits(b, int(nfds)) {
+			ws = append(ws, watch{fd, set.write})
 		}
 	}
-	return t.waitSet(dir, reads, false), nil
+	return t.waitSet(dir, ws), nil
 }
 
 // setBits returns the descriptors below nfds whose bits are set in the
