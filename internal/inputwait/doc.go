@@ -4,8 +4,10 @@
 // A tree waits for input when, in one look at /proc, a thread of it is
 // blocked reading that input, and every other thread of it is blocked in a
 // wait that only the tree itself could end: reading a pipe that a process of
-// the tree writes (the stages of a pipeline after the reader), waiting for a
-// child, a signal, or another thread (futex), or polling only such files.
+// the tree writes (the stages of a pipeline after the reader) or a Unix
+// socket whose peer it holds (the self-pipe of Python's asyncio), waiting
+// for a child, a signal, or another thread (futex), or polling only such
+// files.
 // A thread that runs, is stopped, sleeps on a timer, or waits on anything
 // from outside (a socket, a FIFO or terminal that is not the input,
 // inotify, a poll with a timeout) makes the tree not wait. Futex waits count

@@ -36,8 +36,14 @@ func (t *tree) fdKind(dir string, fd int) fdKind {
 			return fdInternal
 		}
 	}
-	if strings.HasPrefix(link, "socket:") || strings.HasPrefix(link, "anon_inode:") {
-		return fdExternal // other ends are outside; inotify, timerfd, ...
+	if ino, ok := socketInode(link); ok {
+		if peer := t.peers.peer(ino); peer != 0 && t.holdsSocket(peer) {
+			return fdInternal // a socketpair within the tree
+		}
+		return fdExternal
+	}
+	if strings.HasPrefix(link, "anon_inode:") {
+		return fdExternal // inotify, timerfd, ...
 	}
 	var st unix.Stat_t
 	if unix.Stat(path, &st) != nil {
@@ -93,19 +99,41 @@ func (in Input) matches(st *unix.Stat_t) bool {
 // path). It does not look whether a process outside the tree holds it too:
 // that would take reading every process's files on each look.
 func (t *tree) writtenByTree(link string) bool {
-	if t.writers == nil {
-		t.writers = make(map[string]bool)
-		for _, pid := range t.pids {
-			t.addWriters(pid)
-		}
-	}
+	t.scan()
 	return t.writers[link]
 }
 
-// addWriters adds the pipes and FIFOs (and files) that pid holds open for
-// writing. The mode of a /proc/PID/fd link says how the file is open: it
-// has the owner's write bit when the descriptor may write.
-func (t *tree) addWriters(pid int) {
+// holdsSocket reports whether a process of the tree holds the socket ino.
+func (t *tree) holdsSocket(ino uint64) bool {
+	t.scan()
+	return t.sockets[ino]
+}
+
+func socketInode(link string) (uint64, bool) {
+	s, ok := strings.CutPrefix(link, "socket:[")
+	if !ok {
+		return 0, false
+	}
+	ino, err := strconv.ParseUint(strings.TrimSuffix(s, "]"), 10, 64)
+	return ino, err == nil
+}
+
+// scan reads the open files of the tree once.
+func (t *tree) scan() {
+	if t.writers != nil {
+		return
+	}
+	t.writers, t.sockets = make(map[string]bool), make(map[uint64]bool)
+	for _, pid := range t.pids {
+		t.scanFiles(pid)
+	}
+}
+
+// scanFiles adds the sockets that pid holds, and the pipes and FIFOs (and
+// files) it holds open for writing. The mode of a /proc/PID/fd link says
+// how the file is open: it has the owner's write bit when the descriptor
+// may write.
+func (t *tree) scanFiles(pid int) {
 	dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
 	names, err := listDir(dir)
 	if err != nil {
@@ -113,7 +141,14 @@ func (t *tree) addWriters(pid int) {
 	}
 	for _, name := range names {
 		link, err := readlink(dir + name)
-		if err != nil || !strings.HasPrefix(link, "pipe:") && !strings.HasPrefix(link, "/") {
+		if err != nil {
+			continue
+		}
+		if ino, ok := socketInode(link); ok {
+			t.sockets[ino] = true
+			continue
+		}
+		if !strings.HasPrefix(link, "pipe:") && !strings.HasPrefix(link, "/") {
 			continue
 		}
 		var st unix.Stat_t

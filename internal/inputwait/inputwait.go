@@ -82,6 +82,7 @@ func Waiting(pids []int, in Input) (bool, error) {
 		return false, fmt.Errorf("inputwait: %w", ErrUnsupported)
 	}
 	t := &tree{in: in, pids: pids}
+	defer t.peers.close()
 	reading := false
 	for _, pid := range pids {
 		ths, err := threads(pid)

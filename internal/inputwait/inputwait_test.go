@@ -171,6 +171,7 @@ var readers = []struct {
 	{"node stdin", []string{"node", "-e", `process.stdin.on("data", () => process.exit(0))`}},
 	{"python3 select", []string{"python3", "-c", "import select, sys; select.select([sys.stdin], [], [])"}},
 	{"python3 poll", []string{"python3", "-c", "import select; p = select.poll(); p.register(0); p.poll()"}},
+	{"python3 asyncio", []string{"python3", "-c", "import asyncio, sys; l = asyncio.new_event_loop(); l.add_reader(0, l.stop); l.run_forever()"}},
 	{"read after a child ran", []string{"bash", "-c", "true; /bin/true; read x; echo $x"}},
 }
 

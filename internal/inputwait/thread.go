@@ -56,7 +56,9 @@ func callOf(nr int) call {
 type tree struct {
 	in      Input
 	pids    []int
-	writers map[string]bool // fd links of the pipes and FIFOs the tree may write; nil until needed
+	writers map[string]bool // fd links of the pipes and FIFOs the tree may write; nil until scanned
+	sockets map[uint64]bool // inodes of the sockets the tree holds; nil until scanned
+	peers   unixPeers
 }
 
 // thread tells what the thread tid of pid is doing. A futex wait counts as
