@@ -292,32 +292,46 @@ func TestReaderBesideSleeperIsNotWaiting(t *testing.T) {
 	t.Parallel()
 	p := startPiped(t, "bash", "-c", "sleep 30 & read x")
 	settled(t, p, "sleep")
-	eventually(t, "bash reading", func() bool {
-		v, err := (&tree{in: p.in, pids: p.pids()}).thread(p.cmd.Process.Pid, task{tid: p.cmd.Process.Pid})
+	rootReads(t, p)
+	notWaiting(t, p)
+}
+
+// rootReads waits until the root of the tree is blocked reading the
+// input.
+func rootReads(t *testing.T, p *proc) {
+	t.Helper()
+	eventually(t, "the root reading the input", func() bool {
+		tr := &tree{in: p.in, pids: p.pids()}
+		defer tr.peers.close()
+		v, err := tr.thread(p.cmd.Process.Pid, task{tid: p.cmd.Process.Pid})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return v == readingInput
 	})
-	notWaiting(t, p)
 }
 
-// A process blocked reading something that is not its stdin, given as fd 3
-// and made its fd 0 by the shell, is not waiting for input: a FIFO, a pipe
-// fed from outside the tree, a socket.
+// A process blocked reading something fed from outside the tree makes the
+// tree not wait, though another process of it reads the input: a FIFO, a
+// pipe, a socket whose peer is outside. The file is fd 3, made fd 0 of a
+// background subshell of dash.
 func TestReadingOtherFilesIsNotWaiting(t *testing.T) {
 	t.Parallel()
 	fifo := filepath.Join(t.TempDir(), "fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ff, err := os.OpenFile(fifo, os.O_RDWR, 0) // a writer, so reads block
+	fw, err := os.OpenFile(fifo, os.O_RDWR, 0) // the writer, outside the tree
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ff.Close() })
+	ff, err := os.Open(fifo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fw.Close(); ff.Close() })
 	pr, _ := pipe(t)
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,12 +342,15 @@ func TestReadingOtherFilesIsNotWaiting(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			r, w := pipe(t)
-			p, _ := start(t, r, []*os.File{f}, "dash", "-c", "read x <&3")
+			p, _ := start(t, r, []*os.File{f}, "dash", "-c", "read y <&3 & read x")
 			in, err := InputOf(w)
 			if err != nil {
 				t.Fatal(err)
 			}
 			p.in = in
+			settled(t, p, "dash")
+			rootReads(t, p)
+			eventually(t, "two processes", func() bool { return len(p.pids()) == 2 })
 			settled(t, p, "dash")
 			notWaiting(t, p)
 		})
