@@ -89,6 +89,11 @@ func (r *Renderer) Write(p []byte) (int, error) {
 	}
 	for len(p) > 0 {
 		c := p[0]
+		if c >= 0x20 && c < del && r.st == ground { // most of any output
+			r.put(rune(c))
+			p = p[1:]
+			continue
+		}
 		if c < utf8.RuneSelf {
 			r.rune(rune(c))
 			p = p[1:]
@@ -176,18 +181,26 @@ func lineEnd(line []rune) int {
 // not at all.
 func writeLine(b *strings.Builder, line []rune) {
 	for _, c := range line[:lineEnd(line)] {
-		if c == blank {
-			c = ' '
+		switch {
+		case c == blank:
+			b.WriteByte(' ')
+		case c < utf8.RuneSelf:
+			b.WriteByte(byte(c))
+		default:
+			b.WriteRune(c)
 		}
-		b.WriteRune(c)
 	}
 }
 
 // put writes c at the cursor and moves it on.
 func (r *Renderer) put(c rune) {
-	for len(r.cells) <= r.col {
+	for len(r.cells) < r.col {
 		r.cells = append(r.cells, blank)
 	}
-	r.cells[r.col] = c
+	if r.col == len(r.cells) {
+		r.cells = append(r.cells, c)
+	} else {
+		r.cells[r.col] = c
+	}
 	r.col++
 }
