@@ -140,9 +140,10 @@ func describe(pids []int) string {
 		for _, tid := range tids {
 			dir := fmt.Sprintf("/proc/%d/task/%d", pid, tid)
 			sc, _ := os.ReadFile(dir + "/syscall")
+			call := strings.Fields(string(sc)) // the number and the first four arguments
 			s, _ := stat(dir)
 			fmt.Fprintf(&b, "%d/%d %s %c %s\n", pid, tid, strings.TrimSpace(string(comm)), s,
-				strings.Join(strings.Fields(string(sc))[:min(len(strings.Fields(string(sc))), 5)], " "))
+				strings.Join(call[:min(len(call), 5)], " "))
 		}
 	}
 	return b.String()
