@@ -1,0 +1,206 @@
+// Package plaintext renders terminal output as the plain text a person would
+// read on the screen, for a reader that is a model: escape sequences are
+// removed and carriage-return and backspace overwrites are applied, so a
+// progress bar's hundred redraws read as its last state.
+//
+// The model is one line of cells at a time, one cell per rune. What a
+// terminal does within a line is applied: "\r" returns to column 0 and later
+// text overwrites, "\b" moves back one cell, CSI n C, D, G and ` move the
+// cursor, CSI K, X, P and @ erase, delete and insert cells. "\n" (and "\v",
+// "\f") ends the line and returns to column 0, as a terminal with the
+// default output processing does. Everything else that moves between lines or
+// changes how text looks (CSI A, B, H, J, SGR colours, modes) is dropped, as
+// are OSC, DCS, SOS, PM and APC strings, two-byte escape sequences and the
+// other control characters. A tab is kept as one cell holding "\t".
+//
+// Limits: a wide character (CJK, most emoji) takes one cell, not two, and a
+// combining mark takes a cell of its own, so a backspace over either lands
+// one cell off what a terminal shows. Cells the cursor skipped or erased read
+// as spaces inside a line; spaces at the end of a line, written or not, are
+// dropped, as a screen does not show them.
+//
+// The input is taken as UTF-8; invalid bytes read as U+FFFD. The 8-bit C1
+// controls are recognised only as decoded code points (U+009B CSI, U+009D
+// OSC, U+009C ST, ...), never as raw bytes: 0x9b or 0x9c alone is a UTF-8
+// continuation byte, part of text like "Ü" (c3 9c), so reading raw bytes as
+// C1 would eat ordinary text.
+package plaintext
+
+import (
+	"strings"
+	"unicode/utf8"
+)
+
+// width is the column the cursor movements stop at, as at the right edge of
+// a screen, unless the line's text already reaches further; so CSI 999999999 C
+// cannot make a line of a billion blank cells.
+const width = 1024
+
+// String renders b as a whole: the text a person would read after a
+// terminal printed b. An incomplete UTF-8 sequence at the end of b reads as
+// U+FFFD.
+func String(b []byte) string {
+	var r Renderer
+	r.Write(b)
+	r.Flush()
+	return r.String()
+}
+
+// A Renderer renders terminal output fed to it in pieces, such as the
+// frames of a process's log in order, with the same result as [String] of
+// the pieces joined. An escape sequence or a UTF-8 character may be split
+// across pieces. The zero Renderer is ready to use; it keeps all the text it
+// renders, so the caller bounds what it feeds.
+type Renderer struct {
+	done    strings.Builder // finished lines, each ending in "\n"
+	cells   []rune          // the current line; blank cells hold 0
+	col     int             // the cursor's cell in the current line
+	st      state
+	params  []byte  // parameter and intermediate bytes of the CSI being read
+	long    bool    // the CSI being read has more than maxParams of them
+	pending [3]byte // the start of a UTF-8 character split across writes
+	npend   int
+}
+
+// state is where the parser is in an escape sequence.
+type state uint8
+
+const (
+	ground   state = iota // text
+	escape                // after ESC
+	escInter              // after ESC and an intermediate byte (ESC ( B)
+	csi                   // after ESC [ or U+009B
+	oscStr                // in an OSC string, ended by BEL or ST
+	ctrlStr               // in a DCS, SOS, PM or APC string, ended by ST
+)
+
+const blank = 0 // a cell skipped or erased; input NULs are dropped, so never text
+
+// maxParams bounds the bytes kept of one CSI's parameters; a longer one is
+// still read to its end, then dropped.
+const maxParams = 32
+
+// Write renders p. It never fails; the error is there to make a Renderer an
+// io.Writer.
+func (r *Renderer) Write(p []byte) (int, error) {
+	n := len(p)
+	for r.npend > 0 && len(p) > 0 {
+		p = r.completePending(p)
+	}
+	for len(p) > 0 {
+		c := p[0]
+		if c >= 0x20 && c < del && r.st == ground { // most of any output
+			r.put(rune(c))
+			p = p[1:]
+			continue
+		}
+		if c < utf8.RuneSelf {
+			r.rune(rune(c))
+			p = p[1:]
+			continue
+		}
+		if !utf8.FullRune(p) {
+			r.npend = copy(r.pending[:], p)
+			break
+		}
+		ru, size := utf8.DecodeRune(p)
+		r.rune(ru)
+		p = p[size:]
+	}
+	return n, nil
+}
+
+// completePending decodes the character whose start the last Write held
+// back, with the bytes of p it needs, and returns the rest of p.
+func (r *Renderer) completePending(p []byte) []byte {
+	var buf [utf8.UTFMax]byte
+	k := copy(buf[:], r.pending[:r.npend])
+	k += copy(buf[k:], p)
+	if !utf8.FullRune(buf[:k]) {
+		r.npend = copy(r.pending[:], buf[:k]) // p was shorter than what is missing
+		return nil
+	}
+	ru, size := utf8.DecodeRune(buf[:k])
+	r.rune(ru)
+	if size <= r.npend { // invalid: one held byte was consumed, retry the rest
+		r.npend = copy(r.pending[:], r.pending[size:r.npend])
+		return p
+	}
+	p = p[size-r.npend:]
+	r.npend = 0
+	return p
+}
+
+// Flush renders an incomplete UTF-8 sequence held back at the end of what
+// was written as U+FFFD, one per byte, as [String] does at the end of its
+// input. Call it once the output is complete.
+func (r *Renderer) Flush() {
+	for range r.npend {
+		r.rune(utf8.RuneError)
+	}
+	r.npend = 0
+}
+
+// String returns the text rendered so far: the finished lines, each ending
+// in "\n", then the current line, if it holds anything, without one.
+func (r *Renderer) String() string {
+	if lineEnd(r.cells) == 0 {
+		return r.done.String()
+	}
+	var b strings.Builder
+	b.Grow(r.done.Len() + len(r.cells))
+	b.WriteString(r.done.String())
+	writeLine(&b, r.cells)
+	return b.String()
+}
+
+// Len returns the length in bytes of what [Renderer.String] would return,
+// give or take the current line's blank cells.
+func (r *Renderer) Len() int { return r.done.Len() + len(r.cells) }
+
+// newline finishes the current line.
+func (r *Renderer) newline() {
+	writeLine(&r.done, r.cells)
+	r.done.WriteByte('\n')
+	r.cells = r.cells[:0]
+	r.col = 0
+}
+
+// lineEnd returns the number of cells of line up to its last one that shows
+// something: the spaces a program wrote to pad over a longer line it
+// overwrote show as little as the cells it never wrote.
+func lineEnd(line []rune) int {
+	n := len(line)
+	for n > 0 && (line[n-1] == blank || line[n-1] == ' ') {
+		n--
+	}
+	return n
+}
+
+// writeLine writes line to b, blanks inside it as spaces, blanks at its end
+// not at all.
+func writeLine(b *strings.Builder, line []rune) {
+	for _, c := range line[:lineEnd(line)] {
+		switch {
+		case c == blank:
+			b.WriteByte(' ')
+		case c < utf8.RuneSelf:
+			b.WriteByte(byte(c))
+		default:
+			b.WriteRune(c)
+		}
+	}
+}
+
+// put writes c at the cursor and moves it on.
+func (r *Renderer) put(c rune) {
+	for len(r.cells) < r.col {
+		r.cells = append(r.cells, blank)
+	}
+	if r.col == len(r.cells) {
+		r.cells = append(r.cells, c)
+	} else {
+		r.cells[r.col] = c
+	}
+	r.col++
+}

@@ -1,0 +1,178 @@
+package plaintext
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+var cases = []struct {
+	name, in, want string
+}{
+	{"plain", "hello\nworld\n", "hello\nworld\n"},
+	{"no final newline", "a\nb", "a\nb"},
+	{"crlf", "a\r\nb\r\n", "a\nb\n"},
+	{"cr overwrite", "10%\r20%\r100%\n", "100%\n"},
+	{"cr shorter keeps the tail", "abcdef\rXY\n", "XYcdef\n"},
+	{"cr then erase line", "abcdef\r\x1b[KXY\n", "XY\n"},
+	{"erase whole line", "abcdef\x1b[2K\rXY\n", "XY\n"},
+	{"erase to start", "abcdef\x1b[3D\x1b[1K\n", "    ef\n"},
+	{"erase line alone leaves nothing", "abc\x1b[2K\n", "\n"},
+	{"padded overwrite", "long message\rshort       \n", "short\n"},
+	{"trailing spaces dropped", "a  \n \n", "a\n\n"},
+	{"backspace", "abc\b\bX\n", "aXc\n"},
+	{"backspace at column 0", "\b\bab\n", "ab\n"},
+	{"backspace erase idiom", "abc\b \b\n", "ab\n"},
+	{"sgr colours", "\x1b[01;31mred\x1b[0m \x1b[38;5;208morange\x1b[m\n", "red orange\n"},
+	{"sgr colon form", "\x1b[38:2::255:0:0mx\x1b[m\n", "x\n"},
+	{"cursor back and forward", "abcdef\x1b[4D\x1b[2CX\n", "abcdXf\n"},
+	{"cursor forward past the end", "ab\x1b[3Cc\n", "ab   c\n"},
+	{"cursor forward past the end writes nothing", "ab\x1b[3C\n", "ab\n"},
+	{"column absolute", "abcdef\x1b[3GX\n", "abXdef\n"},
+	{"column default", "abcdef\x1b[GX\n", "Xbcdef\n"},
+	{"erase chars", "abcdef\x1b[2D\x1b[XZ\n", "abcdZf\n"},
+	{"delete chars", "abcdef\x1b[4D\x1b[2P\n", "abef\n"},
+	{"insert chars", "abcdef\x1b[4D\x1b[2@XY\n", "abXYcdef\n"},
+	{"cursor up dropped", "a\n\x1b[1Ab\n", "a\nb\n"},
+	{"private mode dropped", "\x1b[?25la\x1b[?25h\x1b[?1049h\n", "a\n"},
+	{"private with C final dropped", "ab\x1b[?3Cc\n", "abc\n"},
+	{"osc bel", "\x1b]0;title\x07text\n", "text\n"},
+	{"osc st", "\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\\n", "link\n"},
+	{"osc with utf-8", "\x1b]2;Über\x07ok\n", "ok\n"},
+	{"dcs", "\x1bPq#0;2;0;0;0\x1b\\after\n", "after\n"},
+	{"apc pm sos", "\x1b_apc\x1b\\\x1b^pm\x1b\\\x1bXsos\x1b\\x\n", "x\n"},
+	{"dcs ignores bel", "\x1bPa\x07b\x1b\\c\n", "c\n"},
+	{"two-byte escapes", "\x1b7a\x1b8\x1b=\x1b>b\x1bMc\n", "abc\n"},
+	{"charset designation", "\x1b(Ba\x1b)0b\n", "ab\n"},
+	{"can aborts csi", "\x1b[3\x18x\n", "x\n"},
+	{"newline inside csi acts", "a\x1b[3\nm\n", "a\n\n"},
+	{"esc restarts", "\x1b\x1b[31mx\n", "x\n"},
+	{"c1 csi code point", "\u009b31mx\u009b0m\n", "x\n"},
+	{"c1 osc code point", "\u009d0;t\u009cx\n", "x\n"},
+	{"raw 0x9b byte is not csi", "a\x9b31mb\n", "a\ufffd31mb\n"},
+	{"text with 0x9c continuation", "Ü\n", "Ü\n"},
+	{"invalid utf-8", "a\xffb\xc3\n", "a\ufffdb\ufffd\n"},
+	{"truncated utf-8 at end", "a\xe2\x82", "a\ufffd\ufffd"},
+	{"utf-8 overwrite", "héllo\r\x1b[2Cé\n", "héélo\n"},
+	{"tab kept", "a\tb\n", "a\tb\n"},
+	{"other controls dropped", "a\x00\x07\x0eb\x7f\n", "ab\n"},
+	{"form feed is a newline", "a\fb", "a\nb"},
+	{"huge forward is bounded", "a\x1b[999999999999Cb\n", "a" + strings.Repeat(" ", width-1) + "b\n"},
+	{"long csi dropped", "a\x1b[" + strings.Repeat("1;", 40) + "Cb\n", "ab\n"},
+	{"unterminated csi", "a\x1b[31", "a"},
+	{"broken csi keeps text", "\x1b[3é\n", "é\n"},
+	{"progress bar", progress(), "100%"},
+}
+
+// progress is what python's print(f"\r{i}%", end="") writes for 0..100.
+func progress() string {
+	var b strings.Builder
+	for i := range 101 {
+		b.WriteString("\r" + strconv.Itoa(i) + "%")
+	}
+	return b.String()
+}
+
+func TestString(t *testing.T) {
+	t.Parallel()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := String([]byte(tc.in)); got != tc.want {
+				t.Errorf("String(%q)\n got %q\nwant %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+// Feeding the input in pieces, split anywhere (inside an escape sequence or a
+// UTF-8 character too), renders the same as a whole.
+func TestRendererSplit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			in := []byte(tc.in)
+			for i := 0; i <= len(in); i++ {
+				for j := i; j <= len(in); j++ {
+					var r Renderer
+					r.Write(in[:i])
+					r.Write(in[i:j])
+					r.Write(in[j:])
+					r.Flush()
+					if got := r.String(); got != tc.want {
+						t.Fatalf("split at %d,%d of %q\n got %q\nwant %q", i, j, tc.in, got, tc.want)
+					}
+				}
+				if len(in) > 200 {
+					break // the progress bar: one split loop is enough
+				}
+			}
+		})
+	}
+}
+
+// String before Flush shows the finished text without a held-back partial
+// character, and a later Write completes it.
+func TestRendererHoldsPartialCharacter(t *testing.T) {
+	t.Parallel()
+	var r Renderer
+	r.Write([]byte("ab\xc3"))
+	if got := r.String(); got != "ab" {
+		t.Fatalf("before completion: %q", got)
+	}
+	r.Write([]byte("\x9c!"))
+	if got := r.String(); got != "abÜ!" {
+		t.Fatalf("after completion: %q", got)
+	}
+	if r.Len() < len("abÜ!")-1 {
+		t.Fatalf("Len %d", r.Len())
+	}
+}
+
+func FuzzString(f *testing.F) {
+	for _, tc := range cases {
+		f.Add([]byte(tc.in), uint8(len(tc.in)/2))
+	}
+	f.Fuzz(func(t *testing.T, in []byte, split uint8) {
+		got := String(in)
+		if strings.ContainsRune(got, esc) {
+			t.Fatalf("output of %q holds ESC: %q", in, got)
+		}
+		if !utf8.ValidString(got) {
+			t.Fatalf("output of %q is not UTF-8: %q", in, got)
+		}
+		if strings.ContainsFunc(got, func(c rune) bool {
+			return c < 0x20 && c != '\n' && c != '\t' || c >= 0x7f && c < 0xa0
+		}) {
+			t.Fatalf("output of %q holds a control character: %q", in, got)
+		}
+		i := min(int(split), len(in))
+		var r Renderer
+		r.Write(in[:i])
+		r.Write(in[i:])
+		r.Flush()
+		if r.String() != got {
+			t.Fatalf("split at %d of %q: %q, whole: %q", i, in, r.String(), got)
+		}
+		if len(got) > 4*len(in)+width*bytes.Count(in, []byte{esc})+width*strings.Count(string(in), "\u009b") {
+			t.Fatalf("output of %d bytes from %d of input", len(got), len(in))
+		}
+	})
+}
+
+// BenchmarkString renders 1 MiB of coloured lines with a progress bar among
+// them.
+func BenchmarkString(b *testing.B) {
+	var in []byte
+	for len(in) < 1<<20 {
+		in = append(in, "\x1b[01;32mok\x1b[0m   src/pkg/file.go \x1b[2m(12 ms)\x1b[0m\r\n"...)
+		in = append(in, "\r 42% [=====>     ]\x1b[K"...)
+	}
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		String(in)
+	}
+}
