@@ -14,12 +14,14 @@ export class PtyDuplex {
   #open = false
   #closed = false
   #userClosed = false
+  readonly #queue: Queue<Uint8Array>
 
   /** Used by ProcessHandle.attach, which waits for the socket to open. */
   constructor(socket: WebSocketLike) {
     this.#socket = socket
     socket.binaryType = 'arraybuffer'
     const queue = new Queue<Uint8Array>()
+    this.#queue = queue
     socket.addEventListener('open', () => {
       this.#open = true
       for (const m of this.#pending.splice(0)) socket.send(m)
@@ -44,9 +46,10 @@ export class PtyDuplex {
     else this.#pending.push(msg)
   }
 
-  /** Closes the connection; the process goes on. */
+  /** Closes the connection: `readable` ends after what it already received; the process goes on. */
   close(): void {
     this.#userClosed = true
+    this.#queue.end()
     this.#socket.close(1000)
   }
 }
@@ -91,6 +94,7 @@ class Queue<T> implements AsyncIterable<T> {
   #wake: (() => void) | undefined
 
   push(v: T): void {
+    if (this.#done) return
     this.#items.push(v)
     this.#notify()
   }

@@ -3,13 +3,14 @@
 
 import { openDuplex, type PtyDuplex } from './duplex.js'
 import { UnsupportedOperationError } from './errors.js'
-import { toLogsPage, toProcess } from './normalize.js'
-import { deadlineOf, waitUntil } from './run.js'
+import { record, toLogsPage, toProcess, toWaitResult } from './normalize.js'
+import { answer, deadlineOf, waitUntil } from './run.js'
 import { streamLogs } from './sse.js'
 import { type HttpTransport, seg } from './transport.js'
+import { isRecord } from './errors.js'
 import type {
-  KillOptions, LogsOptions, LogsPage, ProcessDto, ProcessHandleJSON, ProcessKind, StreamLogEvent,
-  StreamLogsOptions, WaitProcessOptions, WaitResult,
+  InteractOptions, InteractResult, KillOptions, LogsOptions, LogsPage, ProcessDto, ProcessHandleJSON, ProcessKind,
+  ReadyOptions, ReadyResult, StreamLogEvent, StreamLogsOptions, WaitProcessOptions, WaitResult,
 } from './types.js'
 
 export class ProcessHandle {
@@ -104,5 +105,39 @@ export class ProcessHandle {
   async wait(options: WaitProcessOptions = {}): Promise<WaitResult> {
     const result = await waitUntil(this.#t, this.id, deadlineOf(options.timeout), options.signal)
     return result ?? { reason: 'timed_out', rawReason: 'wait_timeout' }
+  }
+
+  /**
+   * AGENTS.md promise 27: writes input (or sends a signal), then waits as a
+   * run does and answers with the output after `cursor`: the RunResult once
+   * the process ended, else the output so far with `running: true`.
+   */
+  async interact(options: InteractOptions = {}): Promise<InteractResult> {
+    const { input, ...rest } = options
+    const body: Record<string, unknown> = { ...rest }
+    if (typeof input === 'string') body.input = input
+    else if (input !== undefined) body.inputBase64 = Buffer.from(input).toString('base64')
+    const { status, body: w } = await this.#t.json('POST', `${this.#path}/interact`, { json: body })
+    return answer(status, record(w, 'interact'))
+  }
+
+  /**
+   * AGENTS.md promise 30: waits until the process listens on `port` or its
+   * output matches `pattern`; `ready: false` with its result if it ended
+   * first, or with `timed_out` / `wait_timeout` when `timeout` ran out.
+   */
+  async ready(options: ReadyOptions = {}): Promise<ReadyResult> {
+    const deadline = deadlineOf(options.timeout)
+    for (;;) {
+      const timeout = Math.max(1, Math.min(this.#t.waitWindow, Math.ceil(deadline - Date.now())))
+      const { status, body } = await this.#t.json('GET', `${this.#path}/ready`, {
+        query: { port: options.port, pattern: options.pattern, timeout },
+      })
+      if (status === 200 && isRecord(body)) {
+        if (body.ready === true) return body as ReadyResult
+        return { ...body, ready: false, result: toWaitResult(record(body.result, 'ready result')) }
+      }
+      if (Date.now() >= deadline) return { ready: false, result: { reason: 'timed_out', rawReason: 'wait_timeout' } }
+    }
   }
 }

@@ -4,9 +4,9 @@
 // 'timed_out' / 'wait_timeout', the process left running.
 
 import { isRecord } from './errors.js'
-import { record, toFrames, toLogsPage, toWaitResult } from './normalize.js'
+import { record, toFrames, toLogsPage, toProcess, toWaitResult } from './normalize.js'
 import { type HttpTransport, seg } from './transport.js'
-import type { LogFrame, RunResult, WaitResult } from './types.js'
+import type { InteractResult, LogFrame, RunningResult, RunResult, WaitResult } from './types.js'
 
 /** Pages a timed-out run reads at most: it does not chase a live writer. */
 const timedOutPages = 4
@@ -152,4 +152,25 @@ function text(parts: Uint8Array[]): string {
 
 function str(v: unknown): string {
   return typeof v === 'string' ? v : ''
+}
+
+/**
+ * The answer of an interact call as it came: the RunResult of an ended
+ * process, or the output so far of a running one. Nothing is paged: the
+ * caller asks again from `next`.
+ */
+export function answer(status: number, w: Wire): InteractResult {
+  const logs = toFrames(w.logs)
+  const text = { output: str(w.output), stdout: str(w.stdout), stderr: str(w.stderr) }
+  if (status === 200) {
+    return Object.assign(toWaitResult(w), { running: false as const, processId: String(w.processId), logs }, text)
+  }
+  const out: RunningResult = {
+    running: true, processId: String(w.processId ?? w.id), logs, ...text,
+    waitingForInput: w.waitingForInput === true, process: toProcess(w),
+  }
+  if (typeof w.next === 'string') out.next = w.next
+  if (typeof w.omittedBytes === 'number') out.omittedBytes = w.omittedBytes
+  if (typeof w.omittedAfter === 'string') out.omittedAfter = w.omittedAfter
+  return out
 }

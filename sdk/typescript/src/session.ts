@@ -6,7 +6,9 @@ import { toProcess } from './normalize.js'
 import { run } from './run.js'
 import type { ProcessBinding } from './service.js'
 import { seg } from './transport.js'
-import type { ProcessDto, ProcessKind, RunResult, SessionJSON, SessionRunOptions, SessionStartOptions } from './types.js'
+import type {
+  CodeRunOptions, CodeStartOptions, ProcessDto, ProcessKind, RunResult, SessionJSON, SessionRunOptions, SessionStartOptions,
+} from './types.js'
 
 /**
  * One persistent shell. Commands run one at a time, in order; `cd`, exports,
@@ -55,8 +57,23 @@ export class Session {
 
   /** Queue a command and return its handle without waiting for completion. */
   async start(command: string, options: SessionStartOptions = {}): Promise<ProcessHandle> {
-    const { body } = await this.#b.transport.json('POST', `${this.#path}/commands`, { json: { ...options, cmd: command } })
-    const dto = toProcess(body)
+    return this.#submit({ ...options, cmd: command })
+  }
+
+  /** CODE.md: run a cell in this code context, wait, and collect its output. */
+  async runCode(code: string, options: CodeRunOptions = {}): Promise<RunResult> {
+    const { timeout, ...rest } = options
+    return run(this.#b.transport, `${this.#path}/commands/run`, { ...rest, code }, timeout)
+  }
+
+  /** CODE.md: queue a cell in this code context and return its handle. */
+  async startCode(code: string, options: CodeStartOptions = {}): Promise<ProcessHandle> {
+    return this.#submit({ ...options, code })
+  }
+
+  async #submit(body: Record<string, unknown>): Promise<ProcessHandle> {
+    const { body: answer } = await this.#b.transport.json('POST', `${this.#path}/commands`, { json: body })
+    const dto = toProcess(answer)
     const kind: ProcessKind | undefined = dto.kind === 'unknown' ? undefined : dto.kind
     return new ProcessHandle(this.#b.transport, this.sandboxId, dto.id, kind)
   }

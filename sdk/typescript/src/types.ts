@@ -233,3 +233,63 @@ export interface ProcessHandleJSON {
   processId: string
   kind?: ProcessKind
 }
+
+// AGENTS.md promises 27 and 30: answering a running process, and readiness.
+// The daemon refuses them until it has them.
+
+export interface InteractOptions extends AgentAnswerOptions {
+  /** Text written to stdin or the terminal first. */
+  input?: string | Uint8Array
+  /** Close stdin after the input. */
+  eof?: boolean
+  /** A signal sent before waiting. */
+  signal?: ProcessSignal
+  /** Return output after this cursor; absent: output after this call's input. */
+  cursor?: string
+  /** How long the daemon waits (ms) before it answers with what it has. */
+  timeout?: number
+}
+
+/** The answer of a process still running: the output so far. */
+export interface RunningResult {
+  running: true
+  processId: string
+  output: string
+  stdout: string
+  stderr: string
+  logs: LogFrame[]
+  /** The cursor after the last frame of the answer. */
+  next?: string
+  waitingForInput: boolean
+  omittedBytes?: number
+  omittedAfter?: string
+  /** The process, as the daemon described it. */
+  process: ProcessDto
+}
+
+/** The answer of a process that ended: its RunResult, with where its output stopped. */
+export type EndedResult = RunResult & {
+  running: false
+  next?: string
+  omittedBytes?: number
+  omittedAfter?: string
+}
+
+export type InteractResult = EndedResult | RunningResult
+
+export interface ReadyOptions {
+  /** A TCP port the process or a descendant listens on; 'any' for the first it opens. */
+  port?: number | 'any'
+  /** An RE2 expression matched against its output. */
+  pattern?: string
+  /** Caller wait budget in milliseconds; omitted or 0 waits until ready or ended. */
+  timeout?: number
+}
+
+export type ReadyResult =
+  | { ready: true; port?: number; match?: string; cursor?: string }
+  | { ready: false; result: WaitResult }
+
+/** CODE.md: a cell of a code context, options as for a session command. */
+export type CodeRunOptions = SessionRunOptions
+export type CodeStartOptions = SessionStartOptions
