@@ -37,7 +37,7 @@ export async function run(t: HttpTransport, path: string, body: Wire, timeout: n
   const w = record(answer, 'run')
   if (status === 200) return finished(t, w)
   const id = String(w.id ?? w.processId)
-  const result = await waitUntil(t, id, deadline)
+  const result = left(deadline) > 0 ? await waitUntil(t, id, deadline) : undefined
   if (result === undefined) return collect(t, id, timedOut(), timedOutPages)
   return collect(t, id, result, Infinity)
 }

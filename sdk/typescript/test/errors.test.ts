@@ -4,8 +4,9 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 
 import {
-  AuthenticationError, ConchError, InternalError, InvalidArgumentError, NotFoundError, PayloadTooLargeError,
-  PermissionDeniedError, ResourceExhaustedError, Sandbox, UnsupportedOperationError,
+  AuthenticationError, ConchError, InternalError, InvalidArgumentError, type LogFrame, NotFoundError,
+  PayloadTooLargeError, PermissionDeniedError, ProcessHandle, ProcessService, PtyService, ResourceExhaustedError,
+  Sandbox, UnsupportedOperationError,
 } from '@conchsh/sdk'
 
 import { type Daemon, startDaemon } from './daemon.js'
@@ -99,11 +100,13 @@ describe('answers a daemon cannot be made to give', () => {
   let stub: Server
   let url: string
   let answer: { status: number; body: string }
+  let route: ((path: string) => { status: number; body: string }) | undefined
 
   before(async () => {
-    stub = createServer((_req, res) => {
-      res.writeHead(answer.status, { 'content-type': 'application/json' })
-      res.end(answer.body)
+    stub = createServer((req, res) => {
+      const a = route ? route(req.url ?? '') : answer
+      res.writeHead(a.status, { 'content-type': 'application/json' })
+      res.end(a.body)
     })
     await new Promise<void>((r) => stub.listen(0, '127.0.0.1', r))
     const a = stub.address()
@@ -136,5 +139,51 @@ describe('answers a daemon cannot be made to give', () => {
     answer = { status: 200, body: JSON.stringify({ reason: 'evaporated', exitCode: 1, extra: true }) }
     const w = await s.process.connect('p1').wait()
     assert.deepEqual(w, { reason: 'unknown', rawReason: 'evaporated', exitCode: 1, extra: true })
+  })
+
+  test('run pages back the frames an answer left out (omittedBytes, omittedAfter)', async () => {
+    const frame = (n: number, channel = 'stdout'): LogFrame => ({ cursor: `c${n}`, channel, data: `f${n}\n`, encoding: 'text', timestamp: n })
+    const seen: string[] = []
+    route = (path) => {
+      seen.push(path)
+      if (path.startsWith('/v1/processes/run')) {
+        return {
+          status: 200,
+          body: JSON.stringify({
+            reason: 'exited', exitCode: 0, processId: 'p9', output: 'f1\nf5\n', stdout: 'f1\n', stderr: 'f5\n',
+            logs: [frame(1), frame(5, 'stderr')], omittedBytes: 9, omittedAfter: 'c1', next: 'c5',
+          }),
+        }
+      }
+      // Pages of two frames from after the cursor asked for.
+      const after = Number(/cursor=c(\d+)/.exec(path)?.[1] ?? 0)
+      const items = [2, 3, 4, 5].filter((n) => n > after).slice(0, 2).map((n) => frame(n, n === 5 ? 'stderr' : 'stdout'))
+      return { status: 200, body: JSON.stringify({ items, next: items.at(-1)?.cursor ?? `c${after}`, truncatedHead: false }) }
+    }
+    try {
+      const s = new Sandbox({ url, token: 't', logsPageSize: 2 })
+      const r = await s.process.run('anything')
+      assert.deepEqual(r.logs.map((f) => f.cursor), ['c1', 'c2', 'c3', 'c4', 'c5'])
+      assert.equal(r.output, 'f1\nf2\nf3\nf4\nf5\n')
+      assert.equal(r.stdout, 'f1\nf2\nf3\nf4\n')
+      assert.equal(r.stderr, 'f5\n')
+      assert.equal((r as { omittedBytes?: number }).omittedBytes, undefined)
+      assert.deepEqual(seen.filter((p) => p.includes('/logs')), ['/v1/processes/p9/logs?cursor=c1&limit=2', '/v1/processes/p9/logs?cursor=c3&limit=2'])
+    } finally {
+      route = undefined
+    }
+  })
+
+  test('the services and handles can be built from a transport directly', async () => {
+    const s = new Sandbox({ url, token: 't' })
+    answer = { status: 200, body: JSON.stringify({ items: [{ id: 'p2', kind: 'pty', state: 'running', system: false }], next: '' }) }
+    const pty = new PtyService(new ProcessService(s.transport, 'other'))
+    const list = await pty.list()
+    assert.deepEqual(list.items.map((p) => [p.id, p.kind]), [['p2', 'pty']])
+    assert.equal(list.next, undefined)
+    const h = new ProcessHandle(s.transport, 'other', 'p2', 'pty')
+    assert.deepEqual(h.toJSON(), { sandboxId: 'other', processId: 'p2', kind: 'pty' })
+    answer = { status: 200, body: JSON.stringify({ id: 'p2', kind: 'pty', state: 'running', system: false }) }
+    assert.equal((await h.get()).rawState, 'running')
   })
 })

@@ -10,7 +10,7 @@ let d: Daemon
 let sb: Sandbox
 
 before(async () => {
-  d = await startDaemon()
+  d = await startDaemon(['--log-retention', '16K'])
   sb = d.sandbox()
 })
 after(async () => d?.stop())
@@ -107,5 +107,24 @@ describe('ProcessHandle.streamLogs', () => {
     const evs = await collect(h.streamLogs())
     assert.equal(evs.length, 1)
     assert.ok(evs[0]!.type === 'error' && evs[0]!.error.name === 'NotFoundError')
+  })
+
+  test('a stream from before what is retained warns first; run and logs say the head was dropped', async () => {
+    const r = await sb.process.run('seq 1 20000')
+    assert.equal((r as { truncated?: boolean }).truncated, true)
+    assert.ok(r.stdout.endsWith('19999\n20000\n') && !r.stdout.startsWith('1\n'))
+    const h = sb.process.connect(r.processId)
+    const page = await h.logs({ limit: 1 })
+    assert.equal(page.truncatedHead, true)
+    assert.equal(page.firstAvailableCursor, page.items[0]!.cursor)
+    const evs = await collect(h.streamLogs())
+    const first = evs[0]!
+    assert.ok(first.type === 'warning' && first.message.length > 0 && first.firstAvailableCursor === page.items[0]!.cursor)
+    assert.deepEqual(evs.slice(-2).map((e) => e.type), ['state', 'eof'])
+    const fallback = await d.sandbox({ waitWindow: 50, logsPageSize: 3 }).process.run('sleep 0.3; seq 1 20000')
+    assert.equal((fallback as { truncated?: boolean }).truncated, true)
+    const kept = await sb.process.connect(fallback.processId).logs()
+    assert.equal(fallback.stdout, kept.items.map((f) => f.data).join(''))
+    assert.ok(fallback.stdout.endsWith('19999\n20000\n'))
   })
 })
