@@ -54,24 +54,19 @@ describe('ProcessService.run', () => {
     assert.ok(pages.length >= 7, `it paged the logs: ${pages.length} pages`)
   })
 
-  test('a caller timeout that runs out leaves the process running', async () => {
-    const r = await sb.process.run('echo started; sleep 30', { timeout: 300 })
+  test('a caller timeout that runs out leaves the process running, with the output already written', async () => {
+    // The budget leaves the process ample time to write its first line, even on a loaded machine.
+    const r = await sb.process.run('echo started; sleep 30', { timeout: 1500 })
     assert.equal(r.reason, 'timed_out')
     assert.equal(r.rawReason, 'wait_timeout')
     assert.equal(r.exitCode, undefined)
+    assert.equal(r.stdout, 'started\n')
     const h = sb.process.connect(r.processId)
     const p = await h.get()
     assert.equal(p.state, 'running')
     await h.kill({ signal: 'KILL' })
     const w = await h.wait()
     assert.deepEqual([w.reason, w.reason === 'signaled' && w.signal], ['signaled', 'KILL'])
-  })
-
-  test('the timed-out result holds the output already written', async () => {
-    const r = await sb.process.run('echo early; sleep 30', { timeout: 500 })
-    assert.equal(r.reason, 'timed_out')
-    assert.equal(r.stdout, 'early\n')
-    await sb.process.connect(r.processId).kill({ signal: 'KILL' })
   })
 
   test('a failed argv is a result', async () => {

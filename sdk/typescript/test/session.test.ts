@@ -108,7 +108,7 @@ describe('Session', () => {
 
   test('a session command with a 202 fallback and a caller timeout', async () => {
     await using s = await sb.process.createSession()
-    const t = await s.run('echo one; sleep 30', { timeout: 300 })
+    const t = await s.run('echo one; sleep 30', { timeout: 1500 })
     assert.deepEqual([t.reason, t.rawReason, t.stdout], ['timed_out', 'wait_timeout', 'one\n'])
     await sb.process.connect(t.processId).kill({ signal: 'INT' })
     const slow = d.sandbox({ waitWindow: 50, logsPageSize: 1 })
