@@ -6,6 +6,7 @@ import { errorFrom } from './errors.js'
 
 /** What a message, open, close or error event of a WebSocket carries that the SDK reads. */
 export interface WebSocketEventLike {
+  type: string
   data?: unknown
   code?: number
   reason?: string

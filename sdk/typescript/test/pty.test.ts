@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 
+import { WebSocket as WS } from 'ws'
+
 import { NotFoundError, PtyDuplex, type Sandbox, UnsupportedOperationError } from '@conchsh/sdk'
 
 import { type Daemon, startDaemon } from './daemon.js'
@@ -95,5 +97,19 @@ describe('PtyService', () => {
     const h = await sb.process.start('sleep 30')
     await assert.rejects(h.attach(), UnsupportedOperationError)
     await h.delete()
+  })
+
+  test('attach goes through the WebSocket the transport was given', async () => {
+    const urls: string[] = []
+    const Counting = class extends WS {
+      constructor(url: string, init: { headers: Record<string, string> }) {
+        urls.push(url)
+        super(url, init)
+      }
+    }
+    const s = d.sandbox({ WebSocket: Counting })
+    const { handle, connection } = await s.pty.attach('echo via-injected')
+    assert.match(await readAll(connection.readable[Symbol.asyncIterator]()), /via-injected/)
+    assert.deepEqual(urls, [`${d.url.replace('http', 'ws')}/v1/processes/${handle.id}/attach`])
   })
 })
