@@ -4,7 +4,7 @@
 import { openDuplex, type PtyDuplex } from './duplex.js'
 import { UnsupportedOperationError } from './errors.js'
 import { record, toLogsPage, toProcess, toWaitResult } from './normalize.js'
-import { answer, deadlineOf, waitUntil } from './run.js'
+import { answer, deadlineOf, waitUntil, window } from './run.js'
 import { streamLogs } from './sse.js'
 import { type HttpTransport, seg } from './transport.js'
 import { isRecord } from './errors.js'
@@ -129,7 +129,7 @@ export class ProcessHandle {
   async ready(options: ReadyOptions = {}): Promise<ReadyResult> {
     const deadline = deadlineOf(options.timeout)
     for (;;) {
-      const timeout = Math.max(1, Math.min(this.#t.waitWindow, Math.ceil(deadline - Date.now())))
+      const timeout = window(this.#t, deadline)
       const { status, body } = await this.#t.json('GET', `${this.#path}/ready`, {
         query: { port: options.port, pattern: options.pattern, timeout },
       })

@@ -18,12 +18,13 @@ function left(deadline: number): number {
   return deadline - Date.now()
 }
 
-function deadlineOf(timeout: number | undefined): number {
+/** The deadline of a caller's timeout in ms; omitted or 0 is unbounded. */
+export function deadlineOf(timeout: number | undefined): number {
   return timeout !== undefined && timeout > 0 ? Date.now() + timeout : Infinity
 }
 
 /** The daemon-side wait of one request: the window, or less when the caller's budget is shorter. */
-function window(t: HttpTransport, deadline: number): number {
+export function window(t: HttpTransport, deadline: number): number {
   return Math.max(1, Math.min(t.waitWindow, Math.ceil(left(deadline))))
 }
 
@@ -127,7 +128,6 @@ export async function waitUntil(
   }
 }
 
-export { deadlineOf }
 
 const decoder = new TextDecoder()
 const encoder = new TextEncoder()
