@@ -3,6 +3,7 @@
 // loopback port with a temporary token and state directory of its own.
 
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
+import { rmSync } from 'node:fs'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
@@ -27,6 +28,7 @@ async function binary(): Promise<string> {
   if (process.env.CONCH_BIN) return process.env.CONCH_BIN
   built ??= (async () => {
     const dir = await mkdtemp(join(tmpdir(), 'conch-sdk-bin-'))
+    process.once('exit', () => rmSync(dir, { recursive: true, force: true }))
     const out = join(dir, 'conch')
     await promisify(execFile)('go', ['build', '-o', out, './cmd/conch'], { cwd: repoRoot })
     return out

@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict'
 import { mkdtemp, realpath } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 
@@ -20,7 +19,7 @@ after(async () => d?.stop())
 for (const shell of ['bash', 'dash']) {
   describe(`a session on ${shell}`, () => {
     test('state carries over, cwd and env from creation, exit codes and stderr', async () => {
-      const dir = await realpath(await mkdtemp(join(tmpdir(), 'conch-sdk-cwd-')))
+      const dir = await realpath(await mkdtemp(join(d.dir, 'cwd-')))
       await using s = await sb.process.createSession({ shell, cwd: dir, env: { GREETING: 'hi' }, name: `s-${shell}` })
       assert.equal(s.sandboxId, 'box-1')
       await s.run('mkdir sub && cd sub && export MODE=test')
