@@ -1,0 +1,127 @@
+// One error class per API error code, all ConchError; errorFrom is the one
+// place where an answer becomes one of them.
+
+/** An error the daemon answered: its code, HTTP status and message. */
+export class ConchError extends Error {
+  readonly code: string
+  readonly status: number
+
+  constructor(code: string, status: number, message: string) {
+    super(message)
+    this.name = 'ConchError'
+    this.code = code
+    this.status = status
+  }
+}
+
+/** 400: malformed input, a bad option value, a shell that is not POSIX. */
+export class InvalidArgumentError extends ConchError {
+  constructor(message: string, status = 400) {
+    super('invalid_argument', status, message)
+    this.name = 'InvalidArgumentError'
+  }
+}
+
+/** 401: missing or wrong token. */
+export class AuthenticationError extends ConchError {
+  constructor(message: string, status = 401) {
+    super('unauthenticated', status, message)
+    this.name = 'AuthenticationError'
+  }
+}
+
+/** 403: the request's Host or Origin is not allowed. */
+export class PermissionDeniedError extends ConchError {
+  constructor(message: string, status = 403) {
+    super('permission_denied', status, message)
+    this.name = 'PermissionDeniedError'
+  }
+}
+
+/** 404: no such process or session. */
+export class NotFoundError extends ConchError {
+  constructor(message: string, status = 404) {
+    super('not_found', status, message)
+    this.name = 'NotFoundError'
+  }
+}
+
+/** 409: the operation does not apply in the process's state. */
+export class UnsupportedOperationError extends ConchError {
+  constructor(message: string, status = 409) {
+    super('unsupported_operation', status, message)
+    this.name = 'UnsupportedOperationError'
+  }
+}
+
+/** 413: the request body is over the daemon's limit. */
+export class PayloadTooLargeError extends ConchError {
+  constructor(message: string, status = 413) {
+    super('payload_too_large', status, message)
+    this.name = 'PayloadTooLargeError'
+  }
+}
+
+/** 429: over a configured limit of sessions or processes. */
+export class ResourceExhaustedError extends ConchError {
+  constructor(message: string, status = 429) {
+    super('resource_exhausted', status, message)
+    this.name = 'ResourceExhaustedError'
+  }
+}
+
+/** 500: a bug in the daemon. */
+export class InternalError extends ConchError {
+  constructor(message: string, status = 500) {
+    super('internal', status, message)
+    this.name = 'InternalError'
+  }
+}
+
+type ErrorClass = new (message: string, status?: number) => ConchError
+
+const byCode: Record<string, ErrorClass> = {
+  invalid_argument: InvalidArgumentError,
+  unauthenticated: AuthenticationError,
+  permission_denied: PermissionDeniedError,
+  not_found: NotFoundError,
+  unsupported_operation: UnsupportedOperationError,
+  payload_too_large: PayloadTooLargeError,
+  resource_exhausted: ResourceExhaustedError,
+  internal: InternalError,
+}
+
+// A body without a code (a proxy's answer) is named by its status.
+const codeByStatus: Record<number, string> = {
+  400: 'invalid_argument',
+  401: 'unauthenticated',
+  403: 'permission_denied',
+  404: 'not_found',
+  409: 'unsupported_operation',
+  413: 'payload_too_large',
+  429: 'resource_exhausted',
+  500: 'internal',
+}
+
+/** The error of an answer with a status that is not 2xx, from its body's text. */
+export function errorFrom(status: number, text: string): ConchError {
+  let code: string | undefined
+  let message = text.trim() || `HTTP ${status}`
+  try {
+    const body: unknown = JSON.parse(text)
+    if (isRecord(body) && isRecord(body.error)) {
+      if (typeof body.error.code === 'string') code = body.error.code
+      if (typeof body.error.message === 'string') message = body.error.message
+    }
+  } catch {
+    // not JSON: the text is the message
+  }
+  code ??= codeByStatus[status]
+  const cls = code === undefined ? undefined : byCode[code]
+  if (cls) return new cls(message, status)
+  return new ConchError(code ?? 'unknown', status, message)
+}
+
+export function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+}

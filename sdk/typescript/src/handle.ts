@@ -1,0 +1,143 @@
+// ProcessHandle: one process of the daemon, by id, without a request until
+// a method is called.
+
+import { openDuplex, type PtyDuplex } from './duplex.js'
+import { UnsupportedOperationError } from './errors.js'
+import { record, toLogsPage, toProcess, toWaitResult } from './normalize.js'
+import { answer, deadlineOf, waitUntil, window } from './run.js'
+import { streamLogs } from './sse.js'
+import { type HttpTransport, seg } from './transport.js'
+import { isRecord } from './errors.js'
+import type {
+  InteractOptions, InteractResult, KillOptions, LogsOptions, LogsPage, ProcessDto, ProcessHandleJSON, ProcessKind,
+  ReadyOptions, ReadyResult, StreamLogEvent, StreamLogsOptions, WaitProcessOptions, WaitResult,
+} from './types.js'
+
+export class ProcessHandle {
+  readonly id: string
+  readonly sandboxId: string
+  readonly kind?: ProcessKind
+  readonly #t: HttpTransport
+  readonly #path: string
+
+  constructor(transport: HttpTransport, sandboxId: string, processId: string, kind?: ProcessKind) {
+    this.#t = transport
+    this.sandboxId = sandboxId
+    this.id = processId
+    if (kind !== undefined) this.kind = kind
+    this.#path = `/v1/processes/${seg(processId)}`
+  }
+
+  /** Attaches to a PTY process: its output (retained, then live) and its input. */
+  async attach(): Promise<PtyDuplex> {
+    try {
+      return await openDuplex(this.#t, this.id)
+    } catch (err) {
+      // A refused upgrade says only its status; the process says why.
+      const p = await this.get()
+      if (p.kind !== 'pty') throw new UnsupportedOperationError(`attach to process ${this.id} of kind ${p.rawKind}: not a PTY`)
+      throw err
+    }
+  }
+
+  /**
+   * Delete the process and its logs, stopping it first if it is running.
+   * Refused (`UnsupportedOperationError`) for a running code cell, and for a
+   * session command that has not stopped within 5 s: delete its session.
+   */
+  async delete(): Promise<void> {
+    await this.#t.json('DELETE', this.#path)
+  }
+
+  async get(): Promise<ProcessDto> {
+    const { body } = await this.#t.json('GET', this.#path)
+    return toProcess(body)
+  }
+
+  /** Sends a signal (TERM by default) to the process and its descendants, escalating if asked. */
+  async kill(options: KillOptions = {}): Promise<void> {
+    await this.#t.json('POST', `${this.#path}/kill`, { json: options })
+  }
+
+  /** One page of retained frames after `cursor`. */
+  async logs(options: LogsOptions = {}): Promise<LogsPage> {
+    const { body } = await this.#t.json('GET', `${this.#path}/logs`, {
+      query: { cursor: options.cursor, limit: options.limit, encoding: options.encoding },
+    })
+    return toLogsPage(body)
+  }
+
+  async resize(cols: number, rows: number): Promise<void> {
+    await this.#t.json('POST', `${this.#path}/resize`, { json: { cols, rows } })
+  }
+
+  /** Write stdin to an exec or pty process created with stdin='open'. */
+  async stdin(data: string | Uint8Array, options: { eof?: boolean } = {}): Promise<void> {
+    await this.#t.json('POST', `${this.#path}/stdin`, {
+      body: data, query: { eof: options.eof ? 'true' : undefined },
+      headers: { 'content-type': 'application/octet-stream' },
+    })
+  }
+
+  /** Close stdin for an exec or pty process. */
+  async stdinEof(): Promise<void> {
+    await this.stdin('', { eof: true })
+  }
+
+  /**
+   * The process's log, state and eof events as they come; a dropped
+   * connection resumes after the last frame yielded.
+   */
+  streamLogs(options: StreamLogsOptions = {}): AsyncIterable<StreamLogEvent> {
+    return streamLogs(this.#t, this.id, options)
+  }
+
+  toJSON(): ProcessHandleJSON {
+    const j: ProcessHandleJSON = { sandboxId: this.sandboxId, processId: this.id }
+    if (this.kind !== undefined) j.kind = this.kind
+    return j
+  }
+
+  /**
+   * Waits for the process to end. When `timeout` runs out first, resolves with
+   * `reason: 'timed_out'`, `rawReason: 'wait_timeout'`: the process goes on.
+   */
+  async wait(options: WaitProcessOptions = {}): Promise<WaitResult> {
+    const result = await waitUntil(this.#t, this.id, deadlineOf(options.timeout), options.signal)
+    return result ?? { reason: 'timed_out', rawReason: 'wait_timeout' }
+  }
+
+  /**
+   * AGENTS.md promise 27: writes input (or sends a signal), then waits as a
+   * run does and answers with the output after `cursor`: the RunResult once
+   * the process ended, else the output so far with `running: true`.
+   */
+  async interact(options: InteractOptions = {}): Promise<InteractResult> {
+    const { input, ...rest } = options
+    const body: Record<string, unknown> = { ...rest }
+    if (typeof input === 'string') body.input = input
+    else if (input !== undefined) body.inputBase64 = Buffer.from(input).toString('base64')
+    const { status, body: w } = await this.#t.json('POST', `${this.#path}/interact`, { json: body })
+    return answer(status, record(w, 'interact'))
+  }
+
+  /**
+   * AGENTS.md promise 30: waits until the process listens on `port` or its
+   * output matches `pattern`; `ready: false` with its result if it ended
+   * first, or with `timed_out` / `wait_timeout` when `timeout` ran out.
+   */
+  async ready(options: ReadyOptions = {}): Promise<ReadyResult> {
+    const deadline = deadlineOf(options.timeout)
+    for (;;) {
+      const timeout = window(this.#t, deadline)
+      const { status, body } = await this.#t.json('GET', `${this.#path}/ready`, {
+        query: { port: options.port, pattern: options.pattern, timeout },
+      })
+      if (status === 200 && isRecord(body)) {
+        if (body.ready === true) return body as ReadyResult
+        return { ...body, ready: false, result: toWaitResult(record(body.result, 'ready result')) }
+      }
+      if (Date.now() >= deadline) return { ready: false, result: { reason: 'timed_out', rawReason: 'wait_timeout' } }
+    }
+  }
+}

@@ -1,0 +1,105 @@
+// The daemon's JSON made into the SDK's types. A value the SDK does not know
+// becomes 'unknown' with the string kept in its raw* field, and fields the SDK
+// does not know are kept as they came: a newer daemon never breaks it.
+
+import { isRecord } from './errors.js'
+import type {
+  ListResult, LogFrame, LogsPage, ProcessDto, ProcessKeepLogs, ProcessReason, ProcessReportedKind,
+  ProcessState, ProcessStdinMode, WaitResult,
+} from './types.js'
+
+type Wire = Record<string, unknown>
+
+const kinds: ReadonlySet<string> = new Set(['exec', 'pty', 'code', 'session'])
+const states: ReadonlySet<string> = new Set(['starting', 'provisioning', 'running', 'terminal'])
+const stdins: ReadonlySet<string> = new Set(['closed', 'open'])
+const keeps: ReadonlySet<string> = new Set(['until_cleanup', 'on_exit_ttl', 'none'])
+const reasons: ReadonlySet<string> = new Set(['exited', 'signaled', 'timed_out', 'lost', 'failed'])
+
+function known<T extends string>(set: ReadonlySet<string>, v: unknown): T | 'unknown' {
+  return typeof v === 'string' && set.has(v) ? (v as T) : 'unknown'
+}
+
+function str(v: unknown): string {
+  return typeof v === 'string' ? v : v === undefined || v === null ? '' : String(v)
+}
+
+export function record(v: unknown, what: string): Wire {
+  if (!isRecord(v)) throw new TypeError(`conch: ${what}: the daemon answered ${JSON.stringify(v)}`)
+  return v
+}
+
+/** The ProcessDto of a process as the daemon describes it. */
+export function toProcess(v: unknown): ProcessDto {
+  const w = record(v, 'process')
+  const p = { ...w } as Wire
+  p.kind = known<ProcessReportedKind>(kinds, w.kind)
+  p.rawKind = str(w.kind)
+  p.state = known<ProcessState>(states, w.state)
+  p.rawState = str(w.state)
+  p.system = w.system === true
+  if (w.stdin !== undefined) {
+    p.stdin = known<ProcessStdinMode>(stdins, w.stdin)
+    p.rawStdin = str(w.stdin)
+  }
+  if (w.keepLogs !== undefined) {
+    p.keepLogs = known<ProcessKeepLogs>(keeps, w.keepLogs)
+    p.rawKeepLogs = str(w.keepLogs)
+  }
+  if (w.reason !== undefined && w.reason !== '') {
+    p.reason = known<ProcessReason>(reasons, w.reason)
+    p.rawReason = str(w.reason)
+  }
+  return p as unknown as ProcessDto
+}
+
+const waitFields: ReadonlySet<string> = new Set(['reason', 'exitCode', 'signal', 'rawReason'])
+
+/** The WaitResult in w (a WaitResult, RunResult or process), other fields of w kept beside it. */
+export function toWaitResult(w: Wire): WaitResult {
+  const out: Wire = {}
+  for (const [k, v] of Object.entries(w)) if (!waitFields.has(k)) out[k] = v
+  const raw = str(w.reason)
+  const exitCode = typeof w.exitCode === 'number' ? w.exitCode : undefined
+  const signal = typeof w.signal === 'string' && w.signal !== '' ? w.signal : undefined
+  out.rawReason = raw
+  switch (raw) {
+    case 'exited':
+      if (exitCode === undefined) break
+      return Object.assign(out, { reason: 'exited', exitCode }) as WaitResult
+    case 'signaled':
+      if (signal === undefined) break
+      return Object.assign(out, { reason: 'signaled', signal }) as WaitResult
+    case 'timed_out':
+      return Object.assign(out, { reason: 'timed_out' }) as WaitResult
+    case 'lost':
+    case 'failed':
+      return Object.assign(out, { reason: raw }, defined({ exitCode, signal })) as WaitResult
+  }
+  return Object.assign(out, { reason: 'unknown' }, defined({ exitCode, signal })) as WaitResult
+}
+
+function defined(o: Wire): Wire {
+  const out: Wire = {}
+  for (const [k, v] of Object.entries(o)) if (v !== undefined) out[k] = v
+  return out
+}
+
+export function toFrames(v: unknown): LogFrame[] {
+  return Array.isArray(v) ? (v as LogFrame[]) : []
+}
+
+export function toLogsPage(v: unknown): LogsPage {
+  const w = record(v, 'logs page')
+  const page = { ...w, items: toFrames(w.items) } as Wire
+  if (typeof w.next !== 'string' || w.next === '') delete page.next
+  return page as unknown as LogsPage
+}
+
+export function toProcessList(v: unknown): ListResult<ProcessDto> {
+  const w = record(v, 'process list')
+  const items = Array.isArray(w.items) ? w.items.map(toProcess) : []
+  const list: ListResult<ProcessDto> = { ...w, items }
+  if (typeof w.next !== 'string' || w.next === '') delete list.next
+  return list
+}

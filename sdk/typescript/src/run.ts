@@ -1,0 +1,176 @@
+// run: one request normally; when the daemon's wait window runs out (202)
+// the SDK waits on, and when an answer left output out (omittedBytes) it
+// pages the logs to put it back. A caller's own timeout ends it with
+// 'timed_out' / 'wait_timeout', the process left running.
+
+import { isRecord } from './errors.js'
+import { record, toFrames, toLogsPage, toProcess, toWaitResult } from './normalize.js'
+import { type HttpTransport, seg } from './transport.js'
+import type { InteractResult, LogFrame, RunningResult, RunResult, WaitResult } from './types.js'
+
+/** Pages a timed-out run reads at most: it does not chase a live writer. */
+const timedOutPages = 4
+
+type Wire = Record<string, unknown>
+
+/** The time left until deadline (Infinity: unbounded), in ms. */
+function left(deadline: number): number {
+  return deadline - Date.now()
+}
+
+/** The deadline of a caller's timeout in ms; omitted or 0 is unbounded. */
+export function deadlineOf(timeout: number | undefined): number {
+  return timeout !== undefined && timeout > 0 ? Date.now() + timeout : Infinity
+}
+
+/** The daemon-side wait of one request: the window, or less when the caller's budget is shorter. */
+export function window(t: HttpTransport, deadline: number): number {
+  return Math.max(1, Math.min(t.waitWindow, Math.ceil(left(deadline))))
+}
+
+/**
+ * POSTs a run to path (/v1/processes/run or a session's commands/run) with
+ * body, within the caller's timeout, and returns its RunResult.
+ */
+export async function run(t: HttpTransport, path: string, body: Wire, timeout: number | undefined): Promise<RunResult> {
+  const deadline = deadlineOf(timeout)
+  const { status, body: answer } = await t.json('POST', path, { json: { ...body, timeout: window(t, deadline) } })
+  const w = record(answer, 'run')
+  if (status === 200) return finished(t, w)
+  const id = String(w.id ?? w.processId)
+  const result = left(deadline) > 0 ? await waitUntil(t, id, deadline) : undefined
+  if (result === undefined) return collect(t, id, timedOut(), timedOutPages)
+  return collect(t, id, result, Infinity)
+}
+
+/** The RunResult of a 200 answer, with what it left out paged back in. */
+async function finished(t: HttpTransport, w: Wire): Promise<RunResult> {
+  const wait = toWaitResult(w)
+  const logs = toFrames(w.logs)
+  if (typeof w.omittedBytes !== 'number' || w.omittedBytes <= 0 || typeof w.omittedAfter !== 'string') {
+    return Object.assign(wait, {
+      processId: String(w.processId), output: str(w.output), stdout: str(w.stdout), stderr: str(w.stderr), logs,
+    })
+  }
+  // Head frames up to omittedAfter, the omitted ones from the logs, then the
+  // tail frames from the first one the logs did not reach.
+  const cut = logs.findIndex((f) => f.cursor === w.omittedAfter) + 1
+  const head = logs.slice(0, cut)
+  const tail = logs.slice(cut)
+  const middle: LogFrame[] = []
+  let rest = tail
+  await pageLogs(t, String(w.processId), w.omittedAfter, Infinity, (page) => {
+    for (const f of page) {
+      const i = rest.findIndex((g) => g.cursor === f.cursor)
+      if (i >= 0) {
+        rest = rest.slice(i)
+        return false
+      }
+      middle.push(f)
+    }
+    return true
+  })
+  const all = [...head, ...middle, ...rest]
+  const out = Object.assign(wait, { processId: String(w.processId), logs: all }, assemble(all)) as RunResult & Wire
+  delete out.omittedBytes
+  delete out.omittedAfter
+  return out
+}
+
+function timedOut(): WaitResult {
+  return { reason: 'timed_out', rawReason: 'wait_timeout' }
+}
+
+/** The RunResult of the process id: result, and its retained logs from the start, at most pages pages. */
+async function collect(t: HttpTransport, id: string, result: WaitResult, pages: number): Promise<RunResult> {
+  const logs: LogFrame[] = []
+  let truncated = false
+  let first = true
+  await pageLogs(t, id, undefined, pages, (page, head) => {
+    if (first) truncated = head
+    first = false
+    logs.push(...page)
+    return true
+  })
+  return Object.assign(result, { processId: id, logs, truncated }, assemble(logs))
+}
+
+/**
+ * Reads the logs of id after cursor, page by page, at most pages pages,
+ * handing each to take until it returns false or the logs end.
+ */
+export async function pageLogs(
+  t: HttpTransport, id: string, cursor: string | undefined, pages: number,
+  take: (frames: LogFrame[], truncatedHead: boolean) => boolean,
+): Promise<void> {
+  const limit = t.logsPageSize
+  for (let n = 0; n < pages; n++) {
+    const { body } = await t.json('GET', `/v1/processes/${seg(id)}/logs`, { query: { cursor, limit } })
+    const page = toLogsPage(body)
+    if (!take(page.items, page.truncatedHead === true) || page.items.length < limit) return
+    cursor = page.items[page.items.length - 1]!.cursor
+  }
+}
+
+/**
+ * Waits for id until deadline, one window at a time; undefined when the
+ * deadline came first.
+ */
+export async function waitUntil(
+  t: HttpTransport, id: string, deadline: number, signal?: AbortSignal,
+): Promise<WaitResult | undefined> {
+  for (;;) {
+    const timeout = window(t, deadline)
+    const opts = signal ? { query: { timeout }, signal } : { query: { timeout } }
+    const { status, body } = await t.json('GET', `/v1/processes/${seg(id)}/wait`, opts)
+    if (status === 200 && isRecord(body)) return toWaitResult(body)
+    if (left(deadline) <= 0) return undefined
+  }
+}
+
+
+const decoder = new TextDecoder()
+const encoder = new TextEncoder()
+
+/** The text fields of frames: all of it, stdout (and pty), stderr; invalid UTF-8 replaced. */
+export function assemble(frames: LogFrame[]): { output: string; stdout: string; stderr: string } {
+  const all: Uint8Array[] = []
+  const out: Uint8Array[] = []
+  const err: Uint8Array[] = []
+  for (const f of frames) {
+    const b = f.encoding === 'base64' ? Buffer.from(f.data, 'base64') : encoder.encode(f.data)
+    all.push(b)
+    if (f.channel === 'stdout' || f.channel === 'pty') out.push(b)
+    else if (f.channel === 'stderr') err.push(b)
+  }
+  return { output: text(all), stdout: text(out), stderr: text(err) }
+}
+
+function text(parts: Uint8Array[]): string {
+  return decoder.decode(Buffer.concat(parts))
+}
+
+function str(v: unknown): string {
+  return typeof v === 'string' ? v : ''
+}
+
+/**
+ * The answer of an interact call as it came: the RunResult of an ended
+ * process, or the output so far of a running one. Nothing is paged: the
+ * caller asks again from `next`.
+ */
+export function answer(status: number, w: Wire): InteractResult {
+  const logs = toFrames(w.logs)
+  const text = { output: str(w.output), stdout: str(w.stdout), stderr: str(w.stderr) }
+  if (status === 200) {
+    return Object.assign(toWaitResult(w), { running: false as const, processId: String(w.processId), logs }, text)
+  }
+  const out: RunningResult = {
+    running: true, processId: String(w.processId ?? w.id), logs, ...text,
+    waitingForInput: w.waitingForInput === true, process: toProcess(w),
+  }
+  if (typeof w.next === 'string') out.next = w.next
+  if (typeof w.omittedBytes === 'number') out.omittedBytes = w.omittedBytes
+  if (typeof w.omittedAfter === 'string') out.omittedAfter = w.omittedAfter
+  return out
+}

@@ -1,0 +1,84 @@
+// Session: one persistent shell of the daemon, by id.
+
+import { NotFoundError } from './errors.js'
+import { ProcessHandle } from './handle.js'
+import { toProcess } from './normalize.js'
+import { run } from './run.js'
+import type { ProcessBinding } from './service.js'
+import { seg } from './transport.js'
+import type {
+  CodeRunOptions, CodeStartOptions, ProcessDto, ProcessKind, RunResult, SessionJSON, SessionRunOptions, SessionStartOptions,
+} from './types.js'
+
+/**
+ * One persistent shell. Commands run one at a time, in order; `cd`, exports,
+ * and functions carry over. Set cwd/env with `process.createSession()`.
+ * Interrupt a command with `handle.kill({ signal: 'INT' })`: the session
+ * survives.
+ */
+export class Session {
+  readonly sandboxId: string
+  readonly id: string
+  readonly #b: ProcessBinding
+  readonly #path: string
+
+  constructor(binding: ProcessBinding, id: string) {
+    this.#b = binding
+    this.sandboxId = binding.sandboxId
+    this.id = id
+    this.#path = `/v1/sessions/${seg(id)}`
+  }
+
+  /** Deletes the session on scope exit; one already deleted in the scope is fine. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    try {
+      await this.delete()
+    } catch (err) {
+      if (!(err instanceof NotFoundError)) throw err
+    }
+  }
+
+  /** End the shell and delete it and all its command records. */
+  async delete(): Promise<void> {
+    await this.#b.transport.json('DELETE', this.#path)
+  }
+
+  /** Read the shell process, including its current working directory. */
+  async get(): Promise<ProcessDto> {
+    const { body } = await this.#b.transport.json('GET', this.#path)
+    return toProcess(body)
+  }
+
+  /** Run in this shell, wait, and collect output using the process run path. */
+  async run(command: string, options: SessionRunOptions = {}): Promise<RunResult> {
+    const { timeout, ...rest } = options
+    return run(this.#b.transport, `${this.#path}/commands/run`, { ...rest, cmd: command }, timeout)
+  }
+
+  /** Queue a command and return its handle without waiting for completion. */
+  async start(command: string, options: SessionStartOptions = {}): Promise<ProcessHandle> {
+    return this.#submit({ ...options, cmd: command })
+  }
+
+  /** CODE.md: run a cell in this code context, wait, and collect its output. */
+  async runCode(code: string, options: CodeRunOptions = {}): Promise<RunResult> {
+    const { timeout, ...rest } = options
+    return run(this.#b.transport, `${this.#path}/commands/run`, { ...rest, code }, timeout)
+  }
+
+  /** CODE.md: queue a cell in this code context and return its handle. */
+  async startCode(code: string, options: CodeStartOptions = {}): Promise<ProcessHandle> {
+    return this.#submit({ ...options, code })
+  }
+
+  async #submit(body: Record<string, unknown>): Promise<ProcessHandle> {
+    const { body: answer } = await this.#b.transport.json('POST', `${this.#path}/commands`, { json: body })
+    const dto = toProcess(answer)
+    const kind: ProcessKind | undefined = dto.kind === 'unknown' ? undefined : dto.kind
+    return new ProcessHandle(this.#b.transport, this.sandboxId, dto.id, kind)
+  }
+
+  toJSON(): SessionJSON {
+    return { sandboxId: this.sandboxId, sessionId: this.id }
+  }
+}

@@ -1,0 +1,143 @@
+// streamLogs: a server-sent event reader of its own over fetch (the stream
+// needs the Authorization header, which EventSource cannot send), resuming a
+// dropped connection after the last frame it yielded.
+
+import { ConchError, isRecord } from './errors.js'
+import { toWaitResult } from './normalize.js'
+import { type HttpTransport, seg } from './transport.js'
+import type { LogFrame, StreamLogEvent, StreamLogsOptions } from './types.js'
+
+/** Connections in a row that may fail before the stream gives up with an error event. */
+const maxRetries = 5
+
+interface RawEvent {
+  event: string
+  data: string
+  id: string
+}
+
+/** The events of an event-stream body, in order; ends when the body ends. */
+async function* parse(body: ReadableStream<Uint8Array>): AsyncGenerator<RawEvent> {
+  const decoder = new TextDecoder()
+  let buf = ''
+  let ev: RawEvent = { event: 'message', data: '', id: '' }
+  let hasData = false
+  for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
+    buf += decoder.decode(chunk, { stream: true })
+    let nl: number
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      let line = buf.slice(0, nl)
+      buf = buf.slice(nl + 1)
+      if (line.endsWith('\r')) line = line.slice(0, -1)
+      if (line === '') {
+        if (hasData) yield ev
+        ev = { event: 'message', data: '', id: '' }
+        hasData = false
+        continue
+      }
+      if (line.startsWith(':')) continue
+      const colon = line.indexOf(':')
+      const field = colon < 0 ? line : line.slice(0, colon)
+      let value = colon < 0 ? '' : line.slice(colon + 1)
+      if (value.startsWith(' ')) value = value.slice(1)
+      if (field === 'event') ev.event = value
+      else if (field === 'id') ev.id = value
+      else if (field === 'data') {
+        ev.data = hasData ? `${ev.data}\n${value}` : value
+        hasData = true
+      }
+    }
+  }
+}
+
+export async function* streamLogs(
+  t: HttpTransport, id: string, options: StreamLogsOptions,
+): AsyncGenerator<StreamLogEvent> {
+  const stop = new AbortController()
+  const outer = options.signal
+  const onAbort = (): void => stop.abort()
+  outer?.addEventListener('abort', onAbort)
+  let last = options.cursor
+  let count = 0
+  let failures = 0
+  try {
+    while (!stop.signal.aborted) {
+      let lastError: unknown
+      try {
+        const headers: Record<string, string> = last ? { 'last-event-id': last } : {}
+        const res = await t.request('GET', `/v1/processes/${seg(id)}/logs/stream`, {
+          query: { cursor: last, encoding: options.encoding }, headers, signal: stop.signal,
+        })
+        if (!res.body) throw new TypeError('conch: the log stream has no body')
+        for await (const raw of parse(res.body)) {
+          failures = 0
+          const ev = toEvent(raw, last)
+          if (ev === undefined) continue
+          if (ev.type === 'log') {
+            last = ev.frame.cursor
+            count++
+          }
+          yield ev
+          if (ev.type === 'eof' || (ev.type === 'log' && options.limit && count >= options.limit)) return
+        }
+      } catch (err) {
+        if (stop.signal.aborted) return
+        // An answer of the daemon (the process is gone) will not change.
+        if (err instanceof ConchError) {
+          yield { type: 'error', ...(last ? { cursor: last } : {}), error: err }
+          return
+        }
+        lastError = err
+      }
+      if (++failures > maxRetries) {
+        const error = lastError instanceof Error ? lastError : new Error('conch: the log stream ended before its eof')
+        yield { type: 'error', ...(last ? { cursor: last } : {}), error }
+        return
+      }
+      await sleep(50 * 2 ** (failures - 1), stop.signal)
+    }
+  } finally {
+    outer?.removeEventListener('abort', onAbort)
+    stop.abort()
+  }
+}
+
+/** The StreamLogEvent of a raw event; undefined for one the SDK does not know. */
+function toEvent(raw: RawEvent, last: string | undefined): StreamLogEvent | undefined {
+  let data: unknown
+  try {
+    data = raw.data === '' ? {} : JSON.parse(raw.data)
+  } catch {
+    return undefined
+  }
+  if (!isRecord(data)) return undefined
+  const at = last ? { cursor: last } : {}
+  switch (raw.event) {
+    case 'log': {
+      const frame = data as unknown as LogFrame
+      return { type: 'log', cursor: raw.id || frame.cursor, frame }
+    }
+    case 'warning': {
+      const ev: StreamLogEvent = { type: 'warning', ...at, message: String(data.message ?? '') }
+      if (typeof data.firstAvailableCursor === 'string') ev.firstAvailableCursor = data.firstAvailableCursor
+      return ev
+    }
+    case 'state':
+      return { type: 'state', ...at, result: toWaitResult(data) }
+    case 'eof':
+      return { type: 'eof', ...at }
+  }
+  return undefined
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer)
+      signal.removeEventListener('abort', done)
+      resolve()
+    }
+    const timer = setTimeout(done, ms)
+    signal.addEventListener('abort', done)
+  })
+}

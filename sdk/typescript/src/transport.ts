@@ -1,0 +1,130 @@
+// HttpTransport: the daemon's base URL and token, and the fetch and
+// WebSocket it is reached through. Every request goes through request(),
+// which turns an error answer into a ConchError.
+
+import { errorFrom } from './errors.js'
+
+/** What a message, open, close or error event of a WebSocket carries that the SDK reads. */
+export interface WebSocketEventLike {
+  type: string
+  data?: unknown
+  code?: number
+  reason?: string
+  message?: string
+  error?: unknown
+}
+
+/** The browser-style WebSocket API, as the global `WebSocket` and the `ws` package offer it. */
+export interface WebSocketLike {
+  binaryType: string
+  send(data: Uint8Array | string): void
+  close(code?: number, reason?: string): void
+  addEventListener(type: 'open' | 'message' | 'close' | 'error', listener: (event: WebSocketEventLike) => void): void
+}
+
+/**
+ * A WebSocket constructor that takes request headers in its second argument,
+ * as Node's global `WebSocket` (undici), Bun's and the `ws` package do.
+ */
+export type WebSocketConstructor = new (url: string, init: { headers: Record<string, string> }) => WebSocketLike
+
+export interface HttpTransportOptions {
+  /** The daemon's base URL, e.g. `http://127.0.0.1:7070`. */
+  url: string
+  /** Its bearer token. */
+  token: string
+  /** The `fetch` to use; the global one by default. */
+  fetch?: typeof fetch
+  /** The WebSocket for attach; the global one where it exists, else the `ws` package. */
+  WebSocket?: WebSocketConstructor
+  /**
+   * The longest one request waits on the daemon (ms, default 30 000): a
+   * longer wait is several requests, so that no connection idles for minutes.
+   */
+  waitWindow?: number
+  /** Frames per page when `run` pages the logs (default 1000). */
+  logsPageSize?: number
+}
+
+export type Query = Record<string, string | number | boolean | undefined>
+
+export interface RequestOptions {
+  query?: Query
+  /** Sent as JSON. */
+  json?: unknown
+  /** Sent as it is (stdin). */
+  body?: Uint8Array | string
+  headers?: Record<string, string>
+  signal?: AbortSignal
+}
+
+export class HttpTransport {
+  readonly url: string
+  readonly token: string
+  readonly fetch: typeof fetch
+  readonly WebSocket: WebSocketConstructor | undefined
+  readonly waitWindow: number
+  readonly logsPageSize: number
+  readonly #auth: Record<string, string>
+  readonly #jsonHeaders: Record<string, string>
+
+  constructor(options: HttpTransportOptions) {
+    this.url = options.url.replace(/\/+$/, '')
+    this.token = options.token
+    this.fetch = options.fetch ?? globalThis.fetch.bind(globalThis)
+    this.WebSocket = options.WebSocket
+    this.waitWindow = positive(options.waitWindow, 30_000)
+    this.logsPageSize = positive(options.logsPageSize, 1000)
+    this.#auth = { authorization: `Bearer ${this.token}` }
+    this.#jsonHeaders = { ...this.#auth, 'content-type': 'application/json' }
+  }
+
+  /** Sends a request and returns its answer; an answer that is not 2xx rejects with its ConchError. */
+  async request(method: string, path: string, options: RequestOptions = {}): Promise<Response> {
+    let headers = options.json === undefined ? this.#auth : this.#jsonHeaders
+    if (options.headers) headers = { ...headers, ...options.headers }
+    const init: RequestInit = { method, headers }
+    if (options.json !== undefined) init.body = JSON.stringify(options.json)
+    else if (options.body !== undefined) init.body = options.body
+    if (options.signal) init.signal = options.signal
+    const res = await this.fetch(this.url + path + queryString(options.query), init)
+    if (res.status >= 300) throw errorFrom(res.status, await res.text())
+    return res
+  }
+
+  /** Sends a request and returns its status and its JSON body (undefined when empty: 204, a kill's 202). */
+  async json(method: string, path: string, options: RequestOptions = {}): Promise<{ status: number; body: unknown }> {
+    const res = await this.request(method, path, options)
+    const text = await res.text()
+    return { status: res.status, body: text === '' ? undefined : JSON.parse(text) }
+  }
+
+  /** The ws:// or wss:// URL of path. */
+  socketURL(path: string): string {
+    return this.url.replace(/^http/, 'ws') + path
+  }
+
+  /** The headers a WebSocket upgrade sends. */
+  socketHeaders(): Record<string, string> {
+    return { ...this.#auth }
+  }
+}
+
+function positive(v: number | undefined, def: number): number {
+  return v !== undefined && v > 0 ? v : def
+}
+
+function queryString(q: Query | undefined): string {
+  if (!q) return ''
+  const parts: string[] = []
+  for (const [k, v] of Object.entries(q)) {
+    if (v === undefined || v === '') continue
+    parts.push(`${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`)
+  }
+  return parts.length ? `?${parts.join('&')}` : ''
+}
+
+/** encodes a path segment. */
+export function seg(id: string): string {
+  return encodeURIComponent(id)
+}

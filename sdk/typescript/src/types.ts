@@ -1,0 +1,295 @@
+// The types of the SDK's reference page, with its names and types exactly,
+// and the few that AGENTS.md and CODE.md add, marked where they are.
+
+/** What a process is: a one-shot exec, a PTY, a code cell, or a session's shell or command. */
+export type ProcessKind = 'exec' | 'pty' | 'code' | 'session'
+
+/** A kind as a daemon reported it; one this SDK does not know is `'unknown'` (see `rawKind`). */
+export type ProcessReportedKind = ProcessKind | 'unknown'
+
+export type ProcessState = 'starting' | 'provisioning' | 'running' | 'terminal' | 'unknown'
+
+export type ProcessSignal = 'TERM' | 'KILL' | 'INT' | 'HUP' | 'QUIT' | 'USR1' | 'USR2'
+
+export type ProcessReason = 'exited' | 'signaled' | 'timed_out' | 'lost' | 'failed' | 'unknown'
+
+export type KeepLogs = 'until_cleanup' | 'on_exit_ttl' | 'none'
+
+export type ProcessKeepLogs = KeepLogs | 'unknown'
+
+export type ProcessStdinMode = 'closed' | 'open' | 'unknown'
+
+/** A terminal's size in character cells. */
+export interface TerminalSize {
+  cols: number
+  rows: number
+}
+
+export interface ProcessDto {
+  id: string
+  name?: string
+  pid?: number
+  kind: ProcessReportedKind
+  rawKind: string
+  state: ProcessState
+  rawState: string
+  system: boolean
+  sessionId?: string
+  argv?: string[]
+  shellCommand?: string
+  code?: string
+  language?: string
+  shell?: string
+  resolvedShell?: string
+  login?: boolean
+  cwd?: string
+  user?: string
+  stdin?: ProcessStdinMode
+  rawStdin?: string
+  /** Server-managed process deadline in milliseconds. */
+  executionTimeout?: number
+  terminal?: TerminalSize
+  keepLogs?: ProcessKeepLogs
+  rawKeepLogs?: string
+  exitCode?: number
+  signal?: string
+  reason?: ProcessReason
+  rawReason?: string
+  createdAt?: string
+  startedAt?: string
+  exitedAt?: string
+  truncatedHead?: boolean
+  firstAvailableCursor?: string
+  lastCursor?: string
+  /** Why a `failed` process never ran (API.md). */
+  error?: string
+  /** A session's leased loopback ports (API.md). */
+  ports?: number[]
+  /** AGENTS.md promise 31: the process waits for input. */
+  waitingForInput?: boolean
+  /** AGENTS.md promise 31: time of its last frame. */
+  lastOutputAt?: string
+}
+
+export type WaitResult =
+  | { reason: 'exited'; exitCode: number; signal?: undefined; rawReason?: string }
+  | { reason: 'signaled'; signal: string; exitCode?: undefined; rawReason?: string }
+  | { reason: 'timed_out'; exitCode?: undefined; signal?: undefined; rawReason?: string }
+  | { reason: 'lost' | 'failed'; exitCode?: number; signal?: string; rawReason?: string }
+  | { reason: 'unknown'; exitCode?: number; signal?: string; rawReason: string }
+
+export interface ProcessStartOptions {
+  cmd?: string
+  argv?: string[]
+  name?: string
+  cwd?: string
+  env?: Record<string, string>
+  user?: string
+  shell?: string
+  login?: boolean
+  stdin?: 'closed' | 'open'
+  /** Server-managed process deadline in milliseconds. */
+  executionTimeout?: number
+  terminal?: TerminalSize
+  keepLogs?: KeepLogs
+}
+
+/**
+ * What to execute: a shell command string, or an object naming exactly one of
+ * `cmd` (shell) or `argv` (no shell: the safe form for untrusted arguments).
+ */
+export type ProcessCommand = string | { cmd: string; argv?: never } | { argv: readonly string[]; cmd?: never }
+
+/**
+ * How a run answers an agent (AGENTS.md promises 25, 28, 29). The daemon
+ * refuses them (InvalidArgumentError) until it has them.
+ */
+export interface AgentAnswerOptions {
+  /** Come back once the command has been quiet this many milliseconds. */
+  idleTimeout?: number
+  /** Bytes of output one answer holds; `run` pages the rest from the logs. */
+  outputLimit?: number
+  /** Text fields without escape sequences, overwrites applied. */
+  plain?: boolean
+}
+
+export type RunOptions = Omit<ProcessStartOptions, 'kind'> & {
+  /** Caller wait budget in milliseconds; `0` waits unbounded. */
+  timeout?: number
+  /** `run()` only creates exec processes; PTYs come from `sandbox.pty.start()` / `attach()`. */
+  kind?: 'exec'
+} & AgentAnswerOptions
+
+export interface LogFrame {
+  cursor: string
+  channel: 'stdout' | 'stderr' | 'pty' | 'setup' | string
+  data: string
+  encoding?: 'text' | 'base64' | string
+  timestamp?: number
+}
+
+export type RunResult = WaitResult & {
+  processId: string
+  output: string
+  stdout: string
+  stderr: string
+  logs: LogFrame[]
+}
+
+/** One page of a listing; `next` is where the following page starts, absent on the last. */
+export interface ListResult<T> {
+  items: T[]
+  next?: string
+}
+
+export interface LogsPage extends ListResult<LogFrame> {
+  truncatedHead?: boolean
+  firstAvailableCursor?: string
+}
+
+export type StreamLogEvent =
+  | { type: 'log'; cursor?: string; frame: LogFrame }
+  | { type: 'state'; cursor?: string; result: WaitResult }
+  | { type: 'warning'; cursor?: string; message: string; firstAvailableCursor?: string }
+  | { type: 'eof'; cursor?: string }
+  | { type: 'error'; cursor?: string; error: Error }
+
+export interface LogsOptions {
+  cursor?: string
+  limit?: number
+  encoding?: 'text' | 'base64'
+}
+
+export interface StreamLogsOptions {
+  cursor?: string
+  /** Yield at most this many `log` events, then end. */
+  limit?: number
+  encoding?: 'text' | 'base64'
+  signal?: AbortSignal
+}
+
+export interface KillOptions {
+  signal?: ProcessSignal
+  escalateAfter?: number
+  escalateTo?: ProcessSignal
+}
+
+export interface ProcessListOptions {
+  state?: 'running' | 'terminal' | 'all'
+  kind?: ProcessKind
+  sessionId?: string
+  name?: string
+  pid?: number
+  /** Where the page starts: a previous page's `next`. */
+  cursor?: string
+  /** Processes per page (the daemon's default is 100). */
+  limit?: number
+}
+
+export interface WaitProcessOptions {
+  /** Caller wait budget in milliseconds; omitted or 0 waits until the process ends. */
+  timeout?: number
+  signal?: AbortSignal
+}
+
+/** Settings for the persistent shell, inherited by every command. */
+export interface CreateSessionOptions {
+  cwd?: string
+  env?: Readonly<Record<string, string>>
+  /**
+   * A POSIX shell (bash, sh, dash, zsh, ksh) on Linux and macOS; another
+   * shell is refused when the session is created.
+   */
+  shell?: string
+  login?: boolean
+  name?: string
+  /** CODE.md: an interpreter (`python`, `javascript`) instead of a shell: a code context. */
+  language?: string
+}
+
+export interface SessionStartOptions {
+  stdin?: 'closed' | 'open'
+  /**
+   * Server-side command deadline in milliseconds. The clock starts when the
+   * command starts, after any queued commands ahead of it.
+   */
+  executionTimeout?: number
+  name?: string
+  keepLogs?: KeepLogs
+}
+
+export interface SessionRunOptions extends SessionStartOptions, AgentAnswerOptions {
+  /** Caller wait budget in milliseconds; omitted or 0 waits unbounded. */
+  timeout?: number
+}
+
+export interface SessionJSON {
+  sandboxId: string
+  sessionId: string
+}
+
+export interface ProcessHandleJSON {
+  sandboxId: string
+  processId: string
+  kind?: ProcessKind
+}
+
+// AGENTS.md promises 27 and 30: answering a running process, and readiness.
+// The daemon refuses them until it has them.
+
+export interface InteractOptions extends AgentAnswerOptions {
+  /** Text written to stdin or the terminal first. */
+  input?: string | Uint8Array
+  /** Close stdin after the input. */
+  eof?: boolean
+  /** A signal sent before waiting. */
+  signal?: ProcessSignal
+  /** Return output after this cursor; absent: output after this call's input. */
+  cursor?: string
+  /** How long the daemon waits (ms) before it answers with what it has. */
+  timeout?: number
+}
+
+/** The answer of a process still running: the output so far. */
+export interface RunningResult {
+  running: true
+  processId: string
+  output: string
+  stdout: string
+  stderr: string
+  logs: LogFrame[]
+  /** The cursor after the last frame of the answer. */
+  next?: string
+  waitingForInput: boolean
+  omittedBytes?: number
+  omittedAfter?: string
+  /** The process, as the daemon described it. */
+  process: ProcessDto
+}
+
+/** The answer of a process that ended: its RunResult, with where its output stopped. */
+export type EndedResult = RunResult & {
+  running: false
+  next?: string
+  omittedBytes?: number
+  omittedAfter?: string
+}
+
+export type InteractResult = EndedResult | RunningResult
+
+export interface ReadyOptions {
+  /** A TCP port the process or a descendant listens on; 'any' for the first it opens. */
+  port?: number | 'any'
+  /** An RE2 expression matched against its output. */
+  pattern?: string
+  /** Caller wait budget in milliseconds; omitted or 0 waits until ready or ended. */
+  timeout?: number
+}
+
+export type ReadyResult =
+  | { ready: true; port?: number; match?: string; cursor?: string }
+  | { ready: false; result: WaitResult }
+
+/** CODE.md: a cell of a code context, options as for a session command. */
+export type CodeRunOptions = SessionRunOptions
+export type CodeStartOptions = SessionStartOptions

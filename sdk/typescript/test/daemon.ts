@@ -1,0 +1,97 @@
+// A real `conch serve` for the tests: built from the repository (or taken
+// from CONCH_BIN, which scripts/test.sh builds once), started on a free
+// loopback port with a temporary token and state directory of its own.
+
+import { execFile, spawn, type ChildProcess } from 'node:child_process'
+import { rmSync } from 'node:fs'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join, resolve } from 'node:path'
+import { promisify } from 'node:util'
+import { fileURLToPath } from 'node:url'
+
+import { Sandbox, type SandboxOptions } from '@conchsh/sdk'
+
+const repoRoot = resolve(fileURLToPath(import.meta.url), '../../../../..')
+
+export interface Daemon {
+  url: string
+  token: string
+  dir: string
+  sandbox(options?: Partial<SandboxOptions>): Sandbox
+  stop(): Promise<void>
+}
+
+let built: Promise<string> | undefined
+
+async function binary(): Promise<string> {
+  if (process.env.CONCH_BIN) return process.env.CONCH_BIN
+  built ??= (async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'conch-sdk-bin-'))
+    process.once('exit', () => rmSync(dir, { recursive: true, force: true }))
+    const out = join(dir, 'conch')
+    await promisify(execFile)('go', ['build', '-o', out, './cmd/conch'], { cwd: repoRoot })
+    return out
+  })()
+  return built
+}
+
+/** Starts a daemon with extra serve flags; the caller stops it. */
+export async function startDaemon(flags: string[] = []): Promise<Daemon> {
+  const bin = await binary()
+  const dir = await mkdtemp(join(tmpdir(), 'conch-sdk-test-'))
+  const token = 'test-token-' + Math.random().toString(36).slice(2)
+  const tokenFile = join(dir, 'token')
+  await writeFile(tokenFile, token, { mode: 0o600 })
+  const child = spawn(bin, ['serve', '--listen', '127.0.0.1:0', '--token-file', tokenFile, ...flags], {
+    cwd: dir,
+    env: { ...process.env, HOME: dir, XDG_STATE_HOME: join(dir, 'state'), CONCH_TOKEN: '' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  })
+  const url = await listening(child)
+  return {
+    url, token, dir,
+    sandbox: (options = {}) => new Sandbox({ url, token, ...options }),
+    async stop() {
+      if (child.exitCode === null) {
+        const exited = new Promise((r) => child.once('exit', r))
+        child.kill('SIGTERM')
+        await exited
+      }
+      await rm(dir, { recursive: true, force: true })
+    },
+  }
+}
+
+/** The URL of the "conch: listening on URL" line of child's stderr. */
+function listening(child: ChildProcess): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let buf = ''
+    const timer = setTimeout(() => reject(new Error(`conch serve did not listen: ${buf}`)), 30_000)
+    child.stderr!.setEncoding('utf8')
+    child.stderr!.on('data', (s: string) => {
+      buf += s
+      const m = /conch: listening on (\S+)/.exec(buf)
+      if (m) {
+        clearTimeout(timer)
+        resolve(m[1]!)
+      }
+    })
+    child.once('exit', (code) => {
+      clearTimeout(timer)
+      reject(new Error(`conch serve exited ${code}: ${buf}`))
+    })
+  })
+}
+
+/** A fetch that records each request's method, path and answer status. */
+export function recordingFetch(): { fetch: typeof fetch; calls: { method: string; path: string; status: number }[] } {
+  const calls: { method: string; path: string; status: number }[] = []
+  const f: typeof fetch = async (input, init) => {
+    const res = await fetch(input, init)
+    const u = new URL(String(input))
+    calls.push({ method: init?.method ?? 'GET', path: u.pathname + u.search, status: res.status })
+    return res
+  }
+  return { fetch: f, calls }
+}

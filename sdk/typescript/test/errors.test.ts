@@ -1,0 +1,189 @@
+import assert from 'node:assert/strict'
+import { createServer, type Server } from 'node:http'
+import { join } from 'node:path'
+import { after, before, describe, test } from 'node:test'
+
+import {
+  AuthenticationError, ConchError, InternalError, InvalidArgumentError, type LogFrame, NotFoundError,
+  PayloadTooLargeError, PermissionDeniedError, ProcessHandle, ProcessService, PtyService, ResourceExhaustedError,
+  Sandbox, UnsupportedOperationError,
+} from '@conchsh/sdk'
+
+import { type Daemon, startDaemon } from './daemon.js'
+
+let d: Daemon
+let sb: Sandbox
+
+before(async () => {
+  // Tight limits, so that each error of the API can be had from a real daemon.
+  d = await startDaemon(['--body-limit', '64K', '--max-sessions', '1'])
+  sb = d.sandbox()
+})
+after(async () => d?.stop())
+
+/** Asserts that p rejects with cls, whose code and status are the API's. */
+async function rejectsWith(p: Promise<unknown>, cls: new (...args: never[]) => ConchError, code: string, status: number): Promise<void> {
+  await assert.rejects(p, (err: unknown) => {
+    assert.ok(err instanceof cls, `${String(err)} is a ${cls.name}`)
+    assert.ok(err instanceof ConchError)
+    assert.equal(err.code, code)
+    assert.equal(err.status, status)
+    assert.ok(err.message.length > 0)
+    return true
+  })
+}
+
+describe('errors from a real daemon', () => {
+  test('InvalidArgumentError', async () => {
+    await rejectsWith(sb.process.createSession({ shell: 'fish' }), InvalidArgumentError, 'invalid_argument', 400)
+    await rejectsWith(sb.process.start('true', { cwd: 'relative' }), InvalidArgumentError, 'invalid_argument', 400)
+  })
+
+  test('AuthenticationError', async () => {
+    await rejectsWith(d.sandbox({ token: 'wrong' }).process.list(), AuthenticationError, 'unauthenticated', 401)
+  })
+
+  test('PermissionDeniedError', async () => {
+    const fromPage: typeof fetch = (input, init) =>
+      fetch(input, { ...init, headers: { ...(init?.headers as Record<string, string>), origin: 'http://evil.example' } })
+    await rejectsWith(d.sandbox({ fetch: fromPage }).process.list(), PermissionDeniedError, 'permission_denied', 403)
+  })
+
+  test('NotFoundError', async () => {
+    await rejectsWith(sb.process.get('no-such-process'), NotFoundError, 'not_found', 404)
+    await rejectsWith(sb.process.connectSession('no-such-session').run('true'), NotFoundError, 'not_found', 404)
+  })
+
+  test('UnsupportedOperationError', async () => {
+    const h = await sb.process.start('sleep 30')
+    await rejectsWith(h.resize(80, 24), UnsupportedOperationError, 'unsupported_operation', 409)
+    await h.delete()
+  })
+
+  test('PayloadTooLargeError', async () => {
+    const h = await sb.process.start('cat >/dev/null', { stdin: 'open' })
+    await rejectsWith(h.stdin(new Uint8Array(128 << 10)), PayloadTooLargeError, 'payload_too_large', 413)
+    await h.delete()
+  })
+
+  test('ResourceExhaustedError', async () => {
+    await using _s = await sb.process.createSession()
+    await rejectsWith(sb.process.createSession(), ResourceExhaustedError, 'resource_exhausted', 429)
+  })
+
+  test('a network failure rejects with the platform error', async () => {
+    const gone = new Sandbox({ url: 'http://127.0.0.1:1', token: 'x' })
+    await assert.rejects(gone.process.list(), (err: unknown) => err instanceof TypeError && !(err instanceof ConchError))
+  })
+
+  test('Sandbox.fromEnv finds the daemon by CONCH_URL and CONCH_TOKEN, else by its daemon.json', async () => {
+    const saved = { ...process.env }
+    try {
+      process.env.CONCH_URL = d.url
+      process.env.CONCH_TOKEN = d.token
+      assert.equal((await Sandbox.fromEnv()).transport.url, d.url)
+      await (await Sandbox.fromEnv()).process.list()
+      delete process.env.CONCH_URL
+      delete process.env.CONCH_TOKEN
+      process.env.XDG_STATE_HOME = join(d.dir, 'state')
+      const found = await Sandbox.fromEnv({ sandboxId: 'found' })
+      assert.equal(found.sandboxId, 'found')
+      assert.equal(found.transport.url, d.url)
+      assert.equal((await found.exec('echo found')).stdout, 'found\n')
+    } finally {
+      process.env = saved
+    }
+  })
+})
+
+describe('answers a daemon cannot be made to give', () => {
+  let stub: Server
+  let url: string
+  let answer: { status: number; body: string }
+  let route: ((path: string) => { status: number; body: string }) | undefined
+
+  before(async () => {
+    stub = createServer((req, res) => {
+      const a = route ? route(req.url ?? '') : answer
+      res.writeHead(a.status, { 'content-type': 'application/json' })
+      res.end(a.body)
+    })
+    await new Promise<void>((r) => stub.listen(0, '127.0.0.1', r))
+    const a = stub.address()
+    url = `http://127.0.0.1:${typeof a === 'object' && a ? a.port : 0}`
+  })
+  after(() => new Promise<void>((r) => stub.close(() => r())))
+
+  test('InternalError, an unknown code, and a status without a body', async () => {
+    const s = new Sandbox({ url, token: 't' })
+    answer = { status: 500, body: '{"error":{"code":"internal","message":"a bug"}}' }
+    await rejectsWith(s.process.get('x'), InternalError, 'internal', 500)
+    answer = { status: 418, body: '{"error":{"code":"teapot","message":"short and stout"}}' }
+    await rejectsWith(s.process.get('x'), ConchError, 'teapot', 418)
+    answer = { status: 404, body: 'not here' }
+    await rejectsWith(s.process.get('x'), NotFoundError, 'not_found', 404)
+  })
+
+  test('values the SDK does not know become unknown, kept raw; unknown fields are kept', async () => {
+    const s = new Sandbox({ url, token: 't' })
+    answer = {
+      status: 200,
+      body: JSON.stringify({ id: 'p1', kind: 'vm', state: 'frozen', system: false, stdin: 'tty', keepLogs: 'forever', reason: 'vanished', exitCode: 9, futureField: { a: 1 } }),
+    }
+    const p = await s.process.get('p1')
+    assert.deepEqual(
+      [p.kind, p.rawKind, p.state, p.rawState, p.stdin, p.rawStdin, p.keepLogs, p.rawKeepLogs, p.reason, p.rawReason],
+      ['unknown', 'vm', 'unknown', 'frozen', 'unknown', 'tty', 'unknown', 'forever', 'unknown', 'vanished'],
+    )
+    assert.deepEqual((p as unknown as Record<string, unknown>).futureField, { a: 1 })
+    answer = { status: 200, body: JSON.stringify({ reason: 'evaporated', exitCode: 1, extra: true }) }
+    const w = await s.process.connect('p1').wait()
+    assert.deepEqual(w, { reason: 'unknown', rawReason: 'evaporated', exitCode: 1, extra: true })
+  })
+
+  test('run pages back the frames an answer left out (omittedBytes, omittedAfter)', async () => {
+    const frame = (n: number, channel = 'stdout'): LogFrame => ({ cursor: `c${n}`, channel, data: `f${n}\n`, encoding: 'text', timestamp: n })
+    const seen: string[] = []
+    route = (path) => {
+      seen.push(path)
+      if (path.startsWith('/v1/processes/run')) {
+        return {
+          status: 200,
+          body: JSON.stringify({
+            reason: 'exited', exitCode: 0, processId: 'p9', output: 'f1\nf5\n', stdout: 'f1\n', stderr: 'f5\n',
+            logs: [frame(1), frame(5, 'stderr')], omittedBytes: 9, omittedAfter: 'c1', next: 'c5',
+          }),
+        }
+      }
+      // Pages of two frames from after the cursor asked for.
+      const after = Number(/cursor=c(\d+)/.exec(path)?.[1] ?? 0)
+      const items = [2, 3, 4, 5].filter((n) => n > after).slice(0, 2).map((n) => frame(n, n === 5 ? 'stderr' : 'stdout'))
+      return { status: 200, body: JSON.stringify({ items, next: items.at(-1)?.cursor ?? `c${after}`, truncatedHead: false }) }
+    }
+    try {
+      const s = new Sandbox({ url, token: 't', logsPageSize: 2 })
+      const r = await s.process.run('anything')
+      assert.deepEqual(r.logs.map((f) => f.cursor), ['c1', 'c2', 'c3', 'c4', 'c5'])
+      assert.equal(r.output, 'f1\nf2\nf3\nf4\nf5\n')
+      assert.equal(r.stdout, 'f1\nf2\nf3\nf4\n')
+      assert.equal(r.stderr, 'f5\n')
+      assert.equal((r as { omittedBytes?: number }).omittedBytes, undefined)
+      assert.deepEqual(seen.filter((p) => p.includes('/logs')), ['/v1/processes/p9/logs?cursor=c1&limit=2', '/v1/processes/p9/logs?cursor=c3&limit=2'])
+    } finally {
+      route = undefined
+    }
+  })
+
+  test('the services and handles can be built from a transport directly', async () => {
+    const s = new Sandbox({ url, token: 't' })
+    answer = { status: 200, body: JSON.stringify({ items: [{ id: 'p2', kind: 'pty', state: 'running', system: false }], next: '' }) }
+    const pty = new PtyService(new ProcessService(s.transport, 'other'))
+    const list = await pty.list()
+    assert.deepEqual(list.items.map((p) => [p.id, p.kind]), [['p2', 'pty']])
+    assert.equal(list.next, undefined)
+    const h = new ProcessHandle(s.transport, 'other', 'p2', 'pty')
+    assert.deepEqual(h.toJSON(), { sandboxId: 'other', processId: 'p2', kind: 'pty' })
+    answer = { status: 200, body: JSON.stringify({ id: 'p2', kind: 'pty', state: 'running', system: false }) }
+    assert.equal((await h.get()).rawState, 'running')
+  })
+})

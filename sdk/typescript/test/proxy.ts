@@ -1,0 +1,80 @@
+// A TCP proxy in front of the daemon that can cut a connection mid-answer:
+// a dropped network, for the stream's resume.
+
+import { createServer, connect, type Server, type Socket } from 'node:net'
+
+export interface Proxy {
+  url: string
+  /** Connections accepted so far. */
+  connections: number
+  /** Stream requests forwarded, and streams cut, so far. */
+  streams: number
+  cuts: number
+  /** Cuts the next event stream after it has forwarded this many bytes of it. */
+  cutAfter(bytes: number): void
+  /** Closes every connection at once from now on. */
+  refuse(): void
+  close(): Promise<void>
+}
+
+export async function startProxy(target: string): Promise<Proxy> {
+  const { hostname, port } = new URL(target)
+  let cut: number | undefined
+  let refusing = false
+  const sockets = new Set<Socket>()
+  const proxy: Proxy = {
+    url: '',
+    connections: 0,
+    streams: 0,
+    cuts: 0,
+    cutAfter: (n) => { cut = n },
+    refuse: () => { refusing = true },
+    close: () => new Promise((r) => {
+      for (const s of sockets) s.destroy()
+      server.close(() => r())
+    }),
+  }
+  const server: Server = createServer((client) => {
+    proxy.connections++
+    sockets.add(client)
+    client.on('close', () => sockets.delete(client))
+    if (refusing) {
+      client.destroy()
+      return
+    }
+    const upstream = connect(Number(port), hostname)
+    sockets.add(upstream)
+    // Connections are kept alive and reused: the stream is found by its
+    // content type, and bytes are counted from its answer's start.
+    let limit: number | undefined
+    let sent = 0
+    client.on('data', (b: Buffer) => {
+      if (b.includes('/logs/stream')) proxy.streams++
+      upstream.write(b)
+    })
+    upstream.on('data', (b: Buffer) => {
+      if (limit === undefined && cut !== undefined && b.includes('text/event-stream')) {
+        limit = cut
+        cut = undefined
+      }
+      if (limit !== undefined && sent + b.length >= limit) {
+        client.write(b.subarray(0, limit - sent))
+        proxy.cuts++
+        client.destroy()
+        upstream.destroy()
+        return
+      }
+      if (limit !== undefined) sent += b.length
+      client.write(b)
+    })
+    client.on('error', () => upstream.destroy())
+    upstream.on('error', () => client.destroy())
+    client.on('close', () => upstream.destroy())
+    upstream.on('close', () => client.destroy())
+  })
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  const addr = server.address()
+  if (addr === null || typeof addr === 'string') throw new Error('proxy: no address')
+  proxy.url = `http://127.0.0.1:${addr.port}`
+  return proxy
+}

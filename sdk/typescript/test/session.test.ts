@@ -1,0 +1,117 @@
+import assert from 'node:assert/strict'
+import { mkdtemp, realpath } from 'node:fs/promises'
+import { join } from 'node:path'
+import { after, before, describe, test } from 'node:test'
+
+import { NotFoundError, type Sandbox, Session, UnsupportedOperationError } from '@conchsh/sdk'
+
+import { type Daemon, startDaemon } from './daemon.js'
+
+let d: Daemon
+let sb: Sandbox
+
+before(async () => {
+  d = await startDaemon()
+  sb = d.sandbox({ sandboxId: 'box-1' })
+})
+after(async () => d?.stop())
+
+for (const shell of ['bash', 'dash']) {
+  describe(`a session on ${shell}`, () => {
+    test('state carries over, cwd and env from creation, exit codes and stderr', async () => {
+      const dir = await realpath(await mkdtemp(join(d.dir, 'cwd-')))
+      await using s = await sb.process.createSession({ shell, cwd: dir, env: { GREETING: 'hi' }, name: `s-${shell}` })
+      assert.equal(s.sandboxId, 'box-1')
+      await s.run('mkdir sub && cd sub && export MODE=test')
+      const r = await s.run('echo "$GREETING $MODE"; pwd; echo warn >&2; false')
+      assert.deepEqual([r.reason, r.exitCode], ['exited', 1])
+      assert.equal(r.stdout, `hi test\n${dir}/sub\n`)
+      assert.equal(r.stderr, 'warn\n')
+      const p = await s.get()
+      assert.equal(p.cwd, `${dir}/sub`)
+      assert.equal(p.kind, 'session')
+      assert.equal(p.system, true)
+      assert.equal(p.sessionId, s.id)
+      assert.equal(p.state, 'running')
+      assert.equal(p.name, `s-${shell}`)
+      assert.match(p.resolvedShell ?? '', new RegExp(shell))
+    })
+
+    test('start queues a command; INT stops it and the session lives', async () => {
+      await using s = await sb.process.createSession({ shell })
+      const h = await s.start('echo before; sleep 30', { name: 'sleeper', keepLogs: 'until_cleanup' })
+      assert.equal(h.kind, 'session')
+      for await (const ev of h.streamLogs()) if (ev.type === 'log') break
+      await h.kill({ signal: 'INT' })
+      const w = await h.wait({ timeout: 10_000 })
+      assert.deepEqual([w.reason, w.signal], ['signaled', 'INT'])
+      const cmd = await h.get()
+      assert.equal(cmd.shellCommand, 'echo before; sleep 30')
+      assert.equal(cmd.sessionId, s.id)
+      assert.equal(cmd.system, false)
+      const r = await s.run('echo alive')
+      assert.equal(r.stdout, 'alive\n')
+    })
+
+    test('executionTimeout ends a command timed_out; stdin open reads what is written', async () => {
+      await using s = await sb.process.createSession({ shell })
+      const r = await s.run('sleep 30', { executionTimeout: 300 })
+      assert.equal(r.reason, 'timed_out')
+      assert.equal(r.rawReason, 'timed_out')
+      const h = await s.start('read line; echo "got $line"', { stdin: 'open' })
+      await h.stdin('value\n', { eof: true })
+      await h.wait({ timeout: 10_000 })
+      assert.equal((await h.logs()).items.map((f) => f.data).join(''), 'got value\n')
+      const q = await s.run('cat', { stdin: 'closed', name: 'eof' })
+      assert.deepEqual([q.reason, q.exitCode, q.output], ['exited', 0, ''])
+    })
+  })
+}
+
+describe('Session', () => {
+  test('toJSON and connectSession rebind without a request; a run through it works', async () => {
+    const s = await sb.process.createSession()
+    assert.deepEqual(s.toJSON(), { sandboxId: 'box-1', sessionId: s.id })
+    const again = sb.process.connectSession(s.toJSON())
+    assert.ok(again instanceof Session)
+    assert.equal((await again.run('echo $((1+2))')).stdout, '3\n')
+    assert.equal(sb.process.connectSession(s.id).id, s.id)
+    const direct = new Session(sb.process, s.id)
+    assert.equal((await direct.get()).id, s.id)
+    await s.delete()
+    await assert.rejects(again.get(), NotFoundError)
+    await assert.rejects(s.delete(), NotFoundError)
+  })
+
+  test('await using deletes the session at scope exit, and is quiet when it is already gone', async () => {
+    let id: string
+    {
+      await using s = await sb.process.createSession()
+      id = s.id
+      assert.equal((await s.get()).state, 'running')
+    }
+    await assert.rejects(sb.process.connectSession(id).get(), NotFoundError)
+    {
+      await using s = await sb.process.createSession()
+      await s.delete()
+    }
+  })
+
+  test('a run on a session that ended is refused', async () => {
+    const s = await sb.process.createSession({ shell: 'dash' })
+    const r = await s.run('exit 5')
+    assert.deepEqual([r.reason, r.exitCode], ['exited', 5])
+    await assert.rejects(s.run('true'), (err: unknown) => err instanceof UnsupportedOperationError || err instanceof NotFoundError)
+    await s[Symbol.asyncDispose]()
+  })
+
+  test('a session command with a 202 fallback and a caller timeout', async () => {
+    await using s = await sb.process.createSession()
+    const t = await s.run('echo one; sleep 30', { timeout: 1500 })
+    assert.deepEqual([t.reason, t.rawReason, t.stdout], ['timed_out', 'wait_timeout', 'one\n'])
+    await sb.process.connect(t.processId).kill({ signal: 'INT' })
+    const slow = d.sandbox({ waitWindow: 50, logsPageSize: 1 })
+    const r = await slow.process.connectSession(s.id).run('sleep 0.3; echo a; echo b >&2; echo c')
+    assert.deepEqual([r.reason, r.exitCode, r.stdout, r.stderr], ['exited', 0, 'a\nc\n', 'b\n'])
+  })
+})

@@ -1,0 +1,130 @@
+import assert from 'node:assert/strict'
+import { after, before, describe, test } from 'node:test'
+
+import { type LogFrame, type Sandbox, type StreamLogEvent } from '@conchsh/sdk'
+
+import { type Daemon, startDaemon } from './daemon.js'
+import { startProxy } from './proxy.js'
+
+let d: Daemon
+let sb: Sandbox
+
+before(async () => {
+  d = await startDaemon(['--log-retention', '16K'])
+  sb = d.sandbox()
+})
+after(async () => d?.stop())
+
+async function collect(events: AsyncIterable<StreamLogEvent>): Promise<StreamLogEvent[]> {
+  const out: StreamLogEvent[] = []
+  for await (const ev of events) out.push(ev)
+  return out
+}
+
+const lines = (n: number): string => Array.from({ length: n }, (_, i) => `line ${i + 1}\n`).join('')
+
+describe('ProcessHandle.streamLogs', () => {
+  test('yields log frames live, then state and eof, then ends', async () => {
+    const h = await sb.process.start('echo one; sleep 0.2; echo two >&2; exit 2')
+    const evs = await collect(h.streamLogs())
+    assert.deepEqual(evs.map((e) => e.type), ['log', 'log', 'state', 'eof'])
+    const logs = evs.flatMap((e) => (e.type === 'log' ? [e.frame] : []))
+    assert.deepEqual(logs.map((f) => [f.channel, f.data]), [['stdout', 'one\n'], ['stderr', 'two\n']])
+    assert.equal(evs[0]!.cursor, logs[0]!.cursor)
+    const st = evs[2]!
+    assert.ok(st.type === 'state' && st.result.reason === 'exited' && st.result.exitCode === 2)
+  })
+
+  test('cursor starts after a frame; limit ends after that many frames; base64 encoding', async () => {
+    const r = await sb.process.run('echo a; sleep 0.05; echo b; sleep 0.05; echo c')
+    const [a, b] = r.logs
+    const after = await collect(sb.process.connect(r.processId).streamLogs({ cursor: a!.cursor }))
+    assert.deepEqual(after.flatMap((e) => (e.type === 'log' ? [e.frame.data] : [])), ['b\n', 'c\n'])
+    const limited = await collect(sb.process.connect(r.processId).streamLogs({ limit: 2 }))
+    assert.deepEqual(limited.map((e) => e.type === 'log' && e.frame.cursor), [a!.cursor, b!.cursor])
+    const enc = await collect(sb.process.connect(r.processId).streamLogs({ encoding: 'base64', limit: 1 }))
+    assert.ok(enc[0]!.type === 'log' && enc[0]!.frame.encoding === 'base64' && enc[0]!.frame.data === 'YQo=')
+  })
+
+  test('a signal ends the stream of a running process', async () => {
+    const h = await sb.process.start('echo x; sleep 30')
+    const ac = new AbortController()
+    const seen: string[] = []
+    for await (const ev of h.streamLogs({ signal: ac.signal })) {
+      seen.push(ev.type)
+      if (ev.type === 'log') ac.abort()
+    }
+    assert.deepEqual(seen, ['log'])
+    await h.kill({ signal: 'KILL' })
+  })
+
+  test('a connection cut mid-way resumes: no frame twice, none missing', async () => {
+    const proxy = await startProxy(d.url)
+    try {
+      const s = d.sandbox({ url: proxy.url })
+      const h = await s.process.start('for i in $(seq 1 400); do echo "line $i"; [ $((i % 50)) = 0 ] && sleep 0.05; done')
+      proxy.cutAfter(3001) // the answer's headers and some events, then a cut in the middle of one
+      const evs = await collect(h.streamLogs())
+      assert.equal(proxy.cuts, 1, 'the stream was cut')
+      assert.equal(proxy.streams, 2, 'the stream was asked again once')
+      const frames = evs.flatMap((e) => (e.type === 'log' ? [e.frame] : []))
+      assert.deepEqual(evs.slice(-2).map((e) => e.type), ['state', 'eof'])
+      assert.ok(!evs.some((e) => e.type === 'error' || e.type === 'warning'))
+      const all: LogFrame[] = (await h.logs()).items
+      assert.deepEqual(frames.map((f) => f.cursor), all.map((f) => f.cursor))
+      assert.equal(frames.map((f) => f.data).join(''), lines(400))
+    } finally {
+      await proxy.close()
+    }
+  })
+
+  test('a stream that cannot resume yields one error event and ends', async () => {
+    const proxy = await startProxy(d.url)
+    try {
+      const s = d.sandbox({ url: proxy.url })
+      const h = await s.process.start('echo first; sleep 30')
+      const evs: StreamLogEvent[] = []
+      for await (const ev of h.streamLogs()) {
+        evs.push(ev)
+        if (ev.type === 'log') {
+          proxy.refuse()
+          await proxy.close() // cuts the live connection; no new one is served
+        }
+      }
+      assert.deepEqual(evs.map((e) => e.type), ['log', 'error'])
+      const err = evs[1]!
+      assert.ok(err.type === 'error' && err.error instanceof Error)
+      assert.equal(err.cursor, (evs[0] as { cursor?: string }).cursor)
+      await sb.process.connect(h.id).kill({ signal: 'KILL' })
+    } finally {
+      await proxy.close().catch(() => {})
+    }
+  })
+
+  test('a stream of a deleted process yields an error event', async () => {
+    const h = await sb.process.start('sleep 30')
+    await h.delete()
+    const evs = await collect(h.streamLogs())
+    assert.equal(evs.length, 1)
+    assert.ok(evs[0]!.type === 'error' && evs[0]!.error.name === 'NotFoundError')
+  })
+
+  test('a stream from before what is retained warns first; run and logs say the head was dropped', async () => {
+    const r = await sb.process.run('seq 1 20000')
+    assert.equal((r as { truncated?: boolean }).truncated, true)
+    assert.ok(r.stdout.endsWith('19999\n20000\n') && !r.stdout.startsWith('1\n'))
+    const h = sb.process.connect(r.processId)
+    const page = await h.logs({ limit: 1 })
+    assert.equal(page.truncatedHead, true)
+    assert.equal(page.firstAvailableCursor, page.items[0]!.cursor)
+    const evs = await collect(h.streamLogs())
+    const first = evs[0]!
+    assert.ok(first.type === 'warning' && first.message.length > 0 && first.firstAvailableCursor === page.items[0]!.cursor)
+    assert.deepEqual(evs.slice(-2).map((e) => e.type), ['state', 'eof'])
+    const fallback = await d.sandbox({ waitWindow: 50, logsPageSize: 3 }).process.run('sleep 0.3; seq 1 20000')
+    assert.equal((fallback as { truncated?: boolean }).truncated, true)
+    const kept = await sb.process.connect(fallback.processId).logs()
+    assert.equal(fallback.stdout, kept.items.map((f) => f.data).join(''))
+    assert.ok(fallback.stdout.endsWith('19999\n20000\n'))
+  })
+})
