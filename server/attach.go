@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -102,7 +101,7 @@ func (s *Server) attachInput(ctx context.Context, conn *websocket.Conn, a *exec.
 // resize applies a text message, which must be a resize.
 func resize(a *exec.Attachment, msg []byte) error {
 	var m resizeMessage
-	if err := json.Unmarshal(msg, &m); err != nil {
+	if err := unmarshalStrict(msg, &m); err != nil {
 		return err
 	}
 	if m.Type != "resize" {
