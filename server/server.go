@@ -7,9 +7,11 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 )
@@ -125,14 +127,14 @@ func New(opts Options) (*Server, error) {
 		heartbeat: heartbeat,
 	}
 	for _, h := range opts.AllowedHosts {
-		s.hosts[h] = struct{}{}
+		s.hosts[canonicalHost(h)] = struct{}{}
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
 		mux.Handle(rt.pattern, s.wrap(rt))
 	}
-	mux.Handle("/", s.wrap(route{pattern: "/", handler: notFound}))
+	mux.Handle("/", s.wrap(route{pattern: "/", handler: noRoute(mux)}))
 	s.handler = mux
 	s.hs = &http.Server{
 		Handler:           mux,
@@ -216,8 +218,30 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.opts.Version})
 }
 
-func notFound(w http.ResponseWriter, r *http.Request) error {
-	return errorf(http.StatusNotFound, "not_found", "no route for %s %s", r.Method, r.URL.Path)
+// probedMethods are the methods noRoute looks for routes with.
+var probedMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+	http.MethodPatch, http.MethodDelete}
+
+// noRoute answers what no route takes: 405 with the methods that the path
+// has routes for in Allow, else 404. The catch-all "/" that renders these
+// as JSON hides every method of every path from the mux, which would
+// otherwise answer 405 itself, in text.
+func noRoute(mux *http.ServeMux) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		var allow []string
+		for _, m := range probedMethods {
+			probe := &http.Request{Method: m, Host: r.Host, URL: r.URL, Header: http.Header{}}
+			if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) == 0 {
+			return errorf(http.StatusNotFound, client.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path)
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		return errorf(http.StatusMethodNotAllowed, client.CodeUnsupportedOperation,
+			"%s is not allowed on %s: use %s", r.Method, r.URL.Path, strings.Join(allow, ", "))
+	}
 }
 
 // Version is the version of the conch module in this binary, or "devel".
