@@ -29,6 +29,10 @@ const (
 // it open.
 const heartbeat = 15 * time.Second
 
+// writeTimeout bounds the write of one stream event: a client that takes
+// longer to read it is let go (it may resume with Last-Event-ID).
+const writeTimeout = 30 * time.Second
+
 // stopGrace is how long a deleted process has to stop after TERM before
 // KILL, and a deleted session command before the delete is refused.
 const stopGrace = 5 * time.Second
@@ -80,6 +84,8 @@ type Server struct {
 	// heartbeat is the period of a stream's keep-alive comments; tests
 	// shorten it.
 	heartbeat time.Duration
+	// writeTimeout bounds the write of one stream event; tests shorten it.
+	writeTimeout time.Duration
 
 	mu       sync.Mutex // guards everything below
 	hosts    map[string]struct{}
@@ -124,7 +130,8 @@ func New(opts Options) (*Server, error) {
 		sessions: make(map[string]*sessionEntry),
 		releases: make(map[string]func()),
 
-		heartbeat: heartbeat,
+		heartbeat:    heartbeat,
+		writeTimeout: writeTimeout,
 	}
 	for _, h := range opts.AllowedHosts {
 		s.hosts[canonicalHost(h)] = struct{}{}
