@@ -46,12 +46,17 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) error {
 		return nil // the client is gone
 	}
 
+	// A write blocked on a client that reads nothing ends at Shutdown, which
+	// would otherwise wait for it until its own deadline. Once the stream
+	// is over, the connection may serve other requests: without a deadline.
+	stop := context.AfterFunc(r.Context(), func() { _ = rc.SetWriteDeadline(time.Now()) })
+	defer func() {
+		if stop() {
+			_ = rc.SetWriteDeadline(time.Time{})
+		}
+	}()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	// A write blocked on a client that reads nothing ends at Shutdown, which
-	// would otherwise wait for it until its own deadline.
-	stop := context.AfterFunc(ctx, func() { _ = rc.SetWriteDeadline(time.Now()) })
-	defer stop()
 	events, done := follow(ctx, p.Log(), after)
 	defer func() { cancel(); <-done }()
 

@@ -160,3 +160,29 @@ func TestUnreadStreamDropped(t *testing.T) {
 	require.NoError(t, err, "the daemon closed the connection")
 	require.NotContains(t, string(rest), "event: eof")
 }
+
+// TestStreamLeavesNoDeadline pins that a stream that ended leaves its
+// connection fit for the next request, however long that one takes.
+func TestStreamLeavesNoDeadline(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	server.SetWriteTimeout(d.srv, 50*time.Millisecond)
+	tr := &http.Transport{MaxConnsPerHost: 1}
+	defer tr.CloseIdleConnections()
+	c, err := client.New(d.url, testToken, client.WithHTTPClient(&http.Client{Transport: tr}))
+	require.NoError(t, err)
+	r := d.run(t, client.StartOptions{Cmd: "echo a"})
+	req, err := http.NewRequestWithContext(ctx(t), "GET", d.url+"/v1/processes/"+r.ProcessID+"/logs/stream", nil)
+	require.NoError(t, err)
+	req.Header = authed()
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err, "the stream ends cleanly")
+	require.Contains(t, string(body), "event: eof")
+	resp.Body.Close()
+	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "sleep 0.5"})
+	require.NoError(t, err)
+	_, _, err = c.Wait(ctx(t), p.ID, 0)
+	require.NoError(t, err, "the answer comes after the stream's last deadline, on its connection")
+}
