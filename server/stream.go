@@ -35,6 +35,12 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if from != "" && pastTheEnd(p, after) {
+		// Nothing will ever come: 204 is what stops an EventSource from
+		// reconnecting after eof, every 3 s, forever.
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -109,9 +115,28 @@ func (s *Server) endStream(ctx context.Context, w io.Writer, rc *http.ResponseCo
 		if err := writeEvent(w, client.EventState, "", waitResult(*p.Info().Result)); err != nil {
 			return err
 		}
-		return writeEvent(w, client.EventEOF, "", struct{}{})
+		// eof's id is where the stream ended, so that a client resuming
+		// from it, even after no frame at all, is told 204.
+		_, _, last := p.Log().Bounds()
+		return writeEvent(w, client.EventEOF, last.String(), struct{}{})
 	})
 	return nil
+}
+
+// pastTheEnd reports whether a stream of p resumed after the cursor after
+// has nothing to send, ever: p ended, its log is closed, and after is at or
+// past its last frame.
+func pastTheEnd(p process.Process, after logstore.Cursor) bool {
+	select {
+	case <-p.Done():
+	default:
+		return false
+	}
+	if !p.Log().Closed() {
+		return false // output still drains
+	}
+	_, _, last := p.Log().Bounds()
+	return after >= last
 }
 
 // send writes an event and flushes it, giving it writeTimeout to reach the
