@@ -2,6 +2,7 @@ package server
 
 import (
 	"crypto/subtle"
+	"errors"
 	"net"
 	"net/http"
 	"net/netip"
@@ -33,11 +34,17 @@ func (w *statusWriter) Write(p []byte) (int, error) {
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Flush sends what was written so far; streams rely on it.
-func (w *statusWriter) Flush() {
+func (w *statusWriter) Flush() { _ = w.FlushError() }
+
+// FlushError is Flush that reports a failed write, such as one past a
+// stream's write deadline; http.ResponseController prefers it.
+func (w *statusWriter) FlushError() error {
 	w.wrote = true
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
+	err := http.NewResponseController(w.ResponseWriter).Flush()
+	if errors.Is(err, http.ErrNotSupported) {
+		return nil // a server of the caller's that buffers: nothing failed
 	}
+	return err
 }
 
 // handlerFunc is a handler that returns its error for writeError to render.
