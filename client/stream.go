@@ -55,7 +55,9 @@ const maxEventLine = 4 << 20
 // Stream follows the process's logs: the retained frames after the cursor,
 // then live frames, then a state and an eof event once the process ended. The
 // iterator ends after eof, at the first error (which it yields), or when the
-// loop breaks. A stream that ends without eof yields io.ErrUnexpectedEOF.
+// loop breaks. A stream that ends without eof yields io.ErrUnexpectedEOF. A
+// stream resumed at or past the last frame of an ended process yields eof
+// alone (the daemon answers 204: nothing more will come).
 func (c *Client) Stream(ctx context.Context, id string, opts StreamOptions) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
 		q := url.Values{}
@@ -69,12 +71,17 @@ func (c *Client) Stream(ctx context.Context, id string, opts StreamOptions) iter
 		if opts.LastEventID != "" {
 			h.Set("Last-Event-ID", opts.LastEventID)
 		}
-		resp, err := c.send(ctx, request{method: http.MethodGet, path: processPath(id, "logs", "stream"), query: q, header: h}, http.StatusOK)
+		resp, err := c.send(ctx, request{method: http.MethodGet, path: processPath(id, "logs", "stream"), query: q, header: h},
+			http.StatusOK, http.StatusNoContent)
 		if err != nil {
 			yield(Event{}, err)
 			return
 		}
 		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusNoContent {
+			yield(Event{Type: EventEOF}, nil) // resumed past the end of an ended process
+			return
+		}
 		for ev, err := range readEvents(resp.Body) {
 			if err != nil {
 				if ctx.Err() != nil {

@@ -98,6 +98,9 @@ func prepare(id string, opts Options) (plan, error) {
 	case opts.Argv != nil && (len(opts.Argv) == 0 || opts.Argv[0] == ""):
 		return pl, fmt.Errorf("%w: argv has no program", process.ErrInvalidArgument)
 	}
+	if err := checkStrings(opts); err != nil {
+		return pl, err
+	}
 	if opts.Terminal != nil && opts.Kind != process.KindPTY {
 		return pl, fmt.Errorf("%w: terminal is only for pty processes", process.ErrInvalidArgument)
 	}
@@ -137,6 +140,20 @@ func prepare(id string, opts Options) (plan, error) {
 	pl.argv = opts.Argv
 	pl.path, pl.fail = lookPath(opts.Argv[0], pl.dir, pl.env)
 	return pl, nil
+}
+
+// checkStrings refuses a NUL in cmd or argv and an env that execve cannot
+// pass as asked: refused here, not a process that fails to start.
+func checkStrings(opts Options) error {
+	if err := process.CheckArg("cmd", opts.Cmd); err != nil {
+		return err
+	}
+	for i, a := range opts.Argv {
+		if err := process.CheckArg("argv["+strconv.Itoa(i)+"]", a); err != nil {
+			return err
+		}
+	}
+	return process.CheckEnv(opts.Env)
 }
 
 // workDir returns cwd made absolute, or the daemon's directory for "".

@@ -131,7 +131,12 @@ func (r *Registry) List(f Filter, cursor string, limit int) ([]Info, string, err
 	var after uint64
 	if cursor != "" {
 		n, err := strconv.ParseUint(cursor, 36, 64)
-		if err != nil {
+		r.mu.Lock()
+		issued := r.seq
+		r.mu.Unlock()
+		if err != nil || n > issued {
+			// Beyond every cursor issued: not a cursor of this registry
+			// ("garbage" is a base-36 number), refused as logs refuse one.
 			return nil, "", fmt.Errorf("%w: bad cursor %q", ErrInvalidArgument, cursor)
 		}
 		after = n

@@ -2,14 +2,17 @@ package server
 
 import (
 	"context"
-	"encoding/json"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/coder/websocket"
 
+	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/exec"
 	"github.com/conchsh/conch/process"
 )
@@ -34,6 +37,9 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) error {
 	ep, ok := p.(*exec.Process)
 	if !ok {
 		return fmt.Errorf("%w: attach to process %s of kind %s", process.ErrNotPTY, p.ID(), p.Info().Kind)
+	}
+	if err := checkUpgrade(w, r); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -60,6 +66,12 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) error {
 		s.attachInput(ctx, conn, a)
 	}()
 	defer func() { cancel(); <-input }()
+	pinger := make(chan struct{})
+	go func() {
+		defer close(pinger)
+		s.keepAlive(ctx, conn, cancel)
+	}()
+	defer func() { cancel(); <-pinger }()
 
 	buf := make([]byte, 32<<10)
 	for {
@@ -99,10 +111,36 @@ func (s *Server) attachInput(ctx context.Context, conn *websocket.Conn, a *exec.
 	}
 }
 
+// keepAlive pings the client every heartbeat, so that proxies keep an idle
+// attachment open and a client that vanished without closing is noticed: a
+// ping unanswered for a heartbeat ends the attachment. Pongs are read by
+// attachInput's reads.
+func (s *Server) keepAlive(ctx context.Context, conn *websocket.Conn, end context.CancelFunc) {
+	tick := time.NewTicker(s.heartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+		pctx, cancel := context.WithTimeout(ctx, s.heartbeat)
+		err := conn.Ping(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Debug("attach: ping unanswered", "err", err)
+			}
+			end()
+			return
+		}
+	}
+}
+
 // resize applies a text message, which must be a resize.
 func resize(a *exec.Attachment, msg []byte) error {
 	var m resizeMessage
-	if err := json.Unmarshal(msg, &m); err != nil {
+	if err := unmarshalStrict(msg, &m); err != nil {
 		return err
 	}
 	if m.Type != "resize" {
@@ -113,4 +151,41 @@ func resize(a *exec.Attachment, msg []byte) error {
 		return err
 	}
 	return a.Resize(size)
+}
+
+// checkUpgrade refuses, in the API's error shape, a request that is not a
+// WebSocket handshake websocket.Accept would take: Accept answers those in
+// text. A plain request is told 426 and the protocol to upgrade to.
+func checkUpgrade(w http.ResponseWriter, r *http.Request) error {
+	if !r.ProtoAtLeast(1, 1) || !hasToken(r.Header, "Connection", "upgrade") || !hasToken(r.Header, "Upgrade", "websocket") {
+		w.Header().Set("Connection", "Upgrade")
+		w.Header().Set("Upgrade", "websocket")
+		return errorf(http.StatusUpgradeRequired, client.CodeInvalidArgument,
+			"attach is a WebSocket: send Connection: Upgrade and Upgrade: websocket over HTTP/1.1")
+	}
+	if v := r.Header.Get("Sec-WebSocket-Version"); v != "13" {
+		w.Header().Set("Sec-WebSocket-Version", "13")
+		return badRequest("Sec-WebSocket-Version %q: only 13 is supported", v)
+	}
+	keys := r.Header.Values("Sec-WebSocket-Key")
+	if len(keys) != 1 {
+		return badRequest("want one Sec-WebSocket-Key header, got %d", len(keys))
+	}
+	if k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(keys[0])); err != nil || len(k) != 16 {
+		return badRequest("Sec-WebSocket-Key %q is not 16 bytes in base64", keys[0])
+	}
+	return nil
+}
+
+// hasToken reports whether the comma-separated values of header name hold
+// token, ignoring case.
+func hasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
 }

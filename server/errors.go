@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 
 	"github.com/conchsh/conch/client"
@@ -106,32 +105,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	return json.NewEncoder(w).Encode(v)
-}
-
-// decodeJSON reads the request body into v. An empty body leaves v as it is;
-// malformed JSON, unknown fields and trailing data are invalid_argument, a
-// body over the limit payload_too_large.
-func decodeJSON(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var tooLarge *http.MaxBytesError
-		switch {
-		case errors.Is(err, io.EOF):
-			return nil
-		case errors.As(err, &tooLarge):
-			return err
-		}
-		return badRequest("malformed JSON body: %v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return err
-		}
-		return badRequest("malformed JSON body: data after the JSON value")
-	}
-	return nil
 }
 
 // contextDone reports whether err is the end of a request's context, which

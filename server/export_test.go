@@ -4,3 +4,6 @@ import "time"
 
 // SetHeartbeat shortens the keep-alive period of s's streams.
 func SetHeartbeat(s *Server, d time.Duration) { s.heartbeat = d }
+
+// SetWriteTimeout shortens the time a stream event has to reach its client.
+func SetWriteTimeout(s *Server, d time.Duration) { s.writeTimeout = d }

@@ -2,10 +2,13 @@ package server
 
 import (
 	"crypto/subtle"
+	"errors"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"runtime/debug"
+	"strconv"
 	"strings"
 )
 
@@ -31,11 +34,17 @@ func (w *statusWriter) Write(p []byte) (int, error) {
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Flush sends what was written so far; streams rely on it.
-func (w *statusWriter) Flush() {
+func (w *statusWriter) Flush() { _ = w.FlushError() }
+
+// FlushError is Flush that reports a failed write, such as one past a
+// stream's write deadline; http.ResponseController prefers it.
+func (w *statusWriter) FlushError() error {
 	w.wrote = true
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
+	err := http.NewResponseController(w.ResponseWriter).Flush()
+	if errors.Is(err, http.ErrNotSupported) {
+		return nil // a server of the caller's that buffers: nothing failed
 	}
+	return err
 }
 
 // handlerFunc is a handler that returns its error for writeError to render.
@@ -110,24 +119,80 @@ func (s *Server) checkHostOrigin(r *http.Request) error {
 	return nil
 }
 
-// allowedHost reports whether hostport names this daemon: localhost, a
-// loopback address, the listen address or an extra allowed host.
+// allowedHost reports whether hostport, a Host header, names this daemon:
+// localhost, a loopback IP literal, the listen address or an extra allowed
+// host, each with an optional port. Anything else is refused, malformed or
+// not: in 127.0.0.1:7191.evil.com the port is no port, [::1 is no host.
 func (s *Server) allowedHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
+	host, ok := splitHost(hostport)
+	if !ok {
+		return false
 	}
-	host = strings.ToLower(strings.TrimSuffix(strings.Trim(host, "[]"), "."))
 	if host == "localhost" {
 		return true
 	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsLoopback() {
 		return true
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.hosts[host]
+	_, ok = s.hosts[host]
 	return ok
+}
+
+// splitHost returns the host of a Host header in the form the allowed hosts
+// are kept in (see canonicalHost), and whether the header is well formed: a
+// name or IPv4 literal, or an IPv6 literal in brackets, then an optional
+// ":port" of up to five digits no greater than 65535.
+func splitHost(hostport string) (string, bool) {
+	host, port, hasPort := hostport, "", false
+	if rest, ok := strings.CutPrefix(hostport, "["); ok {
+		var after string
+		if host, after, ok = strings.Cut(rest, "]"); !ok {
+			return "", false
+		}
+		if ip, err := netip.ParseAddr(host); err != nil || !ip.Is6() || ip.Zone() != "" {
+			return "", false
+		}
+		if after != "" {
+			if port, hasPort = strings.CutPrefix(after, ":"); !hasPort {
+				return "", false
+			}
+		}
+	} else if i := strings.LastIndexByte(hostport, ':'); i >= 0 {
+		host, port, hasPort = hostport[:i], hostport[i+1:], true
+		if strings.Contains(host, ":") {
+			return "", false // an IPv6 literal must be in brackets
+		}
+	}
+	if host == "" || (hasPort && !validPort(port)) {
+		return "", false
+	}
+	return canonicalHost(host), true
+}
+
+// validPort reports whether p is a port number: one to five digits, no
+// greater than 65535.
+func validPort(p string) bool {
+	if p == "" || len(p) > 5 {
+		return false
+	}
+	for _, c := range []byte(p) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	n, _ := strconv.Atoi(p)
+	return n <= 65535
+}
+
+// canonicalHost is host in lower case, or an IP literal (without brackets)
+// in its canonical form, so that each way of writing a host matches.
+func canonicalHost(host string) string {
+	if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		return ip.String()
+	}
+	return strings.ToLower(host)
 }
 
 // addListenHosts allows the names of the listen address: its host, and
@@ -150,6 +215,6 @@ func (s *Server) addListenHosts(addr net.Addr) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, n := range names {
-		s.hosts[strings.ToLower(n)] = struct{}{}
+		s.hosts[canonicalHost(n)] = struct{}{}
 	}
 }

@@ -7,9 +7,11 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 )
@@ -26,6 +28,10 @@ const (
 // heartbeat is how often an idle stream gets a comment, so that proxies keep
 // it open.
 const heartbeat = 15 * time.Second
+
+// writeTimeout bounds the write of one stream event: a client that takes
+// longer to read it is let go (it may resume with Last-Event-ID).
+const writeTimeout = 30 * time.Second
 
 // stopGrace is how long a deleted process has to stop after TERM before
 // KILL, and a deleted session command before the delete is refused.
@@ -81,6 +87,8 @@ type Server struct {
 	// heartbeat is the period of a stream's keep-alive comments; tests
 	// shorten it.
 	heartbeat time.Duration
+	// writeTimeout bounds the write of one stream event; tests shorten it.
+	writeTimeout time.Duration
 
 	mu       sync.Mutex // guards everything below
 	hosts    map[string]struct{}
@@ -125,17 +133,18 @@ func New(opts Options) (*Server, error) {
 		sessions: make(map[string]*sessionEntry),
 		releases: make(map[string]func()),
 
-		heartbeat: heartbeat,
+		heartbeat:    heartbeat,
+		writeTimeout: writeTimeout,
 	}
 	for _, h := range opts.AllowedHosts {
-		s.hosts[h] = struct{}{}
+		s.hosts[canonicalHost(h)] = struct{}{}
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
 		mux.Handle(rt.pattern, s.wrap(rt))
 	}
-	mux.Handle("/", s.wrap(route{pattern: "/", handler: notFound}))
+	mux.Handle("/", s.wrap(route{pattern: "/", handler: noRoute(mux)}))
 	s.handler = mux
 	s.hs = &http.Server{
 		Handler:           mux,
@@ -219,8 +228,30 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.opts.Version})
 }
 
-func notFound(w http.ResponseWriter, r *http.Request) error {
-	return errorf(http.StatusNotFound, "not_found", "no route for %s %s", r.Method, r.URL.Path)
+// probedMethods are the methods noRoute looks for routes with.
+var probedMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
+	http.MethodPatch, http.MethodDelete}
+
+// noRoute answers what no route takes: 405 with the methods that the path
+// has routes for in Allow, else 404. The catch-all "/" that renders these
+// as JSON hides every method of every path from the mux, which would
+// otherwise answer 405 itself, in text.
+func noRoute(mux *http.ServeMux) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		var allow []string
+		for _, m := range probedMethods {
+			probe := &http.Request{Method: m, Host: r.Host, URL: r.URL, Header: http.Header{}}
+			if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) == 0 {
+			return errorf(http.StatusNotFound, client.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path)
+		}
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		return errorf(http.StatusMethodNotAllowed, client.CodeUnsupportedOperation,
+			"%s is not allowed on %s: use %s", r.Method, r.URL.Path, strings.Join(allow, ", "))
+	}
 }
 
 // Version is the version of the conch module in this binary, or "devel".

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -34,6 +35,12 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if from != "" && pastTheEnd(p, after) {
+		// Nothing will ever come: 204 is what stops an EventSource from
+		// reconnecting after eof, every 3 s, forever.
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -45,6 +52,15 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) error {
 		return nil // the client is gone
 	}
 
+	// A write blocked on a client that reads nothing ends at Shutdown, which
+	// would otherwise wait for it until its own deadline. Once the stream
+	// is over, the connection may serve other requests: without a deadline.
+	stop := context.AfterFunc(r.Context(), func() { _ = rc.SetWriteDeadline(time.Now()) })
+	defer func() {
+		if stop() {
+			_ = rc.SetWriteDeadline(time.Time{})
+		}
+	}()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	events, done := follow(ctx, p.Log(), after)
@@ -53,7 +69,7 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) error {
 	tick := time.NewTicker(s.heartbeat)
 	defer tick.Stop()
 	for {
-		var err error
+		var write func() error
 		select {
 		case ev, ok := <-events:
 			switch {
@@ -62,22 +78,26 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) error {
 			case ev.End:
 				return s.endStream(ctx, w, rc, p)
 			case ev.Warning != nil:
-				err = writeEvent(w, client.EventWarning, "", client.Warning{
-					Message:              ev.Warning.Message,
-					FirstAvailableCursor: ev.Warning.FirstAvailable.String(),
-				})
+				write = func() error {
+					return writeEvent(w, client.EventWarning, "", client.Warning{
+						Message:              ev.Warning.Message,
+						FirstAvailableCursor: ev.Warning.FirstAvailable.String(),
+					})
+				}
 			default:
-				err = writeEvent(w, client.EventLog, ev.Frame.Cursor.String(), frameDTO(ev.Frame, b64))
+				write = func() error {
+					return writeEvent(w, client.EventLog, ev.Frame.Cursor.String(), frameDTO(ev.Frame, b64))
+				}
 			}
 		case <-tick.C:
-			_, err = io.WriteString(w, ": ping\n\n")
+			write = func() error {
+				_, err := io.WriteString(w, ": ping\n\n")
+				return err
+			}
 		case <-ctx.Done():
 			return nil
 		}
-		if err == nil {
-			err = rc.Flush()
-		}
-		if err != nil {
+		if err := s.send(ctx, rc, write); err != nil {
 			s.log.Debug("stream ended by its client", "id", p.ID(), "err", err)
 			return nil
 		}
@@ -91,14 +111,50 @@ func (s *Server) endStream(ctx context.Context, w io.Writer, rc *http.ResponseCo
 	case <-ctx.Done():
 		return nil
 	}
-	if err := writeEvent(w, client.EventState, "", waitResult(*p.Info().Result)); err != nil {
-		return nil
-	}
-	if err := writeEvent(w, client.EventEOF, "", struct{}{}); err != nil {
-		return nil
-	}
-	_ = rc.Flush()
+	_ = s.send(ctx, rc, func() error {
+		if err := writeEvent(w, client.EventState, "", waitResult(*p.Info().Result)); err != nil {
+			return err
+		}
+		// eof's id is where the stream ended, so that a client resuming
+		// from it, even after no frame at all, is told 204.
+		_, _, last := p.Log().Bounds()
+		return writeEvent(w, client.EventEOF, last.String(), struct{}{})
+	})
 	return nil
+}
+
+// pastTheEnd reports whether a stream of p resumed after the cursor after
+// has nothing to send, ever: p ended, its log is closed, and after is at or
+// past its last frame.
+func pastTheEnd(p process.Process, after logstore.Cursor) bool {
+	select {
+	case <-p.Done():
+	default:
+		return false
+	}
+	if !p.Log().Closed() {
+		return false // output still drains
+	}
+	_, _, last := p.Log().Bounds()
+	return after >= last
+}
+
+// send writes an event and flushes it, giving it writeTimeout to reach the
+// client: one that reads nothing is let go, and its follower with it. Once
+// ctx is done it fails without writing, so that the deadline Shutdown set
+// is not pushed back.
+func (s *Server) send(ctx context.Context, rc *http.ResponseController, write func() error) error {
+	err := rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
+	if err != nil && !errors.Is(err, http.ErrNotSupported) { // served by another server
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := write(); err != nil {
+		return err
+	}
+	return rc.Flush()
 }
 
 // follow runs l.Follow in a goroutine and hands its events over a channel

@@ -84,7 +84,6 @@ func TestStream(t *testing.T) {
 		{"cursor", client.StreamOptions{Cursor: all[0].ID}, "2\n3\n"},
 		{"last event id", client.StreamOptions{LastEventID: all[1].ID}, "3\n"},
 		{"last event id wins", client.StreamOptions{Cursor: all[0].ID, LastEventID: all[1].ID}, "3\n"},
-		{"at the end", client.StreamOptions{Cursor: all[2].ID}, ""},
 		{"base64", client.StreamOptions{Base64: true}, "MQo=Mgo=Mwo="},
 	}
 	for _, tt := range tests {
@@ -95,6 +94,11 @@ func TestStream(t *testing.T) {
 			require.Equal(t, []string{"state", "eof"}, types(evs)[len(evs)-2:])
 		})
 	}
+	t.Run("at the end", func(t *testing.T) {
+		t.Parallel()
+		evs := collect(t, d, r.ProcessID, client.StreamOptions{Cursor: all[2].ID})
+		require.Equal(t, []string{"eof"}, types(evs), "the daemon answers 204: nothing will come")
+	})
 	t.Run("bad cursor", func(t *testing.T) {
 		t.Parallel()
 		for _, err := range d.c.Stream(ctx(t), r.ProcessID, client.StreamOptions{Cursor: "x"}) {
@@ -199,4 +203,67 @@ func TestStreamHeartbeat(t *testing.T) {
 	require.Equal(t, ": ping\n", line)
 	cancel()
 	_, _ = io.Copy(io.Discard, resp.Body)
+}
+
+// TestStreamPastTheEnd pins that a stream resumed at or past the last frame
+// of an ended process answers 204, which stops an EventSource from
+// reconnecting after eof forever, and that eof's id lets it get there.
+func TestStreamPastTheEnd(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	r := d.run(t, client.StartOptions{Cmd: "echo a; echo b"})
+	all := collect(t, d, r.ProcessID, client.StreamOptions{})
+	require.Equal(t, "eof", all[len(all)-1].Type)
+	last := all[len(all)-3]
+	require.Equal(t, "log", last.Type)
+	require.Equal(t, last.ID, all[len(all)-1].ID, "eof's id is the last frame's cursor")
+
+	path := "/v1/processes/" + r.ProcessID + "/logs/stream"
+	for name, h := range map[string]http.Header{
+		"Last-Event-ID at the end": {"Last-Event-ID": {last.ID}},
+		"Last-Event-ID past it":    {"Last-Event-ID": {last.ID + "000"}},
+	} {
+		resp, body := d.do(t, "GET", path, h)
+		require.Equal(t, http.StatusNoContent, resp.StatusCode, "%s: %s", name, body)
+		require.Empty(t, body)
+	}
+	resp, body := d.do(t, "GET", path+"?cursor="+last.ID, nil)
+	require.Equal(t, http.StatusNoContent, resp.StatusCode, body)
+
+	resp, body = d.do(t, "GET", path+"?cursor=0", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "event: eof", "a cursor before the end still streams")
+	resp, body = d.do(t, "GET", path, nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "event: state", "no cursor: retained frames, state and eof")
+
+	evs := collect(t, d, r.ProcessID, client.StreamOptions{LastEventID: last.ID})
+	require.Equal(t, []string{"eof"}, types(evs), "the client ends at once")
+
+	t.Run("no output", func(t *testing.T) {
+		r := d.run(t, client.StartOptions{Cmd: "true"})
+		all := collect(t, d, r.ProcessID, client.StreamOptions{})
+		require.Equal(t, []string{"state", "eof"}, types(all))
+		resp, body := d.do(t, "GET", "/v1/processes/"+r.ProcessID+"/logs/stream",
+			http.Header{"Last-Event-ID": {all[1].ID}})
+		require.Equal(t, http.StatusNoContent, resp.StatusCode, body)
+	})
+	t.Run("running", func(t *testing.T) {
+		c := ctx(t)
+		p, err := d.c.Start(c, client.StartOptions{Cmd: "sleep 300"})
+		require.NoError(t, err)
+		defer func() { _ = d.c.Kill(c, p.ID, client.KillOptions{Signal: "KILL"}) }()
+		sctx, cancel := context.WithCancel(c)
+		defer cancel()
+		req, err := http.NewRequestWithContext(sctx, "GET", d.url+"/v1/processes/"+p.ID+"/logs/stream", nil)
+		require.NoError(t, err)
+		req.Header = authed()
+		req.Header.Set("Last-Event-ID", "5")
+		tr := &http.Transport{}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, "a live process may still write")
+	})
 }

@@ -102,6 +102,9 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", process.ErrInvalidArgument, err)
 	}
+	if err := process.CheckEnv(opts.Env); err != nil {
+		return nil, err
+	}
 	if opts.Cwd != "" {
 		if fi, err := os.Stat(opts.Cwd); err != nil || !fi.IsDir() {
 			return nil, fmt.Errorf("%w: cwd %q is not a directory", process.ErrInvalidArgument, opts.Cwd)

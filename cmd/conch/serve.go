@@ -147,6 +147,9 @@ func checkListen(addr string) error {
 // written 0600 to the state directory.
 func loadToken(tokenFile, stateDir string) (token, path string, err error) {
 	if tokenFile != "" {
+		if err := checkTokenFile(tokenFile); err != nil {
+			return "", "", fmt.Errorf("--token-file: %w", err)
+		}
 		tok, err := client.ReadToken(tokenFile)
 		if err != nil {
 			return "", "", fmt.Errorf("--token-file: %w", err)

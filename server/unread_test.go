@@ -1,0 +1,178 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/server"
+)
+
+// openUnread opens a log stream of the process with id and reads its
+// header, then nothing more. Its receive buffer is small, so that the
+// kernel does not take megabytes on its behalf.
+func openUnread(t *testing.T, addr, id string) net.Conn {
+	t.Helper()
+	dialer := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var err error
+		if cerr := rc.Control(func(fd uintptr) {
+			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		}); cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	conn, err := dialer.DialContext(ctx(t), "tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	fmt.Fprintf(conn, "GET /v1/processes/%s/logs/stream HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", id, addr, testToken)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	return conn
+}
+
+// bulky starts a process whose retained output, as JSON (a NUL is
+// \u0000), is far more than the socket buffers of a stream hold, and waits
+// for it to end.
+func bulky(t *testing.T, d *daemon) string {
+	t.Helper()
+	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "head -c 3000000 /dev/zero"})
+	require.NoError(t, err)
+	_, _, err = d.c.Wait(ctx(t), p.ID, 0)
+	require.NoError(t, err)
+	return p.ID
+}
+
+// waitStuck waits until the daemon's end of conn has a send queue that is
+// large and no longer moves: the stream's writer is blocked on a client
+// that reads nothing.
+func waitStuck(t *testing.T, conn net.Conn) {
+	t.Helper()
+	last := -1
+	require.Eventually(t, func() bool {
+		q := sendQueue(t, conn.RemoteAddr().String(), conn.LocalAddr().String())
+		stuck := q >= 256<<10 && q == last
+		last = q
+		return stuck
+	}, 20*time.Second, 20*time.Millisecond, "the daemon's send queue never filled")
+}
+
+// sendQueue returns the bytes queued for sending on the IPv4 TCP socket
+// from local to remote, as /proc/net/tcp shows them.
+func sendQueue(t *testing.T, local, remote string) int {
+	t.Helper()
+	_, q, _ := tcpSocket(t, local, remote)
+	return q
+}
+
+// tcpSocket returns the state (01 is established) and send queue of the
+// IPv4 TCP socket from local to remote, as /proc/net/tcp shows them, and
+// whether there is one.
+func tcpSocket(t *testing.T, local, remote string) (state string, sendQueue int, found bool) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/tcp")
+	require.NoError(t, err)
+	hexAddr := func(a string) string {
+		ap, err := netip.ParseAddrPort(a)
+		require.NoError(t, err)
+		ip := ap.Addr().As4()
+		return fmt.Sprintf("%02X%02X%02X%02X:%04X", ip[3], ip[2], ip[1], ip[0], ap.Port())
+	}
+	l, r := hexAddr(local), hexAddr(remote)
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) > 4 && f[1] == l && f[2] == r {
+			tx, _, _ := strings.Cut(f[4], ":")
+			n, err := strconv.ParseUint(tx, 16, 32)
+			require.NoError(t, err)
+			return f[3], int(n), true
+		}
+	}
+	return "", 0, false
+}
+
+// TestShutdownUnreadStreams pins that streams whose clients read nothing do
+// not hold Shutdown until its deadline (`conch serve` then exited 1 after
+// 30 s).
+func TestShutdownUnreadStreams(t *testing.T) {
+	t.Parallel()
+	srv, err := server.New(server.Options{Token: testToken, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	d := &daemon{srv: srv, url: "http://" + ln.Addr().String()}
+	d.c, err = client.New(d.url, testToken)
+	require.NoError(t, err)
+	defer d.c.CloseIdleConnections()
+
+	id := bulky(t, d)
+	for range 3 {
+		waitStuck(t, openUnread(t, ln.Addr().String(), id))
+	}
+	sctx, cancel := context.WithTimeout(ctx(t), 20*time.Second)
+	defer cancel()
+	require.NoError(t, srv.Shutdown(sctx))
+	require.NoError(t, <-served)
+}
+
+// TestUnreadStreamDropped pins that a stream whose client reads nothing is
+// let go once an event has waited the write timeout to reach it.
+func TestUnreadStreamDropped(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	server.SetWriteTimeout(d.srv, 50*time.Millisecond)
+	id := bulky(t, d)
+	conn := openUnread(t, d.addr, id)
+	// Reading would let the writer go on: the daemon's socket tells.
+	require.Eventually(t, func() bool {
+		state, _, found := tcpSocket(t, conn.RemoteAddr().String(), conn.LocalAddr().String())
+		return !found || state != "01"
+	}, 20*time.Second, 10*time.Millisecond, "the daemon never closed the stream")
+	rest, err := io.ReadAll(conn)
+	require.NoError(t, err, "the daemon closed the connection")
+	require.NotContains(t, string(rest), "event: eof")
+}
+
+// TestStreamLeavesNoDeadline pins that a stream that ended leaves its
+// connection fit for the next request, however long that one takes.
+func TestStreamLeavesNoDeadline(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	server.SetWriteTimeout(d.srv, 50*time.Millisecond)
+	tr := &http.Transport{MaxConnsPerHost: 1}
+	defer tr.CloseIdleConnections()
+	c, err := client.New(d.url, testToken, client.WithHTTPClient(&http.Client{Transport: tr}))
+	require.NoError(t, err)
+	r := d.run(t, client.StartOptions{Cmd: "echo a"})
+	req, err := http.NewRequestWithContext(ctx(t), "GET", d.url+"/v1/processes/"+r.ProcessID+"/logs/stream", nil)
+	require.NoError(t, err)
+	req.Header = authed()
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err, "the stream ends cleanly")
+	require.Contains(t, string(body), "event: eof")
+	resp.Body.Close()
+	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "sleep 0.5"})
+	require.NoError(t, err)
+	_, _, err = c.Wait(ctx(t), p.ID, 0)
+	require.NoError(t, err, "the answer comes after the stream's last deadline, on its connection")
+}

@@ -1,0 +1,60 @@
+package server_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/server"
+)
+
+// TestUnpassableStrings pins that what execve cannot pass as asked is bad
+// input, refused before anything starts: not a 500, not a process that
+// fails, not an env key that sets another variable.
+func TestUnpassableStrings(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	bodies := map[string]string{
+		"NUL in cmd":          `{"cmd":"echo a\u0000b"}`,
+		"NUL in argv":         `{"argv":["echo","a\u0000b"]}`,
+		"NUL in argv[0]":      `{"argv":["ec\u0000ho"]}`,
+		"NUL in an env value": `{"cmd":"true","env":{"A":"x\u0000y"}}`,
+		"NUL in an env key":   `{"cmd":"true","env":{"A\u0000B":"x"}}`,
+		"empty env key":       `{"cmd":"true","env":{"":"x"}}`,
+		"= in an env key":     `{"cmd":"echo $PATH","env":{"PATH=/evil:/usr/bin:/bin":"x"}}`,
+	}
+	sessionBodies := map[string]string{
+		"NUL in an env value": `{"env":{"A":"x\u0000y"}}`,
+		"empty env key":       `{"env":{"":"x"}}`,
+		"= in an env key":     `{"env":{"PATH=/evil:/usr/bin:/bin":"x"}}`,
+	}
+	t.Run("refused", func(t *testing.T) { refuseAll(t, d, bodies, sessionBodies) })
+	list, err := d.c.List(ctx(t), client.ListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, list.Items, "nothing was started")
+}
+
+// refuseAll posts every body, in parallel, and wants each refused as bad
+// input.
+func refuseAll(t *testing.T, d *daemon, bodies, sessionBodies map[string]string) {
+	for name, body := range bodies {
+		for _, path := range []string{"/v1/processes", "/v1/processes/run"} {
+			t.Run(name+path, func(t *testing.T) {
+				t.Parallel()
+				status, resp := d.raw(t, "POST", path, body, authed())
+				require.Equal(t, http.StatusBadRequest, status, resp)
+				require.Equal(t, client.CodeInvalidArgument, errorCode(t, resp))
+			})
+		}
+	}
+	for name, body := range sessionBodies {
+		t.Run("session "+name, func(t *testing.T) {
+			t.Parallel()
+			status, resp := d.raw(t, "POST", "/v1/sessions", body, authed())
+			require.Equal(t, http.StatusBadRequest, status, resp)
+			require.Equal(t, client.CodeInvalidArgument, errorCode(t, resp))
+		})
+	}
+}
