@@ -120,7 +120,7 @@ func (l *Log) batchLocked(after Cursor) []Frame {
 		return nil
 	}
 	batch := make([]Frame, n)
-	l.frames.copyOut(batch, i)
+	l.copyOutLocked(batch, i)
 	return batch
 }
 

@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -9,9 +10,12 @@ import (
 // DefaultRetention is the retention of a Log whose Options leave it zero.
 const DefaultRetention = 8 << 20
 
-// MinRetention is the smallest retention a Log takes: room for one frame of a
-// few bytes. A smaller Options.Retention is raised to it.
-const MinRetention = FrameOverhead + 64
+// MinRetention is the smallest retention a Log takes. A smaller
+// Options.Retention is raised to it.
+const MinRetention = 64
+
+// minFrames is the fewest frames a log may keep, whatever its retention.
+const minFrames = 64
 
 // liveWindow bounds what a KeepNone log holds for its live followers.
 const liveWindow = 1 << 20
@@ -22,6 +26,11 @@ const liveWindow = 1 << 20
 // not fit wastes less than bigFrame. No chunk is ever reused, since frames
 // handed to readers keep pointing into it; Close moves the frames of a
 // mostly empty last chunk into one of the right size.
+//
+// A small write on the channel of the newest frame, which no reader has
+// seen yet, extends that frame in place rather than making a new one (up to
+// bigFrame bytes): a flood of tiny writes (a loop of echo) costs few frames,
+// and no cursor a reader holds ever changes meaning.
 const (
 	minChunk = 512
 	maxChunk = 64 << 10
@@ -30,9 +39,9 @@ const (
 
 // Options configure a Log.
 type Options struct {
-	// Retention bounds the bytes of frames kept, each frame counting its
-	// bytes plus FrameOverhead; the oldest frames are dropped to stay within
-	// it, and the newest frame is always kept. Zero (or less) means
+	// Retention bounds the output bytes kept; the oldest frames are dropped
+	// to stay within it (and within one frame per BytesPerFrame bytes of it),
+	// and the newest frame is always kept. Zero (or less) means
 	// DefaultRetention; less than MinRetention means MinRetention.
 	Retention int
 	// Keep is the policy; zero means KeepUntilCleanup. Under KeepNone pages
@@ -47,12 +56,15 @@ type Options struct {
 // reader never holds the writer back.
 type Log struct {
 	keep     KeepLogs
-	budget   int // retention in charged bytes
+	budget   int // retention in bytes
+	frameCap int // most frames kept
 	frameMax int // bytes of the largest frame: one frame always fits the budget
 
 	mu        sync.Mutex // guards everything below
 	frames    ring       // retained frames, oldest first; cursors are consecutive
-	size      int        // charged bytes of frames
+	size      int        // bytes of the retained frames
+	seen      Cursor     // newest cursor handed to a reader: frames up to it never change
+	tail      []byte     // the newest frame's bytes, capacity to its chunk's end, while it is the chunk's last allocation
 	last      Cursor     // cursor of the newest frame ever appended
 	dropped   Cursor     // cursor of the newest frame no longer retained
 	lastTime  int64      // Unix nanoseconds of the newest frame
@@ -85,7 +97,7 @@ func New(opts Options) *Log {
 	if keep == KeepNone {
 		r = min(r, liveWindow)
 	}
-	return &Log{keep: keep, budget: r, frameMax: min(MaxFrame, r-FrameOverhead)}
+	return &Log{keep: keep, budget: r, frameCap: max(minFrames, r/BytesPerFrame), frameMax: min(MaxFrame, r)}
 }
 
 // Keep returns the log's policy.
@@ -143,15 +155,18 @@ func (l *Log) appendLocked(ch Channel, j joined, n int) {
 		if n-off > l.frameMax {
 			end = j.cutBefore(off, l.frameMax)
 		}
-		l.last++
-		if (l.keep == KeepNone && l.followers == 0) || n-end >= l.budget {
+		switch {
+		case (l.keep == KeepNone && l.followers == 0) || n-end >= l.budget:
 			// Nobody could read it: no follower of a KeepNone log, or the
 			// rest of this write alone pushes it out.
+			l.last++
 			l.dropAllLocked()
-		} else {
+		case l.mergeLocked(ch, j, off, end):
+		default:
+			l.last++
 			data := l.allocLocked(j, off, end)
 			l.frames.push(Frame{Cursor: l.last, Channel: ch, Data: data, Time: t})
-			l.size += len(data) + FrameOverhead
+			l.size += len(data)
 			l.trimLocked()
 		}
 		off = end
@@ -162,9 +177,32 @@ func (l *Log) appendLocked(ch Channel, j joined, n int) {
 	}
 }
 
+// mergeLocked appends j[off:end] to the newest frame when it is on ch, no
+// reader has seen it, and the bytes fit in place after it in its chunk
+// below bigFrame; it reports whether it did. l.mu must be held.
+func (l *Log) mergeLocked(ch Channel, j joined, off, end int) bool {
+	if l.tail == nil || l.frames.len() == 0 {
+		return false
+	}
+	f := l.frames.at(l.frames.len() - 1)
+	n, m := len(f.Data), end-off
+	if f.Channel != ch || f.Cursor <= l.seen || n+m >= bigFrame || n+m > l.frameMax || len(l.chunk) < m {
+		return false
+	}
+	data := l.tail[: n+m : n+m]
+	j.copyOut(data[n:], off)
+	f.Data = data
+	l.tail = l.tail[:n+m]
+	l.chunk = l.chunk[m:]
+	l.size += m
+	l.trimLocked()
+	return true
+}
+
 // allocLocked returns a copy of j[off:end] in the arena. l.mu must be held.
 func (l *Log) allocLocked(j joined, off, end int) []byte {
 	n := end - off
+	l.tail = nil
 	if n >= bigFrame {
 		if off >= len(j.a) {
 			// Append rather than make and copy: it does not zero the
@@ -181,6 +219,7 @@ func (l *Log) allocLocked(j joined, off, end int) []byte {
 		l.chunkFrom = l.last
 	}
 	data := l.chunk[:n:n]
+	l.tail = l.chunk[:n]
 	l.chunk = l.chunk[n:]
 	j.copyOut(data, off)
 	return data
@@ -197,12 +236,13 @@ func (l *Log) nowLocked() time.Time {
 	return time.Unix(0, l.lastTime)
 }
 
-// trimLocked drops the oldest frames until the rest fit the budget. Each
-// frame fits it alone, so the newest stays. l.mu must be held.
+// trimLocked drops the oldest frames until the rest fit the budget and the
+// frame cap. Each frame fits them alone, so the newest stays. l.mu must be
+// held.
 func (l *Log) trimLocked() {
-	for l.size > l.budget {
+	for l.size > l.budget || l.frames.len() > l.frameCap {
 		f := l.frames.pop()
-		l.size -= len(f.Data) + FrameOverhead
+		l.size -= len(f.Data)
 		l.dropped = f.Cursor
 	}
 }
@@ -212,6 +252,7 @@ func (l *Log) dropAllLocked() {
 	l.frames.clear()
 	l.size = 0
 	l.dropped = l.last
+	l.tail = nil
 }
 
 // Close flushes held-back bytes and marks the log ended: followers get End
@@ -241,7 +282,7 @@ func (l *Log) Close() {
 // the old frames keep the old chunk. l.mu must be held.
 func (l *Log) shrinkChunkLocked() {
 	free := len(l.chunk)
-	l.chunk = nil
+	l.chunk, l.tail = nil, nil
 	if free < minChunk || 2*free < l.chunkSize || l.frames.len() == 0 {
 		return
 	}
@@ -293,7 +334,12 @@ const pageStep = 4096
 
 // Page returns at most limit frames after cursor after (limit <= 0: all
 // that are retained). Under KeepNone it has no frames.
-func (l *Log) Page(after Cursor, limit int) Page {
+func (l *Log) Page(after Cursor, limit int) Page { return l.PageBytes(after, limit, 0) }
+
+// PageBytes is Page, and also stops before the frame that would take the
+// page's bytes over maxBytes (maxBytes <= 0: no bound); the first frame is
+// always in the page.
+func (l *Log) PageBytes(after Cursor, limit, maxBytes int) Page {
 	l.mu.Lock()
 	p := Page{Next: after, Last: l.last}
 	if l.keep == KeepNone {
@@ -315,12 +361,17 @@ func (l *Log) Page(after Cursor, limit int) Page {
 		l.mu.Unlock()
 		return p
 	}
-	p.Frames = make([]Frame, 0, n)
+	if maxBytes <= 0 {
+		maxBytes = int(^uint(0) >> 1)
+	}
+	bytes := 0
 	for {
-		k := min(n-len(p.Frames), pageStep)
-		p.Frames = p.Frames[:len(p.Frames)+k]
-		l.frames.copyOut(p.Frames[len(p.Frames)-k:], i)
-		if len(p.Frames) == n {
+		want := min(n-len(p.Frames), pageStep)
+		var k int
+		k, bytes = l.fitLocked(i, want, bytes, maxBytes, len(p.Frames) == 0)
+		p.Frames = slices.Grow(p.Frames, k)[:len(p.Frames)+k]
+		l.copyOutLocked(p.Frames[len(p.Frames)-k:], i)
+		if len(p.Frames) == n || k < want {
 			break
 		}
 		l.mu.Unlock()
@@ -336,6 +387,30 @@ func (l *Log) Page(after Cursor, limit int) Page {
 	l.mu.Unlock()
 	p.Next = p.Frames[len(p.Frames)-1].Cursor
 	return p
+}
+
+// fitLocked returns how many of the k frames from the i-th retained one fit
+// in maxBytes, given the bytes already taken, and the bytes then taken; the
+// first frame of a page fits whatever its size. l.mu must be held.
+func (l *Log) fitLocked(i, k, bytes, maxBytes int, first bool) (int, int) {
+	for j := range k {
+		size := len(l.frames.at(i + j).Data)
+		if bytes+size > maxBytes && !(first && j == 0) {
+			return j, bytes
+		}
+		bytes += size
+	}
+	return k, bytes
+}
+
+// copyOutLocked copies the retained frames from the i-th on into dst, and
+// marks them seen: they never change after that. l.mu must be held.
+func (l *Log) copyOutLocked(dst []Frame, i int) {
+	if len(dst) == 0 {
+		return
+	}
+	l.frames.copyOut(dst, i)
+	l.seen = max(l.seen, dst[len(dst)-1].Cursor)
 }
 
 // afterLocked returns the index of the first retained frame after cursor
