@@ -28,13 +28,16 @@ const liveWindow = 1 << 20
 // mostly empty last chunk into one of the right size.
 //
 // A small write on the channel of the newest frame, which no reader has
-// seen yet, extends that frame in place rather than making a new one (up to
-// bigFrame bytes): a flood of tiny writes (a loop of echo) costs few frames,
-// and no cursor a reader holds ever changes meaning.
+// seen yet and which began less than mergeWindow ago, extends that frame in
+// place rather than making a new one (up to bigFrame bytes): a flood of tiny
+// writes (a loop of echo) costs few frames, no cursor a reader holds ever
+// changes meaning, and a frame's time stays within mergeWindow of each of
+// its bytes.
 const (
-	minChunk = 512
-	maxChunk = 64 << 10
-	bigFrame = 4 << 10
+	minChunk    = 512
+	maxChunk    = 64 << 10
+	bigFrame    = 4 << 10
+	mergeWindow = 10 * time.Millisecond
 )
 
 // Options configure a Log.
@@ -74,7 +77,8 @@ type Log struct {
 	chunkFrom Cursor // the frames from here on smaller than bigFrame are in the current chunk
 	followers int    // Follow calls running
 	closed    bool
-	wake      chan struct{} // made by a follower about to wait; closed and cleared when frames come or the log closes
+	now       func() time.Time // the clock when not nil; tests fix it
+	wake      chan struct{}    // made by a follower about to wait; closed and cleared when frames come or the log closes
 }
 
 // heldBack is the incomplete UTF-8 sequence at the end of a channel's output.
@@ -161,7 +165,7 @@ func (l *Log) appendLocked(ch Channel, j joined, n int) {
 			// rest of this write alone pushes it out.
 			l.last++
 			l.dropAllLocked()
-		case l.mergeLocked(ch, j, off, end):
+		case l.mergeLocked(ch, j, off, end, t):
 		default:
 			l.last++
 			data := l.allocLocked(j, off, end)
@@ -177,16 +181,18 @@ func (l *Log) appendLocked(ch Channel, j joined, n int) {
 	}
 }
 
-// mergeLocked appends j[off:end] to the newest frame when it is on ch, no
-// reader has seen it, and the bytes fit in place after it in its chunk
-// below bigFrame; it reports whether it did. l.mu must be held.
-func (l *Log) mergeLocked(ch Channel, j joined, off, end int) bool {
+// mergeLocked appends j[off:end], arriving at t, to the newest frame when
+// it is on ch, no reader has seen it, it began within mergeWindow, and the
+// bytes fit in place after it in its chunk below bigFrame; it reports
+// whether it did. l.mu must be held.
+func (l *Log) mergeLocked(ch Channel, j joined, off, end int, t time.Time) bool {
 	if l.tail == nil || l.frames.len() == 0 {
 		return false
 	}
 	f := l.frames.at(l.frames.len() - 1)
 	n, m := len(f.Data), end-off
-	if f.Channel != ch || f.Cursor <= l.seen || n+m >= bigFrame || n+m > l.frameMax || len(l.chunk) < m {
+	if f.Channel != ch || f.Cursor <= l.seen || t.Sub(f.Time) >= mergeWindow ||
+		n+m >= bigFrame || n+m > l.frameMax || len(l.chunk) < m {
 		return false
 	}
 	data := l.tail[: n+m : n+m]
@@ -229,6 +235,9 @@ func (l *Log) allocLocked(j joined, off, end int) []byte {
 // than the newest frame's. l.mu must be held.
 func (l *Log) nowLocked() time.Time {
 	t := time.Now()
+	if l.now != nil {
+		t = l.now()
+	}
 	if ns := t.UnixNano(); ns > l.lastTime {
 		l.lastTime = ns
 		return t

@@ -21,6 +21,13 @@ type frameWant struct {
 
 func (f frameWant) String() string { return f.ch.String() + ":" + strconv.Quote(f.data) }
 
+// fixedClock is a clock that does not move, so that writes in a test merge
+// however slowly the machine runs them.
+func fixedClock() func() time.Time {
+	t := time.Now()
+	return func() time.Time { return t }
+}
+
 // writeFrame writes p so that it stays a frame of its own: the new frames
 // are marked seen, as a reader copying them would, so that the next write
 // does not extend them.
@@ -351,6 +358,7 @@ func TestParse(t *testing.T) {
 func TestTinyWritesKeepEveryByte(t *testing.T) {
 	t.Parallel()
 	l := New(Options{Retention: 1 << 20})
+	l.now = fixedClock()
 	var want [PTY + 1][]byte
 	for i := range 50_000 {
 		ch := Stdout
@@ -379,6 +387,7 @@ func TestTinyWritesKeepEveryByte(t *testing.T) {
 func TestSeenFramesNeverChange(t *testing.T) {
 	t.Parallel()
 	l := New(Options{})
+	l.now = fixedClock()
 	l.Write(Stdout, []byte("one "))
 	l.Write(Stdout, []byte("two "))
 	seen := l.Page(0, 0).Frames
@@ -418,5 +427,23 @@ func TestFrameCap(t *testing.T) {
 	p := l.Page(0, 0)
 	if !p.TruncatedHead || len(p.Frames) != retention/BytesPerFrame || p.Frames[len(p.Frames)-1].Cursor != p.Last {
 		t.Errorf("truncatedHead %v, %d frames, want %d ending at %d", p.TruncatedHead, len(p.Frames), retention/BytesPerFrame, p.Last)
+	}
+}
+
+// TestMergeKeepsTimes checks that a write arriving mergeWindow or more after
+// the newest frame began makes a frame of its own, with its own time.
+func TestMergeKeepsTimes(t *testing.T) {
+	t.Parallel()
+	l := New(Options{})
+	now := time.Now()
+	l.now = func() time.Time { return now }
+	l.Write(Stdout, []byte("a"))
+	now = now.Add(mergeWindow - time.Millisecond)
+	l.Write(Stdout, []byte("b"))
+	now = now.Add(time.Millisecond)
+	l.Write(Stdout, []byte("c"))
+	p := l.Page(0, 0)
+	if len(p.Frames) != 2 || string(p.Frames[0].Data) != "ab" || !p.Frames[1].Time.Equal(now) {
+		t.Errorf("frames %v", p.Frames)
 	}
 }

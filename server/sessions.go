@@ -175,11 +175,15 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &opts); err != nil {
 		return err
 	}
+	limit, err := s.outputLimit(opts.OutputLimit)
+	if err != nil {
+		return err
+	}
 	p, err := s.submit(e, opts.CommandOptions)
 	if err != nil {
 		return err
 	}
-	return s.answerRun(w, r, p, opts.Timeout.Duration())
+	return s.answerRun(w, r, p, opts.Timeout.Duration(), limit)
 }
 
 // submit queues a command in the session and tracks it.
