@@ -40,6 +40,13 @@ const (
 	mergeWindow = 10 * time.Millisecond
 )
 
+// maxSpare bounds the buffers of dropped frames a log keeps for reuse. A
+// frame of bigFrame bytes or more that retention drops before any reader
+// saw it cannot be referenced by anyone, so its buffer serves the next large
+// frame of about its size: output flooding through a log reuses the
+// retention's memory instead of leaving the garbage collector to double it.
+const maxSpare = 4
+
 // Options configure a Log.
 type Options struct {
 	// Retention bounds the output bytes kept; the oldest frames are dropped
@@ -68,6 +75,7 @@ type Log struct {
 	size      int        // bytes of the retained frames
 	seen      Cursor     // newest cursor handed to a reader: frames up to it never change
 	tail      []byte     // the newest frame's bytes, capacity to its chunk's end, while it is the chunk's last allocation
+	spare     [][]byte   // buffers of large frames dropped unseen, for reuse
 	last      Cursor     // cursor of the newest frame ever appended
 	dropped   Cursor     // cursor of the newest frame no longer retained
 	lastTime  int64      // Unix nanoseconds of the newest frame
@@ -210,6 +218,10 @@ func (l *Log) allocLocked(j joined, off, end int) []byte {
 	n := end - off
 	l.tail = nil
 	if n >= bigFrame {
+		if data := l.takeSpareLocked(n); data != nil {
+			j.copyOut(data, off)
+			return data
+		}
 		if off >= len(j.a) {
 			// Append rather than make and copy: it does not zero the
 			// memory first.
@@ -229,6 +241,39 @@ func (l *Log) allocLocked(j joined, off, end int) []byte {
 	l.chunk = l.chunk[n:]
 	j.copyOut(data, off)
 	return data
+}
+
+// takeSpareLocked returns a spare buffer for n bytes, which wastes at most
+// an eighth of them, or nil. l.mu must be held.
+func (l *Log) takeSpareLocked(n int) []byte {
+	for i, buf := range l.spare {
+		if cap(buf) >= n && cap(buf)-n <= n/8 {
+			last := len(l.spare) - 1
+			l.spare[i], l.spare[last] = l.spare[last], nil
+			l.spare = l.spare[:last]
+			return buf[:n:n]
+		}
+	}
+	return nil
+}
+
+// keepSpareLocked keeps buf, the bytes of a frame dropped unseen, for reuse;
+// when the spares are full it replaces the smallest, if smaller: most of a
+// flood's bytes come in the largest frames. l.mu must be held.
+func (l *Log) keepSpareLocked(buf []byte) {
+	if len(l.spare) < maxSpare {
+		l.spare = append(l.spare, buf)
+		return
+	}
+	small := 0
+	for i := range l.spare {
+		if cap(l.spare[i]) < cap(l.spare[small]) {
+			small = i
+		}
+	}
+	if cap(buf) > cap(l.spare[small]) {
+		l.spare[small] = buf
+	}
 }
 
 // nowLocked returns the time for new frames: the clock, but never earlier
@@ -253,6 +298,9 @@ func (l *Log) trimLocked() {
 		f := l.frames.pop()
 		l.size -= len(f.Data)
 		l.dropped = f.Cursor
+		if f.Cursor > l.seen && len(f.Data) >= bigFrame {
+			l.keepSpareLocked(f.Data)
+		}
 	}
 }
 
@@ -278,6 +326,7 @@ func (l *Log) Close() {
 		held.n = 0
 	}
 	l.closed = true
+	l.spare = nil
 	l.shrinkChunkLocked()
 	if l.wake != nil {
 		close(l.wake)
