@@ -42,6 +42,9 @@ type Options struct {
 	// LogRetention bounds each process's retained output in bytes; zero
 	// means logstore.DefaultRetention.
 	LogRetention int
+	// MaxCommandBytes bounds the text of a command (cmd) in bytes; zero
+	// means DefaultMaxCommandBytes.
+	MaxCommandBytes int
 	// ExitTTL is how long a process with keepLogs on_exit_ttl is kept after
 	// it ends; zero means DefaultExitTTL.
 	ExitTTL time.Duration
@@ -97,6 +100,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.LogRetention <= 0 {
 		opts.LogRetention = logstore.DefaultRetention
+	}
+	if opts.MaxCommandBytes <= 0 {
+		opts.MaxCommandBytes = DefaultMaxCommandBytes
 	}
 	if opts.ExitTTL <= 0 {
 		opts.ExitTTL = DefaultExitTTL

@@ -188,6 +188,9 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 
 // submit queues a command in the session and tracks it.
 func (s *Server) submit(e *sessionEntry, opts client.CommandOptions) (process.Process, error) {
+	if err := s.checkCommandSize(opts.Cmd); err != nil {
+		return nil, err
+	}
 	if err := checkCommand(opts); err != nil {
 		return nil, err
 	}

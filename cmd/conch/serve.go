@@ -37,6 +37,8 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	maxProcesses := fs.Int("max-processes", server.DefaultMaxProcesses, "processes running or queued at once")
 	bodyLimit := byteSize(server.DefaultBodyLimit)
 	fs.Var(&bodyLimit, "body-limit", "largest request body in `bytes`")
+	maxCommand := byteSize(server.DefaultMaxCommandBytes)
+	fs.Var(&maxCommand, "max-command-bytes", "largest command text (cmd) in `bytes`; a larger one is refused with 413")
 	var allowHosts stringList
 	fs.Var(&allowHosts, "allow-host", "also accept this `name` in the Host header (repeatable)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
@@ -84,14 +86,15 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	defer stopReaper()
 
 	srv, err := server.New(server.Options{
-		Token:        token,
-		BodyLimit:    int64(bodyLimit),
-		LogRetention: int(retention),
-		ExitTTL:      *exitTTL,
-		MaxSessions:  *maxSessions,
-		MaxProcesses: *maxProcesses,
-		AllowedHosts: allowHosts,
-		Logger:       logger,
+		Token:           token,
+		BodyLimit:       int64(bodyLimit),
+		MaxCommandBytes: int(maxCommand),
+		LogRetention:    int(retention),
+		ExitTTL:         *exitTTL,
+		MaxSessions:     *maxSessions,
+		MaxProcesses:    *maxProcesses,
+		AllowedHosts:    allowHosts,
+		Logger:          logger,
 	})
 	if err != nil {
 		return fail(e, exitFailure, err)
