@@ -65,10 +65,10 @@ type Options struct {
 // bounded batch of frame headers, never while they wait or deliver, so a slow
 // reader never holds the writer back.
 type Log struct {
-	keep     KeepLogs
-	budget   int // retention in bytes
-	frameCap int // most frames kept
-	frameMax int // bytes of the largest frame: one frame always fits the budget
+	keep      KeepLogs
+	retention int // bytes of frames kept at most
+	frameCap  int // most frames kept
+	frameMax  int // bytes of the largest frame: one frame always fits the budget
 
 	mu        sync.Mutex // guards everything below
 	frames    ring       // retained frames, oldest first; cursors are consecutive
@@ -85,6 +85,9 @@ type Log struct {
 	chunkFrom Cursor // the frames from here on smaller than bigFrame are in the current chunk
 	followers int    // Follow calls running
 	closed    bool
+	ended     uint64           // when it was closed, in the order of all logs' Close
+	evicted   bool             // a Budget dropped frames of it
+	acct      *Budget          // the budget it counts against, if any
 	now       func() time.Time // the clock when not nil; tests fix it
 	wake      chan struct{}    // made by a follower about to wait; closed and cleared when frames come or the log closes
 }
@@ -109,7 +112,7 @@ func New(opts Options) *Log {
 	if keep == KeepNone {
 		r = min(r, liveWindow)
 	}
-	return &Log{keep: keep, budget: r, frameCap: max(minFrames, r/BytesPerFrame), frameMax: min(MaxFrame, r)}
+	return &Log{keep: keep, retention: r, frameCap: max(minFrames, r/BytesPerFrame), frameMax: min(MaxFrame, r)}
 }
 
 // Keep returns the log's policy.
@@ -127,8 +130,8 @@ func (l *Log) Write(ch Channel, p []byte) {
 		return
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		return
 	}
 	held := &l.pending[ch]
@@ -138,6 +141,11 @@ func (l *Log) Write(ch Channel, p []byte) {
 	hold := incompleteTail(tail)
 	l.appendLocked(ch, j, j.len()-hold)
 	held.n = copy(held.b[:], tail[len(tail)-hold:])
+	acct := l.acct
+	l.mu.Unlock()
+	if acct != nil {
+		acct.enforce()
+	}
 }
 
 // Writer returns an io.Writer that appends on ch.
@@ -168,7 +176,7 @@ func (l *Log) appendLocked(ch Channel, j joined, n int) {
 			end = j.cutBefore(off, l.frameMax)
 		}
 		switch {
-		case (l.keep == KeepNone && l.followers == 0) || n-end >= l.budget:
+		case (l.keep == KeepNone && l.followers == 0) || n-end >= l.retention:
 			// Nobody could read it: no follower of a KeepNone log, or the
 			// rest of this write alone pushes it out.
 			l.last++
@@ -178,7 +186,7 @@ func (l *Log) appendLocked(ch Channel, j joined, n int) {
 			l.last++
 			data := l.allocLocked(j, off, end)
 			l.frames.push(Frame{Cursor: l.last, Channel: ch, Data: data, Time: t})
-			l.size += len(data)
+			l.growLocked(len(data))
 			l.trimLocked()
 		}
 		off = end
@@ -208,7 +216,7 @@ func (l *Log) mergeLocked(ch Channel, j joined, off, end int, t time.Time) bool 
 	f.Data = data
 	l.tail = l.tail[:n+m]
 	l.chunk = l.chunk[m:]
-	l.size += m
+	l.growLocked(m)
 	l.trimLocked()
 	return true
 }
@@ -290,24 +298,38 @@ func (l *Log) nowLocked() time.Time {
 	return time.Unix(0, l.lastTime)
 }
 
-// trimLocked drops the oldest frames until the rest fit the budget and the
-// frame cap. Each frame fits them alone, so the newest stays. l.mu must be
-// held.
+// trimLocked drops the oldest frames until the rest fit the retention and
+// the frame cap. Each frame fits them alone, so the newest stays. l.mu must
+// be held.
 func (l *Log) trimLocked() {
-	for l.size > l.budget || l.frames.len() > l.frameCap {
-		f := l.frames.pop()
-		l.size -= len(f.Data)
-		l.dropped = f.Cursor
-		if f.Cursor > l.seen && len(f.Data) >= bigFrame {
-			l.keepSpareLocked(f.Data)
-		}
+	for l.size > l.retention || l.frames.len() > l.frameCap {
+		l.popLocked()
+	}
+}
+
+// popLocked drops the oldest frame. l.mu must be held.
+func (l *Log) popLocked() {
+	f := l.frames.pop()
+	l.growLocked(-len(f.Data))
+	l.dropped = f.Cursor
+	if f.Cursor > l.seen && len(f.Data) >= bigFrame {
+		l.keepSpareLocked(f.Data)
+	}
+}
+
+// growLocked adds delta to the bytes of retained frames, and to the budget
+// the log counts against. l.mu must be held.
+func (l *Log) growLocked(delta int) {
+	l.size += delta
+	if l.acct != nil {
+		l.acct.used.Add(int64(delta))
 	}
 }
 
 // dropAllLocked drops every frame appended so far. l.mu must be held.
 func (l *Log) dropAllLocked() {
 	l.frames.clear()
-	l.size = 0
+	l.growLocked(-l.size)
 	l.dropped = l.last
 	l.tail = nil
 }
@@ -326,6 +348,7 @@ func (l *Log) Close() {
 		held.n = 0
 	}
 	l.closed = true
+	l.ended = closeSeq.Add(1)
 	l.spare = nil
 	l.shrinkChunkLocked()
 	if l.wake != nil {
