@@ -48,3 +48,46 @@ func TestMaxCommandBytes(t *testing.T) {
 	_, _, err = d2.c.Run(ctx(t), client.RunOptions{StartOptions: client.StartOptions{Cmd: "#" + strings.Repeat("x", server.DefaultMaxCommandBytes)}})
 	requireCode(t, err, client.CodePayloadTooLarge)
 }
+
+// TestLogBudget checks that past --log-budget the logs of the processes that
+// ended first are dropped, that their pages and records say so, and that a
+// deleted process no longer counts.
+func TestLogBudget(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{LogBudget: 1 << 20})
+	const size = 300_000
+	var ids []string
+	for range 5 {
+		r := d.run(t, client.StartOptions{Cmd: "head -c 300000 /dev/zero | tr '\\0' x"})
+		require.Equal(t, size, len(r.Stdout))
+		ids = append(ids, r.ProcessID)
+	}
+	require.LessOrEqual(t, server.LogBudgetUsed(d.srv), int64(1<<20))
+	for i, id := range ids {
+		page, err := d.c.Logs(ctx(t), id, client.LogsOptions{})
+		require.NoError(t, err)
+		p, err := d.c.Get(ctx(t), id)
+		require.NoError(t, err)
+		if i < 2 {
+			require.Empty(t, page.Items, "process %d of 5 ended first: its logs are dropped", i+1)
+			require.True(t, page.TruncatedHead)
+			require.True(t, p.TruncatedHead)
+			continue
+		}
+		got := 0
+		for cursor := ""; ; cursor = page.Next {
+			page, err = d.c.Logs(ctx(t), id, client.LogsOptions{Cursor: cursor})
+			require.NoError(t, err)
+			if len(page.Items) == 0 {
+				break
+			}
+			require.False(t, page.TruncatedHead)
+			got += len(joinFrames(t, page.Items, func(string) bool { return true }))
+		}
+		require.Equal(t, size, got, "process %d of 5 keeps its logs", i+1)
+	}
+	for _, id := range ids {
+		require.NoError(t, d.c.Delete(ctx(t), id))
+	}
+	require.Zero(t, server.LogBudgetUsed(d.srv), "deleted processes no longer count")
+}

@@ -156,7 +156,7 @@ func (s *Server) deleteProcess(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
-	s.reg.Remove(id)
+	s.removeRecord(id)
 	s.settle(id)
 	w.WriteHeader(http.StatusNoContent)
 	return nil

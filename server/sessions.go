@@ -139,7 +139,7 @@ func (s *Server) removeSession(id string) error {
 	}
 	err := e.shell.Close()
 	s.forgetCommands(id)
-	s.reg.Remove(id)
+	s.removeRecord(id)
 	e.releasePorts()
 	if err == nil {
 		s.settle(id)

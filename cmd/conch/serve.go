@@ -32,6 +32,8 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	tokenFile := fs.String("token-file", "", "read the bearer token from `path` (default: $CONCH_TOKEN, else a new token written to the state directory)")
 	retention := byteSize(logstore.DefaultRetention)
 	fs.Var(&retention, "log-retention", "output `bytes` kept per process (suffixes K, M, G)")
+	budget := byteSize(server.DefaultLogBudget)
+	fs.Var(&budget, "log-budget", "output `bytes` kept by all processes together; over it the logs of the processes that ended first are dropped first")
 	exitTTL := fs.Duration("exit-ttl", server.DefaultExitTTL, "how long a process with keepLogs on_exit_ttl is kept after it ends")
 	maxSessions := fs.Int("max-sessions", server.DefaultMaxSessions, "sessions alive at once")
 	maxProcesses := fs.Int("max-processes", server.DefaultMaxProcesses, "processes running or queued at once")
@@ -90,6 +92,7 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 		BodyLimit:       int64(bodyLimit),
 		MaxCommandBytes: int(maxCommand),
 		LogRetention:    int(retention),
+		LogBudget:       int64(budget),
 		ExitTTL:         *exitTTL,
 		MaxSessions:     *maxSessions,
 		MaxProcesses:    *maxProcesses,
