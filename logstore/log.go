@@ -45,7 +45,7 @@ const (
 // saw it cannot be referenced by anyone, so its buffer serves the next large
 // frame of about its size: output flooding through a log reuses the
 // retention's memory instead of leaving the garbage collector to double it.
-const maxSpare = 4
+const maxSpare = 8
 
 // Options configure a Log.
 type Options struct {
@@ -233,7 +233,9 @@ func (l *Log) allocLocked(j joined, off, end int) []byte {
 		if off >= len(j.a) {
 			// Append rather than make and copy: it does not zero the
 			// memory first.
-			return append([]byte(nil), j.b[off-len(j.a):end-len(j.a)]...)[:n:n]
+			// Its capacity is the allocation's whole size class: a
+			// spare, it may serve a frame a little larger.
+			return append([]byte(nil), j.b[off-len(j.a):end-len(j.a)]...)
 		}
 		data := make([]byte, n)
 		j.copyOut(data, off)
@@ -252,14 +254,14 @@ func (l *Log) allocLocked(j joined, off, end int) []byte {
 }
 
 // takeSpareLocked returns a spare buffer for n bytes, which wastes at most
-// an eighth of them, or nil. l.mu must be held.
+// a quarter of them, or nil. l.mu must be held.
 func (l *Log) takeSpareLocked(n int) []byte {
 	for i, buf := range l.spare {
-		if cap(buf) >= n && cap(buf)-n <= n/8 {
+		if cap(buf) >= n && cap(buf)-n <= n/4 {
 			last := len(l.spare) - 1
 			l.spare[i], l.spare[last] = l.spare[last], nil
 			l.spare = l.spare[:last]
-			return buf[:n:n]
+			return buf[:n]
 		}
 	}
 	return nil
@@ -492,6 +494,12 @@ func (l *Log) copyOutLocked(dst []Frame, i int) {
 	}
 	l.frames.copyOut(dst, i)
 	l.seen = max(l.seen, dst[len(dst)-1].Cursor)
+	for k := range dst {
+		// A large frame's buffer may be longer than its bytes (see
+		// allocLocked); a reader gets only its bytes.
+		d := dst[k].Data
+		dst[k].Data = d[:len(d):len(d)]
+	}
 }
 
 // afterLocked returns the index of the first retained frame after cursor
