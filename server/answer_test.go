@@ -169,3 +169,23 @@ func TestLogsPageBytes(t *testing.T) {
 	require.Equal(t, size, got)
 	require.GreaterOrEqual(t, pages, 3)
 }
+
+// TestTinyWritesUnderRetention is issue 11's case: under a retention of
+// 1 MiB, 50,000 echo lines (about 540 KB) come back whole, not truncated.
+func TestTinyWritesUnderRetention(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{LogRetention: 1 << 20})
+	s, err := d.c.CreateSession(ctx(t), client.SessionOptions{})
+	require.NoError(t, err)
+	r, _, err := d.c.RunCommand(ctx(t), s.ID, client.CommandRunOptions{
+		CommandOptions: client.CommandOptions{Cmd: "for i in $(seq 50000); do echo line $i; done"},
+	})
+	require.NoError(t, err)
+	var want strings.Builder
+	for i := 1; i <= 50_000; i++ {
+		want.WriteString("line " + strconv.Itoa(i) + "\n")
+	}
+	require.False(t, r.Truncated)
+	require.Zero(t, r.OmittedBytes)
+	require.Equal(t, want.String(), r.Stdout)
+}
