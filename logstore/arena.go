@@ -100,22 +100,15 @@ func (l *Log) takeSpareLocked(n int) []byte {
 }
 
 // keepSpareLocked keeps buf, the bytes of a frame dropped unseen, for reuse;
-// when the spares are full it replaces the smallest, if smaller: most of a
-// flood's bytes come in the largest frames. l.mu must be held.
+// when the spares are full it takes the place of the oldest, so that the
+// spares follow the sizes the output comes in now. l.mu must be held.
 func (l *Log) keepSpareLocked(buf []byte) {
 	if len(l.spare) < maxSpare {
 		l.spare = append(l.spare, buf)
 		return
 	}
-	small := 0
-	for i := range l.spare {
-		if cap(l.spare[i]) < cap(l.spare[small]) {
-			small = i
-		}
-	}
-	if cap(buf) > cap(l.spare[small]) {
-		l.spare[small] = buf
-	}
+	copy(l.spare, l.spare[1:])
+	l.spare[maxSpare-1] = buf
 }
 
 // shrinkChunkLocked moves the frames in the current chunk to a chunk of
