@@ -18,6 +18,8 @@ type daemon struct {
 	srv    *server.Server
 	served chan error
 	c      *client.Client
+	url    string // http://127.0.0.1:PORT
+	token  string
 }
 
 func startDaemon() (*daemon, error) {
@@ -33,9 +35,9 @@ func startDaemon() (*daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &daemon{srv: srv, served: make(chan error, 1)}
+	d := &daemon{srv: srv, served: make(chan error, 1), url: "http://" + ln.Addr().String(), token: token}
 	go func() { d.served <- srv.Serve(ln) }()
-	d.c, err = client.New("http://"+ln.Addr().String(), token)
+	d.c, err = client.New(d.url, token)
 	if err != nil {
 		d.stop()
 		return nil, err

@@ -1,4 +1,4 @@
-// Command bench measures conch's end-to-end performance figures (P0–P9 of
+// Command bench measures conch's end-to-end performance figures (P0–P9 and P5b of
 // PERFORMANCE.md) against real shells and an in-process daemon. Each figure
 // is measured alternately with its baseline in the same run, and reported as
 // a ratio to it.
@@ -72,6 +72,7 @@ var figures = []figure{
 	{"P2", "session round trip of true over HTTP", measureP2},
 	{"P4", "session output throughput into the log store", measureP4},
 	{"P5", "daemon peak RSS growth while P4 runs", measureP5},
+	{"P5b", "daemon peak RSS growth: 8 concurrent run answers of 128 MiB commands over HTTP", measureP5b},
 	{"P6", "concurrent sessions: commands per second", measureP6},
 	{"P7", "idle daemon memory per session", measureP7},
 	{"P8", "50 followers streaming one session command's output", measureP8},
@@ -102,7 +103,7 @@ func main() {
 		}
 	}
 	for f := range want {
-		if !slices.ContainsFunc(figures, func(g figure) bool { return g.name == f }) {
+		if !slices.ContainsFunc(figures, func(g figure) bool { return strings.ToUpper(g.name) == f }) {
 			fmt.Fprintf(os.Stderr, "bench: -only: no figure %s\n", f)
 			os.Exit(2)
 		}
@@ -127,7 +128,7 @@ func main() {
 	}
 	ctx := context.Background()
 	for _, f := range figures {
-		if len(want) > 0 && !want[f.name] {
+		if len(want) > 0 && !want[strings.ToUpper(f.name)] {
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "bench: %s %s...\n", f.name, f.what)

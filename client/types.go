@@ -123,6 +123,16 @@ type RunResult struct {
 	Logs   []LogFrame `json:"logs"`
 	// Truncated is true when retention dropped the head of the output.
 	Truncated bool `json:"truncated"`
+	// Next is the cursor of the last frame in the answer: logs after it
+	// are the output that came later.
+	Next string `json:"next"`
+	// OmittedBytes is the output left out of the middle of the answer to
+	// keep it within the outputLimit asked for: the frames after
+	// OmittedAfter (the cursor of the last frame of the head) and before
+	// the first frame of the tail, which a logs page from OmittedAfter
+	// gives.
+	OmittedBytes int64  `json:"omittedBytes,omitempty"`
+	OmittedAfter string `json:"omittedAfter,omitempty"`
 }
 
 // StartOptions start an exec or PTY process: exactly one of Cmd (run by a
@@ -148,6 +158,11 @@ type RunOptions struct {
 	StartOptions
 	// Timeout bounds the wait; zero waits until the process ends.
 	Timeout Millis `json:"timeout,omitempty"`
+	// OutputLimit bounds the output in the answer (bytes): a longer output
+	// keeps its head and tail, about half each, and RunResult says what it
+	// left out. Zero means 1 MiB; more than the daemon's retention means the
+	// retention.
+	OutputLimit int64 `json:"outputLimit,omitempty"`
 }
 
 // SessionOptions create a session.
@@ -175,6 +190,8 @@ type CommandRunOptions struct {
 	CommandOptions
 	// Timeout bounds the wait; zero waits until the command ends.
 	Timeout Millis `json:"timeout,omitempty"`
+	// OutputLimit is as for RunOptions.
+	OutputLimit int64 `json:"outputLimit,omitempty"`
 }
 
 // KillOptions choose the signal of a kill. Zero values mean TERM, no
@@ -206,7 +223,7 @@ type ProcessList struct {
 // LogsOptions page a process's logs.
 type LogsOptions struct {
 	Cursor string // frames after this cursor; empty: from the start
-	Limit  int    // at most this many frames; zero: the server's default
+	Limit  int    // at most this many frames; zero: no bound but the page's bytes
 	Base64 bool   // force base64 encoding of every frame
 }
 

@@ -85,7 +85,7 @@ func checkLog(l *Log, m *model, budget int, rng *rand.Rand) error {
 		if !f.Channel.valid() {
 			return fmt.Errorf("frame %d on %v", f.Cursor, f.Channel)
 		}
-		charged += len(f.Data) + FrameOverhead
+		charged += len(f.Data)
 	}
 	if len(all) > 0 {
 		if all[len(all)-1].Cursor != last {
@@ -108,8 +108,12 @@ func checkLog(l *Log, m *model, budget int, rng *rand.Rand) error {
 		if (len(all) > 0 && all[0].Cursor > 1) != truncated || (len(all) == 0 && last > 0) {
 			return fmt.Errorf("truncatedHead %v with %d frames from %d", truncated, len(all), firstAvail)
 		}
-		if truncated && charged+min(MaxFrame, budget-FrameOverhead)+FrameOverhead <= budget {
-			return fmt.Errorf("dropped frames although only %d of %d bytes are retained", charged, budget)
+		if len(all) > l.frameCap {
+			return fmt.Errorf("%d frames retained over a cap of %d", len(all), l.frameCap)
+		}
+		if truncated && len(all) < l.frameCap && charged+min(MaxFrame, budget) <= budget {
+			return fmt.Errorf("dropped frames although only %d of %d bytes and %d of %d frames are retained",
+				charged, budget, len(all), l.frameCap)
 		}
 	}
 

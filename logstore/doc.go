@@ -7,12 +7,14 @@
 // waits for the next write on its channel, or Close. A frame whose bytes are
 // not valid UTF-8 (binary output) says so through [Frame.IsText].
 //
-// Retention is bounded per log in bytes ([Options.Retention]); the oldest
-// frames are dropped whole to stay within it. Readers that ask for what is
-// gone are told so ([Page.TruncatedHead], a [Warning] event) rather than
-// handed a silent gap. Memory stays within retention plus a small constant:
-// frame bookkeeping counts against retention, and a follower that falls
-// behind jumps ahead instead of buffering.
+// Retention is bounded per log in output bytes ([Options.Retention]); the
+// oldest frames are dropped whole to stay within it. Readers that ask for
+// what is gone are told so ([Page.TruncatedHead], a [Warning] event) rather
+// than handed a silent gap. Memory stays within about one and a half times
+// the retention plus a small constant: small writes extend the newest frame
+// while no reader has seen it, a log keeps at most one frame per
+// [BytesPerFrame] bytes of retention, and a follower that falls behind jumps
+// ahead instead of buffering.
 //
 // One writer per channel appends while any number of readers page through
 // what is retained or follow it live. Readers take the lock only to copy a

@@ -62,8 +62,12 @@ func (l *Log) Follow(ctx context.Context, after Cursor, yield func(Event) bool) 
 		l.mu.Lock()
 		warn = nil
 		if after < l.dropped {
+			by := "retention"
+			if l.evicted {
+				by = "retention or the log budget"
+			}
 			warn = &Warning{
-				Message:        fmt.Sprintf("frames after cursor %d were dropped by retention; continuing from %d", after, l.dropped+1),
+				Message:        fmt.Sprintf("frames after cursor %d were dropped by %s; continuing from %d", after, by, l.dropped+1),
 				FirstAvailable: l.dropped + 1,
 			}
 			after = l.dropped
@@ -120,7 +124,7 @@ func (l *Log) batchLocked(after Cursor) []Frame {
 		return nil
 	}
 	batch := make([]Frame, n)
-	l.frames.copyOut(batch, i)
+	l.copyOutLocked(batch, i)
 	return batch
 }
 

@@ -122,7 +122,8 @@ func TestFollowCatchesUpGoesLiveAndEnds(t *testing.T) {
 
 func TestFollowWarnings(t *testing.T) {
 	t.Parallel()
-	budget := 4 * (10 + FrameOverhead) // four frames of ten bytes
+	const line = "0123456789abcdef"
+	budget := 4 * len(line) // four frames of one line
 	tests := []struct {
 		name    string
 		keep    KeepLogs
@@ -146,7 +147,7 @@ func TestFollowWarnings(t *testing.T) {
 			t.Parallel()
 			l := New(Options{Retention: budget, Keep: tt.keep})
 			for range tt.writes {
-				l.Write(Stdout, []byte("0123456789"))
+				writeFrame(l, Stdout, []byte(line))
 			}
 			l.Close()
 			evs, err := record(hangGuard(t, 20*time.Second), l, tt.after)
@@ -386,9 +387,9 @@ func TestFollowerLeaves(t *testing.T) {
 			ctx, cancel := context.WithCancel(guard)
 			defer cancel()
 			l := New(Options{})
-			l.Write(Stdout, []byte("a"))
-			l.Write(Stdout, []byte("b"))
-			l.Write(Stdout, []byte("c"))
+			writeFrame(l, Stdout, []byte("a"))
+			writeFrame(l, Stdout, []byte("b"))
+			writeFrame(l, Stdout, []byte("c"))
 			n := 0
 			done := make(chan error, 1)
 			go func() {
@@ -426,9 +427,9 @@ func TestFollowerLeaves(t *testing.T) {
 func TestPageWhileWriting(t *testing.T) {
 	t.Parallel()
 	ctx := hangGuard(t, 30*time.Second)
-	l := New(Options{Retention: 3 * pageStep * (1 + FrameOverhead)})
+	l := New(Options{Retention: 3 * pageStep * BytesPerFrame})
 	for range 3 * pageStep {
-		l.Write(Stdout, []byte("x"))
+		writeFrame(l, Stdout, []byte("x"))
 	}
 	if p := l.Page(0, 0); len(p.Frames) != 3*pageStep || p.TruncatedHead {
 		t.Fatalf("%d frames, truncatedHead %v", len(p.Frames), p.TruncatedHead)

@@ -88,10 +88,12 @@ type Frame struct {
 // text frame has encoding "text", any other "base64".
 func (f Frame) IsText() bool { return utf8.Valid(f.Data) }
 
-// FrameOverhead is what each frame counts against retention besides its
-// bytes: about the memory a frame's bookkeeping takes, so that a flood of tiny
-// frames stays as bounded as a few large ones.
-const FrameOverhead = 64
+// BytesPerFrame bounds the frames a log keeps: at most one per BytesPerFrame
+// bytes of retention (and at least minFrames), so that a flood of tiny frames
+// that readers saw one by one, and could not be merged, keeps the memory of
+// their bookkeeping (about 64 bytes a frame) within about half the retention.
+// Retention itself counts output bytes only.
+const BytesPerFrame = 128
 
 // MaxFrame bounds the bytes of one frame, so that a huge write becomes several
 // frames that retention can drop one by one.

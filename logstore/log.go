@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -9,30 +10,21 @@ import (
 // DefaultRetention is the retention of a Log whose Options leave it zero.
 const DefaultRetention = 8 << 20
 
-// MinRetention is the smallest retention a Log takes: room for one frame of a
-// few bytes. A smaller Options.Retention is raised to it.
-const MinRetention = FrameOverhead + 64
+// MinRetention is the smallest retention a Log takes. A smaller
+// Options.Retention is raised to it.
+const MinRetention = 64
+
+// minFrames is the fewest frames a log may keep, whatever its retention.
+const minFrames = 64
 
 // liveWindow bounds what a KeepNone log holds for its live followers.
 const liveWindow = 1 << 20
 
-// The byte arena: frames smaller than bigFrame share chunks that start small
-// (a log with a line of output stays small) and double up to maxChunk; larger
-// frames get their own allocation. A chunk given up for a frame that does
-// not fit wastes less than bigFrame. No chunk is ever reused, since frames
-// handed to readers keep pointing into it; Close moves the frames of a
-// mostly empty last chunk into one of the right size.
-const (
-	minChunk = 512
-	maxChunk = 64 << 10
-	bigFrame = 4 << 10
-)
-
 // Options configure a Log.
 type Options struct {
-	// Retention bounds the bytes of frames kept, each frame counting its
-	// bytes plus FrameOverhead; the oldest frames are dropped to stay within
-	// it, and the newest frame is always kept. Zero (or less) means
+	// Retention bounds the output bytes kept; the oldest frames are dropped
+	// to stay within it (and within one frame per BytesPerFrame bytes of it),
+	// and the newest frame is always kept. Zero (or less) means
 	// DefaultRetention; less than MinRetention means MinRetention.
 	Retention int
 	// Keep is the policy; zero means KeepUntilCleanup. Under KeepNone pages
@@ -46,13 +38,17 @@ type Options struct {
 // bounded batch of frame headers, never while they wait or deliver, so a slow
 // reader never holds the writer back.
 type Log struct {
-	keep     KeepLogs
-	budget   int // retention in charged bytes
-	frameMax int // bytes of the largest frame: one frame always fits the budget
+	keep      KeepLogs
+	retention int // bytes of frames kept at most
+	frameCap  int // most frames kept
+	frameMax  int // bytes of the largest frame: one frame always fits the budget
 
 	mu        sync.Mutex // guards everything below
 	frames    ring       // retained frames, oldest first; cursors are consecutive
-	size      int        // charged bytes of frames
+	size      int        // bytes of the retained frames
+	seen      Cursor     // newest cursor handed to a reader: frames up to it never change
+	tail      []byte     // the newest frame's bytes, capacity to its chunk's end, while it is the chunk's last allocation
+	spare     [][]byte   // buffers of large frames dropped unseen, for reuse
 	last      Cursor     // cursor of the newest frame ever appended
 	dropped   Cursor     // cursor of the newest frame no longer retained
 	lastTime  int64      // Unix nanoseconds of the newest frame
@@ -62,7 +58,11 @@ type Log struct {
 	chunkFrom Cursor // the frames from here on smaller than bigFrame are in the current chunk
 	followers int    // Follow calls running
 	closed    bool
-	wake      chan struct{} // made by a follower about to wait; closed and cleared when frames come or the log closes
+	ended     uint64           // when it was closed, in the order of all logs' Close
+	evicted   bool             // a Budget dropped frames of it
+	acct      *Budget          // the budget it counts against, if any
+	now       func() time.Time // the clock when not nil; tests fix it
+	wake      chan struct{}    // made by a follower about to wait; closed and cleared when frames come or the log closes
 }
 
 // heldBack is the incomplete UTF-8 sequence at the end of a channel's output.
@@ -85,7 +85,7 @@ func New(opts Options) *Log {
 	if keep == KeepNone {
 		r = min(r, liveWindow)
 	}
-	return &Log{keep: keep, budget: r, frameMax: min(MaxFrame, r-FrameOverhead)}
+	return &Log{keep: keep, retention: r, frameCap: max(minFrames, r/BytesPerFrame), frameMax: min(MaxFrame, r)}
 }
 
 // Keep returns the log's policy.
@@ -103,8 +103,8 @@ func (l *Log) Write(ch Channel, p []byte) {
 		return
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		return
 	}
 	held := &l.pending[ch]
@@ -114,6 +114,11 @@ func (l *Log) Write(ch Channel, p []byte) {
 	hold := incompleteTail(tail)
 	l.appendLocked(ch, j, j.len()-hold)
 	held.n = copy(held.b[:], tail[len(tail)-hold:])
+	acct := l.acct
+	l.mu.Unlock()
+	if acct != nil {
+		acct.enforce()
+	}
 }
 
 // Writer returns an io.Writer that appends on ch.
@@ -143,15 +148,18 @@ func (l *Log) appendLocked(ch Channel, j joined, n int) {
 		if n-off > l.frameMax {
 			end = j.cutBefore(off, l.frameMax)
 		}
-		l.last++
-		if (l.keep == KeepNone && l.followers == 0) || n-end >= l.budget {
+		switch {
+		case (l.keep == KeepNone && l.followers == 0) || n-end >= l.retention:
 			// Nobody could read it: no follower of a KeepNone log, or the
 			// rest of this write alone pushes it out.
+			l.last++
 			l.dropAllLocked()
-		} else {
+		case l.mergeLocked(ch, j, off, end, t):
+		default:
+			l.last++
 			data := l.allocLocked(j, off, end)
 			l.frames.push(Frame{Cursor: l.last, Channel: ch, Data: data, Time: t})
-			l.size += len(data) + FrameOverhead
+			l.growLocked(len(data))
 			l.trimLocked()
 		}
 		off = end
@@ -162,34 +170,13 @@ func (l *Log) appendLocked(ch Channel, j joined, n int) {
 	}
 }
 
-// allocLocked returns a copy of j[off:end] in the arena. l.mu must be held.
-func (l *Log) allocLocked(j joined, off, end int) []byte {
-	n := end - off
-	if n >= bigFrame {
-		if off >= len(j.a) {
-			// Append rather than make and copy: it does not zero the
-			// memory first.
-			return append([]byte(nil), j.b[off-len(j.a):end-len(j.a)]...)[:n:n]
-		}
-		data := make([]byte, n)
-		j.copyOut(data, off)
-		return data
-	}
-	if len(l.chunk) < n {
-		l.chunkSize = max(n, min(maxChunk, max(minChunk, 2*l.chunkSize)))
-		l.chunk = make([]byte, l.chunkSize)
-		l.chunkFrom = l.last
-	}
-	data := l.chunk[:n:n]
-	l.chunk = l.chunk[n:]
-	j.copyOut(data, off)
-	return data
-}
-
 // nowLocked returns the time for new frames: the clock, but never earlier
 // than the newest frame's. l.mu must be held.
 func (l *Log) nowLocked() time.Time {
 	t := time.Now()
+	if l.now != nil {
+		t = l.now()
+	}
 	if ns := t.UnixNano(); ns > l.lastTime {
 		l.lastTime = ns
 		return t
@@ -197,21 +184,40 @@ func (l *Log) nowLocked() time.Time {
 	return time.Unix(0, l.lastTime)
 }
 
-// trimLocked drops the oldest frames until the rest fit the budget. Each
-// frame fits it alone, so the newest stays. l.mu must be held.
+// trimLocked drops the oldest frames until the rest fit the retention and
+// the frame cap. Each frame fits them alone, so the newest stays. l.mu must
+// be held.
 func (l *Log) trimLocked() {
-	for l.size > l.budget {
-		f := l.frames.pop()
-		l.size -= len(f.Data) + FrameOverhead
-		l.dropped = f.Cursor
+	for l.size > l.retention || l.frames.len() > l.frameCap {
+		l.popLocked()
+	}
+}
+
+// popLocked drops the oldest frame. l.mu must be held.
+func (l *Log) popLocked() {
+	f := l.frames.pop()
+	l.growLocked(-len(f.Data))
+	l.dropped = f.Cursor
+	if f.Cursor > l.seen && len(f.Data) >= bigFrame {
+		l.keepSpareLocked(f.Data)
+	}
+}
+
+// growLocked adds delta to the bytes of retained frames, and to the budget
+// the log counts against. l.mu must be held.
+func (l *Log) growLocked(delta int) {
+	l.size += delta
+	if l.acct != nil {
+		l.acct.used.Add(int64(delta))
 	}
 }
 
 // dropAllLocked drops every frame appended so far. l.mu must be held.
 func (l *Log) dropAllLocked() {
 	l.frames.clear()
-	l.size = 0
+	l.growLocked(-l.size)
 	l.dropped = l.last
+	l.tail = nil
 }
 
 // Close flushes held-back bytes and marks the log ended: followers get End
@@ -228,38 +234,12 @@ func (l *Log) Close() {
 		held.n = 0
 	}
 	l.closed = true
+	l.ended = closeSeq.Add(1)
+	l.spare = nil
 	l.shrinkChunkLocked()
 	if l.wake != nil {
 		close(l.wake)
 		l.wake = nil
-	}
-}
-
-// shrinkChunkLocked moves the frames in the current chunk to a chunk of
-// their size when most of it is unused, since no more frames will come to
-// fill it. The bytes do not change, only where they live: readers holding
-// the old frames keep the old chunk. l.mu must be held.
-func (l *Log) shrinkChunkLocked() {
-	free := len(l.chunk)
-	l.chunk = nil
-	if free < minChunk || 2*free < l.chunkSize || l.frames.len() == 0 {
-		return
-	}
-	first := l.frames.at(0).Cursor
-	from := int(max(l.chunkFrom, first) - first)
-	in := func(f *Frame) bool { return f.Cursor >= l.chunkFrom && len(f.Data) < bigFrame }
-	used := 0
-	for i := from; i < l.frames.len(); i++ {
-		if f := l.frames.at(i); in(f) {
-			used += len(f.Data)
-		}
-	}
-	buf := make([]byte, 0, used)
-	for i := from; i < l.frames.len(); i++ {
-		if f := l.frames.at(i); in(f) {
-			buf = append(buf, f.Data...)
-			f.Data = buf[len(buf)-len(f.Data) : len(buf) : len(buf)]
-		}
 	}
 }
 
@@ -293,7 +273,12 @@ const pageStep = 4096
 
 // Page returns at most limit frames after cursor after (limit <= 0: all
 // that are retained). Under KeepNone it has no frames.
-func (l *Log) Page(after Cursor, limit int) Page {
+func (l *Log) Page(after Cursor, limit int) Page { return l.PageBytes(after, limit, 0) }
+
+// PageBytes is Page, and also stops before the frame that would take the
+// page's bytes over maxBytes (maxBytes <= 0: no bound); the first frame is
+// always in the page.
+func (l *Log) PageBytes(after Cursor, limit, maxBytes int) Page {
 	l.mu.Lock()
 	p := Page{Next: after, Last: l.last}
 	if l.keep == KeepNone {
@@ -315,12 +300,17 @@ func (l *Log) Page(after Cursor, limit int) Page {
 		l.mu.Unlock()
 		return p
 	}
-	p.Frames = make([]Frame, 0, n)
+	if maxBytes <= 0 {
+		maxBytes = int(^uint(0) >> 1)
+	}
+	bytes := 0
 	for {
-		k := min(n-len(p.Frames), pageStep)
-		p.Frames = p.Frames[:len(p.Frames)+k]
-		l.frames.copyOut(p.Frames[len(p.Frames)-k:], i)
-		if len(p.Frames) == n {
+		want := min(n-len(p.Frames), pageStep)
+		var k int
+		k, bytes = l.fitLocked(i, want, bytes, maxBytes, len(p.Frames) == 0)
+		p.Frames = slices.Grow(p.Frames, k)[:len(p.Frames)+k]
+		l.copyOutLocked(p.Frames[len(p.Frames)-k:], i)
+		if len(p.Frames) == n || k < want {
 			break
 		}
 		l.mu.Unlock()
@@ -336,6 +326,36 @@ func (l *Log) Page(after Cursor, limit int) Page {
 	l.mu.Unlock()
 	p.Next = p.Frames[len(p.Frames)-1].Cursor
 	return p
+}
+
+// fitLocked returns how many of the k frames from the i-th retained one fit
+// in maxBytes, given the bytes already taken, and the bytes then taken; the
+// first frame of a page fits whatever its size. l.mu must be held.
+func (l *Log) fitLocked(i, k, bytes, maxBytes int, first bool) (int, int) {
+	for j := range k {
+		size := len(l.frames.at(i + j).Data)
+		if bytes+size > maxBytes && !(first && j == 0) {
+			return j, bytes
+		}
+		bytes += size
+	}
+	return k, bytes
+}
+
+// copyOutLocked copies the retained frames from the i-th on into dst, and
+// marks them seen: they never change after that. l.mu must be held.
+func (l *Log) copyOutLocked(dst []Frame, i int) {
+	if len(dst) == 0 {
+		return
+	}
+	l.frames.copyOut(dst, i)
+	l.seen = max(l.seen, dst[len(dst)-1].Cursor)
+	for k := range dst {
+		// A large frame's buffer may be longer than its bytes (see
+		// allocLocked); a reader gets only its bytes.
+		d := dst[k].Data
+		dst[k].Data = d[:len(d):len(d)]
+	}
 }
 
 // afterLocked returns the index of the first retained frame after cursor

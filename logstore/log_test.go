@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 type write struct {
@@ -19,6 +20,23 @@ type frameWant struct {
 }
 
 func (f frameWant) String() string { return f.ch.String() + ":" + strconv.Quote(f.data) }
+
+// fixedClock is a clock that does not move, so that writes in a test merge
+// however slowly the machine runs them.
+func fixedClock() func() time.Time {
+	t := time.Now()
+	return func() time.Time { return t }
+}
+
+// writeFrame writes p so that it stays a frame of its own: the new frames
+// are marked seen, as a reader copying them would, so that the next write
+// does not extend them.
+func writeFrame(l *Log, ch Channel, p []byte) {
+	l.Write(ch, p)
+	l.mu.Lock()
+	l.seen = l.last
+	l.mu.Unlock()
+}
 
 func frames(l *Log) []frameWant {
 	var out []frameWant
@@ -88,7 +106,7 @@ func TestUTF8Framing(t *testing.T) {
 			t.Parallel()
 			l := New(Options{})
 			for _, w := range tt.writes {
-				l.Write(w.ch, []byte(w.data))
+				writeFrame(l, w.ch, []byte(w.data))
 			}
 			if got := frames(l); !slices.Equal(got, tt.open) {
 				t.Errorf("before Close: %v, want %v", got, tt.open)
@@ -147,7 +165,7 @@ func TestLargeWriteSplitsOnRuneBoundaries(t *testing.T) {
 func TestRetention(t *testing.T) {
 	t.Parallel()
 	const line = 100 // bytes per write
-	budget := 10 * (line + FrameOverhead)
+	budget := 10 * line
 	tests := []struct {
 		name          string
 		writes        int
@@ -171,7 +189,7 @@ func TestRetention(t *testing.T) {
 			t.Parallel()
 			l := New(Options{Retention: budget})
 			for i := range tt.writes {
-				l.Write(Stdout, bytes.Repeat([]byte{byte('a' + i)}, line))
+				writeFrame(l, Stdout, bytes.Repeat([]byte{byte('a' + i)}, line))
 			}
 			p := l.Page(tt.after, tt.limit)
 			var got []Cursor
@@ -220,7 +238,7 @@ func TestRetentionSmallerThanAWrite(t *testing.T) {
 	charged := 0
 	for _, f := range p.Frames {
 		kept = append(kept, f.Data...)
-		charged += len(f.Data) + FrameOverhead
+		charged += len(f.Data)
 	}
 	if !bytes.HasSuffix(data, kept) || charged > 1000 || len(kept) < 500 {
 		t.Errorf("kept %d bytes (%d charged) of a 1000-byte retention; suffix: %v",
@@ -277,6 +295,7 @@ func TestWriterAndTimes(t *testing.T) {
 		if n, err := w.Write([]byte("x")); n != 1 || err != nil {
 			t.Fatalf("Write: %d, %v", n, err)
 		}
+		writeFrame(l, Stderr, nil) // keep each write a frame of its own
 	}
 	if n, err := w.Write(nil); n != 0 || err != nil {
 		t.Fatalf("empty Write: %d, %v", n, err)
@@ -330,5 +349,101 @@ func TestParse(t *testing.T) {
 		if ch.String() != want {
 			t.Errorf("%d.String() = %q", ch, ch.String())
 		}
+	}
+}
+
+// TestTinyWritesKeepEveryByte pins that retention counts output bytes: 50,000
+// lines written one by one (a loop of echo, about 540 KB) are all kept under a
+// retention of 1 MiB, whatever the frames cost to keep.
+func TestTinyWritesKeepEveryByte(t *testing.T) {
+	t.Parallel()
+	l := New(Options{Retention: 1 << 20})
+	l.now = fixedClock()
+	var want [PTY + 1][]byte
+	for i := range 50_000 {
+		ch := Stdout
+		if i%1000 == 999 {
+			ch = Stderr
+		}
+		line := []byte("line " + strconv.Itoa(i) + "\n")
+		l.Write(ch, line)
+		want[ch] = append(want[ch], line...)
+	}
+	l.Close()
+	p := l.Page(0, 0)
+	var got [PTY + 1][]byte
+	for _, f := range p.Frames {
+		got[f.Channel] = append(got[f.Channel], f.Data...)
+	}
+	if p.TruncatedHead || !bytes.Equal(got[Stdout], want[Stdout]) || !bytes.Equal(got[Stderr], want[Stderr]) {
+		t.Errorf("truncatedHead %v; kept %d of %d stdout bytes, %d of %d stderr bytes in %d frames",
+			p.TruncatedHead, len(got[Stdout]), len(want[Stdout]), len(got[Stderr]), len(want[Stderr]), len(p.Frames))
+	}
+}
+
+// TestSeenFramesNeverChange checks that writes extend only frames no reader
+// has seen: a frame copied by a page or a follower keeps its bytes, and what
+// comes after it gets a later cursor.
+func TestSeenFramesNeverChange(t *testing.T) {
+	t.Parallel()
+	l := New(Options{})
+	l.now = fixedClock()
+	l.Write(Stdout, []byte("one "))
+	l.Write(Stdout, []byte("two "))
+	seen := l.Page(0, 0).Frames
+	if len(seen) != 1 || string(seen[0].Data) != "one two " {
+		t.Fatalf("unread small writes: %d frames, first %q", len(seen), seen[0].Data)
+	}
+	l.Write(Stdout, []byte("three "))
+	l.Write(Stdout, []byte("four"))
+	p := l.Page(0, 0)
+	if len(p.Frames) != 2 || !sameFrame(p.Frames[0], seen[0]) || string(p.Frames[1].Data) != "three four" {
+		t.Fatalf("after a page: %d frames %q, the seen one now %q", len(p.Frames), p.Frames[len(p.Frames)-1].Data, p.Frames[0].Data)
+	}
+	ctx := hangGuard(t, 20*time.Second)
+	var followed []Frame
+	_ = l.Follow(ctx, 1, func(e Event) bool {
+		followed = append(followed, *e.Frame)
+		return false
+	})
+	l.Write(Stdout, []byte(" five"))
+	l.Write(Stderr, []byte("six"))
+	p = l.Page(0, 0)
+	if len(p.Frames) != 4 || !sameFrame(p.Frames[1], followed[0]) || string(p.Frames[2].Data) != " five" {
+		t.Fatalf("after a follower: frames %v", p.Frames)
+	}
+}
+
+// TestFrameCap checks the bound on frames that no merging could save: every
+// tiny write is read at once, so each stays a frame; the log keeps at most one
+// frame per BytesPerFrame bytes of retention, and says it dropped the head.
+func TestFrameCap(t *testing.T) {
+	t.Parallel()
+	const retention = 64 << 10
+	l := New(Options{Retention: retention})
+	for range 2 * retention / BytesPerFrame {
+		writeFrame(l, Stdout, []byte("x\n"))
+	}
+	p := l.Page(0, 0)
+	if !p.TruncatedHead || len(p.Frames) != retention/BytesPerFrame || p.Frames[len(p.Frames)-1].Cursor != p.Last {
+		t.Errorf("truncatedHead %v, %d frames, want %d ending at %d", p.TruncatedHead, len(p.Frames), retention/BytesPerFrame, p.Last)
+	}
+}
+
+// TestMergeKeepsTimes checks that a write arriving mergeWindow or more after
+// the newest frame began makes a frame of its own, with its own time.
+func TestMergeKeepsTimes(t *testing.T) {
+	t.Parallel()
+	l := New(Options{})
+	now := time.Now()
+	l.now = func() time.Time { return now }
+	l.Write(Stdout, []byte("a"))
+	now = now.Add(mergeWindow - time.Millisecond)
+	l.Write(Stdout, []byte("b"))
+	now = now.Add(time.Millisecond)
+	l.Write(Stdout, []byte("c"))
+	p := l.Page(0, 0)
+	if len(p.Frames) != 2 || string(p.Frames[0].Data) != "ab" || !p.Frames[1].Time.Equal(now) {
+		t.Errorf("frames %v", p.Frames)
 	}
 }

@@ -73,3 +73,32 @@ func TestClosedLogsAreCompact(t *testing.T) {
 	}
 	runtime.KeepAlive(kept)
 }
+
+// TestFloodReusesMemory checks that output flooding through a full log that
+// no reader looks at reuses the buffers of the frames it drops, even when the
+// writes vary in size, rather than leaving them all to the garbage collector
+// (which lets the heap grow to twice what is live). It measures the whole
+// heap, so it does not run in parallel.
+func TestFloodReusesMemory(t *testing.T) {
+	l := New(Options{})
+	sizes := []int{64 << 10, 60 << 10, 64 << 10, 63 << 10, 5 << 10, 64 << 10, 62 << 10}
+	data := make([]byte, 64<<10)
+	write := func(total int) {
+		for i, n := 0, 0; n < total; i++ {
+			size := sizes[i%len(sizes)]
+			l.Write(Stdout, data[:size])
+			n += size
+		}
+	}
+	write(2 * DefaultRetention)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const flood = 64 << 20
+	write(flood)
+	runtime.ReadMemStats(&after)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%d KiB allocated while %d MiB went through", allocated>>10, flood>>20)
+	if allocated > flood/8 {
+		t.Errorf("%d bytes allocated while %d went through a full log", allocated, flood)
+	}
+}

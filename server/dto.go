@@ -1,9 +1,7 @@
 package server
 
 import (
-	"bytes"
 	"encoding/base64"
-	"strings"
 
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/logstore"
@@ -79,31 +77,4 @@ func frameDTO(f *logstore.Frame, forceBase64 bool) client.LogFrame {
 		lf.Data, lf.Encoding = base64.StdEncoding.EncodeToString(f.Data), client.EncodingBase64
 	}
 	return lf
-}
-
-// runResult collects the retained output of the ended process p.
-func runResult(p process.Process) client.RunResult {
-	page := p.Log().Page(0, 0)
-	var out, stdout, stderr bytes.Buffer
-	logs := make([]client.LogFrame, 0, len(page.Frames))
-	for i := range page.Frames {
-		f := &page.Frames[i]
-		logs = append(logs, frameDTO(f, false))
-		out.Write(f.Data)
-		switch f.Channel {
-		case logstore.Stdout, logstore.PTY:
-			stdout.Write(f.Data)
-		case logstore.Stderr:
-			stderr.Write(f.Data)
-		}
-	}
-	return client.RunResult{
-		WaitResult: waitResult(*p.Info().Result),
-		ProcessID:  p.ID(),
-		Output:     strings.ToValidUTF8(out.String(), "\uFFFD"),
-		Stdout:     strings.ToValidUTF8(stdout.String(), "\uFFFD"),
-		Stderr:     strings.ToValidUTF8(stderr.String(), "\uFFFD"),
-		Logs:       logs,
-		Truncated:  page.TruncatedHead,
-	}
 }

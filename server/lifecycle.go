@@ -69,6 +69,7 @@ func (s *Server) track(p process.Process, k slot) error {
 		}
 		s.releases[p.ID()] = release
 		s.watchers.Add(1)
+		s.budget.Add(p.Log())
 	}
 	s.mu.Unlock()
 	if closing {
@@ -153,6 +154,15 @@ func (s *Server) stopAll(ctx context.Context) {
 	s.log.Info("stopped every process")
 }
 
+// removeRecord removes the record of the process with id from the registry,
+// and its logs from the log budget.
+func (s *Server) removeRecord(id string) {
+	if p, err := s.reg.Get(id); err == nil {
+		s.reg.Remove(id)
+		s.budget.Remove(p.Log())
+	}
+}
+
 // forget removes the record of the process with id; a session's record goes
 // with its commands' records.
 func (s *Server) forget(id string) {
@@ -164,14 +174,14 @@ func (s *Server) forget(id string) {
 		s.forgetCommands(id)
 		e.releasePorts()
 	}
-	s.reg.Remove(id)
+	s.removeRecord(id)
 }
 
 // forgetCommands removes the records of the session's commands.
 func (s *Server) forgetCommands(sessionID string) {
 	for _, p := range s.reg.All() {
 		if i := p.Info(); i.SessionID == sessionID && !i.System {
-			s.reg.Remove(p.ID())
+			s.removeRecord(p.ID())
 			if i.State == process.Terminal {
 				s.settle(p.ID())
 			}

@@ -26,6 +26,9 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &opts); err != nil {
 		return err
 	}
+	if err := s.checkCommandSize(opts.Cmd); err != nil {
+		return err
+	}
 	p, err := s.start(r.Context(), opts)
 	if err != nil {
 		return err
@@ -38,23 +41,31 @@ func (s *Server) runProcess(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &opts); err != nil {
 		return err
 	}
+	limit, err := s.outputLimit(opts.OutputLimit)
+	if err != nil {
+		return err
+	}
+	if err := s.checkCommandSize(opts.Cmd); err != nil {
+		return err
+	}
 	p, err := s.start(r.Context(), opts.StartOptions)
 	if err != nil {
 		return err
 	}
-	return s.answerRun(w, r, p, opts.Timeout.Duration())
+	return s.answerRun(w, r, p, opts.Timeout.Duration(), limit)
 }
 
 // answerRun waits for p at most timeout (zero: until it ends) and answers
-// 200 with its RunResult, or 202 with the process when the wait ran out.
-func (s *Server) answerRun(w http.ResponseWriter, r *http.Request, p process.Process, timeout time.Duration) error {
+// 200 with its RunResult, its output cut to limit bytes, or 202 with the
+// process when the wait ran out.
+func (s *Server) answerRun(w http.ResponseWriter, r *http.Request, p process.Process, timeout time.Duration, limit int) error {
 	if !s.waitDone(r.Context(), p, timeout) {
 		if err := r.Context().Err(); err != nil {
 			return err
 		}
 		return writeJSON(w, http.StatusAccepted, processDTO(p))
 	}
-	return writeJSON(w, http.StatusOK, runResult(p))
+	return writeRunResult(w, p, limit)
 }
 
 // waitDone waits until p is done, timeout runs out (zero: no timeout) or ctx
@@ -145,7 +156,7 @@ func (s *Server) deleteProcess(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
-	s.reg.Remove(id)
+	s.removeRecord(id)
 	s.settle(id)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
@@ -211,16 +222,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	page := p.Log().Page(after, limit)
-	items := make([]client.LogFrame, 0, len(page.Frames))
-	for i := range page.Frames {
-		items = append(items, frameDTO(&page.Frames[i], b64))
-	}
-	lp := client.LogsPage{Items: items, Next: page.Next.String(), TruncatedHead: page.TruncatedHead}
-	if page.FirstAvailable > 0 {
-		lp.FirstAvailableCursor = page.FirstAvailable.String()
-	}
-	return writeJSON(w, http.StatusOK, lp)
+	return writeLogsPage(w, p.Log().PageBytes(after, limit, logsPageBytes), b64)
 }
 
 func (s *Server) writeStdin(w http.ResponseWriter, r *http.Request) error {

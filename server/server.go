@@ -23,6 +23,7 @@ const (
 	DefaultExitTTL      = 10 * time.Minute
 	DefaultMaxSessions  = 1024
 	DefaultMaxProcesses = 4096
+	DefaultLogBudget    = 512 << 20
 )
 
 // heartbeat is how often an idle stream gets a comment, so that proxies keep
@@ -48,6 +49,13 @@ type Options struct {
 	// LogRetention bounds each process's retained output in bytes; zero
 	// means logstore.DefaultRetention.
 	LogRetention int
+	// LogBudget bounds the output retained by all processes together, in
+	// bytes; zero means DefaultLogBudget. Over it, the logs of the processes
+	// that ended first are dropped first (see logstore.Budget).
+	LogBudget int64
+	// MaxCommandBytes bounds the text of a command (cmd) in bytes; zero
+	// means DefaultMaxCommandBytes.
+	MaxCommandBytes int
 	// ExitTTL is how long a process with keepLogs on_exit_ttl is kept after
 	// it ends; zero means DefaultExitTTL.
 	ExitTTL time.Duration
@@ -75,6 +83,7 @@ type Server struct {
 	opts     Options
 	log      *slog.Logger
 	reg      *process.Registry
+	budget   *logstore.Budget // what every tracked process's log counts against
 	hs       *http.Server
 	handler  http.Handler
 	ctx      context.Context    // the base of every request's context
@@ -109,6 +118,12 @@ func New(opts Options) (*Server, error) {
 	if opts.LogRetention <= 0 {
 		opts.LogRetention = logstore.DefaultRetention
 	}
+	if opts.LogBudget <= 0 {
+		opts.LogBudget = DefaultLogBudget
+	}
+	if opts.MaxCommandBytes <= 0 {
+		opts.MaxCommandBytes = DefaultMaxCommandBytes
+	}
 	if opts.ExitTTL <= 0 {
 		opts.ExitTTL = DefaultExitTTL
 	}
@@ -128,6 +143,7 @@ func New(opts Options) (*Server, error) {
 		opts:     opts,
 		log:      opts.Logger,
 		reg:      process.NewRegistry(),
+		budget:   logstore.NewBudget(opts.LogBudget),
 		stopped:  make(chan struct{}),
 		hosts:    make(map[string]struct{}),
 		sessions: make(map[string]*sessionEntry),

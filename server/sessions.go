@@ -139,7 +139,7 @@ func (s *Server) removeSession(id string) error {
 	}
 	err := e.shell.Close()
 	s.forgetCommands(id)
-	s.reg.Remove(id)
+	s.removeRecord(id)
 	e.releasePorts()
 	if err == nil {
 		s.settle(id)
@@ -175,15 +175,22 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &opts); err != nil {
 		return err
 	}
+	limit, err := s.outputLimit(opts.OutputLimit)
+	if err != nil {
+		return err
+	}
 	p, err := s.submit(e, opts.CommandOptions)
 	if err != nil {
 		return err
 	}
-	return s.answerRun(w, r, p, opts.Timeout.Duration())
+	return s.answerRun(w, r, p, opts.Timeout.Duration(), limit)
 }
 
 // submit queues a command in the session and tracks it.
 func (s *Server) submit(e *sessionEntry, opts client.CommandOptions) (process.Process, error) {
+	if err := s.checkCommandSize(opts.Cmd); err != nil {
+		return nil, err
+	}
 	if err := checkCommand(opts); err != nil {
 		return nil, err
 	}

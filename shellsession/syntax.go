@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -20,13 +21,34 @@ type checkResult struct {
 	err   string // the parser's message; non-empty when the text must not run
 }
 
+// The in-process parser builds a syntax tree of about 50 bytes per byte of
+// text, and spends a few kilobytes of stack per level of nesting, with time
+// that grows with the square of the depth (a 128 KiB run of "(" took 500 MB
+// and 16 s; a 4 MiB one overflowed the stack and ended the process). Text
+// longer than parserMax, or nesting deeper than parserDepth, is therefore
+// checked by the shell's own -n in a child process reading it from a file:
+// the engine then holds the text only, whatever its shape.
+const (
+	parserMax   = 64 << 10
+	parserDepth = 256
+)
+
 // check parses text in the dialect of sh. mvdan.cc/sh/v3/syntax has bash,
 // POSIX, mksh and (partial) zsh dialects; for ksh93 and zsh, text that the
 // parser refuses is asked of the shell's own -n check, so that no valid
-// command is refused for the parser's want of a dialect.
+// command is refused for the parser's want of a dialect. Large or deeply
+// nested text goes to the shell's -n check alone (see parserMax).
 func check(ctx context.Context, sh shells.Shell, p *syntax.Parser, text string) checkResult {
 	if strings.IndexByte(text, 0) >= 0 {
 		return checkResult{err: sh.Name + ": command text contains a NUL byte"}
+	}
+	if len(text) > parserMax || nesting(text) > parserDepth {
+		if msg, ok := shellCheck(ctx, sh, text); ok {
+			return checkResult{}
+		} else if msg != "" {
+			return checkResult{err: msg}
+		}
+		return checkResult{err: fmt.Sprintf("%s: the syntax check of this %d-byte command could not run", sh.Name, len(text))}
 	}
 	_, exact := dialect(sh.Family)
 	// The parser refuses bytes that are not UTF-8; the shells take them as
@@ -43,6 +65,24 @@ func check(ctx context.Context, sh shells.Shell, p *syntax.Parser, text string) 
 		}
 	}
 	return checkResult{err: parseMessage(sh, err)}
+}
+
+// nesting is an upper bound of how deep the parser recurses for text: the
+// most brackets ("(", "{", "[") open at once, quoting ignored, a closing one
+// never taking the count below zero. Quoted brackets can only make it larger,
+// which sends the text to the shell's check, never refuses it.
+func nesting(text string) int {
+	depth, deepest := 0, 0
+	for i := 0; i < len(text); i++ {
+		switch text[i] {
+		case '(', '{', '[':
+			depth++
+			deepest = max(deepest, depth)
+		case ')', '}', ']':
+			depth = max(0, depth-1)
+		}
+	}
+	return deepest
 }
 
 // newParser returns a parser in the dialect of sh; a session keeps one and
@@ -76,11 +116,25 @@ func parseMessage(sh shells.Shell, err error) string {
 }
 
 // shellCheck runs the shell's own -n check on text: ok when it parses; else
-// the shell's message, or "" when the check itself could not run.
+// the shell's message, or "" when the check itself could not run. Text up to
+// parserMax goes as the argument of -c; longer text, which an argument could
+// not hold (Linux takes at most 128 KiB), in a file: bash reads a script
+// from a pipe one byte per read.
 func shellCheck(ctx context.Context, sh shells.Shell, text string) (msg string, ok bool) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	args := append(append([]string{}, sh.Prefix...), "-n", "-c", text)
+	args := append(append([]string{}, sh.Prefix...), "-n")
+	path := ""
+	if len(text) <= parserMax {
+		args = append(args, "-c", text)
+	} else {
+		var err error
+		if path, err = writeTemp(text); err != nil {
+			return "", false
+		}
+		defer os.Remove(path)
+		args = append(args, path)
+	}
 	cmd := exec.CommandContext(ctx, sh.Path, args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -94,7 +148,30 @@ func shellCheck(ctx context.Context, sh shells.Shell, text string) (msg string, 
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) && stderr.Len() > 0 {
-		return strings.TrimRight(stderr.String(), "\n"), false
+		msg = strings.TrimRight(stderr.String(), "\n")
+		if path != "" {
+			// The shell names the file where it would name itself.
+			msg = strings.ReplaceAll(msg, path, sh.Name)
+		}
+		return msg, false
 	}
 	return "", false
+}
+
+// writeTemp writes text to a new file, readable by its owner only, and
+// returns its path.
+func writeTemp(text string) (string, error) {
+	f, err := os.CreateTemp("", "conch-check-*.sh")
+	if err != nil {
+		return "", err
+	}
+	_, err = f.WriteString(text)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
 }

@@ -51,7 +51,8 @@ func cmdLogs(ctx context.Context, e *env, args []string) int {
 				return fail(e, exitFailure, err)
 			}
 		}
-		if len(page.Items) < opts.Limit {
+		// A page is bounded in bytes too: only an empty one is the end.
+		if len(page.Items) == 0 {
 			return 0
 		}
 		opts.Cursor = page.Next

@@ -31,11 +31,15 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	tokenFile := fs.String("token-file", "", "read the bearer token from `path` (default: $CONCH_TOKEN, else a new token written to the state directory)")
 	retention := byteSize(logstore.DefaultRetention)
 	fs.Var(&retention, "log-retention", "output `bytes` kept per process (suffixes K, M, G)")
+	budget := byteSize(server.DefaultLogBudget)
+	fs.Var(&budget, "log-budget", "output `bytes` kept by all processes together; over it the logs of the processes that ended first are dropped first")
 	exitTTL := fs.Duration("exit-ttl", server.DefaultExitTTL, "how long a process with keepLogs on_exit_ttl is kept after it ends")
 	maxSessions := fs.Int("max-sessions", server.DefaultMaxSessions, "sessions alive at once")
 	maxProcesses := fs.Int("max-processes", server.DefaultMaxProcesses, "processes running or queued at once")
 	bodyLimit := byteSize(server.DefaultBodyLimit)
 	fs.Var(&bodyLimit, "body-limit", "largest request body in `bytes`")
+	maxCommand := byteSize(server.DefaultMaxCommandBytes)
+	fs.Var(&maxCommand, "max-command-bytes", "largest command text (cmd) in `bytes`; a larger one is refused with 413")
 	var allowHosts stringList
 	fs.Var(&allowHosts, "allow-host", "also accept this `name` in the Host header (repeatable)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
@@ -75,15 +79,17 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	defer d.stop()
 
 	srv, err := server.New(server.Options{
-		Token:        token,
-		BodyLimit:    int64(bodyLimit),
-		LogRetention: int(retention),
-		ExitTTL:      *exitTTL,
-		MaxSessions:  *maxSessions,
-		MaxProcesses: *maxProcesses,
-		AllowedHosts: allowHosts,
-		Logger:       logger,
-		StreamDir:    d.rec.StreamDir,
+		Token:           token,
+		BodyLimit:       int64(bodyLimit),
+		MaxCommandBytes: int(maxCommand),
+		LogRetention:    int(retention),
+		LogBudget:       int64(budget),
+		ExitTTL:         *exitTTL,
+		MaxSessions:     *maxSessions,
+		MaxProcesses:    *maxProcesses,
+		AllowedHosts:    allowHosts,
+		Logger:          logger,
+		StreamDir:       d.rec.StreamDir,
 	})
 	if err != nil {
 		return fail(e, exitFailure, err)

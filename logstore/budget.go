@@ -1,0 +1,159 @@
+package logstore
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// closeSeq orders the Close of every log, for a Budget to drop the logs
+// that ended first.
+var closeSeq atomic.Uint64
+
+// Budget bounds the bytes retained by many logs together (all the logs of a
+// daemon), beyond each one's own retention. When the logs added to it hold
+// more than its limit, it drops, until they hold at most seven eighths of it
+// (so that it does not run at every write):
+//
+//   - first every frame of closed logs, the one closed first first;
+//   - then, if the open logs alone are over it, the oldest frames of the open
+//     logs holding the most, down to a level that all of them keep (as water
+//     finds its level), each keeping its newest frame.
+//
+// A log that lost frames so says, as it does for its retention: pages have
+// TruncatedHead, and followers get a Warning that names the budget.
+type Budget struct {
+	limit int64
+	used  atomic.Int64 // bytes of the frames of the logs added
+
+	mu   sync.Mutex // guards logs; held while frames are dropped
+	logs map[*Log]struct{}
+}
+
+// NewBudget returns a Budget of limit bytes.
+func NewBudget(limit int64) *Budget {
+	return &Budget{limit: max(limit, 1), logs: make(map[*Log]struct{})}
+}
+
+// Limit returns the bytes the budget allows.
+func (b *Budget) Limit() int64 { return b.limit }
+
+// Used returns the bytes that the logs added retain now.
+func (b *Budget) Used() int64 { return b.used.Load() }
+
+// Add makes l count against b, with what it holds already. A log counts
+// against one budget at most; adding it again changes nothing.
+func (b *Budget) Add(l *Log) {
+	b.mu.Lock()
+	l.mu.Lock()
+	if l.acct == nil {
+		l.acct = b
+		b.logs[l] = struct{}{}
+		b.used.Add(int64(l.size))
+	}
+	l.mu.Unlock()
+	b.mu.Unlock()
+	b.enforce()
+}
+
+// Remove stops l counting against b; its frames stay with it.
+func (b *Budget) Remove(l *Log) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.acct == b {
+		l.acct = nil
+		delete(b.logs, l)
+		b.used.Add(-int64(l.size))
+	}
+}
+
+// enforce drops frames while b is over its limit. A caller that finds
+// another one at it leaves it to that one, which looks again before it
+// stops.
+func (b *Budget) enforce() {
+	for b.used.Load() > b.limit && b.mu.TryLock() {
+		b.shedLocked(b.limit - b.limit/8)
+		b.mu.Unlock()
+	}
+}
+
+// shedLocked drops frames until b uses at most low bytes, or only the
+// newest frame of each open log is left. b.mu must be held.
+func (b *Budget) shedLocked(low int64) {
+	entries := make([]budgetEntry, 0, len(b.logs))
+	for l := range b.logs {
+		l.mu.Lock()
+		if l.size > 0 {
+			entries = append(entries, budgetEntry{l, l.closed, l.ended, l.size})
+		}
+		l.mu.Unlock()
+	}
+	// Closed logs first, the first closed first; then open logs, the
+	// largest first.
+	slices.SortFunc(entries, func(x, y budgetEntry) int {
+		switch {
+		case x.closed != y.closed:
+			if x.closed {
+				return -1
+			}
+			return 1
+		case x.closed:
+			return cmp.Compare(x.ended, y.ended)
+		}
+		return cmp.Compare(y.size, x.size)
+	})
+	for i, e := range entries {
+		if b.used.Load() <= low {
+			return
+		}
+		if !e.closed {
+			shedOpen(entries[i:], int(b.used.Load()-low))
+			return
+		}
+		e.l.mu.Lock()
+		e.l.evicted = true
+		e.l.dropAllLocked()
+		e.l.mu.Unlock()
+	}
+}
+
+// budgetEntry is a log as a Budget saw it when it began to drop frames.
+type budgetEntry struct {
+	l      *Log
+	closed bool
+	ended  uint64
+	size   int
+}
+
+// shedOpen drops about excess bytes from the open logs of entries, sorted
+// largest first: the level is the size that, kept by every log over it,
+// frees excess; each log over it loses its oldest frames down to it, keeping
+// its newest.
+func shedOpen(entries []budgetEntry, excess int) {
+	level, sum := 0, 0
+	for k, e := range entries {
+		sum += e.size
+		next := 0
+		if k+1 < len(entries) {
+			next = entries[k+1].size
+		}
+		if l := (sum - excess) / (k + 1); l >= next {
+			level = max(l, 0)
+			break
+		}
+	}
+	for _, e := range entries {
+		if e.size <= level {
+			return
+		}
+		e.l.mu.Lock()
+		e.l.evicted = true
+		for e.l.size > level && e.l.frames.len() > 1 {
+			e.l.popLocked()
+		}
+		e.l.mu.Unlock()
+	}
+}

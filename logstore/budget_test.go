@@ -1,0 +1,131 @@
+package logstore
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// writeKiB writes n KiB to l, one frame per KiB.
+func writeKiB(l *Log, n int) {
+	for range n {
+		writeFrame(l, Stdout, bytes.Repeat([]byte("x"), 1<<10))
+	}
+}
+
+func retained(l *Log) int {
+	n := 0
+	for _, f := range l.Page(0, 0).Frames {
+		n += len(f.Data)
+	}
+	return n
+}
+
+// TestBudgetDropsOldestEnded checks that over its limit a budget drops the
+// whole logs of the processes that ended first, and that their pages and
+// followers say so.
+func TestBudgetDropsOldestEnded(t *testing.T) {
+	t.Parallel()
+	b := NewBudget(100 << 10)
+	logs := make([]*Log, 5)
+	for i := range logs {
+		logs[i] = New(Options{})
+		b.Add(logs[i])
+		writeKiB(logs[i], 40)
+		logs[i].Close()
+	}
+	for i, l := range logs {
+		p := l.Page(0, 0)
+		if dropped := i < 3; dropped != (len(p.Frames) == 0) || dropped != p.TruncatedHead {
+			t.Errorf("log %d (closed %d of 5): %d frames, truncatedHead %v", i, i+1, len(p.Frames), p.TruncatedHead)
+		}
+	}
+	if used, want := b.Used(), int64(retained(logs[3])+retained(logs[4])); used != want || used != 80<<10 {
+		t.Errorf("budget uses %d bytes, logs retain %d", used, want)
+	}
+	var warning string
+	_ = logs[0].Follow(hangGuard(t, 20*time.Second), 0, func(e Event) bool {
+		if e.Warning != nil {
+			warning = e.Warning.Message
+		}
+		return e.Warning == nil
+	})
+	if !strings.Contains(warning, "log budget") {
+		t.Errorf("a follower of a dropped log is warned %q", warning)
+	}
+}
+
+// TestBudgetLevelsOpenLogs checks that when open logs alone are over the
+// budget, the largest lose their oldest frames down to a common level, and
+// smaller ones keep everything.
+func TestBudgetLevelsOpenLogs(t *testing.T) {
+	t.Parallel()
+	b := NewBudget(100 << 10)
+	big, mid, small := New(Options{}), New(Options{}), New(Options{})
+	for _, l := range []*Log{big, mid, small} {
+		b.Add(l)
+	}
+	writeKiB(big, 60)
+	writeKiB(mid, 30)
+	writeKiB(small, 20)
+	if got := retained(mid) + retained(small); got != 50<<10 {
+		t.Errorf("the smaller logs retain %d bytes, want all 50 KiB", got)
+	}
+	if p := big.Page(0, 0); !p.TruncatedHead || retained(big) > 50<<10 || retained(big) < 30<<10 {
+		t.Errorf("the largest log retains %d bytes, truncatedHead %v", retained(big), p.TruncatedHead)
+	}
+	if used := b.Used(); used > b.Limit() || used != int64(retained(big)+retained(mid)+retained(small)) {
+		t.Errorf("budget uses %d bytes of %d", used, b.Limit())
+	}
+	b.Remove(big)
+	if used := b.Used(); used != 50<<10 {
+		t.Errorf("after Remove the budget uses %d bytes", used)
+	}
+	writeKiB(big, 80)
+	if used := b.Used(); used != 50<<10 {
+		t.Errorf("a removed log still counts: %d bytes", used)
+	}
+}
+
+// TestBudgetConcurrentWriters checks the budget's count and limit while
+// many logs are written, closed and followed at once.
+func TestBudgetConcurrentWriters(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(hangGuard(t, 60*time.Second))
+	defer cancel()
+	b := NewBudget(256 << 10)
+	logs := make([]*Log, 8)
+	var wg, followers sync.WaitGroup
+	for i := range logs {
+		l := New(Options{Retention: 128 << 10})
+		logs[i] = l
+		b.Add(l)
+		wg.Go(func() {
+			data := bytes.Repeat([]byte("y"), 100+i*300)
+			for range 2000 {
+				l.Write(Channel(1+i%2), data)
+			}
+			if i%2 == 0 {
+				l.Close()
+			}
+		})
+		followers.Go(func() {
+			_ = l.Follow(ctx, 0, func(Event) bool { return true })
+		})
+	}
+	wg.Wait()
+	sum := 0
+	for _, l := range logs {
+		l.mu.Lock()
+		sum += l.size
+		l.mu.Unlock()
+	}
+	if used := b.Used(); used != int64(sum) || used > b.Limit() {
+		t.Errorf("budget counts %d bytes, logs hold %d, limit %d", used, sum, b.Limit())
+	}
+	cancel()
+	followers.Wait()
+}

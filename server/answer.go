@@ -1,0 +1,252 @@
+package server
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/process"
+)
+
+// Answers that carry output (a run's RunResult, a logs page) are written
+// frame by frame as they are encoded, never built whole: their size follows
+// the output's (a NUL is six bytes of JSON), and only a bounded buffer of it
+// is in memory at once.
+
+// DefaultOutputLimit is the output a run answer holds when the request does
+// not say: its head and tail, about half each.
+const DefaultOutputLimit = 1 << 20
+
+// logsPageBytes bounds the frame bytes of one logs page; a page holds at
+// least one frame, and its next cursor continues after the last one.
+const logsPageBytes = 1 << 20
+
+// answerBuffer is the size of the buffer between the encoder and the
+// connection.
+const answerBuffer = 32 << 10
+
+// outputLimit checks a run's outputLimit: zero means DefaultOutputLimit, and
+// more than the retention means the retention, since no answer can hold
+// more.
+func (s *Server) outputLimit(n int64) (int, error) {
+	if n < 0 {
+		return 0, badRequest("outputLimit %d: want a positive number of bytes", n)
+	}
+	limit := int64(DefaultOutputLimit)
+	if n > 0 {
+		limit = n
+	}
+	return int(min(limit, int64(s.opts.LogRetention))), nil
+}
+
+// writeRunResult answers 200 with the RunResult of the ended process p: its
+// output after cursor zero, cut to limit bytes.
+func writeRunResult(w http.ResponseWriter, p process.Process, limit int) error {
+	e := p.Log().Excerpt(0, limit)
+	enc := newEncoder(w, http.StatusOK)
+	wr := waitResult(*p.Info().Result)
+	enc.raw("{")
+	enc.field("reason", wr.Reason)
+	if wr.ExitCode != nil {
+		enc.field("exitCode", *wr.ExitCode)
+	}
+	if wr.Signal != "" {
+		enc.field("signal", wr.Signal)
+	}
+	if wr.Error != "" {
+		enc.field("error", wr.Error)
+	}
+	enc.field("processId", p.ID())
+	parts := [][]logstore.Frame{e.Head, e.Tail}
+	enc.text("output", parts, func(logstore.Channel) bool { return true })
+	enc.text("stdout", parts, func(c logstore.Channel) bool { return c != logstore.Stderr })
+	enc.text("stderr", parts, func(c logstore.Channel) bool { return c == logstore.Stderr })
+	enc.key("logs")
+	enc.raw("[")
+	first := true
+	for _, part := range parts {
+		for i := range part {
+			if !first {
+				enc.raw(",")
+			}
+			first = false
+			enc.frame(&part[i], false)
+		}
+	}
+	enc.raw("]")
+	enc.field("truncated", e.TruncatedHead)
+	enc.field("next", e.Next.String())
+	if e.Omitted > 0 {
+		enc.field("omittedBytes", e.Omitted)
+		enc.field("omittedAfter", e.OmittedAfter.String())
+	}
+	enc.raw("}\n")
+	return enc.flush()
+}
+
+// writeLogsPage answers 200 with page as the API's logs page.
+func writeLogsPage(w http.ResponseWriter, page logstore.Page, forceBase64 bool) error {
+	enc := newEncoder(w, http.StatusOK)
+	enc.raw("{")
+	enc.key("items")
+	enc.raw("[")
+	for i := range page.Frames {
+		if i > 0 {
+			enc.raw(",")
+		}
+		enc.frame(&page.Frames[i], forceBase64)
+	}
+	enc.raw("]")
+	enc.field("next", page.Next.String())
+	enc.field("truncatedHead", page.TruncatedHead)
+	if page.FirstAvailable > 0 {
+		enc.field("firstAvailableCursor", page.FirstAvailable.String())
+	}
+	enc.raw("}\n")
+	return enc.flush()
+}
+
+// encoder writes one JSON object to a response through a bounded buffer.
+// It keeps the first write error and writes nothing after it.
+type encoder struct {
+	w     *bufio.Writer
+	comma bool // a member was written: the next one needs a comma
+	err   error
+}
+
+func newEncoder(w http.ResponseWriter, status int) *encoder {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	return &encoder{w: bufio.NewWriterSize(w, answerBuffer)}
+}
+
+func (e *encoder) raw(s string) {
+	if e.err == nil {
+		_, e.err = e.w.WriteString(s)
+	}
+}
+
+// key starts a member of the object being written.
+func (e *encoder) key(name string) {
+	if e.comma {
+		e.raw(",")
+	}
+	e.comma = true
+	e.raw(`"` + name + `":`)
+}
+
+// field writes a member with a small value.
+func (e *encoder) field(name string, v any) {
+	e.key(name)
+	b, err := json.Marshal(v)
+	if err != nil && e.err == nil {
+		e.err = err
+	}
+	if e.err == nil {
+		_, e.err = e.w.Write(b)
+	}
+}
+
+// text writes a member holding the bytes of the frames on the channels
+// keep accepts, as one string, invalid UTF-8 replaced.
+func (e *encoder) text(name string, parts [][]logstore.Frame, keep func(logstore.Channel) bool) {
+	e.key(name)
+	e.raw(`"`)
+	for _, part := range parts {
+		for i := range part {
+			if keep(part[i].Channel) {
+				e.escape(part[i].Data)
+			}
+		}
+	}
+	e.raw(`"`)
+}
+
+// frame writes f as the API's LogFrame: text when its bytes are UTF-8 and
+// base64 was not asked for.
+func (e *encoder) frame(f *logstore.Frame, forceBase64 bool) {
+	e.raw(`{"cursor":"` + f.Cursor.String() + `","channel":"` + f.Channel.String() + `","data":"`)
+	encoding := client.EncodingText
+	if !forceBase64 && f.IsText() {
+		e.escape(f.Data)
+	} else {
+		encoding = client.EncodingBase64
+		b64 := base64.NewEncoder(base64.StdEncoding, e.w)
+		if e.err == nil {
+			_, e.err = b64.Write(f.Data)
+		}
+		if err := b64.Close(); e.err == nil {
+			e.err = err
+		}
+	}
+	e.raw(`","encoding":"` + encoding + `","timestamp":` + strconv.FormatInt(f.Time.UnixMilli(), 10) + "}")
+}
+
+// escape writes b as the inside of a JSON string. A run of bytes that are
+// not UTF-8 becomes one U+FFFD, as strings.ToValidUTF8 would make it.
+func (e *encoder) escape(b []byte) {
+	const hex = "0123456789abcdef"
+	start, invalid := 0, false
+	for i := 0; i < len(b) && e.err == nil; {
+		c := b[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			invalid = false
+			continue
+		}
+		e.w.Write(b[start:i])
+		if c < utf8.RuneSelf {
+			switch c {
+			case '"', '\\':
+				e.w.WriteByte('\\')
+				e.w.WriteByte(c)
+			case '\n':
+				e.w.WriteString(`\n`)
+			case '\r':
+				e.w.WriteString(`\r`)
+			case '\t':
+				e.w.WriteString(`\t`)
+			default:
+				e.w.WriteString(`\u00`)
+				e.w.WriteByte(hex[c>>4])
+				e.w.WriteByte(hex[c&0xf])
+			}
+			i++
+			start, invalid = i, false
+			continue
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			if !invalid {
+				e.w.WriteString(`\ufffd`)
+			}
+			invalid = true
+		case r == '\u2028' || r == '\u2029':
+			// Valid JSON, but not valid JavaScript source.
+			e.w.WriteString(`\u202` + string(hex[r&0xf]))
+			invalid = false
+		default:
+			e.w.Write(b[i : i+size])
+			invalid = false
+		}
+		i += size
+		start = i
+	}
+	if e.err == nil {
+		_, e.err = e.w.Write(b[start:])
+	}
+}
+
+// flush writes what is buffered and returns the first error.
+func (e *encoder) flush() error {
+	if e.err == nil {
+		e.err = e.w.Flush()
+	}
+	return e.err
+}

@@ -1,0 +1,22 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/conchsh/conch/client"
+)
+
+// DefaultMaxCommandBytes bounds the text of a command (a session command's
+// cmd, or an exec process's cmd) when Options leave it zero.
+const DefaultMaxCommandBytes = 1 << 20
+
+// checkCommandSize refuses a command text over the limit with 413: the
+// session's syntax check and the shell hold it whole, so its size is what
+// one request may make them hold.
+func (s *Server) checkCommandSize(cmd string) error {
+	if len(cmd) > s.opts.MaxCommandBytes {
+		return errorf(http.StatusRequestEntityTooLarge, client.CodePayloadTooLarge,
+			"command text is %d bytes, over the limit of %d (--max-command-bytes)", len(cmd), s.opts.MaxCommandBytes)
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+package shellsession
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/conchsh/conch/internal/shells"
+)
+
+// TestCheckLargeText checks that text too large or too deeply nested for the
+// in-process parser is judged by the shell's own -n check: valid text runs,
+// invalid text gets the shell's message.
+func TestCheckLargeText(t *testing.T) {
+	t.Parallel()
+	words := "echo " + strings.Repeat("a ", parserMax)
+	deep := strings.Repeat("(", 2*parserDepth) + "true" + strings.Repeat(")", 2*parserDepth)
+	tests := []struct {
+		shell, text, err string
+	}{
+		{"bash", words, ""},
+		{"bash", words + "'", "bash: line 1: unexpected EOF"},
+		{"bash", deep, ""},
+		{"bash", deep + ")", "syntax error"},
+		{"dash", words + `"`, "Unterminated quoted string"},
+		{"mksh", deep, ""},
+	}
+	for _, tt := range tests {
+		sh, err := shells.Resolve(tt.shell)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := check(t.Context(), sh, newParser(sh), tt.text)
+		if tt.err == "" && r.err != "" || !strings.Contains(r.err, tt.err) || r.empty || strings.Contains(r.err, "conch-check") {
+			t.Errorf("%s, %d bytes: %+v, want an error with %q", tt.shell, len(tt.text), r, tt.err)
+		}
+	}
+}
+
+// TestCheckMemory pins what a check costs the engine: about the text, for
+// text whose syntax tree or nesting would cost the in-process parser 50 to
+// 5000 times as much (the parser's stack counts: it shows in the peak RSS).
+// It measures the whole process, so it does not run in parallel.
+func TestCheckMemory(t *testing.T) {
+	sh, err := shells.Resolve("bash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newParser(sh)
+	for _, text := range []string{
+		"echo " + strings.Repeat("a ", 256<<10),
+		strings.Repeat("(", 32<<10) + "true" + strings.Repeat(")", 32<<10),
+		strings.Repeat("a=1; ", 64<<10),
+	} {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		rss := statusKiB(t, "VmRSS")
+		if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+			t.Skipf("cannot reset the peak RSS: %v", err)
+		}
+		r := check(t.Context(), sh, p, text)
+		peak := statusKiB(t, "VmHWM") - rss
+		runtime.ReadMemStats(&after)
+		allocated := after.TotalAlloc - before.TotalAlloc
+		if r.err != "" || allocated > uint64(len(text))+256<<10 || peak > 8<<10 {
+			t.Errorf("%.20q..., %d bytes: %+v, %d bytes allocated, peak RSS growth %d KiB", text, len(text), r, allocated, peak)
+		}
+	}
+}
+
+// statusKiB reads a field in kB of /proc/self/status.
+func statusKiB(t *testing.T, field string) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s in /proc/self/status", field)
+	return 0
+}
