@@ -301,7 +301,6 @@ func (c *Command) shellExited(st *streams) {
 	}
 	c.mu.Unlock()
 	c.finish(r)
-	c.s.shellEnded()
 }
 
 // readStream reads one of the command's streams into its log until the end

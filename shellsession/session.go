@@ -209,6 +209,7 @@ func (s *Session) start() error {
 		defer s.wg.Done()
 		s.waitErr = proctree.Wait(cmd)
 		close(s.exited)
+		s.shellEnded()
 	}()
 	if _, err := w.WriteString(initScript(s.sh)); err != nil {
 		return fmt.Errorf("start %s: %w", s.sh.Path, err)
@@ -253,6 +254,11 @@ func (s *Session) Submit(opts CommandOptions) (*Command, error) {
 	s.mu.Lock()
 	ended := s.state == process.Terminal || s.closing
 	s.mu.Unlock()
+	select {
+	case <-s.exited:
+		ended = true
+	default:
+	}
 	if ended {
 		return nil, fmt.Errorf("session %s: %w", s.id, ErrSessionEnded)
 	}
@@ -423,22 +429,23 @@ func (s *Session) finish(r *process.Result) {
 	close(s.done)
 }
 
-// shellEnded is called by a command's run when the shell exited under it:
-// the session is terminal and everything queued fails.
+// shellEnded ends the session as soon as its shell has exited by itself —
+// killed from outside, or ended by a command (exit, exec, set -e) — whether
+// or not a command was running: later submissions fail with
+// ErrSessionEnded, queued commands fail, and a running command ends (see
+// shellExited) before the session is marked terminal.
 func (s *Session) shellEnded() {
-	go func() {
-		s.mu.Lock()
-		closing := s.closing
-		s.closing = true
-		s.mu.Unlock()
-		if closing {
-			return
-		}
-		s.killTree(syscall.SIGKILL) // what the dead shell left behind
-		s.queue.Close(fmt.Errorf("session %s: %w", s.id, ErrSessionEnded))
-		s.finish(nil)
-		s.closeDrains()
-	}()
+	s.mu.Lock()
+	closing := s.closing
+	s.closing = true
+	s.mu.Unlock()
+	if closing {
+		return // end runs: it marks the session terminal
+	}
+	s.killTree(syscall.SIGKILL) // what the dead shell left behind
+	s.queue.Close(fmt.Errorf("session %s: %w", s.id, ErrSessionEnded))
+	s.finish(nil)
+	s.closeDrains()
 }
 
 // running returns the command now running, if any.
