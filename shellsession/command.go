@@ -37,14 +37,15 @@ type Command struct {
 	st            process.State
 	startedAt     time.Time
 	exitedAt      time.Time
-	cwd           string         // the directory it started in
-	lastPID       int            // the last pid handed out before it started (see processes)
-	frame         sentinel.Frame // set when it starts
-	isStarted     bool           // the shell runs the command
-	announcedAt   time.Time      // when isStarted became true
-	noReuse       bool           // its streams must not serve a later command (see reusable)
-	pendingINT    bool           // an interrupt waits for isStarted
-	interrupted   bool           // kill INT reached it
+	cwd           string           // the directory it started in
+	lastPID       int              // the last pid handed out before it started (see processes)
+	frame         sentinel.Frame   // set when it starts
+	isStarted     bool             // the shell runs the command
+	announcedAt   time.Time        // when isStarted became true
+	noReuse       bool             // its streams must not serve a later command (see reusable)
+	pendingINT    bool             // an interrupt waits for isStarted
+	interrupted   bool             // kill INT reached it
+	sent          []syscall.Signal // other signals kill sent to its processes
 	timedOut      bool
 	ends          int // stream end markers seen
 	end           sentinel.End
@@ -258,18 +259,39 @@ func (c *Command) begin(cwd string, f sentinel.Frame) {
 	c.frame = f
 }
 
-// resultFor turns how the shell saw the command end into its result: an
-// interrupt the engine sent shows as INT, a timeout as timed_out.
+// resultFor turns how the shell saw the command end into its result: a
+// timeout shows as timed_out; a death status after kill sent signal N as
+// signaled N, as for a process the engine signalled; an interrupt the engine
+// sent as INT. A command that caught a signal and exited with a status of its
+// own reports that status.
 func (c *Command) resultFor(r process.Result) process.Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch {
+	switch sig := c.killedBy(r); {
 	case c.timedOut:
 		r.Reason = process.TimedOut
+	case sig != 0:
+		r.Reason, r.Signal = process.Signaled, process.SignalName(sig)
 	case c.interrupted:
 		r.Reason, r.Signal = process.Signaled, "INT"
 	}
 	return r
+}
+
+// killedBy returns the signal kill sent whose death status r has, or 0.
+// The death status of signal N is 128+N; ksh93's is 256+N, which its `.`
+// (the command's frame) passes on as N.
+func (c *Command) killedBy(r process.Result) syscall.Signal {
+	if r.Reason != process.Exited || r.ExitCode == nil {
+		return 0
+	}
+	status := *r.ExitCode
+	for _, sig := range c.sent {
+		if n := int(sig); status == 128+n || c.s.sh.Family == shells.Ksh && status == n {
+			return sig
+		}
+	}
+	return 0
 }
 
 // shellExited ends a command whose shell exited under it: with the shell's
