@@ -385,29 +385,3 @@ func TestKillQueuedCommand(t *testing.T) {
 	pid, _ := strconv.Atoi(strings.TrimSpace(bg))
 	require.True(t, proctree.Alive(pid), "the earlier background job was signalled")
 }
-
-// TestIdleShellKilledFromOutside: a shell killed while it waits for a
-// command ends its session at once: the session is terminal and later
-// submissions fail with ErrSessionEnded, rather than be queued and fail.
-func TestIdleShellKilledFromOutside(t *testing.T) {
-	t.Parallel()
-	for _, shell := range testShells {
-		t.Run(shell, func(t *testing.T) {
-			t.Parallel()
-			s := newSession(t, Options{Shell: shell})
-			run(t, s, CommandOptions{Cmd: "true"})
-			require.NoError(t, syscall.Kill(s.Info().PID, syscall.SIGKILL))
-			select {
-			case <-s.Done():
-			case <-time.After(deadline):
-				t.Fatal("the session did not notice its shell's death")
-			}
-			i := s.Info()
-			require.Equal(t, process.Terminal, i.State)
-			require.Equal(t, process.Signaled, i.Result.Reason, "%+v", *i.Result)
-			require.Equal(t, "KILL", i.Result.Signal)
-			_, err := s.Submit(CommandOptions{Cmd: "true"})
-			require.ErrorIs(t, err, ErrSessionEnded)
-		})
-	}
-}

@@ -187,7 +187,13 @@ func (s *Session) start() error {
 		Stderr:      dw,
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
-	err = proctree.Start(cmd)
+	var first string // what the shell is sent before its init script
+	if readsInputLink(s.sh) {
+		first, err = s.linkInput(cmd)
+	}
+	if err == nil {
+		err = proctree.Start(cmd)
+	}
 	r.Close()
 	dw.Close()
 	if err != nil {
@@ -211,10 +217,24 @@ func (s *Session) start() error {
 		close(s.exited)
 		s.shellEnded()
 	}()
-	if _, err := w.WriteString(initScript(s.sh)); err != nil {
+	if _, err := w.WriteString(first + initScript(s.sh)); err != nil {
 		return fmt.Errorf("start %s: %w", s.sh.Path, err)
 	}
 	return nil
+}
+
+// linkInput starts cmd in the session's directory, reading its input
+// through inputLink, and returns the line that moves it to its cwd.
+func (s *Session) linkInput(cmd *exec.Cmd) (string, error) {
+	cwd := cmd.Dir
+	if cwd == "" {
+		var err error
+		if cwd, err = os.Getwd(); err != nil {
+			return "", err
+		}
+	}
+	cmd.Dir = s.fifoDir
+	return linkInput(s.fifoDir, cwd, cmd.Env)
 }
 
 // write sends text to the shell.
