@@ -339,7 +339,11 @@ func (c *Command) readStream(st *stream, ch logstore.Channel, trailer bool) {
 	c.mu.Lock()
 	nonce := c.frame.Nonce
 	c.mu.Unlock()
-	sc := sentinel.NewScanner(nonce, trailer, func(b []byte) { c.log.Write(ch, b) })
+	write, hold := func(b []byte) { c.log.Write(ch, b) }, (*newlineHold)(nil)
+	if ch == logstore.Stderr {
+		write, hold = c.stderrWriter()
+	}
+	sc := sentinel.NewScanner(nonce, trailer, write)
 	bp := readBuffers.Get().(*[]byte)
 	defer readBuffers.Put(bp)
 	buf := *bp
@@ -374,6 +378,7 @@ func (c *Command) readStream(st *stream, ch logstore.Channel, trailer bool) {
 	s.dropDrain(st.r)
 	if !sc.Done() {
 		sc.Flush()
+		hold.flush()
 	}
 	if err == io.EOF && sc.Done() && c.reusable() && st.openKeeper() == nil {
 		s.putStream(st)

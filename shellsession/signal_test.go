@@ -110,3 +110,44 @@ func TestStopBuiltinLoop(t *testing.T) {
 	_, out, _ := run(t, s, CommandOptions{Cmd: "echo alive"})
 	require.Equal(t, "alive\n", out)
 }
+
+// TestInterruptWritesNothing: an interrupted command's output is what it
+// wrote; the shell adds nothing (zsh wrote a newline to its stderr).
+func TestInterruptWritesNothing(t *testing.T) {
+	t.Parallel()
+	cmds := map[string]string{
+		"program":      "echo started; tail -f /dev/null",
+		"builtin loop": "echo started; while :; do :; done",
+	}
+	for _, shell := range testShells {
+		for name, cmd := range cmds {
+			t.Run(shell+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				s := newSession(t, Options{Shell: shell})
+				c, err := s.Submit(CommandOptions{Cmd: cmd})
+				require.NoError(t, err)
+				if name == "program" {
+					waitProgram(t, c, "tail")
+				} else {
+					waitRunning(t, c)
+					time.Sleep(150 * time.Millisecond) // let the loop spin, also on a busy machine
+				}
+				require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
+				r := wait(t, c)
+				require.Equal(t, process.Signaled, r.Reason)
+				out, errOut := output(c)
+				require.Equal(t, "started\n", out)
+				require.Equal(t, "", errOut)
+			})
+		}
+	}
+}
+
+// TestLoneNewlineKept: a command's own lone newline on stderr is kept when
+// no interrupt was sent (zsh's is dropped only after one).
+func TestLoneNewlineKept(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{Shell: "zsh"})
+	_, _, stderr := run(t, s, CommandOptions{Cmd: `printf '\n' >&2; sleep 0.1; printf '\n' >&2`})
+	require.Equal(t, "\n\n", stderr)
+}
