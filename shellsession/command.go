@@ -3,7 +3,6 @@ package shellsession
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"sync"
@@ -170,9 +169,8 @@ func (c *Command) Run() {
 		Announce: announces(s.sh),
 	})
 	c.begin(cwd, f)
-	s.wg.Add(2)
-	go c.readStream(st.out, logstore.Stdout, true)
-	go c.readStream(st.err, logstore.Stderr, false)
+	s.wg.Add(1)
+	go c.readStreams(st.out, st.err)
 	if st.stdin != "" {
 		s.wg.Add(1)
 		go c.feedStdin(st.stdin)
@@ -323,68 +321,6 @@ func (c *Command) shellExited(st *streams) {
 	}
 	c.mu.Unlock()
 	c.finish(r)
-}
-
-// readStream reads one of the command's streams into its log until the end
-// marker, then discards what background jobs write until they close it.
-func (c *Command) readStream(st *stream, ch logstore.Channel, trailer bool) {
-	s := c.s
-	defer s.wg.Done()
-	defer c.readerReturned()
-	if !s.addDrain(st.r) {
-		s.discard(st)
-		return
-	}
-	c.addKeeper(st.keep)
-	c.mu.Lock()
-	nonce := c.frame.Nonce
-	c.mu.Unlock()
-	write, hold := func(b []byte) { c.log.Write(ch, b) }, (*newlineHold)(nil)
-	if ch == logstore.Stderr {
-		write, hold = c.stderrWriter()
-	}
-	sc := sentinel.NewScanner(nonce, trailer, write)
-	bp := readBuffers.Get().(*[]byte)
-	defer readBuffers.Put(bp)
-	buf := *bp
-	var err error
-	for {
-		var n int
-		n, err = st.r.Read(buf)
-		if n > 0 && !sc.Done() {
-			if _, werr := sc.Write(buf[:n]); werr != nil || sc.Done() {
-				// From here on, end-of-file means no background job
-				// holds the stream. It often has come already: then
-				// the stream goes back to the pool before the command
-				// is reported ended, ready for the next one.
-				c.closeKeeper(st.keep)
-				clean := werr == nil && c.reusable() && atEOF(st.r)
-				if clean {
-					s.dropDrain(st.r)
-					clean = st.openKeeper() == nil
-				}
-				end := sc.End()
-				c.streamEnded(&end)
-				if clean {
-					s.putStream(st)
-					return
-				}
-			}
-		}
-		if err != nil {
-			break
-		}
-	}
-	s.dropDrain(st.r)
-	if !sc.Done() {
-		sc.Flush()
-		hold.flush()
-	}
-	if err == io.EOF && sc.Done() && c.reusable() && st.openKeeper() == nil {
-		s.putStream(st)
-		return
-	}
-	s.discard(st)
 }
 
 // atEOF reports whether f, a non-blocking read end, is at end-of-file now,
