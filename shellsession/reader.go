@@ -34,16 +34,12 @@ func (c *Command) readStreams(out, errs *stream) {
 	if live == 0 {
 		return
 	}
-	ep, err := newEpoller()
+	ep, err := s.takeEpoller()
 	if err == nil && !s.addDrain(ep.f) {
 		ep.close()
 		err = os.ErrClosed
 	}
 	if err == nil {
-		defer func() {
-			s.dropDrain(ep.f)
-			ep.close()
-		}()
 		for i, r := range rs {
 			if r != nil {
 				r.ep = ep
@@ -59,6 +55,10 @@ func (c *Command) readStreams(out, errs *stream) {
 				r.end(err)
 			}
 		}
+		if ep != nil {
+			s.dropDrain(ep.f)
+			ep.close()
+		}
 		return
 	}
 	bp := readBuffers.Get().(*[]byte)
@@ -73,6 +73,7 @@ func (c *Command) readStreams(out, errs *stream) {
 					rs[i] = nil
 				}
 			}
+			s.dropDrain(ep.f)
 			return
 		}
 		for _, ev := range evs {
@@ -88,6 +89,32 @@ func (c *Command) readStreams(out, errs *stream) {
 			}
 		}
 	}
+	s.dropDrain(ep.f)
+	s.putEpoller(ep) // empty now: every stream left it
+}
+
+// takeEpoller returns the epoll set the last command left, or a new one.
+func (s *Session) takeEpoller() (*epoller, error) {
+	s.mu.Lock()
+	e := s.epoll
+	s.epoll = nil
+	s.mu.Unlock()
+	if e != nil {
+		return e, nil
+	}
+	return newEpoller()
+}
+
+// putEpoller keeps an empty epoll set for the next command, or closes it.
+func (s *Session) putEpoller(e *epoller) {
+	s.mu.Lock()
+	if s.epoll == nil && !s.closing {
+		s.epoll = e
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	e.close()
 }
 
 // streamReader reads one of a command's output streams.

@@ -88,6 +88,7 @@ type Session struct {
 	commands   []*Command
 	drains     map[*os.File]bool // stream ends still read after their command ended
 	pool       []*stream         // clean streams for the next commands
+	epoll      *epoller          // an empty epoll set for the next command's reader
 	live       int               // streams made and not discarded: in the pool or in use
 	closing    bool
 }
