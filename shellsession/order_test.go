@@ -1,6 +1,7 @@
 package shellsession
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -27,4 +28,27 @@ func TestOutputOrderOfTwoWrites(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBothStreamsWhole: one reader for both streams loses nothing when
+// both carry much output at once, or many small writes in turn.
+func TestBothStreamsWhole(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{})
+	_, out, errOut := run(t, s, CommandOptions{Cmd: "seq 200000 & seq 200000 >&2; wait"})
+	var b strings.Builder
+	for i := 1; i <= 200000; i++ {
+		b.WriteString(strconv.Itoa(i) + "\n")
+	}
+	want := b.String()
+	require.Equal(t, want, out)
+	require.Equal(t, want, errOut)
+	_, out, errOut = run(t, s, CommandOptions{Cmd: "for i in $(seq 2000); do echo o$i; echo e$i >&2; done"})
+	var o, e strings.Builder
+	for i := 1; i <= 2000; i++ {
+		o.WriteString("o" + strconv.Itoa(i) + "\n")
+		e.WriteString("e" + strconv.Itoa(i) + "\n")
+	}
+	require.Equal(t, o.String(), out)
+	require.Equal(t, e.String(), errOut)
 }

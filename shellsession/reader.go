@@ -78,14 +78,18 @@ func (c *Command) readStreams(out, errs *stream) {
 		}
 		for _, ev := range evs {
 			i := ev.Fd
-			r := rs[i]
-			if r == nil {
-				continue
-			}
-			n, err := r.read(buf)
-			if (n > 0 && r.take(buf[:n])) || (err != nil && r.end(err)) {
-				rs[i] = nil
-				live--
+			// Until the stream is empty: the set reports a stream again
+			// only when more comes.
+			for r := rs[i]; r != nil; {
+				n, err := r.read(buf)
+				if (n > 0 && r.take(buf[:n])) || (err != nil && r.end(err)) {
+					rs[i] = nil
+					live--
+					break
+				}
+				if n < len(buf) {
+					break
+				}
 			}
 		}
 	}
@@ -224,9 +228,10 @@ func (r *streamReader) end(err error) bool {
 	return true
 }
 
-// epoller is an epoll set, level-triggered, whose readiness Go's poller
-// waits for: the set lists its ready descriptors in the order they became
-// ready.
+// epoller is an epoll set whose readiness Go's poller waits for. It is
+// edge-triggered: a descriptor joins the set's ready list when bytes come to
+// it, so the list gives the order in which streams got data (one
+// level-triggered would keep a stream read before at its old place).
 type epoller struct {
 	f      *os.File
 	rc     syscall.RawConn
@@ -263,7 +268,7 @@ func (e *epoller) ctl(op int, rc syscall.RawConn, id int32) error {
 	var err error
 	cerr := e.rc.Control(func(efd uintptr) {
 		cerr := rc.Control(func(fd uintptr) {
-			err = unix.EpollCtl(int(efd), op, int(fd), &unix.EpollEvent{Events: unix.EPOLLIN, Fd: id})
+			err = unix.EpollCtl(int(efd), op, int(fd), &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: id})
 		})
 		if err == nil {
 			err = cerr
