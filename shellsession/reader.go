@@ -35,29 +35,14 @@ func (c *Command) readStreams(out, errs *stream) {
 		return
 	}
 	ep, err := s.takeEpoller()
-	if err == nil && !s.addDrain(ep.f) {
-		ep.close()
-		err = os.ErrClosed
-	}
 	if err == nil {
-		for i, r := range rs {
-			if r != nil {
-				r.ep = ep
-				if err = ep.add(r.rc, int32(i)); err != nil {
-					break
-				}
-			}
-		}
+		err = s.watch(ep, rs)
 	}
 	if err != nil {
 		for _, r := range rs {
 			if r != nil {
 				r.end(err)
 			}
-		}
-		if ep != nil {
-			s.dropDrain(ep.f)
-			ep.close()
 		}
 		return
 	}
@@ -95,6 +80,27 @@ func (c *Command) readStreams(out, errs *stream) {
 	}
 	s.dropDrain(ep.f)
 	s.putEpoller(ep) // empty now: every stream left it
+}
+
+// watch puts the streams of rs in ep, and ep among the session's drains,
+// which the session's end closes; or closes ep.
+func (s *Session) watch(ep *epoller, rs [2]*streamReader) error {
+	if !s.addDrain(ep.f) {
+		ep.close()
+		return os.ErrClosed
+	}
+	for i, r := range rs {
+		if r == nil {
+			continue
+		}
+		r.ep = ep
+		if err := ep.add(r.rc, int32(i)); err != nil {
+			s.dropDrain(ep.f)
+			ep.close()
+			return err
+		}
+	}
+	return nil
 }
 
 // takeEpoller returns the epoll set the last command left, or a new one.
