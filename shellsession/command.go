@@ -36,15 +36,14 @@ type Command struct {
 	st            process.State
 	startedAt     time.Time
 	exitedAt      time.Time
-	cwd           string           // the directory it started in
-	lastPID       int              // the last pid handed out before it started (see processes)
-	frame         sentinel.Frame   // set when it starts
-	isStarted     bool             // the shell runs the command
-	announcedAt   time.Time        // when isStarted became true
-	noReuse       bool             // its streams must not serve a later command (see reusable)
-	pendingINT    bool             // an interrupt waits for isStarted
-	interrupted   bool             // kill INT reached it
-	sent          []syscall.Signal // other signals kill sent to its processes
+	cwd           string         // the directory it started in
+	lastPID       int            // the last pid handed out before it started (see processes)
+	frame         sentinel.Frame // set when it starts
+	isStarted     bool           // the shell runs the command
+	announcedAt   time.Time      // when isStarted became true
+	noReuse       bool           // its streams must not serve a later command (see reusable)
+	pendingINT    bool           // an interrupt waits for isStarted
+	interrupted   bool           // kill INT reached it
 	timedOut      bool
 	ends          int // stream end markers seen
 	end           sentinel.End
@@ -55,6 +54,8 @@ type Command struct {
 	readers       int           // stream readers that have not returned
 	readersDone   chan struct{} // closed when both stream readers have returned
 	timers        []*time.Timer
+
+	sent []syscall.Signal // signals other than INT that kill sent to its processes
 }
 
 func (s *Session) newCommand(opts CommandOptions) *Command {
