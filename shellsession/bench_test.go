@@ -5,6 +5,8 @@ import (
 	"context"
 	"os/exec"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,4 +68,36 @@ func median(d []time.Duration) time.Duration {
 	s := append([]time.Duration(nil), d...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[len(s)/2]
+}
+
+// BenchmarkOutputOrder measures how often a command's frames give its
+// writes to stdout and stderr in the order they were made: out1 then err1,
+// and out1, err1, out2. Two pipes give no total order; this is how close the
+// reading comes (the README says what output promises).
+func BenchmarkOutputOrder(b *testing.B) {
+	for _, cmd := range []string{"echo out1; echo err1 >&2", "echo out1; echo err1 >&2; echo out2"} {
+		b.Run(strconv.Itoa(strings.Count(cmd, "echo"))+"-writes", func(b *testing.B) {
+			ctx := context.Background()
+			s, err := New(ctx, Options{})
+			require.NoError(b, err)
+			defer s.Close()
+			want := strings.Join(strings.Fields(strings.NewReplacer("echo", "", ">&2", "", ";", "").Replace(cmd)), "\n") + "\n"
+			kept, runs := 0, 0
+			for b.Loop() {
+				c, _, err := s.Run(ctx, CommandOptions{Cmd: cmd})
+				if err != nil {
+					b.Fatal(err)
+				}
+				var seq strings.Builder
+				for _, f := range c.Log().Page(0, 0).Frames {
+					seq.Write(f.Data)
+				}
+				if seq.String() == want {
+					kept++
+				}
+				runs++
+			}
+			b.ReportMetric(100*float64(kept)/float64(runs), "%-in-order")
+		})
+	}
 }

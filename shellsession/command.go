@@ -3,7 +3,6 @@ package shellsession
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"sync"
@@ -55,6 +54,8 @@ type Command struct {
 	readers       int           // stream readers that have not returned
 	readersDone   chan struct{} // closed when both stream readers have returned
 	timers        []*time.Timer
+
+	sent []syscall.Signal // signals other than INT that kill sent to its processes
 }
 
 func (s *Session) newCommand(opts CommandOptions) *Command {
@@ -169,9 +170,8 @@ func (c *Command) Run() {
 		Announce: announces(s.sh),
 	})
 	c.begin(cwd, f)
-	s.wg.Add(2)
-	go c.readStream(st.out, logstore.Stdout, true)
-	go c.readStream(st.err, logstore.Stderr, false)
+	s.wg.Add(1)
+	go c.readStreams(st.out, st.err)
 	if st.stdin != "" {
 		s.wg.Add(1)
 		go c.feedStdin(st.stdin)
@@ -258,18 +258,39 @@ func (c *Command) begin(cwd string, f sentinel.Frame) {
 	c.frame = f
 }
 
-// resultFor turns how the shell saw the command end into its result: an
-// interrupt the engine sent shows as INT, a timeout as timed_out.
+// resultFor turns how the shell saw the command end into its result: a
+// timeout shows as timed_out; a death status after kill sent signal N as
+// signaled N, as for a process the engine signalled; an interrupt the engine
+// sent as INT. A command that caught a signal and exited with a status of its
+// own reports that status.
 func (c *Command) resultFor(r process.Result) process.Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch {
+	switch sig := c.killedBy(r); {
 	case c.timedOut:
 		r.Reason = process.TimedOut
+	case sig != 0:
+		r.Reason, r.Signal = process.Signaled, process.SignalName(sig)
 	case c.interrupted:
 		r.Reason, r.Signal = process.Signaled, "INT"
 	}
 	return r
+}
+
+// killedBy returns the signal kill sent whose death status r has, or 0.
+// The death status of signal N is 128+N; ksh93's is 256+N, which its `.`
+// (the command's frame) passes on as N.
+func (c *Command) killedBy(r process.Result) syscall.Signal {
+	if r.Reason != process.Exited || r.ExitCode == nil {
+		return 0
+	}
+	status := *r.ExitCode
+	for _, sig := range c.sent {
+		if n := int(sig); status == 128+n || c.s.sh.Family == shells.Ksh && status == n {
+			return sig
+		}
+	}
+	return 0
 }
 
 // shellExited ends a command whose shell exited under it: with the shell's
@@ -301,64 +322,6 @@ func (c *Command) shellExited(st *streams) {
 	}
 	c.mu.Unlock()
 	c.finish(r)
-	c.s.shellEnded()
-}
-
-// readStream reads one of the command's streams into its log until the end
-// marker, then discards what background jobs write until they close it.
-func (c *Command) readStream(st *stream, ch logstore.Channel, trailer bool) {
-	s := c.s
-	defer s.wg.Done()
-	defer c.readerReturned()
-	if !s.addDrain(st.r) {
-		s.discard(st)
-		return
-	}
-	c.addKeeper(st.keep)
-	c.mu.Lock()
-	nonce := c.frame.Nonce
-	c.mu.Unlock()
-	sc := sentinel.NewScanner(nonce, trailer, func(b []byte) { c.log.Write(ch, b) })
-	bp := readBuffers.Get().(*[]byte)
-	defer readBuffers.Put(bp)
-	buf := *bp
-	var err error
-	for {
-		var n int
-		n, err = st.r.Read(buf)
-		if n > 0 && !sc.Done() {
-			if _, werr := sc.Write(buf[:n]); werr != nil || sc.Done() {
-				// From here on, end-of-file means no background job
-				// holds the stream. It often has come already: then
-				// the stream goes back to the pool before the command
-				// is reported ended, ready for the next one.
-				c.closeKeeper(st.keep)
-				clean := werr == nil && c.reusable() && atEOF(st.r)
-				if clean {
-					s.dropDrain(st.r)
-					clean = st.openKeeper() == nil
-				}
-				end := sc.End()
-				c.streamEnded(&end)
-				if clean {
-					s.putStream(st)
-					return
-				}
-			}
-		}
-		if err != nil {
-			break
-		}
-	}
-	s.dropDrain(st.r)
-	if !sc.Done() {
-		sc.Flush()
-	}
-	if err == io.EOF && sc.Done() && c.reusable() && st.openKeeper() == nil {
-		s.putStream(st)
-		return
-	}
-	s.discard(st)
 }
 
 // atEOF reports whether f, a non-blocking read end, is at end-of-file now,

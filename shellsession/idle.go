@@ -53,12 +53,21 @@ func (c *Command) endUnreported() {
 func (s *Session) atPrompt() bool {
 	pid := strconv.Itoa(s.cmd.Process.Pid)
 	sc, err := os.ReadFile("/proc/" + pid + "/syscall")
-	if err != nil || !strings.HasPrefix(string(sc), "0 0x0 ") { // read(0, ...)
+	if err != nil {
 		return false
 	}
-	fd0, err := os.Readlink("/proc/" + pid + "/fd/0")
-	if err != nil || fd0 != s.inputName {
-		return false // fd 0 is the command's stdin, not the shell's input
+	// read(fd, ...): fd 0, or the descriptor busybox reads its input link from.
+	f := strings.Fields(string(sc))
+	if len(f) < 2 || f[0] != "0" {
+		return false
+	}
+	fd, err := strconv.ParseInt(strings.TrimPrefix(f[1], "0x"), 16, 32)
+	if err != nil {
+		return false
+	}
+	in, err := os.Readlink("/proc/" + pid + "/fd/" + strconv.Itoa(int(fd)))
+	if err != nil || in != s.inputName {
+		return false // it reads the command's stdin, not the shell's input
 	}
 	rc, err := s.stdin.SyscallConn()
 	if err != nil {

@@ -91,6 +91,7 @@ type Session struct {
 	commands   []*Command
 	drains     map[*os.File]bool // stream ends still read after their command ended
 	pool       []*stream         // clean streams for the next commands
+	epoll      *epoller          // an empty epoll set for the next command's reader
 	live       int               // streams made and not discarded: in the pool or in use
 	closing    bool
 }
@@ -197,7 +198,13 @@ func (s *Session) start() error {
 		Stderr:      dw,
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
 	}
-	err = proctree.Start(cmd)
+	var first string // what the shell is sent before its init script
+	if readsInputLink(s.sh) {
+		first, err = s.linkInput(cmd)
+	}
+	if err == nil {
+		err = proctree.Start(cmd)
+	}
 	r.Close()
 	dw.Close()
 	if err != nil {
@@ -219,11 +226,26 @@ func (s *Session) start() error {
 		defer s.wg.Done()
 		s.waitErr = proctree.Wait(cmd)
 		close(s.exited)
+		s.shellEnded()
 	}()
-	if _, err := w.WriteString(initScript(s.sh)); err != nil {
+	if _, err := w.WriteString(first + initScript(s.sh)); err != nil {
 		return fmt.Errorf("start %s: %w", s.sh.Path, err)
 	}
 	return nil
+}
+
+// linkInput starts cmd in the session's directory, reading its input
+// through inputLink, and returns the line that moves it to its cwd.
+func (s *Session) linkInput(cmd *exec.Cmd) (string, error) {
+	cwd := cmd.Dir
+	if cwd == "" {
+		var err error
+		if cwd, err = os.Getwd(); err != nil {
+			return "", err
+		}
+	}
+	cmd.Dir = s.fifoDir
+	return linkInput(s.fifoDir, cwd, cmd.Env)
 }
 
 // write sends text to the shell.
@@ -263,6 +285,11 @@ func (s *Session) Submit(opts CommandOptions) (*Command, error) {
 	s.mu.Lock()
 	ended := s.state == process.Terminal || s.closing
 	s.mu.Unlock()
+	select {
+	case <-s.exited:
+		ended = true
+	default:
+	}
 	if ended {
 		return nil, fmt.Errorf("session %s: %w", s.id, ErrSessionEnded)
 	}
@@ -433,22 +460,23 @@ func (s *Session) finish(r *process.Result) {
 	close(s.done)
 }
 
-// shellEnded is called by a command's run when the shell exited under it:
-// the session is terminal and everything queued fails.
+// shellEnded ends the session as soon as its shell has exited by itself —
+// killed from outside, or ended by a command (exit, exec, set -e) — whether
+// or not a command was running: later submissions fail with
+// ErrSessionEnded, queued commands fail, and a running command ends (see
+// shellExited) before the session is marked terminal.
 func (s *Session) shellEnded() {
-	go func() {
-		s.mu.Lock()
-		closing := s.closing
-		s.closing = true
-		s.mu.Unlock()
-		if closing {
-			return
-		}
-		s.killTree(syscall.SIGKILL) // what the dead shell left behind
-		s.queue.Close(fmt.Errorf("session %s: %w", s.id, ErrSessionEnded))
-		s.finish(nil)
-		s.closeDrains()
-	}()
+	s.mu.Lock()
+	closing := s.closing
+	s.closing = true
+	s.mu.Unlock()
+	if closing {
+		return // end runs: it marks the session terminal
+	}
+	s.killTree(syscall.SIGKILL) // what the dead shell left behind
+	s.queue.Close(fmt.Errorf("session %s: %w", s.id, ErrSessionEnded))
+	s.finish(nil)
+	s.closeDrains()
 }
 
 // running returns the command now running, if any.

@@ -2,6 +2,7 @@ package shellsession
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/conchsh/conch/internal/shells"
@@ -26,8 +27,43 @@ func shellArgs(sh shells.Shell, login bool) []string {
 	if login {
 		args = append(args, "-l")
 	}
-	return append(args, "-i")
+	args = append(args, "-i")
+	if readsInputLink(sh) {
+		args = append(args, inputLink)
+	}
+	return args
 }
+
+// inputLink is the name, in the session's directory, of a link to the
+// shell's own stdin, which busybox sh is given as its script (see
+// readsInputLink).
+const inputLink = "sh"
+
+// readsInputLink reports whether sh reads its input through inputLink
+// rather than from its stdin. Interactive busybox sh reads stdin with stdio,
+// which takes a read interrupted by SIGCHLD (a background job ending while
+// the shell waits for input) for the end of its input, and exits; a script
+// it reads with a read that retries. Named "sh" and opened from the session's
+// directory, the script keeps $0 and the shell's messages as they were.
+func readsInputLink(sh shells.Shell) bool { return sh.Family == shells.Busybox }
+
+// linkInput makes inputLink in dir and returns the line that moves the shell,
+// started in dir, to cwd, physically as a shell started there sees it, with
+// OLDPWD as it was in env.
+func linkInput(dir, cwd string, env []string) (string, error) {
+	if err := os.Symlink("/proc/self/fd/0", filepath.Join(dir, inputLink)); err != nil {
+		return "", err
+	}
+	oldpwd := "unset OLDPWD"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "OLDPWD="); ok {
+			oldpwd = "OLDPWD=" + shQuote(v)
+		}
+	}
+	return "cd -P -- " + shQuote(cwd) + " && " + oldpwd + "\n", nil
+}
+
+func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // initScript is what a new shell is sent first: no prompts, no history,
 // SIGTERM ends it (an interactive shell ignores SIGTERM otherwise, and

@@ -42,6 +42,9 @@ func (c *Command) signal(sig syscall.Signal) {
 		c.interrupt(false)
 		return
 	}
+	c.mu.Lock()
+	c.sent = append(c.sent, sig)
+	c.mu.Unlock()
 	for _, pid := range c.processes() {
 		syscall.Kill(pid, sig)
 	}
@@ -273,18 +276,19 @@ func startTime(pid int, boot time.Time) (time.Time, bool) {
 	return boot.Add(time.Duration(ticks) * time.Second / clockTicks), true
 }
 
-// Stop ends the command for deletion: SIGINT and SIGTERM, then SIGKILL to
-// its processes after KillGrace. A command still running KillGrace after that
-// (a builtin loop that traps SIGINT) cannot be stopped without its session:
-// the error wraps process.ErrUnsupported.
+// Stop ends the command for deletion as kill does: SIGTERM to its
+// processes, so that a program's handler runs, then SIGKILL after KillGrace,
+// with an interrupt for what runs in the shell itself (a builtin loop). A
+// command still running KillGrace after that (a builtin loop that traps
+// SIGINT) cannot be stopped without its session: the error wraps
+// process.ErrUnsupported.
 func (c *Command) Stop(ctx context.Context) error {
 	if c.state() == process.Starting {
 		c.finish(process.Result{Reason: process.Signaled, Signal: "TERM", Error: "deleted before it started"})
 		return nil
 	}
-	c.Kill(syscall.SIGINT, 0, 0)
 	c.signal(syscall.SIGTERM)
-	for _, sig := range []syscall.Signal{syscall.SIGKILL, 0} {
+	for _, escalate := range []bool{true, false} {
 		select {
 		case <-c.done:
 			return nil
@@ -292,8 +296,9 @@ func (c *Command) Stop(ctx context.Context) error {
 			return ctx.Err()
 		case <-time.After(KillGrace):
 		}
-		if sig != 0 {
-			c.signal(sig)
+		if escalate {
+			c.signal(syscall.SIGKILL)
+			c.interrupt(false)
 		}
 	}
 	return fmt.Errorf("%w: the command did not stop within %v; delete its session", process.ErrUnsupported, KillGrace)

@@ -195,14 +195,17 @@ func (s *Session) fillPool() {
 	}
 }
 
-// closePool closes the streams in the pool.
+// closePool closes the streams in the pool, and the spare epoll set.
 func (s *Session) closePool() {
 	s.mu.Lock()
-	pool := s.pool
-	s.pool = nil
+	pool, ep := s.pool, s.epoll
+	s.pool, s.epoll = nil, nil
 	s.mu.Unlock()
 	for _, st := range pool {
 		s.discard(st)
+	}
+	if ep != nil {
+		ep.close()
 	}
 }
 

@@ -1,0 +1,91 @@
+package shellsession
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/process"
+	"github.com/stretchr/testify/require"
+)
+
+// TestIdleShellKilledFromOutside: a shell killed while it waits for a
+// command ends its session at once: the session is terminal and later
+// submissions fail with ErrSessionEnded, rather than be queued and fail.
+func TestIdleShellKilledFromOutside(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell})
+			run(t, s, CommandOptions{Cmd: "true"})
+			require.NoError(t, syscall.Kill(s.Info().PID, syscall.SIGKILL))
+			select {
+			case <-s.Done():
+			case <-time.After(deadline):
+				t.Fatal("the session did not notice its shell's death")
+			}
+			i := s.Info()
+			require.Equal(t, process.Terminal, i.State)
+			require.Equal(t, process.Signaled, i.Result.Reason, "%+v", *i.Result)
+			require.Equal(t, "KILL", i.Result.Signal)
+			_, err := s.Submit(CommandOptions{Cmd: "true"})
+			require.ErrorIs(t, err, ErrSessionEnded)
+		})
+	}
+}
+
+// TestBackgroundJobEndsWhileIdle: a background job that ends while the
+// session waits for its next command, or that the command itself kills,
+// leaves the session alive (busybox sh took the interrupted read of its
+// input for its end and exited).
+func TestBackgroundJobEndsWhileIdle(t *testing.T) {
+	t.Parallel()
+	cmds := map[string]string{
+		"ends":   "sleep 0.2 >/dev/null 2>&1 & echo $!",
+		"killed": "sleep 30 >/dev/null 2>&1 & p=$!; sleep 0.2; kill $p; echo $p",
+	}
+	for _, shell := range testShells {
+		for name, cmd := range cmds {
+			t.Run(shell+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				s := newSession(t, Options{Shell: shell})
+				for range 3 { // the shell's read is not always the call its SIGCHLD interrupts
+					_, out, _ := run(t, s, CommandOptions{Cmd: cmd})
+					pid, err := strconv.Atoi(strings.TrimSpace(out))
+					require.NoError(t, err, "%q", out)
+					// Once the job is a zombie or gone, the shell has had its SIGCHLD.
+					require.Eventually(t, func() bool { return !proctree.Alive(pid) }, deadline, 10*time.Millisecond)
+					r, out, _ := run(t, s, CommandOptions{Cmd: "echo alive"})
+					require.Equal(t, "alive\n", out, "%+v", r)
+					require.Equal(t, process.Running, s.Info().State)
+				}
+			})
+		}
+	}
+}
+
+// TestBusyboxInputLink: busybox sh, which reads its input through a link in
+// the session's directory, starts where it is asked, as a shell started
+// there would: $PWD, $OLDPWD and $0 as before.
+func TestBusyboxInputLink(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	oldpwd, ok := os.LookupEnv("OLDPWD")
+	if !ok {
+		oldpwd = "unset"
+	}
+	for cwd, want := range map[string]string{dir: dir, "": wd} {
+		s := newSession(t, Options{Shell: "busybox", Cwd: cwd})
+		_, out, _ := run(t, s, CommandOptions{Cmd: `echo "$0|$PWD|${OLDPWD-unset}"; pwd`})
+		require.Equal(t, "sh|"+want+"|"+oldpwd+"\n"+want+"\n", out)
+		_, _, stderr := run(t, s, CommandOptions{Cmd: "nosuchcommand"})
+		require.True(t, strings.HasPrefix(stderr, "sh: "), "%q", stderr)
+	}
+}

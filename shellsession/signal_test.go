@@ -1,0 +1,153 @@
+package shellsession
+
+import (
+	"os"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/conchsh/conch/process"
+	"github.com/stretchr/testify/require"
+)
+
+// waitProgram waits until one of c's processes runs the program comm: a
+// child caught between fork and exec would shrug TERM off (in a terminal
+// too), so a test that kills a program waits for it.
+func waitProgram(t *testing.T, c *Command, comm string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, pid := range c.processes() {
+			if b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); string(b) == comm+"\n" {
+				return true
+			}
+		}
+		return false
+	}, deadline, 5*time.Millisecond, "%s never ran", comm)
+}
+
+// TestKillReportsSignal: a command whose program kill ends with TERM, KILL
+// or HUP is reported signaled by it, as an exec process is; the shell's $?
+// for the next command is what the shell saw.
+func TestKillReportsSignal(t *testing.T) {
+	t.Parallel()
+	sigs := map[string]syscall.Signal{"TERM": syscall.SIGTERM, "KILL": syscall.SIGKILL, "HUP": syscall.SIGHUP}
+	for _, shell := range testShells {
+		for name, sig := range sigs {
+			t.Run(shell+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				s := newSession(t, Options{Shell: shell})
+				// ksh93's sleep is a builtin: tail is a program in every shell.
+				c, err := s.Submit(CommandOptions{Cmd: "tail -f /dev/null"})
+				require.NoError(t, err)
+				waitProgram(t, c, "tail")
+				require.NoError(t, c.Kill(sig, 0, 0))
+				r := wait(t, c)
+				require.Equal(t, process.Signaled, r.Reason, "%+v code %d", r, code(r))
+				require.Equal(t, name, r.Signal)
+				_, out, _ := run(t, s, CommandOptions{Cmd: "echo $?"})
+				require.Equal(t, strconv.Itoa(code(r))+"\n", out)
+			})
+		}
+	}
+}
+
+// TestKillCaughtReportsStatus: a command that catches the signal and exits
+// with a status of its own is reported exited with that status.
+func TestKillCaughtReportsStatus(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{})
+	c, err := s.Submit(CommandOptions{Cmd: `sh -c 'trap "echo caught; exit 7" TERM; sleep 100 & wait'`})
+	require.NoError(t, err)
+	waitProgram(t, c, "sleep")
+	require.NoError(t, c.Kill(syscall.SIGTERM, 0, 0))
+	r := wait(t, c)
+	require.Equal(t, process.Exited, r.Reason, "%+v", r)
+	require.Equal(t, 7, code(r))
+}
+
+// TestStopSendsTERM: deleting a running command sends TERM to its
+// processes, as kill does, so that a program's handler runs; it is reported
+// as kill would report it.
+func TestStopSendsTERM(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell})
+			c, err := s.Submit(CommandOptions{Cmd: `sh -c 'trap "echo caught; exit 5" TERM; sleep 100 & wait'`})
+			require.NoError(t, err)
+			waitProgram(t, c, "sleep")
+			require.NoError(t, c.Stop(t.Context()))
+			r := c.Result()
+			require.Equal(t, process.Exited, r.Reason, "%+v", r)
+			require.Equal(t, 5, code(r))
+			out, _ := output(c)
+			require.Equal(t, "caught\n", out)
+
+			c, err = s.Submit(CommandOptions{Cmd: "tail -f /dev/null"})
+			require.NoError(t, err)
+			waitProgram(t, c, "tail")
+			require.NoError(t, c.Stop(t.Context()))
+			r = c.Result()
+			require.Equal(t, process.Signaled, r.Reason, "%+v code %d", r, code(r))
+			require.Equal(t, "TERM", r.Signal)
+		})
+	}
+}
+
+// TestStopBuiltinLoop: a builtin loop, which TERM to the command's
+// processes cannot reach, is interrupted when KILL follows.
+func TestStopBuiltinLoop(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{})
+	c, err := s.Submit(CommandOptions{Cmd: "while :; do :; done"})
+	require.NoError(t, err)
+	waitRunning(t, c)
+	require.NoError(t, c.Stop(t.Context()))
+	r := c.Result()
+	require.Equal(t, process.Signaled, r.Reason, "%+v code %d", r, code(r))
+	_, out, _ := run(t, s, CommandOptions{Cmd: "echo alive"})
+	require.Equal(t, "alive\n", out)
+}
+
+// TestInterruptWritesNothing: an interrupted command's output is what it
+// wrote; the shell adds nothing (zsh wrote a newline to its stderr).
+func TestInterruptWritesNothing(t *testing.T) {
+	t.Parallel()
+	cmds := map[string]string{
+		"program":      "echo started; tail -f /dev/null",
+		"builtin loop": "echo started; while :; do :; done",
+	}
+	for _, shell := range testShells {
+		for name, cmd := range cmds {
+			t.Run(shell+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				s := newSession(t, Options{Shell: shell})
+				c, err := s.Submit(CommandOptions{Cmd: cmd})
+				require.NoError(t, err)
+				if name == "program" {
+					waitProgram(t, c, "tail")
+				} else {
+					waitRunning(t, c)
+					time.Sleep(150 * time.Millisecond) // let the loop spin, also on a busy machine
+				}
+				require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
+				r := wait(t, c)
+				require.Equal(t, process.Signaled, r.Reason)
+				out, errOut := output(c)
+				require.Equal(t, "started\n", out)
+				require.Equal(t, "", errOut)
+			})
+		}
+	}
+}
+
+// TestLoneNewlineKept: a command's own lone newline on stderr is kept when
+// no interrupt was sent (zsh's is dropped only after one).
+func TestLoneNewlineKept(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{Shell: "zsh"})
+	_, _, stderr := run(t, s, CommandOptions{Cmd: `printf '\n' >&2; sleep 0.1; printf '\n' >&2`})
+	require.Equal(t, "\n\n", stderr)
+}
