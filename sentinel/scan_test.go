@@ -109,7 +109,7 @@ func TestFramePreviousStatus(t *testing.T) {
 	t.Parallel()
 	p := Paths{Stdout: "/o", Stderr: "/e", Script: "/s"}
 	require.NotContains(t, New(0, p).Text, "exit")
-	require.Contains(t, New(1, p).Text, "false && :; . /s")
-	require.Contains(t, New(130, p).Text, "(exit 130) && :; . /s")
-	require.Contains(t, New(0, Paths{Stdout: "/o", Stderr: "/e", Script: "/my dir/s"}).Text, ". '/my dir/s' </dev/null >/o 2>/e")
+	require.Contains(t, New(1, p).Text, "! __conch_s=1; \\. /s")
+	require.Contains(t, New(130, p).Text, "(\\exit 130) && :; \\. /s")
+	require.Contains(t, New(0, Paths{Stdout: "/o", Stderr: "/e", Script: "/my dir/s"}).Text, "\\. '/my dir/s' </dev/null >/o 2>/e")
 }

@@ -166,7 +166,7 @@ func (c *Command) Run() {
 	}
 	f := sentinel.New(prev, sentinel.Paths{
 		Stdin: st.stdin, Stdout: st.out.path, Stderr: st.err.path, Script: s.scriptPath(),
-		Announce: announces(s.sh),
+		Announce: announces(s.sh), Calls: frameCalls(s.sh),
 	})
 	c.begin(cwd, f)
 	s.wg.Add(2)

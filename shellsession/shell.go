@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/conchsh/conch/internal/shells"
+	"github.com/conchsh/conch/sentinel"
 )
 
 // shellArgs returns the arguments that start sh interactively, reading
@@ -70,4 +71,20 @@ func shellEnv(env map[string]string, login bool, tag string) []string {
 		out = append(out, "ENV=/dev/null")
 	}
 	return append(out, tag)
+}
+
+// frameCalls returns how a frame calls sh's builtins so that no user alias
+// or function takes them over (see sentinel.Calls). Special builtins (".",
+// exit) cannot be functions in dash, busybox and ksh93, and win over them in
+// mksh. bash and zsh let a function take
+// any name: there "builtin" reaches the real ".", and printf falls back to
+// command when a function took "builtin" (but not when one took both). In
+// the rest, printf falls back from command to a plain call when a function
+// took "command".
+func frameCalls(sh shells.Shell) sentinel.Calls {
+	switch sh.Family {
+	case shells.Bash, shells.Zsh:
+		return sentinel.Calls{Printf: []string{`\builtin printf`, `\command printf`}, Source: `\builtin .`, Exit: `\builtin exit`}
+	}
+	return sentinel.Calls{Printf: []string{`\command printf`, `\printf`}}
 }
