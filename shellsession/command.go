@@ -157,7 +157,7 @@ func (c *Command) Run() {
 
 	st, err := s.takeStreams(c.opts.Stdin == process.StdinOpen)
 	if err == nil {
-		err = s.writeScript(c.opts.Cmd)
+		err = s.writeScript(scriptText(s.sh, c.opts.Cmd))
 	}
 	if err != nil {
 		s.release(st)

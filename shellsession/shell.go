@@ -2,6 +2,7 @@ package shellsession
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/conchsh/conch/internal/shells"
@@ -9,9 +10,11 @@ import (
 )
 
 // shellArgs returns the arguments that start sh interactively, reading
-// commands from stdin, with no rc or profile file unless login.
+// commands from stdin, with no rc or profile file unless login. Its $0 is its
+// name, as a terminal starts it: dash, mksh and ksh begin their messages with
+// it ("dash: 1: ...", not "/usr/bin/dash: 1: ...").
 func shellArgs(sh shells.Shell, login bool) []string {
-	args := append([]string{sh.Path}, sh.Prefix...)
+	args := append([]string{filepath.Base(sh.Path)}, sh.Prefix...)
 	switch sh.Family {
 	case shells.Bash:
 		if login {
@@ -87,4 +90,16 @@ func frameCalls(sh shells.Shell) sentinel.Calls {
 		return sentinel.Calls{Printf: []string{`\builtin printf`, `\command printf`}, Source: `\builtin .`, Exit: `\builtin exit`}
 	}
 	return sentinel.Calls{Printf: []string{`\command printf`, `\printf`}}
+}
+
+// scriptText is what the command file holds for text: the text itself, but
+// for mksh with a final newline, without which mksh numbers the last line
+// one too far in its messages ("cmd[2]: x: not found" for a one-line
+// command). A text ending in a backslash is left as it is: the newline
+// would join its last line.
+func scriptText(sh shells.Shell, text string) string {
+	if sh.Family == shells.Mksh && !strings.HasSuffix(text, "\n") && !strings.HasSuffix(text, `\`) {
+		return text + "\n"
+	}
+	return text
 }
