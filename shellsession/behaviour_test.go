@@ -110,6 +110,9 @@ var rows = []row{
 	// 9, 11: set -e and set -u.
 	{name: "set -u fails the command only", setup: []string{"set -u"}, cmd: "echo $nope", exit: 1, has: "nope",
 		per: map[string]want{"dash": {exit: num(2)}, "busybox": {exit: num(2)}, "zsh": {exit: num(126)}}},
+	// zsh's . reports 126 for a sourced file an error aborted, where zsh -c gives 1.
+	{name: "no glob match", cmd: "echo /nonexistent-dir/*.none", stdout: "/nonexistent-dir/*.none\n",
+		per: map[string]want{"zsh": {stdout: str(""), has: str("no matches found"), exit: num(126)}}},
 	{name: "set -u then a good command", setup: []string{"set -u", "echo $nope"}, cmd: "echo fine", stdout: "fine\n"},
 	{name: "set -e with a status restore", setup: []string{"set -e", "(exit 3) || true"}, cmd: "echo alive", stdout: "alive\n"},
 
