@@ -37,6 +37,10 @@ type Paths struct {
 	// Calls says how the frame calls the shell's builtins; the zero value
 	// suits a POSIX shell where special builtins cannot be functions.
 	Calls Calls
+	// Before is shell text run just before the command, ahead of restoring
+	// its $?: zsh turns tracing off there, so that the "." is not traced
+	// into the command's stderr, and the command file turns it back on.
+	Before string
 }
 
 // Calls are the words a frame calls builtins by. A user can define a
@@ -114,6 +118,9 @@ func New(prevStatus int, p Paths) Frame {
 		b.WriteString(printfs(p.Calls, `'\036S`+string(n)+`'`, "") + "; ")
 	}
 	b.WriteString(guardVar + "=" + string(n) + "; ")
+	if p.Before != "" {
+		b.WriteString(p.Before + "; ")
+	}
 	// $? as the previous command left it, with no command a user could
 	// redefine when it is 1 (a negated assignment); "&& :" keeps set -e
 	// from firing.
@@ -142,7 +149,7 @@ func New(prevStatus int, p Paths) Frame {
 
 // EndLine returns the line that writes the end markers of the command with
 // nonce n: first the stderr marker, then the stdout marker with the exit
-// status and the working directory — or, when either cannot be written, the
+// status, the shell's option letters and the working directory — or, when either cannot be written, the
 // Failed marker with the status on the shell's own stdout — then resets the
 // guard. Run for a command other than the one whose nonce the guard holds
 // (it was sent twice), it writes to /dev/null. It uses only assignments,
@@ -159,7 +166,7 @@ func EndLine(n Nonce, p Paths) string {
 		sinkVar + "=${" + sinkVar + "#" + string(n) + "}; " +
 		sinkVar + "=${" + sinkVar + ":+/dev/null}; " +
 		printfs(p.Calls, m+`'`, " >"+sink+quote(p.Stderr)+"}") + " && " +
-		printfs(p.Calls, m+`%s %s\000' "$`+statusVar+`" "${PWD-}"`, " >"+sink+quote(p.Stdout)+"}") + " || " +
+		printfs(p.Calls, m+`%s %s %s\000' "$`+statusVar+`" "$-" "${PWD-}"`, " >"+sink+quote(p.Stdout)+"}") + " || " +
 		printfs(p.Calls, `'\036F`+string(n)+`%s\000' "$`+statusVar+`"`, "") +
 		"; " + guardVar + "=${" + sinkVar + ":+$" + guardVar + "}; " + guardVar + "=${" + guardVar + ":--}\n"
 }

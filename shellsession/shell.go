@@ -92,14 +92,35 @@ func frameCalls(sh shells.Shell) sentinel.Calls {
 	return sentinel.Calls{Printf: []string{`\command printf`, `\printf`}}
 }
 
-// scriptText is what the command file holds for text: the text itself, but
-// for mksh with a final newline, without which mksh numbers the last line
+// scriptText is what the command file holds for text: the text itself,
+// after retrace when traced (see tracesCommand), and for mksh with a final
+// newline, without which mksh numbers the last line
 // one too far in its messages ("cmd[2]: x: not found" for a one-line
 // command). A text ending in a backslash is left as it is: the newline
 // would join its last line.
-func scriptText(sh shells.Shell, text string) string {
+func scriptText(sh shells.Shell, text string, traced bool) string {
+	if traced {
+		text = retrace + text
+	}
 	if sh.Family == shells.Mksh && !strings.HasSuffix(text, "\n") && !strings.HasSuffix(text, `\`) {
 		return text + "\n"
 	}
 	return text
+}
+
+// zsh traces the commands of a sourced file to a copy of the stderr it had
+// before the "."'s redirections, the shell's own, unless tracing is off when
+// the "." runs. So when the last command left xtrace on, the frame turns it
+// off before the "." (untrace) and the command file turns it back on first
+// thing (retrace), on the command's first line so that line numbers hold,
+// untraced itself. Not under set -v, which would echo retrace.
+const (
+	untrace = `__conch_x=${${-//[^x]/}:+xtrace}; \builtin set +x`
+	retrace = `\builtin set -o ${__conch_x:-noxtrace}; `
+)
+
+// tracesCommand reports whether a command after one that left the shell
+// with option letters flags needs untrace and retrace.
+func tracesCommand(sh shells.Shell, flags string) bool {
+	return sh.Family == shells.Zsh && strings.Contains(flags, "x") && !strings.Contains(flags, "v")
 }
