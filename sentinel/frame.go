@@ -52,17 +52,70 @@ type Calls struct {
 	// Printf is one or two words that run the printf builtin, tried in
 	// turn until one succeeds; nil means `\command printf`.
 	Printf []string
+	// Print, when set, is used instead of Printf: words that run ksh's
+	// print builtin (mksh's printf is no builtin: each call would fork).
+	Print []string
 	// Source sources a file in the current shell; "" means `\.`.
 	Source string
 	// Exit ends a subshell with a status; "" means `\exit`.
 	Exit string
 }
 
-func (c Calls) printf() []string {
-	if len(c.Printf) == 0 {
-		return []string{`\command printf`}
+// pwd is the working directory as the end line reports it.
+const pwd = "${PWD-}"
+
+// write returns the calls that write lit (printf escapes), then the values
+// of the expansions vars separated by blanks, then a NUL if nul, with redir;
+// one call for each way c has to write, joined by || so that each is tried
+// in turn.
+func (c Calls) write(lit string, vars []string, nul bool, redir string) string {
+	var args string
+	if len(c.Print) > 0 {
+		args = "-n -- '" + lit + "'"
+		if len(vars) > 0 {
+			vs := make([]string, len(vars))
+			for i, v := range vars {
+				// print interprets backslashes: double those of
+				// values that may have some.
+				vs[i] = v
+				if v == pwd {
+					vs[i] = `${PWD//\\/\\\\}`
+				}
+			}
+			args += `"` + strings.Join(vs, " ") + `"`
+		}
+		if nul {
+			args += `'\000'`
+		}
+	} else {
+		f, vs := lit, ""
+		for i, v := range vars {
+			if i > 0 {
+				f += " "
+			}
+			f += "%s"
+			vs += ` "` + v + `"`
+		}
+		if nul {
+			f += `\000`
+		}
+		args = "'" + f + "'" + vs
 	}
-	return c.Printf
+	words := c.Print
+	if len(words) == 0 {
+		words = c.Printf
+	}
+	if len(words) == 0 {
+		words = []string{`\command printf`}
+	}
+	var b strings.Builder
+	for i, w := range words {
+		if i > 0 {
+			b.WriteString(" || ")
+		}
+		b.WriteString(w + " " + args + redir)
+	}
+	return b.String()
 }
 
 func orDefault(s, def string) string {
@@ -115,7 +168,7 @@ func New(prevStatus int, p Paths) Frame {
 	n := NewNonce()
 	var b strings.Builder
 	if p.Announce {
-		b.WriteString(printfs(p.Calls, `'\036S`+string(n)+`'`, "") + "; ")
+		b.WriteString(p.Calls.write(`\036S`+string(n), nil, false, "") + "; ")
 	}
 	b.WriteString(guardVar + "=" + string(n) + "; ")
 	if p.Before != "" {
@@ -158,30 +211,17 @@ func New(prevStatus int, p Paths) Frame {
 // functions, aliases, set -e, set -u and set -x cannot break it (traces go
 // to the shell's own stderr, which is not the command's).
 func EndLine(n Nonce, p Paths) string {
-	m := `'\036CONCH` + string(n)
+	m := `\036CONCH` + string(n)
 	// Unquoted, so that quote's quotes work: a redirection's target is not
 	// split into fields, and quoted text is not globbed.
 	sink := `${` + sinkVar + `:-`
 	return statusVar + "=$?; " + sinkVar + "=${" + guardVar + "-}; " +
 		sinkVar + "=${" + sinkVar + "#" + string(n) + "}; " +
 		sinkVar + "=${" + sinkVar + ":+/dev/null}; " +
-		printfs(p.Calls, m+`'`, " >"+sink+quote(p.Stderr)+"}") + " && " +
-		printfs(p.Calls, m+`%s %s %s\000' "$`+statusVar+`" "$-" "${PWD-}"`, " >"+sink+quote(p.Stdout)+"}") + " || " +
-		printfs(p.Calls, `'\036F`+string(n)+`%s\000' "$`+statusVar+`"`, "") +
+		p.Calls.write(m, nil, false, " >"+sink+quote(p.Stderr)+"}") + " && " +
+		p.Calls.write(m, []string{"$" + statusVar, "$-", pwd}, true, " >"+sink+quote(p.Stdout)+"}") + " || " +
+		p.Calls.write(`\036F`+string(n), []string{"$" + statusVar}, true, "") +
 		"; " + guardVar + "=${" + sinkVar + ":+$" + guardVar + "}; " + guardVar + "=${" + guardVar + ":--}\n"
-}
-
-// printfs returns printf calls with args and redirection, one for each way
-// c has to call printf, joined by || so that each is tried in turn.
-func printfs(c Calls, args, redir string) string {
-	var b strings.Builder
-	for i, w := range c.printf() {
-		if i > 0 {
-			b.WriteString(" || ")
-		}
-		b.WriteString(w + " " + args + redir)
-	}
-	return b.String()
 }
 
 // quote single-quotes s for the shell.

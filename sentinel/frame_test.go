@@ -16,12 +16,23 @@ import (
 // marker either, and leaves the next command's end line its markers.
 func TestEndLineOncePerNonce(t *testing.T) {
 	t.Parallel()
-	for _, sh := range []string{"sh", "bash", "zsh", "mksh", "ksh"} {
-		t.Run(sh, func(t *testing.T) {
+	printf := Calls{}
+	print := Calls{Print: []string{`\builtin print`, `\command print`}}
+	for _, tt := range []struct {
+		sh    string
+		calls Calls
+	}{{"sh", printf}, {"bash", printf}, {"zsh", printf}, {"mksh", printf}, {"ksh", printf}, {"mksh", print}} {
+		sh, name := tt.sh, tt.sh
+		if len(tt.calls.Print) > 0 {
+			name += "/print"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
+			// A directory whose name printf or print could take for escapes.
+			dir := filepath.Join(t.TempDir(), `a\b c%s\0`)
+			require.NoError(t, os.Mkdir(dir, 0o700))
 			paths := func(name string) Paths {
-				p := Paths{Stdout: filepath.Join(dir, name+".out"), Stderr: filepath.Join(dir, name+" err"), Script: "/s"}
+				p := Paths{Stdout: filepath.Join(dir, name+".out"), Stderr: filepath.Join(dir, name+" err"), Script: "/s", Calls: tt.calls}
 				require.NoError(t, os.WriteFile(p.Stdout, nil, 0o600))
 				require.NoError(t, os.WriteFile(p.Stderr, nil, 0o600))
 				return p

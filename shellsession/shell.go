@@ -82,12 +82,15 @@ func shellEnv(env map[string]string, login bool, tag string) []string {
 // mksh. bash and zsh let a function take
 // any name: there "builtin" reaches the real ".", and printf falls back to
 // command when a function took "builtin" (but not when one took both). In
-// the rest, printf falls back from command to a plain call when a function
-// took "command".
+// the rest, printf (mksh's print) falls back from command to a plain call
+// (builtin) when a function took "command".
 func frameCalls(sh shells.Shell) sentinel.Calls {
 	switch sh.Family {
 	case shells.Bash, shells.Zsh:
 		return sentinel.Calls{Printf: []string{`\builtin printf`, `\command printf`}, Source: `\builtin .`, Exit: `\builtin exit`}
+	case shells.Mksh:
+		// mksh's printf is /usr/bin/printf: print saves two forks a command.
+		return sentinel.Calls{Print: []string{`\builtin print`, `\command print`}}
 	}
 	return sentinel.Calls{Printf: []string{`\command printf`, `\printf`}}
 }
