@@ -35,16 +35,17 @@ func shellArgs(sh shells.Shell, login bool) []string {
 
 // initScript is what a new shell is sent first: no prompts, no history,
 // SIGTERM ends it (an interactive shell ignores SIGTERM otherwise, and
-// `kill $$` must end the session), and no rc hooks.
+// `kill $$` must end the session), and no rc hooks. Its words are quoted:
+// a login shell's profile may have defined aliases by now.
 func initScript(sh shells.Shell) string {
-	common := "PS1= PS2= PS3=; trap 'exit 143' TERM; "
+	common := "PS1= PS2= PS3=; \\trap 'exit 143' TERM; "
 	switch sh.Family {
 	case shells.Bash:
-		return common + "PS0=; unset PROMPT_COMMAND HISTFILE MAIL MAILPATH MAILCHECK ENV BASH_ENV; set +H +m +o history; shopt -u checkwinsize\n"
+		return common + "PS0=; \\unset PROMPT_COMMAND HISTFILE MAIL MAILPATH MAILCHECK ENV BASH_ENV; \\set +H +m +o history; \\shopt -u checkwinsize\n"
 	case shells.Zsh:
-		return common + "PROMPT= RPROMPT= PROMPT_EOL_MARK=; unset HISTFILE MAIL MAILPATH; setopt no_hup interactive_comments ignore_close_braces\nunsetopt zle prompt_cr prompt_sp monitor bang_hist 2>/dev/null\n"
+		return common + "PROMPT= RPROMPT= PROMPT_EOL_MARK=; \\unset HISTFILE MAIL MAILPATH; \\setopt no_hup interactive_comments ignore_close_braces\n\\unsetopt zle prompt_cr prompt_sp monitor bang_hist 2>/dev/null\n"
 	}
-	return common + "unset ENV HISTFILE MAIL MAILPATH; set +m 2>/dev/null\n"
+	return common + "\\unset ENV HISTFILE MAIL MAILPATH; \\set +m 2>/dev/null\n"
 }
 
 // shellEnv returns the environment of a new shell: the daemon's, less what
