@@ -108,3 +108,26 @@ func TestBashDebugTrapSkipsEverything(t *testing.T) {
 		require.Empty(t, stdout)
 	}
 }
+
+// TestNoopWriterFunction pins the one definition the frame cannot survive:
+// a function that takes over the first word it writes its markers with and
+// succeeds without running its arguments. Every later command goes
+// unreported and ends failed (the shell is back at its prompt), rather than
+// hanging the session.
+func TestNoopWriterFunction(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			name := "command"
+			if shell == "bash" || shell == "zsh" || shell == "mksh" {
+				name = "builtin"
+			}
+			s := newSession(t, Options{Shell: shell, Cwd: t.TempDir()})
+			for _, cmd := range []string{name + "() { :; }", "true"} {
+				res, _, _ := run(t, s, CommandOptions{Cmd: cmd})
+				require.Equal(t, process.Failed, res.Reason, "%q: %+v", cmd, res)
+			}
+		})
+	}
+}
