@@ -8,7 +8,7 @@
 // state stays — with its stdin, stdout and stderr redirected to per-command
 // files (FIFOs the engine reads).
 // An end line then writes an end marker on each stream, the stdout one with
-// the exit status and the directory. Markers carry a random nonce fresh for
+// the exit status, the shell's option letters and the directory. Markers carry a random nonce fresh for
 // every command: output that imitates a marker cannot end a command early,
 // because it cannot know the nonce.
 package sentinel

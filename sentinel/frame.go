@@ -34,6 +34,95 @@ type Paths struct {
 	// Announce makes the frame write its start marker (Frame.Start) to the
 	// shell's own stdout before it runs the command.
 	Announce bool
+	// Calls says how the frame calls the shell's builtins; the zero value
+	// suits a POSIX shell where special builtins cannot be functions.
+	Calls Calls
+	// Before is shell text run just before the command, ahead of restoring
+	// its $?: zsh turns tracing off there, so that the "." is not traced
+	// into the command's stderr, and the command file turns it back on.
+	Before string
+}
+
+// Calls are the words a frame calls builtins by. A user can define a
+// function or an alias by almost any name, the frame's own included, so each
+// word is quoted (no alias applies to a quoted word) and is one that no
+// function can take over in the shell at hand; where the shell has none
+// (bash and zsh let a function take any name), two ways are tried in turn.
+type Calls struct {
+	// Printf is one or two words that run the printf builtin, tried in
+	// turn until one succeeds; nil means `\command printf`.
+	Printf []string
+	// Print, when set, is used instead of Printf: words that run ksh's
+	// print builtin (mksh's printf is no builtin: each call would fork).
+	Print []string
+	// Source sources a file in the current shell; "" means `\.`.
+	Source string
+	// Exit ends a subshell with a status; "" means `\exit`.
+	Exit string
+}
+
+// pwd is the working directory as the end line reports it.
+const pwd = "${PWD-}"
+
+// write returns the calls that write lit (printf escapes), then the values
+// of the expansions vars separated by blanks, then a NUL if nul, with redir;
+// one call for each way c has to write, joined by || so that each is tried
+// in turn.
+func (c Calls) write(lit string, vars []string, nul bool, redir string) string {
+	var args string
+	if len(c.Print) > 0 {
+		args = "-n -- '" + lit + "'"
+		if len(vars) > 0 {
+			vs := make([]string, len(vars))
+			for i, v := range vars {
+				// print interprets backslashes: double those of
+				// values that may have some.
+				vs[i] = v
+				if v == pwd {
+					vs[i] = `${PWD//\\/\\\\}`
+				}
+			}
+			args += `"` + strings.Join(vs, " ") + `"`
+		}
+		if nul {
+			args += `'\000'`
+		}
+	} else {
+		f, vs := lit, ""
+		for i, v := range vars {
+			if i > 0 {
+				f += " "
+			}
+			f += "%s"
+			vs += ` "` + v + `"`
+		}
+		if nul {
+			f += `\000`
+		}
+		args = "'" + f + "'" + vs
+	}
+	words := c.Print
+	if len(words) == 0 {
+		words = c.Printf
+	}
+	if len(words) == 0 {
+		words = []string{`\command printf`}
+	}
+	var b strings.Builder
+	for i, w := range words {
+		if i > 0 {
+			b.WriteString(" || ")
+		}
+		b.WriteString(w + " " + args + redir)
+	}
+	return b.String()
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 // Frame is one command framed for the shell.
@@ -58,9 +147,15 @@ type Frame struct {
 	End string
 }
 
-// guardVar holds, between commands, the nonce of the last command whose
-// markers were written (and, for a moment, the exit status being reported).
-const guardVar = "__conch"
+// The frame's variables: guardVar holds the nonce of the command whose end
+// line may still write its markers (Text sets it, End resets it to "-");
+// statusVar the exit status End reports; sinkVar, for a moment, /dev/null
+// when End runs for a command that is not the current one.
+const (
+	guardVar  = "__conch"
+	statusVar = "__conch_s"
+	sinkVar   = "__conch_m"
+)
 
 // New frames the command whose text the caller has written to p.Script — a
 // complete program the shell can parse (see the shellsession package's
@@ -73,20 +168,26 @@ func New(prevStatus int, p Paths) Frame {
 	n := NewNonce()
 	var b strings.Builder
 	if p.Announce {
-		b.WriteString(`\command printf '\036S` + string(n) + `'; `)
+		b.WriteString(p.Calls.write(`\036S`+string(n), nil, false, "") + "; ")
 	}
-	// $? as the previous command left it; "&& :" keeps set -e from firing.
+	b.WriteString(guardVar + "=" + string(n) + "; ")
+	if p.Before != "" {
+		b.WriteString(p.Before + "; ")
+	}
+	// $? as the previous command left it, with no command a user could
+	// redefine when it is 1 (a negated assignment); "&& :" keeps set -e
+	// from firing.
 	switch prevStatus {
 	case 0:
 	case 1:
-		b.WriteString("false && :; ")
+		b.WriteString("! " + statusVar + "=1; ")
 	default:
-		b.WriteString("(exit " + strconv.Itoa(prevStatus) + ") && :; ")
+		b.WriteString("(" + orDefault(p.Calls.Exit, `\exit`) + " " + strconv.Itoa(prevStatus) + ") && :; ")
 	}
 	// The redirections are on the "." itself: its trace under set -x goes
 	// to the shell's own stderr, and the command's permanent redirections
 	// (exec >file) end with it.
-	b.WriteString(". " + quote(p.Script) + " <")
+	b.WriteString(orDefault(p.Calls.Source, `\.`) + " " + quote(p.Script) + " <")
 	if p.Stdin == "" {
 		b.WriteString("/dev/null")
 	} else {
@@ -101,19 +202,26 @@ func New(prevStatus int, p Paths) Frame {
 
 // EndLine returns the line that writes the end markers of the command with
 // nonce n: first the stderr marker, then the stdout marker with the exit
-// status and the working directory — or, when either cannot be written, the
-// Failed marker with the status on the shell's own stdout — then the guard
-// that makes a second run a no-op. It uses only shell syntax, `\command
-// printf` and one variable, so that user functions, aliases, set -e, set -u
-// and set -x cannot break it (traces go to the shell's own stderr, which is
-// not the command's).
+// status, the shell's option letters and the working directory — or, when either cannot be written, the
+// Failed marker with the status on the shell's own stdout — then resets the
+// guard. Run for a command other than the one whose nonce the guard holds
+// (it was sent twice), it writes to /dev/null. It uses only assignments,
+// expansions, redirections, && and || (no reserved word: bash and zsh expand
+// an alias named `case`) and the builtins named by p.Calls, so that user
+// functions, aliases, set -e, set -u and set -x cannot break it (traces go
+// to the shell's own stderr, which is not the command's).
 func EndLine(n Nonce, p Paths) string {
 	m := `\036CONCH` + string(n)
-	return "case ${" + guardVar + "-} in " + string(n) + ") ;; *) " +
-		guardVar + "=$?; \\command printf '" + m + "' >" + quote(p.Stderr) +
-		" && \\command printf '" + m + `%s %s\000' "$` + guardVar + `" "${PWD-}" >` + quote(p.Stdout) +
-		` || \command printf '\036F` + string(n) + `%s\000' "$` + guardVar + `"` +
-		"; " + guardVar + "=" + string(n) + ";; esac\n"
+	// Unquoted, so that quote's quotes work: a redirection's target is not
+	// split into fields, and quoted text is not globbed.
+	sink := `${` + sinkVar + `:-`
+	return statusVar + "=$?; " + sinkVar + "=${" + guardVar + "-}; " +
+		sinkVar + "=${" + sinkVar + "#" + string(n) + "}; " +
+		sinkVar + "=${" + sinkVar + ":+/dev/null}; " +
+		p.Calls.write(m, nil, false, " >"+sink+quote(p.Stderr)+"}") + " && " +
+		p.Calls.write(m, []string{"$" + statusVar, "$-", pwd}, true, " >"+sink+quote(p.Stdout)+"}") + " || " +
+		p.Calls.write(`\036F`+string(n), []string{"$" + statusVar}, true, "") +
+		"; " + guardVar + "=${" + sinkVar + ":+$" + guardVar + "}; " + guardVar + "=${" + guardVar + ":--}\n"
 }
 
 // quote single-quotes s for the shell.

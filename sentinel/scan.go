@@ -6,7 +6,7 @@ import (
 	"strconv"
 )
 
-// maxTrailer bounds what follows a stdout marker (status, space, directory).
+// maxTrailer bounds what follows a stdout marker (status, flags, directory).
 const maxTrailer = 64 << 10
 
 // ErrBadTrailer is returned by Scanner.Write when what follows a stdout
@@ -16,7 +16,9 @@ var ErrBadTrailer = errors.New("malformed end marker")
 // End is what a command's stdout end marker reports.
 type End struct {
 	Status int
-	Cwd    string
+	// Flags are the shell's option letters ($-) after the command.
+	Flags string
+	Cwd   string
 }
 
 // Scanner splits one output stream of a command at its end marker. Bytes
@@ -27,7 +29,8 @@ type End struct {
 type Scanner struct {
 	// Out receives the command's own bytes. The slice is only valid during the call.
 	Out func([]byte)
-	// Trailer is true for stdout, whose marker is followed by "STATUS CWD\0".
+	// Trailer is true for stdout, whose marker is followed by
+	// "STATUS FLAGS CWD\0".
 	Trailer bool
 
 	marker  []byte
@@ -146,15 +149,19 @@ func (s *Scanner) found(rest []byte) []byte {
 func (s *Scanner) parseTrailer() error {
 	t := s.trailer
 	s.trailer = nil
-	sp := bytes.IndexByte(t, ' ')
-	if sp < 0 {
+	status, rest, ok := bytes.Cut(t, []byte{' '})
+	if !ok {
 		return ErrBadTrailer
 	}
-	st, err := strconv.Atoi(string(t[:sp]))
+	flags, cwd, ok := bytes.Cut(rest, []byte{' '})
+	if !ok {
+		return ErrBadTrailer
+	}
+	st, err := strconv.Atoi(string(status))
 	if err != nil {
 		return ErrBadTrailer
 	}
-	s.end = End{Status: st, Cwd: string(t[sp+1:])}
+	s.end = End{Status: st, Flags: string(flags), Cwd: string(cwd)}
 	return nil
 }
 

@@ -36,13 +36,14 @@ func TestScannerTable(t *testing.T) {
 		trailer, done      bool
 		end                End
 	}{
-		{"plain", "hello\n" + m + "0 /tmp\x00", "hello\n", true, true, End{0, "/tmp"}},
-		{"no newline", "abc" + m + "3 /a b\x00after", "abc", true, true, End{3, "/a b"}},
-		{"fake marker", other + "7 /x\x00real" + m + "1 /\x00", other + "7 /x\x00real", true, true, End{1, "/"}},
-		{"lead bytes in output", "\x1e\x1eC\x1eCONC" + m + "0 /\x00", "\x1e\x1eC\x1eCONC", true, true, End{0, "/"}},
+		{"plain", "hello\n" + m + "0 hix /tmp\x00", "hello\n", true, true, End{0, "hix", "/tmp"}},
+		{"no newline", "abc" + m + "3 i /a b\x00after", "abc", true, true, End{3, "i", "/a b"}},
+		{"fake marker", other + "7 i /x\x00real" + m + "1 i /\x00", other + "7 i /x\x00real", true, true, End{1, "i", "/"}},
+		{"lead bytes in output", "\x1e\x1eC\x1eCONC" + m + "0 i /\x00", "\x1e\x1eC\x1eCONC", true, true, End{0, "i", "/"}},
 		{"stderr", "oops\n" + m + "late", "oops\n", false, true, End{}},
 		{"no marker", "abc\x1eCONCH0123", "abc\x1eCONCH0123", true, false, End{}},
-		{"newline in cwd", m + "0 /a\nb\x00", "", true, true, End{0, "/a\nb"}},
+		{"newline in cwd", m + "0 i /a\nb\x00", "", true, true, End{0, "i", "/a\nb"}},
+		{"no flags", m + "0  /a\x00", "", true, true, End{0, "", "/a"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,7 +64,7 @@ func TestScannerBadTrailer(t *testing.T) {
 	t.Parallel()
 	n := NewNonce()
 	s := NewScanner(n, true, func([]byte) {})
-	_, err := s.Write(append(n.Marker(), "x /\x00"...))
+	_, err := s.Write(append(n.Marker(), "x i /\x00"...))
 	require.ErrorIs(t, err, ErrBadTrailer)
 }
 
@@ -80,7 +81,7 @@ func FuzzScanner(f *testing.F) {
 		if bytes.Contains(output, n.Marker()) {
 			t.Skip()
 		}
-		stream := append(append(append([]byte{}, output...), n.Marker()...), "12 /d\x00tail"...)
+		stream := append(append(append([]byte{}, output...), n.Marker()...), "12 i /d\x00tail"...)
 		r := rand.New(rand.NewPCG(seed, seed))
 		var splits []int
 		for range int(pieces) % 16 {
@@ -91,7 +92,7 @@ func FuzzScanner(f *testing.F) {
 		if !bytes.Equal(got, output) {
 			t.Fatalf("got %q, want %q", got, output)
 		}
-		if !s.Done() || s.End() != (End{12, "/d"}) {
+		if !s.Done() || s.End() != (End{12, "i", "/d"}) {
 			t.Fatalf("end %+v done %v", s.End(), s.Done())
 		}
 	})
@@ -109,7 +110,7 @@ func TestFramePreviousStatus(t *testing.T) {
 	t.Parallel()
 	p := Paths{Stdout: "/o", Stderr: "/e", Script: "/s"}
 	require.NotContains(t, New(0, p).Text, "exit")
-	require.Contains(t, New(1, p).Text, "false && :; . /s")
-	require.Contains(t, New(130, p).Text, "(exit 130) && :; . /s")
-	require.Contains(t, New(0, Paths{Stdout: "/o", Stderr: "/e", Script: "/my dir/s"}).Text, ". '/my dir/s' </dev/null >/o 2>/e")
+	require.Contains(t, New(1, p).Text, "! __conch_s=1; \\. /s")
+	require.Contains(t, New(130, p).Text, "(\\exit 130) && :; \\. /s")
+	require.Contains(t, New(0, Paths{Stdout: "/o", Stderr: "/e", Script: "/my dir/s"}).Text, "\\. '/my dir/s' </dev/null >/o 2>/e")
 }

@@ -138,7 +138,7 @@ func (c *Command) Run() {
 	default:
 	}
 	s.mu.Lock()
-	cwd, prev := s.cwd, s.lastStatus
+	cwd, prev, traced := s.cwd, s.lastStatus, tracesCommand(s.sh, s.flags)
 	s.mu.Unlock()
 
 	chk := check(context.Background(), s.sh, s.parser, c.opts.Cmd)
@@ -158,17 +158,21 @@ func (c *Command) Run() {
 
 	st, err := s.takeStreams(c.opts.Stdin == process.StdinOpen)
 	if err == nil {
-		err = s.writeScript(c.opts.Cmd)
+		err = s.writeScript(scriptText(s.sh, c.opts.Cmd, traced))
 	}
 	if err != nil {
 		s.release(st)
 		c.finish(process.Result{Reason: process.Failed, Error: fmt.Sprintf("prepare streams: %v", err)})
 		return
 	}
-	f := sentinel.New(prev, sentinel.Paths{
+	paths := sentinel.Paths{
 		Stdin: st.stdin, Stdout: st.out.path, Stderr: st.err.path, Script: s.scriptPath(),
-		Announce: announces(s.sh),
-	})
+		Announce: announces(s.sh), Calls: frameCalls(s.sh),
+	}
+	if traced {
+		paths.Before = untrace
+	}
+	f := sentinel.New(prev, paths)
 	c.begin(cwd, f)
 	s.wg.Add(1)
 	go c.readStreams(st.out, st.err)
@@ -405,7 +409,7 @@ func (c *Command) streamEnded(end *sentinel.End) {
 		// wakes without a hop through the queue's goroutine.
 		s := c.s
 		s.mu.Lock()
-		s.cwd, s.lastStatus = e.Cwd, e.Status
+		s.cwd, s.lastStatus, s.flags = e.Cwd, e.Status, e.Flags
 		s.mu.Unlock()
 		c.finish(c.resultFor(process.ExitedWith(e.Status)))
 		close(c.endsDone)

@@ -87,6 +87,7 @@ type Session struct {
 	exitedAt   time.Time
 	cwd        string
 	lastStatus int
+	flags      string // the shell's option letters ($-) after the last command that reported them
 	seq        int
 	commands   []*Command
 	drains     map[*os.File]bool // stream ends still read after their command ended

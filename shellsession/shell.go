@@ -6,12 +6,15 @@ import (
 	"strings"
 
 	"github.com/conchsh/conch/internal/shells"
+	"github.com/conchsh/conch/sentinel"
 )
 
 // shellArgs returns the arguments that start sh interactively, reading
-// commands from stdin, with no rc or profile file unless login.
+// commands from stdin, with no rc or profile file unless login. Its $0 is its
+// name, as a terminal starts it: dash, mksh and ksh begin their messages with
+// it ("dash: 1: ...", not "/usr/bin/dash: 1: ...").
 func shellArgs(sh shells.Shell, login bool) []string {
-	args := append([]string{sh.Path}, sh.Prefix...)
+	args := append([]string{filepath.Base(sh.Path)}, sh.Prefix...)
 	switch sh.Family {
 	case shells.Bash:
 		if login {
@@ -67,16 +70,17 @@ func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) 
 
 // initScript is what a new shell is sent first: no prompts, no history,
 // SIGTERM ends it (an interactive shell ignores SIGTERM otherwise, and
-// `kill $$` must end the session), and no rc hooks.
+// `kill $$` must end the session), and no rc hooks. Its words are quoted:
+// a login shell's profile may have defined aliases by now.
 func initScript(sh shells.Shell) string {
-	common := "PS1= PS2= PS3=; trap 'exit 143' TERM; "
+	common := "PS1= PS2= PS3=; \\trap 'exit 143' TERM; "
 	switch sh.Family {
 	case shells.Bash:
-		return common + "PS0=; unset PROMPT_COMMAND HISTFILE MAIL MAILPATH MAILCHECK ENV BASH_ENV; set +H +m +o history; shopt -u checkwinsize\n"
+		return common + "PS0=; \\unset PROMPT_COMMAND HISTFILE MAIL MAILPATH MAILCHECK ENV BASH_ENV; \\set +H +m +o history; \\shopt -u checkwinsize\n"
 	case shells.Zsh:
-		return common + "PROMPT= RPROMPT= PROMPT_EOL_MARK=; unset HISTFILE MAIL MAILPATH; setopt no_hup interactive_comments ignore_close_braces\nunsetopt zle prompt_cr prompt_sp monitor bang_hist 2>/dev/null\n"
+		return common + "PROMPT= RPROMPT= PROMPT_EOL_MARK=; \\unset HISTFILE MAIL MAILPATH; \\setopt no_hup interactive_comments ignore_close_braces\n\\unsetopt zle prompt_cr prompt_sp monitor bang_hist 2>/dev/null\n"
 	}
-	return common + "unset ENV HISTFILE MAIL MAILPATH; set +m 2>/dev/null\n"
+	return common + "\\unset ENV HISTFILE MAIL MAILPATH; \\set +m 2>/dev/null\n"
 }
 
 // shellEnv returns the environment of a new shell: the daemon's, less what
@@ -106,4 +110,56 @@ func shellEnv(env map[string]string, login bool, tag string) []string {
 		out = append(out, "ENV=/dev/null")
 	}
 	return append(out, tag)
+}
+
+// frameCalls returns how a frame calls sh's builtins so that no user alias
+// or function takes them over (see sentinel.Calls). Special builtins (".",
+// exit) cannot be functions in dash, busybox and ksh93, and win over them in
+// mksh. bash and zsh let a function take
+// any name: there "builtin" reaches the real ".", and printf falls back to
+// command when a function took "builtin" (but not when one took both). In
+// the rest, printf (mksh's print) falls back from command to a plain call
+// (builtin) when a function took "command".
+func frameCalls(sh shells.Shell) sentinel.Calls {
+	switch sh.Family {
+	case shells.Bash, shells.Zsh:
+		return sentinel.Calls{Printf: []string{`\builtin printf`, `\command printf`}, Source: `\builtin .`, Exit: `\builtin exit`}
+	case shells.Mksh:
+		// mksh's printf is /usr/bin/printf: print saves two forks a command.
+		return sentinel.Calls{Print: []string{`\builtin print`, `\command print`}}
+	}
+	return sentinel.Calls{Printf: []string{`\command printf`, `\printf`}}
+}
+
+// scriptText is what the command file holds for text: the text itself,
+// after retrace when traced (see tracesCommand), and for mksh with a final
+// newline, without which mksh numbers the last line
+// one too far in its messages ("cmd[2]: x: not found" for a one-line
+// command). A text ending in a backslash is left as it is: the newline
+// would join its last line.
+func scriptText(sh shells.Shell, text string, traced bool) string {
+	if traced {
+		text = retrace + text
+	}
+	if sh.Family == shells.Mksh && !strings.HasSuffix(text, "\n") && !strings.HasSuffix(text, `\`) {
+		return text + "\n"
+	}
+	return text
+}
+
+// zsh traces the commands of a sourced file to a copy of the stderr it had
+// before the "."'s redirections, the shell's own, unless tracing is off when
+// the "." runs. So when the last command left xtrace on, the frame turns it
+// off before the "." (untrace) and the command file turns it back on first
+// thing (retrace), on the command's first line so that line numbers hold,
+// untraced itself. Not under set -v, which would echo retrace.
+const (
+	untrace = `__conch_x=${${-//[^x]/}:+xtrace}; \builtin set +x`
+	retrace = `\builtin set -o ${__conch_x:-noxtrace}; `
+)
+
+// tracesCommand reports whether a command after one that left the shell
+// with option letters flags needs untrace and retrace.
+func tracesCommand(sh shells.Shell, flags string) bool {
+	return sh.Family == shells.Zsh && strings.Contains(flags, "x") && !strings.Contains(flags, "v")
 }

@@ -1,0 +1,62 @@
+package sentinel
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestEndLineOncePerNonce runs end lines in real shells: a command's end
+// line writes its markers once however often it runs, and one run late —
+// after the next command's frame set the guard — writes nothing, no Failed
+// marker either, and leaves the next command's end line its markers.
+func TestEndLineOncePerNonce(t *testing.T) {
+	t.Parallel()
+	printf := Calls{}
+	print := Calls{Print: []string{`\builtin print`, `\command print`}}
+	for _, tt := range []struct {
+		sh    string
+		calls Calls
+	}{{"sh", printf}, {"bash", printf}, {"zsh", printf}, {"mksh", printf}, {"ksh", printf}, {"mksh", print}} {
+		sh, name := tt.sh, tt.sh
+		if len(tt.calls.Print) > 0 {
+			name += "/print"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			// A directory whose name printf or print could take for escapes.
+			dir := filepath.Join(t.TempDir(), `a\b c%s\0`)
+			require.NoError(t, os.Mkdir(dir, 0o700))
+			paths := func(name string) Paths {
+				p := Paths{Stdout: filepath.Join(dir, name+".out"), Stderr: filepath.Join(dir, name+" err"), Script: "/s", Calls: tt.calls}
+				require.NoError(t, os.WriteFile(p.Stdout, nil, 0o600))
+				require.NoError(t, os.WriteFile(p.Stderr, nil, 0o600))
+				return p
+			}
+			p1, p2 := paths("first"), paths("second")
+			n1, n2 := NewNonce(), NewNonce()
+			script := guardVar + "=" + string(n1) + "\n(exit 3)\n" + EndLine(n1, p1) + EndLine(n1, p1) +
+				guardVar + "=" + string(n2) + "\n" + EndLine(n1, p1) + "(exit 4)\n" + EndLine(n2, p2)
+			shell := exec.CommandContext(t.Context(), sh, "-c", script)
+			shell.Dir = dir
+			own, err := shell.Output()
+			require.NoError(t, err)
+			require.Empty(t, string(own), "the shell's own stdout")
+			for _, c := range []struct {
+				p      Paths
+				n      Nonce
+				status string
+			}{{p1, n1, "3"}, {p2, n2, "4"}} {
+				out, _ := os.ReadFile(c.p.Stdout)
+				errb, _ := os.ReadFile(c.p.Stderr)
+				// The shell's flags ($-) differ from shell to shell.
+				require.Regexp(t, "^"+regexp.QuoteMeta(string(c.n.Marker())+c.status+" ")+`\S* `+regexp.QuoteMeta(dir+"\x00")+"$", string(out))
+				require.Equal(t, string(c.n.Marker()), string(errb))
+			}
+		})
+	}
+}

@@ -1,0 +1,133 @@
+package shellsession
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/conchsh/conch/process"
+	"github.com/stretchr/testify/require"
+)
+
+// redefinable are names the engine's own lines could depend on and a user can
+// define as a function or an alias in some shell.
+var redefinable = []string{"command", "builtin", "printf", "echo", "cd", "pwd", "trap", "exec",
+	"return", ".", "source", "false", "exit", "eval", "set", ":", "case", "esac"}
+
+var mkshSpecial = map[string]bool{".": true, ":": true, "eval": true, "exec": true, "exit": true, "return": true, "set": true, "trap": true}
+
+// TestRedefinedNames defines each name as a function and as an alias, then
+// checks that the session still reports later commands exactly — output,
+// exit code, $?, cwd — and that the user's definition is still in place.
+func TestRedefinedNames(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		for _, name := range redefinable {
+			for _, kind := range []string{"function", "alias"} {
+				t.Run(fmt.Sprintf("%s/%s/%s", shell, kind, name), func(t *testing.T) {
+					t.Parallel()
+					checkRedefined(t, shell, name, kind)
+				})
+			}
+		}
+	}
+}
+
+func checkRedefined(t *testing.T, shell, name, kind string) {
+	dir := t.TempDir()
+	s := newSession(t, Options{Shell: shell, Cwd: dir})
+	// Each definition makes the name exit 1 without recursing into itself
+	// (zsh loops on an alias that expands to its own name at the end of a
+	// file, as the sourced command's text ends).
+	def := name + "() { return 1; }"
+	if name == "return" {
+		def = name + "() { (exit 1); }"
+	}
+	if kind == "alias" {
+		def = "alias '" + name + "=(exit 1)'"
+		if name == "exit" {
+			def = "alias exit='return 1'"
+		}
+	}
+	res, _, defErr := run(t, s, CommandOptions{Cmd: def})
+	require.Equal(t, process.Exited, res.Reason, "definition: %+v %q", res, defErr)
+	defined := code(res) == 0
+
+	res, stdout, stderr := run(t, s, CommandOptions{Cmd: "sh -c 'echo out; echo err >&2; exit 3'"})
+	require.Equal(t, process.Exited, res.Reason, "%+v", res)
+	if kind == "function" && name == "builtin" && (shell == "bash" || shell == "zsh") {
+		// Pinned: bash and zsh let a function take any name, and the
+		// frame sources the command with `builtin .`, so a function named
+		// builtin runs instead of every later command. printf falls back
+		// to `command printf`: the session still reports each command.
+		require.Equal(t, 1, code(res))
+		require.Empty(t, stdout+stderr)
+		return
+	}
+	require.Equal(t, 3, code(res))
+	require.Equal(t, "out\n", stdout)
+	require.Equal(t, "err\n", stderr)
+
+	res, stdout, _ = run(t, s, CommandOptions{Cmd: `sh -c 'echo "$1"' x "$?"`})
+	require.Equal(t, process.Exited, res.Reason, "%+v", res)
+	require.Equal(t, "3\n", stdout, "$? after a command that exited 3")
+
+	sub := filepath.Join(dir, "sub")
+	cd := "mkdir sub && cd sub"
+	if name == "cd" && (shell == "bash" || shell == "zsh") {
+		cd = "mkdir sub && builtin cd sub"
+	} else if name == "cd" {
+		cd = "mkdir sub && command cd sub"
+	}
+	res, _, stderr = run(t, s, CommandOptions{Cmd: cd})
+	require.Equal(t, process.Exited, res.Reason, "%+v", res)
+	require.Equal(t, 0, code(res), "cd: %q", stderr)
+	require.Equal(t, sub, s.Cwd())
+
+	// The user's definition is still there: the name now runs it. (An
+	// alias named case or esac is a reserved word to most shells, and in
+	// mksh a special builtin wins over a function of its name.)
+	if defined && name != "case" && name != "esac" && !(shell == "mksh" && kind == "function" && mkshSpecial[name]) {
+		res, stdout, stderr = run(t, s, CommandOptions{Cmd: name})
+		require.Equal(t, process.Exited, res.Reason, "%+v", res)
+		require.Equal(t, 1, code(res), "%s after its definition: stdout %q stderr %q", name, stdout, stderr)
+		require.Empty(t, stdout+stderr)
+	}
+}
+
+// TestBashDebugTrapSkipsEverything pins what bash does under extdebug with a
+// DEBUG trap that fails: it skips every simple command, the engine's own
+// lines too (no word can escape it), as it skips every command typed at a
+// terminal. The session does not hang: each command ends failed.
+func TestBashDebugTrapSkipsEverything(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{Shell: "bash", Cwd: t.TempDir()})
+	for _, cmd := range []string{"shopt -s extdebug; trap false DEBUG", "echo hi"} {
+		res, stdout, _ := run(t, s, CommandOptions{Cmd: cmd})
+		require.Equal(t, process.Failed, res.Reason, "%q: %+v", cmd, res)
+		require.Empty(t, stdout)
+	}
+}
+
+// TestNoopWriterFunction pins the one definition the frame cannot survive:
+// a function that takes over the first word it writes its markers with and
+// succeeds without running its arguments. Every later command goes
+// unreported and ends failed (the shell is back at its prompt), rather than
+// hanging the session.
+func TestNoopWriterFunction(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			name := "command"
+			if shell == "bash" || shell == "zsh" || shell == "mksh" {
+				name = "builtin"
+			}
+			s := newSession(t, Options{Shell: shell, Cwd: t.TempDir()})
+			for _, cmd := range []string{name + "() { :; }", "true"} {
+				res, _, _ := run(t, s, CommandOptions{Cmd: cmd})
+				require.Equal(t, process.Failed, res.Reason, "%q: %+v", cmd, res)
+			}
+		})
+	}
+}
