@@ -15,7 +15,7 @@ import (
 // command that lowered the shell's limit on open files, say, leaves it
 // unable to open the streams its end line writes to, and some shells then
 // drop the whole line, fallback included. While the command runs, this looks
-// now and then — after 1 s, then less and less often — whether the shell sits
+// now and then — after 1 s, then every 2 s, then every 4 s — whether the shell sits
 // at its prompt, reading its own input with nothing left to read: then the
 // command is over and its end will not come. Looking costs a few reads of
 // /proc, off the command's path.
@@ -32,7 +32,7 @@ func (c *Command) watchIdle(after time.Duration) {
 				return
 			}
 		}
-		c.watchIdle(min(2*after, 16*time.Second))
+		c.watchIdle(min(2*after, 4*time.Second))
 	}))
 }
 
