@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"slices"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestExcerpt(t *testing.T) {
@@ -60,9 +62,7 @@ func TestExcerpt(t *testing.T) {
 				for _, f := range p.Frames {
 					got += len(f.Data)
 				}
-				if got != e.Omitted {
-					t.Errorf("the omitted frames hold %d bytes, Omitted says %d", got, e.Omitted)
-				}
+				assert.Equal(t, e.Omitted, got, "the omitted frames hold %d bytes, Omitted says %d", got, e.Omitted)
 			}
 		})
 	}
@@ -74,14 +74,12 @@ func TestExcerptTruncatedAndKeepNone(t *testing.T) {
 	for range 20 {
 		writeFrame(l, Stdout, bytes.Repeat([]byte("x"), 100))
 	}
-	if e := l.Excerpt(0, 300); !e.TruncatedHead || e.Head[0].Cursor != 11 || e.Next != 20 || e.OmittedAfter != 11 {
-		t.Errorf("truncated log: %+v", e)
-	}
+	e := l.Excerpt(0, 300)
+	assert.False(t, !e.TruncatedHead || e.Head[0].Cursor != 11 || e.Next != 20 || e.OmittedAfter != 11, "truncated log: %+v", e)
 	n := New(Options{Keep: KeepNone})
 	n.Write(Stdout, []byte("gone\n"))
-	if e := n.Excerpt(0, 0); !e.TruncatedHead || len(e.Head) != 0 || e.Next != 1 {
-		t.Errorf("keepLogs none: %+v", e)
-	}
+	e = n.Excerpt(0, 0)
+	assert.False(t, !e.TruncatedHead || len(e.Head) != 0 || e.Next != 1, "keepLogs none: %+v", e)
 }
 
 func TestPageBytes(t *testing.T) {
@@ -94,8 +92,6 @@ func TestPageBytes(t *testing.T) {
 		{0, 250, 2}, {0, 50, 1}, {3, 1000, 3}, {0, 0, 10}, {0, 1000, 10},
 	} {
 		p := l.PageBytes(0, tt.limit, tt.maxBytes)
-		if len(p.Frames) != tt.frames || p.Next != Cursor(tt.frames) {
-			t.Errorf("limit %d, %d bytes: %d frames, next %d; want %d", tt.limit, tt.maxBytes, len(p.Frames), p.Next, tt.frames)
-		}
+		assert.False(t, len(p.Frames) != tt.frames || p.Next != Cursor(tt.frames), "limit %d, %d bytes: %d frames, next %d; want %d", tt.limit, tt.maxBytes, len(p.Frames), p.Next, tt.frames)
 	}
 }
