@@ -408,7 +408,7 @@ func TestPageWhileWriting(t *testing.T) {
 	for i := 0; i < 100 && ctx.Err() == nil; i++ {
 		after := Cursor(i * 100)
 		p := l.Page(after, 0)
-		require.NotEqual(t, 0, len(p.Frames), "empty page after %d", after)
+		require.NotEmpty(t, p.Frames, "empty page after %d", after)
 		require.False(t, !p.TruncatedHead && p.Frames[0].Cursor != after+1, "page after %d starts at %d without truncatedHead", after, p.Frames[0].Cursor)
 		for k := 1; k < len(p.Frames); k++ {
 			require.Equal(t, p.Frames[k-1].Cursor+1, p.Frames[k].Cursor, "page after %d: %d follows %d", after, p.Frames[k].Cursor, p.Frames[k-1].Cursor)
