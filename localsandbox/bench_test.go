@@ -22,9 +22,8 @@ func BenchmarkRunTrue(b *testing.B) {
 		t0 := time.Now()
 		require.NoError(b, osexec.Command(Shell, "-c", "true").Run())
 		t1 := time.Now()
-		if res, err := s.Run(b.Context(), RunOptions{Command: "true"}); err != nil || res.ExitCode != 0 {
-			b.Fatal(res, err)
-		}
+		res, err := s.Run(b.Context(), RunOptions{Command: "true"})
+		require.False(b, err != nil || res.ExitCode != 0, "%v %v", res, err)
 		base, run = append(base, t1.Sub(t0)), append(run, time.Since(t1))
 	}
 	reportRatio(b, run, base, "run")

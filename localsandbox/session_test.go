@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -54,9 +53,9 @@ func TestNew(t *testing.T) {
 			t.Parallel()
 			s, err := New(tt.dir, tt.opts...)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				if !assert.ErrorContains(t, err, tt.wantErr, "New(%s)", tt.dir) {
 					s.Stop()
-					t.Fatalf("New(%s) = %v, want error containing %q", tt.dir, err, tt.wantErr)
+					t.FailNow()
 				}
 				return
 			}
@@ -115,12 +114,15 @@ func TestPortEndpoint(t *testing.T) {
 	for _, tt := range tests {
 		// Nothing listens on the port: the URL is returned all the same.
 		got, err := s.PortEndpoint(tt.port, tt.protocol)
-		switch {
-		case tt.wantErr == nil && (err != nil || got != tt.want):
-			t.Errorf("PortEndpoint(%d, %q) = %q, %v, want %q", tt.port, tt.protocol, got, err, tt.want)
-		case tt.wantErr == errAny && err == nil,
-			tt.wantErr != nil && tt.wantErr != errAny && !errors.Is(err, tt.wantErr):
-			t.Errorf("PortEndpoint(%d, %q) = %q, %v, want error %v", tt.port, tt.protocol, got, err, tt.wantErr)
+		switch tt.wantErr {
+		case nil:
+			if assert.NoError(t, err, "PortEndpoint(%d, %q)", tt.port, tt.protocol) {
+				assert.Equal(t, tt.want, got, "PortEndpoint(%d, %q)", tt.port, tt.protocol)
+			}
+		case errAny:
+			assert.Error(t, err, "PortEndpoint(%d, %q) = %q", tt.port, tt.protocol, got)
+		default:
+			assert.ErrorIs(t, err, tt.wantErr, "PortEndpoint(%d, %q) = %q", tt.port, tt.protocol, got)
 		}
 	}
 }
@@ -140,11 +142,10 @@ func TestRestrictedHidesSessionControls(t *testing.T) {
 	assert.False(t, ok, "Restricted() has Destroy")
 	_, ok = r.(interface{ Ports() []int })
 	assert.False(t, ok, "Restricted() has Ports")
-	if _, ok := r.(interface {
+	_, ok = r.(interface {
 		PortEndpoint(int, string) (string, error)
-	}); ok {
-		t.Error("Restricted() has PortEndpoint")
-	}
+	})
+	assert.False(t, ok, "Restricted() has PortEndpoint")
 	_, ok = r.(interface{ Restricted() Sandbox })
 	assert.False(t, ok, "Restricted() has Restricted")
 

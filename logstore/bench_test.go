@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -64,8 +65,7 @@ func BenchmarkAppend(b *testing.B) {
 			feeder.Go(func() {
 				defer pw.Close()
 				for off := 0; off < len(data); off += 64 << 10 {
-					if _, err := pw.Write(data[off:min(len(data), off+64<<10)]); err != nil {
-						b.Error(err)
+					if _, err := pw.Write(data[off:min(len(data), off+64<<10)]); !assert.NoError(b, err) {
 						return
 					}
 				}

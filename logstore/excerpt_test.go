@@ -48,12 +48,11 @@ func TestExcerpt(t *testing.T) {
 			if len(tt.tail) > 0 {
 				omitted = (int(tt.tail[0]-tt.head[len(tt.head)-1]) - 1) * tt.size
 			}
-			if !slices.Equal(cursors(e.Head), tt.head) || !slices.Equal(cursors(e.Tail), tt.tail) ||
-				e.Omitted != omitted || e.OmittedAfter != tt.omittedAfter || e.Next != tt.next || e.TruncatedHead {
-				t.Errorf("head %v tail %v omitted %d after %d next %d truncated %v; want %v %v %d %d %d",
-					cursors(e.Head), cursors(e.Tail), e.Omitted, e.OmittedAfter, e.Next, e.TruncatedHead,
-					tt.head, tt.tail, omitted, tt.omittedAfter, tt.next)
-			}
+			assert.False(t, !slices.Equal(cursors(e.Head), tt.head) || !slices.Equal(cursors(e.Tail), tt.tail) ||
+				e.Omitted != omitted || e.OmittedAfter != tt.omittedAfter || e.Next != tt.next || e.TruncatedHead,
+				"head %v tail %v omitted %d after %d next %d truncated %v; want %v %v %d %d %d",
+				cursors(e.Head), cursors(e.Tail), e.Omitted, e.OmittedAfter, e.Next, e.TruncatedHead,
+				tt.head, tt.tail, omitted, tt.omittedAfter, tt.next)
 			// What was omitted is what a page after OmittedAfter gives
 			// before the tail.
 			if e.Omitted > 0 {

@@ -208,10 +208,8 @@ func TestKeepNoneLiveFollowers(t *testing.T) {
 	l.Close()
 	wg.Wait()
 
-	if len(first) != 3 || first[0].Frame == nil || string(first[0].Frame.Data) != "one\n" ||
-		first[1].Frame == nil || string(first[1].Frame.Data) != "two\n" || !first[2].End {
-		t.Errorf("first follower: %+v", first)
-	}
+	assert.False(t, len(first) != 3 || first[0].Frame == nil || string(first[0].Frame.Data) != "one\n" ||
+		first[1].Frame == nil || string(first[1].Frame.Data) != "two\n" || !first[2].End, "first follower: %+v", first)
 	evs := <-second
 	assert.False(t, len(evs) != 2 || evs[0].Warning == nil || evs[0].Warning.FirstAvailable != 4 || !evs[1].End, "second follower: %+v", evs)
 	l.mu.Lock()
