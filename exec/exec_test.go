@@ -106,11 +106,9 @@ func TestInfo(t *testing.T) {
 	info := p.Info()
 	got := logText(p.Log(), logstore.Stdout)
 	assert.Equal(t, dir+"\n", got, "pwd printed %q, want %q", got, dir+"\n")
-	if info.Kind != process.KindExec || info.Name != "job" || info.Cwd != dir || info.ShellCommand != "pwd" ||
+	assert.False(t, info.Kind != process.KindExec || info.Name != "job" || info.Cwd != dir || info.ShellCommand != "pwd" ||
 		info.Shell != "sh" || !filepath.IsAbs(info.ResolvedShell) || info.PID == 0 || info.Stdin != process.StdinClosed ||
-		info.KeepLogs != logstore.KeepUntilCleanup || info.StartedAt.IsZero() {
-		t.Errorf("info %+v", info)
-	}
+		info.KeepLogs != logstore.KeepUntilCleanup || info.StartedAt.IsZero(), "info %+v", info)
 }
 
 func TestInvalidOptionsStartNothing(t *testing.T) {
