@@ -41,16 +41,24 @@ func TestNoControllingTerminal(t *testing.T) {
 	cmd := osexec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestNoControllingTerminalHelper$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), ttyHelperEnv+"=1")
 	cmd.WaitDelay = 5 * time.Second
-	tty, err := pty.Start(cmd) // Setsid and Setctty: the helper's own terminal
+	// The helper's own terminal, as pty.Start gives it, but started through
+	// proctree.Start: the reaper TestMain runs would otherwise take the
+	// helper's exit status before cmd.Wait ("waitid: no child processes").
+	tty, pts, err := pty.Open()
 	require.NoError(t, err)
 	defer tty.Close()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	err = proctree.Start(cmd)
+	pts.Close()
+	require.NoError(t, err)
 	var out bytes.Buffer
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
 		_, _ = io.Copy(&out, tty) // ends with EIO once the helper and its children are gone
 	}()
-	err = cmd.Wait()
+	err = proctree.Wait(cmd)
 	tty.Close()
 	<-copied
 	require.False(t, err != nil || !strings.Contains(out.String(), "--- PASS: TestNoControllingTerminalHelper"), "helper: %v\n%s", err, out.String())
