@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/proctree"
+	"github.com/stretchr/testify/require"
 )
 
 // BenchmarkTrue starts and waits `true` through Start (run as bash -c true)
@@ -19,24 +20,17 @@ func BenchmarkTrue(b *testing.B) {
 	runOurs := func() {
 		t0 := time.Now()
 		p, err := Start(Options{Cmd: "true"})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		<-p.Done()
 		ours = append(ours, time.Since(t0))
-		if r := p.Info().Result; r.ExitCode == nil || *r.ExitCode != 0 {
-			b.Fatalf("result %s", show(*r))
-		}
+		r := p.Info().Result
+		require.False(b, r.ExitCode == nil || *r.ExitCode != 0, "result %s", show(*r))
 	}
 	runBare := func() {
 		t0 := time.Now()
 		cmd := osexec.Command("/bin/bash", "-c", "true")
-		if err := proctree.Start(cmd); err != nil {
-			b.Fatal(err)
-		}
-		if err := proctree.Wait(cmd); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, proctree.Start(cmd))
+		require.NoError(b, proctree.Wait(cmd))
 		bare = append(bare, time.Since(t0))
 	}
 	for i := 0; b.Loop(); i++ {

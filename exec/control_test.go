@@ -12,6 +12,8 @@ import (
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // treeScript starts a background child, a child that called setsid with a
@@ -45,17 +47,11 @@ func TestKillReachesTheWholeTree(t *testing.T) {
 			line, _, _ := strings.Cut(logText(p.Log(), 0), "ready")
 			tree := append(pids(t, line), p.Info().PID)
 			for _, pid := range tree {
-				if !proctree.Alive(pid) {
-					t.Fatalf("pid %d of %v is not running before the kill", pid, tree)
-				}
+				require.True(t, proctree.Alive(pid), "pid %d of %v is not running before the kill", pid, tree)
 			}
-			if err := p.Kill(tc.sig, 0, 0); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, p.Kill(tc.sig, 0, 0))
 			r := wait(t, p)
-			if r.Reason != process.Signaled || r.Signal != process.SignalName(tc.sig) {
-				t.Errorf("result %s, want signaled %s", show(r), process.SignalName(tc.sig))
-			}
+			assert.False(t, r.Reason != process.Signaled || r.Signal != process.SignalName(tc.sig), "result %s, want signaled %s", show(r), process.SignalName(tc.sig))
 			for _, pid := range tree {
 				eventually(t, fmt.Sprintf("pid %d gone", pid), func() bool { return !proctree.Alive(pid) })
 			}
@@ -81,13 +77,10 @@ func TestEscalation(t *testing.T) {
 			t.Parallel()
 			p := start(t, Options{Cmd: trapsTerm})
 			waitOutput(t, p, "ready")
-			if err := p.Kill(syscall.SIGTERM, 200*time.Millisecond, tc.to); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, p.Kill(syscall.SIGTERM, 200*time.Millisecond, tc.to))
 			waitOutput(t, p, "got-term")
-			if r := wait(t, p); r.Reason != process.Signaled || r.Signal != tc.want {
-				t.Errorf("result %s, want signaled %s", show(r), tc.want)
-			}
+			r := wait(t, p)
+			assert.False(t, r.Reason != process.Signaled || r.Signal != tc.want, "result %s, want signaled %s", show(r), tc.want)
 		})
 	}
 }
@@ -96,12 +89,9 @@ func TestKillAfterTheEndIsNoOp(t *testing.T) {
 	t.Parallel()
 	p := start(t, Options{Cmd: "exit 4"})
 	wait(t, p)
-	if err := p.Kill(syscall.SIGKILL, 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	if r := p.Info().Result; !sameResult(*r, process.ExitedWith(4)) {
-		t.Errorf("result changed to %s", show(*r))
-	}
+	require.NoError(t, p.Kill(syscall.SIGKILL, 0, 0))
+	r := p.Info().Result
+	assert.True(t, sameResult(*r, process.ExitedWith(4)), "result changed to %s", show(*r))
 }
 
 func TestExecutionTimeout(t *testing.T) {
@@ -118,17 +108,14 @@ func TestExecutionTimeout(t *testing.T) {
 			t.Parallel()
 			p := start(t, Options{Cmd: tc.cmd, ExecutionTimeout: 300 * time.Millisecond})
 			r := wait(t, p)
-			if r.Reason != process.TimedOut || r.Signal != tc.wantSignal {
-				t.Errorf("result %s, want timed_out by %s", show(r), tc.wantSignal)
-			}
+			assert.False(t, r.Reason != process.TimedOut || r.Signal != tc.wantSignal, "result %s, want timed_out by %s", show(r), tc.wantSignal)
 		})
 	}
 	t.Run("not-reached", func(t *testing.T) {
 		t.Parallel()
 		p := start(t, Options{Cmd: "exit 2", ExecutionTimeout: time.Minute})
-		if r := wait(t, p); !sameResult(r, process.ExitedWith(2)) {
-			t.Errorf("result %s", show(r))
-		}
+		r := wait(t, p)
+		assert.True(t, sameResult(r, process.ExitedWith(2)), "result %s", show(r))
 	})
 }
 
@@ -157,20 +144,12 @@ while [ ! -e "$T/trapped" ]; do sleep 0.01; done; echo $! early`},
 			default:
 			}
 			r := wait(t, p)
-			if !sameResult(r, process.ExitedWith(0)) {
-				t.Fatalf("result %s", show(r))
-			}
+			require.True(t, sameResult(r, process.ExitedWith(0)), "result %s", show(r))
 			out := logText(p.Log(), 0)
 			child := pids(t, strings.Fields(out)[0])[0]
-			if !proctree.Alive(child) {
-				t.Fatal("the background child is gone: the test proves nothing")
-			}
-			if !strings.Contains(out, "early") || !strings.Contains(out, "mid") || strings.Contains(out, "late") {
-				t.Errorf("output %q: want early and mid, not late", out)
-			}
-			if !p.Log().Closed() {
-				t.Error("log open after done")
-			}
+			require.True(t, proctree.Alive(child), "the background child is gone: the test proves nothing")
+			assert.False(t, !strings.Contains(out, "early") || !strings.Contains(out, "mid") || strings.Contains(out, "late"), "output %q: want early and mid, not late", out)
+			assert.True(t, p.Log().Closed(), "log open after done")
 		})
 	}
 }
@@ -180,46 +159,33 @@ func TestStdin(t *testing.T) {
 	t.Run("closed-reads-eof", func(t *testing.T) {
 		t.Parallel()
 		p := start(t, Options{Cmd: "cat; echo eof"})
-		if r := wait(t, p); !sameResult(r, process.ExitedWith(0)) {
-			t.Fatalf("result %s", show(r))
-		}
-		if err := p.WriteStdin([]byte("x")); !errors.Is(err, process.ErrStdinNotOpen) {
-			t.Errorf("WriteStdin on closed stdin: %v", err)
-		}
-		if err := p.CloseStdin(); !errors.Is(err, process.ErrStdinNotOpen) {
-			t.Errorf("CloseStdin on closed stdin: %v", err)
-		}
+		r := wait(t, p)
+		require.True(t, sameResult(r, process.ExitedWith(0)), "result %s", show(r))
+		err := p.WriteStdin([]byte("x"))
+		assert.ErrorIs(t, err, process.ErrStdinNotOpen, "WriteStdin on closed stdin")
+		err = p.CloseStdin()
+		assert.ErrorIs(t, err, process.ErrStdinNotOpen, "CloseStdin on closed stdin")
 	})
 	t.Run("open", func(t *testing.T) {
 		t.Parallel()
 		p := start(t, Options{Cmd: "read a; echo got $a; cat; echo eof", Stdin: process.StdinOpen})
-		if err := p.WriteStdin([]byte("one\n")); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.WriteStdin([]byte("one\n")))
 		waitOutput(t, p, "got one")
-		if err := p.WriteStdin([]byte("two\n")); err != nil {
-			t.Fatal(err)
-		}
-		if err := p.CloseStdin(); err != nil {
-			t.Fatal(err)
-		}
-		if r := wait(t, p); !sameResult(r, process.ExitedWith(0)) {
-			t.Fatalf("result %s", show(r))
-		}
-		if got := logText(p.Log(), logstore.Stdout); got != "got one\ntwo\neof\n" {
-			t.Errorf("output %q", got)
-		}
-		if err := p.CloseStdin(); !errors.Is(err, process.ErrStdinNotOpen) {
-			t.Errorf("CloseStdin twice: %v", err)
-		}
+		require.NoError(t, p.WriteStdin([]byte("two\n")))
+		require.NoError(t, p.CloseStdin())
+		r := wait(t, p)
+		require.True(t, sameResult(r, process.ExitedWith(0)), "result %s", show(r))
+		got := logText(p.Log(), logstore.Stdout)
+		assert.Equal(t, "got one\ntwo\neof\n", got, "output %q", got)
+		err := p.CloseStdin()
+		assert.ErrorIs(t, err, process.ErrStdinNotOpen, "CloseStdin twice")
 	})
 	t.Run("write-after-exit", func(t *testing.T) {
 		t.Parallel()
 		p := start(t, Options{Cmd: "exit 0", Stdin: process.StdinOpen})
 		wait(t, p)
-		if err := p.WriteStdin([]byte("late")); !errors.Is(err, process.ErrStdinNotOpen) {
-			t.Errorf("WriteStdin after the exit: %v", err)
-		}
+		err := p.WriteStdin([]byte("late"))
+		assert.ErrorIs(t, err, process.ErrStdinNotOpen, "WriteStdin after the exit")
 	})
 }
 
@@ -237,17 +203,14 @@ func TestStop(t *testing.T) {
 			waitOutput(t, p, "ready")
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
-			if err := p.Stop(ctx); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, p.Stop(ctx))
 			select {
 			case <-p.Done():
 			default:
 				t.Fatal("Stop returned before the process was done")
 			}
-			if r := p.Info().Result; r.Reason != process.Signaled || r.Signal != tc.want {
-				t.Errorf("result %s, want signaled %s", show(*r), tc.want)
-			}
+			r := p.Info().Result
+			assert.False(t, r.Reason != process.Signaled || r.Signal != tc.want, "result %s, want signaled %s", show(*r), tc.want)
 		})
 	}
 	t.Run("leftovers-after-exit", func(t *testing.T) {
@@ -255,18 +218,13 @@ func TestStop(t *testing.T) {
 		p := start(t, Options{Cmd: `sh -c "trap '' TERM; exec sleep 60" >/dev/null & echo $!`})
 		wait(t, p)
 		child := pids(t, logText(p.Log(), logstore.Stdout))[0]
-		if !proctree.Alive(child) {
-			t.Fatal("the leftover is gone before Stop")
-		}
+		require.True(t, proctree.Alive(child), "the leftover is gone before Stop")
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		defer cancel()
-		if err := p.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, p.Stop(ctx))
 		eventually(t, "the leftover gone", func() bool { return !proctree.Alive(child) })
-		if got := proctree.Tagged(p.ID()); len(got) != 0 {
-			t.Errorf("tagged processes left: %v", got)
-		}
+		got := proctree.Tagged(p.ID())
+		assert.Empty(t, got, "tagged processes left: %v", got)
 	})
 }
 
@@ -307,9 +265,8 @@ func TestStopEndsTheGroupOfAnEndedProcess(t *testing.T) {
 					time.Sleep(10 * time.Millisecond)
 				}
 			})
-			if r := wait(t, p); !sameResult(r, process.ExitedWith(0)) {
-				t.Fatalf("result %s", show(r))
-			}
+			r := wait(t, p)
+			require.True(t, sameResult(r, process.ExitedWith(0)), "result %s", show(r))
 			if out := pids(t, logText(p.Log(), logstore.Stdout)); len(out) > 0 {
 				untagged := out[0]
 				t.Cleanup(func() {
@@ -321,9 +278,7 @@ func TestStopEndsTheGroupOfAnEndedProcess(t *testing.T) {
 			eventually(t, "the group running", func() bool { return groupLeft(pgid, p.ID()) })
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
-			if err := p.Stop(ctx); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, p.Stop(ctx))
 			eventually(t, "the process group gone", func() bool {
 				return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH)
 			})

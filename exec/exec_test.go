@@ -5,11 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestResults(t *testing.T) {
@@ -51,18 +52,13 @@ func TestResults(t *testing.T) {
 			t.Parallel()
 			p := start(t, tc.opts)
 			got := wait(t, p)
-			if !sameResult(got, tc.want) {
-				t.Errorf("result %s, want %s (output %q)", show(got), show(tc.want), logText(p.Log(), 0))
-			}
-			if out := logText(p.Log(), logstore.Stdout); tc.stdout != "" && out != tc.stdout {
-				t.Errorf("stdout %q, want %q", out, tc.stdout)
-			}
-			if errOut := logText(p.Log(), logstore.Stderr); !strings.Contains(errOut, tc.stderr) {
-				t.Errorf("stderr %q, want it to hold %q", errOut, tc.stderr)
-			}
-			if info := p.Info(); info.State != process.Terminal || info.ExitedAt.IsZero() {
-				t.Errorf("info after the end: state %s, exitedAt %v", info.State, info.ExitedAt)
-			}
+			assert.True(t, sameResult(got, tc.want), "result %s, want %s (output %q)", show(got), show(tc.want), logText(p.Log(), 0))
+			out := logText(p.Log(), logstore.Stdout)
+			assert.False(t, tc.stdout != "" && out != tc.stdout, "stdout %q, want %q", out, tc.stdout)
+			errOut := logText(p.Log(), logstore.Stderr)
+			assert.Contains(t, errOut, tc.stderr, "stderr %q, want it to hold %q", errOut, tc.stderr)
+			info := p.Info()
+			assert.False(t, info.State != process.Terminal || info.ExitedAt.IsZero(), "info after the end: state %s, exitedAt %v", info.State, info.ExitedAt)
 		})
 	}
 }
@@ -72,17 +68,13 @@ func TestResults(t *testing.T) {
 func TestLoginShell(t *testing.T) {
 	t.Parallel()
 	home := t.TempDir()
-	if err := os.WriteFile(filepath.Join(home, ".bash_profile"), []byte("FROM_PROFILE=yes\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".bash_profile"), []byte("FROM_PROFILE=yes\n"), 0o644))
 	env := map[string]string{"HOME": home, "ENV": "", "BASH_ENV": ""}
 	p := start(t, Options{Cmd: "shopt -q login_shell && echo login $FROM_PROFILE", Login: true, Env: env})
-	if got := wait(t, p); !sameResult(got, process.ExitedWith(0)) {
-		t.Fatalf("result %s (output %q)", show(got), logText(p.Log(), 0))
-	}
-	if out := logText(p.Log(), logstore.Stdout); out != "login yes\n" {
-		t.Errorf("stdout %q, want the profile of the test's own HOME read", out)
-	}
+	got := wait(t, p)
+	require.True(t, sameResult(got, process.ExitedWith(0)), "result %s (output %q)", show(got), logText(p.Log(), 0))
+	out := logText(p.Log(), logstore.Stdout)
+	assert.Equal(t, "login yes\n", out, "stdout %q, want the profile of the test's own HOME read", out)
 }
 
 func sameResult(a, b process.Result) bool {
@@ -112,14 +104,11 @@ func TestInfo(t *testing.T) {
 	p := start(t, Options{Cmd: "pwd", Cwd: dir, Name: "job", Shell: "sh"})
 	wait(t, p)
 	info := p.Info()
-	if got := logText(p.Log(), logstore.Stdout); got != dir+"\n" {
-		t.Errorf("pwd printed %q, want %q", got, dir+"\n")
-	}
-	if info.Kind != process.KindExec || info.Name != "job" || info.Cwd != dir || info.ShellCommand != "pwd" ||
+	got := logText(p.Log(), logstore.Stdout)
+	assert.Equal(t, dir+"\n", got, "pwd printed %q, want %q", got, dir+"\n")
+	assert.False(t, info.Kind != process.KindExec || info.Name != "job" || info.Cwd != dir || info.ShellCommand != "pwd" ||
 		info.Shell != "sh" || !filepath.IsAbs(info.ResolvedShell) || info.PID == 0 || info.Stdin != process.StdinClosed ||
-		info.KeepLogs != logstore.KeepUntilCleanup || info.StartedAt.IsZero() {
-		t.Errorf("info %+v", info)
-	}
+		info.KeepLogs != logstore.KeepUntilCleanup || info.StartedAt.IsZero(), "info %+v", info)
 }
 
 func TestInvalidOptionsStartNothing(t *testing.T) {
@@ -146,30 +135,24 @@ func TestInvalidOptionsStartNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			p, err := Start(tc.opts)
-			if !errors.Is(err, process.ErrInvalidArgument) || p != nil {
-				t.Fatalf("Start: %v, %v; want an error wrapping ErrInvalidArgument", p, err)
-			}
+			require.False(t, !errors.Is(err, process.ErrInvalidArgument) || p != nil, "Start: %v, %v; want an error wrapping ErrInvalidArgument", p, err)
 		})
 	}
-	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("a command ran: %v", err)
-	}
+	_, err := os.Stat(marker)
+	assert.ErrorIs(t, err, os.ErrNotExist, "a command ran")
 }
 
 func TestUser(t *testing.T) {
 	t.Parallel()
 	opts := Options{Cmd: `echo "$(id -u) $HOME $USER"`, User: "nobody", Cwd: "/"}
 	if os.Geteuid() != 0 {
-		if _, err := Start(opts); !errors.Is(err, process.ErrUnsupported) {
-			t.Fatalf("Start as another user, not root: %v, want ErrUnsupported", err)
-		}
+		_, err := Start(opts)
+		require.ErrorIs(t, err, process.ErrUnsupported, "Start as another user, not root, want ErrUnsupported")
 		return
 	}
 	p := start(t, opts)
-	if r := wait(t, p); !sameResult(r, process.ExitedWith(0)) {
-		t.Fatalf("result %s", show(r))
-	}
-	if got := logText(p.Log(), logstore.Stdout); got != "65534 /nonexistent nobody\n" {
-		t.Errorf("as nobody: %q", got)
-	}
+	r := wait(t, p)
+	require.True(t, sameResult(r, process.ExitedWith(0)), "result %s", show(r))
+	got := logText(p.Log(), logstore.Stdout)
+	assert.Equal(t, "65534 /nonexistent nobody\n", got, "as nobody: %q", got)
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/conchsh/conch/internal/reapertest"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestMain runs the tests as the daemon runs: a subreaper with the reaper on,
@@ -28,16 +30,12 @@ func TestMain(m *testing.M) {
 func start(t *testing.T, opts Options) *Process {
 	t.Helper()
 	p, err := Start(opts)
-	if err != nil {
-		t.Fatalf("Start: %v", err)
-	}
+	require.NoError(t, err, "Start")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		_ = proctree.SignalTagged(p.ID(), syscall.SIGKILL)
-		if err := p.Stop(ctx); err != nil {
-			t.Errorf("stop: %v", err)
-		}
+		assert.NoError(t, p.Stop(ctx), "stop")
 	})
 	return p
 }
@@ -48,9 +46,7 @@ func wait(t *testing.T, p process.Process) process.Result {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	r, err := process.Wait(ctx, p)
-	if err != nil {
-		t.Fatalf("wait: %v (output so far %q)", err, logText(p.Log(), 0))
-	}
+	require.NoError(t, err, "wait (output so far %q)", logText(p.Log(), 0))
 	return r
 }
 
@@ -79,9 +75,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
-		if time.Now().After(deadline) || t.Context().Err() != nil {
-			t.Fatalf("not true after 20 s: %s", what)
-		}
+		require.False(t, time.Now().After(deadline) || t.Context().Err() != nil, "not true after 20 s: %s", what)
 		time.Sleep(5 * time.Millisecond)
 	}
 }
@@ -92,9 +86,7 @@ func pids(t *testing.T, s string) []int {
 	var out []int
 	for f := range strings.FieldsSeq(s) {
 		n, err := strconv.Atoi(f)
-		if err != nil {
-			t.Fatalf("not a pid: %q in %q", f, s)
-		}
+		require.NoError(t, err, "not a pid: %q in %q", f, s)
 		out = append(out, n)
 	}
 	return out

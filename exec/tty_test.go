@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/logstore"
@@ -39,23 +41,27 @@ func TestNoControllingTerminal(t *testing.T) {
 	cmd := osexec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestNoControllingTerminalHelper$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), ttyHelperEnv+"=1")
 	cmd.WaitDelay = 5 * time.Second
-	tty, err := pty.Start(cmd) // Setsid and Setctty: the helper's own terminal
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The helper's own terminal, as pty.Start gives it, but started through
+	// proctree.Start: the reaper TestMain runs would otherwise take the
+	// helper's exit status before cmd.Wait ("waitid: no child processes").
+	tty, pts, err := pty.Open()
+	require.NoError(t, err)
 	defer tty.Close()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
+	err = proctree.Start(cmd)
+	pts.Close()
+	require.NoError(t, err)
 	var out bytes.Buffer
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
 		_, _ = io.Copy(&out, tty) // ends with EIO once the helper and its children are gone
 	}()
-	err = cmd.Wait()
+	err = proctree.Wait(cmd)
 	tty.Close()
 	<-copied
-	if err != nil || !strings.Contains(out.String(), "--- PASS: TestNoControllingTerminalHelper") {
-		t.Fatalf("helper: %v\n%s", err, out.String())
-	}
+	require.False(t, err != nil || !strings.Contains(out.String(), "--- PASS: TestNoControllingTerminalHelper"), "helper: %v\n%s", err, out.String())
 }
 
 func TestNoControllingTerminalHelper(t *testing.T) {
@@ -63,9 +69,7 @@ func TestNoControllingTerminalHelper(t *testing.T) {
 		t.Skip("run by TestNoControllingTerminal on a terminal")
 	}
 	f, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
-	if err != nil {
-		t.Fatalf("the helper has no terminal to hide: %v", err)
-	}
+	require.NoError(t, err, "the helper has no terminal to hide")
 	f.Close()
 	for _, argv := range [][]string{nil, {"sh", "-c", ttyProbe}} {
 		opts := Options{Cmd: ttyProbe, Shell: "sh"}
@@ -76,23 +80,18 @@ func TestNoControllingTerminalHelper(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		r, err := process.Wait(ctx, p)
 		cancel()
-		if err != nil || !sameResult(r, process.ExitedWith(0)) {
-			t.Fatalf("probe: %v %s", err, show(r))
-		}
+		require.False(t, err != nil || !sameResult(r, process.ExitedWith(0)), "probe: %v %s", err, show(r))
 		got := logText(p.Log(), logstore.Stdout)
 		pid := strconv.Itoa(p.Info().PID)
-		if want := "tty=no\npid=" + pid + " sid=" + pid + " ttynr=0\n"; got != want {
-			t.Errorf("probe said %q, want %q", got, want)
-		}
+		want := "tty=no\npid=" + pid + " sid=" + pid + " ttynr=0\n"
+		assert.Equal(t, want, got, "probe said %q, want %q", got, want)
 	}
 	// A session leader leads its process group too: a group signal still
 	// reaches a background child.
 	p := start(t, Options{Cmd: "sleep 60 & echo $!; wait"})
 	waitOutput(t, p, "\n")
 	child, _ := strconv.Atoi(strings.TrimSpace(logText(p.Log(), logstore.Stdout)))
-	if err := syscall.Kill(-p.Info().PID, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, syscall.Kill(-p.Info().PID, syscall.SIGKILL))
 	eventually(t, "the background child gone", func() bool { return !proctree.Alive(child) })
 	wait(t, p)
 }

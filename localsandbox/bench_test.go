@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // BenchmarkRunTrue measures Run of "true" against forking and waiting
@@ -13,20 +15,15 @@ import (
 // and their ratio.
 func BenchmarkRunTrue(b *testing.B) {
 	s, err := New(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer s.Stop()
 	var base, run []time.Duration
 	for b.Loop() {
 		t0 := time.Now()
-		if err := osexec.Command(Shell, "-c", "true").Run(); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, osexec.Command(Shell, "-c", "true").Run())
 		t1 := time.Now()
-		if res, err := s.Run(b.Context(), RunOptions{Command: "true"}); err != nil || res.ExitCode != 0 {
-			b.Fatal(res, err)
-		}
+		res, err := s.Run(b.Context(), RunOptions{Command: "true"})
+		require.False(b, err != nil || res.ExitCode != 0, "%v %v", res, err)
 		base, run = append(base, t1.Sub(t0)), append(run, time.Since(t1))
 	}
 	reportRatio(b, run, base, "run")
@@ -39,9 +36,7 @@ func BenchmarkSpawnStdout(b *testing.B) {
 	const size = 64 << 20
 	cmd := "head -c 67108864 /dev/zero"
 	s, err := New(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer s.Stop()
 	var base, spawn []time.Duration
 	b.SetBytes(size)
@@ -49,21 +44,15 @@ func BenchmarkSpawnStdout(b *testing.B) {
 		t0 := time.Now()
 		c := osexec.Command(Shell, "-c", cmd)
 		out, _ := c.StdoutPipe()
-		if err := c.Start(); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, c.Start())
 		n, _ := io.Copy(io.Discard, out)
 		c.Wait()
 		t1 := time.Now()
 		p, err := s.Spawn(b.Context(), RunOptions{Command: cmd})
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		m, err := io.Copy(io.Discard, p.Stdout())
 		p.Wait(b.Context())
-		if n != size || m != size || err != nil {
-			b.Fatalf("read %d and %d bytes (%v), want %d", n, m, err, size)
-		}
+		require.False(b, n != size || m != size || err != nil, "read %d and %d bytes (%v), want %d", n, m, err, size)
 		base, spawn = append(base, t1.Sub(t0)), append(spawn, time.Since(t1))
 	}
 	reportRatio(b, spawn, base, "spawn")

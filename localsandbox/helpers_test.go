@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/portlease"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // runChild runs the helper program mode in a re-executed test binary and
@@ -51,9 +53,7 @@ func interruptChild() int {
 func held(t *testing.T, port int) bool {
 	t.Helper()
 	h, err := portlease.Held(portlease.Dir(), port)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return h
 }
 
@@ -62,9 +62,7 @@ func assertDistinct(t *testing.T, ports []int) {
 	t.Helper()
 	seen := map[int]bool{}
 	for _, p := range ports {
-		if seen[p] {
-			t.Errorf("port %d handed out twice (all: %v)", p, ports)
-		}
+		assert.False(t, seen[p], "port %d handed out twice (all: %v)", p, ports)
 		seen[p] = true
 	}
 }

@@ -16,14 +16,14 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/proctree"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestRun(t *testing.T) {
 	t.Parallel()
 	s := newSession(t, WithEnv(map[string]string{"FROM_SESSION": "s", "OVERRIDDEN": "session"}))
-	if err := os.Mkdir(filepath.Join(s.Dir(), "sub"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.Mkdir(filepath.Join(s.Dir(), "sub"), 0o755))
 	elsewhere := t.TempDir()
 	tests := []struct {
 		name       string
@@ -52,18 +52,10 @@ func TestRun(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			res, err := s.Run(hangGuard(t), tt.opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.ExitCode != tt.code {
-				t.Errorf("exit code %d, want %d (stderr %q)", res.ExitCode, tt.code, res.Stderr)
-			}
-			if tt.stdout != "" && res.Stdout != tt.stdout {
-				t.Errorf("stdout %q, want %q", res.Stdout, tt.stdout)
-			}
-			if !strings.Contains(res.Stderr, tt.stderrHas) || tt.stderrNone && res.Stderr != "" {
-				t.Errorf("stderr %q, want it to hold %q", res.Stderr, tt.stderrHas)
-			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.code, res.ExitCode, "exit code %d, want %d (stderr %q)", res.ExitCode, tt.code, res.Stderr)
+			assert.False(t, tt.stdout != "" && res.Stdout != tt.stdout, "stdout %q, want %q", res.Stdout, tt.stdout)
+			assert.False(t, !strings.Contains(res.Stderr, tt.stderrHas) || tt.stderrNone && res.Stderr != "", "stderr %q, want it to hold %q", res.Stderr, tt.stderrHas)
 		})
 	}
 }
@@ -73,16 +65,12 @@ func TestRunMissingWorkingDirectory(t *testing.T) {
 	s := newSession(t)
 	for _, wd := range []string{"missing", filepath.Join(t.TempDir(), "gone")} {
 		_, err := s.Run(hangGuard(t), RunOptions{Command: "touch ran", WorkingDirectory: wd})
-		if !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), wd) {
-			t.Errorf("Run in %s: %v, want an error naming it that wraps fs.ErrNotExist", wd, err)
-		}
-		if _, err := s.Spawn(hangGuard(t), RunOptions{Command: "touch ran", WorkingDirectory: wd}); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("Spawn in %s: %v, want fs.ErrNotExist", wd, err)
-		}
+		assert.False(t, !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), wd), "Run in %s: %v, want an error naming it that wraps fs.ErrNotExist", wd, err)
+		_, err = s.Spawn(hangGuard(t), RunOptions{Command: "touch ran", WorkingDirectory: wd})
+		assert.ErrorIs(t, err, fs.ErrNotExist, "Spawn in %s, want fs.ErrNotExist", wd)
 	}
-	if _, ok, _ := s.ReadFile("ran"); ok {
-		t.Error("the command ran although its directory is missing")
-	}
+	_, ok, _ := s.ReadFile("ran")
+	assert.False(t, ok, "the command ran although its directory is missing")
 }
 
 func TestRunBadEnvName(t *testing.T) {
@@ -90,13 +78,10 @@ func TestRunBadEnvName(t *testing.T) {
 	s := newSession(t)
 	for _, name := range []string{"", "A=B", "A\x00"} {
 		_, err := s.Run(hangGuard(t), RunOptions{Command: "touch ran", Env: map[string]string{name: "x"}})
-		if err == nil || !strings.Contains(err.Error(), "bad environment variable name") {
-			t.Errorf("Env name %q: %v, want an error", name, err)
-		}
+		assert.False(t, err == nil || !strings.Contains(err.Error(), "bad environment variable name"), "Env name %q: %v, want an error", name, err)
 	}
-	if _, ok, _ := s.ReadFile("ran"); ok {
-		t.Error("a command ran with a bad environment")
-	}
+	_, ok, _ := s.ReadFile("ran")
+	assert.False(t, ok, "a command ran with a bad environment")
 }
 
 func TestRunCancelledBeforeStartStartsNothing(t *testing.T) {
@@ -104,15 +89,12 @@ func TestRunCancelledBeforeStartStartsNothing(t *testing.T) {
 	s := newSession(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := s.Run(ctx, RunOptions{Command: "touch ran"}); !errors.Is(err, context.Canceled) {
-		t.Errorf("Run: %v, want context.Canceled", err)
-	}
-	if _, err := s.Spawn(ctx, RunOptions{Command: "touch ran"}); !errors.Is(err, context.Canceled) {
-		t.Errorf("Spawn: %v, want context.Canceled", err)
-	}
-	if _, ok, _ := s.ReadFile("ran"); ok {
-		t.Error("a command ran under a cancelled context")
-	}
+	_, err := s.Run(ctx, RunOptions{Command: "touch ran"})
+	assert.ErrorIs(t, err, context.Canceled, "Run, want context.Canceled")
+	_, err = s.Spawn(ctx, RunOptions{Command: "touch ran"})
+	assert.ErrorIs(t, err, context.Canceled, "Spawn, want context.Canceled")
+	_, ok, _ := s.ReadFile("ran")
+	assert.False(t, ok, "a command ran under a cancelled context")
 }
 
 // treeCommand starts a child and a grandchild that sleep, writes their pids
@@ -146,9 +128,7 @@ func TestRunContextKillsTree(t *testing.T) {
 				}()
 			}
 			_, err := s.Run(ctx, RunOptions{Command: treeCommand})
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("Run: %v, want %v", err, tt.want)
-			}
+			require.ErrorIs(t, err, tt.want, "Run, want %v", tt.want)
 			assertGone(t, readPids(t, s, "pids"))
 		})
 	}
@@ -159,46 +139,32 @@ func TestSpawnStreamsAndKill(t *testing.T) {
 	s := newSession(t)
 	ctx := hangGuard(t)
 	p, err := s.Spawn(ctx, RunOptions{Command: "echo ready; echo warn >&2; " + treeCommand})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	// Spawn returned while the command runs: its first line arrives while
 	// it still sleeps.
 	out := bufio.NewReader(p.Stdout())
-	if line, err := out.ReadString('\n'); line != "ready\n" || err != nil {
-		t.Fatalf("first stdout line %q, %v", line, err)
-	}
+	line, err := out.ReadString('\n')
+	require.False(t, line != "ready\n" || err != nil, "first stdout line %q, %v", line, err)
 	errOut := bufio.NewReader(p.Stderr())
-	if line, err := errOut.ReadString('\n'); line != "warn\n" || err != nil {
-		t.Fatalf("first stderr line %q, %v", line, err)
-	}
+	line, err = errOut.ReadString('\n')
+	require.False(t, line != "warn\n" || err != nil, "first stderr line %q, %v", line, err)
 	waitLines(ctx, filepath.Join(s.Dir(), "pids"), 4)
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	if _, err := p.Wait(short); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Wait on a sleeping command: %v, want its context's error", err)
-	}
+	_, err = p.Wait(short)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "Wait on a sleeping command, want its context's error")
 	pids := readPids(t, s, "pids")
-	if !proctree.Alive(pids[len(pids)-1]) {
-		t.Fatal("the command died when Wait's context ended")
-	}
+	require.True(t, proctree.Alive(pids[len(pids)-1]), "the command died when Wait's context ended")
 
-	if err := p.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	if code, err := p.Wait(ctx); code != 143 || err != nil {
-		t.Fatalf("Wait after Kill = %d, %v, want 143", code, err)
-	}
+	require.NoError(t, p.Kill())
+	code, err := p.Wait(ctx)
+	require.False(t, code != 143 || err != nil, "Wait after Kill = %d, %v, want 143", code, err)
 	assertGone(t, pids)
-	if rest, err := io.ReadAll(out); len(rest) != 0 || err != nil {
-		t.Errorf("rest of stdout %q, %v, want EOF", rest, err)
-	}
-	if err := p.Kill(); err != nil {
-		t.Errorf("Kill after exit: %v", err)
-	}
-	if code, err := p.Wait(ctx); code != 143 || err != nil {
-		t.Errorf("second Wait = %d, %v", code, err)
-	}
+	rest, err := io.ReadAll(out)
+	assert.False(t, len(rest) != 0 || err != nil, "rest of stdout %q, %v, want EOF", rest, err)
+	assert.NoError(t, p.Kill(), "Kill after exit")
+	code, err = p.Wait(ctx)
+	assert.False(t, code != 143 || err != nil, "second Wait = %d, %v", code, err)
 }
 
 func TestSpawnOutput(t *testing.T) {
@@ -206,20 +172,15 @@ func TestSpawnOutput(t *testing.T) {
 	s := newSession(t)
 	ctx := hangGuard(t)
 	p, err := s.Spawn(ctx, RunOptions{Command: "for i in 1 2 3; do echo o$i; echo e$i >&2; done; exit 4"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code, err := p.Wait(ctx); code != 4 || err != nil {
-		t.Fatalf("Wait = %d, %v", code, err)
-	}
+	require.NoError(t, err)
+	code, err := p.Wait(ctx)
+	require.False(t, code != 4 || err != nil, "Wait = %d, %v", code, err)
 	// Readers taken after the exit still get everything, each from the start.
 	for range 2 {
-		if out, err := io.ReadAll(p.Stdout()); string(out) != "o1\no2\no3\n" || err != nil {
-			t.Errorf("stdout %q, %v", out, err)
-		}
-		if out, err := io.ReadAll(p.Stderr()); string(out) != "e1\ne2\ne3\n" || err != nil {
-			t.Errorf("stderr %q, %v", out, err)
-		}
+		out, err := io.ReadAll(p.Stdout())
+		assert.False(t, string(out) != "o1\no2\no3\n" || err != nil, "stdout %q, %v", out, err)
+		out, err = io.ReadAll(p.Stderr())
+		assert.False(t, string(out) != "e1\ne2\ne3\n" || err != nil, "stderr %q, %v", out, err)
 	}
 }
 
@@ -229,14 +190,11 @@ func TestSpawnContextKillsTree(t *testing.T) {
 	ctx, cancel := context.WithCancel(hangGuard(t))
 	defer cancel()
 	p, err := s.Spawn(ctx, RunOptions{Command: treeCommand})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	waitLines(ctx, filepath.Join(s.Dir(), "pids"), 4)
 	cancel()
-	if _, err := p.Wait(hangGuard(t)); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Wait: %v, want context.Canceled", err)
-	}
+	_, err = p.Wait(hangGuard(t))
+	require.ErrorIs(t, err, context.Canceled, "Wait, want context.Canceled")
 	assertGone(t, readPids(t, s, "pids"))
 }
 
@@ -246,33 +204,23 @@ func TestSpawnReaderBehindRetention(t *testing.T) {
 	s := newSession(t)
 	ctx := hangGuard(t)
 	p, err := s.Spawn(ctx, RunOptions{Command: "head -c 20000000 /dev/zero"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code, err := p.Wait(ctx); code != 0 || err != nil {
-		t.Fatalf("Wait = %d, %v", code, err)
-	}
+	require.NoError(t, err)
+	code, err := p.Wait(ctx)
+	require.False(t, code != 0 || err != nil, "Wait = %d, %v", code, err)
 	r := p.Stdout()
 	buf := make([]byte, 4096)
-	if _, err := r.Read(buf); !errors.Is(err, ErrOutputDropped) {
-		t.Fatalf("first Read: %v, want ErrOutputDropped", err)
-	}
+	_, err = r.Read(buf)
+	require.ErrorIs(t, err, ErrOutputDropped, "first Read, want ErrOutputDropped")
 	n, err := io.Copy(io.Discard, r)
-	if err != nil || n == 0 || n >= 20000000 {
-		t.Fatalf("after the drop: %d bytes, %v; want what is retained", n, err)
-	}
+	require.False(t, err != nil || n == 0 || n >= 20000000, "after the drop: %d bytes, %v; want what is retained", n, err)
 }
 
 func TestRunLargeOutput(t *testing.T) {
 	t.Parallel()
 	s := newSession(t)
 	res, err := s.Run(hangGuard(t), RunOptions{Command: "head -c 3000000 /dev/zero | tr '\\0' a"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Stdout) != 3000000 || strings.Trim(res.Stdout, "a") != "" || res.Truncated {
-		t.Fatalf("stdout of %d bytes, truncated %v", len(res.Stdout), res.Truncated)
-	}
+	require.NoError(t, err)
+	require.False(t, len(res.Stdout) != 3000000 || strings.Trim(res.Stdout, "a") != "" || res.Truncated, "stdout of %d bytes, truncated %v", len(res.Stdout), res.Truncated)
 }
 
 // A harness that inherited SIGINT ignored (started in the background of a
@@ -284,32 +232,23 @@ func TestRunDefaultSignalsUnderIgnoringHost(t *testing.T) {
 	cmd.Env = append(os.Environ(), childEnv+"=interrupt")
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.TrimSpace(string(out)); got != "130" {
-		t.Fatalf("exit code of a self-interrupting command: %s, want 130", got)
-	}
+	require.NoError(t, err)
+	got := strings.TrimSpace(string(out))
+	require.Equal(t, "130", got, "exit code of a self-interrupting command: %s, want 130", got)
 }
 
 // readPids reads the pids a command wrote to name in the session's directory.
 func readPids(t *testing.T, s *Session, name string) []int {
 	t.Helper()
 	text, _, err := s.ReadTextFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var pids []int
 	for f := range strings.FieldsSeq(text) {
 		pid, err := strconv.Atoi(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		pids = append(pids, pid)
 	}
-	if len(pids) == 0 {
-		t.Fatalf("no pids in %s", name)
-	}
+	require.NotEmpty(t, pids, "no pids in %s", name)
 	return pids
 }
 

@@ -6,9 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // hangGuard bounds a blocking test: what the test starts with the returned
@@ -25,9 +27,7 @@ func hangGuard(t *testing.T) context.Context {
 func newSession(t *testing.T, opts ...Option) *Session {
 	t.Helper()
 	s, err := New(t.TempDir(), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { s.Stop() })
 	return s
 }
@@ -36,9 +36,7 @@ func TestNew(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
-	if err := os.WriteFile(file, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
 	tests := []struct {
 		name    string
 		dir     string
@@ -55,26 +53,18 @@ func TestNew(t *testing.T) {
 			t.Parallel()
 			s, err := New(tt.dir, tt.opts...)
 			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				if !assert.ErrorContains(t, err, tt.wantErr, "New(%s)", tt.dir) {
 					s.Stop()
-					t.Fatalf("New(%s) = %v, want error containing %q", tt.dir, err, tt.wantErr)
+					t.FailNow()
 				}
 				return
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			defer s.Stop()
-			if s.Dir() != tt.dir {
-				t.Errorf("Dir() = %s, want %s", s.Dir(), tt.dir)
-			}
+			assert.Equal(t, tt.dir, s.Dir(), "Dir() = %s, want %s", s.Dir(), tt.dir)
 			ports := s.Ports()
-			if len(ports) != 1 {
-				t.Fatalf("Ports() = %v, want one port", ports)
-			}
-			if !held(t, ports[0]) {
-				t.Errorf("port %d of a live session is not locked", ports[0])
-			}
+			require.Len(t, ports, 1, "Ports() = %v, want one port", ports)
+			assert.True(t, held(t, ports[0]), "port %d of a live session is not locked", ports[0])
 		})
 	}
 }
@@ -82,14 +72,10 @@ func TestNew(t *testing.T) {
 func TestNewRelativeDir(t *testing.T) {
 	t.Parallel()
 	s, err := New(".")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer s.Stop()
 	wd, _ := os.Getwd()
-	if s.Dir() != wd {
-		t.Errorf("Dir() = %s, want %s", s.Dir(), wd)
-	}
+	assert.Equal(t, wd, s.Dir(), "Dir() = %s, want %s", s.Dir(), wd)
 }
 
 func TestSessionsGetDistinctPorts(t *testing.T) {
@@ -128,12 +114,15 @@ func TestPortEndpoint(t *testing.T) {
 	for _, tt := range tests {
 		// Nothing listens on the port: the URL is returned all the same.
 		got, err := s.PortEndpoint(tt.port, tt.protocol)
-		switch {
-		case tt.wantErr == nil && (err != nil || got != tt.want):
-			t.Errorf("PortEndpoint(%d, %q) = %q, %v, want %q", tt.port, tt.protocol, got, err, tt.want)
-		case tt.wantErr == errAny && err == nil,
-			tt.wantErr != nil && tt.wantErr != errAny && !errors.Is(err, tt.wantErr):
-			t.Errorf("PortEndpoint(%d, %q) = %q, %v, want error %v", tt.port, tt.protocol, got, err, tt.wantErr)
+		switch tt.wantErr {
+		case nil:
+			if assert.NoError(t, err, "PortEndpoint(%d, %q)", tt.port, tt.protocol) {
+				assert.Equal(t, tt.want, got, "PortEndpoint(%d, %q)", tt.port, tt.protocol)
+			}
+		case errAny:
+			assert.Error(t, err, "PortEndpoint(%d, %q) = %q", tt.port, tt.protocol, got)
+		default:
+			assert.ErrorIs(t, err, tt.wantErr, "PortEndpoint(%d, %q) = %q", tt.port, tt.protocol, got)
 		}
 	}
 }
@@ -145,49 +134,32 @@ func TestRestrictedHidesSessionControls(t *testing.T) {
 	t.Parallel()
 	s := newSession(t, WithEnv(map[string]string{"SANDBOX_VAR": "from-session"}))
 	r := s.Restricted()
-	if _, ok := r.(*Session); ok {
-		t.Fatal("Restricted() is the *Session itself")
-	}
-	if _, ok := r.(interface{ Stop() error }); ok {
-		t.Error("Restricted() has Stop")
-	}
-	if _, ok := r.(interface{ Destroy() error }); ok {
-		t.Error("Restricted() has Destroy")
-	}
-	if _, ok := r.(interface{ Ports() []int }); ok {
-		t.Error("Restricted() has Ports")
-	}
-	if _, ok := r.(interface {
+	_, ok := r.(*Session)
+	require.False(t, ok, "Restricted() is the *Session itself")
+	_, ok = r.(interface{ Stop() error })
+	assert.False(t, ok, "Restricted() has Stop")
+	_, ok = r.(interface{ Destroy() error })
+	assert.False(t, ok, "Restricted() has Destroy")
+	_, ok = r.(interface{ Ports() []int })
+	assert.False(t, ok, "Restricted() has Ports")
+	_, ok = r.(interface {
 		PortEndpoint(int, string) (string, error)
-	}); ok {
-		t.Error("Restricted() has PortEndpoint")
-	}
-	if _, ok := r.(interface{ Restricted() Sandbox }); ok {
-		t.Error("Restricted() has Restricted")
-	}
+	})
+	assert.False(t, ok, "Restricted() has PortEndpoint")
+	_, ok = r.(interface{ Restricted() Sandbox })
+	assert.False(t, ok, "Restricted() has Restricted")
 
 	ctx := hangGuard(t)
-	if r.Dir() != s.Dir() {
-		t.Errorf("restricted Dir() = %s, want %s", r.Dir(), s.Dir())
-	}
+	assert.Equal(t, s.Dir(), r.Dir(), "restricted Dir() = %s, want %s", r.Dir(), s.Dir())
 	res, err := r.Run(ctx, RunOptions{Command: `printf '%s %s' "$PWD" "$SANDBOX_VAR"`})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := s.Dir() + " from-session"; res.Stdout != want {
-		t.Errorf("restricted Run: %q, want %q", res.Stdout, want)
-	}
-	if err := r.WriteTextFile("sub/note.txt", "hi"); err != nil {
-		t.Fatal(err)
-	}
-	if text, ok, err := s.ReadTextFile("sub/note.txt"); err != nil || !ok || text != "hi" {
-		t.Errorf("file written through the restricted view: %q, %v, %v", text, ok, err)
-	}
+	require.NoError(t, err)
+	want := s.Dir() + " from-session"
+	assert.Equal(t, want, res.Stdout, "restricted Run: %q, want %q", res.Stdout, want)
+	require.NoError(t, r.WriteTextFile("sub/note.txt", "hi"))
+	text, ok, err := s.ReadTextFile("sub/note.txt")
+	assert.False(t, err != nil || !ok || text != "hi", "file written through the restricted view: %q, %v, %v", text, ok, err)
 	p, err := r.Spawn(ctx, RunOptions{Command: "printf spawned"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code, err := p.Wait(ctx); err != nil || code != 0 {
-		t.Fatalf("restricted Spawn: %d, %v", code, err)
-	}
+	require.NoError(t, err)
+	code, err := p.Wait(ctx)
+	require.False(t, err != nil || code != 0, "restricted Spawn: %d, %v", code, err)
 }

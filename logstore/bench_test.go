@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // chunkReader hands out data at most size bytes per Read, like a pipe, and
@@ -58,14 +61,11 @@ func BenchmarkAppend(b *testing.B) {
 		defer feeder.Wait()
 		src := func() io.Reader {
 			pr, pw, err := os.Pipe()
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			feeder.Go(func() {
 				defer pw.Close()
 				for off := 0; off < len(data); off += 64 << 10 {
-					if _, err := pw.Write(data[off:min(len(data), off+64<<10)]); err != nil {
-						b.Error(err)
+					if _, err := pw.Write(data[off:min(len(data), off+64<<10)]); !assert.NoError(b, err) {
 						return
 					}
 				}
@@ -90,9 +90,8 @@ func benchAppend(b *testing.B, n int, src func() io.Reader, drained func()) {
 	copyAll := func(w io.Writer) time.Duration {
 		r := src()
 		start := time.Now()
-		if _, err := io.Copy(w, r); err != nil {
-			b.Fatal(err)
-		}
+		_, err := io.Copy(w, r)
+		require.NoError(b, err)
 		d := time.Since(start)
 		if c, ok := r.(onlyReader); ok {
 			c.r.Close()
@@ -225,9 +224,7 @@ func writeFollowed(b *testing.B, data []byte, total, n int) (time.Duration, int)
 	done.Wait()
 	sum := 0
 	for i := range n {
-		if errs[i] != nil {
-			b.Fatalf("follower %d: %v", i, errs[i])
-		}
+		require.Nil(b, errs[i], "follower %d: %v", i, errs[i])
 		sum += warnings[i]
 	}
 	return elapsed, sum

@@ -3,10 +3,11 @@ package logstore
 import (
 	"bytes"
 	"context"
-	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // writeKiB writes n KiB to l, one frame per KiB.
@@ -39,13 +40,11 @@ func TestBudgetDropsOldestEnded(t *testing.T) {
 	}
 	for i, l := range logs {
 		p := l.Page(0, 0)
-		if dropped := i < 3; dropped != (len(p.Frames) == 0) || dropped != p.TruncatedHead {
-			t.Errorf("log %d (closed %d of 5): %d frames, truncatedHead %v", i, i+1, len(p.Frames), p.TruncatedHead)
-		}
+		dropped := i < 3
+		assert.False(t, dropped != (len(p.Frames) == 0) || dropped != p.TruncatedHead, "log %d (closed %d of 5): %d frames, truncatedHead %v", i, i+1, len(p.Frames), p.TruncatedHead)
 	}
-	if used, want := b.Used(), int64(retained(logs[3])+retained(logs[4])); used != want || used != 80<<10 {
-		t.Errorf("budget uses %d bytes, logs retain %d", used, want)
-	}
+	used, want := b.Used(), int64(retained(logs[3])+retained(logs[4]))
+	assert.False(t, used != want || used != 80<<10, "budget uses %d bytes, logs retain %d", used, want)
 	var warning string
 	_ = logs[0].Follow(hangGuard(t, 20*time.Second), 0, func(e Event) bool {
 		if e.Warning != nil {
@@ -53,9 +52,7 @@ func TestBudgetDropsOldestEnded(t *testing.T) {
 		}
 		return e.Warning == nil
 	})
-	if !strings.Contains(warning, "log budget") {
-		t.Errorf("a follower of a dropped log is warned %q", warning)
-	}
+	assert.Contains(t, warning, "log budget", "a follower of a dropped log is warned %q", warning)
 }
 
 // TestBudgetLevelsOpenLogs checks that when open logs alone are over the
@@ -71,23 +68,15 @@ func TestBudgetLevelsOpenLogs(t *testing.T) {
 	writeKiB(big, 60)
 	writeKiB(mid, 30)
 	writeKiB(small, 20)
-	if got := retained(mid) + retained(small); got != 50<<10 {
-		t.Errorf("the smaller logs retain %d bytes, want all 50 KiB", got)
-	}
-	if p := big.Page(0, 0); !p.TruncatedHead || retained(big) > 50<<10 || retained(big) < 30<<10 {
-		t.Errorf("the largest log retains %d bytes, truncatedHead %v", retained(big), p.TruncatedHead)
-	}
-	if used := b.Used(); used > b.Limit() || used != int64(retained(big)+retained(mid)+retained(small)) {
-		t.Errorf("budget uses %d bytes of %d", used, b.Limit())
-	}
+	assert.Equal(t, 50<<10, retained(mid)+retained(small), "the smaller logs retain less than all 50 KiB")
+	p := big.Page(0, 0)
+	assert.False(t, !p.TruncatedHead || retained(big) > 50<<10 || retained(big) < 30<<10, "the largest log retains %d bytes, truncatedHead %v", retained(big), p.TruncatedHead)
+	used := b.Used()
+	assert.False(t, used > b.Limit() || used != int64(retained(big)+retained(mid)+retained(small)), "budget uses %d bytes of %d", used, b.Limit())
 	b.Remove(big)
-	if used := b.Used(); used != 50<<10 {
-		t.Errorf("after Remove the budget uses %d bytes", used)
-	}
+	assert.Equal(t, int64(50<<10), b.Used(), "budget used after Remove")
 	writeKiB(big, 80)
-	if used := b.Used(); used != 50<<10 {
-		t.Errorf("a removed log still counts: %d bytes", used)
-	}
+	assert.Equal(t, int64(50<<10), b.Used(), "a removed log still counts")
 }
 
 // TestBudgetConcurrentWriters checks the budget's count and limit while
@@ -123,9 +112,8 @@ func TestBudgetConcurrentWriters(t *testing.T) {
 		sum += l.size
 		l.mu.Unlock()
 	}
-	if used := b.Used(); used != int64(sum) || used > b.Limit() {
-		t.Errorf("budget counts %d bytes, logs hold %d, limit %d", used, sum, b.Limit())
-	}
+	used := b.Used()
+	assert.False(t, used != int64(sum) || used > b.Limit(), "budget counts %d bytes, logs hold %d, limit %d", used, sum, b.Limit())
 	cancel()
 	followers.Wait()
 }

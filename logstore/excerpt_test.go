@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"slices"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestExcerpt(t *testing.T) {
@@ -46,12 +48,11 @@ func TestExcerpt(t *testing.T) {
 			if len(tt.tail) > 0 {
 				omitted = (int(tt.tail[0]-tt.head[len(tt.head)-1]) - 1) * tt.size
 			}
-			if !slices.Equal(cursors(e.Head), tt.head) || !slices.Equal(cursors(e.Tail), tt.tail) ||
-				e.Omitted != omitted || e.OmittedAfter != tt.omittedAfter || e.Next != tt.next || e.TruncatedHead {
-				t.Errorf("head %v tail %v omitted %d after %d next %d truncated %v; want %v %v %d %d %d",
-					cursors(e.Head), cursors(e.Tail), e.Omitted, e.OmittedAfter, e.Next, e.TruncatedHead,
-					tt.head, tt.tail, omitted, tt.omittedAfter, tt.next)
-			}
+			assert.False(t, !slices.Equal(cursors(e.Head), tt.head) || !slices.Equal(cursors(e.Tail), tt.tail) ||
+				e.Omitted != omitted || e.OmittedAfter != tt.omittedAfter || e.Next != tt.next || e.TruncatedHead,
+				"head %v tail %v omitted %d after %d next %d truncated %v; want %v %v %d %d %d",
+				cursors(e.Head), cursors(e.Tail), e.Omitted, e.OmittedAfter, e.Next, e.TruncatedHead,
+				tt.head, tt.tail, omitted, tt.omittedAfter, tt.next)
 			// What was omitted is what a page after OmittedAfter gives
 			// before the tail.
 			if e.Omitted > 0 {
@@ -60,9 +61,7 @@ func TestExcerpt(t *testing.T) {
 				for _, f := range p.Frames {
 					got += len(f.Data)
 				}
-				if got != e.Omitted {
-					t.Errorf("the omitted frames hold %d bytes, Omitted says %d", got, e.Omitted)
-				}
+				assert.Equal(t, e.Omitted, got, "the omitted frames hold %d bytes, Omitted says %d", got, e.Omitted)
 			}
 		})
 	}
@@ -74,14 +73,12 @@ func TestExcerptTruncatedAndKeepNone(t *testing.T) {
 	for range 20 {
 		writeFrame(l, Stdout, bytes.Repeat([]byte("x"), 100))
 	}
-	if e := l.Excerpt(0, 300); !e.TruncatedHead || e.Head[0].Cursor != 11 || e.Next != 20 || e.OmittedAfter != 11 {
-		t.Errorf("truncated log: %+v", e)
-	}
+	e := l.Excerpt(0, 300)
+	assert.False(t, !e.TruncatedHead || e.Head[0].Cursor != 11 || e.Next != 20 || e.OmittedAfter != 11, "truncated log: %+v", e)
 	n := New(Options{Keep: KeepNone})
 	n.Write(Stdout, []byte("gone\n"))
-	if e := n.Excerpt(0, 0); !e.TruncatedHead || len(e.Head) != 0 || e.Next != 1 {
-		t.Errorf("keepLogs none: %+v", e)
-	}
+	e = n.Excerpt(0, 0)
+	assert.False(t, !e.TruncatedHead || len(e.Head) != 0 || e.Next != 1, "keepLogs none: %+v", e)
 }
 
 func TestPageBytes(t *testing.T) {
@@ -94,8 +91,6 @@ func TestPageBytes(t *testing.T) {
 		{0, 250, 2}, {0, 50, 1}, {3, 1000, 3}, {0, 0, 10}, {0, 1000, 10},
 	} {
 		p := l.PageBytes(0, tt.limit, tt.maxBytes)
-		if len(p.Frames) != tt.frames || p.Next != Cursor(tt.frames) {
-			t.Errorf("limit %d, %d bytes: %d frames, next %d; want %d", tt.limit, tt.maxBytes, len(p.Frames), p.Next, tt.frames)
-		}
+		assert.False(t, len(p.Frames) != tt.frames || p.Next != Cursor(tt.frames), "limit %d, %d bytes: %d frames, next %d; want %d", tt.limit, tt.maxBytes, len(p.Frames), p.Next, tt.frames)
 	}
 }

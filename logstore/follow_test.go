@@ -10,6 +10,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // hangGuard bounds a blocking test: the test's context, ended after d.
@@ -104,20 +107,15 @@ func TestFollowCatchesUpGoesLiveAndEnds(t *testing.T) {
 			return Event{}
 		}
 	}
-	if e := next(); e.Frame == nil || string(e.Frame.Data) != "before\n" {
-		t.Fatalf("first event %+v", e)
-	}
+	e := next()
+	require.False(t, e.Frame == nil || string(e.Frame.Data) != "before\n", "first event %+v", e)
 	l.Write(Stderr, []byte("live\n"))
-	if e := next(); e.Frame == nil || string(e.Frame.Data) != "live\n" || e.Frame.Channel != Stderr {
-		t.Fatalf("live event %+v", e)
-	}
+	e = next()
+	require.False(t, e.Frame == nil || string(e.Frame.Data) != "live\n" || e.Frame.Channel != Stderr, "live event %+v", e)
 	l.Close()
-	if e := next(); !e.End {
-		t.Fatalf("after Close: %+v", e)
-	}
-	if err := <-errc; err != nil {
-		t.Fatalf("Follow: %v", err)
-	}
+	e = next()
+	require.True(t, e.End, "after Close: %+v", e)
+	require.NoError(t, <-errc, "Follow")
 }
 
 func TestFollowWarnings(t *testing.T) {
@@ -151,25 +149,17 @@ func TestFollowWarnings(t *testing.T) {
 			}
 			l.Close()
 			evs, err := record(hangGuard(t, 20*time.Second), l, tt.after)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			if tt.warning != 0 {
-				if len(evs) == 0 || evs[0].Warning == nil || evs[0].Warning.FirstAvailable != tt.warning {
-					t.Fatalf("events %+v: want a warning to go on from %d first", evs, tt.warning)
-				}
+				require.False(t, len(evs) == 0 || evs[0].Warning == nil || evs[0].Warning.FirstAvailable != tt.warning, "events %+v: want a warning to go on from %d first", evs, tt.warning)
 				evs = evs[1:]
 			}
 			var got []Cursor
 			for _, e := range evs[:len(evs)-1] {
-				if e.Frame == nil {
-					t.Fatalf("unexpected event %+v", e)
-				}
+				require.NotNil(t, e.Frame, "unexpected event %+v", e)
 				got = append(got, e.Frame.Cursor)
 			}
-			if !slices.Equal(got, tt.frames) || !evs[len(evs)-1].End {
-				t.Errorf("frames %v then %+v, want %v then End", got, evs[len(evs)-1], tt.frames)
-			}
+			assert.False(t, !slices.Equal(got, tt.frames) || !evs[len(evs)-1].End, "frames %v then %+v, want %v then End", got, evs[len(evs)-1], tt.frames)
 		})
 	}
 }
@@ -188,9 +178,7 @@ func TestKeepNoneLiveFollowers(t *testing.T) {
 	wg.Go(func() {
 		var err error
 		first, err = record(ctx, l, 1)
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 	})
 	// The first follower is in once it has registered; wait for it.
 	for {
@@ -212,30 +200,21 @@ func TestKeepNoneLiveFollowers(t *testing.T) {
 	second := make(chan []Event, 1)
 	wg.Go(func() {
 		evs, err := record(ctx, l, 0)
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 		second <- evs
 	})
-	if p := l.Page(0, 0); len(p.Frames) != 0 || !p.TruncatedHead {
-		t.Errorf("page of a KeepNone log: %+v", p)
-	}
+	p := l.Page(0, 0)
+	assert.False(t, len(p.Frames) != 0 || !p.TruncatedHead, "page of a KeepNone log: %+v", p)
 	l.Close()
 	wg.Wait()
 
-	if len(first) != 3 || first[0].Frame == nil || string(first[0].Frame.Data) != "one\n" ||
-		first[1].Frame == nil || string(first[1].Frame.Data) != "two\n" || !first[2].End {
-		t.Errorf("first follower: %+v", first)
-	}
+	assert.False(t, len(first) != 3 || first[0].Frame == nil || string(first[0].Frame.Data) != "one\n" ||
+		first[1].Frame == nil || string(first[1].Frame.Data) != "two\n" || !first[2].End, "first follower: %+v", first)
 	evs := <-second
-	if len(evs) != 2 || evs[0].Warning == nil || evs[0].Warning.FirstAvailable != 4 || !evs[1].End {
-		t.Errorf("second follower: %+v", evs)
-	}
+	assert.False(t, len(evs) != 2 || evs[0].Warning == nil || evs[0].Warning.FirstAvailable != 4 || !evs[1].End, "second follower: %+v", evs)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.frames.len() != 0 || l.followers != 0 {
-		t.Errorf("%d frames and %d followers left", l.frames.len(), l.followers)
-	}
+	assert.False(t, l.frames.len() != 0 || l.followers != 0, "%d frames and %d followers left", l.frames.len(), l.followers)
 }
 
 // TestManyFollowers runs followers from several cursors while two writers
@@ -252,9 +231,7 @@ func TestManyFollowers(t *testing.T) {
 		wg.Go(func() {
 			var err error
 			results[i], err = record(ctx, l, Cursor(i%2))
-			if err != nil {
-				t.Error(err)
-			}
+			assert.NoError(t, err)
 		})
 	}
 	var writers sync.WaitGroup
@@ -270,13 +247,9 @@ func TestManyFollowers(t *testing.T) {
 	l.Close()
 	wg.Wait()
 	p := l.Page(0, 0)
-	if p.TruncatedHead {
-		t.Fatal("retention dropped frames")
-	}
+	require.False(t, p.TruncatedHead, "retention dropped frames")
 	for i, evs := range results {
-		if err := checkStream(evs, Cursor(i%2), p.Last, p.Frames, false); err != nil {
-			t.Errorf("follower %d: %v", i, err)
-		}
+		assert.NoError(t, checkStream(evs, Cursor(i%2), p.Last, p.Frames, false), "follower %d", i)
 	}
 }
 
@@ -311,9 +284,7 @@ func TestSlowFollower(t *testing.T) {
 			}
 			return true
 		})
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 	})
 	<-stuck
 
@@ -333,21 +304,16 @@ func TestSlowFollower(t *testing.T) {
 			fast = append(fast, e)
 			return true
 		})
-		if err != nil {
-			t.Error(err)
-		}
+		assert.NoError(t, err)
 	})
-	if c := <-seen; c != 1 {
-		t.Fatalf("fast follower started at %d", c)
-	}
+	c := <-seen
+	require.Equal(t, Cursor(1), c, "fast follower started at")
 	line := bytes.Repeat([]byte("x"), 1000)
 	for i := range 2000 {
 		l.Write(Stdout, line)
 		select {
 		case c := <-seen:
-			if c != Cursor(i+2) {
-				t.Fatalf("fast follower got %d after write %d", c, i+2)
-			}
+			require.Equal(t, Cursor(i+2), c, "fast follower got %d after write %d", c, i+2)
 		case <-ctx.Done():
 			t.Fatalf("fast follower stalled at write %d", i+2)
 		}
@@ -357,15 +323,9 @@ func TestSlowFollower(t *testing.T) {
 	wg.Wait()
 
 	p := l.Page(0, 0)
-	if err := checkStream(fast, 0, p.Last, p.Frames, false); err != nil {
-		t.Errorf("fast follower: %v", err)
-	}
-	if err := checkStream(slow, 0, p.Last, p.Frames, true); err != nil {
-		t.Errorf("slow follower: %v", err)
-	}
-	if len(slow) < 2 || slow[1].Warning == nil {
-		t.Errorf("slow follower got no warning after falling behind")
-	}
+	assert.NoError(t, checkStream(fast, 0, p.Last, p.Frames, false), "fast follower")
+	assert.NoError(t, checkStream(slow, 0, p.Last, p.Frames, true), "slow follower")
+	assert.False(t, len(slow) < 2 || slow[1].Warning == nil, "slow follower got no warning after falling behind")
 }
 
 func TestFollowerLeaves(t *testing.T) {
@@ -403,20 +363,14 @@ func TestFollowerLeaves(t *testing.T) {
 			}()
 			select {
 			case err := <-done:
-				if !errors.Is(err, tt.wantErr) {
-					t.Errorf("Follow returned %v, want %v", err, tt.wantErr)
-				}
+				assert.ErrorIs(t, err, tt.wantErr, "Follow returned, want %v", tt.wantErr)
 			case <-guard.Done():
 				t.Fatal("Follow did not return")
 			}
-			if tt.stopAt > 0 && n != tt.stopAt {
-				t.Errorf("yield called %d times after it said stop at %d", n, tt.stopAt)
-			}
+			assert.False(t, tt.stopAt > 0 && n != tt.stopAt, "yield called %d times after it said stop at %d", n, tt.stopAt)
 			l.mu.Lock()
 			defer l.mu.Unlock()
-			if l.followers != 0 {
-				t.Errorf("%d followers left", l.followers)
-			}
+			assert.Equal(t, 0, l.followers, "%d followers left", l.followers)
 		})
 	}
 }
@@ -431,9 +385,8 @@ func TestPageWhileWriting(t *testing.T) {
 	for range 3 * pageStep {
 		writeFrame(l, Stdout, []byte("x"))
 	}
-	if p := l.Page(0, 0); len(p.Frames) != 3*pageStep || p.TruncatedHead {
-		t.Fatalf("%d frames, truncatedHead %v", len(p.Frames), p.TruncatedHead)
-	}
+	p := l.Page(0, 0)
+	require.False(t, len(p.Frames) != 3*pageStep || p.TruncatedHead, "%d frames, truncatedHead %v", len(p.Frames), p.TruncatedHead)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -453,19 +406,11 @@ func TestPageWhileWriting(t *testing.T) {
 	for i := 0; i < 100 && ctx.Err() == nil; i++ {
 		after := Cursor(i * 100)
 		p := l.Page(after, 0)
-		if len(p.Frames) == 0 {
-			t.Fatalf("empty page after %d", after)
-		}
-		if !p.TruncatedHead && p.Frames[0].Cursor != after+1 {
-			t.Fatalf("page after %d starts at %d without truncatedHead", after, p.Frames[0].Cursor)
-		}
+		require.NotEmpty(t, p.Frames, "empty page after %d", after)
+		require.False(t, !p.TruncatedHead && p.Frames[0].Cursor != after+1, "page after %d starts at %d without truncatedHead", after, p.Frames[0].Cursor)
 		for k := 1; k < len(p.Frames); k++ {
-			if p.Frames[k].Cursor != p.Frames[k-1].Cursor+1 {
-				t.Fatalf("page after %d: %d follows %d", after, p.Frames[k].Cursor, p.Frames[k-1].Cursor)
-			}
+			require.Equal(t, p.Frames[k-1].Cursor+1, p.Frames[k].Cursor, "page after %d: %d follows %d", after, p.Frames[k].Cursor, p.Frames[k-1].Cursor)
 		}
-		if p.Next != p.Frames[len(p.Frames)-1].Cursor {
-			t.Fatalf("Next %d, last frame %d", p.Next, p.Frames[len(p.Frames)-1].Cursor)
-		}
+		require.Equal(t, p.Frames[len(p.Frames)-1].Cursor, p.Next, "Next %d, last frame %d", p.Next, p.Frames[len(p.Frames)-1].Cursor)
 	}
 }

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 type write struct {
@@ -108,17 +111,15 @@ func TestUTF8Framing(t *testing.T) {
 			for _, w := range tt.writes {
 				writeFrame(l, w.ch, []byte(w.data))
 			}
-			if got := frames(l); !slices.Equal(got, tt.open) {
-				t.Errorf("before Close: %v, want %v", got, tt.open)
-			}
+			got := frames(l)
+			assert.True(t, slices.Equal(got, tt.open), "before Close: %v, want %v", got, tt.open)
 			l.Close()
 			want := tt.closed
 			if want == nil {
 				want = tt.open
 			}
-			if got := frames(l); !slices.Equal(got, want) {
-				t.Errorf("after Close: %v, want %v", got, want)
-			}
+			got = frames(l)
+			assert.True(t, slices.Equal(got, want), "after Close: %v, want %v", got, want)
 		})
 	}
 }
@@ -141,23 +142,15 @@ func TestLargeWriteSplitsOnRuneBoundaries(t *testing.T) {
 			l.Write(Stdout, tt.data)
 			l.Close()
 			p := l.Page(0, 0)
-			if len(p.Frames) < 2 {
-				t.Fatalf("%d bytes gave %d frames", len(tt.data), len(p.Frames))
-			}
+			require.GreaterOrEqual(t, len(p.Frames), 2, "%d bytes gave %d frames", len(tt.data), len(p.Frames))
 			var all []byte
 			text := bytes.IndexByte(tt.data, 0x80) != 0
 			for _, f := range p.Frames {
-				if len(f.Data) > MaxFrame {
-					t.Errorf("frame %v has %d bytes", f.Cursor, len(f.Data))
-				}
-				if f.IsText() != text {
-					t.Errorf("frame %v: IsText %v", f.Cursor, f.IsText())
-				}
+				assert.LessOrEqual(t, len(f.Data), MaxFrame, "frame %v has %d bytes", f.Cursor, len(f.Data))
+				assert.Equal(t, text, f.IsText(), "frame %v: IsText %v", f.Cursor, f.IsText())
 				all = append(all, f.Data...)
 			}
-			if !bytes.Equal(all, tt.data) {
-				t.Error("frames do not add up to the write")
-			}
+			assert.True(t, bytes.Equal(all, tt.data), "frames do not add up to the write")
 		})
 	}
 }
@@ -195,24 +188,16 @@ func TestRetention(t *testing.T) {
 			var got []Cursor
 			for _, f := range p.Frames {
 				got = append(got, f.Cursor)
-				if want := bytes.Repeat([]byte{byte('a' + f.Cursor - 1)}, line); !bytes.Equal(f.Data, want) {
-					t.Errorf("frame %v holds %q", f.Cursor, f.Data)
-				}
+				want := bytes.Repeat([]byte{byte('a' + f.Cursor - 1)}, line)
+				assert.True(t, bytes.Equal(f.Data, want), "frame %v holds %q", f.Cursor, f.Data)
 			}
-			if !slices.Equal(got, tt.want) {
-				t.Errorf("cursors %v, want %v", got, tt.want)
-			}
-			if p.TruncatedHead != tt.truncatedHead || p.FirstAvailable != tt.first || p.Last != Cursor(tt.writes) {
-				t.Errorf("truncatedHead %v, first %v, last %v; want %v, %v, %v",
-					p.TruncatedHead, p.FirstAvailable, p.Last, tt.truncatedHead, tt.first, tt.writes)
-			}
+			assert.True(t, slices.Equal(got, tt.want), "cursors %v, want %v", got, tt.want)
+			assert.False(t, p.TruncatedHead != tt.truncatedHead || p.FirstAvailable != tt.first || p.Last != Cursor(tt.writes), "truncatedHead %v, first %v, last %v; want %v, %v, %v", p.TruncatedHead, p.FirstAvailable, p.Last, tt.truncatedHead, tt.first, tt.writes)
 			wantNext := tt.after
 			if len(tt.want) > 0 {
 				wantNext = tt.want[len(tt.want)-1]
 			}
-			if p.Next != wantNext {
-				t.Errorf("next %v, want %v", p.Next, wantNext)
-			}
+			assert.Equal(t, wantNext, p.Next, "next %v, want %v", p.Next, wantNext)
 		})
 	}
 }
@@ -231,60 +216,43 @@ func TestRetentionSmallerThanAWrite(t *testing.T) {
 	data := []byte(strings.Repeat("0123456789", 1000))
 	l.Write(Stdout, data)
 	p := l.Page(0, 0)
-	if !p.TruncatedHead || len(p.Frames) == 0 {
-		t.Fatalf("truncatedHead %v with %d frames", p.TruncatedHead, len(p.Frames))
-	}
+	require.False(t, !p.TruncatedHead || len(p.Frames) == 0, "truncatedHead %v with %d frames", p.TruncatedHead, len(p.Frames))
 	var kept []byte
 	charged := 0
 	for _, f := range p.Frames {
 		kept = append(kept, f.Data...)
 		charged += len(f.Data)
 	}
-	if !bytes.HasSuffix(data, kept) || charged > 1000 || len(kept) < 500 {
-		t.Errorf("kept %d bytes (%d charged) of a 1000-byte retention; suffix: %v",
-			len(kept), charged, bytes.HasSuffix(data, kept))
-	}
+	assert.False(t, !bytes.HasSuffix(data, kept) || charged > 1000 || len(kept) < 500, "kept %d bytes (%d charged) of a 1000-byte retention; suffix: %v", len(kept), charged, bytes.HasSuffix(data, kept))
 }
 
 func TestKeepNonePages(t *testing.T) {
 	t.Parallel()
 	l := New(Options{Keep: KeepNone})
-	if p := l.Page(0, 0); p.TruncatedHead || len(p.Frames) != 0 {
-		t.Errorf("empty log: %+v", p)
-	}
+	p := l.Page(0, 0)
+	assert.False(t, p.TruncatedHead || len(p.Frames) != 0, "empty log: %+v", p)
 	l.Write(Stdout, []byte("hello\n"))
 	l.Write(Stderr, []byte("world\n"))
-	p := l.Page(0, 0)
-	if len(p.Frames) != 0 || !p.TruncatedHead || p.FirstAvailable != 0 || p.Last != 2 || p.Next != 2 {
-		t.Errorf("page %+v: want no frames, truncated, last and next 2", p)
-	}
-	if p := l.Page(2, 0); p.TruncatedHead {
-		t.Errorf("page after the last cursor reports truncation")
-	}
-	if trunc, first, last := l.Bounds(); !trunc || first != 0 || last != 2 {
-		t.Errorf("Bounds %v %v %v", trunc, first, last)
-	}
-	if l.Keep() != KeepNone {
-		t.Errorf("Keep %q", l.Keep())
-	}
+	p = l.Page(0, 0)
+	assert.False(t, len(p.Frames) != 0 || !p.TruncatedHead || p.FirstAvailable != 0 || p.Last != 2 || p.Next != 2, "page %+v: want no frames, truncated, last and next 2", p)
+	p = l.Page(2, 0)
+	assert.False(t, p.TruncatedHead, "page after the last cursor reports truncation")
+	trunc, first, last := l.Bounds()
+	assert.False(t, !trunc || first != 0 || last != 2, "Bounds %v %v %v", trunc, first, last)
+	assert.Equal(t, KeepNone, l.Keep(), "Keep %q", l.Keep())
 }
 
 func TestCloseAndWritesAfter(t *testing.T) {
 	t.Parallel()
 	l := New(Options{})
 	l.Write(Stdout, []byte("a"))
-	if l.Closed() {
-		t.Fatal("closed before Close")
-	}
+	require.False(t, l.Closed(), "closed before Close")
 	l.Close()
 	l.Close()
 	l.Write(Stdout, []byte("b"))
-	if !l.Closed() {
-		t.Fatal("not closed after Close")
-	}
-	if got := frames(l); !slices.Equal(got, []frameWant{{Stdout, "a"}}) {
-		t.Errorf("frames %v", got)
-	}
+	require.True(t, l.Closed(), "not closed after Close")
+	got := frames(l)
+	assert.True(t, slices.Equal(got, []frameWant{{Stdout, "a"}}), "frames %v", got)
 }
 
 func TestWriterAndTimes(t *testing.T) {
@@ -292,31 +260,23 @@ func TestWriterAndTimes(t *testing.T) {
 	l := New(Options{})
 	w := l.Writer(Stderr)
 	for range 1000 {
-		if n, err := w.Write([]byte("x")); n != 1 || err != nil {
-			t.Fatalf("Write: %d, %v", n, err)
-		}
+		n, err := w.Write([]byte("x"))
+		require.False(t, n != 1 || err != nil, "Write: %d, %v", n, err)
 		writeFrame(l, Stderr, nil) // keep each write a frame of its own
 	}
-	if n, err := w.Write(nil); n != 0 || err != nil {
-		t.Fatalf("empty Write: %d, %v", n, err)
-	}
+	n, err := w.Write(nil)
+	require.False(t, n != 0 || err != nil, "empty Write: %d, %v", n, err)
 	p := l.Page(0, 0)
-	if len(p.Frames) != 1000 {
-		t.Fatalf("%d frames", len(p.Frames))
-	}
+	require.Len(t, p.Frames, 1000, "%d frames", len(p.Frames))
 	for i, f := range p.Frames {
-		if f.Channel != Stderr || f.Time.IsZero() || (i > 0 && f.Time.Before(p.Frames[i-1].Time)) {
-			t.Fatalf("frame %v: %v at %v", f.Cursor, f.Channel, f.Time)
-		}
+		require.False(t, f.Channel != Stderr || f.Time.IsZero() || (i > 0 && f.Time.Before(p.Frames[i-1].Time)), "frame %v: %v at %v", f.Cursor, f.Channel, f.Time)
 	}
 }
 
 func TestWriteOnBadChannelPanics(t *testing.T) {
 	t.Parallel()
 	defer func() {
-		if recover() == nil {
-			t.Error("no panic")
-		}
+		assert.NotNil(t, recover(), "no panic")
 	}()
 	New(Options{}).Write(Channel(0), []byte("x"))
 }
@@ -325,30 +285,22 @@ func TestParse(t *testing.T) {
 	t.Parallel()
 	for _, c := range []Cursor{0, 1, 42, 1<<64 - 1} {
 		got, err := ParseCursor(c.String())
-		if err != nil || got != c {
-			t.Errorf("ParseCursor(%q) = %v, %v", c.String(), got, err)
-		}
+		assert.False(t, err != nil || got != c, "ParseCursor(%q) = %v, %v", c.String(), got, err)
 	}
 	for _, s := range []string{"x", "-1", "1.5", "18446744073709551616"} {
-		if _, err := ParseCursor(s); err == nil {
-			t.Errorf("ParseCursor(%q) succeeded", s)
-		}
+		_, err := ParseCursor(s)
+		assert.Error(t, err, "ParseCursor(%q) succeeded", s)
 	}
-	if c, err := ParseCursor(""); c != 0 || err != nil {
-		t.Errorf(`ParseCursor("") = %v, %v`, c, err)
-	}
+	c, err := ParseCursor("")
+	assert.False(t, c != 0 || err != nil, `ParseCursor("") = %v, %v`, c, err)
 	for s, want := range map[string]KeepLogs{"": KeepUntilCleanup, "until_cleanup": KeepUntilCleanup, "on_exit_ttl": KeepOnExitTTL, "none": KeepNone} {
-		if got, err := ParseKeepLogs(s); got != want || err != nil {
-			t.Errorf("ParseKeepLogs(%q) = %q, %v", s, got, err)
-		}
+		got, err := ParseKeepLogs(s)
+		assert.False(t, got != want || err != nil, "ParseKeepLogs(%q) = %q, %v", s, got, err)
 	}
-	if _, err := ParseKeepLogs("forever"); err == nil {
-		t.Error(`ParseKeepLogs("forever") succeeded`)
-	}
+	_, err = ParseKeepLogs("forever")
+	assert.Error(t, err, `ParseKeepLogs("forever") succeeded`)
 	for ch, want := range map[Channel]string{Stdout: "stdout", Stderr: "stderr", PTY: "pty", 9: "channel(9)"} {
-		if ch.String() != want {
-			t.Errorf("%d.String() = %q", ch, ch.String())
-		}
+		assert.Equal(t, want, ch.String(), "%d.String() = %q", ch, ch.String())
 	}
 }
 
@@ -375,10 +327,7 @@ func TestTinyWritesKeepEveryByte(t *testing.T) {
 	for _, f := range p.Frames {
 		got[f.Channel] = append(got[f.Channel], f.Data...)
 	}
-	if p.TruncatedHead || !bytes.Equal(got[Stdout], want[Stdout]) || !bytes.Equal(got[Stderr], want[Stderr]) {
-		t.Errorf("truncatedHead %v; kept %d of %d stdout bytes, %d of %d stderr bytes in %d frames",
-			p.TruncatedHead, len(got[Stdout]), len(want[Stdout]), len(got[Stderr]), len(want[Stderr]), len(p.Frames))
-	}
+	assert.False(t, p.TruncatedHead || !bytes.Equal(got[Stdout], want[Stdout]) || !bytes.Equal(got[Stderr], want[Stderr]), "truncatedHead %v; kept %d of %d stdout bytes, %d of %d stderr bytes in %d frames", p.TruncatedHead, len(got[Stdout]), len(want[Stdout]), len(got[Stderr]), len(want[Stderr]), len(p.Frames))
 }
 
 // TestSeenFramesNeverChange checks that writes extend only frames no reader
@@ -391,15 +340,11 @@ func TestSeenFramesNeverChange(t *testing.T) {
 	l.Write(Stdout, []byte("one "))
 	l.Write(Stdout, []byte("two "))
 	seen := l.Page(0, 0).Frames
-	if len(seen) != 1 || string(seen[0].Data) != "one two " {
-		t.Fatalf("unread small writes: %d frames, first %q", len(seen), seen[0].Data)
-	}
+	require.False(t, len(seen) != 1 || string(seen[0].Data) != "one two ", "unread small writes: %d frames, first %q", len(seen), seen[0].Data)
 	l.Write(Stdout, []byte("three "))
 	l.Write(Stdout, []byte("four"))
 	p := l.Page(0, 0)
-	if len(p.Frames) != 2 || !sameFrame(p.Frames[0], seen[0]) || string(p.Frames[1].Data) != "three four" {
-		t.Fatalf("after a page: %d frames %q, the seen one now %q", len(p.Frames), p.Frames[len(p.Frames)-1].Data, p.Frames[0].Data)
-	}
+	require.False(t, len(p.Frames) != 2 || !sameFrame(p.Frames[0], seen[0]) || string(p.Frames[1].Data) != "three four", "after a page: %d frames %q, the seen one now %q", len(p.Frames), p.Frames[len(p.Frames)-1].Data, p.Frames[0].Data)
 	ctx := hangGuard(t, 20*time.Second)
 	var followed []Frame
 	_ = l.Follow(ctx, 1, func(e Event) bool {
@@ -409,9 +354,7 @@ func TestSeenFramesNeverChange(t *testing.T) {
 	l.Write(Stdout, []byte(" five"))
 	l.Write(Stderr, []byte("six"))
 	p = l.Page(0, 0)
-	if len(p.Frames) != 4 || !sameFrame(p.Frames[1], followed[0]) || string(p.Frames[2].Data) != " five" {
-		t.Fatalf("after a follower: frames %v", p.Frames)
-	}
+	require.False(t, len(p.Frames) != 4 || !sameFrame(p.Frames[1], followed[0]) || string(p.Frames[2].Data) != " five", "after a follower: frames %v", p.Frames)
 }
 
 // TestFrameCap checks the bound on frames that no merging could save: every
@@ -425,9 +368,7 @@ func TestFrameCap(t *testing.T) {
 		writeFrame(l, Stdout, []byte("x\n"))
 	}
 	p := l.Page(0, 0)
-	if !p.TruncatedHead || len(p.Frames) != retention/BytesPerFrame || p.Frames[len(p.Frames)-1].Cursor != p.Last {
-		t.Errorf("truncatedHead %v, %d frames, want %d ending at %d", p.TruncatedHead, len(p.Frames), retention/BytesPerFrame, p.Last)
-	}
+	assert.False(t, !p.TruncatedHead || len(p.Frames) != retention/BytesPerFrame || p.Frames[len(p.Frames)-1].Cursor != p.Last, "truncatedHead %v, %d frames, want %d ending at %d", p.TruncatedHead, len(p.Frames), retention/BytesPerFrame, p.Last)
 }
 
 // TestMergeKeepsTimes checks that a write arriving mergeWindow or more after
@@ -443,7 +384,5 @@ func TestMergeKeepsTimes(t *testing.T) {
 	now = now.Add(time.Millisecond)
 	l.Write(Stdout, []byte("c"))
 	p := l.Page(0, 0)
-	if len(p.Frames) != 2 || string(p.Frames[0].Data) != "ab" || !p.Frames[1].Time.Equal(now) {
-		t.Errorf("frames %v", p.Frames)
-	}
+	assert.False(t, len(p.Frames) != 2 || string(p.Frames[0].Data) != "ab" || !p.Frames[1].Time.Equal(now), "frames %v", p.Frames)
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"runtime"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // TestMemoryStaysBounded passes 1 GiB through a log with the default
@@ -32,12 +34,9 @@ func TestMemoryStaysBounded(t *testing.T) {
 	}
 	runtime.KeepAlive(l)
 	t.Logf("live heap growth at most %.1f MiB for a retention of %d MiB", float64(peak)/(1<<20), DefaultRetention>>20)
-	if peak > DefaultRetention+slack {
-		t.Errorf("live heap grew by %d bytes, over retention %d + %d", peak, DefaultRetention, slack)
-	}
-	if p := l.Page(0, 0); !p.TruncatedHead || len(p.Frames) == 0 {
-		t.Errorf("after 1 GiB: truncatedHead %v, %d frames", p.TruncatedHead, len(p.Frames))
-	}
+	assert.LessOrEqual(t, peak, uint64(DefaultRetention+slack), "live heap grew by %d bytes, over retention %d + %d", peak, DefaultRetention, slack)
+	p := l.Page(0, 0)
+	assert.False(t, !p.TruncatedHead || len(p.Frames) == 0, "after 1 GiB: truncatedHead %v, %d frames", p.TruncatedHead, len(p.Frames))
 }
 
 // TestClosedLogsAreCompact checks that a closed log with small writes holds
@@ -68,9 +67,7 @@ func TestClosedLogsAreCompact(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	perByte := float64(after.HeapAlloc-min(after.HeapAlloc, before.HeapAlloc)) / (logs * perLog)
 	t.Logf("%.2f bytes of heap per byte of output", perByte)
-	if perByte > allowed {
-		t.Errorf("closed logs take %.2f bytes of heap per byte of output, want at most %.1f", perByte, allowed)
-	}
+	assert.LessOrEqual(t, perByte, allowed, "closed logs take %.2f bytes of heap per byte of output, want at most %.1f", perByte, allowed)
 	runtime.KeepAlive(kept)
 }
 
@@ -98,7 +95,5 @@ func TestFloodReusesMemory(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	allocated := after.TotalAlloc - before.TotalAlloc
 	t.Logf("%d KiB allocated while %d MiB went through", allocated>>10, flood>>20)
-	if allocated > flood/8 {
-		t.Errorf("%d bytes allocated while %d went through a full log", allocated, flood)
-	}
+	assert.LessOrEqual(t, allocated, uint64(flood/8), "%d bytes allocated while %d went through a full log", allocated, flood)
 }

@@ -3,6 +3,8 @@ package logstore
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestProperties writes random output (text and binary, in random sizes, on
@@ -60,18 +62,12 @@ func TestProperties(t *testing.T) {
 			ch := Channel(1 + rng.IntN(3))
 			m.write(l, ch, take(ch, n))
 			if i%16 == 15 {
-				if err := checkLog(l, &m, budget, rng); err != nil {
-					t.Fatalf("seed %d, %d writes, retention %d, %s: %v", seed, i+1, budget, keep, err)
-				}
+				require.NoError(t, checkLog(l, &m, budget, rng), "seed %d, %d writes, retention %d, %s", seed, i+1, budget, keep)
 			}
 		}
-		if err := checkLog(l, &m, budget, rng); err != nil {
-			t.Fatalf("seed %d, open, retention %d, %s: %v", seed, budget, keep, err)
-		}
+		require.NoError(t, checkLog(l, &m, budget, rng), "seed %d, open, retention %d, %s", seed, budget, keep)
 		m.close(l)
-		if err := checkLog(l, &m, budget, rng); err != nil {
-			t.Fatalf("seed %d, closed, retention %d, %s: %v", seed, budget, keep, err)
-		}
+		require.NoError(t, checkLog(l, &m, budget, rng), "seed %d, closed, retention %d, %s", seed, budget, keep)
 	}
 }
 
@@ -114,12 +110,8 @@ func FuzzLog(f *testing.F) {
 			m.write(l, ch, p)
 		}
 		rng := rand.New(rand.NewPCG(uint64(len(script)), uint64(retention)))
-		if err := checkLog(l, &m, budget, rng); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, checkLog(l, &m, budget, rng))
 		m.close(l)
-		if err := checkLog(l, &m, budget, rng); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, checkLog(l, &m, budget, rng))
 	})
 }

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // childEnv switches the test binary into the lease helper program, so that
@@ -80,16 +82,10 @@ func startChild(t *testing.T, mode string, env ...string) *child {
 	cmd.Env = append(os.Environ(), append([]string{childEnv + "=" + mode}, env...)...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
 	c := &child{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
 	t.Cleanup(func() {
 		c.stdin.Close()
@@ -103,13 +99,9 @@ func (c *child) ints(t *testing.T, n int) []int {
 	t.Helper()
 	var got []int
 	for range n {
-		if !c.out.Scan() {
-			t.Fatalf("child ended after %d of %d lines: %v", len(got), n, c.out.Err())
-		}
+		require.True(t, c.out.Scan(), "child ended after %d of %d lines: %v", len(got), n, c.out.Err())
 		v, err := strconv.Atoi(c.out.Text())
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		got = append(got, v)
 	}
 	return got

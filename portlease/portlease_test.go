@@ -13,6 +13,9 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // scanBase picks a base for scanFrom below the kernel's ephemeral range, at
@@ -24,9 +27,7 @@ func scanBase() int { return 20000 + rand.IntN(10000) }
 func heldElsewhere(t *testing.T, dir string, port int) bool {
 	t.Helper()
 	held, err := Held(dir, port)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return held
 }
 
@@ -36,21 +37,15 @@ func TestLeasePortDefault(t *testing.T) {
 	var leases []*Lease
 	for range n {
 		l, err := Acquire()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		leases = append(leases, l)
 	}
 	seen := map[int]bool{}
 	for _, l := range leases {
 		p := l.Port()
-		if p <= 0 || p > 65535 || seen[p] {
-			t.Fatalf("port %d: out of range or handed out twice", p)
-		}
+		require.False(t, p <= 0 || p > 65535 || seen[p], "port %d: out of range or handed out twice", p)
 		seen[p] = true
-		if !heldElsewhere(t, Dir(), p) {
-			t.Errorf("port %d is leased but its lock is free", p)
-		}
+		assert.True(t, heldElsewhere(t, Dir(), p), "port %d is leased but its lock is free", p)
 		// Leasing reserves the number; it leaves the port free to bind. A
 		// kernel-picked port can be taken meanwhile by anything else on the
 		// machine (an outgoing connection, another test), which the lease
@@ -60,30 +55,18 @@ func TestLeasePortDefault(t *testing.T) {
 		case err == nil:
 			ln.Close()
 		case errors.Is(err, syscall.EADDRINUSE):
-			if ownsSocketOn(t, p) {
-				t.Errorf("the lease of port %d keeps a socket on it", p)
-			}
+			assert.False(t, ownsSocketOn(t, p), "the lease of port %d keeps a socket on it", p)
 		default:
-			t.Errorf("leased port %d cannot be bound by its holder: %v", p, err)
+			assert.NoError(t, err, "leased port %d cannot be bound by its holder", p)
 		}
 	}
 	fi, err := os.Stat(Dir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fi.Mode().Perm() != 0o777 || fi.Mode()&os.ModeSticky == 0 {
-		t.Errorf("lock directory mode %v, want world-writable and sticky", fi.Mode())
-	}
+	require.NoError(t, err)
+	assert.False(t, fi.Mode().Perm() != 0o777 || fi.Mode()&os.ModeSticky == 0, "lock directory mode %v, want world-writable and sticky", fi.Mode())
 	for _, l := range leases {
-		if err := l.Release(); err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Release(); err != nil {
-			t.Fatalf("second release: %v", err)
-		}
-		if heldElsewhere(t, Dir(), l.Port()) {
-			t.Errorf("port %d still locked after release", l.Port())
-		}
+		require.NoError(t, l.Release())
+		require.NoError(t, l.Release(), "second release")
+		assert.False(t, heldElsewhere(t, Dir(), l.Port()), "port %d still locked after release", l.Port())
 	}
 }
 
@@ -99,8 +82,7 @@ func TestLeasePortConcurrentInProcess(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			l, err := acquire(dir, scanFrom(base))
-			if err != nil {
-				t.Error(err)
+			if !assert.NoError(t, err) {
 				return
 			}
 			leases[i] = l
@@ -131,27 +113,18 @@ func TestLeasePortAcrossProcesses(t *testing.T) {
 	portsA, portsB := a.ints(t, n), b.ints(t, n)
 	assertDistinct(t, append(slices.Clone(portsA), portsB...))
 	for _, p := range append(slices.Clone(portsA), portsB...) {
-		if !heldElsewhere(t, dir, p) {
-			t.Errorf("port %d leased by a child but not locked", p)
-		}
+		assert.True(t, heldElsewhere(t, dir, p), "port %d leased by a child but not locked", p)
 	}
 
 	a.stdin.Close() // a releases and exits
-	if err := a.cmd.Wait(); err != nil {
-		t.Fatalf("child a: %v", err)
-	}
-	if err := b.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.cmd.Wait(), "child a")
+	require.NoError(t, b.cmd.Process.Signal(syscall.SIGKILL))
 	b.cmd.Wait()
 	for _, p := range append(portsA, portsB...) {
-		if heldElsewhere(t, dir, p) {
-			t.Errorf("port %d still locked after its holder ended", p)
-		}
+		assert.False(t, heldElsewhere(t, dir, p), "port %d still locked after its holder ended", p)
 	}
-	if _, err := os.Stat(filepath.Join(dir, strconv.Itoa(portsA[0])+".lock")); !os.IsNotExist(err) {
-		t.Errorf("released lock file left behind: %v", err)
-	}
+	_, err := os.Stat(filepath.Join(dir, strconv.Itoa(portsA[0])+".lock"))
+	assert.ErrorIs(t, err, os.ErrNotExist, "released lock file left behind")
 }
 
 // The kernel-picked default source, leased from two processes at once.
@@ -178,13 +151,9 @@ func TestLeasePortSkipsBoundPort(t *testing.T) {
 	}
 	defer ln.Close()
 	l, err := acquire(t.TempDir(), scanFrom(base))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer l.Release()
-	if l.Port() == base {
-		t.Fatalf("leased port %d, which another socket is listening on", base)
-	}
+	require.NotEqual(t, base, l.Port(), "leased port %d, which another socket is listening on", base)
 }
 
 // A process that opened a lock file just before its holder released it
@@ -194,25 +163,17 @@ func TestStaleLockFileDetected(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	holder, err := lockPort(dir, 1)
-	if err != nil || holder == nil {
-		t.Fatalf("lockPort: %v, %v", holder, err)
-	}
+	require.NoError(t, err, "lockPort")
+	require.NotNil(t, holder, "lockPort")
 	stale, err := openLockFile(holder.path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer stale.Close()
 	holder.Release()
-	if err := syscall.Flock(int(stale.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		t.Fatalf("flock of the unlinked file: %v", err)
-	}
-	if sameFile(stale, holder.path) {
-		t.Fatal("a lock on an unlinked file passed for the port's lock")
-	}
+	require.NoError(t, syscall.Flock(int(stale.Fd()), syscall.LOCK_EX|syscall.LOCK_NB), "flock of the unlinked file")
+	require.False(t, sameFile(stale, holder.path), "a lock on an unlinked file passed for the port's lock")
 	l, err := lockPort(dir, 1)
-	if err != nil || l == nil {
-		t.Fatalf("lockPort beside a stale lock: %v, %v", l, err)
-	}
+	require.NoError(t, err, "lockPort beside a stale lock")
+	require.NotNil(t, l, "lockPort beside a stale lock")
 	l.Release()
 }
 
@@ -221,9 +182,7 @@ func assertDistinct(t *testing.T, ports []int) {
 	seen := map[int]int{}
 	for _, p := range ports {
 		seen[p]++
-		if seen[p] == 2 {
-			t.Errorf("port %d handed out twice (all: %v)", p, ports)
-		}
+		assert.NotEqual(t, 2, seen[p], "port %d handed out twice (all: %v)", p, ports)
 	}
 }
 
@@ -233,18 +192,14 @@ func ownsSocketOn(t *testing.T, port int) bool {
 	t.Helper()
 	inodes := map[string]bool{}
 	fds, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, fd := range fds {
 		if l, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && strings.HasPrefix(l, "socket:[") {
 			inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
 		}
 	}
 	table, err := os.ReadFile("/proc/self/net/tcp")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	local := fmt.Sprintf("0100007F:%04X", port)
 	for _, line := range strings.Split(string(table), "\n")[1:] {
 		f := strings.Fields(line)

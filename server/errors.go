@@ -100,13 +100,6 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	_ = json.NewEncoder(w).Encode(body)
 }
 
-// writeJSON answers status with v as JSON.
-func writeJSON(w http.ResponseWriter, status int, v any) error {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	return json.NewEncoder(w).Encode(v)
-}
-
 // contextDone reports whether err is the end of a request's context, which
 // is no error to report: the client went away or the daemon is stopping.
 func contextDone(err error) bool {

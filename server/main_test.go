@@ -3,8 +3,6 @@ package server_test
 import (
 	"context"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/daemontest"
 	"github.com/conchsh/conch/internal/reapertest"
 	"github.com/conchsh/conch/server"
 )
@@ -37,26 +36,8 @@ func start(t testing.TB, opts server.Options) *daemon {
 	if opts.Token == "" {
 		opts.Token = testToken
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	srv, err := server.New(opts)
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	d := &daemon{srv: srv, addr: ln.Addr().String(), url: "http://" + ln.Addr().String()}
-	d.c, err = client.New(d.url, opts.Token)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		require.NoError(t, srv.Shutdown(ctx))
-		require.NoError(t, <-served)
-		d.c.CloseIdleConnections()
-	})
-	return d
+	d := daemontest.Start(t, opts)
+	return &daemon{srv: d.Server, addr: d.Addr, url: d.URL, c: d.Client}
 }
 
 // ctx is the test's context bounded by a hang guard.

@@ -2,11 +2,7 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
-	"io"
-	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/daemontest"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/server"
 )
@@ -37,23 +34,7 @@ func conchBinary(t *testing.T) string {
 // serve runs a daemon in this process until the test ends.
 func serve(t *testing.T) *client.Client {
 	t.Helper()
-	const token = "attach-test-token"
-	srv, err := server.New(server.Options{Token: token, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	c, err := client.New("http://"+ln.Addr().String(), token)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		require.NoError(t, srv.Shutdown(ctx))
-		require.NoError(t, <-served)
-		c.CloseIdleConnections()
-	})
-	return c
+	return daemontest.Start(t, server.Options{}).Client
 }
 
 // terminal is conch running on a pseudo-terminal, as a user runs it.
@@ -68,7 +49,7 @@ type terminal struct {
 func runOnTerminal(t *testing.T, c *client.Client, args ...string) *terminal {
 	t.Helper()
 	cmd := exec.Command(conchBinary(t), args...)
-	cmd.Env = append(os.Environ(), client.EnvURL+"="+c.URL(), client.EnvToken+"=attach-test-token")
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+c.URL(), client.EnvToken+"="+daemontest.Token)
 	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 100, Rows: 30})
 	require.NoError(t, err)
 	term := &terminal{cmd: cmd, tty: tty, done: make(chan struct{})}

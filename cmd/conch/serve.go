@@ -25,78 +25,122 @@ import (
 // (each gets TERM, then KILL after 5 s).
 const shutdownTimeout = 30 * time.Second
 
+// serveOptions are the flags of `conch serve`.
+type serveOptions struct {
+	listen, tokenFile         string
+	retention, budget         byteSize
+	bodyLimit, maxCommand     byteSize
+	exitTTL                   time.Duration
+	maxSessions, maxProcesses int
+	allowHosts                stringList
+	level                     slog.Level
+}
+
 func cmdServe(ctx context.Context, e *env, args []string) int {
-	fs := flags(e, "serve", "")
-	listen := fs.String("listen", server.DefaultAddr, "`address` to listen on; a non-loopback address is served only when named explicitly")
-	tokenFile := fs.String("token-file", "", "read the bearer token from `path` (default: $CONCH_TOKEN, else a new token written to the state directory)")
-	retention := byteSize(logstore.DefaultRetention)
-	fs.Var(&retention, "log-retention", "output `bytes` kept per process (suffixes K, M, G)")
-	budget := byteSize(server.DefaultLogBudget)
-	fs.Var(&budget, "log-budget", "output `bytes` kept by all processes together; over it the logs of the processes that ended first are dropped first")
-	exitTTL := fs.Duration("exit-ttl", server.DefaultExitTTL, "how long a process with keepLogs on_exit_ttl is kept after it ends")
-	maxSessions := fs.Int("max-sessions", server.DefaultMaxSessions, "sessions alive at once")
-	maxProcesses := fs.Int("max-processes", server.DefaultMaxProcesses, "processes running or queued at once")
-	bodyLimit := byteSize(server.DefaultBodyLimit)
-	fs.Var(&bodyLimit, "body-limit", "largest request body in `bytes`")
-	maxCommand := byteSize(server.DefaultMaxCommandBytes)
-	fs.Var(&maxCommand, "max-command-bytes", "largest command text (cmd) in `bytes`; a larger one is refused with 413")
-	var allowHosts stringList
-	fs.Var(&allowHosts, "allow-host", "also accept this `name` in the Host header (repeatable)")
-	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
-	if code, ok := parse(fs, args); !ok {
+	o, code, ok := parseServe(e, args)
+	if !ok {
 		return code
 	}
-	if fs.NArg() > 0 {
-		return usageError(e, "serve takes no arguments")
-	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return usageError(e, "--log-level: %v", err)
-	}
-	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
-
-	if err := checkListen(*listen); err != nil {
-		return usageError(e, "--listen: %v", err)
-	}
+	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: o.level}))
 	stateDir, err := client.StateDir()
 	if err != nil {
 		return fail(e, exitFailure, err)
 	}
-	token, tokenPath, err := loadToken(*tokenFile, stateDir)
+	token, tokenPath, err := takeToken(e, o.tokenFile, stateDir)
 	if err != nil {
 		return fail(e, exitFailure, err)
 	}
-	if tokenPath != "" && *tokenFile == "" {
-		fmt.Fprintf(e.stderr, "conch: token written to %s\n", tokenPath)
-	}
-	// The token must not reach the commands the daemon runs.
-	os.Unsetenv(client.EnvToken)
-
 	d, err := startDaemon(logger, stateDir)
 	if err != nil {
 		return fail(e, exitFailure, err)
 	}
 	defer d.stop()
-
-	srv, err := server.New(server.Options{
-		Token:           token,
-		BodyLimit:       int64(bodyLimit),
-		MaxCommandBytes: int(maxCommand),
-		LogRetention:    int(retention),
-		LogBudget:       int64(budget),
-		ExitTTL:         *exitTTL,
-		MaxSessions:     *maxSessions,
-		MaxProcesses:    *maxProcesses,
-		AllowedHosts:    allowHosts,
-		Logger:          logger,
-		StreamDir:       d.rec.StreamDir,
-	})
+	srv, err := server.New(o.server(token, logger, d.rec.StreamDir))
 	if err != nil {
 		return fail(e, exitFailure, err)
 	}
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := listen(e, o.listen, logger, stateDir, tokenPath)
 	if err != nil {
 		return fail(e, exitFailure, err)
+	}
+	if err := serveUntilStopped(ctx, srv, ln, d, logger, stateDir); err != nil {
+		return fail(e, exitFailure, err)
+	}
+	logger.Info("stopped")
+	return 0
+}
+
+// parseServe reads the flags of `conch serve`. When ok is false the command
+// ends with code: help was asked for, or the flags are wrong.
+func parseServe(e *env, args []string) (o serveOptions, code int, ok bool) {
+	fs := flags(e, "serve", "")
+	fs.StringVar(&o.listen, "listen", server.DefaultAddr, "`address` to listen on; a non-loopback address is served only when named explicitly")
+	fs.StringVar(&o.tokenFile, "token-file", "", "read the bearer token from `path` (default: $CONCH_TOKEN, else a new token written to the state directory)")
+	o.retention = byteSize(logstore.DefaultRetention)
+	fs.Var(&o.retention, "log-retention", "output `bytes` kept per process (suffixes K, M, G)")
+	o.budget = byteSize(server.DefaultLogBudget)
+	fs.Var(&o.budget, "log-budget", "output `bytes` kept by all processes together; over it the logs of the processes that ended first are dropped first")
+	fs.DurationVar(&o.exitTTL, "exit-ttl", server.DefaultExitTTL, "how long a process with keepLogs on_exit_ttl is kept after it ends")
+	fs.IntVar(&o.maxSessions, "max-sessions", server.DefaultMaxSessions, "sessions alive at once")
+	fs.IntVar(&o.maxProcesses, "max-processes", server.DefaultMaxProcesses, "processes running or queued at once")
+	o.bodyLimit = byteSize(server.DefaultBodyLimit)
+	fs.Var(&o.bodyLimit, "body-limit", "largest request body in `bytes`")
+	o.maxCommand = byteSize(server.DefaultMaxCommandBytes)
+	fs.Var(&o.maxCommand, "max-command-bytes", "largest command text (cmd) in `bytes`; a larger one is refused with 413")
+	fs.Var(&o.allowHosts, "allow-host", "also accept this `name` in the Host header (repeatable)")
+	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+	if code, ok := parse(fs, args); !ok {
+		return o, code, false
+	}
+	if fs.NArg() > 0 {
+		return o, usageError(e, "serve takes no arguments"), false
+	}
+	if err := o.level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return o, usageError(e, "--log-level: %v", err), false
+	}
+	if err := checkListen(o.listen); err != nil {
+		return o, usageError(e, "--listen: %v", err), false
+	}
+	return o, 0, true
+}
+
+// server is the server's configuration under these flags.
+func (o serveOptions) server(token string, logger *slog.Logger, streamDir string) server.Options {
+	return server.Options{
+		Token:           token,
+		BodyLimit:       int64(o.bodyLimit),
+		MaxCommandBytes: int(o.maxCommand),
+		LogRetention:    int(o.retention),
+		LogBudget:       int64(o.budget),
+		ExitTTL:         o.exitTTL,
+		MaxSessions:     o.maxSessions,
+		MaxProcesses:    o.maxProcesses,
+		AllowedHosts:    o.allowHosts,
+		Logger:          logger,
+		StreamDir:       streamDir,
+	}
+}
+
+// takeToken loads the token (see loadToken), says where a new one was
+// written, and removes $CONCH_TOKEN from the environment: the token must not
+// reach the commands the daemon runs.
+func takeToken(e *env, tokenFile, stateDir string) (token, path string, err error) {
+	token, path, err = loadToken(tokenFile, stateDir)
+	if err != nil {
+		return "", "", err
+	}
+	if path != "" && tokenFile == "" {
+		fmt.Fprintf(e.stderr, "conch: token written to %s\n", path)
+	}
+	os.Unsetenv(client.EnvToken)
+	return token, path, nil
+}
+
+// listen opens the daemon's listener and records its endpoint for clients.
+func listen(e *env, addr string, logger *slog.Logger, stateDir, tokenPath string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
 	}
 	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
 		logger.Warn("listening beyond loopback: anyone who can reach this address and holds the token can run commands", "addr", ln.Addr().String())
@@ -106,11 +150,19 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 		logger.Warn("record endpoint for clients", "err", err)
 	}
 	fmt.Fprintf(e.stderr, "conch: listening on %s\n", url)
+	return ln, nil
+}
 
+// serveUntilStopped serves ln until the server fails or SIGTERM or SIGINT arrives, then
+// shuts the server down within shutdownTimeout, ends what is left under the
+// daemon and removes the endpoint record. It returns the first error of
+// serving and shutting down.
+func serveUntilStopped(ctx context.Context, srv *server.Server, ln net.Listener, d *daemon, logger *slog.Logger, stateDir string) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	var err error
 	select {
 	case err = <-served:
 	case <-ctx.Done():
@@ -128,11 +180,7 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	if err == nil {
 		err = shutErr
 	}
-	if err != nil {
-		return fail(e, exitFailure, err)
-	}
-	logger.Info("stopped")
-	return 0
+	return err
 }
 
 // checkListen refuses an address without a host: serving on every address

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -46,13 +48,9 @@ func tree(t *testing.T, script string, n int, env ...string) (*exec.Cmd, []int) 
 	cmd := exec.CommandContext(t.Context(), "sh", "-c", script)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cmd.WaitDelay = time.Second
-	if err := Start(cmd); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, Start(cmd))
 	t.Cleanup(func() {
 		_ = Signal(cmd.Process.Pid, syscall.SIGKILL, true)
 		_ = Wait(cmd)
@@ -61,14 +59,10 @@ func tree(t *testing.T, script string, n int, env ...string) (*exec.Cmd, []int) 
 	var pids []int
 	for len(pids) < n && sc.Scan() {
 		pid, err := strconv.Atoi(sc.Text())
-		if err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
+		require.NoError(t, err, "line %q", sc.Text())
 		pids = append(pids, pid)
 	}
-	if len(pids) < n {
-		t.Fatalf("got %d pids, want %d", len(pids), n)
-	}
+	require.GreaterOrEqual(t, len(pids), n, "got %d pids, want %d", len(pids), n)
 	return cmd, pids
 }
 
@@ -80,9 +74,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
-		if time.Now().After(deadline) || t.Context().Err() != nil {
-			t.Fatalf("still not true after 10 s: %s", what)
-		}
+		require.False(t, time.Now().After(deadline) || t.Context().Err() != nil, "still not true after 10 s: %s", what)
 		time.Sleep(5 * time.Millisecond)
 	}
 }
@@ -110,9 +102,7 @@ func TestDescendantsIncludesSetsid(t *testing.T) {
 			return contains(Descendants(cmd.Process.Pid), pid)
 		})
 	}
-	if contains(Descendants(cmd.Process.Pid), cmd.Process.Pid) {
-		t.Error("Descendants includes the root")
-	}
+	assert.False(t, contains(Descendants(cmd.Process.Pid), cmd.Process.Pid), "Descendants includes the root")
 }
 
 func TestSignal(t *testing.T) {
@@ -131,20 +121,17 @@ func TestSignal(t *testing.T) {
 			// The root outlives its children, so that only a signal ends it.
 			cmd, pids := tree(t, treeScript+"\nexec sleep 30", 3)
 			root := cmd.Process.Pid
-			if err := Signal(root, tc.sig, tc.self); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, Signal(root, tc.sig, tc.self))
 			for _, pid := range pids {
 				eventually(t, fmt.Sprintf("descendant %d gone", pid), func() bool { return !Alive(pid) })
 			}
 			if tc.self {
 				err := Wait(cmd)
 				var ee *exec.ExitError
-				if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != tc.sig {
-					t.Fatalf("root ended with %v, want signal %v", err, tc.sig)
-				}
-			} else if !Alive(root) {
-				t.Fatal("root signalled with self false")
+				require.ErrorAs(t, err, &ee, "root ended with %v, want signal %v", err, tc.sig)
+				require.Equal(t, tc.sig, ee.Sys().(syscall.WaitStatus).Signal(), "root ended with %v", err)
+			} else {
+				require.True(t, Alive(root), "root signalled with self false")
 			}
 		})
 	}
@@ -153,15 +140,9 @@ func TestSignal(t *testing.T) {
 func TestSignalGoneIsNotAnError(t *testing.T) {
 	t.Parallel()
 	cmd := exec.CommandContext(t.Context(), "true")
-	if err := Start(cmd); err != nil {
-		t.Fatal(err)
-	}
-	if err := Wait(cmd); err != nil {
-		t.Fatal(err)
-	}
-	if err := Signal(cmd.Process.Pid, syscall.SIGTERM, true); err != nil {
-		t.Fatalf("signal to a reaped process: %v", err)
-	}
+	require.NoError(t, Start(cmd))
+	require.NoError(t, Wait(cmd))
+	require.NoError(t, Signal(cmd.Process.Pid, syscall.SIGTERM, true), "signal to a reaped process")
 }
 
 // An orphan (its parent exited) leaves the tree; its tag still finds it, and
@@ -170,26 +151,16 @@ func TestTaggedOrphanIsFoundAndReaped(t *testing.T) {
 	t.Parallel()
 	id := fmt.Sprintf("orphan-%d", time.Now().UnixNano())
 	cmd, pids := tree(t, `setsid sleep 30 & echo $!`, 1, Tag(id))
-	if err := Wait(cmd); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, Wait(cmd))
 	orphan := pids[0]
 	eventually(t, "the orphan reparented to this process", func() bool {
 		s, ok := readStat(orphan)
 		return ok && s.ppid == os.Getpid()
 	})
-	if contains(Descendants(cmd.Process.Pid), orphan) {
-		t.Fatal("the orphan is still a descendant of its dead parent")
-	}
-	if got := Tagged(id); len(got) != 1 || got[0] != orphan {
-		t.Fatalf("Tagged(%q) = %v, want [%d]", id, got, orphan)
-	}
-	if got := Tagged(id + "-other"); len(got) != 0 {
-		t.Fatalf("Tagged of another id = %v", got)
-	}
-	if err := SignalTagged(id, syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	require.False(t, contains(Descendants(cmd.Process.Pid), orphan), "the orphan is still a descendant of its dead parent")
+	require.Equal(t, []int{orphan}, Tagged(id), "Tagged(%q)", id)
+	require.Empty(t, Tagged(id+"-other"), "Tagged of another id")
+	require.NoError(t, SignalTagged(id, syscall.SIGKILL))
 	eventually(t, fmt.Sprintf("orphan %d reaped (no /proc entry)", orphan), func() bool {
 		_, err := os.Stat("/proc/" + strconv.Itoa(orphan))
 		return errors.Is(err, os.ErrNotExist)
@@ -202,9 +173,7 @@ func TestOrphanZombieOfSetsidGrandchildIsReaped(t *testing.T) {
 	t.Parallel()
 	cmd, pids := tree(t, `setsid sh -c 'sleep 0.2 & echo $!' &
 wait`, 1)
-	if err := Wait(cmd); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, Wait(cmd))
 	eventually(t, fmt.Sprintf("grandchild %d reaped", pids[0]), func() bool {
 		_, err := os.Stat("/proc/" + strconv.Itoa(pids[0]))
 		return errors.Is(err, os.ErrNotExist)
@@ -239,15 +208,14 @@ func TestOwnedStatusIsNotStolen(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		t.Error(err)
+		assert.NoError(t, err)
 	}
 }
 
 func TestStartReaperTwice(t *testing.T) {
 	t.Parallel()
-	if _, err := StartReaper(); !errors.Is(err, ErrReaperRunning) {
-		t.Fatalf("second StartReaper: %v, want ErrReaperRunning", err)
-	}
+	_, err := StartReaper()
+	require.ErrorIs(t, err, ErrReaperRunning, "second StartReaper")
 }
 
 // Owned zombies not waited for yet come first when the reaper peeks;
@@ -262,9 +230,7 @@ func TestOrphanBehindUnwaitedOwnedChildren(t *testing.T) {
 	for i := range owned {
 		wg.Go(func() {
 			owned[i] = exec.CommandContext(t.Context(), "sh", "-c", "exit 9")
-			if err := Start(owned[i]); err != nil {
-				t.Error(err)
-			}
+			assert.NoError(t, Start(owned[i]))
 		})
 	}
 	wg.Wait()
@@ -279,21 +245,18 @@ func TestOrphanBehindUnwaitedOwnedChildren(t *testing.T) {
 	}
 	cmd, pids := tree(t, `setsid sh -c 'sleep 0.2 & echo $!' &
 wait`, 1)
-	if err := Wait(cmd); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, Wait(cmd))
 	eventually(t, fmt.Sprintf("orphan %d reaped", pids[0]), func() bool {
 		_, err := os.Stat("/proc/" + strconv.Itoa(pids[0]))
 		return errors.Is(err, os.ErrNotExist)
 	})
 	for _, c := range owned {
-		if s, ok := readStat(c.Process.Pid); !ok || s.state != 'Z' {
-			t.Fatal("an owned zombie was reaped by the reaper")
-		}
+		s, ok := readStat(c.Process.Pid)
+		require.True(t, ok && s.state == 'Z', "an owned zombie was reaped by the reaper")
 		var ee *exec.ExitError
-		if err := Wait(c); !errors.As(err, &ee) || ee.ExitCode() != 9 {
-			t.Fatalf("owned child: %v, want exit status 9", err)
-		}
+		err := Wait(c)
+		require.ErrorAs(t, err, &ee, "owned child: %v, want exit status 9", err)
+		require.Equal(t, 9, ee.ExitCode(), "owned child")
 	}
 }
 
@@ -308,12 +271,8 @@ func TestSignalTaggedGroups(t *testing.T) {
 		defer signal.Stop(got)
 		id := fmt.Sprintf("own-%d", time.Now().UnixNano())
 		cmd, _ := tree(t, `trap '' USR2; echo $$; exec sleep 30`, 1, Tag(id))
-		if err := SignalTagged(id, syscall.SIGUSR2); err != nil {
-			t.Fatal(err)
-		}
-		if err := SignalTagged(id, syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, SignalTagged(id, syscall.SIGUSR2))
+		require.NoError(t, SignalTagged(id, syscall.SIGKILL))
 		_ = Wait(cmd)
 		select {
 		case <-got:
@@ -326,9 +285,7 @@ func TestSignalTaggedGroups(t *testing.T) {
 		// The group's leader exits; a tagged and an untagged member stay.
 		cmd, pids := tree(t, `setsid sh -c 'sleep 30 & env -i sleep 30 & echo $!' &
 wait`, 1, Tag(id))
-		if err := Wait(cmd); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, Wait(cmd))
 		untagged := pids[0]
 		t.Cleanup(func() {
 			if Alive(untagged) {
@@ -336,9 +293,7 @@ wait`, 1, Tag(id))
 			}
 		})
 		eventually(t, "the tagged member found", func() bool { return len(Tagged(id)) == 1 })
-		if err := SignalTagged(id, syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, SignalTagged(id, syscall.SIGKILL))
 		eventually(t, fmt.Sprintf("untagged member %d gone", untagged), func() bool { return !Alive(untagged) })
 	})
 }

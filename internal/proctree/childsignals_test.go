@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // When run as the helper (CONCH_PROCTREE_HELPER set), the test binary prints
@@ -21,12 +24,8 @@ func TestMain_helper(t *testing.T) {
 	}
 	cmd := exec.CommandContext(t.Context(), "sh", "-c", "grep SigIgn /proc/self/status")
 	cmd.Stdout = os.Stdout
-	if err := Start(cmd); err != nil {
-		t.Fatal(err)
-	}
-	if err := Wait(cmd); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, Start(cmd))
+	require.NoError(t, Wait(cmd))
 }
 
 func TestResetChildSignals(t *testing.T) {
@@ -49,12 +48,8 @@ func TestResetChildSignals(t *testing.T) {
 			cmd.Env = append(os.Environ(), "CONCH_PROCTREE_HELPER="+tc.mode)
 			var out strings.Builder
 			cmd.Stdout = &out
-			if err := Start(cmd); err != nil {
-				t.Fatal(err)
-			}
-			if err := Wait(cmd); err != nil {
-				t.Fatalf("%v: %s", err, out.String())
-			}
+			require.NoError(t, Start(cmd))
+			require.NoError(t, Wait(cmd), ": %s", out.String())
 			var mask uint64
 			for line := range strings.SplitSeq(out.String(), "\n") {
 				if v, ok := strings.CutPrefix(line, "SigIgn:"); ok {
@@ -62,9 +57,7 @@ func TestResetChildSignals(t *testing.T) {
 				}
 			}
 			for sig, want := range tc.ignored {
-				if got := mask&(1<<(sig-1)) != 0; got != want {
-					t.Errorf("signal %d ignored in the child: %v, want %v (output %q)", sig, got, want, out.String())
-				}
+				assert.Equal(t, want, mask&(1<<(sig-1)) != 0, "signal %d ignored in the child (output %q)", sig, out.String())
 			}
 		})
 	}
