@@ -123,3 +123,55 @@ func TestIdleTimeout(t *testing.T) {
 		require.NotEmpty(t, r.Next)
 	})
 }
+
+// TestEarlyAnswerBounded: a 202 answer keeps to outputLimit as a final one
+// does, and the process says when it last wrote.
+func TestEarlyAnswerBounded(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	for _, sh := range []string{"bash", "dash"} {
+		t.Run(sh, func(t *testing.T) {
+			t.Parallel()
+			r, p, err := d.c.Run(ctx(t), client.RunOptions{
+				StartOptions: client.StartOptions{Cmd: numbered + "; read n", Shell: sh, Stdin: process.StdinOpen},
+				OutputLimit:  4000,
+			})
+			require.NoError(t, err)
+			require.NotNil(t, p)
+			require.True(t, r.WaitingForInput)
+			require.Positive(t, r.OmittedBytes)
+			require.Less(t, len(r.Output), len(numberedLines()))
+			require.True(t, strings.HasPrefix(r.Output, "line 0\n"), r.Output[:20])
+			require.True(t, strings.HasSuffix(r.Output, "line 1999\n"))
+			require.NotEmpty(t, r.OmittedAfter)
+			require.False(t, p.LastOutputAt.IsZero())
+			r, p, err = d.c.Interact(ctx(t), p.ID, client.InteractOptions{Cursor: "0", EOF: true, OutputLimit: 4000})
+			require.NoError(t, err)
+			require.Nil(t, p)
+			require.Positive(t, r.OmittedBytes)
+		})
+	}
+}
+
+func TestInteractRefusals(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	s, err := d.c.CreateSession(c, client.SessionOptions{})
+	require.NoError(t, err)
+	_, _, err = d.c.Interact(c, s.ID, client.InteractOptions{Input: "echo hi\n"})
+	requireCode(t, err, "unsupported_operation")
+	p, err := d.c.Start(c, client.StartOptions{Cmd: "sleep 30"})
+	require.NoError(t, err)
+	_, _, err = d.c.Interact(c, p.ID, client.InteractOptions{Input: "x"})
+	requireCode(t, err, "unsupported_operation")
+	// A bare wait works on any process.
+	r, still, err := d.c.Interact(c, p.ID, client.InteractOptions{Timeout: client.Millis(10 * time.Millisecond)})
+	require.NoError(t, err)
+	require.NotNil(t, still)
+	require.Empty(t, r.Output)
+	r, still, err = d.c.Interact(c, p.ID, client.InteractOptions{Signal: "KILL"})
+	require.NoError(t, err)
+	require.Nil(t, still)
+	require.Equal(t, process.Signaled, r.Reason)
+}
