@@ -17,12 +17,17 @@ import (
 	"github.com/conchsh/conch/logstore"
 )
 
-// Timing of the looks. A wait is seen within Quiet + Interval + Confirm of
-// the blocking read (P10 asks for 500 ms).
+// Timing of the looks. A process that stays quiet and busy (a server with
+// stdin open) is looked at less often, down to every MaxInterval, so a wait
+// is seen within Quiet + MaxInterval + Confirm of the blocking read (P10
+// asks for 500 ms), usually within Quiet + Interval + Confirm.
 const (
-	Quiet    = 50 * time.Millisecond
-	Interval = 100 * time.Millisecond
-	Confirm  = 20 * time.Millisecond
+	Quiet       = 50 * time.Millisecond
+	Interval    = 100 * time.Millisecond
+	MaxInterval = 300 * time.Millisecond
+	Confirm     = 20 * time.Millisecond
+
+	backoffAfter = 10 // looks in a quiet spell before they space out
 )
 
 // Tree is what a process with open input offers to be watched: its
@@ -121,24 +126,34 @@ func (w *Watcher) setLocked(v bool) {
 func (w *Watcher) run() {
 	t := time.NewTimer(Quiet)
 	defer t.Stop()
+	interval, looks := Interval, 0
 	for {
 		select {
 		case <-w.p.Done():
 			w.set(false)
 			return
 		case <-w.poke:
+			interval, looks = Interval, 0
 		case <-t.C:
 		}
 		if quiet := time.Since(w.p.Log().LastFrameTime()); quiet < Quiet {
 			w.set(false) // output came: it does not wait
+			interval, looks = Interval, 0
 			t.Reset(Quiet - quiet)
 			continue
 		}
 		w.mu.Lock()
 		gen := w.gen
 		w.mu.Unlock()
-		w.setUnless(gen, w.look())
-		t.Reset(Interval)
+		waiting := w.look()
+		w.setUnless(gen, waiting)
+		// A process starting up is looked at every Interval; one that has
+		// stayed quiet for a second (a server with stdin open, a prompt
+		// nobody answers yet), less often.
+		if looks++; looks > backoffAfter {
+			interval = min(interval*3/2, MaxInterval)
+		}
+		t.Reset(interval)
 	}
 }
 
