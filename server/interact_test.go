@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -151,6 +152,23 @@ func TestEarlyAnswerBounded(t *testing.T) {
 			require.Positive(t, r.OmittedBytes)
 		})
 	}
+}
+
+// TestEarlyAnswerWire: a 202 body is one object holding each member once:
+// the process's fields, then the output's.
+func TestEarlyAnswerWire(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	status, body := d.raw(t, "POST", "/v1/processes/run", `{"cmd":"echo hi; exec sleep 30","idleTimeout":100}`, authed())
+	require.Equal(t, 202, status, body)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &m))
+	for _, k := range []string{"id", "state", "waitingForInput", "processId", "output", "stdout", "stderr", "logs", "truncated", "next", "lastOutputAt"} {
+		require.Contains(t, m, k)
+		require.Equal(t, 1, strings.Count(body, `"`+k+`":`), k)
+	}
+	require.Equal(t, "hi\n", m["output"])
+	require.NoError(t, d.c.Kill(ctx(t), m["id"].(string), client.KillOptions{Signal: "KILL"}))
 }
 
 func TestInteractRefusals(t *testing.T) {

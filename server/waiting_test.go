@@ -122,3 +122,38 @@ func TestNotWaitingForInput(t *testing.T) {
 		}
 	}
 }
+
+// TestNotWaitingForInputSession: the same in a session: a command that
+// sleeps or reads a FIFO with stdin open, or reads with stdin closed.
+func TestNotWaitingForInputSession(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	dir := t.TempDir()
+	cases := []struct {
+		name, cmd string
+		stdin     process.Stdin
+	}{
+		{"sleep with stdin open", "sleep 5", process.StdinOpen},
+		{"fifo that is not stdin", "mkfifo " + dir + "/f$$; cat " + dir + "/f$$", process.StdinOpen},
+		{"stdin closed", "read n; sleep 5", process.StdinClosed},
+	}
+	for _, sh := range []string{"bash", "dash"} {
+		t.Run(sh, func(t *testing.T) {
+			t.Parallel()
+			s, err := d.c.CreateSession(ctx(t), client.SessionOptions{Shell: sh})
+			require.NoError(t, err)
+			for _, tc := range cases {
+				r, p, err := d.c.RunCommand(ctx(t), s.ID, client.CommandRunOptions{
+					CommandOptions: client.CommandOptions{Cmd: tc.cmd, Stdin: tc.stdin},
+					Timeout:        client.Millis(1500 * time.Millisecond),
+				})
+				require.NoError(t, err)
+				require.NotNil(t, p, tc.name)
+				require.False(t, r.WaitingForInput, tc.name)
+				r, p, err = d.c.Interact(ctx(t), p.ID, client.InteractOptions{Signal: "INT"})
+				require.NoError(t, err)
+				require.Nil(t, p, tc.name)
+			}
+		})
+	}
+}
