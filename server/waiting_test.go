@@ -1,6 +1,9 @@
 package server_test
 
 import (
+	"os"
+	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -87,19 +90,30 @@ func TestWaitingForInputExec(t *testing.T) {
 	}
 }
 
+// fifo makes a FIFO that this test holds open for writing, so that a
+// command reading it blocks in read, fed from outside its tree.
+func fifo(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "fifo")
+	require.NoError(t, syscall.Mkfifo(path, 0o600))
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { f.Close() })
+	return path
+}
+
 // TestNotWaitingForInput: what is blocked on something else, or has stdin
 // closed, is never said to wait; the wait runs out (or the command ends) as
 // it would without the detection.
 func TestNotWaitingForInput(t *testing.T) {
 	t.Parallel()
 	d := start(t, server.Options{})
-	dir := t.TempDir()
 	cases := []struct {
 		name, cmd string
 		stdin     process.Stdin
 	}{
 		{"sleep with stdin open", "sleep 5", process.StdinOpen},
-		{"fifo that is not stdin", "mkfifo " + dir + "/f; cat " + dir + "/f", process.StdinOpen},
+		{"fifo that is not stdin", "cat " + fifo(t), process.StdinOpen},
 		{"socket that is not stdin", `python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(); s.accept()'`, process.StdinOpen},
 		{"stdin closed", "sleep 1; read n; sleep 5", process.StdinClosed},
 	}
@@ -128,13 +142,12 @@ func TestNotWaitingForInput(t *testing.T) {
 func TestNotWaitingForInputSession(t *testing.T) {
 	t.Parallel()
 	d := start(t, server.Options{})
-	dir := t.TempDir()
 	cases := []struct {
 		name, cmd string
 		stdin     process.Stdin
 	}{
 		{"sleep with stdin open", "sleep 5", process.StdinOpen},
-		{"fifo that is not stdin", "mkfifo " + dir + "/f$$; cat " + dir + "/f$$", process.StdinOpen},
+		{"fifo that is not stdin", "cat " + fifo(t), process.StdinOpen},
 		{"stdin closed", "read n; sleep 5", process.StdinClosed},
 	}
 	for _, sh := range []string{"bash", "dash"} {
