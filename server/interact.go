@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/client"
@@ -113,6 +114,13 @@ func (s *Server) interact(w http.ResponseWriter, r *http.Request) error {
 // deliver writes input to p, closes its stdin when eof, and sends it the
 // signal named, in that order.
 func (s *Server) deliver(p process.Process, input []byte, eof bool, signal string) error {
+	var sig syscall.Signal
+	if signal != "" { // checked first, so that a bad name writes nothing
+		var err error
+		if sig, err = process.ParseSignal(signal); err != nil {
+			return err
+		}
+	}
 	if len(input) > 0 || eof {
 		if p.Info().Stdin != process.StdinOpen {
 			return process.ErrStdinNotOpen
@@ -132,11 +140,7 @@ func (s *Server) deliver(p process.Process, input []byte, eof bool, signal strin
 		}
 		s.input(p.ID()).Written()
 	}
-	if signal != "" {
-		sig, err := process.ParseSignal(signal)
-		if err != nil {
-			return err
-		}
+	if sig != 0 {
 		if err := p.Kill(sig, 0, 0); err != nil {
 			return err
 		}

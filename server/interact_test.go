@@ -183,6 +183,8 @@ func TestInteractRefusals(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = d.c.Interact(c, p.ID, client.InteractOptions{Input: "x"})
 	requireCode(t, err, "unsupported_operation")
+	_, _, err = d.c.Interact(c, p.ID, client.InteractOptions{Signal: "NOPE"})
+	requireCode(t, err, "invalid_argument")
 	// A bare wait works on any process.
 	r, still, err := d.c.Interact(c, p.ID, client.InteractOptions{Timeout: client.Millis(10 * time.Millisecond)})
 	require.NoError(t, err)
