@@ -5,8 +5,9 @@
 // It costs nothing for a process without open input: no watcher runs. For
 // one with open input it looks at /proc only when the process has been
 // quiet (no new frame in its log) for Quiet, and then every Interval; a yes
-// counts only when a second look, Confirm later, says yes too and no frame
-// came between, so output still on its way is not mistaken for a wait.
+// counts only when a second look, Confirm later, says yes too, no frame came
+// between, and none of its output waits unread in its pipes or terminal, so
+// that an answer saying it waits holds the prompt it printed.
 package inputwatch
 
 import (
@@ -161,11 +162,14 @@ func (w *Watcher) run() {
 // no frame between.
 func (w *Watcher) look() bool {
 	_, _, before := w.p.Log().Bounds()
+	var pids []int
 	for i := range 2 {
 		if i > 0 {
 			time.Sleep(Confirm)
 		}
-		pids, in, ok := w.p.InputTree()
+		var in inputwait.Input
+		var ok bool
+		pids, in, ok = w.p.InputTree()
 		if !ok {
 			return false
 		}
@@ -173,6 +177,9 @@ func (w *Watcher) look() bool {
 		if err != nil || !waiting {
 			return false
 		}
+	}
+	if pending(pids) {
+		return false
 	}
 	_, _, after := w.p.Log().Bounds()
 	return before == after
