@@ -40,7 +40,7 @@ func addStartFlags(fs *flag.FlagSet) *startFlags {
 	f.shell = fs.String("shell", "", "`shell` that runs a command string (bash, sh, dash, zsh, ksh, mksh, busybox)")
 	f.login = fs.Bool("login", false, "run the shell as a login shell")
 	f.stdin = fs.Bool("i", false, "send conch's standard input to the command")
-	fs.Var(f.timeout, "timeout", "execution `timeout` after which the command is interrupted (like 30s)")
+	fs.Var(f.timeout, "exec-timeout", "execution `timeout` after which the command is interrupted (like 30s)")
 	f.keepLogs = fs.String("keep-logs", "", "retention `policy`: until_cleanup, on_exit_ttl or none")
 	fs.Var(f.env, "e", "set `KEY=VALUE` in the command's environment (repeatable)")
 	f.json = fs.Bool("json", false, "print the process (start) or the result (run) as JSON")
@@ -118,7 +118,7 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "run", "[--session ID] [--] CMD [ARG...]")
 	f := addStartFlags(fs)
 	a := addAnswerFlags(fs)
-	stdinMode := fs.String("stdin", "", "`open`: keep the command's stdin open for conch interact (with --idle or --wait)")
+	stdinMode := fs.String("stdin", "", "`open`: keep the command's stdin open for conch interact (with --idle or --timeout)")
 	if code, ok := parseArgs(fs, args, atLeastOne); !ok {
 		return code
 	}
@@ -130,9 +130,9 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	case *stdinMode != "" && *stdinMode != string(process.StdinOpen) && *stdinMode != string(process.StdinClosed):
 		return usageError(e, "--stdin %q: want open or closed", *stdinMode)
 	case a.early() && *f.stdin:
-		return usageError(e, "-i copies conch's stdin to the end; with --idle or --wait use --stdin open and conch interact")
+		return usageError(e, "-i copies conch's stdin to the end; with --idle or --timeout use --stdin open and conch interact")
 	case *stdinMode == string(process.StdinOpen) && !a.early():
-		return usageError(e, "--stdin open needs --idle or --wait, so that the command can be answered; -i sends conch's stdin")
+		return usageError(e, "--stdin open needs --idle or --timeout, so that the command can be answered; -i sends conch's stdin")
 	case a.early() || *a.plain || *a.limit > 0:
 		return f.runEarly(ctx, e, c, a, process.Stdin(*stdinMode), fs.Args())
 	}
