@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/conchsh/conch/api"
 )
 
 // Client calls one conch daemon. It is safe for concurrent use.
@@ -62,19 +64,19 @@ func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
 // URL returns the daemon's base URL.
 func (c *Client) URL() string { return c.base.String() }
 
-// Code is an API error code.
-type Code string
+// Code is an API error code; package api defines the codes.
+type Code = api.Code
 
 // The API's error codes.
 const (
-	CodeInvalidArgument      Code = "invalid_argument"
-	CodeUnauthenticated      Code = "unauthenticated"
-	CodePermissionDenied     Code = "permission_denied"
-	CodeNotFound             Code = "not_found"
-	CodeUnsupportedOperation Code = "unsupported_operation"
-	CodePayloadTooLarge      Code = "payload_too_large"
-	CodeResourceExhausted    Code = "resource_exhausted"
-	CodeInternal             Code = "internal"
+	CodeInvalidArgument      = api.CodeInvalidArgument
+	CodeUnauthenticated      = api.CodeUnauthenticated
+	CodePermissionDenied     = api.CodePermissionDenied
+	CodeNotFound             = api.CodeNotFound
+	CodeUnsupportedOperation = api.CodeUnsupportedOperation
+	CodePayloadTooLarge      = api.CodePayloadTooLarge
+	CodeResourceExhausted    = api.CodeResourceExhausted
+	CodeInternal             = api.CodeInternal
 )
 
 // Error is an error answered by the daemon.

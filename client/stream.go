@@ -11,14 +11,16 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/conchsh/conch/api"
 )
 
 // The event types of a log stream.
 const (
-	EventLog     = "log"
-	EventWarning = "warning"
-	EventState   = "state"
-	EventEOF     = "eof"
+	EventLog     = api.EventLog
+	EventWarning = api.EventWarning
+	EventState   = api.EventState
+	EventEOF     = api.EventEOF
 )
 
 // Event is one event of a log stream. Type says which field is set.
@@ -32,12 +34,8 @@ type Event struct {
 	State   *WaitResult // state
 }
 
-// Warning says that frames after the cursor asked for were dropped by
-// retention; the stream goes on from FirstAvailableCursor.
-type Warning struct {
-	Message              string `json:"message"`
-	FirstAvailableCursor string `json:"firstAvailableCursor"`
-}
+// Warning is the data of a warning event.
+type Warning = api.Warning
 
 // StreamOptions choose where a log stream starts.
 type StreamOptions struct {

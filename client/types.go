@@ -1,240 +1,50 @@
 package client
 
 import (
-	"encoding/base64"
-	"encoding/json"
-	"fmt"
-	"math"
-	"strconv"
 	"time"
 
-	"github.com/conchsh/conch/logstore"
-	"github.com/conchsh/conch/process"
+	"github.com/conchsh/conch/api"
 )
 
-// Process is the API's ProcessDto: one exec, PTY, session shell or session
-// command. Zero optional fields are absent on the wire.
-type Process struct {
-	ID               string                `json:"id"`
-	Name             string                `json:"name,omitempty"`
-	PID              int                   `json:"pid,omitempty"`
-	Kind             process.Kind          `json:"kind"`
-	State            process.State         `json:"state"`
-	System           bool                  `json:"system"`
-	SessionID        string                `json:"sessionId,omitempty"`
-	Argv             []string              `json:"argv,omitempty"`
-	ShellCommand     string                `json:"shellCommand,omitempty"`
-	Shell            string                `json:"shell,omitempty"`
-	ResolvedShell    string                `json:"resolvedShell,omitempty"`
-	Login            bool                  `json:"login,omitempty"`
-	Cwd              string                `json:"cwd,omitempty"`
-	User             string                `json:"user,omitempty"`
-	Stdin            process.Stdin         `json:"stdin"`
-	ExecutionTimeout Millis                `json:"executionTimeout,omitempty"`
-	Terminal         *process.TerminalSize `json:"terminal,omitempty"`
-	KeepLogs         logstore.KeepLogs     `json:"keepLogs"`
-	ExitCode         *int                  `json:"exitCode,omitempty"`
-	Signal           string                `json:"signal,omitempty"`
-	Reason           process.Reason        `json:"reason,omitempty"`
-	Error            string                `json:"error,omitempty"`
-	CreatedAt        Time                  `json:"createdAt"`
-	StartedAt        Time                  `json:"startedAt,omitzero"`
-	ExitedAt         Time                  `json:"exitedAt,omitzero"`
-	TruncatedHead    bool                  `json:"truncatedHead"`
-	// FirstAvailableCursor is the cursor of the oldest retained frame.
-	FirstAvailableCursor string `json:"firstAvailableCursor,omitempty"`
-	// LastCursor is the cursor of the newest frame written.
-	LastCursor string `json:"lastCursor,omitempty"`
-	// LastOutputAt is the time of the newest frame, absent before any.
-	LastOutputAt Time `json:"lastOutputAt,omitzero"`
-	// WaitingForInput is true while the process waits for input on its
-	// open stdin or terminal.
-	WaitingForInput bool `json:"waitingForInput"`
-	// Ports are the loopback ports a session leased.
-	Ports []int `json:"ports,omitempty"`
-}
+// The wire types of the API, under the names this package has always
+// used; package api defines them.
+type (
+	Process           = api.Process
+	WaitResult        = api.WaitResult
+	LogFrame          = api.LogFrame
+	RunResult         = api.RunResult
+	StartOptions      = api.StartOptions
+	RunOptions        = api.RunOptions
+	SessionOptions    = api.SessionOptions
+	CommandOptions    = api.CommandOptions
+	CommandRunOptions = api.CommandRunOptions
+	KillOptions       = api.KillOptions
+	ProcessList       = api.ProcessList
+	LogsPage          = api.LogsPage
+	Health            = api.Health
+	Time              = api.Time
+	Millis            = api.Millis
+	InteractOptions   = api.InteractOptions
+	Ready             = api.Ready
+)
 
-// Ended reports whether the process is terminal.
-func (p *Process) Ended() bool { return p.State == process.Terminal }
-
-// WaitResult is how a process ended: the same fields as on Process.
-type WaitResult struct {
-	Reason   process.Reason `json:"reason"`
-	ExitCode *int           `json:"exitCode,omitempty"`
-	Signal   string         `json:"signal,omitempty"`
-	// Error says why, for a process that failed (never ran).
-	Error string `json:"error,omitempty"`
-}
-
-// Result returns the WaitResult of a terminal process, or nil.
-func (p *Process) Result() *WaitResult {
-	if p.Reason == "" {
-		return nil
-	}
-	return &WaitResult{Reason: p.Reason, ExitCode: p.ExitCode, Signal: p.Signal, Error: p.Error}
-}
-
-// String describes the result the way a shell user reads it.
-func (r WaitResult) String() string {
-	switch {
-	case r.Reason == process.Exited && r.ExitCode != nil:
-		return "exited " + strconv.Itoa(*r.ExitCode)
-	case r.Reason == process.Signaled:
-		return "signaled " + r.Signal
-	case r.Error != "":
-		return string(r.Reason) + ": " + r.Error
-	}
-	return string(r.Reason)
-}
-
-// The encodings of a LogFrame's data.
+// The encodings of a LogFrame's data, and the wire form of a Time.
 const (
-	EncodingText   = "text"
-	EncodingBase64 = "base64"
+	EncodingText   = api.EncodingText
+	EncodingBase64 = api.EncodingBase64
+	TimeLayout     = api.TimeLayout
 )
-
-// LogFrame is one piece of a process's output.
-type LogFrame struct {
-	// Cursor is opaque and strictly increasing within a process.
-	Cursor string `json:"cursor"`
-	// Channel is stdout, stderr or pty.
-	Channel string `json:"channel"`
-	// Data is the bytes as text, or base64 when Encoding says so.
-	Data     string `json:"data"`
-	Encoding string `json:"encoding"`
-	// Timestamp is milliseconds since the epoch.
-	Timestamp int64 `json:"timestamp"`
-}
-
-// Bytes returns the frame's bytes, decoding base64.
-func (f LogFrame) Bytes() ([]byte, error) {
-	if f.Encoding == EncodingBase64 {
-		return base64.StdEncoding.DecodeString(f.Data)
-	}
-	return []byte(f.Data), nil
-}
-
-// RunResult is what a run answers once the process ended: its result and its
-// retained output.
-type RunResult struct {
-	WaitResult
-	ProcessID string `json:"processId"`
-	// Output is stdout and stderr interleaved as they arrived. The text
-	// fields hold the bytes as UTF-8 with invalid sequences replaced; Logs
-	// keeps them exact.
-	Output string     `json:"output"`
-	Stdout string     `json:"stdout"`
-	Stderr string     `json:"stderr"`
-	Logs   []LogFrame `json:"logs"`
-	// Truncated is true when retention dropped the head of the output.
-	Truncated bool `json:"truncated"`
-	// Next is the cursor of the last frame in the answer: logs after it
-	// are the output that came later.
-	Next string `json:"next"`
-	// OmittedBytes is the output left out of the middle of the answer to
-	// keep it within the outputLimit asked for: the frames after
-	// OmittedAfter (the cursor of the last frame of the head) and before
-	// the first frame of the tail, which a logs page from OmittedAfter
-	// gives.
-	OmittedBytes int64  `json:"omittedBytes,omitempty"`
-	OmittedAfter string `json:"omittedAfter,omitempty"`
-	// WaitingForInput is set in an early (202) answer when the process
-	// waits for input.
-	WaitingForInput bool `json:"waitingForInput,omitempty"`
-}
-
-// StartOptions start an exec or PTY process: exactly one of Cmd (run by a
-// shell) and Argv (no shell); a PTY may have neither, to run the shell.
-type StartOptions struct {
-	Kind             process.Kind          `json:"kind,omitempty"` // exec (the default) or pty
-	Cmd              string                `json:"cmd,omitempty"`
-	Argv             []string              `json:"argv,omitempty"`
-	Name             string                `json:"name,omitempty"`
-	Cwd              string                `json:"cwd,omitempty"`
-	Env              map[string]string     `json:"env,omitempty"`
-	User             string                `json:"user,omitempty"`
-	Shell            string                `json:"shell,omitempty"`
-	Login            bool                  `json:"login,omitempty"`
-	Stdin            process.Stdin         `json:"stdin,omitempty"`
-	ExecutionTimeout Millis                `json:"executionTimeout,omitempty"`
-	Terminal         *process.TerminalSize `json:"terminal,omitempty"`
-	KeepLogs         logstore.KeepLogs     `json:"keepLogs,omitempty"`
-}
-
-// RunOptions are StartOptions plus how long the caller waits.
-type RunOptions struct {
-	StartOptions
-	// Timeout bounds the wait; zero waits until the process ends.
-	Timeout Millis `json:"timeout,omitempty"`
-	// IdleTimeout ends the wait once the process has written nothing for
-	// this long; zero: no idle bound.
-	IdleTimeout Millis `json:"idleTimeout,omitempty"`
-	// Plain asks for the text fields as plain text: escape sequences
-	// removed, carriage-return and backspace overwrites applied.
-	Plain bool `json:"plain,omitempty"`
-	// OutputLimit bounds the output in the answer (bytes): a longer output
-	// keeps its head and tail, about half each, and RunResult says what it
-	// left out. Zero means 1 MiB; more than the daemon's retention means the
-	// retention.
-	OutputLimit int64 `json:"outputLimit,omitempty"`
-}
-
-// SessionOptions create a session.
-type SessionOptions struct {
-	Name  string            `json:"name,omitempty"`
-	Cwd   string            `json:"cwd,omitempty"`
-	Env   map[string]string `json:"env,omitempty"`
-	Shell string            `json:"shell,omitempty"` // bash when empty
-	Login bool              `json:"login,omitempty"`
-	// LeasePort leases one free loopback port, reported in Process.Ports.
-	LeasePort bool `json:"leasePort,omitempty"`
-}
-
-// CommandOptions submit a command to a session.
-type CommandOptions struct {
-	Cmd              string            `json:"cmd"`
-	Name             string            `json:"name,omitempty"`
-	Stdin            process.Stdin     `json:"stdin,omitempty"`
-	ExecutionTimeout Millis            `json:"executionTimeout,omitempty"`
-	KeepLogs         logstore.KeepLogs `json:"keepLogs,omitempty"`
-}
-
-// CommandRunOptions are CommandOptions plus how long the caller waits.
-type CommandRunOptions struct {
-	CommandOptions
-	// Timeout bounds the wait; zero waits until the command ends.
-	Timeout Millis `json:"timeout,omitempty"`
-	// IdleTimeout and Plain are as for RunOptions.
-	IdleTimeout Millis `json:"idleTimeout,omitempty"`
-	Plain       bool   `json:"plain,omitempty"`
-	// OutputLimit is as for RunOptions.
-	OutputLimit int64 `json:"outputLimit,omitempty"`
-}
-
-// KillOptions choose the signal of a kill. Zero values mean TERM, no
-// escalation, and KILL as the escalation signal.
-type KillOptions struct {
-	Signal        string `json:"signal,omitempty"`
-	EscalateAfter Millis `json:"escalateAfter,omitempty"`
-	EscalateTo    string `json:"escalateTo,omitempty"`
-}
 
 // ListOptions filter and page a process listing. Zero values select
 // everything.
 type ListOptions struct {
 	State     string // running, terminal or all
-	Kind      process.Kind
+	Kind      api.Kind
 	SessionID string
 	Name      string
 	PID       int
 	Cursor    string
 	Limit     int
-}
-
-// ProcessList is one page of processes; Next is empty on the last page.
-type ProcessList struct {
-	Items []Process `json:"items"`
-	Next  string    `json:"next"`
 }
 
 // LogsOptions page a process's logs.
@@ -244,106 +54,10 @@ type LogsOptions struct {
 	Base64 bool   // force base64 encoding of every frame
 }
 
-// LogsPage is one page of a process's frames.
-type LogsPage struct {
-	Items []LogFrame `json:"items"`
-	// Next is the cursor to ask for the following page.
-	Next string `json:"next"`
-	// TruncatedHead is true when frames after the cursor asked for were
-	// dropped by retention.
-	TruncatedHead        bool   `json:"truncatedHead"`
-	FirstAvailableCursor string `json:"firstAvailableCursor,omitempty"`
-}
-
-// Health is the answer of GET /healthz.
-type Health struct {
-	Status  string `json:"status"`
-	Version string `json:"version"`
-}
-
-// Time is a time that travels as RFC 3339 with milliseconds.
-type Time struct{ time.Time }
-
-// TimeLayout is the wire form of a Time.
-const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
-
-// MarshalJSON writes t in TimeLayout, in UTC.
-func (t Time) MarshalJSON() ([]byte, error) {
-	return []byte(`"` + t.UTC().Format(TimeLayout) + `"`), nil
-}
-
-// UnmarshalJSON reads any RFC 3339 time.
-func (t *Time) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return err
-	}
-	v, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return err
-	}
-	t.Time = v
-	return nil
-}
-
-// Millis is a duration that travels as whole milliseconds.
-type Millis time.Duration
-
-// Duration returns m as a time.Duration.
-func (m Millis) Duration() time.Duration { return time.Duration(m) }
-
-// MarshalJSON writes m as an integer count of milliseconds.
-func (m Millis) MarshalJSON() ([]byte, error) {
-	return strconv.AppendInt(nil, time.Duration(m).Milliseconds(), 10), nil
-}
-
-// UnmarshalJSON reads a non-negative count of milliseconds.
-func (m *Millis) UnmarshalJSON(b []byte) error {
-	var n float64
-	if err := json.Unmarshal(b, &n); err != nil {
-		return fmt.Errorf("milliseconds: %w", err)
-	}
-	if n < 0 || n > float64(math.MaxInt64/int64(time.Millisecond)) {
-		return fmt.Errorf("milliseconds out of range: %v", n)
-	}
-	*m = Millis(time.Duration(n * float64(time.Millisecond)))
-	return nil
-}
-
-// InteractOptions answer a running process, wait and read on
-// (POST /v1/processes/{id}/interact).
-type InteractOptions struct {
-	// Input is written to stdin or the terminal first; InputBase64 is the
-	// same as bytes.
-	Input       string `json:"input,omitempty"`
-	InputBase64 string `json:"inputBase64,omitempty"`
-	// EOF closes stdin after the input.
-	EOF bool `json:"eof,omitempty"`
-	// Signal is sent before waiting (INT, TERM, ...).
-	Signal string `json:"signal,omitempty"`
-	// Cursor: the answer holds the output after it. Empty: the output
-	// that arrives after the input was written.
-	Cursor      string `json:"cursor,omitempty"`
-	Timeout     Millis `json:"timeout,omitempty"`
-	IdleTimeout Millis `json:"idleTimeout,omitempty"`
-	OutputLimit int64  `json:"outputLimit,omitempty"`
-	Plain       bool   `json:"plain,omitempty"`
-}
-
 // ReadyOptions say what GET /v1/processes/{id}/ready waits for: a port
 // (a number, or "any"), an output pattern (RE2), or both.
 type ReadyOptions struct {
 	Port    string
 	Pattern string
 	Timeout time.Duration
-}
-
-// Ready is a 200 answer of the ready route.
-type Ready struct {
-	Ready  bool   `json:"ready"`
-	Port   int    `json:"port,omitempty"`
-	Match  string `json:"match,omitempty"`
-	Cursor string `json:"cursor,omitempty"`
-	// Result is how the process ended, when it ended first (Ready false).
-	Result *WaitResult `json:"result,omitempty"`
 }

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/conchsh/conch/api"
 )
 
 // Channel names the stream a frame came from.
@@ -33,15 +35,15 @@ func (c Channel) String() string {
 func (c Channel) valid() bool { return c >= Stdout && c <= PTY }
 
 // KeepLogs is a retention policy for a process's frames.
-type KeepLogs string
+type KeepLogs = api.KeepLogs
 
 // The keep-logs policies. The zero value means KeepUntilCleanup. A Log only
 // records the policy and, for KeepNone, keeps nothing for pages: removing a
 // record after exit (KeepOnExitTTL) is the job of whoever owns the record.
 const (
-	KeepUntilCleanup KeepLogs = "until_cleanup" // until the process is deleted
-	KeepOnExitTTL    KeepLogs = "on_exit_ttl"   // until a configured time after exit
-	KeepNone         KeepLogs = "none"          // no frames kept; live followers still get them
+	KeepUntilCleanup = api.KeepUntilCleanup // until the process is deleted
+	KeepOnExitTTL    = api.KeepOnExitTTL    // until a configured time after exit
+	KeepNone         = api.KeepNone         // no frames kept; live followers still get them
 )
 
 // ParseKeepLogs parses a policy name; "" is KeepUntilCleanup.

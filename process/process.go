@@ -6,40 +6,42 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/api"
+
 	"github.com/conchsh/conch/logstore"
 )
 
 // Kind says how a process was started.
-type Kind string
+type Kind = api.Kind
 
 // The kinds of process.
 const (
-	KindExec    Kind = "exec"
-	KindPTY     Kind = "pty"
-	KindCode    Kind = "code"
-	KindSession Kind = "session"
+	KindExec    = api.KindExec
+	KindPTY     = api.KindPTY
+	KindCode    = api.KindCode
+	KindSession = api.KindSession
 )
 
 // State is where a process is in its life. It only moves forward.
-type State string
+type State = api.State
 
 // The states of a process.
 const (
-	Starting State = "starting" // accepted, not running yet (a queued session command)
-	Running  State = "running"
-	Terminal State = "terminal"
+	Starting = api.Starting // accepted, not running yet (a queued session command)
+	Running  = api.Running
+	Terminal = api.Terminal
 )
 
 // Reason says why a terminal process ended.
-type Reason string
+type Reason = api.Reason
 
 // The reasons a process ends.
 const (
-	Exited   Reason = "exited"    // it exited by itself; ExitCode is set
-	Signaled Reason = "signaled"  // a signal ended it; Signal is set
-	TimedOut Reason = "timed_out" // its execution timeout was reached
-	Lost     Reason = "lost"      // the engine lost it (its session's shell died under it)
-	Failed   Reason = "failed"    // it never ran; Error says why
+	Exited   = api.Exited   // it exited by itself; ExitCode is set
+	Signaled = api.Signaled // a signal ended it; Signal is set
+	TimedOut = api.TimedOut // its execution timeout was reached
+	Lost     = api.Lost     // the engine lost it (its session's shell died under it)
+	Failed   = api.Failed   // it never ran; Error says why
 )
 
 // Result is how a process ended.
@@ -54,19 +56,16 @@ type Result struct {
 func ExitedWith(code int) Result { return Result{Reason: Exited, ExitCode: &code} }
 
 // Stdin says whether a process reads bytes written through the API.
-type Stdin string
+type Stdin = api.Stdin
 
 // Stdin modes. The zero value means StdinClosed.
 const (
-	StdinClosed Stdin = "closed"
-	StdinOpen   Stdin = "open"
+	StdinClosed = api.StdinClosed
+	StdinOpen   = api.StdinOpen
 )
 
 // TerminalSize is the size of a PTY in character cells.
-type TerminalSize struct {
-	Cols uint16 `json:"cols"`
-	Rows uint16 `json:"rows"`
-}
+type TerminalSize = api.TerminalSize
 
 // Info describes a process at one moment. Pointer and zero fields are the
 // optional fields of the API's ProcessDto.

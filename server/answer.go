@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
-	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/internal/plaintext"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
@@ -245,11 +245,11 @@ func (e *encoder) text(name string, parts [][]logstore.Frame, keep func(logstore
 // base64 was not asked for.
 func (e *encoder) frame(f *logstore.Frame, forceBase64 bool) {
 	e.raw(`{"cursor":"` + f.Cursor.String() + `","channel":"` + f.Channel.String() + `","data":"`)
-	encoding := client.EncodingText
+	encoding := api.EncodingText
 	if !forceBase64 && f.IsText() {
 		e.escape(f.Data)
 	} else {
-		encoding = client.EncodingBase64
+		encoding = api.EncodingBase64
 		b64 := base64.NewEncoder(base64.StdEncoding, e.w)
 		if e.err == nil {
 			_, e.err = b64.Write(f.Data)

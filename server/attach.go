@@ -12,7 +12,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/exec"
 	"github.com/conchsh/conch/process"
 )
@@ -160,7 +160,7 @@ func checkUpgrade(w http.ResponseWriter, r *http.Request) error {
 	if !r.ProtoAtLeast(1, 1) || !hasToken(r.Header, "Connection", "upgrade") || !hasToken(r.Header, "Upgrade", "websocket") {
 		w.Header().Set("Connection", "Upgrade")
 		w.Header().Set("Upgrade", "websocket")
-		return errorf(http.StatusUpgradeRequired, client.CodeInvalidArgument,
+		return errorf(http.StatusUpgradeRequired, api.CodeInvalidArgument,
 			"attach is a WebSocket: send Connection: Upgrade and Upgrade: websocket over HTTP/1.1")
 	}
 	if v := r.Header.Get("Sec-WebSocket-Version"); v != "13" {

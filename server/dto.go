@@ -3,15 +3,15 @@ package server
 import (
 	"encoding/base64"
 
-	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 )
 
 // processDTO describes p as the API's ProcessDto.
-func (s *Server) processDTO(p process.Process) client.Process {
+func (s *Server) processDTO(p process.Process) api.Process {
 	i := p.Info()
-	d := client.Process{
+	d := api.Process{
 		ID:               i.ID,
 		Name:             i.Name,
 		PID:              i.PID,
@@ -27,12 +27,12 @@ func (s *Server) processDTO(p process.Process) client.Process {
 		Cwd:              i.Cwd,
 		User:             i.User,
 		Stdin:            i.Stdin,
-		ExecutionTimeout: client.Millis(i.ExecutionTimeout),
+		ExecutionTimeout: api.Millis(i.ExecutionTimeout),
 		Terminal:         i.Terminal,
 		KeepLogs:         i.KeepLogs,
-		CreatedAt:        client.Time{Time: i.CreatedAt},
-		StartedAt:        client.Time{Time: i.StartedAt},
-		ExitedAt:         client.Time{Time: i.ExitedAt},
+		CreatedAt:        api.Time{Time: i.CreatedAt},
+		StartedAt:        api.Time{Time: i.StartedAt},
+		ExitedAt:         api.Time{Time: i.ExitedAt},
 		Ports:            i.Ports,
 	}
 	if d.Stdin == "" {
@@ -55,28 +55,28 @@ func (s *Server) processDTO(p process.Process) client.Process {
 	if last > 0 {
 		d.LastCursor = last.String()
 	}
-	d.LastOutputAt = client.Time{Time: p.Log().LastFrameTime()}
+	d.LastOutputAt = api.Time{Time: p.Log().LastFrameTime()}
 	d.WaitingForInput = s.input(p.ID()).Waiting()
 	return d
 }
 
 // waitResult is the API's WaitResult of r.
-func waitResult(r process.Result) client.WaitResult {
-	return client.WaitResult{Reason: r.Reason, ExitCode: r.ExitCode, Signal: r.Signal, Error: r.Error}
+func waitResult(r process.Result) api.WaitResult {
+	return api.WaitResult{Reason: r.Reason, ExitCode: r.ExitCode, Signal: r.Signal, Error: r.Error}
 }
 
 // frameDTO is the API's LogFrame of f: text when its bytes are UTF-8 and
 // base64 was not asked for.
-func frameDTO(f *logstore.Frame, forceBase64 bool) client.LogFrame {
-	lf := client.LogFrame{
+func frameDTO(f *logstore.Frame, forceBase64 bool) api.LogFrame {
+	lf := api.LogFrame{
 		Cursor:    f.Cursor.String(),
 		Channel:   f.Channel.String(),
 		Timestamp: f.Time.UnixMilli(),
 	}
 	if !forceBase64 && f.IsText() {
-		lf.Data, lf.Encoding = string(f.Data), client.EncodingText
+		lf.Data, lf.Encoding = string(f.Data), api.EncodingText
 	} else {
-		lf.Data, lf.Encoding = base64.StdEncoding.EncodeToString(f.Data), client.EncodingBase64
+		lf.Data, lf.Encoding = base64.StdEncoding.EncodeToString(f.Data), api.EncodingBase64
 	}
 	return lf
 }

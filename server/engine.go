@@ -3,7 +3,7 @@ package server
 import (
 	"context"
 
-	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/exec"
 	"github.com/conchsh/conch/internal/shells"
 	"github.com/conchsh/conch/process"
@@ -14,7 +14,7 @@ import (
 // sessions from package shellsession.
 
 // start checks opts, starts an exec or PTY process and tracks it.
-func (s *Server) start(ctx context.Context, opts client.StartOptions) (process.Process, error) {
+func (s *Server) start(ctx context.Context, opts api.StartOptions) (process.Process, error) {
 	if err := checkStart(&opts); err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func (s *Server) start(ctx context.Context, opts client.StartOptions) (process.P
 
 // startShell starts a session's shell and returns once it is ready. The
 // caller checked opts.
-func (s *Server) startShell(ctx context.Context, opts client.SessionOptions, ports []int) (*shellsession.Session, error) {
+func (s *Server) startShell(ctx context.Context, opts api.SessionOptions, ports []int) (*shellsession.Session, error) {
 	return shellsession.New(ctx, shellsession.Options{
 		Name:      opts.Name,
 		Cwd:       opts.Cwd,
@@ -76,7 +76,7 @@ func (s *Server) startShell(ctx context.Context, opts client.SessionOptions, por
 
 // submitTo queues a command in the session's shell. The caller checked
 // opts.
-func (s *Server) submitTo(sh *shellsession.Session, opts client.CommandOptions) (process.Process, error) {
+func (s *Server) submitTo(sh *shellsession.Session, opts api.CommandOptions) (process.Process, error) {
 	keep, _ := checkKeepLogs(opts.KeepLogs)
 	c, err := sh.Submit(shellsession.CommandOptions{
 		Cmd:              opts.Cmd,

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/internal/shells"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/shellsession"
@@ -18,7 +18,7 @@ import (
 // error that apiError maps.
 type Error struct {
 	Status  int
-	Code    client.Code
+	Code    api.Code
 	Message string
 	Cause   error
 }
@@ -33,12 +33,12 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Cause }
 
 // errorf returns an *Error with status and code and a formatted message.
-func errorf(status int, code client.Code, format string, args ...any) *Error {
+func errorf(status int, code api.Code, format string, args ...any) *Error {
 	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
 func badRequest(format string, args ...any) *Error {
-	return errorf(http.StatusBadRequest, client.CodeInvalidArgument, format, args...)
+	return errorf(http.StatusBadRequest, api.CodeInvalidArgument, format, args...)
 }
 
 // errShuttingDown refuses new work once Shutdown began.
@@ -58,19 +58,19 @@ func apiError(err error) *Error {
 	}
 	switch {
 	case errors.As(err, &tooLarge):
-		return &Error{http.StatusRequestEntityTooLarge, client.CodePayloadTooLarge,
+		return &Error{http.StatusRequestEntityTooLarge, api.CodePayloadTooLarge,
 			fmt.Sprintf("request body over %d bytes", tooLarge.Limit), err}
 	case errors.Is(err, process.ErrNotFound):
-		return &Error{http.StatusNotFound, client.CodeNotFound, err.Error(), err}
+		return &Error{http.StatusNotFound, api.CodeNotFound, err.Error(), err}
 	case errors.Is(err, process.ErrInvalidArgument), errors.Is(err, shells.ErrUnknownShell),
 		errors.Is(err, shells.ErrNotInstalled):
-		return &Error{http.StatusBadRequest, client.CodeInvalidArgument, err.Error(), err}
+		return &Error{http.StatusBadRequest, api.CodeInvalidArgument, err.Error(), err}
 	case conflict(err):
-		return &Error{http.StatusConflict, client.CodeUnsupportedOperation, err.Error(), err}
+		return &Error{http.StatusConflict, api.CodeUnsupportedOperation, err.Error(), err}
 	case errors.Is(err, process.ErrLimit):
-		return &Error{http.StatusTooManyRequests, client.CodeResourceExhausted, err.Error(), err}
+		return &Error{http.StatusTooManyRequests, api.CodeResourceExhausted, err.Error(), err}
 	}
-	return &Error{http.StatusInternalServerError, client.CodeInternal, err.Error(), err}
+	return &Error{http.StatusInternalServerError, api.CodeInternal, err.Error(), err}
 }
 
 // writeError renders err as the API's error body. Internal errors are logged:

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/process"
 )
 
@@ -77,7 +77,7 @@ func (s *Server) interact(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var opts client.InteractOptions
+	var opts api.InteractOptions
 	if err := decodeJSON(r, &opts); err != nil {
 		return err
 	}

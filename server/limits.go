@@ -3,7 +3,7 @@ package server
 import (
 	"net/http"
 
-	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/api"
 )
 
 // DefaultMaxCommandBytes bounds the text of a command (a session command's
@@ -15,7 +15,7 @@ const DefaultMaxCommandBytes = 1 << 20
 // one request may make them hold.
 func (s *Server) checkCommandSize(cmd string) error {
 	if len(cmd) > s.opts.MaxCommandBytes {
-		return errorf(http.StatusRequestEntityTooLarge, client.CodePayloadTooLarge,
+		return errorf(http.StatusRequestEntityTooLarge, api.CodePayloadTooLarge,
 			"command text is %d bytes, over the limit of %d (--max-command-bytes)", len(cmd), s.opts.MaxCommandBytes)
 	}
 	return nil

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 )
@@ -22,7 +22,7 @@ func (s *Server) lookup(r *http.Request) (process.Process, error) {
 }
 
 func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) error {
-	var opts client.StartOptions
+	var opts api.StartOptions
 	if err := decodeJSON(r, &opts); err != nil {
 		return err
 	}
@@ -37,7 +37,7 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) runProcess(w http.ResponseWriter, r *http.Request) error {
-	var opts client.RunOptions
+	var opts api.RunOptions
 	if err := decodeJSON(r, &opts); err != nil {
 		return err
 	}
@@ -103,7 +103,7 @@ func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	items := make([]client.Process, 0, len(infos))
+	items := make([]api.Process, 0, len(infos))
 	for _, i := range infos {
 		// The registry lists snapshots; describe each from its process so
 		// that log bounds and ports are filled in the same way everywhere.
@@ -111,7 +111,7 @@ func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) error {
 			items = append(items, s.processDTO(p))
 		}
 	}
-	return writeJSON(w, http.StatusOK, client.ProcessList{Items: items, Next: next})
+	return writeJSON(w, http.StatusOK, api.ProcessList{Items: items, Next: next})
 }
 
 func (s *Server) getProcess(w http.ResponseWriter, r *http.Request) error {
@@ -156,7 +156,7 @@ func (s *Server) killProcess(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var opts client.KillOptions
+	var opts api.KillOptions
 	if err := decodeJSON(r, &opts); err != nil {
 		return err
 	}
@@ -294,9 +294,9 @@ func parseCursor(s string) (logstore.Cursor, error) {
 // parseEncoding reports whether base64 is forced.
 func parseEncoding(s string) (bool, error) {
 	switch s {
-	case "", client.EncodingText:
+	case "", api.EncodingText:
 		return false, nil
-	case client.EncodingBase64:
+	case api.EncodingBase64:
 		return true, nil
 	}
 	return false, badRequest("encoding %q: want text or base64", s)

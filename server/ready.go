@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/internal/listenport"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
@@ -138,7 +138,7 @@ func (rd *readiness) lookPorts() {
 
 // wait polls until ready, the process and everything it left behind ended
 // first (ready false), or ctx ends (ok false).
-func (rd *readiness) wait(ctx context.Context) (client.Ready, bool) {
+func (rd *readiness) wait(ctx context.Context) (api.Ready, bool) {
 	tick := time.NewTicker(readyPoll)
 	defer tick.Stop()
 	for {
@@ -152,13 +152,13 @@ func (rd *readiness) wait(ctx context.Context) (client.Ready, bool) {
 			}
 			if !rd.alive() {
 				res := waitResult(*rd.p.Info().Result)
-				return client.Ready{Result: &res}, true
+				return api.Ready{Result: &res}, true
 			}
 		default:
 		}
 		select {
 		case <-ctx.Done():
-			return client.Ready{}, false
+			return api.Ready{}, false
 		case <-tick.C:
 		}
 	}
@@ -175,8 +175,8 @@ func (rd *readiness) alive() bool {
 	return ok && len(t.Tree()) > 0
 }
 
-func (rd *readiness) answer() client.Ready {
-	a := client.Ready{Ready: true, Port: rd.portSeen}
+func (rd *readiness) answer() api.Ready {
+	a := api.Ready{Ready: true, Port: rd.portSeen}
 	if rd.matched {
 		a.Match = rd.match
 		a.Cursor = rd.cursor.String()

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 )
@@ -265,10 +265,10 @@ func noRoute(mux *http.ServeMux) handlerFunc {
 			}
 		}
 		if len(allow) == 0 {
-			return errorf(http.StatusNotFound, client.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path)
+			return errorf(http.StatusNotFound, api.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path)
 		}
 		w.Header().Set("Allow", strings.Join(allow, ", "))
-		return errorf(http.StatusMethodNotAllowed, client.CodeUnsupportedOperation,
+		return errorf(http.StatusMethodNotAllowed, api.CodeUnsupportedOperation,
 			"%s is not allowed on %s: use %s", r.Method, r.URL.Path, strings.Join(allow, ", "))
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/portlease"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/shellsession"
@@ -50,7 +50,7 @@ func (e *sessionEntry) portNumbers() []int {
 }
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
-	var opts client.SessionOptions
+	var opts api.SessionOptions
 	if err := decodeJSON(r, &opts); err != nil {
 		return err
 	}
@@ -70,7 +70,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 
 // newSession starts a session's shell with its port leases and tracks it.
 // The caller has reserved its place.
-func (s *Server) newSession(r *http.Request, opts client.SessionOptions) (*sessionEntry, error) {
+func (s *Server) newSession(r *http.Request, opts api.SessionOptions) (*sessionEntry, error) {
 	e := &sessionEntry{}
 	if opts.LeasePort {
 		l, err := portlease.Acquire()
@@ -100,14 +100,14 @@ func (s *Server) newSession(r *http.Request, opts client.SessionOptions) (*sessi
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
-	items := []client.Process{}
+	items := []api.Process{}
 	for _, p := range s.reg.All() {
 		if i := p.Info(); i.Kind == process.KindSession && i.System {
 			items = append(items, s.processDTO(p))
 		}
 	}
 	return writeJSON(w, http.StatusOK, struct {
-		Items []client.Process `json:"items"`
+		Items []api.Process `json:"items"`
 	}{items})
 }
 
@@ -155,7 +155,7 @@ func (s *Server) submitCommand(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var opts client.CommandOptions
+	var opts api.CommandOptions
 	if err := decodeJSON(r, &opts); err != nil {
 		return err
 	}
@@ -171,7 +171,7 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var opts client.CommandRunOptions
+	var opts api.CommandRunOptions
 	if err := decodeJSON(r, &opts); err != nil {
 		return err
 	}
@@ -189,7 +189,7 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 }
 
 // submit queues a command in the session and tracks it.
-func (s *Server) submit(e *sessionEntry, opts client.CommandOptions) (process.Process, error) {
+func (s *Server) submit(e *sessionEntry, opts api.CommandOptions) (process.Process, error) {
 	if err := s.checkCommandSize(opts.Cmd); err != nil {
 		return nil, err
 	}

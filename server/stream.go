@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 )
@@ -79,14 +79,14 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) error {
 				return s.endStream(ctx, w, rc, p)
 			case ev.Warning != nil:
 				write = func() error {
-					return writeEvent(w, client.EventWarning, "", client.Warning{
+					return writeEvent(w, api.EventWarning, "", api.Warning{
 						Message:              ev.Warning.Message,
 						FirstAvailableCursor: ev.Warning.FirstAvailable.String(),
 					})
 				}
 			default:
 				write = func() error {
-					return writeEvent(w, client.EventLog, ev.Frame.Cursor.String(), frameDTO(ev.Frame, b64))
+					return writeEvent(w, api.EventLog, ev.Frame.Cursor.String(), frameDTO(ev.Frame, b64))
 				}
 			}
 		case <-tick.C:
@@ -112,13 +112,13 @@ func (s *Server) endStream(ctx context.Context, w io.Writer, rc *http.ResponseCo
 		return nil
 	}
 	_ = s.send(ctx, rc, func() error {
-		if err := writeEvent(w, client.EventState, "", waitResult(*p.Info().Result)); err != nil {
+		if err := writeEvent(w, api.EventState, "", waitResult(*p.Info().Result)); err != nil {
 			return err
 		}
 		// eof's id is where the stream ended, so that a client resuming
 		// from it, even after no frame at all, is told 204.
 		_, _, last := p.Log().Bounds()
-		return writeEvent(w, client.EventEOF, last.String(), struct{}{})
+		return writeEvent(w, api.EventEOF, last.String(), struct{}{})
 	})
 	return nil
 }

@@ -4,7 +4,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/internal/shells"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
@@ -15,7 +15,7 @@ import (
 
 // checkStart checks the options of an exec or PTY process and fills in the
 // kind.
-func checkStart(opts *client.StartOptions) error {
+func checkStart(opts *api.StartOptions) error {
 	kind, err := parseKind(string(opts.Kind), false)
 	if err != nil {
 		return err
@@ -53,7 +53,7 @@ func checkStart(opts *client.StartOptions) error {
 }
 
 // checkSession checks the options of a new session.
-func checkSession(opts client.SessionOptions) error {
+func checkSession(opts api.SessionOptions) error {
 	if _, err := shells.Resolve(opts.Shell); err != nil {
 		return err
 	}
@@ -61,7 +61,7 @@ func checkSession(opts client.SessionOptions) error {
 }
 
 // checkCommand checks the options of a session command.
-func checkCommand(opts client.CommandOptions) error {
+func checkCommand(opts api.CommandOptions) error {
 	if err := checkStdin(opts.Stdin); err != nil {
 		return err
 	}

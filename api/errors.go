@@ -1,0 +1,16 @@
+package api
+
+// Code is an API error code.
+type Code string
+
+// The API's error codes.
+const (
+	CodeInvalidArgument      Code = "invalid_argument"
+	CodeUnauthenticated      Code = "unauthenticated"
+	CodePermissionDenied     Code = "permission_denied"
+	CodeNotFound             Code = "not_found"
+	CodeUnsupportedOperation Code = "unsupported_operation"
+	CodePayloadTooLarge      Code = "payload_too_large"
+	CodeResourceExhausted    Code = "resource_exhausted"
+	CodeInternal             Code = "internal"
+)
