@@ -3,6 +3,7 @@ package codecontext
 import (
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -153,6 +154,9 @@ func (cell *Cell) Run() {
 	case <-cell.endsDone:
 	case <-c.exited:
 		cell.interpreterExited()
+	}
+	if st.stdinPath != "" {
+		os.Remove(st.stdinPath)
 	}
 	c.mu.Lock()
 	c.running = nil

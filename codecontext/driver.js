@@ -58,7 +58,7 @@ Object.defineProperty(process, 'stdin', {
   get() {
     const cell = als.getStore() || current;
     if (!cell) return fs.createReadStream('/dev/null');
-    if (!cell.stdin) cell.stdin = fs.createReadStream(null, { fd: fs.openSync('/proc/self/fd/0', 'r') });
+    if (!cell.stdin) cell.stdin = fs.createReadStream(null, { fd: cell.in });
     return cell.stdin;
   },
 });
@@ -155,9 +155,11 @@ async function run(ctx, msg) {
   const cell = {
     id: msg.id, failed: false, abort: null, stdin: null,
     out: fs.openSync(msg.stdout, 'w'), err: fs.openSync(msg.stderr, 'w'),
+    in: fs.openSync(msg.stdin || '/dev/null', 'r'), // process.stdin's, opened while the engine's end is
   };
   place([[msg.stdin || '/dev/null', 'r'], [msg.stdout, 'w'], [msg.stderr, 'w']]);
   current = cell;
+  send(`O ${cell.id}\n`);
   const c = compile(msg.code, `<cell ${msg.id}>`);
   const status = await als.run(cell, () => {
     if (!c.error) return execute(ctx, cell, c.script, c.wrapped);
@@ -171,6 +173,7 @@ async function run(ctx, msg) {
   fs.closeSync(cell.out);
   fs.closeSync(cell.err);
   if (cell.stdin) cell.stdin.destroy();
+  else fs.closeSync(cell.in);
   place([['/dev/null', 'r'], [`/proc/self/fd/${diag}`, 'w'], [`/proc/self/fd/${diag}`, 'w']]);
 }
 

@@ -196,6 +196,7 @@ def _run(ns, conn, msg):
     src = msg["code"]
     linecache.cache[name] = (len(src), None, src.splitlines(True), name)
     _open_cell(msg)
+    conn.sendall(b"O %d\n" % n)
     try:
         body, last = _compile(src, name)
     except (SyntaxError, ValueError, OverflowError, MemoryError) as e:
@@ -232,4 +233,8 @@ def main():
             pass  # an interrupt that came too late for its cell
 
 
-main()
+try:
+    main()
+except BaseException:  # the driver's own failure: say why where the engine keeps it
+    os.write(_S.diag if _S.diag >= 0 else 2, traceback.format_exc().encode())
+    raise

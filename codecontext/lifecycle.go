@@ -131,18 +131,23 @@ func (c *Context) closeDrains() {
 	}
 }
 
-// readControl reads what the driver reports on its socket: "S N" when cell
-// N starts to run, which an interrupt waits for.
+// readControl reads what the driver reports on its socket: "O N" when it
+// has opened cell N's streams, which the end of its stdin waits for, and
+// "S N" when the cell starts to run, which an interrupt waits for.
 func (c *Context) readControl() {
 	defer c.wg.Done()
 	sc := bufio.NewScanner(c.conn)
 	for sc.Scan() {
-		id, ok := strings.CutPrefix(sc.Text(), "S ")
-		if !ok {
+		what, id, _ := strings.Cut(sc.Text(), " ")
+		n, err := strconv.Atoi(id)
+		cell := c.runningCell()
+		if err != nil || cell == nil || cell.seq != n {
 			continue
 		}
-		n, err := strconv.Atoi(id)
-		if cell := c.runningCell(); err == nil && cell != nil && cell.seq == n {
+		switch what {
+		case "O":
+			cell.stdin.opened()
+		case "S":
 			cell.started()
 		}
 	}

@@ -108,7 +108,18 @@ type stdinFeed struct {
 	chunks [][]byte
 	eof    bool     // CloseStdin was called
 	closed bool     // the cell ended: nothing more is written
+	isOpen bool     // the driver has opened the FIFO: closing ours gives it end-of-file
 	f      *os.File // the FIFO, once the feeder has it
+}
+
+// opened records that the driver has opened the cell's stdin. Until then
+// the engine's end must stay open: the driver's open would block without a
+// writer, and what was written would go with the last descriptor.
+func (b *stdinFeed) opened() {
+	b.mu.Lock()
+	b.isOpen = true
+	b.mu.Unlock()
+	b.cond.Broadcast()
 }
 
 func (b *stdinFeed) init() { b.cond = sync.NewCond(&b.mu) }
@@ -170,10 +181,9 @@ func (cell *Cell) feedStdin(f *os.File) {
 	}
 	b.f = f
 	b.mu.Unlock()
-	defer os.Remove(f.Name())
 	for {
 		b.mu.Lock()
-		for len(b.chunks) == 0 && !b.eof && !b.closed {
+		for len(b.chunks) == 0 && !(b.eof && b.isOpen) && !b.closed {
 			b.cond.Wait()
 		}
 		chunks := b.chunks
