@@ -75,6 +75,7 @@ var figures = []figure{
 	{"P6", "concurrent sessions: commands per second", measureP6},
 	{"P7", "idle daemon memory per session", measureP7},
 	{"P8", "50 followers streaming one session command's output", measureP8},
+	{"P11", "code cell round trip of pass, Python, Go API", measureP11},
 }
 
 func main() {
