@@ -38,6 +38,8 @@ func TestBehaviour(t *testing.T) {
 				{code: "import os, subprocess, sys\nprint('o')\nsys.stderr.write('e\\n')\nos.system('echo x')\n_ = subprocess.run(['ls'])\nprint('end')",
 					stdout: "o\nx\nfile1\nend\n", stderr: "e\n"},
 				{code: "print('next')", stdout: "next\n"},
+				{code: "import threading\nt = threading.Thread(target=lambda: print('in thread'))\nt.start(); t.join()", stdout: "in thread\n"},
+				{code: "sys.stdout.buffer.write(b'bytes\\n'); print('x', file=sys.stderr)", stdout: "bytes\n", stderr: "x\n"},
 			},
 			"syntax error runs nothing": {
 				{code: "print('ran')\nx = ("}, // stderr checked by content below
@@ -69,6 +71,7 @@ func TestBehaviour(t *testing.T) {
 				{code: "const cp = require('child_process'); console.log('o'); console.error('e'); cp.execSync('echo x', {stdio: 'inherit'}); process.stdout.write('w\\n'); cp.execSync('ls', {stdio: 'inherit'}); void 0",
 					stdout: "o\nx\nw\nfile1\n", stderr: "e\n"},
 				{code: "console.log('next')", stdout: "next\n"},
+				{code: "try { require('./nonexistent') } catch (e) { console.log(e.code) }", stdout: "MODULE_NOT_FOUND\n"},
 			},
 			"syntax error runs nothing": {
 				{code: "console.log('ran'); let = = 1"},

@@ -182,6 +182,11 @@ func (c *Context) start(ctx context.Context) error {
 		defer c.wg.Done()
 		proctree.Wait(cmd)
 		close(c.exited)
+		if c.runningCell() == nil {
+			// It died between cells (a thread of an earlier cell
+			// called os._exit, say): nothing else would notice.
+			c.interpreterEnded()
+		}
 	}()
 	conn, err := accept(ctx, ln, c.exited)
 	if err != nil {

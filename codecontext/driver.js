@@ -105,7 +105,9 @@ function describe(e) {
   if (cut < 0) return lines.join('\n') + '\n';
   let end = cut;
   while (end < lines.length && /^\s+at /.test(lines[end])) end++;
-  return [...lines.slice(0, cut), ...lines.slice(end)].join('\n').replace(/\n+$/, '') + '\n';
+  const kept = lines.slice(0, cut);
+  if (lines[end - 1].endsWith(' {')) kept[cut - 1] += ' {'; // inspect opens the error's own properties there
+  return [...kept, ...lines.slice(end)].join('\n').replace(/\n+$/, '') + '\n';
 }
 
 function compile(code, filename) {

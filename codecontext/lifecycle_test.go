@@ -242,3 +242,21 @@ func TestRefused(t *testing.T) {
 		require.True(t, errors.Is(err, process.ErrInvalidArgument))
 	}
 }
+
+// TestDiesBetweenCells: an interpreter that exits while no cell runs ends
+// its context with its exit status.
+func TestDiesBetweenCells(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	run(t, c, "import os, threading, time\nthreading.Thread(target=lambda: (time.sleep(0.1), os._exit(5))).start()")
+	select {
+	case <-c.Done():
+	case <-time.After(deadline):
+		t.Fatal("the context did not end")
+	}
+	r := c.Info().Result
+	require.Equal(t, process.Exited, r.Reason)
+	require.Equal(t, 5, code(*r))
+	_, err := c.Submit(CellOptions{Code: "1"})
+	require.ErrorIs(t, err, ErrContextEnded)
+}

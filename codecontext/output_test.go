@@ -143,3 +143,33 @@ func openFDs(t *testing.T) int {
 	}
 	return n
 }
+
+// TestErrorFormat: a traceback or stack shows the cell's frames, also of
+// code defined in an earlier cell, and nothing of the driver.
+func TestErrorFormat(t *testing.T) {
+	t.Parallel()
+	for lang, cs := range map[Language][3]string{
+		Python:     {"def g():\n    raise TypeError('deep')", "g()", "<cell 1>"},
+		JavaScript: {"function g() { throw new TypeError('deep') }", "g()", "<cell 1>:1"},
+	} {
+		t.Run(string(lang), func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: lang})
+			run(t, c, cs[0])
+			r, _, errOut := run(t, c, cs[1])
+			require.Equal(t, 1, code(r))
+			require.Contains(t, errOut, cs[2])
+			require.Contains(t, errOut, "TypeError")
+			require.NotContains(t, errOut, "driver")
+		})
+	}
+	t.Run("javascript error properties", func(t *testing.T) {
+		t.Parallel()
+		c := newContext(t, Options{Language: JavaScript})
+		r, _, errOut := run(t, c, "require('./nonexistent')")
+		require.Equal(t, 1, code(r))
+		require.Contains(t, errOut, " {\n  code: 'MODULE_NOT_FOUND'")
+		require.True(t, strings.HasSuffix(errOut, "}\n"), errOut)
+		require.NotContains(t, errOut, "driver")
+	})
+}
