@@ -207,7 +207,12 @@ sock.on('data', (d) => {
   while ((i = pending.indexOf('\n')) >= 0) {
     const msg = JSON.parse(pending.slice(0, i));
     pending = pending.slice(i + 1);
-    queue = queue.then(() => run(ctx, msg));
+    queue = queue.then(() => run(ctx, msg)).catch((e) => {
+      // The driver itself failed: say why where the engine keeps it, and
+      // end, rather than leave the cell without its end markers.
+      try { fs.writeSync(diag, String(e && e.stack || e) + '\n'); } catch {}
+      process.exit(70);
+    });
   }
 });
 sock.on('close', () => process.exit(0));
