@@ -260,3 +260,45 @@ func TestDiesBetweenCells(t *testing.T) {
 	_, err := c.Submit(CellOptions{Code: "1"})
 	require.ErrorIs(t, err, ErrContextEnded)
 }
+
+// TestOtherSignalsReachChildren: a signal other than INT reaches the cell's
+// child processes, never the interpreter, which goes on with the cell.
+func TestOtherSignalsReachChildren(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	cell, err := c.Submit(CellOptions{Code: "import subprocess; print(subprocess.run(['sleep', '60']).returncode)"})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	for len(proctree.Descendants(c.Info().PID)) == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the cell's child never started")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	require.NoError(t, cell.Kill(syscall.SIGTERM, 0, 0))
+	r := wait(t, cell)
+	require.Equal(t, process.Exited, r.Reason)
+	out, _ := output(cell)
+	require.Equal(t, "-15\n", out)
+	_, out, _ = run(t, c, "1 + 1")
+	require.Equal(t, "2\n", out)
+}
+
+// TestKillQueuedCell: a cell killed in the queue never runs.
+func TestKillQueuedCell(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	first, err := c.Submit(CellOptions{Code: "await new Promise(r => setTimeout(r, 60000))"})
+	require.NoError(t, err)
+	queued, err := c.Submit(CellOptions{Code: "globalThis.ran = true"})
+	require.NoError(t, err)
+	require.NoError(t, queued.Kill(syscall.SIGINT, 0, 0))
+	require.Equal(t, process.Signaled, wait(t, queued).Reason)
+	waitStarted(t, first)
+	require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
+	require.Equal(t, "INT", wait(t, first).Signal)
+	_, out, _ := run(t, c, "typeof ran")
+	require.Equal(t, "'undefined'\n", out)
+}
