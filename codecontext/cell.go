@@ -38,6 +38,7 @@ type Cell struct {
 	cwd         string // the directory it started in
 	nonce       sentinel.Nonce
 	isStarted   bool // the driver runs it
+	awaiting    bool // its JavaScript script returned a promise the driver awaits
 	pendingINT  bool // an interrupt waits for isStarted
 	interrupted bool
 	timedOut    bool
@@ -324,6 +325,15 @@ func (cell *Cell) addTimer(t *time.Timer) {
 		return
 	}
 	cell.timers = append(cell.timers, t)
+}
+
+// awaits records that the cell's JavaScript script has returned the promise
+// of its top-level await, which the driver now awaits: an interrupt reaches
+// it reliably from here on.
+func (cell *Cell) awaits() {
+	cell.mu.Lock()
+	cell.awaiting = true
+	cell.mu.Unlock()
 }
 
 // finish makes the cell terminal with r, once.

@@ -71,6 +71,7 @@ type Context struct {
 	done      chan struct{}  // closed once the context is terminal
 
 	writeMu sync.Mutex // serializes writes to conn
+	sigMu   sync.Mutex // held while a cell is sent, and while one is interrupted
 
 	mu       sync.Mutex // guards the fields below
 	state    process.State
@@ -251,6 +252,8 @@ func (c *Context) send(m cellMessage) error {
 	if err != nil {
 		return err
 	}
+	c.sigMu.Lock()
+	defer c.sigMu.Unlock()
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	_, err = c.conn.Write(append(b, '\n'))

@@ -134,11 +134,13 @@ async function execute(ctx, cell, script, wrapped) {
     value = script.runInContext(ctx, { breakOnSigint: true, displayErrors: false });
     if (wrapped) {
       const interrupted = new Promise((_, reject) => { cell.abort = reject; });
+      send(`A ${cell.id}\n`);
       const r = await Promise.race([value, interrupted]);
       value = r ? r.value : undefined; // { value } when the last statement is an expression
     }
   } catch (e) {
     if (e && e.code === 'ERR_SCRIPT_EXECUTION_INTERRUPTED') {
+      send(`I ${cell.id}\n`);
       emit(2, describe(e));
       return 130;
     }
@@ -191,8 +193,14 @@ function failCell(e) {
 
 process.on('uncaughtException', failCell);
 process.on('unhandledRejection', failCell);
+// The engine names the cell it interrupts in the file "int": a signal
+// handled late, when another cell runs, is not for that one.
+const intFile = path.join(path.dirname(process.argv[2]), 'int');
+function interrupted() {
+  try { return Number(fs.readFileSync(intFile, 'utf8')); } catch { return NaN; }
+}
 process.on('SIGINT', () => {
-  if (current && current.abort) current.abort(Object.assign(new Error('interrupted'), { code: 'ERR_SCRIPT_EXECUTION_INTERRUPTED' }));
+  if (current && current.abort && interrupted() === current.id) current.abort(Object.assign(new Error('interrupted'), { code: 'ERR_SCRIPT_EXECUTION_INTERRUPTED' }));
 });
 
 const sock = net.connect(process.argv[2]);

@@ -26,6 +26,7 @@ class _S:
     armed = False  # SIGINT raises KeyboardInterrupt in the cell
     diag = -1  # the interpreter's first stdout: where fds 1 and 2 point between cells
     null = -1
+    intfile = ""  # where the engine names the cell it interrupts
 
 
 def _reinit_lock():
@@ -99,8 +100,18 @@ class _Out(io.TextIOBase):
 
 
 def _on_int(signum, frame):
-    if _S.armed:
+    # The engine names the cell it interrupts in the file "int": a signal
+    # handled late, when another cell runs, is not for that one.
+    if _S.armed and _interrupted() == _S.cell:
         raise KeyboardInterrupt
+
+
+def _interrupted():
+    try:
+        with open(_S.intfile, "rb") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
 
 
 def _strip(te, seen):
@@ -219,6 +230,7 @@ def main():
     sys.stdout = sys.__stdout__ = _Out(1, "<stdout>")
     sys.stderr = sys.__stderr__ = _Out(2, "<stderr>")
     sock = sys.argv[1]
+    _S.intfile = os.path.join(os.path.dirname(sock), "int")
     sys.argv = [""]
     sys.path[0] = ""
     main_mod = types.ModuleType("__main__")

@@ -132,8 +132,10 @@ func (c *Context) closeDrains() {
 }
 
 // readControl reads what the driver reports on its socket: "O N" when it
-// has opened cell N's streams, which the end of its stdin waits for, and
-// "S N" when the cell starts to run, which an interrupt waits for.
+// has opened cell N's streams, which the end of its stdin waits for, "S N"
+// when the cell starts to run, which an interrupt waits for, and "A N" when
+// a JavaScript cell awaits the promise its script returned or "I N" when
+// its script was interrupted: an interrupt is not sent again after either.
 func (c *Context) readControl() {
 	defer c.wg.Done()
 	sc := bufio.NewScanner(c.conn)
@@ -149,6 +151,8 @@ func (c *Context) readControl() {
 			cell.stdin.opened()
 		case "S":
 			cell.started()
+		case "A", "I":
+			cell.awaits()
 		}
 	}
 }

@@ -66,7 +66,7 @@ func TestInterrupt(t *testing.T) {
 			time.Sleep(100 * time.Millisecond) // let it get into the loop, also on a busy machine
 			require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
 			r := wait(t, cell)
-			require.Equal(t, process.Signaled, r.Reason)
+			require.Equal(t, process.Signaled, r.Reason, "%+v", r)
 			require.Equal(t, "INT", r.Signal)
 			_, errOut := output(cell)
 			require.NotContains(t, errOut, "driver")

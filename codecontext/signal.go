@@ -3,6 +3,9 @@ package codecontext
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -81,23 +84,49 @@ func (cell *Cell) interrupt(timedOut bool) {
 }
 
 // sendINT signals the interpreter's process group, as a terminal does on
-// Ctrl-C, so that a program the cell waits for stops too.
+// Ctrl-C, so that a program the cell waits for stops too. The cell's number
+// goes first to the context's interrupt file: a driver whose handler gets
+// the signal late, when another cell runs, finds it is not for that one.
+// Holding sigMu while the cell is checked and signalled keeps the next cell
+// from being sent in between.
 //
 // Node can miss an interrupt that comes after the driver said the cell runs
-// but before the cell's script is entered (it then goes to the driver's own
-// handler, which finds nothing to abandon), so for JavaScript it is sent
-// again, less and less often, until the cell ends.
+// but before the cell's script is entered (the signal then goes to a handler
+// that runs only once the script returns), so for JavaScript it is sent
+// again, less and less often, while the cell's script runs: until the
+// driver says the script returned a promise it awaits or was interrupted,
+// or the cell ends. Not sooner than 200 ms: for a few microseconds on each
+// side of a script's run, Node leaves SIGINT at its default action, and a
+// signal then ends the interpreter (the cell is lost, the context ends).
 func (cell *Cell) sendINT(n int) {
-	select {
-	case <-cell.done:
+	c := cell.c
+	c.sigMu.Lock()
+	defer c.sigMu.Unlock()
+	cell.mu.Lock()
+	stop := cell.st == process.Terminal || cell.ends > 0
+	again := c.opts.Language == JavaScript && !cell.awaiting
+	cell.mu.Unlock()
+	if stop {
 		return
-	default:
 	}
-	syscall.Kill(-cell.c.cmd.Process.Pid, syscall.SIGINT)
-	if cell.c.opts.Language == JavaScript {
-		after := min(50*time.Millisecond<<n, time.Second)
+	if err := writeAtomic(filepath.Join(c.dir, "int"), strconv.Itoa(cell.seq)); err != nil {
+		return // the driver would not take it: the timeout is the way out
+	}
+	syscall.Kill(-c.cmd.Process.Pid, syscall.SIGINT)
+	if again {
+		after := min(200*time.Millisecond<<n, time.Second)
 		cell.addTimer(time.AfterFunc(after, func() { cell.sendINT(min(n+1, 5)) }))
 	}
+}
+
+// writeAtomic replaces the file at path with text, so that a reader sees
+// the old text or the new, never a part.
+func writeAtomic(path, text string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // Stop refuses to delete a running cell: it cannot be ended without its
