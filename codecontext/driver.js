@@ -130,10 +130,12 @@ function compile(code, filename) {
 async function execute(ctx, cell, script, wrapped) {
   let value;
   try {
+    if (watchdog) pendingINT(); // a signal from before the cell is not for it
     send(`S ${cell.id}\n`);
     value = script.runInContext(ctx, { breakOnSigint: true, displayErrors: false });
     if (wrapped) {
       const interrupted = new Promise((_, reject) => { cell.abort = reject; });
+      if (watchdog) cell.poll = setInterval(() => { if (pendingINT()) onINT(); }, 25);
       send(`A ${cell.id}\n`);
       const r = await Promise.race([value, interrupted]);
       value = r ? r.value : undefined; // { value } when the last statement is an expression
@@ -148,6 +150,7 @@ async function execute(ctx, cell, script, wrapped) {
     return 1;
   } finally {
     cell.abort = null;
+    if (cell.poll) clearInterval(cell.poll);
   }
   if (value !== undefined) emit(1, util.inspect(value) + '\n');
   // Let a promise the cell left rejected be reported as the cell's.
@@ -199,9 +202,24 @@ const intFile = path.join(path.dirname(process.argv[2]), 'int');
 function interrupted() {
   try { return Number(fs.readFileSync(intFile, 'utf8')); } catch { return NaN; }
 }
-process.on('SIGINT', () => {
+// Node's SIGINT watchdog stays started for the driver's life, so that SIGINT
+// is always its handler's: with a process.on('SIGINT') listener, Node
+// removes the listener around each breakOnSigint run and leaves SIGINT at
+// its default action for a moment, when a signal would end the interpreter.
+// A signal outside a script run is then only noted; pendingINT takes it.
+let watchdog = null;
+try {
+  watchdog = require('internal/test/binding').internalBinding('contextify');
+  if (!watchdog.startSigintWatchdog()) watchdog = null;
+} catch { watchdog = null; }
+function pendingINT() {
+  watchdog.startSigintWatchdog();
+  return watchdog.stopSigintWatchdog(); // true when a signal came since the last call
+}
+function onINT() {
   if (current && current.abort && interrupted() === current.id) current.abort(Object.assign(new Error('interrupted'), { code: 'ERR_SCRIPT_EXECUTION_INTERRUPTED' }));
-});
+}
+if (!watchdog) process.on('SIGINT', onINT);
 
 const sock = net.connect(process.argv[2]);
 sock.setEncoding('utf8');

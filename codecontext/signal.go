@@ -95,9 +95,8 @@ func (cell *Cell) interrupt(timedOut bool) {
 // that runs only once the script returns), so for JavaScript it is sent
 // again, less and less often, while the cell's script runs: until the
 // driver says the script returned a promise it awaits or was interrupted,
-// or the cell ends. Not sooner than 200 ms: for a few microseconds on each
-// side of a script's run, Node leaves SIGINT at its default action, and a
-// signal then ends the interpreter (the cell is lost, the context ends).
+// or the cell ends. Not sooner than 200 ms, so that a script that was
+// interrupted has time to say so.
 func (cell *Cell) sendINT(n int) {
 	c := cell.c
 	c.sigMu.Lock()
