@@ -77,6 +77,7 @@ var figures = []figure{
 	{"P7", "idle daemon memory per session", measureP7},
 	{"P8", "50 followers streaming one session command's output", measureP8},
 	{"P10", "time until a run answers 202 waiting for input (bash read, python3 input())", measureP10},
+	{"P11", "code cell round trip of pass, Python, Go API", measureP11},
 }
 
 func main() {

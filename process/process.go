@@ -79,6 +79,8 @@ type Info struct {
 	SessionID        string
 	Argv             []string
 	ShellCommand     string
+	Code             string // a code cell's text
+	Language         string // a code context's or cell's language: python, javascript
 	Shell            string
 	ResolvedShell    string
 	Login            bool

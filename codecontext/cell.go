@@ -1,0 +1,360 @@
+package codecontext
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/process"
+	"github.com/conchsh/conch/sentinel"
+	"github.com/google/uuid"
+)
+
+// drainAfterExit bounds how long output is still read after the interpreter
+// died under a cell, for children may hold the cell's streams open.
+const drainAfterExit = 2 * time.Second
+
+// Cell is one cell submitted to a context. It implements process.Process,
+// of kind code.
+type Cell struct {
+	c         *Context
+	seq       int // the driver's number for it
+	id        string
+	opts      CellOptions
+	log       *logstore.Log
+	createdAt time.Time
+	done      chan struct{} // closed once result is set
+	result    process.Result
+	stdin     stdinFeed
+
+	mu          sync.Mutex // guards the fields below
+	st          process.State
+	startedAt   time.Time
+	exitedAt    time.Time
+	cwd         string // the directory it started in
+	nonce       sentinel.Nonce
+	isStarted   bool // the driver runs it
+	awaiting    bool // its JavaScript script returned a promise the driver awaits
+	pendingINT  bool // an interrupt waits for isStarted
+	interrupted bool
+	timedOut    bool
+	ends        int // stream end markers seen
+	end         sentinel.End
+	endsDone    chan struct{} // closed when both end markers are seen
+	keepers     []*keeper
+	readers     int
+	readersDone chan struct{} // closed when both stream readers have returned
+	timers      []*time.Timer
+}
+
+func newCell(c *Context, seq int, opts CellOptions) *Cell {
+	if opts.Stdin == "" {
+		opts.Stdin = process.StdinClosed
+	}
+	keep := opts.KeepLogs
+	if keep == "" {
+		keep = logstore.KeepUntilCleanup
+	}
+	cell := &Cell{
+		c: c, seq: seq, id: uuid.NewString(), opts: opts,
+		log:         logstore.New(logstore.Options{Retention: c.opts.Retention, Keep: keep}),
+		createdAt:   time.Now(),
+		done:        make(chan struct{}),
+		st:          process.Starting,
+		endsDone:    make(chan struct{}),
+		readersDone: make(chan struct{}),
+		readers:     2,
+	}
+	cell.stdin.init()
+	return cell
+}
+
+// ID returns the cell's id.
+func (cell *Cell) ID() string { return cell.id }
+
+// Context returns the context the cell belongs to.
+func (cell *Cell) Context() *Context { return cell.c }
+
+// Log returns the cell's output.
+func (cell *Cell) Log() *logstore.Log { return cell.log }
+
+// Done is closed once the cell is terminal.
+func (cell *Cell) Done() <-chan struct{} { return cell.done }
+
+// Result returns how the cell ended; valid once Done is closed.
+func (cell *Cell) Result() process.Result { return cell.result }
+
+func (cell *Cell) state() process.State {
+	cell.mu.Lock()
+	defer cell.mu.Unlock()
+	return cell.st
+}
+
+// Info describes the cell.
+func (cell *Cell) Info() process.Info {
+	cell.mu.Lock()
+	defer cell.mu.Unlock()
+	i := process.Info{
+		ID: cell.id, Name: cell.opts.Name, Kind: process.KindCode, State: cell.st,
+		SessionID: cell.c.id, Code: cell.opts.Code, Language: string(cell.c.opts.Language),
+		Cwd: cell.cwd, Stdin: cell.opts.Stdin, ExecutionTimeout: cell.opts.ExecutionTimeout,
+		KeepLogs: cell.log.Keep(), CreatedAt: cell.createdAt, StartedAt: cell.startedAt,
+		ExitedAt: cell.exitedAt,
+	}
+	if cell.st == process.Terminal {
+		r := cell.result
+		i.Result = &r
+	}
+	return i
+}
+
+// Cancel fails a cell that never ran (its context ended first).
+func (cell *Cell) Cancel(err error) {
+	cell.finish(process.Result{Reason: process.Failed, Error: err.Error()})
+}
+
+// Run runs the cell in its context's interpreter; the context's queue calls it.
+func (cell *Cell) Run() {
+	c := cell.c
+	if cell.state() == process.Terminal { // deleted while queued
+		return
+	}
+	select {
+	case <-c.exited:
+		cell.Cancel(fmt.Errorf("context %s: %w", c.id, ErrContextEnded))
+		return
+	default:
+	}
+	st, err := c.newStreams(cell.seq, cell.opts.Stdin == process.StdinOpen)
+	if err != nil {
+		cell.finish(process.Result{Reason: process.Failed, Error: fmt.Sprintf("prepare streams: %v", err)})
+		return
+	}
+	nonce := sentinel.NewNonce()
+	cell.begin(nonce, st)
+	c.wg.Add(2)
+	go cell.readStream(st.out, logstore.Stdout, true)
+	go cell.readStream(st.err, logstore.Stderr, false)
+	if st.stdin != nil {
+		c.wg.Add(1)
+		go cell.feedStdin(st.stdin)
+	}
+	if t := cell.opts.ExecutionTimeout; t > 0 {
+		cell.addTimer(time.AfterFunc(t, cell.timeout))
+	}
+	msg := cellMessage{ID: cell.seq, Code: cell.opts.Code, Nonce: string(nonce),
+		Stdin: st.stdinPath, Stdout: st.out.path, Stderr: st.err.path}
+	if err := c.send(msg); err != nil {
+		<-c.exited // a failed write means the interpreter is gone
+	}
+	select {
+	case <-cell.endsDone:
+	case <-c.exited:
+		cell.interpreterExited()
+	}
+	if st.stdinPath != "" {
+		os.Remove(st.stdinPath)
+	}
+	c.mu.Lock()
+	c.running = nil
+	c.mu.Unlock()
+}
+
+// begin marks the cell running.
+func (cell *Cell) begin(nonce sentinel.Nonce, st *streams) {
+	c := cell.c
+	c.mu.Lock()
+	c.running = cell
+	cwd := c.cwd
+	c.mu.Unlock()
+	cell.mu.Lock()
+	defer cell.mu.Unlock()
+	cell.st = process.Running
+	cell.startedAt = time.Now()
+	cell.cwd = cwd
+	cell.nonce = nonce
+	cell.keepers = []*keeper{st.out.keep, st.err.keep}
+}
+
+// resultFor turns how the driver saw the cell end into its result: an
+// interrupt the engine sent shows as INT, a timeout as timed_out.
+func (cell *Cell) resultFor(r process.Result) process.Result {
+	cell.mu.Lock()
+	defer cell.mu.Unlock()
+	switch {
+	case cell.timedOut:
+		r = process.Result{Reason: process.TimedOut}
+	case cell.interrupted:
+		r = process.Result{Reason: process.Signaled, Signal: "INT"}
+	}
+	return r
+}
+
+// interpreterExited ends a cell whose interpreter exited under it: with the
+// interpreter's exit status when it exited (sys.exit, process.exit), lost
+// when it was killed.
+func (cell *Cell) interpreterExited() {
+	c := cell.c
+	cell.stdin.close()
+	cell.closeKeepers()
+	select {
+	case <-cell.readersDone:
+	case <-time.After(drainAfterExit):
+	}
+	r := process.Result{Reason: process.Lost, Error: "the context's interpreter died"}
+	if ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+		switch {
+		case ws.Exited():
+			r = cell.resultFor(process.ExitedWith(ws.ExitStatus()))
+		case ws.Signaled():
+			r.Error = "the context's interpreter was killed by SIG" + process.SignalName(ws.Signal())
+		}
+	}
+	cell.mu.Lock()
+	if r.Reason == process.Lost && cell.timedOut {
+		r = process.Result{Reason: process.TimedOut} // ended by the engine after its timeout
+	}
+	cell.mu.Unlock()
+	cell.finish(r)
+	c.interpreterEnded()
+}
+
+// readStream reads one of the cell's streams into its log until the end
+// marker, then discards what children write until they close it.
+func (cell *Cell) readStream(st *stream, ch logstore.Channel, trailer bool) {
+	c := cell.c
+	defer c.wg.Done()
+	defer cell.readerReturned()
+	defer st.close()
+	if !c.addDrain(st.r) {
+		return
+	}
+	defer c.dropDrain(st.r)
+	cell.mu.Lock()
+	nonce := cell.nonce
+	cell.mu.Unlock()
+	sc := sentinel.NewScanner(nonce, trailer, func(b []byte) { cell.log.Write(ch, b) })
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := st.r.Read(buf)
+		if n > 0 && !sc.Done() {
+			if _, werr := sc.Write(buf[:n]); werr != nil || sc.Done() {
+				// From here on only children write: end-of-file comes
+				// when the last of them lets go.
+				st.keep.Close()
+				end := sc.End()
+				cell.streamEnded(&end, trailer)
+			}
+		}
+		if err != nil {
+			if err != io.EOF || !sc.Done() {
+				sc.Flush()
+			}
+			return
+		}
+	}
+}
+
+func (cell *Cell) readerReturned() {
+	cell.mu.Lock()
+	defer cell.mu.Unlock()
+	if cell.readers--; cell.readers == 0 {
+		close(cell.readersDone)
+	}
+}
+
+// closeKeepers lets the readers see end-of-file once the interpreter is gone.
+func (cell *Cell) closeKeepers() {
+	cell.mu.Lock()
+	defer cell.mu.Unlock()
+	for _, k := range cell.keepers {
+		k.Close()
+	}
+}
+
+// streamEnded records that a stream reached its end marker; the stdout
+// one (trailer) carries the status and the directory.
+func (cell *Cell) streamEnded(end *sentinel.End, trailer bool) {
+	cell.mu.Lock()
+	if cell.ends == 2 {
+		cell.mu.Unlock()
+		return
+	}
+	cell.ends++
+	if trailer {
+		cell.end = *end
+	}
+	done := cell.ends == 2
+	e := cell.end
+	cell.mu.Unlock()
+	if !done {
+		return
+	}
+	c := cell.c
+	if e.Cwd != "" {
+		c.mu.Lock()
+		c.cwd = e.Cwd
+		c.mu.Unlock()
+	}
+	cell.finish(cell.resultFor(process.ExitedWith(e.Status)))
+	close(cell.endsDone)
+}
+
+// started records that the driver runs the cell: an interrupt that waited
+// for it is delivered.
+func (cell *Cell) started() {
+	cell.mu.Lock()
+	cell.isStarted = true
+	pending := cell.pendingINT
+	cell.pendingINT = false
+	cell.mu.Unlock()
+	if pending {
+		cell.sendINT(0)
+	}
+}
+
+func (cell *Cell) addTimer(t *time.Timer) {
+	cell.mu.Lock()
+	defer cell.mu.Unlock()
+	if cell.st == process.Terminal {
+		t.Stop()
+		return
+	}
+	cell.timers = append(cell.timers, t)
+}
+
+// awaits records that the cell's JavaScript script has returned the promise
+// of its top-level await, which the driver now awaits: an interrupt reaches
+// it reliably from here on.
+func (cell *Cell) awaits() {
+	cell.mu.Lock()
+	cell.awaiting = true
+	cell.mu.Unlock()
+}
+
+// finish makes the cell terminal with r, once.
+func (cell *Cell) finish(r process.Result) {
+	cell.mu.Lock()
+	if cell.st == process.Terminal {
+		cell.mu.Unlock()
+		return
+	}
+	cell.st = process.Terminal
+	cell.result = r
+	cell.exitedAt = time.Now()
+	if cell.startedAt.IsZero() {
+		cell.startedAt = cell.exitedAt
+	}
+	for _, t := range cell.timers {
+		t.Stop()
+	}
+	cell.timers = nil
+	cell.mu.Unlock()
+	cell.stdin.close()
+	cell.log.Close()
+	close(cell.done)
+}

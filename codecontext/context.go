@@ -1,0 +1,400 @@
+package codecontext
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/process"
+	"github.com/conchsh/conch/queue"
+	"github.com/google/uuid"
+)
+
+// ErrContextEnded is returned by Submit once the context's interpreter has
+// ended, and is the error of cells queued behind its end. It matches
+// process.ErrUnsupported too; use errors.Is.
+var ErrContextEnded error = contextEnded{}
+
+type contextEnded struct{}
+
+func (contextEnded) Error() string        { return "code context ended" }
+func (contextEnded) Is(target error) bool { return target == process.ErrUnsupported }
+
+// KillGrace is how long after an interrupt at its execution timeout a cell
+// may take to stop before its context is ended.
+const KillGrace = 5 * time.Second
+
+// Options configure a new Context. Zero values mean the defaults.
+type Options struct {
+	// ID is the context's id; empty means a new random one.
+	ID string
+	// Name is a label for listings.
+	Name string
+	// Language is the context's language; see ParseLanguage.
+	Language Language
+	// Cwd is the interpreter's first working directory; empty means the daemon's.
+	Cwd string
+	// Env is added to the daemon's environment.
+	Env map[string]string
+	// Retention bounds each cell's retained output in bytes; zero means
+	// logstore.DefaultRetention.
+	Retention int
+	// Ports are loopback ports leased for the context, reported in Info.
+	Ports []int
+}
+
+// Context is one long-lived interpreter and its serial queue of cells. It
+// implements process.Process: it is the process of its interpreter.
+type Context struct {
+	id        string
+	opts      Options
+	interp    interpreter
+	cmd       *exec.Cmd
+	dir       string // private: the driver, its socket, the cells' FIFOs
+	conn      net.Conn
+	diag      *diagTail
+	log       *logstore.Log // stays empty: the interpreter's own output is the engine's
+	createdAt time.Time
+	queue     queue.Queue
+	wg        sync.WaitGroup // every goroutine the context starts
+	exited    chan struct{}  // closed once the interpreter has exited and been reaped
+	done      chan struct{}  // closed once the context is terminal
+
+	writeMu sync.Mutex // serializes writes to conn
+	sigMu   sync.Mutex // held while a cell is sent, and while one is interrupted
+
+	mu       sync.Mutex // guards the fields below
+	state    process.State
+	result   *process.Result
+	exitedAt time.Time
+	cwd      string
+	seq      int
+	cells    []*Cell
+	running  *Cell
+	drains   map[*os.File]bool // cell streams still read after their cell ended
+	closing  bool
+}
+
+// New starts a context's interpreter and returns once its driver is ready
+// for a cell, or ctx is done.
+func New(ctx context.Context, opts Options) (*Context, error) {
+	lang, err := ParseLanguage(string(opts.Language))
+	if err != nil {
+		return nil, err
+	}
+	in, err := findInterpreter(lang)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Cwd != "" {
+		if fi, err := os.Stat(opts.Cwd); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("%w: cwd %q is not a directory", process.ErrInvalidArgument, opts.Cwd)
+		}
+	}
+	opts.Language = lang
+	proctree.ResetChildSignals()
+	id := opts.ID
+	if id == "" {
+		id = uuid.NewString()
+	}
+	dir, err := os.MkdirTemp(privateBase(), "conch-code-")
+	if err != nil {
+		return nil, fmt.Errorf("make context directory: %w", err)
+	}
+	c := &Context{
+		id: id, opts: opts, interp: in, dir: dir,
+		log:       logstore.New(logstore.Options{Keep: logstore.KeepNone}),
+		createdAt: time.Now(),
+		exited:    make(chan struct{}),
+		done:      make(chan struct{}),
+		state:     process.Starting,
+		cwd:       opts.Cwd,
+		drains:    make(map[*os.File]bool),
+	}
+	if err := c.start(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.state == process.Starting {
+		c.state = process.Running
+	}
+	c.mu.Unlock()
+	return c, nil
+}
+
+// privateBase is where contexts keep their files: /dev/shm when it can, out
+// of the way of cells that clean /tmp.
+func privateBase() string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() && syscall.Access("/dev/shm", 2) == nil {
+		return "/dev/shm"
+	}
+	return os.TempDir()
+}
+
+// start writes the driver, starts the interpreter and waits for the driver
+// to connect to the context's socket.
+func (c *Context) start(ctx context.Context) error {
+	driver := filepath.Join(c.dir, c.interp.driverName)
+	if err := os.WriteFile(driver, c.interp.driver, 0o600); err != nil {
+		return fmt.Errorf("write driver: %w", err)
+	}
+	sock := filepath.Join(c.dir, "ctl")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		return fmt.Errorf("listen for the driver: %w", err)
+	}
+	defer ln.Close()
+	dr, dw, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("start %s: %w", c.interp.path, err)
+	}
+	args := append(append([]string{c.interp.path}, c.interp.flags...), driver, sock)
+	cmd := &exec.Cmd{
+		Path: c.interp.path, Args: args, Dir: c.opts.Cwd,
+		Env:    interpreterEnv(c.opts.Env, proctree.Tag(c.id)),
+		Stdout: dw, Stderr: dw,
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	err = proctree.Start(cmd)
+	dw.Close()
+	if err != nil {
+		dr.Close()
+		return fmt.Errorf("start %s: %w", c.interp.path, err)
+	}
+	c.cmd = cmd
+	c.diag = &diagTail{f: dr}
+	c.wg.Add(2)
+	go func() {
+		defer c.wg.Done()
+		c.diag.run()
+	}()
+	go func() {
+		defer c.wg.Done()
+		proctree.Wait(cmd)
+		close(c.exited)
+		if c.runningCell() == nil {
+			// It died between cells (a thread of an earlier cell
+			// called os._exit, say): nothing else would notice.
+			c.interpreterEnded()
+		}
+	}()
+	conn, err := accept(ctx, ln, c.exited)
+	if err != nil {
+		return fmt.Errorf("start %s: %w (it said: %q)", c.interp.path, err, c.diag.tail())
+	}
+	c.conn = conn
+	c.wg.Add(1)
+	go c.readControl()
+	return nil
+}
+
+// accept waits for the driver's connection, the interpreter's end, or ctx.
+func accept(ctx context.Context, ln *net.UnixListener, exited <-chan struct{}) (net.Conn, error) {
+	for {
+		ln.SetDeadline(time.Now().Add(50 * time.Millisecond))
+		conn, err := ln.Accept()
+		if err == nil {
+			return conn, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-exited:
+			return nil, fmt.Errorf("the interpreter exited before it was ready")
+		default:
+		}
+		if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+			return nil, err
+		}
+	}
+}
+
+// interpreterEnv returns the environment of a new interpreter: the daemon's,
+// less the daemon's token, plus env and the tree tag.
+func interpreterEnv(env map[string]string, tag string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := env[k]; ok || k == "CONCH_TOKEN" {
+			continue
+		}
+		out = append(out, kv)
+	}
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return append(out, tag)
+}
+
+// cellMessage is what the driver is sent for a cell.
+type cellMessage struct {
+	ID     int    `json:"id"`
+	Code   string `json:"code"`
+	Nonce  string `json:"nonce"`
+	Stdin  string `json:"stdin"`
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
+}
+
+func (c *Context) send(m cellMessage) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	c.sigMu.Lock()
+	defer c.sigMu.Unlock()
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	_, err = c.conn.Write(append(b, '\n'))
+	return err
+}
+
+// CellOptions describe a cell submitted to a context.
+type CellOptions struct {
+	// Code is the cell's text.
+	Code string
+	// Name is a label for listings.
+	Name string
+	// Stdin is closed (the default: reads get end-of-file) or open (bytes
+	// come from WriteStdin until CloseStdin).
+	Stdin process.Stdin
+	// ExecutionTimeout, when positive, interrupts the cell that long after
+	// it starts, and ends the context if it has not stopped KillGrace later.
+	ExecutionTimeout time.Duration
+	// KeepLogs is the cell's log policy.
+	KeepLogs logstore.KeepLogs
+}
+
+// Submit queues a cell and returns at once. After the context has ended it
+// returns an error wrapping ErrContextEnded.
+func (c *Context) Submit(opts CellOptions) (*Cell, error) {
+	switch opts.Stdin {
+	case "", process.StdinClosed, process.StdinOpen:
+	default:
+		return nil, fmt.Errorf("%w: stdin %q", process.ErrInvalidArgument, opts.Stdin)
+	}
+	c.mu.Lock()
+	if c.state == process.Terminal || c.closing {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("context %s: %w", c.id, ErrContextEnded)
+	}
+	c.seq++
+	cell := newCell(c, c.seq, opts)
+	c.cells = append(c.cells, cell)
+	c.mu.Unlock()
+	if err := c.queue.Push(cell); err != nil {
+		cell.Cancel(ErrContextEnded)
+		return nil, fmt.Errorf("context %s: %w", c.id, ErrContextEnded)
+	}
+	return cell, nil
+}
+
+// Run submits a cell and waits for it to end or ctx to be done. A cell
+// that fails is not an error: its Result says how it ended.
+func (c *Context) Run(ctx context.Context, opts CellOptions) (*Cell, process.Result, error) {
+	cell, err := c.Submit(opts)
+	if err != nil {
+		return nil, process.Result{}, err
+	}
+	r, err := process.Wait(ctx, cell)
+	return cell, r, err
+}
+
+// Cells returns the context's cells in submission order.
+func (c *Context) Cells() []*Cell {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*Cell(nil), c.cells...)
+}
+
+// Cwd returns the interpreter's working directory after its last cell.
+func (c *Context) Cwd() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cwd
+}
+
+// Language returns the context's language.
+func (c *Context) Language() Language { return c.opts.Language }
+
+// ID returns the context's id.
+func (c *Context) ID() string { return c.id }
+
+// Log returns the context's own log, which stays empty.
+func (c *Context) Log() *logstore.Log { return c.log }
+
+// Done is closed once the context has ended.
+func (c *Context) Done() <-chan struct{} { return c.done }
+
+// Info describes the context as the process of its interpreter.
+func (c *Context) Info() process.Info {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := process.Info{
+		ID: c.id, Name: c.opts.Name, Kind: process.KindSession, State: c.state,
+		System: true, SessionID: c.id, Language: string(c.opts.Language),
+		Cwd: c.cwd, Stdin: process.StdinClosed, KeepLogs: c.log.Keep(),
+		CreatedAt: c.createdAt, StartedAt: c.createdAt, ExitedAt: c.exitedAt,
+		Ports: c.opts.Ports,
+	}
+	if c.cmd != nil && c.cmd.Process != nil {
+		i.PID = c.cmd.Process.Pid
+	}
+	if c.result != nil {
+		r := *c.result
+		i.Result = &r
+	}
+	return i
+}
+
+// Kill with SIGINT interrupts the running cell; any other signal ends the
+// context: its interpreter and every process under it.
+func (c *Context) Kill(sig syscall.Signal, _ time.Duration, _ syscall.Signal) error {
+	if sig == syscall.SIGINT {
+		if cell := c.runningCell(); cell != nil {
+			return cell.Kill(sig, 0, 0)
+		}
+		return nil
+	}
+	c.end(&process.Result{Reason: process.Signaled, Signal: process.SignalName(sig)}, sig)
+	return nil
+}
+
+// WriteStdin fails: a context's own stdin belongs to the engine.
+func (c *Context) WriteStdin([]byte) error { return process.ErrStdinNotOpen }
+
+// CloseStdin fails: a context's own stdin belongs to the engine.
+func (c *Context) CloseStdin() error { return process.ErrStdinNotOpen }
+
+// Resize fails: contexts have no terminal.
+func (c *Context) Resize(process.TerminalSize) error { return process.ErrNotPTY }
+
+// Stop ends the context like Close.
+func (c *Context) Stop(context.Context) error { return c.Close() }
+
+// Close ends the interpreter and every process started under it, and waits
+// for the context's goroutines. Queued cells fail with ErrContextEnded. It is
+// idempotent.
+func (c *Context) Close() error {
+	if c.cmd == nil { // the interpreter never started
+		c.queue.Close(ErrContextEnded)
+		c.finish(&process.Result{Reason: process.Failed, Error: "the interpreter did not start"})
+		os.RemoveAll(c.dir)
+		return nil
+	}
+	c.end(&process.Result{Reason: process.Signaled, Signal: "KILL"}, syscall.SIGKILL)
+	c.wg.Wait()
+	os.RemoveAll(c.dir)
+	return nil
+}

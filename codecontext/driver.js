@@ -1,0 +1,244 @@
+// The conch code-context driver for Node. The engine starts it (with
+// --expose-internals, for the REPL's own top-level-await rewrite) with the
+// path of a Unix socket, sends one JSON line per cell on it, and reads each
+// cell's output from FIFOs whose end markers carry the exit status and the
+// directory. Cells run in one vm context; nothing of this file shows in
+// their stacks. Standard library only; Node 18 or later.
+'use strict';
+const fs = require('fs');
+const net = require('net');
+const path = require('path');
+const util = require('util');
+const vm = require('vm');
+const Module = require('module');
+const { Writable } = require('stream');
+const { AsyncLocalStorage } = require('async_hooks');
+
+const DRIVER = __filename;
+const als = new AsyncLocalStorage(); // the cell a callback was scheduled by
+let current = null; // the running cell
+const diag = fs.openSync('/proc/self/fd/1', fs.constants.O_WRONLY);
+
+let processTopLevelAwait = null;
+try {
+  ({ processTopLevelAwait } = require('internal/repl/await'));
+} catch {}
+
+// emit writes a cell's output, unless it comes from a callback of a cell
+// that has ended: that goes nowhere.
+function emit(which, chunk, encoding) {
+  const cell = als.getStore();
+  if (!current || cell !== current) return;
+  let b = typeof chunk === 'string' ? Buffer.from(chunk, encoding || 'utf8') : chunk;
+  const fd = which === 1 ? cell.out : cell.err;
+  try {
+    while (b.length > 0) b = b.subarray(fs.writeSync(fd, b));
+  } catch {}
+}
+
+function output(which) {
+  const s = new Writable({ write(c, e, cb) { emit(which, c, e); cb(); } });
+  s.write = (chunk, encoding, cb) => {
+    if (typeof encoding === 'function') [cb, encoding] = [encoding, undefined];
+    emit(which, chunk, encoding);
+    if (cb) process.nextTick(cb);
+    return true;
+  };
+  s.fd = which;
+  s.isTTY = false;
+  return s;
+}
+
+const stdout = output(1);
+const stderr = output(2);
+Object.defineProperty(process, 'stdout', { configurable: true, enumerable: true, get: () => stdout });
+Object.defineProperty(process, 'stderr', { configurable: true, enumerable: true, get: () => stderr });
+Object.defineProperty(process, 'stdin', {
+  configurable: true, enumerable: true,
+  get() {
+    const cell = als.getStore() || current;
+    if (!cell) return fs.createReadStream('/dev/null');
+    if (!cell.stdin) cell.stdin = fs.createReadStream(null, { fd: cell.in });
+    return cell.stdin;
+  },
+});
+
+// place points fds 0, 1 and 2 at the given files, so that child processes
+// inherit them: Node has no dup2, but open returns the lowest free number.
+function place(files) {
+  for (let fd = 0; fd < 3; fd++) {
+    try { fs.closeSync(fd); } catch {}
+  }
+  files.forEach(([file, flags], want) => {
+    const fd = fs.openSync(file, flags);
+    if (fd !== want) throw new Error(`fd ${want} was taken while the cell's streams were set up`);
+  });
+}
+
+function cwd() {
+  try { return process.cwd(); } catch { return ''; }
+}
+
+function makeContext() {
+  const sandbox = {};
+  const ctx = vm.createContext(sandbox);
+  const own = new Set(vm.runInContext('Object.getOwnPropertyNames(globalThis)', ctx));
+  for (const name of Object.getOwnPropertyNames(globalThis)) {
+    if (!own.has(name)) Object.defineProperty(sandbox, name, Object.getOwnPropertyDescriptor(globalThis, name));
+  }
+  const requireHere = () => Module.createRequire(path.join(cwd() || '/', '[cell]'));
+  const req = (id) => requireHere()(id);
+  req.resolve = (id, opts) => requireHere().resolve(id, opts);
+  req.cache = Module._cache;
+  const mod = new Module('[cell]');
+  // V8 gives a context a console of its own that writes nowhere.
+  Object.assign(sandbox, { console, require: req, module: mod, exports: mod.exports });
+  return ctx;
+}
+
+// describe formats an error without the driver's frames and what called it.
+function describe(e) {
+  if (!(e instanceof Error) && !(e && typeof e.stack === 'string')) return 'Uncaught ' + util.inspect(e) + '\n';
+  if (e.code === 'ERR_SCRIPT_EXECUTION_INTERRUPTED') return 'Error: Script execution was interrupted by `SIGINT`\n';
+  const lines = util.inspect(e).split('\n');
+  const cut = lines.findIndex((l) => /^\s+at /.test(l) && (l.includes(DRIVER) || l.includes('node:vm:')));
+  if (cut < 0) return lines.join('\n') + '\n';
+  let end = cut;
+  while (end < lines.length && /^\s+at /.test(lines[end])) end++;
+  const kept = lines.slice(0, cut);
+  if (lines[end - 1].endsWith(' {')) kept[cut - 1] += ' {'; // inspect opens the error's own properties there
+  return [...kept, ...lines.slice(end)].join('\n').replace(/\n+$/, '') + '\n';
+}
+
+function compile(code, filename) {
+  try {
+    return { script: new vm.Script(code, { filename }) };
+  } catch (e) {
+    if (processTopLevelAwait && e && e.name === 'SyntaxError' && code.includes('await')) {
+      let wrapped = null;
+      try { wrapped = processTopLevelAwait(code); } catch {}
+      if (wrapped !== null) {
+        try { return { script: new vm.Script(wrapped, { filename }), wrapped: true }; } catch {}
+      }
+    }
+    const stack = String(e && e.stack || e);
+    const i = stack.search(/\n\s+at /);
+    return { error: (i < 0 ? stack : stack.slice(0, i)) + '\n' };
+  }
+}
+
+async function execute(ctx, cell, script, wrapped) {
+  let value;
+  try {
+    if (watchdog) pendingINT(); // a signal from before the cell is not for it
+    send(`S ${cell.id}\n`);
+    value = script.runInContext(ctx, { breakOnSigint: true, displayErrors: false });
+    if (wrapped) {
+      const interrupted = new Promise((_, reject) => { cell.abort = reject; });
+      if (watchdog) cell.poll = setInterval(() => { if (pendingINT()) onINT(); }, 25);
+      send(`A ${cell.id}\n`);
+      const r = await Promise.race([value, interrupted]);
+      value = r ? r.value : undefined; // { value } when the last statement is an expression
+    }
+  } catch (e) {
+    if (e && e.code === 'ERR_SCRIPT_EXECUTION_INTERRUPTED') {
+      send(`I ${cell.id}\n`);
+      emit(2, describe(e));
+      return 130;
+    }
+    emit(2, describe(e));
+    return 1;
+  } finally {
+    cell.abort = null;
+    if (cell.poll) clearInterval(cell.poll);
+  }
+  if (value !== undefined) emit(1, util.inspect(value) + '\n');
+  // Let a promise the cell left rejected be reported as the cell's.
+  await new Promise((resolve) => setImmediate(resolve));
+  return cell.failed ? 1 : 0;
+}
+
+async function run(ctx, msg) {
+  const cell = {
+    id: msg.id, failed: false, abort: null, stdin: null,
+    out: fs.openSync(msg.stdout, 'w'), err: fs.openSync(msg.stderr, 'w'),
+    in: fs.openSync(msg.stdin || '/dev/null', 'r'), // process.stdin's, opened while the engine's end is
+  };
+  place([[msg.stdin || '/dev/null', 'r'], [msg.stdout, 'w'], [msg.stderr, 'w']]);
+  current = cell;
+  send(`O ${cell.id}\n`);
+  const c = compile(msg.code, `<cell ${msg.id}>`);
+  const status = await als.run(cell, () => {
+    if (!c.error) return execute(ctx, cell, c.script, c.wrapped);
+    emit(2, c.error);
+    return 1;
+  });
+  const marker = '\x1eCONCH' + msg.nonce;
+  current = null;
+  fs.writeSync(cell.err, marker);
+  fs.writeSync(cell.out, Buffer.concat([Buffer.from(`${marker}${status} `), Buffer.from(cwd()), Buffer.from([0])]));
+  fs.closeSync(cell.out);
+  fs.closeSync(cell.err);
+  if (cell.stdin) cell.stdin.destroy();
+  else fs.closeSync(cell.in);
+  place([['/dev/null', 'r'], [`/proc/self/fd/${diag}`, 'w'], [`/proc/self/fd/${diag}`, 'w']]);
+}
+
+// failCell reports an error no cell caught: the running cell's when it
+// comes from it, else nobody's.
+function failCell(e) {
+  const cell = als.getStore() || current;
+  if (cell && cell === current) {
+    cell.failed = true;
+    emit(2, describe(e));
+  }
+}
+
+process.on('uncaughtException', failCell);
+process.on('unhandledRejection', failCell);
+// The engine names the cell it interrupts in the file "int": a signal
+// handled late, when another cell runs, is not for that one.
+const intFile = path.join(path.dirname(process.argv[2]), 'int');
+function interrupted() {
+  try { return Number(fs.readFileSync(intFile, 'utf8')); } catch { return NaN; }
+}
+// Node's SIGINT watchdog stays started for the driver's life, so that SIGINT
+// is always its handler's: with a process.on('SIGINT') listener, Node
+// removes the listener around each breakOnSigint run and leaves SIGINT at
+// its default action for a moment, when a signal would end the interpreter.
+// A signal outside a script run is then only noted; pendingINT takes it.
+let watchdog = null;
+try {
+  watchdog = require('internal/test/binding').internalBinding('contextify');
+  if (!watchdog.startSigintWatchdog()) watchdog = null;
+} catch { watchdog = null; }
+function pendingINT() {
+  watchdog.startSigintWatchdog();
+  return watchdog.stopSigintWatchdog(); // true when a signal came since the last call
+}
+function onINT() {
+  if (current && current.abort && interrupted() === current.id) current.abort(Object.assign(new Error('interrupted'), { code: 'ERR_SCRIPT_EXECUTION_INTERRUPTED' }));
+}
+if (!watchdog) process.on('SIGINT', onINT);
+
+const sock = net.connect(process.argv[2]);
+sock.setEncoding('utf8');
+function send(s) { sock.write(s); }
+const ctx = makeContext();
+let queue = Promise.resolve();
+let pending = '';
+sock.on('data', (d) => {
+  pending += d;
+  let i;
+  while ((i = pending.indexOf('\n')) >= 0) {
+    const msg = JSON.parse(pending.slice(0, i));
+    pending = pending.slice(i + 1);
+    queue = queue.then(() => run(ctx, msg)).catch((e) => {
+      // The driver itself failed: say why where the engine keeps it, and
+      // end, rather than leave the cell without its end markers.
+      try { fs.writeSync(diag, String(e && e.stack || e) + '\n'); } catch {}
+      process.exit(70);
+    });
+  }
+});
+sock.on('close', () => process.exit(0));

@@ -1,0 +1,252 @@
+# The conch code-context driver for Python. The engine starts it with the
+# path of a Unix socket, sends one JSON line per cell on it, and reads each
+# cell's output from FIFOs whose end markers carry the exit status and the
+# directory. Cells run in a fresh __main__; nothing of this file shows in
+# their tracebacks. Standard library only; Python 3.9 or later.
+import ast
+import builtins
+import io
+import json
+import linecache
+import os
+import signal
+import socket
+import sys
+import threading
+import traceback
+import types
+
+_DRIVER = os.path.abspath(__file__)
+
+
+class _S:
+    lock = threading.Lock()  # held while writing cell output or switching cells
+    cell = None  # the id of the running cell
+    out = err = -1  # the driver's own descriptors of the running cell's FIFOs
+    armed = False  # SIGINT raises KeyboardInterrupt in the cell
+    diag = -1  # the interpreter's first stdout: where fds 1 and 2 point between cells
+    null = -1
+    intfile = ""  # where the engine names the cell it interrupts
+
+
+def _reinit_lock():
+    _S.lock = threading.Lock()
+
+
+def _cell_of_thread():
+    # A thread belongs to the cell that started it; the main thread to the
+    # running cell. Output of a thread whose cell has ended goes nowhere.
+    t = threading.current_thread()
+    if t is threading.main_thread():
+        return _S.cell
+    return getattr(t, "_conch_cell", _S.cell)
+
+
+_thread_start = threading.Thread.start
+
+
+def _start(self):
+    self._conch_cell = _cell_of_thread()
+    return _thread_start(self)
+
+
+def _emit(which, b):
+    with _S.lock:
+        if _S.cell is None or _cell_of_thread() != _S.cell:
+            return
+        fd = _S.out if which == 1 else _S.err
+        while b:
+            b = b[os.write(fd, b):]
+
+
+class _Bin:
+    def __init__(self, fd):
+        self._fd = fd
+
+    def write(self, b):
+        _emit(self._fd, bytes(b))
+        return len(b)
+
+    def flush(self):
+        pass
+
+    def fileno(self):
+        return self._fd
+
+
+class _Out(io.TextIOBase):
+    encoding = "utf-8"
+    errors = "backslashreplace"
+
+    def __init__(self, fd, name):
+        self._fd = fd
+        self.name = name
+        self.buffer = _Bin(fd)
+
+    def writable(self):
+        return True
+
+    def fileno(self):
+        return self._fd
+
+    def isatty(self):
+        return False
+
+    def write(self, s):
+        if not isinstance(s, str):
+            raise TypeError("write() argument must be str, not " + type(s).__name__)
+        _emit(self._fd, s.encode("utf-8", "backslashreplace"))
+        return len(s)
+
+
+def _on_int(signum, frame):
+    # The engine names the cell it interrupts in the file "int": a signal
+    # handled late, when another cell runs, is not for that one.
+    if _S.armed and _interrupted() == _S.cell:
+        raise KeyboardInterrupt
+
+
+def _interrupted():
+    try:
+        with open(_S.intfile, "rb") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def _strip(te, seen):
+    # Drop the driver's frames from te and the exceptions chained to it.
+    while te is not None and id(te) not in seen:
+        seen.add(id(te))
+        te.stack = traceback.StackSummary.from_list(
+            [f for f in te.stack if f.filename != _DRIVER])
+        _strip(te.__cause__, seen)
+        te = te.__context__
+
+
+def _print_exc(e):
+    te = traceback.TracebackException(type(e), e, e.__traceback__)
+    _strip(te, set())
+    sys.stderr.write("".join(te.format()))
+
+
+def _compile(src, name):
+    # Both parts compile before either runs, so text with a syntax error
+    # never runs at all.
+    tree = ast.parse(src, name, "exec")
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = compile(ast.Expression(tree.body.pop().value), name, "eval")
+    return compile(tree, name, "exec"), last
+
+
+def _exit_status(e):
+    code = e.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    sys.stderr.write(str(code) + "\n")
+    return 1
+
+
+def _execute(ns, body, last, conn, n):
+    _S.armed = True
+    try:
+        try:
+            conn.sendall(b"S %d\n" % n)
+            exec(body, ns)
+            if last is not None:
+                sys.displayhook(eval(last, ns))
+        finally:
+            _S.armed = False
+    except SystemExit as e:
+        os._exit(_exit_status(e))
+    except KeyboardInterrupt as e:
+        _print_exc(e)
+        return 130
+    except BaseException as e:
+        _print_exc(e)
+        return 1
+    return 0
+
+
+def _open_cell(msg):
+    stdin = os.open(msg["stdin"] or os.devnull, os.O_RDONLY)
+    out = os.open(msg["stdout"], os.O_WRONLY)
+    err = os.open(msg["stderr"], os.O_WRONLY)
+    with _S.lock:
+        os.dup2(stdin, 0)
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        os.close(stdin)
+        _S.out, _S.err, _S.cell = out, err, msg["id"]
+    sys.stdin = io.open(0, "r", encoding="utf-8", errors="surrogateescape", closefd=False)
+
+
+def _end_cell(nonce, status):
+    try:
+        cwd = os.getcwdb()
+    except OSError:
+        cwd = b""
+    marker = b"\x1eCONCH" + nonce.encode()
+    with _S.lock:
+        _S.cell = None
+        for fd, m in ((_S.err, marker), (_S.out, marker + b"%d " % status + cwd + b"\0")):
+            while m:
+                m = m[os.write(fd, m):]
+            os.close(fd)
+        os.dup2(_S.diag, 1)
+        os.dup2(_S.diag, 2)
+        os.dup2(_S.null, 0)
+
+
+def _run(ns, conn, msg):
+    n = msg["id"]
+    name = "<cell %d>" % n
+    src = msg["code"]
+    linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+    _open_cell(msg)
+    conn.sendall(b"O %d\n" % n)
+    try:
+        body, last = _compile(src, name)
+    except (SyntaxError, ValueError, OverflowError, MemoryError) as e:
+        sys.stderr.write("".join(traceback.format_exception_only(type(e), e)))
+        status = 1
+    else:
+        status = _execute(ns, body, last, conn, n)
+    _end_cell(msg["nonce"], status)
+
+
+def main():
+    if sys.version_info < (3, 9):
+        sys.stderr.write("conch needs Python 3.9 or later, not %s\n" % sys.version.split()[0])
+        sys.exit(1)
+    _S.diag = os.dup(1)
+    _S.null = os.open(os.devnull, os.O_RDWR)
+    os.register_at_fork(after_in_child=_reinit_lock)
+    threading.Thread.start = _start
+    signal.signal(signal.SIGINT, _on_int)
+    sys.stdout = sys.__stdout__ = _Out(1, "<stdout>")
+    sys.stderr = sys.__stderr__ = _Out(2, "<stderr>")
+    sock = sys.argv[1]
+    _S.intfile = os.path.join(os.path.dirname(sock), "int")
+    sys.argv = [""]
+    sys.path[0] = ""
+    main_mod = types.ModuleType("__main__")
+    main_mod.__builtins__ = builtins
+    sys.modules["__main__"] = main_mod
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn.connect(sock)
+    for line in conn.makefile("rb"):
+        try:
+            _run(main_mod.__dict__, conn, json.loads(line))
+        except KeyboardInterrupt:
+            pass  # an interrupt that came too late for its cell
+
+
+try:
+    main()
+except BaseException:  # the driver's own failure: say why where the engine keeps it
+    os.write(_S.diag if _S.diag >= 0 else 2, traceback.format_exc().encode())
+    raise

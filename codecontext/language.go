@@ -1,0 +1,72 @@
+package codecontext
+
+import (
+	_ "embed"
+	"fmt"
+	"os/exec"
+	"strings"
+
+	"github.com/conchsh/conch/process"
+)
+
+// Language is the language of a context.
+type Language string
+
+// The languages.
+const (
+	Python     Language = "python"
+	JavaScript Language = "javascript"
+)
+
+// ParseLanguage parses a language name: python, or javascript (node and js
+// are the same). Others are an error wrapping process.ErrInvalidArgument.
+func ParseLanguage(s string) (Language, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "python":
+		return Python, nil
+	case "javascript", "node", "js":
+		return JavaScript, nil
+	}
+	return "", fmt.Errorf("%w: unknown language %q: use python or javascript", process.ErrInvalidArgument, s)
+}
+
+//go:embed driver.py
+var pythonDriver []byte
+
+//go:embed driver.js
+var nodeDriver []byte
+
+// interpreter is how a language's driver is started.
+type interpreter struct {
+	lang       Language
+	path       string
+	driverName string
+	driver     []byte
+	flags      []string // before the driver's path
+}
+
+// findInterpreter looks for l's interpreter on PATH.
+func findInterpreter(l Language) (interpreter, error) {
+	var names []string
+	in := interpreter{lang: l}
+	switch l {
+	case Python:
+		names = []string{"python3", "python"}
+		in.driverName, in.driver = "driver.py", pythonDriver
+	case JavaScript:
+		names = []string{"node", "nodejs"}
+		in.driverName, in.driver = "driver.js", nodeDriver
+		// The REPL's own rewrite of top-level await is internal to Node.
+		in.flags = []string{"--expose-internals"}
+	default:
+		return in, fmt.Errorf("%w: unknown language %q: use python or javascript", process.ErrInvalidArgument, l)
+	}
+	for _, n := range names {
+		if p, err := exec.LookPath(n); err == nil {
+			in.path = p
+			return in, nil
+		}
+	}
+	return in, fmt.Errorf("%w: %s needs %s on PATH, and none was found: install it (Python 3.9 or later, Node 18 or later)",
+		process.ErrInvalidArgument, l, strings.Join(names, " or "))
+}

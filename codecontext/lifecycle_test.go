@@ -1,0 +1,304 @@
+package codecontext
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/process"
+	"github.com/stretchr/testify/require"
+)
+
+// waitStarted waits until the driver has said it runs cell.
+func waitStarted(t *testing.T, cell *Cell) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	for {
+		cell.mu.Lock()
+		started := cell.isStarted
+		cell.mu.Unlock()
+		if started {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("cell never started")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// TestInterrupt: kill INT stops a busy loop, a sleep, a blocked read of an
+// open stdin, a pending await; the cell is signaled INT, the context keeps
+// its state, and no driver frame shows.
+func TestInterrupt(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		lang  Language
+		name  string
+		code  string
+		stdin process.Stdin
+	}{
+		{Python, "busy loop", "while True: pass", ""},
+		{Python, "sleep", "import time; time.sleep(60)", ""},
+		{Python, "input", "input()", process.StdinOpen},
+		{Python, "program", "import subprocess; subprocess.run(['sleep', '60'])", ""},
+		{JavaScript, "busy loop", "for(;;){}", ""},
+		{JavaScript, "await", "await new Promise(r => setTimeout(r, 60000))", ""},
+		{JavaScript, "program", "require('child_process').execSync('sleep 60')", ""},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.lang)+"/"+tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: tc.lang})
+			set := map[Language]string{Python: "kept = 1", JavaScript: "var kept = 1"}[tc.lang]
+			run(t, c, set)
+			cell, err := c.Submit(CellOptions{Code: tc.code + "\nkept = 2", Stdin: tc.stdin})
+			require.NoError(t, err)
+			waitStarted(t, cell)
+			time.Sleep(100 * time.Millisecond) // let it get into the loop, also on a busy machine
+			require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
+			r := wait(t, cell)
+			require.Equal(t, process.Signaled, r.Reason, "%+v", r)
+			require.Equal(t, "INT", r.Signal)
+			_, errOut := output(cell)
+			require.NotContains(t, errOut, "driver")
+			require.NotContains(t, errOut, "node:vm")
+			_, out, _ := run(t, c, "kept")
+			require.Equal(t, "1\n", out)
+		})
+	}
+}
+
+// TestExecutionTimeout: the cell is interrupted at its deadline, reports
+// timed_out, and the context lives on.
+func TestExecutionTimeout(t *testing.T) {
+	t.Parallel()
+	for lang, code := range map[Language]string{
+		Python:     "import time; time.sleep(60)",
+		JavaScript: "await new Promise(r => setTimeout(r, 60000))",
+	} {
+		t.Run(string(lang), func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: lang})
+			r, _, _ := runOpts(t, c, CellOptions{Code: code, ExecutionTimeout: 200 * time.Millisecond})
+			require.Equal(t, process.TimedOut, r.Reason)
+			_, out, _ := run(t, c, "1 + 1")
+			require.Equal(t, "2\n", out)
+		})
+	}
+}
+
+// TestTimeoutEndsStuckContext: a cell that goes on after the interrupt at its
+// timeout ends its context KillGrace later; queued cells fail.
+func TestTimeoutEndsStuckContext(t *testing.T) {
+	t.Parallel()
+	for lang, code := range map[Language]string{
+		Python:     "import time\nwhile True:\n    try:\n        time.sleep(60)\n    except KeyboardInterrupt:\n        pass",
+		JavaScript: "await 0; for(;;){}", // a loop after an await is out of reach of the interrupt
+	} {
+		t.Run(string(lang), func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: lang})
+			cell, err := c.Submit(CellOptions{Code: code, ExecutionTimeout: 100 * time.Millisecond})
+			require.NoError(t, err)
+			queued, err := c.Submit(CellOptions{Code: "1"})
+			require.NoError(t, err)
+			require.Equal(t, process.TimedOut, wait(t, cell).Reason)
+			require.Equal(t, process.Failed, wait(t, queued).Reason)
+			<-c.Done()
+			require.Equal(t, process.Terminal, c.Info().State)
+			_, err = c.Submit(CellOptions{Code: "1"})
+			require.ErrorIs(t, err, ErrContextEnded)
+		})
+	}
+}
+
+// TestExitEndsContext: sys.exit(3) / process.exit(3) report 3, fail the
+// queued cells and end the context with 3.
+func TestExitEndsContext(t *testing.T) {
+	t.Parallel()
+	for lang, src := range map[Language]string{
+		Python:     "import sys; print('bye'); sys.exit(3)",
+		JavaScript: "console.log('bye'); process.exit(3)",
+	} {
+		t.Run(string(lang), func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: lang})
+			cell, err := c.Submit(CellOptions{Code: src})
+			require.NoError(t, err)
+			queued, err := c.Submit(CellOptions{Code: "1"})
+			require.NoError(t, err)
+			r := wait(t, cell)
+			require.Equal(t, process.Exited, r.Reason)
+			require.Equal(t, 3, code(r))
+			out, _ := output(cell)
+			require.Equal(t, "bye\n", out)
+			q := wait(t, queued)
+			require.Equal(t, process.Failed, q.Reason)
+			<-c.Done()
+			require.Equal(t, 3, code(*c.Info().Result))
+			_, err = c.Submit(CellOptions{Code: "1"})
+			require.ErrorIs(t, err, ErrContextEnded)
+			require.ErrorIs(t, err, process.ErrUnsupported)
+		})
+	}
+}
+
+// TestCwdFollows: the context's cwd is the interpreter's after each cell.
+func TestCwdFollows(t *testing.T) {
+	t.Parallel()
+	for lang, code := range map[Language]string{
+		Python:     "import os; os.chdir(%q)",
+		JavaScript: "process.chdir(%q)",
+	} {
+		t.Run(string(lang), func(t *testing.T) {
+			t.Parallel()
+			dir, err := os.MkdirTemp(t.TempDir(), "a b'")
+			require.NoError(t, err)
+			c := newContext(t, Options{Language: lang, Cwd: t.TempDir()})
+			run(t, c, strings.Replace(code, "%q", strconv.Quote(dir), 1))
+			require.Equal(t, dir, c.Cwd())
+			require.Equal(t, dir, c.Info().Cwd)
+			cell, err := c.Submit(CellOptions{Code: "1"})
+			require.NoError(t, err)
+			wait(t, cell)
+			require.Equal(t, dir, cell.Info().Cwd, "a cell starts where the last left off")
+		})
+	}
+}
+
+// TestDeleteRunningCell: a running cell cannot be deleted; an ended one can.
+func TestDeleteRunningCell(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	cell, err := c.Submit(CellOptions{Code: "import time; time.sleep(60)"})
+	require.NoError(t, err)
+	waitStarted(t, cell)
+	err = cell.Stop(t.Context())
+	require.ErrorIs(t, err, process.ErrUnsupported)
+	require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
+	wait(t, cell)
+	require.NoError(t, cell.Stop(t.Context()))
+}
+
+// TestCloseKillsChildren: deleting a context ends its interpreter and what
+// it started, also a child that left its session.
+func TestCloseKillsChildren(t *testing.T) {
+	t.Parallel()
+	for lang, code := range map[Language]string{
+		Python:     "import subprocess; a = subprocess.Popen(['sleep', '100']); b = subprocess.Popen(['setsid', 'sleep', '100']); print(a.pid, b.pid)",
+		JavaScript: "const cp = require('child_process'); console.log(cp.spawn('sleep', ['100']).pid, cp.spawn('sleep', ['100'], {detached: true}).pid)",
+	} {
+		t.Run(string(lang), func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), deadline)
+			defer cancel()
+			c, err := New(ctx, Options{Language: lang})
+			require.NoError(t, err)
+			_, out, errOut := run(t, c, code)
+			require.Empty(t, errOut)
+			var pids []int
+			for _, f := range strings.Fields(out) {
+				pid, err := strconv.Atoi(f)
+				require.NoError(t, err)
+				pids = append(pids, pid)
+			}
+			pids = append(pids, c.Info().PID)
+			require.Len(t, pids, 3)
+			require.NoError(t, c.Close())
+			for _, pid := range pids {
+				for proctree.Alive(pid) {
+					select {
+					case <-ctx.Done():
+						t.Fatalf("process %d outlived its context", pid)
+					case <-time.After(10 * time.Millisecond):
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestRefused: an unknown language and a missing interpreter are invalid
+// arguments that say what to do.
+func TestRefused(t *testing.T) {
+	_, err := New(t.Context(), Options{Language: "cobol"})
+	require.ErrorIs(t, err, process.ErrInvalidArgument)
+	require.Contains(t, err.Error(), "python or javascript")
+
+	t.Setenv("PATH", t.TempDir())
+	for _, lang := range languages {
+		_, err := New(t.Context(), Options{Language: lang})
+		require.ErrorIs(t, err, process.ErrInvalidArgument)
+		require.Contains(t, err.Error(), "install")
+		require.True(t, errors.Is(err, process.ErrInvalidArgument))
+	}
+}
+
+// TestDiesBetweenCells: an interpreter that exits while no cell runs ends
+// its context with its exit status.
+func TestDiesBetweenCells(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	run(t, c, "import os, threading, time\nthreading.Thread(target=lambda: (time.sleep(0.1), os._exit(5))).start()")
+	select {
+	case <-c.Done():
+	case <-time.After(deadline):
+		t.Fatal("the context did not end")
+	}
+	r := c.Info().Result
+	require.Equal(t, process.Exited, r.Reason)
+	require.Equal(t, 5, code(*r))
+	_, err := c.Submit(CellOptions{Code: "1"})
+	require.ErrorIs(t, err, ErrContextEnded)
+}
+
+// TestOtherSignalsReachChildren: a signal other than INT reaches the cell's
+// child processes, never the interpreter, which goes on with the cell.
+func TestOtherSignalsReachChildren(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	cell, err := c.Submit(CellOptions{Code: "import subprocess; print(subprocess.run(['sleep', '60']).returncode)"})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	for len(proctree.Descendants(c.Info().PID)) == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the cell's child never started")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	require.NoError(t, cell.Kill(syscall.SIGTERM, 0, 0))
+	r := wait(t, cell)
+	require.Equal(t, process.Exited, r.Reason)
+	out, _ := output(cell)
+	require.Equal(t, "-15\n", out)
+	_, out, _ = run(t, c, "1 + 1")
+	require.Equal(t, "2\n", out)
+}
+
+// TestKillQueuedCell: a cell killed in the queue never runs.
+func TestKillQueuedCell(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	first, err := c.Submit(CellOptions{Code: "await new Promise(r => setTimeout(r, 60000))"})
+	require.NoError(t, err)
+	queued, err := c.Submit(CellOptions{Code: "globalThis.ran = true"})
+	require.NoError(t, err)
+	require.NoError(t, queued.Kill(syscall.SIGINT, 0, 0))
+	require.Equal(t, process.Signaled, wait(t, queued).Reason)
+	waitStarted(t, first)
+	require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
+	require.Equal(t, "INT", wait(t, first).Signal)
+	_, out, _ := run(t, c, "typeof ran")
+	require.Equal(t, "'undefined'\n", out)
+}

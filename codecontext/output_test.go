@@ -1,0 +1,175 @@
+package codecontext
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/conchsh/conch/process"
+	"github.com/stretchr/testify/require"
+)
+
+// TestLateOutput: a thread, a timer or a child that writes after its cell
+// ended never reaches a later cell, nor its own. The late writers wait for
+// the later cell to start (it makes the file "go") and it waits for them to
+// have written (they make "wrote*"), so the late writes land in its run.
+func TestLateOutput(t *testing.T) {
+	t.Parallel()
+	cells := map[Language][2]string{
+		Python: {
+			`import os, subprocess, threading, time
+def late():
+    while not os.path.exists('go'):
+        time.sleep(0.01)
+    print('late thread')
+    import sys; sys.stderr.write('late thread err\n')
+    open('wrote1', 'w').close()
+threading.Thread(target=late).start()
+subprocess.Popen(['sh', '-c', 'while [ ! -e go ]; do sleep 0.01; done; echo late child; echo late child err >&2; touch wrote2'])
+print('first')`,
+			`open('go', 'w').close()
+while not (os.path.exists('wrote1') and os.path.exists('wrote2')):
+    time.sleep(0.01)
+print('second')`,
+		},
+		JavaScript: {
+			`const fs = require('fs');
+const timer = setInterval(() => {
+  if (!fs.existsSync('go')) return;
+  clearInterval(timer);
+  console.log('late timer'); console.error('late timer err');
+  fs.writeFileSync('wrote1', '');
+}, 10);
+require('child_process').spawn('sh', ['-c', 'while [ ! -e go ]; do sleep 0.01; done; echo late child; echo late child err >&2; touch wrote2'], {stdio: 'inherit'});
+console.log('first')`,
+			`fs.writeFileSync('go', '');
+await new Promise((resolve) => {
+  const t = setInterval(() => {
+    if (fs.existsSync('wrote1') && fs.existsSync('wrote2')) { clearInterval(t); resolve(); }
+  }, 10);
+});
+console.log('second')`,
+		},
+	}
+	for lang, cs := range cells {
+		t.Run(string(lang), func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: lang, Cwd: t.TempDir()})
+			r1, out1, err1 := run(t, c, cs[0])
+			require.Equal(t, 0, code(r1), err1)
+			r2, out2, err2 := run(t, c, cs[1])
+			require.Equal(t, 0, code(r2), err2)
+			require.Equal(t, "first\n", out1)
+			require.Empty(t, err1)
+			require.Equal(t, "second\n", out2)
+			require.Empty(t, err2)
+		})
+	}
+}
+
+// TestStdin: a cell reads what is written to its open stdin, and
+// end-of-file with a closed one.
+func TestStdin(t *testing.T) {
+	t.Parallel()
+	t.Run("python open", func(t *testing.T) {
+		t.Parallel()
+		c := newContext(t, Options{Language: Python})
+		cell, err := c.Submit(CellOptions{Code: "print(input().upper())\nimport sys; print(repr(sys.stdin.read()))", Stdin: process.StdinOpen})
+		require.NoError(t, err)
+		require.NoError(t, cell.WriteStdin([]byte("abc\nrest")))
+		require.NoError(t, cell.CloseStdin())
+		require.Equal(t, 0, code(wait(t, cell)))
+		out, _ := output(cell)
+		require.Equal(t, "ABC\n'rest'\n", out)
+		_, out, errOut := run(t, c, "input()")
+		require.Empty(t, out)
+		require.Contains(t, errOut, "EOFError")
+	})
+	t.Run("javascript open", func(t *testing.T) {
+		t.Parallel()
+		c := newContext(t, Options{Language: JavaScript})
+		cell, err := c.Submit(CellOptions{Code: "let s = ''; for await (const b of process.stdin) s += b; s.toUpperCase()", Stdin: process.StdinOpen})
+		require.NoError(t, err)
+		require.NoError(t, cell.WriteStdin([]byte("abc")))
+		require.NoError(t, cell.CloseStdin())
+		require.Equal(t, 0, code(wait(t, cell)))
+		out, errOut := output(cell)
+		require.Equal(t, "'ABC'\n", out, errOut)
+		_, out, _ = run(t, c, "require('child_process').execSync('cat', {stdio: ['inherit', 'pipe', 'inherit']}).length")
+		require.Equal(t, "0\n", out)
+	})
+}
+
+// TestNoLeaks: a context's descriptors, FIFOs and processes are gone once
+// it is closed.
+func TestNoLeaks(t *testing.T) {
+	for _, lang := range languages {
+		c := newContext(t, Options{Language: lang})
+		run(t, c, "1") // whatever the runtime opens once for all has been opened
+		c.Close()
+		before := openFDs(t)
+		c = newContext(t, Options{Language: lang})
+		for i := range 5 {
+			cell, err := c.Submit(CellOptions{Code: strconv.Itoa(i), Stdin: process.StdinOpen})
+			require.NoError(t, err)
+			require.NoError(t, cell.CloseStdin())
+			wait(t, cell)
+		}
+		dir, pid := c.dir, c.Info().PID
+		require.NoError(t, c.Close())
+		_, err := os.Stat(dir)
+		require.True(t, os.IsNotExist(err), "the context's directory is removed")
+		require.False(t, stillAlive(pid))
+		require.Equal(t, before, openFDs(t), "%s: descriptors", lang)
+	}
+}
+
+func stillAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return err == nil && !strings.Contains(string(b), ") Z ")
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	n := 0
+	for _, e := range ents {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && !strings.HasPrefix(target, "anon_inode:") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestErrorFormat: a traceback or stack shows the cell's frames, also of
+// code defined in an earlier cell, and nothing of the driver.
+func TestErrorFormat(t *testing.T) {
+	t.Parallel()
+	for lang, cs := range map[Language][3]string{
+		Python:     {"def g():\n    raise TypeError('deep')", "g()", "<cell 1>"},
+		JavaScript: {"function g() { throw new TypeError('deep') }", "g()", "<cell 1>:1"},
+	} {
+		t.Run(string(lang), func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: lang})
+			run(t, c, cs[0])
+			r, _, errOut := run(t, c, cs[1])
+			require.Equal(t, 1, code(r))
+			require.Contains(t, errOut, cs[2])
+			require.Contains(t, errOut, "TypeError")
+			require.NotContains(t, errOut, "driver")
+		})
+	}
+	t.Run("javascript error properties", func(t *testing.T) {
+		t.Parallel()
+		c := newContext(t, Options{Language: JavaScript})
+		r, _, errOut := run(t, c, "require('./nonexistent')")
+		require.Equal(t, 1, code(r))
+		require.Contains(t, errOut, " {\n  code: 'MODULE_NOT_FOUND'")
+		require.True(t, strings.HasSuffix(errOut, "}\n"), errOut)
+		require.NotContains(t, errOut, "driver")
+	})
+}

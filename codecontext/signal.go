@@ -1,0 +1,146 @@
+package codecontext
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/process"
+)
+
+// Kill sends sig to the cell. SIGINT interrupts it as Ctrl-C would at the
+// language's REPL — KeyboardInterrupt in Python; in JavaScript a busy
+// synchronous loop or a pending await is abandoned — and the context lives
+// on. Any other signal reaches the interpreter's child processes, never the
+// interpreter. When escalateAfter is positive, escalateTo follows if the
+// cell is still running then.
+func (cell *Cell) Kill(sig syscall.Signal, escalateAfter time.Duration, escalateTo syscall.Signal) error {
+	switch cell.state() {
+	case process.Terminal:
+		return nil
+	case process.Starting:
+		cell.finish(process.Result{Reason: process.Signaled, Signal: process.SignalName(sig), Error: "killed before it started"})
+		return nil
+	}
+	cell.signal(sig)
+	if escalateAfter > 0 {
+		if escalateTo == 0 {
+			escalateTo = syscall.SIGKILL
+		}
+		cell.addTimer(time.AfterFunc(escalateAfter, func() { cell.signal(escalateTo) }))
+	}
+	return nil
+}
+
+func (cell *Cell) signal(sig syscall.Signal) {
+	if sig == syscall.SIGINT {
+		cell.interrupt(false)
+		return
+	}
+	for _, pid := range proctree.Descendants(cell.c.cmd.Process.Pid) {
+		syscall.Kill(pid, sig)
+	}
+}
+
+// timeout interrupts the cell at its execution timeout and ends the context
+// if the cell has not stopped KillGrace later.
+func (cell *Cell) timeout() {
+	cell.interrupt(true)
+	cell.addTimer(time.AfterFunc(KillGrace, func() {
+		select {
+		case <-cell.done:
+		default:
+			go cell.c.end(&process.Result{Reason: process.Signaled, Signal: "KILL",
+				Error: "a cell did not stop after its execution timeout"}, syscall.SIGKILL)
+		}
+	}))
+}
+
+// interrupt sends SIGINT once the driver runs the cell: sent earlier, it
+// would reach the driver between cells, which ignores it.
+func (cell *Cell) interrupt(timedOut bool) {
+	cell.mu.Lock()
+	if cell.st == process.Terminal {
+		cell.mu.Unlock()
+		return
+	}
+	if timedOut {
+		cell.timedOut = true
+	} else {
+		cell.interrupted = true
+	}
+	if !cell.isStarted {
+		cell.pendingINT = true
+		cell.mu.Unlock()
+		return
+	}
+	cell.mu.Unlock()
+	cell.sendINT(0)
+}
+
+// sendINT signals the interpreter's process group, as a terminal does on
+// Ctrl-C, so that a program the cell waits for stops too. The cell's number
+// goes first to the context's interrupt file: a driver whose handler gets
+// the signal late, when another cell runs, finds it is not for that one.
+// Holding sigMu while the cell is checked and signalled keeps the next cell
+// from being sent in between.
+//
+// Node can miss an interrupt that comes after the driver said the cell runs
+// but before the cell's script is entered (the signal then goes to a handler
+// that runs only once the script returns), so for JavaScript it is sent
+// again, less and less often, while the cell's script runs: until the
+// driver says the script returned a promise it awaits or was interrupted,
+// or the cell ends. Not sooner than 200 ms, so that a script that was
+// interrupted has time to say so.
+func (cell *Cell) sendINT(n int) {
+	c := cell.c
+	c.sigMu.Lock()
+	defer c.sigMu.Unlock()
+	cell.mu.Lock()
+	stop := cell.st == process.Terminal || cell.ends > 0
+	again := c.opts.Language == JavaScript && !cell.awaiting
+	cell.mu.Unlock()
+	if stop {
+		return
+	}
+	if err := writeAtomic(filepath.Join(c.dir, "int"), strconv.Itoa(cell.seq)); err != nil {
+		return // the driver would not take it: the timeout is the way out
+	}
+	syscall.Kill(-c.cmd.Process.Pid, syscall.SIGINT)
+	if again {
+		after := min(200*time.Millisecond<<n, time.Second)
+		cell.addTimer(time.AfterFunc(after, func() { cell.sendINT(min(n+1, 5)) }))
+	}
+}
+
+// writeAtomic replaces the file at path with text, so that a reader sees
+// the old text or the new, never a part.
+func writeAtomic(path, text string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// Stop refuses to delete a running cell: it cannot be ended without its
+// interpreter (interrupt it, or delete its context). A queued cell is
+// dropped; an ended one has nothing to stop.
+func (cell *Cell) Stop(context.Context) error {
+	switch cell.state() {
+	case process.Starting:
+		cell.finish(process.Result{Reason: process.Signaled, Signal: "TERM", Error: "deleted before it started"})
+		return nil
+	case process.Running:
+		return fmt.Errorf("%w: a running code cell cannot be deleted: interrupt it, or delete its context", process.ErrUnsupported)
+	}
+	return nil
+}
+
+// Resize fails: cells have no terminal.
+func (cell *Cell) Resize(process.TerminalSize) error { return process.ErrNotPTY }
