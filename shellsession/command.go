@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/internal/shells"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
@@ -251,7 +252,7 @@ func (c *Command) giveUp(r process.Result) {
 func (c *Command) begin(cwd string, f sentinel.Frame) {
 	last := -1
 	if f.Nonce != "" { // it runs in the shell: its processes will be told apart
-		last = lastPID()
+		last = proctree.LastPID()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -180,100 +179,14 @@ func (c *Command) processes() []int {
 		return nil // still queued: nothing of it runs yet
 	}
 	since := started.Add(-20 * time.Millisecond)
-	boot := bootTime()
+	boot := proctree.BootTime()
 	var out []int
 	for _, pid := range proctree.Descendants(c.s.cmd.Process.Pid) {
-		if st, ok := startTime(pid, boot); ok && !st.Before(since) && pidAfter(pid, last) {
+		if st, ok := proctree.StartedAt(pid, boot); ok && !st.Before(since) && proctree.PIDAfter(pid, last) {
 			out = append(out, pid)
 		}
 	}
 	return out
-}
-
-// lastPID returns the pid most recently handed out in this pid namespace,
-// or -1 when it cannot be read. It is read for every command, so the file
-// stays open and each read is one pread.
-func lastPID() int {
-	f := lastPIDFile()
-	if f == nil {
-		return -1
-	}
-	var buf [24]byte
-	n, err := f.ReadAt(buf[:], 0)
-	if n == 0 && err != nil {
-		return -1
-	}
-	pid, err := strconv.Atoi(string(bytes.TrimSpace(buf[:n])))
-	if err != nil {
-		return -1
-	}
-	return pid
-}
-
-var lastPIDFile = sync.OnceValue(func() *os.File {
-	f, err := os.Open("/proc/sys/kernel/ns_last_pid")
-	if err != nil {
-		return nil
-	}
-	return f
-})
-
-// pidAfter reports whether pid was handed out after last, in the cyclic
-// order of pids; true when last is unknown.
-func pidAfter(pid, last int) bool {
-	if last < 0 {
-		return true
-	}
-	n := pidMax()
-	return pid != last && (pid-last+n)%n < n/2
-}
-
-var pidMax = sync.OnceValue(func() int {
-	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
-	if n, e := strconv.Atoi(string(bytes.TrimSpace(b))); err == nil && e == nil && n > 0 {
-		return n
-	}
-	return 1 << 22
-})
-
-// clockTicks is USER_HZ, which Linux fixes at 100 for /proc.
-const clockTicks = 100
-
-func bootTime() time.Time {
-	b, err := os.ReadFile("/proc/uptime")
-	if err != nil {
-		return time.Time{}
-	}
-	f := bytes.Fields(b)
-	if len(f) == 0 {
-		return time.Time{}
-	}
-	up, err := strconv.ParseFloat(string(f[0]), 64)
-	if err != nil {
-		return time.Time{}
-	}
-	return time.Now().Add(-time.Duration(up * float64(time.Second)))
-}
-
-// startTime reads when pid started, from field 22 of /proc/PID/stat.
-func startTime(pid int, boot time.Time) (time.Time, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return time.Time{}, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return time.Time{}, false
-	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 20 {
-		return time.Time{}, false
-	}
-	ticks, err := strconv.ParseInt(string(f[19]), 10, 64)
-	if err != nil {
-		return time.Time{}, false
-	}
-	return boot.Add(time.Duration(ticks) * time.Second / clockTicks), true
 }
 
 // Stop ends the command for deletion as kill does: SIGTERM to its
