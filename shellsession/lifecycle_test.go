@@ -22,7 +22,7 @@ func waitRunning(t *testing.T, c *Command) {
 	defer cancel()
 	for {
 		c.mu.Lock()
-		open := c.isStarted
+		open := !c.runningAt.IsZero()
 		c.mu.Unlock()
 		if open {
 			return

@@ -15,6 +15,7 @@ import (
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/queue"
+	"github.com/conchsh/conch/sentinel"
 	"github.com/google/uuid"
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -320,6 +321,20 @@ func (s *Session) Commands() []*Command {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]*Command(nil), s.commands...)
+}
+
+// recordEnd records how a command left the shell, the one place that
+// writes it: its exit status, which the next command's frame restores as $?,
+// and, when its end markers told them (e non-nil), the shell's working
+// directory and option letters. It returns the working directory now.
+func (s *Session) recordEnd(status int, e *sentinel.End) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastStatus = status
+	if e != nil {
+		s.cwd, s.flags = e.Cwd, e.Flags
+	}
+	return s.cwd
 }
 
 // Cwd returns the shell's working directory after its last command.

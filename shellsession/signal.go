@@ -67,7 +67,7 @@ func (c *Command) timeout() {
 // command all the same.
 func (c *Command) interrupt(timedOut bool) {
 	c.mu.Lock()
-	if c.st == process.Terminal {
+	if c.phase == phaseEnded {
 		c.mu.Unlock()
 		return
 	}
@@ -76,7 +76,7 @@ func (c *Command) interrupt(timedOut bool) {
 	} else {
 		c.interrupted = true
 	}
-	if !c.isStarted {
+	if c.runningAt.IsZero() { // not seen running yet
 		c.pendingINT = true
 		c.mu.Unlock()
 		return
@@ -96,7 +96,7 @@ func (c *Command) interrupt(timedOut bool) {
 // the interrupt's path, not a command's, and the wait is short and bounded.
 func (c *Command) sendINT() {
 	c.mu.Lock()
-	since := time.Since(c.announcedAt)
+	since := time.Since(c.runningAt)
 	c.mu.Unlock()
 	if since < settleAfterStart {
 		c.s.wg.Add(1)
