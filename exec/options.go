@@ -53,8 +53,15 @@ type Options struct {
 	// process's stdin is always open.
 	Stdin process.Stdin
 	// ExecutionTimeout, when positive, sends TERM to the whole tree that long
-	// after the start and KILL 5 s later; the reason is then timed_out.
+	// after the start and KILL StopGrace later; the reason is then timed_out.
 	ExecutionTimeout time.Duration
+	// StopGrace is how long the process has after TERM (from Stop or the
+	// execution timeout) before KILL; zero means process.StopGrace.
+	StopGrace time.Duration
+	// DrainDelay bounds how long output is still read after the process
+	// exited, for children that hold its stdout, stderr or terminal open;
+	// zero means process.DrainDelay.
+	DrainDelay time.Duration
 	// Terminal is the initial size of a PTY; nil means 80×24. Set only for
 	// KindPTY.
 	Terminal *process.TerminalSize

@@ -17,10 +17,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// drainAfterExit bounds how long output is still read after a shell died
-// under a command, for background jobs may hold the command's streams open.
-const drainAfterExit = 2 * time.Second
-
 // Command is one command submitted to a session. It implements
 // process.Process.
 type Command struct {
@@ -312,7 +308,7 @@ func (c *Command) shellExited(st *streams) {
 	c.closeKeepers()
 	select {
 	case <-c.readersDone:
-	case <-time.After(drainAfterExit):
+	case <-time.After(c.s.opts.DrainDelay): // background jobs may hold the streams open
 	}
 	r := process.Result{Reason: process.Lost, Error: "the session's shell died"}
 	if ws, ok := c.s.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {

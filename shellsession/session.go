@@ -30,10 +30,6 @@ type sessionEnded struct{}
 func (sessionEnded) Error() string        { return "session ended" }
 func (sessionEnded) Is(target error) bool { return target == process.ErrUnsupported }
 
-// KillGrace is how long after an interrupt at its execution timeout a
-// command may take to stop before its session is ended.
-const KillGrace = 5 * time.Second
-
 // Options configure a new Session. Zero values mean the defaults.
 type Options struct {
 	// ID is the session's id; empty means a new random one.
@@ -57,6 +53,15 @@ type Options struct {
 	// StreamDir is where the session makes the directory of its stream
 	// FIFOs; empty means /dev/shm when writable, else the temp directory.
 	StreamDir string
+	// StopGrace is how long a command has to stop after the interrupt at its
+	// execution timeout before the session is ended, after TERM from Stop
+	// before KILL (and after that before Stop gives up), and the shell after
+	// a signal that ends the session before KILL; zero means
+	// process.StopGrace.
+	StopGrace time.Duration
+	// DrainDelay bounds how long a command's output is still read after its
+	// shell died under it; zero means process.DrainDelay.
+	DrainDelay time.Duration
 }
 
 // Session is one long-lived shell and its serial queue of commands. It
@@ -108,6 +113,8 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 	if err := process.CheckEnv(opts.Env); err != nil {
 		return nil, err
 	}
+	opts.StopGrace = process.OrDefault(opts.StopGrace, process.StopGrace)
+	opts.DrainDelay = process.OrDefault(opts.DrainDelay, process.DrainDelay)
 	if opts.Cwd != "" {
 		if fi, err := os.Stat(opts.Cwd); err != nil || !fi.IsDir() {
 			return nil, fmt.Errorf("%w: cwd %q is not a directory", process.ErrInvalidArgument, opts.Cwd)
@@ -269,7 +276,7 @@ type CommandOptions struct {
 	Stdin process.Stdin
 	// ExecutionTimeout, when positive, interrupts the command that long
 	// after it starts (not while it waits in the queue), and ends the session
-	// if it has not stopped KillGrace later.
+	// if it has not stopped Options.StopGrace later.
 	ExecutionTimeout time.Duration
 	// KeepLogs is the command's log policy.
 	KeepLogs logstore.KeepLogs
@@ -433,7 +440,7 @@ func (s *Session) end(r *process.Result, sig syscall.Signal) {
 	if sig != syscall.SIGKILL {
 		select {
 		case <-s.exited:
-		case <-time.After(KillGrace):
+		case <-time.After(s.opts.StopGrace):
 			s.killTree(syscall.SIGKILL)
 		}
 	}

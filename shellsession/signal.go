@@ -50,10 +50,10 @@ func (c *Command) signal(sig syscall.Signal) {
 }
 
 // timeout interrupts the command at its execution timeout and ends the
-// session if the command has not stopped KillGrace later.
+// session if the command has not stopped its session's StopGrace later.
 func (c *Command) timeout() {
 	c.interrupt(true)
-	c.addTimer(time.AfterFunc(KillGrace, func() {
+	c.addTimer(time.AfterFunc(c.s.opts.StopGrace, func() {
 		select {
 		case <-c.done:
 		default:
@@ -190,9 +190,9 @@ func (c *Command) processes() []int {
 }
 
 // Stop ends the command for deletion as kill does: SIGTERM to its
-// processes, so that a program's handler runs, then SIGKILL after KillGrace,
-// with an interrupt for what runs in the shell itself (a builtin loop). A
-// command still running KillGrace after that (a builtin loop that traps
+// processes, so that a program's handler runs, then SIGKILL after the
+// session's StopGrace, with an interrupt for what runs in the shell itself (a
+// builtin loop). A command still running StopGrace after that (a builtin loop that traps
 // SIGINT) cannot be stopped without its session: the error wraps
 // process.ErrUnsupported.
 func (c *Command) Stop(ctx context.Context) error {
@@ -207,14 +207,14 @@ func (c *Command) Stop(ctx context.Context) error {
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(KillGrace):
+		case <-time.After(c.s.opts.StopGrace):
 		}
 		if escalate {
 			c.signal(syscall.SIGKILL)
 			c.interrupt(false)
 		}
 	}
-	return fmt.Errorf("%w: the command did not stop within %v; delete its session", process.ErrUnsupported, KillGrace)
+	return fmt.Errorf("%w: the command did not stop within %v; delete its session", process.ErrUnsupported, c.s.opts.StopGrace)
 }
 
 // Resize fails: session commands have no terminal.
