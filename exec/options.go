@@ -19,7 +19,9 @@ import (
 	"github.com/conchsh/conch/process"
 )
 
-// Options say what to run and how. Exactly one of Cmd and Argv is set.
+// Options say what to run and how. Exactly one of Cmd and Argv is set, but
+// for a PTY, which without either runs the shell itself (SHELL, or SHELL -l
+// when Login is set).
 type Options struct {
 	// ID is the process's id; empty means a new random UUID.
 	ID string
@@ -85,7 +87,10 @@ type plan struct {
 	env   []string
 	cred  *syscall.Credential
 	shell shells.Shell // for Cmd
-	fail  error        // why the program cannot run: a Failed process, not an error
+	// shellItself: a PTY with no Cmd nor Argv runs the shell itself, shown
+	// as its argv
+	shellItself bool
+	fail        error // why the program cannot run: a Failed process, not an error
 }
 
 // prepare checks opts and works out what to run. Its errors wrap
@@ -100,10 +105,12 @@ func prepare(id string, opts Options) (plan, error) {
 	switch {
 	case opts.Argv != nil && opts.Cmd != "":
 		return pl, fmt.Errorf("%w: give cmd or argv, not both", process.ErrInvalidArgument)
-	case opts.Argv == nil && opts.Cmd == "":
+	case opts.Argv == nil && opts.Cmd == "" && opts.Kind != process.KindPTY:
 		return pl, fmt.Errorf("%w: give cmd or argv", process.ErrInvalidArgument)
 	case opts.Argv != nil && (len(opts.Argv) == 0 || opts.Argv[0] == ""):
 		return pl, fmt.Errorf("%w: argv has no program", process.ErrInvalidArgument)
+	case opts.Argv != nil && (opts.Shell != "" || opts.Login):
+		return pl, fmt.Errorf("%w: shell and login apply to cmd, not to argv", process.ErrInvalidArgument)
 	}
 	if err := checkStrings(opts); err != nil {
 		return pl, err
@@ -141,6 +148,13 @@ func prepare(id string, opts Options) (plan, error) {
 			return pl, fmt.Errorf("%w: %v", process.ErrInvalidArgument, err)
 		}
 		pl.argv = pl.shell.Argv(opts.Login, opts.Cmd)
+		if opts.Cmd == "" { // a PTY with nothing to run is a terminal on the shell itself
+			pl.argv = append([]string{pl.shell.Path}, pl.shell.Prefix...)
+			if opts.Login {
+				pl.argv = append(pl.argv, "-l")
+			}
+			pl.shellItself = true
+		}
 		pl.path = pl.argv[0]
 		return pl, nil
 	}

@@ -70,7 +70,9 @@ func Start(opts Options) (*Process, error) {
 			KeepLogs: keep, CreatedAt: time.Now(),
 		},
 	}
-	if opts.Argv == nil {
+	if pl.shellItself {
+		p.info.Argv = pl.argv
+	} else if opts.Argv == nil {
 		p.info.Shell = pl.shell.Name
 		p.info.ResolvedShell = pl.shell.Path
 		p.info.Login = opts.Login

@@ -31,3 +31,15 @@ func TestOptionsGraceDefaults(t *testing.T) {
 	require.Equal(t, process.StopGrace, s.opts.StopGrace)
 	require.Equal(t, process.DrainDelay, s.opts.DrainDelay)
 }
+
+// The engine checks a session's and a command's fields, for every caller.
+func TestOptionsChecked(t *testing.T) {
+	t.Parallel()
+	_, err := New(t.Context(), Options{Cwd: "."})
+	require.ErrorIs(t, err, process.ErrInvalidArgument)
+	s := newSession(t, Options{})
+	for _, opts := range []CommandOptions{{Cmd: "true", KeepLogs: "forever"}, {Cmd: "true", Stdin: "half"}} {
+		_, err := s.Submit(opts)
+		require.ErrorIs(t, err, process.ErrInvalidArgument)
+	}
+}

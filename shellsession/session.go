@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -36,7 +37,8 @@ type Options struct {
 	ID string
 	// Name is a label for listings.
 	Name string
-	// Cwd is the shell's first working directory; empty means the daemon's.
+	// Cwd is the shell's first working directory, an absolute path; empty
+	// means the daemon's.
 	Cwd string
 	// Env is added to the daemon's environment.
 	Env map[string]string
@@ -116,6 +118,9 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 	opts.StopGrace = process.OrDefault(opts.StopGrace, process.StopGrace)
 	opts.DrainDelay = process.OrDefault(opts.DrainDelay, process.DrainDelay)
 	if opts.Cwd != "" {
+		if !filepath.IsAbs(opts.Cwd) {
+			return nil, fmt.Errorf("%w: cwd %q is not an absolute path", process.ErrInvalidArgument, opts.Cwd)
+		}
 		if fi, err := os.Stat(opts.Cwd); err != nil || !fi.IsDir() {
 			return nil, fmt.Errorf("%w: cwd %q is not a directory", process.ErrInvalidArgument, opts.Cwd)
 		}
@@ -289,8 +294,13 @@ func (s *Session) Submit(opts CommandOptions) (*Command, error) {
 	switch opts.Stdin {
 	case "", process.StdinClosed, process.StdinOpen:
 	default:
-		return nil, fmt.Errorf("%w: stdin %q", process.ErrInvalidArgument, opts.Stdin)
+		return nil, fmt.Errorf("%w: stdin %q: want closed or open", process.ErrInvalidArgument, opts.Stdin)
 	}
+	keep, err := logstore.ParseKeepLogs(string(opts.KeepLogs))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", process.ErrInvalidArgument, err)
+	}
+	opts.KeepLogs = keep
 	s.mu.Lock()
 	ended := s.state == process.Terminal || s.closing
 	s.mu.Unlock()
