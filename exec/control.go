@@ -64,7 +64,7 @@ func (p *Process) escalate(sig syscall.Signal) {
 	_ = p.signalTree(sig) // nobody to report to: the result shows what happened
 }
 
-// timeout is the execution timeout's timer: TERM now, KILL StopGrace later.
+// timeout is the execution timeout's timer: TERM now, KILL its stop grace later.
 func (p *Process) timeout() {
 	p.mu.Lock()
 	if p.exited {
@@ -73,17 +73,17 @@ func (p *Process) timeout() {
 	}
 	p.timedOut = true
 	p.sent = syscall.SIGTERM
-	p.timers = append(p.timers, time.AfterFunc(StopGrace, func() { p.escalate(syscall.SIGKILL) }))
+	p.timers = append(p.timers, time.AfterFunc(p.stopGrace, func() { p.escalate(syscall.SIGKILL) }))
 	p.mu.Unlock()
 	_ = p.signalTree(syscall.SIGTERM)
 }
 
 // Stop ends the process for deletion: TERM to it, its descendants and the
 // processes tagged with its id, and KILL to whatever of them is left
-// StopGrace later, again until none is left. It returns once the process is
+// Options.StopGrace later, again until none is left. It returns once the process is
 // terminal and the leftovers are gone, or with ctx's error when ctx is done
 // first, or with an error when leftovers outlive KILL for another
-// StopGrace. Stopping a terminal process ends only its leftovers
+// stop grace. Stopping a terminal process ends only its leftovers
 // (background children that outlived it).
 func (p *Process) Stop(ctx context.Context) error {
 	// A process that has ended and left nothing behind needs no signal:
@@ -95,7 +95,7 @@ func (p *Process) Stop(ctx context.Context) error {
 		}
 	default:
 	}
-	deadline := time.Now().Add(StopGrace)
+	deadline := time.Now().Add(p.stopGrace)
 	p.mu.Lock()
 	if !p.exited {
 		p.sent = syscall.SIGTERM
@@ -106,7 +106,7 @@ func (p *Process) Stop(ctx context.Context) error {
 		termed[pid] = true
 	}
 	_ = p.signalTree(syscall.SIGTERM)
-	grace := time.NewTimer(StopGrace)
+	grace := time.NewTimer(p.stopGrace)
 	defer grace.Stop()
 	select {
 	case <-p.done:
@@ -138,7 +138,7 @@ func (p *Process) leftovers() bool {
 // one makes some programs cut their own cleanup short. Stop is rare and off
 // the hot path, so a short poll beats machinery.
 func (p *Process) clear(ctx context.Context, deadline time.Time, termed map[int]bool) error {
-	giveUp := deadline.Add(StopGrace)
+	giveUp := deadline.Add(p.stopGrace)
 	for {
 		left := proctree.Tagged(p.id)
 		if len(left) == 0 {

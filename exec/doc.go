@@ -18,7 +18,7 @@
 // subreaper, as conch serve does, never steals a process's exit status.
 //
 // The end of a process is its own exit: the result is set then, and its
-// output drains for at most [DrainDelay] more, so that a background child
+// output drains for at most [Options.DrainDelay] more, so that a background child
 // holding stdout open does not hold up the result (os/exec's WaitDelay does
 // the same). Output written after that is not recorded.
 package exec

@@ -19,7 +19,9 @@ import (
 	"github.com/conchsh/conch/process"
 )
 
-// Options say what to run and how. Exactly one of Cmd and Argv is set.
+// Options say what to run and how. Exactly one of Cmd and Argv is set, but
+// for a PTY, which without either runs the shell itself (SHELL, or SHELL -l
+// when Login is set).
 type Options struct {
 	// ID is the process's id; empty means a new random UUID.
 	ID string
@@ -53,8 +55,15 @@ type Options struct {
 	// process's stdin is always open.
 	Stdin process.Stdin
 	// ExecutionTimeout, when positive, sends TERM to the whole tree that long
-	// after the start and KILL 5 s later; the reason is then timed_out.
+	// after the start and KILL StopGrace later; the reason is then timed_out.
 	ExecutionTimeout time.Duration
+	// StopGrace is how long the process has after TERM (from Stop or the
+	// execution timeout) before KILL; zero means process.StopGrace.
+	StopGrace time.Duration
+	// DrainDelay bounds how long output is still read after the process
+	// exited, for children that hold its stdout, stderr or terminal open;
+	// zero means process.DrainDelay.
+	DrainDelay time.Duration
 	// Terminal is the initial size of a PTY; nil means 80×24. Set only for
 	// KindPTY.
 	Terminal *process.TerminalSize
@@ -78,7 +87,10 @@ type plan struct {
 	env   []string
 	cred  *syscall.Credential
 	shell shells.Shell // for Cmd
-	fail  error        // why the program cannot run: a Failed process, not an error
+	// shellItself: a PTY with no Cmd nor Argv runs the shell itself, shown
+	// as its argv
+	shellItself bool
+	fail        error // why the program cannot run: a Failed process, not an error
 }
 
 // prepare checks opts and works out what to run. Its errors wrap
@@ -93,10 +105,12 @@ func prepare(id string, opts Options) (plan, error) {
 	switch {
 	case opts.Argv != nil && opts.Cmd != "":
 		return pl, fmt.Errorf("%w: give cmd or argv, not both", process.ErrInvalidArgument)
-	case opts.Argv == nil && opts.Cmd == "":
+	case opts.Argv == nil && opts.Cmd == "" && opts.Kind != process.KindPTY:
 		return pl, fmt.Errorf("%w: give cmd or argv", process.ErrInvalidArgument)
 	case opts.Argv != nil && (len(opts.Argv) == 0 || opts.Argv[0] == ""):
 		return pl, fmt.Errorf("%w: argv has no program", process.ErrInvalidArgument)
+	case opts.Argv != nil && (opts.Shell != "" || opts.Login):
+		return pl, fmt.Errorf("%w: shell and login apply to cmd, not to argv", process.ErrInvalidArgument)
 	}
 	if err := checkStrings(opts); err != nil {
 		return pl, err
@@ -134,6 +148,13 @@ func prepare(id string, opts Options) (plan, error) {
 			return pl, fmt.Errorf("%w: %v", process.ErrInvalidArgument, err)
 		}
 		pl.argv = pl.shell.Argv(opts.Login, opts.Cmd)
+		if opts.Cmd == "" { // a PTY with nothing to run is a terminal on the shell itself
+			pl.argv = append([]string{pl.shell.Path}, pl.shell.Prefix...)
+			if opts.Login {
+				pl.argv = append(pl.argv, "-l")
+			}
+			pl.shellItself = true
+		}
 		pl.path = pl.argv[0]
 		return pl, nil
 	}

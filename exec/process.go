@@ -17,14 +17,6 @@ import (
 	"github.com/conchsh/conch/process"
 )
 
-// DrainDelay bounds how long a process's output is still read after it
-// exits, for children that keep its stdout, stderr or terminal open.
-const DrainDelay = 2 * time.Second
-
-// StopGrace is how long Stop and an execution timeout wait after TERM before
-// they send KILL.
-const StopGrace = 5 * time.Second
-
 // Process is a one-shot process started by [Start]. It implements
 // [process.Process]; its methods are safe for concurrent use.
 type Process struct {
@@ -34,6 +26,9 @@ type Process struct {
 	pty  *os.File // the PTY's master side; nil for an exec process
 	in   *os.File // write end of an open stdin pipe; nil otherwise
 	done chan struct{}
+
+	stopGrace  time.Duration // Options.StopGrace, defaulted
+	drainDelay time.Duration // Options.DrainDelay, defaulted
 
 	mu          sync.Mutex // guards the fields below
 	info        process.Info
@@ -63,9 +58,11 @@ func Start(opts Options) (*Process, error) {
 	keep, _ := logstore.ParseKeepLogs(string(opts.KeepLogs))
 	stdin := opts.Stdin
 	p := &Process{
-		id:   id,
-		log:  logstore.New(logstore.Options{Retention: opts.Retention, Keep: keep}),
-		done: make(chan struct{}),
+		id:         id,
+		log:        logstore.New(logstore.Options{Retention: opts.Retention, Keep: keep}),
+		done:       make(chan struct{}),
+		stopGrace:  process.OrDefault(opts.StopGrace, process.StopGrace),
+		drainDelay: process.OrDefault(opts.DrainDelay, process.DrainDelay),
 		info: process.Info{
 			ID: id, Name: opts.Name, Kind: kind, State: process.Running,
 			Argv: opts.Argv, ShellCommand: opts.Cmd, Cwd: pl.dir, User: opts.User,
@@ -73,7 +70,9 @@ func Start(opts Options) (*Process, error) {
 			KeepLogs: keep, CreatedAt: time.Now(),
 		},
 	}
-	if opts.Argv == nil {
+	if pl.shellItself {
+		p.info.Argv = pl.argv
+	} else if opts.Argv == nil {
 		p.info.Shell = pl.shell.Name
 		p.info.ResolvedShell = pl.shell.Path
 		p.info.Login = opts.Login
@@ -230,12 +229,12 @@ func (p *Process) copyOut(r *os.File, ch logstore.Channel, copied chan<- struct{
 }
 
 // wait is the goroutine that owns a started process: it waits for the exit,
-// sets the result, drains output for at most DrainDelay, then closes the log
+// sets the result, drains output for at most its drain delay, then closes the log
 // and done.
 func (p *Process) wait(readers []*os.File, copied <-chan struct{}) {
 	err := proctree.Wait(p.cmd)
 	p.exit(err)
-	drain := time.NewTimer(DrainDelay)
+	drain := time.NewTimer(p.drainDelay)
 	for n := len(readers); n > 0; {
 		select {
 		case <-copied:

@@ -50,6 +50,10 @@ type Result struct {
 	ExitCode *int   // set for Exited, and where a code is known for the others
 	Signal   string // signal name without "SIG" (TERM, KILL, INT), for Signaled
 	Error    string // why, for Failed (and Lost where known)
+	// Cwd is, for a session command, the shell's working directory once the
+	// command ended, where the next command starts; empty for other
+	// processes and where unknown (the command never ran, or its shell died).
+	Cwd string
 }
 
 // ExitedWith returns the Result of a process that exited with code.

@@ -5,7 +5,6 @@ import (
 
 	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/exec"
-	"github.com/conchsh/conch/internal/shells"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/shellsession"
 )
@@ -13,22 +12,11 @@ import (
 // The engine behind the API: one-shot processes from package exec,
 // sessions from package shellsession.
 
-// start checks opts, starts an exec or PTY process and tracks it.
+// start starts an exec or PTY process and tracks it. The engine checks the
+// options (exec.Start); errors map to the API's codes in errors.go.
 func (s *Server) start(ctx context.Context, opts api.StartOptions) (process.Process, error) {
-	if err := checkStart(&opts); err != nil {
-		return nil, err
-	}
-	if opts.Kind == process.KindPTY && opts.Cmd == "" && len(opts.Argv) == 0 {
-		// A PTY with nothing to run is a terminal on the shell itself.
-		sh, err := shells.Resolve(opts.Shell)
-		if err != nil {
-			return nil, err
-		}
-		opts.Argv = append([]string{sh.Path}, sh.Prefix...)
-		if opts.Login {
-			opts.Argv = append(opts.Argv, "-l")
-		}
-		opts.Shell, opts.Login = "", false
+	if len(opts.Argv) == 0 {
+		opts.Argv = nil // "argv": [] says nothing, as an absent argv
 	}
 	if err := s.reserve(slotProcess); err != nil {
 		return nil, err
@@ -59,8 +47,8 @@ func (s *Server) start(ctx context.Context, opts api.StartOptions) (process.Proc
 	return p, nil
 }
 
-// startShell starts a session's shell and returns once it is ready. The
-// caller checked opts.
+// startShell starts a session's shell and returns once it is ready; the
+// engine checks opts.
 func (s *Server) startShell(ctx context.Context, opts api.SessionOptions, ports []int) (*shellsession.Session, error) {
 	return shellsession.New(ctx, shellsession.Options{
 		Name:      opts.Name,
@@ -74,16 +62,15 @@ func (s *Server) startShell(ctx context.Context, opts api.SessionOptions, ports 
 	})
 }
 
-// submitTo queues a command in the session's shell. The caller checked
+// submitTo queues a command in the session's shell; the engine checks
 // opts.
 func (s *Server) submitTo(sh *shellsession.Session, opts api.CommandOptions) (process.Process, error) {
-	keep, _ := checkKeepLogs(opts.KeepLogs)
 	c, err := sh.Submit(shellsession.CommandOptions{
 		Cmd:              opts.Cmd,
 		Name:             opts.Name,
 		Stdin:            opts.Stdin,
 		ExecutionTimeout: opts.ExecutionTimeout.Duration(),
-		KeepLogs:         keep,
+		KeepLogs:         opts.KeepLogs,
 	})
 	if err != nil {
 		return nil, err

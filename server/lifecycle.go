@@ -73,7 +73,7 @@ func (s *Server) track(p process.Process, k slot) error {
 	}
 	s.mu.Unlock()
 	if closing {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*stopGrace)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*process.StopGrace)
 		defer cancel()
 		_ = p.Stop(ctx)
 		release()

@@ -135,13 +135,13 @@ func (s *Server) deleteProcess(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// Stop sends TERM, and KILL after stopGrace; a session command that
-	// outlives that too is refused by the engine after another stopGrace.
-	ctx, cancel := context.WithTimeout(r.Context(), 3*stopGrace)
+	// Stop sends TERM, and KILL after process.StopGrace; a session command that
+	// outlives that too is refused by the engine after another process.StopGrace.
+	ctx, cancel := context.WithTimeout(r.Context(), 3*process.StopGrace)
 	defer cancel()
 	if err := p.Stop(ctx); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("%w: process %s did not stop within %v", process.ErrUnsupported, id, stopGrace)
+			return fmt.Errorf("%w: process %s did not stop within %v", process.ErrUnsupported, id, process.StopGrace)
 		}
 		return err
 	}

@@ -34,10 +34,6 @@ const heartbeat = 15 * time.Second
 // longer to read it is let go (it may resume with Last-Event-ID).
 const writeTimeout = 30 * time.Second
 
-// stopGrace is how long a deleted process has to stop after TERM before
-// KILL, and a deleted session command before the delete is refused.
-const stopGrace = 5 * time.Second
-
 // Options configure a Server. Zero fields mean the defaults written beside
 // them.
 type Options struct {

@@ -54,9 +54,6 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &opts); err != nil {
 		return err
 	}
-	if err := checkSession(opts); err != nil {
-		return err
-	}
 	if err := s.reserve(slotSession); err != nil {
 		return err
 	}
@@ -191,9 +188,6 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 // submit queues a command in the session and tracks it.
 func (s *Server) submit(e *sessionEntry, opts api.CommandOptions) (process.Process, error) {
 	if err := s.checkCommandSize(opts.Cmd); err != nil {
-		return nil, err
-	}
-	if err := checkCommand(opts); err != nil {
 		return nil, err
 	}
 	if err := s.reserve(slotProcess); err != nil {

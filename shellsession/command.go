@@ -9,16 +9,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/internal/shells"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/sentinel"
 	"github.com/google/uuid"
 )
-
-// drainAfterExit bounds how long output is still read after a shell died
-// under a command, for background jobs may hold the command's streams open.
-const drainAfterExit = 2 * time.Second
 
 // Command is one command submitted to a session. It implements
 // process.Process.
@@ -32,23 +29,24 @@ type Command struct {
 	result    process.Result
 	stdin     stdinBuffer
 
-	mu            sync.Mutex // guards the fields below
-	st            process.State
+	// mu guards the fields below. It is never held while taking s.mu or
+	// writing to the shell; s.mu may be held while taking it (see running).
+	mu            sync.Mutex
+	phase         phase // where it is; moved only by advanceLocked
 	startedAt     time.Time
 	exitedAt      time.Time
 	cwd           string         // the directory it started in
 	lastPID       int            // the last pid handed out before it started (see processes)
 	endPID        int            // the last pid handed out when it ended (see Tree)
-	frame         sentinel.Frame // set when it starts
-	isStarted     bool           // the shell runs the command
-	announcedAt   time.Time      // when isStarted became true
+	frame         sentinel.Frame // set when announced
+	runningAt     time.Time      // when it reached phaseRunning
 	noReuse       bool           // its streams must not serve a later command (see reusable)
-	pendingINT    bool           // an interrupt waits for isStarted
+	pendingINT    bool           // an interrupt waits for phaseRunning
 	interrupted   bool           // kill INT reached it
 	timedOut      bool
 	ends          int // stream end markers seen
 	end           sentinel.End
-	endsDone      chan struct{} // closed when both end markers are seen
+	endsDone      chan struct{} // closed when it reaches phaseEnding by its markers or giveUp
 	stdinOpened   chan struct{} // closed when the stdin feeder's open has returned
 	keepers       []*keeper     // our write ends that hold the streams open until their markers
 	keepersClosed bool
@@ -72,7 +70,6 @@ func (s *Session) newCommand(opts CommandOptions) *Command {
 		log:         logstore.New(logstore.Options{Retention: s.opts.Retention, Keep: keep}),
 		createdAt:   time.Now(),
 		done:        make(chan struct{}),
-		st:          process.Starting,
 		endsDone:    make(chan struct{}),
 		stdinOpened: make(chan struct{}),
 		readersDone: make(chan struct{}),
@@ -100,7 +97,7 @@ func (c *Command) Result() process.Result { return c.result }
 func (c *Command) state() process.State {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.st
+	return c.phase.state()
 }
 
 // Info describes the command.
@@ -108,13 +105,13 @@ func (c *Command) Info() process.Info {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	i := process.Info{
-		ID: c.id, Name: c.opts.Name, Kind: process.KindSession, State: c.st,
+		ID: c.id, Name: c.opts.Name, Kind: process.KindSession, State: c.phase.state(),
 		SessionID: c.s.id, ShellCommand: c.opts.Cmd, Shell: c.s.sh.Name,
 		ResolvedShell: c.s.sh.Path, Cwd: c.cwd, Stdin: c.opts.Stdin,
 		ExecutionTimeout: c.opts.ExecutionTimeout, KeepLogs: c.log.Keep(),
 		CreatedAt: c.createdAt, StartedAt: c.startedAt, ExitedAt: c.exitedAt,
 	}
-	if c.st == process.Terminal {
+	if c.phase == phaseEnded {
 		r := c.result
 		i.Result = &r
 	}
@@ -145,15 +142,16 @@ func (c *Command) Run() {
 	chk := check(context.Background(), s.sh, s.parser, c.opts.Cmd)
 	if chk.err != "" || chk.empty {
 		status := 0
-		c.begin(cwd, sentinel.Frame{})
+		if c.begin(cwd, sentinel.Frame{}) != nil {
+			return // ended (deleted) as it was taken up
+		}
 		if chk.err != "" {
 			status = 2
 			c.log.Write(logstore.Stderr, []byte(chk.err+"\n"))
 		}
-		s.mu.Lock()
-		s.lastStatus = status
-		s.mu.Unlock()
-		c.finish(process.ExitedWith(status))
+		r := process.ExitedWith(status)
+		r.Cwd = s.recordEnd(status, nil)
+		c.finish(r)
 		return
 	}
 
@@ -174,7 +172,10 @@ func (c *Command) Run() {
 		paths.Before = untrace
 	}
 	f := sentinel.New(prev, paths)
-	c.begin(cwd, f)
+	if c.begin(cwd, f) != nil { // ended (deleted) as it was taken up
+		s.release(st)
+		return
+	}
 	s.wg.Add(1)
 	go c.readStreams(st.out, st.err)
 	if st.stdin != "" {
@@ -197,7 +198,7 @@ func (c *Command) Run() {
 	if announces(s.sh) {
 		s.diag.watch(f.Start, false, func([]byte) { c.started() })
 	} else {
-		c.markStarted()
+		c.markRunning()
 	}
 	s.diag.watch(f.Failed, true, c.streamsFailed)
 	if err := s.write(text); err != nil {
@@ -231,36 +232,37 @@ func (c *Command) streamsFailed(trailer []byte) {
 // for the next command is r's exit code, if it has one.
 func (c *Command) giveUp(r process.Result) {
 	c.mu.Lock()
-	if c.ends == 2 {
+	if c.advanceLocked(phaseEnding) != nil { // ended already
 		c.mu.Unlock()
 		return
 	}
-	c.ends = 2
 	c.noReuse = true
 	c.mu.Unlock()
 	if r.ExitCode != nil {
-		c.s.mu.Lock()
-		c.s.lastStatus = *r.ExitCode
-		c.s.mu.Unlock()
+		r.Cwd = c.s.recordEnd(*r.ExitCode, nil)
 	}
 	c.closeKeepers()
 	c.finish(r)
 	close(c.endsDone)
 }
 
-// begin marks the command running.
-func (c *Command) begin(cwd string, f sentinel.Frame) {
+// begin moves the queued command to phaseAnnounced with frame f; it fails
+// when the command has ended (deleted) since Run took it up.
+func (c *Command) begin(cwd string, f sentinel.Frame) error {
 	last := -1
 	if f.Nonce != "" { // it runs in the shell: its processes will be told apart
-		last = lastPID()
+		last = proctree.LastPID()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.advanceLocked(phaseAnnounced); err != nil {
+		return err
+	}
 	c.lastPID = last
-	c.st = process.Running
 	c.startedAt = time.Now()
 	c.cwd = cwd
 	c.frame = f
+	return nil
 }
 
 // resultFor turns how the shell saw the command end into its result: a
@@ -307,7 +309,7 @@ func (c *Command) shellExited(st *streams) {
 	c.closeKeepers()
 	select {
 	case <-c.readersDone:
-	case <-time.After(drainAfterExit):
+	case <-time.After(c.s.opts.DrainDelay): // background jobs may hold the streams open
 	}
 	r := process.Result{Reason: process.Lost, Error: "the session's shell died"}
 	if ws, ok := c.s.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
@@ -394,7 +396,7 @@ func (c *Command) closeKeepers() {
 // ended without one.
 func (c *Command) streamEnded(end *sentinel.End) {
 	c.mu.Lock()
-	if c.ends == 2 {
+	if c.phase >= phaseEnding {
 		c.mu.Unlock()
 		return
 	}
@@ -402,17 +404,15 @@ func (c *Command) streamEnded(end *sentinel.End) {
 	if end.Cwd != "" {
 		c.end = *end
 	}
-	done := c.ends == 2
+	done := c.ends == 2 && c.advanceLocked(phaseEnding) == nil
 	e := c.end
 	c.mu.Unlock()
 	if done {
 		// Finish here rather than in Run: whoever waits for the command
 		// wakes without a hop through the queue's goroutine.
-		s := c.s
-		s.mu.Lock()
-		s.cwd, s.lastStatus, s.flags = e.Cwd, e.Status, e.Flags
-		s.mu.Unlock()
-		c.finish(c.resultFor(process.ExitedWith(e.Status)))
+		r := c.resultFor(process.ExitedWith(e.Status))
+		r.Cwd = c.s.recordEnd(e.Status, &e)
+		c.finish(r)
 		close(c.endsDone)
 	}
 }
@@ -422,7 +422,7 @@ func (c *Command) streamEnded(end *sentinel.End) {
 // for it is delivered.
 func (c *Command) started() {
 	c.mu.Lock()
-	first := !c.markStartedLocked()
+	first := c.markRunningLocked()
 	pending := c.pendingINT
 	c.pendingINT = false
 	end := c.frame.End
@@ -448,21 +448,24 @@ func (c *Command) reusable() bool {
 	return !c.noReuse
 }
 
-// markStarted records that the command runs, for shells that announce
+// markRunning records that the command runs, for shells that announce
 // nothing.
-func (c *Command) markStarted() {
+func (c *Command) markRunning() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.markStartedLocked()
+	c.markRunningLocked()
 }
 
-func (c *Command) markStartedLocked() (was bool) {
-	was = c.isStarted
-	if !was {
-		c.isStarted = true
-		c.announcedAt = time.Now()
+// markRunningLocked moves an announced command to phaseRunning and reports
+// whether it did. A start marker that comes after the end (the end line was
+// sent again, see nudgeUnstarted) or twice moves nothing.
+func (c *Command) markRunningLocked() bool {
+	if c.phase != phaseAnnounced {
+		return false
 	}
-	return was
+	c.advanceLocked(phaseRunning) // legal from phaseAnnounced
+	c.runningAt = time.Now()
+	return true
 }
 
 // announces reports whether sh is told to announce that it runs a command,
@@ -485,7 +488,7 @@ func keepsReadAhead(sh shells.Shell) bool {
 func (c *Command) nudgeUnstarted(after time.Duration) {
 	c.addTimer(time.AfterFunc(after, func() {
 		c.mu.Lock()
-		started, end := c.isStarted, c.frame.End
+		started, end := c.phase != phaseAnnounced, c.frame.End
 		c.mu.Unlock()
 		if started {
 			return
@@ -501,7 +504,7 @@ func (c *Command) nudgeUnstarted(after time.Duration) {
 func (c *Command) addTimer(t *time.Timer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.st == process.Terminal {
+	if c.phase == phaseEnded {
 		t.Stop()
 		return
 	}
@@ -511,14 +514,13 @@ func (c *Command) addTimer(t *time.Timer) {
 // finish makes the command terminal with r, once.
 func (c *Command) finish(r process.Result) {
 	c.mu.Lock()
-	if c.st == process.Terminal {
+	if c.advanceLocked(phaseEnded) != nil { // ended already
 		c.mu.Unlock()
 		return
 	}
-	c.st = process.Terminal
 	c.result = r
 	c.exitedAt = time.Now()
-	c.endPID = lastPID()
+	c.endPID = proctree.LastPID()
 	if c.startedAt.IsZero() {
 		c.startedAt = c.exitedAt
 	}

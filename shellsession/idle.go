@@ -39,7 +39,7 @@ func (c *Command) watchIdle(after time.Duration) {
 func (c *Command) running() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.st != process.Terminal && c.ends < 2
+	return c.phase < phaseEnding
 }
 
 // endUnreported ends a command the shell finished without reporting it.

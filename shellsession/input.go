@@ -2,10 +2,10 @@ package shellsession
 
 import (
 	"os"
-	"time"
 
 	"github.com/conchsh/conch/internal/inputwait"
 	"github.com/conchsh/conch/internal/inputwatch"
+	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
 )
 
@@ -45,30 +45,12 @@ func (c *Command) InputTree() (pids []int, in inputwait.Input, ok bool) {
 	ok = b.input.known && !b.input.writing && len(b.chunks) == 0 && !b.eof && !b.closed
 	b.mu.Unlock()
 	c.mu.Lock()
-	running := c.st == process.Running
+	running := c.phase.state() == process.Running
 	c.mu.Unlock()
 	if !ok || !running {
 		return nil, in, false
 	}
 	return append([]int{c.s.cmd.Process.Pid}, c.own(inputwatch.Descendants(c.s.cmd.Process.Pid))...), in, true
-}
-
-// own keeps of the shell's descendants those that are the command's, as
-// processes does, from a list found more cheaply than by its scan of
-// every process.
-func (c *Command) own(descendants []int) []int {
-	c.mu.Lock()
-	started, last := c.startedAt, c.lastPID
-	c.mu.Unlock()
-	since := started.Add(-20 * time.Millisecond)
-	boot := bootTime()
-	var out []int
-	for _, pid := range descendants {
-		if st, ok := startTime(pid, boot); ok && !st.Before(since) && pidAfter(pid, last) {
-			out = append(out, pid)
-		}
-	}
-	return out
 }
 
 // Tree returns the processes the command started that are still alive,
@@ -77,11 +59,11 @@ func (c *Command) own(descendants []int) []int {
 // their pids, handed out after it ended.
 func (c *Command) Tree() []int {
 	c.mu.Lock()
-	ended, end := c.st == process.Terminal, c.endPID
+	ended, end := c.phase == phaseEnded, c.endPID
 	c.mu.Unlock()
 	var out []int
 	for _, pid := range c.processes() {
-		if !ended || end < 0 || !pidAfter(pid, end) {
+		if !ended || end < 0 || !proctree.PIDAfter(pid, end) {
 			out = append(out, pid)
 		}
 	}

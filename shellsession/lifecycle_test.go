@@ -22,7 +22,7 @@ func waitRunning(t *testing.T, c *Command) {
 	defer cancel()
 	for {
 		c.mu.Lock()
-		open := c.isStarted
+		open := !c.runningAt.IsZero()
 		c.mu.Unlock()
 		if open {
 			return
@@ -110,7 +110,7 @@ func TestExecutionTimeout(t *testing.T) {
 }
 
 // TestTimeoutEndsStuckSession: a command that ignores SIGINT is given
-// KillGrace after its timeout, then the session ends rather than block.
+// StopGrace after its timeout, then the session ends rather than block.
 func TestTimeoutEndsStuckSession(t *testing.T) {
 	t.Parallel()
 	s := newSession(t, Options{})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/queue"
+	"github.com/conchsh/conch/sentinel"
 	"github.com/google/uuid"
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -29,17 +31,14 @@ type sessionEnded struct{}
 func (sessionEnded) Error() string        { return "session ended" }
 func (sessionEnded) Is(target error) bool { return target == process.ErrUnsupported }
 
-// KillGrace is how long after an interrupt at its execution timeout a
-// command may take to stop before its session is ended.
-const KillGrace = 5 * time.Second
-
 // Options configure a new Session. Zero values mean the defaults.
 type Options struct {
 	// ID is the session's id; empty means a new random one.
 	ID string
 	// Name is a label for listings.
 	Name string
-	// Cwd is the shell's first working directory; empty means the daemon's.
+	// Cwd is the shell's first working directory, an absolute path; empty
+	// means the daemon's.
 	Cwd string
 	// Env is added to the daemon's environment.
 	Env map[string]string
@@ -56,6 +55,15 @@ type Options struct {
 	// StreamDir is where the session makes the directory of its stream
 	// FIFOs; empty means /dev/shm when writable, else the temp directory.
 	StreamDir string
+	// StopGrace is how long a command has to stop after the interrupt at its
+	// execution timeout before the session is ended, after TERM from Stop
+	// before KILL (and after that before Stop gives up), and the shell after
+	// a signal that ends the session before KILL; zero means
+	// process.StopGrace.
+	StopGrace time.Duration
+	// DrainDelay bounds how long a command's output is still read after its
+	// shell died under it; zero means process.DrainDelay.
+	DrainDelay time.Duration
 }
 
 // Session is one long-lived shell and its serial queue of commands. It
@@ -107,7 +115,12 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 	if err := process.CheckEnv(opts.Env); err != nil {
 		return nil, err
 	}
+	opts.StopGrace = process.OrDefault(opts.StopGrace, process.StopGrace)
+	opts.DrainDelay = process.OrDefault(opts.DrainDelay, process.DrainDelay)
 	if opts.Cwd != "" {
+		if !filepath.IsAbs(opts.Cwd) {
+			return nil, fmt.Errorf("%w: cwd %q is not an absolute path", process.ErrInvalidArgument, opts.Cwd)
+		}
 		if fi, err := os.Stat(opts.Cwd); err != nil || !fi.IsDir() {
 			return nil, fmt.Errorf("%w: cwd %q is not a directory", process.ErrInvalidArgument, opts.Cwd)
 		}
@@ -268,7 +281,7 @@ type CommandOptions struct {
 	Stdin process.Stdin
 	// ExecutionTimeout, when positive, interrupts the command that long
 	// after it starts (not while it waits in the queue), and ends the session
-	// if it has not stopped KillGrace later.
+	// if it has not stopped Options.StopGrace later.
 	ExecutionTimeout time.Duration
 	// KeepLogs is the command's log policy.
 	KeepLogs logstore.KeepLogs
@@ -281,8 +294,13 @@ func (s *Session) Submit(opts CommandOptions) (*Command, error) {
 	switch opts.Stdin {
 	case "", process.StdinClosed, process.StdinOpen:
 	default:
-		return nil, fmt.Errorf("%w: stdin %q", process.ErrInvalidArgument, opts.Stdin)
+		return nil, fmt.Errorf("%w: stdin %q: want closed or open", process.ErrInvalidArgument, opts.Stdin)
 	}
+	keep, err := logstore.ParseKeepLogs(string(opts.KeepLogs))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", process.ErrInvalidArgument, err)
+	}
+	opts.KeepLogs = keep
 	s.mu.Lock()
 	ended := s.state == process.Terminal || s.closing
 	s.mu.Unlock()
@@ -320,6 +338,20 @@ func (s *Session) Commands() []*Command {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]*Command(nil), s.commands...)
+}
+
+// recordEnd records how a command left the shell, the one place that
+// writes it: its exit status, which the next command's frame restores as $?,
+// and, when its end markers told them (e non-nil), the shell's working
+// directory and option letters. It returns the working directory now.
+func (s *Session) recordEnd(status int, e *sentinel.End) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastStatus = status
+	if e != nil {
+		s.cwd, s.flags = e.Cwd, e.Flags
+	}
+	return s.cwd
 }
 
 // Cwd returns the shell's working directory after its last command.
@@ -418,7 +450,7 @@ func (s *Session) end(r *process.Result, sig syscall.Signal) {
 	if sig != syscall.SIGKILL {
 		select {
 		case <-s.exited:
-		case <-time.After(KillGrace):
+		case <-time.After(s.opts.StopGrace):
 			s.killTree(syscall.SIGKILL)
 		}
 	}

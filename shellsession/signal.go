@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"sync"
 	"syscall"
 	"time"
 
@@ -51,10 +50,10 @@ func (c *Command) signal(sig syscall.Signal) {
 }
 
 // timeout interrupts the command at its execution timeout and ends the
-// session if the command has not stopped KillGrace later.
+// session if the command has not stopped its session's StopGrace later.
 func (c *Command) timeout() {
 	c.interrupt(true)
-	c.addTimer(time.AfterFunc(KillGrace, func() {
+	c.addTimer(time.AfterFunc(c.s.opts.StopGrace, func() {
 		select {
 		case <-c.done:
 		default:
@@ -68,7 +67,7 @@ func (c *Command) timeout() {
 // command all the same.
 func (c *Command) interrupt(timedOut bool) {
 	c.mu.Lock()
-	if c.st == process.Terminal {
+	if c.phase == phaseEnded {
 		c.mu.Unlock()
 		return
 	}
@@ -77,7 +76,7 @@ func (c *Command) interrupt(timedOut bool) {
 	} else {
 		c.interrupted = true
 	}
-	if !c.isStarted {
+	if c.runningAt.IsZero() { // not seen running yet
 		c.pendingINT = true
 		c.mu.Unlock()
 		return
@@ -97,7 +96,7 @@ func (c *Command) interrupt(timedOut bool) {
 // the interrupt's path, not a command's, and the wait is short and bounded.
 func (c *Command) sendINT() {
 	c.mu.Lock()
-	since := time.Since(c.announcedAt)
+	since := time.Since(c.runningAt)
 	c.mu.Unlock()
 	if since < settleAfterStart {
 		c.s.wg.Add(1)
@@ -172,114 +171,33 @@ func (c *Command) nudge(after time.Duration) {
 // have a pid handed out after the command began (pids go up, wrapping at
 // pid_max; the start time rules out a job old enough to have been lapped).
 func (c *Command) processes() []int {
+	return c.own(proctree.Descendants(c.s.cmd.Process.Pid))
+}
+
+// own keeps of descendants, the shell's, those that are the command's (see
+// processes).
+func (c *Command) own(descendants []int) []int {
 	c.mu.Lock()
-	started := c.startedAt
-	last := c.lastPID
+	started, last := c.startedAt, c.lastPID
 	c.mu.Unlock()
 	if started.IsZero() {
 		return nil // still queued: nothing of it runs yet
 	}
 	since := started.Add(-20 * time.Millisecond)
-	boot := bootTime()
+	boot := proctree.BootTime()
 	var out []int
-	for _, pid := range proctree.Descendants(c.s.cmd.Process.Pid) {
-		if st, ok := startTime(pid, boot); ok && !st.Before(since) && pidAfter(pid, last) {
+	for _, pid := range descendants {
+		if st, ok := proctree.StartedAt(pid, boot); ok && !st.Before(since) && proctree.PIDAfter(pid, last) {
 			out = append(out, pid)
 		}
 	}
 	return out
 }
 
-// lastPID returns the pid most recently handed out in this pid namespace,
-// or -1 when it cannot be read. It is read for every command, so the file
-// stays open and each read is one pread.
-func lastPID() int {
-	f := lastPIDFile()
-	if f == nil {
-		return -1
-	}
-	var buf [24]byte
-	n, err := f.ReadAt(buf[:], 0)
-	if n == 0 && err != nil {
-		return -1
-	}
-	pid, err := strconv.Atoi(string(bytes.TrimSpace(buf[:n])))
-	if err != nil {
-		return -1
-	}
-	return pid
-}
-
-var lastPIDFile = sync.OnceValue(func() *os.File {
-	f, err := os.Open("/proc/sys/kernel/ns_last_pid")
-	if err != nil {
-		return nil
-	}
-	return f
-})
-
-// pidAfter reports whether pid was handed out after last, in the cyclic
-// order of pids; true when last is unknown.
-func pidAfter(pid, last int) bool {
-	if last < 0 {
-		return true
-	}
-	n := pidMax()
-	return pid != last && (pid-last+n)%n < n/2
-}
-
-var pidMax = sync.OnceValue(func() int {
-	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
-	if n, e := strconv.Atoi(string(bytes.TrimSpace(b))); err == nil && e == nil && n > 0 {
-		return n
-	}
-	return 1 << 22
-})
-
-// clockTicks is USER_HZ, which Linux fixes at 100 for /proc.
-const clockTicks = 100
-
-func bootTime() time.Time {
-	b, err := os.ReadFile("/proc/uptime")
-	if err != nil {
-		return time.Time{}
-	}
-	f := bytes.Fields(b)
-	if len(f) == 0 {
-		return time.Time{}
-	}
-	up, err := strconv.ParseFloat(string(f[0]), 64)
-	if err != nil {
-		return time.Time{}
-	}
-	return time.Now().Add(-time.Duration(up * float64(time.Second)))
-}
-
-// startTime reads when pid started, from field 22 of /proc/PID/stat.
-func startTime(pid int, boot time.Time) (time.Time, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return time.Time{}, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return time.Time{}, false
-	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 20 {
-		return time.Time{}, false
-	}
-	ticks, err := strconv.ParseInt(string(f[19]), 10, 64)
-	if err != nil {
-		return time.Time{}, false
-	}
-	return boot.Add(time.Duration(ticks) * time.Second / clockTicks), true
-}
-
 // Stop ends the command for deletion as kill does: SIGTERM to its
-// processes, so that a program's handler runs, then SIGKILL after KillGrace,
-// with an interrupt for what runs in the shell itself (a builtin loop). A
-// command still running KillGrace after that (a builtin loop that traps
+// processes, so that a program's handler runs, then SIGKILL after the
+// session's StopGrace, with an interrupt for what runs in the shell itself (a
+// builtin loop). A command still running StopGrace after that (a builtin loop that traps
 // SIGINT) cannot be stopped without its session: the error wraps
 // process.ErrUnsupported.
 func (c *Command) Stop(ctx context.Context) error {
@@ -294,14 +212,14 @@ func (c *Command) Stop(ctx context.Context) error {
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(KillGrace):
+		case <-time.After(c.s.opts.StopGrace):
 		}
 		if escalate {
 			c.signal(syscall.SIGKILL)
 			c.interrupt(false)
 		}
 	}
-	return fmt.Errorf("%w: the command did not stop within %v; delete its session", process.ErrUnsupported, KillGrace)
+	return fmt.Errorf("%w: the command did not stop within %v; delete its session", process.ErrUnsupported, c.s.opts.StopGrace)
 }
 
 // Resize fails: session commands have no terminal.

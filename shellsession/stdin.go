@@ -104,7 +104,7 @@ func (c *Command) feedStdin(path string) {
 // blocking lets it return. An open that has not begun yet cannot be released,
 // so this repeats until the feeder's open has returned.
 func (c *Command) unblockStdin(path string) {
-	deadline := time.After(drainAfterExit)
+	deadline := time.After(c.s.opts.DrainDelay)
 	for {
 		if f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
 			f.Close()

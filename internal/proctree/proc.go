@@ -4,33 +4,46 @@ import (
 	"bytes"
 	"os"
 	"strconv"
+	"sync"
+	"time"
 )
 
 // stat is what proctree reads of /proc/PID/stat.
 type stat struct {
 	pid, ppid, pgid, sid int
-	state                byte // R, S, D, Z, T, ...
+	state                byte   // R, S, D, Z, T, ...
+	start                uint64 // clock ticks after boot
 }
 
-// readStat parses /proc/PID/stat. The command name is in parentheses and may
-// itself hold spaces and parentheses, so fields are counted from the last ')'.
+// readStat parses /proc/PID/stat, the one parser of it. The command name is
+// in parentheses and may itself hold spaces and parentheses, so fields are
+// counted from the last ')'.
 func readStat(pid int) (stat, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return stat{}, false
 	}
+	return parseStat(pid, b)
+}
+
+func parseStat(pid int, b []byte) (stat, bool) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 || i+2 >= len(b) {
 		return stat{}, false
 	}
-	f := bytes.Fields(b[i+2:]) // state ppid pgrp session ...
-	if len(f) < 4 || len(f[0]) != 1 {
+	f := bytes.Fields(b[i+2:]) // field 3 (state) onwards: state ppid pgrp session ...
+	if len(f) < 20 || len(f[0]) != 1 {
 		return stat{}, false
 	}
 	s := stat{pid: pid, state: f[0][0]}
 	s.ppid, _ = strconv.Atoi(string(f[1]))
 	s.pgid, _ = strconv.Atoi(string(f[2]))
 	s.sid, _ = strconv.Atoi(string(f[3]))
+	start, err := strconv.ParseUint(string(f[19]), 10, 64) // field 22
+	if err != nil {
+		return stat{}, false
+	}
+	s.start = start
 	return s, true
 }
 
@@ -152,21 +165,90 @@ func holding(entry string) []int {
 // /proc/PID/stat): with the boot's id (see [BootID]), it tells a process
 // from a later one that was given the same pid.
 func StartTime(pid int) (uint64, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	s, ok := readStat(pid)
+	if !ok || s.state == 'Z' {
 		return 0, false
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0, false
-	}
-	f := bytes.Fields(b[i+2:]) // field 3 (state) onwards
-	if len(f) < 20 || f[0][0] == 'Z' {
-		return 0, false
-	}
-	t, err := strconv.ParseUint(string(f[19]), 10, 64)
-	return t, err == nil
+	return s.start, true
 }
+
+// clockTicks is USER_HZ, which Linux fixes at 100 for /proc.
+const clockTicks = 100
+
+// StartedAt returns when pid started, zombies included, as a time: boot is
+// when the system booted (see [BootTime]). The start time is in 10 ms ticks.
+func StartedAt(pid int, boot time.Time) (time.Time, bool) {
+	s, ok := readStat(pid)
+	if !ok {
+		return time.Time{}, false
+	}
+	return boot.Add(time.Duration(s.start) * time.Second / clockTicks), true
+}
+
+// BootTime returns when the system booted, from /proc/uptime, or the zero
+// time when it cannot be read.
+func BootTime() time.Time {
+	b, err := os.ReadFile("/proc/uptime")
+	if err != nil {
+		return time.Time{}
+	}
+	f := bytes.Fields(b)
+	if len(f) == 0 {
+		return time.Time{}
+	}
+	up, err := strconv.ParseFloat(string(f[0]), 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.Now().Add(-time.Duration(up * float64(time.Second)))
+}
+
+// LastPID returns the pid most recently handed out in this pid namespace,
+// or -1 when it cannot be read. Callers read it often (once per session
+// command), so the file stays open and each read is one pread.
+func LastPID() int {
+	f := lastPIDFile()
+	if f == nil {
+		return -1
+	}
+	var buf [24]byte
+	n, err := f.ReadAt(buf[:], 0)
+	if n == 0 && err != nil {
+		return -1
+	}
+	pid, err := strconv.Atoi(string(bytes.TrimSpace(buf[:n])))
+	if err != nil {
+		return -1
+	}
+	return pid
+}
+
+var lastPIDFile = sync.OnceValue(func() *os.File {
+	f, err := os.Open("/proc/sys/kernel/ns_last_pid")
+	if err != nil {
+		return nil
+	}
+	return f
+})
+
+// PIDAfter reports whether pid was handed out after last (see [LastPID]), in
+// the cyclic order of pids, which wrap at pid_max; true when last is unknown
+// (negative).
+func PIDAfter(pid, last int) bool {
+	if last < 0 {
+		return true
+	}
+	n := pidMax()
+	return pid != last && (pid-last+n)%n < n/2
+}
+
+var pidMax = sync.OnceValue(func() int {
+	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if n, e := strconv.Atoi(string(bytes.TrimSpace(b))); err == nil && e == nil && n > 0 {
+		return n
+	}
+	return 1 << 22
+})
 
 // BootID returns the kernel's id of the current boot, or "" when it cannot
 // be read.

@@ -1,0 +1,46 @@
+package proctree
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+// A command name may hold spaces and parentheses; fields count from the last ')'.
+func TestParseStat(t *testing.T) {
+	t.Parallel()
+	line := "42 (a b) (c)) S 7 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 12345 0 0\n"
+	s, ok := parseStat(42, []byte(line))
+	if !ok {
+		t.Fatal("parseStat refused a well-formed line")
+	}
+	want := stat{pid: 42, ppid: 7, pgid: 42, sid: 42, state: 'S', start: 12345}
+	if s != want {
+		t.Fatalf("parseStat = %+v, want %+v", s, want)
+	}
+	for _, bad := range []string{"", "42 (x", "42 (x) S 1 2 3"} {
+		if _, ok := parseStat(42, []byte(bad)); ok {
+			t.Errorf("parseStat(%q) accepted it", bad)
+		}
+	}
+}
+
+// Our own start time, read through the one parser, lies between boot and now,
+// and the last pid handed out is at least ours.
+func TestStartedAtAndLastPID(t *testing.T) {
+	t.Parallel()
+	boot := BootTime()
+	at, ok := StartedAt(os.Getpid(), boot)
+	if !ok || at.Before(boot) || at.After(time.Now().Add(time.Second)) {
+		t.Fatalf("StartedAt(self) = %v, %v; boot %v", at, ok, boot)
+	}
+	if ticks, ok := StartTime(os.Getpid()); !ok || ticks == 0 {
+		t.Fatalf("StartTime(self) = %d, %v", ticks, ok)
+	}
+	if last := LastPID(); last >= 0 && !PIDAfter(last, os.Getpid()-1) && last != os.Getpid() {
+		t.Fatalf("LastPID() = %d is before our pid %d", last, os.Getpid())
+	}
+	if !PIDAfter(5, -1) || PIDAfter(5, 5) || !PIDAfter(6, 5) || PIDAfter(4, 5) {
+		t.Fatal("PIDAfter orders pids wrongly")
+	}
+}

@@ -1,0 +1,27 @@
+package process
+
+import "time"
+
+// The engine's two durations, one name each across the module. Each is the
+// default of an options field that a library user may set (exec.Options,
+// shellsession.Options), where zero means this default.
+const (
+	// StopGrace is how long a process that was asked to stop — TERM from
+	// Stop or an execution timeout, or an interrupt at a session command's
+	// timeout — has before it is killed, and how long a kill is then given
+	// to take effect before Stop gives up.
+	StopGrace = 5 * time.Second
+	// DrainDelay bounds how long output is still read after a process (or a
+	// session's shell) exited, for background children that keep its
+	// streams open; os/exec's Cmd.WaitDelay does the same.
+	DrainDelay = 2 * time.Second
+)
+
+// OrDefault returns d, or def when d is zero or negative: how options fields
+// of the durations above take their defaults.
+func OrDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}

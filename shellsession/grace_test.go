@@ -1,0 +1,45 @@
+package shellsession
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/conchsh/conch/process"
+	"github.com/stretchr/testify/require"
+)
+
+// Options.StopGrace is the grace Stop gives a command: a builtin loop that
+// ignores INT and TERM outlives it twice, and Stop says how long it waited.
+func TestOptionsStopGrace(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{StopGrace: 50 * time.Millisecond})
+	c, err := s.Submit(CommandOptions{Cmd: `trap '' INT TERM; while :; do :; done`})
+	require.NoError(t, err)
+	waitRunning(t, c)
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	err = c.Stop(ctx)
+	require.ErrorIs(t, err, process.ErrUnsupported)
+	require.Contains(t, err.Error(), "within 50ms")
+}
+
+// Zero durations in Options mean the documented defaults.
+func TestOptionsGraceDefaults(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{})
+	require.Equal(t, process.StopGrace, s.opts.StopGrace)
+	require.Equal(t, process.DrainDelay, s.opts.DrainDelay)
+}
+
+// The engine checks a session's and a command's fields, for every caller.
+func TestOptionsChecked(t *testing.T) {
+	t.Parallel()
+	_, err := New(t.Context(), Options{Cwd: "."})
+	require.ErrorIs(t, err, process.ErrInvalidArgument)
+	s := newSession(t, Options{})
+	for _, opts := range []CommandOptions{{Cmd: "true", KeepLogs: "forever"}, {Cmd: "true", Stdin: "half"}} {
+		_, err := s.Submit(opts)
+		require.ErrorIs(t, err, process.ErrInvalidArgument)
+	}
+}
