@@ -61,6 +61,9 @@ type WaitResult struct {
 	Signal   string `json:"signal,omitempty"`
 	// Error says why, for a process that failed (never ran).
 	Error string `json:"error,omitempty"`
+	// Cwd is, for a session command, the shell's directory after it
+	// ended, so that a caller needs no second request to learn it.
+	Cwd string `json:"cwd,omitempty"`
 }
 
 // Result returns the WaitResult of a terminal process, or nil.

@@ -84,6 +84,9 @@ func (s *Server) writeRunAnswer(w http.ResponseWriter, p process.Process, a runA
 		if wr.Error != "" {
 			enc.field("error", wr.Error)
 		}
+		if wr.Cwd != "" {
+			enc.field("cwd", wr.Cwd)
+		}
 	} else {
 		enc.members(s.processDTO(p))
 	}

@@ -62,7 +62,7 @@ func (s *Server) processDTO(p process.Process) api.Process {
 
 // waitResult is the API's WaitResult of r.
 func waitResult(r process.Result) api.WaitResult {
-	return api.WaitResult{Reason: r.Reason, ExitCode: r.ExitCode, Signal: r.Signal, Error: r.Error}
+	return api.WaitResult{Reason: r.Reason, ExitCode: r.ExitCode, Signal: r.Signal, Error: r.Error, Cwd: r.Cwd}
 }
 
 // frameDTO is the API's LogFrame of f: text when its bytes are UTF-8 and

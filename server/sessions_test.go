@@ -42,6 +42,7 @@ func TestSession(t *testing.T) {
 	r := d.runIn(t, s.ID, "cd /; export X=42; f() { echo fn $1; }; echo $GREETING")
 	require.Equal(t, 0, exitCode(t, r.WaitResult))
 	require.Equal(t, "hi\n", r.Stdout)
+	require.Equal(t, "/", r.Cwd, "a command's result has the cwd it left the shell in")
 	r = d.runIn(t, s.ID, "echo $X; f a; pwd; exit_with() { return $1; }; exit_with 9")
 	require.Equal(t, "42\nfn a\n/\n", r.Stdout)
 	require.Equal(t, 9, exitCode(t, r.WaitResult))
