@@ -76,6 +76,7 @@ var figures = []figure{
 	{"P6", "concurrent sessions: commands per second", measureP6},
 	{"P7", "idle daemon memory per session", measureP7},
 	{"P8", "50 followers streaming one session command's output", measureP8},
+	{"P10", "time until a run answers 202 waiting for input (bash read, python3 input())", measureP10},
 }
 
 func main() {

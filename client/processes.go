@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"iter"
 	"net/http"
 	"net/url"
@@ -31,9 +32,11 @@ func (c *Client) Start(ctx context.Context, opts StartOptions) (*Process, error)
 	return &p, err
 }
 
-// Run starts a process and waits for it, at most opts.Timeout. It returns the
-// RunResult once the process ended, or the still running Process when the
-// wait ran out first: exactly one of the two is not nil when err is nil.
+// Run starts a process and waits for it, at most opts.Timeout (or until it
+// has been quiet for opts.IdleTimeout, or waits for input). It returns the
+// RunResult once the process ended; when the wait ended first it returns the
+// still running Process too, and the RunResult holds the output so far,
+// Next and WaitingForInput. So the Process is nil exactly when it ended.
 func (c *Client) Run(ctx context.Context, opts RunOptions) (*RunResult, *Process, error) {
 	return c.run(ctx, "/v1/processes/run", opts)
 }
@@ -45,17 +48,67 @@ func (c *Client) run(ctx context.Context, path string, body any) (*RunResult, *P
 		return nil, nil, err
 	}
 	defer closeBody(resp)
-	dec := json.NewDecoder(resp.Body)
+	if resp.StatusCode == http.StatusAccepted {
+		// The process's fields and the output so far, in one object.
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return nil, nil, fmt.Errorf("run: read answer: %w", err)
+		}
+		var p Process
+		var r RunResult
+		if err := json.Unmarshal(b, &p); err != nil {
+			return nil, nil, fmt.Errorf("run: decode process: %w", err)
+		}
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, nil, fmt.Errorf("run: decode output: %w", err)
+		}
+		return &r, &p, nil
+	}
+	var r RunResult
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return nil, nil, fmt.Errorf("run: decode result: %w", err)
+	}
+	return &r, nil, nil
+}
+
+// Interact writes opts.Input to the process (then closes its stdin with
+// opts.EOF), sends opts.Signal, and waits as Run does; the answer holds the
+// output after opts.Cursor, or, without one, what came after the input.
+// The Process is nil exactly when the process ended.
+func (c *Client) Interact(ctx context.Context, id string, opts InteractOptions) (*RunResult, *Process, error) {
+	return c.run(ctx, processPath(id, "interact"), opts)
+}
+
+// Ready waits until the process (or a process it started) listens on
+// opts.Port and/or its output matches opts.Pattern, at most opts.Timeout.
+// It returns the answer (Ready false with Result when the process ended
+// first), or the still running Process when the wait ran out.
+func (c *Client) Ready(ctx context.Context, id string, opts ReadyOptions) (*Ready, *Process, error) {
+	q := url.Values{}
+	if opts.Port != "" {
+		q.Set("port", opts.Port)
+	}
+	if opts.Pattern != "" {
+		q.Set("pattern", opts.Pattern)
+	}
+	if opts.Timeout > 0 {
+		q.Set("timeout", strconv.FormatInt(max(opts.Timeout.Milliseconds(), 1), 10))
+	}
+	resp, err := c.send(ctx, request{method: http.MethodGet, path: processPath(id, "ready"), query: q}, http.StatusOK, http.StatusAccepted)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer closeBody(resp)
 	if resp.StatusCode == http.StatusAccepted {
 		var p Process
-		if err := dec.Decode(&p); err != nil {
-			return nil, nil, fmt.Errorf("run: decode process: %w", err)
+		if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
+			return nil, nil, fmt.Errorf("ready: decode process: %w", err)
 		}
 		return nil, &p, nil
 	}
-	var r RunResult
-	if err := dec.Decode(&r); err != nil {
-		return nil, nil, fmt.Errorf("run: decode result: %w", err)
+	var r Ready
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return nil, nil, fmt.Errorf("ready: decode answer: %w", err)
 	}
 	return &r, nil, nil
 }

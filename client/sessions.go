@@ -44,9 +44,11 @@ func (c *Client) Submit(ctx context.Context, sessionID string, opts CommandOptio
 	return &p, err
 }
 
-// RunCommand runs a command in the session and waits for it, at most
-// opts.Timeout. It returns the RunResult once the command ended, or the
-// still queued or running command when the wait ran out first.
+// RunCommand runs a command in the session and waits for it as Run does
+// (opts.Timeout, opts.IdleTimeout, or until it waits for input). It returns
+// the RunResult once the command ended; when the wait ended first, the
+// still queued or running command too, with the output so far in the
+// RunResult.
 func (c *Client) RunCommand(ctx context.Context, sessionID string, opts CommandRunOptions) (*RunResult, *Process, error) {
 	return c.run(ctx, sessionPath(sessionID, "commands", "run"), opts)
 }

@@ -45,6 +45,11 @@ type Process struct {
 	FirstAvailableCursor string `json:"firstAvailableCursor,omitempty"`
 	// LastCursor is the cursor of the newest frame written.
 	LastCursor string `json:"lastCursor,omitempty"`
+	// LastOutputAt is the time of the newest frame, absent before any.
+	LastOutputAt Time `json:"lastOutputAt,omitzero"`
+	// WaitingForInput is true while the process waits for input on its
+	// open stdin or terminal.
+	WaitingForInput bool `json:"waitingForInput"`
 	// Ports are the loopback ports a session leased.
 	Ports []int `json:"ports,omitempty"`
 }
@@ -133,6 +138,9 @@ type RunResult struct {
 	// gives.
 	OmittedBytes int64  `json:"omittedBytes,omitempty"`
 	OmittedAfter string `json:"omittedAfter,omitempty"`
+	// WaitingForInput is set in an early (202) answer when the process
+	// waits for input.
+	WaitingForInput bool `json:"waitingForInput,omitempty"`
 }
 
 // StartOptions start an exec or PTY process: exactly one of Cmd (run by a
@@ -158,6 +166,12 @@ type RunOptions struct {
 	StartOptions
 	// Timeout bounds the wait; zero waits until the process ends.
 	Timeout Millis `json:"timeout,omitempty"`
+	// IdleTimeout ends the wait once the process has written nothing for
+	// this long; zero: no idle bound.
+	IdleTimeout Millis `json:"idleTimeout,omitempty"`
+	// Plain asks for the text fields as plain text: escape sequences
+	// removed, carriage-return and backspace overwrites applied.
+	Plain bool `json:"plain,omitempty"`
 	// OutputLimit bounds the output in the answer (bytes): a longer output
 	// keeps its head and tail, about half each, and RunResult says what it
 	// left out. Zero means 1 MiB; more than the daemon's retention means the
@@ -190,6 +204,9 @@ type CommandRunOptions struct {
 	CommandOptions
 	// Timeout bounds the wait; zero waits until the command ends.
 	Timeout Millis `json:"timeout,omitempty"`
+	// IdleTimeout and Plain are as for RunOptions.
+	IdleTimeout Millis `json:"idleTimeout,omitempty"`
+	Plain       bool   `json:"plain,omitempty"`
 	// OutputLimit is as for RunOptions.
 	OutputLimit int64 `json:"outputLimit,omitempty"`
 }
@@ -291,4 +308,42 @@ func (m *Millis) UnmarshalJSON(b []byte) error {
 	}
 	*m = Millis(time.Duration(n * float64(time.Millisecond)))
 	return nil
+}
+
+// InteractOptions answer a running process, wait and read on
+// (POST /v1/processes/{id}/interact).
+type InteractOptions struct {
+	// Input is written to stdin or the terminal first; InputBase64 is the
+	// same as bytes.
+	Input       string `json:"input,omitempty"`
+	InputBase64 string `json:"inputBase64,omitempty"`
+	// EOF closes stdin after the input.
+	EOF bool `json:"eof,omitempty"`
+	// Signal is sent before waiting (INT, TERM, ...).
+	Signal string `json:"signal,omitempty"`
+	// Cursor: the answer holds the output after it. Empty: the output
+	// that arrives after the input was written.
+	Cursor      string `json:"cursor,omitempty"`
+	Timeout     Millis `json:"timeout,omitempty"`
+	IdleTimeout Millis `json:"idleTimeout,omitempty"`
+	OutputLimit int64  `json:"outputLimit,omitempty"`
+	Plain       bool   `json:"plain,omitempty"`
+}
+
+// ReadyOptions say what GET /v1/processes/{id}/ready waits for: a port
+// (a number, or "any"), an output pattern (RE2), or both.
+type ReadyOptions struct {
+	Port    string
+	Pattern string
+	Timeout time.Duration
+}
+
+// Ready is a 200 answer of the ready route.
+type Ready struct {
+	Ready  bool   `json:"ready"`
+	Port   int    `json:"port,omitempty"`
+	Match  string `json:"match,omitempty"`
+	Cursor string `json:"cursor,omitempty"`
+	// Result is how the process ended, when it ended first (Ready false).
+	Result *WaitResult `json:"result,omitempty"`
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/conchsh/conch/internal/inputwatch"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 )
@@ -30,6 +31,11 @@ type RunOptions struct {
 	// Env is added to the environment of the command, on top of this
 	// process's environment and the session's WithEnv. Nil adds nothing.
 	Env map[string]string
+	// OpenStdin keeps the command's stdin open for Spawn, to be written
+	// with the Process's WriteStdin; its WaitingForInput then says when
+	// the command waits for it. Run ignores it: its command's stdin is
+	// closed.
+	OpenStdin bool
 }
 
 // RunResult is how a command run by Run ended and what it wrote.
@@ -54,6 +60,7 @@ type RunResult struct {
 // command and all its descendants are sent SIGKILL, and Run returns once the
 // command has exited. A ctx that has ended already starts nothing.
 func (s *Session) Run(ctx context.Context, opts RunOptions) (RunResult, error) {
+	opts.OpenStdin = false
 	p, err := s.start(ctx, opts)
 	if err != nil {
 		return RunResult{}, err
@@ -121,11 +128,14 @@ func (s *Session) start(ctx context.Context, opts RunOptions) (*Process, error) 
 	if s.stopped {
 		return nil, ErrStopped
 	}
-	pp, err := startProcess(opts.Command, dir, env)
+	pp, err := startProcess(opts.Command, dir, env, opts.OpenStdin)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", Shell, err)
 	}
 	p := &Process{p: pp, log: pp.Log(), session: s}
+	if opts.OpenStdin {
+		p.input = inputwatch.Start(pp)
+	}
 	p.stopCancel = context.AfterFunc(ctx, func() {
 		select {
 		case <-pp.Done():
@@ -177,7 +187,8 @@ type Process struct {
 	p          started
 	log        *logstore.Log
 	session    *Session
-	stopCancel func() bool // unregisters the kill on ctx's end
+	stopCancel func() bool         // unregisters the kill on ctx's end
+	input      *inputwatch.Watcher // nil unless its stdin is open
 
 	mu        sync.Mutex // guards cancelErr
 	cancelErr error      // ctx.Err() of Spawn, once ctx ended and killed it

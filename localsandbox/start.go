@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/exec"
+	"github.com/conchsh/conch/internal/inputwait"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 )
@@ -15,11 +16,19 @@ type started interface {
 	Log() *logstore.Log
 	Done() <-chan struct{}
 	Kill(sig syscall.Signal, escalateAfter time.Duration, escalateTo syscall.Signal) error
+	WriteStdin(p []byte) error
+	CloseStdin() error
+	InputTree() (pids []int, in inputwait.Input, ok bool)
 }
 
-// startProcess starts command with Shell -c in dir, stdin closed, with env
-// added to this process's environment. exec gives the process its own
-// process group and a tag, so that its Kill reaches every descendant.
-func startProcess(command, dir string, env map[string]string) (started, error) {
-	return exec.Start(exec.Options{Cmd: command, Shell: Shell, Cwd: dir, Env: env})
+// startProcess starts command with Shell -c in dir, stdin closed unless
+// open, with env added to this process's environment. exec gives the
+// process its own process group and a tag, so that its Kill reaches every
+// descendant.
+func startProcess(command, dir string, env map[string]string, open bool) (started, error) {
+	stdin := process.StdinClosed
+	if open {
+		stdin = process.StdinOpen
+	}
+	return exec.Start(exec.Options{Cmd: command, Shell: Shell, Cwd: dir, Env: env, Stdin: stdin})
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/plaintext"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 )
@@ -44,28 +46,61 @@ func (s *Server) outputLimit(n int64) (int, error) {
 	return int(min(limit, int64(s.opts.LogRetention))), nil
 }
 
-// writeRunResult answers 200 with the RunResult of the ended process p: its
-// output after cursor zero, cut to limit bytes.
-func writeRunResult(w http.ResponseWriter, p process.Process, limit int) error {
-	e := p.Log().Excerpt(0, limit)
-	enc := newEncoder(w, http.StatusOK)
-	wr := waitResult(*p.Info().Result)
+// runAnswer is what a run or interact answer holds: the output after a
+// cursor, cut to a limit, as text made plain or not.
+type runAnswer struct {
+	after logstore.Cursor
+	limit int
+	plain bool
+}
+
+// writeRunAnswer answers with p's output after a.after: 200 with the
+// RunResult when p has ended (its log is closed, so the output is all
+// there), else 202 with the process's fields, the output so far and
+// waitingForInput.
+func (s *Server) writeRunAnswer(w http.ResponseWriter, p process.Process, a runAnswer) error {
+	var done bool
+	select {
+	case <-p.Done():
+		done = true
+	default:
+	}
+	e := p.Log().Excerpt(a.after, a.limit)
+	status := http.StatusOK
+	if !done {
+		status = http.StatusAccepted
+	}
+	enc := newEncoder(w, status)
 	enc.raw("{")
-	enc.field("reason", wr.Reason)
-	if wr.ExitCode != nil {
-		enc.field("exitCode", *wr.ExitCode)
-	}
-	if wr.Signal != "" {
-		enc.field("signal", wr.Signal)
-	}
-	if wr.Error != "" {
-		enc.field("error", wr.Error)
+	if done {
+		wr := waitResult(*p.Info().Result)
+		enc.field("reason", wr.Reason)
+		if wr.ExitCode != nil {
+			enc.field("exitCode", *wr.ExitCode)
+		}
+		if wr.Signal != "" {
+			enc.field("signal", wr.Signal)
+		}
+		if wr.Error != "" {
+			enc.field("error", wr.Error)
+		}
+	} else {
+		enc.members(s.processDTO(p))
 	}
 	enc.field("processId", p.ID())
 	parts := [][]logstore.Frame{e.Head, e.Tail}
-	enc.text("output", parts, func(logstore.Channel) bool { return true })
-	enc.text("stdout", parts, func(c logstore.Channel) bool { return c != logstore.Stderr })
-	enc.text("stderr", parts, func(c logstore.Channel) bool { return c == logstore.Stderr })
+	all := func(logstore.Channel) bool { return true }
+	out := func(c logstore.Channel) bool { return c != logstore.Stderr }
+	errs := func(c logstore.Channel) bool { return c == logstore.Stderr }
+	if a.plain {
+		enc.plainText("output", parts, all)
+		enc.plainText("stdout", parts, out)
+		enc.plainText("stderr", parts, errs)
+	} else {
+		enc.text("output", parts, all)
+		enc.text("stdout", parts, out)
+		enc.text("stderr", parts, errs)
+	}
 	enc.key("logs")
 	enc.raw("[")
 	first := true
@@ -150,6 +185,45 @@ func (e *encoder) field(name string, v any) {
 	if e.err == nil {
 		_, e.err = e.w.Write(b)
 	}
+}
+
+// members writes the members of v, a struct, into the object being
+// written: the process's fields at the head of a 202 answer.
+func (e *encoder) members(v any) {
+	b, err := json.Marshal(v)
+	if err != nil && e.err == nil {
+		e.err = err
+	}
+	b = bytes.TrimSpace(b)
+	if e.err != nil || len(b) <= 2 {
+		return
+	}
+	if e.comma {
+		e.raw(",")
+	}
+	e.comma = true
+	if e.err == nil {
+		_, e.err = e.w.Write(b[1 : len(b)-1])
+	}
+}
+
+// plainText writes a member as text does, the frames rendered as plain
+// text: the head and the tail each on their own, so that what was omitted
+// between them does not join their lines.
+func (e *encoder) plainText(name string, parts [][]logstore.Frame, keep func(logstore.Channel) bool) {
+	e.key(name)
+	e.raw(`"`)
+	for _, part := range parts {
+		var r plaintext.Renderer
+		for i := range part {
+			if keep(part[i].Channel) {
+				r.Write(part[i].Data)
+			}
+		}
+		r.Flush()
+		e.escape([]byte(r.String()))
+	}
+	e.raw(`"`)
 }
 
 // text writes a member holding the bytes of the frames on the channels

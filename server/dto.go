@@ -9,7 +9,7 @@ import (
 )
 
 // processDTO describes p as the API's ProcessDto.
-func processDTO(p process.Process) client.Process {
+func (s *Server) processDTO(p process.Process) client.Process {
 	i := p.Info()
 	d := client.Process{
 		ID:               i.ID,
@@ -55,6 +55,8 @@ func processDTO(p process.Process) client.Process {
 	if last > 0 {
 		d.LastCursor = last.String()
 	}
+	d.LastOutputAt = client.Time{Time: p.Log().LastFrameTime()}
+	d.WaitingForInput = s.input(p.ID()).Waiting()
 	return d
 }
 

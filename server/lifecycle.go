@@ -79,6 +79,7 @@ func (s *Server) track(p process.Process, k slot) error {
 		release()
 		return errShuttingDown
 	}
+	s.watchInput(p)
 	go s.watch(p, release)
 	return nil
 }
@@ -160,6 +161,7 @@ func (s *Server) removeRecord(id string) {
 	if p, err := s.reg.Get(id); err == nil {
 		s.reg.Remove(id)
 		s.budget.Remove(p.Log())
+		s.inputs.Delete(id)
 	}
 }
 

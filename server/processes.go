@@ -33,7 +33,7 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, processDTO(p))
+	return writeJSON(w, http.StatusCreated, s.processDTO(p))
 }
 
 func (s *Server) runProcess(w http.ResponseWriter, r *http.Request) error {
@@ -52,20 +52,9 @@ func (s *Server) runProcess(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.answerRun(w, r, p, opts.Timeout.Duration(), limit)
-}
-
-// answerRun waits for p at most timeout (zero: until it ends) and answers
-// 200 with its RunResult, its output cut to limit bytes, or 202 with the
-// process when the wait ran out.
-func (s *Server) answerRun(w http.ResponseWriter, r *http.Request, p process.Process, timeout time.Duration, limit int) error {
-	if !s.waitDone(r.Context(), p, timeout) {
-		if err := r.Context().Err(); err != nil {
-			return err
-		}
-		return writeJSON(w, http.StatusAccepted, processDTO(p))
-	}
-	return writeRunResult(w, p, limit)
+	return s.answerRun(w, r, p, answerWait{
+		timeout: opts.Timeout.Duration(), idle: opts.IdleTimeout.Duration(),
+	}, runAnswer{limit: limit, plain: opts.Plain})
 }
 
 // waitDone waits until p is done, timeout runs out (zero: no timeout) or ctx
@@ -119,7 +108,7 @@ func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) error {
 		// The registry lists snapshots; describe each from its process so
 		// that log bounds and ports are filled in the same way everywhere.
 		if p, err := s.reg.Get(i.ID); err == nil {
-			items = append(items, processDTO(p))
+			items = append(items, s.processDTO(p))
 		}
 	}
 	return writeJSON(w, http.StatusOK, client.ProcessList{Items: items, Next: next})
@@ -130,7 +119,7 @@ func (s *Server) getProcess(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, processDTO(p))
+	return writeJSON(w, http.StatusOK, s.processDTO(p))
 }
 
 func (s *Server) deleteProcess(w http.ResponseWriter, r *http.Request) error {
@@ -199,7 +188,7 @@ func (s *Server) waitProcess(w http.ResponseWriter, r *http.Request) error {
 		if err := r.Context().Err(); err != nil {
 			return err
 		}
-		return writeJSON(w, http.StatusAccepted, processDTO(p))
+		return writeJSON(w, http.StatusAccepted, s.processDTO(p))
 	}
 	return writeJSON(w, http.StatusOK, waitResult(*p.Info().Result))
 }

@@ -202,8 +202,10 @@ func TestRun(t *testing.T) {
 			Timeout:      client.Millis(50 * time.Millisecond),
 		})
 		require.NoError(t, err)
-		require.Nil(t, r)
 		require.Equal(t, process.Running, p.State)
+		require.Equal(t, p.ID, r.ProcessID)
+		require.Empty(t, r.Output)
+		require.False(t, r.WaitingForInput)
 		require.NoError(t, d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"}))
 	})
 }

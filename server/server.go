@@ -90,6 +90,7 @@ type Server struct {
 	cancel   context.CancelFunc // ends streams, waits and attachments at Shutdown
 	stopped  chan struct{}      // closed once Shutdown stopped every process
 	watchers sync.WaitGroup     // one watch goroutine per tracked process
+	inputs   sync.Map           // id -> *inputwatch.Watcher, for processes with open input
 	hijacked sync.WaitGroup     // attach handlers, which http.Server does not wait for
 	once     sync.Once          // runs Shutdown's work once
 	shutErr  error
@@ -190,6 +191,8 @@ func (s *Server) routes() []route {
 		{"POST /v1/processes/{id}/stdin", s.writeStdin, false},
 		{"POST /v1/processes/{id}/resize", s.resize, false},
 		{"GET /v1/processes/{id}/attach", s.attach, false},
+		{"POST /v1/processes/{id}/interact", s.interact, false},
+		{"GET /v1/processes/{id}/ready", s.ready, false},
 
 		{"POST /v1/sessions", s.createSession, false},
 		{"GET /v1/sessions", s.listSessions, false},

@@ -65,7 +65,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 		s.release(slotSession)
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, processDTO(e.shell))
+	return writeJSON(w, http.StatusCreated, s.processDTO(e.shell))
 }
 
 // newSession starts a session's shell with its port leases and tracks it.
@@ -103,7 +103,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	items := []client.Process{}
 	for _, p := range s.reg.All() {
 		if i := p.Info(); i.Kind == process.KindSession && i.System {
-			items = append(items, processDTO(p))
+			items = append(items, s.processDTO(p))
 		}
 	}
 	return writeJSON(w, http.StatusOK, struct {
@@ -116,7 +116,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, processDTO(e.shell))
+	return writeJSON(w, http.StatusOK, s.processDTO(e.shell))
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
@@ -163,7 +163,7 @@ func (s *Server) submitCommand(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, processDTO(p))
+	return writeJSON(w, http.StatusCreated, s.processDTO(p))
 }
 
 func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
@@ -183,7 +183,9 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.answerRun(w, r, p, opts.Timeout.Duration(), limit)
+	return s.answerRun(w, r, p, answerWait{
+		timeout: opts.Timeout.Duration(), idle: opts.IdleTimeout.Duration(),
+	}, runAnswer{limit: limit, plain: opts.Plain})
 }
 
 // submit queues a command in the session and tracks it.

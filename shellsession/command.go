@@ -38,6 +38,7 @@ type Command struct {
 	exitedAt      time.Time
 	cwd           string         // the directory it started in
 	lastPID       int            // the last pid handed out before it started (see processes)
+	endPID        int            // the last pid handed out when it ended (see Tree)
 	frame         sentinel.Frame // set when it starts
 	isStarted     bool           // the shell runs the command
 	announcedAt   time.Time      // when isStarted became true
@@ -517,6 +518,7 @@ func (c *Command) finish(r process.Result) {
 	c.st = process.Terminal
 	c.result = r
 	c.exitedAt = time.Now()
+	c.endPID = lastPID()
 	if c.startedAt.IsZero() {
 		c.startedAt = c.exitedAt
 	}

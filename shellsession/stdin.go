@@ -18,6 +18,7 @@ type stdinBuffer struct {
 	chunks [][]byte
 	eof    bool // CloseStdin was called
 	closed bool // the command ended: nothing more is written
+	input  stdinInput
 }
 
 func (b *stdinBuffer) close() {
@@ -70,6 +71,7 @@ func (c *Command) feedStdin(path string) {
 		return
 	}
 	defer f.Close()
+	c.stdin.setInput(f)
 	if !c.s.addDrain(f) {
 		return
 	}
@@ -83,6 +85,7 @@ func (c *Command) feedStdin(path string) {
 		chunks := b.chunks
 		b.chunks = nil
 		stop := b.closed || (b.eof && len(chunks) == 0)
+		b.input.writing = !stop
 		b.mu.Unlock()
 		if stop {
 			return
@@ -92,6 +95,7 @@ func (c *Command) feedStdin(path string) {
 				return
 			}
 		}
+		b.written()
 	}
 }
 

@@ -46,17 +46,18 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"serve":   {"run the daemon", cmdServe},
-	"run":     {"run a command and wait for it, streaming its output", cmdRun},
-	"start":   {"start a command and print its id", cmdStart},
-	"wait":    {"wait for a process and exit with its status", cmdWait},
-	"session": {"manage sessions: new, ls, rm", cmdSession},
-	"ps":      {"list processes", cmdPs},
-	"logs":    {"print a process's output (-f to follow)", cmdLogs},
-	"kill":    {"signal a process and its descendants", cmdKill},
-	"rm":      {"stop and delete processes", cmdRm},
-	"attach":  {"attach the terminal to a PTY process", cmdAttach},
-	"version": {"print the version", cmdVersion},
+	"serve":    {"run the daemon", cmdServe},
+	"run":      {"run a command and wait for it, streaming its output", cmdRun},
+	"start":    {"start a command and print its id", cmdStart},
+	"wait":     {"wait for a process and exit with its status", cmdWait},
+	"session":  {"manage sessions: new, ls, rm", cmdSession},
+	"ps":       {"list processes", cmdPs},
+	"logs":     {"print a process's output (-f to follow)", cmdLogs},
+	"kill":     {"signal a process and its descendants", cmdKill},
+	"rm":       {"stop and delete processes", cmdRm},
+	"attach":   {"attach the terminal to a PTY process", cmdAttach},
+	"interact": {"answer a running command, wait and read on", cmdInteract},
+	"version":  {"print the version", cmdVersion},
 }
 
 func main() {

@@ -117,12 +117,24 @@ func (f *startFlags) runJSON(ctx context.Context, e *env, c *client.Client, args
 func cmdRun(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "run", "[--session ID] [--] CMD [ARG...]")
 	f := addStartFlags(fs)
+	a := addAnswerFlags(fs)
+	stdinMode := fs.String("stdin", "", "`open`: keep the command's stdin open for conch interact (with --idle or --wait)")
 	if code, ok := parseArgs(fs, args, atLeastOne); !ok {
 		return code
 	}
 	c, err := dial()
 	if err != nil {
 		return fail(e, exitOwn, err)
+	}
+	switch {
+	case *stdinMode != "" && *stdinMode != string(process.StdinOpen) && *stdinMode != string(process.StdinClosed):
+		return usageError(e, "--stdin %q: want open or closed", *stdinMode)
+	case a.early() && *f.stdin:
+		return usageError(e, "-i copies conch's stdin to the end; with --idle or --wait use --stdin open and conch interact")
+	case *stdinMode == string(process.StdinOpen) && !a.early():
+		return usageError(e, "--stdin open needs --idle or --wait, so that the command can be answered; -i sends conch's stdin")
+	case a.early() || *a.plain || *a.limit > 0:
+		return f.runEarly(ctx, e, c, a, process.Stdin(*stdinMode), fs.Args())
 	}
 	if *f.json && !*f.stdin {
 		return f.runJSON(ctx, e, c, fs.Args())

@@ -1,0 +1,86 @@
+package inputwatch
+
+import (
+	"context"
+	"io"
+	"os"
+	osexec "os/exec"
+	"testing"
+	"time"
+
+	"github.com/conchsh/conch/internal/inputwait"
+	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/logstore"
+)
+
+// bare is a process started here, watched without an engine reading its
+// output: what it prints stays in its pipe until the test reads it.
+type bare struct {
+	pid  int
+	in   inputwait.Input
+	log  *logstore.Log
+	done chan struct{}
+}
+
+func (b *bare) InputTree() ([]int, inputwait.Input, bool) {
+	return append([]int{b.pid}, Descendants(b.pid)...), b.in, true
+}
+func (b *bare) Log() *logstore.Log    { return b.log }
+func (b *bare) Done() <-chan struct{} { return b.done }
+
+// TestPromptPending: a process that printed a prompt and blocked reading
+// is not said to wait while the prompt is still unread in its pipe.
+func TestPromptPending(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outR.Close()
+	cmd := osexec.Command("dash", "-c", `printf 'name? '; read x`)
+	cmd.Stdin, cmd.Stdout = inR, outW
+	if err := proctree.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	inR.Close()
+	outW.Close()
+	defer func() {
+		inW.Close() // read x gets end-of-file and the shell exits
+		_ = proctree.Wait(cmd)
+	}()
+	in, err := inputwait.InputOf(inW)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bare{pid: cmd.Process.Pid, in: in, log: logstore.New(logstore.Options{}), done: make(chan struct{})}
+	w := &Watcher{p: b, poke: make(chan struct{}, 1), changed: make(chan struct{})}
+	for { // until the shell is blocked in its read
+		pids, in, _ := b.InputTree()
+		if ok, err := inputwait.Waiting(pids, in); err != nil {
+			t.Fatal(err)
+		} else if ok {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the shell never blocked in read")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if w.look() {
+		t.Fatal("said to wait with its prompt unread in the pipe")
+	}
+	buf := make([]byte, 16)
+	n, err := io.ReadAtLeast(outR, buf, len("name? "))
+	if err != nil || string(buf[:n]) != "name? " {
+		t.Fatalf("read %q, %v", buf[:n], err)
+	}
+	if !w.look() {
+		t.Fatal("not said to wait once its prompt was read")
+	}
+}

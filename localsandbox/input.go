@@ -1,0 +1,54 @@
+package localsandbox
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrExited is returned by WaitForInput when the command exited before it
+// waited for input.
+var ErrExited = errors.New("the command exited")
+
+// WriteStdin writes b to the command's stdin, which Spawn opened with
+// RunOptions.OpenStdin; otherwise it fails.
+func (p *Process) WriteStdin(b []byte) error {
+	if err := p.p.WriteStdin(b); err != nil {
+		return err
+	}
+	p.input.Written()
+	return nil
+}
+
+// CloseStdin closes the command's open stdin: it reads end-of-file.
+func (p *Process) CloseStdin() error {
+	if err := p.p.CloseStdin(); err != nil {
+		return err
+	}
+	p.input.Written()
+	return nil
+}
+
+// WaitingForInput reports whether the command waits for input on its open
+// stdin now: a process of it is blocked reading it, every other one is
+// blocked on the command itself, and it has written nothing since. It is
+// false for a command spawned without OpenStdin.
+func (p *Process) WaitingForInput() bool { return p.input.Waiting() }
+
+// WaitForInput blocks until the command waits for input and returns nil,
+// or returns ErrExited when it exits first (at once for a command spawned
+// without OpenStdin, once it exits), or ctx.Err().
+func (p *Process) WaitForInput(ctx context.Context) error {
+	for {
+		changed := p.input.Changed()
+		if p.input.Waiting() {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-p.p.Done():
+			return ErrExited
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

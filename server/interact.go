@@ -1,0 +1,149 @@
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"syscall"
+	"time"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/process"
+)
+
+// answerWait says when a run or interact call comes back before the process
+// ends: after timeout, after idle without output, or when it waits for
+// input. Zero durations do not bound the wait.
+type answerWait struct {
+	timeout, idle time.Duration
+}
+
+// answerRun waits for p as aw says and answers: 200 with its RunResult once
+// it ended, else 202 with the process and its output so far.
+func (s *Server) answerRun(w http.ResponseWriter, r *http.Request, p process.Process, aw answerWait, a runAnswer) error {
+	s.awaitAnswer(r.Context(), p, aw)
+	if err := r.Context().Err(); err != nil {
+		return err
+	}
+	return s.writeRunAnswer(w, p, a)
+}
+
+// awaitAnswer blocks until p is done, ctx ends, the timeout runs out, p has
+// been quiet for the idle timeout (since its last frame or the start of the
+// wait, whichever is later), or p waits for input.
+func (s *Server) awaitAnswer(ctx context.Context, p process.Process, aw answerWait) {
+	start := time.Now()
+	if aw.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, aw.timeout)
+		defer cancel()
+	}
+	var idle <-chan time.Time
+	var idleTimer *time.Timer
+	if aw.idle > 0 {
+		idleTimer = time.NewTimer(aw.idle)
+		defer idleTimer.Stop()
+		idle = idleTimer.C
+	}
+	in := s.input(p.ID())
+	for {
+		changed := in.Changed()
+		if in.Waiting() {
+			return
+		}
+		select {
+		case <-p.Done():
+			return
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-idle:
+			last := p.Log().LastFrameTime()
+			if last.Before(start) {
+				last = start
+			}
+			quiet := time.Since(last)
+			if quiet >= aw.idle {
+				return
+			}
+			idleTimer.Reset(aw.idle - quiet)
+		}
+	}
+}
+
+func (s *Server) interact(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.lookup(r)
+	if err != nil {
+		return err
+	}
+	var opts client.InteractOptions
+	if err := decodeJSON(r, &opts); err != nil {
+		return err
+	}
+	limit, err := s.outputLimit(opts.OutputLimit)
+	if err != nil {
+		return err
+	}
+	after, err := parseCursor(opts.Cursor)
+	if err != nil {
+		return err
+	}
+	input := []byte(opts.Input)
+	if opts.InputBase64 != "" {
+		if opts.Input != "" {
+			return badRequest("input and inputBase64: give one")
+		}
+		if input, err = base64.StdEncoding.DecodeString(opts.InputBase64); err != nil {
+			return badRequest("inputBase64: %v", err)
+		}
+	}
+	if i := p.Info(); i.System && (len(input) > 0 || opts.EOF || opts.Signal != "") {
+		return fmt.Errorf("%w: interact on a session's own shell: run a command in it", process.ErrUnsupported)
+	}
+	if opts.Cursor == "" {
+		_, _, after = p.Log().Bounds()
+	}
+	if err := s.deliver(p, input, opts.EOF, opts.Signal); err != nil {
+		return err
+	}
+	return s.answerRun(w, r, p, answerWait{timeout: opts.Timeout.Duration(), idle: opts.IdleTimeout.Duration()},
+		runAnswer{after: after, limit: limit, plain: opts.Plain})
+}
+
+// deliver writes input to p, closes its stdin when eof, and sends it the
+// signal named, in that order.
+func (s *Server) deliver(p process.Process, input []byte, eof bool, signal string) error {
+	var sig syscall.Signal
+	if signal != "" { // checked first, so that a bad name writes nothing
+		var err error
+		if sig, err = process.ParseSignal(signal); err != nil {
+			return err
+		}
+	}
+	if len(input) > 0 || eof {
+		if p.Info().Stdin != process.StdinOpen {
+			return process.ErrStdinNotOpen
+		}
+	}
+	// The watcher hears of the input after it was written, so that a look
+	// begun before cannot leave a stale yes behind.
+	if len(input) > 0 {
+		if err := p.WriteStdin(input); err != nil {
+			return err
+		}
+		s.input(p.ID()).Written()
+	}
+	if eof {
+		if err := p.CloseStdin(); err != nil {
+			return err
+		}
+		s.input(p.ID()).Written()
+	}
+	if sig != 0 {
+		if err := p.Kill(sig, 0, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}

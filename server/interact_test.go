@@ -1,0 +1,206 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/process"
+	"github.com/conchsh/conch/server"
+)
+
+var allShells = []string{"bash", "dash", "zsh", "ksh", "mksh", "busybox"}
+
+// numbered is a writer of numbered lines that writes for a while.
+const numbered = `i=0; while [ $i -lt 2000 ]; do echo "line $i"; i=$((i+1)); case $i in *00) sleep 0.01;; esac; done`
+
+func numberedLines() string {
+	var b strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&b, "line %d\n", i)
+	}
+	return b.String()
+}
+
+// readOn interacts with id from cursor until it ends, and returns all the
+// output read.
+func (d *daemon) readOn(t *testing.T, id, cursor string, out *strings.Builder) *client.RunResult {
+	t.Helper()
+	for range 10000 {
+		r, p, err := d.c.Interact(ctx(t), id, client.InteractOptions{Cursor: cursor, Timeout: client.Millis(5 * time.Millisecond)})
+		require.NoError(t, err)
+		out.WriteString(r.Output)
+		require.NotEmpty(t, r.Next)
+		cursor = r.Next
+		if p == nil {
+			return r
+		}
+	}
+	t.Fatal("the process did not end")
+	return nil
+}
+
+// TestEarlyAnswerThenInteract: an early answer and interact calls from its
+// next cursor read the output of a continuous writer exactly once.
+func TestEarlyAnswerThenInteract(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	for _, sh := range []string{"bash", "dash"} {
+		t.Run(sh, func(t *testing.T) {
+			t.Parallel()
+			r, p, err := d.c.Run(ctx(t), client.RunOptions{
+				StartOptions: client.StartOptions{Cmd: numbered, Shell: sh},
+				Timeout:      client.Millis(time.Millisecond),
+			})
+			require.NoError(t, err)
+			require.NotNil(t, p, "the writer sleeps 0.2 s in all: it outlives a 1 ms wait")
+			var out strings.Builder
+			out.WriteString(r.Output)
+			if p != nil {
+				require.Equal(t, process.Running, p.State)
+				require.False(t, r.WaitingForInput)
+				r = d.readOn(t, p.ID, r.Next, &out)
+			}
+			require.Equal(t, 0, exitCode(t, r.WaitResult))
+			require.Equal(t, numberedLines(), out.String())
+		})
+		t.Run(sh+" session", func(t *testing.T) {
+			t.Parallel()
+			s, err := d.c.CreateSession(ctx(t), client.SessionOptions{Shell: sh})
+			require.NoError(t, err)
+			r, p, err := d.c.RunCommand(ctx(t), s.ID, client.CommandRunOptions{
+				CommandOptions: client.CommandOptions{Cmd: numbered},
+				Timeout:        client.Millis(time.Millisecond),
+			})
+			require.NoError(t, err)
+			require.NotNil(t, p)
+			var out strings.Builder
+			out.WriteString(r.Output)
+			if p != nil {
+				r = d.readOn(t, p.ID, r.Next, &out)
+			}
+			require.Equal(t, 0, exitCode(t, r.WaitResult))
+			require.Equal(t, numberedLines(), out.String())
+		})
+	}
+}
+
+// TestIdleTimeout: a command that went quiet comes back with what it wrote.
+func TestIdleTimeout(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	for _, sh := range []string{"bash", "dash"} {
+		t.Run(sh, func(t *testing.T) {
+			t.Parallel()
+			r, p, err := d.c.Run(ctx(t), client.RunOptions{
+				StartOptions: client.StartOptions{Cmd: "echo started; sleep 30", Shell: sh},
+				IdleTimeout:  client.Millis(200 * time.Millisecond),
+			})
+			require.NoError(t, err)
+			require.NotNil(t, p, "the run waited for the end")
+			require.False(t, r.WaitingForInput)
+			// On a loaded machine the shell may be slower to print than the
+			// idle timeout: read on, each call coming back when it is idle.
+			out := r.Output
+			for out == "" {
+				r, p, err = d.c.Interact(ctx(t), p.ID, client.InteractOptions{Cursor: r.Next, IdleTimeout: client.Millis(200 * time.Millisecond)})
+				require.NoError(t, err)
+				require.NotNil(t, p)
+				out += r.Output
+			}
+			require.Equal(t, "started\n", out)
+			// The command goes on untouched; interrupt it through interact.
+			r, p, err = d.c.Interact(ctx(t), p.ID, client.InteractOptions{Signal: "INT"})
+			require.NoError(t, err)
+			require.Nil(t, p)
+			require.Equal(t, process.Signaled, r.Reason)
+		})
+	}
+	t.Run("ended first", func(t *testing.T) {
+		t.Parallel()
+		r, p, err := d.c.Run(ctx(t), client.RunOptions{
+			StartOptions: client.StartOptions{Cmd: "echo done"},
+			IdleTimeout:  client.Millis(time.Minute),
+		})
+		require.NoError(t, err)
+		require.Nil(t, p)
+		require.Equal(t, "done\n", r.Output)
+		require.NotEmpty(t, r.Next)
+	})
+}
+
+// TestEarlyAnswerBounded: a 202 answer keeps to outputLimit as a final one
+// does, and the process says when it last wrote.
+func TestEarlyAnswerBounded(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	for _, sh := range []string{"bash", "dash"} {
+		t.Run(sh, func(t *testing.T) {
+			t.Parallel()
+			r, p, err := d.c.Run(ctx(t), client.RunOptions{
+				StartOptions: client.StartOptions{Cmd: numbered + "; read n", Shell: sh, Stdin: process.StdinOpen},
+				OutputLimit:  4000,
+			})
+			require.NoError(t, err)
+			require.NotNil(t, p)
+			require.True(t, r.WaitingForInput)
+			require.Positive(t, r.OmittedBytes)
+			require.Less(t, len(r.Output), len(numberedLines()))
+			require.True(t, strings.HasPrefix(r.Output, "line 0\n"), r.Output[:20])
+			require.True(t, strings.HasSuffix(r.Output, "line 1999\n"))
+			require.NotEmpty(t, r.OmittedAfter)
+			require.False(t, p.LastOutputAt.IsZero())
+			r, p, err = d.c.Interact(ctx(t), p.ID, client.InteractOptions{Cursor: "0", EOF: true, OutputLimit: 4000})
+			require.NoError(t, err)
+			require.Nil(t, p)
+			require.Positive(t, r.OmittedBytes)
+		})
+	}
+}
+
+// TestEarlyAnswerWire: a 202 body is one object holding each member once:
+// the process's fields, then the output's.
+func TestEarlyAnswerWire(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	status, body := d.raw(t, "POST", "/v1/processes/run", `{"cmd":"echo hi; exec sleep 30","idleTimeout":100}`, authed())
+	require.Equal(t, 202, status, body)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &m))
+	for _, k := range []string{"id", "state", "waitingForInput", "processId", "output", "stdout", "stderr", "logs", "truncated", "next", "lastOutputAt"} {
+		require.Contains(t, m, k)
+		require.Equal(t, 1, strings.Count(body, `"`+k+`":`), k)
+	}
+	require.Equal(t, "hi\n", m["output"])
+	require.NoError(t, d.c.Kill(ctx(t), m["id"].(string), client.KillOptions{Signal: "KILL"}))
+}
+
+func TestInteractRefusals(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	s, err := d.c.CreateSession(c, client.SessionOptions{})
+	require.NoError(t, err)
+	_, _, err = d.c.Interact(c, s.ID, client.InteractOptions{Input: "echo hi\n"})
+	requireCode(t, err, "unsupported_operation")
+	p, err := d.c.Start(c, client.StartOptions{Cmd: "sleep 30"})
+	require.NoError(t, err)
+	_, _, err = d.c.Interact(c, p.ID, client.InteractOptions{Input: "x"})
+	requireCode(t, err, "unsupported_operation")
+	_, _, err = d.c.Interact(c, p.ID, client.InteractOptions{Signal: "NOPE"})
+	requireCode(t, err, "invalid_argument")
+	// A bare wait works on any process.
+	r, still, err := d.c.Interact(c, p.ID, client.InteractOptions{Timeout: client.Millis(10 * time.Millisecond)})
+	require.NoError(t, err)
+	require.NotNil(t, still)
+	require.Empty(t, r.Output)
+	r, still, err = d.c.Interact(c, p.ID, client.InteractOptions{Signal: "KILL"})
+	require.NoError(t, err)
+	require.Nil(t, still)
+	require.Equal(t, process.Signaled, r.Reason)
+}

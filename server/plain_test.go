@@ -1,0 +1,73 @@
+package server_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/process"
+	"github.com/conchsh/conch/server"
+)
+
+// logBytes joins the bytes of an answer's frames.
+func logBytes(t *testing.T, r *client.RunResult) string {
+	t.Helper()
+	var b strings.Builder
+	for _, f := range r.Logs {
+		data, err := f.Bytes()
+		require.NoError(t, err)
+		b.Write(data)
+	}
+	return b.String()
+}
+
+func TestPlain(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	dir := t.TempDir()
+	cases := []struct {
+		name, cmd, want, raw string
+	}{
+		{"python progress bar", `python3 -c '
+import sys, time
+for i in range(0, 101, 10):
+    sys.stdout.write("\r[%-10s] %3d%%" % ("#" * (i // 10), i)); sys.stdout.flush(); time.sleep(0.01)
+print()'`, "[##########] 100%\n", "\r[#         ]  10%"},
+		{"ls colours", "mkdir -p " + dir + "/d/sub && ls --color=always " + dir + "/d", "sub\n", "\x1b["},
+		{"grep colours", "echo 'a needle here' | grep --color=always needle", "a needle here\n", "\x1b["},
+		{"printf cursor moves", `printf 'abc\bX\033[2Dyz\n12345\033[3G_\n'`, "ayz\n12_45\n", "\033[2D"},
+	}
+	for _, sh := range []string{"bash", "dash"} {
+		for _, tc := range cases {
+			t.Run(sh+" "+tc.name, func(t *testing.T) {
+				t.Parallel()
+				r, p, err := d.c.Run(ctx(t), client.RunOptions{
+					StartOptions: client.StartOptions{Cmd: tc.cmd, Shell: sh}, Plain: true,
+				})
+				require.NoError(t, err)
+				require.Nil(t, p)
+				require.Equal(t, 0, exitCode(t, r.WaitResult), r.Stderr)
+				require.Equal(t, tc.want, r.Output)
+				require.Equal(t, tc.want, r.Stdout)
+				require.Contains(t, logBytes(t, r), tc.raw, "logs stay exact")
+			})
+		}
+	}
+	t.Run("interact and early answers", func(t *testing.T) {
+		t.Parallel()
+		r, p, err := d.c.Run(ctx(t), client.RunOptions{
+			StartOptions: client.StartOptions{Cmd: `printf '10%%\r50%%\rname? '; read n; printf '\033[1mhi\033[0m %s\n' "$n"`, Stdin: process.StdinOpen},
+			Plain:        true,
+		})
+		require.NoError(t, err)
+		require.NotNil(t, p)
+		require.Equal(t, "name?", r.Output) // trailing blanks of a line are not shown
+		r, p, err = d.c.Interact(ctx(t), p.ID, client.InteractOptions{Input: "ada\n", Plain: true, Timeout: client.Millis(time.Minute)})
+		require.NoError(t, err)
+		require.Nil(t, p)
+		require.Equal(t, "hi ada\n", r.Output)
+	})
+}

@@ -1,0 +1,185 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/listenport"
+	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/process"
+)
+
+// readyPoll is how often the ready route looks for a listening port.
+const readyPoll = 100 * time.Millisecond
+
+// readyWindow is how much of the output, at most, a pattern is matched
+// against at once: a match longer than this is not found.
+const readyWindow = 64 << 10
+
+// treeOf is what a process offers to find its ports: its processes, those
+// it left behind included.
+type treeOf interface{ Tree() []int }
+
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.lookup(r)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	port, anyPort := 0, false
+	switch v := q.Get("port"); v {
+	case "":
+	case "any":
+		anyPort = true
+	default:
+		if port, err = strconv.Atoi(v); err != nil || port <= 0 || port > 65535 {
+			return badRequest("port %q: want a TCP port number or any", v)
+		}
+	}
+	var re *regexp.Regexp
+	if v := q.Get("pattern"); v != "" {
+		if re, err = regexp.Compile(v); err != nil {
+			return badRequest("pattern: %v", err)
+		}
+	}
+	if port == 0 && !anyPort && re == nil {
+		return badRequest("ready: give port, pattern or both")
+	}
+	timeout, err := intParam(q, "timeout")
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeout)*time.Millisecond)
+		defer cancel()
+	}
+	rd := readiness{p: p, port: port, anyPort: anyPort, re: re}
+	ans, ok := rd.wait(ctx)
+	if !ok {
+		if err := r.Context().Err(); err != nil {
+			return err
+		}
+		return writeJSON(w, http.StatusAccepted, s.processDTO(p))
+	}
+	return writeJSON(w, http.StatusOK, ans)
+}
+
+// readiness is one ready call's state.
+type readiness struct {
+	p       process.Process
+	port    int
+	anyPort bool
+	re      *regexp.Regexp
+
+	portSeen int
+	matched  bool
+	match    string
+	cursor   logstore.Cursor
+	after    logstore.Cursor // output read up to here
+	window   []byte          // the output's last bytes, for a match across frames
+}
+
+// ready reports whether everything asked for holds now.
+func (rd *readiness) ready() bool {
+	if rd.re != nil && !rd.matched {
+		rd.scan()
+	}
+	if (rd.port > 0 || rd.anyPort) && rd.portSeen == 0 {
+		rd.lookPorts()
+	}
+	return (rd.re == nil || rd.matched) && (rd.portSeen > 0 || (rd.port == 0 && !rd.anyPort))
+}
+
+// scan matches the pattern against the output read so far and the new
+// frames, frame by frame, so that a match names the frame it ends in.
+func (rd *readiness) scan() {
+	for {
+		page := rd.p.Log().PageBytes(rd.after, 0, logsPageBytes)
+		if len(page.Frames) == 0 {
+			return
+		}
+		for _, f := range page.Frames {
+			rd.window = append(rd.window, f.Data...)
+			if len(rd.window) > readyWindow {
+				rd.window = append(rd.window[:0], rd.window[len(rd.window)-readyWindow:]...)
+			}
+			rd.after = f.Cursor
+			if m := rd.re.Find(rd.window); m != nil {
+				rd.matched, rd.match, rd.cursor = true, string(m), f.Cursor
+				return
+			}
+		}
+	}
+}
+
+func (rd *readiness) lookPorts() {
+	t, ok := rd.p.(treeOf)
+	if !ok {
+		return
+	}
+	ports, err := listenport.Ports(t.Tree())
+	if err != nil {
+		return
+	}
+	switch {
+	case rd.anyPort && len(ports) > 0:
+		rd.portSeen = ports[0]
+	case rd.port > 0 && slices.Contains(ports, rd.port):
+		rd.portSeen = rd.port
+	}
+}
+
+// wait polls until ready, the process and everything it left behind ended
+// first (ready false), or ctx ends (ok false).
+func (rd *readiness) wait(ctx context.Context) (client.Ready, bool) {
+	tick := time.NewTicker(readyPoll)
+	defer tick.Stop()
+	for {
+		if rd.ready() {
+			return rd.answer(), true
+		}
+		select {
+		case <-rd.p.Done():
+			if rd.ready() {
+				return rd.answer(), true
+			}
+			if !rd.alive() {
+				res := waitResult(*rd.p.Info().Result)
+				return client.Ready{Result: &res}, true
+			}
+		default:
+		}
+		select {
+		case <-ctx.Done():
+			return client.Ready{}, false
+		case <-tick.C:
+		}
+	}
+}
+
+// alive reports whether a process the ended process left behind still runs
+// and could still open the port (a server started with & in a session). A
+// pattern alone needs the process's own output, which ended with it.
+func (rd *readiness) alive() bool {
+	if rd.port == 0 && !rd.anyPort {
+		return false
+	}
+	t, ok := rd.p.(treeOf)
+	return ok && len(t.Tree()) > 0
+}
+
+func (rd *readiness) answer() client.Ready {
+	a := client.Ready{Ready: true, Port: rd.portSeen}
+	if rd.matched {
+		a.Match = rd.match
+		a.Cursor = rd.cursor.String()
+	}
+	return a
+}

@@ -1,0 +1,84 @@
+package server_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/process"
+	"github.com/conchsh/conch/server"
+)
+
+// requireServes requires that an HTTP server answers on port.
+func requireServes(t *testing.T, port int) {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
+	require.NoError(t, err)
+	resp.Body.Close()
+}
+
+func TestReady(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	const serve = `python3 -m http.server 0 --bind 127.0.0.1 --directory /`
+	for _, sh := range []string{"bash", "dash"} {
+		t.Run(sh+" exec port", func(t *testing.T) {
+			t.Parallel()
+			p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: serve, Shell: sh})
+			require.NoError(t, err)
+			defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
+			r, still, err := d.c.Ready(ctx(t), p.ID, client.ReadyOptions{Port: "any"})
+			require.NoError(t, err)
+			require.Nil(t, still)
+			require.True(t, r.Ready)
+			requireServes(t, r.Port)
+			// The port it found, asked by number, is ready at once.
+			r, _, err = d.c.Ready(ctx(t), p.ID, client.ReadyOptions{Port: fmt.Sprint(r.Port)})
+			require.NoError(t, err)
+			require.True(t, r.Ready)
+		})
+		t.Run(sh+" session port", func(t *testing.T) {
+			t.Parallel()
+			s, err := d.c.CreateSession(ctx(t), client.SessionOptions{Shell: sh})
+			require.NoError(t, err)
+			cmd, _, err := d.c.RunCommand(ctx(t), s.ID, client.CommandRunOptions{
+				CommandOptions: client.CommandOptions{Cmd: serve + " >/dev/null 2>&1 &"},
+			})
+			require.NoError(t, err)
+			r, still, err := d.c.Ready(ctx(t), cmd.ProcessID, client.ReadyOptions{Port: "any"})
+			require.NoError(t, err)
+			require.Nil(t, still)
+			require.True(t, r.Ready)
+			requireServes(t, r.Port)
+		})
+		t.Run(sh+" pattern across frames", func(t *testing.T) {
+			t.Parallel()
+			p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: `printf 'server rea'; sleep 0.3; printf 'dy on 80\n'; sleep 30`, Shell: sh})
+			require.NoError(t, err)
+			defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
+			r, still, err := d.c.Ready(ctx(t), p.ID, client.ReadyOptions{Pattern: `ready on [0-9]+`})
+			require.NoError(t, err)
+			require.Nil(t, still)
+			require.True(t, r.Ready)
+			require.Equal(t, "ready on 80", r.Match)
+			logs, err := d.c.Logs(ctx(t), p.ID, client.LogsOptions{})
+			require.NoError(t, err)
+			require.Len(t, logs.Items, 2, "the pattern spans two frames")
+			require.Equal(t, logs.Items[1].Cursor, r.Cursor)
+		})
+		t.Run(sh+" ended first", func(t *testing.T) {
+			t.Parallel()
+			p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "echo nothing here; exit 3", Shell: sh})
+			require.NoError(t, err)
+			r, still, err := d.c.Ready(ctx(t), p.ID, client.ReadyOptions{Pattern: "ready", Port: "any"})
+			require.NoError(t, err)
+			require.Nil(t, still)
+			require.False(t, r.Ready)
+			require.Equal(t, process.Exited, r.Result.Reason)
+			require.Equal(t, 3, *r.Result.ExitCode)
+		})
+	}
+}
