@@ -231,3 +231,19 @@ func TestExitEndsEverything(t *testing.T) {
 		})
 	}
 }
+
+// A session whose shell exited says so, and the next run under its name
+// starts a new one.
+func TestSessionShellExits(t *testing.T) {
+	t.Parallel()
+	env, _ := testEnv(t)
+	c := startMCP(t, env)
+	first, _ := c.run(map[string]any{"command": "echo $$", "session": "gone"})
+	c.call("run", map[string]any{"command": "exit 4", "session": "gone"})
+	text := c.toolError("run", map[string]any{"command": "echo again", "session": "gone"})
+	require.Contains(t, text, "has ended")
+	r, _ := c.run(map[string]any{"command": "echo $$", "session": "gone"})
+	require.Equal(t, 0, *r.ExitCode)
+	require.NotEqual(t, first.Output, r.Output, "a new shell")
+	c.close()
+}

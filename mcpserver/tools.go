@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -129,8 +130,7 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunInput) (
 		opts.Stdin = process.StdinClosed
 	}
 	r, p, err := s.c.RunCommand(ctx, id, opts)
-	var ce *client.Error
-	if errors.As(err, &ce) && ce.Code == client.CodeNotFound {
+	if sessionEnded(err) || p == nil && r != nil && canceled(r) {
 		s.forget(name, id)
 		return nil, Result{}, fmt.Errorf("session %q has ended (its shell exited or it was closed): run again to start a new one", name)
 	}
@@ -168,6 +168,20 @@ func (s *Server) interact(ctx context.Context, _ *mcp.CallToolRequest, in Intera
 	out := s.result(ctx, r, p, sessionID)
 	out.Session = s.names()[sessionID]
 	return textResult(out), out, nil
+}
+
+// sessionEnded reports whether a session command was refused because the
+// session is gone (not_found) or its shell has ended: submitting a command
+// is unsupported_operation only then.
+func sessionEnded(err error) bool {
+	var ce *client.Error
+	return errors.As(err, &ce) && (ce.Code == client.CodeNotFound || ce.Code == client.CodeUnsupportedOperation)
+}
+
+// canceled reports whether the command never ran because its session's
+// shell ended while it was queued: the daemon fails it with that error.
+func canceled(r *client.RunResult) bool {
+	return r.Reason == process.Failed && strings.HasSuffix(r.Error, "session ended")
 }
 
 // wait is how a run or interact waits and bounds its answer.
