@@ -182,3 +182,18 @@ func startDaemon(t *testing.T, env []string, stateHome string) *client.Client {
 func contextWithGuard(t *testing.T) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(t.Context(), hangGuard)
 }
+
+// outputOf returns r's output, read on through interact while the command
+// runs and its output does not yet hold want: a loaded machine may answer
+// a short wait before the command printed anything.
+func (c *conn) outputOf(r mcpserver.Result, want string) string {
+	c.t.Helper()
+	out := r.Output
+	for r.Running && !strings.Contains(out, want) {
+		var next mcpserver.Result
+		c.ok("interact", map[string]any{"id": r.ID, "cursor": r.Next, "idleTimeout": 0.2}, &next)
+		r = next
+		out += r.Output
+	}
+	return out
+}

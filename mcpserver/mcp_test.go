@@ -103,6 +103,8 @@ func testState(t *testing.T, c *conn) {
 // Bad arguments are tool errors saying what to fix.
 func testErrors(t *testing.T, c *conn) {
 	require.Contains(t, c.toolError("run", map[string]any{"command": ""}), "command is empty")
+	require.Contains(t, c.toolError("run", map[string]any{"timeout": 1}), "command")
+	require.Contains(t, c.toolError("run", map[string]any{"command": "true", "timeout": "soon"}), "timeout")
 	require.Contains(t, c.toolError("run", map[string]any{"command": "true", "timeout": -1}), "cannot be negative")
 	require.Contains(t, c.toolError("interact", map[string]any{"id": "no-such-id", "input": "x"}), "not found")
 	require.Contains(t, c.toolError("close_session", map[string]any{"session": "never-made"}), "no session")
@@ -132,7 +134,7 @@ func testInterrupt(t *testing.T, c *conn) {
 	r, text := c.run(map[string]any{"command": "echo started; sleep 300", "session": "intr", "timeout": 0.5, "closeStdin": true})
 	require.True(t, r.Running, text)
 	require.Contains(t, text, "still running as "+r.ID)
-	require.Contains(t, r.Output, "started")
+	require.Contains(t, c.outputOf(r, "started\n"), "started")
 
 	l := c.list()
 	require.True(t, slices.ContainsFunc(l.Processes, func(p mcpserver.ProcessInfo) bool {
@@ -213,8 +215,9 @@ func TestExitEndsEverything(t *testing.T) {
 			require.NoError(t, err, r.Output)
 			running, _ := c.run(map[string]any{"command": "sh -c 'echo $$; exec sleep 1000'", "session": "other", "idleTimeout": 0.2, "closeStdin": true})
 			require.True(t, running.Running)
-			cmd, err := strconv.Atoi(strings.TrimSpace(running.Output))
-			require.NoError(t, err, running.Output)
+			out := c.outputOf(running, "\n")
+			cmd, err := strconv.Atoi(strings.TrimSpace(out))
+			require.NoError(t, err, out)
 			procs := []proc{seen(t, job), seen(t, cmd)}
 			for _, s := range c.list().Sessions {
 				procs = append(procs, seen(t, s.PID))
