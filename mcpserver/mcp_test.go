@@ -166,6 +166,7 @@ func testBounded(t *testing.T, c *conn) {
 	require.True(t, r.Truncated, "10 MiB is more than the retention")
 	require.NotEmpty(t, r.OmittedAfter)
 	require.Less(t, len(text), 16<<10+(128<<10)+1024, "the text is bounded")
+	t.Logf("10 MiB answered in %d bytes of text, %d omitted", len(text), r.OmittedBytes)
 	require.Contains(t, text, "bytes omitted")
 	require.Contains(t, r.Output, strings.Repeat("x", 99)+"\n", r.Output[:200])
 
