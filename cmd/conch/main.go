@@ -57,6 +57,7 @@ var commands = map[string]command{
 	"rm":       {"stop and delete processes", cmdRm},
 	"attach":   {"attach the terminal to a PTY process", cmdAttach},
 	"interact": {"answer a running command, wait and read on", cmdInteract},
+	"mcp":      {"serve sessions to agents over the Model Context Protocol (stdio)", cmdMcp},
 	"version":  {"print the version", cmdVersion},
 }
 

@@ -1,0 +1,253 @@
+package mcpserver_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/mcpserver"
+)
+
+// The tools against the engine in `conch mcp`'s own process.
+func TestToolsInProcess(t *testing.T) {
+	t.Parallel()
+	env, _ := testEnv(t)
+	c := startMCP(t, env)
+	testTools(t, c)
+	c.close()
+}
+
+// The same tools against a running daemon (--url, the token found in the
+// state directory), whose sessions `conch mcp` leaves alone on exit.
+func TestToolsAgainstDaemon(t *testing.T) {
+	t.Parallel()
+	env, stateHome := testEnv(t)
+	d := startDaemon(t, env, stateHome)
+	c := startMCP(t, env, "--url", d.URL())
+	testTools(t, c)
+	sessions := c.list().Sessions
+	require.NotEmpty(t, sessions)
+	c.close()
+	left, err := d.Sessions(t.Context())
+	require.NoError(t, err)
+	for _, s := range sessions {
+		require.True(t, slices.ContainsFunc(left, func(p client.Process) bool { return p.ID == s.ID && !p.Ended() }),
+			"session %s lives on in the daemon", s.Name)
+	}
+}
+
+func testTools(t *testing.T, c *conn) {
+	t.Run("schemas", func(t *testing.T) { testSchemas(t, c) })
+	t.Run("state", func(t *testing.T) { testState(t, c) })
+	t.Run("errors", func(t *testing.T) { testErrors(t, c) })
+	t.Run("input", func(t *testing.T) { testInput(t, c) })
+	t.Run("interrupt", func(t *testing.T) { testInterrupt(t, c) })
+	t.Run("bounded", func(t *testing.T) { testBounded(t, c) })
+	t.Run("sessions", func(t *testing.T) { testSessions(t, c) })
+}
+
+// Every tool comes with a description and an input schema naming its fields.
+func testSchemas(t *testing.T, c *conn) {
+	res, err := c.cs.ListTools(t.Context(), nil)
+	require.NoError(t, err)
+	want := map[string]string{"run": "command", "interact": "id", "read_output": "cursor", "list": "", "close_session": "session"}
+	for _, tool := range res.Tools {
+		field, ok := want[tool.Name]
+		require.True(t, ok, "unexpected tool %s", tool.Name)
+		delete(want, tool.Name)
+		require.NotEmpty(t, tool.Description, tool.Name)
+		require.NotNil(t, tool.OutputSchema, tool.Name)
+		schema := tool.InputSchema.(map[string]any)
+		require.Equal(t, "object", schema["type"], tool.Name)
+		if field != "" {
+			require.Contains(t, schema["properties"], field, tool.Name)
+		}
+	}
+	require.Empty(t, want, "tools missing")
+}
+
+// A session keeps its directory and variables from one run to the next;
+// a failing command is a result with its exit code.
+func testState(t *testing.T, c *conn) {
+	dir := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "sub"), 0o755))
+	r, _ := c.run(map[string]any{"command": "cd sub && export GREETING=hi", "session": "state", "cwd": dir})
+	require.False(t, r.Running)
+	require.Equal(t, 0, *r.ExitCode)
+	require.Equal(t, filepath.Join(dir, "sub"), r.Cwd)
+
+	r, text := c.run(map[string]any{"command": `echo "$GREETING from $(pwd)"`, "session": "state"})
+	require.Equal(t, "hi from "+filepath.Join(dir, "sub")+"\n", r.Output)
+	require.Contains(t, text, "exit code 0")
+	require.Contains(t, text, "cwd: "+filepath.Join(dir, "sub"))
+
+	r, text = c.run(map[string]any{"command": "echo oops >&2; (exit 3)", "session": "state"})
+	require.Equal(t, 3, *r.ExitCode)
+	require.Equal(t, "oops\n", r.Output)
+	require.Contains(t, text, "exit code 3")
+
+	var read mcpserver.ReadOutput
+	c.ok("read_output", map[string]any{"id": r.ID}, &read)
+	require.Equal(t, "oops\n", read.Output)
+	require.False(t, read.More)
+	require.False(t, read.Running)
+}
+
+// Bad arguments are tool errors saying what to fix.
+func testErrors(t *testing.T, c *conn) {
+	require.Contains(t, c.toolError("run", map[string]any{"command": ""}), "command is empty")
+	require.Contains(t, c.toolError("run", map[string]any{"timeout": 1}), "command")
+	require.Contains(t, c.toolError("run", map[string]any{"command": "true", "timeout": "soon"}), "timeout")
+	require.Contains(t, c.toolError("run", map[string]any{"command": "true", "timeout": -1}), "cannot be negative")
+	require.Contains(t, c.toolError("interact", map[string]any{"id": "no-such-id", "input": "x"}), "not found")
+	require.Contains(t, c.toolError("close_session", map[string]any{"session": "never-made"}), "no session")
+	require.Contains(t, c.toolError("run", map[string]any{"command": "true", "session": "badshell", "shell": "/no/such/shell"}), "create session")
+}
+
+// A command waiting for input answers early, and is answered through
+// interact.
+func testInput(t *testing.T, c *conn) {
+	r, text := c.run(map[string]any{"command": `printf 'name? '; read -r name; echo "hello $name"`, "session": "input"})
+	require.True(t, r.Running, text)
+	require.True(t, r.WaitingForInput, text)
+	require.Contains(t, text, "still running as "+r.ID+"; waiting for input")
+	require.Contains(t, r.Output, "name?")
+
+	var done mcpserver.Result
+	c.ok("interact", map[string]any{"id": r.ID, "input": "conch\n"}, &done)
+	require.False(t, done.Running)
+	require.Equal(t, 0, *done.ExitCode)
+	require.Contains(t, done.Output, "hello conch")
+	require.Equal(t, "input", done.Session)
+}
+
+// A long command answers when its timeout runs out, still running; INT
+// through interact ends it, and the session goes on.
+func testInterrupt(t *testing.T, c *conn) {
+	r, text := c.run(map[string]any{"command": "echo started; sleep 300", "session": "intr", "timeout": 0.5, "closeStdin": true})
+	require.True(t, r.Running, text)
+	require.Contains(t, text, "still running as "+r.ID)
+	require.Contains(t, c.outputOf(r, "started\n"), "started")
+
+	l := c.list()
+	require.True(t, slices.ContainsFunc(l.Processes, func(p mcpserver.ProcessInfo) bool {
+		return p.ID == r.ID && p.Session == "intr"
+	}), "list shows the running command: %+v", l.Processes)
+
+	var done mcpserver.Result
+	text = c.ok("interact", map[string]any{"id": r.ID, "signal": "INT"}, &done)
+	require.False(t, done.Running, text)
+	require.Equal(t, "INT", done.Signal, text)
+
+	r, _ = c.run(map[string]any{"command": "echo after", "session": "intr"})
+	require.Equal(t, "after\n", r.Output)
+}
+
+// 10 MiB of output come back as a head and a tail within the limit, with
+// what was left out, which read_output reads from its cursor.
+func testBounded(t *testing.T, c *conn) {
+	const total = 10 << 20
+	r, text := c.run(map[string]any{
+		"command":     "head -c " + strconv.Itoa(total) + " /dev/zero | tr '\\0' x | fold -w 99",
+		"session":     "big",
+		"outputLimit": 16 << 10,
+		"timeout":     120,
+	})
+	require.False(t, r.Running)
+	require.Equal(t, 0, *r.ExitCode)
+	require.Positive(t, r.OmittedBytes)
+	require.True(t, r.Truncated, "10 MiB is more than the retention")
+	require.NotEmpty(t, r.OmittedAfter)
+	require.Less(t, len(text), 16<<10+(128<<10)+1024, "the text is bounded")
+	t.Logf("10 MiB answered in %d bytes of text, %d omitted", len(text), r.OmittedBytes)
+	require.Contains(t, text, "bytes omitted")
+	require.Contains(t, r.Output, strings.Repeat("x", 99)+"\n", r.Output[:200])
+
+	var read mcpserver.ReadOutput
+	c.ok("read_output", map[string]any{"id": r.ID, "cursor": r.OmittedAfter, "limit": 1000}, &read)
+	require.True(t, read.More, "%+v / %+v", read, r)
+	require.Positive(t, read.Bytes)
+	require.Contains(t, read.Output, strings.Repeat("x", 99))
+	require.NotEqual(t, r.OmittedAfter, read.Next)
+}
+
+// Sessions are made by name with their shell, listed, and closed.
+func testSessions(t *testing.T, c *conn) {
+	r, _ := c.run(map[string]any{"command": "echo $0", "session": "dashed", "shell": "dash"})
+	require.Contains(t, r.Output, "dash")
+	r, text := c.run(map[string]any{"command": "true", "session": "dashed", "shell": "zsh"})
+	require.Contains(t, text, "shell and cwd apply only when a session is created")
+	_ = r
+
+	l := c.list()
+	i := slices.IndexFunc(l.Sessions, func(s mcpserver.SessionInfo) bool { return s.Name == "dashed" })
+	require.GreaterOrEqual(t, i, 0, "list shows the session: %+v", l.Sessions)
+	id := l.Sessions[i].ID
+
+	var closed mcpserver.CloseOutput
+	c.ok("close_session", map[string]any{"session": "dashed"}, &closed)
+	require.Equal(t, id, closed.ID)
+	l = c.list()
+	require.False(t, slices.ContainsFunc(l.Sessions, func(s mcpserver.SessionInfo) bool { return s.Name == "dashed" }))
+
+	// The default session is main.
+	r, _ = c.run(map[string]any{"command": "echo in main"})
+	require.Equal(t, "main", r.Session)
+}
+
+// When stdin closes, or SIGTERM comes, `conch mcp` ends every session and
+// process of its engine (background jobs included) and exits.
+func TestExitEndsEverything(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"stdin", "SIGTERM"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			env, _ := testEnv(t)
+			c := startMCP(t, env)
+			r, _ := c.run(map[string]any{"command": "sleep 1000 & echo $!"})
+			job, err := strconv.Atoi(strings.TrimSpace(r.Output))
+			require.NoError(t, err, r.Output)
+			running, _ := c.run(map[string]any{"command": "sh -c 'echo $$; exec sleep 1000'", "session": "other", "idleTimeout": 0.2, "closeStdin": true})
+			require.True(t, running.Running)
+			out := c.outputOf(running, "\n")
+			cmd, err := strconv.Atoi(strings.TrimSpace(out))
+			require.NoError(t, err, out)
+			procs := []proc{seen(t, job), seen(t, cmd)}
+			for _, s := range c.list().Sessions {
+				procs = append(procs, seen(t, s.PID))
+			}
+			require.Len(t, procs, 4, "a job, a command, two shells")
+			if how == "SIGTERM" {
+				require.NoError(t, c.cmd.Process.Signal(syscall.SIGTERM))
+				require.NoError(t, c.cs.Wait())
+			}
+			c.close()
+			for _, p := range procs {
+				require.False(t, p.alive(), "process %d ended with conch mcp", p.pid)
+			}
+		})
+	}
+}
+
+// A session whose shell exited says so, and the next run under its name
+// starts a new one.
+func TestSessionShellExits(t *testing.T) {
+	t.Parallel()
+	env, _ := testEnv(t)
+	c := startMCP(t, env)
+	first, _ := c.run(map[string]any{"command": "echo $$", "session": "gone"})
+	c.call("run", map[string]any{"command": "exit 4", "session": "gone"})
+	text := c.toolError("run", map[string]any{"command": "echo again", "session": "gone"})
+	require.Contains(t, text, "has ended")
+	r, _ := c.run(map[string]any{"command": "echo $$", "session": "gone"})
+	require.Equal(t, 0, *r.ExitCode)
+	require.NotEqual(t, first.Output, r.Output, "a new shell")
+	c.close()
+}

@@ -1,0 +1,121 @@
+// Package mcpserver serves conch's sessions and processes to agents over the
+// Model Context Protocol. Its tools talk to a conch daemon through a
+// *client.Client, so they work the same whether the daemon runs in the
+// same process (conch mcp) or elsewhere (conch mcp --url).
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/conchsh/conch/client"
+)
+
+// DefaultSession is the session a run without a session name goes to.
+const DefaultSession = "main"
+
+// Defaults of the tools' waits and answers: an agent's call should come
+// back within a turn, with output that fits in its context.
+const (
+	DefaultTimeout     = 30 * time.Second
+	DefaultOutputLimit = 32 << 10
+	// readPageFrames bounds the frames asked for per logs page when
+	// reading output from a cursor.
+	readPageFrames = 256
+)
+
+// Server holds the tools' state: the sessions created by name.
+type Server struct {
+	c       *client.Client
+	version string
+
+	mu       sync.Mutex
+	sessions map[string]string // session name → session id
+}
+
+// New returns a Server whose tools drive the daemon c.
+func New(c *client.Client, version string) *Server {
+	return &Server{c: c, version: version, sessions: map[string]string{}}
+}
+
+// MCP returns the MCP server with every tool added.
+func (s *Server) MCP() *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "conch", Version: s.version}, &mcp.ServerOptions{
+		Instructions: instructions,
+	})
+	mcp.AddTool(srv, runTool, s.run)
+	mcp.AddTool(srv, interactTool, s.interact)
+	mcp.AddTool(srv, readTool, s.readOutput)
+	mcp.AddTool(srv, listTool, s.list)
+	mcp.AddTool(srv, closeTool, s.closeSession)
+	return srv
+}
+
+// Run serves the tools on stdin and stdout until stdin closes or ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	err := s.MCP().Run(ctx, &mcp.StdioTransport{})
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// session returns the id of the session called name, creating it with
+// shell and cwd when there is none yet. created says it was just made.
+func (s *Server) session(ctx context.Context, name, shell, cwd string) (id string, created bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id, ok := s.sessions[name]; ok {
+		return id, false, nil
+	}
+	p, err := s.c.CreateSession(ctx, client.SessionOptions{Name: name, Shell: shell, Cwd: cwd})
+	if err != nil {
+		return "", false, fmt.Errorf("create session %q: %w", name, explain(err))
+	}
+	s.sessions[name] = p.ID
+	return p.ID, true, nil
+}
+
+// forget drops the session called name if it still has id.
+func (s *Server) forget(name, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sessions[name] == id {
+		delete(s.sessions, name)
+	}
+}
+
+// names returns the session id → name map.
+func (s *Server) names() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := make(map[string]string, len(s.sessions))
+	for n, id := range s.sessions {
+		m[id] = n
+	}
+	return m
+}
+
+// explain turns the daemon's errors into text that says what to do.
+func explain(err error) error {
+	var e *client.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	switch e.Code {
+	case client.CodeInvalidArgument:
+		return fmt.Errorf("invalid argument: %s", e.Message)
+	case client.CodeNotFound:
+		return fmt.Errorf("not found: %s (the list tool shows what exists)", e.Message)
+	case client.CodeUnsupportedOperation:
+		return fmt.Errorf("not possible: %s", e.Message)
+	case client.CodeResourceExhausted:
+		return fmt.Errorf("limit reached: %s (close sessions or wait for commands to end)", e.Message)
+	}
+	return err
+}

@@ -1,0 +1,221 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/process"
+)
+
+const instructions = `conch runs shell commands in persistent sessions: a session is one shell ` +
+	`process, so cd, exported variables and shell functions carry over from one run to the next. ` +
+	`Use run for commands; when run answers "still running", use interact to answer a prompt, ` +
+	`interrupt (signal INT) or wait longer, and read_output to page through output left out.`
+
+var runTool = &mcp.Tool{
+	Name: "run",
+	Description: `Run a shell command in a named persistent session and wait for it. ` +
+		`The session (default "main") is created on first use with the given shell and cwd; its ` +
+		`working directory, environment and shell state carry over to later runs in it. ` +
+		`The answer comes when the command ends (exit code, the session's cwd after it, the output ` +
+		`as plain text), or earlier when it waits for input, when timeout (default 30 s) runs out, ` +
+		`or when it printed nothing for idleTimeout: then it says "still running as ID" and the ` +
+		`command goes on; use interact with that id to answer, interrupt or wait more. Long output ` +
+		`keeps its head and tail within outputLimit bytes and says how much was omitted and the ` +
+		`cursor read_output reads it from. A non-zero exit code is a normal result, not an error.`,
+}
+
+// RunInput is the run tool's input.
+type RunInput struct {
+	Command     string  `json:"command" jsonschema:"the shell command line to run, as typed at a prompt"`
+	Session     string  `json:"session,omitempty" jsonschema:"name of the session to run in; default main. A new name starts a new session"`
+	Shell       string  `json:"shell,omitempty" jsonschema:"shell of a new session: bash (default), sh, dash, zsh, ksh, mksh or a path; ignored once the session exists"`
+	Cwd         string  `json:"cwd,omitempty" jsonschema:"starting directory of a new session; ignored once the session exists (use cd)"`
+	Timeout     float64 `json:"timeout,omitempty" jsonschema:"seconds to wait before answering with the command still running; default 30. The command is not stopped"`
+	IdleTimeout float64 `json:"idleTimeout,omitempty" jsonschema:"answer early once the command printed nothing for this many seconds; default none"`
+	OutputLimit int64   `json:"outputLimit,omitempty" jsonschema:"bytes of output in the answer (head and tail); default 32768"`
+	CloseStdin  bool    `json:"closeStdin,omitempty" jsonschema:"run with stdin closed, so that reads get end of file at once; by default stdin stays open and a command that waits for input answers early, to be answered with interact"`
+}
+
+var interactTool = &mcp.Tool{
+	Name: "interact",
+	Description: `Work with a command that is still running (an id from run): send input ` +
+		`(include the trailing newline to press Enter), close its stdin (eof), or send a ` +
+		`signal (INT to interrupt like Ctrl-C, TERM, KILL), then wait and read the output that ` +
+		`came after, answered as run answers. With nothing to send it just waits longer. Pass ` +
+		`cursor (the "next" of the previous answer) to read exactly what came after it.`,
+}
+
+// InteractInput is the interact tool's input.
+type InteractInput struct {
+	ID          string  `json:"id" jsonschema:"id of the running command, as run or list gave it"`
+	Input       string  `json:"input,omitempty" jsonschema:"text written to the command's stdin; end it with a newline to submit a line"`
+	EOF         bool    `json:"eof,omitempty" jsonschema:"close the command's stdin after the input"`
+	Signal      string  `json:"signal,omitempty" jsonschema:"signal sent to the command and its children after the input: INT, TERM, KILL, HUP, QUIT, ..."`
+	Cursor      string  `json:"cursor,omitempty" jsonschema:"read output after this cursor (next of an earlier answer); default: what came after the input"`
+	Timeout     float64 `json:"timeout,omitempty" jsonschema:"seconds to wait before answering with the command still running; default 30"`
+	IdleTimeout float64 `json:"idleTimeout,omitempty" jsonschema:"answer early once the command printed nothing for this many seconds"`
+	OutputLimit int64   `json:"outputLimit,omitempty" jsonschema:"bytes of output in the answer (head and tail); default 32768"`
+}
+
+var readTool = &mcp.Tool{
+	Name: "read_output",
+	Description: `Read a command's output from a cursor, without waiting: the output left out ` +
+		`of a long answer (cursor = its omittedAfter) or what a still running command printed ` +
+		`since an answer (cursor = its next). Answers at most limit bytes as plain text and the ` +
+		`next cursor; "more" says there is more to read now.`,
+}
+
+// ReadInput is the read_output tool's input.
+type ReadInput struct {
+	ID     string `json:"id" jsonschema:"id of the command"`
+	Cursor string `json:"cursor,omitempty" jsonschema:"read after this cursor; default: from the start of the output"`
+	Limit  int64  `json:"limit,omitempty" jsonschema:"bytes to read at most; default 32768"`
+}
+
+var listTool = &mcp.Tool{
+	Name: "list",
+	Description: `List the sessions (name, id, shell, cwd, state) and the commands still ` +
+		`running (id, session, command line, whether it waits for input). Use it to find an id ` +
+		`for interact or read_output, or to see which sessions exist.`,
+}
+
+// ListInput is the list tool's input: there is nothing to choose.
+type ListInput struct{}
+
+var closeTool = &mcp.Tool{
+	Name: "close_session",
+	Description: `Close a session: end its shell and every command still running in it. ` +
+		`A later run with the same name starts a fresh session.`,
+}
+
+// CloseInput is the close_session tool's input.
+type CloseInput struct {
+	Session string `json:"session,omitempty" jsonschema:"name of the session to close; default main"`
+}
+
+// CloseOutput is the close_session tool's answer.
+type CloseOutput struct {
+	Session string `json:"session"`
+	ID      string `json:"id"`
+	Closed  bool   `json:"closed"`
+}
+
+func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunInput) (*mcp.CallToolResult, Result, error) {
+	if in.Command == "" {
+		return nil, Result{}, errors.New("command is empty: give the shell command line to run")
+	}
+	wait, err := waits(in.Timeout, in.IdleTimeout, in.OutputLimit)
+	if err != nil {
+		return nil, Result{}, err
+	}
+	name := in.Session
+	if name == "" {
+		name = DefaultSession
+	}
+	id, created, err := s.session(ctx, name, in.Shell, in.Cwd)
+	if err != nil {
+		return nil, Result{}, err
+	}
+	opts := client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: in.Command, Stdin: process.StdinOpen},
+		Timeout: wait.timeout, IdleTimeout: wait.idle, OutputLimit: wait.limit}
+	if in.CloseStdin {
+		opts.Stdin = process.StdinClosed
+	}
+	r, p, err := s.c.RunCommand(ctx, id, opts)
+	if sessionEnded(err) || p == nil && r != nil && canceled(r) {
+		s.forget(name, id)
+		return nil, Result{}, fmt.Errorf("session %q has ended (its shell exited or it was closed): run again to start a new one", name)
+	}
+	if err != nil {
+		return nil, Result{}, explain(err)
+	}
+	out := s.result(ctx, r, p, id)
+	out.Session = name
+	if !created && (in.Shell != "" || in.Cwd != "") {
+		out.Note = fmt.Sprintf("session %q existed already: shell and cwd apply only when a session is created", name)
+	}
+	return textResult(out), out, nil
+}
+
+func (s *Server) interact(ctx context.Context, _ *mcp.CallToolRequest, in InteractInput) (*mcp.CallToolResult, Result, error) {
+	if in.ID == "" {
+		return nil, Result{}, errors.New("id is empty: give the id run answered, or one from list")
+	}
+	wait, err := waits(in.Timeout, in.IdleTimeout, in.OutputLimit)
+	if err != nil {
+		return nil, Result{}, err
+	}
+	opts := client.InteractOptions{Input: in.Input, EOF: in.EOF, Signal: in.Signal, Cursor: in.Cursor,
+		Timeout: wait.timeout, IdleTimeout: wait.idle, OutputLimit: wait.limit}
+	r, p, err := s.c.Interact(ctx, in.ID, opts)
+	if err != nil {
+		return nil, Result{}, explain(err)
+	}
+	sessionID := ""
+	if p != nil {
+		sessionID = p.SessionID
+	} else if q, err := s.c.Get(ctx, in.ID); err == nil {
+		sessionID = q.SessionID
+	}
+	out := s.result(ctx, r, p, sessionID)
+	out.Session = s.names()[sessionID]
+	return textResult(out), out, nil
+}
+
+// sessionEnded reports whether a session command was refused because the
+// session is gone (not_found) or its shell has ended: submitting a command
+// is unsupported_operation only then.
+func sessionEnded(err error) bool {
+	var ce *client.Error
+	return errors.As(err, &ce) && (ce.Code == client.CodeNotFound || ce.Code == client.CodeUnsupportedOperation)
+}
+
+// canceled reports whether the command never ran because its session's
+// shell ended while it was queued: the daemon fails it with that error.
+func canceled(r *client.RunResult) bool {
+	return r.Reason == process.Failed && strings.HasSuffix(r.Error, "session ended")
+}
+
+// wait is how a run or interact waits and bounds its answer.
+type wait struct {
+	timeout, idle client.Millis
+	limit         int64
+}
+
+// waits checks the tools' waits (seconds) and output limit and fills in
+// the defaults.
+func waits(timeout, idle float64, limit int64) (wait, error) {
+	var w wait
+	if timeout < 0 || idle < 0 || math.IsNaN(timeout) || math.IsNaN(idle) {
+		return w, errors.New("timeout and idleTimeout are seconds and cannot be negative")
+	}
+	if limit < 0 {
+		return w, errors.New("outputLimit is bytes and cannot be negative")
+	}
+	w.timeout = client.Millis(DefaultTimeout)
+	if timeout > 0 {
+		w.timeout = client.Millis(seconds(timeout))
+	}
+	if idle > 0 {
+		w.idle = client.Millis(seconds(idle))
+	}
+	w.limit = DefaultOutputLimit
+	if limit > 0 {
+		w.limit = limit
+	}
+	return w, nil
+}
+
+// seconds converts a tool's seconds to a duration, at least a millisecond
+// (the daemon's unit) and at most a day.
+func seconds(v float64) time.Duration {
+	return time.Duration(min(max(v, 0.001), 86400) * float64(time.Second))
+}
