@@ -160,10 +160,14 @@ func TestTaggedOrphanIsFoundAndReaped(t *testing.T) {
 	require.False(t, contains(Descendants(cmd.Process.Pid), orphan), "the orphan is still a descendant of its dead parent")
 	require.Equal(t, []int{orphan}, Tagged(id), "Tagged(%q)", id)
 	require.Empty(t, Tagged(id+"-other"), "Tagged of another id")
+	born, ok := StartTime(orphan)
+	require.True(t, ok, "start time of orphan %d", orphan)
 	require.NoError(t, SignalTagged(id, syscall.SIGKILL))
+	// Reaped: its /proc entry is gone, or (pids wrap at 32768 on a busy
+	// machine) the pid now belongs to a process started later.
 	eventually(t, fmt.Sprintf("orphan %d reaped (no /proc entry)", orphan), func() bool {
-		_, err := os.Stat("/proc/" + strconv.Itoa(orphan))
-		return errors.Is(err, os.ErrNotExist)
+		st, ok := readStat(orphan) // a zombie is not reaped yet
+		return !ok || st.start != born
 	})
 }
 
