@@ -176,7 +176,7 @@ async function run(ctx, msg) {
   const marker = '\x1eCONCH' + msg.nonce;
   current = null;
   fs.writeSync(cell.err, marker);
-  fs.writeSync(cell.out, Buffer.concat([Buffer.from(`${marker}${status} `), Buffer.from(cwd()), Buffer.from([0])]));
+  fs.writeSync(cell.out, Buffer.concat([Buffer.from(`${marker}${status}  `), Buffer.from(cwd()), Buffer.from([0])]));
   fs.closeSync(cell.out);
   fs.closeSync(cell.err);
   if (cell.stdin) cell.stdin.destroy();

@@ -192,7 +192,7 @@ def _end_cell(nonce, status):
     marker = b"\x1eCONCH" + nonce.encode()
     with _S.lock:
         _S.cell = None
-        for fd, m in ((_S.err, marker), (_S.out, marker + b"%d " % status + cwd + b"\0")):
+        for fd, m in ((_S.err, marker), (_S.out, marker + b"%d  " % status + cwd + b"\0")):
             while m:
                 m = m[os.write(fd, m):]
             os.close(fd)
