@@ -140,7 +140,11 @@ func TestCodeContextJavaScript(t *testing.T) {
 	r = d.cell(t, s.ID, "n")
 	require.Equal(t, "41\n", r.Stdout)
 
-	// The interpreter ends with its context: a cell after it is refused.
+	// process.exit ends the context as exit ends a shell session.
+	r = d.cell(t, s.ID, "process.exit(3)")
+	require.Equal(t, 3, exitCode(t, r.WaitResult))
+	_, err = d.c.Submit(c, s.ID, client.CommandOptions{Code: "n"})
+	requireCode(t, err, client.CodeUnsupportedOperation)
 	require.NoError(t, d.c.DeleteSession(c, s.ID))
 	_, err = d.c.Get(c, s.ID)
 	requireCode(t, err, client.CodeNotFound)
