@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 
@@ -218,10 +219,10 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 
 // submit queues a command in the session and tracks it.
 func (s *Server) submit(e *sessionEntry, opts api.CommandOptions) (process.Process, error) {
-	if err := s.checkCommandSize(opts.Cmd + opts.Code); err != nil {
+	if err := e.checkBody(opts); err != nil {
 		return nil, err
 	}
-	if err := e.checkBody(opts); err != nil {
+	if err := s.checkCommandSize(cmp.Or(opts.Cmd, opts.Code)); err != nil {
 		return nil, err
 	}
 	if err := checkCommand(opts); err != nil {

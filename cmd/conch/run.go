@@ -127,7 +127,7 @@ func (f *startFlags) runJSON(ctx context.Context, e *env, c *client.Client, args
 }
 
 func cmdRun(ctx context.Context, e *env, args []string) int {
-	fs := flags(e, "run", "[--session ID] [--] CMD [ARG...]")
+	fs := flags(e, "run", "[--session ID [--code]] [--] CMD [ARG...]")
 	f := addStartFlags(fs)
 	a := addAnswerFlags(fs)
 	stdinMode := fs.String("stdin", "", "`open`: keep the command's stdin open for conch interact (with --idle or --timeout)")
@@ -250,7 +250,7 @@ func exitCode(r client.WaitResult) int {
 }
 
 func cmdStart(ctx context.Context, e *env, args []string) int {
-	fs := flags(e, "start", "[--session ID] [--pty] [--] [CMD [ARG...]]")
+	fs := flags(e, "start", "[--session ID [--code]] [--pty] [--] [CMD [ARG...]]")
 	f := addStartFlags(fs)
 	pty := fs.Bool("pty", false, "run in a PTY (with no command: the shell)")
 	if code, ok := parse(fs, args); !ok {
