@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,7 +44,7 @@ func (d *daemon) untilOutput(t *testing.T, id string) {
 // to start.
 func TestCodeContextPython(t *testing.T) {
 	t.Parallel()
-	d := start(t, server.Options{})
+	d := start(t, server.Options{MaxCommandBytes: 1000})
 	c := ctx(t)
 	dir := t.TempDir()
 	s, err := d.c.CreateSession(c, client.SessionOptions{Language: "python", Name: "py", Cwd: dir})
@@ -93,6 +94,10 @@ func TestCodeContextPython(t *testing.T) {
 		r := d.cell(t, s.ID, "x")
 		require.Equal(t, "40\n", r.Stdout, "the context lives with its state")
 		require.NoError(t, d.c.Delete(ctx(t), p.ID), "an ended cell's record can be deleted")
+	})
+	t.Run("code over the command size limit", func(t *testing.T) {
+		_, err := d.c.Submit(ctx(t), s.ID, client.CommandOptions{Code: "x = '" + strings.Repeat("a", 1000) + "'"})
+		requireCode(t, err, client.CodePayloadTooLarge)
 	})
 	t.Run("cmd on a context", func(t *testing.T) {
 		_, err := d.c.Submit(ctx(t), s.ID, client.CommandOptions{Cmd: "echo hi"})
