@@ -21,6 +21,8 @@ type Process struct {
 	SessionID        string        `json:"sessionId,omitempty"`
 	Argv             []string      `json:"argv,omitempty"`
 	ShellCommand     string        `json:"shellCommand,omitempty"`
+	Code             string        `json:"code,omitempty"`     // a code cell's text
+	Language         string        `json:"language,omitempty"` // a code context's or cell's
 	Shell            string        `json:"shell,omitempty"`
 	ResolvedShell    string        `json:"resolvedShell,omitempty"`
 	Login            bool          `json:"login,omitempty"`
@@ -186,13 +188,18 @@ type SessionOptions struct {
 	Env   map[string]string `json:"env,omitempty"`
 	Shell string            `json:"shell,omitempty"` // bash when empty
 	Login bool              `json:"login,omitempty"`
+	// Language makes the session a code context running that language's
+	// interpreter (python, javascript) instead of a shell.
+	Language string `json:"language,omitempty"`
 	// LeasePort leases one free loopback port, reported in Process.Ports.
 	LeasePort bool `json:"leasePort,omitempty"`
 }
 
 // CommandOptions submit a command to a session.
 type CommandOptions struct {
-	Cmd              string   `json:"cmd"`
+	// Cmd is a shell session's command; Code is a code context's cell.
+	Cmd              string   `json:"cmd,omitempty"`
+	Code             string   `json:"code,omitempty"`
 	Name             string   `json:"name,omitempty"`
 	Stdin            Stdin    `json:"stdin,omitempty"`
 	ExecutionTimeout Millis   `json:"executionTimeout,omitempty"`

@@ -97,6 +97,9 @@ func New(ctx context.Context, opts Options) (*Context, error) {
 		return nil, err
 	}
 	if opts.Cwd != "" {
+		if !filepath.IsAbs(opts.Cwd) {
+			return nil, fmt.Errorf("%w: cwd %q is not an absolute path", process.ErrInvalidArgument, opts.Cwd)
+		}
 		if fi, err := os.Stat(opts.Cwd); err != nil || !fi.IsDir() {
 			return nil, fmt.Errorf("%w: cwd %q is not a directory", process.ErrInvalidArgument, opts.Cwd)
 		}

@@ -21,6 +21,8 @@ func (s *Server) processDTO(p process.Process) api.Process {
 		SessionID:        i.SessionID,
 		Argv:             i.Argv,
 		ShellCommand:     i.ShellCommand,
+		Code:             i.Code,
+		Language:         i.Language,
 		Shell:            i.Shell,
 		ResolvedShell:    i.ResolvedShell,
 		Login:            i.Login,

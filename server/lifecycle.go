@@ -135,8 +135,8 @@ func (s *Server) stopAll(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, e := range sessions {
 		wg.Go(func() {
-			if err := e.shell.Close(); err != nil {
-				s.log.Warn("end session", "id", e.shell.ID(), "err", err)
+			if err := e.close(); err != nil {
+				s.log.Warn("end session", "id", e.process().ID(), "err", err)
 			}
 		})
 	}

@@ -1,19 +1,39 @@
 package server
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 
 	"github.com/conchsh/conch/api"
+	"github.com/conchsh/conch/codecontext"
 	"github.com/conchsh/conch/portlease"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/shellsession"
 )
 
-// sessionEntry is a live session: its shell and the ports it leased.
+// sessionEntry is a live session: its shell, or its interpreter for a code
+// context, and the ports it leased.
 type sessionEntry struct {
-	shell *shellsession.Session
+	shell *shellsession.Session // nil for a code context
+	code  *codecontext.Context  // nil for a shell session
 	ports []*portlease.Lease
+}
+
+// process returns the session's own process: its shell or interpreter.
+func (e *sessionEntry) process() process.Process {
+	if e.code != nil {
+		return e.code
+	}
+	return e.shell
+}
+
+// close ends the shell or interpreter and every process under it.
+func (e *sessionEntry) close() error {
+	if e.code != nil {
+		return e.code.Close()
+	}
+	return e.shell.Close()
 }
 
 func (e *sessionEntry) releasePorts() {
@@ -54,6 +74,11 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &opts); err != nil {
 		return err
 	}
+	if opts.Language != "" {
+		if err := checkContext(opts); err != nil {
+			return err
+		}
+	}
 	if err := s.reserve(slotSession); err != nil {
 		return err
 	}
@@ -62,7 +87,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 		s.release(slotSession)
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, s.processDTO(e.shell))
+	return writeJSON(w, http.StatusCreated, s.processDTO(e.process()))
 }
 
 // newSession starts a session's shell with its port leases and tracks it.
@@ -76,12 +101,17 @@ func (s *Server) newSession(r *http.Request, opts api.SessionOptions) (*sessionE
 		}
 		e.ports = append(e.ports, l)
 	}
-	sh, err := s.startShell(r.Context(), opts, e.portNumbers())
+	var err error
+	if opts.Language != "" {
+		e.code, err = s.startContext(r.Context(), opts, e.portNumbers())
+	} else {
+		e.shell, err = s.startShell(r.Context(), opts, e.portNumbers())
+	}
 	if err != nil {
 		e.releasePorts()
 		return nil, err
 	}
-	e.shell = sh
+	sh := e.process()
 	s.mu.Lock()
 	s.sessions[sh.ID()] = e
 	s.mu.Unlock()
@@ -89,7 +119,7 @@ func (s *Server) newSession(r *http.Request, opts api.SessionOptions) (*sessionE
 		s.mu.Lock()
 		delete(s.sessions, sh.ID())
 		s.mu.Unlock()
-		_ = sh.Close()
+		_ = e.close()
 		e.releasePorts()
 		return nil, err
 	}
@@ -113,7 +143,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.processDTO(e.shell))
+	return writeJSON(w, http.StatusOK, s.processDTO(e.process()))
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
@@ -134,7 +164,7 @@ func (s *Server) removeSession(id string) error {
 	if !ok {
 		return fmt.Errorf("session %s: %w", id, process.ErrNotFound)
 	}
-	err := e.shell.Close()
+	err := e.close()
 	s.forgetCommands(id)
 	s.removeRecord(id)
 	e.releasePorts()
@@ -187,13 +217,22 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 
 // submit queues a command in the session and tracks it.
 func (s *Server) submit(e *sessionEntry, opts api.CommandOptions) (process.Process, error) {
-	if err := s.checkCommandSize(opts.Cmd); err != nil {
+	if err := e.checkBody(opts); err != nil {
+		return nil, err
+	}
+	if err := s.checkCommandSize(cmp.Or(opts.Cmd, opts.Code)); err != nil {
 		return nil, err
 	}
 	if err := s.reserve(slotProcess); err != nil {
 		return nil, err
 	}
-	p, err := s.submitTo(e.shell, opts)
+	var p process.Process
+	var err error
+	if e.code != nil {
+		p, err = s.submitCell(e.code, opts)
+	} else {
+		p, err = s.submitTo(e.shell, opts)
+	}
 	if err != nil {
 		s.release(slotProcess)
 		return nil, err

@@ -21,6 +21,7 @@ import (
 // startFlags are the flags shared by run and start.
 type startFlags struct {
 	session  *string
+	code     *bool
 	name     *string
 	cwd      *string
 	shell    *string
@@ -35,6 +36,7 @@ type startFlags struct {
 func addStartFlags(fs *flag.FlagSet) *startFlags {
 	f := &startFlags{env: envFlag{}, timeout: new(durationMillis)}
 	f.session = fs.String("session", "", "run in the session with this `id` (the arguments are shell text)")
+	f.code = fs.Bool("code", false, "the arguments are code for the --session's code context (a session made with --language)")
 	f.name = fs.String("name", "", "a `name` for the process")
 	f.cwd = fs.String("cwd", "", "working `directory` (not with --session: a session has its own)")
 	f.shell = fs.String("shell", "", "`shell` that runs a command string (bash, sh, dash, zsh, ksh, mksh, busybox)")
@@ -55,15 +57,25 @@ func (f *startFlags) options(args []string, kind process.Kind) (client.StartOpti
 	if *f.stdin {
 		stdin = process.StdinOpen
 	}
+	if *f.code && *f.session == "" {
+		return client.StartOptions{}, client.CommandOptions{},
+			errors.New("--code runs a cell in a code context: give the context with --session ID (conch session new --language python)")
+	}
 	if *f.session != "" {
 		if *f.cwd != "" || *f.shell != "" || *f.login || len(f.env) > 0 || kind == process.KindPTY {
 			return client.StartOptions{}, client.CommandOptions{},
 				errors.New("--cwd, --shell, --login, -e and --pty do not apply to a session command")
 		}
-		return client.StartOptions{}, client.CommandOptions{
-			Cmd: strings.Join(args, " "), Name: *f.name, Stdin: stdin,
+		cmd := client.CommandOptions{
+			Name: *f.name, Stdin: stdin,
 			ExecutionTimeout: client.Millis(*f.timeout), KeepLogs: logstore.KeepLogs(*f.keepLogs),
-		}, nil
+		}
+		if *f.code {
+			cmd.Code = strings.Join(args, " ")
+		} else {
+			cmd.Cmd = strings.Join(args, " ")
+		}
+		return client.StartOptions{}, cmd, nil
 	}
 	opts := client.StartOptions{
 		Kind: kind, Name: *f.name, Cwd: *f.cwd, Shell: *f.shell, Login: *f.login, Stdin: stdin,
@@ -115,7 +127,7 @@ func (f *startFlags) runJSON(ctx context.Context, e *env, c *client.Client, args
 }
 
 func cmdRun(ctx context.Context, e *env, args []string) int {
-	fs := flags(e, "run", "[--session ID] [--] CMD [ARG...]")
+	fs := flags(e, "run", "[--session ID [--code]] [--] CMD [ARG...]")
 	f := addStartFlags(fs)
 	a := addAnswerFlags(fs)
 	stdinMode := fs.String("stdin", "", "`open`: keep the command's stdin open for conch interact (with --idle or --timeout)")
@@ -238,7 +250,7 @@ func exitCode(r client.WaitResult) int {
 }
 
 func cmdStart(ctx context.Context, e *env, args []string) int {
-	fs := flags(e, "start", "[--session ID] [--pty] [--] [CMD [ARG...]]")
+	fs := flags(e, "start", "[--session ID [--code]] [--pty] [--] [CMD [ARG...]]")
 	f := addStartFlags(fs)
 	pty := fs.Bool("pty", false, "run in a PTY (with no command: the shell)")
 	if code, ok := parse(fs, args); !ok {

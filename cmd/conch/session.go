@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -33,6 +34,7 @@ func cmdSessionNew(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&opts.Cwd, "cwd", "", "the shell's starting `directory`")
 	fs.StringVar(&opts.Shell, "shell", "", "`shell`: bash (default), sh, dash, zsh, ksh, mksh or busybox")
 	fs.BoolVar(&opts.Login, "login", false, "start a login shell (profile files read)")
+	fs.StringVar(&opts.Language, "language", "", "make a code context instead: `language` python or javascript (not with --shell)")
 	fs.BoolVar(&opts.LeasePort, "lease-port", false, "lease a free loopback port for the session")
 	env := envFlag{}
 	fs.Var(env, "e", "set `KEY=VALUE` in the shell's environment (repeatable)")
@@ -42,6 +44,9 @@ func cmdSessionNew(ctx context.Context, e *env, args []string) int {
 	}
 	if fs.NArg() > 0 {
 		return usageError(e, "session new takes no arguments")
+	}
+	if opts.Language != "" && (opts.Shell != "" || opts.Login) {
+		return usageError(e, "--language makes a code context, which has no shell: drop --shell and --login")
 	}
 	if len(env) > 0 {
 		opts.Env = env
@@ -88,7 +93,7 @@ func cmdSessionLs(ctx context.Context, e *env, args []string) int {
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tSHELL\tPID\tCWD\tPORTS\tNAME")
 	for _, s := range ss {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, dash(s.Shell), pid(s.PID),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, dash(cmp.Or(s.Shell, s.Language)), pid(s.PID),
 			dash(s.Cwd), dash(joinInts(s.Ports)), dash(s.Name))
 	}
 	return flushTable(e, tw)
