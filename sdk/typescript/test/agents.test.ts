@@ -126,4 +126,15 @@ describe('ready', () => {
     assert.equal(r.ready, false)
     assert.deepEqual(!r.ready && [r.result.reason, r.result.exitCode], ['exited', 7])
   })
+
+  test('a wait that runs out is ready: false, timed_out / wait_timeout, the process running', async () => {
+    const h = await sb.process.start('sleep 30')
+    try {
+      const r = await h.ready({ pattern: 'never', timeout: 300 })
+      assert.deepEqual(!r.ready && [r.result.reason, r.result.rawReason], ['timed_out', 'wait_timeout'])
+      assert.equal((await h.get()).state, 'running')
+    } finally {
+      await h.delete()
+    }
+  })
 })
