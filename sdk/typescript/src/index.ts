@@ -11,3 +11,4 @@ export {
   UnsupportedOperationError, PayloadTooLargeError, ResourceExhaustedError, InternalError,
 } from './errors.js'
 export type * from './types.js'
+export { isRunning, runDetails } from './details.js'

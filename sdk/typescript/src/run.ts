@@ -30,24 +30,50 @@ export function window(t: HttpTransport, deadline: number): number {
 
 /**
  * POSTs a run to path (/v1/processes/run or a session's commands/run) with
- * body, within the caller's timeout, and returns its RunResult.
+ * body, within the caller's timeout, and returns its RunResult. It comes back
+ * before the process ends, with the output so far, when the caller asked for
+ * idleTimeout, when the process waits for input, or when timeout runs out.
  */
 export async function run(t: HttpTransport, path: string, body: Wire, timeout: number | undefined): Promise<RunResult> {
   const deadline = deadlineOf(timeout)
   const { status, body: answer } = await t.json('POST', path, { json: { ...body, timeout: window(t, deadline) } })
   const w = record(answer, 'run')
-  if (status === 200) return finished(t, w)
+  if (status === 200) return finished(t, w, body.outputLimit !== undefined)
+  if (w.waitingForInput === true || body.idleTimeout !== undefined) return early(w, deadline)
+  // Only the daemon's wait window ran out: wait on with bare interacts, which
+  // (unlike wait) also come back when the process starts waiting for input.
   const id = String(w.id ?? w.processId)
-  const result = left(deadline) > 0 ? await waitUntil(t, id, deadline) : undefined
-  if (result === undefined) return collect(t, id, timedOut(), timedOutPages)
-  return collect(t, id, result, Infinity)
+  let cursor = typeof w.next === 'string' ? w.next : undefined
+  while (left(deadline) > 0) {
+    const json = { timeout: window(t, deadline), outputLimit: 1, ...(cursor === undefined ? {} : { cursor }) }
+    const { status: s, body: b } = await t.json('POST', `/v1/processes/${seg(id)}/interact`, { json })
+    const a = record(b, 'interact')
+    if (s === 200) return collect(t, id, toWaitResult(pick(a, ['reason', 'exitCode', 'signal', 'cwd'])), Infinity, 'terminal')
+    if (a.waitingForInput === true) return collect(t, id, stillRunning('waiting_for_input'), Infinity, 'running')
+    if (typeof a.next === 'string') cursor = a.next
+  }
+  return collect(t, id, stillRunning('wait_timeout'), timedOutPages, 'running')
 }
 
-/** The RunResult of a 200 answer, with what it left out paged back in. */
-async function finished(t: HttpTransport, w: Wire): Promise<RunResult> {
-  const wait = toWaitResult(w)
+/** The RunResult of a 202 answer as it came: the output so far, the process running. */
+function early(w: Wire, deadline: number): RunResult {
+  const why = w.waitingForInput === true ? 'waiting_for_input' : left(deadline) <= 0 ? 'wait_timeout' : 'idle_timeout'
+  const out: Wire = {
+    ...stillRunning(why), processId: String(w.processId ?? w.id), output: str(w.output), stdout: str(w.stdout),
+    stderr: str(w.stderr), logs: toFrames(w.logs), truncated: w.truncated === true,
+  }
+  return Object.assign(out, pick(w, ['next', 'omittedBytes', 'omittedAfter', 'cwd', 'lastOutputAt'])) as unknown as RunResult
+}
+
+function stillRunning(rawReason: string): WaitResult & { state: 'running'; waitingForInput: boolean } {
+  return { reason: 'timed_out', rawReason, state: 'running', waitingForInput: rawReason === 'waiting_for_input' }
+}
+
+/** The RunResult of a 200 answer, with what it left out paged back in unless the caller bounded it. */
+async function finished(t: HttpTransport, w: Wire, bounded: boolean): Promise<RunResult> {
+  const wait = Object.assign(toWaitResult(w), { state: 'terminal' })
   const logs = toFrames(w.logs)
-  if (typeof w.omittedBytes !== 'number' || w.omittedBytes <= 0 || typeof w.omittedAfter !== 'string') {
+  if (bounded || typeof w.omittedBytes !== 'number' || w.omittedBytes <= 0 || typeof w.omittedAfter !== 'string') {
     return Object.assign(wait, {
       processId: String(w.processId), output: str(w.output), stdout: str(w.stdout), stderr: str(w.stderr), logs,
     })
@@ -77,12 +103,10 @@ async function finished(t: HttpTransport, w: Wire): Promise<RunResult> {
   return out
 }
 
-function timedOut(): WaitResult {
-  return { reason: 'timed_out', rawReason: 'wait_timeout' }
-}
-
 /** The RunResult of the process id: result, and its retained logs from the start, at most pages pages. */
-async function collect(t: HttpTransport, id: string, result: WaitResult, pages: number): Promise<RunResult> {
+async function collect(
+  t: HttpTransport, id: string, result: WaitResult, pages: number, state: 'running' | 'terminal',
+): Promise<RunResult> {
   const logs: LogFrame[] = []
   let truncated = false
   let first = true
@@ -92,7 +116,8 @@ async function collect(t: HttpTransport, id: string, result: WaitResult, pages: 
     logs.push(...page)
     return true
   })
-  return Object.assign(result, { processId: id, logs, truncated }, assemble(logs))
+  const next = logs.length > 0 ? { next: logs[logs.length - 1]!.cursor } : {}
+  return Object.assign(result, { state, processId: id, logs, truncated, ...next }, assemble(logs))
 }
 
 /**
@@ -148,6 +173,12 @@ export function assemble(frames: LogFrame[]): { output: string; stdout: string; 
 
 function text(parts: Uint8Array[]): string {
   return decoder.decode(Buffer.concat(parts))
+}
+
+function pick(w: Wire, keys: string[]): Wire {
+  const out: Wire = {}
+  for (const k of keys) if (w[k] !== undefined) out[k] = w[k]
+  return out
 }
 
 function str(v: unknown): string {

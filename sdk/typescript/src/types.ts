@@ -105,9 +105,16 @@ export type ProcessCommand = string | { cmd: string; argv?: never } | { argv: re
  * refuses them (InvalidArgumentError) until it has them.
  */
 export interface AgentAnswerOptions {
-  /** Come back once the command has been quiet this many milliseconds. */
+  /**
+   * Come back once the command has been quiet this many milliseconds: `run`
+   * then resolves with the output so far and the process running (`isRunning`).
+   */
   idleTimeout?: number
-  /** Bytes of output one answer holds; `run` pages the rest from the logs. */
+  /**
+   * Bytes of output one answer holds. Asked for, the result keeps the daemon's
+   * head and tail and says what it left out (`omittedBytes`, `omittedAfter`);
+   * not asked, `run` pages the rest back in from the logs.
+   */
   outputLimit?: number
   /** Text fields without escape sequences, overwrites applied. */
   plain?: boolean
@@ -134,6 +141,36 @@ export type RunResult = WaitResult & {
   stdout: string
   stderr: string
   logs: LogFrame[]
+}
+
+/**
+ * What a run's result carries beside the seed's RunResult (AGENTS.md 25, 28;
+ * API.md's `cwd`). `run` resolves with a RunResult; `runDetails(r)` gives
+ * these fields their types, `isRunning(r)` tells a run that came back early.
+ */
+export interface RunDetails {
+  /** `'running'`: the run came back before the process ended; `'terminal'`: it ended. */
+  state: 'running' | 'terminal'
+  /** The process waits for input (a run that came back early because of it). */
+  waitingForInput?: boolean
+  /** The cursor of the answer's last frame: `interact({ cursor: next })` reads on from it. */
+  next?: string
+  /** Retention dropped the head of the output. */
+  truncated?: boolean
+  /** Bytes an answer under `outputLimit` left out, after the frame `omittedAfter`. */
+  omittedBytes?: number
+  omittedAfter?: string
+  /** A session command's: the directory it left its shell in. */
+  cwd?: string
+}
+
+/** A run that came back before its process ended: `reason: 'timed_out'`, the process still running. */
+export type RunningRun = RunResult & RunDetails & {
+  state: 'running'
+  reason: 'timed_out'
+  /** `'idle_timeout'`, `'waiting_for_input'` or `'wait_timeout'` (the caller's `timeout`). */
+  rawReason: string
+  waitingForInput: boolean
 }
 
 /** One page of a listing; `next` is where the following page starts, absent on the last. */

@@ -22,8 +22,9 @@ describe('ProcessService.run', () => {
     assert.equal(r.rawReason, 'exited')
     assert.equal(r.stdout, 'out\n')
     assert.equal(r.stderr, 'err\n')
-    assert.equal(r.output, 'out\nerr\n')
-    assert.deepEqual(r.logs.map((f) => [f.channel, f.data]), [['stdout', 'out\n'], ['stderr', 'err\n']])
+    // Two pipes read side by side: their order in output is the order the frames came in.
+    assert.equal(r.output, r.logs.map((f) => f.data).join(''))
+    assert.deepEqual(r.logs.map((f) => [f.channel, f.data]).sort(), [['stderr', 'err\n'], ['stdout', 'out\n']])
     assert.match(r.processId, /\S/)
   })
 
@@ -36,7 +37,7 @@ describe('ProcessService.run', () => {
     assert.deepEqual([e.reason, e.exitCode], ['exited', 0])
   })
 
-  test('a 202 falls back to wait and assembles output larger than one logs page', async () => {
+  test('a 202 falls back to waiting and assembles output larger than one logs page', async () => {
     const rec = recordingFetch()
     const s = d.sandbox({ fetch: rec.fetch, waitWindow: 100, logsPageSize: 2 })
     const script = 'sleep 0.4; for i in 1 2 3 4 5 6 7; do echo out$i; echo err$i >&2; sleep 0.01; done; exit 4'
@@ -49,7 +50,7 @@ describe('ProcessService.run', () => {
     assert.deepEqual(r.logs, all.items)
     assert.equal(r.output, all.items.map((f) => f.data).join(''))
     assert.equal(rec.calls[0]!.status, 202, 'the run answered 202')
-    assert.ok(rec.calls.some((c) => c.path.includes('/wait?')), 'it waited')
+    assert.ok(rec.calls.some((c) => c.path.endsWith('/interact')), 'it waited with interact')
     const pages = rec.calls.filter((c) => c.path.includes('/logs?'))
     assert.ok(pages.length >= 7, `it paged the logs: ${pages.length} pages`)
   })

@@ -1,0 +1,13 @@
+// The fields a run's result carries beyond the seed's RunResult, typed.
+
+import type { RunDetails, RunningRun, RunResult } from './types.js'
+
+/** The result with the fields `run` sets beside the seed's (state, next, cwd, ...) typed. */
+export function runDetails(r: RunResult): RunResult & RunDetails {
+  return r as RunResult & RunDetails
+}
+
+/** Whether the run came back before its process ended: the process goes on, `processId` reaches it. */
+export function isRunning(r: RunResult): r is RunningRun {
+  return (r as Partial<RunDetails>).state === 'running'
+}
