@@ -66,6 +66,9 @@ func TestInterrupt(t *testing.T) {
 				time.Sleep(150 * time.Millisecond) // let the loop spin, also on a busy machine
 				require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
 				r := wait(t, c)
+				if busyboxDeadlocked(t, s, shell, r) {
+					return
+				}
 				require.Equal(t, process.Signaled, r.Reason)
 				require.Equal(t, "INT", r.Signal)
 				out, _ := output(c)

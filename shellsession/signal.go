@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
+	"golang.org/x/sys/unix"
 )
 
 // Kill sends sig to the command. SIGINT interrupts it as Ctrl-C would at a
@@ -152,6 +154,10 @@ func (c *Command) nudge(after time.Duration) {
 			return
 		default:
 		}
+		if c.s.deadlocked() {
+			go c.s.end(&process.Result{Reason: process.Lost, Error: deadlockError}, syscall.SIGKILL)
+			return
+		}
 		c.mu.Lock()
 		end := c.frame.End
 		c.noReuse = true
@@ -161,6 +167,28 @@ func (c *Command) nudge(after time.Duration) {
 			c.nudge(2 * after)
 		}
 	}))
+}
+
+// deadlockError says why a session whose shell deadlocked on an interrupt
+// ended.
+const deadlockError = "the shell deadlocked on the interrupt (busybox can, interrupted inside its allocator); the session ended"
+
+// deadlocked reports whether the shell, a single-threaded program, sleeps on
+// a futex: no other thread can ever wake it, so it never will. busybox sh
+// does this now and then when SIGINT lands while its handler cannot safely
+// jump out (it leaves a libc lock held).
+func (s *Session) deadlocked() bool {
+	pid := strconv.Itoa(s.cmd.Process.Pid)
+	sc, err := os.ReadFile("/proc/" + pid + "/syscall")
+	if err != nil {
+		return false
+	}
+	nr, _, _ := strings.Cut(string(sc), " ")
+	if nr != strconv.Itoa(unix.SYS_FUTEX) {
+		return false
+	}
+	status, err := os.ReadFile("/proc/" + pid + "/status")
+	return err == nil && strings.Contains(string(status), "\nThreads:\t1\n")
 }
 
 // processes returns the shell's descendants that started with or after the
