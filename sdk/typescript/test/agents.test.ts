@@ -138,3 +138,23 @@ describe('ready', () => {
     }
   })
 })
+
+describe('code contexts', () => {
+  test('a Python context keeps state across cells, shows the last value, and lives through an interrupt', async () => {
+    await using ctx = await sb.process.createSession({ language: 'python' })
+    const set = await ctx.runCode('x = 6 * 7', { timeout: guard })
+    assert.deepEqual([set.reason, set.exitCode, set.stdout], ['exited', 0, ''])
+    const get = await ctx.runCode('x', { timeout: guard })
+    assert.deepEqual([get.reason, get.exitCode, get.stdout], ['exited', 0, '42\n'])
+    const fail = await ctx.runCode('raise ValueError("boom")', { timeout: guard })
+    assert.equal(fail.exitCode, 1)
+    assert.match(fail.stderr, /ValueError: boom/)
+    const cell = await ctx.startCode('import time\ntime.sleep(60)')
+    assert.equal(cell.kind, 'code')
+    await cell.kill({ signal: 'INT' })
+    const w = await cell.wait({ timeout: guard })
+    assert.deepEqual([w.reason, w.signal], ['signaled', 'INT'])
+    const again = await ctx.runCode('x + 1', { timeout: guard })
+    assert.equal(again.stdout, '43\n')
+  })
+})
