@@ -94,23 +94,7 @@ func (c *Client) Ready(ctx context.Context, id string, opts ReadyOptions) (*Read
 	if opts.Timeout > 0 {
 		q.Set("timeout", strconv.FormatInt(max(opts.Timeout.Milliseconds(), 1), 10))
 	}
-	resp, err := c.send(ctx, request{method: http.MethodGet, path: processPath(id, "ready"), query: q}, http.StatusOK, http.StatusAccepted)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer closeBody(resp)
-	if resp.StatusCode == http.StatusAccepted {
-		var p Process
-		if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
-			return nil, nil, fmt.Errorf("ready: decode process: %w", err)
-		}
-		return nil, &p, nil
-	}
-	var r Ready
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return nil, nil, fmt.Errorf("ready: decode answer: %w", err)
-	}
-	return &r, nil, nil
+	return waitAnswer[Ready](ctx, c, "ready", processPath(id, "ready"), q)
 }
 
 // List returns one page of processes.
@@ -188,7 +172,14 @@ func (c *Client) Wait(ctx context.Context, id string, timeout time.Duration) (*W
 	if timeout > 0 {
 		q.Set("timeout", strconv.FormatInt(max(timeout.Milliseconds(), 1), 10))
 	}
-	resp, err := c.send(ctx, request{method: http.MethodGet, path: processPath(id, "wait"), query: q}, http.StatusOK, http.StatusAccepted)
+	return waitAnswer[WaitResult](ctx, c, "wait", processPath(id, "wait"), q)
+}
+
+// waitAnswer asks a route that waits: 200 with a T, or 202 with the still
+// running Process when its timeout ran out first. Exactly one of the two is
+// not nil when err is nil.
+func waitAnswer[T any](ctx context.Context, c *Client, what, path string, q url.Values) (*T, *Process, error) {
+	resp, err := c.send(ctx, request{method: http.MethodGet, path: path, query: q}, http.StatusOK, http.StatusAccepted)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -196,13 +187,13 @@ func (c *Client) Wait(ctx context.Context, id string, timeout time.Duration) (*W
 	if resp.StatusCode == http.StatusAccepted {
 		var p Process
 		if err := json.NewDecoder(resp.Body).Decode(&p); err != nil {
-			return nil, nil, fmt.Errorf("wait: decode process: %w", err)
+			return nil, nil, fmt.Errorf("%s: decode process: %w", what, err)
 		}
 		return nil, &p, nil
 	}
-	var r WaitResult
+	var r T
 	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return nil, nil, fmt.Errorf("wait: decode result: %w", err)
+		return nil, nil, fmt.Errorf("%s: decode answer: %w", what, err)
 	}
 	return &r, nil, nil
 }
