@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/internal/resident"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/sentinel"
@@ -29,7 +30,7 @@ type Cell struct {
 	createdAt time.Time
 	done      chan struct{} // closed once result is set
 	result    process.Result
-	stdin     stdinFeed
+	stdin     resident.Stdin
 
 	mu          sync.Mutex // guards the fields below
 	st          process.State
@@ -69,7 +70,7 @@ func newCell(c *Context, seq int, opts CellOptions) *Cell {
 		readersDone: make(chan struct{}),
 		readers:     2,
 	}
-	cell.stdin.init()
+	cell.stdin.Init(opts.Stdin == process.StdinOpen, true)
 	return cell
 }
 
@@ -141,7 +142,10 @@ func (cell *Cell) Run() {
 	go cell.readStream(st.err, logstore.Stderr, false)
 	if st.stdin != nil {
 		c.wg.Add(1)
-		go cell.feedStdin(st.stdin)
+		go func() {
+			defer c.wg.Done()
+			cell.stdin.Feed(st.stdin)
+		}()
 	}
 	if t := cell.opts.ExecutionTimeout; t > 0 {
 		cell.addTimer(time.AfterFunc(t, cell.timeout))
@@ -199,7 +203,7 @@ func (cell *Cell) resultFor(r process.Result) process.Result {
 // when it was killed.
 func (cell *Cell) interpreterExited() {
 	c := cell.c
-	cell.stdin.close()
+	cell.stdin.Close()
 	cell.closeKeepers()
 	select {
 	case <-cell.readersDone:
@@ -230,10 +234,10 @@ func (cell *Cell) readStream(st *stream, ch logstore.Channel, trailer bool) {
 	defer c.wg.Done()
 	defer cell.readerReturned()
 	defer st.close()
-	if !c.addDrain(st.r) {
+	if !c.h.AddDrain(st.r) {
 		return
 	}
-	defer c.dropDrain(st.r)
+	defer c.h.DropDrain(st.r)
 	cell.mu.Lock()
 	nonce := cell.nonce
 	cell.mu.Unlock()
@@ -354,7 +358,7 @@ func (cell *Cell) finish(r process.Result) {
 	}
 	cell.timers = nil
 	cell.mu.Unlock()
-	cell.stdin.close()
+	cell.stdin.Close()
 	cell.log.Close()
 	close(cell.done)
 }

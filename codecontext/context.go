@@ -8,15 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/internal/resident"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
-	"github.com/conchsh/conch/queue"
 	"github.com/google/uuid"
 )
 
@@ -56,33 +55,24 @@ type Options struct {
 // Context is one long-lived interpreter and its serial queue of cells. It
 // implements process.Process: it is the process of its interpreter.
 type Context struct {
-	id        string
-	opts      Options
-	interp    interpreter
-	cmd       *exec.Cmd
-	dir       string // private: the driver, its socket, the cells' FIFOs
-	conn      net.Conn
-	diag      *diagTail
-	log       *logstore.Log // stays empty: the interpreter's own output is the engine's
-	createdAt time.Time
-	queue     queue.Queue
-	wg        sync.WaitGroup // every goroutine the context starts
-	exited    chan struct{}  // closed once the interpreter has exited and been reaped
-	done      chan struct{}  // closed once the context is terminal
+	id     string
+	opts   Options
+	interp interpreter
+	h      *resident.Host
+	cmd    *exec.Cmd       // the interpreter, once started
+	exited <-chan struct{} // closed once the interpreter has exited and been reaped
+	dir    string          // private: the driver, its socket, the cells' FIFOs
+	conn   net.Conn
+	wg     sync.WaitGroup // the goroutines of cells and the control reader
 
 	writeMu sync.Mutex // serializes writes to conn
 	sigMu   sync.Mutex // held while a cell is sent, and while one is interrupted
 
-	mu       sync.Mutex // guards the fields below
-	state    process.State
-	result   *process.Result
-	exitedAt time.Time
-	cwd      string
-	seq      int
-	cells    []*Cell
-	running  *Cell
-	drains   map[*os.File]bool // cell streams still read after their cell ended
-	closing  bool
+	mu      sync.Mutex // guards the fields below
+	cwd     string
+	seq     int
+	cells   []*Cell
+	running *Cell
 }
 
 // New starts a context's interpreter and returns once its driver is ready
@@ -110,39 +100,28 @@ func New(ctx context.Context, opts Options) (*Context, error) {
 	if id == "" {
 		id = uuid.NewString()
 	}
-	dir, err := os.MkdirTemp(privateBase(), "conch-code-")
+	dir, err := os.MkdirTemp(resident.PrivateBase(), "conch-code-")
 	if err != nil {
 		return nil, fmt.Errorf("make context directory: %w", err)
 	}
-	c := &Context{
-		id: id, opts: opts, interp: in, dir: dir,
-		log:       logstore.New(logstore.Options{Keep: logstore.KeepNone}),
-		createdAt: time.Now(),
-		exited:    make(chan struct{}),
-		done:      make(chan struct{}),
-		state:     process.Starting,
-		cwd:       opts.Cwd,
-		drains:    make(map[*os.File]bool),
-	}
+	c := &Context{id: id, opts: opts, interp: in, dir: dir, cwd: opts.Cwd}
+	c.h = resident.New(resident.Config{
+		ID: id, Name: opts.Name, Noun: "context", Ended: ErrContextEnded,
+		Ports: opts.Ports, StopGrace: KillGrace,
+		Interrupt: c.interrupt, Describe: c.describe, Exited: c.interpreterExited,
+		Release: func() {
+			if c.conn != nil {
+				c.conn.Close()
+			}
+		},
+	})
+	c.exited = c.h.Exited()
 	if err := c.start(ctx); err != nil {
 		c.Close()
 		return nil, err
 	}
-	c.mu.Lock()
-	if c.state == process.Starting {
-		c.state = process.Running
-	}
-	c.mu.Unlock()
+	c.h.Ready()
 	return c, nil
-}
-
-// privateBase is where contexts keep their files: /dev/shm when it can, out
-// of the way of cells that clean /tmp.
-func privateBase() string {
-	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() && syscall.Access("/dev/shm", 2) == nil {
-		return "/dev/shm"
-	}
-	return os.TempDir()
 }
 
 // start writes the driver, starts the interpreter and waits for the driver
@@ -158,43 +137,18 @@ func (c *Context) start(ctx context.Context) error {
 		return fmt.Errorf("listen for the driver: %w", err)
 	}
 	defer ln.Close()
-	dr, dw, err := os.Pipe()
-	if err != nil {
-		return fmt.Errorf("start %s: %w", c.interp.path, err)
-	}
 	args := append(append([]string{c.interp.path}, c.interp.flags...), driver, sock)
 	cmd := &exec.Cmd{
 		Path: c.interp.path, Args: args, Dir: c.opts.Cwd,
-		Env:    interpreterEnv(c.opts.Env, proctree.Tag(c.id)),
-		Stdout: dw, Stderr: dw,
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+		Env: resident.Env(c.opts.Env, nil, proctree.Tag(c.id)),
 	}
-	err = proctree.Start(cmd)
-	dw.Close()
-	if err != nil {
-		dr.Close()
-		return fmt.Errorf("start %s: %w", c.interp.path, err)
+	if err := c.h.Start(cmd); err != nil {
+		return err
 	}
 	c.cmd = cmd
-	c.diag = &diagTail{f: dr}
-	c.wg.Add(2)
-	go func() {
-		defer c.wg.Done()
-		c.diag.run()
-	}()
-	go func() {
-		defer c.wg.Done()
-		proctree.Wait(cmd)
-		close(c.exited)
-		if c.runningCell() == nil {
-			// It died between cells (a thread of an earlier cell
-			// called os._exit, say): nothing else would notice.
-			c.interpreterEnded()
-		}
-	}()
 	conn, err := accept(ctx, ln, c.exited)
 	if err != nil {
-		return fmt.Errorf("start %s: %w (it said: %q)", c.interp.path, err, c.diag.tail())
+		return fmt.Errorf("start %s: %w (it said: %q)", c.interp.path, err, c.h.Diag().Tail())
 	}
 	c.conn = conn
 	c.wg.Add(1)
@@ -221,23 +175,6 @@ func accept(ctx context.Context, ln *net.UnixListener, exited <-chan struct{}) (
 			return nil, err
 		}
 	}
-}
-
-// interpreterEnv returns the environment of a new interpreter: the daemon's,
-// less the daemon's token, plus env and the tree tag.
-func interpreterEnv(env map[string]string, tag string) []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if _, ok := env[k]; ok || k == "CONCH_TOKEN" {
-			continue
-		}
-		out = append(out, kv)
-	}
-	for k, v := range env {
-		out = append(out, k+"="+v)
-	}
-	return append(out, tag)
 }
 
 // cellMessage is what the driver is sent for a cell.
@@ -287,18 +224,17 @@ func (c *Context) Submit(opts CellOptions) (*Cell, error) {
 	default:
 		return nil, fmt.Errorf("%w: stdin %q", process.ErrInvalidArgument, opts.Stdin)
 	}
-	c.mu.Lock()
-	if c.state == process.Terminal || c.closing {
-		c.mu.Unlock()
-		return nil, fmt.Errorf("context %s: %w", c.id, ErrContextEnded)
+	if c.h.Ended() {
+		return nil, c.h.ErrEnded()
 	}
+	c.mu.Lock()
 	c.seq++
 	cell := newCell(c, c.seq, opts)
 	c.cells = append(c.cells, cell)
 	c.mu.Unlock()
-	if err := c.queue.Push(cell); err != nil {
+	if err := c.h.Queue.Push(cell); err != nil {
 		cell.Cancel(ErrContextEnded)
-		return nil, fmt.Errorf("context %s: %w", c.id, ErrContextEnded)
+		return nil, c.h.ErrEnded()
 	}
 	return cell, nil
 }
@@ -335,53 +271,40 @@ func (c *Context) Language() Language { return c.opts.Language }
 func (c *Context) ID() string { return c.id }
 
 // Log returns the context's own log, which stays empty.
-func (c *Context) Log() *logstore.Log { return c.log }
+func (c *Context) Log() *logstore.Log { return c.h.Log() }
 
 // Done is closed once the context has ended.
-func (c *Context) Done() <-chan struct{} { return c.done }
+func (c *Context) Done() <-chan struct{} { return c.h.Done() }
 
 // Info describes the context as the process of its interpreter.
-func (c *Context) Info() process.Info {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	i := process.Info{
-		ID: c.id, Name: c.opts.Name, Kind: process.KindSession, State: c.state,
-		System: true, SessionID: c.id, Language: string(c.opts.Language),
-		Cwd: c.cwd, Stdin: process.StdinClosed, KeepLogs: c.log.Keep(),
-		CreatedAt: c.createdAt, StartedAt: c.createdAt, ExitedAt: c.exitedAt,
-		Ports: c.opts.Ports,
-	}
-	if c.cmd != nil && c.cmd.Process != nil {
-		i.PID = c.cmd.Process.Pid
-	}
-	if c.result != nil {
-		r := *c.result
-		i.Result = &r
-	}
-	return i
+func (c *Context) Info() process.Info { return c.h.Info() }
+
+func (c *Context) describe(i *process.Info) {
+	i.Language = string(c.opts.Language)
+	i.Cwd = c.Cwd()
 }
 
 // Kill with SIGINT interrupts the running cell; any other signal ends the
 // context: its interpreter and every process under it.
-func (c *Context) Kill(sig syscall.Signal, _ time.Duration, _ syscall.Signal) error {
-	if sig == syscall.SIGINT {
-		if cell := c.runningCell(); cell != nil {
-			return cell.Kill(sig, 0, 0)
-		}
-		return nil
+func (c *Context) Kill(sig syscall.Signal, after time.Duration, to syscall.Signal) error {
+	return c.h.Kill(sig, after, to)
+}
+
+func (c *Context) interrupt() error {
+	if cell := c.runningCell(); cell != nil {
+		return cell.Kill(syscall.SIGINT, 0, 0)
 	}
-	c.end(&process.Result{Reason: process.Signaled, Signal: process.SignalName(sig)}, sig)
 	return nil
 }
 
 // WriteStdin fails: a context's own stdin belongs to the engine.
-func (c *Context) WriteStdin([]byte) error { return process.ErrStdinNotOpen }
+func (c *Context) WriteStdin(p []byte) error { return c.h.WriteStdin(p) }
 
 // CloseStdin fails: a context's own stdin belongs to the engine.
-func (c *Context) CloseStdin() error { return process.ErrStdinNotOpen }
+func (c *Context) CloseStdin() error { return c.h.CloseStdin() }
 
 // Resize fails: contexts have no terminal.
-func (c *Context) Resize(process.TerminalSize) error { return process.ErrNotPTY }
+func (c *Context) Resize(size process.TerminalSize) error { return c.h.Resize(size) }
 
 // Stop ends the context like Close.
 func (c *Context) Stop(context.Context) error { return c.Close() }
@@ -390,13 +313,7 @@ func (c *Context) Stop(context.Context) error { return c.Close() }
 // for the context's goroutines. Queued cells fail with ErrContextEnded. It is
 // idempotent.
 func (c *Context) Close() error {
-	if c.cmd == nil { // the interpreter never started
-		c.queue.Close(ErrContextEnded)
-		c.finish(&process.Result{Reason: process.Failed, Error: "the interpreter did not start"})
-		os.RemoveAll(c.dir)
-		return nil
-	}
-	c.end(&process.Result{Reason: process.Signaled, Signal: "KILL"}, syscall.SIGKILL)
+	c.h.Close()
 	c.wg.Wait()
 	os.RemoveAll(c.dir)
 	return nil

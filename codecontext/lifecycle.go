@@ -2,133 +2,28 @@ package codecontext
 
 import (
 	"bufio"
-	"fmt"
-	"os"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
-	"time"
-
-	"github.com/conchsh/conch/internal/proctree"
-	"github.com/conchsh/conch/process"
 )
 
-// end kills the interpreter's tree with sig, fails queued cells and waits
-// for the running one, then marks the context terminal with r unless the
-// interpreter had already ended by itself.
-func (c *Context) end(r *process.Result, sig syscall.Signal) {
-	c.mu.Lock()
-	if c.closing {
-		c.mu.Unlock()
-		<-c.done
-		return
+// interpreterExited ends the context whose interpreter died between cells
+// (a thread of an earlier cell called os._exit, say): nothing else would
+// notice. Under a running cell, the cell notices and ends it.
+func (c *Context) interpreterExited() {
+	if c.runningCell() == nil {
+		c.h.EndedByItself()
 	}
-	c.closing = true
-	c.mu.Unlock()
-	c.killTree(sig)
-	if sig != syscall.SIGKILL {
-		select {
-		case <-c.exited:
-		case <-time.After(KillGrace):
-			c.killTree(syscall.SIGKILL)
-		}
-	}
-	<-c.exited
-	c.queue.Close(fmt.Errorf("context %s: %w", c.id, ErrContextEnded))
-	c.finish(r)
-	c.closeDrains()
-}
-
-// killTree signals the interpreter, its descendants and the processes
-// tagged with the context's id that left its tree.
-func (c *Context) killTree(sig syscall.Signal) {
-	proctree.Signal(c.cmd.Process.Pid, sig, true)
-	proctree.SignalTagged(c.id, sig)
-}
-
-// finish marks the context terminal with r, or with what the interpreter's
-// exit status says when it ended by itself.
-func (c *Context) finish(r *process.Result) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.state == process.Terminal {
-		return
-	}
-	if c.cmd != nil && c.cmd.ProcessState != nil {
-		if st, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && (r == nil || !c.closing) {
-			switch {
-			case st.Exited():
-				r = &process.Result{Reason: process.Exited, ExitCode: ptr(st.ExitStatus())}
-			case st.Signaled() && r == nil:
-				r = &process.Result{Reason: process.Signaled, Signal: process.SignalName(st.Signal())}
-			}
-		}
-	}
-	if r == nil {
-		r = &process.Result{Reason: process.Lost}
-	}
-	c.state = process.Terminal
-	c.result = r
-	c.exitedAt = time.Now()
-	c.log.Close()
-	close(c.done)
 }
 
 // interpreterEnded is called by a cell whose interpreter exited under it:
-// the context is terminal and everything queued fails.
-func (c *Context) interpreterEnded() {
-	go func() {
-		c.mu.Lock()
-		closing := c.closing
-		c.closing = true
-		c.mu.Unlock()
-		if closing {
-			return
-		}
-		c.killTree(syscall.SIGKILL) // what the dead interpreter left behind
-		c.queue.Close(fmt.Errorf("context %s: %w", c.id, ErrContextEnded))
-		c.finish(nil)
-		c.closeDrains()
-	}()
-}
+// the context is terminal and everything queued fails. The queue's own
+// goroutine calls it, which the queue's end waits for.
+func (c *Context) interpreterEnded() { go c.h.EndedByItself() }
 
 func (c *Context) runningCell() *Cell {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.running
-}
-
-// addDrain and dropDrain track cell streams still read after their cell.
-func (c *Context) addDrain(f *os.File) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closing && c.state == process.Terminal {
-		return false
-	}
-	c.drains[f] = true
-	return true
-}
-
-func (c *Context) dropDrain(f *os.File) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.drains, f)
-}
-
-// closeDrains stops reading streams that children still hold, and closes
-// the driver's socket.
-func (c *Context) closeDrains() {
-	c.mu.Lock()
-	fs := c.drains
-	c.drains = make(map[*os.File]bool)
-	c.mu.Unlock()
-	for f := range fs {
-		f.Close()
-	}
-	if c.conn != nil {
-		c.conn.Close()
-	}
 }
 
 // readControl reads what the driver reports on its socket: "O N" when it
@@ -148,7 +43,7 @@ func (c *Context) readControl() {
 		}
 		switch what {
 		case "O":
-			cell.stdin.opened()
+			cell.stdin.Opened()
 		case "S":
 			cell.started()
 		case "A", "I":
@@ -156,39 +51,3 @@ func (c *Context) readControl() {
 		}
 	}
 }
-
-// diagTail drains the interpreter's own stdout and stderr — what it writes
-// between cells, and its last words when it fails — keeping the last bytes
-// to explain a failure.
-type diagTail struct {
-	f    *os.File
-	mu   sync.Mutex
-	last []byte
-}
-
-const diagKeep = 2048
-
-func (d *diagTail) run() {
-	defer d.f.Close()
-	buf := make([]byte, 4096)
-	for {
-		n, err := d.f.Read(buf)
-		d.mu.Lock()
-		d.last = append(d.last, buf[:n]...)
-		if len(d.last) > diagKeep {
-			d.last = append(d.last[:0], d.last[len(d.last)-diagKeep:]...)
-		}
-		d.mu.Unlock()
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (d *diagTail) tail() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return strings.TrimSpace(string(d.last))
-}
-
-func ptr[T any](v T) *T { return &v }

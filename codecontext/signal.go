@@ -55,7 +55,7 @@ func (cell *Cell) timeout() {
 		select {
 		case <-cell.done:
 		default:
-			go cell.c.end(&process.Result{Reason: process.Signaled, Signal: "KILL",
+			go cell.c.h.End(&process.Result{Reason: process.Signaled, Signal: "KILL",
 				Error: "a cell did not stop after its execution timeout"}, syscall.SIGKILL)
 		}
 	}))

@@ -4,11 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"syscall"
-
-	"github.com/conchsh/conch/process"
 )
 
 // streams are the FIFOs of one cell: its stdout and stderr, which the engine
@@ -100,107 +97,10 @@ func (c *Context) newStreams(seq int, stdinOpen bool) (*streams, error) {
 	return st, nil
 }
 
-// stdinFeed holds what is written to a cell's open stdin until the feeder
-// writes it to the cell's stdin FIFO.
-type stdinFeed struct {
-	mu     sync.Mutex // guards the fields below
-	cond   *sync.Cond
-	chunks [][]byte
-	eof    bool     // CloseStdin was called
-	closed bool     // the cell ended: nothing more is written
-	isOpen bool     // the driver has opened the FIFO: closing ours gives it end-of-file
-	f      *os.File // the FIFO, once the feeder has it
-}
-
-// opened records that the driver has opened the cell's stdin. Until then
-// the engine's end must stay open: the driver's open would block without a
-// writer, and what was written would go with the last descriptor.
-func (b *stdinFeed) opened() {
-	b.mu.Lock()
-	b.isOpen = true
-	b.mu.Unlock()
-	b.cond.Broadcast()
-}
-
-func (b *stdinFeed) init() { b.cond = sync.NewCond(&b.mu) }
-
-// close stops the feeder, also one blocked writing to a full FIFO.
-func (b *stdinFeed) close() {
-	b.mu.Lock()
-	b.closed = true
-	if b.f != nil {
-		b.f.Close()
-	}
-	b.mu.Unlock()
-	b.cond.Broadcast()
-}
-
 // WriteStdin queues p for the cell's stdin. It fails with
 // process.ErrStdinNotOpen unless the cell was submitted with stdin open,
 // and with process.ErrUnsupported after CloseStdin or the cell's end.
-func (cell *Cell) WriteStdin(p []byte) error {
-	if cell.opts.Stdin != process.StdinOpen {
-		return process.ErrStdinNotOpen
-	}
-	b := &cell.stdin
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.eof || b.closed {
-		return process.ErrUnsupported
-	}
-	if len(p) > 0 {
-		b.chunks = append(b.chunks, append([]byte(nil), p...))
-		b.cond.Broadcast()
-	}
-	return nil
-}
+func (cell *Cell) WriteStdin(p []byte) error { return cell.stdin.Write(p) }
 
 // CloseStdin gives the cell end-of-file once what was written is read.
-func (cell *Cell) CloseStdin() error {
-	if cell.opts.Stdin != process.StdinOpen {
-		return process.ErrStdinNotOpen
-	}
-	b := &cell.stdin
-	b.mu.Lock()
-	b.eof = true
-	b.mu.Unlock()
-	b.cond.Broadcast()
-	return nil
-}
-
-// feedStdin writes the queued bytes to the cell's stdin FIFO and closes it
-// at end-of-file, which the driver then reads.
-func (cell *Cell) feedStdin(f *os.File) {
-	defer cell.c.wg.Done()
-	b := &cell.stdin
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		f.Close()
-		return
-	}
-	b.f = f
-	b.mu.Unlock()
-	for {
-		b.mu.Lock()
-		for len(b.chunks) == 0 && !(b.eof && b.isOpen) && !b.closed {
-			b.cond.Wait()
-		}
-		chunks := b.chunks
-		b.chunks = nil
-		stop := b.closed || (b.eof && len(chunks) == 0)
-		if stop && !b.closed {
-			b.closed = true
-			f.Close()
-		}
-		b.mu.Unlock()
-		if stop {
-			return
-		}
-		for _, p := range chunks {
-			if _, err := f.Write(p); err != nil {
-				return
-			}
-		}
-	}
-}
+func (cell *Cell) CloseStdin() error { return cell.stdin.CloseWrite() }

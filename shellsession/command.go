@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/internal/resident"
 	"github.com/conchsh/conch/internal/shells"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
@@ -27,7 +28,7 @@ type Command struct {
 	createdAt time.Time
 	done      chan struct{} // closed once result is set
 	result    process.Result
-	stdin     stdinBuffer
+	stdin     resident.Stdin
 
 	// mu guards the fields below. It is never held while taking s.mu or
 	// writing to the shell; s.mu may be held while taking it (see running).
@@ -75,7 +76,7 @@ func (s *Session) newCommand(opts CommandOptions) *Command {
 		readersDone: make(chan struct{}),
 		readers:     2,
 	}
-	c.stdin.cond = sync.NewCond(&c.stdin.mu)
+	c.stdin.Init(opts.Stdin == process.StdinOpen, false)
 	return c
 }
 
@@ -196,11 +197,11 @@ func (c *Command) Run() {
 		c.nudgeUnstarted(time.Second)
 	}
 	if announces(s.sh) {
-		s.diag.watch(f.Start, false, func([]byte) { c.started() })
+		s.diag.Watch(f.Start, false, func([]byte) { c.started() })
 	} else {
 		c.markRunning()
 	}
-	s.diag.watch(f.Failed, true, c.streamsFailed)
+	s.diag.Watch(f.Failed, true, c.streamsFailed)
 	if err := s.write(text); err != nil {
 		<-s.exited // a failed write means the shell is gone
 	}
@@ -531,10 +532,10 @@ func (c *Command) finish(r process.Result) {
 	f := c.frame
 	c.mu.Unlock()
 	if f.Failed != nil {
-		c.s.diag.unwatch(f.Failed)
-		c.s.diag.unwatch(f.Start)
+		c.s.diag.Unwatch(f.Failed)
+		c.s.diag.Unwatch(f.Start)
 	}
-	c.stdin.close()
+	c.stdin.Close()
 	c.log.Close()
 	close(c.done)
 }

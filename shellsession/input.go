@@ -1,34 +1,11 @@
 package shellsession
 
 import (
-	"os"
-
 	"github.com/conchsh/conch/internal/inputwait"
 	"github.com/conchsh/conch/internal/inputwatch"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
 )
-
-// stdinInput is what the input watcher needs of a command's open stdin.
-// Guarded by the stdinBuffer's mu.
-type stdinInput struct {
-	in      inputwait.Input // the stdin FIFO, once the feeder opened it
-	known   bool
-	writing bool // the feeder took bytes it has not written yet
-}
-
-func (b *stdinBuffer) setInput(f *os.File) {
-	in, err := inputwait.InputOf(f)
-	b.mu.Lock()
-	b.input.in, b.input.known = in, err == nil
-	b.mu.Unlock()
-}
-
-func (b *stdinBuffer) written() {
-	b.mu.Lock()
-	b.input.writing = false
-	b.mu.Unlock()
-}
 
 // InputTree returns the command's processes — the shell itself, which runs
 // it (and is the reader of a read builtin), and the processes started by
@@ -36,14 +13,7 @@ func (b *stdinBuffer) written() {
 // does not run with stdin open, when its stdin was closed, or while input
 // written to it has not reached the FIFO yet: it cannot be waiting then.
 func (c *Command) InputTree() (pids []int, in inputwait.Input, ok bool) {
-	if c.opts.Stdin != process.StdinOpen {
-		return nil, in, false
-	}
-	b := &c.stdin
-	b.mu.Lock()
-	in = b.input.in
-	ok = b.input.known && !b.input.writing && len(b.chunks) == 0 && !b.eof && !b.closed
-	b.mu.Unlock()
+	in, ok = c.stdin.Waitable()
 	c.mu.Lock()
 	running := c.phase.state() == process.Running
 	c.mu.Unlock()

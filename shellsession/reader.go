@@ -58,7 +58,7 @@ func (c *Command) readStreams(out, errs *stream) {
 					rs[i] = nil
 				}
 			}
-			s.dropDrain(ep.f)
+			s.h.DropDrain(ep.f)
 			return
 		}
 		for _, ev := range evs {
@@ -78,14 +78,14 @@ func (c *Command) readStreams(out, errs *stream) {
 			}
 		}
 	}
-	s.dropDrain(ep.f)
+	s.h.DropDrain(ep.f)
 	s.putEpoller(ep) // empty now: every stream left it
 }
 
 // watch puts the streams of rs in ep, and ep among the session's drains,
 // which the session's end closes; or closes ep.
 func (s *Session) watch(ep *epoller, rs [2]*streamReader) error {
-	if !s.addDrain(ep.f) {
+	if !s.h.AddDrain(ep.f) {
 		ep.close()
 		return os.ErrClosed
 	}
@@ -95,7 +95,7 @@ func (s *Session) watch(ep *epoller, rs [2]*streamReader) error {
 		}
 		r.ep = ep
 		if err := ep.add(r.rc, int32(i)); err != nil {
-			s.dropDrain(ep.f)
+			s.h.DropDrain(ep.f)
 			ep.close()
 			return err
 		}
@@ -118,7 +118,7 @@ func (s *Session) takeEpoller() (*epoller, error) {
 // putEpoller keeps an empty epoll set for the next command, or closes it.
 func (s *Session) putEpoller(e *epoller) {
 	s.mu.Lock()
-	if s.epoll == nil && !s.closing {
+	if s.epoll == nil && !s.h.Closing() {
 		s.epoll = e
 		s.mu.Unlock()
 		return
@@ -142,7 +142,7 @@ type streamReader struct {
 func (c *Command) newStreamReader(st *stream, ch logstore.Channel, trailer bool) *streamReader {
 	s := c.s
 	rc, err := st.r.SyscallConn()
-	if err != nil || !s.addDrain(st.r) {
+	if err != nil || !s.h.AddDrain(st.r) {
 		s.discard(st)
 		c.readerReturned()
 		return nil
@@ -199,7 +199,7 @@ func (r *streamReader) take(p []byte) bool {
 	c.closeKeeper(st.keep)
 	clean := werr == nil && c.reusable() && atEOF(st.r)
 	if clean {
-		s.dropDrain(st.r)
+		s.h.DropDrain(st.r)
 		clean = st.openKeeper() == nil
 	}
 	end := sc.End()
@@ -217,7 +217,7 @@ func (r *streamReader) take(p []byte) bool {
 // returns true.
 func (r *streamReader) end(err error) bool {
 	c, s, st, sc := r.c, r.c.s, r.st, r.sc
-	s.dropDrain(st.r)
+	s.h.DropDrain(st.r)
 	if !sc.Done() {
 		sc.Flush()
 		r.hold.flush()

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/internal/resident"
 	"github.com/conchsh/conch/internal/shells"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
-	"github.com/conchsh/conch/queue"
 	"github.com/conchsh/conch/sentinel"
 	"github.com/google/uuid"
 	"mvdan.cc/sh/v3/syntax"
@@ -72,37 +72,28 @@ type Session struct {
 	id        string
 	opts      Options
 	sh        shells.Shell
-	cmd       *exec.Cmd
+	h         *resident.Host
+	cmd       *exec.Cmd       // the shell, once started
+	exited    <-chan struct{} // closed once the shell has exited and been reaped
+	diag      *resident.Diag
 	stdin     *os.File // the shell's script input
 	inputName string   // what /proc says the shell's fd 0 is while it reads stdin: "pipe:[N]"
 	fifoDir   string
-	log       *logstore.Log // the session's own log stays empty: its shell's output is the engine's
-	createdAt time.Time
-	queue     queue.Queue
-	diag      *diagReader
 	parser    *syntax.Parser // used by the queue's goroutine only
 	script    *os.File       // the file commands are sourced from; the queue's goroutine only
-	wg        sync.WaitGroup // every goroutine the session starts
-	exited    chan struct{}  // closed once the shell has exited and been reaped
-	done      chan struct{}  // closed once the session is terminal
-	waitErr   error          // the shell's wait status; read after exited is closed
+	wg        sync.WaitGroup // the goroutines of commands
 
 	writeMu sync.Mutex // serializes writes to stdin
 
 	mu         sync.Mutex // guards the fields below
-	state      process.State
-	result     *process.Result
-	exitedAt   time.Time
 	cwd        string
 	lastStatus int
 	flags      string // the shell's option letters ($-) after the last command that reported them
 	seq        int
 	commands   []*Command
-	drains     map[*os.File]bool // stream ends still read after their command ended
-	pool       []*stream         // clean streams for the next commands
-	epoll      *epoller          // an empty epoll set for the next command's reader
-	live       int               // streams made and not discarded: in the pool or in use
-	closing    bool
+	pool       []*stream // clean streams for the next commands
+	epoll      *epoller  // an empty epoll set for the next command's reader
+	live       int       // streams made and not discarded: in the pool or in use
 }
 
 // New starts a session's shell and returns once it is ready to run a
@@ -135,58 +126,43 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 	}
 	base := opts.StreamDir
 	if base == "" {
-		base = fifoBase()
+		base = resident.PrivateBase()
 	}
 	dir, err := os.MkdirTemp(base, "conch-")
 	if err != nil {
 		return nil, fmt.Errorf("make stream directory: %w", err)
 	}
-	s := &Session{
-		id: id, opts: opts, sh: sh, fifoDir: dir,
-		log:       logstore.New(logstore.Options{Keep: logstore.KeepNone}),
-		createdAt: time.Now(),
-		exited:    make(chan struct{}),
-		done:      make(chan struct{}),
-		state:     process.Starting,
-		cwd:       opts.Cwd,
-		drains:    make(map[*os.File]bool),
-		parser:    newParser(sh),
-	}
+	s := &Session{id: id, opts: opts, sh: sh, fifoDir: dir, cwd: opts.Cwd, parser: newParser(sh)}
+	s.h = resident.New(resident.Config{
+		ID: id, Name: opts.Name, Noun: "session", Ended: ErrSessionEnded,
+		Ports: opts.Ports, StopGrace: opts.StopGrace,
+		Interrupt: s.interrupt, Describe: s.describe,
+		Exited:  func() { s.h.EndedByItself() },
+		Release: s.releaseAll,
+	})
+	s.exited = s.h.Exited()
 	if err := s.start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
 	ready := s.newCommand(CommandOptions{Cmd: ":"})
-	if err := s.queue.Push(ready); err != nil {
+	if err := s.h.Queue.Push(ready); err != nil {
 		s.Close()
 		return nil, err
 	}
 	select {
 	case <-ready.done:
 	case <-ctx.Done():
-		tail := s.diag.tail()
+		tail := s.diag.Tail()
 		s.Close()
 		return nil, fmt.Errorf("start %s: %w (the shell said: %q)", sh.Path, ctx.Err(), tail)
 	}
 	if r := ready.result; r.Reason != process.Exited {
 		s.Close()
-		return nil, fmt.Errorf("start %s: the shell did not come up: %s", sh.Path, s.diag.tail())
+		return nil, fmt.Errorf("start %s: the shell did not come up: %s", sh.Path, s.diag.Tail())
 	}
-	s.mu.Lock()
-	if s.state == process.Starting {
-		s.state = process.Running
-	}
-	s.mu.Unlock()
+	s.h.Ready()
 	return s, nil
-}
-
-// fifoBase is where sessions keep their stream FIFOs: /dev/shm when it can,
-// out of the way of commands that clean /tmp.
-func fifoBase() string {
-	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() && syscall.Access("/dev/shm", 2) == nil {
-		return "/dev/shm"
-	}
-	return os.TempDir()
 }
 
 // start starts the shell and the goroutines that watch it.
@@ -195,53 +171,30 @@ func (s *Session) start() error {
 	if err != nil {
 		return fmt.Errorf("start shell: %w", err)
 	}
-	dr, dw, err := os.Pipe()
-	if err != nil {
-		r.Close()
-		w.Close()
-		return fmt.Errorf("start shell: %w", err)
-	}
 	argv := shellArgs(s.sh, s.opts.Login)
 	cmd := &exec.Cmd{
-		Path:        s.sh.Path,
-		Args:        argv,
-		Dir:         s.opts.Cwd,
-		Env:         shellEnv(s.opts.Env, s.opts.Login, proctree.Tag(s.id)),
-		Stdin:       r,
-		Stdout:      dw,
-		Stderr:      dw,
-		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+		Path:  s.sh.Path,
+		Args:  argv,
+		Dir:   s.opts.Cwd,
+		Env:   shellEnv(s.opts.Env, s.opts.Login, proctree.Tag(s.id)),
+		Stdin: r,
 	}
 	var first string // what the shell is sent before its init script
 	if readsInputLink(s.sh) {
 		first, err = s.linkInput(cmd)
 	}
 	if err == nil {
-		err = proctree.Start(cmd)
+		err = s.h.Start(cmd)
 	}
 	r.Close()
-	dw.Close()
 	if err != nil {
 		w.Close()
-		dr.Close()
 		return fmt.Errorf("start %s: %w", s.sh.Path, err)
 	}
-	s.cmd, s.stdin = cmd, w
+	s.cmd, s.stdin, s.diag = cmd, w, s.h.Diag()
 	if rc, err := w.SyscallConn(); err == nil {
 		rc.Control(func(fd uintptr) { s.inputName, _ = os.Readlink("/proc/self/fd/" + strconv.Itoa(int(fd))) })
 	}
-	s.diag = newDiagReader(dr)
-	s.wg.Add(2)
-	go func() {
-		defer s.wg.Done()
-		s.diag.run()
-	}()
-	go func() {
-		defer s.wg.Done()
-		s.waitErr = proctree.Wait(cmd)
-		close(s.exited)
-		s.shellEnded()
-	}()
 	if _, err := w.WriteString(first + initScript(s.sh)); err != nil {
 		return fmt.Errorf("start %s: %w", s.sh.Path, err)
 	}
@@ -301,20 +254,12 @@ func (s *Session) Submit(opts CommandOptions) (*Command, error) {
 		return nil, fmt.Errorf("%w: %v", process.ErrInvalidArgument, err)
 	}
 	opts.KeepLogs = keep
-	s.mu.Lock()
-	ended := s.state == process.Terminal || s.closing
-	s.mu.Unlock()
-	select {
-	case <-s.exited:
-		ended = true
-	default:
-	}
-	if ended {
-		return nil, fmt.Errorf("session %s: %w", s.id, ErrSessionEnded)
+	if s.h.Ended() {
+		return nil, s.h.ErrEnded()
 	}
 	c := s.newCommand(opts)
-	if err := s.queue.Push(c); err != nil {
-		return nil, fmt.Errorf("session %s: %w", s.id, ErrSessionEnded)
+	if err := s.h.Queue.Push(c); err != nil {
+		return nil, s.h.ErrEnded()
 	}
 	s.mu.Lock()
 	s.commands = append(s.commands, c)
@@ -369,53 +314,40 @@ func (s *Session) ID() string { return s.id }
 
 // Log returns the session's own log, which stays empty: what its shell
 // writes outside commands is the engine's business.
-func (s *Session) Log() *logstore.Log { return s.log }
+func (s *Session) Log() *logstore.Log { return s.h.Log() }
 
 // Done is closed once the session has ended.
-func (s *Session) Done() <-chan struct{} { return s.done }
+func (s *Session) Done() <-chan struct{} { return s.h.Done() }
 
 // Info describes the session as the process of its shell.
-func (s *Session) Info() process.Info {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	i := process.Info{
-		ID: s.id, Name: s.opts.Name, Kind: process.KindSession, State: s.state,
-		System: true, SessionID: s.id, Shell: s.sh.Name, ResolvedShell: s.sh.Path,
-		Login: s.opts.Login, Cwd: s.cwd, Stdin: process.StdinClosed,
-		KeepLogs: s.log.Keep(), CreatedAt: s.createdAt, StartedAt: s.createdAt,
-		ExitedAt: s.exitedAt, Ports: s.opts.Ports,
-	}
-	if s.cmd != nil && s.cmd.Process != nil {
-		i.PID = s.cmd.Process.Pid
-	}
-	if s.result != nil {
-		r := *s.result
-		i.Result = &r
-	}
-	return i
+func (s *Session) Info() process.Info { return s.h.Info() }
+
+func (s *Session) describe(i *process.Info) {
+	i.Shell, i.ResolvedShell, i.Login = s.sh.Name, s.sh.Path, s.opts.Login
+	i.Cwd = s.Cwd()
 }
 
 // Kill with SIGINT interrupts the running command; any other signal ends
 // the session: its shell and every process under it.
-func (s *Session) Kill(sig syscall.Signal, _ time.Duration, _ syscall.Signal) error {
-	if sig == syscall.SIGINT {
-		if c := s.running(); c != nil {
-			return c.Kill(sig, 0, 0)
-		}
-		return nil
+func (s *Session) Kill(sig syscall.Signal, after time.Duration, to syscall.Signal) error {
+	return s.h.Kill(sig, after, to)
+}
+
+func (s *Session) interrupt() error {
+	if c := s.running(); c != nil {
+		return c.Kill(syscall.SIGINT, 0, 0)
 	}
-	s.end(&process.Result{Reason: process.Signaled, Signal: process.SignalName(sig)}, sig)
 	return nil
 }
 
 // WriteStdin fails: a session's own stdin belongs to the engine.
-func (s *Session) WriteStdin([]byte) error { return process.ErrStdinNotOpen }
+func (s *Session) WriteStdin(p []byte) error { return s.h.WriteStdin(p) }
 
 // CloseStdin fails: a session's own stdin belongs to the engine.
-func (s *Session) CloseStdin() error { return process.ErrStdinNotOpen }
+func (s *Session) CloseStdin() error { return s.h.CloseStdin() }
 
 // Resize fails: sessions have no terminal.
-func (s *Session) Resize(process.TerminalSize) error { return process.ErrNotPTY }
+func (s *Session) Resize(size process.TerminalSize) error { return s.h.Resize(size) }
 
 // Stop ends the session like Close.
 func (s *Session) Stop(context.Context) error { return s.Close() }
@@ -425,91 +357,13 @@ func (s *Session) Stop(context.Context) error { return s.Close() }
 // session's goroutines. Commands still queued fail with ErrSessionEnded.
 // Close is idempotent.
 func (s *Session) Close() error {
-	s.end(&process.Result{Reason: process.Signaled, Signal: "KILL"}, syscall.SIGKILL)
+	s.h.Close()
 	s.wg.Wait()
 	if s.script != nil { // the queue is closed: nothing writes it any more
 		s.script.Close()
 	}
 	os.RemoveAll(s.fifoDir)
 	return nil
-}
-
-// end kills the shell's tree with sig, fails queued commands and waits for
-// the running one, then marks the session terminal with r unless the shell
-// had already ended by itself.
-func (s *Session) end(r *process.Result, sig syscall.Signal) {
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		<-s.done
-		return
-	}
-	s.closing = true
-	s.mu.Unlock()
-	s.killTree(sig)
-	if sig != syscall.SIGKILL {
-		select {
-		case <-s.exited:
-		case <-time.After(s.opts.StopGrace):
-			s.killTree(syscall.SIGKILL)
-		}
-	}
-	<-s.exited
-	s.queue.Close(fmt.Errorf("session %s: %w", s.id, ErrSessionEnded))
-	s.finish(r)
-	s.closeDrains()
-}
-
-// killTree signals the shell, its descendants and the processes tagged with
-// the session's id that left its tree.
-func (s *Session) killTree(sig syscall.Signal) {
-	proctree.Signal(s.cmd.Process.Pid, sig, true)
-	proctree.SignalTagged(s.id, sig)
-}
-
-// finish marks the session terminal with r, or with what its shell's exit
-// status says when r is nil or the shell ended by itself first.
-func (s *Session) finish(r *process.Result) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.state == process.Terminal {
-		return
-	}
-	if st, ok := s.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && (r == nil || !s.closing) {
-		switch {
-		case st.Exited():
-			r = &process.Result{Reason: process.Exited, ExitCode: ptr(st.ExitStatus())}
-		case st.Signaled() && r == nil:
-			r = &process.Result{Reason: process.Signaled, Signal: process.SignalName(st.Signal())}
-		}
-	}
-	if r == nil {
-		r = &process.Result{Reason: process.Lost}
-	}
-	s.state = process.Terminal
-	s.result = r
-	s.exitedAt = time.Now()
-	s.log.Close()
-	close(s.done)
-}
-
-// shellEnded ends the session as soon as its shell has exited by itself —
-// killed from outside, or ended by a command (exit, exec, set -e) — whether
-// or not a command was running: later submissions fail with
-// ErrSessionEnded, queued commands fail, and a running command ends (see
-// shellExited) before the session is marked terminal.
-func (s *Session) shellEnded() {
-	s.mu.Lock()
-	closing := s.closing
-	s.closing = true
-	s.mu.Unlock()
-	if closing {
-		return // end runs: it marks the session terminal
-	}
-	s.killTree(syscall.SIGKILL) // what the dead shell left behind
-	s.queue.Close(fmt.Errorf("session %s: %w", s.id, ErrSessionEnded))
-	s.finish(nil)
-	s.closeDrains()
 }
 
 // running returns the command now running, if any.
@@ -524,34 +378,9 @@ func (s *Session) running() *Command {
 	return nil
 }
 
-// addDrain and dropDrain track stream ends still read after their command.
-func (s *Session) addDrain(f *os.File) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closing && s.state == process.Terminal {
-		return false
-	}
-	s.drains[f] = true
-	return true
-}
-
-func (s *Session) dropDrain(f *os.File) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.drains, f)
-}
-
-// closeDrains stops reading streams that background jobs still hold.
-func (s *Session) closeDrains() {
-	s.mu.Lock()
-	fs := s.drains
-	s.drains = make(map[*os.File]bool)
-	s.mu.Unlock()
-	for f := range fs {
-		f.Close()
-	}
+// releaseAll closes, at the session's end, the clean streams and the shell's
+// input.
+func (s *Session) releaseAll() {
 	s.closePool()
 	s.stdin.Close()
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -59,7 +59,7 @@ func (c *Command) timeout() {
 		select {
 		case <-c.done:
 		default:
-			go c.s.end(&process.Result{Reason: process.Signaled, Signal: "KILL", Error: "a command did not stop after its execution timeout"}, syscall.SIGKILL)
+			go c.s.h.End(&process.Result{Reason: process.Signaled, Signal: "KILL", Error: "a command did not stop after its execution timeout"}, syscall.SIGKILL)
 		}
 	}))
 }
@@ -155,7 +155,7 @@ func (c *Command) nudge(after time.Duration) {
 		default:
 		}
 		if c.s.deadlocked() {
-			go c.s.end(&process.Result{Reason: process.Lost, Error: deadlockError}, syscall.SIGKILL)
+			go c.s.h.End(&process.Result{Reason: process.Lost, Error: deadlockError}, syscall.SIGKILL)
 			return
 		}
 		c.mu.Lock()

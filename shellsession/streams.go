@@ -141,7 +141,7 @@ func (s *Session) takeStream() (*stream, error) {
 // is full or the session ends.
 func (s *Session) putStream(st *stream) {
 	s.mu.Lock()
-	if len(s.pool) < poolSize && !s.closing {
+	if len(s.pool) < poolSize && !s.h.Closing() {
 		s.pool = append(s.pool, st)
 		s.mu.Unlock()
 		return
@@ -182,7 +182,7 @@ func (s *Session) takeStreams(stdinOpen bool) (*streams, error) {
 func (s *Session) fillPool() {
 	for {
 		s.mu.Lock()
-		enough := s.live >= poolSize || len(s.pool) >= 2 || s.closing
+		enough := s.live >= poolSize || len(s.pool) >= 2 || s.h.Closing()
 		s.mu.Unlock()
 		if enough {
 			return

@@ -1,4 +1,4 @@
-package shellsession
+package resident
 
 import (
 	"bytes"
@@ -7,12 +7,13 @@ import (
 	"sync"
 )
 
-// diagReader drains the shell's own stdout and stderr — prompts, traces of
-// the engine's lines, job messages — so that the shell never blocks on them,
-// keeps their last bytes to explain a shell that failed, and watches them for
-// the markers a frame writes there (a command's start, or its failure to open
-// its streams).
-type diagReader struct {
+// Diag drains the interpreter's own stdout and stderr — a shell's prompts,
+// traces of the engine's lines and job messages, what a driver writes
+// between cells — so that the interpreter never blocks on them, keeps their
+// last bytes to explain one that failed, and watches them for the markers a
+// shell's frame writes there (a command's start, or its failure to open its
+// streams).
+type Diag struct {
 	f *os.File
 
 	mu      sync.Mutex // guards the fields below
@@ -20,7 +21,7 @@ type diagReader struct {
 	watches []watch
 }
 
-// watch calls fn, without diagReader.mu held, once marker appears, with the
+// watch calls fn, without Diag.mu held, once marker appears, with the
 // bytes that follow it up to a NUL when trailer is set.
 type watch struct {
 	marker  []byte
@@ -33,18 +34,16 @@ const maxDiagTrailer = 16
 
 const diagKeep = 2048
 
-func newDiagReader(f *os.File) *diagReader { return &diagReader{f: f} }
-
-// watch arranges for fn to be called once marker appears on the shell's
-// stdout.
-func (d *diagReader) watch(marker []byte, trailer bool, fn func([]byte)) {
+// Watch arranges for fn to be called once marker appears on the
+// interpreter's stdout.
+func (d *Diag) Watch(marker []byte, trailer bool, fn func([]byte)) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.watches = append(d.watches, watch{marker: marker, trailer: trailer, fn: fn})
 }
 
-// unwatch drops the watch for marker, if it is still there.
-func (d *diagReader) unwatch(marker []byte) {
+// Unwatch drops the watch for marker, if it is still there.
+func (d *Diag) Unwatch(marker []byte) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for i, w := range d.watches {
@@ -55,7 +54,7 @@ func (d *diagReader) unwatch(marker []byte) {
 	}
 }
 
-func (d *diagReader) run() {
+func (d *Diag) run() {
 	defer d.f.Close()
 	buf := make([]byte, 4096)
 	for {
@@ -73,7 +72,7 @@ func (d *diagReader) run() {
 
 // take adds p to the kept bytes and returns the calls of the watches whose
 // markers (and trailers) are now complete.
-func (d *diagReader) take(p []byte) []func() {
+func (d *Diag) take(p []byte) []func() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	prev := len(d.last)
@@ -107,7 +106,8 @@ func (d *diagReader) take(p []byte) []func() {
 	return fire
 }
 
-func (d *diagReader) tail() string {
+// Tail returns the last bytes the interpreter wrote, trimmed.
+func (d *Diag) Tail() string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return strings.TrimSpace(string(d.last))

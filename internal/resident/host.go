@@ -1,0 +1,317 @@
+package resident
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/process"
+	"github.com/conchsh/conch/queue"
+)
+
+// Config describes a Host: what the embedding package knows and the host
+// asks of it.
+type Config struct {
+	// ID is the session's id, which also tags the interpreter's processes.
+	ID string
+	// Name is a label for listings.
+	Name string
+	// Noun names the session's kind in errors: "session", "context".
+	Noun string
+	// Ended is what submissions after the end and queued items fail with,
+	// wrapped with the noun and the id.
+	Ended error
+	// Ports are loopback ports leased for the session, reported in Info.
+	Ports []int
+	// StopGrace is how long the interpreter has after a signal that ends
+	// the session before KILL.
+	StopGrace time.Duration
+	// Interrupt sends SIGINT to the command running now, if any.
+	Interrupt func() error
+	// Describe adds to the session's Info what only the embedder knows. It
+	// is called without the host's lock held.
+	Describe func(*process.Info)
+	// Exited is called once the interpreter has exited and been reaped.
+	Exited func()
+	// Release closes what the embedder keeps open until the end, after the
+	// drained streams are closed.
+	Release func()
+}
+
+// Host is the long-lived interpreter behind a session and its serial queue.
+// Its methods make it the session's process.Process; the embedding type
+// forwards them.
+type Host struct {
+	cfg       Config
+	log       *logstore.Log // stays empty: the interpreter's own output is the engine's
+	createdAt time.Time
+	cmd       *exec.Cmd
+	diag      *Diag
+	wg        sync.WaitGroup // every goroutine of the session
+	exited    chan struct{}  // closed once the interpreter has exited and been reaped
+	done      chan struct{}  // closed once the session is terminal
+
+	// Queue is the session's serial queue of commands.
+	Queue queue.Queue
+
+	mu       sync.Mutex // guards the fields below
+	state    process.State
+	result   *process.Result
+	exitedAt time.Time
+	closing  bool
+	drains   map[*os.File]bool // streams still read after their command ended
+}
+
+// New returns the host of a session whose interpreter is not started yet.
+func New(cfg Config) *Host {
+	return &Host{
+		cfg:       cfg,
+		log:       logstore.New(logstore.Options{Keep: logstore.KeepNone}),
+		createdAt: time.Now(),
+		exited:    make(chan struct{}),
+		done:      make(chan struct{}),
+		state:     process.Starting,
+		drains:    make(map[*os.File]bool),
+	}
+}
+
+// Start starts cmd as the interpreter in a session of its own, its stdout
+// and stderr drained by the host's Diag, and watches for its exit.
+func (h *Host) Start(cmd *exec.Cmd) error {
+	dr, dw, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	cmd.Stdout, cmd.Stderr = dw, dw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	err = proctree.Start(cmd)
+	dw.Close()
+	if err != nil {
+		dr.Close()
+		return fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	h.cmd = cmd
+	h.diag = &Diag{f: dr}
+	h.Go(h.diag.run)
+	h.Go(func() {
+		proctree.Wait(cmd)
+		close(h.exited)
+		if h.cfg.Exited != nil {
+			h.cfg.Exited()
+		}
+	})
+	return nil
+}
+
+// Go runs f in a goroutine that Close waits for.
+func (h *Host) Go(f func()) {
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		f()
+	}()
+}
+
+// Done is closed once the session has ended.
+func (h *Host) Done() <-chan struct{} { return h.done }
+
+// Exited is closed once the interpreter has exited and been reaped.
+func (h *Host) Exited() <-chan struct{} { return h.exited }
+
+// Cmd returns the interpreter's command; its ProcessState is set once
+// Exited is closed.
+func (h *Host) Cmd() *exec.Cmd { return h.cmd }
+
+// PID returns the interpreter's process id.
+func (h *Host) PID() int { return h.cmd.Process.Pid }
+
+// Diag returns the reader of the interpreter's own output.
+func (h *Host) Diag() *Diag { return h.diag }
+
+// ID returns the session's id.
+func (h *Host) ID() string { return h.cfg.ID }
+
+// Log returns the session's own log, which stays empty.
+func (h *Host) Log() *logstore.Log { return h.log }
+
+// ErrEnded returns the error of a submission after the end.
+func (h *Host) ErrEnded() error {
+	return fmt.Errorf("%s %s: %w", h.cfg.Noun, h.cfg.ID, h.cfg.Ended)
+}
+
+// Ready marks a session that has come up running.
+func (h *Host) Ready() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state == process.Starting {
+		h.state = process.Running
+	}
+}
+
+// Closing reports whether the session is ending or has ended.
+func (h *Host) Closing() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closing
+}
+
+// Ended reports whether a command submitted now could not run: the session
+// is ending, has ended, or its interpreter has exited.
+func (h *Host) Ended() bool {
+	select {
+	case <-h.exited:
+		return true
+	default:
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closing || h.state == process.Terminal
+}
+
+// Info describes the session as the process of its interpreter.
+func (h *Host) Info() process.Info {
+	h.mu.Lock()
+	i := process.Info{
+		ID: h.cfg.ID, Name: h.cfg.Name, Kind: process.KindSession, State: h.state,
+		System: true, SessionID: h.cfg.ID, Stdin: process.StdinClosed,
+		KeepLogs: h.log.Keep(), CreatedAt: h.createdAt, StartedAt: h.createdAt,
+		ExitedAt: h.exitedAt, Ports: h.cfg.Ports,
+	}
+	if h.cmd != nil && h.cmd.Process != nil {
+		i.PID = h.cmd.Process.Pid
+	}
+	if h.result != nil {
+		r := *h.result
+		i.Result = &r
+	}
+	h.mu.Unlock()
+	if h.cfg.Describe != nil {
+		h.cfg.Describe(&i)
+	}
+	return i
+}
+
+// Kill with SIGINT interrupts the running command; any other signal ends
+// the session: its interpreter and every process under it.
+func (h *Host) Kill(sig syscall.Signal, _ time.Duration, _ syscall.Signal) error {
+	if sig == syscall.SIGINT {
+		return h.cfg.Interrupt()
+	}
+	h.End(&process.Result{Reason: process.Signaled, Signal: process.SignalName(sig)}, sig)
+	return nil
+}
+
+// WriteStdin fails: the interpreter's own stdin belongs to the engine.
+func (h *Host) WriteStdin([]byte) error { return process.ErrStdinNotOpen }
+
+// CloseStdin fails: the interpreter's own stdin belongs to the engine.
+func (h *Host) CloseStdin() error { return process.ErrStdinNotOpen }
+
+// Resize fails: sessions have no terminal.
+func (h *Host) Resize(process.TerminalSize) error { return process.ErrNotPTY }
+
+// Stop ends the session like Close.
+func (h *Host) Stop(context.Context) error { return h.Close() }
+
+// Close ends the interpreter and every process started under it —
+// descendants, those that called setsid and those orphaned since — and
+// waits for the session's goroutines. Queued commands fail with the
+// config's Ended error. It is idempotent.
+func (h *Host) Close() error {
+	if h.cmd == nil { // the interpreter never started
+		h.Queue.Close(h.ErrEnded())
+		h.finish(&process.Result{Reason: process.Failed, Error: "the interpreter did not start"})
+		return nil
+	}
+	h.End(&process.Result{Reason: process.Signaled, Signal: "KILL"}, syscall.SIGKILL)
+	h.wg.Wait()
+	return nil
+}
+
+// End kills the interpreter's tree with sig (KILL after StopGrace unless
+// sig is KILL), fails queued commands, waits for the interpreter's exit,
+// then marks the session terminal with r unless the interpreter had already
+// ended by itself. A second call waits for the first.
+func (h *Host) End(r *process.Result, sig syscall.Signal) {
+	h.mu.Lock()
+	if h.closing {
+		h.mu.Unlock()
+		<-h.done
+		return
+	}
+	h.closing = true
+	h.mu.Unlock()
+	h.KillTree(sig)
+	if sig != syscall.SIGKILL {
+		select {
+		case <-h.exited:
+		case <-time.After(h.cfg.StopGrace):
+			h.KillTree(syscall.SIGKILL)
+		}
+	}
+	<-h.exited
+	h.Queue.Close(h.ErrEnded())
+	h.finish(r)
+	h.release()
+}
+
+// EndedByItself ends the session whose interpreter exited by itself —
+// killed from outside, or ended by a command (exit, exec, sys.exit):
+// what it left behind is killed, queued commands fail and the session is
+// terminal with what its exit status says. It does nothing while End runs.
+func (h *Host) EndedByItself() {
+	h.mu.Lock()
+	closing := h.closing
+	h.closing = true
+	h.mu.Unlock()
+	if closing {
+		return // End runs: it marks the session terminal
+	}
+	h.KillTree(syscall.SIGKILL)
+	h.Queue.Close(h.ErrEnded())
+	h.finish(nil)
+	h.release()
+}
+
+// KillTree signals the interpreter, its descendants and the processes
+// tagged with the session's id that left its tree.
+func (h *Host) KillTree(sig syscall.Signal) {
+	proctree.Signal(h.cmd.Process.Pid, sig, true)
+	proctree.SignalTagged(h.cfg.ID, sig)
+}
+
+// finish marks the session terminal with r, or with what the interpreter's
+// exit status says when r is nil or it ended by itself first.
+func (h *Host) finish(r *process.Result) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state == process.Terminal {
+		return
+	}
+	if h.cmd != nil && h.cmd.ProcessState != nil {
+		if st, ok := h.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && (r == nil || !h.closing) {
+			switch {
+			case st.Exited():
+				r = &process.Result{Reason: process.Exited, ExitCode: ptr(st.ExitStatus())}
+			case st.Signaled() && r == nil:
+				r = &process.Result{Reason: process.Signaled, Signal: process.SignalName(st.Signal())}
+			}
+		}
+	}
+	if r == nil {
+		r = &process.Result{Reason: process.Lost}
+	}
+	h.state = process.Terminal
+	h.result = r
+	h.exitedAt = time.Now()
+	h.log.Close()
+	close(h.done)
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,9 @@
+package resident
+
+import (
+	"testing"
+
+	"github.com/conchsh/conch/internal/reapertest"
+)
+
+func TestMain(m *testing.M) { reapertest.Main(m) }

@@ -1,0 +1,136 @@
+package resident
+
+import (
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/conchsh/conch/internal/inputwait"
+	"github.com/conchsh/conch/process"
+)
+
+// Stdin holds what is written to a command's open stdin until its feeder
+// writes it to the command's stdin FIFO, and knows what the input watcher
+// needs: the FIFO, and whether bytes written have not reached it yet.
+type Stdin struct {
+	open  bool // the command was submitted with stdin open
+	gated bool // end-of-file waits for Opened
+
+	mu     sync.Mutex // guards the fields below
+	cond   sync.Cond
+	chunks [][]byte
+	eof    bool     // CloseWrite was called
+	closed bool     // the command ended: nothing more is written
+	opened bool     // the reader has opened the FIFO
+	f      *os.File // the FIFO, once the feeder has it
+
+	in      inputwait.Input
+	known   bool // in is the FIFO
+	writing bool // the feeder took bytes it has not written yet
+}
+
+// Init prepares b for a command whose stdin is open or not. With gated
+// set, end-of-file is given only once Opened is called: the feeder's
+// descriptor is the FIFO's only writer until the reader opens it, and what
+// was written would go with it.
+func (b *Stdin) Init(open, gated bool) {
+	b.cond.L = &b.mu
+	b.open, b.gated = open, gated
+}
+
+// Write queues p for the command's stdin. It fails with
+// process.ErrStdinNotOpen unless the command was submitted with stdin open,
+// and with process.ErrUnsupported after CloseWrite or the command's end.
+func (b *Stdin) Write(p []byte) error {
+	if !b.open {
+		return process.ErrStdinNotOpen
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.eof || b.closed {
+		return fmt.Errorf("%w: stdin is closed", process.ErrUnsupported)
+	}
+	if len(p) > 0 {
+		b.chunks = append(b.chunks, append([]byte(nil), p...))
+		b.cond.Broadcast()
+	}
+	return nil
+}
+
+// CloseWrite gives the command end-of-file once what was written is read.
+// It fails with process.ErrStdinNotOpen unless stdin is open.
+func (b *Stdin) CloseWrite() error {
+	if !b.open {
+		return process.ErrStdinNotOpen
+	}
+	b.mu.Lock()
+	b.eof = true
+	b.mu.Unlock()
+	b.cond.Broadcast()
+	return nil
+}
+
+// Opened records that the command's side has opened the FIFO.
+func (b *Stdin) Opened() {
+	b.mu.Lock()
+	b.opened = true
+	b.mu.Unlock()
+	b.cond.Broadcast()
+}
+
+// Close stops the feeder at the command's end, also one blocked writing to
+// a full FIFO.
+func (b *Stdin) Close() {
+	b.mu.Lock()
+	b.closed = true
+	if b.f != nil {
+		b.f.Close()
+	}
+	b.mu.Unlock()
+	b.cond.Broadcast()
+}
+
+// Feed writes the queued bytes to f, the command's stdin FIFO, until
+// end-of-file or the command's end, and closes f.
+func (b *Stdin) Feed(f *os.File) {
+	defer f.Close()
+	in, err := inputwait.InputOf(f)
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.f, b.in, b.known = f, in, err == nil
+	b.mu.Unlock()
+	for {
+		b.mu.Lock()
+		for len(b.chunks) == 0 && !(b.eof && (b.opened || !b.gated)) && !b.closed {
+			b.cond.Wait()
+		}
+		chunks := b.chunks
+		b.chunks = nil
+		stop := b.closed || (b.eof && len(chunks) == 0)
+		b.writing = !stop
+		b.mu.Unlock()
+		if stop {
+			return
+		}
+		for _, p := range chunks {
+			if _, err := f.Write(p); err != nil {
+				return
+			}
+		}
+		b.mu.Lock()
+		b.writing = false
+		b.mu.Unlock()
+	}
+}
+
+// Waitable returns the FIFO a command reading its stdin would wait on. ok
+// is false once stdin was closed, and while bytes written to it have not
+// reached the FIFO: the command cannot be waiting for input then.
+func (b *Stdin) Waitable() (in inputwait.Input, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.in, b.open && b.known && !b.writing && len(b.chunks) == 0 && !b.eof && !b.closed
+}

@@ -1,0 +1,123 @@
+package resident
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/conchsh/conch/process"
+	"github.com/stretchr/testify/require"
+)
+
+// fifo makes a FIFO and returns its engine's end, opened read-write so
+// that the open never blocks, as a code context opens a cell's stdin.
+func fifo(t *testing.T) (path string, f *os.File) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "in")
+	require.NoError(t, syscall.Mkfifo(path, 0o600))
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	require.NoError(t, err)
+	return path, f
+}
+
+// feed runs b's feeder on f and returns a channel closed when it returns.
+func feed(b *Stdin, f *os.File) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.Feed(f)
+	}()
+	return done
+}
+
+func returns(t *testing.T, done <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s did not return", what)
+	}
+}
+
+// TestStdinGated: with the gate, end-of-file waits for the reader's open,
+// so that what was written is not lost with the feeder's descriptor, the
+// only writer until then; the reader then gets every byte and end-of-file.
+func TestStdinGated(t *testing.T) {
+	t.Parallel()
+	var b Stdin
+	b.Init(true, true)
+	path, f := fifo(t)
+	done := feed(&b, f)
+	require.NoError(t, b.Write([]byte("one ")))
+	require.NoError(t, b.Write([]byte("two")))
+	require.NoError(t, b.CloseWrite())
+	require.ErrorIs(t, b.Write([]byte("x")), process.ErrUnsupported)
+	select {
+	case <-done:
+		t.Fatal("the feeder closed the FIFO before its reader opened it")
+	case <-time.After(100 * time.Millisecond):
+	}
+	r, err := os.Open(path)
+	require.NoError(t, err)
+	defer r.Close()
+	b.Opened()
+	got, err := io.ReadAll(r)
+	require.NoError(t, err)
+	require.Equal(t, "one two", string(got))
+	returns(t, done, "the feeder")
+}
+
+// TestStdinWaitable: the FIFO is offered to the input watcher only while no
+// written byte is on its way and stdin is still open.
+func TestStdinWaitable(t *testing.T) {
+	t.Parallel()
+	var b Stdin
+	b.Init(true, false)
+	_, ok := b.Waitable()
+	require.False(t, ok, "before the feeder has the FIFO")
+	path, f := fifo(t)
+	done := feed(&b, f)
+	require.Eventually(t, func() bool { _, ok := b.Waitable(); return ok }, 10*time.Second, time.Millisecond)
+	require.NoError(t, b.Write([]byte("x")))
+	r, err := os.Open(path)
+	require.NoError(t, err)
+	defer r.Close()
+	buf := make([]byte, 1)
+	_, err = r.Read(buf)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { _, ok := b.Waitable(); return ok }, 10*time.Second, time.Millisecond)
+	require.NoError(t, b.CloseWrite())
+	_, ok = b.Waitable()
+	require.False(t, ok, "after end-of-file")
+	returns(t, done, "the feeder")
+}
+
+// TestStdinCloseUnblocks: the command's end stops a feeder blocked writing
+// to a full FIFO nobody reads.
+func TestStdinCloseUnblocks(t *testing.T) {
+	t.Parallel()
+	var b Stdin
+	b.Init(true, false)
+	_, f := fifo(t)
+	done := feed(&b, f)
+	require.NoError(t, b.Write(make([]byte, 1<<20))) // more than a FIFO holds
+	var once sync.Once
+	time.AfterFunc(100*time.Millisecond, func() { once.Do(b.Close) })
+	returns(t, done, "the feeder blocked on a full FIFO")
+}
+
+// TestStdinNotOpen: a command without open stdin refuses input.
+func TestStdinNotOpen(t *testing.T) {
+	t.Parallel()
+	var b Stdin
+	b.Init(false, false)
+	require.True(t, errors.Is(b.Write([]byte("x")), process.ErrStdinNotOpen))
+	require.True(t, errors.Is(b.CloseWrite(), process.ErrStdinNotOpen))
+	_, ok := b.Waitable()
+	require.False(t, ok)
+}
