@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -81,10 +82,12 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 type SessionInfo struct {
 	Name  string `json:"name" jsonschema:"the session's name, for run and close_session"`
 	ID    string `json:"id"`
-	Shell string `json:"shell,omitempty"`
-	Cwd   string `json:"cwd,omitempty"`
-	State string `json:"state"`
-	PID   int    `json:"pid,omitempty"`
+	Shell string `json:"shell,omitempty" jsonschema:"a shell session's shell"`
+	// Language is set for a code context, which has no shell.
+	Language string `json:"language,omitempty" jsonschema:"a code context's language (python, javascript): its runs are code, not shell commands"`
+	Cwd      string `json:"cwd,omitempty"`
+	State    string `json:"state"`
+	PID      int    `json:"pid,omitempty"`
 }
 
 // ProcessInfo is a running command in the list tool's answer.
@@ -111,7 +114,8 @@ func (s *Server) list(ctx context.Context, _ *mcp.CallToolRequest, _ ListInput) 
 		if err != nil {
 			continue
 		}
-		out.Sessions = append(out.Sessions, SessionInfo{Name: name, ID: id, Shell: p.Shell, Cwd: p.Cwd, State: string(p.State), PID: p.PID})
+		out.Sessions = append(out.Sessions, SessionInfo{Name: name, ID: id, Shell: p.Shell, Language: p.Language,
+			Cwd: p.Cwd, State: string(p.State), PID: p.PID})
 	}
 	for p, err := range s.c.Processes(ctx, client.ListOptions{State: "running"}) {
 		if err != nil {
@@ -120,7 +124,9 @@ func (s *Server) list(ctx context.Context, _ *mcp.CallToolRequest, _ ListInput) 
 		if p.System {
 			continue // a session's own shell: listed as its session
 		}
-		cmd := p.ShellCommand
+		// A cell's code is shown on one line, as the list's text has a
+		// line per command.
+		cmd := cmp.Or(p.ShellCommand, strings.ReplaceAll(p.Code, "\n", `\n`))
 		if cmd == "" {
 			cmd = strings.Join(p.Argv, " ")
 		}
@@ -130,7 +136,11 @@ func (s *Server) list(ctx context.Context, _ *mcp.CallToolRequest, _ ListInput) 
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d sessions:\n", len(out.Sessions))
 	for _, x := range out.Sessions {
-		fmt.Fprintf(&b, "  %s (%s, %s) cwd %s [%s]\n", x.Name, x.ID, x.Shell, x.Cwd, x.State)
+		what := x.Shell
+		if x.Language != "" {
+			what = x.Language + " code"
+		}
+		fmt.Fprintf(&b, "  %s (%s, %s) cwd %s [%s]\n", x.Name, x.ID, what, x.Cwd, x.State)
 	}
 	fmt.Fprintf(&b, "%d commands running:\n", len(out.Processes))
 	for _, x := range out.Processes {
@@ -153,8 +163,9 @@ func (s *Server) closeSession(ctx context.Context, _ *mcp.CallToolRequest, in Cl
 		name = DefaultSession
 	}
 	s.mu.Lock()
-	id, ok := s.sessions[name]
+	n, ok := s.sessions[name]
 	s.mu.Unlock()
+	id := n.id
 	if !ok {
 		return nil, CloseOutput{}, fmt.Errorf("no session %q: the list tool shows the sessions", name)
 	}
@@ -165,6 +176,10 @@ func (s *Server) closeSession(ctx context.Context, _ *mcp.CallToolRequest, in Cl
 	}
 	s.forget(name, id)
 	out := CloseOutput{Session: name, ID: id, Closed: true}
-	text := fmt.Sprintf("session %s (%s) closed: its shell and commands ended", name, id)
+	what := "shell"
+	if n.language != "" {
+		what = "interpreter"
+	}
+	text := fmt.Sprintf("session %s (%s) closed: its %s and commands ended", name, id, what)
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
 }

@@ -51,13 +51,14 @@ func testTools(t *testing.T, c *conn) {
 	t.Run("interrupt", func(t *testing.T) { testInterrupt(t, c) })
 	t.Run("bounded", func(t *testing.T) { testBounded(t, c) })
 	t.Run("sessions", func(t *testing.T) { testSessions(t, c) })
+	t.Run("code", func(t *testing.T) { testCode(t, c) })
 }
 
 // Every tool comes with a description and an input schema naming its fields.
 func testSchemas(t *testing.T, c *conn) {
 	res, err := c.cs.ListTools(t.Context(), nil)
 	require.NoError(t, err)
-	want := map[string]string{"run": "command", "interact": "id", "read_output": "cursor", "list": "", "close_session": "session"}
+	want := map[string]string{"run": "language", "interact": "id", "read_output": "cursor", "list": "", "close_session": "session"}
 	for _, tool := range res.Tools {
 		field, ok := want[tool.Name]
 		require.True(t, ok, "unexpected tool %s", tool.Name)

@@ -5,6 +5,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,12 +36,28 @@ type Server struct {
 	version string
 
 	mu       sync.Mutex
-	sessions map[string]string // session name → session id
+	sessions map[string]named // by name
+}
+
+// named is a session made by name: its id, and what it runs, so that run
+// sends a code context's text as code and tells a mismatch apart.
+type named struct {
+	id       string
+	shell    string // a shell session's shell
+	language string // a code context's language; empty for a shell session
+}
+
+// kind is what the session is, in words for a tool's error.
+func (n named) kind() string {
+	if n.language != "" {
+		return "a " + n.language + " code context"
+	}
+	return "a " + cmp.Or(n.shell, "shell") + " shell session"
 }
 
 // New returns a Server whose tools drive the daemon c.
 func New(c *client.Client, version string) *Server {
-	return &Server{c: c, version: version, sessions: map[string]string{}}
+	return &Server{c: c, version: version, sessions: map[string]named{}}
 }
 
 // MCP returns the MCP server with every tool added.
@@ -65,27 +82,30 @@ func (s *Server) Run(ctx context.Context) error {
 	return err
 }
 
-// session returns the id of the session called name, creating it with
-// shell and cwd when there is none yet. created says it was just made.
-func (s *Server) session(ctx context.Context, name, shell, cwd string) (id string, created bool, err error) {
+// session returns the session called name, creating it with opts (its
+// shell or language, and cwd) when there is none yet. created says it was
+// just made.
+func (s *Server) session(ctx context.Context, name string, opts client.SessionOptions) (n named, created bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if id, ok := s.sessions[name]; ok {
-		return id, false, nil
+	if n, ok := s.sessions[name]; ok {
+		return n, false, nil
 	}
-	p, err := s.c.CreateSession(ctx, client.SessionOptions{Name: name, Shell: shell, Cwd: cwd})
+	opts.Name = name
+	p, err := s.c.CreateSession(ctx, opts)
 	if err != nil {
-		return "", false, fmt.Errorf("create session %q: %w", name, explain(err))
+		return named{}, false, fmt.Errorf("create session %q: %w", name, explain(err))
 	}
-	s.sessions[name] = p.ID
-	return p.ID, true, nil
+	n = named{id: p.ID, shell: p.Shell, language: p.Language}
+	s.sessions[name] = n
+	return n, true, nil
 }
 
 // forget drops the session called name if it still has id.
 func (s *Server) forget(name, id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.sessions[name] == id {
+	if s.sessions[name].id == id {
 		delete(s.sessions, name)
 	}
 }
@@ -95,8 +115,8 @@ func (s *Server) names() map[string]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := make(map[string]string, len(s.sessions))
-	for n, id := range s.sessions {
-		m[id] = n
+	for name, n := range s.sessions {
+		m[n.id] = name
 	}
 	return m
 }

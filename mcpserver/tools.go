@@ -11,13 +11,16 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/codecontext"
 	"github.com/conchsh/conch/process"
 )
 
 const instructions = `conch runs shell commands in persistent sessions: a session is one shell ` +
 	`process, so cd, exported variables and shell functions carry over from one run to the next. ` +
 	`Use run for commands; when run answers "still running", use interact to answer a prompt, ` +
-	`interrupt (signal INT) or wait longer, and read_output to page through output left out.`
+	`interrupt (signal INT) or wait longer, and read_output to page through output left out. ` +
+	`run with language (python or javascript) makes the session a code context instead: a ` +
+	`persistent interpreter in which variables, functions and imports carry over between runs.`
 
 var runTool = &mcp.Tool{
 	Name: "run",
@@ -29,14 +32,20 @@ var runTool = &mcp.Tool{
 		`or when it printed nothing for idleTimeout: then it says "still running as ID" and the ` +
 		`command goes on; use interact with that id to answer, interrupt or wait more. Long output ` +
 		`keeps its head and tail within outputLimit bytes and says how much was omitted and the ` +
-		`cursor read_output reads it from. A non-zero exit code is a normal result, not an error.`,
+		`cursor read_output reads it from. A non-zero exit code is a normal result, not an error. ` +
+		`With language (python or javascript), a new session is a code context: command is run as ` +
+		`code in a persistent interpreter instead of a shell, its variables and imports carry over, ` +
+		`a trailing expression's value is printed as a REPL prints it, and an exception is exit code 1 ` +
+		`with its traceback. Later runs in a code context run code whether or not language is given; ` +
+		`a language that does not match the existing session is an error.`,
 }
 
 // RunInput is the run tool's input.
 type RunInput struct {
-	Command     string  `json:"command" jsonschema:"the shell command line to run, as typed at a prompt"`
+	Command     string  `json:"command" jsonschema:"the shell command line to run, as typed at a prompt; in a code context (see language), the code to run"`
 	Session     string  `json:"session,omitempty" jsonschema:"name of the session to run in; default main. A new name starts a new session"`
 	Shell       string  `json:"shell,omitempty" jsonschema:"shell of a new session: bash (default), sh, dash, zsh, ksh, mksh or a path; ignored once the session exists"`
+	Language    string  `json:"language,omitempty" jsonschema:"python or javascript (node, js): run the text as Python or JavaScript code in a persistent interpreter instead of a shell. Makes a new session a code context; on an existing session it must match what the session is. Not with shell"`
 	Cwd         string  `json:"cwd,omitempty" jsonschema:"starting directory of a new session; ignored once the session exists (use cd)"`
 	Timeout     float64 `json:"timeout,omitempty" jsonschema:"seconds to wait before answering with the command still running; default 30. The command is not stopped"`
 	IdleTimeout float64 `json:"idleTimeout,omitempty" jsonschema:"answer early once the command printed nothing for this many seconds; default none"`
@@ -120,19 +129,32 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunInput) (
 	if name == "" {
 		name = DefaultSession
 	}
-	id, created, err := s.session(ctx, name, in.Shell, in.Cwd)
+	lang, err := language(in.Language, in.Shell)
 	if err != nil {
 		return nil, Result{}, err
 	}
-	opts := client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: in.Command, Stdin: process.StdinOpen},
+	sess, created, err := s.session(ctx, name, client.SessionOptions{Shell: in.Shell, Language: lang, Cwd: in.Cwd})
+	if err != nil {
+		return nil, Result{}, err
+	}
+	if err := mismatch(name, sess, lang); err != nil {
+		return nil, Result{}, err
+	}
+	id := sess.id
+	opts := client.CommandRunOptions{CommandOptions: client.CommandOptions{Stdin: process.StdinOpen},
 		Timeout: wait.timeout, IdleTimeout: wait.idle, OutputLimit: wait.limit}
+	if sess.language != "" {
+		opts.Code = in.Command
+	} else {
+		opts.Cmd = in.Command
+	}
 	if in.CloseStdin {
 		opts.Stdin = process.StdinClosed
 	}
 	r, p, err := s.c.RunCommand(ctx, id, opts)
 	if sessionEnded(err) || p == nil && r != nil && canceled(r) {
 		s.forget(name, id)
-		return nil, Result{}, fmt.Errorf("session %q has ended (its shell exited or it was closed): run again to start a new one", name)
+		return nil, Result{}, fmt.Errorf("session %q has ended (its shell or interpreter exited or it was closed): run again to start a new one", name)
 	}
 	if err != nil {
 		return nil, Result{}, explain(err)
@@ -168,6 +190,36 @@ func (s *Server) interact(ctx context.Context, _ *mcp.CallToolRequest, in Intera
 	out := s.result(ctx, r, p, sessionID)
 	out.Session = s.names()[sessionID]
 	return textResult(out), out, nil
+}
+
+// language checks run's language argument against its shell and returns
+// its canonical name (python, javascript), or "" for a shell session.
+func language(lang, shell string) (string, error) {
+	if lang == "" {
+		return "", nil
+	}
+	if shell != "" {
+		return "", errors.New("shell and language together: shell makes a shell session, language a code context with no shell; give only one of them")
+	}
+	l, err := codecontext.ParseLanguage(lang)
+	if err != nil {
+		return "", fmt.Errorf("language %q is not known: use python or javascript (node and js mean javascript), or leave it out to run shell commands", lang)
+	}
+	return string(l), nil
+}
+
+// short is a language's short name, for a session name to suggest.
+var short = map[string]string{"python": "py", "javascript": "js"}
+
+// mismatch is the error of a language argument that does not match the
+// existing session: a language for a shell session, or another language.
+// With no language the session's own kind applies.
+func mismatch(name string, sess named, lang string) error {
+	if lang == "" || lang == sess.language {
+		return nil
+	}
+	return fmt.Errorf("session %q is %s, not a %s code context: run %s code in another session (e.g. session %q), or leave language out to use %q as it is",
+		name, sess.kind(), lang, lang, name+"-"+short[lang], name)
 }
 
 // sessionEnded reports whether a session command was refused because the
