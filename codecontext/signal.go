@@ -15,9 +15,10 @@ import (
 
 // Kill sends sig to the cell. SIGINT interrupts it as Ctrl-C would at the
 // language's REPL — KeyboardInterrupt in Python; in JavaScript a busy
-// synchronous loop or a pending await is abandoned — and the context lives
-// on. Any other signal reaches the child processes the cell started, never
-// the interpreter nor what earlier cells left running. When escalateAfter is positive, escalateTo follows if the
+// synchronous loop, a pending await or code busy after an await is
+// abandoned — and the context lives on. Any other signal reaches the child
+// processes the cell started, never the interpreter nor what earlier cells
+// left running. When escalateAfter is positive, escalateTo follows if the
 // cell is still running then.
 func (cell *Cell) Kill(sig syscall.Signal, escalateAfter time.Duration, escalateTo syscall.Signal) error {
 	switch cell.state() {
