@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/internal/resident"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
@@ -35,6 +36,7 @@ type Cell struct {
 	mu          sync.Mutex // guards the fields below
 	st          process.State
 	startedAt   time.Time
+	lastPID     int // the last pid handed out before it started (see processes)
 	exitedAt    time.Time
 	cwd         string // the directory it started in
 	nonce       sentinel.Nonce
@@ -171,6 +173,7 @@ func (cell *Cell) Run() {
 // begin marks the cell running.
 func (cell *Cell) begin(nonce sentinel.Nonce, st *streams) {
 	c := cell.c
+	last := proctree.LastPID()
 	c.mu.Lock()
 	c.running = cell
 	cwd := c.cwd
@@ -178,6 +181,7 @@ func (cell *Cell) begin(nonce sentinel.Nonce, st *streams) {
 	cell.mu.Lock()
 	defer cell.mu.Unlock()
 	cell.st = process.Running
+	cell.lastPID = last
 	cell.startedAt = time.Now()
 	cell.cwd = cwd
 	cell.nonce = nonce

@@ -137,6 +137,8 @@ async function execute(ctx, cell, script, wrapped) {
       const interrupted = new Promise((_, reject) => { cell.abort = reject; });
       if (watchdog) cell.poll = setInterval(() => { if (pendingINT()) onINT(); }, 25);
       send(`A ${cell.id}\n`);
+      startInterruptor();
+      Atomics.store(awaiting, 0, cell.id);
       const r = await Promise.race([value, interrupted]);
       value = r ? r.value : undefined; // { value } when the last statement is an expression
     }
@@ -149,6 +151,7 @@ async function execute(ctx, cell, script, wrapped) {
     emit(2, describe(e));
     return 1;
   } finally {
+    Atomics.store(awaiting, 0, 0);
     cell.abort = null;
     if (cell.poll) clearInterval(cell.poll);
   }
@@ -221,19 +224,130 @@ function onINT() {
 }
 if (!watchdog) process.on('SIGINT', onINT);
 
+// A cell's code that runs after its first await (a continuation, a timer's
+// callback) runs outside the script run that breakOnSigint covers, and a
+// busy loop there keeps the handlers above from ever running. A worker
+// thread watches for that: when the cell the driver awaits is named in
+// "int" and the main thread has not taken the interrupt 200 ms later, it
+// asks the main thread, through an inspector session (whose messages reach
+// a thread busy in JavaScript), whether it runs the cell's code and nothing
+// of the driver; if so it ends that execution (Runtime.terminateExecution)
+// and the driver ends the cell as interrupted.
+//
+// Termination unwinds to the event loop without running Node's
+// bookkeeping of async contexts, which Node checks on the way out and aborts
+// the process over: takeInterrupt turns those checks off just before, and
+// terminated, which the worker's message runs, cleans the bookkeeping (as
+// Node does after an uncaught exception) and turns them back on.
+// Termination also drops the microtasks queued at that moment, the cell's
+// and any other's. Should the cell stop by itself between takeInterrupt and
+// the termination, what runs next is ended instead: the window is the
+// worker's round trip, and only a cell that stops within it is exposed.
+const awaiting = new Int32Array(new SharedArrayBuffer(4)); // the cell whose promise the driver awaits, or 0
+let hooks = null; // Node's async hook counters, for takeInterrupt
+let terminating = 0; // the cell takeInterrupt agreed to have ended
+try {
+  const { async_hook_fields: fields, constants } = require('internal/test/binding').internalBinding('async_wrap');
+  const { clearAsyncIdStack } = require('internal/async_hooks');
+  if (typeof clearAsyncIdStack === 'function' && constants.kCheck !== undefined && constants.kTotals !== undefined) hooks = { fields, constants, clearAsyncIdStack };
+} catch {}
+
+function takeInterrupt(id) {
+  if (!current || current.id !== id || !current.abort || terminating || interrupted() !== id) return false;
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = Infinity;
+  // Frames of the stack, not the "at async" callers that wait for them.
+  const frames = (new Error().stack || '').split('\n').filter((l) => /^\s+at (?!async )/.test(l));
+  Error.stackTraceLimit = limit;
+  // Below this function and the inspector's expression: what the thread runs.
+  const below = frames.slice(2);
+  if (below.length === 0 || below.some((l) => l.includes(DRIVER))) return false;
+  const { fields, constants: k } = hooks;
+  hooks.saved = fields[k.kCheck];
+  fields[k.kCheck] = 0;
+  fields[k.kTotals] = 0;
+  terminating = id;
+  return true;
+}
+
+function terminated(id) {
+  if (terminating !== id) return;
+  terminating = 0;
+  const { fields, constants: k } = hooks;
+  hooks.clearAsyncIdStack();
+  fields[k.kCheck] += hooks.saved;
+  fields[k.kTotals] = fields[k.kInit] + fields[k.kBefore] + fields[k.kAfter] + fields[k.kDestroy] + fields[k.kPromiseResolve];
+  if (current && current.id === id && current.abort) current.abort(Object.assign(new Error('interrupted'), { code: 'ERR_SCRIPT_EXECUTION_INTERRUPTED' }));
+}
+
+const interruptor = `
+const fs = require('fs');
+const { Session } = require('inspector');
+const { parentPort, workerData: { awaiting, intFile } } = require('worker_threads');
+const session = new Session();
+session.connectToMainThread();
+const post = (method, params) => new Promise((resolve) => session.post(method, params, (err, r) => resolve(err ? null : r)));
+let seen = 0;
+let busy = false;
+setInterval(async () => {
+  const id = Atomics.load(awaiting, 0);
+  let named = NaN;
+  if (id) try { named = Number(fs.readFileSync(intFile, 'utf8')); } catch {}
+  if (!id || named !== id) { seen = 0; return; }
+  if (++seen < 3 || busy) return;
+  busy = true;
+  const r = await post('Runtime.evaluate', { expression: 'globalThis[Symbol.for("conch.takeInterrupt")](' + id + ')', returnByValue: true });
+  if (r && r.result && r.result.value === true) {
+    await post('Runtime.terminateExecution', {});
+    parentPort.postMessage(id);
+  }
+  busy = false;
+}, 100);
+`;
+
+// startInterruptor starts the worker the first time a cell awaits (it
+// costs some 10 MB): it starts and reaches the main thread also while that
+// thread is busy.
+let started = false;
+function startInterruptor() {
+  if (started || !hooks) return;
+  started = true;
+  try {
+    const { Worker } = require('worker_threads');
+    if (typeof require('inspector').Session.prototype.connectToMainThread !== 'function') return;
+    globalThis[Symbol.for('conch.takeInterrupt')] = takeInterrupt;
+    const w = new Worker(interruptor, { eval: true, workerData: { awaiting, intFile }, stdout: true, stderr: true });
+    w.unref();
+    w.on('message', terminated);
+    w.on('error', (e) => { try { fs.writeSync(diag, 'interruptor: ' + String(e && e.stack || e) + '\n'); } catch {} });
+  } catch {}
+}
+
 const sock = net.connect(process.argv[2]);
 sock.setEncoding('utf8');
 function send(s) { sock.write(s); }
 const ctx = makeContext();
-let queue = Promise.resolve();
+// Cells run one after the other from a loop that awaits each, rather than a
+// chain of then(): a promise that resolves with another promise takes a
+// microtask to follow it, and an interrupt that ends a cell running in a
+// microtask drops every microtask queued then (see takeInterrupt).
+const cells = [];
+let draining = false;
+async function drain() {
+  draining = true;
+  while (cells.length > 0) await run(ctx, cells.shift());
+  draining = false;
+}
 let pending = '';
 sock.on('data', (d) => {
   pending += d;
   let i;
   while ((i = pending.indexOf('\n')) >= 0) {
-    const msg = JSON.parse(pending.slice(0, i));
+    cells.push(JSON.parse(pending.slice(0, i)));
     pending = pending.slice(i + 1);
-    queue = queue.then(() => run(ctx, msg)).catch((e) => {
+  }
+  if (!draining) {
+    drain().catch((e) => {
       // The driver itself failed: say why where the engine keeps it, and
       // end, rather than leave the cell without its end markers.
       try { fs.writeSync(diag, String(e && e.stack || e) + '\n'); } catch {}

@@ -15,9 +15,10 @@ import (
 
 // Kill sends sig to the cell. SIGINT interrupts it as Ctrl-C would at the
 // language's REPL — KeyboardInterrupt in Python; in JavaScript a busy
-// synchronous loop or a pending await is abandoned — and the context lives
-// on. Any other signal reaches the interpreter's child processes, never the
-// interpreter. When escalateAfter is positive, escalateTo follows if the
+// synchronous loop, a pending await or code busy after an await is
+// abandoned — and the context lives on. Any other signal reaches the child
+// processes the cell started, never the interpreter nor what earlier cells
+// left running. When escalateAfter is positive, escalateTo follows if the
 // cell is still running then.
 func (cell *Cell) Kill(sig syscall.Signal, escalateAfter time.Duration, escalateTo syscall.Signal) error {
 	switch cell.state() {
@@ -42,9 +43,19 @@ func (cell *Cell) signal(sig syscall.Signal) {
 		cell.interrupt(false)
 		return
 	}
-	for _, pid := range proctree.Descendants(cell.c.cmd.Process.Pid) {
+	for _, pid := range cell.processes() {
 		syscall.Kill(pid, sig)
 	}
+}
+
+// processes returns the interpreter's descendants that started with or
+// after the cell: its child processes, not those an earlier cell left
+// running in the background. See [proctree.StartedSince].
+func (cell *Cell) processes() []int {
+	cell.mu.Lock()
+	started, last := cell.startedAt, cell.lastPID
+	cell.mu.Unlock()
+	return proctree.StartedSince(proctree.Descendants(cell.c.cmd.Process.Pid), started, last)
 }
 
 // timeout interrupts the cell at its execution timeout and ends the context

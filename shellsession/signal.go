@@ -194,10 +194,7 @@ func (s *Session) deadlocked() bool {
 // processes returns the shell's descendants that started with or after the
 // command: its processes, not background jobs of earlier commands.
 //
-// Start times in /proc are in 10 ms ticks, too coarse to tell a command's
-// first process from a job started just before it, so a process must also
-// have a pid handed out after the command began (pids go up, wrapping at
-// pid_max; the start time rules out a job old enough to have been lapped).
+// See [proctree.StartedSince] for how they are told apart.
 func (c *Command) processes() []int {
 	return c.own(proctree.Descendants(c.s.cmd.Process.Pid))
 }
@@ -211,15 +208,7 @@ func (c *Command) own(descendants []int) []int {
 	if started.IsZero() {
 		return nil // still queued: nothing of it runs yet
 	}
-	since := started.Add(-20 * time.Millisecond)
-	boot := proctree.BootTime()
-	var out []int
-	for _, pid := range descendants {
-		if st, ok := proctree.StartedAt(pid, boot); ok && !st.Before(since) && proctree.PIDAfter(pid, last) {
-			out = append(out, pid)
-		}
-	}
-	return out
+	return proctree.StartedSince(descendants, started, last)
 }
 
 // Stop ends the command for deletion as kill does: SIGTERM to its

@@ -1,0 +1,58 @@
+package codecontext
+
+import (
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/conchsh/conch/process"
+	"github.com/stretchr/testify/require"
+)
+
+// TestInterruptAfterAwait: kill INT stops a JavaScript cell busy after its
+// first await — in the continuation, or in a timer's callback the cell
+// awaits — where breakOnSigint does not reach; the cell is signaled INT and
+// the context lives on with its state, its timers, its promises and its
+// output.
+func TestInterruptAfterAwait(t *testing.T) {
+	t.Parallel()
+	cases := map[string]string{
+		"after a timer":    "await new Promise(r => setTimeout(r, 10)); for(;;){}",
+		"after await 0":    "await 0; for(;;){}",
+		"in a timer":       "await new Promise(r => setTimeout(() => { for(;;){} }, 10))",
+		"in an interval":   "await new Promise(r => setInterval(() => { for(;;){} }, 10))",
+		"in a nested call": "const spin = () => { for(;;){} }; await new Promise(r => setImmediate(r)); spin()",
+		"after I/O":        "await require('fs').promises.readFile('/proc/self/stat'); for(;;){}",
+	}
+	for name, src := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: JavaScript})
+			run(t, c, "var kept = 1")
+			cell, err := c.Submit(CellOptions{Code: src + "\nkept = 2"})
+			require.NoError(t, err)
+			waitStarted(t, cell)
+			time.Sleep(100 * time.Millisecond) // let it get into the loop, also on a busy machine
+			require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
+			r := wait(t, cell)
+			require.Equal(t, process.Signaled, r.Reason, "%+v", r)
+			require.Equal(t, "INT", r.Signal)
+			_, errOut := output(cell)
+			require.NotContains(t, errOut, "driver")
+			_, out, _ := run(t, c, "kept")
+			require.Equal(t, "1\n", out)
+			r, out, errOut = run(t, c, "setTimeout(() => console.log('timer'), 5); await new Promise(r => setTimeout(r, 50)); await Promise.resolve('after')")
+			require.Equal(t, 0, code(r), errOut)
+			require.Equal(t, "timer\n'after'\n", out)
+			// A second interrupt after the first works the same way.
+			cell, err = c.Submit(CellOptions{Code: "await 0; for(;;){}"})
+			require.NoError(t, err)
+			waitStarted(t, cell)
+			time.Sleep(100 * time.Millisecond)
+			require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
+			require.Equal(t, "INT", wait(t, cell).Signal)
+			_, out, _ = run(t, c, "kept + 1")
+			require.Equal(t, "2\n", out)
+		})
+	}
+}

@@ -1,0 +1,90 @@
+package codecontext
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/process"
+	"github.com/stretchr/testify/require"
+)
+
+// waitChild waits until the interpreter of c has a descendant running argv
+// and returns its pid.
+func waitChild(t *testing.T, c *Context, argv ...string) int {
+	t.Helper()
+	want := []byte(strings.Join(argv, "\x00") + "\x00")
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	for {
+		for _, pid := range proctree.Descendants(c.Info().PID) {
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+			if err == nil && bytes.Equal(b, want) {
+				return pid
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no process %q started", argv)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// TestSignalSparesEarlierCells: kill TERM of a cell reaches the program the
+// cell runs, not one an earlier cell left running in the background, which
+// lives on; the cell ends as the language reports its program's death.
+func TestSignalSparesEarlierCells(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		lang                 Language
+		background, fg, gone string
+		want                 func(t *testing.T, r process.Result, out, errOut string)
+	}{
+		{
+			Python,
+			"import subprocess; bg = subprocess.Popen(['sleep', '300'])",
+			"print(subprocess.run(['sleep', '60']).returncode)",
+			"bg.poll()",
+			func(t *testing.T, r process.Result, out, _ string) {
+				require.Equal(t, 0, code(r), "%+v", r)
+				require.Equal(t, "-15\n", out)
+			},
+		},
+		{
+			JavaScript,
+			"const cp = require('child_process'); const bg = cp.spawn('sleep', ['300'])",
+			"cp.execSync('sleep 60')",
+			"bg.exitCode ?? bg.signalCode",
+			func(t *testing.T, r process.Result, _, errOut string) {
+				require.Equal(t, 1, code(r), "%+v", r)
+				require.Contains(t, errOut, "SIGTERM")
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.lang), func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: tc.lang})
+			r, _, errOut := run(t, c, tc.background)
+			require.Equal(t, 0, code(r), errOut)
+			bg := waitChild(t, c, "sleep", "300")
+			cell, err := c.Submit(CellOptions{Code: tc.fg})
+			require.NoError(t, err)
+			waitChild(t, c, "sleep", "60")
+			require.NoError(t, cell.Kill(syscall.SIGTERM, 0, 0))
+			r = wait(t, cell)
+			out, errOut := output(cell)
+			tc.want(t, r, out, errOut)
+			require.True(t, proctree.Alive(bg), "the earlier cell's child was signalled")
+			_, out, _ = run(t, c, tc.gone)
+			require.Contains(t, []string{"", "null\n"}, out, "the earlier cell's child ended")
+		})
+	}
+}
