@@ -6,8 +6,9 @@
 // wait that only the tree itself could end: reading a pipe that a process of
 // the tree writes (the stages of a pipeline after the reader) or a Unix
 // socket whose peer it holds (the self-pipe of Python's asyncio), waiting
-// for a child, a signal, or another thread (futex), or polling only such
-// files.
+// for a child, a signal, or another thread (futex), reading a socket whose
+// peer the caller named quiet (see [Input.WithQuietPeers]: the engine's end
+// of a driver's control socket), or polling only such files.
 // A thread that runs, is stopped, sleeps on a timer, or waits on anything
 // from outside (a socket, a FIFO or terminal that is not the input,
 // inotify, a poll with a timeout) makes the tree not wait. Futex waits count

@@ -37,8 +37,8 @@ func (t *tree) fdKind(dir string, fd int) fdKind {
 		}
 	}
 	if ino, ok := socketInode(link); ok {
-		if peer := t.peers.peer(ino); peer != 0 && t.holdsSocket(peer) {
-			return fdInternal // a socketpair within the tree
+		if peer := t.peers.peer(ino); peer != 0 && (t.holdsSocket(peer) || t.in.quietPeer(peer)) {
+			return fdInternal // a socketpair within the tree, or a quiet peer's
 		}
 		return fdExternal
 	}

@@ -29,6 +29,46 @@ type Input struct {
 	rdev     uint64 // a terminal (or another character device)
 	chr      bool   // rdev is set, dev and ino are not
 	valid    bool
+	quiet    [2]uint64 // sockets whose peers' waits only the tree ends (see WithQuietPeers)
+}
+
+// WithQuietPeers returns in with one more thing counted as a wait only the
+// tree can end: waiting to read a Unix socket whose peer is one of socks
+// (socket inodes, from [SocketInode]). An engine that feeds a driver in the
+// tree commands over a socket writes there only to end or interrupt what
+// the tree runs, so a driver waiting for its next message is idle, not
+// waiting for something from outside. At most two sockets; zeros are
+// skipped.
+func (in Input) WithQuietPeers(socks ...uint64) Input {
+	n := 0
+	for _, s := range socks {
+		if s != 0 {
+			in.quiet[n] = s
+			n++
+		}
+	}
+	return in
+}
+
+func (in Input) quietPeer(ino uint64) bool {
+	return ino != 0 && (in.quiet[0] == ino || in.quiet[1] == ino)
+}
+
+// SocketInode returns the inode of the socket (or other file) c.
+func SocketInode(c syscall.Conn) (uint64, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("socket inode: %w", err)
+	}
+	var st unix.Stat_t
+	var statErr error
+	if err := rc.Control(func(fd uintptr) { statErr = unix.Fstat(int(fd), &st) }); err != nil {
+		return 0, fmt.Errorf("socket inode: %w", err)
+	}
+	if statErr != nil {
+		return 0, fmt.Errorf("socket inode: %w", statErr)
+	}
+	return st.Ino, nil
 }
 
 // ptySlaveMajor is the major device number of every /dev/pts/N

@@ -471,3 +471,33 @@ func BenchmarkWaitingPipeline(b *testing.B) {
 		}
 	}
 }
+
+// A reader of a socket whose peer the caller named quiet (the engine's end
+// of a driver's control socket) is idle: beside a reader of the input, the
+// tree waits for input. Without the name it does not.
+func TestQuietPeer(t *testing.T) {
+	t.Parallel()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := os.NewFile(uintptr(fds[0]), "sock")
+	peer := os.NewFile(uintptr(fds[1]), "peer")
+	t.Cleanup(func() { sock.Close(); peer.Close() })
+	r, w := pipe(t)
+	p, _ := start(t, r, []*os.File{sock}, "dash", "-c", "read y <&3 & read x")
+	in, err := InputOf(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.in = in
+	eventually(t, "two processes", func() bool { return len(p.pids()) == 2 })
+	settled(t, p, "dash")
+	notWaiting(t, p)
+	ino, err := SocketInode(peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.in = in.WithQuietPeers(0, ino)
+	seenWaiting(t, p)
+}
