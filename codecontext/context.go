@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/internal/inputwait"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/internal/resident"
 	"github.com/conchsh/conch/logstore"
@@ -63,6 +64,8 @@ type Context struct {
 	exited <-chan struct{} // closed once the interpreter has exited and been reaped
 	dir    string          // private: the driver, its socket, the cells' FIFOs
 	conn   net.Conn
+	connIn uint64 // conn's socket inode, for the input watcher
+	intr   interruptor
 	wg     sync.WaitGroup // the goroutines of cells and the control reader
 
 	writeMu sync.Mutex // serializes writes to conn
@@ -113,6 +116,7 @@ func New(ctx context.Context, opts Options) (*Context, error) {
 			if c.conn != nil {
 				c.conn.Close()
 			}
+			c.intr.close()
 		},
 	})
 	c.exited = c.h.Exited()
@@ -136,7 +140,6 @@ func (c *Context) start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen for the driver: %w", err)
 	}
-	defer ln.Close()
 	args := append(append([]string{c.interp.path}, c.interp.flags...), driver, sock)
 	cmd := &exec.Cmd{
 		Path: c.interp.path, Args: args, Dir: c.opts.Cwd,
@@ -148,9 +151,18 @@ func (c *Context) start(ctx context.Context) error {
 	c.cmd = cmd
 	conn, err := accept(ctx, ln, c.exited)
 	if err != nil {
+		ln.Close()
 		return fmt.Errorf("start %s: %w (it said: %q)", c.interp.path, err, c.h.Diag().Tail())
 	}
 	c.conn = conn
+	c.connIn, _ = inputwait.SocketInode(conn.(*net.UnixConn))
+	if c.opts.Language == JavaScript {
+		c.intr.ln = ln
+		c.wg.Add(1)
+		go c.acceptInterruptor()
+	} else {
+		ln.Close()
+	}
 	c.wg.Add(1)
 	go c.readControl()
 	return nil

@@ -135,10 +135,12 @@ async function execute(ctx, cell, script, wrapped) {
     value = script.runInContext(ctx, { breakOnSigint: true, displayErrors: false });
     if (wrapped) {
       const interrupted = new Promise((_, reject) => { cell.abort = reject; });
-      if (watchdog) cell.poll = setInterval(() => { if (pendingINT()) onINT(); }, 25);
-      send(`A ${cell.id}\n`);
       startInterruptor();
       Atomics.store(awaiting, 0, cell.id);
+      // Until the interruptor is there to be told, a signal the watchdog
+      // noted is looked for every 25 ms.
+      if (watchdog && !interruptorReady) cell.poll = setInterval(() => { if (pendingINT()) onINT(); }, 25);
+      send(`A ${cell.id}\n`);
       const r = await Promise.race([value, interrupted]);
       value = r ? r.value : undefined; // { value } when the last statement is an expression
     }
@@ -280,35 +282,70 @@ function terminated(id) {
   if (current && current.id === id && current.abort) current.abort(Object.assign(new Error('interrupted'), { code: 'ERR_SCRIPT_EXECUTION_INTERRUPTED' }));
 }
 
+//
+// The engine tells the worker of each interrupt on a connection of its own
+// to the engine's socket (a line with the cell's number), and the worker
+// tells the main thread at once: a main thread idle in the cell's await
+// takes it then, and nothing polls while a cell awaits, so a cell blocked
+// reading its stdin leaves every thread of the driver blocked where only the
+// engine or the tree can wake it, and is seen waiting for input.
 const interruptor = `
 const fs = require('fs');
+const net = require('net');
 const { Session } = require('inspector');
-const { parentPort, workerData: { awaiting, intFile } } = require('worker_threads');
+const { parentPort, workerData: { awaiting, intFile, sock } } = require('worker_threads');
 const session = new Session();
 session.connectToMainThread();
 const post = (method, params) => new Promise((resolve) => session.post(method, params, (err, r) => resolve(err ? null : r)));
-let seen = 0;
-let busy = false;
-setInterval(async () => {
-  const id = Atomics.load(awaiting, 0);
-  let named = NaN;
-  if (id) try { named = Number(fs.readFileSync(intFile, 'utf8')); } catch {}
-  if (!id || named !== id) { seen = 0; return; }
-  if (++seen < 3 || busy) return;
-  busy = true;
-  const r = await post('Runtime.evaluate', { expression: 'globalThis[Symbol.for("conch.takeInterrupt")](' + id + ')', returnByValue: true });
-  if (r && r.result && r.result.value === true) {
-    await post('Runtime.terminateExecution', {});
-    parentPort.postMessage(id);
+function named() {
+  try { return Number(fs.readFileSync(intFile, 'utf8')); } catch { return NaN; }
+}
+// check ends the cell's execution when it is still awaited and named in
+// "int" and the main thread has not taken the interrupt by itself; it looks
+// again while that holds and the main thread runs driver code.
+let scheduled = 0;
+function schedule(id, ms) {
+  if (scheduled === id) return;
+  scheduled = id;
+  setTimeout(async () => {
+    scheduled = 0;
+    if (Atomics.load(awaiting, 0) !== id || named() !== id) return;
+    const r = await post('Runtime.evaluate', { expression: 'globalThis[Symbol.for("conch.takeInterrupt")](' + id + ')', returnByValue: true });
+    if (r && r.result && r.result.value === true) {
+      await post('Runtime.terminateExecution', {});
+      parentPort.postMessage(id);
+    } else {
+      schedule(id, 100);
+    }
+  }, ms);
+}
+function interrupt(id) {
+  if (!id || Atomics.load(awaiting, 0) !== id || named() !== id) return;
+  parentPort.postMessage({ int: id });
+  schedule(id, 200);
+}
+const conn = net.connect(sock, () => {
+  parentPort.postMessage('ready');
+  interrupt(Atomics.load(awaiting, 0)); // one that came before the connection
+});
+conn.setEncoding('utf8');
+let pending = '';
+conn.on('data', (d) => {
+  pending += d;
+  let i;
+  while ((i = pending.indexOf('\\n')) >= 0) {
+    interrupt(Number(pending.slice(0, i)));
+    pending = pending.slice(i + 1);
   }
-  busy = false;
-}, 100);
+});
+conn.on('error', () => {});
 `;
 
 // startInterruptor starts the worker the first time a cell awaits (it
 // costs some 10 MB): it starts and reaches the main thread also while that
 // thread is busy.
 let started = false;
+let interruptorReady = false;
 function startInterruptor() {
   if (started || !hooks) return;
   started = true;
@@ -316,11 +353,26 @@ function startInterruptor() {
     const { Worker } = require('worker_threads');
     if (typeof require('inspector').Session.prototype.connectToMainThread !== 'function') return;
     globalThis[Symbol.for('conch.takeInterrupt')] = takeInterrupt;
-    const w = new Worker(interruptor, { eval: true, workerData: { awaiting, intFile }, stdout: true, stderr: true });
+    const w = new Worker(interruptor, { eval: true, workerData: { awaiting, intFile, sock: process.argv[2] }, stdout: true, stderr: true });
     w.unref();
-    w.on('message', terminated);
+    w.on('message', (m) => {
+      if (m === 'ready') interruptorStarted();
+      else if (typeof m === 'number') terminated(m);
+      else onINT();
+    });
     w.on('error', (e) => { try { fs.writeSync(diag, 'interruptor: ' + String(e && e.stack || e) + '\n'); } catch {} });
   } catch {}
+}
+
+// interruptorStarted: the worker is there to be told of interrupts; the
+// running cell's poll stops, after one last look.
+function interruptorStarted() {
+  interruptorReady = true;
+  if (current && current.poll) {
+    clearInterval(current.poll);
+    current.poll = null;
+    if (pendingINT()) onINT();
+  }
 }
 
 const sock = net.connect(process.argv[2]);

@@ -57,7 +57,7 @@ func findInterpreter(l Language) (interpreter, error) {
 		names = []string{"node", "nodejs"}
 		in.driverName, in.driver = "driver.js", nodeDriver
 		// The REPL's own rewrite of top-level await is internal to Node.
-		in.flags = []string{"--expose-internals"}
+		in.flags = []string{"--expose-internals", "--no-memory-reducer"}
 	default:
 		return in, fmt.Errorf("%w: unknown language %q: use python or javascript", process.ErrInvalidArgument, l)
 	}

@@ -43,19 +43,19 @@ func (cell *Cell) signal(sig syscall.Signal) {
 		cell.interrupt(false)
 		return
 	}
-	for _, pid := range cell.processes() {
+	for _, pid := range cell.own(proctree.Descendants(cell.c.cmd.Process.Pid)) {
 		syscall.Kill(pid, sig)
 	}
 }
 
-// processes returns the interpreter's descendants that started with or
+// own keeps of descendants, the interpreter's, those that started with or
 // after the cell: its child processes, not those an earlier cell left
 // running in the background. See [proctree.StartedSince].
-func (cell *Cell) processes() []int {
+func (cell *Cell) own(descendants []int) []int {
 	cell.mu.Lock()
 	started, last := cell.startedAt, cell.lastPID
 	cell.mu.Unlock()
-	return proctree.StartedSince(proctree.Descendants(cell.c.cmd.Process.Pid), started, last)
+	return proctree.StartedSince(descendants, started, last)
 }
 
 // timeout interrupts the cell at its execution timeout and ends the context
@@ -123,6 +123,7 @@ func (cell *Cell) sendINT(n int) {
 		return // the driver would not take it: the timeout is the way out
 	}
 	syscall.Kill(-c.cmd.Process.Pid, syscall.SIGINT)
+	c.intr.tell(cell.seq)
 	if again {
 		after := min(200*time.Millisecond<<n, time.Second)
 		cell.addTimer(time.AfterFunc(after, func() { cell.sendINT(min(n+1, 5)) }))

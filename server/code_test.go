@@ -95,6 +95,14 @@ func TestCodeContextPython(t *testing.T) {
 		require.Equal(t, "40\n", r.Stdout, "the context lives with its state")
 		require.NoError(t, d.c.Delete(ctx(t), p.ID), "an ended cell's record can be deleted")
 	})
+	t.Run("waiting for input", func(t *testing.T) {
+		r, p, err := d.c.RunCommand(ctx(t), s.ID, client.CommandRunOptions{
+			CommandOptions: client.CommandOptions{Code: "n = input('name? ')\nprint('hi', n)", Stdin: process.StdinOpen},
+		})
+		require.NoError(t, err)
+		require.Equal(t, "name? ", r.Output)
+		waitsThenAnswers(t, d, r, p, "ada\n", false, "hi ada\n")
+	})
 	t.Run("code over the command size limit", func(t *testing.T) {
 		_, err := d.c.Submit(ctx(t), s.ID, client.CommandOptions{Code: "x = '" + strings.Repeat("a", 1000) + "'"})
 		requireCode(t, err, client.CodePayloadTooLarge)
@@ -144,6 +152,14 @@ func TestCodeContextJavaScript(t *testing.T) {
 	require.Equal(t, "INT", wr.Signal)
 	r = d.cell(t, s.ID, "n")
 	require.Equal(t, "41\n", r.Stdout)
+
+	// A cell awaiting its stdin comes back waiting for input.
+	r, p, err = d.c.RunCommand(ctx(t), s.ID, client.CommandRunOptions{
+		CommandOptions: client.CommandOptions{Code: "process.stdout.write('name? ')\nlet a = ''\nfor await (const b of process.stdin) { a += b; break }\nconsole.log('hi ' + a.trim())", Stdin: process.StdinOpen},
+	})
+	require.NoError(t, err)
+	require.Equal(t, "name? ", r.Output)
+	waitsThenAnswers(t, d, r, p, "ada\n", false, "hi ada\n")
 
 	// process.exit ends the context as exit ends a shell session.
 	r = d.cell(t, s.ID, "process.exit(3)")

@@ -1,0 +1,81 @@
+package codecontext
+
+import (
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/conchsh/conch/internal/inputwait"
+)
+
+// interruptor is the second connection of a JavaScript driver: a worker
+// thread of the driver that can end a cell busy after an await, and that is
+// told of each interrupt here (see driver.js) rather than looking for one
+// now and then, so that a driver idle in a cell's await makes no wait with
+// a timeout.
+type interruptor struct {
+	ln *net.UnixListener // the context's socket, kept listening for it
+
+	mu   sync.Mutex // guards the fields below
+	conn net.Conn
+	ino  uint64 // conn's socket inode
+}
+
+// acceptInterruptor waits for the worker's connection until the context
+// ends, which closes the listener.
+func (c *Context) acceptInterruptor() {
+	defer c.wg.Done()
+	c.intr.mu.Lock()
+	ln := c.intr.ln
+	c.intr.mu.Unlock()
+	if ln == nil {
+		return
+	}
+	ln.SetDeadline(time.Time{})
+	conn, err := ln.Accept()
+	if err != nil {
+		return
+	}
+	ino, _ := inputwait.SocketInode(conn.(*net.UnixConn))
+	c.intr.mu.Lock()
+	defer c.intr.mu.Unlock()
+	if c.intr.ln == nil { // ended meanwhile
+		conn.Close()
+		return
+	}
+	c.intr.conn, c.intr.ino = conn, ino
+}
+
+// tell writes the number of a cell being interrupted for the worker, if it
+// is there. The write is bounded: a driver that reads nothing holds nothing
+// up.
+func (i *interruptor) tell(seq int) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.conn == nil {
+		return
+	}
+	i.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	i.conn.Write([]byte(strconv.Itoa(seq) + "\n"))
+}
+
+// close stops listening and closes the worker's connection.
+func (i *interruptor) close() {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.ln != nil {
+		i.ln.Close()
+		i.ln = nil
+	}
+	if i.conn != nil {
+		i.conn.Close()
+	}
+}
+
+// quiet returns the inode of the worker's connection, zero without one.
+func (i *interruptor) quiet() uint64 {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.ino
+}
