@@ -169,6 +169,7 @@ async function run(ctx, msg) {
     out: fs.openSync(msg.stdout, 'w'), err: fs.openSync(msg.stderr, 'w'),
     in: fs.openSync(msg.stdin || '/dev/null', 'r'), // process.stdin's, opened while the engine's end is
   };
+  if (interruptorUp) await interruptorUp; // see interruptor
   place([[msg.stdin || '/dev/null', 'r'], [msg.stdout, 'w'], [msg.stderr, 'w']]);
   current = cell;
   send(`O ${cell.id}\n`);
@@ -186,6 +187,7 @@ async function run(ctx, msg) {
   fs.closeSync(cell.err);
   if (cell.stdin) cell.stdin.destroy();
   else fs.closeSync(cell.in);
+  if (interruptorUp) await interruptorUp;
   place([['/dev/null', 'r'], [`/proc/self/fd/${diag}`, 'w'], [`/proc/self/fd/${diag}`, 'w']]);
 }
 
@@ -289,17 +291,20 @@ function terminated(id) {
 // takes it then, and nothing polls while a cell awaits, so a cell blocked
 // reading its stdin leaves every thread of the driver blocked where only the
 // engine or the tree can wake it, and is seen waiting for input.
+//
+// Once it is up the worker opens no file: the main thread's place closes
+// fds 0 to 2 and counts on reopening them with the same numbers, so it
+// waits for the worker to be up (interruptorUp) and the worker knows which
+// cell is being interrupted from the engine's lines, not from "int".
 const interruptor = `
-const fs = require('fs');
 const net = require('net');
 const { Session } = require('inspector');
-const { parentPort, workerData: { awaiting, intFile, sock } } = require('worker_threads');
+const { parentPort, workerData: { awaiting, sock } } = require('worker_threads');
 const session = new Session();
 session.connectToMainThread();
 const post = (method, params) => new Promise((resolve) => session.post(method, params, (err, r) => resolve(err ? null : r)));
-function named() {
-  try { return Number(fs.readFileSync(intFile, 'utf8')); } catch { return NaN; }
-}
+let told = 0; // the cell the engine last said it interrupts
+const named = () => told;
 // check ends the cell's execution when it is still awaited and named in
 // "int" and the main thread has not taken the interrupt by itself; it looks
 // again while that holds and the main thread runs driver code.
@@ -320,14 +325,12 @@ function schedule(id, ms) {
   }, ms);
 }
 function interrupt(id) {
-  if (!id || Atomics.load(awaiting, 0) !== id || named() !== id) return;
+  told = id;
+  if (!id || Atomics.load(awaiting, 0) !== id) return;
   parentPort.postMessage({ int: id });
   schedule(id, 200);
 }
-const conn = net.connect(sock, () => {
-  parentPort.postMessage('ready');
-  interrupt(Atomics.load(awaiting, 0)); // one that came before the connection
-});
+const conn = net.connect(sock, () => parentPort.postMessage('ready'));
 conn.setEncoding('utf8');
 let pending = '';
 conn.on('data', (d) => {
@@ -346,6 +349,7 @@ conn.on('error', () => {});
 // thread is busy.
 let started = false;
 let interruptorReady = false;
+let interruptorUp = null; // resolves once the worker is up, or gone
 function startInterruptor() {
   if (started || !hooks) return;
   started = true;
@@ -353,14 +357,17 @@ function startInterruptor() {
     const { Worker } = require('worker_threads');
     if (typeof require('inspector').Session.prototype.connectToMainThread !== 'function') return;
     globalThis[Symbol.for('conch.takeInterrupt')] = takeInterrupt;
-    const w = new Worker(interruptor, { eval: true, workerData: { awaiting, intFile, sock: process.argv[2] }, stdout: true, stderr: true });
+    const w = new Worker(interruptor, { eval: true, workerData: { awaiting, sock: process.argv[2] }, stdout: true, stderr: true });
     w.unref();
+    let up;
+    interruptorUp = new Promise((resolve) => { up = resolve; });
+    w.on('exit', () => up());
     w.on('message', (m) => {
-      if (m === 'ready') interruptorStarted();
+      if (m === 'ready') { up(); interruptorStarted(); }
       else if (typeof m === 'number') terminated(m);
       else onINT();
     });
-    w.on('error', (e) => { try { fs.writeSync(diag, 'interruptor: ' + String(e && e.stack || e) + '\n'); } catch {} });
+    w.on('error', (e) => { up(); try { fs.writeSync(diag, 'interruptor: ' + String(e && e.stack || e) + '\n'); } catch {} });
   } catch {}
 }
 

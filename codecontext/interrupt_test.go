@@ -56,3 +56,22 @@ func TestInterruptAfterAwait(t *testing.T) {
 		})
 	}
 }
+
+// TestInterruptorStartKeepsStreams: the worker a JavaScript context starts at
+// its first await opens files as it starts, while the driver closes fds 0 to
+// 2 between cells and counts on reopening them with the same numbers; the
+// cells right after the first await all run (the worker took fd 0 or 1 now
+// and then, and the driver gave up).
+func TestInterruptorStartKeepsStreams(t *testing.T) {
+	t.Parallel()
+	for i := range 6 {
+		c := newContext(t, Options{Language: JavaScript})
+		for _, code := range []string{"const z = await Promise.resolve(7)", "z + 1", "typeof require('os').cpus"} {
+			cell, err := c.Submit(CellOptions{Code: code})
+			require.NoError(t, err, "context %d, cell %q", i, code)
+			r := wait(t, cell)
+			require.Equal(t, process.Exited, r.Reason, "context %d, cell %q: %+v; the driver said %q", i, code, r, c.h.Diag().Tail())
+		}
+		c.Close()
+	}
+}

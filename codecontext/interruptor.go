@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/inputwait"
+	"github.com/conchsh/conch/process"
 )
 
 // interruptor is the second connection of a JavaScript driver: a worker
@@ -39,12 +40,17 @@ func (c *Context) acceptInterruptor() {
 	}
 	ino, _ := inputwait.SocketInode(conn.(*net.UnixConn))
 	c.intr.mu.Lock()
-	defer c.intr.mu.Unlock()
 	if c.intr.ln == nil { // ended meanwhile
+		c.intr.mu.Unlock()
 		conn.Close()
 		return
 	}
 	c.intr.conn, c.intr.ino = conn, ino
+	c.intr.mu.Unlock()
+	// An interrupt sent before the worker was there to be told.
+	if cell := c.runningCell(); cell != nil && cell.interruptSent() {
+		c.intr.tell(cell.seq)
+	}
 }
 
 // tell writes the number of a cell being interrupted for the worker, if it
@@ -78,4 +84,12 @@ func (i *interruptor) quiet() uint64 {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	return i.ino
+}
+
+// interruptSent reports whether the running cell has been interrupted, by
+// kill INT or its timeout, and goes on.
+func (cell *Cell) interruptSent() bool {
+	cell.mu.Lock()
+	defer cell.mu.Unlock()
+	return cell.st == process.Running && (cell.interrupted || cell.timedOut)
 }
