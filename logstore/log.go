@@ -56,7 +56,7 @@ type Log struct {
 	pending   [PTY + 1]heldBack
 	chunk     []byte // the unused rest of the current arena chunk
 	chunkSize int    // size of the current chunk
-	chunkFrom Cursor // the frames from here on smaller than bigFrame are in the current chunk
+	chunkFrom Cursor // the frames from here on are in the current chunk
 	followers int    // Follow calls running
 	closed    bool
 	ended     uint64           // when it was closed, in the order of all logs' Close
