@@ -2,12 +2,21 @@ package logstore
 
 import "time"
 
-// The byte arena: frames smaller than bigFrame share chunks that start small
-// (a log with a line of output stays small) and double up to maxChunk; larger
-// frames get their own allocation, or a spare one (see maxSpare). A chunk given up for a frame that does
-// not fit wastes less than bigFrame. No chunk is ever reused, since frames
-// handed to readers keep pointing into it; Close moves the frames of a
-// mostly empty last chunk into one of the right size.
+// The byte arena: every frame's bytes live in chunks that start small (a log
+// with a line of output stays small) and double up to maxChunk; a chunk
+// given up for a small frame that does not fit wastes less than bigFrame,
+// and a large write that does not fit is cut to fill the chunk's rest (see
+// pieceLocked), so that a chunk of a flood is full. Close moves the frames of
+// a mostly empty last chunk into one of the right size.
+//
+// A chunk of maxChunk bytes is a block. Once retention has dropped every
+// frame of a block, and no reader was ever handed one of them, nobody can
+// refer to its bytes: it goes on a short free list and becomes the next
+// block. Output flooding through a full log thus reuses the same blocks, of
+// one size, rather than leaving the garbage collector buffers of every size
+// (which lets the heap grow to about twice what is retained). A block that a
+// reader saw is left to the garbage collector, since the reader's frames
+// keep pointing into it.
 //
 // A small write on the channel of the newest frame, which no reader has
 // seen yet and which began less than mergeWindow ago, extends that frame in
@@ -19,15 +28,17 @@ const (
 	minChunk    = 512
 	maxChunk    = 64 << 10
 	bigFrame    = 4 << 10
+	minSplit    = 1 << 10
+	maxFree     = 2
 	mergeWindow = 10 * time.Millisecond
 )
 
-// maxSpare bounds the buffers of dropped frames a log keeps for reuse. A
-// frame of bigFrame bytes or more that retention drops before any reader
-// saw it cannot be referenced by anyone, so its buffer serves the next large
-// frame of about its size: output flooding through a log reuses the
-// retention's memory instead of leaving the garbage collector to double it.
-const maxSpare = 8
+// block is a chunk of maxChunk bytes, with the cursors of the first and the
+// last frame put in it.
+type block struct {
+	buf         []byte
+	first, last Cursor
+}
 
 // mergeLocked appends j[off:end], arriving at t, to the newest frame when
 // it is on ch, no reader has seen it, it began within mergeWindow, and the
@@ -53,62 +64,71 @@ func (l *Log) mergeLocked(ch Channel, j joined, off, end int, t time.Time) bool 
 	return true
 }
 
-// allocLocked returns a copy of j[off:end] in the arena. l.mu must be held.
+// pieceLocked returns the most bytes the next frame may take of a write
+// with rest bytes left: frameMax, or for a large write that does not fit
+// the current chunk the chunk's rest, unless that is too small to be worth
+// a frame. l.mu must be held.
+func (l *Log) pieceLocked(rest int) int {
+	if room := len(l.chunk); rest > room && rest >= bigFrame && room >= minSplit {
+		return min(room, l.frameMax)
+	}
+	return l.frameMax
+}
+
+// allocLocked returns a copy of j[off:end] in the arena, for the frame of
+// cursor l.last. l.mu must be held.
 func (l *Log) allocLocked(j joined, off, end int) []byte {
 	n := end - off
-	l.tail = nil
-	if n >= bigFrame {
-		if data := l.takeSpareLocked(n); data != nil {
-			j.copyOut(data, off)
-			return data
-		}
-		if off >= len(j.a) {
-			// Append rather than make and copy: it does not zero the
-			// memory first.
-			// Its capacity is the allocation's whole size class: a
-			// spare, it may serve a frame a little larger.
-			return append([]byte(nil), j.b[off-len(j.a):end-len(j.a)]...)
-		}
-		data := make([]byte, n)
-		j.copyOut(data, off)
-		return data
-	}
 	if len(l.chunk) < n {
-		l.chunkSize = max(n, min(maxChunk, max(minChunk, 2*l.chunkSize)))
-		l.chunk = make([]byte, l.chunkSize)
-		l.chunkFrom = l.last
+		l.newChunkLocked(n)
 	}
 	data := l.chunk[:n:n]
 	l.tail = l.chunk[:n]
 	l.chunk = l.chunk[n:]
 	j.copyOut(data, off)
+	if k := len(l.blocks); k > 0 && l.blocks[k-1].first == l.chunkFrom {
+		l.blocks[k-1].last = l.last
+	}
 	return data
 }
 
-// takeSpareLocked returns a spare buffer for n bytes, which wastes at most
-// a quarter of them, or nil. l.mu must be held.
-func (l *Log) takeSpareLocked(n int) []byte {
-	for i, buf := range l.spare {
-		if cap(buf) >= n && cap(buf)-n <= n/4 {
-			last := len(l.spare) - 1
-			l.spare[i], l.spare[last] = l.spare[last], nil
-			l.spare = l.spare[:last]
-			return buf[:n]
-		}
-	}
-	return nil
-}
-
-// keepSpareLocked keeps buf, the bytes of a frame dropped unseen, for reuse;
-// when the spares are full it takes the place of the oldest, so that the
-// spares follow the sizes the output comes in now. l.mu must be held.
-func (l *Log) keepSpareLocked(buf []byte) {
-	if len(l.spare) < maxSpare {
-		l.spare = append(l.spare, buf)
+// newChunkLocked starts a chunk for the frame of cursor l.last, of n bytes
+// or more: a free block when it is a block. l.mu must be held.
+func (l *Log) newChunkLocked(n int) {
+	l.chunkSize = max(n, min(maxChunk, max(minChunk, 2*l.chunkSize)))
+	l.chunkFrom = l.last
+	if l.chunkSize != maxChunk {
+		l.chunk = make([]byte, l.chunkSize)
 		return
 	}
-	copy(l.spare, l.spare[1:])
-	l.spare[maxSpare-1] = buf
+	if k := len(l.free); k > 0 {
+		l.chunk, l.free[k-1] = l.free[k-1], nil
+		l.free = l.free[:k-1]
+	} else {
+		l.chunk = make([]byte, maxChunk)
+	}
+	l.blocks = append(l.blocks, block{buf: l.chunk, first: l.last, last: l.last})
+}
+
+// releaseBlocksLocked forgets the blocks, other than the current chunk,
+// whose frames are all at or before cursor c, which retention has dropped;
+// those no reader saw go on the free list while the log is open. l.mu must
+// be held.
+func (l *Log) releaseBlocksLocked(c Cursor) {
+	k := 0
+	for ; k < len(l.blocks); k++ {
+		b := l.blocks[k]
+		if b.last > c || b.first == l.chunkFrom && l.chunk != nil {
+			break
+		}
+		if b.first > l.seen && !l.closed && len(l.free) < maxFree {
+			l.free = append(l.free, b.buf[:maxChunk])
+		}
+		l.blocks[k] = block{}
+	}
+	if k > 0 {
+		l.blocks = append(l.blocks[:0], l.blocks[k:]...)
+	}
 }
 
 // shrinkChunkLocked moves the frames in the current chunk to a chunk of
@@ -123,18 +143,14 @@ func (l *Log) shrinkChunkLocked() {
 	}
 	first := l.frames.at(0).Cursor
 	from := int(max(l.chunkFrom, first) - first)
-	in := func(f *Frame) bool { return f.Cursor >= l.chunkFrom && len(f.Data) < bigFrame }
 	used := 0
 	for i := from; i < l.frames.len(); i++ {
-		if f := l.frames.at(i); in(f) {
-			used += len(f.Data)
-		}
+		used += len(l.frames.at(i).Data)
 	}
 	buf := make([]byte, 0, used)
 	for i := from; i < l.frames.len(); i++ {
-		if f := l.frames.at(i); in(f) {
-			buf = append(buf, f.Data...)
-			f.Data = buf[len(buf)-len(f.Data) : len(buf) : len(buf)]
-		}
+		f := l.frames.at(i)
+		buf = append(buf, f.Data...)
+		f.Data = buf[len(buf)-len(f.Data) : len(buf) : len(buf)]
 	}
 }

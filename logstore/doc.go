@@ -13,8 +13,10 @@
 // than handed a silent gap. Memory stays within about one and a half times
 // the retention plus a small constant: small writes extend the newest frame
 // while no reader has seen it, a log keeps at most one frame per
-// [BytesPerFrame] bytes of retention, and a follower that falls behind jumps
-// ahead instead of buffering.
+// [BytesPerFrame] bytes of retention, a follower that falls behind jumps
+// ahead instead of buffering, and output flooding through a full log reuses
+// the 64 KiB blocks that retention frees before any reader saw them, rather
+// than leaving garbage for the collector.
 //
 // One writer per channel appends while any number of readers page through
 // what is retained or follow it live. Readers take the lock only to copy a

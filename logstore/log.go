@@ -48,14 +48,15 @@ type Log struct {
 	size      int        // bytes of the retained frames
 	seen      Cursor     // newest cursor handed to a reader: frames up to it never change
 	tail      []byte     // the newest frame's bytes, capacity to its chunk's end, while it is the chunk's last allocation
-	spare     [][]byte   // buffers of large frames dropped unseen, for reuse
+	blocks    []block    // the blocks holding retained frames, oldest first
+	free      [][]byte   // blocks whose frames were all dropped unseen, for reuse
 	last      Cursor     // cursor of the newest frame ever appended
 	dropped   Cursor     // cursor of the newest frame no longer retained
 	lastTime  int64      // Unix nanoseconds of the newest frame
 	pending   [PTY + 1]heldBack
 	chunk     []byte // the unused rest of the current arena chunk
 	chunkSize int    // size of the current chunk
-	chunkFrom Cursor // the frames from here on smaller than bigFrame are in the current chunk
+	chunkFrom Cursor // the frames from here on are in the current chunk
 	followers int    // Follow calls running
 	closed    bool
 	ended     uint64           // when it was closed, in the order of all logs' Close
@@ -145,8 +146,8 @@ func (l *Log) appendLocked(ch Channel, j joined, n int) {
 	t := l.nowLocked()
 	for off := 0; off < n; {
 		end := n
-		if n-off > l.frameMax {
-			end = j.cutBefore(off, l.frameMax)
+		if most := l.pieceLocked(n - off); n-off > most {
+			end = j.cutBefore(off, most)
 		}
 		switch {
 		case (l.keep == KeepNone && l.followers == 0) || n-end >= l.retention:
@@ -198,9 +199,7 @@ func (l *Log) popLocked() {
 	f := l.frames.pop()
 	l.growLocked(-len(f.Data))
 	l.dropped = f.Cursor
-	if f.Cursor > l.seen && len(f.Data) >= bigFrame {
-		l.keepSpareLocked(f.Data)
-	}
+	l.releaseBlocksLocked(f.Cursor)
 }
 
 // growLocked adds delta to the bytes of retained frames, and to the budget
@@ -218,6 +217,7 @@ func (l *Log) dropAllLocked() {
 	l.growLocked(-l.size)
 	l.dropped = l.last
 	l.tail = nil
+	l.releaseBlocksLocked(l.last)
 }
 
 // Close flushes held-back bytes and marks the log ended: followers get End
@@ -235,7 +235,7 @@ func (l *Log) Close() {
 	}
 	l.closed = true
 	l.ended = closeSeq.Add(1)
-	l.spare = nil
+	l.blocks, l.free = nil, nil
 	l.shrinkChunkLocked()
 	if l.wake != nil {
 		close(l.wake)
@@ -351,8 +351,8 @@ func (l *Log) copyOutLocked(dst []Frame, i int) {
 	l.frames.copyOut(dst, i)
 	l.seen = max(l.seen, dst[len(dst)-1].Cursor)
 	for k := range dst {
-		// A large frame's buffer may be longer than its bytes (see
-		// allocLocked); a reader gets only its bytes.
+		// A reader gets only the frame's bytes, never room to append
+		// after them in its chunk.
 		d := dst[k].Data
 		dst[k].Data = d[:len(d):len(d)]
 	}

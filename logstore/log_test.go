@@ -386,3 +386,30 @@ func TestMergeKeepsTimes(t *testing.T) {
 	p := l.Page(0, 0)
 	assert.False(t, len(p.Frames) != 2 || string(p.Frames[0].Data) != "ab" || !p.Frames[1].Time.Equal(now), "frames %v", p.Frames)
 }
+
+// TestSeenBlocksAreNotReused checks that frames handed to a reader keep
+// their bytes while output floods through the log after them: the blocks
+// they live in are not reused when retention drops them, as blocks no one
+// saw are.
+func TestSeenBlocksAreNotReused(t *testing.T) {
+	t.Parallel()
+	const retention = 4 * maxChunk
+	l := New(Options{Retention: retention})
+	chunk := func(b byte) []byte { return bytes.Repeat([]byte{b}, 40<<10) }
+	for range 8 {
+		l.Write(Stdout, chunk('a'))
+	}
+	seen := l.Page(0, 0).Frames
+	require.NotEmpty(t, seen)
+	var want [][]byte
+	for _, f := range seen {
+		want = append(want, bytes.Clone(f.Data))
+	}
+	for i := range 64 {
+		l.Write(Stdout, chunk('b'+byte(i%20)))
+	}
+	require.True(t, l.Page(0, 0).TruncatedHead, "the seen frames were not dropped")
+	for i, f := range seen {
+		assert.True(t, bytes.Equal(f.Data, want[i]), "seen frame %v changed after retention dropped it", f.Cursor)
+	}
+}

@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"runtime"
 	"testing"
 
@@ -96,4 +97,31 @@ func TestFloodReusesMemory(t *testing.T) {
 	allocated := after.TotalAlloc - before.TotalAlloc
 	t.Logf("%d KiB allocated while %d MiB went through", allocated>>10, flood>>20)
 	assert.LessOrEqual(t, allocated, uint64(flood/8), "%d bytes allocated while %d went through a full log", allocated, flood)
+}
+
+// TestFloodOfAnySizeReusesBlocks checks that output of writes of every size
+// flooding through a full log reuses the blocks retention frees, so that it
+// allocates next to nothing: buffers of varying sizes would be garbage the
+// heap grows by (P5b). It measures the whole heap, so it does not run in
+// parallel.
+func TestFloodOfAnySizeReusesBlocks(t *testing.T) {
+	l := New(Options{})
+	rng := rand.New(rand.NewPCG(1, 2))
+	data := make([]byte, MaxFrame)
+	write := func(total int) {
+		for n := 0; n < total; {
+			size := bigFrame + rng.IntN(MaxFrame-bigFrame+1)
+			l.Write(Stdout, data[:size])
+			n += size
+		}
+	}
+	write(2 * DefaultRetention)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const flood = 64 << 20
+	write(flood)
+	runtime.ReadMemStats(&after)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%d KiB allocated while %d MiB went through", allocated>>10, flood>>20)
+	assert.LessOrEqual(t, allocated, uint64(flood/64), "%d bytes allocated while %d went through a full log", allocated, flood)
 }
