@@ -50,7 +50,10 @@ func run(t *testing.T, s *Session, opts CommandOptions) (process.Result, string,
 	ctx, cancel := context.WithTimeout(t.Context(), deadline)
 	defer cancel()
 	c, r, err := s.Run(ctx, opts)
-	require.NoError(t, err, "command %q", opts.Cmd)
+	if err != nil {
+		// Say how the session ended, and what its shell said last.
+		t.Fatalf("command %q: %v; session %+v; the shell said %q", opts.Cmd, err, s.Info().Result, s.diag.Tail())
+	}
 	o, e := output(c)
 	return r, o, e
 }
