@@ -60,21 +60,29 @@ func TestInterrupt(t *testing.T) {
 			c := newContext(t, Options{Language: tc.lang})
 			set := map[Language]string{Python: "kept = 1", JavaScript: "var kept = 1"}[tc.lang]
 			run(t, c, set)
-			cell, err := c.Submit(CellOptions{Code: tc.code + "\nkept = 2", Stdin: tc.stdin})
-			require.NoError(t, err)
-			waitStarted(t, cell)
-			time.Sleep(100 * time.Millisecond) // let it get into the loop, also on a busy machine
-			require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
-			r := wait(t, cell)
-			require.Equal(t, process.Signaled, r.Reason, "%+v", r)
-			require.Equal(t, "INT", r.Signal)
-			_, errOut := output(cell)
-			require.NotContains(t, errOut, "driver")
-			require.NotContains(t, errOut, "node:vm")
-			_, out, _ := run(t, c, "kept")
-			require.Equal(t, "1\n", out)
+			interruptKeeps(t, c, CellOptions{Code: tc.code + "\nkept = 2", Stdin: tc.stdin})
 		})
 	}
+}
+
+// interruptKeeps runs the cell, interrupts it once it runs, and requires
+// that it ends signaled INT with no driver frame in its stderr and that
+// kept, which the cell would have set to 2, is still 1.
+func interruptKeeps(t *testing.T, c *Context, opts CellOptions) {
+	t.Helper()
+	cell, err := c.Submit(opts)
+	require.NoError(t, err)
+	waitStarted(t, cell)
+	time.Sleep(100 * time.Millisecond) // let it get into the loop, also on a busy machine
+	require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
+	r := wait(t, cell)
+	require.Equal(t, process.Signaled, r.Reason, "%+v", r)
+	require.Equal(t, "INT", r.Signal)
+	_, errOut := output(cell)
+	require.NotContains(t, errOut, "driver")
+	require.NotContains(t, errOut, "node:vm")
+	_, out, _ := run(t, c, "kept")
+	require.Equal(t, "1\n", out)
 }
 
 // TestExecutionTimeout: the cell is interrupted at its deadline, reports

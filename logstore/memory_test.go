@@ -88,15 +88,23 @@ func TestFloodReusesMemory(t *testing.T) {
 			n += size
 		}
 	}
+	const flood = 64 << 20
+	allocated := floodAllocates(t, write, flood)
+	assert.LessOrEqual(t, allocated, uint64(flood/8), "%d bytes allocated while %d went through a full log", allocated, flood)
+}
+
+// floodAllocates fills a log through write, then returns the bytes the heap
+// allocated while write put flood more bytes through it.
+func floodAllocates(t *testing.T, write func(total int), flood int) uint64 {
+	t.Helper()
 	write(2 * DefaultRetention)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	const flood = 64 << 20
 	write(flood)
 	runtime.ReadMemStats(&after)
 	allocated := after.TotalAlloc - before.TotalAlloc
 	t.Logf("%d KiB allocated while %d MiB went through", allocated>>10, flood>>20)
-	assert.LessOrEqual(t, allocated, uint64(flood/8), "%d bytes allocated while %d went through a full log", allocated, flood)
+	return allocated
 }
 
 // TestFloodOfAnySizeReusesBlocks checks that output of writes of every size
@@ -115,13 +123,7 @@ func TestFloodOfAnySizeReusesBlocks(t *testing.T) {
 			n += size
 		}
 	}
-	write(2 * DefaultRetention)
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
 	const flood = 64 << 20
-	write(flood)
-	runtime.ReadMemStats(&after)
-	allocated := after.TotalAlloc - before.TotalAlloc
-	t.Logf("%d KiB allocated while %d MiB went through", allocated>>10, flood>>20)
+	allocated := floodAllocates(t, write, flood)
 	assert.LessOrEqual(t, allocated, uint64(flood/64), "%d bytes allocated while %d went through a full log", allocated, flood)
 }
