@@ -99,6 +99,18 @@ func startPiped(t *testing.T, argv ...string) *proc {
 	return p
 }
 
+// socketpair returns the two ends of a Unix stream socket pair.
+func socketpair(t *testing.T) (sock, peer *os.File) {
+	t.Helper()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock, peer = os.NewFile(uintptr(fds[0]), "sock"), os.NewFile(uintptr(fds[1]), "peer")
+	t.Cleanup(func() { sock.Close(); peer.Close() })
+	return sock, peer
+}
+
 func pipe(t *testing.T) (r, w *os.File) {
 	t.Helper()
 	r, w, err := os.Pipe()
@@ -332,13 +344,7 @@ func TestReadingOtherFilesIsNotWaiting(t *testing.T) {
 	}
 	t.Cleanup(func() { fw.Close(); ff.Close() })
 	pr, _ := pipe(t)
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := os.NewFile(uintptr(fds[0]), "sock")
-	peer := os.NewFile(uintptr(fds[1]), "peer")
-	t.Cleanup(func() { sock.Close(); peer.Close() })
+	sock, _ := socketpair(t)
 	for name, f := range map[string]*os.File{"fifo": ff, "pipe": pr, "socket": sock} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -477,13 +483,7 @@ func BenchmarkWaitingPipeline(b *testing.B) {
 // tree waits for input. Without the name it does not.
 func TestQuietPeer(t *testing.T) {
 	t.Parallel()
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := os.NewFile(uintptr(fds[0]), "sock")
-	peer := os.NewFile(uintptr(fds[1]), "peer")
-	t.Cleanup(func() { sock.Close(); peer.Close() })
+	sock, peer := socketpair(t)
 	r, w := pipe(t)
 	p, _ := start(t, r, []*os.File{sock}, "dash", "-c", "read y <&3 & read x")
 	in, err := InputOf(w)
