@@ -146,6 +146,7 @@ func (c *Context) start(ctx context.Context) error {
 		Env: resident.Env(c.opts.Env, nil, proctree.Tag(c.id)),
 	}
 	if err := c.h.Start(cmd); err != nil {
+		ln.Close()
 		return err
 	}
 	c.cmd = cmd
@@ -156,8 +157,7 @@ func (c *Context) start(ctx context.Context) error {
 	}
 	c.conn = conn
 	c.connIn, _ = inputwait.SocketInode(conn.(*net.UnixConn))
-	if c.opts.Language == JavaScript {
-		c.intr.ln = ln
+	if c.opts.Language == JavaScript && c.intr.listen(ln) {
 		c.wg.Add(1)
 		go c.acceptInterruptor()
 	} else {

@@ -16,11 +16,23 @@ import (
 // now and then, so that a driver idle in a cell's await makes no wait with
 // a timeout.
 type interruptor struct {
-	ln *net.UnixListener // the context's socket, kept listening for it
+	mu     sync.Mutex        // guards the fields below
+	ln     *net.UnixListener // the context's socket, kept listening for it
+	conn   net.Conn
+	ino    uint64 // conn's socket inode
+	closed bool
+}
 
-	mu   sync.Mutex // guards the fields below
-	conn net.Conn
-	ino  uint64 // conn's socket inode
+// listen keeps ln for the worker's connection; false once the context has
+// ended, when nothing may wait on it.
+func (i *interruptor) listen(ln *net.UnixListener) bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.closed {
+		return false
+	}
+	i.ln = ln
+	return true
 }
 
 // acceptInterruptor waits for the worker's connection until the context
@@ -70,6 +82,7 @@ func (i *interruptor) tell(seq int) {
 func (i *interruptor) close() {
 	i.mu.Lock()
 	defer i.mu.Unlock()
+	i.closed = true
 	if i.ln != nil {
 		i.ln.Close()
 		i.ln = nil
