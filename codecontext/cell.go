@@ -36,7 +36,7 @@ type Cell struct {
 	mu          sync.Mutex // guards the fields below
 	st          process.State
 	startedAt   time.Time
-	lastPID     int // the last pid handed out before it started (see processes)
+	lastPID     int // the last pid handed out before it started (see own)
 	exitedAt    time.Time
 	cwd         string // the directory it started in
 	nonce       sentinel.Nonce
