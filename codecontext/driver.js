@@ -304,17 +304,17 @@ const session = new Session();
 session.connectToMainThread();
 const post = (method, params) => new Promise((resolve) => session.post(method, params, (err, r) => resolve(err ? null : r)));
 let told = 0; // the cell the engine last said it interrupts
-const named = () => told;
-// check ends the cell's execution when it is still awaited and named in
-// "int" and the main thread has not taken the interrupt by itself; it looks
-// again while that holds and the main thread runs driver code.
+// schedule ends the cell's execution, ms from now, when it is still awaited
+// and the one the engine last named, and the main thread has not taken the
+// interrupt by itself; it looks again while that holds and the main thread
+// runs driver code.
 let scheduled = 0;
 function schedule(id, ms) {
   if (scheduled === id) return;
   scheduled = id;
   setTimeout(async () => {
     scheduled = 0;
-    if (Atomics.load(awaiting, 0) !== id || named() !== id) return;
+    if (Atomics.load(awaiting, 0) !== id || told !== id) return;
     const r = await post('Runtime.evaluate', { expression: 'globalThis[Symbol.for("conch.takeInterrupt")](' + id + ')', returnByValue: true });
     if (r && r.result && r.result.value === true) {
       await post('Runtime.terminateExecution', {});
