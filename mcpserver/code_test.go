@@ -37,6 +37,18 @@ func testCode(t *testing.T, c *conn) {
 	r, _ = c.run(map[string]any{"command": "print(x + 1)", "session": "py"})
 	require.Equal(t, "43\n", r.Output, "the context lives on with its state")
 
+	// A cell waiting in input() comes back, and interact answers it.
+	r, text = c.run(map[string]any{"command": "n = input('name? ')\nprint('hi', n, x)", "session": "py"})
+	require.True(t, r.Running, text)
+	require.True(t, r.WaitingForInput, text)
+	require.Contains(t, text, "still running as "+r.ID+"; waiting for input")
+	require.Contains(t, r.Output, "name?")
+	var done mcpserver.Result
+	c.ok("interact", map[string]any{"id": r.ID, "input": "ada\n"}, &done)
+	require.False(t, done.Running)
+	require.Equal(t, 0, *done.ExitCode)
+	require.Contains(t, done.Output, "hi ada 42")
+
 	text = c.toolError("run", map[string]any{"command": "1", "session": "both", "shell": "bash", "language": "python"})
 	require.Contains(t, text, "shell and language together")
 	require.Contains(t, text, "only one")
