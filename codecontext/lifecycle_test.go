@@ -52,6 +52,7 @@ func TestInterrupt(t *testing.T) {
 		{Python, "program", "import subprocess; subprocess.run(['sleep', '60'])", ""},
 		{JavaScript, "busy loop", "for(;;){}", ""},
 		{JavaScript, "await", "await new Promise(r => setTimeout(r, 60000))", ""},
+		{JavaScript, "stdin", "for await (const b of process.stdin) {}", process.StdinOpen},
 		{JavaScript, "program", "require('child_process').execSync('sleep 60')", ""},
 	}
 	for _, tc := range cases {
