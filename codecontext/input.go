@@ -1,6 +1,8 @@
 package codecontext
 
 import (
+	"slices"
+
 	"github.com/conchsh/conch/internal/inputwait"
 	"github.com/conchsh/conch/internal/inputwatch"
 	"github.com/conchsh/conch/process"
@@ -12,7 +14,9 @@ import (
 // when the cell does not run with stdin open, when its stdin was closed, or
 // while input written to it has not reached the FIFO yet: it cannot be
 // waiting then. Processes earlier cells left running are not the cell's: a
-// sleeping one would make it look busy.
+// sleeping one would make it look busy. They are its kin, though: the
+// interpreter's event loop still takes what they write, which is no input
+// the cell waits for.
 func (cell *Cell) InputTree() (pids []int, in inputwait.Input, ok bool) {
 	in, ok = cell.stdin.Waitable()
 	if !ok || cell.state() != process.Running {
@@ -21,5 +25,13 @@ func (cell *Cell) InputTree() (pids []int, in inputwait.Input, ok bool) {
 	// The driver waits for the engine's next message on its sockets: idle.
 	in = in.WithQuietPeers(cell.c.connIn, cell.c.intr.quiet())
 	pid := cell.c.cmd.Process.Pid
-	return append([]int{pid}, cell.own(inputwatch.Descendants(pid))...), in, true
+	all := inputwatch.Descendants(pid)
+	own := cell.own(all)
+	var kin []int
+	for _, p := range all {
+		if !slices.Contains(own, p) {
+			kin = append(kin, p)
+		}
+	}
+	return append([]int{pid}, own...), in.WithKin(kin), true
 }

@@ -14,7 +14,8 @@
 // inotify, a poll with a timeout) makes the tree not wait. Futex waits count
 // as blocked whatever their timeout: runtimes park idle threads on futexes
 // with long timeouts (Go's sysmon). A pipe counts as written by the tree
-// when a process of the tree holds it open for writing; whether a process
+// when a process of the tree (or one the caller names its kin, see
+// [Input.WithKin]) holds it open for writing; whether a process
 // outside holds it too is not looked at (that would take reading every
 // process's files). So `read x` in a shell waits, `sleep 5` does not,
 // and neither does a dev server that reads keyboard shortcuts from its

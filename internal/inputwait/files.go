@@ -127,6 +127,9 @@ func (t *tree) scan() {
 	for _, pid := range t.pids {
 		t.scanFiles(pid)
 	}
+	for _, pid := range t.in.kin {
+		t.scanFiles(pid)
+	}
 }
 
 // scanFiles adds the sockets that pid holds, and the pipes and FIFOs (and

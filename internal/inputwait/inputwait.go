@@ -30,6 +30,23 @@ type Input struct {
 	chr      bool   // rdev is set, dev and ino are not
 	valid    bool
 	quiet    [2]uint64 // sockets whose peers' waits only the tree ends (see WithQuietPeers)
+	kin      []int     // processes whose files count as the tree's (see WithKin)
+}
+
+// WithKin returns in with the files of the processes pids counted as the
+// tree's, though their threads are not looked at: a pipe one of them writes,
+// or a socket whose peer one of them holds, is no input from outside. A
+// code context's interpreter, running a cell, still holds the pipes of a
+// child an earlier cell started and left running; that child's output
+// wakes the interpreter's event loop, but is nothing the cell waits for.
+func (in Input) WithKin(pids []int) Input {
+	in.kin = pids
+	return in
+}
+
+// sameFile reports whether in and o are the same pipe, FIFO or terminal.
+func (in Input) sameFile(o Input) bool {
+	return in.dev == o.dev && in.ino == o.ino && in.rdev == o.rdev && in.chr == o.chr && in.valid == o.valid
 }
 
 // WithQuietPeers returns in with one more thing counted as a wait only the

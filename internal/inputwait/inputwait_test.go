@@ -501,3 +501,28 @@ func TestQuietPeer(t *testing.T) {
 	p.in = in.WithQuietPeers(0, ino)
 	seenWaiting(t, p)
 }
+
+// A reader of a pipe that a kin process writes (a child an earlier cell left
+// running, whose output the interpreter's loop still takes) is idle once
+// that process is named kin: beside a reader of the input, the tree waits.
+// Without the name the pipe is input from outside, and it does not.
+func TestKinWriter(t *testing.T) {
+	t.Parallel()
+	pr, pw := pipe(t)
+	writer := command(t, "sleep", "300")
+	writer.ExtraFiles = []*os.File{pw}
+	startCmd(t, writer)
+	pw.Close()
+	r, w := pipe(t)
+	p, _ := start(t, r, []*os.File{pr}, "dash", "-c", "read y <&3 & read x")
+	in, err := InputOf(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.in = in
+	eventually(t, "two processes", func() bool { return len(p.pids()) == 2 })
+	settled(t, p, "dash")
+	notWaiting(t, p)
+	p.in = in.WithKin([]int{writer.Process.Pid})
+	seenWaiting(t, p)
+}

@@ -29,7 +29,7 @@ func startPTY(t *testing.T, argv ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in != fromSlave {
+	if !in.sameFile(fromSlave) {
 		t.Fatalf("InputOf(master) = %+v, InputOf(slave) = %+v", in, fromSlave)
 	}
 	cmd := command(t, argv...)
