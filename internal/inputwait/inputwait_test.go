@@ -478,14 +478,13 @@ func BenchmarkWaitingPipeline(b *testing.B) {
 	}
 }
 
-// A reader of a socket whose peer the caller named quiet (the engine's end
-// of a driver's control socket) is idle: beside a reader of the input, the
-// tree waits for input. Without the name it does not.
-func TestQuietPeer(t *testing.T) {
-	t.Parallel()
-	sock, peer := socketpair(t)
+// readerBeside starts a reader of its stdin beside a reader of other, on
+// fd 3, and returns it once both read and the tree is seen not waiting:
+// other is input from outside.
+func readerBeside(t *testing.T, other *os.File) *proc {
+	t.Helper()
 	r, w := pipe(t)
-	p, _ := start(t, r, []*os.File{sock}, "dash", "-c", "read y <&3 & read x")
+	p, _ := start(t, r, []*os.File{other}, "dash", "-c", "read y <&3 & read x")
 	in, err := InputOf(w)
 	if err != nil {
 		t.Fatal(err)
@@ -494,6 +493,17 @@ func TestQuietPeer(t *testing.T) {
 	eventually(t, "two processes", func() bool { return len(p.pids()) == 2 })
 	settled(t, p, "dash")
 	notWaiting(t, p)
+	return p
+}
+
+// A reader of a socket whose peer the caller named quiet (the engine's end
+// of a driver's control socket) is idle: beside a reader of the input, the
+// tree waits for input. Without the name it does not.
+func TestQuietPeer(t *testing.T) {
+	t.Parallel()
+	sock, peer := socketpair(t)
+	p := readerBeside(t, sock)
+	in := p.in
 	ino, err := SocketInode(peer)
 	if err != nil {
 		t.Fatal(err)
@@ -513,16 +523,8 @@ func TestKinWriter(t *testing.T) {
 	writer.ExtraFiles = []*os.File{pw}
 	startCmd(t, writer)
 	pw.Close()
-	r, w := pipe(t)
-	p, _ := start(t, r, []*os.File{pr}, "dash", "-c", "read y <&3 & read x")
-	in, err := InputOf(w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.in = in
-	eventually(t, "two processes", func() bool { return len(p.pids()) == 2 })
-	settled(t, p, "dash")
-	notWaiting(t, p)
+	p := readerBeside(t, pr)
+	in := p.in
 	p.in = in.WithKin([]int{writer.Process.Pid})
 	seenWaiting(t, p)
 }
