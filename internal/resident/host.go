@@ -53,7 +53,7 @@ type Host struct {
 	createdAt time.Time
 	cmd       *exec.Cmd
 	diag      *Diag
-	wg        sync.WaitGroup // every goroutine of the session
+	wg        sync.WaitGroup // the goroutines that drain and wait for the interpreter
 	exited    chan struct{}  // closed once the interpreter has exited and been reaped
 	done      chan struct{}  // closed once the session is terminal
 
@@ -98,24 +98,20 @@ func (h *Host) Start(cmd *exec.Cmd) error {
 	}
 	h.cmd = cmd
 	h.diag = &Diag{f: dr}
-	h.Go(h.diag.run)
-	h.Go(func() {
+	h.wg.Add(2)
+	go func() {
+		defer h.wg.Done()
+		h.diag.run()
+	}()
+	go func() {
+		defer h.wg.Done()
 		proctree.Wait(cmd)
 		close(h.exited)
 		if h.cfg.Exited != nil {
 			h.cfg.Exited()
 		}
-	})
-	return nil
-}
-
-// Go runs f in a goroutine that Close waits for.
-func (h *Host) Go(f func()) {
-	h.wg.Add(1)
-	go func() {
-		defer h.wg.Done()
-		f()
 	}()
+	return nil
 }
 
 // Done is closed once the session has ended.
@@ -124,18 +120,8 @@ func (h *Host) Done() <-chan struct{} { return h.done }
 // Exited is closed once the interpreter has exited and been reaped.
 func (h *Host) Exited() <-chan struct{} { return h.exited }
 
-// Cmd returns the interpreter's command; its ProcessState is set once
-// Exited is closed.
-func (h *Host) Cmd() *exec.Cmd { return h.cmd }
-
-// PID returns the interpreter's process id.
-func (h *Host) PID() int { return h.cmd.Process.Pid }
-
 // Diag returns the reader of the interpreter's own output.
 func (h *Host) Diag() *Diag { return h.diag }
-
-// ID returns the session's id.
-func (h *Host) ID() string { return h.cfg.ID }
 
 // Log returns the session's own log, which stays empty.
 func (h *Host) Log() *logstore.Log { return h.log }
@@ -247,12 +233,12 @@ func (h *Host) End(r *process.Result, sig syscall.Signal) {
 	}
 	h.closing = true
 	h.mu.Unlock()
-	h.KillTree(sig)
+	h.killTree(sig)
 	if sig != syscall.SIGKILL {
 		select {
 		case <-h.exited:
 		case <-time.After(h.cfg.StopGrace):
-			h.KillTree(syscall.SIGKILL)
+			h.killTree(syscall.SIGKILL)
 		}
 	}
 	<-h.exited
@@ -273,15 +259,15 @@ func (h *Host) EndedByItself() {
 	if closing {
 		return // End runs: it marks the session terminal
 	}
-	h.KillTree(syscall.SIGKILL)
+	h.killTree(syscall.SIGKILL)
 	h.Queue.Close(h.ErrEnded())
 	h.finish(nil)
 	h.release()
 }
 
-// KillTree signals the interpreter, its descendants and the processes
+// killTree signals the interpreter, its descendants and the processes
 // tagged with the session's id that left its tree.
-func (h *Host) KillTree(sig syscall.Signal) {
+func (h *Host) killTree(sig syscall.Signal) {
 	proctree.Signal(h.cmd.Process.Pid, sig, true)
 	proctree.SignalTagged(h.cfg.ID, sig)
 }
