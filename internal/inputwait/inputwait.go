@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"syscall"
 
@@ -29,8 +30,8 @@ type Input struct {
 	rdev     uint64 // a terminal (or another character device)
 	chr      bool   // rdev is set, dev and ino are not
 	valid    bool
-	quiet    [2]uint64 // sockets whose peers' waits only the tree ends (see WithQuietPeers)
-	kin      []int     // processes whose files count as the tree's (see WithKin)
+	quiet    []uint64 // sockets whose peers' waits only the tree ends (see WithQuietPeers)
+	kin      []int    // processes whose files count as the tree's (see WithKin)
 }
 
 // WithKin returns in with the files of the processes pids counted as the
@@ -54,22 +55,18 @@ func (in Input) sameFile(o Input) bool {
 // (socket inodes, from [SocketInode]). An engine that feeds a driver in the
 // tree commands over a socket writes there only to end or interrupt what
 // the tree runs, so a driver waiting for its next message is idle, not
-// waiting for something from outside. At most two sockets; zeros are
-// skipped.
+// waiting for something from outside. Zeros are skipped.
 func (in Input) WithQuietPeers(socks ...uint64) Input {
-	n := 0
+	in.quiet = nil
 	for _, s := range socks {
 		if s != 0 {
-			in.quiet[n] = s
-			n++
+			in.quiet = append(in.quiet, s)
 		}
 	}
 	return in
 }
 
-func (in Input) quietPeer(ino uint64) bool {
-	return ino != 0 && (in.quiet[0] == ino || in.quiet[1] == ino)
-}
+func (in Input) quietPeer(ino uint64) bool { return slices.Contains(in.quiet, ino) }
 
 // SocketInode returns the inode of the socket (or other file) c.
 func SocketInode(c syscall.Conn) (uint64, error) {
