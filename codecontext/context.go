@@ -111,7 +111,7 @@ func New(ctx context.Context, opts Options) (*Context, error) {
 	c.h = resident.New(resident.Config{
 		ID: id, Name: opts.Name, Noun: "context", Ended: ErrContextEnded,
 		Ports: opts.Ports, StopGrace: KillGrace,
-		Interrupt: c.interrupt, Describe: c.describe, Exited: c.interpreterExited,
+		Interrupt: c.interrupt, Describe: c.describe, Exited: c.exitedBetweenCells,
 		Release: func() {
 			if c.conn != nil {
 				c.conn.Close()

@@ -6,10 +6,10 @@ import (
 	"strings"
 )
 
-// interpreterExited ends the context whose interpreter died between cells
+// exitedBetweenCells ends the context whose interpreter died between cells
 // (a thread of an earlier cell called os._exit, say): nothing else would
 // notice. Under a running cell, the cell notices and ends it.
-func (c *Context) interpreterExited() {
+func (c *Context) exitedBetweenCells() {
 	if c.runningCell() == nil {
 		c.h.EndedByItself()
 	}
