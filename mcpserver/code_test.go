@@ -38,15 +38,7 @@ func testCode(t *testing.T, c *conn) {
 	require.Equal(t, "43\n", r.Output, "the context lives on with its state")
 
 	// A cell waiting in input() comes back, and interact answers it.
-	r, text = c.run(map[string]any{"command": "n = input('name? ')\nprint('hi', n, x)", "session": "py"})
-	require.True(t, r.Running, text)
-	require.True(t, r.WaitingForInput, text)
-	require.Contains(t, text, "still running as "+r.ID+"; waiting for input")
-	require.Contains(t, r.Output, "name?")
-	var done mcpserver.Result
-	c.ok("interact", map[string]any{"id": r.ID, "input": "ada\n"}, &done)
-	require.False(t, done.Running)
-	require.Equal(t, 0, *done.ExitCode)
+	done := c.waitsThenAnswers(map[string]any{"command": "n = input('name? ')\nprint('hi', n, x)", "session": "py"}, "ada\n")
 	require.Contains(t, done.Output, "hi ada 42")
 
 	text = c.toolError("run", map[string]any{"command": "1", "session": "both", "shell": "bash", "language": "python"})

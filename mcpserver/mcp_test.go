@@ -115,18 +115,27 @@ func testErrors(t *testing.T, c *conn) {
 // A command waiting for input answers early, and is answered through
 // interact.
 func testInput(t *testing.T, c *conn) {
-	r, text := c.run(map[string]any{"command": `printf 'name? '; read -r name; echo "hello $name"`, "session": "input"})
+	done := c.waitsThenAnswers(map[string]any{"command": `printf 'name? '; read -r name; echo "hello $name"`, "session": "input"}, "conch\n")
+	require.Contains(t, done.Output, "hello conch")
+	require.Equal(t, "input", done.Session)
+}
+
+// waitsThenAnswers runs args, requires that the run comes back waiting for
+// input with its prompt "name?", answers it through interact, and returns
+// the end, which must be exit code 0.
+func (c *conn) waitsThenAnswers(args map[string]any, input string) mcpserver.Result {
+	t := c.t
+	t.Helper()
+	r, text := c.run(args)
 	require.True(t, r.Running, text)
 	require.True(t, r.WaitingForInput, text)
 	require.Contains(t, text, "still running as "+r.ID+"; waiting for input")
 	require.Contains(t, r.Output, "name?")
-
 	var done mcpserver.Result
-	c.ok("interact", map[string]any{"id": r.ID, "input": "conch\n"}, &done)
+	c.ok("interact", map[string]any{"id": r.ID, "input": input}, &done)
 	require.False(t, done.Running)
 	require.Equal(t, 0, *done.ExitCode)
-	require.Contains(t, done.Output, "hello conch")
-	require.Equal(t, "input", done.Session)
+	return done
 }
 
 // A long command answers when its timeout runs out, still running; INT
