@@ -48,7 +48,7 @@ type Cell struct {
 	ends        int // stream end markers seen
 	end         sentinel.End
 	endsDone    chan struct{} // closed when both end markers are seen
-	keepers     []*keeper
+	keepers     []*resident.Keeper
 	readers     int
 	readersDone chan struct{} // closed when both stream readers have returned
 	timers      []*time.Timer
@@ -153,7 +153,7 @@ func (cell *Cell) Run() {
 		cell.addTimer(time.AfterFunc(t, cell.timeout))
 	}
 	msg := cellMessage{ID: cell.seq, Code: cell.opts.Code, Nonce: string(nonce),
-		Stdin: st.stdinPath, Stdout: st.out.path, Stderr: st.err.path}
+		Stdin: st.stdinPath, Stdout: st.out.Path, Stderr: st.err.Path}
 	if err := c.send(msg); err != nil {
 		<-c.exited // a failed write means the interpreter is gone
 	}
@@ -185,7 +185,7 @@ func (cell *Cell) begin(nonce sentinel.Nonce, st *streams) {
 	cell.startedAt = time.Now()
 	cell.cwd = cwd
 	cell.nonce = nonce
-	cell.keepers = []*keeper{st.out.keep, st.err.keep}
+	cell.keepers = []*resident.Keeper{st.out.Keep, st.err.Keep}
 }
 
 // resultFor turns how the driver saw the cell end into its result: an
@@ -237,23 +237,23 @@ func (cell *Cell) readStream(st *stream, ch logstore.Channel, trailer bool) {
 	c := cell.c
 	defer c.wg.Done()
 	defer cell.readerReturned()
-	defer st.close()
-	if !c.h.AddDrain(st.r) {
+	defer st.Close()
+	if !c.h.AddDrain(st.R) {
 		return
 	}
-	defer c.h.DropDrain(st.r)
+	defer c.h.DropDrain(st.R)
 	cell.mu.Lock()
 	nonce := cell.nonce
 	cell.mu.Unlock()
 	sc := sentinel.NewScanner(nonce, trailer, func(b []byte) { cell.log.Write(ch, b) })
 	buf := make([]byte, 32<<10)
 	for {
-		n, err := st.r.Read(buf)
+		n, err := st.R.Read(buf)
 		if n > 0 && !sc.Done() {
 			if _, werr := sc.Write(buf[:n]); werr != nil || sc.Done() {
 				// From here on only children write: end-of-file comes
 				// when the last of them lets go.
-				st.keep.Close()
+				st.Keep.Close()
 				end := sc.End()
 				cell.streamEnded(&end, trailer)
 			}

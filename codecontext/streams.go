@@ -4,8 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync/atomic"
 	"syscall"
+
+	"github.com/conchsh/conch/internal/resident"
 )
 
 // streams are the FIFOs of one cell: its stdout and stderr, which the engine
@@ -16,53 +17,8 @@ type streams struct {
 	stdinPath string   // "" for /dev/null
 }
 
-// stream is one output FIFO: the read end, opened without blocking, and a
-// keeper, a write end of the engine's own that keeps the reader from seeing
-// end-of-file before the driver has opened the FIFO. The keeper is closed at
-// the end marker; end-of-file then means no child holds the FIFO any more.
-type stream struct {
-	path string
-	r    *os.File
-	keep *keeper
-}
-
-// keeper is a write end held only to be closed. Close is safe from any
-// goroutine, once or more.
-type keeper struct{ fd atomic.Int64 }
-
-// Close closes the descriptor unless it is closed already.
-func (k *keeper) Close() {
-	if fd := k.fd.Swap(-1); fd >= 0 {
-		syscall.Close(int(fd))
-	}
-}
-
-func (st *stream) close() {
-	st.r.Close()
-	st.keep.Close()
-	os.Remove(st.path)
-}
-
-// newStream makes and opens a FIFO in the context's directory.
-func (c *Context) newStream(path string) (*stream, error) {
-	if err := syscall.Mkfifo(path, 0o600); err != nil {
-		return nil, &os.PathError{Op: "mkfifo", Path: path, Err: err}
-	}
-	r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		os.Remove(path)
-		return nil, err
-	}
-	fd, err := syscall.Open(path, syscall.O_WRONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		r.Close()
-		os.Remove(path)
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	st := &stream{path: path, r: r, keep: &keeper{}}
-	st.keep.fd.Store(int64(fd))
-	return st, nil
-}
+// stream is one output FIFO of a cell (see resident.Stream).
+type stream = resident.Stream
 
 // newStreams makes the streams of cell number seq.
 func (c *Context) newStreams(seq int, stdinOpen bool) (*streams, error) {
@@ -72,23 +28,23 @@ func (c *Context) newStreams(seq int, stdinOpen bool) (*streams, error) {
 	base := filepath.Join(c.dir, strconv.Itoa(seq))
 	st := &streams{}
 	var err error
-	if st.out, err = c.newStream(base + ".out"); err != nil {
+	if st.out, err = resident.MakeStream(base + ".out"); err != nil {
 		return nil, err
 	}
-	if st.err, err = c.newStream(base + ".err"); err != nil {
-		st.out.close()
+	if st.err, err = resident.MakeStream(base + ".err"); err != nil {
+		st.out.Close()
 		return nil, err
 	}
 	if stdinOpen {
 		path := base + ".in"
 		if err := syscall.Mkfifo(path, 0o600); err != nil {
-			st.out.close()
-			st.err.close()
+			st.out.Close()
+			st.err.Close()
 			return nil, &os.PathError{Op: "mkfifo", Path: path, Err: err}
 		}
 		if st.stdin, err = os.OpenFile(path, os.O_RDWR|syscall.O_CLOEXEC, 0); err != nil {
-			st.out.close()
-			st.err.close()
+			st.out.Close()
+			st.err.Close()
 			os.Remove(path)
 			return nil, err
 		}

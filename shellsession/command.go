@@ -47,9 +47,9 @@ type Command struct {
 	timedOut      bool
 	ends          int // stream end markers seen
 	end           sentinel.End
-	endsDone      chan struct{} // closed when it reaches phaseEnding by its markers or giveUp
-	stdinOpened   chan struct{} // closed when the stdin feeder's open has returned
-	keepers       []*keeper     // our write ends that hold the streams open until their markers
+	endsDone      chan struct{}      // closed when it reaches phaseEnding by its markers or giveUp
+	stdinOpened   chan struct{}      // closed when the stdin feeder's open has returned
+	keepers       []*resident.Keeper // our write ends that hold the streams open until their markers
 	keepersClosed bool
 	readers       int           // stream readers that have not returned
 	readersDone   chan struct{} // closed when both stream readers have returned
@@ -166,7 +166,7 @@ func (c *Command) Run() {
 		return
 	}
 	paths := sentinel.Paths{
-		Stdin: st.stdin, Stdout: st.out.path, Stderr: st.err.path, Script: s.scriptPath(),
+		Stdin: st.stdin, Stdout: st.out.Path, Stderr: st.err.Path, Script: s.scriptPath(),
 		Announce: announces(s.sh), Calls: frameCalls(s.sh),
 	}
 	if traced {
@@ -360,7 +360,7 @@ func (c *Command) readerReturned() {
 	}
 }
 
-func (c *Command) addKeeper(f *keeper) {
+func (c *Command) addKeeper(f *resident.Keeper) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.keepersClosed {
@@ -370,7 +370,7 @@ func (c *Command) addKeeper(f *keeper) {
 	c.keepers = append(c.keepers, f)
 }
 
-func (c *Command) closeKeeper(f *keeper) {
+func (c *Command) closeKeeper(f *resident.Keeper) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, k := range c.keepers {

@@ -141,13 +141,13 @@ type streamReader struct {
 // ending and st was discarded.
 func (c *Command) newStreamReader(st *stream, ch logstore.Channel, trailer bool) *streamReader {
 	s := c.s
-	rc, err := st.r.SyscallConn()
-	if err != nil || !s.h.AddDrain(st.r) {
+	rc, err := st.R.SyscallConn()
+	if err != nil || !s.h.AddDrain(st.R) {
 		s.discard(st)
 		c.readerReturned()
 		return nil
 	}
-	c.addKeeper(st.keep)
+	c.addKeeper(st.Keep)
 	c.mu.Lock()
 	nonce := c.frame.Nonce
 	c.mu.Unlock()
@@ -196,11 +196,11 @@ func (r *streamReader) take(p []byte) bool {
 	// From here on, end-of-file means no background job holds the stream.
 	// It often has come already: then the stream goes back to the pool
 	// before the command is reported ended, ready for the next one.
-	c.closeKeeper(st.keep)
-	clean := werr == nil && c.reusable() && atEOF(st.r)
+	c.closeKeeper(st.Keep)
+	clean := werr == nil && c.reusable() && atEOF(st.R)
 	if clean {
-		s.h.DropDrain(st.r)
-		clean = st.openKeeper() == nil
+		s.h.DropDrain(st.R)
+		clean = st.Rekeep() == nil
 	}
 	end := sc.End()
 	c.streamEnded(&end)
@@ -217,7 +217,7 @@ func (r *streamReader) take(p []byte) bool {
 // returns true.
 func (r *streamReader) end(err error) bool {
 	c, s, st, sc := r.c, r.c.s, r.st, r.sc
-	s.h.DropDrain(st.r)
+	s.h.DropDrain(st.R)
 	if !sc.Done() {
 		sc.Flush()
 		r.hold.flush()
@@ -225,7 +225,7 @@ func (r *streamReader) end(err error) bool {
 	if r.ep != nil {
 		r.ep.remove(r.rc)
 	}
-	if err == io.EOF && sc.Done() && c.reusable() && st.openKeeper() == nil {
+	if err == io.EOF && sc.Done() && c.reusable() && st.Rekeep() == nil {
 		s.putStream(st)
 	} else {
 		s.discard(st)

@@ -4,8 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync/atomic"
 	"syscall"
+
+	"github.com/conchsh/conch/internal/resident"
 )
 
 // streams are the FIFOs of one command: its stdout and stderr, which the
@@ -22,40 +23,9 @@ type streams struct {
 	stdin    string // FIFO path, or "" for /dev/null
 }
 
-// stream is one output FIFO, opened by the engine before the command: the
-// read end without blocking, and a keeper, a write end of our own that keeps
-// the reader from seeing end-of-file while the shell opens and closes the
-// FIFO (once for the command, once for its end line).
-type stream struct {
-	path string
-	r    *os.File
-	keep *keeper
-}
-
-// keeper is a write end held only to be closed: a raw descriptor, with no
-// poller registration to pay for. Close is safe from any goroutine, once or
-// more.
-type keeper struct{ fd atomic.Int64 }
-
-func openKeeper(path string) (*keeper, error) {
-	fd, err := syscall.Open(path, syscall.O_WRONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	k := &keeper{}
-	k.fd.Store(int64(fd))
-	return k, nil
-}
-
-// Close closes the descriptor unless it is closed already.
-func (k *keeper) Close() {
-	if k == nil {
-		return
-	}
-	if fd := k.fd.Swap(-1); fd >= 0 {
-		syscall.Close(int(fd))
-	}
-}
+// stream is one output FIFO (see resident.Stream): the shell opens and
+// closes it once for the command and once for its end line.
+type stream = resident.Stream
 
 // poolSize is how many clean streams a session keeps ready: two commands'
 // worth, so that one command's streams are being checked for end-of-file
@@ -71,18 +41,8 @@ func (s *Session) newStream() (*stream, error) {
 	s.seq++
 	path := filepath.Join(s.fifoDir, strconv.Itoa(s.seq))
 	s.mu.Unlock()
-	if err := syscall.Mkfifo(path, 0o600); err != nil {
-		return nil, &os.PathError{Op: "mkfifo", Path: path, Err: err}
-	}
-	r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	st, err := resident.MakeStream(path)
 	if err != nil {
-		os.Remove(path)
-		return nil, err
-	}
-	st := &stream{path: path, r: r}
-	if err := st.openKeeper(); err != nil {
-		r.Close()
-		os.Remove(path)
 		return nil, err
 	}
 	s.mu.Lock()
@@ -91,22 +51,9 @@ func (s *Session) newStream() (*stream, error) {
 	return st, nil
 }
 
-func (st *stream) openKeeper() (err error) {
-	st.keep, err = openKeeper(st.path)
-	return err
-}
-
-func (st *stream) close() {
-	if st != nil {
-		st.r.Close()
-		st.keep.Close()
-		os.Remove(st.path)
-	}
-}
-
 // discard closes a stream of the session for good.
 func (s *Session) discard(st *stream) {
-	st.close()
+	st.Close()
 	s.mu.Lock()
 	s.live--
 	s.mu.Unlock()

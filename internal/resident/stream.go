@@ -1,0 +1,79 @@
+package resident
+
+import (
+	"os"
+	"sync/atomic"
+	"syscall"
+)
+
+// Stream is one output FIFO of a command: the engine's read end, opened
+// without blocking before the command runs, and a keeper, a write end of
+// the engine's own that keeps the reader from seeing end-of-file while the
+// interpreter opens and closes the FIFO. The keeper is closed at the
+// stream's end marker; end-of-file then means nothing the command started
+// holds the FIFO any more.
+type Stream struct {
+	Path string
+	R    *os.File
+	Keep *Keeper
+}
+
+// MakeStream makes the FIFO at path and opens its read end and keeper.
+func MakeStream(path string) (*Stream, error) {
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		return nil, &os.PathError{Op: "mkfifo", Path: path, Err: err}
+	}
+	r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		os.Remove(path)
+		return nil, err
+	}
+	st := &Stream{Path: path, R: r}
+	if err := st.Rekeep(); err != nil {
+		r.Close()
+		os.Remove(path)
+		return nil, err
+	}
+	return st, nil
+}
+
+// Rekeep opens a new keeper, for a stream used again.
+func (st *Stream) Rekeep() (err error) {
+	st.Keep, err = openKeeper(st.Path)
+	return err
+}
+
+// Close closes both ends and removes the FIFO. A nil Stream is a no-op.
+func (st *Stream) Close() {
+	if st != nil {
+		st.R.Close()
+		st.Keep.Close()
+		os.Remove(st.Path)
+	}
+}
+
+// Keeper is a write end held only to be closed: a raw descriptor, with no
+// poller registration to pay for. Close is safe from any goroutine, once or
+// more.
+type Keeper struct{ fd atomic.Int64 }
+
+func openKeeper(path string) (*Keeper, error) {
+	fd, err := syscall.Open(path, syscall.O_WRONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	k := &Keeper{}
+	k.fd.Store(int64(fd))
+	return k, nil
+}
+
+// Close closes the descriptor unless it is closed already. A nil Keeper is
+// a no-op.
+func (k *Keeper) Close() {
+	if k == nil {
+		return
+	}
+	if fd := k.fd.Swap(-1); fd >= 0 {
+		syscall.Close(int(fd))
+	}
+}
