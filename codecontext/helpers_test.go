@@ -2,11 +2,10 @@ package codecontext
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/internal/processtest"
 	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/require"
 )
@@ -16,17 +15,7 @@ const deadline = 30 * time.Second
 
 var languages = []Language{Python, JavaScript}
 
-func output(cell *Cell) (stdout, stderr string) {
-	var o, e strings.Builder
-	for _, f := range cell.Log().Page(0, 0).Frames {
-		if f.Channel == logstore.Stdout {
-			o.Write(f.Data)
-		} else {
-			e.Write(f.Data)
-		}
-	}
-	return o.String(), e.String()
-}
+func output(cell *Cell) (stdout, stderr string) { return processtest.Output(cell.Log()) }
 
 func newContext(t *testing.T, opts Options) *Context {
 	t.Helper()
@@ -56,16 +45,7 @@ func runOpts(t *testing.T, c *Context, opts CellOptions) (process.Result, string
 
 func wait(t *testing.T, p process.Process) process.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), deadline)
-	defer cancel()
-	r, err := process.Wait(ctx, p)
-	require.NoError(t, err)
-	return r
+	return processtest.Wait(t, p, deadline)
 }
 
-func code(r process.Result) int {
-	if r.ExitCode == nil {
-		return -1
-	}
-	return *r.ExitCode
-}
+func code(r process.Result) int { return processtest.Code(r) }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conchsh/conch/internal/processtest"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/internal/reapertest"
 	"github.com/conchsh/conch/logstore"
@@ -43,11 +44,7 @@ func start(t *testing.T, opts Options) *Process {
 // wait waits for p to be done, at most 20 s, and returns its result.
 func wait(t *testing.T, p process.Process) process.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	r, err := process.Wait(ctx, p)
-	require.NoError(t, err, "wait (output so far %q)", logText(p.Log(), 0))
-	return r
+	return processtest.Wait(t, p, 20*time.Second)
 }
 
 // logText returns every retained byte of ch (0: every channel) of l.

@@ -3,11 +3,10 @@ package shellsession
 import (
 	"context"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/internal/processtest"
 	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/require"
 )
@@ -19,17 +18,7 @@ var testShells = []string{"bash", "dash", "zsh", "mksh", "ksh", "busybox"}
 // deadline bounds every blocking step of a test.
 const deadline = 30 * time.Second
 
-func output(c *Command) (stdout, stderr string) {
-	var o, e strings.Builder
-	for _, f := range c.Log().Page(0, 0).Frames {
-		if f.Channel == logstore.Stdout {
-			o.Write(f.Data)
-		} else {
-			e.Write(f.Data)
-		}
-	}
-	return o.String(), e.String()
-}
+func output(c *Command) (stdout, stderr string) { return processtest.Output(c.Log()) }
 
 func newSession(t *testing.T, opts Options) *Session {
 	t.Helper()
@@ -58,9 +47,4 @@ func run(t *testing.T, s *Session, opts CommandOptions) (process.Result, string,
 	return r, o, e
 }
 
-func code(r process.Result) int {
-	if r.ExitCode == nil {
-		return -1
-	}
-	return *r.ExitCode
-}
+func code(r process.Result) int { return processtest.Code(r) }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conchsh/conch/internal/processtest"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/require"
@@ -51,11 +52,7 @@ func waitRunning(t *testing.T, c *Command) {
 
 func wait(t *testing.T, c *Command) process.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), deadline)
-	defer cancel()
-	r, err := process.Wait(ctx, c)
-	require.NoError(t, err)
-	return r
+	return processtest.Wait(t, c, deadline)
 }
 
 // TestInterrupt: SIGINT aborts the whole command — a program, a builtin

@@ -1,0 +1,49 @@
+// Package processtest holds what the tests of the engine's process kinds
+// (session commands, code cells, one-shot processes) share: reading a
+// process's output by channel, waiting for its end, its exit code.
+package processtest
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/process"
+)
+
+// Output returns what l holds of stdout and of stderr.
+func Output(l *logstore.Log) (stdout, stderr string) {
+	var o, e strings.Builder
+	for _, f := range l.Page(0, 0).Frames {
+		if f.Channel == logstore.Stdout {
+			o.Write(f.Data)
+		} else {
+			e.Write(f.Data)
+		}
+	}
+	return o.String(), e.String()
+}
+
+// Wait waits at most d for p to end and returns its result, failing the
+// test with the output so far when it does not end.
+func Wait(t testing.TB, p process.Process, d time.Duration) process.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	r, err := process.Wait(ctx, p)
+	if err != nil {
+		o, e := Output(p.Log())
+		t.Fatalf("wait for %s: %v (output so far %q, %q)", p.ID(), err, o, e)
+	}
+	return r
+}
+
+// Code returns r's exit code, -1 when it has none.
+func Code(r process.Result) int {
+	if r.ExitCode == nil {
+		return -1
+	}
+	return *r.ExitCode
+}
