@@ -51,7 +51,7 @@ func (c *Command) readStreams(out, errs *stream) {
 	buf := *bp
 	for live > 0 {
 		evs, err := ep.wait()
-		if err != nil { // the session ended: closeDrains closed the set
+		if err != nil { // the session ended: its release closed the set
 			for i, r := range rs {
 				if r != nil {
 					r.end(err)
