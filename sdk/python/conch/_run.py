@@ -1,0 +1,273 @@
+"""Runs and their answers.
+
+A run is one request when the process ends within the daemon's wait window.
+When the daemon answers 202 only because its window ran out, the SDK waits on
+with bare interacts (which, unlike wait, also come back when the process
+starts waiting for input) and then pages the logs. When an answer left output
+out (``omittedBytes``) and the caller did not bound it, the SDK joins the
+answer with ``logs`` pages by the API's rule: the answer's frames up to and
+including ``omittedAfter``, then every frame of the pages after
+``omittedAfter`` up to and including ``next``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
+
+from ._transport import HttpTransport, seg
+from .types import LogFrame, LogsPage, ProcessDto, RunResult, Usage, WaitResult, frames_from_wire
+
+Wire = Dict[str, Any]
+
+# Pages a timed-out run reads at most: it does not chase a live writer.
+TIMED_OUT_PAGES = 4
+
+
+def deadline_of(timeout: Optional[float]) -> float:
+    """The monotonic deadline of a caller's timeout in seconds; None or 0 is unbounded."""
+    return time.monotonic() + timeout if timeout is not None and timeout > 0 else math.inf
+
+
+def left(deadline: float) -> float:
+    return deadline - time.monotonic()
+
+
+def window_ms(t: HttpTransport, deadline: float) -> int:
+    """The daemon-side wait of one request in ms: the window, or less when the caller's budget is shorter."""
+    return max(1, int(math.ceil(min(t.wait_window, left(deadline)) * 1000)))
+
+
+def socket_timeout(ms: int) -> float:
+    """How long the socket waits for an answer the daemon holds for ms."""
+    return ms / 1000 + 30
+
+
+def ms(seconds: Optional[float]) -> Optional[int]:
+    return None if seconds is None else max(0, int(round(seconds * 1000)))
+
+
+def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> RunResult:
+    """POSTs a run to path with body within the caller's timeout (seconds) and returns its RunResult."""
+    deadline = deadline_of(timeout)
+    w = window_ms(t, deadline)
+    status, answer = t.json("POST", path, json_body={**body, "timeout": w}, timeout=socket_timeout(w))
+    answer = _record(answer, "run")
+    if status == 200:
+        return finished(t, answer, "outputLimit" in body)
+    if answer.get("waitingForInput") is True or "idleTimeout" in body:
+        why = "waiting_for_input" if answer.get("waitingForInput") is True else (
+            "wait_timeout" if left(deadline) <= 0 else "idle_timeout")
+        return early(answer, why)
+    pid = str(answer.get("id") or answer.get("processId"))
+    cursor = answer.get("next") if isinstance(answer.get("next"), str) else None
+    while left(deadline) > 0:
+        w = window_ms(t, deadline)
+        req: Wire = {"timeout": w, "outputLimit": 1}
+        if cursor:
+            req["cursor"] = cursor
+        s, a = t.json("POST", f"/v1/processes/{seg(pid)}/interact", json_body=req, timeout=socket_timeout(w))
+        a = _record(a, "interact")
+        if s == 200:
+            return collect(t, pid, WaitResult.from_wire(a), math.inf, None)
+        if a.get("waitingForInput") is True:
+            return collect(t, pid, None, math.inf, "waiting_for_input")
+        if isinstance(a.get("next"), str) and a["next"]:
+            cursor = a["next"]
+    return collect(t, pid, None, TIMED_OUT_PAGES, "wait_timeout")
+
+
+def _record(v: Any, what: str) -> Wire:
+    if not isinstance(v, dict):
+        raise TypeError(f"conch: {what}: the daemon answered {v!r}")
+    return v
+
+
+_answer_keys = frozenset([
+    "processId", "id", "reason", "exitCode", "signal", "error", "cwd", "output", "stdout", "stderr", "logs",
+    "truncated", "omittedBytes", "omittedAfter", "next", "waitingForInput", "oomKilled", "usage",
+])
+
+
+def from_answer(w: Wire, came_back: Optional[str] = None) -> RunResult:
+    """The RunResult of an answer as it came (200: ended; 202: running, with came_back)."""
+    r = RunResult(
+        process_id=str(w.get("processId") or w.get("id") or ""),
+        output=_s(w.get("output")),
+        stdout=_s(w.get("stdout")),
+        stderr=_s(w.get("stderr")),
+        logs=frames_from_wire(w.get("logs")),
+        cwd=w.get("cwd") if isinstance(w.get("cwd"), str) and w.get("cwd") else None,
+        truncated=w.get("truncated") is True,
+        omitted_bytes=int(w.get("omittedBytes") or 0),
+        omitted_after=w.get("omittedAfter") if isinstance(w.get("omittedAfter"), str) else None,
+        next=w.get("next") if isinstance(w.get("next"), str) and w.get("next") else None,
+        waiting_for_input=w.get("waitingForInput") is True,
+        extra={k: v for k, v in w.items() if k not in _answer_keys},
+    )
+    if came_back is None:
+        _ended(r, WaitResult.from_wire(w))
+    else:
+        r.came_back = came_back
+        r.process = ProcessDto.from_wire(w)
+        r.cwd = None
+    return r
+
+
+def _ended(r: RunResult, wr: WaitResult) -> None:
+    r.reason, r.raw_reason = wr.reason, wr.raw_reason
+    r.exit_code, r.signal, r.error = wr.exit_code, wr.signal, wr.error
+    r.oom_killed, r.usage = wr.oom_killed, wr.usage
+    if wr.cwd:
+        r.cwd = wr.cwd
+
+
+def early(w: Wire, why: str) -> RunResult:
+    return from_answer(w, came_back=why)
+
+
+def finished(t: HttpTransport, w: Wire, bounded: bool) -> RunResult:
+    """The RunResult of a 200 answer, with what it left out paged back in unless the caller bounded it."""
+    r = from_answer(w)
+    if bounded or r.omitted_bytes <= 0:
+        return r
+    head: List[LogFrame] = []
+    if r.omitted_after:
+        for f in r.logs:
+            head.append(f)
+            if f.cursor == r.omitted_after:
+                break
+        else:
+            head = []
+    rest: List[LogFrame] = []
+    end = r.next
+
+    def take(page: List[LogFrame], _: bool) -> bool:
+        for f in page:
+            rest.append(f)
+            if end is not None and f.cursor == end:
+                return False
+        return True
+
+    page_logs(t, r.process_id, r.omitted_after or None, math.inf, take)
+    r.logs = head + rest
+    r.output, r.stdout, r.stderr = assemble(r.logs)
+    r.omitted_bytes, r.omitted_after = 0, None
+    return r
+
+
+def collect(t: HttpTransport, pid: str, result: Optional[WaitResult], pages: float, came_back: Optional[str]) -> RunResult:
+    """The RunResult of process pid: its result (None: still running) and its retained logs from the start."""
+    logs: List[LogFrame] = []
+    truncated = [False]
+    first = [True]
+
+    def take(page: List[LogFrame], head: bool) -> bool:
+        if first[0]:
+            truncated[0] = head
+        first[0] = False
+        logs.extend(page)
+        return True
+
+    page_logs(t, pid, None, pages, take)
+    r = RunResult(process_id=pid, logs=logs, truncated=truncated[0])
+    r.output, r.stdout, r.stderr = assemble(logs)
+    r.next = logs[-1].cursor if logs else None
+    if result is not None:
+        _ended(r, result)
+    else:
+        r.came_back = came_back
+        r.waiting_for_input = came_back == "waiting_for_input"
+    return r
+
+
+def page_logs(
+    t: HttpTransport, pid: str, cursor: Optional[str], pages: float,
+    take: Callable[[List[LogFrame], bool], bool],
+) -> None:
+    """Reads the logs of pid after cursor page by page, at most pages pages, handing each to take until it returns False.
+
+    The logs end at the first empty page (a page holds at most ``limit``
+    frames and at most the daemon's page size in bytes, so a short page is
+    not the end).
+    """
+    limit = t.logs_page_size
+    n = 0
+    while n < pages:
+        n += 1
+        _, body = t.json("GET", f"/v1/processes/{seg(pid)}/logs", query={"cursor": cursor, "limit": limit})
+        page = LogsPage.from_wire(_record(body, "logs page"))
+        # A page is bounded by bytes as well as frames: only an empty page says the logs ended.
+        if not page.items or not take(page.items, page.truncated_head):
+            return
+        cursor = page.items[-1].cursor
+
+
+def wait_until(t: HttpTransport, pid: str, deadline: float) -> Optional[WaitResult]:
+    """Waits for pid until deadline, one window at a time; None when the deadline came first."""
+    while True:
+        w = window_ms(t, deadline)
+        status, body = t.json("GET", f"/v1/processes/{seg(pid)}/wait", query={"timeout": w}, timeout=socket_timeout(w))
+        if status == 200 and isinstance(body, dict):
+            return WaitResult.from_wire(body)
+        if left(deadline) <= 0:
+            return None
+
+
+def assemble(frames: Iterable[LogFrame]) -> "tuple[str, str, str]":
+    """The text fields of frames: all of them, stdout (and pty), stderr; invalid UTF-8 replaced."""
+    every: List[bytes] = []
+    out: List[bytes] = []
+    err: List[bytes] = []
+    for f in frames:
+        b = f.bytes
+        every.append(b)
+        if f.channel in ("stdout", "pty"):
+            out.append(b)
+        elif f.channel == "stderr":
+            err.append(b)
+    return _text(every), _text(out), _text(err)
+
+
+def _text(parts: List[bytes]) -> str:
+    return b"".join(parts).decode("utf-8", "replace")
+
+
+def _s(v: Any) -> str:
+    return v if isinstance(v, str) else ""
+
+
+def wire_options(options: Mapping[str, Any]) -> Wire:
+    """The API's body fields of the SDK's keyword options (seconds become ms, names camelCase)."""
+    out: Wire = {}
+    for k, v in options.items():
+        if v is None:
+            continue
+        if k in _seconds:
+            out[_seconds[k]] = ms(v)
+        elif k == "terminal":
+            out["terminal"] = _terminal(v)
+        elif k == "limits":
+            out["limits"] = {_camel(a): b for a, b in dict(v).items() if b is not None}
+        elif k == "stdin" and v is True:
+            out["stdin"] = "open"
+        else:
+            out[_camel(k)] = v
+    return out
+
+
+_seconds = {"idle_timeout": "idleTimeout", "execution_timeout": "executionTimeout"}
+
+
+def _terminal(v: Any) -> Wire:
+    if isinstance(v, dict):
+        return {"cols": int(v["cols"]), "rows": int(v["rows"])}
+    if isinstance(v, (tuple, list)):
+        return {"cols": int(v[0]), "rows": int(v[1])}
+    return {"cols": int(v.cols), "rows": int(v.rows)}
+
+
+def _camel(k: str) -> str:
+    head, *rest = k.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)

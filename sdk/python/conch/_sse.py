@@ -1,0 +1,125 @@
+"""stream_logs: a server-sent event reader of the SDK's own over http.client.
+
+The stream needs the Authorization header, which a plain EventSource cannot
+send. A dropped connection is resumed with ``Last-Event-ID`` after the last
+frame yielded, so no frame comes twice or goes missing.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+from typing import Any, Iterator, Optional
+
+from ._transport import HttpTransport, seg
+from .errors import ConchError, NetworkError, error_from
+from .types import LogFrame, StreamLogEvent, WaitResult
+
+# Connections in a row that may fail before the stream gives up.
+MAX_RETRIES = 5
+# The daemon sends a heartbeat every 15 s: a socket quiet for longer is dead.
+READ_TIMEOUT = 45.0
+
+
+def _events(res: http.client.HTTPResponse) -> Iterator["tuple[str, str, str]"]:
+    """The (event, data, id) of an event-stream body, in order; ends when the body ends."""
+    event, data, ident, has = "message", [], "", False
+    while True:
+        raw = res.readline()
+        if not raw:
+            return
+        line = raw.decode("utf-8", "replace").rstrip("\n")
+        if line.endswith("\r"):
+            line = line[:-1]
+        if line == "":
+            if has:
+                yield event, "\n".join(data), ident
+            event, data, ident, has = "message", [], "", False
+            continue
+        if line.startswith(":"):
+            continue
+        name, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if name == "event":
+            event = value
+        elif name == "id":
+            ident = value
+        elif name == "data":
+            data.append(value)
+            has = True
+
+
+def stream_logs(
+    t: HttpTransport, pid: str, cursor: Optional[str] = None, limit: Optional[int] = None,
+    encoding: Optional[str] = None,
+) -> Iterator[StreamLogEvent]:
+    last = cursor
+    count = 0
+    failures = 0
+    while True:
+        conn = None
+        err: Optional[BaseException] = None
+        try:
+            conn = t.connection(READ_TIMEOUT)
+            headers = t.headers()
+            headers["Accept"] = "text/event-stream"
+            if last:
+                headers["Last-Event-ID"] = last
+            conn.request("GET", t.path(f"/v1/processes/{seg(pid)}/logs/stream", {"cursor": last, "encoding": encoding}),
+                         headers=headers)
+            res = conn.getresponse()
+            if res.status == 204:
+                # Resumed past the end of an ended process: nothing more will come.
+                yield StreamLogEvent(type="eof", cursor=last)
+                return
+            if res.status >= 300:
+                raise error_from(res.status, res.read())
+            for name, data, ident in _events(res):
+                failures = 0
+                ev = _event(name, data, ident, last)
+                if ev is None:
+                    continue
+                if ev.type == "log" and ev.frame is not None:
+                    last = ev.frame.cursor
+                    count += 1
+                yield ev
+                if ev.type == "eof" or (ev.type == "log" and limit and count >= limit):
+                    return
+        except ConchError as e:
+            if not isinstance(e, NetworkError):
+                raise
+            err = e
+        except (OSError, http.client.HTTPException) as e:
+            err = e
+        finally:
+            if conn is not None:
+                conn.close()
+        failures += 1
+        if failures > MAX_RETRIES:
+            if isinstance(err, ConchError):
+                raise err
+            raise NetworkError(f"conch: the log stream of {pid} ended before its eof ({err or 'connection closed'})")
+        time.sleep(0.05 * 2 ** (failures - 1))
+
+
+def _event(name: str, data: str, ident: str, last: Optional[str]) -> Optional[StreamLogEvent]:
+    try:
+        d: Any = json.loads(data) if data else {}
+    except ValueError:
+        return None
+    if not isinstance(d, dict):
+        return None
+    if name == "log":
+        f = LogFrame.from_wire(d)
+        return StreamLogEvent(type="log", cursor=ident or f.cursor, frame=f)
+    if name == "warning":
+        fac = d.get("firstAvailableCursor")
+        return StreamLogEvent(type="warning", cursor=last, message=str(d.get("message", "")),
+                              first_available_cursor=fac if isinstance(fac, str) else None)
+    if name == "state":
+        return StreamLogEvent(type="state", cursor=last, result=WaitResult.from_wire(d))
+    if name == "eof":
+        return StreamLogEvent(type="eof", cursor=last)
+    return None

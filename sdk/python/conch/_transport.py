@@ -1,0 +1,205 @@
+"""HttpTransport: the daemon's base URL and token, and keep-alive connections to it.
+
+Every request goes through :meth:`HttpTransport.request`, which turns an answer
+that is not 2xx into a :class:`~conch.errors.ConchError` and a failed
+connection into a :class:`~conch.errors.NetworkError`. Connections are pooled
+and reused (``http.client`` with keep-alive), one request at a time each, so
+the transport is safe to share between threads.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from urllib.parse import quote, urlencode, urlsplit
+
+from .errors import NetworkError, error_from
+
+Query = Mapping[str, Union[str, int, float, bool, None]]
+
+# Errors of a kept-alive connection the daemon closed while it sat idle: the
+# request never reached it, so it is sent once more on a new connection.
+_stale = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, http.client.CannotSendRequest)
+
+
+class _Secret:
+    """A string that never shows itself in a repr (of the transport, its vars, a traceback's locals)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def __repr__(self) -> str:
+        return "<hidden>"
+
+    def get(self) -> str:
+        return self._value
+
+
+class Response:
+    """A finished answer: its status, headers and body."""
+
+    __slots__ = ("status", "headers", "body")
+
+    def __init__(self, status: int, headers: Dict[str, str], body: bytes) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    def json(self) -> Any:
+        return None if not self.body else json.loads(self.body)
+
+
+class HttpTransport:
+    """How the SDK reaches one daemon.
+
+    ``wait_window`` (seconds, default 30) is the longest one request waits on
+    the daemon: a longer wait is several requests, so no connection idles for
+    minutes. ``logs_page_size`` is the frames per page when a run pages logs.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        wait_window: float = 30.0,
+        logs_page_size: int = 1000,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        parts = urlsplit(url.rstrip("/"))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"conch: the daemon's URL must be http(s)://HOST[:PORT], not {url!r}")
+        self.url = url.rstrip("/")
+        self._scheme = parts.scheme
+        self._host = parts.hostname
+        self._port = parts.port
+        self._base = parts.path
+        self._token = _Secret(token)
+        self.wait_window = wait_window if wait_window > 0 else 30.0
+        self.logs_page_size = logs_page_size if logs_page_size > 0 else 1000
+        self.connect_timeout = connect_timeout
+        self._idle: List[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @property
+    def token(self) -> str:
+        """The bearer token (never shown by ``repr``)."""
+        return self._token.get()
+
+    def __repr__(self) -> str:
+        return f"HttpTransport(url={self.url!r})"
+
+    def headers(self) -> Dict[str, str]:
+        """The headers every request sends."""
+        return {"Authorization": f"Bearer {self._token.get()}"}
+
+    def path(self, path: str, query: Optional[Query] = None) -> str:
+        q = {k: _qv(v) for k, v in (query or {}).items() if v is not None and v != ""}
+        return self._base + path + ("?" + urlencode(q) if q else "")
+
+    def connection(self, timeout: Optional[float]) -> http.client.HTTPConnection:
+        """A new connection of its own (a stream's), not from the pool."""
+        cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
+        conn = cls(self._host, self._port, timeout=self.connect_timeout)
+        try:
+            conn.connect()
+        except OSError as e:
+            raise NetworkError(self._unreachable(e)) from e
+        if conn.sock is not None:
+            conn.sock.settimeout(timeout)
+            conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return conn
+
+    def _unreachable(self, e: Exception) -> str:
+        return f"conch: cannot reach the daemon at {self.url} ({e}); is `conch serve` running?"
+
+    def _take(self) -> Tuple[http.client.HTTPConnection, bool]:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop(), True
+        return self.connection(None), False
+
+    def _give(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if not self._closed and len(self._idle) < 16:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Optional[Query] = None,
+        json_body: Any = None,
+        body: Optional[bytes] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        timeout: Optional[float] = None,
+    ) -> Response:
+        """Sends a request and returns its answer; one that is not 2xx raises its ConchError.
+
+        ``timeout`` bounds how long the socket waits for the answer (None: as
+        long as it takes; the daemon's own wait windows bound it).
+        """
+        h = self.headers()
+        data: Optional[bytes] = body
+        if json_body is not None:
+            data = json.dumps(json_body, separators=(",", ":")).encode("utf-8")
+            h["Content-Type"] = "application/json"
+        if headers:
+            h.update(headers)
+        target = self.path(path, query)
+        for attempt in (0, 1):
+            conn, reused = self._take()
+            try:
+                if conn.sock is not None:
+                    conn.sock.settimeout(timeout)
+                conn.request(method, target, body=data, headers=h)
+                res = conn.getresponse()
+                payload = res.read()
+            except _stale as e:
+                conn.close()
+                if reused and attempt == 0:
+                    continue
+                raise NetworkError(self._unreachable(e)) from e
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                raise NetworkError(self._unreachable(e)) from e
+            if res.will_close:
+                conn.close()
+            else:
+                self._give(conn)
+            if res.status >= 300:
+                raise error_from(res.status, payload)
+            return Response(res.status, {k.lower(): v for k, v in res.getheaders()}, payload)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def json(self, method: str, path: str, **kw: Any) -> Tuple[int, Any]:
+        """Sends a request; its status and its JSON body (None when empty: 204, a kill's 202)."""
+        res = self.request(method, path, **kw)
+        return res.status, res.json()
+
+    def close(self) -> None:
+        """Closes the idle connections; the transport opens new ones if used again."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for c in idle:
+            c.close()
+
+
+def _qv(v: Union[str, int, float, bool]) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def seg(s: str) -> str:
+    """A path segment, escaped."""
+    return quote(s, safe="")

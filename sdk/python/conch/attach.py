@@ -1,0 +1,184 @@
+"""Attach to a PTY process over its WebSocket (``GET /v1/processes/{id}/attach``).
+
+Needs the ``websockets`` package (``pip install 'conch-sdk[attach]'``; tried
+with 10.4 and later). Binary messages are the terminal's bytes both ways; a
+text message ``{"type": "resize", ...}`` resizes. A control message saying
+the connection fell behind what the daemon retains (``{"type": "gap",
+"bytes": N}``) adds N to :attr:`AsyncPtyConnection.missed_bytes`, so a reader
+always knows whether it saw every byte.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Any, AsyncIterator, Iterator, List, Optional, Union
+
+from ._transport import HttpTransport, seg
+from .errors import ConchError, NetworkError
+
+__all__ = ["AsyncPtyConnection", "PtyConnection"]
+
+
+def _websockets() -> Any:
+    try:
+        import websockets  # type: ignore[import-not-found]
+    except ImportError as e:
+        raise ImportError(
+            "conch: attach needs the websockets package: pip install 'conch-sdk[attach]' "
+            "(or pip install websockets; Debian: apt install python3-websockets)") from e
+    return websockets
+
+
+async def _connect(url: str, headers: dict) -> Any:
+    ws = _websockets()
+    try:  # websockets >= 13: the new asyncio implementation
+        from websockets.asyncio.client import connect  # type: ignore[import-not-found]
+
+        return await connect(url, additional_headers=headers, max_size=None, compression=None)
+    except ImportError:
+        return await ws.connect(url, extra_headers=headers, max_size=None, compression=None)
+
+
+class AsyncPtyConnection:
+    """An attached PTY: iterate it for output (retained, then live); ``send`` types into it."""
+
+    def __init__(self, socket: Any) -> None:
+        self._ws = socket
+        #: Bytes the daemon reported this connection missed (it fell behind what was retained).
+        self.missed_bytes = 0
+        #: Each gap report as it came: (bytes received before it, bytes missed).
+        self.gaps: List["tuple[int, int]"] = []
+        self._received = 0
+
+    @classmethod
+    async def open(cls, t: HttpTransport, process_id: str) -> "AsyncPtyConnection":
+        url = t.url.replace("http", "ws", 1) + f"/v1/processes/{seg(process_id)}/attach"
+        try:
+            socket = await _connect(url, t.headers())
+        except ImportError:
+            raise
+        except Exception as e:  # the library's handshake errors have no common base across versions
+            raise NetworkError(f"conch: attach to {process_id} failed: {e}") from e
+        return cls(socket)
+
+    async def recv(self) -> Optional[bytes]:
+        """The next output bytes; None once the process ended and its output was sent."""
+        ws = _websockets()
+        while True:
+            try:
+                msg = await self._ws.recv()
+            except ws.exceptions.ConnectionClosedOK:
+                return None
+            except ws.exceptions.ConnectionClosed as e:
+                code = getattr(getattr(e, "rcvd", None), "code", None) or getattr(e, "code", None)
+                raise ConchError("network", 0, f"conch: attach closed with {code}: {e}") from e
+            if isinstance(msg, (bytes, bytearray, memoryview)):
+                b = bytes(msg)
+                self._received += len(b)
+                return b
+            self._control(msg)
+
+    def _control(self, text: str) -> None:
+        try:
+            m = json.loads(text)
+        except ValueError:
+            return
+        if isinstance(m, dict) and m.get("type") == "gap":
+            n = m.get("bytes", m.get("missed", 0))
+            if isinstance(n, int) and n > 0:
+                self.missed_bytes += n
+                self.gaps.append((self._received, n))
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._iter()
+
+    async def _iter(self) -> AsyncIterator[bytes]:
+        while True:
+            b = await self.recv()
+            if b is None:
+                return
+            yield b
+
+    async def send(self, data: Union[str, bytes]) -> None:
+        """Types data into the PTY."""
+        await self._ws.send(data.encode("utf-8") if isinstance(data, str) else bytes(data))
+
+    async def resize(self, cols: int, rows: int) -> None:
+        await self._ws.send(json.dumps({"type": "resize", "cols": cols, "rows": rows}))
+
+    async def close(self) -> None:
+        """Detaches; the process goes on."""
+        await self._ws.close()
+
+
+class PtyConnection:
+    """The blocking form of :class:`AsyncPtyConnection`, driven by an event loop of its own in a thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, thread: threading.Thread, conn: AsyncPtyConnection) -> None:
+        self._loop = loop
+        self._thread = thread
+        self._conn = conn
+
+    @classmethod
+    def open(cls, t: HttpTransport, process_id: str) -> "PtyConnection":
+        _websockets()
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, name="conch-attach", daemon=True)
+        thread.start()
+        try:
+            conn = asyncio.run_coroutine_threadsafe(AsyncPtyConnection.open(t, process_id), loop).result()
+        except BaseException:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join()
+            loop.close()
+            raise
+        return cls(loop, thread, conn)
+
+    def _do(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    @property
+    def missed_bytes(self) -> int:
+        return self._conn.missed_bytes
+
+    @property
+    def gaps(self) -> List["tuple[int, int]"]:
+        return list(self._conn.gaps)
+
+    def recv(self) -> Optional[bytes]:
+        return self._do(self._conn.recv())
+
+    def __iter__(self) -> Iterator[bytes]:
+        while True:
+            b = self.recv()
+            if b is None:
+                return
+            yield b
+
+    def send(self, data: Union[str, bytes]) -> None:
+        self._do(self._conn.send(data))
+
+    def write(self, data: Union[str, bytes]) -> None:
+        self.send(data)
+
+    def resize(self, cols: int, rows: int) -> None:
+        self._do(self._conn.resize(cols, rows))
+
+    def close(self) -> None:
+        """Detaches (the process goes on) and stops the connection's thread."""
+        if self._loop.is_closed():
+            return
+        try:
+            self._do(self._conn.close())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._loop.close()
+
+    def __enter__(self) -> "PtyConnection":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

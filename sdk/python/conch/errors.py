@@ -1,0 +1,163 @@
+"""One exception class per API error code, all :class:`ConchError`.
+
+:func:`error_from` is the one place where an answer that is not 2xx becomes
+one of them; a connection that fails raises :class:`NetworkError`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Dict, Optional, Type
+
+__all__ = [
+    "ConchError",
+    "InvalidArgumentError",
+    "AuthenticationError",
+    "PermissionDeniedError",
+    "NotFoundError",
+    "UnsupportedOperationError",
+    "PayloadTooLargeError",
+    "ResourceExhaustedError",
+    "UnavailableError",
+    "InternalError",
+    "NetworkError",
+    "error_from",
+]
+
+
+class ConchError(Exception):
+    """An error the daemon answered: its ``code``, HTTP ``status`` and ``message``."""
+
+    code: str
+    status: int
+    message: str
+
+    def __init__(self, code: str, status: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code!r}, status={self.status}, message={self.message!r})"
+
+
+class InvalidArgumentError(ConchError):
+    """400: malformed input, a bad option value, a shell that is not POSIX."""
+
+    def __init__(self, message: str, status: int = 400, code: str = "invalid_argument") -> None:
+        super().__init__(code, status, message)
+
+
+class AuthenticationError(ConchError):
+    """401: a missing or wrong token."""
+
+    def __init__(self, message: str, status: int = 401, code: str = "unauthenticated") -> None:
+        super().__init__(code, status, message)
+
+
+class PermissionDeniedError(ConchError):
+    """403: the request's Host or Origin is not allowed."""
+
+    def __init__(self, message: str, status: int = 403, code: str = "permission_denied") -> None:
+        super().__init__(code, status, message)
+
+
+class NotFoundError(ConchError):
+    """404: no such process or session."""
+
+    def __init__(self, message: str, status: int = 404, code: str = "not_found") -> None:
+        super().__init__(code, status, message)
+
+
+class UnsupportedOperationError(ConchError):
+    """409: the operation does not apply in the process's state (stdin not open, ...)."""
+
+    def __init__(self, message: str, status: int = 409, code: str = "unsupported_operation") -> None:
+        super().__init__(code, status, message)
+
+
+class PayloadTooLargeError(ConchError):
+    """413: the request is over one of the daemon's limits."""
+
+    def __init__(self, message: str, status: int = 413, code: str = "payload_too_large") -> None:
+        super().__init__(code, status, message)
+
+
+class ResourceExhaustedError(ConchError):
+    """429: over a configured limit of sessions or processes."""
+
+    def __init__(self, message: str, status: int = 429, code: str = "resource_exhausted") -> None:
+        super().__init__(code, status, message)
+
+
+class UnavailableError(ConchError):
+    """503: the daemon is draining or not ready; try again later."""
+
+    def __init__(self, message: str, status: int = 503, code: str = "unavailable") -> None:
+        super().__init__(code, status, message)
+
+
+class InternalError(ConchError):
+    """500: a bug in the daemon."""
+
+    def __init__(self, message: str, status: int = 500, code: str = "internal") -> None:
+        super().__init__(code, status, message)
+
+
+class NetworkError(ConchError):
+    """The daemon could not be reached, or the connection broke before it answered."""
+
+    def __init__(self, message: str, status: int = 0, code: str = "network") -> None:
+        super().__init__(code, status, message)
+
+
+_by_code: Dict[str, Type[ConchError]] = {
+    "invalid_argument": InvalidArgumentError,
+    "unauthenticated": AuthenticationError,
+    "permission_denied": PermissionDeniedError,
+    "not_found": NotFoundError,
+    "unsupported_operation": UnsupportedOperationError,
+    "stdin_full": UnsupportedOperationError,
+    "payload_too_large": PayloadTooLargeError,
+    "resource_exhausted": ResourceExhaustedError,
+    "draining": UnavailableError,
+    "unavailable": UnavailableError,
+    "internal": InternalError,
+}
+
+# A body without a code (a proxy's answer) is named by its status.
+_code_by_status: Dict[int, str] = {
+    400: "invalid_argument",
+    401: "unauthenticated",
+    403: "permission_denied",
+    404: "not_found",
+    409: "unsupported_operation",
+    413: "payload_too_large",
+    429: "resource_exhausted",
+    500: "internal",
+    503: "unavailable",
+}
+
+
+def error_from(status: int, body: bytes) -> ConchError:
+    """The error of an answer whose status is not 2xx, from its body."""
+    text = body.decode("utf-8", "replace")
+    code: Optional[str] = None
+    message = text.strip() or f"HTTP {status}"
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
+        err = parsed["error"]
+        if isinstance(err.get("code"), str):
+            code = err["code"]
+        if isinstance(err.get("message"), str):
+            message = err["message"]
+    if code is None:
+        code = _code_by_status.get(status)
+    cls = _by_code.get(code or "")
+    if cls is not None:
+        return cls(message, status, code)  # type: ignore[call-arg]
+    return ConchError(code or "unknown", status, message)

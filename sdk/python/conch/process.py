@@ -1,0 +1,352 @@
+"""Processes, sessions and code contexts of one daemon, by id.
+
+A handle makes no request until one of its methods is called; every option is
+a keyword argument with the API's meaning, times in seconds.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+from . import _run
+from ._run import deadline_of, socket_timeout, wait_until, window_ms, wire_options
+from ._sse import stream_logs
+from ._transport import HttpTransport, seg
+from .errors import NotFoundError
+from .types import (
+    Command, ListResult, LogsPage, ProcessDto, ReadyResult, RunResult, StreamLogEvent, WaitResult,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .attach import PtyConnection
+
+__all__ = ["ProcessHandle", "Session", "CodeContext", "ProcessService", "PtyService"]
+
+
+def _command(command: Command) -> Dict[str, Any]:
+    if isinstance(command, str):
+        return {"cmd": command}
+    argv = list(command)
+    if not argv or not all(isinstance(a, str) for a in argv):
+        raise TypeError("conch: a command is a shell string or a non-empty sequence of strings (argv)")
+    return {"argv": argv}
+
+
+class ProcessHandle:
+    """One process of the daemon: an exec, a PTY, a session command or a code cell."""
+
+    def __init__(self, transport: HttpTransport, sandbox_id: str, process_id: str, kind: Optional[str] = None) -> None:
+        self._t = transport
+        self.sandbox_id = sandbox_id
+        self.id = process_id
+        self.kind = kind
+        self._path = f"/v1/processes/{seg(process_id)}"
+
+    def __repr__(self) -> str:
+        return f"ProcessHandle(id={self.id!r}, kind={self.kind!r})"
+
+    def get(self) -> ProcessDto:
+        """The process as the daemon describes it now."""
+        _, body = self._t.json("GET", self._path)
+        return ProcessDto.from_wire(body)
+
+    def wait(self, timeout: Optional[float] = None) -> WaitResult:
+        """Waits for the process to end; when ``timeout`` (s) runs out first: ``timed_out``/``wait_timeout``, the process goes on."""
+        r = wait_until(self._t, self.id, deadline_of(timeout))
+        return r if r is not None else WaitResult(reason="timed_out", raw_reason="wait_timeout")
+
+    def kill(self, signal: str = "TERM", *, escalate_after: Optional[float] = None, escalate_to: Optional[str] = None) -> None:
+        """Sends a signal (TERM by default) to the process and its descendants, escalating after ``escalate_after`` s if asked."""
+        body: Dict[str, Any] = {"signal": signal}
+        if escalate_after is not None:
+            body["escalateAfter"] = _run.ms(escalate_after)
+        if escalate_to is not None:
+            body["escalateTo"] = escalate_to
+        self._t.json("POST", f"{self._path}/kill", json_body=body)
+
+    def logs(self, cursor: Optional[str] = None, limit: Optional[int] = None, encoding: Optional[str] = None) -> LogsPage:
+        """One page of retained frames after ``cursor``."""
+        _, body = self._t.json("GET", f"{self._path}/logs", query={"cursor": cursor, "limit": limit, "encoding": encoding})
+        return LogsPage.from_wire(body)
+
+    def stream_logs(self, cursor: Optional[str] = None, limit: Optional[int] = None,
+                    encoding: Optional[str] = None) -> Iterator[StreamLogEvent]:
+        """The process's ``log``, ``warning``, ``state`` and ``eof`` events as they come.
+
+        A dropped connection resumes after the last frame yielded; the
+        iterator ends after ``eof`` (or ``limit`` frames). Close it (or leave
+        the loop) to drop the connection.
+        """
+        return stream_logs(self._t, self.id, cursor, limit, encoding)
+
+    def stdin(self, data: Union[str, bytes], *, eof: bool = False) -> None:
+        """Writes to the stdin of a process started with ``stdin="open"`` (and closes it after, with ``eof``)."""
+        raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        self._t.request("POST", f"{self._path}/stdin", body=raw, query={"eof": True if eof else None},
+                        headers={"Content-Type": "application/octet-stream"})
+
+    def stdin_eof(self) -> None:
+        """Closes the process's stdin."""
+        self.stdin(b"", eof=True)
+
+    def resize(self, cols: int, rows: int) -> None:
+        """Resizes a PTY process's terminal."""
+        self._t.json("POST", f"{self._path}/resize", json_body={"cols": cols, "rows": rows})
+
+    def interact(
+        self,
+        input: Union[str, bytes, None] = None,
+        *,
+        eof: bool = False,
+        signal: Optional[str] = None,
+        cursor: Optional[str] = None,
+        timeout: Optional[float] = None,
+        idle_timeout: Optional[float] = None,
+        output_limit: Optional[int] = None,
+        plain: Optional[bool] = None,
+    ) -> RunResult:
+        """Writes input (or sends a signal), waits as a run does, and answers with the output after ``cursor``.
+
+        The RunResult of the process once it ended, else the output so far
+        with ``is_running`` true and ``next`` to read on from.
+        """
+        body: Dict[str, Any] = wire_options({
+            "eof": eof or None, "signal": signal, "cursor": cursor, "idle_timeout": idle_timeout,
+            "output_limit": output_limit, "plain": plain,
+        })
+        if isinstance(input, str):
+            body["input"] = input
+        elif input is not None:
+            body["inputBase64"] = base64.b64encode(bytes(input)).decode("ascii")
+        sock = None
+        if timeout is not None:
+            body["timeout"] = _run.ms(timeout)
+            sock = socket_timeout(body["timeout"])
+        status, w = self._t.json("POST", f"{self._path}/interact", json_body=body, timeout=sock)
+        w = _run._record(w, "interact")
+        if status == 200:
+            return _run.from_answer(w)
+        return _run.from_answer(w, came_back="waiting_for_input" if w.get("waitingForInput") else "idle_timeout")
+
+    def ready(self, *, port: Union[int, str, None] = None, pattern: Optional[str] = None,
+              timeout: Optional[float] = None) -> ReadyResult:
+        """Waits until the process listens on ``port`` (or ``"any"``) or its output matches ``pattern`` (RE2)."""
+        deadline = deadline_of(timeout)
+        while True:
+            w = window_ms(self._t, deadline)
+            status, body = self._t.json("GET", f"{self._path}/ready", query={"port": port, "pattern": pattern, "timeout": w},
+                                        timeout=socket_timeout(w))
+            if status == 200 and isinstance(body, dict):
+                if body.get("ready") is True:
+                    p = body.get("port")
+                    return ReadyResult(ready=True, port=p if isinstance(p, int) else None,
+                                       match=body.get("match"), cursor=body.get("cursor"))
+                res = body.get("result")
+                return ReadyResult(ready=False, result=WaitResult.from_wire(res if isinstance(res, dict) else {}))
+            if _run.left(deadline) <= 0:
+                return ReadyResult(ready=False, result=WaitResult(reason="timed_out", raw_reason="wait_timeout"))
+
+    def attach(self) -> "PtyConnection":
+        """Attaches to a PTY process: its output (retained, then live) and its input. Needs ``websockets``."""
+        from .attach import PtyConnection
+
+        return PtyConnection.open(self._t, self.id)
+
+    def delete(self) -> None:
+        """Deletes the process and its logs, stopping it first if it runs."""
+        self._t.json("DELETE", self._path)
+
+    def to_json(self) -> Dict[str, Any]:
+        j: Dict[str, Any] = {"sandboxId": self.sandbox_id, "processId": self.id}
+        if self.kind:
+            j["kind"] = self.kind
+        return j
+
+
+class Session:
+    """One persistent shell. Commands run one at a time, in order; ``cd``, exports and functions carry over.
+
+    A context manager: leaving the ``with`` block deletes the session (quietly
+    when it is already gone). Interrupt a command with
+    ``handle.kill("INT")``: the session survives.
+    """
+
+    def __init__(self, transport: HttpTransport, sandbox_id: str, session_id: str) -> None:
+        self._t = transport
+        self.sandbox_id = sandbox_id
+        self.id = session_id
+        self._path = f"/v1/sessions/{seg(session_id)}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(id={self.id!r})"
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.delete()
+        except NotFoundError:
+            pass
+
+    def get(self) -> ProcessDto:
+        """The shell's process, with its current working directory."""
+        _, body = self._t.json("GET", self._path)
+        return ProcessDto.from_wire(body)
+
+    def delete(self) -> None:
+        """Ends the shell and deletes it and every record of its commands."""
+        self._t.json("DELETE", self._path)
+
+    def run(self, command: str, *, timeout: Optional[float] = None, **options: Any) -> RunResult:
+        """Runs a command in this shell, waits (at most ``timeout`` s) and collects its output.
+
+        Options: ``stdin``, ``execution_timeout``, ``name``, ``keep_logs``,
+        ``idle_timeout``, ``output_limit``, ``plain``.
+        """
+        return _run.run(self._t, f"{self._path}/commands/run", {**wire_options(options), "cmd": command}, timeout)
+
+    def start(self, command: str, **options: Any) -> ProcessHandle:
+        """Queues a command and returns its handle without waiting."""
+        return self._submit({**wire_options(options), "cmd": command})
+
+    def run_code(self, code: str, *, timeout: Optional[float] = None, **options: Any) -> RunResult:
+        """Runs a cell in this code context, waits and collects its output."""
+        return _run.run(self._t, f"{self._path}/commands/run", {**wire_options(options), "code": code}, timeout)
+
+    def start_code(self, code: str, **options: Any) -> ProcessHandle:
+        """Queues a cell in this code context and returns its handle."""
+        return self._submit({**wire_options(options), "code": code})
+
+    def _submit(self, body: Dict[str, Any]) -> ProcessHandle:
+        _, answer = self._t.json("POST", f"{self._path}/commands", json_body=body)
+        dto = ProcessDto.from_wire(answer)
+        return ProcessHandle(self._t, self.sandbox_id, dto.id, None if dto.kind == "unknown" else dto.kind)
+
+    def to_json(self) -> Dict[str, str]:
+        return {"sandboxId": self.sandbox_id, "sessionId": self.id}
+
+
+class CodeContext(Session):
+    """A persistent interpreter (Python or JavaScript): ``run(code)`` runs a cell; variables and imports carry over."""
+
+    def run(self, code: str, *, timeout: Optional[float] = None, **options: Any) -> RunResult:  # type: ignore[override]
+        """Runs a cell, waits (at most ``timeout`` s) and collects its output; an exception is exit code 1."""
+        return self.run_code(code, timeout=timeout, **options)
+
+    def start(self, code: str, **options: Any) -> ProcessHandle:  # type: ignore[override]
+        """Queues a cell and returns its handle."""
+        return self.start_code(code, **options)
+
+
+class ProcessService:
+    """Starting, running, listing and rebinding processes and sessions."""
+
+    def __init__(self, transport: HttpTransport, sandbox_id: str) -> None:
+        self._t = transport
+        self.sandbox_id = sandbox_id
+
+    def __repr__(self) -> str:
+        return f"ProcessService(sandbox_id={self.sandbox_id!r})"
+
+    def run(self, command: Command, *, timeout: Optional[float] = None, **options: Any) -> RunResult:
+        """Runs a command (a shell string, or an argv sequence: no shell), waits and collects its output.
+
+        Normally one round trip. When ``timeout`` (s) runs out first the
+        result comes back running (``is_running``, ``came_back ==
+        "wait_timeout"``) with the first pages of output, and the process goes on.
+        Options: ``cwd``, ``env``, ``shell``, ``login``, ``user``, ``name``,
+        ``stdin``, ``execution_timeout``, ``keep_logs``, ``idle_timeout``,
+        ``output_limit``, ``plain``, ``limits``.
+        """
+        return _run.run(self._t, "/v1/processes/run", {**wire_options(options), **_command(command)}, timeout)
+
+    def start(self, command: Command, **options: Any) -> ProcessHandle:
+        """Starts a detached process and returns its handle at once."""
+        return _start(self._t, self.sandbox_id, {**wire_options(options), **_command(command)})
+
+    def get(self, process_id: str) -> ProcessDto:
+        _, body = self._t.json("GET", f"/v1/processes/{seg(process_id)}")
+        return ProcessDto.from_wire(body)
+
+    def list(self, *, state: Optional[str] = None, kind: Optional[str] = None, session_id: Optional[str] = None,
+             name: Optional[str] = None, pid: Optional[int] = None, cursor: Optional[str] = None,
+             limit: Optional[int] = None) -> ListResult:
+        """One page of processes; ``next`` starts the following page."""
+        _, body = self._t.json("GET", "/v1/processes", query={
+            "state": state, "kind": kind, "sessionId": session_id, "name": name, "pid": pid,
+            "cursor": cursor, "limit": limit})
+        body = body if isinstance(body, dict) else {}
+        items = [ProcessDto.from_wire(p) for p in body.get("items") or [] if isinstance(p, dict)]
+        nxt = body.get("next")
+        return ListResult(items=items, next=nxt if isinstance(nxt, str) and nxt else None)
+
+    def connect(self, process_id: str, kind: Optional[str] = None) -> ProcessHandle:
+        """A handle of a process by id, without a request."""
+        return ProcessHandle(self._t, self.sandbox_id, process_id, kind)
+
+    def connect_session(self, session_id: str) -> Session:
+        """A session by id, without a request."""
+        return Session(self._t, self.sandbox_id, session_id)
+
+    def create_session(self, *, shell: Optional[str] = None, cwd: Optional[str] = None,
+                       env: Optional[Mapping[str, str]] = None, **options: Any) -> Session:
+        """Creates one persistent shell (bash by default); set its cwd and env here, not on its commands."""
+        body = wire_options({"shell": shell, "cwd": cwd, "env": dict(env) if env is not None else None, **options})
+        _, answer = self._t.json("POST", "/v1/sessions", json_body=body)
+        return Session(self._t, self.sandbox_id, ProcessDto.from_wire(answer).id)
+
+    def create_context(self, *, language: str = "python", cwd: Optional[str] = None,
+                       env: Optional[Mapping[str, str]] = None, **options: Any) -> CodeContext:
+        """Creates a code context: a persistent ``python`` or ``javascript`` interpreter."""
+        body = wire_options({"language": language, "cwd": cwd, "env": dict(env) if env is not None else None, **options})
+        _, answer = self._t.json("POST", "/v1/sessions", json_body=body)
+        return CodeContext(self._t, self.sandbox_id, ProcessDto.from_wire(answer).id)
+
+
+def _start(t: HttpTransport, sandbox_id: str, body: Dict[str, Any]) -> ProcessHandle:
+    _, answer = t.json("POST", "/v1/processes", json_body=body)
+    dto = ProcessDto.from_wire(answer)
+    return ProcessHandle(t, sandbox_id, dto.id, None if dto.kind == "unknown" else dto.kind)
+
+
+class PtyService:
+    """PTY processes: start, attach, list, delete."""
+
+    def __init__(self, transport: HttpTransport, sandbox_id: str) -> None:
+        self._t = transport
+        self.sandbox_id = sandbox_id
+
+    def __repr__(self) -> str:
+        return f"PtyService(sandbox_id={self.sandbox_id!r})"
+
+    def start(self, command: Optional[str] = None, *, cols: int = 80, rows: int = 24, **options: Any) -> ProcessHandle:
+        """Starts a PTY process running command, or the shell when there is none."""
+        body = {**wire_options(options), "kind": "pty", "terminal": {"cols": cols, "rows": rows}}
+        if command is not None:
+            body["cmd"] = command
+        return _start(self._t, self.sandbox_id, body)
+
+    def attach(self, command: Optional[str] = None, **options: Any) -> "Tuple[ProcessHandle, PtyConnection]":
+        """Starts a PTY process and attaches to it."""
+        handle = self.start(command, **options)
+        return handle, handle.attach()
+
+    def connect(self, process_id: str) -> ProcessHandle:
+        return ProcessHandle(self._t, self.sandbox_id, process_id, "pty")
+
+    def list(self) -> List[ProcessDto]:
+        out: List[ProcessDto] = []
+        cursor: Optional[str] = None
+        while True:
+            _, body = self._t.json("GET", "/v1/processes", query={"kind": "pty", "cursor": cursor})
+            out.extend(ProcessDto.from_wire(p) for p in (body or {}).get("items") or [] if isinstance(p, dict))
+            cursor = (body or {}).get("next") or None
+            if not cursor:
+                return out
+
+    def delete(self, process_id: str) -> None:
+        self.connect(process_id).delete()
+
+

@@ -1,0 +1,95 @@
+"""Sandbox: the entry point, one daemon with its process and pty services."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+from ._transport import HttpTransport
+from .errors import NetworkError
+from .process import ProcessService, PtyService
+from .types import Command, RunResult
+
+__all__ = ["Sandbox", "discover"]
+
+DEFAULT_URL = "http://127.0.0.1:7070"
+
+
+class Sandbox:
+    """One conch daemon: ``process`` for sessions, processes and code contexts, ``pty`` for terminals.
+
+    ``Sandbox(url=..., token=...)``, or :meth:`from_env` to find the daemon of
+    this user. The token is never shown by ``repr``.
+    """
+
+    def __init__(self, url: str = DEFAULT_URL, token: str = "", *, sandbox_id: str = "local",
+                 wait_window: float = 30.0, logs_page_size: int = 1000) -> None:
+        self.sandbox_id = sandbox_id
+        self.transport = HttpTransport(url, token, wait_window=wait_window, logs_page_size=logs_page_size)
+        self.process = ProcessService(self.transport, sandbox_id)
+        self.pty = PtyService(self.transport, sandbox_id)
+
+    def __repr__(self) -> str:
+        return f"Sandbox(url={self.transport.url!r}, sandbox_id={self.sandbox_id!r})"
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closes the kept-alive connections."""
+        self.transport.close()
+
+    def exec(self, command: Command, *, timeout: Optional[float] = None, **options: Any) -> RunResult:
+        """Same as ``process.run``."""
+        return self.process.run(command, timeout=timeout, **options)
+
+    def health(self) -> Mapping[str, Any]:
+        """The daemon's ``/healthz`` answer."""
+        _, body = self.transport.json("GET", "/healthz")
+        return body if isinstance(body, dict) else {}
+
+    @classmethod
+    def from_env(cls, **options: Any) -> "Sandbox":
+        """The daemon of this user.
+
+        ``CONCH_URL`` and ``CONCH_TOKEN`` when set, else what ``conch serve``
+        recorded in its state directory (``$XDG_STATE_HOME/conch`` or
+        ``~/.local/state/conch``): ``daemon.json`` and the token file it names.
+        """
+        url, token = discover(os.environ)
+        return cls(url=options.pop("url", url), token=options.pop("token", token), **options)
+
+
+def discover(env: Mapping[str, str]) -> "tuple[str, str]":
+    """The URL and token of this user's daemon, from ``env`` or the state directory."""
+    url = env.get("CONCH_URL") or ""
+    token = env.get("CONCH_TOKEN") or ""
+    if url and token:
+        return url, token
+    xdg = env.get("XDG_STATE_HOME") or ""
+    state = Path(xdg) / "conch" if xdg and os.path.isabs(xdg) else Path.home() / ".local" / "state" / "conch"
+    token_file = state / "token"
+    recorded = state / "daemon.json"
+    found_url = DEFAULT_URL
+    try:
+        ep = json.loads(recorded.read_text())
+        if isinstance(ep, dict):
+            if isinstance(ep.get("url"), str) and ep["url"]:
+                found_url = ep["url"]
+            if isinstance(ep.get("tokenFile"), str) and ep["tokenFile"]:
+                token_file = Path(ep["tokenFile"])
+    except (OSError, ValueError):
+        pass
+    if not token:
+        try:
+            token = token_file.read_text().strip()
+        except OSError as e:
+            raise NetworkError(
+                f"conch: no daemon found: {token_file} cannot be read ({e.strerror}). "
+                "Start one with `conch serve`, or set CONCH_URL and CONCH_TOKEN.") from e
+    return url or found_url, token

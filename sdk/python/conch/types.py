@@ -1,0 +1,367 @@
+"""The SDK's types: the API's objects as dataclasses, its enums as ``Literal`` unions.
+
+A value the SDK does not know (a newer daemon's kind, state or reason) becomes
+``"unknown"`` with the daemon's string kept in the matching ``raw_*`` field, and
+fields the SDK does not know are kept in ``extra``: a newer daemon never breaks
+an older SDK.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+try:  # Python 3.8+: typing.Literal
+    from typing import Literal
+except ImportError:  # pragma: no cover
+    from typing_extensions import Literal  # type: ignore
+
+__all__ = [
+    "ProcessKind",
+    "ProcessState",
+    "ProcessReason",
+    "ProcessSignal",
+    "KeepLogs",
+    "StdinMode",
+    "TerminalSize",
+    "Usage",
+    "LogFrame",
+    "LogsPage",
+    "ListResult",
+    "ProcessDto",
+    "WaitResult",
+    "RunResult",
+    "StreamLogEvent",
+    "ReadyResult",
+]
+
+ProcessKind = Literal["exec", "pty", "code", "session", "unknown"]
+ProcessState = Literal["starting", "running", "terminal", "unknown"]
+ProcessReason = Literal["exited", "signaled", "timed_out", "lost", "failed", "unknown"]
+ProcessSignal = Literal["TERM", "KILL", "INT", "HUP", "QUIT", "USR1", "USR2"]
+KeepLogs = Literal["until_cleanup", "on_exit_ttl", "none", "unknown"]
+StdinMode = Literal["closed", "open", "unknown"]
+
+_kinds = frozenset(["exec", "pty", "code", "session"])
+_states = frozenset(["starting", "running", "terminal"])
+_reasons = frozenset(["exited", "signaled", "timed_out", "lost", "failed"])
+_keeps = frozenset(["until_cleanup", "on_exit_ttl", "none"])
+_stdins = frozenset(["closed", "open"])
+
+
+def _known(values: frozenset, v: Any) -> str:
+    return v if isinstance(v, str) and v in values else "unknown"
+
+
+def _str(v: Any) -> Optional[str]:
+    return v if isinstance(v, str) and v != "" else None
+
+
+def _int(v: Any) -> Optional[int]:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+@dataclass
+class TerminalSize:
+    """A terminal's size in character cells."""
+
+    cols: int
+    rows: int
+
+
+@dataclass
+class Usage:
+    """What a command cost: CPU in ms, peak memory in bytes (absent without cgroups)."""
+
+    cpu_ms: Optional[float] = None
+    memory_peak_bytes: Optional[int] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_wire(cls, w: Any) -> Optional["Usage"]:
+        if not isinstance(w, dict):
+            return None
+        rest = {k: v for k, v in w.items() if k not in ("cpuMs", "memoryPeakBytes")}
+        cpu = w.get("cpuMs")
+        return cls(
+            cpu_ms=float(cpu) if isinstance(cpu, (int, float)) and not isinstance(cpu, bool) else None,
+            memory_peak_bytes=_int(w.get("memoryPeakBytes")),
+            extra=rest,
+        )
+
+
+@dataclass
+class LogFrame:
+    """One piece of a process's output, exactly as the daemon keeps it."""
+
+    cursor: str
+    channel: str
+    data: str
+    encoding: str = "text"
+    timestamp: Optional[int] = None
+
+    @property
+    def bytes(self) -> bytes:
+        """The frame's bytes, base64 decoded where the frame is base64."""
+        if self.encoding == "base64":
+            return base64.b64decode(self.data)
+        return self.data.encode("utf-8")
+
+    @classmethod
+    def from_wire(cls, w: Mapping[str, Any]) -> "LogFrame":
+        return cls(
+            cursor=str(w.get("cursor", "")),
+            channel=str(w.get("channel", "")),
+            data=str(w.get("data", "")),
+            encoding=str(w.get("encoding") or "text"),
+            timestamp=_int(w.get("timestamp")),
+        )
+
+
+def frames_from_wire(v: Any) -> List[LogFrame]:
+    return [LogFrame.from_wire(f) for f in v if isinstance(f, dict)] if isinstance(v, list) else []
+
+
+@dataclass
+class LogsPage:
+    """One page of retained frames; ``next`` is where the following page starts."""
+
+    items: List[LogFrame]
+    next: Optional[str] = None
+    truncated_head: bool = False
+    first_available_cursor: Optional[str] = None
+
+    @classmethod
+    def from_wire(cls, w: Mapping[str, Any]) -> "LogsPage":
+        return cls(
+            items=frames_from_wire(w.get("items")),
+            next=_str(w.get("next")),
+            truncated_head=w.get("truncatedHead") is True,
+            first_available_cursor=_str(w.get("firstAvailableCursor")),
+        )
+
+
+@dataclass
+class ListResult:
+    """One page of a listing; ``next`` is where the following page starts, ``None`` on the last."""
+
+    items: List["ProcessDto"]
+    next: Optional[str] = None
+
+
+_process_fields = {
+    "id": "id",
+    "name": "name",
+    "pid": "pid",
+    "system": "system",
+    "sessionId": "session_id",
+    "argv": "argv",
+    "shellCommand": "shell_command",
+    "code": "code",
+    "language": "language",
+    "shell": "shell",
+    "resolvedShell": "resolved_shell",
+    "login": "login",
+    "cwd": "cwd",
+    "user": "user",
+    "executionTimeout": "execution_timeout",
+    "exitCode": "exit_code",
+    "signal": "signal",
+    "error": "error",
+    "createdAt": "created_at",
+    "startedAt": "started_at",
+    "exitedAt": "exited_at",
+    "truncatedHead": "truncated_head",
+    "firstAvailableCursor": "first_available_cursor",
+    "lastCursor": "last_cursor",
+    "ports": "ports",
+    "waitingForInput": "waiting_for_input",
+    "lastOutputAt": "last_output_at",
+    "oomKilled": "oom_killed",
+}
+_enum_fields = ("kind", "state", "reason", "stdin", "keepLogs", "terminal", "usage", "limits")
+
+
+@dataclass
+class ProcessDto:
+    """A process as the daemon describes it: an exec, a PTY, a code cell, a session or its command."""
+
+    id: str
+    kind: str = "unknown"
+    raw_kind: str = ""
+    state: str = "unknown"
+    raw_state: str = ""
+    system: bool = False
+    name: Optional[str] = None
+    pid: Optional[int] = None
+    session_id: Optional[str] = None
+    argv: Optional[List[str]] = None
+    shell_command: Optional[str] = None
+    code: Optional[str] = None
+    language: Optional[str] = None
+    shell: Optional[str] = None
+    resolved_shell: Optional[str] = None
+    login: Optional[bool] = None
+    cwd: Optional[str] = None
+    user: Optional[str] = None
+    stdin: Optional[str] = None
+    raw_stdin: Optional[str] = None
+    execution_timeout: Optional[int] = None
+    terminal: Optional[TerminalSize] = None
+    keep_logs: Optional[str] = None
+    raw_keep_logs: Optional[str] = None
+    exit_code: Optional[int] = None
+    signal: Optional[str] = None
+    reason: Optional[str] = None
+    raw_reason: Optional[str] = None
+    error: Optional[str] = None
+    created_at: Optional[str] = None
+    started_at: Optional[str] = None
+    exited_at: Optional[str] = None
+    truncated_head: bool = False
+    first_available_cursor: Optional[str] = None
+    last_cursor: Optional[str] = None
+    ports: Optional[List[int]] = None
+    waiting_for_input: bool = False
+    last_output_at: Optional[str] = None
+    oom_killed: Optional[bool] = None
+    usage: Optional[Usage] = None
+    limits: Optional[Dict[str, Any]] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_wire(cls, w: Mapping[str, Any]) -> "ProcessDto":
+        kw: Dict[str, Any] = {}
+        extra: Dict[str, Any] = {}
+        for k, v in w.items():
+            if k in _process_fields:
+                kw[_process_fields[k]] = v
+            elif k not in _enum_fields:
+                extra[k] = v
+        kw["id"] = str(w.get("id", ""))
+        kw["system"] = w.get("system") is True
+        kw["truncated_head"] = w.get("truncatedHead") is True
+        kw["waiting_for_input"] = w.get("waitingForInput") is True
+        kw["kind"] = _known(_kinds, w.get("kind"))
+        kw["raw_kind"] = str(w.get("kind", ""))
+        kw["state"] = _known(_states, w.get("state"))
+        kw["raw_state"] = str(w.get("state", ""))
+        if w.get("stdin") is not None:
+            kw["stdin"] = _known(_stdins, w.get("stdin"))
+            kw["raw_stdin"] = str(w.get("stdin"))
+        if w.get("keepLogs") is not None:
+            kw["keep_logs"] = _known(_keeps, w.get("keepLogs"))
+            kw["raw_keep_logs"] = str(w.get("keepLogs"))
+        if _str(w.get("reason")):
+            kw["reason"] = _known(_reasons, w.get("reason"))
+            kw["raw_reason"] = str(w.get("reason"))
+        t = w.get("terminal")
+        if isinstance(t, dict):
+            kw["terminal"] = TerminalSize(cols=int(t.get("cols", 0)), rows=int(t.get("rows", 0)))
+        kw["usage"] = Usage.from_wire(w.get("usage"))
+        if isinstance(w.get("limits"), dict):
+            kw["limits"] = dict(w["limits"])
+        return cls(extra=extra, **kw)
+
+
+@dataclass
+class WaitResult:
+    """How a process ended: ``reason`` with ``exit_code`` or ``signal``.
+
+    A wait whose caller's ``timeout`` ran out first is ``reason="timed_out"``
+    with ``raw_reason="wait_timeout"``: the process goes on.
+    """
+
+    reason: str
+    raw_reason: str = ""
+    exit_code: Optional[int] = None
+    signal: Optional[str] = None
+    error: Optional[str] = None
+    cwd: Optional[str] = None
+    oom_killed: Optional[bool] = None
+    usage: Optional[Usage] = None
+
+    @classmethod
+    def from_wire(cls, w: Mapping[str, Any]) -> "WaitResult":
+        raw = str(w.get("reason") or "")
+        return cls(
+            reason=_known(_reasons, raw),
+            raw_reason=raw,
+            exit_code=_int(w.get("exitCode")),
+            signal=_str(w.get("signal")),
+            error=_str(w.get("error")),
+            cwd=_str(w.get("cwd")),
+            oom_killed=w.get("oomKilled") if isinstance(w.get("oomKilled"), bool) else None,
+            usage=Usage.from_wire(w.get("usage")),
+        )
+
+
+@dataclass
+class RunResult:
+    """What a run (or an ``interact``) answers.
+
+    Once the process ended, ``reason`` says how (a failing command is a result,
+    never an exception). A run that came back before its process ended (an
+    ``idle_timeout``, the process waiting for input, or the caller's
+    ``timeout``) has ``reason=None``, ``is_running`` true, and ``next``, the
+    cursor to read on from with :meth:`ProcessHandle.interact`.
+    """
+
+    process_id: str
+    reason: Optional[str] = None
+    raw_reason: Optional[str] = None
+    exit_code: Optional[int] = None
+    signal: Optional[str] = None
+    error: Optional[str] = None
+    output: str = ""
+    stdout: str = ""
+    stderr: str = ""
+    logs: List[LogFrame] = field(default_factory=list)
+    cwd: Optional[str] = None
+    truncated: bool = False
+    omitted_bytes: int = 0
+    omitted_after: Optional[str] = None
+    next: Optional[str] = None
+    waiting_for_input: bool = False
+    oom_killed: Optional[bool] = None
+    usage: Optional[Usage] = None
+    #: Why a run came back early: ``"idle_timeout"``, ``"waiting_for_input"``
+    #: or ``"wait_timeout"`` (the caller's timeout); ``None`` once it ended.
+    came_back: Optional[str] = None
+    process: Optional[ProcessDto] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_running(self) -> bool:
+        """True when the run came back before the process ended: it goes on."""
+        return self.reason is None
+
+
+StreamEventType = Literal["log", "warning", "gap", "state", "eof"]
+
+
+@dataclass
+class StreamLogEvent:
+    """One event of :meth:`ProcessHandle.stream_logs`: a frame, a warning, the end state, or eof."""
+
+    type: str
+    cursor: Optional[str] = None
+    frame: Optional[LogFrame] = None
+    result: Optional[WaitResult] = None
+    message: Optional[str] = None
+    first_available_cursor: Optional[str] = None
+
+
+@dataclass
+class ReadyResult:
+    """``ready`` true with the ``port`` or ``match`` found; false with the ``result`` of a process that ended first."""
+
+    ready: bool
+    port: Optional[int] = None
+    match: Optional[str] = None
+    cursor: Optional[str] = None
+    result: Optional[WaitResult] = None
+
+
+Command = Union[str, Sequence[str]]

@@ -1,0 +1,211 @@
+import os
+import socket
+import tempfile
+import unittest
+
+from conch import (
+    AuthenticationError, ConchError, InvalidArgumentError, NetworkError, NotFoundError, ProcessDto, Sandbox,
+    UnsupportedOperationError, WaitResult,
+)
+from conch.errors import error_from
+from conch.sandbox import discover
+
+from .daemon import shared
+
+
+class ProcessTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.sandbox = shared().sandbox()
+        self.addCleanup(self.sandbox.close)
+
+    def test_exec_shell_and_argv(self) -> None:
+        r = self.sandbox.exec("echo hi; exit 3")
+        self.assertEqual((r.reason, r.exit_code, r.stdout), ("exited", 3, "hi\n"))
+        r = self.sandbox.process.run(["printf", "%s|", "a b", "$HOME"])
+        self.assertEqual(r.stdout, "a b|$HOME|")
+
+    def test_signaled(self) -> None:
+        r = self.sandbox.exec("kill -KILL $$")
+        self.assertEqual((r.reason, r.signal), ("signaled", "KILL"))
+
+    def test_start_stdin_wait_logs(self) -> None:
+        h = self.sandbox.process.start("cat; echo end", stdin="open")
+        h.stdin("line one\n")
+        h.stdin(b"\xffbytes\n", eof=True)
+        w = h.wait(timeout=30)
+        self.assertEqual((w.reason, w.exit_code), ("exited", 0))
+        page = h.logs()
+        self.assertEqual(b"".join(f.bytes for f in page.items), b"line one\n\xffbytes\nend\n")
+        self.assertFalse(page.truncated_head)
+        p = h.get()
+        self.assertEqual((p.kind, p.state, p.stdin), ("exec", "terminal", "open"))
+        h.delete()
+        with self.assertRaises(NotFoundError):
+            h.get()
+
+    def test_stdin_on_closed_stdin_is_refused(self) -> None:
+        h = self.sandbox.process.start("sleep 5")
+        self.addCleanup(h.delete)
+        with self.assertRaises(UnsupportedOperationError):
+            h.stdin("x")
+
+    def test_wait_timeout_and_kill(self) -> None:
+        h = self.sandbox.process.start("sleep 30")
+        w = h.wait(timeout=0.3)
+        self.assertEqual((w.reason, w.raw_reason), ("timed_out", "wait_timeout"))
+        h.kill("INT")
+        w = h.wait(timeout=30)
+        self.assertEqual((w.reason, w.signal), ("signaled", "INT"))
+
+    def test_run_timeout_comes_back_running(self) -> None:
+        r = self.sandbox.exec("echo first; sleep 30", timeout=0.5)
+        self.assertTrue(r.is_running)
+        self.assertIsNone(r.reason)
+        self.assertEqual(r.came_back, "wait_timeout")
+        self.assertEqual(r.stdout, "first\n")
+        self.sandbox.process.connect(r.process_id).kill("KILL")
+
+    def test_idle_timeout_then_interact(self) -> None:
+        with self.sandbox.process.create_session() as s:
+            r = s.run('printf "name? "; read n; echo "hi $n"', stdin="open", idle_timeout=2, timeout=60)
+            self.assertTrue(r.is_running)
+            self.assertTrue(r.waiting_for_input)
+            self.assertEqual(r.came_back, "waiting_for_input")
+            self.assertEqual(r.stdout, "name? ")
+            h = self.sandbox.process.connect(r.process_id)
+            a = h.interact("ada\n", timeout=30)
+            self.assertFalse(a.is_running)
+            self.assertEqual((a.reason, a.exit_code), ("exited", 0))
+            self.assertEqual(a.stdout, "hi ada\n")
+
+    def test_interact_signal(self) -> None:
+        h = self.sandbox.process.start("sleep 30")
+        a = h.interact(signal="INT", timeout=30)
+        self.assertEqual((a.reason, a.signal), ("signaled", "INT"))
+
+    def test_interact_comes_back_running(self) -> None:
+        h = self.sandbox.process.start("echo a; sleep 30", stdin="open")
+        self.addCleanup(h.delete)
+        a = h.interact(timeout=0.5, idle_timeout=0.3)
+        self.assertTrue(a.is_running)
+        self.assertIsNotNone(a.next)
+        self.assertEqual(a.process.kind if a.process else None, "exec")
+
+    def test_ready(self) -> None:
+        h = self.sandbox.process.start("sleep 0.2; echo server up; sleep 30")
+        self.addCleanup(h.delete)
+        r = h.ready(pattern="server u+p", timeout=30)
+        self.assertTrue(r.ready)
+        self.assertEqual(r.match, "server up")
+        done = self.sandbox.process.start("exit 2")
+        r = done.ready(pattern="never", timeout=30)
+        self.assertFalse(r.ready)
+        self.assertEqual(r.result.exit_code if r.result else None, 2)
+
+    def test_ready_port(self) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        code = f"import socket,time; s=socket.socket(); s.bind(('127.0.0.1',{port})); s.listen(); time.sleep(30)"
+        h = self.sandbox.process.start(["python3", "-c", code])
+        self.addCleanup(h.delete)
+        r = h.ready(port=port, timeout=30)
+        self.assertTrue(r.ready)
+        self.assertEqual(r.port, port)
+
+    def test_plain(self) -> None:
+        r = self.sandbox.exec(r"printf 'one\rtwo\n\033[31mred\033[0m\n'", plain=True)
+        self.assertEqual(r.stdout, "two\nred\n")
+
+    def test_list_and_get(self) -> None:
+        h = self.sandbox.process.start("sleep 30", name="py-list")
+        self.addCleanup(h.delete)
+        page = self.sandbox.process.list(name="py-list", state="running")
+        self.assertEqual([p.id for p in page.items], [h.id])
+        self.assertIsInstance(page.items[0], ProcessDto)
+        self.assertEqual(page.items[0].name, "py-list")
+        self.assertIsNone(page.next)
+
+    def test_env_and_cwd(self) -> None:
+        d = tempfile.mkdtemp()
+        r = self.sandbox.exec("echo $A; pwd", env={"A": "x"}, cwd=d)
+        self.assertEqual(r.stdout, f"x\n{d}\n")
+        os.rmdir(d)
+
+    def test_execution_timeout(self) -> None:
+        r = self.sandbox.exec("sleep 30", execution_timeout=0.3)
+        self.assertEqual(r.reason, "timed_out")
+
+
+class ErrorTest(unittest.TestCase):
+    def test_typed_errors_carry_code_and_message(self) -> None:
+        sandbox = shared().sandbox()
+        self.addCleanup(sandbox.close)
+        with self.assertRaises(InvalidArgumentError) as cm:
+            sandbox.process.create_session(shell="fish")
+        self.assertEqual(cm.exception.code, "invalid_argument")
+        self.assertEqual(cm.exception.status, 400)
+        self.assertIn("fish", cm.exception.message)
+        with self.assertRaises(NotFoundError):
+            sandbox.process.get("nosuchprocess")
+        bad = Sandbox(shared().url, "wrong")
+        self.addCleanup(bad.close)
+        with self.assertRaises(AuthenticationError) as auth:
+            bad.exec("true")
+        self.assertEqual(auth.exception.status, 401)
+        self.assertIsInstance(auth.exception, ConchError)
+
+    def test_network_error(self) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        with self.assertRaises(NetworkError) as cm:
+            Sandbox(f"http://127.0.0.1:{port}", "t").exec("true")
+        self.assertIn("conch serve", str(cm.exception))
+
+    def test_from_env_without_a_daemon_says_what_to_start(self) -> None:
+        d = tempfile.mkdtemp()
+        with self.assertRaises(NetworkError) as cm:
+            discover({"XDG_STATE_HOME": d})
+        self.assertIn("conch serve", str(cm.exception))
+        os.rmdir(d)
+
+    def test_from_env_reads_the_state_directory(self) -> None:
+        d = tempfile.mkdtemp()
+        os.makedirs(os.path.join(d, "conch"))
+        with open(os.path.join(d, "conch", "daemon.json"), "w") as f:
+            f.write('{"url":"http://127.0.0.1:9","tokenFile":"%s/tok"}' % d)
+        with open(os.path.join(d, "tok"), "w") as f:
+            f.write("s3cret\n")
+        self.assertEqual(discover({"XDG_STATE_HOME": d}), ("http://127.0.0.1:9", "s3cret"))
+        self.assertEqual(discover({"CONCH_URL": "http://x:1", "CONCH_TOKEN": "t"}), ("http://x:1", "t"))
+
+    def test_repr_never_shows_the_token(self) -> None:
+        s = Sandbox("http://127.0.0.1:7070", "very-secret-token")
+        for text in (repr(s), str(s), repr(s.transport), repr(s.process), repr(vars(s)), repr(vars(s.transport))):
+            self.assertNotIn("very-secret-token", text)
+
+    def test_error_from_bodies(self) -> None:
+        e = error_from(409, b'{"error":{"code":"stdin_full","message":"full"}}')
+        self.assertIsInstance(e, UnsupportedOperationError)
+        self.assertEqual((e.code, e.message), ("stdin_full", "full"))
+        e = error_from(502, b"bad gateway")
+        self.assertEqual((type(e), e.code, e.status, e.message), (ConchError, "unknown", 502, "bad gateway"))
+        e = error_from(404, b"")
+        self.assertIsInstance(e, NotFoundError)
+
+
+class UnknownValuesTest(unittest.TestCase):
+    def test_unknown_enums_are_kept_raw(self) -> None:
+        p = ProcessDto.from_wire({"id": "x", "kind": "vm", "state": "paused", "reason": "evicted", "stdin": "pipe",
+                                  "keepLogs": "forever", "system": False, "newField": 1})
+        self.assertEqual((p.kind, p.raw_kind, p.state, p.raw_state), ("unknown", "vm", "unknown", "paused"))
+        self.assertEqual((p.reason, p.raw_reason, p.stdin, p.raw_stdin), ("unknown", "evicted", "unknown", "pipe"))
+        self.assertEqual((p.keep_logs, p.raw_keep_logs), ("unknown", "forever"))
+        self.assertEqual(p.extra, {"newField": 1})
+        w = WaitResult.from_wire({"reason": "frozen", "exitCode": 1})
+        self.assertEqual((w.reason, w.raw_reason, w.exit_code), ("unknown", "frozen", 1))
+
+
+if __name__ == "__main__":
+    unittest.main()
