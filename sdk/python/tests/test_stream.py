@@ -1,0 +1,54 @@
+import unittest
+from urllib.parse import urlsplit
+
+from conch import Sandbox
+
+from .daemon import shared
+from .proxy import CuttingProxy
+
+
+class StreamTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.sandbox = shared().sandbox()
+        self.addCleanup(self.sandbox.close)
+
+    def test_stream_until_eof(self) -> None:
+        h = self.sandbox.process.start("for i in 1 2 3; do echo $i; sleep 0.05; done; echo err >&2; exit 5")
+        events = list(h.stream_logs())
+        logs = [e.frame for e in events if e.type == "log" and e.frame]
+        self.assertEqual("".join(f.data for f in logs if f.channel == "stdout"), "1\n2\n3\n")
+        self.assertEqual("".join(f.data for f in logs if f.channel == "stderr"), "err\n")
+        self.assertEqual([e.type for e in events][-2:], ["state", "eof"])
+        state = events[-2].result
+        self.assertEqual((state.reason, state.exit_code) if state else None, ("exited", 5))
+
+    def test_stream_limit_and_resume_cursor(self) -> None:
+        h = self.sandbox.process.start("seq 1 5")
+        h.wait(timeout=30)
+        first = list(h.stream_logs(limit=1))
+        self.assertEqual(len(first), 1)
+        rest = list(h.stream_logs(cursor=first[0].cursor))
+        got = first[0].frame.data + "".join(e.frame.data for e in rest if e.type == "log" and e.frame)
+        self.assertEqual(got, "1\n2\n3\n4\n5\n")
+
+    def test_resumes_after_dropped_connections_without_loss_or_repeat(self) -> None:
+        # The process writes 2000 numbered lines slowly; every connection is cut after 3000 bytes.
+        port = urlsplit(shared().url).port
+        proxy = CuttingProxy(port or 0, cut_after=3000)
+        self.addCleanup(proxy.close)
+        via = Sandbox(proxy.url, shared().token)
+        self.addCleanup(via.close)
+        h = self.sandbox.process.start("for i in $(seq 1 2000); do echo line-$i; [ $((i % 200)) = 0 ] && sleep 0.05; done")
+        frames = []
+        for e in via.process.connect(h.id).stream_logs():
+            if e.type == "log" and e.frame:
+                frames.append(e.frame)
+            self.assertLess(len(frames), 5000, "the stream repeats itself")
+        cursors = [f.cursor for f in frames]
+        self.assertEqual(len(cursors), len(set(cursors)), "a frame came twice")
+        self.assertEqual("".join(f.data for f in frames), "".join(f"line-{i}\n" for i in range(1, 2001)))
+        self.assertGreater(proxy.cuts, 0, "the proxy never cut a connection: the test tested nothing")
+
+
+if __name__ == "__main__":
+    unittest.main()
