@@ -1,0 +1,78 @@
+import unittest
+
+from .daemon import shared
+
+try:
+    import websockets  # noqa: F401
+
+    HAVE_WEBSOCKETS = True
+except ImportError:
+    HAVE_WEBSOCKETS = False
+
+
+class PtyTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.sandbox = shared().sandbox()
+        self.addCleanup(self.sandbox.close)
+
+    def test_start_resize_logs(self) -> None:
+        h = self.sandbox.pty.start("stty size; read x; stty size", cols=100, rows=30)
+        self.addCleanup(self.sandbox.pty.delete, h.id)
+        self.assertEqual(h.kind, "pty")
+        self.assertIn(h.id, [p.id for p in self.sandbox.pty.list()])
+        h.ready(pattern="30 100", timeout=30)
+        h.resize(120, 40)
+        h.stdin("go\r")
+        self.assertEqual(h.wait(timeout=30).exit_code, 0)
+        text = "".join(f.data for f in h.logs().items)
+        self.assertIn("30 100", text)
+        self.assertIn("40 120", text)
+        p = h.get()
+        self.assertEqual((p.terminal.cols, p.terminal.rows) if p.terminal else None, (120, 40))
+
+    @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package (pip install websockets; "
+                                          "Debian: python3-websockets), which this Python does not have")
+    def test_attach(self) -> None:
+        handle, conn = self.sandbox.pty.attach("read line; echo got:$line; stty size", cols=90, rows=20)
+        self.addCleanup(self.sandbox.pty.delete, handle.id)
+        with conn:
+            conn.resize(91, 21)
+            conn.send("hello\r")
+            seen = b"".join(conn)
+        self.assertIn(b"got:hello", seen)
+        self.assertIn(b"21 91", seen)
+        self.assertEqual(conn.missed_bytes, 0)
+        self.assertEqual(handle.wait(timeout=30).exit_code, 0)
+
+    @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
+    def test_attach_async(self) -> None:
+        import asyncio
+
+        from conch.aio import AsyncSandbox
+
+        async def main() -> bytes:
+            sandbox = AsyncSandbox(shared().url, shared().token)
+            handle, conn = await sandbox.pty.attach("read line; echo async:$line")
+            await conn.send("x\r")
+            out = b"".join([b async for b in conn])
+            await sandbox.pty.delete(handle.id)
+            await sandbox.close()
+            return out
+
+        self.assertIn(b"async:x", asyncio.run(asyncio.wait_for(main(), 60)))
+
+
+class AttachWithoutWebsocketsTest(unittest.TestCase):
+    @unittest.skipIf(HAVE_WEBSOCKETS, "this Python has websockets")
+    def test_says_what_to_install(self) -> None:
+        sandbox = shared().sandbox()
+        self.addCleanup(sandbox.close)
+        h = sandbox.pty.start("sleep 5")
+        self.addCleanup(h.delete)
+        with self.assertRaises(ImportError) as cm:
+            h.attach()
+        self.assertIn("websockets", str(cm.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()
