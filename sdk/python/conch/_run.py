@@ -17,7 +17,7 @@ import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
 from ._transport import HttpTransport, seg
-from .types import LogFrame, LogsPage, ProcessDto, RunResult, Usage, WaitResult, frames_from_wire
+from .types import CameBack, LogFrame, LogsPage, ProcessDto, RunResult, WaitResult, frames_from_wire
 
 Wire = Dict[str, Any]
 
@@ -57,7 +57,7 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
     if status == 200:
         return finished(t, answer, "outputLimit" in body)
     if answer.get("waitingForInput") is True or "idleTimeout" in body:
-        why = "waiting_for_input" if answer.get("waitingForInput") is True else (
+        why: CameBack = "waiting_for_input" if answer.get("waitingForInput") is True else (
             "wait_timeout" if left(deadline) <= 0 else "idle_timeout")
         return early(answer, why)
     pid = str(answer.get("id") or answer.get("processId"))
@@ -90,7 +90,7 @@ _answer_keys = frozenset([
 ])
 
 
-def from_answer(w: Wire, came_back: Optional[str] = None) -> RunResult:
+def from_answer(w: Wire, came_back: Optional[CameBack] = None) -> RunResult:
     """The RunResult of an answer as it came (200: ended; 202: running, with came_back)."""
     r = RunResult(
         process_id=str(w.get("processId") or w.get("id") or ""),
@@ -123,7 +123,7 @@ def _ended(r: RunResult, wr: WaitResult) -> None:
         r.cwd = wr.cwd
 
 
-def early(w: Wire, why: str) -> RunResult:
+def early(w: Wire, why: CameBack) -> RunResult:
     return from_answer(w, came_back=why)
 
 
@@ -157,7 +157,8 @@ def finished(t: HttpTransport, w: Wire, bounded: bool) -> RunResult:
     return r
 
 
-def collect(t: HttpTransport, pid: str, result: Optional[WaitResult], pages: float, came_back: Optional[str]) -> RunResult:
+def collect(t: HttpTransport, pid: str, result: Optional[WaitResult], pages: float,
+            came_back: Optional[CameBack]) -> RunResult:
     """The RunResult of process pid: its result (None: still running) and its retained logs from the start."""
     logs: List[LogFrame] = []
     truncated = [False]

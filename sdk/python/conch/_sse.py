@@ -10,7 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import time
-from typing import Any, Iterator, Optional
+from typing import Any, Generator, Iterator, List, Optional
 
 from ._transport import HttpTransport, seg
 from .errors import ConchError, NetworkError, error_from
@@ -24,7 +24,8 @@ READ_TIMEOUT = 45.0
 
 def _events(res: http.client.HTTPResponse) -> Iterator["tuple[str, str, str]"]:
     """The (event, data, id) of an event-stream body, in order; ends when the body ends."""
-    event, data, ident, has = "message", [], "", False
+    data: List[str] = []
+    event, ident, has = "message", "", False
     while True:
         raw = res.readline()
         if not raw:
@@ -54,7 +55,7 @@ def _events(res: http.client.HTTPResponse) -> Iterator["tuple[str, str, str]"]:
 def stream_logs(
     t: HttpTransport, pid: str, cursor: Optional[str] = None, limit: Optional[int] = None,
     encoding: Optional[str] = None,
-) -> Iterator[StreamLogEvent]:
+) -> Generator[StreamLogEvent, None, None]:
     last = cursor
     count = 0
     failures = 0

@@ -106,7 +106,7 @@ class HttpTransport:
     def connection(self, timeout: Optional[float]) -> http.client.HTTPConnection:
         """A new connection of its own (a stream's), not from the pool."""
         cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
-        conn = cls(self._host, self._port, timeout=self.connect_timeout)
+        conn: http.client.HTTPConnection = cls(self._host, self._port, timeout=self.connect_timeout)
         try:
             conn.connect()
         except OSError as e:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Any, AsyncIterator, Callable, List, Optional, Tuple, TypeVar, Union
+from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Tuple, TypeVar, Union
 
 from .attach import AsyncPtyConnection
 from .errors import NotFoundError
@@ -90,7 +90,7 @@ class AsyncProcessHandle:
     async def delete(self) -> None:
         await _thread(self._h.delete)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return self._h.to_json()
 
 
@@ -132,7 +132,7 @@ class AsyncSession:
     async def start_code(self, code: str, **kw: Any) -> AsyncProcessHandle:
         return AsyncProcessHandle(await _thread(self._s.start_code, code, **kw))
 
-    def to_json(self) -> dict:
+    def to_json(self) -> Dict[str, Any]:
         return self._s.to_json()
 
 

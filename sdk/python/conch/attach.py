@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from typing import Any, AsyncIterator, Iterator, List, Optional, Union
+from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Union, cast
 
 from ._transport import HttpTransport, seg
 from .errors import ConchError, NetworkError
@@ -23,7 +23,7 @@ __all__ = ["AsyncPtyConnection", "PtyConnection"]
 
 def _websockets() -> Any:
     try:
-        import websockets  # type: ignore[import-not-found]
+        import websockets
     except ImportError as e:
         raise ImportError(
             "conch: attach needs the websockets package: pip install 'conch-sdk[attach]' "
@@ -31,10 +31,10 @@ def _websockets() -> Any:
     return websockets
 
 
-async def _connect(url: str, headers: dict) -> Any:
+async def _connect(url: str, headers: Dict[str, str]) -> Any:
     ws = _websockets()
     try:  # websockets >= 13: the new asyncio implementation
-        from websockets.asyncio.client import connect  # type: ignore[import-not-found]
+        from websockets.asyncio.client import connect  # type: ignore
 
         return await connect(url, additional_headers=headers, max_size=None, compression=None)
     except ImportError:
@@ -148,7 +148,7 @@ class PtyConnection:
         return list(self._conn.gaps)
 
     def recv(self) -> Optional[bytes]:
-        return self._do(self._conn.recv())
+        return cast(Optional[bytes], self._do(self._conn.recv()))
 
     def __iter__(self) -> Iterator[bytes]:
         while True:

@@ -157,7 +157,9 @@ def error_from(status: int, body: bytes) -> ConchError:
             message = err["message"]
     if code is None:
         code = _code_by_status.get(status)
-    cls = _by_code.get(code or "")
-    if cls is not None:
-        return cls(message, status, code)  # type: ignore[call-arg]
-    return ConchError(code or "unknown", status, message)
+    if code is None:
+        return ConchError("unknown", status, message)
+    cls = _by_code.get(code)
+    if cls is None:
+        return ConchError(code, status, message)
+    return cls(message, status, code)

@@ -7,7 +7,7 @@ a keyword argument with the API's meaning, times in seconds.
 from __future__ import annotations
 
 import base64
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, Generator, List, Mapping, Optional, Tuple, Union
 
 from . import _run
 from ._run import deadline_of, socket_timeout, wait_until, window_ms, wire_options
@@ -71,7 +71,7 @@ class ProcessHandle:
         return LogsPage.from_wire(body)
 
     def stream_logs(self, cursor: Optional[str] = None, limit: Optional[int] = None,
-                    encoding: Optional[str] = None) -> Iterator[StreamLogEvent]:
+                    encoding: Optional[str] = None) -> Generator[StreamLogEvent, None, None]:
         """The process's ``log``, ``warning``, ``state`` and ``eof`` events as they come.
 
         A dropped connection resumes after the last frame yielded; the

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Union
 
 try:  # Python 3.8+: typing.Literal
     from typing import Literal
@@ -43,6 +43,9 @@ ProcessSignal = Literal["TERM", "KILL", "INT", "HUP", "QUIT", "USR1", "USR2"]
 KeepLogs = Literal["until_cleanup", "on_exit_ttl", "none", "unknown"]
 StdinMode = Literal["closed", "open", "unknown"]
 
+CameBack = Literal["idle_timeout", "waiting_for_input", "wait_timeout"]
+StreamEventType = Literal["log", "warning", "state", "eof"]
+
 _kinds = frozenset(["exec", "pty", "code", "session"])
 _states = frozenset(["starting", "running", "terminal"])
 _reasons = frozenset(["exited", "signaled", "timed_out", "lost", "failed"])
@@ -50,7 +53,7 @@ _keeps = frozenset(["until_cleanup", "on_exit_ttl", "none"])
 _stdins = frozenset(["closed", "open"])
 
 
-def _known(values: frozenset, v: Any) -> str:
+def _known(values: FrozenSet[str], v: Any) -> Any:
     return v if isinstance(v, str) and v in values else "unknown"
 
 
@@ -188,9 +191,9 @@ class ProcessDto:
     """A process as the daemon describes it: an exec, a PTY, a code cell, a session or its command."""
 
     id: str
-    kind: str = "unknown"
+    kind: ProcessKind = "unknown"
     raw_kind: str = ""
-    state: str = "unknown"
+    state: ProcessState = "unknown"
     raw_state: str = ""
     system: bool = False
     name: Optional[str] = None
@@ -205,15 +208,15 @@ class ProcessDto:
     login: Optional[bool] = None
     cwd: Optional[str] = None
     user: Optional[str] = None
-    stdin: Optional[str] = None
+    stdin: Optional[StdinMode] = None
     raw_stdin: Optional[str] = None
     execution_timeout: Optional[int] = None
     terminal: Optional[TerminalSize] = None
-    keep_logs: Optional[str] = None
+    keep_logs: Optional[KeepLogs] = None
     raw_keep_logs: Optional[str] = None
     exit_code: Optional[int] = None
     signal: Optional[str] = None
-    reason: Optional[str] = None
+    reason: Optional[ProcessReason] = None
     raw_reason: Optional[str] = None
     error: Optional[str] = None
     created_at: Optional[str] = None
@@ -273,7 +276,7 @@ class WaitResult:
     with ``raw_reason="wait_timeout"``: the process goes on.
     """
 
-    reason: str
+    reason: ProcessReason
     raw_reason: str = ""
     exit_code: Optional[int] = None
     signal: Optional[str] = None
@@ -309,7 +312,7 @@ class RunResult:
     """
 
     process_id: str
-    reason: Optional[str] = None
+    reason: Optional[ProcessReason] = None
     raw_reason: Optional[str] = None
     exit_code: Optional[int] = None
     signal: Optional[str] = None
@@ -328,7 +331,7 @@ class RunResult:
     usage: Optional[Usage] = None
     #: Why a run came back early: ``"idle_timeout"``, ``"waiting_for_input"``
     #: or ``"wait_timeout"`` (the caller's timeout); ``None`` once it ended.
-    came_back: Optional[str] = None
+    came_back: Optional[CameBack] = None
     process: Optional[ProcessDto] = None
     extra: Dict[str, Any] = field(default_factory=dict)
 
@@ -338,14 +341,11 @@ class RunResult:
         return self.reason is None
 
 
-StreamEventType = Literal["log", "warning", "gap", "state", "eof"]
-
-
 @dataclass
 class StreamLogEvent:
     """One event of :meth:`ProcessHandle.stream_logs`: a frame, a warning, the end state, or eof."""
 
-    type: str
+    type: StreamEventType
     cursor: Optional[str] = None
     frame: Optional[LogFrame] = None
     result: Optional[WaitResult] = None
