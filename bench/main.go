@@ -4,6 +4,7 @@
 // a ratio to it.
 //
 //	go run ./bench [-quick] [-json file] [-only P1,P3]
+//	go run ./bench -soak 10m
 package main
 
 import (
@@ -26,11 +27,12 @@ import (
 // depend on -quick.
 type config struct {
 	quick bool
-	reps  int   // repetitions of a round-trip figure and of its baseline
-	slow  int   // repetitions of a figure that takes tens of milliseconds
-	bytes int64 // output size for P4 and P5
-	many  int   // concurrent sessions for P6
-	each  int   // commands per session for P6
+	reps  int           // repetitions of a round-trip figure and of its baseline
+	slow  int           // repetitions of a figure that takes tens of milliseconds
+	bytes int64         // output size for P4 and P5
+	many  int           // concurrent sessions for P6
+	each  int           // commands per session for P6
+	soak  time.Duration // how long P15 runs; zero leaves it out
 }
 
 // Row is one line of the table.
@@ -78,6 +80,7 @@ var figures = []figure{
 	{"P8", "50 followers streaming one session command's output", measureP8},
 	{"P10", "time until a run answers 202 waiting for input (bash read, python3 input())", measureP10},
 	{"P11", "code cell round trip of pass, Python, Go API", measureP11},
+	{"P15", "soak: sessions, processes and code contexts in a loop", measureSoak},
 }
 
 func main() {
@@ -85,12 +88,17 @@ func main() {
 	jsonOut := flag.String("json", "", "also write the report as JSON to `file` (- for stdout)")
 	only := flag.String("only", "", "measure only these `figures`, comma-separated (P1,P3)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to `file` (go tool pprof)")
+	soak := flag.Duration("soak", 0, "run only P15, the soak, for this `duration` (10m for the table's figure)")
 	idleChild := flag.Bool("idle-child", false, "internal: measure P7 in this fresh process and print its row as JSON")
 	flag.Parse()
 
 	cfg := config{quick: *quick, reps: 1000, slow: 100, bytes: 1 << 30, many: 256, each: 50}
 	if *quick {
 		cfg = config{quick: true, reps: 200, slow: 30, bytes: 256 << 20, many: 64, each: 20}
+	}
+	if *soak > 0 {
+		cfg.soak = *soak
+		*only = "P15"
 	}
 	if *idleChild {
 		if err := json.NewEncoder(os.Stdout).Encode(measureIdle(context.Background(), cfg)); err != nil {
@@ -130,7 +138,7 @@ func main() {
 	}
 	ctx := context.Background()
 	for _, f := range figures {
-		if len(want) > 0 && !want[strings.ToUpper(f.name)] {
+		if len(want) > 0 && !want[strings.ToUpper(f.name)] || f.name == "P15" && cfg.soak == 0 {
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "bench: %s %s...\n", f.name, f.what)

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/proctree"
+)
+
+// soakSample is what the soak looks at between rounds, when every worker is
+// between rounds and nothing of the last round is left running.
+type soakSample struct {
+	at         time.Duration
+	rss        int64 // bytes
+	goroutines int
+	fds        int
+	rounds     int64
+}
+
+// soakWorkers is how many rounds run at once.
+const soakWorkers = 4
+
+// measureSoak is P15: sessions, one-shot processes and code contexts
+// created, used and deleted in a loop, with floods, interrupts, failed
+// commands, input answered through interact and abandoned streams, for
+// cfg.soak. Every soakEvery the workers finish their round and the daemon's
+// RSS, goroutines and open descriptors are sampled; the first minute's
+// sample is the baseline the last one is compared with.
+func measureSoak(ctx context.Context, cfg config) Row {
+	if cfg.soak <= 0 {
+		return Row{Value: "-", Baseline: "-", Target: "-", Met: "-", Note: "run with -soak DURATION"}
+	}
+	d, err := startDaemon()
+	if err != nil {
+		return failed(err)
+	}
+	// One round first, so what the daemon makes once (listeners, the
+	// reaper, pools) is there before the start is sampled.
+	if err := soakRound(ctx, d.c, rand.New(rand.NewPCG(1, 2))); err != nil {
+		d.stop()
+		return failed(fmt.Errorf("warm-up round: %w", err))
+	}
+	start := settled(d, 0, 0, -1)
+	every := min(15*time.Second, max(cfg.soak/8, time.Second))
+	baseAt := min(time.Minute, cfg.soak/4)
+
+	var rounds atomic.Int64
+	var errs []error
+	var mu sync.Mutex
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(errs) < 20 {
+			errs = append(errs, err)
+		}
+	}
+	var samples []soakSample
+	began := time.Now()
+	for time.Since(began) < cfg.soak {
+		phaseEnd := time.Now().Add(every)
+		var wg sync.WaitGroup
+		for w := range soakWorkers {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
+				for time.Now().Before(phaseEnd) {
+					if err := soakRound(ctx, d.c, rng); err != nil {
+						fail(err)
+					}
+					rounds.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		s := settled(d, time.Since(began), rounds.Load(), start.fds)
+		samples = append(samples, s)
+		fmt.Fprintf(os.Stderr, "bench: P15 %6s rounds %5d  RSS %6.1f MiB  goroutines %4d  fds %3d\n",
+			s.at.Round(time.Second), s.rounds, float64(s.rss)/(1<<20), s.goroutines, s.fds)
+	}
+	d.stop()
+	left := proctree.Descendants(os.Getpid())
+
+	var base soakSample
+	for _, s := range samples {
+		if s.at >= baseAt {
+			base = s
+			break
+		}
+	}
+	last := samples[len(samples)-1]
+	rssGrowth := float64(last.rss)/float64(base.rss) - 1
+	gGrowth := float64(last.goroutines)/float64(base.goroutines) - 1
+	ok := rssGrowth <= 0.05 && gGrowth <= 0.05 && last.fds <= start.fds && len(left) == 0 && len(errs) == 0
+	note := fmt.Sprintf("%s, %d rounds by %d workers; after the first %s: RSS %.1f→%.1f MiB (%+.1f%%), "+
+		"goroutines %d→%d (%+.1f%%); open fds %d at the start, %d at the end; %d processes left; %d errors",
+		cfg.soak, last.rounds, soakWorkers, base.at.Round(time.Second), float64(base.rss)/(1<<20),
+		float64(last.rss)/(1<<20), 100*rssGrowth, base.goroutines, last.goroutines, 100*gGrowth,
+		start.fds, last.fds, len(left), len(errs))
+	for _, err := range errs {
+		note += "; " + err.Error()
+	}
+	return Row{
+		Value:    fmt.Sprintf("RSS %+.1f%%, goroutines %+.1f%%, fds %d→%d", 100*rssGrowth, 100*gGrowth, start.fds, last.fds),
+		Baseline: fmt.Sprintf("after %s", base.at.Round(time.Second)),
+		Target:   "≤ +5%, fds back, nothing left, no error",
+		Met:      yesNo(ok),
+		Note:     note,
+	}
+}
+
+// settled samples once the client's idle connections are closed and the
+// daemon has closed its ends (at most a second): the descriptors open then
+// are what the daemon keeps. want is the count to wait for, -1 for none.
+func settled(d *daemon, at time.Duration, rounds int64, want int) soakSample {
+	d.c.CloseIdleConnections()
+	s := sample(at, rounds)
+	for deadline := time.Now().Add(time.Second); s.fds > want && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		s = sample(at, rounds)
+	}
+	return s
+}
+
+func sample(at time.Duration, rounds int64) soakSample {
+	s := soakSample{at: at, goroutines: runtime.NumGoroutine(), rounds: rounds}
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+				s.rss = kb << 10
+			}
+		}
+	}
+	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
+		s.fds = len(ents)
+	}
+	return s
+}
+
+// soakRound is one round of mixed work: a session with state, a failing
+// command, a flood, an interrupt and input; one-shot processes with a kill
+// and an abandoned stream; now and then a code context. Everything it
+// creates it deletes.
+func soakRound(ctx context.Context, c *client.Client, rng *rand.Rand) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	shells := []string{"bash", "dash", "zsh", "mksh", "busybox"}
+	shell := shells[rng.IntN(len(shells))]
+	s, err := c.CreateSession(ctx, client.SessionOptions{Shell: shell, Cwd: os.TempDir()})
+	if err != nil {
+		return fmt.Errorf("create %s session: %w", shell, err)
+	}
+	defer c.DeleteSession(context.WithoutCancel(ctx), s.ID)
+	run := func(cmd string, opts client.CommandRunOptions) (*client.RunResult, *client.Process, error) {
+		opts.Cmd = cmd
+		if opts.Timeout == 0 {
+			opts.Timeout = client.Millis(time.Minute)
+		}
+		return c.RunCommand(ctx, s.ID, opts)
+	}
+	want := func(what string, r *client.RunResult, p *client.Process, err error, code int) error {
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", shell, what, err)
+		}
+		if r == nil || r.ExitCode == nil || *r.ExitCode != code {
+			return fmt.Errorf("%s %s: want exit %d, got %+v (process %+v)", shell, what, code, r, p)
+		}
+		return nil
+	}
+	r, p, err := run("cd / && X=soak", client.CommandRunOptions{})
+	if err := want("state", r, p, err, 0); err != nil {
+		return err
+	}
+	r, p, err = run(`echo "$X"; nosuchcommand-soak 2>/dev/null; (exit 7)`, client.CommandRunOptions{})
+	if err := want("failing command", r, p, err, 7); err != nil {
+		return err
+	}
+	if r.Stdout != "soak\n" {
+		return fmt.Errorf("%s: state lost: %q", shell, r.Stdout)
+	}
+	r, p, err = run("head -c 3000000 /dev/zero | tr '\\0' x", client.CommandRunOptions{OutputLimit: 4096})
+	if err := want("flood", r, p, err, 0); err != nil {
+		return err
+	}
+	// An interrupt of a running command; the session lives on.
+	cmd, err := c.Submit(ctx, s.ID, client.CommandOptions{Cmd: "sleep 30"})
+	if err != nil {
+		return fmt.Errorf("%s submit: %w", shell, err)
+	}
+	if err := c.Kill(ctx, cmd.ID, client.KillOptions{Signal: "INT"}); err != nil {
+		return fmt.Errorf("%s interrupt: %w", shell, err)
+	}
+	if _, _, err := c.Wait(ctx, cmd.ID, time.Minute); err != nil {
+		return fmt.Errorf("%s wait after interrupt: %w", shell, err)
+	}
+	// Input answered through interact.
+	r, p, err = run("read line; echo got:$line", client.CommandRunOptions{
+		CommandOptions: client.CommandOptions{Stdin: "open"}, IdleTimeout: client.Millis(time.Second)})
+	if err != nil || p == nil || !r.WaitingForInput {
+		return fmt.Errorf("%s read: want it back waiting for input, got %+v, %v", shell, p, err)
+	}
+	r, p, err = c.Interact(ctx, p.ID, client.InteractOptions{Input: "x\n", Timeout: client.Millis(time.Minute)})
+	if err := want("interact", r, p, err, 0); err != nil {
+		return err
+	}
+	if !strings.Contains(r.Stdout, "got:x") {
+		return fmt.Errorf("%s interact: the answer lacks the reply: %q", shell, r.Stdout)
+	}
+
+	// One-shot processes: a run, a killed one, an abandoned stream.
+	if err := runResultOK(c.Run(ctx, client.RunOptions{
+		StartOptions: client.StartOptions{Cmd: "seq 1 20000 >/dev/null; seq 1 2000"},
+		Timeout:      client.Millis(time.Minute)})); err != nil {
+		return fmt.Errorf("exec run: %w", err)
+	}
+	long, err := c.Start(ctx, client.StartOptions{Cmd: "while :; do echo tick; sleep 0.01; done"})
+	if err != nil {
+		return fmt.Errorf("exec start: %w", err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	n := 0
+	for _, err := range c.Stream(sctx, long.ID, client.StreamOptions{}) {
+		n++
+		if err != nil || n >= 3 {
+			break
+		}
+	}
+	stop() // the stream is abandoned mid-way
+	if err := c.Kill(ctx, long.ID, client.KillOptions{Signal: "TERM"}); err != nil {
+		return fmt.Errorf("exec kill: %w", err)
+	}
+	if _, _, err := c.Wait(ctx, long.ID, time.Minute); err != nil {
+		return fmt.Errorf("exec wait: %w", err)
+	}
+	if err := c.Delete(ctx, long.ID); err != nil {
+		return fmt.Errorf("exec delete: %w", err)
+	}
+
+	// A code context now and then (an interpreter costs tens of ms to start).
+	if rng.IntN(4) == 0 {
+		lang := []string{"python", "javascript"}[rng.IntN(2)]
+		cc, err := c.CreateSession(ctx, client.SessionOptions{Language: lang})
+		if err != nil {
+			return fmt.Errorf("create %s context: %w", lang, err)
+		}
+		defer c.DeleteSession(context.WithoutCancel(ctx), cc.ID)
+		code := map[string]string{"python": "x = 6 * 7\nprint(x)", "javascript": "let x = 6 * 7; console.log(x)"}[lang]
+		r, p, err := c.RunCommand(ctx, cc.ID, client.CommandRunOptions{
+			CommandOptions: client.CommandOptions{Code: code}, Timeout: client.Millis(time.Minute)})
+		if err := want(lang+" cell", r, p, err, 0); err != nil {
+			return err
+		}
+		busy := map[string]string{"python": "while True: pass", "javascript": "while (true) {}"}[lang]
+		cell, err := c.Submit(ctx, cc.ID, client.CommandOptions{Code: busy})
+		if err != nil {
+			return fmt.Errorf("%s busy cell: %w", lang, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if err := c.Kill(ctx, cell.ID, client.KillOptions{Signal: "INT"}); err != nil {
+			return fmt.Errorf("%s interrupt: %w", lang, err)
+		}
+		if _, _, err := c.Wait(ctx, cell.ID, time.Minute); err != nil {
+			return fmt.Errorf("%s wait: %w", lang, err)
+		}
+	}
+	return nil
+}
