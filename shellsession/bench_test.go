@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// BenchmarkRoundTrip measures P1 and P0 of PERFORMANCE.md against forking
+// BenchmarkRoundTrip measures P1 and P0 of docs/performance.md against forking
 // `bash -c true`, alternating the three in one run, and reports the ratios
 // of the medians: session/fork (P1, target 0.06) and floor/fork (P0).
 func BenchmarkRoundTrip(b *testing.B) {
