@@ -101,3 +101,41 @@ func BenchmarkOutputOrder(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRoundTripShells is P1 on each shell: the round trip of `true` in
+// a session of that shell, alternating with forking `bash -c true`, as the
+// ratio of the medians. The shells frame commands differently (a sourced
+// file, an eval of the file's text read in-process, an eval of the text
+// sent on the frame's line), so each has its own figure.
+func BenchmarkRoundTripShells(b *testing.B) {
+	for _, shell := range []string{"bash", "dash", "zsh", "mksh", "ksh", "busybox"} {
+		b.Run(shell, func(b *testing.B) {
+			if _, err := exec.LookPath(shell); err != nil {
+				b.Skip(shell, " is not installed")
+			}
+			ctx := context.Background()
+			s, err := New(ctx, Options{Shell: shell})
+			require.NoError(b, err)
+			defer s.Close()
+			var session, forks []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				if _, r, err := s.Run(ctx, CommandOptions{Cmd: "true"}); err != nil || code(r) != 0 {
+					b.Fatal(err, r)
+				}
+				t1 := time.Now()
+				fork := exec.Command("bash", "-c", "true")
+				if err := proctree.Start(fork); err != nil {
+					b.Fatal(err)
+				}
+				if err := proctree.Wait(fork); err != nil {
+					b.Fatal(err)
+				}
+				session, forks = append(session, t1.Sub(t0)), append(forks, time.Since(t1))
+			}
+			b.ReportMetric(float64(median(session).Microseconds()), "session-µs")
+			b.ReportMetric(float64(median(forks).Microseconds()), "fork-µs")
+			b.ReportMetric(float64(median(session))/float64(median(forks)), "P1-ratio")
+		})
+	}
+}
