@@ -123,8 +123,9 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, exitStatuses)
 	fmt.Fprint(w, `
 Ctrl-C: run and interact pass it to the command (it gets SIGINT) and exit as
-the command then does; wait and logs -f stop waiting and exit 130, leaving the
-process running; attach sends it to the terminal's program (Ctrl-] detaches).
+the command then does; wait, ready and logs -f stop waiting and exit 130,
+leaving the process running; attach sends it to the terminal's program
+(Ctrl-] detaches).
 
 The client commands find the daemon through $CONCH_URL and $CONCH_TOKEN, else
 through what 'conch serve' records in $XDG_STATE_HOME/conch (~/.local/state/conch).

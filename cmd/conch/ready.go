@@ -15,7 +15,7 @@ on the port or has printed a line matching the pattern, and prints
 
 Exit status: 0 when it is ready; 1 when it ended before (how it ended is
 printed); 123 when --timeout ran out first; 125 when conch failed.
-Ctrl-C stops waiting; the process goes on.`)
+Ctrl-C stops waiting and exits 130; the process goes on.`)
 	var opts client.ReadyOptions
 	fs.StringVar(&opts.Port, "port", "", "wait until it listens on this TCP `port`, or on any port (any)")
 	fs.StringVar(&opts.Pattern, "pattern", "", "wait until its output matches this `regexp` (RE2)")
