@@ -1,5 +1,5 @@
-// Command bench measures conch's end-to-end performance figures (P0–P9 and P5b of
-// PERFORMANCE.md) against real shells and an in-process daemon. Each figure
+// Command bench measures conch's end-to-end performance figures (P0–P11 and P5b
+// of docs/performance.md) against real shells and an in-process daemon. Each figure
 // is measured alternately with its baseline in the same run, and reported as
 // a ratio to it.
 //

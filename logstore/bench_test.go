@@ -139,7 +139,7 @@ func (r *ringWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// BenchmarkFollowers is P8 of PERFORMANCE.md at the store's level: a writer
+// BenchmarkFollowers is P8 of docs/performance.md at the store's level: a writer
 // appends 256 MiB (16 MiB with -short) in 32 KiB writes while 50 followers
 // follow it, against the same writer with no follower, alternating. It
 // reports the median ratio of writer throughput (target 0.5) and checks that

@@ -3,10 +3,11 @@
 // itself, and splits the command's output streams at the markers the frame
 // makes the shell write.
 //
-// A frame has the shell source a file holding the command's text — never a
-// subshell, a function or an eval, so every change it makes to the shell's
-// state stays — with its stdin, stdout and stderr redirected to per-command
-// files (FIFOs the engine reads).
+// A frame has the shell run the command's text in the shell itself — a
+// sourced file, or an eval at the shell's top level, never a subshell or a
+// function, so every change it makes to the shell's state stays — with its
+// stdin, stdout and stderr redirected to per-command files (FIFOs the engine
+// reads).
 // An end line then writes an end marker on each stream, the stdout one with
 // the exit status, the shell's option letters and the directory. Markers carry a random nonce fresh for
 // every command: output that imitates a marker cannot end a command early,

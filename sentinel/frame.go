@@ -41,7 +41,32 @@ type Paths struct {
 	// its $?: zsh turns tracing off there, so that the "." is not traced
 	// into the command's stderr, and the command file turns it back on.
 	Before string
+	// Run is how the command is run; the zero value sources Script.
+	Run Run
+	// Text is the command's text, for RunText: the frame carries it itself
+	// and Script is not read.
+	Text string
 }
+
+// Run is how a frame runs the command, always in the shell itself, so that
+// every change the command makes to the shell stays. Most shells name a
+// sourced file in their messages ("dash: 1: /dev/shm/.../cmd: x: not
+// found"), which a terminal does not show; an eval of the text at the
+// shell's top level names none, or only "eval".
+type Run int
+
+const (
+	// RunSource sources Script: `. Script`.
+	RunSource Run = iota
+	// RunFile evals Script's text read with $(<Script), which zsh, mksh,
+	// ksh93 and bash do with no fork.
+	RunFile
+	// RunText evals Paths.Text, carried on the frame's own line, for
+	// shells that cannot read a file into a word without a fork (dash,
+	// busybox sh). Eval is a special builtin there: no function can take
+	// it over.
+	RunText
+)
 
 // Calls are the words a frame calls builtins by. A user can define a
 // function or an alias by almost any name, the frame's own included, so each
@@ -59,6 +84,8 @@ type Calls struct {
 	Source string
 	// Exit ends a subshell with a status; "" means `\exit`.
 	Exit string
+	// Eval runs its arguments as shell text; "" means `\eval`.
+	Eval string
 }
 
 // pwd is the working directory as the end line reports it.
@@ -145,6 +172,8 @@ type Frame struct {
 	// read ahead (bash, mksh) can get it with Text. Sending it again is
 	// harmless: it writes the markers only once per nonce.
 	End string
+	// Run is how the frame runs the command (Paths.Run).
+	Run Run
 }
 
 // The frame's variables: guardVar holds the nonce of the command whose end
@@ -184,10 +213,17 @@ func New(prevStatus int, p Paths) Frame {
 	default:
 		b.WriteString("(" + orDefault(p.Calls.Exit, `\exit`) + " " + strconv.Itoa(prevStatus) + ") && :; ")
 	}
-	// The redirections are on the "." itself: its trace under set -x goes
-	// to the shell's own stderr, and the command's permanent redirections
-	// (exec >file) end with it.
-	b.WriteString(orDefault(p.Calls.Source, `\.`) + " " + quote(p.Script) + " <")
+	// The redirections are on the "." (or eval) itself: its trace under
+	// set -x goes to the shell's own stderr, and the command's permanent
+	// redirections (exec >file) end with it.
+	switch p.Run {
+	case RunFile:
+		b.WriteString(orDefault(p.Calls.Eval, `\eval`) + ` "$(<` + quote(p.Script) + `)" <`)
+	case RunText:
+		b.WriteString(orDefault(p.Calls.Eval, `\eval`) + " " + quoteAlways(p.Text) + " <")
+	default:
+		b.WriteString(orDefault(p.Calls.Source, `\.`) + " " + quote(p.Script) + " <")
+	}
 	if p.Stdin == "" {
 		b.WriteString("/dev/null")
 	} else {
@@ -195,7 +231,7 @@ func New(prevStatus int, p Paths) Frame {
 	}
 	b.WriteString(" >" + quote(p.Stdout) + " 2>" + quote(p.Stderr) + "\n")
 	return Frame{
-		Nonce: n, Text: b.String(), End: EndLine(n, p),
+		Nonce: n, Text: b.String(), End: EndLine(n, p), Run: p.Run,
 		Start: []byte("\x1eS" + string(n)), Failed: []byte("\x1eF" + string(n)),
 	}
 }
@@ -231,5 +267,12 @@ func quote(s string) string {
 	}) < 0 {
 		return s
 	}
+	return quoteAlways(s)
+}
+
+// quoteAlways single-quotes s, whatever it holds: an eval of an unquoted
+// word would run a text that happens to be one word, such as a glob, after
+// expanding it.
+func quoteAlways(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

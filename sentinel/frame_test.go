@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -57,6 +59,42 @@ func TestEndLineOncePerNonce(t *testing.T) {
 				require.Regexp(t, "^"+regexp.QuoteMeta(string(c.n.Marker())+c.status+" ")+`\S* `+regexp.QuoteMeta(dir+"\x00")+"$", string(out))
 				require.Equal(t, string(c.n.Marker()), string(errb))
 			}
+		})
+	}
+}
+
+// TestFrameRuns runs a frame's line in real shells for each way it runs the
+// command: the text reaches the shell as it was written (quotes, $, a
+// backslash, several lines), runs in the shell itself (its assignment
+// stays), and its output goes to the command's files.
+func TestFrameRuns(t *testing.T) {
+	t.Parallel()
+	text := "x='it'\\''s $HOME'\necho \"$x\" \\\\ 'a  b'\necho err >&2"
+	for _, tt := range []struct {
+		sh  string
+		run Run
+	}{{"sh", RunSource}, {"sh", RunText}, {"bash", RunFile}, {"zsh", RunFile}, {"mksh", RunFile}, {"ksh", RunFile}} {
+		t.Run(tt.sh+"/"+strconv.Itoa(int(tt.run)), func(t *testing.T) {
+			t.Parallel()
+			if _, err := exec.LookPath(tt.sh); err != nil {
+				t.Skip(tt.sh, " is not installed")
+			}
+			dir := t.TempDir()
+			p := Paths{Stdout: filepath.Join(dir, "out"), Stderr: filepath.Join(dir, "err"), Script: filepath.Join(dir, "cmd"), Run: tt.run}
+			if tt.run == RunText {
+				p.Text = text
+			} else {
+				require.NoError(t, os.WriteFile(p.Script, []byte(text), 0o600))
+			}
+			f := New(0, p)
+			require.Equal(t, tt.run == RunText, strings.Contains(f.Text, "a  b"), "only RunText carries the text: %s", f.Text)
+			own, err := exec.CommandContext(t.Context(), tt.sh, "-c", f.Text+`echo "[$x]"`).Output()
+			require.NoError(t, err)
+			require.Equal(t, "[it's $HOME]\n", string(own), "the assignment stays in the shell")
+			out, _ := os.ReadFile(p.Stdout)
+			errb, _ := os.ReadFile(p.Stderr)
+			require.Equal(t, "it's $HOME \\ a  b\n", string(out))
+			require.Equal(t, "err\n", string(errb))
 		})
 	}
 }

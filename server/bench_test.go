@@ -13,7 +13,7 @@ import (
 	"github.com/conchsh/conch/server"
 )
 
-// forkBashTrue is the baseline of PERFORMANCE.md: fork and wait
+// forkBashTrue is the baseline of docs/performance.md: fork and wait
 // `bash -c true` from Go.
 func forkBashTrue(b *testing.B) {
 	cmd := exec.Command("bash", "-c", "true")

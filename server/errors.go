@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/internal/shells"
@@ -64,13 +65,19 @@ func apiError(err error) *Error {
 		return &Error{http.StatusNotFound, api.CodeNotFound, err.Error(), err}
 	case errors.Is(err, process.ErrInvalidArgument), errors.Is(err, shells.ErrUnknownShell),
 		errors.Is(err, shells.ErrNotInstalled):
-		return &Error{http.StatusBadRequest, api.CodeInvalidArgument, err.Error(), err}
+		return &Error{http.StatusBadRequest, api.CodeInvalidArgument, message(err, process.ErrInvalidArgument), err}
 	case conflict(err):
-		return &Error{http.StatusConflict, api.CodeUnsupportedOperation, err.Error(), err}
+		return &Error{http.StatusConflict, api.CodeUnsupportedOperation, message(err, process.ErrUnsupported), err}
 	case errors.Is(err, process.ErrLimit):
-		return &Error{http.StatusTooManyRequests, api.CodeResourceExhausted, err.Error(), err}
+		return &Error{http.StatusTooManyRequests, api.CodeResourceExhausted, message(err, process.ErrLimit), err}
 	}
 	return &Error{http.StatusInternalServerError, api.CodeInternal, err.Error(), err}
+}
+
+// message is err's text without the leading words of kind (the error it
+// wraps, such as "invalid argument: "), which the code says already.
+func message(err, kind error) string {
+	return strings.TrimPrefix(err.Error(), kind.Error()+": ")
 }
 
 // writeError renders err as the API's error body. Internal errors are logged:

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// BenchmarkRoundTrip measures P1 and P0 of PERFORMANCE.md against forking
+// BenchmarkRoundTrip measures P1 and P0 of docs/performance.md against forking
 // `bash -c true`, alternating the three in one run, and reports the ratios
 // of the medians: session/fork (P1, target 0.06) and floor/fork (P0).
 func BenchmarkRoundTrip(b *testing.B) {
@@ -98,6 +98,44 @@ func BenchmarkOutputOrder(b *testing.B) {
 				runs++
 			}
 			b.ReportMetric(100*float64(kept)/float64(runs), "%-in-order")
+		})
+	}
+}
+
+// BenchmarkRoundTripShells is P1 on each shell: the round trip of `true` in
+// a session of that shell, alternating with forking `bash -c true`, as the
+// ratio of the medians. The shells frame commands differently (a sourced
+// file, an eval of the file's text read in-process, an eval of the text
+// sent on the frame's line), so each has its own figure.
+func BenchmarkRoundTripShells(b *testing.B) {
+	for _, shell := range []string{"bash", "dash", "zsh", "mksh", "ksh", "busybox"} {
+		b.Run(shell, func(b *testing.B) {
+			if _, err := exec.LookPath(shell); err != nil {
+				b.Skip(shell, " is not installed")
+			}
+			ctx := context.Background()
+			s, err := New(ctx, Options{Shell: shell})
+			require.NoError(b, err)
+			defer s.Close()
+			var session, forks []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				if _, r, err := s.Run(ctx, CommandOptions{Cmd: "true"}); err != nil || code(r) != 0 {
+					b.Fatal(err, r)
+				}
+				t1 := time.Now()
+				fork := exec.Command("bash", "-c", "true")
+				if err := proctree.Start(fork); err != nil {
+					b.Fatal(err)
+				}
+				if err := proctree.Wait(fork); err != nil {
+					b.Fatal(err)
+				}
+				session, forks = append(session, t1.Sub(t0)), append(forks, time.Since(t1))
+			}
+			b.ReportMetric(float64(median(session).Microseconds()), "session-µs")
+			b.ReportMetric(float64(median(forks).Microseconds()), "fork-µs")
+			b.ReportMetric(float64(median(session))/float64(median(forks)), "P1-ratio")
 		})
 	}
 }

@@ -137,7 +137,7 @@ func (c *Command) Run() {
 	default:
 	}
 	s.mu.Lock()
-	cwd, prev, traced := s.cwd, s.lastStatus, tracesCommand(s.sh, s.flags)
+	cwd, prev, traced, run := s.cwd, s.lastStatus, tracesCommand(s.sh, s.flags), runner(s.sh, s.flags)
 	s.mu.Unlock()
 
 	chk := check(context.Background(), s.sh, s.parser, c.opts.Cmd)
@@ -157,8 +157,9 @@ func (c *Command) Run() {
 	}
 
 	st, err := s.takeStreams(c.opts.Stdin == process.StdinOpen)
-	if err == nil {
-		err = s.writeScript(scriptText(s.sh, c.opts.Cmd, traced))
+	text := scriptText(s.sh, c.opts.Cmd, traced)
+	if err == nil && run != sentinel.RunText {
+		err = s.writeScript(text)
 	}
 	if err != nil {
 		s.release(st)
@@ -167,7 +168,10 @@ func (c *Command) Run() {
 	}
 	paths := sentinel.Paths{
 		Stdin: st.stdin, Stdout: st.out.Path, Stderr: st.err.Path, Script: s.scriptPath(),
-		Announce: announces(s.sh), Calls: frameCalls(s.sh),
+		Announce: announces(s.sh), Calls: frameCalls(s.sh), Run: run,
+	}
+	if run == sentinel.RunText {
+		paths.Text = text
 	}
 	if traced {
 		paths.Before = untrace
@@ -186,7 +190,7 @@ func (c *Command) Run() {
 	if t := c.opts.ExecutionTimeout; t > 0 {
 		c.addTimer(time.AfterFunc(t, c.timeout))
 	}
-	text := f.Text
+	text = f.Text
 	if keepsReadAhead(s.sh) {
 		// The shell keeps what it read ahead when a command aborts, so the
 		// end line can go with the command and save a round trip.
@@ -407,6 +411,9 @@ func (c *Command) streamEnded(end *sentinel.End) {
 	}
 	done := c.ends == 2 && c.advanceLocked(phaseEnding) == nil
 	e := c.end
+	if c.interrupted {
+		e.Status = interruptedStatus(c.s.sh, c.frame.Run, e.Status)
+	}
 	c.mu.Unlock()
 	if done {
 		// Finish here rather than in Run: whoever waits for the command

@@ -111,8 +111,6 @@ func interruptStatus(shell, what string) string {
 	switch {
 	case shell == "ksh":
 		return "2 0" // ksh93: 2, or 0 when the interrupt lands between two steps
-	case shell == "zsh" && (what == "function" || what == "builtin loop"):
-		return "0 130" // zsh leaves 0 or 130 after an interrupted loop or function, by timing
 	}
 	return "130"
 }

@@ -123,12 +123,45 @@ func shellEnv(env map[string]string, login bool, tag string) []string {
 func frameCalls(sh shells.Shell) sentinel.Calls {
 	switch sh.Family {
 	case shells.Bash, shells.Zsh:
-		return sentinel.Calls{Printf: []string{`\builtin printf`, `\command printf`}, Source: `\builtin .`, Exit: `\builtin exit`}
+		return sentinel.Calls{Printf: []string{`\builtin printf`, `\command printf`}, Source: `\builtin .`, Exit: `\builtin exit`, Eval: `\builtin eval`}
 	case shells.Mksh:
 		// mksh's printf is /usr/bin/printf: print saves two forks a command.
 		return sentinel.Calls{Print: []string{`\builtin print`, `\command print`}}
 	}
 	return sentinel.Calls{Printf: []string{`\command printf`, `\printf`}}
+}
+
+// runner returns how a frame runs a command of sh after one that left the
+// shell with option letters flags (see sentinel.Run): so that messages read
+// as at a terminal, without the command file's path ("zsh: command not
+// found: x", "dash: 1: eval: x: not found"), zsh evals the file's text and
+// dash the text the frame carries. Not under set -v, whose echo of the
+// command's lines an eval would lose (a sourced file's lines are echoed as
+// they are read, as typed ones are at a terminal). The other shells source
+// the file: in an eval, mksh's LINENO is 1 on every line and busybox's counts
+// every line the shell has read since it started; bash names no file anyway,
+// and ksh93 would name "eval" with a line number.
+func runner(sh shells.Shell, flags string) sentinel.Run {
+	if strings.Contains(flags, "v") {
+		return sentinel.RunSource
+	}
+	switch sh.Family {
+	case shells.Zsh:
+		return sentinel.RunFile
+	case shells.Dash:
+		return sentinel.RunText
+	}
+	return sentinel.RunSource
+}
+
+// interruptedStatus is the status an interrupted command leaves in $?, given
+// the one the shell reported: zsh's eval reports the interrupt of a builtin
+// loop or function as its error flag, 2, where zsh at a terminal leaves 130.
+func interruptedStatus(sh shells.Shell, run sentinel.Run, status int) int {
+	if sh.Family == shells.Zsh && run == sentinel.RunFile && status == 2 {
+		return 130
+	}
+	return status
 }
 
 // scriptText is what the command file holds for text: the text itself,

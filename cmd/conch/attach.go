@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -20,7 +21,12 @@ import (
 const detachKey = 0x1d
 
 func cmdAttach(ctx context.Context, e *env, args []string) int {
-	fs := flags(e, "attach", "ID")
+	fs := flags(e, "attach", "ID", `Connects this terminal to a PTY process (conch start --pty): it replays what
+the process wrote, then shows it live; what you type goes to it, Ctrl-C
+included (it reaches the program as at its own terminal).
+
+Ctrl-] detaches: conch exits 0 and the process goes on; attach again later.
+When the process ends, conch exits with its status.`)
 	if code, ok := parseArgs(fs, args, exactlyOne); !ok {
 		return code
 	}
@@ -44,6 +50,8 @@ func cmdAttach(ctx context.Context, e *env, args []string) int {
 			return fail(e, exitOwn, err)
 		}
 		defer term.Restore(int(in.Fd()), state)
+		// Raw mode: the terminal no longer turns "\n" into "\r\n".
+		fmt.Fprintf(e.stderr, "conch: attached to %s; Ctrl-] detaches\r\n", id)
 		stopResize := followWindowSize(ctx, a, e.stdout)
 		defer stopResize()
 		go func() {

@@ -149,6 +149,7 @@ func TestAttachDetach(t *testing.T) {
 	require.NoError(t, err)
 	term := runOnTerminal(t, c, "attach", p.ID)
 	term.expect(t, "ready")
+	term.expect(t, "attached to "+p.ID+"; Ctrl-] detaches") // said on attach
 	_, err = term.tty.Write([]byte{detachKey})
 	require.NoError(t, err)
 	require.Equal(t, 0, term.exitCode(t))

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 )
 
@@ -51,7 +52,7 @@ func (f *answerFlags) report(e *env, r *client.RunResult, p *client.Process, asJ
 		}
 	}
 	if p == nil {
-		return exitCode(r.WaitResult)
+		return finish(e, r.ProcessID, r.WaitResult)
 	}
 	what := "is still running"
 	if r.WaitingForInput {
@@ -69,21 +70,26 @@ func (f *startFlags) runEarly(ctx context.Context, e *env, c *client.Client, a *
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
-	var r *client.RunResult
-	var p *client.Process
+	// The command is started, then waited for by interact from the zero
+	// cursor (before its first frame), as the run route would answer, so
+	// that its id is known while conch waits: Ctrl-C reaches the command.
+	var started *client.Process
 	if *f.session != "" {
 		cmd.Stdin = stdin
-		r, p, err = c.RunCommand(ctx, *f.session, client.CommandRunOptions{
-			CommandOptions: cmd, Timeout: client.Millis(*a.wait), IdleTimeout: client.Millis(*a.idle),
-			Plain: *a.plain, OutputLimit: *a.limit,
-		})
+		started, err = c.Submit(ctx, *f.session, cmd)
 	} else {
 		opts.Stdin = stdin
-		r, p, err = c.Run(ctx, client.RunOptions{
-			StartOptions: opts, Timeout: client.Millis(*a.wait), IdleTimeout: client.Millis(*a.idle),
-			Plain: *a.plain, OutputLimit: *a.limit,
-		})
+		started, err = c.Start(ctx, opts)
 	}
+	if err != nil {
+		return fail(e, exitOwn, err)
+	}
+	defer passSignals(ctx, c, started.ID)()
+	r, p, err := c.Interact(ctx, started.ID, client.InteractOptions{
+		Cursor:  logstore.Cursor(0).String(),
+		Timeout: client.Millis(*a.wait), IdleTimeout: client.Millis(*a.idle),
+		Plain: *a.plain, OutputLimit: *a.limit,
+	})
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
@@ -91,10 +97,18 @@ func (f *startFlags) runEarly(ctx context.Context, e *env, c *client.Client, a *
 }
 
 func cmdInteract(ctx context.Context, e *env, args []string) int {
-	fs := flags(e, "interact", "ID")
+	fs := flags(e, "interact", "ID", `Writes the input, sends the signal, then waits as 'conch run --idle' does and
+prints the output after the input (or after --cursor).
+
+Ctrl-C (and SIGTERM, SIGHUP) is passed to the command, as --signal INT would
+be; conch then prints what it wrote and exits as it did.
+
+Exit status: the command's own once it ended; 123 while it still runs (the
+cursor to read on from is printed); 125 when conch failed, or the command had
+already ended before the input could be written (its result is printed).`)
 	input := fs.String("input", "", "`text` to write to the command's stdin first; \\n, \\r, \\t, \\\\, \\e and \\xHH are read as escapes")
 	eof := fs.Bool("eof", false, "close the command's stdin after the input")
-	sig := fs.String("signal", "", "`signal` to send before waiting (INT, TERM, ...)")
+	sig := fs.String("signal", "", "`signal` to send before waiting, by name or number (INT or 2, TERM, ...)")
 	cursor := fs.String("cursor", "", "print the output after this `cursor` (default: what comes after the input)")
 	asJSON := fs.Bool("json", false, "print the answer as JSON")
 	a := addAnswerFlags(fs)
@@ -116,15 +130,33 @@ func cmdInteract(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
+	defer passSignals(ctx, c, id)()
 	r, p, err := c.Interact(ctx, id, client.InteractOptions{
-		Input: unescape(*input), EOF: *eof, Signal: *sig, Cursor: *cursor,
+		Input: unescape(*input), EOF: *eof, Signal: signalName(*sig), Cursor: *cursor,
 		Timeout: client.Millis(*a.wait), IdleTimeout: client.Millis(*a.idle),
 		OutputLimit: *a.limit, Plain: *a.plain,
 	})
 	if err != nil {
-		return fail(e, exitOwn, err)
+		return fail(e, exitOwn, ended(ctx, c, id, err))
 	}
 	return a.report(e, r, p, *asJSON)
+}
+
+// ended is err, or, when the process has ended and that is why the input
+// could not be written, an error that says so with its result.
+func ended(ctx context.Context, c *client.Client, id string, err error) error {
+	if !client.HasCode(err, client.CodeUnsupportedOperation) {
+		return err
+	}
+	p, gerr := c.Get(ctx, id)
+	if gerr != nil {
+		return err
+	}
+	r := p.Result()
+	if r == nil {
+		return err
+	}
+	return fmt.Errorf("%s has ended (%s): nothing was written or sent to it", id, r)
 }
 
 // unescape reads the escapes a user types in --input: \n, \r, \t, \\, \e,

@@ -3,18 +3,31 @@ package main
 import (
 	"context"
 	"flag"
+	"strconv"
+	"syscall"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/process"
 )
 
 func cmdKill(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "kill", "ID...")
-	sig := fs.String("s", "TERM", "`signal` to send (TERM, KILL, INT, HUP, ...)")
+	sig := fs.String("s", "TERM", "`signal` to send, by name or number (TERM, KILL or 9, INT, HUP, ...)")
 	after := fs.Duration("escalate-after", 0, "send the escalation signal after this `duration` if it still runs")
 	to := fs.String("escalate-to", "", "escalation `signal` (default KILL)")
 	return eachID(e, fs, args, func(c *client.Client, id string) error {
-		return c.Kill(ctx, id, client.KillOptions{Signal: *sig, EscalateAfter: client.Millis(*after), EscalateTo: *to})
+		return c.Kill(ctx, id, client.KillOptions{Signal: signalName(*sig), EscalateAfter: client.Millis(*after), EscalateTo: signalName(*to)})
 	})
+}
+
+// signalName is the name of a signal given by number (9 is KILL), as kill(1)
+// takes it; the daemon takes names. Anything else is passed on as it is.
+func signalName(s string) string {
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		return s
+	}
+	return process.SignalName(syscall.Signal(n))
 }
 
 func cmdRm(ctx context.Context, e *env, args []string) int {
@@ -30,12 +43,12 @@ func eachID(e *env, fs *flag.FlagSet, args []string, f func(c *client.Client, id
 	}
 	c, err := dial()
 	if err != nil {
-		return fail(e, exitFailure, err)
+		return fail(e, exitOwn, err)
 	}
 	code := 0
 	for _, id := range fs.Args() {
 		if err := f(c, id); err != nil {
-			code = fail(e, exitFailure, err)
+			code = fail(e, exitOwn, err)
 		}
 	}
 	return code

@@ -3,56 +3,71 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/plaintext"
 )
 
 func cmdLogs(ctx context.Context, e *env, args []string) int {
-	fs := flags(e, "logs", "ID")
+	fs := flags(e, "logs", "ID", `Prints the output kept of the process, stdout to stdout and stderr to stderr.
+With -f, Ctrl-C stops following and exits 130; the process goes on.`)
 	followFlag := fs.Bool("f", false, "follow: print new output until the process ends")
 	cursor := fs.String("cursor", "", "only output after this `cursor`")
 	asJSON := fs.Bool("json", false, "print frames as JSON lines (cursor, channel, data, encoding, timestamp)")
+	plain := fs.Bool("plain", false, "print the output as plain text, as a terminal shows it: escape sequences removed, \\r and \\b overwrites applied")
 	if code, ok := parseArgs(fs, args, exactlyOne); !ok {
 		return code
 	}
+	if *plain && *asJSON {
+		return usageError(e, "--plain and --json: give one")
+	}
 	c, err := dial()
 	if err != nil {
-		return fail(e, exitFailure, err)
+		return fail(e, exitOwn, err)
 	}
 	id := fs.Arg(0)
-	out := frameWriter(e, *asJSON)
+	out, flush := frameWriter(e, *asJSON, *plain)
 	if *followFlag {
-		for ev, err := range c.Stream(ctx, id, client.StreamOptions{Cursor: *cursor}) {
+		ictx, stop := stopOnInterrupt(ctx)
+		defer stop()
+		for ev, err := range c.Stream(ictx, id, client.StreamOptions{Cursor: *cursor}) {
+			if err != nil && ictx.Err() != nil && ctx.Err() == nil {
+				flush()
+				return exitInterrupted
+			}
 			if err != nil {
-				return fail(e, exitFailure, err)
+				return fail(e, exitOwn, err)
 			}
 			switch ev.Type {
 			case client.EventLog:
 				if err := out(*ev.Frame); err != nil {
-					return fail(e, exitFailure, err)
+					return fail(e, exitOwn, err)
 				}
 			case client.EventWarning:
 				e.warn(ev.Warning.Message)
 			}
 		}
+		flush()
 		return 0
 	}
 	opts := client.LogsOptions{Cursor: *cursor, Limit: 1000}
 	for first := true; ; first = false {
 		page, err := c.Logs(ctx, id, opts)
 		if err != nil {
-			return fail(e, exitFailure, err)
+			return fail(e, exitOwn, err)
 		}
 		if first && page.TruncatedHead {
 			e.warn("the head of the output was dropped by retention")
 		}
 		for _, f := range page.Items {
 			if err := out(f); err != nil {
-				return fail(e, exitFailure, err)
+				return fail(e, exitOwn, err)
 			}
 		}
 		// A page is bounded in bytes too: only an empty one is the end.
 		if len(page.Items) == 0 {
+			flush()
 			return 0
 		}
 		opts.Cursor = page.Next
@@ -60,22 +75,42 @@ func cmdLogs(ctx context.Context, e *env, args []string) int {
 }
 
 // frameWriter returns how frames are printed: their bytes to stdout or
-// stderr, or one JSON object per line.
-func frameWriter(e *env, asJSON bool) func(client.LogFrame) error {
+// stderr, as plain text (each line once it is finished; flush prints the
+// last one), or one JSON object per line.
+func frameWriter(e *env, asJSON, plain bool) (write func(client.LogFrame) error, flush func()) {
 	if asJSON {
 		enc := json.NewEncoder(e.stdout)
-		return func(f client.LogFrame) error { return enc.Encode(f) }
+		return func(f client.LogFrame) error { return enc.Encode(f) }, func() {}
 	}
-	return func(f client.LogFrame) error {
+	var outText, errText plaintext.Renderer
+	write = func(f client.LogFrame) error {
 		b, err := f.Bytes()
 		if err != nil {
 			return err
 		}
-		w := e.stdout
+		w, r := e.stdout, &outText
 		if f.Channel == "stderr" {
-			w = e.stderr
+			w, r = e.stderr, &errText
+		}
+		if plain {
+			_, _ = r.Write(b)
+			_, err = fmt.Fprint(w, r.Lines())
+			return err
 		}
 		_, err = w.Write(b)
 		return err
 	}
+	flush = func() {
+		if !plain {
+			return
+		}
+		for _, x := range []struct {
+			r *plaintext.Renderer
+			w interface{ Write([]byte) (int, error) }
+		}{{&outText, e.stdout}, {&errText, e.stderr}} {
+			x.r.Flush()
+			fmt.Fprint(x.w, x.r.String())
+		}
+	}
+	return write, flush
 }

@@ -5,10 +5,10 @@
 // $CONCH_TOKEN when set, else what the daemon wrote under the user's state
 // directory ($XDG_STATE_HOME/conch or ~/.local/state/conch).
 //
-// Exit codes: a command run through conch (run, wait, attach) exits with
-// the command's status (128+N for a signal, 124 for a timeout, 127 when it
-// could not start); conch's own failures exit 125 there, and 1 elsewhere;
-// usage errors exit 2.
+// Exit statuses are listed in exitStatuses, which `conch --help` prints: a
+// command run through conch (run, wait, attach, interact) exits with the
+// command's status; conch's own failures exit 125 in every client command,
+// so that they differ from any status a command reports.
 package main
 
 import (
@@ -22,16 +22,31 @@ import (
 	"strings"
 	"time"
 
-	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/server"
 )
 
 // Exit codes of conch itself.
 const (
-	exitFailure = 1   // a client command failed
+	exitFailure = 1   // serve or mcp failed; ready: the process ended before it was ready
 	exitUsage   = 2   // bad flags or arguments
-	exitOwn     = 125 // run, wait or attach failed before the command's status was known
+	exitOwn     = 125 // a client command failed: no daemon, no such process, a refused request
 )
+
+// exitStatuses is what every exit status of conch means, for --help.
+const exitStatuses = `Exit status:
+  0      success; for run, wait, attach and interact: the command's own status
+  1-122  the command's own status (run, wait, attach, interact)
+  1      serve or mcp failed; ready: the process ended before it was ready
+  2      usage error: unknown command, bad flag or argument
+  123    run --idle/--timeout, interact, ready: the command still runs (it went
+         quiet, waits for input, or the wait ran out); conch prints its id
+  124    the command reached its execution timeout (--exec-timeout) and was stopped
+  125    conch itself failed: no daemon answers, no such process or session, or
+         the daemon refused the request (the message says why); also a command
+         the engine lost (its session's shell died under it)
+  127    the command could not start (no such program, bad shell or directory)
+  128+N  the command was ended by signal N (130: INT, 137: KILL, 143: TERM)
+`
 
 // env is what a subcommand sees of the world.
 type env struct {
@@ -52,11 +67,12 @@ var commands = map[string]command{
 	"wait":     {"wait for a process and exit with its status", cmdWait},
 	"session":  {"manage sessions: new, ls, rm", cmdSession},
 	"ps":       {"list processes", cmdPs},
-	"logs":     {"print a process's output (-f to follow)", cmdLogs},
+	"logs":     {"print a process's output (-f to follow, --plain as a terminal shows it)", cmdLogs},
 	"kill":     {"signal a process and its descendants", cmdKill},
 	"rm":       {"stop and delete processes", cmdRm},
-	"attach":   {"attach the terminal to a PTY process", cmdAttach},
+	"attach":   {"attach the terminal to a PTY process (Ctrl-] detaches)", cmdAttach},
 	"interact": {"answer a running command, wait and read on", cmdInteract},
+	"ready":    {"wait until a process listens on a port or prints a pattern", cmdReady},
 	"mcp":      {"serve sessions to agents over the Model Context Protocol (stdio)", cmdMcp},
 	"version":  {"print the version", cmdVersion},
 }
@@ -67,12 +83,19 @@ func main() {
 }
 
 func run(ctx context.Context, e *env, args []string) int {
+	if len(args) > 0 && args[0] == "help" && len(args) > 1 {
+		// conch help CMD [SUB] is conch CMD [SUB] --help.
+		args = append(args[1:len(args):len(args)], "--help")
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(e.stderr)
 		if len(args) == 0 {
 			return exitUsage
 		}
 		return 0
+	}
+	if args[0] == "--version" || args[0] == "-version" {
+		args = []string{"version"}
 	}
 	c, ok := commands[args[0]]
 	if !ok {
@@ -94,16 +117,32 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintln(w, "\nRun 'conch COMMAND -h' for a command's flags.")
+	fmt.Fprintln(w, "\nRun 'conch help COMMAND' (or 'conch COMMAND -h') for a command's flags,")
+	fmt.Fprintln(w, "and 'conch --version' for the version.")
+	fmt.Fprintln(w)
+	fmt.Fprint(w, exitStatuses)
+	fmt.Fprint(w, `
+Ctrl-C: run and interact pass it to the command (it gets SIGINT) and exit as
+the command then does; wait, ready and logs -f stop waiting and exit 130,
+leaving the process running; attach sends it to the terminal's program
+(Ctrl-] detaches).
+
+The client commands find the daemon through $CONCH_URL and $CONCH_TOKEN, else
+through what 'conch serve' records in $XDG_STATE_HOME/conch (~/.local/state/conch).
+`)
 }
 
-// flags returns a FlagSet for the subcommand name that writes to e.
-func flags(e *env, name, argsUsage string) *flag.FlagSet {
+// flags returns a FlagSet for the subcommand name that writes to e. The
+// notes, when given, are printed after the flags in its usage.
+func flags(e *env, name, argsUsage string, notes ...string) *flag.FlagSet {
 	fs := flag.NewFlagSet("conch "+name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(e.stderr, "usage: conch %s [flags] %s\n", name, argsUsage)
 		fs.PrintDefaults()
+		for _, n := range notes {
+			fmt.Fprintf(e.stderr, "\n%s\n", strings.TrimSpace(n))
+		}
 	}
 	return fs
 }
@@ -136,9 +175,6 @@ func parseArgs(fs *flag.FlagSet, args []string, want func(n int) bool) (int, boo
 func exactlyOne(n int) bool { return n == 1 }
 func atLeastOne(n int) bool { return n > 0 }
 
-// dial returns a client for the daemon this user runs.
-func dial() (*client.Client, error) { return client.Discover() }
-
 // warn reports a problem that does not stop the command.
 func (e *env) warn(msg string) { fmt.Fprintf(e.stderr, "conch: warning: %s\n", msg) }
 
@@ -162,7 +198,7 @@ func cmdVersion(ctx context.Context, e *env, args []string) int {
 
 // fail reports err and returns code.
 func fail(e *env, code int, err error) int {
-	fmt.Fprintf(e.stderr, "conch: %v\n", err)
+	fmt.Fprintf(e.stderr, "conch: %s\n", describe(err))
 	return code
 }
 

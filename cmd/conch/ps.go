@@ -28,12 +28,12 @@ func cmdPs(ctx context.Context, e *env, args []string) int {
 	opts.Kind = process.Kind(*kind)
 	c, err := dial()
 	if err != nil {
-		return fail(e, exitFailure, err)
+		return fail(e, exitOwn, err)
 	}
 	var ps []client.Process
 	for p, err := range c.Processes(ctx, opts) {
 		if err != nil {
-			return fail(e, exitFailure, err)
+			return fail(e, exitOwn, err)
 		}
 		ps = append(ps, p)
 	}

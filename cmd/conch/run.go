@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -17,6 +18,21 @@ import (
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 )
+
+// runNotes follow run's flags in its help.
+const runNotes = `One argument is shell text; several are a program and its arguments, run
+without a shell. With --session, the arguments are shell text (or, with
+--code, code) for that session.
+
+Ctrl-C (and SIGTERM, SIGHUP) is passed to the command: it gets SIGINT, and
+conch exits as the command then does (130 when SIGINT ends it). With --idle
+or --timeout too.
+
+Exit status: the command's own; 123 when --idle or --timeout came back while
+it still runs (its id is printed; go on with conch interact); 124 when it ran
+past --exec-timeout and was stopped (said on stderr); 125 when conch failed
+(no daemon, no such session, a refused request); 127 when it could not start;
+128+N when signal N ended it.`
 
 // startFlags are the flags shared by run and start.
 type startFlags struct {
@@ -38,7 +54,7 @@ func addStartFlags(fs *flag.FlagSet) *startFlags {
 	f.session = fs.String("session", "", "run in the session with this `id` (the arguments are shell text)")
 	f.code = fs.Bool("code", false, "the arguments are code for the --session's code context (a session made with --language)")
 	f.name = fs.String("name", "", "a `name` for the process")
-	f.cwd = fs.String("cwd", "", "working `directory` (not with --session: a session has its own)")
+	f.cwd = fs.String("cwd", "", "working `directory`, relative to conch's own (not with --session: a session has its own)")
 	f.shell = fs.String("shell", "", "`shell` that runs a command string (bash, sh, dash, zsh, ksh, mksh, busybox)")
 	f.login = fs.Bool("login", false, "run the shell as a login shell")
 	f.stdin = fs.Bool("i", false, "send conch's standard input to the command")
@@ -77,8 +93,12 @@ func (f *startFlags) options(args []string, kind process.Kind) (client.StartOpti
 		}
 		return client.StartOptions{}, cmd, nil
 	}
+	cwd, err := absDir(*f.cwd)
+	if err != nil {
+		return client.StartOptions{}, client.CommandOptions{}, err
+	}
 	opts := client.StartOptions{
-		Kind: kind, Name: *f.name, Cwd: *f.cwd, Shell: *f.shell, Login: *f.login, Stdin: stdin,
+		Kind: kind, Name: *f.name, Cwd: cwd, Shell: *f.shell, Login: *f.login, Stdin: stdin,
 		ExecutionTimeout: client.Millis(*f.timeout), KeepLogs: logstore.KeepLogs(*f.keepLogs),
 	}
 	if len(f.env) > 0 {
@@ -91,6 +111,15 @@ func (f *startFlags) options(args []string, kind process.Kind) (client.StartOpti
 		opts.Argv = args
 	}
 	return opts, client.CommandOptions{}, nil
+}
+
+// absDir resolves a --cwd given relative to conch's own working directory,
+// as a local command would read it; the daemon takes absolute paths only.
+func absDir(dir string) (string, error) {
+	if dir == "" || filepath.IsAbs(dir) {
+		return dir, nil
+	}
+	return filepath.Abs(dir)
 }
 
 // startProcess starts what args say and returns it without waiting.
@@ -127,7 +156,7 @@ func (f *startFlags) runJSON(ctx context.Context, e *env, c *client.Client, args
 }
 
 func cmdRun(ctx context.Context, e *env, args []string) int {
-	fs := flags(e, "run", "[--session ID [--code]] [--] CMD [ARG...]")
+	fs := flags(e, "run", "[--session ID [--code]] [--] CMD [ARG...]", runNotes)
 	f := addStartFlags(fs)
 	a := addAnswerFlags(fs)
 	stdinMode := fs.String("stdin", "", "`open`: keep the command's stdin open for conch interact (with --idle or --timeout)")
@@ -160,14 +189,7 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	}
 	// Ctrl-C, TERM and HUP reach the command, as they would a local one;
 	// conch exits when the command does.
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer func() { signal.Stop(sigs); close(sigs) }()
-	go func() {
-		for sig := range sigs {
-			_ = c.Kill(ctx, p.ID, client.KillOptions{Signal: process.SignalName(sig.(syscall.Signal))})
-		}
-	}()
+	defer passSignals(ctx, c, p.ID)()
 	res, err := follow(ctx, c, p.ID, e.stdout, e.stderr, !*f.json)
 	if err != nil {
 		return fail(e, exitOwn, err)
@@ -177,7 +199,52 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 			return exitOwn
 		}
 	}
-	return exitCode(*res)
+	return finish(e, p.ID, *res)
+}
+
+// passSignals passes the SIGINT (Ctrl-C), SIGTERM and SIGHUP that conch
+// gets to the process id and its descendants, as a terminal passes them to
+// its foreground job, until the returned stop is called.
+func passSignals(ctx context.Context, c *client.Client, id string) (stop func()) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for sig := range sigs {
+			_ = c.Kill(ctx, id, client.KillOptions{Signal: process.SignalName(sig.(syscall.Signal))})
+		}
+	}()
+	return func() {
+		signal.Stop(sigs)
+		close(sigs)
+		<-done
+	}
+}
+
+// stopOnInterrupt returns a context that Ctrl-C (SIGINT) or SIGTERM ends:
+// the commands that only wait or read (wait, logs -f) stop there and leave
+// the process running.
+func stopOnInterrupt(ctx context.Context) (context.Context, func()) {
+	return signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+}
+
+// exitInterrupted is the status of a command that Ctrl-C stopped, as a
+// shell reports one that SIGINT ended.
+const exitInterrupted = 128 + int(syscall.SIGINT)
+
+// finish says on stderr how the process ended where its status alone does
+// not tell (an execution timeout, a start that failed, a command the engine
+// lost), and returns that status.
+func finish(e *env, id string, r client.WaitResult) int {
+	code := exitCode(r)
+	switch r.Reason {
+	case process.TimedOut:
+		fmt.Fprintf(e.stderr, "conch: %s timed out: it ran past its execution timeout and was stopped (exit %d)\n", id, code)
+	case process.Failed, process.Lost:
+		fmt.Fprintf(e.stderr, "conch: %s %s (exit %d)\n", id, r, code)
+	}
+	return code
 }
 
 // copyStdin sends r to the process's stdin, then closes it.
@@ -262,7 +329,7 @@ func cmdStart(ctx context.Context, e *env, args []string) int {
 	}
 	c, err := dial()
 	if err != nil {
-		return fail(e, exitFailure, err)
+		return fail(e, exitOwn, err)
 	}
 	kind := process.KindExec
 	if *pty {
@@ -270,7 +337,7 @@ func cmdStart(ctx context.Context, e *env, args []string) int {
 	}
 	p, err := f.startProcess(ctx, c, fs.Args(), kind)
 	if err != nil {
-		return fail(e, exitFailure, err)
+		return fail(e, exitOwn, err)
 	}
 	if *f.json {
 		return printJSON(e, p)
@@ -280,7 +347,8 @@ func cmdStart(ctx context.Context, e *env, args []string) int {
 }
 
 func cmdWait(ctx context.Context, e *env, args []string) int {
-	fs := flags(e, "wait", "ID")
+	fs := flags(e, "wait", "ID", `Waits until the process ends and exits with its status (see 'conch --help').
+Ctrl-C stops waiting and exits 130; the process goes on.`)
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	if code, ok := parseArgs(fs, args, exactlyOne); !ok {
 		return code
@@ -289,7 +357,13 @@ func cmdWait(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
-	r, _, err := c.Wait(ctx, fs.Arg(0), 0)
+	ictx, stop := stopOnInterrupt(ctx)
+	defer stop()
+	r, _, err := c.Wait(ictx, fs.Arg(0), 0)
+	if err != nil && ictx.Err() != nil && ctx.Err() == nil {
+		fmt.Fprintf(e.stderr, "conch: stopped waiting; %s goes on\n", fs.Arg(0))
+		return exitInterrupted
+	}
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
@@ -298,7 +372,7 @@ func cmdWait(ctx context.Context, e *env, args []string) int {
 			return code
 		}
 	}
-	return exitCode(*r)
+	return finish(e, fs.Arg(0), *r)
 }
 
 // printJSON writes v as indented JSON.
@@ -306,7 +380,7 @@ func printJSON(e *env, v any) int {
 	enc := json.NewEncoder(e.stdout)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
-		return fail(e, exitFailure, err)
+		return fail(e, exitOwn, err)
 	}
 	return 0
 }

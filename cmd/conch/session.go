@@ -11,12 +11,25 @@ import (
 	"github.com/conchsh/conch/client"
 )
 
+// sessionUsage is conch session's help.
+const sessionUsage = `usage: conch session new|ls|rm [flags] [args]
+
+  new   start a session (a shell, or a code context with --language) and print its id
+  ls    list the sessions
+  rm    end sessions: their shell and everything it started
+
+Run 'conch session COMMAND -h' for a command's flags. Commands run in a session
+with 'conch run --session ID'.`
+
 func cmdSession(ctx context.Context, e *env, args []string) int {
 	if len(args) == 0 {
-		fmt.Fprintln(e.stderr, "usage: conch session new|ls|rm [flags] [args]")
+		fmt.Fprintln(e.stderr, sessionUsage)
 		return exitUsage
 	}
 	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintln(e.stderr, sessionUsage)
+		return 0
 	case "new":
 		return cmdSessionNew(ctx, e, args[1:])
 	case "ls":
@@ -31,7 +44,7 @@ func cmdSessionNew(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "session new", "")
 	var opts client.SessionOptions
 	fs.StringVar(&opts.Name, "name", "", "a `name` for the session")
-	fs.StringVar(&opts.Cwd, "cwd", "", "the shell's starting `directory`")
+	fs.StringVar(&opts.Cwd, "cwd", "", "the shell's starting `directory`, relative to conch's own")
 	fs.StringVar(&opts.Shell, "shell", "", "`shell`: bash (default), sh, dash, zsh, ksh, mksh or busybox")
 	fs.BoolVar(&opts.Login, "login", false, "start a login shell (profile files read)")
 	fs.StringVar(&opts.Language, "language", "", "make a code context instead: `language` python or javascript (not with --shell)")
@@ -51,13 +64,18 @@ func cmdSessionNew(ctx context.Context, e *env, args []string) int {
 	if len(env) > 0 {
 		opts.Env = env
 	}
+	cwd, err := absDir(opts.Cwd)
+	if err != nil {
+		return fail(e, exitOwn, err)
+	}
+	opts.Cwd = cwd
 	c, err := dial()
 	if err != nil {
-		return fail(e, exitFailure, err)
+		return fail(e, exitOwn, err)
 	}
 	s, err := c.CreateSession(ctx, opts)
 	if err != nil {
-		return fail(e, exitFailure, err)
+		return fail(e, exitOwn, err)
 	}
 	if *asJSON {
 		return printJSON(e, s)
@@ -75,11 +93,11 @@ func cmdSessionLs(ctx context.Context, e *env, args []string) int {
 	}
 	c, err := dial()
 	if err != nil {
-		return fail(e, exitFailure, err)
+		return fail(e, exitOwn, err)
 	}
 	ss, err := c.Sessions(ctx)
 	if err != nil {
-		return fail(e, exitFailure, err)
+		return fail(e, exitOwn, err)
 	}
 	switch {
 	case *asJSON:
@@ -128,7 +146,7 @@ func joinInts(ns []int) string {
 
 func flushTable(e *env, tw interface{ Flush() error }) int {
 	if err := tw.Flush(); err != nil {
-		return fail(e, exitFailure, err)
+		return fail(e, exitOwn, err)
 	}
 	return 0
 }

@@ -27,7 +27,7 @@ const TempDir = "$T"
 // that truly differ; Why says why.
 type Case struct {
 	Name    string          `json:"name"`
-	Promise string          `json:"promise"` // the BEHAVIOUR.md promises it pins
+	Promise string          `json:"promise"` // the promises of docs/behaviour.md it pins
 	Why     string          `json:"why,omitempty"`
 	Setup   []string        `json:"setup,omitempty"`
 	Cmd     string          `json:"cmd"`

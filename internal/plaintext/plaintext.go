@@ -154,6 +154,15 @@ func (r *Renderer) String() string {
 	return b.String()
 }
 
+// Lines returns the lines finished since the last call, each ending in
+// "\n", and forgets them: a caller that prints the text as output comes
+// keeps only the current line, which [Renderer.String] then returns.
+func (r *Renderer) Lines() string {
+	s := r.done.String()
+	r.done.Reset()
+	return s
+}
+
 // Len returns the length in bytes of what [Renderer.String] would return,
 // give or take the current line's blank cells.
 func (r *Renderer) Len() int { return r.done.Len() + len(r.cells) }

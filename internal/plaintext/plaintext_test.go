@@ -176,3 +176,24 @@ func BenchmarkString(b *testing.B) {
 		String(in)
 	}
 }
+
+// TestRendererLines: the finished lines are taken as they come, and what
+// was taken plus what is left reads as the whole.
+func TestRendererLines(t *testing.T) {
+	var r Renderer
+	var got strings.Builder
+	for _, piece := range []string{"10%\r", "100%\nsecond \x1b[1mli", "ne\x1b[0m\nlast\rLAST", " line"} {
+		r.Write([]byte(piece))
+		got.WriteString(r.Lines())
+	}
+	if got.String() != "100%\nsecond line\n" {
+		t.Errorf("lines taken = %q", got.String())
+	}
+	r.Flush()
+	if rest := r.String(); rest != "LAST line" {
+		t.Errorf("left = %q, want the current line", rest)
+	}
+	if r.Lines() != "" {
+		t.Error("lines taken twice")
+	}
+}

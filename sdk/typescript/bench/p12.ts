@@ -1,4 +1,4 @@
-// P12 of PERFORMANCE.md: session.run('true') through the SDK against one
+// P12 of docs/performance.md: session.run('true') through the SDK against one
 // bare fetch of the same route from the same Node process, measured in turn
 // on one daemon built from the repository, printed in the table form of
 // `go run ./bench`.

@@ -1,8 +1,8 @@
-// The fields a run's result carries beyond the seed's RunResult, typed.
+// The fields a run's result carries beyond the core RunResult, typed.
 
 import type { RunDetails, RunningRun, RunResult } from './types.js'
 
-/** The result with the fields `run` sets beside the seed's (state, next, cwd, ...) typed. */
+/** The result with the fields `run` sets beside the core ones (state, next, cwd, ...) typed. */
 export function runDetails(r: RunResult): RunResult & RunDetails {
   return r as RunResult & RunDetails
 }

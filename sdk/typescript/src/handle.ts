@@ -108,9 +108,9 @@ export class ProcessHandle {
   }
 
   /**
-   * AGENTS.md promise 27: writes input (or sends a signal), then waits as a
-   * run does and answers with the output after `cursor`: the RunResult once
-   * the process ended, else the output so far with `running: true`.
+   * Writes input (or sends a signal), then waits as a run does and answers
+   * with the output after `cursor`: the RunResult once the process ended,
+   * else the output so far with `running: true`.
    */
   async interact(options: InteractOptions = {}): Promise<InteractResult> {
     const { input, ...rest } = options
@@ -122,7 +122,7 @@ export class ProcessHandle {
   }
 
   /**
-   * AGENTS.md promise 30: waits until the process listens on `port` or its
+   * Waits until the process listens on `port` or its
    * output matches `pattern`; `ready: false` with its result if it ended
    * first, or with `timed_out` / `wait_timeout` when `timeout` ran out.
    */

@@ -60,13 +60,13 @@ export class Session {
     return this.#submit({ ...options, cmd: command })
   }
 
-  /** CODE.md: run a cell in this code context, wait, and collect its output. */
+  /** Runs a cell in this code context, waits, and collects its output. */
   async runCode(code: string, options: CodeRunOptions = {}): Promise<RunResult> {
     const { timeout, ...rest } = options
     return run(this.#b.transport, `${this.#path}/commands/run`, { ...rest, code }, timeout)
   }
 
-  /** CODE.md: queue a cell in this code context and return its handle. */
+  /** Queues a cell in this code context and returns its handle. */
   async startCode(code: string, options: CodeStartOptions = {}): Promise<ProcessHandle> {
     return this.#submit({ ...options, code })
   }

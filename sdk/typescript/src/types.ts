@@ -1,5 +1,6 @@
-// The types of the SDK's reference page, with its names and types exactly,
-// and the few that AGENTS.md and CODE.md add, marked where they are.
+// The types of the SDK's core surface, whose names and types stay stable,
+// and those of commands that come back and code contexts (docs/behaviour.md
+// promises 25-41), marked where they are.
 
 /** What a process is: a one-shot exec, a PTY, a code cell, or a session's shell or command. */
 export type ProcessKind = 'exec' | 'pty' | 'code' | 'session'
@@ -61,13 +62,13 @@ export interface ProcessDto {
   truncatedHead?: boolean
   firstAvailableCursor?: string
   lastCursor?: string
-  /** Why a `failed` process never ran (API.md). */
+  /** Why a `failed` process never ran (docs/api.md). */
   error?: string
-  /** A session's leased loopback ports (API.md). */
+  /** A session's leased loopback ports (docs/api.md). */
   ports?: number[]
-  /** AGENTS.md promise 31: the process waits for input. */
+  /** The process waits for input (docs/behaviour.md promise 31). */
   waitingForInput?: boolean
-  /** AGENTS.md promise 31: time of its last frame. */
+  /** Time of its last frame (docs/behaviour.md promise 31). */
   lastOutputAt?: string
 }
 
@@ -101,7 +102,7 @@ export interface ProcessStartOptions {
 export type ProcessCommand = string | { cmd: string; argv?: never } | { argv: readonly string[]; cmd?: never }
 
 /**
- * How a run answers an agent (AGENTS.md promises 25, 28, 29). The daemon
+ * How a run answers an agent (docs/behaviour.md promises 25, 28, 29). The daemon
  * refuses them (InvalidArgumentError) until it has them.
  */
 export interface AgentAnswerOptions {
@@ -144,8 +145,8 @@ export type RunResult = WaitResult & {
 }
 
 /**
- * What a run's result carries beside the seed's RunResult (AGENTS.md 25, 28;
- * API.md's `cwd`). `run` resolves with a RunResult; `runDetails(r)` gives
+ * What a run's result carries beside the core RunResult (docs/behaviour.md
+ * promises 25 and 28; a session command's `cwd`, docs/api.md). `run` resolves with a RunResult; `runDetails(r)` gives
  * these fields their types, `isRunning(r)` tells a run that came back early.
  */
 export interface RunDetails {
@@ -240,7 +241,7 @@ export interface CreateSessionOptions {
   shell?: string
   login?: boolean
   name?: string
-  /** CODE.md: an interpreter (`python`, `javascript`) instead of a shell: a code context. */
+  /** An interpreter (`python`, `javascript`) instead of a shell: a code context (docs/behaviour.md 34). */
   language?: string
 }
 
@@ -271,7 +272,7 @@ export interface ProcessHandleJSON {
   kind?: ProcessKind
 }
 
-// AGENTS.md promises 27 and 30: answering a running process, and readiness.
+// Answering a running process, and readiness (docs/behaviour.md promises 27, 30).
 // The daemon refuses them until it has them.
 
 export interface InteractOptions extends AgentAnswerOptions {
@@ -327,6 +328,6 @@ export type ReadyResult =
   | { ready: true; port?: number; match?: string; cursor?: string }
   | { ready: false; result: WaitResult }
 
-/** CODE.md: a cell of a code context, options as for a session command. */
+/** A cell of a code context, options as for a session command (docs/behaviour.md 35). */
 export type CodeRunOptions = SessionRunOptions
 export type CodeStartOptions = SessionStartOptions

@@ -1,4 +1,4 @@
-// AGENTS.md promises 25-31 through the SDK: runs that come back early,
+// Promises 25-31 of docs/behaviour.md through the SDK: runs that come back early,
 // interact, ready, plain text, bounded answers, and what get() says.
 
 import assert from 'node:assert/strict'

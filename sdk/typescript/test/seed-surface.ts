@@ -1,6 +1,7 @@
-// Compile-only: the seed's reference page, used as it declares every class,
-// method, option, DTO field and union member. This file is type-checked by
-// the test build and never run; a drift from the page fails the build.
+// Compile-only: the SDK's core surface, used as its users program against it,
+// every class, method, option, DTO field and union member. This file is
+// type-checked by the test build and never run; a change to that surface
+// fails the build.
 
 import {
   type CreateSessionOptions, type HttpTransport, type KeepLogs, type KillOptions, type ListResult, type LogFrame,
@@ -62,7 +63,7 @@ same<Equals<ProcessStartOptions, {
 same<Equals<SessionStartOptions, { stdin?: 'closed' | 'open'; executionTimeout?: number; name?: string; keepLogs?: KeepLogs }>>()
 same<Equals<LogsPage['items'], LogFrame[]>>()
 
-// Fields the page declares; the SDK adds optional ones (AGENTS.md, CODE.md),
+// Fields of the core surface; the SDK adds optional ones (docs/behaviour.md 25-41),
 // so these are checked field by field.
 type Has<T, K extends keyof T, V> = Equals<T[K], V>
 same<Has<ProcessDto, 'id', string>>()
@@ -122,7 +123,7 @@ same<Has<RunOptions, 'kind', 'exec' | undefined>>()
 same<Has<RunOptions, 'cmd', string | undefined>>()
 same<Has<WaitProcessOptions, 'timeout', number | undefined>>()
 
-// Classes: constructors, properties and methods with the page's signatures.
+// Classes: constructors, properties and methods with the core surface's signatures.
 type PtyOptions = Omit<ProcessStartOptions, 'cmd'> & { terminal?: TerminalSize }
 same<Equals<ConstructorParameters<typeof ProcessHandle>, [transport: HttpTransport, sandboxId: string, processId: string, kind?: ProcessKind]>>()
 same<Equals<ConstructorParameters<typeof ProcessService>, [transport: HttpTransport, sandboxId: string]>>()

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/conchsh/conch/client"
+)
+
+// dial returns a client for the daemon this user runs.
+func dial() (*client.Client, error) {
+	c, err := client.Discover()
+	if err != nil && errors.Is(err, fs.ErrNotExist) && os.Getenv(client.EnvURL) == "" {
+		// No token file: no daemon ever ran for this user here.
+		return nil, errors.New(noDaemon(""))
+	}
+	return c, err
+}
+
+// describe is err as a user reads it: a refused request's message, with its
+// code in words only where the message does not say it already, or, for a
+// daemon that does not answer, whether one is expected and how to start it.
+func describe(err error) string {
+	var ae *client.Error
+	if errors.As(err, &ae) {
+		words := strings.ReplaceAll(string(ae.Code), "_", " ")
+		if ae.Message == "" || strings.Contains(ae.Message, words) {
+			return cmp.Or(ae.Message, words)
+		}
+		return words + ": " + ae.Message
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		var ue *url.Error
+		base := ""
+		if errors.As(err, &ue) {
+			if u, perr := url.Parse(ue.URL); perr == nil {
+				base = u.Scheme + "://" + u.Host
+			}
+		}
+		return noDaemon(base)
+	}
+	return err.Error()
+}
+
+// noDaemon says why no daemon answers at base ("" when none was found at
+// all) and how to start one.
+func noDaemon(base string) string {
+	const start = "start one with 'conch serve' (it stays in the foreground: run it in another terminal, or as 'conch serve &')"
+	if os.Getenv(client.EnvURL) != "" {
+		return fmt.Sprintf("nothing answers at %s ($%s): is a daemon running there? %s, or unset %s to reach this user's own daemon",
+			base, client.EnvURL, strings.Replace(start, "'conch serve'", "'conch serve --listen ADDR'", 1), client.EnvURL)
+	}
+	dir, err := client.StateDir()
+	if err != nil {
+		return "no daemon is running for this user: " + start
+	}
+	ep, err := client.ReadEndpoint(dir)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("no daemon is running for this user (none is recorded in %s): %s", dir, start)
+	case ep.PID > 0 && syscall.Kill(ep.PID, 0) == nil:
+		return fmt.Sprintf("the daemon recorded in %s (pid %d) does not answer at %s: it may be starting or stopping; if it is stuck, stop it and %s",
+			filepath.Join(dir, client.EndpointFile), ep.PID, cmp.Or(base, ep.URL), start)
+	}
+	return fmt.Sprintf("the daemon recorded in %s (pid %d) is no longer running: it was killed or crashed; %s",
+		filepath.Join(dir, client.EndpointFile), ep.PID, start)
+}

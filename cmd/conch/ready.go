@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/conchsh/conch/client"
+)
+
+func cmdReady(ctx context.Context, e *env, args []string) int {
+	fs := flags(e, "ready", "ID --port PORT|any and/or --pattern RE", `Waits until the process, or a server it started (with & in a session), listens
+on the port or has printed a line matching the pattern, and prints
+"ready: port N" or "ready: matched TEXT".
+
+Exit status: 0 when it is ready; 1 when it ended before (how it ended is
+printed); 123 when --timeout ran out first; 125 when conch failed.
+Ctrl-C stops waiting and exits 130; the process goes on.`)
+	var opts client.ReadyOptions
+	fs.StringVar(&opts.Port, "port", "", "wait until it listens on this TCP `port`, or on any port (any)")
+	fs.StringVar(&opts.Pattern, "pattern", "", "wait until its output matches this `regexp` (RE2)")
+	fs.DurationVar(&opts.Timeout, "timeout", 0, "give up after this `duration` (default: until it is ready or ends)")
+	var id string
+	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
+		id, args = args[0], args[1:] // the id may come before the flags
+	}
+	want := exactlyOne
+	if id != "" {
+		want = func(n int) bool { return n == 0 }
+	}
+	if code, ok := parseArgs(fs, args, want); !ok {
+		return code
+	}
+	if id == "" {
+		id = fs.Arg(0)
+	}
+	if opts.Port == "" && opts.Pattern == "" {
+		return usageError(e, "ready: give --port (a number or any) and/or --pattern")
+	}
+	c, err := dial()
+	if err != nil {
+		return fail(e, exitOwn, err)
+	}
+	ictx, stop := stopOnInterrupt(ctx)
+	defer stop()
+	start := time.Now()
+	r, p, err := c.Ready(ictx, id, opts)
+	switch {
+	case err != nil && ictx.Err() != nil && ctx.Err() == nil:
+		fmt.Fprintf(e.stderr, "conch: stopped waiting; %s goes on\n", id)
+		return exitInterrupted
+	case err != nil:
+		return fail(e, exitOwn, err)
+	case p != nil:
+		fmt.Fprintf(e.stderr, "conch: %s is not ready after %s and still runs\n", id, time.Since(start).Round(time.Millisecond))
+		return exitRunning
+	case !r.Ready:
+		result := "ended"
+		if r.Result != nil {
+			result = r.Result.String()
+		}
+		fmt.Fprintf(e.stderr, "conch: %s ended before it was ready (%s)\n", id, result)
+		return exitFailure
+	case r.Port != 0:
+		fmt.Fprintf(e.stdout, "ready: port %d\n", r.Port)
+	default:
+		fmt.Fprintf(e.stdout, "ready: matched %q\n", r.Match)
+	}
+	return 0
+}
