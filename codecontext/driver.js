@@ -8,6 +8,7 @@
 const fs = require('fs');
 const net = require('net');
 const path = require('path');
+const url = require('url');
 const util = require('util');
 const vm = require('vm');
 const Module = require('module');
@@ -110,15 +111,37 @@ function describe(e) {
   return [...kept, ...lines.slice(end)].join('\n').replace(/\n+$/, '') + '\n';
 }
 
+// importModule is the import() of a cell's code: the specifier is resolved
+// as an ES module of the context's current directory would resolve it
+// (relative and absolute paths, file: URLs, node: builtins, packages in
+// node_modules with their "import" exports), and the module is loaded by
+// the driver's own loader, whose namespace the cell gets.
+let esmResolve = null;
+try {
+  ({ defaultResolve: esmResolve } = require('internal/modules/esm/resolve'));
+} catch {}
+async function importModule(specifier, script, attributes) {
+  const parentURL = url.pathToFileURL(path.join(cwd() || '/', '[cell]')).href;
+  let target = specifier;
+  if (esmResolve) {
+    target = (await esmResolve(specifier, { parentURL })).url;
+  } else if (/^\.{0,2}\//.test(specifier)) {
+    target = new URL(specifier, parentURL).href;
+  }
+  const attrs = attributes && Object.keys(attributes).length > 0 ? { with: attributes } : undefined;
+  return attrs ? import(target, attrs) : import(target);
+}
+
 function compile(code, filename) {
+  const options = { filename, importModuleDynamically: importModule };
   try {
-    return { script: new vm.Script(code, { filename }) };
+    return { script: new vm.Script(code, options) };
   } catch (e) {
     if (processTopLevelAwait && e && e.name === 'SyntaxError' && code.includes('await')) {
       let wrapped = null;
       try { wrapped = processTopLevelAwait(code); } catch {}
       if (wrapped !== null) {
-        try { return { script: new vm.Script(wrapped, { filename }), wrapped: true }; } catch {}
+        try { return { script: new vm.Script(wrapped, options), wrapped: true }; } catch {}
       }
     }
     const stack = String(e && e.stack || e);
