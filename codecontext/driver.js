@@ -64,6 +64,60 @@ Object.defineProperty(process, 'stdin', {
   },
 });
 
+// Raw writes to fds 1 and 2 through fs (writeSync, write, writev, a write
+// stream on the fd, writeFile and appendFile of the fd) are kept, as emit
+// keeps the console's, only when they come from the running cell: fd 1 is
+// the running cell's stdout, so a timer of an ended cell would write into
+// whichever cell runs then, or between cells into the interpreter's own
+// output. Dropped writes report every byte written.
+function rawDropped(fd) {
+  return (fd === 1 || fd === 2) && (!current || als.getStore() !== current);
+}
+function rawSize(data, a, b) {
+  if (typeof data === 'string') {
+    const enc = typeof b === 'string' ? b : typeof a === 'string' ? a : 'utf8';
+    return Buffer.byteLength(data, Buffer.isEncoding(enc) ? enc : 'utf8');
+  }
+  if (Array.isArray(data)) return data.reduce((n, v) => n + v.byteLength, 0);
+  if (!data || typeof data.byteLength !== 'number') return 0;
+  let offset = 0, length;
+  if (a && typeof a === 'object') ({ offset = 0, length } = a);
+  else [offset, length] = [a || 0, b];
+  return typeof length === 'number' ? length : data.byteLength - offset;
+}
+function guardRaw(name, wrap) {
+  const orig = fs[name];
+  if (typeof orig === 'function') fs[name] = wrap(orig);
+}
+for (const name of ['writeSync', 'writevSync']) {
+  guardRaw(name, (orig) => function (fd, data, a, b) {
+    if (rawDropped(fd)) return rawSize(data, a, b);
+    return orig.apply(this, arguments);
+  });
+}
+for (const name of ['write', 'writev']) {
+  guardRaw(name, (orig) => function (fd, data, a, b) {
+    const cb = arguments[arguments.length - 1];
+    if (!rawDropped(fd) || typeof cb !== 'function') return orig.apply(this, arguments);
+    const n = rawSize(data, typeof a === 'function' ? undefined : a, typeof b === 'function' ? undefined : b);
+    process.nextTick(cb, null, n, data);
+  });
+}
+for (const name of ['writeFileSync', 'appendFileSync']) {
+  guardRaw(name, (orig) => function (file) {
+    if (rawDropped(file)) return undefined;
+    return orig.apply(this, arguments);
+  });
+}
+for (const name of ['writeFile', 'appendFile']) {
+  guardRaw(name, (orig) => function (file) {
+    const cb = arguments[arguments.length - 1];
+    if (!rawDropped(file) || typeof cb !== 'function') return orig.apply(this, arguments);
+    process.nextTick(cb, null);
+  });
+}
+Module.syncBuiltinESMExports();
+
 // place points fds 0, 1 and 2 at the given files, so that child processes
 // inherit them: Node has no dup2, but open returns the lowest free number.
 function place(files) {

@@ -46,3 +46,42 @@ func TestDynamicImport(t *testing.T) {
 	require.Contains(t, errOut, "ERR_MODULE_NOT_FOUND")
 	require.NotContains(t, errOut, "driver")
 }
+
+// TestLateRawWrites: raw writes to fds 1 and 2 (fs.writeSync, fs.write,
+// fs.writev, fs.writeFileSync, a write stream on the fd) from a timer of a
+// cell that has ended reach neither a later cell nor the interpreter's own
+// output, while the running cell's own raw writes, also from its timers,
+// stay in its log.
+func TestLateRawWrites(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	r, _, errOut := run(t, c, `const fs = require('fs');
+globalThis.ticks = 0;
+const ws = fs.createWriteStream(null, { fd: 1, autoClose: false });
+setInterval(() => {
+  fs.writeSync(1, 'tick\n');
+  fs.writeSync(2, Buffer.from('tock\n'));
+  fs.write(1, 'write\n', () => {});
+  fs.writev(2, [Buffer.from('writev\n')], () => {});
+  fs.writeFileSync(1, 'file\n');
+  fs.appendFileSync(2, 'append\n');
+  ws.write('stream\n');
+  globalThis.ticks++;
+}, 5);
+undefined`)
+	require.Equal(t, 0, code(r), errOut)
+	// Ticks between cells.
+	for range 3 {
+		r, _, errOut = run(t, c, "{ const n = ticks; await new Promise(r => setTimeout(r, 1)); while (ticks < n + 3) await new Promise(r => setTimeout(r, 5)) }")
+		require.Equal(t, 0, code(r), errOut)
+	}
+	r, out, errOut := run(t, c, `fs.writeSync(1, 'own\n');
+const m = ticks;
+await new Promise(r => setTimeout(() => { fs.writeSync(2, 'own timer\n'); r(); }, 1));
+while (ticks < m + 10) await new Promise(r => setTimeout(r, 5));
+'done'`)
+	require.Equal(t, 0, code(r), errOut)
+	require.Equal(t, "own\n'done'\n", out)
+	require.Equal(t, "own timer\n", errOut)
+	require.NotContains(t, c.h.Diag().Tail(), "tick")
+}
