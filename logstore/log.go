@@ -90,6 +90,9 @@ func New(opts Options) *Log {
 	return &Log{keep: keep, retention: r, frameCap: max(minFrames, r/BytesPerFrame), frameMax: min(MaxFrame, r)}
 }
 
+// Retention returns the bytes of output the log retains at most.
+func (l *Log) Retention() int { return l.retention }
+
 // Keep returns the log's policy.
 func (l *Log) Keep() KeepLogs { return l.keep }
 

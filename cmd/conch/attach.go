@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -56,7 +57,7 @@ func cmdAttach(ctx context.Context, e *env, args []string) int {
 		go func() { _, _ = io.Copy(a, e.stdin) }()
 	}
 
-	_, err = io.Copy(e.stdout, a)
+	err = copyOutput(e, a)
 	select {
 	case <-detached:
 		return 0
@@ -121,5 +122,18 @@ func followWindowSize(ctx context.Context, a *client.Attachment, out io.Writer) 
 		signal.Stop(winch)
 		close(winch)
 		<-done
+	}
+}
+
+// copyOutput copies the terminal's output to stdout until its end, saying
+// on stderr where output was dropped before it could be read.
+func copyOutput(e *env, a *client.Attachment) error {
+	for {
+		_, err := io.Copy(e.stdout, a)
+		var gap *client.GapError
+		if !errors.As(err, &gap) {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "\r\nconch: %d bytes of output were dropped before they could be read\r\n", gap.Bytes)
 	}
 }
