@@ -76,7 +76,7 @@ func newCell(c *Context, seq int, opts CellOptions) *Cell {
 	}
 	cell.stdin.Init(opts.Stdin == process.StdinOpen, true)
 	if t := opts.ExecutionTimeout; t > 0 {
-		cell.timers = append(cell.timers, time.AfterFunc(t, cell.timeout))
+		cell.addTimer(time.AfterFunc(t, cell.timeout))
 	}
 	return cell
 }
