@@ -15,10 +15,22 @@ import (
 
 // Attachment is a live duplex with a PTY process: Read returns what the PTY
 // writes (what was retained first), Write types into it. Read returns io.EOF
-// once the process ended and every byte was read.
+// once the process ended and every byte was read, and a *GapError where the
+// output has a gap (the client fell behind what the daemon retains); reading
+// goes on after it.
 type Attachment struct {
 	ws   *websocket.Conn
-	conn net.Conn // binary messages of ws as a byte stream
+	conn net.Conn // binary messages of ws as a byte stream, for writes
+	ctx  context.Context
+	rest io.Reader // the rest of the binary message being read
+}
+
+// GapError is what Attachment.Read returns where the output has a gap:
+// Bytes bytes were dropped before this client read them.
+type GapError struct{ Bytes int64 }
+
+func (e *GapError) Error() string {
+	return fmt.Sprintf("attach: %d bytes of output were dropped before they were read", e.Bytes)
 }
 
 // Attach opens a WebSocket to the PTY process with id. The attachment lives
@@ -40,16 +52,46 @@ func (c *Client) Attach(ctx context.Context, id string) (*Attachment, error) {
 		return nil, fmt.Errorf("attach %s: %w", id, err)
 	}
 	ws.SetReadLimit(-1)
-	return &Attachment{ws: ws, conn: websocket.NetConn(ctx, ws, websocket.MessageBinary)}, nil
+	return &Attachment{ws: ws, conn: websocket.NetConn(ctx, ws, websocket.MessageBinary), ctx: ctx}, nil
 }
 
-// Read reads bytes the PTY wrote.
+// Read reads bytes the PTY wrote. Where the output has a gap it returns 0
+// and a *GapError.
 func (a *Attachment) Read(p []byte) (int, error) {
-	n, err := a.conn.Read(p)
-	if err != nil && isNormalClose(err) {
-		err = io.EOF
+	for {
+		if a.rest != nil {
+			n, err := a.rest.Read(p)
+			if err == io.EOF {
+				a.rest, err = nil, nil
+				if n == 0 {
+					continue
+				}
+			}
+			return n, err
+		}
+		typ, r, err := a.ws.Reader(a.ctx)
+		if err != nil {
+			if isNormalClose(err) {
+				err = io.EOF
+			}
+			return 0, err
+		}
+		if typ == websocket.MessageBinary {
+			a.rest = r
+			continue
+		}
+		msg, err := io.ReadAll(r)
+		if err != nil {
+			return 0, err
+		}
+		var m struct {
+			Type  string `json:"type"`
+			Bytes int64  `json:"bytes"`
+		}
+		if json.Unmarshal(msg, &m) == nil && m.Type == "gap" {
+			return 0, &GapError{Bytes: m.Bytes}
+		}
 	}
-	return n, err
 }
 
 // Write sends p to the PTY's input.

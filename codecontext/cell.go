@@ -45,7 +45,9 @@ type Cell struct {
 	pendingINT  bool // an interrupt waits for isStarted
 	interrupted bool
 	timedOut    bool
-	ends        int // stream end markers seen
+	escalation  bool   // the escalation of its first interrupt is armed
+	lostWhy     string // why the engine killed its interpreter under it
+	ends        int    // stream end markers seen
 	end         sentinel.End
 	endsDone    chan struct{} // closed when both end markers are seen
 	keepers     []*resident.Keeper
@@ -73,6 +75,9 @@ func newCell(c *Context, seq int, opts CellOptions) *Cell {
 		readers:     2,
 	}
 	cell.stdin.Init(opts.Stdin == process.StdinOpen, true)
+	if t := opts.ExecutionTimeout; t > 0 {
+		cell.addTimer(time.AfterFunc(t, cell.timeout))
+	}
 	return cell
 }
 
@@ -128,7 +133,7 @@ func (cell *Cell) Run() {
 	}
 	select {
 	case <-c.exited:
-		cell.Cancel(fmt.Errorf("context %s: %w", c.id, ErrContextEnded))
+		cell.Cancel(c.h.ErrEnded())
 		return
 	default:
 	}
@@ -138,7 +143,10 @@ func (cell *Cell) Run() {
 		return
 	}
 	nonce := sentinel.NewNonce()
-	cell.begin(nonce, st)
+	if !cell.begin(nonce, st) { // ended while its streams were made
+		st.close()
+		return
+	}
 	c.wg.Add(2)
 	go cell.readStream(st.out, logstore.Stdout, true)
 	go cell.readStream(st.err, logstore.Stderr, false)
@@ -148,9 +156,6 @@ func (cell *Cell) Run() {
 			defer c.wg.Done()
 			cell.stdin.Feed(st.stdin)
 		}()
-	}
-	if t := cell.opts.ExecutionTimeout; t > 0 {
-		cell.addTimer(time.AfterFunc(t, cell.timeout))
 	}
 	msg := cellMessage{ID: cell.seq, Code: cell.opts.Code, Nonce: string(nonce),
 		Stdin: st.stdinPath, Stdout: st.out.Path, Stderr: st.err.Path}
@@ -170,22 +175,29 @@ func (cell *Cell) Run() {
 	c.mu.Unlock()
 }
 
-// begin marks the cell running.
-func (cell *Cell) begin(nonce sentinel.Nonce, st *streams) {
+// begin marks the cell running, unless it has ended in the queue (killed,
+// deleted, or timed out).
+func (cell *Cell) begin(nonce sentinel.Nonce, st *streams) bool {
 	c := cell.c
 	last := proctree.LastPID()
 	c.mu.Lock()
-	c.running = cell
 	cwd := c.cwd
 	c.mu.Unlock()
 	cell.mu.Lock()
 	defer cell.mu.Unlock()
+	if cell.st == process.Terminal {
+		return false
+	}
+	c.mu.Lock()
+	c.running = cell
+	c.mu.Unlock()
 	cell.st = process.Running
 	cell.lastPID = last
 	cell.startedAt = time.Now()
 	cell.cwd = cwd
 	cell.nonce = nonce
 	cell.keepers = []*resident.Keeper{st.out.Keep, st.err.Keep}
+	return true
 }
 
 // resultFor turns how the driver saw the cell end into its result: an
@@ -223,8 +235,11 @@ func (cell *Cell) interpreterExited() {
 		}
 	}
 	cell.mu.Lock()
-	if r.Reason == process.Lost && cell.timedOut {
-		r = process.Result{Reason: process.TimedOut} // ended by the engine after its timeout
+	if cell.lostWhy != "" { // the engine killed the interpreter: the cell did not stop
+		r = process.Result{Reason: process.Lost, Error: cell.lostWhy}
+		if cell.timedOut {
+			r.Reason = process.TimedOut
+		}
 	}
 	cell.mu.Unlock()
 	cell.finish(r)
@@ -345,11 +360,15 @@ func (cell *Cell) awaits() {
 }
 
 // finish makes the cell terminal with r, once.
-func (cell *Cell) finish(r process.Result) {
+func (cell *Cell) finish(r process.Result) { cell.finishIf("", r) }
+
+// finishIf makes the cell terminal with r if it is in state from (any state
+// but terminal when from is empty), and reports whether it did.
+func (cell *Cell) finishIf(from process.State, r process.Result) bool {
 	cell.mu.Lock()
-	if cell.st == process.Terminal {
+	if cell.st == process.Terminal || (from != "" && cell.st != from) {
 		cell.mu.Unlock()
-		return
+		return false
 	}
 	cell.st = process.Terminal
 	cell.result = r
@@ -365,4 +384,5 @@ func (cell *Cell) finish(r process.Result) {
 	cell.stdin.Close()
 	cell.log.Close()
 	close(cell.done)
+	return true
 }

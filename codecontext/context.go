@@ -30,10 +30,6 @@ type contextEnded struct{}
 func (contextEnded) Error() string        { return "code context ended" }
 func (contextEnded) Is(target error) bool { return target == process.ErrUnsupported }
 
-// KillGrace is how long after an interrupt at its execution timeout a cell
-// may take to stop before its context is ended.
-const KillGrace = 5 * time.Second
-
 // Options configure a new Context. Zero values mean the defaults.
 type Options struct {
 	// ID is the context's id; empty means a new random one.
@@ -51,6 +47,10 @@ type Options struct {
 	Retention int
 	// Ports are loopback ports leased for the context, reported in Info.
 	Ports []int
+	// StopGrace is how long a cell has to stop after an interrupt (kill
+	// INT, or its execution timeout) before the context's interpreter is
+	// killed; zero means process.StopGrace.
+	StopGrace time.Duration
 }
 
 // Context is one long-lived interpreter and its serial queue of cells. It
@@ -98,6 +98,7 @@ func New(ctx context.Context, opts Options) (*Context, error) {
 		}
 	}
 	opts.Language = lang
+	opts.StopGrace = process.OrDefault(opts.StopGrace, process.StopGrace)
 	proctree.ResetChildSignals()
 	id := opts.ID
 	if id == "" {
@@ -110,7 +111,7 @@ func New(ctx context.Context, opts Options) (*Context, error) {
 	c := &Context{id: id, opts: opts, interp: in, dir: dir, cwd: opts.Cwd}
 	c.h = resident.New(resident.Config{
 		ID: id, Name: opts.Name, Noun: "context", Ended: ErrContextEnded,
-		Ports: opts.Ports, StopGrace: KillGrace,
+		Ports: opts.Ports, StopGrace: opts.StopGrace,
 		Interrupt: c.interrupt, Describe: c.describe, Exited: c.exitedBetweenCells,
 		Release: func() {
 			if c.conn != nil {
@@ -221,8 +222,10 @@ type CellOptions struct {
 	// Stdin is closed (the default: reads get end-of-file) or open (bytes
 	// come from WriteStdin until CloseStdin).
 	Stdin process.Stdin
-	// ExecutionTimeout, when positive, interrupts the cell that long after
-	// it starts, and ends the context if it has not stopped KillGrace later.
+	// ExecutionTimeout, when positive, bounds the cell from its submission:
+	// a cell still queued then ends timed_out without running, a running
+	// one is interrupted, and its context ended if it has not stopped
+	// Options.StopGrace later.
 	ExecutionTimeout time.Duration
 	// KeepLogs is the cell's log policy.
 	KeepLogs logstore.KeepLogs

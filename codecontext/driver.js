@@ -8,6 +8,7 @@
 const fs = require('fs');
 const net = require('net');
 const path = require('path');
+const url = require('url');
 const util = require('util');
 const vm = require('vm');
 const Module = require('module');
@@ -63,6 +64,60 @@ Object.defineProperty(process, 'stdin', {
   },
 });
 
+// Raw writes to fds 1 and 2 through fs (writeSync, write, writev, a write
+// stream on the fd, writeFile and appendFile of the fd) are kept, as emit
+// keeps the console's, only when they come from the running cell: fd 1 is
+// the running cell's stdout, so a timer of an ended cell would write into
+// whichever cell runs then, or between cells into the interpreter's own
+// output. Dropped writes report every byte written.
+function rawDropped(fd) {
+  return (fd === 1 || fd === 2) && (!current || als.getStore() !== current);
+}
+function rawSize(data, a, b) {
+  if (typeof data === 'string') {
+    const enc = typeof b === 'string' ? b : typeof a === 'string' ? a : 'utf8';
+    return Buffer.byteLength(data, Buffer.isEncoding(enc) ? enc : 'utf8');
+  }
+  if (Array.isArray(data)) return data.reduce((n, v) => n + v.byteLength, 0);
+  if (!data || typeof data.byteLength !== 'number') return 0;
+  let offset = 0, length;
+  if (a && typeof a === 'object') ({ offset = 0, length } = a);
+  else [offset, length] = [a || 0, b];
+  return typeof length === 'number' ? length : data.byteLength - offset;
+}
+function guardRaw(name, wrap) {
+  const orig = fs[name];
+  if (typeof orig === 'function') fs[name] = wrap(orig);
+}
+for (const name of ['writeSync', 'writevSync']) {
+  guardRaw(name, (orig) => function (fd, data, a, b) {
+    if (rawDropped(fd)) return rawSize(data, a, b);
+    return orig.apply(this, arguments);
+  });
+}
+for (const name of ['write', 'writev']) {
+  guardRaw(name, (orig) => function (fd, data, a, b) {
+    const cb = arguments[arguments.length - 1];
+    if (!rawDropped(fd) || typeof cb !== 'function') return orig.apply(this, arguments);
+    const n = rawSize(data, typeof a === 'function' ? undefined : a, typeof b === 'function' ? undefined : b);
+    process.nextTick(cb, null, n, data);
+  });
+}
+for (const name of ['writeFileSync', 'appendFileSync']) {
+  guardRaw(name, (orig) => function (file) {
+    if (rawDropped(file)) return undefined;
+    return orig.apply(this, arguments);
+  });
+}
+for (const name of ['writeFile', 'appendFile']) {
+  guardRaw(name, (orig) => function (file) {
+    const cb = arguments[arguments.length - 1];
+    if (!rawDropped(file) || typeof cb !== 'function') return orig.apply(this, arguments);
+    process.nextTick(cb, null);
+  });
+}
+Module.syncBuiltinESMExports();
+
 // place points fds 0, 1 and 2 at the given files, so that child processes
 // inherit them: Node has no dup2, but open returns the lowest free number.
 function place(files) {
@@ -110,15 +165,37 @@ function describe(e) {
   return [...kept, ...lines.slice(end)].join('\n').replace(/\n+$/, '') + '\n';
 }
 
+// importModule is the import() of a cell's code: the specifier is resolved
+// as an ES module of the context's current directory would resolve it
+// (relative and absolute paths, file: URLs, node: builtins, packages in
+// node_modules with their "import" exports), and the module is loaded by
+// the driver's own loader, whose namespace the cell gets.
+let esmResolve = null;
+try {
+  ({ defaultResolve: esmResolve } = require('internal/modules/esm/resolve'));
+} catch {}
+async function importModule(specifier, script, attributes) {
+  const parentURL = url.pathToFileURL(path.join(cwd() || '/', '[cell]')).href;
+  let target = specifier;
+  if (esmResolve) {
+    target = (await esmResolve(specifier, { parentURL })).url;
+  } else if (/^\.{0,2}\//.test(specifier)) {
+    target = new URL(specifier, parentURL).href;
+  }
+  const attrs = attributes && Object.keys(attributes).length > 0 ? { with: attributes } : undefined;
+  return attrs ? import(target, attrs) : import(target);
+}
+
 function compile(code, filename) {
+  const options = { filename, importModuleDynamically: importModule };
   try {
-    return { script: new vm.Script(code, { filename }) };
+    return { script: new vm.Script(code, options) };
   } catch (e) {
     if (processTopLevelAwait && e && e.name === 'SyntaxError' && code.includes('await')) {
       let wrapped = null;
       try { wrapped = processTopLevelAwait(code); } catch {}
       if (wrapped !== null) {
-        try { return { script: new vm.Script(wrapped, { filename }), wrapped: true }; } catch {}
+        try { return { script: new vm.Script(wrapped, options), wrapped: true }; } catch {}
       }
     }
     const stack = String(e && e.stack || e);

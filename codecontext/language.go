@@ -56,8 +56,10 @@ func findInterpreter(l Language) (interpreter, error) {
 	case JavaScript:
 		names = []string{"node", "nodejs"}
 		in.driverName, in.driver = "driver.js", nodeDriver
-		// The REPL's own rewrite of top-level await is internal to Node.
-		in.flags = []string{"--expose-internals", "--no-memory-reducer"}
+		// The REPL's own rewrite of top-level await is internal to Node;
+		// since Node 20.? a vm script's callback for import() works only
+		// with vm modules enabled (see driver.js).
+		in.flags = []string{"--expose-internals", "--no-memory-reducer", "--experimental-vm-modules"}
 	default:
 		return in, fmt.Errorf("%w: unknown language %q: use python or javascript", process.ErrInvalidArgument, l)
 	}

@@ -106,7 +106,7 @@ func TestExecutionTimeout(t *testing.T) {
 }
 
 // TestTimeoutEndsStuckContext: a cell that goes on after the interrupt at its
-// timeout ends its context KillGrace later; queued cells fail.
+// timeout ends its context StopGrace later; queued cells fail.
 func TestTimeoutEndsStuckContext(t *testing.T) {
 	t.Parallel()
 	for lang, code := range map[Language]string{
@@ -310,4 +310,79 @@ func TestKillQueuedCell(t *testing.T) {
 	require.Equal(t, "INT", wait(t, first).Signal)
 	_, out, _ := run(t, c, "typeof ran")
 	require.Equal(t, "'undefined'\n", out)
+}
+
+// TestInterruptEndsWedgedContext: a cell busy where no interrupt reaches it
+// (a JavaScript callback it left behind, before its end; a Python loop
+// that swallows KeyboardInterrupt) and that has no timeout is still running
+// StopGrace after kill INT: the interpreter is killed, the cell and the
+// context are lost with the reason said, and the cells queued behind it
+// fail at once with that reason.
+func TestInterruptEndsWedgedContext(t *testing.T) {
+	t.Parallel()
+	for lang, code := range map[Language]string{
+		Python:     "while True:\n    try:\n        print('ready', flush=True)\n        while True: pass\n    except KeyboardInterrupt:\n        pass",
+		JavaScript: "setImmediate(() => { console.log('ready'); while (true) {} }); undefined",
+	} {
+		t.Run(string(lang), func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: lang, StopGrace: 300 * time.Millisecond})
+			cell, err := c.Submit(CellOptions{Code: code})
+			require.NoError(t, err)
+			queued, err := c.Submit(CellOptions{Code: "1"})
+			require.NoError(t, err)
+			waitOutput(t, cell, "ready")
+			require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
+			r := wait(t, cell)
+			require.Equal(t, process.Lost, r.Reason, "%+v", r)
+			require.Contains(t, r.Error, "did not stop")
+			q := wait(t, queued)
+			require.Equal(t, process.Failed, q.Reason)
+			require.Contains(t, q.Error, "did not stop")
+			<-c.Done()
+			ci := c.Info()
+			require.Equal(t, process.Lost, ci.Result.Reason, "%+v", ci.Result)
+			require.Contains(t, ci.Result.Error, "did not stop")
+			_, err = c.Submit(CellOptions{Code: "1"})
+			require.ErrorIs(t, err, ErrContextEnded)
+		})
+	}
+}
+
+// TestQueuedTimeout: a cell's execution timeout counts from its submission:
+// queued behind a cell that does not end, it ends timed_out without having
+// run, and the context lives on.
+func TestQueuedTimeout(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	first, err := c.Submit(CellOptions{Code: "await new Promise(r => setTimeout(r, 60000))"})
+	require.NoError(t, err)
+	queued, err := c.Submit(CellOptions{Code: "globalThis.ran = true", ExecutionTimeout: 200 * time.Millisecond})
+	require.NoError(t, err)
+	r := wait(t, queued)
+	require.Equal(t, process.TimedOut, r.Reason, "%+v", r)
+	require.Contains(t, r.Error, "queue")
+	require.Equal(t, process.Running, first.Info().State)
+	require.NoError(t, first.Kill(syscall.SIGINT, 0, 0))
+	require.Equal(t, "INT", wait(t, first).Signal)
+	_, out, _ := run(t, c, "typeof ran")
+	require.Equal(t, "'undefined'\n", out)
+}
+
+// waitOutput waits until the cell's stdout holds want.
+func waitOutput(t *testing.T, cell *Cell, want string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	for {
+		if out, _ := output(cell); strings.Contains(out, want) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			out, errOut := output(cell)
+			t.Fatalf("no %q in the cell's output: %q, %q", want, out, errOut)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 }

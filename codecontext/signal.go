@@ -58,22 +58,21 @@ func (cell *Cell) own(descendants []int) []int {
 	return proctree.StartedSince(descendants, started, last)
 }
 
-// timeout interrupts the cell at its execution timeout and ends the context
-// if the cell has not stopped KillGrace later.
+// timeout ends a cell at its execution timeout, which counts from its
+// submission: a cell still queued ends timed_out without running; a running
+// one is interrupted.
 func (cell *Cell) timeout() {
+	if cell.finishIf(process.Starting, process.Result{Reason: process.TimedOut,
+		Error: "its execution timeout passed while it waited in the queue"}) {
+		return
+	}
 	cell.interrupt(true)
-	cell.addTimer(time.AfterFunc(KillGrace, func() {
-		select {
-		case <-cell.done:
-		default:
-			go cell.c.h.End(&process.Result{Reason: process.Signaled, Signal: "KILL",
-				Error: "a cell did not stop after its execution timeout"}, syscall.SIGKILL)
-		}
-	}))
 }
 
 // interrupt sends SIGINT once the driver runs the cell: sent earlier, it
-// would reach the driver between cells, which ignores it.
+// would reach the driver between cells, which ignores it. The first
+// interrupt also arms the escalation: a cell still running StopGrace later
+// is out of the interrupt's reach, and its interpreter is killed.
 func (cell *Cell) interrupt(timedOut bool) {
 	cell.mu.Lock()
 	if cell.st == process.Terminal {
@@ -85,6 +84,16 @@ func (cell *Cell) interrupt(timedOut bool) {
 	} else {
 		cell.interrupted = true
 	}
+	arm := !cell.escalation
+	cell.escalation = true
+	if arm {
+		grace := cell.c.opts.StopGrace
+		why := fmt.Sprintf("the cell did not stop within %v of its interrupt", grace)
+		if timedOut {
+			why = fmt.Sprintf("the cell did not stop within %v of the interrupt at its execution timeout", grace)
+		}
+		cell.timers = append(cell.timers, time.AfterFunc(grace, func() { cell.escalate(why) }))
+	}
 	if !cell.isStarted {
 		cell.pendingINT = true
 		cell.mu.Unlock()
@@ -92,6 +101,21 @@ func (cell *Cell) interrupt(timedOut bool) {
 	}
 	cell.mu.Unlock()
 	cell.sendINT(0)
+}
+
+// escalate ends the context of a cell still running after its interrupt's
+// grace: the interpreter is killed, the cell and the context are lost with
+// why, and queued cells fail with it.
+func (cell *Cell) escalate(why string) {
+	cell.mu.Lock()
+	if cell.st == process.Terminal {
+		cell.mu.Unlock()
+		return
+	}
+	cell.lostWhy = why + "; its context's interpreter was killed"
+	why = cell.lostWhy
+	cell.mu.Unlock()
+	go cell.c.h.End(&process.Result{Reason: process.Lost, Error: why}, syscall.SIGKILL)
 }
 
 // sendINT signals the interpreter's process group, as a terminal does on

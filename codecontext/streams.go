@@ -53,6 +53,16 @@ func (c *Context) newStreams(seq int, stdinOpen bool) (*streams, error) {
 	return st, nil
 }
 
+// close closes the streams of a cell that will not run.
+func (st *streams) close() {
+	st.out.Close()
+	st.err.Close()
+	if st.stdin != nil {
+		st.stdin.Close()
+		os.Remove(st.stdinPath)
+	}
+}
+
 // WriteStdin queues p for the cell's stdin. It fails with
 // process.ErrStdinNotOpen unless the cell was submitted with stdin open,
 // and with process.ErrUnsupported after CloseStdin or the cell's end.

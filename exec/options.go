@@ -74,6 +74,9 @@ type Options struct {
 	// Retention bounds the bytes of output kept; zero means
 	// logstore.DefaultRetention.
 	Retention int
+	// AttachStall is how long a PTY's output waits for an attached reader
+	// that has stopped reading; zero means process.StopGrace.
+	AttachStall time.Duration
 }
 
 // tokenEnv is the daemon's API token, which must never reach a command.

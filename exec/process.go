@@ -24,6 +24,7 @@ type Process struct {
 	log  *logstore.Log
 	cmd  *osexec.Cmd
 	pty  *os.File // the PTY's master side; nil for an exec process
+	gate gate     // holds the PTY's output back for its attached readers
 	in   *os.File // write end of an open stdin pipe; nil otherwise
 	done chan struct{}
 
@@ -70,6 +71,8 @@ func Start(opts Options) (*Process, error) {
 			KeepLogs: keep, CreatedAt: time.Now(),
 		},
 	}
+	p.gate.bound = int64(p.log.Retention() / 2)
+	p.gate.stall = process.OrDefault(opts.AttachStall, process.StopGrace)
 	if pl.shellItself {
 		p.info.Argv = pl.argv
 	} else if opts.Argv == nil {
@@ -218,9 +221,13 @@ func (p *Process) copyOut(r *os.File, ch logstore.Channel, copied chan<- struct{
 	defer func() { copied <- struct{}{} }()
 	buf := make([]byte, 32<<10)
 	for {
+		if ch == logstore.PTY {
+			p.gate.wait()
+		}
 		n, err := r.Read(buf)
 		if n > 0 {
 			p.log.Write(ch, buf[:n])
+			p.gate.wrote(n)
 		}
 		if err != nil { // EOF, EIO from a PTY whose other side is closed, or the deadline
 			return
@@ -240,6 +247,7 @@ func (p *Process) wait(readers []*os.File, copied <-chan struct{}) {
 		case <-copied:
 			n--
 		case <-drain.C:
+			p.gate.release() // attached readers no longer hold the output back
 			for _, r := range readers {
 				// Every reader is in the poller (pipes, and the PTY made
 				// so in startPTY), so the deadline ends a pending read.

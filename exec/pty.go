@@ -1,12 +1,9 @@
 package exec
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -100,71 +97,5 @@ func (p *Process) Resize(size process.TerminalSize) error {
 		return fmt.Errorf("resize: %w", err)
 	}
 	p.info.Terminal = &size // a new value: snapshots handed out keep theirs
-	return nil
-}
-
-// Attachment is a live duplex onto a PTY process, from [Process.Attach].
-// Read returns the terminal's output: first what the log retains, then live
-// bytes, then io.EOF once the process has ended and everything was read.
-// Write sends input to the terminal. Several attachments can be open at
-// once, each with its own reader; a reader that falls behind what the log
-// retains skips ahead (the log's Warning) rather than holding the process
-// back. Close detaches.
-type Attachment struct {
-	p      *Process
-	r      *io.PipeReader
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the following goroutine has returned
-	once   sync.Once
-}
-
-// Attach attaches to a PTY process. It ends when ctx is done or Close is
-// called. ErrNotPTY for an exec process.
-func (p *Process) Attach(ctx context.Context) (*Attachment, error) {
-	if p.pty == nil {
-		return nil, process.ErrNotPTY
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	r, w := io.Pipe()
-	a := &Attachment{p: p, r: r, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(a.done)
-		err := p.log.Follow(ctx, 0, func(ev logstore.Event) bool {
-			if ev.Frame == nil {
-				return true // a Warning: bytes were dropped; the terminal goes on from what is there
-			}
-			_, err := w.Write(ev.Frame.Data)
-			return err == nil
-		})
-		if err == nil {
-			err = io.EOF
-		}
-		w.CloseWithError(err)
-	}()
-	return a, nil
-}
-
-// Read reads the terminal's output.
-func (a *Attachment) Read(b []byte) (int, error) { return a.r.Read(b) }
-
-// Write sends b to the terminal as typed input.
-func (a *Attachment) Write(b []byte) (int, error) {
-	if err := a.p.WriteStdin(b); err != nil {
-		return 0, err
-	}
-	return len(b), nil
-}
-
-// Resize changes the terminal's size; see [Process.Resize].
-func (a *Attachment) Resize(size process.TerminalSize) error { return a.p.Resize(size) }
-
-// Close detaches and waits until the attachment has stopped reading the
-// log. It never ends the process.
-func (a *Attachment) Close() error {
-	a.once.Do(func() {
-		a.cancel()
-		a.r.Close()
-		<-a.done
-	})
 	return nil
 }

@@ -26,6 +26,9 @@ type Event struct {
 type Warning struct {
 	Message        string
 	FirstAvailable Cursor
+	// Bytes is how many bytes of output the follower missed, or -1 when
+	// the log cannot tell (it started after a cursor already dropped).
+	Bytes int64
 }
 
 // Follow calls yield with the frames after cursor after, then with frames as
@@ -41,11 +44,22 @@ type Warning struct {
 func (l *Log) Follow(ctx context.Context, after Cursor, yield func(Event) bool) error {
 	l.mu.Lock()
 	l.followers++
+	// offset is the bytes of output up to after, while known.
+	offset, known := l.offsetLocked(after)
+	missed := func(upTo int64) int64 {
+		n := int64(-1)
+		if known {
+			n = upTo - offset
+		}
+		offset, known = upTo, true
+		return n
+	}
 	var warn *Warning
 	if l.keep == KeepNone && after < l.last {
 		warn = &Warning{
 			Message:        fmt.Sprintf("keepLogs is none: frames after cursor %d were not kept; continuing from %d", after, l.last+1),
 			FirstAvailable: l.last + 1,
+			Bytes:          missed(l.droppedN + int64(l.size)),
 		}
 		after = l.last
 	}
@@ -69,6 +83,7 @@ func (l *Log) Follow(ctx context.Context, after Cursor, yield func(Event) bool) 
 			warn = &Warning{
 				Message:        fmt.Sprintf("frames after cursor %d were dropped by %s; continuing from %d", after, by, l.dropped+1),
 				FirstAvailable: l.dropped + 1,
+				Bytes:          missed(l.droppedN),
 			}
 			after = l.dropped
 		}
@@ -91,6 +106,7 @@ func (l *Log) Follow(ctx context.Context, after Cursor, yield func(Event) bool) 
 				return nil
 			}
 			after = batch[i].Cursor
+			offset += int64(len(batch[i].Data))
 		}
 		switch {
 		case len(batch) > 0:

@@ -128,15 +128,16 @@ func TestFollowWarnings(t *testing.T) {
 		writes  int
 		after   Cursor
 		warning Cursor // FirstAvailable of the first event's warning; 0: none
+		bytes   int64  // the warning's Bytes
 		frames  []Cursor
 	}{
 		{name: "nothing dropped", writes: 4, frames: span(1, 4)},
-		{name: "from the start, head dropped", writes: 6, warning: 3, frames: span(3, 6)},
-		{name: "from a dropped cursor", writes: 6, after: 1, warning: 3, frames: span(3, 6)},
+		{name: "from the start, head dropped", writes: 6, warning: 3, bytes: 2 * int64(len(line)), frames: span(3, 6)},
+		{name: "from a dropped cursor", writes: 6, after: 1, warning: 3, bytes: -1, frames: span(3, 6)},
 		{name: "from the newest dropped cursor", writes: 6, after: 2, frames: span(3, 6)},
 		{name: "from a retained cursor", writes: 6, after: 4, frames: span(5, 6)},
 		{name: "from the last cursor", writes: 6, after: 6},
-		{name: "none, from the start", keep: KeepNone, writes: 3, warning: 4},
+		{name: "none, from the start", keep: KeepNone, writes: 3, warning: 4, bytes: 3 * int64(len(line))},
 		{name: "none, from the last cursor", keep: KeepNone, writes: 3, after: 3},
 		{name: "none, nothing written", keep: KeepNone},
 	}
@@ -152,6 +153,7 @@ func TestFollowWarnings(t *testing.T) {
 			require.NoError(t, err)
 			if tt.warning != 0 {
 				require.False(t, len(evs) == 0 || evs[0].Warning == nil || evs[0].Warning.FirstAvailable != tt.warning, "events %+v: want a warning to go on from %d first", evs, tt.warning)
+				require.Equal(t, tt.bytes, evs[0].Warning.Bytes, "bytes missed")
 				evs = evs[1:]
 			}
 			var got []Cursor
@@ -326,6 +328,19 @@ func TestSlowFollower(t *testing.T) {
 	assert.NoError(t, checkStream(fast, 0, p.Last, p.Frames, false), "fast follower")
 	assert.NoError(t, checkStream(slow, 0, p.Last, p.Frames, true), "slow follower")
 	assert.False(t, len(slow) < 2 || slow[1].Warning == nil, "slow follower got no warning after falling behind")
+	// What each got and what its warnings say it missed add up to every byte.
+	for name, evs := range map[string][]Event{"fast": fast, "slow": slow} {
+		var n int64
+		for _, e := range evs {
+			switch {
+			case e.Frame != nil:
+				n += int64(len(e.Frame.Data))
+			case e.Warning != nil:
+				n += e.Warning.Bytes
+			}
+		}
+		assert.Equal(t, int64(len("first\n")+2000*len(line)), n, "%s follower's bytes and gaps", name)
+	}
 }
 
 func TestFollowerLeaves(t *testing.T) {

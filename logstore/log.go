@@ -52,6 +52,7 @@ type Log struct {
 	free      [][]byte   // blocks whose frames were all dropped unseen, for reuse
 	last      Cursor     // cursor of the newest frame ever appended
 	dropped   Cursor     // cursor of the newest frame no longer retained
+	droppedN  int64      // bytes of the frames no longer retained
 	lastTime  int64      // Unix nanoseconds of the newest frame
 	pending   [PTY + 1]heldBack
 	chunk     []byte // the unused rest of the current arena chunk
@@ -88,6 +89,9 @@ func New(opts Options) *Log {
 	}
 	return &Log{keep: keep, retention: r, frameCap: max(minFrames, r/BytesPerFrame), frameMax: min(MaxFrame, r)}
 }
+
+// Retention returns the bytes of output the log retains at most.
+func (l *Log) Retention() int { return l.retention }
 
 // Keep returns the log's policy.
 func (l *Log) Keep() KeepLogs { return l.keep }
@@ -155,6 +159,7 @@ func (l *Log) appendLocked(ch Channel, j joined, n int) {
 			// rest of this write alone pushes it out.
 			l.last++
 			l.dropAllLocked()
+			l.droppedN += int64(end - off)
 		case l.mergeLocked(ch, j, off, end, t):
 		default:
 			l.last++
@@ -199,6 +204,7 @@ func (l *Log) popLocked() {
 	f := l.frames.pop()
 	l.growLocked(-len(f.Data))
 	l.dropped = f.Cursor
+	l.droppedN += int64(len(f.Data))
 	l.releaseBlocksLocked(f.Cursor)
 }
 
@@ -214,6 +220,7 @@ func (l *Log) growLocked(delta int) {
 // dropAllLocked drops every frame appended so far. l.mu must be held.
 func (l *Log) dropAllLocked() {
 	l.frames.clear()
+	l.droppedN += int64(l.size)
 	l.growLocked(-l.size)
 	l.dropped = l.last
 	l.tail = nil
@@ -356,6 +363,23 @@ func (l *Log) copyOutLocked(dst []Frame, i int) {
 		d := dst[k].Data
 		dst[k].Data = d[:len(d):len(d)]
 	}
+}
+
+// offsetLocked returns the bytes of output up to and including the frame
+// at cursor c, if the log knows them: c is 0, the newest dropped frame's or
+// a retained frame's. l.mu must be held.
+func (l *Log) offsetLocked(c Cursor) (int64, bool) {
+	switch {
+	case c == 0:
+		return 0, true
+	case c < l.dropped:
+		return 0, false
+	}
+	n := l.droppedN
+	for i := 0; i < l.frames.len() && l.frames.at(i).Cursor <= c; i++ {
+		n += int64(len(l.frames.at(i).Data))
+	}
+	return n, true
 }
 
 // afterLocked returns the index of the first retained frame after cursor

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,11 +25,18 @@ type resizeMessage struct {
 	Rows uint16 `json:"rows"`
 }
 
+// gapMessage is the text message that tells an attached client, where its
+// output has a gap, how many bytes it missed.
+type gapMessage struct {
+	Type  string `json:"type"` // "gap"
+	Bytes int64  `json:"bytes"`
+}
+
 // attach upgrades to a WebSocket duplex with a PTY process: what the PTY
-// wrote (the retained output first, then live) goes out as binary messages;
-// binary messages in are typed into it, and a text resize message resizes
-// it. The socket closes normally once the process ended and its output was
-// sent.
+// wrote (the retained output first, then live) goes out as binary messages,
+// with a text gap message where the client missed output; binary messages
+// in are typed into it, and a text resize message resizes it. The socket
+// closes normally once the process ended and its output was sent.
 func (s *Server) attach(w http.ResponseWriter, r *http.Request) error {
 	p, err := s.lookup(r)
 	if err != nil {
@@ -80,6 +88,14 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) error {
 			if werr := conn.Write(ctx, websocket.MessageBinary, buf[:n]); werr != nil {
 				return nil // the client is gone
 			}
+		}
+		var gap *exec.GapError
+		if errors.As(err, &gap) {
+			msg, _ := json.Marshal(gapMessage{Type: "gap", Bytes: gap.Bytes})
+			if werr := conn.Write(ctx, websocket.MessageText, msg); werr != nil {
+				return nil
+			}
+			continue
 		}
 		switch {
 		case errors.Is(err, io.EOF):

@@ -2,8 +2,12 @@ package server_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -78,4 +82,83 @@ func TestAttachRefused(t *testing.T) {
 	_, err = other.Attach(c, r.ProcessID)
 	requireCode(t, err, client.CodeUnauthenticated)
 	other.CloseIdleConnections()
+}
+
+// drainAttach reads a to its end: the digest and count of its bytes, and the
+// bytes its gap messages said it missed.
+func drainAttach(a *client.Attachment) (sum [32]byte, got, gaps int64, err error) {
+	h := sha256.New()
+	buf := make([]byte, 32<<10)
+	for {
+		n, rerr := a.Read(buf)
+		h.Write(buf[:n])
+		got += int64(n)
+		var gap *client.GapError
+		switch {
+		case errors.As(rerr, &gap):
+			gaps += gap.Bytes
+		case errors.Is(rerr, io.EOF):
+			copy(sum[:], h.Sum(nil))
+			return sum, got, gaps, nil
+		case rerr != nil:
+			return sum, got, gaps, rerr
+		}
+	}
+}
+
+// TestAttachEveryByteOrGap: WebSocket clients attached to a PTY that writes
+// far more than the daemon retains each get every byte (the PTY waits for
+// them), and a client that attaches once the output is gone is told first
+// how many bytes it missed: what it gets and its gaps add up to the total.
+func TestAttachEveryByteOrGap(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{LogRetention: 256 << 10})
+	c := ctx(t)
+	const total = 8 << 20
+	p, err := d.c.Start(c, client.StartOptions{
+		Kind: process.KindPTY,
+		Cmd:  fmt.Sprintf("stty raw -echo; printf R; read go; head -c %d /dev/urandom", total),
+	})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		page, err := d.c.Logs(c, p.ID, client.LogsOptions{})
+		return err == nil && len(page.Items) > 0
+	}, 10e9, 10e6)
+	type result struct {
+		sum       [32]byte
+		got, gaps int64
+		err       error
+	}
+	const readers = 6
+	results := make([]result, readers)
+	var wg sync.WaitGroup
+	var first *client.Attachment
+	for i := range readers {
+		a, err := d.c.Attach(c, p.ID)
+		require.NoError(t, err)
+		defer a.Close()
+		if i == 0 {
+			first = a
+		}
+		wg.Go(func() {
+			r := &results[i]
+			r.sum, r.got, r.gaps, r.err = drainAttach(a)
+		})
+	}
+	_, err = first.Write([]byte("\n"))
+	require.NoError(t, err)
+	wg.Wait()
+	for i, r := range results {
+		require.NoError(t, r.err, "reader %d", i)
+		require.Equal(t, int64(total+1), r.got, "reader %d's bytes", i)
+		require.Zero(t, r.gaps, "reader %d's gaps", i)
+		require.Equal(t, results[0].sum, r.sum, "reader %d's digest", i)
+	}
+	late, err := d.c.Attach(c, p.ID)
+	require.NoError(t, err)
+	defer late.Close()
+	_, got, gaps, err := drainAttach(late)
+	require.NoError(t, err)
+	require.Positive(t, gaps, "the late reader was told of no gap")
+	require.Equal(t, int64(total+1), got+gaps, "the late reader's bytes and gaps")
 }

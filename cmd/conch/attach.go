@@ -64,7 +64,7 @@ When the process ends, conch exits with its status.`)
 		go func() { _, _ = io.Copy(a, e.stdin) }()
 	}
 
-	_, err = io.Copy(e.stdout, a)
+	err = copyOutput(e, a)
 	select {
 	case <-detached:
 		return 0
@@ -129,5 +129,18 @@ func followWindowSize(ctx context.Context, a *client.Attachment, out io.Writer) 
 		signal.Stop(winch)
 		close(winch)
 		<-done
+	}
+}
+
+// copyOutput copies the terminal's output to stdout until its end, saying
+// on stderr where output was dropped before it could be read.
+func copyOutput(e *env, a *client.Attachment) error {
+	for {
+		_, err := io.Copy(e.stdout, a)
+		var gap *client.GapError
+		if !errors.As(err, &gap) {
+			return err
+		}
+		fmt.Fprintf(e.stderr, "\r\nconch: %d bytes of output were dropped before they could be read\r\n", gap.Bytes)
 	}
 }

@@ -157,3 +157,26 @@ func TestAttachDetach(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, process.Running, got.State, "detaching leaves the process running")
 }
+
+// TestAttachSaysGap: attaching after output was dropped, conch attach says
+// on stderr how many bytes are missing, writes the rest, and exits as the
+// process did.
+func TestAttachSaysGap(t *testing.T) {
+	t.Parallel()
+	c := daemontest.Start(t, server.Options{LogRetention: 64 << 10}).Client
+	ctx := t.Context()
+	p, err := c.Start(ctx, client.StartOptions{Kind: process.KindPTY, Cmd: "seq 1 100000; exit 3"})
+	require.NoError(t, err)
+	_, _, err = c.Wait(ctx, p.ID, 20*time.Second)
+	require.NoError(t, err)
+	cmd := exec.Command(conchBinary(t), "attach", p.ID)
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+c.URL(), client.EnvToken+"="+daemontest.Token)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	require.True(t, errors.As(err, &ee), "conch attach: %v; stderr %q", err, stderr.String())
+	require.Equal(t, 3, ee.ExitCode(), "stderr %q", stderr.String())
+	require.Contains(t, stderr.String(), "bytes of output were dropped")
+	require.True(t, strings.HasSuffix(stdout.String(), "\r\n100000\r\n"), "stdout ends %q", stdout.String()[max(0, stdout.Len()-40):])
+}

@@ -65,6 +65,7 @@ type Host struct {
 	result   *process.Result
 	exitedAt time.Time
 	closing  bool
+	why      string            // why End ended the session, when its result says
 	drains   map[*os.File]bool // streams still read after their command ended
 }
 
@@ -126,8 +127,16 @@ func (h *Host) Diag() *Diag { return h.diag }
 // Log returns the session's own log, which stays empty.
 func (h *Host) Log() *logstore.Log { return h.log }
 
-// ErrEnded returns the error of a submission after the end.
+// ErrEnded returns the error of a submission after the end, and of the
+// items queued at the end: the config's Ended error, with why the engine
+// ended the session when it said.
 func (h *Host) ErrEnded() error {
+	h.mu.Lock()
+	why := h.why
+	h.mu.Unlock()
+	if why != "" {
+		return fmt.Errorf("%s %s: %w: %s", h.cfg.Noun, h.cfg.ID, h.cfg.Ended, why)
+	}
 	return fmt.Errorf("%s %s: %w", h.cfg.Noun, h.cfg.ID, h.cfg.Ended)
 }
 
@@ -232,6 +241,9 @@ func (h *Host) End(r *process.Result, sig syscall.Signal) {
 		return
 	}
 	h.closing = true
+	if r != nil {
+		h.why = r.Error
+	}
 	h.mu.Unlock()
 	h.killTree(sig)
 	if sig != syscall.SIGKILL {

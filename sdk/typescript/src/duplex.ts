@@ -5,30 +5,101 @@ import type { HttpTransport, WebSocketConstructor, WebSocketEventLike, WebSocket
 
 const encoder = new TextEncoder()
 
-/** A duplex with a PTY: what it wrote (retained, then live) and what to type into it. */
+/**
+ * Bytes a readable holds unread before it stops reading the socket (over a
+ * WebSocket that can pause, as the `ws` package's can): the daemon then holds
+ * the PTY's output back, as for any slow reader.
+ */
+const highWater = 1 << 20
+/**
+ * Over a WebSocket that cannot pause (the global one of Node 22 and
+ * browsers), the most a readable holds: what comes beyond is dropped and
+ * reported as a gap.
+ */
+const maxQueued = 16 << 20
+
+/** A gap in a PTY's output: `bytes` were dropped before this reader read them. */
+export interface PtyGap {
+  bytes: number
+}
+
+/**
+ * What `PtyDuplex.readable` throws where the output has a gap and no `gap`
+ * listener is registered; iterating `readable` again goes on after the gap.
+ */
+export class PtyGapError extends Error {
+  constructor(readonly bytes: number) {
+    super(`conch: ${bytes} bytes of PTY output were dropped before they were read`)
+    this.name = 'PtyGapError'
+  }
+}
+
+/**
+ * A duplex with a PTY: what it wrote (retained, then live) and what to type
+ * into it. Every byte the PTY wrote reaches `readable`, or a gap says how
+ * many were dropped: the daemon holds the PTY's output back for a reader
+ * that falls behind, up to a 5 s stall, and `readable` stops reading the
+ * socket while it holds `highWater` unread bytes.
+ */
 export class PtyDuplex {
-  /** The PTY's output: what was retained, then live bytes; ends when the process ended. */
+  /**
+   * The PTY's output: what was retained, then live bytes; ends when the
+   * process ended. Where the output has a gap, `gap` listeners are called,
+   * in order with the bytes; without one, it throws a PtyGapError there.
+   */
   readonly readable: AsyncIterable<Uint8Array>
   readonly #socket: WebSocketLike
   readonly #pending: (Uint8Array | string)[] = []
+  readonly #gapListeners = new Set<(gap: PtyGap) => void>()
   #open = false
   #closed = false
   #userClosed = false
-  readonly #queue: Queue<Uint8Array>
+  #paused = false
+  #missed = 0
+  readonly #queue: Queue
 
   /** Used by ProcessHandle.attach, which waits for the socket to open. */
   constructor(socket: WebSocketLike) {
     this.#socket = socket
     socket.binaryType = 'arraybuffer'
-    const queue = new Queue<Uint8Array>()
+    const canPause = typeof socket.pause === 'function' && typeof socket.resume === 'function'
+    const queue = new Queue({
+      gap: (bytes) => {
+        this.#missed += bytes
+        if (this.#gapListeners.size === 0) throw new PtyGapError(bytes)
+        for (const l of [...this.#gapListeners]) l({ bytes })
+      },
+      drained: () => {
+        if (this.#paused && queue.bytes <= highWater / 2) {
+          this.#paused = false
+          socket.resume?.()
+        }
+      },
+    })
     this.#queue = queue
     socket.addEventListener('open', () => {
       this.#open = true
       for (const m of this.#pending.splice(0)) socket.send(m)
     })
     socket.addEventListener('message', (ev) => {
-      if (ev.data instanceof ArrayBuffer) queue.push(new Uint8Array(ev.data))
-      else if (ArrayBuffer.isView(ev.data)) queue.push(new Uint8Array(ev.data.buffer, ev.data.byteOffset, ev.data.byteLength))
+      if (typeof ev.data === 'string') {
+        const bytes = gapBytes(ev.data)
+        if (bytes !== undefined) queue.pushGap(bytes)
+        return
+      }
+      let chunk: Uint8Array
+      if (ev.data instanceof ArrayBuffer) chunk = new Uint8Array(ev.data)
+      else if (ArrayBuffer.isView(ev.data)) chunk = new Uint8Array(ev.data.buffer, ev.data.byteOffset, ev.data.byteLength)
+      else return
+      if (!canPause && queue.bytes + chunk.length > maxQueued) {
+        queue.pushGap(chunk.length)
+        return
+      }
+      queue.push(chunk)
+      if (canPause && !this.#paused && queue.bytes >= highWater) {
+        this.#paused = true
+        socket.pause?.()
+      }
     })
     socket.addEventListener('close', (ev) => {
       this.#closed = true
@@ -36,6 +107,28 @@ export class PtyDuplex {
       else queue.fail(new Error(`conch: attach closed with ${ev.code}${ev.reason ? `: ${ev.reason}` : ''}`))
     })
     this.readable = queue
+  }
+
+  /** Bytes received and not yet read from `readable`. */
+  get queuedBytes(): number {
+    return this.#queue.bytes
+  }
+
+  /** Bytes of the gaps `readable` has reached so far. */
+  get missedBytes(): number {
+    return this.#missed
+  }
+
+  /** Calls listener at each gap in the output, when `readable` reaches it. */
+  on(event: 'gap', listener: (gap: PtyGap) => void): this {
+    if (event === 'gap') this.#gapListeners.add(listener)
+    return this
+  }
+
+  /** Removes a listener added with `on`. */
+  off(event: 'gap', listener: (gap: PtyGap) => void): this {
+    if (event === 'gap') this.#gapListeners.delete(listener)
+    return this
   }
 
   /** Types data into the PTY. */
@@ -50,8 +143,21 @@ export class PtyDuplex {
   close(): void {
     this.#userClosed = true
     this.#queue.end()
+    if (this.#paused) {
+      this.#paused = false
+      this.#socket.resume?.() // the close handshake needs the socket read
+    }
     this.#socket.close(1000)
   }
+}
+
+/** The bytes of a gap message of the attach protocol, or undefined for any other text. */
+function gapBytes(text: string): number | undefined {
+  try {
+    const m = JSON.parse(text) as { type?: unknown; bytes?: unknown }
+    if (m && m.type === 'gap' && typeof m.bytes === 'number') return m.bytes
+  } catch {}
+  return undefined
 }
 
 /** Opens an attach socket to the PTY process id; resolves once it is open. */
@@ -86,16 +192,38 @@ async function defaultWebSocket(): Promise<WebSocketConstructor> {
   return wsModule
 }
 
-/** An async iterable fed by push: one reader at a time. */
-class Queue<T> implements AsyncIterable<T> {
-  readonly #items: T[] = []
+type Item = Uint8Array | { gap: number }
+
+/**
+ * An async iterable of the PTY's bytes, fed by push: one reader at a time;
+ * a new iteration goes on where the last one stopped.
+ */
+class Queue implements AsyncIterable<Uint8Array> {
+  readonly #items: Item[] = []
+  readonly #hooks: { gap(bytes: number): void; drained(): void }
   #done = false
   #error: Error | undefined
   #wake: (() => void) | undefined
+  /** Bytes of the queued chunks. */
+  bytes = 0
 
-  push(v: T): void {
+  constructor(hooks: { gap(bytes: number): void; drained(): void }) {
+    this.#hooks = hooks
+  }
+
+  push(v: Uint8Array): void {
     if (this.#done) return
     this.#items.push(v)
+    this.bytes += v.length
+    this.#notify()
+  }
+
+  /** Queues a gap of n bytes, merged with a gap queued last. */
+  pushGap(n: number): void {
+    if (this.#done || n <= 0) return
+    const last = this.#items[this.#items.length - 1]
+    if (last && !(last instanceof Uint8Array)) last.gap += n
+    else this.#items.push({ gap: n })
     this.#notify()
   }
 
@@ -115,10 +243,17 @@ class Queue<T> implements AsyncIterable<T> {
     w?.()
   }
 
-  async *[Symbol.asyncIterator](): AsyncIterator<T> {
+  async *[Symbol.asyncIterator](): AsyncIterator<Uint8Array> {
     for (;;) {
-      if (this.#items.length) {
-        yield this.#items.shift()!
+      const item = this.#items.shift()
+      if (item instanceof Uint8Array) {
+        this.bytes -= item.length
+        this.#hooks.drained()
+        yield item
+        continue
+      }
+      if (item) {
+        this.#hooks.gap(item.gap) // throws without a listener
         continue
       }
       if (this.#done) {

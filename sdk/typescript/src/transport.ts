@@ -20,6 +20,10 @@ export interface WebSocketLike {
   send(data: Uint8Array | string): void
   close(code?: number, reason?: string): void
   addEventListener(type: 'open' | 'message' | 'close' | 'error', listener: (event: WebSocketEventLike) => void): void
+  /** Stops reading the connection (the `ws` package's); a PtyDuplex uses it for backpressure. */
+  pause?(): void
+  /** Reads the connection again after pause. */
+  resume?(): void
 }
 
 /**

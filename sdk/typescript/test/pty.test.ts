@@ -3,7 +3,9 @@ import { after, before, describe, test } from 'node:test'
 
 import { WebSocket as WS } from 'ws'
 
-import { NotFoundError, PtyDuplex, type Sandbox, UnsupportedOperationError } from '@conchsh/sdk'
+import { createHash } from 'node:crypto'
+
+import { NotFoundError, PtyDuplex, PtyGapError, type Sandbox, UnsupportedOperationError } from '@conchsh/sdk'
 
 import { type Daemon, startDaemon } from './daemon.js'
 
@@ -111,5 +113,96 @@ describe('PtyService', () => {
     const { handle, connection } = await s.pty.attach('echo via-injected')
     assert.match(await readAll(connection.readable[Symbol.asyncIterator]()), /via-injected/)
     assert.deepEqual(urls, [`${d.url.replace('http', 'ws')}/v1/processes/${handle.id}/attach`])
+  })
+})
+
+/** Reads it to its end: the bytes it got and their digest. */
+async function drainBytes(it: AsyncIterator<Uint8Array>): Promise<{ got: number; digest: string }> {
+  const h = createHash('sha256')
+  let got = 0
+  for (;;) {
+    const { value, done } = await it.next()
+    if (done) return { got, digest: h.digest('hex') }
+    h.update(value)
+    got += value.length
+  }
+}
+
+describe('PtyDuplex and a fast writer', () => {
+  let fd: Daemon
+  let fsb: Sandbox
+  before(async () => {
+    fd = await startDaemon(['--log-retention', '1M'])
+    fsb = fd.sandbox()
+  })
+  after(async () => fd?.stop())
+
+  const total = 24 << 20
+  const writer = `stty raw -echo; printf R; read go; head -c ${total} /dev/urandom`
+
+  test('a readable nobody reads stops reading the socket, and its reader is told how many bytes it missed', async () => {
+    const { handle, connection: slow } = await fsb.pty.attach(writer)
+    const it = slow.readable[Symbol.asyncIterator]()
+    await readUntil(it, 'R')
+    const gaps: number[] = []
+    slow.on('gap', (gap) => gaps.push(gap.bytes))
+    const fast = await handle.attach()
+    const fastRead = drainBytes(fast.readable[Symbol.asyncIterator]())
+    fast.write('\n')
+    let most = 0
+    const sampler = setInterval(() => (most = Math.max(most, slow.queuedBytes)), 5)
+    const f = await fastRead
+    clearInterval(sampler)
+    assert.equal(f.got, total + 1, 'the reader that kept up got every byte')
+    assert.ok(most <= 2 << 20, `the unread readable held ${most} bytes`)
+    const s = await drainBytes(it)
+    assert.ok(gaps.length > 0, 'no gap was reported')
+    assert.equal(1 + s.got + gaps.reduce((a, b) => a + b, 0), total + 1, 'bytes read and missed')
+    assert.equal(slow.missedBytes, gaps.reduce((a, b) => a + b, 0))
+  })
+
+  test('over a WebSocket that cannot pause, the queue is bounded and a gap without a listener is an error', async () => {
+    const NoPause = class extends WS {
+      constructor(url: string, init: { headers: Record<string, string> }) {
+        super(url, init)
+        Object.defineProperty(this, 'pause', { value: undefined })
+      }
+    }
+    const { handle, connection } = await fd.sandbox({ WebSocket: NoPause }).pty.attach(writer)
+    const it = connection.readable[Symbol.asyncIterator]()
+    await readUntil(it, 'R')
+    let most = 0
+    const sampler = setInterval(() => (most = Math.max(most, connection.queuedBytes)), 5)
+    connection.write('\n')
+    await handle.wait()
+    let got = 0
+    const err = await (async () => {
+      try {
+        for (;;) {
+          const { value, done } = await it.next()
+          if (done) return undefined
+          got += value.length
+        }
+      } catch (e) {
+        return e
+      }
+    })()
+    clearInterval(sampler)
+    assert.ok(err instanceof PtyGapError, `reading ended with ${String(err)}, not a PtyGapError`)
+    assert.ok(err.bytes > 0)
+    assert.ok(most <= 17 << 20, `the readable held ${most} bytes`)
+    // Iterating again goes on after the gap.
+    let missed = err.bytes
+    for (let ended = false; !ended;) {
+      try {
+        for await (const chunk of connection.readable) got += chunk.length
+        ended = true
+      } catch (e) {
+        assert.ok(e instanceof PtyGapError, String(e))
+        missed += e.bytes
+      }
+    }
+    assert.equal(1 + got + missed, total + 1, 'bytes read and missed')
+    assert.equal(connection.missedBytes, missed)
   })
 })

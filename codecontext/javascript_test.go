@@ -1,0 +1,87 @@
+package codecontext
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestDynamicImport: import() in a JavaScript cell loads a node: builtin, a
+// module by a path relative to the context's current directory (which
+// follows process.chdir), by an absolute path, and an ESM-only package from
+// node_modules, a JSON module with its import attribute, also from a function a cell defined and a later cell calls.
+func TestDynamicImport(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, text string) {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
+	}
+	write("m.mjs", "export const x = 42;\n")
+	write("d.json", `{"z": 7}`)
+	write("sub/n.mjs", "export const y = 'abs';\n")
+	write("node_modules/esmonly/package.json", `{"name":"esmonly","type":"module","exports":{"import":"./i.js"}}`)
+	write("node_modules/esmonly/i.js", "export default 'esm only';\n")
+	c := newContext(t, Options{Language: JavaScript, Cwd: dir})
+	for _, tc := range []struct{ code, out string }{
+		{`const { setTimeout: wait } = await import("node:timers/promises"); await wait(1, "waited")`, "'waited'\n"},
+		{`(await import("./m.mjs")).x`, "42\n"},
+		{`(await import(` + "`" + dir + "/sub/n.mjs`" + `)).y`, "'abs'\n"},
+		{`(await import("esmonly")).default`, "'esm only'\n"},
+		{`(await import("./d.json", { with: { type: "json" } })).default.z`, "7\n"},
+		{`globalThis.later = () => import("../m.mjs"); process.chdir("sub"); (await import("./n.mjs")).y`, "'abs'\n"},
+		{`(await later()).x`, "42\n"},
+	} {
+		r, out, errOut := run(t, c, tc.code)
+		require.Equal(t, 0, code(r), "%s: %s", tc.code, errOut)
+		require.Equal(t, tc.out, out, tc.code)
+		require.Empty(t, errOut, tc.code)
+	}
+	r, _, errOut := run(t, c, `await import("./missing.mjs")`)
+	require.Equal(t, 1, code(r))
+	require.Contains(t, errOut, "ERR_MODULE_NOT_FOUND")
+	require.NotContains(t, errOut, "driver")
+}
+
+// TestLateRawWrites: raw writes to fds 1 and 2 (fs.writeSync, fs.write,
+// fs.writev, fs.writeFileSync, a write stream on the fd) from a timer of a
+// cell that has ended reach neither a later cell nor the interpreter's own
+// output, while the running cell's own raw writes, also from its timers,
+// stay in its log.
+func TestLateRawWrites(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	r, _, errOut := run(t, c, `const fs = require('fs');
+globalThis.ticks = 0;
+const ws = fs.createWriteStream(null, { fd: 1, autoClose: false });
+setInterval(() => {
+  fs.writeSync(1, 'tick\n');
+  fs.writeSync(2, Buffer.from('tock\n'));
+  fs.write(1, 'write\n', () => {});
+  fs.writev(2, [Buffer.from('writev\n')], () => {});
+  fs.writeFileSync(1, 'file\n');
+  fs.appendFileSync(2, 'append\n');
+  ws.write('stream\n');
+  globalThis.ticks++;
+}, 5);
+undefined`)
+	require.Equal(t, 0, code(r), errOut)
+	// Ticks between cells.
+	for range 3 {
+		r, _, errOut = run(t, c, "{ const n = ticks; await new Promise(r => setTimeout(r, 1)); while (ticks < n + 3) await new Promise(r => setTimeout(r, 5)) }")
+		require.Equal(t, 0, code(r), errOut)
+	}
+	r, out, errOut := run(t, c, `fs.writeSync(1, 'own\n');
+const m = ticks;
+await new Promise(r => setTimeout(() => { fs.writeSync(2, 'own timer\n'); r(); }, 1));
+while (ticks < m + 10) await new Promise(r => setTimeout(r, 5));
+'done'`)
+	require.Equal(t, 0, code(r), errOut)
+	require.Equal(t, "own\n'done'\n", out)
+	require.Equal(t, "own timer\n", errOut)
+	require.NotContains(t, c.h.Diag().Tail(), "tick")
+}

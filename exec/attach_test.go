@@ -1,0 +1,117 @@
+package exec
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/conchsh/conch/process"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// rawWriter is a PTY program that puts its terminal in raw mode (so its
+// bytes reach the log unchanged), says R, waits for a line, then writes n
+// bytes.
+func rawWriter(n int) string {
+	return fmt.Sprintf("stty raw -echo; printf R; read go; head -c %d /dev/urandom", n)
+}
+
+// drained is what one attachment read: the digest and count of its bytes,
+// and the bytes its gaps said it missed.
+type drained struct {
+	sum        [32]byte
+	got, gaps  int64
+	gapReports int
+	err        error
+}
+
+// drain reads a to its end; pause, if not nil, is called after the first
+// read and before the rest.
+func drain(a *Attachment, pause func()) drained {
+	h := sha256.New()
+	var d drained
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := a.Read(buf)
+		h.Write(buf[:n])
+		d.got += int64(n)
+		if pause != nil && d.got > 0 {
+			pause()
+			pause = nil
+		}
+		var gap *GapError
+		switch {
+		case errors.As(err, &gap):
+			d.gaps += gap.Bytes
+			d.gapReports++
+		case errors.Is(err, io.EOF):
+			copy(d.sum[:], h.Sum(nil))
+			return d
+		case err != nil:
+			d.err = err
+			return d
+		}
+	}
+}
+
+// TestAttachManyReaders: readers attached to a PTY that writes far more
+// than its log retains each get every byte: the terminal's output waits for
+// the slowest of them rather than dropping what it has not read.
+func TestAttachManyReaders(t *testing.T) {
+	t.Parallel()
+	const total = 8 << 20
+	p := start(t, Options{Kind: process.KindPTY, Cmd: rawWriter(total), Retention: 256 << 10})
+	waitOutput(t, p, "R")
+	const readers = 8
+	results := make([]drained, readers)
+	var wg sync.WaitGroup
+	for i := range readers {
+		a, err := p.Attach(t.Context())
+		require.NoError(t, err)
+		defer a.Close()
+		wg.Go(func() { results[i] = drain(a, nil) })
+	}
+	require.NoError(t, p.WriteStdin([]byte("\n")))
+	wg.Wait()
+	for i, d := range results {
+		require.NoError(t, d.err, "reader %d", i)
+		assert.Equal(t, int64(total+1), d.got, "reader %d's bytes", i)
+		assert.Zero(t, d.gapReports, "reader %d's gaps", i)
+		assert.Equal(t, results[0].sum, d.sum, "reader %d's digest", i)
+	}
+	require.True(t, sameResult(wait(t, p), process.ExitedWith(0)))
+}
+
+// TestAttachStalledReader: a reader that stops reading for longer than the
+// output waits for it (AttachStall) no longer holds the terminal back; it
+// is told, where its output has a gap, exactly how many bytes it missed,
+// while a reader that keeps up gets every byte.
+func TestAttachStalledReader(t *testing.T) {
+	t.Parallel()
+	const total = 4 << 20
+	p := start(t, Options{Kind: process.KindPTY, Cmd: rawWriter(total), Retention: 256 << 10, AttachStall: 200 * time.Millisecond})
+	waitOutput(t, p, "R")
+	slow, err := p.Attach(t.Context())
+	require.NoError(t, err)
+	defer slow.Close()
+	fast, err := p.Attach(t.Context())
+	require.NoError(t, err)
+	defer fast.Close()
+	var ds [2]drained
+	var wg sync.WaitGroup
+	wg.Go(func() { ds[0] = drain(slow, func() { <-p.Done() }) })
+	wg.Go(func() { ds[1] = drain(fast, nil) })
+	require.NoError(t, p.WriteStdin([]byte("\n")))
+	wg.Wait()
+	for i, d := range ds {
+		require.NoError(t, d.err, "reader %d", i)
+		assert.Equal(t, int64(total+1), d.got+d.gaps, "reader %d: bytes read and missed", i)
+	}
+	assert.NotZero(t, ds[0].gapReports, "the stalled reader was told of no gap")
+	assert.Zero(t, ds[1].gapReports, "the reader that kept up")
+}
