@@ -37,13 +37,25 @@ func addAnswerFlags(fs *flag.FlagSet) *answerFlags {
 func (f *answerFlags) early() bool { return *f.idle > 0 || *f.wait > 0 }
 
 // report prints an answer's output, and, when the command still runs (p
-// not nil), says so on stderr with its id; it returns the exit status.
-func (f *answerFlags) report(e *env, r *client.RunResult, p *client.Process, asJSON bool) int {
-	if asJSON {
+// not nil), says so on stderr with its id; it returns the exit status. An
+// answer the daemon cut to its default bound is printed whole, joined with
+// the logs it left out; one cut to --output-limit is printed as it is, with
+// what was left out said on stderr.
+func (f *answerFlags) report(ctx context.Context, e *env, c *client.Client, r *client.RunResult, p *client.Process, asJSON bool) int {
+	switch {
+	case asJSON:
 		if code := printJSON(e, r); code != 0 {
 			return exitOwn
 		}
-	} else {
+	case r.OmittedBytes > 0 && *f.limit == 0 && !*f.plain:
+		dropped, err := c.WholeOutput(ctx, "", r, frameWriter(e, false))
+		if err != nil {
+			return fail(e, exitOwn, err)
+		}
+		if dropped {
+			e.warn("part of the output was dropped by retention before it was read")
+		}
+	default:
 		fmt.Fprint(e.stdout, r.Stdout)
 		fmt.Fprint(e.stderr, r.Stderr)
 		if r.OmittedBytes > 0 {
@@ -87,7 +99,7 @@ func (f *startFlags) runEarly(ctx context.Context, e *env, c *client.Client, a *
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
-	return a.report(e, r, p, *f.json)
+	return a.report(ctx, e, c, r, p, *f.json)
 }
 
 func cmdInteract(ctx context.Context, e *env, args []string) int {
@@ -124,7 +136,7 @@ func cmdInteract(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
-	return a.report(e, r, p, *asJSON)
+	return a.report(ctx, e, c, r, p, *asJSON)
 }
 
 // unescape reads the escapes a user types in --input: \n, \r, \t, \\, \e,
