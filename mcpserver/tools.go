@@ -79,7 +79,8 @@ var readTool = &mcp.Tool{
 	Description: `Read a command's output from a cursor, without waiting: the output left out ` +
 		`of a long answer (cursor = its omittedAfter) or what a still running command printed ` +
 		`since an answer (cursor = its next). Answers at most limit bytes as plain text and the ` +
-		`next cursor; "more" says there is more to read now.`,
+		`next cursor to read on from (it may be CURSOR+N, within a frame); "more" says there is more ` +
+		`to read now.`,
 }
 
 // ReadInput is the read_output tool's input.
@@ -159,7 +160,7 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunInput) (
 	if err != nil {
 		return nil, Result{}, explain(err)
 	}
-	out := s.result(ctx, r, p, id)
+	out := s.result(ctx, r, p, id, wait.limit)
 	out.Session = name
 	if !created && (in.Shell != "" || in.Cwd != "") {
 		out.Note = fmt.Sprintf("session %q existed already: shell and cwd apply only when a session is created", name)
@@ -187,7 +188,7 @@ func (s *Server) interact(ctx context.Context, _ *mcp.CallToolRequest, in Intera
 	} else if q, err := s.c.Get(ctx, in.ID); err == nil {
 		sessionID = q.SessionID
 	}
-	out := s.result(ctx, r, p, sessionID)
+	out := s.result(ctx, r, p, sessionID, wait.limit)
 	out.Session = s.names()[sessionID]
 	return textResult(out), out, nil
 }
