@@ -78,29 +78,39 @@ async function finished(t: HttpTransport, w: Wire, bounded: boolean): Promise<Ru
       processId: String(w.processId), output: str(w.output), stdout: str(w.stdout), stderr: str(w.stderr), logs,
     })
   }
-  // Head frames up to omittedAfter, the omitted ones from the logs, then the
-  // tail frames from the first one the logs did not reach.
-  const cut = logs.findIndex((f) => f.cursor === w.omittedAfter) + 1
-  const head = logs.slice(0, cut)
-  const tail = logs.slice(cut)
-  const middle: LogFrame[] = []
-  let rest = tail
-  await pageLogs(t, String(w.processId), w.omittedAfter, Infinity, (page) => {
+  const { frames, dropped } = await joinOmitted(t, String(w.processId), logs, w.omittedAfter, str(w.next))
+  const out = Object.assign(wait, { processId: String(w.processId), logs: frames }, assemble(frames)) as RunResult & Wire
+  if (dropped || w.truncated === true) out.truncated = true
+  // The result is whole: nothing is left out of it any more.
+  delete out.omittedBytes
+  delete out.omittedAfter
+  delete out.headFrames
+  return out
+}
+
+/**
+ * The whole output of an answer that left bytes out, by the daemon's rule:
+ * the answer's frames up to and including the one whose cursor is
+ * omittedAfter (none when no frame has it; these are never cut), then the
+ * frames of logs pages from omittedAfter on, up to and including the one
+ * whose cursor is the answer's next (or an empty page). The answer's cut
+ * frames after omittedAfter are not used: the pages give them whole.
+ * dropped: retention dropped some of them before they were read.
+ */
+export async function joinOmitted(
+  t: HttpTransport, id: string, logs: LogFrame[], omittedAfter: string, next: string,
+): Promise<{ frames: LogFrame[]; dropped: boolean }> {
+  const frames = logs.slice(0, logs.findIndex((f) => f.cursor === omittedAfter) + 1)
+  let dropped = false
+  await pageLogs(t, id, omittedAfter, Infinity, (page, truncatedHead) => {
+    dropped ||= truncatedHead
     for (const f of page) {
-      const i = rest.findIndex((g) => g.cursor === f.cursor)
-      if (i >= 0) {
-        rest = rest.slice(i)
-        return false
-      }
-      middle.push(f)
+      frames.push(f)
+      if (f.cursor === next) return false
     }
     return true
   })
-  const all = [...head, ...middle, ...rest]
-  const out = Object.assign(wait, { processId: String(w.processId), logs: all }, assemble(all)) as RunResult & Wire
-  delete out.omittedBytes
-  delete out.omittedAfter
-  return out
+  return { frames, dropped }
 }
 
 /** The RunResult of the process id: result, and its retained logs from the start, at most pages pages. */
@@ -122,7 +132,8 @@ async function collect(
 
 /**
  * Reads the logs of id after cursor, page by page, at most pages pages,
- * handing each to take until it returns false or the logs end.
+ * handing each to take until it returns false or a page is empty. A page is
+ * bounded in bytes as well as in frames, so only an empty one is the end.
  */
 export async function pageLogs(
   t: HttpTransport, id: string, cursor: string | undefined, pages: number,
@@ -132,8 +143,8 @@ export async function pageLogs(
   for (let n = 0; n < pages; n++) {
     const { body } = await t.json('GET', `/v1/processes/${seg(id)}/logs`, { query: { cursor, limit } })
     const page = toLogsPage(body)
-    if (!take(page.items, page.truncatedHead === true) || page.items.length < limit) return
-    cursor = page.items[page.items.length - 1]!.cursor
+    if (page.items.length === 0 || !take(page.items, page.truncatedHead === true)) return
+    cursor = page.next ?? page.items[page.items.length - 1]!.cursor
   }
 }
 
