@@ -39,7 +39,7 @@ export async function run(t: HttpTransport, path: string, body: Wire, timeout: n
   const { status, body: answer } = await t.json('POST', path, { json: { ...body, timeout: window(t, deadline) } })
   const w = record(answer, 'run')
   if (status === 200) return finished(t, w, body.outputLimit !== undefined)
-  if (w.waitingForInput === true || body.idleTimeout !== undefined) return early(w, deadline)
+  if (w.waitingForInput === true || body.idleTimeout !== undefined) return early(t, w, deadline, body.outputLimit !== undefined)
   // Only the daemon's wait window ran out: wait on with bare interacts, which
   // (unlike wait) also come back when the process starts waiting for input.
   const id = String(w.id ?? w.processId)
@@ -55,12 +55,23 @@ export async function run(t: HttpTransport, path: string, body: Wire, timeout: n
   return collect(t, id, stillRunning('wait_timeout'), timedOutPages, 'running')
 }
 
-/** The RunResult of a 202 answer as it came: the output so far, the process running. */
-function early(w: Wire, deadline: number): RunResult {
+/**
+ * The RunResult of a 202 answer: the output so far, the process running;
+ * what the answer left out is paged back in, up to its next, unless the
+ * caller bounded it.
+ */
+async function early(t: HttpTransport, w: Wire, deadline: number, bounded: boolean): Promise<RunResult> {
   const why = w.waitingForInput === true ? 'waiting_for_input' : left(deadline) <= 0 ? 'wait_timeout' : 'idle_timeout'
+  const id = String(w.processId ?? w.id)
   const out: Wire = {
-    ...stillRunning(why), processId: String(w.processId ?? w.id), output: str(w.output), stdout: str(w.stdout),
+    ...stillRunning(why), processId: id, output: str(w.output), stdout: str(w.stdout),
     stderr: str(w.stderr), logs: toFrames(w.logs), truncated: w.truncated === true,
+  }
+  if (!bounded && typeof w.omittedBytes === 'number' && w.omittedBytes > 0 && typeof w.omittedAfter === 'string') {
+    const { frames, dropped } = await joinOmitted(t, id, out.logs as LogFrame[], w.omittedAfter, str(w.next))
+    Object.assign(out, { logs: frames }, assemble(frames))
+    if (dropped) out.truncated = true
+    return Object.assign(out, pick(w, ['next', 'cwd', 'lastOutputAt'])) as unknown as RunResult
   }
   return Object.assign(out, pick(w, ['next', 'omittedBytes', 'omittedAfter', 'cwd', 'lastOutputAt'])) as unknown as RunResult
 }

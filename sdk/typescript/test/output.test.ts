@@ -68,6 +68,19 @@ describe('run joins a bounded answer with the logs', () => {
     assert.ok(r.stdout === want, `first difference at ${firstDifference(r.stdout, want)} of ${want.length}`)
   })
 
+  test('a run that comes back early (idleTimeout) holds the whole output so far', async () => {
+    const want = seq(400_000)
+    const r = await sb.process.run('seq 1 400000; sleep 600', { idleTimeout: 1500 })
+    try {
+      assert.equal(r.reason, 'timed_out')
+      assert.equal(r.rawReason, 'idle_timeout')
+      assert.ok(r.stdout === want, `first difference at ${firstDifference(r.stdout, want)} of ${want.length}`)
+      assert.equal((r as typeof r & { omittedBytes?: number }).omittedBytes, undefined)
+    } finally {
+      await sb.process.connect(r.processId).kill({ signal: 'KILL' })
+    }
+  })
+
   test('with outputLimit the answer stays bounded and says what it left out', async () => {
     const r = await sb.process.run('seq 1 20000', { outputLimit: 200 })
     const x = r as typeof r & { omittedBytes?: number; omittedAfter?: string }
