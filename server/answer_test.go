@@ -122,6 +122,19 @@ func TestRunOutputBound(t *testing.T) {
 		t.Logf("limit %d: answer %d bytes, output %d, omitted %d", limit, len(body), len(r.Output), r.OmittedBytes)
 	}
 
+	// Plain text can be longer than its bytes (a cursor move becomes
+	// blanks): it is held to the limit too.
+	for _, limit := range []int{100, 1000, 5000} {
+		r, _, err := d.c.Run(ctx(t), client.RunOptions{
+			StartOptions: client.StartOptions{Cmd: `for i in $(seq 300); do printf '\033[150Cx\n'; printf '\033[150Cy\n' >&2; done`},
+			OutputLimit:  int64(limit), Plain: true,
+		})
+		require.NoError(t, err)
+		require.NotEmpty(t, strings.TrimSpace(r.Output))
+		require.LessOrEqual(t, len(r.Output), limit, "plain, limit %d", limit)
+		require.LessOrEqual(t, len(r.Stdout)+len(r.Stderr), limit, "plain, limit %d", limit)
+	}
+
 	// The case of a short limit on many short lines: 200 bytes of text.
 	r, _, err := d.c.Run(ctx(t), client.RunOptions{StartOptions: client.StartOptions{Cmd: "seq 1 20000"}, OutputLimit: 200})
 	require.NoError(t, err)

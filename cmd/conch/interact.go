@@ -29,7 +29,7 @@ func addAnswerFlags(fs *flag.FlagSet) *answerFlags {
 	fs.Var(f.idle, "idle", "come back once the command has written nothing for this `duration` (like 2s)")
 	fs.Var(f.wait, "timeout", "come back after this `duration` if the command still runs")
 	f.plain = fs.Bool("plain", false, "print the output as plain text: escape sequences removed, \\r and \\b overwrites applied")
-	f.limit = fs.Int64("output-limit", 0, "print at most about this many `bytes` of output, head and tail (default 1 MiB)")
+	f.limit = fs.Int64("output-limit", 0, "print at most this many `bytes` of output, head and tail, and say what was left out (default: all of it)")
 	return f
 }
 
