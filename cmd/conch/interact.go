@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/plaintext"
 	"github.com/conchsh/conch/process"
 )
 
@@ -47,10 +48,30 @@ func (f *answerFlags) report(ctx context.Context, e *env, c *client.Client, r *c
 		if code := printJSON(e, r); code != 0 {
 			return exitOwn
 		}
-	case r.OmittedBytes > 0 && *f.limit == 0 && !*f.plain:
-		dropped, err := c.WholeOutput(ctx, "", r, frameWriter(e, false))
+	case r.OmittedBytes > 0 && *f.limit == 0:
+		write := frameWriter(e, false)
+		var out, errs plaintext.Renderer
+		if *f.plain {
+			// Rendered per channel, as the daemon renders stdout and stderr.
+			write = func(fr client.LogFrame) error {
+				b, err := fr.Bytes()
+				if fr.Channel == "stderr" {
+					errs.Write(b)
+				} else {
+					out.Write(b)
+				}
+				return err
+			}
+		}
+		dropped, err := c.WholeOutput(ctx, "", r, write)
 		if err != nil {
 			return fail(e, exitOwn, err)
+		}
+		if *f.plain {
+			out.Flush()
+			errs.Flush()
+			fmt.Fprint(e.stdout, out.String())
+			fmt.Fprint(e.stderr, errs.String())
 		}
 		if dropped {
 			e.warn("part of the output was dropped by retention before it was read")
