@@ -133,13 +133,16 @@ type RunResult struct {
 	// Next is the cursor of the last frame in the answer: logs after it
 	// are the output that came later.
 	Next string `json:"next"`
-	// OmittedBytes is the output left out of the middle of the answer to
-	// keep it within the outputLimit asked for: the frames after
-	// OmittedAfter (the cursor of the last frame of the head) and before
-	// the first frame of the tail, which a logs page from OmittedAfter
-	// gives.
+	// OmittedBytes is the output bytes left out of the middle of the
+	// answer to keep its text within the outputLimit asked for. The whole
+	// output is then the frames of Logs up to the one whose cursor is
+	// OmittedAfter, followed by the frames of logs pages from OmittedAfter
+	// up to the one whose cursor is Next (docs/api.md).
 	OmittedBytes int64  `json:"omittedBytes,omitempty"`
 	OmittedAfter string `json:"omittedAfter,omitempty"`
+	// HeadFrames, when OmittedBytes is not zero, is how many frames of Logs
+	// make the head; the rest make the tail.
+	HeadFrames int `json:"headFrames,omitempty"`
 	// WaitingForInput is set in an early (202) answer when the process
 	// waits for input.
 	WaitingForInput bool `json:"waitingForInput,omitempty"`

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"strings"
 
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/process"
 )
 
@@ -14,18 +15,15 @@ type Language string
 
 // The languages.
 const (
-	Python     Language = "python"
-	JavaScript Language = "javascript"
+	Python     Language = api.LanguagePython
+	JavaScript Language = api.LanguageJavaScript
 )
 
 // ParseLanguage parses a language name: python, or javascript (node and js
 // are the same). Others are an error wrapping process.ErrInvalidArgument.
 func ParseLanguage(s string) (Language, error) {
-	switch strings.ToLower(strings.TrimSpace(s)) {
-	case "python":
-		return Python, nil
-	case "javascript", "node", "js":
-		return JavaScript, nil
+	if l := api.CanonicalLanguage(s); l != "" {
+		return Language(l), nil
 	}
 	return "", fmt.Errorf("%w: unknown language %q: use python or javascript", process.ErrInvalidArgument, s)
 }

@@ -1,15 +1,19 @@
 package mcpserver
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/plaintext"
 )
 
 // ReadOutput is the read_output tool's answer.
@@ -33,10 +37,24 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 	if in.Limit > 0 {
 		limit = in.Limit
 	}
-	out := ReadOutput{ID: in.ID, Next: in.Cursor}
-	var frames []client.LogFrame
-	for out.Bytes < limit {
-		page, err := s.c.Logs(ctx, in.ID, client.LogsOptions{Cursor: out.Next, Limit: readPageFrames})
+	cursor, skip, err := parseReadCursor(in.Cursor)
+	if err != nil {
+		return nil, ReadOutput{}, err
+	}
+	// Read frames until there is more than limit (or nothing more), then
+	// cut at a character boundary, at a line end when one is near.
+	out := ReadOutput{ID: in.ID}
+	type piece struct {
+		before     string // the cursor of the frame before this one
+		cursor     string
+		origin     int // bytes of the frame before the piece
+		start, end int // in buf
+	}
+	var buf []byte
+	var pieces []piece
+	before := cursor
+	for int64(len(buf)) <= limit {
+		page, err := s.c.Logs(ctx, in.ID, client.LogsOptions{Cursor: cursor, Limit: readPageFrames})
 		if err != nil {
 			return nil, ReadOutput{}, explain(err)
 		}
@@ -44,23 +62,47 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 			break
 		}
 		for _, f := range page.Items {
-			if out.Bytes >= limit {
-				out.More = true
+			data, err := f.Bytes()
+			if err != nil {
+				return nil, ReadOutput{}, err
+			}
+			origin := min(skip, len(data))
+			skip -= origin
+			pieces = append(pieces, piece{before, f.Cursor, origin, len(buf), len(buf) + len(data) - origin})
+			buf = append(buf, data[origin:]...)
+			before = f.Cursor
+			if int64(len(buf)) > limit {
 				break
 			}
-			data, _ := f.Bytes()
-			out.Bytes += int64(len(data))
-			frames = append(frames, f)
-			out.Next = f.Cursor
+		}
+		cursor = page.Next
+	}
+	end := len(buf)
+	if int64(end) > limit {
+		end = cutPoint(buf, int(limit))
+		out.More = true
+	}
+	// next is the last frame read whole, or the one before the frame the
+	// cut is in and how far into that frame it is.
+	out.Next = in.Cursor
+	for _, p := range pieces {
+		if p.end <= end {
+			out.Next = p.cursor
+		} else {
+			out.Next = p.before + "+" + strconv.Itoa(p.origin+max(0, end-p.start))
+		}
+		if p.end >= end {
+			break
 		}
 	}
-	if !out.More && out.Bytes >= limit {
-		// The limit was met exactly: look whether anything follows.
-		if page, err := s.c.Logs(ctx, in.ID, client.LogsOptions{Cursor: out.Next, Limit: 1}); err == nil {
+	out.Bytes = int64(end)
+	out.Output = cutEnd(plaintext.String(buf[:end]), int(limit))
+	if !out.More {
+		// All there was: look whether anything came meanwhile.
+		if page, err := s.c.Logs(ctx, in.ID, client.LogsOptions{Cursor: cursor, Limit: 1}); err == nil {
 			out.More = len(page.Items) > 0
 		}
 	}
-	out.Output = plainFrames(frames)
 	if p, err := s.c.Get(ctx, in.ID); err == nil {
 		out.Running = !p.Ended()
 	}
@@ -77,6 +119,38 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 	b.WriteString(out.Output)
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}, out, nil
 }
+
+// parseReadCursor parses read_output's cursor: a cursor the daemon gave
+// (omittedAfter, next), or one read_output gave, "CURSOR+N", which is N
+// bytes into the frame after CURSOR.
+func parseReadCursor(s string) (cursor string, skip int, err error) {
+	cursor, n, ok := strings.Cut(s, "+")
+	if !ok {
+		return s, 0, nil
+	}
+	skip, err = strconv.Atoi(n)
+	if err != nil || skip < 0 {
+		return "", 0, fmt.Errorf("cursor %q: want a cursor an answer gave, like its next", s)
+	}
+	return cursor, skip, nil
+}
+
+// cutPoint returns where to cut b to at most limit bytes: at a character
+// boundary, just after a newline when one is within lineSlack bytes.
+func cutPoint(b []byte, limit int) int {
+	end := min(limit, len(b))
+	for end > 0 && end < len(b) && !utf8.RuneStart(b[end]) {
+		end--
+	}
+	lo := max(0, end-lineSlack)
+	if i := bytes.LastIndexByte(b[lo:end], '\n'); i >= 0 {
+		return lo + i + 1
+	}
+	return end
+}
+
+// lineSlack is how far before its limit a cut moves to fall at a line end.
+const lineSlack = 256
 
 // SessionInfo is a session in the list tool's answer.
 type SessionInfo struct {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -50,6 +51,7 @@ func testTools(t *testing.T, c *conn) {
 	t.Run("input", func(t *testing.T) { testInput(t, c) })
 	t.Run("interrupt", func(t *testing.T) { testInterrupt(t, c) })
 	t.Run("bounded", func(t *testing.T) { testBounded(t, c) })
+	t.Run("limits", func(t *testing.T) { testLimits(t, c) })
 	t.Run("sessions", func(t *testing.T) { testSessions(t, c) })
 	t.Run("code", func(t *testing.T) { testCode(t, c) })
 }
@@ -175,7 +177,7 @@ func testBounded(t *testing.T, c *conn) {
 	require.Positive(t, r.OmittedBytes)
 	require.True(t, r.Truncated, "10 MiB is more than the retention")
 	require.NotEmpty(t, r.OmittedAfter)
-	require.Less(t, len(text), 16<<10+(128<<10)+1024, "the text is bounded")
+	require.Less(t, len(text), 16<<10+headerBytes, "the text is bounded")
 	t.Logf("10 MiB answered in %d bytes of text, %d omitted", len(text), r.OmittedBytes)
 	require.Contains(t, text, "bytes omitted")
 	require.Contains(t, r.Output, strings.Repeat("x", 99)+"\n", r.Output[:200])
@@ -186,6 +188,48 @@ func testBounded(t *testing.T, c *conn) {
 	require.Positive(t, read.Bytes)
 	require.Contains(t, read.Output, strings.Repeat("x", 99))
 	require.NotEqual(t, r.OmittedAfter, read.Next)
+}
+
+// headerBytes bounds what a tool's text holds besides the output: its
+// status lines and the line saying what was omitted.
+const headerBytes = 512
+
+// run's text holds at most outputLimit bytes of output and a header;
+// read_output's at most limit bytes and a header, and reading on from its
+// next cursors gives the whole output, every byte once.
+func testLimits(t *testing.T, c *conn) {
+	var want strings.Builder
+	for i := 1; i <= 20000; i++ {
+		want.WriteString(strconv.Itoa(i) + "\n")
+	}
+	for _, limit := range []int{50, 200, 1000, 5000} {
+		r, text := c.run(map[string]any{"command": "seq 1 20000", "session": "limits", "outputLimit": limit})
+		require.Positive(t, r.OmittedBytes)
+		require.LessOrEqual(t, len(text), limit+headerBytes, "outputLimit %d: %d bytes of text", limit, len(text))
+		t.Logf("outputLimit %d: %d bytes of text", limit, len(text))
+
+		res, text := c.call("read_output", map[string]any{"id": r.ID, "limit": limit})
+		require.False(t, res.IsError, text)
+		require.LessOrEqual(t, len(text), limit+headerBytes, "read_output limit %d: %d bytes of text", limit, len(text))
+	}
+
+	r, _ := c.run(map[string]any{"command": "seq 1 20000; printf 'é€😀%.0s' $(seq 300)", "session": "limits"})
+	want.WriteString(strings.Repeat("é€😀", 300))
+	var got strings.Builder
+	cursor, reads := "", 0
+	for {
+		var read mcpserver.ReadOutput
+		c.ok("read_output", map[string]any{"id": r.ID, "cursor": cursor, "limit": 1001}, &read)
+		require.LessOrEqual(t, len(read.Output), 1001)
+		require.True(t, utf8.ValidString(read.Output))
+		got.WriteString(read.Output)
+		cursor = read.Next
+		if reads++; !read.More {
+			break
+		}
+		require.Less(t, reads, 1000, "read_output goes on")
+	}
+	require.Equal(t, want.String(), got.String(), "read_output's pieces join to the whole output")
 }
 
 // Sessions are made by name with their shell, listed, and closed.

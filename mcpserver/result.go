@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -32,11 +33,11 @@ type Result struct {
 	Note            string `json:"note,omitempty"`
 }
 
-// result turns a run or interact answer into a Result; p is the still
-// running process, nil when it ended. The cwd is the session's, read once
+// result turns a run or interact answer into a Result, its output within
+// limit bytes; p is the still running process, nil when it ended. The cwd is the session's, read once
 // the command ended.
-func (s *Server) result(ctx context.Context, r *client.RunResult, p *client.Process, sessionID string) Result {
-	out := Result{ID: r.ProcessID, Output: render(r), OmittedBytes: r.OmittedBytes,
+func (s *Server) result(ctx context.Context, r *client.RunResult, p *client.Process, sessionID string, limit int64) Result {
+	out := Result{ID: r.ProcessID, Output: render(r, int(limit)), OmittedBytes: r.OmittedBytes,
 		OmittedAfter: r.OmittedAfter, Truncated: r.Truncated, Next: r.Next}
 	if p != nil {
 		out.ID = p.ID
@@ -53,22 +54,47 @@ func (s *Server) result(ctx context.Context, r *client.RunResult, p *client.Proc
 	return out
 }
 
-// render is the answer's output as plain text: the head and the tail each
-// rendered on its own, with a line between them saying what was left out.
-func render(r *client.RunResult) string {
-	if r.OmittedBytes == 0 || r.OmittedAfter == "" {
-		return plainFrames(r.Logs)
+// render is the answer's output as plain text within limit bytes: the
+// head and the tail each rendered on its own, with a line between them
+// saying what was left out.
+func render(r *client.RunResult, limit int) string {
+	if r.OmittedBytes == 0 {
+		return cutEnd(plainFrames(r.Logs), limit)
 	}
-	split := len(r.Logs)
-	for i, f := range r.Logs {
-		if f.Cursor == r.OmittedAfter {
-			split = i + 1
-			break
-		}
-	}
+	split := min(max(r.HeadFrames, 0), len(r.Logs))
+	head, tail := plainFrames(r.Logs[:split]), plainFrames(r.Logs[split:])
+	// Rendering can make text longer than its bytes (a cursor move becomes
+	// blanks): hold the two together to the limit.
+	tail = cutStart(tail, limit-min(len(head), limit/2))
+	head = cutEnd(head, limit-len(tail))
 	return fmt.Sprintf("%s\n[... %d bytes omitted; read_output with cursor %q reads them ...]\n%s",
-		strings.TrimSuffix(plainFrames(r.Logs[:split]), "\n"), r.OmittedBytes, r.OmittedAfter,
-		plainFrames(r.Logs[split:]))
+		strings.TrimSuffix(head, "\n"), r.OmittedBytes, r.OmittedAfter, tail)
+}
+
+// cutEnd returns the longest start of s of at most n bytes that ends at a
+// character boundary.
+func cutEnd(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	n = max(n, 0)
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// cutStart returns the longest end of s of at most n bytes that starts at a
+// character boundary.
+func cutStart(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := len(s) - max(n, 0)
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:]
 }
 
 // plainFrames is the frames' bytes as plain text.

@@ -10,9 +10,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/client"
-	"github.com/conchsh/conch/codecontext"
-	"github.com/conchsh/conch/process"
 )
 
 const instructions = `conch runs shell commands in persistent sessions: a session is one shell ` +
@@ -79,7 +78,8 @@ var readTool = &mcp.Tool{
 	Description: `Read a command's output from a cursor, without waiting: the output left out ` +
 		`of a long answer (cursor = its omittedAfter) or what a still running command printed ` +
 		`since an answer (cursor = its next). Answers at most limit bytes as plain text and the ` +
-		`next cursor; "more" says there is more to read now.`,
+		`next cursor to read on from (it may be CURSOR+N, within a frame); "more" says there is more ` +
+		`to read now.`,
 }
 
 // ReadInput is the read_output tool's input.
@@ -141,7 +141,7 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunInput) (
 		return nil, Result{}, err
 	}
 	id := sess.id
-	opts := client.CommandRunOptions{CommandOptions: client.CommandOptions{Stdin: process.StdinOpen},
+	opts := client.CommandRunOptions{CommandOptions: client.CommandOptions{Stdin: api.StdinOpen},
 		Timeout: wait.timeout, IdleTimeout: wait.idle, OutputLimit: wait.limit}
 	if sess.language != "" {
 		opts.Code = in.Command
@@ -149,7 +149,7 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunInput) (
 		opts.Cmd = in.Command
 	}
 	if in.CloseStdin {
-		opts.Stdin = process.StdinClosed
+		opts.Stdin = api.StdinClosed
 	}
 	r, p, err := s.c.RunCommand(ctx, id, opts)
 	if sessionEnded(err) || p == nil && r != nil && canceled(r) {
@@ -159,7 +159,7 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunInput) (
 	if err != nil {
 		return nil, Result{}, explain(err)
 	}
-	out := s.result(ctx, r, p, id)
+	out := s.result(ctx, r, p, id, wait.limit)
 	out.Session = name
 	if !created && (in.Shell != "" || in.Cwd != "") {
 		out.Note = fmt.Sprintf("session %q existed already: shell and cwd apply only when a session is created", name)
@@ -187,7 +187,7 @@ func (s *Server) interact(ctx context.Context, _ *mcp.CallToolRequest, in Intera
 	} else if q, err := s.c.Get(ctx, in.ID); err == nil {
 		sessionID = q.SessionID
 	}
-	out := s.result(ctx, r, p, sessionID)
+	out := s.result(ctx, r, p, sessionID, wait.limit)
 	out.Session = s.names()[sessionID]
 	return textResult(out), out, nil
 }
@@ -201,11 +201,11 @@ func language(lang, shell string) (string, error) {
 	if shell != "" {
 		return "", errors.New("shell and language together: shell makes a shell session, language a code context with no shell; give only one of them")
 	}
-	l, err := codecontext.ParseLanguage(lang)
-	if err != nil {
+	l := api.CanonicalLanguage(lang)
+	if l == "" {
 		return "", fmt.Errorf("language %q is not known: use python or javascript (node and js mean javascript), or leave it out to run shell commands", lang)
 	}
-	return string(l), nil
+	return l, nil
 }
 
 // short is a language's short name, for a session name to suggest.
@@ -233,7 +233,7 @@ func sessionEnded(err error) bool {
 // canceled reports whether the command never ran because its session's
 // shell ended while it was queued: the daemon fails it with that error.
 func canceled(r *client.RunResult) bool {
-	return r.Reason == process.Failed && strings.HasSuffix(r.Error, "session ended")
+	return r.Reason == api.Failed && strings.HasSuffix(r.Error, "session ended")
 }
 
 // wait is how a run or interact waits and bounds its answer.

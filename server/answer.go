@@ -96,9 +96,12 @@ func (s *Server) writeRunAnswer(w http.ResponseWriter, p process.Process, a runA
 	out := func(c logstore.Channel) bool { return c != logstore.Stderr }
 	errs := func(c logstore.Channel) bool { return c == logstore.Stderr }
 	if a.plain {
-		enc.plainText("output", parts, all)
-		enc.plainText("stdout", parts, out)
-		enc.plainText("stderr", parts, errs)
+		output := plainParts(parts, all, a.limit)
+		stdout := plainParts(parts, out, a.limit-min(plainLen(plainParts(parts, errs, -1)), a.limit/2))
+		stderr := plainParts(parts, errs, a.limit-plainLen(stdout))
+		enc.plainText("output", output)
+		enc.plainText("stdout", stdout)
+		enc.plainText("stderr", stderr)
 	} else {
 		enc.text("output", parts, all)
 		enc.text("stdout", parts, out)
@@ -122,6 +125,9 @@ func (s *Server) writeRunAnswer(w http.ResponseWriter, p process.Process, a runA
 	if e.Omitted > 0 {
 		enc.field("omittedBytes", e.Omitted)
 		enc.field("omittedAfter", e.OmittedAfter.String())
+		if len(e.Head) > 0 {
+			enc.field("headFrames", len(e.Head))
+		}
 	}
 	enc.raw("}\n")
 	return enc.flush()
@@ -210,13 +216,15 @@ func (e *encoder) members(v any) {
 	}
 }
 
-// plainText writes a member as text does, the frames rendered as plain
-// text: the head and the tail each on their own, so that what was omitted
-// between them does not join their lines.
-func (e *encoder) plainText(name string, parts [][]logstore.Frame, keep func(logstore.Channel) bool) {
-	e.key(name)
-	e.raw(`"`)
-	for _, part := range parts {
+// plainParts renders the frames of each part on the channels keep accepts
+// as plain text, each part on its own so that what was omitted between them
+// does not join their lines. Rendering can make text longer than its bytes
+// (a cursor move becomes blanks): with limit > 0 the parts are cut to it
+// together (limit < 0: no bound), the first keeping its start and the last
+// its end.
+func plainParts(parts [][]logstore.Frame, keep func(logstore.Channel) bool, limit int) []string {
+	texts := make([]string, len(parts))
+	for k, part := range parts {
 		var r plaintext.Renderer
 		for i := range part {
 			if keep(part[i].Channel) {
@@ -224,7 +232,59 @@ func (e *encoder) plainText(name string, parts [][]logstore.Frame, keep func(log
 			}
 		}
 		r.Flush()
-		e.escape([]byte(r.String()))
+		texts[k] = r.String()
+	}
+	if limit < 0 || plainLen(texts) <= limit {
+		return texts
+	}
+	head, tail := texts[0], texts[len(texts)-1]
+	if len(texts) == 1 {
+		return []string{cutEnd(head, limit)}
+	}
+	tail = cutStart(tail, limit-min(len(head), limit/2))
+	return []string{cutEnd(head, limit-len(tail)), tail}
+}
+
+// plainLen returns the bytes of texts together.
+func plainLen(texts []string) int {
+	n := 0
+	for _, t := range texts {
+		n += len(t)
+	}
+	return n
+}
+
+// cutEnd returns the longest start of s of at most n bytes that ends at a
+// character boundary.
+func cutEnd(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:max(n, 0)]
+}
+
+// cutStart returns the longest end of s of at most n bytes that starts at a
+// character boundary.
+func cutStart(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := len(s) - max(n, 0)
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:]
+}
+
+// plainText writes a member holding texts, one after the other.
+func (e *encoder) plainText(name string, texts []string) {
+	e.key(name)
+	e.raw(`"`)
+	for _, t := range texts {
+		e.escape([]byte(t))
 	}
 	e.raw(`"`)
 }

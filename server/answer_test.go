@@ -1,14 +1,15 @@
 package server_test
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/client"
-	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/server"
 )
 
@@ -37,9 +38,27 @@ func requireConsistent(t *testing.T, r *client.RunResult) {
 	require.Equal(t, r.Logs[len(r.Logs)-1].Cursor, r.Next)
 }
 
+// wholeOutput joins r with logs pages as docs/api.md says, through the
+// client, and returns the bytes on the channels keep accepts.
+func (d *daemon) wholeOutput(t *testing.T, r *client.RunResult, keep func(string) bool) string {
+	t.Helper()
+	var b strings.Builder
+	dropped, err := d.c.WholeOutput(ctx(t), "", r, func(f client.LogFrame) error {
+		if keep(f.Channel) {
+			data, err := f.Bytes()
+			b.Write(data)
+			return err
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.False(t, dropped)
+	return b.String()
+}
+
 // TestRunOutputLimit checks that a run's answer keeps the head and tail of a
-// long output within outputLimit, says what it left out, and that the logs
-// from omittedAfter give exactly that.
+// long output within outputLimit, says exactly what it left out, and that
+// the join of the answer with the logs pages gives every byte once.
 func TestRunOutputLimit(t *testing.T) {
 	t.Parallel()
 	d := start(t, server.Options{})
@@ -47,7 +66,7 @@ func TestRunOutputLimit(t *testing.T) {
 	for i := 1; i <= 300_000; i++ {
 		full.WriteString(strconv.Itoa(i) + "\n")
 	}
-	const limit = 256 << 10 // at least two of the largest frames
+	const limit = 256 << 10
 	r, p, err := d.c.Run(ctx(t), client.RunOptions{
 		StartOptions: client.StartOptions{Cmd: "seq 300000"},
 		OutputLimit:  limit,
@@ -57,43 +76,87 @@ func TestRunOutputLimit(t *testing.T) {
 	requireConsistent(t, r)
 	require.False(t, r.Truncated)
 	require.LessOrEqual(t, len(r.Output), limit)
-	require.Greater(t, len(r.Output), limit-logstore.MaxFrame)
+	require.Greater(t, len(r.Output), limit-600, "the cuts move at most 256 bytes each, to a line end")
 	require.Equal(t, int64(full.Len()-len(r.Output)), r.OmittedBytes)
 
-	// The head ends at omittedAfter; the rest of the answer is the tail.
-	var head, tail []client.LogFrame
-	for i, f := range r.Logs {
-		if f.Cursor == r.OmittedAfter {
-			head, tail = r.Logs[:i+1], r.Logs[i+1:]
-		}
-	}
-	require.NotEmpty(t, head, "omittedAfter %q is the cursor of a frame in the answer", r.OmittedAfter)
-	require.NotEmpty(t, tail)
-	all := func(string) bool { return true }
-	headText, tailText := joinFrames(t, head, all), joinFrames(t, tail, all)
-	require.LessOrEqual(t, len(headText), limit/2)
-	require.True(t, strings.HasPrefix(full.String(), headText))
-	require.True(t, strings.HasSuffix(full.String(), tailText))
+	head := joinFrames(t, r.Logs[:r.HeadFrames], func(string) bool { return true })
+	tail := joinFrames(t, r.Logs[r.HeadFrames:], func(string) bool { return true })
+	require.LessOrEqual(t, len(head), limit/2)
+	require.True(t, strings.HasPrefix(full.String(), head) && strings.HasSuffix(head, "\n"), "the head ends a line")
+	require.True(t, strings.HasSuffix(full.String(), tail))
+	require.Equal(t, byte('\n'), full.String()[full.Len()-len(tail)-1], "the tail starts a line")
+	require.Equal(t, full.String(), d.wholeOutput(t, r, func(string) bool { return true }))
+}
 
-	// The omitted frames are those after omittedAfter, before the tail.
-	var omitted strings.Builder
-	cursor := r.OmittedAfter
-	for cursor != "" {
-		page, err := d.c.Logs(ctx(t), r.ProcessID, client.LogsOptions{Cursor: cursor})
-		require.NoError(t, err)
-		for _, f := range page.Items {
-			if f.Cursor == tail[0].Cursor {
-				cursor = ""
-				break
-			}
-			omitted.WriteString(f.Data)
-		}
-		require.NotEmpty(t, page.Items, "the tail's first frame comes after the omitted ones")
-		if cursor != "" {
-			cursor = page.Next
+// TestRunOutputBound checks, over HTTP as a client reads it, that an
+// answer's text is within outputLimit for several limits: output at most
+// the limit, stdout and stderr together too, cut between characters of
+// multi-byte UTF-8; that omittedBytes is exact; and that the answer joined
+// with logs pages gives each channel's bytes whole.
+func TestRunOutputBound(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	const lines = 20_000
+	var out, errs strings.Builder
+	for i := 1; i <= lines; i++ {
+		out.WriteString("ünï€ " + strconv.Itoa(i) + "\n")
+		if i%3 == 0 {
+			errs.WriteString("err 😀 " + strconv.Itoa(i) + "\n")
 		}
 	}
-	require.Equal(t, full.String(), headText+omitted.String()+tailText)
+	cmd := `awk 'BEGIN{for(i=1;i<=` + strconv.Itoa(lines) + `;i++){print "ünï€ " i; if(i%3==0) print "err 😀 " i > "/dev/stderr"}}'`
+	for _, limit := range []int{1, 3, 200, 1000, 4096, 65536, 300_000} {
+		code, body := d.raw(t, "POST", "/v1/processes/run",
+			`{"cmd":`+strconv.Quote(cmd)+`,"outputLimit":`+strconv.Itoa(limit)+`}`, authed())
+		require.Equal(t, 200, code, body)
+		var r client.RunResult
+		require.NoError(t, json.Unmarshal([]byte(body), &r))
+		requireConsistent(t, &r)
+		require.LessOrEqual(t, len(r.Output), limit, "limit %d", limit)
+		require.LessOrEqual(t, len(r.Stdout)+len(r.Stderr), limit, "limit %d", limit)
+		require.Equal(t, len(r.Output), len(r.Stdout)+len(r.Stderr), "limit %d", limit)
+		require.True(t, utf8.ValidString(r.Output) && !strings.ContainsRune(r.Output, utf8.RuneError), "limit %d: cut inside a character", limit)
+		require.Equal(t, int64(out.Len()+errs.Len()-len(r.Output)), r.OmittedBytes, "limit %d", limit)
+		require.Equal(t, out.String(), d.wholeOutput(t, &r, func(c string) bool { return c == "stdout" }), "limit %d", limit)
+		require.Equal(t, errs.String(), d.wholeOutput(t, &r, func(c string) bool { return c == "stderr" }), "limit %d", limit)
+		t.Logf("limit %d: answer %d bytes, output %d, omitted %d", limit, len(body), len(r.Output), r.OmittedBytes)
+	}
+
+	// Plain text can be longer than its bytes (a cursor move becomes
+	// blanks): it is held to the limit too.
+	for _, limit := range []int{100, 1000, 5000} {
+		r, _, err := d.c.Run(ctx(t), client.RunOptions{
+			StartOptions: client.StartOptions{Cmd: `for i in $(seq 300); do printf '\033[150Cx\n'; printf '\033[150Cy\n' >&2; done`},
+			OutputLimit:  int64(limit), Plain: true,
+		})
+		require.NoError(t, err)
+		require.NotEmpty(t, strings.TrimSpace(r.Output))
+		require.LessOrEqual(t, len(r.Output), limit, "plain, limit %d", limit)
+		require.LessOrEqual(t, len(r.Stdout)+len(r.Stderr), limit, "plain, limit %d", limit)
+	}
+
+	// The case of a short limit on many short lines: 200 bytes of text.
+	r, _, err := d.c.Run(ctx(t), client.RunOptions{StartOptions: client.StartOptions{Cmd: "seq 1 20000"}, OutputLimit: 200})
+	require.NoError(t, err)
+	require.LessOrEqual(t, len(r.Output), 200)
+	require.True(t, strings.HasPrefix(r.Output, "1\n2\n") && strings.HasSuffix(r.Output, "\n19999\n20000\n"), "%q", r.Output)
+}
+
+// TestRunJoinsLongOutput checks the join of a default-bounded answer with
+// the logs pages over 400,000 lines: every byte once, in order.
+func TestRunJoinsLongOutput(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	var full strings.Builder
+	for i := 1; i <= 400_000; i++ {
+		full.WriteString(strconv.Itoa(i) + "\n")
+	}
+	r := d.run(t, client.StartOptions{Cmd: "seq 1 400000"})
+	require.Positive(t, r.OmittedBytes)
+	require.LessOrEqual(t, len(r.Output), server.DefaultOutputLimit)
+	got := d.wholeOutput(t, r, func(string) bool { return true })
+	require.Equal(t, full.Len(), len(got))
+	require.True(t, full.String() == got, "the joined output differs from seq's")
 }
 
 // TestRunOutputDefaultLimit checks that an answer holds at most about 1 MiB
@@ -121,10 +184,10 @@ func TestRunOutputDefaultLimit(t *testing.T) {
 	})
 	require.NoError(t, err)
 	requireConsistent(t, r)
-	require.Equal(t, "out\n", r.Stdout, "a frame over half the limit is still whole, at each end")
-	require.Equal(t, "err\n", r.Stderr)
-	require.Zero(t, r.OmittedBytes)
-	require.Empty(t, r.OmittedAfter)
+	require.Equal(t, "ou", r.Stdout, "the head is half the limit, cut inside a frame")
+	require.Equal(t, "r\n", r.Stderr, "the tail is the rest")
+	require.Equal(t, int64(4), r.OmittedBytes)
+	require.Equal(t, "0", r.OmittedAfter, "the head holds no whole frame")
 }
 
 // TestRunOutputLimitArgument checks outputLimit's range: negative is

@@ -98,7 +98,9 @@ func (s *Server) interact(w http.ResponseWriter, r *http.Request) error {
 			return badRequest("inputBase64: %v", err)
 		}
 	}
-	if i := p.Info(); i.System && (len(input) > 0 || opts.EOF || opts.Signal != "") {
+	if p.Info().System {
+		// Not even a bare wait: the shell is no command whose output an
+		// answer could hold, and it ends only with its session.
 		return fmt.Errorf("%w: interact on a session's own shell: run a command in it", process.ErrUnsupported)
 	}
 	if opts.Cursor == "" {

@@ -188,6 +188,13 @@ func TestInteractRefusals(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = d.c.Interact(c, s.ID, client.InteractOptions{Input: "echo hi\n"})
 	requireCode(t, err, "unsupported_operation")
+	// A session's own shell is refused bare too, as by the other process
+	// routes: it is not a command whose output an answer could hold.
+	code, body := d.raw(t, "POST", "/v1/processes/"+s.ID+"/interact", `{"timeout":10}`, authed())
+	require.Equal(t, 409, code, body)
+	require.Contains(t, body, "unsupported_operation")
+	_, _, err = d.c.Interact(c, s.ID, client.InteractOptions{Signal: "INT"})
+	requireCode(t, err, "unsupported_operation")
 	p, err := d.c.Start(c, client.StartOptions{Cmd: "sleep 30"})
 	require.NoError(t, err)
 	_, _, err = d.c.Interact(c, p.ID, client.InteractOptions{Input: "x"})

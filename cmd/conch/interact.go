@@ -30,7 +30,7 @@ func addAnswerFlags(fs *flag.FlagSet) *answerFlags {
 	fs.Var(f.idle, "idle", "come back once the command has written nothing for this `duration` (like 2s)")
 	fs.Var(f.wait, "timeout", "come back after this `duration` if the command still runs")
 	f.plain = fs.Bool("plain", false, "print the output as plain text: escape sequences removed, \\r and \\b overwrites applied")
-	f.limit = fs.Int64("output-limit", 0, "print at most about this many `bytes` of output, head and tail (default 1 MiB)")
+	f.limit = fs.Int64("output-limit", 0, "print at most this many `bytes` of output, head and tail, and say what was left out (default: all of it)")
 	return f
 }
 
@@ -38,13 +38,28 @@ func addAnswerFlags(fs *flag.FlagSet) *answerFlags {
 func (f *answerFlags) early() bool { return *f.idle > 0 || *f.wait > 0 }
 
 // report prints an answer's output, and, when the command still runs (p
-// not nil), says so on stderr with its id; it returns the exit status.
-func (f *answerFlags) report(e *env, r *client.RunResult, p *client.Process, asJSON bool) int {
-	if asJSON {
+// not nil), says so on stderr with its id; it returns the exit status. An
+// answer the daemon cut to its default bound is printed whole, joined with
+// the logs it left out; one cut to --output-limit is printed as it is, with
+// what was left out said on stderr.
+func (f *answerFlags) report(ctx context.Context, e *env, c *client.Client, r *client.RunResult, p *client.Process, asJSON bool) int {
+	switch {
+	case asJSON:
 		if code := printJSON(e, r); code != 0 {
 			return exitOwn
 		}
-	} else {
+	case r.OmittedBytes > 0 && *f.limit == 0:
+		// Rendered per channel as it comes, as the daemon renders stdout and stderr.
+		write, flush := frameWriter(e, false, *f.plain)
+		dropped, err := c.WholeOutput(ctx, "", r, write)
+		if err != nil {
+			return fail(e, exitOwn, err)
+		}
+		flush()
+		if dropped {
+			e.warn("part of the output was dropped by retention before it was read")
+		}
+	default:
 		fmt.Fprint(e.stdout, r.Stdout)
 		fmt.Fprint(e.stderr, r.Stderr)
 		if r.OmittedBytes > 0 {
@@ -93,7 +108,7 @@ func (f *startFlags) runEarly(ctx context.Context, e *env, c *client.Client, a *
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
-	return a.report(e, r, p, *f.json)
+	return a.report(ctx, e, c, r, p, *f.json)
 }
 
 func cmdInteract(ctx context.Context, e *env, args []string) int {
@@ -139,7 +154,7 @@ already ended before the input could be written (its result is printed).`)
 	if err != nil {
 		return fail(e, exitOwn, ended(ctx, c, id, err))
 	}
-	return a.report(e, r, p, *asJSON)
+	return a.report(ctx, e, c, r, p, *asJSON)
 }
 
 // ended is err, or, when the process has ended and that is why the input

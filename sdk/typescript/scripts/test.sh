@@ -28,5 +28,22 @@ npm run --silent build:test
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+
+# The package as npm packs it from a clean checkout (no dist yet) installs
+# into an empty project and imports, from JavaScript as from TypeScript.
+mkdir "$tmp/src" "$tmp/app"
+cp -R package.json package-lock.json tsconfig.json README.md src "$tmp/src/"
+ln -s "$PWD/node_modules" "$tmp/src/node_modules"
+(cd "$tmp/src" && npm pack --silent --pack-destination "$tmp" >/dev/null)
+tarball=$(ls "$tmp"/conchsh-sdk-*.tgz)
+if ! tar -tzf "$tarball" | grep -q '^package/dist/index.js$'; then
+	echo "sdk/typescript: npm pack shipped no code:" >&2
+	tar -tzf "$tarball" >&2
+	exit 1
+fi
+(cd "$tmp/app" && echo '{"name":"app","private":true,"type":"module"}' > package.json &&
+	npm install --silent --no-audit --no-fund --omit=optional "$tarball" &&
+	node -e "import('@conchsh/sdk').then((m) => { if (typeof m.Sandbox !== 'function' || typeof m.ConchError !== 'function') process.exit(1) })")
+echo "sdk/typescript: the packed package installs into an empty project and imports"
 (cd ../.. && go build -o "$tmp/conch" ./cmd/conch)
 CONCH_BIN="$tmp/conch" node --test build/test/*.test.js

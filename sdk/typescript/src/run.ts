@@ -39,7 +39,7 @@ export async function run(t: HttpTransport, path: string, body: Wire, timeout: n
   const { status, body: answer } = await t.json('POST', path, { json: { ...body, timeout: window(t, deadline) } })
   const w = record(answer, 'run')
   if (status === 200) return finished(t, w, body.outputLimit !== undefined)
-  if (w.waitingForInput === true || body.idleTimeout !== undefined) return early(w, deadline)
+  if (w.waitingForInput === true || body.idleTimeout !== undefined) return early(t, w, deadline, body.outputLimit !== undefined)
   // Only the daemon's wait window ran out: wait on with bare interacts, which
   // (unlike wait) also come back when the process starts waiting for input.
   const id = String(w.id ?? w.processId)
@@ -55,12 +55,23 @@ export async function run(t: HttpTransport, path: string, body: Wire, timeout: n
   return collect(t, id, stillRunning('wait_timeout'), timedOutPages, 'running')
 }
 
-/** The RunResult of a 202 answer as it came: the output so far, the process running. */
-function early(w: Wire, deadline: number): RunResult {
+/**
+ * The RunResult of a 202 answer: the output so far, the process running;
+ * what the answer left out is paged back in, up to its next, unless the
+ * caller bounded it.
+ */
+async function early(t: HttpTransport, w: Wire, deadline: number, bounded: boolean): Promise<RunResult> {
   const why = w.waitingForInput === true ? 'waiting_for_input' : left(deadline) <= 0 ? 'wait_timeout' : 'idle_timeout'
+  const id = String(w.processId ?? w.id)
   const out: Wire = {
-    ...stillRunning(why), processId: String(w.processId ?? w.id), output: str(w.output), stdout: str(w.stdout),
+    ...stillRunning(why), processId: id, output: str(w.output), stdout: str(w.stdout),
     stderr: str(w.stderr), logs: toFrames(w.logs), truncated: w.truncated === true,
+  }
+  if (!bounded && typeof w.omittedBytes === 'number' && w.omittedBytes > 0 && typeof w.omittedAfter === 'string') {
+    const { frames, dropped } = await joinOmitted(t, id, out.logs as LogFrame[], w.omittedAfter, str(w.next))
+    Object.assign(out, { logs: frames }, assemble(frames))
+    if (dropped) out.truncated = true
+    return Object.assign(out, pick(w, ['next', 'cwd', 'lastOutputAt'])) as unknown as RunResult
   }
   return Object.assign(out, pick(w, ['next', 'omittedBytes', 'omittedAfter', 'cwd', 'lastOutputAt'])) as unknown as RunResult
 }
@@ -78,29 +89,39 @@ async function finished(t: HttpTransport, w: Wire, bounded: boolean): Promise<Ru
       processId: String(w.processId), output: str(w.output), stdout: str(w.stdout), stderr: str(w.stderr), logs,
     })
   }
-  // Head frames up to omittedAfter, the omitted ones from the logs, then the
-  // tail frames from the first one the logs did not reach.
-  const cut = logs.findIndex((f) => f.cursor === w.omittedAfter) + 1
-  const head = logs.slice(0, cut)
-  const tail = logs.slice(cut)
-  const middle: LogFrame[] = []
-  let rest = tail
-  await pageLogs(t, String(w.processId), w.omittedAfter, Infinity, (page) => {
+  const { frames, dropped } = await joinOmitted(t, String(w.processId), logs, w.omittedAfter, str(w.next))
+  const out = Object.assign(wait, { processId: String(w.processId), logs: frames }, assemble(frames)) as RunResult & Wire
+  if (dropped || w.truncated === true) out.truncated = true
+  // The result is whole: nothing is left out of it any more.
+  delete out.omittedBytes
+  delete out.omittedAfter
+  delete out.headFrames
+  return out
+}
+
+/**
+ * The whole output of an answer that left bytes out, by the daemon's rule:
+ * the answer's frames up to and including the one whose cursor is
+ * omittedAfter (none when no frame has it; these are never cut), then the
+ * frames of logs pages from omittedAfter on, up to and including the one
+ * whose cursor is the answer's next (or an empty page). The answer's cut
+ * frames after omittedAfter are not used: the pages give them whole.
+ * dropped: retention dropped some of them before they were read.
+ */
+export async function joinOmitted(
+  t: HttpTransport, id: string, logs: LogFrame[], omittedAfter: string, next: string,
+): Promise<{ frames: LogFrame[]; dropped: boolean }> {
+  const frames = logs.slice(0, logs.findIndex((f) => f.cursor === omittedAfter) + 1)
+  let dropped = false
+  await pageLogs(t, id, omittedAfter, Infinity, (page, truncatedHead) => {
+    dropped ||= truncatedHead
     for (const f of page) {
-      const i = rest.findIndex((g) => g.cursor === f.cursor)
-      if (i >= 0) {
-        rest = rest.slice(i)
-        return false
-      }
-      middle.push(f)
+      frames.push(f)
+      if (f.cursor === next) return false
     }
     return true
   })
-  const all = [...head, ...middle, ...rest]
-  const out = Object.assign(wait, { processId: String(w.processId), logs: all }, assemble(all)) as RunResult & Wire
-  delete out.omittedBytes
-  delete out.omittedAfter
-  return out
+  return { frames, dropped }
 }
 
 /** The RunResult of the process id: result, and its retained logs from the start, at most pages pages. */
@@ -122,7 +143,8 @@ async function collect(
 
 /**
  * Reads the logs of id after cursor, page by page, at most pages pages,
- * handing each to take until it returns false or the logs end.
+ * handing each to take until it returns false or a page is empty. A page is
+ * bounded in bytes as well as in frames, so only an empty one is the end.
  */
 export async function pageLogs(
   t: HttpTransport, id: string, cursor: string | undefined, pages: number,
@@ -132,8 +154,8 @@ export async function pageLogs(
   for (let n = 0; n < pages; n++) {
     const { body } = await t.json('GET', `/v1/processes/${seg(id)}/logs`, { query: { cursor, limit } })
     const page = toLogsPage(body)
-    if (!take(page.items, page.truncatedHead === true) || page.items.length < limit) return
-    cursor = page.items[page.items.length - 1]!.cursor
+    if (page.items.length === 0 || !take(page.items, page.truncatedHead === true)) return
+    cursor = page.next ?? page.items[page.items.length - 1]!.cursor
   }
 }
 

@@ -63,6 +63,16 @@ async function discover(env: NodeJS.ProcessEnv): Promise<{ url: string; token: s
   } catch {
     // no daemon recorded: the default address and token file
   }
-  const token = (await readFile(tokenFile, 'utf8')).trim()
+  let token: string
+  try {
+    token = (await readFile(tokenFile, 'utf8')).trim()
+  } catch (err) {
+    throw new Error(
+      `no conch daemon found: CONCH_URL and CONCH_TOKEN are not set, and ${tokenFile} cannot be read ` +
+        `(${(err as NodeJS.ErrnoException).code ?? String(err)}); start one with \`conch serve\` ` +
+        `(it records itself in ${dir}), or set CONCH_URL and CONCH_TOKEN`,
+      { cause: err },
+    )
+  }
   return { url, token }
 }

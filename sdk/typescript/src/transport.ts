@@ -64,22 +64,29 @@ export interface RequestOptions {
 
 export class HttpTransport {
   readonly url: string
-  readonly token: string
   readonly fetch: typeof fetch
   readonly WebSocket: WebSocketConstructor | undefined
   readonly waitWindow: number
   readonly logsPageSize: number
+  // Private, so that console.log, util.inspect and JSON.stringify of a
+  // transport or a sandbox never show the bearer token.
+  readonly #token: string
   readonly #auth: Record<string, string>
   readonly #jsonHeaders: Record<string, string>
 
+  /** The bearer token. */
+  get token(): string {
+    return this.#token
+  }
+
   constructor(options: HttpTransportOptions) {
     this.url = options.url.replace(/\/+$/, '')
-    this.token = options.token
+    this.#token = options.token
     this.fetch = options.fetch ?? globalThis.fetch.bind(globalThis)
     this.WebSocket = options.WebSocket
     this.waitWindow = positive(options.waitWindow, 30_000)
     this.logsPageSize = positive(options.logsPageSize, 1000)
-    this.#auth = { authorization: `Bearer ${this.token}` }
+    this.#auth = { authorization: `Bearer ${this.#token}` }
     this.#jsonHeaders = { ...this.#auth, 'content-type': 'application/json' }
   }
 

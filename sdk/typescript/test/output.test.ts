@@ -1,0 +1,91 @@
+import assert from 'node:assert/strict'
+import { after, before, describe, test } from 'node:test'
+
+import type { Sandbox } from '@conchsh/sdk'
+
+import { type Daemon, recordingFetch, startDaemon } from './daemon.js'
+
+let d: Daemon
+let sb: Sandbox
+
+before(async () => {
+  d = await startDaemon()
+  sb = d.sandbox()
+})
+after(async () => d?.stop())
+
+function seq(n: number): string {
+  const lines: string[] = []
+  for (let i = 1; i <= n; i++) lines.push(`${i}\n`)
+  return lines.join('')
+}
+
+/** The index of the first character where a and b differ, or -1. */
+function firstDifference(a: string, b: string): number {
+  for (let i = 0; i < Math.max(a.length, b.length); i++) if (a[i] !== b[i]) return i
+  return -1
+}
+
+describe('run joins a bounded answer with the logs', () => {
+  test('seq 1 400000 comes back whole: every byte once, in order', async () => {
+    const want = seq(400_000)
+    const rec = recordingFetch()
+    const s = d.sandbox({ fetch: rec.fetch })
+    const r = await s.process.run('seq 1 400000')
+    assert.deepEqual([r.reason, r.exitCode], ['exited', 0])
+    assert.equal(r.stdout.length, want.length, `first difference at ${firstDifference(r.stdout, want)}`)
+    assert.ok(r.stdout === want, `first difference at ${firstDifference(r.stdout, want)}`)
+    assert.ok(r.output === want)
+    assert.equal(r.logs.map((f) => f.data).join(''), want)
+    const pages = rec.calls.filter((c) => c.path.includes('/logs?'))
+    assert.ok(pages.length >= 2, `it read the omitted output over several pages: ${pages.length}`)
+  })
+
+  test('mixed stdout and stderr with multi-byte characters, over small pages', async () => {
+    const n = 30_000
+    let out = ''
+    let err = ''
+    for (let i = 1; i <= n; i++) {
+      out += `ünï€ ${i}\n`
+      if (i % 3 === 0) err += `err 😀 ${i}\n`
+    }
+    const rec = recordingFetch()
+    const s = d.sandbox({ fetch: rec.fetch, logsPageSize: 7 })
+    const cmd = `awk 'BEGIN{for(i=1;i<=${n};i++){print "ünï€ " i; if(i%3==0) print "err 😀 " i > "/dev/stderr"}}'`
+    const r = await s.process.run(cmd)
+    assert.ok(r.stdout === out, `stdout: first difference at ${firstDifference(r.stdout, out)} of ${out.length}`)
+    assert.ok(r.stderr === err, `stderr: first difference at ${firstDifference(r.stderr, err)} of ${err.length}`)
+    assert.equal(r.output.length, out.length + err.length)
+    const all = await s.process.connect(r.processId).logs({ limit: 1_000_000 })
+    assert.ok(all.items.length > 7, `the output crosses several chunks: ${all.items.length} frames`)
+  })
+
+  test('a run that answers 202 first pages the whole output from the start', async () => {
+    const want = seq(400_000)
+    const s = d.sandbox({ waitWindow: 100 })
+    const r = await s.process.run('sleep 0.5; seq 1 400000')
+    assert.deepEqual([r.reason, r.exitCode], ['exited', 0])
+    assert.ok(r.stdout === want, `first difference at ${firstDifference(r.stdout, want)} of ${want.length}`)
+  })
+
+  test('a run that comes back early (idleTimeout) holds the whole output so far', async () => {
+    const want = seq(400_000)
+    const r = await sb.process.run('seq 1 400000; sleep 600', { idleTimeout: 1500 })
+    try {
+      assert.equal(r.reason, 'timed_out')
+      assert.equal(r.rawReason, 'idle_timeout')
+      assert.ok(r.stdout === want, `first difference at ${firstDifference(r.stdout, want)} of ${want.length}`)
+      assert.equal((r as typeof r & { omittedBytes?: number }).omittedBytes, undefined)
+    } finally {
+      await sb.process.connect(r.processId).kill({ signal: 'KILL' })
+    }
+  })
+
+  test('with outputLimit the answer stays bounded and says what it left out', async () => {
+    const r = await sb.process.run('seq 1 20000', { outputLimit: 200 })
+    const x = r as typeof r & { omittedBytes?: number; omittedAfter?: string }
+    assert.ok(Buffer.byteLength(r.output) <= 200, `${Buffer.byteLength(r.output)} bytes`)
+    assert.equal(x.omittedBytes, seq(20_000).length - Buffer.byteLength(r.output))
+    assert.equal(typeof x.omittedAfter, 'string')
+  })
+})

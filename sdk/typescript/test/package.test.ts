@@ -1,0 +1,69 @@
+import assert from 'node:assert/strict'
+import { execFile } from 'node:child_process'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { promisify } from 'node:util'
+import { inspect } from 'node:util'
+import { after, before, describe, test } from 'node:test'
+
+import { Sandbox } from '@conchsh/sdk'
+
+import { type Daemon, startDaemon } from './daemon.js'
+
+const packageRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..')
+
+let d: Daemon
+
+before(async () => {
+  d = await startDaemon()
+})
+after(async () => d?.stop())
+
+describe('what a new user meets first', () => {
+  test('a sandbox never shows its bearer token', () => {
+    const token = 'secret-token-that-must-not-show'
+    const s = new Sandbox({ url: 'http://127.0.0.1:7070', token })
+    for (const shown of [inspect(s, { depth: Infinity, showHidden: true }), inspect(s.transport, { showHidden: true }), JSON.stringify(s.transport)]) {
+      assert.ok(!shown.includes(token), `the token shows: ${shown}`)
+    }
+    assert.equal(s.transport.token, token, 'the token is still there for who asks for it')
+  })
+
+  test('Sandbox.fromEnv with no daemon says what to start', async () => {
+    const saved = { ...process.env }
+    const empty = await mkdtemp(join(tmpdir(), 'conch-sdk-nodaemon-'))
+    try {
+      delete process.env.CONCH_URL
+      delete process.env.CONCH_TOKEN
+      process.env.XDG_STATE_HOME = empty
+      await assert.rejects(Sandbox.fromEnv(), (err: Error) => {
+        assert.match(err.message, /conch serve/)
+        assert.match(err.message, /CONCH_URL/)
+        assert.ok(err.message.includes(empty), err.message)
+        return true
+      })
+    } finally {
+      process.env = saved
+      await rm(empty, { recursive: true, force: true })
+    }
+  })
+
+  test("the README's JavaScript example runs as written in plain Node", async () => {
+    const readme = await readFile(join(packageRoot, 'README.md'), 'utf8')
+    const m = /```js\n([\s\S]*?)```/.exec(readme)
+    assert.ok(m, 'the README has a js example')
+    // A module inside the package, so that '@conchsh/sdk' resolves to it.
+    const file = join(packageRoot, 'build', 'readme-example.mjs')
+    await writeFile(file, m[1]!)
+    const { stdout } = await promisify(execFile)(process.execPath, [file], {
+      env: { ...process.env, CONCH_URL: d.url, CONCH_TOKEN: d.token },
+      timeout: 60_000,
+    })
+    assert.match(stdout, /^exited 3 hi$/m)
+    assert.match(stdout, /^test\n\/tmp\/conch-readme-demo$/m)
+    assert.match(stdout, /tick 1\ntick 2\ntick 3\n/)
+    assert.match(stdout, /^job: signaled INT$/m)
+  })
+})
