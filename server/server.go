@@ -208,7 +208,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) Serve(ln net.Listener) error {
 	s.addListenHosts(ln.Addr())
 	s.log.Info("serving", "addr", ln.Addr().String(), "version", s.opts.Version)
-	if err := s.hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	if err := s.hs.Serve(jsonErrorListener{ln}); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
