@@ -51,6 +51,11 @@ type Options struct {
 	Retention int
 	// Ports are loopback ports leased for the context, reported in Info.
 	Ports []int
+	// Dir is where the context makes its private directory (the driver,
+	// its socket, the cells' FIFOs); empty means /dev/shm when writable,
+	// else the temp directory. A daemon gives its instance's directory, so
+	// that what a killed daemon left is removed with it.
+	Dir string
 }
 
 // Context is one long-lived interpreter and its serial queue of cells. It
@@ -103,7 +108,11 @@ func New(ctx context.Context, opts Options) (*Context, error) {
 	if id == "" {
 		id = uuid.NewString()
 	}
-	dir, err := os.MkdirTemp(resident.PrivateBase(), "conch-code-")
+	base := opts.Dir
+	if base == "" {
+		base = resident.PrivateBase()
+	}
+	dir, err := os.MkdirTemp(base, "conch-code-")
 	if err != nil {
 		return nil, fmt.Errorf("make context directory: %w", err)
 	}

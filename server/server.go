@@ -69,7 +69,8 @@ type Options struct {
 	// Version is reported by /healthz; empty means the module's version.
 	Version string
 	// StreamDir is where sessions make the directories of their stream
-	// FIFOs; empty means shellsession's default.
+	// FIFOs, and code contexts their private directories; empty means
+	// shellsession's and codecontext's defaults.
 	StreamDir string
 }
 
