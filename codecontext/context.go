@@ -51,6 +51,11 @@ type Options struct {
 	// INT, or its execution timeout) before the context's interpreter is
 	// killed; zero means process.StopGrace.
 	StopGrace time.Duration
+	// Dir is where the context makes its private directory (the driver,
+	// its socket, the cells' FIFOs); empty means /dev/shm when writable,
+	// else the temp directory. A daemon gives its instance's directory, so
+	// that what a killed daemon left is removed with it.
+	Dir string
 }
 
 // Context is one long-lived interpreter and its serial queue of cells. It
@@ -104,7 +109,11 @@ func New(ctx context.Context, opts Options) (*Context, error) {
 	if id == "" {
 		id = uuid.NewString()
 	}
-	dir, err := os.MkdirTemp(resident.PrivateBase(), "conch-code-")
+	base := opts.Dir
+	if base == "" {
+		base = resident.PrivateBase()
+	}
+	dir, err := os.MkdirTemp(base, "conch-code-")
 	if err != nil {
 		return nil, fmt.Errorf("make context directory: %w", err)
 	}

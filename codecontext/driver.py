@@ -27,10 +27,22 @@ class _S:
     diag = -1  # the interpreter's first stdout: where fds 1 and 2 point between cells
     null = -1
     intfile = ""  # where the engine names the cell it interrupts
+    pid = 0  # the interpreter's: a process with another pid was forked by a cell
+    conn = -1  # the socket the engine sends cells on
 
 
-def _reinit_lock():
+def _forked():
+    # A child forked by a cell runs its part of the cell, then exits (see
+    # _run): only the interpreter reads cells. Its copy of the socket goes
+    # to /dev/null at once, so that nothing it does can read a cell or
+    # write to the engine.
     _S.lock = threading.Lock()
+    if _S.conn >= 0:
+        os.dup2(_S.null, _S.conn)
+
+
+def _forked_child():
+    return os.getpid() != _S.pid
 
 
 def _cell_of_thread():
@@ -215,6 +227,10 @@ def _run(ns, conn, msg):
         status = 1
     else:
         status = _execute(ns, body, last, conn, n)
+    if _forked_child():
+        # Its part of the cell is done; the cell is the interpreter's to
+        # end. Checked by pid, as a native module's fork runs no hook.
+        os._exit(status)
     _end_cell(msg["nonce"], status)
 
 
@@ -224,7 +240,8 @@ def main():
         sys.exit(1)
     _S.diag = os.dup(1)
     _S.null = os.open(os.devnull, os.O_RDWR)
-    os.register_at_fork(after_in_child=_reinit_lock)
+    _S.pid = os.getpid()
+    os.register_at_fork(after_in_child=_forked)
     threading.Thread.start = _start
     signal.signal(signal.SIGINT, _on_int)
     sys.stdout = sys.__stdout__ = _Out(1, "<stdout>")
@@ -238,11 +255,15 @@ def main():
     sys.modules["__main__"] = main_mod
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.connect(sock)
+    _S.conn = conn.fileno()
     for line in conn.makefile("rb"):
+        if _forked_child():
+            os._exit(1)  # never read cells in a child
         try:
             _run(main_mod.__dict__, conn, json.loads(line))
-        except KeyboardInterrupt:
-            pass  # an interrupt that came too late for its cell
+        except KeyboardInterrupt:  # an interrupt that came too late for its cell
+            if _forked_child():
+                os._exit(130)
 
 
 try:

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -74,8 +75,11 @@ func (s *Server) MCP() *mcp.Server {
 }
 
 // Run serves the tools on stdin and stdout until stdin closes or ctx ends.
+// A line that is no JSON-RPC message is answered with a JSON-RPC error and
+// the server goes on; at the end of stdin, every request read is answered
+// before Run returns.
 func (s *Server) Run(ctx context.Context) error {
-	err := s.MCP().Run(ctx, &mcp.StdioTransport{})
+	err := s.MCP().Run(ctx, &stdioTransport{in: os.Stdin, out: os.Stdout})
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil
 	}

@@ -41,6 +41,7 @@ func (s *Server) startContext(ctx context.Context, opts api.SessionOptions, port
 		Env:       opts.Env,
 		Retention: s.opts.LogRetention,
 		Ports:     ports,
+		Dir:       s.opts.StreamDir,
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // statusWriter remembers whether the answer has begun, so that an error
@@ -58,9 +59,10 @@ type route struct {
 }
 
 // wrap turns a route into an http.Handler: a recovered panic answers 500,
-// then the Host and Origin checks, the token, the body limit, and the
-// handler's error rendered by writeError.
+// then the Host and Origin checks, the token, the query string's check, the
+// route's body limit, and the handler's error rendered by writeError.
 func (s *Server) wrap(rt route) http.Handler {
+	limit, flag := s.bodyLimit(rt.pattern)
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		w := &statusWriter{ResponseWriter: rw}
 		defer func() {
@@ -82,11 +84,38 @@ func (s *Server) wrap(rt route) http.Handler {
 			s.writeError(w, r, errorf(http.StatusUnauthorized, "unauthenticated", "missing or wrong bearer token"))
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, s.opts.BodyLimit)
+		if err := checkQuery(r.URL.RawQuery); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		r.Body = &boundedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), limit: limit, flag: flag}
 		if err := rt.handler(w, r); err != nil {
 			s.writeError(w, r, err)
 		}
 	})
+}
+
+// checkQuery refuses a query string that would be read otherwise than it
+// was written: url.ParseQuery drops a pair with a semicolon or a bad escape
+// and carries on, so that logs?cursor=1;2 would read from the start. A
+// parameter given twice, or not valid UTF-8, is refused too.
+func checkQuery(raw string) error {
+	if raw == "" {
+		return nil
+	}
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return badRequest("query string: %v", err)
+	}
+	for k, vs := range q {
+		if len(vs) > 1 {
+			return badRequest("query parameter %q given %d times: give it once", k, len(vs))
+		}
+		if !utf8.ValidString(k) || !utf8.ValidString(vs[0]) {
+			return badRequest("query parameter %q is not valid UTF-8", k)
+		}
+	}
+	return nil
 }
 
 // authorized compares the request's bearer token with the daemon's in

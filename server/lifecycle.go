@@ -3,9 +3,11 @@ package server
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
+	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 )
@@ -141,9 +143,19 @@ func (s *Server) stopAll(ctx context.Context) {
 		})
 	}
 	wg.Wait()
+	// An ended process has nothing left to stop unless processes tagged
+	// with its id live on: two looks at /proc for every record rather than
+	// two for each (a scan can miss what forks and exits as it reads), so
+	// that shutdown does not grow with the records kept.
+	live := proctree.TagsAlive()
+	maps.Copy(live, proctree.TagsAlive())
 	for _, p := range s.reg.All() {
-		if p.Info().Kind == process.KindSession {
+		i := p.Info()
+		if i.Kind == process.KindSession {
 			continue // ended with its session above
+		}
+		if i.State == process.Terminal && !live[p.ID()] {
+			continue
 		}
 		wg.Go(func() {
 			if err := p.Stop(ctx); err != nil {

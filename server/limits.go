@@ -20,3 +20,23 @@ func (s *Server) checkCommandSize(cmd string) error {
 	}
 	return nil
 }
+
+// smallBodyLimit bounds the bodies of the routes that take a few short
+// fields: no more is read for them, whatever --body-limit allows.
+const smallBodyLimit = 64 << 10
+
+// smallBodies are the patterns of the routes whose bodies smallBodyLimit
+// bounds.
+var smallBodies = map[string]bool{
+	"POST /v1/processes/{id}/kill":   true,
+	"POST /v1/processes/{id}/resize": true,
+}
+
+// bodyLimit returns the most the route of pattern reads of a body, and the
+// flag that sets it when one does.
+func (s *Server) bodyLimit(pattern string) (int64, string) {
+	if smallBodies[pattern] && s.opts.BodyLimit > smallBodyLimit {
+		return smallBodyLimit, ""
+	}
+	return s.opts.BodyLimit, "--body-limit"
+}

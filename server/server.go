@@ -69,7 +69,8 @@ type Options struct {
 	// Version is reported by /healthz; empty means the module's version.
 	Version string
 	// StreamDir is where sessions make the directories of their stream
-	// FIFOs; empty means shellsession's default.
+	// FIFOs, and code contexts their private directories; empty means
+	// shellsession's and codecontext's defaults.
 	StreamDir string
 }
 
@@ -208,7 +209,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) Serve(ln net.Listener) error {
 	s.addListenHosts(ln.Addr())
 	s.log.Info("serving", "addr", ln.Addr().String(), "version", s.opts.Version)
-	if err := s.hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+	if err := s.hs.Serve(jsonErrorListener{ln}); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

@@ -54,6 +54,28 @@ func (rec instance) alive() bool {
 	return ok && t == rec.StartTime && rec.BootID == proctree.BootID()
 }
 
+// liveDaemon returns the endpoint record of the state directory when the
+// daemon it names runs: its pid is that of a live instance of the same
+// state directory (not merely a pid reused by another program).
+func liveDaemon(stateDir string) (client.Endpoint, bool) {
+	ep, err := client.ReadEndpoint(stateDir)
+	if err != nil || ep.PID <= 0 {
+		return ep, false
+	}
+	paths, _ := filepath.Glob(filepath.Join(stateDir, instancesDir, "*.json"))
+	for _, p := range paths {
+		var rec instance
+		b, err := os.ReadFile(p)
+		if err != nil || json.Unmarshal(b, &rec) != nil {
+			continue
+		}
+		if rec.PID == ep.PID && rec.PIDNS == pidNamespace() && rec.alive() {
+			return ep, true
+		}
+	}
+	return ep, false
+}
+
 // pidNamespace names this process's pid namespace, in which the pids it
 // reads are meant; "" when it cannot be read.
 func pidNamespace() string {

@@ -46,23 +46,42 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return fail(e, exitFailure, err)
 	}
-	token, tokenPath, err := takeToken(e, o.tokenFile, stateDir)
+	// A start that fails changes nothing on disk: another daemon of the
+	// state directory is looked for, the token read and the address bound
+	// before anything is written, so that a failed second start cannot
+	// replace the token the first daemon's clients use.
+	if ep, ok := liveDaemon(stateDir); ok {
+		return fail(e, exitFailure, fmt.Errorf("a daemon of %s runs already: pid %d, listening on %s; stop it first, or start this one with another XDG_STATE_HOME", stateDir, ep.PID, ep.URL))
+	}
+	token, tokenPath, err := loadToken(o.tokenFile)
 	if err != nil {
 		return fail(e, exitFailure, err)
 	}
+	ln, err := listen(o.listen, logger)
+	if err != nil {
+		return fail(e, exitFailure, err)
+	}
+	if token == "" {
+		if token, tokenPath, err = writeToken(stateDir); err != nil {
+			ln.Close()
+			return fail(e, exitFailure, err)
+		}
+		fmt.Fprintf(e.stderr, "conch: token written to %s\n", tokenPath)
+	}
+	// The token must not reach the commands the daemon runs.
+	os.Unsetenv(client.EnvToken)
 	d, err := startDaemon(logger, stateDir)
 	if err != nil {
+		ln.Close()
 		return fail(e, exitFailure, err)
 	}
 	defer d.stop()
 	srv, err := server.New(o.server(token, logger, d.rec.StreamDir))
 	if err != nil {
+		ln.Close()
 		return fail(e, exitFailure, err)
 	}
-	ln, err := listen(e, o.listen, logger, stateDir, tokenPath)
-	if err != nil {
-		return fail(e, exitFailure, err)
-	}
+	recordEndpoint(e, ln, logger, stateDir, tokenPath)
 	if err := serveUntilStopped(ctx, srv, ln, d, logger, stateDir); err != nil {
 		return fail(e, exitFailure, err)
 	}
@@ -121,23 +140,8 @@ func (o serveOptions) server(token string, logger *slog.Logger, streamDir string
 	}
 }
 
-// takeToken loads the token (see loadToken), says where a new one was
-// written, and removes $CONCH_TOKEN from the environment: the token must not
-// reach the commands the daemon runs.
-func takeToken(e *env, tokenFile, stateDir string) (token, path string, err error) {
-	token, path, err = loadToken(tokenFile, stateDir)
-	if err != nil {
-		return "", "", err
-	}
-	if path != "" && tokenFile == "" {
-		fmt.Fprintf(e.stderr, "conch: token written to %s\n", path)
-	}
-	os.Unsetenv(client.EnvToken)
-	return token, path, nil
-}
-
-// listen opens the daemon's listener and records its endpoint for clients.
-func listen(e *env, addr string, logger *slog.Logger, stateDir, tokenPath string) (net.Listener, error) {
+// listen opens the daemon's listener.
+func listen(addr string, logger *slog.Logger) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
@@ -145,12 +149,16 @@ func listen(e *env, addr string, logger *slog.Logger, stateDir, tokenPath string
 	if ip := ln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() {
 		logger.Warn("listening beyond loopback: anyone who can reach this address and holds the token can run commands", "addr", ln.Addr().String())
 	}
+	return ln, nil
+}
+
+// recordEndpoint records the daemon's endpoint for clients.
+func recordEndpoint(e *env, ln net.Listener, logger *slog.Logger, stateDir, tokenPath string) {
 	url := "http://" + ln.Addr().String()
 	if err := client.WriteEndpoint(stateDir, client.Endpoint{URL: url, TokenFile: tokenPath, PID: os.Getpid()}); err != nil {
 		logger.Warn("record endpoint for clients", "err", err)
 	}
 	fmt.Fprintf(e.stderr, "conch: listening on %s\n", url)
-	return ln, nil
 }
 
 // serveUntilStopped serves ln until the server fails or SIGTERM or SIGINT arrives, then
@@ -196,10 +204,10 @@ func checkListen(addr string) error {
 	return nil
 }
 
-// loadToken returns the token and the file clients can read it from: the
-// token file given, else $CONCH_TOKEN (no file), else a new random token
-// written 0600 to the state directory.
-func loadToken(tokenFile, stateDir string) (token, path string, err error) {
+// loadToken returns the token given, and the file clients can read it
+// from: the token file's, else $CONCH_TOKEN's (no file). Both are empty
+// when neither gives one. It writes nothing.
+func loadToken(tokenFile string) (token, path string, err error) {
 	if tokenFile != "" {
 		if err := checkTokenFile(tokenFile); err != nil {
 			return "", "", fmt.Errorf("--token-file: %w", err)
@@ -211,9 +219,12 @@ func loadToken(tokenFile, stateDir string) (token, path string, err error) {
 		abs, err := filepath.Abs(tokenFile)
 		return tok, abs, err
 	}
-	if tok := strings.TrimSpace(os.Getenv(client.EnvToken)); tok != "" {
-		return tok, "", nil
-	}
+	return strings.TrimSpace(os.Getenv(client.EnvToken)), "", nil
+}
+
+// writeToken writes a new random token 0600 to the state directory and
+// returns it and its file.
+func writeToken(stateDir string) (token, path string, err error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
 		return "", "", err

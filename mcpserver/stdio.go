@@ -1,0 +1,354 @@
+package mcpserver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The SDK's stdio connection ends at the first line it cannot take (not
+// JSON, a wrong jsonrpc version, an id that is an object, nesting past its
+// decoder's depth) and answers nothing; and at the end of its input it
+// cancels every request still being handled, so that requests piped in and
+// followed at once by the end of input go unanswered. stdioTransport stands
+// between the client and that connection: it reads the client's lines
+// itself, answers each one that is no JSON-RPC message the SDK would take
+// with the error it deserves, and passes the rest on through a pipe; at the
+// end of its input it waits until every request it passed on is answered
+// before it ends the pipe.
+
+// Limits of a line of input.
+const (
+	// maxLine bounds a line, as the SDK's own transport does by default.
+	maxLine = mcp.DefaultMaxLineLength
+	// maxNesting is the depth of arrays and objects past which the SDK's
+	// decoder refuses a message.
+	maxNesting = 1000
+)
+
+// batchesEnd is the first protocol version without JSON-RPC batches: the
+// SDK's connection fails on a batch once such a version is negotiated.
+const batchesEnd = "2025-06-18"
+
+// stdioTransport serves MCP on in and out, one JSON-RPC message a line.
+type stdioTransport struct {
+	in  io.Reader
+	out io.Writer
+}
+
+// Connect starts the reader of in and returns the SDK's connection on the
+// lines it passes on. The reader is not waited for: a read of stdin cannot
+// be interrupted, and the connection's end does not wait for the next
+// line; it returns at that line or at the end of in.
+func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	pr, pw := io.Pipe()
+	g := &gate{out: t.out, pending: map[jsonrpc.ID]bool{}}
+	g.drained = sync.NewCond(&g.mu)
+	// The gate bounds lines, so the SDK need not.
+	conn, err := (&mcp.IOTransport{Reader: pr, Writer: g, MaxLineLength: -1}).Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	go g.read(t.in, pw)
+	return conn, nil
+}
+
+// gate is the go-between of the client and the SDK's connection. As the
+// connection's writer it sees every answer, to know which requests are
+// still to be answered.
+type gate struct {
+	out io.Writer
+
+	mu      sync.Mutex // guards the fields below and serialises writes to out
+	drained *sync.Cond // broadcast when pending empties or the gate closes
+	pending map[jsonrpc.ID]bool
+	closed  bool // the SDK closed its connection
+	// initID is the id of the initialize request passed on; version is the
+	// protocol version its answer gave.
+	initID  jsonrpc.ID
+	inited  bool
+	version string
+}
+
+// Write writes an answer of the SDK's and settles the requests it answers.
+// The SDK writes each message or batch whole, in one call.
+func (g *gate) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n, err := g.out.Write(p)
+	if err == nil {
+		g.settle(p)
+	}
+	return n, err
+}
+
+// Close is called as the SDK closes its connection: nothing more will be
+// answered.
+func (g *gate) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+	g.drained.Broadcast()
+	return nil
+}
+
+// settle forgets the requests that the message or batch p answers, and
+// notes the protocol version of the answer to initialize. g.mu is held.
+func (g *gate) settle(p []byte) {
+	p = bytes.TrimSpace(p)
+	raws := []json.RawMessage{p}
+	if len(p) > 0 && p[0] == '[' {
+		if json.Unmarshal(p, &raws) != nil {
+			return
+		}
+	}
+	for _, raw := range raws {
+		resp, ok := decodeMessage(raw).(*jsonrpc.Response)
+		if !ok {
+			continue
+		}
+		delete(g.pending, resp.ID)
+		if g.inited && g.version == "" && resp.ID == g.initID {
+			var r struct {
+				ProtocolVersion string `json:"protocolVersion"`
+			}
+			_ = json.Unmarshal(resp.Result, &r)
+			g.version = r.ProtocolVersion
+			if g.version == "" {
+				g.version = "none"
+			}
+		}
+	}
+	if len(g.pending) == 0 {
+		g.drained.Broadcast()
+	}
+}
+
+// decodeMessage is the message raw holds, nil when it is none.
+func decodeMessage(raw []byte) jsonrpc.Message {
+	m, err := jsonrpc.DecodeMessage(raw)
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+// read reads the client's lines from in and passes those the SDK takes on
+// to pw, until in ends or the SDK closes its connection. At the end of in,
+// it waits until every request passed on is answered before it closes pw,
+// which ends the session.
+func (g *gate) read(in io.Reader, pw *io.PipeWriter) {
+	br := bufio.NewReaderSize(in, 64<<10)
+	for {
+		line, long, err := readLine(br)
+		if long {
+			g.refuse(nil, jsonrpc.CodeParseError, fmt.Sprintf("line over %d bytes", maxLine))
+		} else if len(bytes.TrimSpace(line)) > 0 {
+			if ok := g.check(line); ok {
+				if _, werr := pw.Write(append(line, '\n')); werr != nil {
+					return // the SDK closed its connection
+				}
+			}
+		}
+		if err != nil {
+			g.mu.Lock()
+			for len(g.pending) > 0 && !g.closed {
+				g.drained.Wait()
+			}
+			g.mu.Unlock()
+			if errors.Is(err, io.EOF) {
+				err = nil
+			}
+			_ = pw.CloseWithError(err)
+			return
+		}
+	}
+}
+
+// readLine reads one line without its end. A line over maxLine is read to
+// its end and dropped: long reports it.
+func readLine(br *bufio.Reader) (line []byte, long bool, err error) {
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if !long {
+			if len(line)+len(chunk) > maxLine+2 { // +2: the line's end
+				long, line = true, nil
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		line = bytes.TrimSuffix(line, []byte("\n"))
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		return line, long, err
+	}
+}
+
+// check reports whether line is a message or batch the SDK takes; when it
+// is not, the client is answered with the error it deserves. A request it
+// passes on is pending until it is answered.
+func (g *gate) check(line []byte) bool {
+	if err := checkNesting(line); err != nil {
+		g.refuse(nil, jsonrpc.CodeParseError, err.Error())
+		return false
+	}
+	if err := json.Unmarshal(line, new(json.RawMessage)); err != nil {
+		g.refuse(nil, jsonrpc.CodeParseError, "not JSON: "+err.Error())
+		return false
+	}
+	trimmed := bytes.TrimSpace(line)
+	if trimmed[0] != '[' {
+		req, ok := g.message(trimmed)
+		if !ok {
+			return false
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if req != nil && req.IsCall() {
+			if g.pending[req.ID] {
+				g.refuseLocked(idJSON(trimmed), jsonrpc.CodeInvalidRequest,
+					fmt.Sprintf("request id %v is already in use by a request not yet answered", req.ID.Raw()))
+				return false
+			}
+			g.pass(req)
+		}
+		return true
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(trimmed, &raws); err != nil || len(raws) == 0 {
+		g.refuse(nil, jsonrpc.CodeInvalidRequest, "an empty batch")
+		return false
+	}
+	var calls []*jsonrpc.Request
+	seen := map[jsonrpc.ID]bool{}
+	for i, raw := range raws {
+		m := decodeMessage(raw)
+		if m == nil {
+			g.refuse(nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("batch element %d is not a JSON-RPC 2.0 message", i))
+			return false
+		}
+		if req, ok := m.(*jsonrpc.Request); ok && req.IsCall() {
+			if seen[req.ID] {
+				g.refuse(nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("batch element %d repeats request id %v", i, req.ID.Raw()))
+				return false
+			}
+			seen[req.ID] = true
+			calls = append(calls, req)
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.inited && (g.version == "" || g.version >= batchesEnd) {
+		g.refuseLocked(nil, jsonrpc.CodeInvalidRequest,
+			fmt.Sprintf("JSON-RPC batches are not part of MCP %s and later: send one message a line", batchesEnd))
+		return false
+	}
+	for _, req := range calls {
+		if g.pending[req.ID] {
+			g.refuseLocked(nil, jsonrpc.CodeInvalidRequest,
+				fmt.Sprintf("request id %v is already in use by a request not yet answered", req.ID.Raw()))
+			return false
+		}
+	}
+	for _, req := range calls {
+		g.pass(req)
+	}
+	return true
+}
+
+// pass marks req pending, and notes an initialize request. g.mu is held.
+func (g *gate) pass(req *jsonrpc.Request) {
+	g.pending[req.ID] = true
+	if req.Method == "initialize" && !g.inited {
+		g.inited, g.initID = true, req.ID
+	}
+}
+
+// message checks one message that is valid JSON, answering the client when
+// the SDK would not take it. It returns the message when it is a request.
+func (g *gate) message(raw []byte) (*jsonrpc.Request, bool) {
+	if raw[0] != '{' {
+		g.refuse(nil, jsonrpc.CodeInvalidRequest, "not a JSON-RPC message: want an object")
+		return nil, false
+	}
+	m, err := jsonrpc.DecodeMessage(raw)
+	if err != nil {
+		g.refuse(idJSON(raw), jsonrpc.CodeInvalidRequest, "not a JSON-RPC 2.0 message: "+err.Error())
+		return nil, false
+	}
+	req, _ := m.(*jsonrpc.Request)
+	return req, true
+}
+
+// idJSON is the id of the message raw as JSON when it is a valid one (a
+// string or a number), nil when it has none or another.
+func idJSON(raw []byte) json.RawMessage {
+	var m struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(raw, &m) != nil || len(m.ID) == 0 {
+		return nil
+	}
+	switch c := m.ID[0]; {
+	case c == '"', c == '-', '0' <= c && c <= '9':
+		return m.ID
+	}
+	return nil
+}
+
+// refuse answers the client with a JSON-RPC error; a nil id is null.
+func (g *gate) refuse(id json.RawMessage, code int, msg string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.refuseLocked(id, code, msg)
+}
+
+func (g *gate) refuseLocked(id json.RawMessage, code int, msg string) {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   jsonrpc.Error   `json:"error"`
+	}{"2.0", id, jsonrpc.Error{Code: int64(code), Message: msg}})
+	_, _ = g.out.Write(append(b, '\n'))
+}
+
+// checkNesting refuses JSON whose arrays and objects nest deeper than
+// maxNesting, in one pass that keeps no stack.
+func checkNesting(data []byte) error {
+	depth, inString, escaped := 0, false, false
+	for _, c := range data {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			if depth++; depth > maxNesting {
+				return fmt.Errorf("arrays and objects nested deeper than %d levels", maxNesting)
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return nil
+}

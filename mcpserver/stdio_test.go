@@ -1,0 +1,200 @@
+package mcpserver_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// initialize is an MCP initialize request with id 1, and the notification
+// that follows its answer.
+const (
+	initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",` +
+		`"capabilities":{},"clientInfo":{"name":"conch-test","version":"0"}}}`
+	initialized = `{"jsonrpc":"2.0","method":"notifications/initialized"}`
+)
+
+// reply is a JSON-RPC response as read off the wire.
+type reply struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  json.RawMessage `json:"result"`
+	Error   *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// rawMCP is `conch mcp` driven line by line over its stdin and stdout.
+type rawMCP struct {
+	t     *testing.T
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	lines chan string // stdout, line by line; closed at its end
+}
+
+func startRawMCP(t *testing.T) *rawMCP {
+	t.Helper()
+	env, _ := testEnv(t)
+	cmd := exec.Command(conchBin, "mcp")
+	cmd.Env = env
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	m := &rawMCP{t: t, cmd: cmd, in: in, lines: make(chan string, 64)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(m.lines)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(nil, 64<<20)
+		for sc.Scan() {
+			m.lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = in.Close()
+		if cmd.ProcessState == nil {
+			time.AfterFunc(hangGuard, func() { _ = cmd.Process.Kill() })
+			_ = cmd.Wait()
+		}
+		for range m.lines {
+		}
+		<-done
+	})
+	return m
+}
+
+// send writes line and a newline.
+func (m *rawMCP) send(line string) {
+	m.t.Helper()
+	_, err := io.WriteString(m.in, line+"\n")
+	require.NoError(m.t, err)
+}
+
+// next reads the next answer.
+func (m *rawMCP) next() reply {
+	m.t.Helper()
+	select {
+	case line, ok := <-m.lines:
+		require.True(m.t, ok, "conch mcp ended its output without answering")
+		var r reply
+		require.NoError(m.t, json.Unmarshal([]byte(line), &r), "answer: %.300s", line)
+		require.Equal(m.t, "2.0", r.JSONRPC, "answer: %.300s", line)
+		return r
+	case <-time.After(hangGuard):
+		m.t.Fatal("no answer")
+		return reply{}
+	}
+}
+
+// TestStdioBadLines checks that a line that is no JSON-RPC message gets the
+// JSON-RPC error it deserves, with its id when it has a valid one, and that
+// the server goes on serving: it once exited 1 on the first such line.
+func TestStdioBadLines(t *testing.T) {
+	t.Parallel()
+	m := startRawMCP(t)
+	m.send(initialize)
+	r := m.next()
+	require.Nil(t, r.Error)
+	m.send(initialized)
+
+	deep := strings.Repeat("[", 20_000) + strings.Repeat("]", 20_000)
+	tests := []struct {
+		name, line string
+		code       int
+		id         string
+	}{
+		{"not JSON", "garbage", -32700, "null"},
+		{"cut short", `{"jsonrpc":"2.0","id":3,"method":"tools/list"`, -32700, "null"},
+		{"two values", `{"jsonrpc":"2.0","id":3,"method":"tools/list"} {}`, -32700, "null"},
+		{"NUL bytes", "\x00\x00\x00", -32700, "null"},
+		{"NUL in a string", "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools\x00/list\"}", -32700, "null"},
+		{"deep nesting", `{"jsonrpc":"2.0","id":3,"method":"tools/list","params":` + deep + `}`, -32700, "null"},
+		{"wrong version", `{"jsonrpc":"1.0","id":4,"method":"tools/list"}`, -32600, "4"},
+		{"no version", `{"id":"five","method":"tools/list"}`, -32600, `"five"`},
+		{"object id", `{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}`, -32600, "null"},
+		{"boolean id", `{"jsonrpc":"2.0","id":true,"method":"tools/list"}`, -32600, "null"},
+		{"method not a string", `{"jsonrpc":"2.0","id":6,"method":7}`, -32600, "6"},
+		{"neither request nor response", `{"jsonrpc":"2.0"}`, -32600, "null"},
+		{"a string", `"tools/list"`, -32600, "null"},
+		{"empty batch", `[]`, -32600, "null"},
+		{"batch after 2025-06-18", `[{"jsonrpc":"2.0","id":8,"method":"tools/list"}]`, -32600, "null"},
+		{"line over 16 MiB", `{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{"x":"` + strings.Repeat("a", 17<<20) + `"}}`, -32700, "null"},
+	}
+	for i, tt := range tests {
+		m.send(tt.line)
+		r := m.next()
+		require.NotNil(t, r.Error, "%s: %s", tt.name, r.Result)
+		require.Equal(t, tt.code, r.Error.Code, "%s: %s", tt.name, r.Error.Message)
+		require.Equal(t, tt.id, string(r.ID), tt.name)
+		// The server goes on: a request after it is answered.
+		id := 100 + i
+		m.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`, id))
+		r = m.next()
+		require.Nil(t, r.Error, "after %s", tt.name)
+		require.Equal(t, fmt.Sprint(id), string(r.ID))
+		require.Contains(t, string(r.Result), `"name":"run"`)
+	}
+
+	// Blank lines are no messages; a tool still runs.
+	m.send("")
+	m.send(`{"jsonrpc":"2.0","id":200,"method":"tools/call","params":{"name":"run","arguments":{"command":"echo alive"}}}`)
+	r = m.next()
+	require.Equal(t, "200", string(r.ID))
+	require.Contains(t, string(r.Result), "alive")
+	require.NoError(t, m.in.Close())
+	require.NoError(t, m.cmd.Wait())
+}
+
+// TestStdioPipedRequests checks that requests piped in and followed at once
+// by the end of input are all answered before conch mcp exits: it once
+// exited 0 as soon as its input ended, answering nothing in flight.
+func TestStdioPipedRequests(t *testing.T) {
+	t.Parallel()
+	env, _ := testEnv(t)
+	input := strings.Join([]string{
+		initialize,
+		initialized,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run","arguments":{"command":"sleep 1; echo slept"}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"run","arguments":{"command":"echo second","session":"other"}}}`,
+	}, "\n") + "\n"
+	cmd := exec.Command(conchBin, "mcp")
+	cmd.Env = env
+	cmd.Stdin = strings.NewReader(input)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	guard := time.AfterFunc(hangGuard, func() { _ = cmd.Process.Kill() })
+	defer guard.Stop()
+	require.NoError(t, cmd.Wait(), "output: %s", out.String())
+
+	answers := map[string]reply{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var r reply
+		require.NoError(t, json.Unmarshal([]byte(line), &r), line)
+		answers[string(r.ID)] = r
+	}
+	for _, id := range []string{"1", "2", "3", "4"} {
+		r, ok := answers[id]
+		require.True(t, ok, "request %s is answered; output: %s", id, out.String())
+		require.Nil(t, r.Error, "request %s", id)
+	}
+	require.Contains(t, string(answers["2"].Result), `"name":"run"`)
+	require.Contains(t, string(answers["3"].Result), "slept")
+	require.Contains(t, string(answers["4"].Result), "second")
+}

@@ -1,0 +1,220 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/api"
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/server"
+)
+
+// nestedArrays is a run body whose env holds n arrays nested in each other.
+func nestedArrays(n int) []byte {
+	return []byte(`{"cmd":"true","env":` + strings.Repeat("[", n) + strings.Repeat("]", n) + `}`)
+}
+
+// TestDeepBodyBounded checks that a body nested past the limit is refused
+// with 400 naming the limit, and that reading it costs the daemon no more
+// than twice the body, whatever its depth: the key check once kept a path
+// per level, which made 40 KB of brackets cost 630 MB. It is not parallel,
+// so that what the process allocates meanwhile is this request's.
+func TestDeepBodyBounded(t *testing.T) {
+	d := start(t, server.Options{})
+	for _, tt := range []struct {
+		name string
+		n    int
+	}{{"small", 5_000}, {"10MB", 5_000_000}} {
+		t.Run(tt.name, func(t *testing.T) {
+			body := nestedArrays(tt.n)
+			tr := &http.Transport{}
+			defer tr.CloseIdleConnections()
+			hc := &http.Client{Transport: tr}
+			// A first request opens the connection, so that its buffers are
+			// not counted.
+			resp, err := hc.Get(d.url + "/healthz")
+			require.NoError(t, err)
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+
+			runtime.GC()
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			req, err := http.NewRequestWithContext(ctx(t), "POST", d.url+"/v1/processes/run", bytes.NewReader(body))
+			require.NoError(t, err)
+			req.Header = authed()
+			resp, err = hc.Do(req)
+			require.NoError(t, err)
+			answer, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.NoError(t, err)
+			runtime.ReadMemStats(&after)
+
+			allocated := after.TotalAlloc - before.TotalAlloc
+			bound := 2*uint64(len(body)) + 4<<20
+			require.Less(t, allocated, bound, "a %d-byte body allocated %d bytes", len(body), allocated)
+			t.Logf("a %d-byte body allocated %d bytes", len(body), allocated)
+			require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%.200s", answer)
+			require.Equal(t, client.CodeInvalidArgument, errorCode(t, string(answer)))
+			require.Contains(t, errorMessage(t, string(answer)), "64 levels")
+		})
+	}
+	t.Run("64 levels are taken", func(t *testing.T) {
+		// 63 arrays inside the body's object: the value's type is wrong,
+		// which is said, not the depth.
+		status, answer := d.raw(t, "POST", "/v1/processes/run", string(nestedArrays(63)), authed())
+		require.Equal(t, http.StatusBadRequest, status, answer)
+		require.NotContains(t, errorMessage(t, answer), "levels")
+		status, answer = d.raw(t, "POST", "/v1/processes/run", string(nestedArrays(64)), authed())
+		require.Equal(t, http.StatusBadRequest, status, answer)
+		require.Contains(t, errorMessage(t, answer), "64 levels")
+	})
+}
+
+// TestBodyStringsUTF8 checks that a string of a body that is not valid
+// UTF-8, as raw bytes or as an escaped lone surrogate, is refused with 400
+// naming its field, rather than run with U+FFFD in its place; and that
+// valid text, escaped surrogate pairs included, runs as sent.
+func TestBodyStringsUTF8(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	s, err := d.c.CreateSession(ctx(t), client.SessionOptions{})
+	require.NoError(t, err)
+	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "cat >/dev/null", Stdin: api.StdinOpen})
+	require.NoError(t, err)
+	tests := []struct {
+		name, path, body string
+		field            string // named in the message
+	}{
+		{"raw byte in cmd", "/v1/processes/run", "{\"cmd\":\"echo \xff\"}", `"cmd"`},
+		{"truncated sequence in cmd", "/v1/processes/run", "{\"cmd\":\"echo \xc3\"}", `"cmd"`},
+		{"encoded surrogate in cmd", "/v1/processes/run", "{\"cmd\":\"echo \xed\xa0\x80\"}", `"cmd"`},
+		{"lone high surrogate in cmd", "/v1/processes/run", `{"cmd":"echo \ud800"}`, `"cmd"`},
+		{"lone low surrogate in cmd", "/v1/processes/run", `{"cmd":"echo \udc00x"}`, `"cmd"`},
+		{"high surrogate then a letter", "/v1/processes/run", `{"cmd":"echo \ud800\u0041"}`, `"cmd"`},
+		{"env value", "/v1/processes/run", `{"cmd":"true","env":{"X":"\ud800"}}`, `"env.X"`},
+		{"env key", "/v1/processes", "{\"cmd\":\"true\",\"env\":{\"X\xff\":\"1\"}}", `"env"`},
+		{"argv element", "/v1/processes/run", "{\"argv\":[\"echo\",\"\xfe\"]}", `"argv[1]"`},
+		{"session cwd", "/v1/sessions", `{"cwd":"/tmp/\udfff"}`, `"cwd"`},
+		{"session command", "/v1/sessions/" + s.ID + "/commands/run", "{\"cmd\":\"echo \xff\"}", `"cmd"`},
+		{"interact input", "/v1/processes/" + p.ID + "/interact", `{"input":"\ud800","timeout":1}`, "inputBase64"},
+		{"unknown field's name", "/v1/processes/run", "{\"cmd\":\"true\",\"\xff\":1}", "UTF-8"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			status, body := d.raw(t, "POST", tt.path, tt.body, authed())
+			require.Equal(t, http.StatusBadRequest, status, body)
+			require.Equal(t, client.CodeInvalidArgument, errorCode(t, body))
+			msg := errorMessage(t, body)
+			require.Contains(t, msg, "UTF-8")
+			require.Contains(t, msg, tt.field)
+		})
+	}
+	t.Run("valid text runs as sent", func(t *testing.T) {
+		t.Parallel()
+		status, body := d.raw(t, "POST", "/v1/processes/run",
+			`{"cmd":"printf '%s|%s' \"$V\" é","env":{"V":"\ud83d\ude00\u00e9"}}`, authed())
+		require.Equal(t, http.StatusOK, status, body)
+		var r client.RunResult
+		require.NoError(t, json.Unmarshal([]byte(body), &r))
+		require.Equal(t, "😀é|é", r.Stdout)
+	})
+}
+
+// TestOddQueries checks that a query string the URL parser would partly
+// drop (a semicolon, a bad escape), a parameter given twice or one that is
+// not UTF-8 is refused with 400, never read as if it were absent.
+func TestOddQueries(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	r := d.run(t, client.StartOptions{Cmd: "echo one; echo two"})
+	logs := "/v1/processes/" + r.ProcessID + "/logs"
+	for _, q := range []string{"cursor=1;2", "limit=1;x", "cursor=%zz", "limit=1&limit=2", "name=%ff", ";"} {
+		t.Run(q, func(t *testing.T) {
+			t.Parallel()
+			resp, body := d.do(t, "GET", logs+"?"+q, nil)
+			require.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
+			require.Equal(t, client.CodeInvalidArgument, errorCode(t, body))
+			require.Contains(t, errorMessage(t, body), "query")
+		})
+	}
+	resp, body := d.do(t, "GET", logs+"?limit=1&encoding=text", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+}
+
+// rawExchange writes req on a new connection to d and returns the answer,
+// read while the request is still being written.
+func rawExchange(t *testing.T, d *daemon, req string) (*http.Response, string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", d.addr)
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	go func() { _, _ = io.WriteString(conn, req) }() // ends with the connection
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, string(b)
+}
+
+// TestProtocolErrorsJSON checks that what the HTTP server refuses before any
+// route sees it, headers over the limit first, is answered in the API's
+// error shape.
+func TestProtocolErrorsJSON(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	big := fmt.Sprintf("GET /healthz HTTP/1.1\r\nHost: %s\r\nX-Big: %s\r\n\r\n", d.addr, strings.Repeat("a", 2<<20))
+	resp, body := rawExchange(t, d, big)
+	require.Equal(t, http.StatusRequestHeaderFieldsTooLarge, resp.StatusCode, body)
+	require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	require.Equal(t, client.CodePayloadTooLarge, errorCode(t, body))
+	require.Contains(t, errorMessage(t, body), "1048576 bytes")
+
+	resp, body = rawExchange(t, d, "GET /healthz HTTP/1.1\r\nHost: x\r\nno colon\r\n\r\n")
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
+	require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	require.Equal(t, client.CodeInvalidArgument, errorCode(t, body))
+}
+
+// TestRouteBodyLimits checks that a body over its route's limit is refused
+// with 413 naming the limit, and the flag when it is --body-limit.
+func TestRouteBodyLimits(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{BodyLimit: 1 << 20})
+	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "sleep 300"})
+	require.NoError(t, err)
+	pad := strings.Repeat(" ", 100<<10)
+	status, body := d.raw(t, "POST", "/v1/processes/"+p.ID+"/kill", `{"signal":"TERM"}`+pad, authed())
+	require.Equal(t, http.StatusRequestEntityTooLarge, status, body)
+	require.Equal(t, client.CodePayloadTooLarge, errorCode(t, body))
+	require.Contains(t, errorMessage(t, body), "65536 bytes")
+
+	status, body = d.raw(t, "POST", "/v1/processes/run", `{"cmd":"true"}`+strings.Repeat(" ", 2<<20), authed())
+	require.Equal(t, http.StatusRequestEntityTooLarge, status, body)
+	require.Contains(t, errorMessage(t, body), "1048576 bytes")
+	require.Contains(t, errorMessage(t, body), "--body-limit")
+
+	status, body = d.raw(t, "POST", "/v1/processes/"+p.ID+"/stdin", strings.Repeat("x", 2<<20), authed())
+	require.Equal(t, http.StatusRequestEntityTooLarge, status, body)
+	require.Contains(t, errorMessage(t, body), "--body-limit")
+
+	// Under the limits, both are taken.
+	status, body = d.raw(t, "POST", "/v1/processes/run", `{"cmd":"true"}`+pad, authed())
+	require.Equal(t, http.StatusOK, status, body)
+	status, body = d.raw(t, "POST", "/v1/processes/"+p.ID+"/kill", `{"signal":"KILL"}`, authed())
+	require.Equal(t, http.StatusAccepted, status, body)
+}

@@ -1,0 +1,96 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+
+	"github.com/conchsh/conch/api"
+)
+
+// net/http answers a request it cannot read (headers over MaxHeaderBytes, a
+// malformed header line, an unsupported protocol) before any handler runs,
+// in plain text written straight to the connection. The daemon answers
+// every refusal in the API's error shape, so its connections turn those
+// answers into JSON on their way out.
+
+// plainErrorHeaders are the headers net/http writes after the status line
+// of such an answer, and only there: a handler's answer carries a Date
+// header, and Connection sorts before Content-Type.
+const plainErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
+
+// jsonErrorListener hands out jsonErrorConns.
+type jsonErrorListener struct{ net.Listener }
+
+func (l jsonErrorListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &jsonErrorConn{Conn: c}, nil
+}
+
+// jsonErrorConn is a connection whose plain-text protocol errors are
+// rewritten as JSON.
+type jsonErrorConn struct {
+	net.Conn
+}
+
+func (c *jsonErrorConn) Write(p []byte) (int, error) {
+	if b, ok := jsonProtocolError(p); ok {
+		if _, err := c.Conn.Write(b); err != nil {
+			return 0, err
+		}
+		return len(p), nil
+	}
+	return c.Conn.Write(p)
+}
+
+// CloseWrite lets net/http half-close the connection after a 431, so that
+// the client reads the answer before the connection is reset.
+func (c *jsonErrorConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// jsonProtocolError returns the JSON form of p when p is a whole plain-text
+// answer of net/http's own: "HTTP/1.1 NNN Status" and plainErrorHeaders,
+// then the text.
+func jsonProtocolError(p []byte) ([]byte, bool) {
+	const proto = "HTTP/1.1 "
+	if !bytes.HasPrefix(p, []byte(proto)) || len(p) < len(proto)+3 {
+		return nil, false
+	}
+	line, rest, ok := bytes.Cut(p, []byte("\r\n"))
+	if !ok {
+		return nil, false
+	}
+	text, ok := bytes.CutPrefix(append([]byte("\r\n"), rest...), []byte(plainErrorHeaders))
+	if !ok {
+		return nil, false
+	}
+	status, err := strconv.Atoi(string(line[len(proto) : len(proto)+3]))
+	if err != nil {
+		return nil, false
+	}
+	code, msg := api.CodeInvalidArgument, string(text)
+	switch {
+	case status == http.StatusRequestHeaderFieldsTooLarge:
+		code = api.CodePayloadTooLarge
+		msg = fmt.Sprintf("request line and headers over %d bytes", http.DefaultMaxHeaderBytes)
+	case status >= 500:
+		code = api.CodeUnsupportedOperation
+	}
+	body, _ := json.Marshal(map[string]any{"error": map[string]string{"code": string(code), "message": msg}})
+	body = append(body, '\n')
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "%s\r\nContent-Type: application/json\r\nX-Content-Type-Options: nosniff\r\n"+
+		"Content-Length: %d\r\nConnection: close\r\n\r\n", line, len(body))
+	b.Write(body)
+	return b.Bytes(), true
+}

@@ -1,0 +1,67 @@
+package server_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/server"
+)
+
+// TestShutdownCostFlat checks that shutdown looks at /proc a fixed number
+// of times, however many ended processes the daemon keeps records of: it
+// once scanned /proc twice for each, and 20,000 records took 14 s. One
+// process still running, with a leftover of an ended one, is still ended.
+// It is not parallel, so that the scans counted are the shutdown's.
+func TestShutdownCostFlat(t *testing.T) {
+	srv, err := server.New(server.Options{Token: testToken, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	d := &daemon{srv: srv, url: "http://" + ln.Addr().String()}
+	d.c, err = client.New(d.url, testToken)
+	require.NoError(t, err)
+	defer d.c.CloseIdleConnections()
+
+	const ended = 200
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for range ended {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			_, _, err := d.c.Run(ctx(t), client.RunOptions{StartOptions: client.StartOptions{Argv: []string{"true"}}})
+			require.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	// An ended process that left a child behind, and one still running.
+	left := d.run(t, client.StartOptions{Cmd: "sleep 300 >/dev/null 2>&1 & echo $!"})
+	leftPID, err := strconv.Atoi(strings.TrimSpace(left.Stdout))
+	require.NoError(t, err)
+	running, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "sleep 300"})
+	require.NoError(t, err)
+
+	before := proctree.Scans()
+	sctx, cancel := context.WithTimeout(ctx(t), 30*time.Second)
+	defer cancel()
+	require.NoError(t, srv.Shutdown(sctx))
+	require.NoError(t, <-served)
+	scans := proctree.Scans() - before
+	t.Logf("shutdown with %d ended processes listed /proc %d times", ended, scans)
+	require.Less(t, scans, uint64(ended/2), "shutdown scans /proc per ended process")
+	requireGone(t, leftPID)
+	requireGone(t, running.PID)
+}
