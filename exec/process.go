@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
@@ -23,8 +24,9 @@ type Process struct {
 	id   string
 	log  *logstore.Log
 	cmd  *osexec.Cmd
-	pty  *os.File // the PTY's master side; nil for an exec process
-	in   *os.File // write end of an open stdin pipe; nil otherwise
+	cg   containment.Manager // the process's cgroup
+	pty  *os.File            // the PTY's master side; nil for an exec process
+	in   *os.File            // write end of an open stdin pipe; nil otherwise
 	done chan struct{}
 
 	stopGrace  time.Duration // Options.StopGrace, defaulted
@@ -81,6 +83,12 @@ func Start(opts Options) (*Process, error) {
 		p.fail(pl.fail)
 		return p, nil
 	}
+	if err := opts.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", process.ErrInvalidArgument, err)
+	}
+	if p.cg, err = opts.Containment.New(id, opts.Limits); err != nil {
+		return nil, err
+	}
 	p.cmd = &osexec.Cmd{
 		Path: pl.path, Args: pl.argv, Dir: pl.dir, Env: pl.env,
 		SysProcAttr: &syscall.SysProcAttr{Credential: pl.cred},
@@ -90,6 +98,9 @@ func Start(opts Options) (*Process, error) {
 		outs, err = p.startPTY(*opts.Terminal)
 	} else {
 		outs, err = p.startPipes(stdin == process.StdinOpen)
+	}
+	if err != nil {
+		_ = p.cg.Destroy()
 	}
 	var serr startError
 	if errors.As(err, &serr) {
@@ -182,7 +193,7 @@ func (p *Process) startPipes(openStdin bool) ([]output, error) {
 	}
 	p.cmd.Stdout, p.cmd.Stderr = outW, errW
 	p.cmd.SysProcAttr.Setsid = true
-	err = proctree.Start(p.cmd)
+	err = p.cg.Start(p.cmd, proctree.Start)
 	closeAll(outW, errW, inR) // the child has its own copies
 	if err != nil {
 		closeAll(outR, errR, inW)
@@ -249,6 +260,10 @@ func (p *Process) wait(readers []*os.File, copied <-chan struct{}) {
 	}
 	drain.Stop()
 	closeAll(readers...)
+	if !p.cg.Populated() {
+		// Nothing it started outlived it; Stop would find the cgroup gone.
+		_ = p.cg.Destroy()
+	}
 	p.log.Close()
 	close(p.done)
 }
@@ -319,4 +334,14 @@ func (p *Process) Info() process.Info {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.info
+}
+
+// endCgroup ends what is left in the process's cgroup — children that left
+// its tree and cleared its tag — and removes the cgroup. Stop calls it last,
+// after the tree had its TERM and grace.
+func (p *Process) endCgroup() error {
+	if p.cg == nil { // the process failed before it had one
+		return nil
+	}
+	return p.cg.Destroy()
 }

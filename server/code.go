@@ -41,6 +41,9 @@ func (s *Server) startContext(ctx context.Context, opts api.SessionOptions, port
 		Env:       opts.Env,
 		Retention: s.opts.LogRetention,
 		Ports:     ports,
+
+		Containment: s.opts.Containment,
+		Limits:      limits(opts.Limits),
 	})
 }
 
