@@ -52,6 +52,7 @@ type Cell struct {
 	readers     int
 	readersDone chan struct{} // closed when both stream readers have returned
 	timers      []*time.Timer
+	meter       resident.Meter // what it costs, from begin on
 }
 
 func newCell(c *Context, seq int, opts CellOptions) *Cell {
@@ -174,6 +175,7 @@ func (cell *Cell) Run() {
 func (cell *Cell) begin(nonce sentinel.Nonce, st *streams) {
 	c := cell.c
 	last := proctree.LastPID()
+	meter := c.h.Meter()
 	c.mu.Lock()
 	c.running = cell
 	cwd := c.cwd
@@ -182,6 +184,7 @@ func (cell *Cell) begin(nonce sentinel.Nonce, st *streams) {
 	defer cell.mu.Unlock()
 	cell.st = process.Running
 	cell.lastPID = last
+	cell.meter = meter
 	cell.startedAt = time.Now()
 	cell.cwd = cwd
 	cell.nonce = nonce
@@ -352,7 +355,7 @@ func (cell *Cell) finish(r process.Result) {
 		return
 	}
 	cell.st = process.Terminal
-	cell.result = r
+	cell.result = cell.meter.Account(r)
 	cell.exitedAt = time.Now()
 	if cell.startedAt.IsZero() {
 		cell.startedAt = cell.exitedAt

@@ -23,15 +23,20 @@ const killTimeout = 5 * time.Second
 type cgroup struct {
 	dir      string
 	killFile bool
-	memory   bool     // the v2 memory controller is enabled
-	peak     *os.File // memory.peak, kept open: a reset holds for this open file
-	once     sync.Once
-	err      error
+	// The files Stats reads, kept open: a session reads them around each
+	// command. nil where the host has none.
+	cpu  *os.File // cpu.stat
+	peak *os.File // v2 memory.peak (a reset holds for this open file), or v1 memory.max_usage_in_bytes
+	oom  *os.File // v2 memory.events, or v1 memory.oom_control
+	// reset is what a write to peak resets it with.
+	reset string
+	once  sync.Once
+	err   error
 }
 
 // newCgroup makes the v2 cgroup name and, on a hybrid host, its v1 cgroups.
 func (r *Root) newCgroup(name string, l Limits) (Manager, error) {
-	cg := &cgroup{dir: filepath.Join(r.dir, name), killFile: r.killFile, memory: r.v2["memory"]}
+	cg := &cgroup{dir: filepath.Join(r.dir, name), killFile: r.killFile}
 	if err := os.Mkdir(cg.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("make cgroup: %w", err)
 	}
@@ -39,8 +44,11 @@ func (r *Root) newCgroup(name string, l Limits) (Manager, error) {
 		_ = cg.Destroy()
 		return nil, err
 	}
-	if cg.memory {
+	cg.cpu, _ = os.Open(filepath.Join(cg.dir, "cpu.stat"))
+	if r.v2["memory"] {
 		cg.peak, _ = os.OpenFile(filepath.Join(cg.dir, "memory.peak"), os.O_RDWR, 0)
+		cg.oom, _ = os.Open(filepath.Join(cg.dir, "memory.events"))
+		cg.reset = "reset\n"
 	}
 	// Memory is always placed where v1 has it, for the peak and OOM kills.
 	h := &hybrid{cgroup: cg}
@@ -56,7 +64,9 @@ func (r *Root) newCgroup(name string, l Limits) (Manager, error) {
 		}
 		h.v1 = append(h.v1, d)
 		if c == "memory" {
-			h.mem = d.dir
+			cg.peak, _ = os.OpenFile(filepath.Join(d.dir, "memory.max_usage_in_bytes"), os.O_RDWR, 0)
+			cg.oom, _ = os.Open(filepath.Join(d.dir, "memory.oom_control"))
+			cg.reset = "0"
 		}
 		if err := setV1(c, d.dir, l); err != nil {
 			_ = h.Destroy()
@@ -121,29 +131,23 @@ func (cg *cgroup) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
 }
 
 // Stats reads cpu.stat, which cgroup v2 keeps without the cpu controller,
-// and the memory controller's peak and OOM kills where it is enabled.
+// and the memory peak and OOM kills where a memory controller has them.
 func (cg *cgroup) Stats() Stats {
 	var s Stats
-	if v, ok := readKey(filepath.Join(cg.dir, "cpu.stat"), "usage_usec"); ok {
+	if v, ok := fileKey(cg.cpu, "usage_usec"); ok {
 		s.CPU = time.Duration(v) * time.Microsecond
 	}
-	if cg.memory {
-		if cg.peak != nil {
-			var buf [32]byte
-			if n, _ := cg.peak.ReadAt(buf[:], 0); n > 0 {
-				s.MemoryPeak, _ = strconv.ParseInt(string(bytes.TrimSpace(buf[:n])), 10, 64)
-			}
-		}
-		s.OOMKills, _ = readKey(filepath.Join(cg.dir, "memory.events"), "oom_kill")
-	}
+	s.MemoryPeak, _ = fileKey(cg.peak, "")
+	s.OOMKills, _ = fileKey(cg.oom, "oom_kill")
 	return s
 }
 
-// ResetPeak resets memory.peak for the cgroup's open file (Linux 6.12);
-// older kernels refuse, and the peak stays the cgroup's.
+// ResetPeak resets the memory peak to the usage now: v1 for the cgroup,
+// v2 (Linux 6.12) for the open file Stats reads. Older v2 kernels refuse,
+// and the peak stays the cgroup's.
 func (cg *cgroup) ResetPeak() {
 	if cg.peak != nil {
-		_, _ = cg.peak.WriteAt([]byte("reset\n"), 0)
+		_, _ = cg.peak.WriteAt([]byte(cg.reset), 0)
 	}
 }
 
@@ -196,8 +200,10 @@ func (cg *cgroup) populated() (bool, error) {
 func (cg *cgroup) Destroy() error {
 	cg.once.Do(func() {
 		cg.err = cg.Kill()
-		if cg.peak != nil {
-			cg.peak.Close()
+		for _, f := range []*os.File{cg.cpu, cg.peak, cg.oom} {
+			if f != nil {
+				f.Close()
+			}
 		}
 		if cg.err == nil {
 			cg.err = removeTree(cg.dir)
@@ -295,12 +301,26 @@ func readKey(path, key string) (int64, bool) {
 	return 0, false
 }
 
-// readInt reads a cgroup file that holds one number.
-func readInt(path string) (int64, bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
+// fileKey reads the value of key in f, an open flat-keyed cgroup file, or
+// the number f holds when key is empty. One pread: cgroup files are made
+// anew on each read from offset 0.
+func fileKey(f *os.File, key string) (int64, bool) {
+	if f == nil {
 		return 0, false
 	}
-	n, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
-	return n, err == nil
+	var buf [1024]byte
+	n, _ := f.ReadAt(buf[:], 0)
+	b := buf[:n]
+	if key == "" {
+		v, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
+		return v, err == nil
+	}
+	for line := range bytes.SplitSeq(b, []byte{'\n'}) {
+		k, v, ok := bytes.Cut(line, []byte{' '})
+		if ok && string(k) == key {
+			n, err := strconv.ParseInt(string(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }

@@ -1,5 +1,7 @@
 package containment
 
+import "path/filepath"
+
 // WithoutKillFile makes m end its processes by freezing the cgroup, as on
 // kernels without cgroup.kill.
 func WithoutKillFile(m Manager) {
@@ -9,4 +11,35 @@ func WithoutKillFile(m Manager) {
 	case *hybrid:
 		m.killFile = false
 	}
+}
+
+// WithoutController returns a copy of r that has no controller c.
+func WithoutController(r *Root, c string) *Root {
+	cp := *r
+	cp.v2, cp.v1 = map[string]bool{}, map[string]v1dir{}
+	for k, v := range r.v2 {
+		cp.v2[k] = v && k != c
+	}
+	for k, v := range r.v1 {
+		if k != c {
+			cp.v1[k] = v
+		}
+	}
+	return &cp
+}
+
+// Throttled reads how often the CPU limit of m held its processes back.
+func Throttled(m Manager) int64 {
+	switch m := m.(type) {
+	case *hybrid:
+		for _, d := range m.v1 {
+			if n, ok := readKey(filepath.Join(d.dir, "cpu.stat"), "nr_throttled"); ok {
+				return n
+			}
+		}
+	case *cgroup:
+		n, _ := readKey(filepath.Join(m.dir, "cpu.stat"), "nr_throttled")
+		return n
+	}
+	return 0
 }

@@ -17,8 +17,7 @@ import (
 // kills through the v1 hierarchies it mounts.
 type hybrid struct {
 	*cgroup
-	v1  []v1dir
-	mem string // the v1 memory cgroup, or ""
+	v1 []v1dir
 }
 
 // setV1 writes the limits l puts on v1 controller c in dir.
@@ -75,23 +74,6 @@ func (h *hybrid) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
 		errc <- err
 	}()
 	return <-errc
-}
-
-// Stats adds v1's memory peak and OOM kills to v2's CPU time.
-func (h *hybrid) Stats() Stats {
-	s := h.cgroup.Stats()
-	if m := h.mem; m != "" {
-		s.MemoryPeak, _ = readInt(filepath.Join(m, "memory.max_usage_in_bytes"))
-		s.OOMKills, _ = readKey(filepath.Join(m, "memory.oom_control"), "oom_kill")
-	}
-	return s
-}
-
-// ResetPeak resets v1's memory.max_usage_in_bytes to the usage now.
-func (h *hybrid) ResetPeak() {
-	if m := h.mem; m != "" {
-		_ = write(filepath.Join(m, "memory.max_usage_in_bytes"), "0")
-	}
 }
 
 // Destroy ends the v2 cgroup, which holds every process of the v1 ones,

@@ -2,6 +2,7 @@ package exec
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,4 +37,60 @@ func TestStopEndsTheCgroup(t *testing.T) {
 			containmenttest.Gone(t, marker)
 		})
 	}
+}
+
+// A process the OOM killer ends is signaled KILL with OOMKilled; a fork
+// past the pids limit fails inside it; every ended process says what it
+// cost.
+func TestLimitsAndUsage(t *testing.T) {
+	t.Parallel()
+	l := containment.Limits{MemoryBytes: 64 << 20, Pids: 16}
+	root := containmenttest.Limited(t, l)
+	for _, tc := range []struct {
+		name, cmd string
+		check     func(r process.Result, out string) bool
+	}{
+		{"oom", containmenttest.Allocate(256), func(r process.Result, _ string) bool {
+			return r.Reason == process.Signaled && r.Signal == "KILL" && r.OOMKilled
+		}},
+		{"oom-under-a-shell", containmenttest.Allocate(256) + "; echo $?", func(r process.Result, out string) bool {
+			return r.Reason == process.Exited && !r.OOMKilled && strings.Contains(out, "137")
+		}},
+		{"pids", containmenttest.Forks(32), func(r process.Result, out string) bool {
+			return r.Reason == process.Exited && strings.Contains(out, "fork: Resource temporarily unavailable")
+		}},
+		{"cpu", containmenttest.Busy, func(r process.Result, _ string) bool {
+			return r.Usage != nil && r.Usage.CPU >= 250*time.Millisecond && r.Usage.CPU <= 450*time.Millisecond
+		}},
+		{"memory", containmenttest.Allocate(24), func(r process.Result, _ string) bool {
+			return r.Usage != nil && r.Usage.MemoryPeak >= 24<<20 && r.Usage.MemoryPeak < 64<<20
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := start(t, Options{Cmd: tc.cmd, Containment: root, Limits: l})
+			r := wait(t, p)
+			if out := logText(p.Log(), 0); !tc.check(r, out) {
+				t.Fatalf("result %+v usage %+v, output %q", r, r.Usage, out)
+			}
+		})
+	}
+}
+
+// Limits the host cannot apply are refused before anything runs.
+func TestLimitsRefused(t *testing.T) {
+	t.Parallel()
+	none := containment.Open(containment.Config{Disabled: true})
+	_, err := Start(Options{Cmd: "true", Containment: none, Limits: containment.Limits{Pids: 10}})
+	require.ErrorIs(t, err, containment.ErrUnsupported)
+	_, err = Start(Options{Cmd: "true", Limits: containment.Limits{Pids: -1}})
+	require.ErrorIs(t, err, process.ErrInvalidArgument)
+}
+
+// Without cgroups the CPU time is the process's and its reaped children's.
+func TestUsageWithoutCgroups(t *testing.T) {
+	t.Parallel()
+	r := wait(t, start(t, Options{Cmd: containmenttest.Busy + "; true"}))
+	require.NotNil(t, r.Usage)
+	require.True(t, r.Usage.CPU >= 250*time.Millisecond && r.Usage.CPU <= 450*time.Millisecond && r.Usage.MemoryPeak == 0, "usage %+v", r.Usage)
 }

@@ -283,6 +283,7 @@ func (p *Process) exit(waitErr error) {
 	} else {
 		res = process.Result{Reason: process.Lost, Error: waitErr.Error()}
 	}
+	res = account(res, p.cg.Stats())
 	p.info.State = process.Terminal
 	p.info.Result = &res
 	p.info.ExitedAt = time.Now()
@@ -316,6 +317,20 @@ func result(ws syscall.WaitStatus, sent syscall.Signal, timedOut bool) process.R
 	}
 	if timedOut {
 		r.Reason = process.TimedOut
+	}
+	return r
+}
+
+// account adds to r what the process's cgroup says it cost, and whether
+// the OOM killer ended it: it died of KILL (or, run by a shell that did not
+// exec it, the shell says 128+9) once the cgroup had an OOM kill.
+func account(r process.Result, s containment.Stats) process.Result {
+	r.Usage = &process.Usage{CPU: s.CPU, MemoryPeak: s.MemoryPeak}
+	killed := r.Reason == process.Signaled && r.Signal == "KILL" ||
+		r.Reason == process.Exited && r.ExitCode != nil && *r.ExitCode == 128+9
+	if s.OOMKills > 0 && killed {
+		r.OOMKilled = true
+		r.Reason, r.Signal = process.Signaled, "KILL"
 	}
 	return r
 }

@@ -116,3 +116,18 @@ func Gone(t testing.TB, marker string) {
 		t.Fatalf("processes %v outlived their cgroup's end", left)
 	}
 }
+
+// Allocate is a command that takes mib MiB of memory at once and says
+// "held" once it has them.
+func Allocate(mib int) string {
+	return `perl -e '$x = "a" x (` + strconv.Itoa(mib) + ` << 20); print "held\n"'`
+}
+
+// Busy is a command that spins until it has used 300 ms of CPU time.
+const Busy = `perl -e '1 while (times)[0] + (times)[1] < 0.3'`
+
+// Forks is a command that forks n children that sleep 5 s, and says
+// "fork: " and why when a fork fails.
+func Forks(n int) string {
+	return `perl -e 'for (1..` + strconv.Itoa(n) + `) { my $p = fork(); defined $p or print "fork: $!\n" and last; $p or sleep 5, exit } print "forked\n"'`
+}

@@ -58,6 +58,7 @@ type Host struct {
 	createdAt time.Time
 	cmd       *exec.Cmd
 	cg        containment.Manager // the session's cgroup, once started
+	oomKills  int64               // the cgroup's OOM kills when it was ended
 	diag      *Diag
 	wg        sync.WaitGroup // the goroutines that drain and wait for the interpreter
 	exited    chan struct{}  // closed once the interpreter has exited and been reaped
@@ -289,6 +290,7 @@ func (h *Host) EndedByItself() {
 // removes its whole cgroup tree; nobody waits on a session's end to hear
 // of them.
 func (h *Host) endCgroup() {
+	h.oomKills = h.cg.Stats().OOMKills
 	_ = h.cg.Destroy()
 }
 
@@ -312,6 +314,9 @@ func (h *Host) finish(r *process.Result) {
 			switch {
 			case st.Exited():
 				r = &process.Result{Reason: process.Exited, ExitCode: ptr(st.ExitStatus())}
+			case st.Signaled() && st.Signal() == syscall.SIGKILL && h.oomKills > 0:
+				r = &process.Result{Reason: process.Lost, OOMKilled: true,
+					Error: "the OOM killer ended the interpreter at the memory limit"}
 			case st.Signaled() && r == nil:
 				r = &process.Result{Reason: process.Signaled, Signal: process.SignalName(st.Signal())}
 			}
