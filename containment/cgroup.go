@@ -127,7 +127,11 @@ func (cg *cgroup) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
 	}
 	cmd.SysProcAttr.UseCgroupFD = true
 	cmd.SysProcAttr.CgroupFD = fd
-	return start(cmd)
+	if err := start(cmd); err != nil {
+		return err
+	}
+	exposeChild(cmd.Process.Pid)
+	return nil
 }
 
 // Stats reads cpu.stat, which cgroup v2 keeps without the cpu controller,

@@ -151,3 +151,33 @@ func TestNone(t *testing.T) {
 		}
 	}
 }
+
+// What a Manager starts is the OOM killer's first pick, in every mode.
+func TestChildrenAreTheOOMKillersPick(t *testing.T) {
+	t.Parallel()
+	for _, r := range []*containment.Root{containment.Open(containment.Config{Disabled: true}), containmenttest.Root(t, containment.Limits{})} {
+		m, err := r.New("oom", containment.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Its child reads the value once Start has returned.
+		in, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("sh", "-c", "read x; cat /proc/self/oom_score_adj")
+		var out strings.Builder
+		cmd.Stdin, cmd.Stdout = in, &out
+		if err := m.Start(cmd, proctree.Start); err != nil {
+			t.Fatal(err)
+		}
+		in.Close()
+		w.WriteString("\n")
+		w.Close()
+		proctree.Wait(cmd)
+		if strings.TrimSpace(out.String()) != "500" {
+			t.Fatalf("%s: oom_score_adj %q", r.Mode(), out.String())
+		}
+		_ = m.Destroy()
+	}
+}

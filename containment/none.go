@@ -23,7 +23,11 @@ func (u *uncontained) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
 	u.mu.Lock()
 	u.cmd = cmd
 	u.mu.Unlock()
-	return start(cmd)
+	if err := start(cmd); err != nil {
+		return err
+	}
+	exposeChild(cmd.Process.Pid)
+	return nil
 }
 
 func (u *uncontained) Stats() Stats {

@@ -79,6 +79,10 @@ func startDaemon(logger *slog.Logger, stateDir string, contain containment.Confi
 	if err := proctree.EnableSubreaper(); err != nil {
 		logger.Warn("become a subreaper", "err", err)
 	}
+	// When memory runs out, the OOM killer picks a command, not the daemon.
+	if err := containment.ProtectSelf(); err != nil {
+		logger.Info("the daemon's OOM score stays", "err", err)
+	}
 	stopReaper, err := proctree.StartReaper()
 	if err != nil {
 		return nil, err
