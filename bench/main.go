@@ -78,6 +78,8 @@ var figures = []figure{
 	{"P8", "50 followers streaming one session command's output", measureP8},
 	{"P10", "time until a run answers 202 waiting for input (bash read, python3 input())", measureP10},
 	{"P11", "code cell round trip of pass, Python, Go API", measureP11},
+	{"P14", "P1 in a session with a cgroup of its own, against P1 without", measureP14},
+	{"P14b", "P9 with a cgroup of its own, against P9 without", measureP14b},
 }
 
 func main() {

@@ -137,13 +137,22 @@ func (cg *cgroup) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
 // Stats reads cpu.stat, which cgroup v2 keeps without the cpu controller,
 // and the memory peak and OOM kills where a memory controller has them.
 func (cg *cgroup) Stats() Stats {
-	var s Stats
-	if v, ok := fileKey(cg.cpu, "usage_usec"); ok {
-		s.CPU = time.Duration(v) * time.Microsecond
-	}
-	s.MemoryPeak, _ = fileKey(cg.peak, "")
-	s.OOMKills, _ = fileKey(cg.oom, "oom_kill")
-	return s
+	return Stats{CPU: cg.CPU(), MemoryPeak: cg.MemoryPeak(), OOMKills: cg.OOMKills()}
+}
+
+func (cg *cgroup) CPU() time.Duration {
+	v, _ := fileKey(cg.cpu, "usage_usec")
+	return time.Duration(v) * time.Microsecond
+}
+
+func (cg *cgroup) MemoryPeak() int64 {
+	v, _ := fileKey(cg.peak, "")
+	return v
+}
+
+func (cg *cgroup) OOMKills() int64 {
+	v, _ := fileKey(cg.oom, "oom_kill")
+	return v
 }
 
 // ResetPeak resets the memory peak to the usage now: v1 for the cgroup,

@@ -93,6 +93,11 @@ type Manager interface {
 	Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error
 	// Stats reads what the cgroup's processes have cost.
 	Stats() Stats
+	// CPU, MemoryPeak and OOMKills read one field of Stats each, for
+	// callers that read around every command.
+	CPU() time.Duration
+	MemoryPeak() int64
+	OOMKills() int64
 	// ResetPeak starts a new window for Stats' MemoryPeak, where the kernel
 	// allows it; elsewhere the peak stays the cgroup's whole life's.
 	ResetPeak()

@@ -43,3 +43,22 @@ func Throttled(m Manager) int64 {
 	}
 	return 0
 }
+
+// ReadFor reads one of the files m keeps open.
+func ReadFor(m Manager, f string) {
+	var cg *cgroup
+	switch m := m.(type) {
+	case *cgroup:
+		cg = m
+	case *hybrid:
+		cg = m.cgroup
+	}
+	switch f {
+	case "cpu.stat":
+		fileKey(cg.cpu, "usage_usec")
+	case "peak":
+		fileKey(cg.peak, "")
+	case "oom":
+		fileKey(cg.oom, "oom_kill")
+	}
+}

@@ -66,7 +66,10 @@ func procCPU(pid int) time.Duration {
 // clockTicks is USER_HZ, which Linux fixes at 100 for /proc.
 const clockTicks = 100
 
-func (u *uncontained) ResetPeak()      {}
-func (u *uncontained) Populated() bool { return false }
-func (u *uncontained) Kill() error     { return nil }
-func (u *uncontained) Destroy() error  { return nil }
+func (u *uncontained) CPU() time.Duration { return u.Stats().CPU }
+func (u *uncontained) MemoryPeak() int64  { return 0 }
+func (u *uncontained) OOMKills() int64    { return 0 }
+func (u *uncontained) ResetPeak()         {}
+func (u *uncontained) Populated() bool    { return false }
+func (u *uncontained) Kill() error        { return nil }
+func (u *uncontained) Destroy() error     { return nil }

@@ -73,6 +73,7 @@ type Host struct {
 	exitedAt time.Time
 	closing  bool
 	drains   map[*os.File]bool // streams still read after their command ended
+	oomSeen  int64             // the cgroup's OOM kills a command's end has accounted for
 }
 
 // New returns the host of a session whose interpreter is not started yet.
@@ -290,7 +291,7 @@ func (h *Host) EndedByItself() {
 // removes its whole cgroup tree; nobody waits on a session's end to hear
 // of them.
 func (h *Host) endCgroup() {
-	h.oomKills = h.cg.Stats().OOMKills
+	h.oomKills = h.cg.OOMKills()
 	_ = h.cg.Destroy()
 }
 
