@@ -62,3 +62,14 @@ func ReadFor(m Manager, f string) {
 		fileKey(cg.oom, "oom_kill")
 	}
 }
+
+// IsHybrid reports whether m places its processes in v1 cgroups too.
+func IsHybrid(m Manager) bool {
+	_, ok := m.(*hybrid)
+	return ok
+}
+
+// SetV2 writes l into dir as the v2 controllers memory, pids and cpu take it.
+func SetV2(dir string, l Limits) error {
+	return (&cgroup{dir: dir}).set(map[string]bool{"memory": true, "pids": true, "cpu": true}, l)
+}
