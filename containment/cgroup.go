@@ -32,6 +32,10 @@ type cgroup struct {
 	reset string
 	once  sync.Once
 	err   error
+
+	mu     sync.Mutex // guards the files above against their close, and final
+	closed bool       // the files are closed: the stats are final's
+	final  Stats      // the stats when the cgroup was destroyed
 }
 
 // newCgroup makes the v2 cgroup name and, on a hybrid host, its v1 cgroups.
@@ -140,17 +144,47 @@ func (cg *cgroup) Stats() Stats {
 	return Stats{CPU: cg.CPU(), MemoryPeak: cg.MemoryPeak(), OOMKills: cg.OOMKills()}
 }
 
+// CPU, MemoryPeak and OOMKills read the cgroup's files, or, once it is
+// destroyed, what they said then: a command whose shell died learns what
+// it cost after the session's end removed the cgroup.
 func (cg *cgroup) CPU() time.Duration {
+	cg.mu.Lock()
+	defer cg.mu.Unlock()
+	return cg.cpuLocked()
+}
+
+func (cg *cgroup) cpuLocked() time.Duration {
+	if cg.closed {
+		return cg.final.CPU
+	}
 	v, _ := fileKey(cg.cpu, "usage_usec")
 	return time.Duration(v) * time.Microsecond
 }
 
 func (cg *cgroup) MemoryPeak() int64 {
+	cg.mu.Lock()
+	defer cg.mu.Unlock()
+	return cg.peakLocked()
+}
+
+func (cg *cgroup) peakLocked() int64 {
+	if cg.closed {
+		return cg.final.MemoryPeak
+	}
 	v, _ := fileKey(cg.peak, "")
 	return v
 }
 
 func (cg *cgroup) OOMKills() int64 {
+	cg.mu.Lock()
+	defer cg.mu.Unlock()
+	return cg.oomLocked()
+}
+
+func (cg *cgroup) oomLocked() int64 {
+	if cg.closed {
+		return cg.final.OOMKills
+	}
 	v, _ := fileKey(cg.oom, "oom_kill")
 	return v
 }
@@ -159,7 +193,9 @@ func (cg *cgroup) OOMKills() int64 {
 // v2 (Linux 6.12) for the open file Stats reads. Older v2 kernels refuse,
 // and the peak stays the cgroup's.
 func (cg *cgroup) ResetPeak() {
-	if cg.peak != nil {
+	cg.mu.Lock()
+	defer cg.mu.Unlock()
+	if cg.peak != nil && !cg.closed {
 		_, _ = cg.peak.WriteAt([]byte(cg.reset), 0)
 	}
 }
@@ -213,11 +249,15 @@ func (cg *cgroup) populated() (bool, error) {
 func (cg *cgroup) Destroy() error {
 	cg.once.Do(func() {
 		cg.err = cg.Kill()
+		cg.mu.Lock()
+		cg.final = Stats{CPU: cg.cpuLocked(), MemoryPeak: cg.peakLocked(), OOMKills: cg.oomLocked()}
+		cg.closed = true
 		for _, f := range []*os.File{cg.cpu, cg.peak, cg.oom} {
 			if f != nil {
 				f.Close()
 			}
 		}
+		cg.mu.Unlock()
 		if cg.err == nil {
 			cg.err = removeTree(cg.dir)
 		}

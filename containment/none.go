@@ -6,53 +6,50 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 )
 
 // uncontained is the Manager of ModeNone: it starts processes as they are
 // and ends nothing. Its CPU time is its process's and that of the children
-// the process has reaped, from /proc while it runs and from its rusage once
-// it has been waited for; its memory peak is unknown.
+// the process has reaped, from /proc until the process is reaped (then the
+// last value read: the caller that waited for it has its rusage); its
+// memory peak is unknown.
 type uncontained struct {
 	mu  sync.Mutex
-	cmd *exec.Cmd
+	pid int
+	cpu time.Duration // the last CPU time read
 }
 
 func (u *uncontained) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
-	u.mu.Lock()
-	u.cmd = cmd
-	u.mu.Unlock()
 	if err := start(cmd); err != nil {
 		return err
 	}
+	u.mu.Lock()
+	u.pid = cmd.Process.Pid
+	u.mu.Unlock()
 	exposeChild(cmd.Process.Pid)
 	return nil
 }
 
 func (u *uncontained) Stats() Stats {
 	u.mu.Lock()
-	cmd := u.cmd
-	u.mu.Unlock()
-	if cmd == nil || cmd.Process == nil {
+	defer u.mu.Unlock()
+	if u.pid == 0 {
 		return Stats{}
 	}
-	if ps := cmd.ProcessState; ps != nil {
-		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
-			return Stats{CPU: time.Duration(ru.Utime.Nano() + ru.Stime.Nano())}
-		}
-		return Stats{}
+	if cpu, ok := procCPU(u.pid); ok {
+		u.cpu = cpu
 	}
-	return Stats{CPU: procCPU(cmd.Process.Pid)}
+	return Stats{CPU: u.cpu}
 }
 
 // procCPU is pid's user and system time plus that of its reaped children,
 // from /proc/PID/stat (fields 14 to 17, in clock ticks).
-func procCPU(pid int) time.Duration {
+func procCPU(pid int) (time.Duration, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	i := bytes.LastIndexByte(b, ')')
 	if err != nil || i < 0 {
-		return 0
+		return 0, false
 	}
 	f := bytes.Fields(b[i+1:]) // f[0] is field 3, the state
 	var ticks int64
@@ -60,7 +57,7 @@ func procCPU(pid int) time.Duration {
 		n, _ := strconv.ParseInt(string(f[k]), 10, 64)
 		ticks += n
 	}
-	return time.Duration(ticks) * time.Second / clockTicks
+	return time.Duration(ticks) * time.Second / clockTicks, true
 }
 
 // clockTicks is USER_HZ, which Linux fixes at 100 for /proc.

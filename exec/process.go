@@ -283,7 +283,15 @@ func (p *Process) exit(waitErr error) {
 	} else {
 		res = process.Result{Reason: process.Lost, Error: waitErr.Error()}
 	}
-	res = account(res, p.cg.Stats())
+	s := p.cg.Stats()
+	if ps := p.cmd.ProcessState; s.CPU == 0 && ps != nil {
+		// No cgroup (or it has not counted yet): what the process and the
+		// children it waited for used, from its rusage.
+		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+			s.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		}
+	}
+	res = account(res, s)
 	p.info.State = process.Terminal
 	p.info.Result = &res
 	p.info.ExitedAt = time.Now()
