@@ -3,6 +3,7 @@ package exec
 import (
 	"context"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -93,4 +94,18 @@ func TestUsageWithoutCgroups(t *testing.T) {
 	r := wait(t, start(t, Options{Cmd: containmenttest.Busy + "; true"}))
 	require.NotNil(t, r.Usage)
 	require.True(t, r.Usage.CPU >= 250*time.Millisecond && r.Usage.CPU <= 450*time.Millisecond && r.Usage.MemoryPeak == 0, "usage %+v", r.Usage)
+}
+
+// A kill's escalation to KILL ends the whole cgroup: what left the tree and
+// cleared its tag goes with the process.
+func TestEscalationEndsTheCgroup(t *testing.T) {
+	t.Parallel()
+	root := containmenttest.Root(t, containment.Limits{})
+	marker := containmenttest.Marker()
+	p := start(t, Options{Cmd: "trap '' TERM; " + containmenttest.Escapes(marker) + "sleep 60", Containment: root})
+	containmenttest.WaitRunning(t, marker, 2)
+	require.NoError(t, p.Kill(syscall.SIGTERM, 100*time.Millisecond, 0))
+	r := wait(t, p)
+	require.Equal(t, "KILL", r.Signal, "%+v", r)
+	containmenttest.WaitRunning(t, marker, 0)
 }

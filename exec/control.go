@@ -62,6 +62,9 @@ func (p *Process) escalate(sig syscall.Signal) {
 	}
 	p.mu.Unlock()
 	_ = p.signalTree(sig) // nobody to report to: the result shows what happened
+	if sig == syscall.SIGKILL {
+		_ = p.cg.Kill() // what left the tree and its tag goes too
+	}
 }
 
 // timeout is the execution timeout's timer: TERM now, KILL its stop grace later.
