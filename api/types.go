@@ -51,6 +51,9 @@ type Process struct {
 	WaitingForInput bool `json:"waitingForInput"`
 	// Ports are the loopback ports a session leased.
 	Ports []int `json:"ports,omitempty"`
+	// OOMKilled and Usage are as on WaitResult, once the process ended.
+	OOMKilled bool   `json:"oomKilled,omitempty"`
+	Usage     *Usage `json:"usage,omitempty"`
 }
 
 // Ended reports whether the process is terminal.
@@ -66,6 +69,33 @@ type WaitResult struct {
 	// Cwd is, for a session command, the shell's directory after it
 	// ended, so that a caller needs no second request to learn it.
 	Cwd string `json:"cwd,omitempty"`
+	// OOMKilled is true when the kernel's OOM killer ended the process at
+	// its memory limit.
+	OOMKilled bool `json:"oomKilled,omitempty"`
+	// Usage is what the process cost.
+	Usage *Usage `json:"usage,omitempty"`
+}
+
+// Usage is what an ended process, command or cell cost.
+type Usage struct {
+	// CPUMs is user plus system CPU time in milliseconds.
+	CPUMs int64 `json:"cpuMs"`
+	// MemoryPeakBytes is the most memory it held at once; absent where
+	// the daemon has no cgroups.
+	MemoryPeakBytes int64 `json:"memoryPeakBytes,omitempty"`
+}
+
+// Limits bound a session's, process's or code context's cgroup: all its
+// processes together. Zero fields take the daemon's defaults (none unless
+// conch serve --default-limits sets them).
+type Limits struct {
+	// MemoryBytes bounds memory, without swap; past it the OOM killer ends
+	// a process.
+	MemoryBytes int64 `json:"memoryBytes,omitempty"`
+	// Pids bounds processes and threads at once; a fork past it fails.
+	Pids int64 `json:"pids,omitempty"`
+	// CPUMillis is CPU time per second of wall time: 1000 is one core.
+	CPUMillis int64 `json:"cpuMillis,omitempty"`
 }
 
 // Result returns the WaitResult of a terminal process, or nil.
@@ -73,7 +103,8 @@ func (p *Process) Result() *WaitResult {
 	if p.Reason == "" {
 		return nil
 	}
-	return &WaitResult{Reason: p.Reason, ExitCode: p.ExitCode, Signal: p.Signal, Error: p.Error}
+	return &WaitResult{Reason: p.Reason, ExitCode: p.ExitCode, Signal: p.Signal, Error: p.Error,
+		OOMKilled: p.OOMKilled, Usage: p.Usage}
 }
 
 // String describes the result the way a shell user reads it.
@@ -164,6 +195,8 @@ type StartOptions struct {
 	ExecutionTimeout Millis            `json:"executionTimeout,omitempty"`
 	Terminal         *TerminalSize     `json:"terminal,omitempty"`
 	KeepLogs         KeepLogs          `json:"keepLogs,omitempty"`
+	// Limits bound the process's cgroup.
+	Limits *Limits `json:"limits,omitempty"`
 }
 
 // RunOptions are StartOptions plus how long the caller waits.
@@ -196,6 +229,9 @@ type SessionOptions struct {
 	Language string `json:"language,omitempty"`
 	// LeasePort leases one free loopback port, reported in Process.Ports.
 	LeasePort bool `json:"leasePort,omitempty"`
+	// Limits bound the session's cgroup: its shell or interpreter and
+	// everything its commands start.
+	Limits *Limits `json:"limits,omitempty"`
 }
 
 // CommandOptions submit a command to a session.
@@ -250,6 +286,15 @@ type LogsPage struct {
 type Health struct {
 	Status  string `json:"status"`
 	Version string `json:"version"`
+	// Containment is "cgroup2" when every session, process and code
+	// context runs in a cgroup of its own, "none" when the daemon has no
+	// writable cgroup v2 hierarchy (ContainmentReason says why).
+	Containment       string `json:"containment,omitempty"`
+	ContainmentReason string `json:"containmentReason,omitempty"`
+	// LimitControllers says, for each limit's controller the host can
+	// apply (memory, pids, cpu), whether through cgroup "v2" or "v1"; a
+	// limit whose controller is absent is refused.
+	LimitControllers map[string]string `json:"limitControllers,omitempty"`
 }
 
 // Time is a time that travels as RFC 3339 with milliseconds.

@@ -81,6 +81,8 @@ var figures = []figure{
 	{"P10", "time until a run answers 202 waiting for input (bash read, python3 input())", measureP10},
 	{"P11", "code cell round trip of pass, Python, Go API", measureP11},
 	{"P15", "soak: sessions, processes and code contexts in a loop", measureSoak},
+	{"P14", "P1 in a session with a cgroup of its own, against P1 without", measureP14},
+	{"P14b", "P9 with a cgroup of its own, against P9 without", measureP14b},
 }
 
 func main() {

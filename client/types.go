@@ -26,6 +26,8 @@ type (
 	Millis            = api.Millis
 	InteractOptions   = api.InteractOptions
 	Ready             = api.Ready
+	Limits            = api.Limits
+	Usage             = api.Usage
 )
 
 // The encodings of a LogFrame's data, and the wire form of a Time.

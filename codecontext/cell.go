@@ -54,6 +54,7 @@ type Cell struct {
 	readers     int
 	readersDone chan struct{} // closed when both stream readers have returned
 	timers      []*time.Timer
+	meter       resident.Meter // what it costs, from begin on
 }
 
 func newCell(c *Context, seq int, opts CellOptions) *Cell {
@@ -180,6 +181,7 @@ func (cell *Cell) Run() {
 func (cell *Cell) begin(nonce sentinel.Nonce, st *streams) bool {
 	c := cell.c
 	last := proctree.LastPID()
+	meter := c.h.Meter()
 	c.mu.Lock()
 	cwd := c.cwd
 	c.mu.Unlock()
@@ -193,6 +195,7 @@ func (cell *Cell) begin(nonce sentinel.Nonce, st *streams) bool {
 	c.mu.Unlock()
 	cell.st = process.Running
 	cell.lastPID = last
+	cell.meter = meter
 	cell.startedAt = time.Now()
 	cell.cwd = cwd
 	cell.nonce = nonce
@@ -371,7 +374,7 @@ func (cell *Cell) finishIf(from process.State, r process.Result) bool {
 		return false
 	}
 	cell.st = process.Terminal
-	cell.result = r
+	cell.result = cell.meter.Account(r)
 	cell.exitedAt = time.Now()
 	if cell.startedAt.IsZero() {
 		cell.startedAt = cell.exitedAt

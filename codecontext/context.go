@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/inputwait"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/internal/resident"
@@ -56,6 +57,15 @@ type Options struct {
 	// else the temp directory. A daemon gives its instance's directory, so
 	// that what a killed daemon left is removed with it.
 	Dir string
+	// Containment is where the context gets a cgroup of its own, entered
+	// as the interpreter starts, which everything it starts stays in and ends with
+	// it; nil contains nothing (processes that leave the tree are found by
+	// tags only).
+	Containment *containment.Root
+	// Limits bound the context's cgroup, its zero fields taken from the
+	// Containment's defaults; a limit the host cannot apply is refused with
+	// an error wrapping containment.ErrUnsupported.
+	Limits containment.Limits
 }
 
 // Context is one long-lived interpreter and its serial queue of cells. It
@@ -120,6 +130,7 @@ func New(ctx context.Context, opts Options) (*Context, error) {
 	c := &Context{id: id, opts: opts, interp: in, dir: dir, cwd: opts.Cwd}
 	c.h = resident.New(resident.Config{
 		ID: id, Name: opts.Name, Noun: "context", Ended: ErrContextEnded,
+		Containment: opts.Containment, Limits: opts.Limits,
 		Ports: opts.Ports, StopGrace: opts.StopGrace,
 		Interrupt: c.interrupt, Describe: c.describe, Exited: c.exitedBetweenCells,
 		Release: func() {

@@ -62,6 +62,9 @@ func (p *Process) escalate(sig syscall.Signal) {
 	}
 	p.mu.Unlock()
 	_ = p.signalTree(sig) // nobody to report to: the result shows what happened
+	if sig == syscall.SIGKILL {
+		_ = p.cg.Kill() // what left the tree and its tag goes too
+	}
 }
 
 // timeout is the execution timeout's timer: TERM now, KILL its stop grace later.
@@ -85,7 +88,8 @@ func (p *Process) timeout() {
 // first, or with an error when leftovers outlive KILL for another
 // stop grace. Stopping a terminal process ends only its leftovers
 // (background children that outlived it).
-func (p *Process) Stop(ctx context.Context) error {
+func (p *Process) Stop(ctx context.Context) (err error) {
+	defer func() { err = errors.Join(err, p.endCgroup()) }()
 	// A process that has ended and left nothing behind needs no signal:
 	// scans for what carries its tag, rather than a tree walk as well.
 	select {

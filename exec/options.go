@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/internal/shells"
 	"github.com/conchsh/conch/logstore"
@@ -77,6 +78,15 @@ type Options struct {
 	// AttachStall is how long a PTY's output waits for an attached reader
 	// that has stopped reading; zero means process.StopGrace.
 	AttachStall time.Duration
+	// Containment is where the process gets a cgroup of its own, entered
+	// as it starts, which everything it starts stays in and ends with
+	// it; nil contains nothing (processes that leave the tree are found by
+	// tags only).
+	Containment *containment.Root
+	// Limits bound the process's cgroup, its zero fields taken from the
+	// Containment's defaults; a limit the host cannot apply is refused with
+	// an error wrapping containment.ErrUnsupported.
+	Limits containment.Limits
 }
 
 // tokenEnv is the daemon's API token, which must never reach a command.

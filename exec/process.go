@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
@@ -23,9 +24,10 @@ type Process struct {
 	id   string
 	log  *logstore.Log
 	cmd  *osexec.Cmd
-	pty  *os.File // the PTY's master side; nil for an exec process
-	gate gate     // holds the PTY's output back for its attached readers
-	in   *os.File // write end of an open stdin pipe; nil otherwise
+	cg   containment.Manager // the process's cgroup
+	pty  *os.File            // the PTY's master side; nil for an exec process
+	gate gate                // holds the PTY's output back for its attached readers
+	in   *os.File            // write end of an open stdin pipe; nil otherwise
 	done chan struct{}
 
 	stopGrace  time.Duration // Options.StopGrace, defaulted
@@ -84,6 +86,12 @@ func Start(opts Options) (*Process, error) {
 		p.fail(pl.fail)
 		return p, nil
 	}
+	if err := opts.Limits.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", process.ErrInvalidArgument, err)
+	}
+	if p.cg, err = opts.Containment.New(id, opts.Limits); err != nil {
+		return nil, err
+	}
 	p.cmd = &osexec.Cmd{
 		Path: pl.path, Args: pl.argv, Dir: pl.dir, Env: pl.env,
 		SysProcAttr: &syscall.SysProcAttr{Credential: pl.cred},
@@ -93,6 +101,9 @@ func Start(opts Options) (*Process, error) {
 		outs, err = p.startPTY(*opts.Terminal)
 	} else {
 		outs, err = p.startPipes(stdin == process.StdinOpen)
+	}
+	if err != nil {
+		_ = p.cg.Destroy()
 	}
 	var serr startError
 	if errors.As(err, &serr) {
@@ -185,7 +196,7 @@ func (p *Process) startPipes(openStdin bool) ([]output, error) {
 	}
 	p.cmd.Stdout, p.cmd.Stderr = outW, errW
 	p.cmd.SysProcAttr.Setsid = true
-	err = proctree.Start(p.cmd)
+	err = p.cg.Start(p.cmd, proctree.Start)
 	closeAll(outW, errW, inR) // the child has its own copies
 	if err != nil {
 		closeAll(outR, errR, inW)
@@ -257,6 +268,10 @@ func (p *Process) wait(readers []*os.File, copied <-chan struct{}) {
 	}
 	drain.Stop()
 	closeAll(readers...)
+	if !p.cg.Populated() {
+		// Nothing it started outlived it; Stop would find the cgroup gone.
+		_ = p.cg.Destroy()
+	}
 	p.log.Close()
 	close(p.done)
 }
@@ -276,6 +291,15 @@ func (p *Process) exit(waitErr error) {
 	} else {
 		res = process.Result{Reason: process.Lost, Error: waitErr.Error()}
 	}
+	s := p.cg.Stats()
+	if ps := p.cmd.ProcessState; s.CPU == 0 && ps != nil {
+		// No cgroup (or it has not counted yet): what the process and the
+		// children it waited for used, from its rusage.
+		if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+			s.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		}
+	}
+	res = account(res, s)
 	p.info.State = process.Terminal
 	p.info.Result = &res
 	p.info.ExitedAt = time.Now()
@@ -313,6 +337,20 @@ func result(ws syscall.WaitStatus, sent syscall.Signal, timedOut bool) process.R
 	return r
 }
 
+// account adds to r what the process's cgroup says it cost, and whether
+// the OOM killer ended it: it died of KILL (or, run by a shell that did not
+// exec it, the shell says 128+9) once the cgroup had an OOM kill.
+func account(r process.Result, s containment.Stats) process.Result {
+	r.Usage = &process.Usage{CPU: s.CPU, MemoryPeak: s.MemoryPeak}
+	killed := r.Reason == process.Signaled && r.Signal == "KILL" ||
+		r.Reason == process.Exited && r.ExitCode != nil && *r.ExitCode == 128+9
+	if s.OOMKills > 0 && killed {
+		r.OOMKilled = true
+		r.Reason, r.Signal = process.Signaled, "KILL"
+	}
+	return r
+}
+
 // ID returns the process's id.
 func (p *Process) ID() string { return p.id }
 
@@ -327,4 +365,14 @@ func (p *Process) Info() process.Info {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.info
+}
+
+// endCgroup ends what is left in the process's cgroup — children that left
+// its tree and cleared its tag — and removes the cgroup. Stop calls it last,
+// after the tree had its TERM and grace.
+func (p *Process) endCgroup() error {
+	if p.cg == nil { // the process failed before it had one
+		return nil
+	}
+	return p.cg.Destroy()
 }

@@ -34,7 +34,7 @@ func (p *Process) startPTY(size process.TerminalSize) ([]output, error) {
 	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = tty, tty, tty
 	p.cmd.SysProcAttr.Setsid = true
 	p.cmd.SysProcAttr.Setctty = true // Ctty 0: the child's stdin, the terminal
-	err = proctree.Start(p.cmd)
+	err = p.cg.Start(p.cmd, proctree.Start)
 	tty.Close() // the child has its own; the master reads EIO once every copy is closed
 	if err != nil {
 		master.Close()

@@ -25,6 +25,9 @@ type Result struct {
 	Reason          string `json:"reason,omitempty" jsonschema:"how the command ended: exited, signaled, timeout, failed_to_start, ..."`
 	Error           string `json:"error,omitempty" jsonschema:"why the command could not run"`
 	Cwd             string `json:"cwd,omitempty" jsonschema:"the session's working directory after the command"`
+	OOMKilled       bool   `json:"oomKilled,omitempty" jsonschema:"the OOM killer ended the command at its session's memory limit"`
+	CPUMs           int64  `json:"cpuMs,omitempty" jsonschema:"CPU time the ended command used, in milliseconds"`
+	MemoryPeakBytes int64  `json:"memoryPeakBytes,omitempty" jsonschema:"the most memory the session held while the command ran"`
 	Output          string `json:"output" jsonschema:"stdout and stderr interleaved, as plain text; a cut output holds a line saying what was omitted between its head and tail"`
 	OmittedBytes    int64  `json:"omittedBytes,omitempty" jsonschema:"output bytes left out between head and tail"`
 	OmittedAfter    string `json:"omittedAfter,omitempty" jsonschema:"cursor to read the omitted output from with read_output"`
@@ -46,6 +49,10 @@ func (s *Server) result(ctx context.Context, r *client.RunResult, p *client.Proc
 		return out
 	}
 	out.ExitCode, out.Signal, out.Reason, out.Error = r.ExitCode, r.Signal, string(r.Reason), r.Error
+	out.OOMKilled = r.OOMKilled
+	if r.Usage != nil {
+		out.CPUMs, out.MemoryPeakBytes = r.Usage.CPUMs, r.Usage.MemoryPeakBytes
+	}
 	if sessionID != "" {
 		if sess, err := s.c.Session(ctx, sessionID); err == nil {
 			out.Cwd = sess.Cwd
@@ -126,6 +133,9 @@ func (r Result) text() string {
 		fmt.Fprintf(&b, "exit code %d\n", *r.ExitCode)
 	default:
 		fmt.Fprintf(&b, "ended (%s)\n", r.Reason)
+	}
+	if r.OOMKilled {
+		b.WriteString("killed by the OOM killer: the session is over its memory limit\n")
 	}
 	if r.Session != "" {
 		fmt.Fprintf(&b, "session: %s\n", r.Session)

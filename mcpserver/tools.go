@@ -50,6 +50,14 @@ type RunInput struct {
 	IdleTimeout float64 `json:"idleTimeout,omitempty" jsonschema:"answer early once the command printed nothing for this many seconds; default none"`
 	OutputLimit int64   `json:"outputLimit,omitempty" jsonschema:"bytes of output in the answer (head and tail); default 32768"`
 	CloseStdin  bool    `json:"closeStdin,omitempty" jsonschema:"run with stdin closed, so that reads get end of file at once; by default stdin stays open and a command that waits for input answers early, to be answered with interact"`
+	Limits      *Limits `json:"limits,omitempty" jsonschema:"bounds of a new session: its shell or interpreter and everything its commands start, together; ignored once the session exists"`
+}
+
+// Limits bound a new session (RunInput.Limits).
+type Limits struct {
+	MemoryBytes int64 `json:"memoryBytes,omitempty" jsonschema:"memory in bytes, without swap; past it the OOM killer ends a process (the answer says oomKilled)"`
+	Pids        int64 `json:"pids,omitempty" jsonschema:"processes and threads at once; a fork past it fails"`
+	CPUMillis   int64 `json:"cpuMillis,omitempty" jsonschema:"CPU time per second: 1000 is one core"`
 }
 
 var interactTool = &mcp.Tool{
@@ -133,7 +141,11 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunInput) (
 	if err != nil {
 		return nil, Result{}, err
 	}
-	sess, created, err := s.session(ctx, name, client.SessionOptions{Shell: in.Shell, Language: lang, Cwd: in.Cwd})
+	sopts := client.SessionOptions{Shell: in.Shell, Language: lang, Cwd: in.Cwd}
+	if l := in.Limits; l != nil {
+		sopts.Limits = &client.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPUMillis: l.CPUMillis}
+	}
+	sess, created, err := s.session(ctx, name, sopts)
 	if err != nil {
 		return nil, Result{}, err
 	}
@@ -161,8 +173,8 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunInput) (
 	}
 	out := s.result(ctx, r, p, id, wait.limit)
 	out.Session = name
-	if !created && (in.Shell != "" || in.Cwd != "") {
-		out.Note = fmt.Sprintf("session %q existed already: shell and cwd apply only when a session is created", name)
+	if !created && (in.Shell != "" || in.Cwd != "" || in.Limits != nil) {
+		out.Note = fmt.Sprintf("session %q existed already: shell and cwd apply only when a session is created, and so do limits", name)
 	}
 	return textResult(out), out, nil
 }

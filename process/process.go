@@ -54,6 +54,22 @@ type Result struct {
 	// command ended, where the next command starts; empty for other
 	// processes and where unknown (the command never ran, or its shell died).
 	Cwd string
+	// OOMKilled is true when the kernel's OOM killer ended the process (or,
+	// for a session, its shell) at its cgroup's memory limit.
+	OOMKilled bool
+	// Usage is what the process cost; nil when it never ran.
+	Usage *Usage
+}
+
+// Usage is what a process, command or cell cost while it ran.
+type Usage struct {
+	// CPU is user plus system time of its cgroup (a session command's
+	// includes its shell's share) or, without cgroups, of the process and
+	// the children it reaped.
+	CPU time.Duration
+	// MemoryPeak is the most memory its cgroup held at once, in bytes;
+	// zero when unknown (no cgroups).
+	MemoryPeak int64
 }
 
 // ExitedWith returns the Result of a process that exited with code.

@@ -87,6 +87,12 @@ func (s *Server) writeRunAnswer(w http.ResponseWriter, p process.Process, a runA
 		if wr.Cwd != "" {
 			enc.field("cwd", wr.Cwd)
 		}
+		if wr.OOMKilled {
+			enc.field("oomKilled", true)
+		}
+		if wr.Usage != nil {
+			enc.field("usage", wr.Usage)
+		}
 	} else {
 		enc.members(s.processDTO(p))
 	}

@@ -35,13 +35,15 @@ func (s *Server) startContext(ctx context.Context, opts api.SessionOptions, port
 		return nil, err
 	}
 	return codecontext.New(ctx, codecontext.Options{
-		Name:      opts.Name,
-		Language:  lang,
-		Cwd:       opts.Cwd,
-		Env:       opts.Env,
-		Retention: s.opts.LogRetention,
-		Ports:     ports,
-		Dir:       s.opts.StreamDir,
+		Name:        opts.Name,
+		Language:    lang,
+		Cwd:         opts.Cwd,
+		Env:         opts.Env,
+		Retention:   s.opts.LogRetention,
+		Ports:       ports,
+		Dir:         s.opts.StreamDir,
+		Containment: s.opts.Containment,
+		Limits:      limits(opts.Limits),
 	})
 }
 

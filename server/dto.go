@@ -48,6 +48,8 @@ func (s *Server) processDTO(p process.Process) api.Process {
 		d.ExitCode = i.Result.ExitCode
 		d.Signal = i.Result.Signal
 		d.Error = i.Result.Error
+		d.OOMKilled = i.Result.OOMKilled
+		d.Usage = usageDTO(i.Result.Usage)
 	}
 	truncated, first, last := p.Log().Bounds()
 	d.TruncatedHead = truncated
@@ -64,7 +66,16 @@ func (s *Server) processDTO(p process.Process) api.Process {
 
 // waitResult is the API's WaitResult of r.
 func waitResult(r process.Result) api.WaitResult {
-	return api.WaitResult{Reason: r.Reason, ExitCode: r.ExitCode, Signal: r.Signal, Error: r.Error, Cwd: r.Cwd}
+	return api.WaitResult{Reason: r.Reason, ExitCode: r.ExitCode, Signal: r.Signal, Error: r.Error, Cwd: r.Cwd,
+		OOMKilled: r.OOMKilled, Usage: usageDTO(r.Usage)}
+}
+
+// usageDTO is the API's Usage of u, nil for nil.
+func usageDTO(u *process.Usage) *api.Usage {
+	if u == nil {
+		return nil
+	}
+	return &api.Usage{CPUMs: u.CPU.Milliseconds(), MemoryPeakBytes: u.MemoryPeak}
 }
 
 // frameDTO is the API's LogFrame of f: text when its bytes are UTF-8 and

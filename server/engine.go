@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/conchsh/conch/api"
+	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/exec"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/shellsession"
@@ -36,6 +37,8 @@ func (s *Server) start(ctx context.Context, opts api.StartOptions) (process.Proc
 		Terminal:         opts.Terminal,
 		KeepLogs:         opts.KeepLogs,
 		Retention:        s.opts.LogRetention,
+		Containment:      s.opts.Containment,
+		Limits:           limits(opts.Limits),
 	})
 	if err != nil {
 		s.release(slotProcess)
@@ -59,6 +62,9 @@ func (s *Server) startShell(ctx context.Context, opts api.SessionOptions, ports 
 		Retention: s.opts.LogRetention,
 		Ports:     ports,
 		StreamDir: s.opts.StreamDir,
+
+		Containment: s.opts.Containment,
+		Limits:      limits(opts.Limits),
 	})
 }
 
@@ -76,4 +82,12 @@ func (s *Server) submitTo(sh *shellsession.Session, opts api.CommandOptions) (pr
 		return nil, err
 	}
 	return c, nil
+}
+
+// limits is the engine's Limits of the API's.
+func limits(l *api.Limits) containment.Limits {
+	if l == nil {
+		return containment.Limits{}
+	}
+	return containment.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPUMillis: l.CPUMillis}
 }

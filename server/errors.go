@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/conchsh/conch/api"
+	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/shells"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/shellsession"
@@ -61,6 +62,8 @@ func apiError(err error) *Error {
 	case errors.As(err, &tooLarge):
 		return &Error{http.StatusRequestEntityTooLarge, api.CodePayloadTooLarge,
 			fmt.Sprintf("request body over %d bytes", tooLarge.Limit), err}
+	case errors.Is(err, containment.ErrUnsupported):
+		return &Error{http.StatusBadRequest, api.CodeUnsupportedOperation, err.Error(), err}
 	case errors.Is(err, process.ErrNotFound):
 		return &Error{http.StatusNotFound, api.CodeNotFound, err.Error(), err}
 	case errors.Is(err, process.ErrInvalidArgument), errors.Is(err, shells.ErrUnknownShell),

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/api"
+	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 )
@@ -72,6 +73,9 @@ type Options struct {
 	// FIFOs, and code contexts their private directories; empty means
 	// shellsession's and codecontext's defaults.
 	StreamDir string
+	// Containment gives every session, process and code context a cgroup
+	// of its own; nil contains nothing (and refuses limits).
+	Containment *containment.Root
 }
 
 // Server serves the conch HTTP API over the processes and sessions it
@@ -241,7 +245,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
-	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.opts.Version})
+	c := s.opts.Containment
+	h := api.Health{Status: "ok", Version: s.opts.Version, Containment: string(c.Mode())}
+	if c.Mode() == containment.ModeNone {
+		h.ContainmentReason = c.Reason()
+	} else {
+		h.LimitControllers = c.Controllers()
+	}
+	return writeJSON(w, http.StatusOK, h)
 }
 
 // probedMethods are the methods noRoute looks for routes with.

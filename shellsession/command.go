@@ -56,6 +56,8 @@ type Command struct {
 	timers        []*time.Timer
 
 	sent []syscall.Signal // signals other than INT that kill sent to its processes
+
+	meter resident.Meter // what it costs, from begin on; guarded by mu
 }
 
 func (s *Session) newCommand(opts CommandOptions) *Command {
@@ -258,12 +260,14 @@ func (c *Command) begin(cwd string, f sentinel.Frame) error {
 	if f.Nonce != "" { // it runs in the shell: its processes will be told apart
 		last = proctree.LastPID()
 	}
+	meter := c.s.h.Meter()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.advanceLocked(phaseAnnounced); err != nil {
 		return err
 	}
 	c.lastPID = last
+	c.meter = meter
 	c.startedAt = time.Now()
 	c.cwd = cwd
 	c.frame = f
@@ -526,7 +530,7 @@ func (c *Command) finish(r process.Result) {
 		c.mu.Unlock()
 		return
 	}
-	c.result = r
+	c.result = c.meter.Account(r)
 	c.exitedAt = time.Now()
 	c.endPID = proctree.LastPID()
 	if c.startedAt.IsZero() {

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/internal/resident"
 	"github.com/conchsh/conch/internal/shells"
@@ -64,6 +65,15 @@ type Options struct {
 	// DrainDelay bounds how long a command's output is still read after its
 	// shell died under it; zero means process.DrainDelay.
 	DrainDelay time.Duration
+	// Containment is where the session gets a cgroup of its own, entered
+	// as the shell starts, which everything it starts stays in and ends with
+	// it; nil contains nothing (processes that leave the tree are found by
+	// tags only).
+	Containment *containment.Root
+	// Limits bound the session's cgroup, its zero fields taken from the
+	// Containment's defaults; a limit the host cannot apply is refused with
+	// an error wrapping containment.ErrUnsupported.
+	Limits containment.Limits
 }
 
 // Session is one long-lived shell and its serial queue of commands. It
@@ -135,6 +145,7 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 	s := &Session{id: id, opts: opts, sh: sh, fifoDir: dir, cwd: opts.Cwd, parser: newParser(sh)}
 	s.h = resident.New(resident.Config{
 		ID: id, Name: opts.Name, Noun: "session", Ended: ErrSessionEnded,
+		Containment: opts.Containment, Limits: opts.Limits,
 		Ports: opts.Ports, StopGrace: opts.StopGrace,
 		Interrupt: s.interrupt, Describe: s.describe,
 		Exited:  func() { s.h.EndedByItself() },

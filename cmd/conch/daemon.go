@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/proctree"
 )
 
@@ -31,6 +32,8 @@ const childGrace = 2 * time.Second
 // so that a later daemon can end what this one leaves if it is killed.
 type daemon struct {
 	log        *slog.Logger
+	contain    containment.Config // how the instance's Root is opened
+	root       *containment.Root  // the cgroups of what it starts
 	rec        instance
 	recPath    string // where rec is written; removed once nothing is left
 	stopReaper func()
@@ -45,6 +48,9 @@ type instance struct {
 	BootID    string `json:"bootId"`
 	PIDNS     string `json:"pidNamespace"` // where PID means that process
 	StreamDir string `json:"streamDir"`    // holds the sessions' FIFO directories
+	// Cgroups are the instance's cgroups, the v2 one first; each holds
+	// one cgroup per session, process and context.
+	Cgroups []string `json:"cgroups,omitempty"`
 }
 
 // alive reports whether the daemon of rec runs: the same boot, and its pid
@@ -86,7 +92,7 @@ func pidNamespace() string {
 // startDaemon makes this process the subreaper of what it starts and starts
 // the reaper, ends what dead daemons of the same state directory left, and
 // records this instance.
-func startDaemon(logger *slog.Logger, stateDir string) (*daemon, error) {
+func startDaemon(logger *slog.Logger, stateDir string, contain containment.Config) (*daemon, error) {
 	// Commands start with default signal dispositions even when the daemon
 	// was started with some ignored (nohup, a shell's background job).
 	proctree.ResetChildSignals()
@@ -95,11 +101,15 @@ func startDaemon(logger *slog.Logger, stateDir string) (*daemon, error) {
 	if err := proctree.EnableSubreaper(); err != nil {
 		logger.Warn("become a subreaper", "err", err)
 	}
+	// When memory runs out, the OOM killer picks a command, not the daemon.
+	if err := containment.ProtectSelf(); err != nil {
+		logger.Info("the daemon's OOM score stays", "err", err)
+	}
 	stopReaper, err := proctree.StartReaper()
 	if err != nil {
 		return nil, err
 	}
-	d := &daemon{log: logger, stopReaper: stopReaper}
+	d := &daemon{log: logger, stopReaper: stopReaper, contain: contain}
 	if err := d.record(stateDir); err != nil {
 		stopReaper()
 		return nil, err
@@ -121,8 +131,18 @@ func (d *daemon) record(stateDir string) error {
 	if err := os.Mkdir(streams, 0o700); err != nil {
 		return fmt.Errorf("stream directory: %w", err)
 	}
+	d.contain.Instance = id
+	d.root = containment.Open(d.contain)
+	if d.root.Mode() == containment.ModeNone {
+		d.log.Warn("containment none: processes that leave a tree and clear its tag are found only as the daemon's children", "reason", d.root.Reason())
+	}
+	if err := d.root.Check(d.contain.Defaults); err != nil {
+		_ = d.root.Destroy()
+		os.RemoveAll(streams)
+		return fmt.Errorf("--default-limits: %w", err)
+	}
 	d.rec = instance{ID: id, PID: os.Getpid(), StartTime: start, BootID: proctree.BootID(),
-		PIDNS: pidNamespace(), StreamDir: streams}
+		PIDNS: pidNamespace(), StreamDir: streams, Cgroups: d.root.Dirs()}
 	d.recPath = filepath.Join(dir, id+".json")
 	b, _ := json.Marshal(d.rec)
 	tmp := d.recPath + ".tmp"
@@ -131,6 +151,7 @@ func (d *daemon) record(stateDir string) error {
 		err = os.Rename(tmp, d.recPath)
 	}
 	if err != nil {
+		_ = d.root.Destroy()
 		os.RemoveAll(streams)
 		return fmt.Errorf("instance record: %w", err)
 	}
@@ -192,6 +213,11 @@ func (d *daemon) clearDead(stateDir, dir string) {
 // clearInstance kills what the dead instance rec left and removes its
 // stream directory, and reports whether nothing of it is left.
 func (d *daemon) clearInstance(rec instance) bool {
+	// The cgroups first: they hold what cleared its mark as well.
+	inCgroups, cerr := containment.Clear(rec.ID, rec.Cgroups)
+	if cerr != nil {
+		d.log.Warn("clear the cgroups of a dead daemon", "instance", rec.ID, "err", cerr)
+	}
 	n := len(proctree.Marked(rec.ID))
 	left := endAll(func() []int { return proctree.Marked(rec.ID) }, func(sig syscall.Signal) {
 		_ = proctree.SignalMarked(rec.ID, sig)
@@ -203,8 +229,9 @@ func (d *daemon) clearInstance(rec instance) bool {
 		}
 	}
 	d.log.Warn("cleared what a dead daemon left", "instance", rec.ID, "pid", rec.PID,
-		"killed", n, "left", left, "streamDir", rec.StreamDir, "streamDirRemoved", removed)
-	return left == 0
+		"killed", inCgroups+n, "left", left, "streamDir", rec.StreamDir, "streamDirRemoved", removed,
+		"killedInCgroups", inCgroups, "cgroups", len(rec.Cgroups))
+	return left == 0 && cerr == nil
 }
 
 // stop ends what is left under the daemon once the server has stopped:
@@ -236,6 +263,12 @@ func (d *daemon) end() {
 		}
 		_ = proctree.SignalMarked(d.rec.ID, sig)
 	}, childGrace)
+	// What is still in the instance's cgroups left every tree and cleared
+	// its mark, or was not the daemon's child: cgroup.kill ends it.
+	if err := d.root.Destroy(); err != nil {
+		d.log.Warn("end the cgroups", "err", err)
+		left++
+	}
 	// The reaper reaps what was just killed before it stops, rather than
 	// leave zombies to init; a second at most.
 	for i := 0; i < 50 && len(proctree.Children()) > 0; i++ {

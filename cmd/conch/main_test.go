@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/proctree"
 )
 
@@ -55,8 +60,64 @@ func TestScripts(t *testing.T) {
 			"waitdaemon": cmdWaitDaemon,
 			"alive":      cmdAlive,
 			"waitfile":   cmdWaitFile,
+			"gone":       cmdGone,
+			"healthz":    cmdHealthz,
+		},
+		Condition: func(cond string) (bool, error) {
+			if cond != "cgroup" {
+				return false, fmt.Errorf("unknown condition %q", cond)
+			}
+			return cgroupsWork(), nil
 		},
 	})
+}
+
+// cgroupsWork reports whether the daemon would contain what it starts
+// here: a writable cgroup v2 hierarchy exists.
+var cgroupsWork = sync.OnceValue(func() bool {
+	r := containment.Open(containment.Config{Instance: "probe-" + strconv.Itoa(os.Getpid())})
+	defer r.Destroy()
+	return r.Mode() == containment.ModeCgroup2
+})
+
+// cmdGone asserts that no pid listed in the files runs 1 s after it is
+// called, at the latest.
+func cmdGone(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) == 0 {
+		ts.Fatalf("usage: gone PIDFILE...")
+	}
+	deadline := time.Now().Add(time.Second)
+	for _, f := range args {
+		for _, field := range strings.Fields(ts.ReadFile(f)) {
+			pid, err := strconv.Atoi(field)
+			ts.Check(err)
+			for proctree.Alive(pid) {
+				if time.Now().After(deadline) {
+					ts.Fatalf("process %d (from %s) runs 1 s later", pid, f)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+}
+
+// cmdHealthz asserts that a field of the daemon's /healthz answer holds
+// the value given (a regular expression).
+func cmdHealthz(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: healthz FIELD REGEXP")
+	}
+	ep, err := client.ReadEndpoint(filepath.Join(ts.Getenv("XDG_STATE_HOME"), "conch"))
+	ts.Check(err)
+	resp, err := http.Get(ep.URL + "/healthz")
+	ts.Check(err)
+	defer resp.Body.Close()
+	var h map[string]any
+	ts.Check(json.NewDecoder(resp.Body).Decode(&h))
+	got := fmt.Sprint(h[args[0]])
+	if regexp.MustCompile(args[1]).MatchString(got) == neg {
+		ts.Fatalf("healthz %s = %q", args[0], got)
+	}
 }
 
 // cmdWaitDaemon waits until the daemon the script started answers.

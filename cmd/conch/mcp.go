@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/mcpserver"
 	"github.com/conchsh/conch/server"
 )
@@ -71,12 +72,12 @@ func serveMcpInProcess(ctx context.Context, logger *slog.Logger) error {
 		return err
 	}
 	token := hex.EncodeToString(b)
-	d, err := startDaemon(logger, stateDir)
+	d, err := startDaemon(logger, stateDir, containment.Config{})
 	if err != nil {
 		return err
 	}
 	defer d.stop()
-	srv, err := server.New(server.Options{Token: token, Logger: logger, StreamDir: d.rec.StreamDir})
+	srv, err := server.New(server.Options{Token: token, Logger: logger, StreamDir: d.rec.StreamDir, Containment: d.root})
 	if err != nil {
 		return err
 	}

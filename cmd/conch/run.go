@@ -47,6 +47,8 @@ type startFlags struct {
 	keepLogs *string
 	env      envFlag
 	json     *bool
+	limits   *limitFlags
+	verbose  *bool
 }
 
 func addStartFlags(fs *flag.FlagSet) *startFlags {
@@ -62,6 +64,8 @@ func addStartFlags(fs *flag.FlagSet) *startFlags {
 	f.keepLogs = fs.String("keep-logs", "", "retention `policy`: until_cleanup, on_exit_ttl or none")
 	fs.Var(f.env, "e", "set `KEY=VALUE` in the command's environment (repeatable)")
 	f.json = fs.Bool("json", false, "print the process (start) or the result (run) as JSON")
+	f.limits = addLimitFlags(fs, "process")
+	f.verbose = fs.Bool("v", false, "say on stderr what the command cost (CPU time, memory peak) once it ended")
 	return f
 }
 
@@ -82,6 +86,10 @@ func (f *startFlags) options(args []string, kind process.Kind) (client.StartOpti
 			return client.StartOptions{}, client.CommandOptions{},
 				errors.New("--cwd, --shell, --login, -e and --pty do not apply to a session command")
 		}
+		if f.limits.limits() != nil {
+			return client.StartOptions{}, client.CommandOptions{},
+				errors.New("--memory, --pids and --cpu bound a whole session: give them to conch session new")
+		}
 		cmd := client.CommandOptions{
 			Name: *f.name, Stdin: stdin,
 			ExecutionTimeout: client.Millis(*f.timeout), KeepLogs: logstore.KeepLogs(*f.keepLogs),
@@ -100,6 +108,7 @@ func (f *startFlags) options(args []string, kind process.Kind) (client.StartOpti
 	opts := client.StartOptions{
 		Kind: kind, Name: *f.name, Cwd: cwd, Shell: *f.shell, Login: *f.login, Stdin: stdin,
 		ExecutionTimeout: client.Millis(*f.timeout), KeepLogs: logstore.KeepLogs(*f.keepLogs),
+		Limits: f.limits.limits(),
 	}
 	if len(f.env) > 0 {
 		opts.Env = f.env
@@ -152,6 +161,9 @@ func (f *startFlags) runJSON(ctx context.Context, e *env, c *client.Client, args
 	if code := printJSON(e, r); code != 0 {
 		return exitOwn
 	}
+	if *f.verbose {
+		printUsage(e.stderr, r.WaitResult)
+	}
 	return exitCode(r.WaitResult)
 }
 
@@ -198,6 +210,9 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 		if code := printJSON(e, res); code != 0 {
 			return exitOwn
 		}
+	}
+	if *f.verbose {
+		printUsage(e.stderr, *res)
 	}
 	return finish(e, p.ID, *res)
 }

@@ -11,12 +11,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/server"
 )
@@ -34,6 +36,7 @@ type serveOptions struct {
 	maxSessions, maxProcesses int
 	allowHosts                stringList
 	level                     slog.Level
+	contain                   containment.Config
 }
 
 func cmdServe(ctx context.Context, e *env, args []string) int {
@@ -70,13 +73,14 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	}
 	// The token must not reach the commands the daemon runs.
 	os.Unsetenv(client.EnvToken)
-	d, err := startDaemon(logger, stateDir)
+	d, err := startDaemon(logger, stateDir, o.contain)
 	if err != nil {
 		ln.Close()
 		return fail(e, exitFailure, err)
 	}
 	defer d.stop()
-	srv, err := server.New(o.server(token, logger, d.rec.StreamDir))
+	fmt.Fprintf(e.stderr, "conch: containment %s\n", describeContainment(d.root))
+	srv, err := server.New(o.server(token, logger, d.rec.StreamDir, d.root))
 	if err != nil {
 		ln.Close()
 		return fail(e, exitFailure, err)
@@ -108,6 +112,13 @@ func parseServe(e *env, args []string) (o serveOptions, code int, ok bool) {
 	fs.Var(&o.maxCommand, "max-command-bytes", "largest command text (cmd) in `bytes`; a larger one is refused with 413")
 	fs.Var(&o.allowHosts, "allow-host", "also accept this `name` in the Host header (repeatable)")
 	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+	mode := fs.String("containment", "auto", "`mode`: auto puts every session, process and code context in a cgroup of its own where a writable cgroup v2 hierarchy exists; none never does")
+	fs.StringVar(&o.contain.Path, "cgroup-root", "", "make the daemon's cgroups under this cgroup v2 `directory` (default: beside the daemon's own cgroup, else the root of the v2 mount)")
+	fs.Func("default-limits", "`limits` of every session, process and context that sets none: memory=512M,pids=256,cpu=500 (cpu in thousandths of a core)", func(v string) error {
+		l, err := parseLimits(v)
+		o.contain.Defaults = l
+		return err
+	})
 	if code, ok := parse(fs, args); !ok {
 		return o, code, false
 	}
@@ -120,11 +131,18 @@ func parseServe(e *env, args []string) (o serveOptions, code int, ok bool) {
 	if err := checkListen(o.listen); err != nil {
 		return o, usageError(e, "--listen: %v", err), false
 	}
+	switch *mode {
+	case "auto":
+	case "none":
+		o.contain.Disabled = true
+	default:
+		return o, usageError(e, "--containment: want auto or none, not %q", *mode), false
+	}
 	return o, 0, true
 }
 
 // server is the server's configuration under these flags.
-func (o serveOptions) server(token string, logger *slog.Logger, streamDir string) server.Options {
+func (o serveOptions) server(token string, logger *slog.Logger, streamDir string, root *containment.Root) server.Options {
 	return server.Options{
 		Token:           token,
 		BodyLimit:       int64(o.bodyLimit),
@@ -137,7 +155,53 @@ func (o serveOptions) server(token string, logger *slog.Logger, streamDir string
 		AllowedHosts:    o.allowHosts,
 		Logger:          logger,
 		StreamDir:       streamDir,
+		Containment:     root,
 	}
+}
+
+// describeContainment is the line serve prints about its cgroups.
+func describeContainment(r *containment.Root) string {
+	if r.Mode() == containment.ModeNone {
+		return "none: " + r.Reason()
+	}
+	var ctl []string
+	for c, where := range r.Controllers() {
+		ctl = append(ctl, c+" "+where)
+	}
+	sort.Strings(ctl)
+	limits := "limits: none can be applied"
+	if len(ctl) > 0 {
+		limits = "limits through " + strings.Join(ctl, ", ")
+	}
+	return fmt.Sprintf("%s in %s (%s)", r.Mode(), r.Path(), limits)
+}
+
+// parseLimits reads memory=SIZE,pids=N,cpu=MILLICORES.
+func parseLimits(v string) (containment.Limits, error) {
+	var l containment.Limits
+	for _, kv := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return l, fmt.Errorf("%q: want name=value", kv)
+		}
+		var err error
+		switch k {
+		case "memory":
+			var b byteSize
+			err = b.Set(val)
+			l.MemoryBytes = int64(b)
+		case "pids":
+			l.Pids, err = strconv.ParseInt(val, 10, 64)
+		case "cpu":
+			l.CPUMillis, err = strconv.ParseInt(val, 10, 64)
+		default:
+			return l, fmt.Errorf("%q: want memory, pids or cpu", k)
+		}
+		if err != nil {
+			return l, fmt.Errorf("%s: %w", k, err)
+		}
+	}
+	return l, l.Validate()
 }
 
 // listen opens the daemon's listener.

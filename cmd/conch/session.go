@@ -52,12 +52,14 @@ func cmdSessionNew(ctx context.Context, e *env, args []string) int {
 	env := envFlag{}
 	fs.Var(env, "e", "set `KEY=VALUE` in the shell's environment (repeatable)")
 	asJSON := fs.Bool("json", false, "print the session as JSON")
+	limits := addLimitFlags(fs, "session")
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
 		return usageError(e, "session new takes no arguments")
 	}
+	opts.Limits = limits.limits()
 	if opts.Language != "" && (opts.Shell != "" || opts.Login) {
 		return usageError(e, "--language makes a code context, which has no shell: drop --shell and --login")
 	}

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
@@ -42,6 +43,10 @@ type Config struct {
 	// Release closes what the embedder keeps open until the end, after the
 	// drained streams are closed.
 	Release func()
+	// Containment gives the session a cgroup of its own (nil: none), with
+	// Limits.
+	Containment *containment.Root
+	Limits      containment.Limits
 }
 
 // Host is the long-lived interpreter behind a session and its serial queue.
@@ -52,6 +57,8 @@ type Host struct {
 	log       *logstore.Log // stays empty: the interpreter's own output is the engine's
 	createdAt time.Time
 	cmd       *exec.Cmd
+	cg        containment.Manager // the session's cgroup, once started
+	oomKills  int64               // the cgroup's OOM kills when it was ended
 	diag      *Diag
 	wg        sync.WaitGroup // the goroutines that drain and wait for the interpreter
 	exited    chan struct{}  // closed once the interpreter has exited and been reaped
@@ -67,6 +74,7 @@ type Host struct {
 	closing  bool
 	why      string            // why End ended the session, when its result says
 	drains   map[*os.File]bool // streams still read after their command ended
+	oomSeen  int64             // the cgroup's OOM kills a command's end has accounted for
 }
 
 // New returns the host of a session whose interpreter is not started yet.
@@ -85,18 +93,28 @@ func New(cfg Config) *Host {
 // Start starts cmd as the interpreter in a session of its own, its stdout
 // and stderr drained by the host's Diag, and watches for its exit.
 func (h *Host) Start(cmd *exec.Cmd) error {
+	if err := h.cfg.Limits.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", process.ErrInvalidArgument, err)
+	}
+	cg, err := h.cfg.Containment.New(h.cfg.ID, h.cfg.Limits)
+	if err != nil {
+		return err
+	}
 	dr, dw, err := os.Pipe()
 	if err != nil {
+		_ = cg.Destroy()
 		return fmt.Errorf("start %s: %w", cmd.Path, err)
 	}
 	cmd.Stdout, cmd.Stderr = dw, dw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	err = proctree.Start(cmd)
+	err = cg.Start(cmd, proctree.Start)
 	dw.Close()
 	if err != nil {
 		dr.Close()
+		_ = cg.Destroy()
 		return fmt.Errorf("start %s: %w", cmd.Path, err)
 	}
+	h.cg = cg
 	h.cmd = cmd
 	h.diag = &Diag{f: dr}
 	h.wg.Add(2)
@@ -254,6 +272,7 @@ func (h *Host) End(r *process.Result, sig syscall.Signal) {
 		}
 	}
 	<-h.exited
+	h.endCgroup()
 	h.Queue.Close(h.ErrEnded())
 	h.finish(r)
 	h.release()
@@ -272,9 +291,20 @@ func (h *Host) EndedByItself() {
 		return // End runs: it marks the session terminal
 	}
 	h.killTree(syscall.SIGKILL)
+	h.endCgroup()
 	h.Queue.Close(h.ErrEnded())
 	h.finish(nil)
 	h.release()
+}
+
+// endCgroup ends every process left in the session's cgroup — those that
+// left the tree and cleared the tag too — and removes it. Processes that
+// outlive KILL (stuck in the kernel) are left to the daemon's end, which
+// removes its whole cgroup tree; nobody waits on a session's end to hear
+// of them.
+func (h *Host) endCgroup() {
+	h.oomKills = h.cg.OOMKills()
+	_ = h.cg.Destroy()
 }
 
 // killTree signals the interpreter, its descendants and the processes
@@ -297,6 +327,9 @@ func (h *Host) finish(r *process.Result) {
 			switch {
 			case st.Exited():
 				r = &process.Result{Reason: process.Exited, ExitCode: ptr(st.ExitStatus())}
+			case st.Signaled() && st.Signal() == syscall.SIGKILL && h.oomKills > 0:
+				r = &process.Result{Reason: process.Lost, OOMKilled: true,
+					Error: "the OOM killer ended the interpreter at the memory limit"}
 			case st.Signaled() && r == nil:
 				r = &process.Result{Reason: process.Signaled, Signal: process.SignalName(st.Signal())}
 			}

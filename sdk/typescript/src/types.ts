@@ -70,6 +70,43 @@ export interface ProcessDto {
   waitingForInput?: boolean
   /** Time of its last frame (docs/behaviour.md promise 31). */
   lastOutputAt?: string
+  /** The OOM killer ended it at its cgroup's memory limit. */
+  oomKilled?: boolean
+  /** What the ended process cost. */
+  usage?: Usage
+}
+
+/**
+ * Bounds of a process's, session's or code context's cgroup: it and
+ * everything it starts, together. A limit the daemon's host cannot apply is
+ * refused (400 `unsupported_operation`).
+ */
+export interface Limits {
+  /** Memory in bytes, without swap; past it the OOM killer ends a process. */
+  memoryBytes?: number
+  /** Processes and threads at once; a fork past it fails. */
+  pids?: number
+  /** CPU time per second of wall time: 1000 is one core. */
+  cpuMillis?: number
+}
+
+/**
+ * What the daemon adds to an ended process's WaitResult and RunResult (the
+ * seed's unions stay as they are): read them as `WaitResult & ResourceReport`.
+ */
+export interface ResourceReport {
+  /** The OOM killer ended it at its cgroup's memory limit. */
+  oomKilled?: boolean
+  /** What it cost. */
+  usage?: Usage
+}
+
+/** What an ended process, command or cell cost. */
+export interface Usage {
+  /** User plus system CPU time in milliseconds. */
+  cpuMs: number
+  /** The most memory it held at once; absent where the daemon has no cgroups. */
+  memoryPeakBytes?: number
 }
 
 export type WaitResult =
@@ -124,6 +161,8 @@ export interface AgentAnswerOptions {
 export type RunOptions = Omit<ProcessStartOptions, 'kind'> & {
   /** Caller wait budget in milliseconds; `0` waits unbounded. */
   timeout?: number
+  /** Bounds of the process's cgroup (an addition to the seed's options). */
+  limits?: Limits
   /** `run()` only creates exec processes; PTYs come from `sandbox.pty.start()` / `attach()`. */
   kind?: 'exec'
 } & AgentAnswerOptions
@@ -243,6 +282,8 @@ export interface CreateSessionOptions {
   name?: string
   /** An interpreter (`python`, `javascript`) instead of a shell: a code context (docs/behaviour.md 34). */
   language?: string
+  /** Bounds of the session's cgroup: its shell or interpreter and everything its commands start. */
+  limits?: Limits
 }
 
 export interface SessionStartOptions {

@@ -1,0 +1,51 @@
+package codecontext
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/conchsh/conch/containment"
+	"github.com/conchsh/conch/internal/containmenttest"
+	"github.com/conchsh/conch/process"
+)
+
+// Children a cell starts in sessions of their own, with an empty
+// environment or double-forked, end with the context.
+func TestCloseEndsTheCgroup(t *testing.T) {
+	t.Parallel()
+	root := containmenttest.Root(t, containment.Limits{})
+	c := newContext(t, Options{Language: Python, Containment: root})
+	marker := containmenttest.Marker()
+	r, _, stderr := run(t, c, `import subprocess
+subprocess.Popen(["sleep", "`+marker+`"], start_new_session=True, env={}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+subprocess.run(["sh", "-c", "( ( setsid env -i sleep `+marker+` >/dev/null 2>&1 & ) & )"])`)
+	if code(r) != 0 {
+		t.Fatalf("cell: %+v %s", r, stderr)
+	}
+	containmenttest.WaitRunning(t, marker, 2)
+	c.Close()
+	containmenttest.Gone(t, marker)
+}
+
+// A cell reports what it cost; an interpreter the OOM killer ends at the
+// context's memory limit ends the cell and the context lost, OOMKilled.
+func TestCellUsageAndLimits(t *testing.T) {
+	t.Parallel()
+	l := containment.Limits{MemoryBytes: 96 << 20}
+	c := newContext(t, Options{Language: Python, Containment: containmenttest.Limited(t, l), Limits: l})
+	r, _, _ := run(t, c, "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass")
+	if r.Usage == nil || r.Usage.CPU < 250*time.Millisecond || r.Usage.CPU > 450*time.Millisecond || r.Usage.MemoryPeak == 0 {
+		t.Fatalf("a 300 ms busy loop: %+v usage %+v", r, r.Usage)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	_, r, err := c.Run(ctx, CellOptions{Code: "b = bytearray(512 << 20)"})
+	if err != nil || r.Reason != process.Lost || !r.OOMKilled {
+		t.Fatalf("512 MiB under 96 MiB: %+v %v", r, err)
+	}
+	<-c.Done()
+	if cr := c.Info().Result; cr.Reason != process.Lost || !cr.OOMKilled {
+		t.Fatalf("the context: %+v", cr)
+	}
+}

@@ -1,0 +1,379 @@
+package containment
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// killTimeout bounds how long Kill waits for a cgroup to empty.
+const killTimeout = 5 * time.Second
+
+// cgroup is a Manager on cgroup v2: membership, kill, events and CPU time,
+// and the limits of the controllers the v2 hierarchy delegates.
+type cgroup struct {
+	dir      string
+	killFile bool
+	// The files Stats reads, kept open: a session reads them around each
+	// command. nil where the host has none.
+	cpu  *os.File // cpu.stat
+	peak *os.File // v2 memory.peak (a reset holds for this open file), or v1 memory.max_usage_in_bytes
+	oom  *os.File // v2 memory.events, or v1 memory.oom_control
+	// reset is what a write to peak resets it with.
+	reset string
+	once  sync.Once
+	err   error
+
+	mu     sync.Mutex // guards the files above against their close, and final
+	closed bool       // the files are closed: the stats are final's
+	final  Stats      // the stats when the cgroup was destroyed
+}
+
+// newCgroup makes the v2 cgroup name and, on a hybrid host, its v1 cgroups.
+func (r *Root) newCgroup(name string, l Limits) (Manager, error) {
+	cg := &cgroup{dir: filepath.Join(r.dir, name), killFile: r.killFile}
+	if err := os.Mkdir(cg.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("make cgroup: %w", err)
+	}
+	if err := cg.set(r.v2, l); err != nil {
+		_ = cg.Destroy()
+		return nil, err
+	}
+	cg.cpu, _ = os.Open(filepath.Join(cg.dir, "cpu.stat"))
+	if r.v2["memory"] {
+		cg.peak, _ = os.OpenFile(filepath.Join(cg.dir, "memory.peak"), os.O_RDWR, 0)
+		cg.oom, _ = os.Open(filepath.Join(cg.dir, "memory.events"))
+		cg.reset = "reset\n"
+	}
+	// Memory is always placed where v1 has it, for the peak and OOM kills.
+	h := &hybrid{cgroup: cg}
+	for _, c := range controllers {
+		v, ok := r.v1[c]
+		if !ok || r.v2[c] || (c != "memory" && !l.needs(c)) {
+			continue
+		}
+		d := v1dir{dir: filepath.Join(v.dir, name), home: v.home}
+		if err := os.Mkdir(d.dir, 0o755); err != nil {
+			_ = h.Destroy()
+			return nil, fmt.Errorf("make %s cgroup: %w", c, err)
+		}
+		h.v1 = append(h.v1, d)
+		if c == "memory" {
+			cg.peak, _ = os.OpenFile(filepath.Join(d.dir, "memory.max_usage_in_bytes"), os.O_RDWR, 0)
+			cg.oom, _ = os.Open(filepath.Join(d.dir, "memory.oom_control"))
+			cg.reset = "0"
+		}
+		if err := setV1(c, d.dir, l); err != nil {
+			_ = h.Destroy()
+			return nil, err
+		}
+	}
+	if len(h.v1) == 0 {
+		return cg, nil
+	}
+	return h, nil
+}
+
+// needs reports whether l limits controller c.
+func (l Limits) needs(c string) bool {
+	for _, n := range l.controllers() {
+		if n == c {
+			return true
+		}
+	}
+	return false
+}
+
+// cpuPeriod is the period of a CPU quota, in µs: the kernel's default.
+const cpuPeriod = 100000
+
+// set writes the limits l puts on the v2 controllers enabled.
+func (cg *cgroup) set(enabled map[string]bool, l Limits) error {
+	var files [][2]string
+	if enabled["memory"] && l.MemoryBytes > 0 {
+		files = append(files, [2]string{"memory.max", strconv.FormatInt(l.MemoryBytes, 10)})
+		if _, err := os.Stat(filepath.Join(cg.dir, "memory.swap.max")); err == nil {
+			files = append(files, [2]string{"memory.swap.max", "0"})
+		}
+	}
+	if enabled["pids"] && l.Pids > 0 {
+		files = append(files, [2]string{"pids.max", strconv.FormatInt(l.Pids, 10)})
+	}
+	if enabled["cpu"] && l.CPUMillis > 0 {
+		files = append(files, [2]string{"cpu.max", fmt.Sprintf("%d %d", l.CPUMillis*cpuPeriod/1000, cpuPeriod)})
+	}
+	for _, f := range files {
+		if err := write(filepath.Join(cg.dir, f[0]), f[1]); err != nil {
+			return fmt.Errorf("set %s: %w", f[0], err)
+		}
+	}
+	return nil
+}
+
+// Start starts cmd with clone3 CLONE_INTO_CGROUP into the cgroup.
+func (cg *cgroup) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
+	fd, err := unix.Open(cg.dir, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open cgroup: %w", err)
+	}
+	defer unix.Close(fd)
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.UseCgroupFD = true
+	cmd.SysProcAttr.CgroupFD = fd
+	if err := start(cmd); err != nil {
+		return err
+	}
+	exposeChild(cmd.Process.Pid)
+	return nil
+}
+
+// Stats reads cpu.stat, which cgroup v2 keeps without the cpu controller,
+// and the memory peak and OOM kills where a memory controller has them.
+func (cg *cgroup) Stats() Stats {
+	return Stats{CPU: cg.CPU(), MemoryPeak: cg.MemoryPeak(), OOMKills: cg.OOMKills()}
+}
+
+// CPU, MemoryPeak and OOMKills read the cgroup's files, or, once it is
+// destroyed, what they said then: a command whose shell died learns what
+// it cost after the session's end removed the cgroup.
+func (cg *cgroup) CPU() time.Duration {
+	cg.mu.Lock()
+	defer cg.mu.Unlock()
+	return cg.cpuLocked()
+}
+
+func (cg *cgroup) cpuLocked() time.Duration {
+	if cg.closed {
+		return cg.final.CPU
+	}
+	v, _ := fileKey(cg.cpu, "usage_usec")
+	return time.Duration(v) * time.Microsecond
+}
+
+func (cg *cgroup) MemoryPeak() int64 {
+	cg.mu.Lock()
+	defer cg.mu.Unlock()
+	return cg.peakLocked()
+}
+
+func (cg *cgroup) peakLocked() int64 {
+	if cg.closed {
+		return cg.final.MemoryPeak
+	}
+	v, _ := fileKey(cg.peak, "")
+	return v
+}
+
+func (cg *cgroup) OOMKills() int64 {
+	cg.mu.Lock()
+	defer cg.mu.Unlock()
+	return cg.oomLocked()
+}
+
+func (cg *cgroup) oomLocked() int64 {
+	if cg.closed {
+		return cg.final.OOMKills
+	}
+	v, _ := fileKey(cg.oom, "oom_kill")
+	return v
+}
+
+// ResetPeak resets the memory peak to the usage now: v1 for the cgroup,
+// v2 (Linux 6.12) for the open file Stats reads. Older v2 kernels refuse,
+// and the peak stays the cgroup's.
+func (cg *cgroup) ResetPeak() {
+	cg.mu.Lock()
+	defer cg.mu.Unlock()
+	if cg.peak != nil && !cg.closed {
+		_, _ = cg.peak.WriteAt([]byte(cg.reset), 0)
+	}
+}
+
+// Kill writes cgroup.kill (or, where the kernel lacks it, freezes the
+// cgroup and KILLs each member) until cgroup.events says it is empty.
+func (cg *cgroup) Kill() error {
+	deadline := time.Now().Add(killTimeout)
+	delay := 500 * time.Microsecond
+	for {
+		populated, err := cg.populated()
+		if err != nil || !populated {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cgroup %s: processes outlive KILL", cg.dir)
+		}
+		if cg.killFile {
+			err = write(filepath.Join(cg.dir, "cgroup.kill"), "1")
+		} else {
+			err = freezeKill(cg.dir)
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("kill cgroup: %w", err)
+		}
+		time.Sleep(delay)
+		delay = min(2*delay, 20*time.Millisecond)
+	}
+}
+
+// Populated reads cgroup.events.
+func (cg *cgroup) Populated() bool {
+	p, err := cg.populated()
+	return p || err != nil
+}
+
+// populated reads cgroup.events: whether the cgroup or one below it holds
+// a live process. Zombies do not count. A cgroup that is gone is empty.
+func (cg *cgroup) populated() (bool, error) {
+	v, ok := readKey(filepath.Join(cg.dir, "cgroup.events"), "populated")
+	if !ok {
+		if _, err := os.Stat(cg.dir); errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		return false, fmt.Errorf("cgroup %s: no cgroup.events", cg.dir)
+	}
+	return v != 0, nil
+}
+
+// Destroy kills what is left and removes the cgroup.
+func (cg *cgroup) Destroy() error {
+	cg.once.Do(func() {
+		cg.err = cg.Kill()
+		cg.mu.Lock()
+		cg.final = Stats{CPU: cg.cpuLocked(), MemoryPeak: cg.peakLocked(), OOMKills: cg.oomLocked()}
+		cg.closed = true
+		for _, f := range []*os.File{cg.cpu, cg.peak, cg.oom} {
+			if f != nil {
+				f.Close()
+			}
+		}
+		cg.mu.Unlock()
+		if cg.err == nil {
+			cg.err = removeTree(cg.dir)
+		}
+	})
+	return cg.err
+}
+
+// freezeKill is cgroup.kill for kernels before 5.14: with the cgroup (and
+// those below it) frozen nothing in it can fork, so KILL reaches every
+// member; frozen processes still die of it.
+func freezeKill(dir string) error {
+	freeze := filepath.Join(dir, "cgroup.freeze")
+	if err := write(freeze, "1"); err != nil {
+		return err
+	}
+	defer func() { _ = write(freeze, "0") }()
+	for i := 0; i < 100; i++ {
+		if v, ok := readKey(filepath.Join(dir, "cgroup.events"), "frozen"); !ok || v == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		b, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		for f := range bytes.FieldsSeq(b) {
+			if pid, err := strconv.Atoi(string(f)); err == nil {
+				_ = unix.Kill(pid, unix.SIGKILL)
+			}
+		}
+		return nil
+	})
+}
+
+// removeTree removes dir and the cgroups below it, deepest first. A cgroup
+// whose last process has just been reaped may still be busy for a moment.
+func removeTree(dir string) error {
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	var err error
+	for i := len(dirs) - 1; i >= 0; i-- {
+		err = errors.Join(err, rmdir(dirs[i]))
+	}
+	return err
+}
+
+func rmdir(dir string) error {
+	for i := 0; ; i++ {
+		err := unix.Rmdir(dir)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) || i == 100 {
+			return fmt.Errorf("remove cgroup %s: %w", dir, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// write writes s to a cgroup file, as one write.
+func write(path, s string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(s)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// readKey reads the value of key in a flat-keyed cgroup file (cpu.stat,
+// cgroup.events, memory.events, v1's memory.oom_control).
+func readKey(path, key string) (int64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	for line := range bytes.SplitSeq(b, []byte{'\n'}) {
+		k, v, ok := bytes.Cut(line, []byte{' '})
+		if ok && string(k) == key {
+			n, err := strconv.ParseInt(string(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+// fileKey reads the value of key in f, an open flat-keyed cgroup file, or
+// the number f holds when key is empty. One pread: cgroup files are made
+// anew on each read from offset 0.
+func fileKey(f *os.File, key string) (int64, bool) {
+	if f == nil {
+		return 0, false
+	}
+	var buf [1024]byte
+	n, _ := f.ReadAt(buf[:], 0)
+	b := buf[:n]
+	if key == "" {
+		v, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
+		return v, err == nil
+	}
+	for line := range bytes.SplitSeq(b, []byte{'\n'}) {
+		k, v, ok := bytes.Cut(line, []byte{' '})
+		if ok && string(k) == key {
+			n, err := strconv.ParseInt(string(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,201 @@
+package containment_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conchsh/conch/containment"
+	"github.com/conchsh/conch/internal/containmenttest"
+	"github.com/conchsh/conch/internal/proctree"
+)
+
+// run starts sh -c script in m and waits for it.
+func run(t *testing.T, m containment.Manager, script string) (*exec.Cmd, string) {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := m.Start(cmd, proctree.Start); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	proctree.Wait(cmd)
+	return cmd, out.String()
+}
+
+// waitFor polls cond for 10 s at most.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func TestKillEndsWhatLeftTheTree(t *testing.T) {
+	for _, freeze := range []bool{false, true} {
+		name := "cgroup.kill"
+		if freeze {
+			name = "freeze"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := containmenttest.Root(t, containment.Limits{})
+			m, err := r.New("c1", containment.Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if freeze {
+				containment.WithoutKillFile(m)
+			}
+			marker := containmenttest.Marker()
+			run(t, m, containmenttest.Escapes(marker))
+			waitFor(t, "both sleeps", func() bool { return len(containmenttest.Running(marker)) == 2 })
+			if err := m.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			if left := containmenttest.Running(marker); len(left) > 0 {
+				t.Fatalf("processes %v outlived Kill", left)
+			}
+			if err := m.Destroy(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Stat(filepath.Join(r.Path(), "c1")); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the cgroup is left: %v", err)
+			}
+		})
+	}
+}
+
+func TestRootDestroyEndsEveryCgroup(t *testing.T) {
+	t.Parallel()
+	r := containmenttest.Root(t, containment.Limits{})
+	marker := containmenttest.Marker()
+	for _, name := range []string{"a", "b"} {
+		m, err := r.New(name, containment.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(t, m, containmenttest.Escapes(marker))
+	}
+	waitFor(t, "four sleeps", func() bool { return len(containmenttest.Running(marker)) == 4 })
+	n, err := containment.Clear(strings.TrimPrefix(filepath.Base(r.Path()), "conch-"), r.Dirs())
+	if err != nil || n != 4 {
+		t.Fatalf("Clear = %d, %v; want 4 ended", n, err)
+	}
+	if left := containmenttest.Running(marker); len(left) > 0 {
+		t.Fatalf("processes %v outlived Clear", left)
+	}
+	for _, d := range r.Dirs() {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s is left: %v", d, err)
+		}
+	}
+}
+
+func TestClearLeavesOtherInstances(t *testing.T) {
+	t.Parallel()
+	r := containmenttest.Root(t, containment.Limits{})
+	if _, err := containment.Clear("another", r.Dirs()); err == nil {
+		t.Fatal("Clear took cgroups of another instance")
+	}
+	if _, err := os.Stat(r.Path()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCPUTime(t *testing.T) {
+	t.Parallel()
+	r := containmenttest.Root(t, containment.Limits{})
+	m, err := r.New("busy", containment.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Destroy()
+	// A busy loop in a child in a group of its own, for 300 ms of its own
+	// CPU time.
+	run(t, m, `perl -e 'if (fork() == 0) { setpgrp; 1 while (times)[0] + (times)[1] < 0.3; exit 0 } wait'`)
+	if cpu := m.Stats().CPU; cpu < 250*time.Millisecond || cpu > 450*time.Millisecond {
+		t.Fatalf("CPU %v, want about 300ms", cpu)
+	}
+}
+
+func TestNone(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []containment.Config{
+		{Instance: "x", Disabled: true},
+		{Instance: "x", Path: t.TempDir()},
+	} {
+		r := containment.Open(cfg)
+		if r.Mode() != containment.ModeNone || r.Reason() == "" {
+			t.Fatalf("Open(%+v): %s %q", cfg, r.Mode(), r.Reason())
+		}
+		if _, err := r.New("p", containment.Limits{Pids: 10}); !errors.Is(err, containment.ErrUnsupported) {
+			t.Fatalf("a limit without cgroups: %v", err)
+		}
+		m, err := r.New("p", containment.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The shell waits for the busy loop, then for its input: what it
+		// and its reaped child used is read while it waits.
+		in, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("sh", "-c", containmenttest.Busy+"; echo done; read x")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdin = in
+		if err := m.Start(cmd, proctree.Start); err != nil {
+			t.Fatal(err)
+		}
+		in.Close()
+		if _, err := out.Read(make([]byte, 8)); err != nil {
+			t.Fatal(err)
+		}
+		s := m.Stats()
+		w.Close()
+		proctree.Wait(cmd)
+		if s.CPU < 250*time.Millisecond || s.CPU > 450*time.Millisecond || s.MemoryPeak != 0 {
+			t.Fatalf("stats without cgroups: %+v", s)
+		}
+	}
+}
+
+// What a Manager starts is the OOM killer's first pick, in every mode.
+func TestChildrenAreTheOOMKillersPick(t *testing.T) {
+	t.Parallel()
+	for _, r := range []*containment.Root{containment.Open(containment.Config{Disabled: true}), containmenttest.Root(t, containment.Limits{})} {
+		m, err := r.New("oom", containment.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Its child reads the value once Start has returned.
+		in, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("sh", "-c", "read x; cat /proc/self/oom_score_adj")
+		var out strings.Builder
+		cmd.Stdin, cmd.Stdout = in, &out
+		if err := m.Start(cmd, proctree.Start); err != nil {
+			t.Fatal(err)
+		}
+		in.Close()
+		w.WriteString("\n")
+		w.Close()
+		proctree.Wait(cmd)
+		if strings.TrimSpace(out.String()) != "500" {
+			t.Fatalf("%s: oom_score_adj %q", r.Mode(), out.String())
+		}
+		_ = m.Destroy()
+	}
+}

@@ -1,0 +1,75 @@
+package containment
+
+import "path/filepath"
+
+// WithoutKillFile makes m end its processes by freezing the cgroup, as on
+// kernels without cgroup.kill.
+func WithoutKillFile(m Manager) {
+	switch m := m.(type) {
+	case *cgroup:
+		m.killFile = false
+	case *hybrid:
+		m.killFile = false
+	}
+}
+
+// WithoutController returns a copy of r that has no controller c.
+func WithoutController(r *Root, c string) *Root {
+	cp := *r
+	cp.v2, cp.v1 = map[string]bool{}, map[string]v1dir{}
+	for k, v := range r.v2 {
+		cp.v2[k] = v && k != c
+	}
+	for k, v := range r.v1 {
+		if k != c {
+			cp.v1[k] = v
+		}
+	}
+	return &cp
+}
+
+// Throttled reads how often the CPU limit of m held its processes back.
+func Throttled(m Manager) int64 {
+	switch m := m.(type) {
+	case *hybrid:
+		for _, d := range m.v1 {
+			if n, ok := readKey(filepath.Join(d.dir, "cpu.stat"), "nr_throttled"); ok {
+				return n
+			}
+		}
+	case *cgroup:
+		n, _ := readKey(filepath.Join(m.dir, "cpu.stat"), "nr_throttled")
+		return n
+	}
+	return 0
+}
+
+// ReadFor reads one of the files m keeps open.
+func ReadFor(m Manager, f string) {
+	var cg *cgroup
+	switch m := m.(type) {
+	case *cgroup:
+		cg = m
+	case *hybrid:
+		cg = m.cgroup
+	}
+	switch f {
+	case "cpu.stat":
+		fileKey(cg.cpu, "usage_usec")
+	case "peak":
+		fileKey(cg.peak, "")
+	case "oom":
+		fileKey(cg.oom, "oom_kill")
+	}
+}
+
+// IsHybrid reports whether m places its processes in v1 cgroups too.
+func IsHybrid(m Manager) bool {
+	_, ok := m.(*hybrid)
+	return ok
+}
+
+// SetV2 writes l into dir as the v2 controllers memory, pids and cpu take it.
+func SetV2(dir string, l Limits) error {
+	return (&cgroup{dir: dir}).set(map[string]bool{"memory": true, "pids": true, "cpu": true}, l)
+}

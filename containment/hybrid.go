@@ -1,0 +1,90 @@
+package containment
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// hybrid is a Manager for a host whose v2 hierarchy has no controllers:
+// membership, kill and CPU time through v2, limits, memory peak and OOM
+// kills through the v1 hierarchies it mounts.
+type hybrid struct {
+	*cgroup
+	v1 []v1dir
+}
+
+// setV1 writes the limits l puts on v1 controller c in dir.
+func setV1(c, dir string, l Limits) error {
+	var files [][2]string
+	switch {
+	case c == "memory" && l.MemoryBytes > 0:
+		v := strconv.FormatInt(l.MemoryBytes, 10)
+		files = append(files, [2]string{"memory.limit_in_bytes", v})
+		if _, err := os.Stat(filepath.Join(dir, "memory.memsw.limit_in_bytes")); err == nil {
+			files = append(files, [2]string{"memory.memsw.limit_in_bytes", v}) // no swap
+		}
+	case c == "pids" && l.Pids > 0:
+		files = append(files, [2]string{"pids.max", strconv.FormatInt(l.Pids, 10)})
+	case c == "cpu" && l.CPUMillis > 0:
+		files = append(files, [2]string{"cpu.cfs_period_us", strconv.Itoa(cpuPeriod)},
+			[2]string{"cpu.cfs_quota_us", strconv.FormatInt(l.CPUMillis*cpuPeriod/1000, 10)})
+	}
+	for _, f := range files {
+		if err := write(filepath.Join(dir, f[0]), f[1]); err != nil {
+			return fmt.Errorf("set %s: %w", f[0], err)
+		}
+	}
+	return nil
+}
+
+// Start starts cmd into the v2 cgroup with clone3, from a thread moved into
+// the v1 cgroups for the fork (see the package comment).
+func (h *hybrid) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		tid := strconv.Itoa(unix.Gettid())
+		var err error
+		moved := 0
+		for _, d := range h.v1 {
+			if err = write(filepath.Join(d.dir, "tasks"), tid); err != nil {
+				err = fmt.Errorf("enter v1 cgroup: %w", err)
+				break
+			}
+			moved++
+		}
+		if err == nil {
+			err = h.cgroup.Start(cmd, start)
+		}
+		for _, d := range h.v1[:moved] {
+			if back := write(filepath.Join(d.home, "tasks"), tid); back != nil {
+				// The goroutine ends locked, which ends the thread.
+				errc <- errors.Join(err, fmt.Errorf("leave v1 cgroup: %w", back))
+				return
+			}
+		}
+		runtime.UnlockOSThread()
+		errc <- err
+	}()
+	return <-errc
+}
+
+// Destroy ends the v2 cgroup, which holds every process of the v1 ones,
+// then removes the v1 cgroups.
+func (h *hybrid) Destroy() error {
+	err := h.cgroup.Destroy()
+	if err != nil {
+		return err
+	}
+	for _, d := range h.v1 {
+		err = errors.Join(err, removeTree(d.dir))
+	}
+	return err
+}

@@ -1,0 +1,95 @@
+package containment_test
+
+import (
+	"errors"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/conchsh/conch/containment"
+	"github.com/conchsh/conch/internal/containmenttest"
+	"github.com/conchsh/conch/internal/proctree"
+)
+
+// allocate is a command that takes n MiB of memory and touches it.
+func allocate(mib int) string {
+	return "perl -e '$x = \"a\" x (" + strconv.Itoa(mib) + " << 20); print \"held\\n\"'"
+}
+
+func TestMemoryLimit(t *testing.T) {
+	t.Parallel()
+	l := containment.Limits{MemoryBytes: 64 << 20}
+	r := containmenttest.Limited(t, l)
+	m, err := r.New("mem", l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Destroy()
+	cmd, out := run(t, m, "exec "+allocate(256))
+	ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("256 MiB under 64 MiB: %v %q", cmd.ProcessState, out)
+	}
+	if s := m.Stats(); s.OOMKills != 1 || s.MemoryPeak > 64<<20 || s.MemoryPeak < 32<<20 {
+		t.Fatalf("stats after the OOM kill: %+v", s)
+	}
+	m.ResetPeak()
+	if cmd, out := run(t, m, allocate(16)); !cmd.ProcessState.Success() {
+		t.Fatalf("16 MiB under 64 MiB: %v %q", cmd.ProcessState, out)
+	}
+	if s := m.Stats(); s.MemoryPeak > 40<<20 || s.MemoryPeak < 16<<20 {
+		t.Fatalf("the peak after a reset and 16 MiB: %d", s.MemoryPeak)
+	}
+}
+
+func TestPidsLimit(t *testing.T) {
+	t.Parallel()
+	l := containment.Limits{Pids: 8}
+	r := containmenttest.Limited(t, l)
+	m, err := r.New("pids", l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Destroy()
+	_, out := run(t, m, `perl -e 'for (1..12) { my $p = fork(); defined $p or print "fork: $!\n" and last; $p or sleep 5, exit } print "done\n"'`)
+	if !strings.Contains(out, "Resource temporarily unavailable") || !strings.Contains(out, "done") {
+		t.Fatalf("12 forks under pids 8: %q", out)
+	}
+}
+
+// A busy loop under a CPU limit of a tenth of a core is throttled.
+func TestCPULimit(t *testing.T) {
+	t.Parallel()
+	l := containment.Limits{CPUMillis: 100}
+	r := containmenttest.Limited(t, l)
+	m, err := r.New("cpu", l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Destroy()
+	cmd := exec.Command("perl", "-e", "1 while (times)[0] + (times)[1] < 0.3")
+	if err := m.Start(cmd, proctree.Start); err != nil {
+		t.Fatal(err)
+	}
+	proctree.Wait(cmd)
+	if n := containment.Throttled(m); n == 0 {
+		t.Fatal("300 ms of CPU under a tenth of a core was never throttled")
+	}
+}
+
+func TestUnsupportedLimitNamesItsController(t *testing.T) {
+	t.Parallel()
+	r := containmenttest.Root(t, containment.Limits{})
+	for c, l := range map[string]containment.Limits{"memory": {MemoryBytes: 64 << 20}, "pids": {Pids: 10}, "cpu": {CPUMillis: 500}} {
+		without := containment.WithoutController(r, c)
+		err := without.Check(l)
+		if !errors.Is(err, containment.ErrUnsupported) || !strings.Contains(err.Error(), "the "+c+" controller") {
+			t.Fatalf("a %s limit without its controller: %v", c, err)
+		}
+		if _, err := without.New("x", l); !errors.Is(err, containment.ErrUnsupported) {
+			t.Fatalf("New with a %s limit without its controller: %v", c, err)
+		}
+	}
+}

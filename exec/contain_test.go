@@ -1,0 +1,111 @@
+package exec
+
+import (
+	"context"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/containment"
+	"github.com/conchsh/conch/internal/containmenttest"
+	"github.com/conchsh/conch/process"
+)
+
+// Stop ends what left the process's tree and tag — setsid env -i, double
+// forks — through its cgroup, whether the process still runs or has ended.
+func TestStopEndsTheCgroup(t *testing.T) {
+	t.Parallel()
+	root := containmenttest.Root(t, containment.Limits{})
+	for _, tc := range []struct {
+		name, tail string
+		kind       process.Kind
+	}{
+		{"exec-ended", "", process.KindExec},
+		{"exec-running", "sleep 60", process.KindExec},
+		{"pty-running", "sleep 60", process.KindPTY},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			marker := containmenttest.Marker()
+			p := start(t, Options{Kind: tc.kind, Cmd: containmenttest.Escapes(marker) + tc.tail, Containment: root})
+			containmenttest.WaitRunning(t, marker, 2)
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			require.NoError(t, p.Stop(ctx))
+			containmenttest.Gone(t, marker)
+		})
+	}
+}
+
+// A process the OOM killer ends is signaled KILL with OOMKilled; a fork
+// past the pids limit fails inside it; every ended process says what it
+// cost.
+func TestLimitsAndUsage(t *testing.T) {
+	t.Parallel()
+	l := containment.Limits{MemoryBytes: 64 << 20, Pids: 16}
+	root := containmenttest.Limited(t, l)
+	for _, tc := range []struct {
+		name, cmd string
+		check     func(r process.Result, out string) bool
+	}{
+		{"oom", containmenttest.Allocate(256), func(r process.Result, _ string) bool {
+			return r.Reason == process.Signaled && r.Signal == "KILL" && r.OOMKilled
+		}},
+		{"oom-under-a-shell", containmenttest.Allocate(256) + "; echo $?", func(r process.Result, out string) bool {
+			return r.Reason == process.Exited && !r.OOMKilled && strings.Contains(out, "137")
+		}},
+		{"pids", containmenttest.Forks(32), func(r process.Result, out string) bool {
+			return r.Reason == process.Exited && strings.Contains(out, "fork: Resource temporarily unavailable")
+		}},
+		{"cpu", containmenttest.Busy, func(r process.Result, _ string) bool {
+			return r.Usage != nil && r.Usage.CPU >= 250*time.Millisecond && r.Usage.CPU <= 450*time.Millisecond
+		}},
+		{"memory", containmenttest.Allocate(24), func(r process.Result, _ string) bool {
+			return r.Usage != nil && r.Usage.MemoryPeak >= 24<<20 && r.Usage.MemoryPeak < 64<<20
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := start(t, Options{Cmd: tc.cmd, Containment: root, Limits: l})
+			r := wait(t, p)
+			if out := logText(p.Log(), 0); !tc.check(r, out) {
+				t.Fatalf("result %+v usage %+v, output %q", r, r.Usage, out)
+			}
+		})
+	}
+}
+
+// Limits the host cannot apply are refused before anything runs.
+func TestLimitsRefused(t *testing.T) {
+	t.Parallel()
+	none := containment.Open(containment.Config{Disabled: true})
+	_, err := Start(Options{Cmd: "true", Containment: none, Limits: containment.Limits{Pids: 10}})
+	require.ErrorIs(t, err, containment.ErrUnsupported)
+	_, err = Start(Options{Cmd: "true", Limits: containment.Limits{Pids: -1}})
+	require.ErrorIs(t, err, process.ErrInvalidArgument)
+}
+
+// Without cgroups the CPU time is the process's and its reaped children's.
+func TestUsageWithoutCgroups(t *testing.T) {
+	t.Parallel()
+	r := wait(t, start(t, Options{Cmd: containmenttest.Busy + "; true"}))
+	require.NotNil(t, r.Usage)
+	require.True(t, r.Usage.CPU >= 250*time.Millisecond && r.Usage.CPU <= 450*time.Millisecond && r.Usage.MemoryPeak == 0, "usage %+v", r.Usage)
+}
+
+// A kill's escalation to KILL ends the whole cgroup: what left the tree and
+// cleared its tag goes with the process.
+func TestEscalationEndsTheCgroup(t *testing.T) {
+	t.Parallel()
+	root := containmenttest.Root(t, containment.Limits{})
+	marker := containmenttest.Marker()
+	p := start(t, Options{Cmd: "trap '' TERM; " + containmenttest.Escapes(marker) + "sleep 60", Containment: root})
+	containmenttest.WaitRunning(t, marker, 2)
+	require.NoError(t, p.Kill(syscall.SIGTERM, 100*time.Millisecond, 0))
+	r := wait(t, p)
+	require.Equal(t, "KILL", r.Signal, "%+v", r)
+	containmenttest.WaitRunning(t, marker, 0)
+}

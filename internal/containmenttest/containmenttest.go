@@ -1,0 +1,133 @@
+// Package containmenttest gives tests a containment.Root of their own and
+// finds the processes a test started by a marker in their command line.
+package containmenttest
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/conchsh/conch/containment"
+)
+
+// Root opens a Root of the test's own (defaults as its default limits) and
+// destroys it at cleanup, failing the test when it cannot be removed. It
+// skips the test, saying why, where the host has no writable cgroup v2
+// hierarchy.
+func Root(t testing.TB, defaults containment.Limits) *containment.Root {
+	t.Helper()
+	r := containment.Open(containment.Config{Instance: "test-" + Nonce(), Defaults: defaults})
+	if r.Mode() != containment.ModeCgroup2 {
+		t.Skipf("needs cgroups: containment is %s (%s)", r.Mode(), r.Reason())
+	}
+	t.Cleanup(func() {
+		if err := r.Destroy(); err != nil {
+			t.Errorf("destroy the test's cgroups: %v", err)
+		}
+		for _, d := range r.Dirs() {
+			if _, err := os.Stat(d); err == nil {
+				t.Errorf("cgroup %s is left", d)
+			}
+		}
+	})
+	return r
+}
+
+// Limited is Root for a test that needs limits: it also skips, saying why,
+// when the host cannot apply l.
+func Limited(t testing.TB, l containment.Limits) *containment.Root {
+	t.Helper()
+	r := Root(t, containment.Limits{})
+	if err := r.Check(l); err != nil {
+		t.Skipf("needs limits: %v", err)
+	}
+	return r
+}
+
+// Nonce returns a random hex string.
+func Nonce() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Marker returns a sleep duration no other process has in its command
+// line: `sleep MARKER` sleeps about 300 s and [Running] finds it.
+func Marker() string {
+	n, _ := strconv.ParseUint(Nonce()[:6], 16, 32)
+	return "300." + strconv.FormatUint(n, 10)
+}
+
+// Running returns the live processes whose command line holds the word
+// marker.
+func Running(marker string) []int {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	names, _ := d.Readdirnames(-1)
+	d.Close()
+	var out []int
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + n + "/cmdline")
+		if err != nil {
+			continue
+		}
+		for _, arg := range bytes.Split(b, []byte{0}) {
+			if string(arg) == marker {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Escapes is shell text that starts two `sleep marker` processes that leave
+// every tree and tag: one through setsid with an empty environment, one
+// double-forked as well.
+func Escapes(marker string) string {
+	return "setsid env -i sleep " + marker + " >/dev/null 2>&1 </dev/null & " +
+		"( ( setsid env -i sleep " + marker + " >/dev/null 2>&1 </dev/null & ) & ); "
+}
+
+// WaitRunning waits until n processes hold marker (a hang guard of 20 s).
+func WaitRunning(t testing.TB, marker string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); len(Running(marker)) != n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) || t.Context().Err() != nil {
+			t.Fatalf("%d processes hold %s, want %d", len(Running(marker)), marker, n)
+		}
+	}
+}
+
+// Gone fails t when a process holding marker is alive.
+func Gone(t testing.TB, marker string) {
+	t.Helper()
+	if left := Running(marker); len(left) > 0 {
+		t.Fatalf("processes %v outlived their cgroup's end", left)
+	}
+}
+
+// Allocate is a command that takes mib MiB of memory at once and says
+// "held" once it has them.
+func Allocate(mib int) string {
+	return `perl -e '$x = "a" x (` + strconv.Itoa(mib) + ` << 20); print "held\n"'`
+}
+
+// Busy is a command that spins until it has used 300 ms of CPU time.
+const Busy = `perl -e '1 while (times)[0] + (times)[1] < 0.3'`
+
+// Forks is a command that forks n children that sleep 5 s, and says
+// "fork: " and why when a fork fails.
+func Forks(n int) string {
+	return `perl -e 'for (1..` + strconv.Itoa(n) + `) { my $p = fork(); defined $p or print "fork: $!\n" and last; $p or sleep 5, exit } print "forked\n"'`
+}

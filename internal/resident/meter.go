@@ -1,0 +1,73 @@
+package resident
+
+import (
+	"time"
+
+	"github.com/conchsh/conch/process"
+)
+
+// Meter measures what one command or cell costs: the session's cgroup
+// from its start to its end. The zero Meter measures nothing. It reads as
+// little as it can, since a session reads it around every command: the CPU
+// time and a peak reset at the start, the CPU time and the peak at the end,
+// and the OOM kill count only for a command that died as one killed does.
+type Meter struct {
+	h   *Host
+	cpu time.Duration // at the start
+}
+
+// Meter starts measuring a command or cell that starts now, resetting the
+// memory peak where the kernel allows it.
+func (h *Host) Meter() Meter {
+	if h.cg == nil {
+		return Meter{}
+	}
+	m := Meter{h: h, cpu: h.cg.CPU()}
+	h.cg.ResetPeak()
+	return m
+}
+
+// Account adds to r, the result of the command or cell measured, its
+// usage, and whether the OOM killer ended it: it died of KILL (or its
+// shell reports 128+9) and the cgroup's count of OOM kills rose since the
+// session last looked. (A background process that the killer ended during
+// an earlier command that ended well is counted for the next command that
+// dies of KILL.)
+func (m Meter) Account(r process.Result) process.Result {
+	if m.h == nil {
+		return r
+	}
+	cg := m.h.cg
+	r.Usage = &process.Usage{CPU: max(cg.CPU()-m.cpu, 0), MemoryPeak: cg.MemoryPeak()}
+	if killedHard(r) && m.h.oomKilledSince() {
+		r.OOMKilled = true
+		if r.Reason == process.Exited {
+			r.Reason, r.Signal = process.Signaled, "KILL"
+		}
+	}
+	return r
+}
+
+// oomKilledSince reports whether the cgroup's OOM kill count rose since it
+// was last asked.
+func (h *Host) oomKilledSince() bool {
+	n := h.cg.OOMKills()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rose := n > h.oomSeen
+	h.oomSeen = max(n, h.oomSeen)
+	return rose
+}
+
+// killedHard reports whether r is how a command killed by SIGKILL ends.
+func killedHard(r process.Result) bool {
+	switch r.Reason {
+	case process.Lost:
+		return true
+	case process.Signaled:
+		return r.Signal == "KILL"
+	case process.Exited:
+		return r.ExitCode != nil && (*r.ExitCode == 128+9 || *r.ExitCode == 256+9)
+	}
+	return false
+}

@@ -1,0 +1,111 @@
+package shellsession
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conchsh/conch/containment"
+	"github.com/conchsh/conch/internal/containmenttest"
+	"github.com/conchsh/conch/process"
+)
+
+// What a command starts that leaves the shell's tree and tag (setsid env
+// -i, a double fork) ends with the session: when it is closed, and when
+// its shell exits by itself.
+func TestSessionEndEndsTheCgroup(t *testing.T) {
+	t.Parallel()
+	root := containmenttest.Root(t, containment.Limits{})
+	for _, exit := range []bool{false, true} {
+		name := "close"
+		if exit {
+			name = "exit"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Containment: root})
+			marker := containmenttest.Marker()
+			run(t, s, CommandOptions{Cmd: containmenttest.Escapes(marker)})
+			containmenttest.WaitRunning(t, marker, 2)
+			if exit {
+				run(t, s, CommandOptions{Cmd: "exit 3"})
+				processtestWait(t, s)
+			} else {
+				s.Close()
+			}
+			containmenttest.Gone(t, marker)
+		})
+	}
+}
+
+func processtestWait(t *testing.T, s *Session) {
+	t.Helper()
+	select {
+	case <-s.Done():
+	case <-t.Context().Done():
+		t.Fatal("the session did not end")
+	}
+	if r := s.Info().Result; r == nil || r.Reason != process.Exited {
+		t.Fatalf("session ended %+v", r)
+	}
+}
+
+// A command the OOM killer ends is signaled KILL with OOMKilled, a fork
+// past the pids limit fails inside its command, and the session answers
+// the next command after each; the shell itself killed ends the session
+// lost, OOMKilled.
+func TestSessionLimits(t *testing.T) {
+	t.Parallel()
+	l := containment.Limits{MemoryBytes: 64 << 20, Pids: 32}
+	s := newSession(t, Options{Containment: containmenttest.Limited(t, l), Limits: l})
+	r, _, _ := run(t, s, CommandOptions{Cmd: containmenttest.Allocate(256)})
+	if r.Reason != process.Signaled || r.Signal != "KILL" || !r.OOMKilled {
+		t.Fatalf("256 MiB under 64 MiB: %+v", r)
+	}
+	r, out, _ := run(t, s, CommandOptions{Cmd: containmenttest.Forks(64)})
+	if code(r) != 0 || !strings.Contains(out, "fork: Resource temporarily unavailable") || r.OOMKilled {
+		t.Fatalf("64 forks under pids 32: %+v %q", r, out)
+	}
+	r, out, _ = run(t, s, CommandOptions{Cmd: "echo still here"})
+	if code(r) != 0 || out != "still here\n" {
+		t.Fatalf("the next command: %+v %q", r, out)
+	}
+	r, _, _ = run(t, s, CommandOptions{Cmd: "exec " + containmenttest.Allocate(256)})
+	if r.Reason != process.Lost || !r.OOMKilled {
+		t.Fatalf("the shell killed: command %+v", r)
+	}
+	<-s.Done()
+	if sr := s.Info().Result; sr.Reason != process.Lost || !sr.OOMKilled {
+		t.Fatalf("the shell killed: session %+v", sr)
+	}
+}
+
+// Each command reports the CPU time and memory of its session's cgroup
+// while it ran.
+func TestCommandUsage(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{Containment: containmenttest.Root(t, containment.Limits{})})
+	r, _, _ := run(t, s, CommandOptions{Cmd: containmenttest.Busy})
+	if r.Usage == nil || r.Usage.CPU < 250*time.Millisecond || r.Usage.CPU > 450*time.Millisecond {
+		t.Fatalf("a 300 ms busy loop: usage %+v", r.Usage)
+	}
+	r, _, _ = run(t, s, CommandOptions{Cmd: containmenttest.Allocate(48)})
+	if r.Usage.MemoryPeak < 48<<20 {
+		t.Fatalf("48 MiB held: usage %+v", r.Usage)
+	}
+	r, _, _ = run(t, s, CommandOptions{Cmd: "true"})
+	if r.Usage.CPU > 100*time.Millisecond || r.Usage.MemoryPeak >= 48<<20 {
+		t.Fatalf("true after them: usage %+v (the peak is reset per command)", r.Usage)
+	}
+}
+
+// Without cgroups a command's CPU time is its shell's and that of the
+// children it reaped; the memory peak is unknown.
+func TestCommandUsageWithoutCgroups(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{})
+	r, _, _ := run(t, s, CommandOptions{Cmd: containmenttest.Busy})
+	if r.Usage == nil || r.Usage.CPU < 250*time.Millisecond || r.Usage.CPU > 450*time.Millisecond || r.Usage.MemoryPeak != 0 {
+		t.Fatalf("a 300 ms busy loop: usage %+v", r.Usage)
+	}
+}
