@@ -58,6 +58,7 @@ var commands = map[string]command{
 	"attach":   {"attach the terminal to a PTY process", cmdAttach},
 	"interact": {"answer a running command, wait and read on", cmdInteract},
 	"mcp":      {"serve sessions to agents over the Model Context Protocol (stdio)", cmdMcp},
+	"sandboxd": {"run the daemon as an agent-sandbox runtime (sandboxd's gRPC and REST API)", cmdSandboxd},
 	"version":  {"print the version", cmdVersion},
 }
 

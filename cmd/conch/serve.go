@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -74,6 +75,23 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 // ends with code: help was asked for, or the flags are wrong.
 func parseServe(e *env, args []string) (o serveOptions, code int, ok bool) {
 	fs := flags(e, "serve", "")
+	logLevel := o.addFlags(fs)
+	if code, ok := parse(fs, args); !ok {
+		return o, code, false
+	}
+	if fs.NArg() > 0 {
+		return o, usageError(e, "serve takes no arguments"), false
+	}
+	if code, ok := o.check(e, *logLevel); !ok {
+		return o, code, false
+	}
+	return o, 0, true
+}
+
+// addFlags defines the flags of `conch serve` on fs, into o, which conch
+// sandboxd shares for the API it serves beside its own; it returns where
+// --log-level goes, which check reads.
+func (o *serveOptions) addFlags(fs *flag.FlagSet) (logLevel *string) {
 	fs.StringVar(&o.listen, "listen", server.DefaultAddr, "`address` to listen on; a non-loopback address is served only when named explicitly")
 	fs.StringVar(&o.tokenFile, "token-file", "", "read the bearer token from `path` (default: $CONCH_TOKEN, else a new token written to the state directory)")
 	o.retention = byteSize(logstore.DefaultRetention)
@@ -88,20 +106,19 @@ func parseServe(e *env, args []string) (o serveOptions, code int, ok bool) {
 	o.maxCommand = byteSize(server.DefaultMaxCommandBytes)
 	fs.Var(&o.maxCommand, "max-command-bytes", "largest command text (cmd) in `bytes`; a larger one is refused with 413")
 	fs.Var(&o.allowHosts, "allow-host", "also accept this `name` in the Host header (repeatable)")
-	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
-	if code, ok := parse(fs, args); !ok {
-		return o, code, false
-	}
-	if fs.NArg() > 0 {
-		return o, usageError(e, "serve takes no arguments"), false
-	}
-	if err := o.level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return o, usageError(e, "--log-level: %v", err), false
+	return fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+}
+
+// check reads logLevel into o and checks the flags addFlags defined; when
+// ok is false the command ends with code.
+func (o *serveOptions) check(e *env, logLevel string) (code int, ok bool) {
+	if err := o.level.UnmarshalText([]byte(logLevel)); err != nil {
+		return usageError(e, "--log-level: %v", err), false
 	}
 	if err := checkListen(o.listen); err != nil {
-		return o, usageError(e, "--listen: %v", err), false
+		return usageError(e, "--listen: %v", err), false
 	}
-	return o, 0, true
+	return 0, true
 }
 
 // server is the server's configuration under these flags.
