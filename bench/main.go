@@ -78,6 +78,7 @@ var figures = []figure{
 	{"P8", "50 followers streaming one session command's output", measureP8},
 	{"P10", "time until a run answers 202 waiting for input (bash read, python3 input())", measureP10},
 	{"P11", "code cell round trip of pass, Python, Go API", measureP11},
+	{"P16", "sandboxd Execute of true over gRPC, against conch's one-shot run over HTTP", measureP16},
 }
 
 func main() {
