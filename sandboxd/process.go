@@ -218,7 +218,7 @@ func (s *Server) Start(req *sandboxdpb.StartRequest, stream sandboxdpb.ProcessSe
 		return stream.Send(ev)
 	})
 	if err != nil {
-		return status.FromContextError(err).Err()
+		return callEnded(err)
 	}
 	return stream.Send(&sandboxdpb.StartResponse{Event: &sandboxdpb.StartResponse_Exit{Exit: &sandboxdpb.ExitEvent{ExitCode: code}}})
 }
@@ -241,9 +241,18 @@ func (s *Server) Execute(ctx context.Context, req *sandboxdpb.ExecuteRequest) (*
 		return nil
 	})
 	if err != nil {
-		return nil, status.FromContextError(err).Err()
+		return nil, callEnded(err)
 	}
 	return &sandboxdpb.ExecuteResponse{ExitCode: code, Stdout: out, Stderr: errb}, nil
+}
+
+// callEnded is the status of a call whose context ended, or whose stream
+// failed, before its process did.
+func callEnded(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return status.FromContextError(err).Err()
+	}
+	return err
 }
 
 func (s *Server) register(p *exec.Process) int32 {

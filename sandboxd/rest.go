@@ -118,7 +118,9 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 		fileError(w, p, err)
 		return
 	}
-	f, err := os.Open(target)
+	// Non-blocking: opening a FIFO a process made in the sandbox would
+	// otherwise wait for a writer.
+	f, err := os.OpenFile(target, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		fileError(w, p, err)
 		return

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -350,4 +351,14 @@ func TestMetadata(t *testing.T) {
 	d = serve(t, Options{Environ: []string{"SANDBOX_ID=1", "POD_NAME=p"}, MetadataPrefix: "POD_"})
 	_, _, body = d.do(t, "GET", "/v1/metadata", nil, nil)
 	require.JSONEq(t, `{"env":{"POD_NAME":"p"}}`, string(body))
+}
+
+// TestFilesSpecial reads a FIFO a process made: refused at once, not a
+// request that waits for a writer.
+func TestFilesSpecial(t *testing.T) {
+	d := serve(t, Options{})
+	require.NoError(t, syscall.Mkfifo(filepath.Join(d.root, "fifo"), 0o644))
+	code, _, body := d.do(t, "GET", "/v1/files/fifo", nil, nil)
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Equal(t, "INVALID_ARGUMENT", apiError(t, body).Code)
 }
