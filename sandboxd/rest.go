@@ -188,7 +188,7 @@ func (s *Server) listDir(w http.ResponseWriter, p, dir string, f *os.File) {
 func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 	p := r.PathValue("path")
 	mode := os.FileMode(defaultFileMode)
-	if m := r.URL.Query().Get("mode"); m != "" || r.URL.Query().Has("mode") {
+	if m := r.URL.Query().Get("mode"); m != "" { // an empty mode is the default, as upstream has it
 		if !modePattern.MatchString(m) {
 			writeError(w, http.StatusBadRequest, codeInvalidArgument, "mode %q must match ^0[0-7]{3}$", m)
 			return

@@ -62,7 +62,7 @@ func TestFilesPutMode(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o644), fi.Mode().Perm(), "the default mode")
 
-	for _, mode := range []string{"0999", "777", "abcd", "01777", "", "4755", "0o644"} {
+	for _, mode := range []string{"0999", "777", "abcd", "01777", "4755", "0o644", "0644%0A"} {
 		code, _, body := d.do(t, "PUT", "/v1/files/f.txt?mode="+mode, strings.NewReader("x"), nil)
 		require.Equal(t, http.StatusBadRequest, code, "mode %q", mode)
 		require.Equal(t, "INVALID_ARGUMENT", apiError(t, body).Code)
