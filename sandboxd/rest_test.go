@@ -3,6 +3,8 @@ package sandboxd
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"mime/multipart"
 	"net/http"
 	"os"
@@ -361,4 +363,67 @@ func TestFilesSpecial(t *testing.T) {
 	code, _, body := d.do(t, "GET", "/v1/files/fifo", nil, nil)
 	require.Equal(t, http.StatusBadRequest, code)
 	require.Equal(t, "INVALID_ARGUMENT", apiError(t, body).Code)
+}
+
+// TestFilesDownloadOutlivesDelete deletes a file while its download is
+// read: the download still gets every byte.
+func TestFilesDownloadOutlivesDelete(t *testing.T) {
+	d := serve(t, Options{})
+	content := strings.Repeat("0123456789", 1<<20) // 10 MiB: more than the connection buffers
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "big"), []byte(content), 0o644))
+	req, err := http.NewRequestWithContext(ctx(t), "GET", d.rest+"/v1/files/big", nil)
+	require.NoError(t, err)
+	resp, err := d.http.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	first := make([]byte, 1000)
+	_, err = io.ReadFull(resp.Body, first)
+	require.NoError(t, err)
+	code, _, _ := d.do(t, "DELETE", "/v1/files/big", nil, nil)
+	require.Equal(t, http.StatusNoContent, code)
+	rest, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, content, string(first)+string(rest))
+}
+
+// TestFilesFailedUploadLeavesNothing cuts an upload off midway: the file
+// keeps its old content and no temporary file is left.
+func TestFilesFailedUploadLeavesNothing(t *testing.T) {
+	d := serve(t, Options{})
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "f"), []byte("old"), 0o644))
+	pr, pw := io.Pipe()
+	req, err := http.NewRequestWithContext(ctx(t), "PUT", d.rest+"/v1/files/f", pr)
+	require.NoError(t, err)
+	req.ContentLength = 1 << 20
+	done := make(chan error, 1)
+	go func() {
+		resp, err := d.http.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	_, err = pw.Write([]byte(strings.Repeat("x", 1000)))
+	require.NoError(t, err)
+	// Once the daemon has the temporary file, cut the upload off.
+	require.Eventually(t, func() bool { return len(temporaries(t, d.root)) == 1 }, 20*time.Second, 5*time.Millisecond)
+	pw.CloseWithError(errors.New("cut off"))
+	require.Error(t, <-done)
+	require.Eventually(t, func() bool { return len(temporaries(t, d.root)) == 0 }, 20*time.Second, 5*time.Millisecond,
+		"the temporary file of the failed upload is removed")
+	b, err := os.ReadFile(filepath.Join(d.root, "f"))
+	require.NoError(t, err)
+	require.Equal(t, "old", string(b))
+}
+
+func temporaries(t *testing.T, dir string) []string {
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), tempPrefix) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
 }
