@@ -427,3 +427,14 @@ func temporaries(t *testing.T, dir string) []string {
 	}
 	return out
 }
+
+func TestNewRefusesBadRoot(t *testing.T) {
+	_, err := New(Options{})
+	require.Error(t, err, "an empty root would confine nothing")
+	_, err = New(Options{Root: filepath.Join(t.TempDir(), "missing")})
+	require.Error(t, err)
+	f := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(f, nil, 0o644))
+	_, err = New(Options{Root: f})
+	require.Error(t, err)
+}
