@@ -83,6 +83,7 @@ var figures = []figure{
 	{"P15", "soak: sessions, processes and code contexts in a loop", measureSoak},
 	{"P14", "P1 in a session with a cgroup of its own, against P1 without", measureP14},
 	{"P14b", "P9 with a cgroup of its own, against P9 without", measureP14b},
+	{"P16", "sandboxd Execute of true over gRPC, against conch's one-shot run over HTTP", measureP16},
 }
 
 func main() {

@@ -74,6 +74,7 @@ var commands = map[string]command{
 	"interact": {"answer a running command, wait and read on", cmdInteract},
 	"ready":    {"wait until a process listens on a port or prints a pattern", cmdReady},
 	"mcp":      {"serve sessions to agents over the Model Context Protocol (stdio)", cmdMcp},
+	"sandboxd": {"run the daemon as an agent-sandbox runtime (sandboxd's gRPC and REST API)", cmdSandboxd},
 	"version":  {"print the version", cmdVersion},
 }
 

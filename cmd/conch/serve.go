@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -37,6 +38,7 @@ type serveOptions struct {
 	allowHosts                stringList
 	level                     slog.Level
 	contain                   containment.Config
+	containMode               string // --containment: auto or none
 }
 
 func cmdServe(ctx context.Context, e *env, args []string) int {
@@ -45,58 +47,91 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 		return code
 	}
 	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: o.level}))
-	stateDir, err := client.StateDir()
+	a, err := startAPI(e, o, logger)
 	if err != nil {
 		return fail(e, exitFailure, err)
 	}
-	// A start that fails changes nothing on disk: another daemon of the
-	// state directory is looked for, the token read and the address bound
-	// before anything is written, so that a failed second start cannot
-	// replace the token the first daemon's clients use.
-	if ep, ok := liveDaemon(stateDir); ok {
-		return fail(e, exitFailure, fmt.Errorf("a daemon of %s runs already: pid %d, listening on %s; stop it first, or start this one with another XDG_STATE_HOME", stateDir, ep.PID, ep.URL))
-	}
-	token, tokenPath, err := loadToken(o.tokenFile)
-	if err != nil {
-		return fail(e, exitFailure, err)
-	}
-	ln, err := listen(o.listen, logger)
-	if err != nil {
-		return fail(e, exitFailure, err)
-	}
-	if token == "" {
-		if token, tokenPath, err = writeToken(stateDir); err != nil {
-			ln.Close()
-			return fail(e, exitFailure, err)
-		}
-		fmt.Fprintf(e.stderr, "conch: token written to %s\n", tokenPath)
-	}
-	// The token must not reach the commands the daemon runs.
-	os.Unsetenv(client.EnvToken)
-	d, err := startDaemon(logger, stateDir, o.contain)
-	if err != nil {
-		ln.Close()
-		return fail(e, exitFailure, err)
-	}
-	defer d.stop()
-	fmt.Fprintf(e.stderr, "conch: containment %s\n", describeContainment(d.root))
-	srv, err := server.New(o.server(token, logger, d.rec.StreamDir, d.root))
-	if err != nil {
-		ln.Close()
-		return fail(e, exitFailure, err)
-	}
-	recordEndpoint(e, ln, logger, stateDir, tokenPath)
-	if err := serveUntilStopped(ctx, srv, ln, d, logger, stateDir); err != nil {
+	defer a.d.stop()
+	recordEndpoint(e, a.ln, logger, a.stateDir, a.tokenPath)
+	if err := serveUntilStopped(ctx, a.srv, a.ln, a.d, logger, a.stateDir); err != nil {
 		return fail(e, exitFailure, err)
 	}
 	logger.Info("stopped")
 	return 0
 }
 
+// apiDaemon is conch's own API, started and bound but not serving yet.
+type apiDaemon struct {
+	ln                  net.Listener
+	d                   *daemon
+	srv                 *server.Server
+	stateDir, tokenPath string
+}
+
+// startAPI starts what `conch serve` (and `conch sandboxd` beside its own
+// API) serves. A start that fails changes nothing on disk: another daemon of
+// the state directory is looked for, the token read and the address bound
+// before anything is written, so that a failed second start cannot replace
+// the token the first daemon's clients use. The caller stops a.d.
+func startAPI(e *env, o serveOptions, logger *slog.Logger) (a *apiDaemon, err error) {
+	a = &apiDaemon{}
+	if a.stateDir, err = client.StateDir(); err != nil {
+		return nil, err
+	}
+	if ep, ok := liveDaemon(a.stateDir); ok {
+		return nil, fmt.Errorf("a daemon of %s runs already: pid %d, listening on %s; stop it first, or start this one with another XDG_STATE_HOME", a.stateDir, ep.PID, ep.URL)
+	}
+	token, tokenPath, err := loadToken(o.tokenFile)
+	if err != nil {
+		return nil, err
+	}
+	if a.ln, err = listen(o.listen, logger); err != nil {
+		return nil, err
+	}
+	if token == "" {
+		if token, tokenPath, err = writeToken(a.stateDir); err != nil {
+			a.ln.Close()
+			return nil, err
+		}
+		fmt.Fprintf(e.stderr, "conch: token written to %s\n", tokenPath)
+	}
+	a.tokenPath = tokenPath
+	// The token must not reach the commands the daemon runs.
+	os.Unsetenv(client.EnvToken)
+	if a.d, err = startDaemon(logger, a.stateDir, o.contain); err != nil {
+		a.ln.Close()
+		return nil, err
+	}
+	fmt.Fprintf(e.stderr, "conch: containment %s\n", describeContainment(a.d.root))
+	if a.srv, err = server.New(o.server(token, logger, a.d.rec.StreamDir, a.d.root)); err != nil {
+		a.ln.Close()
+		a.d.stop()
+		return nil, err
+	}
+	return a, nil
+}
+
 // parseServe reads the flags of `conch serve`. When ok is false the command
 // ends with code: help was asked for, or the flags are wrong.
 func parseServe(e *env, args []string) (o serveOptions, code int, ok bool) {
 	fs := flags(e, "serve", "")
+	logLevel := o.addFlags(fs)
+	if code, ok := parse(fs, args); !ok {
+		return o, code, false
+	}
+	if fs.NArg() > 0 {
+		return o, usageError(e, "serve takes no arguments"), false
+	}
+	if code, ok := o.check(e, *logLevel); !ok {
+		return o, code, false
+	}
+	return o, 0, true
+}
+
+// addFlags defines the flags of `conch serve` on fs, into o, which conch
+// sandboxd shares for the API it serves beside its own; it returns where
+// --log-level goes, which check reads.
+func (o *serveOptions) addFlags(fs *flag.FlagSet) (logLevel *string) {
 	fs.StringVar(&o.listen, "listen", server.DefaultAddr, "`address` to listen on; a non-loopback address is served only when named explicitly")
 	fs.StringVar(&o.tokenFile, "token-file", "", "read the bearer token from `path` (default: $CONCH_TOKEN, else a new token written to the state directory)")
 	o.retention = byteSize(logstore.DefaultRetention)
@@ -111,34 +146,33 @@ func parseServe(e *env, args []string) (o serveOptions, code int, ok bool) {
 	o.maxCommand = byteSize(server.DefaultMaxCommandBytes)
 	fs.Var(&o.maxCommand, "max-command-bytes", "largest command text (cmd) in `bytes`; a larger one is refused with 413")
 	fs.Var(&o.allowHosts, "allow-host", "also accept this `name` in the Host header (repeatable)")
-	logLevel := fs.String("log-level", "info", "log `level`: debug, info, warn or error")
-	mode := fs.String("containment", "auto", "`mode`: auto puts every session, process and code context in a cgroup of its own where a writable cgroup v2 hierarchy exists; none never does")
+	fs.StringVar(&o.containMode, "containment", "auto", "`mode`: auto puts every session, process and code context in a cgroup of its own where a writable cgroup v2 hierarchy exists; none never does")
 	fs.StringVar(&o.contain.Path, "cgroup-root", "", "make the daemon's cgroups under this cgroup v2 `directory` (default: beside the daemon's own cgroup, else the root of the v2 mount)")
 	fs.Func("default-limits", "`limits` of every session, process and context that sets none: memory=512M,pids=256,cpu=500 (cpu in thousandths of a core)", func(v string) error {
 		l, err := parseLimits(v)
 		o.contain.Defaults = l
 		return err
 	})
-	if code, ok := parse(fs, args); !ok {
-		return o, code, false
-	}
-	if fs.NArg() > 0 {
-		return o, usageError(e, "serve takes no arguments"), false
-	}
-	if err := o.level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return o, usageError(e, "--log-level: %v", err), false
+	return fs.String("log-level", "info", "log `level`: debug, info, warn or error")
+}
+
+// check reads logLevel into o and checks the flags addFlags defined; when
+// ok is false the command ends with code.
+func (o *serveOptions) check(e *env, logLevel string) (code int, ok bool) {
+	if err := o.level.UnmarshalText([]byte(logLevel)); err != nil {
+		return usageError(e, "--log-level: %v", err), false
 	}
 	if err := checkListen(o.listen); err != nil {
-		return o, usageError(e, "--listen: %v", err), false
+		return usageError(e, "--listen: %v", err), false
 	}
-	switch *mode {
+	switch o.containMode {
 	case "auto":
 	case "none":
 		o.contain.Disabled = true
 	default:
-		return o, usageError(e, "--containment: want auto or none, not %q", *mode), false
+		return usageError(e, "--containment: want auto or none, not %q", o.containMode), false
 	}
-	return o, 0, true
+	return 0, true
 }
 
 // server is the server's configuration under these flags.

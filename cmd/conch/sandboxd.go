@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/conchsh/conch/sandboxd"
+	"github.com/conchsh/conch/server"
+)
+
+// sandboxdOptions are the flags of `conch sandboxd`: upstream sandboxd's,
+// with their defaults, and conch serve's for the API served beside them.
+type sandboxdOptions struct {
+	listenHost        string
+	grpcPort          int
+	restPort          int
+	rootDir           string
+	metadataEnvPrefix string
+	shutdownTimeout   time.Duration
+	httpIdleTimeout   time.Duration
+	streamChunkSize   int
+	printVersion      bool
+	serve             serveOptions
+}
+
+// sandboxdReadHeaderTimeout bounds the reading of a REST request's headers;
+// bodies are not bounded, since file transfers may be large.
+const sandboxdReadHeaderTimeout = 10 * time.Second
+
+func cmdSandboxd(ctx context.Context, e *env, args []string) int {
+	o, code, ok := parseSandboxd(e, args)
+	if !ok {
+		return code
+	}
+	if o.printVersion {
+		e.printf("conch sandboxd %s\n", version())
+		return 0
+	}
+	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: o.serve.level}))
+	// The environment /v1/metadata serves is the one the daemon was given,
+	// read before the token leaves it.
+	environ := os.Environ()
+	if err := os.MkdirAll(o.rootDir, 0o755); err != nil {
+		return fail(e, exitFailure, fmt.Errorf("--root-dir: %w", err))
+	}
+	a, err := startAPI(e, o.serve, logger)
+	if err != nil {
+		return fail(e, exitFailure, err)
+	}
+	defer a.d.stop()
+	srv, d, ln, stateDir := a.srv, a.d, a.ln, a.stateDir
+	sbx, err := sandboxd.New(sandboxd.Options{
+		Root:            o.rootDir,
+		MetadataPrefix:  o.metadataEnvPrefix,
+		Environ:         environ,
+		StreamChunkSize: o.streamChunkSize,
+		StopGrace:       min(sandboxd.DefaultStopGrace, o.shutdownTimeout/2),
+		LogRetention:    int(o.serve.retention),
+		// Through conch's API server: its processes are listed and logged
+		// there, count against --max-processes, and end with it.
+		Start: srv.StartExec,
+	})
+	if err != nil {
+		return fail(e, exitFailure, err)
+	}
+	grpcLn, restLn, err := o.listeners()
+	if err != nil {
+		ln.Close()
+		return fail(e, exitFailure, err)
+	}
+	recordEndpoint(e, ln, logger, stateDir, a.tokenPath)
+	fmt.Fprintf(e.stderr, "conch: sandboxd gRPC on %s, REST on %s, root %s\n", grpcLn.Addr(), restLn.Addr(), sbx.Root())
+	err = serveSandboxd(ctx, o, sbx, srv, grpcLn, restLn, ln, d, logger, stateDir)
+	if err != nil {
+		return fail(e, exitFailure, err)
+	}
+	logger.Info("stopped")
+	return 0
+}
+
+// parseSandboxd reads the flags of `conch sandboxd`. When ok is false the
+// command ends with code.
+func parseSandboxd(e *env, args []string) (o sandboxdOptions, code int, ok bool) {
+	fs := flags(e, "sandboxd", "")
+	fs.StringVar(&o.listenHost, "listen-host", "127.0.0.1", "`host` the gRPC and REST ports bind; another than loopback must be asked for (0.0.0.0: every address)")
+	fs.IntVar(&o.grpcPort, "grpc-port", 9090, "`port` of the gRPC ProcessService (0: any free port)")
+	fs.IntVar(&o.restPort, "rest-port", 8080, "`port` of the REST filesystem and runtime API (0: any free port)")
+	fs.StringVar(&o.rootDir, "root-dir", "/workspace", "sandbox root `dir` every file path and working directory is confined to; created if missing")
+	fs.StringVar(&o.metadataEnvPrefix, "metadata-env-prefix", sandboxd.DefaultMetadataPrefix, "only environment variables with this `prefix` are served on GET /v1/metadata")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a stopping daemon waits for its processes (TERM, then KILL) and requests")
+	fs.DurationVar(&o.httpIdleTimeout, "http-idle-timeout", 60*time.Second, "close idle REST keep-alive connections after this `duration`")
+	fs.IntVar(&o.streamChunkSize, "stream-chunk-size", 0, "largest stdout or stderr event of Start in `bytes` (0: 4096)")
+	fs.BoolVar(&o.printVersion, "version", false, "print the version and exit")
+	logLevel := o.serve.addFlags(fs)
+	if code, ok := parse(fs, args); !ok {
+		return o, code, false
+	}
+	if fs.NArg() > 0 {
+		return o, usageError(e, "sandboxd takes no arguments"), false
+	}
+	if code, ok := o.serve.check(e, *logLevel); !ok {
+		return o, code, false
+	}
+	for _, p := range []struct {
+		name string
+		port int
+	}{{"grpc-port", o.grpcPort}, {"rest-port", o.restPort}} {
+		if p.port < 0 || p.port > 65535 {
+			return o, usageError(e, "--%s must be in 0-65535, not %d", p.name, p.port), false
+		}
+	}
+	if o.grpcPort != 0 && o.grpcPort == o.restPort {
+		return o, usageError(e, "--grpc-port and --rest-port must differ (both %d)", o.grpcPort), false
+	}
+	if o.shutdownTimeout <= 0 {
+		return o, usageError(e, "--shutdown-timeout must be positive"), false
+	}
+	if o.streamChunkSize < 0 {
+		return o, usageError(e, "--stream-chunk-size must not be negative"), false
+	}
+	if o.listenHost == "" {
+		return o, usageError(e, "--listen-host names no host: say 127.0.0.1, or 0.0.0.0 to serve every address"), false
+	}
+	return o, 0, true
+}
+
+// listeners opens the gRPC and REST ports.
+func (o sandboxdOptions) listeners() (grpcLn, restLn net.Listener, err error) {
+	grpcLn, err = net.Listen("tcp", net.JoinHostPort(o.listenHost, strconv.Itoa(o.grpcPort)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("grpc: %w", err)
+	}
+	restLn, err = net.Listen("tcp", net.JoinHostPort(o.listenHost, strconv.Itoa(o.restPort)))
+	if err != nil {
+		grpcLn.Close()
+		return nil, nil, fmt.Errorf("rest: %w", err)
+	}
+	return grpcLn, restLn, nil
+}
+
+// serveSandboxd serves the sandboxd surface and conch's API until one
+// fails or SIGTERM or SIGINT arrives, then stops: /v1/health answers 503
+// from then on, the sandboxd processes get TERM and, within
+// --shutdown-timeout, KILL; the gRPC and REST servers finish their requests
+// within what is left of it (then are closed), and conch's API shuts down
+// as conch serve's does.
+func serveSandboxd(ctx context.Context, o sandboxdOptions, sbx *sandboxd.Server, srv *server.Server,
+	grpcLn, restLn, ln net.Listener, d *daemon, logger *slog.Logger, stateDir string,
+) error {
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	g := grpc.NewServer()
+	sbx.RegisterGRPC(g)
+	reflection.Register(g) // grpcurl lists and calls the service without the .proto
+	hs := &http.Server{
+		Handler:           sbx.Handler(),
+		ReadHeaderTimeout: sandboxdReadHeaderTimeout,
+		IdleTimeout:       o.httpIdleTimeout,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	failed := make(chan error, 3)
+	served := make(chan error, 3)
+	go func() {
+		err := g.Serve(grpcLn)
+		if err != nil {
+			failed <- fmt.Errorf("grpc: %w", err)
+		}
+		served <- err
+	}()
+	go func() {
+		err := hs.Serve(restLn)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		} else {
+			failed <- fmt.Errorf("rest: %w", err)
+		}
+		served <- err
+	}()
+	go func() {
+		err := srv.Serve(ln)
+		if err != nil {
+			failed <- err
+		}
+		served <- err
+	}()
+	var err error
+	select {
+	case err = <-failed:
+	case <-ctx.Done():
+	}
+	stop()
+	logger.Info("stopping: ending every process")
+	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+	defer cancel()
+	if serr := sbx.Shutdown(sctx); serr != nil {
+		logger.Warn("sandboxd processes outlive the shutdown timeout", "err", serr)
+	}
+	stopped := make(chan struct{})
+	go func() {
+		g.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-sctx.Done():
+		g.Stop()
+		<-stopped
+	}
+	if herr := hs.Shutdown(sctx); herr != nil {
+		hs.Close()
+	}
+	actx, acancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer acancel()
+	shutErr := srv.Shutdown(actx)
+	for range 3 {
+		<-served
+	}
+	d.stop()
+	forgetEndpoint(stateDir)
+	if err == nil {
+		err = shutErr
+	}
+	return err
+}

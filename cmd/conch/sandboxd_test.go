@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/conchsh/conch/sandboxd/sandboxdpb"
+)
+
+func TestSandboxdFlagDefaults(t *testing.T) {
+	e := &env{stdout: io.Discard, stderr: io.Discard}
+	o, _, ok := parseSandboxd(e, nil)
+	require.True(t, ok)
+	require.Equal(t, 9090, o.grpcPort)
+	require.Equal(t, 8080, o.restPort)
+	require.Equal(t, "/workspace", o.rootDir)
+	require.Equal(t, "SANDBOX_", o.metadataEnvPrefix)
+	require.Equal(t, 10*time.Second, o.shutdownTimeout)
+	require.Equal(t, 60*time.Second, o.httpIdleTimeout)
+	require.Equal(t, "127.0.0.1", o.listenHost, "loopback unless asked")
+	require.Equal(t, "127.0.0.1:7070", o.serve.listen, "conch's own API as conch serve has it")
+
+	for _, args := range [][]string{
+		{"--grpc-port", "9000", "--rest-port", "9000"},
+		{"--grpc-port", "70000"},
+		{"--shutdown-timeout", "0s"},
+		{"--listen-host", ""},
+		{"extra"},
+	} {
+		_, code, ok := parseSandboxd(e, args)
+		require.False(t, ok, "%v", args)
+		require.Equal(t, exitUsage, code, "%v", args)
+	}
+}
+
+// sandboxdProc is a running `conch sandboxd`.
+type sandboxdProc struct {
+	cmd          *exec.Cmd
+	grpc, rest   string // host:port
+	api          string // http://host:port of conch's API
+	token        string
+	done         chan error
+	stderrClosed chan struct{}
+}
+
+var sandboxdAddrs = regexp.MustCompile(`sandboxd gRPC on (\S+), REST on (\S+), root`)
+var apiAddr = regexp.MustCompile(`listening on (http://\S+)`)
+
+// startSandboxd runs the conch binary's sandboxd with args on free loopback
+// ports and returns once it serves.
+func startSandboxd(t *testing.T, root string, extraEnv []string, args ...string) *sandboxdProc {
+	t.Helper()
+	work := t.TempDir()
+	token := "sandboxd-test-token"
+	cmd := exec.Command("conch", append([]string{"sandboxd", "--grpc-port", "0", "--rest-port", "0",
+		"--root-dir", root, "--listen", "127.0.0.1:0"}, args...)...)
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(work, "state"), "CONCH_TOKEN="+token)
+	cmd.Env = append(cmd.Env, extraEnv...)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	p := &sandboxdProc{cmd: cmd, token: token, done: make(chan error, 1), stderrClosed: make(chan struct{})}
+	found := make(chan struct{})
+	go func() {
+		defer close(p.stderrClosed)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			if m := apiAddr.FindStringSubmatch(line); m != nil {
+				p.api = m[1]
+			}
+			if m := sandboxdAddrs.FindStringSubmatch(line); m != nil {
+				p.grpc, p.rest = m[1], m[2]
+				close(found)
+			}
+		}
+	}()
+	go func() {
+		<-p.stderrClosed
+		p.done <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.stderrClosed
+	})
+	select {
+	case <-found:
+	case err := <-p.done:
+		t.Fatalf("conch sandboxd exited: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("conch sandboxd did not start serving")
+	}
+	return p
+}
+
+func (p *sandboxdProc) client(t *testing.T) sandboxdpb.ProcessServiceClient {
+	conn, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	return sandboxdpb.NewProcessServiceClient(conn)
+}
+
+// TestSandboxdDaemon runs conch sandboxd: both surfaces serve, a process
+// started through the ProcessService is one of conch's API's (listed there,
+// without the daemon's token in its environment), and SIGTERM turns
+// /v1/health to 503 at once, kills a process that ignores TERM within the
+// shutdown timeout, ends its stream with exit -1, and the daemon exits 0.
+func TestSandboxdDaemon(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	p := startSandboxd(t, root, []string{"SANDBOX_ID=sbx-1", "SANDBOX_API_TOKEN=hidden"}, "--shutdown-timeout", "10s")
+	hc := &http.Client{Timeout: 30 * time.Second}
+	defer hc.CloseIdleConnections()
+	get := func(url string, header ...string) (int, string) {
+		req, err := http.NewRequest("GET", url, nil)
+		require.NoError(t, err)
+		if len(header) == 2 {
+			req.Header.Set(header[0], header[1])
+		}
+		resp, err := hc.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	code, _ := get("http://" + p.rest + "/v1/health")
+	require.Equal(t, 200, code)
+	code, body := get("http://" + p.rest + "/v1/metadata")
+	require.Equal(t, 200, code)
+	require.JSONEq(t, `{"env":{"SANDBOX_ID":"sbx-1"}}`, body)
+
+	c := p.client(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	resp, err := c.Execute(ctx, &sandboxdpb.ExecuteRequest{Config: cfgOf("sh", "-c", `echo "[$CONCH_TOKEN]"; pwd`)})
+	require.NoError(t, err)
+	require.Equal(t, "[]\n"+root+"\n", string(resp.GetStdout()), "the token stays out; the root is the cwd")
+
+	stream, err := c.Start(ctx, &sandboxdpb.StartRequest{Config: cfgOf("sh", "-c", "trap '' TERM; echo $$; while :; do sleep 0.05; done")})
+	require.NoError(t, err)
+	msg, err := stream.Recv()
+	require.NoError(t, err)
+	require.NotNil(t, msg.GetInit())
+	msg, err = stream.Recv()
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(msg.GetStdout())))
+	require.NoError(t, err)
+
+	code, body = get(p.api+"/v1/processes", "Authorization", "Bearer "+p.token)
+	require.Equal(t, 200, code)
+	var list struct {
+		Items []struct {
+			Name  string
+			State string
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &list), body)
+	running := 0
+	for _, pr := range list.Items {
+		if pr.Name == "sandboxd" && pr.State == "running" {
+			running++
+		}
+	}
+	require.Equal(t, 1, running, "the Start process is one of conch's: %s", body)
+
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	// Every answer from now on is 503 until the port closes.
+	saw503 := false
+	for {
+		resp, err := hc.Get("http://" + p.rest + "/v1/health")
+		if err != nil {
+			break // the port closed
+		}
+		resp.Body.Close()
+		require.Equal(t, 503, resp.StatusCode, "health after SIGTERM")
+		saw503 = true
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.True(t, saw503, "health answered 503 while the TERM-ignoring process was given its grace")
+	var exit *int32
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			require.ErrorIs(t, err, io.EOF)
+			break
+		}
+		if e := msg.GetExit(); e != nil {
+			c := e.GetExitCode()
+			exit = &c
+		}
+	}
+	require.NotNil(t, exit, "the stream ends with exit")
+	require.Equal(t, int32(-1), *exit, "killed")
+	select {
+	case err := <-p.done:
+		require.NoError(t, err, "conch sandboxd exits 0")
+	case <-time.After(60 * time.Second):
+		t.Fatal("conch sandboxd did not exit")
+	}
+	require.True(t, errors.Is(syscall.Kill(pid, 0), syscall.ESRCH), "the process that ignored TERM is gone")
+}
+
+func cfgOf(argv ...string) *sandboxdpb.ProcessConfig {
+	return &sandboxdpb.ProcessConfig{Command: argv}
+}

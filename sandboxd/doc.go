@@ -1,0 +1,16 @@
+// Package sandboxd serves the runtime API of kubernetes-sigs/agent-sandbox
+// (KEP-539.2, "sandboxd") over conch's engine: the gRPC ProcessService
+// (Start, Execute, WriteStdin, SendSignal, ResizeTTY, from
+// sandboxd/proto/process/v1/process.proto) and the REST filesystem and
+// runtime API (/v1/files/{path}, /v1/health, /v1/metadata).
+//
+// Every process is started through package exec, so it leads its own
+// session and process group, carries conch's tag for its tree, and writes
+// its output to a logstore.Log that the Start stream follows. Every path,
+// a file's or a process's working directory, is resolved against the root
+// with symlinks evaluated and refused when it ends outside the root.
+//
+// A Server is created with New; RegisterGRPC and Handler attach it to a
+// gRPC server and an HTTP server the caller runs, and Shutdown ends its
+// processes. The daemon `conch sandboxd` does that.
+package sandboxd

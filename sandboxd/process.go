@@ -1,0 +1,352 @@
+package sandboxd
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"math"
+	"os"
+	"strings"
+	"syscall"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/conchsh/conch/exec"
+	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/process"
+	"github.com/conchsh/conch/sandboxd/sandboxdpb"
+)
+
+// The gRPC ProcessService over package exec.
+
+// spawn starts the process cfg describes: on a terminal of pty's size when
+// pty is set, else with its stdin on a pipe when openStdin is set (else
+// /dev/null). A program that cannot be run is an error here, as it is
+// upstream, not a process that exits.
+func (s *Server) spawn(cfg *sandboxdpb.ProcessConfig, pty *sandboxdpb.PTY, openStdin bool) (*exec.Process, error) {
+	argv := cfg.GetCommand()
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, status.Error(codes.InvalidArgument, "command is required")
+	}
+	cwd := s.root
+	if c := cfg.GetCwd(); c != "" {
+		var err error
+		if cwd, err = resolve(s.root, c); err != nil {
+			return nil, pathStatus("cwd", err)
+		}
+		fi, err := os.Stat(cwd)
+		if err != nil {
+			return nil, pathStatus("cwd", err)
+		}
+		if !fi.IsDir() {
+			return nil, status.Errorf(codes.InvalidArgument, "cwd %q is not a directory", c)
+		}
+	}
+	opts := exec.Options{
+		Argv:      argv,
+		Name:      "sandboxd",
+		Cwd:       cwd,
+		Env:       cfg.GetEnvVars(),
+		StopGrace: s.opts.StopGrace,
+		KeepLogs:  logstore.KeepOnExitTTL,
+		Retention: s.opts.LogRetention,
+	}
+	switch {
+	case pty != nil:
+		opts.Kind = process.KindPTY
+		if pty.GetCols() > 0 && pty.GetRows() > 0 {
+			size, err := terminalSize(pty.GetCols(), pty.GetRows())
+			if err != nil {
+				return nil, err
+			}
+			opts.Terminal = &size // set before the child starts: it never sees 0×0
+		}
+	case openStdin:
+		opts.Stdin = process.StdinOpen
+	}
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	if closing {
+		return nil, status.Error(codes.Unavailable, "sandboxd is shutting down")
+	}
+	p, err := s.start(opts)
+	if err != nil {
+		return nil, startStatus(err)
+	}
+	if i := p.Info(); i.State == process.Terminal && i.Result.Reason == process.Failed {
+		return nil, failedStatus(i.Result.Error)
+	}
+	s.mu.Lock()
+	closing = s.closing
+	if !closing {
+		s.live[p] = struct{}{}
+	}
+	s.mu.Unlock()
+	if closing { // Shutdown listed the processes already
+		_ = p.Stop(context.Background())
+		return nil, status.Error(codes.Unavailable, "sandboxd is shutting down")
+	}
+	return p, nil
+}
+
+// settled forgets p, which has ended and been answered for.
+func (s *Server) settled(p *exec.Process) {
+	s.mu.Lock()
+	delete(s.live, p)
+	s.mu.Unlock()
+}
+
+func terminalSize(cols, rows uint32) (process.TerminalSize, error) {
+	if cols > math.MaxUint16 || rows > math.MaxUint16 {
+		return process.TerminalSize{}, status.Errorf(codes.InvalidArgument, "terminal size %dx%d is too large", cols, rows)
+	}
+	return process.TerminalSize{Cols: uint16(cols), Rows: uint16(rows)}, nil
+}
+
+// pathStatus is the status of a path that cannot be used.
+func pathStatus(what string, err error) error {
+	switch {
+	case errors.Is(err, errEscapes):
+		return status.Errorf(codes.PermissionDenied, "%s: %v", what, err)
+	case errors.Is(err, fs.ErrNotExist):
+		return status.Errorf(codes.NotFound, "%s: %v", what, err)
+	case errors.Is(err, fs.ErrPermission):
+		return status.Errorf(codes.PermissionDenied, "%s: %v", what, err)
+	}
+	return status.Errorf(codes.Internal, "%s: %v", what, err)
+}
+
+// startStatus is the status of an error of the engine's start.
+func startStatus(err error) error {
+	switch {
+	case errors.Is(err, process.ErrInvalidArgument):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, process.ErrLimit):
+		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, process.ErrUnsupported):
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	return status.Errorf(codes.Internal, "start: %v", err)
+}
+
+// failedStatus is the status of a program that could not be executed, from
+// the engine's reason: NOT_FOUND for a missing one, PERMISSION_DENIED for
+// one that may not be run.
+func failedStatus(reason string) error {
+	switch {
+	case strings.Contains(reason, "not found"), strings.Contains(reason, "no such file"):
+		return status.Errorf(codes.NotFound, "command not found: %s", reason)
+	case strings.Contains(reason, "permission denied"):
+		return status.Errorf(codes.PermissionDenied, "command cannot be run: %s", reason)
+	}
+	return status.Errorf(codes.Internal, "command cannot be run: %s", reason)
+}
+
+// exitCode is the exit code upstream reports for res: the process's exit
+// status, or -1 when a signal ended it (not the shell's 128+n). A process
+// that handled a signal and exited on its own reports its status.
+func exitCode(res *process.Result) int32 {
+	if res == nil || res.ExitCode == nil {
+		return -1
+	}
+	code := *res.ExitCode
+	if res.Reason == process.Signaled {
+		if sig, err := process.ParseSignal(res.Signal); err == nil && code == 128+int(sig) {
+			return -1
+		}
+	}
+	return int32(code)
+}
+
+// follow calls send with each stretch of p's output, at most chunk bytes,
+// until the output ends, and returns p's exit code. When ctx ends or send
+// fails first, p's tree is killed, as the end of a request ends what it
+// started upstream, and the error is returned once p has ended.
+func follow(ctx context.Context, p *exec.Process, chunk int, send func(logstore.Channel, []byte) error) (int32, error) {
+	var sendErr error
+	err := p.Log().Follow(ctx, 0, func(ev logstore.Event) bool {
+		if ev.Frame == nil {
+			return true // a Warning: output the client fell behind on was dropped
+		}
+		for b := ev.Frame.Data; len(b) > 0; {
+			n := min(len(b), chunk)
+			if sendErr = send(ev.Frame.Channel, b[:n]); sendErr != nil {
+				return false
+			}
+			b = b[n:]
+		}
+		return true
+	})
+	if err == nil {
+		err = sendErr
+	}
+	if err != nil {
+		_ = p.Kill(syscall.SIGKILL, 0, 0)
+		<-p.Done()
+		return 0, err
+	}
+	<-p.Done()
+	return exitCode(p.Info().Result), nil
+}
+
+// Start runs a command and streams its events: init with the process's id,
+// its stdout and stderr (a terminal's output is stdout) as they come, then
+// exit. The process lives as long as the stream: when the client goes away
+// its tree is killed.
+func (s *Server) Start(req *sandboxdpb.StartRequest, stream sandboxdpb.ProcessService_StartServer) error {
+	p, err := s.spawn(req.GetConfig(), req.GetPty(), true)
+	if err != nil {
+		return err
+	}
+	defer s.settled(p)
+	id := s.register(p)
+	defer s.unregister(id)
+	// Registered before init is sent: a WriteStdin or SendSignal right
+	// after init finds the process.
+	if err := stream.Send(&sandboxdpb.StartResponse{Event: &sandboxdpb.StartResponse_Init{Init: &sandboxdpb.InitEvent{ProcessId: id}}}); err != nil {
+		_ = p.Kill(syscall.SIGKILL, 0, 0)
+		<-p.Done()
+		return err
+	}
+	code, err := follow(stream.Context(), p, s.opts.StreamChunkSize, func(ch logstore.Channel, b []byte) error {
+		ev := &sandboxdpb.StartResponse{Event: &sandboxdpb.StartResponse_Stdout{Stdout: b}}
+		if ch == logstore.Stderr {
+			ev = &sandboxdpb.StartResponse{Event: &sandboxdpb.StartResponse_Stderr{Stderr: b}}
+		}
+		return stream.Send(ev)
+	})
+	if err != nil {
+		return callEnded(err)
+	}
+	return stream.Send(&sandboxdpb.StartResponse{Event: &sandboxdpb.StartResponse_Exit{Exit: &sandboxdpb.ExitEvent{ExitCode: code}}})
+}
+
+// Execute runs a command to its end, with stdin on /dev/null, and answers
+// its whole stdout, stderr and exit code.
+func (s *Server) Execute(ctx context.Context, req *sandboxdpb.ExecuteRequest) (*sandboxdpb.ExecuteResponse, error) {
+	p, err := s.spawn(req.GetConfig(), nil, false)
+	if err != nil {
+		return nil, err
+	}
+	defer s.settled(p)
+	var out, errb []byte
+	code, err := follow(ctx, p, math.MaxInt, func(ch logstore.Channel, b []byte) error {
+		if ch == logstore.Stderr {
+			errb = append(errb, b...)
+		} else {
+			out = append(out, b...)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, callEnded(err)
+	}
+	return &sandboxdpb.ExecuteResponse{ExitCode: code, Stdout: out, Stderr: errb}, nil
+}
+
+// callEnded is the status of a call whose context ended, or whose stream
+// failed, before its process did.
+func callEnded(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return status.FromContextError(err).Err()
+	}
+	return err
+}
+
+func (s *Server) register(p *exec.Process) int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		s.nextID++
+		if s.nextID <= 0 {
+			s.nextID = 1 // wrapped: ids stay positive
+		}
+		if _, taken := s.byID[s.nextID]; !taken {
+			s.byID[s.nextID] = p
+			return s.nextID
+		}
+	}
+}
+
+func (s *Server) unregister(id int32) {
+	s.mu.Lock()
+	delete(s.byID, id)
+	s.mu.Unlock()
+}
+
+// lookup returns the process of a Start stream by its id.
+func (s *Server) lookup(id int32) (*exec.Process, error) {
+	s.mu.Lock()
+	p := s.byID[id]
+	s.mu.Unlock()
+	if p == nil {
+		return nil, status.Errorf(codes.NotFound, "process %d not found", id)
+	}
+	return p, nil
+}
+
+// WriteStdin writes bytes to a process's stdin (its terminal, for a PTY), or
+// ends it: the pipe is closed, or a terminal gets its end-of-file character.
+func (s *Server) WriteStdin(ctx context.Context, req *sandboxdpb.WriteStdinRequest) (*sandboxdpb.WriteStdinResponse, error) {
+	p, err := s.lookup(req.GetProcessId())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetEof() != nil {
+		err = p.CloseStdin()
+	} else if b := req.GetInput(); len(b) > 0 {
+		err = p.WriteStdin(b)
+	}
+	switch {
+	case errors.Is(err, process.ErrStdinNotOpen):
+		return nil, status.Errorf(codes.FailedPrecondition, "process %d: %v", req.GetProcessId(), err)
+	case err != nil:
+		return nil, status.Errorf(codes.Internal, "process %d: stdin: %v", req.GetProcessId(), err)
+	}
+	return &sandboxdpb.WriteStdinResponse{}, nil
+}
+
+// signals are the signals SendSignal delivers.
+var signals = map[sandboxdpb.Signal]syscall.Signal{
+	sandboxdpb.Signal_SIGNAL_SIGINT:  syscall.SIGINT,
+	sandboxdpb.Signal_SIGNAL_SIGTERM: syscall.SIGTERM,
+	sandboxdpb.Signal_SIGNAL_SIGKILL: syscall.SIGKILL,
+}
+
+// SendSignal sends a signal to a process's group and every process of its
+// tree (descendants that left the group too).
+func (s *Server) SendSignal(ctx context.Context, req *sandboxdpb.SendSignalRequest) (*sandboxdpb.SendSignalResponse, error) {
+	p, err := s.lookup(req.GetProcessId())
+	if err != nil {
+		return nil, err
+	}
+	sig, ok := signals[req.GetSignal()]
+	if !ok {
+		return nil, status.Errorf(codes.InvalidArgument, "signal %v is not SIGINT, SIGTERM or SIGKILL", req.GetSignal())
+	}
+	if err := p.Kill(sig, 0, 0); err != nil {
+		return nil, status.Errorf(codes.Internal, "process %d: signal: %v", req.GetProcessId(), err)
+	}
+	return &sandboxdpb.SendSignalResponse{}, nil
+}
+
+// ResizeTTY sets a PTY process's terminal size.
+func (s *Server) ResizeTTY(ctx context.Context, req *sandboxdpb.ResizeTTYRequest) (*sandboxdpb.ResizeTTYResponse, error) {
+	p, err := s.lookup(req.GetProcessId())
+	if err != nil {
+		return nil, err
+	}
+	size, err := terminalSize(req.GetCols(), req.GetRows())
+	if err != nil {
+		return nil, err
+	}
+	switch err := p.Resize(size); {
+	case errors.Is(err, process.ErrInvalidArgument):
+		return nil, status.Errorf(codes.InvalidArgument, "process %d: %v", req.GetProcessId(), err)
+	case err != nil:
+		return nil, status.Errorf(codes.FailedPrecondition, "process %d: resize: %v", req.GetProcessId(), err)
+	}
+	return &sandboxdpb.ResizeTTYResponse{}, nil
+}

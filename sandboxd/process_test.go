@@ -1,0 +1,427 @@
+package sandboxd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/conchsh/conch/sandboxd/sandboxdpb"
+)
+
+// started is what a Start stream said, in order.
+type started struct {
+	id             int32
+	stdout, stderr bytes.Buffer
+	exit           *int32
+	order          []string // "init", "stdout", "stderr", "exit"
+}
+
+// drain reads a Start stream to its end and requires init first and exit
+// last, each once.
+func drain(t *testing.T, stream sandboxdpb.ProcessService_StartClient) *started {
+	t.Helper()
+	r := &started{}
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		switch ev := msg.GetEvent().(type) {
+		case *sandboxdpb.StartResponse_Init:
+			r.id = ev.Init.GetProcessId()
+			r.order = append(r.order, "init")
+		case *sandboxdpb.StartResponse_Stdout:
+			r.stdout.Write(ev.Stdout)
+			r.order = append(r.order, "stdout")
+		case *sandboxdpb.StartResponse_Stderr:
+			r.stderr.Write(ev.Stderr)
+			r.order = append(r.order, "stderr")
+		case *sandboxdpb.StartResponse_Exit:
+			c := ev.Exit.GetExitCode()
+			r.exit = &c
+			r.order = append(r.order, "exit")
+		}
+	}
+	require.NotEmpty(t, r.order)
+	require.Equal(t, "init", r.order[0], "init comes first")
+	require.Equal(t, "exit", r.order[len(r.order)-1], "exit comes last")
+	require.NotContains(t, r.order[1:len(r.order)-1], "init")
+	require.NotContains(t, r.order[1:len(r.order)-1], "exit")
+	return r
+}
+
+// initOf reads a Start stream's first event, which must be init.
+func initOf(t *testing.T, stream sandboxdpb.ProcessService_StartClient) int32 {
+	t.Helper()
+	msg, err := stream.Recv()
+	require.NoError(t, err)
+	require.NotNil(t, msg.GetInit(), "the first event is init")
+	return msg.GetInit().GetProcessId()
+}
+
+func cfg(argv ...string) *sandboxdpb.ProcessConfig {
+	return &sandboxdpb.ProcessConfig{Command: argv}
+}
+
+func TestExecuteEcho(t *testing.T) {
+	d := serve(t, Options{})
+	resp, err := d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: cfg("echo", "hello")})
+	require.NoError(t, err)
+	require.Equal(t, int32(0), resp.GetExitCode())
+	require.Equal(t, "hello\n", string(resp.GetStdout()))
+	require.Empty(t, resp.GetStderr())
+}
+
+func TestExecuteExitCodeAndStderr(t *testing.T) {
+	d := serve(t, Options{})
+	resp, err := d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: cfg("sh", "-c", "echo oops >&2; exit 3")})
+	require.NoError(t, err)
+	require.Equal(t, int32(3), resp.GetExitCode())
+	require.Equal(t, "oops\n", string(resp.GetStderr()))
+}
+
+func TestExecuteStdinIsEmpty(t *testing.T) {
+	d := serve(t, Options{})
+	resp, err := d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: cfg("cat")})
+	require.NoError(t, err, "cat reads end-of-file at once")
+	require.Equal(t, int32(0), resp.GetExitCode())
+}
+
+func TestExecuteLargeOutputWhole(t *testing.T) {
+	d := serve(t, Options{})
+	resp, err := d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: cfg("head", "-c", "3000000", "/dev/zero")})
+	require.NoError(t, err)
+	require.Len(t, resp.GetStdout(), 3000000)
+}
+
+func TestExecuteEnvAndCwd(t *testing.T) {
+	d := serve(t, Options{})
+	require.NoError(t, os.Mkdir(filepath.Join(d.root, "sub"), 0o755))
+	cwd := "sub"
+	resp, err := d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: &sandboxdpb.ProcessConfig{
+		Command: []string{"sh", "-c", `echo "$SANDBOX_TEST_VAR"; pwd`},
+		EnvVars: map[string]string{"SANDBOX_TEST_VAR": "sentinel"},
+		Cwd:     &cwd,
+	}})
+	require.NoError(t, err)
+	require.Equal(t, "sentinel\n"+filepath.Join(d.root, "sub")+"\n", string(resp.GetStdout()))
+
+	resp, err = d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: cfg("pwd")})
+	require.NoError(t, err)
+	require.Equal(t, d.root+"\n", string(resp.GetStdout()), "the root is the default cwd")
+}
+
+func TestExecuteRefusals(t *testing.T) {
+	d := serve(t, Options{})
+	outside := t.TempDir()
+	require.NoError(t, os.Symlink(outside, filepath.Join(d.root, "out")))
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "file"), nil, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "noexec"), []byte("#!/bin/sh\n"), 0o644))
+	str := func(s string) *string { return &s }
+	for _, c := range []struct {
+		name string
+		cfg  *sandboxdpb.ProcessConfig
+		code codes.Code
+	}{
+		{"no config", nil, codes.InvalidArgument},
+		{"no command", &sandboxdpb.ProcessConfig{}, codes.InvalidArgument},
+		{"empty program", cfg(""), codes.InvalidArgument},
+		{"cwd climbs out", &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: str("../..")}, codes.PermissionDenied},
+		{"cwd through a link out", &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: str("out")}, codes.PermissionDenied},
+		{"cwd missing", &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: str("nope")}, codes.NotFound},
+		{"cwd a file", &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: str("file")}, codes.InvalidArgument},
+		{"program missing", cfg("definitely-not-a-program-here"), codes.NotFound},
+		{"program not executable", cfg("./noexec"), codes.PermissionDenied},
+		{"env name with =", &sandboxdpb.ProcessConfig{Command: []string{"true"}, EnvVars: map[string]string{"A=B": "c"}}, codes.InvalidArgument},
+	} {
+		_, err := d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: c.cfg})
+		require.Equal(t, c.code, status.Code(err), "Execute: %s: %v", c.name, err)
+		stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: c.cfg})
+		require.NoError(t, err)
+		_, err = stream.Recv()
+		require.Equal(t, c.code, status.Code(err), "Start: %s: %v", c.name, err)
+	}
+}
+
+func TestStartStreamsInOrder(t *testing.T) {
+	d := serve(t, Options{})
+	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("sh", "-c", "echo out; echo err >&2; exit 7")})
+	require.NoError(t, err)
+	r := drain(t, stream)
+	require.Positive(t, r.id)
+	require.Equal(t, "out\n", r.stdout.String())
+	require.Equal(t, "err\n", r.stderr.String())
+	require.Equal(t, int32(7), *r.exit)
+}
+
+func TestStartChunks(t *testing.T) {
+	d := serve(t, Options{StreamChunkSize: 1000})
+	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("head", "-c", "100000", "/dev/zero")})
+	require.NoError(t, err)
+	var n int
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		if b := msg.GetStdout(); b != nil {
+			require.LessOrEqual(t, len(b), 1000)
+			n += len(b)
+		}
+	}
+	require.Equal(t, 100000, n)
+}
+
+func TestWriteStdinAndEOF(t *testing.T) {
+	d := serve(t, Options{})
+	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("cat")})
+	require.NoError(t, err)
+	id := initOf(t, stream)
+	_, err = d.grpc.WriteStdin(ctx(t), &sandboxdpb.WriteStdinRequest{ProcessId: id, Payload: &sandboxdpb.WriteStdinRequest_Input{Input: []byte("piped-through")}})
+	require.NoError(t, err)
+	_, err = d.grpc.WriteStdin(ctx(t), &sandboxdpb.WriteStdinRequest{ProcessId: id, Payload: &sandboxdpb.WriteStdinRequest_Eof{Eof: &emptypb.Empty{}}})
+	require.NoError(t, err)
+	var out bytes.Buffer
+	var exit *int32
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		out.Write(msg.GetStdout())
+		if e := msg.GetExit(); e != nil {
+			c := e.GetExitCode()
+			exit = &c
+		}
+	}
+	require.Equal(t, "piped-through", out.String())
+	require.Equal(t, int32(0), *exit)
+
+	_, err = d.grpc.WriteStdin(ctx(t), &sandboxdpb.WriteStdinRequest{ProcessId: id, Payload: &sandboxdpb.WriteStdinRequest_Input{Input: []byte("x")}})
+	require.Equal(t, codes.NotFound, status.Code(err), "a process whose stream ended is gone")
+}
+
+func TestUnknownProcess(t *testing.T) {
+	d := serve(t, Options{})
+	_, err := d.grpc.WriteStdin(ctx(t), &sandboxdpb.WriteStdinRequest{ProcessId: 424242, Payload: &sandboxdpb.WriteStdinRequest_Input{Input: []byte("x")}})
+	require.Equal(t, codes.NotFound, status.Code(err))
+	_, err = d.grpc.SendSignal(ctx(t), &sandboxdpb.SendSignalRequest{ProcessId: 424242, Signal: sandboxdpb.Signal_SIGNAL_SIGTERM})
+	require.Equal(t, codes.NotFound, status.Code(err))
+	_, err = d.grpc.ResizeTTY(ctx(t), &sandboxdpb.ResizeTTYRequest{ProcessId: 424242, Cols: 80, Rows: 24})
+	require.Equal(t, codes.NotFound, status.Code(err))
+}
+
+func TestSendSignal(t *testing.T) {
+	d := serve(t, Options{})
+	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("sleep", "60")})
+	require.NoError(t, err)
+	id := initOf(t, stream)
+	_, err = d.grpc.SendSignal(ctx(t), &sandboxdpb.SendSignalRequest{ProcessId: id})
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "an unspecified signal")
+	_, err = d.grpc.SendSignal(ctx(t), &sandboxdpb.SendSignalRequest{ProcessId: id, Signal: sandboxdpb.Signal(1)})
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "a signal the API does not name")
+	_, err = d.grpc.SendSignal(ctx(t), &sandboxdpb.SendSignalRequest{ProcessId: id, Signal: sandboxdpb.Signal_SIGNAL_SIGTERM})
+	require.NoError(t, err)
+	for {
+		msg, err := stream.Recv()
+		require.NoError(t, err)
+		if e := msg.GetExit(); e != nil {
+			require.Equal(t, int32(-1), e.GetExitCode(), "a process a signal ended exits -1, as upstream reports it")
+			break
+		}
+	}
+}
+
+// TestSendSignalReachesTheGroup signals a shell whose child runs in the
+// background: the child, in the shell's group, ends too.
+func TestSendSignalReachesTheGroup(t *testing.T) {
+	d := serve(t, Options{})
+	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("sh", "-c", "sleep 60 & echo $!; wait")})
+	require.NoError(t, err)
+	id := initOf(t, stream)
+	msg, err := stream.Recv()
+	require.NoError(t, err)
+	child, err := strconv.Atoi(strings.TrimSpace(string(msg.GetStdout())))
+	require.NoError(t, err)
+	_, err = d.grpc.SendSignal(ctx(t), &sandboxdpb.SendSignalRequest{ProcessId: id, Signal: sandboxdpb.Signal_SIGNAL_SIGKILL})
+	require.NoError(t, err)
+	for {
+		if _, err := stream.Recv(); err != nil {
+			require.ErrorIs(t, err, io.EOF)
+			break
+		}
+	}
+	require.Eventually(t, func() bool { return syscall.Kill(child, 0) != nil }, 20*time.Second, 20*time.Millisecond,
+		"the background child %d got the signal too", child)
+}
+
+func TestExitCodeOfAHandledSignal(t *testing.T) {
+	d := serve(t, Options{})
+	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("sh", "-c", "trap 'exit 5' TERM; echo ready; while :; do sleep 0.05; done")})
+	require.NoError(t, err)
+	id := initOf(t, stream)
+	msg, err := stream.Recv()
+	require.NoError(t, err)
+	require.Equal(t, "ready\n", string(msg.GetStdout()))
+	_, err = d.grpc.SendSignal(ctx(t), &sandboxdpb.SendSignalRequest{ProcessId: id, Signal: sandboxdpb.Signal_SIGNAL_SIGTERM})
+	require.NoError(t, err)
+	r := drainRest(t, stream)
+	require.Equal(t, int32(5), *r.exit, "a process that handles the signal and exits reports its own status")
+}
+
+// drainRest is drain for a stream whose init was read already.
+func drainRest(t *testing.T, stream sandboxdpb.ProcessService_StartClient) *started {
+	t.Helper()
+	r := &started{}
+	for {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		r.stdout.Write(msg.GetStdout())
+		r.stderr.Write(msg.GetStderr())
+		if e := msg.GetExit(); e != nil {
+			c := e.GetExitCode()
+			r.exit = &c
+		}
+	}
+	require.NotNil(t, r.exit, "the stream ends with exit")
+	return r
+}
+
+func TestResizeWithoutPTY(t *testing.T) {
+	d := serve(t, Options{})
+	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("sleep", "60")})
+	require.NoError(t, err)
+	id := initOf(t, stream)
+	_, err = d.grpc.ResizeTTY(ctx(t), &sandboxdpb.ResizeTTYRequest{ProcessId: id, Cols: 80, Rows: 24})
+	require.Equal(t, codes.FailedPrecondition, status.Code(err))
+	_, err = d.grpc.SendSignal(ctx(t), &sandboxdpb.SendSignalRequest{ProcessId: id, Signal: sandboxdpb.Signal_SIGNAL_SIGKILL})
+	require.NoError(t, err)
+	require.Equal(t, int32(-1), *drainRest(t, stream).exit)
+}
+
+// TestPTYSizeBeforeStart runs stty size on a PTY many times: the size is
+// set before the child starts, so it never reads 0 0.
+func TestPTYSizeBeforeStart(t *testing.T) {
+	d := serve(t, Options{})
+	for range 10 {
+		stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{
+			Config: cfg("sh", "-c", "stty size; tty"),
+			Pty:    &sandboxdpb.PTY{Cols: 100, Rows: 30},
+		})
+		require.NoError(t, err)
+		r := drain(t, stream)
+		require.Equal(t, int32(0), *r.exit)
+		require.True(t, strings.HasPrefix(r.stdout.String(), "30 100\r\n/dev/pts/"), "%q", r.stdout.String())
+		require.Empty(t, r.stderr.String(), "a terminal's output is stdout")
+	}
+}
+
+func TestPTYResizeAndInput(t *testing.T) {
+	d := serve(t, Options{})
+	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{
+		Config: cfg("sh", "-c", "stty -echo; echo ready; read line; stty size; echo \"got $line\""),
+		Pty:    &sandboxdpb.PTY{Cols: 80, Rows: 24},
+	})
+	require.NoError(t, err)
+	id := initOf(t, stream)
+	var out bytes.Buffer
+	for !strings.Contains(out.String(), "ready") {
+		msg, err := stream.Recv()
+		require.NoError(t, err)
+		out.Write(msg.GetStdout())
+	}
+	_, err = d.grpc.ResizeTTY(ctx(t), &sandboxdpb.ResizeTTYRequest{ProcessId: id, Cols: 120, Rows: 40})
+	require.NoError(t, err)
+	_, err = d.grpc.ResizeTTY(ctx(t), &sandboxdpb.ResizeTTYRequest{ProcessId: id, Cols: 0, Rows: 40})
+	require.Equal(t, codes.InvalidArgument, status.Code(err))
+	_, err = d.grpc.WriteStdin(ctx(t), &sandboxdpb.WriteStdinRequest{ProcessId: id, Payload: &sandboxdpb.WriteStdinRequest_Input{Input: []byte("hi\n")}})
+	require.NoError(t, err)
+	r := drainRest(t, stream)
+	require.Contains(t, r.stdout.String(), "40 120\r\ngot hi")
+	require.Equal(t, int32(0), *r.exit)
+}
+
+func TestPTYEOF(t *testing.T) {
+	d := serve(t, Options{})
+	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("cat"), Pty: &sandboxdpb.PTY{Cols: 80, Rows: 24}})
+	require.NoError(t, err)
+	id := initOf(t, stream)
+	_, err = d.grpc.WriteStdin(ctx(t), &sandboxdpb.WriteStdinRequest{ProcessId: id, Payload: &sandboxdpb.WriteStdinRequest_Eof{Eof: &emptypb.Empty{}}})
+	require.NoError(t, err)
+	require.Equal(t, int32(0), *drainRest(t, stream).exit, "end-of-file on a terminal ends cat")
+}
+
+// TestStreamCancelKills cancels a Start stream: the process and its tree
+// are killed, as upstream ties a process to its request.
+func TestStreamCancelKills(t *testing.T) {
+	d := serve(t, Options{})
+	c, cancel := context.WithCancel(ctx(t))
+	stream, err := d.grpc.Start(c, &sandboxdpb.StartRequest{Config: cfg("sh", "-c", "echo $$; sleep 60")})
+	require.NoError(t, err)
+	initOf(t, stream)
+	msg, err := stream.Recv()
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(msg.GetStdout())))
+	require.NoError(t, err)
+	cancel()
+	require.Eventually(t, func() bool { return syscall.Kill(pid, 0) != nil }, 20*time.Second, 20*time.Millisecond)
+}
+
+// TestShutdownEndsProcesses shuts the server down under a Start of a
+// process that ignores TERM: it is killed within the grace, and its stream
+// ends with exit; new processes are refused.
+func TestShutdownEndsProcesses(t *testing.T) {
+	d := serve(t, Options{StopGrace: 200 * time.Millisecond})
+	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done")})
+	require.NoError(t, err)
+	initOf(t, stream)
+	msg, err := stream.Recv()
+	require.NoError(t, err)
+	require.Equal(t, "ready\n", string(msg.GetStdout()))
+	sctx, cancel := context.WithTimeout(ctx(t), 20*time.Second)
+	defer cancel()
+	require.NoError(t, d.srv.Shutdown(sctx))
+	require.Equal(t, int32(-1), *drainRest(t, stream).exit)
+	_, err = d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: cfg("true")})
+	require.Equal(t, codes.Unavailable, status.Code(err))
+}
+
+// TestRESTThenGRPC is upstream's round trip across both surfaces: a file
+// written over REST is read by a process, listed, and deleted.
+func TestRESTThenGRPC(t *testing.T) {
+	d := serve(t, Options{})
+	code, _, _ := d.do(t, "PUT", "/v1/files/notes/hello.txt", strings.NewReader("hello from REST"), nil)
+	require.Equal(t, 204, code)
+	resp, err := d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: cfg("cat", "notes/hello.txt")})
+	require.NoError(t, err)
+	require.Equal(t, "hello from REST", string(resp.GetStdout()))
+	resp, err = d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: cfg("sh", "-c", "echo made by a process > notes/made.txt")})
+	require.NoError(t, err)
+	require.Equal(t, int32(0), resp.GetExitCode())
+	code, _, body := d.do(t, "GET", "/v1/files/notes/made.txt", nil, nil)
+	require.Equal(t, 200, code)
+	require.Equal(t, "made by a process\n", string(body))
+	code, _, _ = d.do(t, "DELETE", "/v1/files/notes?recursive=true", nil, nil)
+	require.Equal(t, 204, code)
+	code, _, _ = d.do(t, "GET", "/v1/files/notes/hello.txt", nil, nil)
+	require.Equal(t, 404, code)
+}

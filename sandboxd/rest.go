@@ -1,0 +1,396 @@
+package sandboxd
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The REST API: files under the root, health and metadata.
+
+// Error codes of the REST API's error bodies, as upstream names them.
+const (
+	codeNotFound         = "NOT_FOUND"
+	codePermissionDenied = "PERMISSION_DENIED"
+	codeConflict         = "CONFLICT"
+	codeInvalidArgument  = "INVALID_ARGUMENT"
+	codeUnavailable      = "UNAVAILABLE"
+	codeInternal         = "INTERNAL"
+)
+
+// APIError is the body of every REST answer that is not 2xx.
+type APIError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// FileEntry is one entry of a DirectoryListing.
+type FileEntry struct {
+	Name       string `json:"name"`
+	Size       int64  `json:"size"`
+	Type       string `json:"type"`        // "file" or "directory"
+	ModifiedAt string `json:"modified_at"` // RFC 3339, UTC
+	Mode       string `json:"mode"`        // permission bits in octal: "0644"
+}
+
+// DirectoryListing is GET /v1/files/{path}'s answer for a directory.
+type DirectoryListing struct {
+	Path    string      `json:"path"`
+	Entries []FileEntry `json:"entries"`
+}
+
+// HealthResponse is GET /v1/health's answer while the daemon serves.
+type HealthResponse struct {
+	Status        string `json:"status"`
+	UptimeSeconds int64  `json:"uptime_seconds"`
+}
+
+// MetadataResponse is GET /v1/metadata's answer.
+type MetadataResponse struct {
+	Env map[string]string `json:"env"`
+}
+
+// modePattern is what PUT's mode must match: permission bits in octal,
+// without setuid, setgid or sticky bits.
+var modePattern = regexp.MustCompile(`^0[0-7]{3}$`)
+
+// defaultFileMode is the mode of a file PUT without one.
+const defaultFileMode = 0o644
+
+// Handler returns the REST API as an http.Handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+func (s *Server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	// A GET route serves HEAD too, with the body left out.
+	mux.HandleFunc("GET /v1/files/{path...}", s.getFile)
+	mux.HandleFunc("PUT /v1/files/{path...}", s.putFile)
+	mux.HandleFunc("DELETE /v1/files/{path...}", s.deleteFile)
+	mux.HandleFunc("GET /v1/health", s.health)
+	mux.HandleFunc("GET /v1/metadata", s.metadata)
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, status int, body any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body) // the client went away: nobody to tell
+}
+
+func writeError(w http.ResponseWriter, status int, code, format string, args ...any) {
+	writeJSON(w, status, APIError{Code: code, Message: fmt.Sprintf(format, args...)})
+}
+
+// fileError answers err of a file operation on the client's path p.
+func fileError(w http.ResponseWriter, p string, err error) {
+	switch {
+	case errors.Is(err, errEscapes):
+		writeError(w, http.StatusForbidden, codePermissionDenied, "path %q is outside the sandbox root", p)
+	case errors.Is(err, fs.ErrNotExist):
+		writeError(w, http.StatusNotFound, codeNotFound, "path %q does not exist in the sandbox", p)
+	case errors.Is(err, fs.ErrPermission):
+		writeError(w, http.StatusForbidden, codePermissionDenied, "permission denied: %q", p)
+	case errors.Is(err, syscall.ENOTDIR):
+		writeError(w, http.StatusBadRequest, codeInvalidArgument, "a parent of %q is not a directory", p)
+	case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EEXIST):
+		writeError(w, http.StatusConflict, codeConflict, "directory %q is not empty: pass recursive=true to remove it", p)
+	default:
+		writeError(w, http.StatusInternalServerError, codeInternal, "%s", err)
+	}
+}
+
+func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
+	p := r.PathValue("path")
+	target, err := resolve(s.root, p)
+	if err != nil {
+		fileError(w, p, err)
+		return
+	}
+	// Non-blocking: opening a FIFO a process made in the sandbox would
+	// otherwise wait for a writer.
+	f, err := os.OpenFile(target, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		fileError(w, p, err)
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		fileError(w, p, err)
+		return
+	}
+	if fi.IsDir() {
+		s.listDir(w, p, target, f)
+		return
+	}
+	if !fi.Mode().IsRegular() {
+		writeError(w, http.StatusBadRequest, codeInvalidArgument, "%q is not a regular file", p)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	// From the open file: a rename or delete after the open leaves this
+	// download whole. ServeContent streams it, and answers HEAD and ranges.
+	http.ServeContent(w, r, "", fi.ModTime(), f)
+}
+
+// listDir answers the listing of the directory dir, open as f, which the
+// client named p. A symlink is listed as what it points to, and left out
+// when that is outside the root or missing.
+func (s *Server) listDir(w http.ResponseWriter, p, dir string, f *os.File) {
+	des, err := f.ReadDir(-1)
+	if err != nil {
+		fileError(w, p, err)
+		return
+	}
+	entries := make([]FileEntry, 0, len(des))
+	for _, de := range des {
+		fi, err := de.Info()
+		if err != nil {
+			continue // gone since the read
+		}
+		if de.Type()&fs.ModeSymlink != 0 {
+			real, err := resolve(s.root, filepath.Join(strings.TrimPrefix(dir, s.root), de.Name()))
+			if err != nil {
+				continue
+			}
+			if fi, err = os.Stat(real); err != nil {
+				continue
+			}
+		}
+		typ := "file"
+		if fi.IsDir() {
+			typ = "directory"
+		}
+		entries = append(entries, FileEntry{
+			Name:       de.Name(),
+			Size:       fi.Size(),
+			Type:       typ,
+			ModifiedAt: fi.ModTime().UTC().Format(time.RFC3339),
+			Mode:       fmt.Sprintf("%04o", fi.Mode().Perm()),
+		})
+	}
+	slices.SortFunc(entries, func(a, b FileEntry) int { return strings.Compare(a.Name, b.Name) })
+	writeJSON(w, http.StatusOK, DirectoryListing{Path: "/" + strings.TrimPrefix(p, "/"), Entries: entries})
+}
+
+func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
+	p := r.PathValue("path")
+	mode := os.FileMode(defaultFileMode)
+	if m := r.URL.Query().Get("mode"); m != "" { // an empty mode is the default, as upstream has it
+		if !modePattern.MatchString(m) {
+			writeError(w, http.StatusBadRequest, codeInvalidArgument, "mode %q must match ^0[0-7]{3}$", m)
+			return
+		}
+		v, _ := strconv.ParseUint(m, 8, 32) // the pattern allows only valid octal
+		mode = os.FileMode(v)
+	}
+	target, err := resolve(s.root, p)
+	if err != nil {
+		fileError(w, p, err)
+		return
+	}
+	if target == s.root {
+		writeError(w, http.StatusBadRequest, codeInvalidArgument, "the sandbox root is a directory")
+		return
+	}
+	if fi, err := os.Stat(target); err == nil && fi.IsDir() {
+		writeError(w, http.StatusBadRequest, codeInvalidArgument, "%q is a directory", p)
+		return
+	}
+	body, err := uploaded(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, codeInvalidArgument, "%s", err)
+		return
+	}
+	if err := writeAtomic(target, body, mode); err != nil {
+		fileError(w, p, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// uploaded returns the bytes of a PUT: its body, or the part named "file"
+// of a multipart/form-data body.
+func uploaded(r *http.Request) (io.Reader, error) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "multipart/form-data" {
+		return r.Body, nil
+	}
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return nil, fmt.Errorf("multipart body: %w", err)
+	}
+	for {
+		part, err := mr.NextPart()
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New(`multipart body has no "file" part`)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("multipart body: %w", err)
+		}
+		if part.FormName() == "file" {
+			return part, nil
+		}
+	}
+}
+
+// tempPrefix names the temporary files of writes in progress.
+const tempPrefix = ".conch-sandboxd-"
+
+// writeAtomic writes src to target with mode: into a new file in target's
+// directory (created with its parents as needed), synced, then renamed
+// over target. A reader sees the old file or the new one, never a part; a
+// failed write leaves target as it was and no temporary file.
+func writeAtomic(target string, src io.Reader, mode os.FileMode) (err error) {
+	dir := filepath.Dir(target)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, tempPrefix+"*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err := f.Chmod(mode); err != nil { // exactly mode: the umask does not apply
+		return err
+	}
+	if _, err := io.Copy(f, src); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), target)
+}
+
+func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
+	p := r.PathValue("path")
+	recursive := false
+	if v := r.URL.Query().Get("recursive"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, codeInvalidArgument, "recursive %q is not a boolean", v)
+			return
+		}
+		recursive = b
+	}
+	// The entry itself is removed, a symlink rather than what it points
+	// to, as rm does: only its directory is resolved.
+	rel, err := lexical(s.root, p)
+	if err != nil {
+		fileError(w, p, err)
+		return
+	}
+	dir, err := resolve(s.root, filepath.Dir(rel))
+	if err != nil {
+		fileError(w, p, err)
+		return
+	}
+	target := dir
+	if rel != "/" {
+		target = filepath.Join(dir, filepath.Base(rel))
+	}
+	s.remove(w, p, target, recursive)
+}
+
+// remove removes target, which the client named p.
+func (s *Server) remove(w http.ResponseWriter, p, target string, recursive bool) {
+	fi, err := os.Lstat(target)
+	if err != nil {
+		fileError(w, p, err)
+		return
+	}
+	if target == s.root {
+		if !recursive {
+			writeError(w, http.StatusConflict, codeConflict, "the sandbox root is not removed: pass recursive=true to empty it")
+			return
+		}
+		// The root is often a mount point: emptied, not removed.
+		des, err := os.ReadDir(target)
+		if err != nil {
+			fileError(w, p, err)
+			return
+		}
+		for _, de := range des {
+			if err := os.RemoveAll(filepath.Join(target, de.Name())); err != nil {
+				fileError(w, p, err)
+				return
+			}
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if recursive && fi.IsDir() {
+		err = os.RemoveAll(target)
+	} else {
+		err = os.Remove(target)
+	}
+	if err != nil {
+		fileError(w, p, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	if !s.Ready() {
+		writeError(w, http.StatusServiceUnavailable, codeUnavailable, "sandboxd is shutting down")
+		return
+	}
+	writeJSON(w, http.StatusOK, HealthResponse{Status: "ok", UptimeSeconds: int64(time.Since(s.started).Seconds())})
+}
+
+func (s *Server) metadata(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, MetadataResponse{Env: s.meta})
+}
+
+// credentialMarkers are the parts of a variable name that keep it off
+// /v1/metadata even with the prefix: agent code in the sandbox can read the
+// endpoint, so what looks like a credential is never served.
+var credentialMarkers = []string{
+	"TOKEN", "SECRET", "PASSWORD", "PASSWD", "CRED", "KEY", "AUTH", "BEARER", "PRIVATE", "CERT",
+}
+
+// metadataEnv returns the variables of environ that /v1/metadata serves:
+// those named with prefix and not like a credential.
+func metadataEnv(environ []string, prefix string) map[string]string {
+	env := map[string]string{}
+	for _, kv := range environ {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, prefix) || credentialLike(name) {
+			continue
+		}
+		env[name] = value
+	}
+	return env
+}
+
+func credentialLike(name string) bool {
+	upper := strings.ToUpper(name)
+	for _, m := range credentialMarkers {
+		if strings.Contains(upper, m) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,440 @@
+package sandboxd
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// apiError decodes an error body and requires code and message.
+func apiError(t *testing.T, body []byte) APIError {
+	t.Helper()
+	var e APIError
+	require.NoError(t, json.Unmarshal(body, &e), "body %s", body)
+	require.NotEmpty(t, e.Code)
+	require.NotEmpty(t, e.Message)
+	return e
+}
+
+func TestFilesPutGetRoundTrip(t *testing.T) {
+	d := serve(t, Options{})
+	code, _, _ := d.do(t, "PUT", "/v1/files/hello.txt", strings.NewReader("payload"), nil)
+	require.Equal(t, http.StatusNoContent, code)
+	onDisk, err := os.ReadFile(filepath.Join(d.root, "hello.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "payload", string(onDisk))
+
+	code, h, body := d.do(t, "GET", "/v1/files/hello.txt", nil, nil)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "application/octet-stream", h.Get("Content-Type"))
+	require.Equal(t, "payload", string(body))
+}
+
+func TestFilesPutCreatesParents(t *testing.T) {
+	d := serve(t, Options{})
+	code, _, _ := d.do(t, "PUT", "/v1/files/a/b/c/deep.txt", strings.NewReader("x"), nil)
+	require.Equal(t, http.StatusNoContent, code)
+	require.FileExists(t, filepath.Join(d.root, "a", "b", "c", "deep.txt"))
+}
+
+func TestFilesPutMode(t *testing.T) {
+	d := serve(t, Options{})
+	code, _, _ := d.do(t, "PUT", "/v1/files/run.sh?mode=0755", strings.NewReader("#!/bin/sh\n"), nil)
+	require.Equal(t, http.StatusNoContent, code)
+	fi, err := os.Stat(filepath.Join(d.root, "run.sh"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o755), fi.Mode().Perm())
+
+	code, _, _ = d.do(t, "PUT", "/v1/files/plain.txt", strings.NewReader("x"), nil)
+	require.Equal(t, http.StatusNoContent, code)
+	fi, err = os.Stat(filepath.Join(d.root, "plain.txt"))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o644), fi.Mode().Perm(), "the default mode")
+
+	for _, mode := range []string{"0999", "777", "abcd", "01777", "4755", "0o644", "0644%0A"} {
+		code, _, body := d.do(t, "PUT", "/v1/files/f.txt?mode="+mode, strings.NewReader("x"), nil)
+		require.Equal(t, http.StatusBadRequest, code, "mode %q", mode)
+		require.Equal(t, "INVALID_ARGUMENT", apiError(t, body).Code)
+	}
+	require.NoFileExists(t, filepath.Join(d.root, "f.txt"), "a refused write writes nothing")
+}
+
+func TestFilesPutReplacesWholeAndLeavesNoTemporary(t *testing.T) {
+	d := serve(t, Options{})
+	for _, content := range []string{"old", "new"} {
+		code, _, _ := d.do(t, "PUT", "/v1/files/f.txt", strings.NewReader(content), nil)
+		require.Equal(t, http.StatusNoContent, code)
+	}
+	onDisk, err := os.ReadFile(filepath.Join(d.root, "f.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "new", string(onDisk))
+	entries, err := os.ReadDir(d.root)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "no temporary file is left")
+}
+
+// TestFilesPutIsAtomic reads a file while it is rewritten again and again
+// with contents of another length: every read sees one whole version.
+func TestFilesPutIsAtomic(t *testing.T) {
+	d := serve(t, Options{})
+	versions := []string{strings.Repeat("a", 1<<20), strings.Repeat("b", 3<<20)}
+	code, _, _ := d.do(t, "PUT", "/v1/files/big", strings.NewReader(versions[0]), nil)
+	require.Equal(t, http.StatusNoContent, code)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := range 10 {
+			code, _, _ := d.do(t, "PUT", "/v1/files/big", strings.NewReader(versions[(i+1)%2]), nil)
+			assert.Equal(t, http.StatusNoContent, code)
+		}
+	})
+	for range 10 {
+		b, err := os.ReadFile(filepath.Join(d.root, "big"))
+		require.NoError(t, err)
+		require.Contains(t, versions, string(b), "a read saw a partial file of %d bytes", len(b))
+	}
+	wg.Wait()
+}
+
+func TestFilesPutMultipart(t *testing.T) {
+	d := serve(t, Options{})
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	require.NoError(t, mw.WriteField("other", "ignored"))
+	part, err := mw.CreateFormFile("file", "upload.bin")
+	require.NoError(t, err)
+	_, err = part.Write([]byte("multipart-payload"))
+	require.NoError(t, err)
+	require.NoError(t, mw.Close())
+	code, _, _ := d.do(t, "PUT", "/v1/files/upload.bin", &buf, http.Header{"Content-Type": {mw.FormDataContentType()}})
+	require.Equal(t, http.StatusNoContent, code)
+	onDisk, err := os.ReadFile(filepath.Join(d.root, "upload.bin"))
+	require.NoError(t, err)
+	require.Equal(t, "multipart-payload", string(onDisk))
+
+	buf.Reset()
+	mw = multipart.NewWriter(&buf)
+	require.NoError(t, mw.WriteField("notfile", "x"))
+	require.NoError(t, mw.Close())
+	code, _, body := d.do(t, "PUT", "/v1/files/f.txt", &buf, http.Header{"Content-Type": {mw.FormDataContentType()}})
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Equal(t, "INVALID_ARGUMENT", apiError(t, body).Code)
+	require.NoFileExists(t, filepath.Join(d.root, "f.txt"))
+}
+
+func TestFilesPutOntoDirectory(t *testing.T) {
+	d := serve(t, Options{})
+	require.NoError(t, os.Mkdir(filepath.Join(d.root, "d"), 0o755))
+	code, _, body := d.do(t, "PUT", "/v1/files/d", strings.NewReader("x"), nil)
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Equal(t, "INVALID_ARGUMENT", apiError(t, body).Code)
+	require.DirExists(t, filepath.Join(d.root, "d"))
+}
+
+func TestFilesEncodedSlashes(t *testing.T) {
+	d := serve(t, Options{})
+	code, _, _ := d.do(t, "PUT", "/v1/files/dir%2Fsub%2Ffile.txt", strings.NewReader("x"), nil)
+	require.Equal(t, http.StatusNoContent, code)
+	require.FileExists(t, filepath.Join(d.root, "dir", "sub", "file.txt"))
+}
+
+func TestFilesListing(t *testing.T) {
+	d := serve(t, Options{})
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "b.txt"), []byte("bb"), 0o600))
+	require.NoError(t, os.Chmod(filepath.Join(d.root, "b.txt"), 0o600))
+	require.NoError(t, os.Mkdir(filepath.Join(d.root, "adir"), 0o755))
+	require.NoError(t, os.Symlink("b.txt", filepath.Join(d.root, "c-link")))
+
+	code, h, body := d.do(t, "GET", "/v1/files/", nil, nil)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "application/json", h.Get("Content-Type"))
+	var l DirectoryListing
+	require.NoError(t, json.Unmarshal(body, &l))
+	require.Equal(t, "/", l.Path)
+	require.Len(t, l.Entries, 3)
+	require.Equal(t, "adir", l.Entries[0].Name)
+	require.Equal(t, "directory", l.Entries[0].Type)
+	require.Equal(t, FileEntry{Name: "b.txt", Size: 2, Type: "file", ModifiedAt: l.Entries[1].ModifiedAt, Mode: "0600"}, l.Entries[1])
+	require.Equal(t, "c-link", l.Entries[2].Name, "a link inside the root is listed as what it points to")
+	require.Equal(t, int64(2), l.Entries[2].Size)
+	_, err := time.Parse(time.RFC3339, l.Entries[1].ModifiedAt)
+	require.NoError(t, err)
+
+	code, _, body = d.do(t, "GET", "/v1/files/adir", nil, nil)
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, string(body), `"entries":[]`, "an empty directory has entries [], not null")
+	require.Contains(t, string(body), `"path":"/adir"`)
+}
+
+func TestFilesListingLeavesOutEscapingLinks(t *testing.T) {
+	d := serve(t, Options{})
+	outside := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "secret.txt"), []byte("secret"), 0o644))
+	require.NoError(t, os.Symlink(outside, filepath.Join(d.root, "escaping")))
+	require.NoError(t, os.Symlink("missing", filepath.Join(d.root, "dangling")))
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "normal.txt"), []byte("n"), 0o644))
+	code, _, body := d.do(t, "GET", "/v1/files/", nil, nil)
+	require.Equal(t, http.StatusOK, code)
+	var l DirectoryListing
+	require.NoError(t, json.Unmarshal(body, &l))
+	require.Len(t, l.Entries, 1, "%s", body)
+	require.Equal(t, "normal.txt", l.Entries[0].Name)
+}
+
+func TestFilesMissing(t *testing.T) {
+	d := serve(t, Options{})
+	code, _, body := d.do(t, "GET", "/v1/files/nope.txt", nil, nil)
+	require.Equal(t, http.StatusNotFound, code)
+	require.Equal(t, "NOT_FOUND", apiError(t, body).Code)
+}
+
+func TestFilesHead(t *testing.T) {
+	d := serve(t, Options{})
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "f.txt"), []byte("12345"), 0o644))
+	code, h, body := d.do(t, "HEAD", "/v1/files/f.txt", nil, nil)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "5", h.Get("Content-Length"))
+	require.Empty(t, body)
+	code, _, _ = d.do(t, "HEAD", "/v1/files/absent.txt", nil, nil)
+	require.Equal(t, http.StatusNotFound, code)
+}
+
+func TestFilesTraversalRefused(t *testing.T) {
+	d := serve(t, Options{})
+	outside := filepath.Dir(d.root)
+	for _, method := range []string{"GET", "PUT", "DELETE", "HEAD"} {
+		for _, p := range []string{"%2E%2E/%2E%2E/etc/passwd", "a/%2E%2E/%2E%2E/x", "%2E%2E"} {
+			code, _, body := d.do(t, method, "/v1/files/"+p, strings.NewReader("x"), nil)
+			require.Equal(t, http.StatusForbidden, code, "%s %s", method, p)
+			if method != "HEAD" {
+				require.Equal(t, "PERMISSION_DENIED", apiError(t, body).Code)
+			}
+		}
+	}
+	require.NoFileExists(t, filepath.Join(outside, "x"))
+}
+
+func TestFilesSymlinkEscapeRefused(t *testing.T) {
+	d := serve(t, Options{})
+	outside := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o644))
+	require.NoError(t, os.Symlink(outside, filepath.Join(d.root, "link")))
+	require.NoError(t, os.Symlink(filepath.Join(outside, "new-dir"), filepath.Join(d.root, "dangling")))
+	require.NoError(t, os.Symlink("../"+filepath.Base(outside)+"/secret", filepath.Join(d.root, "rel")))
+
+	code, _, _ := d.do(t, "GET", "/v1/files/link/secret", nil, nil)
+	require.Equal(t, http.StatusForbidden, code)
+	code, _, _ = d.do(t, "GET", "/v1/files/rel", nil, nil)
+	require.Equal(t, http.StatusForbidden, code)
+	code, _, _ = d.do(t, "PUT", "/v1/files/link/planted", strings.NewReader("x"), nil)
+	require.Equal(t, http.StatusForbidden, code)
+	code, _, _ = d.do(t, "PUT", "/v1/files/dangling/sub/planted", strings.NewReader("x"), nil)
+	require.Equal(t, http.StatusForbidden, code, "a dangling link is followed too: a write through it would create its target")
+	code, _, _ = d.do(t, "DELETE", "/v1/files/link/secret", nil, nil)
+	require.Equal(t, http.StatusForbidden, code)
+	require.NoFileExists(t, filepath.Join(outside, "planted"))
+	require.NoDirExists(t, filepath.Join(outside, "new-dir"))
+	require.FileExists(t, filepath.Join(outside, "secret"))
+
+	// The root's own absolute path names the root.
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "in.txt"), []byte("in"), 0o644))
+	code, _, body := d.do(t, "GET", "/v1/files/"+strings.ReplaceAll(d.root+"/in.txt", "/", "%2F"), nil, nil)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "in", string(body))
+}
+
+func TestFilesDelete(t *testing.T) {
+	d := serve(t, Options{})
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "f.txt"), []byte("x"), 0o644))
+	code, _, _ := d.do(t, "DELETE", "/v1/files/f.txt", nil, nil)
+	require.Equal(t, http.StatusNoContent, code)
+	code, _, body := d.do(t, "DELETE", "/v1/files/f.txt", nil, nil)
+	require.Equal(t, http.StatusNotFound, code)
+	require.Equal(t, "NOT_FOUND", apiError(t, body).Code)
+
+	require.NoError(t, os.MkdirAll(filepath.Join(d.root, "d", "e"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "d", "e", "f.txt"), []byte("x"), 0o644))
+	code, _, body = d.do(t, "DELETE", "/v1/files/d", nil, nil)
+	require.Equal(t, http.StatusConflict, code)
+	require.Equal(t, "CONFLICT", apiError(t, body).Code)
+	code, _, body = d.do(t, "DELETE", "/v1/files/d?recursive=banana", nil, nil)
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Equal(t, "INVALID_ARGUMENT", apiError(t, body).Code)
+	code, _, _ = d.do(t, "DELETE", "/v1/files/d?recursive=true", nil, nil)
+	require.Equal(t, http.StatusNoContent, code)
+	require.NoDirExists(t, filepath.Join(d.root, "d"))
+}
+
+func TestFilesDeleteLinkRemovesTheLink(t *testing.T) {
+	d := serve(t, Options{})
+	require.NoError(t, os.Mkdir(filepath.Join(d.root, "target"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "target", "keep"), []byte("k"), 0o644))
+	require.NoError(t, os.Symlink("target", filepath.Join(d.root, "link")))
+	code, _, _ := d.do(t, "DELETE", "/v1/files/link?recursive=true", nil, nil)
+	require.Equal(t, http.StatusNoContent, code)
+	require.NoFileExists(t, filepath.Join(d.root, "link"))
+	require.FileExists(t, filepath.Join(d.root, "target", "keep"), "what the link pointed to stays, as with rm")
+}
+
+func TestFilesDeleteRootEmptiesIt(t *testing.T) {
+	d := serve(t, Options{})
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "f.txt"), []byte("x"), 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(d.root, "d"), 0o755))
+	code, _, body := d.do(t, "DELETE", "/v1/files/", nil, nil)
+	require.Equal(t, http.StatusConflict, code)
+	require.Equal(t, "CONFLICT", apiError(t, body).Code)
+	code, _, _ = d.do(t, "DELETE", "/v1/files/?recursive=true", nil, nil)
+	require.Equal(t, http.StatusNoContent, code)
+	entries, err := os.ReadDir(d.root)
+	require.NoError(t, err)
+	require.Empty(t, entries)
+	require.DirExists(t, d.root)
+}
+
+// notReady is a Readiness that says no.
+type notReady struct{}
+
+func (notReady) Ready() bool { return false }
+
+func TestHealth(t *testing.T) {
+	d := serve(t, Options{})
+	code, _, body := d.do(t, "GET", "/v1/health", nil, nil)
+	require.Equal(t, http.StatusOK, code)
+	var h HealthResponse
+	require.NoError(t, json.Unmarshal(body, &h))
+	require.Equal(t, "ok", h.Status)
+	require.GreaterOrEqual(t, h.UptimeSeconds, int64(0))
+
+	require.NoError(t, d.srv.Shutdown(ctx(t)))
+	code, _, body = d.do(t, "GET", "/v1/health", nil, nil)
+	require.Equal(t, http.StatusServiceUnavailable, code, "from the start of shutdown")
+	require.Equal(t, "UNAVAILABLE", apiError(t, body).Code)
+
+	d = serve(t, Options{Readiness: notReady{}})
+	code, _, _ = d.do(t, "GET", "/v1/health", nil, nil)
+	require.Equal(t, http.StatusServiceUnavailable, code, "the embedding daemon's readiness counts")
+}
+
+func TestMetadata(t *testing.T) {
+	d := serve(t, Options{Environ: []string{
+		"SANDBOX_ID=sbx-123",
+		"SANDBOX_WORKSPACE=/workspace",
+		"SANDBOX_API_TOKEN=secret",
+		"SANDBOX_SSH_KEY=secret",
+		"SANDBOX_AUTH_HEADER=secret",
+		"SANDBOX_BEARER=secret",
+		"SANDBOX_DB_CREDENTIAL=secret",
+		"SANDBOX_PASSWORD=secret",
+		"SANDBOX_PASSWD=secret",
+		"SANDBOX_TLS_CERT=secret",
+		"SANDBOX_PRIVATE_URL=secret",
+		"SANDBOX_client_secret=secret",
+		"KUBERNETES_SERVICE_HOST=10.0.0.1",
+		"MALFORMED",
+	}})
+	code, _, body := d.do(t, "GET", "/v1/metadata", nil, nil)
+	require.Equal(t, http.StatusOK, code)
+	var m MetadataResponse
+	require.NoError(t, json.Unmarshal(body, &m))
+	require.Equal(t, map[string]string{"SANDBOX_ID": "sbx-123", "SANDBOX_WORKSPACE": "/workspace"}, m.Env)
+
+	d = serve(t, Options{Environ: []string{"SANDBOX_ID=1", "POD_NAME=p"}, MetadataPrefix: "POD_"})
+	_, _, body = d.do(t, "GET", "/v1/metadata", nil, nil)
+	require.JSONEq(t, `{"env":{"POD_NAME":"p"}}`, string(body))
+}
+
+// TestFilesSpecial reads a FIFO a process made: refused at once, not a
+// request that waits for a writer.
+func TestFilesSpecial(t *testing.T) {
+	d := serve(t, Options{})
+	require.NoError(t, syscall.Mkfifo(filepath.Join(d.root, "fifo"), 0o644))
+	code, _, body := d.do(t, "GET", "/v1/files/fifo", nil, nil)
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Equal(t, "INVALID_ARGUMENT", apiError(t, body).Code)
+}
+
+// TestFilesDownloadOutlivesDelete deletes a file while its download is
+// read: the download still gets every byte.
+func TestFilesDownloadOutlivesDelete(t *testing.T) {
+	d := serve(t, Options{})
+	content := strings.Repeat("0123456789", 1<<20) // 10 MiB: more than the connection buffers
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "big"), []byte(content), 0o644))
+	req, err := http.NewRequestWithContext(ctx(t), "GET", d.rest+"/v1/files/big", nil)
+	require.NoError(t, err)
+	resp, err := d.http.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	first := make([]byte, 1000)
+	_, err = io.ReadFull(resp.Body, first)
+	require.NoError(t, err)
+	code, _, _ := d.do(t, "DELETE", "/v1/files/big", nil, nil)
+	require.Equal(t, http.StatusNoContent, code)
+	rest, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, content, string(first)+string(rest))
+}
+
+// TestFilesFailedUploadLeavesNothing cuts an upload off midway: the file
+// keeps its old content and no temporary file is left.
+func TestFilesFailedUploadLeavesNothing(t *testing.T) {
+	d := serve(t, Options{})
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "f"), []byte("old"), 0o644))
+	pr, pw := io.Pipe()
+	req, err := http.NewRequestWithContext(ctx(t), "PUT", d.rest+"/v1/files/f", pr)
+	require.NoError(t, err)
+	req.ContentLength = 1 << 20
+	done := make(chan error, 1)
+	go func() {
+		resp, err := d.http.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	_, err = pw.Write([]byte(strings.Repeat("x", 1000)))
+	require.NoError(t, err)
+	// Once the daemon has the temporary file, cut the upload off.
+	require.Eventually(t, func() bool { return len(temporaries(t, d.root)) == 1 }, 20*time.Second, 5*time.Millisecond)
+	pw.CloseWithError(errors.New("cut off"))
+	require.Error(t, <-done)
+	require.Eventually(t, func() bool { return len(temporaries(t, d.root)) == 0 }, 20*time.Second, 5*time.Millisecond,
+		"the temporary file of the failed upload is removed")
+	b, err := os.ReadFile(filepath.Join(d.root, "f"))
+	require.NoError(t, err)
+	require.Equal(t, "old", string(b))
+}
+
+func temporaries(t *testing.T, dir string) []string {
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var out []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), tempPrefix) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+func TestNewRefusesBadRoot(t *testing.T) {
+	_, err := New(Options{})
+	require.Error(t, err, "an empty root would confine nothing")
+	_, err = New(Options{Root: filepath.Join(t.TempDir(), "missing")})
+	require.Error(t, err)
+	f := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(f, nil, 0o644))
+	_, err = New(Options{Root: f})
+	require.Error(t, err)
+}

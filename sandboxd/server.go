@@ -1,0 +1,172 @@
+package sandboxd
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/conchsh/conch/exec"
+	"github.com/conchsh/conch/sandboxd/sandboxdpb"
+)
+
+// Defaults of Options' zero fields.
+const (
+	DefaultMetadataPrefix  = "SANDBOX_"
+	DefaultStreamChunkSize = 4096
+	// DefaultStopGrace is how long a process has between TERM and KILL when
+	// the server shuts down.
+	DefaultStopGrace = 2 * time.Second
+)
+
+// Readiness says whether the daemon takes work. A daemon that embeds the
+// Server plugs its own probes in here (a drain in progress, a shell that
+// cannot start); /v1/health answers 503 when it says no.
+type Readiness interface {
+	Ready() bool
+}
+
+// StartFunc starts a process, as exec.Start does. A daemon that keeps its
+// own record of processes wraps exec.Start to add each one to it.
+type StartFunc func(exec.Options) (*exec.Process, error)
+
+// Options configure a Server. Zero fields mean the defaults beside them.
+type Options struct {
+	// Root confines every file path and working directory; it must exist.
+	Root string
+	// MetadataPrefix selects the environment variables /v1/metadata serves;
+	// empty means DefaultMetadataPrefix.
+	MetadataPrefix string
+	// Environ is the environment /v1/metadata serves from; nil means the
+	// process's environment when New is called.
+	Environ []string
+	// StreamChunkSize bounds the bytes of one stdout or stderr event of
+	// Start; zero means DefaultStreamChunkSize.
+	StreamChunkSize int
+	// StopGrace is the time between TERM and KILL at Shutdown; zero means
+	// DefaultStopGrace.
+	StopGrace time.Duration
+	// LogRetention bounds the output kept per process, in bytes; zero means
+	// the engine's default. A Start stream that falls further behind loses
+	// the oldest output.
+	LogRetention int
+	// Start starts the processes; nil means exec.Start.
+	Start StartFunc
+	// Readiness, when set, is asked by /v1/health besides the server's own
+	// state.
+	Readiness Readiness
+}
+
+// Server serves the sandboxd API. Create it with New.
+type Server struct {
+	sandboxdpb.UnimplementedProcessServiceServer
+
+	opts    Options
+	root    string // Options.Root, absolute, symlinks evaluated
+	meta    map[string]string
+	started time.Time
+	mux     *http.ServeMux
+	start   StartFunc
+
+	mu      sync.Mutex // guards the fields below
+	closing bool
+	nextID  int32
+	byID    map[int32]*exec.Process    // processes of Start, by the id clients see
+	live    map[*exec.Process]struct{} // every process started and not yet handled to its end
+}
+
+// New returns a Server with opts.
+func New(opts Options) (*Server, error) {
+	if opts.Root == "" {
+		return nil, errors.New("sandboxd: empty root")
+	}
+	root, err := resolveRoot(opts.Root)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
+		return nil, errors.New("sandboxd: root " + root + " is not a directory")
+	}
+	if opts.MetadataPrefix == "" {
+		opts.MetadataPrefix = DefaultMetadataPrefix
+	}
+	if opts.Environ == nil {
+		opts.Environ = os.Environ()
+	}
+	if opts.StreamChunkSize <= 0 {
+		opts.StreamChunkSize = DefaultStreamChunkSize
+	}
+	if opts.StopGrace <= 0 {
+		opts.StopGrace = DefaultStopGrace
+	}
+	s := &Server{
+		opts:    opts,
+		root:    root,
+		meta:    metadataEnv(opts.Environ, opts.MetadataPrefix),
+		started: time.Now(),
+		start:   opts.Start,
+		byID:    make(map[int32]*exec.Process),
+		live:    make(map[*exec.Process]struct{}),
+	}
+	if s.start == nil {
+		s.start = exec.Start
+	}
+	s.mux = s.routes()
+	return s, nil
+}
+
+// Root returns the root every path is confined to, symlinks evaluated.
+func (s *Server) Root() string { return s.root }
+
+// RegisterGRPC registers the ProcessService with g.
+func (s *Server) RegisterGRPC(g *grpc.Server) {
+	sandboxdpb.RegisterProcessServiceServer(g, s)
+}
+
+// Ready reports whether the server takes work: not once Shutdown has
+// begun, nor while Options.Readiness says no.
+func (s *Server) Ready() bool {
+	s.mu.Lock()
+	closing := s.closing
+	s.mu.Unlock()
+	return !closing && (s.opts.Readiness == nil || s.opts.Readiness.Ready())
+}
+
+// Shutdown makes /v1/health answer 503 and refuses new processes, then
+// ends every process the server started: TERM to each one's tree, KILL
+// Options.StopGrace later to what is left, and KILL to everything when ctx
+// is done first. It returns once they have all ended (their Start streams
+// then end with their exit events) or, should some outlive KILL, when ctx is
+// done. The listeners are the caller's: it closes them after, so health
+// answers 503 until its port closes.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	procs := make([]*exec.Process, 0, len(s.live))
+	for p := range s.live {
+		procs = append(procs, p)
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Go(func() {
+			if p.Stop(ctx) != nil {
+				_ = p.Kill(syscall.SIGKILL, 0, 0)
+			}
+		})
+	}
+	wg.Wait()
+	for _, p := range procs {
+		select {
+		case <-p.Done():
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}

@@ -1,0 +1,29 @@
+package server
+
+import (
+	"github.com/conchsh/conch/exec"
+)
+
+// StartExec starts a process through the engine as the API's own are
+// started, for another surface of the same daemon (conch sandboxd's
+// ProcessService): it counts against MaxProcesses, is listed and its logs
+// are served by this API, and Shutdown ends it. A zero opts.Retention means
+// the server's LogRetention. Errors are exec.Start's, process.ErrLimit, and
+// the refusal of a server that shuts down (wrapping process.ErrUnsupported).
+func (s *Server) StartExec(opts exec.Options) (*exec.Process, error) {
+	if err := s.reserve(slotProcess); err != nil {
+		return nil, err
+	}
+	if opts.Retention == 0 {
+		opts.Retention = s.opts.LogRetention
+	}
+	p, err := exec.Start(opts)
+	if err != nil {
+		s.release(slotProcess)
+		return nil, err
+	}
+	if err := s.track(p, slotProcess); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
