@@ -89,6 +89,7 @@ func (f *startFlags) runEarly(ctx context.Context, e *env, c *client.Client, a *
 	// cursor (before its first frame), as the run route would answer, so
 	// that its id is known while conch waits: Ctrl-C reaches the command.
 	var started *client.Process
+	sigs := catchSignals()
 	if *f.session != "" {
 		cmd.Stdin = stdin
 		started, err = c.Submit(ctx, *f.session, cmd)
@@ -97,9 +98,10 @@ func (f *startFlags) runEarly(ctx context.Context, e *env, c *client.Client, a *
 		started, err = c.Start(ctx, opts)
 	}
 	if err != nil {
+		sigs.release()
 		return fail(e, exitOwn, err)
 	}
-	defer passSignals(ctx, c, started.ID)()
+	defer sigs.passTo(ctx, c, started.ID)()
 	r, p, err := c.Interact(ctx, started.ID, client.InteractOptions{
 		Cursor:  logstore.Cursor(0).String(),
 		Timeout: client.Millis(*a.wait), IdleTimeout: client.Millis(*a.idle),
@@ -145,7 +147,7 @@ already ended before the input could be written (its result is printed).`)
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
-	defer passSignals(ctx, c, id)()
+	defer catchSignals().passTo(ctx, c, id)()
 	r, p, err := c.Interact(ctx, id, client.InteractOptions{
 		Input: unescape(*input), EOF: *eof, Signal: signalName(*sig), Cursor: *cursor,
 		Timeout: client.Millis(*a.wait), IdleTimeout: client.Millis(*a.idle),

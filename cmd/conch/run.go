@@ -192,16 +192,18 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	if *f.json && !*f.stdin {
 		return f.runJSON(ctx, e, c, fs.Args())
 	}
+	// Ctrl-C, TERM and HUP reach the command, as they would a local one;
+	// conch exits when the command does.
+	sigs := catchSignals()
 	p, err := f.startProcess(ctx, c, fs.Args(), process.KindExec)
 	if err != nil {
+		sigs.release()
 		return fail(e, exitOwn, err)
 	}
+	defer sigs.passTo(ctx, c, p.ID)()
 	if *f.stdin {
 		go copyStdin(ctx, c, p.ID, e.stdin)
 	}
-	// Ctrl-C, TERM and HUP reach the command, as they would a local one;
-	// conch exits when the command does.
-	defer passSignals(ctx, c, p.ID)()
 	res, err := follow(ctx, c, p.ID, e.stdout, e.stderr, !*f.json)
 	if err != nil {
 		return fail(e, exitOwn, err)
@@ -217,25 +219,37 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	return finish(e, p.ID, *res)
 }
 
-// passSignals passes the SIGINT (Ctrl-C), SIGTERM and SIGHUP that conch
-// gets to the process id and its descendants, as a terminal passes them to
-// its foreground job, until the returned stop is called.
-func passSignals(ctx context.Context, c *client.Client, id string) (stop func()) {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+// signals are the SIGINT (Ctrl-C), SIGTERM and SIGHUP conch catches from
+// before it starts a command, so that one that comes while the command
+// starts still reaches it rather than ending conch alone.
+type signals chan os.Signal
+
+func catchSignals() signals {
+	s := make(signals, 4)
+	signal.Notify(s, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	return s
+}
+
+// passTo passes what s caught, and catches until the returned stop is
+// called, to the process id and its descendants, as a terminal passes them
+// to its foreground job.
+func (s signals) passTo(ctx context.Context, c *client.Client, id string) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for sig := range sigs {
+		for sig := range s {
 			_ = c.Kill(ctx, id, client.KillOptions{Signal: process.SignalName(sig.(syscall.Signal))})
 		}
 	}()
 	return func() {
-		signal.Stop(sigs)
-		close(sigs)
+		signal.Stop(s)
+		close(s)
 		<-done
 	}
 }
+
+// release stops catching when no process came of it.
+func (s signals) release() { signal.Stop(s) }
 
 // stopOnInterrupt returns a context that Ctrl-C (SIGINT) or SIGTERM ends:
 // the commands that only wait or read (wait, logs -f) stop there and leave

@@ -92,7 +92,7 @@ export interface Limits {
 
 /**
  * What the daemon adds to an ended process's WaitResult and RunResult (the
- * seed's unions stay as they are): read them as `WaitResult & ResourceReport`.
+ * unions themselves stay as they are): read them as `WaitResult & ResourceReport`.
  */
 export interface ResourceReport {
   /** The OOM killer ended it at its cgroup's memory limit. */
@@ -161,7 +161,7 @@ export interface AgentAnswerOptions {
 export type RunOptions = Omit<ProcessStartOptions, 'kind'> & {
   /** Caller wait budget in milliseconds; `0` waits unbounded. */
   timeout?: number
-  /** Bounds of the process's cgroup (an addition to the seed's options). */
+  /** Bounds of the process's cgroup. */
   limits?: Limits
   /** `run()` only creates exec processes; PTYs come from `sandbox.pty.start()` / `attach()`. */
   kind?: 'exec'
