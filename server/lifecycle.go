@@ -39,6 +39,9 @@ func (s *Server) reserve(k slot) error {
 	if s.closing {
 		return errShuttingDown
 	}
+	if s.draining {
+		return ErrDraining
+	}
 	if s.active[k] >= limit {
 		return fmt.Errorf("%w: %d %s running already", process.ErrLimit, limit, k)
 	}
@@ -50,6 +53,7 @@ func (s *Server) release(k slot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.active[k]--
+	s.checkDrainedLocked()
 }
 
 // track registers p, which holds a place reserved under k, and watches it:
@@ -80,6 +84,7 @@ func (s *Server) track(p process.Process, k slot) error {
 		return errShuttingDown
 	}
 	s.watchInput(p)
+	s.logStart(p.Info())
 	go s.watch(p, release)
 	return nil
 }
@@ -90,6 +95,9 @@ func (s *Server) watch(p process.Process, release func()) {
 	defer s.watchers.Done()
 	select {
 	case <-p.Done():
+		i := p.Info()
+		s.metrics.processEnded(i)
+		s.logEnd(i)
 		s.settle(p.ID())
 		release()
 	case <-s.stopped:
