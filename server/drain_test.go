@@ -215,3 +215,29 @@ func (d *daemon) post(t *testing.T, path, body string) (*http.Response, string) 
 	require.NoError(t, err)
 	return resp, string(b)
 }
+
+// TestBeginWork checks the drain's hook for work another surface of the
+// daemon started: the drain waits for it, and refuses more.
+func TestBeginWork(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	end, err := d.srv.BeginWork()
+	require.NoError(t, err)
+	require.False(t, d.srv.Draining())
+	drained := make(chan error, 1)
+	go func() { drained <- d.srv.Drain(ctx(t)) }()
+	for !d.srv.Draining() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, err = d.srv.BeginWork()
+	require.ErrorIs(t, err, server.ErrDraining)
+	require.ErrorContains(t, d.srv.Ready(), "draining")
+	select {
+	case err := <-drained:
+		t.Fatalf("the drain ended (%v) with work begun", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	end()
+	end() // a second call gives nothing back twice
+	require.NoError(t, <-drained)
+}
