@@ -75,6 +75,7 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	if o.metricsListen != "" {
 		if mln, err = net.Listen("tcp", o.metricsListen); err != nil {
 			ln.Close()
+			forgetEndpoint(stateDir)
 			return fail(e, exitFailure, fmt.Errorf("--metrics-listen: %w", err))
 		}
 	}
