@@ -13,4 +13,7 @@ const (
 	CodePayloadTooLarge      Code = "payload_too_large"
 	CodeResourceExhausted    Code = "resource_exhausted"
 	CodeInternal             Code = "internal"
+	// CodeDraining refuses new work while the daemon drains before it
+	// stops (503, with Retry-After): work already started goes on.
+	CodeDraining Code = "draining"
 )

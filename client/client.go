@@ -77,6 +77,7 @@ const (
 	CodePayloadTooLarge      = api.CodePayloadTooLarge
 	CodeResourceExhausted    = api.CodeResourceExhausted
 	CodeInternal             = api.CodeInternal
+	CodeDraining             = api.CodeDraining
 )
 
 // Error is an error answered by the daemon.

@@ -26,6 +26,8 @@ var closeSeq atomic.Uint64
 type Budget struct {
 	limit int64
 	used  atomic.Int64 // bytes of the frames of the logs added
+	// evicted counts the bytes of the frames it dropped, ever.
+	evicted atomic.Int64
 
 	mu   sync.Mutex // guards logs; held while frames are dropped
 	logs map[*Log]struct{}
@@ -41,6 +43,9 @@ func (b *Budget) Limit() int64 { return b.limit }
 
 // Used returns the bytes that the logs added retain now.
 func (b *Budget) Used() int64 { return b.used.Load() }
+
+// Evicted returns the bytes of the frames b has dropped since it was made.
+func (b *Budget) Evicted() int64 { return b.evicted.Load() }
 
 // Add makes l count against b, with what it holds already. A log counts
 // against one budget at most; adding it again changes nothing.
@@ -110,12 +115,14 @@ func (b *Budget) shedLocked(low int64) {
 			return
 		}
 		if !e.closed {
-			shedOpen(entries[i:], int(b.used.Load()-low))
+			b.shedOpen(entries[i:], int(b.used.Load()-low))
 			return
 		}
 		e.l.mu.Lock()
 		e.l.evicted = true
+		before := e.l.size
 		e.l.dropAllLocked()
+		b.evicted.Add(int64(before - e.l.size))
 		e.l.mu.Unlock()
 	}
 }
@@ -132,7 +139,7 @@ type budgetEntry struct {
 // largest first: the level is the size that, kept by every log over it,
 // frees excess; each log over it loses its oldest frames down to it, keeping
 // its newest.
-func shedOpen(entries []budgetEntry, excess int) {
+func (b *Budget) shedOpen(entries []budgetEntry, excess int) {
 	level, sum := 0, 0
 	for k, e := range entries {
 		sum += e.size
@@ -151,9 +158,11 @@ func shedOpen(entries []budgetEntry, excess int) {
 		}
 		e.l.mu.Lock()
 		e.l.evicted = true
+		before := e.l.size
 		for e.l.size > level && e.l.frames.len() > 1 {
 			e.l.popLocked()
 		}
+		b.evicted.Add(int64(before - e.l.size))
 		e.l.mu.Unlock()
 	}
 }

@@ -45,6 +45,7 @@ func TestBudgetDropsOldestEnded(t *testing.T) {
 	}
 	used, want := b.Used(), int64(retained(logs[3])+retained(logs[4]))
 	assert.False(t, used != want || used != 80<<10, "budget uses %d bytes, logs retain %d", used, want)
+	assert.Equal(t, int64(120<<10), b.Evicted(), "the bytes of the three logs dropped")
 	var warning string
 	_ = logs[0].Follow(hangGuard(t, 20*time.Second), 0, func(e Event) bool {
 		if e.Warning != nil {
@@ -73,6 +74,7 @@ func TestBudgetLevelsOpenLogs(t *testing.T) {
 	assert.False(t, !p.TruncatedHead || retained(big) > 50<<10 || retained(big) < 30<<10, "the largest log retains %d bytes, truncatedHead %v", retained(big), p.TruncatedHead)
 	used := b.Used()
 	assert.False(t, used > b.Limit() || used != int64(retained(big)+retained(mid)+retained(small)), "budget uses %d bytes of %d", used, b.Limit())
+	assert.Equal(t, int64(110<<10)-used, b.Evicted(), "what was written and is no longer retained was evicted")
 	b.Remove(big)
 	assert.Equal(t, int64(50<<10), b.Used(), "budget used after Remove")
 	writeKiB(big, 80)

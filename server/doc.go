@@ -10,4 +10,12 @@
 // Log streams are server-sent events over [logstore.Log.Follow]; PTYs attach
 // over WebSocket. Shutdown stops accepting, ends every process and session
 // the server started, descendants included, and waits for them.
+//
+// Before Shutdown, Drain stops the server from taking new work while the
+// work in flight finishes; /livez, /readyz (see Ready) and /metrics serve
+// an orchestrator. A surface served beside the API in the same daemon
+// drains with it: it refuses new work while Draining (or when BeginWork
+// fails with ErrDraining), counts what it has in flight with BeginWork so
+// that Drain waits for it, answers its own readiness from Ready, adds its
+// metrics to MetricsRegistry, and serves nothing after Shutdown.
 package server

@@ -71,6 +71,8 @@ func apiError(err error) *Error {
 		return &Error{http.StatusBadRequest, api.CodeInvalidArgument, message(err, process.ErrInvalidArgument), err}
 	case conflict(err):
 		return &Error{http.StatusConflict, api.CodeUnsupportedOperation, message(err, process.ErrUnsupported), err}
+	case errors.Is(err, ErrDraining):
+		return &Error{http.StatusServiceUnavailable, api.CodeDraining, err.Error(), err}
 	case errors.Is(err, process.ErrLimit):
 		return &Error{http.StatusTooManyRequests, api.CodeResourceExhausted, message(err, process.ErrLimit), err}
 	}
@@ -105,6 +107,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if e.Code == api.CodeDraining {
+		w.Header().Set("Retry-After", retryAfter)
+	}
 	w.WriteHeader(e.Status)
 	body := map[string]any{"error": map[string]string{"code": string(e.Code), "message": e.Message}}
 	_ = json.NewEncoder(w).Encode(body)

@@ -1,8 +1,11 @@
 package server
 
 import (
+	"context"
+	"crypto/rand"
 	"crypto/subtle"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -10,6 +13,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -17,15 +21,22 @@ import (
 // after that is logged rather than written into the middle of a body.
 type statusWriter struct {
 	http.ResponseWriter
-	wrote bool
+	wrote  bool
+	status int // the status sent, for the log and the metrics
 }
 
 func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote || w.status < 200 {
+		w.status = code
+	}
 	w.wrote = true
 	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *statusWriter) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.status = http.StatusOK
+	}
 	w.wrote = true
 	return w.ResponseWriter.Write(p)
 }
@@ -40,6 +51,9 @@ func (w *statusWriter) Flush() { _ = w.FlushError() }
 // FlushError is Flush that reports a failed write, such as one past a
 // stream's write deadline; http.ResponseController prefers it.
 func (w *statusWriter) FlushError() error {
+	if !w.wrote {
+		w.status = http.StatusOK
+	}
 	w.wrote = true
 	err := http.NewResponseController(w.ResponseWriter).Flush()
 	if errors.Is(err, http.ErrNotSupported) {
@@ -60,11 +74,32 @@ type route struct {
 
 // wrap turns a route into an http.Handler: a recovered panic answers 500,
 // then the Host and Origin checks, the token, the query string's check, the
-// route's body limit, and the handler's error rendered by writeError.
+// route's body limit, and the handler's error rendered by writeError. Around
+// it all, the request is given an id, counted in the metrics and logged, and
+// (but for probes, health and metrics) counted as owed an answer by a drain.
 func (s *Server) wrap(rt route) http.Handler {
 	limit, flag := s.bodyLimit(rt.pattern)
+	level := slog.LevelInfo
+	if quietRoute(rt.pattern) {
+		level = slog.LevelDebug
+	}
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		w := &statusWriter{ResponseWriter: rw}
+		begun := time.Now()
+		id := requestID(r)
+		w.Header().Set("X-Request-Id", id)
+		if !rt.public && !quietRoute(rt.pattern) {
+			settle := s.owe()
+			defer settle()
+			r = r.WithContext(context.WithValue(r.Context(), owedKey{}, settle))
+		}
+		defer func() {
+			d := time.Since(begun)
+			s.metrics.request(rt.pattern, w.status, d)
+			s.log.LogAttrs(r.Context(), level, "request", slog.String("route", rt.pattern),
+				slog.Int("status", w.status), slog.Float64("durationMs", float64(d.Microseconds())/1000),
+				slog.String("requestId", id))
+		}()
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
@@ -116,6 +151,28 @@ func checkQuery(raw string) error {
 		}
 	}
 	return nil
+}
+
+// quietRoute reports whether a route is for machines that call it often
+// (probes, metrics): its requests are logged at debug level and are not
+// owed an answer by a drain.
+func quietRoute(pattern string) bool {
+	switch pattern {
+	case "GET /healthz", "GET /livez", "GET /readyz", "GET /metrics":
+		return true
+	}
+	return false
+}
+
+// requestID returns the request's X-Request-Id when it is a short token
+// (letters, digits, '.', '_', '-'), so that a caller's id can be followed
+// into the log; otherwise a new random one.
+func requestID(r *http.Request) string {
+	if v := r.Header.Get("X-Request-Id"); v != "" && len(v) <= 64 && strings.Trim(v,
+		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == "" {
+		return v
+	}
+	return rand.Text()
 }
 
 // authorized compares the request's bearer token with the daemon's in

@@ -41,6 +41,9 @@ func (s *Server) reserve(k slot) error {
 	if s.closing {
 		return errShuttingDown
 	}
+	if s.draining {
+		return ErrDraining
+	}
 	if s.active[k] >= limit {
 		return fmt.Errorf("%w: %d %s running already", process.ErrLimit, limit, k)
 	}
@@ -52,6 +55,7 @@ func (s *Server) release(k slot) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.active[k]--
+	s.checkDrainedLocked()
 }
 
 // track registers p, which holds a place reserved under k, and watches it:
@@ -82,6 +86,7 @@ func (s *Server) track(p process.Process, k slot) error {
 		return errShuttingDown
 	}
 	s.watchInput(p)
+	s.logStart(p.Info())
 	go s.watch(p, release)
 	return nil
 }
@@ -92,6 +97,9 @@ func (s *Server) watch(p process.Process, release func()) {
 	defer s.watchers.Done()
 	select {
 	case <-p.Done():
+		i := p.Info()
+		s.metrics.processEnded(i)
+		s.logEnd(i)
 		s.settle(p.ID())
 		release()
 	case <-s.stopped:

@@ -18,7 +18,11 @@ import (
 
 // lookup returns the process named by the request's {id}.
 func (s *Server) lookup(r *http.Request) (process.Process, error) {
-	return s.reg.Get(r.PathValue("id"))
+	p, err := s.reg.Get(r.PathValue("id"))
+	if err == nil && p.Info().System {
+		notOwed(r) // a session lives until Shutdown: a drain does not wait for it
+	}
+	return p, err
 }
 
 func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) error {

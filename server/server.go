@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -93,20 +94,37 @@ type Server struct {
 	watchers sync.WaitGroup     // one watch goroutine per tracked process
 	inputs   sync.Map           // id -> *inputwatch.Watcher, for processes with open input
 	hijacked sync.WaitGroup     // attach handlers, which http.Server does not wait for
-	once     sync.Once          // runs Shutdown's work once
-	shutErr  error
+	// background runs the checks that a shell starts (probes.go); Shutdown
+	// waits for it.
+	background sync.WaitGroup
+	metrics    *metrics
+	ms         *http.Server // serves ServeMetrics' listener
+	once       sync.Once    // runs Shutdown's work once
+	shutErr    error
 	// heartbeat is the period of a stream's keep-alive comments; tests
 	// shorten it.
 	heartbeat time.Duration
 	// writeTimeout bounds the write of one stream event; tests shorten it.
 	writeTimeout time.Duration
 
-	mu       sync.Mutex // guards everything below
-	hosts    map[string]struct{}
-	closing  bool
-	active   [slotCount]int           // processes not yet ended, per slot
-	releases map[string]func()        // gives back the place of a tracked process, by id
-	sessions map[string]*sessionEntry // by session id
+	mu      sync.Mutex // guards everything below
+	hosts   map[string]struct{}
+	closing bool
+	// The drain (drain.go): draining once it began; owed counts the
+	// requests in flight that are owed an answer and the work begun with
+	// BeginWork; drained is closed, and drainDone set, once a drain found
+	// nothing left.
+	draining  bool
+	drainDone bool
+	drained   chan struct{}
+	owed      int
+	// The last check that a shell starts (probes.go).
+	shellChecking, shellChecked bool
+	shellErr                    error
+	shellCheckedAt              time.Time
+	active                      [slotCount]int           // processes not yet ended, per slot
+	releases                    map[string]func()        // gives back the place of a tracked process, by id
+	sessions                    map[string]*sessionEntry // by session id
 }
 
 // New returns a Server with opts.
@@ -150,6 +168,7 @@ func New(opts Options) (*Server, error) {
 		hosts:    make(map[string]struct{}),
 		sessions: make(map[string]*sessionEntry),
 		releases: make(map[string]func()),
+		drained:  make(chan struct{}),
 
 		heartbeat:    heartbeat,
 		writeTimeout: writeTimeout,
@@ -158,20 +177,27 @@ func New(opts Options) (*Server, error) {
 		s.hosts[canonicalHost(h)] = struct{}{}
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.metrics = newMetrics(s)
 	mux := http.NewServeMux()
 	for _, rt := range s.routes() {
 		mux.Handle(rt.pattern, s.wrap(rt))
 	}
 	mux.Handle("/", s.wrap(route{pattern: "/", handler: noRoute(mux)}))
 	s.handler = mux
-	s.hs = &http.Server{
-		Handler:           mux,
+	s.hs = s.httpServer(mux)
+	s.ms = s.httpServer(s.metricsMux())
+	return s, nil
+}
+
+// httpServer returns the http.Server that serves h for the server.
+func (s *Server) httpServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
+		ErrorLog:          slog.NewLogLogger(s.opts.Logger.Handler(), slog.LevelWarn),
 	}
-	return s, nil
 }
 
 // routes is the API: every route, its handler, and whether it needs the
@@ -179,6 +205,9 @@ func New(opts Options) (*Server, error) {
 func (s *Server) routes() []route {
 	return []route{
 		{"GET /healthz", s.healthz, true},
+		{"GET /livez", s.livez, true},
+		{"GET /readyz", s.readyz, true},
+		{"GET /metrics", s.serveMetrics, false},
 
 		{"POST /v1/processes", s.startProcess, false},
 		{"POST /v1/processes/run", s.runProcess, false},
@@ -213,6 +242,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) Serve(ln net.Listener) error {
 	s.addListenHosts(ln.Addr())
 	s.log.Info("serving", "addr", ln.Addr().String(), "version", s.opts.Version)
+	s.checkShell()
 	if err := s.hs.Serve(jsonErrorListener{ln}); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
@@ -234,9 +264,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		// server drains rather than after.
 		httpDone := make(chan error, 1)
 		go func() { httpDone <- s.hs.Shutdown(ctx) }()
+		metricsDone := make(chan error, 1)
+		go func() { metricsDone <- s.ms.Shutdown(ctx) }()
 		s.stopAll(ctx)
-		err := <-httpDone
+		err := cmp.Or(<-httpDone, <-metricsDone)
 		s.hijacked.Wait()
+		s.background.Wait()
 		close(s.stopped)
 		s.watchers.Wait()
 		s.shutErr = err

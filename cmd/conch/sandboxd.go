@@ -48,7 +48,7 @@ func cmdSandboxd(ctx context.Context, e *env, args []string) int {
 		e.printf("conch sandboxd %s\n", version())
 		return 0
 	}
-	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: o.serve.level}))
+	logger := o.serve.logger(e.stderr)
 	// The environment /v1/metadata serves is the one the daemon was given,
 	// read before the token leaves it.
 	environ := os.Environ()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -28,6 +29,10 @@ import (
 // (each gets TERM, then KILL after 5 s).
 const shutdownTimeout = 30 * time.Second
 
+// defaultDrainTimeout is how long work in flight gets to finish after
+// SIGTERM or SIGINT, before the shutdown ends what is left.
+const defaultDrainTimeout = 30 * time.Second
+
 // serveOptions are the flags of `conch serve`.
 type serveOptions struct {
 	listen, tokenFile         string
@@ -39,6 +44,9 @@ type serveOptions struct {
 	level                     slog.Level
 	contain                   containment.Config
 	containMode               string // --containment: auto or none
+	logFormat                 string
+	drainTimeout              time.Duration
+	metricsListen             string
 }
 
 func cmdServe(ctx context.Context, e *env, args []string) int {
@@ -46,14 +54,21 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	if !ok {
 		return code
 	}
-	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: o.level}))
+	logger := o.logger(e.stderr)
 	a, err := startAPI(e, o, logger)
 	if err != nil {
 		return fail(e, exitFailure, err)
 	}
 	defer a.d.stop()
+	var mln net.Listener
+	if o.metricsListen != "" {
+		if mln, err = net.Listen("tcp", o.metricsListen); err != nil {
+			a.ln.Close()
+			return fail(e, exitFailure, fmt.Errorf("--metrics-listen: %w", err))
+		}
+	}
 	recordEndpoint(e, a.ln, logger, a.stateDir, a.tokenPath)
-	if err := serveUntilStopped(ctx, a.srv, a.ln, a.d, logger, a.stateDir); err != nil {
+	if err := serveUntilStopped(ctx, a.srv, listeners{api: a.ln, metrics: mln}, o.drainTimeout, a.d, logger, a.stateDir); err != nil {
 		return fail(e, exitFailure, err)
 	}
 	logger.Info("stopped")
@@ -153,6 +168,9 @@ func (o *serveOptions) addFlags(fs *flag.FlagSet) (logLevel *string) {
 		o.contain.Defaults = l
 		return err
 	})
+	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json (one JSON object a line)")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", defaultDrainTimeout, "on SIGTERM or SIGINT, how long work in flight gets to finish while new work is refused; 0: stop at once")
+	fs.StringVar(&o.metricsListen, "metrics-listen", "", "also serve /metrics, /livez and /readyz without a token on this `address`")
 	return fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 }
 
@@ -172,7 +190,27 @@ func (o *serveOptions) check(e *env, logLevel string) (code int, ok bool) {
 	default:
 		return usageError(e, "--containment: want auto or none, not %q", o.containMode), false
 	}
+	if o.logFormat != "text" && o.logFormat != "json" {
+		return usageError(e, "--log-format %q: want text or json", o.logFormat), false
+	}
+	if o.drainTimeout < 0 {
+		return usageError(e, "--drain-timeout %v: want a duration of 0 or more", o.drainTimeout), false
+	}
+	if o.metricsListen != "" {
+		if err := checkListen(o.metricsListen); err != nil {
+			return usageError(e, "--metrics-listen: %v", err), false
+		}
+	}
 	return 0, true
+}
+
+// logger is the daemon's logger under these flags, writing to w.
+func (o serveOptions) logger(w io.Writer) *slog.Logger {
+	ho := &slog.HandlerOptions{Level: o.level}
+	if o.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, ho))
+	}
+	return slog.New(slog.NewTextHandler(w, ho))
 }
 
 // server is the server's configuration under these flags.
@@ -259,27 +297,43 @@ func recordEndpoint(e *env, ln net.Listener, logger *slog.Logger, stateDir, toke
 	fmt.Fprintf(e.stderr, "conch: listening on %s\n", url)
 }
 
-// serveUntilStopped serves ln until the server fails or SIGTERM or SIGINT arrives, then
-// shuts the server down within shutdownTimeout, ends what is left under the
-// daemon and removes the endpoint record. It returns the first error of
-// serving and shutting down.
-func serveUntilStopped(ctx context.Context, srv *server.Server, ln net.Listener, d *daemon, logger *slog.Logger, stateDir string) error {
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+// listeners are what the daemon serves: the API, and the metrics and
+// probes without a token when asked for (nil otherwise).
+type listeners struct{ api, metrics net.Listener }
+
+// serveUntilStopped serves the listeners until the server fails or SIGTERM
+// or SIGINT arrives, then drains for drainTimeout (see server.Drain; another
+// signal cuts it short), shuts the server down within shutdownTimeout, ends
+// what is left under the daemon and removes the endpoint record. It returns
+// the first error of serving and shutting down.
+func serveUntilStopped(ctx context.Context, srv *server.Server, ls listeners, drainTimeout time.Duration, d *daemon, logger *slog.Logger, stateDir string) error {
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sig)
+	served := make(chan error, 2)
+	go func() { served <- srv.Serve(ls.api) }()
+	serving := 1
+	if ls.metrics != nil {
+		go func() { served <- srv.ServeMetrics(ls.metrics) }()
+		serving++
+	}
 	var err error
 	select {
 	case err = <-served:
+		serving--
+	case s := <-sig:
+		logger.Info("stopping", "signal", s.String())
+		drain(srv, drainTimeout, sig, logger)
 	case <-ctx.Done():
-		logger.Info("stopping: ending every process")
 	}
-	stop()
+	logger.Info("shutting down: ending every process")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	shutErr := srv.Shutdown(sctx)
-	if serveErr := <-served; err == nil {
-		err = serveErr
+	for ; serving > 0; serving-- {
+		if serveErr := <-served; err == nil {
+			err = serveErr
+		}
 	}
 	d.stop()
 	forgetEndpoint(stateDir)
@@ -287,6 +341,25 @@ func serveUntilStopped(ctx context.Context, srv *server.Server, ln net.Listener,
 		err = shutErr
 	}
 	return err
+}
+
+// drain lets the work in flight finish for at most timeout (none when it is
+// zero) while new work is refused, or until another signal arrives.
+func drain(srv *server.Server, timeout time.Duration, sig <-chan os.Signal, logger *slog.Logger) {
+	if timeout <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	drained := make(chan error, 1)
+	go func() { drained <- srv.Drain(ctx) }()
+	select {
+	case <-drained:
+	case s := <-sig:
+		logger.Info("drain: stopping at once", "signal", s.String())
+		cancel()
+		<-drained
+	}
 }
 
 // checkListen refuses an address without a host: serving on every address

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/client"
+)
+
+// served is a `conch serve` process started by a test, and what it wrote to
+// stderr.
+type served struct {
+	cmd    *exec.Cmd
+	url    string
+	token  string
+	c      *client.Client
+	mu     sync.Mutex
+	lines  []string // stderr, line by line
+	stderr chan struct{}
+}
+
+// startServe starts `conch serve` (the test binary, as testscript installs it in
+// $PATH) with args, and waits until it listens. The test ends it.
+func startServe(t *testing.T, args ...string) *served {
+	t.Helper()
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("drain-test-token\n"), 0o600))
+	cmd := exec.Command("conch", append([]string{"serve", "--listen", "127.0.0.1:0", "--token-file", tokenFile}, args...)...)
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "state"), client.EnvToken+"=")
+	pipe, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	s := &served{cmd: cmd, token: "drain-test-token", stderr: make(chan struct{})}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	listening := make(chan string, 1)
+	go func() {
+		defer close(s.stderr)
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			line := sc.Text()
+			s.mu.Lock()
+			s.lines = append(s.lines, line)
+			s.mu.Unlock()
+			if u, ok := strings.CutPrefix(line, "conch: listening on "); ok {
+				listening <- u
+			}
+		}
+	}()
+	select {
+	case s.url = <-listening:
+	case <-time.After(30 * time.Second):
+		t.Fatal("conch serve did not listen within 30 s")
+	}
+	s.c, err = client.New(s.url, s.token)
+	require.NoError(t, err)
+	t.Cleanup(s.c.CloseIdleConnections)
+	return s
+}
+
+// get sends a request without a token and returns the answer, its body read.
+func (s *served) get(t *testing.T, method, path, body string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, s.url+path, strings.NewReader(body))
+	require.NoError(t, err)
+	if method != "GET" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr, Timeout: 30 * time.Second}).Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, string(b)
+}
+
+// until polls /readyz until it answers code.
+func (s *served) until(t *testing.T, code int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, _ := s.get(t, "GET", "/readyz", "")
+		if resp.StatusCode == code {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz did not answer %d within 30 s", code)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// exited waits for the daemon to exit and returns its exit code, and its
+// stderr.
+func (s *served) exited(t *testing.T) (int, []string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { <-s.stderr; done <- s.cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		code := 0
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else {
+			require.NoError(t, err)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return code, s.lines
+	case <-time.After(60 * time.Second):
+		t.Fatal("the daemon did not exit within 60 s")
+		return 0, nil
+	}
+}
+
+// TestServeDrainsOnSIGTERM sends SIGTERM to a real `conch serve` while a
+// command runs and a second client tries to start work: /readyz answers 503
+// at once, the new work is refused with 503 draining and Retry-After, the
+// running command's answer arrives whole, and the daemon exits 0, having
+// logged each step of the drain as JSON.
+func TestServeDrainsOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, "--log-format", "json", "--drain-timeout", "2m")
+	s.until(t, http.StatusOK)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+
+	// The command runs until the test lets it go, so that everything below
+	// happens while it runs, however loaded the machine.
+	gate := filepath.Join(t.TempDir(), "gate")
+	type answer struct {
+		r   *client.RunResult
+		err error
+	}
+	ran := make(chan answer, 1)
+	go func() {
+		r, _, err := s.c.Run(ctx, client.RunOptions{StartOptions: client.StartOptions{
+			Cmd: "while [ ! -e " + gate + " ]; do sleep 0.02; done; sleep 0.5; echo done; exit 3"}})
+		ran <- answer{r, err}
+	}()
+	for {
+		list, err := s.c.List(ctx, client.ListOptions{State: "running"})
+		require.NoError(t, err)
+		if len(list.Items) == 1 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
+	s.until(t, http.StatusServiceUnavailable)
+	resp, body := s.get(t, "GET", "/readyz", "")
+	require.Contains(t, body, `"status":"draining"`)
+	resp, _ = s.get(t, "GET", "/livez", "")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	other, err := client.New(s.url, s.token)
+	require.NoError(t, err)
+	defer other.CloseIdleConnections()
+	for _, r := range []struct{ path, body string }{
+		{"/v1/processes", `{"cmd":"true"}`},
+		{"/v1/sessions", `{}`},
+	} {
+		resp, body := s.get(t, "POST", r.path, r.body)
+		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, body)
+		require.Contains(t, body, `"code":"draining"`)
+		require.Equal(t, "1", resp.Header.Get("Retry-After"))
+	}
+	_, _, err = other.Run(ctx, client.RunOptions{StartOptions: client.StartOptions{Cmd: "echo no"}})
+	require.True(t, client.HasCode(err, client.CodeDraining), "%v", err)
+	select {
+	case a := <-ran:
+		t.Fatalf("the command answered before it ended: %+v", a)
+	default:
+	}
+
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	a := <-ran
+	require.NoError(t, a.err)
+	require.Equal(t, "done\n", a.r.Stdout)
+	require.Equal(t, 3, *a.r.ExitCode)
+
+	code, lines := s.exited(t)
+	require.Equal(t, 0, code, "%s", strings.Join(lines, "\n"))
+	var msgs []string
+	for _, l := range lines {
+		if strings.HasPrefix(l, "conch: ") {
+			continue // the CLI's own words, not the log
+		}
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &rec), "a log line that is not JSON: %s", l)
+		msgs = append(msgs, rec["msg"].(string))
+	}
+	require.Subset(t, msgs, []string{"stopping", "drain started", "drain finished", "shutting down: ending every process", "stopped"})
+}

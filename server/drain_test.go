@@ -1,0 +1,243 @@
+package server_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/api"
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/server"
+)
+
+// probe asks path without a token and returns the status and the probe's
+// status field.
+func (d *daemon) probe(t *testing.T, path string) (int, string) {
+	t.Helper()
+	code, body := d.raw(t, "GET", path, "", nil)
+	var a struct{ Status string }
+	require.NoError(t, json.Unmarshal([]byte(body), &a), body)
+	return code, a.Status
+}
+
+// untilReady polls /readyz until it answers 200: the daemon's first check
+// that a shell starts has passed.
+func (d *daemon) untilReady(t *testing.T) {
+	t.Helper()
+	for c := ctx(t); ; {
+		code, status := d.probe(t, "/readyz")
+		if code == http.StatusOK {
+			require.Equal(t, "ready", status)
+			return
+		}
+		require.Equal(t, http.StatusServiceUnavailable, code)
+		require.Equal(t, "starting", status)
+		select {
+		case <-c.Done():
+			t.Fatal("the daemon did not become ready")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// gated is a command that runs until the file gate exists, then says done.
+func gated(gate string) string {
+	return "while [ ! -e " + gate + " ]; do sleep 0.02; done; echo done"
+}
+
+func TestProbes(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	code, status := d.probe(t, "/livez")
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "ok", status)
+	d.untilReady(t)
+
+	// A daemon whose shell cannot start is alive but not ready.
+	bad := start(t, server.Options{StreamDir: filepath.Join(t.TempDir(), "missing", "dir")})
+	_, err := bad.c.CreateSession(ctx(t), client.SessionOptions{})
+	require.Error(t, err, "a session cannot start without its stream directory")
+	code, _ = bad.probe(t, "/livez")
+	require.Equal(t, http.StatusOK, code)
+	for c := ctx(t); ; {
+		code, status = bad.probe(t, "/readyz")
+		require.Equal(t, http.StatusServiceUnavailable, code)
+		if status == "unready" {
+			break
+		}
+		require.Equal(t, "starting", status)
+		select {
+		case <-c.Done():
+			t.Fatal("the check of the shell did not end")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// TestDrain drains a daemon while a command runs: readiness turns 503, new
+// work is refused with 503 draining and Retry-After, the command's run
+// answer and the stream of its output are delivered whole, and the drain
+// ends once they are, whatever a stream of a session's own log does.
+func TestDrain(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	d.untilReady(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+
+	s, err := d.c.CreateSession(c, client.SessionOptions{})
+	require.NoError(t, err)
+	type answer struct {
+		r   *client.RunResult
+		err error
+	}
+	ran := make(chan answer, 1)
+	go func() {
+		r, _, err := d.c.RunCommand(c, s.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: gated(gate)}})
+		ran <- answer{r, err}
+	}()
+	exec, err := d.c.Start(c, client.StartOptions{Cmd: gated(gate)})
+	require.NoError(t, err)
+	streamed := make(chan []client.Event, 1)
+	go func() {
+		var evs []client.Event
+		for ev, err := range d.c.Stream(c, exec.ID, client.StreamOptions{}) {
+			if err != nil {
+				break
+			}
+			evs = append(evs, ev)
+		}
+		streamed <- evs
+	}()
+	// A stream of the session's own log lasts as long as the session: the
+	// drain does not wait for it.
+	sessionStream := make(chan struct{})
+	go func() {
+		defer close(sessionStream)
+		for _, err := range d.c.Stream(c, s.ID, client.StreamOptions{}) {
+			if err != nil {
+				return
+			}
+		}
+	}()
+	for {
+		list, err := d.c.List(c, client.ListOptions{SessionID: s.ID, State: "running"})
+		require.NoError(t, err)
+		if len(list.Items) == 2 { // the shell and the command
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	drained := make(chan error, 1)
+	go func() { drained <- d.srv.Drain(c) }()
+	for {
+		code, status := d.probe(t, "/readyz")
+		if code == http.StatusServiceUnavailable {
+			require.Equal(t, "draining", status)
+			break
+		}
+		require.Equal(t, http.StatusOK, code, "ready until the drain begins")
+		time.Sleep(5 * time.Millisecond)
+	}
+	code, _ := d.probe(t, "/livez")
+	require.Equal(t, http.StatusOK, code, "a draining daemon is alive")
+
+	refused := []struct{ path, body string }{
+		{"/v1/processes", `{"cmd":"true"}`},
+		{"/v1/processes/run", `{"cmd":"true"}`},
+		{"/v1/processes", `{"kind":"pty"}`},
+		{"/v1/sessions", `{}`},
+		{"/v1/sessions", `{"language":"python"}`},
+		{"/v1/sessions/" + s.ID + "/commands", `{"cmd":"true"}`},
+		{"/v1/sessions/" + s.ID + "/commands/run", `{"cmd":"true"}`},
+	}
+	for _, r := range refused {
+		resp, body := d.post(t, r.path, r.body)
+		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s %s: %s", r.path, r.body, body)
+		require.Contains(t, body, `"code":"draining"`)
+		require.Equal(t, "1", resp.Header.Get("Retry-After"))
+	}
+	_, err = d.c.Start(c, client.StartOptions{Cmd: "true"})
+	requireCode(t, err, client.CodeDraining)
+
+	select {
+	case err := <-drained:
+		t.Fatalf("the drain ended (%v) with work in flight", err)
+	case <-ran:
+		t.Fatal("the command answered before it ended")
+	default:
+	}
+	// Work in flight is still served: its processes can be read and listed.
+	list, err := d.c.List(c, client.ListOptions{State: "running"})
+	require.NoError(t, err)
+	require.Len(t, list.Items, 3)
+
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	a := <-ran
+	require.NoError(t, a.err)
+	require.Equal(t, "done\n", a.r.Stdout)
+	require.Equal(t, api.Exited, a.r.Reason)
+	evs := <-streamed
+	require.Equal(t, []string{"log", "state", "eof"}, types(evs))
+	require.Equal(t, "done\n", text(evs))
+	require.NoError(t, <-drained)
+
+	select {
+	case <-sessionStream:
+		t.Fatal("the drain ended the session's stream; Shutdown does")
+	default:
+	}
+	_, err = d.c.Session(c, s.ID)
+	require.NoError(t, err, "a drained daemon keeps its sessions until Shutdown")
+}
+
+// post sends body to path with the token and returns the answer and its
+// body.
+func (d *daemon) post(t *testing.T, path, body string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx(t), "POST", d.url+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header = authed()
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, string(b)
+}
+
+// TestBeginWork checks the drain's hook for work another surface of the
+// daemon started: the drain waits for it, and refuses more.
+func TestBeginWork(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	end, err := d.srv.BeginWork()
+	require.NoError(t, err)
+	require.False(t, d.srv.Draining())
+	drained := make(chan error, 1)
+	go func() { drained <- d.srv.Drain(ctx(t)) }()
+	for !d.srv.Draining() {
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, err = d.srv.BeginWork()
+	require.ErrorIs(t, err, server.ErrDraining)
+	require.ErrorContains(t, d.srv.Ready(), "draining")
+	select {
+	case err := <-drained:
+		t.Fatalf("the drain ended (%v) with work begun", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	end()
+	end() // a second call gives nothing back twice
+	require.NoError(t, <-drained)
+}

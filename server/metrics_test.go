@@ -1,0 +1,209 @@
+package server_test
+
+import (
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/api"
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/containment"
+	"github.com/conchsh/conch/server"
+)
+
+// scrape reads the metrics at url+path, with the token when authed, and
+// parses them with the Prometheus text parser.
+func scrape(t *testing.T, url string, header http.Header) map[string]*dto.MetricFamily {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx(t), "GET", url+"/metrics", nil)
+	require.NoError(t, err)
+	req.Header = header
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, resp.Header.Get("Content-Type"), "text/plain")
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	require.NoError(t, err)
+	return fams
+}
+
+// value is the value of the metric of family name whose labels include
+// want; ok is false when there is none.
+func value(fams map[string]*dto.MetricFamily, name string, want map[string]string) (v float64, ok bool) {
+	f := fams[name]
+	if f == nil {
+		return 0, false
+	}
+	for _, m := range f.Metric {
+		match := true
+		for k, wv := range want {
+			found := false
+			for _, l := range m.Label {
+				if l.GetName() == k && l.GetValue() == wv {
+					found = true
+				}
+			}
+			match = match && found
+		}
+		if !match {
+			continue
+		}
+		switch f.GetType() {
+		case dto.MetricType_COUNTER:
+			return m.Counter.GetValue(), true
+		case dto.MetricType_GAUGE:
+			return m.Gauge.GetValue(), true
+		case dto.MetricType_HISTOGRAM:
+			return float64(m.Histogram.GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{LogBudget: 64 << 20})
+	c := ctx(t)
+	cwd := t.TempDir()
+
+	// Work of each kind, whose ids, paths and text must not become labels.
+	const secret = "metrics-label-secret"
+	r := d.run(t, client.StartOptions{Cmd: "echo " + secret, Cwd: cwd})
+	s, err := d.c.CreateSession(c, client.SessionOptions{Cwd: cwd})
+	require.NoError(t, err)
+	rc := d.runIn(t, s.ID, "echo "+secret+"; (exit 4)")
+	reader, err := d.c.Start(c, client.StartOptions{Cmd: "read line; echo $line", Stdin: "open"})
+	require.NoError(t, err)
+	for {
+		p, err := d.c.Get(c, reader.ID)
+		require.NoError(t, err)
+		if p.WaitingForInput {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	code, _ := d.raw(t, "GET", "/v1/processes/"+r.ProcessID+"/nothing-here", "", authed())
+	require.Equal(t, http.StatusNotFound, code)
+
+	code, _ = d.raw(t, "GET", "/metrics", "", nil)
+	require.Equal(t, http.StatusUnauthorized, code, "the API's listener serves metrics behind the token")
+	fams := scrape(t, d.url, authed())
+
+	types := map[string]dto.MetricType{
+		"conch_sessions":                      dto.MetricType_GAUGE,
+		"conch_processes":                     dto.MetricType_GAUGE,
+		"conch_commands_total":                dto.MetricType_COUNTER,
+		"conch_command_duration_seconds":      dto.MetricType_HISTOGRAM,
+		"conch_log_retained_bytes":            dto.MetricType_GAUGE,
+		"conch_log_evicted_bytes_total":       dto.MetricType_COUNTER,
+		"conch_budget_bytes":                  dto.MetricType_GAUGE,
+		"conch_budget_used_bytes":             dto.MetricType_GAUGE,
+		"conch_http_requests_total":           dto.MetricType_COUNTER,
+		"conch_http_request_duration_seconds": dto.MetricType_HISTOGRAM,
+		"conch_input_waiting":                 dto.MetricType_GAUGE,
+		"conch_containment":                   dto.MetricType_GAUGE,
+		"go_goroutines":                       dto.MetricType_GAUGE,
+		"process_cpu_seconds_total":           dto.MetricType_COUNTER,
+	}
+	for name, typ := range types {
+		require.Contains(t, fams, name)
+		require.Equal(t, typ, fams[name].GetType(), name)
+	}
+
+	for _, m := range []struct {
+		name   string
+		labels map[string]string
+		min    float64
+	}{
+		{"conch_sessions", nil, 1},
+		{"conch_processes", map[string]string{"kind": "session", "state": "running"}, 1},
+		{"conch_processes", map[string]string{"kind": "exec", "state": "terminal"}, 1},
+		{"conch_processes", map[string]string{"kind": "command", "state": "terminal"}, 1},
+		{"conch_commands_total", map[string]string{"kind": "exec", "reason": "exited"}, 1},
+		{"conch_commands_total", map[string]string{"kind": "command", "reason": "exited"}, 1},
+		{"conch_command_duration_seconds", map[string]string{"kind": "exec"}, 1},
+		{"conch_budget_bytes", map[string]string{"budget": "log"}, 64 << 20},
+		{"conch_budget_used_bytes", map[string]string{"budget": "log"}, float64(len(secret))},
+		{"conch_log_retained_bytes", nil, float64(len(secret))},
+		{"conch_http_requests_total", map[string]string{"route": "POST /v1/processes/run", "code": "200"}, 1},
+		{"conch_http_requests_total", map[string]string{"route": "/", "code": "404"}, 1},
+		{"conch_http_request_duration_seconds", map[string]string{"route": "POST /v1/sessions"}, 1},
+		{"conch_input_waiting", nil, 1},
+		{"conch_containment", map[string]string{"mode": "none"}, 1},
+	} {
+		v, ok := value(fams, m.name, m.labels)
+		require.True(t, ok, "%s%v is missing", m.name, m.labels)
+		require.GreaterOrEqual(t, v, m.min, "%s%v", m.name, m.labels)
+	}
+	require.Equal(t, api.Exited, rc.Reason)
+	v, _ := value(fams, "conch_sessions", nil)
+	require.Equal(t, 1.0, v)
+
+	// No label holds an id, a path or command text: labels are route
+	// patterns and values from fixed sets.
+	forbidden := []string{r.ProcessID, s.ID, rc.ProcessID, reader.ID, cwd, secret, "nothing-here"}
+	for name, f := range fams {
+		if !strings.HasPrefix(name, "conch_") {
+			continue
+		}
+		for _, m := range f.Metric {
+			for _, l := range m.Label {
+				for _, bad := range forbidden {
+					require.NotContains(t, l.GetValue(), bad, "%s{%s}", name, l.GetName())
+				}
+				if l.GetName() == "route" {
+					require.Regexp(t, `^(/|(GET|POST|DELETE) /[a-z0-9/{}]*)$`, l.GetValue())
+				} else {
+					require.Regexp(t, `^[a-z0-9_]+$`, l.GetValue(), "%s{%s}", name, l.GetName())
+				}
+			}
+		}
+	}
+}
+
+func TestMetricsContainmentAndListener(t *testing.T) {
+	t.Parallel()
+	root := containment.Open(containment.Config{Instance: "metrics-test-" + strconv.Itoa(os.Getpid())})
+	t.Cleanup(func() { _ = root.Destroy() })
+	mode := string(root.Mode())
+	d := start(t, server.Options{Containment: root})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- d.srv.ServeMetrics(ln) }()
+	m := &daemon{url: "http://" + ln.Addr().String()}
+
+	fams := scrape(t, m.url, nil) // no token on the metrics listener
+	v, ok := value(fams, "conch_containment", map[string]string{"mode": mode})
+	require.True(t, ok)
+	require.Equal(t, 1.0, v)
+	for _, other := range []string{"none", "cgroup2"} {
+		if other != mode {
+			_, ok = value(fams, "conch_containment", map[string]string{"mode": other})
+			require.False(t, ok, "only the daemon's own mode is reported")
+		}
+	}
+
+	code, _ := m.raw(t, "GET", "/livez", "", nil)
+	require.Equal(t, http.StatusOK, code)
+	code, _ = m.raw(t, "GET", "/readyz", "", nil)
+	require.Contains(t, []int{http.StatusOK, http.StatusServiceUnavailable}, code)
+	code, _ = m.raw(t, "POST", "/v1/processes", `{"cmd":"true"}`, authed())
+	require.Equal(t, http.StatusNotFound, code, "the metrics listener serves no API")
+
+	require.NoError(t, d.srv.Shutdown(ctx(t)))
+	require.NoError(t, <-served, "Shutdown ends the metrics listener too")
+}
