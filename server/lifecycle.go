@@ -162,6 +162,7 @@ func (s *Server) removeRecord(id string) {
 		s.reg.Remove(id)
 		s.budget.Remove(p.Log())
 		s.inputs.Delete(id)
+		s.interacts.Delete(id)
 	}
 }
 

@@ -230,6 +230,7 @@ func (s *Server) writeStdin(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if len(data) > 0 || !eof {
+		p.Log().Seal() // as interact does: replies start a frame of their own
 		if err := p.WriteStdin(data); err != nil {
 			return err
 		}
