@@ -13,4 +13,8 @@ const (
 	CodePayloadTooLarge      Code = "payload_too_large"
 	CodeResourceExhausted    Code = "resource_exhausted"
 	CodeInternal             Code = "internal"
+	// CodeStdinFull refuses a stdin write that does not fit in the
+	// process's input queue; the error's acceptedBytes says how much of it
+	// was queued.
+	CodeStdinFull Code = "stdin_full"
 )

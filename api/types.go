@@ -51,6 +51,9 @@ type Process struct {
 	WaitingForInput bool `json:"waitingForInput"`
 	// Ports are the loopback ports a session leased.
 	Ports []int `json:"ports,omitempty"`
+	// StdinDroppedBytes counts the bytes written to the process's stdin
+	// that were still queued, unread, when it ended.
+	StdinDroppedBytes int64 `json:"stdinDroppedBytes,omitempty"`
 }
 
 // Ended reports whether the process is terminal.
@@ -66,6 +69,9 @@ type WaitResult struct {
 	// Cwd is, for a session command, the shell's directory after it
 	// ended, so that a caller needs no second request to learn it.
 	Cwd string `json:"cwd,omitempty"`
+	// StdinDroppedBytes counts the bytes written to the process's stdin
+	// that were still queued, unread, when it ended.
+	StdinDroppedBytes int64 `json:"stdinDroppedBytes,omitempty"`
 }
 
 // Result returns the WaitResult of a terminal process, or nil.

@@ -77,6 +77,7 @@ const (
 	CodePayloadTooLarge      = api.CodePayloadTooLarge
 	CodeResourceExhausted    = api.CodeResourceExhausted
 	CodeInternal             = api.CodeInternal
+	CodeStdinFull            = api.CodeStdinFull
 )
 
 // Error is an error answered by the daemon.
@@ -84,6 +85,9 @@ type Error struct {
 	Status  int    // the HTTP status
 	Code    Code   `json:"code"`
 	Message string `json:"message"`
+	// AcceptedBytes is, for stdin_full, how many bytes of the write were
+	// queued.
+	AcceptedBytes int `json:"acceptedBytes,omitempty"`
 }
 
 func (e *Error) Error() string {

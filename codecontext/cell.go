@@ -111,6 +111,7 @@ func (cell *Cell) Info() process.Info {
 	if cell.st == process.Terminal {
 		r := cell.result
 		i.Result = &r
+		i.StdinDroppedBytes = cell.stdin.Dropped()
 	}
 	return i
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"syscall"
 	"time"
 
@@ -169,53 +168,49 @@ func (p *Process) clear(ctx context.Context, deadline time.Time, termed map[int]
 	}
 }
 
-// WriteStdin writes b to the process's stdin: its pipe, or its terminal for
-// a PTY process. It blocks until the process has taken b, its stdin is
-// closed or it ends. ErrStdinNotOpen when stdin is closed or the process has
-// ended.
+// WriteStdin queues b for the process's stdin: its pipe, or its terminal
+// for a PTY process. It never waits for the process to read: a write that
+// does not fit in the queue (process.StdinQueueLimit bytes not yet read)
+// fails at once with a *process.StdinFullError, its first Accepted bytes
+// queued. ErrStdinNotOpen when stdin is closed or the process has ended.
+// What is still queued when the process ends is dropped, and counted in
+// Info's StdinDroppedBytes.
 func (p *Process) WriteStdin(b []byte) error {
-	w, err := p.stdin()
-	if err != nil {
+	if err := p.stdinOpen(); err != nil {
 		return err
 	}
-	if _, err := w.Write(b); err != nil {
-		if errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EPIPE) {
-			return fmt.Errorf("%w: %v", process.ErrStdinNotOpen, err)
-		}
-		return err
-	}
-	return nil
+	return p.feed.write(b)
 }
 
-// CloseStdin closes the process's stdin, so that its reads get end-of-file
-// once they have read what was written. For a PTY process it writes the
-// terminal's end-of-file character (Ctrl-D), which a program reading lines
-// gets as end-of-file at the start of a line. ErrStdinNotOpen when stdin is
-// closed already or the process has ended.
+// CloseStdin closes the process's stdin once what was written before is
+// taken, so that its reads get end-of-file once they have read it. For a
+// PTY process it writes the terminal's end-of-file character (Ctrl-D),
+// which a program reading lines gets as end-of-file at the start of a
+// line. ErrStdinNotOpen when stdin is closed already or the process has
+// ended.
 func (p *Process) CloseStdin() error {
 	if p.pty != nil {
 		return p.WriteStdin([]byte{4})
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.in == nil || p.stdinClosed {
+	if p.in == nil || p.stdinClosed || p.exited {
 		return process.ErrStdinNotOpen
 	}
 	p.stdinClosed = true
-	return p.in.Close()
+	p.feed.closeWrite()
+	return nil
 }
 
-// stdin returns where WriteStdin writes.
-func (p *Process) stdin() (*os.File, error) {
+// stdinOpen says whether WriteStdin may write.
+func (p *Process) stdinOpen() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
 	case p.exited:
-		return nil, fmt.Errorf("%w: the process has ended", process.ErrStdinNotOpen)
-	case p.pty != nil:
-		return p.pty, nil
-	case p.in == nil || p.stdinClosed:
-		return nil, process.ErrStdinNotOpen
+		return fmt.Errorf("%w: the process has ended", process.ErrStdinNotOpen)
+	case p.feed == nil || (p.pty == nil && p.stdinClosed):
+		return process.ErrStdinNotOpen
 	}
-	return p.in, nil
+	return nil
 }

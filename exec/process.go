@@ -25,7 +25,10 @@ type Process struct {
 	cmd  *osexec.Cmd
 	pty  *os.File // the PTY's master side; nil for an exec process
 	in   *os.File // write end of an open stdin pipe; nil otherwise
+	feed *feeder  // writes queued input to in or pty; nil without open input
 	done chan struct{}
+
+	closeIn sync.Once // closes in: at end-of-file or the process's end
 
 	stopGrace  time.Duration // Options.StopGrace, defaulted
 	drainDelay time.Duration // Options.DrainDelay, defaulted
@@ -189,6 +192,9 @@ func (p *Process) startPipes(openStdin bool) ([]output, error) {
 		return nil, startError{err}
 	}
 	p.in = inW
+	if inW != nil {
+		p.feed = newFeeder(inW, p.closeStdinPipe)
+	}
 	return []output{{outR, logstore.Stdout}, {errR, logstore.Stderr}}, nil
 }
 
@@ -249,8 +255,20 @@ func (p *Process) wait(readers []*os.File, copied <-chan struct{}) {
 	}
 	drain.Stop()
 	closeAll(readers...)
+	if p.feed != nil {
+		// Its pipe or terminal is closed: a write it is in returns.
+		dropped := p.feed.stop()
+		p.mu.Lock()
+		p.info.StdinDroppedBytes = dropped
+		p.mu.Unlock()
+	}
 	p.log.Close()
 	close(p.done)
+}
+
+// closeStdinPipe closes the write end of the stdin pipe, once.
+func (p *Process) closeStdinPipe() {
+	p.closeIn.Do(func() { p.in.Close() })
 }
 
 // exit records how the process ended.
@@ -271,9 +289,9 @@ func (p *Process) exit(waitErr error) {
 	p.info.State = process.Terminal
 	p.info.Result = &res
 	p.info.ExitedAt = time.Now()
-	if p.in != nil && !p.stdinClosed {
+	if p.in != nil {
 		p.stdinClosed = true
-		p.in.Close()
+		p.closeStdinPipe()
 	}
 }
 

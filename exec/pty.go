@@ -44,6 +44,7 @@ func (p *Process) startPTY(size process.TerminalSize) ([]output, error) {
 		return nil, startError{err}
 	}
 	p.pty = master
+	p.feed = newFeeder(master, nil)
 	return []output{{master, logstore.PTY}}, nil
 }
 
@@ -147,12 +148,26 @@ func (p *Process) Attach(ctx context.Context) (*Attachment, error) {
 // Read reads the terminal's output.
 func (a *Attachment) Read(b []byte) (int, error) { return a.r.Read(b) }
 
-// Write sends b to the terminal as typed input.
+// Write sends b to the terminal as typed input. Unlike WriteStdin, it
+// waits while the input queue is full, as a terminal's writer would.
 func (a *Attachment) Write(b []byte) (int, error) {
-	if err := a.p.WriteStdin(b); err != nil {
-		return 0, err
+	written := 0
+	for {
+		err := a.p.WriteStdin(b[written:])
+		var full *process.StdinFullError
+		if !errors.As(err, &full) {
+			if err != nil {
+				return written, err
+			}
+			return len(b), nil
+		}
+		written += full.Accepted
+		select {
+		case <-a.p.feed.waitProgress():
+		case <-a.p.done:
+			return written, process.ErrStdinNotOpen
+		}
 	}
-	return len(b), nil
 }
 
 // Resize changes the terminal's size; see [Process.Resize].

@@ -99,6 +99,9 @@ type Info struct {
 	StartedAt        time.Time
 	ExitedAt         time.Time
 	Ports            []int
+	// StdinDroppedBytes counts the bytes written to the process's stdin
+	// that were still queued, unread, when it ended.
+	StdinDroppedBytes int64
 }
 
 // Process is one process of any kind, as the registry and the HTTP layer see it.

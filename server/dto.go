@@ -36,6 +36,8 @@ func (s *Server) processDTO(p process.Process) api.Process {
 		StartedAt:        api.Time{Time: i.StartedAt},
 		ExitedAt:         api.Time{Time: i.ExitedAt},
 		Ports:            i.Ports,
+
+		StdinDroppedBytes: i.StdinDroppedBytes,
 	}
 	if d.Stdin == "" {
 		d.Stdin = process.StdinClosed
@@ -62,9 +64,11 @@ func (s *Server) processDTO(p process.Process) api.Process {
 	return d
 }
 
-// waitResult is the API's WaitResult of r.
-func waitResult(r process.Result) api.WaitResult {
-	return api.WaitResult{Reason: r.Reason, ExitCode: r.ExitCode, Signal: r.Signal, Error: r.Error, Cwd: r.Cwd}
+// waitResult is the API's WaitResult of a terminal process described by i.
+func waitResult(i process.Info) api.WaitResult {
+	r := i.Result
+	return api.WaitResult{Reason: r.Reason, ExitCode: r.ExitCode, Signal: r.Signal, Error: r.Error, Cwd: r.Cwd,
+		StdinDroppedBytes: i.StdinDroppedBytes}
 }
 
 // frameDTO is the API's LogFrame of f: text when its bytes are UTF-8 and

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"syscall"
@@ -141,10 +142,13 @@ func (s *Server) deliver(p process.Process, input []byte, eof bool, signal strin
 		// after it, so that a cursor taken before the write is before
 		// every reply to it.
 		p.Log().Seal()
-		if err := p.WriteStdin(input); err != nil {
+		err := p.WriteStdin(input)
+		if !errors.Is(err, process.ErrStdinNotOpen) {
+			s.input(p.ID()).Written() // all or part of it was queued
+		}
+		if err != nil {
 			return err
 		}
-		s.input(p.ID()).Written()
 	}
 	if eof {
 		if err := p.CloseStdin(); err != nil {

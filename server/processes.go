@@ -190,7 +190,7 @@ func (s *Server) waitProcess(w http.ResponseWriter, r *http.Request) error {
 		}
 		return writeJSON(w, http.StatusAccepted, s.processDTO(p))
 	}
-	return writeJSON(w, http.StatusOK, waitResult(*p.Info().Result))
+	return writeJSON(w, http.StatusOK, waitResult(p.Info()))
 }
 
 func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {

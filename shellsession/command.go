@@ -115,6 +115,7 @@ func (c *Command) Info() process.Info {
 	if c.phase == phaseEnded {
 		r := c.result
 		i.Result = &r
+		i.StdinDroppedBytes = c.stdin.Dropped()
 	}
 	return i
 }
