@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"syscall"
 	"time"
 
@@ -14,14 +15,19 @@ import (
 // signalTree sends sig to the process while it has not been reaped, its
 // process group, its descendants, and every process tagged with its id and
 // their groups: orphans that left its tree, and a group whose leader has
-// exited. A reaped process's pid may be another program's by now.
+// exited. A reaped process's pid may be another program's by now, so once
+// it is reaped only its group is signalled by that number, and only while
+// the group has members (which keeps the number from being reused).
 func (p *Process) signalTree(sig syscall.Signal) error {
 	var err error
 	p.mu.Lock()
 	reaped := p.exited
+	pid := p.info.PID
 	p.mu.Unlock()
 	if !reaped && p.cmd != nil && p.cmd.Process != nil {
 		err = proctree.Signal(p.cmd.Process.Pid, sig, true)
+	} else if pid > 0 {
+		err = proctree.SignalGroup(pid, sig)
 	}
 	return errors.Join(err, proctree.SignalTagged(p.id, sig))
 }
@@ -29,7 +35,9 @@ func (p *Process) signalTree(sig syscall.Signal) error {
 // Kill sends sig to the process and all its current descendants, including
 // those that called setsid and orphans that carry its tag. When
 // escalateAfter is positive and the process is still running then, it sends
-// escalateTo (zero means KILL). Killing a terminal process does nothing.
+// escalateTo (zero means KILL). Killing a terminal process sends sig to what
+// it left behind: what is still in its process group and what carries its
+// tag; its result does not change.
 func (p *Process) Kill(sig syscall.Signal, escalateAfter time.Duration, escalateTo syscall.Signal) error {
 	if escalateTo == 0 {
 		escalateTo = syscall.SIGKILL
@@ -37,7 +45,7 @@ func (p *Process) Kill(sig syscall.Signal, escalateAfter time.Duration, escalate
 	p.mu.Lock()
 	if p.exited {
 		p.mu.Unlock()
-		return nil
+		return p.signalTree(sig)
 	}
 	if ending[sig] {
 		p.sent = sig
@@ -122,11 +130,26 @@ func (p *Process) Stop(ctx context.Context) error {
 	return p.clear(ctx, deadline, termed)
 }
 
-// leftovers reports whether processes tagged with p's id are alive. A scan
-// of /proc can miss processes that fork and exit while it reads, so it
-// takes two scans finding nothing to say none is left.
+// leftovers reports whether processes tagged with p's id, or in its process
+// group, are alive. A scan of /proc can miss processes that fork and exit
+// while it reads, so it takes two scans finding nothing to say none is left.
 func (p *Process) leftovers() bool {
-	return len(proctree.Tagged(p.id)) > 0 || len(proctree.Tagged(p.id)) > 0
+	return len(p.left()) > 0 || len(p.left()) > 0
+}
+
+// left returns the live processes tagged with p's id or in its process
+// group (a member that cleared its environment carries no tag).
+func (p *Process) left() []int {
+	left := proctree.Tagged(p.id)
+	p.mu.Lock()
+	pgid := p.info.PID
+	p.mu.Unlock()
+	for _, pid := range proctree.Group(pgid) {
+		if !slices.Contains(left, pid) {
+			left = append(left, pid)
+		}
+	}
+	return left
 }
 
 // clear waits for the leftovers of an ended process to go, and from
@@ -139,9 +162,9 @@ func (p *Process) leftovers() bool {
 func (p *Process) clear(ctx context.Context, deadline time.Time, termed map[int]bool) error {
 	giveUp := deadline.Add(p.stopGrace)
 	for {
-		left := proctree.Tagged(p.id)
+		left := p.left()
 		if len(left) == 0 {
-			left = proctree.Tagged(p.id) // a scan can miss what forks and exits as it reads
+			left = p.left() // a scan can miss what forks and exits as it reads
 		}
 		if len(left) == 0 {
 			return nil
@@ -151,7 +174,7 @@ func (p *Process) clear(ctx context.Context, deadline time.Time, termed map[int]
 		case now.After(giveUp):
 			return fmt.Errorf("process %s: %d processes outlive KILL", p.id, len(left))
 		case now.After(deadline):
-			_ = proctree.SignalTagged(p.id, syscall.SIGKILL)
+			_ = p.signalTree(syscall.SIGKILL)
 		default:
 			for _, pid := range left {
 				if !termed[pid] {
