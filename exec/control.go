@@ -24,8 +24,8 @@ func (p *Process) signalTree(sig syscall.Signal) error {
 	reaped := p.exited
 	pid := p.info.PID
 	p.mu.Unlock()
-	if !reaped && p.cmd != nil && p.cmd.Process != nil {
-		err = proctree.Signal(p.cmd.Process.Pid, sig, true)
+	if !reaped && pid > 0 {
+		err = proctree.Signal(pid, sig, true)
 	} else if pid > 0 {
 		err = proctree.SignalGroup(pid, sig)
 	}

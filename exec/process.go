@@ -286,6 +286,9 @@ func (p *Process) exit(waitErr error) {
 	} else {
 		res = process.Result{Reason: process.Lost, Error: waitErr.Error()}
 	}
+	// The record of an ended process is kept, maybe for long: the command's
+	// environment, files and handles are not.
+	p.cmd = nil
 	p.info.State = process.Terminal
 	p.info.Result = &res
 	p.info.ExitedAt = time.Now()
