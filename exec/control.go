@@ -205,6 +205,17 @@ func (p *Process) WriteStdin(b []byte) error {
 	return p.feed.write(b)
 }
 
+// StdinQueued returns the bytes written to the process's stdin that it has
+// not taken yet.
+func (p *Process) StdinQueued() int {
+	if p.feed == nil {
+		return 0
+	}
+	p.feed.mu.Lock()
+	defer p.feed.mu.Unlock()
+	return p.feed.queue.Queued
+}
+
 // CloseStdin closes the process's stdin once what was written before is
 // taken, so that its reads get end-of-file once they have read it. For a
 // PTY process it writes the terminal's end-of-file character (Ctrl-D),

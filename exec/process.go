@@ -68,11 +68,12 @@ func Start(opts Options) (*Process, error) {
 		drainDelay: process.OrDefault(opts.DrainDelay, process.DrainDelay),
 		info: process.Info{
 			ID: id, Name: opts.Name, Kind: kind, State: process.Running,
-			Argv: opts.Argv, ShellCommand: opts.Cmd, Cwd: pl.dir, User: opts.User,
+			Argv: opts.Argv, Cwd: pl.dir, User: opts.User,
 			Stdin: stdin, ExecutionTimeout: opts.ExecutionTimeout, Terminal: opts.Terminal,
 			KeepLogs: keep, CreatedAt: time.Now(),
 		},
 	}
+	p.info.ShellCommand, p.info.ShellCommandBytes = process.KeepText(opts.Cmd)
 	if pl.shellItself {
 		p.info.Argv = pl.argv
 	} else if opts.Argv == nil {

@@ -38,6 +38,11 @@ func (s *Server) processDTO(p process.Process) api.Process {
 		Ports:            i.Ports,
 
 		StdinDroppedBytes: i.StdinDroppedBytes,
+
+		ShellCommandBytes:     i.ShellCommandBytes,
+		ShellCommandTruncated: i.ShellCommandBytes > len(i.ShellCommand),
+		CodeBytes:             i.CodeBytes,
+		CodeTruncated:         i.CodeBytes > len(i.Code),
 	}
 	if d.Stdin == "" {
 		d.Stdin = process.StdinClosed

@@ -142,7 +142,7 @@ func (s *Server) deliver(p process.Process, input []byte, eof bool, signal strin
 		// after it, so that a cursor taken before the write is before
 		// every reply to it.
 		p.Log().Seal()
-		err := p.WriteStdin(input)
+		err := s.queueStdin(p, input)
 		if !errors.Is(err, process.ErrStdinNotOpen) {
 			s.input(p.ID()).Written() // all or part of it was queued
 		}

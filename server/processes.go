@@ -231,7 +231,7 @@ func (s *Server) writeStdin(w http.ResponseWriter, r *http.Request) error {
 	}
 	if len(data) > 0 || !eof {
 		p.Log().Seal() // as interact does: replies start a frame of their own
-		if err := p.WriteStdin(data); err != nil {
+		if err := s.queueStdin(p, data); err != nil {
 			return err
 		}
 	}

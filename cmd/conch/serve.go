@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,6 +33,8 @@ type serveOptions struct {
 	bodyLimit, maxCommand     byteSize
 	exitTTL                   time.Duration
 	maxSessions, maxProcesses int
+	maxEnded                  int
+	stdinBudget               byteSize
 	allowHosts                stringList
 	level                     slog.Level
 }
@@ -59,6 +62,7 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return fail(e, exitFailure, err)
 	}
+	setMemoryLimit(srv, logger)
 	ln, err := listen(e, o.listen, logger, stateDir, tokenPath)
 	if err != nil {
 		return fail(e, exitFailure, err)
@@ -83,6 +87,9 @@ func parseServe(e *env, args []string) (o serveOptions, code int, ok bool) {
 	fs.DurationVar(&o.exitTTL, "exit-ttl", server.DefaultExitTTL, "how long a process with keepLogs on_exit_ttl is kept after it ends")
 	fs.IntVar(&o.maxSessions, "max-sessions", server.DefaultMaxSessions, "sessions alive at once")
 	fs.IntVar(&o.maxProcesses, "max-processes", server.DefaultMaxProcesses, "processes running or queued at once")
+	fs.IntVar(&o.maxEnded, "max-ended", server.DefaultMaxEnded, "records of ended processes and commands kept together; over it the oldest ended records are forgotten first")
+	o.stdinBudget = byteSize(server.DefaultStdinBudget)
+	fs.Var(&o.stdinBudget, "stdin-budget", "`bytes` written to the stdin of all processes together that they have not read yet; a write over it is refused with 409 stdin_full")
 	o.bodyLimit = byteSize(server.DefaultBodyLimit)
 	fs.Var(&o.bodyLimit, "body-limit", "largest request body in `bytes`")
 	o.maxCommand = byteSize(server.DefaultMaxCommandBytes)
@@ -115,10 +122,25 @@ func (o serveOptions) server(token string, logger *slog.Logger, streamDir string
 		ExitTTL:         o.exitTTL,
 		MaxSessions:     o.maxSessions,
 		MaxProcesses:    o.maxProcesses,
+		MaxEnded:        o.maxEnded,
+		StdinBudget:     int64(o.stdinBudget),
 		AllowedHosts:    o.allowHosts,
 		Logger:          logger,
 		StreamDir:       streamDir,
 	}
+}
+
+// setMemoryLimit runs the daemon under the Go memory limit its budgets add
+// up to, so that the garbage collector works harder as the heap nears it
+// rather than letting it grow to twice what is live. GOMEMLIMIT, when set,
+// wins.
+func setMemoryLimit(srv *server.Server, logger *slog.Logger) {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); set {
+		return
+	}
+	limit := srv.MemoryLimit()
+	debug.SetMemoryLimit(limit)
+	logger.Info("memory limit", "bytes", limit)
 }
 
 // takeToken loads the token (see loadToken), says where a new one was

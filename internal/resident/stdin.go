@@ -61,6 +61,13 @@ func (b *Stdin) Write(p []byte) error {
 	return err
 }
 
+// Queued returns the bytes written and not yet taken by the command.
+func (b *Stdin) Queued() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.queue.Queued
+}
+
 // Dropped returns the bytes that were queued and unread when the command
 // ended: zero before its end.
 func (b *Stdin) Dropped() int64 {
