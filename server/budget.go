@@ -19,7 +19,7 @@ const (
 	// memoryMargin is what MemoryLimit allows beyond the budgets: the
 	// daemon's own heap, requests being decoded and answers being encoded,
 	// the running processes' bookkeeping.
-	memoryMargin = 192 << 20
+	memoryMargin = 64 << 20
 )
 
 // Budget is one of the daemon's budgets: what it bounds, the flag of
