@@ -16,14 +16,15 @@ type Stdin struct {
 	open  bool // the command was submitted with stdin open
 	gated bool // end-of-file waits for Opened
 
-	mu     sync.Mutex // guards the fields below
-	cond   sync.Cond
-	chunks [][]byte
-	queue  process.StdinQueue // bytes in chunks and those the feeder has not written yet
-	eof    bool               // CloseWrite was called
-	closed bool               // the command ended: nothing more is written
-	opened bool               // the reader has opened the FIFO
-	f      *os.File           // the FIFO, once the feeder has it
+	mu      sync.Mutex // guards the fields below
+	cond    sync.Cond
+	chunks  [][]byte
+	queue   process.StdinQueue // bytes in chunks and those the feeder has not written yet
+	dropped int64              // what was queued when Close was first called
+	eof     bool               // CloseWrite was called
+	closed  bool               // the command ended: nothing more is written
+	opened  bool               // the reader has opened the FIFO
+	f       *os.File           // the FIFO, once the feeder has it
 
 	in      inputwait.Input
 	known   bool // in is the FIFO
@@ -69,14 +70,13 @@ func (b *Stdin) Queued() int {
 }
 
 // Dropped returns the bytes that were queued and unread when the command
-// ended: zero before its end.
+// ended: zero before its end. It is counted once, at the end: a write the
+// feeder was in then may have handed some of them to the FIFO, which
+// nobody reads any more either.
 func (b *Stdin) Dropped() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !b.closed {
-		return 0
-	}
-	return int64(b.queue.Queued)
+	return b.dropped
 }
 
 // CloseWrite gives the command end-of-file once what was written is read.
@@ -104,6 +104,9 @@ func (b *Stdin) Opened() {
 // a full FIFO.
 func (b *Stdin) Close() {
 	b.mu.Lock()
+	if !b.closed {
+		b.dropped = int64(b.queue.Queued)
+	}
 	b.closed = true
 	if b.f != nil {
 		b.f.Close()
