@@ -16,4 +16,8 @@ const (
 	// CodeDraining refuses new work while the daemon drains before it
 	// stops (503, with Retry-After): work already started goes on.
 	CodeDraining Code = "draining"
+	// CodeStdinFull refuses a stdin write that does not fit in the
+	// process's input queue; the error's acceptedBytes says how much of it
+	// was queued.
+	CodeStdinFull Code = "stdin_full"
 )

@@ -54,6 +54,16 @@ type Process struct {
 	// OOMKilled and Usage are as on WaitResult, once the process ended.
 	OOMKilled bool   `json:"oomKilled,omitempty"`
 	Usage     *Usage `json:"usage,omitempty"`
+	// StdinDroppedBytes counts the bytes written to the process's stdin
+	// that were still queued, unread, when it ended.
+	StdinDroppedBytes int64 `json:"stdinDroppedBytes,omitempty"`
+	// ShellCommandBytes is the length of the whole shell command, of which
+	// ShellCommand holds at most the first 64 KiB; ShellCommandTruncated
+	// says it holds less. CodeBytes and CodeTruncated say the same of Code.
+	ShellCommandBytes     int  `json:"shellCommandBytes,omitempty"`
+	ShellCommandTruncated bool `json:"shellCommandTruncated,omitempty"`
+	CodeBytes             int  `json:"codeBytes,omitempty"`
+	CodeTruncated         bool `json:"codeTruncated,omitempty"`
 }
 
 // Ended reports whether the process is terminal.
@@ -69,6 +79,9 @@ type WaitResult struct {
 	// Cwd is, for a session command, the shell's directory after it
 	// ended, so that a caller needs no second request to learn it.
 	Cwd string `json:"cwd,omitempty"`
+	// StdinDroppedBytes counts the bytes written to the process's stdin
+	// that were still queued, unread, when it ended.
+	StdinDroppedBytes int64 `json:"stdinDroppedBytes,omitempty"`
 	// OOMKilled is true when the kernel's OOM killer ended the process at
 	// its memory limit.
 	OOMKilled bool `json:"oomKilled,omitempty"`
@@ -295,6 +308,23 @@ type Health struct {
 	// apply (memory, pids, cpu), whether through cgroup "v2" or "v1"; a
 	// limit whose controller is absent is refused.
 	LimitControllers map[string]string `json:"limitControllers,omitempty"`
+	// Budgets are the daemon's bounds on what it keeps for others, with
+	// what each holds now.
+	Budgets []BudgetUse `json:"budgets,omitempty"`
+	// MemoryLimit is the Go memory limit the daemon sets from the sum of
+	// its budgets, in bytes.
+	MemoryLimit int64 `json:"memoryLimit,omitempty"`
+}
+
+// BudgetUse is one of the daemon's budgets: its name (logs, stdin,
+// endedRecords), the flag of conch serve that sets it, its unit (bytes or
+// records), its limit and what it holds now.
+type BudgetUse struct {
+	Name  string `json:"name"`
+	Flag  string `json:"flag"`
+	Unit  string `json:"unit"`
+	Limit int64  `json:"limit"`
+	Used  int64  `json:"used"`
 }
 
 // Time is a time that travels as RFC 3339 with milliseconds.

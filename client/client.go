@@ -78,6 +78,7 @@ const (
 	CodeResourceExhausted    = api.CodeResourceExhausted
 	CodeInternal             = api.CodeInternal
 	CodeDraining             = api.CodeDraining
+	CodeStdinFull            = api.CodeStdinFull
 )
 
 // Error is an error answered by the daemon.
@@ -85,6 +86,9 @@ type Error struct {
 	Status  int    // the HTTP status
 	Code    Code   `json:"code"`
 	Message string `json:"message"`
+	// AcceptedBytes is, for stdin_full, how many bytes of the write were
+	// queued.
+	AcceptedBytes int `json:"acceptedBytes,omitempty"`
 }
 
 func (e *Error) Error() string {

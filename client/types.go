@@ -22,6 +22,7 @@ type (
 	ProcessList       = api.ProcessList
 	LogsPage          = api.LogsPage
 	Health            = api.Health
+	BudgetUse         = api.BudgetUse
 	Time              = api.Time
 	Millis            = api.Millis
 	InteractOptions   = api.InteractOptions

@@ -32,6 +32,8 @@ type Cell struct {
 	done      chan struct{} // closed once result is set
 	result    process.Result
 	stdin     resident.Stdin
+	text      string // the head of opts.Code the record keeps (see process.KeepText)
+	textBytes int    // the length of opts.Code
 
 	mu          sync.Mutex // guards the fields below
 	st          process.State
@@ -75,6 +77,7 @@ func newCell(c *Context, seq int, opts CellOptions) *Cell {
 		readersDone: make(chan struct{}),
 		readers:     2,
 	}
+	cell.text, cell.textBytes = process.KeepText(opts.Code)
 	cell.stdin.Init(opts.Stdin == process.StdinOpen, true)
 	if t := opts.ExecutionTimeout; t > 0 {
 		cell.addTimer(time.AfterFunc(t, cell.timeout))
@@ -109,7 +112,7 @@ func (cell *Cell) Info() process.Info {
 	defer cell.mu.Unlock()
 	i := process.Info{
 		ID: cell.id, Name: cell.opts.Name, Kind: process.KindCode, State: cell.st,
-		SessionID: cell.c.id, Code: cell.opts.Code, Language: string(cell.c.opts.Language),
+		SessionID: cell.c.id, Code: cell.text, CodeBytes: cell.textBytes, Language: string(cell.c.opts.Language),
 		Cwd: cell.cwd, Stdin: cell.opts.Stdin, ExecutionTimeout: cell.opts.ExecutionTimeout,
 		KeepLogs: cell.log.Keep(), CreatedAt: cell.createdAt, StartedAt: cell.startedAt,
 		ExitedAt: cell.exitedAt,
@@ -117,6 +120,7 @@ func (cell *Cell) Info() process.Info {
 	if cell.st == process.Terminal {
 		r := cell.result
 		i.Result = &r
+		i.StdinDroppedBytes = cell.stdin.Dropped()
 	}
 	return i
 }
@@ -160,6 +164,7 @@ func (cell *Cell) Run() {
 	}
 	msg := cellMessage{ID: cell.seq, Code: cell.opts.Code, Nonce: string(nonce),
 		Stdin: st.stdinPath, Stdout: st.out.Path, Stderr: st.err.Path}
+	cell.opts.Code = "" // the record keeps its head
 	if err := c.send(msg); err != nil {
 		<-c.exited // a failed write means the interpreter is gone
 	}

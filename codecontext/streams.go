@@ -70,3 +70,7 @@ func (cell *Cell) WriteStdin(p []byte) error { return cell.stdin.Write(p) }
 
 // CloseStdin gives the cell end-of-file once what was written is read.
 func (cell *Cell) CloseStdin() error { return cell.stdin.CloseWrite() }
+
+// StdinQueued returns the bytes written to the cell's stdin that it has not
+// taken yet.
+func (cell *Cell) StdinQueued() int { return cell.stdin.Queued() }

@@ -2,6 +2,7 @@ package exec
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -121,12 +122,26 @@ func (a *Attachment) Read(b []byte) (int, error) {
 	return n, nil
 }
 
-// Write sends b to the terminal as typed input.
+// Write sends b to the terminal as typed input. Unlike WriteStdin, it
+// waits while the input queue is full, as a terminal's writer would.
 func (a *Attachment) Write(b []byte) (int, error) {
-	if err := a.p.WriteStdin(b); err != nil {
-		return 0, err
+	written := 0
+	for {
+		err := a.p.WriteStdin(b[written:])
+		var full *process.StdinFullError
+		if !errors.As(err, &full) {
+			if err != nil {
+				return written, err
+			}
+			return len(b), nil
+		}
+		written += full.Accepted
+		select {
+		case <-a.p.feed.waitProgress():
+		case <-a.p.done:
+			return written, process.ErrStdinNotOpen
+		}
 	}
-	return len(b), nil
 }
 
 // Resize changes the terminal's size; see [Process.Resize].

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
+	"slices"
 	"syscall"
 	"time"
 
@@ -15,14 +15,19 @@ import (
 // signalTree sends sig to the process while it has not been reaped, its
 // process group, its descendants, and every process tagged with its id and
 // their groups: orphans that left its tree, and a group whose leader has
-// exited. A reaped process's pid may be another program's by now.
+// exited. A reaped process's pid may be another program's by now, so once
+// it is reaped only its group is signalled by that number, and only while
+// the group has members (which keeps the number from being reused).
 func (p *Process) signalTree(sig syscall.Signal) error {
 	var err error
 	p.mu.Lock()
 	reaped := p.exited
+	pid := p.info.PID
 	p.mu.Unlock()
-	if !reaped && p.cmd != nil && p.cmd.Process != nil {
-		err = proctree.Signal(p.cmd.Process.Pid, sig, true)
+	if !reaped && pid > 0 {
+		err = proctree.Signal(pid, sig, true)
+	} else if pid > 0 {
+		err = proctree.SignalGroup(pid, sig)
 	}
 	return errors.Join(err, proctree.SignalTagged(p.id, sig))
 }
@@ -30,7 +35,9 @@ func (p *Process) signalTree(sig syscall.Signal) error {
 // Kill sends sig to the process and all its current descendants, including
 // those that called setsid and orphans that carry its tag. When
 // escalateAfter is positive and the process is still running then, it sends
-// escalateTo (zero means KILL). Killing a terminal process does nothing.
+// escalateTo (zero means KILL). Killing a terminal process sends sig to what
+// it left behind: what is still in its process group and what carries its
+// tag; its result does not change.
 func (p *Process) Kill(sig syscall.Signal, escalateAfter time.Duration, escalateTo syscall.Signal) error {
 	if escalateTo == 0 {
 		escalateTo = syscall.SIGKILL
@@ -38,7 +45,7 @@ func (p *Process) Kill(sig syscall.Signal, escalateAfter time.Duration, escalate
 	p.mu.Lock()
 	if p.exited {
 		p.mu.Unlock()
-		return nil
+		return p.signalTree(sig)
 	}
 	if ending[sig] {
 		p.sent = sig
@@ -127,11 +134,26 @@ func (p *Process) Stop(ctx context.Context) (err error) {
 	return p.clear(ctx, deadline, termed)
 }
 
-// leftovers reports whether processes tagged with p's id are alive. A scan
-// of /proc can miss processes that fork and exit while it reads, so it
-// takes two scans finding nothing to say none is left.
+// leftovers reports whether processes tagged with p's id, or in its process
+// group, are alive. A scan of /proc can miss processes that fork and exit
+// while it reads, so it takes two scans finding nothing to say none is left.
 func (p *Process) leftovers() bool {
-	return len(proctree.Tagged(p.id)) > 0 || len(proctree.Tagged(p.id)) > 0
+	return len(p.left()) > 0 || len(p.left()) > 0
+}
+
+// left returns the live processes tagged with p's id or in its process
+// group (a member that cleared its environment carries no tag).
+func (p *Process) left() []int {
+	left := proctree.Tagged(p.id)
+	p.mu.Lock()
+	pgid := p.info.PID
+	p.mu.Unlock()
+	for _, pid := range proctree.Group(pgid) {
+		if !slices.Contains(left, pid) {
+			left = append(left, pid)
+		}
+	}
+	return left
 }
 
 // clear waits for the leftovers of an ended process to go, and from
@@ -144,9 +166,9 @@ func (p *Process) leftovers() bool {
 func (p *Process) clear(ctx context.Context, deadline time.Time, termed map[int]bool) error {
 	giveUp := deadline.Add(p.stopGrace)
 	for {
-		left := proctree.Tagged(p.id)
+		left := p.left()
 		if len(left) == 0 {
-			left = proctree.Tagged(p.id) // a scan can miss what forks and exits as it reads
+			left = p.left() // a scan can miss what forks and exits as it reads
 		}
 		if len(left) == 0 {
 			return nil
@@ -156,7 +178,7 @@ func (p *Process) clear(ctx context.Context, deadline time.Time, termed map[int]
 		case now.After(giveUp):
 			return fmt.Errorf("process %s: %d processes outlive KILL", p.id, len(left))
 		case now.After(deadline):
-			_ = proctree.SignalTagged(p.id, syscall.SIGKILL)
+			_ = p.signalTree(syscall.SIGKILL)
 		default:
 			for _, pid := range left {
 				if !termed[pid] {
@@ -173,53 +195,60 @@ func (p *Process) clear(ctx context.Context, deadline time.Time, termed map[int]
 	}
 }
 
-// WriteStdin writes b to the process's stdin: its pipe, or its terminal for
-// a PTY process. It blocks until the process has taken b, its stdin is
-// closed or it ends. ErrStdinNotOpen when stdin is closed or the process has
-// ended.
+// WriteStdin queues b for the process's stdin: its pipe, or its terminal
+// for a PTY process. It never waits for the process to read: a write that
+// does not fit in the queue (process.StdinQueueLimit bytes not yet read)
+// fails at once with a *process.StdinFullError, its first Accepted bytes
+// queued. ErrStdinNotOpen when stdin is closed or the process has ended.
+// What is still queued when the process ends is dropped, and counted in
+// Info's StdinDroppedBytes.
 func (p *Process) WriteStdin(b []byte) error {
-	w, err := p.stdin()
-	if err != nil {
+	if err := p.stdinOpen(); err != nil {
 		return err
 	}
-	if _, err := w.Write(b); err != nil {
-		if errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EPIPE) {
-			return fmt.Errorf("%w: %v", process.ErrStdinNotOpen, err)
-		}
-		return err
-	}
-	return nil
+	return p.feed.write(b)
 }
 
-// CloseStdin closes the process's stdin, so that its reads get end-of-file
-// once they have read what was written. For a PTY process it writes the
-// terminal's end-of-file character (Ctrl-D), which a program reading lines
-// gets as end-of-file at the start of a line. ErrStdinNotOpen when stdin is
-// closed already or the process has ended.
+// StdinQueued returns the bytes written to the process's stdin that it has
+// not taken yet.
+func (p *Process) StdinQueued() int {
+	if p.feed == nil {
+		return 0
+	}
+	p.feed.mu.Lock()
+	defer p.feed.mu.Unlock()
+	return p.feed.queue.Queued
+}
+
+// CloseStdin closes the process's stdin once what was written before is
+// taken, so that its reads get end-of-file once they have read it. For a
+// PTY process it writes the terminal's end-of-file character (Ctrl-D),
+// which a program reading lines gets as end-of-file at the start of a
+// line. ErrStdinNotOpen when stdin is closed already or the process has
+// ended.
 func (p *Process) CloseStdin() error {
 	if p.pty != nil {
 		return p.WriteStdin([]byte{4})
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.in == nil || p.stdinClosed {
+	if p.in == nil || p.stdinClosed || p.exited {
 		return process.ErrStdinNotOpen
 	}
 	p.stdinClosed = true
-	return p.in.Close()
+	p.feed.closeWrite()
+	return nil
 }
 
-// stdin returns where WriteStdin writes.
-func (p *Process) stdin() (*os.File, error) {
+// stdinOpen says whether WriteStdin may write.
+func (p *Process) stdinOpen() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
 	case p.exited:
-		return nil, fmt.Errorf("%w: the process has ended", process.ErrStdinNotOpen)
-	case p.pty != nil:
-		return p.pty, nil
-	case p.in == nil || p.stdinClosed:
-		return nil, process.ErrStdinNotOpen
+		return fmt.Errorf("%w: the process has ended", process.ErrStdinNotOpen)
+	case p.feed == nil || (p.pty == nil && p.stdinClosed):
+		return process.ErrStdinNotOpen
 	}
-	return p.in, nil
+	return nil
 }

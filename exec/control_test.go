@@ -85,7 +85,7 @@ func TestEscalation(t *testing.T) {
 	}
 }
 
-func TestKillAfterTheEndIsNoOp(t *testing.T) {
+func TestKillAfterTheEndKeepsTheResult(t *testing.T) {
 	t.Parallel()
 	p := start(t, Options{Cmd: "exit 4"})
 	wait(t, p)
@@ -284,4 +284,60 @@ func TestStopEndsTheGroupOfAnEndedProcess(t *testing.T) {
 			})
 		})
 	}
+}
+
+// leftBehind starts a process that exits at once leaving an orphan in its
+// group, a process in a session of its own, and a group member that cleared
+// its environment (so carries no tag), and returns it ended with their
+// pids, each killed at the test's end whatever happens.
+func leftBehind(t *testing.T) (*Process, []int) {
+	t.Helper()
+	p := start(t, Options{Cmd: `sh -c 'sleep 61 & echo $!'; setsid sleep 62 & echo $!; env -i sleep 63 & echo $!`})
+	r := wait(t, p)
+	require.True(t, sameResult(r, process.ExitedWith(0)), "result %s", show(r))
+	left := pids(t, logText(p.Log(), logstore.Stdout))
+	require.Len(t, left, 3)
+	start := make(map[int]uint64)
+	for _, pid := range left {
+		start[pid], _ = proctree.StartTime(pid)
+	}
+	t.Cleanup(func() {
+		for _, pid := range left {
+			if st, ok := proctree.StartTime(pid); ok && st == start[pid] {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	for _, pid := range left {
+		require.True(t, proctree.Alive(pid), "pid %d of %v is not running", pid, left)
+	}
+	return p, left
+}
+
+// Kill of a process whose first process has exited reaches what it left:
+// its group (a member without the tag included) and what carries its tag
+// (one in a session of its own included). Its result does not change.
+func TestKillReachesWhatAnEndedProcessLeft(t *testing.T) {
+	t.Parallel()
+	p, left := leftBehind(t)
+	require.NoError(t, p.Kill(syscall.SIGTERM, 0, 0))
+	for _, pid := range left {
+		eventually(t, fmt.Sprintf("pid %d gone", pid), func() bool { return !proctree.Alive(pid) })
+	}
+	assert.True(t, sameResult(*p.Info().Result, process.ExitedWith(0)), "result changed to %s", show(*p.Info().Result))
+}
+
+// Stop of an ended process ends what it left, a group member without the
+// tag included, also when nothing tagged is left in the group.
+func TestStopEndsWhatAnEndedProcessLeft(t *testing.T) {
+	t.Parallel()
+	p, left := leftBehind(t)
+	// Only the untagged member is left in the group.
+	require.NoError(t, syscall.Kill(left[0], syscall.SIGKILL))
+	require.NoError(t, syscall.Kill(left[1], syscall.SIGKILL))
+	eventually(t, "the tagged ones gone", func() bool { return len(proctree.Tagged(p.ID())) == 0 })
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	require.NoError(t, p.Stop(ctx))
+	require.False(t, proctree.Alive(left[2]), "the group's untagged member outlived Stop")
 }

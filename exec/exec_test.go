@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"testing"
 
@@ -155,4 +156,27 @@ func TestUser(t *testing.T) {
 	require.True(t, sameResult(r, process.ExitedWith(0)), "result %s", show(r))
 	got := logText(p.Log(), logstore.Stdout)
 	assert.Equal(t, "65534 /nonexistent nobody\n", got, "as nobody: %q", got)
+}
+
+// TestEndedRecordIsLean: an ended process keeps its description and
+// output, not what ran it (its command's environment, files, handles): a
+// daemon keeps thousands of such records.
+func TestEndedRecordIsLean(t *testing.T) {
+	const n = 100
+	ended := make([]*Process, 0, n)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for range n {
+		p := start(t, Options{Cmd: "true"})
+		wait(t, p)
+		ended = append(ended, p)
+	}
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n
+	t.Logf("an ended record: %d bytes", per)
+	require.Less(t, per, int64(2048), "bytes per ended record")
+	runtime.KeepAlive(ended)
 }

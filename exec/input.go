@@ -20,7 +20,8 @@ func (p *Process) InputTree() (pids []int, in inputwait.Input, ok bool) {
 	closed := p.exited || f == nil || (p.pty == nil && p.stdinClosed)
 	pid := p.info.PID
 	p.mu.Unlock()
-	if closed {
+	if closed || (p.feed != nil && p.feed.pending()) {
+		// Input still queued reaches the process before it could wait.
 		return nil, inputwait.Input{}, false
 	}
 	in, err := inputwait.InputOf(f)

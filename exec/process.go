@@ -28,7 +28,10 @@ type Process struct {
 	pty  *os.File            // the PTY's master side; nil for an exec process
 	gate gate                // holds the PTY's output back for its attached readers
 	in   *os.File            // write end of an open stdin pipe; nil otherwise
+	feed *feeder             // writes queued input to in or pty; nil without open input
 	done chan struct{}
+
+	closeIn sync.Once // closes in: at end-of-file or the process's end
 
 	stopGrace  time.Duration // Options.StopGrace, defaulted
 	drainDelay time.Duration // Options.DrainDelay, defaulted
@@ -68,13 +71,14 @@ func Start(opts Options) (*Process, error) {
 		drainDelay: process.OrDefault(opts.DrainDelay, process.DrainDelay),
 		info: process.Info{
 			ID: id, Name: opts.Name, Kind: kind, State: process.Running,
-			Argv: opts.Argv, ShellCommand: opts.Cmd, Cwd: pl.dir, User: opts.User,
+			Argv: opts.Argv, Cwd: pl.dir, User: opts.User,
 			Stdin: stdin, ExecutionTimeout: opts.ExecutionTimeout, Terminal: opts.Terminal,
 			KeepLogs: keep, CreatedAt: time.Now(),
 		},
 	}
 	p.gate.bound = int64(p.log.Retention() / 2)
 	p.gate.stall = process.OrDefault(opts.AttachStall, process.StopGrace)
+	p.info.ShellCommand, p.info.ShellCommandBytes = process.KeepText(opts.Cmd)
 	if pl.shellItself {
 		p.info.Argv = pl.argv
 	} else if opts.Argv == nil {
@@ -203,6 +207,9 @@ func (p *Process) startPipes(openStdin bool) ([]output, error) {
 		return nil, startError{err}
 	}
 	p.in = inW
+	if inW != nil {
+		p.feed = newFeeder(inW, p.closeStdinPipe)
+	}
 	return []output{{outR, logstore.Stdout}, {errR, logstore.Stderr}}, nil
 }
 
@@ -272,8 +279,20 @@ func (p *Process) wait(readers []*os.File, copied <-chan struct{}) {
 		// Nothing it started outlived it; Stop would find the cgroup gone.
 		_ = p.cg.Destroy()
 	}
+	if p.feed != nil {
+		// Its pipe or terminal is closed: a write it is in returns.
+		dropped := p.feed.stop()
+		p.mu.Lock()
+		p.info.StdinDroppedBytes = dropped
+		p.mu.Unlock()
+	}
 	p.log.Close()
 	close(p.done)
+}
+
+// closeStdinPipe closes the write end of the stdin pipe, once.
+func (p *Process) closeStdinPipe() {
+	p.closeIn.Do(func() { p.in.Close() })
 }
 
 // exit records how the process ended.
@@ -300,12 +319,15 @@ func (p *Process) exit(waitErr error) {
 		}
 	}
 	res = account(res, s)
+	// The record of an ended process is kept, maybe for long: the command's
+	// environment, files and handles are not.
+	p.cmd = nil
 	p.info.State = process.Terminal
 	p.info.Result = &res
 	p.info.ExitedAt = time.Now()
-	if p.in != nil && !p.stdinClosed {
+	if p.in != nil {
 		p.stdinClosed = true
-		p.in.Close()
+		p.closeStdinPipe()
 	}
 }
 

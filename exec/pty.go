@@ -41,6 +41,7 @@ func (p *Process) startPTY(size process.TerminalSize) ([]output, error) {
 		return nil, startError{err}
 	}
 	p.pty = master
+	p.feed = newFeeder(master, nil)
 	return []output{{master, logstore.PTY}}, nil
 }
 

@@ -250,6 +250,18 @@ func (l *Log) Close() {
 	}
 }
 
+// Seal ends the newest frame: what is written after it goes in new frames,
+// never merged into one holding bytes from before. It returns the cursor of
+// the newest frame, so that a caller about to cause output (by writing to
+// the process's input) can read exactly what came after: the reply never
+// hides in a frame that began before it.
+func (l *Log) Seal() Cursor {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.tail = nil
+	return l.last
+}
+
 // Closed reports whether Close was called.
 func (l *Log) Closed() bool {
 	l.mu.Lock()

@@ -357,6 +357,22 @@ func TestSeenFramesNeverChange(t *testing.T) {
 	require.False(t, len(p.Frames) != 4 || !sameFrame(p.Frames[1], followed[0]) || string(p.Frames[2].Data) != " five", "after a follower: frames %v", p.Frames)
 }
 
+// TestSealSplitsFrames: what is written after Seal is after its cursor,
+// never merged into the frame that was newest when it was called.
+func TestSealSplitsFrames(t *testing.T) {
+	t.Parallel()
+	l := New(Options{})
+	l.now = fixedClock()
+	l.Write(Stdout, []byte("tick\n"))
+	after := l.Seal()
+	l.Write(Stdout, []byte("reply\n"))
+	l.Write(Stdout, []byte("tick\n"))
+	p := l.Page(after, 0)
+	require.Len(t, p.Frames, 1)
+	require.Equal(t, "reply\ntick\n", string(p.Frames[0].Data), "writes after the seal merge with each other")
+	require.Equal(t, "tick\n", string(l.Page(0, 1).Frames[0].Data))
+}
+
 // TestFrameCap checks the bound on frames that no merging could save: every
 // tiny write is read at once, so each stays a frame; the log keeps at most one
 // frame per BytesPerFrame bytes of retention, and says it dropped the head.

@@ -98,8 +98,8 @@ type Info struct {
 	System           bool // a session's own shell
 	SessionID        string
 	Argv             []string
-	ShellCommand     string
-	Code             string // a code cell's text
+	ShellCommand     string // at most its first KeptText bytes; see ShellCommandBytes
+	Code             string // a code cell's text: at most its first KeptText bytes; see CodeBytes
 	Language         string // a code context's or cell's language: python, javascript
 	Shell            string
 	ResolvedShell    string
@@ -115,6 +115,13 @@ type Info struct {
 	StartedAt        time.Time
 	ExitedAt         time.Time
 	Ports            []int
+	// ShellCommandBytes and CodeBytes are the lengths of the whole
+	// ShellCommand and Code, which the record keeps the first KeptText
+	// bytes of.
+	ShellCommandBytes, CodeBytes int
+	// StdinDroppedBytes counts the bytes written to the process's stdin
+	// that were still queued, unread, when it ended.
+	StdinDroppedBytes int64
 }
 
 // Process is one process of any kind, as the registry and the HTTP layer see it.

@@ -73,7 +73,7 @@ func (s *Server) writeRunAnswer(w http.ResponseWriter, p process.Process, a runA
 	enc := newEncoder(w, status)
 	enc.raw("{")
 	if done {
-		wr := waitResult(*p.Info().Result)
+		wr := waitResult(p.Info())
 		enc.field("reason", wr.Reason)
 		if wr.ExitCode != nil {
 			enc.field("exitCode", *wr.ExitCode)
@@ -92,6 +92,9 @@ func (s *Server) writeRunAnswer(w http.ResponseWriter, p process.Process, a runA
 		}
 		if wr.Usage != nil {
 			enc.field("usage", wr.Usage)
+		}
+		if wr.StdinDroppedBytes > 0 {
+			enc.field("stdinDroppedBytes", wr.StdinDroppedBytes)
 		}
 	} else {
 		enc.members(s.processDTO(p))

@@ -36,6 +36,13 @@ func (s *Server) processDTO(p process.Process) api.Process {
 		StartedAt:        api.Time{Time: i.StartedAt},
 		ExitedAt:         api.Time{Time: i.ExitedAt},
 		Ports:            i.Ports,
+
+		StdinDroppedBytes: i.StdinDroppedBytes,
+
+		ShellCommandBytes:     i.ShellCommandBytes,
+		ShellCommandTruncated: i.ShellCommandBytes > len(i.ShellCommand),
+		CodeBytes:             i.CodeBytes,
+		CodeTruncated:         i.CodeBytes > len(i.Code),
 	}
 	if d.Stdin == "" {
 		d.Stdin = process.StdinClosed
@@ -64,10 +71,11 @@ func (s *Server) processDTO(p process.Process) api.Process {
 	return d
 }
 
-// waitResult is the API's WaitResult of r.
-func waitResult(r process.Result) api.WaitResult {
+// waitResult is the API's WaitResult of a terminal process described by i.
+func waitResult(i process.Info) api.WaitResult {
+	r := i.Result
 	return api.WaitResult{Reason: r.Reason, ExitCode: r.ExitCode, Signal: r.Signal, Error: r.Error, Cwd: r.Cwd,
-		OOMKilled: r.OOMKilled, Usage: usageDTO(r.Usage)}
+		OOMKilled: r.OOMKilled, Usage: usageDTO(r.Usage), StdinDroppedBytes: i.StdinDroppedBytes}
 }
 
 // usageDTO is the API's Usage of u, nil for nil.

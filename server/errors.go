@@ -54,6 +54,7 @@ func apiError(err error) *Error {
 		return e
 	}
 	var tooLarge *http.MaxBytesError
+	var full *process.StdinFullError
 	conflict := func(err error) bool {
 		return errors.Is(err, process.ErrStdinNotOpen) || errors.Is(err, process.ErrNotPTY) ||
 			errors.Is(err, process.ErrUnsupported) || errors.Is(err, shellsession.ErrSessionEnded)
@@ -64,6 +65,10 @@ func apiError(err error) *Error {
 			fmt.Sprintf("request body over %d bytes", tooLarge.Limit), err}
 	case errors.Is(err, containment.ErrUnsupported):
 		return &Error{http.StatusBadRequest, api.CodeUnsupportedOperation, err.Error(), err}
+	case errors.As(err, &full):
+		return &Error{Status: http.StatusConflict, Code: api.CodeStdinFull, Cause: err,
+			Message: fmt.Sprintf("stdin queue full: the process has not read %d bytes written before, and the queue holds at most %d; %d bytes of this write were queued, the rest were not: write the rest once the process has read",
+				full.Queued, full.Limit, full.Accepted)}
 	case errors.Is(err, process.ErrNotFound):
 		return &Error{http.StatusNotFound, api.CodeNotFound, err.Error(), err}
 	case errors.Is(err, process.ErrInvalidArgument), errors.Is(err, shells.ErrUnknownShell),
@@ -111,7 +116,11 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		w.Header().Set("Retry-After", retryAfter)
 	}
 	w.WriteHeader(e.Status)
-	body := map[string]any{"error": map[string]string{"code": string(e.Code), "message": e.Message}}
+	inner := map[string]any{"code": string(e.Code), "message": e.Message}
+	if full := (*process.StdinFullError)(nil); errors.As(e, &full) {
+		inner["acceptedBytes"] = full.Accepted
+	}
+	body := map[string]any{"error": inner}
 	_ = json.NewEncoder(w).Encode(body)
 }
 

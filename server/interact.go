@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"syscall"
@@ -103,8 +104,16 @@ func (s *Server) interact(w http.ResponseWriter, r *http.Request) error {
 		// answer could hold, and it ends only with its session.
 		return fmt.Errorf("%w: interact on a session's own shell: run a command in it", process.ErrUnsupported)
 	}
-	if opts.Cursor == "" {
-		_, _, after = p.Log().Bounds()
+	// The call waits for the ones before it to answer, then takes its
+	// cursor before it writes: the answer starts before anything its input
+	// caused.
+	done, err := s.turns(p.ID()).take(r.Context())
+	if err != nil {
+		return err
+	}
+	defer done()
+	if sealed := p.Log().Seal(); opts.Cursor == "" {
+		after = sealed
 	}
 	if err := s.deliver(p, input, opts.EOF, opts.Signal); err != nil {
 		return err
@@ -131,10 +140,17 @@ func (s *Server) deliver(p process.Process, input []byte, eof bool, signal strin
 	// The watcher hears of the input after it was written, so that a look
 	// begun before cannot leave a stale yes behind.
 	if len(input) > 0 {
-		if err := p.WriteStdin(input); err != nil {
+		// No frame holds both output from before the write and output
+		// after it, so that a cursor taken before the write is before
+		// every reply to it.
+		p.Log().Seal()
+		err := s.queueStdin(p, input)
+		if !errors.Is(err, process.ErrStdinNotOpen) {
+			s.input(p.ID()).Written() // all or part of it was queued
+		}
+		if err != nil {
 			return err
 		}
-		s.input(p.ID()).Written()
 	}
 	if eof {
 		if err := p.CloseStdin(); err != nil {

@@ -3,7 +3,9 @@ package server_test
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -210,4 +212,101 @@ func TestInteractRefusals(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, still)
 	require.Equal(t, process.Signaled, r.Reason)
+}
+
+// TestInteractHoldsItsReply: the reply to an interact's input is in its
+// answer even when the process wrote just before the input came, which a
+// frame of output from before the write must not swallow.
+func TestInteractHoldsItsReply(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	s, err := d.c.CreateSession(c, client.SessionOptions{Shell: "bash"})
+	require.NoError(t, err)
+	p, err := d.c.Submit(c, s.ID, client.CommandOptions{
+		// The ticker sleeps in a builtin read with a timeout, so that it
+		// ticks every millisecond even on a loaded machine.
+		Cmd: `f=$(mktemp -u); mkfifo $f; (exec 9<>$f; rm $f; for i in $(seq 30000); do echo tick; read -t 0.001 -u 9; done) &
+while read l; do echo got:$l; done`,
+		Stdin: process.StdinOpen,
+	})
+	require.NoError(t, err)
+	missed := 0
+	for i := range 20 {
+		want := fmt.Sprintf("got:x%d\n", i)
+		r, still, err := d.c.Interact(c, p.ID, client.InteractOptions{Input: fmt.Sprintf("x%d\n", i), Timeout: client.Millis(300 * time.Millisecond)})
+		require.NoError(t, err)
+		require.NotNil(t, still)
+		if strings.Contains(r.Stdout, want) {
+			continue
+		}
+		// On a loaded machine the reply may come after the answer: that is
+		// no miss. A miss is a reply in a frame at or before the answer's
+		// last cursor that the answer does not hold.
+		at := replyCursor(t, d, p.ID, want)
+		next, err := strconv.ParseUint(r.Next, 10, 64)
+		require.NoError(t, err)
+		if at <= next {
+			missed++
+		}
+	}
+	require.Zero(t, missed, "answers that missed the reply to their own input")
+	require.NoError(t, d.c.Kill(c, p.ID, client.KillOptions{Signal: "KILL"}))
+}
+
+// replyCursor waits for want in the logs of id and returns the cursor of the
+// frame that holds it.
+func replyCursor(t *testing.T, d *daemon, id, want string) uint64 {
+	t.Helper()
+	for range 1000 {
+		page, err := d.c.Logs(ctx(t), id, client.LogsOptions{})
+		require.NoError(t, err)
+		for _, f := range page.Items {
+			if strings.Contains(f.Data, want) {
+				at, err := strconv.ParseUint(f.Cursor, 10, 64)
+				require.NoError(t, err)
+				return at
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no %q in the logs", want)
+	return 0
+}
+
+// TestInteractCallsTakeTurns: two interact calls on one process at once run
+// one after the other, each answer holding the reply to its own input and
+// not the other's.
+func TestInteractCallsTakeTurns(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	p, err := d.c.Start(c, client.StartOptions{
+		Cmd:   `while read l; do sleep 0.3; echo got:$l; done`,
+		Stdin: process.StdinOpen,
+	})
+	require.NoError(t, err)
+	for round := range 3 {
+		outs := make([]string, 2)
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for k := range 2 {
+			wg.Go(func() {
+				r, _, err := d.c.Interact(c, p.ID, client.InteractOptions{
+					Input:   fmt.Sprintf("r%dc%d\n", round, k),
+					Timeout: client.Millis(20 * time.Second),
+				})
+				errs[k] = err
+				if err == nil {
+					outs[k] = r.Stdout
+				}
+			})
+		}
+		wg.Wait()
+		for k := range 2 {
+			require.NoError(t, errs[k])
+			require.Equal(t, fmt.Sprintf("got:r%dc%d\n", round, k), outs[k], "call %d of round %d", k, round)
+		}
+	}
+	require.NoError(t, d.c.Kill(c, p.ID, client.KillOptions{Signal: "KILL"}))
 }

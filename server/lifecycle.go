@@ -102,6 +102,7 @@ func (s *Server) watch(p process.Process, release func()) {
 		s.logEnd(i)
 		s.settle(p.ID())
 		release()
+		s.noteEnded(p)
 	case <-s.stopped:
 		return
 	}
@@ -178,10 +179,16 @@ func (s *Server) stopAll(ctx context.Context) {
 // removeRecord removes the record of the process with id from the registry,
 // and its logs from the log budget.
 func (s *Server) removeRecord(id string) {
+	s.mu.Lock()
+	if n, ok := s.ended.live[id]; ok {
+		s.ended.forgetLocked(id, n)
+	}
+	s.mu.Unlock()
 	if p, err := s.reg.Get(id); err == nil {
 		s.reg.Remove(id)
 		s.budget.Remove(p.Log())
 		s.inputs.Delete(id)
+		s.interacts.Delete(id)
 	}
 }
 

@@ -121,20 +121,6 @@ func (m *metrics) request(route string, status int, d time.Duration) {
 	m.requestDuration.WithLabelValues(route).Observe(d.Seconds())
 }
 
-// budgetReading is one of the daemon's budgets as the metrics see it.
-type budgetReading struct {
-	name        string
-	limit, used int64
-}
-
-// budgets lists the daemon's budgets for conch_budget_bytes and
-// conch_budget_used_bytes: a new budget is one more line here.
-func (s *Server) budgets() []budgetReading {
-	return []budgetReading{
-		{"log", s.budget.Limit(), s.budget.Used()},
-	}
-}
-
 // stateCollector reads the gauges from the server when scraped.
 type stateCollector struct{ s *Server }
 
@@ -166,9 +152,12 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 
 	ch <- prometheus.MustNewConstMetric(logRetainedDesc, prometheus.GaugeValue, float64(s.budget.Used()))
 	ch <- prometheus.MustNewConstMetric(logEvictedDesc, prometheus.CounterValue, float64(s.budget.Evicted()))
-	for _, b := range s.budgets() {
-		ch <- prometheus.MustNewConstMetric(budgetDesc, prometheus.GaugeValue, float64(b.limit), b.name)
-		ch <- prometheus.MustNewConstMetric(budgetUsedDesc, prometheus.GaugeValue, float64(b.used), b.name)
+	for _, b := range s.Budgets() {
+		if b.Unit != "bytes" {
+			continue // conch_budget_bytes holds bytes; the ended records' count is in /healthz
+		}
+		ch <- prometheus.MustNewConstMetric(budgetDesc, prometheus.GaugeValue, float64(b.Limit), b.Name)
+		ch <- prometheus.MustNewConstMetric(budgetUsedDesc, prometheus.GaugeValue, float64(b.Used), b.Name)
 	}
 
 	waiting := 0

@@ -194,7 +194,7 @@ func (s *Server) waitProcess(w http.ResponseWriter, r *http.Request) error {
 		}
 		return writeJSON(w, http.StatusAccepted, s.processDTO(p))
 	}
-	return writeJSON(w, http.StatusOK, waitResult(*p.Info().Result))
+	return writeJSON(w, http.StatusOK, waitResult(p.Info()))
 }
 
 func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
@@ -234,7 +234,8 @@ func (s *Server) writeStdin(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if len(data) > 0 || !eof {
-		if err := p.WriteStdin(data); err != nil {
+		p.Log().Seal() // as interact does: replies start a frame of their own
+		if err := s.queueStdin(p, data); err != nil {
 			return err
 		}
 	}

@@ -151,7 +151,7 @@ func (rd *readiness) wait(ctx context.Context) (api.Ready, bool) {
 				return rd.answer(), true
 			}
 			if !rd.alive() {
-				res := waitResult(*rd.p.Info().Result)
+				res := waitResult(rd.p.Info())
 				return api.Ready{Result: &res}, true
 			}
 		default:

@@ -26,6 +26,8 @@ const (
 	DefaultMaxSessions  = 1024
 	DefaultMaxProcesses = 4096
 	DefaultLogBudget    = 512 << 20
+	DefaultMaxEnded     = 10000
+	DefaultStdinBudget  = 64 << 20
 )
 
 // heartbeat is how often an idle stream gets a comment, so that proxies keep
@@ -63,6 +65,14 @@ type Options struct {
 	// MaxProcesses bounds the exec, PTY and session-command processes not yet
 	// ended; zero means DefaultMaxProcesses.
 	MaxProcesses int
+	// MaxEnded bounds the records of ended processes, session commands and
+	// code cells kept together (session shells aside); over it the oldest
+	// ended records are forgotten first. Zero means DefaultMaxEnded.
+	MaxEnded int
+	// StdinBudget bounds the bytes queued for the stdin of all processes
+	// together, beyond each one's process.StdinQueueLimit; zero means
+	// DefaultStdinBudget.
+	StdinBudget int64
 	// AllowedHosts are host names accepted in the Host header besides
 	// localhost, loopback addresses and the listen address.
 	AllowedHosts []string
@@ -93,7 +103,9 @@ type Server struct {
 	stopped  chan struct{}      // closed once Shutdown stopped every process
 	watchers sync.WaitGroup     // one watch goroutine per tracked process
 	inputs   sync.Map           // id -> *inputwatch.Watcher, for processes with open input
+	interacts sync.Map          // id -> *turns, for processes that had an interact call
 	hijacked sync.WaitGroup     // attach handlers, which http.Server does not wait for
+	stdinMu  sync.Mutex         // makes the stdin budget's check and the write one step
 	// background runs the checks that a shell starts (probes.go); Shutdown
 	// waits for it.
 	background sync.WaitGroup
@@ -125,6 +137,7 @@ type Server struct {
 	active                      [slotCount]int           // processes not yet ended, per slot
 	releases                    map[string]func()        // gives back the place of a tracked process, by id
 	sessions                    map[string]*sessionEntry // by session id
+	ended                       endedRecords             // the ended records kept, in the order they ended
 }
 
 // New returns a Server with opts.
@@ -152,6 +165,12 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MaxProcesses <= 0 {
 		opts.MaxProcesses = DefaultMaxProcesses
+	}
+	if opts.MaxEnded <= 0 {
+		opts.MaxEnded = DefaultMaxEnded
+	}
+	if opts.StdinBudget <= 0 {
+		opts.StdinBudget = DefaultStdinBudget
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -278,14 +297,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
-	c := s.opts.Containment
-	h := api.Health{Status: "ok", Version: s.opts.Version, Containment: string(c.Mode())}
-	if c.Mode() == containment.ModeNone {
-		h.ContainmentReason = c.Reason()
-	} else {
-		h.LimitControllers = c.Controllers()
-	}
-	return writeJSON(w, http.StatusOK, h)
+	return writeJSON(w, http.StatusOK, s.health())
 }
 
 // probedMethods are the methods noRoute looks for routes with.

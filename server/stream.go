@@ -112,7 +112,7 @@ func (s *Server) endStream(ctx context.Context, w io.Writer, rc *http.ResponseCo
 		return nil
 	}
 	_ = s.send(ctx, rc, func() error {
-		if err := writeEvent(w, api.EventState, "", waitResult(*p.Info().Result)); err != nil {
+		if err := writeEvent(w, api.EventState, "", waitResult(p.Info())); err != nil {
 			return err
 		}
 		// eof's id is where the stream ended, so that a client resuming

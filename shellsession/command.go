@@ -29,6 +29,8 @@ type Command struct {
 	done      chan struct{} // closed once result is set
 	result    process.Result
 	stdin     resident.Stdin
+	text      string // the head of opts.Cmd the record keeps (see process.KeepText)
+	textBytes int    // the length of opts.Cmd
 
 	// mu guards the fields below. It is never held while taking s.mu or
 	// writing to the shell; s.mu may be held while taking it (see running).
@@ -78,6 +80,7 @@ func (s *Session) newCommand(opts CommandOptions) *Command {
 		readersDone: make(chan struct{}),
 		readers:     2,
 	}
+	c.text, c.textBytes = process.KeepText(opts.Cmd)
 	c.stdin.Init(opts.Stdin == process.StdinOpen, false)
 	return c
 }
@@ -109,7 +112,7 @@ func (c *Command) Info() process.Info {
 	defer c.mu.Unlock()
 	i := process.Info{
 		ID: c.id, Name: c.opts.Name, Kind: process.KindSession, State: c.phase.state(),
-		SessionID: c.s.id, ShellCommand: c.opts.Cmd, Shell: c.s.sh.Name,
+		SessionID: c.s.id, ShellCommand: c.text, ShellCommandBytes: c.textBytes, Shell: c.s.sh.Name,
 		ResolvedShell: c.s.sh.Path, Cwd: c.cwd, Stdin: c.opts.Stdin,
 		ExecutionTimeout: c.opts.ExecutionTimeout, KeepLogs: c.log.Keep(),
 		CreatedAt: c.createdAt, StartedAt: c.startedAt, ExitedAt: c.exitedAt,
@@ -117,6 +120,7 @@ func (c *Command) Info() process.Info {
 	if c.phase == phaseEnded {
 		r := c.result
 		i.Result = &r
+		i.StdinDroppedBytes = c.stdin.Dropped()
 	}
 	return i
 }
@@ -142,7 +146,10 @@ func (c *Command) Run() {
 	cwd, prev, traced, run := s.cwd, s.lastStatus, tracesCommand(s.sh, s.flags), runner(s.sh, s.flags)
 	s.mu.Unlock()
 
-	chk := check(context.Background(), s.sh, s.parser, c.opts.Cmd)
+	// The whole text is needed only here: the record keeps its head.
+	cmd := c.opts.Cmd
+	c.opts.Cmd = ""
+	chk := check(context.Background(), s.sh, s.parser, cmd)
 	if chk.err != "" || chk.empty {
 		status := 0
 		if c.begin(cwd, sentinel.Frame{}) != nil {
@@ -159,7 +166,7 @@ func (c *Command) Run() {
 	}
 
 	st, err := s.takeStreams(c.opts.Stdin == process.StdinOpen)
-	text := scriptText(s.sh, c.opts.Cmd, traced)
+	text := scriptText(s.sh, cmd, traced)
 	if err == nil && run != sentinel.RunText {
 		err = s.writeScript(text)
 	}

@@ -11,6 +11,10 @@ import (
 // and with process.ErrUnsupported after CloseStdin or the command's end.
 func (c *Command) WriteStdin(p []byte) error { return c.stdin.Write(p) }
 
+// StdinQueued returns the bytes written to the command's stdin that it has
+// not taken yet.
+func (c *Command) StdinQueued() int { return c.stdin.Queued() }
+
 // CloseStdin gives the command end-of-file once what was written is read.
 func (c *Command) CloseStdin() error { return c.stdin.CloseWrite() }
 

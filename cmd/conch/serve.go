@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,6 +41,8 @@ type serveOptions struct {
 	bodyLimit, maxCommand     byteSize
 	exitTTL                   time.Duration
 	maxSessions, maxProcesses int
+	maxEnded                  int
+	stdinBudget               byteSize
 	allowHosts                stringList
 	level                     slog.Level
 	contain                   containment.Config
@@ -123,6 +126,7 @@ func startAPI(e *env, o serveOptions, logger *slog.Logger) (a *apiDaemon, err er
 		a.d.stop()
 		return nil, err
 	}
+	setMemoryLimit(a.srv, logger)
 	return a, nil
 }
 
@@ -156,6 +160,9 @@ func (o *serveOptions) addFlags(fs *flag.FlagSet) (logLevel *string) {
 	fs.DurationVar(&o.exitTTL, "exit-ttl", server.DefaultExitTTL, "how long a process with keepLogs on_exit_ttl is kept after it ends")
 	fs.IntVar(&o.maxSessions, "max-sessions", server.DefaultMaxSessions, "sessions alive at once")
 	fs.IntVar(&o.maxProcesses, "max-processes", server.DefaultMaxProcesses, "processes running or queued at once")
+	fs.IntVar(&o.maxEnded, "max-ended", server.DefaultMaxEnded, "records of ended processes and commands kept together; over it the oldest ended records are forgotten first")
+	o.stdinBudget = byteSize(server.DefaultStdinBudget)
+	fs.Var(&o.stdinBudget, "stdin-budget", "`bytes` written to the stdin of all processes together that they have not read yet; a write over it is refused with 409 stdin_full")
 	o.bodyLimit = byteSize(server.DefaultBodyLimit)
 	fs.Var(&o.bodyLimit, "body-limit", "largest request body in `bytes`")
 	o.maxCommand = byteSize(server.DefaultMaxCommandBytes)
@@ -224,11 +231,26 @@ func (o serveOptions) server(token string, logger *slog.Logger, streamDir string
 		ExitTTL:         o.exitTTL,
 		MaxSessions:     o.maxSessions,
 		MaxProcesses:    o.maxProcesses,
+		MaxEnded:        o.maxEnded,
+		StdinBudget:     int64(o.stdinBudget),
 		AllowedHosts:    o.allowHosts,
 		Logger:          logger,
 		StreamDir:       streamDir,
 		Containment:     root,
 	}
+}
+
+// setMemoryLimit runs the daemon under the Go memory limit its budgets add
+// up to, so that the garbage collector works harder as the heap nears it
+// rather than letting it grow to twice what is live. GOMEMLIMIT, when set,
+// wins.
+func setMemoryLimit(srv *server.Server, logger *slog.Logger) {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); set {
+		return
+	}
+	limit := srv.MemoryLimit()
+	debug.SetMemoryLimit(limit)
+	logger.Info("memory limit", "bytes", limit)
 }
 
 // describeContainment is the line serve prints about its cgroups.

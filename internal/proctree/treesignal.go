@@ -109,3 +109,34 @@ func lineage() (pids, groups map[int]bool) {
 	}
 	return pids, groups
 }
+
+// Group returns the live processes in process group pgid (zombies left
+// out). A group's id is its first leader's pid, which the kernel does not
+// give to another process while the group has a member: a group found
+// with members is still the one that pid made.
+func Group(pgid int) []int {
+	if pgid <= 1 {
+		return nil
+	}
+	var out []int
+	for _, p := range pids() {
+		if s, ok := readStat(p); ok && s.pgid == pgid && s.state != 'Z' {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// SignalGroup sends sig to process group pgid when it still has a live
+// member, and never when it is this process's group or an ancestor's. It
+// reaches a group whose leader has exited, members that cleared their
+// environment (which carry no tag) included.
+func SignalGroup(pgid int, sig syscall.Signal) error {
+	if _, spare := lineage(); spare[pgid] || len(Group(pgid)) == 0 {
+		return nil
+	}
+	if err := syscall.Kill(-pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	return nil
+}

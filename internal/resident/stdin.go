@@ -16,13 +16,15 @@ type Stdin struct {
 	open  bool // the command was submitted with stdin open
 	gated bool // end-of-file waits for Opened
 
-	mu     sync.Mutex // guards the fields below
-	cond   sync.Cond
-	chunks [][]byte
-	eof    bool     // CloseWrite was called
-	closed bool     // the command ended: nothing more is written
-	opened bool     // the reader has opened the FIFO
-	f      *os.File // the FIFO, once the feeder has it
+	mu      sync.Mutex // guards the fields below
+	cond    sync.Cond
+	chunks  [][]byte
+	queue   process.StdinQueue // bytes in chunks and those the feeder has not written yet
+	dropped int64              // what was queued when Close was first called
+	eof     bool               // CloseWrite was called
+	closed  bool               // the command ended: nothing more is written
+	opened  bool               // the reader has opened the FIFO
+	f       *os.File           // the FIFO, once the feeder has it
 
 	in      inputwait.Input
 	known   bool // in is the FIFO
@@ -38,9 +40,11 @@ func (b *Stdin) Init(open, gated bool) {
 	b.open, b.gated = open, gated
 }
 
-// Write queues p for the command's stdin. It fails with
-// process.ErrStdinNotOpen unless the command was submitted with stdin open,
-// and with process.ErrUnsupported after CloseWrite or the command's end.
+// Write queues p for the command's stdin; it never waits for the command
+// to read. It fails with process.ErrStdinNotOpen unless the command was
+// submitted with stdin open, with process.ErrUnsupported after CloseWrite
+// or the command's end, and with a *process.StdinFullError when p does not
+// fit in the queue (its first Accepted bytes were queued).
 func (b *Stdin) Write(p []byte) error {
 	if !b.open {
 		return process.ErrStdinNotOpen
@@ -50,11 +54,29 @@ func (b *Stdin) Write(p []byte) error {
 	if b.eof || b.closed {
 		return fmt.Errorf("%w: stdin is closed", process.ErrUnsupported)
 	}
-	if len(p) > 0 {
-		b.chunks = append(b.chunks, append([]byte(nil), p...))
+	n, err := b.queue.Admit(len(p))
+	if n > 0 {
+		b.chunks = append(b.chunks, append([]byte(nil), p[:n]...))
 		b.cond.Broadcast()
 	}
-	return nil
+	return err
+}
+
+// Queued returns the bytes written and not yet taken by the command.
+func (b *Stdin) Queued() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.queue.Queued
+}
+
+// Dropped returns the bytes that were queued and unread when the command
+// ended: zero before its end. It is counted once, at the end: a write the
+// feeder was in then may have handed some of them to the FIFO, which
+// nobody reads any more either.
+func (b *Stdin) Dropped() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.dropped
 }
 
 // CloseWrite gives the command end-of-file once what was written is read.
@@ -82,6 +104,9 @@ func (b *Stdin) Opened() {
 // a full FIFO.
 func (b *Stdin) Close() {
 	b.mu.Lock()
+	if !b.closed {
+		b.dropped = int64(b.queue.Queued)
+	}
 	b.closed = true
 	if b.f != nil {
 		b.f.Close()
@@ -116,7 +141,11 @@ func (b *Stdin) Feed(f *os.File) {
 			return
 		}
 		for _, p := range chunks {
-			if _, err := f.Write(p); err != nil {
+			n, err := f.Write(p)
+			b.mu.Lock()
+			b.queue.Queued -= n
+			b.mu.Unlock()
+			if err != nil {
 				return
 			}
 		}

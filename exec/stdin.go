@@ -1,0 +1,127 @@
+package exec
+
+import (
+	"os"
+	"sync"
+
+	"github.com/conchsh/conch/process"
+)
+
+// feeder writes what WriteStdin queued to the process's stdin (its pipe or
+// its terminal), so that a write never waits for the process to read. The
+// queue is bounded by process.StdinQueueLimit. It is owned by the process's
+// wait goroutine, which ends it and waits for it.
+type feeder struct {
+	w        *os.File
+	closeEOF func() // closes the pipe at end-of-file; nil for a terminal
+	done     chan struct{}
+
+	mu       sync.Mutex // guards the fields below
+	cond     sync.Cond
+	chunks   [][]byte
+	queue    process.StdinQueue
+	eof      bool          // close once what is queued is written
+	stopped  bool          // the process ended: write nothing more
+	progress chan struct{} // closed and replaced when bytes leave the queue or the feeder stops
+}
+
+func newFeeder(w *os.File, closeEOF func()) *feeder {
+	f := &feeder{w: w, closeEOF: closeEOF, done: make(chan struct{}), progress: make(chan struct{})}
+	f.cond.L = &f.mu
+	go f.run()
+	return f
+}
+
+// write queues p; a *process.StdinFullError when it does not all fit.
+func (f *feeder) write(p []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return process.ErrStdinNotOpen
+	}
+	n, err := f.queue.Admit(len(p))
+	if n > 0 {
+		f.chunks = append(f.chunks, append([]byte(nil), p[:n]...))
+		f.cond.Signal()
+	}
+	return err
+}
+
+// closeWrite closes the pipe once what is queued has been written.
+func (f *feeder) closeWrite() {
+	f.mu.Lock()
+	f.eof = true
+	f.mu.Unlock()
+	f.cond.Signal()
+}
+
+// pending reports whether written bytes have not reached the process's
+// stdin yet: a process cannot be waiting for input then.
+func (f *feeder) pending() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.queue.Queued > 0
+}
+
+// waitProgress returns a channel closed once bytes leave the queue or the
+// feeder stops.
+func (f *feeder) waitProgress() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.progress
+}
+
+// stop makes the feeder write nothing more, once the process has ended;
+// the caller closes the file under a write in progress. It waits for the
+// feeder and returns the bytes it dropped.
+func (f *feeder) stop() int64 {
+	f.mu.Lock()
+	f.stopped = true
+	f.mu.Unlock()
+	f.cond.Signal()
+	<-f.done
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return int64(f.queue.Queued)
+}
+
+func (f *feeder) run() {
+	defer close(f.done)
+	defer func() {
+		f.mu.Lock()
+		f.stopped = true
+		close(f.progress)
+		f.mu.Unlock()
+	}()
+	for {
+		f.mu.Lock()
+		for len(f.chunks) == 0 && !f.eof && !f.stopped {
+			f.cond.Wait()
+		}
+		chunks, eof, stopped := f.chunks, f.eof, f.stopped
+		f.chunks = nil
+		f.mu.Unlock()
+		if stopped {
+			return
+		}
+		for _, p := range chunks {
+			// What is not written stays counted as queued: dropped.
+			n, err := f.w.Write(p)
+			f.mu.Lock()
+			f.queue.Queued -= n
+			close(f.progress)
+			f.progress = make(chan struct{})
+			stopped = f.stopped
+			f.mu.Unlock()
+			if err != nil || stopped {
+				return
+			}
+		}
+		if eof && len(chunks) == 0 {
+			if f.closeEOF != nil {
+				f.closeEOF()
+			}
+			return
+		}
+	}
+}

@@ -1,0 +1,109 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/conchsh/conch/api"
+	"github.com/conchsh/conch/containment"
+	"github.com/conchsh/conch/process"
+)
+
+// The daemon's memory is budgeted: everything it keeps for others counts
+// against one of its budgets, and the budgets add up to the memory limit
+// it runs under (see MemoryLimit).
+const (
+	// recordCost is what the daemon counts for one ended record beyond its
+	// output and its text: its description, its log's bookkeeping, its
+	// place in the registry (measured at about 1.5 KiB).
+	recordCost = 4 << 10
+	// memoryMargin is what MemoryLimit allows beyond the budgets: the
+	// daemon's own heap, requests being decoded and answers being encoded,
+	// the running processes' bookkeeping.
+	memoryMargin = 64 << 20
+)
+
+// Budget is one of the daemon's budgets: what it bounds, the flag of
+// `conch serve` that sets it, its limit and what it holds now, in its unit.
+type Budget struct {
+	Name  string // logs, stdin, endedRecords, endedRecordText
+	Flag  string // empty for a bound no flag sets
+	Unit  string // bytes or records
+	Limit int64
+	Used  int64
+}
+
+// Budgets returns every budget of the server, with what it holds now.
+func (s *Server) Budgets() []Budget {
+	records, text := s.endedCount()
+	return []Budget{
+		{Name: "logs", Flag: "--log-budget", Unit: "bytes", Limit: s.budget.Limit(), Used: s.budget.Used()},
+		{Name: "stdin", Flag: "--stdin-budget", Unit: "bytes", Limit: s.opts.StdinBudget, Used: int64(s.stdinQueued())},
+		{Name: "endedRecords", Flag: "--max-ended", Unit: "records", Limit: int64(s.opts.MaxEnded), Used: int64(records)},
+		{Name: "endedRecordText", Unit: "bytes", Limit: endedTextBudget, Used: text},
+	}
+}
+
+// MemoryLimit is the Go memory limit the daemon runs under: the sum of its
+// budgets (an ended record counted at its cost and the head of its text a
+// record keeps, at most process.KeptText) plus a margin for its own work.
+func (s *Server) MemoryLimit() int64 {
+	return s.opts.LogBudget + s.opts.StdinBudget +
+		int64(s.opts.MaxEnded)*recordCost + endedTextBudget + memoryMargin
+}
+
+// stdinQueuer is a process that says how much of its stdin is queued.
+type stdinQueuer interface{ StdinQueued() int }
+
+// stdinQueued returns the bytes queued for the stdin of every process with
+// open input.
+func (s *Server) stdinQueued() int {
+	n := 0
+	s.inputs.Range(func(id, _ any) bool {
+		if p, err := s.reg.Get(id.(string)); err == nil {
+			if q, ok := p.(stdinQueuer); ok {
+				n += q.StdinQueued()
+			}
+		}
+		return true
+	})
+	return n
+}
+
+// queueStdin queues b for p's stdin within the stdin budget: what does not
+// fit is refused with stdin_full, as a write that does not fit in the
+// process's own queue is.
+func (s *Server) queueStdin(p process.Process, b []byte) error {
+	s.stdinMu.Lock()
+	defer s.stdinMu.Unlock()
+	used := int64(s.stdinQueued())
+	room := max(s.opts.StdinBudget-used, 0)
+	if int64(len(b)) <= room {
+		return p.WriteStdin(b)
+	}
+	if room > 0 {
+		if err := p.WriteStdin(b[:room]); err != nil {
+			return err
+		}
+	}
+	return &Error{Status: http.StatusConflict, Code: api.CodeStdinFull,
+		Message: fmt.Sprintf("stdin budget full: %d bytes are queued for the stdin of all processes together, at most %d (--stdin-budget); %d bytes of this write were queued, the rest were not: write the rest once the processes have read",
+			used, s.opts.StdinBudget, room),
+		Cause: &process.StdinFullError{Accepted: int(room), Queued: int(used), Limit: int(s.opts.StdinBudget)}}
+}
+
+// health is the /healthz answer: the daemon's version and its budgets.
+func (s *Server) health() api.Health {
+	h := api.Health{Status: "ok", Version: s.opts.Version, MemoryLimit: s.MemoryLimit()}
+	for _, b := range s.Budgets() {
+		h.Budgets = append(h.Budgets, api.BudgetUse{Name: b.Name, Flag: b.Flag, Unit: b.Unit, Limit: b.Limit, Used: b.Used})
+	}
+	c := s.opts.Containment
+	h.Containment = string(c.Mode())
+	if c.Mode() == containment.ModeNone {
+		h.ContainmentReason = c.Reason()
+	} else {
+		h.LimitControllers = c.Controllers()
+	}
+	return h
+}

@@ -1,0 +1,76 @@
+package server
+
+import (
+	"github.com/conchsh/conch/process"
+)
+
+// endedTextBudget bounds the command text (the head of each, see
+// process.KeepText) that the ended records kept hold together.
+const endedTextBudget = 64 << 20
+
+// endedRecords keeps the order in which tracked processes ended, so that
+// the records over Options.MaxEnded, or over endedTextBudget of text, go
+// oldest first, as logs do under the log budget. Session shells are not
+// counted: a session's record goes with its deletion. s.mu guards it.
+type endedRecords struct {
+	order []string       // ids in the order they ended; removed ones are skipped lazily
+	head  int            // order[head:] are the ones not yet looked at
+	live  map[string]int // ids in order whose records are kept, and the bytes of their text
+	text  int64          // the bytes of text of the records kept
+}
+
+// noteEnded counts the record of p, which has ended, and forgets the
+// oldest ended records while more than MaxEnded are kept.
+func (s *Server) noteEnded(p process.Process) {
+	i := p.Info()
+	if i.System {
+		return
+	}
+	text := len(i.ShellCommand) + len(i.Code)
+	for _, a := range i.Argv {
+		text += len(a)
+	}
+	var evict []string
+	s.mu.Lock()
+	e := &s.ended
+	if e.live == nil {
+		e.live = make(map[string]int)
+	}
+	if _, err := s.reg.Get(p.ID()); err == nil { // not deleted meanwhile
+		e.order = append(e.order, p.ID())
+		e.live[p.ID()] = text
+		e.text += int64(text)
+	}
+	for (len(e.live) > s.opts.MaxEnded || e.text > endedTextBudget) && e.head < len(e.order) {
+		id := e.order[e.head]
+		e.order[e.head] = ""
+		e.head++
+		if n, ok := e.live[id]; ok {
+			e.forgetLocked(id, n)
+			evict = append(evict, id)
+		}
+	}
+	if e.head > len(e.order)/2 && e.head > 1024 {
+		e.order = append(e.order[:0:0], e.order[e.head:]...)
+		e.head = 0
+	}
+	s.mu.Unlock()
+	for _, id := range evict {
+		s.removeRecord(id)
+	}
+}
+
+// forgetLocked stops counting the record of id, which holds n bytes of
+// text. s.mu must be held.
+func (e *endedRecords) forgetLocked(id string, n int) {
+	delete(e.live, id)
+	e.text -= int64(n)
+}
+
+// endedCount returns the number of ended records kept and the bytes of
+// their text.
+func (s *Server) endedCount() (records int, text int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.ended.live), s.ended.text
+}
