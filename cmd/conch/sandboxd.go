@@ -159,8 +159,9 @@ func (o sandboxdOptions) listeners() (grpcLn, restLn net.Listener, err error) {
 func serveSandboxd(ctx context.Context, o sandboxdOptions, sbx *sandboxd.Server, srv *server.Server,
 	grpcLn, restLn, ln net.Listener, d *daemon, logger *slog.Logger, stateDir string,
 ) error {
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sig)
 	g := grpc.NewServer()
 	sbx.RegisterGRPC(g)
 	reflection.Register(g) // grpcurl lists and calls the service without the .proto
@@ -170,8 +171,23 @@ func serveSandboxd(ctx context.Context, o sandboxdOptions, sbx *sandboxd.Server,
 		IdleTimeout:       o.httpIdleTimeout,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
-	failed := make(chan error, 3)
-	served := make(chan error, 3)
+	failed := make(chan error, 4)
+	served := make(chan error, 4)
+	serving := 3
+	if o.serve.metricsListen != "" {
+		mln, err := net.Listen("tcp", o.serve.metricsListen)
+		if err != nil {
+			return fmt.Errorf("--metrics-listen: %w", err)
+		}
+		serving++
+		go func() {
+			err := srv.ServeMetrics(mln)
+			if err != nil {
+				failed <- fmt.Errorf("metrics: %w", err)
+			}
+			served <- err
+		}()
+	}
 	go func() {
 		err := g.Serve(grpcLn)
 		if err != nil {
@@ -198,9 +214,13 @@ func serveSandboxd(ctx context.Context, o sandboxdOptions, sbx *sandboxd.Server,
 	var err error
 	select {
 	case err = <-failed:
+	case s := <-sig:
+		// conch's API drains as conch serve's does (--drain-timeout); the
+		// sandboxd surface then stops as upstream's does.
+		logger.Info("stopping", "signal", s.String())
+		drain(srv, o.serve.drainTimeout, sig, logger)
 	case <-ctx.Done():
 	}
-	stop()
 	logger.Info("stopping: ending every process")
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	defer cancel()
@@ -224,7 +244,7 @@ func serveSandboxd(ctx context.Context, o sandboxdOptions, sbx *sandboxd.Server,
 	actx, acancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer acancel()
 	shutErr := srv.Shutdown(actx)
-	for range 3 {
+	for range serving {
 		<-served
 	}
 	d.stop()
