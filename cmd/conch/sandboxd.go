@@ -215,10 +215,7 @@ func serveSandboxd(ctx context.Context, o sandboxdOptions, sbx *sandboxd.Server,
 	select {
 	case err = <-failed:
 	case s := <-sig:
-		// conch's API drains as conch serve's does (--drain-timeout); the
-		// sandboxd surface then stops as upstream's does.
 		logger.Info("stopping", "signal", s.String())
-		drain(srv, o.serve.drainTimeout, sig, logger)
 	case <-ctx.Done():
 	}
 	logger.Info("stopping: ending every process")
@@ -241,6 +238,9 @@ func serveSandboxd(ctx context.Context, o sandboxdOptions, sbx *sandboxd.Server,
 	if herr := hs.Shutdown(sctx); herr != nil {
 		hs.Close()
 	}
+	// The sandboxd surface stopped as upstream's does; conch's API drains
+	// as conch serve's does (--drain-timeout), then shuts down.
+	drain(srv, o.serve.drainTimeout, sig, logger)
 	actx, acancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer acancel()
 	shutErr := srv.Shutdown(actx)

@@ -48,7 +48,7 @@ export async function run(t: HttpTransport, path: string, body: Wire, timeout: n
     const json = { timeout: window(t, deadline), outputLimit: 1, ...(cursor === undefined ? {} : { cursor }) }
     const { status: s, body: b } = await t.json('POST', `/v1/processes/${seg(id)}/interact`, { json })
     const a = record(b, 'interact')
-    if (s === 200) return collect(t, id, toWaitResult(pick(a, ['reason', 'exitCode', 'signal', 'cwd'])), Infinity, 'terminal')
+    if (s === 200) return collect(t, id, toWaitResult(pick(a, ['reason', 'exitCode', 'signal', 'cwd', 'error', 'oomKilled', 'usage', 'stdinDroppedBytes'])), Infinity, 'terminal')
     if (a.waitingForInput === true) return collect(t, id, stillRunning('waiting_for_input'), Infinity, 'running')
     if (typeof a.next === 'string') cursor = a.next
   }

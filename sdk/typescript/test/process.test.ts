@@ -37,6 +37,17 @@ describe('ProcessService.run', () => {
     assert.deepEqual([e.reason, e.exitCode], ['exited', 0])
   })
 
+  test('usage comes back, whether the run ended in its first answer or after waiting on', async () => {
+    const quick = (await sb.process.run('true')) as unknown as { usage?: { cpuMs?: number } }
+    assert.equal(typeof quick.usage?.cpuMs, 'number')
+    const waited = (await d.sandbox({ waitWindow: 100 }).process.run('sleep 0.4')) as unknown as {
+      reason: string
+      usage?: { cpuMs?: number }
+    }
+    assert.equal(waited.reason, 'exited')
+    assert.equal(typeof waited.usage?.cpuMs, 'number', 'the usage of a run answered after a 202')
+  })
+
   test('a 202 falls back to waiting and assembles output larger than one logs page', async () => {
     const rec = recordingFetch()
     const s = d.sandbox({ fetch: rec.fetch, waitWindow: 100, logsPageSize: 2 })
