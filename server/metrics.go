@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -121,6 +122,20 @@ func (m *metrics) request(route string, status int, d time.Duration) {
 	m.requestDuration.WithLabelValues(route).Observe(d.Seconds())
 }
 
+// snake is a budget's name as a label value: endedRecordText is
+// ended_record_text, as Prometheus labels are written.
+func snake(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		if r >= 'A' && r <= 'Z' {
+			b.WriteByte('_')
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 // stateCollector reads the gauges from the server when scraped.
 type stateCollector struct{ s *Server }
 
@@ -156,8 +171,9 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		if b.Unit != "bytes" {
 			continue // conch_budget_bytes holds bytes; the ended records' count is in /healthz
 		}
-		ch <- prometheus.MustNewConstMetric(budgetDesc, prometheus.GaugeValue, float64(b.Limit), b.Name)
-		ch <- prometheus.MustNewConstMetric(budgetUsedDesc, prometheus.GaugeValue, float64(b.Used), b.Name)
+		name := snake(b.Name)
+		ch <- prometheus.MustNewConstMetric(budgetDesc, prometheus.GaugeValue, float64(b.Limit), name)
+		ch <- prometheus.MustNewConstMetric(budgetUsedDesc, prometheus.GaugeValue, float64(b.Used), name)
 	}
 
 	waiting := 0
