@@ -92,20 +92,20 @@ type Options struct {
 // Server serves the conch HTTP API over the processes and sessions it
 // starts. Create it with New, run it with Serve, end it with Shutdown.
 type Server struct {
-	opts     Options
-	log      *slog.Logger
-	reg      *process.Registry
-	budget   *logstore.Budget // what every tracked process's log counts against
-	hs       *http.Server
-	handler  http.Handler
-	ctx      context.Context    // the base of every request's context
-	cancel   context.CancelFunc // ends streams, waits and attachments at Shutdown
-	stopped  chan struct{}      // closed once Shutdown stopped every process
-	watchers sync.WaitGroup     // one watch goroutine per tracked process
-	inputs   sync.Map           // id -> *inputwatch.Watcher, for processes with open input
-	interacts sync.Map          // id -> *turns, for processes that had an interact call
-	hijacked sync.WaitGroup     // attach handlers, which http.Server does not wait for
-	stdinMu  sync.Mutex         // makes the stdin budget's check and the write one step
+	opts      Options
+	log       *slog.Logger
+	reg       *process.Registry
+	budget    *logstore.Budget // what every tracked process's log counts against
+	hs        *http.Server
+	handler   http.Handler
+	ctx       context.Context    // the base of every request's context
+	cancel    context.CancelFunc // ends streams, waits and attachments at Shutdown
+	stopped   chan struct{}      // closed once Shutdown stopped every process
+	watchers  sync.WaitGroup     // one watch goroutine per tracked process
+	inputs    sync.Map           // id -> *inputwatch.Watcher, for processes with open input
+	interacts sync.Map           // id -> *turns, for processes that had an interact call
+	hijacked  sync.WaitGroup     // attach handlers, which http.Server does not wait for
+	stdinMu   sync.Mutex         // makes the stdin budget's check and the write one step
 	// background runs the checks that a shell starts (probes.go); Shutdown
 	// waits for it.
 	background sync.WaitGroup
