@@ -203,7 +203,7 @@ func soakRound(ctx context.Context, c *client.Client, rng *rand.Rand) error {
 	}
 	// Input answered through interact.
 	r, p, err = run("read line; echo got:$line", client.CommandRunOptions{
-		CommandOptions: client.CommandOptions{Stdin: "open"}, IdleTimeout: client.Millis(time.Second)})
+		CommandOptions: client.CommandOptions{Stdin: "open"}})
 	if err != nil || p == nil || !r.WaitingForInput {
 		return fmt.Errorf("%s read: want it back waiting for input, got %+v, %v", shell, p, err)
 	}
@@ -216,10 +216,14 @@ func soakRound(ctx context.Context, c *client.Client, rng *rand.Rand) error {
 	}
 
 	// One-shot processes: a run, a killed one, an abandoned stream.
-	if err := runResultOK(c.Run(ctx, client.RunOptions{
+	rr, rp, err := c.Run(ctx, client.RunOptions{
 		StartOptions: client.StartOptions{Cmd: "seq 1 20000 >/dev/null; seq 1 2000"},
-		Timeout:      client.Millis(time.Minute)})); err != nil {
+		Timeout:      client.Millis(time.Minute)})
+	if err := runResultOK(rr, rp, err); err != nil {
 		return fmt.Errorf("exec run: %w", err)
+	}
+	if err := c.Delete(ctx, rr.ProcessID); err != nil {
+		return fmt.Errorf("exec delete: %w", err)
 	}
 	long, err := c.Start(ctx, client.StartOptions{Cmd: "while :; do echo tick; sleep 0.01; done"})
 	if err != nil {
