@@ -129,19 +129,9 @@ already ended before the input could be written (its result is printed).`)
 	cursor := fs.String("cursor", "", "print the output after this `cursor` (default: what comes after the input)")
 	asJSON := fs.Bool("json", false, "print the answer as JSON")
 	a := addAnswerFlags(fs)
-	var id string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		id, args = args[0], args[1:] // the id may come before the flags
-	}
-	want := exactlyOne
-	if id != "" {
-		want = func(n int) bool { return n == 0 }
-	}
-	if code, ok := parseArgs(fs, args, want); !ok {
+	id, code, ok := parseID(fs, args)
+	if !ok {
 		return code
-	}
-	if id == "" {
-		id = fs.Arg(0)
 	}
 	c, err := dial()
 	if err != nil {
@@ -217,4 +207,23 @@ func unescape(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// parseID parses the flags of a command that takes one process id, given
+// before or after its flags.
+func parseID(fs *flag.FlagSet, args []string) (id string, code int, ok bool) {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		id, args = args[0], args[1:]
+	}
+	want := exactlyOne
+	if id != "" {
+		want = func(n int) bool { return n == 0 }
+	}
+	if code, ok := parseArgs(fs, args, want); !ok {
+		return "", code, false
+	}
+	if id == "" {
+		id = fs.Arg(0)
+	}
+	return id, 0, true
 }

@@ -20,19 +20,9 @@ Ctrl-C stops waiting and exits 130; the process goes on.`)
 	fs.StringVar(&opts.Port, "port", "", "wait until it listens on this TCP `port`, or on any port (any)")
 	fs.StringVar(&opts.Pattern, "pattern", "", "wait until its output matches this `regexp` (RE2)")
 	fs.DurationVar(&opts.Timeout, "timeout", 0, "give up after this `duration` (default: until it is ready or ends)")
-	var id string
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		id, args = args[0], args[1:] // the id may come before the flags
-	}
-	want := exactlyOne
-	if id != "" {
-		want = func(n int) bool { return n == 0 }
-	}
-	if code, ok := parseArgs(fs, args, want); !ok {
+	id, code, ok := parseID(fs, args)
+	if !ok {
 		return code
-	}
-	if id == "" {
-		id = fs.Arg(0)
 	}
 	if opts.Port == "" && opts.Pattern == "" {
 		return usageError(e, "ready: give --port (a number or any) and/or --pattern")
