@@ -1,12 +1,14 @@
 package exec
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
@@ -167,10 +169,20 @@ func TestEndedRecordIsLean(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
+	// Started with Start rather than start: a cleanup per process would be
+	// counted as part of the record.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for _, p := range ended {
+			assert.NoError(t, p.Stop(ctx), "stop")
+		}
+	})
 	for range n {
-		p := start(t, Options{Cmd: "true"})
-		wait(t, p)
+		p, err := Start(Options{Cmd: "true"})
+		require.NoError(t, err, "Start")
 		ended = append(ended, p)
+		wait(t, p)
 	}
 	runtime.GC()
 	runtime.GC()
