@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/sys/unix"
 
 	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/proctree"
@@ -248,9 +249,34 @@ func (p *Process) copyOut(r *os.File, ch logstore.Channel, copied chan<- struct{
 			p.gate.wrote(n)
 		}
 		if err != nil { // EOF, EIO from a PTY whose other side is closed, or the deadline
+			if ch == logstore.PTY && errors.Is(err, syscall.EIO) {
+				p.readLate(r, buf)
+			}
 			return
 		}
 	}
+}
+
+// readLate reads what a PTY's master still holds after it reported EIO.
+// Linux can report the terminal's other side closed while the last bytes
+// the process wrote before it exited are still on their way into the
+// master's buffer (a lost last line, seen under load); a read after the
+// EIO returns them. It reads until a read returns nothing, never waiting.
+func (p *Process) readLate(r *os.File, buf []byte) {
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Read(func(fd uintptr) bool {
+		for {
+			n, err := unix.Read(int(fd), buf)
+			if n <= 0 || err != nil {
+				return true
+			}
+			p.log.Write(logstore.PTY, buf[:n])
+			p.gate.wrote(n)
+		}
+	})
 }
 
 // wait is the goroutine that owns a started process: it waits for the exit,
