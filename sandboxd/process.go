@@ -125,7 +125,7 @@ func startStatus(err error) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, process.ErrLimit):
 		return status.Error(codes.ResourceExhausted, err.Error())
-	case errors.Is(err, process.ErrUnsupported):
+	case errors.Is(err, process.ErrUnsupported), errors.Is(err, ErrUnavailable):
 		return status.Error(codes.Unavailable, err.Error())
 	}
 	return status.Errorf(codes.Internal, "start: %v", err)

@@ -32,8 +32,14 @@ type Readiness interface {
 }
 
 // StartFunc starts a process, as exec.Start does. A daemon that keeps its
-// own record of processes wraps exec.Start to add each one to it.
+// own record of processes wraps exec.Start to add each one to it; an error
+// wrapping ErrUnavailable (the daemon drains) is answered UNAVAILABLE.
 type StartFunc func(exec.Options) (*exec.Process, error)
+
+// ErrUnavailable is what a StartFunc wraps when the daemon takes no new
+// processes for now, as while it drains: the client should try again,
+// elsewhere or later.
+var ErrUnavailable = errors.New("unavailable")
 
 // Options configure a Server. Zero fields mean the defaults beside them.
 type Options struct {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/conchsh/conch/exec"
 	"github.com/conchsh/conch/sandboxd"
 	"github.com/conchsh/conch/server"
 )
@@ -69,8 +70,17 @@ func cmdSandboxd(ctx context.Context, e *env, args []string) int {
 		StopGrace:       min(sandboxd.DefaultStopGrace, o.shutdownTimeout/2),
 		LogRetention:    int(o.serve.retention),
 		// Through conch's API server: its processes are listed and logged
-		// there, count against --max-processes, and end with it.
-		Start: srv.StartExec,
+		// there, count against --max-processes, are waited for by its drain,
+		// and end with it.
+		Start: func(opts exec.Options) (*exec.Process, error) {
+			p, err := srv.StartExec(opts)
+			if errors.Is(err, server.ErrDraining) {
+				err = fmt.Errorf("%w: %w", sandboxd.ErrUnavailable, err)
+			}
+			return p, err
+		},
+		// /v1/health answers 503 from the start of the drain.
+		Readiness: notDraining{srv},
 	})
 	if err != nil {
 		return fail(e, exitFailure, err)
@@ -150,9 +160,18 @@ func (o sandboxdOptions) listeners() (grpcLn, restLn net.Listener, err error) {
 	return grpcLn, restLn, nil
 }
 
+// notDraining is the readiness of the sandboxd surface: it takes work until
+// conch's API server begins to drain.
+type notDraining struct{ srv *server.Server }
+
+func (n notDraining) Ready() bool { return !n.srv.Draining() }
+
 // serveSandboxd serves the sandboxd surface and conch's API until one
-// fails or SIGTERM or SIGINT arrives, then stops: /v1/health answers 503
-// from then on, the sandboxd processes get TERM and, within
+// fails or SIGTERM or SIGINT arrives, then stops. First both surfaces
+// drain, as conch serve does, for --drain-timeout: /v1/health and /readyz
+// answer 503 from then on, new processes are refused (UNAVAILABLE, 503
+// draining), and the work in flight — Start streams included — finishes.
+// Then what is left of the sandboxd processes gets TERM and, within
 // --shutdown-timeout, KILL; the gRPC and REST servers finish their requests
 // within what is left of it (then are closed), and conch's API shuts down
 // as conch serve's does.
@@ -216,6 +235,7 @@ func serveSandboxd(ctx context.Context, o sandboxdOptions, sbx *sandboxd.Server,
 	case err = <-failed:
 	case s := <-sig:
 		logger.Info("stopping", "signal", s.String())
+		drain(srv, o.serve.drainTimeout, sig, logger)
 	case <-ctx.Done():
 	}
 	logger.Info("stopping: ending every process")
@@ -238,9 +258,6 @@ func serveSandboxd(ctx context.Context, o sandboxdOptions, sbx *sandboxd.Server,
 	if herr := hs.Shutdown(sctx); herr != nil {
 		hs.Close()
 	}
-	// The sandboxd surface stopped as upstream's does; conch's API drains
-	// as conch serve's does (--drain-timeout), then shuts down.
-	drain(srv, o.serve.drainTimeout, sig, logger)
 	actx, acancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer acancel()
 	shutErr := srv.Shutdown(actx)

@@ -19,7 +19,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/conchsh/conch/sandboxd/sandboxdpb"
 )
@@ -125,21 +127,13 @@ func (p *sandboxdProc) client(t *testing.T) sandboxdpb.ProcessServiceClient {
 func TestSandboxdDaemon(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
-	p := startSandboxd(t, root, []string{"SANDBOX_ID=sbx-1", "SANDBOX_API_TOKEN=hidden"}, "--shutdown-timeout", "10s")
+	// A drain of a second: the process that ignores TERM outlives it.
+	p := startSandboxd(t, root, []string{"SANDBOX_ID=sbx-1", "SANDBOX_API_TOKEN=hidden"}, "--shutdown-timeout", "10s", "--drain-timeout", "1s")
 	hc := &http.Client{Timeout: 30 * time.Second}
 	defer hc.CloseIdleConnections()
 	get := func(url string, header ...string) (int, string) {
-		req, err := http.NewRequest("GET", url, nil)
-		require.NoError(t, err)
-		if len(header) == 2 {
-			req.Header.Set(header[0], header[1])
-		}
-		resp, err := hc.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp.StatusCode, string(b)
+		resp, body := send(t, hc, "GET", url, "", header...)
+		return resp.StatusCode, body
 	}
 	code, _ := get("http://" + p.rest + "/v1/health")
 	require.Equal(t, 200, code)
@@ -224,4 +218,99 @@ func TestSandboxdDaemon(t *testing.T) {
 
 func cfgOf(argv ...string) *sandboxdpb.ProcessConfig {
 	return &sandboxdpb.ProcessConfig{Command: argv}
+}
+
+// send sends a request with body and a header (name, value) when given,
+// and returns the answer, its body read.
+func send(t *testing.T, hc *http.Client, method, url, body string, header ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, strings.NewReader(body))
+	require.NoError(t, err)
+	if len(header) == 2 {
+		req.Header.Set(header[0], header[1])
+	}
+	resp, err := hc.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp, string(b)
+}
+
+// TestSandboxdDrainsOnSIGTERM sends SIGTERM to conch sandboxd while a
+// process started through the ProcessService runs and a second client tries
+// to start work: /v1/health and /readyz answer 503 at once, new processes
+// are refused (UNAVAILABLE on the sandboxd surface, 503 draining with
+// Retry-After on conch's API), the running process's stream is delivered
+// whole, to its exit code, and the daemon exits 0.
+func TestSandboxdDrainsOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	p := startSandboxd(t, t.TempDir(), nil, "--drain-timeout", "2m")
+	hc := &http.Client{Timeout: 30 * time.Second}
+	defer hc.CloseIdleConnections()
+	status := func(url string) int {
+		resp, _ := send(t, hc, "GET", url, "")
+		return resp.StatusCode
+	}
+	require.Equal(t, 200, status("http://"+p.rest+"/v1/health"))
+
+	// The process runs until the test lets it go, so that everything
+	// below happens while it runs, however loaded the machine.
+	gate := filepath.Join(t.TempDir(), "gate")
+	c := p.client(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	stream, err := c.Start(ctx, &sandboxdpb.StartRequest{Config: cfgOf("sh", "-c",
+		"echo started; while [ ! -e "+gate+" ]; do sleep 0.02; done; sleep 0.5; echo done; exit 3")})
+	require.NoError(t, err)
+	var out strings.Builder
+	for !strings.Contains(out.String(), "started") {
+		msg, err := stream.Recv()
+		require.NoError(t, err)
+		out.Write(msg.GetStdout())
+	}
+
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	deadline := time.Now().Add(30 * time.Second)
+	for status("http://"+p.rest+"/v1/health") != 503 {
+		require.False(t, time.Now().After(deadline), "/v1/health did not answer 503 within 30 s of SIGTERM")
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Equal(t, 503, status(p.api+"/readyz"))
+
+	_, err = c.Execute(ctx, &sandboxdpb.ExecuteRequest{Config: cfgOf("true")})
+	require.Equal(t, codes.Unavailable, grpcstatus.Code(err), "Execute while draining: %v", err)
+	second, err := c.Start(ctx, &sandboxdpb.StartRequest{Config: cfgOf("true")})
+	if err == nil {
+		_, err = second.Recv()
+	}
+	require.Equal(t, codes.Unavailable, grpcstatus.Code(err), "Start while draining: %v", err)
+	resp, body := send(t, hc, "POST", p.api+"/v1/processes", `{"cmd":"true"}`, "Authorization", "Bearer "+p.token)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, body)
+	require.Contains(t, body, `"code":"draining"`)
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	var exit *int32
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			require.ErrorIs(t, err, io.EOF)
+			break
+		}
+		out.Write(msg.GetStdout())
+		if e := msg.GetExit(); e != nil {
+			c := e.GetExitCode()
+			exit = &c
+		}
+	}
+	require.Equal(t, "started\ndone\n", out.String())
+	require.NotNil(t, exit, "the stream ends with exit")
+	require.Equal(t, int32(3), *exit)
+	select {
+	case err := <-p.done:
+		require.NoError(t, err, "conch sandboxd exits 0")
+	case <-time.After(60 * time.Second):
+		t.Fatal("conch sandboxd did not exit")
+	}
 }
