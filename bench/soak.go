@@ -49,7 +49,7 @@ func measureSoak(ctx context.Context, cfg config) Row {
 		d.stop()
 		return failed(fmt.Errorf("warm-up round: %w", err))
 	}
-	start := settled(d, 0, 0, -1)
+	start := settled(d, 0, 0, nil)
 	every := min(15*time.Second, max(cfg.soak/8, time.Second))
 	baseAt := min(time.Minute, cfg.soak/4)
 
@@ -80,7 +80,7 @@ func measureSoak(ctx context.Context, cfg config) Row {
 			})
 		}
 		wg.Wait()
-		s := settled(d, time.Since(began), rounds.Load(), start.fds)
+		s := settled(d, time.Since(began), rounds.Load(), &start)
 		samples = append(samples, s)
 		fmt.Fprintf(os.Stderr, "bench: P15 %6s rounds %5d  RSS %6.1f MiB  goroutines %4d  fds %3d\n",
 			s.at.Round(time.Second), s.rounds, float64(s.rss)/(1<<20), s.goroutines, s.fds)
@@ -117,12 +117,15 @@ func measureSoak(ctx context.Context, cfg config) Row {
 }
 
 // settled samples once the client's idle connections are closed and the
-// daemon has closed its ends (at most a second): the descriptors open then
-// are what the daemon keeps. want is the count to wait for, -1 for none.
-func settled(d *daemon, at time.Duration, rounds int64, want int) soakSample {
+// daemon has closed its ends and ended the goroutines of the round's last
+// requests and processes (at most three seconds): the descriptors and
+// goroutines left then are what the daemon keeps. want is the sample to
+// wait for (its fds and goroutines), nil for none.
+func settled(d *daemon, at time.Duration, rounds int64, want *soakSample) soakSample {
 	d.c.CloseIdleConnections()
 	s := sample(at, rounds)
-	for deadline := time.Now().Add(time.Second); s.fds > want && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(3 * time.Second); want != nil && time.Now().Before(deadline) &&
+		(s.fds > want.fds || s.goroutines > want.goroutines); {
 		time.Sleep(50 * time.Millisecond)
 		s = sample(at, rounds)
 	}
