@@ -11,7 +11,11 @@ import (
 // the server's LogRetention. Errors are exec.Start's, process.ErrLimit, and
 // the refusal of a server that shuts down (wrapping process.ErrUnsupported).
 func (s *Server) StartExec(opts exec.Options) (*exec.Process, error) {
-	if err := s.reserve(slotProcess); err != nil {
+	c := claim{slotProcess, textBytes(opts.Cmd, opts.Argv)}
+	if err := s.checkCommandSize(c.text); err != nil {
+		return nil, err
+	}
+	if err := s.reserve(c); err != nil {
 		return nil, err
 	}
 	if opts.Retention == 0 {
@@ -19,10 +23,10 @@ func (s *Server) StartExec(opts exec.Options) (*exec.Process, error) {
 	}
 	p, err := exec.Start(opts)
 	if err != nil {
-		s.release(slotProcess)
+		s.release(c)
 		return nil, err
 	}
-	if err := s.track(p, slotProcess); err != nil {
+	if err := s.track(p, c); err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -26,7 +26,7 @@ const (
 // Budget is one of the daemon's budgets: what it bounds, the flag of
 // `conch serve` that sets it, its limit and what it holds now, in its unit.
 type Budget struct {
-	Name  string // logs, stdin, endedRecords, endedRecordText
+	Name  string // logs, stdin, endedRecords, endedRecordText, commandText
 	Flag  string // empty for a bound no flag sets
 	Unit  string // bytes or records
 	Limit int64
@@ -41,6 +41,7 @@ func (s *Server) Budgets() []Budget {
 		{Name: "stdin", Flag: "--stdin-budget", Unit: "bytes", Limit: s.opts.StdinBudget, Used: int64(s.stdinQueued())},
 		{Name: "endedRecords", Flag: "--max-ended", Unit: "records", Limit: int64(s.opts.MaxEnded), Used: int64(records)},
 		{Name: "endedRecordText", Unit: "bytes", Limit: endedTextBudget, Used: text},
+		{Name: "commandText", Flag: "--command-text-budget", Unit: "bytes", Limit: s.opts.CommandTextBudget, Used: s.textInUse()},
 	}
 }
 
@@ -48,8 +49,15 @@ func (s *Server) Budgets() []Budget {
 // budgets (an ended record counted at its cost and the head of its text a
 // record keeps, at most process.KeptText) plus a margin for its own work.
 func (s *Server) MemoryLimit() int64 {
-	return s.opts.LogBudget + s.opts.StdinBudget +
+	return s.opts.LogBudget + s.opts.StdinBudget + s.opts.CommandTextBudget +
 		int64(s.opts.MaxEnded)*recordCost + endedTextBudget + memoryMargin
+}
+
+// textInUse returns the bytes of text the processes not yet ended hold.
+func (s *Server) textInUse() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.textHeld
 }
 
 // stdinQueuer is a process that says how much of its stdin is queued.

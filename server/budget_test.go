@@ -3,6 +3,8 @@ package server_test
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -154,8 +156,56 @@ func TestHealthBudgets(t *testing.T) {
 		names[b.Name] = b.Flag
 	}
 	require.Equal(t, map[string]string{"logs": "--log-budget", "stdin": "--stdin-budget",
-		"endedRecords": "--max-ended", "endedRecordText": ""}, names)
+		"endedRecords": "--max-ended", "endedRecordText": "", "commandText": "--command-text-budget"}, names)
 	require.EqualValues(t, 64<<20, d.budget(t, "logs").Limit)
 	require.Greater(t, h.MemoryLimit, int64(64<<20+server.DefaultStdinBudget))
 	require.Equal(t, d.srv.MemoryLimit(), h.MemoryLimit)
+}
+
+// TestCommandTextBudget: the text of the commands not yet ended — queued in
+// a session, or started — is bounded together: one that does not fit is
+// refused with 429 resource_exhausted naming the flag, and fits again once
+// those before it have ended. An argv over the command size is a 413.
+func TestCommandTextBudget(t *testing.T) {
+	t.Parallel()
+	const budget = 8 << 10
+	d := start(t, server.Options{CommandTextBudget: budget, MaxCommandBytes: 16 << 10})
+	c := ctx(t)
+	s, err := d.c.CreateSession(c, client.SessionOptions{})
+	require.NoError(t, err)
+	gate := filepath.Join(t.TempDir(), "gate")
+	first, err := d.c.Submit(c, s.ID, client.CommandOptions{Cmd: "while [ ! -e " + gate + " ]; do sleep 0.02; done"})
+	require.NoError(t, err)
+	text := ": '" + strings.Repeat("x", 2<<10) + "'"
+	var queued []string
+	for {
+		p, err := d.c.Submit(c, s.ID, client.CommandOptions{Cmd: text})
+		if err != nil {
+			require.True(t, client.HasCode(err, client.CodeResourceExhausted), "%v", err)
+			require.Contains(t, err.Error(), "--command-text-budget")
+			break
+		}
+		queued = append(queued, p.ID)
+		require.Less(t, len(queued), 4, "more than the budget's worth of text was queued")
+	}
+	require.Len(t, queued, 3, "three commands of 2 KiB fit in 8 KiB beside the first")
+	b := d.budget(t, "commandText")
+	require.Equal(t, "--command-text-budget", b.Flag)
+	require.EqualValues(t, budget, b.Limit)
+	require.EqualValues(t, int64(len(first.ShellCommand)+3*len(text)), b.Used)
+	_, err = d.c.Start(c, client.StartOptions{Cmd: text})
+	require.True(t, client.HasCode(err, client.CodeResourceExhausted), "an exec process counts too: %v", err)
+
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	for _, id := range queued {
+		_, _, err := d.c.Wait(c, id, 0)
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return d.budget(t, "commandText").Used == 0 }, 20*time.Second, 10*time.Millisecond,
+		"the text is given back as the commands end")
+	_, err = d.c.Submit(c, s.ID, client.CommandOptions{Cmd: text})
+	require.NoError(t, err)
+
+	_, err = d.c.Start(c, client.StartOptions{Argv: []string{"true", strings.Repeat("a", 10<<10), strings.Repeat("b", 10<<10)}})
+	require.True(t, client.HasCode(err, client.CodePayloadTooLarge), "an argv over the command size: %v", err)
 }

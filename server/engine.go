@@ -19,7 +19,11 @@ func (s *Server) start(ctx context.Context, opts api.StartOptions) (process.Proc
 	if len(opts.Argv) == 0 {
 		opts.Argv = nil // "argv": [] says nothing, as an absent argv
 	}
-	if err := s.reserve(slotProcess); err != nil {
+	c := claim{slotProcess, textBytes(opts.Cmd, opts.Argv)}
+	if err := s.checkCommandSize(c.text); err != nil {
+		return nil, err
+	}
+	if err := s.reserve(c); err != nil {
 		return nil, err
 	}
 	p, err := exec.Start(exec.Options{
@@ -41,10 +45,10 @@ func (s *Server) start(ctx context.Context, opts api.StartOptions) (process.Proc
 		Limits:           limits(opts.Limits),
 	})
 	if err != nil {
-		s.release(slotProcess)
+		s.release(c)
 		return nil, err
 	}
-	if err := s.track(p, slotProcess); err != nil {
+	if err := s.track(p, c); err != nil {
 		return nil, err
 	}
 	return p, nil

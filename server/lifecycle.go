@@ -29,11 +29,21 @@ func (k slot) String() string {
 	return "processes"
 }
 
-// reserve takes one place under the limit of k, or fails with ErrLimit (or
-// because the server is shutting down). release gives it back.
-func (s *Server) reserve(k slot) error {
+// claim is what a process holds while it lives: a place under the limit of
+// its slot, and the bytes of its text (command, code, argv) counted against
+// the command-text budget, since the daemon holds that text until the
+// process ends (queued in its session, or in the started command's argv).
+type claim struct {
+	k    slot
+	text int64
+}
+
+// reserve takes c's place under the limit of its slot and its text under
+// the command-text budget, or fails with ErrLimit (or because the server
+// drains or shuts down). release gives them back.
+func (s *Server) reserve(c claim) error {
 	limit := s.opts.MaxProcesses
-	if k == slotSession {
+	if c.k == slotSession {
 		limit = s.opts.MaxSessions
 	}
 	s.mu.Lock()
@@ -44,27 +54,33 @@ func (s *Server) reserve(k slot) error {
 	if s.draining {
 		return ErrDraining
 	}
-	if s.active[k] >= limit {
-		return fmt.Errorf("%w: %d %s running already", process.ErrLimit, limit, k)
+	if s.active[c.k] >= limit {
+		return fmt.Errorf("%w: %d %s running already", process.ErrLimit, limit, c.k)
 	}
-	s.active[k]++
+	if c.text > 0 && s.textHeld+c.text > s.opts.CommandTextBudget {
+		return fmt.Errorf("%w: command text budget full: commands not yet ended hold %d bytes of text, at most %d (--command-text-budget), and this one has %d; submit it once some have ended",
+			process.ErrLimit, s.textHeld, s.opts.CommandTextBudget, c.text)
+	}
+	s.active[c.k]++
+	s.textHeld += c.text
 	return nil
 }
 
-func (s *Server) release(k slot) {
+func (s *Server) release(c claim) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.active[k]--
+	s.active[c.k]--
+	s.textHeld -= c.text
 	s.checkDrainedLocked()
 }
 
-// track registers p, which holds a place reserved under k, and watches it:
-// the place is given back when it ends, and its record is forgotten ExitTTL
-// later when its logs are kept on_exit_ttl. A process started while the
+// track registers p, which holds c, and watches it: c is given back when
+// it ends, and its record is forgotten ExitTTL later when its logs are kept
+// on_exit_ttl. A process started while the
 // server shuts down is stopped at once, since Shutdown may have listed the
 // registry already.
-func (s *Server) track(p process.Process, k slot) error {
-	release := sync.OnceFunc(func() { s.release(k) })
+func (s *Server) track(p process.Process, c claim) error {
+	release := sync.OnceFunc(func() { s.release(c) })
 	s.mu.Lock()
 	closing := s.closing
 	if !closing {

@@ -4,21 +4,34 @@ import (
 	"net/http"
 
 	"github.com/conchsh/conch/api"
+	"github.com/conchsh/conch/process"
 )
 
 // DefaultMaxCommandBytes bounds the text of a command (a session command's
 // cmd, or an exec process's cmd) when Options leave it zero.
 const DefaultMaxCommandBytes = 1 << 20
 
-// checkCommandSize refuses a command text over the limit with 413: the
-// session's syntax check and the shell hold it whole, so its size is what
-// one request may make them hold.
-func (s *Server) checkCommandSize(cmd string) error {
-	if len(cmd) > s.opts.MaxCommandBytes {
-		return errorf(http.StatusRequestEntityTooLarge, api.CodePayloadTooLarge,
-			"command text is %d bytes, over the limit of %d (--max-command-bytes)", len(cmd), s.opts.MaxCommandBytes)
+// checkCommandSize refuses a text over the limit with 413: the session's
+// syntax check and the shell hold it whole, so its size is what one
+// request may make them hold.
+func (s *Server) checkCommandSize(text int64) error {
+	if text > int64(s.opts.MaxCommandBytes) {
+		e := errorf(http.StatusRequestEntityTooLarge, api.CodePayloadTooLarge,
+			"command text is %d bytes, over the limit of %d (--max-command-bytes)", text, s.opts.MaxCommandBytes)
+		e.Cause = process.ErrInvalidArgument // for another surface (sandboxd) that maps engine errors
+		return e
 	}
 	return nil
+}
+
+// textBytes is the size of a process's text: its command or code, and its
+// argv (each argument with the byte that ends it).
+func textBytes(cmd string, argv []string) int64 {
+	n := int64(len(cmd))
+	for _, a := range argv {
+		n += int64(len(a)) + 1
+	}
+	return n
 }
 
 // smallBodyLimit bounds the bodies of the routes that take a few short

@@ -30,9 +30,6 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &opts); err != nil {
 		return err
 	}
-	if err := s.checkCommandSize(opts.Cmd); err != nil {
-		return err
-	}
 	p, err := s.start(r.Context(), opts)
 	if err != nil {
 		return err
@@ -47,9 +44,6 @@ func (s *Server) runProcess(w http.ResponseWriter, r *http.Request) error {
 	}
 	limit, err := s.outputLimit(opts.OutputLimit)
 	if err != nil {
-		return err
-	}
-	if err := s.checkCommandSize(opts.Cmd); err != nil {
 		return err
 	}
 	p, err := s.start(r.Context(), opts.StartOptions)

@@ -28,6 +28,10 @@ const (
 	DefaultLogBudget    = 512 << 20
 	DefaultMaxEnded     = 10000
 	DefaultStdinBudget  = 64 << 20
+	// DefaultCommandTextBudget bounds the text of the commands, cells and
+	// processes not yet ended, together: 64 commands of the largest size,
+	// or tens of thousands of ordinary ones.
+	DefaultCommandTextBudget = 64 << 20
 )
 
 // heartbeat is how often an idle stream gets a comment, so that proxies keep
@@ -73,6 +77,11 @@ type Options struct {
 	// together, beyond each one's process.StdinQueueLimit; zero means
 	// DefaultStdinBudget.
 	StdinBudget int64
+	// CommandTextBudget bounds the bytes of text (command, code, argv) of
+	// the processes, session commands and cells not yet ended, together:
+	// the daemon holds a queued command's text until it runs, and a
+	// running one's until it ends. Zero means DefaultCommandTextBudget.
+	CommandTextBudget int64
 	// AllowedHosts are host names accepted in the Host header besides
 	// localhost, loopback addresses and the listen address.
 	AllowedHosts []string
@@ -135,6 +144,7 @@ type Server struct {
 	shellErr                    error
 	shellCheckedAt              time.Time
 	active                      [slotCount]int           // processes not yet ended, per slot
+	textHeld                    int64                    // the text of the processes not yet ended (lifecycle.go)
 	releases                    map[string]func()        // gives back the place of a tracked process, by id
 	sessions                    map[string]*sessionEntry // by session id
 	ended                       endedRecords             // the ended records kept, in the order they ended
@@ -171,6 +181,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.StdinBudget <= 0 {
 		opts.StdinBudget = DefaultStdinBudget
+	}
+	if opts.CommandTextBudget <= 0 {
+		opts.CommandTextBudget = DefaultCommandTextBudget
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()

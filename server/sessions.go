@@ -79,12 +79,12 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	if err := s.reserve(slotSession); err != nil {
+	if err := s.reserve(claim{k: slotSession}); err != nil {
 		return err
 	}
 	e, err := s.newSession(r, opts)
 	if err != nil {
-		s.release(slotSession)
+		s.release(claim{k: slotSession})
 		return err
 	}
 	return writeJSON(w, http.StatusCreated, s.processDTO(e.process()))
@@ -115,7 +115,7 @@ func (s *Server) newSession(r *http.Request, opts api.SessionOptions) (*sessionE
 	s.mu.Lock()
 	s.sessions[sh.ID()] = e
 	s.mu.Unlock()
-	if err := s.track(sh, slotSession); err != nil {
+	if err := s.track(sh, claim{k: slotSession}); err != nil {
 		s.mu.Lock()
 		delete(s.sessions, sh.ID())
 		s.mu.Unlock()
@@ -220,10 +220,11 @@ func (s *Server) submit(e *sessionEntry, opts api.CommandOptions) (process.Proce
 	if err := e.checkBody(opts); err != nil {
 		return nil, err
 	}
-	if err := s.checkCommandSize(cmp.Or(opts.Cmd, opts.Code)); err != nil {
+	c := claim{slotProcess, textBytes(cmp.Or(opts.Cmd, opts.Code), nil)}
+	if err := s.checkCommandSize(c.text); err != nil {
 		return nil, err
 	}
-	if err := s.reserve(slotProcess); err != nil {
+	if err := s.reserve(c); err != nil {
 		return nil, err
 	}
 	var p process.Process
@@ -234,10 +235,10 @@ func (s *Server) submit(e *sessionEntry, opts api.CommandOptions) (process.Proce
 		p, err = s.submitTo(e.shell, opts)
 	}
 	if err != nil {
-		s.release(slotProcess)
+		s.release(c)
 		return nil, err
 	}
-	if err := s.track(p, slotProcess); err != nil {
+	if err := s.track(p, c); err != nil {
 		return nil, err
 	}
 	return p, nil

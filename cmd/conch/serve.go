@@ -43,6 +43,7 @@ type serveOptions struct {
 	maxSessions, maxProcesses int
 	maxEnded                  int
 	stdinBudget               byteSize
+	commandTextBudget         byteSize
 	allowHosts                stringList
 	level                     slog.Level
 	contain                   containment.Config
@@ -162,6 +163,8 @@ func (o *serveOptions) addFlags(fs *flag.FlagSet) (logLevel *string) {
 	fs.IntVar(&o.maxProcesses, "max-processes", server.DefaultMaxProcesses, "processes running or queued at once")
 	fs.IntVar(&o.maxEnded, "max-ended", server.DefaultMaxEnded, "records of ended processes and commands kept together; over it the oldest ended records are forgotten first")
 	o.stdinBudget = byteSize(server.DefaultStdinBudget)
+	o.commandTextBudget = byteSize(server.DefaultCommandTextBudget)
+	fs.Var(&o.commandTextBudget, "command-text-budget", "`bytes` of text (command, code, argv) of the commands and processes not yet ended, together; one over it is refused with 429 resource_exhausted")
 	fs.Var(&o.stdinBudget, "stdin-budget", "`bytes` written to the stdin of all processes together that they have not read yet; a write over it is refused with 409 stdin_full")
 	o.bodyLimit = byteSize(server.DefaultBodyLimit)
 	fs.Var(&o.bodyLimit, "body-limit", "largest request body in `bytes`")
@@ -223,20 +226,21 @@ func (o serveOptions) logger(w io.Writer) *slog.Logger {
 // server is the server's configuration under these flags.
 func (o serveOptions) server(token string, logger *slog.Logger, streamDir string, root *containment.Root) server.Options {
 	return server.Options{
-		Token:           token,
-		BodyLimit:       int64(o.bodyLimit),
-		MaxCommandBytes: int(o.maxCommand),
-		LogRetention:    int(o.retention),
-		LogBudget:       int64(o.budget),
-		ExitTTL:         o.exitTTL,
-		MaxSessions:     o.maxSessions,
-		MaxProcesses:    o.maxProcesses,
-		MaxEnded:        o.maxEnded,
-		StdinBudget:     int64(o.stdinBudget),
-		AllowedHosts:    o.allowHosts,
-		Logger:          logger,
-		StreamDir:       streamDir,
-		Containment:     root,
+		Token:             token,
+		BodyLimit:         int64(o.bodyLimit),
+		MaxCommandBytes:   int(o.maxCommand),
+		LogRetention:      int(o.retention),
+		LogBudget:         int64(o.budget),
+		ExitTTL:           o.exitTTL,
+		MaxSessions:       o.maxSessions,
+		MaxProcesses:      o.maxProcesses,
+		MaxEnded:          o.maxEnded,
+		StdinBudget:       int64(o.stdinBudget),
+		CommandTextBudget: int64(o.commandTextBudget),
+		AllowedHosts:      o.allowHosts,
+		Logger:            logger,
+		StreamDir:         streamDir,
+		Containment:       root,
 	}
 }
 
