@@ -193,18 +193,7 @@ func TestSandboxdDaemon(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	require.True(t, saw503, "health answered 503 while the TERM-ignoring process was given its grace")
-	var exit *int32
-	for {
-		msg, err := stream.Recv()
-		if err != nil {
-			require.ErrorIs(t, err, io.EOF)
-			break
-		}
-		if e := msg.GetExit(); e != nil {
-			c := e.GetExitCode()
-			exit = &c
-		}
-	}
+	exit := readToEnd(t, stream, io.Discard)
 	require.NotNil(t, exit, "the stream ends with exit")
 	require.Equal(t, int32(-1), *exit, "killed")
 	select {
@@ -214,6 +203,25 @@ func TestSandboxdDaemon(t *testing.T) {
 		t.Fatal("conch sandboxd did not exit")
 	}
 	require.True(t, errors.Is(syscall.Kill(pid, 0), syscall.ESRCH), "the process that ignored TERM is gone")
+}
+
+// readToEnd reads a Start stream to its end, its stdout into out, and
+// returns the exit code of its exit event (nil without one).
+func readToEnd(t *testing.T, stream grpc.ServerStreamingClient[sandboxdpb.StartResponse], out io.Writer) *int32 {
+	t.Helper()
+	var exit *int32
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			require.ErrorIs(t, err, io.EOF)
+			return exit
+		}
+		_, _ = out.Write(msg.GetStdout())
+		if e := msg.GetExit(); e != nil {
+			c := e.GetExitCode()
+			exit = &c
+		}
+	}
 }
 
 func cfgOf(argv ...string) *sandboxdpb.ProcessConfig {
@@ -291,19 +299,7 @@ func TestSandboxdDrainsOnSIGTERM(t *testing.T) {
 	require.Equal(t, "1", resp.Header.Get("Retry-After"))
 
 	require.NoError(t, os.WriteFile(gate, nil, 0o600))
-	var exit *int32
-	for {
-		msg, err := stream.Recv()
-		if err != nil {
-			require.ErrorIs(t, err, io.EOF)
-			break
-		}
-		out.Write(msg.GetStdout())
-		if e := msg.GetExit(); e != nil {
-			c := e.GetExitCode()
-			exit = &c
-		}
-	}
+	exit := readToEnd(t, stream, &out)
 	require.Equal(t, "started\ndone\n", out.String())
 	require.NotNil(t, exit, "the stream ends with exit")
 	require.Equal(t, int32(3), *exit)
