@@ -3,7 +3,6 @@ package exec
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -49,12 +48,11 @@ func TestKillReachesTheWholeTree(t *testing.T) {
 			for _, pid := range tree {
 				require.True(t, proctree.Alive(pid), "pid %d of %v is not running before the kill", pid, tree)
 			}
+			ids := proctree.IdentsOf(tree...)
 			require.NoError(t, p.Kill(tc.sig, 0, 0))
 			r := wait(t, p)
 			assert.False(t, r.Reason != process.Signaled || r.Signal != process.SignalName(tc.sig), "result %s, want signaled %s", show(r), process.SignalName(tc.sig))
-			for _, pid := range tree {
-				eventually(t, fmt.Sprintf("pid %d gone", pid), func() bool { return !proctree.Alive(pid) })
-			}
+			requireGone(t, ids)
 		})
 	}
 }
@@ -219,10 +217,11 @@ func TestStop(t *testing.T) {
 		wait(t, p)
 		child := pids(t, logText(p.Log(), logstore.Stdout))[0]
 		require.True(t, proctree.Alive(child), "the leftover is gone before Stop")
+		ids := proctree.IdentsOf(child)
 		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 		defer cancel()
 		require.NoError(t, p.Stop(ctx))
-		eventually(t, "the leftover gone", func() bool { return !proctree.Alive(child) })
+		requireGone(t, ids)
 		got := proctree.Tagged(p.ID())
 		assert.Empty(t, got, "tagged processes left: %v", got)
 	})
@@ -320,10 +319,9 @@ func leftBehind(t *testing.T) (*Process, []int) {
 func TestKillReachesWhatAnEndedProcessLeft(t *testing.T) {
 	t.Parallel()
 	p, left := leftBehind(t)
+	ids := proctree.IdentsOf(left...)
 	require.NoError(t, p.Kill(syscall.SIGTERM, 0, 0))
-	for _, pid := range left {
-		eventually(t, fmt.Sprintf("pid %d gone", pid), func() bool { return !proctree.Alive(pid) })
-	}
+	requireGone(t, ids)
 	assert.True(t, sameResult(*p.Info().Result, process.ExitedWith(0)), "result changed to %s", show(*p.Info().Result))
 }
 

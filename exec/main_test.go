@@ -66,6 +66,14 @@ func waitOutput(t *testing.T, p process.Process, s string) {
 	})
 }
 
+// requireGone fails t unless every process of ids ends within 20 s.
+func requireGone(t *testing.T, ids []proctree.Ident) {
+	t.Helper()
+	for _, id := range ids {
+		eventually(t, fmt.Sprintf("pid %d gone", id.PID), func() bool { return !id.Alive() })
+	}
+}
+
 // eventually fails t unless cond holds within 20 s: a hang guard, not a
 // timing assertion.
 func eventually(t *testing.T, what string, cond func() bool) {

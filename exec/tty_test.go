@@ -91,7 +91,8 @@ func TestNoControllingTerminalHelper(t *testing.T) {
 	p := start(t, Options{Cmd: "sleep 60 & echo $!; wait"})
 	waitOutput(t, p, "\n")
 	child, _ := strconv.Atoi(strings.TrimSpace(logText(p.Log(), logstore.Stdout)))
+	ids := proctree.IdentsOf(child)
 	require.NoError(t, syscall.Kill(-p.Info().PID, syscall.SIGKILL))
-	eventually(t, "the background child gone", func() bool { return !proctree.Alive(child) })
+	requireGone(t, ids)
 	wait(t, p)
 }

@@ -42,17 +42,18 @@ func (d *daemon) firstLine(t *testing.T, id string) int {
 	return 0
 }
 
-// requireGone waits until pid is no longer running (a zombie counts as gone).
-func requireGone(t *testing.T, pid int) {
+// requireGone fails t unless p ends within 10 s (a zombie counts as
+// ended).
+func requireGone(t *testing.T, p proctree.Ident) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		if !proctree.Alive(pid) {
+		if !p.Alive() {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("process %d still runs", pid)
+	t.Fatalf("process %d still runs", p.PID)
 }
 
 func exitCode(t *testing.T, r client.WaitResult) int {
@@ -306,8 +307,9 @@ func TestWaitAndKill(t *testing.T) {
 		require.NoError(t, err)
 		child := d.firstLine(t, p.ID)
 		require.True(t, proctree.Alive(child))
+		gone := proctree.IdentOf(child)
 		require.NoError(t, d.c.Kill(c, p.ID, client.KillOptions{Signal: "KILL"}))
-		requireGone(t, child)
+		requireGone(t, gone)
 	})
 	t.Run("bad signal", func(t *testing.T) {
 		t.Parallel()
@@ -323,10 +325,11 @@ func TestWaitAndKill(t *testing.T) {
 		c := ctx(t)
 		p, err := d.c.Start(c, client.StartOptions{Cmd: "sleep 30 & echo $!; wait"})
 		require.NoError(t, err)
-		child := d.firstLine(t, p.ID)
+		ps := proctree.IdentsOf(d.firstLine(t, p.ID), p.PID)
 		require.NoError(t, d.c.Delete(c, p.ID))
-		requireGone(t, child)
-		requireGone(t, p.PID)
+		for _, q := range ps {
+			requireGone(t, q)
+		}
 		_, err = d.c.Get(c, p.ID)
 		requireCode(t, err, client.CodeNotFound)
 	})

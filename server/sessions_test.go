@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/server"
 )
@@ -181,9 +182,10 @@ func TestSessionEndsItsProcesses(t *testing.T) {
 	require.NoError(t, err)
 
 	// Deleting the process of the shell is deleting the session.
+	ps := proctree.IdentsOf(append(pids, s.PID)...)
 	require.NoError(t, d.c.Delete(c, s.ID))
-	for _, pid := range append(pids, s.PID) {
-		requireGone(t, pid)
+	for _, p := range ps {
+		requireGone(t, p)
 	}
 	_, err = d.c.Get(c, busy.ID)
 	requireCode(t, err, client.CodeNotFound)

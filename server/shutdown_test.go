@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/server"
 )
@@ -57,12 +58,13 @@ func TestShutdownEndsEverything(t *testing.T) {
 		streamDone <- last
 	}()
 
+	ps := proctree.IdentsOf(pids...)
 	sctx, cancel := context.WithTimeout(c, 30*time.Second)
 	defer cancel()
 	require.NoError(t, srv.Shutdown(sctx))
 	require.NoError(t, <-served)
-	for _, pid := range pids {
-		requireGone(t, pid)
+	for _, p := range ps {
+		requireGone(t, p)
 	}
 	require.Error(t, <-streamDone)
 	_, err = d.c.Health(c)

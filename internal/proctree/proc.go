@@ -206,6 +206,36 @@ func StartTime(pid int) (uint64, bool) {
 	return s.start, true
 }
 
+// Ident is one process: its pid and when it started, so that a later
+// process given the same pid (pids wrap at pid_max, 32768 on many hosts)
+// is not taken for it. The zero Start is a process that had ended already.
+type Ident struct {
+	PID   int
+	Start uint64
+}
+
+// IdentOf returns the identity of the process pid now.
+func IdentOf(pid int) Ident {
+	start, _ := StartTime(pid)
+	return Ident{pid, start}
+}
+
+// IdentsOf returns the identities of pids now.
+func IdentsOf(pids ...int) []Ident {
+	ids := make([]Ident, len(pids))
+	for i, pid := range pids {
+		ids[i] = IdentOf(pid)
+	}
+	return ids
+}
+
+// Alive reports whether the process is still running, neither ended (nor
+// a zombie) nor replaced by another of the same pid.
+func (id Ident) Alive() bool {
+	start, ok := StartTime(id.PID)
+	return id.Start != 0 && ok && start == id.Start
+}
+
 // clockTicks is USER_HZ, which Linux fixes at 100 for /proc.
 const clockTicks = 100
 
