@@ -205,6 +205,16 @@ function compile(code, filename) {
 }
 
 async function execute(ctx, cell, script, wrapped) {
+  cell.executing = true;
+  try {
+    cell.status = await executeCell(ctx, cell, script, wrapped);
+  } finally {
+    cell.executing = false;
+  }
+  return cell.status;
+}
+
+async function executeCell(ctx, cell, script, wrapped) {
   let value;
   try {
     if (watchdog) pendingINT(); // a signal from before the cell is not for it
@@ -218,6 +228,8 @@ async function execute(ctx, cell, script, wrapped) {
       // noted is looked for every 25 ms.
       if (watchdog && !interruptorReady) cell.poll = setInterval(() => { if (pendingINT()) onINT(); }, 25);
       send(`A ${cell.id}\n`);
+      const pending = value;
+      interrupted.catch(() => orphaned(cell, pending));
       const r = await Promise.race([value, interrupted]);
       value = r ? r.value : undefined; // { value } when the last statement is an expression
     }
@@ -240,13 +252,25 @@ async function execute(ctx, cell, script, wrapped) {
   return cell.failed ? 1 : 0;
 }
 
-async function run(ctx, msg) {
+// run runs the cell of msg. Its streams are opened first, while the
+// engine's ends are; until it is the current cell it is the starting one,
+// which recover takes over should the wait for the interruptor lose its
+// continuation.
+async function run(ctx, msg, gen) {
   const cell = {
-    id: msg.id, failed: false, abort: null, stdin: null,
+    id: msg.id, msg, failed: false, abort: null, stdin: null,
     out: fs.openSync(msg.stdout, 'w'), err: fs.openSync(msg.stderr, 'w'),
     in: fs.openSync(msg.stdin || '/dev/null', 'r'), // process.stdin's, opened while the engine's end is
   };
+  starting = cell;
   if (interruptorUp) await interruptorUp; // see interruptor
+  if (starting !== cell) return; // recover took it over
+  starting = null;
+  await runOpened(ctx, cell, gen);
+}
+
+async function runOpened(ctx, cell, gen) {
+  const msg = cell.msg;
   place([[msg.stdin || '/dev/null', 'r'], [msg.stdout, 'w'], [msg.stderr, 'w']]);
   current = cell;
   send(`O ${cell.id}\n`);
@@ -256,15 +280,29 @@ async function run(ctx, msg) {
     emit(2, c.error);
     return 1;
   });
-  const marker = '\x1eCONCH' + msg.nonce;
-  current = null;
+  finish(cell, status);
+  if (interruptorUp) await interruptorUp;
+  if (gen === drainGen) placeIdle();
+}
+
+// finish ends a cell: its end markers, with its status and the directory,
+// and its streams closed. Once: recover may finish a cell whose run lost
+// its continuation.
+function finish(cell, status) {
+  if (cell.finished) return;
+  cell.finished = true;
+  const marker = '\x1eCONCH' + cell.msg.nonce;
+  if (current === cell) current = null;
   fs.writeSync(cell.err, marker);
   fs.writeSync(cell.out, Buffer.concat([Buffer.from(`${marker}${status}  `), Buffer.from(cwd()), Buffer.from([0])]));
   fs.closeSync(cell.out);
   fs.closeSync(cell.err);
   if (cell.stdin) cell.stdin.destroy();
   else fs.closeSync(cell.in);
-  if (interruptorUp) await interruptorUp;
+}
+
+// placeIdle points fds 0 to 2 where they are between cells.
+function placeIdle() {
   place([['/dev/null', 'r'], [`/proc/self/fd/${diag}`, 'w'], [`/proc/self/fd/${diag}`, 'w']]);
 }
 
@@ -335,18 +373,8 @@ try {
 
 function takeInterrupt(id) {
   if (!current || current.id !== id || !current.abort || terminating || interrupted() !== id) return false;
-  const limit = Error.stackTraceLimit;
-  Error.stackTraceLimit = Infinity;
-  // Frames of the stack, not the "at async" callers that wait for them.
-  const frames = (new Error().stack || '').split('\n').filter((l) => /^\s+at (?!async )/.test(l));
-  Error.stackTraceLimit = limit;
-  // Below this function and the inspector's expression: what the thread runs.
-  const below = frames.slice(2);
-  if (below.length === 0 || below.some((l) => l.includes(DRIVER))) return false;
-  const { fields, constants: k } = hooks;
-  hooks.saved = fields[k.kCheck];
-  fields[k.kCheck] = 0;
-  fields[k.kTotals] = 0;
+  if (!othersCode()) return false;
+  stopHooks();
   terminating = id;
   return true;
 }
@@ -354,11 +382,124 @@ function takeInterrupt(id) {
 function terminated(id) {
   if (terminating !== id) return;
   terminating = 0;
+  restoreHooks();
+  watchOrphans();
+  if (current && current.id === id && current.abort) current.abort(Object.assign(new Error('interrupted'), { code: 'ERR_SCRIPT_EXECUTION_INTERRUPTED' }));
+}
+
+// stopHooks turns Node's checks of its async bookkeeping off before a
+// termination, restoreHooks cleans the bookkeeping and turns them on after.
+function stopHooks() {
+  const { fields, constants: k } = hooks;
+  hooks.saved = fields[k.kCheck];
+  fields[k.kCheck] = 0;
+  fields[k.kTotals] = 0;
+}
+function restoreHooks() {
   const { fields, constants: k } = hooks;
   hooks.clearAsyncIdStack();
   fields[k.kCheck] += hooks.saved;
   fields[k.kTotals] = fields[k.kInit] + fields[k.kBefore] + fields[k.kAfter] + fields[k.kDestroy] + fields[k.kPromiseResolve];
-  if (current && current.id === id && current.abort) current.abort(Object.assign(new Error('interrupted'), { code: 'ERR_SCRIPT_EXECUTION_INTERRUPTED' }));
+}
+
+// An interrupt that comes while a cell awaits ends the cell at once (its
+// awaited promise loses the race), but the cell's code after the await is
+// still pending and runs when what it awaited settles, as do its timers:
+// code of an ended cell, an orphan. Should an orphan loop, it would hold
+// the thread for good, and no later cell would start. So while such a
+// cell's promise is pending, a hook counts the callbacks that begin and
+// tells the worker when the cell's code is about to run again (at most
+// every 100 ms). The worker then looks (probeOrphan), 200 ms later and
+// again 200 ms after that while the main thread runs code that is not the
+// driver's: when no callback began in between and no cell executes, one
+// callback has held the thread all along, and it is ended as an
+// interrupted cell's code is (Runtime.terminateExecution). A short callback
+// of an ended cell is left alone. The termination drops the microtasks
+// queued at that moment, the driver's among them: recover then finishes
+// the cell that was ending, and starts the loop of cells anew.
+let orphans = 0; // interrupted cells whose promise is still pending
+let callbacks = 0; // callbacks begun while orphans are watched
+let lastNotice = 0;
+const orphanHook = (() => {
+  try {
+    return require('async_hooks').createHook({
+      before() {
+        callbacks++;
+        const cell = als.getStore();
+        if (!cell || !cell.orphan || !interruptorWorker) return;
+        const now = Date.now();
+        if (now - lastNotice < 100) return;
+        lastNotice = now;
+        interruptorWorker.postMessage('orphan');
+      },
+    });
+  } catch { return null; }
+})();
+
+// orphaned notes that cell ended by an interrupt while pending, its
+// promise, had not settled.
+function orphaned(cell, pending) {
+  if (cell.orphan || !orphanHook || !hooks) return;
+  cell.orphan = true;
+  orphans++;
+  watchOrphans();
+  const settled = () => { orphans--; watchOrphans(); };
+  Promise.resolve(pending).then(settled, settled);
+}
+
+// watchOrphans enables the hook while there are orphans, and disables it
+// when there are none, once no termination is in flight: Node's async
+// bookkeeping is out of order from a termination until restoreHooks, and a
+// hook enabled or disabled then finds it so and ends the process.
+function watchOrphans() {
+  if (terminating) return; // restoreHooks' callers come back here
+  if (orphans > 0) orphanHook.enable();
+  else orphanHook.disable();
+}
+
+// othersCode reports whether the thread, below the caller and the
+// inspector's expression, runs code that is not the driver's.
+function othersCode() {
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = Infinity;
+  // Frames of the stack, not the "at async" callers that wait for them.
+  const frames = (new Error().stack || '').split('\n').filter((l) => /^\s+at (?!async )/.test(l));
+  Error.stackTraceLimit = limit;
+  const below = frames.slice(3);
+  return below.length > 0 && !below.some((l) => l.includes(DRIVER));
+}
+
+// probeOrphan is the worker's look at the main thread: -1 when it is idle,
+// runs the driver, or a cell executes; -2 when it has run one callback of
+// others' code since the look that counted seen callbacks, which it is then
+// agreed to end; else the count of callbacks, for the next look.
+function probeOrphan(seen) {
+  if (terminating || (current && current.executing) || !othersCode()) return -1;
+  if (seen !== callbacks) return callbacks;
+  stopHooks();
+  terminating = -1;
+  return -2;
+}
+
+function orphanEnded() {
+  if (terminating !== -1) return;
+  terminating = 0;
+  restoreHooks();
+  watchOrphans();
+  recover();
+}
+
+// recover puts the driver back in order after an orphan's termination
+// dropped what it had queued: the cell that was ending is finished, the
+// one that was starting starts, and a new loop runs the cells queued.
+function recover() {
+  if (current && !current.finished && current.status !== undefined) finish(current, current.status);
+  const first = starting;
+  starting = null;
+  try { placeIdle(); } catch {}
+  drainGen++; // an older loop that was not dropped stops at its next turn
+  draining = false;
+  if (first || cells.length > 0) startDrain(first);
 }
 
 //
@@ -401,6 +542,21 @@ function schedule(id, ms) {
     }
   }, ms);
 }
+// An orphan (see orphaned) is about to run: look 200 ms later whether it
+// holds the main thread.
+let orphanCheck = null;
+async function checkOrphan(seen) {
+  const r = await post('Runtime.evaluate', { expression: 'globalThis[Symbol.for("conch.probeOrphan")](' + seen + ')', returnByValue: true });
+  const v = r && r.result ? r.result.value : -1;
+  if (v === -2) {
+    await post('Runtime.terminateExecution', {});
+    parentPort.postMessage('orphan');
+  }
+  orphanCheck = typeof v === 'number' && v >= 0 ? setTimeout(checkOrphan, 200, v) : null;
+}
+parentPort.on('message', () => {
+  if (!orphanCheck) orphanCheck = setTimeout(checkOrphan, 200, -1);
+});
 function interrupt(id) {
   told = id;
   if (!id || Atomics.load(awaiting, 0) !== id) return;
@@ -426,6 +582,7 @@ conn.on('error', () => {});
 // thread is busy.
 let started = false;
 let interruptorReady = false;
+let interruptorWorker = null; // the worker, once started
 let interruptorUp = null; // resolves once the worker is up, or gone
 function startInterruptor() {
   if (started || !hooks) return;
@@ -434,13 +591,16 @@ function startInterruptor() {
     const { Worker } = require('worker_threads');
     if (typeof require('inspector').Session.prototype.connectToMainThread !== 'function') return;
     globalThis[Symbol.for('conch.takeInterrupt')] = takeInterrupt;
+    globalThis[Symbol.for('conch.probeOrphan')] = probeOrphan;
     const w = new Worker(interruptor, { eval: true, workerData: { awaiting, sock: process.argv[2] }, stdout: true, stderr: true });
     w.unref();
+    interruptorWorker = w; // told of orphans from now on: it reads them once it is up
     let up;
     interruptorUp = new Promise((resolve) => { up = resolve; });
     w.on('exit', () => up());
     w.on('message', (m) => {
       if (m === 'ready') { up(); interruptorStarted(); }
+      else if (m === 'orphan') orphanEnded();
       else if (typeof m === 'number') terminated(m);
       else onINT();
     });
@@ -469,10 +629,22 @@ const ctx = makeContext();
 // microtask drops every microtask queued then (see takeInterrupt).
 const cells = [];
 let draining = false;
-async function drain() {
+let drainGen = 0; // a loop of an older generation stops: recover started another
+let starting = null; // the cell run has opened and not yet started
+async function drain(first) {
+  const gen = ++drainGen;
   draining = true;
-  while (cells.length > 0) await run(ctx, cells.shift());
-  draining = false;
+  if (first) await runOpened(ctx, first, gen);
+  while (cells.length > 0 && gen === drainGen) await run(ctx, cells.shift(), gen);
+  if (gen === drainGen) draining = false;
+}
+function startDrain(first) {
+  drain(first).catch((e) => {
+    // The driver itself failed: say why where the engine keeps it, and
+    // end, rather than leave the cell without its end markers.
+    try { fs.writeSync(diag, String(e && e.stack || e) + '\n'); } catch {}
+    process.exit(70);
+  });
 }
 let pending = '';
 sock.on('data', (d) => {
@@ -482,13 +654,6 @@ sock.on('data', (d) => {
     cells.push(JSON.parse(pending.slice(0, i)));
     pending = pending.slice(i + 1);
   }
-  if (!draining) {
-    drain().catch((e) => {
-      // The driver itself failed: say why where the engine keeps it, and
-      // end, rather than leave the cell without its end markers.
-      try { fs.writeSync(diag, String(e && e.stack || e) + '\n'); } catch {}
-      process.exit(70);
-    });
-  }
+  if (!draining) startDrain();
 });
 sock.on('close', () => process.exit(0));
