@@ -2,6 +2,7 @@ package shellsession
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -53,8 +54,7 @@ type Command struct {
 	stdinOpened   chan struct{}      // closed when the stdin feeder's open has returned
 	keepers       []*resident.Keeper // our write ends that hold the streams open until their markers
 	keepersClosed bool
-	readers       int           // stream readers that have not returned
-	readersDone   chan struct{} // closed when both stream readers have returned
+	ep            *epoller // the epoll set await waits on, while it does (see kick)
 	timers        []*time.Timer
 
 	sent []syscall.Signal // signals other than INT that kill sent to its processes
@@ -77,8 +77,6 @@ func (s *Session) newCommand(opts CommandOptions) *Command {
 		done:        make(chan struct{}),
 		endsDone:    make(chan struct{}),
 		stdinOpened: make(chan struct{}),
-		readersDone: make(chan struct{}),
-		readers:     2,
 	}
 	c.text, c.textBytes = process.KeepText(opts.Cmd)
 	c.stdin.Init(opts.Stdin == process.StdinOpen, false)
@@ -132,14 +130,49 @@ func (c *Command) Cancel(err error) {
 
 // Run runs the command in its session's shell; the session's queue calls it.
 func (c *Command) Run() {
+	if rd, st := c.start(); rd != nil {
+		c.await(nil, rd, st)
+		c.s.fillPool()
+	}
+}
+
+// runHere runs the command on the goroutine of Session.Run, which holds the
+// queue's turn (see queue.Queue.Claim), and ends the turn: when the command
+// has ended, or, once ctx is done, from a goroutine that waits for the rest
+// of it.
+func (c *Command) runHere(ctx context.Context) {
+	s := c.s
+	rd, st := c.start()
+	if rd == nil {
+		s.h.Queue.Release()
+		return
+	}
+	if c.await(ctx, rd, st) {
+		s.fillPool()
+		s.h.Queue.Release()
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		c.await(nil, rd, st)
+		s.fillPool()
+		s.h.Queue.Release()
+	}()
+}
+
+// start takes the command up and sends it to the shell. It returns how to
+// read its streams, or nil when it ended without the shell: deleted while
+// queued, the session gone, nothing to run, a syntax error, no streams.
+func (c *Command) start() (*readLoop, *streams) {
 	s := c.s
 	if c.state() == process.Terminal { // deleted while queued
-		return
+		return nil, nil
 	}
 	select {
 	case <-s.exited:
 		c.Cancel(fmt.Errorf("session %s: %w", s.id, ErrSessionEnded))
-		return
+		return nil, nil
 	default:
 	}
 	s.mu.Lock()
@@ -153,7 +186,7 @@ func (c *Command) Run() {
 	if chk.err != "" || chk.empty {
 		status := 0
 		if c.begin(cwd, sentinel.Frame{}) != nil {
-			return // ended (deleted) as it was taken up
+			return nil, nil // ended (deleted) as it was taken up
 		}
 		if chk.err != "" {
 			status = 2
@@ -162,7 +195,7 @@ func (c *Command) Run() {
 		r := process.ExitedWith(status)
 		r.Cwd = s.recordEnd(status, nil)
 		c.finish(r)
-		return
+		return nil, nil
 	}
 
 	st, err := s.takeStreams(c.opts.Stdin == process.StdinOpen)
@@ -173,7 +206,7 @@ func (c *Command) Run() {
 	if err != nil {
 		s.release(st)
 		c.finish(process.Result{Reason: process.Failed, Error: fmt.Sprintf("prepare streams: %v", err)})
-		return
+		return nil, nil
 	}
 	paths := sentinel.Paths{
 		Stdin: st.stdin, Stdout: st.out.Path, Stderr: st.err.Path, Script: s.scriptPath(),
@@ -188,10 +221,9 @@ func (c *Command) Run() {
 	f := sentinel.New(prev, paths)
 	if c.begin(cwd, f) != nil { // ended (deleted) as it was taken up
 		s.release(st)
-		return
+		return nil, nil
 	}
-	s.wg.Add(1)
-	go c.readStreams(st.out, st.err)
+	rd := c.startReading(st.out, st.err)
 	if st.stdin != "" {
 		s.wg.Add(1)
 		go c.feedStdin(st.stdin)
@@ -219,12 +251,63 @@ func (c *Command) Run() {
 		<-s.exited // a failed write means the shell is gone
 	}
 	c.watchIdle(time.Second)
-	defer s.fillPool()
+	return rd, st
+}
 
-	select {
-	case <-c.endsDone: // streamEnded finished the command
-	case <-s.exited:
-		c.shellExited(st)
+// await reads the command's streams until it has ended — by its end markers,
+// read here, or given up (see giveUp) — or its shell has exited, and reports
+// true; the streams still held open then are read on by a goroutine of their
+// own. With ctx, it returns false once ctx is done before that: then await
+// (without ctx) takes up where it left off.
+func (c *Command) await(ctx context.Context, rd *readLoop, st *streams) bool {
+	var cancelled <-chan struct{}
+	if ctx != nil {
+		if cancelled = ctx.Done(); cancelled != nil {
+			stop := context.AfterFunc(ctx, c.kick)
+			defer stop()
+		}
+	}
+	for {
+		select {
+		case <-c.endsDone: // streamEnded (or giveUp) finished the command
+			rd.settle()
+			rd.handOff()
+			return true
+		case <-c.s.exited:
+			c.shellExited(st, rd)
+			rd.handOff()
+			return true
+		case <-cancelled:
+			return false
+		default:
+		}
+		if rd.live == 0 {
+			// The readers returned before the end (the session ends).
+			select {
+			case <-c.endsDone:
+			case <-c.s.exited:
+				c.shellExited(st, rd)
+			case <-cancelled:
+				return false
+			}
+			rd.handOff()
+			return true
+		}
+		if err := rd.step(); errors.Is(err, os.ErrDeadlineExceeded) {
+			// Kicked: the checks above say why.
+			rd.ep.f.SetReadDeadline(time.Time{})
+		}
+	}
+}
+
+// kick wakes the goroutine reading the command's streams (see await), so
+// that it sees that the command has ended or its shell has exited.
+func (c *Command) kick() {
+	c.mu.Lock()
+	ep := c.ep
+	c.mu.Unlock()
+	if ep != nil {
+		ep.f.SetReadDeadline(time.Now())
 	}
 }
 
@@ -258,6 +341,7 @@ func (c *Command) giveUp(r process.Result) {
 	c.closeKeepers()
 	c.finish(r)
 	close(c.endsDone)
+	c.kick()
 }
 
 // begin moves the queued command to phaseAnnounced with frame f; it fails
@@ -318,14 +402,25 @@ func (c *Command) killedBy(r process.Result) syscall.Signal {
 
 // shellExited ends a command whose shell exited under it: with the shell's
 // exit status when it exited (exit 3, exec, set -e), lost when it was killed.
-func (c *Command) shellExited(st *streams) {
+func (c *Command) shellExited(st *streams, rd *readLoop) {
 	if st.stdin != "" {
 		c.unblockStdin(st.stdin)
 	}
 	c.closeKeepers()
-	select {
-	case <-c.readersDone:
-	case <-time.After(c.s.opts.DrainDelay): // background jobs may hold the streams open
+	if rd.live > 0 {
+		// The rest of its output, until end-of-file or for DrainDelay:
+		// background jobs may hold the streams open.
+		until := time.Now().Add(c.s.opts.DrainDelay)
+		rd.ep.f.SetReadDeadline(until)
+		for rd.live > 0 {
+			if err := rd.step(); errors.Is(err, os.ErrDeadlineExceeded) {
+				if time.Now().Before(until) { // a kick
+					rd.ep.f.SetReadDeadline(until)
+					continue
+				}
+				break
+			}
+		}
 	}
 	r := process.Result{Reason: process.Lost, Error: "the session's shell died"}
 	if ws, ok := c.s.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
@@ -366,14 +461,6 @@ func atEOF(f *os.File) bool {
 }
 
 var readBuffers = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
-
-func (c *Command) readerReturned() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.readers--; c.readers == 0 {
-		close(c.readersDone)
-	}
-}
 
 func (c *Command) addKeeper(f *resident.Keeper) {
 	c.mu.Lock()

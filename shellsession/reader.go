@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -12,74 +13,175 @@ import (
 	"github.com/conchsh/conch/sentinel"
 )
 
-// readStreams reads the command's stdout and stderr into its log until their
+// readLoop reads a command's stdout and stderr into its log until their
 // end markers, then discards what background jobs write until they close
 // them.
 //
-// One goroutine reads both, in the order they became readable: an epoll set
-// of the two FIFOs, itself waited on through Go's poller, says which has
-// data first. Two goroutines, one per FIFO, are woken together when both
-// have data and run in an order of the runtime's, which put a command's
-// stderr before the stdout it wrote first most of the time.
-func (c *Command) readStreams(out, errs *stream) {
+// It reads both streams in the order they became readable: an epoll set of
+// the two FIFOs, itself waited on through Go's poller, says which has data
+// first. Two goroutines, one per FIFO, are woken together when both have
+// data and run in an order of the runtime's, which put a command's stderr
+// before the stdout it wrote first most of the time.
+//
+// The goroutine that runs the command reads its streams itself (see
+// Command.await): the bytes that end a command wake the goroutine that
+// goes on to the next one, with no hop between goroutines. Only streams
+// still held open after the command's end — by a background job, or for the
+// moment the shell takes to close them — are read on by a goroutine of
+// their own (drain).
+type readLoop struct {
+	c    *Command
+	ep   *epoller
+	rs   [2]*streamReader
+	live int   // readers in rs that have not returned
+	err  error // why ep can no longer be waited on
+	bp   *[]byte
+}
+
+// startReading makes the readers of the command's streams and puts them in
+// an epoll set. A reader that cannot be made (the session ends) or watched
+// has returned already.
+func (c *Command) startReading(out, errs *stream) *readLoop {
 	s := c.s
-	defer s.wg.Done()
-	rs := [2]*streamReader{c.newStreamReader(out, logstore.Stdout, true), c.newStreamReader(errs, logstore.Stderr, false)}
-	live := 0
-	for _, r := range rs {
+	l := &readLoop{c: c, rs: [2]*streamReader{c.newStreamReader(out, logstore.Stdout, true), c.newStreamReader(errs, logstore.Stderr, false)}}
+	for _, r := range l.rs {
 		if r != nil {
-			live++
+			l.live++
 		}
 	}
-	if live == 0 {
-		return
+	if l.live == 0 {
+		return l
 	}
 	ep, err := s.takeEpoller()
 	if err == nil {
-		err = s.watch(ep, rs)
+		err = s.watch(ep, l.rs)
 	}
 	if err != nil {
-		for _, r := range rs {
-			if r != nil {
-				r.end(err)
+		l.endAll(err)
+		return l
+	}
+	l.ep = ep
+	l.bp = readBuffers.Get().(*[]byte)
+	c.mu.Lock()
+	c.ep = ep
+	c.mu.Unlock()
+	return l
+}
+
+// step waits until a stream has data, or the set's deadline, and reads what
+// the streams hold. It returns the wait's error: os.ErrDeadlineExceeded
+// after a kick (see Command.kick), or why the set can no longer be waited
+// on (the session's end closed it), after which every reader has returned.
+func (l *readLoop) step() error {
+	evs, err := l.ep.wait()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
+	}
+	if err != nil {
+		l.err = err
+		l.endAll(err)
+		return err
+	}
+	buf := *l.bp
+	for _, ev := range evs {
+		i := ev.Fd
+		// Until the stream is empty: the set reports a stream again
+		// only when more comes.
+		for r := l.rs[i]; r != nil; {
+			n, err := r.read(buf)
+			if (n > 0 && r.take(buf[:n])) || (err != nil && r.end(err)) {
+				l.rs[i] = nil
+				l.live--
+				break
+			}
+			if n < len(buf) {
+				break
 			}
 		}
+	}
+	return nil
+}
+
+// endAll ends the readers still reading, with err.
+func (l *readLoop) endAll(err error) {
+	for i, r := range l.rs {
+		if r != nil {
+			r.end(err)
+			l.rs[i] = nil
+		}
+	}
+	l.live = 0
+}
+
+// done lets go of the epoll set once no reader is left: back to the session
+// for the next command when it is still open.
+func (l *readLoop) done() {
+	if l.ep == nil {
 		return
 	}
-	bp := readBuffers.Get().(*[]byte)
-	defer readBuffers.Put(bp)
-	buf := *bp
-	for live > 0 {
-		evs, err := ep.wait()
-		if err != nil { // the session ended: its release closed the set
-			for i, r := range rs {
-				if r != nil {
-					r.end(err)
-					rs[i] = nil
-				}
-			}
-			s.h.DropDrain(ep.f)
-			return
-		}
-		for _, ev := range evs {
-			i := ev.Fd
-			// Until the stream is empty: the set reports a stream again
-			// only when more comes.
-			for r := rs[i]; r != nil; {
-				n, err := r.read(buf)
-				if (n > 0 && r.take(buf[:n])) || (err != nil && r.end(err)) {
-					rs[i] = nil
-					live--
-					break
-				}
-				if n < len(buf) {
-					break
-				}
-			}
+	c, s := l.c, l.c.s
+	c.mu.Lock()
+	c.ep = nil
+	c.mu.Unlock()
+	s.h.DropDrain(l.ep.f)
+	if l.err == nil {
+		l.ep.f.SetReadDeadline(time.Time{})
+		s.putEpoller(l.ep) // empty now: every stream left it
+	}
+	readBuffers.Put(l.bp)
+	l.ep, l.bp = nil, nil
+}
+
+// settleEOF bounds how long a command's end waits for end-of-file on a
+// stream whose end marker has come: the shell closes the stream right after
+// writing the marker, but the reader may see the marker first. Waiting for
+// it here saves a goroutine (see handOff); a stream a background job holds
+// open is left to one after this.
+const settleEOF = time.Millisecond
+
+// settle reads on, for settleEOF at most, while the only readers left are
+// past their end markers, waiting for the end-of-file that lets their
+// streams serve the next command.
+func (l *readLoop) settle() {
+	if l.live == 0 || l.err != nil {
+		return
+	}
+	for _, r := range l.rs {
+		if r != nil && !r.sc.Done() {
+			return // the end was given up: no marker to settle after
 		}
 	}
-	s.h.DropDrain(ep.f)
-	s.putEpoller(ep) // empty now: every stream left it
+	l.ep.f.SetReadDeadline(time.Now().Add(settleEOF))
+	for l.live > 0 && l.step() == nil {
+	}
+	if l.err == nil {
+		l.ep.f.SetReadDeadline(time.Time{})
+	}
+}
+
+// handOff leaves the readers still reading after the command's end to a
+// goroutine of their own.
+func (l *readLoop) handOff() {
+	if l.live == 0 {
+		l.done()
+		return
+	}
+	l.c.mu.Lock()
+	l.c.ep = nil // no more kicks: the drain reads until end-of-file or the session's end
+	l.c.mu.Unlock()
+	l.c.s.wg.Add(1)
+	go l.drain()
+}
+
+// drain reads the streams until every reader has returned.
+func (l *readLoop) drain() {
+	defer l.c.s.wg.Done()
+	for l.live > 0 {
+		if err := l.step(); errors.Is(err, os.ErrDeadlineExceeded) {
+			l.ep.f.SetReadDeadline(time.Time{}) // a kick that came late
+		}
+	}
+	l.done()
 }
 
 // watch puts the streams of rs in ep, and ep among the session's drains,
@@ -144,7 +246,6 @@ func (c *Command) newStreamReader(st *stream, ch logstore.Channel, trailer bool)
 	rc, err := st.R.SyscallConn()
 	if err != nil || !s.h.AddDrain(st.R) {
 		s.discard(st)
-		c.readerReturned()
 		return nil
 	}
 	c.addKeeper(st.Keep)
@@ -209,7 +310,6 @@ func (r *streamReader) take(p []byte) bool {
 	}
 	r.ep.remove(r.rc)
 	s.putStream(st)
-	c.readerReturned()
 	return true
 }
 
@@ -230,7 +330,6 @@ func (r *streamReader) end(err error) bool {
 	} else {
 		s.discard(st)
 	}
-	c.readerReturned()
 	return true
 }
 

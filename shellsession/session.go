@@ -148,7 +148,7 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 		Containment: opts.Containment, Limits: opts.Limits,
 		Ports: opts.Ports, StopGrace: opts.StopGrace,
 		Interrupt: s.interrupt, Describe: s.describe,
-		Exited:  func() { s.h.EndedByItself() },
+		Exited:  s.shellExited,
 		Release: s.releaseAll,
 	})
 	s.exited = s.h.Exited()
@@ -255,6 +255,19 @@ type CommandOptions struct {
 // command submitted before it. After the session has ended, Submit returns
 // an error wrapping ErrSessionEnded.
 func (s *Session) Submit(opts CommandOptions) (*Command, error) {
+	c, err := s.prepare(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.h.Queue.Push(c); err != nil {
+		return nil, s.h.ErrEnded()
+	}
+	s.record(c)
+	return c, nil
+}
+
+// prepare checks opts and makes their command.
+func (s *Session) prepare(opts CommandOptions) (*Command, error) {
 	switch opts.Stdin {
 	case "", process.StdinClosed, process.StdinOpen:
 	default:
@@ -268,22 +281,35 @@ func (s *Session) Submit(opts CommandOptions) (*Command, error) {
 	if s.h.Ended() {
 		return nil, s.h.ErrEnded()
 	}
-	c := s.newCommand(opts)
-	if err := s.h.Queue.Push(c); err != nil {
-		return nil, s.h.ErrEnded()
-	}
+	return s.newCommand(opts), nil
+}
+
+// record adds a submitted command to the session's list.
+func (s *Session) record(c *Command) {
 	s.mu.Lock()
 	s.commands = append(s.commands, c)
 	s.mu.Unlock()
-	return c, nil
 }
 
 // Run submits a command and waits for it to end or ctx to be done. A
 // command that fails is not an error: its Result says how it ended.
+//
+// When no command runs or waits, the command runs on the caller's
+// goroutine, which would only wait for it otherwise: from the frame sent to
+// the shell to the bytes that end it, nothing hops between goroutines. Once
+// ctx is done, a goroutine of its own waits for the rest of it.
 func (s *Session) Run(ctx context.Context, opts CommandOptions) (*Command, process.Result, error) {
-	c, err := s.Submit(opts)
+	c, err := s.prepare(opts)
 	if err != nil {
 		return nil, process.Result{}, err
+	}
+	if s.h.Queue.Claim() {
+		s.record(c)
+		c.runHere(ctx)
+	} else if err := s.h.Queue.Push(c); err != nil {
+		return nil, process.Result{}, s.h.ErrEnded()
+	} else {
+		s.record(c)
 	}
 	r, err := process.Wait(ctx, c)
 	return c, r, err
@@ -375,6 +401,15 @@ func (s *Session) Close() error {
 	}
 	os.RemoveAll(s.fifoDir)
 	return nil
+}
+
+// shellExited ends the session whose shell has exited, once the command it
+// ran, if any, has seen the exit.
+func (s *Session) shellExited() {
+	if c := s.running(); c != nil {
+		c.kick() // it waits for its streams, not for the exit
+	}
+	s.h.EndedByItself()
 }
 
 // running returns the command now running, if any.

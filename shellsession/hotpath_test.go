@@ -1,0 +1,92 @@
+package shellsession
+
+import (
+	"context"
+	"errors"
+	"runtime/metrics"
+	"testing"
+	"time"
+
+	"github.com/conchsh/conch/process"
+	"github.com/stretchr/testify/require"
+)
+
+// goroutinesCreated is how many goroutines this process has started.
+func goroutinesCreated() uint64 {
+	s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// A command that Run sends to an idle session runs on the caller's
+// goroutine: no worker starts for it, and its streams are read where it
+// waits, to their end-of-file. A goroutine starts only to read a stream
+// still held open a while after the command's end (by a background job; by
+// the shell itself only when it is slow to close it).
+func TestRunStartsNoGoroutines(t *testing.T) {
+	s := newSession(t, Options{})
+	for range 5 {
+		run(t, s, CommandOptions{Cmd: "true"})
+	}
+	const commands = 100
+	before := goroutinesCreated()
+	for range commands {
+		if r, _, _ := run(t, s, CommandOptions{Cmd: "true"}); code(r) != 0 {
+			t.Fatalf("true: %+v", r)
+		}
+	}
+	n := goroutinesCreated() - before
+	t.Logf("%d commands started %d goroutines", commands, n)
+	if n > commands/2 {
+		t.Fatalf("%d commands started %d goroutines", commands, n)
+	}
+}
+
+// Run returns once its context is done, while the command runs on; the
+// commands submitted after it wait for it, as ever.
+func TestRunReturnsAtItsContext(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{})
+	ctx, cancel := context.WithCancel(t.Context())
+	ranBack := make(chan error, 1)
+	var first *Command
+	go func() {
+		c, _, err := s.Run(ctx, CommandOptions{Cmd: "read x; echo got $x", Stdin: process.StdinOpen})
+		first = c
+		ranBack <- err
+	}()
+	var c *Command
+	require.Eventually(t, func() bool {
+		cs := s.Commands()
+		if len(cs) == 0 {
+			return false
+		}
+		c = cs[len(cs)-1]
+		return c.opts.Stdin == process.StdinOpen
+	}, deadline, time.Millisecond)
+	second, err := s.Submit(CommandOptions{Cmd: "echo second"})
+	require.NoError(t, err)
+	cancel()
+	require.True(t, errors.Is(<-ranBack, context.Canceled))
+	require.Same(t, c, first)
+	select {
+	case <-c.Done():
+		t.Fatal("the command ended with its caller's context")
+	case <-second.Done():
+		t.Fatal("the next command ran before the one reading its stdin")
+	default:
+	}
+	require.NoError(t, c.WriteStdin([]byte("it\n")))
+	require.NoError(t, c.CloseStdin())
+	wctx, wcancel := context.WithTimeout(t.Context(), deadline)
+	defer wcancel()
+	r, err := process.Wait(wctx, c)
+	require.NoError(t, err)
+	require.Equal(t, 0, code(r))
+	out, _ := output(c)
+	require.Equal(t, "got it\n", out)
+	r, err = process.Wait(wctx, second)
+	require.NoError(t, err)
+	out, _ = output(second)
+	require.Equal(t, "second\n", out)
+}
