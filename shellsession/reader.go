@@ -237,6 +237,13 @@ type streamReader struct {
 	ep   *epoller
 	sc   *sentinel.Scanner
 	hold *newlineHold // stderr only
+
+	// The buffer and results of the read in progress, and the function the
+	// raw connection calls, made once (see epoller).
+	buf    []byte
+	n      int
+	err    error
+	readFn func(uintptr) bool
 }
 
 // newStreamReader returns the reader of st, or nil when the session is
@@ -253,6 +260,7 @@ func (c *Command) newStreamReader(st *stream, ch logstore.Channel, trailer bool)
 	nonce := c.frame.Nonce
 	c.mu.Unlock()
 	r := &streamReader{c: c, st: st, rc: rc}
+	r.readFn = r.readOnce
 	write := func(b []byte) { c.log.Write(ch, b) }
 	if ch == logstore.Stderr {
 		write, r.hold = c.stderrWriter()
@@ -264,12 +272,11 @@ func (c *Command) newStreamReader(st *stream, ch logstore.Channel, trailer bool)
 // read reads what the stream holds now, without waiting: 0 and no error
 // when it holds nothing.
 func (r *streamReader) read(buf []byte) (int, error) {
-	var n int
-	var err error
-	if cerr := r.rc.Read(func(fd uintptr) bool {
-		n, err = syscall.Read(int(fd), buf)
-		return true // one attempt: the epoll set does the waiting
-	}); cerr != nil {
+	r.buf = buf
+	cerr := r.rc.Read(r.readFn)
+	n, err := r.n, r.err
+	r.buf, r.err = nil, nil
+	if cerr != nil {
 		return 0, cerr
 	}
 	switch {
@@ -281,6 +288,19 @@ func (r *streamReader) read(buf []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+func (r *streamReader) readOnce(fd uintptr) bool {
+	r.n, r.err = syscall.Read(int(fd), r.buf)
+	return true // one attempt: the epoll set does the waiting
+}
+
+// atEOF reports whether the stream is at end-of-file now, without waiting.
+// Bytes it reads into buf are discarded: after an end marker they belong to
+// no command.
+func (r *streamReader) atEOF(buf []byte) bool {
+	_, err := r.read(buf)
+	return err == io.EOF
 }
 
 // take handles bytes read from the stream and reports whether the stream is
@@ -298,7 +318,7 @@ func (r *streamReader) take(p []byte) bool {
 	// It often has come already: then the stream goes back to the pool
 	// before the command is reported ended, ready for the next one.
 	c.closeKeeper(st.Keep)
-	clean := werr == nil && c.reusable() && atEOF(st.R)
+	clean := werr == nil && c.reusable() && r.atEOF(p[:cap(p)])
 	if clean {
 		s.h.DropDrain(st.R)
 		clean = st.Rekeep() == nil
@@ -341,6 +361,18 @@ type epoller struct {
 	f      *os.File
 	rc     syscall.RawConn
 	events [4]unix.EpollEvent
+
+	// The arguments and results of the call in progress, and the functions
+	// the raw connections call, made once: only the goroutine reading the
+	// set calls it, and a closure made per call would be an allocation.
+	op, efd int
+	src     syscall.RawConn
+	ev      unix.EpollEvent
+	n       int
+	err     error
+	outerFn func(uintptr)
+	innerFn func(uintptr)
+	waitFn  func(uintptr) bool
 }
 
 func newEpoller() (*epoller, error) {
@@ -357,6 +389,7 @@ func newEpoller() (*epoller, error) {
 		e.f.Close()
 		return nil, err
 	}
+	e.outerFn, e.innerFn, e.waitFn = e.outer, e.inner, e.waitOnce
 	return e, nil
 }
 
@@ -369,16 +402,14 @@ func (e *epoller) add(rc syscall.RawConn, id int32) error {
 // another command.
 func (e *epoller) remove(rc syscall.RawConn) { e.ctl(unix.EPOLL_CTL_DEL, rc, 0) }
 
+// ctl changes the set for the descriptor of rc, with both descriptors held
+// open for the call: the session's end may close either meanwhile.
 func (e *epoller) ctl(op int, rc syscall.RawConn, id int32) error {
-	var err error
-	cerr := e.rc.Control(func(efd uintptr) {
-		cerr := rc.Control(func(fd uintptr) {
-			err = unix.EpollCtl(int(efd), op, int(fd), &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: id})
-		})
-		if err == nil {
-			err = cerr
-		}
-	})
+	e.op, e.src, e.err = op, rc, nil
+	e.ev = unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: id}
+	cerr := e.rc.Control(e.outerFn)
+	err := e.err
+	e.src, e.err = nil, nil
 	if err == nil {
 		err = cerr
 	}
@@ -388,19 +419,30 @@ func (e *epoller) ctl(op int, rc syscall.RawConn, id int32) error {
 	return err
 }
 
+func (e *epoller) outer(efd uintptr) {
+	e.efd = int(efd)
+	if cerr := e.src.Control(e.innerFn); e.err == nil {
+		e.err = cerr
+	}
+}
+
+func (e *epoller) inner(fd uintptr) { e.err = unix.EpollCtl(e.efd, e.op, int(fd), &e.ev) }
+
 // wait returns the descriptors ready now, in the order they became ready,
 // waiting until there is one.
 func (e *epoller) wait() ([]unix.EpollEvent, error) {
-	var n int
-	err := e.rc.Read(func(fd uintptr) bool {
-		var werr error
-		n, werr = unix.EpollWait(int(fd), e.events[:], 0)
-		if werr != nil {
-			n = 0
-		}
-		return n > 0
-	})
-	return e.events[:n], err
+	e.n = 0
+	err := e.rc.Read(e.waitFn)
+	return e.events[:e.n], err
+}
+
+func (e *epoller) waitOnce(fd uintptr) bool {
+	n, err := unix.EpollWait(int(fd), e.events[:], 0)
+	if err != nil {
+		n = 0
+	}
+	e.n = n
+	return n > 0
 }
 
 func (e *epoller) close() { e.f.Close() }
