@@ -182,7 +182,10 @@ func (c *Command) start() (*readLoop, *streams) {
 	// The whole text is needed only here: the record keeps its head.
 	cmd := c.opts.Cmd
 	c.opts.Cmd = ""
-	chk := check(context.Background(), s.sh, s.parser, cmd)
+	var chk checkResult // plain words need no parse: they are a command
+	if !plainCommand(cmd) {
+		chk = check(context.Background(), s.sh, s.parser, cmd)
+	}
 	if chk.err != "" || chk.empty {
 		status := 0
 		if c.begin(cwd, sentinel.Frame{}) != nil {
@@ -231,11 +234,11 @@ func (c *Command) start() (*readLoop, *streams) {
 	if t := c.opts.ExecutionTimeout; t > 0 {
 		c.addTimer(time.AfterFunc(t, c.timeout))
 	}
-	text = f.Text
+	end := ""
 	if keepsReadAhead(s.sh) {
 		// The shell keeps what it read ahead when a command aborts, so the
 		// end line can go with the command and save a round trip.
-		text += f.End
+		end = f.End
 	} else {
 		// The end line follows once the shell runs the command (see
 		// started); should that never be seen, it follows anyway.
@@ -247,7 +250,7 @@ func (c *Command) start() (*readLoop, *streams) {
 		c.markRunning()
 	}
 	s.diag.Watch(f.Failed, true, c.streamsFailed)
-	if err := s.write(text); err != nil {
+	if err := s.write(f.Text, end); err != nil {
 		<-s.exited // a failed write means the shell is gone
 	}
 	c.watchIdle(time.Second)
@@ -309,6 +312,54 @@ func (c *Command) kick() {
 	if ep != nil {
 		ep.f.SetReadDeadline(time.Now())
 	}
+}
+
+// plainCommand reports whether text is one simple command of plain words —
+// letters, digits, blanks and _./=:,+@%- only, on one line, no word a
+// shell might take as a reserved word or parse as its own syntax — which
+// every shell parses, so that the syntax check may skip its parse: most of
+// an agent's commands are like this (ls -la, git status, make test).
+func plainCommand(text string) bool {
+	if len(text) == 0 || len(text) > 1024 {
+		return false
+	}
+	words := false
+	for i := 0; i < len(text); {
+		if text[i] == ' ' || text[i] == '\t' {
+			i++
+			continue
+		}
+		j := i
+		for ; j < len(text) && text[j] != ' ' && text[j] != '\t'; j++ {
+			if !plainByte[text[j]] {
+				return false
+			}
+		}
+		if specialWords[text[i:j]] {
+			return false
+		}
+		words, i = true, j
+	}
+	return words
+}
+
+var plainByte = func() (t [256]bool) {
+	for _, c := range []byte("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./=:,+@%-") {
+		t[c] = true
+	}
+	return t
+}()
+
+// specialWords are the words plainCommand leaves to the parser: reserved
+// words of any of the shells, and the builtins whose arguments the parser
+// reads as syntax of their own (let's arithmetic, declare's assignments).
+var specialWords = map[string]bool{
+	"if": true, "then": true, "else": true, "elif": true, "fi": true, "do": true, "done": true,
+	"case": true, "esac": true, "while": true, "until": true, "for": true, "in": true,
+	"function": true, "select": true, "time": true, "coproc": true, "repeat": true,
+	"foreach": true, "end": true, "nocorrect": true, "noglob": true, "let": true,
+	"declare": true, "typeset": true, "local": true, "export": true, "readonly": true,
+	"nameref": true, "integer": true, "float": true,
 }
 
 // streamsFailed ends a command whose end line could not write its markers:
@@ -440,24 +491,6 @@ func (c *Command) shellExited(st *streams, rd *readLoop) {
 	}
 	c.mu.Unlock()
 	c.finish(r)
-}
-
-// atEOF reports whether f, a non-blocking read end, is at end-of-file now,
-// without waiting. Bytes it reads are discarded: after an end marker they
-// belong to no command.
-func atEOF(f *os.File) bool {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return false
-	}
-	var buf [512]byte
-	eof := false
-	rc.Read(func(fd uintptr) bool {
-		n, err := syscall.Read(int(fd), buf[:])
-		eof = n == 0 && err == nil
-		return true // one attempt, never wait
-	})
-	return eof
 }
 
 var readBuffers = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}

@@ -94,6 +94,7 @@ type Session struct {
 	wg        sync.WaitGroup // the goroutines of commands
 
 	writeMu sync.Mutex // serializes writes to stdin
+	wbuf    []byte     // what is written; guarded by writeMu
 
 	mu         sync.Mutex // guards the fields below
 	cwd        string
@@ -226,13 +227,24 @@ func (s *Session) linkInput(cmd *exec.Cmd) (string, error) {
 	return linkInput(s.fifoDir, cwd, cmd.Env)
 }
 
-// write sends text to the shell.
-func (s *Session) write(text string) error {
+// write sends the concatenation of text to the shell, in one write.
+func (s *Session) write(text ...string) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	_, err := s.stdin.WriteString(text)
+	b := s.wbuf[:0]
+	for _, t := range text {
+		b = append(b, t...)
+	}
+	_, err := s.stdin.Write(b)
+	if cap(b) <= maxKeptWrite {
+		s.wbuf = b
+	}
 	return err
 }
+
+// maxKeptWrite bounds the buffer a session keeps for its writes to the
+// shell: a command's frame fits, a long text carried on its line does not.
+const maxKeptWrite = 4 << 10
 
 // CommandOptions describe a command submitted to a session.
 type CommandOptions struct {
