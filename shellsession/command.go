@@ -51,11 +51,13 @@ type Command struct {
 	ends          int // stream end markers seen
 	end           sentinel.End
 	endsDone      chan struct{}      // closed when it reaches phaseEnding by its markers or giveUp
-	stdinOpened   chan struct{}      // closed when the stdin feeder's open has returned
+	stdinOpened   chan struct{}      // with stdin open, closed when the stdin feeder's open has returned
 	keepers       []*resident.Keeper // our write ends that hold the streams open until their markers
+	keeperBuf     [2]*resident.Keeper
 	keepersClosed bool
 	ep            *epoller // the epoll set await waits on, while it does (see kick)
 	timers        []*time.Timer
+	timerBuf      [2]*time.Timer // timers' first room: most commands have one or two
 
 	sent []syscall.Signal // signals other than INT that kill sent to its processes
 
@@ -72,12 +74,15 @@ func (s *Session) newCommand(opts CommandOptions) *Command {
 	}
 	c := &Command{
 		s: s, id: uuid.NewString(), opts: opts,
-		log:         logstore.New(logstore.Options{Retention: s.opts.Retention, Keep: keep}),
-		createdAt:   time.Now(),
-		done:        make(chan struct{}),
-		endsDone:    make(chan struct{}),
-		stdinOpened: make(chan struct{}),
+		log:       logstore.New(logstore.Options{Retention: s.opts.Retention, Keep: keep}),
+		createdAt: time.Now(),
+		done:      make(chan struct{}),
+		endsDone:  make(chan struct{}),
 	}
+	if opts.Stdin == process.StdinOpen {
+		c.stdinOpened = make(chan struct{})
+	}
+	c.timers, c.keepers = c.timerBuf[:0], c.keeperBuf[:0]
 	c.text, c.textBytes = process.KeepText(opts.Cmd)
 	c.stdin.Init(opts.Stdin == process.StdinOpen, false)
 	return c

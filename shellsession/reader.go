@@ -231,12 +231,15 @@ func (s *Session) putEpoller(e *epoller) {
 
 // streamReader reads one of a command's output streams.
 type streamReader struct {
-	c    *Command
-	st   *stream
-	rc   syscall.RawConn
-	ep   *epoller
-	sc   *sentinel.Scanner
-	hold *newlineHold // stderr only
+	c     *Command // the command it reads for now
+	ch    logstore.Channel
+	st    *stream
+	rc    syscall.RawConn
+	ep    *epoller
+	sc    *sentinel.Scanner
+	hold  *newlineHold // zsh's stderr only
+	hold0 *newlineHold // room for hold, kept for the next command
+	outFn func([]byte) // out, made once
 
 	// The buffer and results of the read in progress, and the function the
 	// raw connection calls, made once (see epoller).
@@ -246,12 +249,23 @@ type streamReader struct {
 	readFn func(uintptr) bool
 }
 
-// newStreamReader returns the reader of st, or nil when the session is
-// ending and st was discarded.
+// newStreamReader returns the reader of st for the command, or nil when the
+// session is ending and st was discarded. A stream's reader is made once and
+// serves each command that uses the stream.
 func (c *Command) newStreamReader(st *stream, ch logstore.Channel, trailer bool) *streamReader {
 	s := c.s
-	rc, err := st.R.SyscallConn()
-	if err != nil || !s.h.AddDrain(st.R) {
+	r, _ := st.Reader.(*streamReader)
+	if r == nil {
+		rc, err := st.R.SyscallConn()
+		if err != nil {
+			s.discard(st)
+			return nil
+		}
+		r = &streamReader{st: st, rc: rc}
+		r.readFn, r.outFn = r.readOnce, r.out
+		st.Reader = r
+	}
+	if !s.h.AddDrain(st.R) {
 		s.discard(st)
 		return nil
 	}
@@ -259,14 +273,27 @@ func (c *Command) newStreamReader(st *stream, ch logstore.Channel, trailer bool)
 	c.mu.Lock()
 	nonce := c.frame.Nonce
 	c.mu.Unlock()
-	r := &streamReader{c: c, st: st, rc: rc}
-	r.readFn = r.readOnce
-	write := func(b []byte) { c.log.Write(ch, b) }
+	r.c, r.ch, r.ep = c, ch, nil
+	r.hold = nil
 	if ch == logstore.Stderr {
-		write, r.hold = c.stderrWriter()
+		r.hold = c.stderrHold(r.hold0)
+		r.hold0 = r.hold
 	}
-	r.sc = sentinel.NewScanner(nonce, trailer, write)
+	if r.sc == nil {
+		r.sc = sentinel.NewScanner(nonce, trailer, r.outFn)
+	} else {
+		r.sc.Reset(nonce, trailer, r.outFn)
+	}
 	return r
+}
+
+// out writes a command's own bytes to its log.
+func (r *streamReader) out(b []byte) {
+	if r.hold != nil {
+		r.hold.write(b)
+		return
+	}
+	r.c.log.Write(r.ch, b)
 }
 
 // read reads what the stream holds now, without waiting: 0 and no error

@@ -323,8 +323,12 @@ func (s *Session) Run(ctx context.Context, opts CommandOptions) (*Command, proce
 	} else {
 		s.record(c)
 	}
-	r, err := process.Wait(ctx, c)
-	return c, r, err
+	select {
+	case <-c.done:
+		return c, c.result, nil
+	case <-ctx.Done():
+		return c, process.Result{}, ctx.Err()
+	}
 }
 
 // Commands returns the session's commands in submission order.
