@@ -84,7 +84,10 @@ func (l *readLoop) step() error {
 	}
 	buf := *l.bp
 	for _, ev := range evs {
-		i := ev.Fd
+		i := l.index(ev.Fd)
+		if i < 0 {
+			continue // a stream of the set that no command of this loop uses
+		}
 		// Until the stream is empty: the set reports a stream again
 		// only when more comes.
 		for r := l.rs[i]; r != nil; {
@@ -100,6 +103,16 @@ func (l *readLoop) step() error {
 		}
 	}
 	return nil
+}
+
+// index returns where in rs the reader of the stream with id is, or -1.
+func (l *readLoop) index(id int32) int {
+	for i, r := range l.rs {
+		if r != nil && r.id == id {
+			return i
+		}
+	}
+	return -1
 }
 
 // endAll ends the readers still reading, with err.
@@ -126,7 +139,7 @@ func (l *readLoop) done() {
 	s.h.DropDrain(l.ep.f)
 	if l.err == nil {
 		l.ep.f.SetReadDeadline(time.Time{})
-		s.putEpoller(l.ep) // empty now: every stream left it
+		s.putEpoller(l.ep) // for the next command, with the streams back in the pool
 	}
 	readBuffers.Put(l.bp)
 	l.ep, l.bp = nil, nil
@@ -191,16 +204,20 @@ func (s *Session) watch(ep *epoller, rs [2]*streamReader) error {
 		ep.close()
 		return os.ErrClosed
 	}
-	for i, r := range rs {
+	for _, r := range rs {
 		if r == nil {
 			continue
 		}
 		r.ep = ep
-		if err := ep.add(r.rc, int32(i)); err != nil {
+		if r.in == ep {
+			continue // it stayed in the set since a command before
+		}
+		if err := ep.add(r.rc, r.id); err != nil && !errors.Is(err, syscall.EEXIST) {
 			s.h.DropDrain(ep.f)
 			ep.close()
 			return err
 		}
+		r.in = ep
 	}
 	return nil
 }
@@ -239,6 +256,13 @@ type streamReader struct {
 	sc    *sentinel.Scanner
 	hold  *newlineHold // zsh's stderr only
 	hold0 *newlineHold // room for hold, kept for the next command
+	// id tags the stream in epoll sets. A stream stays in the set of the
+	// last command that read it, in, while it waits in the pool: a
+	// stream with no writer but its keeper reports nothing, and the next
+	// command that reads it with the same set saves two epoll_ctl calls.
+	// Closing the stream takes it out of every set.
+	id    int32
+	in    *epoller
 	outFn func([]byte) // out, made once
 
 	// The buffer and results of the read in progress, and the function the
@@ -261,7 +285,7 @@ func (c *Command) newStreamReader(st *stream, ch logstore.Channel, trailer bool)
 			s.discard(st)
 			return nil
 		}
-		r = &streamReader{st: st, rc: rc}
+		r = &streamReader{st: st, rc: rc, id: s.readerIDs.Add(1)}
 		r.readFn, r.outFn = r.readOnce, r.out
 		st.Reader = r
 	}
@@ -355,8 +379,7 @@ func (r *streamReader) take(p []byte) bool {
 	if !clean {
 		return false
 	}
-	r.ep.remove(r.rc)
-	s.putStream(st)
+	s.putStream(st) // staying in the set (see streamReader.in)
 	return true
 }
 
@@ -369,11 +392,8 @@ func (r *streamReader) end(err error) bool {
 		sc.Flush()
 		r.hold.flush()
 	}
-	if r.ep != nil {
-		r.ep.remove(r.rc)
-	}
 	if err == io.EOF && sc.Done() && c.reusable() && st.Rekeep() == nil {
-		s.putStream(st)
+		s.putStream(st) // staying in the set (see streamReader.in)
 	} else {
 		s.discard(st)
 	}
@@ -424,10 +444,6 @@ func newEpoller() (*epoller, error) {
 func (e *epoller) add(rc syscall.RawConn, id int32) error {
 	return e.ctl(unix.EPOLL_CTL_ADD, rc, id)
 }
-
-// remove takes the descriptor of rc out of the set, before its stream serves
-// another command.
-func (e *epoller) remove(rc syscall.RawConn) { e.ctl(unix.EPOLL_CTL_DEL, rc, 0) }
 
 // ctl changes the set for the descriptor of rc, with both descriptors held
 // open for the call: the session's end may close either meanwhile.

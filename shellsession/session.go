@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -105,6 +106,8 @@ type Session struct {
 	pool       []*stream // clean streams for the next commands
 	epoll      *epoller  // an empty epoll set for the next command's reader
 	live       int       // streams made and not discarded: in the pool or in use
+
+	readerIDs atomic.Int32 // the last id given to a stream's reader
 }
 
 // New starts a session's shell and returns once it is ready to run a
