@@ -3,6 +3,8 @@ package shellsession
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"runtime/metrics"
 	"testing"
 	"time"
@@ -89,4 +91,29 @@ func TestRunReturnsAtItsContext(t *testing.T) {
 	require.NoError(t, err)
 	out, _ = output(second)
 	require.Equal(t, "second\n", out)
+}
+
+// New gives up on a shell that does not come up before its context is done
+// (a profile that takes its time), and ends it: its first command, which the
+// shell never finished, is over once the shell is gone.
+func TestNewGivesUpOnASlowShell(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".bash_profile"), []byte("sleep 30\n"), 0o600))
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	returned := make(chan error, 1)
+	go func() {
+		s, err := New(ctx, Options{Env: map[string]string{"HOME": home}, Login: true})
+		if err == nil {
+			s.Close()
+		}
+		returned <- err
+	}()
+	select {
+	case err := <-returned:
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	case <-time.After(deadline):
+		t.Fatal("New did not return after its context was done")
+	}
 }

@@ -56,6 +56,12 @@ func (c *Command) startReading(out, errs *stream) *readLoop {
 	if err == nil {
 		err = s.watch(ep, l.rs)
 	}
+	if err == nil {
+		// Before the command can write anything: what the set reports
+		// now is stale, and an entry left on its ready list would keep a
+		// stream ahead of one written to first.
+		ep.flush()
+	}
 	if err != nil {
 		l.endAll(err)
 		return l
@@ -65,7 +71,24 @@ func (c *Command) startReading(out, errs *stream) *readLoop {
 	c.mu.Lock()
 	c.ep = ep
 	c.mu.Unlock()
+	s.mu.Lock()
+	s.awaiting = c
+	s.mu.Unlock()
 	return l
+}
+
+// stopKicks ends the kicks of the command's wait: nothing waits in its
+// epoll set for the command's end any more.
+func (l *readLoop) stopKicks() {
+	c, s := l.c, l.c.s
+	c.mu.Lock()
+	c.ep = nil
+	c.mu.Unlock()
+	s.mu.Lock()
+	if s.awaiting == c {
+		s.awaiting = nil
+	}
+	s.mu.Unlock()
 }
 
 // step waits until a stream has data, or the set's deadline, and reads what
@@ -132,10 +155,8 @@ func (l *readLoop) done() {
 	if l.ep == nil {
 		return
 	}
-	c, s := l.c, l.c.s
-	c.mu.Lock()
-	c.ep = nil
-	c.mu.Unlock()
+	s := l.c.s
+	l.stopKicks()
 	s.h.DropDrain(l.ep.f)
 	if l.err == nil {
 		l.ep.f.SetReadDeadline(time.Time{})
@@ -179,9 +200,7 @@ func (l *readLoop) handOff() {
 		l.done()
 		return
 	}
-	l.c.mu.Lock()
-	l.c.ep = nil // no more kicks: the drain reads until end-of-file or the session's end
-	l.c.mu.Unlock()
+	l.stopKicks() // the drain reads until end-of-file or the session's end
 	l.c.s.wg.Add(1)
 	go l.drain()
 }
@@ -257,10 +276,10 @@ type streamReader struct {
 	hold  *newlineHold // zsh's stderr only
 	hold0 *newlineHold // room for hold, kept for the next command
 	// id tags the stream in epoll sets. A stream stays in the set of the
-	// last command that read it, in, while it waits in the pool: a
-	// stream with no writer but its keeper reports nothing, and the next
-	// command that reads it with the same set saves two epoll_ctl calls.
-	// Closing the stream takes it out of every set.
+	// last command that read it, in, while it waits in the pool, and the
+	// next command that reads it with the same set saves two epoll_ctl
+	// calls: it empties the set's ready list of what came before (see
+	// startReading). Closing the stream takes it out of every set.
 	id    int32
 	in    *epoller
 	outFn func([]byte) // out, made once
@@ -420,6 +439,7 @@ type epoller struct {
 	outerFn func(uintptr)
 	innerFn func(uintptr)
 	waitFn  func(uintptr) bool
+	flushFn func(uintptr)
 }
 
 func newEpoller() (*epoller, error) {
@@ -436,7 +456,7 @@ func newEpoller() (*epoller, error) {
 		e.f.Close()
 		return nil, err
 	}
-	e.outerFn, e.innerFn, e.waitFn = e.outer, e.inner, e.waitOnce
+	e.outerFn, e.innerFn, e.waitFn, e.flushFn = e.outer, e.inner, e.waitOnce, e.flushOnce
 	return e, nil
 }
 
@@ -478,6 +498,18 @@ func (e *epoller) wait() ([]unix.EpollEvent, error) {
 	err := e.rc.Read(e.waitFn)
 	return e.events[:e.n], err
 }
+
+// flush empties the set's ready list without waiting.
+func (e *epoller) flush() {
+	for {
+		e.n = 0
+		if e.rc.Control(e.flushFn) != nil || e.n < len(e.events) {
+			return
+		}
+	}
+}
+
+func (e *epoller) flushOnce(fd uintptr) { e.waitOnce(fd) }
 
 func (e *epoller) waitOnce(fd uintptr) bool {
 	n, err := unix.EpollWait(int(fd), e.events[:], 0)

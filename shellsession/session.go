@@ -108,6 +108,7 @@ type Session struct {
 	live       int       // streams made and not discarded: in the pool or in use
 
 	readerIDs atomic.Int32 // the last id given to a stream's reader
+	awaiting  *Command     // the command whose streams are read where it is waited for (see Command.await)
 }
 
 // New starts a session's shell and returns once it is ready to run a
@@ -425,7 +426,10 @@ func (s *Session) Close() error {
 // shellExited ends the session whose shell has exited, once the command it
 // ran, if any, has seen the exit.
 func (s *Session) shellExited() {
-	if c := s.running(); c != nil {
+	s.mu.Lock()
+	c := s.awaiting
+	s.mu.Unlock()
+	if c != nil {
 		c.kick() // it waits for its streams, not for the exit
 	}
 	s.h.EndedByItself()
