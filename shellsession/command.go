@@ -681,4 +681,5 @@ func (c *Command) finish(r process.Result) {
 	c.stdin.Close()
 	c.log.Close()
 	close(c.done)
+	c.s.forget(c)
 }

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/metrics"
 	"testing"
 	"time"
+	"weak"
 
+	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/require"
 )
@@ -115,5 +118,28 @@ func TestNewGivesUpOnASlowShell(t *testing.T) {
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 	case <-time.After(deadline):
 		t.Fatal("New did not return after its context was done")
+	}
+}
+
+// A session keeps nothing of a command that has ended: its output is its
+// caller's to keep, and a long session does not grow with every command.
+func TestEndedCommandsAreNotKept(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{})
+	var logs []weak.Pointer[logstore.Log]
+	for range 3 {
+		ctx, cancel := context.WithTimeout(t.Context(), deadline)
+		c, r, err := s.Run(ctx, CommandOptions{Cmd: "head -c 100000 /dev/zero; echo err >&2"})
+		cancel()
+		require.NoError(t, err)
+		require.Equal(t, 0, code(r))
+		logs = append(logs, weak.Make(c.Log()))
+	}
+	run(t, s, CommandOptions{Cmd: "true"}) // the streams serve another command
+	require.Empty(t, s.Commands())
+	runtime.GC()
+	runtime.GC()
+	for i, w := range logs {
+		require.Nil(t, w.Value(), "the log of command %d is still kept", i)
 	}
 }

@@ -330,6 +330,15 @@ func (c *Command) newStreamReader(st *stream, ch logstore.Channel, trailer bool)
 	return r
 }
 
+// done lets go of the command the reader read for, as its stream goes back
+// to the pool.
+func (r *streamReader) done() {
+	r.c, r.ep = nil, nil
+	if r.hold != nil {
+		r.hold.c, r.hold = nil, nil
+	}
+}
+
 // out writes a command's own bytes to its log.
 func (r *streamReader) out(b []byte) {
 	if r.hold != nil {
@@ -398,6 +407,7 @@ func (r *streamReader) take(p []byte) bool {
 	if !clean {
 		return false
 	}
+	r.done()
 	s.putStream(st) // staying in the set (see streamReader.in)
 	return true
 }
@@ -412,6 +422,7 @@ func (r *streamReader) end(err error) bool {
 		r.hold.flush()
 	}
 	if err == io.EOF && sc.Done() && c.reusable() && st.Rekeep() == nil {
+		r.done()
 		s.putStream(st) // staying in the set (see streamReader.in)
 	} else {
 		s.discard(st)

@@ -102,10 +102,10 @@ type Session struct {
 	lastStatus int
 	flags      string // the shell's option letters ($-) after the last command that reported them
 	seq        int
-	commands   []*Command
-	pool       []*stream // clean streams for the next commands
-	epoll      *epoller  // an empty epoll set for the next command's reader
-	live       int       // streams made and not discarded: in the pool or in use
+	commands   []*Command // the commands that have not ended, in submission order
+	pool       []*stream  // clean streams for the next commands
+	epoll      *epoller   // an empty epoll set for the next command's reader
+	live       int        // streams made and not discarded: in the pool or in use
 
 	readerIDs atomic.Int32 // the last id given to a stream's reader
 	awaiting  *Command     // the command whose streams are read where it is waited for (see Command.await)
@@ -300,11 +300,27 @@ func (s *Session) prepare(opts CommandOptions) (*Command, error) {
 	return s.newCommand(opts), nil
 }
 
-// record adds a submitted command to the session's list.
+// record adds a submitted command to the session's list, unless it has
+// ended already (see forget).
 func (s *Session) record(c *Command) {
 	s.mu.Lock()
-	s.commands = append(s.commands, c)
+	if c.state() != process.Terminal {
+		s.commands = append(s.commands, c)
+	}
 	s.mu.Unlock()
+}
+
+// forget takes a command that has ended off the session's list.
+func (s *Session) forget(c *Command) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, x := range s.commands {
+		if x == c {
+			s.commands = append(s.commands[:i], s.commands[i+1:]...)
+			s.commands[len(s.commands):cap(s.commands)][0] = nil
+			return
+		}
+	}
 }
 
 // Run submits a command and waits for it to end or ctx to be done. A
@@ -335,7 +351,9 @@ func (s *Session) Run(ctx context.Context, opts CommandOptions) (*Command, proce
 	}
 }
 
-// Commands returns the session's commands in submission order.
+// Commands returns the session's commands that have not ended, in
+// submission order. The session keeps nothing of a command that has ended:
+// whoever submitted it holds it as long as it wants.
 func (s *Session) Commands() []*Command {
 	s.mu.Lock()
 	defer s.mu.Unlock()
