@@ -23,7 +23,6 @@ type uncontained struct {
 	mu   sync.Mutex
 	stat int           // the process's /proc stat file, or -1
 	cpu  time.Duration // the last CPU time read
-	buf  [1024]byte
 }
 
 func (u *uncontained) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
@@ -47,11 +46,12 @@ func (u *uncontained) Stats() Stats {
 	if u.stat < 0 {
 		return Stats{CPU: u.cpu}
 	}
-	n, err := syscall.Pread(u.stat, u.buf[:], 0)
+	var buf [1024]byte
+	n, err := syscall.Pread(u.stat, buf[:], 0)
 	if err != nil || n <= 0 {
 		return Stats{CPU: u.cpu}
 	}
-	if cpu, ok := parseStatCPU(u.buf[:n]); ok {
+	if cpu, ok := parseStatCPU(buf[:n]); ok {
 		u.cpu = cpu
 	}
 	return Stats{CPU: u.cpu}
