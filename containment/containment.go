@@ -261,7 +261,7 @@ func (r *Root) New(name string, l Limits) (Manager, error) {
 		return nil, err
 	}
 	if r.Mode() == ModeNone {
-		return &uncontained{}, nil
+		return &uncontained{stat: -1}, nil
 	}
 	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
 		return nil, fmt.Errorf("cgroup name %q", name)

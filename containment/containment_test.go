@@ -199,3 +199,26 @@ func TestChildrenAreTheOOMKillersPick(t *testing.T) {
 		_ = m.Destroy()
 	}
 }
+
+// Without cgroups, the stats a session reads around every command come from
+// the shell's /proc stat file, kept open: reading them allocates nothing.
+func TestNoneStatsAllocateNothing(t *testing.T) {
+	m, err := containment.Open(containment.Config{Disabled: true}).New("p", containment.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", "read x")
+	in, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdin = in
+	if err := m.Start(cmd, proctree.Start); err != nil {
+		t.Fatal(err)
+	}
+	in.Close()
+	defer func() { w.Close(); proctree.Wait(cmd); m.Destroy() }()
+	if n := testing.AllocsPerRun(100, func() { m.CPU() }); n != 0 {
+		t.Fatalf("reading the CPU time: %v allocations", n)
+	}
+}

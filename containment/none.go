@@ -2,10 +2,10 @@ package containment
 
 import (
 	"bytes"
-	"os"
 	"os/exec"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -14,18 +14,27 @@ import (
 // the process has reaped, from /proc until the process is reaped (then the
 // last value read: the caller that waited for it has its rusage); its
 // memory peak is unknown.
+//
+// A session reads the CPU time around every command, so the stat file is
+// opened once, as the process starts, and read again in place. The open
+// file stays the process's own: once it is reaped, reads fail, and a later
+// process given the same pid is never read.
 type uncontained struct {
-	mu  sync.Mutex
-	pid int
-	cpu time.Duration // the last CPU time read
+	mu   sync.Mutex
+	stat int           // the process's /proc stat file, or -1
+	cpu  time.Duration // the last CPU time read
 }
 
 func (u *uncontained) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
 	if err := start(cmd); err != nil {
 		return err
 	}
+	fd, err := syscall.Open("/proc/"+strconv.Itoa(cmd.Process.Pid)+"/stat", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		fd = -1 // no /proc: the CPU time stays zero
+	}
 	u.mu.Lock()
-	u.pid = cmd.Process.Pid
+	u.stat = fd
 	u.mu.Unlock()
 	exposeChild(cmd.Process.Pid)
 	return nil
@@ -34,28 +43,52 @@ func (u *uncontained) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
 func (u *uncontained) Stats() Stats {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.pid == 0 {
-		return Stats{}
+	if u.stat < 0 {
+		return Stats{CPU: u.cpu}
 	}
-	if cpu, ok := procCPU(u.pid); ok {
+	var buf [1024]byte
+	n, err := syscall.Pread(u.stat, buf[:], 0)
+	if err != nil || n <= 0 {
+		return Stats{CPU: u.cpu}
+	}
+	if cpu, ok := parseStatCPU(buf[:n]); ok {
 		u.cpu = cpu
 	}
 	return Stats{CPU: u.cpu}
 }
 
-// procCPU is pid's user and system time plus that of its reaped children,
-// from /proc/PID/stat (fields 14 to 17, in clock ticks).
-func procCPU(pid int) (time.Duration, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+// parseStatCPU returns the user and system time of a /proc/PID/stat line
+// plus that of the reaped children: fields 14 to 17, in clock ticks.
+func parseStatCPU(b []byte) (time.Duration, bool) {
 	i := bytes.LastIndexByte(b, ')')
-	if err != nil || i < 0 {
+	if i < 0 {
 		return 0, false
 	}
-	f := bytes.Fields(b[i+1:]) // f[0] is field 3, the state
+	// Field 3, the state, follows ") ": skip the 11 fields up to the 14th.
 	var ticks int64
-	for k := 11; k <= 14 && k < len(f); k++ {
-		n, _ := strconv.ParseInt(string(f[k]), 10, 64)
-		ticks += n
+	field := 3
+	for p := b[i+1:]; len(p) > 0 && field <= 17; field++ {
+		for len(p) > 0 && p[0] == ' ' {
+			p = p[1:]
+		}
+		j := bytes.IndexByte(p, ' ')
+		if j < 0 {
+			j = len(p)
+		}
+		if field >= 14 {
+			var n int64
+			for _, c := range p[:j] {
+				if c < '0' || c > '9' {
+					return 0, false
+				}
+				n = 10*n + int64(c-'0')
+			}
+			ticks += n
+		}
+		p = p[j:]
+	}
+	if field <= 17 {
+		return 0, false
 	}
 	return time.Duration(ticks) * time.Second / clockTicks, true
 }
@@ -69,4 +102,14 @@ func (u *uncontained) OOMKills() int64    { return 0 }
 func (u *uncontained) ResetPeak()         {}
 func (u *uncontained) Populated() bool    { return false }
 func (u *uncontained) Kill() error        { return nil }
-func (u *uncontained) Destroy() error     { return nil }
+
+// Destroy closes the stat file; the CPU time stays what was read last.
+func (u *uncontained) Destroy() error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.stat >= 0 {
+		syscall.Close(u.stat)
+		u.stat = -1
+	}
+	return nil
+}

@@ -1,7 +1,8 @@
 // Package queue runs jobs one at a time, in the order they were pushed.
 //
 // A Queue starts a worker goroutine only while it has work, so an idle queue
-// costs no goroutine. Jobs waiting their turn can be failed all at once with
+// costs no goroutine; a caller that would only wait for its job can run it
+// itself in a turn it claims. Jobs waiting their turn can be failed all at once with
 // Close, as when the session they belong to ends.
 package queue
 
@@ -44,6 +45,36 @@ func (q *Queue) Push(j Job) error {
 		go q.work()
 	}
 	return nil
+}
+
+// Claim takes the queue's turn for the caller when the queue is idle — no
+// job running or waiting — and reports whether it did. The caller then does
+// its own work in that turn, on its own goroutine: no worker starts, and
+// nothing hops between goroutines. Jobs pushed meanwhile wait for Release,
+// and Close waits for it as it waits for a running job.
+func (q *Queue) Claim() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed != nil || q.running || len(q.pending) > 0 {
+		return false
+	}
+	q.running = true
+	return true
+}
+
+// Release ends a turn taken with Claim: jobs pushed during it run next, on
+// a worker goroutine.
+func (q *Queue) Release() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.pending) > 0 && q.closed == nil {
+		go q.work()
+		return
+	}
+	q.running = false
+	if q.idle != nil {
+		q.idle.Broadcast()
+	}
 }
 
 // Len returns the number of jobs waiting (not counting the running one).

@@ -81,3 +81,47 @@ func TestCloseCancelsWaiting(t *testing.T) {
 	require.ErrorIs(t, q.Push(job{}), ErrClosed)
 	require.Equal(t, 0, q.Len())
 }
+
+// A caller that claims the idle queue runs its own job in its turn: jobs
+// pushed meanwhile wait for Release, and Close waits for it too.
+func TestClaim(t *testing.T) {
+	t.Parallel()
+	var q Queue
+	require.True(t, q.Claim())
+	require.False(t, q.Claim(), "claimed twice")
+	ran := make(chan struct{})
+	require.NoError(t, q.Push(job{run: func() { close(ran) }}))
+	select {
+	case <-ran:
+		t.Fatal("a job ran during a claimed turn")
+	case <-time.After(20 * time.Millisecond):
+	}
+	q.Release()
+	<-ran
+	// Idle again once the job pushed meanwhile has run.
+	require.Eventually(t, q.Claim, 5*time.Second, time.Millisecond)
+
+	closed := make(chan struct{})
+	go func() { q.Close(nil); close(closed) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned during a claimed turn")
+	case <-time.After(20 * time.Millisecond):
+	}
+	q.Release()
+	<-closed
+	require.False(t, q.Claim(), "claimed a closed queue")
+}
+
+// A queue with jobs waiting cannot be claimed: they go first.
+func TestClaimWaitsForPending(t *testing.T) {
+	t.Parallel()
+	var q Queue
+	release := make(chan struct{})
+	require.NoError(t, q.Push(job{run: func() { <-release }}))
+	require.False(t, q.Claim(), "claimed while a job runs")
+	close(release)
+	require.Eventually(t, q.Claim, 5*time.Second, time.Millisecond)
+	q.Release()
+	q.Close(nil)
+}

@@ -6,6 +6,9 @@ import (
 	"strconv"
 )
 
+// markerPrefix is what Nonce.Marker puts before the nonce.
+const markerPrefix = "\x1eCONCH"
+
 // maxTrailer bounds what follows a stdout marker (status, flags, directory).
 const maxTrailer = 64 << 10
 
@@ -51,6 +54,16 @@ const (
 // NewScanner returns a Scanner for the stream of the command with nonce n.
 func NewScanner(n Nonce, trailer bool, out func([]byte)) *Scanner {
 	return &Scanner{Out: out, Trailer: trailer, marker: n.Marker()}
+}
+
+// Reset makes s a Scanner for the stream of the command with nonce n, as
+// NewScanner does, keeping the room it has: a stream's scanner serves each
+// command that uses the stream.
+func (s *Scanner) Reset(n Nonce, trailer bool, out func([]byte)) {
+	s.Out, s.Trailer = out, trailer
+	s.marker = append(append(s.marker[:0], markerPrefix...), n...) // n.Marker(), in the room s has
+	s.held, s.trailer = s.held[:0], s.trailer[:0]
+	s.state, s.end = scanning, End{}
 }
 
 // Done reports whether the end marker (with its trailer) has been read.
@@ -148,7 +161,7 @@ func (s *Scanner) found(rest []byte) []byte {
 
 func (s *Scanner) parseTrailer() error {
 	t := s.trailer
-	s.trailer = nil
+	s.trailer = t[:0] // what End keeps of it is copied
 	status, rest, ok := bytes.Cut(t, []byte{' '})
 	if !ok {
 		return ErrBadTrailer

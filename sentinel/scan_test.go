@@ -114,3 +114,33 @@ func TestFramePreviousStatus(t *testing.T) {
 	require.Contains(t, New(130, p).Text, "(\\exit 130) && :; \\. /s")
 	require.Contains(t, New(0, Paths{Stdout: "/o", Stderr: "/e", Script: "/my dir/s"}).Text, "\\. '/my dir/s' </dev/null >/o 2>/e")
 }
+
+// A Scanner Reset for the next command finds that command's marker, not the
+// last one's, reports its trailer, and allocates nothing once it has room.
+func TestScannerReset(t *testing.T) {
+	first, next := Nonce("0123456789abcdef01234567"), Nonce("ffffffffffffffffffffffff")
+	var out bytes.Buffer
+	s := NewScanner(first, true, func(p []byte) { out.Write(p) })
+	_, err := s.Write([]byte("a" + string(first.Marker()) + "1 i /x\x00"))
+	require.NoError(t, err)
+	require.True(t, s.Done())
+	out.Reset()
+	s.Reset(next, true, func(p []byte) { out.Write(p) })
+	require.False(t, s.Done())
+	_, err = s.Write([]byte("b" + string(first.Marker()) + "c" + string(next.Marker()) + "2 e /y z\x00"))
+	require.NoError(t, err)
+	require.True(t, s.Done())
+	require.Equal(t, "b"+string(first.Marker())+"c", out.String())
+	require.Equal(t, End{2, "e", "/y z"}, s.End())
+
+	stream := []byte(string(next.Marker()) + "0 i /\x00")
+	out.Reset()
+	discard := func([]byte) {}
+	if n := testing.AllocsPerRun(100, func() {
+		s.Reset(next, true, discard)
+		s.Write(stream[:3])
+		s.Write(stream[3:])
+	}); n > 2 { // the End's flags and directory
+		t.Fatalf("a reset scanner: %v allocations per command", n)
+	}
+}

@@ -2,6 +2,7 @@ package shellsession
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -50,12 +51,13 @@ type Command struct {
 	ends          int // stream end markers seen
 	end           sentinel.End
 	endsDone      chan struct{}      // closed when it reaches phaseEnding by its markers or giveUp
-	stdinOpened   chan struct{}      // closed when the stdin feeder's open has returned
+	stdinOpened   chan struct{}      // with stdin open, closed when the stdin feeder's open has returned
 	keepers       []*resident.Keeper // our write ends that hold the streams open until their markers
+	keeperBuf     [2]*resident.Keeper
 	keepersClosed bool
-	readers       int           // stream readers that have not returned
-	readersDone   chan struct{} // closed when both stream readers have returned
+	ep            *epoller // the epoll set await waits on, while it does (see kick)
 	timers        []*time.Timer
+	timerBuf      [2]*time.Timer // timers' first room: most commands have one or two
 
 	sent []syscall.Signal // signals other than INT that kill sent to its processes
 
@@ -72,14 +74,15 @@ func (s *Session) newCommand(opts CommandOptions) *Command {
 	}
 	c := &Command{
 		s: s, id: uuid.NewString(), opts: opts,
-		log:         logstore.New(logstore.Options{Retention: s.opts.Retention, Keep: keep}),
-		createdAt:   time.Now(),
-		done:        make(chan struct{}),
-		endsDone:    make(chan struct{}),
-		stdinOpened: make(chan struct{}),
-		readersDone: make(chan struct{}),
-		readers:     2,
+		log:       logstore.New(logstore.Options{Retention: s.opts.Retention, Keep: keep}),
+		createdAt: time.Now(),
+		done:      make(chan struct{}),
+		endsDone:  make(chan struct{}),
 	}
+	if opts.Stdin == process.StdinOpen {
+		c.stdinOpened = make(chan struct{})
+	}
+	c.timers, c.keepers = c.timerBuf[:0], c.keeperBuf[:0]
 	c.text, c.textBytes = process.KeepText(opts.Cmd)
 	c.stdin.Init(opts.Stdin == process.StdinOpen, false)
 	return c
@@ -132,14 +135,49 @@ func (c *Command) Cancel(err error) {
 
 // Run runs the command in its session's shell; the session's queue calls it.
 func (c *Command) Run() {
+	if rd, st := c.start(); rd != nil {
+		c.await(nil, rd, st)
+		c.s.fillPool()
+	}
+}
+
+// runHere runs the command on the goroutine of Session.Run, which holds the
+// queue's turn (see queue.Queue.Claim), and ends the turn: when the command
+// has ended, or, once ctx is done, from a goroutine that waits for the rest
+// of it.
+func (c *Command) runHere(ctx context.Context) {
+	s := c.s
+	rd, st := c.start()
+	if rd == nil {
+		s.h.Queue.Release()
+		return
+	}
+	if c.await(ctx, rd, st) {
+		s.fillPool()
+		s.h.Queue.Release()
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		c.await(nil, rd, st)
+		s.fillPool()
+		s.h.Queue.Release()
+	}()
+}
+
+// start takes the command up and sends it to the shell. It returns how to
+// read its streams, or nil when it ended without the shell: deleted while
+// queued, the session gone, nothing to run, a syntax error, no streams.
+func (c *Command) start() (*readLoop, *streams) {
 	s := c.s
 	if c.state() == process.Terminal { // deleted while queued
-		return
+		return nil, nil
 	}
 	select {
 	case <-s.exited:
 		c.Cancel(fmt.Errorf("session %s: %w", s.id, ErrSessionEnded))
-		return
+		return nil, nil
 	default:
 	}
 	s.mu.Lock()
@@ -149,11 +187,14 @@ func (c *Command) Run() {
 	// The whole text is needed only here: the record keeps its head.
 	cmd := c.opts.Cmd
 	c.opts.Cmd = ""
-	chk := check(context.Background(), s.sh, s.parser, cmd)
+	var chk checkResult // plain words need no parse: they are a command
+	if !plainCommand(cmd) {
+		chk = check(context.Background(), s.sh, s.parser, cmd)
+	}
 	if chk.err != "" || chk.empty {
 		status := 0
 		if c.begin(cwd, sentinel.Frame{}) != nil {
-			return // ended (deleted) as it was taken up
+			return nil, nil // ended (deleted) as it was taken up
 		}
 		if chk.err != "" {
 			status = 2
@@ -162,7 +203,7 @@ func (c *Command) Run() {
 		r := process.ExitedWith(status)
 		r.Cwd = s.recordEnd(status, nil)
 		c.finish(r)
-		return
+		return nil, nil
 	}
 
 	st, err := s.takeStreams(c.opts.Stdin == process.StdinOpen)
@@ -173,7 +214,7 @@ func (c *Command) Run() {
 	if err != nil {
 		s.release(st)
 		c.finish(process.Result{Reason: process.Failed, Error: fmt.Sprintf("prepare streams: %v", err)})
-		return
+		return nil, nil
 	}
 	paths := sentinel.Paths{
 		Stdin: st.stdin, Stdout: st.out.Path, Stderr: st.err.Path, Script: s.scriptPath(),
@@ -188,10 +229,9 @@ func (c *Command) Run() {
 	f := sentinel.New(prev, paths)
 	if c.begin(cwd, f) != nil { // ended (deleted) as it was taken up
 		s.release(st)
-		return
+		return nil, nil
 	}
-	s.wg.Add(1)
-	go c.readStreams(st.out, st.err)
+	rd := c.startReading(st.out, st.err)
 	if st.stdin != "" {
 		s.wg.Add(1)
 		go c.feedStdin(st.stdin)
@@ -199,11 +239,11 @@ func (c *Command) Run() {
 	if t := c.opts.ExecutionTimeout; t > 0 {
 		c.addTimer(time.AfterFunc(t, c.timeout))
 	}
-	text = f.Text
+	end := ""
 	if keepsReadAhead(s.sh) {
 		// The shell keeps what it read ahead when a command aborts, so the
 		// end line can go with the command and save a round trip.
-		text += f.End
+		end = f.End
 	} else {
 		// The end line follows once the shell runs the command (see
 		// started); should that never be seen, it follows anyway.
@@ -215,17 +255,116 @@ func (c *Command) Run() {
 		c.markRunning()
 	}
 	s.diag.Watch(f.Failed, true, c.streamsFailed)
-	if err := s.write(text); err != nil {
+	if err := s.write(f.Text, end); err != nil {
 		<-s.exited // a failed write means the shell is gone
 	}
 	c.watchIdle(time.Second)
-	defer s.fillPool()
+	return rd, st
+}
 
-	select {
-	case <-c.endsDone: // streamEnded finished the command
-	case <-s.exited:
-		c.shellExited(st)
+// await reads the command's streams until it has ended — by its end markers,
+// read here, or given up (see giveUp) — or its shell has exited, and reports
+// true; the streams still held open then are read on by a goroutine of their
+// own. With ctx, it returns false once ctx is done before that: then await
+// (without ctx) takes up where it left off.
+func (c *Command) await(ctx context.Context, rd *readLoop, st *streams) bool {
+	var cancelled <-chan struct{}
+	if ctx != nil {
+		if cancelled = ctx.Done(); cancelled != nil {
+			stop := context.AfterFunc(ctx, c.kick)
+			defer stop()
+		}
 	}
+	for {
+		select {
+		case <-c.endsDone: // streamEnded (or giveUp) finished the command
+			rd.settle()
+			rd.handOff()
+			return true
+		case <-c.s.exited:
+			c.shellExited(st, rd)
+			rd.handOff()
+			return true
+		case <-cancelled:
+			return false
+		default:
+		}
+		if rd.live == 0 {
+			// The readers returned before the end (the session ends).
+			select {
+			case <-c.endsDone:
+			case <-c.s.exited:
+				c.shellExited(st, rd)
+			case <-cancelled:
+				return false
+			}
+			rd.handOff()
+			return true
+		}
+		if err := rd.step(); errors.Is(err, os.ErrDeadlineExceeded) {
+			// Kicked: the checks above say why.
+			rd.ep.f.SetReadDeadline(time.Time{})
+		}
+	}
+}
+
+// kick wakes the goroutine reading the command's streams (see await), so
+// that it sees that the command has ended or its shell has exited.
+func (c *Command) kick() {
+	c.mu.Lock()
+	ep := c.ep
+	c.mu.Unlock()
+	if ep != nil {
+		ep.f.SetReadDeadline(time.Now())
+	}
+}
+
+// plainCommand reports whether text is one simple command of plain words —
+// letters, digits, blanks and _./=:,+@%- only, on one line, no word a
+// shell might take as a reserved word or parse as its own syntax — which
+// every shell parses, so that the syntax check may skip its parse: most of
+// an agent's commands are like this (ls -la, git status, make test).
+func plainCommand(text string) bool {
+	if len(text) == 0 || len(text) > 1024 {
+		return false
+	}
+	words := false
+	for i := 0; i < len(text); {
+		if text[i] == ' ' || text[i] == '\t' {
+			i++
+			continue
+		}
+		j := i
+		for ; j < len(text) && text[j] != ' ' && text[j] != '\t'; j++ {
+			if !plainByte[text[j]] {
+				return false
+			}
+		}
+		if specialWords[text[i:j]] {
+			return false
+		}
+		words, i = true, j
+	}
+	return words
+}
+
+var plainByte = func() (t [256]bool) {
+	for _, c := range []byte("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./=:,+@%-") {
+		t[c] = true
+	}
+	return t
+}()
+
+// specialWords are the words plainCommand leaves to the parser: reserved
+// words of any of the shells, and the builtins whose arguments the parser
+// reads as syntax of their own (let's arithmetic, declare's assignments).
+var specialWords = map[string]bool{
+	"if": true, "then": true, "else": true, "elif": true, "fi": true, "do": true, "done": true,
+	"case": true, "esac": true, "while": true, "until": true, "for": true, "in": true,
+	"function": true, "select": true, "time": true, "coproc": true, "repeat": true,
+	"foreach": true, "end": true, "nocorrect": true, "noglob": true, "let": true,
+	"declare": true, "typeset": true, "local": true, "export": true, "readonly": true,
+	"nameref": true, "integer": true, "float": true,
 }
 
 // streamsFailed ends a command whose end line could not write its markers:
@@ -258,6 +397,7 @@ func (c *Command) giveUp(r process.Result) {
 	c.closeKeepers()
 	c.finish(r)
 	close(c.endsDone)
+	c.kick()
 }
 
 // begin moves the queued command to phaseAnnounced with frame f; it fails
@@ -318,14 +458,25 @@ func (c *Command) killedBy(r process.Result) syscall.Signal {
 
 // shellExited ends a command whose shell exited under it: with the shell's
 // exit status when it exited (exit 3, exec, set -e), lost when it was killed.
-func (c *Command) shellExited(st *streams) {
+func (c *Command) shellExited(st *streams, rd *readLoop) {
 	if st.stdin != "" {
 		c.unblockStdin(st.stdin)
 	}
 	c.closeKeepers()
-	select {
-	case <-c.readersDone:
-	case <-time.After(c.s.opts.DrainDelay): // background jobs may hold the streams open
+	if rd.live > 0 {
+		// The rest of its output, until end-of-file or for DrainDelay:
+		// background jobs may hold the streams open.
+		until := time.Now().Add(c.s.opts.DrainDelay)
+		rd.ep.f.SetReadDeadline(until)
+		for rd.live > 0 {
+			if err := rd.step(); errors.Is(err, os.ErrDeadlineExceeded) {
+				if time.Now().Before(until) { // a kick
+					rd.ep.f.SetReadDeadline(until)
+					continue
+				}
+				break
+			}
+		}
 	}
 	r := process.Result{Reason: process.Lost, Error: "the session's shell died"}
 	if ws, ok := c.s.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
@@ -347,33 +498,7 @@ func (c *Command) shellExited(st *streams) {
 	c.finish(r)
 }
 
-// atEOF reports whether f, a non-blocking read end, is at end-of-file now,
-// without waiting. Bytes it reads are discarded: after an end marker they
-// belong to no command.
-func atEOF(f *os.File) bool {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return false
-	}
-	var buf [512]byte
-	eof := false
-	rc.Read(func(fd uintptr) bool {
-		n, err := syscall.Read(int(fd), buf[:])
-		eof = n == 0 && err == nil
-		return true // one attempt, never wait
-	})
-	return eof
-}
-
 var readBuffers = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
-
-func (c *Command) readerReturned() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.readers--; c.readers == 0 {
-		close(c.readersDone)
-	}
-}
 
 func (c *Command) addKeeper(f *resident.Keeper) {
 	c.mu.Lock()
@@ -556,4 +681,5 @@ func (c *Command) finish(r process.Result) {
 	c.stdin.Close()
 	c.log.Close()
 	close(c.done)
+	c.s.forget(c)
 }

@@ -20,13 +20,17 @@ type newlineHold struct {
 
 var newline = []byte{'\n'}
 
-// stderrWriter returns what the scanner of the command's stderr writes to.
-func (c *Command) stderrWriter() (write func([]byte), h *newlineHold) {
+// stderrHold returns what holds back the newline of the command's stderr,
+// in h's room when it has one, or nil for a shell other than zsh.
+func (c *Command) stderrHold(h *newlineHold) *newlineHold {
 	if c.s.sh.Family != shells.Zsh {
-		return func(b []byte) { c.log.Write(logstore.Stderr, b) }, nil
+		return nil
 	}
-	h = &newlineHold{c: c}
-	return h.write, h
+	if h == nil {
+		h = &newlineHold{}
+	}
+	*h = newlineHold{c: c}
+	return h
 }
 
 func (h *newlineHold) write(b []byte) {

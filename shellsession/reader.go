@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -12,74 +13,207 @@ import (
 	"github.com/conchsh/conch/sentinel"
 )
 
-// readStreams reads the command's stdout and stderr into its log until their
+// readLoop reads a command's stdout and stderr into its log until their
 // end markers, then discards what background jobs write until they close
 // them.
 //
-// One goroutine reads both, in the order they became readable: an epoll set
-// of the two FIFOs, itself waited on through Go's poller, says which has
-// data first. Two goroutines, one per FIFO, are woken together when both
-// have data and run in an order of the runtime's, which put a command's
-// stderr before the stdout it wrote first most of the time.
-func (c *Command) readStreams(out, errs *stream) {
+// It reads both streams in the order they became readable: an epoll set of
+// the two FIFOs, itself waited on through Go's poller, says which has data
+// first. Two goroutines, one per FIFO, are woken together when both have
+// data and run in an order of the runtime's, which put a command's stderr
+// before the stdout it wrote first most of the time.
+//
+// The goroutine that runs the command reads its streams itself (see
+// Command.await): the bytes that end a command wake the goroutine that
+// goes on to the next one, with no hop between goroutines. Only streams
+// still held open after the command's end — by a background job, or for the
+// moment the shell takes to close them — are read on by a goroutine of
+// their own (drain).
+type readLoop struct {
+	c    *Command
+	ep   *epoller
+	rs   [2]*streamReader
+	live int   // readers in rs that have not returned
+	err  error // why ep can no longer be waited on
+	bp   *[]byte
+}
+
+// startReading makes the readers of the command's streams and puts them in
+// an epoll set. A reader that cannot be made (the session ends) or watched
+// has returned already.
+func (c *Command) startReading(out, errs *stream) *readLoop {
 	s := c.s
-	defer s.wg.Done()
-	rs := [2]*streamReader{c.newStreamReader(out, logstore.Stdout, true), c.newStreamReader(errs, logstore.Stderr, false)}
-	live := 0
-	for _, r := range rs {
+	l := &readLoop{c: c, rs: [2]*streamReader{c.newStreamReader(out, logstore.Stdout, true), c.newStreamReader(errs, logstore.Stderr, false)}}
+	for _, r := range l.rs {
 		if r != nil {
-			live++
+			l.live++
 		}
 	}
-	if live == 0 {
-		return
+	if l.live == 0 {
+		return l
 	}
 	ep, err := s.takeEpoller()
 	if err == nil {
-		err = s.watch(ep, rs)
+		err = s.watch(ep, l.rs)
+	}
+	if err == nil {
+		// Before the command can write anything: what the set reports
+		// now is stale, and an entry left on its ready list would keep a
+		// stream ahead of one written to first.
+		ep.flush()
 	}
 	if err != nil {
-		for _, r := range rs {
-			if r != nil {
-				r.end(err)
+		l.endAll(err)
+		return l
+	}
+	l.ep = ep
+	l.bp = readBuffers.Get().(*[]byte)
+	c.mu.Lock()
+	c.ep = ep
+	c.mu.Unlock()
+	s.mu.Lock()
+	s.awaiting = c
+	s.mu.Unlock()
+	return l
+}
+
+// stopKicks ends the kicks of the command's wait: nothing waits in its
+// epoll set for the command's end any more.
+func (l *readLoop) stopKicks() {
+	c, s := l.c, l.c.s
+	c.mu.Lock()
+	c.ep = nil
+	c.mu.Unlock()
+	s.mu.Lock()
+	if s.awaiting == c {
+		s.awaiting = nil
+	}
+	s.mu.Unlock()
+}
+
+// step waits until a stream has data, or the set's deadline, and reads what
+// the streams hold. It returns the wait's error: os.ErrDeadlineExceeded
+// after a kick (see Command.kick), or why the set can no longer be waited
+// on (the session's end closed it), after which every reader has returned.
+func (l *readLoop) step() error {
+	evs, err := l.ep.wait()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
+	}
+	if err != nil {
+		l.err = err
+		l.endAll(err)
+		return err
+	}
+	buf := *l.bp
+	for _, ev := range evs {
+		i := l.index(ev.Fd)
+		if i < 0 {
+			continue // a stream of the set that no command of this loop uses
+		}
+		// Until the stream is empty: the set reports a stream again
+		// only when more comes.
+		for r := l.rs[i]; r != nil; {
+			n, err := r.read(buf)
+			if (n > 0 && r.take(buf[:n])) || (err != nil && r.end(err)) {
+				l.rs[i] = nil
+				l.live--
+				break
+			}
+			if n < len(buf) {
+				break
 			}
 		}
+	}
+	return nil
+}
+
+// index returns where in rs the reader of the stream with id is, or -1.
+func (l *readLoop) index(id int32) int {
+	for i, r := range l.rs {
+		if r != nil && r.id == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// endAll ends the readers still reading, with err.
+func (l *readLoop) endAll(err error) {
+	for i, r := range l.rs {
+		if r != nil {
+			r.end(err)
+			l.rs[i] = nil
+		}
+	}
+	l.live = 0
+}
+
+// done lets go of the epoll set once no reader is left: back to the session
+// for the next command when it is still open.
+func (l *readLoop) done() {
+	if l.ep == nil {
 		return
 	}
-	bp := readBuffers.Get().(*[]byte)
-	defer readBuffers.Put(bp)
-	buf := *bp
-	for live > 0 {
-		evs, err := ep.wait()
-		if err != nil { // the session ended: its release closed the set
-			for i, r := range rs {
-				if r != nil {
-					r.end(err)
-					rs[i] = nil
-				}
-			}
-			s.h.DropDrain(ep.f)
-			return
-		}
-		for _, ev := range evs {
-			i := ev.Fd
-			// Until the stream is empty: the set reports a stream again
-			// only when more comes.
-			for r := rs[i]; r != nil; {
-				n, err := r.read(buf)
-				if (n > 0 && r.take(buf[:n])) || (err != nil && r.end(err)) {
-					rs[i] = nil
-					live--
-					break
-				}
-				if n < len(buf) {
-					break
-				}
-			}
+	s := l.c.s
+	l.stopKicks()
+	s.h.DropDrain(l.ep.f)
+	if l.err == nil {
+		l.ep.f.SetReadDeadline(time.Time{})
+		s.putEpoller(l.ep) // for the next command, with the streams back in the pool
+	}
+	readBuffers.Put(l.bp)
+	l.ep, l.bp = nil, nil
+}
+
+// settleEOF bounds how long a command's end waits for end-of-file on a
+// stream whose end marker has come: the shell closes the stream right after
+// writing the marker, but the reader may see the marker first. Waiting for
+// it here saves a goroutine (see handOff); a stream a background job holds
+// open is left to one after this.
+const settleEOF = time.Millisecond
+
+// settle reads on, for settleEOF at most, while the only readers left are
+// past their end markers, waiting for the end-of-file that lets their
+// streams serve the next command.
+func (l *readLoop) settle() {
+	if l.live == 0 || l.err != nil {
+		return
+	}
+	for _, r := range l.rs {
+		if r != nil && !r.sc.Done() {
+			return // the end was given up: no marker to settle after
 		}
 	}
-	s.h.DropDrain(ep.f)
-	s.putEpoller(ep) // empty now: every stream left it
+	l.ep.f.SetReadDeadline(time.Now().Add(settleEOF))
+	for l.live > 0 && l.step() == nil {
+	}
+	if l.err == nil {
+		l.ep.f.SetReadDeadline(time.Time{})
+	}
+}
+
+// handOff leaves the readers still reading after the command's end to a
+// goroutine of their own.
+func (l *readLoop) handOff() {
+	if l.live == 0 {
+		l.done()
+		return
+	}
+	l.stopKicks() // the drain reads until end-of-file or the session's end
+	l.c.s.wg.Add(1)
+	go l.drain()
+}
+
+// drain reads the streams until every reader has returned.
+func (l *readLoop) drain() {
+	defer l.c.s.wg.Done()
+	for l.live > 0 {
+		if err := l.step(); errors.Is(err, os.ErrDeadlineExceeded) {
+			l.ep.f.SetReadDeadline(time.Time{}) // a kick that came late
+		}
+	}
+	l.done()
 }
 
 // watch puts the streams of rs in ep, and ep among the session's drains,
@@ -89,16 +223,20 @@ func (s *Session) watch(ep *epoller, rs [2]*streamReader) error {
 		ep.close()
 		return os.ErrClosed
 	}
-	for i, r := range rs {
+	for _, r := range rs {
 		if r == nil {
 			continue
 		}
 		r.ep = ep
-		if err := ep.add(r.rc, int32(i)); err != nil {
+		if r.in == ep {
+			continue // it stayed in the set since a command before
+		}
+		if err := ep.add(r.rc, r.id); err != nil && !errors.Is(err, syscall.EEXIST) {
 			s.h.DropDrain(ep.f)
 			ep.close()
 			return err
 		}
+		r.in = ep
 	}
 	return nil
 }
@@ -129,46 +267,95 @@ func (s *Session) putEpoller(e *epoller) {
 
 // streamReader reads one of a command's output streams.
 type streamReader struct {
-	c    *Command
-	st   *stream
-	rc   syscall.RawConn
-	ep   *epoller
-	sc   *sentinel.Scanner
-	hold *newlineHold // stderr only
+	c     *Command // the command it reads for now
+	ch    logstore.Channel
+	st    *stream
+	rc    syscall.RawConn
+	ep    *epoller
+	sc    *sentinel.Scanner
+	hold  *newlineHold // zsh's stderr only
+	hold0 *newlineHold // room for hold, kept for the next command
+	// id tags the stream in epoll sets. A stream stays in the set of the
+	// last command that read it, in, while it waits in the pool, and the
+	// next command that reads it with the same set saves two epoll_ctl
+	// calls: it empties the set's ready list of what came before (see
+	// startReading). Closing the stream takes it out of every set.
+	id    int32
+	in    *epoller
+	outFn func([]byte) // out, made once
+
+	// The buffer and results of the read in progress, and the function the
+	// raw connection calls, made once (see epoller).
+	buf    []byte
+	n      int
+	err    error
+	readFn func(uintptr) bool
 }
 
-// newStreamReader returns the reader of st, or nil when the session is
-// ending and st was discarded.
+// newStreamReader returns the reader of st for the command, or nil when the
+// session is ending and st was discarded. A stream's reader is made once and
+// serves each command that uses the stream.
 func (c *Command) newStreamReader(st *stream, ch logstore.Channel, trailer bool) *streamReader {
 	s := c.s
-	rc, err := st.R.SyscallConn()
-	if err != nil || !s.h.AddDrain(st.R) {
+	r, _ := st.Reader.(*streamReader)
+	if r == nil {
+		rc, err := st.R.SyscallConn()
+		if err != nil {
+			s.discard(st)
+			return nil
+		}
+		r = &streamReader{st: st, rc: rc, id: s.readerIDs.Add(1)}
+		r.readFn, r.outFn = r.readOnce, r.out
+		st.Reader = r
+	}
+	if !s.h.AddDrain(st.R) {
 		s.discard(st)
-		c.readerReturned()
 		return nil
 	}
 	c.addKeeper(st.Keep)
 	c.mu.Lock()
 	nonce := c.frame.Nonce
 	c.mu.Unlock()
-	r := &streamReader{c: c, st: st, rc: rc}
-	write := func(b []byte) { c.log.Write(ch, b) }
+	r.c, r.ch, r.ep = c, ch, nil
+	r.hold = nil
 	if ch == logstore.Stderr {
-		write, r.hold = c.stderrWriter()
+		r.hold = c.stderrHold(r.hold0)
+		r.hold0 = r.hold
 	}
-	r.sc = sentinel.NewScanner(nonce, trailer, write)
+	if r.sc == nil {
+		r.sc = sentinel.NewScanner(nonce, trailer, r.outFn)
+	} else {
+		r.sc.Reset(nonce, trailer, r.outFn)
+	}
 	return r
+}
+
+// done lets go of the command the reader read for, as its stream goes back
+// to the pool.
+func (r *streamReader) done() {
+	r.c, r.ep = nil, nil
+	if r.hold != nil {
+		r.hold.c, r.hold = nil, nil
+	}
+}
+
+// out writes a command's own bytes to its log.
+func (r *streamReader) out(b []byte) {
+	if r.hold != nil {
+		r.hold.write(b)
+		return
+	}
+	r.c.log.Write(r.ch, b)
 }
 
 // read reads what the stream holds now, without waiting: 0 and no error
 // when it holds nothing.
 func (r *streamReader) read(buf []byte) (int, error) {
-	var n int
-	var err error
-	if cerr := r.rc.Read(func(fd uintptr) bool {
-		n, err = syscall.Read(int(fd), buf)
-		return true // one attempt: the epoll set does the waiting
-	}); cerr != nil {
+	r.buf = buf
+	cerr := r.rc.Read(r.readFn)
+	n, err := r.n, r.err
+	r.buf, r.err = nil, nil
+	if cerr != nil {
 		return 0, cerr
 	}
 	switch {
@@ -180,6 +367,19 @@ func (r *streamReader) read(buf []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+func (r *streamReader) readOnce(fd uintptr) bool {
+	r.n, r.err = syscall.Read(int(fd), r.buf)
+	return true // one attempt: the epoll set does the waiting
+}
+
+// atEOF reports whether the stream is at end-of-file now, without waiting.
+// Bytes it reads into buf are discarded: after an end marker they belong to
+// no command.
+func (r *streamReader) atEOF(buf []byte) bool {
+	_, err := r.read(buf)
+	return err == io.EOF
 }
 
 // take handles bytes read from the stream and reports whether the stream is
@@ -197,7 +397,7 @@ func (r *streamReader) take(p []byte) bool {
 	// It often has come already: then the stream goes back to the pool
 	// before the command is reported ended, ready for the next one.
 	c.closeKeeper(st.Keep)
-	clean := werr == nil && c.reusable() && atEOF(st.R)
+	clean := werr == nil && c.reusable() && r.atEOF(p[:cap(p)])
 	if clean {
 		s.h.DropDrain(st.R)
 		clean = st.Rekeep() == nil
@@ -207,9 +407,8 @@ func (r *streamReader) take(p []byte) bool {
 	if !clean {
 		return false
 	}
-	r.ep.remove(r.rc)
-	s.putStream(st)
-	c.readerReturned()
+	r.done()
+	s.putStream(st) // staying in the set (see streamReader.in)
 	return true
 }
 
@@ -222,15 +421,12 @@ func (r *streamReader) end(err error) bool {
 		sc.Flush()
 		r.hold.flush()
 	}
-	if r.ep != nil {
-		r.ep.remove(r.rc)
-	}
 	if err == io.EOF && sc.Done() && c.reusable() && st.Rekeep() == nil {
-		s.putStream(st)
+		r.done()
+		s.putStream(st) // staying in the set (see streamReader.in)
 	} else {
 		s.discard(st)
 	}
-	c.readerReturned()
 	return true
 }
 
@@ -242,6 +438,19 @@ type epoller struct {
 	f      *os.File
 	rc     syscall.RawConn
 	events [4]unix.EpollEvent
+
+	// The arguments and results of the call in progress, and the functions
+	// the raw connections call, made once: only the goroutine reading the
+	// set calls it, and a closure made per call would be an allocation.
+	op, efd int
+	src     syscall.RawConn
+	ev      unix.EpollEvent
+	n       int
+	err     error
+	outerFn func(uintptr)
+	innerFn func(uintptr)
+	waitFn  func(uintptr) bool
+	flushFn func(uintptr)
 }
 
 func newEpoller() (*epoller, error) {
@@ -258,6 +467,7 @@ func newEpoller() (*epoller, error) {
 		e.f.Close()
 		return nil, err
 	}
+	e.outerFn, e.innerFn, e.waitFn, e.flushFn = e.outer, e.inner, e.waitOnce, e.flushOnce
 	return e, nil
 }
 
@@ -266,20 +476,14 @@ func (e *epoller) add(rc syscall.RawConn, id int32) error {
 	return e.ctl(unix.EPOLL_CTL_ADD, rc, id)
 }
 
-// remove takes the descriptor of rc out of the set, before its stream serves
-// another command.
-func (e *epoller) remove(rc syscall.RawConn) { e.ctl(unix.EPOLL_CTL_DEL, rc, 0) }
-
+// ctl changes the set for the descriptor of rc, with both descriptors held
+// open for the call: the session's end may close either meanwhile.
 func (e *epoller) ctl(op int, rc syscall.RawConn, id int32) error {
-	var err error
-	cerr := e.rc.Control(func(efd uintptr) {
-		cerr := rc.Control(func(fd uintptr) {
-			err = unix.EpollCtl(int(efd), op, int(fd), &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: id})
-		})
-		if err == nil {
-			err = cerr
-		}
-	})
+	e.op, e.src, e.err = op, rc, nil
+	e.ev = unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: id}
+	cerr := e.rc.Control(e.outerFn)
+	err := e.err
+	e.src, e.err = nil, nil
 	if err == nil {
 		err = cerr
 	}
@@ -289,19 +493,42 @@ func (e *epoller) ctl(op int, rc syscall.RawConn, id int32) error {
 	return err
 }
 
+func (e *epoller) outer(efd uintptr) {
+	e.efd = int(efd)
+	if cerr := e.src.Control(e.innerFn); e.err == nil {
+		e.err = cerr
+	}
+}
+
+func (e *epoller) inner(fd uintptr) { e.err = unix.EpollCtl(e.efd, e.op, int(fd), &e.ev) }
+
 // wait returns the descriptors ready now, in the order they became ready,
 // waiting until there is one.
 func (e *epoller) wait() ([]unix.EpollEvent, error) {
-	var n int
-	err := e.rc.Read(func(fd uintptr) bool {
-		var werr error
-		n, werr = unix.EpollWait(int(fd), e.events[:], 0)
-		if werr != nil {
-			n = 0
+	e.n = 0
+	err := e.rc.Read(e.waitFn)
+	return e.events[:e.n], err
+}
+
+// flush empties the set's ready list without waiting.
+func (e *epoller) flush() {
+	for {
+		e.n = 0
+		if e.rc.Control(e.flushFn) != nil || e.n < len(e.events) {
+			return
 		}
-		return n > 0
-	})
-	return e.events[:n], err
+	}
+}
+
+func (e *epoller) flushOnce(fd uintptr) { e.waitOnce(fd) }
+
+func (e *epoller) waitOnce(fd uintptr) bool {
+	n, err := unix.EpollWait(int(fd), e.events[:], 0)
+	if err != nil {
+		n = 0
+	}
+	e.n = n
+	return n > 0
 }
 
 func (e *epoller) close() { e.f.Close() }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -94,16 +95,20 @@ type Session struct {
 	wg        sync.WaitGroup // the goroutines of commands
 
 	writeMu sync.Mutex // serializes writes to stdin
+	wbuf    []byte     // what is written; guarded by writeMu
 
 	mu         sync.Mutex // guards the fields below
 	cwd        string
 	lastStatus int
 	flags      string // the shell's option letters ($-) after the last command that reported them
 	seq        int
-	commands   []*Command
-	pool       []*stream // clean streams for the next commands
-	epoll      *epoller  // an empty epoll set for the next command's reader
-	live       int       // streams made and not discarded: in the pool or in use
+	commands   []*Command // the commands that have not ended, in submission order
+	pool       []*stream  // clean streams for the next commands
+	epoll      *epoller   // an empty epoll set for the next command's reader
+	live       int        // streams made and not discarded: in the pool or in use
+
+	readerIDs atomic.Int32 // the last id given to a stream's reader
+	awaiting  *Command     // the command whose streams are read where it is waited for (see Command.await)
 }
 
 // New starts a session's shell and returns once it is ready to run a
@@ -148,7 +153,7 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 		Containment: opts.Containment, Limits: opts.Limits,
 		Ports: opts.Ports, StopGrace: opts.StopGrace,
 		Interrupt: s.interrupt, Describe: s.describe,
-		Exited:  func() { s.h.EndedByItself() },
+		Exited:  s.shellExited,
 		Release: s.releaseAll,
 	})
 	s.exited = s.h.Exited()
@@ -226,13 +231,24 @@ func (s *Session) linkInput(cmd *exec.Cmd) (string, error) {
 	return linkInput(s.fifoDir, cwd, cmd.Env)
 }
 
-// write sends text to the shell.
-func (s *Session) write(text string) error {
+// write sends the concatenation of text to the shell, in one write.
+func (s *Session) write(text ...string) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
-	_, err := s.stdin.WriteString(text)
+	b := s.wbuf[:0]
+	for _, t := range text {
+		b = append(b, t...)
+	}
+	_, err := s.stdin.Write(b)
+	if cap(b) <= maxKeptWrite {
+		s.wbuf = b
+	}
 	return err
 }
+
+// maxKeptWrite bounds the buffer a session keeps for its writes to the
+// shell: a command's frame fits, a long text carried on its line does not.
+const maxKeptWrite = 4 << 10
 
 // CommandOptions describe a command submitted to a session.
 type CommandOptions struct {
@@ -255,6 +271,19 @@ type CommandOptions struct {
 // command submitted before it. After the session has ended, Submit returns
 // an error wrapping ErrSessionEnded.
 func (s *Session) Submit(opts CommandOptions) (*Command, error) {
+	c, err := s.prepare(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.h.Queue.Push(c); err != nil {
+		return nil, s.h.ErrEnded()
+	}
+	s.record(c)
+	return c, nil
+}
+
+// prepare checks opts and makes their command.
+func (s *Session) prepare(opts CommandOptions) (*Command, error) {
 	switch opts.Stdin {
 	case "", process.StdinClosed, process.StdinOpen:
 	default:
@@ -268,28 +297,63 @@ func (s *Session) Submit(opts CommandOptions) (*Command, error) {
 	if s.h.Ended() {
 		return nil, s.h.ErrEnded()
 	}
-	c := s.newCommand(opts)
-	if err := s.h.Queue.Push(c); err != nil {
-		return nil, s.h.ErrEnded()
-	}
+	return s.newCommand(opts), nil
+}
+
+// record adds a submitted command to the session's list, unless it has
+// ended already (see forget).
+func (s *Session) record(c *Command) {
 	s.mu.Lock()
-	s.commands = append(s.commands, c)
+	if c.state() != process.Terminal {
+		s.commands = append(s.commands, c)
+	}
 	s.mu.Unlock()
-	return c, nil
+}
+
+// forget takes a command that has ended off the session's list.
+func (s *Session) forget(c *Command) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, x := range s.commands {
+		if x == c {
+			s.commands = append(s.commands[:i], s.commands[i+1:]...)
+			s.commands[len(s.commands):cap(s.commands)][0] = nil
+			return
+		}
+	}
 }
 
 // Run submits a command and waits for it to end or ctx to be done. A
 // command that fails is not an error: its Result says how it ended.
+//
+// When no command runs or waits, the command runs on the caller's
+// goroutine, which would only wait for it otherwise: from the frame sent to
+// the shell to the bytes that end it, nothing hops between goroutines. Once
+// ctx is done, a goroutine of its own waits for the rest of it.
 func (s *Session) Run(ctx context.Context, opts CommandOptions) (*Command, process.Result, error) {
-	c, err := s.Submit(opts)
+	c, err := s.prepare(opts)
 	if err != nil {
 		return nil, process.Result{}, err
 	}
-	r, err := process.Wait(ctx, c)
-	return c, r, err
+	if s.h.Queue.Claim() {
+		s.record(c)
+		c.runHere(ctx)
+	} else if err := s.h.Queue.Push(c); err != nil {
+		return nil, process.Result{}, s.h.ErrEnded()
+	} else {
+		s.record(c)
+	}
+	select {
+	case <-c.done:
+		return c, c.result, nil
+	case <-ctx.Done():
+		return c, process.Result{}, ctx.Err()
+	}
 }
 
-// Commands returns the session's commands in submission order.
+// Commands returns the session's commands that have not ended, in
+// submission order. The session keeps nothing of a command that has ended:
+// whoever submitted it holds it as long as it wants.
 func (s *Session) Commands() []*Command {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -375,6 +439,18 @@ func (s *Session) Close() error {
 	}
 	os.RemoveAll(s.fifoDir)
 	return nil
+}
+
+// shellExited ends the session whose shell has exited, once the command it
+// ran, if any, has seen the exit.
+func (s *Session) shellExited() {
+	s.mu.Lock()
+	c := s.awaiting
+	s.mu.Unlock()
+	if c != nil {
+		c.kick() // it waits for its streams, not for the exit
+	}
+	s.h.EndedByItself()
 }
 
 // running returns the command now running, if any.

@@ -90,3 +90,42 @@ func statusKiB(t *testing.T, field string) int64 {
 	t.Fatalf("no %s in /proc/self/status", field)
 	return 0
 }
+
+// Plain commands skip the parser: every shell's check passes them, and the
+// texts the parser is there for are not plain.
+func TestPlainCommands(t *testing.T) {
+	t.Parallel()
+	plain := []string{"true", "ls -la", "git status", "make -C src test", "a=1 b=2 env", "cd /tmp", "x+=1", "%1", "echo a,b @c 1:2", "=true"}
+	// Every pair of these words is plain, or left to the parser.
+	tokens := []string{"a=b", "=", "-", "+", "%", "@", ".", ":", "a+=b", "1=2", "-x", "--", "%1", "x=", "=x", "a.b=c", "_", "a,b", "1a=2", "in", "time", "end", "true"}
+	for _, a := range tokens {
+		for _, b := range tokens {
+			if text := a + " " + b; plainCommand(text) {
+				plain = append(plain, text)
+			}
+		}
+	}
+	notPlain := []string{"", "  ", "echo 'a b'", "a | b", "a; b", "echo $x", "fi", "done", "if", "echo hi # c", "let 1+", "a\nb", "f() { :; }", "echo *", "[[ x ]]", "select", "function", "echo ~"}
+	for _, text := range plain {
+		if !plainCommand(text) {
+			t.Errorf("%q is not plain", text)
+		}
+	}
+	for _, text := range notPlain {
+		if plainCommand(text) {
+			t.Errorf("%q is plain", text)
+		}
+	}
+	for _, name := range testShells {
+		sh, err := shells.Resolve(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := newParser(sh)
+		for _, text := range plain {
+			if r := check(t.Context(), sh, p, text); r.err != "" || r.empty {
+				t.Errorf("%s: plain %q: %+v", name, text, r)
+			}
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -271,13 +272,14 @@ func BootTime() time.Time {
 // or -1 when it cannot be read. Callers read it often (once per session
 // command), so the file stays open and each read is one pread.
 func LastPID() int {
-	f := lastPIDFile()
-	if f == nil {
+	fd := lastPIDFile()
+	if fd < 0 {
 		return -1
 	}
+	// One pread: os.File.ReadAt would read again to see end-of-file.
 	var buf [24]byte
-	n, err := f.ReadAt(buf[:], 0)
-	if n == 0 && err != nil {
+	n, err := syscall.Pread(fd, buf[:], 0)
+	if n <= 0 || err != nil {
 		return -1
 	}
 	pid, err := strconv.Atoi(string(bytes.TrimSpace(buf[:n])))
@@ -287,12 +289,12 @@ func LastPID() int {
 	return pid
 }
 
-var lastPIDFile = sync.OnceValue(func() *os.File {
-	f, err := os.Open("/proc/sys/kernel/ns_last_pid")
+var lastPIDFile = sync.OnceValue(func() int {
+	fd, err := syscall.Open("/proc/sys/kernel/ns_last_pid", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return nil
+		return -1
 	}
-	return f
+	return fd
 })
 
 // PIDAfter reports whether pid was handed out after last (see [LastPID]), in

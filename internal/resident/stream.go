@@ -16,6 +16,9 @@ type Stream struct {
 	Path string
 	R    *os.File
 	Keep *Keeper
+	// Reader is the embedder's state for reading R, made once and kept
+	// with the stream while a pool keeps it for command after command.
+	Reader any
 }
 
 // MakeStream makes the FIFO at path and opens its read end and keeper.

@@ -1,0 +1,152 @@
+package shellsession
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"testing"
+	"time"
+	"weak"
+
+	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/process"
+	"github.com/stretchr/testify/require"
+)
+
+// goroutinesCreated is how many goroutines this process has started.
+func goroutinesCreated() uint64 {
+	s := []metrics.Sample{{Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// A command that Run sends to an idle session runs on the caller's
+// goroutine: no worker starts for it, and its streams are read where it
+// waits, to their end-of-file. A goroutine starts only to read a stream
+// still held open a while after the command's end (by a background job; by
+// the shell itself only when it is slow to close it).
+func TestRunStartsNoGoroutines(t *testing.T) {
+	s := newSession(t, Options{})
+	for range 5 {
+		run(t, s, CommandOptions{Cmd: "true"})
+	}
+	const commands = 100
+	before := goroutinesCreated()
+	for range commands {
+		if r, _, _ := run(t, s, CommandOptions{Cmd: "true"}); code(r) != 0 {
+			t.Fatalf("true: %+v", r)
+		}
+	}
+	n := goroutinesCreated() - before
+	t.Logf("%d commands started %d goroutines", commands, n)
+	if n > commands/2 {
+		t.Fatalf("%d commands started %d goroutines", commands, n)
+	}
+}
+
+// Run returns once its context is done, while the command runs on; the
+// commands submitted after it wait for it, as ever.
+func TestRunReturnsAtItsContext(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{})
+	ctx, cancel := context.WithCancel(t.Context())
+	ranBack := make(chan error, 1)
+	var first *Command
+	go func() {
+		c, _, err := s.Run(ctx, CommandOptions{Cmd: "read x; echo got $x", Stdin: process.StdinOpen})
+		first = c
+		ranBack <- err
+	}()
+	var c *Command
+	require.Eventually(t, func() bool {
+		cs := s.Commands()
+		if len(cs) == 0 {
+			return false
+		}
+		c = cs[len(cs)-1]
+		return c.opts.Stdin == process.StdinOpen
+	}, deadline, time.Millisecond)
+	second, err := s.Submit(CommandOptions{Cmd: "echo second"})
+	require.NoError(t, err)
+	cancel()
+	require.True(t, errors.Is(<-ranBack, context.Canceled))
+	require.Same(t, c, first)
+	select {
+	case <-c.Done():
+		t.Fatal("the command ended with its caller's context")
+	case <-second.Done():
+		t.Fatal("the next command ran before the one reading its stdin")
+	default:
+	}
+	require.NoError(t, c.WriteStdin([]byte("it\n")))
+	require.NoError(t, c.CloseStdin())
+	wctx, wcancel := context.WithTimeout(t.Context(), deadline)
+	defer wcancel()
+	r, err := process.Wait(wctx, c)
+	require.NoError(t, err)
+	require.Equal(t, 0, code(r))
+	out, _ := output(c)
+	require.Equal(t, "got it\n", out)
+	r, err = process.Wait(wctx, second)
+	require.NoError(t, err)
+	out, _ = output(second)
+	require.Equal(t, "second\n", out)
+}
+
+// New gives up on a shell that does not come up before its context is done
+// (a profile that takes its time), and ends it: its first command, which the
+// shell never finished, is over once the shell is gone.
+func TestNewGivesUpOnASlowShell(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".bash_profile"), []byte("sleep 30\n"), 0o600))
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	returned := make(chan error, 1)
+	go func() {
+		s, err := New(ctx, Options{Env: map[string]string{"HOME": home}, Login: true})
+		if err == nil {
+			s.Close()
+		}
+		returned <- err
+	}()
+	select {
+	case err := <-returned:
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+	case <-time.After(deadline):
+		t.Fatal("New did not return after its context was done")
+	}
+}
+
+// A session keeps nothing of a command that has ended: its output is its
+// caller's to keep, and a long session does not grow with every command.
+func TestEndedCommandsAreNotKept(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{})
+	var logs []weak.Pointer[logstore.Log]
+	for range 3 {
+		ctx, cancel := context.WithTimeout(t.Context(), deadline)
+		c, r, err := s.Run(ctx, CommandOptions{Cmd: "head -c 100000 /dev/zero; echo err >&2"})
+		cancel()
+		require.NoError(t, err)
+		require.Equal(t, 0, code(r))
+		logs = append(logs, weak.Make(c.Log()))
+	}
+	run(t, s, CommandOptions{Cmd: "true"}) // the streams serve another command
+	require.Empty(t, s.Commands())
+	// A stopped timer may hold its function until the runtime sweeps it:
+	// another command and a collection, until the logs are gone.
+	require.Eventually(t, func() bool {
+		s.Run(t.Context(), CommandOptions{Cmd: "true"})
+		runtime.GC()
+		for _, w := range logs {
+			if w.Value() != nil {
+				return false
+			}
+		}
+		return true
+	}, deadline, 10*time.Millisecond, "the logs of ended commands are still kept")
+}
