@@ -71,6 +71,7 @@ func latencyRow(v, base samples, limit float64, target string) Row {
 		Value:    fmt.Sprintf("%s (p99 %s)", dur(v.median()), dur(v.p99())),
 		Baseline: fmt.Sprintf("%s (p99 %s)", dur(base.median()), dur(base.p99())),
 		Ratio:    ratio,
+		Spread:   fmt.Sprintf("IQR %.0f%% / %.0f%%", 100*v.spread(), 100*base.spread()),
 		Target:   target,
 		Met:      "ref",
 		Note: fmt.Sprintf("n=%d each, interquartile spread %.0f%% / %.0f%%, p99 ratio %.3f×",
@@ -111,4 +112,86 @@ func dur(d time.Duration) string {
 
 func rate(bytes int64, d time.Duration) string {
 	return fmt.Sprintf("%.3g GB/s", float64(bytes)/d.Seconds()/1e9)
+}
+
+// rates are the rates (bytes or commands per second) of repeated runs of
+// one thing.
+type rates []float64
+
+func (r rates) median() float64 {
+	if len(r) == 0 {
+		return 0
+	}
+	c := slices.Clone(r)
+	slices.Sort(c)
+	if n := len(c); n%2 == 0 {
+		return (c[n/2-1] + c[n/2]) / 2
+	}
+	return c[len(c)/2]
+}
+
+// spread is the whole range, highest minus lowest, relative to the median:
+// with a handful of repetitions there are no quartiles to speak of, and
+// the range hides nothing.
+func (r rates) spread() float64 {
+	m := r.median()
+	if m == 0 {
+		return 0
+	}
+	return (slices.Max(r) - slices.Min(r)) / m
+}
+
+// ratios are the ratios of a's and b's rates repetition by repetition:
+// each pair ran back to back, so a change of the machine's load between
+// pairs moves both.
+func ratios(a, b rates) rates {
+	r := make(rates, min(len(a), len(b)))
+	for i := range r {
+		r[i] = a[i] / b[i]
+	}
+	return r
+}
+
+// alternateRates runs a and b in turn n times (after one unmeasured
+// warm-up of each), each returning the rate it measured, and returns the
+// rates. It stops at the first error.
+func alternateRates(n int, a, b func() (float64, error)) (ra, rb rates, err error) {
+	if _, err := a(); err != nil {
+		return nil, nil, err
+	}
+	if _, err := b(); err != nil {
+		return nil, nil, err
+	}
+	for range n {
+		x, err := a()
+		if err != nil {
+			return ra, rb, err
+		}
+		ra = append(ra, x)
+		y, err := b()
+		if err != nil {
+			return ra, rb, err
+		}
+		rb = append(rb, y)
+	}
+	return ra, rb, nil
+}
+
+// rateRow reports a throughput figure against its baseline, both measured
+// in alternating pairs: the ratio is the median of the pairs' ratios, met
+// when it is at least limit. The spread column gives the range of each and
+// of the ratio.
+func rateRow(v, base rates, show func(float64) string, limit float64, target string) Row {
+	rs := ratios(v, base)
+	ratio := rs.median()
+	return Row{
+		Value:    show(v.median()),
+		Baseline: show(base.median()),
+		Ratio:    ratio,
+		Spread:   fmt.Sprintf("range %.0f%% / %.0f%%, ratio %.0f%%", 100*v.spread(), 100*base.spread(), 100*rs.spread()),
+		Target:   target,
+		Met:      yesNo(ratio >= limit),
+		Note: fmt.Sprintf("n=%d pairs in turn; %s–%s against %s–%s, ratio %.3f–%.3f×",
+			len(v), show(slices.Min(v)), show(slices.Max(v)), show(slices.Min(base)), show(slices.Max(base)), slices.Min(rs), slices.Max(rs)),
+	}
 }
