@@ -42,25 +42,29 @@ func (s samples) spread() float64 {
 // each) so that both see the same machine load, and returns their samples.
 // It stops at the first error.
 func alternate(n int, a, b func() error) (sa, sb samples, err error) {
-	if err := a(); err != nil {
-		return nil, nil, err
-	}
-	if err := b(); err != nil {
-		return nil, nil, err
+	s, err := alternateAll(n, a, b)
+	return s[0], s[1], err
+}
+
+// alternateAll is alternate for any number of things, run in turn in the
+// order given.
+func alternateAll(n int, fs ...func() error) ([]samples, error) {
+	s := make([]samples, len(fs))
+	for _, f := range fs {
+		if err := f(); err != nil {
+			return s, err
+		}
 	}
 	for range n {
-		t := time.Now()
-		if err := a(); err != nil {
-			return sa, sb, err
+		for i, f := range fs {
+			t := time.Now()
+			if err := f(); err != nil {
+				return s, err
+			}
+			s[i] = append(s[i], time.Since(t))
 		}
-		sa = append(sa, time.Since(t))
-		t = time.Now()
-		if err := b(); err != nil {
-			return sa, sb, err
-		}
-		sb = append(sb, time.Since(t))
 	}
-	return sa, sb, nil
+	return s, nil
 }
 
 // latencyRow reports a round-trip figure against its baseline: the ratio of
