@@ -1,13 +1,18 @@
 package server_test
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/server"
 	"github.com/conchsh/conch/shellsession"
 )
@@ -50,4 +55,62 @@ func TestRunAnswerAllocatesLittle(t *testing.T) {
 	t.Logf("%d bytes in %d allocations per answer", bytes, allocs)
 	require.Less(t, bytes, uint64(8<<10), "bytes allocated per answer")
 	require.Less(t, allocs, uint64(30), "allocations per answer")
+}
+
+// heldLog holds the daemon's log line of each request until released.
+type heldLog struct {
+	slog.Handler
+	release chan struct{}
+}
+
+func (h heldLog) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h heldLog) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == "request" {
+		<-h.release
+	}
+	return nil
+}
+
+// TestRunAnswerSentBeforeTheRequestEnds: a run's answer reaches the client
+// as soon as it is written, with its length, before the daemon's
+// bookkeeping of the request (its log line, its metrics) is done.
+func TestRunAnswerSentBeforeTheRequestEnds(t *testing.T) {
+	release := make(chan struct{})
+	d := start(t, server.Options{Logger: slog.New(heldLog{slog.DiscardHandler, release})})
+	defer close(release)
+	c := ctx(t)
+	hc := &http.Client{Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	api, err := client.New(d.url, testToken, client.WithHTTPClient(hc))
+	require.NoError(t, err)
+	// Creating the session logs a request too: let it through.
+	created := make(chan error, 1)
+	var id string
+	go func() {
+		s, err := api.CreateSession(c, client.SessionOptions{})
+		if err == nil {
+			id = s.ID
+		}
+		created <- err
+	}()
+	release <- struct{}{}
+	require.NoError(t, <-created)
+
+	answered := make(chan error, 1)
+	go func() {
+		r, _, err := api.RunCommand(c, id, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "echo hi"}})
+		if err == nil && (r == nil || r.Output != "hi\n") {
+			err = fmt.Errorf("answer %+v", r)
+		}
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		release <- struct{}{}
+		t.Fatalf("the run's answer waited for the request's log line: %v", <-answered)
+	}
+	release <- struct{}{}
 }

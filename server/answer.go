@@ -172,18 +172,39 @@ func writeLogsPage(w http.ResponseWriter, page logstore.Page, forceBase64 bool) 
 // encoder writes one JSON object to a response through a bounded buffer.
 // It keeps the first write error and writes nothing after it. flush ends
 // it: its buffer goes back to answerBuffers.
+//
+// An answer that fits the buffer is sent whole at flush, with its length,
+// at once: the client has it while the daemon is still logging and
+// counting the request. A larger one is sent as it is encoded.
 type encoder struct {
 	w     *bufio.Writer
+	out   answerWriter
 	comma bool // a member was written: the next one needs a comma
 	err   error
 }
 
+// answerWriter is what an encoder's buffer writes to: the response, whose
+// header it writes first.
+type answerWriter struct {
+	rw     http.ResponseWriter
+	status int
+	begun  bool // the header was written
+}
+
+func (a *answerWriter) Write(p []byte) (int, error) {
+	if !a.begun {
+		a.begun = true
+		a.rw.WriteHeader(a.status)
+	}
+	return a.rw.Write(p)
+}
+
 func newEncoder(w http.ResponseWriter, status int) *encoder {
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	b := answerBuffers.Get().(*bufio.Writer)
-	b.Reset(w)
-	return &encoder{w: b}
+	e := &encoder{out: answerWriter{rw: w, status: status}}
+	e.w = answerBuffers.Get().(*bufio.Writer)
+	e.w.Reset(&e.out)
+	return e
 }
 
 func (e *encoder) raw(s string) {
@@ -447,11 +468,19 @@ func (e *encoder) escape(b []byte) {
 	}
 }
 
-// flush writes what is buffered, gives the buffer back, and returns the
-// first error. The encoder is not used after.
+// flush writes what is buffered and sends it, gives the buffer back, and
+// returns the first error. The encoder is not used after. After an error
+// nothing is sent: when the header was not written yet, the handler's error
+// answer takes its place.
 func (e *encoder) flush() error {
 	if e.err == nil {
+		if !e.out.begun {
+			e.out.rw.Header().Set("Content-Length", strconv.Itoa(e.w.Buffered()))
+		}
 		e.err = e.w.Flush()
+	}
+	if e.err == nil {
+		e.err = http.NewResponseController(e.out.rw).Flush()
 	}
 	e.w.Reset(nil)
 	answerBuffers.Put(e.w)
