@@ -35,6 +35,9 @@ type config struct {
 	each  int           // commands per session for P6
 	alone int           // commands of P6's single session, per repetition
 	soak  time.Duration // how long P15 runs; zero leaves it out
+	// cpuProfile is -cpuprofile: a figure measured in a fresh process
+	// profiles that process into cpuProfile.FIGURE.
+	cpuProfile string
 }
 
 // Row is one line of the table.
@@ -108,6 +111,7 @@ func main() {
 	if *quick {
 		cfg = config{quick: true, reps: 200, slow: 30, bytes: 512 << 20, pairs: 5, many: 64, each: 20, alone: 600}
 	}
+	cfg.cpuProfile = *cpuProfile
 	if *soak > 0 {
 		cfg.soak = *soak
 		*only = "P15"
@@ -118,6 +122,17 @@ func main() {
 		}
 		return
 	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: -cpuprofile: %v\n", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+	}
 	if *freshChild != "" {
 		i := slices.IndexFunc(figures, func(f figure) bool { return f.name == *freshChild })
 		if i < 0 {
@@ -126,7 +141,9 @@ func main() {
 		}
 		f := figures[i]
 		f.fresh = false
-		if err := json.NewEncoder(os.Stdout).Encode(measure(context.Background(), cfg, f)); err != nil {
+		row := measure(context.Background(), cfg, f)
+		pprof.StopCPUProfile()
+		if err := json.NewEncoder(os.Stdout).Encode(row); err != nil {
 			os.Exit(1)
 		}
 		return
@@ -149,17 +166,6 @@ func main() {
 		Time: start.UTC(), Quick: cfg.quick, Cores: runtime.NumCPU(),
 		Go: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH,
 		Shells: shellVersions(),
-	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "bench: -cpuprofile: %v\n", err)
-			os.Exit(1)
-		}
-		defer f.Close()
 	}
 	ctx := context.Background()
 	for _, f := range figures {
@@ -211,6 +217,9 @@ func measureFresh(ctx context.Context, cfg config, f figure) Row {
 	args := []string{"-fresh-child", f.name}
 	if cfg.quick {
 		args = append(args, "-quick")
+	}
+	if cfg.cpuProfile != "" {
+		args = append(args, "-cpuprofile", cfg.cpuProfile+"."+f.name)
 	}
 	cmd := exec.CommandContext(ctx, self, args...)
 	cmd.Stderr = os.Stderr
