@@ -15,8 +15,8 @@ import (
 
 // measureP6 runs cfg.many sessions at once, each running cfg.each `true`
 // commands in turn, against the rate of one session running cfg.alone
-// commands in turn: the two in turn, cfg.pairs times, over the same
-// sessions, the figure the median of the pairs' ratios.
+// commands in turn: cfg.pairs runs over the same sessions, each between
+// two runs of the baseline (alternateRates).
 func measureP6(ctx context.Context, cfg config) Row {
 	one, err := newSession(ctx)
 	if err != nil {

@@ -158,8 +158,8 @@ func measureP9(ctx context.Context, cfg config) Row {
 
 // measureP4 is the output throughput of `head -c N /dev/zero` in a session,
 // captured into the log store, against the same command's stdout read from a
-// pipe and discarded: the two in turn, several pairs, the figure the median
-// of the pairs' ratios.
+// pipe and discarded: cfg.pairs runs, each between two runs of the
+// baseline (alternateRates).
 func measureP4(ctx context.Context, cfg config) Row {
 	s, err := newSession(ctx)
 	if err != nil {

@@ -30,7 +30,7 @@ type config struct {
 	reps  int           // repetitions of a round-trip figure and of its baseline
 	slow  int           // repetitions of a figure that takes tens of milliseconds
 	bytes int64         // output size for P4 and P5
-	pairs int           // alternating repetitions of a throughput figure and its baseline (P4, P6)
+	pairs int           // runs of a throughput figure, each between two of its baseline (P4, P6)
 	many  int           // concurrent sessions for P6
 	each  int           // commands per session for P6
 	alone int           // commands of P6's single session, per repetition

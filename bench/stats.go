@@ -145,20 +145,27 @@ func (r rates) spread() float64 {
 	return (slices.Max(r) - slices.Min(r)) / m
 }
 
-// ratios are the ratios of a's and b's rates repetition by repetition:
-// each pair ran back to back, so a change of the machine's load between
-// pairs moves both.
+// ratios are the ratios of a's rates to b's, repetition by repetition.
+// With one more b than a, each a ran between two b's and is compared with
+// their mean, so that a load that rises or falls across a repetition moves
+// both sides of its ratio alike; otherwise each a is compared with the b
+// that ran after it.
 func ratios(a, b rates) rates {
 	r := make(rates, min(len(a), len(b)))
 	for i := range r {
-		r[i] = a[i] / b[i]
+		if len(b) > len(a) {
+			r[i] = a[i] / ((b[i] + b[i+1]) / 2)
+		} else {
+			r[i] = a[i] / b[i]
+		}
 	}
 	return r
 }
 
-// alternateRates runs a and b in turn n times (after one unmeasured
-// warm-up of each), each returning the rate it measured, and returns the
-// rates. It stops at the first error.
+// alternateRates runs a and b in turn, b first and last: after one
+// unmeasured warm-up of each, b, then n times a and b. Each returns the
+// rate it measured; it returns the n rates of a and the n+1 of b, and
+// stops at the first error.
 func alternateRates(n int, a, b func() (float64, error)) (ra, rb rates, err error) {
 	if _, err := a(); err != nil {
 		return nil, nil, err
@@ -166,6 +173,11 @@ func alternateRates(n int, a, b func() (float64, error)) (ra, rb rates, err erro
 	if _, err := b(); err != nil {
 		return nil, nil, err
 	}
+	y, err := b()
+	if err != nil {
+		return nil, nil, err
+	}
+	rb = append(rb, y)
 	for range n {
 		x, err := a()
 		if err != nil {
@@ -182,8 +194,8 @@ func alternateRates(n int, a, b func() (float64, error)) (ra, rb rates, err erro
 }
 
 // rateRow reports a throughput figure against its baseline, both measured
-// in alternating pairs: the ratio is the median of the pairs' ratios, met
-// when it is at least limit. The spread column gives the range of each and
+// in turn by alternateRates: the ratio is the median of the repetitions'
+// ratios, met when it is at least limit. The spread column gives the range of each and
 // of the ratio.
 func rateRow(v, base rates, show func(float64) string, limit float64, target string) Row {
 	rs := ratios(v, base)
@@ -195,7 +207,7 @@ func rateRow(v, base rates, show func(float64) string, limit float64, target str
 		Spread:   fmt.Sprintf("range %.0f%% / %.0f%%, ratio %.0f%%", 100*v.spread(), 100*base.spread(), 100*rs.spread()),
 		Target:   target,
 		Met:      yesNo(ratio >= limit),
-		Note: fmt.Sprintf("n=%d pairs in turn; %s–%s against %s–%s, ratio %.3f–%.3f×",
+		Note: fmt.Sprintf("n=%d, each between two runs of the baseline; %s–%s against %s–%s, ratio %.3f–%.3f×",
 			len(v), show(slices.Min(v)), show(slices.Max(v)), show(slices.Min(base)), show(slices.Max(base)), slices.Min(rs), slices.Max(rs)),
 	}
 }
