@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,29 +14,15 @@ import (
 )
 
 // measureP6 runs cfg.many sessions at once, each running cfg.each `true`
-// commands in turn, against the rate of one session running commands in
-// turn, measured before and after.
+// commands in turn, against the rate of one session running cfg.alone
+// commands in turn: cfg.pairs runs over the same sessions, each between
+// two runs of the baseline (alternateRates).
 func measureP6(ctx context.Context, cfg config) Row {
 	one, err := newSession(ctx)
 	if err != nil {
 		return failed(err)
 	}
 	defer closeSession(one)
-	single := func() (float64, error) {
-		n := 4 * cfg.each
-		t := time.Now()
-		for range n {
-			if err := runIn(ctx, one, "true"); err != nil {
-				return 0, err
-			}
-		}
-		return float64(n) / time.Since(t).Seconds(), nil
-	}
-	r1, err := single()
-	if err != nil {
-		return failed(err)
-	}
-
 	sessions := make([]*shellsession.Session, 0, cfg.many)
 	defer func() {
 		for _, s := range sessions {
@@ -51,51 +36,61 @@ func measureP6(ctx context.Context, cfg config) Row {
 		}
 		sessions = append(sessions, s)
 	}
-	var (
-		mu   sync.Mutex
-		lat  samples
-		errs []error
-		wg   sync.WaitGroup
-	)
-	t := time.Now()
-	for _, s := range sessions {
-		wg.Go(func() {
-			var mine samples
-			for range cfg.each {
-				c := time.Now()
-				if err := runIn(ctx, s, "true"); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-					return
-				}
-				mine = append(mine, time.Since(c))
+
+	single := func() (float64, error) {
+		t := time.Now()
+		for range cfg.alone {
+			if err := runIn(ctx, one, "true"); err != nil {
+				return 0, err
 			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		})
+		}
+		return float64(cfg.alone) / time.Since(t).Seconds(), nil
 	}
-	wg.Wait()
-	elapsed := time.Since(t)
-	r2, err := single()
+	var lat samples // every concurrent round trip
+	concurrent := func() (float64, error) {
+		var (
+			mu   sync.Mutex
+			all  samples
+			errs []error
+			wg   sync.WaitGroup
+		)
+		t := time.Now()
+		for _, s := range sessions {
+			wg.Go(func() {
+				mine := make(samples, 0, cfg.each)
+				for range cfg.each {
+					c := time.Now()
+					if err := runIn(ctx, s, "true"); err != nil {
+						mu.Lock()
+						errs = append(errs, err)
+						mu.Unlock()
+						return
+					}
+					mine = append(mine, time.Since(c))
+				}
+				mu.Lock()
+				all = append(all, mine...)
+				mu.Unlock()
+			})
+		}
+		wg.Wait()
+		elapsed := time.Since(t)
+		if len(errs) > 0 {
+			return 0, fmt.Errorf("%d sessions failed, first: %w", len(errs), errs[0])
+		}
+		lat = append(lat, all...)
+		return float64(len(all)) / elapsed.Seconds(), nil
+	}
+	v, base, err := alternateRates(cfg.pairs, concurrent, single)
 	if err != nil {
 		return failed(err)
 	}
-	if len(errs) > 0 {
-		return failed(fmt.Errorf("%d sessions failed, first: %w", len(errs), errors.Join(errs[0])))
-	}
-	rate := float64(len(lat)) / elapsed.Seconds()
-	base := (r1 + r2) / 2
-	return Row{
-		Value:    fmt.Sprintf("%.0f cmd/s (p99 %s)", rate, dur(lat.p99())),
-		Baseline: fmt.Sprintf("%.0f cmd/s", base),
-		Ratio:    rate / base,
-		Target:   "≥ 1.5×, no error",
-		Met:      yesNo(rate/base >= 1.5),
-		Note: fmt.Sprintf("%d sessions × %d commands, median round trip %s; one session %.0f then %.0f cmd/s",
-			cfg.many, cfg.each, dur(lat.median()), r1, r2),
-	}
+	lat = lat[cfg.many*cfg.each:] // the warm-up's
+	row := rateRow(v, base, func(r float64) string { return fmt.Sprintf("%.0f cmd/s", r) }, 1.5, "≥ 1.5×, no error")
+	row.Value += fmt.Sprintf(" (p99 %s)", dur(lat.p99()))
+	row.Note = fmt.Sprintf("%d sessions × %d commands against one session × %d, median round trip %s; %s",
+		cfg.many, cfg.each, cfg.alone, dur(lat.median()), row.Note)
+	return row
 }
 
 // measureP7 runs measureIdle in a fresh copy of this program, so that

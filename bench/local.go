@@ -158,7 +158,8 @@ func measureP9(ctx context.Context, cfg config) Row {
 
 // measureP4 is the output throughput of `head -c N /dev/zero` in a session,
 // captured into the log store, against the same command's stdout read from a
-// pipe and discarded.
+// pipe and discarded: cfg.pairs runs, each between two runs of the
+// baseline (alternateRates).
 func measureP4(ctx context.Context, cfg config) Row {
 	s, err := newSession(ctx)
 	if err != nil {
@@ -166,34 +167,31 @@ func measureP4(ctx context.Context, cfg config) Row {
 	}
 	defer closeSession(s)
 	line := fmt.Sprintf("head -c %d /dev/zero", cfg.bytes)
+	timed := func(f func() error) func() (float64, error) {
+		return func() (float64, error) {
+			t := time.Now()
+			if err := f(); err != nil {
+				return 0, err
+			}
+			return float64(cfg.bytes) / time.Since(t).Seconds(), nil
+		}
+	}
 	inSession := func() error {
 		ctx, cancel := context.WithTimeout(ctx, 120*time.Second)
 		defer cancel()
-		c, r, err := s.Run(ctx, shellsession.CommandOptions{Cmd: line})
+		_, r, err := s.Run(ctx, shellsession.CommandOptions{Cmd: line})
 		if err != nil {
 			return err
 		}
-		_ = c
 		return exitedZero(r)
 	}
-	reps := 5
-	if cfg.quick {
-		reps = 3
-	}
-	v, base, err := alternate(reps, inSession, func() error { return pipeDiscard(ctx, line) })
+	v, base, err := alternateRates(cfg.pairs, timed(inSession), timed(func() error { return pipeDiscard(ctx, line) }))
 	if err != nil {
 		return failed(err)
 	}
-	vr := float64(cfg.bytes) / v.median().Seconds()
-	br := float64(cfg.bytes) / base.median().Seconds()
-	return Row{
-		Value:    rate(cfg.bytes, v.median()),
-		Baseline: rate(cfg.bytes, base.median()),
-		Ratio:    vr / br,
-		Target:   "≥ 0.5×",
-		Met:      yesNo(vr/br >= 0.5),
-		Note:     fmt.Sprintf("%d MiB, n=%d each, spread %.0f%% / %.0f%%", cfg.bytes>>20, reps, 100*v.spread(), 100*base.spread()),
-	}
+	row := rateRow(v, base, func(r float64) string { return fmt.Sprintf("%.3g GB/s", r/1e9) }, 0.5, "≥ 0.5×")
+	row.Note = fmt.Sprintf("%d MiB each, %s", cfg.bytes>>20, row.Note)
+	return row
 }
 
 // pipeDiscard runs line under bash and reads its stdout from a pipe into

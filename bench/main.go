@@ -30,9 +30,14 @@ type config struct {
 	reps  int           // repetitions of a round-trip figure and of its baseline
 	slow  int           // repetitions of a figure that takes tens of milliseconds
 	bytes int64         // output size for P4 and P5
+	pairs int           // runs of a throughput figure, each between two of its baseline (P4, P6)
 	many  int           // concurrent sessions for P6
 	each  int           // commands per session for P6
+	alone int           // commands of P6's single session, per repetition
 	soak  time.Duration // how long P15 runs; zero leaves it out
+	// cpuProfile is -cpuprofile: a figure measured in a fresh process
+	// profiles that process into cpuProfile.FIGURE.
+	cpuProfile string
 }
 
 // Row is one line of the table.
@@ -42,6 +47,7 @@ type Row struct {
 	Value    string  `json:"value"`
 	Baseline string  `json:"baseline"`
 	Ratio    float64 `json:"ratio,omitempty"`
+	Spread   string  `json:"spread,omitempty"` // how much value, baseline and ratio moved between repetitions
 	Target   string  `json:"target"`
 	Met      string  `json:"met"`
 	Note     string  `json:"note,omitempty"`
@@ -64,26 +70,31 @@ type figure struct {
 	name string
 	what string
 	run  func(ctx context.Context, cfg config) Row
+	// fresh figures are measured in a new process of this program, so
+	// that what the figures before them left in this one (a large heap
+	// and the GC's pace, the scavenger returning it, idle connections and
+	// their goroutines) does not move them.
+	fresh bool
 }
 
 var figures = []figure{
-	{"P0", "bare bash round trip over a pipe", measureP0},
-	{"P1", "session round trip of true, Go API (median; p99)", measureP1},
-	{"P9", "session creation until the first command can run", measureP9},
-	{"P3", "one-shot true over HTTP", measureP3},
-	{"P2", "session round trip of true over HTTP", measureP2},
-	{"P4", "session output throughput into the log store", measureP4},
-	{"P5", "daemon peak RSS growth while P4 runs", measureP5},
-	{"P5b", "daemon peak RSS growth: 8 concurrent run answers of 128 MiB commands over HTTP", measureP5b},
-	{"P6", "concurrent sessions: commands per second", measureP6},
-	{"P7", "idle daemon memory per session", measureP7},
-	{"P8", "50 followers streaming one session command's output", measureP8},
-	{"P10", "time until a run answers 202 waiting for input (bash read, python3 input())", measureP10},
-	{"P11", "code cell round trip of pass, Python, Go API", measureP11},
-	{"P15", "soak: sessions, processes and code contexts in a loop", measureSoak},
-	{"P14", "P1 in a session with a cgroup of its own, against P1 without", measureP14},
-	{"P14b", "P9 with a cgroup of its own, against P9 without", measureP14b},
-	{"P16", "sandboxd Execute of true over gRPC, against conch's one-shot run over HTTP", measureP16},
+	{name: "P0", what: "bare bash round trip over a pipe", run: measureP0},
+	{name: "P1", what: "session round trip of true, Go API (median; p99)", run: measureP1},
+	{name: "P9", what: "session creation until the first command can run", run: measureP9},
+	{name: "P3", what: "one-shot true over HTTP", run: measureP3},
+	{name: "P2", what: "session round trip of true over HTTP", run: measureP2},
+	{name: "P4", what: "session output throughput into the log store", run: measureP4, fresh: true},
+	{name: "P5", what: "daemon peak RSS growth while P4 runs", run: measureP5},
+	{name: "P5b", what: "daemon peak RSS growth: 8 concurrent run answers of 128 MiB commands over HTTP", run: measureP5b},
+	{name: "P6", what: "concurrent sessions: commands per second", run: measureP6, fresh: true},
+	{name: "P7", what: "idle daemon memory per session", run: measureP7},
+	{name: "P8", what: "50 followers streaming one session command's output", run: measureP8},
+	{name: "P10", what: "time until a run answers 202 waiting for input (bash read, python3 input())", run: measureP10},
+	{name: "P11", what: "code cell round trip of pass, Python, Go API", run: measureP11},
+	{name: "P15", what: "soak: sessions, processes and code contexts in a loop", run: measureSoak},
+	{name: "P14", what: "P1 in a session with a cgroup of its own, against P1 without", run: measureP14},
+	{name: "P14b", what: "P9 with a cgroup of its own, against P9 without", run: measureP14b},
+	{name: "P16", what: "sandboxd Execute of true over gRPC, against conch's one-shot run over HTTP", run: measureP16},
 }
 
 func main() {
@@ -93,18 +104,46 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to `file` (go tool pprof)")
 	soak := flag.Duration("soak", 0, "run only P15, the soak, for this `duration` (10m for the table's figure)")
 	idleChild := flag.Bool("idle-child", false, "internal: measure P7 in this fresh process and print its row as JSON")
+	freshChild := flag.String("fresh-child", "", "internal: measure this `figure` in this fresh process and print its row as JSON")
 	flag.Parse()
 
-	cfg := config{quick: *quick, reps: 1000, slow: 100, bytes: 1 << 30, many: 256, each: 50}
+	cfg := config{quick: *quick, reps: 1000, slow: 100, bytes: 1 << 30, pairs: 7, many: 256, each: 50, alone: 2000}
 	if *quick {
-		cfg = config{quick: true, reps: 200, slow: 30, bytes: 256 << 20, many: 64, each: 20}
+		cfg = config{quick: true, reps: 200, slow: 30, bytes: 512 << 20, pairs: 5, many: 64, each: 20, alone: 600}
 	}
+	cfg.cpuProfile = *cpuProfile
 	if *soak > 0 {
 		cfg.soak = *soak
 		*only = "P15"
 	}
 	if *idleChild {
 		if err := json.NewEncoder(os.Stdout).Encode(measureIdle(context.Background(), cfg)); err != nil {
+			os.Exit(1)
+		}
+		return
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: -cpuprofile: %v\n", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+	}
+	if *freshChild != "" {
+		i := slices.IndexFunc(figures, func(f figure) bool { return f.name == *freshChild })
+		if i < 0 {
+			fmt.Fprintf(os.Stderr, "bench: -fresh-child: no figure %s\n", *freshChild)
+			os.Exit(2)
+		}
+		f := figures[i]
+		f.fresh = false
+		row := measure(context.Background(), cfg, f)
+		pprof.StopCPUProfile()
+		if err := json.NewEncoder(os.Stdout).Encode(row); err != nil {
 			os.Exit(1)
 		}
 		return
@@ -128,17 +167,6 @@ func main() {
 		Go: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH,
 		Shells: shellVersions(),
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "bench: -cpuprofile: %v\n", err)
-			os.Exit(1)
-		}
-		defer f.Close()
-	}
 	ctx := context.Background()
 	for _, f := range figures {
 		if len(want) > 0 && !want[strings.ToUpper(f.name)] || f.name == "P15" && cfg.soak == 0 {
@@ -146,8 +174,7 @@ func main() {
 		}
 		fmt.Fprintf(os.Stderr, "bench: %s %s...\n", f.name, f.what)
 		t := time.Now()
-		row := f.run(ctx, cfg)
-		row.Metric, row.What = f.name, f.what
+		row := measure(ctx, cfg, f)
 		rep.Rows = append(rep.Rows, row)
 		fmt.Fprintf(os.Stderr, "bench: %s done in %s\n", f.name, time.Since(t).Round(time.Millisecond))
 	}
@@ -161,6 +188,54 @@ func main() {
 			os.Exit(1)
 		}
 	}
+}
+
+// measure measures one figure, in this process or, for a fresh one, in a
+// new process of this program started with -fresh-child. Its note ends
+// with what the process held before it.
+func measure(ctx context.Context, cfg config, f figure) Row {
+	var row Row
+	if f.fresh {
+		row = measureFresh(ctx, cfg, f)
+	} else {
+		before := state()
+		row = f.run(ctx, cfg)
+		row.Note = strings.TrimPrefix(row.Note+"; before it: "+before, "; ")
+	}
+	row.Metric, row.What = f.name, f.what
+	return row
+}
+
+// measureFresh measures f in a new process of this program, once this one
+// has returned its free memory and the processes it started have gone.
+func measureFresh(ctx context.Context, cfg config, f figure) Row {
+	self, err := os.Executable()
+	if err != nil {
+		return failed(err)
+	}
+	left := settle(ctx)
+	args := []string{"-fresh-child", f.name}
+	if cfg.quick {
+		args = append(args, "-quick")
+	}
+	if cfg.cpuProfile != "" {
+		args = append(args, "-cpuprofile", cfg.cpuProfile+"."+f.name)
+	}
+	cmd := exec.CommandContext(ctx, self, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return failed(fmt.Errorf("%s in a fresh process: %w", f.name, err))
+	}
+	var row Row
+	if err := json.Unmarshal(out, &row); err != nil {
+		return failed(fmt.Errorf("%s in a fresh process: %w", f.name, err))
+	}
+	row.Note += " (in a process of its own)"
+	if len(left) > 0 {
+		row.Note += "; still running from earlier figures: " + strings.Join(left, ", ")
+	}
+	return row
 }
 
 func writeJSON(path string, rep Report) error {
@@ -189,13 +264,17 @@ func printTable(w io.Writer, rep Report) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "metric\tvalue\tbaseline\tratio\ttarget\tmet\t")
+	fmt.Fprintln(tw, "metric\tvalue\tbaseline\tratio\ttarget\tmet\tspread\t")
 	for _, r := range rep.Rows {
 		ratio := "-"
 		if r.Ratio != 0 {
 			ratio = fmt.Sprintf("%.3f×", r.Ratio)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Metric, r.Value, r.Baseline, ratio, r.Target, r.Met)
+		spread := r.Spread
+		if spread == "" {
+			spread = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.Metric, r.Value, r.Baseline, ratio, r.Target, r.Met, spread)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

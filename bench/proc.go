@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"runtime"
@@ -70,4 +71,94 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// descendants lists the processes under this one (pid and command name),
+// read from /proc.
+func descendants() []string {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	type proc struct {
+		ppid int
+		comm string
+	}
+	procs := map[int]proc{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		open, close := strings.IndexByte(string(b), '('), strings.LastIndexByte(string(b), ')')
+		if open < 0 || close < open {
+			continue
+		}
+		f := strings.Fields(string(b[close+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		procs[pid] = proc{ppid: ppid, comm: string(b[open+1 : close])}
+	}
+	self := os.Getpid()
+	var out []string
+	for pid, p := range procs {
+		for a, hops := p.ppid, 0; a > 1 && hops < 64; a, hops = procs[a].ppid, hops+1 {
+			if a == self {
+				out = append(out, fmt.Sprintf("%d %s", pid, p.comm))
+				break
+			}
+		}
+	}
+	return out
+}
+
+// loadAverage is the first figure of /proc/loadavg: how many threads
+// wanted a CPU over the last minute.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(b))[0]
+}
+
+// state says what this process holds before a figure: what an earlier
+// figure left behind shows here.
+func state() string {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	d := descendants()
+	s := fmt.Sprintf("load %s, %d goroutines, heap %d MiB in use, %d GCs, %d processes under this one",
+		loadAverage(), runtime.NumGoroutine(), m.HeapInuse>>20, m.NumGC, len(d))
+	if len(d) > 0 {
+		s += " (" + strings.Join(d[:min(len(d), 5)], ", ") + ")"
+	}
+	return s
+}
+
+// settle returns this process's free memory to the system and waits, up
+// to ten seconds, for the processes it started to be gone, so that a
+// figure measured next in a fresh process shares the machine with nothing
+// an earlier figure left. It returns those still running after that.
+func settle(ctx context.Context) []string {
+	runtime.GC()
+	debug.FreeOSMemory()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d := descendants()
+		if len(d) == 0 || time.Now().After(deadline) {
+			return d
+		}
+		select {
+		case <-ctx.Done():
+			return d
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

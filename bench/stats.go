@@ -42,25 +42,29 @@ func (s samples) spread() float64 {
 // each) so that both see the same machine load, and returns their samples.
 // It stops at the first error.
 func alternate(n int, a, b func() error) (sa, sb samples, err error) {
-	if err := a(); err != nil {
-		return nil, nil, err
-	}
-	if err := b(); err != nil {
-		return nil, nil, err
+	s, err := alternateAll(n, a, b)
+	return s[0], s[1], err
+}
+
+// alternateAll is alternate for any number of things, run in turn in the
+// order given.
+func alternateAll(n int, fs ...func() error) ([]samples, error) {
+	s := make([]samples, len(fs))
+	for _, f := range fs {
+		if err := f(); err != nil {
+			return s, err
+		}
 	}
 	for range n {
-		t := time.Now()
-		if err := a(); err != nil {
-			return sa, sb, err
+		for i, f := range fs {
+			t := time.Now()
+			if err := f(); err != nil {
+				return s, err
+			}
+			s[i] = append(s[i], time.Since(t))
 		}
-		sa = append(sa, time.Since(t))
-		t = time.Now()
-		if err := b(); err != nil {
-			return sa, sb, err
-		}
-		sb = append(sb, time.Since(t))
 	}
-	return sa, sb, nil
+	return s, nil
 }
 
 // latencyRow reports a round-trip figure against its baseline: the ratio of
@@ -71,6 +75,7 @@ func latencyRow(v, base samples, limit float64, target string) Row {
 		Value:    fmt.Sprintf("%s (p99 %s)", dur(v.median()), dur(v.p99())),
 		Baseline: fmt.Sprintf("%s (p99 %s)", dur(base.median()), dur(base.p99())),
 		Ratio:    ratio,
+		Spread:   fmt.Sprintf("IQR %.0f%% / %.0f%%", 100*v.spread(), 100*base.spread()),
 		Target:   target,
 		Met:      "ref",
 		Note: fmt.Sprintf("n=%d each, interquartile spread %.0f%% / %.0f%%, p99 ratio %.3f×",
@@ -111,4 +116,98 @@ func dur(d time.Duration) string {
 
 func rate(bytes int64, d time.Duration) string {
 	return fmt.Sprintf("%.3g GB/s", float64(bytes)/d.Seconds()/1e9)
+}
+
+// rates are the rates (bytes or commands per second) of repeated runs of
+// one thing.
+type rates []float64
+
+func (r rates) median() float64 {
+	if len(r) == 0 {
+		return 0
+	}
+	c := slices.Clone(r)
+	slices.Sort(c)
+	if n := len(c); n%2 == 0 {
+		return (c[n/2-1] + c[n/2]) / 2
+	}
+	return c[len(c)/2]
+}
+
+// spread is the whole range, highest minus lowest, relative to the median:
+// with a handful of repetitions there are no quartiles to speak of, and
+// the range hides nothing.
+func (r rates) spread() float64 {
+	m := r.median()
+	if m == 0 {
+		return 0
+	}
+	return (slices.Max(r) - slices.Min(r)) / m
+}
+
+// ratios are the ratios of a's rates to b's, repetition by repetition.
+// With one more b than a, each a ran between two b's and is compared with
+// their mean, so that a load that rises or falls across a repetition moves
+// both sides of its ratio alike; otherwise each a is compared with the b
+// that ran after it.
+func ratios(a, b rates) rates {
+	r := make(rates, min(len(a), len(b)))
+	for i := range r {
+		if len(b) > len(a) {
+			r[i] = a[i] / ((b[i] + b[i+1]) / 2)
+		} else {
+			r[i] = a[i] / b[i]
+		}
+	}
+	return r
+}
+
+// alternateRates runs a and b in turn, b first and last: after one
+// unmeasured warm-up of each, b, then n times a and b. Each returns the
+// rate it measured; it returns the n rates of a and the n+1 of b, and
+// stops at the first error.
+func alternateRates(n int, a, b func() (float64, error)) (ra, rb rates, err error) {
+	if _, err := a(); err != nil {
+		return nil, nil, err
+	}
+	if _, err := b(); err != nil {
+		return nil, nil, err
+	}
+	y, err := b()
+	if err != nil {
+		return nil, nil, err
+	}
+	rb = append(rb, y)
+	for range n {
+		x, err := a()
+		if err != nil {
+			return ra, rb, err
+		}
+		ra = append(ra, x)
+		y, err := b()
+		if err != nil {
+			return ra, rb, err
+		}
+		rb = append(rb, y)
+	}
+	return ra, rb, nil
+}
+
+// rateRow reports a throughput figure against its baseline, both measured
+// in turn by alternateRates: the ratio is the median of the repetitions'
+// ratios, met when it is at least limit. The spread column gives the range of each and
+// of the ratio.
+func rateRow(v, base rates, show func(float64) string, limit float64, target string) Row {
+	rs := ratios(v, base)
+	ratio := rs.median()
+	return Row{
+		Value:    show(v.median()),
+		Baseline: show(base.median()),
+		Ratio:    ratio,
+		Spread:   fmt.Sprintf("range %.0f%% / %.0f%%, ratio %.0f%%", 100*v.spread(), 100*base.spread(), 100*rs.spread()),
+		Target:   target,
+		Met:      yesNo(ratio >= limit),
+		Note: fmt.Sprintf("n=%d, each between two runs of the baseline; %s–%s against %s–%s, ratio %.3f–%.3f×",
+			len(v), show(slices.Min(v)), show(slices.Max(v)), show(slices.Min(base)), show(slices.Max(base)), slices.Min(rs), slices.Max(rs)),
+	}
 }

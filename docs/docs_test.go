@@ -118,7 +118,7 @@ func TestPerformanceFigures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range regexp.MustCompile(`\{"(P\d+b?)", "`).FindAllStringSubmatch(string(main), -1) {
+	for _, m := range regexp.MustCompile(`\{(?:name: )?"(P\d+b?)", `).FindAllStringSubmatch(string(main), -1) {
 		if rows[m[1]] == "" {
 			t.Errorf("go run ./bench measures %s, which docs/performance.md does not describe", m[1])
 		}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/conchsh/conch/api"
@@ -31,6 +32,10 @@ const logsPageBytes = 1 << 20
 // answerBuffer is the size of the buffer between the encoder and the
 // connection.
 const answerBuffer = 32 << 10
+
+// answerBuffers are the encoders' buffers, reused: making and clearing 32
+// KiB for each answer was the largest cost of a short command's round trip.
+var answerBuffers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, answerBuffer) }}
 
 // outputLimit checks a run's outputLimit: zero means DefaultOutputLimit, and
 // more than the retention means the retention, since no answer can hold
@@ -74,7 +79,7 @@ func (s *Server) writeRunAnswer(w http.ResponseWriter, p process.Process, a runA
 	enc.raw("{")
 	if done {
 		wr := waitResult(p.Info())
-		enc.field("reason", wr.Reason)
+		enc.field("reason", string(wr.Reason))
 		if wr.ExitCode != nil {
 			enc.field("exitCode", *wr.ExitCode)
 		}
@@ -165,17 +170,41 @@ func writeLogsPage(w http.ResponseWriter, page logstore.Page, forceBase64 bool) 
 }
 
 // encoder writes one JSON object to a response through a bounded buffer.
-// It keeps the first write error and writes nothing after it.
+// It keeps the first write error and writes nothing after it. flush ends
+// it: its buffer goes back to answerBuffers.
+//
+// An answer that fits the buffer is sent whole at flush, with its length,
+// at once: the client has it while the daemon is still logging and
+// counting the request. A larger one is sent as it is encoded.
 type encoder struct {
 	w     *bufio.Writer
+	out   answerWriter
 	comma bool // a member was written: the next one needs a comma
 	err   error
 }
 
+// answerWriter is what an encoder's buffer writes to: the response, whose
+// header it writes first.
+type answerWriter struct {
+	rw     http.ResponseWriter
+	status int
+	begun  bool // the header was written
+}
+
+func (a *answerWriter) Write(p []byte) (int, error) {
+	if !a.begun {
+		a.begun = true
+		a.rw.WriteHeader(a.status)
+	}
+	return a.rw.Write(p)
+}
+
 func newEncoder(w http.ResponseWriter, status int) *encoder {
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	return &encoder{w: bufio.NewWriterSize(w, answerBuffer)}
+	e := &encoder{out: answerWriter{rw: w, status: status}}
+	e.w = answerBuffers.Get().(*bufio.Writer)
+	e.w.Reset(&e.out)
+	return e
 }
 
 func (e *encoder) raw(s string) {
@@ -190,19 +219,56 @@ func (e *encoder) key(name string) {
 		e.raw(",")
 	}
 	e.comma = true
-	e.raw(`"` + name + `":`)
+	e.raw(`"`)
+	e.raw(name)
+	e.raw(`":`)
 }
 
-// field writes a member with a small value.
+// field writes a member with a small value. The values every answer has
+// (numbers, booleans, short plain strings) are written as they are; others
+// through encoding/json.
 func (e *encoder) field(name string, v any) {
 	e.key(name)
+	if e.err != nil {
+		return
+	}
+	var scratch [24]byte
+	switch v := v.(type) {
+	case int:
+		_, e.err = e.w.Write(strconv.AppendInt(scratch[:0], int64(v), 10))
+		return
+	case int64:
+		_, e.err = e.w.Write(strconv.AppendInt(scratch[:0], v, 10))
+		return
+	case bool:
+		_, e.err = e.w.Write(strconv.AppendBool(scratch[:0], v))
+		return
+	case string:
+		if plainString(v) {
+			e.raw(`"`)
+			e.raw(v)
+			e.raw(`"`)
+			return
+		}
+	}
 	b, err := json.Marshal(v)
-	if err != nil && e.err == nil {
+	if err != nil {
 		e.err = err
+		return
 	}
-	if e.err == nil {
-		_, e.err = e.w.Write(b)
+	_, e.err = e.w.Write(b)
+}
+
+// plainString reports whether s is written in JSON as it is, between
+// quotes: printable ASCII that encoding/json would not escape.
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
 	}
+	return true
 }
 
 // members writes the members of v, a struct, into the object being
@@ -316,7 +382,14 @@ func (e *encoder) text(name string, parts [][]logstore.Frame, keep func(logstore
 // frame writes f as the API's LogFrame: text when its bytes are UTF-8 and
 // base64 was not asked for.
 func (e *encoder) frame(f *logstore.Frame, forceBase64 bool) {
-	e.raw(`{"cursor":"` + f.Cursor.String() + `","channel":"` + f.Channel.String() + `","data":"`)
+	var scratch [24]byte
+	e.raw(`{"cursor":"`)
+	if e.err == nil {
+		_, e.err = e.w.Write(strconv.AppendUint(scratch[:0], uint64(f.Cursor), 10))
+	}
+	e.raw(`","channel":"`)
+	e.raw(f.Channel.String())
+	e.raw(`","data":"`)
 	encoding := api.EncodingText
 	if !forceBase64 && f.IsText() {
 		e.escape(f.Data)
@@ -330,7 +403,13 @@ func (e *encoder) frame(f *logstore.Frame, forceBase64 bool) {
 			e.err = err
 		}
 	}
-	e.raw(`","encoding":"` + encoding + `","timestamp":` + strconv.FormatInt(f.Time.UnixMilli(), 10) + "}")
+	e.raw(`","encoding":"`)
+	e.raw(encoding)
+	e.raw(`","timestamp":`)
+	if e.err == nil {
+		_, e.err = e.w.Write(strconv.AppendInt(scratch[:0], f.Time.UnixMilli(), 10))
+	}
+	e.raw("}")
 }
 
 // escape writes b as the inside of a JSON string. A run of bytes that are
@@ -389,10 +468,22 @@ func (e *encoder) escape(b []byte) {
 	}
 }
 
-// flush writes what is buffered and returns the first error.
+// flush writes what is buffered and sends it, gives the buffer back, and
+// returns the first error. The encoder is not used after. After an error
+// nothing is sent: when the header was not written yet, the handler's error
+// answer takes its place.
 func (e *encoder) flush() error {
 	if e.err == nil {
+		if !e.out.begun {
+			e.out.rw.Header().Set("Content-Length", strconv.Itoa(e.w.Buffered()))
+		}
 		e.err = e.w.Flush()
 	}
+	if e.err == nil {
+		e.err = http.NewResponseController(e.out.rw).Flush()
+	}
+	e.w.Reset(nil)
+	answerBuffers.Put(e.w)
+	e.w = nil
 	return e.err
 }

@@ -3,6 +3,7 @@ package server_test
 import (
 	"os/exec"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/server"
+	"github.com/conchsh/conch/shellsession"
 )
 
 // forkBashTrue is the baseline of docs/performance.md: fork and wait
@@ -98,4 +100,67 @@ func BenchmarkHealthz(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// cpuTime is the user and system CPU this process has used: the daemon's
+// and its client's, not the shells'.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkHTTPPath is what HTTP adds to a session command (P2 − P1): a
+// run of `true` over HTTP (POST /v1/sessions/{id}/commands/run, the Go
+// client) against a run of `true` in an embedded session, in turn, with
+// the medians' difference in wall time and the difference in this
+// process's CPU (daemon and client) per command.
+func BenchmarkHTTPPath(b *testing.B) {
+	d := start(b, server.Options{})
+	c := ctx(b)
+	s, err := d.c.CreateSession(c, client.SessionOptions{})
+	require.NoError(b, err)
+	emb, err := shellsession.New(c, shellsession.Options{})
+	require.NoError(b, err)
+	defer func() {
+		emb.Close()
+		<-emb.Done()
+	}()
+	opts := client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "true"}}
+	overHTTP := func() {
+		r, _, err := d.c.RunCommand(c, s.ID, opts)
+		if err != nil || r == nil || r.ExitCode == nil || *r.ExitCode != 0 {
+			b.Fatalf("run true over HTTP: %v %+v", err, r)
+		}
+	}
+	embedded := func() {
+		_, r, err := emb.Run(c, shellsession.CommandOptions{Cmd: "true"})
+		if err != nil || r.ExitCode == nil || *r.ExitCode != 0 {
+			b.Fatalf("run true embedded: %v %+v", err, r)
+		}
+	}
+	overHTTP()
+	embedded()
+	var hw, ew, diff []time.Duration
+	var hcpu, ecpu time.Duration
+	for b.Loop() {
+		c0, t0 := cpuTime(b), time.Now()
+		overHTTP()
+		c1, t1 := cpuTime(b), time.Now()
+		embedded()
+		c2, t2 := cpuTime(b), time.Now()
+		hw, ew, diff = append(hw, t1.Sub(t0)), append(ew, t2.Sub(t1)), append(diff, t1.Sub(t0)-t2.Sub(t1))
+		hcpu += c1 - c0
+		ecpu += c2 - c1
+	}
+	med := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
+	n := time.Duration(len(hw))
+	b.ReportMetric(float64(med(hw).Microseconds()), "µs-http")
+	b.ReportMetric(float64(med(ew).Microseconds()), "µs-embedded")
+	b.ReportMetric(float64(med(diff).Microseconds()), "µs-path")
+	b.ReportMetric(float64((hcpu-ecpu)/n)/1e3, "µs-path-cpu")
+	b.Logf("n=%d: over HTTP %v, embedded %v, median of the pairs' differences %v; CPU of this process per command %v against %v",
+		len(hw), med(hw), med(ew), med(diff), hcpu/n, ecpu/n)
 }

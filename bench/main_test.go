@@ -1,0 +1,45 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestMain runs this test binary as the bench command itself when a test
+// asks it to, so that figures measured in a process of their own can be
+// tested.
+func TestMain(m *testing.M) {
+	if os.Getenv("CONCH_BENCH_TEST_AS_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestFreshFigureSeesNothingLeftBehind: a figure measured in a process of
+// its own does not see what the run left in this one — here a process
+// still running, as a session's shell an earlier figure forgot would be.
+func TestFreshFigureSeesNothingLeftBehind(t *testing.T) {
+	t.Setenv("CONCH_BENCH_TEST_AS_MAIN", "1")
+	left := exec.Command("sleep", "60")
+	if err := left.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		left.Process.Kill()
+		left.Wait()
+	}()
+	if !strings.Contains(state(), "1 processes under this one") {
+		t.Fatalf("this process does not see its own child: %s", state())
+	}
+	cfg := config{quick: true, reps: 20}
+	row := measure(t.Context(), cfg, figure{name: "P0", run: measureP0, fresh: true})
+	if row.Value == "error" || row.Met != "ref" {
+		t.Fatalf("P0 in a fresh process: %+v", row)
+	}
+	if !strings.Contains(row.Note, "0 processes under this one") {
+		t.Errorf("the fresh process saw what this one left: %s", row.Note)
+	}
+}
