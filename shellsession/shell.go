@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/conchsh/conch/internal/shells"
 	"github.com/conchsh/conch/sentinel"
@@ -66,6 +67,22 @@ func linkInput(dir, cwd string, env []string) (string, error) {
 	return "cd -P -- " + shQuote(cwd) + " && " + oldpwd + "\n", nil
 }
 
+// shellInput returns the two ends of the shell's input: the one it reads
+// commands from and the engine's. A shell must not read past the end of a
+// line from input a command could read next, so on a pipe zsh, mksh and
+// ksh93 read one byte per read call; on a socket ksh93 peeks at what is
+// there and reads whole lines, a call or two a line instead of one a byte.
+func shellInput(sh shells.Shell) (r, w *os.File, err error) {
+	if sh.Family != shells.Ksh {
+		return os.Pipe()
+	}
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, os.NewSyscallError("socketpair", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "shell input"), os.NewFile(uintptr(fds[1]), "shell input"), nil
+}
+
 func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // initScript is what a new shell is sent first: no prompts, no history,
@@ -88,7 +105,7 @@ func initScript(sh shells.Shell) string {
 func shellEnv(env map[string]string, login bool, tag string) []string {
 	drop := map[string]bool{"CONCH_TOKEN": true, "BASH_ENV": true, "PS1": true, "PROMPT_COMMAND": true}
 	if !login {
-		drop["ENV"] = true
+		drop["ENV"], drop["HISTFILE"] = true, true
 	}
 	var out []string
 	for _, kv := range os.Environ() {
@@ -107,7 +124,13 @@ func shellEnv(env map[string]string, login bool, tag string) []string {
 	if !login {
 		// Interactive dash, mksh, ksh and busybox sh read $ENV (mksh and
 		// ksh a default file when it is unset): point it at nothing.
+		// ksh93 opens its history file as it starts, before the init
+		// script can unset HISTFILE, and would append every line the
+		// engine sends to ~/.sh_history.
 		out = append(out, "ENV=/dev/null")
+		if _, ok := env["HISTFILE"]; !ok {
+			out = append(out, "HISTFILE=/dev/null")
+		}
 	}
 	return append(out, tag)
 }

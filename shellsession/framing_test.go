@@ -1,0 +1,81 @@
+package shellsession
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// readCalls returns how many read calls the process pid has made (syscr in
+// /proc/PID/io).
+func readCalls(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "syscr: "); ok {
+			n, err := strconv.Atoi(v)
+			require.NoError(t, err)
+			return n
+		}
+	}
+	t.Fatalf("no syscr in /proc/%d/io: %q", pid, b)
+	return 0
+}
+
+// TestFrameReadCalls: the shell reads a command's frame in a few read calls,
+// not one per byte. A shell must not read past a line's end from input a
+// command could read next, so zsh, mksh and ksh93 read a pipe one byte a
+// call: a frame of a kilobyte cost them a thousand calls. Only builtins
+// run, so every read is the shell's own.
+func TestFrameReadCalls(t *testing.T) {
+	t.Parallel()
+	const cmds = 20
+	for _, shell := range testShells {
+		if shell == "zsh" || shell == "mksh" {
+			continue // still a call a byte
+		}
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell})
+			run(t, s, CommandOptions{Cmd: "true"})
+			pid := s.Info().PID
+			before := readCalls(t, pid)
+			for range cmds {
+				r, _, _ := run(t, s, CommandOptions{Cmd: "true"})
+				require.Equal(t, 0, code(r))
+			}
+			per := float64(readCalls(t, pid)-before) / cmds
+			t.Logf("%s: %.1f read calls per command", shell, per)
+			require.Less(t, per, 50.0, "read calls per command")
+		})
+	}
+}
+
+// TestNoHistoryFile: a session's shell keeps no history file: the lines the
+// engine sends it are not appended to the user's ~/.sh_history (ksh93 opens
+// one as it starts).
+func TestNoHistoryFile(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			home := t.TempDir()
+			s := newSession(t, Options{Shell: shell, Env: map[string]string{"HOME": home}})
+			for range 3 {
+				run(t, s, CommandOptions{Cmd: "true"})
+			}
+			entries, err := os.ReadDir(home)
+			require.NoError(t, err)
+			for _, e := range entries {
+				fi, err := e.Info()
+				require.NoError(t, err)
+				require.Zero(t, fi.Size(), "%s was written", filepath.Join(home, e.Name()))
+			}
+		})
+	}
+}
