@@ -46,6 +46,17 @@ type Paths struct {
 	// Text is the command's text, for RunText: the frame carries it itself
 	// and Script is not read.
 	Text string
+	// FrameFile and EndFile, when set, make the lines the shell is sent
+	// short: they source the frame's text and the end line's from these
+	// files, which the caller writes (Frame.FrameText, Frame.EndText)
+	// before it sends them. A shell that reads its input one byte per read
+	// call (zsh, mksh, on a pipe) then reads a few dozen bytes a command
+	// rather than a kilobyte. EndFile must name a file of this command
+	// alone: an end line sent twice may run late, when the next command's
+	// is written. The frame's file is sourced with Calls.Source alone, so
+	// only for a shell whose "." no function can take over (mksh): its
+	// status is the command's, and no fallback could tell that it failed.
+	FrameFile, EndFile string
 }
 
 // Run is how a frame runs the command, always in the shell itself, so that
@@ -86,6 +97,10 @@ type Calls struct {
 	Exit string
 	// Eval runs its arguments as shell text; "" means `\eval`.
 	Eval string
+	// SourceElse, when set, is tried when Source fails to source an end
+	// file (whose status is 0 once it runs): `\.` where a function can take
+	// "builtin".
+	SourceElse string
 }
 
 // pwd is the working directory as the end line reports it.
@@ -174,6 +189,9 @@ type Frame struct {
 	End string
 	// Run is how the frame runs the command (Paths.Run).
 	Run Run
+	// FrameText and EndText are what the caller writes to Paths.FrameFile
+	// and Paths.EndFile, when they are set, before it sends Text and End.
+	FrameText, EndText string
 }
 
 // The frame's variables: guardVar holds the nonce of the command whose end
@@ -230,11 +248,28 @@ func New(prevStatus int, p Paths) Frame {
 		b.WriteString(quote(p.Stdin))
 	}
 	b.WriteString(" >" + quote(p.Stdout) + " 2>" + quote(p.Stderr) + "\n")
-	return Frame{
+	f := Frame{
 		Nonce: n, Text: b.String(), End: EndLine(n, p), Run: p.Run,
 		Start: []byte("\x1eS" + string(n)), Failed: []byte("\x1eF" + string(n)),
 	}
+	source := orDefault(p.Calls.Source, `\.`)
+	if p.FrameFile != "" {
+		f.FrameText, f.Text = f.Text, source+" "+quote(p.FrameFile)+"\n"
+	}
+	if p.EndFile != "" {
+		f.EndText = strings.TrimPrefix(f.End, statusLead)
+		f.End = statusLead + source + " " + quote(p.EndFile)
+		if p.Calls.SourceElse != "" {
+			f.End += " || " + p.Calls.SourceElse + " " + quote(p.EndFile)
+		}
+		f.End += "\n"
+	}
+	return f
 }
+
+// statusLead begins every end line: it keeps the command's exit status
+// before anything else can change $?.
+const statusLead = statusVar + "=$?; "
 
 // EndLine returns the line that writes the end markers of the command with
 // nonce n: first the stderr marker, then the stdout marker with the exit
@@ -251,7 +286,7 @@ func EndLine(n Nonce, p Paths) string {
 	// Unquoted, so that quote's quotes work: a redirection's target is not
 	// split into fields, and quoted text is not globbed.
 	sink := `${` + sinkVar + `:-`
-	return statusVar + "=$?; " + sinkVar + "=${" + guardVar + "-}; " +
+	return statusLead + sinkVar + "=${" + guardVar + "-}; " +
 		sinkVar + "=${" + sinkVar + "#" + string(n) + "}; " +
 		sinkVar + "=${" + sinkVar + ":+/dev/null}; " +
 		p.Calls.write(m, nil, false, " >"+sink+quote(p.Stderr)+"}") + " && " +

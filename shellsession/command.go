@@ -185,7 +185,20 @@ func (c *Command) Run() {
 	if traced {
 		paths.Before = untrace
 	}
+	if frame, end := framesFromFiles(s.sh); end {
+		paths.FrameFile, paths.EndFile = s.frameFiles()
+		if !frame {
+			paths.FrameFile = ""
+		}
+	}
 	f := sentinel.New(prev, paths)
+	if paths.EndFile != "" {
+		if err := s.writeFrame(paths, f); err != nil {
+			s.release(st)
+			c.finish(process.Result{Reason: process.Failed, Error: fmt.Sprintf("prepare streams: %v", err)})
+			return
+		}
+	}
 	if c.begin(cwd, f) != nil { // ended (deleted) as it was taken up
 		s.release(st)
 		return

@@ -91,6 +91,8 @@ type Session struct {
 	fifoDir   string
 	parser    *syntax.Parser // used by the queue's goroutine only
 	script    *os.File       // the file commands are sourced from; the queue's goroutine only
+	frame     *os.File       // the file frames run from (see writeFrame); the queue's goroutine only
+	endFile   string         // the last command's end file (see writeFrame); the queue's goroutine only
 	wg        sync.WaitGroup // the goroutines of commands
 
 	writeMu sync.Mutex // serializes writes to stdin
@@ -371,8 +373,10 @@ func (s *Session) Stop(context.Context) error { return s.Close() }
 func (s *Session) Close() error {
 	s.h.Close()
 	s.wg.Wait()
-	if s.script != nil { // the queue is closed: nothing writes it any more
-		s.script.Close()
+	for _, f := range []*os.File{s.script, s.frame} { // the queue is closed: nothing writes them any more
+		if f != nil {
+			f.Close()
+		}
 	}
 	os.RemoveAll(s.fifoDir)
 	return nil

@@ -83,6 +83,17 @@ func shellInput(sh shells.Shell) (r, w *os.File, err error) {
 	return os.NewFile(uintptr(fds[0]), "shell input"), os.NewFile(uintptr(fds[1]), "shell input"), nil
 }
 
+// framesFromFiles reports whether sh is sent short lines that run a
+// command's end line, and its frame, from files (see
+// sentinel.Paths.FrameFile): zsh and mksh, which read their input one byte
+// per read call, on a pipe or a socket alike. zsh's frame stays on its
+// line: a function can take "builtin" there, and the frame's "." has no
+// fallback (its status is the command's); an eval of the file's text would
+// also name the file in the messages of the command it evals.
+func framesFromFiles(sh shells.Shell) (frame, end bool) {
+	return sh.Family == shells.Mksh, sh.Family == shells.Zsh || sh.Family == shells.Mksh
+}
+
 func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // initScript is what a new shell is sent first: no prompts, no history,
@@ -146,7 +157,7 @@ func shellEnv(env map[string]string, login bool, tag string) []string {
 func frameCalls(sh shells.Shell) sentinel.Calls {
 	switch sh.Family {
 	case shells.Bash, shells.Zsh:
-		return sentinel.Calls{Printf: []string{`\builtin printf`, `\command printf`}, Source: `\builtin .`, Exit: `\builtin exit`, Eval: `\builtin eval`}
+		return sentinel.Calls{Printf: []string{`\builtin printf`, `\command printf`}, Source: `\builtin .`, Exit: `\builtin exit`, Eval: `\builtin eval`, SourceElse: `\.`}
 	case shells.Mksh:
 		// mksh's printf is /usr/bin/printf: print saves two forks a command.
 		return sentinel.Calls{Print: []string{`\builtin print`, `\command print`}}
