@@ -137,10 +137,11 @@ func shellEnv(env map[string]string, login bool, tag string) []string {
 		// ksh a default file when it is unset): point it at nothing.
 		// ksh93 opens its history file as it starts, before the init
 		// script can unset HISTFILE, and would append every line the
-		// engine sends to ~/.sh_history.
+		// engine sends to ~/.sh_history; an empty name, which it cannot
+		// open, keeps no history file at all.
 		out = append(out, "ENV=/dev/null")
 		if _, ok := env["HISTFILE"]; !ok {
-			out = append(out, "HISTFILE=/dev/null")
+			out = append(out, "HISTFILE=")
 		}
 	}
 	return append(out, tag)
