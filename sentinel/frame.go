@@ -34,6 +34,10 @@ type Paths struct {
 	// Announce makes the frame write its start marker (Frame.Start) to the
 	// shell's own stdout before it runs the command.
 	Announce bool
+	// OwnStderr makes the frame write the markers meant for the engine
+	// (Frame.Start, Frame.Failed) to the shell's own stderr rather than its
+	// stdout, for a shell that runs with its stdout closed.
+	OwnStderr bool
 	// Calls says how the frame calls the shell's builtins; the zero value
 	// suits a POSIX shell where special builtins cannot be functions.
 	Calls Calls
@@ -101,6 +105,14 @@ type Calls struct {
 	// file (whose status is 0 once it runs): `\.` where a function can take
 	// "builtin".
 	SourceElse string
+}
+
+// own is the redirection of the markers meant for the engine.
+func (p Paths) own() string {
+	if p.OwnStderr {
+		return " >&2"
+	}
+	return ""
 }
 
 // pwd is the working directory as the end line reports it.
@@ -171,12 +183,12 @@ func orDefault(s, def string) string {
 type Frame struct {
 	Nonce Nonce
 	// Text is what the shell is sent first. With Paths.Announce it begins by
-	// writing Start to the shell's own stdout, which tells the engine that
+	// writing Start to the shell's own stdout (stderr with OwnStderr), which tells the engine that
 	// the shell has read the whole line and runs it.
 	Text string
 	// Start is the start marker: MarkerLead, "S", nonce.
 	Start []byte
-	// Failed is the marker End writes to the shell's own stdout, followed by
+	// Failed is the marker End writes to the shell's own stdout (stderr with OwnStderr), followed by
 	// the exit status and a NUL, when it cannot open the command's streams
 	// (the command ran out of file descriptors, say): MarkerLead, "F", nonce.
 	Failed []byte
@@ -215,7 +227,7 @@ func New(prevStatus int, p Paths) Frame {
 	n := NewNonce()
 	var b strings.Builder
 	if p.Announce {
-		b.WriteString(p.Calls.write(`\036S`+string(n), nil, false, "") + "; ")
+		b.WriteString(p.Calls.write(`\036S`+string(n), nil, false, p.own()) + "; ")
 	}
 	b.WriteString(guardVar + "=" + string(n) + "; ")
 	if p.Before != "" {
@@ -274,7 +286,7 @@ const statusLead = statusVar + "=$?; "
 // EndLine returns the line that writes the end markers of the command with
 // nonce n: first the stderr marker, then the stdout marker with the exit
 // status, the shell's option letters and the working directory — or, when either cannot be written, the
-// Failed marker with the status on the shell's own stdout — then resets the
+// Failed marker with the status on the shell's own stdout (or stderr, see Paths.OwnStderr) — then resets the
 // guard. Run for a command other than the one whose nonce the guard holds
 // (it was sent twice), it writes to /dev/null. It uses only assignments,
 // expansions, redirections, && and || (no reserved word: bash and zsh expand
@@ -291,7 +303,7 @@ func EndLine(n Nonce, p Paths) string {
 		sinkVar + "=${" + sinkVar + ":+/dev/null}; " +
 		p.Calls.write(m, nil, false, " >"+sink+quote(p.Stderr)+"}") + " && " +
 		p.Calls.write(m, []string{"$" + statusVar, "$-", pwd}, true, " >"+sink+quote(p.Stdout)+"}") + " || " +
-		p.Calls.write(`\036F`+string(n), []string{"$" + statusVar}, true, "") +
+		p.Calls.write(`\036F`+string(n), []string{"$" + statusVar}, true, p.own()) +
 		"; " + guardVar + "=${" + sinkVar + ":+$" + guardVar + "}; " + guardVar + "=${" + guardVar + ":--}\n"
 }
 

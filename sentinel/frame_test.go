@@ -162,3 +162,42 @@ func TestFramesFromFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestOwnStderr runs frames with OwnStderr in shells whose stdout is
+// closed: the start marker and, when a stream cannot be opened, the Failed
+// marker with the status come on the shell's stderr, and the command's
+// output on its files.
+func TestOwnStderr(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		sh    string
+		calls Calls
+	}{{"sh", Calls{}}, {"bash", Calls{}}, {"mksh", Calls{Print: []string{`\builtin print`, `\command print`}}}, {"busybox", Calls{}}} {
+		t.Run(tt.sh, func(t *testing.T) {
+			t.Parallel()
+			if _, err := exec.LookPath(tt.sh); err != nil {
+				t.Skip(tt.sh, " is not installed")
+			}
+			dir := t.TempDir()
+			p := Paths{Stdout: filepath.Join(dir, "out"), Stderr: filepath.Join(dir, "err"), Script: filepath.Join(dir, "cmd"),
+				Announce: true, OwnStderr: true, Calls: tt.calls}
+			require.NoError(t, os.WriteFile(p.Script, []byte("echo hi; (exit 3)"), 0o600))
+			f := New(0, p)
+			// The end line of a command whose stdout cannot be opened.
+			gone := p
+			gone.Stdout = filepath.Join(dir, "gone", "out")
+			args := []string{"-c", "exec >&-\n" + f.Text + EndLine(f.Nonce, gone)}
+			if tt.sh == "busybox" {
+				args = append([]string{"sh"}, args...)
+			}
+			cmd := exec.CommandContext(t.Context(), tt.sh, args...)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			require.NoError(t, cmd.Run())
+			out, _ := os.ReadFile(p.Stdout)
+			require.Equal(t, "hi\n", string(out))
+			require.Contains(t, stderr.String(), string(f.Start))
+			require.Contains(t, stderr.String(), string(f.Failed)+"3\x00")
+		})
+	}
+}

@@ -178,6 +178,7 @@ func (c *Command) Run() {
 	paths := sentinel.Paths{
 		Stdin: st.stdin, Stdout: st.out.Path, Stderr: st.err.Path, Script: s.scriptPath(),
 		Announce: announces(s.sh), Calls: frameCalls(s.sh), Run: run,
+		OwnStderr: closeStdout(s.sh) != "",
 	}
 	if run == sentinel.RunText {
 		paths.Text = text

@@ -1,11 +1,13 @@
 package shellsession
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -80,6 +82,35 @@ func TestNoHistoryFile(t *testing.T) {
 				require.NoError(t, err)
 				require.Zero(t, fi.Size(), "%s was written", filepath.Join(home, e.Name()))
 			}
+		})
+	}
+}
+
+// TestShellStdoutClosed: between commands the shell's own stdout is closed
+// (ksh93 and zsh keep theirs), so that a command's stdout and its end
+// marker are redirections of a closed descriptor, which a shell need not
+// save and restore; the commands' output is whole all the same.
+func TestShellStdoutClosed(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell})
+			for range 3 {
+				r, out, errs := run(t, s, CommandOptions{Cmd: "echo out; echo err >&2"})
+				require.Equal(t, 0, code(r))
+				require.Equal(t, "out\n", out)
+				require.Equal(t, "err\n", errs)
+			}
+			// The end line closes the last stream just after its marker.
+			fd1 := "/proc/" + strconv.Itoa(s.Info().PID) + "/fd/1"
+			require.Eventually(t, s.atPrompt, deadline, 10*time.Millisecond)
+			_, err := os.Readlink(fd1)
+			if shell == "ksh" || shell == "zsh" {
+				require.NoError(t, err, "the shell's stdout")
+				return
+			}
+			require.ErrorIs(t, err, fs.ErrNotExist, "the shell's stdout is open")
 		})
 	}
 }
