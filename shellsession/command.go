@@ -178,7 +178,6 @@ func (c *Command) Run() {
 	paths := sentinel.Paths{
 		Stdin: st.stdin, Stdout: st.out.Path, Stderr: st.err.Path, Script: s.scriptPath(),
 		Announce: announces(s.sh), Calls: frameCalls(s.sh), Run: run,
-		OwnStderr: closeStdout(s.sh) != "",
 	}
 	if run == sentinel.RunText {
 		paths.Text = text
@@ -186,19 +185,11 @@ func (c *Command) Run() {
 	if traced {
 		paths.Before = untrace
 	}
-	if frame, end := framesFromFiles(s.sh); end {
-		paths.FrameFile, paths.EndFile = s.frameFiles()
-		if !frame {
-			paths.FrameFile = ""
-		}
-	}
-	f := sentinel.New(prev, paths)
-	if paths.EndFile != "" {
-		if err := s.writeFrame(paths, f); err != nil {
-			s.release(st)
-			c.finish(process.Result{Reason: process.Failed, Error: fmt.Sprintf("prepare streams: %v", err)})
-			return
-		}
+	f, err := s.newFrame(prev, paths)
+	if err != nil {
+		s.release(st)
+		c.finish(process.Result{Reason: process.Failed, Error: fmt.Sprintf("prepare streams: %v", err)})
+		return
 	}
 	if c.begin(cwd, f) != nil { // ended (deleted) as it was taken up
 		s.release(st)

@@ -197,16 +197,29 @@ func reset(f **os.File, err error) error {
 
 func (s *Session) scriptPath() string { return filepath.Join(s.fifoDir, "cmd") }
 
-// frameFiles returns where a command's frame and end line go, for a shell
-// that is sent short lines that run them from files (see
-// sentinel.Paths.FrameFile): one frame file serves every command, as the
-// script file does; an end file is the command's own.
-func (s *Session) frameFiles() (frame, end string) {
+// newFrame frames a command with paths p after one that exited with prev,
+// as this session's shell runs it: with its markers for the engine on its
+// stderr when its stdout is closed (see closeStdout), and the frame and end
+// line in files for a shell sent short lines that run them from there (see
+// framesFromFiles), which it writes.
+func (s *Session) newFrame(prev int, p sentinel.Paths) (sentinel.Frame, error) {
+	p.OwnStderr = closeStdout(s.sh) != ""
+	frame, end := framesFromFiles(s.sh)
+	if !end {
+		return sentinel.New(prev, p), nil
+	}
+	// One frame file serves every command, as the script file does; an end
+	// file is the command's own.
 	s.mu.Lock()
 	s.seq++
 	seq := s.seq
 	s.mu.Unlock()
-	return filepath.Join(s.fifoDir, "f"), filepath.Join(s.fifoDir, "e"+strconv.Itoa(seq))
+	p.EndFile = filepath.Join(s.fifoDir, "e"+strconv.Itoa(seq))
+	if frame {
+		p.FrameFile = filepath.Join(s.fifoDir, "f")
+	}
+	f := sentinel.New(prev, p)
+	return f, s.writeFrame(p, f)
 }
 
 // writeFrame writes the files f runs from, and removes the last command's
