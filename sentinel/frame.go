@@ -34,6 +34,10 @@ type Paths struct {
 	// Announce makes the frame write its start marker (Frame.Start) to the
 	// shell's own stdout before it runs the command.
 	Announce bool
+	// OwnStderr makes the frame write the markers meant for the engine
+	// (Frame.Start, Frame.Failed) to the shell's own stderr rather than its
+	// stdout, for a shell that runs with its stdout closed.
+	OwnStderr bool
 	// Calls says how the frame calls the shell's builtins; the zero value
 	// suits a POSIX shell where special builtins cannot be functions.
 	Calls Calls
@@ -46,6 +50,17 @@ type Paths struct {
 	// Text is the command's text, for RunText: the frame carries it itself
 	// and Script is not read.
 	Text string
+	// FrameFile and EndFile, when set, make the lines the shell is sent
+	// short: they source the frame's text and the end line's from these
+	// files, which the caller writes (Frame.FrameText, Frame.EndText)
+	// before it sends them. A shell that reads its input one byte per read
+	// call (zsh, mksh, on a pipe) then reads a few dozen bytes a command
+	// rather than a kilobyte. EndFile must name a file of this command
+	// alone: an end line sent twice may run late, when the next command's
+	// is written. The frame's file is sourced with Calls.Source alone, so
+	// only for a shell whose "." no function can take over (mksh): its
+	// status is the command's, and no fallback could tell that it failed.
+	FrameFile, EndFile string
 }
 
 // Run is how a frame runs the command, always in the shell itself, so that
@@ -86,6 +101,18 @@ type Calls struct {
 	Exit string
 	// Eval runs its arguments as shell text; "" means `\eval`.
 	Eval string
+	// SourceElse, when set, is tried when Source fails to source an end
+	// file (whose status is 0 once it runs): `\.` where a function can take
+	// "builtin".
+	SourceElse string
+}
+
+// own is the redirection of the markers meant for the engine.
+func (p Paths) own() string {
+	if p.OwnStderr {
+		return " >&2"
+	}
+	return ""
 }
 
 // pwd is the working directory as the end line reports it.
@@ -156,12 +183,12 @@ func orDefault(s, def string) string {
 type Frame struct {
 	Nonce Nonce
 	// Text is what the shell is sent first. With Paths.Announce it begins by
-	// writing Start to the shell's own stdout, which tells the engine that
+	// writing Start to the shell's own stdout (stderr with OwnStderr), which tells the engine that
 	// the shell has read the whole line and runs it.
 	Text string
 	// Start is the start marker: MarkerLead, "S", nonce.
 	Start []byte
-	// Failed is the marker End writes to the shell's own stdout, followed by
+	// Failed is the marker End writes to the shell's own stdout (stderr with OwnStderr), followed by
 	// the exit status and a NUL, when it cannot open the command's streams
 	// (the command ran out of file descriptors, say): MarkerLead, "F", nonce.
 	Failed []byte
@@ -174,6 +201,9 @@ type Frame struct {
 	End string
 	// Run is how the frame runs the command (Paths.Run).
 	Run Run
+	// FrameText and EndText are what the caller writes to Paths.FrameFile
+	// and Paths.EndFile, when they are set, before it sends Text and End.
+	FrameText, EndText string
 }
 
 // The frame's variables: guardVar holds the nonce of the command whose end
@@ -197,7 +227,7 @@ func New(prevStatus int, p Paths) Frame {
 	n := NewNonce()
 	var b strings.Builder
 	if p.Announce {
-		b.WriteString(p.Calls.write(`\036S`+string(n), nil, false, "") + "; ")
+		b.WriteString(p.Calls.write(`\036S`+string(n), nil, false, p.own()) + "; ")
 	}
 	b.WriteString(guardVar + "=" + string(n) + "; ")
 	if p.Before != "" {
@@ -230,16 +260,33 @@ func New(prevStatus int, p Paths) Frame {
 		b.WriteString(quote(p.Stdin))
 	}
 	b.WriteString(" >" + quote(p.Stdout) + " 2>" + quote(p.Stderr) + "\n")
-	return Frame{
+	f := Frame{
 		Nonce: n, Text: b.String(), End: EndLine(n, p), Run: p.Run,
 		Start: []byte("\x1eS" + string(n)), Failed: []byte("\x1eF" + string(n)),
 	}
+	source := orDefault(p.Calls.Source, `\.`)
+	if p.FrameFile != "" {
+		f.FrameText, f.Text = f.Text, source+" "+quote(p.FrameFile)+"\n"
+	}
+	if p.EndFile != "" {
+		f.EndText = strings.TrimPrefix(f.End, statusLead)
+		f.End = statusLead + source + " " + quote(p.EndFile)
+		if p.Calls.SourceElse != "" {
+			f.End += " || " + p.Calls.SourceElse + " " + quote(p.EndFile)
+		}
+		f.End += "\n"
+	}
+	return f
 }
+
+// statusLead begins every end line: it keeps the command's exit status
+// before anything else can change $?.
+const statusLead = statusVar + "=$?; "
 
 // EndLine returns the line that writes the end markers of the command with
 // nonce n: first the stderr marker, then the stdout marker with the exit
 // status, the shell's option letters and the working directory — or, when either cannot be written, the
-// Failed marker with the status on the shell's own stdout — then resets the
+// Failed marker with the status on the shell's own stdout (or stderr, see Paths.OwnStderr) — then resets the
 // guard. Run for a command other than the one whose nonce the guard holds
 // (it was sent twice), it writes to /dev/null. It uses only assignments,
 // expansions, redirections, && and || (no reserved word: bash and zsh expand
@@ -251,12 +298,12 @@ func EndLine(n Nonce, p Paths) string {
 	// Unquoted, so that quote's quotes work: a redirection's target is not
 	// split into fields, and quoted text is not globbed.
 	sink := `${` + sinkVar + `:-`
-	return statusVar + "=$?; " + sinkVar + "=${" + guardVar + "-}; " +
+	return statusLead + sinkVar + "=${" + guardVar + "-}; " +
 		sinkVar + "=${" + sinkVar + "#" + string(n) + "}; " +
 		sinkVar + "=${" + sinkVar + ":+/dev/null}; " +
 		p.Calls.write(m, nil, false, " >"+sink+quote(p.Stderr)+"}") + " && " +
 		p.Calls.write(m, []string{"$" + statusVar, "$-", pwd}, true, " >"+sink+quote(p.Stdout)+"}") + " || " +
-		p.Calls.write(`\036F`+string(n), []string{"$" + statusVar}, true, "") +
+		p.Calls.write(`\036F`+string(n), []string{"$" + statusVar}, true, p.own()) +
 		"; " + guardVar + "=${" + sinkVar + ":+$" + guardVar + "}; " + guardVar + "=${" + guardVar + ":--}\n"
 }
 

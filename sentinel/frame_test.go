@@ -98,3 +98,106 @@ func TestFrameRuns(t *testing.T) {
 		})
 	}
 }
+
+// TestFramesFromFiles runs frames whose text and end lines the shell
+// sources from files: each command's markers come once, with its status,
+// however often its end line runs; one run late — after the next command's
+// frame, its end file removed — writes nothing and leaves the next command
+// its markers. The lines the shell reads stay short. Not dash: a "." of a
+// file that is gone ends it, interactive or not.
+func TestFramesFromFiles(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		sh    string
+		args  []string
+		calls Calls
+	}{
+		{"bash", []string{"--norc"}, Calls{Source: `\builtin .`, SourceElse: `\.`}},
+		{"zsh", []string{"-f"}, Calls{Source: `\builtin .`, SourceElse: `\.`}},
+		{"mksh", nil, Calls{Print: []string{`\builtin print`, `\command print`}}},
+	} {
+		t.Run(tt.sh, func(t *testing.T) {
+			t.Parallel()
+			if _, err := exec.LookPath(tt.sh); err != nil {
+				t.Skip(tt.sh, " is not installed")
+			}
+			dir := filepath.Join(t.TempDir(), "a b")
+			require.NoError(t, os.Mkdir(dir, 0o700))
+			frame := func(name, cmd string) (Paths, Frame) {
+				p := Paths{
+					Stdout: filepath.Join(dir, name+".out"), Stderr: filepath.Join(dir, name+".err"),
+					Script: filepath.Join(dir, name+".cmd"), Calls: tt.calls,
+					FrameFile: filepath.Join(dir, name+".f"), EndFile: filepath.Join(dir, name+".e"),
+				}
+				require.NoError(t, os.WriteFile(p.Script, []byte(cmd), 0o600))
+				f := New(0, p)
+				require.NoError(t, os.WriteFile(p.FrameFile, []byte(f.FrameText), 0o600))
+				require.NoError(t, os.WriteFile(p.EndFile, []byte(f.EndText), 0o600))
+				require.Less(t, len(f.Text)+len(f.End), (len(f.FrameText)+len(f.EndText))/2, "the lines the shell reads: %q %q", f.Text, f.End)
+				return p, f
+			}
+			p1, f1 := frame("first", "(exit 3)")
+			p2, f2 := frame("second", "(exit 4)")
+			script := f1.Text + f1.End + f1.End + "rm " + quoteAlways(p1.EndFile) + "\n" + f2.Text + f1.End + "(exit 4)\n" + f2.End
+			// Interactive and reading its input, as a session's shell: a
+			// "." of a file that is gone fails the line, not the shell.
+			shell := exec.CommandContext(t.Context(), tt.sh, append(tt.args, "-i")...)
+			shell.Dir = dir
+			shell.Env = append(os.Environ(), "ENV=/dev/null", "PS1=", "HISTFILE=/dev/null")
+			shell.Stdin = strings.NewReader(script)
+			own, _ := shell.Output()
+			require.Empty(t, string(own), "the shell's own stdout")
+			// The files hold the markers alone: each marker's ">" truncates
+			// a regular file (the engine's are FIFOs).
+			for _, c := range []struct {
+				p      Paths
+				n      Nonce
+				status string
+			}{{p1, f1.Nonce, "3"}, {p2, f2.Nonce, "4"}} {
+				out, _ := os.ReadFile(c.p.Stdout)
+				errb, _ := os.ReadFile(c.p.Stderr)
+				require.Regexp(t, "^"+regexp.QuoteMeta(string(c.n.Marker())+c.status+" ")+`\S* `+regexp.QuoteMeta(dir+"\x00")+"$", string(out))
+				require.Equal(t, string(c.n.Marker()), string(errb))
+			}
+		})
+	}
+}
+
+// TestOwnStderr runs frames with OwnStderr in shells whose stdout is
+// closed: the start marker and, when a stream cannot be opened, the Failed
+// marker with the status come on the shell's stderr, and the command's
+// output on its files.
+func TestOwnStderr(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		sh    string
+		calls Calls
+	}{{"sh", Calls{}}, {"bash", Calls{}}, {"mksh", Calls{Print: []string{`\builtin print`, `\command print`}}}, {"busybox", Calls{}}} {
+		t.Run(tt.sh, func(t *testing.T) {
+			t.Parallel()
+			if _, err := exec.LookPath(tt.sh); err != nil {
+				t.Skip(tt.sh, " is not installed")
+			}
+			dir := t.TempDir()
+			p := Paths{Stdout: filepath.Join(dir, "out"), Stderr: filepath.Join(dir, "err"), Script: filepath.Join(dir, "cmd"),
+				Announce: true, OwnStderr: true, Calls: tt.calls}
+			require.NoError(t, os.WriteFile(p.Script, []byte("echo hi; (exit 3)"), 0o600))
+			f := New(0, p)
+			// The end line of a command whose stdout cannot be opened.
+			gone := p
+			gone.Stdout = filepath.Join(dir, "gone", "out")
+			args := []string{"-c", "exec >&-\n" + f.Text + EndLine(f.Nonce, gone)}
+			if tt.sh == "busybox" {
+				args = append([]string{"sh"}, args...)
+			}
+			cmd := exec.CommandContext(t.Context(), tt.sh, args...)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			require.NoError(t, cmd.Run())
+			out, _ := os.ReadFile(p.Stdout)
+			require.Equal(t, "hi\n", string(out))
+			require.Contains(t, stderr.String(), string(f.Start))
+			require.Contains(t, stderr.String(), string(f.Failed)+"3\x00")
+		})
+	}
+}

@@ -226,7 +226,12 @@ func (c *Command) start() (*readLoop, *streams) {
 	if traced {
 		paths.Before = untrace
 	}
-	f := sentinel.New(prev, paths)
+	f, err := s.newFrame(prev, paths)
+	if err != nil {
+		s.release(st)
+		c.finish(process.Result{Reason: process.Failed, Error: fmt.Sprintf("prepare streams: %v", err)})
+		return
+	}
 	if c.begin(cwd, f) != nil { // ended (deleted) as it was taken up
 		s.release(st)
 		return nil, nil

@@ -56,9 +56,10 @@ func (s *Session) atPrompt() bool {
 	if err != nil {
 		return false
 	}
-	// read(fd, ...): fd 0, or the descriptor busybox reads its input link from.
+	// read(fd, ...) or, on a socket, recvfrom(fd, ...): fd 0, or the
+	// descriptor busybox reads its input link from.
 	f := strings.Fields(string(sc))
-	if len(f) < 2 || f[0] != "0" {
+	if len(f) < 2 || f[0] != strconv.Itoa(unix.SYS_READ) && f[0] != strconv.Itoa(unix.SYS_RECVFROM) {
 		return false
 	}
 	fd, err := strconv.ParseInt(strings.TrimPrefix(f[1], "0x"), 16, 32)
@@ -74,7 +75,12 @@ func (s *Session) atPrompt() bool {
 		return false
 	}
 	unread := -1
-	// TIOCINQ is FIONREAD: the bytes in the pipe not read yet.
-	rc.Control(func(fd uintptr) { unread, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) })
+	// TIOCINQ is FIONREAD: the bytes in the pipe not read yet; on a
+	// socket, SIOCOUTQ: the bytes sent that the shell has not read.
+	req := unix.TIOCINQ
+	if strings.HasPrefix(s.inputName, "socket:") {
+		req = unix.SIOCOUTQ
+	}
+	rc.Control(func(fd uintptr) { unread, _ = unix.IoctlGetInt(int(fd), uint(req)) })
 	return unread == 0
 }

@@ -88,10 +88,12 @@ type Session struct {
 	exited    <-chan struct{} // closed once the shell has exited and been reaped
 	diag      *resident.Diag
 	stdin     *os.File // the shell's script input
-	inputName string   // what /proc says the shell's fd 0 is while it reads stdin: "pipe:[N]"
+	inputName string   // what /proc says the shell's fd 0 is while it reads stdin: "pipe:[N]", "socket:[N]"
 	fifoDir   string
 	parser    *syntax.Parser // used by the queue's goroutine only
 	script    *os.File       // the file commands are sourced from; the queue's goroutine only
+	frame     *os.File       // the file frames run from (see writeFrame); the queue's goroutine only
+	endFile   string         // the last command's end file (see writeFrame); the queue's goroutine only
 	wg        sync.WaitGroup // the goroutines of commands
 
 	writeMu sync.Mutex // serializes writes to stdin
@@ -183,7 +185,7 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 
 // start starts the shell and the goroutines that watch it.
 func (s *Session) start() error {
-	r, w, err := os.Pipe()
+	r, w, err := shellInput(s.sh)
 	if err != nil {
 		return fmt.Errorf("start shell: %w", err)
 	}
@@ -202,15 +204,16 @@ func (s *Session) start() error {
 	if err == nil {
 		err = s.h.Start(cmd)
 	}
+	if rc, cerr := r.SyscallConn(); cerr == nil {
+		// The shell's end: a socket's two ends are two inodes.
+		rc.Control(func(fd uintptr) { s.inputName, _ = os.Readlink("/proc/self/fd/" + strconv.Itoa(int(fd))) })
+	}
 	r.Close()
 	if err != nil {
 		w.Close()
 		return fmt.Errorf("start %s: %w", s.sh.Path, err)
 	}
 	s.cmd, s.stdin, s.diag = cmd, w, s.h.Diag()
-	if rc, err := w.SyscallConn(); err == nil {
-		rc.Control(func(fd uintptr) { s.inputName, _ = os.Readlink("/proc/self/fd/" + strconv.Itoa(int(fd))) })
-	}
 	if _, err := w.WriteString(first + initScript(s.sh)); err != nil {
 		return fmt.Errorf("start %s: %w", s.sh.Path, err)
 	}
@@ -434,8 +437,10 @@ func (s *Session) Stop(context.Context) error { return s.Close() }
 func (s *Session) Close() error {
 	s.h.Close()
 	s.wg.Wait()
-	if s.script != nil { // the queue is closed: nothing writes it any more
-		s.script.Close()
+	for _, f := range []*os.File{s.script, s.frame} { // the queue is closed: nothing writes them any more
+		if f != nil {
+			f.Close()
+		}
 	}
 	os.RemoveAll(s.fifoDir)
 	return nil

@@ -1,12 +1,15 @@
 package shellsession
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
 
 	"github.com/conchsh/conch/internal/resident"
+	"github.com/conchsh/conch/sentinel"
 )
 
 // streams are the FIFOs of one command: its stdout and stderr, which the
@@ -160,31 +163,90 @@ func (s *Session) closePool() {
 // shell sources. One file serves every command: the next command's text
 // replaces it only after the shell is done with the last one.
 func (s *Session) writeScript(text string) error {
-	if s.script == nil {
+	return s.rewrite(&s.script, s.scriptPath(), text)
+}
+
+// rewrite replaces the text of the file at path, kept open in *f.
+func (s *Session) rewrite(f **os.File, path, text string) error {
+	if *f == nil {
 		if err := os.MkdirAll(s.fifoDir, 0o700); err != nil {
 			return err
 		}
-		f, err := os.OpenFile(s.scriptPath(), os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
+		nf, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
 		if err != nil {
 			return err
 		}
-		s.script = f
+		*f = nf
 	}
-	if _, err := s.script.WriteAt([]byte(text), 0); err != nil {
-		return s.resetScript(err)
+	if _, err := (*f).WriteAt([]byte(text), 0); err != nil {
+		return reset(f, err)
 	}
-	if err := s.script.Truncate(int64(len(text))); err != nil {
-		return s.resetScript(err)
+	if err := (*f).Truncate(int64(len(text))); err != nil {
+		return reset(f, err)
 	}
 	return nil
 }
 
-// resetScript drops the script file after a failed write (a command may have
+// reset drops a file kept open after a failed write (a command may have
 // removed the session's directory), so that the next command makes it anew.
-func (s *Session) resetScript(err error) error {
-	s.script.Close()
-	s.script = nil
+func reset(f **os.File, err error) error {
+	(*f).Close()
+	*f = nil
 	return err
 }
 
 func (s *Session) scriptPath() string { return filepath.Join(s.fifoDir, "cmd") }
+
+// newFrame frames a command with paths p after one that exited with prev,
+// as this session's shell runs it: with its markers for the engine on its
+// stderr when its stdout is closed (see closeStdout), and the frame and end
+// line in files for a shell sent short lines that run them from there (see
+// framesFromFiles), which it writes.
+func (s *Session) newFrame(prev int, p sentinel.Paths) (sentinel.Frame, error) {
+	p.OwnStderr = closeStdout(s.sh) != ""
+	frame, end := framesFromFiles(s.sh)
+	if !end {
+		return sentinel.New(prev, p), nil
+	}
+	// One frame file serves every command, as the script file does; an end
+	// file is the command's own.
+	s.mu.Lock()
+	s.seq++
+	seq := s.seq
+	s.mu.Unlock()
+	p.EndFile = filepath.Join(s.fifoDir, "e"+strconv.Itoa(seq))
+	if frame {
+		p.FrameFile = filepath.Join(s.fifoDir, "f")
+	}
+	f := sentinel.New(prev, p)
+	return f, s.writeFrame(p, f)
+}
+
+// writeFrame writes the files f runs from, and removes the last command's
+// end file: an end line of that command sent again, should it run late,
+// finds none and writes nothing.
+func (s *Session) writeFrame(p sentinel.Paths, f sentinel.Frame) error {
+	if s.endFile != "" {
+		os.Remove(s.endFile)
+		s.endFile = ""
+	}
+	err := os.WriteFile(p.EndFile, []byte(f.EndText), 0o600)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A command removed the session's directory, and with it the frame
+		// file kept open: make both anew.
+		if s.frame != nil {
+			reset(&s.frame, nil)
+		}
+		if err = os.MkdirAll(s.fifoDir, 0o700); err == nil {
+			err = os.WriteFile(p.EndFile, []byte(f.EndText), 0o600)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	s.endFile = p.EndFile
+	if p.FrameFile != "" {
+		return s.rewrite(&s.frame, p.FrameFile, f.FrameText)
+	}
+	return nil
+}

@@ -1,0 +1,116 @@
+package shellsession
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// readCalls returns how many read calls the process pid has made (syscr in
+// /proc/PID/io).
+func readCalls(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "syscr: "); ok {
+			n, err := strconv.Atoi(v)
+			require.NoError(t, err)
+			return n
+		}
+	}
+	t.Fatalf("no syscr in /proc/%d/io: %q", pid, b)
+	return 0
+}
+
+// TestFrameReadCalls: the shell reads a command's frame and end line in
+// fewer read calls than half their bytes, not one per byte. A shell must not
+// read past a line's end from input a command could read next, so zsh, mksh
+// and ksh93 read a pipe one byte a call: a frame and end line of a kilobyte
+// cost them a thousand calls. Only builtins run, so every read is the
+// shell's own.
+func TestFrameReadCalls(t *testing.T) {
+	t.Parallel()
+	const cmds = 20
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell})
+			run(t, s, CommandOptions{Cmd: "true"})
+			pid := s.Info().PID
+			before := readCalls(t, pid)
+			for range cmds {
+				r, _, _ := run(t, s, CommandOptions{Cmd: "true"})
+				require.Equal(t, 0, code(r))
+			}
+			per := float64(readCalls(t, pid)-before) / cmds
+			cs := s.Commands()
+			c := cs[len(cs)-1]
+			c.mu.Lock()
+			f := c.frame
+			c.mu.Unlock()
+			size := len(f.Text) + len(f.End) + len(f.FrameText) + len(f.EndText)
+			t.Logf("%s: %.1f read calls per command, whose frame and end line hold %d bytes", shell, per, size)
+			require.Less(t, per, float64(size)/2, "read calls per command")
+		})
+	}
+}
+
+// TestNoHistoryFile: a session's shell keeps no history file: the lines the
+// engine sends it are not appended to the user's ~/.sh_history (ksh93 opens
+// one as it starts).
+func TestNoHistoryFile(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			home := t.TempDir()
+			s := newSession(t, Options{Shell: shell, Env: map[string]string{"HOME": home}})
+			for range 3 {
+				run(t, s, CommandOptions{Cmd: "true"})
+			}
+			entries, err := os.ReadDir(home)
+			require.NoError(t, err)
+			for _, e := range entries {
+				fi, err := e.Info()
+				require.NoError(t, err)
+				require.Zero(t, fi.Size(), "%s was written", filepath.Join(home, e.Name()))
+			}
+		})
+	}
+}
+
+// TestShellStdoutClosed: between commands the shell's own stdout is closed
+// (ksh93 and zsh keep theirs), so that a command's stdout and its end
+// marker are redirections of a closed descriptor, which a shell need not
+// save and restore; the commands' output is whole all the same.
+func TestShellStdoutClosed(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell})
+			for range 3 {
+				r, out, errs := run(t, s, CommandOptions{Cmd: "echo out; echo err >&2"})
+				require.Equal(t, 0, code(r))
+				require.Equal(t, "out\n", out)
+				require.Equal(t, "err\n", errs)
+			}
+			// The end line closes the last stream just after its marker.
+			fd1 := "/proc/" + strconv.Itoa(s.Info().PID) + "/fd/1"
+			require.Eventually(t, s.atPrompt, deadline, 10*time.Millisecond)
+			_, err := os.Readlink(fd1)
+			if shell == "ksh" || shell == "zsh" {
+				require.NoError(t, err, "the shell's stdout")
+				return
+			}
+			require.ErrorIs(t, err, fs.ErrNotExist, "the shell's stdout is open")
+		})
+	}
+}
