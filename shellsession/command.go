@@ -230,7 +230,7 @@ func (c *Command) start() (*readLoop, *streams) {
 	if err != nil {
 		s.release(st)
 		c.finish(process.Result{Reason: process.Failed, Error: fmt.Sprintf("prepare streams: %v", err)})
-		return
+		return nil, nil
 	}
 	if c.begin(cwd, f) != nil { // ended (deleted) as it was taken up
 		s.release(st)
