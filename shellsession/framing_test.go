@@ -45,13 +45,14 @@ func TestFrameReadCalls(t *testing.T) {
 			run(t, s, CommandOptions{Cmd: "true"})
 			pid := s.Info().PID
 			before := readCalls(t, pid)
+			var c *Command
 			for range cmds {
-				r, _, _ := run(t, s, CommandOptions{Cmd: "true"})
-				require.Equal(t, 0, code(r))
+				var err error
+				c, err = s.Submit(CommandOptions{Cmd: "true"})
+				require.NoError(t, err)
+				require.Equal(t, 0, code(wait(t, c)))
 			}
 			per := float64(readCalls(t, pid)-before) / cmds
-			cs := s.Commands()
-			c := cs[len(cs)-1]
 			c.mu.Lock()
 			f := c.frame
 			c.mu.Unlock()
