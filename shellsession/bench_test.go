@@ -152,13 +152,8 @@ func BenchmarkOutputOrder(b *testing.B) {
 func BenchmarkRoundTripShells(b *testing.B) {
 	for _, shell := range []string{"bash", "dash", "zsh", "mksh", "ksh", "busybox"} {
 		b.Run(shell, func(b *testing.B) {
-			if _, err := exec.LookPath(shell); err != nil {
-				b.Skip(shell, " is not installed")
-			}
 			ctx := context.Background()
-			s, err := New(ctx, Options{Shell: shell})
-			require.NoError(b, err)
-			defer s.Close()
+			s := benchSession(b, shell)
 			var session, forks []time.Duration
 			for b.Loop() {
 				t0 := time.Now()
@@ -180,4 +175,17 @@ func BenchmarkRoundTripShells(b *testing.B) {
 			b.ReportMetric(float64(median(session))/float64(median(forks)), "P1-ratio")
 		})
 	}
+}
+
+// benchSession starts a session of shell for a benchmark, which skips when
+// the shell is not installed; the session is closed when it ends.
+func benchSession(b *testing.B, shell string) *Session {
+	b.Helper()
+	if _, err := exec.LookPath(shell); err != nil {
+		b.Skip(shell, " is not installed")
+	}
+	s, err := New(context.Background(), Options{Shell: shell})
+	require.NoError(b, err)
+	b.Cleanup(func() { s.Close() })
+	return s
 }

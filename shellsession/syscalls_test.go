@@ -30,13 +30,8 @@ func BenchmarkFrameSyscalls(b *testing.B) {
 	}
 	for _, shell := range testShells {
 		b.Run(shell, func(b *testing.B) {
-			if _, err := exec.LookPath(shell); err != nil {
-				b.Skip(shell, " is not installed")
-			}
 			ctx := context.Background()
-			s, err := New(ctx, Options{Shell: shell})
-			require.NoError(b, err)
-			defer s.Close()
+			s := benchSession(b, shell)
 			// The first commands fill the stream pool and warm the shell.
 			for range 10 {
 				if _, r, err := s.Run(ctx, CommandOptions{Cmd: "true"}); err != nil || code(r) != 0 {
