@@ -14,9 +14,16 @@ import (
 func TestOptionsStopGrace(t *testing.T) {
 	t.Parallel()
 	s := newSession(t, Options{StopGrace: 50 * time.Millisecond})
-	c, err := s.Submit(CommandOptions{Cmd: `trap '' INT TERM; while :; do :; done`})
+	c, err := s.Submit(CommandOptions{Cmd: `trap '' INT TERM; echo trapped; while :; do :; done`})
 	require.NoError(t, err)
-	waitRunning(t, c)
+	// Stopped once the traps are set: an interrupt before them would end
+	// the command, however briefly it ran untrapped.
+	for end := time.Now().Add(deadline); ; time.Sleep(5 * time.Millisecond) {
+		if out, _ := output(c); out == "trapped\n" {
+			break
+		}
+		require.False(t, time.Now().After(end), "the command never set its traps")
+	}
 	ctx, cancel := context.WithTimeout(t.Context(), deadline)
 	defer cancel()
 	err = c.Stop(ctx)

@@ -139,7 +139,12 @@ func TestExecutionTimeout(t *testing.T) {
 func TestTimeoutEndsStuckSession(t *testing.T) {
 	t.Parallel()
 	s := newSession(t, Options{})
-	c, err := s.Submit(CommandOptions{Cmd: `sh -c 'trap "" INT; sleep 100'`, ExecutionTimeout: 100 * time.Millisecond})
+	// The shell ignores SIGINT before the command starts, and the command
+	// inherits that: had the command set its own trap, a loaded machine
+	// could send the interrupt before the trap was set, and the command
+	// would end by it, the session with it alive.
+	run(t, s, CommandOptions{Cmd: `trap "" INT`})
+	c, err := s.Submit(CommandOptions{Cmd: "sleep 100", ExecutionTimeout: 100 * time.Millisecond})
 	require.NoError(t, err)
 	queued, err := s.Submit(CommandOptions{Cmd: "echo never"})
 	require.NoError(t, err)
