@@ -40,6 +40,14 @@ func start(t testing.TB, opts server.Options) *daemon {
 	return &daemon{srv: d.Server, addr: d.Addr, url: d.URL, c: d.Client}
 }
 
+// serveOwn serves a daemon, as start does, for a test that shuts it down
+// itself; served has what Serve returned once it has.
+func serveOwn(t testing.TB) (d *daemon, served <-chan error) {
+	t.Helper()
+	dt, served := daemontest.Serve(t, server.Options{Token: testToken})
+	return &daemon{srv: dt.Server, addr: dt.Addr, url: dt.URL, c: dt.Client}, served
+}
+
 // ctx is the test's context bounded by a hang guard.
 func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(t.Context(), 30*time.Second)

@@ -2,9 +2,6 @@ package server_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,21 +12,12 @@ import (
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
-	"github.com/conchsh/conch/server"
 )
 
 func TestShutdownEndsEverything(t *testing.T) {
 	t.Parallel()
-	srv, err := server.New(server.Options{Token: testToken, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	d := &daemon{srv: srv, url: "http://" + ln.Addr().String()}
-	d.c, err = client.New(d.url, testToken)
-	require.NoError(t, err)
-	defer d.c.CloseIdleConnections()
+	d, served := serveOwn(t)
+	srv := d.srv
 	c := ctx(t)
 
 	var pids []int

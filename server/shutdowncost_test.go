@@ -2,9 +2,6 @@ package server_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,7 +12,6 @@ import (
 
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/internal/proctree"
-	"github.com/conchsh/conch/server"
 )
 
 // TestShutdownCostFlat checks that shutdown looks at /proc a fixed number
@@ -24,16 +20,8 @@ import (
 // process still running, with a leftover of an ended one, is still ended.
 // It is not parallel, so that the scans counted are the shutdown's.
 func TestShutdownCostFlat(t *testing.T) {
-	srv, err := server.New(server.Options{Token: testToken, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	d := &daemon{srv: srv, url: "http://" + ln.Addr().String()}
-	d.c, err = client.New(d.url, testToken)
-	require.NoError(t, err)
-	defer d.c.CloseIdleConnections()
+	d, served := serveOwn(t)
+	srv := d.srv
 
 	const ended = 200
 	var wg sync.WaitGroup

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -112,20 +111,12 @@ func tcpSocket(t *testing.T, local, remote string) (state string, sendQueue int,
 // 30 s).
 func TestShutdownUnreadStreams(t *testing.T) {
 	t.Parallel()
-	srv, err := server.New(server.Options{Token: testToken, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	require.NoError(t, err)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	d := &daemon{srv: srv, url: "http://" + ln.Addr().String()}
-	d.c, err = client.New(d.url, testToken)
-	require.NoError(t, err)
-	defer d.c.CloseIdleConnections()
+	d, served := serveOwn(t)
+	srv := d.srv
 
 	id := bulky(t, d)
 	for range 3 {
-		waitStuck(t, openUnread(t, ln.Addr().String(), id))
+		waitStuck(t, openUnread(t, d.addr, id))
 	}
 	sctx, cancel := context.WithTimeout(ctx(t), 20*time.Second)
 	defer cancel()

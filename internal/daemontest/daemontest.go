@@ -37,6 +37,22 @@ type Daemon struct {
 // zero opts.Token means [Token]; a nil opts.Logger discards the log.
 func Start(t testing.TB, opts server.Options) *Daemon {
 	t.Helper()
+	d, served := Serve(t, opts)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+		defer cancel()
+		require.NoError(t, d.Server.Shutdown(ctx))
+		require.NoError(t, <-served)
+		d.Client.CloseIdleConnections()
+	})
+	return d
+}
+
+// Serve serves a new server.Server with opts, as Start does, for a test that
+// shuts it down itself: served has what Serve returned once it has. The
+// client's idle connections are closed when the test ends.
+func Serve(t testing.TB, opts server.Options) (d *Daemon, served <-chan error) {
+	t.Helper()
 	if opts.Token == "" {
 		opts.Token = Token
 	}
@@ -47,17 +63,11 @@ func Start(t testing.TB, opts server.Options) *Daemon {
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	d := &Daemon{Server: srv, Addr: ln.Addr().String(), URL: "http://" + ln.Addr().String(), Token: opts.Token}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	d = &Daemon{Server: srv, Addr: ln.Addr().String(), URL: "http://" + ln.Addr().String(), Token: opts.Token}
 	d.Client, err = client.New(d.URL, opts.Token)
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
-		defer cancel()
-		require.NoError(t, srv.Shutdown(ctx))
-		require.NoError(t, <-served)
-		d.Client.CloseIdleConnections()
-	})
-	return d
+	t.Cleanup(d.Client.CloseIdleConnections)
+	return d, done
 }
