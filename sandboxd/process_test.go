@@ -33,7 +33,17 @@ type started struct {
 // last, each once.
 func drain(t *testing.T, stream sandboxdpb.ProcessService_StartClient) *started {
 	t.Helper()
-	r := &started{}
+	return drainFrom(t, stream, &started{})
+}
+
+// drainRest is drain for a stream whose init was read already.
+func drainRest(t *testing.T, stream sandboxdpb.ProcessService_StartClient) *started {
+	t.Helper()
+	return drainFrom(t, stream, &started{order: []string{"init"}})
+}
+
+func drainFrom(t *testing.T, stream sandboxdpb.ProcessService_StartClient, r *started) *started {
+	t.Helper()
 	for {
 		msg, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -283,27 +293,6 @@ func TestExitCodeOfAHandledSignal(t *testing.T) {
 	require.NoError(t, err)
 	r := drainRest(t, stream)
 	require.Equal(t, int32(5), *r.exit, "a process that handles the signal and exits reports its own status")
-}
-
-// drainRest is drain for a stream whose init was read already.
-func drainRest(t *testing.T, stream sandboxdpb.ProcessService_StartClient) *started {
-	t.Helper()
-	r := &started{}
-	for {
-		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
-		r.stdout.Write(msg.GetStdout())
-		r.stderr.Write(msg.GetStderr())
-		if e := msg.GetExit(); e != nil {
-			c := e.GetExitCode()
-			r.exit = &c
-		}
-	}
-	require.NotNil(t, r.exit, "the stream ends with exit")
-	return r
 }
 
 func TestResizeWithoutPTY(t *testing.T) {
