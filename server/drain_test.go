@@ -2,11 +2,9 @@ package server_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -203,17 +201,7 @@ func TestDrain(t *testing.T) {
 // body.
 func (d *daemon) post(t *testing.T, path, body string) (*http.Response, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx(t), "POST", d.url+path, strings.NewReader(body))
-	require.NoError(t, err)
-	req.Header = authed()
-	tr := &http.Transport{}
-	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp, string(b)
+	return d.send(t, "POST", path, body, authed())
 }
 
 // TestBeginWork checks the drain's hook for work another surface of the

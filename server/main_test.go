@@ -58,6 +58,14 @@ func ctx(t testing.TB) context.Context {
 // raw sends a request as is and returns the status and body.
 func (d *daemon) raw(t *testing.T, method, path, body string, header http.Header) (int, string) {
 	t.Helper()
+	resp, b := d.send(t, method, path, body, header)
+	return resp.StatusCode, b
+}
+
+// send sends a request as is, on a connection of its own, and returns the
+// answer, its body read. A Host header names the request's host.
+func (d *daemon) send(t *testing.T, method, path, body string, header http.Header) (*http.Response, string) {
+	t.Helper()
 	req, err := http.NewRequestWithContext(ctx(t), method, d.url+path, strings.NewReader(body))
 	require.NoError(t, err)
 	for k, v := range header {
@@ -73,7 +81,7 @@ func (d *daemon) raw(t *testing.T, method, path, body string, header http.Header
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	return resp.StatusCode, string(b)
+	return resp, string(b)
 }
 
 // authed is a header with the test token.

@@ -17,24 +17,15 @@ import (
 	"github.com/conchsh/conch/server"
 )
 
-// do sends a request with the test token and returns the answer, its body
-// read.
+// do sends a request with the test token and header, and returns the
+// answer, its body read.
 func (d *daemon) do(t *testing.T, method, path string, header http.Header) (*http.Response, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(ctx(t), method, d.url+path, nil)
-	require.NoError(t, err)
-	req.Header = authed()
+	h := authed()
 	for k, v := range header {
-		req.Header[k] = v
+		h[k] = v
 	}
-	tr := &http.Transport{}
-	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp, string(b)
+	return d.send(t, method, path, "", h)
 }
 
 func TestWrongMethod(t *testing.T) {
