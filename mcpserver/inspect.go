@@ -96,7 +96,7 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 		}
 	}
 	out.Bytes = int64(end)
-	out.Output = cutEnd(plaintext.String(buf[:end]), int(limit))
+	out.Output = plaintext.CutEnd(plaintext.String(buf[:end]), int(limit))
 	if !out.More {
 		// All there was: look whether anything came meanwhile.
 		if page, err := s.c.Logs(ctx, in.ID, client.LogsOptions{Cursor: cursor, Limit: 1}); err == nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -66,42 +65,16 @@ func (s *Server) result(ctx context.Context, r *client.RunResult, p *client.Proc
 // saying what was left out.
 func render(r *client.RunResult, limit int) string {
 	if r.OmittedBytes == 0 {
-		return cutEnd(plainFrames(r.Logs), limit)
+		return plaintext.CutEnd(plainFrames(r.Logs), limit)
 	}
 	split := min(max(r.HeadFrames, 0), len(r.Logs))
 	head, tail := plainFrames(r.Logs[:split]), plainFrames(r.Logs[split:])
 	// Rendering can make text longer than its bytes (a cursor move becomes
 	// blanks): hold the two together to the limit.
-	tail = cutStart(tail, limit-min(len(head), limit/2))
-	head = cutEnd(head, limit-len(tail))
+	tail = plaintext.CutStart(tail, limit-min(len(head), limit/2))
+	head = plaintext.CutEnd(head, limit-len(tail))
 	return fmt.Sprintf("%s\n[... %d bytes omitted; read_output with cursor %q reads them ...]\n%s",
 		strings.TrimSuffix(head, "\n"), r.OmittedBytes, r.OmittedAfter, tail)
-}
-
-// cutEnd returns the longest start of s of at most n bytes that ends at a
-// character boundary.
-func cutEnd(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	n = max(n, 0)
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
-
-// cutStart returns the longest end of s of at most n bytes that starts at a
-// character boundary.
-func cutStart(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := len(s) - max(n, 0)
-	for i < len(s) && !utf8.RuneStart(s[i]) {
-		i++
-	}
-	return s[i:]
 }
 
 // plainFrames is the frames' bytes as plain text.

@@ -314,10 +314,10 @@ func plainParts(parts [][]logstore.Frame, keep func(logstore.Channel) bool, limi
 	}
 	head, tail := texts[0], texts[len(texts)-1]
 	if len(texts) == 1 {
-		return []string{cutEnd(head, limit)}
+		return []string{plaintext.CutEnd(head, limit)}
 	}
-	tail = cutStart(tail, limit-min(len(head), limit/2))
-	return []string{cutEnd(head, limit-len(tail)), tail}
+	tail = plaintext.CutStart(tail, limit-min(len(head), limit/2))
+	return []string{plaintext.CutEnd(head, limit-len(tail)), tail}
 }
 
 // plainLen returns the bytes of texts together.
@@ -327,31 +327,6 @@ func plainLen(texts []string) int {
 		n += len(t)
 	}
 	return n
-}
-
-// cutEnd returns the longest start of s of at most n bytes that ends at a
-// character boundary.
-func cutEnd(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:max(n, 0)]
-}
-
-// cutStart returns the longest end of s of at most n bytes that starts at a
-// character boundary.
-func cutStart(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := len(s) - max(n, 0)
-	for i < len(s) && !utf8.RuneStart(s[i]) {
-		i++
-	}
-	return s[i:]
 }
 
 // plainText writes a member holding texts, one after the other.
