@@ -19,10 +19,9 @@ type endedRecords struct {
 	text  int64          // the bytes of text of the records kept
 }
 
-// noteEnded counts the record of p, which has ended, and forgets the
+// noteEnded counts the record of p, which has ended (i is its Info), and forgets the
 // oldest ended records while more than MaxEnded are kept.
-func (s *Server) noteEnded(p process.Process) {
-	i := p.Info()
+func (s *Server) noteEnded(p process.Process, i process.Info) {
 	if i.System {
 		return
 	}

@@ -73,19 +73,29 @@ func (s *Server) startShell(ctx context.Context, opts api.SessionOptions, ports 
 }
 
 // submitTo queues a command in the session's shell; the engine checks
-// opts.
-func (s *Server) submitTo(sh *shellsession.Session, opts api.CommandOptions) (process.Process, error) {
-	c, err := sh.Submit(shellsession.CommandOptions{
+// opts. With here, a command that finds the session idle waits for the
+// caller to run it, on its own goroutine, with the function returned (see
+// shellsession.Session.Begin); run is nil otherwise.
+func (s *Server) submitTo(sh *shellsession.Session, opts api.CommandOptions, here bool) (p process.Process, run func(context.Context), err error) {
+	o := shellsession.CommandOptions{
 		Cmd:              opts.Cmd,
 		Name:             opts.Name,
 		Stdin:            opts.Stdin,
 		ExecutionTimeout: opts.ExecutionTimeout.Duration(),
 		KeepLogs:         opts.KeepLogs,
-	})
-	if err != nil {
-		return nil, err
 	}
-	return c, nil
+	if here {
+		c, run, err := sh.Begin(o)
+		if err != nil {
+			return nil, nil, err
+		}
+		return c, run, nil
+	}
+	c, err := sh.Submit(o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, nil, nil
 }
 
 // limits is the engine's Limits of the API's.

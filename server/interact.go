@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"syscall"
 	"time"
 
@@ -18,6 +19,10 @@ import (
 // input. Zero durations do not bound the wait.
 type answerWait struct {
 	timeout, idle time.Duration
+	// run, when set, runs the process on the waiting goroutine until it
+	// ends or its context is done (see Server.submit): the wait then
+	// cancels that context rather than waiting itself.
+	run func(context.Context)
 }
 
 // answerRun waits for p as aw says and answers: 200 with its RunResult once
@@ -40,6 +45,11 @@ func (s *Server) awaitAnswer(ctx context.Context, p process.Process, aw answerWa
 		ctx, cancel = context.WithTimeout(ctx, aw.timeout)
 		defer cancel()
 	}
+	if aw.run != nil {
+		if runUntilAnswer(ctx, p, aw, start) {
+			return
+		}
+	}
 	var idle <-chan time.Time
 	var idleTimer *time.Timer
 	if aw.idle > 0 {
@@ -60,17 +70,61 @@ func (s *Server) awaitAnswer(ctx context.Context, p process.Process, aw answerWa
 			return
 		case <-changed:
 		case <-idle:
-			last := p.Log().LastFrameTime()
-			if last.Before(start) {
-				last = start
-			}
-			quiet := time.Since(last)
+			quiet := quietFor(p, start)
 			if quiet >= aw.idle {
 				return
 			}
 			idleTimer.Reset(aw.idle - quiet)
 		}
 	}
+}
+
+// runUntilAnswer runs p with aw.run until p ends, ctx is done or, with an
+// idle timeout, p has been quiet that long, and reports whether the answer
+// is due; it is not when p runs on elsewhere (a later command came first).
+// p has no input to wait for: it runs here only with its stdin closed.
+func runUntilAnswer(ctx context.Context, p process.Process, aw answerWait, start time.Time) bool {
+	if aw.idle <= 0 {
+		aw.run(ctx)
+	} else {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var mu sync.Mutex
+		var t *time.Timer
+		mu.Lock()
+		t = time.AfterFunc(aw.idle, func() {
+			mu.Lock()
+			defer mu.Unlock()
+			if quiet := quietFor(p, start); quiet < aw.idle {
+				t.Reset(aw.idle - quiet)
+				return
+			}
+			cancel()
+		})
+		mu.Unlock()
+		defer t.Stop()
+		aw.run(ctx)
+		if ctx.Err() != nil {
+			return true
+		}
+	}
+	select {
+	case <-p.Done():
+		return true
+	case <-ctx.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// quietFor returns how long p has written nothing, since start at most.
+func quietFor(p process.Process, start time.Time) time.Duration {
+	last := p.Log().LastFrameTime()
+	if last.Before(start) {
+		last = start
+	}
+	return time.Since(last)
 }
 
 func (s *Server) interact(w http.ResponseWriter, r *http.Request) error {

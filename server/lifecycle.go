@@ -74,20 +74,29 @@ func (s *Server) release(c claim) {
 	s.checkDrainedLocked()
 }
 
-// track registers p, which holds c, and watches it: c is given back when
-// it ends, and its record is forgotten ExitTTL later when its logs are kept
-// on_exit_ttl. A process started while the
-// server shuts down is stopped at once, since Shutdown may have listed the
-// registry already.
+// track registers p, which holds c, and watches it (see watch).
 func (s *Server) track(p process.Process, c claim) error {
-	release := sync.OnceFunc(func() { s.release(c) })
+	release, err := s.register(p, c)
+	if err != nil {
+		return err
+	}
+	go s.watch(p, release)
+	return nil
+}
+
+// register registers p, which holds c, and counts a watcher of it; it
+// returns what gives c back, which the watcher calls (see watch, afterEnd). A
+// process started while the server shuts down is stopped at once, since
+// Shutdown may have listed the registry already.
+func (s *Server) register(p process.Process, c claim) (release func(), err error) {
+	release = sync.OnceFunc(func() { s.release(c) })
 	s.mu.Lock()
 	closing := s.closing
 	if !closing {
 		if err := s.reg.Add(p); err != nil {
 			s.mu.Unlock()
 			release()
-			return err
+			return nil, err
 		}
 		s.releases[p.ID()] = release
 		s.watchers.Add(1)
@@ -99,35 +108,50 @@ func (s *Server) track(p process.Process, c claim) error {
 		defer cancel()
 		_ = p.Stop(ctx)
 		release()
-		return errShuttingDown
+		return nil, errShuttingDown
 	}
 	s.watchInput(p)
 	s.logStart(p.Info())
-	go s.watch(p, release)
-	return nil
+	return release, nil
 }
 
-// watch waits for p to end. It returns once p ended and, for on_exit_ttl,
-// its record was forgotten, or when the server stopped.
+// watch waits for p to end, as the watcher register counted: c is given
+// back when it ends, and its record is forgotten ExitTTL later when its logs
+// are kept on_exit_ttl. It returns then, or when the server stopped.
 func (s *Server) watch(p process.Process, release func()) {
-	defer s.watchers.Done()
 	select {
 	case <-p.Done():
-		i := p.Info()
-		s.metrics.processEnded(i)
-		s.logEnd(i)
-		s.settle(p.ID())
-		release()
-		s.noteEnded(p)
 	case <-s.stopped:
+		s.watchers.Done()
 		return
 	}
-	if e, err := s.session(p.ID()); err == nil {
+	if s.afterEnd(p, release) {
+		s.forgetAfterTTL(p)
+		return
+	}
+	s.watchers.Done()
+}
+
+// afterEnd does what follows the end of p, which a watcher counted by register
+// saw: it reports whether p's record is to be forgotten ExitTTL later, by
+// forgetAfterTTL, which then ends the watcher.
+func (s *Server) afterEnd(p process.Process, release func()) (ttl bool) {
+	i := p.Info()
+	s.metrics.processEnded(i)
+	s.logEnd(i)
+	s.settle(i.ID)
+	release()
+	s.noteEnded(p, i)
+	if e, err := s.session(i.ID); err == nil {
 		e.releasePorts() // an ended session has no use for them
 	}
-	if p.Info().KeepLogs != logstore.KeepOnExitTTL {
-		return
-	}
+	return i.KeepLogs == logstore.KeepOnExitTTL
+}
+
+// forgetAfterTTL forgets p's record ExitTTL from now, or returns when the
+// server stops; it ends the watcher that afterEnd handed over.
+func (s *Server) forgetAfterTTL(p process.Process) {
+	defer s.watchers.Done()
 	t := time.NewTimer(s.opts.ExitTTL)
 	defer t.Stop()
 	select {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"net/http"
 
@@ -186,7 +187,7 @@ func (s *Server) submitCommand(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &opts); err != nil {
 		return err
 	}
-	p, err := s.submit(e, opts)
+	p, _, err := s.submit(e, opts, false)
 	if err != nil {
 		return err
 	}
@@ -206,40 +207,89 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.submit(e, opts.CommandOptions)
+	// A command of the shell with no stdin to feed runs on this goroutine
+	// when the session is idle (see submit): the wait is the run.
+	here := e.code == nil && opts.Stdin != process.StdinOpen
+	p, w8, err := s.submit(e, opts.CommandOptions, here)
 	if err != nil {
 		return err
 	}
-	return s.answerRun(w, r, p, answerWait{
-		timeout: opts.Timeout.Duration(), idle: opts.IdleTimeout.Duration(),
-	}, runAnswer{limit: limit, plain: opts.Plain})
+	aw := answerWait{timeout: opts.Timeout.Duration(), idle: opts.IdleTimeout.Duration()}
+	if w8 == nil {
+		return s.answerRun(w, r, p, aw, runAnswer{limit: limit, plain: opts.Plain})
+	}
+	defer w8.watch()
+	aw.run = w8.run
+	return s.answerRun(w, r, p, aw, runAnswer{limit: limit, plain: opts.Plain})
 }
 
-// submit queues a command in the session and tracks it.
-func (s *Server) submit(e *sessionEntry, opts api.CommandOptions) (process.Process, error) {
+// submit queues a command in the session and tracks it. With here, a
+// command that finds the session idle comes back with the turn it holds:
+// the caller runs it (ranHere.run) and then has it watched (ranHere.watch),
+// which submit leaves to it; w8 is nil when the command was queued.
+func (s *Server) submit(e *sessionEntry, opts api.CommandOptions, here bool) (p process.Process, w8 *ranHere, err error) {
 	if err := e.checkBody(opts); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c := claim{slotProcess, textBytes(cmp.Or(opts.Cmd, opts.Code), nil)}
 	if err := s.checkCommandSize(c.text); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := s.reserve(c); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var p process.Process
-	var err error
+	var run func(context.Context)
 	if e.code != nil {
 		p, err = s.submitCell(e.code, opts)
 	} else {
-		p, err = s.submitTo(e.shell, opts)
+		p, run, err = s.submitTo(e.shell, opts, here)
 	}
 	if err != nil {
 		s.release(c)
-		return nil, err
+		return nil, nil, err
 	}
-	if err := s.track(p, c); err != nil {
-		return nil, err
+	release, err := s.register(p, c)
+	if err != nil {
+		if run != nil {
+			run(context.Background()) // stopped as it registered: gives its turn back
+		}
+		return nil, nil, err
 	}
-	return p, nil
+	if run == nil {
+		go s.watch(p, release)
+		return p, nil, nil
+	}
+	return p, &ranHere{s: s, p: p, run: run, release: release}, nil
 }
+
+// ranHere is a command that runs on the goroutine of the request that
+// submitted it.
+type ranHere struct {
+	s       *Server
+	p       process.Process
+	run     func(context.Context)
+	release func()
+}
+
+// watch does what follows the command's end on the request's goroutine, once
+// its answer has gone, when it has ended; else a goroutine watches it.
+func (h *ranHere) watch() {
+	h.run(cancelled) // a no-op once run; hands the command to a goroutine if not
+	select {
+	case <-h.p.Done():
+		if h.s.afterEnd(h.p, h.release) {
+			go h.s.forgetAfterTTL(h.p)
+			return
+		}
+		h.s.watchers.Done()
+	default:
+		go h.s.watch(h.p, h.release)
+	}
+}
+
+// cancelled is a context that is done.
+var cancelled = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()

@@ -150,3 +150,42 @@ func TestEndedCommandsAreNotKept(t *testing.T) {
 		return true
 	}, deadline, 10*time.Millisecond, "the logs of ended commands are still kept")
 }
+
+// Begin takes an idle session's turn for its caller: commands submitted
+// meanwhile wait for it, and a command deleted before its caller runs it
+// never reaches the shell, and gives the turn back.
+func TestBeginHoldsTheTurn(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{})
+	ctx := t.Context()
+	require.Eventually(t, func() bool { // what the session did as it started is done
+		if s.h.Queue.Claim() {
+			s.h.Queue.Release()
+			return true
+		}
+		return false
+	}, 10*time.Second, time.Millisecond)
+	mark := filepath.Join(t.TempDir(), "ran")
+	first, runFirst, err := s.Begin(CommandOptions{Cmd: "echo first > " + mark})
+	require.NoError(t, err)
+	second, err := s.Submit(CommandOptions{Cmd: "echo second"})
+	require.NoError(t, err)
+	select {
+	case <-second.Done():
+		t.Fatal("a command submitted after Begin ran before the caller's")
+	case <-time.After(200 * time.Millisecond):
+	}
+	require.NoError(t, first.Stop(ctx))
+	runFirst(ctx)
+	<-first.Done()
+	require.NotEqual(t, process.Exited, first.Result().Reason, "%+v", first.Result())
+	_, err = os.Stat(mark)
+	require.True(t, errors.Is(err, os.ErrNotExist), "the deleted command ran: %v", err)
+	select {
+	case <-second.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the turn was never given back")
+	}
+	require.Equal(t, 0, code(second.Result()))
+	require.Equal(t, "second\n", string(second.Log().Page(0, 0).Frames[0].Data))
+}

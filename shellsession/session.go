@@ -330,28 +330,48 @@ func (s *Session) forget(c *Command) {
 // command that fails is not an error: its Result says how it ended.
 //
 // When no command runs or waits, the command runs on the caller's
-// goroutine, which would only wait for it otherwise: from the frame sent to
-// the shell to the bytes that end it, nothing hops between goroutines. Once
-// ctx is done, a goroutine of its own waits for the rest of it.
+// goroutine, which would only wait for it otherwise (see Begin).
 func (s *Session) Run(ctx context.Context, opts CommandOptions) (*Command, process.Result, error) {
-	c, err := s.prepare(opts)
+	c, run, err := s.Begin(opts)
 	if err != nil {
 		return nil, process.Result{}, err
 	}
-	if s.h.Queue.Claim() {
-		s.record(c)
-		c.runHere(ctx)
-	} else if err := s.h.Queue.Push(c); err != nil {
-		return nil, process.Result{}, s.h.ErrEnded()
-	} else {
-		s.record(c)
-	}
+	run(ctx)
 	select {
 	case <-c.done:
 		return c, c.result, nil
 	case <-ctx.Done():
 		return c, process.Result{}, ctx.Err()
 	}
+}
+
+// Begin submits a command as Submit does, and returns with it the function
+// that takes its turn, which the caller must call once, on the goroutine
+// that would wait for the command. When no command runs or waits in the
+// session, the command holds the queue's turn from Begin on and run runs it
+// there, until it ends or ctx is done: from the frame sent to the shell to
+// the bytes that end it, nothing hops between goroutines; once ctx is done,
+// a goroutine of its own waits for the rest of it. Otherwise the command
+// was queued and run returns at once.
+//
+// Between Begin and run the caller may record the command (the daemon
+// registers it so that it can be listed, signalled or deleted); a command
+// deleted meanwhile never reaches the shell.
+func (s *Session) Begin(opts CommandOptions) (c *Command, run func(ctx context.Context), err error) {
+	c, err = s.prepare(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !s.h.Queue.Claim() {
+		if err := s.h.Queue.Push(c); err != nil {
+			return nil, nil, s.h.ErrEnded()
+		}
+		s.record(c)
+		return c, func(context.Context) {}, nil
+	}
+	s.record(c)
+	var once sync.Once
+	return c, func(ctx context.Context) { once.Do(func() { c.runHere(ctx) }) }, nil
 }
 
 // Commands returns the session's commands that have not ended, in
