@@ -43,6 +43,7 @@ type Command struct {
 	lastPID       int            // the last pid handed out before it started (see processes)
 	endPID        int            // the last pid handed out when it ended (see Tree)
 	frame         sentinel.Frame // set when announced
+	streamPaths   [2]string      // its stdout and stderr FIFOs, set when announced
 	runningAt     time.Time      // when it reached phaseRunning
 	noReuse       bool           // its streams must not serve a later command (see reusable)
 	pendingINT    bool           // an interrupt waits for phaseRunning
@@ -236,6 +237,9 @@ func (c *Command) start() (*readLoop, *streams) {
 		s.release(st)
 		return nil, nil
 	}
+	c.mu.Lock()
+	c.streamPaths = [2]string{st.out.Path, st.err.Path}
+	c.mu.Unlock()
 	rd := c.startReading(st.out, st.err)
 	if st.stdin != "" {
 		s.wg.Add(1)
@@ -617,17 +621,24 @@ func (c *Command) markRunningLocked() bool {
 	return true
 }
 
-// announces reports whether sh is told to announce that it runs a command,
-// which an interrupt waits for: one sent earlier would reach a shell still
-// waiting for input, which would shrug it off and then run the command. mksh
-// is not told (see keepsReadAhead); an interrupt for it waits only as long as
-// any does after a command starts (see sendINT).
-func announces(sh shells.Shell) bool { return sh.Family != shells.Mksh }
+// announces reports whether sh is told to announce that it runs a command:
+// a shell that may drop what it read ahead gets the end line only then
+// (see started). An interrupt waits for the announcement: one sent earlier
+// would reach a shell still waiting for input, which would shrug it off and
+// then run the command.
+//
+// The shells that keep what they read ahead get their end line with the
+// command, and are not told: the engine would wake up for every command
+// only to learn what an interrupt alone needs to know, and that wake-up
+// cost more of the engine's time than the rest of the command (see
+// BenchmarkRoundTripEngine). An interrupt for them looks for itself whether
+// the shell has entered the command (see sendINT). mksh also crashes (heap
+// corruption) when a start marker is written before a sourced file that
+// defines an alias.
+func announces(sh shells.Shell) bool { return !keepsReadAhead(sh) }
 
 // keepsReadAhead reports whether sh keeps the input it read ahead when a
-// command aborts (bash), or may drop it (dash, busybox, zsh, ksh93). mksh
-// keeps it too; it also crashes (heap corruption) when a start marker is
-// written before a sourced file that defines an alias, so it gets none.
+// command aborts (bash, mksh), or may drop it (dash, busybox, zsh, ksh93).
 func keepsReadAhead(sh shells.Shell) bool {
 	return sh.Family == shells.Bash || sh.Family == shells.Mksh
 }

@@ -339,14 +339,13 @@ func TestBackgroundJobKeepsWriting(t *testing.T) {
 // TestInterruptRightAfterSubmit: an interrupt sent before the shell has
 // read the command waits for it, rather than reach a shell still at its
 // prompt and be lost. The shell is stopped while the command is submitted and
-// interrupted, so that it cannot have read the command yet. mksh is not told
-// to announce commands (the README's shell matrix), so it is not in this test.
+// interrupted, and for longer than an interrupt waits for a command to
+// settle, so that it cannot have read the command yet: the interrupt must
+// wait for the shell's announcement, or, on the shells that announce
+// nothing (bash, mksh), until the shell is seen to enter the command.
 func TestInterruptRightAfterSubmit(t *testing.T) {
 	t.Parallel()
 	for _, shell := range testShells {
-		if shell == "mksh" {
-			continue
-		}
 		t.Run(shell, func(t *testing.T) {
 			t.Parallel()
 			s := newSession(t, Options{Shell: shell})
@@ -356,12 +355,29 @@ func TestInterruptRightAfterSubmit(t *testing.T) {
 			require.NoError(t, err)
 			time.Sleep(20 * time.Millisecond) // the command is written to the stopped shell
 			require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(2 * settleAfterStart)
 			require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
 			r := wait(t, c)
 			require.Equal(t, process.Signaled, r.Reason, "%+v", r)
 			_, out, _ := run(t, s, CommandOptions{Cmd: "echo alive"})
 			require.Equal(t, "alive\n", out)
+		})
+	}
+}
+
+// The shells that keep what they read ahead are not told to announce their
+// commands: the engine does not wake up for each command's start. Nothing
+// of a command's frame reaches their own stdout.
+func TestNoAnnouncementWhereNoneIsNeeded(t *testing.T) {
+	t.Parallel()
+	for _, shell := range []string{"bash", "mksh"} {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell})
+			for range 5 {
+				run(t, s, CommandOptions{Cmd: "true"})
+			}
+			require.NotContains(t, s.diag.Tail(), "\x1eS", "a start marker on the shell's own stdout")
 		})
 	}
 }

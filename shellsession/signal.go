@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -96,26 +97,83 @@ func (c *Command) interrupt(timedOut bool) {
 // that comes that early waits until the command runs a program of its own or
 // has run a little while since the announcement, whichever is first; this is
 // the interrupt's path, not a command's, and the wait is short and bounded.
+// A shell that announces nothing (see announces) counts as running from the
+// moment its command was sent; an interrupt for it first waits until the
+// shell is seen to have entered the command (see entered), for at most
+// enterWithin, and then settles from that moment — unless the command has
+// run for a good while already and the shell is in it.
 func (c *Command) sendINT() {
 	c.mu.Lock()
 	since := time.Since(c.runningAt)
 	c.mu.Unlock()
-	if since < settleAfterStart {
-		c.s.wg.Add(1)
-		go func() {
-			defer c.s.wg.Done()
-			for until := time.Now().Add(settleAfterStart - since); time.Now().Before(until) && !c.runsProgram(); {
-				select {
-				case <-c.done:
-					return
-				case <-time.After(2 * time.Millisecond):
-				}
-			}
-			c.signalINT()
-		}()
+	look := !announces(c.s.sh)
+	if !look && since >= settleAfterStart || look && since >= settledLongAgo && c.entered() {
+		c.signalINT()
 		return
 	}
-	c.signalINT()
+	c.s.wg.Add(1)
+	go func() {
+		defer c.s.wg.Done()
+		now := time.Now()
+		settled, gaveUp := now.Add(settleAfterStart-since), now.Add(enterWithin)
+		for entered := !look; ; {
+			now = time.Now()
+			if !entered {
+				entered = c.entered() || !now.Before(gaveUp)
+				if entered {
+					settled = now.Add(settleAfterStart)
+				}
+			}
+			if entered && (!now.Before(settled) || c.runsProgram()) {
+				break
+			}
+			select {
+			case <-c.done:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+		c.signalINT()
+	}()
+}
+
+// settledLongAgo is how long a command of a shell that announces nothing
+// must have been sent for an interrupt to go at once when the shell is in
+// it: it has settled unless the shell stalled that long before it (see
+// sendINT).
+const settledLongAgo = time.Second
+
+// enterWithin bounds how long an interrupt waits for a shell that announces
+// nothing to enter its command (see sendINT): past it, the shell is stuck
+// elsewhere, and the interrupt goes as it would at a terminal.
+const enterWithin = 5 * time.Second
+
+// entered reports whether the shell is seen to run the command: it holds
+// the command's streams open — the frame's redirections are in place, which
+// happens only as the command starts (and again for its end line, when it
+// has run) — or the command has a process of its own.
+func (c *Command) entered() bool {
+	c.mu.Lock()
+	paths := c.streamPaths
+	c.mu.Unlock()
+	if paths[0] == "" {
+		return false
+	}
+	var streams []os.FileInfo
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil {
+			streams = append(streams, fi)
+		}
+	}
+	dir := "/proc/" + strconv.Itoa(c.s.cmd.Process.Pid) + "/fd/"
+	fds, _ := os.ReadDir(dir)
+	for _, fd := range fds {
+		fi, err := os.Stat(dir + fd.Name()) // what the descriptor is open on
+		if err == nil && slices.ContainsFunc(streams, func(s os.FileInfo) bool { return os.SameFile(s, fi) }) {
+			return true
+		}
+	}
+	return len(c.processes()) > 0
 }
 
 // runsProgram reports whether the command has a process that is not (or no
