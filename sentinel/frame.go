@@ -223,8 +223,10 @@ const (
 // ends any text at its end (no shell waits for more input), and keeps an
 // interactive bash from announcing background jobs or printing "exit", as it
 // would for text typed at its prompt.
-func New(prevStatus int, p Paths) Frame {
-	n := NewNonce()
+func New(prevStatus int, p Paths) Frame { return build(NewNonce(), prevStatus, p) }
+
+// build is New with nonce n.
+func build(n Nonce, prevStatus int, p Paths) Frame {
 	var b strings.Builder
 	if p.Announce {
 		b.WriteString(p.Calls.write(`\036S`+string(n), nil, false, p.own()) + "; ")
@@ -322,4 +324,40 @@ func quote(s string) string {
 // expanding it.
 func quoteAlways(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// A Template is the frame New makes for one set of Paths and previous
+// status, built once with a stand-in for the nonce: each Frame of it puts a
+// fresh nonce in, for a few allocations where New builds the whole text
+// anew. A session keeps one for each set of streams it uses in turn.
+type Template struct{ f Frame }
+
+// standIn takes a nonce's place in a Template: as long as a nonce, and made
+// of a byte that no path, call word or shell text of a frame can hold.
+var standIn = strings.Repeat("\x00", len(NewNonce()))
+
+// Templated reports whether p can be framed from a Template: it names no
+// file of the command's own (EndFile) and does not carry the command's text.
+func Templated(p Paths) bool {
+	return p.Run != RunText && p.FrameFile == "" && p.EndFile == ""
+}
+
+// NewTemplate builds the Template of p after prevStatus; p must be
+// Templated.
+func NewTemplate(prevStatus int, p Paths) Template {
+	return Template{build(Nonce(standIn), prevStatus, p)}
+}
+
+// Frame returns the template's frame with a fresh nonce: what New returns.
+func (t Template) Frame() Frame { return t.with(NewNonce()) }
+
+func (t Template) with(n Nonce) Frame {
+	f := t.f
+	f.Nonce = n
+	f.Text = strings.ReplaceAll(f.Text, standIn, string(n))
+	f.End = strings.ReplaceAll(f.End, standIn, string(n))
+	marks := make([]byte, 0, 2*(2+len(n)))
+	f.Start = append(append(marks, "\x1eS"...), n...)
+	f.Failed = append(append(f.Start[len(f.Start):], "\x1eF"...), n...)
+	return f
 }

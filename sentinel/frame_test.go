@@ -201,3 +201,38 @@ func TestOwnStderr(t *testing.T) {
 		})
 	}
 }
+
+// A Template's frame is New's, nonce for nonce, for every way of framing a
+// template serves, and costs a handful of allocations where New's cost
+// dozens.
+func TestTemplate(t *testing.T) {
+	calls := []Calls{
+		{},
+		{Printf: []string{`\builtin printf`, `\command printf`}, Source: `\builtin .`, Exit: `\builtin exit`, Eval: `\builtin eval`, SourceElse: `\.`},
+		{Print: []string{`\builtin print`, `\command print`}},
+	}
+	for _, c := range calls {
+		for _, run := range []Run{RunSource, RunFile} {
+			for _, prev := range []int{0, 1, 2, 130} {
+				for _, p := range []Paths{
+					{Stdout: "/dev/shm/conch-1/1", Stderr: "/dev/shm/conch-1/2", Script: "/dev/shm/conch-1/cmd", Calls: c, Run: run},
+					{Stdin: "/tmp/in put/3.i", Stdout: "/tmp/o'ut", Stderr: "/tmp/err", Script: "/tmp/s", Calls: c, Run: run,
+						Announce: true, OwnStderr: true, Before: "set +x"},
+				} {
+					require.True(t, Templated(p))
+					n := NewNonce()
+					require.Equal(t, build(n, prev, p), NewTemplate(prev, p).with(n), "%+v after %d", p, prev)
+				}
+			}
+		}
+	}
+	require.False(t, Templated(Paths{Run: RunText}))
+	require.False(t, Templated(Paths{EndFile: "/tmp/e1"}))
+
+	p := Paths{Stdout: "/dev/shm/conch-1/1", Stderr: "/dev/shm/conch-1/2", Script: "/dev/shm/conch-1/cmd", Calls: calls[1], Run: RunFile}
+	tmpl := NewTemplate(0, p)
+	framed := testing.AllocsPerRun(100, func() { tmpl.Frame() })
+	built := testing.AllocsPerRun(100, func() { New(0, p) })
+	t.Logf("allocations per frame: %v from a template, %v built", framed, built)
+	require.LessOrEqual(t, framed, 5.0)
+}

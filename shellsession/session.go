@@ -90,11 +90,12 @@ type Session struct {
 	stdin     *os.File // the shell's script input
 	inputName string   // what /proc says the shell's fd 0 is while it reads stdin: "pipe:[N]", "socket:[N]"
 	fifoDir   string
-	parser    *syntax.Parser // used by the queue's goroutine only
-	script    *os.File       // the file commands are sourced from; the queue's goroutine only
-	frame     *os.File       // the file frames run from (see writeFrame); the queue's goroutine only
-	endFile   string         // the last command's end file (see writeFrame); the queue's goroutine only
-	wg        sync.WaitGroup // the goroutines of commands
+	parser    *syntax.Parser                 // used by the queue's goroutine only
+	script    *os.File                       // the file commands are sourced from; the queue's goroutine only
+	frame     *os.File                       // the file frames run from (see writeFrame); the queue's goroutine only
+	endFile   string                         // the last command's end file (see writeFrame); the queue's goroutine only
+	templates map[frameKey]sentinel.Template // frames by the streams they use (see newFrame); the queue's goroutine only
+	wg        sync.WaitGroup                 // the goroutines of commands
 
 	writeMu sync.Mutex // serializes writes to stdin
 	wbuf    []byte     // what is written; guarded by writeMu

@@ -206,7 +206,22 @@ func (s *Session) newFrame(prev int, p sentinel.Paths) (sentinel.Frame, error) {
 	p.OwnStderr = closeStdout(s.sh) != ""
 	frame, end := framesFromFiles(s.sh)
 	if !end {
-		return sentinel.New(prev, p), nil
+		if !sentinel.Templated(p) || prev != 0 && prev != 1 {
+			return sentinel.New(prev, p), nil
+		}
+		// The same few streams serve command after command: their frame's
+		// text is built once.
+		k := frameKey{prev: prev, stdin: p.Stdin, stdout: p.Stdout, stderr: p.Stderr, script: p.Script,
+			before: p.Before, run: p.Run, announce: p.Announce, ownStderr: p.OwnStderr}
+		t, ok := s.templates[k]
+		if !ok {
+			if len(s.templates) >= maxTemplates || s.templates == nil {
+				s.templates = make(map[frameKey]sentinel.Template) // streams discarded, new ones made
+			}
+			t = sentinel.NewTemplate(prev, p)
+			s.templates[k] = t
+		}
+		return t.Frame(), nil
 	}
 	// One frame file serves every command, as the script file does; an end
 	// file is the command's own.
@@ -221,6 +236,21 @@ func (s *Session) newFrame(prev int, p sentinel.Paths) (sentinel.Frame, error) {
 	f := sentinel.New(prev, p)
 	return f, s.writeFrame(p, f)
 }
+
+// frameKey is what tells a session's frame templates apart: the previous
+// status (0 or 1; others are framed anew) and the paths that vary from one
+// command to the next (a session's calls are its shell's).
+type frameKey struct {
+	prev                          int
+	stdin, stdout, stderr, script string
+	before                        string
+	run                           sentinel.Run
+	announce, ownStderr           bool
+}
+
+// maxTemplates bounds a session's frame templates: its pool's streams
+// (see poolSize) in their pairings, both previous statuses, traced or not.
+const maxTemplates = 64
 
 // writeFrame writes the files f runs from, and removes the last command's
 // end file: an end line of that command sent again, should it run late,
