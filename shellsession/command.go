@@ -44,6 +44,8 @@ type Command struct {
 	endPID        int            // the last pid handed out when it ended (see Tree)
 	frame         sentinel.Frame // set when announced
 	streamPaths   [2]string      // its stdout and stderr FIFOs, set when announced
+	idleAt        time.Time      // when the session next looks whether it is over unreported (see watchIdle)
+	idleEvery     time.Duration  // how long the session waits between those looks
 	runningAt     time.Time      // when it reached phaseRunning
 	noReuse       bool           // its streams must not serve a later command (see reusable)
 	pendingINT    bool           // an interrupt waits for phaseRunning
@@ -267,7 +269,7 @@ func (c *Command) start() (*readLoop, *streams) {
 	if err := s.write(f.Text, end); err != nil {
 		<-s.exited // a failed write means the shell is gone
 	}
-	c.watchIdle(time.Second)
+	c.watchIdle()
 	return rd, st
 }
 

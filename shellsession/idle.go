@@ -14,26 +14,87 @@ import (
 // watchIdle guards against a command whose end the shell cannot report: a
 // command that lowered the shell's limit on open files, say, leaves it
 // unable to open the streams its end line writes to, and some shells then
-// drop the whole line, fallback included. While the command runs, this looks
-// now and then — after 1 s, then every 2 s, then every 4 s — whether the shell sits
-// at its prompt, reading its own input with nothing left to read: then the
-// command is over and its end will not come. Looking costs a few reads of
-// /proc, off the command's path.
-func (c *Command) watchIdle(after time.Duration) {
-	c.addTimer(time.AfterFunc(after, func() {
-		if !c.running() {
-			return
-		}
-		if c.s.atPrompt() {
-			// Markers in flight are read within moments: look again.
-			time.Sleep(100 * time.Millisecond)
-			if c.running() && c.s.atPrompt() {
-				c.endUnreported()
-				return
+// drop the whole line, fallback included. While the command runs, the
+// session looks now and then — after 1 s, then every 2 s, then every 4 s —
+// whether the shell sits at its prompt, reading its own input with nothing
+// left to read: then the command is over and its end will not come. Looking
+// costs a few reads of /proc, off the command's path.
+//
+// One timer of the session's does the looking, armed while commands run:
+// a timer of each command's own would wake the Go runtime's poller at every
+// command, one more context switch for a command that ends long before its
+// first look (see BenchmarkRoundTripEngine).
+func (c *Command) watchIdle() {
+	s := c.s
+	c.mu.Lock()
+	c.idleEvery = time.Second
+	c.idleAt = time.Now().Add(c.idleEvery)
+	c.mu.Unlock()
+	s.idleMu.Lock()
+	defer s.idleMu.Unlock()
+	if s.idleArmed {
+		return
+	}
+	s.idleArmed = true
+	if s.idleTimer == nil {
+		s.idleTimer = time.AfterFunc(time.Second, s.lookIdle)
+	} else {
+		s.idleTimer.Reset(time.Second)
+	}
+}
+
+// lookIdle runs when the session's idle timer fires: it looks at the command
+// running, if its look is due, and arms the timer for its next one; with no
+// command running, it leaves the timer unarmed until one starts.
+func (s *Session) lookIdle() {
+	for {
+		c := s.running()
+		var wait time.Duration
+		if c != nil {
+			c.mu.Lock()
+			wait = time.Until(c.idleAt)
+			c.mu.Unlock()
+			if wait <= 0 {
+				c.lookIdle()
+				c.mu.Lock()
+				c.idleEvery = min(2*c.idleEvery, 4*time.Second)
+				c.idleAt = time.Now().Add(c.idleEvery)
+				c.mu.Unlock()
+				continue // it may have ended, and another command run since
 			}
 		}
-		c.watchIdle(min(2*after, 4*time.Second))
-	}))
+		s.idleMu.Lock()
+		if c != nil {
+			s.idleTimer.Reset(wait)
+			s.idleMu.Unlock()
+			return
+		}
+		s.idleArmed = false
+		s.idleMu.Unlock()
+		// A command that started meanwhile found the timer armed.
+		if s.running() == nil {
+			return
+		}
+		s.idleMu.Lock()
+		if s.idleArmed {
+			s.idleMu.Unlock()
+			return
+		}
+		s.idleArmed = true
+		s.idleMu.Unlock()
+	}
+}
+
+// lookIdle ends the command, still running, when its shell is back at its
+// prompt, twice: markers in flight are read within moments.
+func (c *Command) lookIdle() {
+	if !c.running() || !c.s.atPrompt() {
+		return
+	}
+	time.Sleep(100 * time.Millisecond)
+	if c.running() && c.s.atPrompt() {
+		c.endUnreported()
+	}
 }
 
 func (c *Command) running() bool {

@@ -95,7 +95,11 @@ type Session struct {
 	frame     *os.File                       // the file frames run from (see writeFrame); the queue's goroutine only
 	endFile   string                         // the last command's end file (see writeFrame); the queue's goroutine only
 	templates map[frameKey]sentinel.Template // frames by the streams they use (see newFrame); the queue's goroutine only
-	wg        sync.WaitGroup                 // the goroutines of commands
+
+	idleMu    sync.Mutex     // guards the two below
+	idleTimer *time.Timer    // looks at the command running now and then (see watchIdle)
+	idleArmed bool           // idleTimer is set to fire, or firing
+	wg        sync.WaitGroup // the goroutines of commands
 
 	writeMu sync.Mutex // serializes writes to stdin
 	wbuf    []byte     // what is written; guarded by writeMu
@@ -496,4 +500,10 @@ func (s *Session) running() *Command {
 func (s *Session) releaseAll() {
 	s.closePool()
 	s.stdin.Close()
+	s.idleMu.Lock()
+	if s.idleTimer != nil {
+		s.idleTimer.Stop()
+	}
+	s.idleArmed = true // for good: no command runs any more
+	s.idleMu.Unlock()
 }
