@@ -41,7 +41,7 @@ type Command struct {
 	exitedAt      time.Time
 	cwd           string         // the directory it started in
 	lastPID       int            // the last pid handed out before it started (see processes)
-	endPID        int            // the last pid handed out when it ended (see Tree)
+	endPID        int            // the last pid handed out when it ended, as far as Tree needs it (see endedBefore)
 	frame         sentinel.Frame // set when announced
 	streamPaths   [2]string      // its stdout and stderr FIFOs, set when announced
 	idleAt        time.Time      // when the session next looks whether it is over unreported (see watchIdle)
@@ -411,12 +411,41 @@ func (c *Command) giveUp(r process.Result) {
 	c.kick()
 }
 
+// pidNotRead is an ended command's endPID until a later command starts or
+// Tree asks for it (see Session.endedBefore).
+const pidNotRead = -2
+
+// endedBefore gives the command that ended last, if its endPID is not read
+// yet, last: the last pid handed out before the next command starts, read
+// for that command. Every pid the shell handed out before it is the ended
+// command's or a background job's (Tree tells later commands' processes
+// apart by it), and it spares a read of /proc at every command's end.
+func (s *Session) endedBefore(last int) {
+	s.mu.Lock()
+	c := s.lastEnded
+	s.lastEnded = nil
+	s.mu.Unlock()
+	if c != nil {
+		c.endedBy(last)
+	}
+}
+
+// endedBy sets the ended command's endPID to last, unless it is set.
+func (c *Command) endedBy(last int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.endPID == pidNotRead {
+		c.endPID = last
+	}
+}
+
 // begin moves the queued command to phaseAnnounced with frame f; it fails
 // when the command has ended (deleted) since Run took it up.
 func (c *Command) begin(cwd string, f sentinel.Frame) error {
 	last := -1
 	if f.Nonce != "" { // it runs in the shell: its processes will be told apart
 		last = proctree.LastPID()
+		c.s.endedBefore(last)
 	}
 	meter := c.s.h.Meter()
 	c.mu.Lock()
@@ -682,7 +711,7 @@ func (c *Command) finish(r process.Result) {
 	}
 	c.result = c.meter.Account(r)
 	c.exitedAt = time.Now()
-	c.endPID = proctree.LastPID()
+	c.endPID = pidNotRead
 	if c.startedAt.IsZero() {
 		c.startedAt = c.exitedAt
 	}
@@ -692,6 +721,13 @@ func (c *Command) finish(r process.Result) {
 	c.timers = nil
 	f := c.frame
 	c.mu.Unlock()
+	c.s.mu.Lock()
+	prev := c.s.lastEnded
+	c.s.lastEnded = c
+	c.s.mu.Unlock()
+	if prev != nil { // it ended with no command started in the shell since
+		prev.endedBy(proctree.LastPID())
+	}
 	if f.Failed != nil {
 		c.s.diag.Unwatch(f.Failed)
 		c.s.diag.Unwatch(f.Start)

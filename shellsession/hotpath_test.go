@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 	"weak"
@@ -206,4 +208,33 @@ func TestRunAllocations(t *testing.T) {
 	})
 	t.Logf("%v allocations a command", n)
 	require.LessOrEqual(t, n, 40.0)
+}
+
+// An ended command's Tree holds the background job it left, and not the
+// processes of a command that started after it, nor the other way round —
+// whether a later command has started or not when it is asked (the pid that
+// bounds an ended command's processes is read then, not at every end).
+func TestTreeAfterEnd(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{})
+	ctx := t.Context()
+	job := func() (*Command, int) {
+		c, r, err := s.Run(ctx, CommandOptions{Cmd: "sleep 100 & echo $!"})
+		require.NoError(t, err)
+		require.Equal(t, 0, code(r))
+		out, _ := output(c)
+		pid, err := strconv.Atoi(strings.TrimSpace(out))
+		require.NoError(t, err)
+		return c, pid
+	}
+	first, p1 := job()
+	require.Contains(t, first.Tree(), p1, "asked before any later command started")
+	second, p2 := job()
+	require.Contains(t, first.Tree(), p1)
+	require.NotContains(t, first.Tree(), p2)
+	third, p3 := job()
+	require.Equal(t, []int{p2}, second.Tree())
+	require.NotContains(t, first.Tree(), p3)
+	require.Equal(t, []int{p3}, third.Tree())
+	run(t, s, CommandOptions{Cmd: "kill " + strconv.Itoa(p1) + " " + strconv.Itoa(p2) + " " + strconv.Itoa(p3)})
 }

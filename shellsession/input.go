@@ -29,7 +29,12 @@ func (c *Command) InputTree() (pids []int, in inputwait.Input, ok bool) {
 // their pids, handed out after it ended.
 func (c *Command) Tree() []int {
 	c.mu.Lock()
-	ended, end := c.phase == phaseEnded, c.endPID
+	ended := c.phase == phaseEnded
+	if ended && c.endPID == pidNotRead {
+		// No command has started since it ended: any pid up to now.
+		c.endPID = proctree.LastPID()
+	}
+	end := c.endPID
 	c.mu.Unlock()
 	var out []int
 	for _, pid := range c.processes() {

@@ -96,6 +96,8 @@ type Session struct {
 	endFile   string                         // the last command's end file (see writeFrame); the queue's goroutine only
 	templates map[frameKey]sentinel.Template // frames by the streams they use (see newFrame); the queue's goroutine only
 
+	lastEnded *Command // the command that ended last, until the next starts (see endedBefore); guarded by mu
+
 	idleMu    sync.Mutex     // guards the two below
 	idleTimer *time.Timer    // looks at the command running now and then (see watchIdle)
 	idleArmed bool           // idleTimer is set to fire, or firing
