@@ -53,6 +53,11 @@ func (s *Session) lookIdle() {
 		if c != nil {
 			c.mu.Lock()
 			wait = time.Until(c.idleAt)
+			if c.idleAt.IsZero() {
+				// Taken up, its frame not yet sent (see Command.start): its
+				// first look is a second after that.
+				wait = time.Second
+			}
 			c.mu.Unlock()
 			if wait <= 0 {
 				c.lookIdle()
