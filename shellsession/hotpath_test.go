@@ -240,24 +240,23 @@ func TestTreeAfterEnd(t *testing.T) {
 	run(t, s, CommandOptions{Cmd: "kill " + strconv.Itoa(p1) + " " + strconv.Itoa(p2) + " " + strconv.Itoa(p3)})
 }
 
-// The session's idle look leaves alone a command taken up whose frame has
-// not reached the shell yet: the shell sits at its prompt with nothing to
-// read, as it does after a command it could not report, and a look then
-// ended commands of busy sessions "failed" (seen with 256 sessions at once).
+// The idle look leaves alone a command taken up whose frame has not
+// reached the shell yet: the shell sits at its prompt with nothing to read,
+// as it does after a command it could not report, and a look then ended
+// commands of busy sessions "failed" (seen with 256 sessions at once).
 func TestIdleLookWaitsForTheFrame(t *testing.T) {
 	t.Parallel()
 	s := newSession(t, Options{})
-	run(t, s, CommandOptions{Cmd: "true"})
+	run(t, s, CommandOptions{Cmd: "true"}) // the idle timer exists
 	c := s.newCommand(CommandOptions{Cmd: "true"})
 	s.record(c)
 	require.NoError(t, c.begin("/", sentinel.Frame{Nonce: sentinel.NewNonce()}))
-	s.idleMu.Lock()
-	if s.idleTimer == nil {
-		s.idleTimer = time.AfterFunc(time.Hour, func() {})
-	}
-	s.idleArmed = true
-	s.idleMu.Unlock()
-	s.lookIdle()
+	idleWatch.mu.Lock()
+	s.idleGen++
+	idleWatch.sessions[s] = s.idleGen
+	idleWatch.mu.Unlock()
+	lookIdle()
+	time.Sleep(300 * time.Millisecond) // a look takes 100 ms
 	require.Equal(t, process.Running, c.Info().State, "%+v", c.Info().Result)
 	c.finish(process.ExitedWith(0))
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -15,79 +16,111 @@ import (
 // command that lowered the shell's limit on open files, say, leaves it
 // unable to open the streams its end line writes to, and some shells then
 // drop the whole line, fallback included. While the command runs, the
-// session looks now and then — after 1 s, then every 2 s, then every 4 s —
+// engine looks now and then — after 1 s, then every 2 s, then every 4 s —
 // whether the shell sits at its prompt, reading its own input with nothing
 // left to read: then the command is over and its end will not come. Looking
 // costs a few reads of /proc, off the command's path.
 //
-// One timer of the session's does the looking, armed while commands run:
-// a timer of each command's own would wake the Go runtime's poller at every
-// command, one more context switch for a command that ends long before its
-// first look (see BenchmarkRoundTripEngine).
+// One timer of the process's does the looking for every session, armed
+// while some session runs a command: a timer of each command's own would
+// wake the Go runtime's poller at every command, one more context switch
+// for a command that ends long before its first look (see
+// BenchmarkRoundTripEngine), and one of each session's would wake once per
+// session after its last command.
 func (c *Command) watchIdle() {
 	s := c.s
 	c.mu.Lock()
 	c.idleEvery = time.Second
 	c.idleAt = time.Now().Add(c.idleEvery)
 	c.mu.Unlock()
-	s.idleMu.Lock()
-	defer s.idleMu.Unlock()
-	if s.idleArmed {
+	w := &idleWatch
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.sessions == nil {
+		w.sessions = make(map[*Session]uint64)
+	}
+	s.idleGen++
+	w.sessions[s] = s.idleGen
+	if w.armed {
 		return
 	}
-	s.idleArmed = true
-	if s.idleTimer == nil {
-		s.idleTimer = time.AfterFunc(time.Second, s.lookIdle)
+	w.armed = true
+	if w.timer == nil {
+		w.timer = time.AfterFunc(time.Second, lookIdle)
 	} else {
-		s.idleTimer.Reset(time.Second)
+		w.timer.Reset(time.Second)
 	}
 }
 
-// lookIdle runs when the session's idle timer fires: it looks at the command
-// running, if its look is due, and arms the timer for its next one; with no
-// command running, it leaves the timer unarmed until one starts.
-func (s *Session) lookIdle() {
-	for {
-		c := s.running()
-		var wait time.Duration
-		if c != nil {
-			c.mu.Lock()
-			wait = time.Until(c.idleAt)
-			if c.idleAt.IsZero() {
-				// Taken up, its frame not yet sent (see Command.start): its
-				// first look is a second after that.
-				wait = time.Second
-			}
-			c.mu.Unlock()
-			if wait <= 0 {
-				c.lookIdle()
-				c.mu.Lock()
-				c.idleEvery = min(2*c.idleEvery, 4*time.Second)
-				c.idleAt = time.Now().Add(c.idleEvery)
-				c.mu.Unlock()
-				continue // it may have ended, and another command run since
-			}
-		}
-		s.idleMu.Lock()
-		if c != nil {
-			s.idleTimer.Reset(wait)
-			s.idleMu.Unlock()
-			return
-		}
-		s.idleArmed = false
-		s.idleMu.Unlock()
-		// A command that started meanwhile found the timer armed.
-		if s.running() == nil {
-			return
-		}
-		s.idleMu.Lock()
-		if s.idleArmed {
-			s.idleMu.Unlock()
-			return
-		}
-		s.idleArmed = true
-		s.idleMu.Unlock()
+// idleWatch is the process's timer for the idle looks (see watchIdle), and
+// the sessions it looks at.
+var idleWatch struct {
+	mu       sync.Mutex
+	timer    *time.Timer
+	armed    bool                // timer is set to fire, or firing
+	sessions map[*Session]uint64 // and their idleGen when their last command was added
+}
+
+// lookIdle runs when the idle timer fires: it looks at each command running
+// whose look is due, each on a goroutine of its own (a look takes 100 ms),
+// drops the sessions that run none, and sets the timer for the next look
+// due; with no session left, it leaves the timer unset until a command
+// starts.
+func lookIdle() {
+	w := &idleWatch
+	w.mu.Lock()
+	type watched struct {
+		s   *Session
+		gen uint64
 	}
+	all := make([]watched, 0, len(w.sessions))
+	for s, gen := range w.sessions {
+		all = append(all, watched{s, gen})
+	}
+	w.mu.Unlock()
+	next := time.Second
+	var idle []watched
+	for _, x := range all {
+		c := x.s.running()
+		if c == nil {
+			idle = append(idle, x)
+			continue
+		}
+		c.mu.Lock()
+		wait := time.Until(c.idleAt)
+		if c.idleAt.IsZero() {
+			// Taken up, its frame not yet sent (see Command.start): its
+			// first look is a second after that.
+			wait = time.Second
+		} else if wait <= 0 {
+			c.idleEvery = min(2*c.idleEvery, 4*time.Second)
+			c.idleAt = time.Now().Add(c.idleEvery)
+			wait = c.idleEvery
+			go c.lookIdle()
+		}
+		c.mu.Unlock()
+		next = min(next, wait)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, x := range idle {
+		if w.sessions[x.s] == x.gen { // no command added since it was seen idle
+			delete(w.sessions, x.s)
+		}
+	}
+	if len(w.sessions) == 0 {
+		w.armed = false
+		return
+	}
+	w.timer.Reset(next)
+}
+
+// unwatchIdle takes the session out of the idle looks, at its end.
+func (s *Session) unwatchIdle() {
+	w := &idleWatch
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.sessions, s)
 }
 
 // lookIdle ends the command, still running, when its shell is back at its

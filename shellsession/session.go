@@ -98,10 +98,8 @@ type Session struct {
 
 	lastEnded *Command // the command that ended last, until the next starts (see endedBefore); guarded by mu
 
-	idleMu    sync.Mutex     // guards the two below
-	idleTimer *time.Timer    // looks at the command running now and then (see watchIdle)
-	idleArmed bool           // idleTimer is set to fire, or firing
-	wg        sync.WaitGroup // the goroutines of commands
+	idleGen uint64         // commands given to the idle looks (see watchIdle); guarded by idleWatch.mu
+	wg      sync.WaitGroup // the goroutines of commands
 
 	writeMu sync.Mutex // serializes writes to stdin
 	wbuf    []byte     // what is written; guarded by writeMu
@@ -502,10 +500,5 @@ func (s *Session) running() *Command {
 func (s *Session) releaseAll() {
 	s.closePool()
 	s.stdin.Close()
-	s.idleMu.Lock()
-	if s.idleTimer != nil {
-		s.idleTimer.Stop()
-	}
-	s.idleArmed = true // for good: no command runs any more
-	s.idleMu.Unlock()
+	s.unwatchIdle()
 }
