@@ -162,18 +162,14 @@ func Marked(instance string) []int { return holding(InstanceEnv + "=" + instance
 func TagsAlive() map[string]bool {
 	prefix := []byte(TagEnv + "=")
 	out := make(map[string]bool)
-	for _, p := range pids() {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/environ")
-		if err != nil {
-			continue
-		}
-		for e := range bytes.SplitSeq(b, []byte{0}) {
+	environs(func(_ int, env []byte) {
+		for e := range bytes.SplitSeq(env, []byte{0}) {
 			if id, ok := bytes.CutPrefix(e, prefix); ok {
 				out[string(id)] = true
 				break
 			}
 		}
-	}
+	})
 	return out
 }
 
@@ -181,19 +177,68 @@ func TagsAlive() map[string]bool {
 func holding(entry string) []int {
 	want := []byte(entry)
 	var out []int
-	for _, p := range pids() {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/environ")
-		if err != nil {
-			continue
-		}
-		for e := range bytes.SplitSeq(b, []byte{0}) {
+	environs(func(p int, env []byte) {
+		for e := range bytes.SplitSeq(env, []byte{0}) {
 			if bytes.Equal(e, want) {
 				out = append(out, p)
 				break
 			}
 		}
-	}
+	})
 	return out
+}
+
+// environs calls fn with the environment of each process in /proc that has
+// one, in one scan. A process in the middle of an exec reads as having none
+// until its new image is set up, which can take milliseconds on a busy
+// machine: a leftover of a tree caught there would be missed. So one that
+// reads empty while it runs is read again, a few milliseconds apart, for
+// up to execSettle.
+func environs(fn func(pid int, env []byte)) {
+	var later []int
+	for _, p := range pids() {
+		env, err := readEnviron(p)
+		switch {
+		case err != nil: // gone, a kernel thread, or not ours to read
+		case len(env) == 0 && execing(p):
+			later = append(later, p)
+		default:
+			fn(p, env)
+		}
+	}
+	for wait := time.Millisecond; len(later) > 0 && wait <= execSettle; wait *= 2 {
+		time.Sleep(wait)
+		next := later[:0]
+		for _, p := range later {
+			env, err := readEnviron(p)
+			switch {
+			case err != nil:
+			case len(env) == 0 && execing(p):
+				next = append(next, p)
+			default:
+				fn(p, env)
+			}
+		}
+		later = next
+	}
+}
+
+// readEnviron reads the environment pid started with; a variable, so
+// that a test can play a process caught in an exec.
+var readEnviron = func(pid int) ([]byte, error) {
+	return os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+}
+
+// execSettle bounds the wait of environs for one process: the longest of
+// its waits, which add up to about twice as much.
+const execSettle = 32 * time.Millisecond
+
+// execing reports whether pid runs (or waits for the disk), as a process in
+// the middle of an exec does: a process with an empty environment that
+// sleeps is not waited for.
+var execing = func(pid int) bool {
+	s, ok := readStat(pid)
+	return ok && (s.state == 'R' || s.state == 'D')
 }
 
 // StartTime returns when pid started, in clock ticks after boot (field 22 of
