@@ -210,24 +210,25 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 	// A command of the shell with no stdin to feed runs on this goroutine
 	// when the session is idle (see submit): the wait is the run.
 	here := e.code == nil && opts.Stdin != process.StdinOpen
-	p, w8, err := s.submit(e, opts.CommandOptions, here)
+	p, ran, err := s.submit(e, opts.CommandOptions, here)
 	if err != nil {
 		return err
 	}
 	aw := answerWait{timeout: opts.Timeout.Duration(), idle: opts.IdleTimeout.Duration()}
-	if w8 == nil {
+	if ran == nil {
 		return s.answerRun(w, r, p, aw, runAnswer{limit: limit, plain: opts.Plain})
 	}
-	defer w8.watch()
-	aw.run = w8.run
+	defer ran.watch()
+	aw.run = ran.run
 	return s.answerRun(w, r, p, aw, runAnswer{limit: limit, plain: opts.Plain})
 }
 
-// submit queues a command in the session and tracks it. With here, a
-// command that finds the session idle comes back with the turn it holds:
-// the caller runs it (ranHere.run) and then has it watched (ranHere.watch),
-// which submit leaves to it; w8 is nil when the command was queued.
-func (s *Server) submit(e *sessionEntry, opts api.CommandOptions, here bool) (p process.Process, w8 *ranHere, err error) {
+// submit queues a command in the session and tracks it. With here, in a
+// shell session, a command that finds the session idle comes back with the
+// turn it holds: the caller runs it (ranHere.run, which returns at once for
+// a command queued behind others) and then has it watched (ranHere.watch),
+// which submit leaves to it. Otherwise ran is nil and a watcher starts.
+func (s *Server) submit(e *sessionEntry, opts api.CommandOptions, here bool) (p process.Process, ran *ranHere, err error) {
 	if err := e.checkBody(opts); err != nil {
 		return nil, nil, err
 	}
@@ -251,7 +252,7 @@ func (s *Server) submit(e *sessionEntry, opts api.CommandOptions, here bool) (p 
 	release, err := s.register(p, c)
 	if err != nil {
 		if run != nil {
-			run(context.Background()) // stopped as it registered: gives its turn back
+			run(cancelled) // stopped as it registered: gives its turn back
 		}
 		return nil, nil, err
 	}
