@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
+	"weak"
 
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/internal/resident"
@@ -422,8 +424,8 @@ const pidNotRead = -2
 // apart by it), and it spares a read of /proc at every command's end.
 func (s *Session) endedBefore(last int) {
 	s.mu.Lock()
-	c := s.lastEnded
-	s.lastEnded = nil
+	c := s.lastEnded.Value()
+	s.lastEnded = weak.Pointer[Command]{}
 	s.mu.Unlock()
 	if c != nil {
 		c.endedBy(last)
@@ -555,7 +557,7 @@ func (c *Command) closeKeeper(f *resident.Keeper) {
 	defer c.mu.Unlock()
 	for i, k := range c.keepers {
 		if k == f {
-			c.keepers = append(c.keepers[:i], c.keepers[i+1:]...)
+			c.keepers = slices.Delete(c.keepers, i, i+1)
 			f.Close()
 			return
 		}
@@ -722,8 +724,8 @@ func (c *Command) finish(r process.Result) {
 	f := c.frame
 	c.mu.Unlock()
 	c.s.mu.Lock()
-	prev := c.s.lastEnded
-	c.s.lastEnded = c
+	prev := c.s.lastEnded.Value()
+	c.s.lastEnded = weak.Make(c)
 	c.s.mu.Unlock()
 	if prev != nil { // it ended with no command started in the shell since
 		prev.endedBy(proctree.LastPID())

@@ -140,8 +140,7 @@ func TestEndedCommandsAreNotKept(t *testing.T) {
 	}
 	run(t, s, CommandOptions{Cmd: "true"}) // the streams serve another command
 	require.Empty(t, s.Commands())
-	// A stopped timer may hold its function until the runtime sweeps it:
-	// another command and a collection, until the logs are gone.
+	// Another command and a collection, until the logs are gone.
 	require.Eventually(t, func() bool {
 		s.Run(t.Context(), CommandOptions{Cmd: "true"})
 		runtime.GC()
@@ -152,6 +151,25 @@ func TestEndedCommandsAreNotKept(t *testing.T) {
 		}
 		return true
 	}, deadline, 10*time.Millisecond, "the logs of ended commands are still kept")
+}
+
+// Nor is the last command kept while no other follows it: the session
+// notes it, for the pid that bounds its processes, only as long as someone
+// holds it.
+func TestLastCommandIsNotKept(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{})
+	run(t, s, CommandOptions{Cmd: "true"})
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	last, r, err := s.Run(ctx, CommandOptions{Cmd: "head -c 100000 /dev/zero"})
+	cancel()
+	require.NoError(t, err)
+	require.Equal(t, 0, code(r))
+	log := weak.Make(last.Log())
+	require.Eventually(t, func() bool {
+		runtime.GC()
+		return log.Value() == nil
+	}, deadline, 10*time.Millisecond, "the last command's log is still kept")
 }
 
 // Begin takes an idle session's turn for its caller: commands submitted

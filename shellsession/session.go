@@ -6,11 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+	"weak"
 
 	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/proctree"
@@ -96,7 +98,11 @@ type Session struct {
 	endFile   string                         // the last command's end file (see writeFrame); the queue's goroutine only
 	templates map[frameKey]sentinel.Template // frames by the streams they use (see newFrame); the queue's goroutine only
 
-	lastEnded *Command // the command that ended last, until the next starts (see endedBefore); guarded by mu
+	// lastEnded is the command that ended last, until the next starts (see
+	// endedBefore): weak, since the session keeps nothing of an ended
+	// command (see Commands), and one nobody holds asks for no tree.
+	// Guarded by mu.
+	lastEnded weak.Pointer[Command]
 
 	idleGen uint64         // commands given to the idle looks (see watchIdle); guarded by idleWatch.mu
 	wg      sync.WaitGroup // the goroutines of commands
@@ -324,8 +330,7 @@ func (s *Session) forget(c *Command) {
 	defer s.mu.Unlock()
 	for i, x := range s.commands {
 		if x == c {
-			s.commands = append(s.commands[:i], s.commands[i+1:]...)
-			s.commands[len(s.commands):cap(s.commands)][0] = nil
+			s.commands = slices.Delete(s.commands, i, i+1)
 			return
 		}
 	}

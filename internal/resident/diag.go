@@ -3,6 +3,7 @@ package resident
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -48,7 +49,7 @@ func (d *Diag) Unwatch(marker []byte) {
 	defer d.mu.Unlock()
 	for i, w := range d.watches {
 		if bytes.Equal(w.marker, marker) {
-			d.watches = append(d.watches[:i], d.watches[i+1:]...)
+			d.watches = slices.Delete(d.watches, i, i+1) // clears the tail: no closure kept
 			return
 		}
 	}
