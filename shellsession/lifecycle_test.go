@@ -365,6 +365,28 @@ func TestInterruptRightAfterSubmit(t *testing.T) {
 	}
 }
 
+// An interrupt that waits for a stalled shell to enter its command looks at
+// /proc less and less often: each look lists every process. Not parallel,
+// so that the listings counted are its own.
+func TestInterruptWaitLooksSparingly(t *testing.T) {
+	s := newSession(t, Options{})
+	pid := s.Info().PID
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	c, err := s.Submit(CommandOptions{Cmd: "sleep 100"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return c.Info().State == process.Running }, deadline, time.Millisecond,
+		"the command was never sent to the stopped shell")
+	before := proctree.Scans()
+	require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
+	time.Sleep(time.Second)
+	scans := proctree.Scans() - before
+	require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
+	r := wait(t, c)
+	require.Equal(t, process.Signaled, r.Reason, "%+v", r)
+	t.Logf("%d listings of /proc in the second the interrupt waited", scans)
+	require.Less(t, scans, uint64(100))
+}
+
 // The shells that keep what they read ahead are not told to announce their
 // commands: the engine does not wake up for each command's start. Nothing
 // of a command's frame reaches their own stdout.

@@ -116,12 +116,17 @@ func (c *Command) sendINT() {
 		defer c.s.wg.Done()
 		now := time.Now()
 		settled, gaveUp := now.Add(settleAfterStart-since), now.Add(enterWithin)
+		every := 2 * time.Millisecond
 		for entered := !look; ; {
 			now = time.Now()
 			if !entered {
 				entered = c.entered() || !now.Before(gaveUp)
 				if entered {
-					settled = now.Add(settleAfterStart)
+					settled, every = now.Add(settleAfterStart), 2*time.Millisecond
+				} else {
+					// Each look lists /proc: a shell that is slow to
+					// enter is looked at less and less often.
+					every = min(2*every, 50*time.Millisecond)
 				}
 			}
 			if entered && (!now.Before(settled) || c.runsProgram()) {
@@ -130,7 +135,7 @@ func (c *Command) sendINT() {
 			select {
 			case <-c.done:
 				return
-			case <-time.After(2 * time.Millisecond):
+			case <-time.After(every):
 			}
 		}
 		c.signalINT()
