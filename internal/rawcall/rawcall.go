@@ -1,0 +1,246 @@
+// Package rawcall makes system calls that return at once without telling
+// the Go scheduler: reads and writes of non-blocking descriptors, preads
+// of /proc, writes to the small files of a session's directory, opens of
+// FIFOs with O_NONBLOCK, closes, epoll waits that do not wait.
+//
+// A call through package syscall marks its goroutine as in a system call
+// for the call's length. That costs little by itself, but the first such
+// call after the whole process was idle (as it is each time it waits for a
+// shell) wakes the runtime's monitor thread, which then looks at the
+// scheduler every 20 µs until the process is idle again: for a session,
+// one more thread woken one or more times for every command, as much as a
+// fifth of the engine's CPU on a small machine. A call made raw leaves the
+// monitor asleep.
+//
+// Only calls that return at once belong here. One that waited would hold
+// its thread's P, and the goroutines queued on it, until it returned; the
+// runtime could not hand the P to another thread meanwhile.
+package rawcall
+
+import (
+	"io"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+func errno(e syscall.Errno) error {
+	if e == 0 {
+		return nil
+	}
+	return e
+}
+
+func ptr(p []byte) uintptr {
+	if len(p) == 0 {
+		return 0
+	}
+	return uintptr(unsafe.Pointer(&p[0]))
+}
+
+// Read reads from fd, which must not wait: a non-blocking descriptor, or
+// a file of /proc or of a memory file system.
+func Read(fd int, p []byte) (int, error) {
+	n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), ptr(p), uintptr(len(p)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+// Write writes p to fd, which must not wait (see Read); a non-blocking
+// descriptor may take fewer bytes than p holds, or none (EAGAIN).
+func Write(fd int, p []byte) (int, error) {
+	n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(fd), ptr(p), uintptr(len(p)))
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+// Pread reads from fd at off.
+func Pread(fd int, p []byte, off int64) (int, error) {
+	n, _, e := syscall.RawSyscall6(syscall.SYS_PREAD64, uintptr(fd), ptr(p), uintptr(len(p)), uintptr(off), 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+// Pwrite writes p to fd at off.
+func Pwrite(fd int, p []byte, off int64) (int, error) {
+	n, _, e := syscall.RawSyscall6(syscall.SYS_PWRITE64, uintptr(fd), ptr(p), uintptr(len(p)), uintptr(off), 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+// Ftruncate sets the size of the file at fd.
+func Ftruncate(fd int, size int64) error {
+	_, _, e := syscall.RawSyscall(syscall.SYS_FTRUNCATE, uintptr(fd), uintptr(size), 0)
+	return errno(e)
+}
+
+// Close closes fd.
+func Close(fd int) error {
+	_, _, e := syscall.RawSyscall(syscall.SYS_CLOSE, uintptr(fd), 0, 0)
+	return errno(e)
+}
+
+// atFDCWD is AT_FDCWD as the call takes it: a variable, since the constant
+// is negative.
+var atFDCWD = unix.AT_FDCWD
+
+// Open opens path (relative to the working directory) with flags and,
+// when it creates the file, mode. A FIFO must be opened with O_NONBLOCK.
+func Open(path string, flags int, mode uint32) (int, error) {
+	p, err := syscall.BytePtrFromString(path)
+	if err != nil {
+		return -1, err
+	}
+	fd, _, e := syscall.RawSyscall6(syscall.SYS_OPENAT, uintptr(atFDCWD), uintptr(unsafe.Pointer(p)), uintptr(flags), uintptr(mode), 0, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(fd), nil
+}
+
+// Unlink removes the file at path.
+func Unlink(path string) error {
+	p, err := syscall.BytePtrFromString(path)
+	if err != nil {
+		return err
+	}
+	_, _, e := syscall.RawSyscall(syscall.SYS_UNLINKAT, uintptr(atFDCWD), uintptr(unsafe.Pointer(p)), 0)
+	return errno(e)
+}
+
+// WriteFile writes data to the file at path, creating it with mode perm
+// or truncating it (as os.WriteFile does), in a memory file system.
+func WriteFile(path string, data []byte, perm uint32) error {
+	fd, err := Open(path, syscall.O_WRONLY|syscall.O_CREAT|syscall.O_TRUNC|syscall.O_CLOEXEC, perm)
+	if err != nil {
+		return err
+	}
+	for off := 0; off < len(data) && err == nil; {
+		var n int
+		n, err = Pwrite(fd, data[off:], int64(off))
+		off += n
+	}
+	if cerr := Close(fd); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// EpollPoll fills events with what is ready on the epoll set epfd now,
+// without waiting, and returns how many it filled.
+func EpollPoll(epfd int, events []unix.EpollEvent) (int, error) {
+	if len(events) == 0 {
+		return 0, nil
+	}
+	n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
+// Writer writes to a non-blocking descriptor raw, waiting in the
+// runtime's poller only when the descriptor is full. It is not safe for
+// concurrent use.
+type Writer struct {
+	rc  syscall.RawConn
+	p   []byte
+	err error
+	fn  func(uintptr) bool // w.once, made once: a closure per call would be an allocation
+}
+
+// NewWriter returns a Writer to the descriptor of rc, which must be in the
+// runtime's poller (an *os.File of a pipe or socket made non-blocking).
+func NewWriter(rc syscall.RawConn) *Writer {
+	w := &Writer{rc: rc}
+	w.fn = w.once
+	return w
+}
+
+// Write writes all of p, or fails.
+func (w *Writer) Write(p []byte) (int, error) {
+	w.p, w.err = p, nil
+	for len(w.p) > 0 && w.err == nil {
+		if err := w.rc.Write(w.fn); w.err == nil {
+			w.err = err
+		}
+	}
+	n, err := len(p)-len(w.p), w.err
+	w.p, w.err = nil, nil
+	return n, err
+}
+
+func (w *Writer) once(fd uintptr) bool {
+	n, err := Write(int(fd), w.p)
+	if err == syscall.EAGAIN {
+		return false // full: the poller waits, then calls again
+	}
+	if err == syscall.EINTR {
+		return true // the loop in Write calls again
+	}
+	w.p, w.err = w.p[n:], err
+	return true
+}
+
+// Reader reads from a non-blocking descriptor raw, waiting in the
+// runtime's poller only when there is nothing to read. It is not safe for
+// concurrent use.
+type Reader struct {
+	rc  syscall.RawConn
+	p   []byte
+	n   int
+	err error
+	fn  func(uintptr) bool // r.once, made once
+}
+
+// NewReader returns a Reader of the descriptor of rc, which must be in the
+// runtime's poller (see NewWriter).
+func NewReader(rc syscall.RawConn) *Reader {
+	r := &Reader{rc: rc}
+	r.fn = r.once
+	return r
+}
+
+// Read reads into p what there is, waiting until there is something; at
+// end-of-file it returns io.EOF.
+func (r *Reader) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	r.p, r.n, r.err = p, 0, nil
+	err := r.rc.Read(r.fn)
+	n, rerr := r.n, r.err
+	r.p, r.err = nil, nil
+	switch {
+	case err != nil:
+		return 0, err
+	case rerr != nil:
+		return 0, rerr
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+func (r *Reader) once(fd uintptr) bool {
+	for {
+		r.n, r.err = Read(int(fd), r.p)
+		switch r.err {
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			r.err = nil
+			return false // nothing yet: the poller waits, then calls again
+		}
+		return true
+	}
+}

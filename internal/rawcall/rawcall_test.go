@@ -1,0 +1,202 @@
+package rawcall
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// nonblockingPipe returns a pipe whose read end is a raw non-blocking
+// descriptor and whose write end is an *os.File in the runtime's poller.
+func nonblockingPipe(t *testing.T) (int, *os.File) {
+	t.Helper()
+	var p [2]int
+	require.NoError(t, syscall.Pipe2(p[:], syscall.O_NONBLOCK|syscall.O_CLOEXEC))
+	w := os.NewFile(uintptr(p[1]), "pipe")
+	t.Cleanup(func() {
+		syscall.Close(p[0])
+		w.Close()
+	})
+	return p[0], w
+}
+
+func TestReadWrite(t *testing.T) {
+	r, w := nonblockingPipe(t)
+	buf := make([]byte, 16)
+	_, err := Read(r, buf)
+	require.Equal(t, syscall.EAGAIN, err, "an empty non-blocking pipe")
+
+	rc, err := w.SyscallConn()
+	require.NoError(t, err)
+	var n int
+	require.NoError(t, rc.Control(func(fd uintptr) { n, err = Write(int(fd), []byte("abc")) }))
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+
+	n, err = Read(r, buf)
+	require.NoError(t, err)
+	require.Equal(t, "abc", string(buf[:n]))
+
+	require.NoError(t, w.Close())
+	n, err = Read(r, buf)
+	require.NoError(t, err)
+	require.Zero(t, n, "end-of-file once the writer closed")
+
+	_, err = Read(-1, buf)
+	require.Equal(t, syscall.EBADF, err)
+}
+
+func TestFiles(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+
+	require.NoError(t, WriteFile(path, []byte("hello, world"), 0o600))
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	require.NoError(t, WriteFile(path, []byte("bye"), 0o600))
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, "bye", string(got), "a longer file is truncated")
+
+	fd, err := Open(path, syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	n, err := Pwrite(fd, []byte("ABCDEF"), 2)
+	require.NoError(t, err)
+	require.Equal(t, 6, n)
+	buf := make([]byte, 16)
+	n, err = Pread(fd, buf, 1)
+	require.NoError(t, err)
+	require.Equal(t, "yABCDEF", string(buf[:n]))
+	require.NoError(t, Ftruncate(fd, 4))
+	n, err = Pread(fd, buf, 0)
+	require.NoError(t, err)
+	require.Equal(t, "byAB", string(buf[:n]))
+	require.NoError(t, Close(fd))
+	require.Equal(t, syscall.EBADF, Close(fd), "closed already")
+
+	require.NoError(t, Unlink(path))
+	_, err = os.Stat(path)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	require.ErrorIs(t, Unlink(path), os.ErrNotExist)
+	_, err = Open(path, syscall.O_RDONLY, 0)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	require.ErrorIs(t, WriteFile(filepath.Join(dir, "no", "such"), nil, 0o600), os.ErrNotExist)
+	_, err = Open("a\x00b", syscall.O_RDONLY, 0)
+	require.Error(t, err, "a path with a NUL")
+}
+
+// A FIFO opened for writing without a reader fails at once rather than
+// waiting for one, and opens once there is a reader.
+func TestOpenFIFO(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fifo")
+	require.NoError(t, syscall.Mkfifo(path, 0o600))
+	_, err := Open(path, syscall.O_WRONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	require.Equal(t, syscall.ENXIO, err)
+	r, err := Open(path, syscall.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	defer Close(r)
+	w, err := Open(path, syscall.O_WRONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	require.NoError(t, err)
+	require.NoError(t, Close(w))
+}
+
+func TestEpollPoll(t *testing.T) {
+	r, w := nonblockingPipe(t)
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	require.NoError(t, err)
+	defer unix.Close(ep)
+	require.NoError(t, unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, r, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: 7}))
+	events := make([]unix.EpollEvent, 4)
+	n, err := EpollPoll(ep, events)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing ready, and no wait")
+	_, err = w.Write([]byte("x"))
+	require.NoError(t, err)
+	n, err = EpollPoll(ep, events)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, int32(7), events[0].Fd)
+	n, err = EpollPoll(ep, nil)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	_, err = EpollPoll(-1, events)
+	require.Equal(t, syscall.EBADF, err)
+}
+
+// A Writer writes all it is given, waiting while the pipe is full, in
+// order; and fails when nobody reads any more.
+func TestWriter(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	require.NoError(t, err)
+	defer pr.Close()
+	defer pw.Close()
+	rc, err := pw.SyscallConn()
+	require.NoError(t, err)
+	w := NewWriter(rc)
+
+	want := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB: many pipes full
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(io.LimitReader(pr, int64(len(want))))
+		got <- b
+	}()
+	n, err := w.Write(want)
+	require.NoError(t, err)
+	require.Equal(t, len(want), n)
+	select {
+	case b := <-got:
+		require.True(t, bytes.Equal(want, b), "the bytes read are the bytes written, in order")
+	case <-time.After(time.Minute):
+		t.Fatal("the reader did not get every byte")
+	}
+
+	require.NoError(t, pr.Close())
+	_, err = w.Write([]byte("more"))
+	require.Equal(t, syscall.EPIPE, err, "the reader is gone")
+	require.NoError(t, pw.Close())
+	_, err = w.Write([]byte("more"))
+	require.Error(t, err, "the file is closed")
+}
+
+// A Reader waits until there is something to read, returns what there
+// is, and io.EOF once every writer closed.
+func TestReader(t *testing.T) {
+	pr, pw, err := os.Pipe()
+	require.NoError(t, err)
+	defer pr.Close()
+	rc, err := pr.SyscallConn()
+	require.NoError(t, err)
+	r := NewReader(rc)
+	n, err := r.Read(nil)
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	go func() {
+		time.Sleep(10 * time.Millisecond) // the read waits first, most often
+		pw.Write([]byte("one"))
+		pw.Close()
+	}()
+	buf := make([]byte, 16)
+	n, err = r.Read(buf)
+	require.NoError(t, err)
+	require.Equal(t, "one", string(buf[:n]))
+	n, err = r.Read(buf)
+	require.Equal(t, io.EOF, err)
+	require.Zero(t, n)
+
+	require.NoError(t, pr.Close())
+	_, err = r.Read(buf)
+	require.Error(t, err, "the file is closed")
+	require.NotEqual(t, io.EOF, err)
+}
