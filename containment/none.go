@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/conchsh/conch/internal/rawcall"
 )
 
 // uncontained is the Manager of ModeNone: it starts processes as they are
@@ -47,7 +49,7 @@ func (u *uncontained) Stats() Stats {
 		return Stats{CPU: u.cpu}
 	}
 	var buf [1024]byte
-	n, err := syscall.Pread(u.stat, buf[:], 0)
+	n, err := rawcall.Pread(u.stat, buf[:], 0)
 	if err != nil || n <= 0 {
 		return Stats{CPU: u.cpu}
 	}

@@ -1,12 +1,15 @@
 package shellsession
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	rtrace "runtime/trace"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +20,7 @@ import (
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/sentinel"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/exp/trace"
 )
 
 // goroutinesCreated is how many goroutines this process has started.
@@ -227,6 +231,80 @@ func TestRunAllocations(t *testing.T) {
 	})
 	t.Logf("%v allocations a command", n)
 	require.LessOrEqual(t, n, 40.0)
+}
+
+// A command on an idle session makes its system calls around the Go
+// scheduler (see rawcall): the script's and the frame's writes, the reads
+// of /proc and of its streams, its keepers' opens and closes. Made through
+// package syscall, the first of them after the process was idle woke the
+// runtime's monitor thread, which woke again and again until the command
+// ended: 2.1 voluntary switches of the engine's threads a command, 1.0
+// without. The runtime's trace tells each call made through the scheduler
+// (a goroutine's move to the syscall state): there were 16 a command.
+func TestRunCallsAroundTheScheduler(t *testing.T) {
+	for _, sh := range testShells {
+		t.Run(sh, func(t *testing.T) { // not parallel: the trace is the whole process's
+			s := newSession(t, Options{Shell: sh})
+			for range 20 {
+				run(t, s, CommandOptions{Cmd: "true"})
+			}
+			const n = 50
+			calls := schedulerCalls(t, func() {
+				for range n {
+					if _, r, err := s.Run(t.Context(), CommandOptions{Cmd: "true"}); err != nil || code(r) != 0 {
+						t.Errorf("true: %v %+v", err, r)
+						return
+					}
+				}
+			})
+			total := 0
+			for _, c := range calls {
+				total += c
+			}
+			t.Logf("calls through the scheduler in %d commands: %v", n, calls)
+			require.Less(t, total, n/2, "calls through the scheduler by their callers: %v", calls)
+		})
+	}
+}
+
+// schedulerCalls runs f under the runtime's trace and returns the system
+// calls made through the scheduler meanwhile, by the function that made
+// them (the first frame outside the runtime, syscall and os packages).
+func schedulerCalls(t *testing.T, f func()) map[string]int {
+	t.Helper()
+	var buf bytes.Buffer
+	require.NoError(t, rtrace.Start(&buf))
+	f()
+	rtrace.Stop()
+	rd, err := trace.NewReader(&buf)
+	require.NoError(t, err)
+	calls := map[string]int{}
+	for {
+		ev, err := rd.ReadEvent()
+		if err == io.EOF {
+			return calls
+		}
+		require.NoError(t, err)
+		if ev.Kind() != trace.EventStateTransition {
+			continue
+		}
+		st := ev.StateTransition()
+		if st.Resource.Kind != trace.ResourceGoroutine {
+			continue
+		}
+		if _, to := st.Goroutine(); to != trace.GoSyscall {
+			continue
+		}
+		caller := "?"
+		for f := range st.Stack.Frames() {
+			if !strings.HasPrefix(f.Func, "syscall.") && !strings.HasPrefix(f.Func, "internal/") &&
+				!strings.HasPrefix(f.Func, "golang.org/x/sys/") && !strings.HasPrefix(f.Func, "os.") {
+				caller = f.Func
+				break
+			}
+		}
+		calls[caller]++
+	}
 }
 
 // An ended command's Tree holds the background job it left, and not the

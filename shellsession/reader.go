@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/conchsh/conch/internal/rawcall"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/sentinel"
 )
@@ -370,7 +371,7 @@ func (r *streamReader) read(buf []byte) (int, error) {
 }
 
 func (r *streamReader) readOnce(fd uintptr) bool {
-	r.n, r.err = syscall.Read(int(fd), r.buf)
+	r.n, r.err = rawcall.Read(int(fd), r.buf)
 	return true // one attempt: the epoll set does the waiting
 }
 
@@ -523,7 +524,7 @@ func (e *epoller) flush() {
 func (e *epoller) flushOnce(fd uintptr) { e.waitOnce(fd) }
 
 func (e *epoller) waitOnce(fd uintptr) bool {
-	n, err := unix.EpollWait(int(fd), e.events[:], 0)
+	n, err := rawcall.EpollPoll(int(fd), e.events[:])
 	if err != nil {
 		n = 0
 	}

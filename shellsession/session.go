@@ -16,6 +16,7 @@ import (
 
 	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/internal/rawcall"
 	"github.com/conchsh/conch/internal/resident"
 	"github.com/conchsh/conch/internal/shells"
 	"github.com/conchsh/conch/logstore"
@@ -89,12 +90,13 @@ type Session struct {
 	cmd       *exec.Cmd       // the shell, once started
 	exited    <-chan struct{} // closed once the shell has exited and been reaped
 	diag      *resident.Diag
-	stdin     *os.File // the shell's script input
-	inputName string   // what /proc says the shell's fd 0 is while it reads stdin: "pipe:[N]", "socket:[N]"
+	stdin     *os.File        // the shell's script input
+	input     *rawcall.Writer // writes stdin; guarded by writeMu
+	inputName string          // what /proc says the shell's fd 0 is while it reads stdin: "pipe:[N]", "socket:[N]"
 	fifoDir   string
 	parser    *syntax.Parser                 // used by the queue's goroutine only
-	script    *os.File                       // the file commands are sourced from; the queue's goroutine only
-	frame     *os.File                       // the file frames run from (see writeFrame); the queue's goroutine only
+	script    keptFile                       // the file commands are sourced from; the queue's goroutine only
+	frame     keptFile                       // the file frames run from (see writeFrame); the queue's goroutine only
 	endFile   string                         // the last command's end file (see writeFrame); the queue's goroutine only
 	templates map[frameKey]sentinel.Template // frames by the streams they use (see newFrame); the queue's goroutine only
 
@@ -225,6 +227,11 @@ func (s *Session) start() error {
 		return fmt.Errorf("start %s: %w", s.sh.Path, err)
 	}
 	s.cmd, s.stdin, s.diag = cmd, w, s.h.Diag()
+	wrc, err := w.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("start %s: %w", s.sh.Path, err)
+	}
+	s.input = rawcall.NewWriter(wrc)
 	if _, err := w.WriteString(first + initScript(s.sh)); err != nil {
 		return fmt.Errorf("start %s: %w", s.sh.Path, err)
 	}
@@ -253,7 +260,7 @@ func (s *Session) write(text ...string) error {
 	for _, t := range text {
 		b = append(b, t...)
 	}
-	_, err := s.stdin.Write(b)
+	_, err := s.input.Write(b)
 	if cap(b) <= maxKeptWrite {
 		s.wbuf = b
 	}
@@ -467,11 +474,8 @@ func (s *Session) Stop(context.Context) error { return s.Close() }
 func (s *Session) Close() error {
 	s.h.Close()
 	s.wg.Wait()
-	for _, f := range []*os.File{s.script, s.frame} { // the queue is closed: nothing writes them any more
-		if f != nil {
-			f.Close()
-		}
-	}
+	s.script.close() // the queue is closed: nothing writes them any more
+	s.frame.close()
 	os.RemoveAll(s.fifoDir)
 	return nil
 }

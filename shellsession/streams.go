@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/conchsh/conch/internal/rawcall"
 	"github.com/conchsh/conch/internal/resident"
 	"github.com/conchsh/conch/sentinel"
 )
@@ -166,9 +167,17 @@ func (s *Session) writeScript(text string) error {
 	return s.rewrite(&s.script, s.scriptPath(), text)
 }
 
-// rewrite replaces the text of the file at path, kept open in *f.
-func (s *Session) rewrite(f **os.File, path, text string) error {
-	if *f == nil {
+// keptFile is a file of the session's directory that the queue rewrites
+// for each command, kept open. It is written with raw calls (see rawcall):
+// the directory is in memory where the host has /dev/shm.
+type keptFile struct {
+	f  *os.File // nil until opened
+	fd int      // f's descriptor
+}
+
+// rewrite replaces the text of the file at path, kept open in f.
+func (s *Session) rewrite(f *keptFile, path, text string) error {
+	if f.f == nil {
 		if err := os.MkdirAll(s.fifoDir, 0o700); err != nil {
 			return err
 		}
@@ -176,23 +185,29 @@ func (s *Session) rewrite(f **os.File, path, text string) error {
 		if err != nil {
 			return err
 		}
-		*f = nf
+		f.f, f.fd = nf, int(nf.Fd())
 	}
-	if _, err := (*f).WriteAt([]byte(text), 0); err != nil {
-		return reset(f, err)
+	if _, err := rawcall.Pwrite(f.fd, []byte(text), 0); err != nil {
+		return f.reset(err)
 	}
-	if err := (*f).Truncate(int64(len(text))); err != nil {
-		return reset(f, err)
+	if err := rawcall.Ftruncate(f.fd, int64(len(text))); err != nil {
+		return f.reset(err)
 	}
 	return nil
 }
 
 // reset drops a file kept open after a failed write (a command may have
 // removed the session's directory), so that the next command makes it anew.
-func reset(f **os.File, err error) error {
-	(*f).Close()
-	*f = nil
+func (f *keptFile) reset(err error) error {
+	f.close()
 	return err
+}
+
+func (f *keptFile) close() {
+	if f.f != nil {
+		f.f.Close()
+		f.f, f.fd = nil, -1
+	}
 }
 
 func (s *Session) scriptPath() string { return filepath.Join(s.fifoDir, "cmd") }
@@ -257,19 +272,20 @@ const maxTemplates = 64
 // finds none and writes nothing.
 func (s *Session) writeFrame(p sentinel.Paths, f sentinel.Frame) error {
 	if s.endFile != "" {
-		os.Remove(s.endFile)
+		rawcall.Unlink(s.endFile)
 		s.endFile = ""
 	}
-	err := os.WriteFile(p.EndFile, []byte(f.EndText), 0o600)
+	err := rawcall.WriteFile(p.EndFile, []byte(f.EndText), 0o600)
 	if errors.Is(err, fs.ErrNotExist) {
 		// A command removed the session's directory, and with it the frame
 		// file kept open: make both anew.
-		if s.frame != nil {
-			reset(&s.frame, nil)
-		}
+		s.frame.close()
 		if err = os.MkdirAll(s.fifoDir, 0o700); err == nil {
-			err = os.WriteFile(p.EndFile, []byte(f.EndText), 0o600)
+			err = rawcall.WriteFile(p.EndFile, []byte(f.EndText), 0o600)
 		}
+	}
+	if err != nil {
+		err = &fs.PathError{Op: "write", Path: p.EndFile, Err: err}
 	}
 	if err != nil {
 		return err

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/conchsh/conch/internal/rawcall"
 )
 
 // stat is what proctree reads of /proc/PID/stat.
@@ -323,7 +325,7 @@ func LastPID() int {
 	}
 	// One pread: os.File.ReadAt would read again to see end-of-file.
 	var buf [24]byte
-	n, err := syscall.Pread(fd, buf[:], 0)
+	n, err := rawcall.Pread(fd, buf[:], 0)
 	if n <= 0 || err != nil {
 		return -1
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/conchsh/conch/internal/rawcall"
 )
 
 // Diag drains the interpreter's own stdout and stderr — a shell's prompts,
@@ -57,9 +59,15 @@ func (d *Diag) Unwatch(marker []byte) {
 
 func (d *Diag) run() {
 	defer d.f.Close()
+	rc, err := d.f.SyscallConn()
+	if err != nil {
+		return
+	}
+	// Read raw: a shell that announces its commands here writes for each.
+	r := rawcall.NewReader(rc)
 	buf := make([]byte, 4096)
 	for {
-		n, err := d.f.Read(buf)
+		n, err := r.Read(buf)
 		if n > 0 {
 			for _, fire := range d.take(buf[:n]) {
 				fire()

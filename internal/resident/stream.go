@@ -4,6 +4,8 @@ import (
 	"os"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/conchsh/conch/internal/rawcall"
 )
 
 // Stream is one output FIFO of a command: the engine's read end, opened
@@ -61,7 +63,7 @@ func (st *Stream) Close() {
 type Keeper struct{ fd atomic.Int64 }
 
 func openKeeper(path string) (*Keeper, error) {
-	fd, err := syscall.Open(path, syscall.O_WRONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	fd, err := rawcall.Open(path, syscall.O_WRONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
@@ -77,6 +79,6 @@ func (k *Keeper) Close() {
 		return
 	}
 	if fd := k.fd.Swap(-1); fd >= 0 {
-		syscall.Close(int(fd))
+		rawcall.Close(int(fd))
 	}
 }
