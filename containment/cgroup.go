@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/conchsh/conch/internal/rawcall"
 )
 
 // killTimeout bounds how long Kill waits for a cgroup to empty.
@@ -24,10 +26,10 @@ type cgroup struct {
 	dir      string
 	killFile bool
 	// The files Stats reads, kept open: a session reads them around each
-	// command. nil where the host has none.
-	cpu  *os.File // cpu.stat
-	peak *os.File // v2 memory.peak (a reset holds for this open file), or v1 memory.max_usage_in_bytes
-	oom  *os.File // v2 memory.events, or v1 memory.oom_control
+	// command. noFile where the host has none.
+	cpu  statFile // cpu.stat
+	peak statFile // v2 memory.peak (a reset holds for this open file), or v1 memory.max_usage_in_bytes
+	oom  statFile // v2 memory.events, or v1 memory.oom_control
 	// reset is what a write to peak resets it with.
 	reset string
 	once  sync.Once
@@ -40,7 +42,7 @@ type cgroup struct {
 
 // newCgroup makes the v2 cgroup name and, on a hybrid host, its v1 cgroups.
 func (r *Root) newCgroup(name string, l Limits) (Manager, error) {
-	cg := &cgroup{dir: filepath.Join(r.dir, name), killFile: r.killFile}
+	cg := &cgroup{dir: filepath.Join(r.dir, name), killFile: r.killFile, cpu: noFile, peak: noFile, oom: noFile}
 	if err := os.Mkdir(cg.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("make cgroup: %w", err)
 	}
@@ -48,10 +50,10 @@ func (r *Root) newCgroup(name string, l Limits) (Manager, error) {
 		_ = cg.Destroy()
 		return nil, err
 	}
-	cg.cpu, _ = os.Open(filepath.Join(cg.dir, "cpu.stat"))
+	cg.cpu = openStat(filepath.Join(cg.dir, "cpu.stat"), unix.O_RDONLY)
 	if r.v2["memory"] {
-		cg.peak, _ = os.OpenFile(filepath.Join(cg.dir, "memory.peak"), os.O_RDWR, 0)
-		cg.oom, _ = os.Open(filepath.Join(cg.dir, "memory.events"))
+		cg.peak = openStat(filepath.Join(cg.dir, "memory.peak"), unix.O_RDWR)
+		cg.oom = openStat(filepath.Join(cg.dir, "memory.events"), unix.O_RDONLY)
 		cg.reset = "reset\n"
 	}
 	// Memory is always placed where v1 has it, for the peak and OOM kills.
@@ -68,8 +70,8 @@ func (r *Root) newCgroup(name string, l Limits) (Manager, error) {
 		}
 		h.v1 = append(h.v1, d)
 		if c == "memory" {
-			cg.peak, _ = os.OpenFile(filepath.Join(d.dir, "memory.max_usage_in_bytes"), os.O_RDWR, 0)
-			cg.oom, _ = os.Open(filepath.Join(d.dir, "memory.oom_control"))
+			cg.peak = openStat(filepath.Join(d.dir, "memory.max_usage_in_bytes"), unix.O_RDWR)
+			cg.oom = openStat(filepath.Join(d.dir, "memory.oom_control"), unix.O_RDONLY)
 			cg.reset = "0"
 		}
 		if err := setV1(c, d.dir, l); err != nil {
@@ -157,7 +159,7 @@ func (cg *cgroup) cpuLocked() time.Duration {
 	if cg.closed {
 		return cg.final.CPU
 	}
-	v, _ := fileKey(cg.cpu, "usage_usec")
+	v, _ := cg.cpu.key("usage_usec")
 	return time.Duration(v) * time.Microsecond
 }
 
@@ -171,7 +173,7 @@ func (cg *cgroup) peakLocked() int64 {
 	if cg.closed {
 		return cg.final.MemoryPeak
 	}
-	v, _ := fileKey(cg.peak, "")
+	v, _ := cg.peak.key("")
 	return v
 }
 
@@ -185,7 +187,7 @@ func (cg *cgroup) oomLocked() int64 {
 	if cg.closed {
 		return cg.final.OOMKills
 	}
-	v, _ := fileKey(cg.oom, "oom_kill")
+	v, _ := cg.oom.key("oom_kill")
 	return v
 }
 
@@ -195,8 +197,8 @@ func (cg *cgroup) oomLocked() int64 {
 func (cg *cgroup) ResetPeak() {
 	cg.mu.Lock()
 	defer cg.mu.Unlock()
-	if cg.peak != nil && !cg.closed {
-		_, _ = cg.peak.WriteAt([]byte(cg.reset), 0)
+	if !cg.closed {
+		cg.peak.write(cg.reset)
 	}
 }
 
@@ -252,11 +254,9 @@ func (cg *cgroup) Destroy() error {
 		cg.mu.Lock()
 		cg.final = Stats{CPU: cg.cpuLocked(), MemoryPeak: cg.peakLocked(), OOMKills: cg.oomLocked()}
 		cg.closed = true
-		for _, f := range []*os.File{cg.cpu, cg.peak, cg.oom} {
-			if f != nil {
-				f.Close()
-			}
-		}
+		cg.cpu.close()
+		cg.peak.close()
+		cg.oom.close()
 		cg.mu.Unlock()
 		if cg.err == nil {
 			cg.err = removeTree(cg.dir)
@@ -344,26 +344,12 @@ func readKey(path, key string) (int64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	for line := range bytes.SplitSeq(b, []byte{'\n'}) {
-		k, v, ok := bytes.Cut(line, []byte{' '})
-		if ok && string(k) == key {
-			n, err := strconv.ParseInt(string(v), 10, 64)
-			return n, err == nil
-		}
-	}
-	return 0, false
+	return parseKey(b, key)
 }
 
-// fileKey reads the value of key in f, an open flat-keyed cgroup file, or
-// the number f holds when key is empty. One pread: cgroup files are made
-// anew on each read from offset 0.
-func fileKey(f *os.File, key string) (int64, bool) {
-	if f == nil {
-		return 0, false
-	}
-	var buf [1024]byte
-	n, _ := f.ReadAt(buf[:], 0)
-	b := buf[:n]
+// parseKey returns the value of key in b, a flat-keyed cgroup file, or
+// the number b holds when key is empty.
+func parseKey(b []byte, key string) (int64, bool) {
 	if key == "" {
 		v, err := strconv.ParseInt(string(bytes.TrimSpace(b)), 10, 64)
 		return v, err == nil
@@ -376,4 +362,49 @@ func fileKey(f *os.File, key string) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// statFile is a cgroup file kept open, read and written with one raw
+// call each (see rawcall): cgroup files are made anew on each read from
+// offset 0, and a session reads them around each of its commands.
+type statFile int
+
+// noFile is a statFile that is not open: it reads nothing.
+const noFile statFile = -1
+
+// openStat opens the cgroup file at path with flags, or returns noFile.
+func openStat(path string, flags int) statFile {
+	fd, err := unix.Open(path, flags|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return noFile
+	}
+	return statFile(fd)
+}
+
+// key reads the value of key in the file (see parseKey).
+func (f statFile) key(key string) (int64, bool) {
+	if f < 0 {
+		return 0, false
+	}
+	var buf [1024]byte
+	n, err := rawcall.Pread(int(f), buf[:], 0)
+	if err != nil {
+		return 0, false
+	}
+	return parseKey(buf[:n], key)
+}
+
+// write writes s at the file's start, if it is open.
+func (f statFile) write(s string) {
+	if f >= 0 {
+		_, _ = rawcall.Pwrite(int(f), []byte(s), 0)
+	}
+}
+
+// close closes the file, if it is open; f is noFile after.
+func (f *statFile) close() {
+	if *f >= 0 {
+		unix.Close(int(*f))
+		*f = noFile
+	}
 }

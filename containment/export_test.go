@@ -55,11 +55,11 @@ func ReadFor(m Manager, f string) {
 	}
 	switch f {
 	case "cpu.stat":
-		fileKey(cg.cpu, "usage_usec")
+		cg.cpu.key("usage_usec")
 	case "peak":
-		fileKey(cg.peak, "")
+		cg.peak.key("")
 	case "oom":
-		fileKey(cg.oom, "oom_kill")
+		cg.oom.key("oom_kill")
 	}
 }
 

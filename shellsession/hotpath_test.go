@@ -10,12 +10,15 @@ import (
 	"runtime"
 	"runtime/metrics"
 	rtrace "runtime/trace"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 	"weak"
 
+	"github.com/conchsh/conch/containment"
+	"github.com/conchsh/conch/internal/containmenttest"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/sentinel"
@@ -242,9 +245,16 @@ func TestRunAllocations(t *testing.T) {
 // without. The runtime's trace tells each call made through the scheduler
 // (a goroutine's move to the syscall state): there were 16 a command.
 func TestRunCallsAroundTheScheduler(t *testing.T) {
-	for _, sh := range testShells {
+	shells := append(slices.Clone(testShells), "bash in a cgroup")
+	for _, sh := range shells {
 		t.Run(sh, func(t *testing.T) { // not parallel: the trace is the whole process's
-			s := newSession(t, Options{Shell: sh})
+			opts := Options{Shell: sh}
+			if sh == "bash in a cgroup" {
+				// Its usage comes from the cgroup's files, and the memory
+				// peak is reset at each command's start.
+				opts = Options{Containment: containmenttest.Root(t, containment.Limits{})}
+			}
+			s := newSession(t, opts)
 			for range 20 {
 				run(t, s, CommandOptions{Cmd: "true"})
 			}
