@@ -26,7 +26,7 @@ type cgroup struct {
 	dir      string
 	killFile bool
 	// The files Stats reads, kept open: a session reads them around each
-	// command. noFile where the host has none.
+	// command. Not open where the host has none.
 	cpu  statFile // cpu.stat
 	peak statFile // v2 memory.peak (a reset holds for this open file), or v1 memory.max_usage_in_bytes
 	oom  statFile // v2 memory.events, or v1 memory.oom_control
@@ -42,7 +42,7 @@ type cgroup struct {
 
 // newCgroup makes the v2 cgroup name and, on a hybrid host, its v1 cgroups.
 func (r *Root) newCgroup(name string, l Limits) (Manager, error) {
-	cg := &cgroup{dir: filepath.Join(r.dir, name), killFile: r.killFile, cpu: noFile, peak: noFile, oom: noFile}
+	cg := &cgroup{dir: filepath.Join(r.dir, name), killFile: r.killFile}
 	if err := os.Mkdir(cg.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("make cgroup: %w", err)
 	}
@@ -366,28 +366,29 @@ func parseKey(b []byte, key string) (int64, bool) {
 
 // statFile is a cgroup file kept open, read and written with one raw
 // call each (see rawcall): cgroup files are made anew on each read from
-// offset 0, and a session reads them around each of its commands.
-type statFile int
+// offset 0, and a session reads them around each of its commands. The
+// zero statFile is not open, and reads nothing.
+type statFile struct {
+	fd   int
+	open bool
+}
 
-// noFile is a statFile that is not open: it reads nothing.
-const noFile statFile = -1
-
-// openStat opens the cgroup file at path with flags, or returns noFile.
+// openStat opens the cgroup file at path with flags, if it can.
 func openStat(path string, flags int) statFile {
 	fd, err := unix.Open(path, flags|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return noFile
+		return statFile{}
 	}
-	return statFile(fd)
+	return statFile{fd: fd, open: true}
 }
 
 // key reads the value of key in the file (see parseKey).
-func (f statFile) key(key string) (int64, bool) {
-	if f < 0 {
+func (f *statFile) key(key string) (int64, bool) {
+	if !f.open {
 		return 0, false
 	}
 	var buf [1024]byte
-	n, err := rawcall.Pread(int(f), buf[:], 0)
+	n, err := rawcall.Pread(f.fd, buf[:], 0)
 	if err != nil {
 		return 0, false
 	}
@@ -395,16 +396,16 @@ func (f statFile) key(key string) (int64, bool) {
 }
 
 // write writes s at the file's start, if it is open.
-func (f statFile) write(s string) {
-	if f >= 0 {
-		_, _ = rawcall.Pwrite(int(f), []byte(s), 0)
+func (f *statFile) write(s string) {
+	if f.open {
+		_, _ = rawcall.Pwrite(f.fd, []byte(s), 0)
 	}
 }
 
-// close closes the file, if it is open; f is noFile after.
+// close closes the file, if it is open.
 func (f *statFile) close() {
-	if *f >= 0 {
-		unix.Close(int(*f))
-		*f = noFile
+	if f.open {
+		unix.Close(f.fd)
+		*f = statFile{}
 	}
 }
