@@ -244,6 +244,9 @@ func (c *Command) start() (*readLoop, *streams) {
 	c.mu.Lock()
 	c.streamPaths = [2]string{st.out.Path, st.err.Path}
 	c.mu.Unlock()
+	if takenUp != nil {
+		takenUp(c)
+	}
 	rd := c.startReading(st.out, st.err)
 	if st.stdin != "" {
 		s.wg.Add(1)
@@ -603,6 +606,10 @@ func (c *Command) streamEnded(end *sentinel.End) {
 	}
 }
 
+// takenUp, when a test sets it, is called with each command the moment it
+// is taken up, before it is marked running.
+var takenUp func(*Command)
+
 // started records that the shell runs the command (its start marker came on
 // the shell's stdout): the end line can follow, and an interrupt that waited
 // for it is delivered.
@@ -635,11 +642,19 @@ func (c *Command) reusable() bool {
 }
 
 // markRunning records that the command runs, for shells that announce
-// nothing.
+// nothing, and delivers an interrupt that came while it was being taken up
+// (see sendINT: it waits for the shell to enter the command).
 func (c *Command) markRunning() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.markRunningLocked()
+	first := c.markRunningLocked()
+	pending := first && c.pendingINT
+	if first {
+		c.pendingINT = false
+	}
+	c.mu.Unlock()
+	if pending {
+		c.sendINT()
+	}
 }
 
 // markRunningLocked moves an announced command to phaseRunning and reports
