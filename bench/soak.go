@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/internal/proctree"
 )
@@ -201,8 +202,15 @@ func soakRound(ctx context.Context, c *client.Client, rng *rand.Rand) error {
 	if err := c.Kill(ctx, cmd.ID, client.KillOptions{Signal: "INT"}); err != nil {
 		return fmt.Errorf("%s interrupt: %w", shell, err)
 	}
-	if _, _, err := c.Wait(ctx, cmd.ID, time.Minute); err != nil {
+	interrupted := time.Now()
+	wr, _, err := c.Wait(ctx, cmd.ID, time.Minute)
+	if err != nil {
 		return fmt.Errorf("%s wait after interrupt: %w", shell, err)
+	}
+	// A lost interrupt lets `sleep 30` run to its end (the result says INT
+	// all the same: the command was interrupted, as far as its caller knows).
+	if took := time.Since(interrupted); wr == nil || wr.Reason != api.Signaled || wr.Signal != "INT" || took > 10*time.Second {
+		return fmt.Errorf("%s: an interrupt right after submit did not stop the command: %+v after %v", shell, wr, took.Round(time.Millisecond))
 	}
 	// Input answered through interact.
 	r, p, err = run("read line; echo got:$line", client.CommandRunOptions{
