@@ -187,7 +187,7 @@ func (s *Session) rewrite(f *keptFile, path, text string) error {
 		}
 		f.f, f.fd = nf, int(nf.Fd())
 	}
-	if _, err := rawcall.Pwrite(f.fd, []byte(text), 0); err != nil {
+	if err := rawcall.WriteAt(f.fd, []byte(text), 0); err != nil {
 		return f.reset(err)
 	}
 	if err := rawcall.Ftruncate(f.fd, int64(len(text))); err != nil {

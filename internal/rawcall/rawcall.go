@@ -77,6 +77,18 @@ func Pwrite(fd int, p []byte, off int64) (int, error) {
 	return int(n), nil
 }
 
+// WriteAt writes all of p to fd at off, in as many calls as it takes.
+func WriteAt(fd int, p []byte, off int64) error {
+	for len(p) > 0 {
+		n, err := Pwrite(fd, p, off)
+		if err != nil {
+			return err
+		}
+		p, off = p[n:], off+int64(n)
+	}
+	return nil
+}
+
 // Ftruncate sets the size of the file at fd.
 func Ftruncate(fd int, size int64) error {
 	_, _, e := syscall.RawSyscall(syscall.SYS_FTRUNCATE, uintptr(fd), uintptr(size), 0)
@@ -124,11 +136,7 @@ func WriteFile(path string, data []byte, perm uint32) error {
 	if err != nil {
 		return err
 	}
-	for off := 0; off < len(data) && err == nil; {
-		var n int
-		n, err = Pwrite(fd, data[off:], int64(off))
-		off += n
-	}
+	err = WriteAt(fd, data, 0)
 	if cerr := Close(fd); err == nil {
 		err = cerr
 	}
