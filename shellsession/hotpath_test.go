@@ -259,7 +259,7 @@ func TestRunCallsAroundTheScheduler(t *testing.T) {
 				run(t, s, CommandOptions{Cmd: "true"})
 			}
 			const n = 50
-			calls := schedulerCalls(t, func() {
+			calls, elsewhere := schedulerCalls(t, func() {
 				for range n {
 					if _, r, err := s.Run(t.Context(), CommandOptions{Cmd: "true"}); err != nil || code(r) != 0 {
 						t.Errorf("true: %v %+v", err, r)
@@ -271,16 +271,20 @@ func TestRunCallsAroundTheScheduler(t *testing.T) {
 			for _, c := range calls {
 				total += c
 			}
-			t.Logf("calls through the scheduler in %d commands: %v", n, calls)
+			t.Logf("calls through the scheduler in %d commands: %v; by other goroutines: %v", n, calls, elsewhere)
 			require.Less(t, total, n/2, "calls through the scheduler by their callers: %v", calls)
 		})
 	}
 }
 
 // schedulerCalls runs f under the runtime's trace and returns the system
-// calls made through the scheduler meanwhile, by the function that made
-// them (the first frame outside the runtime, syscall and os packages).
-func schedulerCalls(t *testing.T, f func()) map[string]int {
+// calls made through the scheduler meanwhile by the session's commands (on
+// the goroutine that runs them, or the one that reads the shell's own
+// output), by the function that made them: the first frame outside the
+// runtime, syscall and os packages. The trace is the whole process's:
+// calls of goroutines that an earlier test left winding down are returned
+// apart, by the function their goroutine began with.
+func schedulerCalls(t *testing.T, f func()) (ours, elsewhere map[string]int) {
 	t.Helper()
 	var buf bytes.Buffer
 	require.NoError(t, rtrace.Start(&buf))
@@ -288,11 +292,11 @@ func schedulerCalls(t *testing.T, f func()) map[string]int {
 	rtrace.Stop()
 	rd, err := trace.NewReader(&buf)
 	require.NoError(t, err)
-	calls := map[string]int{}
+	ours, elsewhere = map[string]int{}, map[string]int{}
 	for {
 		ev, err := rd.ReadEvent()
 		if err == io.EOF {
-			return calls
+			return ours, elsewhere
 		}
 		require.NoError(t, err)
 		if ev.Kind() != trace.EventStateTransition {
@@ -305,15 +309,23 @@ func schedulerCalls(t *testing.T, f func()) map[string]int {
 		if _, to := st.Goroutine(); to != trace.GoSyscall {
 			continue
 		}
-		caller := "?"
+		caller, root, session := "?", "?", false
 		for f := range st.Stack.Frames() {
-			if !strings.HasPrefix(f.Func, "syscall.") && !strings.HasPrefix(f.Func, "internal/") &&
+			if caller == "?" && !strings.HasPrefix(f.Func, "syscall.") && !strings.HasPrefix(f.Func, "internal/") &&
 				!strings.HasPrefix(f.Func, "golang.org/x/sys/") && !strings.HasPrefix(f.Func, "os.") {
 				caller = f.Func
-				break
+			}
+			session = session || strings.HasSuffix(f.Func, "shellsession.(*Session).Run") ||
+				strings.HasSuffix(f.Func, "resident.(*Diag).run")
+			if !strings.HasPrefix(f.Func, "runtime.") {
+				root = f.Func
 			}
 		}
-		calls[caller]++
+		if session {
+			ours[caller]++
+		} else {
+			elsewhere[root+" > "+caller]++
+		}
 	}
 }
 
