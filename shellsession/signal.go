@@ -102,14 +102,24 @@ func (c *Command) interrupt(timedOut bool) {
 // shell is seen to have entered the command (see entered), for at most
 // enterWithin, and then settles from that moment — unless the command has
 // run for a good while already and the shell is in it.
+//
+// Nor does an interrupt go while a process of the command is still a copy
+// of the shell, unless one runs a program already: a child between fork and
+// exec has the shell's handler, which takes the SIGINT in the shell's stead,
+// and the program it becomes never sees it (under load, one interrupt in a
+// few thousand was lost so, the command running to its end). It waits for
+// the copy to become a program or end, for at most execWithin: a subshell
+// may stay a copy for as long as it runs.
 func (c *Command) sendINT() {
 	c.mu.Lock()
 	since := time.Since(c.runningAt)
 	c.mu.Unlock()
 	look := !announces(c.s.sh)
 	if !look && since >= settleAfterStart || look && since >= settledLongAgo && c.entered() {
-		c.signalINT()
-		return
+		if program, copying := c.processKinds(); program || !copying {
+			c.signalINT()
+			return
+		}
 	}
 	c.s.wg.Add(1)
 	go func() {
@@ -129,8 +139,11 @@ func (c *Command) sendINT() {
 					every = min(2*every, 50*time.Millisecond)
 				}
 			}
-			if entered && (!now.Before(settled) || c.runsProgram()) {
-				break
+			if entered {
+				program, copying := c.processKinds()
+				if program || !now.Before(settled) && (!copying || !now.Before(settled.Add(execWithin))) {
+					break
+				}
 			}
 			select {
 			case <-c.done:
@@ -147,6 +160,11 @@ func (c *Command) sendINT() {
 // it: it has settled unless the shell stalled that long before it (see
 // sendINT).
 const settledLongAgo = time.Second
+
+// execWithin bounds how long an interrupt that has settled waits for a copy
+// of the shell among the command's processes to become a program (see
+// sendINT).
+const execWithin = time.Second
 
 // enterWithin bounds how long an interrupt waits for a shell that announces
 // nothing to enter its command (see sendINT): past it, the shell is stuck
@@ -181,17 +199,23 @@ func (c *Command) entered() bool {
 	return len(c.processes()) > 0
 }
 
-// runsProgram reports whether the command has a process that is not (or no
-// longer) a copy of the shell: a child between fork and exec still has the
-// shell's handlers, and lets SIGINT pass as the shell would.
-func (c *Command) runsProgram() bool {
+// processKinds reports whether the command has a process that is not (or no
+// longer) a copy of the shell — a program — and whether it has one that is
+// still a copy: a child between fork and exec, which still has the shell's
+// handlers and lets SIGINT pass as the shell would, or a subshell.
+func (c *Command) processKinds() (program, copying bool) {
 	shell, _ := os.ReadFile("/proc/" + strconv.Itoa(c.s.cmd.Process.Pid) + "/comm")
 	for _, pid := range c.processes() {
-		if comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); err == nil && !bytes.Equal(comm, shell) {
-			return true
+		comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+		switch {
+		case err != nil: // gone
+		case bytes.Equal(comm, shell):
+			copying = true
+		default:
+			return true, copying
 		}
 	}
-	return false
+	return false, copying
 }
 
 // settleAfterStart bounds how long an interrupt waits for a command that has
