@@ -26,10 +26,10 @@ type cgroup struct {
 	dir      string
 	killFile bool
 	// The files Stats reads, kept open: a session reads them around each
-	// command. Not open where the host has none.
-	cpu  statFile // cpu.stat
-	peak statFile // v2 memory.peak (a reset holds for this open file), or v1 memory.max_usage_in_bytes
-	oom  statFile // v2 memory.events, or v1 memory.oom_control
+	// command. Not open (the zero File) where the host has none.
+	cpu  rawcall.File // cpu.stat
+	peak rawcall.File // v2 memory.peak (a reset holds for this open file), or v1 memory.max_usage_in_bytes
+	oom  rawcall.File // v2 memory.events, or v1 memory.oom_control
 	// reset is what a write to peak resets it with.
 	reset string
 	once  sync.Once
@@ -50,10 +50,10 @@ func (r *Root) newCgroup(name string, l Limits) (Manager, error) {
 		_ = cg.Destroy()
 		return nil, err
 	}
-	cg.cpu = openStat(filepath.Join(cg.dir, "cpu.stat"), unix.O_RDONLY)
+	cg.cpu, _ = rawcall.OpenFile(filepath.Join(cg.dir, "cpu.stat"), unix.O_RDONLY, 0)
 	if r.v2["memory"] {
-		cg.peak = openStat(filepath.Join(cg.dir, "memory.peak"), unix.O_RDWR)
-		cg.oom = openStat(filepath.Join(cg.dir, "memory.events"), unix.O_RDONLY)
+		cg.peak, _ = rawcall.OpenFile(filepath.Join(cg.dir, "memory.peak"), unix.O_RDWR, 0)
+		cg.oom, _ = rawcall.OpenFile(filepath.Join(cg.dir, "memory.events"), unix.O_RDONLY, 0)
 		cg.reset = "reset\n"
 	}
 	// Memory is always placed where v1 has it, for the peak and OOM kills.
@@ -70,8 +70,8 @@ func (r *Root) newCgroup(name string, l Limits) (Manager, error) {
 		}
 		h.v1 = append(h.v1, d)
 		if c == "memory" {
-			cg.peak = openStat(filepath.Join(d.dir, "memory.max_usage_in_bytes"), unix.O_RDWR)
-			cg.oom = openStat(filepath.Join(d.dir, "memory.oom_control"), unix.O_RDONLY)
+			cg.peak, _ = rawcall.OpenFile(filepath.Join(d.dir, "memory.max_usage_in_bytes"), unix.O_RDWR, 0)
+			cg.oom, _ = rawcall.OpenFile(filepath.Join(d.dir, "memory.oom_control"), unix.O_RDONLY, 0)
 			cg.reset = "0"
 		}
 		if err := setV1(c, d.dir, l); err != nil {
@@ -159,7 +159,7 @@ func (cg *cgroup) cpuLocked() time.Duration {
 	if cg.closed {
 		return cg.final.CPU
 	}
-	v, _ := cg.cpu.key("usage_usec")
+	v, _ := fileKey(cg.cpu, "usage_usec")
 	return time.Duration(v) * time.Microsecond
 }
 
@@ -173,7 +173,7 @@ func (cg *cgroup) peakLocked() int64 {
 	if cg.closed {
 		return cg.final.MemoryPeak
 	}
-	v, _ := cg.peak.key("")
+	v, _ := fileKey(cg.peak, "")
 	return v
 }
 
@@ -187,7 +187,7 @@ func (cg *cgroup) oomLocked() int64 {
 	if cg.closed {
 		return cg.final.OOMKills
 	}
-	v, _ := cg.oom.key("oom_kill")
+	v, _ := fileKey(cg.oom, "oom_kill")
 	return v
 }
 
@@ -198,7 +198,7 @@ func (cg *cgroup) ResetPeak() {
 	cg.mu.Lock()
 	defer cg.mu.Unlock()
 	if !cg.closed {
-		cg.peak.write(cg.reset)
+		_ = cg.peak.WriteAt([]byte(cg.reset), 0)
 	}
 }
 
@@ -254,9 +254,9 @@ func (cg *cgroup) Destroy() error {
 		cg.mu.Lock()
 		cg.final = Stats{CPU: cg.cpuLocked(), MemoryPeak: cg.peakLocked(), OOMKills: cg.oomLocked()}
 		cg.closed = true
-		cg.cpu.close()
-		cg.peak.close()
-		cg.oom.close()
+		cg.cpu.Close()
+		cg.peak.Close()
+		cg.oom.Close()
 		cg.mu.Unlock()
 		if cg.err == nil {
 			cg.err = removeTree(cg.dir)
@@ -364,48 +364,14 @@ func parseKey(b []byte, key string) (int64, bool) {
 	return 0, false
 }
 
-// statFile is a cgroup file kept open, read and written with one raw
-// call each (see rawcall): cgroup files are made anew on each read from
-// offset 0, and a session reads them around each of its commands. The
-// zero statFile is not open, and reads nothing.
-type statFile struct {
-	fd   int
-	open bool
-}
-
-// openStat opens the cgroup file at path with flags, if it can.
-func openStat(path string, flags int) statFile {
-	fd, err := unix.Open(path, flags|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return statFile{}
-	}
-	return statFile{fd: fd, open: true}
-}
-
-// key reads the value of key in the file (see parseKey).
-func (f *statFile) key(key string) (int64, bool) {
-	if !f.open {
-		return 0, false
-	}
+// fileKey reads the value of key in f, a flat-keyed cgroup file kept open
+// (see parseKey), with one raw call (see rawcall): a session reads the
+// cgroup's files around each of its commands.
+func fileKey(f rawcall.File, key string) (int64, bool) {
 	var buf [1024]byte
-	n, err := rawcall.Pread(f.fd, buf[:], 0)
+	n, err := f.ReadAt(buf[:], 0)
 	if err != nil {
 		return 0, false
 	}
 	return parseKey(buf[:n], key)
-}
-
-// write writes s at the file's start, if it is open.
-func (f *statFile) write(s string) {
-	if f.open {
-		_, _ = rawcall.Pwrite(f.fd, []byte(s), 0)
-	}
-}
-
-// close closes the file, if it is open.
-func (f *statFile) close() {
-	if f.open {
-		unix.Close(f.fd)
-		*f = statFile{}
-	}
 }

@@ -261,7 +261,7 @@ func (r *Root) New(name string, l Limits) (Manager, error) {
 		return nil, err
 	}
 	if r.Mode() == ModeNone {
-		return &uncontained{stat: -1}, nil
+		return &uncontained{}, nil
 	}
 	if name == "" || strings.ContainsAny(name, "/\x00") || name == "." || name == ".." {
 		return nil, fmt.Errorf("cgroup name %q", name)

@@ -55,11 +55,11 @@ func ReadFor(m Manager, f string) {
 	}
 	switch f {
 	case "cpu.stat":
-		cg.cpu.key("usage_usec")
+		fileKey(cg.cpu, "usage_usec")
 	case "peak":
-		cg.peak.key("")
+		fileKey(cg.peak, "")
 	case "oom":
-		cg.oom.key("oom_kill")
+		fileKey(cg.oom, "oom_kill")
 	}
 }
 

@@ -23,7 +23,7 @@ import (
 // process given the same pid is never read.
 type uncontained struct {
 	mu   sync.Mutex
-	stat int           // the process's /proc stat file, or -1
+	stat rawcall.File  // the process's /proc stat file
 	cpu  time.Duration // the last CPU time read
 }
 
@@ -31,12 +31,10 @@ func (u *uncontained) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
 	if err := start(cmd); err != nil {
 		return err
 	}
-	fd, err := syscall.Open("/proc/"+strconv.Itoa(cmd.Process.Pid)+"/stat", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		fd = -1 // no /proc: the CPU time stays zero
-	}
+	// Without /proc the file is not open, and the CPU time stays zero.
+	f, _ := rawcall.OpenFile("/proc/"+strconv.Itoa(cmd.Process.Pid)+"/stat", syscall.O_RDONLY, 0)
 	u.mu.Lock()
-	u.stat = fd
+	u.stat = f
 	u.mu.Unlock()
 	exposeChild(cmd.Process.Pid)
 	return nil
@@ -45,11 +43,8 @@ func (u *uncontained) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
 func (u *uncontained) Stats() Stats {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.stat < 0 {
-		return Stats{CPU: u.cpu}
-	}
 	var buf [1024]byte
-	n, err := rawcall.Pread(u.stat, buf[:], 0)
+	n, err := u.stat.ReadAt(buf[:], 0)
 	if err != nil || n <= 0 {
 		return Stats{CPU: u.cpu}
 	}
@@ -109,9 +104,6 @@ func (u *uncontained) Kill() error        { return nil }
 func (u *uncontained) Destroy() error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.stat >= 0 {
-		syscall.Close(u.stat)
-		u.stat = -1
-	}
+	u.stat.Close()
 	return nil
 }

@@ -95,8 +95,8 @@ type Session struct {
 	inputName string          // what /proc says the shell's fd 0 is while it reads stdin: "pipe:[N]", "socket:[N]"
 	fifoDir   string
 	parser    *syntax.Parser                 // used by the queue's goroutine only
-	script    keptFile                       // the file commands are sourced from; the queue's goroutine only
-	frame     keptFile                       // the file frames run from (see writeFrame); the queue's goroutine only
+	script    rawcall.File                   // the file commands are sourced from; the queue's goroutine only
+	frame     rawcall.File                   // the file frames run from (see writeFrame); the queue's goroutine only
 	endFile   string                         // the last command's end file (see writeFrame); the queue's goroutine only
 	templates map[frameKey]sentinel.Template // frames by the streams they use (see newFrame); the queue's goroutine only
 
@@ -474,8 +474,8 @@ func (s *Session) Stop(context.Context) error { return s.Close() }
 func (s *Session) Close() error {
 	s.h.Close()
 	s.wg.Wait()
-	s.script.close() // the queue is closed: nothing writes them any more
-	s.frame.close()
+	s.script.Close() // the queue is closed: nothing writes them any more
+	s.frame.Close()
 	os.RemoveAll(s.fifoDir)
 	return nil
 }

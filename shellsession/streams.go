@@ -167,47 +167,29 @@ func (s *Session) writeScript(text string) error {
 	return s.rewrite(&s.script, s.scriptPath(), text)
 }
 
-// keptFile is a file of the session's directory that the queue rewrites
-// for each command, kept open. It is written with raw calls (see rawcall):
-// the directory is in memory where the host has /dev/shm.
-type keptFile struct {
-	f  *os.File // nil until opened
-	fd int      // f's descriptor
-}
-
-// rewrite replaces the text of the file at path, kept open in f.
-func (s *Session) rewrite(f *keptFile, path, text string) error {
-	if f.f == nil {
+// rewrite replaces the text of the file at path, kept open in f (the
+// session's directory is in memory where the host has /dev/shm). After a
+// failed write f is closed (a command may have removed the directory), so
+// that the next command makes the file anew.
+func (s *Session) rewrite(f *rawcall.File, path, text string) error {
+	if !f.IsOpen() {
 		if err := os.MkdirAll(s.fifoDir, 0o700); err != nil {
 			return err
 		}
-		nf, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_CLOEXEC, 0o600)
+		nf, err := rawcall.OpenFile(path, syscall.O_RDWR|syscall.O_CREAT, 0o600)
 		if err != nil {
-			return err
+			return &fs.PathError{Op: "open", Path: path, Err: err}
 		}
-		f.f, f.fd = nf, int(nf.Fd())
+		*f = nf
 	}
-	if err := rawcall.WriteAt(f.fd, []byte(text), 0); err != nil {
-		return f.reset(err)
+	err := f.WriteAt([]byte(text), 0)
+	if err == nil {
+		err = f.Truncate(int64(len(text)))
 	}
-	if err := rawcall.Ftruncate(f.fd, int64(len(text))); err != nil {
-		return f.reset(err)
+	if err != nil {
+		f.Close()
 	}
-	return nil
-}
-
-// reset drops a file kept open after a failed write (a command may have
-// removed the session's directory), so that the next command makes it anew.
-func (f *keptFile) reset(err error) error {
-	f.close()
 	return err
-}
-
-func (f *keptFile) close() {
-	if f.f != nil {
-		f.f.Close()
-		f.f, f.fd = nil, -1
-	}
 }
 
 func (s *Session) scriptPath() string { return filepath.Join(s.fifoDir, "cmd") }
@@ -279,7 +261,7 @@ func (s *Session) writeFrame(p sentinel.Paths, f sentinel.Frame) error {
 	if errors.Is(err, fs.ErrNotExist) {
 		// A command removed the session's directory, and with it the frame
 		// file kept open: make both anew.
-		s.frame.close()
+		s.frame.Close()
 		if err = os.MkdirAll(s.fifoDir, 0o700); err == nil {
 			err = rawcall.WriteFile(p.EndFile, []byte(f.EndText), 0o600)
 		}

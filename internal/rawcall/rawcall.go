@@ -252,3 +252,59 @@ func (r *Reader) once(fd uintptr) bool {
 		return true
 	}
 }
+
+// File is a descriptor kept open for raw calls: a small file of /proc, of
+// a cgroup or of a session's directory, read or rewritten around each
+// command. The zero File is not open: it reads and writes nothing (EBADF),
+// and closing it closes no descriptor. Close is not safe beside the other
+// calls; its owner serializes them.
+type File struct {
+	fd   int
+	open bool
+}
+
+// OpenFile opens the file at path with flags (O_CLOEXEC added) and, when
+// it creates the file, mode.
+func OpenFile(path string, flags int, mode uint32) (File, error) {
+	fd, err := Open(path, flags|syscall.O_CLOEXEC, mode)
+	if err != nil {
+		return File{}, err
+	}
+	return File{fd: fd, open: true}, nil
+}
+
+// IsOpen reports whether f holds a descriptor.
+func (f File) IsOpen() bool { return f.open }
+
+// ReadAt reads at off with one call: a file of /proc or of a cgroup is
+// made anew by each read from offset 0.
+func (f File) ReadAt(p []byte, off int64) (int, error) {
+	if !f.open {
+		return 0, syscall.EBADF
+	}
+	return Pread(f.fd, p, off)
+}
+
+// WriteAt writes all of p at off.
+func (f File) WriteAt(p []byte, off int64) error {
+	if !f.open {
+		return syscall.EBADF
+	}
+	return WriteAt(f.fd, p, off)
+}
+
+// Truncate sets the file's size.
+func (f File) Truncate(size int64) error {
+	if !f.open {
+		return syscall.EBADF
+	}
+	return Ftruncate(f.fd, size)
+}
+
+// Close closes the descriptor, if f holds one; f is the zero File after.
+func (f *File) Close() {
+	if f.open {
+		Close(f.fd)
+		*f = File{}
+	}
+}

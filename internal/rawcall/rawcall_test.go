@@ -204,3 +204,40 @@ func TestReader(t *testing.T) {
 	require.Error(t, err, "the file is closed")
 	require.NotEqual(t, io.EOF, err)
 }
+
+// A File rewrites and reads its file with raw calls; the zero File holds
+// no descriptor, and closing it closes none (not descriptor 0).
+func TestFile(t *testing.T) {
+	var zero File
+	require.False(t, zero.IsOpen())
+	_, err := zero.ReadAt(make([]byte, 4), 0)
+	require.Equal(t, syscall.EBADF, err)
+	require.Equal(t, syscall.EBADF, zero.WriteAt([]byte("x"), 0))
+	require.Equal(t, syscall.EBADF, zero.Truncate(0))
+	var before unix.Stat_t
+	stdin := unix.Fstat(0, &before) == nil
+	zero.Close()
+	if stdin {
+		require.NoError(t, unix.Fstat(0, &before), "descriptor 0 is still open")
+	}
+
+	path := filepath.Join(t.TempDir(), "f")
+	_, err = OpenFile(path, syscall.O_RDWR, 0)
+	require.ErrorIs(t, err, os.ErrNotExist)
+	f, err := OpenFile(path, syscall.O_RDWR|syscall.O_CREAT, 0o600)
+	require.NoError(t, err)
+	require.True(t, f.IsOpen())
+	require.NoError(t, f.WriteAt([]byte("a longer text"), 0))
+	require.NoError(t, f.WriteAt([]byte("short"), 0))
+	require.NoError(t, f.Truncate(5))
+	buf := make([]byte, 32)
+	n, err := f.ReadAt(buf, 0)
+	require.NoError(t, err)
+	require.Equal(t, "short", string(buf[:n]))
+	f.Close()
+	require.False(t, f.IsOpen())
+	f.Close() // twice: nothing
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, "short", string(got))
+}
