@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"sync"
-	"time"
 
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/logstore"
@@ -119,23 +118,18 @@ func (s *Server) register(p process.Process, c claim) (release func(), err error
 // back when it ends, and its record is forgotten ExitTTL later when its logs
 // are kept on_exit_ttl. It returns then, or when the server stopped.
 func (s *Server) watch(p process.Process, release func()) {
+	defer s.watchers.Done()
 	select {
 	case <-p.Done():
+		s.afterEnd(p, release)
 	case <-s.stopped:
-		s.watchers.Done()
-		return
 	}
-	if s.afterEnd(p, release) {
-		s.forgetAfterTTL(p)
-		return
-	}
-	s.watchers.Done()
 }
 
-// afterEnd does what follows the end of p, which a watcher counted by register
-// saw: it reports whether p's record is to be forgotten ExitTTL later, by
-// forgetAfterTTL, which then ends the watcher.
-func (s *Server) afterEnd(p process.Process, release func()) (ttl bool) {
+// afterEnd does what follows the end of p, which a watcher counted by
+// register saw; a record whose logs are kept on_exit_ttl is handed to the
+// expiry.
+func (s *Server) afterEnd(p process.Process, release func()) {
 	i := p.Info()
 	s.metrics.processEnded(i)
 	s.logEnd(i)
@@ -145,19 +139,8 @@ func (s *Server) afterEnd(p process.Process, release func()) (ttl bool) {
 	if e, err := s.session(i.ID); err == nil {
 		e.releasePorts() // an ended session has no use for them
 	}
-	return i.KeepLogs == logstore.KeepOnExitTTL
-}
-
-// forgetAfterTTL forgets p's record ExitTTL from now, or returns when the
-// server stops; it ends the watcher that afterEnd handed over.
-func (s *Server) forgetAfterTTL(p process.Process) {
-	defer s.watchers.Done()
-	t := time.NewTimer(s.opts.ExitTTL)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		s.forget(p.ID())
-	case <-s.stopped:
+	if i.KeepLogs == logstore.KeepOnExitTTL {
+		s.expiry.add(i.ID)
 	}
 }
 

@@ -3,6 +3,7 @@ package server_test
 import (
 	"strconv"
 	"strings"
+	"runtime"
 	"testing"
 	"time"
 
@@ -459,4 +460,34 @@ func TestKeepLogs(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, page.Items)
 	require.True(t, page.TruncatedHead)
+}
+
+// TestEndedRecordsHoldNoGoroutine: the records of ended processes and
+// session commands kept on_exit_ttl (as sandboxd's Execute keeps every
+// process) wait out their TTL without a goroutine each.
+func TestEndedRecordsHoldNoGoroutine(t *testing.T) {
+	d := start(t, server.Options{})
+	c := ctx(t)
+	s, err := d.c.CreateSession(c, client.SessionOptions{})
+	require.NoError(t, err)
+	runBoth := func() {
+		r, _, err := d.c.RunCommand(c, s.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "true", KeepLogs: "on_exit_ttl"}})
+		require.NoError(t, err)
+		require.Equal(t, 0, *r.ExitCode)
+		d.run(t, client.StartOptions{Cmd: "true", KeepLogs: "on_exit_ttl"})
+	}
+	runBoth()
+	settled := func() int {
+		time.Sleep(50 * time.Millisecond)
+		return runtime.NumGoroutine()
+	}
+	before := settled()
+	const n = 40
+	for range n {
+		runBoth()
+	}
+	require.Eventually(t, func() bool { return settled() < before+n }, 10*time.Second, time.Millisecond,
+		"%d ended records hold goroutines: %d before, %d now", 2*n, before, runtime.NumGoroutine())
+	_, err = d.c.Get(c, s.ID)
+	require.NoError(t, err)
 }

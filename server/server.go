@@ -111,6 +111,7 @@ type Server struct {
 	cancel    context.CancelFunc // ends streams, waits and attachments at Shutdown
 	stopped   chan struct{}      // closed once Shutdown stopped every process
 	watchers  sync.WaitGroup     // one watch goroutine per tracked process
+	expiry    *expiry            // forgets records kept on_exit_ttl when they are due
 	inputs    sync.Map           // id -> *inputwatch.Watcher, for processes with open input
 	interacts sync.Map           // id -> *turns, for processes that had an interact call
 	hijacked  sync.WaitGroup     // attach handlers, which http.Server does not wait for
@@ -208,6 +209,7 @@ func New(opts Options) (*Server, error) {
 	for _, h := range opts.AllowedHosts {
 		s.hosts[canonicalHost(h)] = struct{}{}
 	}
+	s.expiry = &expiry{ttl: opts.ExitTTL, forget: s.forget}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
 	mux := http.NewServeMux()
@@ -304,6 +306,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.background.Wait()
 		close(s.stopped)
 		s.watchers.Wait()
+		s.expiry.stop()
 		s.shutErr = err
 	})
 	return s.shutErr

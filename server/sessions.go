@@ -278,10 +278,7 @@ func (h *ranHere) watch() {
 	h.run(cancelled) // a no-op once run; hands the command to a goroutine if not
 	select {
 	case <-h.p.Done():
-		if h.s.afterEnd(h.p, h.release) {
-			go h.s.forgetAfterTTL(h.p)
-			return
-		}
+		h.s.afterEnd(h.p, h.release)
 		h.s.watchers.Done()
 	default:
 		go h.s.watch(h.p, h.release)
