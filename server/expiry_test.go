@@ -17,7 +17,7 @@ func TestExpiryForgetsInTurn(t *testing.T) {
 	var mu sync.Mutex
 	forgot := map[string]time.Time{}
 	var order []string
-	x := &expiry{ttl: ttl, forget: func(id string) {
+	x := &expiry{ttl: ttl, max: 10, forget: func(id string) {
 		mu.Lock()
 		defer mu.Unlock()
 		forgot[id] = time.Now()
@@ -59,4 +59,27 @@ func TestExpiryForgetsInTurn(t *testing.T) {
 	defer mu.Unlock()
 	require.NotContains(t, forgot, "e", "forgotten after stop")
 	require.NotContains(t, forgot, "f", "forgotten after stop")
+}
+
+// TestExpiryIsBounded: past max records waiting, the oldest is forgotten at
+// once, so that the queue holds no more than the ended records kept.
+func TestExpiryIsBounded(t *testing.T) {
+	t.Parallel()
+	var forgot []string
+	x := &expiry{ttl: time.Hour, max: 2, forget: func(id string) { forgot = append(forgot, id) }}
+	defer x.stop()
+	x.add("a")
+	x.add("b")
+	require.Empty(t, forgot)
+	x.add("c")
+	require.Equal(t, []string{"a"}, forgot)
+	x.add("d")
+	require.Equal(t, []string{"a", "b"}, forgot)
+	for i := range 1000 {
+		x.add(string(rune('e' + i)))
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	require.Equal(t, 2, len(x.due)-x.head)
+	require.LessOrEqual(t, len(x.due), 4, "the queue is compacted as it goes")
 }

@@ -209,7 +209,7 @@ func New(opts Options) (*Server, error) {
 	for _, h := range opts.AllowedHosts {
 		s.hosts[canonicalHost(h)] = struct{}{}
 	}
-	s.expiry = &expiry{ttl: opts.ExitTTL, forget: s.forget}
+	s.expiry = &expiry{ttl: opts.ExitTTL, max: opts.MaxEnded, forget: s.forget}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
 	mux := http.NewServeMux()
