@@ -1,9 +1,9 @@
 package server_test
 
 import (
+	"runtime"
 	"strconv"
 	"strings"
-	"runtime"
 	"testing"
 	"time"
 
