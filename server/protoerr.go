@@ -70,7 +70,9 @@ func jsonProtocolError(p []byte) ([]byte, bool) {
 	if !ok {
 		return nil, false
 	}
-	text, ok := bytes.CutPrefix(append([]byte("\r\n"), rest...), []byte(plainErrorHeaders))
+	// rest follows the status line's "\r\n", which plainErrorHeaders
+	// begins with.
+	text, ok := bytes.CutPrefix(rest, []byte(plainErrorHeaders[len("\r\n"):]))
 	if !ok {
 		return nil, false
 	}
