@@ -8,8 +8,11 @@
 // function, so every change it makes to the shell's state stays — with its
 // stdin, stdout and stderr redirected to per-command files (FIFOs the engine
 // reads).
-// An end line then writes an end marker on each stream, the stdout one with
-// the exit status, the shell's option letters and the directory. Markers carry a random nonce fresh for
+// An end line then writes an end marker on the command's stdout, with the
+// exit status, the shell's option letters and the directory. Its stderr
+// needs none: the shell has written all of the command's stderr, and closed
+// the stream, before it runs the end line, so what the stream holds once
+// the stdout marker is read is the whole of it. Markers carry a random nonce fresh for
 // every command: output that imitates a marker cannot end a command early,
 // because it cannot know the nonce.
 package sentinel

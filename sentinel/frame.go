@@ -192,12 +192,12 @@ type Frame struct {
 	// the exit status and a NUL, when it cannot open the command's streams
 	// (the command ran out of file descriptors, say): MarkerLead, "F", nonce.
 	Failed []byte
-	// End is the line that writes the end markers. A shell that reads its
+	// End is the line that writes the end marker. A shell that reads its
 	// input in blocks drops what it read ahead when a command aborts (an
 	// error under set -u, an interrupt), so for such a shell End is sent
 	// only once it has announced the command; a shell that keeps what it
 	// read ahead (bash, mksh) can get it with Text. Sending it again is
-	// harmless: it writes the markers only once per nonce.
+	// harmless: it writes the marker only once per nonce.
 	End string
 	// Run is how the frame runs the command (Paths.Run).
 	Run Run
@@ -285,11 +285,16 @@ func build(n Nonce, prevStatus int, p Paths) Frame {
 // before anything else can change $?.
 const statusLead = statusVar + "=$?; "
 
-// EndLine returns the line that writes the end markers of the command with
-// nonce n: first the stderr marker, then the stdout marker with the exit
-// status, the shell's option letters and the working directory — or, when either cannot be written, the
-// Failed marker with the status on the shell's own stdout (or stderr, see Paths.OwnStderr) — then resets the
-// guard. Run for a command other than the one whose nonce the guard holds
+// EndLine returns the line that writes the end marker of the command with
+// nonce n on its stdout, with the exit status, the shell's option letters
+// and the working directory — or, when it cannot be written, the Failed
+// marker with the status on the shell's own stdout (or stderr, see
+// Paths.OwnStderr) — then resets the guard. The command's stderr gets no
+// marker: the shell closed it before this line runs, having written all of
+// the command's stderr, so a reader that drains it once the stdout marker
+// has come has all of it; one marker more would cost the shell an open, a
+// write and a close of the stream, and the parse of both ways to write it,
+// for every command. Run for a command other than the one whose nonce the guard holds
 // (it was sent twice), it writes to /dev/null. It uses only assignments,
 // expansions, redirections, && and || (no reserved word: bash and zsh expand
 // an alias named `case`) and the builtins named by p.Calls, so that user
@@ -303,7 +308,6 @@ func EndLine(n Nonce, p Paths) string {
 	return statusLead + sinkVar + "=${" + guardVar + "-}; " +
 		sinkVar + "=${" + sinkVar + "#" + string(n) + "}; " +
 		sinkVar + "=${" + sinkVar + ":+/dev/null}; " +
-		p.Calls.write(m, nil, false, " >"+sink+quote(p.Stderr)+"}") + " && " +
 		p.Calls.write(m, []string{"$" + statusVar, "$-", pwd}, true, " >"+sink+quote(p.Stdout)+"}") + " || " +
 		p.Calls.write(`\036F`+string(n), []string{"$" + statusVar}, true, p.own()) +
 		"; " + guardVar + "=${" + sinkVar + ":+$" + guardVar + "}; " + guardVar + "=${" + guardVar + ":--}\n"

@@ -178,6 +178,14 @@ func (s *Scanner) parseTrailer() error {
 	return nil
 }
 
+// Finish ends the scan as a marker would, for a stream that has none
+// (stderr, which the stdout marker ends): bytes held back are emitted, and
+// End reports nothing.
+func (s *Scanner) Finish() {
+	s.Flush()
+	s.state = done
+}
+
 // Flush emits bytes held back as a possible marker start; call it when the
 // stream ends without a marker.
 func (s *Scanner) Flush() {

@@ -14,9 +14,12 @@ import (
 	"github.com/conchsh/conch/sentinel"
 )
 
-// readLoop reads a command's stdout and stderr into its log until their
-// end markers, then discards what background jobs write until they close
-// them.
+// readLoop reads a command's stdout and stderr into its log until the end
+// marker of its stdout, then discards what background jobs write until
+// they close them. Stderr has no marker: the shell has written all of the
+// command's stderr before the end line that writes the stdout marker (see
+// sentinel.EndLine), so once the marker is read what stderr holds is the
+// rest of it.
 //
 // It reads both streams in the order they became readable: an epoll set of
 // the two FIFOs, itself waited on through Go's poller, says which has data
@@ -107,6 +110,7 @@ func (l *readLoop) step() error {
 		return err
 	}
 	buf := *l.bp
+	marked := false // the stdout marker came in this step
 	for _, ev := range evs {
 		i := l.index(ev.Fd)
 		if i < 0 {
@@ -116,17 +120,54 @@ func (l *readLoop) step() error {
 		// only when more comes.
 		for r := l.rs[i]; r != nil; {
 			n, err := r.read(buf)
+			done := r.sc.Done()
 			if (n > 0 && r.take(buf[:n])) || (err != nil && r.end(err)) {
 				l.rs[i] = nil
 				l.live--
-				break
 			}
-			if n < len(buf) {
+			marked = marked || i == 0 && !done && r.sc.Done()
+			if l.rs[i] == nil || n < len(buf) {
 				break
 			}
 		}
 	}
+	if marked {
+		l.endStderr(buf)
+	}
 	return nil
+}
+
+// endStderr ends the command's stderr once its stdout marker has come: it
+// reads what the stream holds, the rest of the command's stderr, then ends
+// the stream as a marker would have.
+func (l *readLoop) endStderr(buf []byte) {
+	r := l.rs[1]
+	if r == nil || r.sc.Done() {
+		return
+	}
+	for {
+		n, err := r.read(buf)
+		if n > 0 {
+			r.take(buf[:n])
+		}
+		if err == io.EOF {
+			break // nothing holds it open, not even its keeper
+		}
+		if err != nil {
+			r.end(err)
+			l.rs[1] = nil
+			l.live--
+			return
+		}
+		if n < len(buf) {
+			break
+		}
+	}
+	r.sc.Finish()
+	if r.ended(buf, nil) {
+		l.rs[1] = nil
+		l.live--
+	}
 }
 
 // index returns where in rs the reader of the stream with id is, or -1.
@@ -273,9 +314,9 @@ type streamReader struct {
 	st    *stream
 	rc    syscall.RawConn
 	ep    *epoller
-	sc    *sentinel.Scanner
-	hold  *newlineHold // zsh's stderr only
-	hold0 *newlineHold // room for hold, kept for the next command
+	sc    *sentinel.Scanner // stdout's finds its end marker; stderr's, fed nothing, only marks its end (Finish)
+	hold  *newlineHold      // zsh's stderr only
+	hold0 *newlineHold      // room for hold, kept for the next command
 	// id tags the stream in epoll sets. A stream stays in the set of the
 	// last command that read it, in, while it waits in the pool, and the
 	// next command that reads it with the same set saves two epoll_ctl
@@ -384,16 +425,31 @@ func (r *streamReader) atEOF(buf []byte) bool {
 }
 
 // take handles bytes read from the stream and reports whether the stream is
-// done with: back in the pool, clean, right after its end marker.
+// done with: back in the pool, clean, right after its end marker. Stderr's
+// bytes go to the log as they are, marker or not, until the stdout marker
+// ends it (see readLoop.endStderr).
 func (r *streamReader) take(p []byte) bool {
-	c, s, st, sc := r.c, r.c.s, r.st, r.sc
+	sc := r.sc
 	if sc.Done() {
 		return false // a background job's: discarded
+	}
+	if r.ch == logstore.Stderr {
+		r.out(p)
+		return false
 	}
 	_, werr := sc.Write(p)
 	if werr == nil && !sc.Done() {
 		return false
 	}
+	return r.ended(p, werr)
+}
+
+// ended ends the stream for the command, its end marker come (its
+// scanner done), and reports whether the stream is done with: back in the
+// pool, clean. werr is what the marker's scan failed with, if it did. p is
+// room to read into.
+func (r *streamReader) ended(p []byte, werr error) bool {
+	c, s, st, sc := r.c, r.c.s, r.st, r.sc
 	// From here on, end-of-file means no background job holds the stream.
 	// It often has come already: then the stream goes back to the pool
 	// before the command is reported ended, ready for the next one.

@@ -1,0 +1,39 @@
+package shellsession
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestStderrHasNoMarker: a command's stderr ends where its stdout's end
+// marker is read, so bytes on stderr that look like an end marker, even
+// one with the command's own nonce, are the command's output like any
+// other, and what follows them is kept; a large stderr written just before
+// the end is kept whole.
+func TestStderrHasNoMarker(t *testing.T) {
+	t.Parallel()
+	for _, sh := range testShells {
+		t.Run(sh, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: sh})
+			ctx, cancel := context.WithTimeout(t.Context(), deadline)
+			defer cancel()
+			c, r, err := s.Run(ctx, CommandOptions{Cmd: `printf '\036CONCH%s' "$__conch" >&2; echo after >&2; echo out`})
+			require.NoError(t, err)
+			require.Equal(t, 0, code(r))
+			out, errs := output(c)
+			require.Equal(t, "out\n", out)
+			require.Equal(t, "\x1eCONCH"+string(c.frame.Nonce)+"after\n", errs)
+
+			r, out, errs = run(t, s, CommandOptions{Cmd: `i=0; while [ $i -lt 3000 ]; do echo "line $i of stderr, long enough to fill pipes" >&2; i=$((i+1)); done; echo done`})
+			require.Equal(t, 0, code(r))
+			require.Equal(t, "done\n", out)
+			lines := strings.Split(strings.TrimSuffix(errs, "\n"), "\n")
+			require.Len(t, lines, 3000)
+			require.Equal(t, "line 2999 of stderr, long enough to fill pipes", lines[2999])
+		})
+	}
+}
