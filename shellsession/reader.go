@@ -120,12 +120,12 @@ func (l *readLoop) step() error {
 		// only when more comes.
 		for r := l.rs[i]; r != nil; {
 			n, err := r.read(buf)
-			done := r.sc.Done()
+			over := r.over
 			if (n > 0 && r.take(buf[:n])) || (err != nil && r.end(err)) {
 				l.rs[i] = nil
 				l.live--
 			}
-			marked = marked || i == 0 && !done && r.sc.Done()
+			marked = marked || i == 0 && !over && r.over
 			if l.rs[i] == nil || n < len(buf) {
 				break
 			}
@@ -315,6 +315,7 @@ type streamReader struct {
 	rc    syscall.RawConn
 	ep    *epoller
 	sc    *sentinel.Scanner // stdout's finds its end marker; stderr's, fed nothing, only marks its end (Finish)
+	over  bool              // the command's end was seen on the stream (see ended)
 	hold  *newlineHold      // zsh's stderr only
 	hold0 *newlineHold      // room for hold, kept for the next command
 	// id tags the stream in epoll sets. A stream stays in the set of the
@@ -358,7 +359,7 @@ func (c *Command) newStreamReader(st *stream, ch logstore.Channel, trailer bool)
 	c.mu.Lock()
 	nonce := c.frame.Nonce
 	c.mu.Unlock()
-	r.c, r.ch, r.ep = c, ch, nil
+	r.c, r.ch, r.ep, r.over = c, ch, nil, false
 	r.hold = nil
 	if ch == logstore.Stderr {
 		r.hold = c.stderrHold(r.hold0)
@@ -450,6 +451,7 @@ func (r *streamReader) take(p []byte) bool {
 // room to read into.
 func (r *streamReader) ended(p []byte, werr error) bool {
 	c, s, st, sc := r.c, r.c.s, r.st, r.sc
+	r.over = true
 	// From here on, end-of-file means no background job holds the stream.
 	// It often has come already: then the stream goes back to the pool
 	// before the command is reported ended, ready for the next one.

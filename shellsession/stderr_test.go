@@ -37,3 +37,20 @@ func TestStderrHasNoMarker(t *testing.T) {
 		})
 	}
 }
+
+// TestFakeMarkerWithLongTrailer: a command that prints its own end marker on
+// stdout followed by more than a trailer may hold ends, whatever it is
+// taken for, and the session goes on.
+func TestFakeMarkerWithLongTrailer(t *testing.T) {
+	t.Parallel()
+	for _, sh := range testShells {
+		t.Run(sh, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: sh})
+			run(t, s, CommandOptions{Cmd: `printf '\036CONCH%s' "$__conch"; head -c 70000 /dev/zero | tr '\0' x; echo; echo err >&2`})
+			r, out, _ := run(t, s, CommandOptions{Cmd: "echo next"})
+			require.Equal(t, 0, code(r))
+			require.Equal(t, "next\n", out)
+		})
+	}
+}
