@@ -137,21 +137,24 @@ func (l *readLoop) step() error {
 	return nil
 }
 
-// endStderr ends the command's stderr once its stdout marker has come: it
-// reads what the stream holds, the rest of the command's stderr, then ends
-// the stream as a marker would have.
+// endStderr ends the command's stderr once its stdout marker has come. Its
+// keeper goes first: the stream then holds the rest of the command's
+// stderr, then end-of-file unless a background job holds it open.
 func (l *readLoop) endStderr(buf []byte) {
 	r := l.rs[1]
 	if r == nil || r.sc.Done() {
 		return
 	}
+	r.c.closeKeeper(r.st.Keep)
+	eof := false
 	for {
 		n, err := r.read(buf)
 		if n > 0 {
 			r.take(buf[:n])
 		}
 		if err == io.EOF {
-			break // nothing holds it open, not even its keeper
+			eof = true
+			break
 		}
 		if err != nil {
 			r.end(err)
@@ -159,12 +162,12 @@ func (l *readLoop) endStderr(buf []byte) {
 			l.live--
 			return
 		}
-		if n < len(buf) {
-			break
+		if n == 0 {
+			break // held open: what comes next is a background job's
 		}
 	}
 	r.sc.Finish()
-	if r.ended(buf, nil) {
+	if r.endedAt(eof && r.c.reusable()) {
 		l.rs[1] = nil
 		l.live--
 	}
@@ -450,13 +453,19 @@ func (r *streamReader) take(p []byte) bool {
 // pool, clean. werr is what the marker's scan failed with, if it did. p is
 // room to read into.
 func (r *streamReader) ended(p []byte, werr error) bool {
-	c, s, st, sc := r.c, r.c.s, r.st, r.sc
-	r.over = true
 	// From here on, end-of-file means no background job holds the stream.
 	// It often has come already: then the stream goes back to the pool
 	// before the command is reported ended, ready for the next one.
-	c.closeKeeper(st.Keep)
-	clean := werr == nil && c.reusable() && r.atEOF(p[:cap(p)])
+	r.c.closeKeeper(r.st.Keep)
+	return r.endedAt(werr == nil && r.c.reusable() && r.atEOF(p[:cap(p)]))
+}
+
+// endedAt reports the stream's end to the command, its keeper closed, and
+// puts the stream back in the pool when clean: at end-of-file, and the
+// command's streams reusable. It reports whether it did.
+func (r *streamReader) endedAt(clean bool) bool {
+	c, s, st, sc := r.c, r.c.s, r.st, r.sc
+	r.over = true
 	if clean {
 		s.h.DropDrain(st.R)
 		clean = st.Rekeep() == nil
