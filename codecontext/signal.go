@@ -25,8 +25,14 @@ func (cell *Cell) Kill(sig syscall.Signal, escalateAfter time.Duration, escalate
 	case process.Terminal:
 		return nil
 	case process.Starting:
-		cell.finish(process.Result{Reason: process.Signaled, Signal: process.SignalName(sig), Error: "killed before it started"})
-		return nil
+		if killingQueued != nil {
+			killingQueued(cell)
+		}
+		// Only while queued: a cell taken up meanwhile, even a moment ago,
+		// goes to the interpreter, and is signalled so.
+		if cell.finishIf(process.Starting, process.Result{Reason: process.Signaled, Signal: process.SignalName(sig), Error: "killed before it started"}) {
+			return nil
+		}
 	}
 	cell.signal(sig)
 	if escalateAfter > 0 {
@@ -168,15 +174,19 @@ func writeAtomic(path, text string) error {
 // interpreter (interrupt it, or delete its context). A queued cell is
 // dropped; an ended one has nothing to stop.
 func (cell *Cell) Stop(context.Context) error {
-	switch cell.state() {
-	case process.Starting:
-		cell.finish(process.Result{Reason: process.Signaled, Signal: "TERM", Error: "deleted before it started"})
+	if cell.finishIf(process.Starting, process.Result{Reason: process.Signaled, Signal: "TERM", Error: "deleted before it started"}) {
 		return nil
+	}
+	switch cell.state() {
 	case process.Running:
 		return fmt.Errorf("%w: a running code cell cannot be deleted: interrupt it, or delete its context", process.ErrUnsupported)
 	}
 	return nil
 }
+
+// killingQueued, when a test sets it, is called with each cell that Kill
+// finds queued, before it ends it.
+var killingQueued func(*Cell)
 
 // Resize fails: cells have no terminal.
 func (cell *Cell) Resize(process.TerminalSize) error { return process.ErrNotPTY }

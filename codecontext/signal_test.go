@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conchsh/conch/internal/processtest"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/require"
@@ -85,6 +86,38 @@ func TestSignalSparesEarlierCells(t *testing.T) {
 			require.True(t, proctree.Alive(bg), "the earlier cell's child was signalled")
 			_, out, _ = run(t, c, tc.gone)
 			require.Contains(t, []string{"", "null\n"}, out, "the earlier cell's child ended")
+		})
+	}
+}
+
+// TestKillAsTakenUp: a cell killed while queued, as the context takes it
+// up, is interrupted as it runs: it is not reported killed before it
+// started while the interpreter runs it. The kill is held, once it has
+// found the cell queued behind a short one, until the cell is taken up.
+func TestKillAsTakenUp(t *testing.T) {
+	killingQueued = func(cell *Cell) {
+		for end := time.Now().Add(10 * time.Second); cell.state() == process.Starting && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	defer func() { killingQueued = nil }()
+	for _, lang := range languages {
+		t.Run(string(lang), func(t *testing.T) {
+			c := newContext(t, Options{Language: lang})
+			first, second := "import time; time.sleep(0.3)", "time.sleep(100)"
+			if lang == JavaScript {
+				first, second = "const t0 = Date.now(); while (Date.now() - t0 < 300) {}", "for (;;) {}"
+			}
+			_, err := c.Submit(CellOptions{Code: first})
+			require.NoError(t, err)
+			cell, err := c.Submit(CellOptions{Code: second})
+			require.NoError(t, err)
+			require.Equal(t, process.Starting, cell.state())
+			require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
+			r := processtest.Wait(t, cell, 20*time.Second)
+			require.NotContains(t, r.Error, "before it started", "the interpreter ran it: %+v", r)
+			r, _, errOut := run(t, c, "1")
+			require.Equal(t, 0, code(r), errOut)
 		})
 	}
 }

@@ -720,11 +720,21 @@ func (c *Command) addTimer(t *time.Timer) {
 }
 
 // finish makes the command terminal with r, once.
-func (c *Command) finish(r process.Result) {
+func (c *Command) finish(r process.Result) { c.finishIf(false, r) }
+
+// endQueued ends the command with r if it is still queued, and reports
+// whether it did: one taken up meanwhile, even a moment ago, runs in the
+// shell, and ending it here would leave the shell running a command
+// reported as never started, with the session's turn held until it ends.
+func (c *Command) endQueued(r process.Result) bool { return c.finishIf(true, r) }
+
+// finishIf is finish, only from the queue when queued is set; it reports
+// whether it ended the command.
+func (c *Command) finishIf(queued bool, r process.Result) bool {
 	c.mu.Lock()
-	if c.advanceLocked(phaseEnded) != nil { // ended already
+	if queued && c.phase != phaseQueued || c.advanceLocked(phaseEnded) != nil { // ended already, or taken up
 		c.mu.Unlock()
-		return
+		return false
 	}
 	c.result = c.meter.Account(r)
 	c.exitedAt = time.Now()
@@ -753,4 +763,5 @@ func (c *Command) finish(r process.Result) {
 	c.log.Close()
 	close(c.done)
 	c.s.forget(c)
+	return true
 }

@@ -396,6 +396,47 @@ func TestInterruptAsTakenUp(t *testing.T) {
 	}
 }
 
+// A command killed while queued, as the queue takes it up, is interrupted as
+// it runs: it is not reported killed before it started while the shell runs
+// it (nor does the session's turn wait for its end). The kill is held, once
+// it has found the command queued behind a short one, until the command is
+// taken up.
+func TestKillAsTakenUp(t *testing.T) {
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			s := newSession(t, Options{Shell: shell})
+			taken := make(chan struct{})
+			takenUp = func(c *Command) {
+				if c.text == "sleep 100" {
+					close(taken)
+				}
+			}
+			killingQueued = func(*Command) {
+				select {
+				case <-taken:
+				case <-time.After(deadline):
+				}
+			}
+			defer func() { takenUp, killingQueued = nil, nil }()
+			_, err := s.Submit(CommandOptions{Cmd: "sleep 0.3"})
+			require.NoError(t, err)
+			c, err := s.Submit(CommandOptions{Cmd: "sleep 100"})
+			require.NoError(t, err)
+			require.Equal(t, process.Starting, c.state())
+			require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
+			r := processtest.Wait(t, c, 10*time.Second)
+			require.Equal(t, process.Signaled, r.Reason, "%+v", r)
+			require.Equal(t, "INT", r.Signal, "%+v", r)
+			require.NotContains(t, r.Error, "before it started", "the shell ran it")
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			_, r, err = s.Run(ctx, CommandOptions{Cmd: "echo alive"})
+			require.NoError(t, err, "the session's turn is free")
+			require.Equal(t, 0, code(r))
+		})
+	}
+}
+
 // An interrupt does not go while a process of the command is still a copy
 // of the shell: a child between fork and exec takes it with the shell's
 // handler, and the program it becomes runs on (under load, one interrupt

@@ -26,8 +26,13 @@ func (c *Command) Kill(sig syscall.Signal, escalateAfter time.Duration, escalate
 	case process.Terminal:
 		return nil
 	case process.Starting:
-		c.finish(process.Result{Reason: process.Signaled, Signal: process.SignalName(sig), Error: "killed before it started"})
-		return nil
+		if killingQueued != nil {
+			killingQueued(c)
+		}
+		if c.endQueued(process.Result{Reason: process.Signaled, Signal: process.SignalName(sig), Error: "killed before it started"}) {
+			return nil
+		}
+		// Taken up meanwhile: the shell runs it, and it is signalled so.
 	}
 	c.signal(sig)
 	if escalateAfter > 0 {
@@ -38,6 +43,10 @@ func (c *Command) Kill(sig syscall.Signal, escalateAfter time.Duration, escalate
 	}
 	return nil
 }
+
+// killingQueued, when a test sets it, is called with each command that Kill
+// finds queued, before it ends it.
+var killingQueued func(*Command)
 
 func (c *Command) signal(sig syscall.Signal) {
 	if sig == syscall.SIGINT {
@@ -305,8 +314,7 @@ func (c *Command) own(descendants []int) []int {
 // SIGINT) cannot be stopped without its session: the error wraps
 // process.ErrUnsupported.
 func (c *Command) Stop(ctx context.Context) error {
-	if c.state() == process.Starting {
-		c.finish(process.Result{Reason: process.Signaled, Signal: "TERM", Error: "deleted before it started"})
+	if c.state() == process.Starting && c.endQueued(process.Result{Reason: process.Signaled, Signal: "TERM", Error: "deleted before it started"}) {
 		return nil
 	}
 	c.signal(syscall.SIGTERM)
