@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/internal/racetest"
 )
 
 // TestProperties writes random output (text and binary, in random sizes, on
@@ -13,7 +15,7 @@ import (
 func TestProperties(t *testing.T) {
 	t.Parallel()
 	runs := 300
-	if testing.Short() || raceEnabled {
+	if testing.Short() || racetest.Enabled {
 		runs = 60
 	}
 	for seed := range uint64(runs) {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/racetest"
 	"github.com/conchsh/conch/server"
 	"github.com/conchsh/conch/shellsession"
 )
@@ -60,7 +61,9 @@ func TestRunAnswerAllocatesLittle(t *testing.T) {
 		allocs = min(allocs, (after.Mallocs-before.Mallocs)/n)
 	}
 	t.Logf("%d bytes in %d allocations per answer", bytes, allocs)
-	require.Less(t, bytes, uint64(8<<10), "bytes allocated per answer")
+	if !racetest.Enabled { // the race detector's own allocations count too (6-11 KB)
+		require.Less(t, bytes, uint64(8<<10), "bytes allocated per answer")
+	}
 	require.Less(t, allocs, uint64(40), "allocations per answer")
 }
 

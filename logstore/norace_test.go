@@ -1,5 +1,0 @@
-//go:build !race
-
-package logstore
-
-const raceEnabled = false
