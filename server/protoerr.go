@@ -30,7 +30,7 @@ func (l jsonErrorListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &jsonErrorConn{Conn: c}, nil
+	return &jsonErrorConn{Conn: rawConnOf(c)}, nil
 }
 
 // jsonErrorConn is a connection whose plain-text protocol errors are
