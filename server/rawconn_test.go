@@ -1,16 +1,13 @@
 package server_test
 
 import (
-	"bytes"
-	"io"
-	rtrace "runtime/trace"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/exp/trace"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/tracetest"
 	"github.com/conchsh/conch/server"
 )
 
@@ -33,38 +30,17 @@ func TestRequestsCallAroundTheScheduler(t *testing.T) { // not parallel: the tra
 		}
 	}
 	runs(10)
-	var buf bytes.Buffer
-	require.NoError(t, rtrace.Start(&buf))
 	const n = 50
-	runs(n)
-	rtrace.Stop()
-	rd, err := trace.NewReader(&buf)
-	require.NoError(t, err)
 	calls := map[string]int{}
-	for {
-		ev, err := rd.ReadEvent()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err)
-		if ev.Kind() != trace.EventStateTransition {
-			continue
-		}
-		st := ev.StateTransition()
-		if st.Resource.Kind != trace.ResourceGoroutine {
-			continue
-		}
-		if _, to := st.Goroutine(); to != trace.GoSyscall {
-			continue
-		}
+	for _, stack := range tracetest.Syscalls(t, func() { runs(n) }) {
 		socket, daemon, client := "", false, false
-		for f := range st.Stack.Frames() {
-			if f.Func == "net.(*conn).Read" || f.Func == "net.(*conn).Write" {
-				socket = f.Func
+		for _, fn := range stack {
+			if fn == "net.(*conn).Read" || fn == "net.(*conn).Write" {
+				socket = fn
 			}
-			daemon = daemon || strings.HasPrefix(f.Func, "net/http.(*conn)") || strings.HasPrefix(f.Func, "net/http.(*connReader)") ||
-				strings.HasPrefix(f.Func, "net/http.(*response)") || strings.HasPrefix(f.Func, "net/http.checkConnErrorWriter")
-			client = client || strings.Contains(f.Func, "persistConn")
+			daemon = daemon || strings.HasPrefix(fn, "net/http.(*conn)") || strings.HasPrefix(fn, "net/http.(*connReader)") ||
+				strings.HasPrefix(fn, "net/http.(*response)") || strings.HasPrefix(fn, "net/http.checkConnErrorWriter")
+			client = client || strings.Contains(fn, "persistConn")
 		}
 		if socket != "" && daemon && !client {
 			calls[socket]++

@@ -1,15 +1,12 @@
 package shellsession
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
-	rtrace "runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,11 +16,11 @@ import (
 
 	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/containmenttest"
+	"github.com/conchsh/conch/internal/tracetest"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/sentinel"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/exp/trace"
 )
 
 // goroutinesCreated is how many goroutines this process has started.
@@ -286,39 +283,18 @@ func TestRunCallsAroundTheScheduler(t *testing.T) {
 // apart, by the function their goroutine began with.
 func schedulerCalls(t *testing.T, f func()) (ours, elsewhere map[string]int) {
 	t.Helper()
-	var buf bytes.Buffer
-	require.NoError(t, rtrace.Start(&buf))
-	f()
-	rtrace.Stop()
-	rd, err := trace.NewReader(&buf)
-	require.NoError(t, err)
 	ours, elsewhere = map[string]int{}, map[string]int{}
-	for {
-		ev, err := rd.ReadEvent()
-		if err == io.EOF {
-			return ours, elsewhere
-		}
-		require.NoError(t, err)
-		if ev.Kind() != trace.EventStateTransition {
-			continue
-		}
-		st := ev.StateTransition()
-		if st.Resource.Kind != trace.ResourceGoroutine {
-			continue
-		}
-		if _, to := st.Goroutine(); to != trace.GoSyscall {
-			continue
-		}
+	for _, stack := range tracetest.Syscalls(t, f) {
 		caller, root, session := "?", "?", false
-		for f := range st.Stack.Frames() {
-			if caller == "?" && !strings.HasPrefix(f.Func, "syscall.") && !strings.HasPrefix(f.Func, "internal/") &&
-				!strings.HasPrefix(f.Func, "golang.org/x/sys/") && !strings.HasPrefix(f.Func, "os.") {
-				caller = f.Func
+		for _, fn := range stack {
+			if caller == "?" && !strings.HasPrefix(fn, "syscall.") && !strings.HasPrefix(fn, "internal/") &&
+				!strings.HasPrefix(fn, "golang.org/x/sys/") && !strings.HasPrefix(fn, "os.") {
+				caller = fn
 			}
-			session = session || strings.HasSuffix(f.Func, "shellsession.(*Session).Run") ||
-				strings.HasSuffix(f.Func, "resident.(*Diag).run")
-			if !strings.HasPrefix(f.Func, "runtime.") {
-				root = f.Func
+			session = session || strings.HasSuffix(fn, "shellsession.(*Session).Run") ||
+				strings.HasSuffix(fn, "resident.(*Diag).run")
+			if !strings.HasPrefix(fn, "runtime.") {
+				root = fn
 			}
 		}
 		if session {
@@ -327,6 +303,7 @@ func schedulerCalls(t *testing.T, f func()) (ours, elsewhere map[string]int) {
 			elsewhere[root+" > "+caller]++
 		}
 	}
+	return ours, elsewhere
 }
 
 // An ended command's Tree holds the background job it left, and not the
