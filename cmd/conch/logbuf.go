@@ -43,6 +43,14 @@ func (b *logBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// gatherStderr returns e with its stderr gathered by a logBuffer, which the
+// caller flushes when the daemon stops; the daemon's log and its own lines
+// stay in the order they were written.
+func gatherStderr(e *env) (*env, *logBuffer) {
+	lb := &logBuffer{w: e.stderr}
+	return &env{stdin: e.stdin, stdout: e.stdout, stderr: lb}, lb
+}
+
 // Flush writes what waits now.
 func (b *logBuffer) Flush() {
 	b.mu.Lock()

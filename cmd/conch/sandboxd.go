@@ -49,6 +49,8 @@ func cmdSandboxd(ctx context.Context, e *env, args []string) int {
 		e.printf("conch sandboxd %s\n", version())
 		return 0
 	}
+	e, lb := gatherStderr(e)
+	defer lb.Flush()
 	logger := o.serve.logger(e.stderr)
 	// The environment /v1/metadata serves is the one the daemon was given,
 	// read before the token leaves it.

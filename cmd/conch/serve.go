@@ -58,10 +58,8 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	if !ok {
 		return code
 	}
-	// The daemon's stderr, its log and its own lines, in the order written.
-	lb := &logBuffer{w: e.stderr}
+	e, lb := gatherStderr(e)
 	defer lb.Flush()
-	e = &env{stdin: e.stdin, stdout: e.stdout, stderr: lb}
 	logger := o.logger(e.stderr)
 	a, err := startAPI(e, o, logger)
 	if err != nil {
