@@ -273,7 +273,7 @@ func (cell *Cell) readStream(st *stream, ch logstore.Channel, trailer bool) {
 	for {
 		n, err := st.R.Read(buf)
 		if n > 0 && !sc.Done() {
-			if _, werr := sc.Write(buf[:n]); werr != nil || sc.Done() {
+			if sc.Write(buf[:n]); sc.Done() { // an imitation of the marker is output
 				// From here on only children write: end-of-file comes
 				// when the last of them lets go.
 				st.Keep.Close()

@@ -12,9 +12,9 @@ const markerPrefix = "\x1eCONCH"
 // maxTrailer bounds what follows a stdout marker (status, flags, directory).
 const maxTrailer = 64 << 10
 
-// ErrBadTrailer is returned by Scanner.Write when what follows a stdout
-// marker is not an exit status and a directory.
-var ErrBadTrailer = errors.New("malformed end marker")
+// errBadTrailer says that what follows a marker is not an exit status, the
+// shell's flags and a directory.
+var errBadTrailer = errors.New("malformed end marker")
 
 // End is what a command's stdout end marker reports.
 type End struct {
@@ -24,10 +24,11 @@ type End struct {
 	Cwd   string
 }
 
-// Scanner splits one output stream of a command at its end marker. Bytes
-// before the marker go to Out; the marker (and, on stdout, its trailer) is
-// consumed; bytes after it are discarded, since they come from background jobs
-// that outlived the command. Each byte is examined once: bytes that might
+// Scanner splits one output stream of a command at its end marker: a shell
+// command's stdout (its stderr has none: see EndLine), or either stream of a
+// code cell. Bytes before the marker go to Out; the marker (and, on stdout,
+// its trailer) is consumed; bytes after it are discarded, since they come
+// from background jobs that outlived the command. Each byte is examined once: bytes that might
 // begin a marker are held back only until the next write shows they do not.
 type Scanner struct {
 	// Out receives the command's own bytes. The slice is only valid during the call.
@@ -72,8 +73,12 @@ func (s *Scanner) Done() bool { return s.state == done }
 // End returns what the stdout marker reported; valid once Done.
 func (s *Scanner) End() End { return s.end }
 
-// Write feeds the next bytes of the stream. It never fails but with
-// ErrBadTrailer, and always consumes all of p.
+// Write feeds the next bytes of the stream. It never fails, and always
+// consumes all of p. A marker whose trailer does not parse, or runs past
+// maxTrailer, is the command's own imitation (the nonce is no secret from
+// the command: the frame's guard variable holds it): it and what followed
+// it are output, scanned again for the real marker, which the shell writes
+// only once the command is over.
 func (s *Scanner) Write(p []byte) (int, error) {
 	n := len(p)
 	for len(p) > 0 {
@@ -82,16 +87,23 @@ func (s *Scanner) Write(p []byte) (int, error) {
 			return n, nil
 		case inTrailer:
 			i := bytes.IndexByte(p, 0)
-			if i < 0 {
-				if len(s.trailer)+len(p) > maxTrailer {
-					return n, ErrBadTrailer
-				}
+			if i < 0 && len(s.trailer)+len(p) <= maxTrailer {
 				s.trailer = append(s.trailer, p...)
 				return n, nil
 			}
-			s.trailer = append(s.trailer, p[:i]...)
-			s.state = done
-			return n, s.parseTrailer()
+			if i < 0 {
+				i = len(p) - 1 // past the bound: all of p goes with it
+			} else if s.trailer = append(s.trailer, p[:i]...); s.parseTrailer() == nil {
+				s.trailer, s.state = s.trailer[:0], done
+				return n, nil
+			} else {
+				p = p[i:] // the NUL is output too
+				i = 0
+			}
+			again := append(append(s.trailer[:0:0], s.trailer...), p[:i+1]...)
+			s.trailer, s.state = s.trailer[:0], scanning
+			s.Out(s.marker)
+			p = append(again, p[i+1:]...)
 		case scanning:
 			p = s.scan(p)
 		}
@@ -150,6 +162,7 @@ func (s *Scanner) emit(p []byte) {
 	}
 }
 
+// found moves past the marker, to its trailer when it has one.
 func (s *Scanner) found(rest []byte) []byte {
 	if s.Trailer {
 		s.state = inTrailer
@@ -159,31 +172,23 @@ func (s *Scanner) found(rest []byte) []byte {
 	return nil
 }
 
+// parseTrailer sets End from the trailer read; what End keeps of it is
+// copied.
 func (s *Scanner) parseTrailer() error {
-	t := s.trailer
-	s.trailer = t[:0] // what End keeps of it is copied
-	status, rest, ok := bytes.Cut(t, []byte{' '})
+	status, rest, ok := bytes.Cut(s.trailer, []byte{' '})
 	if !ok {
-		return ErrBadTrailer
+		return errBadTrailer
 	}
 	flags, cwd, ok := bytes.Cut(rest, []byte{' '})
 	if !ok {
-		return ErrBadTrailer
+		return errBadTrailer
 	}
 	st, err := strconv.Atoi(string(status))
 	if err != nil {
-		return ErrBadTrailer
+		return errBadTrailer
 	}
 	s.end = End{Status: st, Flags: string(flags), Cwd: string(cwd)}
 	return nil
-}
-
-// Finish ends the scan as a marker would, for a stream that has none
-// (stderr, which the stdout marker ends): bytes held back are emitted, and
-// End reports nothing.
-func (s *Scanner) Finish() {
-	s.Flush()
-	s.state = done
 }
 
 // Flush emits bytes held back as a possible marker start; call it when the

@@ -3,6 +3,7 @@ package sentinel
 import (
 	"bytes"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -33,23 +34,22 @@ func TestScannerTable(t *testing.T) {
 	other := string(Nonce("ffffffffffffffffffffffff").Marker())
 	tests := []struct {
 		name, stream, want string
-		trailer, done      bool
+		done               bool
 		end                End
 	}{
-		{"plain", "hello\n" + m + "0 hix /tmp\x00", "hello\n", true, true, End{0, "hix", "/tmp"}},
-		{"no newline", "abc" + m + "3 i /a b\x00after", "abc", true, true, End{3, "i", "/a b"}},
-		{"fake marker", other + "7 i /x\x00real" + m + "1 i /\x00", other + "7 i /x\x00real", true, true, End{1, "i", "/"}},
-		{"lead bytes in output", "\x1e\x1eC\x1eCONC" + m + "0 i /\x00", "\x1e\x1eC\x1eCONC", true, true, End{0, "i", "/"}},
-		{"stderr", "oops\n" + m + "late", "oops\n", false, true, End{}},
-		{"no marker", "abc\x1eCONCH0123", "abc\x1eCONCH0123", true, false, End{}},
-		{"newline in cwd", m + "0 i /a\nb\x00", "", true, true, End{0, "i", "/a\nb"}},
-		{"no flags", m + "0  /a\x00", "", true, true, End{0, "", "/a"}},
+		{"plain", "hello\n" + m + "0 hix /tmp\x00", "hello\n", true, End{0, "hix", "/tmp"}},
+		{"no newline", "abc" + m + "3 i /a b\x00after", "abc", true, End{3, "i", "/a b"}},
+		{"fake marker", other + "7 i /x\x00real" + m + "1 i /\x00", other + "7 i /x\x00real", true, End{1, "i", "/"}},
+		{"lead bytes in output", "\x1e\x1eC\x1eCONC" + m + "0 i /\x00", "\x1e\x1eC\x1eCONC", true, End{0, "i", "/"}},
+		{"no marker", "abc\x1eCONCH0123", "abc\x1eCONCH0123", false, End{}},
+		{"newline in cwd", m + "0 i /a\nb\x00", "", true, End{0, "i", "/a\nb"}},
+		{"no flags", m + "0  /a\x00", "", true, End{0, "", "/a"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			for cut := 0; cut <= len(tt.stream); cut++ {
-				got, s := feed(t, n, tt.trailer, []byte(tt.stream), []int{cut})
+				got, s := feed(t, n, true, []byte(tt.stream), []int{cut})
 				require.Equal(t, tt.want, string(got), "cut at %d", cut)
 				require.Equal(t, tt.done, s.Done())
 				if tt.done {
@@ -60,12 +60,44 @@ func TestScannerTable(t *testing.T) {
 	}
 }
 
-func TestScannerBadTrailer(t *testing.T) {
+// A marker without a trailer (a code cell's streams) ends the stream where
+// it is.
+func TestScannerWithoutTrailer(t *testing.T) {
 	t.Parallel()
 	n := NewNonce()
-	s := NewScanner(n, true, func([]byte) {})
-	_, err := s.Write(append(n.Marker(), "x i /\x00"...))
-	require.ErrorIs(t, err, ErrBadTrailer)
+	got, s := feed(t, n, false, []byte("oops\n"+string(n.Marker())+"late"), nil)
+	require.Equal(t, "oops\n", string(got))
+	require.True(t, s.Done())
+	require.Equal(t, End{}, s.End())
+}
+
+// A marker whose trailer does not parse, or runs past its bound, is output
+// like any other bytes, and the real marker after it still ends the scan,
+// however the stream is cut: also when the real marker comes inside what
+// was taken for the trailer.
+func TestScannerBadTrailer(t *testing.T) {
+	t.Parallel()
+	n := Nonce("0123456789abcdef01234567")
+	m := string(n.Marker())
+	long := strings.Repeat("x", maxTrailer+10)
+	for name, fake := range map[string]string{
+		"no status":  m + "x i /\x00",
+		"no fields":  m + "12\x00",
+		"too long":   m + long,
+		"nested":     m + m + "x\x00",
+		"long, then": m + long + "\x00",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			stream := "a" + fake + "b" + m + "3 i /d\x00late"
+			for _, cut := range []int{0, 1, len(m), len(fake) / 2, len(fake), len(fake) + 2, len(stream) - 6} {
+				got, s := feed(t, n, true, []byte(stream), []int{cut})
+				require.Equal(t, "a"+fake+"b", string(got), "cut at %d", cut)
+				require.True(t, s.Done())
+				require.Equal(t, End{3, "i", "/d"}, s.End())
+			}
+		})
+	}
 }
 
 // FuzzScanner feeds output that may imitate markers, split at random points:

@@ -53,7 +53,7 @@ type Command struct {
 	pendingINT    bool           // an interrupt waits for phaseRunning
 	interrupted   bool           // kill INT reached it
 	timedOut      bool
-	ends          int // stream end markers seen
+	ends          int // streams ended: stdout at its marker, then stderr
 	end           sentinel.End
 	endsDone      chan struct{}      // closed when it reaches phaseEnding by its markers or giveUp
 	stdinOpened   chan struct{}      // with stdin open, closed when the stdin feeder's open has returned
@@ -278,7 +278,7 @@ func (c *Command) start() (*readLoop, *streams) {
 	return rd, st
 }
 
-// await reads the command's streams until it has ended — by its end markers,
+// await reads the command's streams until it has ended — by its end marker,
 // read here, or given up (see giveUp) — or its shell has exited, and reports
 // true; the streams still held open then are read on by a goroutine of their
 // own. With ctx, it returns false once ctx is done before that: then await
@@ -578,8 +578,9 @@ func (c *Command) closeKeepers() {
 	c.keepers = nil
 }
 
-// streamEnded records that a stream reached its end marker (end non-nil) or
-// ended without one.
+// streamEnded records that a stream has ended for the command: stdout at its
+// end marker (end says what it reported), stderr once that marker came (end
+// is zero).
 func (c *Command) streamEnded(end *sentinel.End) {
 	c.mu.Lock()
 	if c.phase >= phaseEnding {

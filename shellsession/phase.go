@@ -20,8 +20,9 @@ const (
 	// phaseRunning: the shell runs it (its start marker came, or the shell
 	// announces nothing).
 	phaseRunning
-	// phaseEnding: its end is known — both end markers came, or they were
-	// given up — and its result is about to be set.
+	// phaseEnding: its end is known — its stdout's end marker came and its
+	// stderr was read to the end with it, or the marker was given up — and
+	// its result is about to be set.
 	phaseEnding
 	// phaseEnded: terminal; its result is set and Done is closed.
 	phaseEnded

@@ -47,7 +47,7 @@ type readLoop struct {
 // has returned already.
 func (c *Command) startReading(out, errs *stream) *readLoop {
 	s := c.s
-	l := &readLoop{c: c, rs: [2]*streamReader{c.newStreamReader(out, logstore.Stdout, true), c.newStreamReader(errs, logstore.Stderr, false)}}
+	l := &readLoop{c: c, rs: [2]*streamReader{c.newStreamReader(out, logstore.Stdout), c.newStreamReader(errs, logstore.Stderr)}}
 	for _, r := range l.rs {
 		if r != nil {
 			l.live++
@@ -142,7 +142,7 @@ func (l *readLoop) step() error {
 // stderr, then end-of-file unless a background job holds it open.
 func (l *readLoop) endStderr(buf []byte) {
 	r := l.rs[1]
-	if r == nil || r.sc.Done() {
+	if r == nil || r.over {
 		return
 	}
 	r.c.closeKeeper(r.st.Keep)
@@ -166,7 +166,6 @@ func (l *readLoop) endStderr(buf []byte) {
 			break // held open: what comes next is a background job's
 		}
 	}
-	r.sc.Finish()
 	if r.endedAt(eof && r.c.reusable()) {
 		l.rs[1] = nil
 		l.live--
@@ -219,14 +218,14 @@ func (l *readLoop) done() {
 const settleEOF = time.Millisecond
 
 // settle reads on, for settleEOF at most, while the only readers left are
-// past their end markers, waiting for the end-of-file that lets their
+// past the command's end, waiting for the end-of-file that lets their
 // streams serve the next command.
 func (l *readLoop) settle() {
 	if l.live == 0 || l.err != nil {
 		return
 	}
 	for _, r := range l.rs {
-		if r != nil && !r.sc.Done() {
+		if r != nil && !r.over {
 			return // the end was given up: no marker to settle after
 		}
 	}
@@ -317,8 +316,9 @@ type streamReader struct {
 	st    *stream
 	rc    syscall.RawConn
 	ep    *epoller
-	sc    *sentinel.Scanner // stdout's finds its end marker; stderr's, fed nothing, only marks its end (Finish)
-	over  bool              // the command's end was seen on the stream (see ended)
+	sc    *sentinel.Scanner // stdout's end marker; nil for stderr, which has none
+	sc0   *sentinel.Scanner // room for sc, kept for the next command
+	over  bool              // the command's end was seen on the stream (see endedAt)
 	hold  *newlineHold      // zsh's stderr only
 	hold0 *newlineHold      // room for hold, kept for the next command
 	// id tags the stream in epoll sets. A stream stays in the set of the
@@ -341,7 +341,7 @@ type streamReader struct {
 // newStreamReader returns the reader of st for the command, or nil when the
 // session is ending and st was discarded. A stream's reader is made once and
 // serves each command that uses the stream.
-func (c *Command) newStreamReader(st *stream, ch logstore.Channel, trailer bool) *streamReader {
+func (c *Command) newStreamReader(st *stream, ch logstore.Channel) *streamReader {
 	s := c.s
 	r, _ := st.Reader.(*streamReader)
 	if r == nil {
@@ -363,16 +363,18 @@ func (c *Command) newStreamReader(st *stream, ch logstore.Channel, trailer bool)
 	nonce := c.frame.Nonce
 	c.mu.Unlock()
 	r.c, r.ch, r.ep, r.over = c, ch, nil, false
-	r.hold = nil
+	r.hold, r.sc = nil, nil
 	if ch == logstore.Stderr {
 		r.hold = c.stderrHold(r.hold0)
 		r.hold0 = r.hold
+		return r
 	}
-	if r.sc == nil {
-		r.sc = sentinel.NewScanner(nonce, trailer, r.outFn)
+	if r.sc0 == nil {
+		r.sc0 = sentinel.NewScanner(nonce, true, r.outFn)
 	} else {
-		r.sc.Reset(nonce, trailer, r.outFn)
+		r.sc0.Reset(nonce, true, r.outFn)
 	}
+	r.sc = r.sc0
 	return r
 }
 
@@ -434,43 +436,45 @@ func (r *streamReader) atEOF(buf []byte) bool {
 // ends it (see readLoop.endStderr).
 func (r *streamReader) take(p []byte) bool {
 	sc := r.sc
-	if sc.Done() {
+	if r.over {
 		return false // a background job's: discarded
 	}
-	if r.ch == logstore.Stderr {
+	if sc == nil { // stderr
 		r.out(p)
 		return false
 	}
-	_, werr := sc.Write(p)
-	if werr == nil && !sc.Done() {
+	sc.Write(p) // never fails: an imitation of the marker is output
+	if !sc.Done() {
 		return false
 	}
-	return r.ended(p, werr)
+	return r.ended(p)
 }
 
-// ended ends the stream for the command, its end marker come (its
-// scanner done), and reports whether the stream is done with: back in the
-// pool, clean. werr is what the marker's scan failed with, if it did. p is
-// room to read into.
-func (r *streamReader) ended(p []byte, werr error) bool {
+// ended ends stdout for the command, its end marker come, and reports
+// whether the stream is done with: back in the pool, clean. p is room to
+// read into.
+func (r *streamReader) ended(p []byte) bool {
 	// From here on, end-of-file means no background job holds the stream.
 	// It often has come already: then the stream goes back to the pool
 	// before the command is reported ended, ready for the next one.
 	r.c.closeKeeper(r.st.Keep)
-	return r.endedAt(werr == nil && r.c.reusable() && r.atEOF(p[:cap(p)]))
+	return r.endedAt(r.c.reusable() && r.atEOF(p[:cap(p)]))
 }
 
 // endedAt reports the stream's end to the command, its keeper closed, and
 // puts the stream back in the pool when clean: at end-of-file, and the
 // command's streams reusable. It reports whether it did.
 func (r *streamReader) endedAt(clean bool) bool {
-	c, s, st, sc := r.c, r.c.s, r.st, r.sc
+	c, s, st := r.c, r.c.s, r.st
 	r.over = true
 	if clean {
 		s.h.DropDrain(st.R)
 		clean = st.Rekeep() == nil
 	}
-	end := sc.End()
+	var end sentinel.End // stderr's reports nothing
+	if r.sc != nil {
+		end = r.sc.End()
+	}
 	c.streamEnded(&end)
 	if !clean {
 		return false
@@ -483,13 +487,15 @@ func (r *streamReader) endedAt(clean bool) bool {
 // end handles the end of reading: err is io.EOF, or why reading stopped. It
 // returns true.
 func (r *streamReader) end(err error) bool {
-	c, s, st, sc := r.c, r.c.s, r.st, r.sc
+	c, s, st := r.c, r.c.s, r.st
 	s.h.DropDrain(st.R)
-	if !sc.Done() {
-		sc.Flush()
+	if !r.over {
+		if r.sc != nil {
+			r.sc.Flush()
+		}
 		r.hold.flush()
 	}
-	if err == io.EOF && sc.Done() && c.reusable() && st.Rekeep() == nil {
+	if err == io.EOF && r.over && c.reusable() && st.Rekeep() == nil {
 		r.done()
 		s.putStream(st) // staying in the set (see streamReader.in)
 	} else {

@@ -39,16 +39,28 @@ func TestStderrHasNoMarker(t *testing.T) {
 }
 
 // TestFakeMarkerWithLongTrailer: a command that prints its own end marker on
-// stdout followed by more than a trailer may hold ends, whatever it is
-// taken for, and the session goes on.
+// stdout (its nonce is in $__conch while it runs) with more after it than
+// a trailer may hold, or a trailer that does not parse, has it all as
+// output; it ends with the real marker, once its shell is done with it, and
+// the session goes on. Ended at the imitation, the command left its shell
+// still running it while the next was sent, and a dash or busybox session
+// then hung, its next command's output holding the last one's marker.
 func TestFakeMarkerWithLongTrailer(t *testing.T) {
 	t.Parallel()
 	for _, sh := range testShells {
 		t.Run(sh, func(t *testing.T) {
 			t.Parallel()
 			s := newSession(t, Options{Shell: sh})
-			run(t, s, CommandOptions{Cmd: `printf '\036CONCH%s' "$__conch"; head -c 70000 /dev/zero | tr '\0' x; echo; echo err >&2`})
-			r, out, _ := run(t, s, CommandOptions{Cmd: "echo next"})
+			ctx, cancel := context.WithTimeout(t.Context(), deadline)
+			defer cancel()
+			c, r, err := s.Run(ctx, CommandOptions{Cmd: `printf '\036CONCH%s' "$__conch"; head -c 70000 /dev/zero | tr '\0' x; printf '\036CONCH%s1 \000' "$__conch"; echo; echo err >&2; (exit 3)`})
+			require.NoError(t, err)
+			require.Equal(t, 3, code(r))
+			out, errs := output(c)
+			marker := "\x1eCONCH" + string(c.frame.Nonce)
+			require.Equal(t, marker+strings.Repeat("x", 70000)+marker+"1 \x00\n", out)
+			require.Equal(t, "err\n", errs)
+			r, out, _ = run(t, s, CommandOptions{Cmd: "echo next"})
 			require.Equal(t, 0, code(r))
 			require.Equal(t, "next\n", out)
 		})
