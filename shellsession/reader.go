@@ -319,6 +319,11 @@ type streamReader struct {
 	sc    *sentinel.Scanner // stdout's end marker; nil for stderr, which has none
 	sc0   *sentinel.Scanner // room for sc, kept for the next command
 	over  bool              // the command's end was seen on the stream (see endedAt)
+	// late drops the end marker of the command that used the stream as its
+	// stdout before, should it come after all (see sentinel.Late); lastOut
+	// is that command's nonce.
+	late    sentinel.Late
+	lastOut sentinel.Nonce
 	hold  *newlineHold      // zsh's stderr only
 	hold0 *newlineHold      // room for hold, kept for the next command
 	// id tags the stream in epoll sets. A stream stays in the set of the
@@ -364,6 +369,8 @@ func (c *Command) newStreamReader(st *stream, ch logstore.Channel) *streamReader
 	c.mu.Unlock()
 	r.c, r.ch, r.ep, r.over = c, ch, nil, false
 	r.hold, r.sc = nil, nil
+	r.late.Reset(r.lastOut)
+	r.lastOut = ""
 	if ch == logstore.Stderr {
 		r.hold = c.stderrHold(r.hold0)
 		r.hold0 = r.hold
@@ -375,6 +382,7 @@ func (c *Command) newStreamReader(st *stream, ch logstore.Channel) *streamReader
 		r.sc0.Reset(nonce, true, r.outFn)
 	}
 	r.sc = r.sc0
+	r.lastOut = nonce
 	return r
 }
 
@@ -435,10 +443,19 @@ func (r *streamReader) atEOF(buf []byte) bool {
 // bytes go to the log as they are, marker or not, until the stdout marker
 // ends it (see readLoop.endStderr).
 func (r *streamReader) take(p []byte) bool {
-	sc := r.sc
 	if r.over {
 		return false // a background job's: discarded
 	}
+	if r.late.On() {
+		var held []byte
+		if held, p = r.late.Skip(p); len(held) > 0 && r.take(held) {
+			return true
+		}
+		if len(p) == 0 {
+			return false
+		}
+	}
+	sc := r.sc
 	if sc == nil { // stderr
 		r.out(p)
 		return false

@@ -66,3 +66,32 @@ func TestFakeMarkerWithLongTrailer(t *testing.T) {
 		})
 	}
 }
+
+// TestLateMarkerAfterImitation: a command that prints its own end marker
+// with a trailer that parses is ended there (the status is its to give);
+// its shell runs it on, then the end line, which writes the real marker to
+// the command's stdout stream. With the command's stdout closed early
+// (exec >&-), nothing held the stream between, and it went back to the
+// pool: the marker came first in the next command's stderr on bash and
+// ksh93 every time, and now and then on dash and busybox. A later command's
+// output is its own.
+func TestLateMarkerAfterImitation(t *testing.T) {
+	t.Parallel()
+	for _, sh := range testShells {
+		t.Run(sh, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: sh})
+			ctx, cancel := context.WithTimeout(t.Context(), deadline)
+			defer cancel()
+			_, r, err := s.Run(ctx, CommandOptions{Cmd: `printf '\036CONCH%s7 hB /tmp\000' "$__conch"; exec >&-; sleep 0.5; (exit 3)`})
+			require.NoError(t, err)
+			require.Equal(t, 7, code(r))
+			for range 4 {
+				r, out, errs := run(t, s, CommandOptions{Cmd: "echo out; echo err >&2"})
+				require.Equal(t, 0, code(r))
+				require.Equal(t, "out\n", out)
+				require.Equal(t, "err\n", errs)
+			}
+		})
+	}
+}
