@@ -319,13 +319,13 @@ type streamReader struct {
 	sc    *sentinel.Scanner // stdout's end marker; nil for stderr, which has none
 	sc0   *sentinel.Scanner // room for sc, kept for the next command
 	over  bool              // the command's end was seen on the stream (see endedAt)
+	hold  *newlineHold      // zsh's stderr only
+	hold0 *newlineHold      // room for hold, kept for the next command
 	// late drops the end marker of the command that used the stream as its
 	// stdout before, should it come after all (see sentinel.Late); lastOut
 	// is that command's nonce.
 	late    sentinel.Late
 	lastOut sentinel.Nonce
-	hold  *newlineHold      // zsh's stderr only
-	hold0 *newlineHold      // room for hold, kept for the next command
 	// id tags the stream in epoll sets. A stream stays in the set of the
 	// last command that read it, in, while it waits in the pool, and the
 	// next command that reads it with the same set saves two epoll_ctl
