@@ -16,16 +16,19 @@ import (
 
 // Client calls one conch daemon. It is safe for concurrent use.
 type Client struct {
-	base  *url.URL
-	token string
-	http  *http.Client
+	base   *url.URL
+	token  string
+	http   *http.Client
+	direct *direct // the requests' way when the http.Client is the Client's own (see direct)
 }
 
 // Option configures a Client in New.
 type Option func(*Client) error
 
 // WithHTTPClient makes the Client send its requests through hc. The default
-// is a client of its own with no overall timeout (streams last).
+// is a client of its own with no overall timeout (streams last), which
+// sends its requests to an http:// daemon with no proxy between on the
+// caller's goroutine, one at a time on each connection it keeps.
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) error {
 		if hc == nil {
@@ -54,12 +57,18 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 	}
 	if c.http == nil {
 		c.http = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		c.direct = newDirect(u)
 	}
 	return c, nil
 }
 
 // CloseIdleConnections closes the connections kept for later requests.
-func (c *Client) CloseIdleConnections() { c.http.CloseIdleConnections() }
+func (c *Client) CloseIdleConnections() {
+	c.http.CloseIdleConnections()
+	if c.direct != nil {
+		c.direct.closeIdle()
+	}
+}
 
 // URL returns the daemon's base URL.
 func (c *Client) URL() string { return c.base.String() }
@@ -145,7 +154,12 @@ func (c *Client) send(ctx context.Context, req request, ok ...int) (*http.Respon
 	if c.token != "" {
 		hr.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	resp, err := c.http.Do(hr)
+	var resp *http.Response
+	if c.direct != nil {
+		resp, err = c.direct.roundTrip(hr)
+	} else {
+		resp, err = c.http.Do(hr)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,212 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// daemonStub is an HTTP server on loopback that answers every request with
+// handle, and counts the connections made to it.
+type daemonStub struct {
+	srv    *httptest.Server
+	conns  atomic.Int32
+	closed atomic.Int32
+	c      *Client
+}
+
+func newDaemonStub(t *testing.T, handle http.HandlerFunc) *daemonStub {
+	d := &daemonStub{srv: httptest.NewUnstartedServer(handle)}
+	d.srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			d.conns.Add(1)
+		case http.StateClosed:
+			d.closed.Add(1)
+		}
+	}
+	d.srv.Start()
+	t.Cleanup(d.srv.Close)
+	var err error
+	d.c, err = New(d.srv.URL, "token")
+	require.NoError(t, err)
+	require.NotNil(t, d.c.direct, "a plain http:// daemon is called directly")
+	t.Cleanup(d.c.CloseIdleConnections)
+	return d
+}
+
+func answerOK(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	io.WriteString(w, `{"status":"ok"}`+"\n")
+}
+
+// post sends a POST with a JSON body, as most of a Client's calls are.
+func (d *daemonStub) post(ctx context.Context) error {
+	_, err := d.c.call(ctx, request{method: http.MethodPost, path: "/v1/x", body: map[string]string{"cmd": "true"}}, nil, http.StatusOK)
+	return err
+}
+
+// TestDirectOnCallersGoroutine: a request is written and its answer read on
+// the goroutine that sends it, where net/http's Transport hands each to
+// goroutines of its own (whose wake-ups cost more than the rest of a
+// request's way when the process was idle), and the connection serves the
+// requests that follow.
+func TestDirectOnCallersGoroutine(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	d := newDaemonStub(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			entered <- struct{}{}
+			<-release
+		}
+		answerOK(w, r)
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.c.Health(ctx)
+		done <- err
+	}()
+	<-entered
+	buf := make([]byte, 1<<20)
+	stacks := string(buf[:runtime.Stack(buf, true)])
+	close(release)
+	require.NoError(t, <-done)
+	require.NotContains(t, stacks, "net/http.(*persistConn)", "no goroutine of net/http's Transport")
+	for range 5 {
+		require.NoError(t, d.post(ctx))
+	}
+	require.EqualValues(t, 1, d.conns.Load(), "one connection kept for every request")
+}
+
+// TestDirectAfterDaemonClosedIt: a kept connection the daemon has closed
+// (idle too long, or a restart) is not used for the next request, which a
+// POST could not be sent again for.
+func TestDirectAfterDaemonClosedIt(t *testing.T) {
+	t.Parallel()
+	d := newDaemonStub(t, answerOK)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, d.post(ctx))
+	d.srv.CloseClientConnections()
+	// On loopback the close reaches this side as the daemon makes it.
+	require.Eventually(t, func() bool { return d.closed.Load() == 1 }, 10*time.Second, time.Millisecond)
+	require.NoError(t, d.post(ctx))
+	require.EqualValues(t, 2, d.conns.Load())
+}
+
+// TestDirectCancel: a request whose context ends while the daemon has not
+// answered returns at once with the context's error, and its connection,
+// which may yet get that answer, serves no other request.
+func TestDirectCancel(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	entered := make(chan struct{}, 1)
+	d := newDaemonStub(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			entered <- struct{}{}
+			<-release
+		}
+		answerOK(w, r)
+	})
+	defer close(release)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, d.post(ctx))
+	hctx, hcancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.c.Health(hctx)
+		done <- err
+	}()
+	<-entered
+	hcancel()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the cancelled request did not return")
+	}
+	require.NoError(t, d.post(ctx))
+	require.EqualValues(t, 2, d.conns.Load(), "the cancelled request's connection was not kept")
+}
+
+// TestDirectBodyLeftUnread: an answer closed before its end closes its
+// connection (what is left of it would be read as the next answer); one
+// read to its end gives it back.
+func TestDirectBodyLeftUnread(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("x", 1<<20)
+	d := newDaemonStub(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			io.WriteString(w, big)
+			return
+		}
+		answerOK(w, r)
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	resp, err := d.c.send(ctx, request{method: http.MethodGet, path: "/big"}, http.StatusOK)
+	require.NoError(t, err)
+	b := make([]byte, 10)
+	_, err = io.ReadFull(resp.Body, b)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	_, err = resp.Body.Read(b)
+	require.Error(t, err, "a read after Close")
+	require.NoError(t, d.post(ctx))
+	require.EqualValues(t, 2, d.conns.Load())
+
+	resp, err = d.c.send(ctx, request{method: http.MethodGet, path: "/big"}, http.StatusOK)
+	require.NoError(t, err)
+	all, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, big, string(all))
+	n, err := resp.Body.Read(b)
+	require.Equal(t, 0, n)
+	require.ErrorIs(t, err, io.EOF, "a read after the end reads the end again")
+	require.NoError(t, resp.Body.Close())
+	require.NoError(t, d.post(ctx))
+	require.EqualValues(t, 2, d.conns.Load(), "the connection of the answer read to its end was kept")
+}
+
+// TestDirectErrors: a daemon that is not there gives the error an
+// http.Client gives, with the request named.
+func TestDirectErrors(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	c, err := New("http://"+addr, "token")
+	require.NoError(t, err)
+	require.NotNil(t, c.direct)
+	_, err = c.Health(t.Context())
+	var ue *url.Error
+	require.ErrorAs(t, err, &ue)
+	require.Equal(t, "Get", ue.Op)
+	require.Equal(t, "http://"+addr+"/healthz", ue.URL)
+	var oe *net.OpError
+	require.True(t, errors.As(err, &oe), "%v", err)
+	require.Equal(t, "dial", oe.Op)
+
+	c, err = New("https://"+addr, "token")
+	require.NoError(t, err)
+	require.Nil(t, c.direct, "https goes through the http.Client")
+	c, err = New("http://"+addr, "token", WithHTTPClient(&http.Client{}))
+	require.NoError(t, err)
+	require.Nil(t, c.direct, "a caller's http.Client carries every request")
+}
