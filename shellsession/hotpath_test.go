@@ -355,3 +355,24 @@ func TestIdleLookWaitsForTheFrame(t *testing.T) {
 	require.Equal(t, process.Running, c.Info().State, "%+v", c.Info().Result)
 	c.finish(process.ExitedWith(0))
 }
+
+// TestEpollSetsOutlastDrains: a command whose streams a background job
+// holds after its end is read on, until the job lets go, by a goroutine
+// with the command's epoll set, while the next command takes another. The
+// session keeps both for the commands after: keeping one, it made a set
+// (and closed one) for each such command — under load, where a stream's
+// end-of-file can come a moment after its command's end, for one command
+// in two or three.
+func TestEpollSetsOutlastDrains(t *testing.T) {
+	s := newSession(t, Options{Shell: "bash"})
+	for range 3 {
+		run(t, s, CommandOptions{Cmd: "sleep 0.05 &"}) // the job holds its streams
+		run(t, s, CommandOptions{Cmd: "true"})
+		run(t, s, CommandOptions{Cmd: "wait"})
+		require.Eventually(t, func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return len(s.epolls) == 2
+		}, 10*time.Second, time.Millisecond, "the drain's set and the next command's are both kept")
+	}
+}

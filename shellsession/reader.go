@@ -285,23 +285,31 @@ func (s *Session) watch(ep *epoller, rs [2]*streamReader) error {
 	return nil
 }
 
-// takeEpoller returns the epoll set the last command left, or a new one.
+// spareEpolls is how many empty epoll sets a session keeps for its next
+// commands: two, since a command whose streams a background job holds
+// after its end keeps its set until the job lets go (see handOff), while
+// the next command reads with another.
+const spareEpolls = 2
+
+// takeEpoller returns an epoll set a command before left, or a new one.
 func (s *Session) takeEpoller() (*epoller, error) {
 	s.mu.Lock()
-	e := s.epoll
-	s.epoll = nil
-	s.mu.Unlock()
-	if e != nil {
+	if n := len(s.epolls); n > 0 {
+		e := s.epolls[n-1]
+		s.epolls[n-1] = nil
+		s.epolls = s.epolls[:n-1]
+		s.mu.Unlock()
 		return e, nil
 	}
+	s.mu.Unlock()
 	return newEpoller()
 }
 
-// putEpoller keeps an empty epoll set for the next command, or closes it.
+// putEpoller keeps an empty epoll set for a later command, or closes it.
 func (s *Session) putEpoller(e *epoller) {
 	s.mu.Lock()
-	if s.epoll == nil && !s.h.Closing() {
-		s.epoll = e
+	if len(s.epolls) < spareEpolls && !s.h.Closing() {
+		s.epolls = append(s.epolls, e)
 		s.mu.Unlock()
 		return
 	}

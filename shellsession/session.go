@@ -119,7 +119,7 @@ type Session struct {
 	seq        int
 	commands   []*Command // the commands that have not ended, in submission order
 	pool       []*stream  // clean streams for the next commands
-	epoll      *epoller   // an empty epoll set for the next command's reader
+	epolls     []*epoller // empty epoll sets for the next commands' readers (see spareEpolls)
 	live       int        // streams made and not discarded: in the pool or in use
 
 	readerIDs atomic.Int32 // the last id given to a stream's reader

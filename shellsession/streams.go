@@ -146,16 +146,16 @@ func (s *Session) fillPool() {
 	}
 }
 
-// closePool closes the streams in the pool, and the spare epoll set.
+// closePool closes the streams in the pool, and the spare epoll sets.
 func (s *Session) closePool() {
 	s.mu.Lock()
-	pool, ep := s.pool, s.epoll
-	s.pool, s.epoll = nil, nil
+	pool, eps := s.pool, s.epolls
+	s.pool, s.epolls = nil, nil
 	s.mu.Unlock()
 	for _, st := range pool {
 		s.discard(st)
 	}
-	if ep != nil {
+	for _, ep := range eps {
 		ep.close()
 	}
 }
