@@ -49,10 +49,7 @@ func (s *Server) noteEnded(p process.Process, i process.Info) {
 			evict = append(evict, id)
 		}
 	}
-	if e.head > len(e.order)/2 && e.head > 1024 {
-		e.order = append(e.order[:0:0], e.order[e.head:]...)
-		e.head = 0
-	}
+	e.compactLocked()
 	s.mu.Unlock()
 	for _, id := range evict {
 		s.removeRecord(id)
@@ -64,6 +61,26 @@ func (s *Server) noteEnded(p process.Process, i process.Info) {
 func (e *endedRecords) forgetLocked(id string, n int) {
 	delete(e.live, id)
 	e.text -= int64(n)
+}
+
+// compactLocked drops from order the ids of the records no longer kept,
+// once they outnumber the kept ones and 1024: records forgotten otherwise
+// than oldest first (with their session, deleted, past their on_exit_ttl)
+// leave their ids behind, which order held for the daemon's life. Each
+// drop copies the kept ids, at most as many as the ids dropped. s.mu must
+// be held.
+func (e *endedRecords) compactLocked() {
+	gone := len(e.order) - len(e.live)
+	if gone <= 1024 || gone <= len(e.live) {
+		return
+	}
+	kept := make([]string, 0, 2*len(e.live))
+	for _, id := range e.order[e.head:] {
+		if _, ok := e.live[id]; ok {
+			kept = append(kept, id)
+		}
+	}
+	e.order, e.head = kept, 0
 }
 
 // endedCount returns the number of ended records kept and the bytes of

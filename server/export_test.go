@@ -22,3 +22,12 @@ func LogBudgetUsed(s *Server) int64 { return s.budget.Used() }
 func WriteRunAnswer(s *Server, w http.ResponseWriter, p process.Process) error {
 	return s.writeRunAnswer(w, p, runAnswer{limit: DefaultOutputLimit})
 }
+
+// EndedOrder returns how many ids the order of ended records of s holds
+// (kept ones and forgotten ones not yet dropped) and how many records it
+// keeps.
+func EndedOrder(s *Server) (order, kept int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.ended.order) - s.ended.head, len(s.ended.live)
+}

@@ -205,6 +205,7 @@ func (s *Server) removeRecord(id string) {
 	s.mu.Lock()
 	if n, ok := s.ended.live[id]; ok {
 		s.ended.forgetLocked(id, n)
+		s.ended.compactLocked()
 	}
 	s.mu.Unlock()
 	if p, err := s.reg.Get(id); err == nil {
