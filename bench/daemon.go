@@ -22,12 +22,16 @@ type daemon struct {
 	token  string
 }
 
-func startDaemon() (*daemon, error) {
+func startDaemon(with ...func(*server.Options)) (*daemon, error) {
 	const token = "bench-token"
-	srv, err := server.New(server.Options{
+	opts := server.Options{
 		Token:  token,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	for _, f := range with {
+		f(&opts)
+	}
+	srv, err := server.New(opts)
 	if err != nil {
 		return nil, err
 	}

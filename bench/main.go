@@ -38,6 +38,9 @@ type config struct {
 	// cpuProfile is -cpuprofile: a figure measured in a fresh process
 	// profiles that process into cpuProfile.FIGURE.
 	cpuProfile string
+	// heapProfile is -heapprofile: the soak writes what is live when its
+	// last sample is taken, the daemon still up, to heapProfile.
+	heapProfile string
 }
 
 // Row is one line of the table.
@@ -103,6 +106,7 @@ func main() {
 	only := flag.String("only", "", "measure only these `figures`, comma-separated (P1,P3)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to `file` (go tool pprof)")
 	soak := flag.Duration("soak", 0, "run only P15, the soak, for this `duration` (10m for the table's figure)")
+	heapProfile := flag.String("heapprofile", "", "with -soak: write a heap profile of what is live at its end to `file`")
 	idleChild := flag.Bool("idle-child", false, "internal: measure P7 in this fresh process and print its row as JSON")
 	freshChild := flag.String("fresh-child", "", "internal: measure this `figure` in this fresh process and print its row as JSON")
 	flag.Parse()
@@ -111,7 +115,7 @@ func main() {
 	if *quick {
 		cfg = config{quick: true, reps: 200, slow: 30, bytes: 512 << 20, pairs: 5, many: 64, each: 20, alone: 600}
 	}
-	cfg.cpuProfile = *cpuProfile
+	cfg.cpuProfile, cfg.heapProfile = *cpuProfile, *heapProfile
 	if *soak > 0 {
 		cfg.soak = *soak
 		*only = "P15"
