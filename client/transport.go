@@ -102,14 +102,17 @@ func (t *direct) try(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	err = req.Write(dc.bw)
-	if err == nil {
-		err = dc.bw.Flush()
+	werr := req.Write(dc.bw)
+	if werr == nil {
+		werr = dc.bw.Flush()
 	}
-	if err == nil {
-		_, err = dc.br.Peek(1) // the answer's first byte
-	}
-	if err != nil {
+	// The daemon may answer before it has read the whole body (a 413 for
+	// one over --body-limit) and close the connection: the write then
+	// fails, and the answer, already sent, is there to read.
+	if _, err := dc.br.Peek(1); err != nil { // the answer's first byte
+		if werr != nil {
+			err = werr
+		}
 		if kept {
 			err = errors.Join(errStale, err)
 		}
@@ -119,7 +122,7 @@ func (t *direct) try(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return fail(err)
 	}
-	b := &directBody{t: t, dc: dc, r: resp.Body, ctx: ctx, stop: stop, keep: !resp.Close && !req.Close}
+	b := &directBody{t: t, dc: dc, r: resp.Body, ctx: ctx, stop: stop, keep: werr == nil && !resp.Close && !req.Close}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
 		b.keep = false
 	}

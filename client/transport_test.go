@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -209,4 +210,29 @@ func TestDirectErrors(t *testing.T) {
 	c, err = New("http://"+addr, "token", WithHTTPClient(&http.Client{}))
 	require.NoError(t, err)
 	require.Nil(t, c.direct, "a caller's http.Client carries every request")
+}
+
+// TestDirectAnswerBeforeBody: the daemon answers a body over its limit
+// before reading it all, and closes the connection; the write of the rest
+// then fails, and the answer, sent already, is what the caller gets.
+func TestDirectAnswerBeforeBody(t *testing.T) {
+	t.Parallel()
+	d := newDaemonStub(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+			io.WriteString(w, `{"error":{"code":"payload_too_large","message":"request body over the limit"}}`+"\n")
+			return
+		}
+		answerOK(w, r)
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	body := bytes.Repeat([]byte("x"), 64<<20)
+	_, err := d.c.call(ctx, request{method: http.MethodPost, path: "/big", raw: bytes.NewReader(body)}, nil, http.StatusOK)
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, http.StatusRequestEntityTooLarge, e.Status)
+	require.Equal(t, CodePayloadTooLarge, e.Code)
+	require.NoError(t, d.post(ctx), "a new connection for the next request")
 }
