@@ -26,7 +26,9 @@ type soakSample struct {
 	at         time.Duration
 	rss        int64 // bytes, once the collector has given back what it freed
 	rawRSS     int64 // bytes, before that: with what the collector has not yet freed
+	anon       int64 // bytes of rss that no file backs (the binary's pages come in as its code first runs)
 	heap       uint64
+	ms         runtime.MemStats // after the collection
 	goroutines int
 	fds        int
 	rounds     int64
@@ -100,9 +102,14 @@ func measureSoak(ctx context.Context, cfg config) Row {
 		wg.Wait()
 		s := settled(d, time.Since(began), rounds.Load(), &start)
 		samples = append(samples, s)
-		fmt.Fprintf(os.Stderr, "bench: P15 %6s rounds %5d  RSS %6.1f MiB (%6.1f before a collection)  heap %5.1f MiB  goroutines %4d  fds %3d\n",
-			s.at.Round(time.Second), s.rounds, float64(s.rss)/(1<<20), float64(s.rawRSS)/(1<<20),
-			float64(s.heap)/(1<<20), s.goroutines, s.fds)
+		fmt.Fprintf(os.Stderr, "bench: P15 %6s rounds %5d  RSS %6.1f MiB (anonymous %5.1f; %6.1f before a collection)  heap %5.1f MiB  goroutines %4d  fds %3d\n",
+			s.at.Round(time.Second), s.rounds, float64(s.rss)/(1<<20), float64(s.anon)/(1<<20),
+			float64(s.rawRSS)/(1<<20), float64(s.heap)/(1<<20), s.goroutines, s.fds)
+		if os.Getenv("CONCH_SOAK_MEMSTATS") != "" {
+			m := &s.ms
+			fmt.Fprintf(os.Stderr, "bench: P15 memstats: sys %d heapInuse %d heapIdleKept %d stackInuse %d stackSys %d mspan %d mcache %d gcSys %d otherSys %d buckHash %d\n",
+				m.Sys>>10, m.HeapInuse>>10, (m.HeapIdle-m.HeapReleased)>>10, m.StackInuse>>10, m.StackSys>>10, m.MSpanInuse>>10, m.MCacheInuse>>10, m.GCSys>>10, m.OtherSys>>10, m.BuckHashSys>>10)
+		}
 	}
 	if cfg.heapProfile != "" {
 		if err := writeHeapProfile(cfg.heapProfile); err != nil {
@@ -128,10 +135,11 @@ func measureSoak(ctx context.Context, cfg config) Row {
 		lo, hi = min(lo, s.rawRSS), max(hi, s.rawRSS)
 	}
 	note := fmt.Sprintf("%s, %d rounds by %d workers; after the first %s: RSS %.1f→%.1f MiB (%+.1f%%) after a collection, "+
-		"Go heap %.1f→%.1f MiB, RSS before a collection %.1f–%.1f MiB; "+
+		"of it anonymous %.1f→%.1f MiB (%+.1f%%), Go heap %.1f→%.1f MiB, RSS before a collection %.1f–%.1f MiB; "+
 		"goroutines %d→%d (%+.1f%%); open fds %d at the start, %d at the end; %d processes left; %d errors",
 		cfg.soak, last.rounds, soakWorkers, base.at.Round(time.Second), float64(base.rss)/(1<<20),
-		float64(last.rss)/(1<<20), 100*rssGrowth, float64(base.heap)/(1<<20), float64(last.heap)/(1<<20),
+		float64(last.rss)/(1<<20), 100*rssGrowth, float64(base.anon)/(1<<20), float64(last.anon)/(1<<20),
+		100*(float64(last.anon)/float64(base.anon)-1), float64(base.heap)/(1<<20), float64(last.heap)/(1<<20),
 		float64(lo)/(1<<20), float64(hi)/(1<<20), base.goroutines, last.goroutines, 100*gGrowth,
 		start.fds, last.fds, len(left), len(errs))
 	for _, err := range errs {
@@ -164,12 +172,11 @@ func settled(d *daemon, at time.Duration, rounds int64, want *soakSample) soakSa
 
 func sample(at time.Duration, rounds int64) soakSample {
 	s := soakSample{at: at, goroutines: runtime.NumGoroutine(), rounds: rounds}
-	s.rawRSS = vmRSS()
+	s.rawRSS, _ = vmRSS()
 	debug.FreeOSMemory()
-	s.rss = vmRSS()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	s.heap = ms.HeapAlloc
+	s.rss, s.anon = vmRSS()
+	runtime.ReadMemStats(&s.ms)
+	s.heap = s.ms.HeapAlloc
 	if ents, err := os.ReadDir("/proc/self/fd"); err == nil {
 		s.fds = len(ents)
 	}
@@ -190,19 +197,25 @@ func writeHeapProfile(path string) error {
 	return f.Close()
 }
 
-// vmRSS returns this process's resident set, in bytes.
-func vmRSS() int64 {
+// vmRSS returns this process's resident set and the part of it that no
+// file backs, in bytes.
+func vmRSS() (rss, anon int64) {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		return 0
+		return 0, 0
+	}
+	kb := func(v string) int64 {
+		n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		return n << 10
 	}
 	for line := range strings.Lines(string(b)) {
 		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10
+			rss = kb(v)
+		} else if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			anon = kb(v)
 		}
 	}
-	return 0
+	return rss, anon
 }
 
 // soakRound is one round of mixed work: a session with state, a failing
