@@ -52,6 +52,18 @@ func answerOK(w http.ResponseWriter, _ *http.Request) {
 	io.WriteString(w, `{"status":"ok"}`+"\n")
 }
 
+// healthzHeld answers as answerOK does, a /healthz only once release is
+// closed, saying on entered that it holds one.
+func healthzHeld(entered chan<- struct{}, release <-chan struct{}) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			entered <- struct{}{}
+			<-release
+		}
+		answerOK(w, r)
+	}
+}
+
 // post sends a POST with a JSON body, as most of a Client's calls are.
 func (d *daemonStub) post(ctx context.Context) error {
 	_, err := d.c.call(ctx, request{method: http.MethodPost, path: "/v1/x", body: map[string]string{"cmd": "true"}}, nil, http.StatusOK)
@@ -67,13 +79,7 @@ func TestDirectOnCallersGoroutine(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
-	d := newDaemonStub(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" {
-			entered <- struct{}{}
-			<-release
-		}
-		answerOK(w, r)
-	})
+	d := newDaemonStub(t, healthzHeld(entered, release))
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
@@ -116,13 +122,7 @@ func TestDirectCancel(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
-	d := newDaemonStub(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" {
-			entered <- struct{}{}
-			<-release
-		}
-		answerOK(w, r)
-	})
+	d := newDaemonStub(t, healthzHeld(entered, release))
 	defer close(release)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
