@@ -60,7 +60,8 @@ func newDirect(base *url.URL) *direct {
 	if p, err := http.ProxyFromEnvironment(&http.Request{URL: base}); err != nil || p != nil {
 		return nil
 	}
-	return &direct{}
+	// Dialled as http.DefaultTransport dials.
+	return &direct{dialer: net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}}
 }
 
 // roundTrip sends req and returns the daemon's answer, whose body the
