@@ -366,7 +366,7 @@ func TestIdleLookWaitsForTheFrame(t *testing.T) {
 func TestEpollSetsOutlastDrains(t *testing.T) {
 	s := newSession(t, Options{Shell: "bash"})
 	for range 3 {
-		run(t, s, CommandOptions{Cmd: "sleep 0.05 &"}) // the job holds its streams
+		run(t, s, CommandOptions{Cmd: "sleep 0.3 &"}) // the job holds its streams past the next command
 		run(t, s, CommandOptions{Cmd: "true"})
 		run(t, s, CommandOptions{Cmd: "wait"})
 		require.Eventually(t, func() bool {
