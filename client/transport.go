@@ -109,7 +109,13 @@ func (t *direct) try(req *http.Request) (*http.Response, error) {
 	}
 	// The daemon may answer before it has read the whole body (a 413 for
 	// one over --body-limit) and close the connection: the write then
-	// fails, and the answer, already sent, is there to read.
+	// fails, and the answer, already sent, is there to read. A write that
+	// failed with no answer there has none to wait for.
+	if werr != nil && dc.br.Buffered() == 0 {
+		if n, _ := peek(dc.c); n == 0 {
+			return fail(werr)
+		}
+	}
 	if _, err := dc.br.Peek(1); err != nil { // the answer's first byte
 		if werr != nil {
 			err = werr
@@ -162,25 +168,34 @@ func (t *direct) conn(ctx context.Context, host string) (dc *directConn, kept bo
 
 // alive reports whether a kept connection can carry a request: the daemon
 // has not closed it (an idle one it closes, or all of them when it
-// restarts), nor sent anything unasked. One peek, which does not wait.
+// restarts), nor sent anything unasked.
 func alive(c net.Conn) bool {
+	_, err := peek(c)
+	return err == syscall.EAGAIN // nothing to read: open, and quiet
+}
+
+// peek looks, without waiting, at what c holds to be read: n > 0 bytes,
+// 0 at its end, or an error (EAGAIN: nothing yet). One call.
+func peek(c net.Conn) (n int, err error) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return true
+		return 0, syscall.EAGAIN
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return false
+		return 0, err
 	}
-	var perr error
 	var b [1]byte
-	if err := rc.Read(func(fd uintptr) bool {
-		_, _, perr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	if cerr := rc.Read(func(fd uintptr) bool {
+		n, _, err = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		return true
-	}); err != nil {
-		return false
+	}); cerr != nil {
+		return 0, cerr
 	}
-	return perr == syscall.EAGAIN // nothing to read: open, and quiet
+	if err != nil {
+		n = 0
+	}
+	return n, err
 }
 
 // put keeps dc for a later request, or closes it.
