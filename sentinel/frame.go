@@ -196,8 +196,9 @@ type Frame struct {
 	// input in blocks drops what it read ahead when a command aborts (an
 	// error under set -u, an interrupt), so for such a shell End is sent
 	// only once it has announced the command; a shell that keeps what it
-	// read ahead (bash, mksh) can get it with Text. Sending it again is
-	// harmless: it writes the marker only once per nonce.
+	// read ahead (bash, mksh), or reads none ahead (zsh, a byte per read
+	// call), can get it with Text. Sending it again is harmless: it writes
+	// the marker only once per nonce.
 	End string
 	// Run is how the frame runs the command (Paths.Run).
 	Run Run

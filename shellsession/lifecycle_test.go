@@ -347,7 +347,7 @@ func TestBackgroundJobKeepsWriting(t *testing.T) {
 // interrupted, and for longer than an interrupt waits for a command to
 // settle, so that it cannot have read the command yet: the interrupt must
 // wait for the shell's announcement, or, on the shells that announce
-// nothing (bash, mksh), until the shell is seen to enter the command.
+// nothing (bash, mksh, zsh), until the shell is seen to enter the command.
 func TestInterruptRightAfterSubmit(t *testing.T) {
 	t.Parallel()
 	for _, shell := range testShells {
@@ -372,7 +372,7 @@ func TestInterruptRightAfterSubmit(t *testing.T) {
 
 // An interrupt that comes as the command is taken up, before it is marked
 // running, reaches it once it runs, on every shell: a shell that announces
-// nothing (bash, mksh) lost it, and ran the command to its end (a soak of
+// nothing (bash, mksh; zsh since) lost it, and ran the command to its end (a soak of
 // submits each interrupted at once lost about one in 200). Not parallel:
 // the hook is the package's.
 func TestInterruptAsTakenUp(t *testing.T) {

@@ -8,34 +8,41 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// everyShell runs f in parallel on a session of each shell, with a context
+// bounded by the package's hang guard.
+func everyShell(t *testing.T, f func(t *testing.T, s *Session, ctx context.Context)) {
+	t.Parallel()
+	for _, sh := range testShells {
+		t.Run(sh, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), deadline)
+			defer cancel()
+			f(t, newSession(t, Options{Shell: sh}), ctx)
+		})
+	}
+}
+
 // TestStderrHasNoMarker: a command's stderr ends where its stdout's end
 // marker is read, so bytes on stderr that look like an end marker, even
 // one with the command's own nonce, are the command's output like any
 // other, and what follows them is kept; a large stderr written just before
 // the end is kept whole.
 func TestStderrHasNoMarker(t *testing.T) {
-	t.Parallel()
-	for _, sh := range testShells {
-		t.Run(sh, func(t *testing.T) {
-			t.Parallel()
-			s := newSession(t, Options{Shell: sh})
-			ctx, cancel := context.WithTimeout(t.Context(), deadline)
-			defer cancel()
-			c, r, err := s.Run(ctx, CommandOptions{Cmd: `printf '\036CONCH%s' "$__conch" >&2; echo after >&2; echo out`})
-			require.NoError(t, err)
-			require.Equal(t, 0, code(r))
-			out, errs := output(c)
-			require.Equal(t, "out\n", out)
-			require.Equal(t, "\x1eCONCH"+string(c.frame.Nonce)+"after\n", errs)
+	everyShell(t, func(t *testing.T, s *Session, ctx context.Context) {
+		c, r, err := s.Run(ctx, CommandOptions{Cmd: `printf '\036CONCH%s' "$__conch" >&2; echo after >&2; echo out`})
+		require.NoError(t, err)
+		require.Equal(t, 0, code(r))
+		out, errs := output(c)
+		require.Equal(t, "out\n", out)
+		require.Equal(t, "\x1eCONCH"+string(c.frame.Nonce)+"after\n", errs)
 
-			r, out, errs = run(t, s, CommandOptions{Cmd: `i=0; while [ $i -lt 3000 ]; do echo "line $i of stderr, long enough to fill pipes" >&2; i=$((i+1)); done; echo done`})
-			require.Equal(t, 0, code(r))
-			require.Equal(t, "done\n", out)
-			lines := strings.Split(strings.TrimSuffix(errs, "\n"), "\n")
-			require.Len(t, lines, 3000)
-			require.Equal(t, "line 2999 of stderr, long enough to fill pipes", lines[2999])
-		})
-	}
+		r, out, errs = run(t, s, CommandOptions{Cmd: `i=0; while [ $i -lt 3000 ]; do echo "line $i of stderr, long enough to fill pipes" >&2; i=$((i+1)); done; echo done`})
+		require.Equal(t, 0, code(r))
+		require.Equal(t, "done\n", out)
+		lines := strings.Split(strings.TrimSuffix(errs, "\n"), "\n")
+		require.Len(t, lines, 3000)
+		require.Equal(t, "line 2999 of stderr, long enough to fill pipes", lines[2999])
+	})
 }
 
 // TestFakeMarkerWithLongTrailer: a command that prints its own end marker on
@@ -46,25 +53,18 @@ func TestStderrHasNoMarker(t *testing.T) {
 // still running it while the next was sent, and a dash or busybox session
 // then hung, its next command's output holding the last one's marker.
 func TestFakeMarkerWithLongTrailer(t *testing.T) {
-	t.Parallel()
-	for _, sh := range testShells {
-		t.Run(sh, func(t *testing.T) {
-			t.Parallel()
-			s := newSession(t, Options{Shell: sh})
-			ctx, cancel := context.WithTimeout(t.Context(), deadline)
-			defer cancel()
-			c, r, err := s.Run(ctx, CommandOptions{Cmd: `printf '\036CONCH%s' "$__conch"; head -c 70000 /dev/zero | tr '\0' x; printf '\036CONCH%s1 \000' "$__conch"; echo; echo err >&2; (exit 3)`})
-			require.NoError(t, err)
-			require.Equal(t, 3, code(r))
-			out, errs := output(c)
-			marker := "\x1eCONCH" + string(c.frame.Nonce)
-			require.Equal(t, marker+strings.Repeat("x", 70000)+marker+"1 \x00\n", out)
-			require.Equal(t, "err\n", errs)
-			r, out, _ = run(t, s, CommandOptions{Cmd: "echo next"})
-			require.Equal(t, 0, code(r))
-			require.Equal(t, "next\n", out)
-		})
-	}
+	everyShell(t, func(t *testing.T, s *Session, ctx context.Context) {
+		c, r, err := s.Run(ctx, CommandOptions{Cmd: `printf '\036CONCH%s' "$__conch"; head -c 70000 /dev/zero | tr '\0' x; printf '\036CONCH%s1 \000' "$__conch"; echo; echo err >&2; (exit 3)`})
+		require.NoError(t, err)
+		require.Equal(t, 3, code(r))
+		out, errs := output(c)
+		marker := "\x1eCONCH" + string(c.frame.Nonce)
+		require.Equal(t, marker+strings.Repeat("x", 70000)+marker+"1 \x00\n", out)
+		require.Equal(t, "err\n", errs)
+		r, out, _ = run(t, s, CommandOptions{Cmd: "echo next"})
+		require.Equal(t, 0, code(r))
+		require.Equal(t, "next\n", out)
+	})
 }
 
 // TestLateMarkerAfterImitation: a command that prints its own end marker
@@ -76,22 +76,15 @@ func TestFakeMarkerWithLongTrailer(t *testing.T) {
 // ksh93 every time, and now and then on dash and busybox. A later command's
 // output is its own.
 func TestLateMarkerAfterImitation(t *testing.T) {
-	t.Parallel()
-	for _, sh := range testShells {
-		t.Run(sh, func(t *testing.T) {
-			t.Parallel()
-			s := newSession(t, Options{Shell: sh})
-			ctx, cancel := context.WithTimeout(t.Context(), deadline)
-			defer cancel()
-			_, r, err := s.Run(ctx, CommandOptions{Cmd: `printf '\036CONCH%s7 hB /tmp\000' "$__conch"; exec >&-; sleep 0.5; (exit 3)`})
-			require.NoError(t, err)
-			require.Equal(t, 7, code(r))
-			for range 4 {
-				r, out, errs := run(t, s, CommandOptions{Cmd: "echo out; echo err >&2"})
-				require.Equal(t, 0, code(r))
-				require.Equal(t, "out\n", out)
-				require.Equal(t, "err\n", errs)
-			}
-		})
-	}
+	everyShell(t, func(t *testing.T, s *Session, ctx context.Context) {
+		_, r, err := s.Run(ctx, CommandOptions{Cmd: `printf '\036CONCH%s7 hB /tmp\000' "$__conch"; exec >&-; sleep 0.5; (exit 3)`})
+		require.NoError(t, err)
+		require.Equal(t, 7, code(r))
+		for range 4 {
+			r, out, errs := run(t, s, CommandOptions{Cmd: "echo out; echo err >&2"})
+			require.Equal(t, 0, code(r))
+			require.Equal(t, "out\n", out)
+			require.Equal(t, "err\n", errs)
+		}
+	})
 }
