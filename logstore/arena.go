@@ -10,13 +10,13 @@ import "time"
 // a mostly empty last chunk into one of the right size.
 //
 // A chunk of maxChunk bytes is a block. Once retention has dropped every
-// frame of a block, and no reader was ever handed one of them, nobody can
-// refer to its bytes: it goes on a short free list and becomes the next
-// block. Output flooding through a full log thus reuses the same blocks, of
+// frame of a block, no reader that may keep bytes was ever handed one of
+// them, and no FollowLent is delivering one of them, nobody can refer to its
+// bytes: it goes on a short free list and becomes the next block. Output flooding through a full log thus reuses the same blocks, of
 // one size, rather than leaving the garbage collector buffers of every size
 // (which lets the heap grow to about twice what is retained). A block that a
-// reader saw is left to the garbage collector, since the reader's frames
-// keep pointing into it.
+// keeping reader saw is left to the garbage collector, since the reader's
+// frames keep pointing into it.
 //
 // A small write on the channel of the newest frame, which no reader has
 // seen yet and which began less than mergeWindow ago, extends that frame in
@@ -121,7 +121,7 @@ func (l *Log) releaseBlocksLocked(c Cursor) {
 		if b.last > c || b.first == l.chunkFrom && l.chunk != nil {
 			break
 		}
-		if b.first > l.seen && !l.closed && len(l.free) < maxFree {
+		if b.first > l.kept && !l.lentLocked(b.last) && !l.closed && len(l.free) < maxFree {
 			l.free = append(l.free, b.buf[:maxChunk])
 		}
 		l.blocks[k] = block{}
@@ -129,6 +129,17 @@ func (l *Log) releaseBlocksLocked(c Cursor) {
 	if k > 0 {
 		l.blocks = append(l.blocks[:0], l.blocks[k:]...)
 	}
+}
+
+// lentLocked reports whether a FollowLent is delivering a frame at or
+// before cursor c. l.mu must be held.
+func (l *Log) lentLocked(c Cursor) bool {
+	for _, b := range l.borrowers {
+		if b.pin != 0 && b.pin <= c {
+			return true
+		}
+	}
+	return false
 }
 
 // shrinkChunkLocked moves the frames in the current chunk to a chunk of

@@ -3,6 +3,7 @@ package logstore
 import (
 	"context"
 	"fmt"
+	"slices"
 )
 
 // A follower copies at most this many frames, and about this many bytes of
@@ -42,8 +43,36 @@ type Warning struct {
 // under KeepNone that is whenever after is older than the last frame, and the
 // follower starts from the frames that come next.
 func (l *Log) Follow(ctx context.Context, after Cursor, yield func(Event) bool) error {
+	return l.follow(ctx, after, nil, yield)
+}
+
+// FollowLent is Follow for a yield that is done with a frame when it
+// returns: the Frame and its Data are lent, valid only until yield returns,
+// after which the log may put later output in their place. A follower that writes each
+// frame out (or encodes it) as it comes should use it: output flooding
+// through a full log it keeps up with then reuses the same few blocks, as it
+// does with no follower, rather than leaving one to the garbage collector
+// for every 64 KiB.
+func (l *Log) FollowLent(ctx context.Context, after Cursor, yield func(Event) bool) error {
+	var b borrower
+	return l.follow(ctx, after, &b, yield)
+}
+
+// A borrower is a FollowLent's hold on the frames it is delivering: from
+// pin on, their blocks are not reused (0 holds nothing). batch is where it
+// takes each batch.
+type borrower struct {
+	pin   Cursor
+	batch []Frame
+}
+
+// follow is Follow, or FollowLent when b is not nil.
+func (l *Log) follow(ctx context.Context, after Cursor, b *borrower, yield func(Event) bool) error {
 	l.mu.Lock()
 	l.followers++
+	if b != nil {
+		l.borrowers = append(l.borrowers, b)
+	}
 	// offset is the bytes of output up to after, while known.
 	offset, known := l.offsetLocked(after)
 	missed := func(upTo int64) int64 {
@@ -64,7 +93,7 @@ func (l *Log) Follow(ctx context.Context, after Cursor, yield func(Event) bool) 
 		after = l.last
 	}
 	l.mu.Unlock()
-	defer l.unfollow()
+	defer l.unfollow(b)
 
 	if warn != nil && !yield(Event{Warning: warn}) {
 		return nil
@@ -75,6 +104,10 @@ func (l *Log) Follow(ctx context.Context, after Cursor, yield func(Event) bool) 
 		}
 		l.mu.Lock()
 		warn = nil
+		if b != nil { // the last batch is delivered
+			b.pin = 0
+			clear(b.batch) // nor holds its blocks
+		}
 		if after < l.dropped {
 			by := "retention"
 			if l.evicted {
@@ -87,7 +120,7 @@ func (l *Log) Follow(ctx context.Context, after Cursor, yield func(Event) bool) 
 			}
 			after = l.dropped
 		}
-		batch := l.batchLocked(after)
+		batch := l.batchLocked(after, b)
 		closed := l.closed
 		var wake chan struct{}
 		if len(batch) == 0 && !closed {
@@ -124,8 +157,9 @@ func (l *Log) Follow(ctx context.Context, after Cursor, yield func(Event) bool) 
 }
 
 // batchLocked copies the next frames after cursor after, at most batchFrames
-// of them and batchBytes of their bytes (but at least one). l.mu must be held.
-func (l *Log) batchLocked(after Cursor) []Frame {
+// of them and batchBytes of their bytes (but at least one), lent to b when b
+// is not nil. l.mu must be held.
+func (l *Log) batchLocked(after Cursor, b *borrower) []Frame {
 	i, n := l.afterLocked(after)
 	n = min(n, batchFrames)
 	bytes := 0
@@ -139,17 +173,27 @@ func (l *Log) batchLocked(after Cursor) []Frame {
 	if n == 0 {
 		return nil
 	}
-	batch := make([]Frame, n)
-	l.copyOutLocked(batch, i)
+	if b == nil {
+		batch := make([]Frame, n)
+		l.copyOutLocked(batch, i)
+		return batch
+	}
+	batch := slices.Grow(b.batch[:0], n)[:n]
+	b.batch = batch
+	l.lendOutLocked(batch, i)
+	b.pin = batch[0].Cursor
 	return batch
 }
 
-// unfollow ends a Follow. Under KeepNone the frames were kept only for
-// followers, so the last one to leave drops them.
-func (l *Log) unfollow() {
+// unfollow ends a Follow, or with b a FollowLent. Under KeepNone the frames
+// were kept only for followers, so the last one to leave drops them.
+func (l *Log) unfollow(b *borrower) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.followers--
+	if i := slices.Index(l.borrowers, b); b != nil && i >= 0 {
+		l.borrowers = slices.Delete(l.borrowers, i, i+1)
+	}
 	if l.keep == KeepNone && l.followers == 0 {
 		l.dropAllLocked()
 	}

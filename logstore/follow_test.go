@@ -429,3 +429,113 @@ func TestPageWhileWriting(t *testing.T) {
 		require.Equal(t, p.Frames[len(p.Frames)-1].Cursor, p.Next, "Next %d, last frame %d", p.Next, p.Frames[len(p.Frames)-1].Cursor)
 	}
 }
+
+// lockstep runs followers (Follow or FollowLent, as the test passes them)
+// on l in goroutines and returns a write that puts a piece of output in the
+// log and returns once each follower has been handed it, and a stop that
+// ends the followers and waits for them.
+func lockstep(t *testing.T, l *Log, follows ...func(context.Context, Cursor, func(Event) bool) error) (write func(p []byte), stop func()) {
+	ctx, cancel := context.WithCancel(hangGuard(t, time.Minute))
+	got := make(chan Cursor)
+	var wg sync.WaitGroup
+	_, _, after := l.Bounds()
+	for _, follow := range follows {
+		wg.Go(func() {
+			_ = follow(ctx, after, func(e Event) bool {
+				if e.Frame == nil {
+					return true
+				}
+				select {
+				case got <- e.Frame.Cursor:
+					return true
+				case <-ctx.Done():
+					return false
+				}
+			})
+		})
+	}
+	write = func(p []byte) {
+		l.Write(Stdout, p)
+		_, _, last := l.Bounds()
+		for waiting := len(follows); waiting > 0; {
+			select {
+			case c := <-got:
+				if c == last {
+					waiting--
+				}
+			case <-ctx.Done():
+				t.Fatal("a follower fell behind for a minute")
+			}
+		}
+	}
+	return write, func() { cancel(); wg.Wait() }
+}
+
+// TestLentFramesStayWhileDelivered holds a FollowLent in the middle of
+// delivering a frame while output floods through the log many times over:
+// the frame's bytes must not change until yield returns, though its block
+// was dropped long before.
+func TestLentFramesStayWhileDelivered(t *testing.T) {
+	t.Parallel()
+	ctx := hangGuard(t, time.Minute)
+	const retention = 1 << 20
+	l := New(Options{Retention: retention})
+	piece := func(i int) []byte { return bytes.Repeat([]byte{byte('a' + i%26)}, 16<<10) }
+	for i := range 4 * retention / (16 << 10) { // the frames that follow are in blocks
+		l.Write(Stdout, piece(i))
+	}
+	_, _, after := l.Bounds()
+	holding, flooded := make(chan []byte), make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_ = l.FollowLent(ctx, after, func(e Event) bool {
+			if e.Frame == nil {
+				return true
+			}
+			holding <- e.Frame.Data
+			<-flooded
+			return false
+		})
+	})
+	l.Write(Stdout, piece(0))
+	data := <-holding
+	want := bytes.Clone(data)
+	for i := range 16 * retention / (16 << 10) {
+		l.Write(Stdout, piece(i+1))
+	}
+	assert.True(t, bytes.Equal(data, want), "a lent frame's bytes changed while it was delivered: %q… became %q…", want[:8], data[:8])
+	close(flooded)
+	wg.Wait()
+}
+
+// TestKeptFramesSurviveLentFollowers floods a log followed by a FollowLent
+// and by a Follow that keeps every frame it gets: the blocks the lent
+// follower lets go are reused, never those the keeping follower was handed.
+func TestKeptFramesSurviveLentFollowers(t *testing.T) {
+	t.Parallel()
+	const retention = 1 << 20
+	l := New(Options{Retention: retention})
+	var kept [][]byte
+	keep := func(ctx context.Context, after Cursor, yield func(Event) bool) error {
+		return l.Follow(ctx, after, func(e Event) bool {
+			if e.Frame != nil {
+				kept = append(kept, e.Frame.Data)
+			}
+			return yield(e)
+		})
+	}
+	write, stop := lockstep(t, l, l.FollowLent, keep)
+	var want [][]byte
+	for i := range 8 * retention / (16 << 10) {
+		p := bytes.Repeat([]byte{byte('a' + i%26)}, 16<<10)
+		write(p)
+		want = append(want, p)
+	}
+	stop()
+	require.Len(t, kept, len(want))
+	for i := range want {
+		if !bytes.Equal(kept[i], want[i]) {
+			t.Fatalf("frame %d of those a Follow kept changed after the log reused its block: %q… became %q…", i, want[i][:8], kept[i][:8])
+		}
+	}
+}

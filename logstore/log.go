@@ -43,17 +43,19 @@ type Log struct {
 	frameCap  int // most frames kept
 	frameMax  int // bytes of the largest frame: one frame always fits the budget
 
-	mu        sync.Mutex // guards everything below
-	frames    ring       // retained frames, oldest first; cursors are consecutive
-	size      int        // bytes of the retained frames
-	seen      Cursor     // newest cursor handed to a reader: frames up to it never change
-	tail      []byte     // the newest frame's bytes, capacity to its chunk's end, while it is the chunk's last allocation
-	blocks    []block    // the blocks holding retained frames, oldest first
-	free      [][]byte   // blocks whose frames were all dropped unseen, for reuse
-	last      Cursor     // cursor of the newest frame ever appended
-	dropped   Cursor     // cursor of the newest frame no longer retained
-	droppedN  int64      // bytes of the frames no longer retained
-	lastTime  int64      // Unix nanoseconds of the newest frame
+	mu        sync.Mutex  // guards everything below
+	frames    ring        // retained frames, oldest first; cursors are consecutive
+	size      int         // bytes of the retained frames
+	seen      Cursor      // newest cursor handed to a reader: frames up to it never change
+	kept      Cursor      // newest cursor handed to a reader that may keep its bytes
+	borrowers []*borrower // the FollowLent calls running
+	tail      []byte      // the newest frame's bytes, capacity to its chunk's end, while it is the chunk's last allocation
+	blocks    []block     // the blocks holding retained frames, oldest first
+	free      [][]byte    // blocks whose frames were all dropped unseen, for reuse
+	last      Cursor      // cursor of the newest frame ever appended
+	dropped   Cursor      // cursor of the newest frame no longer retained
+	droppedN  int64       // bytes of the frames no longer retained
+	lastTime  int64       // Unix nanoseconds of the newest frame
 	pending   [PTY + 1]heldBack
 	chunk     []byte // the unused rest of the current arena chunk
 	chunkSize int    // size of the current chunk
@@ -361,9 +363,21 @@ func (l *Log) fitLocked(i, k, bytes, maxBytes int, first bool) (int, int) {
 	return k, bytes
 }
 
-// copyOutLocked copies the retained frames from the i-th on into dst, and
-// marks them seen: they never change after that. l.mu must be held.
+// copyOutLocked copies the retained frames from the i-th on into dst, for
+// a reader that may keep their bytes, and marks them seen: they never change
+// after that. l.mu must be held.
 func (l *Log) copyOutLocked(dst []Frame, i int) {
+	if len(dst) == 0 {
+		return
+	}
+	l.lendOutLocked(dst, i)
+	l.kept = max(l.kept, dst[len(dst)-1].Cursor)
+}
+
+// lendOutLocked is copyOutLocked for a reader that is done with the bytes
+// before it next takes the lock (see FollowLent): their blocks may be reused
+// once that reader has let them go. l.mu must be held.
+func (l *Log) lendOutLocked(dst []Frame, i int) {
 	if len(dst) == 0 {
 		return
 	}

@@ -127,3 +127,43 @@ func TestFloodOfAnySizeReusesBlocks(t *testing.T) {
 	allocated := floodAllocates(t, write, flood)
 	assert.LessOrEqual(t, allocated, uint64(flood/64), "%d bytes allocated while %d went through a full log", allocated, flood)
 }
+
+// TestLentFollowerFloodReusesMemory is TestFloodReusesMemory with a
+// FollowLent that keeps up with the output: what it was lent and is done
+// with is reused as if nobody had read it. A Follow, which may keep what it
+// is handed, leaves every block to the garbage collector instead, as
+// TestFollowerFloodAllocates pins. It measures the whole heap, so it does not
+// run in parallel.
+func TestLentFollowerFloodReusesMemory(t *testing.T) {
+	l := New(Options{})
+	lent, stop := lockstep(t, l, l.FollowLent)
+	defer stop()
+	data := make([]byte, 64<<10)
+	write := func(total int) {
+		for n := 0; n < total; n += len(data) {
+			lent(data)
+		}
+	}
+	const flood = 64 << 20
+	allocated := floodAllocates(t, write, flood)
+	assert.LessOrEqual(t, allocated, uint64(flood/8), "%d bytes allocated while %d went through a full log with a lent follower", allocated, flood)
+}
+
+// TestFollowerFloodAllocates is the other side of
+// TestLentFollowerFloodReusesMemory: the blocks a Follow was handed are not
+// reused, since it may keep them. It measures the whole heap, so it does
+// not run in parallel.
+func TestFollowerFloodAllocates(t *testing.T) {
+	l := New(Options{})
+	keep, stop := lockstep(t, l, l.Follow)
+	defer stop()
+	data := make([]byte, 64<<10)
+	write := func(total int) {
+		for n := 0; n < total; n += len(data) {
+			keep(data)
+		}
+	}
+	const flood = 64 << 20
+	allocated := floodAllocates(t, write, flood)
+	assert.GreaterOrEqual(t, allocated, uint64(flood), "%d bytes allocated while %d went through a full log with a follower", allocated, flood)
+}
