@@ -1,9 +1,11 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"time"
 
+	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 )
 
@@ -30,4 +32,25 @@ func EndedOrder(s *Server) (order, kept int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.ended.order) - s.ended.head, len(s.ended.live)
+}
+
+// StreamFrames follows l as a stream's follower does, and returns the data
+// of each frame it hands over, in turn, on frames, until ctx ends.
+func StreamFrames(ctx context.Context, l *logstore.Log) <-chan string {
+	frames := make(chan string)
+	events, done := follow(ctx, l, 0, false)
+	go func() {
+		defer close(frames)
+		for ev := range events {
+			if ev.frame == nil {
+				continue
+			}
+			select {
+			case frames <- ev.frame.Data:
+			case <-ctx.Done():
+			}
+		}
+		<-done
+	}()
+	return frames
 }

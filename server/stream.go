@@ -63,7 +63,7 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) error {
 	}()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	events, done := follow(ctx, p.Log(), after)
+	events, done := follow(ctx, p.Log(), after, b64)
 	defer func() { cancel(); <-done }()
 
 	tick := time.NewTicker(s.heartbeat)
@@ -75,18 +75,18 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) error {
 			switch {
 			case !ok:
 				return nil // ctx ended the follow
-			case ev.End:
+			case ev.end:
 				return s.endStream(ctx, w, rc, p)
-			case ev.Warning != nil:
+			case ev.warning != nil:
 				write = func() error {
 					return writeEvent(w, api.EventWarning, "", api.Warning{
-						Message:              ev.Warning.Message,
-						FirstAvailableCursor: ev.Warning.FirstAvailable.String(),
+						Message:              ev.warning.Message,
+						FirstAvailableCursor: ev.warning.FirstAvailable.String(),
 					})
 				}
 			default:
 				write = func() error {
-					return writeEvent(w, api.EventLog, ev.Frame.Cursor.String(), frameDTO(ev.Frame, b64))
+					return writeEvent(w, api.EventLog, ev.frame.Cursor, ev.frame)
 				}
 			}
 		case <-tick.C:
@@ -157,18 +157,32 @@ func (s *Server) send(ctx context.Context, rc *http.ResponseController, write fu
 	return rc.Flush()
 }
 
-// follow runs l.Follow in a goroutine and hands its events over a channel
-// (each Frame is the follower's own copy). The channel is closed when the
-// follow ends; done is closed once the goroutine has returned.
-func follow(ctx context.Context, l *logstore.Log, after logstore.Cursor) (<-chan logstore.Event, <-chan struct{}) {
-	events := make(chan logstore.Event)
+// streamEvent is one event of a stream as its follower hands it over.
+type streamEvent struct {
+	frame   *api.LogFrame // a frame, its bytes copied out of the log
+	warning *logstore.Warning
+	end     bool
+}
+
+// follow runs l.FollowLent in a goroutine and hands its events over a
+// channel, each frame as the api.LogFrame it is sent as (b64 forces base64),
+// made before the next frame is taken, while its bytes are lent. The channel
+// is closed when the follow ends; done is closed once the goroutine has
+// returned.
+func follow(ctx context.Context, l *logstore.Log, after logstore.Cursor, b64 bool) (<-chan streamEvent, <-chan struct{}) {
+	events := make(chan streamEvent)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer close(events)
-		_ = l.Follow(ctx, after, func(ev logstore.Event) bool {
+		_ = l.FollowLent(ctx, after, func(ev logstore.Event) bool {
+			se := streamEvent{warning: ev.Warning, end: ev.End}
+			if ev.Frame != nil {
+				f := frameDTO(ev.Frame, b64)
+				se.frame = &f
+			}
 			select {
-			case events <- ev:
+			case events <- se:
 				return !ev.End
 			case <-ctx.Done():
 				return false

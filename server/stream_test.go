@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/server"
 )
@@ -266,4 +268,35 @@ func TestStreamPastTheEnd(t *testing.T) {
 		defer resp.Body.Close()
 		require.Equal(t, http.StatusOK, resp.StatusCode, "a live process may still write")
 	})
+}
+
+// TestStreamFloodReusesLogMemory: a stream's follower copies each frame
+// before it takes the next, so that output flooding through a full log it
+// keeps up with reuses the log's blocks (logstore.FollowLent) rather than
+// leaving one to the garbage collector for every 64 KiB: the stream then
+// allocates about one copy of the output, not two.
+func TestStreamFloodReusesLogMemory(t *testing.T) {
+	c, cancel := context.WithCancel(ctx(t))
+	defer cancel()
+	l := logstore.New(logstore.Options{})
+	frames := server.StreamFrames(c, l)
+	data := make([]byte, 64<<10)
+	write := func(total int) {
+		for n := 0; n < total; n += len(data) {
+			data[0] = byte('a' + n%26)
+			l.Write(logstore.Stdout, data)
+			if got := <-frames; got != string(data) { // compared without a copy
+				t.Fatalf("the stream's frame of %d bytes starting %q is not the %d written starting %q", len(got), got[:min(8, len(got))], len(data), data[:8])
+			}
+		}
+	}
+	write(2 * logstore.DefaultRetention)
+	const flood = 32 << 20
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	write(flood)
+	runtime.ReadMemStats(&after)
+	allocated := after.TotalAlloc - before.TotalAlloc
+	t.Logf("%d KiB allocated while %d MiB went through", allocated>>10, flood>>20)
+	require.Less(t, allocated, uint64(flood*3/2), "bytes allocated while %d went through a full log followed by a stream", flood)
 }
