@@ -52,7 +52,9 @@ func measureP5(ctx context.Context, cfg config) Row {
 // MiB in -quick) while 50 followers stream its log, against the same
 // command with none. The time runs until the command has ended and every
 // follower has reached the log's end; every follower must see each frame or
-// a warning before a gap.
+// a warning before a gap. The followers are done with each frame when it is
+// delivered, as the daemon's streams are, and follow as they do
+// (logstore.FollowLent).
 func measureP8(ctx context.Context, cfg config) Row {
 	const followers = 50
 	size := int64(256 << 20)
@@ -83,7 +85,7 @@ func measureP8(ctx context.Context, cfg config) Row {
 					var next logstore.Cursor = 1
 					var got int64
 					var w, g int
-					err := c.Log().Follow(ctx, 0, func(e logstore.Event) bool {
+					err := c.Log().FollowLent(ctx, 0, func(e logstore.Event) bool {
 						switch {
 						case e.Warning != nil:
 							w++
