@@ -141,7 +141,8 @@ func (r *ringWriter) Write(p []byte) (int, error) {
 
 // BenchmarkFollowers is P8 of docs/performance.md at the store's level: a writer
 // appends 256 MiB (16 MiB with -short) in 32 KiB writes while 50 followers
-// follow it, against the same writer with no follower, alternating. It
+// follow it as the daemon's streams do (FollowLent), against the same writer
+// with no follower, alternating. It
 // reports the median ratio of writer throughput (target 0.5) and checks that
 // every follower got every frame or a warning for each gap.
 func BenchmarkFollowers(b *testing.B) {
@@ -185,7 +186,7 @@ func writeFollowed(b *testing.B, data []byte, total, n int) (time.Duration, int)
 		done.Go(func() {
 			var prev Cursor
 			var jump Cursor
-			err := l.Follow(ctx, 0, func(e Event) bool {
+			err := l.FollowLent(ctx, 0, func(e Event) bool {
 				switch {
 				case e.Warning != nil:
 					warnings[i]++

@@ -15,11 +15,14 @@
 // while no reader has seen it, a log keeps at most one frame per
 // [BytesPerFrame] bytes of retention, a follower that falls behind jumps
 // ahead instead of buffering, and output flooding through a full log reuses
-// the 64 KiB blocks that retention frees before any reader saw them, rather
-// than leaving garbage for the collector.
+// the 64 KiB blocks that retention frees, rather than leaving garbage for
+// the collector, unless a reader that may keep their bytes was handed a
+// frame of them: a follower that is done with each frame as it delivers it
+// ([Log.FollowLent]) only borrows them.
 //
 // One writer per channel appends while any number of readers page through
 // what is retained or follow it live. Readers take the lock only to copy a
 // bounded batch of frame headers; the bytes themselves are never modified
-// once appended, so a slow reader never holds the writer back.
+// while a reader may hold them, so a slow reader never holds the writer
+// back.
 package logstore
