@@ -217,7 +217,9 @@ func TestBeginHoldsTheTurn(t *testing.T) {
 
 // A command on an idle session allocates little: its frame comes from a
 // template of the session's (the same few streams serve every command), not
-// built anew (it was 65 allocations a command, 40 of them the frame's).
+// built anew (it was 65 allocations a command, 40 of them the frame's), and
+// each keeper's open uses its stream's path as the kernel takes it, made once
+// (31 allocations before, 29 after; 30 under the race detector).
 func TestRunAllocations(t *testing.T) {
 	s := newSession(t, Options{})
 	ctx := t.Context()
@@ -230,7 +232,7 @@ func TestRunAllocations(t *testing.T) {
 		}
 	})
 	t.Logf("%v allocations a command", n)
-	require.LessOrEqual(t, n, 40.0)
+	require.LessOrEqual(t, n, 30.0)
 }
 
 // A command on an idle session makes its system calls around the Go

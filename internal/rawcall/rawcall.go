@@ -108,11 +108,26 @@ var atFDCWD = unix.AT_FDCWD
 // Open opens path (relative to the working directory) with flags and,
 // when it creates the file, mode. A FIFO must be opened with O_NONBLOCK.
 func Open(path string, flags int, mode uint32) (int, error) {
-	p, err := syscall.BytePtrFromString(path)
+	p, err := NewPath(path)
 	if err != nil {
 		return -1, err
 	}
-	fd, _, e := syscall.RawSyscall6(syscall.SYS_OPENAT, uintptr(atFDCWD), uintptr(unsafe.Pointer(p)), uintptr(flags), uintptr(mode), 0, 0)
+	return p.Open(flags, mode)
+}
+
+// Path is a file name in the form the kernel takes, made once for a file
+// opened again and again.
+type Path struct{ p *byte }
+
+// NewPath makes path's Path. It fails when path holds a NUL byte.
+func NewPath(path string) (Path, error) {
+	p, err := syscall.BytePtrFromString(path)
+	return Path{p}, err
+}
+
+// Open is the package's Open of the file at p.
+func (p Path) Open(flags int, mode uint32) (int, error) {
+	fd, _, e := syscall.RawSyscall6(syscall.SYS_OPENAT, uintptr(atFDCWD), uintptr(unsafe.Pointer(p.p)), uintptr(flags), uintptr(mode), 0, 0)
 	if e != 0 {
 		return -1, e
 	}

@@ -18,6 +18,7 @@ type Stream struct {
 	Path string
 	R    *os.File
 	Keep *Keeper
+	path rawcall.Path // Path, for each keeper's open
 	// Reader is the embedder's state for reading R, made once and kept
 	// with the stream while a pool keeps it for command after command.
 	Reader any
@@ -34,7 +35,11 @@ func MakeStream(path string) (*Stream, error) {
 		return nil, err
 	}
 	st := &Stream{Path: path, R: r}
-	if err := st.Rekeep(); err != nil {
+	st.path, err = rawcall.NewPath(path)
+	if err == nil {
+		err = st.Rekeep()
+	}
+	if err != nil {
 		r.Close()
 		os.Remove(path)
 		return nil, err
@@ -44,7 +49,7 @@ func MakeStream(path string) (*Stream, error) {
 
 // Rekeep opens a new keeper, for a stream used again.
 func (st *Stream) Rekeep() (err error) {
-	st.Keep, err = openKeeper(st.Path)
+	st.Keep, err = openKeeper(st.path, st.Path)
 	return err
 }
 
@@ -62,8 +67,9 @@ func (st *Stream) Close() {
 // more.
 type Keeper struct{ fd atomic.Int64 }
 
-func openKeeper(path string) (*Keeper, error) {
-	fd, err := rawcall.Open(path, syscall.O_WRONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+// openKeeper opens a keeper of the FIFO at p, whose name is path.
+func openKeeper(p rawcall.Path, path string) (*Keeper, error) {
+	fd, err := p.Open(syscall.O_WRONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
