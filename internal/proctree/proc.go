@@ -96,8 +96,15 @@ func Descendants(pid int) []int {
 	return descendants(parentLinks(), map[int]bool{pid: true})
 }
 
-// parentLinks maps each pid in /proc to its children.
-func parentLinks() map[int][]int {
+// parentLinks maps each pid in /proc to its children, from a scan that
+// began after the call, shared with the callers that want one at once. The
+// map is read only.
+func parentLinks() map[int][]int { return links.get() }
+
+var links = shared[map[int][]int]{scan: scanParentLinks}
+
+// scanParentLinks maps each pid in /proc to its children.
+func scanParentLinks() map[int][]int {
 	children := make(map[int][]int)
 	for _, p := range pids() {
 		if s, ok := readStat(p); ok {
@@ -191,12 +198,30 @@ func holding(entry string) []int {
 }
 
 // environs calls fn with the environment of each process in /proc that has
+// one, from a scan that began after the call, shared with the callers that
+// want one at once (see scanEnvirons).
+func environs(fn func(pid int, env []byte)) {
+	for _, pe := range envs.get() {
+		fn(pe.pid, pe.env)
+	}
+}
+
+var envs = shared[[]procEnv]{scan: scanEnvirons}
+
+// procEnv is a process's environment, as /proc/PID/environ holds it.
+type procEnv struct {
+	pid int
+	env []byte
+}
+
+// scanEnvirons returns the environment of each process in /proc that has
 // one, in one scan. A process in the middle of an exec reads as having none
 // until its new image is set up, which can take milliseconds on a busy
 // machine: a leftover of a tree caught there would be missed. So one that
 // reads empty while it runs is read again, a few milliseconds apart, for
 // up to execSettle.
-func environs(fn func(pid int, env []byte)) {
+func scanEnvirons() []procEnv {
+	var out []procEnv
 	var later []int
 	for _, p := range pids() {
 		env, err := readEnviron(p)
@@ -205,7 +230,7 @@ func environs(fn func(pid int, env []byte)) {
 		case len(env) == 0 && execing(p):
 			later = append(later, p)
 		default:
-			fn(p, env)
+			out = append(out, procEnv{p, env})
 		}
 	}
 	for wait := time.Millisecond; len(later) > 0 && wait <= execSettle; wait *= 2 {
@@ -218,11 +243,12 @@ func environs(fn func(pid int, env []byte)) {
 			case len(env) == 0 && execing(p):
 				next = append(next, p)
 			default:
-				fn(p, env)
+				out = append(out, procEnv{p, env})
 			}
 		}
 		later = next
 	}
+	return out
 }
 
 // readEnviron reads the environment pid started with; a variable, so
