@@ -75,6 +75,8 @@ type Host struct {
 	why      string            // why End ended the session, when its result says
 	drains   map[*os.File]bool // streams still read after their command ended
 	oomSeen  int64             // the cgroup's OOM kills a command's end has accounted for
+	cpu      time.Duration     // the session's CPU time as a command's end last read it
+	cpuAt    time.Time         // when
 }
 
 // New returns the host of a session whose interpreter is not started yet.

@@ -22,9 +22,38 @@ func (h *Host) Meter() Meter {
 	if h.cg == nil {
 		return Meter{}
 	}
-	m := Meter{h: h, cpu: h.cg.CPU()}
+	m := Meter{h: h, cpu: h.startCPU()}
 	h.cg.ResetPeak()
 	return m
+}
+
+// cpuFresh is how recent the CPU time a command's end read must be for the
+// next command to start from it. A command sent right after another ended
+// finds the interpreter where that one left it, waiting for its input, and
+// the CPU time in clock ticks (10 ms) where it was: reading it again costs
+// each of them a read of /proc or of the cgroup, for nothing.
+const cpuFresh = time.Millisecond
+
+// startCPU returns the session's CPU time now: as the last command's end
+// read it, when that was less than cpuFresh ago.
+func (h *Host) startCPU() time.Duration {
+	h.mu.Lock()
+	cpu, at := h.cpu, h.cpuAt
+	h.mu.Unlock()
+	if !at.IsZero() && time.Since(at) < cpuFresh {
+		return cpu
+	}
+	return h.cg.CPU()
+}
+
+// endCPU reads the session's CPU time at a command's end, and keeps it for
+// startCPU.
+func (h *Host) endCPU() time.Duration {
+	cpu := h.cg.CPU()
+	h.mu.Lock()
+	h.cpu, h.cpuAt = cpu, time.Now()
+	h.mu.Unlock()
+	return cpu
 }
 
 // Account adds to r, the result of the command or cell measured, its
@@ -38,7 +67,7 @@ func (m Meter) Account(r process.Result) process.Result {
 		return r
 	}
 	cg := m.h.cg
-	r.Usage = &process.Usage{CPU: max(cg.CPU()-m.cpu, 0), MemoryPeak: cg.MemoryPeak()}
+	r.Usage = &process.Usage{CPU: max(m.h.endCPU()-m.cpu, 0), MemoryPeak: cg.MemoryPeak()}
 	if killedHard(r) && m.h.oomKilledSince() {
 		r.OOMKilled = true
 		if r.Reason == process.Exited {
