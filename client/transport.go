@@ -12,8 +12,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/conchsh/conch/internal/rawcall"
 )
 
 // direct sends a Client's requests to a daemon reached over plain HTTP with
@@ -114,7 +112,7 @@ func (t *direct) try(req *http.Request) (*http.Response, error) {
 	// fails, and the answer, already sent, is there to read. A write that
 	// failed with no answer there has none to wait for.
 	if werr != nil && dc.br.Buffered() == 0 {
-		if n, _ := rawcall.Peek(dc.c); n == 0 {
+		if n, _ := peek(dc.c); n == 0 {
 			return fail(werr)
 		}
 	}
@@ -161,10 +159,6 @@ func (t *direct) conn(ctx context.Context, host string) (dc *directConn, kept bo
 	if err != nil {
 		return nil, false, err
 	}
-	// Raw reads and writes: the first call through the scheduler after
-	// the caller's process was idle, as it is while it waits for an
-	// answer, would wake the Go runtime's monitor thread (see rawcall).
-	c = rawcall.ConnOf(c)
 	return &directConn{c: c, br: bufio.NewReader(c), bw: bufio.NewWriter(c)}, false, nil
 }
 
@@ -172,8 +166,32 @@ func (t *direct) conn(ctx context.Context, host string) (dc *directConn, kept bo
 // has not closed it (an idle one it closes, or all of them when it
 // restarts), nor sent anything unasked.
 func alive(c net.Conn) bool {
-	_, err := rawcall.Peek(c)
+	_, err := peek(c)
 	return err == syscall.EAGAIN // nothing to read: open, and quiet
+}
+
+// peek looks, without waiting, at what c holds to be read: n > 0 bytes,
+// 0 at its end, or an error (EAGAIN: nothing yet). One call.
+func peek(c net.Conn) (n int, err error) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return 0, syscall.EAGAIN
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var b [1]byte
+	if cerr := rc.Read(func(fd uintptr) bool {
+		n, _, err = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return true
+	}); cerr != nil {
+		return 0, cerr
+	}
+	if err != nil {
+		n = 0
+	}
+	return n, err
 }
 
 // put keeps dc for a later request, or closes it.

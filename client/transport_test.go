@@ -10,15 +10,12 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"runtime"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/conchsh/conch/internal/tracetest"
 )
 
 // daemonStub is an HTTP server on loopback that answers every request with
@@ -238,33 +235,4 @@ func TestDirectAnswerBeforeBody(t *testing.T) {
 	require.Equal(t, http.StatusRequestEntityTooLarge, e.Status)
 	require.Equal(t, CodePayloadTooLarge, e.Code)
 	require.NoError(t, d.post(ctx), "a new connection for the next request")
-}
-
-// TestDirectCallsAroundTheScheduler: the client reads answers, writes
-// requests and looks at a kept connection with raw calls, never through the
-// scheduler, whose first call after the caller's process was idle (as it is
-// while it waits for an answer) wakes the Go runtime's monitor thread. It
-// counts, in the runtime's trace of 50 requests on one kept connection, the
-// client's calls made through the scheduler: 194 before (a write, a peek
-// and about two reads a request).
-func TestDirectCallsAroundTheScheduler(t *testing.T) { // not parallel: the trace is the whole process's
-	d := newDaemonStub(t, answerOK)
-	ctx := t.Context()
-	for range 5 {
-		require.NoError(t, d.post(ctx))
-	}
-	const n = 50
-	calls := map[string]int{}
-	for _, stack := range tracetest.Syscalls(t, func() {
-		for range n {
-			require.NoError(t, d.post(ctx))
-		}
-	}) {
-		if slices.ContainsFunc(stack, func(fn string) bool { return strings.Contains(fn, "client.(*direct)") }) {
-			calls[stack[0]]++
-		}
-	}
-	t.Logf("the client's calls through the scheduler in %d requests: %v", n, calls)
-	require.Empty(t, calls)
-	require.EqualValues(t, 1, d.conns.Load(), "connections made")
 }

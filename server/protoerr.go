@@ -9,7 +9,6 @@ import (
 	"strconv"
 
 	"github.com/conchsh/conch/api"
-	"github.com/conchsh/conch/internal/rawcall"
 )
 
 // net/http answers a request it cannot read (headers over MaxHeaderBytes, a
@@ -31,7 +30,7 @@ func (l jsonErrorListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &jsonErrorConn{Conn: rawcall.ConnOf(c)}, nil
+	return &jsonErrorConn{Conn: rawConnOf(c)}, nil
 }
 
 // jsonErrorConn is a connection whose plain-text protocol errors are
