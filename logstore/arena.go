@@ -12,9 +12,10 @@ import "time"
 // A chunk of maxChunk bytes is a block. Once retention has dropped every
 // frame of a block, no reader that may keep bytes was ever handed one of
 // them, and no FollowLent is delivering one of them, nobody can refer to its
-// bytes: it goes on a short free list and becomes the next block. Output flooding through a full log thus reuses the same blocks, of
-// one size, rather than leaving the garbage collector buffers of every size
-// (which lets the heap grow to about twice what is retained). A block that a
+// bytes: it goes on a short free list and becomes the next block. Output
+// flooding through a full log thus reuses the same blocks, of one size,
+// rather than leaving the garbage collector buffers of every size (which
+// lets the heap grow to about twice what is retained). A block that a
 // keeping reader saw is left to the garbage collector, since the reader's
 // frames keep pointing into it.
 //

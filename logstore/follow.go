@@ -48,11 +48,11 @@ func (l *Log) Follow(ctx context.Context, after Cursor, yield func(Event) bool) 
 
 // FollowLent is Follow for a yield that is done with a frame when it
 // returns: the Frame and its Data are lent, valid only until yield returns,
-// after which the log may put later output in their place. A follower that writes each
-// frame out (or encodes it) as it comes should use it: output flooding
-// through a full log it keeps up with then reuses the same few blocks, as it
-// does with no follower, rather than leaving one to the garbage collector
-// for every 64 KiB.
+// after which the log may put later output in their place. A follower that
+// writes each frame out (or encodes it) as it comes should use it: output
+// flooding through a full log it keeps up with then reuses the same few
+// blocks, as it does with no follower, rather than leaving one to the
+// garbage collector for every 64 KiB.
 func (l *Log) FollowLent(ctx context.Context, after Cursor, yield func(Event) bool) error {
 	var b borrower
 	return l.follow(ctx, after, &b, yield)

@@ -51,7 +51,7 @@ type Log struct {
 	borrowers []*borrower // the FollowLent calls running
 	tail      []byte      // the newest frame's bytes, capacity to its chunk's end, while it is the chunk's last allocation
 	blocks    []block     // the blocks holding retained frames, oldest first
-	free      [][]byte    // blocks whose frames were all dropped unseen, for reuse
+	free      [][]byte    // blocks whose frames were all dropped and let go by every reader, for reuse
 	last      Cursor      // cursor of the newest frame ever appended
 	dropped   Cursor      // cursor of the newest frame no longer retained
 	droppedN  int64       // bytes of the frames no longer retained

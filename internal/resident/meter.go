@@ -29,9 +29,10 @@ func (h *Host) Meter() Meter {
 
 // cpuFresh is how recent the CPU time a command's end read must be for the
 // next command to start from it. A command sent right after another ended
-// finds the interpreter where that one left it, waiting for its input, and
-// the CPU time in clock ticks (10 ms) where it was: reading it again costs
-// each of them a read of /proc or of the cgroup, for nothing.
+// finds the interpreter where that one left it, waiting for its input: a
+// read of /proc or of the cgroup at its start would find what the end found
+// (in ticks of 10 ms, from /proc), or what background processes used in the
+// moment between, which goes to the command now rather than to none.
 const cpuFresh = time.Millisecond
 
 // startCPU returns the session's CPU time now: as the last command's end
