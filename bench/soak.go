@@ -70,6 +70,11 @@ func measureSoak(ctx context.Context, cfg config) Row {
 		return failed(fmt.Errorf("warm-up round: %w", err))
 	}
 	start := settled(d, 0, 0, nil)
+	// What the daemon keeps between rounds: the fewest descriptors and
+	// goroutines seen settled so far. The start's sample may still hold
+	// some of the warm-up round's, and a sample that waited for those
+	// alone would read the next round's late ones as growth.
+	floor := start
 	every := min(15*time.Second, max(cfg.soak/8, time.Second))
 	baseAt := min(time.Minute, cfg.soak/4)
 
@@ -100,8 +105,9 @@ func measureSoak(ctx context.Context, cfg config) Row {
 			})
 		}
 		wg.Wait()
-		s := settled(d, time.Since(began), rounds.Load(), &start)
+		s := settled(d, time.Since(began), rounds.Load(), &floor)
 		samples = append(samples, s)
+		floor.fds, floor.goroutines = min(floor.fds, s.fds), min(floor.goroutines, s.goroutines)
 		fmt.Fprintf(os.Stderr, "bench: P15 %6s rounds %5d  RSS %6.1f MiB (anonymous %5.1f; %6.1f before a collection)  heap %5.1f MiB  goroutines %4d  fds %3d\n",
 			s.at.Round(time.Second), s.rounds, float64(s.rss)/(1<<20), float64(s.anon)/(1<<20),
 			float64(s.rawRSS)/(1<<20), float64(s.heap)/(1<<20), s.goroutines, s.fds)
