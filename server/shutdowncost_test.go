@@ -83,3 +83,32 @@ func TestShutdownOfSessionsSharesScans(t *testing.T) {
 		requireGone(t, p)
 	}
 }
+
+// TestShutdownOfProcessesSharesScans: the running processes a shutdown
+// stops together share their looks at /proc — for tagged leftovers, for
+// their trees and for their process groups: 40 took 135 listings while each
+// looked for its group alone, 39-54 now (100: 244 listings and 0.44 s, then
+// 84 and 0.22 s). It is not parallel, so that the scans counted are the
+// shutdown's.
+func TestShutdownOfProcessesSharesScans(t *testing.T) {
+	d, served := serveOwn(t)
+	const running = 40
+	var pids []int
+	for range running {
+		p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "sleep 300"})
+		require.NoError(t, err)
+		pids = append(pids, p.PID)
+	}
+	ps := proctree.IdentsOf(pids...)
+	before := proctree.Scans()
+	sctx, cancel := context.WithTimeout(ctx(t), 30*time.Second)
+	defer cancel()
+	require.NoError(t, d.srv.Shutdown(sctx))
+	require.NoError(t, <-served)
+	scans := proctree.Scans() - before
+	t.Logf("shutdown with %d running processes listed /proc %d times", running, scans)
+	require.Less(t, scans, uint64(2*running), "listings of /proc")
+	for _, p := range ps {
+		requireGone(t, p)
+	}
+}

@@ -99,19 +99,26 @@ func Descendants(pid int) []int {
 // parentLinks maps each pid in /proc to its children, from a scan that
 // began after the call, shared with the callers that want one at once. The
 // map is read only.
-func parentLinks() map[int][]int { return links.get() }
+func parentLinks() map[int][]int { return stats.get().children }
 
-var links = shared[map[int][]int]{scan: scanParentLinks}
+// A statScan is the stat of every process in /proc, read in one scan, and
+// the children of each pid.
+type statScan struct {
+	all      []stat
+	children map[int][]int
+}
 
-// scanParentLinks maps each pid in /proc to its children.
-func scanParentLinks() map[int][]int {
-	children := make(map[int][]int)
+var stats = shared[statScan]{scan: scanStats}
+
+func scanStats() statScan {
+	sc := statScan{children: make(map[int][]int)}
 	for _, p := range pids() {
 		if s, ok := readStat(p); ok {
-			children[s.ppid] = append(children[s.ppid], p)
+			sc.all = append(sc.all, s)
+			sc.children[s.ppid] = append(sc.children[s.ppid], p)
 		}
 	}
-	return children
+	return sc
 }
 
 // descendants returns the descendants of the roots in seen that are not in

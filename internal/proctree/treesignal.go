@@ -119,9 +119,9 @@ func Group(pgid int) []int {
 		return nil
 	}
 	var out []int
-	for _, p := range pids() {
-		if s, ok := readStat(p); ok && s.pgid == pgid && s.state != 'Z' {
-			out = append(out, p)
+	for _, s := range stats.get().all {
+		if s.pgid == pgid && s.state != 'Z' {
+			out = append(out, s.pid)
 		}
 	}
 	return out
