@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"bytes"
+	"context"
 	"math/rand/v2"
 	"runtime"
 	"testing"
@@ -131,39 +132,28 @@ func TestFloodOfAnySizeReusesBlocks(t *testing.T) {
 // TestLentFollowerFloodReusesMemory is TestFloodReusesMemory with a
 // FollowLent that keeps up with the output: what it was lent and is done
 // with is reused as if nobody had read it. A Follow, which may keep what it
-// is handed, leaves every block to the garbage collector instead, as
-// TestFollowerFloodAllocates pins. It measures the whole heap, so it does not
-// run in parallel.
+// is handed, leaves every block to the garbage collector instead. It
+// measures the whole heap, so it does not run in parallel.
 func TestLentFollowerFloodReusesMemory(t *testing.T) {
-	l := New(Options{})
-	lent, stop := lockstep(t, l, l.FollowLent)
-	defer stop()
-	data := make([]byte, 64<<10)
-	write := func(total int) {
-		for n := 0; n < total; n += len(data) {
-			lent(data)
-		}
-	}
 	const flood = 64 << 20
-	allocated := floodAllocates(t, write, flood)
-	assert.LessOrEqual(t, allocated, uint64(flood/8), "%d bytes allocated while %d went through a full log with a lent follower", allocated, flood)
+	lent := followedFloodAllocates(t, (*Log).FollowLent, flood)
+	assert.LessOrEqual(t, lent, uint64(flood/8), "%d bytes allocated while %d went through a full log with a lent follower", lent, flood)
+	kept := followedFloodAllocates(t, (*Log).Follow, flood)
+	assert.GreaterOrEqual(t, kept, uint64(flood), "%d bytes allocated while %d went through a full log with a follower", kept, flood)
 }
 
-// TestFollowerFloodAllocates is the other side of
-// TestLentFollowerFloodReusesMemory: the blocks a Follow was handed are not
-// reused, since it may keep them. It measures the whole heap, so it does
-// not run in parallel.
-func TestFollowerFloodAllocates(t *testing.T) {
+// followedFloodAllocates is floodAllocates of a log that a follower follows
+// with follow, in lockstep with 64 KiB writes.
+func followedFloodAllocates(t *testing.T, follow func(*Log, context.Context, Cursor, func(Event) bool) error, flood int) uint64 {
 	l := New(Options{})
-	keep, stop := lockstep(t, l, l.Follow)
+	write, stop := lockstep(t, l, func(ctx context.Context, after Cursor, yield func(Event) bool) error {
+		return follow(l, ctx, after, yield)
+	})
 	defer stop()
 	data := make([]byte, 64<<10)
-	write := func(total int) {
+	return floodAllocates(t, func(total int) {
 		for n := 0; n < total; n += len(data) {
-			keep(data)
+			write(data)
 		}
-	}
-	const flood = 64 << 20
-	allocated := floodAllocates(t, write, flood)
-	assert.GreaterOrEqual(t, allocated, uint64(flood), "%d bytes allocated while %d went through a full log with a follower", allocated, flood)
+	}, flood)
 }

@@ -21,7 +21,6 @@ import (
 // It is not parallel, so that the scans counted are the shutdown's.
 func TestShutdownCostFlat(t *testing.T) {
 	d, served := serveOwn(t)
-	srv := d.srv
 
 	const ended = 200
 	var wg sync.WaitGroup
@@ -42,18 +41,27 @@ func TestShutdownCostFlat(t *testing.T) {
 	running, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "sleep 300"})
 	require.NoError(t, err)
 
-	ps := proctree.IdentsOf(leftPID, running.PID)
+	scans := shutdownScans(t, d, served, leftPID, running.PID)
+	t.Logf("shutdown with %d ended processes listed /proc %d times", ended, scans)
+	require.Less(t, scans, uint64(ended/2), "shutdown scans /proc per ended process")
+}
+
+// shutdownScans shuts d down, checks that it served to the end and that the
+// processes of pids are gone, and returns how often the shutdown listed
+// /proc.
+func shutdownScans(t *testing.T, d *daemon, served <-chan error, pids ...int) uint64 {
+	t.Helper()
+	ps := proctree.IdentsOf(pids...)
 	before := proctree.Scans()
 	sctx, cancel := context.WithTimeout(ctx(t), 30*time.Second)
 	defer cancel()
-	require.NoError(t, srv.Shutdown(sctx))
+	require.NoError(t, d.srv.Shutdown(sctx))
 	require.NoError(t, <-served)
 	scans := proctree.Scans() - before
-	t.Logf("shutdown with %d ended processes listed /proc %d times", ended, scans)
-	require.Less(t, scans, uint64(ended/2), "shutdown scans /proc per ended process")
 	for _, p := range ps {
 		requireGone(t, p)
 	}
+	return scans
 }
 
 // TestShutdownOfSessionsSharesScans: the sessions a shutdown ends together
@@ -70,18 +78,9 @@ func TestShutdownOfSessionsSharesScans(t *testing.T) {
 		require.NoError(t, err)
 		pids = append(pids, s.PID)
 	}
-	ps := proctree.IdentsOf(pids...)
-	before := proctree.Scans()
-	sctx, cancel := context.WithTimeout(ctx(t), 30*time.Second)
-	defer cancel()
-	require.NoError(t, d.srv.Shutdown(sctx))
-	require.NoError(t, <-served)
-	scans := proctree.Scans() - before
+	scans := shutdownScans(t, d, served, pids...)
 	t.Logf("shutdown with %d sessions listed /proc %d times", sessions, scans)
 	require.Less(t, scans, uint64(sessions/2), "listings of /proc")
-	for _, p := range ps {
-		requireGone(t, p)
-	}
 }
 
 // TestShutdownOfProcessesSharesScans: the running processes a shutdown
@@ -99,16 +98,7 @@ func TestShutdownOfProcessesSharesScans(t *testing.T) {
 		require.NoError(t, err)
 		pids = append(pids, p.PID)
 	}
-	ps := proctree.IdentsOf(pids...)
-	before := proctree.Scans()
-	sctx, cancel := context.WithTimeout(ctx(t), 30*time.Second)
-	defer cancel()
-	require.NoError(t, d.srv.Shutdown(sctx))
-	require.NoError(t, <-served)
-	scans := proctree.Scans() - before
+	scans := shutdownScans(t, d, served, pids...)
 	t.Logf("shutdown with %d running processes listed /proc %d times", running, scans)
 	require.Less(t, scans, uint64(2*running), "listings of /proc")
-	for _, p := range ps {
-		requireGone(t, p)
-	}
 }
