@@ -132,7 +132,7 @@ func (s *Server) attachInput(ctx context.Context, conn *websocket.Conn, a *exec.
 // ping unanswered for a heartbeat ends the attachment. Pongs are read by
 // attachInput's reads.
 func (s *Server) keepAlive(ctx context.Context, conn *websocket.Conn, end context.CancelFunc) {
-	tick := time.NewTicker(s.heartbeat)
+	tick := time.NewTicker(time.Duration(s.heartbeat.Load()))
 	defer tick.Stop()
 	for {
 		select {
@@ -140,7 +140,7 @@ func (s *Server) keepAlive(ctx context.Context, conn *websocket.Conn, end contex
 		case <-ctx.Done():
 			return
 		}
-		pctx, cancel := context.WithTimeout(ctx, s.heartbeat)
+		pctx, cancel := context.WithTimeout(ctx, time.Duration(s.heartbeat.Load()))
 		err := conn.Ping(pctx)
 		cancel()
 		if err != nil {

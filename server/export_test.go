@@ -10,10 +10,10 @@ import (
 )
 
 // SetHeartbeat shortens the keep-alive period of s's streams.
-func SetHeartbeat(s *Server, d time.Duration) { s.heartbeat = d }
+func SetHeartbeat(s *Server, d time.Duration) { s.heartbeat.Store(int64(d)) }
 
 // SetWriteTimeout shortens the time a stream event has to reach its client.
-func SetWriteTimeout(s *Server, d time.Duration) { s.writeTimeout = d }
+func SetWriteTimeout(s *Server, d time.Duration) { s.writeTimeout.Store(int64(d)) }
 
 // LogBudgetUsed returns the bytes the logs of s's processes retain, as its
 // log budget counts them.

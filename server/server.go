@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/conchsh/conch/api"
@@ -123,11 +124,12 @@ type Server struct {
 	ms         *http.Server // serves ServeMetrics' listener
 	once       sync.Once    // runs Shutdown's work once
 	shutErr    error
-	// heartbeat is the period of a stream's keep-alive comments; tests
-	// shorten it.
-	heartbeat time.Duration
-	// writeTimeout bounds the write of one stream event; tests shorten it.
-	writeTimeout time.Duration
+	// heartbeat is the period of a stream's keep-alive comments, in
+	// nanoseconds; tests shorten it while the server serves.
+	heartbeat atomic.Int64
+	// writeTimeout bounds the write of one stream event, in nanoseconds;
+	// tests shorten it while the server serves.
+	writeTimeout atomic.Int64
 
 	mu      sync.Mutex // guards everything below
 	hosts   map[string]struct{}
@@ -202,10 +204,9 @@ func New(opts Options) (*Server, error) {
 		sessions: make(map[string]*sessionEntry),
 		releases: make(map[string]func()),
 		drained:  make(chan struct{}),
-
-		heartbeat:    heartbeat,
-		writeTimeout: writeTimeout,
 	}
+	s.heartbeat.Store(int64(heartbeat))
+	s.writeTimeout.Store(int64(writeTimeout))
 	for _, h := range opts.AllowedHosts {
 		s.hosts[canonicalHost(h)] = struct{}{}
 	}

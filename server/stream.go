@@ -66,7 +66,7 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) error {
 	events, done := follow(ctx, p.Log(), after, b64)
 	defer func() { cancel(); <-done }()
 
-	tick := time.NewTicker(s.heartbeat)
+	tick := time.NewTicker(time.Duration(s.heartbeat.Load()))
 	defer tick.Stop()
 	for {
 		var write func() error
@@ -144,7 +144,7 @@ func pastTheEnd(p process.Process, after logstore.Cursor) bool {
 // ctx is done it fails without writing, so that the deadline Shutdown set
 // is not pushed back.
 func (s *Server) send(ctx context.Context, rc *http.ResponseController, write func() error) error {
-	err := rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
+	err := rc.SetWriteDeadline(time.Now().Add(time.Duration(s.writeTimeout.Load())))
 	if err != nil && !errors.Is(err, http.ErrNotSupported) { // served by another server
 		return err
 	}
