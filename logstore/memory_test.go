@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/conchsh/conch/internal/heaptest"
 )
 
 // TestMemoryStaysBounded passes 1 GiB through a log with the default
@@ -99,11 +101,7 @@ func TestFloodReusesMemory(t *testing.T) {
 func floodAllocates(t *testing.T, write func(total int), flood int) uint64 {
 	t.Helper()
 	write(2 * DefaultRetention)
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	write(flood)
-	runtime.ReadMemStats(&after)
-	allocated := after.TotalAlloc - before.TotalAlloc
+	allocated := heaptest.Allocated(func() { write(flood) })
 	t.Logf("%d KiB allocated while %d MiB went through", allocated>>10, flood>>20)
 	return allocated
 }

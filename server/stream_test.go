@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/heaptest"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/server"
@@ -292,11 +292,7 @@ func TestStreamFloodReusesLogMemory(t *testing.T) {
 	}
 	write(2 * logstore.DefaultRetention)
 	const flood = 32 << 20
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	write(flood)
-	runtime.ReadMemStats(&after)
-	allocated := after.TotalAlloc - before.TotalAlloc
+	allocated := heaptest.Allocated(func() { write(flood) })
 	t.Logf("%d KiB allocated while %d MiB went through", allocated>>10, flood>>20)
 	require.Less(t, allocated, uint64(flood*3/2), "bytes allocated while %d went through a full log followed by a stream", flood)
 }
