@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -125,10 +126,9 @@ func (d *daemon) record(stateDir string) error {
 		return fmt.Errorf("instance records: %w", err)
 	}
 	d.clearDead(stateDir, dir)
-	id := uuid.NewString()
 	start, _ := proctree.StartTime(os.Getpid())
-	streams := filepath.Join(streamBase(), "conch-"+id)
-	if err := os.Mkdir(streams, 0o700); err != nil {
+	id, streams, err := makeStreamDir(streamBase())
+	if err != nil {
 		return fmt.Errorf("stream directory: %w", err)
 	}
 	d.contain.Instance = id
@@ -146,7 +146,7 @@ func (d *daemon) record(stateDir string) error {
 	d.recPath = filepath.Join(dir, id+".json")
 	b, _ := json.Marshal(d.rec)
 	tmp := d.recPath + ".tmp"
-	err := os.WriteFile(tmp, b, 0o600)
+	err = os.WriteFile(tmp, b, 0o600)
 	if err == nil {
 		err = os.Rename(tmp, d.recPath)
 	}
@@ -157,6 +157,34 @@ func (d *daemon) record(stateDir string) error {
 	}
 	// Every process started from now on inherits the mark.
 	return os.Setenv(proctree.InstanceEnv, id)
+}
+
+// makeStreamDir gives the instance its id and makes its stream directory
+// in base, named by the id's first 8 characters: every frame a session's
+// shell is sent names its FIFOs by their paths, and zsh and mksh read a
+// frame a byte per read call, so every byte of the name costs them a call
+// at each path (named by the whole id, the directory cost a zsh command a
+// third of its shell's CPU). Another id is drawn when the name is taken.
+func makeStreamDir(base string) (id, dir string, err error) {
+	for range 8 {
+		id = uuid.NewString()
+		dir = filepath.Join(base, streamDirName(id))
+		if err = os.Mkdir(dir, 0o700); !errors.Is(err, fs.ErrExist) {
+			break
+		}
+	}
+	return id, dir, err
+}
+
+// streamDirName is the name of the stream directory of the instance id.
+func streamDirName(id string) string { return "conch-" + id[:8] }
+
+// ownStreamDir reports whether rec's stream directory is named as its
+// instance's: by its id as it is now, or as daemons before named it (by the
+// whole id). A record naming any other directory never has it removed.
+func ownStreamDir(rec instance) bool {
+	name := filepath.Base(rec.StreamDir)
+	return rec.StreamDir != "" && len(rec.ID) >= 8 && (name == streamDirName(rec.ID) || name == "conch-"+rec.ID)
 }
 
 // streamBase is where the instance's stream directory goes: /dev/shm when
@@ -223,7 +251,7 @@ func (d *daemon) clearInstance(rec instance) bool {
 		_ = proctree.SignalMarked(rec.ID, sig)
 	}, 0)
 	removed := false
-	if rec.StreamDir != "" && filepath.Base(rec.StreamDir) == "conch-"+rec.ID {
+	if ownStreamDir(rec) {
 		if _, err := os.Stat(rec.StreamDir); err == nil {
 			removed = os.RemoveAll(rec.StreamDir) == nil
 		}

@@ -14,7 +14,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/shellsession"
 )
 
 // marked starts a sleep carrying the mark of instance, ended with the test.
@@ -56,11 +58,14 @@ func TestClearDeadSparesLiveInstances(t *testing.T) {
 	liveRec := writeRecord(t, dir, instance{ID: liveID, PID: os.Getpid(), StartTime: self, BootID: proctree.BootID(), PIDNS: pidNamespace()})
 	gone := exec.Command("true")
 	require.NoError(t, gone.Run())
-	streams := filepath.Join(t.TempDir(), "conch-"+deadID)
+	streams := filepath.Join(t.TempDir(), streamDirName(deadID))
 	require.NoError(t, os.MkdirAll(filepath.Join(streams, "conch-123"), 0o700))
+	// As daemons before named it: by the whole id.
+	oldStreams := filepath.Join(t.TempDir(), "conch-"+reusedID)
+	require.NoError(t, os.Mkdir(oldStreams, 0o700))
 	deadRec := writeRecord(t, dir, instance{ID: deadID, PID: gone.Process.Pid, StartTime: 1, BootID: proctree.BootID(), PIDNS: pidNamespace(), StreamDir: streams})
 	// The pid of the live instance's process, started at another time.
-	reusedRec := writeRecord(t, dir, instance{ID: reusedID, PID: live.Process.Pid, StartTime: 1, BootID: proctree.BootID(), PIDNS: pidNamespace()})
+	reusedRec := writeRecord(t, dir, instance{ID: reusedID, PID: live.Process.Pid, StartTime: 1, BootID: proctree.BootID(), PIDNS: pidNamespace(), StreamDir: oldStreams})
 	// Not a directory of the dead instance's: never removed.
 	foreign := filepath.Join(t.TempDir(), "conch-other")
 	require.NoError(t, os.Mkdir(foreign, 0o700))
@@ -88,7 +93,45 @@ func TestClearDeadSparesLiveInstances(t *testing.T) {
 	require.NoFileExists(t, deadRec)
 	require.NoFileExists(t, reusedRec)
 	require.NoDirExists(t, streams)
+	require.NoDirExists(t, oldStreams)
 	require.DirExists(t, foreign)
 	require.Contains(t, logs.String(), "instance="+deadID)
 	require.True(t, strings.Contains(logs.String(), "killed=1"), logs.String())
+}
+
+// A session of `conch serve` writes its output through FIFOs under the
+// instance's stream directory, and every frame names them: zsh and mksh
+// read each frame a byte per read call, so each byte of the directory's
+// name costs them a read call at each of a frame's paths (an instance
+// directory named by the whole instance id made a zsh command cost its
+// shell half as much CPU again, mksh a third). The paths of a session of
+// the daemon are as short as an embedded session's, but for the instance's
+// directory: "/conch-" and 8 characters of its id.
+func TestServeStreamPathsAreShort(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	ctx := t.Context()
+	sess, err := s.c.CreateSession(ctx, client.SessionOptions{})
+	require.NoError(t, err)
+	const cmd = "readlink /proc/self/fd/1"
+	r, _, err := s.c.RunCommand(ctx, sess.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: cmd}})
+	require.NoError(t, err)
+	served := strings.TrimSpace(r.Stdout)
+
+	emb, err := shellsession.New(ctx, shellsession.Options{})
+	require.NoError(t, err)
+	defer emb.Close()
+	c, _, err := emb.Run(ctx, shellsession.CommandOptions{Cmd: cmd})
+	require.NoError(t, err)
+	var out []byte
+	for _, f := range c.Log().Page(0, 100).Frames {
+		out = append(out, f.Data...)
+	}
+	embedded := strings.TrimSpace(string(out))
+
+	// base/conch-N/1 against base/conch-ID/conch-N/1 (or 2: the streams
+	// take turns).
+	instance := filepath.Dir(filepath.Dir(served))
+	require.Equal(t, filepath.Dir(filepath.Dir(embedded)), filepath.Dir(instance), "served %q, embedded %q", served, embedded)
+	require.LessOrEqual(t, len(filepath.Base(instance)), len("conch-")+8, "served %q", served)
 }
