@@ -4,7 +4,7 @@ import (
 	"slices"
 
 	"github.com/conchsh/conch/internal/inputwait"
-	"github.com/conchsh/conch/internal/inputwatch"
+	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
 )
 
@@ -25,7 +25,7 @@ func (cell *Cell) InputTree() (pids []int, in inputwait.Input, ok bool) {
 	// The driver waits for the engine's next message on its sockets: idle.
 	in = in.WithQuietPeers(cell.c.connIn, cell.c.intr.quiet())
 	pid := cell.c.cmd.Process.Pid
-	all := inputwatch.Descendants(pid)
+	all := proctree.Descendants(pid)
 	own := cell.own(all)
 	var kin []int
 	for _, p := range all {

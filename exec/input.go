@@ -4,7 +4,6 @@ import (
 	"slices"
 
 	"github.com/conchsh/conch/internal/inputwait"
-	"github.com/conchsh/conch/internal/inputwatch"
 	"github.com/conchsh/conch/internal/proctree"
 )
 
@@ -28,7 +27,7 @@ func (p *Process) InputTree() (pids []int, in inputwait.Input, ok bool) {
 	if err != nil { // closed under us: the process ended
 		return nil, inputwait.Input{}, false
 	}
-	return append([]int{pid}, inputwatch.Descendants(pid)...), in, true
+	return append([]int{pid}, proctree.Descendants(pid)...), in, true
 }
 
 // Tree returns the processes of the process, running or left behind: itself

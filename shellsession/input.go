@@ -2,7 +2,6 @@ package shellsession
 
 import (
 	"github.com/conchsh/conch/internal/inputwait"
-	"github.com/conchsh/conch/internal/inputwatch"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
 )
@@ -20,7 +19,7 @@ func (c *Command) InputTree() (pids []int, in inputwait.Input, ok bool) {
 	if !ok || !running {
 		return nil, in, false
 	}
-	return append([]int{c.s.cmd.Process.Pid}, c.own(inputwatch.Descendants(c.s.cmd.Process.Pid))...), in, true
+	return append([]int{c.s.cmd.Process.Pid}, c.own(proctree.Descendants(c.s.cmd.Process.Pid))...), in, true
 }
 
 // Tree returns the processes the command started that are still alive,

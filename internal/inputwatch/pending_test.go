@@ -23,7 +23,7 @@ type bare struct {
 }
 
 func (b *bare) InputTree() ([]int, inputwait.Input, bool) {
-	return append([]int{b.pid}, Descendants(b.pid)...), b.in, true
+	return append([]int{b.pid}, proctree.Descendants(b.pid)...), b.in, true
 }
 func (b *bare) Log() *logstore.Log    { return b.log }
 func (b *bare) Done() <-chan struct{} { return b.done }

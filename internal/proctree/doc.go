@@ -2,8 +2,10 @@
 // and reaps the orphans a subreaper (or PID 1) inherits without stealing the
 // exit status of the children it started itself.
 //
-// A tree is a process and its descendants, linked through the PPid field of
-// /proc/PID/stat; children that called setsid stay in it. A descendant whose
+// A tree is a process and its descendants, linked through the kernel's list
+// of each thread's children (/proc/PID/task/TID/children), or on a kernel
+// without those lists through the PPid field of every /proc/PID/stat;
+// children that called setsid stay in it. A descendant whose
 // parent dies is reparented to the nearest subreaper (see [EnableSubreaper])
 // or to init and leaves the tree: to find such processes, start the tree with
 // [Tag] in its environment and look them up with [Tagged]. [SignalTagged]
@@ -21,5 +23,5 @@
 // Everything here reads /proc without freezing the processes it reads about,
 // so results are a best effort: a process can fork, exit or change its
 // environment between two reads, and a pid can be reused. [Signal] repeats its
-// scan until it finds no new descendant to narrow the first window.
+// look at the tree until it finds no new descendant to narrow the first window.
 package proctree

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -89,17 +90,69 @@ func pids() []int {
 
 // Descendants returns the pids of every live descendant of pid — children,
 // their children and so on, including those that called setsid — found
-// through the PPid links of /proc/*/stat. pid itself is not included. Zombies
-// not reaped yet are included. A descendant whose parent has died has been
-// reparented out of the tree and is not found; see [Tagged].
+// through the kernel's lists of each thread's children
+// (/proc/PID/task/TID/children), which read a few files of the tree, or on a
+// kernel without them the PPid links of every /proc/*/stat. pid itself is
+// not included. Zombies not reaped yet are included. A descendant whose
+// parent has died has been reparented out of the tree and is not found; see
+// [Tagged].
 func Descendants(pid int) []int {
-	return descendants(parentLinks(), map[int]bool{pid: true})
+	return descendants(links(), map[int]bool{pid: true})
 }
 
-// parentLinks maps each pid in /proc to its children, from a scan that
-// began after the call, shared with the callers that want one at once. The
-// map is read only.
-func parentLinks() map[int][]int { return stats.get().children }
+// A lister gives the children of a process.
+type lister func(pid int) []int
+
+// links returns a lister of the tree as it is from now: the kernel's
+// children lists when it keeps them, else [scanLinks].
+func links() lister {
+	if childLists() {
+		return childrenOf
+	}
+	return scanLinks()
+}
+
+// scanLinks returns the links of a scan of every process's stat that began
+// after the call, shared with the callers that want one at once.
+func scanLinks() lister {
+	m := stats.get().children
+	return func(pid int) []int { return m[pid] }
+}
+
+// childLists reports whether the kernel keeps a children list for each
+// thread (CONFIG_PROC_CHILDREN).
+var childLists = sync.OnceValue(func() bool {
+	s := strconv.Itoa(os.Getpid())
+	_, err := os.Stat("/proc/" + s + "/task/" + s + "/children")
+	return err == nil
+})
+
+// childrenOf returns the children of every thread of pid, zombies included:
+// a child is listed under the thread that forked it, or under any thread of
+// the process it was reparented to. None when pid is gone.
+func childrenOf(pid int) []int {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task"
+	tids := []string{strconv.Itoa(pid)}
+	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 1 {
+		tids = tids[:0]
+		for _, e := range ents {
+			tids = append(tids, e.Name())
+		}
+	}
+	var out []int
+	for _, tid := range tids {
+		b, err := os.ReadFile(dir + "/" + tid + "/children")
+		if err != nil {
+			continue
+		}
+		for f := range strings.FieldsSeq(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
 
 // A statScan is the stat of every process in /proc, read in one scan, and
 // the children of each pid.
@@ -122,8 +175,8 @@ func scanStats() statScan {
 }
 
 // descendants returns the descendants of the roots in seen that are not in
-// seen themselves, and adds them to seen.
-func descendants(children map[int][]int, seen map[int]bool) []int {
+// seen themselves, found through children, and adds them to seen.
+func descendants(children lister, seen map[int]bool) []int {
 	var out []int
 	queue := make([]int, 0, len(seen))
 	for p := range seen {
@@ -132,7 +185,7 @@ func descendants(children map[int][]int, seen map[int]bool) []int {
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]
-		for _, c := range children[p] {
+		for _, c := range children(p) {
 			if !seen[c] { // also stops a loop that a pid reused mid-scan could close
 				seen[c] = true
 				out = append(out, c)

@@ -94,15 +94,74 @@ setsid sh -c 'sleep 30 & echo $!; wait' &
 echo $!
 wait`
 
+// looks are the two ways a tree is read: the kernel's children lists
+// (what every caller gets on a kernel that keeps them) and the scan of
+// every process's stat (on one that does not).
+var looks = []struct {
+	name string
+	look func() lister
+}{{"children-lists", func() lister { return childrenOf }}, {"scan", scanLinks}}
+
 func TestDescendantsIncludesSetsid(t *testing.T) {
 	t.Parallel()
-	cmd, pids := tree(t, treeScript, 3)
-	for _, pid := range pids {
-		eventually(t, fmt.Sprintf("pid %d among the descendants", pid), func() bool {
-			return contains(Descendants(cmd.Process.Pid), pid)
+	for _, l := range looks {
+		t.Run(l.name, func(t *testing.T) {
+			t.Parallel()
+			cmd, pids := tree(t, treeScript, 3)
+			root := cmd.Process.Pid
+			for _, pid := range pids {
+				eventually(t, fmt.Sprintf("pid %d among the descendants", pid), func() bool {
+					return contains(descendants(l.look(), map[int]bool{root: true}), pid)
+				})
+			}
+			assert.False(t, contains(descendants(l.look(), map[int]bool{root: true}), root), "the root is among its descendants")
 		})
 	}
-	assert.False(t, contains(Descendants(cmd.Process.Pid), cmd.Process.Pid), "Descendants includes the root")
+}
+
+// TestChildListsFindTheScannedTree: the kernel's children lists find the
+// tree the scan of every process finds, grandchildren and the child of a
+// thread that is not its process's main thread included (it is listed in
+// that thread's own children file).
+func TestChildListsFindTheScannedTree(t *testing.T) {
+	t.Parallel()
+	if !childLists() {
+		t.Skip("this kernel keeps no children lists (CONFIG_PROC_CHILDREN)")
+	}
+	cmd, pids := tree(t, `sleep 30 & echo $!
+(sleep 30 & echo $!; sleep 30) & echo $!
+python3 -c '
+import subprocess, threading, time
+def spawn():
+    print(subprocess.Popen(["sleep", "30"]).pid, flush=True)
+    time.sleep(30)
+threading.Thread(target=spawn).start()
+time.sleep(30)' & echo $!
+wait`, 5)
+	root := cmd.Process.Pid
+	got := descendants(childrenOf, map[int]bool{root: true})
+	for _, pid := range pids {
+		require.Contains(t, got, pid)
+	}
+	want := descendants(scanLinks(), map[int]bool{root: true})
+	require.ElementsMatch(t, want, got, "children lists against the scan")
+}
+
+// TestTreeLookReadsNoOtherProcess: a look at a tree through the children
+// lists reads the tree's own files, not every process's: /proc is not
+// listed.
+func TestTreeLookReadsNoOtherProcess(t *testing.T) {
+	if !childLists() {
+		t.Skip("this kernel keeps no children lists (CONFIG_PROC_CHILDREN)")
+	}
+	cmd, pids := tree(t, treeScript+"\nexec sleep 30", 3)
+	before := Scans()
+	got := Descendants(cmd.Process.Pid)
+	require.NoError(t, Signal(cmd.Process.Pid, syscall.SIGKILL, false))
+	require.Equal(t, before, Scans(), "listings of /proc")
+	for _, pid := range pids {
+		require.Contains(t, got, pid)
+	}
 }
 
 func TestSignal(t *testing.T) {
@@ -116,24 +175,26 @@ func TestSignal(t *testing.T) {
 		{"kill-tree", syscall.SIGKILL, true},
 		{"kill-descendants-only", syscall.SIGKILL, false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			// The root outlives its children, so that only a signal ends it.
-			cmd, pids := tree(t, treeScript+"\nexec sleep 30", 3)
-			root := cmd.Process.Pid
-			require.NoError(t, Signal(root, tc.sig, tc.self))
-			for _, pid := range pids {
-				eventually(t, fmt.Sprintf("descendant %d gone", pid), func() bool { return !Alive(pid) })
-			}
-			if tc.self {
-				err := Wait(cmd)
-				var ee *exec.ExitError
-				require.ErrorAs(t, err, &ee, "root ended with %v, want signal %v", err, tc.sig)
-				require.Equal(t, tc.sig, ee.Sys().(syscall.WaitStatus).Signal(), "root ended with %v", err)
-			} else {
-				require.True(t, Alive(root), "root signalled with self false")
-			}
-		})
+		for _, l := range looks {
+			t.Run(tc.name+"/"+l.name, func(t *testing.T) {
+				t.Parallel()
+				// The root outlives its children, so that only a signal ends it.
+				cmd, pids := tree(t, treeScript+"\nexec sleep 30", 3)
+				root := cmd.Process.Pid
+				require.NoError(t, signalTree(root, tc.sig, tc.self, l.look))
+				for _, pid := range pids {
+					eventually(t, fmt.Sprintf("descendant %d gone", pid), func() bool { return !Alive(pid) })
+				}
+				if tc.self {
+					err := Wait(cmd)
+					var ee *exec.ExitError
+					require.ErrorAs(t, err, &ee, "root ended with %v, want signal %v", err, tc.sig)
+					require.Equal(t, tc.sig, ee.Sys().(syscall.WaitStatus).Signal(), "root ended with %v", err)
+				} else {
+					require.True(t, Alive(root), "root signalled with self false")
+				}
+			})
+		}
 	}
 }
 

@@ -5,8 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -234,30 +232,15 @@ func reapAll() {
 var self = os.Getpid()
 
 // children returns the pids of this process's children, zombies included,
-// from /proc/self/task/*/children: a child belongs to the thread that forked
-// it, or to any thread when it was reparented to this process. Kernels built
-// without those files get a scan of every /proc/PID/stat instead.
+// from the kernel's children lists of its threads (see [childrenOf]), or on
+// a kernel without them a scan of every /proc/PID/stat.
 func children() map[int]bool {
-	kids := make(map[int]bool)
-	d, err := os.Open("/proc/self/task")
-	if err != nil {
-		return kids
+	if !childLists() {
+		return childrenByStat()
 	}
-	tids, _ := d.Readdirnames(-1)
-	d.Close()
-	for _, tid := range tids {
-		b, err := os.ReadFile("/proc/self/task/" + tid + "/children")
-		if errors.Is(err, os.ErrNotExist) && tid == strconv.Itoa(self) {
-			return childrenByStat()
-		}
-		if err != nil {
-			continue
-		}
-		for f := range strings.FieldsSeq(string(b)) {
-			if pid, err := strconv.Atoi(f); err == nil {
-				kids[pid] = true
-			}
-		}
+	kids := make(map[int]bool)
+	for _, c := range childrenOf(self) {
+		kids[c] = true
 	}
 	return kids
 }

@@ -6,21 +6,26 @@ import (
 	"syscall"
 )
 
-// maxRounds bounds how often Signal rescans a tree that keeps forking.
+// maxRounds bounds how often Signal looks again at a tree that keeps forking.
 const maxRounds = 8
 
 // Signal sends sig to every descendant of pid (see [Descendants]) and, when
 // self is true, to pid too. The tree is read before anything is signalled,
 // so that children of a parent that dies of the signal are reached although
 // they are reparented out of the tree; pid is signalled first, so that a
-// parent does not see its children die and exit by itself. Signal then
-// rescans the descendants of every process it has signalled until a scan
+// parent does not see its children die and exit by itself. Signal then looks
+// again for the descendants of every process it has signalled until a look
 // finds no new one (at most 8 times), which reaches children forked while it
 // runs. When self is true and pid leads a process group, the group is
 // signalled too, which reaches members whose parent has died. A process that
 // is already gone is not an error; the first other error is returned after
 // every process has been tried.
 func Signal(pid int, sig syscall.Signal, self bool) error {
+	return signalTree(pid, sig, self, links)
+}
+
+// signalTree is Signal with the tree read through look.
+func signalTree(pid int, sig syscall.Signal, self bool, look func() lister) error {
 	var first error
 	note := func(err error) {
 		if err != nil && !errors.Is(err, syscall.ESRCH) && first == nil {
@@ -28,7 +33,7 @@ func Signal(pid int, sig syscall.Signal, self bool) error {
 		}
 	}
 	seen := map[int]bool{pid: true}
-	todo := descendants(parentLinks(), seen)
+	todo := descendants(look(), seen)
 	if self {
 		note(syscall.Kill(pid, sig))
 		if pgid, err := syscall.Getpgid(pid); err == nil && pgid == pid {
@@ -39,7 +44,7 @@ func Signal(pid int, sig syscall.Signal, self bool) error {
 		for _, p := range todo {
 			note(syscall.Kill(p, sig))
 		}
-		todo = descendants(parentLinks(), seen)
+		todo = descendants(look(), seen)
 	}
 	return first
 }
