@@ -3,6 +3,7 @@ package proctree
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,11 +25,91 @@ type stat struct {
 // in parentheses and may itself hold spaces and parentheses, so fields are
 // counted from the last ')'.
 func readStat(pid int) (stat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	var buf [512]byte
+	b, err := readProcFile("/proc/"+strconv.Itoa(pid)+"/stat", buf[:0])
 	if err != nil {
 		return stat{}, false
 	}
 	return parseStat(pid, b)
+}
+
+// readProcFile appends what the file of /proc at path holds to buf: an
+// open, reads until end-of-file, a close. os.ReadFile makes about three
+// times as many calls of such a file: it sets the descriptor non-blocking,
+// offers it to the runtime's poller, which refuses it, sets it back, asks
+// for its size, which /proc does not give, and so reads it in pieces from
+// 512 bytes. The calls go through package syscall, not rawcall: a read of a
+// process's environment takes its memory map's lock, which can be held
+// for long, and a thread waiting there must let the runtime run its
+// goroutines on another.
+func readProcFile(path string, buf []byte) ([]byte, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	for err == syscall.EINTR {
+		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return buf, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, max(512, cap(buf)))
+		}
+		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
+		switch {
+		case err == syscall.EINTR:
+		case err != nil:
+			return buf, &os.PathError{Op: "read", Path: path, Err: err}
+		case n == 0:
+			return buf, nil
+		default:
+			buf = buf[:len(buf)+n]
+		}
+	}
+}
+
+// procBufs holds buffers that files of /proc are read into before what
+// they held is copied out at its size.
+var procBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
+
+// readProcCopy returns what the file of /proc at path holds, read through
+// a pooled buffer.
+func readProcCopy(path string) ([]byte, error) {
+	bp := procBufs.Get().(*[]byte)
+	b, err := readProcFile(path, (*bp)[:0])
+	out := bytes.Clone(b)
+	*bp = b[:0]
+	procBufs.Put(bp)
+	return out, err
+}
+
+// readDirNames returns the names in the directory of /proc at path, read
+// as readProcFile reads a file (os.ReadDir makes the same extra calls).
+func readDirNames(path string) ([]string, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	for err == syscall.EINTR {
+		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	bp := procBufs.Get().(*[]byte)
+	defer procBufs.Put(bp)
+	buf := (*bp)[:cap(*bp)]
+	var names []string
+	for {
+		n, err := syscall.ReadDirent(fd, buf)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			return names, &os.PathError{Op: "readdirent", Path: path, Err: err}
+		case n <= 0:
+			return names, nil
+		}
+		_, _, names = syscall.ParseDirent(buf[:n], -1, names)
+	}
 }
 
 func parseStat(pid int, b []byte) (stat, bool) {
@@ -70,12 +151,7 @@ func Scans() uint64 { return scans.Load() }
 // pids lists the pids in /proc.
 func pids() []int {
 	scans.Add(1)
-	d, err := os.Open("/proc")
-	if err != nil {
-		return nil
-	}
-	defer d.Close()
-	names, _ := d.Readdirnames(-1)
+	names, _ := readDirNames("/proc")
 	out := make([]int, 0, len(names))
 	for _, n := range names {
 		if n[0] < '0' || n[0] > '9' {
@@ -133,15 +209,13 @@ var childLists = sync.OnceValue(func() bool {
 func childrenOf(pid int) []int {
 	dir := "/proc/" + strconv.Itoa(pid) + "/task"
 	tids := []string{strconv.Itoa(pid)}
-	if ents, err := os.ReadDir(dir); err == nil && len(ents) > 1 {
-		tids = tids[:0]
-		for _, e := range ents {
-			tids = append(tids, e.Name())
-		}
+	if names, err := readDirNames(dir); err == nil && len(names) > 1 {
+		tids = names
 	}
+	var buf [512]byte
 	var out []int
 	for _, tid := range tids {
-		b, err := os.ReadFile(dir + "/" + tid + "/children")
+		b, err := readProcFile(dir+"/"+tid+"/children", buf[:0])
 		if err != nil {
 			continue
 		}
@@ -314,7 +388,7 @@ func scanEnvirons() []procEnv {
 // readEnviron reads the environment pid started with; a variable, so
 // that a test can play a process caught in an exec.
 var readEnviron = func(pid int) ([]byte, error) {
-	return os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	return readProcCopy("/proc/" + strconv.Itoa(pid) + "/environ")
 }
 
 // execSettle bounds the wait of environs for one process: the longest of
