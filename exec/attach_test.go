@@ -94,7 +94,9 @@ func TestAttachManyReaders(t *testing.T) {
 func TestAttachStalledReader(t *testing.T) {
 	t.Parallel()
 	const total = 4 << 20
-	p := start(t, Options{Kind: process.KindPTY, Cmd: rawWriter(total), Retention: 256 << 10, AttachStall: 200 * time.Millisecond})
+	// A stall long enough that the reader that keeps up is never taken for
+	// stalled on a loaded machine under -race.
+	p := start(t, Options{Kind: process.KindPTY, Cmd: rawWriter(total), Retention: 256 << 10, AttachStall: time.Second})
 	waitOutput(t, p, "R")
 	slow, err := p.Attach(t.Context())
 	require.NoError(t, err)
