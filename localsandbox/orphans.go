@@ -1,9 +1,6 @@
 package localsandbox
 
 import (
-	"bytes"
-	"os"
-	"strconv"
 	"syscall"
 
 	"github.com/conchsh/conch/internal/proctree"
@@ -20,27 +17,7 @@ const SandboxEnv = "CONCH_SANDBOX"
 // /proc/PID/environ, which is the environment a process started with, so a
 // process that cleared its environment (env -i) is not found.
 func (s *Session) signalOrphans(sig syscall.Signal) {
-	tag := []byte(SandboxEnv + "=" + s.id)
-	d, err := os.Open("/proc")
-	if err != nil {
-		return
-	}
-	names, _ := d.Readdirnames(-1)
-	d.Close()
-	for _, name := range names {
-		pid, err := strconv.Atoi(name)
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + name + "/environ")
-		if err != nil {
-			continue
-		}
-		for kv := range bytes.SplitSeq(env, []byte{0}) {
-			if bytes.Equal(kv, tag) {
-				proctree.Signal(pid, sig, true)
-				break
-			}
-		}
+	for _, pid := range proctree.Holding(SandboxEnv + "=" + s.id) {
+		proctree.Signal(pid, sig, true)
 	}
 }

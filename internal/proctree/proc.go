@@ -316,6 +316,11 @@ func TagsAlive() map[string]bool {
 	return out
 }
 
+// Holding returns the pids of live processes whose environment holds entry
+// ("NAME=value"), as [Tagged] does for a tree's tag, from a scan shared with
+// the callers that want one at once.
+func Holding(entry string) []int { return holding(entry) }
+
 // holding returns the pids of live processes whose environment holds entry.
 func holding(entry string) []int {
 	want := []byte(entry)
