@@ -284,7 +284,7 @@ func Tag(id string) string { return TagEnv + "=" + id }
 // is not found. Only processes this process may read are seen (those of the
 // same user, or all when root). Zombies have no environment and are not
 // found.
-func Tagged(id string) []int { return holding(Tag(id)) }
+func Tagged(id string) []int { return Holding(Tag(id)) }
 
 // InstanceEnv is the environment variable that names the daemon instance a
 // process was started by; see [Marked].
@@ -294,7 +294,7 @@ const InstanceEnv = "CONCH_DAEMON"
 // InstanceEnv=instance, as [Tagged] does for a tree's tag: a daemon that puts
 // it in its own environment marks every process it starts and their
 // descendants, and can find them after it was killed.
-func Marked(instance string) []int { return holding(InstanceEnv + "=" + instance) }
+func Marked(instance string) []int { return Holding(InstanceEnv + "=" + instance) }
 
 // TagsAlive returns the ids that [Tag] entries in the environments of live
 // processes hold, in one scan of /proc: a caller that looks for the
@@ -319,10 +319,7 @@ func TagsAlive() map[string]bool {
 // Holding returns the pids of live processes whose environment holds entry
 // ("NAME=value"), as [Tagged] does for a tree's tag, from a scan shared with
 // the callers that want one at once.
-func Holding(entry string) []int { return holding(entry) }
-
-// holding returns the pids of live processes whose environment holds entry.
-func holding(entry string) []int {
+func Holding(entry string) []int {
 	want := []byte(entry)
 	var out []int
 	environs(func(p int, env []byte) {
