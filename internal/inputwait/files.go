@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/conchsh/conch/internal/procfs"
 )
 
 // fdKind is what a file a thread waits on means for the tree.
@@ -27,7 +29,7 @@ var internalLinks = []string{"anon_inode:[eventfd]", "anon_inode:[signalfd]", "a
 // towards "not waiting".
 func (t *tree) fdKind(dir string, fd int) fdKind {
 	path := dir + "/fd/" + strconv.Itoa(fd)
-	link, err := readlink(path)
+	link, err := procfs.Readlink(path)
 	if err != nil {
 		return fdExternal
 	}
@@ -65,7 +67,7 @@ var devTTY = unix.Mkdev(5, 0)
 // controllingTTY returns the device number of the controlling terminal of
 // the thread at dir (field 7 of its stat, tty_nr), or 0 when it has none.
 func controllingTTY(dir string) uint64 {
-	b, err := readProc(dir+"/stat", 512)
+	b, err := procfs.ReadFile(dir+"/stat", make([]byte, 0, 512))
 	if err != nil {
 		return 0
 	}
@@ -138,12 +140,12 @@ func (t *tree) scan() {
 // may write.
 func (t *tree) scanFiles(pid int) {
 	dir := "/proc/" + strconv.Itoa(pid) + "/fd/"
-	names, err := listDir(dir)
+	names, err := procfs.ReadDir(dir)
 	if err != nil {
 		return
 	}
 	for _, name := range names {
-		link, err := readlink(dir + name)
+		link, err := procfs.Readlink(dir + name)
 		if err != nil {
 			continue
 		}
@@ -192,7 +194,7 @@ func (t *tree) epoll(dir string, epfd int, forever bool) (verdict, error) {
 	if !forever {
 		return busy, nil
 	}
-	b, err := readProc(dir+"/fdinfo/"+strconv.Itoa(epfd), 1024)
+	b, err := procfs.ReadFile(dir+"/fdinfo/"+strconv.Itoa(epfd), make([]byte, 0, 1024))
 	if err != nil {
 		return busy, nil
 	}

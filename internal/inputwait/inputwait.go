@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/conchsh/conch/internal/procfs"
 )
 
 // ErrPermission is returned, wrapped, when /proc does not show this process
@@ -195,7 +197,7 @@ func threads(pid int) ([]task, error) {
 
 // tasks lists the threads in /proc/PID/task.
 func tasks(pid int) ([]int, error) {
-	names, err := listDir("/proc/" + strconv.Itoa(pid) + "/task")
+	names, err := procfs.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
 		return nil, nil
 	}

@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/conchsh/conch/internal/procfs"
 )
 
 // call is a kind of system call a thread can be blocked in.
@@ -111,7 +113,7 @@ func (t *tree) thread(pid int, th task) (verdict, error) {
 // stat returns the state letter of the process or thread at dir (R, S, D,
 // Z, T...) and its process's number of threads, or 0 when it is gone.
 func stat(dir string) (state byte, threads int) {
-	b, err := readProc(dir+"/stat", 512)
+	b, err := procfs.ReadFile(dir+"/stat", make([]byte, 0, 512))
 	if err != nil {
 		return 0, 0
 	}
@@ -140,7 +142,7 @@ type syscallState struct {
 // thread is blocked in a system call, "-1 SP PC" when it is blocked outside
 // one (a page fault), "running" when it runs.
 func readSyscall(dir string) (syscallState, error) {
-	b, err := readProc(dir+"/syscall", 256)
+	b, err := procfs.ReadFile(dir+"/syscall", make([]byte, 0, 256))
 	if err != nil {
 		return syscallState{}, syscallFileError(dir, err)
 	}

@@ -3,7 +3,6 @@ package proctree
 import (
 	"bytes"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/internal/procfs"
 	"github.com/conchsh/conch/internal/rawcall"
 )
 
@@ -26,46 +26,11 @@ type stat struct {
 // counted from the last ')'.
 func readStat(pid int) (stat, bool) {
 	var buf [512]byte
-	b, err := readProcFile("/proc/"+strconv.Itoa(pid)+"/stat", buf[:0])
+	b, err := procfs.ReadFile("/proc/"+strconv.Itoa(pid)+"/stat", buf[:0])
 	if err != nil {
 		return stat{}, false
 	}
 	return parseStat(pid, b)
-}
-
-// readProcFile appends what the file of /proc at path holds to buf: an
-// open, reads until end-of-file, a close. os.ReadFile makes about three
-// times as many calls of such a file: it sets the descriptor non-blocking,
-// offers it to the runtime's poller, which refuses it, sets it back, asks
-// for its size, which /proc does not give, and so reads it in pieces from
-// 512 bytes. The calls go through package syscall, not rawcall: a read of a
-// process's environment takes its memory map's lock, which can be held
-// for long, and a thread waiting there must let the runtime run its
-// goroutines on another.
-func readProcFile(path string, buf []byte) ([]byte, error) {
-	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-	for err == syscall.EINTR {
-		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-	}
-	if err != nil {
-		return buf, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer syscall.Close(fd)
-	for {
-		if len(buf) == cap(buf) {
-			buf = slices.Grow(buf, max(512, cap(buf)))
-		}
-		n, err := syscall.Read(fd, buf[len(buf):cap(buf)])
-		switch {
-		case err == syscall.EINTR:
-		case err != nil:
-			return buf, &os.PathError{Op: "read", Path: path, Err: err}
-		case n == 0:
-			return buf, nil
-		default:
-			buf = buf[:len(buf)+n]
-		}
-	}
 }
 
 // procBufs holds buffers that files of /proc are read into before what
@@ -76,40 +41,11 @@ var procBufs = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return 
 // a pooled buffer.
 func readProcCopy(path string) ([]byte, error) {
 	bp := procBufs.Get().(*[]byte)
-	b, err := readProcFile(path, (*bp)[:0])
+	b, err := procfs.ReadFile(path, (*bp)[:0])
 	out := bytes.Clone(b)
 	*bp = b[:0]
 	procBufs.Put(bp)
 	return out, err
-}
-
-// readDirNames returns the names in the directory of /proc at path, read
-// as readProcFile reads a file (os.ReadDir makes the same extra calls).
-func readDirNames(path string) ([]string, error) {
-	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
-	for err == syscall.EINTR {
-		fd, err = syscall.Open(path, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
-	}
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
-	}
-	defer syscall.Close(fd)
-	bp := procBufs.Get().(*[]byte)
-	defer procBufs.Put(bp)
-	buf := (*bp)[:cap(*bp)]
-	var names []string
-	for {
-		n, err := syscall.ReadDirent(fd, buf)
-		switch {
-		case err == syscall.EINTR:
-			continue
-		case err != nil:
-			return names, &os.PathError{Op: "readdirent", Path: path, Err: err}
-		case n <= 0:
-			return names, nil
-		}
-		_, _, names = syscall.ParseDirent(buf[:n], -1, names)
-	}
 }
 
 func parseStat(pid int, b []byte) (stat, bool) {
@@ -151,7 +87,7 @@ func Scans() uint64 { return scans.Load() }
 // pids lists the pids in /proc.
 func pids() []int {
 	scans.Add(1)
-	names, _ := readDirNames("/proc")
+	names, _ := procfs.ReadDir("/proc")
 	out := make([]int, 0, len(names))
 	for _, n := range names {
 		if n[0] < '0' || n[0] > '9' {
@@ -209,13 +145,13 @@ var childLists = sync.OnceValue(func() bool {
 func childrenOf(pid int) []int {
 	dir := "/proc/" + strconv.Itoa(pid) + "/task"
 	tids := []string{strconv.Itoa(pid)}
-	if names, err := readDirNames(dir); err == nil && len(names) > 1 {
+	if names, err := procfs.ReadDir(dir); err == nil && len(names) > 1 {
 		tids = names
 	}
 	var buf [512]byte
 	var out []int
 	for _, tid := range tids {
-		b, err := readProcFile(dir+"/"+tid+"/children", buf[:0])
+		b, err := procfs.ReadFile(dir+"/"+tid+"/children", buf[:0])
 		if err != nil {
 			continue
 		}
