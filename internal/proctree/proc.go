@@ -3,6 +3,7 @@ package proctree
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -219,8 +220,11 @@ func Tag(id string) string { return TagEnv + "=" + id }
 // started with: a process that cleared its environment before exec (env -i)
 // is not found. Only processes this process may read are seen (those of the
 // same user, or all when root). Zombies have no environment and are not
-// found.
-func Tagged(id string) []int { return Holding(Tag(id)) }
+// found. A process this process started through [Start] with an
+// environment that holds no such tag (another tree's root: a session's
+// shell, say) is not read: it belongs to the tree it was started for, and
+// is found as its root, whatever it later exec'd with.
+func Tagged(id string) []int { return holdingIn(&tagEnvs, Tag(id)) }
 
 // InstanceEnv is the environment variable that names the daemon instance a
 // process was started by; see [Marked].
@@ -253,19 +257,36 @@ func TagsAlive() map[string]bool {
 }
 
 // Holding returns the pids of live processes whose environment holds entry
-// ("NAME=value"), as [Tagged] does for a tree's tag, from a scan shared with
+// ("NAME=value"), from a scan of every process's environment shared with
 // the callers that want one at once.
-func Holding(entry string) []int {
+func Holding(entry string) []int { return holdingIn(&envs, entry) }
+
+// holdingIn returns the pids of live processes whose environment holds
+// entry, from a scan of sc. A process the scan did not read, whose
+// environment at its start is known, is read now if that environment holds
+// entry, and skipped if it does not.
+func holdingIn(sc *shared[[]procEnv], entry string) []int {
 	want := []byte(entry)
 	var out []int
-	environs(func(p int, env []byte) {
+	for _, pe := range sc.get() {
+		env := pe.env
+		if pe.known != nil {
+			if !slices.Contains(pe.known, entry) {
+				continue
+			}
+			read := readSettled([]int{pe.pid})
+			if len(read) == 0 {
+				continue
+			}
+			env = read[0].env
+		}
 		for e := range bytes.SplitSeq(env, []byte{0}) {
 			if bytes.Equal(e, want) {
-				out = append(out, p)
+				out = append(out, pe.pid)
 				break
 			}
 		}
-	})
+	}
 	return out
 }
 
@@ -278,31 +299,56 @@ func environs(fn func(pid int, env []byte)) {
 	}
 }
 
-var envs = shared[[]procEnv]{scan: scanEnvirons}
+// envs is the scan of every process's environment; tagEnvs the scan that
+// leaves out the processes started through Start with an environment known
+// (see [Tagged]), which at a session's end are mostly the other sessions'
+// shells.
+var (
+	envs    = shared[[]procEnv]{scan: scanEnvirons}
+	tagEnvs = shared[[]procEnv]{scan: scanTagEnvirons}
+)
 
-// procEnv is a process's environment, as /proc/PID/environ holds it.
+// procEnv is a process's environment, as /proc/PID/environ holds it, or,
+// not read, the environment it was started with.
 type procEnv struct {
-	pid int
-	env []byte
+	pid   int
+	env   []byte
+	known []string
 }
 
-// scanEnvirons returns the environment of each process in /proc that has
-// one, in one scan. A process in the middle of an exec reads as having none
-// until its new image is set up, which can take milliseconds on a busy
-// machine: a leftover of a tree caught there would be missed. So one that
-// reads empty while it runs is read again, a few milliseconds apart, for
-// up to execSettle.
-func scanEnvirons() []procEnv {
+func scanEnvirons() []procEnv { return readSettled(pids()) }
+
+func scanTagEnvirons() []procEnv {
+	known := knownEnvs()
+	var read []int
+	var out []procEnv
+	for _, p := range pids() {
+		if env, ok := known[p]; ok {
+			out = append(out, procEnv{pid: p, known: env})
+		} else {
+			read = append(read, p)
+		}
+	}
+	return append(out, readSettled(read)...)
+}
+
+// readSettled returns the environment of each of pids that has one. A
+// process in the middle of an exec reads as having none until its new
+// image is set up, which can take milliseconds on a busy machine: a
+// leftover of a tree caught there would be missed. So one that reads empty
+// while it runs is read again, a few milliseconds apart, for up to
+// execSettle.
+func readSettled(pids []int) []procEnv {
 	var out []procEnv
 	var later []int
-	for _, p := range pids() {
+	for _, p := range pids {
 		env, err := readEnviron(p)
 		switch {
 		case err != nil: // gone, a kernel thread, or not ours to read
 		case len(env) == 0 && execing(p):
 			later = append(later, p)
 		default:
-			out = append(out, procEnv{p, env})
+			out = append(out, procEnv{pid: p, env: env})
 		}
 	}
 	for wait := time.Millisecond; len(later) > 0 && wait <= execSettle; wait *= 2 {
@@ -315,7 +361,7 @@ func scanEnvirons() []procEnv {
 			case len(env) == 0 && execing(p):
 				next = append(next, p)
 			default:
-				out = append(out, procEnv{p, env})
+				out = append(out, procEnv{pid: p, env: env})
 			}
 		}
 		later = next

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -204,6 +205,47 @@ func TestSignalGoneIsNotAnError(t *testing.T) {
 	require.NoError(t, Start(cmd))
 	require.NoError(t, Wait(cmd))
 	require.NoError(t, Signal(cmd.Process.Pid, syscall.SIGTERM, true), "signal to a reaped process")
+}
+
+// Looking for a tree's tagged processes reads the environment of no process
+// started here for another tree (at a session's end, the other sessions'
+// shells: 255 of them cost it 255 reads), but still that of its own root,
+// and of every process not started here. A root started for another tree
+// that exec'd with this tree's tag is not found by it: it is that tree's
+// root. Not parallel: it counts the reads of readEnviron.
+func TestTaggedReadsNoOtherTreesRoot(t *testing.T) {
+	id := fmt.Sprintf("known-%d", time.Now().UnixNano())
+	mine, kids := tree(t, "sleep 30 & echo $!; wait", 1, Tag(id))
+	others := make(map[int]bool)
+	for i := range 3 {
+		other, _ := tree(t, "echo $$; exec sleep 30", 1, Tag(fmt.Sprintf("%s-other-%d", id, i)))
+		others[other.Process.Pid] = true
+	}
+	// Started for another tree, it now carries this one's tag.
+	turned, _ := tree(t, "echo $$; exec env "+Tag(id)+" sleep 30", 1, Tag(id+"-turned"))
+	eventually(t, "the turned root carries the tag", func() bool {
+		env, _ := readEnviron(turned.Process.Pid)
+		return strings.Contains(string(env), Tag(id)+"\x00")
+	})
+	others[turned.Process.Pid] = true
+
+	var mu sync.Mutex
+	read := make(map[int]bool)
+	readEnviron0 := readEnviron
+	t.Cleanup(func() { readEnviron = readEnviron0 })
+	readEnviron = func(pid int) ([]byte, error) {
+		mu.Lock()
+		read[pid] = true
+		mu.Unlock()
+		return readEnviron0(pid)
+	}
+	got := Tagged(id)
+	require.ElementsMatch(t, []int{mine.Process.Pid, kids[0]}, got, "Tagged(%q)", id)
+	require.True(t, read[mine.Process.Pid] && read[kids[0]], "the tree's own root and its child are read")
+	for pid := range others {
+		require.False(t, read[pid], "the environment of %d, started for another tree, was read", pid)
+	}
+	require.ElementsMatch(t, []int{mine.Process.Pid, kids[0], turned.Process.Pid}, Holding(Tag(id)), "Holding reads every process")
 }
 
 // An orphan (its parent exited) leaves the tree; its tag still finds it, and

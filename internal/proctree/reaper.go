@@ -2,6 +2,7 @@ package proctree
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -30,9 +31,21 @@ var (
 	// scan, so that no child exists unregistered while the reaper looks.
 	startMu sync.RWMutex
 
-	ownedMu sync.Mutex // guards owned
+	ownedMu sync.Mutex // guards owned and ownedEnv
 	owned   = make(map[int]bool)
+	// ownedEnv is the environment each owned process was started with,
+	// when its command set one (see Tagged). An entry goes with its
+	// process's owned one: a pid is handed out again only once the pids
+	// have wrapped around, long after.
+	ownedEnv = make(map[int][]string)
 )
+
+// knownEnvs returns the environments the owned processes were started with.
+func knownEnvs() map[int][]string {
+	ownedMu.Lock()
+	defer ownedMu.Unlock()
+	return maps.Clone(ownedEnv)
+}
 
 // Start starts cmd like cmd.Start and registers its process as owned, so
 // that the reaper leaves its exit status to [Wait]. Every child started while
@@ -45,6 +58,9 @@ func Start(cmd *exec.Cmd) error {
 	}
 	ownedMu.Lock()
 	owned[cmd.Process.Pid] = true
+	if cmd.Env != nil {
+		ownedEnv[cmd.Process.Pid] = cmd.Env
+	}
 	ownedMu.Unlock()
 	return nil
 }
@@ -57,6 +73,7 @@ func Wait(cmd *exec.Cmd) error {
 	if cmd.Process != nil {
 		ownedMu.Lock()
 		delete(owned, cmd.Process.Pid)
+		delete(ownedEnv, cmd.Process.Pid)
 		ownedMu.Unlock()
 	}
 	// The reaper may have found this zombie first and left it; zombies
@@ -214,6 +231,7 @@ func reapAll() {
 		if !kids[pid] {
 			if s, ok := readStat(pid); !ok || s.ppid != self {
 				delete(owned, pid)
+				delete(ownedEnv, pid)
 			}
 		}
 	}
