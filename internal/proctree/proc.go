@@ -19,8 +19,13 @@ import (
 type stat struct {
 	pid, ppid, pgid, sid int
 	state                byte   // R, S, D, Z, T, ...
+	flags                uint64 // the kernel's PF_ flags
 	start                uint64 // clock ticks after boot
 }
+
+// pfKthread is the flag of a kernel thread (PF_KTHREAD), which no process
+// can give itself.
+const pfKthread = 0x00200000
 
 // readStat parses /proc/PID/stat, the one parser of it. The command name is
 // in parentheses and may itself hold spaces and parentheses, so fields are
@@ -62,6 +67,7 @@ func parseStat(pid int, b []byte) (stat, bool) {
 	s.ppid, _ = strconv.Atoi(string(f[1]))
 	s.pgid, _ = strconv.Atoi(string(f[2]))
 	s.sid, _ = strconv.Atoi(string(f[3]))
+	s.flags, _ = strconv.ParseUint(string(f[6]), 10, 64)   // field 9
 	start, err := strconv.ParseUint(string(f[19]), 10, 64) // field 22
 	if err != nil {
 		return stat{}, false
@@ -85,18 +91,44 @@ var scans atomic.Uint64
 // count what an operation costs with it.
 func Scans() uint64 { return scans.Load() }
 
-// pids lists the pids in /proc.
+// pids lists the pids in /proc but the kernel's threads (see
+// kernelThreads), which no tree, tag or group of a user's holds: on a host
+// or a virtual machine they are most of what /proc lists, and each cost a
+// scan of environments two reads, the empty one and the check that it is
+// not a process caught in an exec.
 func pids() []int {
 	scans.Add(1)
+	kernel := kernelThreads()
 	names, _ := procfs.ReadDir("/proc")
 	out := make([]int, 0, len(names))
 	for _, n := range names {
 		if n[0] < '0' || n[0] > '9' {
 			continue
 		}
-		if pid, err := strconv.Atoi(n); err == nil {
+		if pid, err := strconv.Atoi(n); err == nil && !kernel[pid] {
 			out = append(out, pid)
 		}
+	}
+	return out
+}
+
+// kthreadd is the pid of the kernel's thread that starts every other one.
+const kthreadd = 2
+
+// kernelThreads returns kthreadd and its children, when pid 2 is kthreadd
+// (a kernel thread: its stat flags say so, which no process can fake); none
+// in a container's pid namespace, which lists no kernel thread. A pid that
+// was a kernel thread's is handed to a process only once the pids have
+// wrapped around, long after the scan that read it.
+func kernelThreads() map[int]bool {
+	if s, ok := readStat(kthreadd); !ok || s.flags&pfKthread == 0 {
+		return nil
+	}
+	kids := childrenOf(kthreadd)
+	out := make(map[int]bool, len(kids)+1)
+	out[kthreadd] = true
+	for _, k := range kids {
+		out[k] = true
 	}
 	return out
 }

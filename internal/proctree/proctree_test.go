@@ -404,3 +404,25 @@ wait`, 1, Tag(id))
 		eventually(t, fmt.Sprintf("untagged member %d gone", untagged), func() bool { return !Alive(untagged) })
 	})
 }
+
+// The scans of /proc leave out the kernel's threads (kthreadd and its
+// children), which no tree, tag or group of a user's holds; every process
+// stays.
+func TestScansLeaveOutKernelThreads(t *testing.T) {
+	t.Parallel()
+	if s, ok := readStat(kthreadd); !ok || s.flags&pfKthread == 0 {
+		t.Skip("no kernel thread is listed here (a container's pid namespace)")
+	}
+	cmd, _ := tree(t, "echo $$; exec sleep 30", 1)
+	listed := pids()
+	require.Contains(t, listed, os.Getpid())
+	require.Contains(t, listed, cmd.Process.Pid)
+	kids := childrenOf(kthreadd)
+	require.NotEmpty(t, kids, "kthreadd's children")
+	for _, k := range append(kids, kthreadd) {
+		require.NotContains(t, listed, k, "kernel thread %d", k)
+	}
+	me, ok := readStat(os.Getpid())
+	require.True(t, ok)
+	require.Zero(t, me.flags&pfKthread, "this process's flags")
+}

@@ -14,7 +14,7 @@ func TestParseStat(t *testing.T) {
 	if !ok {
 		t.Fatal("parseStat refused a well-formed line")
 	}
-	want := stat{pid: 42, ppid: 7, pgid: 42, sid: 42, state: 'S', start: 12345}
+	want := stat{pid: 42, ppid: 7, pgid: 42, sid: 42, state: 'S', flags: 4194560, start: 12345}
 	if s != want {
 		t.Fatalf("parseStat = %+v, want %+v", s, want)
 	}
