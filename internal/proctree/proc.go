@@ -263,9 +263,9 @@ func Tagged(id string) []int { return holdingIn(&tagEnvs, Tag(id)) }
 const InstanceEnv = "CONCH_DAEMON"
 
 // Marked returns the pids of live processes whose environment holds
-// InstanceEnv=instance, as [Tagged] does for a tree's tag: a daemon that puts
-// it in its own environment marks every process it starts and their
-// descendants, and can find them after it was killed.
+// InstanceEnv=instance (see [Holding]): a daemon that puts it in its own
+// environment marks every process it starts and their descendants, and can
+// find them after it was killed.
 func Marked(instance string) []int { return Holding(InstanceEnv + "=" + instance) }
 
 // TagsAlive returns the ids that [Tag] entries in the environments of live
