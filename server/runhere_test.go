@@ -53,38 +53,21 @@ func TestRunOnTheRequestsGoroutine(t *testing.T) {
 		r   *client.RunResult
 		err error
 	}
-	// The session is idle once the queue worker that ran its first command
-	// (the check that its shell came up) has let go of its turn, which on a
-	// loaded machine can come after the session's creation was answered: a
-	// command sent before then is queued. So a command that a worker ran
-	// is sent again, after it ended.
+	answered := make(chan answer, 1)
+	go func() {
+		r, _, err := d.c.RunCommand(c, s.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "sleep 1; echo ran"}})
+		answered <- answer{r, err}
+	}()
 	var stacks []string
-	var a answer
-	for attempt := 1; ; attempt++ {
-		answered := make(chan answer, 1)
-		go func() {
-			r, _, err := d.c.RunCommand(c, s.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "sleep 1; echo ran"}})
-			answered <- answer{r, err}
-		}()
-		require.Eventually(t, func() bool {
-			stacks = goroutines(t)
-			return len(with(stacks, "shellsession.(*Command).runHere")) > 0 ||
-				len(with(stacks, "shellsession.(*Command).Run(")) > 0
-		}, 10*time.Second, 5*time.Millisecond, "the command never ran")
-		if here := len(with(stacks, "shellsession.(*Command).runHere")) > 0; here || attempt == 3 {
-			require.True(t, here, "three commands ran on a queue worker, none on its request's goroutine")
-			a = <-answered
-			break
-		}
-		a = <-answered
-		require.NoError(t, a.err)
-		require.Eventually(t, func() bool { return len(with(goroutines(t), watcher)) == watchers },
-			10*time.Second, 5*time.Millisecond, "the queued command's watcher never ended")
-	}
+	require.Eventually(t, func() bool {
+		stacks = goroutines(t)
+		return len(with(stacks, "shellsession.(*Command).runHere")) > 0
+	}, 10*time.Second, 5*time.Millisecond, "the command never ran on a request's goroutine")
 	require.Len(t, with(stacks, "shellsession.(*Command).runHere", "server.(*Server).runCommand"), 1,
 		"the command runs on the goroutine of its request")
 	require.Empty(t, with(stacks, "shellsession.(*Command).Run("), "a queue worker runs a command")
 	require.Len(t, with(stacks, watcher), watchers, "a watcher started for the command")
+	a := <-answered
 	require.NoError(t, a.err)
 	require.Equal(t, "ran\n", a.r.Stdout)
 

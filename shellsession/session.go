@@ -176,8 +176,15 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
+	// The first command, which sees the shell come up, runs here in the new
+	// session's idle queue, whose turn it gives back before New returns:
+	// run by a worker, it let go of the turn after New had returned now and
+	// then, and a command sent at once was queued rather than run on its
+	// caller's goroutine.
 	ready := s.newCommand(CommandOptions{Cmd: ":"})
-	if err := s.h.Queue.Push(ready); err != nil {
+	if s.h.Queue.Claim() {
+		ready.runHere(ctx)
+	} else if err := s.h.Queue.Push(ready); err != nil {
 		s.Close()
 		return nil, err
 	}
