@@ -90,7 +90,7 @@ func TestInterrupt(t *testing.T) {
 				}
 				require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
 				r := wait(t, c)
-				if busyboxDeadlocked(t, s, shell, r) || kshCrashed(t, s, shell, r) {
+				if shellFailed(t, s, shell, r) {
 					return
 				}
 				require.Equal(t, process.Signaled, r.Reason)
@@ -98,7 +98,7 @@ func TestInterrupt(t *testing.T) {
 				out, _ := output(c)
 				require.NotContains(t, out, "not-reached")
 				after, out, _ := run(t, s, CommandOptions{Cmd: "echo $? $x"})
-				if kshCrashed(t, s, shell, after) {
+				if shellFailed(t, s, shell, after) {
 					return
 				}
 				require.Contains(t, strings.Fields(interruptStatus(shell, name)), strings.Fields(out)[0])
