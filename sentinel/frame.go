@@ -61,6 +61,16 @@ type Paths struct {
 	// only for a shell whose "." no function can take over (mksh): its
 	// status is the command's, and no fallback could tell that it failed.
 	FrameFile, EndFile string
+	// EndInText puts an end line on Text's second line, for a shell that
+	// keeps what it read ahead when a command aborts (bash), sent the
+	// frame and its end line in one write. That end line is the first
+	// the shell can run for the nonce — nothing it reads can come between
+	// the two lines — so it writes its marker without looking at the
+	// guard, which cost bash about a tenth of its CPU a command, and then
+	// resets the guard: End, for sending again, still looks. It writes
+	// its marker even when the command changed the guard. Ignored with
+	// FrameFile or EndFile.
+	EndInText bool
 }
 
 // Run is how a frame runs the command, always in the shell itself, so that
@@ -197,9 +207,12 @@ type Frame struct {
 	// error under set -u, an interrupt), so for such a shell End is sent
 	// only once it has announced the command; a shell that keeps what it
 	// read ahead (bash, mksh), or reads none ahead (zsh, a byte per read
-	// call), can get it with Text. Sending it again is harmless: it writes
-	// the marker only once per nonce.
+	// call), can get it with Text, or in it (Paths.EndInText). Sending it
+	// again is harmless: it writes the marker only once per nonce.
 	End string
+	// EndInText says that Text ends with an end line (Paths.EndInText):
+	// End is for sending again only.
+	EndInText bool
 	// Run is how the frame runs the command (Paths.Run).
 	Run Run
 	// FrameText and EndText are what the caller writes to Paths.FrameFile
@@ -263,8 +276,12 @@ func build(n Nonce, prevStatus int, p Paths) Frame {
 		b.WriteString(quote(p.Stdin))
 	}
 	b.WriteString(" >" + quote(p.Stdout) + " 2>" + quote(p.Stderr) + "\n")
+	inText := p.EndInText && p.FrameFile == "" && p.EndFile == ""
+	if inText {
+		b.WriteString(endLine(n, p, false))
+	}
 	f := Frame{
-		Nonce: n, Text: b.String(), End: EndLine(n, p), Run: p.Run,
+		Nonce: n, Text: b.String(), End: EndLine(n, p), Run: p.Run, EndInText: inText,
 		Start: []byte("\x1eS" + string(n)), Failed: []byte("\x1eF" + string(n)),
 	}
 	source := orDefault(p.Calls.Source, `\.`)
@@ -301,8 +318,19 @@ const statusLead = statusVar + "=$?; "
 // an alias named `case`) and the builtins named by p.Calls, so that user
 // functions, aliases, set -e, set -u and set -x cannot break it (traces go
 // to the shell's own stderr, which is not the command's).
-func EndLine(n Nonce, p Paths) string {
+func EndLine(n Nonce, p Paths) string { return endLine(n, p, true) }
+
+// endLine is EndLine, which looks at the guard when guarded; unguarded, it
+// writes its marker whatever the guard holds, then resets it
+// (Paths.EndInText).
+func endLine(n Nonce, p Paths, guarded bool) string {
 	m := `\036CONCH` + string(n)
+	if !guarded {
+		return statusLead +
+			p.Calls.write(m, []string{"$" + statusVar, "$-", pwd}, true, " >"+quote(p.Stdout)) + " || " +
+			p.Calls.write(`\036F`+string(n), []string{"$" + statusVar}, true, p.own()) +
+			"; " + guardVar + "=-\n"
+	}
 	// Unquoted, so that quote's quotes work: a redirection's target is not
 	// split into fields, and quoted text is not globbed.
 	sink := `${` + sinkVar + `:-`

@@ -64,6 +64,53 @@ func TestEndLineOncePerNonce(t *testing.T) {
 	}
 }
 
+// TestEndInText runs frames whose text carries their end line in real
+// shells: it writes the command's marker with its status even when the
+// command changed the guard, and the end line sent again after it writes
+// nothing; cut short before it, the end line sent again writes the marker.
+func TestEndInText(t *testing.T) {
+	t.Parallel()
+	for _, sh := range []string{"sh", "bash", "zsh", "ksh"} {
+		t.Run(sh, func(t *testing.T) {
+			t.Parallel()
+			if _, err := exec.LookPath(sh); err != nil {
+				t.Skip(sh, " is not installed")
+			}
+			dir := t.TempDir()
+			frame := func(name, cmd string) (Paths, Frame) {
+				p := Paths{Stdout: filepath.Join(dir, name+".out"), Stderr: filepath.Join(dir, name+".err"),
+					Script: filepath.Join(dir, name+".cmd"), EndInText: true}
+				require.NoError(t, os.WriteFile(p.Script, []byte(cmd), 0o600))
+				f := New(0, p)
+				require.True(t, f.EndInText)
+				require.Equal(t, 2, strings.Count(f.Text, "\n"), "the frame's line and its end line: %q", f.Text)
+				require.NotContains(t, f.Text, sinkVar, "the end line in the text does not look at the guard")
+				return p, f
+			}
+			p1, f1 := frame("plain", "(exit 3)")
+			p2, f2 := frame("guard", guardVar+"=changed; (exit 5)")
+			p3, f3 := frame("cut", "(exit 6)")
+			cut, _, _ := strings.Cut(f3.Text, "\n")
+			// Each end line sent again runs with $? 0: had one written,
+			// its marker would say 0.
+			script := f1.Text + f1.End + f2.Text + f2.End + f1.End + cut + "\n" + f3.End + f3.End
+			shell := exec.CommandContext(t.Context(), sh, "-c", script)
+			shell.Dir = dir
+			own, err := shell.Output()
+			require.NoError(t, err)
+			require.Empty(t, string(own), "the shell's own stdout")
+			for _, c := range []struct {
+				p      Paths
+				n      Nonce
+				status string
+			}{{p1, f1.Nonce, "3"}, {p2, f2.Nonce, "5"}, {p3, f3.Nonce, "6"}} {
+				out, _ := os.ReadFile(c.p.Stdout)
+				require.Regexp(t, "^"+regexp.QuoteMeta(string(c.n.Marker())+c.status+" ")+`\S* `+regexp.QuoteMeta(dir+"\x00")+"$", string(out))
+			}
+		})
+	}
+}
+
 // TestFrameRuns runs a frame's line in real shells for each way it runs the
 // command: the text reaches the shell as it was written (quotes, $, a
 // backslash, several lines), runs in the shell itself (its assignment
@@ -219,6 +266,7 @@ func TestTemplate(t *testing.T) {
 					{Stdout: "/dev/shm/conch-1/1", Stderr: "/dev/shm/conch-1/2", Script: "/dev/shm/conch-1/cmd", Calls: c, Run: run},
 					{Stdin: "/tmp/in put/3.i", Stdout: "/tmp/o'ut", Stderr: "/tmp/err", Script: "/tmp/s", Calls: c, Run: run,
 						Announce: true, OwnStderr: true, Before: "set +x"},
+					{Stdout: "/dev/shm/conch-1/1", Stderr: "/dev/shm/conch-1/2", Script: "/dev/shm/conch-1/cmd", Calls: c, Run: run, EndInText: true},
 				} {
 					require.True(t, Templated(p))
 					n := NewNonce()

@@ -224,6 +224,7 @@ func (c *Command) start() (*readLoop, *streams) {
 	paths := sentinel.Paths{
 		Stdin: st.stdin, Stdout: st.out.Path, Stderr: st.err.Path, Script: s.scriptPath(),
 		Announce: announces(s.sh), Calls: frameCalls(s.sh), Run: run,
+		EndInText: keepsReadAhead(s.sh),
 	}
 	if run == sentinel.RunText {
 		paths.Text = text
@@ -258,8 +259,12 @@ func (c *Command) start() (*readLoop, *streams) {
 	end := ""
 	if keepsReadAhead(s.sh) {
 		// The shell keeps what it read ahead when a command aborts, so the
-		// end line can go with the command and save a round trip.
-		end = f.End
+		// end line can go with the command and save a round trip: in its
+		// text when the frame is not sourced from files (bash), where it
+		// spares the shell the guard's look (Paths.EndInText).
+		if !f.EndInText {
+			end = f.End
+		}
 	} else {
 		// The end line follows once the shell runs the command (see
 		// started); should that never be seen, it follows anyway.

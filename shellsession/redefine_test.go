@@ -131,3 +131,30 @@ func TestNoopWriterFunction(t *testing.T) {
 		})
 	}
 }
+
+// TestCommandAssignsGuard pins what becomes of a command that assigns the
+// frame's guard variable ($__conch, which holds its nonce while it runs):
+// bash's end line, which comes in the frame's own text, writes the marker
+// whatever the guard holds, so the command ends as any other; on the other
+// shells the end line sees another command's guard and writes nothing, and
+// the command ends failed once the shell is back at its prompt. The next
+// command runs either way.
+func TestCommandAssignsGuard(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell, Cwd: t.TempDir()})
+			res, stdout, _ := run(t, s, CommandOptions{Cmd: "__conch=x; echo hi; (exit 3)"})
+			if shell == "bash" {
+				require.Equal(t, 3, code(res), "%+v", res)
+				require.Equal(t, "hi\n", stdout)
+			} else {
+				require.Equal(t, process.Failed, res.Reason, "%+v", res)
+			}
+			res, stdout, _ = run(t, s, CommandOptions{Cmd: "echo next"})
+			require.Equal(t, 0, code(res), "%+v", res)
+			require.Equal(t, "next\n", stdout)
+		})
+	}
+}
