@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conchsh/conch/internal/tracetest"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/assert"
@@ -191,4 +192,26 @@ func TestEndedRecordIsLean(t *testing.T) {
 	t.Logf("an ended record: %d bytes", per)
 	require.Less(t, per, int64(2048), "bytes per ended record")
 	runtime.KeepAlive(ended)
+}
+
+// A process started with stdin closed reads end-of-file from the /dev/null
+// every such process shares: no start opens it (os/exec would, through the
+// Go scheduler, for each).
+func TestClosedStdinOpensNothing(t *testing.T) {
+	p := start(t, Options{Cmd: "true"}) // the shared /dev/null is open
+	wait(t, p)
+	var procs []*Process
+	for _, stack := range tracetest.Syscalls(t, func() {
+		for range 5 {
+			procs = append(procs, start(t, Options{Cmd: "cat; echo read $?"}))
+		}
+	}) {
+		for _, f := range stack {
+			require.NotContains(t, f, "childStdin", "a start opened /dev/null: %v", stack)
+		}
+	}
+	for _, p := range procs {
+		require.Equal(t, 0, *wait(t, p).ExitCode)
+		require.Equal(t, "read 0\n", logText(p.Log(), logstore.Stdout))
+	}
 }
