@@ -12,6 +12,7 @@ import (
 	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/containmenttest"
 	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/internal/tracetest"
 )
 
 // run starts sh -c script in m and waits for it.
@@ -197,6 +198,27 @@ func TestChildrenAreTheOOMKillersPick(t *testing.T) {
 			t.Fatalf("%s: oom_score_adj %q", r.Mode(), out.String())
 		}
 		_ = m.Destroy()
+	}
+}
+
+// Raising a started process's oom_score_adj, done for every process, makes
+// no call through the Go scheduler.
+func TestExposeChildCallsAroundTheScheduler(t *testing.T) {
+	m, err := containment.Open(containment.Config{Disabled: true}).New("p", containment.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Destroy()
+	for _, stack := range tracetest.Syscalls(t, func() {
+		cmd := exec.Command("true")
+		if err := m.Start(cmd, proctree.Start); err != nil {
+			t.Fatal(err)
+		}
+		proctree.Wait(cmd)
+	}) {
+		if strings.Contains(strings.Join(stack, " "), "exposeChild") {
+			t.Fatalf("a call through the scheduler: %v", stack)
+		}
 	}
 }
 

@@ -3,6 +3,9 @@ package containment
 import (
 	"fmt"
 	"strconv"
+	"syscall"
+
+	"github.com/conchsh/conch/internal/rawcall"
 )
 
 // The OOM killer's bias (oom_score_adj, -1000 to 1000) of the daemon and of
@@ -26,6 +29,16 @@ func ProtectSelf() error {
 // exposeChild raises a started process's oom_score_adj to
 // ChildOOMScoreAdj, which needs no privilege. It runs once the process has
 // exec'd: a child it forks before that keeps the daemon's value.
+// Made for every process started, and returning at once, its calls are
+// raw (see rawcall): through os.OpenFile they were four, each through the
+// scheduler.
 func exposeChild(pid int) {
-	_ = write("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", strconv.Itoa(ChildOOMScoreAdj))
+	fd, err := rawcall.Open("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", syscall.O_WRONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	rawcall.Write(fd, childOOMScore)
+	rawcall.Close(fd)
 }
+
+var childOOMScore = []byte(strconv.Itoa(ChildOOMScoreAdj))
