@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -213,5 +214,33 @@ func TestClosedStdinOpensNothing(t *testing.T) {
 	for _, p := range procs {
 		require.Equal(t, 0, *wait(t, p).ExitCode)
 		require.Equal(t, "read 0\n", logText(p.Log(), logstore.Stdout))
+	}
+}
+
+// The child's ends of a process's output pipes stay plain blocking
+// descriptors, never offered to the Go poller: os.Pipe's were made
+// non-blocking and added to it, then made blocking again for the child and
+// removed as they were closed, each call through the scheduler. A child
+// that fills its pipe still blocks rather than failing.
+func TestOutputPipesCallAroundThePoller(t *testing.T) {
+	p := start(t, Options{Cmd: "true"})
+	wait(t, p)
+	var procs []*Process
+	calls := 0
+	for _, stack := range tracetest.Syscalls(t, func() {
+		for range 5 {
+			procs = append(procs, start(t, Options{Cmd: "head -c 300000 /dev/zero"}))
+		}
+	}) {
+		if slices.Contains(stack, "github.com/conchsh/conch/exec.(*Process).startPipes") &&
+			!slices.Contains(stack, "os.StartProcess") {
+			calls++
+		}
+	}
+	// The child's two ends closed once it has its copies; os.Pipe made 50.
+	require.LessOrEqual(t, calls, 5*2, "calls through the scheduler to make the pipes of 5 processes")
+	for _, p := range procs {
+		require.Equal(t, 0, *wait(t, p).ExitCode)
+		require.Len(t, logText(p.Log(), logstore.Stdout), 300000)
 	}
 }

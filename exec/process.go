@@ -182,11 +182,11 @@ func (e startError) Error() string { return e.err.Error() }
 // for a password) would write to the operator's terminal, or be stopped by
 // SIGTTIN for good. A session leader leads its process group too.
 func (p *Process) startPipes(openStdin bool) ([]output, error) {
-	outR, outW, err := os.Pipe()
+	outR, outW, err := outputPipe()
 	if err != nil {
 		return nil, fmt.Errorf("stdout pipe: %w", err)
 	}
-	errR, errW, err := os.Pipe()
+	errR, errW, err := outputPipe()
 	if err != nil {
 		closeAll(outR, outW)
 		return nil, fmt.Errorf("stderr pipe: %w", err)
@@ -214,6 +214,27 @@ func (p *Process) startPipes(openStdin bool) ([]output, error) {
 		p.feed = newFeeder(inW, p.closeStdinPipe)
 	}
 	return []output{{outR, logstore.Stdout}, {errR, logstore.Stderr}}, nil
+}
+
+// outputPipe returns a pipe for a child's output: its read end, this
+// process's, served by the Go poller, and its write end, the child's, a
+// plain blocking descriptor. os.Pipe offers both ends to the poller, so the
+// child's end, which this process closes as soon as the child has its
+// copy, was made non-blocking, added to the poller, made blocking again for
+// the child and removed from the poller: five calls more a pipe, most of them
+// through the scheduler.
+func outputPipe() (r, w *os.File, err error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		return nil, nil, os.NewSyscallError("pipe2", err)
+	}
+	// The child's end blocking again, raw: the call returns at once.
+	if _, _, e := unix.RawSyscall(unix.SYS_FCNTL, uintptr(p[1]), unix.F_SETFL, 0); e != 0 {
+		unix.Close(p[0])
+		unix.Close(p[1])
+		return nil, nil, os.NewSyscallError("fcntl", e)
+	}
+	return os.NewFile(uintptr(p[0]), "|0"), os.NewFile(uintptr(p[1]), "|1"), nil
 }
 
 // devNull is /dev/null opened once, the stdin of every process started
