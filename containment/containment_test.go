@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -218,6 +219,58 @@ func TestExposeChildCallsAroundTheScheduler(t *testing.T) {
 	}) {
 		if strings.Contains(strings.Join(stack, " "), "exposeChild") {
 			t.Fatalf("a call through the scheduler: %v", stack)
+		}
+	}
+}
+
+// Without cgroups, a process's /proc stat file is opened at the first read
+// of its stats, not at its start: a one-shot process, whose CPU time its
+// rusage gives, never reads them. Once the process was waited for, a read
+// opens nothing (its pid may be another's by then).
+func TestNoneOpensStatFileWhenRead(t *testing.T) {
+	statOpen := func(pid int) bool {
+		fds, _ := os.ReadDir("/proc/self/fd")
+		for _, fd := range fds {
+			if l, _ := os.Readlink("/proc/self/fd/" + fd.Name()); l == "/proc/"+strconv.Itoa(pid)+"/stat" {
+				return true
+			}
+		}
+		return false
+	}
+	for _, waited := range []bool{false, true} {
+		m, err := containment.Open(containment.Config{Disabled: true}).New("p", containment.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("sh", "-c", "read x")
+		in, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdin = in
+		if err := m.Start(cmd, proctree.Start); err != nil {
+			t.Fatal(err)
+		}
+		in.Close()
+		pid := cmd.Process.Pid
+		if statOpen(pid) {
+			t.Fatal("the stat file is open at the start")
+		}
+		if waited {
+			w.Close()
+			proctree.Wait(cmd)
+		}
+		m.CPU()
+		if statOpen(pid) == waited {
+			t.Fatalf("waited for %v: stat file open %v after a read", waited, !waited)
+		}
+		w.Close()
+		if !waited {
+			proctree.Wait(cmd)
+		}
+		m.Destroy()
+		if statOpen(pid) {
+			t.Fatal("the stat file is open after Destroy")
 		}
 	}
 }

@@ -2,6 +2,7 @@ package containment
 
 import (
 	"bytes"
+	"os"
 	"os/exec"
 	"strconv"
 	"sync"
@@ -18,11 +19,16 @@ import (
 // memory peak is unknown.
 //
 // A session reads the CPU time around every command, so the stat file is
-// opened once, as the process starts, and read again in place. The open
-// file stays the process's own: once it is reaped, reads fail, and a later
-// process given the same pid is never read.
+// opened once, at the first read, and read again in place; a one-shot
+// process, whose CPU time its rusage gives once it is reaped, never opens
+// it (the open of a /proc stat file cost a one-shot start 16 µs of CPU).
+// The open file stays the process's own: it is kept only when the process
+// had not been reaped by the time it was open, as a pid is given again only
+// once reaped; once it is reaped, reads fail, and a later process given the
+// same pid is never read.
 type uncontained struct {
 	mu   sync.Mutex
+	proc *os.Process   // the process, until its stat file is open or it is gone
 	stat rawcall.File  // the process's /proc stat file
 	cpu  time.Duration // the last CPU time read
 }
@@ -31,18 +37,41 @@ func (u *uncontained) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
 	if err := start(cmd); err != nil {
 		return err
 	}
-	// Without /proc the file is not open, and the CPU time stays zero.
-	f, _ := rawcall.OpenFile("/proc/"+strconv.Itoa(cmd.Process.Pid)+"/stat", syscall.O_RDONLY, 0)
 	u.mu.Lock()
-	u.stat = f
+	u.proc = cmd.Process
 	u.mu.Unlock()
 	exposeChild(cmd.Process.Pid)
 	return nil
 }
 
+// openStat opens the process's stat file, the first time it is read while
+// the process is not yet reaped. Without /proc the file is not open, and
+// the CPU time stays zero.
+func (u *uncontained) openStat() {
+	p := u.proc
+	if p == nil {
+		return
+	}
+	u.proc = nil
+	// Signal 0 fails once the process was waited for.
+	if p.Signal(syscall.Signal(0)) != nil {
+		return
+	}
+	f, err := rawcall.OpenFile("/proc/"+strconv.Itoa(p.Pid)+"/stat", syscall.O_RDONLY, 0)
+	if err != nil {
+		return
+	}
+	if p.Signal(syscall.Signal(0)) != nil {
+		f.Close() // reaped before the open: the pid may be another's
+		return
+	}
+	u.stat = f
+}
+
 func (u *uncontained) Stats() Stats {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	u.openStat()
 	var buf [1024]byte
 	n, err := u.stat.ReadAt(buf[:], 0)
 	if err != nil || n <= 0 {
@@ -104,6 +133,7 @@ func (u *uncontained) Kill() error        { return nil }
 func (u *uncontained) Destroy() error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	u.proc = nil
 	u.stat.Close()
 	return nil
 }
