@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -243,4 +244,17 @@ func TestOutputPipesCallAroundThePoller(t *testing.T) {
 		require.Equal(t, 0, *wait(t, p).ExitCode)
 		require.Len(t, logText(p.Log(), logstore.Stdout), 300000)
 	}
+}
+
+// A process whose output ended before it did arms no drain timer, which
+// the poller would be woken to set and to stop; one whose background child
+// holds its output open arms one.
+func TestDrainTimerOnlyForOutputStillOpen(t *testing.T) {
+	var armed atomic.Int32
+	drainArmed = func() { armed.Add(1) }
+	defer func() { drainArmed = nil }()
+	wait(t, start(t, Options{Cmd: "exec >&- 2>&-; sleep 0.2"}))
+	require.Zero(t, armed.Load(), "armed for a process whose output had ended")
+	wait(t, start(t, Options{Cmd: "sleep 0.5 & echo $!", DrainDelay: 50 * time.Millisecond}))
+	require.Equal(t, int32(1), armed.Load())
 }

@@ -321,21 +321,34 @@ func (p *Process) readLate(r *os.File, buf []byte) {
 func (p *Process) wait(readers []*os.File, copied <-chan struct{}) {
 	err := proctree.Wait(p.cmd)
 	p.exit(err)
-	drain := time.NewTimer(p.drainDelay)
-	for n := len(readers); n > 0; {
-		select {
-		case <-copied:
-			n--
-		case <-drain.C:
-			p.gate.release() // attached readers no longer hold the output back
-			for _, r := range readers {
-				// Every reader is in the poller (pipes, and the PTY made
-				// so in startPTY), so the deadline ends a pending read.
-				_ = r.SetReadDeadline(time.Now())
+	// Copies that ended with the process (all of them, mostly) need no
+	// drain timer: a timer earlier than every other wakes the Go runtime's
+	// poller to be set and again to be stopped.
+	n := len(readers)
+	for ; n > 0 && len(copied) > 0; n-- {
+		<-copied
+	}
+	if n > 0 {
+		if drainArmed != nil {
+			drainArmed()
+		}
+		drain := time.NewTimer(p.drainDelay)
+		for n > 0 {
+			select {
+			case <-copied:
+				n--
+			case <-drain.C:
+				p.gate.release() // attached readers no longer hold the output back
+				for _, r := range readers {
+					// Every reader is in the poller (pipes, and the PTY
+					// made so in startPTY), so the deadline ends a
+					// pending read.
+					_ = r.SetReadDeadline(time.Now())
+				}
 			}
 		}
+		drain.Stop()
 	}
-	drain.Stop()
 	closeAll(readers...)
 	if !p.cg.Populated() {
 		// Nothing it started outlived it; Stop would find the cgroup gone.
@@ -351,6 +364,10 @@ func (p *Process) wait(readers []*os.File, copied <-chan struct{}) {
 	p.log.Close()
 	close(p.done)
 }
+
+// drainArmed, when a test sets it, is called each time a drain timer is
+// armed.
+var drainArmed func()
 
 // closeStdinPipe closes the write end of the stdin pipe, once.
 func (p *Process) closeStdinPipe() {
