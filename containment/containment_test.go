@@ -223,6 +223,27 @@ func TestExposeChildCallsAroundTheScheduler(t *testing.T) {
 	}
 }
 
+// startReading starts, without cgroups, a shell that reads its stdin, a
+// pipe whose write end it returns: it lives until that is closed.
+func startReading(t *testing.T) (containment.Manager, *exec.Cmd, *os.File) {
+	t.Helper()
+	m, err := containment.Open(containment.Config{Disabled: true}).New("p", containment.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", "read x")
+	in, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdin = in
+	if err := m.Start(cmd, proctree.Start); err != nil {
+		t.Fatal(err)
+	}
+	in.Close()
+	return m, cmd, w
+}
+
 // Without cgroups, a process's /proc stat file is opened at the first read
 // of its stats, not at its start: a one-shot process, whose CPU time its
 // rusage gives, never reads them. Once the process was waited for, a read
@@ -238,20 +259,7 @@ func TestNoneOpensStatFileWhenRead(t *testing.T) {
 		return false
 	}
 	for _, waited := range []bool{false, true} {
-		m, err := containment.Open(containment.Config{Disabled: true}).New("p", containment.Limits{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command("sh", "-c", "read x")
-		in, w, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdin = in
-		if err := m.Start(cmd, proctree.Start); err != nil {
-			t.Fatal(err)
-		}
-		in.Close()
+		m, cmd, w := startReading(t)
 		pid := cmd.Process.Pid
 		if statOpen(pid) {
 			t.Fatal("the stat file is open at the start")
@@ -278,20 +286,7 @@ func TestNoneOpensStatFileWhenRead(t *testing.T) {
 // Without cgroups, the stats a session reads around every command come from
 // the shell's /proc stat file, kept open: reading them allocates nothing.
 func TestNoneStatsAllocateNothing(t *testing.T) {
-	m, err := containment.Open(containment.Config{Disabled: true}).New("p", containment.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("sh", "-c", "read x")
-	in, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdin = in
-	if err := m.Start(cmd, proctree.Start); err != nil {
-		t.Fatal(err)
-	}
-	in.Close()
+	m, cmd, w := startReading(t)
 	defer func() { w.Close(); proctree.Wait(cmd); m.Destroy() }()
 	if n := testing.AllocsPerRun(100, func() { m.CPU() }); n != 0 {
 		t.Fatalf("reading the CPU time: %v allocations", n)

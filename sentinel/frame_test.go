@@ -49,17 +49,7 @@ func TestEndLineOncePerNonce(t *testing.T) {
 			own, err := shell.Output()
 			require.NoError(t, err)
 			require.Empty(t, string(own), "the shell's own stdout")
-			for _, c := range []struct {
-				p      Paths
-				n      Nonce
-				status string
-			}{{p1, n1, "3"}, {p2, n2, "4"}} {
-				out, _ := os.ReadFile(c.p.Stdout)
-				errb, _ := os.ReadFile(c.p.Stderr)
-				// The shell's flags ($-) differ from shell to shell.
-				require.Regexp(t, "^"+regexp.QuoteMeta(string(c.n.Marker())+c.status+" ")+`\S* `+regexp.QuoteMeta(dir+"\x00")+"$", string(out))
-				require.Empty(t, string(errb), "stderr gets no marker")
-			}
+			requireMarkers(t, dir, []marked{{p1, n1, "3"}, {p2, n2, "4"}})
 		})
 	}
 }
@@ -99,15 +89,30 @@ func TestEndInText(t *testing.T) {
 			own, err := shell.Output()
 			require.NoError(t, err)
 			require.Empty(t, string(own), "the shell's own stdout")
-			for _, c := range []struct {
-				p      Paths
-				n      Nonce
-				status string
-			}{{p1, f1.Nonce, "3"}, {p2, f2.Nonce, "5"}, {p3, f3.Nonce, "6"}} {
-				out, _ := os.ReadFile(c.p.Stdout)
-				require.Regexp(t, "^"+regexp.QuoteMeta(string(c.n.Marker())+c.status+" ")+`\S* `+regexp.QuoteMeta(dir+"\x00")+"$", string(out))
-			}
+			requireMarkers(t, dir, []marked{{p1, f1.Nonce, "3"}, {p2, f2.Nonce, "5"}, {p3, f3.Nonce, "6"}})
 		})
+	}
+}
+
+// marked is a command's paths and nonce, and the status its end marker
+// says.
+type marked struct {
+	p      Paths
+	n      Nonce
+	status string
+}
+
+// requireMarkers requires each command's stdout file to hold its end marker
+// alone, with its status and the working directory dir, and its stderr
+// file nothing.
+func requireMarkers(t *testing.T, dir string, ms []marked) {
+	t.Helper()
+	for _, m := range ms {
+		out, _ := os.ReadFile(m.p.Stdout)
+		errb, _ := os.ReadFile(m.p.Stderr)
+		// The shell's flags ($-) differ from shell to shell.
+		require.Regexp(t, "^"+regexp.QuoteMeta(string(m.n.Marker())+m.status+" ")+`\S* `+regexp.QuoteMeta(dir+"\x00")+"$", string(out))
+		require.Empty(t, string(errb), "stderr gets no marker")
 	}
 }
 
@@ -197,16 +202,7 @@ func TestFramesFromFiles(t *testing.T) {
 			require.Empty(t, string(own), "the shell's own stdout")
 			// The files hold the markers alone: each marker's ">" truncates
 			// a regular file (the engine's are FIFOs).
-			for _, c := range []struct {
-				p      Paths
-				n      Nonce
-				status string
-			}{{p1, f1.Nonce, "3"}, {p2, f2.Nonce, "4"}} {
-				out, _ := os.ReadFile(c.p.Stdout)
-				errb, _ := os.ReadFile(c.p.Stderr)
-				require.Regexp(t, "^"+regexp.QuoteMeta(string(c.n.Marker())+c.status+" ")+`\S* `+regexp.QuoteMeta(dir+"\x00")+"$", string(out))
-				require.Empty(t, string(errb), "stderr gets no marker")
-			}
+			requireMarkers(t, dir, []marked{{p1, f1.Nonce, "3"}, {p2, f2.Nonce, "4"}})
 		})
 	}
 }
