@@ -240,8 +240,7 @@ func outputPipe() (r, w *os.File, err error) {
 // devNull is /dev/null opened once, the stdin of every process started
 // with stdin closed, never closed. os/exec would open it anew for each
 // start, an open made through the Go scheduler that also offers the file
-// to its poller: a fifth of os/exec's start, fork and exec included. Nil
-// when it cannot be opened, and os/exec opens it.
+// to its poller. Nil when it cannot be opened, and os/exec opens it.
 var devNull = sync.OnceValue(func() *os.File {
 	fd, err := unix.Open(os.DevNull, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {

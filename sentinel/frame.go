@@ -66,7 +66,7 @@ type Paths struct {
 	// frame and its end line in one write. That end line is the first
 	// the shell can run for the nonce — nothing it reads can come between
 	// the two lines — so it writes its marker without looking at the
-	// guard, which cost bash about a tenth of its CPU a command, and then
+	// guard, which cost bash about a sixth of its CPU a command, and then
 	// resets the guard: End, for sending again, still looks. It writes
 	// its marker even when the command changed the guard. Ignored with
 	// FrameFile or EndFile.
