@@ -253,8 +253,10 @@ func TestDrainTimerOnlyForOutputStillOpen(t *testing.T) {
 	var armed atomic.Int32
 	drainArmed = func() { armed.Add(1) }
 	defer func() { drainArmed = nil }()
-	wait(t, start(t, Options{Cmd: "exec >&- 2>&-; sleep 0.2"}))
+	// A second for the copies to see end-of-file, a loaded machine's
+	// scheduler included; three for the background child to hold on.
+	wait(t, start(t, Options{Cmd: "exec >&- 2>&-; sleep 1"}))
 	require.Zero(t, armed.Load(), "armed for a process whose output had ended")
-	wait(t, start(t, Options{Cmd: "sleep 0.5 & echo $!", DrainDelay: 50 * time.Millisecond}))
+	wait(t, start(t, Options{Cmd: "sleep 3 & echo $!", DrainDelay: 50 * time.Millisecond}))
 	require.Equal(t, int32(1), armed.Load())
 }
