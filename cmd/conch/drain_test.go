@@ -47,7 +47,7 @@ func startServe(t *testing.T, args ...string) *served {
 	require.NoError(t, cmd.Start())
 	s := &served{cmd: cmd, token: "drain-test-token", stderr: make(chan struct{})}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
+		stopDaemon(cmd.Process, s.stderr)
 		_ = cmd.Wait()
 	})
 	listening := make(chan string, 1)
@@ -73,6 +73,20 @@ func startServe(t *testing.T, args ...string) *served {
 	require.NoError(t, err)
 	t.Cleanup(s.c.CloseIdleConnections)
 	return s
+}
+
+// stopDaemon stops a daemon as an operator would, with SIGTERM, so that it
+// removes its stream directory, and kills it when it is not gone 2 s later
+// (work still in flight drains longer). exited is closed once its stderr
+// is: the daemon has exited.
+func stopDaemon(p *os.Process, exited <-chan struct{}) {
+	_ = p.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(2 * time.Second):
+		_ = p.Kill()
+		<-exited
+	}
 }
 
 // get sends a request without a token and returns the answer, its body read.

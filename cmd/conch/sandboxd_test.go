@@ -98,10 +98,7 @@ func startSandboxd(t *testing.T, root string, extraEnv []string, args ...string)
 		<-p.stderrClosed
 		p.done <- cmd.Wait()
 	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.stderrClosed
-	})
+	t.Cleanup(func() { stopDaemon(cmd.Process, p.stderrClosed) })
 	select {
 	case <-found:
 	case err := <-p.done:
