@@ -3,7 +3,6 @@ package containment
 import (
 	"fmt"
 	"strconv"
-	"syscall"
 
 	"github.com/conchsh/conch/internal/rawcall"
 )
@@ -33,12 +32,7 @@ func ProtectSelf() error {
 // raw (see rawcall): through os.OpenFile they were four, each through the
 // scheduler.
 func exposeChild(pid int) {
-	fd, err := rawcall.Open("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", syscall.O_WRONLY|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	rawcall.Write(fd, childOOMScore)
-	rawcall.Close(fd)
+	_ = rawcall.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", childOOMScore, 0)
 }
 
 var childOOMScore = []byte(strconv.Itoa(ChildOOMScoreAdj))

@@ -200,14 +200,8 @@ func TestEndedRecordIsLean(t *testing.T) {
 // every such process shares: no start opens it (os/exec would, through the
 // Go scheduler, for each).
 func TestClosedStdinOpensNothing(t *testing.T) {
-	p := start(t, Options{Cmd: "true"}) // the shared /dev/null is open
-	wait(t, p)
-	var procs []*Process
-	for _, stack := range tracetest.Syscalls(t, func() {
-		for range 5 {
-			procs = append(procs, start(t, Options{Cmd: "cat; echo read $?"}))
-		}
-	}) {
+	procs, stacks := tracedStarts(t, Options{Cmd: "cat; echo read $?"})
+	for _, stack := range stacks {
 		for _, f := range stack {
 			require.NotContains(t, f, "childStdin", "a start opened /dev/null: %v", stack)
 		}
@@ -224,15 +218,9 @@ func TestClosedStdinOpensNothing(t *testing.T) {
 // removed as they were closed, each call through the scheduler. A child
 // that fills its pipe still blocks rather than failing.
 func TestOutputPipesCallAroundThePoller(t *testing.T) {
-	p := start(t, Options{Cmd: "true"})
-	wait(t, p)
-	var procs []*Process
+	procs, stacks := tracedStarts(t, Options{Cmd: "head -c 300000 /dev/zero"})
 	calls := 0
-	for _, stack := range tracetest.Syscalls(t, func() {
-		for range 5 {
-			procs = append(procs, start(t, Options{Cmd: "head -c 300000 /dev/zero"}))
-		}
-	}) {
+	for _, stack := range stacks {
 		if slices.Contains(stack, "github.com/conchsh/conch/exec.(*Process).startPipes") &&
 			!slices.Contains(stack, "os.StartProcess") {
 			calls++
@@ -244,6 +232,22 @@ func TestOutputPipesCallAroundThePoller(t *testing.T) {
 		require.Equal(t, 0, *wait(t, p).ExitCode)
 		require.Len(t, logText(p.Log(), logstore.Stdout), 300000)
 	}
+}
+
+// tracedStarts starts five processes with opts under the runtime's trace,
+// after one start outside it (what a first start opens for every later
+// one is open), and returns them and the stacks of the system calls made
+// through the scheduler meanwhile.
+func tracedStarts(t *testing.T, opts Options) ([]*Process, [][]string) {
+	t.Helper()
+	wait(t, start(t, Options{Cmd: "true"}))
+	var procs []*Process
+	stacks := tracetest.Syscalls(t, func() {
+		for range 5 {
+			procs = append(procs, start(t, opts))
+		}
+	})
+	return procs, stacks
 }
 
 // A process whose output ended before it did arms no drain timer, which

@@ -324,22 +324,24 @@ func EndLine(n Nonce, p Paths) string { return endLine(n, p, true) }
 // writes its marker whatever the guard holds, then resets it
 // (Paths.EndInText).
 func endLine(n Nonce, p Paths, guarded bool) string {
-	m := `\036CONCH` + string(n)
-	if !guarded {
-		return statusLead +
-			p.Calls.write(m, []string{"$" + statusVar, "$-", pwd}, true, " >"+quote(p.Stdout)) + " || " +
-			p.Calls.write(`\036F`+string(n), []string{"$" + statusVar}, true, p.own()) +
-			"; " + guardVar + "=-\n"
+	// Unguarded: the marker goes to the command's stdout, and the guard
+	// is reset.
+	look, target, reset := "", quote(p.Stdout), guardVar+"=-"
+	if guarded {
+		// The marker goes to /dev/null when the guard holds another
+		// nonce, and the guard stays; the target is unquoted, so that
+		// quote's quotes work: a redirection's target is not split into
+		// fields, and quoted text is not globbed.
+		look = sinkVar + "=${" + guardVar + "-}; " +
+			sinkVar + "=${" + sinkVar + "#" + string(n) + "}; " +
+			sinkVar + "=${" + sinkVar + ":+/dev/null}; "
+		target = "${" + sinkVar + ":-" + target + "}"
+		reset = guardVar + "=${" + sinkVar + ":+$" + guardVar + "}; " + guardVar + "=${" + guardVar + ":--}"
 	}
-	// Unquoted, so that quote's quotes work: a redirection's target is not
-	// split into fields, and quoted text is not globbed.
-	sink := `${` + sinkVar + `:-`
-	return statusLead + sinkVar + "=${" + guardVar + "-}; " +
-		sinkVar + "=${" + sinkVar + "#" + string(n) + "}; " +
-		sinkVar + "=${" + sinkVar + ":+/dev/null}; " +
-		p.Calls.write(m, []string{"$" + statusVar, "$-", pwd}, true, " >"+sink+quote(p.Stdout)+"}") + " || " +
+	return statusLead + look +
+		p.Calls.write(`\036CONCH`+string(n), []string{"$" + statusVar, "$-", pwd}, true, " >"+target) + " || " +
 		p.Calls.write(`\036F`+string(n), []string{"$" + statusVar}, true, p.own()) +
-		"; " + guardVar + "=${" + sinkVar + ":+$" + guardVar + "}; " + guardVar + "=${" + guardVar + ":--}\n"
+		"; " + reset + "\n"
 }
 
 // quote single-quotes s for the shell.
