@@ -15,6 +15,7 @@ import (
 
 	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/internal/rawcall"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 )
@@ -31,6 +32,8 @@ type Process struct {
 	in   *os.File            // write end of an open stdin pipe; nil otherwise
 	feed *feeder             // writes queued input to in or pty; nil without open input
 	done chan struct{}
+
+	pidfd int // the process's, on pipes where pidfds work (see follow); else -1
 
 	closeIn sync.Once // closes in: at end-of-file or the process's end
 
@@ -66,6 +69,7 @@ func Start(opts Options) (*Process, error) {
 	stdin := opts.Stdin
 	p := &Process{
 		id:         id,
+		pidfd:      -1,
 		log:        logstore.New(logstore.Options{Retention: opts.Retention, Keep: keep}),
 		done:       make(chan struct{}),
 		stopGrace:  process.OrDefault(opts.StopGrace, process.StopGrace),
@@ -125,9 +129,21 @@ func Start(opts Options) (*Process, error) {
 		p.timers = append(p.timers, time.AfterFunc(opts.ExecutionTimeout, p.timeout))
 	}
 	p.mu.Unlock()
+	if p.pidfd >= 0 {
+		ep, err := followSet(outs, p.pidfd)
+		if err == nil {
+			go p.follow(ep, outs)
+			return p, nil
+		}
+		closeRaw(p.pidfd) // wait waits without it
+		p.pidfd = -1
+	}
 	copied := make(chan struct{}, len(outs))
 	readers := make([]*os.File, len(outs))
 	for i, o := range outs {
+		if o.r == nil {
+			o.r = os.NewFile(uintptr(o.fd), "|0")
+		}
 		readers[i] = o.r
 		go p.copyOut(o.r, o.ch, copied)
 	}
@@ -163,9 +179,11 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// output is the read end of one of the process's outputs.
+// output is the read end of one of the process's outputs: a file in Go's
+// poller (a PTY's master), or a pipe's raw non-blocking descriptor.
 type output struct {
 	r  *os.File
+	fd int
 	ch logstore.Channel
 }
 
@@ -180,7 +198,8 @@ func (e startError) Error() string { return e.err.Error() }
 // without a controlling terminal, and returns the read ends of stdout and
 // stderr. In the daemon's session, a program that opens /dev/tty (git asking
 // for a password) would write to the operator's terminal, or be stopped by
-// SIGTTIN for good. A session leader leads its process group too.
+// SIGTTIN for good. A session leader leads its process group too. Where
+// pidfds work, the process gets one (p.pidfd, see follow).
 func (p *Process) startPipes(openStdin bool) ([]output, error) {
 	outR, outW, err := outputPipe()
 	if err != nil {
@@ -188,13 +207,15 @@ func (p *Process) startPipes(openStdin bool) ([]output, error) {
 	}
 	errR, errW, err := outputPipe()
 	if err != nil {
-		closeAll(outR, outW)
+		closeRaw(outR)
+		closeAll(outW)
 		return nil, fmt.Errorf("stderr pipe: %w", err)
 	}
 	var inR, inW *os.File
 	if openStdin {
 		if inR, inW, err = os.Pipe(); err != nil {
-			closeAll(outR, outW, errR, errW)
+			closeRaw(outR, errR)
+			closeAll(outW, errW)
 			return nil, fmt.Errorf("stdin pipe: %w", err)
 		}
 		p.cmd.Stdin = inR
@@ -203,38 +224,52 @@ func (p *Process) startPipes(openStdin bool) ([]output, error) {
 	}
 	p.cmd.Stdout, p.cmd.Stderr = outW, errW
 	p.cmd.SysProcAttr.Setsid = true
+	pidfd := -1
+	if pidfdsWork() {
+		p.cmd.SysProcAttr.PidFD = &pidfd
+	}
 	err = p.cg.Start(p.cmd, proctree.Start)
 	closeAll(outW, errW, inR) // the child has its own copies
 	if err != nil {
-		closeAll(outR, errR, inW)
+		closeRaw(outR, errR)
+		closeAll(inW)
 		return nil, startError{err}
 	}
+	p.pidfd = pidfd
 	p.in = inW
 	if inW != nil {
 		p.feed = newFeeder(inW, p.closeStdinPipe)
 	}
-	return []output{{outR, logstore.Stdout}, {errR, logstore.Stderr}}, nil
+	return []output{{fd: outR, ch: logstore.Stdout}, {fd: errR, ch: logstore.Stderr}}, nil
 }
 
 // outputPipe returns a pipe for a child's output: its read end, this
-// process's, served by the Go poller, and its write end, the child's, a
-// plain blocking descriptor. os.Pipe offers both ends to the poller, so the
+// process's, a raw non-blocking descriptor (follow reads it, or it is made
+// a file in the Go poller), and its write end, the child's, a plain
+// blocking descriptor. os.Pipe offers both ends to the poller, so the
 // child's end, which this process closes as soon as the child has its
 // copy, was made non-blocking, added to the poller, made blocking again for
 // the child and removed from the poller: five calls more a pipe, most of them
 // through the scheduler.
-func outputPipe() (r, w *os.File, err error) {
+func outputPipe() (r int, w *os.File, err error) {
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
-		return nil, nil, os.NewSyscallError("pipe2", err)
+		return -1, nil, os.NewSyscallError("pipe2", err)
 	}
 	// The child's end blocking again, raw: the call returns at once.
 	if _, _, e := unix.RawSyscall(unix.SYS_FCNTL, uintptr(p[1]), unix.F_SETFL, 0); e != 0 {
 		unix.Close(p[0])
 		unix.Close(p[1])
-		return nil, nil, os.NewSyscallError("fcntl", e)
+		return -1, nil, os.NewSyscallError("fcntl", e)
 	}
-	return os.NewFile(uintptr(p[0]), "|0"), os.NewFile(uintptr(p[1]), "|1"), nil
+	return p[0], os.NewFile(uintptr(p[1]), "|1"), nil
+}
+
+// closeRaw closes raw descriptors.
+func closeRaw(fds ...int) {
+	for _, fd := range fds {
+		_ = rawcall.Close(fd)
+	}
 }
 
 // devNull is /dev/null opened once, the stdin of every process started
@@ -269,11 +304,19 @@ func (p *Process) fail(err error) {
 	close(p.done)
 }
 
+// copyBuffers hold the buffers copyOut reads into. A buffer of its own
+// that did not escape would sit on the goroutine's stack, and each copy
+// would start by growing its stack to 64 KiB, taken from the heap and given
+// back to it when the copy ends.
+var copyBuffers = sync.Pool{New: func() any { return new([32 << 10]byte) }}
+
 // copyOut copies r into the log on ch until r ends or is cut off by the
 // drain deadline, then says so on copied.
 func (p *Process) copyOut(r *os.File, ch logstore.Channel, copied chan<- struct{}) {
 	defer func() { copied <- struct{}{} }()
-	buf := make([]byte, 32<<10)
+	b := copyBuffers.Get().(*[32 << 10]byte)
+	defer copyBuffers.Put(b)
+	buf := b[:]
 	for {
 		if ch == logstore.PTY {
 			p.gate.wait()
@@ -349,6 +392,13 @@ func (p *Process) wait(readers []*os.File, copied <-chan struct{}) {
 		drain.Stop()
 	}
 	closeAll(readers...)
+	p.finish()
+}
+
+// finish does what follows the end of a process and of the reading of its
+// output: the cgroup goes if empty, its input is stopped, and the log and
+// done are closed.
+func (p *Process) finish() {
 	if !p.cg.Populated() {
 		// Nothing it started outlived it; Stop would find the cgroup gone.
 		_ = p.cg.Destroy()

@@ -42,7 +42,7 @@ func (p *Process) startPTY(size process.TerminalSize) ([]output, error) {
 	}
 	p.pty = master
 	p.feed = newFeeder(master, nil)
-	return []output{{master, logstore.PTY}}, nil
+	return []output{{r: master, ch: logstore.PTY}}, nil
 }
 
 // pollable returns f as a non-blocking file in Go's poller, and closes f.

@@ -1,0 +1,143 @@
+package exec
+
+import (
+	"errors"
+	"os"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/internal/rawcall"
+)
+
+// A process started on pipes where pidfds work is owned by one goroutine,
+// follow, in place of wait and a copyOut for each output: an epoll set of
+// its own holds the read ends of both outputs and the process's pidfd, and
+// follow waits on it in epoll_wait, a thread blocked there as wait's is in
+// waitid. Three goroutines, two of them parked on the Go poller from the
+// start, each woke at the process's end in turn and handed on to the next;
+// a running process held their stacks (about 160 KiB: each copy's buffer
+// sat on its stack) where it holds one goroutine and a pooled buffer now
+// (about 75 KiB).
+
+// pidfdsWork reports whether this kernel gives processes pidfds that an
+// epoll set can wait on (Linux 5.3).
+var pidfdsWork = sync.OnceValue(func() bool {
+	fd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
+})
+
+// pidfdTag tags the pidfd in follow's epoll set; outputs are tagged with
+// their index.
+const pidfdTag = 2
+
+// followSet returns an epoll set of a process's outputs, read ends of pipes,
+// and of its pidfd, for follow. Edge-triggered: an output is read again
+// once more bytes come to it, or while its last read filled the buffer.
+func followSet(outs []output, pidfd int) (int, error) {
+	ep, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return -1, os.NewSyscallError("epoll_create1", err)
+	}
+	add := func(fd int, tag int32) error {
+		ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLET, Fd: tag}
+		return unix.EpollCtl(ep, unix.EPOLL_CTL_ADD, fd, &ev)
+	}
+	for i, o := range outs {
+		err = errors.Join(err, add(o.fd, int32(i)))
+	}
+	if err = errors.Join(err, add(pidfd, pidfdTag)); err != nil {
+		unix.Close(ep)
+		return -1, os.NewSyscallError("epoll_ctl", err)
+	}
+	return ep, nil
+}
+
+// follow owns a process started on pipes (see the top of this file): it
+// reads each output as bytes come to it, in the order they came, until both
+// have ended; waits for the exit, at once when the pidfd said it came
+// first; drains output still held open by what the process left behind for
+// at most the drain delay; then closes the log and done.
+func (p *Process) follow(ep int, outs []output) {
+	b := copyBuffers.Get().(*[32 << 10]byte)
+	defer copyBuffers.Put(b)
+	buf := b[:]
+	open := len(outs)
+	var more [2]bool // outputs whose last read filled buf: they may hold more
+	var events [len(more) + 1]unix.EpollEvent
+	exited := false
+	var drainBy time.Time
+	for open > 0 {
+		timeout := -1 // milliseconds
+		if !drainBy.IsZero() {
+			left := time.Until(drainBy)
+			if left <= 0 {
+				break
+			}
+			timeout = int((left + time.Millisecond - 1) / time.Millisecond)
+		}
+		if more[0] || more[1] {
+			timeout = 0
+		}
+		n, err := unix.EpollWait(ep, events[:], timeout)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			break // not seen: the set is this goroutine's alone
+		}
+		ended := false
+		for _, ev := range events[:n] {
+			if ev.Fd == pidfdTag {
+				ended = true
+			} else {
+				more[ev.Fd] = true
+			}
+		}
+		for i, o := range outs {
+			if !more[i] {
+				continue
+			}
+			n, err := rawcall.Read(o.fd, buf)
+			if n > 0 {
+				p.log.Write(o.ch, buf[:n])
+			}
+			// A short read emptied the pipe: bytes that come later are
+			// another edge of the set's.
+			more[i] = n == len(buf)
+			if n == 0 && err != unix.EAGAIN && err != unix.EINTR {
+				closeRaw(o.fd) // end of file, or a read that cannot go on
+				outs[i].fd = -1
+				open--
+			}
+		}
+		if ended && !exited {
+			exited = true
+			p.exit(proctree.Wait(p.cmd)) // at once: it has ended
+			if open > 0 {
+				if drainArmed != nil {
+					drainArmed()
+				}
+				drainBy = time.Now().Add(p.drainDelay)
+			}
+		}
+	}
+	if !exited {
+		// Both outputs ended: the exit is at hand, or the process closed
+		// them and runs on; nothing is left to read while it comes.
+		p.exit(proctree.Wait(p.cmd))
+	}
+	closeRaw(ep, p.pidfd)
+	for _, o := range outs {
+		if o.fd >= 0 {
+			closeRaw(o.fd)
+		}
+	}
+	p.finish()
+}

@@ -1,0 +1,64 @@
+package exec
+
+import (
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/process"
+)
+
+// A process on pipes is owned by one goroutine while it runs, which waits
+// on its outputs and its exit together (see follow); a copy of each output
+// and a wait for the exit took three.
+func TestOneGoroutineAProcess(t *testing.T) {
+	if !pidfdsWork() {
+		t.Skip("this kernel gives no pidfds: a process has three goroutines")
+	}
+	wait(t, start(t, Options{Cmd: "true"})) // what a first start leaves running
+	const n = 10
+	before := runtime.NumGoroutine()
+	var procs []*Process
+	for range n {
+		procs = append(procs, start(t, Options{Argv: []string{"sleep", "30"}}))
+	}
+	require.LessOrEqual(t, runtime.NumGoroutine()-before, n, "goroutines for %d running processes", n)
+	for _, p := range procs {
+		require.NoError(t, p.Kill(syscall.SIGKILL, 0, 0))
+		r := wait(t, p)
+		require.Equal(t, process.Signaled, r.Reason, "result %s", show(r))
+	}
+}
+
+// Output that a child left behind floods after the process exits is read
+// for the drain delay and no longer: the process is done and its log closed
+// although the output never ends nor pauses.
+func TestDrainEndsAFlood(t *testing.T) {
+	t.Parallel()
+	p := start(t, Options{Cmd: "cat /dev/zero & echo started", DrainDelay: 300 * time.Millisecond})
+	r := wait(t, p)
+	require.True(t, sameResult(r, process.ExitedWith(0)), "result %s", show(r))
+	require.Greater(t, len(logText(p.Log(), logstore.Stdout)), 1<<20, "bytes of the flood read")
+	require.True(t, p.Log().Closed(), "log open after done")
+}
+
+// Where the kernel gives no pidfds, a process's outputs are copied and its
+// exit waited for by goroutines of their own, with the same results.
+func TestWithoutPidfds(t *testing.T) {
+	works := pidfdsWork
+	pidfdsWork = func() bool { return false }
+	defer func() { pidfdsWork = works }()
+	p := start(t, Options{Cmd: "echo out; echo err >&2; exit 3"})
+	r := wait(t, p)
+	require.True(t, sameResult(r, process.ExitedWith(3)), "result %s", show(r))
+	require.Equal(t, "out\n", logText(p.Log(), logstore.Stdout))
+	require.Equal(t, "err\n", logText(p.Log(), logstore.Stderr))
+	require.Equal(t, -1, p.pidfd)
+	p = start(t, Options{Cmd: "(sleep 0.3; echo mid; sleep 5; echo late) & echo early", DrainDelay: time.Second})
+	wait(t, p)
+	require.Equal(t, "early\nmid\n", logText(p.Log(), logstore.Stdout))
+}
