@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // MarkerLead is the first byte of every marker: a control character that text
@@ -363,9 +364,12 @@ func quoteAlways(s string) string {
 
 // A Template is the frame New makes for one set of Paths and previous
 // status, built once with a stand-in for the nonce: each Frame of it puts a
-// fresh nonce in, for a few allocations where New builds the whole text
-// anew. A session keeps one for each set of streams it uses in turn.
-type Template struct{ f Frame }
+// fresh nonce in, in one allocation, where New builds the whole text anew.
+// A session keeps one for each set of streams it uses in turn.
+type Template struct {
+	f    Frame
+	uses int // stand-ins in f.Text and f.End
+}
 
 // standIn takes a nonce's place in a Template: as long as a nonce, and made
 // of a byte that no path, call word or shell text of a frame can hold.
@@ -380,19 +384,51 @@ func Templated(p Paths) bool {
 // NewTemplate builds the Template of p after prevStatus; p must be
 // Templated.
 func NewTemplate(prevStatus int, p Paths) Template {
-	return Template{build(Nonce(standIn), prevStatus, p)}
+	f := build(Nonce(standIn), prevStatus, p)
+	return Template{f, strings.Count(f.Text, standIn) + strings.Count(f.End, standIn)}
 }
 
 // Frame returns the template's frame with a fresh nonce: what New returns.
-func (t Template) Frame() Frame { return t.with(NewNonce()) }
+func (t Template) Frame() Frame {
+	var raw [12]byte
+	rand.Read(raw[:]) // never fails on Linux (crypto/rand documents it)
+	var n [2 * len(raw)]byte
+	hex.Encode(n[:], raw[:])
+	return t.with(n[:])
+}
 
-func (t Template) with(n Nonce) Frame {
+// with returns the template's frame with the nonce n. The nonce, both texts
+// and the markers share one allocation, written once and never again: the
+// strings are views of it.
+func (t Template) with(n []byte) Frame {
 	f := t.f
-	f.Nonce = n
-	f.Text = strings.ReplaceAll(f.Text, standIn, string(n))
-	f.End = strings.ReplaceAll(f.End, standIn, string(n))
-	marks := make([]byte, 0, 2*(2+len(n)))
-	f.Start = append(append(marks, "\x1eS"...), n...)
-	f.Failed = append(append(f.Start[len(f.Start):], "\x1eF"...), n...)
+	b := make([]byte, 0, len(n)+len(f.Text)+len(f.End)+t.uses*(len(n)-len(standIn))+2*(2+len(n)))
+	view := func(from int) string { return unsafe.String(unsafe.SliceData(b[from:]), len(b)-from) }
+	b = append(b, n...)
+	f.Nonce = Nonce(view(0))
+	at := len(b)
+	b = appendNonced(b, f.Text, n)
+	f.Text = view(at)
+	at = len(b)
+	b = appendNonced(b, f.End, n)
+	f.End = view(at)
+	at = len(b)
+	b = append(append(b, "\x1eS"...), n...)
+	f.Start = b[at:len(b):len(b)]
+	at = len(b)
+	b = append(append(b, "\x1eF"...), n...)
+	f.Failed = b[at:len(b):len(b)]
 	return f
+}
+
+// appendNonced appends s to b with n in place of each stand-in.
+func appendNonced(b []byte, s string, n []byte) []byte {
+	for {
+		i := strings.Index(s, standIn)
+		if i < 0 {
+			return append(b, s...)
+		}
+		b = append(append(b, s[:i]...), n...)
+		s = s[i+len(standIn):]
+	}
 }

@@ -42,6 +42,11 @@ type Scanner struct {
 	trailer []byte // bytes of the trailer read so far
 	state   scanState
 	end     End
+
+	// The flags and working directory of the last end read, which the next
+	// one most often repeats: kept across Reset, so that End shares them
+	// rather than copying them anew.
+	lastFlags, lastCwd string
 }
 
 type scanState uint8
@@ -187,8 +192,17 @@ func (s *Scanner) parseTrailer() error {
 	if err != nil {
 		return errBadTrailer
 	}
-	s.end = End{Status: st, Flags: string(flags), Cwd: string(cwd)}
+	s.lastFlags, s.lastCwd = reuse(s.lastFlags, flags), reuse(s.lastCwd, cwd)
+	s.end = End{Status: st, Flags: s.lastFlags, Cwd: s.lastCwd}
 	return nil
+}
+
+// reuse returns last when it holds b, else a copy of b.
+func reuse(last string, b []byte) string {
+	if last == string(b) {
+		return last
+	}
+	return string(b)
 }
 
 // Flush emits bytes held back as a possible marker start; call it when the

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"weak"
@@ -32,8 +33,11 @@ type Command struct {
 	done      chan struct{} // closed once result is set
 	result    process.Result
 	stdin     resident.Stdin
-	text      string // the head of opts.Cmd the record keeps (see process.KeepText)
-	textBytes int    // the length of opts.Cmd
+	text      string      // the head of opts.Cmd the record keeps (see process.KeepText)
+	textBytes int         // the length of opts.Cmd
+	ranHere   atomic.Bool // runHereOnce was called
+	streams   streams     // the streams it runs with (see start), held here rather than allocated apart
+	loop      readLoop    // what reads them (see startReading), likewise
 
 	// mu guards the fields below. It is never held while taking s.mu or
 	// writing to the shell; s.mu may be held while taking it (see running).
@@ -146,6 +150,14 @@ func (c *Command) Run() {
 	}
 }
 
+// runHereOnce is runHere the first time it is called, and nothing after:
+// the run Begin returns.
+func (c *Command) runHereOnce(ctx context.Context) {
+	if c.ranHere.CompareAndSwap(false, true) {
+		c.runHere(ctx)
+	}
+}
+
 // runHere runs the command on the goroutine of Session.Run, which holds the
 // queue's turn (see queue.Queue.Claim), and ends the turn: when the command
 // has ended, or, once ctx is done, from a goroutine that waits for the rest
@@ -211,7 +223,7 @@ func (c *Command) start() (*readLoop, *streams) {
 		return nil, nil
 	}
 
-	st, err := s.takeStreams(c.opts.Stdin == process.StdinOpen)
+	st, err := s.takeStreams(&c.streams, c.opts.Stdin == process.StdinOpen)
 	text := scriptText(s.sh, cmd, traced)
 	if err == nil && run != sentinel.RunText {
 		err = s.writeScript(text)

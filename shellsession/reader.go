@@ -47,7 +47,8 @@ type readLoop struct {
 // has returned already.
 func (c *Command) startReading(out, errs *stream) *readLoop {
 	s := c.s
-	l := &readLoop{c: c, rs: [2]*streamReader{c.newStreamReader(out, logstore.Stdout), c.newStreamReader(errs, logstore.Stderr)}}
+	l := &c.loop
+	*l = readLoop{c: c, rs: [2]*streamReader{c.newStreamReader(out, logstore.Stdout), c.newStreamReader(errs, logstore.Stderr)}}
 	for _, r := range l.rs {
 		if r != nil {
 			l.live++

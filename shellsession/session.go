@@ -83,22 +83,23 @@ type Options struct {
 // Session is one long-lived shell and its serial queue of commands. It
 // implements process.Process: it is the process of its shell.
 type Session struct {
-	id        string
-	opts      Options
-	sh        shells.Shell
-	h         *resident.Host
-	cmd       *exec.Cmd       // the shell, once started
-	exited    <-chan struct{} // closed once the shell has exited and been reaped
-	diag      *resident.Diag
-	stdin     *os.File        // the shell's script input
-	input     *rawcall.Writer // writes stdin; guarded by writeMu
-	inputName string          // what /proc says the shell's fd 0 is while it reads stdin: "pipe:[N]", "socket:[N]"
-	fifoDir   string
-	parser    *syntax.Parser                 // used by the queue's goroutine only
-	script    rawcall.File                   // the file commands are sourced from; the queue's goroutine only
-	frame     rawcall.File                   // the file frames run from (see writeFrame); the queue's goroutine only
-	endFile   string                         // the last command's end file (see writeFrame); the queue's goroutine only
-	templates map[frameKey]sentinel.Template // frames by the streams they use (see newFrame); the queue's goroutine only
+	id         string
+	opts       Options
+	sh         shells.Shell
+	h          *resident.Host
+	cmd        *exec.Cmd       // the shell, once started
+	exited     <-chan struct{} // closed once the shell has exited and been reaped
+	diag       *resident.Diag
+	stdin      *os.File        // the shell's script input
+	input      *rawcall.Writer // writes stdin; guarded by writeMu
+	inputName  string          // what /proc says the shell's fd 0 is while it reads stdin: "pipe:[N]", "socket:[N]"
+	fifoDir    string
+	scriptName string                         // the file commands are sourced from: fifoDir/cmd
+	parser     *syntax.Parser                 // used by the queue's goroutine only
+	script     rawcall.File                   // the file commands are sourced from; the queue's goroutine only
+	frame      rawcall.File                   // the file frames run from (see writeFrame); the queue's goroutine only
+	endFile    string                         // the last command's end file (see writeFrame); the queue's goroutine only
+	templates  map[frameKey]sentinel.Template // frames by the streams they use (see newFrame); the queue's goroutine only
 
 	// lastEnded is the command that ended last, until the next starts (see
 	// endedBefore): weak, since the session keeps nothing of an ended
@@ -162,7 +163,7 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("make stream directory: %w", err)
 	}
-	s := &Session{id: id, opts: opts, sh: sh, fifoDir: dir, cwd: opts.Cwd, parser: newParser(sh)}
+	s := &Session{id: id, opts: opts, sh: sh, fifoDir: dir, scriptName: filepath.Join(dir, "cmd"), cwd: opts.Cwd, parser: newParser(sh)}
 	s.h = resident.New(resident.Config{
 		ID: id, Name: opts.Name, Noun: "session", Ended: ErrSessionEnded,
 		Containment: opts.Containment, Limits: opts.Limits,
@@ -394,8 +395,7 @@ func (s *Session) Begin(opts CommandOptions) (c *Command, run func(ctx context.C
 		return c, func(context.Context) {}, nil
 	}
 	s.record(c)
-	var once sync.Once
-	return c, func(ctx context.Context) { once.Do(func() { c.runHere(ctx) }) }, nil
+	return c, c.runHereOnce, nil
 }
 
 // Commands returns the session's commands that have not ended, in

@@ -188,13 +188,20 @@ func shellEnv(env map[string]string, login bool, tag string) []string {
 func frameCalls(sh shells.Shell) sentinel.Calls {
 	switch sh.Family {
 	case shells.Bash, shells.Zsh:
-		return sentinel.Calls{Printf: []string{`\builtin printf`, `\command printf`}, Source: `\builtin .`, Exit: `\builtin exit`, Eval: `\builtin eval`, SourceElse: `\.`}
+		return builtinCalls
 	case shells.Mksh:
-		// mksh's printf is /usr/bin/printf: print saves two forks a command.
-		return sentinel.Calls{Print: []string{`\builtin print`, `\command print`}}
+		return mkshCalls
 	}
-	return sentinel.Calls{Printf: []string{`\command printf`, `\printf`}}
+	return commandCalls
 }
+
+// The calls of frameCalls, made once: a frame is made for every command.
+var (
+	builtinCalls = sentinel.Calls{Printf: []string{`\builtin printf`, `\command printf`}, Source: `\builtin .`, Exit: `\builtin exit`, Eval: `\builtin eval`, SourceElse: `\.`}
+	// mksh's printf is /usr/bin/printf: print saves two forks a command.
+	mkshCalls    = sentinel.Calls{Print: []string{`\builtin print`, `\command print`}}
+	commandCalls = sentinel.Calls{Printf: []string{`\command printf`, `\printf`}}
+)
 
 // runner returns how a frame runs a command of sh after one that left the
 // shell with option letters flags (see sentinel.Run): so that messages read

@@ -101,16 +101,17 @@ func (s *Session) putStream(st *stream) {
 	s.discard(st)
 }
 
-// takeStreams returns a command's streams, and its stdin FIFO when its stdin
-// is open.
-func (s *Session) takeStreams(stdinOpen bool) (*streams, error) {
-	st := &streams{}
+// takeStreams fills st, a command's own, with its streams, and its stdin
+// FIFO when its stdin is open, and returns it; or nil.
+func (s *Session) takeStreams(st *streams, stdinOpen bool) (*streams, error) {
+	*st = streams{}
 	var err error
 	if st.out, err = s.takeStream(); err != nil {
 		return nil, err
 	}
 	if st.err, err = s.takeStream(); err != nil {
 		s.putStream(st.out)
+		*st = streams{}
 		return nil, err
 	}
 	if stdinOpen {
@@ -120,6 +121,7 @@ func (s *Session) takeStreams(stdinOpen bool) (*streams, error) {
 		s.mu.Unlock()
 		if err := syscall.Mkfifo(path, 0o600); err != nil {
 			s.release(st)
+			*st = streams{}
 			return nil, &os.PathError{Op: "mkfifo", Path: path, Err: err}
 		}
 		st.stdin = path
@@ -192,7 +194,7 @@ func (s *Session) rewrite(f *rawcall.File, path, text string) error {
 	return err
 }
 
-func (s *Session) scriptPath() string { return filepath.Join(s.fifoDir, "cmd") }
+func (s *Session) scriptPath() string { return s.scriptName }
 
 // newFrame frames a command with paths p after one that exited with prev,
 // as this session's shell runs it: with its markers for the engine on its
