@@ -106,6 +106,17 @@ func measureP1(ctx context.Context, cfg config) Row {
 		return failed(err)
 	}
 	row := latencyRow(v, base, 0.06, "≤ 0.06×")
+	// What the fork before each command does to it: the same command after
+	// this process slept as long instead. On a shared host it costs as much
+	// (the machine's caches are cold after the idle either way), and far
+	// more than a command right after another (below).
+	idle := base.median()
+	slept, _, err := alternate(cfg.reps/2, func() error { return runIn(ctx, s, "true") },
+		func() error { time.Sleep(idle); return nil })
+	if err != nil {
+		return failed(err)
+	}
+	row.Note += fmt.Sprintf("; after %s asleep instead of the fork: %s", dur(idle), dur(slept.median()))
 	// Where the time goes: the CPU the engine (this process) and the shell
 	// spend per command, over a run of commands alone.
 	pid := s.Info().PID
