@@ -21,4 +21,10 @@
 // output drains for at most [Options.DrainDelay] more, so that a background child
 // holding stdout open does not hold up the result (os/exec's WaitDelay does
 // the same). Output written after that is not recorded.
+//
+// A process on pipes costs one goroutine while it runs: it waits in an epoll
+// set of its own on both outputs and the process's pidfd, and holds a
+// thread there, as a wait for the exit does. Where the kernel gives no
+// pidfds (before Linux 5.3), and for a PTY process, a goroutine copies each
+// output and another waits for the exit.
 package exec
