@@ -48,7 +48,7 @@ const readsInTurn = 8
 // sleep. A thread that slept each time the pipe ran dry was woken for
 // every block the writer wrote (4 KiB, for head -c): a one-shot's output
 // flowed at 1.5-2.3 GB/s against 1.9-3.6 for copies on the Go poller, and
-// at 3.0-3.4 GB/s so. A line now and then (a read under floodRead) costs
+// at 2.8-3.4 GB/s so. A line now and then (a read under floodRead) costs
 // no spin.
 const (
 	floodRead = 4 << 10
