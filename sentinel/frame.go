@@ -197,7 +197,9 @@ type Frame struct {
 	// writing Start to the shell's own stdout (stderr with OwnStderr), which tells the engine that
 	// the shell has read the whole line and runs it.
 	Text string
-	// Start is the start marker: MarkerLead, "S", nonce.
+	// Start is the start marker: MarkerLead, "S", nonce. Start and Failed
+	// are read only: a Template's frame keeps them in the memory its
+	// strings are views of.
 	Start []byte
 	// Failed is the marker End writes to the shell's own stdout (stderr with OwnStderr), followed by
 	// the exit status and a NUL, when it cannot open the command's streams
