@@ -87,7 +87,8 @@ func (p *Process) follow(ep int, outs []output) {
 	defer copyBuffers.Put(b)
 	buf := b[:]
 	open := len(outs)
-	var more [2]bool // outputs whose last read filled buf: they may hold more
+	var more [2]bool // outputs that may hold more: the last read filled buf, or the writers are gone
+	var hup [2]bool  // outputs whose writers have all closed: read to end-of-file
 	var events [len(more) + 1]unix.EpollEvent
 	exited := false
 	var drainBy, lastFlood time.Time
@@ -114,9 +115,13 @@ func (p *Process) follow(ep int, outs []output) {
 		for _, ev := range events[:n] {
 			if ev.Fd == pidfdTag {
 				ended = true
-			} else {
-				more[ev.Fd] = true
+				continue
 			}
+			more[ev.Fd] = true
+			// The edge that says the writers closed may come with the
+			// last bytes: no other follows it, so the end-of-file after
+			// them is read now.
+			hup[ev.Fd] = hup[ev.Fd] || ev.Events&(unix.EPOLLHUP|unix.EPOLLERR) != 0
 		}
 		for i, o := range outs {
 			// A full read may have left more: read on, a few times
@@ -131,7 +136,7 @@ func (p *Process) follow(ep int, outs []output) {
 				}
 				// A short read emptied the pipe: bytes that come later
 				// are another edge of the set's.
-				more[i] = n == len(buf)
+				more[i] = n == len(buf) || hup[i] && n > 0
 				if n == 0 && err != unix.EAGAIN && err != unix.EINTR {
 					closeRaw(o.fd) // end of file, or a read that cannot go on
 					outs[i].fd = -1

@@ -2,6 +2,9 @@ package exec
 
 import (
 	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -63,4 +66,29 @@ func TestWithoutPidfds(t *testing.T) {
 	p = start(t, Options{Cmd: "(sleep 0.3; echo mid; sleep 5; echo late) & echo early", DrainDelay: time.Second})
 	wait(t, p)
 	require.Equal(t, "early\nmid\n", logText(p.Log(), logstore.Stdout))
+}
+
+// The edge that says an output's writers have closed may come with its last
+// bytes, and no edge follows it: the end-of-file after them is read then. A
+// process whose output ended with it is done at its exit, with no drain
+// waited for (missed, the end-of-file was seen only at the drain's end).
+func TestLastBytesAndEndOfFileTogether(t *testing.T) {
+	if !pidfdsWork() {
+		t.Skip("this kernel gives no pidfds")
+	}
+	var armed atomic.Int32
+	drainArmed = func() { armed.Add(1) }
+	defer func() { drainArmed = nil }()
+	var b strings.Builder
+	for i := 1; i <= 2000; i++ {
+		b.WriteString(strconv.Itoa(i) + "\n")
+	}
+	want := b.String()
+	for range 10 {
+		p := start(t, Options{Cmd: "seq 1 2000", DrainDelay: time.Hour})
+		r := wait(t, p) // the drain's end, an hour away, would fail its hang guard
+		require.True(t, sameResult(r, process.ExitedWith(0)), "result %s", show(r))
+		require.Equal(t, want, logText(p.Log(), logstore.Stdout))
+	}
+	require.Zero(t, armed.Load(), "drain timers armed for output that ended with its process")
 }
