@@ -250,9 +250,9 @@ func tracedStarts(t *testing.T, opts Options) ([]*Process, [][]string) {
 	return procs, stacks
 }
 
-// A process whose output ended before it did arms no drain timer, which
-// the poller would be woken to set and to stop; one whose background child
-// holds its output open arms one.
+// A process whose output ended before it did arms no drain (a timer the Go
+// poller would be woken to set and to stop, or follow's deadline); one
+// whose background child holds its output open arms one.
 func TestDrainTimerOnlyForOutputStillOpen(t *testing.T) {
 	var armed atomic.Int32
 	drainArmed = func() { armed.Add(1) }

@@ -414,8 +414,8 @@ func (p *Process) finish() {
 	close(p.done)
 }
 
-// drainArmed, when a test sets it, is called each time a drain timer is
-// armed.
+// drainArmed, when a test sets it, is called each time a drain is armed (a
+// timer in wait, a deadline in follow).
 var drainArmed func()
 
 // closeStdinPipe closes the write end of the stdin pipe, once.

@@ -234,7 +234,7 @@ func (c *Command) start() (*readLoop, *streams) {
 		return nil, nil
 	}
 	paths := sentinel.Paths{
-		Stdin: st.stdin, Stdout: st.out.Path, Stderr: st.err.Path, Script: s.scriptPath(),
+		Stdin: st.stdin, Stdout: st.out.Path, Stderr: st.err.Path, Script: s.scriptName,
 		Announce: announces(s.sh), Calls: frameCalls(s.sh), Run: run,
 		EndInText: keepsReadAhead(s.sh),
 	}

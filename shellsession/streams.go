@@ -166,7 +166,7 @@ func (s *Session) closePool() {
 // shell sources. One file serves every command: the next command's text
 // replaces it only after the shell is done with the last one.
 func (s *Session) writeScript(text string) error {
-	return s.rewrite(&s.script, s.scriptPath(), text)
+	return s.rewrite(&s.script, s.scriptName, text)
 }
 
 // rewrite replaces the text of the file at path, kept open in f (the
@@ -193,8 +193,6 @@ func (s *Session) rewrite(f *rawcall.File, path, text string) error {
 	}
 	return err
 }
-
-func (s *Session) scriptPath() string { return s.scriptName }
 
 // newFrame frames a command with paths p after one that exited with prev,
 // as this session's shell runs it: with its markers for the engine on its
