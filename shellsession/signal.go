@@ -119,13 +119,20 @@ func (c *Command) interrupt(timedOut bool) {
 // few thousand was lost so, the command running to its end). It waits for
 // the copy to become a program or end, for at most execWithin: a subshell
 // may stay a copy for as long as it runs.
+//
+// And while the command runs a program, the interrupt goes when the shell
+// is asleep — waiting for the program — for at most asleepWithin: a shell
+// that has just forked it is still setting up its wait, and bash 5.2, if
+// SIGINT lands just as it installs the handler of that wait, re-raises the
+// signal to itself from that handler for ever, at full CPU, reaping nothing
+// (under load, one interrupt in about 20,000 was lost so).
 func (c *Command) sendINT() {
 	c.mu.Lock()
 	since := time.Since(c.runningAt)
 	c.mu.Unlock()
 	look := !announces(c.s.sh)
 	if !look && since >= settleAfterStart || look && since >= settledLongAgo && c.entered() {
-		if program, copying := c.processKinds(); program || !copying {
+		if program, copying := c.processKinds(); program && proctree.Sleeping(c.s.cmd.Process.Pid) || !program && !copying {
 			c.signalINT()
 			return
 		}
@@ -135,6 +142,7 @@ func (c *Command) sendINT() {
 		defer c.s.wg.Done()
 		now := time.Now()
 		settled, gaveUp := now.Add(settleAfterStart-since), now.Add(enterWithin)
+		var programAt time.Time // when a program of the command was first seen
 		every := 2 * time.Millisecond
 		for entered := !look; ; {
 			now = time.Now()
@@ -149,8 +157,16 @@ func (c *Command) sendINT() {
 				}
 			}
 			if entered {
-				program, copying := c.processKinds()
-				if program || !now.Before(settled) && (!copying || !now.Before(settled.Add(execWithin))) {
+				if programAt.IsZero() {
+					program, copying := c.processKinds()
+					if program {
+						programAt = now
+					} else if !now.Before(settled) && (!copying || !now.Before(settled.Add(execWithin))) {
+						break
+					}
+				}
+				// Once a program has run, only the shell is looked at.
+				if !programAt.IsZero() && (proctree.Sleeping(c.s.cmd.Process.Pid) || !now.Before(programAt.Add(asleepWithin))) {
 					break
 				}
 			}
@@ -174,6 +190,11 @@ const settledLongAgo = time.Second
 // of the shell among the command's processes to become a program (see
 // sendINT).
 const execWithin = time.Second
+
+// asleepWithin bounds how long an interrupt waits for the shell to fall
+// asleep while its command runs a program (see sendINT): a shell that runs
+// a builtin loop beside a program it started in the background never does.
+const asleepWithin = time.Second
 
 // enterWithin bounds how long an interrupt waits for a shell that announces
 // nothing to enter its command (see sendINT): past it, the shell is stuck

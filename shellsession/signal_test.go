@@ -3,11 +3,15 @@ package shellsession
 import (
 	"context"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/conchsh/conch/internal/processtest"
 	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/require"
 )
@@ -178,4 +182,59 @@ func shellFailed(t *testing.T, s *Session, shell string, r process.Result) bool 
 	require.Contains(t, sr.Error, why, "a %s session that lost its command: %+v", shell, r)
 	t.Logf("%s failed on the interrupt; the session ended: %s (pinned in the matrix)", shell, sr.Error)
 	return true
+}
+
+// An interrupt that lands while bash sets up its wait for a program it has
+// just forked is not lost. bash 5.2 installs its handler for that wait and
+// only then notes the handler it replaced: SIGINT in between makes the new
+// handler re-raise the signal to the shell for ever (its "old" handler is
+// none), at full CPU, the program a zombie reaped by none and the command
+// running for ever (under load, one interrupt in about 20,000). Here strace
+// holds bash in that moment for 400 ms — the rt_sigaction that installs the
+// wait's handler, found by tracing the same command once — while the
+// interrupt is sent: it waits for the shell to sleep in its wait.
+func TestInterruptWhileShellSetsUpItsWait(t *testing.T) {
+	strace, err := exec.LookPath("strace")
+	if err != nil {
+		t.Fatal("strace is not installed (Debian: apt-get install strace; scripts/test installs it)")
+	}
+	t.Parallel()
+	s := newSession(t, Options{Shell: "bash"})
+	pid := s.cmd.Process.Pid
+	run(t, s, CommandOptions{Cmd: "true"})
+
+	// Which of the shell's rt_sigaction calls for the command installs the
+	// wait's SIGINT handler: the first for SIGINT after the fork.
+	trace := filepath.Join(t.TempDir(), "trace")
+	detach := attachStrace(t, strace, pid, "-e", "trace=rt_sigaction,clone,clone3,fork,vfork", "-o", trace)
+	run(t, s, CommandOptions{Cmd: "sleep 0"})
+	detach()
+	b, err := os.ReadFile(trace)
+	require.NoError(t, err)
+	nth, forked := 0, false
+	for line := range strings.Lines(string(b)) {
+		switch {
+		case strings.HasPrefix(line, "rt_sigaction("):
+			nth++
+			if forked && strings.HasPrefix(line, "rt_sigaction(SIGINT,") {
+				goto found
+			}
+		case strings.Contains(line, "fork(") || strings.HasPrefix(line, "clone"):
+			forked = true
+		}
+	}
+	t.Fatalf("no SIGINT handler installed after a fork in:\n%s", b)
+found:
+	detach = attachStrace(t, strace, pid, "-e", "trace=rt_sigaction", "-o", os.DevNull,
+		"-e", "inject=rt_sigaction:delay_exit=400000:when="+strconv.Itoa(nth))
+	defer detach()
+	c, err := s.Submit(CommandOptions{Cmd: "sleep 30"})
+	require.NoError(t, err)
+	waitProgram(t, c, "sleep")
+	require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
+	r := processtest.Wait(t, c, 10*time.Second)
+	require.Equal(t, process.Signaled, r.Reason, "%+v", r)
+	require.Equal(t, "INT", r.Signal, "%+v", r)
+	_, out, _ := run(t, s, CommandOptions{Cmd: "echo alive"})
+	require.Equal(t, "alive\n", out)
 }

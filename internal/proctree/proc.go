@@ -83,6 +83,13 @@ func Alive(pid int) bool {
 	return ok && s.state != 'Z'
 }
 
+// Sleeping reports whether pid is a live process asleep in a system call
+// (state S or D): not running, not runnable, not stopped.
+func Sleeping(pid int) bool {
+	s, ok := readStat(pid)
+	return ok && (s.state == 'S' || s.state == 'D')
+}
+
 // scans counts the listings of /proc, for Scans.
 var scans atomic.Uint64
 

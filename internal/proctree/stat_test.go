@@ -2,6 +2,8 @@ package proctree
 
 import (
 	"os"
+	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -42,5 +44,48 @@ func TestStartedAtAndLastPID(t *testing.T) {
 	}
 	if !PIDAfter(5, -1) || PIDAfter(5, 5) || !PIDAfter(6, 5) || PIDAfter(4, 5) {
 		t.Fatal("PIDAfter orders pids wrongly")
+	}
+}
+
+// Sleeping tells a process asleep in a system call from one that runs, one
+// that is stopped, and one that is gone.
+func TestSleeping(t *testing.T) {
+	t.Parallel()
+	start := func(args ...string) *exec.Cmd {
+		cmd := exec.Command(args[0], args[1:]...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+	asleep := start("sleep", "100")
+	busy := start("sh", "-c", "while :; do :; done")
+	stopped := start("sleep", "100")
+	if err := stopped.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !Sleeping(asleep.Process.Pid) || Sleeping(stopped.Process.Pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("sleep 100: Sleeping = %v; stopped: %v", Sleeping(asleep.Process.Pid), Sleeping(stopped.Process.Pid))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// A busy loop may be seen asleep for a moment (a page fault, its
+	// time slice given up); it runs in most looks.
+	running := 0
+	for range 100 {
+		if !Sleeping(busy.Process.Pid) {
+			running++
+		}
+	}
+	if running < 50 {
+		t.Fatalf("a busy loop was seen asleep in %d looks of 100", 100-running)
+	}
+	gone := start("true")
+	gone.Wait()
+	if Sleeping(gone.Process.Pid) {
+		t.Fatal("a process that is gone is asleep")
 	}
 }
