@@ -190,7 +190,7 @@ func shellFailed(t *testing.T, s *Session, shell string, r process.Result) bool 
 // handler re-raise the signal to the shell for ever (its "old" handler is
 // none), at full CPU, the program a zombie reaped by none and the command
 // running for ever (under load, one interrupt in about 20,000). Here strace
-// holds bash in that moment for 400 ms — the rt_sigaction that installs the
+// holds bash in that moment for 300 ms — the rt_sigaction that installs the
 // wait's handler, found by tracing the same command once — while the
 // interrupt is sent: it waits for the shell to sleep in its wait.
 func TestInterruptWhileShellSetsUpItsWait(t *testing.T) {
@@ -226,7 +226,7 @@ func TestInterruptWhileShellSetsUpItsWait(t *testing.T) {
 	t.Fatalf("no SIGINT handler installed after a fork in:\n%s", b)
 found:
 	detach = attachStrace(t, strace, pid, "-e", "trace=rt_sigaction", "-o", os.DevNull,
-		"-e", "inject=rt_sigaction:delay_exit=400000:when="+strconv.Itoa(nth))
+		"-e", "inject=rt_sigaction:delay_exit=300000:when="+strconv.Itoa(nth))
 	defer detach()
 	c, err := s.Submit(CommandOptions{Cmd: "sleep 30"})
 	require.NoError(t, err)
