@@ -110,6 +110,14 @@ func main() {
 	idleChild := flag.Bool("idle-child", false, "internal: measure P7 in this fresh process and print its row as JSON")
 	freshChild := flag.String("fresh-child", "", "internal: measure this `figure` in this fresh process and print its row as JSON")
 	flag.Parse()
+	if *heapProfile == "" {
+		// As in conch serve, which links no reader of the memory profile,
+		// so that its runtime never samples allocations: this program
+		// links one (runtime/pprof), and the profiler's table of the
+		// stacks it sampled grew through a soak (300 KiB in its first
+		// four minutes), memory the daemon does not spend.
+		runtime.MemProfileRate = 0
+	}
 
 	cfg := config{quick: *quick, reps: 1000, slow: 100, bytes: 1 << 30, pairs: 7, many: 256, each: 50, alone: 2000}
 	if *quick {
