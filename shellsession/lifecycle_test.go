@@ -56,7 +56,8 @@ func wait(t *testing.T, c *Command) process.Result {
 }
 
 // TestInterrupt: SIGINT aborts the whole command — a program, a builtin
-// loop, a function — and the session lives on with its state and $? 130.
+// loop (also beside a program of its own in the background), a function —
+// and the session lives on with its state and $? 130.
 func TestInterrupt(t *testing.T) {
 	t.Parallel()
 	cmds := map[string]string{
@@ -64,6 +65,9 @@ func TestInterrupt(t *testing.T) {
 		"builtin loop": "while :; do :; done; echo not-reached",
 		"function":     "f() { while :; do :; done; }; f; echo not-reached",
 		"pipeline":     "sleep 100 | cat; echo not-reached",
+		// The shell never sleeps while its program runs: the interrupt
+		// goes when it has waited a second for that (see sendINT).
+		"builtin loop beside a program": "sleep 100 & while :; do :; done; echo not-reached",
 	}
 	for _, shell := range testShells {
 		for name, cmd := range cmds {
