@@ -211,20 +211,8 @@ func TestInterruptWhileShellSetsUpItsWait(t *testing.T) {
 	detach()
 	b, err := os.ReadFile(trace)
 	require.NoError(t, err)
-	nth, forked := 0, false
-	for line := range strings.Lines(string(b)) {
-		switch {
-		case strings.HasPrefix(line, "rt_sigaction("):
-			nth++
-			if forked && strings.HasPrefix(line, "rt_sigaction(SIGINT,") {
-				goto found
-			}
-		case strings.Contains(line, "fork(") || strings.HasPrefix(line, "clone"):
-			forked = true
-		}
-	}
-	t.Fatalf("no SIGINT handler installed after a fork in:\n%s", b)
-found:
+	nth := waitHandlerCall(string(b))
+	require.NotZero(t, nth, "no SIGINT handler installed after a fork in:\n%s", b)
 	detach = attachStrace(t, strace, pid, "-e", "trace=rt_sigaction", "-o", os.DevNull,
 		"-e", "inject=rt_sigaction:delay_exit=300000:when="+strconv.Itoa(nth))
 	defer detach()
@@ -237,4 +225,23 @@ found:
 	require.Equal(t, "INT", r.Signal, "%+v", r)
 	_, out, _ := run(t, s, CommandOptions{Cmd: "echo alive"})
 	require.Equal(t, "alive\n", out)
+}
+
+// waitHandlerCall returns which of the rt_sigaction calls in an strace of
+// a command installs the handler of the wait for its program: the first for
+// SIGINT after the fork. 0 means none.
+func waitHandlerCall(trace string) int {
+	nth, forked := 0, false
+	for line := range strings.Lines(trace) {
+		switch {
+		case strings.HasPrefix(line, "rt_sigaction("):
+			nth++
+			if forked && strings.HasPrefix(line, "rt_sigaction(SIGINT,") {
+				return nth
+			}
+		case strings.Contains(line, "fork(") || strings.HasPrefix(line, "clone"):
+			forked = true
+		}
+	}
+	return 0
 }
