@@ -3,10 +3,8 @@ package shellsession
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -194,10 +192,7 @@ func shellFailed(t *testing.T, s *Session, shell string, r process.Result) bool 
 // wait's handler, found by tracing the same command once — while the
 // interrupt is sent: it waits for the shell to sleep in its wait.
 func TestInterruptWhileShellSetsUpItsWait(t *testing.T) {
-	strace, err := exec.LookPath("strace")
-	if err != nil {
-		t.Fatal("strace is not installed (Debian: apt-get install strace; scripts/test installs it)")
-	}
+	strace := processtest.Strace(t)
 	t.Parallel()
 	s := newSession(t, Options{Shell: "bash"})
 	pid := s.cmd.Process.Pid
@@ -206,14 +201,14 @@ func TestInterruptWhileShellSetsUpItsWait(t *testing.T) {
 	// Which of the shell's rt_sigaction calls for the command installs the
 	// wait's SIGINT handler: the first for SIGINT after the fork.
 	trace := filepath.Join(t.TempDir(), "trace")
-	detach := attachStrace(t, strace, pid, "-e", "trace=rt_sigaction,clone,clone3,fork,vfork", "-o", trace)
+	detach := processtest.AttachStrace(t, strace, pid, "-e", processtest.ForkTrace, "-o", trace)
 	run(t, s, CommandOptions{Cmd: "sleep 0"})
 	detach()
 	b, err := os.ReadFile(trace)
 	require.NoError(t, err)
-	nth := waitHandlerCall(string(b))
+	nth := processtest.WaitHandlerCall(string(b))
 	require.NotZero(t, nth, "no SIGINT handler installed after a fork in:\n%s", b)
-	detach = attachStrace(t, strace, pid, "-e", "trace=rt_sigaction", "-o", os.DevNull,
+	detach = processtest.AttachStrace(t, strace, pid, "-e", "trace=rt_sigaction", "-o", os.DevNull,
 		"-e", "inject=rt_sigaction:delay_exit=300000:when="+strconv.Itoa(nth))
 	defer detach()
 	c, err := s.Submit(CommandOptions{Cmd: "sleep 30"})
@@ -225,23 +220,4 @@ func TestInterruptWhileShellSetsUpItsWait(t *testing.T) {
 	require.Equal(t, "INT", r.Signal, "%+v", r)
 	_, out, _ := run(t, s, CommandOptions{Cmd: "echo alive"})
 	require.Equal(t, "alive\n", out)
-}
-
-// waitHandlerCall returns which of the rt_sigaction calls in an strace of
-// a command installs the handler of the wait for its program: the first for
-// SIGINT after the fork. 0 means none.
-func waitHandlerCall(trace string) int {
-	nth, forked := 0, false
-	for line := range strings.Lines(trace) {
-		switch {
-		case strings.HasPrefix(line, "rt_sigaction("):
-			nth++
-			if forked && strings.HasPrefix(line, "rt_sigaction(SIGINT,") {
-				return nth
-			}
-		case strings.Contains(line, "fork(") || strings.HasPrefix(line, "clone"):
-			forked = true
-		}
-	}
-	return 0
 }

@@ -10,9 +10,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
+	"github.com/conchsh/conch/internal/processtest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -46,7 +46,7 @@ func BenchmarkFrameSyscalls(b *testing.B) {
 				// /tmp/trace.bash and so on.
 				args = []string{"-f", "-s", "200", "-o", full + "." + shell}
 			}
-			detach := attachStrace(b, strace, s.cmd.Process.Pid, args...)
+			detach := processtest.AttachStrace(b, strace, s.cmd.Process.Pid, args...)
 			b.ResetTimer()
 			for range b.N {
 				if _, r, err := s.Run(ctx, CommandOptions{Cmd: "true"}); err != nil || code(r) != 0 {
@@ -63,42 +63,6 @@ func BenchmarkFrameSyscalls(b *testing.B) {
 			b.ReportMetric(float64(total)/float64(b.N), "syscalls/cmd")
 			b.Logf("%s: %.1f system calls per command; busiest: %s", shell, float64(total)/float64(b.N), topCalls(top, b.N, 6))
 		})
-	}
-}
-
-// attachStrace runs strace with args on the process pid and returns once it
-// has attached; detach ends it, and returns once it has written all it
-// would.
-func attachStrace(tb testing.TB, strace string, pid int, args ...string) (detach func()) {
-	tb.Helper()
-	tr := exec.Command(strace, append(args, "-p", strconv.Itoa(pid))...)
-	stderr, err := tr.StderrPipe()
-	require.NoError(tb, err)
-	require.NoError(tb, tr.Start())
-	// strace says so once it has attached, or why it could not.
-	sc := bufio.NewScanner(stderr)
-	var said []string
-	attached := false
-	for !attached && sc.Scan() {
-		said = append(said, sc.Text())
-		attached = strings.Contains(sc.Text(), "attached")
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for sc.Scan() {
-		}
-	}()
-	if !attached {
-		tr.Process.Kill()
-		<-done
-		tr.Wait()
-		tb.Fatalf("strace did not attach to %d: %s", pid, strings.Join(said, "; "))
-	}
-	return func() {
-		tr.Process.Signal(syscall.SIGINT)
-		<-done
-		tr.Wait()
 	}
 }
 
