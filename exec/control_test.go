@@ -126,10 +126,13 @@ func TestDrainAfterExit(t *testing.T) {
 		kind process.Kind
 		cmd  string
 	}{
-		{process.KindExec, `(sleep 0.3; echo mid; sleep 5; echo late) & echo $! early`},
+		// The child writes mid once the shell ($$) has exited and been
+		// reaped: a fixed sleep came before the shell's own echo now and
+		// then on a busy machine.
+		{process.KindExec, `(while kill -0 $$ 2>/dev/null; do sleep 0.01; done; echo mid; sleep 5; echo late) & echo $! early`},
 		// A PTY's foreground group gets SIGHUP when its session leader
 		// exits, so the child ignores it before the leader may exit.
-		{process.KindPTY, `(trap '' HUP; : > "$T/trapped"; sleep 0.3; echo mid; sleep 5; echo late) &
+		{process.KindPTY, `(trap '' HUP; : > "$T/trapped"; while kill -0 $$ 2>/dev/null; do sleep 0.01; done; echo mid; sleep 5; echo late) &
 while [ ! -e "$T/trapped" ]; do sleep 0.01; done; echo $! early`},
 	} {
 		t.Run(string(tc.kind), func(t *testing.T) {
