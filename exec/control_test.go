@@ -3,11 +3,15 @@ package exec
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/conchsh/conch/internal/processtest"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
@@ -341,4 +345,54 @@ func TestStopEndsWhatAnEndedProcessLeft(t *testing.T) {
 	defer cancel()
 	require.NoError(t, p.Stop(ctx))
 	require.False(t, proctree.Alive(left[2]), "the group's untagged member outlived Stop")
+}
+
+// An interrupt that lands while bash sets up its wait for a program it has
+// just forked is not lost: bash 5.2 takes it with a handler that re-raises it
+// for ever, its child a zombie, and the process never ends. Here strace holds
+// bash in that moment for 300 ms — the rt_sigaction that installs the wait's
+// handler, found by tracing the same script once — while it is
+// interrupted: the interrupt waits for the shell to sleep in its wait.
+func TestInterruptWhileTheShellSetsUpItsWait(t *testing.T) {
+	strace := processtest.Strace(t)
+	t.Parallel()
+	dir := t.TempDir()
+	// Builtins only until the file exists, so that strace attaches before
+	// the fork; then a program that is not the last command, so forked
+	// and waited for.
+	script := `while [ ! -e "$F" ]; do :; done; sleep 30; true`
+	shellAndSleep := func(name string, args ...string) (*Process, func()) {
+		p := start(t, Options{Cmd: script, Env: map[string]string{"F": filepath.Join(dir, name)}})
+		detach := processtest.AttachStrace(t, strace, p.Info().PID, args...)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), nil, 0o600))
+		require.Eventually(t, func() bool {
+			for _, pid := range proctree.Descendants(p.Info().PID) {
+				if comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); string(comm) == "sleep\n" {
+					return true
+				}
+			}
+			return false
+		}, 10*time.Second, time.Millisecond, "sleep never ran")
+		return p, detach
+	}
+
+	trace := filepath.Join(dir, "trace")
+	dry, detach := shellAndSleep("dry", "-e", processtest.ForkTrace, "-o", trace)
+	require.Eventually(t, func() bool { return proctree.Sleeping(dry.Info().PID) }, 10*time.Second, time.Millisecond,
+		"the shell never waited for its sleep")
+	detach() // strace has written the whole trace once it has ended
+	require.NoError(t, dry.Kill(syscall.SIGKILL, 0, 0))
+	wait(t, dry)
+	b, err := os.ReadFile(trace)
+	require.NoError(t, err)
+	nth := processtest.WaitHandlerCall(string(b))
+	require.NotZero(t, nth, "no SIGINT handler installed after a fork in:\n%s", b)
+
+	p, detach := shellAndSleep("held", "-e", "trace=rt_sigaction", "-o", os.DevNull,
+		"-e", "inject=rt_sigaction:delay_exit=300000:when="+strconv.Itoa(nth))
+	defer detach()
+	require.NoError(t, p.Kill(syscall.SIGINT, 0, 0))
+	r := processtest.Wait(t, p, 10*time.Second)
+	require.Equal(t, process.Signaled, r.Reason, "%+v", r)
+	require.Equal(t, "INT", r.Signal, "%+v", r)
 }

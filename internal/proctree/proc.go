@@ -90,6 +90,10 @@ func Sleeping(pid int) bool {
 	return ok && (s.state == 'S' || s.state == 'D')
 }
 
+// HasChildren reports whether pid has a child, a zombie included. Without
+// the kernel's children lists (CONFIG_PROC_CHILDREN) it reports none.
+func HasChildren(pid int) bool { return len(childrenOf(pid)) > 0 }
+
 // scans counts the listings of /proc, for Scans.
 var scans atomic.Uint64
 

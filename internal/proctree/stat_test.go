@@ -89,3 +89,30 @@ func TestSleeping(t *testing.T) {
 		t.Fatal("a process that is gone is asleep")
 	}
 }
+
+// HasChildren sees a shell's child, and none under a program that forked
+// nothing.
+func TestHasChildren(t *testing.T) {
+	t.Parallel()
+	if !childLists() {
+		t.Skip("this kernel keeps no children lists (CONFIG_PROC_CHILDREN): HasChildren reports none")
+	}
+	shell := exec.Command("sh", "-c", "sleep 100; true")
+	lone := exec.Command("sleep", "100")
+	for _, cmd := range []*exec.Cmd{shell, lone} {
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !HasChildren(shell.Process.Pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("the shell's sleep was never seen")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if HasChildren(lone.Process.Pid) {
+		t.Fatal("a lone sleep has a child")
+	}
+}
