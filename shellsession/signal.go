@@ -120,6 +120,13 @@ func (c *Command) interrupt(timedOut bool) {
 // the copy to become a program or end, for at most execWithin: a subshell
 // may stay a copy for as long as it runs.
 //
+// Before the command has a process, once settled, the interrupt goes when
+// the shell is asleep or has used busyFor of CPU since, for at most
+// asleepWithin: a shell that is slow to fork the command's first program (a
+// starved machine) takes SIGINT while it forks, and bash, dash, zsh and
+// mksh then wait for the program to its end; a shell that runs builtins
+// uses CPU all the while, and one that forks hardly any.
+//
 // And while the command runs a program, the interrupt goes when the shell
 // is asleep — waiting for the program — for at most asleepWithin: a shell
 // that has just forked it is still setting up its wait, and bash 5.2, if
@@ -131,8 +138,11 @@ func (c *Command) sendINT() {
 	since := time.Since(c.runningAt)
 	c.mu.Unlock()
 	look := !announces(c.s.sh)
+	shell := c.s.cmd.Process.Pid
 	if !look && since >= settleAfterStart || look && since >= settledLongAgo && c.entered() {
-		if program, copying := c.processKinds(); program && proctree.Sleeping(c.s.cmd.Process.Pid) || !program && !copying {
+		program, copying := c.processKinds()
+		asleep := proctree.Sleeping(shell)
+		if program && asleep || !program && !copying && (asleep || since >= settledLongAgo) {
 			c.signalINT()
 			return
 		}
@@ -143,7 +153,9 @@ func (c *Command) sendINT() {
 		now := time.Now()
 		settled, gaveUp := now.Add(settleAfterStart-since), now.Add(enterWithin)
 		var programAt time.Time // when a program of the command was first seen
+		cpuFrom := time.Duration(-1)
 		every := 2 * time.Millisecond
+	wait:
 		for entered := !look; ; {
 			now = time.Now()
 			if !entered {
@@ -158,15 +170,30 @@ func (c *Command) sendINT() {
 			}
 			if entered {
 				if programAt.IsZero() {
-					program, copying := c.processKinds()
-					if program {
+					switch program, copying := c.processKinds(); {
+					case program:
 						programAt = now
-					} else if !now.Before(settled) && (!copying || !now.Before(settled.Add(execWithin))) {
-						break
+					case copying:
+						if !now.Before(settled.Add(execWithin)) {
+							break wait
+						}
+					case !now.Before(settled):
+						// The shell runs builtins, or is slow to fork the
+						// command's first program: it sleeps, or has
+						// worked a while, or the interrupt goes anyway.
+						cpu, _ := proctree.CPUTime(shell)
+						if cpuFrom < 0 {
+							cpuFrom = cpu
+						}
+						if proctree.Sleeping(shell) || cpu-cpuFrom >= busyFor || !now.Before(settled.Add(asleepWithin)) {
+							break wait
+						}
+						// Each look lists /proc, on a machine short of CPU.
+						every = min(2*every, 20*time.Millisecond)
 					}
 				}
 				// Once a program has run, only the shell is looked at.
-				if !programAt.IsZero() && (proctree.Sleeping(c.s.cmd.Process.Pid) || !now.Before(programAt.Add(asleepWithin))) {
+				if !programAt.IsZero() && (proctree.Sleeping(shell) || !now.Before(programAt.Add(asleepWithin))) {
 					break
 				}
 			}
@@ -191,9 +218,16 @@ const settledLongAgo = time.Second
 // sendINT).
 const execWithin = time.Second
 
+// busyFor is how much CPU a shell with no process in its command uses,
+// once its interrupt has settled, for the interrupt to go at once: it runs
+// builtins, not its way to a fork (see sendINT).
+const busyFor = 5 * time.Millisecond
+
 // asleepWithin bounds how long an interrupt waits for the shell to fall
-// asleep while its command runs a program (see sendINT): a shell that runs
-// a builtin loop beside a program it started in the background never does.
+// asleep while its command runs a program, or to fall asleep or work
+// before it has one (see sendINT): a shell that runs a builtin loop beside a
+// program it started in the background never sleeps, and one stopped
+// (SIGSTOP, a debugger) does neither.
 const asleepWithin = time.Second
 
 // enterWithin bounds how long an interrupt waits for a shell that announces

@@ -13,6 +13,7 @@ import (
 
 	"github.com/conchsh/conch/internal/procfs"
 	"github.com/conchsh/conch/internal/rawcall"
+	"golang.org/x/sys/unix"
 )
 
 // stat is what proctree reads of /proc/PID/stat.
@@ -88,6 +89,18 @@ func Alive(pid int) bool {
 func Sleeping(pid int) bool {
 	s, ok := readStat(pid)
 	return ok && (s.state == 'S' || s.state == 'D')
+}
+
+// CPUTime returns the CPU time pid has used, read from its CPU-time clock
+// (nanoseconds; /proc's counts are in ticks of 10 ms). False when pid is
+// gone.
+func CPUTime(pid int) (time.Duration, bool) {
+	var ts unix.Timespec
+	// clock_getcpuclockid(3): CPUCLOCK_SCHED of process pid.
+	if err := unix.ClockGettime(int32((^pid)<<3|2), &ts); err != nil {
+		return 0, false
+	}
+	return time.Duration(ts.Nano()), true
 }
 
 // HasChildren reports whether pid has a child, a zombie included. Without

@@ -116,3 +116,34 @@ func TestHasChildren(t *testing.T) {
 		t.Fatal("a lone sleep has a child")
 	}
 }
+
+// CPUTime reads a busy process's CPU time rising, and none for a process
+// that is gone.
+func TestCPUTime(t *testing.T) {
+	t.Parallel()
+	busy := exec.Command("sh", "-c", "while :; do :; done")
+	if err := busy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { busy.Process.Kill(); busy.Wait() })
+	first, ok := CPUTime(busy.Process.Pid)
+	if !ok {
+		t.Fatal("no CPU time for a running process")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		now, ok := CPUTime(busy.Process.Pid)
+		if ok && now-first >= 20*time.Millisecond {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a busy loop's CPU time went from %v to %v in 10 s", first, now)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	busy.Process.Kill()
+	busy.Wait()
+	if _, ok := CPUTime(busy.Process.Pid); ok {
+		t.Fatal("CPU time for a process that is gone")
+	}
+}
