@@ -76,10 +76,11 @@ func (p *Process) interrupt() error {
 		return p.signalTree(syscall.SIGINT)
 	}
 	go func() {
+	wait:
 		for deadline := time.Now().Add(interruptWithin); !ready() && time.Now().Before(deadline); {
 			select {
-			case <-p.done: // what it left behind gets it now
-				deadline = time.Now()
+			case <-p.done:
+				break wait // what it left behind gets it now
 			case <-time.After(2 * time.Millisecond):
 			}
 		}
