@@ -13,7 +13,6 @@ import (
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/sentinel"
-	"github.com/google/uuid"
 )
 
 // drainAfterExit bounds how long output is still read after the interpreter
@@ -57,6 +56,7 @@ type Cell struct {
 	readersDone chan struct{} // closed when both stream readers have returned
 	timers      []*time.Timer
 	meter       resident.Meter // what it costs, from begin on
+	usage       process.Usage  // the room for its result's usage (see Meter.Account)
 }
 
 func newCell(c *Context, seq int, opts CellOptions) *Cell {
@@ -68,7 +68,7 @@ func newCell(c *Context, seq int, opts CellOptions) *Cell {
 		keep = logstore.KeepUntilCleanup
 	}
 	cell := &Cell{
-		c: c, seq: seq, id: uuid.NewString(), opts: opts,
+		c: c, seq: seq, id: process.NewID(), opts: opts,
 		log:         logstore.New(logstore.Options{Retention: c.opts.Retention, Keep: keep}),
 		createdAt:   time.Now(),
 		done:        make(chan struct{}),
@@ -379,7 +379,7 @@ func (cell *Cell) finishIf(from process.State, r process.Result) bool {
 		return false
 	}
 	cell.st = process.Terminal
-	cell.result = cell.meter.Account(r)
+	cell.result = cell.meter.Account(r, &cell.usage)
 	cell.exitedAt = time.Now()
 	if cell.startedAt.IsZero() {
 		cell.startedAt = cell.exitedAt

@@ -18,7 +18,6 @@ import (
 	"github.com/conchsh/conch/internal/resident"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
-	"github.com/google/uuid"
 )
 
 // ErrContextEnded is returned by Submit once the context's interpreter has
@@ -117,7 +116,7 @@ func New(ctx context.Context, opts Options) (*Context, error) {
 	proctree.ResetChildSignals()
 	id := opts.ID
 	if id == "" {
-		id = uuid.NewString()
+		id = process.NewID()
 	}
 	base := opts.Dir
 	if base == "" {

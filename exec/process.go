@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/google/uuid"
 	"golang.org/x/sys/unix"
 
 	"github.com/conchsh/conch/containment"
@@ -57,7 +56,7 @@ type Process struct {
 func Start(opts Options) (*Process, error) {
 	id := opts.ID
 	if id == "" {
-		id = uuid.NewString()
+		id = process.NewID()
 	}
 	opts = opts.withDefaults()
 	kind := opts.Kind

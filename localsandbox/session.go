@@ -12,7 +12,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/google/uuid"
+	"github.com/conchsh/conch/process"
 
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/portlease"
@@ -100,7 +100,7 @@ func New(dir string, opts ...Option) (*Session, error) {
 	s := &Session{
 		dir:   abs,
 		env:   make(map[string]string),
-		id:    uuid.NewString(),
+		id:    process.NewID(),
 		procs: make(map[*Process]struct{}),
 	}
 	for _, o := range opts {

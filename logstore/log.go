@@ -77,6 +77,15 @@ type heldBack struct {
 
 // New returns an empty Log.
 func New(opts Options) *Log {
+	l := new(Log)
+	l.Init(opts)
+	return l
+}
+
+// Init makes l, a zero Log not yet used, an empty log as New does: for a
+// log that lives inside the value that writes it, which spares an
+// allocation.
+func (l *Log) Init(opts Options) {
 	r := opts.Retention
 	if r <= 0 {
 		r = DefaultRetention
@@ -89,7 +98,7 @@ func New(opts Options) *Log {
 	if keep == KeepNone {
 		r = min(r, liveWindow)
 	}
-	return &Log{keep: keep, retention: r, frameCap: max(minFrames, r/BytesPerFrame), frameMax: min(MaxFrame, r)}
+	l.keep, l.retention, l.frameCap, l.frameMax = keep, r, max(minFrames, r/BytesPerFrame), min(MaxFrame, r)
 }
 
 // Retention returns the bytes of output the log retains at most.

@@ -74,9 +74,9 @@ func (s *Server) startShell(ctx context.Context, opts api.SessionOptions, ports 
 
 // submitTo queues a command in the session's shell; the engine checks
 // opts. With here, a command that finds the session idle waits for the
-// caller to run it, on its own goroutine, with the function returned (see
-// shellsession.Session.Begin); run is nil otherwise.
-func (s *Server) submitTo(sh *shellsession.Session, opts api.CommandOptions, here bool) (p process.Process, run func(context.Context), err error) {
+// caller to run it, on its own goroutine, with the turn returned's TakeTurn
+// (see shellsession.Session.Begin); turn is nil otherwise.
+func (s *Server) submitTo(sh *shellsession.Session, opts api.CommandOptions, here bool) (p process.Process, turn *shellsession.Command, err error) {
 	o := shellsession.CommandOptions{
 		Cmd:              opts.Cmd,
 		Name:             opts.Name,
@@ -85,11 +85,11 @@ func (s *Server) submitTo(sh *shellsession.Session, opts api.CommandOptions, her
 		KeepLogs:         opts.KeepLogs,
 	}
 	if here {
-		c, run, err := sh.Begin(o)
+		c, err := sh.Begin(o)
 		if err != nil {
 			return nil, nil, err
 		}
-		return c, run, nil
+		return c, c, nil
 	}
 	c, err := sh.Submit(o)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/process"
+	"github.com/conchsh/conch/shellsession"
 )
 
 // answerWait says when a run or interact call comes back before the process
@@ -19,10 +20,10 @@ import (
 // input. Zero durations do not bound the wait.
 type answerWait struct {
 	timeout, idle time.Duration
-	// run, when set, runs the process on the waiting goroutine until it
-	// ends or its context is done (see Server.submit): the wait then
-	// cancels that context rather than waiting itself.
-	run func(context.Context)
+	// turn, when set, is the process, run on the waiting goroutine by its
+	// TakeTurn until it ends or its context is done (see Server.submit):
+	// the wait then cancels that context rather than waiting itself.
+	turn *shellsession.Command
 }
 
 // answerRun waits for p as aw says and answers: 200 with its RunResult once
@@ -45,7 +46,7 @@ func (s *Server) awaitAnswer(ctx context.Context, p process.Process, aw answerWa
 		ctx, cancel = context.WithTimeout(ctx, aw.timeout)
 		defer cancel()
 	}
-	if aw.run != nil {
+	if aw.turn != nil {
 		if runUntilAnswer(ctx, p, aw, start) {
 			return
 		}
@@ -79,13 +80,13 @@ func (s *Server) awaitAnswer(ctx context.Context, p process.Process, aw answerWa
 	}
 }
 
-// runUntilAnswer runs p with aw.run until p ends, ctx is done or, with an
+// runUntilAnswer runs p with aw.turn until p ends, ctx is done or, with an
 // idle timeout, p has been quiet that long, and reports whether the answer
 // is due; it is not when p runs on elsewhere (a later command came first).
 // p has no input to wait for: it runs here only with its stdin closed.
 func runUntilAnswer(ctx context.Context, p process.Process, aw answerWait, start time.Time) bool {
 	if aw.idle <= 0 {
-		aw.run(ctx)
+		aw.turn.TakeTurn(ctx)
 	} else {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -103,7 +104,7 @@ func runUntilAnswer(ctx context.Context, p process.Process, aw answerWait, start
 		})
 		mu.Unlock()
 		defer t.Stop()
-		aw.run(ctx)
+		aw.turn.TakeTurn(ctx)
 		if ctx.Err() != nil {
 			return true
 		}

@@ -219,13 +219,13 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 		return s.answerRun(w, r, p, aw, runAnswer{limit: limit, plain: opts.Plain})
 	}
 	defer ran.watch()
-	aw.run = ran.run
+	aw.turn = ran.turn
 	return s.answerRun(w, r, p, aw, runAnswer{limit: limit, plain: opts.Plain})
 }
 
 // submit queues a command in the session and tracks it. With here, in a
 // shell session, a command that finds the session idle comes back with the
-// turn it holds: the caller runs it (ranHere.run, which returns at once for
+// turn it holds: the caller runs it (ranHere.turn's TakeTurn, which returns at once for
 // a command queued behind others) and then has it watched (ranHere.watch),
 // which submit leaves to it. Otherwise ran is nil and a watcher starts.
 func (s *Server) submit(e *sessionEntry, opts api.CommandOptions, here bool) (p process.Process, ran *ranHere, err error) {
@@ -239,11 +239,11 @@ func (s *Server) submit(e *sessionEntry, opts api.CommandOptions, here bool) (p 
 	if err := s.reserve(c); err != nil {
 		return nil, nil, err
 	}
-	var run func(context.Context)
+	var turn *shellsession.Command
 	if e.code != nil {
 		p, err = s.submitCell(e.code, opts)
 	} else {
-		p, run, err = s.submitTo(e.shell, opts, here)
+		p, turn, err = s.submitTo(e.shell, opts, here)
 	}
 	if err != nil {
 		s.release(c)
@@ -251,16 +251,16 @@ func (s *Server) submit(e *sessionEntry, opts api.CommandOptions, here bool) (p 
 	}
 	release, err := s.register(p, c)
 	if err != nil {
-		if run != nil {
-			run(cancelled) // stopped as it registered: gives its turn back
+		if turn != nil {
+			turn.TakeTurn(cancelled) // stopped as it registered: gives its turn back
 		}
 		return nil, nil, err
 	}
-	if run == nil {
+	if turn == nil {
 		go s.watch(p, release)
 		return p, nil, nil
 	}
-	return p, &ranHere{s: s, p: p, run: run, release: release}, nil
+	return p, &ranHere{s: s, p: p, turn: turn, release: release}, nil
 }
 
 // ranHere is a command that runs on the goroutine of the request that
@@ -268,14 +268,14 @@ func (s *Server) submit(e *sessionEntry, opts api.CommandOptions, here bool) (p 
 type ranHere struct {
 	s       *Server
 	p       process.Process
-	run     func(context.Context)
+	turn    *shellsession.Command
 	release func()
 }
 
 // watch does what follows the command's end on the request's goroutine, once
 // its answer has gone, when it has ended; else a goroutine watches it.
 func (h *ranHere) watch() {
-	h.run(cancelled) // a no-op once run; hands the command to a goroutine if not
+	h.turn.TakeTurn(cancelled) // a no-op once run; hands the command to a goroutine if not
 	select {
 	case <-h.p.Done():
 		h.s.afterEnd(h.p, h.release)

@@ -19,7 +19,6 @@ import (
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/sentinel"
-	"github.com/google/uuid"
 )
 
 // Command is one command submitted to a session. It implements
@@ -29,13 +28,15 @@ type Command struct {
 	id        string
 	opts      CommandOptions
 	log       *logstore.Log
+	logRoom   logstore.Log // where log points: the log lives in the command
 	createdAt time.Time
 	done      chan struct{} // closed once result is set
 	result    process.Result
 	stdin     resident.Stdin
 	text      string      // the head of opts.Cmd the record keeps (see process.KeepText)
 	textBytes int         // the length of opts.Cmd
-	ranHere   atomic.Bool // runHereOnce was called
+	holdsTurn bool        // Begin gave it the queue's turn: TakeTurn runs it; set before it is recorded
+	ranHere   atomic.Bool // TakeTurn was called
 	streams   streams     // the streams it runs with (see start), held here rather than allocated apart
 	loop      readLoop    // what reads them (see startReading), likewise
 
@@ -70,7 +71,9 @@ type Command struct {
 
 	sent []syscall.Signal // signals other than INT that kill sent to its processes
 
-	meter resident.Meter // what it costs, from begin on; guarded by mu
+	meter    resident.Meter // what it costs, from begin on; guarded by mu
+	usage    process.Usage  // the room for its result's usage (see Meter.Account)
+	exitCode int            // the room for its result's exit code, when its markers end it (see streamEnded)
 }
 
 func (s *Session) newCommand(opts CommandOptions) *Command {
@@ -82,8 +85,7 @@ func (s *Session) newCommand(opts CommandOptions) *Command {
 		keep = logstore.KeepUntilCleanup
 	}
 	c := &Command{
-		s: s, id: uuid.NewString(), opts: opts,
-		log:       logstore.New(logstore.Options{Retention: s.opts.Retention, Keep: keep}),
+		s: s, id: process.NewID(), opts: opts,
 		createdAt: time.Now(),
 		done:      make(chan struct{}),
 		endsDone:  make(chan struct{}),
@@ -91,6 +93,8 @@ func (s *Session) newCommand(opts CommandOptions) *Command {
 	if opts.Stdin == process.StdinOpen {
 		c.stdinOpened = make(chan struct{})
 	}
+	c.log = &c.logRoom
+	c.log.Init(logstore.Options{Retention: s.opts.Retention, Keep: keep})
 	c.timers, c.keepers = c.timerBuf[:0], c.keeperBuf[:0]
 	c.text, c.textBytes = process.KeepText(opts.Cmd)
 	c.stdin.Init(opts.Stdin == process.StdinOpen, false)
@@ -150,10 +154,12 @@ func (c *Command) Run() {
 	}
 }
 
-// runHereOnce is runHere the first time it is called, and nothing after:
-// the run Begin returns.
-func (c *Command) runHereOnce(ctx context.Context) {
-	if c.ranHere.CompareAndSwap(false, true) {
+// TakeTurn runs a command that Begin returned holding the queue's turn, on
+// the caller's goroutine, until it ends or ctx is done (see Begin). It
+// returns at once for a command Begin queued, and on every call after the
+// first.
+func (c *Command) TakeTurn(ctx context.Context) {
+	if c.holdsTurn && c.ranHere.CompareAndSwap(false, true) {
 		c.runHere(ctx)
 	}
 }
@@ -283,11 +289,11 @@ func (c *Command) start() (*readLoop, *streams) {
 		c.nudgeUnstarted(time.Second)
 	}
 	if announces(s.sh) {
-		s.diag.Watch(f.Start, false, func([]byte) { c.started() })
+		s.diag.Watch(f.Start, false, (*startWatch)(c))
 	} else {
 		c.markRunning()
 	}
-	s.diag.Watch(f.Failed, true, c.streamsFailed)
+	s.diag.Watch(f.Failed, true, (*failedWatch)(c))
 	if err := s.write(f.Text, end); err != nil {
 		<-s.exited // a failed write means the shell is gone
 	}
@@ -304,7 +310,9 @@ func (c *Command) await(ctx context.Context, rd *readLoop, st *streams) bool {
 	var cancelled <-chan struct{}
 	if ctx != nil {
 		if cancelled = ctx.Done(); cancelled != nil {
-			stop := context.AfterFunc(ctx, c.kick)
+			// The session's kick wakes this command: it is the one that
+			// reads its streams here (see startReading) until await returns.
+			stop := context.AfterFunc(ctx, c.s.kickFn)
 			defer stop()
 		}
 	}
@@ -399,6 +407,16 @@ var specialWords = map[string]bool{
 	"declare": true, "typeset": true, "local": true, "export": true, "readonly": true,
 	"nameref": true, "integer": true, "float": true,
 }
+
+// startWatch and failedWatch are a command as the watcher of its start
+// marker (see started) and of its failure marker (see streamsFailed).
+type (
+	startWatch  Command
+	failedWatch Command
+)
+
+func (w *startWatch) Seen([]byte)          { (*Command)(w).started() }
+func (w *failedWatch) Seen(trailer []byte) { (*Command)(w).streamsFailed(trailer) }
 
 // streamsFailed ends a command whose end line could not write its markers:
 // the shell could not open the command's streams, most likely because a
@@ -617,7 +635,8 @@ func (c *Command) streamEnded(end *sentinel.End) {
 	if done {
 		// Finish here rather than in Run: whoever waits for the command
 		// wakes without a hop through the queue's goroutine.
-		r := c.resultFor(process.ExitedWith(e.Status))
+		c.exitCode = e.Status // only the call that took it to phaseEnding writes it
+		r := c.resultFor(process.Result{Reason: process.Exited, ExitCode: &c.exitCode})
 		r.Cwd = c.s.recordEnd(e.Status, &e)
 		c.finish(r)
 		close(c.endsDone)
@@ -758,7 +777,7 @@ func (c *Command) finishIf(queued bool, r process.Result) bool {
 		c.mu.Unlock()
 		return false
 	}
-	c.result = c.meter.Account(r)
+	c.result = c.meter.Account(r, &c.usage)
 	c.exitedAt = time.Now()
 	c.endPID = pidNotRead
 	if c.startedAt.IsZero() {

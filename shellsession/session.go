@@ -22,7 +22,6 @@ import (
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/sentinel"
-	"github.com/google/uuid"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -125,6 +124,7 @@ type Session struct {
 
 	readerIDs atomic.Int32 // the last id given to a stream's reader
 	awaiting  *Command     // the command whose streams are read where it is waited for (see Command.await)
+	kickFn    func()       // kickAwaiting, made once: a method value made for each command is an allocation
 }
 
 // New starts a session's shell and returns once it is ready to run a
@@ -153,7 +153,7 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 
 	id := opts.ID
 	if id == "" {
-		id = uuid.NewString()
+		id = process.NewID()
 	}
 	base := opts.StreamDir
 	if base == "" {
@@ -173,6 +173,7 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 		Release: s.releaseAll,
 	})
 	s.exited = s.h.Exited()
+	s.kickFn = s.kickAwaiting
 	if err := s.start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -357,11 +358,11 @@ func (s *Session) forget(c *Command) {
 // When no command runs or waits, the command runs on the caller's
 // goroutine, which would only wait for it otherwise (see Begin).
 func (s *Session) Run(ctx context.Context, opts CommandOptions) (*Command, process.Result, error) {
-	c, run, err := s.Begin(opts)
+	c, err := s.Begin(opts)
 	if err != nil {
 		return nil, process.Result{}, err
 	}
-	run(ctx)
+	c.TakeTurn(ctx)
 	select {
 	case <-c.done:
 		return c, c.result, nil
@@ -370,32 +371,33 @@ func (s *Session) Run(ctx context.Context, opts CommandOptions) (*Command, proce
 	}
 }
 
-// Begin submits a command as Submit does, and returns with it the function
-// that takes its turn, which the caller must call once, on the goroutine
-// that would wait for the command. When no command runs or waits in the
-// session, the command holds the queue's turn from Begin on and run runs it
-// there, until it ends or ctx is done: from the frame sent to the shell to
-// the bytes that end it, nothing hops between goroutines; once ctx is done,
-// a goroutine of its own waits for the rest of it. Otherwise the command
-// was queued and run returns at once.
+// Begin submits a command as Submit does; the caller must then call the
+// command's TakeTurn once, on the goroutine that would wait for the
+// command. When no command runs or waits in the session, the command holds
+// the queue's turn from Begin on and TakeTurn runs it there, until it ends
+// or ctx is done: from the frame sent to the shell to the bytes that end
+// it, nothing hops between goroutines; once ctx is done, a goroutine of its
+// own waits for the rest of it. Otherwise the command was queued and
+// TakeTurn returns at once.
 //
-// Between Begin and run the caller may record the command (the daemon
+// Between Begin and TakeTurn the caller may record the command (the daemon
 // registers it so that it can be listed, signalled or deleted); a command
 // deleted meanwhile never reaches the shell.
-func (s *Session) Begin(opts CommandOptions) (c *Command, run func(ctx context.Context), err error) {
-	c, err = s.prepare(opts)
+func (s *Session) Begin(opts CommandOptions) (*Command, error) {
+	c, err := s.prepare(opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if !s.h.Queue.Claim() {
 		if err := s.h.Queue.Push(c); err != nil {
-			return nil, nil, s.h.ErrEnded()
+			return nil, s.h.ErrEnded()
 		}
 		s.record(c)
-		return c, func(context.Context) {}, nil
+		return c, nil
 	}
+	c.holdsTurn = true
 	s.record(c)
-	return c, c.runHereOnce, nil
+	return c, nil
 }
 
 // Commands returns the session's commands that have not ended, in
@@ -490,13 +492,19 @@ func (s *Session) Close() error {
 // shellExited ends the session whose shell has exited, once the command it
 // ran, if any, has seen the exit.
 func (s *Session) shellExited() {
+	s.kickAwaiting() // it waits for its streams, not for the exit
+	s.h.EndedByItself()
+}
+
+// kickAwaiting wakes the command that reads its streams where it is waited
+// for, if one does (see Command.kick).
+func (s *Session) kickAwaiting() {
 	s.mu.Lock()
 	c := s.awaiting
 	s.mu.Unlock()
 	if c != nil {
-		c.kick() // it waits for its streams, not for the exit
+		c.kick()
 	}
-	s.h.EndedByItself()
 }
 
 // running returns the command now running, if any.

@@ -24,12 +24,21 @@ type Diag struct {
 	watches []watch
 }
 
-// watch calls fn, without Diag.mu held, once marker appears, with the
+// watch tells w, without Diag.mu held, once marker appears, with the
 // bytes that follow it up to a NUL when trailer is set.
 type watch struct {
 	marker  []byte
 	trailer bool
-	fn      func(trailer []byte)
+	w       Watcher
+}
+
+// A Watcher is told that a marker it watches for came (see Diag.Watch). It
+// is an interface rather than a function so that the command that watches
+// can be one without an allocation: a method value is one.
+type Watcher interface {
+	// Seen is called once, with the marker's trailer when the watch asked
+	// for one.
+	Seen(trailer []byte)
 }
 
 // maxDiagTrailer bounds a watched marker's trailer (an exit status).
@@ -37,12 +46,12 @@ const maxDiagTrailer = 16
 
 const diagKeep = 2048
 
-// Watch arranges for fn to be called once marker appears on the
-// interpreter's stdout.
-func (d *Diag) Watch(marker []byte, trailer bool, fn func([]byte)) {
+// Watch arranges for w to be told once marker appears on the interpreter's
+// stdout.
+func (d *Diag) Watch(marker []byte, trailer bool, w Watcher) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.watches = append(d.watches, watch{marker: marker, trailer: trailer, fn: fn})
+	d.watches = append(d.watches, watch{marker: marker, trailer: trailer, w: w})
 }
 
 // Unwatch drops the watch for marker, if it is still there.
@@ -96,12 +105,12 @@ func (d *Diag) take(p []byte) []func() {
 		if i >= 0 {
 			rest := d.last[from+i+len(w.marker):]
 			if !w.trailer {
-				fire = append(fire, func() { w.fn(nil) })
+				fire = append(fire, func() { w.w.Seen(nil) })
 				continue
 			}
 			if j := bytes.IndexByte(rest, 0); j >= 0 {
 				t := append([]byte(nil), rest[:j]...)
-				fire = append(fire, func() { w.fn(t) })
+				fire = append(fire, func() { w.w.Seen(t) })
 				continue
 			}
 		}

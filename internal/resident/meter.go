@@ -62,13 +62,15 @@ func (h *Host) endCPU() time.Duration {
 // shell reports 128+9) and the cgroup's count of OOM kills rose since the
 // session last looked. (A background process that the killer ended during
 // an earlier command that ended well is counted for the next command that
-// dies of KILL.)
-func (m Meter) Account(r process.Result) process.Result {
+// dies of KILL.) The usage is written to u, which r then points to: the
+// command's own room for it, so that accounting allocates nothing.
+func (m Meter) Account(r process.Result, u *process.Usage) process.Result {
 	if m.h == nil {
 		return r
 	}
 	cg := m.h.cg
-	r.Usage = &process.Usage{CPU: max(m.h.endCPU()-m.cpu, 0), MemoryPeak: cg.MemoryPeak()}
+	*u = process.Usage{CPU: max(m.h.endCPU()-m.cpu, 0), MemoryPeak: cg.MemoryPeak()}
+	r.Usage = u
 	if killedHard(r) && m.h.oomKilledSince() {
 		r.OOMKilled = true
 		if r.Reason == process.Exited {
