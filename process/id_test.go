@@ -18,5 +18,7 @@ func TestNewID(t *testing.T) {
 		require.False(t, seen[id], "repeated id %s", id)
 		seen[id] = true
 	}
-	require.Equal(t, 1.0, testing.AllocsPerRun(100, func() { _ = NewID() }))
+	if !raceEnabled { // the detector's instrumentation moves the bytes to the heap
+		require.Equal(t, 1.0, testing.AllocsPerRun(100, func() { _ = NewID() }), "the string alone")
+	}
 }
