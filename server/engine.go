@@ -73,9 +73,9 @@ func (s *Server) startShell(ctx context.Context, opts api.SessionOptions, ports 
 }
 
 // submitTo queues a command in the session's shell; the engine checks
-// opts. With here, a command that finds the session idle waits for the
-// caller to run it, on its own goroutine, with the turn returned's TakeTurn
-// (see shellsession.Session.Begin); turn is nil otherwise.
+// opts. With here, the command comes back as turn too: one that finds the
+// session idle waits for the caller to run it on its own goroutine, with
+// its TakeTurn (see shellsession.Session.Begin). turn is nil otherwise.
 func (s *Server) submitTo(sh *shellsession.Session, opts api.CommandOptions, here bool) (p process.Process, turn *shellsession.Command, err error) {
 	o := shellsession.CommandOptions{
 		Cmd:              opts.Cmd,

@@ -225,9 +225,10 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 
 // submit queues a command in the session and tracks it. With here, in a
 // shell session, a command that finds the session idle comes back with the
-// turn it holds: the caller runs it (ranHere.turn's TakeTurn, which returns at once for
-// a command queued behind others) and then has it watched (ranHere.watch),
-// which submit leaves to it. Otherwise ran is nil and a watcher starts.
+// turn it holds: the caller runs it (its TakeTurn, which returns at once
+// for a command queued behind others) and then has it watched
+// (ranHere.watch), which submit leaves to it. Otherwise ran is nil and a
+// watcher starts.
 func (s *Server) submit(e *sessionEntry, opts api.CommandOptions, here bool) (p process.Process, ran *ranHere, err error) {
 	if err := e.checkBody(opts); err != nil {
 		return nil, nil, err
@@ -260,15 +261,14 @@ func (s *Server) submit(e *sessionEntry, opts api.CommandOptions, here bool) (p 
 		go s.watch(p, release)
 		return p, nil, nil
 	}
-	return p, &ranHere{s: s, p: p, turn: turn, release: release}, nil
+	return p, &ranHere{s: s, turn: turn, release: release}, nil
 }
 
 // ranHere is a command that runs on the goroutine of the request that
 // submitted it.
 type ranHere struct {
 	s       *Server
-	p       process.Process
-	turn    *shellsession.Command
+	turn    *shellsession.Command // the command
 	release func()
 }
 
@@ -277,11 +277,11 @@ type ranHere struct {
 func (h *ranHere) watch() {
 	h.turn.TakeTurn(cancelled) // a no-op once run; hands the command to a goroutine if not
 	select {
-	case <-h.p.Done():
-		h.s.afterEnd(h.p, h.release)
+	case <-h.turn.Done():
+		h.s.afterEnd(h.turn, h.release)
 		h.s.watchers.Done()
 	default:
-		go h.s.watch(h.p, h.release)
+		go h.s.watch(h.turn, h.release)
 	}
 }
 
