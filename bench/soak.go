@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,12 +47,32 @@ const soakExitTTL = 30 * time.Second
 // soakWorkers is how many rounds run at once.
 const soakWorkers = 4
 
+// soakWindow is how many samples each end of the soak's RSS growth is the
+// median of. A single sample, even settled, swings: a 10-minute soak's
+// samples after its first minute spread over 21.1–22.4 MiB with no trend,
+// and the sample that ended one read 22.4 with its Go heap 1.6 MiB against
+// 0.9–1.1 in the samples before. A leak moves the median of the last
+// three as it moves the last.
+const soakWindow = 3
+
+// medianHeld returns the median of the samples' held RSS (see soakSample).
+func medianHeld(ss []soakSample) int64 {
+	v := make([]int64, len(ss))
+	for i, s := range ss {
+		v[i] = s.held
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
 // measureSoak is P15: sessions, one-shot processes and code contexts
 // created, used and deleted in a loop, with floods, interrupts, failed
 // commands, input answered through interact and abandoned streams, for
 // cfg.soak. Every soakEvery the workers finish their round and the daemon's
-// RSS, goroutines and open descriptors are sampled; the first minute's
-// sample is the baseline the last one is compared with. RSS is taken once
+// RSS, goroutines and open descriptors are sampled; RSS is judged on the
+// median of the last soakWindow samples against that of the first
+// soakWindow from the first minute on (see soakWindow), the goroutines and
+// descriptors on the last sample. RSS is taken once
 // a collection has given the memory it freed back to the system
 // (debug.FreeOSMemory): taken as it comes, it holds whatever garbage the
 // collector's pacing leaves at that moment, and swung by a sixth from one
@@ -126,15 +147,17 @@ func measureSoak(ctx context.Context, cfg config) Row {
 	d.stop()
 	left := proctree.Descendants(os.Getpid())
 
-	var base soakSample
-	for _, s := range samples {
+	from := len(samples) - 1
+	for i, s := range samples {
 		if s.at >= baseAt {
-			base = s
+			from = i
 			break
 		}
 	}
-	last := samples[len(samples)-1]
-	rssGrowth := float64(last.held)/float64(base.held) - 1
+	base, last := samples[from], samples[len(samples)-1]
+	first, end := samples[from:min(from+soakWindow, len(samples))], samples[max(len(samples)-soakWindow, from):]
+	baseHeld, endHeld := medianHeld(first), medianHeld(end)
+	rssGrowth := float64(endHeld)/float64(baseHeld) - 1
 	gGrowth := float64(last.goroutines)/float64(base.goroutines) - 1
 	ok := rssGrowth <= 0.05 && gGrowth <= 0.05 && last.fds <= start.fds && len(left) == 0 && len(errs) == 0
 	lo, hi := base.rawRSS, base.rawRSS
@@ -142,11 +165,13 @@ func measureSoak(ctx context.Context, cfg config) Row {
 		lo, hi = min(lo, s.rawRSS), max(hi, s.rawRSS)
 	}
 	note := fmt.Sprintf("%s, %d rounds by %d workers; after the first %s: RSS %.1f→%.1f MiB (%+.1f%%) after a collection "+
-		"less the free heap the runtime kept (%.1f→%.1f MiB with it, %+.1f%%), "+
+		"less the free heap the runtime kept, the median of %d samples at each end (the first and the last sample alone %.1f→%.1f MiB, %+.1f%%; "+
+		"with the kept free heap %.1f→%.1f MiB, %+.1f%%), "+
 		"of it anonymous %.1f→%.1f MiB (%+.1f%%), Go heap %.1f→%.1f MiB, RSS before a collection %.1f–%.1f MiB; "+
 		"goroutines %d→%d (%+.1f%%); open fds %d at the start, %d at the end; %d processes left; %d errors",
-		cfg.soak, last.rounds, soakWorkers, base.at.Round(time.Second), float64(base.held)/(1<<20),
-		float64(last.held)/(1<<20), 100*rssGrowth, float64(base.rss)/(1<<20), float64(last.rss)/(1<<20),
+		cfg.soak, last.rounds, soakWorkers, base.at.Round(time.Second), float64(baseHeld)/(1<<20),
+		float64(endHeld)/(1<<20), 100*rssGrowth, soakWindow, float64(base.held)/(1<<20), float64(last.held)/(1<<20),
+		100*(float64(last.held)/float64(base.held)-1), float64(base.rss)/(1<<20), float64(last.rss)/(1<<20),
 		100*(float64(last.rss)/float64(base.rss)-1), float64(base.anon)/(1<<20), float64(last.anon)/(1<<20),
 		100*(float64(last.anon)/float64(base.anon)-1), float64(base.heap)/(1<<20), float64(last.heap)/(1<<20),
 		float64(lo)/(1<<20), float64(hi)/(1<<20), base.goroutines, last.goroutines, 100*gGrowth,
