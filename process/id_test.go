@@ -3,6 +3,7 @@ package process
 import (
 	"testing"
 
+	"github.com/conchsh/conch/internal/racetest"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 )
@@ -18,7 +19,7 @@ func TestNewID(t *testing.T) {
 		require.False(t, seen[id], "repeated id %s", id)
 		seen[id] = true
 	}
-	if !raceEnabled { // the detector's instrumentation moves the bytes to the heap
+	if !racetest.Enabled { // the detector's instrumentation moves the bytes to the heap
 		require.Equal(t, 1.0, testing.AllocsPerRun(100, func() { _ = NewID() }), "the string alone")
 	}
 }
