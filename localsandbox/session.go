@@ -12,10 +12,9 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/conchsh/conch/process"
-
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/portlease"
+	"github.com/conchsh/conch/process"
 )
 
 // ErrStopped is returned by Run and Spawn once the session was stopped or

@@ -27,8 +27,7 @@ type Command struct {
 	s         *Session
 	id        string
 	opts      CommandOptions
-	log       *logstore.Log
-	logRoom   logstore.Log // where log points: the log lives in the command
+	log       logstore.Log // its output, living in the command (see logstore.Log.Init)
 	createdAt time.Time
 	done      chan struct{} // closed once result is set
 	result    process.Result
@@ -93,7 +92,6 @@ func (s *Session) newCommand(opts CommandOptions) *Command {
 	if opts.Stdin == process.StdinOpen {
 		c.stdinOpened = make(chan struct{})
 	}
-	c.log = &c.logRoom
 	c.log.Init(logstore.Options{Retention: s.opts.Retention, Keep: keep})
 	c.timers, c.keepers = c.timerBuf[:0], c.keeperBuf[:0]
 	c.text, c.textBytes = process.KeepText(opts.Cmd)
@@ -108,7 +106,7 @@ func (c *Command) ID() string { return c.id }
 func (c *Command) Session() *Session { return c.s }
 
 // Log returns the command's output.
-func (c *Command) Log() *logstore.Log { return c.log }
+func (c *Command) Log() *logstore.Log { return &c.log }
 
 // Done is closed once the command is terminal.
 func (c *Command) Done() <-chan struct{} { return c.done }
