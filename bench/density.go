@@ -15,8 +15,9 @@ import (
 
 // measureP6 runs cfg.many sessions at once, each running cfg.each `true`
 // commands in turn, against the rate of one session running cfg.alone
-// commands in turn: cfg.pairs runs over the same sessions, each between
-// two runs of the baseline (alternateRates).
+// commands in turn: cfg.pairs repetitions over the same sessions, each of
+// cfg.commandTurns turns of each side that share those commands out
+// (alternateRates).
 func measureP6(ctx context.Context, cfg config) Row {
 	one, err := newSession(ctx)
 	if err != nil {
@@ -37,17 +38,18 @@ func measureP6(ctx context.Context, cfg config) Row {
 		sessions = append(sessions, s)
 	}
 
-	single := func() (float64, error) {
+	alone, each := cfg.alone, cfg.each
+	single := func() (float64, time.Duration, error) {
 		t := time.Now()
-		for range cfg.alone {
+		for range alone {
 			if err := runIn(ctx, one, "true"); err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 		}
-		return float64(cfg.alone) / time.Since(t).Seconds(), nil
+		return float64(alone), time.Since(t), nil
 	}
 	var lat samples // every concurrent round trip
-	concurrent := func() (float64, error) {
+	concurrent := func() (float64, time.Duration, error) {
 		var (
 			mu   sync.Mutex
 			all  samples
@@ -57,8 +59,8 @@ func measureP6(ctx context.Context, cfg config) Row {
 		t := time.Now()
 		for _, s := range sessions {
 			wg.Go(func() {
-				mine := make(samples, 0, cfg.each)
-				for range cfg.each {
+				mine := make(samples, 0, each)
+				for range each {
 					c := time.Now()
 					if err := runIn(ctx, s, "true"); err != nil {
 						mu.Lock()
@@ -76,20 +78,20 @@ func measureP6(ctx context.Context, cfg config) Row {
 		wg.Wait()
 		elapsed := time.Since(t)
 		if len(errs) > 0 {
-			return 0, fmt.Errorf("%d sessions failed, first: %w", len(errs), errs[0])
+			return 0, 0, fmt.Errorf("%d sessions failed, first: %w", len(errs), errs[0])
 		}
 		lat = append(lat, all...)
-		return float64(len(all)) / elapsed.Seconds(), nil
+		return float64(len(all)), elapsed, nil
 	}
-	v, base, err := alternateRates(cfg.pairs, concurrent, single)
+	v, base, err := alternateRates(cfg.pairs, cfg.commandTurns, concurrent, single)
 	if err != nil {
 		return failed(err)
 	}
-	lat = lat[cfg.many*cfg.each:] // the warm-up's
-	row := rateRow(v, base, func(r float64) string { return fmt.Sprintf("%.0f cmd/s", r) }, 1.5, "≥ 1.5×, no error")
+	lat = lat[cfg.many*each:] // the warm-up's
+	row := rateRow(v, base, cfg.commandTurns, func(r float64) string { return fmt.Sprintf("%.0f cmd/s", r) }, 1.5, "≥ 1.5×, no error")
 	row.Value += fmt.Sprintf(" (p99 %s)", dur(lat.p99()))
-	row.Note = fmt.Sprintf("%d sessions × %d commands against one session × %d, median round trip %s; %s",
-		cfg.many, cfg.each, cfg.alone, dur(lat.median()), row.Note)
+	row.Note = fmt.Sprintf("%d sessions × %d commands a turn against one session × %d, median round trip %s; %s",
+		cfg.many, each, alone, dur(lat.median()), row.Note)
 	return row
 }
 

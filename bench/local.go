@@ -169,22 +169,21 @@ func measureP9(ctx context.Context, cfg config) Row {
 
 // measureP4 is the output throughput of `head -c N /dev/zero` in a session,
 // captured into the log store, against the same command's stdout read from a
-// pipe and discarded: cfg.pairs runs, each between two runs of the
-// baseline (alternateRates).
+// pipe and discarded: cfg.pairs repetitions of cfg.outputTurns turns of each,
+// each turn's command writing cfg.turnBytes (alternateRates).
 func measureP4(ctx context.Context, cfg config) Row {
 	s, err := newSession(ctx)
 	if err != nil {
 		return failed(err)
 	}
 	defer closeSession(s)
-	line := fmt.Sprintf("head -c %d /dev/zero", cfg.bytes)
-	timed := func(f func() error) func() (float64, error) {
-		return func() (float64, error) {
+	each := cfg.turnBytes
+	line := fmt.Sprintf("head -c %d /dev/zero", each)
+	timed := func(f func() error) turn {
+		return func() (float64, time.Duration, error) {
 			t := time.Now()
-			if err := f(); err != nil {
-				return 0, err
-			}
-			return float64(cfg.bytes) / time.Since(t).Seconds(), nil
+			err := f()
+			return float64(each), time.Since(t), err
 		}
 	}
 	inSession := func() error {
@@ -196,12 +195,12 @@ func measureP4(ctx context.Context, cfg config) Row {
 		}
 		return exitedZero(r)
 	}
-	v, base, err := alternateRates(cfg.pairs, timed(inSession), timed(func() error { return pipeDiscard(ctx, line) }))
+	v, base, err := alternateRates(cfg.pairs, cfg.outputTurns, timed(inSession), timed(func() error { return pipeDiscard(ctx, line) }))
 	if err != nil {
 		return failed(err)
 	}
-	row := rateRow(v, base, func(r float64) string { return fmt.Sprintf("%.3g GB/s", r/1e9) }, 0.5, "≥ 0.5×")
-	row.Note = fmt.Sprintf("%d MiB each, %s", cfg.bytes>>20, row.Note)
+	row := rateRow(v, base, cfg.outputTurns, func(r float64) string { return fmt.Sprintf("%.3g GB/s", r/1e9) }, 0.5, "≥ 0.5×")
+	row.Note = fmt.Sprintf("%d MiB a turn, %s", each>>20, row.Note)
 	return row
 }
 

@@ -26,15 +26,18 @@ import (
 // config is what every measurement reads: the repetitions and sizes, which
 // depend on -quick.
 type config struct {
-	quick bool
-	reps  int           // repetitions of a round-trip figure and of its baseline
-	slow  int           // repetitions of a figure that takes tens of milliseconds
-	bytes int64         // output size for P4 and P5
-	pairs int           // runs of a throughput figure, each between two of its baseline (P4, P6)
-	many  int           // concurrent sessions for P6
-	each  int           // commands per session for P6
-	alone int           // commands of P6's single session, per repetition
-	soak  time.Duration // how long P15 runs; zero leaves it out
+	quick        bool
+	reps         int           // repetitions of a round-trip figure and of its baseline
+	slow         int           // repetitions of a figure that takes tens of milliseconds
+	bytes        int64         // output size for P5
+	turnBytes    int64         // P4: output of each turn
+	pairs        int           // repetitions of a throughput figure and its baseline (P4, P6)
+	outputTurns  int           // P4: turns of each side a repetition
+	commandTurns int           // P6: turns of each side a repetition, each of cfg.each commands a session
+	many         int           // concurrent sessions for P6
+	each         int           // commands per session for P6
+	alone        int           // commands of P6's single session, per repetition
+	soak         time.Duration // how long P15 runs; zero leaves it out
 	// cpuProfile is -cpuprofile: a figure measured in a fresh process
 	// profiles that process into cpuProfile.FIGURE.
 	cpuProfile string
@@ -119,9 +122,9 @@ func main() {
 		runtime.MemProfileRate = 0
 	}
 
-	cfg := config{quick: *quick, reps: 1000, slow: 100, bytes: 1 << 30, pairs: 7, many: 256, each: 50, alone: 2000}
+	cfg := config{quick: *quick, reps: 1000, slow: 100, bytes: 1 << 30, turnBytes: 128 << 20, pairs: 7, outputTurns: 16, commandTurns: 3, many: 256, each: 50, alone: 2000}
 	if *quick {
-		cfg = config{quick: true, reps: 200, slow: 30, bytes: 512 << 20, pairs: 5, many: 64, each: 20, alone: 600}
+		cfg = config{quick: true, reps: 200, slow: 30, bytes: 512 << 20, turnBytes: 64 << 20, pairs: 5, outputTurns: 8, commandTurns: 2, many: 64, each: 20, alone: 600}
 	}
 	cfg.cpuProfile, cfg.heapProfile = *cpuProfile, *heapProfile
 	if *soak > 0 {

@@ -146,58 +146,60 @@ func (r rates) spread() float64 {
 }
 
 // ratios are the ratios of a's rates to b's, repetition by repetition.
-// With one more b than a, each a ran between two b's and is compared with
-// their mean, so that a load that rises or falls across a repetition moves
-// both sides of its ratio alike; otherwise each a is compared with the b
-// that ran after it.
 func ratios(a, b rates) rates {
 	r := make(rates, min(len(a), len(b)))
 	for i := range r {
-		if len(b) > len(a) {
-			r[i] = a[i] / ((b[i] + b[i+1]) / 2)
-		} else {
-			r[i] = a[i] / b[i]
-		}
+		r[i] = a[i] / b[i]
 	}
 	return r
 }
 
-// alternateRates runs a and b in turn, b first and last: after one
-// unmeasured warm-up of each, b, then n times a and b. Each returns the
-// rate it measured; it returns the n rates of a and the n+1 of b, and
-// stops at the first error.
-func alternateRates(n int, a, b func() (float64, error)) (ra, rb rates, err error) {
-	if _, err := a(); err != nil {
-		return nil, nil, err
+// turn does one share of a repetition's work and says how much it did
+// (bytes, commands) and how long that took.
+type turn func() (work float64, took time.Duration, err error)
+
+// alternateRates measures a and b in turn: after one unmeasured warm-up of
+// each, n repetitions of k turns of each, in the order a b, b a, a b, …,
+// so that neither always runs first and a load that rises or falls
+// through a repetition weighs on both alike. A repetition's rate on each
+// side is its turns' work over their time. Each turn starts its processes
+// anew, and where the scheduler places them moves a pipe's throughput on a
+// shared two-core host by up to four times from one run to the next (P4's
+// baseline read 1.1–4.4 GB/s in turns of one run): a repetition averages
+// k of those draws on each side, taken next to each other, rather than
+// one. It returns the n rates of each side and stops at the first error.
+func alternateRates(n, k int, a, b turn) (ra, rb rates, err error) {
+	for _, f := range []turn{a, b} {
+		if _, _, err := f(); err != nil {
+			return nil, nil, err
+		}
 	}
-	if _, err := b(); err != nil {
-		return nil, nil, err
-	}
-	y, err := b()
-	if err != nil {
-		return nil, nil, err
-	}
-	rb = append(rb, y)
 	for range n {
-		x, err := a()
-		if err != nil {
-			return ra, rb, err
+		var work, took [2]float64
+		for j := range 2 * k {
+			side := (j + j/2) % 2 // 0 1 1 0 0 1 1 0 …
+			f := a
+			if side == 1 {
+				f = b
+			}
+			w, d, err := f()
+			if err != nil {
+				return ra, rb, err
+			}
+			work[side] += w
+			took[side] += d.Seconds()
 		}
-		ra = append(ra, x)
-		y, err := b()
-		if err != nil {
-			return ra, rb, err
-		}
-		rb = append(rb, y)
+		ra = append(ra, work[0]/took[0])
+		rb = append(rb, work[1]/took[1])
 	}
 	return ra, rb, nil
 }
 
 // rateRow reports a throughput figure against its baseline, both measured
-// in turn by alternateRates: the ratio is the median of the repetitions'
-// ratios, met when it is at least limit. The spread column gives the range of each and
-// of the ratio.
-func rateRow(v, base rates, show func(float64) string, limit float64, target string) Row {
+// in turn by alternateRates over k turns a repetition: the ratio is the
+// median of the repetitions' ratios, met when it is at least limit. The
+// spread column gives the range of each and of the ratio.
+func rateRow(v, base rates, k int, show func(float64) string, limit float64, target string) Row {
 	rs := ratios(v, base)
 	ratio := rs.median()
 	return Row{
@@ -207,7 +209,7 @@ func rateRow(v, base rates, show func(float64) string, limit float64, target str
 		Spread:   fmt.Sprintf("range %.0f%% / %.0f%%, ratio %.0f%%", 100*v.spread(), 100*base.spread(), 100*rs.spread()),
 		Target:   target,
 		Met:      yesNo(ratio >= limit),
-		Note: fmt.Sprintf("n=%d, each between two runs of the baseline; %s–%s against %s–%s, ratio %.3f–%.3f×",
-			len(v), show(slices.Min(v)), show(slices.Max(v)), show(slices.Min(base)), show(slices.Max(base)), slices.Min(rs), slices.Max(rs)),
+		Note: fmt.Sprintf("n=%d, each %d turns of each side in turn; %s–%s against %s–%s, ratio %.3f–%.3f×",
+			len(v), k, show(slices.Min(v)), show(slices.Max(v)), show(slices.Min(base)), show(slices.Max(base)), slices.Min(rs), slices.Max(rs)),
 	}
 }
