@@ -57,9 +57,11 @@ func TestEndLineOncePerNonce(t *testing.T) {
 }
 
 // TestEndInText runs frames whose text carries their end line in real
-// shells: it writes the command's marker with its status even when the
-// command changed the guard, and the end line sent again after it writes
-// nothing; cut short before it, the end line sent again writes the marker.
+// shells: it writes the command's marker with its status, and the end line
+// sent again after it writes nothing; cut short before it, the end line
+// sent again writes the marker. A command that changed the guard (or whose
+// frame could not set it) gets no marker on its stdout: its Failed marker,
+// with its status, goes to the shell's own stdout.
 func TestEndInText(t *testing.T) {
 	t.Parallel()
 	for _, sh := range []string{"sh", "bash", "zsh", "ksh"} {
@@ -90,8 +92,11 @@ func TestEndInText(t *testing.T) {
 			shell.Dir = dir
 			own, err := shell.Output()
 			require.NoError(t, err)
-			require.Empty(t, string(own), "the shell's own stdout")
-			requireMarkers(t, dir, []marked{{p1, f1.Nonce, "3"}, {p2, f2.Nonce, "5"}, {p3, f3.Nonce, "6"}})
+			require.Equal(t, string(f2.Failed)+"5\x00", string(own), "the shell's own stdout: the Failed marker of the command that changed the guard")
+			requireMarkers(t, dir, []marked{{p1, f1.Nonce, "3"}, {p3, f3.Nonce, "6"}})
+			out, err := os.ReadFile(p2.Stdout)
+			require.NoError(t, err)
+			require.Empty(t, string(out), "the stdout of the command that changed the guard")
 		})
 	}
 }

@@ -418,15 +418,18 @@ func (w *failedWatch) Seen(trailer []byte) { (*Command)(w).streamsFailed(trailer
 
 // streamsFailed ends a command whose end line could not write its markers:
 // the shell could not open the command's streams, most likely because a
-// command lowered its limit on open files. The command did not run (or its
-// end could not be told); its streams are given up.
+// command lowered its limit on open files, or, on bash, the frame's guard
+// did not hold the command's nonce (sentinel.Paths.EndInText): the command
+// changed $__conch, or an earlier one made it read-only or an integer, so
+// that the frame could not set it and the command did not run. Its streams
+// are given up.
 func (c *Command) streamsFailed(trailer []byte) {
 	status, err := strconv.Atoi(string(trailer))
 	if err != nil {
 		status = 1
 	}
 	c.giveUp(process.Result{Reason: process.Failed, ExitCode: &status,
-		Error: "the shell could not open the command's output streams (too many open files? see ulimit -n)"})
+		Error: "the shell could not open the command's output streams (too many open files? see ulimit -n), or $__conch was changed (a command assigned it, or made it read-only: see the README's shell matrix)"})
 }
 
 // giveUp ends the command with r when its end markers will not come, unless

@@ -134,11 +134,10 @@ func TestNoopWriterFunction(t *testing.T) {
 
 // TestCommandAssignsGuard pins what becomes of a command that assigns the
 // frame's guard variable ($__conch, which holds its nonce while it runs):
-// bash's end line, which comes in the frame's own text, writes the marker
-// whatever the guard holds, so the command ends as any other; on the other
-// shells the end line sees another command's guard and writes nothing, and
-// the command ends failed once the shell is back at its prompt. The next
-// command runs either way.
+// its end line, which writes its marker only while the guard holds its
+// nonce, writes none, and the command ends failed — with its status on
+// bash, whose end line gives its marker up for the Failed one, and once
+// the shell is back at its prompt on the others. The next command runs.
 func TestCommandAssignsGuard(t *testing.T) {
 	t.Parallel()
 	for _, shell := range testShells {
@@ -146,15 +145,43 @@ func TestCommandAssignsGuard(t *testing.T) {
 			t.Parallel()
 			s := newSession(t, Options{Shell: shell, Cwd: t.TempDir()})
 			res, stdout, _ := run(t, s, CommandOptions{Cmd: "__conch=x; echo hi; (exit 3)"})
+			require.Equal(t, process.Failed, res.Reason, "%+v", res)
+			require.Equal(t, "hi\n", stdout)
 			if shell == "bash" {
 				require.Equal(t, 3, code(res), "%+v", res)
-				require.Equal(t, "hi\n", stdout)
-			} else {
-				require.Equal(t, process.Failed, res.Reason, "%+v", res)
+				require.Contains(t, res.Error, "$__conch")
 			}
 			res, stdout, _ = run(t, s, CommandOptions{Cmd: "echo next"})
 			require.Equal(t, 0, code(res), "%+v", res)
 			require.Equal(t, "next\n", stdout)
 		})
+	}
+}
+
+// TestReadOnlyGuard: a command that makes the frame's guard read-only, or
+// an integer, where the frame's assignment of a nonce then fails, leaves a
+// session whose later commands end failed, saying why — never ended with
+// the failed assignment's status and no output, as if they had run (bash
+// drops the rest of a line whose assignment failed, the command with it).
+func TestReadOnlyGuard(t *testing.T) {
+	t.Parallel()
+	breaks := []string{"readonly __conch"}
+	for _, shell := range testShells {
+		cases := breaks
+		if shell != "dash" && shell != "busybox" {
+			cases = append(cases, "typeset -i __conch")
+		}
+		for _, brk := range cases {
+			t.Run(shell+"/"+brk, func(t *testing.T) {
+				t.Parallel()
+				s := newSession(t, Options{Shell: shell, Cwd: t.TempDir()})
+				run(t, s, CommandOptions{Cmd: brk})
+				for range 2 {
+					res, stdout, _ := run(t, s, CommandOptions{Cmd: "echo hi; (exit 3)"})
+					require.Equal(t, process.Failed, res.Reason, "%+v, stdout %q", res, stdout)
+					require.NotEmpty(t, res.Error)
+				}
+			})
+		}
 	}
 }
