@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -33,6 +34,26 @@ func TestLoginReadsProfiles(t *testing.T) {
 			require.Equal(t, "profile=yes\n", out, "a login session did not read its profile")
 		})
 	}
+}
+
+// TestInheritedTMOUTDropped: a TMOUT in the daemon's environment (a
+// hardened login's profile exports one) does not reach a session's shell,
+// where an idle interactive bash would log out after that many seconds and
+// end the session between two commands; one the session asks for does.
+// Not parallel: it sets the process's environment.
+func TestInheritedTMOUTDropped(t *testing.T) {
+	t.Setenv("TMOUT", "1")
+	s := newSession(t, Options{Shell: "bash"})
+	_, out, _ := run(t, s, CommandOptions{Cmd: `echo "${TMOUT-unset}"`})
+	require.Equal(t, "unset\n", out)
+	time.Sleep(2 * time.Second) // twice the TMOUT it would have had
+	res, out, _ := run(t, s, CommandOptions{Cmd: "echo alive"})
+	require.Equal(t, 0, code(res), "%+v", res)
+	require.Equal(t, "alive\n", out)
+
+	asked := newSession(t, Options{Shell: "bash", Env: map[string]string{"TMOUT": "7"}})
+	_, out, _ = run(t, asked, CommandOptions{Cmd: `echo "${TMOUT-unset}"`})
+	require.Equal(t, "7\n", out)
 }
 
 // TestBinaryCommandText: NUL-free bytes that are not UTF-8 are sent as

@@ -144,7 +144,11 @@ func closeStdout(sh shells.Shell) string {
 // shellEnv returns the environment of a new shell: the daemon's, less what
 // must not leak into commands, plus env and the tree tag.
 func shellEnv(env map[string]string, login bool, tag string) []string {
-	drop := map[string]bool{"CONCH_TOKEN": true, "BASH_ENV": true, "PS1": true, "PROMPT_COMMAND": true}
+	// TMOUT: an interactive bash idle for that many seconds logs out,
+	// which would end the session between two commands; a hardened
+	// login's profile exports it, and the daemon started from such a
+	// login passes it on. A session asks for it in env if it wants it.
+	drop := map[string]bool{"CONCH_TOKEN": true, "BASH_ENV": true, "PS1": true, "PROMPT_COMMAND": true, "TMOUT": true}
 	if !login {
 		drop["ENV"], drop["HISTFILE"] = true, true
 	}
