@@ -116,6 +116,11 @@ type Calls struct {
 	// file (whose status is 0 once it runs): `\.` where a function can take
 	// "builtin".
 	SourceElse string
+	// False returns status 1 with no fork; "" means a negated assignment
+	// (`! __conch_s=1`), which no function can take over but which bash
+	// and zsh let an alias named "!" take over (they expand aliases of
+	// reserved words): there, `\builtin false`.
+	False string
 }
 
 // own is the redirection of the markers meant for the engine.
@@ -253,14 +258,19 @@ func build(n Nonce, prevStatus int, p Paths) Frame {
 		b.WriteString(p.Before + "; ")
 	}
 	// $? as the previous command left it, with no command a user could
-	// redefine when it is 1 (a negated assignment); "&& :" keeps set -e
-	// from firing.
+	// redefine when it is 1 (a negated assignment, or Calls.False); "&& \:"
+	// keeps set -e from firing, and is quoted so that no alias named ":"
+	// can change how the line parses (the ":" never runs).
 	switch prevStatus {
 	case 0:
 	case 1:
-		b.WriteString("! " + statusVar + "=1; ")
+		if p.Calls.False != "" {
+			b.WriteString(p.Calls.False + ` && \:; `)
+		} else {
+			b.WriteString("! " + statusVar + "=1; ")
+		}
 	default:
-		b.WriteString("(" + orDefault(p.Calls.Exit, `\exit`) + " " + strconv.Itoa(prevStatus) + ") && :; ")
+		b.WriteString("(" + orDefault(p.Calls.Exit, `\exit`) + " " + strconv.Itoa(prevStatus) + `) && \:; `)
 	}
 	// The redirections are on the "." (or eval) itself: its trace under
 	// set -x goes to the shell's own stderr, and the command's permanent
@@ -274,7 +284,8 @@ func build(n Nonce, prevStatus int, p Paths) Frame {
 		b.WriteString(orDefault(p.Calls.Source, `\.`) + " " + quote(p.Script) + " <")
 	}
 	if p.Stdin == "" {
-		b.WriteString("/dev/null")
+		// Quoted: zsh expands a global alias (alias -g) of any word.
+		b.WriteString("'/dev/null'")
 	} else {
 		b.WriteString(quote(p.Stdin))
 	}
@@ -327,8 +338,9 @@ func EndLine(n Nonce, p Paths) string { return endLine(n, p, true) }
 // writes its marker whatever the guard holds, then resets it
 // (Paths.EndInText).
 func endLine(n Nonce, p Paths, guarded bool) string {
-	// Unguarded: the marker goes to the command's stdout, and the guard
-	// is reset.
+	// Unguarded: the marker goes to the command's stdout by a path that
+	// exists only while the guard holds the nonce, and the guard is
+	// reset.
 	look, target, reset := "", unguardedTarget(n, p.Stdout), guardVar+"=-"
 	if guarded {
 		// The marker goes to /dev/null when the guard holds another
@@ -338,7 +350,7 @@ func endLine(n Nonce, p Paths, guarded bool) string {
 		look = sinkVar + "=${" + guardVar + "-}; " +
 			sinkVar + "=${" + sinkVar + "#" + string(n) + "}; " +
 			sinkVar + "=${" + sinkVar + ":+/dev/null}; "
-		target = "${" + sinkVar + ":-" + target + "}"
+		target = "${" + sinkVar + ":-" + quote(p.Stdout) + "}"
 		reset = guardVar + "=${" + sinkVar + ":+$" + guardVar + "}; " + guardVar + "=${" + guardVar + ":--}"
 	}
 	return statusLead + look +

@@ -185,3 +185,36 @@ func TestReadOnlyGuard(t *testing.T) {
 		}
 	}
 }
+
+// TestAliasesBreakingTheFrame: aliases whose text would change how the
+// engine's lines parse — ":" and "!" (bash and zsh expand aliases of
+// reserved words) made the start of an if, a zsh global alias of
+// /dev/null made a pipe — change nothing of what later commands report,
+// after each exit status the frame restores in its own way (0, 1, 3). Before
+// the frame quoted them, each left the commands after a failure unreported,
+// or hung them (dash, busybox).
+func TestAliasesBreakingTheFrame(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		defs := []string{`alias ':=if'`, `alias '!=if'`}
+		if shell == "zsh" {
+			defs = append(defs, `alias -g '/dev/null=|'`)
+		}
+		for _, def := range defs {
+			t.Run(shell+"/"+def, func(t *testing.T) {
+				t.Parallel()
+				s := newSession(t, Options{Shell: shell, Cwd: t.TempDir()})
+				// A shell that refuses the name ("!" in some) leaves
+				// nothing to check, but must not break either.
+				run(t, s, CommandOptions{Cmd: def + " 2>/dev/null"})
+				for _, status := range []int{3, 1, 0} {
+					res, _, _ := run(t, s, CommandOptions{Cmd: fmt.Sprintf("(exit %d)", status)})
+					require.Equal(t, status, code(res), "%+v", res)
+					res, stdout, _ := run(t, s, CommandOptions{Cmd: `echo "after $?"`})
+					require.Equal(t, 0, code(res), "%+v", res)
+					require.Equal(t, fmt.Sprintf("after %d\n", status), stdout)
+				}
+			})
+		}
+	}
+}
