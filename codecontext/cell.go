@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -238,6 +239,9 @@ func (cell *Cell) interpreterExited() {
 		switch {
 		case ws.Exited():
 			r = cell.resultFor(process.ExitedWith(ws.ExitStatus()))
+			if why := c.driverFailure(); why != "" {
+				r = process.Result{Reason: process.Lost, Error: "the context's driver failed, which ended its interpreter (a cell may have replaced what the driver calls): " + why}
+			}
 		case ws.Signaled():
 			r.Error = "the context's interpreter was killed by SIG" + process.SignalName(ws.Signal())
 		}
@@ -252,6 +256,34 @@ func (cell *Cell) interpreterExited() {
 	cell.mu.Unlock()
 	cell.finish(r)
 	c.interpreterEnded()
+}
+
+// driverFailedLine is the line a driver writes to its own output, before
+// why, when it fails and ends (driver.py's and driver.js's last handler).
+const driverFailedLine = "conch: the driver failed:"
+
+// driverFailure returns why the driver said it failed, if it said so on its
+// own output before its interpreter exited: the exception's message (a
+// traceback's last line, a stack's first). It waits a moment for the rest of
+// that output, which the interpreter wrote before it exited.
+func (c *Context) driverFailure() string {
+	select {
+	case <-c.h.Diag().Ended():
+	case <-time.After(500 * time.Millisecond):
+	}
+	_, why, ok := strings.Cut(c.h.Diag().Tail(), driverFailedLine)
+	if !ok {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(why), "\n")
+	line := lines[0]
+	if c.opts.Language == Python {
+		line = lines[len(lines)-1]
+	}
+	if len(line) > 200 {
+		line = line[:200] + "…"
+	}
+	return strings.TrimSpace(line)
 }
 
 // readStream reads one of the cell's streams into its log until the end

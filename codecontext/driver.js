@@ -5,7 +5,16 @@
 // directory. Cells run in one vm context; nothing of this file shows in
 // their stacks. Standard library only; Node 18 or later.
 'use strict';
-const fs = require('fs');
+// What the driver calls of what cells share with it (the fs module, Buffer;
+// a vm context has its own JSON, Object, Array…), taken before any cell
+// runs: a cell that replaces fs.writeSync or Buffer.from changes its own
+// calls, not the driver's.
+const sharedFs = require('fs'); // the module cells require, whose raw writes guardRaw guards
+const fs = { ...sharedFs };
+const B = {
+  from: Buffer.from.bind(Buffer), concat: Buffer.concat.bind(Buffer),
+  byteLength: Buffer.byteLength.bind(Buffer), isEncoding: Buffer.isEncoding.bind(Buffer),
+};
 const net = require('net');
 const path = require('path');
 const url = require('url');
@@ -30,7 +39,7 @@ try {
 function emit(which, chunk, encoding) {
   const cell = als.getStore();
   if (!current || cell !== current) return;
-  let b = typeof chunk === 'string' ? Buffer.from(chunk, encoding || 'utf8') : chunk;
+  let b = typeof chunk === 'string' ? B.from(chunk, encoding || 'utf8') : chunk;
   const fd = which === 1 ? cell.out : cell.err;
   try {
     while (b.length > 0) b = b.subarray(fs.writeSync(fd, b));
@@ -76,7 +85,7 @@ function rawDropped(fd) {
 function rawSize(data, a, b) {
   if (typeof data === 'string') {
     const enc = typeof b === 'string' ? b : typeof a === 'string' ? a : 'utf8';
-    return Buffer.byteLength(data, Buffer.isEncoding(enc) ? enc : 'utf8');
+    return B.byteLength(data, B.isEncoding(enc) ? enc : 'utf8');
   }
   if (Array.isArray(data)) return data.reduce((n, v) => n + v.byteLength, 0);
   if (!data || typeof data.byteLength !== 'number') return 0;
@@ -86,8 +95,8 @@ function rawSize(data, a, b) {
   return typeof length === 'number' ? length : data.byteLength - offset;
 }
 function guardRaw(name, wrap) {
-  const orig = fs[name];
-  if (typeof orig === 'function') fs[name] = wrap(orig);
+  const orig = sharedFs[name];
+  if (typeof orig === 'function') sharedFs[name] = wrap(orig);
 }
 for (const name of ['writeSync', 'writevSync']) {
   guardRaw(name, (orig) => function (fd, data, a, b) {
@@ -151,8 +160,19 @@ function makeContext() {
   return ctx;
 }
 
-// describe formats an error without the driver's frames and what called it.
+// describe formats an error without the driver's frames and what called it;
+// an error whose formatting throws (a cell's Error.prepareStackTrace, say)
+// is named as well as it can be.
 function describe(e) {
+  try {
+    return describeError(e);
+  } catch {
+    try { return 'Uncaught ' + String(e) + '\n'; } catch {}
+    return 'Uncaught exception (it could not be formatted)\n';
+  }
+}
+
+function describeError(e) {
   if (!(e instanceof Error) && !(e && typeof e.stack === 'string')) return 'Uncaught ' + util.inspect(e) + '\n';
   if (e.code === 'ERR_SCRIPT_EXECUTION_INTERRUPTED') return 'Error: Script execution was interrupted by `SIGINT`\n';
   const lines = util.inspect(e).split('\n');
@@ -198,7 +218,8 @@ function compile(code, filename) {
         try { return { script: new vm.Script(wrapped, options), wrapped: true }; } catch {}
       }
     }
-    const stack = String(e && e.stack || e);
+    let stack = 'SyntaxError (it could not be formatted)';
+    try { stack = String(e && e.stack || e); } catch {}
     const i = stack.search(/\n\s+at /);
     return { error: (i < 0 ? stack : stack.slice(0, i)) + '\n' };
   }
@@ -294,7 +315,7 @@ function finish(cell, status) {
   const marker = '\x1eCONCH' + cell.msg.nonce;
   if (current === cell) current = null;
   fs.writeSync(cell.err, marker);
-  fs.writeSync(cell.out, Buffer.concat([Buffer.from(`${marker}${status}  `), Buffer.from(cwd()), Buffer.from([0])]));
+  fs.writeSync(cell.out, B.concat([B.from(`${marker}${status}  `), B.from(cwd()), B.from([0])]));
   fs.closeSync(cell.out);
   fs.closeSync(cell.err);
   if (cell.stdin) cell.stdin.destroy();
@@ -642,7 +663,9 @@ function startDrain(first) {
   drain(first).catch((e) => {
     // The driver itself failed: say why where the engine keeps it, and
     // end, rather than leave the cell without its end markers.
-    try { fs.writeSync(diag, String(e && e.stack || e) + '\n'); } catch {}
+    let why = 'an exception that could not be formatted';
+    try { why = String(e && e.stack || e); } catch {}
+    try { fs.writeSync(diag, 'conch: the driver failed:\n' + why + '\n'); } catch {}
     process.exit(70);
   });
 }

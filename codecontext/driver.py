@@ -18,6 +18,20 @@ import types
 
 _DRIVER = os.path.abspath(__file__)
 
+# What the driver calls, taken before any cell runs: a cell that replaces
+# _os.write (mock.patch("_os.write") does, for the time of its with block),
+# json.loads or a method of socket.socket changes its own calls, not the
+# driver's.
+_os = types.SimpleNamespace(**{n: getattr(os, n) for n in (
+    "write", "read", "open", "close", "dup", "dup2", "getcwdb", "getpid", "_exit",
+    "devnull", "O_RDONLY", "O_WRONLY", "O_RDWR")})
+_loads = json.loads
+_io_open = io.open
+_Lock = threading.Lock
+_TracebackException = traceback.TracebackException
+_from_list = traceback.StackSummary.from_list
+_format_exception_only = traceback.format_exception_only
+
 
 class _S:
     lock = threading.Lock()  # held while writing cell output or switching cells
@@ -29,6 +43,7 @@ class _S:
     intfile = ""  # where the engine names the cell it interrupts
     pid = 0  # the interpreter's: a process with another pid was forked by a cell
     conn = -1  # the socket the engine sends cells on
+    send = None  # its sendall, bound once
 
 
 def _forked():
@@ -36,13 +51,13 @@ def _forked():
     # _run): only the interpreter reads cells. Its copy of the socket goes
     # to /dev/null at once, so that nothing it does can read a cell or
     # write to the engine.
-    _S.lock = threading.Lock()
+    _S.lock = _Lock()
     if _S.conn >= 0:
-        os.dup2(_S.null, _S.conn)
+        _os.dup2(_S.null, _S.conn)
 
 
 def _forked_child():
-    return os.getpid() != _S.pid
+    return _os.getpid() != _S.pid
 
 
 def _cell_of_thread():
@@ -68,7 +83,7 @@ def _emit(which, b):
             return
         fd = _S.out if which == 1 else _S.err
         while b:
-            b = b[os.write(fd, b):]
+            b = b[_os.write(fd, b):]
 
 
 class _Bin:
@@ -120,7 +135,7 @@ def _on_int(signum, frame):
 
 def _interrupted():
     try:
-        with open(_S.intfile, "rb") as f:
+        with _io_open(_S.intfile, "rb") as f:
             return int(f.read())
     except (OSError, ValueError):
         return None
@@ -130,14 +145,14 @@ def _strip(te, seen):
     # Drop the driver's frames from te and the exceptions chained to it.
     while te is not None and id(te) not in seen:
         seen.add(id(te))
-        te.stack = traceback.StackSummary.from_list(
+        te.stack = _from_list(
             [f for f in te.stack if f.filename != _DRIVER])
         _strip(te.__cause__, seen)
         te = te.__context__
 
 
 def _print_exc(e):
-    te = traceback.TracebackException(type(e), e, e.__traceback__)
+    te = _TracebackException(type(e), e, e.__traceback__)
     _strip(te, set())
     sys.stderr.write("".join(te.format()))
 
@@ -162,18 +177,18 @@ def _exit_status(e):
     return 1
 
 
-def _execute(ns, body, last, conn, n):
+def _execute(ns, body, last, n):
     _S.armed = True
     try:
         try:
-            conn.sendall(b"S %d\n" % n)
+            _S.send(b"S %d\n" % n)
             exec(body, ns)
             if last is not None:
                 sys.displayhook(eval(last, ns))
         finally:
             _S.armed = False
     except SystemExit as e:
-        os._exit(_exit_status(e))
+        _os._exit(_exit_status(e))
     except KeyboardInterrupt as e:
         _print_exc(e)
         return 130
@@ -184,21 +199,21 @@ def _execute(ns, body, last, conn, n):
 
 
 def _open_cell(msg):
-    stdin = os.open(msg["stdin"] or os.devnull, os.O_RDONLY)
-    out = os.open(msg["stdout"], os.O_WRONLY)
-    err = os.open(msg["stderr"], os.O_WRONLY)
+    stdin = _os.open(msg["stdin"] or _os.devnull, _os.O_RDONLY)
+    out = _os.open(msg["stdout"], _os.O_WRONLY)
+    err = _os.open(msg["stderr"], _os.O_WRONLY)
     with _S.lock:
-        os.dup2(stdin, 0)
-        os.dup2(out, 1)
-        os.dup2(err, 2)
-        os.close(stdin)
+        _os.dup2(stdin, 0)
+        _os.dup2(out, 1)
+        _os.dup2(err, 2)
+        _os.close(stdin)
         _S.out, _S.err, _S.cell = out, err, msg["id"]
-    sys.stdin = io.open(0, "r", encoding="utf-8", errors="surrogateescape", closefd=False)
+    sys.stdin = _io_open(0, "r", encoding="utf-8", errors="surrogateescape", closefd=False)
 
 
 def _end_cell(nonce, status):
     try:
-        cwd = os.getcwdb()
+        cwd = _os.getcwdb()
     except OSError:
         cwd = b""
     marker = b"\x1eCONCH" + nonce.encode()
@@ -206,41 +221,58 @@ def _end_cell(nonce, status):
         _S.cell = None
         for fd, m in ((_S.err, marker), (_S.out, marker + b"%d  " % status + cwd + b"\0")):
             while m:
-                m = m[os.write(fd, m):]
-            os.close(fd)
-        os.dup2(_S.diag, 1)
-        os.dup2(_S.diag, 2)
-        os.dup2(_S.null, 0)
+                m = m[_os.write(fd, m):]
+            _os.close(fd)
+        _os.dup2(_S.diag, 1)
+        _os.dup2(_S.diag, 2)
+        _os.dup2(_S.null, 0)
 
 
-def _run(ns, conn, msg):
+def _run(ns, msg):
     n = msg["id"]
     name = "<cell %d>" % n
     src = msg["code"]
     linecache.cache[name] = (len(src), None, src.splitlines(True), name)
     _open_cell(msg)
-    conn.sendall(b"O %d\n" % n)
+    _S.send(b"O %d\n" % n)
     try:
         body, last = _compile(src, name)
     except (SyntaxError, ValueError, OverflowError, MemoryError) as e:
-        sys.stderr.write("".join(traceback.format_exception_only(type(e), e)))
+        sys.stderr.write("".join(_format_exception_only(type(e), e)))
         status = 1
     else:
-        status = _execute(ns, body, last, conn, n)
+        status = _execute(ns, body, last, n)
     if _forked_child():
         # Its part of the cell is done; the cell is the interpreter's to
         # end. Checked by pid, as a native module's fork runs no hook.
-        os._exit(status)
+        _os._exit(status)
     _end_cell(msg["nonce"], status)
+
+
+def _lines(fd):
+    # The lines the engine sends on fd, read with the driver's own os.read
+    # (a socket's file object would call socket.socket.recv_into, which a
+    # cell can replace).
+    buf = b""
+    while True:
+        i = buf.find(b"\n")
+        if i >= 0:
+            line, buf = buf[:i + 1], buf[i + 1:]
+            yield line
+            continue
+        chunk = _os.read(fd, 1 << 16)
+        if not chunk:
+            return
+        buf += chunk
 
 
 def main():
     if sys.version_info < (3, 9):
         sys.stderr.write("conch needs Python 3.9 or later, not %s\n" % sys.version.split()[0])
         sys.exit(1)
-    _S.diag = os.dup(1)
-    _S.null = os.open(os.devnull, os.O_RDWR)
-    _S.pid = os.getpid()
+    _S.diag = _os.dup(1)
+    _S.null = _os.open(_os.devnull, _os.O_RDWR)
+    _S.pid = _os.getpid()
     os.register_at_fork(after_in_child=_forked)
     threading.Thread.start = _start
     signal.signal(signal.SIGINT, _on_int)
@@ -256,18 +288,30 @@ def main():
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     conn.connect(sock)
     _S.conn = conn.fileno()
-    for line in conn.makefile("rb"):
+    _S.send = conn.sendall
+    for line in _lines(_S.conn):
         if _forked_child():
-            os._exit(1)  # never read cells in a child
+            _os._exit(1)  # never read cells in a child
         try:
-            _run(main_mod.__dict__, conn, json.loads(line))
+            _run(main_mod.__dict__, _loads(line))
         except KeyboardInterrupt:  # an interrupt that came too late for its cell
             if _forked_child():
-                os._exit(130)
+                _os._exit(130)
 
 
 try:
     main()
-except BaseException:  # the driver's own failure: say why where the engine keeps it
-    os.write(_S.diag if _S.diag >= 0 else 2, traceback.format_exc().encode())
+except SystemExit:  # main's own (an interpreter too old): its message is written
     raise
+except BaseException as e:  # the driver's own failure: say why where the engine keeps it
+    _fd = _S.diag if _S.diag >= 0 else 2
+    _os.write(_fd, b"conch: the driver failed:\n")
+    try:
+        _why = traceback.format_exc()
+    except BaseException:  # the traceback module may be what a cell broke
+        try:
+            _why = "%s: %s\n" % (type(e).__name__, e)
+        except BaseException:
+            _why = type(e).__name__ + "\n"
+    _os.write(_fd, _why.encode("utf-8", "backslashreplace"))
+    _os._exit(70)  # as driver.js: nothing more written after why

@@ -386,3 +386,66 @@ func waitOutput(t *testing.T, cell *Cell, want string) {
 		}
 	}
 }
+
+// TestDriverKeepsWhatItCalls: a cell that replaces what the driver calls in
+// what the cell shares with it — the os, json, io and socket modules in
+// Python (mock.patch does, for a with block), the fs module
+// and Buffer in Node — and an Error.prepareStackTrace that throws change
+// the cell's own calls only: later cells run and report their output.
+func TestDriverKeepsWhatItCalls(t *testing.T) {
+	t.Parallel()
+	for lang, breaks := range map[Language][]string{
+		Python: {
+			"import os; os.write = os.open = os.close = os.dup2 = os.read = None",
+			"import json; json.loads = None",
+			"import io; io.open = None",
+			"import socket; socket.socket.recv_into = socket.socket.sendall = socket.socket.makefile = None",
+		},
+		JavaScript: {
+			"const fs = require('fs'); fs.writeSync = fs.openSync = fs.closeSync = null",
+			"Buffer.from = Buffer.concat = Buffer.byteLength = null",
+			"Error.prepareStackTrace = () => { throw 1 }",
+		},
+	} {
+		for _, brk := range breaks {
+			t.Run(string(lang)+"/"+brk, func(t *testing.T) {
+				t.Parallel()
+				c := newContext(t, Options{Language: lang})
+				r, _, errs := run(t, c, brk)
+				require.Equal(t, 0, code(r), "%+v %q", r, errs)
+				r, out, _ := run(t, c, map[Language]string{Python: "print('still here')", JavaScript: "console.log('still here')"}[lang])
+				require.Equal(t, 0, code(r), "%+v", r)
+				require.Equal(t, "still here\n", out)
+				r, _, errs = run(t, c, map[Language]string{Python: "1/0", JavaScript: "throw new Error('boom')"}[lang])
+				require.Equal(t, 1, code(r), "%+v", r)
+				require.Contains(t, errs, map[Language]string{Python: "ZeroDivisionError", JavaScript: "boom"}[lang])
+			})
+		}
+	}
+}
+
+// TestDriverFailureSaysWhy: a cell that breaks what the driver calls beyond
+// its reach ends the context, and the next cell ends lost, saying that the
+// driver failed and why, not exited with the status the driver's failure
+// left.
+func TestDriverFailureSaysWhy(t *testing.T) {
+	t.Parallel()
+	for lang, brk := range map[Language]string{
+		// json.loads's own code looks up the builtins the cell replaced.
+		Python:     "import builtins; builtins.isinstance = None",
+		JavaScript: "require('net').Socket.prototype.write = function () { throw new Error('no write') }",
+	} {
+		t.Run(string(lang), func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: lang})
+			run(t, c, brk)
+			cell, err := c.Submit(CellOptions{Code: "1"})
+			require.NoError(t, err)
+			r := wait(t, cell)
+			require.Equal(t, process.Lost, r.Reason, "%+v", r)
+			require.Contains(t, r.Error, "driver failed")
+			require.Contains(t, r.Error, map[Language]string{Python: "TypeError", JavaScript: "no write"}[lang])
+			<-c.Done()
+		})
+	}
+}

@@ -17,7 +17,8 @@ import (
 // shell's frame writes there (a command's start, or its failure to open its
 // streams).
 type Diag struct {
-	f *os.File
+	f     *os.File
+	ended chan struct{} // closed once the interpreter's end of it is closed
 
 	mu      sync.Mutex // guards the fields below
 	last    []byte
@@ -66,7 +67,13 @@ func (d *Diag) Unwatch(marker []byte) {
 	}
 }
 
+// Ended is closed once every writer of the interpreter's own output has
+// closed it (the interpreter has exited, with its children that kept it):
+// Tail holds all there is.
+func (d *Diag) Ended() <-chan struct{} { return d.ended }
+
 func (d *Diag) run() {
+	defer close(d.ended)
 	defer d.f.Close()
 	rc, err := d.f.SyscallConn()
 	if err != nil {

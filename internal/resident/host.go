@@ -118,7 +118,7 @@ func (h *Host) Start(cmd *exec.Cmd) error {
 	}
 	h.cg = cg
 	h.cmd = cmd
-	h.diag = &Diag{f: dr}
+	h.diag = &Diag{f: dr, ended: make(chan struct{})}
 	h.wg.Add(2)
 	go func() {
 		defer h.wg.Done()
