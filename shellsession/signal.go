@@ -292,8 +292,29 @@ func (c *Command) signalINT() {
 		return
 	default:
 	}
-	syscall.Kill(-c.s.cmd.Process.Pid, syscall.SIGINT)
+	shell := c.s.cmd.Process.Pid
+	syscall.Kill(-shell, syscall.SIGINT)
+	c.interruptJobs(shell)
 	c.nudge(20 * time.Millisecond)
+}
+
+// interruptJobs sends SIGINT to the process groups that processes of the
+// command lead in the shell's session: its jobs, once a command turned job
+// control on (set -m), which gives each job a group of its own. At a
+// terminal Ctrl-C reaches the foreground job's group; with no terminal
+// there is no foreground group to tell from the others, so a job the
+// command started in the background gets it too. A process that left the
+// session (setsid) is out of Ctrl-C's reach, as at a terminal.
+func (c *Command) interruptJobs(shell int) {
+	for _, pid := range c.processes() {
+		if pgid, err := syscall.Getpgid(pid); err != nil || pgid != pid {
+			continue
+		}
+		if sid, err := unix.Getsid(pid); err != nil || sid != shell { // the shell leads its session
+			continue
+		}
+		syscall.Kill(-pid, syscall.SIGINT)
+	}
 }
 
 func (c *Command) nudge(after time.Duration) {

@@ -249,3 +249,30 @@ func TestInterruptDuringASlowFirstFork(t *testing.T) {
 		})
 	}
 }
+
+// TestInterruptUnderJobControl: a command that turned job control on (set
+// -m) runs each later program as a job in a process group of its own, out
+// of the shell's group that an interrupt signals; the interrupt reaches
+// the job's group too, as Ctrl-C at a terminal reaches the foreground
+// job's, and the session goes on. Before, on bash and mksh, the program
+// ran on to the execution timeout, whose kill ended the session.
+func TestInterruptUnderJobControl(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell})
+			run(t, s, CommandOptions{Cmd: "set -m 2>/dev/null; true"}) // zsh refuses it without a terminal
+			c, err := s.Submit(CommandOptions{Cmd: "tail -f /dev/null"})
+			require.NoError(t, err)
+			waitProgram(t, c, "tail")
+			require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
+			r := wait(t, c)
+			require.Equal(t, process.Signaled, r.Reason, "%+v code %d", r, code(r))
+			require.Equal(t, "INT", r.Signal)
+			res, out, _ := run(t, s, CommandOptions{Cmd: "echo next"})
+			require.Equal(t, 0, code(res), "%+v", res)
+			require.Equal(t, "next\n", out)
+		})
+	}
+}
