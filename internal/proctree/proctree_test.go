@@ -426,3 +426,31 @@ func TestScansLeaveOutKernelThreads(t *testing.T) {
 	require.True(t, ok)
 	require.Zero(t, me.flags&pfKthread, "this process's flags")
 }
+
+// TestStartPassesNoStrayDescriptor: a descriptor this process holds without
+// close-on-exec (one it inherited, or C code opened) does not reach a child
+// started through Start, which gets only the descriptors its command hands
+// it; this process keeps its own.
+func TestStartPassesNoStrayDescriptor(t *testing.T) {
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	defer w.Close()
+	stray, err := syscall.Dup(int(w.Fd())) // dup(2): no close-on-exec
+	require.NoError(t, err)
+	defer syscall.Close(stray)
+	extra, err := os.Open(os.DevNull)
+	require.NoError(t, err)
+	defer extra.Close()
+
+	n := strconv.Itoa(stray)
+	cmd := exec.Command("sh", "-c", `if [ -e /proc/self/fd/`+n+` ]; then echo stray; else echo none; fi; [ -e /proc/self/fd/3 ] && echo extra`)
+	cmd.ExtraFiles = []*os.File{extra}
+	var out strings.Builder
+	cmd.Stdout = &out
+	require.NoError(t, Start(cmd))
+	require.NoError(t, Wait(cmd))
+	require.Equal(t, "none\nextra\n", out.String())
+	_, err = syscall.Write(stray, []byte("x")) // still this process's
+	require.NoError(t, err)
+}

@@ -3,9 +3,11 @@ package proctree
 import (
 	"errors"
 	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -53,6 +55,7 @@ func knownEnvs() map[int][]string {
 func Start(cmd *exec.Cmd) error {
 	startMu.RLock()
 	defer startMu.RUnlock()
+	closeOnExec()
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -64,6 +67,37 @@ func Start(cmd *exec.Cmd) error {
 	ownedMu.Unlock()
 	return nil
 }
+
+// closeRangeCloexec is close_range's CLOSE_RANGE_CLOEXEC
+// (linux/close_range.h), which golang.org/x/sys does not name.
+const closeRangeCloexec = 1 << 2
+
+// closeOnExec marks every descriptor of this process from 3 up
+// close-on-exec, so that a child gets those its command hands it (stdin,
+// stdout, stderr, ExtraFiles) and no other. Go opens its own so; one this
+// process inherited without (from a supervisor, a test harness) or that C
+// code opened would reach every command a session runs, which could write
+// to it. One call before each start, raw as it returns at once (see
+// internal/rawcall), on Linux 5.11 and later; where the kernel lacks it,
+// the descriptors open now are marked once, by a walk of /proc/self/fd.
+func closeOnExec() {
+	_, _, e := unix.RawSyscall(unix.SYS_CLOSE_RANGE, 3, math.MaxUint32, closeRangeCloexec)
+	if e != 0 {
+		closeOnExecOnce()
+	}
+}
+
+var closeOnExecOnce = sync.OnceFunc(func() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			unix.CloseOnExec(fd)
+		}
+	}
+})
 
 // Wait waits for a command started with [Start], like cmd.Wait, and then
 // releases its pid for reuse. A command waited with cmd.Wait directly is
