@@ -26,6 +26,10 @@ const { AsyncLocalStorage } = require('async_hooks');
 
 const DRIVER = __filename;
 const als = new AsyncLocalStorage(); // the cell a callback was scheduled by
+// Its methods, bound now: a cell that replaces AsyncLocalStorage.prototype's
+// would otherwise have every later cell's output dropped as no cell's.
+const alsGetStore = als.getStore.bind(als);
+const alsRun = als.run.bind(als);
 let current = null; // the running cell
 const diag = fs.openSync('/proc/self/fd/1', fs.constants.O_WRONLY);
 
@@ -37,7 +41,7 @@ try {
 // emit writes a cell's output, unless it comes from a callback of a cell
 // that has ended: that goes nowhere.
 function emit(which, chunk, encoding) {
-  const cell = als.getStore();
+  const cell = alsGetStore();
   if (!current || cell !== current) return;
   let b = typeof chunk === 'string' ? B.from(chunk, encoding || 'utf8') : chunk;
   const fd = which === 1 ? cell.out : cell.err;
@@ -66,7 +70,7 @@ Object.defineProperty(process, 'stderr', { configurable: true, enumerable: true,
 Object.defineProperty(process, 'stdin', {
   configurable: true, enumerable: true,
   get() {
-    const cell = als.getStore() || current;
+    const cell = alsGetStore() || current;
     if (!cell) return fs.createReadStream('/dev/null');
     if (!cell.stdin) cell.stdin = fs.createReadStream(null, { fd: cell.in });
     return cell.stdin;
@@ -80,7 +84,7 @@ Object.defineProperty(process, 'stdin', {
 // whichever cell runs then, or between cells into the interpreter's own
 // output. Dropped writes report every byte written.
 function rawDropped(fd) {
-  return (fd === 1 || fd === 2) && (!current || als.getStore() !== current);
+  return (fd === 1 || fd === 2) && (!current || alsGetStore() !== current);
 }
 function rawSize(data, a, b) {
   if (typeof data === 'string') {
@@ -296,7 +300,7 @@ async function runOpened(ctx, cell, gen) {
   current = cell;
   send(`O ${cell.id}\n`);
   const c = compile(msg.code, `<cell ${msg.id}>`);
-  const status = await als.run(cell, () => {
+  const status = await alsRun(cell, () => {
     if (!c.error) return execute(ctx, cell, c.script, c.wrapped);
     emit(2, c.error);
     return 1;
@@ -330,7 +334,7 @@ function placeIdle() {
 // failCell reports an error no cell caught: the running cell's when it
 // comes from it, else nobody's.
 function failCell(e) {
-  const cell = als.getStore() || current;
+  const cell = alsGetStore() || current;
   if (cell && cell === current) {
     cell.failed = true;
     emit(2, describe(e));
@@ -446,7 +450,7 @@ const orphanHook = (() => {
     return require('async_hooks').createHook({
       before() {
         callbacks++;
-        const cell = als.getStore();
+        const cell = alsGetStore();
         if (!cell || !cell.orphan || !interruptorWorker) return;
         const now = Date.now();
         if (now - lastNotice < 100) return;
