@@ -252,18 +252,22 @@ def _run(ns, msg):
 def _lines(fd):
     # The lines the engine sends on fd, read with the driver's own os.read
     # (a socket's file object would call socket.socket.recv_into, which a
-    # cell can replace).
-    buf = b""
+    # cell can replace). A line is looked for in each new chunk alone: a
+    # cell of megabytes comes in many.
+    pending = []
     while True:
-        i = buf.find(b"\n")
-        if i >= 0:
-            line, buf = buf[:i + 1], buf[i + 1:]
-            yield line
-            continue
         chunk = _os.read(fd, 1 << 16)
         if not chunk:
             return
-        buf += chunk
+        while True:
+            i = chunk.find(b"\n")
+            if i < 0:
+                pending.append(chunk)
+                break
+            pending.append(chunk[:i + 1])
+            yield b"".join(pending)
+            pending = []
+            chunk = chunk[i + 1:]
 
 
 def main():
