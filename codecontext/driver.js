@@ -5,22 +5,24 @@
 // directory. Cells run in one vm context; nothing of this file shows in
 // their stacks. Standard library only; Node 18 or later.
 'use strict';
-// What the driver calls of what cells share with it (the fs module, Buffer;
-// a vm context has its own JSON, Object, Array…), taken before any cell
-// runs: a cell that replaces fs.writeSync or Buffer.from changes its own
-// calls, not the driver's.
+// What the driver calls of what cells share with it (the modules below,
+// Buffer; a vm context has its own JSON, Object, Array…), taken before any
+// cell runs: copies of the modules' functions, so that a cell that replaces
+// fs.writeSync, vm.Script or Buffer.from changes its own calls, not the
+// driver's.
 const sharedFs = require('fs'); // the module cells require, whose raw writes guardRaw guards
 const fs = { ...sharedFs };
 const B = {
   from: Buffer.from.bind(Buffer), concat: Buffer.concat.bind(Buffer),
   byteLength: Buffer.byteLength.bind(Buffer), isEncoding: Buffer.isEncoding.bind(Buffer),
 };
-const net = require('net');
-const path = require('path');
-const url = require('url');
-const util = require('util');
-const vm = require('vm');
+const net = { ...require('net') };
+const path = { ...require('path') };
+const url = { ...require('url') };
+const util = { ...require('util') };
+const vm = { ...require('vm') };
 const Module = require('module');
+const createRequire = Module.createRequire;
 const { Writable } = require('stream');
 const { AsyncLocalStorage } = require('async_hooks');
 
@@ -154,7 +156,7 @@ function makeContext() {
   for (const name of Object.getOwnPropertyNames(globalThis)) {
     if (!own.has(name)) Object.defineProperty(sandbox, name, Object.getOwnPropertyDescriptor(globalThis, name));
   }
-  const requireHere = () => Module.createRequire(path.join(cwd() || '/', '[cell]'));
+  const requireHere = () => createRequire(path.join(cwd() || '/', '[cell]'));
   const req = (id) => requireHere()(id);
   req.resolve = (id, opts) => requireHere().resolve(id, opts);
   req.cache = Module._cache;

@@ -389,10 +389,10 @@ func waitOutput(t *testing.T, cell *Cell, want string) {
 
 // TestDriverKeepsWhatItCalls: a cell that replaces what the driver calls in
 // what the cell shares with it — the os, json, io and socket modules in
-// Python (mock.patch does, for a with block), the fs module, Buffer and
-// AsyncLocalStorage in Node — and an Error.prepareStackTrace that throws
-// change the cell's own calls only: later cells run and report their
-// output.
+// Python (mock.patch does, for a with block), the fs, vm, util and module
+// modules, Buffer and AsyncLocalStorage in Node — and an
+// Error.prepareStackTrace that throws change the cell's own calls only:
+// later cells run and report their output.
 func TestDriverKeepsWhatItCalls(t *testing.T) {
 	t.Parallel()
 	for lang, breaks := range map[Language][]string{
@@ -406,6 +406,7 @@ func TestDriverKeepsWhatItCalls(t *testing.T) {
 			"const fs = require('fs'); fs.writeSync = fs.openSync = fs.closeSync = null",
 			"Buffer.from = Buffer.concat = Buffer.byteLength = null",
 			"const { AsyncLocalStorage: A } = require('async_hooks'); A.prototype.getStore = () => undefined; A.prototype.run = null",
+			"require('vm').Script = null; require('util').inspect = () => 'X'; require('module').createRequire = null",
 			"Error.prepareStackTrace = () => { throw 1 }",
 		},
 	} {
