@@ -20,12 +20,13 @@ _DRIVER = os.path.abspath(__file__)
 
 # What the driver calls, taken before any cell runs: a cell that replaces
 # _os.write (mock.patch("_os.write") does, for the time of its with block),
-# json.loads or a method of socket.socket changes its own calls, not the
-# driver's.
+# json.loads, ast.parse or a method of socket.socket changes its own calls,
+# not the driver's.
 _os = types.SimpleNamespace(**{n: getattr(os, n) for n in (
     "write", "read", "open", "close", "dup", "dup2", "getcwdb", "getpid", "_exit",
     "devnull", "O_RDONLY", "O_WRONLY", "O_RDWR")})
 _loads = json.loads
+_parse, _Expr, _Expression = ast.parse, ast.Expr, ast.Expression
 _io_open = io.open
 _Lock = threading.Lock
 _TracebackException = traceback.TracebackException
@@ -160,10 +161,10 @@ def _print_exc(e):
 def _compile(src, name):
     # Both parts compile before either runs, so text with a syntax error
     # never runs at all.
-    tree = ast.parse(src, name, "exec")
+    tree = _parse(src, name, "exec")
     last = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = compile(ast.Expression(tree.body.pop().value), name, "eval")
+    if tree.body and isinstance(tree.body[-1], _Expr):
+        last = compile(_Expression(tree.body.pop().value), name, "eval")
     return compile(tree, name, "exec"), last
 
 

@@ -388,8 +388,8 @@ func waitOutput(t *testing.T, cell *Cell, want string) {
 }
 
 // TestDriverKeepsWhatItCalls: a cell that replaces what the driver calls in
-// what the cell shares with it — the os, json, io and socket modules in
-// Python (mock.patch does, for a with block), the fs, vm, util and module
+// what the cell shares with it — the os, json, ast, io and socket modules
+// in Python (mock.patch does, for a with block), the fs, vm, util and module
 // modules, Buffer and AsyncLocalStorage in Node — and an
 // Error.prepareStackTrace that throws change the cell's own calls only:
 // later cells run and report their output.
@@ -398,7 +398,7 @@ func TestDriverKeepsWhatItCalls(t *testing.T) {
 	for lang, breaks := range map[Language][]string{
 		Python: {
 			"import os; os.write = os.open = os.close = os.dup2 = os.read = None",
-			"import json; json.loads = None",
+			"import json, ast; json.loads = None; ast.parse = None",
 			"import io; io.open = None",
 			"import socket; socket.socket.recv_into = socket.socket.sendall = socket.socket.makefile = None",
 		},
