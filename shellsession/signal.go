@@ -58,6 +58,20 @@ func (c *Command) signal(sig syscall.Signal) {
 	c.mu.Unlock()
 	for _, pid := range c.processes() {
 		syscall.Kill(pid, sig)
+		if sig == syscall.SIGTERM {
+			resume(pid)
+		}
+	}
+}
+
+// resume continues pid if it is stopped (SIGSTOP, SIGTSTP), so that a
+// signal sent to end it is delivered now rather than once something
+// continues it: a stopped program would otherwise outlive an interrupt,
+// and an execution timeout would end its session, as a service manager
+// sends SIGCONT after SIGTERM for the same reason.
+func resume(pid int) {
+	if proctree.Stopped(pid) {
+		syscall.Kill(pid, syscall.SIGCONT)
 	}
 }
 
@@ -294,27 +308,29 @@ func (c *Command) signalINT() {
 	}
 	shell := c.s.cmd.Process.Pid
 	syscall.Kill(-shell, syscall.SIGINT)
-	c.interruptJobs(shell)
+	for _, pid := range c.processes() {
+		if leadsJob(pid, shell) {
+			syscall.Kill(-pid, syscall.SIGINT)
+		}
+		resume(pid)
+	}
 	c.nudge(20 * time.Millisecond)
 }
 
-// interruptJobs sends SIGINT to the process groups that processes of the
-// command lead in the shell's session: its jobs, once a command turned job
-// control on (set -m), which gives each job a group of its own. At a
-// terminal Ctrl-C reaches the foreground job's group; with no terminal
-// there is no foreground group to tell from the others, so a job the
-// command started in the background gets it too. A process that left the
-// session (setsid) is out of Ctrl-C's reach, as at a terminal.
-func (c *Command) interruptJobs(shell int) {
-	for _, pid := range c.processes() {
-		if pgid, err := syscall.Getpgid(pid); err != nil || pgid != pid {
-			continue
-		}
-		if sid, err := unix.Getsid(pid); err != nil || sid != shell { // the shell leads its session
-			continue
-		}
-		syscall.Kill(-pid, syscall.SIGINT)
+// leadsJob reports whether pid leads a process group in the shell's
+// session: a job, once a command turned job control on (set -m), which
+// gives each job a group of its own, out of the shell's that an interrupt
+// signals. At a terminal Ctrl-C reaches the foreground job's group; with
+// no terminal there is no foreground group to tell from the others, so a
+// job the command started in the background gets the interrupt too. A
+// process that left the session (setsid) is out of Ctrl-C's reach, as at a
+// terminal.
+func leadsJob(pid, shell int) bool {
+	if pgid, err := syscall.Getpgid(pid); err != nil || pgid != pid {
+		return false
 	}
+	sid, err := unix.Getsid(pid)
+	return err == nil && sid == shell // the shell leads its session
 }
 
 func (c *Command) nudge(after time.Duration) {

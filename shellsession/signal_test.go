@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/processtest"
+	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/require"
 )
@@ -274,5 +275,55 @@ func TestInterruptUnderJobControl(t *testing.T) {
 			require.Equal(t, 0, code(res), "%+v", res)
 			require.Equal(t, "next\n", out)
 		})
+	}
+}
+
+// waitStopped waits until one of c's processes is stopped by a signal.
+func waitStopped(t *testing.T, c *Command) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, pid := range c.processes() {
+			if proctree.Stopped(pid) {
+				return true
+			}
+		}
+		return false
+	}, deadline, 5*time.Millisecond, "no process of the command stopped")
+}
+
+// TestSignalsReachStoppedPrograms: a program of the command that is stopped
+// (it sent itself SIGSTOP) is continued after an interrupt or a kill with
+// TERM, so that the signal ends it now, and the session lives on. Before,
+// the signal waited, pending, for a SIGCONT that never came: an interrupt
+// did nothing, and the execution timeout ended the session. zsh, as at a
+// terminal, stops waiting for a program that stops: the command ends with
+// status 128+SIGSTOP at once.
+func TestSignalsReachStoppedPrograms(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+			name := process.SignalName(sig)
+			t.Run(shell+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				s := newSession(t, Options{Shell: shell})
+				c, err := s.Submit(CommandOptions{Cmd: `sh -c 'kill -STOP $$; echo resumed'`})
+				require.NoError(t, err)
+				if shell == "zsh" {
+					r := wait(t, c)
+					require.Equal(t, 128+int(syscall.SIGSTOP), code(r), "%+v", r)
+					return
+				}
+				waitStopped(t, c)
+				require.NoError(t, c.Kill(sig, 0, 0))
+				r := wait(t, c)
+				require.Equal(t, process.Signaled, r.Reason, "%+v code %d", r, code(r))
+				require.Equal(t, name, r.Signal)
+				stdout, _ := output(c)
+				require.Empty(t, stdout, "the program ran on after the signal")
+				res, out, _ := run(t, s, CommandOptions{Cmd: "echo next"})
+				require.Equal(t, 0, code(res), "%+v", res)
+				require.Equal(t, "next\n", out)
+			})
+		}
 	}
 }

@@ -91,6 +91,13 @@ func Sleeping(pid int) bool {
 	return ok && (s.state == 'S' || s.state == 'D')
 }
 
+// Stopped reports whether pid is stopped by a signal (state T: SIGSTOP,
+// SIGTSTP), which SIGCONT resumes; a process stopped by a tracer is not.
+func Stopped(pid int) bool {
+	s, ok := readStat(pid)
+	return ok && s.state == 'T'
+}
+
 // CPUTime returns the CPU time pid has used, read from its CPU-time clock
 // (nanoseconds; /proc's counts are in ticks of 10 ms). False when pid is
 // gone.
