@@ -396,3 +396,30 @@ func TestInterruptWhileTheShellSetsUpItsWait(t *testing.T) {
 	require.Equal(t, process.Signaled, r.Reason, "%+v", r)
 	require.Equal(t, "INT", r.Signal, "%+v", r)
 }
+
+// TestSignalsReachStoppedProcess: a one-shot whose program is stopped (it
+// sent itself SIGSTOP) is continued after an interrupt or TERM, so that
+// the signal ends it now; before, the signal waited, pending, for a
+// SIGCONT that never came.
+func TestSignalsReachStoppedProcess(t *testing.T) {
+	t.Parallel()
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		t.Run(process.SignalName(sig), func(t *testing.T) {
+			t.Parallel()
+			p := start(t, Options{Cmd: `sh -c 'kill -STOP $$; echo resumed'`})
+			require.Eventually(t, func() bool {
+				for _, pid := range append(proctree.Descendants(p.Info().PID), p.Info().PID) {
+					if proctree.Stopped(pid) {
+						return true
+					}
+				}
+				return false
+			}, 30*time.Second, 5*time.Millisecond, "the program never stopped")
+			require.NoError(t, p.Kill(sig, 0, 0))
+			r := wait(t, p)
+			require.Equal(t, process.Signaled, r.Reason, "%+v", r)
+			require.Equal(t, process.SignalName(sig), r.Signal)
+			require.Empty(t, logText(p.Log(), logstore.Stdout), "the program ran on after the signal")
+		})
+	}
+}

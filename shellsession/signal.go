@@ -58,20 +58,7 @@ func (c *Command) signal(sig syscall.Signal) {
 	c.mu.Unlock()
 	for _, pid := range c.processes() {
 		syscall.Kill(pid, sig)
-		if sig == syscall.SIGTERM {
-			resume(pid)
-		}
-	}
-}
-
-// resume continues pid if it is stopped (SIGSTOP, SIGTSTP), so that a
-// signal sent to end it is delivered now rather than once something
-// continues it: a stopped program would otherwise outlive an interrupt,
-// and an execution timeout would end its session, as a service manager
-// sends SIGCONT after SIGTERM for the same reason.
-func resume(pid int) {
-	if proctree.Stopped(pid) {
-		syscall.Kill(pid, syscall.SIGCONT)
+		proctree.Unstop(pid, sig)
 	}
 }
 
@@ -312,7 +299,7 @@ func (c *Command) signalINT() {
 		if leadsJob(pid, shell) {
 			syscall.Kill(-pid, syscall.SIGINT)
 		}
-		resume(pid)
+		proctree.Unstop(pid, syscall.SIGINT)
 	}
 	c.nudge(20 * time.Millisecond)
 }

@@ -39,14 +39,31 @@ func signalTree(pid int, sig syscall.Signal, self bool, look func() lister) erro
 		if pgid, err := syscall.Getpgid(pid); err == nil && pgid == pid {
 			note(syscall.Kill(-pid, sig))
 		}
+		Unstop(pid, sig)
 	}
 	for round := 0; len(todo) > 0 && round < maxRounds; round++ {
 		for _, p := range todo {
 			note(syscall.Kill(p, sig))
+			Unstop(p, sig)
 		}
 		todo = descendants(look(), seen)
 	}
 	return first
+}
+
+// Unstop continues pid, once sig has been sent to it, if a signal stopped
+// it (SIGSTOP, SIGTSTP) and sig is one that ends a process (INT, TERM,
+// HUP, QUIT): sent to a stopped process, such a signal waits, pending, for
+// a SIGCONT that may never come, so that an interrupt would do nothing and
+// a session's execution timeout would end the session. A service manager
+// sends SIGCONT after SIGTERM for the same reason.
+func Unstop(pid int, sig syscall.Signal) {
+	switch sig {
+	case syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
+		if Stopped(pid) {
+			syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
 }
 
 // SignalTagged sends sig to every process [Tagged] with id, to their
