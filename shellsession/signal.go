@@ -295,6 +295,7 @@ func (c *Command) signalINT() {
 	}
 	shell := c.s.cmd.Process.Pid
 	syscall.Kill(-shell, syscall.SIGINT)
+	proctree.Unstop(shell, syscall.SIGINT) // a command that stopped its own shell (kill -STOP $$)
 	for _, pid := range c.processes() {
 		if leadsJob(pid, shell) {
 			syscall.Kill(-pid, syscall.SIGINT)

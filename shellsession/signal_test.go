@@ -327,3 +327,27 @@ func TestSignalsReachStoppedPrograms(t *testing.T) {
 		}
 	}
 }
+
+// TestInterruptStoppedShell: a command that stops its own shell (kill -STOP
+// $$) is interrupted as any other: the shell is continued to take the
+// interrupt, and the session lives on. Before, the interrupt waited in the
+// stopped shell, and the execution timeout ended the session.
+func TestInterruptStoppedShell(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell})
+			c, err := s.Submit(CommandOptions{Cmd: "kill -STOP $$; echo back"})
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return proctree.Stopped(s.Info().PID) }, deadline, 5*time.Millisecond)
+			require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
+			r := wait(t, c)
+			require.Equal(t, process.Signaled, r.Reason, "%+v code %d", r, code(r))
+			require.Equal(t, "INT", r.Signal)
+			res, out, _ := run(t, s, CommandOptions{Cmd: "echo next"})
+			require.Equal(t, 0, code(res), "%+v", res)
+			require.Equal(t, "next\n", out)
+		})
+	}
+}
