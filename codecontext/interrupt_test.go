@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/require"
 )
@@ -111,5 +112,46 @@ func waitFile(t *testing.T, path string) {
 		}
 		require.False(t, time.Now().After(end), "%s never appeared", path)
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestInterruptStoppedInterpreter: a cell that stops its own interpreter
+// (SIGSTOP), or waits for a program it runs that stopped, is interrupted as
+// any other: what is stopped is continued to take the interrupt, and the
+// context lives on. Before, the interrupt waited, pending, and only the
+// execution timeout ended the cell, with its context.
+func TestInterruptStoppedInterpreter(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		lang Language
+		code string
+	}{
+		"python/self":        {Python, "import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)\nprint('back')"},
+		"javascript/program": {JavaScript, "require('child_process').spawnSync('sh', ['-c', 'kill -STOP $$; echo back'], { stdio: 'inherit' })"},
+		"javascript/self":    {JavaScript, "process.kill(process.pid, 'SIGSTOP'); console.log('back')"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: tc.lang})
+			cell, err := c.Submit(CellOptions{Code: tc.code})
+			require.NoError(t, err)
+			require.Eventually(t, func() bool {
+				for _, pid := range append(proctree.Descendants(c.cmd.Process.Pid), c.cmd.Process.Pid) {
+					if proctree.Stopped(pid) {
+						return true
+					}
+				}
+				return false
+			}, deadline, 5*time.Millisecond, "nothing stopped")
+			require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
+			r := wait(t, cell)
+			require.NotEqual(t, process.TimedOut, r.Reason, "%+v", r)
+			require.NotEqual(t, process.Lost, r.Reason, "%+v", r)
+			out, _ := output(cell)
+			require.NotContains(t, out, "back")
+			r, out, _ = run(t, c, map[Language]string{Python: "print('next')", JavaScript: "console.log('next')"}[tc.lang])
+			require.Equal(t, 0, code(r), "%+v", r)
+			require.Equal(t, "next\n", out)
+		})
 	}
 }

@@ -51,6 +51,7 @@ func (cell *Cell) signal(sig syscall.Signal) {
 	}
 	for _, pid := range cell.own(proctree.Descendants(cell.c.cmd.Process.Pid)) {
 		syscall.Kill(pid, sig)
+		proctree.Unstop(pid, sig)
 	}
 }
 
@@ -153,6 +154,12 @@ func (cell *Cell) sendINT(n int) {
 		return // the driver would not take it: the timeout is the way out
 	}
 	syscall.Kill(-c.cmd.Process.Pid, syscall.SIGINT)
+	// A cell that stopped its interpreter, or a program it runs, holds
+	// the interrupt pending until continued.
+	proctree.Unstop(c.cmd.Process.Pid, syscall.SIGINT)
+	for _, pid := range cell.own(proctree.Descendants(c.cmd.Process.Pid)) {
+		proctree.Unstop(pid, syscall.SIGINT)
+	}
 	c.intr.tell(cell.seq)
 	if again {
 		after := min(200*time.Millisecond<<n, time.Second)
