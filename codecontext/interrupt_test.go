@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conchsh/conch/internal/processtest"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/require"
@@ -135,14 +136,9 @@ func TestInterruptStoppedInterpreter(t *testing.T) {
 			c := newContext(t, Options{Language: tc.lang})
 			cell, err := c.Submit(CellOptions{Code: tc.code})
 			require.NoError(t, err)
-			require.Eventually(t, func() bool {
-				for _, pid := range append(proctree.Descendants(c.cmd.Process.Pid), c.cmd.Process.Pid) {
-					if proctree.Stopped(pid) {
-						return true
-					}
-				}
-				return false
-			}, deadline, 5*time.Millisecond, "nothing stopped")
+			processtest.WaitStopped(t, func() []int {
+				return append(proctree.Descendants(c.cmd.Process.Pid), c.cmd.Process.Pid)
+			}, deadline)
 			require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
 			r := wait(t, cell)
 			require.NotEqual(t, process.TimedOut, r.Reason, "%+v", r)

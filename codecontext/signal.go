@@ -50,8 +50,7 @@ func (cell *Cell) signal(sig syscall.Signal) {
 		return
 	}
 	for _, pid := range cell.own(proctree.Descendants(cell.c.cmd.Process.Pid)) {
-		syscall.Kill(pid, sig)
-		proctree.Unstop(pid, sig)
+		proctree.Send(pid, sig)
 	}
 }
 

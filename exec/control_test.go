@@ -407,14 +407,9 @@ func TestSignalsReachStoppedProcess(t *testing.T) {
 		t.Run(process.SignalName(sig), func(t *testing.T) {
 			t.Parallel()
 			p := start(t, Options{Cmd: `sh -c 'kill -STOP $$; echo resumed'`})
-			require.Eventually(t, func() bool {
-				for _, pid := range append(proctree.Descendants(p.Info().PID), p.Info().PID) {
-					if proctree.Stopped(pid) {
-						return true
-					}
-				}
-				return false
-			}, 30*time.Second, 5*time.Millisecond, "the program never stopped")
+			processtest.WaitStopped(t, func() []int {
+				return append(proctree.Descendants(p.Info().PID), p.Info().PID)
+			}, 30*time.Second)
 			require.NoError(t, p.Kill(sig, 0, 0))
 			r := wait(t, p)
 			require.Equal(t, process.Signaled, r.Reason, "%+v", r)

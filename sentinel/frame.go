@@ -66,11 +66,13 @@ type Paths struct {
 	// keeps what it read ahead when a command aborts (bash), sent the
 	// frame and its end line in one write. That end line is the first
 	// the shell can run for the nonce — nothing it reads can come between
-	// the two lines — so it writes its marker without looking at the
-	// guard, which cost bash about a sixth of its CPU a command, and then
-	// resets the guard: End, for sending again, still looks. It writes
-	// its marker even when the command changed the guard. Ignored with
-	// FrameFile or EndFile.
+	// the two lines — so it spares the guarded look, which cost bash
+	// about a sixth of its CPU a command, for a cheaper one (the path it
+	// writes its marker by exists only while the guard holds the nonce;
+	// see unguardedTarget), and then resets the guard: End, for sending
+	// again, still looks. A command that changed the guard, or whose frame
+	// could not set it, gets the Failed marker. Ignored with FrameFile or
+	// EndFile.
 	EndInText bool
 }
 
@@ -335,8 +337,8 @@ const statusLead = statusVar + "=$?; "
 func EndLine(n Nonce, p Paths) string { return endLine(n, p, true) }
 
 // endLine is EndLine, which looks at the guard when guarded; unguarded, it
-// writes its marker whatever the guard holds, then resets it
-// (Paths.EndInText).
+// writes its marker by a path that exists only while the guard holds the
+// nonce, then resets it (Paths.EndInText).
 func endLine(n Nonce, p Paths, guarded bool) string {
 	// Unguarded: the marker goes to the command's stdout by a path that
 	// exists only while the guard holds the nonce, and the guard is

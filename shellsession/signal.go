@@ -57,8 +57,7 @@ func (c *Command) signal(sig syscall.Signal) {
 	c.sent = append(c.sent, sig)
 	c.mu.Unlock()
 	for _, pid := range c.processes() {
-		syscall.Kill(pid, sig)
-		proctree.Unstop(pid, sig)
+		proctree.Send(pid, sig)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/processtest"
-	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/require"
 )
@@ -267,28 +266,22 @@ func TestInterruptUnderJobControl(t *testing.T) {
 			c, err := s.Submit(CommandOptions{Cmd: "tail -f /dev/null"})
 			require.NoError(t, err)
 			waitProgram(t, c, "tail")
-			require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
-			r := wait(t, c)
-			require.Equal(t, process.Signaled, r.Reason, "%+v code %d", r, code(r))
-			require.Equal(t, "INT", r.Signal)
-			res, out, _ := run(t, s, CommandOptions{Cmd: "echo next"})
-			require.Equal(t, 0, code(res), "%+v", res)
-			require.Equal(t, "next\n", out)
+			killAndGoOn(t, s, c, syscall.SIGINT)
 		})
 	}
 }
 
-// waitStopped waits until one of c's processes is stopped by a signal.
-func waitStopped(t *testing.T, c *Command) {
+// killAndGoOn kills c with sig, requires it to end signaled by sig, and
+// the session to run a command after it.
+func killAndGoOn(t *testing.T, s *Session, c *Command, sig syscall.Signal) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		for _, pid := range c.processes() {
-			if proctree.Stopped(pid) {
-				return true
-			}
-		}
-		return false
-	}, deadline, 5*time.Millisecond, "no process of the command stopped")
+	require.NoError(t, c.Kill(sig, 0, 0))
+	r := wait(t, c)
+	require.Equal(t, process.Signaled, r.Reason, "%+v code %d", r, code(r))
+	require.Equal(t, process.SignalName(sig), r.Signal)
+	res, out, _ := run(t, s, CommandOptions{Cmd: "echo next"})
+	require.Equal(t, 0, code(res), "%+v", res)
+	require.Equal(t, "next\n", out)
 }
 
 // TestSignalsReachStoppedPrograms: a program of the command that is stopped
@@ -302,8 +295,7 @@ func TestSignalsReachStoppedPrograms(t *testing.T) {
 	t.Parallel()
 	for _, shell := range testShells {
 		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
-			name := process.SignalName(sig)
-			t.Run(shell+"/"+name, func(t *testing.T) {
+			t.Run(shell+"/"+process.SignalName(sig), func(t *testing.T) {
 				t.Parallel()
 				s := newSession(t, Options{Shell: shell})
 				c, err := s.Submit(CommandOptions{Cmd: `sh -c 'kill -STOP $$; echo resumed'`})
@@ -313,16 +305,10 @@ func TestSignalsReachStoppedPrograms(t *testing.T) {
 					require.Equal(t, 128+int(syscall.SIGSTOP), code(r), "%+v", r)
 					return
 				}
-				waitStopped(t, c)
-				require.NoError(t, c.Kill(sig, 0, 0))
-				r := wait(t, c)
-				require.Equal(t, process.Signaled, r.Reason, "%+v code %d", r, code(r))
-				require.Equal(t, name, r.Signal)
+				processtest.WaitStopped(t, c.processes, deadline)
+				killAndGoOn(t, s, c, sig)
 				stdout, _ := output(c)
 				require.Empty(t, stdout, "the program ran on after the signal")
-				res, out, _ := run(t, s, CommandOptions{Cmd: "echo next"})
-				require.Equal(t, 0, code(res), "%+v", res)
-				require.Equal(t, "next\n", out)
 			})
 		}
 	}
@@ -340,14 +326,8 @@ func TestInterruptStoppedShell(t *testing.T) {
 			s := newSession(t, Options{Shell: shell})
 			c, err := s.Submit(CommandOptions{Cmd: "kill -STOP $$; echo back"})
 			require.NoError(t, err)
-			require.Eventually(t, func() bool { return proctree.Stopped(s.Info().PID) }, deadline, 5*time.Millisecond)
-			require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
-			r := wait(t, c)
-			require.Equal(t, process.Signaled, r.Reason, "%+v code %d", r, code(r))
-			require.Equal(t, "INT", r.Signal)
-			res, out, _ := run(t, s, CommandOptions{Cmd: "echo next"})
-			require.Equal(t, 0, code(res), "%+v", res)
-			require.Equal(t, "next\n", out)
+			processtest.WaitStopped(t, func() []int { return []int{s.Info().PID} }, deadline)
+			killAndGoOn(t, s, c, syscall.SIGINT)
 		})
 	}
 }

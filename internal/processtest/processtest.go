@@ -1,6 +1,7 @@
 // Package processtest holds what the tests of the engine's process kinds
 // (session commands, code cells, one-shot processes) share: reading a
-// process's output by channel, waiting for its end, its exit code.
+// process's output by channel, waiting for its end or for one of its
+// processes to stop, its exit code.
 package processtest
 
 import (
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 )
@@ -46,4 +48,22 @@ func Code(r process.Result) int {
 		return -1
 	}
 	return *r.ExitCode
+}
+
+// WaitStopped waits at most d until one of the processes pids returns is
+// stopped by a signal (see proctree.Stopped).
+func WaitStopped(t testing.TB, pids func() []int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		for _, pid := range pids() {
+			if proctree.Stopped(pid) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no process stopped within %v", d)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }

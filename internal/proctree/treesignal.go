@@ -35,20 +35,26 @@ func signalTree(pid int, sig syscall.Signal, self bool, look func() lister) erro
 	seen := map[int]bool{pid: true}
 	todo := descendants(look(), seen)
 	if self {
-		note(syscall.Kill(pid, sig))
+		note(Send(pid, sig))
 		if pgid, err := syscall.Getpgid(pid); err == nil && pgid == pid {
 			note(syscall.Kill(-pid, sig))
 		}
-		Unstop(pid, sig)
 	}
 	for round := 0; len(todo) > 0 && round < maxRounds; round++ {
 		for _, p := range todo {
-			note(syscall.Kill(p, sig))
-			Unstop(p, sig)
+			note(Send(p, sig))
 		}
 		todo = descendants(look(), seen)
 	}
 	return first
+}
+
+// Send sends sig to pid, then continues it if it is stopped and sig is one
+// that ends a process (see [Unstop]).
+func Send(pid int, sig syscall.Signal) error {
+	err := syscall.Kill(pid, sig)
+	Unstop(pid, sig)
+	return err
 }
 
 // Unstop continues pid, once sig has been sent to it, if a signal stopped
