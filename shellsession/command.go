@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
 	"strconv"
@@ -406,6 +407,22 @@ var specialWords = map[string]bool{
 	"nameref": true, "integer": true, "float": true,
 }
 
+// streamsRemoved says why the command's end could not be reported when a
+// command removed its streams (rm -rf of the session's directory, say with
+// all of /dev/shm), else returns "". The next command makes them anew.
+func (c *Command) streamsRemoved() string {
+	c.mu.Lock()
+	path := c.streamPaths[0]
+	c.mu.Unlock()
+	if path == "" {
+		return ""
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		return ""
+	}
+	return fmt.Sprintf("the session's directory (%s), from which the engine reads commands' output, was removed while the command ran (rm -rf?): its end could not be reported there; the next command makes the directory anew", c.s.fifoDir)
+}
+
 // startWatch and failedWatch are a command as the watcher of its start
 // marker (see started) and of its failure marker (see streamsFailed).
 type (
@@ -428,8 +445,11 @@ func (c *Command) streamsFailed(trailer []byte) {
 	if err != nil {
 		status = 1
 	}
-	c.giveUp(process.Result{Reason: process.Failed, ExitCode: &status,
-		Error: "the shell could not open the command's output streams (too many open files? see ulimit -n), or $__conch was changed (a command assigned it, or made it read-only: see the README's shell matrix)"})
+	why := "the shell could not open the command's output streams (too many open files? see ulimit -n), or $__conch was changed (a command assigned it, or made it read-only: see the README's shell matrix)"
+	if gone := c.streamsRemoved(); gone != "" {
+		why = gone
+	}
+	c.giveUp(process.Result{Reason: process.Failed, ExitCode: &status, Error: why})
 }
 
 // giveUp ends the command with r when its end markers will not come, unless
@@ -447,10 +467,28 @@ func (c *Command) giveUp(r process.Result) {
 		r.Cwd = c.s.recordEnd(*r.ExitCode, nil)
 	}
 	c.closeKeepers()
+	c.awaitRead()
 	c.finish(r)
 	close(c.endsDone)
 	c.kick()
 }
+
+// awaitRead gives the goroutine that reads the command's streams a moment
+// (giveReadTime at most) to take what they hold, before giveUp ends the
+// command's log: the output the command wrote before its end went
+// unreported (a failure marker comes apart from it, on the shell's stderr).
+func (c *Command) awaitRead() {
+	out, errs := c.streams.out, c.streams.err
+	if out == nil || errs == nil {
+		return
+	}
+	for deadline := time.Now().Add(giveReadTime); out.Unread()+errs.Unread() > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// giveReadTime bounds awaitRead.
+const giveReadTime = 100 * time.Millisecond
 
 // pidNotRead is an ended command's endPID until a later command starts or
 // Tree asks for it (see Session.endedBefore).

@@ -75,17 +75,26 @@ func (s *Session) release(st *streams) {
 	}
 }
 
-// takeStream returns a clean stream from the pool, or a new one.
+// takeStream returns a clean stream from the pool, or a new one. A pooled
+// stream whose FIFO a command removed (rm -rf of the session's directory,
+// say with all of /dev/shm) is closed rather than used: the shell could not
+// open it by its name, or would make a plain file there.
 func (s *Session) takeStream() (*stream, error) {
-	s.mu.Lock()
-	if n := len(s.pool); n > 0 {
+	for {
+		s.mu.Lock()
+		n := len(s.pool)
+		if n == 0 {
+			s.mu.Unlock()
+			return s.newStream()
+		}
 		st := s.pool[n-1]
 		s.pool = s.pool[:n-1]
 		s.mu.Unlock()
-		return st, nil
+		if st.Linked() {
+			return st, nil
+		}
+		s.discard(st)
 	}
-	s.mu.Unlock()
-	return s.newStream()
 }
 
 // putStream returns a clean stream to the pool, or closes it when the pool
@@ -170,10 +179,13 @@ func (s *Session) writeScript(text string) error {
 }
 
 // rewrite replaces the text of the file at path, kept open in f (the
-// session's directory is in memory where the host has /dev/shm). After a
-// failed write f is closed (a command may have removed the directory), so
-// that the next command makes the file anew.
+// session's directory is in memory where the host has /dev/shm). A file a
+// command removed (with the directory, say) is made anew, as is one whose
+// write failed.
 func (s *Session) rewrite(f *rawcall.File, path, text string) error {
+	if f.IsOpen() && !f.Linked() {
+		f.Close()
+	}
 	if !f.IsOpen() {
 		if err := os.MkdirAll(s.fifoDir, 0o700); err != nil {
 			return err

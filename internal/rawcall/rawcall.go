@@ -316,6 +316,19 @@ func (f File) Truncate(size int64) error {
 	return Ftruncate(f.fd, size)
 }
 
+// Linked reports whether the file f holds still has a name: false once it
+// was removed (or when f is not open).
+func (f File) Linked() bool { return f.open && Linked(f.fd) }
+
+// Linked reports whether the file open at fd still has a name: one fstat.
+// A file removed while open (a command ran rm -rf on its directory) keeps
+// its data for whoever holds it, but no one can open it by its path.
+func Linked(fd int) bool {
+	var st syscall.Stat_t
+	_, _, e := syscall.RawSyscall(syscall.SYS_FSTAT, uintptr(fd), uintptr(unsafe.Pointer(&st)), 0)
+	return e == 0 && st.Nlink > 0
+}
+
 // Close closes the descriptor, if f holds one; f is the zero File after.
 func (f *File) Close() {
 	if f.open {

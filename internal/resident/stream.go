@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/conchsh/conch/internal/rawcall"
 )
 
@@ -19,6 +21,7 @@ type Stream struct {
 	R    *os.File
 	Keep *Keeper
 	path rawcall.Path // Path, for each keeper's open
+	fd   int          // R's descriptor, for Linked
 	// Reader is the embedder's state for reading R, made once and kept
 	// with the stream while a pool keeps it for command after command.
 	Reader any
@@ -34,10 +37,14 @@ func MakeStream(path string) (*Stream, error) {
 		os.Remove(path)
 		return nil, err
 	}
-	st := &Stream{Path: path, R: r}
+	st := &Stream{Path: path, R: r, fd: -1}
 	st.path, err = rawcall.NewPath(path)
 	if err == nil {
-		err = st.Rekeep()
+		var rc syscall.RawConn
+		if rc, err = r.SyscallConn(); err == nil {
+			rc.Control(func(fd uintptr) { st.fd = int(fd) })
+			err = st.Rekeep()
+		}
 	}
 	if err != nil {
 		r.Close()
@@ -51,6 +58,21 @@ func MakeStream(path string) (*Stream, error) {
 func (st *Stream) Rekeep() (err error) {
 	st.Keep, err = openKeeper(st.path, st.Path)
 	return err
+}
+
+// Linked reports whether the FIFO still has its name: false once a command
+// removed it (rm -rf of the session's directory), when no interpreter can
+// open it by its path any more.
+func (st *Stream) Linked() bool { return rawcall.Linked(st.fd) }
+
+// Unread returns how many bytes the FIFO holds that its reader has not
+// read yet (0 when that cannot be told).
+func (st *Stream) Unread() int {
+	n, err := unix.IoctlGetInt(st.fd, unix.TIOCINQ) // TIOCINQ is FIONREAD
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // Close closes both ends and removes the FIFO. A nil Stream is a no-op.
