@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/require"
@@ -216,5 +217,76 @@ func TestAliasesBreakingTheFrame(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSetNoexec pins what `set -n` does to a session. dash, mksh and
+// busybox sh honour it even when interactive and run nothing more, the
+// engine's lines included: every later command ends failed once the shell is
+// back at its prompt, naming set -n among the causes, and the session has to
+// be deleted. bash and ksh93 ignore it in an interactive shell; zsh refuses
+// it.
+func TestSetNoexec(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell})
+			set, _, stderr := run(t, s, CommandOptions{Cmd: "set -n"})
+			after, stdout, _ := run(t, s, CommandOptions{Cmd: "echo after"})
+			switch shell {
+			case "dash", "mksh", "busybox":
+				require.Equal(t, process.Failed, set.Reason, "%+v", set)
+				require.Equal(t, process.Failed, after.Reason, "%+v", after)
+				require.Contains(t, after.Error, "set -n")
+				require.Empty(t, stdout)
+				return
+			case "zsh":
+				require.Equal(t, 1, code(set), "%+v", set)
+				require.Contains(t, stderr, "can't change option")
+			default:
+				require.Equal(t, 0, code(set), "%+v", set)
+			}
+			require.Equal(t, 0, code(after), "%+v", after)
+			require.Equal(t, "after\n", stdout)
+		})
+	}
+}
+
+// TestClosingTheShellsOwnDescriptors pins what becomes of a command that
+// closes the descriptors a shell keeps its own stdin and stderr in while it
+// sources the command, to restore them after: bash's 10 and 11, busybox's
+// 11 and 12 (the lowest free from 10 up). bash cannot restore them and
+// ends, and with it the session; busybox loops on the error it cannot
+// report, until the command's execution timeout ends the session. dash,
+// zsh, mksh and ksh93 take one digit only in a redirection: `exec 10>&-`
+// runs a program named 10, which ends the session as any failed exec does.
+func TestClosingTheShellsOwnDescriptors(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell, StopGrace: 200 * time.Millisecond})
+			fd := "11"
+			if shell == "busybox" {
+				fd = "12"
+			}
+			c, err := s.Submit(CommandOptions{Cmd: "exec " + fd + ">&-", ExecutionTimeout: time.Second})
+			require.NoError(t, err)
+			r := wait(t, c)
+			select {
+			case <-s.Done():
+			case <-time.After(deadline):
+				t.Fatalf("the session lives on after %+v", r)
+			}
+			switch shell {
+			case "busybox":
+				require.Equal(t, process.TimedOut, r.Reason, "%+v", r)
+			case "bash":
+				require.Equal(t, process.Exited, r.Reason, "%+v", r)
+			default:
+				require.Equal(t, 127, code(r), "%+v", r)
+			}
+		})
 	}
 }
