@@ -445,16 +445,14 @@ func (c *Command) streamsFailed(trailer []byte) {
 	if err != nil {
 		status = 1
 	}
-	why := "the shell could not open the command's output streams (too many open files? see ulimit -n), or $__conch was changed (a command assigned it, or made it read-only: see the README's shell matrix)"
-	if gone := c.streamsRemoved(); gone != "" {
-		why = gone
-	}
-	c.giveUp(process.Result{Reason: process.Failed, ExitCode: &status, Error: why})
+	c.giveUp(process.Result{Reason: process.Failed, ExitCode: &status,
+		Error: "the shell could not open the command's output streams (too many open files? see ulimit -n), or $__conch was changed (a command assigned it, or made it read-only: see the README's shell matrix)"})
 }
 
 // giveUp ends the command with r when its end markers will not come, unless
-// they came after all. Its streams are given up, never reused; the shell's $?
-// for the next command is r's exit code, if it has one.
+// they came after all; when its streams were removed, r's error says so
+// rather than guess why. Its streams are given up, never reused; the
+// shell's $? for the next command is r's exit code, if it has one.
 func (c *Command) giveUp(r process.Result) {
 	c.mu.Lock()
 	if c.advanceLocked(phaseEnding) != nil { // ended already
@@ -463,6 +461,9 @@ func (c *Command) giveUp(r process.Result) {
 	}
 	c.noReuse = true
 	c.mu.Unlock()
+	if gone := c.streamsRemoved(); gone != "" {
+		r.Error = gone
+	}
 	if r.ExitCode != nil {
 		r.Cwd = c.s.recordEnd(*r.ExitCode, nil)
 	}

@@ -143,11 +143,8 @@ func (c *Command) running() bool {
 
 // endUnreported ends a command the shell finished without reporting it.
 func (c *Command) endUnreported() {
-	why := "the shell went back to its prompt without reporting the command's end (a lowered ulimit -n, set -n, or a function or trap that takes over the words the engine uses, or its variables made read-only: see the README's shell matrix)"
-	if gone := c.streamsRemoved(); gone != "" {
-		why = gone
-	}
-	c.giveUp(process.Result{Reason: process.Failed, Error: why})
+	c.giveUp(process.Result{Reason: process.Failed,
+		Error: "the shell went back to its prompt without reporting the command's end (a lowered ulimit -n, set -n, or a function or trap that takes over the words the engine uses, or its variables made read-only: see the README's shell matrix)"})
 }
 
 // atPrompt reports whether the shell is blocked reading its own input (the
