@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 )
 
 // TestMain runs every test with this process as a subreaper and the reaper
@@ -453,4 +454,23 @@ func TestStartPassesNoStrayDescriptor(t *testing.T) {
 	require.Equal(t, "none\nextra\n", out.String())
 	_, err = syscall.Write(stray, []byte("x")) // still this process's
 	require.NoError(t, err)
+}
+
+// TestCloseOnExecByWalk: the walk of /proc/self/fd that stands in for
+// close_range on kernels before 5.11 marks a stray descriptor close-on-exec
+// and leaves stdin, stdout and stderr as they were.
+func TestCloseOnExecByWalk(t *testing.T) {
+	stray, err := syscall.Dup(0)
+	require.NoError(t, err)
+	defer syscall.Close(stray)
+	cloexec := func(fd int) bool {
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		require.NoError(t, err)
+		return flags&unix.FD_CLOEXEC != 0
+	}
+	require.False(t, cloexec(stray))
+	std := []bool{cloexec(0), cloexec(1), cloexec(2)}
+	closeOnExecByWalk()
+	require.True(t, cloexec(stray))
+	require.Equal(t, std, []bool{cloexec(0), cloexec(1), cloexec(2)})
 }

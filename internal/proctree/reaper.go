@@ -87,7 +87,11 @@ func closeOnExec() {
 	}
 }
 
-var closeOnExecOnce = sync.OnceFunc(func() {
+var closeOnExecOnce = sync.OnceFunc(closeOnExecByWalk)
+
+// closeOnExecByWalk marks close-on-exec every descriptor from 3 up that
+// /proc/self/fd lists now: close_range's work, for kernels without it.
+func closeOnExecByWalk() {
 	entries, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		return
@@ -97,7 +101,7 @@ var closeOnExecOnce = sync.OnceFunc(func() {
 			unix.CloseOnExec(fd)
 		}
 	}
-})
+}
 
 // Wait waits for a command started with [Start], like cmd.Wait, and then
 // releases its pid for reuse. A command waited with cmd.Wait directly is
