@@ -65,7 +65,8 @@ type Command struct {
 	keepers       []*resident.Keeper // our write ends that hold the streams open until their markers
 	keeperBuf     [2]*resident.Keeper
 	keepersClosed bool
-	ep            *epoller // the epoll set await waits on, while it does (see kick)
+	ep            *epoller        // the epoll set await waits on, while it does (see kick)
+	givenUp       *process.Result // giveUp's result, left for the goroutine that waits in ep
 	timers        []*time.Timer
 	timerBuf      [2]*time.Timer // timers' first room: most commands have one or two
 
@@ -316,6 +317,10 @@ func (c *Command) await(ctx context.Context, rd *readLoop, st *streams) bool {
 		}
 	}
 	for {
+		if r, ok := c.takeGivenUp(); ok {
+			rd.readHeld()
+			c.endGivenUp(r)
+		}
 		select {
 		case <-c.endsDone: // streamEnded (or giveUp) finished the command
 			rd.settle()
@@ -331,6 +336,11 @@ func (c *Command) await(ctx context.Context, rd *readLoop, st *streams) bool {
 		}
 		if rd.live == 0 {
 			// The readers returned before the end (the session ends).
+			// A giveUp from now on ends the command itself.
+			rd.stopKicks()
+			if r, ok := c.takeGivenUp(); ok {
+				c.endGivenUp(r)
+			}
 			select {
 			case <-c.endsDone:
 			case <-c.s.exited:
@@ -340,6 +350,9 @@ func (c *Command) await(ctx context.Context, rd *readLoop, st *streams) bool {
 			}
 			rd.handOff()
 			return true
+		}
+		if beforeStep != nil {
+			beforeStep(c)
 		}
 		if err := rd.step(); errors.Is(err, os.ErrDeadlineExceeded) {
 			// Kicked: the checks above say why.
@@ -468,28 +481,41 @@ func (c *Command) giveUp(r process.Result) {
 		r.Cwd = c.s.recordEnd(*r.ExitCode, nil)
 	}
 	c.closeKeepers()
-	c.awaitRead()
+	c.mu.Lock()
+	if c.ep != nil {
+		// The goroutine that reads the streams waits in c.ep: it takes
+		// what they hold, the output the command wrote before its end
+		// went unreported (a failure marker comes apart from it, on the
+		// shell's stderr), and then ends the command (see takeGivenUp).
+		c.givenUp = &r
+		c.mu.Unlock()
+		c.kick()
+		return
+	}
+	c.mu.Unlock()
+	c.endGivenUp(r)
+}
+
+// takeGivenUp returns the result giveUp left for the goroutine reading the
+// command's streams, if it left one; the caller reads what the streams hold
+// and then ends the command with it (endGivenUp).
+func (c *Command) takeGivenUp() (process.Result, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := c.givenUp
+	if r == nil {
+		return process.Result{}, false
+	}
+	c.givenUp = nil
+	return *r, true
+}
+
+// endGivenUp ends with r a command whose end giveUp took over.
+func (c *Command) endGivenUp(r process.Result) {
 	c.finish(r)
 	close(c.endsDone)
 	c.kick()
 }
-
-// awaitRead gives the goroutine that reads the command's streams a moment
-// (giveReadTime at most) to take what they hold, before giveUp ends the
-// command's log: the output the command wrote before its end went
-// unreported (a failure marker comes apart from it, on the shell's stderr).
-func (c *Command) awaitRead() {
-	out, errs := c.streams.out, c.streams.err
-	if out == nil || errs == nil {
-		return
-	}
-	for deadline := time.Now().Add(giveReadTime); out.Unread()+errs.Unread() > 0 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// giveReadTime bounds awaitRead.
-const giveReadTime = 100 * time.Millisecond
 
 // pidNotRead is an ended command's endPID until a later command starts or
 // Tree asks for it (see Session.endedBefore).
@@ -609,6 +635,10 @@ func (c *Command) shellExited(st *streams, rd *readLoop) {
 			r.Error = "the session's shell was killed by SIG" + process.SignalName(ws.Signal())
 		}
 	}
+	if g, ok := c.takeGivenUp(); ok { // its end was given up as the shell exited
+		c.endGivenUp(g)
+		return
+	}
 	c.mu.Lock()
 	if r.Reason == process.Lost && c.timedOut {
 		// Ended by the engine after the command outlived its timeout.
@@ -682,6 +712,10 @@ func (c *Command) streamEnded(end *sentinel.End) {
 		close(c.endsDone)
 	}
 }
+
+// beforeStep, when a test sets it, is called before each wait of a
+// command's reader for its streams.
+var beforeStep func(*Command)
 
 // takenUp, when a test sets it, is called with each command the moment it
 // is taken up, before it is marked running.

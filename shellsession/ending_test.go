@@ -89,3 +89,38 @@ func TestBusyboxInputLink(t *testing.T) {
 		require.True(t, strings.HasPrefix(stderr, "sh: "), "%q", stderr)
 	}
 }
+
+// TestGivenUpEndKeepsOutput: a command whose end cannot be reported (here
+// bash's frame guard, which the command changed) keeps the output it wrote
+// before, even when the goroutine reading its streams had not read it when
+// the failure came: that goroutine reads what the streams hold first, then
+// ends the command.
+func TestGivenUpEndKeepsOutput(t *testing.T) {
+	const text = "echo kept; echo err >&2; __conch=x"
+	beforeStep = func(c *Command) {
+		if c.text != text {
+			return
+		}
+		// Hold the reader until the failure is given up, and wake it as
+		// giveUp does: it reads nothing in this step.
+		for end := time.Now().Add(deadline); time.Now().Before(end); time.Sleep(time.Millisecond) {
+			c.mu.Lock()
+			given := c.givenUp != nil
+			c.mu.Unlock()
+			if given {
+				c.kick()
+				return
+			}
+		}
+	}
+	defer func() { beforeStep = nil }()
+	s := newSession(t, Options{Shell: "bash", Cwd: t.TempDir()})
+	res, stdout, stderr := run(t, s, CommandOptions{Cmd: text})
+	require.Equal(t, process.Failed, res.Reason, "%+v", res)
+	require.Contains(t, res.Error, "$__conch")
+	require.Equal(t, "kept\n", stdout)
+	require.Equal(t, "err\n", stderr)
+	res, stdout, _ = run(t, s, CommandOptions{Cmd: "echo next"})
+	require.Equal(t, 0, code(res), "%+v", res)
+	require.Equal(t, "next\n", stdout)
+}

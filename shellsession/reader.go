@@ -138,6 +138,30 @@ func (l *readLoop) step() error {
 	return nil
 }
 
+// readHeld reads what the streams hold now, without waiting, for a command
+// whose end was given up (see Command.giveUp): the output it wrote before
+// that. What comes after is a background job's, discarded.
+func (l *readLoop) readHeld() {
+	buf := *l.bp
+	for i, r := range l.rs {
+		for r != nil && !r.over {
+			n, err := r.read(buf)
+			if (n > 0 && r.take(buf[:n])) || (err != nil && r.end(err)) {
+				l.rs[i] = nil
+				l.live--
+				break
+			}
+			if n == 0 {
+				if r.sc != nil {
+					r.sc.Flush()
+				}
+				r.hold.flush()
+				r.over = true
+			}
+		}
+	}
+}
+
 // endStderr ends the command's stderr once its stdout marker has come. Its
 // keeper goes first: the stream then holds the rest of the command's
 // stderr, then end-of-file unless a background job holds it open.

@@ -5,8 +5,6 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/conchsh/conch/internal/rawcall"
 )
 
@@ -64,16 +62,6 @@ func (st *Stream) Rekeep() (err error) {
 // removed it (rm -rf of the session's directory), when no interpreter can
 // open it by its path any more.
 func (st *Stream) Linked() bool { return rawcall.Linked(st.fd) }
-
-// Unread returns how many bytes the FIFO holds that its reader has not
-// read yet (0 when that cannot be told).
-func (st *Stream) Unread() int {
-	n, err := unix.IoctlGetInt(st.fd, unix.TIOCINQ) // TIOCINQ is FIONREAD
-	if err != nil {
-		return 0
-	}
-	return n
-}
 
 // Close closes both ends and removes the FIFO. A nil Stream is a no-op.
 func (st *Stream) Close() {
