@@ -2,6 +2,7 @@ package shellsession
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -289,4 +290,29 @@ func TestClosingTheShellsOwnDescriptors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReplacingBusyboxsSavedStderr pins what busybox sh does when a command
+// opens a file on the descriptor it keeps its own stderr in while it
+// sources the command (12): it restores its stderr from there, so the
+// shell's own stderr, where the frame writes its start markers, is the file
+// from then on. Later commands still end with their exact output and
+// status, each once the watchdog's look finds the shell at its prompt (about
+// a second) rather than at its marker; the markers go to the file.
+func TestReplacingBusyboxsSavedStderr(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{Shell: "busybox"})
+	file := filepath.Join(t.TempDir(), "own")
+	res, stdout, _ := run(t, s, CommandOptions{Cmd: "exec 12>" + file + "; echo a"})
+	require.Equal(t, 0, code(res), "%+v", res)
+	require.Equal(t, "a\n", stdout)
+	for range 2 {
+		res, stdout, stderr := run(t, s, CommandOptions{Cmd: "echo b; echo c >&2; (exit 3)"})
+		require.Equal(t, 3, code(res), "%+v", res)
+		require.Equal(t, "b\n", stdout)
+		require.Equal(t, "c\n", stderr)
+	}
+	own, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.NotEmpty(t, own, "the shell's own stderr did not go to the file")
 }
