@@ -48,6 +48,14 @@ type Paths struct {
 	Before string
 	// Run is how the command is run; the zero value sources Script.
 	Run Run
+	// GuardInScript leaves the assignment of the frame's guard, and the
+	// restoring of $? after it, to the command's script, which the caller
+	// starts with Frame.AppendHead: the
+	// guard then holds the nonce only if the shell ran the script, and an
+	// end line after a "." or eval that could not run it (a builtin the
+	// frame calls was disabled: bash's enable -n, zsh's disable) finds it
+	// unset. For RunSource and RunFile only.
+	GuardInScript bool
 	// Text is the command's text, for RunText: the frame carries it itself
 	// and Script is not read.
 	Text string
@@ -228,6 +236,8 @@ type Frame struct {
 	// FrameText and EndText are what the caller writes to Paths.FrameFile
 	// and Paths.EndFile, when they are set, before it sends Text and End.
 	FrameText, EndText string
+
+	restore string // what AppendHead gives $? by (Paths.GuardInScript)
 }
 
 // The frame's variables: guardVar holds the nonce of the command whose end
@@ -255,24 +265,19 @@ func build(n Nonce, prevStatus int, p Paths) Frame {
 	if p.Announce {
 		b.WriteString(p.Calls.write(`\036S`+string(n), nil, false, p.own()) + "; ")
 	}
-	b.WriteString(guardVar + "=" + string(n) + "; ")
+	inScript := p.GuardInScript && p.Run != RunText
+	if !inScript {
+		b.WriteString(guardVar + "=" + string(n) + "; ")
+	}
 	if p.Before != "" {
 		b.WriteString(p.Before + "; ")
 	}
-	// $? as the previous command left it, with no command a user could
-	// redefine when it is 1 (a negated assignment, or Calls.False); "&& \:"
-	// keeps set -e from firing, and is quoted so that no alias named ":"
-	// can change how the line parses (the ":" never runs).
-	switch prevStatus {
-	case 0:
-	case 1:
-		if p.Calls.False != "" {
-			b.WriteString(p.Calls.False + ` && \:; `)
-		} else {
-			b.WriteString("! " + statusVar + "=1; ")
-		}
-	default:
-		b.WriteString("(" + orDefault(p.Calls.Exit, `\exit`) + " " + strconv.Itoa(prevStatus) + `) && \:; `)
+	// $? as the previous command left it: in the script, after the
+	// guard's assignment, which sets it to 0.
+	restore := restoreStatus(prevStatus, p.Calls)
+	if !inScript {
+		b.WriteString(restore)
+		restore = ""
 	}
 	// The redirections are on the "." (or eval) itself: its trace under
 	// set -x goes to the shell's own stderr, and the command's permanent
@@ -297,7 +302,7 @@ func build(n Nonce, prevStatus int, p Paths) Frame {
 		b.WriteString(endLine(n, p, false))
 	}
 	f := Frame{
-		Nonce: n, Text: b.String(), End: EndLine(n, p), Run: p.Run, EndInText: inText,
+		Nonce: n, Text: b.String(), End: EndLine(n, p), Run: p.Run, EndInText: inText, restore: restore,
 		Start: []byte("\x1eS" + string(n)), Failed: []byte("\x1eF" + string(n)),
 	}
 	source := orDefault(p.Calls.Source, `\.`)
@@ -313,6 +318,31 @@ func build(n Nonce, prevStatus int, p Paths) Frame {
 		f.End += "\n"
 	}
 	return f
+}
+
+// AppendHead appends to b what a script framed with Paths.GuardInScript
+// starts with, on its first line: the words that set the frame's guard to
+// its nonce, then those that give $? the previous command's status.
+func (f Frame) AppendHead(b []byte) []byte {
+	b = append(append(append(b, guardVar+"="...), f.Nonce...), "; "...)
+	return append(b, f.restore...)
+}
+
+// restoreStatus returns the words that leave $? as status, with no
+// command a user could redefine when it is 1 (a negated assignment, or
+// Calls.False); "&& \:" keeps set -e from firing, and is quoted so that no
+// alias named ":" can change how the line parses (the ":" never runs).
+func restoreStatus(status int, c Calls) string {
+	switch status {
+	case 0:
+		return ""
+	case 1:
+		if c.False != "" {
+			return c.False + ` && \:; `
+		}
+		return "! " + statusVar + "=1; "
+	}
+	return "(" + orDefault(c.Exit, `\exit`) + " " + strconv.Itoa(status) + `) && \:; `
 }
 
 // statusLead begins every end line: it keeps the command's exit status

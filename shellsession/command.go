@@ -204,8 +204,9 @@ func (c *Command) start() (*readLoop, *streams) {
 	default:
 	}
 	s.mu.Lock()
-	cwd, prev, traced, run := s.cwd, s.lastStatus, tracesCommand(s.sh, s.flags), runner(s.sh, s.flags)
+	cwd, prev, flags := s.cwd, s.lastStatus, s.flags
 	s.mu.Unlock()
+	traced, run := tracesCommand(s.sh, flags), runner(s.sh, flags)
 
 	// The whole text is needed only here: the record keeps its head.
 	cmd := c.opts.Cmd
@@ -230,19 +231,15 @@ func (c *Command) start() (*readLoop, *streams) {
 	}
 
 	st, err := s.takeStreams(&c.streams, c.opts.Stdin == process.StdinOpen)
-	text := scriptText(s.sh, cmd, traced)
-	if err == nil && run != sentinel.RunText {
-		err = s.writeScript(text)
-	}
 	if err != nil {
-		s.release(st)
 		c.finish(process.Result{Reason: process.Failed, Error: fmt.Sprintf("prepare streams: %v", err)})
 		return nil, nil
 	}
+	text := scriptText(s.sh, cmd, traced)
 	paths := sentinel.Paths{
 		Stdin: st.stdin, Stdout: st.out.Path, Stderr: st.err.Path, Script: s.scriptName,
 		Announce: announces(s.sh), Calls: frameCalls(s.sh), Run: run,
-		EndInText: keepsReadAhead(s.sh),
+		EndInText: keepsReadAhead(s.sh), GuardInScript: guardsInScript(s.sh, flags),
 	}
 	if run == sentinel.RunText {
 		paths.Text = text
@@ -251,6 +248,9 @@ func (c *Command) start() (*readLoop, *streams) {
 		paths.Before = untrace
 	}
 	f, err := s.newFrame(prev, paths)
+	if err == nil && run != sentinel.RunText {
+		err = s.writeScript(f, paths.GuardInScript, text)
+	}
 	if err != nil {
 		s.release(st)
 		c.finish(process.Result{Reason: process.Failed, Error: fmt.Sprintf("prepare streams: %v", err)})
@@ -451,15 +451,16 @@ func (w *failedWatch) Seen(trailer []byte) { (*Command)(w).streamsFailed(trailer
 // command lowered its limit on open files, or, on bash, the frame's guard
 // did not hold the command's nonce (sentinel.Paths.EndInText): the command
 // changed $__conch, or an earlier one made it read-only or an integer, so
-// that the frame could not set it and the command did not run. Its streams
-// are given up.
+// that the frame could not set it and the command did not run; or the
+// frame's "." could not run the command file that sets it (see
+// guardsInScript). Its streams are given up.
 func (c *Command) streamsFailed(trailer []byte) {
 	status, err := strconv.Atoi(string(trailer))
 	if err != nil {
 		status = 1
 	}
 	c.giveUp(process.Result{Reason: process.Failed, ExitCode: &status,
-		Error: "the shell could not open the command's output streams (too many open files? see ulimit -n), or $__conch was changed (a command assigned it, or made it read-only: see the README's shell matrix)"})
+		Error: "the shell could not report the command's end: it could not open the command's output streams (too many open files? see ulimit -n), or $__conch was changed (a command assigned it, or made it read-only), or it could not run the command (a command disabled a builtin the engine calls: enable -n, disable); see the README's shell matrix"})
 }
 
 // giveUp ends the command with r when its end markers will not come, unless

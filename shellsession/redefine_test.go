@@ -56,16 +56,23 @@ func checkRedefined(t *testing.T, shell, name, kind string) {
 	defined := code(res) == 0
 
 	res, stdout, stderr := run(t, s, CommandOptions{Cmd: "sh -c 'echo out; echo err >&2; exit 3'"})
-	require.Equal(t, process.Exited, res.Reason, "%+v", res)
 	if kind == "function" && name == "builtin" && (shell == "bash" || shell == "zsh") {
 		// Pinned: bash and zsh let a function take any name, and the
-		// frame sources the command with `builtin .`, so a function named
-		// builtin runs instead of every later command. printf falls back
-		// to `command printf`: the session still reports each command.
-		require.Equal(t, 1, code(res))
+		// frame runs the command with `builtin .` (`builtin eval`), so a
+		// function named builtin runs instead of every later command.
+		// printf falls back to `command printf`: the session still
+		// reports each command, on bash as failed (the command file
+		// that sets the guard did not run), on zsh with the function's
+		// status.
+		if shell == "bash" {
+			require.Equal(t, process.Failed, res.Reason, "%+v", res)
+		} else {
+			require.Equal(t, 1, code(res), "%+v", res)
+		}
 		require.Empty(t, stdout+stderr)
 		return
 	}
+	require.Equal(t, process.Exited, res.Reason, "%+v", res)
 	require.Equal(t, 3, code(res))
 	require.Equal(t, "out\n", stdout)
 	require.Equal(t, "err\n", stderr)
@@ -315,4 +322,52 @@ func TestReplacingBusyboxsSavedStderr(t *testing.T) {
 	own, err := os.ReadFile(file)
 	require.NoError(t, err)
 	require.NotEmpty(t, own, "the shell's own stderr did not go to the file")
+}
+
+// TestDisabledBuiltins: a command that disables a builtin bash's frame
+// runs commands with (enable -n) leaves a session whose later commands end
+// failed, saying why, rather than ended with the status of the frame's
+// failed call (127, 1) and no output, as if they had run. Pinned for zsh
+// (disable), where the command file cannot set the guard (see
+// guardsInScript): after disable builtin or disable eval every later
+// command ends with the failed call's status without running; after
+// disable . (its end line is sourced) every command runs but ends failed,
+// the one that ran it too.
+func TestDisabledBuiltins(t *testing.T) {
+	t.Parallel()
+	cases := map[string][]string{
+		"bash": {"enable -n builtin", "enable -n ."},
+		"zsh":  {"disable builtin", "disable eval", "disable ."},
+	}
+	for shell, breaks := range cases {
+		for _, brk := range breaks {
+			t.Run(shell+"/"+brk, func(t *testing.T) {
+				t.Parallel()
+				s := newSession(t, Options{Shell: shell, Cwd: t.TempDir()})
+				res, stdout, _ := run(t, s, CommandOptions{Cmd: brk + "; echo off"})
+				require.Equal(t, "off\n", stdout)
+				if brk == "disable ." {
+					require.Equal(t, process.Failed, res.Reason, "%+v", res)
+				} else {
+					require.Equal(t, 0, code(res), "%+v", res)
+				}
+				for range 2 {
+					res, stdout, stderr := run(t, s, CommandOptions{Cmd: "echo hi; (exit 3)"})
+					switch brk {
+					case "disable builtin", "disable eval":
+						require.Equal(t, process.Exited, res.Reason, "%+v", res)
+						require.NotEqual(t, 3, code(res), "%+v", res)
+						require.Empty(t, stdout, "stderr %q", stderr)
+					case "disable .":
+						require.Equal(t, process.Failed, res.Reason, "%+v", res)
+						require.Equal(t, "hi\n", stdout)
+					default:
+						require.Equal(t, process.Failed, res.Reason, "%+v, stdout %q", res, stdout)
+						require.Empty(t, stdout)
+						require.Contains(t, res.Error, "disable")
+					}
+				}
+			})
+		}
+	}
 }

@@ -105,7 +105,7 @@ func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) 
 // writes its markers for the engine to the shell's stderr, the same pipe
 // (sentinel.Paths.OwnStderr).
 func initScript(sh shells.Shell) string {
-	common := "PS1= PS2= PS3=; \\trap 'exit 143' TERM; "
+	common := "PS1= PS2= PS3= __conch=-; \\trap 'exit 143' TERM; "
 	switch sh.Family {
 	case shells.Bash:
 		return common + "PS0=; \\unset PROMPT_COMMAND HISTFILE MAIL MAILPATH MAILCHECK ENV BASH_ENV; \\set +H +m +o history; \\shopt -u checkwinsize\n" + closeStdout(sh)
@@ -266,6 +266,21 @@ const (
 	untrace = `__conch_x=${${-//[^x]/}:+xtrace}; \builtin set +x`
 	retrace = `\builtin set -o ${__conch_x:-noxtrace}; `
 )
+
+// guardsInScript reports whether the command file, rather than the frame,
+// sets the frame's guard (and $? after it) for sh after a command that left
+// the shell with option letters flags (see sentinel.Paths.GuardInScript):
+// bash, where a command can disable the builtins the frame calls to run it
+// (enable -n builtin, enable -n .) or a function can take "builtin" over. A
+// frame whose "." does not run the file then leaves the guard unset, and
+// its end line reports the command failed, rather than ended with the
+// status of the failed call as if it had run. Not under set -v, which would
+// echo the guard's words as the file is read, nor under set -x, which would
+// trace them into the command's stderr. Not zsh: its DEBUG trap would run
+// for them, where a terminal runs it for the command's own words only.
+func guardsInScript(sh shells.Shell, flags string) bool {
+	return sh.Family == shells.Bash && !strings.ContainsAny(flags, "vx")
+}
 
 // tracesCommand reports whether a command after one that left the shell
 // with option letters flags needs untrace and retrace.

@@ -172,17 +172,32 @@ func (s *Session) closePool() {
 }
 
 // writeScript puts a command's text in the session's script file, which the
-// shell sources. One file serves every command: the next command's text
+// shell sources, after f's head when guard is set: the words that set its
+// guard and $? (see guardsInScript). One file serves every command: the next command's text
 // replaces it only after the shell is done with the last one.
-func (s *Session) writeScript(text string) error {
-	return s.rewrite(&s.script, s.scriptName, text)
+func (s *Session) writeScript(f sentinel.Frame, guard bool, text string) error {
+	b := s.scriptBuf[:0]
+	if guard {
+		b = f.AppendHead(b)
+	}
+	b = append(b, text...)
+	err := s.rewrite(&s.script, s.scriptName, b)
+	if cap(b) <= maxScriptBuf {
+		s.scriptBuf = b[:0]
+	} else {
+		s.scriptBuf = nil // a long text's room is not kept
+	}
+	return err
 }
+
+// maxScriptBuf bounds the room a session keeps for its script's text.
+const maxScriptBuf = 64 << 10
 
 // rewrite replaces the text of the file at path, kept open in f (the
 // session's directory is in memory where the host has /dev/shm). A file a
 // command removed (with the directory, say) is made anew, as is one whose
 // write failed.
-func (s *Session) rewrite(f *rawcall.File, path, text string) error {
+func (s *Session) rewrite(f *rawcall.File, path string, text []byte) error {
 	if f.IsOpen() && !f.Linked() {
 		f.Close()
 	}
@@ -196,7 +211,7 @@ func (s *Session) rewrite(f *rawcall.File, path, text string) error {
 		}
 		*f = nf
 	}
-	err := f.WriteAt([]byte(text), 0)
+	err := f.WriteAt(text, 0)
 	if err == nil {
 		err = f.Truncate(int64(len(text)))
 	}
@@ -221,7 +236,7 @@ func (s *Session) newFrame(prev int, p sentinel.Paths) (sentinel.Frame, error) {
 		// The same few streams serve command after command: their frame's
 		// text is built once.
 		k := frameKey{prev: prev, stdin: p.Stdin, stdout: p.Stdout, stderr: p.Stderr, script: p.Script,
-			before: p.Before, run: p.Run, announce: p.Announce, ownStderr: p.OwnStderr}
+			before: p.Before, run: p.Run, announce: p.Announce, ownStderr: p.OwnStderr, guardInScript: p.GuardInScript}
 		t, ok := s.templates[k]
 		if !ok {
 			if len(s.templates) >= maxTemplates || s.templates == nil {
@@ -255,10 +270,12 @@ type frameKey struct {
 	before                        string
 	run                           sentinel.Run
 	announce, ownStderr           bool
+	guardInScript                 bool
 }
 
 // maxTemplates bounds a session's frame templates: its pool's streams
-// (see poolSize) in their pairings, both previous statuses, traced or not.
+// (see poolSize) in their pairings, both previous statuses, traced or not,
+// the guard in the script or not.
 const maxTemplates = 64
 
 // writeFrame writes the files f runs from, and removes the last command's
@@ -286,7 +303,7 @@ func (s *Session) writeFrame(p sentinel.Paths, f sentinel.Frame) error {
 	}
 	s.endFile = p.EndFile
 	if p.FrameFile != "" {
-		return s.rewrite(&s.frame, p.FrameFile, f.FrameText)
+		return s.rewrite(&s.frame, p.FrameFile, []byte(f.FrameText))
 	}
 	return nil
 }
