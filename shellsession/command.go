@@ -235,7 +235,7 @@ func (c *Command) start() (*readLoop, *streams) {
 		c.finish(process.Result{Reason: process.Failed, Error: fmt.Sprintf("prepare streams: %v", err)})
 		return nil, nil
 	}
-	text := scriptText(s.sh, cmd, traced)
+	text := scriptText(s.sh, cmd, traced, prev)
 	paths := sentinel.Paths{
 		Stdin: st.stdin, Stdout: st.out.Path, Stderr: st.err.Path, Script: s.scriptName,
 		Announce: announces(s.sh), Calls: frameCalls(s.sh), Run: run,

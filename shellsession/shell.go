@@ -3,6 +3,7 @@ package shellsession
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -246,9 +247,9 @@ func interruptedStatus(sh shells.Shell, run sentinel.Run, status int) int {
 // one too far in its messages ("cmd[2]: x: not found" for a one-line
 // command). A text ending in a backslash is left as it is: the newline
 // would join its last line.
-func scriptText(sh shells.Shell, text string, traced bool) string {
+func scriptText(sh shells.Shell, text string, traced bool, prev int) string {
 	if traced {
-		text = retrace + text
+		text = retrace + retraceStatus(prev) + text
 	}
 	if sh.Family == shells.Mksh && !strings.HasSuffix(text, "\n") && !strings.HasSuffix(text, `\`) {
 		return text + "\n"
@@ -280,6 +281,17 @@ const (
 // for them, where a terminal runs it for the command's own words only.
 func guardsInScript(sh shells.Shell, flags string) bool {
 	return sh.Family == shells.Bash && !strings.ContainsAny(flags, "vx")
+}
+
+// retraceStatus gives $? back the previous command's status, prev, after
+// retrace (a builtin, which left it 0). In a subshell whose stderr is
+// /dev/null, where its own trace goes: the command's trace shows the
+// command's lines only.
+func retraceStatus(prev int) string {
+	if prev == 0 {
+		return ""
+	}
+	return `(\builtin exit ` + strconv.Itoa(prev) + `) 2>'/dev/null' && \:; `
 }
 
 // tracesCommand reports whether a command after one that left the shell
