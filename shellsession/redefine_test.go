@@ -371,3 +371,21 @@ func TestDisabledBuiltins(t *testing.T) {
 		}
 	}
 }
+
+// TestBashReturnTrap pins what a RETURN trap does in bash: bash runs it
+// whenever a sourced file is done, and the frame sources each command's
+// file, so the trap's output ends every command's output, where a terminal
+// shows it after functions (under set -T) and sourced scripts only.
+func TestBashReturnTrap(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{Shell: "bash", Cwd: t.TempDir()})
+	res, stdout, _ := run(t, s, CommandOptions{Cmd: "trap 'echo ret' RETURN; echo set"})
+	require.Equal(t, 0, code(res), "%+v", res)
+	require.Equal(t, "set\nret\n", stdout)
+	res, stdout, _ = run(t, s, CommandOptions{Cmd: "echo x; (exit 3)"})
+	require.Equal(t, 3, code(res), "%+v", res)
+	require.Equal(t, "x\nret\n", stdout)
+	res, stdout, _ = run(t, s, CommandOptions{Cmd: "trap - RETURN; echo y"})
+	require.Equal(t, 0, code(res), "%+v", res)
+	require.Equal(t, "y\n", stdout)
+}
