@@ -686,7 +686,7 @@ func (c *Command) closeKeepers() {
 
 // streamEnded records that a stream has ended for the command: stdout at its
 // end marker (end says what it reported), stderr once that marker came (end
-// is zero).
+// is nil).
 func (c *Command) streamEnded(end *sentinel.End) {
 	c.mu.Lock()
 	if c.phase >= phaseEnding {
@@ -694,7 +694,7 @@ func (c *Command) streamEnded(end *sentinel.End) {
 		return
 	}
 	c.ends++
-	if end.Cwd != "" {
+	if end != nil {
 		c.end = *end
 	}
 	done := c.ends == 2 && c.advanceLocked(phaseEnding) == nil

@@ -521,11 +521,13 @@ func (r *streamReader) endedAt(clean bool) bool {
 		s.h.DropDrain(st.R)
 		clean = st.Rekeep() == nil
 	}
-	var end sentinel.End // stderr's reports nothing
+	var end sentinel.End
+	ended := (*sentinel.End)(nil) // stderr's reports nothing
 	if r.sc != nil {
 		end = r.sc.End()
+		ended = &end
 	}
-	c.streamEnded(&end)
+	c.streamEnded(ended)
 	if !clean {
 		return false
 	}

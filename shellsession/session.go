@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -22,6 +23,7 @@ import (
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/sentinel"
+	"golang.org/x/sys/unix"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -415,13 +417,45 @@ func (s *Session) Commands() []*Command {
 // and, when its end markers told them (e non-nil), the shell's working
 // directory and option letters. It returns the working directory now.
 func (s *Session) recordEnd(status int, e *sentinel.End) string {
+	cwd := ""
+	if e != nil {
+		cwd = s.checkCwd(e.Cwd)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lastStatus = status
 	if e != nil {
-		s.cwd, s.flags = e.Cwd, e.Flags
+		s.cwd, s.flags = cwd, e.Flags
 	}
 	return s.cwd
+}
+
+// checkCwd returns the working directory a command's end line reported
+// ($PWD) when the shell is there, as pwd prints it (by the path cd took,
+// symbolic links and all); otherwise the shell's own, from /proc: a command
+// can set PWD, or unset it, without changing directory (PWD=/etc). Only a
+// $PWD other than the last command's is looked at. A directory removed
+// since is kept as $PWD names it.
+func (s *Session) checkCwd(reported string) string {
+	s.mu.Lock()
+	last := s.cwd
+	s.mu.Unlock()
+	if reported == last && reported != "" {
+		return reported
+	}
+	proc := "/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/cwd"
+	var at, there unix.Stat_t
+	if unix.Stat(proc, &there) != nil {
+		return reported // the shell is gone
+	}
+	if strings.HasPrefix(reported, "/") && unix.Stat(reported, &at) == nil && at.Dev == there.Dev && at.Ino == there.Ino {
+		return reported
+	}
+	real, err := os.Readlink(proc)
+	if err != nil || strings.HasSuffix(real, " (deleted)") {
+		return reported
+	}
+	return real
 }
 
 // Cwd returns the shell's working directory after its last command.
