@@ -60,7 +60,6 @@ type Command struct {
 	timedOut      bool
 	ends          int // streams ended: stdout at its marker, then stderr
 	end           sentinel.End
-	endsDone      chan struct{}      // closed when it reaches phaseEnding by its markers or giveUp
 	stdinOpened   chan struct{}      // with stdin open, closed when the stdin feeder's open has returned
 	keepers       []*resident.Keeper // our write ends that hold the streams open until their markers
 	keeperBuf     [2]*resident.Keeper
@@ -89,7 +88,6 @@ func (s *Session) newCommand(opts CommandOptions) *Command {
 		s: s, id: process.NewID(), opts: opts,
 		createdAt: time.Now(),
 		done:      make(chan struct{}),
-		endsDone:  make(chan struct{}),
 	}
 	if opts.Stdin == process.StdinOpen {
 		c.stdinOpened = make(chan struct{})
@@ -322,7 +320,7 @@ func (c *Command) await(ctx context.Context, rd *readLoop, st *streams) bool {
 			c.endGivenUp(r)
 		}
 		select {
-		case <-c.endsDone: // streamEnded (or giveUp) finished the command
+		case <-c.done: // streamEnded (or giveUp) finished the command
 			rd.settle()
 			rd.handOff()
 			return true
@@ -342,7 +340,7 @@ func (c *Command) await(ctx context.Context, rd *readLoop, st *streams) bool {
 				c.endGivenUp(r)
 			}
 			select {
-			case <-c.endsDone:
+			case <-c.done:
 			case <-c.s.exited:
 				c.shellExited(st, rd)
 			case <-cancelled:
@@ -514,7 +512,6 @@ func (c *Command) takeGivenUp() (process.Result, bool) {
 // endGivenUp ends with r a command whose end giveUp took over.
 func (c *Command) endGivenUp(r process.Result) {
 	c.finish(r)
-	close(c.endsDone)
 	c.kick()
 }
 
@@ -710,7 +707,6 @@ func (c *Command) streamEnded(end *sentinel.End) {
 		r := c.resultFor(process.Result{Reason: process.Exited, ExitCode: &c.exitCode})
 		r.Cwd = c.s.recordEnd(e.Status, &e)
 		c.finish(r)
-		close(c.endsDone)
 	}
 }
 

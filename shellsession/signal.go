@@ -325,8 +325,6 @@ func (c *Command) nudge(after time.Duration) {
 		select {
 		case <-c.done:
 			return
-		case <-c.endsDone:
-			return
 		default:
 		}
 		if c.s.deadlocked() {
