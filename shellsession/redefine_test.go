@@ -389,3 +389,20 @@ func TestBashReturnTrap(t *testing.T) {
 	require.Equal(t, 0, code(res), "%+v", res)
 	require.Equal(t, "y\n", stdout)
 }
+
+// TestBashDebugTrapUnderFunctrace: under set -T bash runs a DEBUG trap for
+// the commands of a sourced file too; the command's output has the trap's
+// output for the command's own commands only, as at a terminal, and not for
+// the words the engine puts in the command file.
+func TestBashDebugTrapUnderFunctrace(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{Shell: "bash", Cwd: t.TempDir()})
+	res, stdout, _ := run(t, s, CommandOptions{Cmd: "set -T; trap 'echo dbg' DEBUG; echo a"})
+	require.Equal(t, 0, code(res), "%+v", res)
+	require.Equal(t, "dbg\na\n", stdout)
+	for range 2 {
+		res, stdout, _ = run(t, s, CommandOptions{Cmd: "echo b; (exit 3)"})
+		require.Equal(t, 3, code(res), "%+v", res)
+		require.Equal(t, "dbg\nb\ndbg\n", stdout)
+	}
+}

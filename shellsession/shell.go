@@ -277,10 +277,11 @@ const (
 // its end line reports the command failed, rather than ended with the
 // status of the failed call as if it had run. Not under set -v, which would
 // echo the guard's words as the file is read, nor under set -x, which would
-// trace them into the command's stderr. Not zsh: its DEBUG trap would run
-// for them, where a terminal runs it for the command's own words only.
+// trace them into the command's stderr, nor under set -T, where a DEBUG trap
+// would run for them (a terminal runs it for the command's own words only).
+// Not zsh, whose DEBUG trap runs for a sourced file's words in any case.
 func guardsInScript(sh shells.Shell, flags string) bool {
-	return sh.Family == shells.Bash && !strings.ContainsAny(flags, "vx")
+	return sh.Family == shells.Bash && !strings.ContainsAny(flags, "vxT")
 }
 
 // retraceStatus gives $? back the previous command's status, prev, after
