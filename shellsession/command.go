@@ -451,14 +451,16 @@ func (w *failedWatch) Seen(trailer []byte) { (*Command)(w).streamsFailed(trailer
 // changed $__conch, or an earlier one made it read-only or an integer, so
 // that the frame could not set it and the command did not run; or the
 // frame's "." could not run the command file that sets it (see
-// guardsInScript). Its streams are given up.
+// guardsInScript); or a command turned restricted mode on (bash's set -r,
+// ksh93's set -o restricted), which forbids the frame's redirections for
+// good. Its streams are given up.
 func (c *Command) streamsFailed(trailer []byte) {
 	status, err := strconv.Atoi(string(trailer))
 	if err != nil {
 		status = 1
 	}
 	c.giveUp(process.Result{Reason: process.Failed, ExitCode: &status,
-		Error: "the shell could not report the command's end: it could not open the command's output streams (too many open files? see ulimit -n), or $__conch was changed (a command assigned it, or made it read-only), or it could not run the command (a command disabled a builtin the engine calls: enable -n, disable); see the README's shell matrix"})
+		Error: "the shell could not report the command's end: it could not open the command's output streams (too many open files? see ulimit -n; restricted mode? set -r), or $__conch was changed (a command assigned it, or made it read-only), or it could not run the command (a command disabled a builtin the engine calls: enable -n, disable); see the README's shell matrix"})
 }
 
 // giveUp ends the command with r when its end markers will not come, unless

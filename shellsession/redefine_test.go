@@ -406,3 +406,32 @@ func TestBashDebugTrapUnderFunctrace(t *testing.T) {
 		require.Equal(t, "dbg\nb\ndbg\n", stdout)
 	}
 }
+
+// TestRestrictedMode pins what restricted mode, which a command can turn on
+// but never off, does to a session: it forbids the frame's redirections,
+// so that bash and ksh93 can run no later command, and each ends failed,
+// saying so; zsh exits as the next command is sent, ending the session.
+func TestRestrictedMode(t *testing.T) {
+	t.Parallel()
+	for shell, on := range map[string]string{"bash": "set -r", "ksh": "set -o restricted", "zsh": "setopt restricted"} {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell, Cwd: t.TempDir()})
+			res, _, _ := run(t, s, CommandOptions{Cmd: on})
+			require.Equal(t, process.Failed, res.Reason, "%+v", res)
+			c, err := s.Submit(CommandOptions{Cmd: "echo hi; (exit 3)"})
+			require.NoError(t, err)
+			res = wait(t, c)
+			if shell == "zsh" {
+				select {
+				case <-s.Done():
+				case <-time.After(deadline):
+					t.Fatalf("the session lives on after %+v", res)
+				}
+				return
+			}
+			require.Equal(t, process.Failed, res.Reason, "%+v", res)
+			require.Contains(t, res.Error, "restricted")
+		})
+	}
+}
