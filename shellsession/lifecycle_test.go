@@ -605,3 +605,32 @@ func TestStreamDirectoryRemoved(t *testing.T) {
 		})
 	}
 }
+
+// TestReturnAtTopLevel pins `return` outside a function: the command is a
+// sourced file (or an eval), so the return ends it there, with its status,
+// and the session goes on — where bash at a terminal refuses it and runs
+// on, and mksh and ksh93 exit. dash's return ends its interactive shell,
+// as at a terminal, and with it the session.
+func TestReturnAtTopLevel(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell, Cwd: t.TempDir()})
+			res, stdout, _ := run(t, s, CommandOptions{Cmd: "echo a; return 3; echo b"})
+			require.Equal(t, 3, code(res), "%+v", res)
+			require.Equal(t, "a\n", stdout)
+			if shell == "dash" {
+				select {
+				case <-s.Done():
+				case <-time.After(deadline):
+					t.Fatal("the session lives on")
+				}
+				return
+			}
+			res, stdout, _ = run(t, s, CommandOptions{Cmd: "echo $?"})
+			require.Equal(t, 0, code(res), "%+v", res)
+			require.Equal(t, "3\n", stdout)
+		})
+	}
+}
