@@ -634,3 +634,19 @@ func TestReturnAtTopLevel(t *testing.T) {
 		})
 	}
 }
+
+// TestBashSourceNamesTheCommandFile pins what BASH_SOURCE holds in bash: it
+// names the file the engine sources the command from, where a terminal's
+// is empty at the top level (and "main" in a function). So the idiom
+// $(dirname "${BASH_SOURCE[0]}") names the session's directory of FIFOs,
+// not ".". (Running the text with eval, which would leave it empty, makes
+// an interactive bash announce background jobs and run a DEBUG trap for
+// the engine's words.)
+func TestBashSourceNamesTheCommandFile(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{Shell: "bash", Cwd: t.TempDir()})
+	res, stdout, _ := run(t, s, CommandOptions{Cmd: `echo "${BASH_SOURCE[0]}"; f() { echo "${BASH_SOURCE[0]}"; }; f`})
+	require.Equal(t, 0, code(res), "%+v", res)
+	file := filepath.Join(s.fifoDir, "cmd")
+	require.Equal(t, file+"\n"+file+"\n", stdout)
+}
