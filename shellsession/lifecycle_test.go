@@ -650,3 +650,29 @@ func TestBashSourceNamesTheCommandFile(t *testing.T) {
 	file := filepath.Join(s.fifoDir, "cmd")
 	require.Equal(t, file+"\n"+file+"\n", stdout)
 }
+
+// TestExitTrapOutput pins where an EXIT trap's output goes when a command
+// ends the shell with exit: into the command's output on bash, zsh and
+// mksh, which run the trap with the command's redirections in place; dash,
+// ksh93 and busybox restore their own descriptors first, and the trap's
+// output goes where no command's does.
+func TestExitTrapOutput(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell, Cwd: t.TempDir()})
+			run(t, s, CommandOptions{Cmd: "trap 'echo bye; echo bye2 >&2' EXIT"})
+			res, stdout, stderr := run(t, s, CommandOptions{Cmd: "echo x; exit 3"})
+			require.Equal(t, 3, code(res), "%+v", res)
+			switch shell {
+			case "bash", "zsh", "mksh":
+				require.Equal(t, "x\nbye\n", stdout)
+				require.Equal(t, "bye2\n", stderr)
+			default:
+				require.Equal(t, "x\n", stdout)
+				require.Empty(t, stderr)
+			}
+		})
+	}
+}
