@@ -570,40 +570,52 @@ func TestKillQueuedCommand(t *testing.T) {
 }
 
 // TestStreamDirectoryRemoved: a command that removes the sessions' stream
-// directories (rm -rf of all of /dev/shm, say) ends failed, saying so, with
-// the output it wrote before; the next command of that session, and of
-// another session whose directory went with it, runs as if nothing had
-// happened: its streams, its file and its directory are made anew. Before,
-// later commands reported the shell's failure to open what was gone as
-// their own status (bash exited 1, busybox 2), lost their output (zsh), or
-// each ended failed a second later (mksh).
+// directories (rm -rf of all of /dev/shm, say), or moves them within their
+// file system, ends failed, saying so, with the output it wrote before;
+// the next command of that session, and of another session whose
+// directory went with it, runs as if nothing had happened: its streams,
+// its file and its directory are made anew. Before, later commands
+// reported the shell's failure to open what was gone as their own status
+// (bash exited 1, busybox 2), lost their output (zsh), or each ended
+// failed a second later (mksh); after a move, which leaves the files
+// whole elsewhere, bash's ended failed, zsh's exited 0 with no output.
 func TestStreamDirectoryRemoved(t *testing.T) {
 	t.Parallel()
 	for _, shell := range testShells {
-		t.Run(shell, func(t *testing.T) {
-			t.Parallel()
-			base, cwd := t.TempDir(), t.TempDir()
-			s := newSession(t, Options{Shell: shell, Cwd: cwd, StreamDir: base})
-			other := newSession(t, Options{Shell: shell, StreamDir: base})
-			run(t, other, CommandOptions{Cmd: "true"}) // its pool is full
-			res, stdout, stderr := run(t, s, CommandOptions{Cmd: "rm -rf " + shQuote(base) + "/conch-*; echo removed"})
-			require.Equal(t, "removed\n", stdout, "stderr %q, %+v", stderr, res)
-			require.Equal(t, process.Failed, res.Reason, "%+v", res)
-			require.Contains(t, res.Error, "was removed while the command ran")
-			for _, sess := range []*Session{s, other} {
-				for range 3 { // more commands than a pool holds streams
-					res, stdout, stderr := run(t, sess, CommandOptions{Cmd: "echo out; echo err >&2; (exit 3)"})
-					require.Equal(t, process.Exited, res.Reason, "%+v", res)
-					require.Equal(t, 3, code(res))
-					require.Equal(t, "out\n", stdout)
-					require.Equal(t, "err\n", stderr)
-				}
-			}
-			res, stdout, _ = run(t, s, CommandOptions{Cmd: "mkdir sub && cd sub && pwd"})
-			require.Equal(t, 0, code(res), "%+v", res)
-			require.Equal(t, filepath.Join(cwd, "sub")+"\n", stdout)
-		})
+		for _, how := range []string{"rm", "mv"} {
+			t.Run(shell+"/"+how, func(t *testing.T) {
+				t.Parallel()
+				checkStreamDirectoryRemoved(t, shell, how)
+			})
+		}
 	}
+}
+
+func checkStreamDirectoryRemoved(t *testing.T, shell, how string) {
+	base, cwd := t.TempDir(), t.TempDir()
+	s := newSession(t, Options{Shell: shell, Cwd: cwd, StreamDir: base})
+	other := newSession(t, Options{Shell: shell, StreamDir: base})
+	run(t, other, CommandOptions{Cmd: "true"}) // its pool is full
+	remove := "rm -rf " + shQuote(base) + "/conch-*"
+	if how == "mv" {
+		remove = "mkdir " + shQuote(base+"/moved") + " && mv " + shQuote(base) + "/conch-* " + shQuote(base+"/moved")
+	}
+	res, stdout, stderr := run(t, s, CommandOptions{Cmd: remove + "; echo removed"})
+	require.Equal(t, "removed\n", stdout, "stderr %q, %+v", stderr, res)
+	require.Equal(t, process.Failed, res.Reason, "%+v", res)
+	require.Contains(t, res.Error, "was removed or moved while the command ran")
+	for _, sess := range []*Session{s, other} {
+		for range 3 { // more commands than a pool holds streams
+			res, stdout, stderr := run(t, sess, CommandOptions{Cmd: "echo out; echo err >&2; (exit 3)"})
+			require.Equal(t, process.Exited, res.Reason, "%+v", res)
+			require.Equal(t, 3, code(res))
+			require.Equal(t, "out\n", stdout)
+			require.Equal(t, "err\n", stderr)
+		}
+	}
+	res, stdout, _ = run(t, s, CommandOptions{Cmd: "mkdir sub && cd sub && pwd"})
+	require.Equal(t, 0, code(res), "%+v", res)
+	require.Equal(t, filepath.Join(cwd, "sub")+"\n", stdout)
 }
 
 // TestReturnAtTopLevel pins `return` outside a function: the command is a

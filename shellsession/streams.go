@@ -76,8 +76,8 @@ func (s *Session) release(st *streams) {
 }
 
 // takeStream returns a clean stream from the pool, or a new one. A pooled
-// stream whose FIFO a command removed (rm -rf of the session's directory,
-// say with all of /dev/shm) is closed rather than used: the shell could not
+// stream whose FIFO a command removed or moved (rm -rf of the session's
+// directory, say with all of /dev/shm, or mv) is closed rather than used: the shell could not
 // open it by its name, or would make a plain file there.
 func (s *Session) takeStream() (*stream, error) {
 	for {
@@ -90,7 +90,7 @@ func (s *Session) takeStream() (*stream, error) {
 		st := s.pool[n-1]
 		s.pool = s.pool[:n-1]
 		s.mu.Unlock()
-		if st.Linked() {
+		if st.InPlace() {
 			return st, nil
 		}
 		s.discard(st)
@@ -195,10 +195,10 @@ const maxScriptBuf = 64 << 10
 
 // rewrite replaces the text of the file at path, kept open in f (the
 // session's directory is in memory where the host has /dev/shm). A file a
-// command removed (with the directory, say) is made anew, as is one whose
-// write failed.
+// command removed or moved (with the directory, say) is made anew, as is
+// one whose write failed.
 func (s *Session) rewrite(f *rawcall.File, path string, text []byte) error {
-	if f.IsOpen() && !f.Linked() {
+	if f.IsOpen() && !f.InPlace() {
 		f.Close()
 	}
 	if !f.IsOpen() {

@@ -276,16 +276,27 @@ func (r *Reader) once(fd uintptr) bool {
 type File struct {
 	fd   int
 	open bool
+	id   ID // the file it opened, at name
+	name Path
 }
 
 // OpenFile opens the file at path with flags (O_CLOEXEC added) and, when
 // it creates the file, mode.
 func OpenFile(path string, flags int, mode uint32) (File, error) {
-	fd, err := Open(path, flags|syscall.O_CLOEXEC, mode)
+	name, err := NewPath(path)
 	if err != nil {
 		return File{}, err
 	}
-	return File{fd: fd, open: true}, nil
+	fd, err := name.Open(flags|syscall.O_CLOEXEC, mode)
+	if err != nil {
+		return File{}, err
+	}
+	id, err := IDOf(fd)
+	if err != nil {
+		Close(fd)
+		return File{}, err
+	}
+	return File{fd: fd, open: true, id: id, name: name}, nil
 }
 
 // IsOpen reports whether f holds a descriptor.
@@ -316,17 +327,32 @@ func (f File) Truncate(size int64) error {
 	return Ftruncate(f.fd, size)
 }
 
-// Linked reports whether the file f holds still has a name: false once it
-// was removed (or when f is not open).
-func (f File) Linked() bool { return f.open && Linked(f.fd) }
+// InPlace reports whether the file f holds is still the one at the path
+// it was opened by: false once it was removed or moved (or when f is not
+// open).
+func (f File) InPlace() bool { return f.open && f.name.Names(f.id) }
 
-// Linked reports whether the file open at fd still has a name: one fstat.
-// A file removed while open (a command ran rm -rf on its directory) keeps
-// its data for whoever holds it, but no one can open it by its path.
-func Linked(fd int) bool {
+// ID tells a file apart from every other: its device and inode.
+type ID struct{ dev, ino uint64 }
+
+// IDOf returns the ID of the file open at fd: one fstat.
+func IDOf(fd int) (ID, error) {
 	var st syscall.Stat_t
 	_, _, e := syscall.RawSyscall(syscall.SYS_FSTAT, uintptr(fd), uintptr(unsafe.Pointer(&st)), 0)
-	return e == 0 && st.Nlink > 0
+	if e != 0 {
+		return ID{}, e
+	}
+	return ID{st.Dev, st.Ino}, nil
+}
+
+// Names reports whether p names the file id: one stat, which does not
+// follow a last symbolic link. A file removed or moved while open (a
+// command ran rm -rf or mv on its directory) keeps its data for whoever
+// holds it, but no one can open it by its path any more, or opens another.
+func (p Path) Names(id ID) bool {
+	var st syscall.Stat_t
+	_, _, e := syscall.RawSyscall6(syscall.SYS_NEWFSTATAT, uintptr(atFDCWD), uintptr(unsafe.Pointer(p.p)), uintptr(unsafe.Pointer(&st)), unix.AT_SYMLINK_NOFOLLOW, 0, 0)
+	return e == 0 && st.Dev == id.dev && st.Ino == id.ino
 }
 
 // Close closes the descriptor, if f holds one; f is the zero File after.

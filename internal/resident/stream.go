@@ -18,8 +18,8 @@ type Stream struct {
 	Path string
 	R    *os.File
 	Keep *Keeper
-	path rawcall.Path // Path, for each keeper's open
-	fd   int          // R's descriptor, for Linked
+	path rawcall.Path // Path, for each keeper's open and InPlace
+	id   rawcall.ID   // the FIFO's, for InPlace
 	// Reader is the embedder's state for reading R, made once and kept
 	// with the stream while a pool keeps it for command after command.
 	Reader any
@@ -35,14 +35,16 @@ func MakeStream(path string) (*Stream, error) {
 		os.Remove(path)
 		return nil, err
 	}
-	st := &Stream{Path: path, R: r, fd: -1}
+	st := &Stream{Path: path, R: r}
 	st.path, err = rawcall.NewPath(path)
 	if err == nil {
 		var rc syscall.RawConn
 		if rc, err = r.SyscallConn(); err == nil {
-			rc.Control(func(fd uintptr) { st.fd = int(fd) })
-			err = st.Rekeep()
+			rc.Control(func(fd uintptr) { st.id, err = rawcall.IDOf(int(fd)) })
 		}
+	}
+	if err == nil {
+		err = st.Rekeep()
 	}
 	if err != nil {
 		r.Close()
@@ -58,10 +60,10 @@ func (st *Stream) Rekeep() (err error) {
 	return err
 }
 
-// Linked reports whether the FIFO still has its name: false once a command
-// removed it (rm -rf of the session's directory), when no interpreter can
-// open it by its path any more.
-func (st *Stream) Linked() bool { return rawcall.Linked(st.fd) }
+// InPlace reports whether the FIFO is still at its path: false once a
+// command removed or moved it (rm -rf or mv of the session's directory),
+// when no interpreter can open it by that path any more.
+func (st *Stream) InPlace() bool { return st.path.Names(st.id) }
 
 // Close closes both ends and removes the FIFO. A nil Stream is a no-op.
 func (st *Stream) Close() {
