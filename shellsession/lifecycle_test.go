@@ -688,3 +688,37 @@ func TestExitTrapOutput(t *testing.T) {
 		})
 	}
 }
+
+// TestPlantedLinks: a command that puts a symbolic link where the session
+// keeps its command file, or its whole directory, does not make the
+// engine write through it: the link goes, the file or directory is made
+// anew, and later commands run as usual. Before, the next command's text
+// was written over the link's target.
+func TestPlantedLinks(t *testing.T) {
+	t.Parallel()
+	for _, what := range []string{"file", "directory"} {
+		t.Run(what, func(t *testing.T) {
+			t.Parallel()
+			elsewhere := t.TempDir()
+			victim := filepath.Join(elsewhere, "victim")
+			require.NoError(t, os.WriteFile(victim, []byte("precious\n"), 0o600))
+			s := newSession(t, Options{Shell: "bash", Cwd: t.TempDir(), StreamDir: t.TempDir()})
+			plant := "rm -f " + shQuote(s.scriptName) + " && ln -s " + shQuote(victim) + " " + shQuote(s.scriptName)
+			if what == "directory" {
+				plant = "rm -rf " + shQuote(s.fifoDir) + " && ln -s " + shQuote(elsewhere) + " " + shQuote(s.fifoDir)
+			}
+			run(t, s, CommandOptions{Cmd: plant})
+			for range 3 {
+				res, stdout, _ := run(t, s, CommandOptions{Cmd: "echo next; (exit 3)"})
+				require.Equal(t, 3, code(res), "%+v", res)
+				require.Equal(t, "next\n", stdout)
+			}
+			b, err := os.ReadFile(victim)
+			require.NoError(t, err)
+			require.Equal(t, "precious\n", string(b))
+			entries, err := os.ReadDir(elsewhere)
+			require.NoError(t, err)
+			require.Len(t, entries, 1, "the engine made files in the link's target: %v", entries)
+		})
+	}
+}

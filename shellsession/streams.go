@@ -38,7 +38,7 @@ const poolSize = 4
 
 // newStream makes and opens a FIFO in the session's directory.
 func (s *Session) newStream() (*stream, error) {
-	if err := os.MkdirAll(s.fifoDir, 0o700); err != nil { // a command may have removed it
+	if err := s.makeDir(); err != nil { // a command may have removed it
 		return nil, err
 	}
 	s.mu.Lock()
@@ -46,6 +46,10 @@ func (s *Session) newStream() (*stream, error) {
 	path := filepath.Join(s.fifoDir, strconv.Itoa(s.seq))
 	s.mu.Unlock()
 	st, err := resident.MakeStream(path)
+	if errors.Is(err, fs.ErrExist) { // a command put something there
+		os.Remove(path)
+		st, err = resident.MakeStream(path)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -53,6 +57,19 @@ func (s *Session) newStream() (*stream, error) {
 	s.live++
 	s.mu.Unlock()
 	return st, nil
+}
+
+// makeDir makes the session's directory anew, if a command removed it or
+// put something else in its place (a symbolic link there is removed, never
+// followed).
+func (s *Session) makeDir() error {
+	if fi, err := os.Lstat(s.fifoDir); err == nil {
+		if fi.IsDir() {
+			return nil
+		}
+		os.Remove(s.fifoDir)
+	}
+	return os.MkdirAll(s.fifoDir, 0o700)
 }
 
 // discard closes a stream of the session for good.
@@ -202,10 +219,13 @@ func (s *Session) rewrite(f *rawcall.File, path string, text []byte) error {
 		f.Close()
 	}
 	if !f.IsOpen() {
-		if err := os.MkdirAll(s.fifoDir, 0o700); err != nil {
+		if err := s.makeDir(); err != nil {
 			return err
 		}
-		nf, err := rawcall.OpenFile(path, syscall.O_RDWR|syscall.O_CREAT, 0o600)
+		// Whatever a command put in the file's place goes: a symbolic
+		// link is never followed.
+		rawcall.Unlink(path)
+		nf, err := rawcall.OpenFile(path, syscall.O_RDWR|syscall.O_CREAT|syscall.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 		if err != nil {
 			return &fs.PathError{Op: "open", Path: path, Err: err}
 		}
@@ -286,13 +306,13 @@ func (s *Session) writeFrame(p sentinel.Paths, f sentinel.Frame) error {
 		rawcall.Unlink(s.endFile)
 		s.endFile = ""
 	}
-	err := rawcall.WriteFile(p.EndFile, []byte(f.EndText), 0o600)
+	err := rawcall.CreateFile(p.EndFile, []byte(f.EndText), 0o600)
 	if errors.Is(err, fs.ErrNotExist) {
 		// A command removed the session's directory, and with it the frame
 		// file kept open: make both anew.
 		s.frame.Close()
-		if err = os.MkdirAll(s.fifoDir, 0o700); err == nil {
-			err = rawcall.WriteFile(p.EndFile, []byte(f.EndText), 0o600)
+		if err = s.makeDir(); err == nil {
+			err = rawcall.CreateFile(p.EndFile, []byte(f.EndText), 0o600)
 		}
 	}
 	if err != nil {

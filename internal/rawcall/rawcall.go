@@ -268,6 +268,30 @@ func (r *Reader) once(fd uintptr) bool {
 	}
 }
 
+// CreateFile writes data to a new file at path, made with mode perm, in
+// place of whatever was there: a file, or a symbolic link, which is never
+// followed.
+func CreateFile(path string, data []byte, perm uint32) error {
+	p, err := NewPath(path)
+	if err != nil {
+		return err
+	}
+	const flags = syscall.O_WRONLY | syscall.O_CREAT | syscall.O_EXCL | syscall.O_NOFOLLOW | syscall.O_CLOEXEC
+	fd, err := p.Open(flags, perm)
+	if err == syscall.EEXIST {
+		Unlink(path)
+		fd, err = p.Open(flags, perm)
+	}
+	if err != nil {
+		return err
+	}
+	err = WriteAt(fd, data, 0)
+	if cerr := Close(fd); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // File is a descriptor kept open for raw calls: a small file of /proc, of
 // a cgroup or of a session's directory, read or rewritten around each
 // command. The zero File is not open: it reads and writes nothing (EBADF),
