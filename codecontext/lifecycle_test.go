@@ -452,3 +452,19 @@ func TestDriverFailureSaysWhy(t *testing.T) {
 		})
 	}
 }
+
+// TestPlantedDirectoryLink: a cell that replaces its context's directory
+// with a symbolic link to another does not make the engine make its FIFOs
+// there: the link goes, the directory is made anew, and later cells run as
+// usual.
+func TestPlantedDirectoryLink(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	elsewhere := t.TempDir()
+	run(t, c, "import os, shutil; shutil.rmtree("+strconv.Quote(c.dir)+"); os.symlink("+strconv.Quote(elsewhere)+", "+strconv.Quote(c.dir)+")")
+	for range 2 { // while a cell runs, its FIFOs are in the context's directory
+		res, stdout, _ := run(t, c, "print(os.listdir("+strconv.Quote(elsewhere)+"))")
+		require.Equal(t, 0, code(res), "%+v", res)
+		require.Equal(t, "[]\n", stdout, "the engine made files in the link's target")
+	}
+}

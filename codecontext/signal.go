@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/internal/rawcall"
 	"github.com/conchsh/conch/process"
 )
 
@@ -167,11 +168,12 @@ func (cell *Cell) sendINT(n int) {
 }
 
 // writeAtomic replaces the file at path with text, so that a reader sees
-// the old text or the new, never a part.
+// the old text or the new, never a part. The text goes to a new file, never
+// through a link a cell put in its place.
 func writeAtomic(path, text string) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(text), 0o600); err != nil {
-		return err
+	if err := rawcall.CreateFile(tmp, []byte(text), 0o600); err != nil {
+		return &os.PathError{Op: "write", Path: tmp, Err: err}
 	}
 	return os.Rename(tmp, path)
 }

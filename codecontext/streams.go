@@ -22,7 +22,7 @@ type stream = resident.Stream
 
 // newStreams makes the streams of cell number seq.
 func (c *Context) newStreams(seq int, stdinOpen bool) (*streams, error) {
-	if err := os.MkdirAll(c.dir, 0o700); err != nil { // a cell may have removed it
+	if err := resident.MakeDir(c.dir); err != nil { // a cell may have removed it, or put a link there
 		return nil, err
 	}
 	base := filepath.Join(c.dir, strconv.Itoa(seq))

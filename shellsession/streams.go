@@ -60,17 +60,8 @@ func (s *Session) newStream() (*stream, error) {
 }
 
 // makeDir makes the session's directory anew, if a command removed it or
-// put something else in its place (a symbolic link there is removed, never
-// followed).
-func (s *Session) makeDir() error {
-	if fi, err := os.Lstat(s.fifoDir); err == nil {
-		if fi.IsDir() {
-			return nil
-		}
-		os.Remove(s.fifoDir)
-	}
-	return os.MkdirAll(s.fifoDir, 0o700)
-}
+// put something else in its place (see resident.MakeDir).
+func (s *Session) makeDir() error { return resident.MakeDir(s.fifoDir) }
 
 // discard closes a stream of the session for good.
 func (s *Session) discard(st *stream) {

@@ -241,3 +241,24 @@ func TestFile(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "short", string(got))
 }
+
+// TestCreateFile: CreateFile writes a new file in place of whatever is at
+// its path, a file or a symbolic link, and never writes through the link.
+func TestCreateFile(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	require.NoError(t, os.WriteFile(target, []byte("precious"), 0o600))
+	path := filepath.Join(dir, "f")
+	require.NoError(t, os.Symlink(target, path))
+	require.NoError(t, CreateFile(path, []byte("one"), 0o600))
+	fi, err := os.Lstat(path)
+	require.NoError(t, err)
+	require.True(t, fi.Mode().IsRegular())
+	b, err := os.ReadFile(target)
+	require.NoError(t, err)
+	require.Equal(t, "precious", string(b))
+	require.NoError(t, CreateFile(path, []byte("two"), 0o600))
+	b, err = os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, "two", string(b))
+}

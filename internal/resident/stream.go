@@ -25,6 +25,19 @@ type Stream struct {
 	Reader any
 }
 
+// MakeDir makes the directory dir anew, if it was removed or something
+// else was put in its place (a symbolic link there is removed, never
+// followed): an interpreter's command may have done either.
+func MakeDir(dir string) error {
+	if fi, err := os.Lstat(dir); err == nil {
+		if fi.IsDir() {
+			return nil
+		}
+		os.Remove(dir)
+	}
+	return os.MkdirAll(dir, 0o700)
+}
+
 // MakeStream makes the FIFO at path and opens its read end and keeper.
 func MakeStream(path string) (*Stream, error) {
 	if err := syscall.Mkfifo(path, 0o600); err != nil {
