@@ -119,6 +119,9 @@ func lockPort(dir string, port int) (*Lease, error) {
 	path := filepath.Join(dir, strconv.Itoa(port)+".lock")
 	for {
 		f, err := openLockFile(path)
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, nil // a link someone put there: not ours to take
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -145,11 +148,13 @@ func lockPort(dir string, port int) (*Lease, error) {
 
 // openLockFile opens path for locking, creating it if need be. A file
 // another user created is not writable by us, but a read-only descriptor is
-// enough for flock.
+// enough for flock. A symbolic link there is never followed (ELOOP): in a
+// directory every user writes to, it could make this process create a file
+// wherever the link points.
 func openLockFile(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o666)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o666)
 	if errors.Is(err, fs.ErrPermission) {
-		f, err = os.Open(path)
+		f, err = os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	}
 	return f, err
 }

@@ -209,3 +209,18 @@ func ownsSocketOn(t *testing.T, port int) bool {
 	}
 	return false
 }
+
+// TestLinkedLockFileSkipped: a symbolic link at a port's lock file (in the
+// directory every user writes to) is never followed: the port counts as
+// taken, and no file is made where the link points.
+func TestLinkedLockFileSkipped(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	target := filepath.Join(t.TempDir(), "made")
+	require.NoError(t, os.Symlink(target, filepath.Join(dir, "1.lock")))
+	l, err := lockPort(dir, 1)
+	require.NoError(t, err)
+	require.Nil(t, l, "a lease through a link")
+	_, err = os.Lstat(target)
+	require.True(t, os.IsNotExist(err), "a file was made where the link points")
+}
