@@ -24,11 +24,7 @@ func TestIdleShellKilledFromOutside(t *testing.T) {
 			s := newSession(t, Options{Shell: shell})
 			run(t, s, CommandOptions{Cmd: "true"})
 			require.NoError(t, syscall.Kill(s.Info().PID, syscall.SIGKILL))
-			select {
-			case <-s.Done():
-			case <-time.After(deadline):
-				t.Fatal("the session did not notice its shell's death")
-			}
+			requireEnds(t, s, "its shell's death")
 			i := s.Info()
 			require.Equal(t, process.Terminal, i.State)
 			require.Equal(t, process.Signaled, i.Result.Reason, "%+v", *i.Result)

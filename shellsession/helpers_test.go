@@ -48,3 +48,14 @@ func run(t *testing.T, s *Session, opts CommandOptions) (process.Result, string,
 }
 
 func code(r process.Result) int { return processtest.Code(r) }
+
+// requireEnds fails t unless s ends within the deadline; what says what
+// it ended after.
+func requireEnds(t *testing.T, s *Session, what string) {
+	t.Helper()
+	select {
+	case <-s.Done():
+	case <-time.After(deadline):
+		t.Fatalf("the session lives on after %s", what)
+	}
+}

@@ -633,11 +633,7 @@ func TestReturnAtTopLevel(t *testing.T) {
 			require.Equal(t, 3, code(res), "%+v", res)
 			require.Equal(t, "a\n", stdout)
 			if shell == "dash" {
-				select {
-				case <-s.Done():
-				case <-time.After(deadline):
-					t.Fatal("the session lives on")
-				}
+				requireEnds(t, s, "return")
 				return
 			}
 			res, stdout, _ = run(t, s, CommandOptions{Cmd: "echo $?"})

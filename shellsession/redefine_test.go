@@ -282,11 +282,7 @@ func TestClosingTheShellsOwnDescriptors(t *testing.T) {
 			c, err := s.Submit(CommandOptions{Cmd: "exec " + fd + ">&-", ExecutionTimeout: time.Second})
 			require.NoError(t, err)
 			r := wait(t, c)
-			select {
-			case <-s.Done():
-			case <-time.After(deadline):
-				t.Fatalf("the session lives on after %+v", r)
-			}
+			requireEnds(t, s, fmt.Sprintf("%+v", r))
 			switch shell {
 			case "busybox":
 				require.Equal(t, process.TimedOut, r.Reason, "%+v", r)
@@ -423,11 +419,7 @@ func TestRestrictedMode(t *testing.T) {
 			require.NoError(t, err)
 			res = wait(t, c)
 			if shell == "zsh" {
-				select {
-				case <-s.Done():
-				case <-time.After(deadline):
-					t.Fatalf("the session lives on after %+v", res)
-				}
+				requireEnds(t, s, fmt.Sprintf("%+v", res))
 				return
 			}
 			require.Equal(t, process.Failed, res.Reason, "%+v", res)

@@ -151,7 +151,13 @@ func WriteFile(path string, data []byte, perm uint32) error {
 	if err != nil {
 		return err
 	}
-	err = WriteAt(fd, data, 0)
+	return writeAndClose(fd, data)
+}
+
+// writeAndClose writes data at the start of the file open at fd, and
+// closes it.
+func writeAndClose(fd int, data []byte) error {
+	err := WriteAt(fd, data, 0)
 	if cerr := Close(fd); err == nil {
 		err = cerr
 	}
@@ -285,11 +291,7 @@ func CreateFile(path string, data []byte, perm uint32) error {
 	if err != nil {
 		return err
 	}
-	err = WriteAt(fd, data, 0)
-	if cerr := Close(fd); err == nil {
-		err = cerr
-	}
-	return err
+	return writeAndClose(fd, data)
 }
 
 // File is a descriptor kept open for raw calls: a small file of /proc, of
