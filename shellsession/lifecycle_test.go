@@ -718,3 +718,18 @@ func TestPlantedLinks(t *testing.T) {
 		})
 	}
 }
+
+// TestCommandFileAppended: what a command appends to the file the engine
+// sources it from never runs with the next command, whose text replaces
+// the whole file, however long the two are.
+func TestCommandFileAppended(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{Shell: "bash", Cwd: t.TempDir()})
+	res, _, _ := run(t, s, CommandOptions{Cmd: `printf '\necho INJECTED\n' >> "${BASH_SOURCE[0]}"; echo appended`})
+	require.Equal(t, 0, code(res), "%+v", res)
+	for _, cmd := range []string{"echo ok", "echo a longer command than the one before it", "echo ok"} {
+		res, stdout, _ := run(t, s, CommandOptions{Cmd: cmd})
+		require.Equal(t, 0, code(res), "%+v", res)
+		require.Equal(t, strings.TrimPrefix(cmd, "echo ")+"\n", stdout)
+	}
+}

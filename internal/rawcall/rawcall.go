@@ -354,9 +354,15 @@ func (f File) Truncate(size int64) error {
 }
 
 // InPlace reports whether the file f holds is still the one at the path
-// it was opened by: false once it was removed or moved (or when f is not
-// open).
-func (f File) InPlace() bool { return f.open && f.name.Names(f.id) }
+// it was opened by, and its size: false once it was removed or moved (or
+// when f is not open).
+func (f File) InPlace() (size int64, ok bool) {
+	if !f.open {
+		return 0, false
+	}
+	st, ok := f.name.stat()
+	return st.Size, ok && st.Dev == f.id.dev && st.Ino == f.id.ino
+}
 
 // ID tells a file apart from every other: its device and inode.
 type ID struct{ dev, ino uint64 }
@@ -376,9 +382,15 @@ func IDOf(fd int) (ID, error) {
 // command ran rm -rf or mv on its directory) keeps its data for whoever
 // holds it, but no one can open it by its path any more, or opens another.
 func (p Path) Names(id ID) bool {
+	st, ok := p.stat()
+	return ok && st.Dev == id.dev && st.Ino == id.ino
+}
+
+// stat is lstat(2) of p, and whether it succeeded.
+func (p Path) stat() (syscall.Stat_t, bool) {
 	var st syscall.Stat_t
 	_, _, e := syscall.RawSyscall6(syscall.SYS_NEWFSTATAT, uintptr(atFDCWD), uintptr(unsafe.Pointer(p.p)), uintptr(unsafe.Pointer(&st)), unix.AT_SYMLINK_NOFOLLOW, 0, 0)
-	return e == 0 && st.Dev == id.dev && st.Ino == id.ino
+	return st, e == 0
 }
 
 // Close closes the descriptor, if f holds one; f is the zero File after.
