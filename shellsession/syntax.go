@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/internal/shells"
@@ -52,10 +53,25 @@ func check(ctx context.Context, sh shells.Shell, p *syntax.Parser, text string) 
 	}
 	_, exact := dialect(sh.Family)
 	// The parser refuses bytes that are not UTF-8; the shells take them as
-	// they take any other word character, which is what a stand-in is.
-	f, err := p.Parse(strings.NewReader(strings.ToValidUTF8(text, "x")), "")
+	// they take any other word character, which is what a stand-in is: one
+	// for each byte, so that the tree's offsets are the text's.
+	valid := utf8.ValidString(text)
+	parsed := text
+	if !valid {
+		parsed = byteStandIns(text)
+	}
+	f, err := p.Parse(strings.NewReader(parsed), "")
 	if err == nil {
+		if !valid && sh.Family == shells.Ksh && heredocNotUTF8(f, text) {
+			return checkResult{err: sh.Name + kshHeredocBytes}
+		}
 		return checkResult{empty: len(f.Stmts) == 0}
+	}
+	if !valid && sh.Family == shells.Ksh && strings.Contains(text[:lastNotUTF8(text)], "<<") {
+		// No tree to find the here-documents in (an unclosed one, which
+		// ksh93 takes, the parser does not): a byte that is not UTF-8
+		// after a "<<" may be in one.
+		return checkResult{err: sh.Name + kshHeredocBytes}
 	}
 	if !exact {
 		if msg, ok := shellCheck(ctx, sh, text); ok {
@@ -65,6 +81,52 @@ func check(ctx context.Context, sh shells.Shell, p *syntax.Parser, text string) 
 		}
 	}
 	return checkResult{err: parseMessage(sh, err)}
+}
+
+// kshHeredocBytes is why a command for ksh93 is refused: its check's
+// message, after the shell's name.
+const kshHeredocBytes = ": a here-document holds bytes that are not UTF-8, on which ksh93 loops for ever in a UTF-8 locale, deaf to interrupts (a ksh93 bug): write them with printf, or use another shell"
+
+// lastNotUTF8 returns the offset of the last byte of text that is not part
+// of a UTF-8 sequence, or 0.
+func lastNotUTF8(text string) int {
+	last := 0
+	for i := 0; i < len(text); {
+		r, n := utf8.DecodeRuneInString(text[i:])
+		if r == utf8.RuneError && n == 1 {
+			last = i
+		}
+		i += n
+	}
+	return last
+}
+
+// byteStandIns returns text with each byte that is not part of a UTF-8
+// sequence replaced by "x".
+func byteStandIns(text string) string {
+	b := []byte(text)
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n == 1 {
+			b[i] = 'x'
+		}
+		i += n
+	}
+	return string(b)
+}
+
+// heredocNotUTF8 reports whether a here-document of f, parsed from text
+// (or its byteStandIns), holds bytes that are not UTF-8 in text.
+func heredocNotUTF8(f *syntax.File, text string) bool {
+	found := false
+	syntax.Walk(f, func(n syntax.Node) bool {
+		if r, ok := n.(*syntax.Redirect); ok && r.Hdoc != nil && !found {
+			from, to := r.Hdoc.Pos().Offset(), r.Hdoc.End().Offset()
+			found = from <= to && int(to) <= len(text) && !utf8.ValidString(text[from:to])
+		}
+		return !found
+	})
+	return found
 }
 
 // nesting is an upper bound of how deep the parser recurses for text: the

@@ -6,8 +6,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/conchsh/conch/internal/shells"
+	"github.com/stretchr/testify/require"
 )
 
 // TestCheckLargeText checks that text too large or too deeply nested for the
@@ -128,4 +130,25 @@ func TestPlainCommands(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestKshHeredocNotUTF8: ksh93, in a UTF-8 locale, loops for ever on a
+// here-document that holds bytes that are not UTF-8 (closed or not), deaf
+// to interrupts; such a command is refused, as text that does not parse
+// is, rather than sent to hang the session until its timeout kills it.
+// Bytes that are not UTF-8 elsewhere run as usual.
+func TestKshHeredocNotUTF8(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{Shell: "ksh", Cwd: t.TempDir()})
+	for _, text := range []string{"cat <<0\nx\xff\n0", "cat <<'E'\na\xe2\x82\nE\necho after", "<<0\n00\xff\xff000"} {
+		c, err := s.Submit(CommandOptions{Cmd: text, ExecutionTimeout: 2 * time.Second})
+		require.NoError(t, err)
+		r := wait(t, c)
+		require.Equal(t, 2, code(r), "%q: %+v", text, r)
+		_, stderr := output(c)
+		require.Contains(t, stderr, "not UTF-8", "%q", text)
+	}
+	res, stdout, _ := run(t, s, CommandOptions{Cmd: "echo \xff; cat <<0\nok\n0\necho \xfe"})
+	require.Equal(t, 0, code(res), "%+v", res)
+	require.Equal(t, "\xff\nok\n\xfe\n", stdout)
 }
