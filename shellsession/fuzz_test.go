@@ -2,6 +2,7 @@ package shellsession
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -9,16 +10,22 @@ import (
 	"github.com/conchsh/conch/process"
 )
 
-// FuzzCommandText sends random text to a live bash session: it never hangs,
-// and either runs the text or refuses it with exit status 2; either way the
-// session answers the next command. PATH is empty so that only builtins
-// run, and text that could reach beyond the session's directory is skipped.
+// FuzzCommandText sends random text to a live session of bash (or of the
+// shell CONCH_FUZZ_SHELL names: CONCH_FUZZ_SHELL=ksh go test -fuzz
+// FuzzCommandText ./shellsession): it never hangs, and either runs the text
+// or refuses it with exit status 2; either way the session answers the next
+// command. PATH is empty so that only builtins run, and text that could
+// reach beyond the session's directory is skipped. Run so, it found ksh93's
+// loop on a here-document that is not UTF-8 (see check) and zsh's dense
+// arrays (a large positional parameter, 2000…0=, allocates without end).
 func FuzzCommandText(f *testing.F) {
+	shell := os.Getenv("CONCH_FUZZ_SHELL")
 	for _, seed := range []string{
 		"echo hi", "echo 'x", "if true; then", "cat <<EOF\nx", ";;", "echo a \\", "}", "{",
 		"`", "$(", "((", "case x in", "f() {", "echo ${x", "a=(", "[[ -n", "echo \"\\\"",
 		"while :; do break; done", "for i in 1 2; do echo $i; done", "# only", "\\", "echo \x1eCONCH",
 		"set -u; echo $nope", "set -e", "exec 2>&1", "trap 'echo t' EXIT", "alias x=", "read x",
+		"<<0\n00\xff\xff000000000000", "cat <<0\nx\xff\n0", "unset PWD; (exit 3)", "PWD=x",
 	} {
 		f.Add(seed)
 	}
@@ -42,7 +49,7 @@ func FuzzCommandText(f *testing.F) {
 			ctx, cancel := context.WithTimeout(t.Context(), deadline)
 			defer cancel()
 			var err error
-			if s, err = New(ctx, Options{Cwd: dir, Env: map[string]string{"PATH": ""}}); err != nil {
+			if s, err = New(ctx, Options{Shell: shell, Cwd: dir, Env: map[string]string{"PATH": ""}}); err != nil {
 				t.Fatal(err)
 			}
 		}
