@@ -64,8 +64,11 @@ func TestFrameReadCalls(t *testing.T) {
 }
 
 // TestNoHistoryFile: a session's shell keeps no history file: the lines the
-// engine sends it are not appended to the user's ~/.sh_history (ksh93 opens
-// one as it starts).
+// engine sends it are not appended to the user's ~/.sh_history, which every
+// session and the user's own shells would share (ksh93 opens one as it
+// starts), whatever a command does with history. ksh93, whose HISTFILE the
+// engine unset, fell back to ~/.sh_history as soon as a command asked for
+// its history (fc -l).
 func TestNoHistoryFile(t *testing.T) {
 	t.Parallel()
 	for _, shell := range testShells {
@@ -73,8 +76,8 @@ func TestNoHistoryFile(t *testing.T) {
 			t.Parallel()
 			home := t.TempDir()
 			s := newSession(t, Options{Shell: shell, Env: map[string]string{"HOME": home}})
-			for range 3 {
-				run(t, s, CommandOptions{Cmd: "true"})
+			for _, cmd := range []string{"true", "fc -l >/dev/null 2>&1; history >/dev/null 2>&1; true", "echo a; return 3"} {
+				run(t, s, CommandOptions{Cmd: cmd})
 			}
 			entries, err := os.ReadDir(home)
 			require.NoError(t, err)

@@ -113,7 +113,9 @@ func initScript(sh shells.Shell) string {
 	case shells.Zsh:
 		return common + "PROMPT= RPROMPT= PROMPT_EOL_MARK=; \\unset HISTFILE MAIL MAILPATH; \\setopt no_hup interactive_comments ignore_close_braces\n\\unsetopt zle prompt_cr prompt_sp monitor bang_hist 2>/dev/null\n" + closeStdout(sh)
 	}
-	return common + "\\unset ENV HISTFILE MAIL MAILPATH; \\set +m 2>/dev/null\n" + closeStdout(sh)
+	// HISTFILE stays empty, not unset: ksh93 without one falls back to
+	// ~/.sh_history, shared by every session and the user's own shells.
+	return common + "HISTFILE=; \\unset ENV MAIL MAILPATH; \\set +m 2>/dev/null\n" + closeStdout(sh)
 }
 
 // closeStdout is the line that closes the shell's own stdout for good. A
