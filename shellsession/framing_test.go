@@ -1,6 +1,7 @@
 package shellsession
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -68,25 +69,31 @@ func TestFrameReadCalls(t *testing.T) {
 // session and the user's own shells would share (ksh93 opens one as it
 // starts), whatever a command does with history. ksh93, whose HISTFILE the
 // engine unset, fell back to ~/.sh_history as soon as a command asked for
-// its history (fc -l).
+// its history (fc -l); a login ksh93 wrote the engine's first line there.
 func TestNoHistoryFile(t *testing.T) {
 	t.Parallel()
 	for _, shell := range testShells {
-		t.Run(shell, func(t *testing.T) {
-			t.Parallel()
-			home := t.TempDir()
-			s := newSession(t, Options{Shell: shell, Env: map[string]string{"HOME": home}})
-			for _, cmd := range []string{"true", "fc -l >/dev/null 2>&1; history >/dev/null 2>&1; true", "echo a; return 3"} {
-				run(t, s, CommandOptions{Cmd: cmd})
-			}
-			entries, err := os.ReadDir(home)
-			require.NoError(t, err)
-			for _, e := range entries {
-				fi, err := e.Info()
-				require.NoError(t, err)
-				require.Zero(t, fi.Size(), "%s was written", filepath.Join(home, e.Name()))
-			}
-		})
+		for _, login := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/login=%v", shell, login), func(t *testing.T) {
+				t.Parallel()
+				checkNoHistoryFile(t, shell, login)
+			})
+		}
+	}
+}
+
+func checkNoHistoryFile(t *testing.T, shell string, login bool) {
+	home := t.TempDir()
+	s := newSession(t, Options{Shell: shell, Login: login, Env: map[string]string{"HOME": home}})
+	for _, cmd := range []string{"true", "fc -l >/dev/null 2>&1; history >/dev/null 2>&1; true", "echo a; return 3"} {
+		run(t, s, CommandOptions{Cmd: cmd})
+	}
+	entries, err := os.ReadDir(home)
+	require.NoError(t, err)
+	for _, e := range entries {
+		fi, err := e.Info()
+		require.NoError(t, err)
+		require.Zero(t, fi.Size(), "%s was written", filepath.Join(home, e.Name()))
 	}
 }
 

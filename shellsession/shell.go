@@ -151,9 +151,9 @@ func shellEnv(env map[string]string, login bool, tag string) []string {
 	// which would end the session between two commands; a hardened
 	// login's profile exports it, and the daemon started from such a
 	// login passes it on. A session asks for it in env if it wants it.
-	drop := map[string]bool{"CONCH_TOKEN": true, "BASH_ENV": true, "PS1": true, "PROMPT_COMMAND": true, "TMOUT": true}
+	drop := map[string]bool{"CONCH_TOKEN": true, "BASH_ENV": true, "PS1": true, "PROMPT_COMMAND": true, "TMOUT": true, "HISTFILE": true}
 	if !login {
-		drop["ENV"], drop["HISTFILE"] = true, true
+		drop["ENV"] = true
 	}
 	var out []string
 	for _, kv := range os.Environ() {
@@ -172,14 +172,15 @@ func shellEnv(env map[string]string, login bool, tag string) []string {
 	if !login {
 		// Interactive dash, mksh, ksh and busybox sh read $ENV (mksh and
 		// ksh a default file when it is unset): point it at nothing.
-		// ksh93 opens its history file as it starts, before the init
-		// script can unset HISTFILE, and would append every line the
-		// engine sends to ~/.sh_history; an empty name, which it cannot
-		// open, keeps no history file at all.
 		out = append(out, "ENV=/dev/null")
-		if _, ok := env["HISTFILE"]; !ok {
-			out = append(out, "HISTFILE=")
-		}
+	}
+	// ksh93 opens its history file as it starts, before the init script
+	// runs, and would append the lines the engine sends to the user's
+	// ~/.sh_history, a login shell's too (a profile that names a file of
+	// its own still gets the init script's line); an empty name, which it
+	// cannot open, keeps no history file at all.
+	if _, ok := env["HISTFILE"]; !ok {
+		out = append(out, "HISTFILE=")
 	}
 	return append(out, tag)
 }
