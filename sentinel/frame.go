@@ -50,11 +50,10 @@ type Paths struct {
 	Run Run
 	// GuardInScript leaves the assignment of the frame's guard, and the
 	// restoring of $? after it, to the command's script, which the caller
-	// starts with Frame.AppendHead: the
-	// guard then holds the nonce only if the shell ran the script, and an
-	// end line after a "." or eval that could not run it (a builtin the
-	// frame calls was disabled: bash's enable -n, zsh's disable) finds it
-	// unset. For RunSource and RunFile only.
+	// starts with Frame.AppendHead: the guard then holds the nonce only if
+	// the shell ran the script, and an end line after a "." or eval that
+	// could not run it (a builtin the frame calls was disabled, as bash's
+	// enable -n does) finds it unset. For RunSource and RunFile only.
 	GuardInScript bool
 	// Text is the command's text, for RunText: the frame carries it itself
 	// and Script is not read.

@@ -308,3 +308,29 @@ func TestTemplateFramesShareNothing(t *testing.T) {
 	require.Equal(t, strings.ReplaceAll(g.Text, string(g.Nonce), string(f.Nonce)), f.Text)
 	require.Equal(t, []string{text, end, start}, []string{f.Text, f.End, string(f.Start)}, "a later frame changed an earlier one")
 }
+
+// TestGuardInScript runs a frame whose guard and $? the script sets, on
+// bash: a script that runs sets the guard to the nonce and sees the
+// previous status; a "." that cannot run it (the script is gone) leaves
+// the guard as it was, so that the end line writes the Failed marker.
+func TestGuardInScript(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := Paths{Stdout: filepath.Join(dir, "out"), Stderr: filepath.Join(dir, "err"), Script: filepath.Join(dir, "cmd"),
+		GuardInScript: true, EndInText: true, OwnStderr: true}
+	f := New(3, p)
+	require.NotContains(t, f.Text, guardVar+"="+string(f.Nonce), "the frame's line sets the guard")
+	script := string(f.AppendHead(nil)) + `(exit $?)` // the end marker's status is $? as the script found it
+	require.True(t, strings.HasPrefix(script, guardVar+"="+string(f.Nonce)+"; "), script)
+	require.NoError(t, os.WriteFile(p.Script, []byte(script), 0o600))
+	out, err := exec.CommandContext(t.Context(), "bash", "-c", guardVar+"=-\n"+f.Text).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	stdout, _ := os.ReadFile(p.Stdout)
+	require.True(t, strings.HasPrefix(string(stdout), "\x1eCONCH"+string(f.Nonce)+"3 "), "%q", stdout)
+
+	require.NoError(t, os.Remove(p.Script))
+	require.NoError(t, os.Remove(p.Stdout))
+	f = New(0, p)
+	out, _ = exec.CommandContext(t.Context(), "bash", "-c", guardVar+"=-\n"+f.Text).CombinedOutput()
+	require.Contains(t, string(out), "\x1eF"+string(f.Nonce), "no Failed marker when the script did not run")
+}
