@@ -733,3 +733,44 @@ func TestCommandFileAppended(t *testing.T) {
 		require.Equal(t, strings.TrimPrefix(cmd, "echo ")+"\n", stdout)
 	}
 }
+
+// TestStreamDirectoryFull: when the file system of the sessions' stream
+// directories is full (a command filled /dev/shm), commands still run
+// exactly, the one that frees it among them. zsh and mksh, which source
+// each command's end line from a file of its own, failed every command
+// ("no space left on device") until something else freed the space.
+func TestStreamDirectoryFull(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=256k"); err != nil {
+				t.Skipf("cannot mount a small tmpfs here: %v", err)
+			}
+			t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+			s := newSession(t, Options{Shell: shell, StreamDir: dir})
+			fill := shQuote(filepath.Join(dir, "fill"))
+			res, stdout, _ := run(t, s, CommandOptions{Cmd: "head -c 1000000 /dev/zero >" + fill + "; echo filled"})
+			require.Equal(t, "filled\n", stdout, "%+v", res)
+			for _, cmd := range []string{"echo out; echo err >&2; (exit 3)", "echo $?", "rm " + fill + "; echo freed", "echo again"} {
+				res, stdout, stderr := run(t, s, CommandOptions{Cmd: cmd})
+				require.Equal(t, process.Exited, res.Reason, "%q: %+v", cmd, res)
+				switch cmd {
+				case "echo $?":
+					require.Equal(t, "3\n", stdout)
+				case "echo again":
+					require.Equal(t, "again\n", stdout)
+				default:
+					if strings.HasPrefix(cmd, "rm") {
+						require.Equal(t, "freed\n", stdout)
+					} else {
+						require.Equal(t, 3, code(res))
+						require.Equal(t, "out\n", stdout)
+						require.Equal(t, "err\n", stderr)
+					}
+				}
+			}
+		})
+	}
+}

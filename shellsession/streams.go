@@ -273,7 +273,15 @@ func (s *Session) newFrame(prev int, p sentinel.Paths) (sentinel.Frame, error) {
 		p.FrameFile = filepath.Join(s.fifoDir, "f")
 	}
 	f := sentinel.New(prev, p)
-	return f, s.writeFrame(p, f)
+	if err := s.writeFrame(p, f); err != nil {
+		// The files cannot be written (their file system is full, say):
+		// the lines carry the frame and the end line themselves, long as
+		// they are, so that the command still runs — the one that frees
+		// the space, perhaps.
+		p.EndFile, p.FrameFile = "", ""
+		return sentinel.New(prev, p), nil
+	}
+	return f, nil
 }
 
 // frameKey is what tells a session's frame templates apart: the previous
