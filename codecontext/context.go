@@ -140,6 +140,7 @@ func New(ctx context.Context, opts Options) (*Context, error) {
 		},
 	})
 	c.exited = c.h.Exited()
+	c.nameInterrupted(0) // no cell; its files made while there is room
 	if err := c.start(ctx); err != nil {
 		c.Close()
 		return nil, err

@@ -3,6 +3,7 @@ package codecontext
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -154,6 +155,46 @@ func TestInterruptStoppedInterpreter(t *testing.T) {
 			r, out, _ = run(t, c, map[Language]string{Python: "print('next')", JavaScript: "console.log('next')"}[tc.lang])
 			require.Equal(t, 0, code(r), "%+v", r)
 			require.Equal(t, "next\n", out)
+		})
+	}
+}
+
+// TestInterruptOnFullFileSystem: with the context's file system full (a
+// cell filled /dev/shm), an interrupt still reaches the running cell: the
+// file that names it is rewritten in place, with no new room. Before, the
+// interrupt could not be named, and 5 s later the interpreter was killed
+// and the context lost.
+func TestInterruptOnFullFileSystem(t *testing.T) {
+	t.Parallel()
+	for _, lang := range []Language{Python, JavaScript} {
+		t.Run(string(lang), func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=256k"); err != nil {
+				t.Skipf("cannot mount a small tmpfs here: %v", err)
+			}
+			t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+			c := newContext(t, Options{Language: lang, Dir: dir})
+			fill := filepath.Join(dir, "fill")
+			out, err := exec.Command("sh", "-c", "head -c 1000000 /dev/zero >"+fill).CombinedOutput()
+			require.Error(t, err, "the file system did not fill: %s", out)
+			sleep := "import time; time.sleep(30)"
+			if lang == JavaScript {
+				sleep = "await new Promise(r => setTimeout(r, 30000))"
+			}
+			for range 2 {
+				cell, err := c.Submit(CellOptions{Code: sleep})
+				require.NoError(t, err)
+				waitStarted(t, cell)
+				time.Sleep(100 * time.Millisecond)
+				require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
+				r := wait(t, cell)
+				require.Equal(t, process.Signaled, r.Reason, "%+v", r)
+				require.Equal(t, "INT", r.Signal, "%+v", r)
+			}
+			require.NoError(t, os.Remove(fill))
+			res, _, _ := run(t, c, "1")
+			require.Equal(t, 0, code(res), "%+v", res)
 		})
 	}
 }

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/internal/rawcall"
 	"github.com/conchsh/conch/process"
+	"golang.org/x/sys/unix"
 )
 
 // Kill sends sig to the cell. SIGINT interrupts it as Ctrl-C would at the
@@ -150,7 +150,7 @@ func (cell *Cell) sendINT(n int) {
 	if stop {
 		return
 	}
-	if err := writeAtomic(filepath.Join(c.dir, "int"), strconv.Itoa(cell.seq)); err != nil {
+	if err := c.nameInterrupted(cell.seq); err != nil {
 		return // the driver would not take it: the timeout is the way out
 	}
 	syscall.Kill(-c.cmd.Process.Pid, syscall.SIGINT)
@@ -165,6 +165,46 @@ func (cell *Cell) sendINT(n int) {
 		after := min(200*time.Millisecond<<n, time.Second)
 		cell.addTimer(time.AfterFunc(after, func() { cell.sendINT(min(n+1, 5)) }))
 	}
+}
+
+// nameInterrupted names cell seq in the file "int", which the driver reads
+// as it takes SIGINT, so that a reader sees the old text or the new, never
+// a part. The text is written, in place and at a fixed width, into a spare
+// file that holds the last but one, which is then exchanged with "int"
+// (renameat2 RENAME_EXCHANGE): no write needs new room on the file system,
+// which a cell may have filled. The first time, or when a cell removed
+// them, both files are made anew (see writeAtomic).
+func (c *Context) nameInterrupted(seq int) error {
+	text := fmt.Sprintf("%20d", seq)
+	path, spare := filepath.Join(c.dir, "int"), filepath.Join(c.dir, "int.tmp")
+	if exchangeIn(spare, path, text) == nil {
+		return nil
+	}
+	if err := writeAtomic(path, text); err != nil {
+		return err
+	}
+	rawcall.CreateFile(spare, []byte(text), 0o600) // the next one's room, if there is some
+	return nil
+}
+
+// exchangeIn writes text over the file at spare, which holds as many bytes,
+// and exchanges it with the file at path.
+func exchangeIn(spare, path, text string) error {
+	f, err := rawcall.OpenFile(spare, syscall.O_WRONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	size, _ := f.InPlace()
+	if size != int64(len(text)) {
+		f.Close()
+		return syscall.EINVAL
+	}
+	err = f.WriteAt([]byte(text), 0)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	return unix.Renameat2(unix.AT_FDCWD, spare, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE)
 }
 
 // writeAtomic replaces the file at path with text, so that a reader sees
