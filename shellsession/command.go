@@ -248,6 +248,13 @@ func (c *Command) start() (*readLoop, *streams) {
 	f, err := s.newFrame(prev, paths)
 	if err == nil && run != sentinel.RunText {
 		err = s.writeScript(f, paths.GuardInScript, text)
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			// The file system is full (a command filled it) and the text
+			// outgrows the command file: the frame carries it, as dash's
+			// does, so that the command still runs.
+			paths.Run, paths.Text = sentinel.RunText, text
+			f, err = s.newFrame(prev, paths)
+		}
 	}
 	if err != nil {
 		s.release(st)

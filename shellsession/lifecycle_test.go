@@ -736,9 +736,11 @@ func TestCommandFileAppended(t *testing.T) {
 
 // TestStreamDirectoryFull: when the file system of the sessions' stream
 // directories is full (a command filled /dev/shm), commands still run
-// exactly, the one that frees it among them. zsh and mksh, which source
-// each command's end line from a file of its own, failed every command
-// ("no space left on device") until something else freed the space.
+// exactly, the one that frees it among them, and one longer than the
+// command file has room for. zsh and mksh, which source each command's end
+// line from a file of its own, failed every command ("no space left on
+// device") until something else freed the space; every shell but dash
+// failed a command that outgrew the command file.
 func TestStreamDirectoryFull(t *testing.T) {
 	t.Parallel()
 	for _, shell := range testShells {
@@ -753,7 +755,8 @@ func TestStreamDirectoryFull(t *testing.T) {
 			fill := shQuote(filepath.Join(dir, "fill"))
 			res, stdout, _ := run(t, s, CommandOptions{Cmd: "head -c 1000000 /dev/zero >" + fill + "; echo filled"})
 			require.Equal(t, "filled\n", stdout, "%+v", res)
-			for _, cmd := range []string{"echo out; echo err >&2; (exit 3)", "echo $?", "rm " + fill + "; echo freed", "echo again"} {
+			long := "echo " + strings.Repeat("x", 20000) // more than the command file has room for
+			for _, cmd := range []string{"echo out; echo err >&2; (exit 3)", "echo $?", long, "rm " + fill + "; echo freed", "echo again"} {
 				res, stdout, stderr := run(t, s, CommandOptions{Cmd: cmd})
 				require.Equal(t, process.Exited, res.Reason, "%q: %+v", cmd, res)
 				switch cmd {
@@ -761,6 +764,8 @@ func TestStreamDirectoryFull(t *testing.T) {
 					require.Equal(t, "3\n", stdout)
 				case "echo again":
 					require.Equal(t, "again\n", stdout)
+				case long:
+					require.Equal(t, strings.Repeat("x", 20000)+"\n", stdout)
 				default:
 					if strings.HasPrefix(cmd, "rm") {
 						require.Equal(t, "freed\n", stdout)
