@@ -43,7 +43,19 @@ func check(ctx context.Context, sh shells.Shell, p *syntax.Parser, text string) 
 	if strings.IndexByte(text, 0) >= 0 {
 		return checkResult{err: sh.Name + ": command text contains a NUL byte"}
 	}
+	valid := utf8.ValidString(text)
+	parsed, lastBad := text, -1
+	if !valid {
+		parsed, lastBad = byteStandIns(text)
+	}
+	// With no tree to find the here-documents in (text the parser is not
+	// given, or an unclosed here-document, which ksh93 takes and the parser
+	// does not), a byte that is not UTF-8 after a "<<" may be in one.
+	kshRisk := !valid && sh.Family == shells.Ksh && strings.Contains(text[:lastBad], "<<")
 	if len(text) > parserMax || nesting(text) > parserDepth {
+		if kshRisk {
+			return checkResult{err: sh.Name + kshHeredocBytes}
+		}
 		if msg, ok := shellCheck(ctx, sh, text); ok {
 			return checkResult{}
 		} else if msg != "" {
@@ -55,11 +67,6 @@ func check(ctx context.Context, sh shells.Shell, p *syntax.Parser, text string) 
 	// The parser refuses bytes that are not UTF-8; the shells take them as
 	// they take any other word character, which is what a stand-in is: one
 	// for each byte, so that the tree's offsets are the text's.
-	valid := utf8.ValidString(text)
-	parsed := text
-	if !valid {
-		parsed = byteStandIns(text)
-	}
 	f, err := p.Parse(strings.NewReader(parsed), "")
 	if err == nil {
 		if !valid && sh.Family == shells.Ksh && heredocNotUTF8(f, text) {
@@ -67,10 +74,7 @@ func check(ctx context.Context, sh shells.Shell, p *syntax.Parser, text string) 
 		}
 		return checkResult{empty: len(f.Stmts) == 0}
 	}
-	if !valid && sh.Family == shells.Ksh && strings.Contains(text[:lastNotUTF8(text)], "<<") {
-		// No tree to find the here-documents in (an unclosed one, which
-		// ksh93 takes, the parser does not): a byte that is not UTF-8
-		// after a "<<" may be in one.
+	if kshRisk {
 		return checkResult{err: sh.Name + kshHeredocBytes}
 	}
 	if !exact {
@@ -87,32 +91,18 @@ func check(ctx context.Context, sh shells.Shell, p *syntax.Parser, text string) 
 // message, after the shell's name.
 const kshHeredocBytes = ": a here-document holds bytes that are not UTF-8, on which ksh93 loops for ever in a UTF-8 locale, deaf to interrupts (a ksh93 bug): write them with printf, or use another shell"
 
-// lastNotUTF8 returns the offset of the last byte of text that is not part
-// of a UTF-8 sequence, or 0.
-func lastNotUTF8(text string) int {
-	last := 0
-	for i := 0; i < len(text); {
-		r, n := utf8.DecodeRuneInString(text[i:])
-		if r == utf8.RuneError && n == 1 {
-			last = i
-		}
-		i += n
-	}
-	return last
-}
-
 // byteStandIns returns text with each byte that is not part of a UTF-8
-// sequence replaced by "x".
-func byteStandIns(text string) string {
-	b := []byte(text)
+// sequence replaced by "x", and the offset of the last such byte.
+func byteStandIns(text string) (string, int) {
+	b, last := []byte(text), -1
 	for i := 0; i < len(b); {
 		r, n := utf8.DecodeRune(b[i:])
 		if r == utf8.RuneError && n == 1 {
-			b[i] = 'x'
+			b[i], last = 'x', i
 		}
 		i += n
 	}
-	return string(b)
+	return string(b), last
 }
 
 // heredocNotUTF8 reports whether a here-document of f, parsed from text

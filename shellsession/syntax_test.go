@@ -140,13 +140,14 @@ func TestPlainCommands(t *testing.T) {
 func TestKshHeredocNotUTF8(t *testing.T) {
 	t.Parallel()
 	s := newSession(t, Options{Shell: "ksh", Cwd: t.TempDir()})
-	for _, text := range []string{"cat <<0\nx\xff\n0", "cat <<'E'\na\xe2\x82\nE\necho after", "<<0\n00\xff\xff000"} {
+	long := "cat <<0\nx\xff\n0\n#" + strings.Repeat("x", parserMax) // checked by ksh93 -n, not the parser
+	for _, text := range []string{"cat <<0\nx\xff\n0", "cat <<'E'\na\xe2\x82\nE\necho after", "<<0\n00\xff\xff000", long} {
 		c, err := s.Submit(CommandOptions{Cmd: text, ExecutionTimeout: 2 * time.Second})
 		require.NoError(t, err)
 		r := wait(t, c)
-		require.Equal(t, 2, code(r), "%q: %+v", text, r)
+		require.Equal(t, 2, code(r), "%.40q: %+v", text, r)
 		_, stderr := output(c)
-		require.Contains(t, stderr, "not UTF-8", "%q", text)
+		require.Contains(t, stderr, "not UTF-8", "%.40q", text)
 	}
 	res, stdout, _ := run(t, s, CommandOptions{Cmd: "echo \xff; cat <<0\nok\n0\necho \xfe"})
 	require.Equal(t, 0, code(res), "%+v", res)
