@@ -169,11 +169,7 @@ func TestInterruptOnFullFileSystem(t *testing.T) {
 	for _, lang := range []Language{Python, JavaScript} {
 		t.Run(string(lang), func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=256k"); err != nil {
-				t.Skipf("cannot mount a small tmpfs here: %v", err)
-			}
-			t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+			dir := processtest.SmallTmpfs(t)
 			c := newContext(t, Options{Language: lang, Dir: dir})
 			fill := filepath.Join(dir, "fill")
 			out, err := exec.Command("sh", "-c", "head -c 1000000 /dev/zero >"+fill).CombinedOutput()

@@ -246,9 +246,11 @@ func TestRunAllocations(t *testing.T) {
 		}
 	})
 	t.Logf("%v allocations a command", n)
-	bound := 9.0
+	// The count is the whole process's: the goroutines of the tests before
+	// this one, still ending, can add one now and then under load.
+	bound := 10.0
 	if racetest.Enabled {
-		bound = 12 // the race detector's own
+		bound = 13 // the race detector's own
 	}
 	require.LessOrEqual(t, n, bound)
 }

@@ -746,11 +746,7 @@ func TestStreamDirectoryFull(t *testing.T) {
 	for _, shell := range testShells {
 		t.Run(shell, func(t *testing.T) {
 			t.Parallel()
-			dir := t.TempDir()
-			if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=256k"); err != nil {
-				t.Skipf("cannot mount a small tmpfs here: %v", err)
-			}
-			t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+			dir := processtest.SmallTmpfs(t)
 			s := newSession(t, Options{Shell: shell, StreamDir: dir})
 			fill := shQuote(filepath.Join(dir, "fill"))
 			res, stdout, _ := run(t, s, CommandOptions{Cmd: "head -c 1000000 /dev/zero >" + fill + "; echo filled"})

@@ -98,7 +98,7 @@ type Session struct {
 	scriptName string                         // the file commands are sourced from: fifoDir/cmd
 	parser     *syntax.Parser                 // used by the queue's goroutine only
 	script     rawcall.File                   // the file commands are sourced from; the queue's goroutine only
-	scriptBuf  []byte                         // room for its text when it starts with the guard (see writeScript); likewise
+	scriptBuf  []byte                         // room for what is written to it (see writeScript); likewise
 	frame      rawcall.File                   // the file frames run from (see writeFrame); the queue's goroutine only
 	endFile    string                         // the last command's end file (see writeFrame); the queue's goroutine only
 	templates  map[frameKey]sentinel.Template // frames by the streams they use (see newFrame); the queue's goroutine only

@@ -85,8 +85,9 @@ func (s *Session) release(st *streams) {
 
 // takeStream returns a clean stream from the pool, or a new one. A pooled
 // stream whose FIFO a command removed or moved (rm -rf of the session's
-// directory, say with all of /dev/shm, or mv) is closed rather than used: the shell could not
-// open it by its name, or would make a plain file there.
+// directory, say with all of /dev/shm, or mv) is closed rather than used:
+// the shell could not open it by its name, or would make a plain file
+// there.
 func (s *Session) takeStream() (*stream, error) {
 	for {
 		s.mu.Lock()
@@ -181,8 +182,10 @@ func (s *Session) closePool() {
 
 // writeScript puts a command's text in the session's script file, which the
 // shell sources, after f's head when guard is set: the words that set its
-// guard and $? (see guardsInScript). One file serves every command: the next command's text
-// replaces it only after the shell is done with the last one.
+// guard and $? (see guardsInScript). One file serves every command: the
+// next command's text replaces it only after the shell is done with the
+// last one. The text is copied into room the session keeps, written with
+// one call.
 func (s *Session) writeScript(f sentinel.Frame, guard bool, text string) error {
 	b := s.scriptBuf[:0]
 	if guard {

@@ -7,6 +7,7 @@ package processtest
 import (
 	"context"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -66,4 +67,16 @@ func WaitStopped(t testing.TB, pids func() []int, d time.Duration) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// SmallTmpfs returns a directory on a tmpfs of 256 KiB mounted for the
+// test, for a test to fill as a command can fill /dev/shm. It skips the
+// test where no tmpfs can be mounted (mount needs CAP_SYS_ADMIN).
+func SmallTmpfs(t testing.TB) string {
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=256k"); err != nil {
+		t.Skipf("cannot mount a small tmpfs here: %v", err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	return dir
 }

@@ -361,11 +361,14 @@ func (f File) InPlace() (size int64, ok bool) {
 		return 0, false
 	}
 	st, ok := f.name.stat()
-	return st.Size, ok && st.Dev == f.id.dev && st.Ino == f.id.ino
+	return st.Size, ok && f.id.of(&st)
 }
 
 // ID tells a file apart from every other: its device and inode.
 type ID struct{ dev, ino uint64 }
+
+// of reports whether st is the file id.
+func (id ID) of(st *syscall.Stat_t) bool { return st.Dev == id.dev && st.Ino == id.ino }
 
 // IDOf returns the ID of the file open at fd: one fstat.
 func IDOf(fd int) (ID, error) {
@@ -383,7 +386,7 @@ func IDOf(fd int) (ID, error) {
 // holds it, but no one can open it by its path any more, or opens another.
 func (p Path) Names(id ID) bool {
 	st, ok := p.stat()
-	return ok && st.Dev == id.dev && st.Ino == id.ino
+	return ok && id.of(&st)
 }
 
 // stat is lstat(2) of p, and whether it succeeded.
