@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -193,4 +194,21 @@ func TestInterruptOnFullFileSystem(t *testing.T) {
 			require.Equal(t, 0, code(res), "%+v", res)
 		})
 	}
+}
+
+// TestInterruptAfterDirectoryRemoved: a cell that removed its context's
+// directory can still be interrupted: the files that name the cell to
+// interrupt, gone with it, are made anew.
+func TestInterruptAfterDirectoryRemoved(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	run(t, c, "import shutil; shutil.rmtree("+strconv.Quote(c.dir)+")")
+	cell, err := c.Submit(CellOptions{Code: "import time; time.sleep(30)"})
+	require.NoError(t, err)
+	waitStarted(t, cell)
+	time.Sleep(100 * time.Millisecond)
+	require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
+	r := wait(t, cell)
+	require.Equal(t, process.Signaled, r.Reason, "%+v", r)
+	require.Equal(t, "INT", r.Signal, "%+v", r)
 }
