@@ -8,7 +8,10 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,6 +42,7 @@ type rawMCP struct {
 	t     *testing.T
 	cmd   *exec.Cmd
 	in    io.WriteCloser
+	out   io.ReadCloser // its stdout's read end
 	lines chan string // stdout, line by line; closed at its end
 }
 
@@ -53,7 +57,7 @@ func startRawMCP(t *testing.T) *rawMCP {
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	m := &rawMCP{t: t, cmd: cmd, in: in, lines: make(chan string, 64)}
+	m := &rawMCP{t: t, cmd: cmd, in: in, out: out, lines: make(chan string, 64)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -157,6 +161,38 @@ func TestStdioBadLines(t *testing.T) {
 	require.Contains(t, string(r.Result), "alive")
 	require.NoError(t, m.in.Close())
 	require.NoError(t, m.cmd.Wait())
+}
+
+// TestStdioOutputClosed checks that conch mcp whose client closed its
+// stdout (and not yet its stdin) ends as it does at the end of its input,
+// ending its sessions and what they started: a Go program that writes to a
+// broken pipe on its stdout is ended by SIGPIPE, and it once was, leaving a
+// session's background job running with no one to end it.
+func TestStdioOutputClosed(t *testing.T) {
+	t.Parallel()
+	m := startRawMCP(t)
+	m.send(initialize)
+	require.Nil(t, m.next().Error)
+	m.send(initialized)
+	m.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":{"command":"sleep 120 & echo pid=$!"}}}`)
+	r := m.next()
+	match := regexp.MustCompile(`pid=(\d+)`).FindStringSubmatch(string(r.Result))
+	require.NotNil(t, match, "answer: %s", r.Result)
+	pid, err := strconv.Atoi(match[1])
+	require.NoError(t, err)
+	job := seen(t, pid)
+
+	require.NoError(t, m.out.Close())
+	for range m.lines {
+	}
+	m.send(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`) // its answer meets the broken pipe
+	guard := time.AfterFunc(hangGuard, func() { _ = m.cmd.Process.Kill() })
+	defer guard.Stop()
+	err = m.cmd.Wait()
+	status := m.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	require.False(t, status.Signaled(), "conch mcp ended by %v", status.Signal())
+	require.Error(t, err, "conch mcp fails: its answers cannot be written")
+	require.False(t, job.alive(), "the session's background job ended with conch mcp")
 }
 
 // TestStdioPipedRequests checks that requests piped in and followed at once

@@ -97,6 +97,9 @@ func startDaemon(logger *slog.Logger, stateDir string, contain containment.Confi
 	// Commands start with default signal dispositions even when the daemon
 	// was started with some ignored (nohup, a shell's background job).
 	proctree.ResetChildSignals()
+	// A log reader that goes away fails the daemon's writes to stderr
+	// rather than ending it.
+	proctree.SurviveBrokenPipe()
 	// Orphans of the processes the daemon starts are reparented to it, so
 	// that it can find them (to end them) and reap them.
 	if err := proctree.EnableSubreaper(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -134,4 +135,33 @@ func TestServeStreamPathsAreShort(t *testing.T) {
 	instance := filepath.Dir(filepath.Dir(served))
 	require.Equal(t, filepath.Dir(filepath.Dir(embedded)), filepath.Dir(instance), "served %q, embedded %q", served, embedded)
 	require.LessOrEqual(t, len(filepath.Base(instance)), len("conch-")+8, "served %q", served)
+}
+
+// A daemon outlives whatever reads its log: with its stderr a pipe whose
+// reader went away (a log shipper restarting, `conch serve 2>&1 | head`),
+// the next line it logs meets a broken pipe, which for stderr ends a Go
+// program by SIGPIPE, and every session with it. The write fails instead;
+// the daemon answers on, and the commands it starts still get SIGPIPE at
+// its default disposition (`yes | head -1` ends yes by it).
+func TestServeOutlivesItsLogReader(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	require.NoError(t, s.pipe.Close())
+	<-s.stderr
+	ctx := t.Context()
+	const cmd = "yes | head -1 >/dev/null; echo ${PIPESTATUS[0]}"
+	for range 3 {
+		sess, err := s.c.CreateSession(ctx, client.SessionOptions{})
+		require.NoError(t, err)
+		r, _, err := s.c.RunCommand(ctx, sess.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: cmd}})
+		require.NoError(t, err)
+		require.Equal(t, "141\n", r.Stdout, "yes ends by SIGPIPE in a session")
+		o, _, err := s.c.Run(ctx, client.RunOptions{StartOptions: client.StartOptions{Cmd: cmd}})
+		require.NoError(t, err)
+		require.Equal(t, "141\n", o.Stdout, "yes ends by SIGPIPE in a one-shot")
+		// The requests' log lines are written once the log buffer's
+		// wait is over.
+		time.Sleep(3 * logFlushAfter)
+	}
+	require.NoError(t, s.cmd.Process.Signal(syscall.Signal(0)), "the daemon is alive")
 }

@@ -31,6 +31,7 @@ type served struct {
 	mu     sync.Mutex
 	lines  []string // stderr, line by line
 	stderr chan struct{}
+	pipe   io.ReadCloser // the read end of its stderr
 }
 
 // startServe starts `conch serve` (the test binary, as testscript installs it in
@@ -45,7 +46,7 @@ func startServe(t *testing.T, args ...string) *served {
 	pipe, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	s := &served{cmd: cmd, token: "drain-test-token", stderr: make(chan struct{})}
+	s := &served{cmd: cmd, token: "drain-test-token", stderr: make(chan struct{}), pipe: pipe}
 	t.Cleanup(func() {
 		stopDaemon(cmd.Process, s.stderr)
 		_ = cmd.Wait()

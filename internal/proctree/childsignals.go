@@ -16,6 +16,11 @@ var childDefaults = []os.Signal{syscall.SIGINT, syscall.SIGHUP, syscall.SIGPIPE,
 
 var resetOnce sync.Once
 
+// dropped is where the signals this process handles only to drop them are
+// delivered. Notify never blocks: with the buffer full, deliveries are
+// dropped, which is what ignoring them means. No goroutine reads it.
+var dropped = make(chan os.Signal, 1)
+
 // ResetChildSignals makes children started after it get the default
 // disposition of SIGINT, SIGHUP, SIGPIPE and SIGQUIT even when this process
 // inherited them ignored (started under nohup, or in the background of a
@@ -26,13 +31,18 @@ var resetOnce sync.Once
 // again does nothing.
 func ResetChildSignals() {
 	resetOnce.Do(func() {
-		// Notify never blocks: with the buffer full, deliveries are dropped,
-		// which is what ignoring them means. No goroutine reads it.
-		sink := make(chan os.Signal, 1)
 		for _, sig := range childDefaults {
 			if signal.Ignored(sig) {
-				signal.Notify(sink, sig)
+				signal.Notify(dropped, sig)
 			}
 		}
 	})
 }
+
+// SurviveBrokenPipe makes a write to a pipe that has no reader fail with
+// EPIPE, whatever descriptor it goes to: by default a Go program that writes
+// to a broken pipe on its stdout or stderr is ended by SIGPIPE, and a daemon
+// must outlive whatever reads its log (a log shipper that restarts, a `|
+// head`), or every session it holds goes with it. Children still start with
+// SIGPIPE at its default disposition: a signal Go handles is reset at exec.
+func SurviveBrokenPipe() { signal.Notify(dropped, syscall.SIGPIPE) }
