@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -88,6 +89,21 @@ func liveDaemon(stateDir string) (client.Endpoint, bool) {
 func pidNamespace() string {
 	ns, _ := os.Readlink("/proc/self/ns/pid")
 	return ns
+}
+
+// hangUpIgnored is whether this process started with SIGHUP ignored, as
+// under nohup: read before startDaemon handles it (ResetChildSignals).
+var hangUpIgnored = signal.Ignored(syscall.SIGHUP)
+
+// stopSignals are the signals that stop a daemon as SIGTERM does: SIGTERM,
+// SIGINT, and SIGHUP — the terminal it runs on closed, whose default would
+// end it at once and leave every process it started running — unless it
+// was started with SIGHUP ignored.
+func stopSignals() []os.Signal {
+	if hangUpIgnored {
+		return []os.Signal{syscall.SIGTERM, syscall.SIGINT}
+	}
+	return []os.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP}
 }
 
 // startDaemon makes this process the subreaper of what it starts and starts

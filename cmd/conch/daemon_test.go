@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -164,4 +166,51 @@ func TestServeOutlivesItsLogReader(t *testing.T) {
 		time.Sleep(3 * logFlushAfter)
 	}
 	require.NoError(t, s.cmd.Process.Signal(syscall.Signal(0)), "the daemon is alive")
+}
+
+// A hang-up (the terminal `conch serve` runs on closed) stops the daemon as
+// SIGTERM does, ending what its sessions started: by default it ended the
+// daemon at once, and a session's background job ran on with no daemon to
+// end it. Started with SIGHUP ignored (nohup), the daemon ignores it.
+func TestServeHangUp(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		under []string
+	}{
+		{"stops", nil},
+		{"nohup", []string{"bash", "-c", `trap '' HUP; exec "$@"`, "bash"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := startServeUnder(t, tc.under, "--drain-timeout", "0")
+			ctx := t.Context()
+			sess, err := s.c.CreateSession(ctx, client.SessionOptions{})
+			require.NoError(t, err)
+			r, _, err := s.c.RunCommand(ctx, sess.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "sleep 120 & echo $!"}})
+			require.NoError(t, err)
+			pid, err := strconv.Atoi(strings.TrimSpace(r.Stdout))
+			require.NoError(t, err)
+			start, ok := proctree.StartTime(pid)
+			require.True(t, ok)
+			jobAlive := func() bool { st, ok := proctree.StartTime(pid); return ok && st == start }
+
+			require.NoError(t, s.cmd.Process.Signal(syscall.SIGHUP))
+			if tc.under == nil {
+				code, lines := s.exited(t)
+				require.Equal(t, 0, code, "stderr: %s", strings.Join(lines, "\n"))
+				require.False(t, jobAlive(), "the session's background job ended with the daemon")
+				return
+			}
+			// Ignored: the daemon serves on (a signal it acted on would
+			// have ended it or turned /readyz 503 within this wait).
+			time.Sleep(200 * time.Millisecond)
+			resp, _ := s.get(t, "GET", "/readyz", "")
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			r, _, err = s.c.RunCommand(ctx, sess.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "echo on"}})
+			require.NoError(t, err)
+			require.Equal(t, "on\n", r.Stdout)
+			require.True(t, jobAlive())
+		})
+	}
 }

@@ -38,10 +38,18 @@ type served struct {
 // $PATH) with args, and waits until it listens. The test ends it.
 func startServe(t *testing.T, args ...string) *served {
 	t.Helper()
+	return startServeUnder(t, nil, args...)
+}
+
+// startServeUnder is startServe with `conch serve` run by the command line
+// under, which ends by running its arguments (nil: none).
+func startServeUnder(t *testing.T, under []string, args ...string) *served {
+	t.Helper()
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte("drain-test-token\n"), 0o600))
-	cmd := exec.Command("conch", append([]string{"serve", "--listen", "127.0.0.1:0", "--token-file", tokenFile}, args...)...)
+	argv := append(append(under, "conch", "serve", "--listen", "127.0.0.1:0", "--token-file", tokenFile), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "state"), client.EnvToken+"=")
 	pipe, err := cmd.StderrPipe()
 	require.NoError(t, err)

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"syscall"
 
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/containment"
@@ -32,7 +31,7 @@ func cmdMcp(ctx context.Context, e *env, args []string) int {
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
 		return usageError(e, "--log-level: %v", err)
 	}
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	ctx, stop := signal.NotifyContext(ctx, stopSignals()...)
 	defer stop()
 	if *url == "" {
 		*url = os.Getenv(client.EnvURL)

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -169,7 +168,7 @@ type notDraining struct{ srv *server.Server }
 func (n notDraining) Ready() bool { return !n.srv.Draining() }
 
 // serveSandboxd serves the sandboxd surface and conch's API until one
-// fails or SIGTERM or SIGINT arrives, then stops. First both surfaces
+// fails or one of stopSignals arrives, then stops. First both surfaces
 // drain, as conch serve does, for --drain-timeout: /v1/health and /readyz
 // answer 503 from then on, new processes are refused (UNAVAILABLE, 503
 // draining), and the work in flight — Start streams included — finishes.
@@ -181,7 +180,7 @@ func serveSandboxd(ctx context.Context, o sandboxdOptions, sbx *sandboxd.Server,
 	grpcLn, restLn, ln net.Listener, d *daemon, logger *slog.Logger, stateDir string,
 ) error {
 	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(sig, stopSignals()...)
 	defer signal.Stop(sig)
 	g := grpc.NewServer()
 	sbx.RegisterGRPC(g)

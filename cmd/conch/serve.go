@@ -17,7 +17,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/client"
@@ -31,7 +30,7 @@ import (
 const shutdownTimeout = 30 * time.Second
 
 // defaultDrainTimeout is how long work in flight gets to finish after
-// SIGTERM or SIGINT, before the shutdown ends what is left.
+// SIGTERM, SIGINT or SIGHUP, before the shutdown ends what is left.
 const defaultDrainTimeout = 30 * time.Second
 
 // serveOptions are the flags of `conch serve`.
@@ -181,7 +180,7 @@ func (o *serveOptions) addFlags(fs *flag.FlagSet) (logLevel *string) {
 		return err
 	})
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json (one JSON object a line)")
-	fs.DurationVar(&o.drainTimeout, "drain-timeout", defaultDrainTimeout, "on SIGTERM or SIGINT, how long work in flight gets to finish while new work is refused; 0: stop at once")
+	fs.DurationVar(&o.drainTimeout, "drain-timeout", defaultDrainTimeout, "on SIGTERM, SIGINT or SIGHUP, how long work in flight gets to finish while new work is refused; 0: stop at once")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "also serve /metrics, /livez and /readyz without a token on this `address`")
 	return fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 }
@@ -329,14 +328,14 @@ func recordEndpoint(e *env, ln net.Listener, logger *slog.Logger, stateDir, toke
 // probes without a token when asked for (nil otherwise).
 type listeners struct{ api, metrics net.Listener }
 
-// serveUntilStopped serves the listeners until the server fails or SIGTERM
-// or SIGINT arrives, then drains for drainTimeout (see server.Drain; another
+// serveUntilStopped serves the listeners until the server fails or one of
+// stopSignals arrives, then drains for drainTimeout (see server.Drain; another
 // signal cuts it short), shuts the server down within shutdownTimeout, ends
 // what is left under the daemon and removes the endpoint record. It returns
 // the first error of serving and shutting down.
 func serveUntilStopped(ctx context.Context, srv *server.Server, ls listeners, drainTimeout time.Duration, d *daemon, logger *slog.Logger, stateDir string) error {
 	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	signal.Notify(sig, stopSignals()...)
 	defer signal.Stop(sig)
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ls.api) }()
