@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/internal/procfs"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/internal/resident"
 	"github.com/conchsh/conch/logstore"
@@ -358,6 +360,11 @@ func (cell *Cell) streamEnded(end *sentinel.End, trailer bool) {
 		return
 	}
 	c := cell.c
+	if e.Cwd == "" {
+		// The interpreter found no path to its directory: it was removed.
+		// It is named by the path it had.
+		e.Cwd, _, _ = procfs.CwdOf(strconv.Itoa(c.cmd.Process.Pid))
+	}
 	if e.Cwd != "" {
 		c.mu.Lock()
 		c.cwd = e.Cwd

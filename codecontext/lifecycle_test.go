@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -180,6 +181,28 @@ func TestCwdFollows(t *testing.T) {
 			require.NoError(t, err)
 			wait(t, cell)
 			require.Equal(t, dir, cell.Info().Cwd, "a cell starts where the last left off")
+		})
+	}
+}
+
+// TestCwdRemoved: a cell that moves to a directory and removes it leaves
+// the context's cwd at the path that directory had, as a session's: the
+// interpreter finds no path to it, and the context's cwd once stayed where
+// the cell started.
+func TestCwdRemoved(t *testing.T) {
+	t.Parallel()
+	for lang, text := range map[Language]string{
+		Python:     "import os; os.chdir(%q); os.rmdir(%q)",
+		JavaScript: "process.chdir(%q); require('fs').rmdirSync(%q)",
+	} {
+		t.Run(string(lang), func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "gone")
+			require.NoError(t, os.Mkdir(dir, 0o755))
+			c := newContext(t, Options{Language: lang, Cwd: t.TempDir()})
+			r, _, errOut := run(t, c, strings.ReplaceAll(text, "%q", strconv.Quote(dir)))
+			require.Equal(t, 0, code(r), errOut)
+			require.Equal(t, dir, c.Cwd())
 		})
 	}
 }

@@ -264,3 +264,24 @@ func TestDrainTimerOnlyForOutputStillOpen(t *testing.T) {
 	wait(t, start(t, Options{Cmd: "sleep 3 & echo $!", DrainDelay: 50 * time.Millisecond}))
 	require.Equal(t, int32(1), armed.Load())
 }
+
+// A process with no cwd runs in the daemon's directory, even once that was
+// removed: it starts there by inheriting it, as no path leads there, and
+// its info names the path the directory had. It once failed to start:
+// "getwd: no such file or directory", and the daemon answered 500.
+func TestDaemonDirectoryRemoved(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "gone")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	t.Chdir(dir)
+	require.NoError(t, os.Remove(dir))
+	for _, opts := range []Options{
+		{Cmd: "readlink /proc/$$/cwd"},
+		{Argv: []string{"readlink", "/proc/self/cwd"}},
+	} {
+		p := start(t, opts)
+		r := wait(t, p)
+		require.True(t, r.Reason == process.Exited && r.ExitCode != nil && *r.ExitCode == 0, "%+v: %s", r, logText(p.Log(), 0))
+		require.Equal(t, dir+" (deleted)\n", logText(p.Log(), logstore.Stdout))
+		require.Equal(t, dir, p.Info().Cwd)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/containment"
+	"github.com/conchsh/conch/internal/procfs"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/internal/shells"
 	"github.com/conchsh/conch/logstore"
@@ -94,12 +95,15 @@ const tokenEnv = "CONCH_TOKEN"
 
 // plan is what Start worked out from Options before starting anything.
 type plan struct {
-	path  string   // program to execute; empty when lookup failed
-	argv  []string // argv[0] included
-	dir   string   // absolute working directory
-	env   []string
-	cred  *syscall.Credential
-	shell shells.Shell // for Cmd
+	path string   // program to execute; empty when lookup failed
+	argv []string // argv[0] included
+	dir  string   // absolute working directory
+	// inheritDir: dir is the daemon's own, which was removed, and the
+	// process starts in it by inheriting it
+	inheritDir bool
+	env        []string
+	cred       *syscall.Credential
+	shell      shells.Shell // for Cmd
 	// shellItself: a PTY with no Cmd nor Argv runs the shell itself, shown
 	// as its argv
 	shellItself bool
@@ -146,7 +150,7 @@ func prepare(id string, opts Options) (plan, error) {
 		return pl, fmt.Errorf("%w: %v", process.ErrInvalidArgument, err)
 	}
 	var err error
-	if pl.dir, err = workDir(opts.Cwd); err != nil {
+	if pl.dir, pl.inheritDir, err = workDir(opts.Cwd); err != nil {
 		return pl, err
 	}
 	var u *user.User
@@ -191,21 +195,23 @@ func checkStrings(opts Options) error {
 }
 
 // workDir returns cwd made absolute, or the daemon's directory for "".
-func workDir(cwd string) (string, error) {
+// When that directory was removed, dir is the path it had and inherit is
+// true: the process starts in it by inheriting it, as no path leads there.
+func workDir(cwd string) (dir string, inherit bool, err error) {
 	if cwd == "" {
-		return os.Getwd()
+		return procfs.Cwd()
 	}
 	if !filepath.IsAbs(cwd) {
-		return "", fmt.Errorf("%w: cwd %q is not an absolute path", process.ErrInvalidArgument, cwd)
+		return "", false, fmt.Errorf("%w: cwd %q is not an absolute path", process.ErrInvalidArgument, cwd)
 	}
 	fi, err := os.Stat(cwd)
 	if err != nil {
-		return "", fmt.Errorf("%w: cwd: %v", process.ErrInvalidArgument, err)
+		return "", false, fmt.Errorf("%w: cwd: %v", process.ErrInvalidArgument, err)
 	}
 	if !fi.IsDir() {
-		return "", fmt.Errorf("%w: cwd %q is not a directory", process.ErrInvalidArgument, cwd)
+		return "", false, fmt.Errorf("%w: cwd %q is not a directory", process.ErrInvalidArgument, cwd)
 	}
-	return filepath.Clean(cwd), nil
+	return filepath.Clean(cwd), false, nil
 }
 
 // credential looks name up (a user name or a uid) and returns the

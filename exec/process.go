@@ -101,7 +101,7 @@ func Start(opts Options) (*Process, error) {
 		return nil, err
 	}
 	p.cmd = &osexec.Cmd{
-		Path: pl.path, Args: pl.argv, Dir: pl.dir, Env: pl.env,
+		Path: pl.path, Args: pl.argv, Dir: startDir(pl), Env: pl.env,
 		SysProcAttr: &syscall.SysProcAttr{Credential: pl.cred},
 	}
 	var outs []output
@@ -524,4 +524,13 @@ func (p *Process) endCgroup() error {
 		return nil
 	}
 	return p.cg.Destroy()
+}
+
+// startDir is the directory a process is started in: "" (this process's
+// own) when that is the daemon's, removed.
+func startDir(pl plan) string {
+	if pl.inheritDir {
+		return ""
+	}
+	return pl.dir
 }

@@ -43,7 +43,7 @@ type rawMCP struct {
 	cmd   *exec.Cmd
 	in    io.WriteCloser
 	out   io.ReadCloser // its stdout's read end
-	lines chan string // stdout, line by line; closed at its end
+	lines chan string   // stdout, line by line; closed at its end
 }
 
 func startRawMCP(t *testing.T) *rawMCP {

@@ -16,6 +16,7 @@ import (
 	"weak"
 
 	"github.com/conchsh/conch/containment"
+	"github.com/conchsh/conch/internal/procfs"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/internal/rawcall"
 	"github.com/conchsh/conch/internal/resident"
@@ -255,9 +256,15 @@ func (s *Session) start() error {
 func (s *Session) linkInput(cmd *exec.Cmd) (string, error) {
 	cwd := cmd.Dir
 	if cwd == "" {
-		var err error
-		if cwd, err = os.Getwd(); err != nil {
+		dir, removed, err := procfs.Cwd()
+		if err != nil {
 			return "", err
+		}
+		cwd = dir
+		if removed {
+			// No path leads to a removed directory but this process's
+			// own link to it.
+			cwd = "/proc/" + strconv.Itoa(os.Getpid()) + "/cwd"
 		}
 	}
 	cmd.Dir = s.fifoDir
@@ -435,7 +442,8 @@ func (s *Session) recordEnd(status int, e *sentinel.End) string {
 // symbolic links and all); otherwise the shell's own, from /proc: a command
 // can set PWD, or unset it, without changing directory (PWD=/etc). Only a
 // $PWD other than the last command's is looked at. A directory removed
-// since is kept as $PWD names it.
+// since is kept as $PWD names it, or by the path it had when $PWD names
+// none.
 func (s *Session) checkCwd(reported string) string {
 	s.mu.Lock()
 	last := s.cwd
@@ -443,16 +451,19 @@ func (s *Session) checkCwd(reported string) string {
 	if reported == last && reported != "" {
 		return reported
 	}
-	proc := "/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/cwd"
+	pid := strconv.Itoa(s.cmd.Process.Pid)
 	var at, there unix.Stat_t
-	if unix.Stat(proc, &there) != nil {
+	if unix.Stat("/proc/"+pid+"/cwd", &there) != nil {
 		return reported // the shell is gone
 	}
 	if strings.HasPrefix(reported, "/") && unix.Stat(reported, &at) == nil && at.Dev == there.Dev && at.Ino == there.Ino {
 		return reported
 	}
-	real, err := os.Readlink(proc)
-	if err != nil || strings.HasSuffix(real, " (deleted)") {
+	real, removed, err := procfs.CwdOf(pid)
+	if err != nil || removed && strings.HasPrefix(reported, "/") {
+		// A removed directory is kept as $PWD names it, or, when $PWD
+		// names none (a shell started there: dash, mksh, busybox leave it
+		// empty, zsh "."), as the kernel does.
 		return reported
 	}
 	return real

@@ -17,7 +17,9 @@
 package procfs
 
 import (
+	"os"
 	"slices"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -97,4 +99,31 @@ func open(path string, flags int) (int, error) {
 			return fd, err
 		}
 	}
+}
+
+// Cwd returns this process's working directory as os.Getwd does, or, when
+// that directory was removed (getcwd fails), the path it had (see CwdOf),
+// with removed true. A process started with no directory of its own
+// starts in it all the same.
+func Cwd() (dir string, removed bool, err error) {
+	dir, err = os.Getwd()
+	if err == nil {
+		return dir, false, nil
+	}
+	if d, removed, lerr := CwdOf("self"); lerr == nil && removed {
+		return d, true, nil
+	}
+	return "", false, err
+}
+
+// CwdOf returns the working directory of process pid ("self": this one)
+// as /proc/PID/cwd names it, and whether it was removed, as the kernel says
+// by " (deleted)" after its path, which dir leaves out.
+func CwdOf(pid string) (dir string, removed bool, err error) {
+	link, err := Readlink("/proc/" + pid + "/cwd")
+	if err != nil {
+		return "", false, err
+	}
+	dir, removed = strings.CutSuffix(link, " (deleted)")
+	return dir, removed, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -56,4 +57,23 @@ func TestReadlink(t *testing.T) {
 	got, err := Readlink("/proc/self/exe")
 	require.NoError(t, err)
 	require.Equal(t, want, got)
+}
+
+// Cwd gives the path of this process's directory, even once it was removed.
+func TestCwd(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "gone")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	t.Chdir(dir)
+	got, removed, err := Cwd()
+	require.NoError(t, err)
+	require.Equal(t, dir, got)
+	require.False(t, removed)
+
+	require.NoError(t, os.Remove(dir))
+	_, err = os.Getwd()
+	require.Error(t, err, "getwd fails in a removed directory")
+	got, removed, err = Cwd()
+	require.NoError(t, err)
+	require.Equal(t, dir, got)
+	require.True(t, removed)
 }
