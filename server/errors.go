@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/containment"
@@ -80,8 +82,24 @@ func apiError(err error) *Error {
 		return &Error{http.StatusServiceUnavailable, api.CodeDraining, err.Error(), err}
 	case errors.Is(err, process.ErrLimit):
 		return &Error{http.StatusTooManyRequests, api.CodeResourceExhausted, message(err, process.ErrLimit), err}
+	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
+		return &Error{http.StatusTooManyRequests, api.CodeResourceExhausted, outOfFiles(err), err}
 	}
 	return &Error{http.StatusInternalServerError, api.CodeInternal, err.Error(), err}
+}
+
+// outOfFiles says which limit of open files err ran into: the daemon's
+// (RLIMIT_NOFILE) or the system's.
+func outOfFiles(err error) string {
+	if errors.Is(err, syscall.ENFILE) {
+		return fmt.Sprintf("the system's table of open files is full: end some sessions or processes (%v)", err)
+	}
+	var lim syscall.Rlimit
+	n := "?"
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil {
+		n = strconv.FormatUint(lim.Cur, 10)
+	}
+	return fmt.Sprintf("the daemon is at its limit of open files (%s, RLIMIT_NOFILE): end some sessions or processes, or start it with a higher limit (%v)", n, err)
 }
 
 // message is err's text without the leading words of kind (the error it
@@ -104,6 +122,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := apiError(err)
 	if e.Status == http.StatusInternalServerError {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	} else if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		s.log.Warn("out of open files: work refused", "method", r.Method, "path", r.URL.Path, "err", err)
 	} else {
 		s.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "code", e.Code, "err", err)
 	}

@@ -214,3 +214,35 @@ func TestServeHangUp(t *testing.T) {
 		})
 	}
 }
+
+// A daemon at its limit of open files refuses new work with 429
+// resource_exhausted, saying which limit, and takes work again once some
+// ended: it answered 500 internal ("pipe2: too many open files"), as for a
+// bug. Each session holds a dozen descriptors; 60 leave room for a few.
+func TestServeOutOfFiles(t *testing.T) {
+	t.Parallel()
+	s := startServeUnder(t, []string{"bash", "-c", `ulimit -n 60 && exec "$@"`, "bash"})
+	ctx := t.Context()
+	var made []string
+	var refused *client.Error
+	for range 60 {
+		sess, err := s.c.CreateSession(ctx, client.SessionOptions{})
+		if err != nil {
+			require.ErrorAs(t, err, &refused)
+			break
+		}
+		made = append(made, sess.ID)
+	}
+	require.NotNil(t, refused, "60 sessions fit in 60 open files")
+	require.NotEmpty(t, made)
+	require.Equal(t, http.StatusTooManyRequests, refused.Status, "%v", refused)
+	require.Equal(t, client.CodeResourceExhausted, refused.Code)
+	require.Contains(t, refused.Message, "open files (60")
+
+	require.NoError(t, s.c.DeleteSession(ctx, made[0]))
+	sess, err := s.c.CreateSession(ctx, client.SessionOptions{})
+	require.NoError(t, err, "a session fits once one has gone")
+	r, _, err := s.c.RunCommand(ctx, sess.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "echo fits"}})
+	require.NoError(t, err)
+	require.Equal(t, "fits\n", r.Stdout)
+}
