@@ -1,6 +1,7 @@
 package shellsession
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -119,4 +120,29 @@ func TestGivenUpEndKeepsOutput(t *testing.T) {
 	res, stdout, _ = run(t, s, CommandOptions{Cmd: "echo next"})
 	require.Equal(t, 0, code(res), "%+v", res)
 	require.Equal(t, "next\n", stdout)
+}
+
+// TestFailedExec: `exec` of a program that cannot run behaves as at the
+// shell's prompt: bash returns 127 (126) and goes on, the other shells
+// end, and so does their session. bash ended too: each command is a
+// sourced file, where a failed exec ends bash unless execfail is set.
+func TestFailedExec(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			for cmd, status := range map[string]int{"exec nosuchcmd_conch": 127, "exec /etc/passwd": 126} {
+				s := newSession(t, Options{Shell: shell})
+				r, _, errOut := run(t, s, CommandOptions{Cmd: cmd})
+				require.Equal(t, status, code(r), "%s: stderr %q", cmd, errOut)
+				if shell != "bash" {
+					requireEnds(t, s, cmd)
+					continue
+				}
+				r, out, _ := run(t, s, CommandOptions{Cmd: "echo $?"})
+				require.Equal(t, 0, code(r))
+				require.Equal(t, fmt.Sprintf("%d\n", status), out, cmd)
+			}
+		})
+	}
 }

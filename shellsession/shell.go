@@ -99,7 +99,10 @@ func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) 
 
 // initScript is what a new shell is sent first: no prompts, no history,
 // SIGTERM ends it (an interactive shell ignores SIGTERM otherwise, and
-// `kill $$` must end the session), and no rc hooks. Its words are quoted:
+// `kill $$` must end the session), and no rc hooks. bash gets execfail: an
+// exec that fails (`exec typo`) returns 127 at its prompt, but in a sourced
+// file, as each command is, it ends the shell; the other shells end at
+// their prompt too. Its words are quoted:
 // a login shell's profile may have defined aliases by now.
 //
 // Last, it closes the shell's own stdout (closeStdout); the frame then
@@ -109,7 +112,7 @@ func initScript(sh shells.Shell) string {
 	common := "PS1= PS2= PS3= __conch=-; \\trap 'exit 143' TERM; "
 	switch sh.Family {
 	case shells.Bash:
-		return common + "PS0=; \\unset PROMPT_COMMAND HISTFILE MAIL MAILPATH MAILCHECK ENV BASH_ENV; \\set +H +m +o history; \\shopt -u checkwinsize\n" + closeStdout(sh)
+		return common + "PS0=; \\unset PROMPT_COMMAND HISTFILE MAIL MAILPATH MAILCHECK ENV BASH_ENV; \\set +H +m +o history; \\shopt -u checkwinsize; \\shopt -s execfail\n" + closeStdout(sh)
 	case shells.Zsh:
 		return common + "PROMPT= RPROMPT= PROMPT_EOL_MARK=; \\unset HISTFILE MAIL MAILPATH; \\setopt no_hup interactive_comments ignore_close_braces\n\\unsetopt zle prompt_cr prompt_sp monitor bang_hist 2>/dev/null\n" + closeStdout(sh)
 	}
