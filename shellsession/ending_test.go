@@ -146,3 +146,26 @@ func TestFailedExec(t *testing.T) {
 		})
 	}
 }
+
+// TestBashPosixSpecialBuiltinError pins what cannot be mended: in POSIX
+// mode (set -o posix, or POSIXLY_CORRECT in the environment) an error of a
+// special builtin — a bad option to set, a redirection of ":" that fails —
+// ends bash, and its session, where at bash's prompt it goes on: bash
+// sources each command, and a sourced file is not interactive.
+func TestBashPosixSpecialBuiltinError(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range []string{"set -o nosuchoption_conch", ": >/nonexistent_conch/x"} {
+		t.Run(cmd, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: "bash"})
+			run(t, s, CommandOptions{Cmd: cmd + " || echo survived"})
+			_, out, _ := run(t, s, CommandOptions{Cmd: "echo survived"})
+			require.Equal(t, "survived\n", out, "outside POSIX mode the session goes on")
+			run(t, s, CommandOptions{Cmd: "set -o posix"})
+			r, out, errOut := run(t, s, CommandOptions{Cmd: cmd + "; echo not reached"})
+			require.NotEqual(t, 0, code(r), "stderr %q", errOut)
+			require.Empty(t, out)
+			requireEnds(t, s, cmd+" in POSIX mode")
+		})
+	}
+}
