@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/internal/shells"
+	"golang.org/x/sys/unix"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -179,15 +181,19 @@ func shellCheck(ctx context.Context, sh shells.Shell, text string) (msg string, 
 	path := ""
 	if len(text) <= parserMax {
 		args = append(args, "-c", text)
-	} else {
-		var err error
-		if path, err = writeTemp(text); err != nil {
-			return "", false
-		}
-		defer os.Remove(path)
-		args = append(args, path)
 	}
 	cmd := exec.CommandContext(ctx, sh.Path, args...)
+	if len(text) > parserMax {
+		f, err := memFile(text)
+		if err != nil {
+			return "", false
+		}
+		defer f.Close()
+		// The shell opens it anew by this path, as its fd 3.
+		cmd.ExtraFiles = []*os.File{f}
+		path = "/dev/fd/3"
+		cmd.Args = append(cmd.Args, path)
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
@@ -210,20 +216,23 @@ func shellCheck(ctx context.Context, sh shells.Shell, text string) (msg string, 
 	return "", false
 }
 
-// writeTemp writes text to a new file, readable by its owner only, and
-// returns its path.
-func writeTemp(text string) (string, error) {
-	f, err := os.CreateTemp("", "conch-check-*.sh")
+// memFile returns a file that holds text, in memory (memfd_create): it
+// needs no directory, such as a $TMPDIR that was removed.
+func memFile(text string) (*os.File, error) {
+	fd, err := unix.MemfdCreate("conch-check", unix.MFD_CLOEXEC)
 	if err != nil {
-		return "", err
+		return nil, os.NewSyscallError("memfd_create", err)
 	}
+	f := os.NewFile(uintptr(fd), "conch-check")
+	// Read from its start: ksh93 takes /dev/fd/N as a dup of N, with N's
+	// offset, rather than opening it anew.
 	_, err = f.WriteString(text)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
 	}
 	if err != nil {
-		os.Remove(f.Name())
-		return "", err
+		f.Close()
+		return nil, err
 	}
-	return f.Name(), nil
+	return f, nil
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,25 @@ func TestCheckLargeText(t *testing.T) {
 		if tt.err == "" && r.err != "" || !strings.Contains(r.err, tt.err) || r.empty || strings.Contains(r.err, "conch-check") {
 			t.Errorf("%s, %d bytes: %+v, want an error with %q", tt.shell, len(tt.text), r, tt.err)
 		}
+	}
+}
+
+// TestCheckLargeTextNoTmpdir: the shell's check of a long text needs no
+// temporary directory. It wrote the text to a file in $TMPDIR, and with
+// that removed every command over 64 KiB was refused ("the syntax check of
+// this 70023-byte command could not run"). Not parallel: it sets TMPDIR.
+func TestCheckLargeTextNoTmpdir(t *testing.T) {
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "removed"))
+	words := "echo " + strings.Repeat("a ", parserMax)
+	for _, shell := range testShells {
+		sh, err := shells.Resolve(shell)
+		require.NoError(t, err)
+		r := check(t.Context(), sh, newParser(sh), words)
+		require.Empty(t, r.err, shell)
+		r = check(t.Context(), sh, newParser(sh), words+"; fi")
+		require.NotEmpty(t, r.err, shell)
+		require.NotContains(t, r.err, "could not run", shell)
+		require.NotContains(t, r.err, "/dev/fd", shell)
 	}
 }
 
