@@ -2,9 +2,9 @@ package shellsession
 
 import (
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
