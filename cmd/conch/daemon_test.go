@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -183,7 +184,7 @@ func TestServeHangUp(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := startServeUnder(t, tc.under, "--drain-timeout", "0")
+			s := startServeWith(t, serveSetup{under: tc.under}, "--drain-timeout", "0")
 			ctx := t.Context()
 			sess, err := s.c.CreateSession(ctx, client.SessionOptions{})
 			require.NoError(t, err)
@@ -221,7 +222,7 @@ func TestServeHangUp(t *testing.T) {
 // bug. Each session holds a dozen descriptors; 60 leave room for a few.
 func TestServeOutOfFiles(t *testing.T) {
 	t.Parallel()
-	s := startServeUnder(t, []string{"bash", "-c", `ulimit -n 60 && exec "$@"`, "bash"})
+	s := startServeWith(t, serveSetup{under: []string{"bash", "-c", `ulimit -n 60 && exec "$@"`, "bash"}})
 	ctx := t.Context()
 	var made []string
 	var refused *client.Error
@@ -245,4 +246,26 @@ func TestServeOutOfFiles(t *testing.T) {
 	r, _, err := s.c.RunCommand(ctx, sess.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "echo fits"}})
 	require.NoError(t, err)
 	require.Equal(t, "fits\n", r.Stdout)
+}
+
+// A daemon whose stderr is not read (a terminal held by Ctrl-S, a stalled
+// log reader) answers on: its log lines wait, then are dropped. Each line
+// was written under a lock every request's line takes, and once the pipe
+// was full no request that logged was answered (/livez, which logs at
+// debug, still was).
+func TestServeStalledStderr(t *testing.T) {
+	t.Parallel()
+	s := startServeWith(t, serveSetup{stall: true}, "--log-level", "debug")
+	ctx := t.Context()
+	sess, err := s.c.CreateSession(ctx, client.SessionOptions{})
+	require.NoError(t, err)
+	// A command logs about 600 bytes at debug; a page of pipe holds 4096,
+	// and the lines waited in the buffer up to 64 KiB: about 100 commands.
+	for i := range 300 {
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		r, _, err := s.c.RunCommand(cctx, sess.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "echo " + strconv.Itoa(i)}})
+		cancel()
+		require.NoError(t, err, "command %d", i)
+		require.Equal(t, strconv.Itoa(i)+"\n", r.Stdout)
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/conchsh/conch/client"
 )
@@ -38,17 +39,26 @@ type served struct {
 // $PATH) with args, and waits until it listens. The test ends it.
 func startServe(t *testing.T, args ...string) *served {
 	t.Helper()
-	return startServeUnder(t, nil, args...)
+	return startServeWith(t, serveSetup{}, args...)
 }
 
-// startServeUnder is startServe with `conch serve` run by the command line
-// under, which ends by running its arguments (nil: none).
-func startServeUnder(t *testing.T, under []string, args ...string) *served {
+// serveSetup is how startServeWith starts `conch serve`.
+type serveSetup struct {
+	// under is a command line that runs conch serve: it ends by running
+	// its arguments.
+	under []string
+	// stall stops the reading of its stderr once it listens, until the
+	// test ends, with the pipe's room cut to a page.
+	stall bool
+}
+
+// startServeWith is startServe set up by setup.
+func startServeWith(t *testing.T, setup serveSetup, args ...string) *served {
 	t.Helper()
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte("drain-test-token\n"), 0o600))
-	argv := append(append(under, "conch", "serve", "--listen", "127.0.0.1:0", "--token-file", tokenFile), args...)
+	argv := append(append(setup.under, "conch", "serve", "--listen", "127.0.0.1:0", "--token-file", tokenFile), args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "state"), client.EnvToken+"=")
 	pipe, err := cmd.StderrPipe()
@@ -59,6 +69,12 @@ func startServeUnder(t *testing.T, under []string, args ...string) *served {
 		stopDaemon(cmd.Process, s.stderr)
 		_ = cmd.Wait()
 	})
+	release := make(chan struct{})
+	if setup.stall {
+		_, err := unix.FcntlInt(pipe.(*os.File).Fd(), unix.F_SETPIPE_SZ, os.Getpagesize())
+		require.NoError(t, err)
+		t.Cleanup(func() { close(release) }) // before stopDaemon: cleanups run last first
+	}
 	listening := make(chan string, 1)
 	go func() {
 		defer close(s.stderr)
@@ -70,6 +86,9 @@ func startServeUnder(t *testing.T, under []string, args ...string) *served {
 			s.mu.Unlock()
 			if u, ok := strings.CutPrefix(line, "conch: listening on "); ok {
 				listening <- u
+				if setup.stall {
+					<-release
+				}
 			}
 		}
 	}()

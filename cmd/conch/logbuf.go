@@ -2,16 +2,21 @@ package main
 
 import (
 	"cmp"
+	"fmt"
 	"io"
 	"sync"
 	"time"
 )
 
-// logFlushAfter is how long a line of the daemon's stderr may wait in a
-// logBuffer before it is written; logBufferMax, how much may wait.
+// The bounds of a logBuffer: a line may wait logFlushAfter before it is
+// written, or less once logBufferMax waits; while stderr is not read, at
+// most logPendingMax waits and later lines are dropped; Flush waits at most
+// logFlushWait for a stderr that is not read.
 const (
 	logFlushAfter = 50 * time.Millisecond
 	logBufferMax  = 64 << 10
+	logPendingMax = 4 << 20
+	logFlushWait  = 2 * time.Second
 )
 
 // logBuffer gathers what the daemon writes to its stderr and writes it in
@@ -23,22 +28,46 @@ const (
 // 170-200 µs of CPU a command, as much as the rest of its work on it. What
 // waits is written when the daemon stops (Flush); a crash outside the
 // command's goroutine loses at most the last logFlushAfter of it.
+//
+// No Write waits for stderr. A stderr that is not read (a terminal held by
+// Ctrl-S, a log reader that stalled) blocks only the write under way:
+// lines gather meanwhile, up to logPendingMax, and past it are dropped, and
+// counted in a line written once stderr is read again. Writing from the
+// caller, under the lock every line takes, a full pipe once stopped every
+// request that logged.
 type logBuffer struct {
 	w     io.Writer
 	after time.Duration // zero means logFlushAfter
-	mu    sync.Mutex
-	buf   []byte
-	timer *time.Timer // set while something waits
+
+	mu      sync.Mutex
+	written *sync.Cond // signalled when a write under way ends
+	buf     []byte     // what waits
+	spare   []byte     // the buffer last written, for reuse
+	dropped int        // bytes dropped since the last write
+	timer   *time.Timer
+	writing bool // a goroutine writes (writeOut)
+}
+
+func newLogBuffer(w io.Writer, after time.Duration) *logBuffer {
+	b := &logBuffer{w: w, after: after}
+	b.written = sync.NewCond(&b.mu)
+	return b
 }
 
 func (b *logBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if len(b.buf)+len(p) > logPendingMax {
+		b.dropped += len(p)
+		return len(p), nil
+	}
 	b.buf = append(b.buf, p...)
-	if len(b.buf) >= logBufferMax {
-		b.flushLocked()
-	} else if b.timer == nil {
-		b.timer = time.AfterFunc(cmp.Or(b.after, logFlushAfter), b.Flush)
+	switch {
+	case b.writing: // the write under way takes it next
+	case len(b.buf) >= logBufferMax:
+		b.startWriting()
+	case b.timer == nil:
+		b.timer = time.AfterFunc(cmp.Or(b.after, logFlushAfter), b.flushWaiting)
 	}
 	return len(p), nil
 }
@@ -47,27 +76,73 @@ func (b *logBuffer) Write(p []byte) (int, error) {
 // caller flushes when the daemon stops; the daemon's log and its own lines
 // stay in the order they were written.
 func gatherStderr(e *env) (*env, *logBuffer) {
-	lb := &logBuffer{w: e.stderr}
+	lb := newLogBuffer(e.stderr, 0)
 	return &env{stdin: e.stdin, stdout: e.stdout, stderr: lb}, lb
 }
 
-// Flush writes what waits now.
+// Flush writes what waits now, and returns once it is written, or after
+// logFlushWait when stderr is not read.
 func (b *logBuffer) Flush() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.flushLocked()
+	if !b.writing {
+		b.startWriting()
+	}
+	expired := false
+	t := time.AfterFunc(logFlushWait, func() {
+		b.mu.Lock()
+		expired = true
+		b.written.Broadcast()
+		b.mu.Unlock()
+	})
+	defer t.Stop()
+	for b.writing && !expired {
+		b.written.Wait()
+	}
 }
 
-func (b *logBuffer) flushLocked() {
+// flushWaiting starts writing what waited logFlushAfter.
+func (b *logBuffer) flushWaiting() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.writing {
+		b.startWriting()
+	}
+}
+
+// startWriting starts a goroutine that writes what waits, if anything does.
+// b.mu is held and no write is under way.
+func (b *logBuffer) startWriting() {
 	if b.timer != nil {
 		b.timer.Stop()
 		b.timer = nil
 	}
-	if len(b.buf) > 0 {
-		b.w.Write(b.buf) // stderr: nowhere to say that it failed
-		b.buf = b.buf[:0]
-		if cap(b.buf) > logBufferMax {
-			b.buf = nil
+	if len(b.buf) > 0 || b.dropped > 0 {
+		b.writing = true
+		go b.writeOut()
+	}
+}
+
+// writeOut writes what waits until nothing does, then ends the write under
+// way. What gathers while a write is under way is written next.
+func (b *logBuffer) writeOut() {
+	b.mu.Lock()
+	for len(b.buf) > 0 || b.dropped > 0 {
+		out, dropped := b.buf, b.dropped
+		b.buf, b.spare, b.dropped = b.spare[:0], nil, 0
+		b.mu.Unlock()
+		if len(out) > 0 {
+			b.w.Write(out) // stderr: nowhere to say that it failed
+		}
+		if dropped > 0 {
+			fmt.Fprintf(b.w, "conch: %d bytes of the log were dropped: stderr was not read\n", dropped)
+		}
+		b.mu.Lock()
+		if cap(out) <= logBufferMax {
+			b.spare = out[:0]
 		}
 	}
+	b.writing = false
+	b.written.Broadcast()
+	b.mu.Unlock()
 }
