@@ -48,6 +48,9 @@ func cmdMcp(ctx context.Context, e *env, args []string) int {
 		}
 		return 0
 	}
+	// The engine's log waits for no stderr, as conch serve's does.
+	e, lb := gatherStderr(e)
+	defer lb.Flush()
 	logger := slog.New(slog.NewTextHandler(e.stderr, &slog.HandlerOptions{Level: level}))
 	if err := serveMcpInProcess(ctx, logger); err != nil {
 		return fail(e, exitFailure, err)
