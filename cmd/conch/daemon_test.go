@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/shellsession"
 )
 
@@ -267,5 +269,45 @@ func TestServeStalledStderr(t *testing.T) {
 		cancel()
 		require.NoError(t, err, "command %d", i)
 		require.Equal(t, strconv.Itoa(i)+"\n", r.Stdout)
+	}
+}
+
+// conch run whose output's reader goes away (conch run yes | head) ends
+// the command as the pipe would a local one, by SIGPIPE, and exits 141: it
+// was ended by SIGPIPE itself, and yes ran on in the daemon for good.
+func TestRunBrokenPipe(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	for _, args := range [][]string{{}, {"--session", ""}} {
+		if len(args) > 0 {
+			sess, err := s.c.CreateSession(t.Context(), client.SessionOptions{})
+			require.NoError(t, err)
+			args[1] = sess.ID
+		}
+		name := "brokenpipe" + strconv.Itoa(len(args))
+		cmd := exec.Command("conch", append(append([]string{"run", "--name", name}, args...), "--", "yes conch")...)
+		cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+		out, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		line, err := bufio.NewReader(out).ReadString('\n')
+		require.NoError(t, err)
+		require.Equal(t, "conch\n", line)
+		require.NoError(t, out.Close())
+		guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
+		err = cmd.Wait()
+		guard.Stop()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee)
+		require.Equal(t, 141, ee.ExitCode(), "%v", err)
+
+		list, err := s.c.List(t.Context(), client.ListOptions{Name: name, State: "all"})
+		require.NoError(t, err)
+		require.Len(t, list.Items, 1)
+		r, _, err := s.c.Wait(t.Context(), list.Items[0].ID, 30*time.Second)
+		require.NoError(t, err)
+		require.NotNil(t, r, "yes still runs")
+		require.Equal(t, process.Signaled, r.Reason, "%+v", r)
+		require.Equal(t, "PIPE", r.Signal)
 	}
 }

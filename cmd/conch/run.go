@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 )
@@ -204,7 +205,20 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	if *f.stdin {
 		go copyStdin(ctx, c, p.ID, e.stdin)
 	}
+	// A reader of conch's output that goes away (conch run yes | head)
+	// ends the command as it would a local one: a write to the broken pipe
+	// fails, rather than ending conch by SIGPIPE with the command left
+	// running, and the command gets SIGPIPE.
+	proctree.SurviveBrokenPipe()
 	res, err := follow(ctx, c, p.ID, e.stdout, e.stderr, !*f.json)
+	if errors.Is(err, syscall.EPIPE) {
+		kctx, cancel := context.WithTimeout(ctx, brokenPipeKillWait)
+		defer cancel()
+		if kerr := c.Kill(kctx, p.ID, client.KillOptions{Signal: "PIPE"}); kerr != nil {
+			return fail(e, exitOwn, fmt.Errorf("%w; and sending SIGPIPE to %s: %w", err, p.ID, kerr))
+		}
+		return exitBrokenPipe
+	}
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
@@ -261,6 +275,14 @@ func stopOnInterrupt(ctx context.Context) (context.Context, func()) {
 // exitInterrupted is the status of a command that Ctrl-C stopped, as a
 // shell reports one that SIGINT ended.
 const exitInterrupted = 128 + int(syscall.SIGINT)
+
+// exitBrokenPipe is conch run's status when its output's reader went away,
+// as a shell reports a command that SIGPIPE ended; brokenPipeKillWait
+// bounds the wait for the daemon to take the command's SIGPIPE.
+const (
+	exitBrokenPipe     = 128 + int(syscall.SIGPIPE)
+	brokenPipeKillWait = 10 * time.Second
+)
 
 // finish says on stderr how the process ended where its status alone does
 // not tell (an execution timeout, a start that failed, a command the engine

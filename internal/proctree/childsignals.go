@@ -41,8 +41,9 @@ func ResetChildSignals() {
 
 // SurviveBrokenPipe makes a write to a pipe that has no reader fail with
 // EPIPE, whatever descriptor it goes to: by default a Go program that writes
-// to a broken pipe on its stdout or stderr is ended by SIGPIPE, and a daemon
+// to a broken pipe on its stdout or stderr is ended by SIGPIPE. A daemon
 // must outlive whatever reads its log (a log shipper that restarts, a `|
-// head`), or every session it holds goes with it. Children still start with
-// SIGPIPE at its default disposition: a signal Go handles is reset at exec.
+// head`), or every session it holds goes with it; a client must see the
+// failed write to end what it runs. Children still start with SIGPIPE at its
+// default disposition: a signal Go handles is reset at exec.
 func SurviveBrokenPipe() { signal.Notify(dropped, syscall.SIGPIPE) }
