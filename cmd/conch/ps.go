@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/plaintext"
 	"github.com/conchsh/conch/process"
 )
 
@@ -52,12 +53,12 @@ func cmdPs(ctx context.Context, e *env, args []string) int {
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tKIND\tSTATE\tRESULT\tPID\tSESSION\tNAME\tCOMMAND")
 	for _, p := range ps {
-		result := "-"
+		result := ""
 		if r := p.Result(); r != nil {
-			result = strings.ReplaceAll(r.String(), "\t", " ")
+			result = r.String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, p.State, result, pid(p.PID),
-			dash(p.SessionID), dash(p.Name), dash(commandLine(p)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, p.State, cell(result), pid(p.PID),
+			cell(p.SessionID), cell(p.Name), commandLine(p))
 	}
 	return flushTable(e, tw)
 }
@@ -71,9 +72,9 @@ func commandLine(p client.Process) string {
 	case s == "" && len(p.Argv) > 0:
 		s = strings.Join(p.Argv, " ")
 	}
-	s = strings.Join(strings.Fields(s), " ")
+	s = cell(strings.Join(strings.Fields(s), " "))
 	if len(s) > 60 {
-		s = s[:57] + "..."
+		s = plaintext.CutEnd(s, 57) + "..."
 	}
 	return s
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/conchsh/conch/client"
 )
@@ -113,8 +114,8 @@ func cmdSessionLs(ctx context.Context, e *env, args []string) int {
 	tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tSHELL\tPID\tCWD\tPORTS\tNAME")
 	for _, s := range ss {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, dash(cmp.Or(s.Shell, s.Language)), pid(s.PID),
-			dash(s.Cwd), dash(joinInts(s.Ports)), dash(s.Name))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, cell(cmp.Or(s.Shell, s.Language)), pid(s.PID),
+			cell(s.Cwd), cell(joinInts(s.Ports)), cell(s.Name))
 	}
 	return flushTable(e, tw)
 }
@@ -124,11 +125,43 @@ func cmdSessionRm(ctx context.Context, e *env, args []string) int {
 	return eachID(e, fs, args, func(c *client.Client, id string) error { return c.DeleteSession(ctx, id) })
 }
 
-func dash(s string) string {
+// cell is s as a table shows it: "-" when empty, and with every control
+// character and byte that is not UTF-8 written as an escape (\x1b, \u009b),
+// so that text a command chose (a name, a directory, a command line) can
+// neither move the terminal's cursor, retitle its window nor break the
+// table's columns.
+func cell(s string) string {
 	if s == "" {
 		return "-"
 	}
-	return s
+	clean := true
+	for _, r := range s {
+		if r < 0x20 || r >= 0x7f && r <= 0x9f || r == utf8.RuneError {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		switch {
+		case r == utf8.RuneError:
+			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
+				fmt.Fprintf(&b, `\x%02x`, s[i])
+				continue
+			}
+			b.WriteRune(r)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case r >= 0x80 && r <= 0x9f:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 func pid(n int) string {
