@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -310,4 +312,48 @@ func TestRunBrokenPipe(t *testing.T) {
 		require.Equal(t, process.Signaled, r.Reason, "%+v", r)
 		require.Equal(t, "PIPE", r.Signal)
 	}
+}
+
+// conch run whose daemon stops answering (wedged, not gone) leaves on
+// Ctrl-C once the daemon has not taken the signal for signalPassWait,
+// saying so, rather than ignore every Ctrl-C while it waits for an answer
+// that never comes. The daemon here answers the start and nothing more.
+func TestRunDaemonNotAnswering(t *testing.T) {
+	t.Parallel()
+	started := make(chan struct{}, 1)
+	hang := make(chan struct{})
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/processes" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			io.WriteString(w, `{"id":"wedged","kind":"exec","state":"running"}`)
+			started <- struct{}{}
+			return
+		}
+		select { // the stream, the kill: no answer
+		case <-r.Context().Done():
+		case <-hang:
+		}
+	}))
+	defer fake.Close()
+	defer close(hang)
+	cmd := exec.Command("conch", "run", "--", "sleep 100")
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+fake.URL, client.EnvToken+"=t")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("conch run did not start the command")
+	}
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
+	err := cmd.Wait()
+	guard.Stop()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, exitOwn, ee.ExitCode(), "stderr: %s", stderr.String())
+	require.Contains(t, stderr.String(), "the daemon did not take SIGINT for wedged, which may still run")
 }

@@ -101,12 +101,14 @@ func (f *startFlags) runEarly(ctx context.Context, e *env, c *client.Client, a *
 		sigs.release()
 		return fail(e, exitOwn, err)
 	}
-	defer sigs.passTo(ctx, c, started.ID)()
+	ctx, stop := sigs.passTo(ctx, c, started.ID)
+	defer stop()
 	r, p, err := c.Interact(ctx, started.ID, client.InteractOptions{
 		Cursor:  logstore.Cursor(0).String(),
 		Timeout: client.Millis(*a.wait), IdleTimeout: client.Millis(*a.idle),
 		Plain: *a.plain, OutputLimit: *a.limit,
 	})
+	err = signalErr(ctx, err)
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
@@ -137,12 +139,14 @@ already ended before the input could be written (its result is printed).`)
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
-	defer catchSignals().passTo(ctx, c, id)()
+	ctx, stop := catchSignals().passTo(ctx, c, id)
+	defer stop()
 	r, p, err := c.Interact(ctx, id, client.InteractOptions{
 		Input: unescape(*input), EOF: *eof, Signal: signalName(*sig), Cursor: *cursor,
 		Timeout: client.Millis(*a.wait), IdleTimeout: client.Millis(*a.idle),
 		OutputLimit: *a.limit, Plain: *a.plain,
 	})
+	err = signalErr(ctx, err)
 	if err != nil {
 		return fail(e, exitOwn, ended(ctx, c, id, err))
 	}

@@ -201,7 +201,8 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 		sigs.release()
 		return fail(e, exitOwn, err)
 	}
-	defer sigs.passTo(ctx, c, p.ID)()
+	ctx, stop := sigs.passTo(ctx, c, p.ID)
+	defer stop()
 	if *f.stdin {
 		go copyStdin(ctx, c, p.ID, e.stdin)
 	}
@@ -211,6 +212,7 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	// running, and the command gets SIGPIPE.
 	proctree.SurviveBrokenPipe()
 	res, err := follow(ctx, c, p.ID, e.stdout, e.stderr, !*f.json)
+	err = signalErr(ctx, err)
 	if errors.Is(err, syscall.EPIPE) {
 		kctx, cancel := context.WithTimeout(ctx, brokenPipeKillWait)
 		defer cancel()
@@ -246,20 +248,46 @@ func catchSignals() signals {
 
 // passTo passes what s caught, and catches until the returned stop is
 // called, to the process id and its descendants, as a terminal passes them
-// to its foreground job.
-func (s signals) passTo(ctx context.Context, c *client.Client, id string) (stop func()) {
+// to its foreground job. The context it returns ends when the daemon does
+// not take a signal within signalPassWait (it does not answer, or is gone):
+// conch then stops waiting for a command it can no longer reach rather than
+// ignore every Ctrl-C; signalErr says why.
+func (s signals) passTo(ctx context.Context, c *client.Client, id string) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for sig := range s {
-			_ = c.Kill(ctx, id, client.KillOptions{Signal: process.SignalName(sig.(syscall.Signal))})
+			name := process.SignalName(sig.(syscall.Signal))
+			kctx, kcancel := context.WithTimeout(ctx, signalPassWait)
+			err := c.Kill(kctx, id, client.KillOptions{Signal: name})
+			kcancel()
+			// An answer, even a refusal (the process ended), shows the
+			// daemon there.
+			var answered *client.Error
+			if err != nil && !errors.As(err, &answered) && ctx.Err() == nil {
+				cancel(fmt.Errorf("the daemon did not take SIG%s for %s, which may still run: %w", name, id, err))
+			}
 		}
 	}()
-	return func() {
+	return ctx, func() {
 		signal.Stop(s)
 		close(s)
 		<-done
+		cancel(nil)
 	}
+}
+
+// signalPassWait bounds how long passTo waits for the daemon to take a
+// signal.
+const signalPassWait = 5 * time.Second
+
+// signalErr is err, or why passTo gave up when it did.
+func signalErr(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && err != nil {
+		return cause
+	}
+	return err
 }
 
 // release stops catching when no process came of it.
