@@ -44,6 +44,7 @@ When the process ends, conch exits with its status.`)
 	defer a.Close()
 
 	detached := make(chan struct{})
+	var out io.Writer = e.stdout
 	if in, ok := e.stdin.(*os.File); ok && term.IsTerminal(int(in.Fd())) {
 		state, err := term.MakeRaw(int(in.Fd()))
 		if err != nil {
@@ -54,6 +55,11 @@ When the process ends, conch exits with its status.`)
 		fmt.Fprintf(e.stderr, "conch: attached to %s; Ctrl-] detaches\r\n", id)
 		stopResize := followWindowSize(ctx, a, e.stdout)
 		defer stopResize()
+		// The modes the program leaves on are put back before the
+		// terminal's own state (the defer above).
+		modes := newTermModes(e.stdout)
+		defer modes.Restore()
+		out = modes
 		go func() {
 			if copyUntilDetach(a, in) {
 				close(detached)
@@ -64,7 +70,7 @@ When the process ends, conch exits with its status.`)
 		go func() { _, _ = io.Copy(a, e.stdin) }()
 	}
 
-	err = copyOutput(e, a)
+	err = copyOutput(out, e.stderr, a)
 	select {
 	case <-detached:
 		return 0
@@ -134,13 +140,13 @@ func followWindowSize(ctx context.Context, a *client.Attachment, out io.Writer) 
 
 // copyOutput copies the terminal's output to stdout until its end, saying
 // on stderr where output was dropped before it could be read.
-func copyOutput(e *env, a *client.Attachment) error {
+func copyOutput(stdout, stderr io.Writer, a *client.Attachment) error {
 	for {
-		_, err := io.Copy(e.stdout, a)
+		_, err := io.Copy(stdout, a)
 		var gap *client.GapError
 		if !errors.As(err, &gap) {
 			return err
 		}
-		fmt.Fprintf(e.stderr, "\r\nconch: %d bytes of output were dropped before they could be read\r\n", gap.Bytes)
+		fmt.Fprintf(stderr, "\r\nconch: %d bytes of output were dropped before they could be read\r\n", gap.Bytes)
 	}
 }

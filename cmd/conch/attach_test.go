@@ -158,6 +158,25 @@ func TestAttachDetach(t *testing.T) {
 	require.Equal(t, process.Running, got.State, "detaching leaves the process running")
 }
 
+// TestAttachDetachRestoresModes: a full-screen program leaves the
+// terminal in its alternate screen, with its cursor hidden and mouse reports
+// on; detaching put none of it back, and the shell conch returned to was a
+// blank screen with no cursor that printed escape sequences at each click.
+func TestAttachDetachRestoresModes(t *testing.T) {
+	t.Parallel()
+	c := serve(t)
+	ctx := t.Context()
+	p, err := c.Start(ctx, client.StartOptions{Kind: process.KindPTY,
+		Cmd: `printf '\033[?1049h\033[?25l\033[?1000;1006hfull screen\n'; sleep 30`})
+	require.NoError(t, err)
+	term := runOnTerminal(t, c, "attach", p.ID)
+	term.expect(t, "full screen")
+	_, err = term.tty.Write([]byte{detachKey})
+	require.NoError(t, err)
+	require.Equal(t, 0, term.exitCode(t))
+	term.expect(t, "full screen\r\n\x1b[?1000l\x1b[?1006l\x1b[?25h\x1b[?1049l")
+}
+
 // TestAttachSaysGap: attaching after output was dropped, conch attach says
 // on stderr how many bytes are missing, writes the rest, and exits as the
 // process did.
