@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,10 +41,31 @@ type cgroup struct {
 	final  Stats      // the stats when the cgroup was destroyed
 }
 
+// mkdir makes the cgroup dir in parent, one of the root's own cgroups,
+// and parent first when it is gone: an empty cgroup can be removed by
+// anyone who may (a host's clean-up, an agent's rmdir of conch-*), and
+// every later process of the daemon failed to start. The v2 parent gets
+// its controllers for its children again.
+func (r *Root) mkdir(parent, dir string) error {
+	err := os.Mkdir(dir, 0o755)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if err := os.Mkdir(parent, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if parent == r.dir {
+		for c := range r.v2 {
+			_ = write(filepath.Join(parent, "cgroup.subtree_control"), "+"+c)
+		}
+	}
+	return os.Mkdir(dir, 0o755)
+}
+
 // newCgroup makes the v2 cgroup name and, on a hybrid host, its v1 cgroups.
 func (r *Root) newCgroup(name string, l Limits) (Manager, error) {
 	cg := &cgroup{dir: filepath.Join(r.dir, name), killFile: r.killFile}
-	if err := os.Mkdir(cg.dir, 0o755); err != nil {
+	if err := r.mkdir(r.dir, cg.dir); err != nil {
 		return nil, fmt.Errorf("make cgroup: %w", err)
 	}
 	if err := cg.set(r.v2, l); err != nil {
@@ -64,7 +86,7 @@ func (r *Root) newCgroup(name string, l Limits) (Manager, error) {
 			continue
 		}
 		d := v1dir{dir: filepath.Join(v.dir, name), home: v.home}
-		if err := os.Mkdir(d.dir, 0o755); err != nil {
+		if err := r.mkdir(v.dir, d.dir); err != nil {
 			_ = h.Destroy()
 			return nil, fmt.Errorf("make %s cgroup: %w", c, err)
 		}

@@ -93,3 +93,36 @@ func TestUnsupportedLimitNamesItsController(t *testing.T) {
 		}
 	}
 }
+
+// TestRootRemadeWhenRemoved: the root's own cgroups, empty between
+// processes, can be removed by anyone who may (a host's clean-up, an
+// agent's rmdir of conch-*); the next process's cgroup makes them anew,
+// limits and all. Every later process of the daemon failed to start:
+// "make cgroup: mkdir ...: no such file or directory".
+func TestRootRemadeWhenRemoved(t *testing.T) {
+	t.Parallel()
+	l := containment.Limits{MemoryBytes: 64 << 20, Pids: 50}
+	r := containmenttest.Limited(t, l)
+	for i, name := range []string{"before", "after"} {
+		m, err := r.New(name, l)
+		if err != nil {
+			t.Fatalf("%s the root's removal: %v", name, err)
+		}
+		if cmd, out := run(t, m, "echo ran"); !cmd.ProcessState.Success() || out != "ran\n" {
+			t.Fatalf("%s: %v %q", name, cmd.ProcessState, out)
+		}
+		if cmd, out := run(t, m, "exec "+allocate(256)); cmd.ProcessState.Success() {
+			t.Fatalf("%s: 256 MiB under 64 MiB: %v %q", name, cmd.ProcessState, out)
+		}
+		if err := m.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			for _, d := range r.Dirs() {
+				if err := syscall.Rmdir(d); err != nil {
+					t.Fatalf("remove %s: %v", d, err)
+				}
+			}
+		}
+	}
+}
