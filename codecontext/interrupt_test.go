@@ -41,12 +41,7 @@ func TestInterruptAfterAwait(t *testing.T) {
 			require.Equal(t, 0, code(r), errOut)
 			require.Equal(t, "timer\n'after'\n", out)
 			// A second interrupt after the first works the same way.
-			cell, err := c.Submit(CellOptions{Code: "await 0; for(;;){}"})
-			require.NoError(t, err)
-			waitStarted(t, cell)
-			time.Sleep(100 * time.Millisecond)
-			require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
-			require.Equal(t, "INT", wait(t, cell).Signal)
+			interruptRunning(t, c, CellOptions{Code: "await 0; for(;;){}"})
 			_, out, _ = run(t, c, "kept + 1")
 			require.Equal(t, "2\n", out)
 		})
@@ -180,14 +175,7 @@ func TestInterruptOnFullFileSystem(t *testing.T) {
 				sleep = "await new Promise(r => setTimeout(r, 30000))"
 			}
 			for range 2 {
-				cell, err := c.Submit(CellOptions{Code: sleep})
-				require.NoError(t, err)
-				waitStarted(t, cell)
-				time.Sleep(100 * time.Millisecond)
-				require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
-				r := wait(t, cell)
-				require.Equal(t, process.Signaled, r.Reason, "%+v", r)
-				require.Equal(t, "INT", r.Signal, "%+v", r)
+				interruptRunning(t, c, CellOptions{Code: sleep})
 			}
 			require.NoError(t, os.Remove(fill))
 			res, _, _ := run(t, c, "1")
@@ -203,12 +191,5 @@ func TestInterruptAfterDirectoryRemoved(t *testing.T) {
 	t.Parallel()
 	c := newContext(t, Options{Language: Python})
 	run(t, c, "import shutil; shutil.rmtree("+strconv.Quote(c.dir)+")")
-	cell, err := c.Submit(CellOptions{Code: "import time; time.sleep(30)"})
-	require.NoError(t, err)
-	waitStarted(t, cell)
-	time.Sleep(100 * time.Millisecond)
-	require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
-	r := wait(t, cell)
-	require.Equal(t, process.Signaled, r.Reason, "%+v", r)
-	require.Equal(t, "INT", r.Signal, "%+v", r)
+	interruptRunning(t, c, CellOptions{Code: "import time; time.sleep(30)"})
 }

@@ -67,10 +67,9 @@ func TestInterrupt(t *testing.T) {
 	}
 }
 
-// interruptKeeps runs the cell, interrupts it once it runs, and requires
-// that it ends signaled INT with no driver frame in its stderr and that
-// kept, which the cell would have set to 2, is still 1.
-func interruptKeeps(t *testing.T, c *Context, opts CellOptions) {
+// interruptRunning submits the cell, interrupts it once it runs, and
+// requires that it ends signaled INT.
+func interruptRunning(t *testing.T, c *Context, opts CellOptions) *Cell {
 	t.Helper()
 	cell, err := c.Submit(opts)
 	require.NoError(t, err)
@@ -79,7 +78,16 @@ func interruptKeeps(t *testing.T, c *Context, opts CellOptions) {
 	require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
 	r := wait(t, cell)
 	require.Equal(t, process.Signaled, r.Reason, "%+v", r)
-	require.Equal(t, "INT", r.Signal)
+	require.Equal(t, "INT", r.Signal, "%+v", r)
+	return cell
+}
+
+// interruptKeeps runs the cell, interrupts it once it runs, and requires
+// that it ends signaled INT with no driver frame in its stderr and that
+// kept, which the cell would have set to 2, is still 1.
+func interruptKeeps(t *testing.T, c *Context, opts CellOptions) {
+	t.Helper()
+	cell := interruptRunning(t, c, opts)
 	_, errOut := output(cell)
 	require.NotContains(t, errOut, "driver")
 	require.NotContains(t, errOut, "node:vm")

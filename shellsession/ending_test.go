@@ -117,9 +117,7 @@ func TestGivenUpEndKeepsOutput(t *testing.T) {
 	require.Contains(t, res.Error, "$__conch")
 	require.Equal(t, "kept\n", stdout)
 	require.Equal(t, "err\n", stderr)
-	res, stdout, _ = run(t, s, CommandOptions{Cmd: "echo next"})
-	require.Equal(t, 0, code(res), "%+v", res)
-	require.Equal(t, "next\n", stdout)
+	expectRun(t, s, "echo next", 0, "next\n")
 }
 
 // TestFailedExec: `exec` of a program that cannot run behaves as at the

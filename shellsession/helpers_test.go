@@ -49,6 +49,15 @@ func run(t *testing.T, s *Session, opts CommandOptions) (process.Result, string,
 
 func code(r process.Result) int { return processtest.Code(r) }
 
+// expectRun runs cmd in s and requires that it exit with status and print
+// stdout.
+func expectRun(t *testing.T, s *Session, cmd string, status int, stdout string) {
+	t.Helper()
+	r, out, errOut := run(t, s, CommandOptions{Cmd: cmd})
+	require.Equal(t, status, code(r), "%q: %+v, stderr %q", cmd, r, errOut)
+	require.Equal(t, stdout, out, "%q", cmd)
+}
+
 // requireEnds fails t unless s ends within the deadline; what says what
 // it ended after.
 func requireEnds(t *testing.T, s *Session, what string) {

@@ -613,9 +613,7 @@ func checkStreamDirectoryRemoved(t *testing.T, shell, how string) {
 			require.Equal(t, "err\n", stderr)
 		}
 	}
-	res, stdout, _ = run(t, s, CommandOptions{Cmd: "mkdir sub && cd sub && pwd"})
-	require.Equal(t, 0, code(res), "%+v", res)
-	require.Equal(t, filepath.Join(cwd, "sub")+"\n", stdout)
+	expectRun(t, s, "mkdir sub && cd sub && pwd", 0, filepath.Join(cwd, "sub")+"\n")
 }
 
 // TestReturnAtTopLevel pins `return` outside a function: the command is a
@@ -629,16 +627,12 @@ func TestReturnAtTopLevel(t *testing.T) {
 		t.Run(shell, func(t *testing.T) {
 			t.Parallel()
 			s := newSession(t, Options{Shell: shell, Cwd: t.TempDir()})
-			res, stdout, _ := run(t, s, CommandOptions{Cmd: "echo a; return 3; echo b"})
-			require.Equal(t, 3, code(res), "%+v", res)
-			require.Equal(t, "a\n", stdout)
+			expectRun(t, s, "echo a; return 3; echo b", 3, "a\n")
 			if shell == "dash" {
 				requireEnds(t, s, "return")
 				return
 			}
-			res, stdout, _ = run(t, s, CommandOptions{Cmd: "echo $?"})
-			require.Equal(t, 0, code(res), "%+v", res)
-			require.Equal(t, "3\n", stdout)
+			expectRun(t, s, "echo $?", 0, "3\n")
 		})
 	}
 }
@@ -705,9 +699,7 @@ func TestPlantedLinks(t *testing.T) {
 			}
 			run(t, s, CommandOptions{Cmd: plant})
 			for range 3 {
-				res, stdout, _ := run(t, s, CommandOptions{Cmd: "echo next; (exit 3)"})
-				require.Equal(t, 3, code(res), "%+v", res)
-				require.Equal(t, "next\n", stdout)
+				expectRun(t, s, "echo next; (exit 3)", 3, "next\n")
 			}
 			b, err := os.ReadFile(victim)
 			require.NoError(t, err)
@@ -728,9 +720,7 @@ func TestCommandFileAppended(t *testing.T) {
 	res, _, _ := run(t, s, CommandOptions{Cmd: `printf '\necho INJECTED\n' >> "${BASH_SOURCE[0]}"; echo appended`})
 	require.Equal(t, 0, code(res), "%+v", res)
 	for _, cmd := range []string{"echo ok", "echo a longer command than the one before it", "echo ok"} {
-		res, stdout, _ := run(t, s, CommandOptions{Cmd: cmd})
-		require.Equal(t, 0, code(res), "%+v", res)
-		require.Equal(t, strings.TrimPrefix(cmd, "echo ")+"\n", stdout)
+		expectRun(t, s, cmd, 0, strings.TrimPrefix(cmd, "echo ")+"\n")
 	}
 }
 

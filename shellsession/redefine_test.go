@@ -160,9 +160,7 @@ func TestCommandAssignsGuard(t *testing.T) {
 				require.Equal(t, 3, code(res), "%+v", res)
 				require.Contains(t, res.Error, "$__conch")
 			}
-			res, stdout, _ = run(t, s, CommandOptions{Cmd: "echo next"})
-			require.Equal(t, 0, code(res), "%+v", res)
-			require.Equal(t, "next\n", stdout)
+			expectRun(t, s, "echo next", 0, "next\n")
 		})
 	}
 }
@@ -219,9 +217,7 @@ func TestAliasesBreakingTheFrame(t *testing.T) {
 				for _, status := range []int{3, 1, 0} {
 					res, _, _ := run(t, s, CommandOptions{Cmd: fmt.Sprintf("(exit %d)", status)})
 					require.Equal(t, status, code(res), "%+v", res)
-					res, stdout, _ := run(t, s, CommandOptions{Cmd: `echo "after $?"`})
-					require.Equal(t, 0, code(res), "%+v", res)
-					require.Equal(t, fmt.Sprintf("after %d\n", status), stdout)
+					expectRun(t, s, `echo "after $?"`, 0, fmt.Sprintf("after %d\n", status))
 				}
 			})
 		}
@@ -306,9 +302,7 @@ func TestReplacingBusyboxsSavedStderr(t *testing.T) {
 	t.Parallel()
 	s := newSession(t, Options{Shell: "busybox"})
 	file := filepath.Join(t.TempDir(), "own")
-	res, stdout, _ := run(t, s, CommandOptions{Cmd: "exec 12>" + file + "; echo a"})
-	require.Equal(t, 0, code(res), "%+v", res)
-	require.Equal(t, "a\n", stdout)
+	expectRun(t, s, "exec 12>"+file+"; echo a", 0, "a\n")
 	for range 2 {
 		res, stdout, stderr := run(t, s, CommandOptions{Cmd: "echo b; echo c >&2; (exit 3)"})
 		require.Equal(t, 3, code(res), "%+v", res)
@@ -375,15 +369,9 @@ func TestDisabledBuiltins(t *testing.T) {
 func TestBashReturnTrap(t *testing.T) {
 	t.Parallel()
 	s := newSession(t, Options{Shell: "bash", Cwd: t.TempDir()})
-	res, stdout, _ := run(t, s, CommandOptions{Cmd: "trap 'echo ret' RETURN; echo set"})
-	require.Equal(t, 0, code(res), "%+v", res)
-	require.Equal(t, "set\nret\n", stdout)
-	res, stdout, _ = run(t, s, CommandOptions{Cmd: "echo x; (exit 3)"})
-	require.Equal(t, 3, code(res), "%+v", res)
-	require.Equal(t, "x\nret\n", stdout)
-	res, stdout, _ = run(t, s, CommandOptions{Cmd: "trap - RETURN; echo y"})
-	require.Equal(t, 0, code(res), "%+v", res)
-	require.Equal(t, "y\n", stdout)
+	expectRun(t, s, "trap 'echo ret' RETURN; echo set", 0, "set\nret\n")
+	expectRun(t, s, "echo x; (exit 3)", 3, "x\nret\n")
+	expectRun(t, s, "trap - RETURN; echo y", 0, "y\n")
 }
 
 // TestBashDebugTrapUnderFunctrace: under set -T bash runs a DEBUG trap for
@@ -393,13 +381,9 @@ func TestBashReturnTrap(t *testing.T) {
 func TestBashDebugTrapUnderFunctrace(t *testing.T) {
 	t.Parallel()
 	s := newSession(t, Options{Shell: "bash", Cwd: t.TempDir()})
-	res, stdout, _ := run(t, s, CommandOptions{Cmd: "set -T; trap 'echo dbg' DEBUG; echo a"})
-	require.Equal(t, 0, code(res), "%+v", res)
-	require.Equal(t, "dbg\na\n", stdout)
+	expectRun(t, s, "set -T; trap 'echo dbg' DEBUG; echo a", 0, "dbg\na\n")
 	for range 2 {
-		res, stdout, _ = run(t, s, CommandOptions{Cmd: "echo b; (exit 3)"})
-		require.Equal(t, 3, code(res), "%+v", res)
-		require.Equal(t, "dbg\nb\ndbg\n", stdout)
+		expectRun(t, s, "echo b; (exit 3)", 3, "dbg\nb\ndbg\n")
 	}
 }
 

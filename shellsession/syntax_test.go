@@ -169,7 +169,5 @@ func TestKshHeredocNotUTF8(t *testing.T) {
 		_, stderr := output(c)
 		require.Contains(t, stderr, "not UTF-8", "%.40q", text)
 	}
-	res, stdout, _ := run(t, s, CommandOptions{Cmd: "echo \xff; cat <<0\nok\n0\necho \xfe"})
-	require.Equal(t, 0, code(res), "%+v", res)
-	require.Equal(t, "\xff\nok\n\xfe\n", stdout)
+	expectRun(t, s, "echo \xff; cat <<0\nok\n0\necho \xfe", 0, "\xff\nok\n\xfe\n")
 }

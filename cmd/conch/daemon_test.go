@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,7 +20,6 @@ import (
 
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/internal/proctree"
-	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/shellsession"
 )
 
@@ -272,88 +268,4 @@ func TestServeStalledStderr(t *testing.T) {
 		require.NoError(t, err, "command %d", i)
 		require.Equal(t, strconv.Itoa(i)+"\n", r.Stdout)
 	}
-}
-
-// conch run whose output's reader goes away (conch run yes | head) ends
-// the command as the pipe would a local one, by SIGPIPE, and exits 141: it
-// was ended by SIGPIPE itself, and yes ran on in the daemon for good.
-func TestRunBrokenPipe(t *testing.T) {
-	t.Parallel()
-	s := startServe(t)
-	for _, args := range [][]string{{}, {"--session", ""}} {
-		if len(args) > 0 {
-			sess, err := s.c.CreateSession(t.Context(), client.SessionOptions{})
-			require.NoError(t, err)
-			args[1] = sess.ID
-		}
-		name := "brokenpipe" + strconv.Itoa(len(args))
-		cmd := exec.Command("conch", append(append([]string{"run", "--name", name}, args...), "--", "yes conch")...)
-		cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
-		out, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		require.NoError(t, cmd.Start())
-		line, err := bufio.NewReader(out).ReadString('\n')
-		require.NoError(t, err)
-		require.Equal(t, "conch\n", line)
-		require.NoError(t, out.Close())
-		guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
-		err = cmd.Wait()
-		guard.Stop()
-		var ee *exec.ExitError
-		require.ErrorAs(t, err, &ee)
-		require.Equal(t, 141, ee.ExitCode(), "%v", err)
-
-		list, err := s.c.List(t.Context(), client.ListOptions{Name: name, State: "all"})
-		require.NoError(t, err)
-		require.Len(t, list.Items, 1)
-		r, _, err := s.c.Wait(t.Context(), list.Items[0].ID, 30*time.Second)
-		require.NoError(t, err)
-		require.NotNil(t, r, "yes still runs")
-		require.Equal(t, process.Signaled, r.Reason, "%+v", r)
-		require.Equal(t, "PIPE", r.Signal)
-	}
-}
-
-// conch run whose daemon stops answering (wedged, not gone) leaves on
-// Ctrl-C once the daemon has not taken the signal for signalPassWait,
-// saying so, rather than ignore every Ctrl-C while it waits for an answer
-// that never comes. The daemon here answers the start and nothing more.
-func TestRunDaemonNotAnswering(t *testing.T) {
-	t.Parallel()
-	started := make(chan struct{}, 1)
-	hang := make(chan struct{})
-	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.URL.Path == "/v1/processes" {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusCreated)
-			io.WriteString(w, `{"id":"wedged","kind":"exec","state":"running"}`)
-			started <- struct{}{}
-			return
-		}
-		select { // the stream, the kill: no answer
-		case <-r.Context().Done():
-		case <-hang:
-		}
-	}))
-	defer fake.Close()
-	defer close(hang)
-	cmd := exec.Command("conch", "run", "--", "sleep 100")
-	cmd.Env = append(os.Environ(), client.EnvURL+"="+fake.URL, client.EnvToken+"=t")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	select {
-	case <-started:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatal("conch run did not start the command")
-	}
-	require.NoError(t, cmd.Process.Signal(os.Interrupt))
-	guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
-	err := cmd.Wait()
-	guard.Stop()
-	var ee *exec.ExitError
-	require.ErrorAs(t, err, &ee)
-	require.Equal(t, exitOwn, ee.ExitCode(), "stderr: %s", stderr.String())
-	require.Contains(t, stderr.String(), "the daemon did not take SIGINT for wedged, which may still run")
 }
