@@ -26,6 +26,8 @@ the process wrote, then shows it live; what you type goes to it, Ctrl-C
 included (it reaches the program as at its own terminal).
 
 Ctrl-] detaches: conch exits 0 and the process goes on; attach again later.
+The terminal modes the program left on (its alternate screen, a hidden
+cursor, mouse reports, bracketed paste) are put back as conch leaves.
 When the process ends, conch exits with its status.`)
 	if code, ok := parseArgs(fs, args, exactlyOne); !ok {
 		return code

@@ -101,26 +101,34 @@ func (b *logBuffer) Flush() {
 	}
 }
 
-// flushWaiting starts writing what waited logFlushAfter.
+// flushWaiting writes what waited logFlushAfter, on the timer's goroutine.
 func (b *logBuffer) flushWaiting() {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.writing {
-		b.startWriting()
+	write := !b.writing && b.claimWrite()
+	b.mu.Unlock()
+	if write {
+		b.writeOut()
 	}
 }
 
 // startWriting starts a goroutine that writes what waits, if anything does.
 // b.mu is held and no write is under way.
 func (b *logBuffer) startWriting() {
+	if b.claimWrite() {
+		go b.writeOut()
+	}
+}
+
+// claimWrite stops the timer and, when something waits, marks a write under
+// way and reports true: the caller then writes it (writeOut). b.mu is held
+// and no write is under way.
+func (b *logBuffer) claimWrite() bool {
 	if b.timer != nil {
 		b.timer.Stop()
 		b.timer = nil
 	}
-	if len(b.buf) > 0 || b.dropped > 0 {
-		b.writing = true
-		go b.writeOut()
-	}
+	b.writing = len(b.buf) > 0 || b.dropped > 0
+	return b.writing
 }
 
 // writeOut writes what waits until nothing does, then ends the write under

@@ -124,7 +124,8 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, exitStatuses)
 	fmt.Fprint(w, `
 Ctrl-C: run and interact pass it to the command (it gets SIGINT) and exit as
-the command then does; wait, ready and logs -f stop waiting and exit 130,
+the command then does (125 when the daemon does not take it within 5 s);
+wait, ready and logs -f stop waiting and exit 130,
 leaving the process running; attach sends it to the terminal's program
 (Ctrl-] detaches).
 

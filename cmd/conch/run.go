@@ -27,7 +27,10 @@ without a shell. With --session, the arguments are shell text (or, with
 
 Ctrl-C (and SIGTERM, SIGHUP) is passed to the command: it gets SIGINT, and
 conch exits as the command then does (130 when SIGINT ends it). With --idle
-or --timeout too.
+or --timeout too. When the daemon does not take the signal within 5 s, conch
+stops waiting and exits 125; the command may still run. When the reader of
+conch's output goes away (conch run yes | head), the command gets SIGPIPE
+and conch exits 141.
 
 Exit status: the command's own; 123 when --idle or --timeout came back while
 it still runs (its id is printed; go on with conch interact); 124 when it ran
