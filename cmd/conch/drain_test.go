@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -84,7 +85,7 @@ func startServeWith(t *testing.T, setup serveSetup, args ...string) *served {
 			s.mu.Lock()
 			s.lines = append(s.lines, line)
 			s.mu.Unlock()
-			if u, ok := strings.CutPrefix(line, "conch: listening on "); ok {
+			if u, ok := listeningURL(line); ok {
 				listening <- u
 				if setup.stall {
 					<-release
@@ -101,6 +102,19 @@ func startServeWith(t *testing.T, setup serveSetup, args ...string) *served {
 	require.NoError(t, err)
 	t.Cleanup(s.c.CloseIdleConnections)
 	return s
+}
+
+// listeningURL is the URL of the line where conch serve says it listens,
+// in the text format or the JSON one.
+func listeningURL(line string) (string, bool) {
+	if u, ok := strings.CutPrefix(line, "conch: listening on "); ok {
+		return u, true
+	}
+	var l struct{ Msg, URL string }
+	if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "listening" && l.URL != "" {
+		return l.URL, true
+	}
+	return "", false
 }
 
 // stopDaemon stops a daemon as an operator would, with SIGTERM, so that it
@@ -244,14 +258,41 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 
 	code, lines := s.exited(t)
 	require.Equal(t, 0, code, "%s", strings.Join(lines, "\n"))
-	var msgs []string
+	msgs := jsonLines(t, lines)
+	require.Subset(t, msgs, []string{"containment", "listening", "stopping", "drain started", "drain finished", "shutting down: ending every process", "stopped"})
+}
+
+// jsonLines checks that every line of a daemon's stderr is a JSON object
+// with a time, a level and a message, and returns the messages.
+func jsonLines(t *testing.T, lines []string) (msgs []string) {
+	t.Helper()
 	for _, l := range lines {
-		if strings.HasPrefix(l, "conch: ") {
-			continue // the CLI's own words, not the log
-		}
-		var rec map[string]any
-		require.NoError(t, json.Unmarshal([]byte(l), &rec), "a log line that is not JSON: %s", l)
-		msgs = append(msgs, rec["msg"].(string))
+		var rec struct{ Time, Level, Msg string }
+		require.NoError(t, json.Unmarshal([]byte(l), &rec), "a line of stderr that is not JSON: %s", l)
+		require.True(t, rec.Time != "" && rec.Level != "" && rec.Msg != "", "a line without a time, level or message: %s", l)
+		msgs = append(msgs, rec.Msg)
 	}
-	require.Subset(t, msgs, []string{"stopping", "drain started", "drain finished", "shutting down: ending every process", "stopped"})
+	return msgs
+}
+
+// TestServeJSONStartFailure starts conch serve in the JSON format on an
+// address another socket holds: it exits 1 with why as a JSON error line,
+// its stderr JSON throughout.
+func TestServeJSONStartFailure(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	dir := t.TempDir()
+	cmd := exec.Command("conch", "serve", "--log-format", "json", "--listen", ln.Addr().String())
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+dir, client.EnvToken+"=a-token")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, stderr.String())
+	require.Equal(t, 1, exit.ExitCode())
+	lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
+	require.Equal(t, "failed", jsonLines(t, lines)[len(lines)-1])
+	require.Contains(t, lines[len(lines)-1], "address already in use")
 }

@@ -46,12 +46,23 @@ type logBuffer struct {
 	dropped int        // bytes dropped since the last write
 	timer   *time.Timer
 	writing bool // a goroutine writes (writeOut)
+
+	dropNote func(w io.Writer, n int) // writes the line that says n bytes were dropped
 }
 
 func newLogBuffer(w io.Writer, after time.Duration) *logBuffer {
-	b := &logBuffer{w: w, after: after}
+	b := &logBuffer{w: w, after: after, dropNote: func(w io.Writer, n int) {
+		fmt.Fprintf(w, "conch: %d bytes of the log were dropped: stderr was not read\n", n)
+	}}
 	b.written = sync.NewCond(&b.mu)
 	return b
+}
+
+// setDropNote replaces the line that says how many bytes were dropped.
+func (b *logBuffer) setDropNote(f func(w io.Writer, n int)) {
+	b.mu.Lock()
+	b.dropNote = f
+	b.mu.Unlock()
 }
 
 func (b *logBuffer) Write(p []byte) (int, error) {
@@ -136,14 +147,14 @@ func (b *logBuffer) claimWrite() bool {
 func (b *logBuffer) writeOut() {
 	b.mu.Lock()
 	for len(b.buf) > 0 || b.dropped > 0 {
-		out, dropped := b.buf, b.dropped
+		out, dropped, note := b.buf, b.dropped, b.dropNote
 		b.buf, b.spare, b.dropped = b.spare[:0], nil, 0
 		b.mu.Unlock()
 		if len(out) > 0 {
 			b.w.Write(out) // stderr: nowhere to say that it failed
 		}
 		if dropped > 0 {
-			fmt.Fprintf(b.w, "conch: %d bytes of the log were dropped: stderr was not read\n", dropped)
+			note(b.w, dropped)
 		}
 		b.mu.Lock()
 		if cap(out) <= logBufferMax {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -111,4 +112,25 @@ func TestLogBufferStalledStderr(t *testing.T) {
 	require.Equal(t, logPendingMax/len(line), strings.Count(got, string(line)), "what fitted is written")
 	require.True(t, strings.HasSuffix(got, "conch: 102400 bytes of the log were dropped: stderr was not read\n"),
 		"the rest is counted: %q", got[max(0, len(got)-100):])
+}
+
+// TestDaemonLogJSONDropNote stalls the stderr of a daemon's JSON log past
+// what a logBuffer keeps: the line that counts what was dropped is JSON as
+// well.
+func TestDaemonLogJSONDropNote(t *testing.T) {
+	t.Parallel()
+	w := &stalled{release: make(chan struct{}), blocked: make(chan struct{})}
+	lb := newLogBuffer(w, time.Millisecond)
+	dl := newDaemonLog(lb, "json", slog.LevelInfo)
+	dl.Info("first")
+	<-w.blocked
+	for range logPendingMax/100 + 10 {
+		dl.Info(strings.Repeat("x", 100))
+	}
+	close(w.release)
+	lb.Flush()
+	lines := strings.Split(strings.TrimSuffix(strings.Join(w.get(), ""), "\n"), "\n")
+	msgs := jsonLines(t, lines)
+	require.Equal(t, "log lines dropped: stderr was not read", msgs[len(msgs)-1])
+	require.Contains(t, lines[len(lines)-1], `"level":"WARN"`)
 }

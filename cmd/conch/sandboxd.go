@@ -50,16 +50,17 @@ func cmdSandboxd(ctx context.Context, e *env, args []string) int {
 	}
 	e, lb := gatherStderr(e)
 	defer lb.Flush()
-	logger := o.serve.logger(e.stderr)
+	dl := newDaemonLog(lb, o.serve.logFormat, o.serve.level)
+	logger := dl.Logger
 	// The environment /v1/metadata serves is the one the daemon was given,
 	// read before the token leaves it.
 	environ := os.Environ()
 	if err := os.MkdirAll(o.rootDir, 0o755); err != nil {
-		return fail(e, exitFailure, fmt.Errorf("--root-dir: %w", err))
+		return dl.fail(e, exitFailure, fmt.Errorf("--root-dir: %w", err))
 	}
-	a, err := startAPI(e, o.serve, logger)
+	a, err := startAPI(o.serve, dl)
 	if err != nil {
-		return fail(e, exitFailure, err)
+		return dl.fail(e, exitFailure, err)
 	}
 	defer a.d.stop()
 	srv, d, ln, stateDir := a.srv, a.d, a.ln, a.stateDir
@@ -84,18 +85,19 @@ func cmdSandboxd(ctx context.Context, e *env, args []string) int {
 		Readiness: notDraining{srv},
 	})
 	if err != nil {
-		return fail(e, exitFailure, err)
+		return dl.fail(e, exitFailure, err)
 	}
 	grpcLn, restLn, err := o.listeners()
 	if err != nil {
 		ln.Close()
-		return fail(e, exitFailure, err)
+		return dl.fail(e, exitFailure, err)
 	}
-	recordEndpoint(e, ln, logger, stateDir, a.tokenPath)
-	fmt.Fprintf(e.stderr, "conch: sandboxd gRPC on %s, REST on %s, root %s\n", grpcLn.Addr(), restLn.Addr(), sbx.Root())
+	recordEndpoint(ln, dl, stateDir, a.tokenPath)
+	dl.notice(fmt.Sprintf("sandboxd gRPC on %s, REST on %s, root %s", grpcLn.Addr(), restLn.Addr(), sbx.Root()),
+		"sandboxd listening", "grpc", grpcLn.Addr().String(), "rest", restLn.Addr().String(), "root", sbx.Root())
 	err = serveSandboxd(ctx, o, sbx, srv, grpcLn, restLn, ln, d, logger, stateDir)
 	if err != nil {
-		return fail(e, exitFailure, err)
+		return dl.fail(e, exitFailure, err)
 	}
 	logger.Info("stopped")
 	return 0

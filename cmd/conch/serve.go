@@ -7,7 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -59,22 +58,23 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	}
 	e, lb := gatherStderr(e)
 	defer lb.Flush()
-	logger := o.logger(e.stderr)
-	a, err := startAPI(e, o, logger)
+	dl := newDaemonLog(lb, o.logFormat, o.level)
+	logger := dl.Logger
+	a, err := startAPI(o, dl)
 	if err != nil {
-		return fail(e, exitFailure, err)
+		return dl.fail(e, exitFailure, err)
 	}
 	defer a.d.stop()
 	var mln net.Listener
 	if o.metricsListen != "" {
 		if mln, err = net.Listen("tcp", o.metricsListen); err != nil {
 			a.ln.Close()
-			return fail(e, exitFailure, fmt.Errorf("--metrics-listen: %w", err))
+			return dl.fail(e, exitFailure, fmt.Errorf("--metrics-listen: %w", err))
 		}
 	}
-	recordEndpoint(e, a.ln, logger, a.stateDir, a.tokenPath)
+	recordEndpoint(a.ln, dl, a.stateDir, a.tokenPath)
 	if err := serveUntilStopped(ctx, a.srv, listeners{api: a.ln, metrics: mln}, o.drainTimeout, a.d, logger, a.stateDir); err != nil {
-		return fail(e, exitFailure, err)
+		return dl.fail(e, exitFailure, err)
 	}
 	logger.Info("stopped")
 	return 0
@@ -93,7 +93,8 @@ type apiDaemon struct {
 // the state directory is looked for, the token read and the address bound
 // before anything is written, so that a failed second start cannot replace
 // the token the first daemon's clients use. The caller stops a.d.
-func startAPI(e *env, o serveOptions, logger *slog.Logger) (a *apiDaemon, err error) {
+func startAPI(o serveOptions, dl daemonLog) (a *apiDaemon, err error) {
+	logger := dl.Logger
 	a = &apiDaemon{}
 	if a.stateDir, err = client.StateDir(); err != nil {
 		return nil, err
@@ -113,7 +114,7 @@ func startAPI(e *env, o serveOptions, logger *slog.Logger) (a *apiDaemon, err er
 			a.ln.Close()
 			return nil, err
 		}
-		fmt.Fprintf(e.stderr, "conch: token written to %s\n", tokenPath)
+		dl.notice("token written to "+tokenPath, "token written", "path", tokenPath)
 	}
 	a.tokenPath = tokenPath
 	// The token must not reach the commands the daemon runs.
@@ -122,7 +123,8 @@ func startAPI(e *env, o serveOptions, logger *slog.Logger) (a *apiDaemon, err er
 		a.ln.Close()
 		return nil, err
 	}
-	fmt.Fprintf(e.stderr, "conch: containment %s\n", describeContainment(a.d.root))
+	dl.notice("containment "+describeContainment(a.d.root), "containment",
+		"mode", string(a.d.root.Mode()), "cgroup", a.d.root.Path(), "description", describeContainment(a.d.root))
 	if a.srv, err = server.New(o.server(token, logger, a.d.rec.StreamDir, a.d.root)); err != nil {
 		a.ln.Close()
 		a.d.stop()
@@ -213,15 +215,6 @@ func (o *serveOptions) check(e *env, logLevel string) (code int, ok bool) {
 		}
 	}
 	return 0, true
-}
-
-// logger is the daemon's logger under these flags, writing to w.
-func (o serveOptions) logger(w io.Writer) *slog.Logger {
-	ho := &slog.HandlerOptions{Level: o.level}
-	if o.logFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, ho))
-	}
-	return slog.New(slog.NewTextHandler(w, ho))
 }
 
 // server is the server's configuration under these flags.
@@ -316,12 +309,12 @@ func listen(addr string, logger *slog.Logger) (net.Listener, error) {
 }
 
 // recordEndpoint records the daemon's endpoint for clients.
-func recordEndpoint(e *env, ln net.Listener, logger *slog.Logger, stateDir, tokenPath string) {
+func recordEndpoint(ln net.Listener, dl daemonLog, stateDir, tokenPath string) {
 	url := "http://" + ln.Addr().String()
 	if err := client.WriteEndpoint(stateDir, client.Endpoint{URL: url, TokenFile: tokenPath, PID: os.Getpid()}); err != nil {
-		logger.Warn("record endpoint for clients", "err", err)
+		dl.Warn("record endpoint for clients", "err", err)
 	}
-	fmt.Fprintf(e.stderr, "conch: listening on %s\n", url)
+	dl.notice("listening on "+url, "listening", "url", url)
 }
 
 // listeners are what the daemon serves: the API, and the metrics and
