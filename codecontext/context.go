@@ -122,7 +122,7 @@ func New(ctx context.Context, opts Options) (*Context, error) {
 	if base == "" {
 		base = resident.PrivateBase()
 	}
-	dir, err := os.MkdirTemp(base, "conch-code-")
+	dir, err := resident.MakeTempDir(base, "conch-code-")
 	if err != nil {
 		return nil, fmt.Errorf("make context directory: %w", err)
 	}

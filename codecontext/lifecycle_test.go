@@ -499,3 +499,19 @@ func TestPlantedDirectoryLink(t *testing.T) {
 		require.Equal(t, "[]\n", stdout, "the engine made files in the link's target")
 	}
 }
+
+// TestDirBaseRemoved removes the directory every context's directory is
+// made in (a daemon's instance directory, which a host's clean-up of
+// /dev/shm/conch-* takes with it): the next context is made there all the
+// same, and runs.
+func TestDirBaseRemoved(t *testing.T) {
+	t.Parallel()
+	base := filepath.Join(t.TempDir(), "instance")
+	require.NoError(t, os.Mkdir(base, 0o700))
+	newContext(t, Options{Language: Python, Dir: base})
+	require.NoError(t, os.RemoveAll(base))
+	next := newContext(t, Options{Language: Python, Dir: base})
+	r, out, errOut := run(t, next, "print('next')")
+	require.Equal(t, 0, code(r), errOut)
+	require.Equal(t, "next\n", out)
+}

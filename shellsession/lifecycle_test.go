@@ -765,3 +765,17 @@ func TestStreamDirectoryFull(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamBaseRemoved removes the directory every session's stream
+// directory is made in (a daemon's instance directory, which a host's
+// clean-up of /dev/shm/conch-* takes with it): the next session is made
+// there all the same, and runs.
+func TestStreamBaseRemoved(t *testing.T) {
+	t.Parallel()
+	base := filepath.Join(t.TempDir(), "instance")
+	require.NoError(t, os.Mkdir(base, 0o700))
+	newSession(t, Options{StreamDir: base})
+	require.NoError(t, os.RemoveAll(base))
+	next := newSession(t, Options{StreamDir: base})
+	expectRun(t, next, "echo next", 0, "next\n")
+}

@@ -163,7 +163,7 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 	if base == "" {
 		base = resident.PrivateBase()
 	}
-	dir, err := os.MkdirTemp(base, "conch-")
+	dir, err := resident.MakeTempDir(base, "conch-")
 	if err != nil {
 		return nil, fmt.Errorf("make stream directory: %w", err)
 	}

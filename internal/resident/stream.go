@@ -38,6 +38,17 @@ func MakeDir(dir string) error {
 	return os.MkdirAll(dir, 0o700)
 }
 
+// MakeTempDir makes a new directory in base, as os.MkdirTemp does, after
+// making base anew when it is gone: base is the daemon's instance
+// directory, which a command may have removed (rm -rf /dev/shm/conch-*)
+// with every session's directory in it.
+func MakeTempDir(base, pattern string) (string, error) {
+	if err := MakeDir(base); err != nil {
+		return "", err
+	}
+	return os.MkdirTemp(base, pattern)
+}
+
 // MakeStream makes the FIFO at path and opens its read end and keeper.
 func MakeStream(path string) (*Stream, error) {
 	if err := syscall.Mkfifo(path, 0o600); err != nil {
