@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import select
 import socket
 import threading
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
@@ -20,9 +21,28 @@ from .errors import NetworkError, error_from
 
 Query = Mapping[str, Union[str, int, float, bool, None]]
 
-# Errors of a kept-alive connection the daemon closed while it sat idle: the
-# request never reached it, so it is sent once more on a new connection.
+# Errors of a kept-alive connection the daemon closed (while it sat idle, or as
+# the request came). Such a request is sent once more on a new connection only
+# when it cannot have reached the daemon, or when sending it twice does no harm.
 _stale = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, http.client.CannotSendRequest)
+
+# Methods that change nothing on the daemon: sent again after any stale error.
+_idempotent = frozenset(["GET", "HEAD"])
+
+
+def _open(conn: http.client.HTTPConnection) -> bool:
+    """Whether an idle kept-alive connection can carry a request: nothing to read on it yet.
+
+    A socket readable while no request is out was closed by the daemon (FIN
+    or RST) or holds bytes nobody asked for: either way it is not reused.
+    """
+    if conn.sock is None:
+        return False
+    try:
+        readable, _, _ = select.select([conn.sock], [], [], 0)
+    except (OSError, ValueError):
+        return False
+    return not readable
 
 
 class _Secret:
@@ -120,9 +140,14 @@ class HttpTransport:
         return f"conch: cannot reach the daemon at {self.url} ({e}); is `conch serve` running?"
 
     def _take(self) -> Tuple[http.client.HTTPConnection, bool]:
-        with self._lock:
-            if self._idle:
-                return self._idle.pop(), True
+        while True:
+            with self._lock:
+                if not self._idle:
+                    break
+                conn = self._idle.pop()
+            if _open(conn):
+                return conn, True
+            conn.close()
         return self.connection(None), False
 
     def _give(self, conn: http.client.HTTPConnection) -> None:
@@ -146,7 +171,10 @@ class HttpTransport:
         """Sends a request and returns its answer; one that is not 2xx raises its ConchError.
 
         ``timeout`` bounds how long the socket waits for the answer (None: as
-        long as it takes; the daemon's own wait windows bound it).
+        long as it takes; the daemon's own wait windows bound it). A kept-alive
+        connection found closed is replaced before the request goes out; one
+        that breaks after the request was written is a NetworkError, except for
+        GET and HEAD, which are sent once more on a new connection.
         """
         h = self.headers()
         data: Optional[bytes] = body
@@ -158,16 +186,24 @@ class HttpTransport:
         target = self.path(path, query)
         for attempt in (0, 1):
             conn, reused = self._take()
+            sent = False
             try:
                 if conn.sock is not None:
                     conn.sock.settimeout(timeout)
                 conn.request(method, target, body=data, headers=h)
+                sent = True
                 res = conn.getresponse()
                 payload = res.read()
             except _stale as e:
                 conn.close()
-                if reused and attempt == 0:
+                # Once the whole request was written, the daemon may have acted on it:
+                # only a request that changes nothing is sent again (a run must not run twice).
+                if reused and attempt == 0 and (not sent or method in _idempotent):
                     continue
+                if sent and method not in _idempotent:
+                    raise NetworkError(
+                        f"conch: the connection to {self.url} closed before the daemon answered {method} {path} "
+                        f"({e}); it may have been carried out") from e
                 raise NetworkError(self._unreachable(e)) from e
             except (OSError, http.client.HTTPException) as e:
                 conn.close()

@@ -1,8 +1,9 @@
-"""A loopback TCP proxy that cuts every connection after a number of bytes from the server."""
+"""Loopback TCP proxies that cut connections: after a number of bytes, or in place of an answer."""
 
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 from typing import List
 
@@ -63,6 +64,110 @@ class CuttingProxy:
 
     def close(self) -> None:
         self._stop = True
+        self._srv.close()
+        with self._lock:
+            for s in self._socks:
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+
+class DroppingProxy:
+    """A loopback TCP proxy that, on its first connection, drops the answer to request number ``drop``.
+
+    The request reaches the daemon whole; the connection to the client is
+    closed (``rst``: reset) as the daemon's answer comes, before any byte of it
+    is passed on. Later connections are passed through untouched.
+    """
+
+    def __init__(self, port: int, drop: int, rst: bool = False) -> None:
+        self.target = port
+        self.drop = drop
+        self.rst = rst
+        self.requests: List[str] = []
+        self.dropped = 0
+        self._srv = socket.socket()
+        self._srv.bind(("127.0.0.1", 0))
+        self._srv.listen(64)
+        self.port = self._srv.getsockname()[1]
+        self._conns = 0
+        self._clients: List[socket.socket] = []
+        self._socks: List[socket.socket] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                c, _ = self._srv.accept()
+            except OSError:
+                return
+            u = socket.create_connection(("127.0.0.1", self.target))
+            with self._lock:
+                self._conns += 1
+                self._socks += [c, u]
+                self._clients.append(c)
+            seen = [0]
+            first = self._conns == 1
+            threading.Thread(target=self._up, args=(c, u, seen), daemon=True).start()
+            threading.Thread(target=self._down, args=(u, c, seen, first), daemon=True).start()
+
+    def _up(self, c: socket.socket, u: socket.socket, seen: List[int]) -> None:
+        try:
+            while True:
+                b = c.recv(65536)
+                if not b:
+                    break
+                if b.split(b" ", 1)[0] in (b"GET", b"POST", b"DELETE", b"HEAD"):
+                    seen[0] += 1
+                    self.requests.append(b.split(b"\r\n", 1)[0].decode())
+                u.sendall(b)
+        except OSError:
+            pass
+
+    def _down(self, u: socket.socket, c: socket.socket, seen: List[int], first: bool) -> None:
+        try:
+            while True:
+                b = u.recv(65536)
+                if not b:
+                    break
+                if first and seen[0] >= self.drop:
+                    self.dropped += 1
+                    if self.rst:
+                        # Wake the reader of c without a FIN; its close then resets.
+                        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                        c.shutdown(socket.SHUT_RD)
+                    else:
+                        c.shutdown(socket.SHUT_RDWR)
+                    break
+                c.sendall(b)
+        except OSError:
+            pass
+        for s in (c, u):
+            try:
+                s.close()
+            except OSError:
+                pass
+
+    @property
+    def connections(self) -> int:
+        return self._conns
+
+    def hang_up(self) -> None:
+        """Closes every connection to the client (a FIN), as a daemon closes idle kept-alive connections."""
+        with self._lock:
+            for c in self._clients:
+                try:
+                    c.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
         self._srv.close()
         with self._lock:
             for s in self._socks:

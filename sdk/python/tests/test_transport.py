@@ -1,0 +1,68 @@
+import os
+import tempfile
+import time
+import unittest
+from urllib.parse import urlsplit
+
+from conch import NetworkError, Sandbox
+
+from .daemon import shared
+from .proxy import DroppingProxy
+
+
+class ResendTest(unittest.TestCase):
+    """A request that may have reached the daemon is never sent twice unless that does no harm."""
+
+    def _run_once(self, rst: bool) -> None:
+        port = urlsplit(shared().url).port or 0
+        proxy = DroppingProxy(port, drop=2, rst=rst)
+        self.addCleanup(proxy.close)
+        sb = Sandbox(proxy.url, shared().token)
+        self.addCleanup(sb.close)
+        d = tempfile.mkdtemp(prefix="conch-pysdk-test-")
+        out = os.path.join(d, "ran")
+        self.addCleanup(lambda: (os.path.exists(out) and os.remove(out), os.rmdir(d)))
+        sb.health()  # the first request: its connection is kept alive, then reused
+        with self.assertRaises(NetworkError) as cm:
+            sb.exec(f"echo ran >> {out}; sleep 0.5", timeout=30)
+        self.assertIn("may have been carried out", str(cm.exception))
+        time.sleep(1)
+        with open(out) as f:
+            self.assertEqual(f.read(), "ran\n", "the run was sent twice")
+        self.assertEqual(proxy.dropped, 1)
+        # The next call goes on a new connection and works.
+        self.assertEqual(sb.exec("echo ok", timeout=30).stdout, "ok\n")
+
+    def test_run_whose_answer_was_lost_is_not_sent_again(self) -> None:
+        self._run_once(rst=False)
+
+    def test_run_whose_connection_was_reset_is_not_sent_again(self) -> None:
+        self._run_once(rst=True)
+
+    def test_get_whose_answer_was_lost_is_sent_again(self) -> None:
+        port = urlsplit(shared().url).port or 0
+        proxy = DroppingProxy(port, drop=2)
+        self.addCleanup(proxy.close)
+        sb = Sandbox(proxy.url, shared().token)
+        self.addCleanup(sb.close)
+        sb.health()
+        self.assertEqual(sb.health().get("status"), "ok")
+        self.assertEqual(proxy.dropped, 1)
+
+    def test_connection_closed_while_idle_is_not_reused(self) -> None:
+        # The kept-alive connection is closed while it sits idle: the run goes on a new one.
+        port = urlsplit(shared().url).port or 0
+        proxy = DroppingProxy(port, drop=1000)
+        self.addCleanup(proxy.close)
+        sb = Sandbox(proxy.url, shared().token)
+        self.addCleanup(sb.close)
+        sb.health()
+        proxy.hang_up()
+        time.sleep(0.2)
+        r = sb.exec("echo once", timeout=30)
+        self.assertEqual((r.exit_code, r.stdout), (0, "once\n"))
+        self.assertEqual(proxy.connections, 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
