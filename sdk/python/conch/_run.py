@@ -71,11 +71,11 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
         a = _record(a, "interact")
         if s == 200:
             return collect(t, pid, WaitResult.from_wire(a), math.inf, None)
-        if a.get("waitingForInput") is True:
-            return collect(t, pid, None, math.inf, "waiting_for_input")
         if isinstance(a.get("next"), str) and a["next"]:
             cursor = a["next"]
-    return collect(t, pid, None, TIMED_OUT_PAGES, "wait_timeout")
+        if a.get("waitingForInput") is True:
+            return collect(t, pid, None, math.inf, "waiting_for_input", cursor)
+    return collect(t, pid, None, TIMED_OUT_PAGES, "wait_timeout", cursor)
 
 
 def _record(v: Any, what: str) -> Wire:
@@ -158,8 +158,13 @@ def finished(t: HttpTransport, w: Wire, bounded: bool) -> RunResult:
 
 
 def collect(t: HttpTransport, pid: str, result: Optional[WaitResult], pages: float,
-            came_back: Optional[CameBack]) -> RunResult:
-    """The RunResult of process pid: its result (None: still running) and its retained logs from the start."""
+            came_back: Optional[CameBack], cursor: Optional[str] = None) -> RunResult:
+    """The RunResult of process pid: its result (None: still running) and its retained logs from the start.
+
+    ``next`` is the last frame paged, else ``cursor``, the daemon's last word
+    on where the output stood (``"0"`` before any): reading on from it loses
+    nothing written meanwhile.
+    """
     logs: List[LogFrame] = []
     truncated = [False]
     first = [True]
@@ -174,7 +179,7 @@ def collect(t: HttpTransport, pid: str, result: Optional[WaitResult], pages: flo
     page_logs(t, pid, None, pages, take)
     r = RunResult(process_id=pid, logs=logs, truncated=truncated[0])
     r.output, r.stdout, r.stderr = assemble(logs)
-    r.next = logs[-1].cursor if logs else None
+    r.next = logs[-1].cursor if logs else cursor
     if result is not None:
         _ended(r, result)
     else:

@@ -1,6 +1,7 @@
 import os
 import socket
 import tempfile
+import time
 import unittest
 
 from conch import (
@@ -64,6 +65,14 @@ class ProcessTest(unittest.TestCase):
         self.assertEqual(r.came_back, "wait_timeout")
         self.assertEqual(r.stdout, "first\n")
         self.sandbox.process.connect(r.process_id).kill("KILL")
+
+    def test_run_back_before_any_output_reads_on_from_its_next(self) -> None:
+        r = self.sandbox.exec("sleep 0.5; echo A; sleep 1; echo B", timeout=0.2)
+        self.assertEqual((r.is_running, r.came_back, r.stdout), (True, "wait_timeout", ""))
+        self.assertIsNotNone(r.next)
+        time.sleep(1)  # A is written meanwhile
+        a = self.sandbox.process.connect(r.process_id).interact(cursor=r.next, timeout=10)
+        self.assertEqual((a.reason, a.stdout), ("exited", "A\nB\n"))
 
     def test_idle_timeout_then_interact(self) -> None:
         with self.sandbox.process.create_session() as s:
