@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+from datetime import datetime
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
 from ._transport import HttpTransport, seg
@@ -49,33 +50,80 @@ def ms(seconds: Optional[float]) -> Optional[int]:
 
 
 def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> RunResult:
-    """POSTs a run to path with body within the caller's timeout (seconds) and returns its RunResult."""
+    """POSTs a run to path with body within the caller's timeout (seconds) and returns its RunResult.
+
+    With ``idleTimeout`` longer than one request's wait, the daemon cannot see
+    the whole quiet spell: the SDK counts it across requests from the
+    process's ``lastOutputAt`` and comes back ``idle_timeout`` only once the
+    command wrote nothing for that long.
+    """
     deadline = deadline_of(timeout)
+    idle = body.get("idleTimeout")
+    sent = time.monotonic()
     w = window_ms(t, deadline)
     status, answer = t.json("POST", path, json_body={**body, "timeout": w}, timeout=socket_timeout(w))
     answer = _record(answer, "run")
     if status == 200:
         return finished(t, answer, "outputLimit" in body)
-    if answer.get("waitingForInput") is True or "idleTimeout" in body:
-        why: CameBack = "waiting_for_input" if answer.get("waitingForInput") is True else (
-            "wait_timeout" if left(deadline) <= 0 else "idle_timeout")
-        return early(answer, why)
+    if answer.get("waitingForInput") is True:
+        return early(answer, "waiting_for_input")
+    quiet_from = sent
+    if idle is not None:
+        if time.monotonic() - sent < w / 1000:
+            return early(answer, "idle_timeout")  # back before its wait ran out: the daemon saw it idle
+        quiet_from = _last_output(answer, sent)
+        if _idle_left(idle, quiet_from) <= 0:
+            return early(answer, "idle_timeout")
+        if left(deadline) <= 0:
+            return early(answer, "wait_timeout")
     pid = str(answer.get("id") or answer.get("processId"))
     cursor = answer.get("next") if isinstance(answer.get("next"), str) else None
     while left(deadline) > 0:
         w = window_ms(t, deadline)
+        if idle is not None:
+            # Back when the quiet spell would reach idleTimeout, to look whether it did.
+            w = max(1, min(w, int(math.ceil(_idle_left(idle, quiet_from) * 1000))))
         req: Wire = {"timeout": w, "outputLimit": 1}
         if cursor:
             req["cursor"] = cursor
+        sent = time.monotonic()
         s, a = t.json("POST", f"/v1/processes/{seg(pid)}/interact", json_body=req, timeout=socket_timeout(w))
         a = _record(a, "interact")
         if s == 200:
             return collect(t, pid, WaitResult.from_wire(a), math.inf, None)
+        before = cursor
         if isinstance(a.get("next"), str) and a["next"]:
             cursor = a["next"]
         if a.get("waitingForInput") is True:
             return collect(t, pid, None, math.inf, "waiting_for_input", cursor)
+        if idle is not None:
+            if cursor != before:
+                quiet_from = _last_output(a, sent)
+            if _idle_left(idle, quiet_from) <= 0:
+                return collect(t, pid, None, math.inf, "idle_timeout", cursor)
     return collect(t, pid, None, TIMED_OUT_PAGES, "wait_timeout", cursor)
+
+
+def _idle_left(idle_ms: int, quiet_from: float) -> float:
+    """Seconds until a process quiet since quiet_from (monotonic) has been idle for idle_ms."""
+    return idle_ms / 1000 - (time.monotonic() - quiet_from)
+
+
+def _last_output(w: Wire, sent: float) -> float:
+    """When (monotonic) the process last wrote, by its ``lastOutputAt``, as seen by a request sent at sent.
+
+    Held between the request's start and now, so that clocks that disagree
+    cannot move it further than the one request.
+    """
+    now = time.monotonic()
+    at = w.get("lastOutputAt")
+    if not isinstance(at, str) or not at:
+        return sent
+    try:
+        when = datetime.fromisoformat(at.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return now
+    return min(now, max(sent, now - max(0.0, time.time() - when)))
 
 
 def _record(v: Any, what: str) -> Wire:

@@ -74,6 +74,21 @@ class ProcessTest(unittest.TestCase):
         a = self.sandbox.process.connect(r.process_id).interact(cursor=r.next, timeout=10)
         self.assertEqual((a.reason, a.stdout), ("exited", "A\nB\n"))
 
+    def test_idle_timeout_longer_than_the_wait_window(self) -> None:
+        sb = shared().sandbox(wait_window=1)
+        self.addCleanup(sb.close)
+        # Never quiet for 2 s: it runs to its end although each request waits 1 s only.
+        r = sb.exec("for i in 1 2 3 4; do echo $i; sleep 0.7; done", idle_timeout=2, timeout=30)
+        self.assertEqual((r.reason, r.came_back, r.stdout), ("exited", None, "1\n2\n3\n4\n"))
+        # Quiet after its first line: back once it was quiet for 2.5 s, across several windows.
+        started = time.monotonic()
+        r = sb.exec("echo a; sleep 30", idle_timeout=2.5, timeout=30)
+        took = time.monotonic() - started
+        sb.process.connect(r.process_id).kill("KILL")
+        self.assertEqual((r.is_running, r.came_back, r.stdout), (True, "idle_timeout", "a\n"))
+        self.assertGreaterEqual(took, 2.4)
+        self.assertLess(took, 4.5)
+
     def test_idle_timeout_then_interact(self) -> None:
         with self.sandbox.process.create_session() as s:
             r = s.run('printf "name? "; read n; echo "hi $n"', stdin="open", idle_timeout=2, timeout=60)
