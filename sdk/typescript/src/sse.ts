@@ -4,6 +4,7 @@
 
 import { ConchError, isRecord } from './errors.js'
 import { toWaitResult } from './normalize.js'
+import { waitUntil } from './run.js'
 import { type HttpTransport, seg } from './transport.js'
 import type { LogFrame, StreamLogEvent, StreamLogsOptions } from './types.js'
 
@@ -60,6 +61,7 @@ export async function* streamLogs(
   let last = options.cursor
   let count = 0
   let failures = 0
+  let stated = false
   try {
     while (!stop.signal.aborted) {
       let lastError: unknown
@@ -68,6 +70,19 @@ export async function* streamLogs(
         const res = await t.request('GET', `/v1/processes/${seg(id)}/logs/stream`, {
           query: { cursor: last, encoding: options.encoding }, headers, signal: stop.signal,
         })
+        if (res.status === 204) {
+          // Resumed at or past the last frame of an ended process: nothing
+          // more will come. The events a cut took are given as an uncut
+          // stream would have: the state (the same WaitResult as a wait's),
+          // then eof.
+          const at = last ? { cursor: last } : {}
+          if (!stated) {
+            const result = await waitUntil(t, id, Infinity, stop.signal)
+            if (result) yield { type: 'state', ...at, result }
+          }
+          yield { type: 'eof', ...at }
+          return
+        }
         if (!res.body) throw new TypeError('conch: the log stream has no body')
         for await (const raw of parse(res.body)) {
           failures = 0
@@ -76,7 +91,7 @@ export async function* streamLogs(
           if (ev.type === 'log') {
             last = ev.frame.cursor
             count++
-          }
+          } else if (ev.type === 'state') stated = true
           yield ev
           if (ev.type === 'eof' || (ev.type === 'log' && options.limit && count >= options.limit)) return
         }

@@ -12,6 +12,8 @@ export interface Proxy {
   cuts: number
   /** Cuts the next event stream after it has forwarded this many bytes of it. */
   cutAfter(bytes: number): void
+  /** Cuts the next event stream just before the first place it holds text. */
+  cutBefore(text: string): void
   /** Closes every connection at once from now on. */
   refuse(): void
   close(): Promise<void>
@@ -20,6 +22,7 @@ export interface Proxy {
 export async function startProxy(target: string): Promise<Proxy> {
   const { hostname, port } = new URL(target)
   let cut: number | undefined
+  let cutText: string | undefined
   let refusing = false
   const sockets = new Set<Socket>()
   const proxy: Proxy = {
@@ -28,6 +31,7 @@ export async function startProxy(target: string): Promise<Proxy> {
     streams: 0,
     cuts: 0,
     cutAfter: (n) => { cut = n },
+    cutBefore: (text) => { cutText = text },
     refuse: () => { refusing = true },
     close: () => new Promise((r) => {
       for (const s of sockets) s.destroy()
@@ -48,6 +52,8 @@ export async function startProxy(target: string): Promise<Proxy> {
     // content type, and bytes are counted from its answer's start.
     let limit: number | undefined
     let sent = 0
+    let before: string | undefined
+    let seen = '' // the stream's answer so far, as latin1, while before is looked for
     client.on('data', (b: Buffer) => {
       if (b.includes('/logs/stream')) proxy.streams++
       upstream.write(b)
@@ -56,6 +62,22 @@ export async function startProxy(target: string): Promise<Proxy> {
       if (limit === undefined && cut !== undefined && b.includes('text/event-stream')) {
         limit = cut
         cut = undefined
+      }
+      if (before === undefined && cutText !== undefined && b.includes('text/event-stream')) {
+        before = cutText
+        cutText = undefined
+      }
+      if (before !== undefined) {
+        const start = seen.length
+        seen += b.toString('latin1')
+        const at = seen.indexOf(before)
+        if (at >= 0) {
+          if (at > start) client.write(b.subarray(0, at - start))
+          proxy.cuts++
+          client.destroy()
+          upstream.destroy()
+          return
+        }
       }
       if (limit !== undefined && sent + b.length >= limit) {
         client.write(b.subarray(0, limit - sent))

@@ -82,6 +82,35 @@ describe('ProcessHandle.streamLogs', () => {
     }
   })
 
+  test('a stream resumed at the last frame of an ended process (204) gives its state and eof', async () => {
+    const r = await sb.process.run('echo a; echo b; exit 4')
+    const last = r.logs.at(-1)!.cursor
+    const evs = await collect(sb.process.connect(r.processId).streamLogs({ cursor: last }))
+    assert.deepEqual(evs.map((e) => e.type), ['state', 'eof'])
+    const st = evs[0]!
+    assert.ok(st.type === 'state' && st.result.reason === 'exited' && st.result.exitCode === 4, JSON.stringify(st))
+    assert.equal(evs[1]!.cursor, last)
+  })
+
+  for (const before of ['event: state', 'event: eof']) {
+    test(`a stream cut before its "${before}" resumes to a 204 and still gives state and eof`, async () => {
+      const proxy = await startProxy(d.url)
+      try {
+        const s = d.sandbox({ url: proxy.url })
+        const h = await s.process.start('echo one; sleep 0.2; echo two; exit 3')
+        proxy.cutBefore(before)
+        const evs = await collect(h.streamLogs())
+        assert.equal(proxy.cuts, 1, 'the stream was cut')
+        assert.deepEqual(evs.map((e) => e.type), ['log', 'log', 'state', 'eof'])
+        const st = evs[2]!
+        assert.ok(st.type === 'state' && st.result.reason === 'exited' && st.result.exitCode === 3, JSON.stringify(st))
+        assert.equal(evs[3]!.cursor, evs[1]!.cursor)
+      } finally {
+        await proxy.close()
+      }
+    })
+  }
+
   test('a stream that cannot resume yields one error event and ends', async () => {
     const proxy = await startProxy(d.url)
     try {
