@@ -59,6 +59,7 @@ def stream_logs(
     last = cursor
     count = 0
     failures = 0
+    stated = False
     while True:
         conn = None
         err: Optional[BaseException] = None
@@ -72,7 +73,10 @@ def stream_logs(
                          headers=headers)
             res = conn.getresponse()
             if res.status == 204:
-                # Resumed past the end of an ended process: nothing more will come.
+                # Resumed past the end of an ended process: nothing more will come. Its
+                # state, if the dropped connection took it along, is the process's own.
+                if not stated:
+                    yield StreamLogEvent(type="state", cursor=last, result=_ended(t, pid))
                 yield StreamLogEvent(type="eof", cursor=last)
                 return
             if res.status >= 300:
@@ -85,6 +89,7 @@ def stream_logs(
                 if ev.type == "log" and ev.frame is not None:
                     last = ev.frame.cursor
                     count += 1
+                stated = stated or ev.type == "state"
                 yield ev
                 if ev.type == "eof" or (ev.type == "log" and limit and count >= limit):
                     return
@@ -103,6 +108,12 @@ def stream_logs(
                 raise err
             raise NetworkError(f"conch: the log stream of {pid} ended before its eof ({err or 'connection closed'})")
         time.sleep(0.05 * 2 ** (failures - 1))
+
+
+def _ended(t: HttpTransport, pid: str) -> WaitResult:
+    """The WaitResult of an ended process, from its record."""
+    _, body = t.json("GET", f"/v1/processes/{seg(pid)}")
+    return WaitResult.from_wire(body if isinstance(body, dict) else {})
 
 
 def _event(name: str, data: str, ident: str, last: Optional[str]) -> Optional[StreamLogEvent]:

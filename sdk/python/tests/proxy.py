@@ -175,3 +175,81 @@ class DroppingProxy:
                     s.close()
                 except OSError:
                     pass
+
+
+class CutBeforeProxy:
+    """A loopback TCP proxy that cuts its first connection just before the chunk holding ``marker``.
+
+    The chunk of a chunked answer that holds the marker (an SSE ``event:
+    state``, say) never reaches the client: it gets what came before it
+    whole, then the connection ends. Later connections pass untouched.
+    """
+
+    def __init__(self, port: int, marker: bytes) -> None:
+        self.target = port
+        self.marker = marker
+        self.cuts = 0
+        self._srv = socket.socket()
+        self._srv.bind(("127.0.0.1", 0))
+        self._srv.listen(64)
+        self.port = self._srv.getsockname()[1]
+        self._conns = 0
+        self._socks: List[socket.socket] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                c, _ = self._srv.accept()
+            except OSError:
+                return
+            u = socket.create_connection(("127.0.0.1", self.target))
+            with self._lock:
+                self._conns += 1
+                self._socks += [c, u]
+                first = self._conns == 1
+            threading.Thread(target=self._pipe, args=(c, u, False), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(u, c, first), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, cut: bool) -> None:
+        held = b""
+        keep = len(self.marker) + 16  # enough to see a marker split between reads, with its chunk's size line
+        try:
+            while True:
+                b = src.recv(65536)
+                if not b:
+                    break
+                if not cut:
+                    dst.sendall(b)
+                    continue
+                held += b
+                at = held.find(self.marker)
+                if at >= 0:
+                    start = held.rfind(b"\r\n", 0, at - 2) + 2  # the start of the marker's chunk
+                    dst.sendall(held[:start])
+                    self.cuts += 1
+                    break
+                dst.sendall(held[:-keep])
+                held = held[-keep:]
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def close(self) -> None:
+        self._srv.close()
+        with self._lock:
+            for s in self._socks:
+                try:
+                    s.close()
+                except OSError:
+                    pass

@@ -4,7 +4,7 @@ from urllib.parse import urlsplit
 from conch import Sandbox
 
 from .daemon import shared
-from .proxy import CuttingProxy
+from .proxy import CutBeforeProxy, CuttingProxy
 
 
 class StreamTest(unittest.TestCase):
@@ -48,6 +48,30 @@ class StreamTest(unittest.TestCase):
         self.assertEqual(len(cursors), len(set(cursors)), "a frame came twice")
         self.assertEqual("".join(f.data for f in frames), "".join(f"line-{i}\n" for i in range(1, 2001)))
         self.assertGreater(proxy.cuts, 0, "the proxy never cut a connection: the test tested nothing")
+
+    def test_state_kept_when_the_connection_drops_before_it(self) -> None:
+        # The first connection ends after the last frame, before state: the resume answers 204.
+        port = urlsplit(shared().url).port
+        proxy = CutBeforeProxy(port or 0, b"event: state")
+        self.addCleanup(proxy.close)
+        via = Sandbox(proxy.url, shared().token)
+        self.addCleanup(via.close)
+        h = self.sandbox.process.start("seq 1 3; exit 4")
+        h.wait(timeout=30)
+        events = list(via.process.connect(h.id).stream_logs())
+        self.assertEqual(proxy.cuts, 1, "the proxy never cut the stream: the test tested nothing")
+        self.assertEqual([e.type for e in events], ["log", "state", "eof"])
+        self.assertEqual(events[0].frame.data if events[0].frame else None, "1\n2\n3\n")
+        state = events[1].result
+        self.assertEqual((state.reason, state.exit_code) if state else None, ("exited", 4))
+
+    def test_stream_resumed_past_the_end_still_says_how_it_ended(self) -> None:
+        h = self.sandbox.process.start("echo x; exit 3")
+        h.wait(timeout=30)
+        last = h.logs().items[-1].cursor
+        events = list(h.stream_logs(cursor=last))
+        self.assertEqual([e.type for e in events], ["state", "eof"])
+        self.assertEqual(events[0].result.exit_code if events[0].result else None, 3)
 
 
 if __name__ == "__main__":
