@@ -57,7 +57,9 @@ export async function* streamLogs(
   const stop = new AbortController()
   const outer = options.signal
   const onAbort = (): void => stop.abort()
-  outer?.addEventListener('abort', onAbort)
+  // A signal aborted already fires no abort event: it ends the stream before it starts.
+  if (outer?.aborted) stop.abort()
+  else outer?.addEventListener('abort', onAbort)
   let last = options.cursor
   let count = 0
   let failures = 0
@@ -147,6 +149,7 @@ function toEvent(raw: RawEvent, last: string | undefined): StreamLogEvent | unde
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
+    if (signal.aborted) return resolve()
     const done = (): void => {
       clearTimeout(timer)
       signal.removeEventListener('abort', done)

@@ -58,6 +58,14 @@ describe('ProcessHandle.streamLogs', () => {
     await h.kill({ signal: 'KILL' })
   })
 
+  test('a signal aborted already ends the stream before it starts', async () => {
+    const h = await sb.process.start('echo x; sleep 0.3; echo y')
+    const evs = await collect(h.streamLogs({ signal: AbortSignal.abort() }))
+    assert.deepEqual(evs, [])
+    await assert.rejects(h.wait({ signal: AbortSignal.abort() }), (err: Error) => err.name === 'AbortError')
+    await h.wait()
+  })
+
   test('a connection cut mid-way resumes: no frame twice, none missing', async () => {
     const proxy = await startProxy(d.url)
     try {
