@@ -38,6 +38,9 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[string]named // by name
+	// stopped is done once Run's context is: the tool calls under way end
+	// with it, rather than holding the server's end until they are done.
+	stopped context.Context
 }
 
 // named is a session made by name: its id, and what it runs, so that run
@@ -58,7 +61,7 @@ func (n named) kind() string {
 
 // New returns a Server whose tools drive the daemon c.
 func New(c *client.Client, version string) *Server {
-	return &Server{c: c, version: version, sessions: map[string]named{}}
+	return &Server{c: c, version: version, sessions: map[string]named{}, stopped: context.Background()}
 }
 
 // MCP returns the MCP server with every tool added.
@@ -66,12 +69,51 @@ func (s *Server) MCP() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "conch", Version: s.version}, &mcp.ServerOptions{
 		Instructions: instructions,
 	})
-	mcp.AddTool(srv, runTool, s.run)
-	mcp.AddTool(srv, interactTool, s.interact)
-	mcp.AddTool(srv, readTool, s.readOutput)
-	mcp.AddTool(srv, listTool, s.list)
-	mcp.AddTool(srv, closeTool, s.closeSession)
+	mcp.AddTool(srv, runTool, bound(s, s.run))
+	mcp.AddTool(srv, interactTool, bound(s, s.interact))
+	mcp.AddTool(srv, readTool, bound(s, s.readOutput))
+	mcp.AddTool(srv, listTool, bound(s, s.list))
+	mcp.AddTool(srv, closeTool, bound(s, s.closeSession))
 	return srv
+}
+
+// bound is h, whose context also ends when the server stops: the SDK
+// ends its connection only once every call under way has returned, so
+// that a SIGTERM waited for the longest run's timeout (up to a day).
+func bound[In, Out any](s *Server, h mcp.ToolHandlerFor[In, Out]) mcp.ToolHandlerFor[In, Out] {
+	return func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(s.stopped, cancel)()
+		return h(ctx, req, in)
+	}
+}
+
+// submitTimeout bounds the submission of a command, which a cancellation
+// does not cut short.
+const submitTimeout = 30 * time.Second
+
+// submit queues a command in the session id. A cancellation of ctx does not
+// cut it short once sent, so that the caller learns the id of a command the
+// daemon queued as the call was cancelled.
+func (s *Server) submit(ctx context.Context, id string, opts client.CommandOptions) (*client.Process, error) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), submitTimeout)
+	defer cancel()
+	defer context.AfterFunc(s.stopped, cancel)()
+	return s.c.Submit(sctx, id, opts)
+}
+
+// interrupt sends SIGINT to the command of a call the client cancelled
+// (MCP: the receiver stops what it was asked to do); a command still
+// queued ends without running. When the server stops, its end (or the
+// daemon, with --url) sees to the commands.
+func (s *Server) interrupt(id string) {
+	if s.stopped.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = s.c.Kill(ctx, id, client.KillOptions{Signal: "INT"})
 }
 
 // Run serves the tools on stdin and stdout until stdin closes or ctx ends.
@@ -79,6 +121,7 @@ func (s *Server) MCP() *mcp.Server {
 // the server goes on; at the end of stdin, every request read is answered
 // before Run returns.
 func (s *Server) Run(ctx context.Context) error {
+	s.stopped = ctx
 	err := s.MCP().Run(ctx, &stdioTransport{in: os.Stdin, out: os.Stdout})
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil

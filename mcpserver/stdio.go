@@ -8,7 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -50,7 +53,7 @@ type stdioTransport struct {
 // line; it returns at that line or at the end of in.
 func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	pr, pw := io.Pipe()
-	g := &gate{out: t.out, pending: map[jsonrpc.ID]bool{}}
+	g := &gate{out: t.out, pending: map[jsonrpc.ID]bool{}, cancelled: map[jsonrpc.ID]bool{}}
 	g.drained = sync.NewCond(&g.mu)
 	// The gate bounds lines, so the SDK need not.
 	conn, err := (&mcp.IOTransport{Reader: pr, Writer: g, MaxLineLength: -1}).Connect(ctx)
@@ -70,7 +73,10 @@ type gate struct {
 	mu      sync.Mutex // guards the fields below and serialises writes to out
 	drained *sync.Cond // broadcast when pending empties or the gate closes
 	pending map[jsonrpc.ID]bool
-	closed  bool // the SDK closed its connection
+	// cancelled are the pending requests the client cancelled: their
+	// answers are not sent (MCP: a cancelled request is not answered).
+	cancelled map[jsonrpc.ID]bool
+	closed    bool // the SDK closed its connection
 	// initID is the id of the initialize request passed on; version is the
 	// protocol version its answer gave.
 	initID  jsonrpc.ID
@@ -79,15 +85,37 @@ type gate struct {
 }
 
 // Write writes an answer of the SDK's and settles the requests it answers.
-// The SDK writes each message or batch whole, in one call.
+// The SDK writes each message or batch whole, in one call. The answer to a
+// request the client cancelled is dropped.
 func (g *gate) Write(p []byte) (int, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if resp, ok := decodeMessage(bytes.TrimSpace(p)).(*jsonrpc.Response); ok && g.cancelled[resp.ID] {
+		g.settle(p)
+		return len(p), nil
+	}
 	n, err := g.out.Write(p)
 	if err == nil {
 		g.settle(p)
 	}
 	return n, err
+}
+
+// noteCancel notes the request that req, a cancellation from the client,
+// cancels, while it is pending. g.mu is held.
+func (g *gate) noteCancel(req *jsonrpc.Request) {
+	if req == nil || req.Method != "notifications/cancelled" {
+		return
+	}
+	var params struct {
+		RequestID any `json:"requestId"`
+	}
+	if json.Unmarshal(req.Params, &params) != nil {
+		return
+	}
+	if id, err := jsonrpc.MakeID(params.RequestID); err == nil && g.pending[id] {
+		g.cancelled[id] = true
+	}
 }
 
 // Close is called as the SDK closes its connection: nothing more will be
@@ -116,6 +144,7 @@ func (g *gate) settle(p []byte) {
 			continue
 		}
 		delete(g.pending, resp.ID)
+		delete(g.cancelled, resp.ID)
 		if g.inited && g.version == "" && resp.ID == g.initID {
 			var r struct {
 				ProtocolVersion string `json:"protocolVersion"`
@@ -152,8 +181,8 @@ func (g *gate) read(in io.Reader, pw *io.PipeWriter) {
 		if long {
 			g.refuse(nil, jsonrpc.CodeParseError, fmt.Sprintf("line over %d bytes", maxLine))
 		} else if len(bytes.TrimSpace(line)) > 0 {
-			if ok := g.check(line); ok {
-				if _, werr := pw.Write(append(line, '\n')); werr != nil {
+			for _, l := range g.check(line) {
+				if _, werr := pw.Write(append(l, '\n')); werr != nil {
 					return // the SDK closed its connection
 				}
 			}
@@ -194,23 +223,31 @@ func readLine(br *bufio.Reader) (line []byte, long bool, err error) {
 	}
 }
 
-// check reports whether line is a message or batch the SDK takes; when it
-// is not, the client is answered with the error it deserves. A request it
-// passes on is pending until it is answered.
-func (g *gate) check(line []byte) bool {
+// check returns the lines of line to pass on to the SDK: line itself when
+// it is a message or batch the SDK takes, else none, the client being
+// answered with the error it deserves. A batch's notifications are passed
+// on one a line, ahead of its other messages: the SDK takes a notification
+// in a batch for a request whose id is null, waits for its answer, and
+// ends the connection at the second such one. A request passed on is
+// pending until it is answered.
+func (g *gate) check(line []byte) [][]byte {
+	if !utf8.Valid(line) {
+		g.refuse(nil, jsonrpc.CodeParseError, "not JSON: not UTF-8")
+		return nil
+	}
 	if err := checkNesting(line); err != nil {
 		g.refuse(nil, jsonrpc.CodeParseError, err.Error())
-		return false
+		return nil
 	}
 	if err := json.Unmarshal(line, new(json.RawMessage)); err != nil {
 		g.refuse(nil, jsonrpc.CodeParseError, "not JSON: "+err.Error())
-		return false
+		return nil
 	}
 	trimmed := bytes.TrimSpace(line)
 	if trimmed[0] != '[' {
 		req, ok := g.message(trimmed)
 		if !ok {
-			return false
+			return nil
 		}
 		g.mu.Lock()
 		defer g.mu.Unlock()
@@ -218,32 +255,49 @@ func (g *gate) check(line []byte) bool {
 			if g.pending[req.ID] {
 				g.refuseLocked(idJSON(trimmed), jsonrpc.CodeInvalidRequest,
 					fmt.Sprintf("request id %v is already in use by a request not yet answered", req.ID.Raw()))
-				return false
+				return nil
 			}
 			g.pass(req)
 		}
-		return true
+		g.noteCancel(req)
+		return [][]byte{line}
 	}
 	var raws []json.RawMessage
 	if err := json.Unmarshal(trimmed, &raws); err != nil || len(raws) == 0 {
 		g.refuse(nil, jsonrpc.CodeInvalidRequest, "an empty batch")
-		return false
+		return nil
 	}
-	var calls []*jsonrpc.Request
+	var calls, notes []*jsonrpc.Request
+	var rest []json.RawMessage
+	var lines [][]byte
 	seen := map[jsonrpc.ID]bool{}
 	for i, raw := range raws {
 		m := decodeMessage(raw)
 		if m == nil {
 			g.refuse(nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("batch element %d is not a JSON-RPC 2.0 message", i))
-			return false
+			return nil
 		}
-		if req, ok := m.(*jsonrpc.Request); ok && req.IsCall() {
+		req, ok := m.(*jsonrpc.Request)
+		if ok {
+			if err := checkID(raw); err != nil {
+				g.refuse(nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("batch element %d: %v", i, err))
+				return nil
+			}
+		}
+		switch {
+		case ok && req.IsCall():
 			if seen[req.ID] {
 				g.refuse(nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("batch element %d repeats request id %v", i, req.ID.Raw()))
-				return false
+				return nil
 			}
 			seen[req.ID] = true
 			calls = append(calls, req)
+			rest = append(rest, raw)
+		case ok:
+			notes = append(notes, req)
+			lines = append(lines, compact(raw))
+		default:
+			rest = append(rest, raw)
 		}
 	}
 	g.mu.Lock()
@@ -251,20 +305,68 @@ func (g *gate) check(line []byte) bool {
 	if g.inited && (g.version == "" || g.version >= batchesEnd) {
 		g.refuseLocked(nil, jsonrpc.CodeInvalidRequest,
 			fmt.Sprintf("JSON-RPC batches are not part of MCP %s and later: send one message a line", batchesEnd))
-		return false
+		return nil
 	}
 	for _, req := range calls {
 		if g.pending[req.ID] {
 			g.refuseLocked(nil, jsonrpc.CodeInvalidRequest,
 				fmt.Sprintf("request id %v is already in use by a request not yet answered", req.ID.Raw()))
-			return false
+			return nil
 		}
 	}
 	for _, req := range calls {
 		g.pass(req)
 	}
-	return true
+	for _, req := range notes {
+		g.noteCancel(req)
+	}
+	if len(rest) > 0 {
+		b, _ := json.Marshal(rest)
+		lines = append(lines, b)
+	}
+	return lines
 }
+
+// compact is raw on one line.
+func compact(raw json.RawMessage) []byte {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return raw
+	}
+	return b.Bytes()
+}
+
+// checkID refuses the id of a request that the SDK would answer with
+// another: it takes a number as a float64 and then an int64, so that 1.5
+// was answered as 1 and 2^63 as -2^63, and a string with bytes or escapes
+// that are no Unicode as one with U+FFFD. A request's id must not be null
+// (MCP), which the SDK takes for a notification and leaves unanswered.
+func checkID(raw []byte) error {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil || m["id"] == nil {
+		return nil
+	}
+	id := bytes.TrimSpace(m["id"])
+	switch {
+	case string(id) == "null":
+		return errors.New("a request's id must not be null")
+	case id[0] == '"':
+		var s string
+		if json.Unmarshal(id, &s) == nil && strings.ContainsRune(s, utf8.RuneError) {
+			return errors.New("the request id is a string that is not valid Unicode")
+		}
+	case id[0] == '-' || '0' <= id[0] && id[0] <= '9':
+		n, err := strconv.ParseInt(string(id), 10, 64)
+		if err != nil || n > maxIntID || n < -maxIntID {
+			return fmt.Errorf("the request id %s is not an integer of at most 2^53", id)
+		}
+	}
+	return nil
+}
+
+// maxIntID is the largest integer id the SDK keeps as it is: it reads ids
+// as float64.
+const maxIntID = 1 << 53
 
 // pass marks req pending, and notes an initialize request. g.mu is held.
 func (g *gate) pass(req *jsonrpc.Request) {
@@ -287,6 +389,12 @@ func (g *gate) message(raw []byte) (*jsonrpc.Request, bool) {
 		return nil, false
 	}
 	req, _ := m.(*jsonrpc.Request)
+	if req != nil {
+		if err := checkID(raw); err != nil {
+			g.refuse(idJSON(raw), jsonrpc.CodeInvalidRequest, err.Error())
+			return nil, false
+		}
+	}
 	return req, true
 }
 

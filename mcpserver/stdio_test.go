@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -136,6 +137,13 @@ func TestStdioBadLines(t *testing.T) {
 		{"a string", `"tools/list"`, -32600, "null"},
 		{"empty batch", `[]`, -32600, "null"},
 		{"batch after 2025-06-18", `[{"jsonrpc":"2.0","id":8,"method":"tools/list"}]`, -32600, "null"},
+		{"not UTF-8", "{\"jsonrpc\":\"2.0\",\"id\":\"a\xffb\",\"method\":\"tools/list\"}", -32700, "null"},
+		// Ids the SDK would answer with another: 1.5 was answered as 1 and
+		// 2^63 as -2^63; null, which MCP forbids, went unanswered.
+		{"fractional id", `{"jsonrpc":"2.0","id":1.5,"method":"tools/list"}`, -32600, "1.5"},
+		{"id past 2^53", `{"jsonrpc":"2.0","id":9223372036854775808,"method":"tools/list"}`, -32600, "9223372036854775808"},
+		{"id not Unicode", `{"jsonrpc":"2.0","id":"\ud800","method":"tools/list"}`, -32600, `"\ud800"`},
+		{"null id", `{"jsonrpc":"2.0","id":null,"method":"tools/list"}`, -32600, "null"},
 		{"line over 16 MiB", `{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{"x":"` + strings.Repeat("a", 17<<20) + `"}}`, -32700, "null"},
 	}
 	for i, tt := range tests {
@@ -233,4 +241,104 @@ func TestStdioPipedRequests(t *testing.T) {
 	require.Contains(t, string(answers["2"].Result), `"name":"run"`)
 	require.Contains(t, string(answers["3"].Result), "slept")
 	require.Contains(t, string(answers["4"].Result), "second")
+}
+
+// nextLine reads the next line of output as it is.
+func (m *rawMCP) nextLine() string {
+	m.t.Helper()
+	select {
+	case line, ok := <-m.lines:
+		require.True(m.t, ok, "conch mcp ended its output without answering")
+		return line
+	case <-time.After(hangGuard):
+		m.t.Fatal("no answer")
+		return ""
+	}
+}
+
+// TestStdioBatchNotifications sends batches holding notifications, under a
+// protocol version that has batches: the server once ended (exit 1) at a
+// batch of two notifications, and never answered a batch of a request and
+// a notification, nor exited after it.
+func TestStdioBatchNotifications(t *testing.T) {
+	t.Parallel()
+	m := startRawMCP(t)
+	m.send(strings.Replace(initialize, "2025-06-18", "2025-03-26", 1))
+	require.Nil(t, m.next().Error)
+	m.send("[" + initialized + "," + initialized + "]")
+	m.send("[" + initialized + "]")
+	m.send(`[{"jsonrpc":"2.0","id":8,"method":"ping"},` + initialized + `]`)
+	var batch []reply
+	require.NoError(t, json.Unmarshal([]byte(m.nextLine()), &batch))
+	require.Len(t, batch, 1)
+	require.Equal(t, "8", string(batch[0].ID))
+	require.Nil(t, batch[0].Error)
+	m.send(`{"jsonrpc":"2.0","id":9,"method":"ping"}`)
+	r := m.next()
+	require.Equal(t, "9", string(r.ID))
+	require.Nil(t, r.Error)
+	require.NoError(t, m.in.Close())
+	guard := time.AfterFunc(hangGuard, func() { _ = m.cmd.Process.Kill() })
+	defer guard.Stop()
+	require.NoError(t, m.cmd.Wait())
+}
+
+// TestStdioCancelled cancels tool calls (notifications/cancelled): a
+// running command is interrupted and a queued one never runs, and neither
+// call is answered (MCP: a cancelled request gets no response). Both once
+// ran on, and each call was answered with "context canceled".
+func TestStdioCancelled(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	started, ran := filepath.Join(dir, "started"), filepath.Join(dir, "ran")
+	m := startRawMCP(t)
+	m.send(initialize)
+	require.Nil(t, m.next().Error)
+	m.send(initialized)
+	call := func(id int, command string) {
+		m.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"run","arguments":{"command":%q,"timeout":300}}}`, id, command))
+	}
+	cancel := func(id int) {
+		m.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d}}`, id))
+	}
+	call(2, "touch "+started+"; sleep 300")
+	for deadline := time.Now().Add(hangGuard); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the command did not start")
+	}
+	call(3, "touch "+ran)
+	time.Sleep(200 * time.Millisecond) // queued behind the sleep
+	cancel(3)
+	cancel(2)
+	call(4, "echo after")
+	r := m.next()
+	require.Equal(t, "4", string(r.ID), "the next answer: %s", r.Result)
+	require.Contains(t, string(r.Result), "after")
+	require.NoFileExists(t, ran, "a cancelled command that was queued ran")
+}
+
+// TestStdioStopDuringCall sends SIGTERM while a tool call runs: conch mcp
+// exits 0 at once, rather than when the call's timeout (up to a day) runs
+// out.
+func TestStdioStopDuringCall(t *testing.T) {
+	t.Parallel()
+	started := filepath.Join(t.TempDir(), "started")
+	m := startRawMCP(t)
+	m.send(initialize)
+	require.Nil(t, m.next().Error)
+	m.send(initialized)
+	m.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":{"command":%q,"timeout":3600}}}`,
+		"touch "+started+"; sleep 3600"))
+	for deadline := time.Now().Add(hangGuard); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the command did not start")
+	}
+	require.NoError(t, m.cmd.Process.Signal(syscall.SIGTERM))
+	guard := time.AfterFunc(hangGuard, func() { _ = m.cmd.Process.Kill() })
+	defer guard.Stop()
+	require.NoError(t, m.cmd.Wait())
 }

@@ -153,8 +153,7 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunInput) (
 		return nil, Result{}, err
 	}
 	id := sess.id
-	opts := client.CommandRunOptions{CommandOptions: client.CommandOptions{Stdin: api.StdinOpen},
-		Timeout: wait.timeout, IdleTimeout: wait.idle, OutputLimit: wait.limit}
+	opts := client.CommandOptions{Stdin: api.StdinOpen}
 	if sess.language != "" {
 		opts.Code = in.Command
 	} else {
@@ -163,7 +162,19 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunInput) (
 	if in.CloseStdin {
 		opts.Stdin = api.StdinClosed
 	}
-	r, p, err := s.c.RunCommand(ctx, id, opts)
+	// Submitted, then waited for, so that a cancelled call knows what to
+	// interrupt. The submission is not cut short by a cancellation: the
+	// daemon may have queued the command by then.
+	cmd, err := s.submit(ctx, id, opts)
+	var r *client.RunResult
+	var p *client.Process
+	if err == nil {
+		r, p, err = s.c.Interact(ctx, cmd.ID, client.InteractOptions{Cursor: "0",
+			Timeout: wait.timeout, IdleTimeout: wait.idle, OutputLimit: wait.limit})
+	}
+	if cmd != nil && ctx.Err() != nil {
+		s.interrupt(cmd.ID)
+	}
 	if sessionEnded(err) || p == nil && r != nil && canceled(r) {
 		s.forget(name, id)
 		return nil, Result{}, fmt.Errorf("session %q has ended (its shell or interpreter exited or it was closed): run again to start a new one", name)
