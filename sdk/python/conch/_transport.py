@@ -9,6 +9,7 @@ the transport is safe to share between threads.
 
 from __future__ import annotations
 
+import contextvars
 import http.client
 import json
 import select
@@ -43,6 +44,56 @@ def _open(conn: http.client.HTTPConnection) -> bool:
     except (OSError, ValueError):
         return False
     return not readable
+
+
+class CallCancelled(Exception):
+    """Raised in a call's thread once the call was cancelled (see :class:`CallScope`); nobody awaits its result."""
+
+
+class CallScope:
+    """The connections one call uses, so that another thread can cut the call short.
+
+    conch.aio runs each blocking call in a thread under a scope of its own;
+    cancelling the awaiting task calls :meth:`cancel`, which shuts down the
+    call's sockets: a read in progress fails at once, the connection is not
+    pooled again, and any later request of the call raises CallCancelled.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._conns: List[http.client.HTTPConnection] = []
+        self.cancelled = False
+
+    def enter(self, conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if not self.cancelled:
+                self._conns.append(conn)
+                return
+        conn.close()
+        raise CallCancelled("conch: the call was cancelled")
+
+    def leave(self, conn: http.client.HTTPConnection) -> bool:
+        """Forgets conn; False when the call was cancelled meanwhile (conn must then be closed, not pooled)."""
+        with self._lock:
+            if conn in self._conns:
+                self._conns.remove(conn)
+            return not self.cancelled
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            conns, self._conns = self._conns, []
+        for c in conns:
+            sock = c.sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+# The scope of the call running in this thread, if any (set by conch.aio).
+call_scope: "contextvars.ContextVar[Optional[CallScope]]" = contextvars.ContextVar("conch_call_scope", default=None)
 
 
 class _Secret:
@@ -124,7 +175,14 @@ class HttpTransport:
         return self._base + path + ("?" + urlencode(q) if q else "")
 
     def connection(self, timeout: Optional[float]) -> http.client.HTTPConnection:
-        """A new connection of its own (a stream's), not from the pool."""
+        """A new connection of its own (a stream's), not from the pool; the caller closes it."""
+        conn = self._connect(timeout)
+        scope = call_scope.get()
+        if scope is not None:
+            scope.enter(conn)
+        return conn
+
+    def _connect(self, timeout: Optional[float]) -> http.client.HTTPConnection:
         cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
         conn: http.client.HTTPConnection = cls(self._host, self._port, timeout=self.connect_timeout)
         try:
@@ -148,7 +206,7 @@ class HttpTransport:
             if _open(conn):
                 return conn, True
             conn.close()
-        return self.connection(None), False
+        return self._connect(None), False
 
     def _give(self, conn: http.client.HTTPConnection) -> None:
         with self._lock:
@@ -184,8 +242,11 @@ class HttpTransport:
         if headers:
             h.update(headers)
         target = self.path(path, query)
+        scope = call_scope.get()
         for attempt in (0, 1):
             conn, reused = self._take()
+            if scope is not None:
+                scope.enter(conn)
             sent = False
             try:
                 if conn.sock is not None:
@@ -208,7 +269,10 @@ class HttpTransport:
             except (OSError, http.client.HTTPException) as e:
                 conn.close()
                 raise NetworkError(self._unreachable(e)) from e
-            if res.will_close:
+            finally:
+                if scope is not None and not scope.leave(conn):
+                    conn.close()  # cancelled: never pooled again
+            if res.will_close or conn.sock is None:
                 conn.close()
             else:
                 self._give(conn)

@@ -1,17 +1,25 @@
 """conch for asyncio: the same surface as coroutines.
 
-Every call runs the blocking client in a worker thread (``asyncio.to_thread``),
-so the event loop keeps running while a command runs; attach is native
-asyncio. ``AsyncSandbox.from_env()``, ``await sandbox.exec("ls")``,
+Every call runs the blocking client in a thread of its own (not the event
+loop's shared executor, which long waits and quiet log streams would
+exhaust), so the event loop keeps running while a command runs; attach is
+native asyncio. ``AsyncSandbox.from_env()``, ``await sandbox.exec("ls")``,
 ``async with await sandbox.process.create_session() as s: await s.run(...)``.
+
+Cancelling a call (``asyncio.wait_for``, ``asyncio.timeout``, ``task.cancel()``)
+raises CancelledError (TimeoutError for a timeout) at once: the connection the
+call waits on is shut down, so its thread ends promptly and nothing of it is
+reused. The command on the daemon goes on, as when a blocking call is
+interrupted; kill it to stop it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
+import threading
 from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Tuple, TypeVar, Union
 
+from ._transport import CallScope, call_scope
 from .attach import AsyncPtyConnection
 from .errors import NotFoundError
 from .process import CodeContext, ProcessHandle, ProcessService, PtyService, Session
@@ -27,7 +35,45 @@ T = TypeVar("T")
 
 
 async def _thread(fn: Callable[..., T], *args: Any, **kw: Any) -> T:
-    return await asyncio.get_running_loop().run_in_executor(None, functools.partial(fn, *args, **kw))
+    """fn(*args, **kw) in a thread of its own; cancelling the caller cuts its connections."""
+    return await _in_thread(CallScope(), None, fn, *args, **kw)
+
+
+async def _in_thread(scope: CallScope, ended: "Optional[asyncio.Future[None]]", fn: Callable[..., T],
+                     *args: Any, **kw: Any) -> T:
+    """fn(*args, **kw) in a new thread under scope; ended (if given) is set once the thread is done with fn."""
+    loop = asyncio.get_running_loop()
+    done: "asyncio.Future[T]" = loop.create_future()
+
+    def settle(result: Any, error: Optional[BaseException]) -> None:
+        if ended is not None and not ended.done():
+            ended.set_result(None)
+        if done.done():  # cancelled: nobody wants the outcome
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(result)
+
+    def work() -> None:
+        call_scope.set(scope)  # a thread starts in a context of its own
+        result: Any = None
+        error: Optional[BaseException] = None
+        try:
+            result = fn(*args, **kw)
+        except BaseException as e:  # handed to the awaiting task
+            error = e
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
+
+    threading.Thread(target=work, name="conch-aio", daemon=True).start()
+    try:
+        return await done
+    except asyncio.CancelledError:
+        scope.cancel()
+        raise
 
 
 class AsyncProcessHandle:
@@ -57,17 +103,28 @@ class AsyncProcessHandle:
 
     async def stream_logs(self, cursor: Optional[str] = None, limit: Optional[int] = None,
                           encoding: Optional[str] = None) -> AsyncIterator[StreamLogEvent]:
-        """The events of :meth:`ProcessHandle.stream_logs`, each read in a worker thread."""
+        """The events of :meth:`ProcessHandle.stream_logs`, each read in a thread of its own.
+
+        Leaving the loop (or cancelling it) drops the stream's connection.
+        """
         it = self._h.stream_logs(cursor, limit, encoding)
         end = object()
+        scope = CallScope()  # the stream's connection outlives each read: one scope for them all
+        loop = asyncio.get_running_loop()
+        reading: "Optional[asyncio.Future[None]]" = None
         try:
             while True:
-                ev = await _thread(next, it, end)
+                reading = loop.create_future()
+                ev = await _in_thread(scope, reading, next, it, end)
                 if ev is end:
                     return
                 yield ev  # type: ignore[misc]
         finally:
-            await _thread(it.close)
+            scope.cancel()
+            # A read cut short ends at once; the generator may be closed only once it has.
+            if reading is not None and not reading.done():
+                await reading
+            it.close()
 
     async def stdin(self, data: Union[str, bytes], *, eof: bool = False) -> None:
         await _thread(self._h.stdin, data, eof=eof)

@@ -1,8 +1,10 @@
 import asyncio
+import threading
+import time
 import unittest
 
 from conch import NotFoundError
-from conch.aio import AsyncCodeContext, AsyncSandbox
+from conch.aio import AsyncCodeContext, AsyncProcessHandle, AsyncSandbox
 
 from .daemon import shared
 
@@ -62,6 +64,70 @@ class AsyncTest(unittest.TestCase):
             await sandbox.close()
 
         self.run_async(main())
+
+
+class AsyncCancelTest(unittest.TestCase):
+    """A cancelled call ends its blocking work at once and leaves no thread or connection behind."""
+
+    def test_cancelled_runs_end_their_threads_and_later_calls_work(self) -> None:
+        sandbox = AsyncSandbox(shared().url, shared().token)
+        pids = []
+
+        async def main() -> float:
+            for _ in range(40):  # more than the default executor's threads
+                with self.assertRaises(asyncio.TimeoutError):
+                    await asyncio.wait_for(sandbox.exec("sleep 8"), 0.05)
+            started = time.monotonic()
+            await asyncio.wait_for(sandbox.health(), 5)
+            for p in (await sandbox.process.list(state="running")).items:
+                if p.shell_command == "sleep 8":
+                    pids.append(p.id)
+            return time.monotonic() - started
+
+        started = time.monotonic()
+        took = asyncio.run(asyncio.wait_for(main(), 60))
+        whole = time.monotonic() - started
+        self.assertLess(took, 2, "a call after the cancellations waited for a thread")
+        self.assertLess(whole, 6, "asyncio.run() waited for the cancelled calls' threads")
+        deadline = time.monotonic() + 3
+        while any(t.name == "conch-aio" for t in threading.enumerate()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual([t.name for t in threading.enumerate() if t.name == "conch-aio"], [])
+        for conn in sandbox.transport._idle:
+            self.assertIsNotNone(conn.sock, "a cancelled call's connection went back to the pool")
+        # The commands themselves go on: cancelling a call is not killing its command.
+        sync = shared().sandbox()
+        self.addCleanup(sync.close)
+        for pid in pids:
+            sync.process.connect(pid).kill("KILL")
+        self.assertGreater(len(pids), 0)
+        sandbox._sync.close()
+
+    def test_cancelled_stream_raises_timeout_and_quiet_streams_do_not_starve_calls(self) -> None:
+        async def main() -> None:
+            sandbox = AsyncSandbox(shared().url, shared().token)
+            quiet = [await sandbox.process.start("sleep 30") for _ in range(40)]
+
+            async def follow(h: AsyncProcessHandle) -> None:
+                async for _ in h.stream_logs():
+                    pass
+
+            followers = [asyncio.ensure_future(follow(h)) for h in quiet]
+            await asyncio.sleep(0.5)
+            await asyncio.wait_for(sandbox.health(), 5)  # 40 quiet followers hold no shared thread
+            with self.assertRaises(asyncio.TimeoutError):
+                await asyncio.wait_for(follow(quiet[0]), 0.5)
+            for f in followers:
+                f.cancel()
+            results = await asyncio.gather(*followers, return_exceptions=True)
+            self.assertTrue(all(isinstance(r, asyncio.CancelledError) for r in results), results)
+            for h in quiet:
+                await h.kill("KILL")
+            await sandbox.close()
+
+        started = time.monotonic()
+        asyncio.run(asyncio.wait_for(main(), 60))
+        self.assertLess(time.monotonic() - started, 15)
 
 
 if __name__ == "__main__":
