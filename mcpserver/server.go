@@ -41,6 +41,9 @@ type Server struct {
 	// stopped is done once Run's context is: the tool calls under way end
 	// with it, rather than holding the server's end until they are done.
 	stopped context.Context
+	// order keeps the runs sent to a session over stdio in the order they
+	// were sent.
+	order *order
 }
 
 // named is a session made by name: its id, and what it runs, so that run
@@ -61,7 +64,7 @@ func (n named) kind() string {
 
 // New returns a Server whose tools drive the daemon c.
 func New(c *client.Client, version string) *Server {
-	return &Server{c: c, version: version, sessions: map[string]named{}, stopped: context.Background()}
+	return &Server{c: c, version: version, sessions: map[string]named{}, stopped: context.Background(), order: newOrder()}
 }
 
 // MCP returns the MCP server with every tool added.
@@ -103,6 +106,18 @@ func (s *Server) submit(ctx context.Context, id string, opts client.CommandOptio
 	return s.c.Submit(sctx, id, opts)
 }
 
+// submitInTurn submits a run's command once the runs sent to session name
+// before it were submitted (see order).
+func (s *Server) submitInTurn(ctx context.Context, req *mcp.CallToolRequest, name, id string, opts client.CommandOptions) (*client.Process, error) {
+	if t, ok := ticketOf(req); ok {
+		defer s.order.leave(name, t)
+		if err := s.order.wait(ctx, name, t); err != nil {
+			return nil, err
+		}
+	}
+	return s.submit(ctx, id, opts)
+}
+
 // interrupt sends SIGINT to the command of a call the client cancelled
 // (MCP: the receiver stops what it was asked to do); a command still
 // queued ends without running. When the server stops, its end (or the
@@ -122,7 +137,7 @@ func (s *Server) interrupt(id string) {
 // before Run returns.
 func (s *Server) Run(ctx context.Context) error {
 	s.stopped = ctx
-	err := s.MCP().Run(ctx, &stdioTransport{in: os.Stdin, out: os.Stdout})
+	err := s.MCP().Run(ctx, &stdioTransport{in: os.Stdin, out: os.Stdout, order: s.order})
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil
 	}

@@ -43,8 +43,9 @@ const batchesEnd = "2025-06-18"
 
 // stdioTransport serves MCP on in and out, one JSON-RPC message a line.
 type stdioTransport struct {
-	in  io.Reader
-	out io.Writer
+	in    io.Reader
+	out   io.Writer
+	order *order // the runs' tickets; nil for none
 }
 
 // Connect starts the reader of in and returns the SDK's connection on the
@@ -53,7 +54,7 @@ type stdioTransport struct {
 // line; it returns at that line or at the end of in.
 func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	pr, pw := io.Pipe()
-	g := &gate{out: t.out, pending: map[jsonrpc.ID]bool{}, cancelled: map[jsonrpc.ID]bool{}}
+	g := &gate{out: t.out, order: t.order, pending: map[jsonrpc.ID]bool{}, cancelled: map[jsonrpc.ID]bool{}}
 	g.drained = sync.NewCond(&g.mu)
 	// The gate bounds lines, so the SDK need not.
 	conn, err := (&mcp.IOTransport{Reader: pr, Writer: g, MaxLineLength: -1}).Connect(ctx)
@@ -68,7 +69,8 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 // connection's writer it sees every answer, to know which requests are
 // still to be answered.
 type gate struct {
-	out io.Writer
+	out   io.Writer
+	order *order
 
 	mu      sync.Mutex // guards the fields below and serialises writes to out
 	drained *sync.Cond // broadcast when pending empties or the gate closes
@@ -145,6 +147,7 @@ func (g *gate) settle(p []byte) {
 		}
 		delete(g.pending, resp.ID)
 		delete(g.cancelled, resp.ID)
+		g.order.answered(resp.ID)
 		if g.inited && g.version == "" && resp.ID == g.initID {
 			var r struct {
 				ProtocolVersion string `json:"protocolVersion"`
@@ -258,6 +261,7 @@ func (g *gate) check(line []byte) [][]byte {
 				return nil
 			}
 			g.pass(req)
+			line = g.order.ticketed(req, line)
 		}
 		g.noteCancel(req)
 		return [][]byte{line}
@@ -269,6 +273,7 @@ func (g *gate) check(line []byte) [][]byte {
 	}
 	var calls, notes []*jsonrpc.Request
 	var rest []json.RawMessage
+	var at []int // where each call is in rest
 	var lines [][]byte
 	seen := map[jsonrpc.ID]bool{}
 	for i, raw := range raws {
@@ -292,6 +297,7 @@ func (g *gate) check(line []byte) [][]byte {
 			}
 			seen[req.ID] = true
 			calls = append(calls, req)
+			at = append(at, len(rest))
 			rest = append(rest, raw)
 		case ok:
 			notes = append(notes, req)
@@ -314,8 +320,9 @@ func (g *gate) check(line []byte) [][]byte {
 			return nil
 		}
 	}
-	for _, req := range calls {
+	for i, req := range calls {
 		g.pass(req)
+		rest[at[i]] = g.order.ticketed(req, rest[at[i]])
 	}
 	for _, req := range notes {
 		g.noteCancel(req)

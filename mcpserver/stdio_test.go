@@ -342,3 +342,42 @@ func TestStdioStopDuringCall(t *testing.T) {
 	defer guard.Stop()
 	require.NoError(t, m.cmd.Wait())
 }
+
+// TestStdioRunOrder sends runs to one session back to back, before any is
+// answered: they run in the order they were sent. They once reached the
+// session's queue in any order (6 to 20 of 30 out of place), so that
+// `cd /tmp && echo A`, then `echo B $PWD`, printed B with the old cwd. A
+// call ahead that never reaches its handler (arguments of the wrong type)
+// holds no later one back.
+func TestStdioRunOrder(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "order")
+	m := startRawMCP(t)
+	m.send(initialize)
+	require.Nil(t, m.next().Error)
+	m.send(initialized)
+	run := func(id int, args string) {
+		m.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"run","arguments":%s}}`, id, args))
+	}
+	run(2, `{"command":"cd /tmp && echo A"}`)
+	run(3, `{"command":"echo B $PWD"}`)
+	run(4, `{"command":"echo bad","timeout":"soon"}`)
+	const n = 30
+	for i := range n {
+		run(10+i, fmt.Sprintf(`{"command":"echo %d >> %s"}`, i, file))
+	}
+	answers := map[string]reply{}
+	for range n + 3 {
+		r := m.next()
+		answers[string(r.ID)] = r
+	}
+	require.Contains(t, string(answers["3"].Result), "B /tmp")
+	require.True(t, answers["4"].Error != nil || strings.Contains(string(answers["4"].Result), `"isError":true`), "%s", answers["4"].Result)
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	var want strings.Builder
+	for i := range n {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	require.Equal(t, want.String(), string(b))
+}

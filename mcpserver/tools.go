@@ -125,7 +125,7 @@ type CloseOutput struct {
 	Closed  bool   `json:"closed"`
 }
 
-func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunInput) (*mcp.CallToolResult, Result, error) {
+func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput) (*mcp.CallToolResult, Result, error) {
 	if in.Command == "" {
 		return nil, Result{}, errors.New("command is empty: give the shell command line to run")
 	}
@@ -165,7 +165,7 @@ func (s *Server) run(ctx context.Context, _ *mcp.CallToolRequest, in RunInput) (
 	// Submitted, then waited for, so that a cancelled call knows what to
 	// interrupt. The submission is not cut short by a cancellation: the
 	// daemon may have queued the command by then.
-	cmd, err := s.submit(ctx, id, opts)
+	cmd, err := s.submitInTurn(ctx, req, name, id, opts)
 	var r *client.RunResult
 	var p *client.Process
 	if err == nil {

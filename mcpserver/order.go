@@ -1,0 +1,153 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The SDK handles calls concurrently: `run` calls sent to one session
+// before the earlier ones were answered reached the session's queue in
+// any order (`cd /tmp && echo A`, then `echo B $PWD`, ran B first). The
+// stdio gate, which reads the calls in the order they were sent, gives
+// each run a ticket in its session's line, carried to the handler in the
+// call's _meta; the handler submits its command once every run ahead of it
+// in that line was submitted or answered.
+
+// ticketKey is the _meta key of a run's ticket; the gate sets it, over
+// whatever the client sent.
+const ticketKey = "conch.sh/ticket"
+
+// order is the runs of each session not yet submitted, by ticket, in the
+// order they arrived.
+type order struct {
+	mu      sync.Mutex
+	last    int64
+	lines   map[string][]int64 // session name → tickets, first come first
+	of      map[jsonrpc.ID]ticket
+	changed chan struct{} // closed and replaced at each departure
+}
+
+// ticket is a run's place in its session's line.
+type ticket struct {
+	session string
+	n       int64
+}
+
+func newOrder() *order {
+	return &order{lines: map[string][]int64{}, of: map[jsonrpc.ID]ticket{}, changed: make(chan struct{})}
+}
+
+// arrive gives the run call id, to session, the next ticket.
+func (o *order) arrive(id jsonrpc.ID, session string) int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.last++
+	o.lines[session] = append(o.lines[session], o.last)
+	o.of[id] = ticket{session, o.last}
+	return o.last
+}
+
+// wait returns once every ticket ahead of t in its session's line has
+// left, or when ctx ends.
+func (o *order) wait(ctx context.Context, session string, t int64) error {
+	for {
+		o.mu.Lock()
+		line, changed := o.lines[session], o.changed
+		o.mu.Unlock()
+		if len(line) == 0 || line[0] >= t {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// leave takes ticket t out of its session's line: its command was
+// submitted, or will not be.
+func (o *order) leave(session string, t int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	line := o.lines[session]
+	for i, n := range line {
+		if n == t {
+			line = append(line[:i], line[i+1:]...)
+			break
+		}
+	}
+	if len(line) == 0 {
+		delete(o.lines, session)
+	} else {
+		o.lines[session] = line
+	}
+	close(o.changed)
+	o.changed = make(chan struct{})
+}
+
+// answered takes the ticket of call id, answered, out of its line: a call
+// the SDK refused never reached the handler that would have.
+func (o *order) answered(id jsonrpc.ID) {
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	t, ok := o.of[id]
+	delete(o.of, id)
+	o.mu.Unlock()
+	if ok {
+		o.leave(t.session, t.n)
+	}
+}
+
+// ticketed returns raw, a request, with a ticket in its session's line
+// when it is a call of the run tool; raw as it is otherwise.
+func (o *order) ticketed(req *jsonrpc.Request, raw []byte) []byte {
+	if o == nil || req.Method != "tools/call" {
+		return raw
+	}
+	var msg map[string]json.RawMessage
+	var params map[string]json.RawMessage
+	var call struct {
+		Name      string `json:"name"`
+		Arguments struct {
+			Session string `json:"session"`
+		} `json:"arguments"`
+	}
+	if json.Unmarshal(raw, &msg) != nil || json.Unmarshal(msg["params"], &params) != nil ||
+		json.Unmarshal(msg["params"], &call) != nil || call.Name != runTool.Name {
+		return raw
+	}
+	meta := map[string]json.RawMessage{}
+	if m, ok := params["_meta"]; ok && json.Unmarshal(m, &meta) != nil {
+		return raw
+	}
+	session := call.Arguments.Session
+	if session == "" {
+		session = DefaultSession
+	}
+	t := o.arrive(req.ID, session)
+	meta[ticketKey], _ = json.Marshal(t)
+	params["_meta"], _ = json.Marshal(meta)
+	msg["params"], _ = json.Marshal(params)
+	b, err := json.Marshal(msg)
+	if err != nil {
+		o.answered(req.ID)
+		return raw
+	}
+	return b
+}
+
+// ticketOf is the ticket the gate gave a run call, if any.
+func ticketOf(req *mcp.CallToolRequest) (int64, bool) {
+	if req == nil || req.Params == nil {
+		return 0, false
+	}
+	t, ok := req.Params.GetMeta()[ticketKey].(float64)
+	return int64(t), ok
+}
