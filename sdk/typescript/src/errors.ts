@@ -1,13 +1,16 @@
 // One error class per API error code, all ConchError; errorFrom is the one
 // place where an answer becomes one of them.
 
-/** An error the daemon answered: its code, HTTP status and message. */
+/**
+ * An error the daemon answered: its code, HTTP status and message; or, with
+ * status 0, a call the daemon did not answer in time (DeadlineExceededError).
+ */
 export class ConchError extends Error {
   readonly code: string
   readonly status: number
 
-  constructor(code: string, status: number, message: string) {
-    super(message)
+  constructor(code: string, status: number, message: string, options?: ErrorOptions) {
+    super(message, options)
     this.name = 'ConchError'
     this.code = code
     this.status = status
@@ -75,6 +78,18 @@ export class InternalError extends ConchError {
   constructor(message: string, status = 500) {
     super('internal', status, message)
     this.name = 'InternalError'
+  }
+}
+
+/**
+ * No answer in time: the daemon did not answer a call with a timeout or a
+ * wait window within it and a margin (a daemon that hangs, a network that
+ * holds the request). `status` is 0: nothing was answered.
+ */
+export class DeadlineExceededError extends ConchError {
+  constructor(message: string, options?: ErrorOptions) {
+    super('deadline_exceeded', 0, message, options)
+    this.name = 'DeadlineExceededError'
   }
 }
 

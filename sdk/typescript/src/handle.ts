@@ -6,7 +6,7 @@ import { UnsupportedOperationError } from './errors.js'
 import { record, toLogsPage, toProcess, toWaitResult } from './normalize.js'
 import { answer, deadlineOf, waitUntil, window } from './run.js'
 import { streamLogs } from './sse.js'
-import { type HttpTransport, seg } from './transport.js'
+import { answerMargin, type HttpTransport, seg } from './transport.js'
 import { isRecord } from './errors.js'
 import type {
   InteractOptions, InteractResult, KillOptions, LogsOptions, LogsPage, ProcessDto, ProcessHandleJSON, ProcessKind,
@@ -117,7 +117,9 @@ export class ProcessHandle {
     const body: Record<string, unknown> = { ...rest }
     if (typeof input === 'string') body.input = input
     else if (input !== undefined) body.inputBase64 = Buffer.from(input).toString('base64')
-    const { status, body: w } = await this.#t.json('POST', `${this.#path}/interact`, { json: body })
+    // One request, bounded by the wait it asks for (none: as long as the process runs).
+    const bound = typeof options.timeout === 'number' && options.timeout > 0 ? { timeout: options.timeout + answerMargin } : {}
+    const { status, body: w } = await this.#t.json('POST', `${this.#path}/interact`, { json: body, ...bound })
     return answer(status, record(w, 'interact'))
   }
 
@@ -131,7 +133,7 @@ export class ProcessHandle {
     for (;;) {
       const timeout = window(this.#t, deadline)
       const { status, body } = await this.#t.json('GET', `${this.#path}/ready`, {
-        query: { port: options.port, pattern: options.pattern, timeout },
+        query: { port: options.port, pattern: options.pattern, timeout }, timeout: timeout + answerMargin,
       })
       if (status === 200 && isRecord(body)) {
         if (body.ready === true) return body as ReadyResult

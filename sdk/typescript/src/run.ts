@@ -5,7 +5,7 @@
 
 import { isRecord } from './errors.js'
 import { record, toFrames, toLogsPage, toProcess, toWaitResult } from './normalize.js'
-import { type HttpTransport, seg } from './transport.js'
+import { answerMargin, type HttpTransport, seg } from './transport.js'
 import type { InteractResult, LogFrame, RunningResult, RunResult, WaitResult } from './types.js'
 
 /** Pages a timed-out run reads at most: it does not chase a live writer. */
@@ -36,7 +36,8 @@ export function window(t: HttpTransport, deadline: number): number {
  */
 export async function run(t: HttpTransport, path: string, body: Wire, timeout: number | undefined): Promise<RunResult> {
   const deadline = deadlineOf(timeout)
-  const { status, body: answer } = await t.json('POST', path, { json: { ...body, timeout: window(t, deadline) } })
+  const sent = window(t, deadline)
+  const { status, body: answer } = await t.json('POST', path, { json: { ...body, timeout: sent }, timeout: sent + answerMargin })
   const w = record(answer, 'run')
   if (status === 200) return finished(t, w, body.outputLimit !== undefined)
   if (w.waitingForInput === true || body.idleTimeout !== undefined) return early(t, w, deadline, body.outputLimit !== undefined)
@@ -45,8 +46,9 @@ export async function run(t: HttpTransport, path: string, body: Wire, timeout: n
   const id = String(w.id ?? w.processId)
   let cursor = typeof w.next === 'string' ? w.next : undefined
   while (left(deadline) > 0) {
-    const json = { timeout: window(t, deadline), outputLimit: 1, ...(cursor === undefined ? {} : { cursor }) }
-    const { status: s, body: b } = await t.json('POST', `/v1/processes/${seg(id)}/interact`, { json })
+    const timeout = window(t, deadline)
+    const json = { timeout, outputLimit: 1, ...(cursor === undefined ? {} : { cursor }) }
+    const { status: s, body: b } = await t.json('POST', `/v1/processes/${seg(id)}/interact`, { json, timeout: timeout + answerMargin })
     const a = record(b, 'interact')
     if (s === 200) return collect(t, id, toWaitResult(pick(a, ['reason', 'exitCode', 'signal', 'cwd', 'error', 'oomKilled', 'usage', 'stdinDroppedBytes'])), Infinity, 'terminal')
     if (a.waitingForInput === true) return collect(t, id, stillRunning('waiting_for_input'), Infinity, 'running')
@@ -168,7 +170,7 @@ export async function waitUntil(
 ): Promise<WaitResult | undefined> {
   for (;;) {
     const timeout = window(t, deadline)
-    const opts = signal ? { query: { timeout }, signal } : { query: { timeout } }
+    const opts = { query: { timeout }, timeout: timeout + answerMargin, ...(signal ? { signal } : {}) }
     const { status, body } = await t.json('GET', `/v1/processes/${seg(id)}/wait`, opts)
     if (status === 200 && isRecord(body)) return toWaitResult(body)
     if (left(deadline) <= 0) return undefined

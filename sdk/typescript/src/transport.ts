@@ -2,7 +2,20 @@
 // WebSocket it is reached through. Every request goes through request(),
 // which turns an error answer into a ConchError.
 
-import { errorFrom } from './errors.js'
+import { DeadlineExceededError, errorFrom } from './errors.js'
+
+/**
+ * The longest wait one request asks of the daemon (ms): under the 300 s
+ * after which Node's fetch (undici) gives up on an answer's headers, with
+ * room for answerMargin.
+ */
+export const maxWaitWindow = 280_000
+
+/**
+ * What a request that waits on the daemon for a time (a run's, wait's,
+ * ready's or interact's timeout) is given beyond it to be answered (ms).
+ */
+export const answerMargin = 10_000
 
 /** What a message, open, close or error event of a WebSocket carries that the SDK reads. */
 export interface WebSocketEventLike {
@@ -42,8 +55,9 @@ export interface HttpTransportOptions {
   /** The WebSocket for attach; the global one where it exists, else the `ws` package. */
   WebSocket?: WebSocketConstructor
   /**
-   * The longest one request waits on the daemon (ms, default 30 000): a
-   * longer wait is several requests, so that no connection idles for minutes.
+   * The longest one request waits on the daemon (ms, default 30 000, at most
+   * 280 000): a longer wait is several requests, so that no connection idles
+   * for minutes, and none outlasts what fetch waits for an answer (300 s in Node).
    */
   waitWindow?: number
   /** Frames per page when `run` pages the logs (default 1000). */
@@ -60,6 +74,11 @@ export interface RequestOptions {
   body?: Uint8Array | string
   headers?: Record<string, string>
   signal?: AbortSignal
+  /**
+   * json() only: the answer, its body read, must have come within this many
+   * ms, else the request is aborted and rejects with DeadlineExceededError.
+   */
+  timeout?: number
 }
 
 export class HttpTransport {
@@ -84,7 +103,7 @@ export class HttpTransport {
     this.#token = options.token
     this.fetch = options.fetch ?? globalThis.fetch.bind(globalThis)
     this.WebSocket = options.WebSocket
-    this.waitWindow = positive(options.waitWindow, 30_000)
+    this.waitWindow = Math.min(positive(options.waitWindow, 30_000), maxWaitWindow)
     this.logsPageSize = positive(options.logsPageSize, 1000)
     this.#auth = { authorization: `Bearer ${this.#token}` }
     this.#jsonHeaders = { ...this.#auth, 'content-type': 'application/json' }
@@ -105,9 +124,33 @@ export class HttpTransport {
 
   /** Sends a request and returns its status and its JSON body (undefined when empty: 204, a kill's 202). */
   async json(method: string, path: string, options: RequestOptions = {}): Promise<{ status: number; body: unknown }> {
-    const res = await this.request(method, path, options)
-    const text = await res.text()
-    return { status: res.status, body: text === '' ? undefined : JSON.parse(text) }
+    const read = async (o: RequestOptions): Promise<{ status: number; body: unknown }> => {
+      const res = await this.request(method, path, o)
+      const text = await res.text()
+      return { status: res.status, body: text === '' ? undefined : JSON.parse(text) }
+    }
+    if (options.timeout === undefined) return read(options)
+    // Bounded: a timer aborts the request, as the caller's signal does.
+    const outer = options.signal
+    if (outer?.aborted) throw outer.reason
+    const ms = options.timeout
+    const ac = new AbortController()
+    let late = false
+    const timer = setTimeout(() => {
+      late = true
+      ac.abort()
+    }, ms)
+    const onAbort = (): void => ac.abort(outer?.reason)
+    outer?.addEventListener('abort', onAbort)
+    try {
+      return await read({ ...options, signal: ac.signal })
+    } catch (err) {
+      if (!late) throw err
+      throw new DeadlineExceededError(`conch: ${method} ${path}: no answer from ${this.url} within ${ms} ms`, { cause: err })
+    } finally {
+      clearTimeout(timer)
+      outer?.removeEventListener('abort', onAbort)
+    }
   }
 
   /** The ws:// or wss:// URL of path. */

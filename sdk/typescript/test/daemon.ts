@@ -18,6 +18,8 @@ export interface Daemon {
   url: string
   token: string
   dir: string
+  /** The daemon's process id (to stop or freeze it). */
+  pid: number
   sandbox(options?: Partial<SandboxOptions>): Sandbox
   stop(): Promise<void>
 }
@@ -50,11 +52,12 @@ export async function startDaemon(flags: string[] = []): Promise<Daemon> {
   })
   const url = await listening(child)
   return {
-    url, token, dir,
+    url, token, dir, pid: child.pid!,
     sandbox: (options = {}) => new Sandbox({ url, token, ...options }),
     async stop() {
       if (child.exitCode === null) {
         const exited = new Promise((r) => child.once('exit', r))
+        child.kill('SIGCONT') // one a test froze
         child.kill('SIGTERM')
         await exited
       }

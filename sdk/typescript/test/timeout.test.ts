@@ -1,0 +1,57 @@
+import assert from 'node:assert/strict'
+import { after, before, describe, test } from 'node:test'
+
+import { ConchError, DeadlineExceededError, type Sandbox } from '@conchsh/sdk'
+
+import { type Daemon, recordingFetch, startDaemon } from './daemon.js'
+
+let d: Daemon
+let sb: Sandbox
+
+before(async () => {
+  d = await startDaemon()
+  sb = d.sandbox()
+})
+after(async () => d?.stop())
+
+const sleep = (ms: number): Promise<'late'> => new Promise((r) => setTimeout(() => r('late'), ms).unref())
+
+describe("a caller's timeout bounds the request", () => {
+  test('a daemon that does not answer: run, wait and ready reject with DeadlineExceededError', async () => {
+    const h = await sb.process.start('sleep 60')
+    process.kill(d.pid, 'SIGSTOP')
+    try {
+      const t0 = Date.now()
+      const calls = Promise.allSettled([
+        sb.exec('echo hi', { timeout: 1000 }),
+        h.wait({ timeout: 1000 }),
+        h.ready({ port: 1, timeout: 1000 }),
+        h.interact({ timeout: 1000 }),
+      ])
+      // 1 s and the margin of 10 s; without a bound fetch waits 300 s.
+      const settled = await Promise.race([calls, sleep(20_000)])
+      assert.notEqual(settled, 'late', 'the calls are still waiting after 20 s')
+      for (const r of settled as PromiseSettledResult<unknown>[]) {
+        assert.equal(r.status, 'rejected')
+        const err = (r as PromiseRejectedResult).reason
+        assert.ok(err instanceof DeadlineExceededError, String(err))
+        assert.ok(err instanceof ConchError)
+        assert.equal(err.code, 'deadline_exceeded')
+        assert.equal(err.status, 0)
+      }
+      assert.ok(Date.now() - t0 >= 1000)
+    } finally {
+      process.kill(d.pid, 'SIGCONT')
+    }
+    await h.delete()
+  })
+
+  test('a wait window over what fetch waits for an answer is cut to 280 s per request', async () => {
+    const rec = recordingFetch()
+    const s = d.sandbox({ fetch: rec.fetch, waitWindow: 400_000 })
+    assert.equal(s.transport.waitWindow, 280_000)
+    const h = await s.process.start('sleep 0.1')
+    assert.equal((await h.wait()).reason, 'exited')
+    assert.deepEqual(rec.calls.filter((c) => c.path.includes('/wait')).map((c) => c.path), [`/v1/processes/${h.id}/wait?timeout=280000`])
+  })
+})
