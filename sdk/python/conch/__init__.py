@@ -13,7 +13,7 @@ Only the standard library is used; ``attach`` needs the optional
 """
 
 from .errors import (
-    AuthenticationError, ConchError, InternalError, InvalidArgumentError, NetworkError, NotFoundError,
+    AuthenticationError, ConchError, ConfigurationError, InternalError, InvalidArgumentError, NetworkError, NotFoundError,
     PayloadTooLargeError, PermissionDeniedError, ResourceExhaustedError, UnavailableError,
     UnsupportedOperationError,
 )
@@ -33,5 +33,5 @@ __all__ = [
     "ReadyResult", "TerminalSize", "Usage",
     "ConchError", "InvalidArgumentError", "AuthenticationError", "PermissionDeniedError", "NotFoundError",
     "UnsupportedOperationError", "PayloadTooLargeError", "ResourceExhaustedError", "UnavailableError",
-    "InternalError", "NetworkError",
+    "InternalError", "NetworkError", "ConfigurationError",
 ]

@@ -18,7 +18,7 @@ import threading
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 from urllib.parse import quote, urlencode, urlsplit
 
-from .errors import NetworkError, error_from
+from .errors import ConfigurationError, NetworkError, error_from
 
 Query = Mapping[str, Union[str, int, float, bool, None]]
 
@@ -150,6 +150,11 @@ class HttpTransport:
         self._host = parts.hostname
         self._port = parts.port
         self._base = parts.path
+        if any(not " " <= c <= "~" for c in token):
+            # Never repeat the token: it is a secret, and a header could not carry it anyway.
+            raise ConfigurationError(
+                "conch: the token holds a character an HTTP header cannot carry (a control character, "
+                "a line break or a non-ASCII one); check CONCH_TOKEN or the token file")
         self._token = _Secret(token)
         self.wait_window = wait_window if wait_window > 0 else 30.0
         self.logs_page_size = logs_page_size if logs_page_size > 0 else 1000

@@ -21,6 +21,7 @@ __all__ = [
     "UnavailableError",
     "InternalError",
     "NetworkError",
+    "ConfigurationError",
     "error_from",
 ]
 
@@ -109,6 +110,13 @@ class NetworkError(ConchError):
     """The daemon could not be reached, or the connection broke before it answered."""
 
     def __init__(self, message: str, status: int = 0, code: str = "network") -> None:
+        super().__init__(code, status, message)
+
+
+class ConfigurationError(ConchError):
+    """No daemon to talk to was configured (no token found), or a token a request cannot carry."""
+
+    def __init__(self, message: str, status: int = 0, code: str = "configuration") -> None:
         super().__init__(code, status, message)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from ._transport import HttpTransport
-from .errors import NetworkError
+from .errors import ConfigurationError
 from .process import ProcessService, PtyService
 from .types import Command, RunResult
 
@@ -57,18 +57,24 @@ class Sandbox:
     def from_env(cls, **options: Any) -> "Sandbox":
         """The daemon of this user.
 
-        ``CONCH_URL`` and ``CONCH_TOKEN`` when set, else what ``conch serve``
-        recorded in its state directory (``$XDG_STATE_HOME/conch`` or
-        ``~/.local/state/conch``): ``daemon.json`` and the token file it names.
+        ``url`` and ``token`` given here win; else ``CONCH_URL`` and
+        ``CONCH_TOKEN`` when set, else what ``conch serve`` recorded in its
+        state directory (``$XDG_STATE_HOME/conch`` or ``~/.local/state/conch``):
+        ``daemon.json`` and the token file it names. No token anywhere raises
+        :class:`~conch.errors.ConfigurationError`.
         """
-        url, token = discover(os.environ)
-        return cls(url=options.pop("url", url), token=options.pop("token", token), **options)
+        url, token = discover(os.environ, url=options.pop("url", None) or "", token=options.pop("token", None) or "")
+        return cls(url=url, token=token, **options)
 
 
-def discover(env: Mapping[str, str]) -> "tuple[str, str]":
-    """The URL and token of this user's daemon, from ``env`` or the state directory."""
-    url = env.get("CONCH_URL") or ""
-    token = env.get("CONCH_TOKEN") or ""
+def discover(env: Mapping[str, str], *, url: str = "", token: str = "") -> "tuple[str, str]":
+    """The URL and token of this user's daemon: url and token when given, else from ``env`` or the state directory.
+
+    Tokens from the environment or a file lose surrounding blanks (a
+    trailing newline), as the daemon's own reading of them does.
+    """
+    url = url or (env.get("CONCH_URL") or "").strip()
+    token = token or (env.get("CONCH_TOKEN") or "").strip()
     if url and token:
         return url, token
     xdg = env.get("XDG_STATE_HOME") or ""
@@ -89,7 +95,9 @@ def discover(env: Mapping[str, str]) -> "tuple[str, str]":
         try:
             token = token_file.read_text().strip()
         except OSError as e:
-            raise NetworkError(
+            raise ConfigurationError(
                 f"conch: no daemon found: {token_file} cannot be read ({e.strerror}). "
                 "Start one with `conch serve`, or set CONCH_URL and CONCH_TOKEN.") from e
+        if not token:
+            raise ConfigurationError(f"conch: the token file {token_file} is empty; set CONCH_TOKEN or restart `conch serve`")
     return url or found_url, token

@@ -3,9 +3,10 @@ import socket
 import tempfile
 import time
 import unittest
+from unittest import mock
 
 from conch import (
-    AuthenticationError, ConchError, InvalidArgumentError, NetworkError, NotFoundError, ProcessDto, Sandbox,
+    AuthenticationError, ConchError, ConfigurationError, InvalidArgumentError, NetworkError, NotFoundError, ProcessDto, Sandbox,
     UnsupportedOperationError, WaitResult,
 )
 from conch.errors import error_from
@@ -189,10 +190,34 @@ class ErrorTest(unittest.TestCase):
 
     def test_from_env_without_a_daemon_says_what_to_start(self) -> None:
         d = tempfile.mkdtemp()
-        with self.assertRaises(NetworkError) as cm:
+        with self.assertRaises(ConfigurationError) as cm:
             discover({"XDG_STATE_HOME": d})
+        self.assertNotIsInstance(cm.exception, NetworkError)
         self.assertIn("conch serve", str(cm.exception))
         os.rmdir(d)
+
+    def test_from_env_explicit_arguments_win(self) -> None:
+        d = tempfile.mkdtemp()
+        self.addCleanup(os.rmdir, d)
+        with mock.patch.dict(os.environ, {"XDG_STATE_HOME": d, "CONCH_TOKEN": "", "CONCH_URL": ""}):
+            with Sandbox.from_env(url=shared().url, token=shared().token) as sb:
+                self.assertEqual(sb.health().get("status"), "ok")
+            with mock.patch.dict(os.environ, {"CONCH_URL": shared().url}):
+                with Sandbox.from_env(token=shared().token) as sb:
+                    self.assertEqual(sb.health().get("status"), "ok")
+
+    def test_token_with_a_trailing_newline(self) -> None:
+        d = tempfile.mkdtemp()
+        self.addCleanup(os.rmdir, d)
+        with mock.patch.dict(os.environ, {"XDG_STATE_HOME": d, "CONCH_URL": shared().url,
+                                          "CONCH_TOKEN": shared().token + "\n"}):
+            with Sandbox.from_env() as sb:
+                self.assertEqual(sb.health().get("status"), "ok")
+        for bad in ("probe-token\n", "probe\r\ntoken", "tök-probe-token"):
+            with self.assertRaises(ConfigurationError) as cm:
+                Sandbox(shared().url, bad)
+            self.assertNotIn("probe", str(cm.exception))
+            self.assertNotIn("probe", repr(cm.exception))
 
     def test_from_env_reads_the_state_directory(self) -> None:
         d = tempfile.mkdtemp()
