@@ -14,7 +14,7 @@ Only the standard library is used; ``attach`` needs the optional
 
 from .errors import (
     AuthenticationError, ConchError, ConfigurationError, InternalError, InvalidArgumentError, NetworkError, NotFoundError,
-    PayloadTooLargeError, PermissionDeniedError, ResourceExhaustedError, UnavailableError,
+    PayloadTooLargeError, PermissionDeniedError, ResourceExhaustedError, StdinFullError, UnavailableError,
     UnsupportedOperationError,
 )
 from .process import CodeContext, ProcessHandle, ProcessService, PtyService, Session
@@ -33,5 +33,5 @@ __all__ = [
     "ReadyResult", "TerminalSize", "Usage",
     "ConchError", "InvalidArgumentError", "AuthenticationError", "PermissionDeniedError", "NotFoundError",
     "UnsupportedOperationError", "PayloadTooLargeError", "ResourceExhaustedError", "UnavailableError",
-    "InternalError", "NetworkError", "ConfigurationError",
+    "InternalError", "NetworkError", "ConfigurationError", "StdinFullError",
 ]

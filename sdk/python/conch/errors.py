@@ -7,7 +7,7 @@ one of them; a connection that fails raises :class:`NetworkError`.
 from __future__ import annotations
 
 import json
-from typing import Dict, Optional, Type
+from typing import Any, Dict, Optional, Type
 
 __all__ = [
     "ConchError",
@@ -16,6 +16,7 @@ __all__ = [
     "PermissionDeniedError",
     "NotFoundError",
     "UnsupportedOperationError",
+    "StdinFullError",
     "PayloadTooLargeError",
     "ResourceExhaustedError",
     "UnavailableError",
@@ -78,6 +79,18 @@ class UnsupportedOperationError(ConchError):
         super().__init__(code, status, message)
 
 
+class StdinFullError(UnsupportedOperationError):
+    """409 ``stdin_full``: the write did not fit in the process's input queue.
+
+    ``accepted_bytes`` of its first bytes were queued; send the rest again once
+    the process has read.
+    """
+
+    def __init__(self, message: str, status: int = 409, code: str = "stdin_full", accepted_bytes: int = 0) -> None:
+        super().__init__(message, status, code)
+        self.accepted_bytes = accepted_bytes
+
+
 class PayloadTooLargeError(ConchError):
     """413: the request is over one of the daemon's limits."""
 
@@ -126,7 +139,7 @@ _by_code: Dict[str, Type[ConchError]] = {
     "permission_denied": PermissionDeniedError,
     "not_found": NotFoundError,
     "unsupported_operation": UnsupportedOperationError,
-    "stdin_full": UnsupportedOperationError,
+    "stdin_full": StdinFullError,
     "payload_too_large": PayloadTooLargeError,
     "resource_exhausted": ResourceExhaustedError,
     "draining": UnavailableError,
@@ -152,6 +165,7 @@ def error_from(status: int, body: bytes) -> ConchError:
     """The error of an answer whose status is not 2xx, from its body."""
     text = body.decode("utf-8", "replace")
     code: Optional[str] = None
+    err: Any = None
     message = text.strip() or f"HTTP {status}"
     try:
         parsed = json.loads(text)
@@ -170,4 +184,8 @@ def error_from(status: int, body: bytes) -> ConchError:
     cls = _by_code.get(code)
     if cls is None:
         return ConchError(code, status, message)
+    if cls is StdinFullError:
+        accepted = err.get("acceptedBytes") if isinstance(err, dict) else None
+        return StdinFullError(message, status, code,
+                              accepted if isinstance(accepted, int) and not isinstance(accepted, bool) else 0)
     return cls(message, status, code)

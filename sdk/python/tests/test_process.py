@@ -7,7 +7,7 @@ from unittest import mock
 
 from conch import (
     AuthenticationError, ConchError, ConfigurationError, InvalidArgumentError, NetworkError, NotFoundError, ProcessDto, Sandbox,
-    UnsupportedOperationError, WaitResult,
+    StdinFullError, UnsupportedOperationError, WaitResult,
 )
 from conch.errors import error_from
 from conch.sandbox import discover
@@ -50,6 +50,18 @@ class ProcessTest(unittest.TestCase):
         self.addCleanup(h.delete)
         with self.assertRaises(UnsupportedOperationError):
             h.stdin("x")
+
+    def test_stdin_full_says_what_was_accepted(self) -> None:
+        h = self.sandbox.process.start("sleep 30", stdin="open")
+        self.addCleanup(h.delete)
+        data = b"x" * (1536 * 1024)  # over the 1 MiB a process queues unread
+        with self.assertRaises(StdinFullError) as cm:
+            h.stdin(data)
+        e = cm.exception
+        self.assertIsInstance(e, UnsupportedOperationError)
+        self.assertEqual((e.code, e.status), ("stdin_full", 409))
+        self.assertGreater(e.accepted_bytes, 0)
+        self.assertLess(e.accepted_bytes, len(data))
 
     def test_wait_timeout_and_kill(self) -> None:
         h = self.sandbox.process.start("sleep 30")
