@@ -214,7 +214,7 @@ func (s *Server) list(ctx context.Context, _ *mcp.CallToolRequest, _ ListInput) 
 		if x.Language != "" {
 			what = x.Language + " code"
 		}
-		fmt.Fprintf(&b, "  %s (%s, %s) cwd %s [%s]\n", x.Name, x.ID, what, x.Cwd, x.State)
+		fmt.Fprintf(&b, "  %s (%s, %s) cwd %s [%s]\n", plaintext.Escape(x.Name), x.ID, plaintext.Escape(what), plaintext.Escape(x.Cwd), x.State)
 	}
 	fmt.Fprintf(&b, "%d commands running:\n", len(out.Processes))
 	for _, x := range out.Processes {
@@ -226,7 +226,7 @@ func (s *Server) list(ctx context.Context, _ *mcp.CallToolRequest, _ ListInput) 
 		if x.WaitingForInput {
 			wait = ", waiting for input"
 		}
-		fmt.Fprintf(&b, "  %s in %s%s: %s\n", x.ID, where, wait, x.Command)
+		fmt.Fprintf(&b, "  %s in %s%s: %s\n", x.ID, plaintext.Escape(where), wait, plaintext.Escape(x.Command))
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}, out, nil
 }

@@ -305,3 +305,42 @@ func TestSessionShellExits(t *testing.T) {
 	require.NotEqual(t, first.Output, r.Output, "a new shell")
 	c.close()
 }
+
+// TestTextEscapesControls makes a session's cwd and a running command's
+// line hold an escape sequence and a newline: the text a model reads shows
+// them as escapes (the output always was plain text; the cwd and list
+// lines once carried them raw).
+func TestTextEscapesControls(t *testing.T) {
+	t.Parallel()
+	env, _ := testEnv(t)
+	c := startMCP(t, env)
+	defer c.close()
+	dir := "d\x1b]0;x\x07"
+	_, text := c.run(map[string]any{"command": `d=$(printf 'd\033]0;x\007'); mkdir -p "$d" && cd "$d"`, "cwd": t.TempDir()})
+	require.Contains(t, text, `d\x1b]0;x\x07`)
+	require.NotContains(t, text, dir)
+	r, _ := c.run(map[string]any{"command": "sleep 30\n", "session": "other", "timeout": 0.2})
+	require.True(t, r.Running)
+	_, text = c.call("list", map[string]any{})
+	require.Contains(t, text, `d\x1b]0;x\x07`)
+	require.Contains(t, text, `sleep 30\x0a`)
+	require.NotContains(t, text, "\x1b")
+	c.call("interact", map[string]any{"id": r.ID, "signal": "INT"})
+}
+
+// TestOutputLimitHolds cuts a long output: the output, the line saying what
+// was omitted included, holds within outputLimit (it once went past it by
+// that line's length).
+func TestOutputLimitHolds(t *testing.T) {
+	t.Parallel()
+	env, _ := testEnv(t)
+	c := startMCP(t, env)
+	defer c.close()
+	for _, limit := range []int{200, 1000} {
+		r, _ := c.run(map[string]any{"command": "seq 1 100000", "outputLimit": limit})
+		require.Contains(t, r.Output, "bytes omitted")
+		require.LessOrEqual(t, len(r.Output), limit, "%q", r.Output)
+		require.True(t, strings.HasPrefix(r.Output, "1\n"), "%q", r.Output)
+		require.True(t, strings.HasSuffix(r.Output, "100000\n"), "%q", r.Output)
+	}
+}

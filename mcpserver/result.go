@@ -62,19 +62,21 @@ func (s *Server) result(ctx context.Context, r *client.RunResult, p *client.Proc
 
 // render is the answer's output as plain text within limit bytes: the
 // head and the tail each rendered on its own, with a line between them
-// saying what was left out.
+// saying what was left out, which counts in the limit (a limit shorter
+// than that line leaves the line alone).
 func render(r *client.RunResult, limit int) string {
 	if r.OmittedBytes == 0 {
 		return plaintext.CutEnd(plainFrames(r.Logs), limit)
 	}
 	split := min(max(r.HeadFrames, 0), len(r.Logs))
 	head, tail := plainFrames(r.Logs[:split]), plainFrames(r.Logs[split:])
+	omitted := fmt.Sprintf("\n[... %d bytes omitted; read_output with cursor %q reads them ...]\n", r.OmittedBytes, r.OmittedAfter)
+	room := max(limit-len(omitted), 0)
 	// Rendering can make text longer than its bytes (a cursor move becomes
-	// blanks): hold the two together to the limit.
-	tail = plaintext.CutStart(tail, limit-min(len(head), limit/2))
-	head = plaintext.CutEnd(head, limit-len(tail))
-	return fmt.Sprintf("%s\n[... %d bytes omitted; read_output with cursor %q reads them ...]\n%s",
-		strings.TrimSuffix(head, "\n"), r.OmittedBytes, r.OmittedAfter, tail)
+	// blanks): hold the two together to the room.
+	tail = plaintext.CutStart(tail, room-min(len(head), room/2))
+	head = plaintext.CutEnd(head, room-len(tail))
+	return strings.TrimSuffix(head, "\n") + omitted + tail
 }
 
 // plainFrames is the frames' bytes as plain text.
@@ -99,7 +101,7 @@ func (r Result) text() string {
 	case r.Running:
 		fmt.Fprintf(&b, "still running as %s (interact to wait more, send input or interrupt)\n", r.ID)
 	case r.Error != "":
-		fmt.Fprintf(&b, "failed (%s): %s\n", r.Reason, r.Error)
+		fmt.Fprintf(&b, "failed (%s): %s\n", r.Reason, plaintext.Escape(r.Error))
 	case r.Signal != "":
 		fmt.Fprintf(&b, "ended by signal %s (%s)\n", r.Signal, r.Reason)
 	case r.ExitCode != nil:
@@ -111,10 +113,10 @@ func (r Result) text() string {
 		b.WriteString("killed by the OOM killer: the session is over its memory limit\n")
 	}
 	if r.Session != "" {
-		fmt.Fprintf(&b, "session: %s\n", r.Session)
+		fmt.Fprintf(&b, "session: %s\n", plaintext.Escape(r.Session))
 	}
 	if r.Cwd != "" {
-		fmt.Fprintf(&b, "cwd: %s\n", r.Cwd)
+		fmt.Fprintf(&b, "cwd: %s\n", plaintext.Escape(r.Cwd))
 	}
 	if r.Truncated {
 		b.WriteString("(the oldest output was dropped before it was read)\n")
@@ -123,7 +125,7 @@ func (r Result) text() string {
 		fmt.Fprintf(&b, "next cursor: %s\n", r.Next)
 	}
 	if r.Note != "" {
-		fmt.Fprintf(&b, "note: %s\n", r.Note)
+		fmt.Fprintf(&b, "note: %s\n", plaintext.Escape(r.Note))
 	}
 	if r.Output == "" {
 		b.WriteString("(no output)\n")

@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"unicode/utf8"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/plaintext"
 )
 
 // sessionUsage is conch session's help.
@@ -134,34 +134,7 @@ func cell(s string) string {
 	if s == "" {
 		return "-"
 	}
-	clean := true
-	for _, r := range s {
-		if r < 0x20 || r >= 0x7f && r <= 0x9f || r == utf8.RuneError {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i, r := range s {
-		switch {
-		case r == utf8.RuneError:
-			if _, n := utf8.DecodeRuneInString(s[i:]); n == 1 {
-				fmt.Fprintf(&b, `\x%02x`, s[i])
-				continue
-			}
-			b.WriteRune(r)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case r >= 0x80 && r <= 0x9f:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
+	return plaintext.Escape(s)
 }
 
 func pid(n int) string {
