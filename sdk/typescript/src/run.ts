@@ -5,7 +5,7 @@
 
 import { isRecord } from './errors.js'
 import { record, toFrames, toLogsPage, toProcess, toWaitResult } from './normalize.js'
-import { answerMargin, type HttpTransport, seg } from './transport.js'
+import { answerMargin, type HttpTransport, maxWaitWindow, seg } from './transport.js'
 import type { InteractResult, LogFrame, RunningResult, RunResult, WaitResult } from './types.js'
 
 /** Pages a timed-out run reads at most: it does not chase a live writer. */
@@ -36,25 +36,49 @@ export function window(t: HttpTransport, deadline: number): number {
  */
 export async function run(t: HttpTransport, path: string, body: Wire, timeout: number | undefined): Promise<RunResult> {
   const deadline = deadlineOf(timeout)
-  const sent = window(t, deadline)
+  const bounded = body.outputLimit !== undefined
+  const idle = typeof body.idleTimeout === 'number' && body.idleTimeout > 0 ? body.idleTimeout : undefined
+  let sent = idleWindow(t, deadline, idle)
+  let began = Date.now()
   const { status, body: answer } = await t.json('POST', path, { json: { ...body, timeout: sent }, timeout: sent + answerMargin })
   const w = record(answer, 'run')
-  if (status === 200) return finished(t, w, body.outputLimit !== undefined)
-  if (w.waitingForInput === true || body.idleTimeout !== undefined) return early(t, w, deadline, body.outputLimit !== undefined)
+  if (status === 200) return finished(t, w, bounded)
+  // A 202 before the wait asked for ran out came back because the command
+  // was quiet for idleTimeout (the daemon's timeout had not fired); one at
+  // its end, because the wait ran out: the command goes on, and so does run.
+  const quiet = (): boolean => idle !== undefined && Date.now() - began < sent
+  if (w.waitingForInput === true || (idle !== undefined && (quiet() || left(deadline) <= 0))) return early(t, w, deadline, bounded)
   // Only the daemon's wait window ran out: wait on with bare interacts, which
-  // (unlike wait) also come back when the process starts waiting for input.
+  // (unlike wait) also come back when the process starts waiting for input,
+  // or (with idleTimeout) has been quiet that long.
   const id = String(w.id ?? w.processId)
   let cursor = typeof w.next === 'string' ? w.next : undefined
   while (left(deadline) > 0) {
-    const timeout = window(t, deadline)
-    const json = { timeout, outputLimit: 1, ...(cursor === undefined ? {} : { cursor }) }
-    const { status: s, body: b } = await t.json('POST', `/v1/processes/${seg(id)}/interact`, { json, timeout: timeout + answerMargin })
+    sent = idleWindow(t, deadline, idle)
+    began = Date.now()
+    const json = {
+      timeout: sent, outputLimit: 1, ...(cursor === undefined ? {} : { cursor }), ...(idle === undefined ? {} : { idleTimeout: idle }),
+    }
+    const { status: s, body: b } = await t.json('POST', `/v1/processes/${seg(id)}/interact`, { json, timeout: sent + answerMargin })
     const a = record(b, 'interact')
     if (s === 200) return collect(t, id, toWaitResult(pick(a, ['reason', 'exitCode', 'signal', 'cwd', 'error', 'oomKilled', 'usage', 'stdinDroppedBytes'])), Infinity, 'terminal')
     if (a.waitingForInput === true) return collect(t, id, stillRunning('waiting_for_input'), Infinity, 'running')
+    if (quiet()) return collect(t, id, stillRunning('idle_timeout'), Infinity, 'running')
     if (typeof a.next === 'string') cursor = a.next
   }
   return collect(t, id, stillRunning('wait_timeout'), timedOutPages, 'running')
+}
+
+/**
+ * The daemon-side wait of one request of a run: the window, and with
+ * idleTimeout at least a second more than it, so that one request can see
+ * the command quiet that long (the daemon counts quiet from the request's
+ * start); never past the caller's deadline.
+ */
+function idleWindow(t: HttpTransport, deadline: number, idle: number | undefined): number {
+  const w = window(t, deadline)
+  if (idle === undefined) return w
+  return Math.max(1, Math.min(Math.max(w, idle + 1000), maxWaitWindow, Math.ceil(left(deadline))))
 }
 
 /**

@@ -38,6 +38,30 @@ describe('runs that come back early', () => {
     assert.deepEqual([a.reason, a.exitCode], ['exited', 0])
   })
 
+  test('idleTimeout: a command that keeps writing runs to its end across wait windows, in a session too', async () => {
+    const s = d.sandbox({ waitWindow: 1000 })
+    const script = 'for i in $(seq 1 15); do echo t$i; sleep 0.2; done; exit 5'
+    const want = Array.from({ length: 15 }, (_, i) => `t${i + 1}\n`).join('')
+    const r = await s.exec(script, { idleTimeout: 5000, timeout: guard })
+    assert.deepEqual([r.reason, r.rawReason, r.exitCode, isRunning(r)], ['exited', 'exited', 5, false])
+    assert.equal(r.stdout, want)
+    await using session = await s.process.createSession()
+    const c = await session.run(script.replace('exit 5', 'true'), { idleTimeout: 5000, timeout: guard })
+    assert.deepEqual([c.reason, c.exitCode, isRunning(c)], ['exited', 0, false])
+    assert.equal(c.stdout, want)
+  })
+
+  test('idleTimeout longer than the wait window still comes back once the command was quiet that long', async () => {
+    const s = d.sandbox({ waitWindow: 300 })
+    const t0 = Date.now()
+    const r = await s.exec('echo a; sleep 30', { idleTimeout: 1500, timeout: 10_000 })
+    assert.ok(isRunning(r), JSON.stringify(r))
+    assert.equal(r.rawReason, 'idle_timeout')
+    assert.equal(r.output, 'a\n')
+    assert.ok(Date.now() - t0 >= 1400, `came back after ${Date.now() - t0} ms`)
+    await s.process.connect(r.processId).delete()
+  })
+
   test('idleTimeout comes back with the output so far; interact reads on from next, no byte twice', async () => {
     const script = `python3 -u -c 'import time\nprint("first")\ntime.sleep(1.5)\nfor i in range(300): print(f"line{i}"); time.sleep(0.002)'`
     const r = await sb.process.run(script, { idleTimeout: 300, timeout: guard })
