@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextvars
 import http.client
 import json
+import math
 import select
 import socket
 import threading
@@ -130,7 +131,10 @@ class HttpTransport:
 
     ``wait_window`` (seconds, default 30) is the longest one request waits on
     the daemon: a longer wait is several requests, so no connection idles for
-    minutes. ``logs_page_size`` is the frames per page when a run pages logs.
+    minutes. ``read_timeout`` (seconds, default 30) bounds how long a request
+    the daemon answers at once (health, get, list, logs, kill, ...) waits for
+    its answer: a frozen daemon is a NetworkError, not a hang.
+    ``logs_page_size`` is the frames per page when a run pages logs.
     """
 
     def __init__(
@@ -141,6 +145,7 @@ class HttpTransport:
         wait_window: float = 30.0,
         logs_page_size: int = 1000,
         connect_timeout: float = 10.0,
+        read_timeout: float = 30.0,
     ) -> None:
         parts = urlsplit(url.rstrip("/"))
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -159,6 +164,7 @@ class HttpTransport:
         self.wait_window = wait_window if wait_window > 0 else 30.0
         self.logs_page_size = logs_page_size if logs_page_size > 0 else 1000
         self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout if read_timeout > 0 else 30.0
         self._idle: List[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -233,8 +239,9 @@ class HttpTransport:
     ) -> Response:
         """Sends a request and returns its answer; one that is not 2xx raises its ConchError.
 
-        ``timeout`` bounds how long the socket waits for the answer (None: as
-        long as it takes; the daemon's own wait windows bound it). A kept-alive
+        ``timeout`` bounds how long the socket waits for the answer: None is
+        ``read_timeout``, for routes the daemon answers at once; a wait passes
+        its own window's bound, or ``math.inf`` for as long as it takes. A kept-alive
         connection found closed is replaced before the request goes out; one
         that breaks after the request was written is a NetworkError, except for
         GET and HEAD, which are sent once more on a new connection.
@@ -247,6 +254,7 @@ class HttpTransport:
         if headers:
             h.update(headers)
         target = self.path(path, query)
+        wait = self.read_timeout if timeout is None else None if math.isinf(timeout) else timeout
         scope = call_scope.get()
         for attempt in (0, 1):
             conn, reused = self._take()
@@ -255,7 +263,7 @@ class HttpTransport:
             sent = False
             try:
                 if conn.sock is not None:
-                    conn.sock.settimeout(timeout)
+                    conn.sock.settimeout(wait)
                 conn.request(method, target, body=data, headers=h)
                 sent = True
                 res = conn.getresponse()

@@ -7,6 +7,7 @@ a keyword argument with the API's meaning, times in seconds.
 from __future__ import annotations
 
 import base64
+import math
 from typing import TYPE_CHECKING, Any, Dict, Generator, List, Mapping, Optional, Tuple, Union
 
 from . import _run
@@ -119,10 +120,11 @@ class ProcessHandle:
             body["input"] = input
         elif input is not None:
             body["inputBase64"] = base64.b64encode(bytes(input)).decode("ascii")
-        sock = None
+        sock = math.inf  # no timeout (or 0): the daemon waits until the process ends
         if timeout is not None:
             body["timeout"] = _run.ms(timeout)
-            sock = socket_timeout(body["timeout"])
+            if body["timeout"] > 0:
+                sock = socket_timeout(body["timeout"])
         status, w = self._t.json("POST", f"{self._path}/interact", json_body=body, timeout=sock)
         w = _run._record(w, "interact")
         if status == 200:

@@ -1,12 +1,14 @@
 import os
+import signal
 import tempfile
+import threading
 import time
 import unittest
 from urllib.parse import urlsplit
 
 from conch import NetworkError, Sandbox
 
-from .daemon import shared
+from .daemon import Daemon, shared
 from .proxy import DroppingProxy
 
 
@@ -62,6 +64,35 @@ class ResendTest(unittest.TestCase):
         r = sb.exec("echo once", timeout=30)
         self.assertEqual((r.exit_code, r.stdout), (0, "once\n"))
         self.assertEqual(proxy.connections, 2)
+
+
+class FrozenDaemonTest(unittest.TestCase):
+    def test_calls_without_a_wait_time_out_on_a_frozen_daemon(self) -> None:
+        d = Daemon()
+        self.addCleanup(d.stop)
+        sb = d.sandbox()
+        self.addCleanup(sb.close)
+        h = sb.process.start("sleep 30")
+        sb.transport.read_timeout = 1.0  # as Sandbox(read_timeout=1.0)
+        d.proc.send_signal(signal.SIGSTOP)
+        self.addCleanup(d.proc.send_signal, signal.SIGCONT)
+        outcomes: list = []
+
+        def calls() -> None:
+            for call in (sb.health, lambda: sb.process.get(h.id), lambda: sb.process.list()):
+                started = time.monotonic()
+                try:
+                    call()
+                    outcomes.append(("answered", 0.0))
+                except NetworkError:
+                    outcomes.append(("NetworkError", time.monotonic() - started))
+
+        t = threading.Thread(target=calls, daemon=True)
+        t.start()
+        t.join(15)
+        self.assertFalse(t.is_alive(), "a call hung on the frozen daemon")
+        self.assertEqual([o[0] for o in outcomes], ["NetworkError"] * 3)
+        self.assertTrue(all(took < 5 for _, took in outcomes), outcomes)
 
 
 if __name__ == "__main__":
