@@ -8,6 +8,8 @@
 export class ConchError extends Error {
   readonly code: string
   readonly status: number
+  /** Seconds to wait before trying again, when the answer said (`Retry-After`). */
+  retryAfter?: number
 
   constructor(code: string, status: number, message: string, options?: ErrorOptions) {
     super(message, options)
@@ -57,6 +59,21 @@ export class UnsupportedOperationError extends ConchError {
   }
 }
 
+/**
+ * 409 stdin_full: a stdin write (or interact input) that did not fit in the
+ * process's input queue. Its first `acceptedBytes` bytes were queued; send
+ * the rest again once the process has read.
+ */
+export class StdinFullError extends ConchError {
+  readonly acceptedBytes: number
+
+  constructor(message: string, status = 409, acceptedBytes = 0) {
+    super('stdin_full', status, message)
+    this.name = 'StdinFullError'
+    this.acceptedBytes = acceptedBytes
+  }
+}
+
 /** 413: the request body is over the daemon's limit. */
 export class PayloadTooLargeError extends ConchError {
   constructor(message: string, status = 413) {
@@ -70,6 +87,18 @@ export class ResourceExhaustedError extends ConchError {
   constructor(message: string, status = 429) {
     super('resource_exhausted', status, message)
     this.name = 'ResourceExhaustedError'
+  }
+}
+
+/**
+ * 503 draining: new work (a process, session, command or cell) while the
+ * daemon drains before it stops; `retryAfter` says when to try again (a
+ * daemon that replaces it may take it).
+ */
+export class DrainingError extends ConchError {
+  constructor(message: string, status = 503) {
+    super('draining', status, message)
+    this.name = 'DrainingError'
   }
 }
 
@@ -101,8 +130,10 @@ const byCode: Record<string, ErrorClass> = {
   permission_denied: PermissionDeniedError,
   not_found: NotFoundError,
   unsupported_operation: UnsupportedOperationError,
+  stdin_full: StdinFullError,
   payload_too_large: PayloadTooLargeError,
   resource_exhausted: ResourceExhaustedError,
+  draining: DrainingError,
   internal: InternalError,
 }
 
@@ -118,23 +149,39 @@ const codeByStatus: Record<number, string> = {
   500: 'internal',
 }
 
-/** The error of an answer with a status that is not 2xx, from its body's text. */
-export function errorFrom(status: number, text: string): ConchError {
+/**
+ * The error of an answer with a status that is not 2xx, from its body's text
+ * and its Retry-After header (null when it has none).
+ */
+export function errorFrom(status: number, text: string, retryAfter: string | null = null): ConchError {
   let code: string | undefined
   let message = text.trim() || `HTTP ${status}`
+  let accepted = 0
   try {
     const body: unknown = JSON.parse(text)
     if (isRecord(body) && isRecord(body.error)) {
       if (typeof body.error.code === 'string') code = body.error.code
       if (typeof body.error.message === 'string') message = body.error.message
+      if (typeof body.error.acceptedBytes === 'number') accepted = body.error.acceptedBytes
     }
   } catch {
     // not JSON: the text is the message
   }
   code ??= codeByStatus[status]
   const cls = code === undefined ? undefined : byCode[code]
-  if (cls) return new cls(message, status)
-  return new ConchError(code ?? 'unknown', status, message)
+  const err = cls === StdinFullError ? new StdinFullError(message, status, accepted)
+    : cls ? new cls(message, status) : new ConchError(code ?? 'unknown', status, message)
+  const after = retrySeconds(retryAfter)
+  if (after !== undefined) err.retryAfter = after
+  return err
+}
+
+/** The seconds of a Retry-After header: a number of seconds, or an HTTP date. */
+function retrySeconds(v: string | null): number | undefined {
+  if (v === null || v.trim() === '') return undefined
+  if (/^\s*\d+\s*$/.test(v)) return Number(v)
+  const at = Date.parse(v)
+  return Number.isNaN(at) ? undefined : Math.max(0, Math.ceil((at - Date.now()) / 1000))
 }
 
 export function isRecord(v: unknown): v is Record<string, unknown> {

@@ -8,7 +8,8 @@ export {
 } from './transport.js'
 export {
   ConchError, InvalidArgumentError, AuthenticationError, PermissionDeniedError, NotFoundError,
-  UnsupportedOperationError, PayloadTooLargeError, ResourceExhaustedError, InternalError, DeadlineExceededError,
+  UnsupportedOperationError, StdinFullError, PayloadTooLargeError, ResourceExhaustedError, DrainingError, InternalError,
+  DeadlineExceededError,
 } from './errors.js'
 export type * from './types.js'
 export { isRunning, runDetails } from './details.js'

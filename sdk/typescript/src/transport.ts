@@ -118,7 +118,7 @@ export class HttpTransport {
     else if (options.body !== undefined) init.body = options.body
     if (options.signal) init.signal = options.signal
     const res = await this.fetch(this.url + path + queryString(options.query), init)
-    if (res.status >= 300) throw errorFrom(res.status, await res.text())
+    if (res.status >= 300) throw errorFrom(res.status, await res.text(), res.headers.get('retry-after'))
     return res
   }
 

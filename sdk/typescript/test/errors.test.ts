@@ -5,8 +5,8 @@ import { after, before, describe, test } from 'node:test'
 
 import {
   AuthenticationError, ConchError, InternalError, InvalidArgumentError, type LogFrame, NotFoundError,
-  PayloadTooLargeError, PermissionDeniedError, ProcessHandle, ProcessService, PtyService, ResourceExhaustedError,
-  Sandbox, UnsupportedOperationError,
+  DrainingError, PayloadTooLargeError, PermissionDeniedError, ProcessHandle, ProcessService, PtyService,
+  ResourceExhaustedError, Sandbox, StdinFullError, UnsupportedOperationError,
 } from '@conchsh/sdk'
 
 import { type Daemon, startDaemon } from './daemon.js'
@@ -64,6 +64,55 @@ describe('errors from a real daemon', () => {
     const h = await sb.process.start('cat >/dev/null', { stdin: 'open' })
     await rejectsWith(h.stdin(new Uint8Array(128 << 10)), PayloadTooLargeError, 'payload_too_large', 413)
     await h.delete()
+  })
+
+  test('StdinFullError, with the bytes the daemon queued (acceptedBytes)', async () => {
+    const h = await sb.process.start('sleep 30', { stdin: 'open' })
+    try {
+      await h.stdin(new Uint8Array(40_000))
+      // The input queue holds 1 MiB a process; the body limit here is 64K, so fill it in steps.
+      let queued = 40_000
+      let err: unknown
+      for (let i = 0; i < 40 && err === undefined; i++) {
+        try {
+          await h.stdin(new Uint8Array(40_000))
+          queued += 40_000
+        } catch (e) {
+          err = e
+        }
+      }
+      assert.ok(err instanceof StdinFullError, String(err))
+      assert.ok(err instanceof ConchError)
+      assert.deepEqual([err.code, err.status], ['stdin_full', 409])
+      // What the pipe took beside the queue (its buffer) is not counted: only a part fit.
+      assert.ok(queued >= 1 << 20 && err.acceptedBytes >= 0 && err.acceptedBytes < 40_000, `${queued} ${err.acceptedBytes}`)
+    } finally {
+      await h.delete()
+    }
+  })
+
+  test('DrainingError, with Retry-After, from a daemon that drains', async () => {
+    const draining = await startDaemon()
+    try {
+      const s = draining.sandbox()
+      const h = await s.process.start('sleep 30') // holds the drain open
+      process.kill(draining.pid, 'SIGTERM')
+      let err: unknown
+      for (let i = 0; i < 50 && err === undefined; i++) {
+        try {
+          const r = await s.exec('true')
+          assert.equal(r.reason, 'exited')
+          await new Promise((r) => setTimeout(r, 50))
+        } catch (e) {
+          err = e
+        }
+      }
+      assert.ok(err instanceof DrainingError, String(err))
+      assert.deepEqual([err.code, err.status, err.retryAfter], ['draining', 503, 1])
+      await h.kill({ signal: 'KILL' })
+    } finally {
+      await draining.stop()
+    }
   })
 
   test('ResourceExhaustedError', async () => {
