@@ -15,7 +15,7 @@ Only the standard library is used; ``attach`` needs the optional
 from .errors import (
     AuthenticationError, ConchError, ConfigurationError, InternalError, InvalidArgumentError, NetworkError, NotFoundError,
     PayloadTooLargeError, PermissionDeniedError, ResourceExhaustedError, StdinFullError, UnavailableError,
-    UnsupportedOperationError,
+    UnexpectedResponseError, UnsupportedOperationError,
 )
 from .process import CodeContext, ProcessHandle, ProcessService, PtyService, Session
 from .sandbox import Sandbox
@@ -34,4 +34,5 @@ __all__ = [
     "ConchError", "InvalidArgumentError", "AuthenticationError", "PermissionDeniedError", "NotFoundError",
     "UnsupportedOperationError", "PayloadTooLargeError", "ResourceExhaustedError", "UnavailableError",
     "InternalError", "NetworkError", "ConfigurationError", "StdinFullError",
+    "UnexpectedResponseError",
 ]

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
 from ._transport import HttpTransport, seg
+from .errors import UnexpectedResponseError
 from .types import CameBack, LogFrame, LogsPage, ProcessDto, RunResult, WaitResult, frames_from_wire
 
 Wire = Dict[str, Any]
@@ -61,7 +62,7 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
     idle = body.get("idleTimeout")
     sent = time.monotonic()
     w = window_ms(t, deadline)
-    status, answer = t.json("POST", path, json_body={**body, "timeout": w}, timeout=socket_timeout(w))
+    status, answer = t.object("POST", path, json_body={**body, "timeout": w}, timeout=socket_timeout(w))
     answer = _record(answer, "run")
     if status == 200:
         return finished(t, answer, "outputLimit" in body)
@@ -87,7 +88,7 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
         if cursor:
             req["cursor"] = cursor
         sent = time.monotonic()
-        s, a = t.json("POST", f"/v1/processes/{seg(pid)}/interact", json_body=req, timeout=socket_timeout(w))
+        s, a = t.object("POST", f"/v1/processes/{seg(pid)}/interact", json_body=req, timeout=socket_timeout(w))
         a = _record(a, "interact")
         if s == 200:
             return collect(t, pid, WaitResult.from_wire(a), math.inf, None)
@@ -128,7 +129,7 @@ def _last_output(w: Wire, sent: float) -> float:
 
 def _record(v: Any, what: str) -> Wire:
     if not isinstance(v, dict):
-        raise TypeError(f"conch: {what}: the daemon answered {v!r}")
+        raise UnexpectedResponseError(f"conch: {what}: the daemon answered {type(v).__name__}, not a JSON object")
     return v
 
 
@@ -250,7 +251,7 @@ def page_logs(
     n = 0
     while n < pages:
         n += 1
-        _, body = t.json("GET", f"/v1/processes/{seg(pid)}/logs", query={"cursor": cursor, "limit": limit})
+        _, body = t.object("GET", f"/v1/processes/{seg(pid)}/logs", query={"cursor": cursor, "limit": limit})
         page = LogsPage.from_wire(_record(body, "logs page"))
         # A page is bounded by bytes as well as frames: only an empty page says the logs ended.
         if not page.items or not take(page.items, page.truncated_head):
@@ -262,7 +263,7 @@ def wait_until(t: HttpTransport, pid: str, deadline: float) -> Optional[WaitResu
     """Waits for pid until deadline, one window at a time; None when the deadline came first."""
     while True:
         w = window_ms(t, deadline)
-        status, body = t.json("GET", f"/v1/processes/{seg(pid)}/wait", query={"timeout": w}, timeout=socket_timeout(w))
+        status, body = t.object("GET", f"/v1/processes/{seg(pid)}/wait", query={"timeout": w}, timeout=socket_timeout(w))
         if status == 200 and isinstance(body, dict):
             return WaitResult.from_wire(body)
         if left(deadline) <= 0:

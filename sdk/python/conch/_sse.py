@@ -112,7 +112,7 @@ def stream_logs(
 
 def _ended(t: HttpTransport, pid: str) -> WaitResult:
     """The WaitResult of an ended process, from its record."""
-    _, body = t.json("GET", f"/v1/processes/{seg(pid)}")
+    _, body = t.object("GET", f"/v1/processes/{seg(pid)}")
     return WaitResult.from_wire(body if isinstance(body, dict) else {})
 
 

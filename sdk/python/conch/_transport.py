@@ -19,7 +19,7 @@ import threading
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 from urllib.parse import quote, urlencode, urlsplit
 
-from .errors import ConfigurationError, NetworkError, error_from
+from .errors import ConfigurationError, NetworkError, UnexpectedResponseError, error_from
 
 Query = Mapping[str, Union[str, int, float, bool, None]]
 
@@ -123,7 +123,15 @@ class Response:
         self.body = body
 
     def json(self) -> Any:
-        return None if not self.body else json.loads(self.body)
+        """The body as JSON (None when empty); a body that is not JSON raises UnexpectedResponseError."""
+        if not self.body:
+            return None
+        try:
+            return json.loads(self.body)
+        except ValueError as e:
+            text = self.body[:200].decode("utf-8", "replace")
+            raise UnexpectedResponseError(f"conch: an answer that is not JSON (HTTP {self.status}): {text}",
+                                          self.status) from e
 
 
 class HttpTransport:
@@ -298,6 +306,20 @@ class HttpTransport:
         """Sends a request; its status and its JSON body (None when empty: 204, a kill's 202)."""
         res = self.request(method, path, **kw)
         return res.status, res.json()
+
+    def object(self, method: str, path: str, **kw: Any) -> Tuple[int, Dict[str, Any]]:
+        """Sends a request whose answer is a JSON object: its status and that object.
+
+        Any other body (an array, a string, nothing) is not the API's answer:
+        UnexpectedResponseError.
+        """
+        res = self.request(method, path, **kw)
+        body = res.json()
+        if not isinstance(body, dict):
+            raise UnexpectedResponseError(
+                f"conch: {method} {path} answered HTTP {res.status} with {type(body).__name__}, not a JSON object",
+                res.status)
+        return res.status, body
 
     def close(self) -> None:
         """Closes the idle connections; the transport opens new ones if used again."""

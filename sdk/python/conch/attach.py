@@ -16,7 +16,7 @@ import threading
 from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Union, cast
 
 from ._transport import HttpTransport, seg
-from .errors import ConchError, NetworkError
+from .errors import ConchError, NetworkError, error_from
 
 __all__ = ["AsyncPtyConnection", "PtyConnection"]
 
@@ -41,6 +41,21 @@ async def _connect(url: str, headers: Dict[str, str]) -> Any:
         return await ws.connect(url, extra_headers=headers, max_size=None, compression=None)
 
 
+def _refusal(e: Exception) -> Optional[ConchError]:
+    """The API's error of a handshake the daemon refused with an HTTP status, else None.
+
+    websockets >= 13 keeps the answer (``e.response``, with its JSON error
+    body); 10.x to 12 keep only ``e.status_code``, named as a bodiless
+    answer of that status is.
+    """
+    response = getattr(e, "response", None)
+    status = getattr(response, "status_code", None) or getattr(e, "status_code", None)
+    if not isinstance(status, int) or status < 300:
+        return None
+    body = getattr(response, "body", None)
+    return error_from(status, bytes(body) if isinstance(body, (bytes, bytearray)) else b"")
+
+
 class AsyncPtyConnection:
     """An attached PTY: iterate it for output (retained, then live); ``send`` types into it."""
 
@@ -60,6 +75,9 @@ class AsyncPtyConnection:
         except ImportError:
             raise
         except Exception as e:  # the library's handshake errors have no common base across versions
+            refused = _refusal(e)
+            if refused is not None:
+                raise refused from e
             raise NetworkError(f"conch: attach to {process_id} failed: {e}") from e
         return cls(socket)
 
@@ -73,7 +91,7 @@ class AsyncPtyConnection:
                 return None
             except ws.exceptions.ConnectionClosed as e:
                 code = getattr(getattr(e, "rcvd", None), "code", None) or getattr(e, "code", None)
-                raise ConchError("network", 0, f"conch: attach closed with {code}: {e}") from e
+                raise NetworkError(f"conch: attach closed with {code}: {e}") from e
             if isinstance(msg, (bytes, bytearray, memoryview)):
                 b = bytes(msg)
                 self._received += len(b)

@@ -23,6 +23,7 @@ __all__ = [
     "InternalError",
     "NetworkError",
     "ConfigurationError",
+    "UnexpectedResponseError",
     "error_from",
 ]
 
@@ -133,6 +134,14 @@ class ConfigurationError(ConchError):
         super().__init__(code, status, message)
 
 
+class UnexpectedResponseError(ConchError):
+    """An answer that is not the API's: a body that is not the JSON its route answers, or an
+    error page without the API's error shape and with a status the API does not use (a proxy's 502)."""
+
+    def __init__(self, message: str, status: int = 0, code: str = "unexpected_response") -> None:
+        super().__init__(code, status, message)
+
+
 _by_code: Dict[str, Type[ConchError]] = {
     "invalid_argument": InvalidArgumentError,
     "unauthenticated": AuthenticationError,
@@ -180,7 +189,7 @@ def error_from(status: int, body: bytes) -> ConchError:
     if code is None:
         code = _code_by_status.get(status)
     if code is None:
-        return ConchError("unknown", status, message)
+        return UnexpectedResponseError(f"conch: an answer that is not the API's (HTTP {status}): {message[:200]}", status)
     cls = _by_code.get(code)
     if cls is None:
         return ConchError(code, status, message)

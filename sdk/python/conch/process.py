@@ -49,7 +49,7 @@ class ProcessHandle:
 
     def get(self) -> ProcessDto:
         """The process as the daemon describes it now."""
-        _, body = self._t.json("GET", self._path)
+        _, body = self._t.object("GET", self._path)
         return ProcessDto.from_wire(body)
 
     def wait(self, timeout: Optional[float] = None) -> WaitResult:
@@ -68,7 +68,7 @@ class ProcessHandle:
 
     def logs(self, cursor: Optional[str] = None, limit: Optional[int] = None, encoding: Optional[str] = None) -> LogsPage:
         """One page of retained frames after ``cursor``."""
-        _, body = self._t.json("GET", f"{self._path}/logs", query={"cursor": cursor, "limit": limit, "encoding": encoding})
+        _, body = self._t.object("GET", f"{self._path}/logs", query={"cursor": cursor, "limit": limit, "encoding": encoding})
         return LogsPage.from_wire(body)
 
     def stream_logs(self, cursor: Optional[str] = None, limit: Optional[int] = None,
@@ -125,7 +125,7 @@ class ProcessHandle:
             body["timeout"] = _run.ms(timeout)
             if body["timeout"] > 0:
                 sock = socket_timeout(body["timeout"])
-        status, w = self._t.json("POST", f"{self._path}/interact", json_body=body, timeout=sock)
+        status, w = self._t.object("POST", f"{self._path}/interact", json_body=body, timeout=sock)
         w = _run._record(w, "interact")
         if status == 200:
             return _run.from_answer(w)
@@ -137,7 +137,7 @@ class ProcessHandle:
         deadline = deadline_of(timeout)
         while True:
             w = window_ms(self._t, deadline)
-            status, body = self._t.json("GET", f"{self._path}/ready", query={"port": port, "pattern": pattern, "timeout": w},
+            status, body = self._t.object("GET", f"{self._path}/ready", query={"port": port, "pattern": pattern, "timeout": w},
                                         timeout=socket_timeout(w))
             if status == 200 and isinstance(body, dict):
                 if body.get("ready") is True:
@@ -194,7 +194,7 @@ class Session:
 
     def get(self) -> ProcessDto:
         """The shell's process, with its current working directory."""
-        _, body = self._t.json("GET", self._path)
+        _, body = self._t.object("GET", self._path)
         return ProcessDto.from_wire(body)
 
     def delete(self) -> None:
@@ -222,7 +222,7 @@ class Session:
         return self._submit({**wire_options(options), "code": code})
 
     def _submit(self, body: Dict[str, Any]) -> ProcessHandle:
-        _, answer = self._t.json("POST", f"{self._path}/commands", json_body=body)
+        _, answer = self._t.object("POST", f"{self._path}/commands", json_body=body)
         dto = ProcessDto.from_wire(answer)
         return ProcessHandle(self._t, self.sandbox_id, dto.id, None if dto.kind == "unknown" else dto.kind)
 
@@ -269,17 +269,16 @@ class ProcessService:
         return _start(self._t, self.sandbox_id, {**wire_options(options), **_command(command)})
 
     def get(self, process_id: str) -> ProcessDto:
-        _, body = self._t.json("GET", f"/v1/processes/{seg(process_id)}")
+        _, body = self._t.object("GET", f"/v1/processes/{seg(process_id)}")
         return ProcessDto.from_wire(body)
 
     def list(self, *, state: Optional[str] = None, kind: Optional[str] = None, session_id: Optional[str] = None,
              name: Optional[str] = None, pid: Optional[int] = None, cursor: Optional[str] = None,
              limit: Optional[int] = None) -> ListResult:
         """One page of processes; ``next`` starts the following page."""
-        _, body = self._t.json("GET", "/v1/processes", query={
+        _, body = self._t.object("GET", "/v1/processes", query={
             "state": state, "kind": kind, "sessionId": session_id, "name": name, "pid": pid,
             "cursor": cursor, "limit": limit})
-        body = body if isinstance(body, dict) else {}
         items = [ProcessDto.from_wire(p) for p in body.get("items") or [] if isinstance(p, dict)]
         nxt = body.get("next")
         return ListResult(items=items, next=nxt if isinstance(nxt, str) and nxt else None)
@@ -296,19 +295,19 @@ class ProcessService:
                        env: Optional[Mapping[str, str]] = None, **options: Any) -> Session:
         """Creates one persistent shell (bash by default); set its cwd and env here, not on its commands."""
         body = wire_options({"shell": shell, "cwd": cwd, "env": dict(env) if env is not None else None, **options})
-        _, answer = self._t.json("POST", "/v1/sessions", json_body=body)
+        _, answer = self._t.object("POST", "/v1/sessions", json_body=body)
         return Session(self._t, self.sandbox_id, ProcessDto.from_wire(answer).id)
 
     def create_context(self, *, language: str = "python", cwd: Optional[str] = None,
                        env: Optional[Mapping[str, str]] = None, **options: Any) -> CodeContext:
         """Creates a code context: a persistent ``python`` or ``javascript`` interpreter."""
         body = wire_options({"language": language, "cwd": cwd, "env": dict(env) if env is not None else None, **options})
-        _, answer = self._t.json("POST", "/v1/sessions", json_body=body)
+        _, answer = self._t.object("POST", "/v1/sessions", json_body=body)
         return CodeContext(self._t, self.sandbox_id, ProcessDto.from_wire(answer).id)
 
 
 def _start(t: HttpTransport, sandbox_id: str, body: Dict[str, Any]) -> ProcessHandle:
-    _, answer = t.json("POST", "/v1/processes", json_body=body)
+    _, answer = t.object("POST", "/v1/processes", json_body=body)
     dto = ProcessDto.from_wire(answer)
     return ProcessHandle(t, sandbox_id, dto.id, None if dto.kind == "unknown" else dto.kind)
 
@@ -342,9 +341,9 @@ class PtyService:
         out: List[ProcessDto] = []
         cursor: Optional[str] = None
         while True:
-            _, body = self._t.json("GET", "/v1/processes", query={"kind": "pty", "cursor": cursor})
-            out.extend(ProcessDto.from_wire(p) for p in (body or {}).get("items") or [] if isinstance(p, dict))
-            cursor = (body or {}).get("next") or None
+            _, body = self._t.object("GET", "/v1/processes", query={"kind": "pty", "cursor": cursor})
+            out.extend(ProcessDto.from_wire(p) for p in body.get("items") or [] if isinstance(p, dict))
+            cursor = body.get("next") or None
             if not cursor:
                 return out
 

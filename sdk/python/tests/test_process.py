@@ -7,12 +7,13 @@ from unittest import mock
 
 from conch import (
     AuthenticationError, ConchError, ConfigurationError, InvalidArgumentError, NetworkError, NotFoundError, ProcessDto, Sandbox,
-    StdinFullError, UnsupportedOperationError, WaitResult,
+    StdinFullError, UnexpectedResponseError, UnsupportedOperationError, WaitResult,
 )
 from conch.errors import error_from
 from conch.sandbox import discover
 
 from .daemon import shared
+from .fake import FakeServer
 
 
 class ProcessTest(unittest.TestCase):
@@ -251,9 +252,47 @@ class ErrorTest(unittest.TestCase):
         self.assertIsInstance(e, UnsupportedOperationError)
         self.assertEqual((e.code, e.message), ("stdin_full", "full"))
         e = error_from(502, b"bad gateway")
-        self.assertEqual((type(e), e.code, e.status, e.message), (ConchError, "unknown", 502, "bad gateway"))
+        self.assertEqual((type(e), e.code, e.status), (UnexpectedResponseError, "unexpected_response", 502))
+        self.assertIn("bad gateway", e.message)
         e = error_from(404, b"")
         self.assertIsInstance(e, NotFoundError)
+
+
+class UnexpectedAnswerTest(unittest.TestCase):
+    """Answers that are not the API's raise UnexpectedResponseError, never a TypeError or a poll to the deadline."""
+
+    def fake(self, status: int, body: bytes, ctype: str = "application/json") -> Sandbox:
+        server = FakeServer(status, body, ctype)
+        self.addCleanup(server.close)
+        sb = Sandbox(server.url, "t")
+        self.addCleanup(sb.close)
+        return sb
+
+    def test_a_body_that_is_not_json(self) -> None:
+        sb = self.fake(200, b"<html>hello</html>", "text/html")
+        with self.assertRaises(UnexpectedResponseError) as cm:
+            sb.health()
+        self.assertEqual(cm.exception.status, 200)
+        with self.assertRaises(UnexpectedResponseError):
+            sb.exec("true")
+
+    def test_a_json_body_that_is_not_an_object(self) -> None:
+        sb = self.fake(200, b"[]")
+        for call in (sb.health, lambda: sb.process.get("x"), lambda: sb.process.list(),
+                     lambda: sb.process.connect("x").logs(), lambda: sb.exec("true"),
+                     lambda: sb.process.start("true"), lambda: sb.process.create_session()):
+            with self.assertRaises(UnexpectedResponseError):
+                call()
+        started = time.monotonic()
+        with self.assertRaises(UnexpectedResponseError):
+            sb.process.connect("x").wait(timeout=5)
+        self.assertLess(time.monotonic() - started, 2, "wait polled an answer it cannot read")
+
+    def test_an_error_page_of_a_proxy(self) -> None:
+        sb = self.fake(502, b"<html><body>502 Bad Gateway</body></html>", "text/html")
+        with self.assertRaises(UnexpectedResponseError) as cm:
+            sb.health()
+        self.assertEqual((cm.exception.status, cm.exception.code), (502, "unexpected_response"))
 
 
 class UnknownValuesTest(unittest.TestCase):

@@ -1,6 +1,8 @@
 import unittest
 
-from .daemon import shared
+from conch import AuthenticationError, NetworkError, NotFoundError, Sandbox, UnsupportedOperationError
+
+from .daemon import Daemon, shared
 
 try:
     import websockets  # noqa: F401
@@ -60,6 +62,36 @@ class PtyTest(unittest.TestCase):
             return out
 
         self.assertIn(b"async:x", asyncio.run(asyncio.wait_for(main(), 60)))
+
+    @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
+    def test_attach_refusals_raise_the_api_error(self) -> None:
+        h = self.sandbox.process.start("sleep 30")
+        self.addCleanup(h.delete)
+        with self.assertRaises(UnsupportedOperationError):
+            h.attach().close()
+        with self.assertRaises(NotFoundError):
+            self.sandbox.pty.connect("nosuchprocess").attach().close()
+        wrong = Sandbox(shared().url, "wrong-token")
+        self.addCleanup(wrong.close)
+        p = self.sandbox.pty.start("sleep 30")
+        self.addCleanup(self.sandbox.pty.delete, p.id)
+        with self.assertRaises(AuthenticationError):
+            wrong.pty.connect(p.id).attach().close()
+
+    @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
+    def test_daemon_gone_while_attached_is_a_network_error(self) -> None:
+        d = Daemon()
+        self.addCleanup(d.stop)
+        sb = d.sandbox()
+        self.addCleanup(sb.close)
+        _, conn = sb.pty.attach("echo hi; sleep 30")
+        self.addCleanup(conn.close)
+        self.assertIn(b"hi", conn.recv() or b"")
+        d.proc.kill()
+        d.proc.wait(30)
+        with self.assertRaises(NetworkError):
+            while conn.recv() is not None:
+                pass
 
 
 class AttachWithoutWebsocketsTest(unittest.TestCase):
