@@ -30,49 +30,67 @@ export class Sandbox {
   /**
    * The daemon of this user: `CONCH_URL` and `CONCH_TOKEN` when set, else what
    * `conch serve` recorded in its state directory ($XDG_STATE_HOME/conch, or
-   * ~/.local/state/conch): daemon.json and the token file it names.
+   * ~/.local/state/conch): daemon.json and the token file it names. Each is
+   * looked up on its own: `CONCH_TOKEN` alone reaches the daemon recorded
+   * there (one started with `CONCH_TOKEN` records no token file).
    */
   static async fromEnv(options: Partial<SandboxOptions> = {}): Promise<Sandbox> {
     const env = process.env
-    let url = options.url ?? env.CONCH_URL
-    let token = options.token ?? env.CONCH_TOKEN
+    let url = options.url ?? given(env.CONCH_URL)
+    let token = options.token ?? given(env.CONCH_TOKEN)
     if (url === undefined || token === undefined) {
-      const found = await discover(env)
+      const found = await discover(env, token === undefined)
       url ??= found.url
-      token ??= found.token
+      token ??= found.token!
     }
     return new Sandbox({ ...options, url, token })
   }
 }
 
-async function discover(env: NodeJS.ProcessEnv): Promise<{ url: string; token: string }> {
+/** An environment variable's value; empty is unset, as for the Go client. */
+function given(v: string | undefined): string | undefined {
+  return v === undefined || v === '' ? undefined : v
+}
+
+/**
+ * What `conch serve` recorded: its URL (the default address when none is),
+ * and, when needToken, the token from the token file it names (the state
+ * directory's by default), as client/discover.go finds them.
+ */
+async function discover(env: NodeJS.ProcessEnv, needToken: boolean): Promise<{ url: string; token?: string }> {
   const { readFile } = await import('node:fs/promises')
   const { homedir } = await import('node:os')
   const { isAbsolute, join } = await import('node:path')
   const xdg = env.XDG_STATE_HOME
   const dir = xdg && isAbsolute(xdg) ? join(xdg, 'conch') : join(homedir(), '.local', 'state', 'conch')
-  let url = 'http://127.0.0.1:7070'
-  let tokenFile = join(dir, 'token')
+  let recorded: { url?: string; tokenFile?: string } = {}
   try {
     const ep: unknown = JSON.parse(await readFile(join(dir, 'daemon.json'), 'utf8'))
     if (typeof ep === 'object' && ep !== null) {
       const e = ep as { url?: unknown; tokenFile?: unknown }
-      if (typeof e.url === 'string' && e.url) url = e.url
-      if (typeof e.tokenFile === 'string' && e.tokenFile) tokenFile = e.tokenFile
+      if (typeof e.url === 'string' && e.url) recorded.url = e.url
+      if (typeof e.tokenFile === 'string' && e.tokenFile) recorded.tokenFile = e.tokenFile
     }
   } catch {
-    // no daemon recorded: the default address and token file
+    recorded = {} // no daemon recorded: the default address and token file
   }
-  let token: string
+  const url = recorded.url ?? 'http://127.0.0.1:7070'
+  if (!needToken) return { url }
+  if (recorded.url !== undefined && recorded.tokenFile === undefined) {
+    throw new Error(
+      `the conch daemon at ${recorded.url} (recorded in ${dir}) took its token from CONCH_TOKEN ` +
+        'and wrote no token file: set CONCH_TOKEN here too',
+    )
+  }
+  const tokenFile = recorded.tokenFile ?? join(dir, 'token')
   try {
-    token = (await readFile(tokenFile, 'utf8')).trim()
+    return { url, token: (await readFile(tokenFile, 'utf8')).trim() }
   } catch (err) {
     throw new Error(
-      `no conch daemon found: CONCH_URL and CONCH_TOKEN are not set, and ${tokenFile} cannot be read ` +
+      `no conch daemon found: CONCH_TOKEN is not set, and ${tokenFile} cannot be read ` +
         `(${(err as NodeJS.ErrnoException).code ?? String(err)}); start one with \`conch serve\` ` +
         `(it records itself in ${dir}), or set CONCH_URL and CONCH_TOKEN`,
       { cause: err },
     )
   }
-  return { url, token }
 }

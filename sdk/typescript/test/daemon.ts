@@ -38,16 +38,20 @@ async function binary(): Promise<string> {
   return built
 }
 
-/** Starts a daemon with extra serve flags; the caller stops it. */
-export async function startDaemon(flags: string[] = []): Promise<Daemon> {
+/**
+ * Starts a daemon with extra serve flags; the caller stops it. tokenFromEnv:
+ * it takes its token from CONCH_TOKEN rather than a token file.
+ */
+export async function startDaemon(flags: string[] = [], options: { tokenFromEnv?: boolean } = {}): Promise<Daemon> {
   const bin = await binary()
   const dir = await mkdtemp(join(tmpdir(), 'conch-sdk-test-'))
   const token = 'test-token-' + Math.random().toString(36).slice(2)
   const tokenFile = join(dir, 'token')
   await writeFile(tokenFile, token, { mode: 0o600 })
-  const child = spawn(bin, ['serve', '--listen', '127.0.0.1:0', '--token-file', tokenFile, ...flags], {
+  const tokenFlags = options.tokenFromEnv ? [] : ['--token-file', tokenFile]
+  const child = spawn(bin, ['serve', '--listen', '127.0.0.1:0', ...tokenFlags, ...flags], {
     cwd: dir,
-    env: { ...process.env, HOME: dir, XDG_STATE_HOME: join(dir, 'state'), CONCH_TOKEN: '' },
+    env: { ...process.env, HOME: dir, XDG_STATE_HOME: join(dir, 'state'), CONCH_TOKEN: options.tokenFromEnv ? token : '' },
     stdio: ['ignore', 'ignore', 'pipe'],
   })
   const url = await listening(child)

@@ -145,6 +145,30 @@ describe('errors from a real daemon', () => {
   })
 })
 
+describe('Sandbox.fromEnv with CONCH_TOKEN alone', () => {
+  test('reaches the daemon that took its token from CONCH_TOKEN, at the URL it recorded', async () => {
+    const e = await startDaemon([], { tokenFromEnv: true })
+    const saved = { ...process.env }
+    try {
+      delete process.env.CONCH_URL
+      process.env.CONCH_TOKEN = e.token
+      process.env.XDG_STATE_HOME = join(e.dir, 'state')
+      const s = await Sandbox.fromEnv()
+      assert.equal(s.transport.url, e.url)
+      assert.equal((await s.exec('echo env')).stdout, 'env\n')
+      // Without the token, discovery says where it must come from.
+      delete process.env.CONCH_TOKEN
+      await assert.rejects(Sandbox.fromEnv(), (err: Error) => {
+        assert.ok(err.message.includes(e.url) && err.message.includes('CONCH_TOKEN'), err.message)
+        return true
+      })
+    } finally {
+      process.env = saved
+      await e.stop()
+    }
+  })
+})
+
 describe('answers a daemon cannot be made to give', () => {
   let stub: Server
   let url: string
