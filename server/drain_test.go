@@ -58,8 +58,11 @@ func TestProbes(t *testing.T) {
 	require.Equal(t, "ok", status)
 	d.untilReady(t)
 
-	// A daemon whose shell cannot start is alive but not ready.
-	bad := start(t, server.Options{StreamDir: filepath.Join(t.TempDir(), "missing", "dir")})
+	// A daemon whose shell cannot start is alive but not ready: its
+	// stream directory cannot be made, under a file.
+	file := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o600))
+	bad := start(t, server.Options{StreamDir: filepath.Join(file, "dir")})
 	_, err := bad.c.CreateSession(ctx(t), client.SessionOptions{})
 	require.Error(t, err, "a session cannot start without its stream directory")
 	code, _ = bad.probe(t, "/livez")
