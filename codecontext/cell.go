@@ -72,7 +72,7 @@ func newCell(c *Context, seq int, opts CellOptions) *Cell {
 	}
 	cell := &Cell{
 		c: c, seq: seq, id: process.NewID(), opts: opts,
-		log:         logstore.New(logstore.Options{Retention: c.opts.Retention, Keep: keep}),
+		log:         logstore.New(logstore.Options{Retention: c.opts.Retention, Keep: keep, Held: opts.HoldLogs}),
 		createdAt:   time.Now(),
 		done:        make(chan struct{}),
 		st:          process.Starting,

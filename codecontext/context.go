@@ -249,6 +249,9 @@ type CellOptions struct {
 	ExecutionTimeout time.Duration
 	// KeepLogs is the cell's log policy.
 	KeepLogs logstore.KeepLogs
+	// HoldLogs starts the cell's log held (logstore.Options.Held): the
+	// caller calls Log().Release once it has read what it waited for.
+	HoldLogs bool
 }
 
 // Submit queues a cell and returns at once. After the context has ended it

@@ -73,6 +73,9 @@ type Options struct {
 	// carried out by whoever keeps the record (the daemon drops it a set
 	// time after the exit).
 	KeepLogs logstore.KeepLogs
+	// HoldLogs starts the log held (logstore.Options.Held): the caller
+	// calls Log().Release once it has read what it waited for.
+	HoldLogs bool
 	// Retention bounds the bytes of output kept; zero means
 	// logstore.DefaultRetention.
 	Retention int

@@ -69,7 +69,7 @@ func Start(opts Options) (*Process, error) {
 	p := &Process{
 		id:         id,
 		pidfd:      -1,
-		log:        logstore.New(logstore.Options{Retention: opts.Retention, Keep: keep}),
+		log:        logstore.New(logstore.Options{Retention: opts.Retention, Keep: keep, Held: opts.HoldLogs}),
 		done:       make(chan struct{}),
 		stopGrace:  process.OrDefault(opts.StopGrace, process.StopGrace),
 		drainDelay: process.OrDefault(opts.DrainDelay, process.DrainDelay),

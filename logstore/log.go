@@ -31,6 +31,11 @@ type Options struct {
 	// get no frames, and frames are kept (up to 1 MiB, or Retention if less)
 	// only while a follower is there to read them.
 	Keep KeepLogs
+	// Held makes the log start with a reader to come, which Release ends:
+	// under KeepNone its frames are kept for it as for a follower. A run
+	// holds the log of the process it answers for, whose output would
+	// otherwise be dropped before the answer reads it.
+	Held bool
 }
 
 // Log is the output of one process. It is safe for one writer per channel
@@ -60,7 +65,8 @@ type Log struct {
 	chunk     []byte // the unused rest of the current arena chunk
 	chunkSize int    // size of the current chunk
 	chunkFrom Cursor // the frames from here on are in the current chunk
-	followers int    // Follow calls running
+	followers int    // Follow calls running, and the hold (Options.Held) until Release
+	held      bool
 	closed    bool
 	ended     uint64           // when it was closed, in the order of all logs' Close
 	evicted   bool             // a Budget dropped frames of it
@@ -99,6 +105,21 @@ func (l *Log) Init(opts Options) {
 		r = min(r, liveWindow)
 	}
 	l.keep, l.retention, l.frameCap, l.frameMax = keep, r, max(minFrames, r/BytesPerFrame), min(MaxFrame, r)
+	if opts.Held {
+		l.held, l.followers = true, 1
+	}
+}
+
+// Release ends the hold of Options.Held: under KeepNone, with no follower
+// left, the frames are dropped. Later calls do nothing.
+func (l *Log) Release() {
+	l.mu.Lock()
+	held := l.held
+	l.held = false
+	l.mu.Unlock()
+	if held {
+		l.unfollow(nil)
+	}
 }
 
 // Retention returns the bytes of output the log retains at most.

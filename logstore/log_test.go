@@ -429,3 +429,24 @@ func TestSeenBlocksAreNotReused(t *testing.T) {
 		assert.True(t, bytes.Equal(f.Data, want[i]), "seen frame %v changed after retention dropped it", f.Cursor)
 	}
 }
+
+// TestKeepNoneHeld: a held KeepNone log keeps its frames for the holder's
+// excerpt, pages still get none, and Release drops them.
+func TestKeepNoneHeld(t *testing.T) {
+	t.Parallel()
+	l := New(Options{Keep: KeepNone, Held: true})
+	l.Write(Stdout, []byte("hello\n"))
+	l.Write(Stderr, []byte("world\n"))
+	e := l.Excerpt(0, 0)
+	require.Len(t, e.Head, 2, "%+v", e)
+	require.False(t, e.TruncatedHead)
+	require.Empty(t, l.Page(0, 0).Frames, "pages get no frames under KeepNone")
+	l.Release()
+	l.Release() // a second does nothing
+	e = l.Excerpt(0, 0)
+	require.Empty(t, e.Head)
+	require.Empty(t, e.Tail)
+	require.True(t, e.TruncatedHead)
+	l.Write(Stdout, []byte("later\n"))
+	require.Empty(t, l.Excerpt(0, 0).Head, "nothing is kept once released")
+}

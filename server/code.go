@@ -60,7 +60,7 @@ func (e *sessionEntry) checkBody(opts api.CommandOptions) error {
 }
 
 // submitCell queues a cell in the context. The caller checked opts.
-func (s *Server) submitCell(c *codecontext.Context, opts api.CommandOptions) (process.Process, error) {
+func (s *Server) submitCell(c *codecontext.Context, opts api.CommandOptions, hold bool) (process.Process, error) {
 	keep, err := logstore.ParseKeepLogs(string(opts.KeepLogs))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", process.ErrInvalidArgument, err)
@@ -71,6 +71,7 @@ func (s *Server) submitCell(c *codecontext.Context, opts api.CommandOptions) (pr
 		Stdin:            opts.Stdin,
 		ExecutionTimeout: opts.ExecutionTimeout.Duration(),
 		KeepLogs:         keep,
+		HoldLogs:         hold,
 	})
 	if err != nil {
 		return nil, err

@@ -15,7 +15,7 @@ import (
 
 // start starts an exec or PTY process and tracks it. The engine checks the
 // options (exec.Start); errors map to the API's codes in errors.go.
-func (s *Server) start(ctx context.Context, opts api.StartOptions) (process.Process, error) {
+func (s *Server) start(ctx context.Context, opts api.StartOptions, hold bool) (process.Process, error) {
 	if len(opts.Argv) == 0 {
 		opts.Argv = nil // "argv": [] says nothing, as an absent argv
 	}
@@ -40,6 +40,7 @@ func (s *Server) start(ctx context.Context, opts api.StartOptions) (process.Proc
 		ExecutionTimeout: opts.ExecutionTimeout.Duration(),
 		Terminal:         opts.Terminal,
 		KeepLogs:         opts.KeepLogs,
+		HoldLogs:         hold,
 		Retention:        s.opts.LogRetention,
 		Containment:      s.opts.Containment,
 		Limits:           limits(opts.Limits),
@@ -76,13 +77,14 @@ func (s *Server) startShell(ctx context.Context, opts api.SessionOptions, ports 
 // opts. With here, the command comes back as turn too: one that finds the
 // session idle waits for the caller to run it on its own goroutine, with
 // its TakeTurn (see shellsession.Session.Begin). turn is nil otherwise.
-func (s *Server) submitTo(sh *shellsession.Session, opts api.CommandOptions, here bool) (p process.Process, turn *shellsession.Command, err error) {
+func (s *Server) submitTo(sh *shellsession.Session, opts api.CommandOptions, here, hold bool) (p process.Process, turn *shellsession.Command, err error) {
 	o := shellsession.CommandOptions{
 		Cmd:              opts.Cmd,
 		Name:             opts.Name,
 		Stdin:            opts.Stdin,
 		ExecutionTimeout: opts.ExecutionTimeout.Duration(),
 		KeepLogs:         opts.KeepLogs,
+		HoldLogs:         hold,
 	}
 	if here {
 		c, err := sh.Begin(o)

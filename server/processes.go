@@ -30,7 +30,7 @@ func (s *Server) startProcess(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &opts); err != nil {
 		return err
 	}
-	p, err := s.start(r.Context(), opts)
+	p, err := s.start(r.Context(), opts, false)
 	if err != nil {
 		return err
 	}
@@ -46,10 +46,13 @@ func (s *Server) runProcess(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.start(r.Context(), opts.StartOptions)
+	// Under keepLogs none the log keeps its frames for the answer, which
+	// reads them, and drops them after.
+	p, err := s.start(r.Context(), opts.StartOptions, opts.KeepLogs == api.KeepNone)
 	if err != nil {
 		return err
 	}
+	defer p.Log().Release()
 	return s.answerRun(w, r, p, answerWait{
 		timeout: opts.Timeout.Duration(), idle: opts.IdleTimeout.Duration(),
 	}, runAnswer{limit: limit, plain: opts.Plain})

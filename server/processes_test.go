@@ -451,7 +451,7 @@ func TestKeepLogs(t *testing.T) {
 	require.NoError(t, err, "until_cleanup keeps the record")
 	require.Equal(t, "1", p.LastCursor)
 
-	require.Empty(t, none.Logs)
+	require.Equal(t, "x\n", none.Stdout, "the run's answer holds the output")
 	p, err = d.c.Get(c, none.ProcessID)
 	require.NoError(t, err)
 	require.Equal(t, "none", string(p.KeepLogs))
@@ -460,6 +460,37 @@ func TestKeepLogs(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, page.Items)
 	require.True(t, page.TruncatedHead)
+}
+
+// TestKeepLogsNoneRunAnswers runs a session command and a code cell under
+// keepLogs none: the run's answer holds their output, which is not kept
+// after it. The answer once held nothing (the frames were dropped as they
+// came, with no follower to read them), as a one-shot's did.
+func TestKeepLogsNoneRunAnswers(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	sh, err := d.c.CreateSession(c, client.SessionOptions{})
+	require.NoError(t, err)
+	py, err := d.c.CreateSession(c, client.SessionOptions{Language: "python"})
+	require.NoError(t, err)
+	for _, tt := range []struct {
+		session string
+		opts    client.CommandOptions
+	}{
+		{sh.ID, client.CommandOptions{Cmd: "echo out; echo err >&2", KeepLogs: "none"}},
+		{py.ID, client.CommandOptions{Code: "import sys; print('out'); print('err', file=sys.stderr)", KeepLogs: "none"}},
+	} {
+		r, p, err := d.c.RunCommand(c, tt.session, client.CommandRunOptions{CommandOptions: tt.opts})
+		require.NoError(t, err)
+		require.Nil(t, p)
+		require.Equal(t, "out\n", r.Stdout)
+		require.Equal(t, "err\n", r.Stderr)
+		page, err := d.c.Logs(c, r.ProcessID, client.LogsOptions{})
+		require.NoError(t, err)
+		require.Empty(t, page.Items, "nothing is kept after the answer")
+		require.True(t, page.TruncatedHead)
+	}
 }
 
 // TestEndedRecordsHoldNoGoroutine: the records of ended processes and

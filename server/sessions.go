@@ -187,7 +187,7 @@ func (s *Server) submitCommand(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &opts); err != nil {
 		return err
 	}
-	p, _, err := s.submit(e, opts, false)
+	p, _, err := s.submit(e, opts, false, false)
 	if err != nil {
 		return err
 	}
@@ -210,10 +210,13 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 	// A command of the shell with no stdin to feed runs on this goroutine
 	// when the session is idle (see submit): the wait is the run.
 	here := e.code == nil && opts.Stdin != process.StdinOpen
-	p, ran, err := s.submit(e, opts.CommandOptions, here)
+	// Under keepLogs none the log keeps its frames for the answer, which
+	// reads them, and drops them after.
+	p, ran, err := s.submit(e, opts.CommandOptions, here, opts.KeepLogs == api.KeepNone)
 	if err != nil {
 		return err
 	}
+	defer p.Log().Release()
 	aw := answerWait{timeout: opts.Timeout.Duration(), idle: opts.IdleTimeout.Duration()}
 	if ran == nil {
 		return s.answerRun(w, r, p, aw, runAnswer{limit: limit, plain: opts.Plain})
@@ -229,7 +232,7 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 // for a command queued behind others) and then has it watched
 // (ranHere.watch), which submit leaves to it. Otherwise ran is nil and a
 // watcher starts.
-func (s *Server) submit(e *sessionEntry, opts api.CommandOptions, here bool) (p process.Process, ran *ranHere, err error) {
+func (s *Server) submit(e *sessionEntry, opts api.CommandOptions, here, hold bool) (p process.Process, ran *ranHere, err error) {
 	if err := e.checkBody(opts); err != nil {
 		return nil, nil, err
 	}
@@ -242,9 +245,9 @@ func (s *Server) submit(e *sessionEntry, opts api.CommandOptions, here bool) (p 
 	}
 	var turn *shellsession.Command
 	if e.code != nil {
-		p, err = s.submitCell(e.code, opts)
+		p, err = s.submitCell(e.code, opts, hold)
 	} else {
-		p, turn, err = s.submitTo(e.shell, opts, here)
+		p, turn, err = s.submitTo(e.shell, opts, here, hold)
 	}
 	if err != nil {
 		s.release(c)

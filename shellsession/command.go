@@ -92,7 +92,7 @@ func (s *Session) newCommand(opts CommandOptions) *Command {
 	if opts.Stdin == process.StdinOpen {
 		c.stdinOpened = make(chan struct{})
 	}
-	c.log.Init(logstore.Options{Retention: s.opts.Retention, Keep: keep})
+	c.log.Init(logstore.Options{Retention: s.opts.Retention, Keep: keep, Held: opts.HoldLogs})
 	c.timers, c.keepers = c.timerBuf[:0], c.keeperBuf[:0]
 	c.text, c.textBytes = process.KeepText(opts.Cmd)
 	c.stdin.Init(opts.Stdin == process.StdinOpen, false)

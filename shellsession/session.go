@@ -305,6 +305,9 @@ type CommandOptions struct {
 	ExecutionTimeout time.Duration
 	// KeepLogs is the command's log policy.
 	KeepLogs logstore.KeepLogs
+	// HoldLogs starts the command's log held (logstore.Options.Held): the
+	// caller calls Log().Release once it has read what it waited for.
+	HoldLogs bool
 }
 
 // Submit queues a command and returns at once. The command runs after every
