@@ -1,8 +1,10 @@
 import unittest
+from urllib.parse import urlsplit
 
 from conch import AuthenticationError, NetworkError, NotFoundError, Sandbox, UnsupportedOperationError
 
-from .daemon import Daemon, shared
+from .daemon import shared
+from .proxy import DroppingProxy
 
 try:
     import websockets  # noqa: F401
@@ -79,16 +81,17 @@ class PtyTest(unittest.TestCase):
             wrong.pty.connect(p.id).attach().close()
 
     @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
-    def test_daemon_gone_while_attached_is_a_network_error(self) -> None:
-        d = Daemon()
-        self.addCleanup(d.stop)
-        sb = d.sandbox()
+    def test_connection_gone_while_attached_is_a_network_error(self) -> None:
+        # The connection ends without a close frame, as when the daemon is killed.
+        proxy = DroppingProxy(urlsplit(shared().url).port or 0, drop=10**6)
+        self.addCleanup(proxy.close)
+        sb = Sandbox(proxy.url, shared().token)
         self.addCleanup(sb.close)
-        _, conn = sb.pty.attach("echo hi; sleep 30")
+        h, conn = sb.pty.attach("echo hi; sleep 30")
+        self.addCleanup(self.sandbox.pty.delete, h.id)
         self.addCleanup(conn.close)
         self.assertIn(b"hi", conn.recv() or b"")
-        d.proc.kill()
-        d.proc.wait(30)
+        proxy.hang_up()
         with self.assertRaises(NetworkError):
             while conn.recv() is not None:
                 pass
