@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
@@ -343,4 +344,30 @@ func TestOutputLimitHolds(t *testing.T) {
 		require.True(t, strings.HasPrefix(r.Output, "1\n"), "%q", r.Output)
 		require.True(t, strings.HasSuffix(r.Output, "100000\n"), "%q", r.Output)
 	}
+}
+
+// TestInteractReadsOnFromLastAnswer waits more on a command with interact
+// and no cursor: the answer holds what the command printed since run's
+// answer, not only what came after the interact call (it once lost A).
+func TestInteractReadsOnFromLastAnswer(t *testing.T) {
+	t.Parallel()
+	env, _ := testEnv(t)
+	c := startMCP(t, env)
+	defer c.close()
+	gate := filepath.Join(t.TempDir(), "gate")
+	r, _ := c.run(map[string]any{"command": "while [ ! -e " + gate + " ]; do sleep 0.02; done; echo A; sleep 1; echo B", "timeout": 0.3})
+	require.True(t, r.Running)
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	for deadline := time.Now().Add(hangGuard); ; time.Sleep(20 * time.Millisecond) {
+		var out mcpserver.ReadOutput
+		c.ok("read_output", map[string]any{"id": r.ID}, &out)
+		if strings.Contains(out.Output, "A") {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "A was not printed")
+	}
+	var w mcpserver.Result
+	c.ok("interact", map[string]any{"id": r.ID, "timeout": 30}, &w)
+	require.False(t, w.Running)
+	require.Equal(t, "A\nB\n", w.Output)
 }

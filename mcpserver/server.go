@@ -44,6 +44,10 @@ type Server struct {
 	// order keeps the runs sent to a session over stdio in the order they
 	// were sent.
 	order *order
+	// next is the cursor after the last answer given for each command
+	// still running, where interact reads on from by default.
+	nextMu sync.Mutex
+	next   map[string]string
 }
 
 // named is a session made by name: its id, and what it runs, so that run
@@ -64,7 +68,7 @@ func (n named) kind() string {
 
 // New returns a Server whose tools drive the daemon c.
 func New(c *client.Client, version string) *Server {
-	return &Server{c: c, version: version, sessions: map[string]named{}, stopped: context.Background(), order: newOrder()}
+	return &Server{c: c, version: version, sessions: map[string]named{}, stopped: context.Background(), order: newOrder(), next: map[string]string{}}
 }
 
 // MCP returns the MCP server with every tool added.
@@ -161,6 +165,37 @@ func (s *Server) session(ctx context.Context, name string, opts client.SessionOp
 	n = named{id: p.ID, shell: p.Shell, language: p.Language}
 	s.sessions[name] = n
 	return n, true, nil
+}
+
+// maxNext bounds the commands whose last cursor is kept: past it one is
+// forgotten for each new one (interact then reads what comes after its
+// input, as without a cursor).
+const maxNext = 4096
+
+// answered notes where the answer r left its command's output, while the
+// command runs on.
+func (s *Server) answered(r Result) {
+	s.nextMu.Lock()
+	defer s.nextMu.Unlock()
+	if !r.Running || r.Next == "" {
+		delete(s.next, r.ID)
+		return
+	}
+	if _, ok := s.next[r.ID]; !ok && len(s.next) >= maxNext {
+		for id := range s.next { // any one: a map has no order
+			delete(s.next, id)
+			break
+		}
+	}
+	s.next[r.ID] = r.Next
+}
+
+// lastNext is the cursor after the last answer for the command id, "" when
+// none is known.
+func (s *Server) lastNext(id string) string {
+	s.nextMu.Lock()
+	defer s.nextMu.Unlock()
+	return s.next[id]
 }
 
 // forget drops the session called name if it still has id.

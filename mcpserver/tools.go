@@ -65,8 +65,8 @@ var interactTool = &mcp.Tool{
 	Description: `Work with a command that is still running (an id from run): send input ` +
 		`(include the trailing newline to press Enter), close its stdin (eof), or send a ` +
 		`signal (INT to interrupt like Ctrl-C, TERM, KILL), then wait and read the output that ` +
-		`came after, answered as run answers. With nothing to send it just waits longer. Pass ` +
-		`cursor (the "next" of the previous answer) to read exactly what came after it.`,
+		`came after the last answer for it, answered as run answers. With nothing to send it ` +
+		`just waits longer. Pass cursor (the "next" of an answer) to read after another point.`,
 }
 
 // InteractInput is the interact tool's input.
@@ -75,7 +75,7 @@ type InteractInput struct {
 	Input       string  `json:"input,omitempty" jsonschema:"text written to the command's stdin; end it with a newline to submit a line"`
 	EOF         bool    `json:"eof,omitempty" jsonschema:"close the command's stdin after the input"`
 	Signal      string  `json:"signal,omitempty" jsonschema:"signal sent to the command and its children after the input: INT, TERM, KILL, HUP, QUIT, ..."`
-	Cursor      string  `json:"cursor,omitempty" jsonschema:"read output after this cursor (next of an earlier answer); default: what came after the input"`
+	Cursor      string  `json:"cursor,omitempty" jsonschema:"read output after this cursor (next of an earlier answer); default: after the last answer run or interact gave for this command, so that nothing printed since is missed"`
 	Timeout     float64 `json:"timeout,omitempty" jsonschema:"seconds to wait before answering with the command still running; default 30"`
 	IdleTimeout float64 `json:"idleTimeout,omitempty" jsonschema:"answer early once the command printed nothing for this many seconds"`
 	OutputLimit int64   `json:"outputLimit,omitempty" jsonschema:"bytes of output in the answer (head and tail); default 32768"`
@@ -184,6 +184,7 @@ func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput)
 	}
 	out := s.result(ctx, r, p, id, wait.limit)
 	out.Session = name
+	s.answered(out)
 	if !created && (in.Shell != "" || in.Cwd != "" || in.Limits != nil) {
 		out.Note = fmt.Sprintf("session %q existed already: shell and cwd apply only when a session is created, and so do limits", name)
 	}
@@ -198,7 +199,11 @@ func (s *Server) interact(ctx context.Context, _ *mcp.CallToolRequest, in Intera
 	if err != nil {
 		return nil, Result{}, err
 	}
-	opts := client.InteractOptions{Input: in.Input, EOF: in.EOF, Signal: in.Signal, Cursor: in.Cursor,
+	cursor := in.Cursor
+	if cursor == "" {
+		cursor = s.lastNext(in.ID)
+	}
+	opts := client.InteractOptions{Input: in.Input, EOF: in.EOF, Signal: in.Signal, Cursor: cursor,
 		Timeout: wait.timeout, IdleTimeout: wait.idle, OutputLimit: wait.limit}
 	r, p, err := s.c.Interact(ctx, in.ID, opts)
 	if err != nil {
@@ -212,6 +217,7 @@ func (s *Server) interact(ctx context.Context, _ *mcp.CallToolRequest, in Intera
 	}
 	out := s.result(ctx, r, p, sessionID, wait.limit)
 	out.Session = s.names()[sessionID]
+	s.answered(out)
 	return textResult(out), out, nil
 }
 
