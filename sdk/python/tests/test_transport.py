@@ -68,7 +68,7 @@ class ResendTest(unittest.TestCase):
 
 class FrozenDaemonTest(unittest.TestCase):
     def test_calls_without_a_wait_time_out_on_a_frozen_daemon(self) -> None:
-        d = Daemon()
+        d = Daemon(["--drain-timeout", "0"])  # its sleep must not hold up its stop
         self.addCleanup(d.stop)
         sb = d.sandbox()
         self.addCleanup(sb.close)
