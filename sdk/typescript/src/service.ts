@@ -99,11 +99,20 @@ export class PtyService {
     this.#process = process
   }
 
-  /** Starts a PTY process and attaches to it. */
+  /**
+   * Starts a PTY process and attaches to it. When the attach fails (a refused
+   * handshake: a proxy that does not pass upgrades), the process it started
+   * is deleted before the error is thrown: the caller never had its handle.
+   */
   async attach(command?: string, options: PtyOptions = {}): Promise<{ handle: ProcessHandle; connection: PtyDuplex }> {
     const handle = await this.start(command, options)
-    const connection = await handle.attach()
-    return { handle, connection }
+    try {
+      const connection = await handle.attach()
+      return { handle, connection }
+    } catch (err) {
+      await handle.delete().catch(() => {}) // the attach's error says what went wrong
+      throw err
+    }
   }
 
   connect(idOrHandle: string | ProcessHandleJSON): ProcessHandle {

@@ -101,6 +101,20 @@ describe('PtyService', () => {
     await h.delete()
   })
 
+  test('an attach that fails ends the PTY process it started', async () => {
+    // A WebSocket whose handshake is refused, as behind a proxy that does not pass upgrades.
+    class Refused extends WS {
+      constructor(url: string, init: { headers: Record<string, string> }) {
+        super(url.replace(/\/attach$/, '/attach-refused'), init)
+      }
+    }
+    const s = d.sandbox({ WebSocket: Refused as never })
+    const marker = `sleep 100 # attach-refused-${Date.now()}`
+    await assert.rejects(s.pty.attach(marker))
+    const left = (await sb.process.list({ kind: 'pty' })).items.filter((p) => p.shellCommand === marker)
+    assert.deepEqual(left.map((p) => p.rawState), [], 'the PTY it started is gone')
+  })
+
   test('attach goes through the WebSocket the transport was given', async () => {
     const urls: string[] = []
     const Counting = class extends WS {
