@@ -11,6 +11,12 @@ import type { LogFrame, StreamLogEvent, StreamLogsOptions } from './types.js'
 /** Connections in a row that may fail before the stream gives up with an error event. */
 const maxRetries = 5
 
+/** Statuses that may pass (a proxy's 502 and 504, 503), and 0: no answer in time. */
+const passing: ReadonlySet<number> = new Set([0, 502, 503, 504])
+
+/** The longest a Retry-After makes the stream wait before it tries again (ms). */
+const maxPause = 30_000
+
 interface RawEvent {
   event: string
   data: string
@@ -67,6 +73,7 @@ export async function* streamLogs(
   try {
     while (!stop.signal.aborted) {
       let lastError: unknown
+      let pause = 0
       try {
         const headers: Record<string, string> = last ? { 'last-event-id': last } : {}
         const res = await t.request('GET', `/v1/processes/${seg(id)}/logs/stream`, {
@@ -99,11 +106,14 @@ export async function* streamLogs(
         }
       } catch (err) {
         if (stop.signal.aborted) return
-        // An answer of the daemon (the process is gone) will not change.
-        if (err instanceof ConchError) {
+        // An answer of the daemon (the process is gone) will not change; a
+        // proxy's 502 or 504, a 503 (draining, with Retry-After) or no
+        // answer in time may: they are tried again as a dropped connection is.
+        if (err instanceof ConchError && !passing.has(err.status)) {
           yield { type: 'error', ...(last ? { cursor: last } : {}), error: err }
           return
         }
+        if (err instanceof ConchError && err.retryAfter !== undefined) pause = Math.min(err.retryAfter * 1000, maxPause)
         lastError = err
       }
       if (++failures > maxRetries) {
@@ -111,7 +121,7 @@ export async function* streamLogs(
         yield { type: 'error', ...(last ? { cursor: last } : {}), error }
         return
       }
-      await sleep(50 * 2 ** (failures - 1), stop.signal)
+      await sleep(Math.max(50 * 2 ** (failures - 1), pause), stop.signal)
     }
   } finally {
     outer?.removeEventListener('abort', onAbort)

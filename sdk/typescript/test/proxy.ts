@@ -14,6 +14,8 @@ export interface Proxy {
   cutAfter(bytes: number): void
   /** Cuts the next event stream just before the first place it holds text. */
   cutBefore(text: string): void
+  /** Answers the nth stream request (counting from 1) itself, with this answer, and closes the connection. */
+  failStream(n: number, answer: { status: number; body: string; headers?: Record<string, string> }): void
   /** Closes every connection at once from now on. */
   refuse(): void
   close(): Promise<void>
@@ -23,6 +25,7 @@ export async function startProxy(target: string): Promise<Proxy> {
   const { hostname, port } = new URL(target)
   let cut: number | undefined
   let cutText: string | undefined
+  const failures = new Map<number, { status: number; body: string; headers?: Record<string, string> }>()
   let refusing = false
   const sockets = new Set<Socket>()
   const proxy: Proxy = {
@@ -32,6 +35,7 @@ export async function startProxy(target: string): Promise<Proxy> {
     cuts: 0,
     cutAfter: (n) => { cut = n },
     cutBefore: (text) => { cutText = text },
+    failStream: (n, answer) => { failures.set(n, answer) },
     refuse: () => { refusing = true },
     close: () => new Promise((r) => {
       for (const s of sockets) s.destroy()
@@ -55,7 +59,16 @@ export async function startProxy(target: string): Promise<Proxy> {
     let before: string | undefined
     let seen = '' // the stream's answer so far, as latin1, while before is looked for
     client.on('data', (b: Buffer) => {
-      if (b.includes('/logs/stream')) proxy.streams++
+      if (b.includes('/logs/stream')) {
+        const fail = failures.get(++proxy.streams)
+        if (fail) {
+          const head = [`HTTP/1.1 ${fail.status} Proxy`, `content-length: ${Buffer.byteLength(fail.body)}`, 'connection: close']
+          for (const [k, v] of Object.entries(fail.headers ?? {})) head.push(`${k}: ${v}`)
+          client.end(`${head.join('\r\n')}\r\n\r\n${fail.body}`)
+          upstream.destroy()
+          return
+        }
+      }
       upstream.write(b)
     })
     upstream.on('data', (b: Buffer) => {

@@ -119,6 +119,27 @@ describe('ProcessHandle.streamLogs', () => {
     })
   }
 
+  for (const status of [502, 503]) {
+    test(`a resume answered ${status} is tried again, honouring Retry-After`, async () => {
+      const proxy = await startProxy(d.url)
+      try {
+        const s = d.sandbox({ url: proxy.url })
+        const h = await s.process.start('echo one; sleep 0.5; echo two; exit 3')
+        proxy.cutBefore('two') // in the middle of the second frame's event
+        proxy.failStream(2, status === 503
+          ? { status, body: '{"error":{"code":"draining","message":"the daemon drains"}}', headers: { 'content-type': 'application/json', 'retry-after': '1' } }
+          : { status, body: '<html>Bad Gateway</html>', headers: { 'content-type': 'text/html' } })
+        const t0 = Date.now()
+        const evs = await collect(h.streamLogs())
+        assert.equal(proxy.streams, 3, 'cut, refused, then resumed')
+        assert.deepEqual(evs.map((e) => e.type === 'log' ? e.frame.data : e.type), ['one\n', 'two\n', 'state', 'eof'])
+        if (status === 503) assert.ok(Date.now() - t0 >= 1000, 'waited as Retry-After said')
+      } finally {
+        await proxy.close()
+      }
+    })
+  }
+
   test('a stream that cannot resume yields one error event and ends', async () => {
     const proxy = await startProxy(d.url)
     try {
