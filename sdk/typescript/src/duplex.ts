@@ -131,9 +131,9 @@ export class PtyDuplex {
     return this
   }
 
-  /** Types data into the PTY. */
+  /** Types data into the PTY; throws once the connection is closed (by `close()` too). */
   write(data: string | Uint8Array): void {
-    if (this.#closed) throw new Error('conch: write to a closed PTY connection')
+    if (this.#closed || this.#userClosed) throw new Error('conch: write to a closed PTY connection')
     const msg = typeof data === 'string' ? encoder.encode(data) : data
     if (this.#open) this.#socket.send(msg)
     else this.#pending.push(msg)

@@ -73,6 +73,8 @@ describe('PtyService', () => {
     const it = c.readable[Symbol.asyncIterator]()
     await readUntil(it, '42')
     c.close()
+    // At once, not only once the socket said it closed: nothing written now could arrive.
+    assert.throws(() => c.write('echo lost\r'), /closed PTY connection/)
     await readAll(it) // what had arrived before the close, then the end
     assert.equal((await h.get()).state, 'running')
     await h.stdin('exit 3\r')
