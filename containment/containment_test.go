@@ -74,6 +74,19 @@ func TestKillEndsWhatLeftTheTree(t *testing.T) {
 	}
 }
 
+// procsUnder counts the processes in the cgroup dir and those under it.
+func procsUnder(dir string) int {
+	n := 0
+	_ = filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
+		if err == nil && e.IsDir() {
+			b, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+			n += len(strings.Fields(string(b)))
+		}
+		return nil
+	})
+	return n
+}
+
 func TestRootDestroyEndsEveryCgroup(t *testing.T) {
 	t.Parallel()
 	r := containmenttest.Root(t, containment.Limits{})
@@ -86,6 +99,8 @@ func TestRootDestroyEndsEveryCgroup(t *testing.T) {
 		run(t, m, containmenttest.Escapes(marker))
 	}
 	waitFor(t, "four sleeps", func() bool { return len(containmenttest.Running(marker)) == 4 })
+	// The subshells that started them leave the cgroups a moment later.
+	waitFor(t, "the sleeps alone in the cgroups", func() bool { return procsUnder(r.Path()) == 4 })
 	n, err := containment.Clear(strings.TrimPrefix(filepath.Base(r.Path()), "conch-"), r.Dirs())
 	if err != nil || n != 4 {
 		t.Fatalf("Clear = %d, %v; want 4 ended", n, err)
