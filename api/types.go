@@ -190,7 +190,18 @@ type RunResult struct {
 	// WaitingForInput is set in an early (202) answer when the process
 	// waits for input.
 	WaitingForInput bool `json:"waitingForInput,omitempty"`
+	// CameBack says why an early (202) answer came: the call's timeout ran
+	// out, the process was quiet for its idleTimeout, or it waits for
+	// input (CameBackTimeout, CameBackIdle, CameBackInput).
+	CameBack string `json:"cameBack,omitempty"`
 }
+
+// Why an early (202) run or interact answer came (RunResult.CameBack).
+const (
+	CameBackTimeout = "timeout"
+	CameBackIdle    = "idle_timeout"
+	CameBackInput   = "waiting_for_input"
+)
 
 // StartOptions start an exec or PTY process: exactly one of Cmd (run by a
 // shell) and Argv (no shell); a PTY may have neither, to run the shell.

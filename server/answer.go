@@ -54,9 +54,10 @@ func (s *Server) outputLimit(n int64) (int, error) {
 // runAnswer is what a run or interact answer holds: the output after a
 // cursor, cut to a limit, as text made plain or not.
 type runAnswer struct {
-	after logstore.Cursor
-	limit int
-	plain bool
+	after    logstore.Cursor
+	limit    int
+	plain    bool
+	cameBack string // why an early answer came (api.CameBack...)
 }
 
 // writeRunAnswer answers with p's output after a.after: 200 with the
@@ -103,6 +104,9 @@ func (s *Server) writeRunAnswer(w http.ResponseWriter, p process.Process, a runA
 		}
 	} else {
 		enc.members(s.processDTO(p))
+		if a.cameBack != "" {
+			enc.field("cameBack", a.cameBack)
+		}
 	}
 	enc.field("processId", p.ID())
 	parts := [][]logstore.Frame{e.Head, e.Tail}

@@ -29,26 +29,44 @@ type answerWait struct {
 // answerRun waits for p as aw says and answers: 200 with its RunResult once
 // it ended, else 202 with the process and its output so far.
 func (s *Server) answerRun(w http.ResponseWriter, r *http.Request, p process.Process, aw answerWait, a runAnswer) error {
-	s.awaitAnswer(r.Context(), p, aw)
+	a.cameBack = s.awaitAnswer(r.Context(), p, aw)
 	if err := r.Context().Err(); err != nil {
 		return err
 	}
 	return s.writeRunAnswer(w, p, a)
 }
 
+// errIdle ends a wait whose process was quiet for its idle timeout.
+var errIdle = errors.New("quiet for the idle timeout")
+
 // awaitAnswer blocks until p is done, ctx ends, the timeout runs out, p has
 // been quiet for the idle timeout (since its last frame or the start of the
-// wait, whichever is later), or p waits for input.
-func (s *Server) awaitAnswer(ctx context.Context, p process.Process, aw answerWait) {
+// wait, whichever is later), or p waits for input. It returns why an answer
+// comes early (api.CameBack...), "" when p is done or ctx ended.
+func (s *Server) awaitAnswer(ctx context.Context, p process.Process, aw answerWait) string {
 	start := time.Now()
+	outer := ctx
 	if aw.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, aw.timeout)
 		defer cancel()
 	}
+	// cameBack is why the wait ended, once it has.
+	cameBack := func() string {
+		switch {
+		case doneNow(p), outer.Err() != nil:
+			return ""
+		case ctx.Err() != nil:
+			return api.CameBackTimeout
+		}
+		return ""
+	}
 	if aw.turn != nil {
-		if runUntilAnswer(ctx, p, aw, start) {
-			return
+		if due, idle := runUntilAnswer(ctx, p, aw, start); due {
+			if idle && !doneNow(p) {
+				return api.CameBackIdle
+			}
+			return cameBack()
 		}
 	}
 	var idle <-chan time.Time
@@ -62,34 +80,51 @@ func (s *Server) awaitAnswer(ctx context.Context, p process.Process, aw answerWa
 	for {
 		changed := in.Changed()
 		if in.Waiting() {
-			return
+			if doneNow(p) {
+				return ""
+			}
+			return api.CameBackInput
 		}
 		select {
 		case <-p.Done():
-			return
+			return ""
 		case <-ctx.Done():
-			return
+			return cameBack()
 		case <-changed:
 		case <-idle:
 			quiet := quietFor(p, start)
 			if quiet >= aw.idle {
-				return
+				if doneNow(p) {
+					return ""
+				}
+				return api.CameBackIdle
 			}
 			idleTimer.Reset(aw.idle - quiet)
 		}
 	}
 }
 
+// doneNow reports whether p has ended.
+func doneNow(p process.Process) bool {
+	select {
+	case <-p.Done():
+		return true
+	default:
+		return false
+	}
+}
+
 // runUntilAnswer runs p with aw.turn until p ends, ctx is done or, with an
 // idle timeout, p has been quiet that long, and reports whether the answer
-// is due; it is not when p runs on elsewhere (a later command came first).
-// p has no input to wait for: it runs here only with its stdin closed.
-func runUntilAnswer(ctx context.Context, p process.Process, aw answerWait, start time.Time) bool {
+// is due, and whether it is for the idle timeout; it is not due when p
+// runs on elsewhere (a later command came first). p has no input to wait
+// for: it runs here only with its stdin closed.
+func runUntilAnswer(ctx context.Context, p process.Process, aw answerWait, start time.Time) (due, idle bool) {
 	if aw.idle <= 0 {
 		aw.turn.TakeTurn(ctx)
 	} else {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
 		var mu sync.Mutex
 		var t *time.Timer
 		mu.Lock()
@@ -100,22 +135,22 @@ func runUntilAnswer(ctx context.Context, p process.Process, aw answerWait, start
 				t.Reset(aw.idle - quiet)
 				return
 			}
-			cancel()
+			cancel(errIdle)
 		})
 		mu.Unlock()
 		defer t.Stop()
 		aw.turn.TakeTurn(ctx)
 		if ctx.Err() != nil {
-			return true
+			return true, context.Cause(ctx) == errIdle
 		}
 	}
 	select {
 	case <-p.Done():
-		return true
+		return true, false
 	case <-ctx.Done():
-		return true
+		return true, false
 	default:
-		return false
+		return false, false
 	}
 }
 

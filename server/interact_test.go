@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/server"
@@ -309,4 +310,51 @@ func TestInteractCallsTakeTurns(t *testing.T) {
 		}
 	}
 	require.NoError(t, d.c.Kill(c, p.ID, client.KillOptions{Signal: "KILL"}))
+}
+
+// TestCameBack checks that an early (202) answer says why it came: the
+// timeout, the idle timeout, or input awaited, for a one-shot and for a
+// session command run on the request's goroutine. Without it a client could
+// only guess from the time a wait took whether the command was quiet.
+func TestCameBack(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	sess, err := d.c.CreateSession(c, client.SessionOptions{})
+	require.NoError(t, err)
+	short := client.Millis(200 * time.Millisecond)
+	for _, tt := range []struct {
+		name   string
+		run    func() (*client.RunResult, *client.Process, error)
+		reason string
+	}{
+		{"one-shot timeout", func() (*client.RunResult, *client.Process, error) {
+			return d.c.Run(c, client.RunOptions{StartOptions: client.StartOptions{Cmd: "sleep 30"}, Timeout: short})
+		}, api.CameBackTimeout},
+		{"one-shot idle", func() (*client.RunResult, *client.Process, error) {
+			return d.c.Run(c, client.RunOptions{StartOptions: client.StartOptions{Cmd: "sleep 30"}, IdleTimeout: short})
+		}, api.CameBackIdle},
+		{"one-shot input", func() (*client.RunResult, *client.Process, error) {
+			return d.c.Run(c, client.RunOptions{StartOptions: client.StartOptions{Cmd: "read x", Stdin: api.StdinOpen}, Timeout: client.Millis(30 * time.Second)})
+		}, api.CameBackInput},
+		{"session timeout", func() (*client.RunResult, *client.Process, error) {
+			return d.c.RunCommand(c, sess.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "sleep 30"}, Timeout: short})
+		}, api.CameBackTimeout},
+		{"session idle", func() (*client.RunResult, *client.Process, error) {
+			return d.c.RunCommand(c, sess.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "sleep 30"}, IdleTimeout: short})
+		}, api.CameBackIdle},
+	} {
+		r, p, err := tt.run()
+		require.NoError(t, err, tt.name)
+		require.NotNil(t, p, "%s: the answer came early", tt.name)
+		require.Equal(t, tt.reason, r.CameBack, tt.name)
+		require.NoError(t, d.c.Kill(c, p.ID, client.KillOptions{Signal: "KILL"}), tt.name)
+		w, _, err := d.c.Wait(c, p.ID, 10*time.Second)
+		require.NoError(t, err, tt.name)
+		require.NotNil(t, w, tt.name)
+	}
+	r, p, err := d.c.Run(c, client.RunOptions{StartOptions: client.StartOptions{Cmd: "true"}, Timeout: client.Millis(30 * time.Second)})
+	require.NoError(t, err)
+	require.Nil(t, p)
+	require.Empty(t, r.CameBack, "a final answer came for the end")
 }
