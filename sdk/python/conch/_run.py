@@ -70,8 +70,8 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
         return early(answer, "waiting_for_input")
     quiet_from = sent
     if idle is not None:
-        if time.monotonic() - sent < w / 1000:
-            return early(answer, "idle_timeout")  # back before its wait ran out: the daemon saw it idle
+        if _came_back_quiet(answer, sent, w):
+            return early(answer, "idle_timeout")
         quiet_from = _last_output(answer, sent)
         if _idle_left(idle, quiet_from) <= 0:
             return early(answer, "idle_timeout")
@@ -103,6 +103,18 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
             if _idle_left(idle, quiet_from) <= 0:
                 return collect(t, pid, None, math.inf, "idle_timeout", cursor)
     return collect(t, pid, None, TIMED_OUT_PAGES, "wait_timeout", cursor)
+
+
+def _came_back_quiet(answer: Wire, sent: float, w: int) -> bool:
+    """Whether a 202 came because the process was quiet for its idleTimeout.
+
+    The daemon says why in ``cameBack``; one that does not is judged by the
+    time: back before its wait ran out, it saw the process idle.
+    """
+    why = answer.get("cameBack")
+    if isinstance(why, str):
+        return why == "idle_timeout"
+    return time.monotonic() - sent < w / 1000
 
 
 def _idle_left(idle_ms: int, quiet_from: float) -> float:

@@ -43,11 +43,13 @@ export async function run(t: HttpTransport, path: string, body: Wire, timeout: n
   const { status, body: answer } = await t.json('POST', path, { json: { ...body, timeout: sent }, timeout: sent + answerMargin })
   const w = record(answer, 'run')
   if (status === 200) return finished(t, w, bounded)
-  // A 202 before the wait asked for ran out came back because the command
-  // was quiet for idleTimeout (the daemon's timeout had not fired); one at
-  // its end, because the wait ran out: the command goes on, and so does run.
-  const quiet = (): boolean => idle !== undefined && Date.now() - began < sent
-  if (w.waitingForInput === true || (idle !== undefined && (quiet() || left(deadline) <= 0))) return early(t, w, deadline, bounded)
+  // A 202 says why it came (cameBack): for idleTimeout, the command was
+  // quiet that long; for the timeout, only the wait ran out, and the command
+  // goes on, and so does run. A daemon that does not say is judged by the
+  // time: back before the wait asked for ran out, it saw the command idle.
+  const quiet = (a: Wire): boolean =>
+    idle !== undefined && (typeof a.cameBack === 'string' ? a.cameBack === 'idle_timeout' : Date.now() - began < sent)
+  if (w.waitingForInput === true || (idle !== undefined && (quiet(w) || left(deadline) <= 0))) return early(t, w, deadline, bounded)
   // Only the daemon's wait window ran out: wait on with bare interacts, which
   // (unlike wait) also come back when the process starts waiting for input,
   // or (with idleTimeout) has been quiet that long.
@@ -63,7 +65,7 @@ export async function run(t: HttpTransport, path: string, body: Wire, timeout: n
     const a = record(b, 'interact')
     if (s === 200) return collect(t, id, toWaitResult(pick(a, ['reason', 'exitCode', 'signal', 'cwd', 'error', 'oomKilled', 'usage', 'stdinDroppedBytes'])), Infinity, 'terminal')
     if (a.waitingForInput === true) return collect(t, id, stillRunning('waiting_for_input'), Infinity, 'running')
-    if (quiet()) return collect(t, id, stillRunning('idle_timeout'), Infinity, 'running')
+    if (quiet(a)) return collect(t, id, stillRunning('idle_timeout'), Infinity, 'running')
     if (typeof a.next === 'string') cursor = a.next
   }
   return collect(t, id, stillRunning('wait_timeout'), timedOutPages, 'running')
