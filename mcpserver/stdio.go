@@ -92,15 +92,37 @@ type gate struct {
 func (g *gate) Write(p []byte) (int, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if resp, ok := decodeMessage(bytes.TrimSpace(p)).(*jsonrpc.Response); ok && g.cancelled[resp.ID] {
-		g.settle(p)
+	answers := responses(p)
+	if len(answers) == 1 && g.cancelled[answers[0].ID] {
+		g.settle(answers)
 		return len(p), nil
 	}
 	n, err := g.out.Write(p)
 	if err == nil {
-		g.settle(p)
+		g.settle(answers)
 	}
 	return n, err
+}
+
+// responses are the responses of the message or batch p, which it leaves
+// as it is.
+func responses(p []byte) []*jsonrpc.Response {
+	p = bytes.TrimSpace(p)
+	raws := []json.RawMessage{p}
+	if len(p) > 0 && p[0] == '[' {
+		// Into a new slice: a RawMessage decodes into the bytes it holds.
+		raws = nil
+		if json.Unmarshal(p, &raws) != nil {
+			return nil
+		}
+	}
+	var rs []*jsonrpc.Response
+	for _, raw := range raws {
+		if resp, ok := decodeMessage(raw).(*jsonrpc.Response); ok {
+			rs = append(rs, resp)
+		}
+	}
+	return rs
 }
 
 // noteCancel notes the request that req, a cancellation from the client,
@@ -130,21 +152,10 @@ func (g *gate) Close() error {
 	return nil
 }
 
-// settle forgets the requests that the message or batch p answers, and
-// notes the protocol version of the answer to initialize. g.mu is held.
-func (g *gate) settle(p []byte) {
-	p = bytes.TrimSpace(p)
-	raws := []json.RawMessage{p}
-	if len(p) > 0 && p[0] == '[' {
-		if json.Unmarshal(p, &raws) != nil {
-			return
-		}
-	}
-	for _, raw := range raws {
-		resp, ok := decodeMessage(raw).(*jsonrpc.Response)
-		if !ok {
-			continue
-		}
+// settle forgets the requests that answers answer, and notes the protocol
+// version of the answer to initialize. g.mu is held.
+func (g *gate) settle(answers []*jsonrpc.Response) {
+	for _, resp := range answers {
 		delete(g.pending, resp.ID)
 		delete(g.cancelled, resp.ID)
 		g.order.answered(resp.ID)
