@@ -51,22 +51,31 @@ func (s *Server) awaitAnswer(ctx context.Context, p process.Process, aw answerWa
 		ctx, cancel = context.WithTimeout(ctx, aw.timeout)
 		defer cancel()
 	}
-	// cameBack is why the wait ended, once it has.
-	cameBack := func() string {
-		switch {
-		case doneNow(p), outer.Err() != nil:
+	// early is why an answer comes before p's end: reason, unless p has
+	// ended meanwhile.
+	early := func(reason string) string {
+		if doneNow(p) {
 			return ""
-		case ctx.Err() != nil:
-			return api.CameBackTimeout
 		}
-		return ""
+		return reason
+	}
+	// timedOut is why an answer comes once ctx is done: the timeout, unless
+	// the request itself ended (it gets no answer).
+	timedOut := func() string {
+		if outer.Err() != nil {
+			return ""
+		}
+		return early(api.CameBackTimeout)
 	}
 	if aw.turn != nil {
 		if due, idle := runUntilAnswer(ctx, p, aw, start); due {
-			if idle && !doneNow(p) {
-				return api.CameBackIdle
+			switch {
+			case idle:
+				return early(api.CameBackIdle)
+			case ctx.Err() != nil:
+				return timedOut()
 			}
-			return cameBack()
+			return ""
 		}
 	}
 	var idle <-chan time.Time
@@ -80,24 +89,18 @@ func (s *Server) awaitAnswer(ctx context.Context, p process.Process, aw answerWa
 	for {
 		changed := in.Changed()
 		if in.Waiting() {
-			if doneNow(p) {
-				return ""
-			}
-			return api.CameBackInput
+			return early(api.CameBackInput)
 		}
 		select {
 		case <-p.Done():
 			return ""
 		case <-ctx.Done():
-			return cameBack()
+			return timedOut()
 		case <-changed:
 		case <-idle:
 			quiet := quietFor(p, start)
 			if quiet >= aw.idle {
-				if doneNow(p) {
-					return ""
-				}
-				return api.CameBackIdle
+				return early(api.CameBackIdle)
 			}
 			idleTimer.Reset(aw.idle - quiet)
 		}
