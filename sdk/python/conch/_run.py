@@ -3,8 +3,10 @@
 A run is one request when the process ends within the daemon's wait window.
 When the daemon answers 202 only because its window ran out, the SDK waits on
 with bare interacts (which, unlike wait, also come back when the process
-starts waiting for input) and then pages the logs. When an answer left output
-out (``omittedBytes``) and the caller did not bound it, the SDK joins the
+starts waiting for input) and then pages the logs, or, when the caller gave
+``outputLimit``, asks the daemon for its output cut to that limit (see
+``cut``). When an answer left output out (``omittedBytes``) and the caller
+did not bound it, the SDK joins the
 answer with ``logs`` pages by the API's rule: the answer's frames up to and
 including ``omittedAfter``, then every frame of the pages after
 ``omittedAfter`` up to and including ``next``.
@@ -60,12 +62,13 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
     """
     deadline = deadline_of(timeout)
     idle = body.get("idleTimeout")
+    bounded = "outputLimit" in body
     sent = time.monotonic()
     w = window_ms(t, deadline)
     status, answer = t.object("POST", path, json_body={**body, "timeout": w}, timeout=socket_timeout(w))
     answer = _record(answer, "run")
     if status == 200:
-        return finished(t, answer, "outputLimit" in body)
+        return finished(t, answer, bounded)
     if answer.get("waitingForInput") is True:
         return early(answer, "waiting_for_input")
     quiet_from = sent
@@ -79,6 +82,12 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
             return early(answer, "wait_timeout")
     pid = str(answer.get("id") or answer.get("processId"))
     cursor = answer.get("next") if isinstance(answer.get("next"), str) else None
+
+    def back(result: Optional[WaitResult], pages: float, came_back: Optional[CameBack]) -> RunResult:
+        if bounded:
+            return cut(t, pid, body, came_back)
+        return collect(t, pid, result, pages, came_back, cursor)
+
     while left(deadline) > 0:
         w = window_ms(t, deadline)
         if idle is not None:
@@ -91,18 +100,18 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
         s, a = t.object("POST", f"/v1/processes/{seg(pid)}/interact", json_body=req, timeout=socket_timeout(w))
         a = _record(a, "interact")
         if s == 200:
-            return collect(t, pid, WaitResult.from_wire(a), math.inf, None)
+            return back(WaitResult.from_wire(a), math.inf, None)
         before = cursor
         if isinstance(a.get("next"), str) and a["next"]:
             cursor = a["next"]
         if a.get("waitingForInput") is True:
-            return collect(t, pid, None, math.inf, "waiting_for_input", cursor)
+            return back(None, math.inf, "waiting_for_input")
         if idle is not None:
             if cursor != before:
                 quiet_from = _last_output(a, sent)
             if _idle_left(idle, quiet_from) <= 0:
-                return collect(t, pid, None, math.inf, "idle_timeout", cursor)
-    return collect(t, pid, None, TIMED_OUT_PAGES, "wait_timeout", cursor)
+                return back(None, math.inf, "idle_timeout")
+    return back(None, TIMED_OUT_PAGES, "wait_timeout")
 
 
 def _came_back_quiet(answer: Wire, sent: float, w: int) -> bool:
@@ -215,6 +224,28 @@ def finished(t: HttpTransport, w: Wire, bounded: bool) -> RunResult:
     r.logs = head + rest
     r.output, r.stdout, r.stderr = assemble(r.logs)
     r.omitted_bytes, r.omitted_after = 0, None
+    return r
+
+
+def cut(t: HttpTransport, pid: str, body: Wire, came_back: Optional[CameBack]) -> RunResult:
+    """The RunResult of process pid bounded by body's ``outputLimit``, as the daemon cuts it.
+
+    A bare interact from cursor ``0`` with a 1 ms ``timeout`` answers at once
+    with the whole output's head and tail within the limit (``omittedBytes``,
+    ``omittedAfter``, ``headFrames``, ``next``): 200 for a process that has
+    ended, else 202 with the output so far, the run then coming back for
+    came_back. A process that ended since the wait saw it running comes back
+    ended.
+    """
+    req: Wire = {"cursor": "0", "timeout": 1, "outputLimit": body["outputLimit"]}
+    if body.get("plain") is not None:
+        req["plain"] = body["plain"]
+    s, a = t.object("POST", f"/v1/processes/{seg(pid)}/interact", json_body=req, timeout=socket_timeout(1))
+    a = _record(a, "interact")
+    if s == 200:
+        return from_answer(a)
+    r = from_answer(a, came_back=came_back or "wait_timeout")
+    r.waiting_for_input = r.waiting_for_input or came_back == "waiting_for_input"
     return r
 
 

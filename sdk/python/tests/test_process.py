@@ -6,7 +6,7 @@ import unittest
 from unittest import mock
 
 from conch import (
-    AuthenticationError, ConchError, ConfigurationError, InvalidArgumentError, NetworkError, NotFoundError, ProcessDto, Sandbox,
+    AuthenticationError, ConchError, ConfigurationError, InvalidArgumentError, NetworkError, NotFoundError, ProcessDto, RunResult, Sandbox,
     StdinFullError, UnexpectedResponseError, UnsupportedOperationError, WaitResult,
 )
 from conch.errors import error_from
@@ -102,6 +102,51 @@ class ProcessTest(unittest.TestCase):
         self.assertEqual((r.is_running, r.came_back, r.stdout), (True, "idle_timeout", "a\n"))
         self.assertGreaterEqual(took, 2.4)
         self.assertLess(took, 4.5)
+
+    def assert_cut(self, r: RunResult, last: int, limit: int) -> None:
+        """r holds the head and tail of `seq 1 last` within limit, by the daemon's cut rule."""
+        whole = "".join(f"{i}\n" for i in range(1, last + 1))
+        self.assertLessEqual(len(r.output.encode()), limit)
+        self.assertLessEqual(len(r.stdout.encode()) + len(r.stderr.encode()), limit)
+        self.assertTrue(r.output.startswith("1\n2\n3\n"), r.output[:40])
+        self.assertTrue(r.output.endswith(f"{last}\n"), r.output[-40:])
+        self.assertGreater(r.omitted_bytes, 0)
+        self.assertEqual(len(r.output) + r.omitted_bytes, len(whole))
+        self.assertIsNotNone(r.omitted_after)
+        self.assertEqual(r.next, r.logs[-1].cursor if r.logs else None)
+
+    def test_output_limit_bounds_a_run_past_the_wait_window(self) -> None:
+        sb = shared().sandbox(wait_window=1)
+        self.addCleanup(sb.close)
+        # Ends after the first request's window: the result is built after bare interacts.
+        r = sb.exec("seq 1 200000; sleep 2", output_limit=1000, timeout=30)
+        self.assertEqual((r.reason, r.exit_code, r.came_back), ("exited", 0, None))
+        self.assert_cut(r, 200000, 1000)
+        self.assertEqual(sb.process.connect(r.process_id).logs(cursor=r.next).items, [])
+        # Without a limit the run still comes back whole.
+        r = sb.exec("seq 1 20000; sleep 1.5", timeout=30)
+        self.assertEqual((r.reason, r.omitted_bytes), ("exited", 0))
+        self.assertEqual(r.stdout, "".join(f"{i}\n" for i in range(1, 20001)))
+
+    def test_output_limit_bounds_an_early_return_past_the_wait_window(self) -> None:
+        sb = shared().sandbox(wait_window=1)
+        self.addCleanup(sb.close)
+        for kw, why in (({"idle_timeout": 2, "timeout": 30}, "idle_timeout"), ({"timeout": 2.5}, "wait_timeout")):
+            with self.subTest(why=why):
+                r = sb.exec("seq 1 200000; sleep 30", output_limit=1000, **kw)
+                h = sb.process.connect(r.process_id)
+                self.addCleanup(h.kill, "KILL")
+                self.assertEqual((r.is_running, r.came_back), (True, why))
+                self.assert_cut(r, 200000, 1000)
+                # next is where the output stood: reading on from it gives nothing twice.
+                a = h.interact(cursor=r.next, signal="KILL", timeout=30)
+                self.assertEqual((a.reason, a.output), ("signaled", ""))
+        with sb.process.create_session() as s:
+            r = s.run("seq 1 200000; sleep 1.5; read x; echo got $x", stdin="open", output_limit=1000, timeout=30)
+            self.assertEqual((r.is_running, r.came_back, r.waiting_for_input), (True, "waiting_for_input", True))
+            self.assert_cut(r, 200000, 1000)
+            a = sb.process.connect(r.process_id).interact("y\n", cursor=r.next, timeout=30)
+            self.assertEqual((a.reason, a.stdout), ("exited", "got y\n"))
 
     def test_idle_timeout_then_interact(self) -> None:
         with self.sandbox.process.create_session() as s:
