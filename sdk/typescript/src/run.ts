@@ -49,11 +49,17 @@ export async function run(t: HttpTransport, path: string, body: Wire, timeout: n
   // time: back before the wait asked for ran out, it saw the command idle.
   const quiet = (a: Wire): boolean =>
     idle !== undefined && (typeof a.cameBack === 'string' ? a.cameBack === 'idle_timeout' : Date.now() - began < sent)
-  if (w.waitingForInput === true || (idle !== undefined && (quiet(w) || left(deadline) <= 0))) return early(t, w, deadline, bounded)
+  if (w.waitingForInput === true || (idle !== undefined && (quiet(w) || left(deadline) <= 0))) {
+    return early(t, w, w.waitingForInput === true ? 'waiting_for_input' : left(deadline) <= 0 ? 'wait_timeout' : 'idle_timeout', bounded)
+  }
   // Only the daemon's wait window ran out: wait on with bare interacts, which
   // (unlike wait) also come back when the process starts waiting for input,
-  // or (with idleTimeout) has been quiet that long.
+  // or (with idleTimeout) has been quiet that long. They ask for no output
+  // (outputLimit 1): the result is read once they are done, whole from the
+  // logs, or, when the caller bounded it, as the daemon cuts it.
   const id = String(w.id ?? w.processId)
+  const result = (why: string | undefined, wait: () => WaitResult, pages: number): Promise<RunResult> =>
+    bounded ? cut(t, id, body, why) : collect(t, id, wait(), pages, why === undefined ? 'terminal' : 'running')
   let cursor = typeof w.next === 'string' ? w.next : undefined
   while (left(deadline) > 0) {
     sent = idleWindow(t, deadline, idle)
@@ -63,12 +69,32 @@ export async function run(t: HttpTransport, path: string, body: Wire, timeout: n
     }
     const { status: s, body: b } = await t.json('POST', `/v1/processes/${seg(id)}/interact`, { json, timeout: sent + answerMargin })
     const a = record(b, 'interact')
-    if (s === 200) return collect(t, id, toWaitResult(pick(a, ['reason', 'exitCode', 'signal', 'cwd', 'error', 'oomKilled', 'usage', 'stdinDroppedBytes'])), Infinity, 'terminal')
-    if (a.waitingForInput === true) return collect(t, id, stillRunning('waiting_for_input'), Infinity, 'running')
-    if (quiet(a)) return collect(t, id, stillRunning('idle_timeout'), Infinity, 'running')
+    if (s === 200) {
+      return result(undefined, () => toWaitResult(pick(a, ['reason', 'exitCode', 'signal', 'cwd', 'error', 'oomKilled', 'usage', 'stdinDroppedBytes'])), Infinity)
+    }
+    if (a.waitingForInput === true) return result('waiting_for_input', () => stillRunning('waiting_for_input'), Infinity)
+    if (quiet(a)) return result('idle_timeout', () => stillRunning('idle_timeout'), Infinity)
     if (typeof a.next === 'string') cursor = a.next
   }
-  return collect(t, id, stillRunning('wait_timeout'), timedOutPages, 'running')
+  return result('wait_timeout', () => stillRunning('wait_timeout'), timedOutPages)
+}
+
+/**
+ * The RunResult of id as the daemon cuts it to the caller's outputLimit
+ * (body's, with its plain): its output from the start, head and tail, with
+ * omittedBytes, omittedAfter, headFrames and next as a run's own answer
+ * has them. One bare interact from cursor 0 that waits as little as it can
+ * gives it: 200 with the RunResult of a process that ended, else 202 with
+ * the output so far. why: the run came back early for it (its rawReason),
+ * undefined when the process ended; one that ended meanwhile is reported
+ * as ended.
+ */
+async function cut(t: HttpTransport, id: string, body: Wire, why: string | undefined): Promise<RunResult> {
+  const json = { cursor: '0', timeout: 1, outputLimit: body.outputLimit, ...(body.plain === undefined ? {} : { plain: body.plain }) }
+  const { status, body: b } = await t.json('POST', `/v1/processes/${seg(id)}/interact`, { json, timeout: 1 + answerMargin })
+  const a = record(b, 'interact')
+  if (status === 200) return finished(t, a, true)
+  return early(t, a, why ?? 'wait_timeout', true)
 }
 
 /**
@@ -84,12 +110,12 @@ function idleWindow(t: HttpTransport, deadline: number, idle: number | undefined
 }
 
 /**
- * The RunResult of a 202 answer: the output so far, the process running;
+ * The RunResult of a 202 answer, come back for why (its rawReason): the
+ * output so far, the process running;
  * what the answer left out is paged back in, up to its next, unless the
  * caller bounded it.
  */
-async function early(t: HttpTransport, w: Wire, deadline: number, bounded: boolean): Promise<RunResult> {
-  const why = w.waitingForInput === true ? 'waiting_for_input' : left(deadline) <= 0 ? 'wait_timeout' : 'idle_timeout'
+async function early(t: HttpTransport, w: Wire, why: string, bounded: boolean): Promise<RunResult> {
   const id = String(w.processId ?? w.id)
   const out: Wire = {
     ...stillRunning(why), processId: id, output: str(w.output), stdout: str(w.stdout),
@@ -101,7 +127,7 @@ async function early(t: HttpTransport, w: Wire, deadline: number, bounded: boole
     if (dropped) out.truncated = true
     return Object.assign(out, pick(w, ['next', 'cwd', 'lastOutputAt'])) as unknown as RunResult
   }
-  return Object.assign(out, pick(w, ['next', 'omittedBytes', 'omittedAfter', 'cwd', 'lastOutputAt'])) as unknown as RunResult
+  return Object.assign(out, pick(w, ['next', 'omittedBytes', 'omittedAfter', 'headFrames', 'cwd', 'lastOutputAt'])) as unknown as RunResult
 }
 
 function stillRunning(rawReason: string): WaitResult & { state: 'running'; waitingForInput: boolean } {

@@ -200,6 +200,8 @@ export interface RunDetails {
   /** Bytes an answer under `outputLimit` left out, after the frame `omittedAfter`. */
   omittedBytes?: number
   omittedAfter?: string
+  /** How many of `logs` make the head of an answer that left bytes out (absent: none). */
+  headFrames?: number
   /** A session command's: the directory it left its shell in. */
   cwd?: string
 }

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 
-import type { Sandbox } from '@conchsh/sdk'
+import { isRunning, type RunResult, runDetails, type Sandbox } from '@conchsh/sdk'
 
 import { type Daemon, recordingFetch, startDaemon } from './daemon.js'
 
@@ -87,5 +87,71 @@ describe('run joins a bounded answer with the logs', () => {
     assert.ok(Buffer.byteLength(r.output) <= 200, `${Buffer.byteLength(r.output)} bytes`)
     assert.equal(x.omittedBytes, seq(20_000).length - Buffer.byteLength(r.output))
     assert.equal(typeof x.omittedAfter, 'string')
+  })
+})
+
+describe('outputLimit bounds a run that outlives the wait window', () => {
+  const limit = 1000
+
+  /**
+   * r is want cut as the daemon cuts it to limit: its head and its tail,
+   * at most limit bytes, saying exactly what it left out.
+   */
+  function assertCut(r: RunResult, want: string, tail: string): void {
+    const x = runDetails(r)
+    const bytes = Buffer.byteLength(r.output)
+    assert.ok(bytes <= limit, `output holds ${bytes} bytes over outputLimit ${limit}`)
+    assert.ok(Buffer.byteLength(r.stdout) + Buffer.byteLength(r.stderr) <= limit)
+    assert.ok(r.output.startsWith('1\n2\n3\n'), `the head: ${JSON.stringify(r.output.slice(0, 40))}`)
+    assert.ok(r.output.endsWith(tail), `the tail: ${JSON.stringify(r.output.slice(-40))}`)
+    assert.equal(x.omittedBytes, Buffer.byteLength(want) - bytes)
+    assert.equal(typeof x.omittedAfter, 'string')
+    assert.ok((x.headFrames ?? 0) > 0, `headFrames: ${x.headFrames}`)
+    assert.equal(r.logs.map((f) => f.data).join(''), r.output)
+    assert.equal(x.next, r.logs[r.logs.length - 1]?.cursor)
+  }
+
+  test('a run that ends after the window: the head and tail within outputLimit', async () => {
+    const s = d.sandbox({ waitWindow: 1000 })
+    const r = await s.process.run('seq 1 200000; sleep 2', { outputLimit: limit, timeout: 30_000 })
+    assert.deepEqual([r.reason, r.exitCode, runDetails(r).state], ['exited', 0, 'terminal'])
+    assertCut(r, seq(200_000), '199999\n200000\n')
+  })
+
+  test('a run that comes back idle after the window: the output so far within outputLimit', async () => {
+    const s = d.sandbox({ waitWindow: 1000 })
+    const ticks = 'for i in 1 2 3 4; do sleep 1; echo tick $i; done'
+    const r = await s.process.run(`seq 1 200000; ${ticks}; sleep 600`, { outputLimit: limit, idleTimeout: 1500, timeout: 30_000 })
+    try {
+      assert.ok(isRunning(r), JSON.stringify(r).slice(0, 300))
+      assert.deepEqual([r.reason, r.rawReason, r.waitingForInput], ['timed_out', 'idle_timeout', false])
+      assertCut(r, seq(200_000) + 'tick 1\ntick 2\ntick 3\ntick 4\n', 'tick 3\ntick 4\n')
+    } finally {
+      await s.process.connect(r.processId).delete()
+    }
+  })
+
+  test("a run the caller's timeout ends after the window: the output so far within outputLimit", async () => {
+    const s = d.sandbox({ waitWindow: 1000 })
+    const r = await s.process.run('seq 1 200000; sleep 600', { outputLimit: limit, timeout: 2500 })
+    try {
+      assert.ok(isRunning(r), JSON.stringify(r).slice(0, 300))
+      assert.deepEqual([r.reason, r.rawReason], ['timed_out', 'wait_timeout'])
+      assertCut(r, seq(200_000), '199999\n200000\n')
+    } finally {
+      await s.process.connect(r.processId).delete()
+    }
+  })
+
+  test('a run that waits for input after the window: the output so far within outputLimit', async () => {
+    const s = d.sandbox({ waitWindow: 1000 })
+    const r = await s.process.run(`seq 1 200000; sleep 2; printf 'go? '; read x`, { stdin: 'open', outputLimit: limit, timeout: 30_000 })
+    try {
+      assert.ok(isRunning(r), JSON.stringify(r).slice(0, 300))
+      assert.deepEqual([r.reason, r.rawReason, r.waitingForInput], ['timed_out', 'waiting_for_input', true])
+      assertCut(r, seq(200_000) + 'go? ', '200000\ngo? ')
+    } finally {
+      await s.process.connect(r.processId).delete()
+    }
   })
 })
