@@ -97,11 +97,33 @@ func (g *gate) Write(p []byte) (int, error) {
 		g.settle(answers)
 		return len(p), nil
 	}
-	n, err := g.out.Write(p)
-	if err == nil {
-		g.settle(answers)
+	out := p
+	if len(answers) == 1 {
+		out = withErrorCode(answers[0], p)
 	}
-	return n, err
+	if _, err := g.out.Write(out); err != nil {
+		return 0, err
+	}
+	g.settle(answers)
+	return len(p), nil
+}
+
+// withErrorCode is p, the answer resp, with the code -32600 (invalid
+// request) in place of the code 0 of the SDK's errors for a request at the
+// wrong time (before initialize, a second initialize): 0 is no JSON-RPC
+// error code.
+func withErrorCode(resp *jsonrpc.Response, p []byte) []byte {
+	var we *jsonrpc.Error
+	if !errors.As(resp.Error, &we) || we.Code != 0 {
+		return p
+	}
+	fixed := *resp
+	fixed.Error = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: we.Message, Data: we.Data}
+	b, err := jsonrpc.EncodeMessage(&fixed)
+	if err != nil {
+		return p
+	}
+	return append(b, '\n')
 }
 
 // responses are the responses of the message or batch p, which it leaves

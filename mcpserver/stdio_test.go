@@ -381,3 +381,23 @@ func TestStdioRunOrder(t *testing.T) {
 	}
 	require.Equal(t, want.String(), string(b))
 }
+
+// TestStdioWrongTimeErrors sends a request before initialize and a second
+// initialize: each is answered -32600, where the SDK answered code 0, which
+// is no JSON-RPC error code.
+func TestStdioWrongTimeErrors(t *testing.T) {
+	t.Parallel()
+	m := startRawMCP(t)
+	m.send(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+	r := m.next()
+	require.NotNil(t, r.Error)
+	require.Equal(t, -32600, r.Error.Code, r.Error.Message)
+	require.Equal(t, "1", string(r.ID))
+	m.send(strings.Replace(initialize, `"id":1`, `"id":2`, 1))
+	require.Nil(t, m.next().Error)
+	m.send(strings.Replace(initialize, `"id":1`, `"id":3`, 1))
+	r = m.next()
+	require.NotNil(t, r.Error)
+	require.Equal(t, -32600, r.Error.Code, r.Error.Message)
+	require.Equal(t, "3", string(r.ID))
+}
