@@ -1,6 +1,7 @@
 package mcpserver_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -337,12 +338,27 @@ func TestOutputLimitHolds(t *testing.T) {
 	env, _ := testEnv(t)
 	c := startMCP(t, env)
 	defer c.close()
+	var full strings.Builder
+	for i := 1; i <= 100000; i++ {
+		fmt.Fprintf(&full, "%d\n", i)
+	}
 	for _, limit := range []int{200, 1000} {
 		r, _ := c.run(map[string]any{"command": "seq 1 100000", "outputLimit": limit})
 		require.Contains(t, r.Output, "bytes omitted")
 		require.LessOrEqual(t, len(r.Output), limit, "%q", r.Output)
 		require.True(t, strings.HasPrefix(r.Output, "1\n"), "%q", r.Output)
 		require.True(t, strings.HasSuffix(r.Output, "100000\n"), "%q", r.Output)
+		// read_output from the cursor given reads on right after the head:
+		// the head's part of a frame cut in two is not read again.
+		head, _, _ := strings.Cut(r.Output, "\n[... ")
+		var out mcpserver.ReadOutput
+		c.ok("read_output", map[string]any{"id": r.ID, "cursor": r.OmittedAfter, "limit": 200}, &out)
+		all := full.String()
+		require.True(t, strings.HasPrefix(all, head))
+		rest := all[len(head):]
+		require.True(t, strings.HasPrefix(rest, out.Output) || strings.HasPrefix(strings.TrimPrefix(rest, "\n"), out.Output),
+			"read from %s: %q, want the start of %q", r.OmittedAfter, out.Output, rest[:50])
+		require.Contains(t, r.Output, fmt.Sprintf("cursor %q", r.OmittedAfter))
 	}
 }
 

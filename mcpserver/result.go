@@ -39,8 +39,8 @@ type Result struct {
 // limit bytes; p is the still running process, nil when it ended. The cwd is the session's, read once
 // the command ended.
 func (s *Server) result(ctx context.Context, r *client.RunResult, p *client.Process, sessionID string, limit int64) Result {
-	out := Result{ID: r.ProcessID, Output: render(r, int(limit)), OmittedBytes: r.OmittedBytes,
-		OmittedAfter: r.OmittedAfter, Truncated: r.Truncated, Next: r.Next}
+	out := Result{ID: r.ProcessID, OmittedBytes: r.OmittedBytes, Truncated: r.Truncated, Next: r.Next}
+	out.Output, out.OmittedAfter = render(r, int(limit))
 	if p != nil {
 		out.ID = p.ID
 		out.Running = true
@@ -63,21 +63,62 @@ func (s *Server) result(ctx context.Context, r *client.RunResult, p *client.Proc
 // render is the answer's output as plain text within limit bytes: the
 // head and the tail each rendered on its own, with a line between them
 // saying what was left out, which counts in the limit (a limit shorter
-// than that line leaves the line alone).
-func render(r *client.RunResult, limit int) string {
+// than that line leaves the line alone); and the cursor read_output reads
+// what was left out from, which the line names.
+func render(r *client.RunResult, limit int) (text, omittedAfter string) {
 	if r.OmittedBytes == 0 {
-		return plaintext.CutEnd(plainFrames(r.Logs), limit)
+		return plaintext.CutEnd(plainFrames(r.Logs), limit), ""
 	}
-	split := min(max(r.HeadFrames, 0), len(r.Logs))
+	split := headFrames(r)
 	head, tail := plainFrames(r.Logs[:split]), plainFrames(r.Logs[split:])
-	omitted := fmt.Sprintf("\n[... %d bytes omitted; read_output with cursor %q reads them ...]\n", r.OmittedBytes, r.OmittedAfter)
-	room := max(limit-len(omitted), 0)
+	line := func(cursor string) string {
+		return fmt.Sprintf("\n[... %d bytes omitted; read_output with cursor %q reads them ...]\n", r.OmittedBytes, cursor)
+	}
+	after := omittedFrom(r)
+	room := max(limit-len(line(after)), 0)
 	// Rendering can make text longer than its bytes (a cursor move becomes
 	// blanks): hold the two together to the room.
 	tail = plaintext.CutStart(tail, room-min(len(head), room/2))
-	head = plaintext.CutEnd(head, room-len(tail))
-	return strings.TrimSuffix(head, "\n") + omitted + tail
+	if shown := plaintext.CutEnd(head, room-len(tail)); shown != head {
+		// The head lost its end here: read from where the daemon's
+		// omission starts, the head's last frame again, rather than past
+		// what was not shown.
+		head, after = shown, r.OmittedAfter
+	}
+	return strings.TrimSuffix(head, "\n") + line(after) + tail, after
 }
+
+// omittedReserve is the room kept in an answer's outputLimit for the line
+// render puts between a head and a tail: the daemon is asked for that much
+// less, so that render need not cut the head further.
+const omittedReserve = 96
+
+// daemonLimit is the outputLimit asked of the daemon for limit bytes of
+// text.
+func daemonLimit(limit int64) int64 { return max(limit-omittedReserve, limit/2) }
+
+// omittedFrom is the cursor read_output reads what r omitted from: its
+// omittedAfter, or, when the head ends with the start of the frame after
+// it (a frame cut in two), that many bytes into that frame ("CURSOR+N"),
+// so that the head is not read twice.
+func omittedFrom(r *client.RunResult) string {
+	split := headFrames(r)
+	if split == 0 {
+		return r.OmittedAfter
+	}
+	last := r.Logs[split-1]
+	if last.Cursor == r.OmittedAfter {
+		return r.OmittedAfter
+	}
+	data, err := last.Bytes()
+	if err != nil {
+		return r.OmittedAfter
+	}
+	return fmt.Sprintf("%s+%d", r.OmittedAfter, len(data))
+}
+
+// headFrames is how many frames of r's logs make the head of a cut output.
+func headFrames(r *client.RunResult) int { return min(max(r.HeadFrames, 0), len(r.Logs)) }
 
 // plainFrames is the frames' bytes as plain text.
 func plainFrames(frames []client.LogFrame) string {

@@ -170,7 +170,7 @@ func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput)
 	var p *client.Process
 	if err == nil {
 		r, p, err = s.c.Interact(ctx, cmd.ID, client.InteractOptions{Cursor: "0",
-			Timeout: wait.timeout, IdleTimeout: wait.idle, OutputLimit: wait.limit})
+			Timeout: wait.timeout, IdleTimeout: wait.idle, OutputLimit: daemonLimit(wait.limit)})
 	}
 	if cmd != nil && ctx.Err() != nil {
 		s.interrupt(cmd.ID)
@@ -204,7 +204,7 @@ func (s *Server) interact(ctx context.Context, _ *mcp.CallToolRequest, in Intera
 		cursor = s.lastNext(in.ID)
 	}
 	opts := client.InteractOptions{Input: in.Input, EOF: in.EOF, Signal: in.Signal, Cursor: cursor,
-		Timeout: wait.timeout, IdleTimeout: wait.idle, OutputLimit: wait.limit}
+		Timeout: wait.timeout, IdleTimeout: wait.idle, OutputLimit: daemonLimit(wait.limit)}
 	r, p, err := s.c.Interact(ctx, in.ID, opts)
 	if err != nil {
 		return nil, Result{}, explain(err)
