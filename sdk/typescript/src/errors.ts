@@ -122,6 +122,19 @@ export class DeadlineExceededError extends ConchError {
   }
 }
 
+/**
+ * An answer that is not the API's: a body that is not JSON, or JSON of
+ * another shape than the route answers (a proxy's error page, another
+ * server on the port). `status` is the answer's HTTP status (0 when the
+ * shape was found wrong after the status was read).
+ */
+export class UnexpectedResponseError extends ConchError {
+  constructor(message: string, status: number) {
+    super('unexpected_response', status, message)
+    this.name = 'UnexpectedResponseError'
+  }
+}
+
 type ErrorClass = new (message: string, status?: number) => ConchError
 
 const byCode: Record<string, ErrorClass> = {

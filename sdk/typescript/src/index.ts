@@ -9,7 +9,7 @@ export {
 export {
   ConchError, InvalidArgumentError, AuthenticationError, PermissionDeniedError, NotFoundError,
   UnsupportedOperationError, StdinFullError, PayloadTooLargeError, ResourceExhaustedError, DrainingError, InternalError,
-  DeadlineExceededError,
+  DeadlineExceededError, UnexpectedResponseError,
 } from './errors.js'
 export type * from './types.js'
 export { isRunning, runDetails } from './details.js'

@@ -2,7 +2,7 @@
 // becomes 'unknown' with the string kept in its raw* field, and fields the SDK
 // does not know are kept as they came: a newer daemon never breaks it.
 
-import { isRecord } from './errors.js'
+import { isRecord, UnexpectedResponseError } from './errors.js'
 import type {
   ListResult, LogFrame, LogsPage, ProcessDto, ProcessKeepLogs, ProcessReason, ProcessReportedKind,
   ProcessState, ProcessStdinMode, WaitResult,
@@ -25,7 +25,7 @@ function str(v: unknown): string {
 }
 
 export function record(v: unknown, what: string): Wire {
-  if (!isRecord(v)) throw new TypeError(`conch: ${what}: the daemon answered ${JSON.stringify(v)}`)
+  if (!isRecord(v)) throw new UnexpectedResponseError(`conch: ${what}: an answer that is not the API's: ${String(JSON.stringify(v)).slice(0, 200)}`, 0)
   return v
 }
 

@@ -2,7 +2,7 @@
 // WebSocket it is reached through. Every request goes through request(),
 // which turns an error answer into a ConchError.
 
-import { DeadlineExceededError, errorFrom } from './errors.js'
+import { DeadlineExceededError, errorFrom, UnexpectedResponseError } from './errors.js'
 
 /**
  * The longest wait one request asks of the daemon (ms): under the 300 s
@@ -127,7 +127,12 @@ export class HttpTransport {
     const read = async (o: RequestOptions): Promise<{ status: number; body: unknown }> => {
       const res = await this.request(method, path, o)
       const text = await res.text()
-      return { status: res.status, body: text === '' ? undefined : JSON.parse(text) }
+      if (text === '') return { status: res.status, body: undefined }
+      try {
+        return { status: res.status, body: JSON.parse(text) }
+      } catch {
+        throw new UnexpectedResponseError(`conch: an answer that is not JSON (HTTP ${res.status}): ${text.slice(0, 200)}`, res.status)
+      }
     }
     if (options.timeout === undefined) return read(options)
     // Bounded: a timer aborts the request, as the caller's signal does.

@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test'
 import {
   AuthenticationError, ConchError, InternalError, InvalidArgumentError, type LogFrame, NotFoundError,
   DrainingError, PayloadTooLargeError, PermissionDeniedError, ProcessHandle, ProcessService, PtyService,
-  ResourceExhaustedError, Sandbox, StdinFullError, UnsupportedOperationError,
+  ResourceExhaustedError, Sandbox, StdinFullError, UnexpectedResponseError, UnsupportedOperationError,
 } from '@conchsh/sdk'
 
 import { type Daemon, startDaemon } from './daemon.js'
@@ -195,6 +195,17 @@ describe('answers a daemon cannot be made to give', () => {
     await rejectsWith(s.process.get('x'), ConchError, 'teapot', 418)
     answer = { status: 404, body: 'not here' }
     await rejectsWith(s.process.get('x'), NotFoundError, 'not_found', 404)
+  })
+
+  test('an answer that is not the API\'s (an HTML page, an empty body, another shape) is UnexpectedResponseError', async () => {
+    const s = new Sandbox({ url, token: 't' })
+    for (const body of ['<html>bad gateway</html>', '[]', '"text"']) {
+      answer = { status: 200, body }
+      await assert.rejects(s.process.get('x'), (e: unknown) => e instanceof UnexpectedResponseError && e.code === 'unexpected_response', body)
+      await assert.rejects(s.exec('true'), (e: unknown) => e instanceof UnexpectedResponseError, body)
+    }
+    answer = { status: 200, body: '' }
+    await assert.rejects(s.exec('true'), (e: unknown) => e instanceof UnexpectedResponseError, 'an empty body')
   })
 
   test('values the SDK does not know become unknown, kept raw; unknown fields are kept', async () => {
