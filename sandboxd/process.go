@@ -224,24 +224,39 @@ func (s *Server) Start(req *sandboxdpb.StartRequest, stream sandboxdpb.ProcessSe
 }
 
 // Execute runs a command to its end, with stdin on /dev/null, and answers
-// its whole stdout, stderr and exit code.
+// its whole stdout, stderr and exit code, from its log once it ended. An
+// output the log could not keep whole (over --log-retention, or dropped by
+// --log-budget) is RESOURCE_EXHAUSTED, saying so and how the process
+// ended: an answer that left bytes out would look whole. Start streams
+// output of any size.
 func (s *Server) Execute(ctx context.Context, req *sandboxdpb.ExecuteRequest) (*sandboxdpb.ExecuteResponse, error) {
 	p, err := s.spawn(req.GetConfig(), nil, false)
 	if err != nil {
 		return nil, err
 	}
 	defer s.settled(p)
+	select {
+	case <-p.Done():
+	case <-ctx.Done():
+		_ = p.Kill(syscall.SIGKILL, 0, 0)
+		<-p.Done()
+		return nil, callEnded(ctx.Err())
+	}
+	code := exitCode(p.Info().Result)
+	page := p.Log().Page(0, 0)
+	if page.TruncatedHead {
+		return nil, status.Errorf(codes.ResourceExhausted,
+			"the output was more than a process's log keeps (%d bytes, --log-retention; or the daemon's logs together, --log-budget), "+
+				"and its start was dropped; the process ended with exit code %d; Start streams output of any size",
+			p.Log().Retention(), code)
+	}
 	var out, errb []byte
-	code, err := follow(ctx, p, math.MaxInt, func(ch logstore.Channel, b []byte) error {
-		if ch == logstore.Stderr {
-			errb = append(errb, b...)
+	for _, f := range page.Frames {
+		if f.Channel == logstore.Stderr {
+			errb = append(errb, f.Data...)
 		} else {
-			out = append(out, b...)
+			out = append(out, f.Data...)
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, callEnded(err)
 	}
 	return &sandboxdpb.ExecuteResponse{ExitCode: code, Stdout: out, Stderr: errb}, nil
 }

@@ -118,6 +118,23 @@ func TestExecuteLargeOutputWhole(t *testing.T) {
 	require.Len(t, resp.GetStdout(), 3000000)
 }
 
+// TestExecuteOutputOverRetention runs a command whose output is more than a
+// log keeps: Execute fails with RESOURCE_EXHAUSTED, naming the exit code,
+// and answers interleaved stdout and stderr just under it whole. It once
+// answered such an output with bytes left out of its middle and exit 0
+// (15.6 of 20 MB).
+func TestExecuteOutputOverRetention(t *testing.T) {
+	d := serve(t, Options{LogRetention: 1 << 20})
+	_, err := d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: cfg("sh", "-c", "head -c 3000000 /dev/zero; exit 4")})
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+	require.Contains(t, err.Error(), "exit code 4")
+	resp, err := d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: cfg("sh", "-c",
+		"i=0; while [ $i -lt 300 ]; do head -c 1000 /dev/zero; echo; head -c 500 /dev/zero >&2; i=$((i+1)); done")})
+	require.NoError(t, err)
+	require.Len(t, resp.GetStdout(), 300*1001)
+	require.Len(t, resp.GetStderr(), 300*500)
+}
+
 func TestExecuteEnvAndCwd(t *testing.T) {
 	d := serve(t, Options{})
 	require.NoError(t, os.Mkdir(filepath.Join(d.root, "sub"), 0o755))
