@@ -3,11 +3,13 @@ package sandboxd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
 	"strings"
 	"syscall"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -312,15 +314,41 @@ func (s *Server) WriteStdin(ctx context.Context, req *sandboxdpb.WriteStdinReque
 	if req.GetEof() != nil {
 		err = p.CloseStdin()
 	} else if b := req.GetInput(); len(b) > 0 {
-		err = p.WriteStdin(b)
+		err = writeAll(ctx, p, b)
 	}
 	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return nil, callEnded(err)
 	case errors.Is(err, process.ErrStdinNotOpen):
 		return nil, status.Errorf(codes.FailedPrecondition, "process %d: %v", req.GetProcessId(), err)
 	case err != nil:
 		return nil, status.Errorf(codes.Internal, "process %d: stdin: %v", req.GetProcessId(), err)
 	}
 	return &sandboxdpb.WriteStdinResponse{}, nil
+}
+
+// stdinRetry is how often writeAll looks again for room in a full stdin
+// queue.
+const stdinRetry = 10 * time.Millisecond
+
+// writeAll writes b to p's stdin whole, waiting while the queue
+// (process.StdinQueueLimit) is full for the process to read, until ctx
+// ends: as upstream's write to the pipe blocks. A write over the queue's
+// room was refused with part of it queued, which a client cannot retry.
+func writeAll(ctx context.Context, p *exec.Process, b []byte) error {
+	for {
+		err := p.WriteStdin(b)
+		var full *process.StdinFullError
+		if !errors.As(err, &full) {
+			return err
+		}
+		b = b[full.Accepted:]
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %d bytes of the input not written", ctx.Err(), len(b))
+		case <-time.After(stdinRetry):
+		}
+	}
 }
 
 // signals are the signals SendSignal delivers.

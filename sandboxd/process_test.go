@@ -214,6 +214,25 @@ func TestStartChunks(t *testing.T) {
 	require.Equal(t, 100000, n)
 }
 
+// TestWriteStdinLarge writes more than the stdin queue holds in one
+// WriteStdin, to a process that reads it slowly: the call waits for room
+// and delivers every byte, as upstream's blocking write does. It once
+// failed INTERNAL with part of the input delivered.
+func TestWriteStdinLarge(t *testing.T) {
+	d := serve(t, Options{})
+	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("sh", "-c", "sleep 0.5; wc -c")})
+	require.NoError(t, err)
+	id := initOf(t, stream)
+	input := bytes.Repeat([]byte("x"), 3<<20)
+	_, err = d.grpc.WriteStdin(ctx(t), &sandboxdpb.WriteStdinRequest{ProcessId: id, Payload: &sandboxdpb.WriteStdinRequest_Input{Input: input}})
+	require.NoError(t, err)
+	_, err = d.grpc.WriteStdin(ctx(t), &sandboxdpb.WriteStdinRequest{ProcessId: id, Payload: &sandboxdpb.WriteStdinRequest_Eof{Eof: &emptypb.Empty{}}})
+	require.NoError(t, err)
+	r := drainRest(t, stream)
+	require.Equal(t, strconv.Itoa(len(input)), strings.TrimSpace(r.stdout.String()))
+	require.Equal(t, int32(0), *r.exit)
+}
+
 func TestWriteStdinAndEOF(t *testing.T) {
 	d := serve(t, Options{})
 	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("cat")})
