@@ -478,7 +478,7 @@ func result(ws syscall.WaitStatus, sent syscall.Signal, timedOut bool) process.R
 		r = process.Result{Reason: process.Signaled, ExitCode: &code, Signal: process.SignalName(ws.Signal())}
 	}
 	if r.Reason == process.Exited && ending[sent] {
-		r.Reason, r.Signal = process.Signaled, process.SignalName(sent)
+		r.Reason, r.Signal, r.Handled = process.Signaled, process.SignalName(sent), true
 	}
 	if timedOut {
 		r.Reason = process.TimedOut

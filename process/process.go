@@ -49,7 +49,11 @@ type Result struct {
 	Reason   Reason
 	ExitCode *int   // set for Exited, and where a code is known for the others
 	Signal   string // signal name without "SIG" (TERM, KILL, INT), for Signaled
-	Error    string // why, for Failed (and Lost where known)
+	// Handled is set, for Signaled, when the process exited with its own
+	// status after the signal reached it (a handler's exit 143), rather
+	// than being ended by it: ExitCode is then what it chose.
+	Handled bool
+	Error   string // why, for Failed (and Lost where known)
 	// Cwd is, for a session command, the shell's working directory once the
 	// command ended, where the next command starts; empty for other
 	// processes and where unknown (the command never ran, or its shell died).

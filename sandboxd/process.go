@@ -154,7 +154,7 @@ func exitCode(res *process.Result) int32 {
 		return -1
 	}
 	code := *res.ExitCode
-	if res.Reason == process.Signaled {
+	if res.Reason == process.Signaled && !res.Handled {
 		if sig, err := process.ParseSignal(res.Signal); err == nil && code == 128+int(sig) {
 			return -1
 		}

@@ -294,6 +294,23 @@ func TestSendSignal(t *testing.T) {
 	}
 }
 
+// TestSendSignalHandled signals a process that handles the signal and
+// exits 143 on its own: it reports 143, its own status (docs/sandboxd.md),
+// where it once reported -1 as for a process the signal ended.
+func TestSendSignalHandled(t *testing.T) {
+	d := serve(t, Options{})
+	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("sh", "-c", `trap "exit 143" TERM; echo ready; while :; do sleep 0.05; done`)})
+	require.NoError(t, err)
+	id := initOf(t, stream)
+	msg, err := stream.Recv()
+	require.NoError(t, err)
+	require.Equal(t, "ready\n", string(msg.GetStdout()), "the trap is set")
+	_, err = d.grpc.SendSignal(ctx(t), &sandboxdpb.SendSignalRequest{ProcessId: id, Signal: sandboxdpb.Signal_SIGNAL_SIGTERM})
+	require.NoError(t, err)
+	r := drainRest(t, stream)
+	require.Equal(t, int32(143), *r.exit)
+}
+
 // TestSendSignalReachesTheGroup signals a shell whose child runs in the
 // background: the child, in the shell's group, ends too.
 func TestSendSignalReachesTheGroup(t *testing.T) {
