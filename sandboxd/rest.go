@@ -95,7 +95,10 @@ func writeError(w http.ResponseWriter, status int, code, format string, args ...
 
 // fileError answers err of a file operation on the client's path p.
 func fileError(w http.ResponseWriter, p string, err error) {
+	var be *bodyError
 	switch {
+	case errors.As(err, &be):
+		writeError(w, http.StatusBadRequest, codeInvalidArgument, "%s", be)
 	case errors.Is(err, errEscapes):
 		writeError(w, http.StatusForbidden, codePermissionDenied, "path %q is outside the sandbox root", p)
 	case errors.Is(err, fs.ErrNotExist):
@@ -106,6 +109,12 @@ func fileError(w http.ResponseWriter, p string, err error) {
 		writeError(w, http.StatusBadRequest, codeInvalidArgument, "a parent of %q is not a directory", p)
 	case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EEXIST):
 		writeError(w, http.StatusConflict, codeConflict, "directory %q is not empty: pass recursive=true to remove it", p)
+	case errors.Is(err, syscall.ENXIO):
+		writeError(w, http.StatusBadRequest, codeInvalidArgument, "%q is a special file (a socket): it cannot be read", p)
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		writeError(w, http.StatusBadRequest, codeInvalidArgument, "path %q: a name in it is too long", p)
+	case strings.ContainsRune(p, 0):
+		writeError(w, http.StatusBadRequest, codeInvalidArgument, "path %q holds a NUL byte", p)
 	default:
 		writeError(w, http.StatusInternalServerError, codeInternal, "%s", err)
 	}
@@ -161,7 +170,10 @@ func (s *Server) listDir(w http.ResponseWriter, p, dir string, f *os.File) {
 			continue // gone since the read
 		}
 		if de.Type()&fs.ModeSymlink != 0 {
-			real, err := resolve(s.root, filepath.Join(strings.TrimPrefix(dir, s.root), de.Name()))
+			// Relative to the root: an absolute path under the root's own
+			// absolute path (ROOT/tmp/root/x) would be read as naming ROOT/x.
+			rel := strings.TrimPrefix(strings.TrimPrefix(dir, s.root), "/")
+			real, err := resolve(s.root, filepath.Join(rel, de.Name()))
 			if err != nil {
 				continue
 			}
@@ -214,7 +226,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, codeInvalidArgument, "%s", err)
 		return
 	}
-	if err := writeAtomic(target, body, mode); err != nil {
+	if err := writeAtomic(target, clientReader{body}, mode); err != nil {
 		fileError(w, p, err)
 		return
 	}
@@ -245,6 +257,25 @@ func uploaded(r *http.Request) (io.Reader, error) {
 		}
 	}
 }
+
+// clientReader is a request's body, whose read errors (a multipart body
+// cut short, a body that ends before its length) are the client's: they
+// are a bodyError.
+type clientReader struct{ io.Reader }
+
+func (r clientReader) Read(p []byte) (int, error) {
+	n, err := r.Reader.Read(p)
+	if err != nil && err != io.EOF {
+		err = &bodyError{err}
+	}
+	return n, err
+}
+
+// bodyError is an error reading a request's body.
+type bodyError struct{ err error }
+
+func (e *bodyError) Error() string { return "the request's body: " + e.err.Error() }
+func (e *bodyError) Unwrap() error { return e.err }
 
 // tempPrefix names the temporary files of writes in progress.
 const tempPrefix = ".conch-sandboxd-"

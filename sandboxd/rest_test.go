@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -176,6 +177,27 @@ func TestFilesListing(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, string(body), `"entries":[]`, "an empty directory has entries [], not null")
 	require.Contains(t, string(body), `"path":"/adir"`)
+}
+
+// TestFilesListingUnderTheRootsOwnPath lists a directory whose path under
+// the root is the root's own absolute path (ROOT/workspace under the
+// default root /workspace): its links are listed as what they point to
+// there. They were once resolved as ROOT's own entries, and left out or
+// listed with another file's size.
+func TestFilesListingUnderTheRootsOwnPath(t *testing.T) {
+	d := serve(t, Options{})
+	nested := filepath.Join(d.root, d.root)
+	require.NoError(t, os.MkdirAll(nested, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(nested, "target.txt"), []byte("nested"), 0o644))
+	require.NoError(t, os.Symlink("target.txt", filepath.Join(nested, "link")))
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "link"), []byte("the root's own"), 0o644))
+	code, _, body := d.do(t, "GET", "/v1/files"+d.root, nil, nil)
+	require.Equal(t, http.StatusOK, code, "%s", body)
+	var l DirectoryListing
+	require.NoError(t, json.Unmarshal(body, &l))
+	require.Len(t, l.Entries, 2, "%s", body)
+	require.Equal(t, "link", l.Entries[0].Name)
+	require.Equal(t, int64(len("nested")), l.Entries[0].Size, "the link in that directory, not the root's file")
 }
 
 func TestFilesListingLeavesOutEscapingLinks(t *testing.T) {
@@ -437,4 +459,27 @@ func TestNewRefusesBadRoot(t *testing.T) {
 	require.NoError(t, os.WriteFile(f, nil, 0o644))
 	_, err = New(Options{Root: f})
 	require.Error(t, err)
+}
+
+// TestFilesClientErrors: a socket read, a path with a NUL byte or a name
+// over 255 bytes, and a multipart upload cut short are 400
+// INVALID_ARGUMENT, the client's doing; each was 500 INTERNAL, the last
+// two echoing the root's path on disk.
+func TestFilesClientErrors(t *testing.T) {
+	d := serve(t, Options{})
+	ln, err := net.Listen("unix", filepath.Join(d.root, "sock"))
+	require.NoError(t, err)
+	defer ln.Close()
+	for _, path := range []string{"/v1/files/sock", "/v1/files/a.txt%00", "/v1/files/" + strings.Repeat("n", 300)} {
+		code, _, body := d.do(t, "GET", path, nil, nil)
+		require.Equal(t, http.StatusBadRequest, code, "%s: %s", path, body)
+		require.Equal(t, "INVALID_ARGUMENT", apiError(t, body).Code, path)
+		require.NotContains(t, string(body), d.root, path)
+	}
+	cut := "--XX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a\"\r\n\r\nhello"
+	code, _, body := d.do(t, "PUT", "/v1/files/mp.txt", strings.NewReader(cut),
+		http.Header{"Content-Type": {"multipart/form-data; boundary=XX"}})
+	require.Equal(t, http.StatusBadRequest, code, "%s", body)
+	require.Equal(t, "INVALID_ARGUMENT", apiError(t, body).Code)
+	require.NoFileExists(t, filepath.Join(d.root, "mp.txt"))
 }
