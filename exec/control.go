@@ -19,17 +19,11 @@ import (
 // it is reaped only its group is signalled by that number, and only while
 // the group has members (which keeps the number from being reused).
 func (p *Process) signalTree(sig syscall.Signal) error {
-	var err error
 	p.mu.Lock()
 	reaped := p.exited
 	pid := p.info.PID
 	p.mu.Unlock()
-	if !reaped && pid > 0 {
-		err = proctree.Signal(pid, sig, true)
-	} else if pid > 0 {
-		err = proctree.SignalGroup(pid, sig)
-	}
-	return errors.Join(err, proctree.SignalTagged(p.id, sig))
+	return proctree.SignalProcess(pid, p.id, sig, reaped)
 }
 
 // Kill sends sig to the process and all its current descendants, including

@@ -183,7 +183,9 @@ func TestSignal(t *testing.T) {
 				// The root outlives its children, so that only a signal ends it.
 				cmd, pids := tree(t, treeScript+"\nexec sleep 30", 3)
 				root := cmd.Process.Pid
-				require.NoError(t, signalTree(root, tc.sig, tc.self, l.look))
+				d := newDelivery(tc.sig)
+				d.tree(root, tc.self, l.look)
+				require.NoError(t, d.first)
 				for _, pid := range pids {
 					eventually(t, fmt.Sprintf("descendant %d gone", pid), func() bool { return !Alive(pid) })
 				}
@@ -473,4 +475,46 @@ func TestCloseOnExecByWalk(t *testing.T) {
 	closeOnExecByWalk()
 	require.True(t, cloexec(stray))
 	require.Equal(t, std, []bool{cloexec(0), cloexec(1), cloexec(2)})
+}
+
+// TestSignalProcessOnce sends one SIGINT to a process that leads its group
+// and carries its tag, the way the engine signals what it started: its
+// handler runs once. Sent to it directly, to its group and again as a tagged
+// process, one interrupt was counted two to four times, and a program that
+// takes a second Ctrl-C as "quit now" did so.
+func TestSignalProcessOnce(t *testing.T) {
+	t.Parallel()
+	tag := "once-" + strconv.Itoa(os.Getpid())
+	cmd := exec.CommandContext(t.Context(), "python3", "-c", `
+import os, signal, time
+def count(sig, _):
+    print("INT" if sig == signal.SIGINT else "end", flush=True)
+signal.signal(signal.SIGINT, count)
+signal.signal(signal.SIGUSR1, count)
+print("ready", flush=True)
+while True:
+    time.sleep(0.01)
+`)
+	cmd.Env = append(os.Environ(), TagEnv+"="+tag)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, Start(cmd))
+	t.Cleanup(func() {
+		_ = Signal(cmd.Process.Pid, syscall.SIGKILL, true)
+		_ = Wait(cmd)
+	})
+	sc := bufio.NewScanner(out)
+	require.True(t, sc.Scan())
+	require.Equal(t, "ready", sc.Text())
+	for range 20 {
+		require.NoError(t, SignalProcess(cmd.Process.Pid, tag, syscall.SIGINT, false))
+		// USR1, sent after every SIGINT was, is handled after them: its
+		// "end" closes the count.
+		require.NoError(t, syscall.Kill(cmd.Process.Pid, syscall.SIGUSR1))
+		n := 0
+		for sc.Scan() && sc.Text() != "end" {
+			n++
+		}
+		require.Equal(t, 1, n, "handler runs for one interrupt")
+	}
 }

@@ -17,36 +17,94 @@ const maxRounds = 8
 // again for the descendants of every process it has signalled until a look
 // finds no new one (at most 8 times), which reaches children forked while it
 // runs. When self is true and pid leads a process group, the group is
-// signalled too, which reaches members whose parent has died. A process that
-// is already gone is not an error; the first other error is returned after
-// every process has been tried.
+// signalled, which reaches pid and members whose parent has died. Each
+// process gets the signal once, directly or through its group. A process
+// that is already gone is not an error; the first other error is returned
+// after every process has been tried.
 func Signal(pid int, sig syscall.Signal, self bool) error {
-	return signalTree(pid, sig, self, links)
+	d := newDelivery(sig)
+	d.tree(pid, self, links)
+	return d.first
 }
 
-// signalTree is Signal with the tree read through look.
-func signalTree(pid int, sig syscall.Signal, self bool, look func() lister) error {
-	var first error
-	note := func(err error) {
-		if err != nil && !errors.Is(err, syscall.ESRCH) && first == nil {
-			first = err
+// SignalProcess sends sig to a process the engine started, and to what it
+// started: pid's tree (as [Signal] with self) while pid is not reaped, else
+// pid's group while it has a member (as [SignalGroup]); then the processes
+// [Tagged] with tag, their descendants and groups (as [SignalTagged]).
+// Each process gets the signal once: a handler that counts interrupts
+// counted two to four for one.
+func SignalProcess(pid int, tag string, sig syscall.Signal, reaped bool) error {
+	d := newDelivery(sig)
+	switch {
+	case pid > 0 && !reaped:
+		d.tree(pid, true, links)
+	case pid > 0:
+		if _, spare := lineage(); !spare[pid] && len(Group(pid)) > 0 {
+			d.group(pid)
 		}
 	}
+	d.all(Tagged(tag))
+	return d.first
+}
+
+// delivery is one signal sent to a set of processes: each gets it once,
+// directly or through its process group.
+type delivery struct {
+	sig    syscall.Signal
+	sent   map[int]bool // looked at: signalled directly or through its group
+	groups map[int]bool // process groups signalled
+	first  error        // the first error other than a process gone
+}
+
+func newDelivery(sig syscall.Signal) *delivery {
+	return &delivery{sig: sig, sent: map[int]bool{}, groups: map[int]bool{}}
+}
+
+func (d *delivery) note(err error) {
+	if err != nil && !errors.Is(err, syscall.ESRCH) && d.first == nil {
+		d.first = err
+	}
+}
+
+// group signals process group pgid, once.
+func (d *delivery) group(pgid int) {
+	if d.groups[pgid] {
+		return
+	}
+	d.groups[pgid] = true
+	d.note(syscall.Kill(-pgid, d.sig))
+}
+
+// process signals pid unless it had the signal already, itself or through
+// its group; a stopped one is continued either way (see [Unstop]).
+func (d *delivery) process(pid int) {
+	if d.sent[pid] {
+		return
+	}
+	d.sent[pid] = true
+	if s, ok := readStat(pid); ok && d.groups[s.pgid] {
+		Unstop(pid, d.sig)
+		return
+	}
+	d.note(Send(pid, d.sig))
+}
+
+// tree is Signal with the tree read through look.
+func (d *delivery) tree(pid int, self bool, look func() lister) {
 	seen := map[int]bool{pid: true}
 	todo := descendants(look(), seen)
 	if self {
-		note(Send(pid, sig))
 		if pgid, err := syscall.Getpgid(pid); err == nil && pgid == pid {
-			note(syscall.Kill(-pid, sig))
+			d.group(pid)
 		}
+		d.process(pid)
 	}
 	for round := 0; len(todo) > 0 && round < maxRounds; round++ {
 		for _, p := range todo {
-			note(Send(p, sig))
+			d.process(p)
 		}
 		todo = descendants(look(), seen)
 	}
-	return first
 }
 
 // Send sends sig to pid, then continues it if it is stopped and sig is one
@@ -83,44 +141,39 @@ func Unstop(pid int, sig syscall.Signal) {
 // the caller's own group, which a tree started without a group of its own
 // shares, and the groups of its ancestors, which are never signalled.
 func SignalTagged(id string, sig syscall.Signal) error {
-	return signalAll(Tagged(id), sig)
+	d := newDelivery(sig)
+	d.all(Tagged(id))
+	return d.first
 }
 
 // SignalMarked sends sig to every process [Marked] with instance, to their
 // descendants and to their process groups, as [SignalTagged] does.
 func SignalMarked(instance string, sig syscall.Signal) error {
-	return signalAll(Marked(instance), sig)
+	d := newDelivery(sig)
+	d.all(Marked(instance))
+	return d.first
 }
 
-// signalAll sends sig to each of pids, their descendants and their groups,
-// but never to this process or its ancestors, nor to a group one of them is
-// in: a process found by its environment may be one that this process runs
-// under.
-func signalAll(pids []int, sig syscall.Signal) error {
-	var first error
-	note := func(err error) {
-		if err != nil && !errors.Is(err, syscall.ESRCH) && first == nil {
-			first = err
-		}
-	}
+// all sends the signal to each of pids, their descendants and their
+// groups, but never to this process or its ancestors, nor to a group one of
+// them is in: a process found by its environment may be one that this
+// process runs under.
+func (d *delivery) all(pids []int) {
 	spare, spareGroups := lineage()
-	groups := make(map[int]bool)
 	for _, p := range pids {
 		if spare[p] {
 			continue
 		}
-		if s, ok := readStat(p); ok && s.pgid > 1 && !spareGroups[s.pgid] && !groups[s.pgid] {
-			groups[s.pgid] = true
-			note(syscall.Kill(-s.pgid, sig))
+		if s, ok := readStat(p); ok && s.pgid > 1 && !spareGroups[s.pgid] {
+			d.group(s.pgid)
 		}
 		if spareGroups[p] { // a leader of a spared group: not through its group
-			note(syscall.Kill(p, sig))
-			note(Signal(p, sig, false))
+			d.process(p)
+			d.tree(p, false, links)
 			continue
 		}
-		note(Signal(p, sig, true))
+		d.tree(p, true, links)
 	}
-	return first
 }
 
 // lineage returns this process and its ancestors, and their groups.

@@ -312,8 +312,7 @@ func (h *Host) endCgroup() {
 // killTree signals the interpreter, its descendants and the processes
 // tagged with the session's id that left its tree.
 func (h *Host) killTree(sig syscall.Signal) {
-	proctree.Signal(h.cmd.Process.Pid, sig, true)
-	proctree.SignalTagged(h.cfg.ID, sig)
+	_ = proctree.SignalProcess(h.cmd.Process.Pid, h.cfg.ID, sig, false)
 }
 
 // finish marks the session terminal with r, or with what the interpreter's
