@@ -119,8 +119,8 @@ func cmdInteract(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "interact", "ID", `Writes the input, sends the signal, then waits as 'conch run --idle' does and
 prints the output after the input (or after --cursor).
 
-Ctrl-C (and SIGTERM, SIGHUP) is passed to the command, as --signal INT would
-be; conch then prints what it wrote and exits as it did.
+Ctrl-C is passed to the command, as --signal INT would be (SIGTERM and
+SIGHUP as they are); conch then prints what it wrote and exits as it did.
 
 Exit status: the command's own once it ended; 123 while it still runs (the
 cursor to read on from is printed); 125 when conch failed, or the command had

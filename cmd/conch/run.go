@@ -25,9 +25,12 @@ const runNotes = `One argument is shell text; several are a program and its argu
 without a shell. With --session, the arguments are shell text (or, with
 --code, code) for that session.
 
-Ctrl-C (and SIGTERM, SIGHUP) is passed to the command: it gets SIGINT, and
-conch exits as the command then does (130 when SIGINT ends it). With --idle
-or --timeout too. When the daemon does not take the signal within 5 s, conch
+Ctrl-C is passed to the command, which gets SIGINT (SIGTERM and SIGHUP are
+passed as they are), and conch exits as the command then does (130 when
+SIGINT ends it; its own status when it caught it and exited). With --idle or
+--timeout too. -i sends all of conch's stdin, waiting while the command has
+not read what was sent; output the daemon dropped before conch read it is
+said on stderr where it was. When the daemon does not take the signal within 5 s, conch
 stops waiting and exits 125; the command may still run. When the reader of
 conch's output goes away (conch run yes | head), the command gets SIGPIPE
 and conch exits 141.
@@ -207,7 +210,7 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	ctx, stop := sigs.passTo(ctx, c, p.ID)
 	defer stop()
 	if *f.stdin {
-		go copyStdin(ctx, c, p.ID, e.stdin)
+		go copyStdin(ctx, e, c, p.ID, e.stdin)
 	}
 	// A reader of conch's output that goes away (conch run yes | head)
 	// ends the command as it would a local one: a write to the broken pipe
@@ -228,7 +231,13 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 		return fail(e, exitOwn, err)
 	}
 	if *f.json {
-		if code := printJSON(e, res); code != 0 {
+		// The whole result, its output included, as without -i: a bare
+		// interact from the start answers it for an ended process.
+		var out any = res
+		if r, _, err := c.Interact(ctx, p.ID, client.InteractOptions{Cursor: "0"}); err == nil && r != nil {
+			out = r
+		}
+		if code := printJSON(e, out); code != 0 {
 			return exitOwn
 		}
 	}
@@ -329,21 +338,53 @@ func finish(e *env, id string, r client.WaitResult) int {
 	return code
 }
 
-// copyStdin sends r to the process's stdin, then closes it.
-func copyStdin(ctx context.Context, c *client.Client, id string, r io.Reader) {
+// stdinRetry is how often copyStdin offers again what a full stdin queue
+// refused.
+const stdinRetry = 20 * time.Millisecond
+
+// copyStdin sends r to the process's stdin, then closes it. While the
+// daemon's queue for it is full (stdin_full: the process has not read what
+// was sent), it waits and sends the rest again. A write that fails
+// otherwise is said on stderr; stdin is then closed, so that the process
+// does not wait for input that will not come.
+func copyStdin(ctx context.Context, e *env, c *client.Client, id string, r io.Reader) {
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := r.Read(buf)
-		if n > 0 {
-			if c.WriteStdin(ctx, id, buf[:n], false) != nil {
-				return
+		if werr := writeStdin(ctx, c, id, buf[:n]); werr != nil {
+			if ctx.Err() == nil {
+				e.warn(fmt.Sprintf("sending stdin to %s: %v; its stdin is closed", id, werr))
+				_ = c.WriteStdin(ctx, id, nil, true)
 			}
+			return
 		}
 		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				e.warn(fmt.Sprintf("reading stdin: %v; the command's stdin is closed", err))
+			}
 			_ = c.WriteStdin(ctx, id, nil, true)
 			return
 		}
 	}
+}
+
+// writeStdin writes b whole to the process's stdin, waiting while its queue
+// is full.
+func writeStdin(ctx context.Context, c *client.Client, id string, b []byte) error {
+	for len(b) > 0 {
+		err := c.WriteStdin(ctx, id, b, false)
+		var ce *client.Error
+		if !errors.As(err, &ce) || ce.Code != client.CodeStdinFull {
+			return err
+		}
+		b = b[min(max(ce.AcceptedBytes, 0), len(b)):]
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(stdinRetry):
+		}
+	}
+	return nil
 }
 
 // follow streams the process's output to stdout and stderr (when write is
@@ -369,6 +410,10 @@ func follow(ctx context.Context, c *client.Client, id string, stdout, stderr io.
 			if _, err := w.Write(b); err != nil {
 				return nil, err
 			}
+		case client.EventWarning:
+			// Output the stream fell behind on was dropped: say so where
+			// the gap is, as conch logs -f does.
+			fmt.Fprintf(stderr, "conch: %s\n", ev.Warning.Message)
 		case client.EventState:
 			return ev.State, nil
 		}
@@ -376,7 +421,10 @@ func follow(ctx context.Context, c *client.Client, id string, stdout, stderr io.
 	return nil, errors.New("stream ended without the process's state")
 }
 
-// exitCode is the status a shell would report for r.
+// exitCode is the status a shell would report for r. A signaled process
+// that caught the signal and exited with a status of its own exits with
+// that status, as a shell's $? shows it; one the signal ended, 128+N (its
+// code is that, or for a ksh93 session command N or 256+N).
 func exitCode(r client.WaitResult) int {
 	switch r.Reason {
 	case process.Exited:
@@ -385,6 +433,9 @@ func exitCode(r client.WaitResult) int {
 		}
 	case process.Signaled:
 		if sig, err := process.ParseSignal(r.Signal); err == nil {
+			if c := r.ExitCode; c != nil && *c != 128+int(sig) && *c != int(sig) && *c != 256+int(sig) {
+				return *c
+			}
 			return 128 + int(sig)
 		}
 	case process.TimedOut:

@@ -101,3 +101,60 @@ func TestRunDaemonNotAnswering(t *testing.T) {
 	require.Equal(t, exitOwn, ee.ExitCode(), "stderr: %s", stderr.String())
 	require.Contains(t, stderr.String(), "the daemon did not take SIGINT for wedged, which may still run")
 }
+
+// conch run whose output is read too late for the daemon to keep says
+// where output was dropped, on stderr, as conch logs -f does: it once
+// printed what was left with a gap in the middle, exit 0 and nothing said.
+func TestRunSaysDroppedOutput(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, "--log-retention", "64K")
+	cmd := exec.Command("conch", "run", "--name", "dropped", "--", "seq 1 3000000")
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	// Read nothing until the command has ended: the daemon cannot keep
+	// what conch has not read.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		list, err := s.c.List(t.Context(), client.ListOptions{Name: "dropped", State: "all"})
+		require.NoError(t, err)
+		if len(list.Items) == 1 && list.Items[0].State == "terminal" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "seq did not end")
+	}
+	lines := 0
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		lines++
+	}
+	require.NoError(t, cmd.Wait())
+	require.Less(t, lines, 3000000, "output was dropped")
+	require.Contains(t, stderr.String(), "conch: ", "the drop is said")
+	require.Contains(t, stderr.String(), "dropped")
+}
+
+// conch run of a command that catches SIGINT and exits with a status of
+// its own exits with that status when Ctrl-C is passed on: it once exited
+// 130, as for a command the signal ended.
+func TestRunInterruptHandled(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	cmd := exec.Command("conch", "run", "--", `trap "exit 7" INT; echo ready; while :; do sleep 0.05; done`)
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "ready\n", line)
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
+	defer guard.Stop()
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, 7, ee.ExitCode())
+}
