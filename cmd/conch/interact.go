@@ -56,14 +56,18 @@ func (f *answerFlags) report(ctx context.Context, e *env, c *client.Client, r *c
 			return fail(e, exitOwn, err)
 		}
 		flush()
-		if dropped {
+		if dropped || r.Truncated {
 			e.warn("part of the output was dropped by retention before it was read")
 		}
 	default:
+		if r.Truncated {
+			e.warn("the head of the output was dropped by retention before it was read")
+		}
 		fmt.Fprint(e.stdout, r.Stdout)
 		fmt.Fprint(e.stderr, r.Stderr)
 		if r.OmittedBytes > 0 {
-			fmt.Fprintf(e.stderr, "conch: %d bytes of output left out after cursor %s (conch logs)\n", r.OmittedBytes, r.OmittedAfter)
+			fmt.Fprintf(e.stderr, "conch: %d bytes of output left out after cursor %s (conch logs --cursor %s %s)\n",
+				r.OmittedBytes, r.OmittedAfter, r.OmittedAfter, r.ProcessID)
 		}
 	}
 	if p == nil {

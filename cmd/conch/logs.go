@@ -4,14 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/internal/plaintext"
 )
 
 func cmdLogs(ctx context.Context, e *env, args []string) int {
-	fs := flags(e, "logs", "ID", `Prints the output kept of the process, stdout to stdout and stderr to stderr.
-With -f, Ctrl-C stops following and exits 130; the process goes on.`)
+	fs := flags(e, "logs", "ID", `Prints the output kept of the process when it starts, stdout to stdout and
+stderr to stderr, and says on stderr where output was dropped by retention.
+With -f, it follows until the process ends; Ctrl-C stops following and exits
+130, and the process goes on.`)
 	followFlag := fs.Bool("f", false, "follow: print new output until the process ends")
 	cursor := fs.String("cursor", "", "only output after this `cursor`")
 	asJSON := fs.Bool("json", false, "print frames as JSON lines (cursor, channel, data, encoding, timestamp)")
@@ -51,27 +54,51 @@ With -f, Ctrl-C stops following and exits 130; the process goes on.`)
 		flush()
 		return 0
 	}
+	// What is kept now: up to the newest frame when it starts, so that the
+	// output of a process that writes on does not keep it printing for
+	// good (logs -f follows).
+	p, err := c.Get(ctx, id)
+	if err != nil {
+		return fail(e, exitOwn, err)
+	}
+	last := cursorOf(p.LastCursor)
 	opts := client.LogsOptions{Cursor: *cursor, Limit: 1000}
 	for first := true; ; first = false {
 		page, err := c.Logs(ctx, id, opts)
 		if err != nil {
 			return fail(e, exitOwn, err)
 		}
-		if first && page.TruncatedHead {
-			e.warn("the head of the output was dropped by retention")
+		if page.TruncatedHead {
+			// On later pages: the output was dropped while it was read.
+			if first {
+				e.warn("the head of the output was dropped by retention")
+			} else {
+				e.warn(fmt.Sprintf("output after cursor %s was dropped by retention while it was read", opts.Cursor))
+			}
 		}
+		done := len(page.Items) == 0
 		for _, f := range page.Items {
+			if cursorOf(f.Cursor) > last {
+				done = true
+				break
+			}
 			if err := out(f); err != nil {
 				return fail(e, exitOwn, err)
 			}
 		}
 		// A page is bounded in bytes too: only an empty one is the end.
-		if len(page.Items) == 0 {
+		if done {
 			flush()
 			return 0
 		}
 		opts.Cursor = page.Next
 	}
+}
+
+// cursorOf is a frame cursor's number, 0 when it is not one.
+func cursorOf(s string) uint64 {
+	n, _ := strconv.ParseUint(s, 10, 64)
+	return n
 }
 
 // frameWriter returns how frames are printed: their bytes to stdout or

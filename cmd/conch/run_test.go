@@ -158,3 +158,58 @@ func TestRunInterruptHandled(t *testing.T) {
 	require.ErrorAs(t, err, &ee)
 	require.Equal(t, 7, ee.ExitCode())
 }
+
+// conch run --output-limit of an output larger than the daemon keeps says
+// that the head was dropped, and how to read what it left out: it once
+// printed the kept part as if it were the head, saying nothing.
+func TestRunSaysTruncatedHead(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, "--log-retention", "64K")
+	cmd := exec.Command("conch", "run", "--output-limit", "1000", "--", "seq 1 100000")
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, stderr.String())
+	require.NotContains(t, string(out), "\n1\n2\n3\n", "the head is gone")
+	require.Contains(t, stderr.String(), "the head of the output was dropped")
+	require.Regexp(t, `conch logs --cursor \S+ \S+\)`, stderr.String())
+}
+
+// conch logs (without -f) of a process that writes on prints what was kept
+// when it started and ends: it once printed for as long as the process
+// wrote (500 MB of yes in 15 s).
+func TestLogsEndsOnBusyProcess(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	p, err := s.c.Start(t.Context(), client.StartOptions{Cmd: "yes"})
+	require.NoError(t, err)
+	defer s.c.Kill(t.Context(), p.ID, client.KillOptions{Signal: "KILL"})
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		q, err := s.c.Get(t.Context(), p.ID)
+		require.NoError(t, err)
+		if q.LastCursor != "" {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "yes wrote nothing")
+	}
+	cmd := exec.Command("conch", "logs", p.ID)
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	n := 0
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
+	defer guard.Stop()
+	b := make([]byte, 64<<10)
+	for {
+		k, err := out.Read(b)
+		n += k
+		if err != nil {
+			break
+		}
+	}
+	require.NoError(t, cmd.Wait(), "conch logs ends")
+	require.Positive(t, n)
+	require.Less(t, n, 64<<20, "what was kept when it started, not all yes writes")
+}
