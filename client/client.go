@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 
 	"github.com/conchsh/conch/api"
@@ -135,6 +136,10 @@ func (c *Client) send(ctx context.Context, req request, ok ...int) (*http.Respon
 	u.RawQuery = req.query.Encode()
 	var body io.Reader = req.raw
 	if req.body != nil {
+		if at := notText(reflect.ValueOf(req.body), ""); at != "" {
+			return nil, &Error{Code: CodeInvalidArgument, Message: fmt.Sprintf(
+				"%s is not UTF-8: the API takes text as UTF-8 (bytes go as base64 where it takes them, as interact's inputBase64)", at)}
+		}
 		b, err := json.Marshal(req.body)
 		if err != nil {
 			return nil, err
@@ -189,7 +194,17 @@ func decodeError(resp *http.Response) error {
 		env.Error.Status = resp.StatusCode
 		return env.Error
 	}
-	return &Error{Status: resp.StatusCode, Code: CodeInternal, Message: strings.TrimSpace(string(b))}
+	// Not the daemon's answer (a proxy's page, another server): say the
+	// status, and what came, shortly.
+	text := strings.TrimSpace(string(b))
+	if len(text) > 200 {
+		text = text[:200] + "..."
+	}
+	msg := fmt.Sprintf("HTTP %d %s, an answer that is not the daemon's", resp.StatusCode, http.StatusText(resp.StatusCode))
+	if text != "" {
+		msg += ": " + text
+	}
+	return &Error{Status: resp.StatusCode, Code: CodeInternal, Message: msg}
 }
 
 // call performs req and decodes a JSON answer into out (unless out is nil).

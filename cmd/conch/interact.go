@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"flag"
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/logstore"
@@ -145,11 +147,18 @@ already ended before the input could be written (its result is printed).`)
 	}
 	ctx, stop := catchSignals().passTo(ctx, c, id)
 	defer stop()
-	r, p, err := c.Interact(ctx, id, client.InteractOptions{
-		Input: unescape(*input), EOF: *eof, Signal: signalName(*sig), Cursor: *cursor,
+	opts := client.InteractOptions{
+		EOF: *eof, Signal: signalName(*sig), Cursor: *cursor,
 		Timeout: client.Millis(*a.wait), IdleTimeout: client.Millis(*a.idle),
 		OutputLimit: *a.limit, Plain: *a.plain,
-	})
+	}
+	// Bytes \xHH made that are no UTF-8 (\xff) go as bytes, not as text.
+	if in := unescape(*input); utf8.ValidString(in) {
+		opts.Input = in
+	} else {
+		opts.InputBase64 = base64.StdEncoding.EncodeToString([]byte(in))
+	}
+	r, p, err := c.Interact(ctx, id, opts)
 	err = signalErr(ctx, err)
 	if err != nil {
 		return fail(e, exitOwn, ended(ctx, c, id, err))
