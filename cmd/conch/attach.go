@@ -84,8 +84,14 @@ When the process ends, conch exits with its status.`)
 	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer wcancel()
 	r, _, err := c.Wait(wctx, id, 5*time.Second)
-	if err != nil || r == nil {
-		return 0 // the attachment ended but the process goes on
+	switch {
+	case err != nil:
+		// The daemon went away with the attachment (killed, restarted):
+		// nothing says how the program ended.
+		fmt.Fprintf(e.stderr, "conch: the attachment to %s ended, and the daemon does not say how the program did:\n", id)
+		return fail(e, exitOwn, err)
+	case r == nil:
+		return fail(e, exitOwn, fmt.Errorf("the attachment to %s ended while the program runs on (conch attach %s again)", id, id))
 	}
 	return exitCode(*r)
 }

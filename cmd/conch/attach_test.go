@@ -199,3 +199,40 @@ func TestAttachSaysGap(t *testing.T) {
 	require.Contains(t, stderr.String(), "bytes of output were dropped")
 	require.True(t, strings.HasSuffix(stdout.String(), "\r\n100000\r\n"), "stdout ends %q", stdout.String()[max(0, stdout.Len()-40):])
 }
+
+// TestAttachDaemonGone kills the daemon under an attachment: conch attach
+// says that nothing tells how the program ended and exits 125. It exited
+// 0, as for a program that ended well.
+func TestAttachDaemonGone(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	p, err := s.c.Start(t.Context(), client.StartOptions{Kind: process.KindPTY, Cmd: "echo ready; sleep 60"})
+	require.NoError(t, err)
+	cmd := exec.Command(conchBinary(t), "attach", p.ID)
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 100, Rows: 30})
+	require.NoError(t, err)
+	term := &terminal{cmd: cmd, tty: tty, done: make(chan struct{})}
+	go func() {
+		defer close(term.done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := tty.Read(buf)
+			term.mu.Lock()
+			term.out.Write(buf[:n])
+			term.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer func() {
+		_ = cmd.Process.Kill()
+		tty.Close()
+		<-term.done
+	}()
+	term.expect(t, "ready")
+	require.NoError(t, s.cmd.Process.Kill())
+	require.Equal(t, exitOwn, term.exitCode(t))
+	term.expect(t, "the daemon does not say how the program did")
+}
