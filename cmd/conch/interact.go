@@ -96,16 +96,18 @@ func (f *startFlags) runEarly(ctx context.Context, e *env, c *client.Client, a *
 	// that its id is known while conch waits: Ctrl-C reaches the command.
 	var started *client.Process
 	sigs := catchSignals()
+	sctx, done := sigs.whileStarting(ctx)
 	if *f.session != "" {
 		cmd.Stdin = stdin
-		started, err = c.Submit(ctx, *f.session, cmd)
+		started, err = c.Submit(sctx, *f.session, cmd)
 	} else {
 		opts.Stdin = stdin
-		started, err = c.Start(ctx, opts)
+		started, err = c.Start(sctx, opts)
 	}
+	done()
 	if err != nil {
 		sigs.release()
-		return fail(e, exitOwn, err)
+		return fail(e, exitOwn, signalErr(sctx, err))
 	}
 	ctx, stop := sigs.passTo(ctx, c, started.ID)
 	defer stop()

@@ -202,10 +202,12 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	// Ctrl-C, TERM and HUP reach the command, as they would a local one;
 	// conch exits when the command does.
 	sigs := catchSignals()
-	p, err := f.startProcess(ctx, c, fs.Args(), process.KindExec)
+	sctx, started := sigs.whileStarting(ctx)
+	p, err := f.startProcess(sctx, c, fs.Args(), process.KindExec)
+	started()
 	if err != nil {
 		sigs.release()
-		return fail(e, exitOwn, err)
+		return fail(e, exitOwn, signalErr(sctx, err))
 	}
 	ctx, stop := sigs.passTo(ctx, c, p.ID)
 	defer stop()
@@ -287,6 +289,38 @@ func (s signals) passTo(ctx context.Context, c *client.Client, id string) (conte
 		close(s)
 		<-done
 		cancel(nil)
+	}
+}
+
+// whileStarting returns the context of the request that starts the
+// command. A signal caught while it is sent is kept for passTo; if the
+// start has not been answered signalPassWait after it, the context ends
+// (signalErr says why): conch stops waiting for a daemon that does not
+// answer rather than ignore every Ctrl-C. done ends the watch.
+func (s signals) whileStarting(ctx context.Context) (_ context.Context, done func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case sig := <-s:
+			select {
+			case s <- sig: // for passTo, once the command is known
+			default:
+			}
+			select {
+			case <-time.After(signalPassWait):
+				cancel(fmt.Errorf("the daemon did not answer the start within %s of SIG%s: the command may have started",
+					signalPassWait, process.SignalName(sig.(syscall.Signal))))
+			case <-stop:
+			}
+		case <-stop:
+		}
+	}()
+	return ctx, func() {
+		close(stop)
+		<-watched
 	}
 }
 

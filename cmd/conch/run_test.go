@@ -213,3 +213,43 @@ func TestLogsEndsOnBusyProcess(t *testing.T) {
 	require.Positive(t, n)
 	require.Less(t, n, 64<<20, "what was kept when it started, not all yes writes")
 }
+
+// conch run whose daemon does not answer the start leaves on Ctrl-C once
+// signalPassWait has passed, saying that the command may have started: it
+// once ignored every signal until the start was answered, which a wedged
+// daemon never does.
+func TestRunStartNotAnswered(t *testing.T) {
+	t.Parallel()
+	asked := make(chan struct{}, 1)
+	hang := make(chan struct{})
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/v1/processes" {
+			asked <- struct{}{}
+		}
+		select { // no answer at all
+		case <-r.Context().Done():
+		case <-hang:
+		}
+	}))
+	defer fake.Close()
+	defer close(hang)
+	cmd := exec.Command("conch", "run", "--", "sleep 100")
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+fake.URL, client.EnvToken+"=t")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	select {
+	case <-asked:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatal("conch run did not ask to start the command")
+	}
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
+	err := cmd.Wait()
+	guard.Stop()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, exitOwn, ee.ExitCode(), "stderr: %s", stderr.String())
+	require.Contains(t, stderr.String(), "the command may have started")
+}
