@@ -369,9 +369,15 @@ type Millis time.Duration
 // Duration returns m as a time.Duration.
 func (m Millis) Duration() time.Duration { return time.Duration(m) }
 
-// MarshalJSON writes m as an integer count of milliseconds.
+// MarshalJSON writes m as an integer count of milliseconds, a positive
+// duration under one as 1: 0 means none (no timeout), and 999µs sent as 0
+// waited for good.
 func (m Millis) MarshalJSON() ([]byte, error) {
-	return strconv.AppendInt(nil, time.Duration(m).Milliseconds(), 10), nil
+	ms := time.Duration(m).Milliseconds()
+	if ms == 0 && m > 0 {
+		ms = 1
+	}
+	return strconv.AppendInt(nil, ms, 10), nil
 }
 
 // UnmarshalJSON reads a non-negative count of milliseconds.
