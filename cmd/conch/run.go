@@ -230,6 +230,9 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 		return exitBrokenPipe
 	}
 	if err != nil {
+		if context.Cause(ctx) == nil { // not passTo's give-up, which says so
+			err = fmt.Errorf("%w; %s may still run (conch logs -f %s, conch kill %s)", err, p.ID, p.ID, p.ID)
+		}
 		return fail(e, exitOwn, err)
 	}
 	if *f.json {
@@ -509,7 +512,16 @@ func cmdStart(ctx context.Context, e *env, args []string) int {
 	if *f.json {
 		return printJSON(e, p)
 	}
-	fmt.Fprintln(e.stdout, p.ID)
+	return printID(e, p.ID)
+}
+
+// printID prints the id of what was just started, and fails, saying it on
+// stderr, when stdout does not take it: the caller would have no id for
+// what now runs.
+func printID(e *env, id string) int {
+	if _, err := fmt.Fprintln(e.stdout, id); err != nil {
+		return fail(e, exitOwn, fmt.Errorf("printing the id of %s: %w", id, err))
+	}
 	return 0
 }
 

@@ -253,3 +253,29 @@ func TestRunStartNotAnswered(t *testing.T) {
 	require.Equal(t, exitOwn, ee.ExitCode(), "stderr: %s", stderr.String())
 	require.Contains(t, stderr.String(), "the command may have started")
 }
+
+// conch run whose daemon goes away while the command runs says that the
+// command may still run, with its id and how to reach it: it said only
+// "read stream: unexpected EOF".
+func TestRunDaemonGone(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	cmd := exec.Command("conch", "run", "--", "echo started; sleep 30")
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "started\n", line)
+	require.NoError(t, s.cmd.Process.Kill())
+	guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
+	defer guard.Stop()
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, exitOwn, ee.ExitCode())
+	require.Regexp(t, `may still run \(conch logs -f \S+, conch kill \S+\)`, stderr.String())
+}

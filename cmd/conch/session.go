@@ -83,8 +83,7 @@ func cmdSessionNew(ctx context.Context, e *env, args []string) int {
 	if *asJSON {
 		return printJSON(e, s)
 	}
-	fmt.Fprintln(e.stdout, s.ID)
-	return 0
+	return printID(e, s.ID)
 }
 
 func cmdSessionLs(ctx context.Context, e *env, args []string) int {
