@@ -82,6 +82,25 @@ func startRawMCP(t *testing.T) *rawMCP {
 	return m
 }
 
+// initialize opens the MCP session: initialize, its answer, initialized.
+func (m *rawMCP) initialize() {
+	m.t.Helper()
+	m.send(initialize)
+	require.Nil(m.t, m.next().Error)
+	m.send(initialized)
+}
+
+// waitFile waits until the file at path exists: a command has started.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	for deadline := time.Now().Add(hangGuard); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "the command did not start")
+	}
+}
+
 // send writes line and a newline.
 func (m *rawMCP) send(line string) {
 	m.t.Helper()
@@ -179,9 +198,7 @@ func TestStdioBadLines(t *testing.T) {
 func TestStdioOutputClosed(t *testing.T) {
 	t.Parallel()
 	m := startRawMCP(t)
-	m.send(initialize)
-	require.Nil(t, m.next().Error)
-	m.send(initialized)
+	m.initialize()
 	m.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":{"command":"sleep 120 & echo pid=$!"}}}`)
 	r := m.next()
 	match := regexp.MustCompile(`pid=(\d+)`).FindStringSubmatch(string(r.Result))
@@ -292,9 +309,7 @@ func TestStdioCancelled(t *testing.T) {
 	dir := t.TempDir()
 	started, ran := filepath.Join(dir, "started"), filepath.Join(dir, "ran")
 	m := startRawMCP(t)
-	m.send(initialize)
-	require.Nil(t, m.next().Error)
-	m.send(initialized)
+	m.initialize()
 	call := func(id int, command string) {
 		m.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"run","arguments":{"command":%q,"timeout":300}}}`, id, command))
 	}
@@ -302,12 +317,7 @@ func TestStdioCancelled(t *testing.T) {
 		m.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":%d}}`, id))
 	}
 	call(2, "touch "+started+"; sleep 300")
-	for deadline := time.Now().Add(hangGuard); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(started); err == nil {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the command did not start")
-	}
+	waitFile(t, started)
 	call(3, "touch "+ran)
 	time.Sleep(200 * time.Millisecond) // queued behind the sleep
 	cancel(3)
@@ -326,17 +336,10 @@ func TestStdioStopDuringCall(t *testing.T) {
 	t.Parallel()
 	started := filepath.Join(t.TempDir(), "started")
 	m := startRawMCP(t)
-	m.send(initialize)
-	require.Nil(t, m.next().Error)
-	m.send(initialized)
+	m.initialize()
 	m.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":{"command":%q,"timeout":3600}}}`,
 		"touch "+started+"; sleep 3600"))
-	for deadline := time.Now().Add(hangGuard); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(started); err == nil {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the command did not start")
-	}
+	waitFile(t, started)
 	require.NoError(t, m.cmd.Process.Signal(syscall.SIGTERM))
 	guard := time.AfterFunc(hangGuard, func() { _ = m.cmd.Process.Kill() })
 	defer guard.Stop()
@@ -353,9 +356,7 @@ func TestStdioRunOrder(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "order")
 	m := startRawMCP(t)
-	m.send(initialize)
-	require.Nil(t, m.next().Error)
-	m.send(initialized)
+	m.initialize()
 	run := func(id int, args string) {
 		m.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"run","arguments":%s}}`, id, args))
 	}

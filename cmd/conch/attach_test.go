@@ -48,8 +48,14 @@ type terminal struct {
 
 func runOnTerminal(t *testing.T, c *client.Client, args ...string) *terminal {
 	t.Helper()
+	return runOnTerminalOf(t, c.URL(), daemontest.Token, args...)
+}
+
+// runOnTerminalOf is runOnTerminal against the daemon at url with token.
+func runOnTerminalOf(t *testing.T, url, token string, args ...string) *terminal {
+	t.Helper()
 	cmd := exec.Command(conchBinary(t), args...)
-	cmd.Env = append(os.Environ(), client.EnvURL+"="+c.URL(), client.EnvToken+"="+daemontest.Token)
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+url, client.EnvToken+"="+token)
 	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 100, Rows: 30})
 	require.NoError(t, err)
 	term := &terminal{cmd: cmd, tty: tty, done: make(chan struct{})}
@@ -208,29 +214,7 @@ func TestAttachDaemonGone(t *testing.T) {
 	s := startServe(t)
 	p, err := s.c.Start(t.Context(), client.StartOptions{Kind: process.KindPTY, Cmd: "echo ready; sleep 60"})
 	require.NoError(t, err)
-	cmd := exec.Command(conchBinary(t), "attach", p.ID)
-	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
-	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 100, Rows: 30})
-	require.NoError(t, err)
-	term := &terminal{cmd: cmd, tty: tty, done: make(chan struct{})}
-	go func() {
-		defer close(term.done)
-		buf := make([]byte, 4096)
-		for {
-			n, err := tty.Read(buf)
-			term.mu.Lock()
-			term.out.Write(buf[:n])
-			term.mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	defer func() {
-		_ = cmd.Process.Kill()
-		tty.Close()
-		<-term.done
-	}()
+	term := runOnTerminalOf(t, s.url, s.token, "attach", p.ID)
 	term.expect(t, "ready")
 	require.NoError(t, s.cmd.Process.Kill())
 	require.Equal(t, exitOwn, term.exitCode(t))
