@@ -216,7 +216,7 @@ func TestAttachDaemonGone(t *testing.T) {
 	require.NoError(t, err)
 	term := runOnTerminalOf(t, s.url, s.token, "attach", p.ID)
 	term.expect(t, "ready")
-	require.NoError(t, s.cmd.Process.Kill())
+	s.kill(t)
 	require.Equal(t, exitOwn, term.exitCode(t))
 	term.expect(t, "the daemon does not say how the program did")
 }

@@ -104,6 +104,39 @@ func startServeWith(t *testing.T, setup serveSetup, args ...string) *served {
 	return s
 }
 
+// kill ends the daemon with SIGKILL, as a crash would. When the test
+// ends, the next daemon of its state directory starts and stops, and so
+// ends what the killed one left (its sessions, its instance directory in
+// /dev/shm, its cgroups), as it would after a crash.
+func (s *served) kill(t *testing.T) {
+	t.Helper()
+	require.NoError(t, s.cmd.Process.Kill())
+	t.Cleanup(func() {
+		next := exec.Command(s.cmd.Args[0], s.cmd.Args[1:]...)
+		next.Env = s.cmd.Env
+		pipe, err := next.StderrPipe()
+		require.NoError(t, err)
+		require.NoError(t, next.Start())
+		exited := make(chan struct{})
+		listening := make(chan struct{})
+		go func() {
+			defer close(exited)
+			sc := bufio.NewScanner(pipe)
+			for sc.Scan() {
+				if _, ok := listeningURL(sc.Text()); ok {
+					close(listening)
+				}
+			}
+		}()
+		select {
+		case <-listening:
+		case <-time.After(30 * time.Second):
+		}
+		stopDaemon(next.Process, exited)
+		_ = next.Wait()
+	})
+}
+
 // listeningURL is the URL of the line where conch serve says it listens,
 // in the text format or the JSON one.
 func listeningURL(line string) (string, bool) {

@@ -252,7 +252,7 @@ func TestRunDaemonGone(t *testing.T) {
 	line, err := bufio.NewReader(out).ReadString('\n')
 	require.NoError(t, err)
 	require.Equal(t, "started\n", line)
-	require.NoError(t, s.cmd.Process.Kill())
+	s.kill(t)
 	guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
 	defer guard.Stop()
 	err = cmd.Wait()
