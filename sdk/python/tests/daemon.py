@@ -55,7 +55,8 @@ class Daemon:
             cwd=self.dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.url = self._listening()
         # Keep draining stderr so the daemon never blocks on a full pipe.
-        threading.Thread(target=self._drain, daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, daemon=True)
+        self._drainer.start()
 
     def _listening(self) -> str:
         seen = b""
@@ -88,6 +89,11 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        # The drain ends at the end of stderr; then the pipe is closed, not
+        # left to the garbage collector (a ResourceWarning at exit).
+        self._drainer.join(10)
+        if self.proc.stderr is not None and not self._drainer.is_alive():
+            self.proc.stderr.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
