@@ -42,9 +42,10 @@ const exitStatuses = `Exit status:
          quiet, waits for input, or the wait ran out); conch prints its id
   124    the command reached its execution timeout (--exec-timeout) and was stopped
   125    conch itself failed: no daemon answers, no such process or session, or
-         the daemon refused the request (the message says why); also a command
-         the engine lost (its session's shell died under it)
-  127    the command could not start (no such program, bad shell or directory)
+         the daemon refused the request (the message says why: a --cwd that is
+         no directory, a --shell that is not installed); also a command the
+         engine lost (its session's shell died under it)
+  127    the command could not start (no such program)
   128+N  the command was ended by signal N (130: INT, 137: KILL, 143: TERM)
 `
 
