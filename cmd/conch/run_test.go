@@ -31,17 +31,10 @@ func TestRunBrokenPipe(t *testing.T) {
 			args[1] = sess.ID
 		}
 		name := "brokenpipe" + strconv.Itoa(len(args))
-		cmd := exec.Command("conch", append(append([]string{"run", "--name", name}, args...), "--", "yes conch")...)
-		cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
-		out, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		require.NoError(t, cmd.Start())
-		line, err := bufio.NewReader(out).ReadString('\n')
-		require.NoError(t, err)
-		require.Equal(t, "conch\n", line)
+		cmd, out, _ := s.runUntilLine(t, "conch\n", append(append([]string{"run", "--name", name}, args...), "--", "yes conch")...)
 		require.NoError(t, out.Close())
 		guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
-		err = cmd.Wait()
+		err := cmd.Wait()
 		guard.Stop()
 		var ee *exec.ExitError
 		require.ErrorAs(t, err, &ee)
@@ -56,6 +49,24 @@ func TestRunBrokenPipe(t *testing.T) {
 		require.Equal(t, process.Signaled, r.Reason, "%+v", r)
 		require.Equal(t, "PIPE", r.Signal)
 	}
+}
+
+// runUntilLine starts conch with args against s and returns it once the
+// first line of its stdout is want, with that stdout and what it writes to
+// stderr.
+func (s *served) runUntilLine(t *testing.T, want string, args ...string) (*exec.Cmd, io.ReadCloser, *strings.Builder) {
+	t.Helper()
+	cmd := exec.Command("conch", args...)
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, want, line)
+	return cmd, out, &stderr
 }
 
 // conch run whose daemon stops answering (wedged, not gone) leaves on
@@ -155,18 +166,11 @@ func TestRunSaysDroppedOutput(t *testing.T) {
 func TestRunInterruptHandled(t *testing.T) {
 	t.Parallel()
 	s := startServe(t)
-	cmd := exec.Command("conch", "run", "--", `trap "exit 7" INT; echo ready; while :; do sleep 0.05; done`)
-	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err)
-	require.Equal(t, "ready\n", line)
+	cmd, _, _ := s.runUntilLine(t, "ready\n", "run", "--", `trap "exit 7" INT; echo ready; while :; do sleep 0.05; done`)
 	require.NoError(t, cmd.Process.Signal(os.Interrupt))
 	guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
 	defer guard.Stop()
-	err = cmd.Wait()
+	err := cmd.Wait()
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee)
 	require.Equal(t, 7, ee.ExitCode())
@@ -242,20 +246,11 @@ func TestRunStartNotAnswered(t *testing.T) {
 func TestRunDaemonGone(t *testing.T) {
 	t.Parallel()
 	s := startServe(t)
-	cmd := exec.Command("conch", "run", "--", "echo started; sleep 30")
-	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err)
-	require.Equal(t, "started\n", line)
+	cmd, _, stderr := s.runUntilLine(t, "started\n", "run", "--", "echo started; sleep 30")
 	s.kill(t)
 	guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
 	defer guard.Stop()
-	err = cmd.Wait()
+	err := cmd.Wait()
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee)
 	require.Equal(t, exitOwn, ee.ExitCode())

@@ -8,36 +8,76 @@ import threading
 from typing import List
 
 
-class CuttingProxy:
-    def __init__(self, port: int, cut_after: int) -> None:
+class _Relay:
+    """A loopback TCP proxy to ``port``: each connection it accepts is connected to the target and
+    handed, with its number (from 1), to ``relay``, which the proxies below define."""
+
+    def __init__(self, port: int) -> None:
         self.target = port
-        self.cut_after = cut_after
-        self.cuts = 0
         self._srv = socket.socket()
         self._srv.bind(("127.0.0.1", 0))
         self._srv.listen(64)
         self.port = self._srv.getsockname()[1]
+        self._conns = 0
         self._socks: List[socket.socket] = []
         self._lock = threading.Lock()
-        self._stop = False
-        self._threads = [threading.Thread(target=self._accept, daemon=True)]
-        self._threads[0].start()
+        threading.Thread(target=self._accept, daemon=True).start()
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def connections(self) -> int:
+        return self._conns
+
     def _accept(self) -> None:
-        while not self._stop:
+        while True:
             try:
                 c, _ = self._srv.accept()
             except OSError:
                 return
             u = socket.create_connection(("127.0.0.1", self.target))
             with self._lock:
+                self._conns += 1
                 self._socks += [c, u]
-            threading.Thread(target=self._pipe, args=(c, u, None), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(u, c, self.cut_after), daemon=True).start()
+                n = self._conns
+            self.relay(c, u, n)
+
+    def relay(self, c: socket.socket, u: socket.socket, n: int) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._srv.close()
+        with self._lock:
+            for s in self._socks:
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+
+def _end(*socks: socket.socket) -> None:
+    """Shuts both ways and closes each of socks."""
+    for s in socks:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        s.close()
+
+
+class CuttingProxy(_Relay):
+    """A loopback TCP proxy that cuts each answer after ``cut_after`` bytes."""
+
+    def __init__(self, port: int, cut_after: int) -> None:
+        self.cut_after = cut_after
+        self.cuts = 0
+        super().__init__(port)
+
+    def relay(self, c: socket.socket, u: socket.socket, n: int) -> None:
+        threading.Thread(target=self._pipe, args=(c, u, None), daemon=True).start()
+        threading.Thread(target=self._pipe, args=(u, c, self.cut_after), daemon=True).start()
 
     def _pipe(self, src: socket.socket, dst: socket.socket, limit) -> None:
         sent = 0
@@ -55,25 +95,10 @@ class CuttingProxy:
                 sent += len(b)
         except OSError:
             pass
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
-
-    def close(self) -> None:
-        self._stop = True
-        self._srv.close()
-        with self._lock:
-            for s in self._socks:
-                try:
-                    s.close()
-                except OSError:
-                    pass
+        _end(src, dst)
 
 
-class DroppingProxy:
+class DroppingProxy(_Relay):
     """A loopback TCP proxy that, on its first connection, drops the answer to request number ``drop``.
 
     The request reaches the daemon whole; the connection to the client is
@@ -82,40 +107,19 @@ class DroppingProxy:
     """
 
     def __init__(self, port: int, drop: int, rst: bool = False) -> None:
-        self.target = port
         self.drop = drop
         self.rst = rst
         self.requests: List[str] = []
         self.dropped = 0
-        self._srv = socket.socket()
-        self._srv.bind(("127.0.0.1", 0))
-        self._srv.listen(64)
-        self.port = self._srv.getsockname()[1]
-        self._conns = 0
         self._clients: List[socket.socket] = []
-        self._socks: List[socket.socket] = []
-        self._lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(port)
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                c, _ = self._srv.accept()
-            except OSError:
-                return
-            u = socket.create_connection(("127.0.0.1", self.target))
-            with self._lock:
-                self._conns += 1
-                self._socks += [c, u]
-                self._clients.append(c)
-            seen = [0]
-            first = self._conns == 1
-            threading.Thread(target=self._up, args=(c, u, seen), daemon=True).start()
-            threading.Thread(target=self._down, args=(u, c, seen, first), daemon=True).start()
+    def relay(self, c: socket.socket, u: socket.socket, n: int) -> None:
+        with self._lock:
+            self._clients.append(c)
+        seen = [0]
+        threading.Thread(target=self._up, args=(c, u, seen), daemon=True).start()
+        threading.Thread(target=self._down, args=(u, c, seen, n == 1), daemon=True).start()
 
     def _up(self, c: socket.socket, u: socket.socket, seen: List[int]) -> None:
         try:
@@ -154,10 +158,6 @@ class DroppingProxy:
             except OSError:
                 pass
 
-    @property
-    def connections(self) -> int:
-        return self._conns
-
     def hang_up(self) -> None:
         """Closes every connection to the client (a FIN), as a daemon closes idle kept-alive connections."""
         with self._lock:
@@ -167,17 +167,8 @@ class DroppingProxy:
                 except OSError:
                     pass
 
-    def close(self) -> None:
-        self._srv.close()
-        with self._lock:
-            for s in self._socks:
-                try:
-                    s.close()
-                except OSError:
-                    pass
 
-
-class CutBeforeProxy:
+class CutBeforeProxy(_Relay):
     """A loopback TCP proxy that cuts its first connection just before the chunk holding ``marker``.
 
     The chunk of a chunked answer that holds the marker (an SSE ``event:
@@ -186,35 +177,13 @@ class CutBeforeProxy:
     """
 
     def __init__(self, port: int, marker: bytes) -> None:
-        self.target = port
         self.marker = marker
         self.cuts = 0
-        self._srv = socket.socket()
-        self._srv.bind(("127.0.0.1", 0))
-        self._srv.listen(64)
-        self.port = self._srv.getsockname()[1]
-        self._conns = 0
-        self._socks: List[socket.socket] = []
-        self._lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(port)
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                c, _ = self._srv.accept()
-            except OSError:
-                return
-            u = socket.create_connection(("127.0.0.1", self.target))
-            with self._lock:
-                self._conns += 1
-                self._socks += [c, u]
-                first = self._conns == 1
-            threading.Thread(target=self._pipe, args=(c, u, False), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(u, c, first), daemon=True).start()
+    def relay(self, c: socket.socket, u: socket.socket, n: int) -> None:
+        threading.Thread(target=self._pipe, args=(c, u, False), daemon=True).start()
+        threading.Thread(target=self._pipe, args=(u, c, n == 1), daemon=True).start()
 
     def _pipe(self, src: socket.socket, dst: socket.socket, cut: bool) -> None:
         held = b""
@@ -238,18 +207,4 @@ class CutBeforeProxy:
                 held = held[-keep:]
         except OSError:
             pass
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            s.close()
-
-    def close(self) -> None:
-        self._srv.close()
-        with self._lock:
-            for s in self._socks:
-                try:
-                    s.close()
-                except OSError:
-                    pass
+        _end(src, dst)
