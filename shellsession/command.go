@@ -577,8 +577,8 @@ func (c *Command) begin(cwd string, f sentinel.Frame) error {
 // resultFor turns how the shell saw the command end into its result: a
 // timeout shows as timed_out; a death status after kill sent signal N as
 // signaled N, as for a process the engine signalled; an interrupt the engine
-// sent as INT. A command that caught a signal and exited with a status of its
-// own reports that status.
+// sent, by the interrupt's death status, as INT. A command that caught a
+// signal and exited with a status of its own reports that status.
 func (c *Command) resultFor(r process.Result) process.Result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -587,10 +587,22 @@ func (c *Command) resultFor(r process.Result) process.Result {
 		r.Reason = process.TimedOut
 	case sig != 0:
 		r.Reason, r.Signal = process.Signaled, process.SignalName(sig)
-	case c.interrupted:
+	case c.interrupted && c.diedOfINT(r):
 		r.Reason, r.Signal = process.Signaled, "INT"
 	}
 	return r
+}
+
+// diedOfINT reports whether r's status is an interrupt's: 128+SIGINT, or
+// ksh93's 256+SIGINT (or SIGINT, as its "." passes on a program's). Only
+// bash passes on the status of a program that caught the interrupt; the
+// other shells see the SIGINT themselves and end the command with 130.
+func (c *Command) diedOfINT(r process.Result) bool {
+	if r.Reason != process.Exited || r.ExitCode == nil {
+		return true
+	}
+	n, status := int(syscall.SIGINT), *r.ExitCode
+	return status == 128+n || c.s.sh.Family == shells.Ksh && (status == 256+n || status == n)
 }
 
 // killedBy returns the signal kill sent whose death status r has, or 0.

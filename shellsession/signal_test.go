@@ -69,6 +69,41 @@ func TestKillCaughtReportsStatus(t *testing.T) {
 	require.Equal(t, 7, code(r))
 }
 
+// TestInterruptCaughtReportsStatus: a program that catches the interrupt
+// and exits with a status of its own: bash passes that status on, and the
+// command is exited with it; the other shells see the SIGINT themselves and
+// end the command with 130 (ksh93 258), which is signaled INT. The next
+// command's $? is the status reported.
+func TestInterruptCaughtReportsStatus(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell})
+			c, err := s.Submit(CommandOptions{Cmd: `sh -c 'trap "exit 7" INT; sleep 100 & wait'`})
+			require.NoError(t, err)
+			waitProgram(t, c, "sleep")
+			require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
+			r := wait(t, c)
+			switch shell {
+			case "bash":
+				require.Equal(t, process.Exited, r.Reason, "%+v", r)
+				require.Equal(t, 7, code(r))
+			case "ksh":
+				require.Equal(t, process.Signaled, r.Reason, "%+v", r)
+				require.Equal(t, 256+int(syscall.SIGINT), code(r))
+			default:
+				require.Equal(t, process.Signaled, r.Reason, "%+v", r)
+				require.Equal(t, 128+int(syscall.SIGINT), code(r))
+			}
+			// ksh93's exit takes 0-255, so the next command's $? is 258's
+			// low byte there.
+			_, out, _ := run(t, s, CommandOptions{Cmd: "echo $?"})
+			require.Equal(t, strconv.Itoa(code(r)%256)+"\n", out)
+		})
+	}
+}
+
 // TestStopSendsTERM: deleting a running command sends TERM to its
 // processes, as kill does, so that a program's handler runs; it is reported
 // as kill would report it.
