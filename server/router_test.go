@@ -63,6 +63,31 @@ func TestWrongMethod(t *testing.T) {
 	})
 }
 
+// TestEmptySegment: a path with an id left empty, or a "." or ".."
+// segment, is no route, answered as the API answers one (404 JSON) rather
+// than redirected to the path cleaned, with an HTML body.
+func TestEmptySegment(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	for _, tt := range []struct{ method, path string }{
+		{"GET", "/v1/processes//wait"},
+		{"GET", "/v1/processes//logs"},
+		{"POST", "/v1/processes//kill"},
+		{"DELETE", "/v1/sessions//"},
+		{"POST", "/v1/sessions//commands"},
+		{"GET", "/v1/processes/./p1"},
+		{"GET", "/v1/sessions/../processes"},
+		{"GET", "//healthz"},
+	} {
+		resp, body := d.do(t, tt.method, tt.path, nil)
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, "%s %s: %s", tt.method, tt.path, body)
+		require.Empty(t, resp.Header.Get("Location"))
+		require.Equal(t, client.CodeNotFound, errorCode(t, body), "%s %s", tt.method, tt.path)
+	}
+	resp, body := d.send(t, "GET", "/v1/processes//wait", "", nil)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the token is asked for first: %s", body)
+}
+
 func TestListBadCursor(t *testing.T) {
 	t.Parallel()
 	d := start(t, server.Options{})

@@ -217,9 +217,10 @@ func New(opts Options) (*Server, error) {
 	for _, rt := range s.routes() {
 		mux.Handle(rt.pattern, s.wrap(rt))
 	}
-	mux.Handle("/", s.wrap(route{pattern: "/", handler: noRoute(mux)}))
-	s.handler = mux
-	s.hs = s.httpServer(mux)
+	none := s.wrap(route{pattern: "/", handler: noRoute(mux)})
+	mux.Handle("/", none)
+	s.handler = cleanPaths(mux, none)
+	s.hs = s.httpServer(s.handler)
 	s.ms = s.httpServer(s.metricsMux())
 	return s, nil
 }
@@ -329,6 +330,9 @@ func noRoute(mux *http.ServeMux) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		var allow []string
 		for _, m := range probedMethods {
+			if unclean(r.URL.EscapedPath()) {
+				break // the mux's pattern is that of the path cleaned
+			}
 			probe := &http.Request{Method: m, Host: r.Host, URL: r.URL, Header: http.Header{}}
 			if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
 				allow = append(allow, m)
@@ -341,6 +345,35 @@ func noRoute(mux *http.ServeMux) handlerFunc {
 		return errorf(http.StatusMethodNotAllowed, api.CodeUnsupportedOperation,
 			"%s is not allowed on %s: use %s", r.Method, r.URL.Path, strings.Join(allow, ", "))
 	}
+}
+
+// cleanPaths passes a request whose path has an empty, "." or ".."
+// segment to none rather than to mux, which would redirect it to the path
+// cleaned: an id left empty (GET /v1/processes//wait) got a 307 with an
+// HTML body, not the API's answer, and a client that followed it reached
+// another resource.
+func cleanPaths(mux *http.ServeMux, none http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if unclean(r.URL.EscapedPath()) {
+			none.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// unclean reports whether the path p has an empty segment, or a "." or
+// "..": one the mux would redirect.
+func unclean(p string) bool {
+	if strings.Contains(p, "//") {
+		return true
+	}
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // Version is the version of the conch module in this binary, or "devel".
