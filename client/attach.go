@@ -36,9 +36,11 @@ func (e *GapError) Error() string {
 // Attach opens a WebSocket to the PTY process with id. The attachment lives
 // until Close, the end of the process, or the end of ctx.
 func (c *Client) Attach(ctx context.Context, id string) (*Attachment, error) {
-	u := *c.base
+	u, err := c.endpoint(processPath(id, "attach"))
+	if err != nil {
+		return nil, err
+	}
 	u.Scheme = strings.Replace(u.Scheme, "http", "ws", 1)
-	u.Path += processPath(id, "attach")
 	h := http.Header{}
 	if c.token != "" {
 		h.Set("Authorization", "Bearer "+c.token)

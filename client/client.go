@@ -131,8 +131,10 @@ type request struct {
 // send performs req and returns the response when its status is one of ok;
 // any other status is decoded as an *Error.
 func (c *Client) send(ctx context.Context, req request, ok ...int) (*http.Response, error) {
-	u := *c.base
-	u.Path += req.path
+	u, err := c.endpoint(req.path)
+	if err != nil {
+		return nil, err
+	}
 	u.RawQuery = req.query.Encode()
 	var body io.Reader = req.raw
 	if req.body != nil {

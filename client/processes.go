@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -24,6 +25,28 @@ func resourcePath(collection, id string, rest ...string) string {
 }
 
 func processPath(id string, rest ...string) string { return resourcePath("processes", id, rest...) }
+
+// endpoint is the daemon's URL for path, whose segments resourcePath
+// escaped: an id keeps its escapes (a "/" in it goes as %2F, never as a
+// segment of its own, and its "%" is not escaped twice). An empty id is
+// refused: the path would name another resource.
+func (c *Client) endpoint(path string) (url.URL, error) {
+	if strings.Contains(path, "//") || strings.HasSuffix(path, "/") {
+		what := "process"
+		if strings.HasPrefix(path, "/v1/sessions/") {
+			what = "session"
+		}
+		return url.URL{}, &Error{Code: CodeInvalidArgument, Message: "the " + what + " id is empty"}
+	}
+	u := *c.base
+	u.RawPath = u.EscapedPath() + path
+	p, err := url.PathUnescape(u.RawPath)
+	if err != nil {
+		return url.URL{}, err
+	}
+	u.Path = p
+	return u, nil
+}
 
 // Start starts an exec or PTY process and returns it without waiting.
 func (c *Client) Start(ctx context.Context, opts StartOptions) (*Process, error) {

@@ -60,7 +60,14 @@ type startFlags struct {
 
 func addStartFlags(fs *flag.FlagSet) *startFlags {
 	f := &startFlags{env: envFlag{}, timeout: new(durationMillis)}
-	f.session = fs.String("session", "", "run in the session with this `id` (the arguments are shell text)")
+	f.session = new(string)
+	fs.Func("session", "run in the session with this `id` (the arguments are shell text)", func(id string) error {
+		if id == "" { // S=$(conch session new) that failed: never run outside the session instead
+			return errors.New("the session id is empty")
+		}
+		*f.session = id
+		return nil
+	})
 	f.code = fs.Bool("code", false, "the arguments are code for the --session's code context (a session made with --language)")
 	f.name = fs.String("name", "", "a `name` for the process")
 	f.cwd = fs.String("cwd", "", "working `directory`, relative to conch's own (not with --session: a session has its own)")
