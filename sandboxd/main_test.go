@@ -88,6 +88,9 @@ func (d *daemon) do(t *testing.T, method, path string, body io.Reader, header ht
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
+	if h := header.Get("Host"); h != "" {
+		req.Host = h // net/http sends req.Host, never a Host in req.Header
+	}
 	resp, err := d.http.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()

@@ -70,7 +70,20 @@ var modePattern = regexp.MustCompile(`^0[0-7]{3}$`)
 const defaultFileMode = 0o644
 
 // Handler returns the REST API as an http.Handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// checkHost passes to h the requests whose Host header allowed takes, and
+// answers the others 403.
+func checkHost(allowed func(hostport string) bool, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !allowed(r.Host) {
+			writeError(w, http.StatusForbidden, codePermissionDenied,
+				"host %q is not allowed: a server on loopback answers localhost, loopback addresses and the hosts allowed (--allow-host)", r.Host)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
 
 func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()

@@ -349,6 +349,28 @@ func TestHealth(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, code, "the embedding daemon's readiness counts")
 }
 
+// TestHostChecked: with Options.Host, a request whose Host it refuses (a
+// DNS-rebinding page's domain) is answered 403 before any route; without,
+// any Host is served.
+func TestHostChecked(t *testing.T) {
+	loopback := func(h string) bool { return strings.HasPrefix(h, "127.0.0.1:") }
+	d := serve(t, Options{Host: loopback})
+	for _, path := range []string{"/v1/health", "/v1/files/", "/v1/metadata"} {
+		code, _, body := d.do(t, "GET", path, nil, http.Header{"Host": {"rebind.example:8080"}})
+		require.Equal(t, http.StatusForbidden, code, "%s: %s", path, body)
+		require.Equal(t, "PERMISSION_DENIED", apiError(t, body).Code)
+	}
+	code, _, body := d.do(t, "PUT", "/v1/files/x", strings.NewReader("x"), http.Header{"Host": {"rebind.example"}})
+	require.Equal(t, http.StatusForbidden, code, body)
+	require.NoFileExists(t, filepath.Join(d.root, "x"))
+	code, _, _ = d.do(t, "GET", "/v1/health", nil, nil)
+	require.Equal(t, http.StatusOK, code, "the server's own address")
+
+	d = serve(t, Options{})
+	code, _, _ = d.do(t, "GET", "/v1/health", nil, http.Header{"Host": {"sandbox.ns.svc:8080"}})
+	require.Equal(t, http.StatusOK, code, "any host without Options.Host")
+}
+
 func TestMetadata(t *testing.T) {
 	d := serve(t, Options{Environ: []string{
 		"SANDBOX_ID=sbx-123",

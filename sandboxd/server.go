@@ -66,6 +66,11 @@ type Options struct {
 	// Readiness, when set, is asked by /v1/health besides the server's own
 	// state.
 	Readiness Readiness
+	// Host, when set, is asked whether a REST request's Host header names
+	// this server; a request whose Host it refuses is answered 403. A
+	// server on a loopback address sets it so that a web page cannot reach
+	// it through DNS rebinding, whose requests name the page's domain.
+	Host func(hostport string) bool
 }
 
 // Server serves the sandboxd API. Create it with New.
@@ -76,7 +81,7 @@ type Server struct {
 	root    string // Options.Root, absolute, symlinks evaluated
 	meta    map[string]string
 	started time.Time
-	mux     *http.ServeMux
+	handler http.Handler // the REST API
 	start   StartFunc
 
 	mu      sync.Mutex // guards the fields below
@@ -122,7 +127,10 @@ func New(opts Options) (*Server, error) {
 	if s.start == nil {
 		s.start = exec.Start
 	}
-	s.mux = s.routes()
+	s.handler = s.routes()
+	if opts.Host != nil {
+		s.handler = checkHost(opts.Host, s.handler)
+	}
 	return s, nil
 }
 

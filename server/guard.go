@@ -8,13 +8,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/conchsh/conch/internal/hostcheck"
 )
 
 // statusWriter remembers whether the answer has begun, so that an error
@@ -210,75 +210,17 @@ func (s *Server) checkHostOrigin(r *http.Request) error {
 // host, each with an optional port. Anything else is refused, malformed or
 // not: in 127.0.0.1:7191.evil.com the port is no port, [::1 is no host.
 func (s *Server) allowedHost(hostport string) bool {
-	host, ok := splitHost(hostport)
+	host, ok := hostcheck.Split(hostport)
 	if !ok {
 		return false
 	}
-	if host == "localhost" {
-		return true
-	}
-	if ip, err := netip.ParseAddr(host); err == nil && ip.IsLoopback() {
+	if hostcheck.Loopback(host) {
 		return true
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, ok = s.hosts[host]
 	return ok
-}
-
-// splitHost returns the host of a Host header in the form the allowed hosts
-// are kept in (see canonicalHost), and whether the header is well formed: a
-// name or IPv4 literal, or an IPv6 literal in brackets, then an optional
-// ":port" of up to five digits no greater than 65535.
-func splitHost(hostport string) (string, bool) {
-	host, port, hasPort := hostport, "", false
-	if rest, ok := strings.CutPrefix(hostport, "["); ok {
-		var after string
-		if host, after, ok = strings.Cut(rest, "]"); !ok {
-			return "", false
-		}
-		if ip, err := netip.ParseAddr(host); err != nil || !ip.Is6() || ip.Zone() != "" {
-			return "", false
-		}
-		if after != "" {
-			if port, hasPort = strings.CutPrefix(after, ":"); !hasPort {
-				return "", false
-			}
-		}
-	} else if i := strings.LastIndexByte(hostport, ':'); i >= 0 {
-		host, port, hasPort = hostport[:i], hostport[i+1:], true
-		if strings.Contains(host, ":") {
-			return "", false // an IPv6 literal must be in brackets
-		}
-	}
-	if host == "" || (hasPort && !validPort(port)) {
-		return "", false
-	}
-	return canonicalHost(host), true
-}
-
-// validPort reports whether p is a port number: one to five digits, no
-// greater than 65535.
-func validPort(p string) bool {
-	if p == "" || len(p) > 5 {
-		return false
-	}
-	for _, c := range []byte(p) {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	n, _ := strconv.Atoi(p)
-	return n <= 65535
-}
-
-// canonicalHost is host in lower case, or an IP literal (without brackets)
-// in its canonical form, so that each way of writing a host matches.
-func canonicalHost(host string) string {
-	if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
-		return ip.String()
-	}
-	return strings.ToLower(host)
 }
 
 // addListenHosts allows the names of the listen address: its host, and
@@ -301,6 +243,6 @@ func (s *Server) addListenHosts(addr net.Addr) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, n := range names {
-		s.hosts[canonicalHost(n)] = struct{}{}
+		s.hosts[hostcheck.Canonical(n)] = struct{}{}
 	}
 }

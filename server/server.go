@@ -15,6 +15,7 @@ import (
 
 	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/containment"
+	"github.com/conchsh/conch/internal/hostcheck"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 )
@@ -208,7 +209,7 @@ func New(opts Options) (*Server, error) {
 	s.heartbeat.Store(int64(heartbeat))
 	s.writeTimeout.Store(int64(writeTimeout))
 	for _, h := range opts.AllowedHosts {
-		s.hosts[canonicalHost(h)] = struct{}{}
+		s.hosts[hostcheck.Canonical(h)] = struct{}{}
 	}
 	s.expiry = &expiry{ttl: opts.ExitTTL, max: opts.MaxEnded, forget: s.forget}
 	s.ctx, s.cancel = context.WithCancel(context.Background())

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/conchsh/conch/exec"
+	"github.com/conchsh/conch/internal/hostcheck"
 	"github.com/conchsh/conch/sandboxd"
 	"github.com/conchsh/conch/server"
 )
@@ -83,6 +84,7 @@ func cmdSandboxd(ctx context.Context, e *env, args []string) int {
 		},
 		// /v1/health answers 503 from the start of the drain.
 		Readiness: notDraining{srv},
+		Host:      o.restHost(),
 	})
 	if err != nil {
 		return dl.fail(e, exitFailure, err)
@@ -147,6 +149,25 @@ func parseSandboxd(e *env, args []string) (o sandboxdOptions, code int, ok bool)
 		return o, usageError(e, "--listen-host names no host: say 127.0.0.1, or 0.0.0.0 to serve every address"), false
 	}
 	return o, 0, true
+}
+
+// restHost is what checks the REST port's Host headers: on a loopback
+// --listen-host, only localhost, loopback addresses and --allow-host names
+// are taken, as conch serve takes them, so that a web page cannot reach the
+// port through DNS rebinding; on another host, which a pod's Service or the
+// sandbox router reaches by names of their own, nil (any).
+func (o sandboxdOptions) restHost() func(string) bool {
+	if !hostcheck.Loopback(hostcheck.Canonical(o.listenHost)) {
+		return nil
+	}
+	allowed := make(map[string]bool)
+	for _, h := range o.serve.allowHosts {
+		allowed[hostcheck.Canonical(h)] = true
+	}
+	return func(hostport string) bool {
+		host, ok := hostcheck.Split(hostport)
+		return ok && (hostcheck.Loopback(host) || allowed[host])
+	}
 }
 
 // listeners opens the gRPC and REST ports.

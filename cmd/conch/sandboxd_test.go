@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -125,7 +126,8 @@ func TestSandboxdDaemon(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
 	// A drain of a second: the process that ignores TERM outlives it.
-	p := startSandboxd(t, root, []string{"SANDBOX_ID=sbx-1", "SANDBOX_API_TOKEN=hidden"}, "--shutdown-timeout", "10s", "--drain-timeout", "1s")
+	p := startSandboxd(t, root, []string{"SANDBOX_ID=sbx-1", "SANDBOX_API_TOKEN=hidden"}, "--shutdown-timeout", "10s", "--drain-timeout", "1s",
+		"--allow-host", "sbx-1.sandboxes.test")
 	hc := &http.Client{Timeout: 30 * time.Second}
 	defer hc.CloseIdleConnections()
 	get := func(url string, header ...string) (int, string) {
@@ -134,6 +136,14 @@ func TestSandboxdDaemon(t *testing.T) {
 	}
 	code, _ := get("http://" + p.rest + "/v1/health")
 	require.Equal(t, 200, code)
+	// On loopback the REST port takes loopback names and --allow-host's
+	// only: a page that rebinds its own domain to 127.0.0.1 is refused.
+	_, port, _ := net.SplitHostPort(p.rest)
+	for host, want := range map[string]int{"localhost:" + port: 200, "sbx-1.sandboxes.test:" + port: 200,
+		"rebind.example:" + port: 403, "127.0.0.1.rebind.example": 403} {
+		code, body := get("http://"+p.rest+"/v1/health", "Host", host)
+		require.Equal(t, want, code, "Host %s: %s", host, body)
+	}
 	code, body := get("http://" + p.rest + "/v1/metadata")
 	require.Equal(t, 200, code)
 	require.JSONEq(t, `{"env":{"SANDBOX_ID":"sbx-1"}}`, body)
@@ -233,6 +243,9 @@ func send(t *testing.T, hc *http.Client, method, url, body string, header ...str
 	require.NoError(t, err)
 	if len(header) == 2 {
 		req.Header.Set(header[0], header[1])
+		if header[0] == "Host" {
+			req.Host = header[1] // net/http sends req.Host, never a Host in req.Header
+		}
 	}
 	resp, err := hc.Do(req)
 	require.NoError(t, err)
