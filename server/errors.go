@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -84,8 +85,19 @@ func apiError(err error) *Error {
 		return &Error{http.StatusTooManyRequests, api.CodeResourceExhausted, message(err, process.ErrLimit), err}
 	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
 		return &Error{http.StatusTooManyRequests, api.CodeResourceExhausted, outOfFiles(err), err}
+	case forkRefused(err):
+		return &Error{http.StatusTooManyRequests, api.CodeResourceExhausted, fmt.Sprintf(
+			"no new process could be started (%v): a limit of processes is reached (a pids cgroup, the machine's), or memory is short: end some sessions or processes, then retry", err), err}
 	}
 	return &Error{http.StatusInternalServerError, api.CodeInternal, err.Error(), err}
+}
+
+// forkRefused reports whether err is the kernel's refusal of a fork: EAGAIN
+// when a limit of processes is reached, ENOMEM when memory is short.
+func forkRefused(err error) bool {
+	var pe *os.PathError
+	return errors.As(err, &pe) && pe.Op == "fork/exec" &&
+		(errors.Is(pe.Err, syscall.EAGAIN) || errors.Is(pe.Err, syscall.ENOMEM))
 }
 
 // outOfFiles says which limit of open files err ran into: the daemon's
