@@ -255,6 +255,9 @@ func (s *Server) deliver(p process.Process, input []byte, eof bool, signal strin
 		if err := p.Kill(sig, 0, 0); err != nil {
 			return err
 		}
+		// A signal changes what the process waits for as input does: a
+		// yes from before it is stale (a trap runs, or the process ends).
+		s.input(p.ID()).Written()
 	}
 	return nil
 }
