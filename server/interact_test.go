@@ -359,23 +359,30 @@ func TestCameBack(t *testing.T) {
 	require.Empty(t, r.CameBack, "a final answer came for the end")
 }
 
-// TestInteractSignalWhileWaitingForInput: a signal sent by interact to a
-// process that waited for input clears that state, as input does: the
-// answer waits for what the signal did (here a trap that prints, sleeps
-// and exits 3) rather than coming back at once with the stale
+// TestInteractSignalWhileWaitingForInput: a signal sent to a process that
+// waited for input, by interact or by kill, clears that state, as input
+// does: the answer waits for what the signal did (here a trap that prints,
+// sleeps and exits 3) rather than coming back at once with the stale
 // waiting_for_input of before the signal.
 func TestInteractSignalWhileWaitingForInput(t *testing.T) {
 	t.Parallel()
 	d := start(t, server.Options{})
 	c := ctx(t)
-	r, p, err := d.c.Run(c, client.RunOptions{StartOptions: client.StartOptions{
-		Cmd: `trap 'echo int; sleep 1; exit 3' INT; read x`, Stdin: api.StdinOpen}, Timeout: client.Millis(30 * time.Second)})
-	require.NoError(t, err)
-	require.NotNil(t, p)
-	require.Equal(t, api.CameBackInput, r.CameBack)
-	r, p, err = d.c.Interact(c, p.ID, client.InteractOptions{Signal: "INT", Timeout: client.Millis(30 * time.Second)})
-	require.NoError(t, err)
-	require.Nil(t, p, "came back before the end: %+v", r)
-	require.Equal(t, 3, *r.ExitCode)
-	require.Equal(t, "int\n", r.Output)
+	for _, byKill := range []bool{false, true} {
+		r, p, err := d.c.Run(c, client.RunOptions{StartOptions: client.StartOptions{
+			Cmd: `trap 'echo int; sleep 1; exit 3' INT; read x`, Stdin: api.StdinOpen}, Timeout: client.Millis(30 * time.Second)})
+		require.NoError(t, err)
+		require.NotNil(t, p)
+		require.Equal(t, api.CameBackInput, r.CameBack)
+		opts := client.InteractOptions{Signal: "INT", Timeout: client.Millis(30 * time.Second)}
+		if byKill {
+			require.NoError(t, d.c.Kill(c, p.ID, client.KillOptions{Signal: "INT"}))
+			opts.Signal, opts.Cursor = "", r.Next
+		}
+		r, p, err = d.c.Interact(c, p.ID, opts)
+		require.NoError(t, err)
+		require.Nil(t, p, "by kill %v: came back before the end: %+v", byKill, r)
+		require.Equal(t, 3, *r.ExitCode)
+		require.Equal(t, "int\n", r.Output)
+	}
 }

@@ -172,6 +172,7 @@ func (s *Server) killProcess(w http.ResponseWriter, r *http.Request) error {
 	if err := p.Kill(sig, opts.EscalateAfter.Duration(), to); err != nil {
 		return err
 	}
+	s.input(p.ID()).Written() // a yes from before the signal is stale (see deliver)
 	w.WriteHeader(http.StatusAccepted)
 	return nil
 }
