@@ -168,21 +168,23 @@ function makeContext() {
 
 // describe formats an error without the driver's frames and what called it;
 // an error whose formatting throws (a cell's Error.prepareStackTrace, say)
-// is named as well as it can be.
-function describe(e) {
+// is named as well as it can be. An error thrown while the driver displayed
+// a value (display) loses the frames of util.inspect as well.
+function describe(e, display) {
   try {
-    return describeError(e);
+    return describeError(e, display);
   } catch {
     try { return 'Uncaught ' + String(e) + '\n'; } catch {}
     return 'Uncaught exception (it could not be formatted)\n';
   }
 }
 
-function describeError(e) {
+function describeError(e, display) {
   if (!(e instanceof Error) && !(e && typeof e.stack === 'string')) return 'Uncaught ' + util.inspect(e) + '\n';
   if (e.code === 'ERR_SCRIPT_EXECUTION_INTERRUPTED') return 'Error: Script execution was interrupted by `SIGINT`\n';
   const lines = util.inspect(e).split('\n');
-  const cut = lines.findIndex((l) => /^\s+at /.test(l) && (l.includes(DRIVER) || l.includes('node:vm:')));
+  const cut = lines.findIndex((l) => /^\s+at /.test(l) && (l.includes(DRIVER) || l.includes('node:vm:') ||
+    (display && l.includes('node:internal/util/inspect'))));
   if (cut < 0) return lines.join('\n') + '\n';
   let end = cut;
   while (end < lines.length && /^\s+at /.test(lines[end])) end++;
@@ -273,7 +275,18 @@ async function executeCell(ctx, cell, script, wrapped) {
     cell.abort = null;
     if (cell.poll) clearInterval(cell.poll);
   }
-  if (value !== undefined) emit(1, util.inspect(value) + '\n');
+  if (value !== undefined) {
+    // The value's display runs the cell's code (a custom inspect, a
+    // getter): what it throws fails the cell, as at the REPL.
+    let shown;
+    try {
+      shown = util.inspect(value);
+    } catch (e) {
+      emit(2, describe(e, true));
+      return 1;
+    }
+    emit(1, shown + '\n');
+  }
   // Let a promise the cell left rejected be reported as the cell's.
   await new Promise((resolve) => setImmediate(resolve));
   return cell.failed ? 1 : 0;

@@ -1,0 +1,37 @@
+package codecontext
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestDisplayThrows: a last value whose display throws (a custom inspect
+// that throws, a Symbol.toStringTag getter that throws; in Python a
+// __repr__ that raises) fails its cell with exit 1 and the error on stderr,
+// as an uncaught exception does, and the context lives on.
+func TestDisplayThrows(t *testing.T) {
+	t.Parallel()
+	for lang, cells := range map[Language][]string{
+		Python: {"class R:\n    def __repr__(self): raise ValueError('insp')\nR()"},
+		JavaScript: {
+			`({ [Symbol.for("nodejs.util.inspect.custom")]() { throw new Error("insp") } })`,
+			`await null; ({ get [Symbol.toStringTag]() { throw new Error("insp") } })`,
+		},
+	} {
+		t.Run(string(lang), func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: lang})
+			for _, cell := range cells {
+				r, out, errOut := run(t, c, cell)
+				require.Equal(t, 1, code(r), "%s: %+v", cell, r)
+				require.Empty(t, out, cell)
+				require.Contains(t, errOut, "insp", cell)
+				require.NotContains(t, errOut, "driver", cell)
+				require.NotContains(t, errOut, "node:internal", cell)
+			}
+			_, out, _ := run(t, c, "1 + 1")
+			require.Equal(t, "2\n", out)
+		})
+	}
+}
