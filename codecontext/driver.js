@@ -246,9 +246,14 @@ async function execute(ctx, cell, script, wrapped) {
 async function executeCell(ctx, cell, script, wrapped) {
   let value;
   try {
+    const listeners = sigintOwn();
     if (watchdog) pendingINT(); // a signal from before the cell is not for it
     send(`S ${cell.id}\n`);
-    value = script.runInContext(ctx, { breakOnSigint: true, displayErrors: false });
+    try {
+      value = script.runInContext(ctx, { breakOnSigint: true, displayErrors: false });
+    } finally {
+      for (const l of listeners) process.addListener('SIGINT', l);
+    }
     if (wrapped) {
       const interrupted = new Promise((_, reject) => { cell.abort = reject; });
       startInterruptor();
@@ -377,6 +382,32 @@ try {
 function pendingINT() {
   watchdog.startSigintWatchdog();
   return watchdog.stopSigintWatchdog(); // true when a signal came since the last call
+}
+// A process.on('SIGINT') listener of a cell takes SIGINT from the watchdog
+// (libuv installs its own handler), and removing the last one leaves SIGINT
+// at its default action, as vm does around a breakOnSigint run while there
+// are listeners: a signal during the run would then end the interpreter.
+// So before each script run the driver takes the cell's listeners away
+// itself (vm then has none to take) and, when a listener has come or gone
+// since it last did so, puts the watchdog's handler back by stopping and
+// starting it; the listeners come back after the run. It does so before the
+// cell is said to run, so that none of the engine's interrupts for the
+// cell comes in the moment between. sigintOwn returns the listeners taken.
+let sigintTouched = false; // a SIGINT listener was added since the watchdog's handler was put back
+function onNewListener(type) { if (type === 'SIGINT') sigintTouched = true; }
+process.on('newListener', onNewListener);
+function sigintOwn() {
+  if (!watchdog) return [];
+  const listeners = process.rawListeners('SIGINT');
+  if (listeners.length > 0) process.removeAllListeners('SIGINT');
+  // Without its newListener listener (a cell removed it) the driver cannot
+  // tell, and puts the handler back each time.
+  if (sigintTouched || listeners.length > 0 || !process.rawListeners('newListener').includes(onNewListener)) {
+    sigintTouched = false;
+    watchdog.stopSigintWatchdog();
+    watchdog.startSigintWatchdog();
+  }
+  return listeners;
 }
 function onINT() {
   if (current && current.abort && interrupted() === current.id) current.abort(Object.assign(new Error('interrupted'), { code: 'ERR_SCRIPT_EXECUTION_INTERRUPTED' }));

@@ -193,3 +193,30 @@ func TestInterruptAfterDirectoryRemoved(t *testing.T) {
 	run(t, c, "import shutil; shutil.rmtree("+strconv.Quote(c.dir)+")")
 	interruptRunning(t, c, CellOptions{Code: "import time; time.sleep(30)"})
 }
+
+// TestInterruptWithSigintListener: after a cell added a process.on('SIGINT')
+// listener (or added one and removed it), kill INT of a later cell busy in
+// its synchronous script interrupts it, as without the listener, rather
+// than kill the interpreter (Node leaves SIGINT at its default action while
+// it has taken the listeners away around a script run); the listener stays.
+func TestInterruptWithSigintListener(t *testing.T) {
+	t.Parallel()
+	for name, set := range map[string]string{
+		"kept":    "globalThis.heard = 0; process.on('SIGINT', () => { heard++ }); var kept = 1",
+		"removed": "{ const f = () => {}; process.on('SIGINT', f); process.off('SIGINT', f) }; var kept = 1",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: JavaScript})
+			r, _, errOut := run(t, c, set)
+			require.Equal(t, 0, code(r), errOut)
+			for range 2 {
+				interruptKeeps(t, c, CellOptions{Code: "for(;;){}\nkept = 2"})
+			}
+			// As vm does, the driver takes the listeners away for the script run
+			// only: they are back after an await.
+			_, out, _ := run(t, c, "await null; process.listenerCount('SIGINT')")
+			require.Equal(t, map[string]string{"kept": "1\n", "removed": "0\n"}[name], out)
+		})
+	}
+}
