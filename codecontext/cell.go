@@ -242,7 +242,7 @@ func (cell *Cell) interpreterExited() {
 		case ws.Exited():
 			r = cell.resultFor(process.ExitedWith(ws.ExitStatus()))
 			if why := c.driverFailure(); why != "" {
-				r = process.Result{Reason: process.Lost, Error: "the context's driver failed, which ended its interpreter (a cell may have replaced what the driver calls): " + why}
+				r = process.Result{Reason: process.Lost, Error: driverFailedWhy + why}
 			}
 		case ws.Signaled():
 			r.Error = "the context's interpreter was killed by SIG" + process.SignalName(ws.Signal())
@@ -259,6 +259,9 @@ func (cell *Cell) interpreterExited() {
 	cell.finish(r)
 	c.interpreterEnded()
 }
+
+// driverFailedWhy begins the error of a cell or context whose driver failed.
+const driverFailedWhy = "the context's driver failed, which ended its interpreter (a cell may have replaced what the driver calls): "
 
 // driverFailedLine is the line a driver writes to its own output, before
 // why, when it fails and ends (driver.py's and driver.js's last handler).

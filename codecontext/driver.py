@@ -3,6 +3,7 @@
 # cell's output from FIFOs whose end markers carry the exit status and the
 # directory. Cells run in a fresh __main__; nothing of this file shows in
 # their tracebacks. Standard library only; Python 3.9 or later.
+import _signal as _csignal
 import ast
 import builtins
 import io
@@ -32,6 +33,9 @@ _Lock = threading.Lock
 _TracebackException = traceback.TracebackException
 _from_list = traceback.StackSummary.from_list
 _format_exception_only = traceback.format_exception_only
+# The C module's: signal.getsignal makes an enum of what it finds, through
+# builtins a cell may have replaced.
+_signal, _getsignal, _SIGINT = _csignal.signal, _csignal.getsignal, int(signal.SIGINT)
 
 
 class _S:
@@ -45,6 +49,7 @@ class _S:
     pid = 0  # the interpreter's: a process with another pid was forked by a cell
     conn = -1  # the socket the engine sends cells on
     send = None  # its sendall, bound once
+    handler = None  # the SIGINT handler a cell set, in place only while cells run
 
 
 def _forked():
@@ -134,6 +139,25 @@ def _on_int(signum, frame):
         raise KeyboardInterrupt
 
 
+def _cells_handler():
+    # Put back the SIGINT handler a cell set, for the cells' code.
+    if _S.handler is not None:
+        _signal(_SIGINT, _S.handler)
+
+
+def _drivers_handler():
+    # Take SIGINT back from a handler a cell set (signal.default_int_handler,
+    # say), which would raise in the driver's own code between cells: a late
+    # interrupt, or one of the engine's that lands as a cell ends, would end
+    # the interpreter. Kept for the cells' code (see _cells_handler).
+    h = _getsignal(_SIGINT)
+    if h is _on_int:
+        _S.handler = None
+    elif h is not None:  # None: set outside Python, which cannot be put back
+        _S.handler = h
+        _signal(_SIGINT, _on_int)
+
+
 def _interrupted():
     try:
         with _io_open(_S.intfile, "rb") as f:
@@ -183,11 +207,13 @@ def _execute(ns, body, last, n):
     try:
         try:
             _S.send(b"S %d\n" % n)
+            _cells_handler()
             exec(body, ns)
             if last is not None:
                 sys.displayhook(eval(last, ns))
         finally:
             _S.armed = False
+            _drivers_handler()
     except SystemExit as e:
         _os._exit(_exit_status(e))
     except KeyboardInterrupt as e:
@@ -257,7 +283,10 @@ def _lines(fd):
     # cell of megabytes comes in many.
     pending = []
     while True:
-        chunk = _os.read(fd, 1 << 16)
+        try:
+            chunk = _os.read(fd, 1 << 16)
+        except KeyboardInterrupt:  # a late interrupt, under a handler a cell set
+            continue
         if not chunk:
             return
         while True:

@@ -4,15 +4,25 @@ import (
 	"bufio"
 	"strconv"
 	"strings"
+	"syscall"
+
+	"github.com/conchsh/conch/process"
 )
 
 // exitedBetweenCells ends the context whose interpreter died between cells
 // (a thread of an earlier cell called os._exit, say): nothing else would
-// notice. Under a running cell, the cell notices and ends it.
+// notice. Under a running cell, the cell notices and ends it. A driver
+// that failed and said why (see driverFailure) leaves the context lost
+// with why, as a cell it fails under is.
 func (c *Context) exitedBetweenCells() {
-	if c.runningCell() == nil {
-		c.h.EndedByItself()
+	if c.runningCell() != nil {
+		return
 	}
+	if why := c.driverFailure(); why != "" {
+		c.h.End(&process.Result{Reason: process.Lost, Error: driverFailedWhy + why}, syscall.SIGKILL)
+		return
+	}
+	c.h.EndedByItself()
 }
 
 // interpreterEnded is called by a cell whose interpreter exited under it:

@@ -515,3 +515,79 @@ func TestDirBaseRemoved(t *testing.T) {
 	require.Equal(t, 0, code(r), errOut)
 	require.Equal(t, "next\n", out)
 }
+
+// TestLateInterruptUnderCellsHandler: a cell that puts Python's own
+// signal.default_int_handler back (or another handler that raises) keeps it
+// for the cells' code, but an interrupt that comes between cells, where the
+// driver runs, raises nothing there: the context lives on, and the handler
+// still raises KeyboardInterrupt in a later cell. Interrupts that land as
+// each of a row of cells ends leave the context as they find it too.
+func TestLateInterruptUnderCellsHandler(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	done := filepath.Join(t.TempDir(), "done")
+	r, _, errOut := run(t, c, `import os, signal, threading, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
+def late():
+    time.sleep(0.2)
+    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+    time.sleep(0.2)
+    open(`+strconv.Quote(done)+`, "w").close()
+threading.Thread(target=late).start()`)
+	require.Equal(t, 0, code(r), errOut)
+	for { // the late interrupt has come when done is there
+		if _, err := os.Stat(done); err == nil {
+			break
+		}
+		select {
+		case <-c.Done():
+			t.Fatalf("the late interrupt ended the context: %+v", c.Info().Result)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	for range 2 {
+		r, out, errOut := run(t, c, "print('alive'); signal.getsignal(signal.SIGINT) is signal.default_int_handler")
+		require.Equal(t, 0, code(r), "%+v %s", r, errOut)
+		require.Equal(t, "alive\nTrue\n", out)
+	}
+	// Interrupts as cells end: each cell either ends by itself or is
+	// interrupted, and the context goes on.
+	for i := range 20 {
+		cell, err := c.Submit(CellOptions{Code: "time.sleep(0.02)"})
+		require.NoError(t, err)
+		waitStarted(t, cell)
+		time.Sleep(time.Duration(i) * 2 * time.Millisecond)
+		require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
+		r := wait(t, cell)
+		require.Contains(t, []process.Reason{process.Exited, process.Signaled}, r.Reason, "%+v", r)
+	}
+	interruptKeeps(t, c, CellOptions{Code: "kept = 1\ntime.sleep(60)\nkept = 2"})
+}
+
+// TestDriverFailsBetweenCells: a driver that fails while no cell runs (a
+// handler a cell set raises in it) ends its context lost, saying that the
+// driver failed and why, and later submissions say so too.
+func TestDriverFailsBetweenCells(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	r, _, errOut := run(t, c, `import os, signal, threading, time
+def boom(*a): raise RuntimeError("boom in handler")
+signal.signal(signal.SIGUSR1, boom)
+def late():
+    time.sleep(0.2)
+    signal.pthread_kill(threading.main_thread().ident, signal.SIGUSR1)
+threading.Thread(target=late).start()`)
+	require.Equal(t, 0, code(r), errOut)
+	select {
+	case <-c.Done():
+	case <-time.After(deadline):
+		t.Fatal("the context did not end")
+	}
+	res := c.Info().Result
+	require.Equal(t, process.Lost, res.Reason, "%+v", res)
+	require.Contains(t, res.Error, "driver failed")
+	require.Contains(t, res.Error, "boom in handler")
+	_, err := c.Submit(CellOptions{Code: "1"})
+	require.ErrorIs(t, err, ErrContextEnded)
+	require.Contains(t, err.Error(), "boom in handler")
+}
