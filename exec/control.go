@@ -241,14 +241,13 @@ func (p *Process) WriteStdin(b []byte) error {
 }
 
 // StdinQueued returns the bytes written to the process's stdin that it has
-// not taken yet.
+// not taken yet: none once it can take no more (it ended, or closed its
+// stdin), when what is left is dropped.
 func (p *Process) StdinQueued() int {
 	if p.feed == nil {
 		return 0
 	}
-	p.feed.mu.Lock()
-	defer p.feed.mu.Unlock()
-	return p.feed.queue.Queued
+	return p.feed.queued()
 }
 
 // CloseStdin closes the process's stdin once what was written before is

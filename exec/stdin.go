@@ -63,6 +63,17 @@ func (f *feeder) pending() bool {
 	return f.queue.Queued > 0
 }
 
+// queued returns the bytes queued and not yet written; none once the
+// feeder stopped, since those will never be.
+func (f *feeder) queued() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return 0
+	}
+	return f.queue.Queued
+}
+
 // waitProgress returns a channel closed once bytes leave the queue or the
 // feeder stops.
 func (f *feeder) waitProgress() <-chan struct{} {

@@ -145,6 +145,41 @@ func TestStdinBudget(t *testing.T) {
 	}
 }
 
+// TestStdinBudgetFreedAtEnd: what is still queued for a process's stdin
+// when it ends is dropped, and leaves the stdin budget then, for an exec
+// process, a session command and a process that closed its stdin while it
+// runs on. Before, it stayed counted until the record was deleted: 68
+// ended processes filled the 64 MiB budget and every write was refused.
+func TestStdinBudgetFreedAtEnd(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{StdinBudget: 4 << 20})
+	c := ctx(t)
+	sess, err := d.c.CreateSession(c, client.SessionOptions{})
+	require.NoError(t, err)
+	in := bytes.Repeat([]byte("a"), 600<<10)
+	p, err := d.c.Start(c, client.StartOptions{Cmd: "sleep 0.3", Stdin: process.StdinOpen})
+	require.NoError(t, err)
+	require.NoError(t, d.c.WriteStdin(c, p.ID, in, false))
+	cmd, err := d.c.Submit(c, sess.ID, client.CommandOptions{Cmd: "sleep 0.3", Stdin: process.StdinOpen})
+	require.NoError(t, err)
+	require.NoError(t, d.c.WriteStdin(c, cmd.ID, in, false))
+	require.Positive(t, d.budget(t, "stdin").Used)
+	for _, id := range []string{p.ID, cmd.ID} {
+		w, _, err := d.c.Wait(c, id, 30*time.Second)
+		require.NoError(t, err)
+		require.NotNil(t, w)
+		require.Positive(t, w.StdinDroppedBytes, "the unread input is counted as dropped")
+	}
+	require.Zero(t, d.budget(t, "stdin").Used, "ended processes hold no stdin")
+
+	closer, err := d.c.Start(c, client.StartOptions{Cmd: "exec 0<&-; sleep 60", Stdin: process.StdinOpen})
+	require.NoError(t, err)
+	require.NoError(t, d.c.WriteStdin(c, closer.ID, in, false))
+	require.Eventually(t, func() bool { return d.budget(t, "stdin").Used == 0 }, 10*time.Second, 20*time.Millisecond,
+		"input a process can no longer read holds no budget")
+	require.NoError(t, d.c.Kill(c, closer.ID, client.KillOptions{Signal: "KILL"}))
+}
+
 // TestHealthBudgets: /healthz shows every budget with its flag, and the
 // memory limit they add up to.
 func TestHealthBudgets(t *testing.T) {

@@ -62,10 +62,14 @@ func (b *Stdin) Write(p []byte) error {
 	return err
 }
 
-// Queued returns the bytes written and not yet taken by the command.
+// Queued returns the bytes written and not yet taken by the command: none
+// once it ended, when what is left is dropped.
 func (b *Stdin) Queued() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.closed {
+		return 0
+	}
 	return b.queue.Queued
 }
 
