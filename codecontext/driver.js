@@ -645,7 +645,10 @@ conn.on('data', (d) => {
     pending = pending.slice(i + 1);
   }
 });
-conn.on('error', () => {});
+// Without its connection (a cell removed the context's directory, and the
+// socket in it, before the first await) the worker ends: the driver does
+// without it, as before it is up.
+conn.on('error', () => process.exit(0));
 `;
 
 // startInterruptor starts the worker the first time a cell awaits (it
@@ -668,7 +671,7 @@ function startInterruptor() {
     interruptorWorker = w; // told of orphans from now on: it reads them once it is up
     let up;
     interruptorUp = new Promise((resolve) => { up = resolve; });
-    w.on('exit', () => up());
+    w.on('exit', () => { interruptorWorker = null; up(); });
     w.on('message', (m) => {
       if (m === 'ready') { up(); interruptorStarted(); }
       else if (m === 'orphan') orphanEnded();

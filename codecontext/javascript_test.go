@@ -3,6 +3,7 @@ package codecontext
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -84,4 +85,24 @@ while (ticks < m + 10) await new Promise(r => setTimeout(r, 5));
 	require.Equal(t, "own\n'done'\n", out)
 	require.Equal(t, "own timer\n", errOut)
 	require.NotContains(t, c.h.Diag().Tail(), "tick")
+}
+
+// TestContextDirRemoved: a JavaScript cell that removes its context's
+// directory (the interrupting worker's socket in it) before the first
+// await leaves later cells running, and interrupts still reach a pending
+// await and a busy script. Before, the worker, which could not connect,
+// never said it was up, and every cell after the first await waited for it
+// for ever.
+func TestContextDirRemoved(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	r, _, errOut := run(t, c, "require('fs').rmSync("+strconv.Quote(c.dir)+", { recursive: true }); var kept = 1")
+	require.Equal(t, 0, code(r), errOut)
+	for _, tc := range []struct{ code, out string }{{"await null; 1", "1\n"}, {"2", "2\n"}} {
+		r, out, errOut := run(t, c, tc.code)
+		require.Equal(t, 0, code(r), errOut)
+		require.Equal(t, tc.out, out)
+	}
+	interruptKeeps(t, c, CellOptions{Code: "await new Promise(r => setTimeout(r, 60000))\nkept = 2"})
+	interruptKeeps(t, c, CellOptions{Code: "for(;;){}\nkept = 2"})
 }
