@@ -179,7 +179,7 @@ func (s *Server) interact(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	after, err := parseCursor(opts.Cursor)
+	after, err := logCursor(p, opts.Cursor)
 	if err != nil {
 		return err
 	}

@@ -201,7 +201,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	q := r.URL.Query()
-	after, err := parseCursor(q.Get("cursor"))
+	after, err := logCursor(p, q.Get("cursor"))
 	if err != nil {
 		return err
 	}
@@ -290,6 +290,20 @@ func parseCursor(s string) (logstore.Cursor, error) {
 	c, err := logstore.ParseCursor(s)
 	if err != nil {
 		return 0, badRequest("cursor: %v", err)
+	}
+	return c, nil
+}
+
+// logCursor parses a cursor into p's log. One past its newest frame is
+// refused: no answer gave it, and a page or stream after it would skip,
+// without a word, the frames up to it once they come.
+func logCursor(p process.Process, s string) (logstore.Cursor, error) {
+	c, err := parseCursor(s)
+	if err != nil {
+		return 0, err
+	}
+	if _, _, last := p.Log().Bounds(); c > last {
+		return 0, badRequest("cursor %s is past the newest frame of %s (%s)", c, p.ID(), last)
 	}
 	return c, nil
 }

@@ -41,6 +41,9 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
+	if _, err := logCursor(p, from); err != nil {
+		return err // past the newest frame of a process that runs on
+	}
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")

@@ -3,8 +3,10 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -210,6 +212,38 @@ func TestStreamHeartbeat(t *testing.T) {
 // TestStreamPastTheEnd pins that a stream resumed at or past the last frame
 // of an ended process answers 204, which stops an EventSource from
 // reconnecting after eof forever, and that eof's id lets it get there.
+// TestFutureCursorRefused: a cursor past the newest frame of a process
+// that runs on is no cursor an answer gave: pages, streams and interact
+// refuse it, rather than answer nothing and then skip, without a word, the
+// frames up to it once they come.
+func TestFutureCursorRefused(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	p, err := d.c.Start(c, client.StartOptions{Cmd: "echo a; while :; do sleep 0.1; echo x; done"})
+	require.NoError(t, err)
+	defer d.c.Kill(c, p.ID, client.KillOptions{Signal: "KILL"})
+	page, err := d.c.Logs(c, p.ID, client.LogsOptions{})
+	require.NoError(t, err)
+	last, err := strconv.ParseUint(page.Next, 10, 64)
+	require.NoError(t, err)
+	future := strconv.FormatUint(last+1000, 10)
+	base := "/v1/processes/" + p.ID
+	for _, path := range []string{base + "/logs?cursor=" + future, base + "/logs/stream?cursor=" + future,
+		base + "/logs?cursor=18446744073709551615"} {
+		resp, body := d.do(t, "GET", path, nil)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", path, body)
+		require.Equal(t, client.CodeInvalidArgument, errorCode(t, body))
+		require.Contains(t, body, "past the newest frame")
+	}
+	_, _, err = d.c.Interact(c, p.ID, client.InteractOptions{Cursor: future, Timeout: client.Millis(time.Second)})
+	var ce *client.Error
+	require.True(t, errors.As(err, &ce), "%v", err)
+	require.Equal(t, client.CodeInvalidArgument, ce.Code)
+	_, err = d.c.Logs(c, p.ID, client.LogsOptions{Cursor: page.Next})
+	require.NoError(t, err, "the newest frame's cursor is one")
+}
+
 func TestStreamPastTheEnd(t *testing.T) {
 	t.Parallel()
 	d := start(t, server.Options{})
@@ -260,13 +294,17 @@ func TestStreamPastTheEnd(t *testing.T) {
 		req, err := http.NewRequestWithContext(sctx, "GET", d.url+"/v1/processes/"+p.ID+"/logs/stream", nil)
 		require.NoError(t, err)
 		req.Header = authed()
-		req.Header.Set("Last-Event-ID", "5")
+		req.Header.Set("Last-Event-ID", "0")
 		tr := &http.Transport{}
 		defer tr.CloseIdleConnections()
 		resp, err := (&http.Client{Transport: tr}).Do(req)
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		require.Equal(t, http.StatusOK, resp.StatusCode, "a live process may still write")
+		// A cursor past what it wrote is none an answer gave (see
+		// TestFutureCursorRefused).
+		resp5, body := d.do(t, "GET", "/v1/processes/"+p.ID+"/logs/stream", http.Header{"Last-Event-ID": {"5"}})
+		require.Equal(t, http.StatusBadRequest, resp5.StatusCode, body)
 	})
 }
 
