@@ -19,6 +19,9 @@ func (s *Server) start(ctx context.Context, opts api.StartOptions, hold bool) (p
 	if len(opts.Argv) == 0 {
 		opts.Argv = nil // "argv": [] says nothing, as an absent argv
 	}
+	if err := checkName(opts.Name); err != nil {
+		return nil, err
+	}
 	c := claim{slotProcess, textBytes(opts.Cmd, opts.Argv)}
 	if err := s.checkCommandSize(c.text); err != nil {
 		return nil, err

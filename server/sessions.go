@@ -75,6 +75,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &opts); err != nil {
 		return err
 	}
+	if err := checkName(opts.Name); err != nil {
+		return err
+	}
 	if opts.Language != "" {
 		if err := checkContext(opts); err != nil {
 			return err
@@ -234,6 +237,9 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 // watcher starts.
 func (s *Server) submit(e *sessionEntry, opts api.CommandOptions, here, hold bool) (p process.Process, ran *ranHere, err error) {
 	if err := e.checkBody(opts); err != nil {
+		return nil, nil, err
+	}
+	if err := checkName(opts.Name); err != nil {
 		return nil, nil, err
 	}
 	c := claim{slotProcess, textBytes(cmp.Or(opts.Cmd, opts.Code), nil)}
