@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -295,6 +297,28 @@ func TestCloseEndsEverything(t *testing.T) {
 		require.Eventually(t, func() bool { return !proctree.Alive(pid) }, deadline, 10*time.Millisecond, "pid %d survived", pid)
 	}
 	require.Empty(t, proctree.Tagged(s.ID()))
+}
+
+// TestConcurrentClose: Close called from several goroutines at once ends
+// the session once: the race detector saw two calls close the command and
+// frame files both, whose descriptor numbers the process may have handed
+// out anew in between. Every call returns once the session has ended.
+func TestConcurrentClose(t *testing.T) {
+	t.Parallel()
+	for range 5 {
+		s := newSession(t, Options{StreamDir: t.TempDir()})
+		run(t, s, CommandOptions{Cmd: "echo hi"}) // the command and frame files are open
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Go(func() {
+				require.NoError(t, s.Close())
+				require.Equal(t, process.Terminal, s.Info().State, "Close returned before the session ended")
+			})
+		}
+		wg.Wait()
+		_, err := os.Stat(s.fifoDir)
+		require.ErrorIs(t, err, fs.ErrNotExist)
+	}
 }
 
 // TestHundredSessionsLeaveNothing: no goroutine (goleak in TestMain), file

@@ -110,8 +110,9 @@ type Session struct {
 	// Guarded by mu.
 	lastEnded weak.Pointer[Command]
 
-	idleGen uint64         // commands given to the idle looks (see watchIdle); guarded by idleWatch.mu
-	wg      sync.WaitGroup // the goroutines of commands
+	idleGen   uint64         // commands given to the idle looks (see watchIdle); guarded by idleWatch.mu
+	wg        sync.WaitGroup // the goroutines of commands
+	closeOnce sync.Once      // the teardown of Close, which closes the files above once
 
 	writeMu sync.Mutex // serializes writes to stdin
 	wbuf    []byte     // what is written; guarded by writeMu
@@ -528,13 +529,20 @@ func (s *Session) Stop(context.Context) error { return s.Close() }
 // Close ends the shell and every process started under it — descendants,
 // those that called setsid and those orphaned since — and waits for the
 // session's goroutines. Commands still queued fail with ErrSessionEnded.
-// Close is idempotent.
+// Close is idempotent and safe for concurrent use: every call returns
+// once the session has ended.
 func (s *Session) Close() error {
-	s.h.Close()
-	s.wg.Wait()
-	s.script.Close() // the queue is closed: nothing writes them any more
-	s.frame.Close()
-	os.RemoveAll(s.fifoDir)
+	// Once: two calls at once closed the command and frame files both, and
+	// the second close could hit a descriptor the process had opened anew
+	// under the same number meanwhile. A call made while another tears down
+	// waits for it.
+	s.closeOnce.Do(func() {
+		s.h.Close()
+		s.wg.Wait()
+		s.script.Close() // the queue is closed: nothing writes them any more
+		s.frame.Close()
+		os.RemoveAll(s.fifoDir)
+	})
 	return nil
 }
 
