@@ -171,6 +171,7 @@ func (cell *Cell) Run() {
 	if err := c.send(msg); err != nil {
 		<-c.exited // a failed write means the interpreter is gone
 	}
+	c.intr.sent(cell.seq)
 	select {
 	case <-cell.endsDone:
 	case <-c.exited:

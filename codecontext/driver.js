@@ -318,6 +318,7 @@ async function runOpened(ctx, cell, gen) {
   const msg = cell.msg;
   place([[msg.stdin || '/dev/null', 'r'], [msg.stdout, 'w'], [msg.stderr, 'w']]);
   current = cell;
+  Atomics.store(awaiting, 1, cell.id);
   send(`O ${cell.id}\n`);
   const c = compile(msg.code, `<cell ${msg.id}>`);
   const status = await alsRun(cell, () => {
@@ -326,8 +327,20 @@ async function runOpened(ctx, cell, gen) {
     return 1;
   });
   finish(cell, status);
+  // A callback the cell left could hold the thread when the next cell
+  // comes: the worker is there to end it (see probeOrphan).
+  if (!started && leftovers()) startInterruptor();
   if (interruptorUp) await interruptorUp;
   if (gen === drainGen) placeIdle();
+}
+
+// leftovers reports whether something a cell started can still run a
+// callback: a timer, an immediate, a request, a server, a child.
+const driversOwn = new Set(['PipeWrap', 'MessagePort']); // its socket, the worker's port
+function leftovers() {
+  try {
+    return process.getActiveResourcesInfo().some((kind) => !driversOwn.has(kind));
+  } catch { return true; }
 }
 
 // finish ends a cell: its end markers, with its status and the directory,
@@ -433,7 +446,9 @@ if (!watchdog) process.on('SIGINT', onINT);
 // and any other's. Should the cell stop by itself between takeInterrupt and
 // the termination, what runs next is ended instead: the window is the
 // worker's round trip, and only a cell that stops within it is exposed.
-const awaiting = new Int32Array(new SharedArrayBuffer(4)); // the cell whose promise the driver awaits, or 0
+// [0]: the cell whose promise the driver awaits, or 0; [1]: the last cell
+// the driver opened.
+const awaiting = new Int32Array(new SharedArrayBuffer(8));
 let hooks = null; // Node's async hook counters, for takeInterrupt
 let terminating = 0; // the cell takeInterrupt agreed to have ended
 try {
@@ -485,10 +500,14 @@ function restoreHooks() {
 // driver's: when no callback began in between and no cell executes, one
 // callback has held the thread all along, and it is ended as an
 // interrupted cell's code is (Runtime.terminateExecution). A short callback
-// of an ended cell is left alone. The termination drops the microtasks
+// of an ended cell is left alone. A callback left by a cell that ended by
+// itself is looked at the same way once the engine has sent the next cell
+// and the driver has not opened it 200 ms later (the worker is told of each
+// cell sent): the first look turns the hook on. The termination drops the microtasks
 // queued at that moment, the driver's among them: recover then finishes
 // the cell that was ending, and starts the loop of cells anew.
 let orphans = 0; // interrupted cells whose promise is still pending
+let looking = false; // the worker looks at a callback that holds the thread while a cell waits
 let callbacks = 0; // callbacks begun while orphans are watched
 let lastNotice = 0;
 const orphanHook = (() => {
@@ -524,7 +543,7 @@ function orphaned(cell, pending) {
 // hook enabled or disabled then finds it so and ends the process.
 function watchOrphans() {
   if (terminating) return; // restoreHooks' callers come back here
-  if (orphans > 0) orphanHook.enable();
+  if (orphans > 0 || looking) orphanHook.enable();
   else orphanHook.disable();
 }
 
@@ -545,8 +564,13 @@ function othersCode() {
 // others' code since the look that counted seen callbacks, which it is then
 // agreed to end; else the count of callbacks, for the next look.
 function probeOrphan(seen) {
-  if (terminating || (current && current.executing) || !othersCode()) return -1;
+  if (terminating || (current && current.executing) || !othersCode()) {
+    if (looking) { looking = false; watchOrphans(); }
+    return -1;
+  }
+  if (seen === -1 && orphanHook && !looking) { looking = true; watchOrphans(); } // count from now on
   if (seen !== callbacks) return callbacks;
+  looking = false;
   stopHooks();
   terminating = -1;
   return -2;
@@ -575,7 +599,8 @@ function recover() {
 
 //
 // The engine tells the worker of each interrupt on a connection of its own
-// to the engine's socket (a line with the cell's number), and the worker
+// to the engine's socket (a line with the cell's number; "+" and the number
+// tell of a cell sent, see probeOrphan), and the worker
 // tells the main thread at once: a main thread idle in the cell's await
 // takes it then, and nothing polls while a cell awaits, so a cell blocked
 // reading its stdin leaves every thread of the driver blocked where only the
@@ -628,6 +653,15 @@ async function checkOrphan(seen) {
 parentPort.on('message', () => {
   if (!orphanCheck) orphanCheck = setTimeout(checkOrphan, 200, -1);
 });
+// The engine sent cell id: when the main thread has not opened it 200 ms
+// later, it may be held by a callback a cell left; look.
+function sent(id) {
+  setTimeout(() => {
+    if (Atomics.load(awaiting, 1) >= id || orphanCheck) return;
+    orphanCheck = true; // one look at a time
+    checkOrphan(-1);
+  }, 200);
+}
 function interrupt(id) {
   told = id;
   if (!id || Atomics.load(awaiting, 0) !== id) return;
@@ -641,7 +675,9 @@ conn.on('data', (d) => {
   pending += d;
   let i;
   while ((i = pending.indexOf('\\n')) >= 0) {
-    interrupt(Number(pending.slice(0, i)));
+    const line = pending.slice(0, i);
+    if (line[0] === '+') sent(Number(line.slice(1)));
+    else interrupt(Number(line));
     pending = pending.slice(i + 1);
   }
 });

@@ -59,23 +59,33 @@ func (c *Context) acceptInterruptor() {
 	}
 	c.intr.conn, c.intr.ino = conn, ino
 	c.intr.mu.Unlock()
-	// An interrupt sent before the worker was there to be told.
-	if cell := c.runningCell(); cell != nil && cell.interruptSent() {
-		c.intr.tell(cell.seq)
+	// A cell, or an interrupt, sent before the worker was there to be told.
+	if cell := c.runningCell(); cell != nil {
+		c.intr.sent(cell.seq)
+		if cell.interruptSent() {
+			c.intr.tell(cell.seq)
+		}
 	}
 }
 
 // tell writes the number of a cell being interrupted for the worker, if it
 // is there. The write is bounded: a driver that reads nothing holds nothing
 // up.
-func (i *interruptor) tell(seq int) {
+func (i *interruptor) tell(seq int) { i.write(strconv.Itoa(seq) + "\n") }
+
+// sent tells the worker that cell seq was sent to the driver: should the
+// driver not open it, a callback an earlier cell left may hold its thread,
+// which the worker then looks at (see driver.js).
+func (i *interruptor) sent(seq int) { i.write("+" + strconv.Itoa(seq) + "\n") }
+
+func (i *interruptor) write(line string) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if i.conn == nil {
 		return
 	}
 	i.conn.SetWriteDeadline(time.Now().Add(time.Second))
-	i.conn.Write([]byte(strconv.Itoa(seq) + "\n"))
+	i.conn.Write([]byte(line))
 }
 
 // close stops listening and closes the worker's connection.

@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -105,4 +107,31 @@ func TestContextDirRemoved(t *testing.T) {
 	}
 	interruptKeeps(t, c, CellOptions{Code: "await new Promise(r => setTimeout(r, 60000))\nkept = 2"})
 	interruptKeeps(t, c, CellOptions{Code: "for(;;){}\nkept = 2"})
+}
+
+// TestLeftoverCallbackHoldsThread: a callback that a cell which ended by
+// itself left behind, and that holds the thread (a busy loop in a timer),
+// is ended as an interrupted cell's is once the next cell waits for the
+// thread: the next cell runs, is not blamed, and the context lives on.
+// Before, the next cell never started: it hung, or at its execution
+// timeout ended timed_out with the context lost.
+func TestLeftoverCallbackHoldsThread(t *testing.T) {
+	t.Parallel()
+	for name, cell := range map[string]string{
+		"script": "setTimeout(() => { for(;;){} }, 300); var kept = 1",
+		"await":  "await null; setTimeout(() => { for(;;){} }, 300); var kept = 1",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: JavaScript})
+			looping := filepath.Join(t.TempDir(), "looping")
+			r, _, errOut := run(t, c, strings.Replace(cell, "for(;;){}", "require('fs').writeFileSync("+strconv.Quote(looping)+", ''); for(;;){}", 1))
+			require.Equal(t, 0, code(r), errOut)
+			waitFile(t, looping)
+			r, out, errOut := runOpts(t, c, CellOptions{Code: "kept + 1", ExecutionTimeout: 20 * time.Second})
+			require.Equal(t, 0, code(r), "%+v %s", r, errOut)
+			require.Equal(t, "2\n", out)
+			interruptKeeps(t, c, CellOptions{Code: "for(;;){}\nkept = 2"})
+		})
+	}
 }
