@@ -35,3 +35,24 @@ func TestDisplayThrows(t *testing.T) {
 		})
 	}
 }
+
+// TestPromiseDisplayKeepsCellPrivate: a displayed Promise (the last value,
+// console.log) shows what Node keeps on it for the driver's
+// AsyncLocalStorage, which is a token of the cell, not the driver's record
+// of it: not the cell's code, its end marker's nonce, nor its FIFOs' paths.
+func TestPromiseDisplayKeepsCellPrivate(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	for _, cell := range []string{
+		"async function secretive() { return 3 }; secretive()",
+		"console.log(Promise.resolve(4)); undefined",
+		"await null; Promise.resolve(5)",
+	} {
+		r, out, errOut := run(t, c, cell)
+		require.Equal(t, 0, code(r), "%s: %s", cell, errOut)
+		require.Contains(t, out, "Promise {", cell)
+		for _, private := range []string{"secretive", "nonce", c.dir, "stdout", "code"} {
+			require.NotContains(t, out, private, cell)
+		}
+	}
+}

@@ -32,6 +32,25 @@ const als = new AsyncLocalStorage(); // the cell a callback was scheduled by
 // would otherwise have every later cell's output dropped as no cell's.
 const alsGetStore = als.getStore.bind(als);
 const alsRun = als.run.bind(als);
+// The store is a token of the cell, not the cell: Node keeps it on every
+// promise and resource made under it, where util.inspect (a displayed
+// Promise) and a cell can see it, and the cell's record holds its code and
+// its end marker's nonce.
+class ConchCell {}
+const tokens = new WeakMap();
+const cellOfToken = WeakMap.prototype.get.bind(tokens);
+const tokenSet = WeakMap.prototype.set.bind(tokens);
+const freeze = Object.freeze;
+const tokenOf = (cell) => {
+  const token = freeze(new ConchCell());
+  tokenSet(token, cell);
+  return token;
+};
+// storeCell returns the cell a callback was scheduled by, if any.
+function storeCell() {
+  const token = alsGetStore();
+  return token === undefined ? undefined : cellOfToken(token);
+}
 let current = null; // the running cell
 const diag = fs.openSync('/proc/self/fd/1', fs.constants.O_WRONLY);
 
@@ -43,7 +62,7 @@ try {
 // emit writes a cell's output, unless it comes from a callback of a cell
 // that has ended: that goes nowhere.
 function emit(which, chunk, encoding) {
-  const cell = alsGetStore();
+  const cell = storeCell();
   if (!current || cell !== current) return;
   let b = typeof chunk === 'string' ? B.from(chunk, encoding || 'utf8') : chunk;
   const fd = which === 1 ? cell.out : cell.err;
@@ -72,7 +91,7 @@ Object.defineProperty(process, 'stderr', { configurable: true, enumerable: true,
 Object.defineProperty(process, 'stdin', {
   configurable: true, enumerable: true,
   get() {
-    const cell = alsGetStore() || current;
+    const cell = storeCell() || current;
     if (!cell) return fs.createReadStream('/dev/null');
     if (!cell.stdin) cell.stdin = fs.createReadStream(null, { fd: cell.in });
     return cell.stdin;
@@ -86,7 +105,7 @@ Object.defineProperty(process, 'stdin', {
 // whichever cell runs then, or between cells into the interpreter's own
 // output. Dropped writes report every byte written.
 function rawDropped(fd) {
-  return (fd === 1 || fd === 2) && (!current || alsGetStore() !== current);
+  return (fd === 1 || fd === 2) && (!current || storeCell() !== current);
 }
 function rawSize(data, a, b) {
   if (typeof data === 'string') {
@@ -321,7 +340,7 @@ async function runOpened(ctx, cell, gen) {
   Atomics.store(awaiting, 1, cell.id);
   send(`O ${cell.id}\n`);
   const c = compile(msg.code, `<cell ${msg.id}>`);
-  const status = await alsRun(cell, () => {
+  const status = await alsRun(tokenOf(cell), () => {
     if (!c.error) return execute(ctx, cell, c.script, c.wrapped);
     emit(2, c.error);
     return 1;
@@ -367,7 +386,7 @@ function placeIdle() {
 // failCell reports an error no cell caught: the running cell's when it
 // comes from it, else nobody's.
 function failCell(e) {
-  const cell = alsGetStore() || current;
+  const cell = storeCell() || current;
   if (cell && cell === current) {
     cell.failed = true;
     emit(2, describe(e));
@@ -515,7 +534,7 @@ const orphanHook = (() => {
     return require('async_hooks').createHook({
       before() {
         callbacks++;
-        const cell = alsGetStore();
+        const cell = storeCell();
         if (!cell || !cell.orphan || !interruptorWorker) return;
         const now = Date.now();
         if (now - lastNotice < 100) return;
