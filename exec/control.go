@@ -15,15 +15,24 @@ import (
 // signalTree sends sig to the process while it has not been reaped, its
 // process group, its descendants, and every process tagged with its id and
 // their groups: orphans that left its tree, and a group whose leader has
-// exited. A reaped process's pid may be another program's by now, so once
-// it is reaped only its group is signalled by that number, and only while
-// the group has members (which keeps the number from being reused).
+// exited. A reaped process's pid may be another program's by now, and so
+// may its group's once that has emptied: once it is reaped its group is
+// signalled by that number only while it is still its own (see
+// proctree.LeftInGroup), never an unrelated process given the number.
 func (p *Process) signalTree(sig syscall.Signal) error {
-	p.mu.Lock()
-	reaped := p.exited
-	pid := p.info.PID
-	p.mu.Unlock()
+	pid, reaped := p.reaped()
 	return proctree.SignalProcess(pid, p.id, sig, reaped)
+}
+
+// reaped returns the process's pid and, once it has been reaped, when
+// (the moment its end was recorded, just after); zero before.
+func (p *Process) reaped() (pid int, at time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.exited {
+		at = p.info.ExitedAt
+	}
+	return p.info.PID, at
 }
 
 // Kill sends sig to the process and all its current descendants, including
@@ -173,13 +182,16 @@ func (p *Process) leftovers() bool {
 }
 
 // left returns the live processes tagged with p's id or in its process
-// group (a member that cleared its environment carries no tag).
+// group (a member that cleared its environment carries no tag) while that
+// is still its own: p has ended, and the number of its group is another's
+// once the group has emptied (see proctree.LeftInGroup).
 func (p *Process) left() []int {
 	left := proctree.Tagged(p.id)
-	p.mu.Lock()
-	pgid := p.info.PID
-	p.mu.Unlock()
-	for _, pid := range proctree.Group(pgid) {
+	pgid, reaped := p.reaped()
+	if pgid <= 0 || reaped.IsZero() {
+		return left
+	}
+	for _, pid := range proctree.LeftInGroup(pgid, p.id, reaped) {
 		if !slices.Contains(left, pid) {
 			left = append(left, pid)
 		}

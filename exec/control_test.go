@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -415,6 +416,88 @@ func TestSignalsReachStoppedProcess(t *testing.T) {
 			require.Equal(t, process.Signaled, r.Reason, "%+v", r)
 			require.Equal(t, process.SignalName(sig), r.Signal)
 			require.Empty(t, logText(p.Log(), logstore.Stdout), "the program ran on after the signal")
+		})
+	}
+}
+
+// strangerAt starts `sleep 60` in a session of its own (pid, group and
+// session all one number), carrying no tag — a program the engine did not
+// start — as pid, which the pid that the kernel handed out last is set to
+// the one before (as root). It returns nil, after ending what it started,
+// when another fork took pid first: the caller tries again.
+func strangerAt(t *testing.T, pid int) *osexec.Cmd {
+	t.Helper()
+	if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
+		t.Skipf("cannot choose the next pid (needs root): %v", err)
+	}
+	cmd := osexec.Command("sleep", "60")
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	require.NoError(t, proctree.Start(cmd))
+	if cmd.Process.Pid != pid {
+		_ = cmd.Process.Kill()
+		_ = proctree.Wait(cmd)
+		return nil
+	}
+	return cmd
+}
+
+// diedOf ends cmd with SIGPROF, which nobody else sends it, and returns
+// the signal it died of: SIGPROF unless a signal sent before ended it
+// (KILL ends it at once; a pending TERM is taken before PROF, a higher
+// number).
+func diedOf(t *testing.T, cmd *osexec.Cmd) syscall.Signal {
+	t.Helper()
+	_ = cmd.Process.Signal(syscall.SIGPROF)
+	_ = proctree.Wait(cmd)
+	ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	require.True(t, ok && ws.Signaled(), "stranger %d: %v", cmd.Process.Pid, cmd.ProcessState)
+	return ws.Signal()
+}
+
+// Once an ended process's group has emptied, its number is free: an
+// unrelated program given it as its pid and group (a daemon, `setsid cmd`)
+// gets no signal from a kill or a stop (DELETE) of the process's record.
+// The pid is forced with ns_last_pid, so these tests do not run in
+// parallel; another fork can still take it first, and they try again.
+func TestEndedProcessSparesAStrangerGivenItsPid(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		end  func(*Process) error
+	}{
+		{"kill", func(p *Process) error { return p.Kill(syscall.SIGKILL, 0, 0) }},
+		{"kill-term", func(p *Process) error { return p.Kill(syscall.SIGTERM, 0, 0) }},
+		{"stop", func(p *Process) error {
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			return p.Stop(ctx)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p *Process
+			var stranger *osexec.Cmd
+			for range 20 {
+				p = start(t, Options{Argv: []string{"true"}})
+				r := wait(t, p)
+				require.True(t, sameResult(r, process.ExitedWith(0)), "result %s", show(r))
+				if stranger = strangerAt(t, p.Info().PID); stranger != nil {
+					break
+				}
+			}
+			if stranger == nil {
+				t.Skip("another fork took the pid wanted 20 times")
+			}
+			done := false
+			t.Cleanup(func() {
+				if !done {
+					_ = stranger.Process.Kill()
+					_ = proctree.Wait(stranger)
+				}
+			})
+			require.NoError(t, tc.end(p))
+			sig := diedOf(t, stranger)
+			done = true
+			require.Equal(t, syscall.SIGPROF, sig, "the stranger %d died of %v, sent for process %s", stranger.Process.Pid, sig, p.ID())
 		})
 	}
 }

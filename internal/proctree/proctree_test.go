@@ -507,7 +507,7 @@ while True:
 	require.True(t, sc.Scan())
 	require.Equal(t, "ready", sc.Text())
 	for range 20 {
-		require.NoError(t, SignalProcess(cmd.Process.Pid, tag, syscall.SIGINT, false))
+		require.NoError(t, SignalProcess(cmd.Process.Pid, tag, syscall.SIGINT, time.Time{}))
 		// USR1, sent after every SIGINT was, is handled after them: its
 		// "end" closes the count.
 		require.NoError(t, syscall.Kill(cmd.Process.Pid, syscall.SIGUSR1))

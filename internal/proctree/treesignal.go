@@ -1,9 +1,13 @@
 package proctree
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // maxRounds bounds how often Signal looks again at a tree that keeps forking.
@@ -28,18 +32,23 @@ func Signal(pid int, sig syscall.Signal, self bool) error {
 }
 
 // SignalProcess sends sig to a process the engine started, and to what it
-// started: pid's tree (as [Signal] with self) while pid is not reaped, else
-// pid's group while it has a member (as [SignalGroup]); then the processes
-// [Tagged] with tag, their descendants and groups (as [SignalTagged]).
-// Each process gets the signal once: a handler that counts interrupts
-// counted two to four for one.
-func SignalProcess(pid int, tag string, sig syscall.Signal, reaped bool) error {
+// started: pid's tree (as [Signal] with self) while pid is not reaped
+// (reaped is zero), else pid's group while it is still the one pid made
+// (see [LeftInGroup]; reaped is when pid was reaped, or a moment after);
+// then the processes [Tagged] with tag, their descendants and groups (as
+// [SignalTagged]). Each process gets the signal once: a handler that counts
+// interrupts counted two to four for one.
+//
+// Once pid is reaped its number is free for another process, and so is the
+// group's once its last member has gone: an unrelated process that was given
+// the number, and its group, must not get the signal.
+func SignalProcess(pid int, tag string, sig syscall.Signal, reaped time.Time) error {
 	d := newDelivery(sig)
 	switch {
-	case pid > 0 && !reaped:
+	case pid > 0 && reaped.IsZero():
 		d.tree(pid, true, links)
 	case pid > 0:
-		if _, spare := lineage(); !spare[pid] && len(Group(pid)) > 0 {
+		if len(LeftInGroup(pid, tag, reaped)) > 0 {
 			d.group(pid)
 		}
 	}
@@ -191,33 +200,135 @@ func lineage() (pids, groups map[int]bool) {
 	return pids, groups
 }
 
-// Group returns the live processes in process group pgid (zombies left
-// out). A group's id is its first leader's pid, which the kernel does not
-// give to another process while the group has a member: a group found
-// with members is still the one that pid made.
-func Group(pgid int) []int {
+// LeftInGroup returns the live members of process group pgid (zombies left
+// out) while it is still the group of the process pgid, which the engine
+// started as the leader of a session of its own (setsid) with [Tag](tag) in
+// its environment, and which was reaped at reaped or before; none when the
+// number has been given to another process since, or is this process's
+// group or an ancestor's.
+//
+// The number pgid stays the reaped process's while any process has it as
+// its pid, group or session; once none has, the kernel may give it to any
+// new process, which can make a session and group of it (setsid), as a
+// daemon or `setsid cmd` does. A member cleared its environment carries no
+// tag (env -i), so the group is taken for the reaped process's only when it
+// proves so, and no process has the number as its pid but one carrying the
+// tag (a descendant that was given it):
+//
+//   - every member is in session pgid (the reaped process made the group
+//     in its own session; a group of that number in another session was
+//     made after it, by setpgid);
+//   - some member carries the tag, or started no later than the clock tick
+//     of reaped: a member of session pgid that started before the number was
+//     free has been in the session since, so the number was never free;
+//     every process of a session made of the number later started after it.
+//
+// Start times are in ticks of 10 ms: a member started in the tick the
+// process was reaped in proves it only when it is an orphan of this process
+// (a subreaper, as the daemon is) or descends from one inside the session —
+// so a process this process started and that was given the number within
+// those 10 ms, whose leader has exited, could still pass.
+// A group left with only untagged members that all started after the
+// reap (a chain of forks that cleared its environment) does not pass, and
+// is left to the process's cgroup.
+func LeftInGroup(pgid int, tag string, reaped time.Time) []int {
 	if pgid <= 1 {
 		return nil
 	}
-	var out []int
-	for _, s := range stats.get().all {
-		if s.pgid == pgid && s.state != 'Z' {
-			out = append(out, s.pid)
+	if _, spare := lineage(); spare[pgid] {
+		return nil
+	}
+	cutoff, known := ticksAt(reaped)
+	entry := Tag(tag)
+	all := stats.get().all
+	var members []stat
+	proven := false
+	for _, s := range all {
+		if s.pid == pgid { // the number is a process's again
+			if s.state == 'Z' || !holds(s.pid, entry) {
+				return nil
+			}
+			proven = true
 		}
+		if s.pgid != pgid || s.state == 'Z' {
+			continue
+		}
+		if s.sid != pgid {
+			return nil
+		}
+		members = append(members, s)
+	}
+	var session map[int]stat // the session's processes by pid, read once needed
+	out := make([]int, 0, len(members))
+	for _, s := range members {
+		if !proven && known {
+			switch {
+			case s.start < cutoff:
+				proven = true
+			case s.start == cutoff:
+				if session == nil {
+					session = make(map[int]stat)
+					for _, o := range all {
+						if o.sid == pgid {
+							session[o.pid] = o
+						}
+					}
+				}
+				proven = orphanedHere(s, session)
+			}
+		}
+		if !proven && holds(s.pid, entry) {
+			proven = true
+		}
+		out = append(out, s.pid)
+	}
+	if !proven {
+		return nil
 	}
 	return out
 }
 
-// SignalGroup sends sig to process group pgid when it still has a live
-// member, and never when it is this process's group or an ancestor's. It
-// reaches a group whose leader has exited, members that cleared their
-// environment (which carry no tag) included.
-func SignalGroup(pgid int, sig syscall.Signal) error {
-	if _, spare := lineage(); spare[pgid] || len(Group(pgid)) == 0 {
-		return nil
+// orphanedHere reports whether s, followed up through its parents while
+// they are in session (by pid), comes to a process whose parent is this
+// one: the reaped leader's orphans are this process's, a subreaper's, where
+// the orphans of a session made elsewhere go to their own subreaper or init.
+func orphanedHere(s stat, session map[int]stat) bool {
+	for range len(session) + 1 {
+		parent, ok := session[s.ppid]
+		if !ok {
+			return s.ppid == self
+		}
+		s = parent
 	}
-	if err := syscall.Kill(-pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return err
+	return false
+}
+
+// holds reports whether the environment pid started with holds entry.
+func holds(pid int, entry string) bool {
+	env, err := readEnviron(pid)
+	if err != nil {
+		return false
 	}
-	return nil
+	for e := range bytes.SplitSeq(env, []byte{0}) {
+		if string(e) == entry {
+			return true
+		}
+	}
+	return false
+}
+
+// ticksAt returns t as the kernel counts a process's start (field 22 of
+// /proc/PID/stat): clock ticks of the boot-time clock. t's monotonic
+// reading, where it has one, measures how long ago it was; false when the
+// clock cannot be read or t is before the boot.
+func ticksAt(t time.Time) (uint64, bool) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
+		return 0, false
+	}
+	ns := ts.Nano() - time.Since(t).Nanoseconds()
+	if ns < 0 {
+		return 0, false
+	}
+	return uint64(ns) / uint64(time.Second/clockTicks), true
 }

@@ -62,6 +62,7 @@ type Host struct {
 	diag      *Diag
 	wg        sync.WaitGroup // the goroutines that drain and wait for the interpreter
 	exited    chan struct{}  // closed once the interpreter has exited and been reaped
+	reapedAt  time.Time      // just after the interpreter was reaped; set before exited closes
 	done      chan struct{}  // closed once the session is terminal
 
 	// Queue is the session's serial queue of commands.
@@ -127,6 +128,7 @@ func (h *Host) Start(cmd *exec.Cmd) error {
 	go func() {
 		defer h.wg.Done()
 		proctree.Wait(cmd)
+		h.reapedAt = time.Now()
 		close(h.exited)
 		if h.cfg.Exited != nil {
 			h.cfg.Exited()
@@ -310,9 +312,18 @@ func (h *Host) endCgroup() {
 }
 
 // killTree signals the interpreter, its descendants and the processes
-// tagged with the session's id that left its tree.
+// tagged with the session's id that left its tree. Once the interpreter
+// is reaped its pid, and its group's once that has emptied, may be another
+// program's: only its group is signalled then, while it is still its own
+// (see proctree.SignalProcess).
 func (h *Host) killTree(sig syscall.Signal) {
-	_ = proctree.SignalProcess(h.cmd.Process.Pid, h.cfg.ID, sig, false)
+	var reaped time.Time
+	select {
+	case <-h.exited:
+		reaped = h.reapedAt
+	default:
+	}
+	_ = proctree.SignalProcess(h.cmd.Process.Pid, h.cfg.ID, sig, reaped)
 }
 
 // finish marks the session terminal with r, or with what the interpreter's
