@@ -29,6 +29,7 @@ type Queue struct {
 	pending []Job
 	running bool  // a worker goroutine is alive
 	closed  error // non-nil once Close was called
+	held    Job   // the job a turn was claimed for with Hold, until Take, Drop or Close
 	idle    *sync.Cond
 }
 
@@ -62,11 +63,60 @@ func (q *Queue) Claim() bool {
 	return true
 }
 
+// Hold claims the queue's turn for j as Claim does, for a caller that runs
+// j later, on a goroutine of its own: it must then call Take, and Release
+// after j if Take reported true, or Drop. Until Take, the turn is j's, not
+// the caller's: Close cancels j (with Job.Cancel, as it cancels the jobs
+// waiting) and ends the turn, and Drop gives the turn back, so that a
+// holder that never takes its turn wedges nothing. j is compared with ==:
+// it must be of a comparable type, such as a pointer.
+func (q *Queue) Hold(j Job) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed != nil || q.running || len(q.pending) > 0 {
+		return false
+	}
+	q.running, q.held = true, j
+	return true
+}
+
+// Take begins the turn Hold claimed for j: it reports true when the caller
+// now runs j in it and must call Release once done, and false when the
+// turn has ended already (Close cancelled j, or Drop gave it back) or was
+// never j's.
+func (q *Queue) Take(j Job) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.held == nil || q.held != j {
+		return false
+	}
+	q.held = nil
+	return true
+}
+
+// Drop gives back the turn Hold claimed for j when j ends without running
+// in it (it was deleted), and reports whether it did: false once Take,
+// Close or Drop has ended the hold.
+func (q *Queue) Drop(j Job) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.held == nil || q.held != j {
+		return false
+	}
+	q.held = nil
+	q.releaseLocked()
+	return true
+}
+
 // Release ends a turn taken with Claim: jobs pushed during it run next, on
 // a worker goroutine.
 func (q *Queue) Release() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.releaseLocked()
+}
+
+func (q *Queue) releaseLocked() {
 	if len(q.pending) > 0 && q.closed == nil {
 		go q.work()
 		return
@@ -103,8 +153,9 @@ func (q *Queue) work() {
 	}
 }
 
-// Close cancels every waiting job with err (ErrClosed if nil), refuses later
-// pushes, and waits for the running job, if any, to return. It is idempotent.
+// Close cancels every waiting job with err (ErrClosed if nil), and the job
+// a turn is held for that was not taken (see Hold), refuses later pushes,
+// and waits for the running job, if any, to return. It is idempotent.
 func (q *Queue) Close(err error) {
 	if err == nil {
 		err = ErrClosed
@@ -114,6 +165,13 @@ func (q *Queue) Close(err error) {
 	if q.closed == nil {
 		q.closed = err
 		cancel, q.pending = q.pending, nil
+	}
+	if q.held != nil {
+		// Its holder never took the turn: it ends here, and the holder's
+		// Take reports false.
+		cancel = append([]Job{q.held}, cancel...)
+		q.held = nil
+		q.releaseLocked()
 	}
 	q.mu.Unlock()
 	for _, j := range cancel {

@@ -125,3 +125,74 @@ func TestClaimWaitsForPending(t *testing.T) {
 	q.Release()
 	q.Close(nil)
 }
+
+// A turn held for a job (Hold) is the job's until its holder takes it:
+// Close cancels the job and ends the turn, and Take then reports false, so
+// that a holder that never takes its turn does not keep Close waiting for
+// ever; Drop gives the turn back to the queue.
+func TestHold(t *testing.T) {
+	t.Parallel()
+	ended := errors.New("session ended")
+	newJob := func(cancelled *[]error) *job {
+		return &job{run: func() { t.Error("a held job ran on the worker") }, cancel: func(e error) { *cancelled = append(*cancelled, e) }}
+	}
+
+	t.Run("close before take", func(t *testing.T) {
+		var q Queue
+		var got []error
+		j := newJob(&got)
+		require.True(t, q.Hold(j))
+		require.False(t, q.Claim(), "claimed a held turn")
+		done := make(chan struct{})
+		go func() { q.Close(ended); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("Close waits for a turn nobody takes")
+		}
+		require.Len(t, got, 1)
+		require.ErrorIs(t, got[0], ended)
+		require.False(t, q.Take(j), "took a turn Close ended")
+		require.False(t, q.Drop(j))
+	})
+
+	t.Run("take then close", func(t *testing.T) {
+		var q Queue
+		var got []error
+		j := newJob(&got)
+		require.True(t, q.Hold(j))
+		require.True(t, q.Take(j))
+		require.False(t, q.Take(j), "taken twice")
+		require.False(t, q.Drop(j), "dropped a taken turn")
+		closed := make(chan struct{})
+		go func() { q.Close(nil); close(closed) }()
+		select {
+		case <-closed:
+			t.Fatal("Close returned during a taken turn")
+		case <-time.After(20 * time.Millisecond):
+		}
+		q.Release()
+		<-closed
+		require.Empty(t, got, "a job that ran was cancelled")
+	})
+
+	t.Run("drop", func(t *testing.T) {
+		var q Queue
+		var got []error
+		j := newJob(&got)
+		require.True(t, q.Hold(j))
+		ran := make(chan struct{})
+		require.NoError(t, q.Push(job{run: func() { close(ran) }}))
+		require.True(t, q.Drop(j))
+		select {
+		case <-ran: // the job pushed during the hold runs once it is dropped
+		case <-time.After(30 * time.Second):
+			t.Fatal("the job pushed during a dropped hold did not run")
+		}
+		require.False(t, q.Take(j), "took a dropped turn")
+		require.Eventually(t, q.Claim, 5*time.Second, time.Millisecond)
+		q.Release()
+		q.Close(nil)
+		require.Empty(t, got)
+	})
+}

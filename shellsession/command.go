@@ -154,10 +154,10 @@ func (c *Command) Run() {
 
 // TakeTurn runs a command that Begin returned holding the queue's turn, on
 // the caller's goroutine, until it ends or ctx is done (see Begin). It
-// returns at once for a command Begin queued, and on every call after the
-// first.
+// returns at once for a command Begin queued, for one that ended before
+// (its turn was given back), and on every call after the first.
 func (c *Command) TakeTurn(ctx context.Context) {
-	if c.holdsTurn && c.ranHere.CompareAndSwap(false, true) {
+	if c.holdsTurn && c.ranHere.CompareAndSwap(false, true) && c.s.h.Queue.Take(c) {
 		c.runHere(ctx)
 	}
 }
@@ -896,5 +896,11 @@ func (c *Command) finishIf(queued bool, r process.Result) bool {
 	c.log.Close()
 	close(c.done)
 	c.s.forget(c)
+	if c.holdsTurn {
+		// Ended (deleted, cancelled) before TakeTurn took the turn Begin
+		// gave it: the turn goes back, or every later command would wait
+		// for it, and Close too. A no-op once the turn was taken.
+		c.s.h.Queue.Drop(c)
+	}
 	return true
 }

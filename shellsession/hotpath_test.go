@@ -3,6 +3,7 @@ package shellsession
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"weak"
@@ -214,6 +216,66 @@ func TestBeginHoldsTheTurn(t *testing.T) {
 	}
 	require.Equal(t, 0, code(second.Result()))
 	require.Equal(t, "second\n", string(second.Log().Page(0, 0).Frames[0].Data))
+}
+
+// A command Begin returned holding the turn, which its caller never takes
+// but ends — Stop, Kill, Cancel — gives the turn back: later commands run,
+// and TakeTurn returns at once. One nobody ends fails as the session
+// closes, and Close returns: every later Run waited for it, and Close
+// waited for ever.
+func TestBeginTurnNeverTaken(t *testing.T) {
+	t.Parallel()
+	ends := map[string]func(*Command){
+		"stop":   func(c *Command) { require.NoError(t, c.Stop(t.Context())) },
+		"kill":   func(c *Command) { require.NoError(t, c.Kill(syscall.SIGTERM, 0, 0)) },
+		"cancel": func(c *Command) { c.Cancel(errors.New("given up")) },
+		"close":  nil,
+	}
+	for name, end := range ends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{})
+			mark := filepath.Join(t.TempDir(), "ran")
+			var c *Command
+			require.Eventually(t, func() bool { // until Begin finds the session idle
+				var err error
+				c, err = s.Begin(CommandOptions{Cmd: "echo begun > " + mark})
+				require.NoError(t, err)
+				if !c.holdsTurn {
+					c.TakeTurn(t.Context())
+					<-c.Done()
+				}
+				return c.holdsTurn
+			}, deadline, time.Millisecond)
+			// Should the turn stay held, the session's Close would wait for
+			// it for ever: taken, it ends.
+			t.Cleanup(func() { c.TakeTurn(context.Background()) })
+			if end != nil {
+				end(c)
+				expectRun(t, s, "echo next", 0, "next\n")
+			} else {
+				closed := make(chan struct{})
+				go func() { s.Close(); close(closed) }()
+				select {
+				case <-closed:
+				case <-time.After(deadline):
+					t.Fatal("Close waits for a turn nobody takes")
+				}
+			}
+			select {
+			case <-c.Done():
+			case <-time.After(deadline):
+				t.Fatal("the command never ended")
+			}
+			require.NotEqual(t, process.Exited, c.Result().Reason, "%+v", c.Result())
+			c.TakeTurn(t.Context()) // returns at once: the command has ended
+			_, err := os.Stat(mark)
+			require.ErrorIs(t, err, fs.ErrNotExist, "the ended command ran")
+			if end == nil {
+				require.Contains(t, c.Result().Error, "session ended")
+			}
+		})
+	}
 }
 
 // A command on an idle session allocates little: its frame comes from a

@@ -385,24 +385,29 @@ func (s *Session) Run(ctx context.Context, opts CommandOptions) (*Command, proce
 	}
 }
 
-// Begin submits a command as Submit does; the caller must then call the
-// command's TakeTurn once, on the goroutine that would wait for the
-// command. When no command runs or waits in the session, the command holds
-// the queue's turn from Begin on and TakeTurn runs it there, until it ends
-// or ctx is done: from the frame sent to the shell to the bytes that end
-// it, nothing hops between goroutines; once ctx is done, a goroutine of its
-// own waits for the rest of it. Otherwise the command was queued and
-// TakeTurn returns at once.
+// Begin submits a command as Submit does; the caller then calls the
+// command's TakeTurn, on the goroutine that would wait for the command.
+// When no command runs or waits in the session, the command holds the
+// queue's turn from Begin on and TakeTurn runs it there, until it ends or
+// ctx is done: from the frame sent to the shell to the bytes that end it,
+// nothing hops between goroutines; once ctx is done, a goroutine of its own
+// waits for the rest of it. Otherwise the command was queued and TakeTurn
+// returns at once.
 //
-// Between Begin and TakeTurn the caller may record the command (the daemon
-// registers it so that it can be listed, signalled or deleted); a command
-// deleted meanwhile never reaches the shell.
+// While the command holds the turn, the commands submitted after it wait
+// for it: the caller must call TakeTurn or end the command — with Kill,
+// Stop or Cancel, which fail a command that has not run and give its turn
+// back (TakeTurn then returns at once) — and should do so soon. Closing the
+// session, or its end, fails a command whose turn was never taken, as it
+// fails queued ones. Between Begin and TakeTurn the caller may record the
+// command (the daemon registers it so that it can be listed, signalled or
+// deleted); a command ended meanwhile never reaches the shell.
 func (s *Session) Begin(opts CommandOptions) (*Command, error) {
 	c, err := s.prepare(opts)
 	if err != nil {
 		return nil, err
 	}
-	if !s.h.Queue.Claim() {
+	if !s.h.Queue.Hold(c) {
 		if err := s.h.Queue.Push(c); err != nil {
 			return nil, s.h.ErrEnded()
 		}
