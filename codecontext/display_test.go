@@ -56,3 +56,26 @@ func TestPromiseDisplayKeepsCellPrivate(t *testing.T) {
 		}
 	}
 }
+
+// TestNonceOutOfFrames: no frame under a running Python cell holds its end
+// marker's nonce in a local (the driver's main loop kept the cell's JSON
+// line, _run its message): a cell that walks the frames under it finds
+// nothing to forge its end with.
+func TestNonceOutOfFrames(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	cell, _, err := c.Run(t.Context(), CellOptions{Code: `import sys
+f, seen = sys._getframe(), []
+while f is not None:
+    seen.append(repr(f.f_locals)); f = f.f_back
+print("\n".join(seen))`})
+	require.NoError(t, err)
+	out, errOut := output(cell)
+	require.Empty(t, errOut)
+	require.Contains(t, out, "'n': 1") // _execute's locals are there
+	cell.mu.Lock()
+	nonce := string(cell.nonce)
+	cell.mu.Unlock()
+	require.NotEmpty(t, nonce)
+	require.NotContains(t, out, nonce)
+}

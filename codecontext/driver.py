@@ -50,6 +50,7 @@ class _S:
     conn = -1  # the socket the engine sends cells on
     send = None  # its sendall, bound once
     handler = None  # the SIGINT handler a cell set, in place only while cells run
+    marker = None  # returns the running cell's end marker (see _sealed)
 
 
 def _forked():
@@ -238,12 +239,23 @@ def _open_cell(msg):
     sys.stdin = _io_open(0, "r", encoding="utf-8", errors="surrogateescape", closefd=False)
 
 
-def _end_cell(nonce, status):
+def _sealed(nonce):
+    # The end marker, kept from here on by a closure only: no frame on the
+    # stack of a running cell holds it in a local (see main and _run). Code
+    # in the same interpreter can still find it (the driver's globals, gc):
+    # the nonce guards against output that imitates the marker, not against
+    # a cell that goes looking for it.
+    marker = b"\x1eCONCH" + nonce.encode()
+    return lambda: marker
+
+
+def _end_cell(status):
     try:
         cwd = _os.getcwdb()
     except OSError:
         cwd = b""
-    marker = b"\x1eCONCH" + nonce.encode()
+    marker = _S.marker()
+    _S.marker = None
     with _S.lock:
         _S.cell = None
         for fd, m in ((_S.err, marker), (_S.out, marker + b"%d  " % status + cwd + b"\0")):
@@ -256,6 +268,7 @@ def _end_cell(nonce, status):
 
 
 def _run(ns, msg):
+    _S.marker = _sealed(msg.pop("nonce"))
     n = msg["id"]
     name = "<cell %d>" % n
     src = msg["code"]
@@ -273,7 +286,7 @@ def _run(ns, msg):
         # Its part of the cell is done; the cell is the interpreter's to
         # end. Checked by pid, as a native module's fork runs no hook.
         _os._exit(status)
-    _end_cell(msg["nonce"], status)
+    _end_cell(status)
 
 
 def _lines(fd):
@@ -326,8 +339,10 @@ def main():
     for line in _lines(_S.conn):
         if _forked_child():
             _os._exit(1)  # never read cells in a child
+        msg = _loads(line)
+        del line  # the text with the nonce, in a frame under the cell's
         try:
-            _run(main_mod.__dict__, _loads(line))
+            _run(main_mod.__dict__, msg)
         except KeyboardInterrupt:  # an interrupt that came too late for its cell
             if _forked_child():
                 _os._exit(130)
