@@ -139,9 +139,15 @@ func (c *Command) Info() process.Info {
 	return i
 }
 
-// Cancel fails a command that never ran (its session ended first).
+// Cancel fails with err a command that never ran: still queued, or given
+// its turn by Begin and not run (its session ended first, or its caller
+// gave up on it). A command the shell has taken up is left alone: Cancel
+// does nothing to it, and it ends as the shell runs it, with its true
+// result (end it with Kill or Stop).
 func (c *Command) Cancel(err error) {
-	c.finish(process.Result{Reason: process.Failed, Error: err.Error()})
+	// Only a queued one: ending one the shell runs reported it failed at
+	// once while the shell ran it on, its output lost and its cd taken.
+	c.endQueued(process.Result{Reason: process.Failed, Error: err.Error()})
 }
 
 // Run runs the command in its session's shell; the session's queue calls it.

@@ -569,6 +569,40 @@ func TestOutOfFileDescriptors(t *testing.T) {
 	}
 }
 
+// TestCancelRunningCommand: Cancel leaves a command the shell runs alone —
+// it ends with what the shell reports, its output whole and its cd taken —
+// and fails a queued one, which never runs. Cancel marked the running one
+// failed at once while the shell ran it on.
+func TestCancelRunningCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	gate, there, mark := filepath.Join(dir, "gate"), filepath.Join(dir, "there"), filepath.Join(dir, "ran")
+	require.NoError(t, os.Mkdir(there, 0o755))
+	s := newSession(t, Options{Cwd: dir})
+	running, err := s.Submit(CommandOptions{Cmd: "while [ ! -e " + gate + " ]; do sleep 0.02; done; echo A-output; cd " + there})
+	require.NoError(t, err)
+	queued, err := s.Submit(CommandOptions{Cmd: "echo ran > " + mark})
+	require.NoError(t, err)
+	waitRunning(t, running)
+	running.Cancel(errors.New("given up"))
+	queued.Cancel(errors.New("given up"))
+	require.Equal(t, process.Running, running.Info().State, "%+v", running.Info().Result)
+	r := wait(t, queued)
+	require.Equal(t, process.Failed, r.Reason, "%+v", r)
+	require.Equal(t, "given up", r.Error)
+
+	require.NoError(t, os.WriteFile(gate, nil, 0o644))
+	r = wait(t, running)
+	require.Equal(t, process.Exited, r.Reason, "%+v", r)
+	require.Equal(t, 0, code(r))
+	out, _ := output(running)
+	require.Equal(t, "A-output\n", out)
+	require.Equal(t, there, r.Cwd)
+	require.Equal(t, there, s.Cwd())
+	_, err = os.Stat(mark)
+	require.ErrorIs(t, err, fs.ErrNotExist, "the cancelled command ran")
+}
+
 // TestKillQueuedCommand: a signal for a command still in the queue ends it
 // there; it never runs, and no process of the session — an earlier job
 // included — gets the signal.
