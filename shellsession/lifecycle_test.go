@@ -837,3 +837,34 @@ func TestStreamBaseRemoved(t *testing.T) {
 	next := newSession(t, Options{StreamDir: base})
 	expectRun(t, next, "echo next", 0, "next\n")
 }
+
+// TestStreamDirNotADirectory: a StreamDir that names a file, or a link to
+// one, is refused, and left as it was: the file was removed and a
+// directory put in its place. A link to a directory is used, not replaced.
+func TestStreamDirNotADirectory(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	file, link, dirLink := filepath.Join(root, "file"), filepath.Join(root, "link"), filepath.Join(root, "dir-link")
+	require.NoError(t, os.WriteFile(file, []byte("important data"), 0o644))
+	require.NoError(t, os.Symlink(file, link))
+	require.NoError(t, os.Symlink(t.TempDir(), dirLink))
+	for _, base := range []string{file, link} {
+		ctx, cancel := context.WithTimeout(t.Context(), deadline)
+		s, err := New(ctx, Options{StreamDir: base})
+		cancel()
+		if err == nil {
+			s.Close()
+		}
+		require.ErrorIs(t, err, syscall.ENOTDIR, "%s", base)
+	}
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	require.Equal(t, "important data", string(b))
+	fi, err := os.Lstat(link)
+	require.NoError(t, err)
+	require.Equal(t, os.ModeSymlink, fi.Mode().Type())
+	expectRun(t, newSession(t, Options{StreamDir: dirLink}), "echo hi", 0, "hi\n")
+	fi, err = os.Lstat(dirLink)
+	require.NoError(t, err)
+	require.Equal(t, os.ModeSymlink, fi.Mode().Type(), "the link was replaced")
+}

@@ -61,6 +61,9 @@ type Options struct {
 	Ports []int
 	// StreamDir is where the session makes the directory of its stream
 	// FIFOs; empty means /dev/shm when writable, else the temp directory.
+	// A missing one is made (and left after Close); one that is not a
+	// directory or a symbolic link to one is refused with an error wrapping
+	// syscall.ENOTDIR, and left as it is.
 	StreamDir string
 	// StopGrace is how long a command has to stop after the interrupt at its
 	// execution timeout before the session is ended, after TERM from Stop

@@ -1,6 +1,9 @@
 package resident
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"sync/atomic"
 	"syscall"
@@ -27,7 +30,9 @@ type Stream struct {
 
 // MakeDir makes the directory dir anew, if it was removed or something
 // else was put in its place (a symbolic link there is removed, never
-// followed): an interpreter's command may have done either.
+// followed): an interpreter's command may have done either. It is for the
+// engine's own directories only, those MakeTempDir made: whatever is at dir
+// that is not a directory is removed.
 func MakeDir(dir string) error {
 	if fi, err := os.Lstat(dir); err == nil {
 		if fi.IsDir() {
@@ -39,12 +44,30 @@ func MakeDir(dir string) error {
 }
 
 // MakeTempDir makes a new directory in base, as os.MkdirTemp does, after
-// making base anew when it is gone: base is the daemon's instance
-// directory, which a command may have removed (rm -rf /dev/shm/conch-*)
-// with every session's directory in it.
+// making base when it is missing: base is the daemon's instance directory,
+// which a command may have removed (rm -rf /dev/shm/conch-*) with every
+// session's directory in it, or a directory an embedder named. Whatever is
+// at base is never removed: a base that is something else than a
+// directory, or a symbolic link to one, is an error wrapping
+// syscall.ENOTDIR.
 func MakeTempDir(base, pattern string) (string, error) {
-	if err := MakeDir(base); err != nil {
+	fi, err := os.Stat(base) // follows a link: the caller's to make
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if _, lerr := os.Lstat(base); lerr == nil {
+			// A dangling link: made, the directory would land where it
+			// points, or fail.
+			return "", &os.PathError{Op: "make directory in", Path: base, Err: fmt.Errorf("%w (a symbolic link to nothing)", syscall.ENOTDIR)}
+		}
+		if err := os.MkdirAll(base, 0o700); err != nil {
+			return "", err
+		}
+	case err != nil:
 		return "", err
+	case !fi.IsDir():
+		// A file given as the directory was removed, and a directory put
+		// in its place.
+		return "", &os.PathError{Op: "make directory in", Path: base, Err: syscall.ENOTDIR}
 	}
 	return os.MkdirTemp(base, pattern)
 }
