@@ -137,10 +137,12 @@ func (s *Session) start(ctx context.Context, opts RunOptions) (*Process, error) 
 		p.input = inputwatch.Start(pp)
 	}
 	p.stopCancel = context.AfterFunc(ctx, func() {
-		select {
-		case <-pp.Done():
-			return // it exited by itself; its result stands
-		default:
+		if p.exited() {
+			// It exited by itself; its result stands. Done waits for the
+			// output's drain too, which a background job holding stdout
+			// makes last: a ctx that ended in it turned an exit into
+			// ctx's error, and killed the job.
+			return
 		}
 		p.mu.Lock()
 		p.cancelErr = ctx.Err()
@@ -244,13 +246,15 @@ func (p *Process) Wait(ctx context.Context) (int, error) {
 // command then exits with 143 unless it handles the signal. Killing a
 // command that has exited does nothing.
 func (p *Process) Kill() error {
-	select {
-	case <-p.p.Done():
+	if p.exited() { // not Done, which waits for the output's drain too
 		return nil
-	default:
 	}
 	return p.p.Kill(syscall.SIGTERM, 0, 0)
 }
+
+// exited reports whether the command has exited, whether or not its output
+// is drained yet (see Done).
+func (p *Process) exited() bool { return p.p.Info().State == process.Terminal }
 
 // exitCode turns a process result into a shell's exit status.
 func exitCode(r process.Result) (int, error) {

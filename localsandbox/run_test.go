@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -196,6 +197,51 @@ func TestSpawnContextKillsTree(t *testing.T) {
 	_, err = p.Wait(hangGuard(t))
 	require.ErrorIs(t, err, context.Canceled, "Wait, want context.Canceled")
 	assertGone(t, readPids(t, s, "pids"))
+}
+
+// A command that has exited keeps its result when its context ends, or Kill
+// comes, while a background job it left holds its stdout open and its
+// output is still drained: Wait returned the context's error and the job
+// was killed, and Kill sent TERM to the job, though the command had exited.
+func TestExitedDuringDrain(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"context", "kill"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t)
+			guard := hangGuard(t)
+			for try := 0; ; try++ {
+				ctx, cancel := context.WithCancel(guard)
+				defer cancel()
+				p, err := s.Spawn(ctx, RunOptions{Command: "sleep 300 & echo $! > bg; exit 7"})
+				require.NoError(t, err)
+				for p.p.Info().State != process.Terminal && guard.Err() == nil {
+					time.Sleep(time.Millisecond)
+				}
+				if how == "context" {
+					cancel()
+				} else {
+					require.NoError(t, p.Kill())
+				}
+				select {
+				case <-p.p.Done():
+					// Drained already (a starved machine): not the case
+					// under test.
+					require.Less(t, try, 5, "the output was drained before the command's exit was seen, each time")
+					syscall.Kill(readPids(t, s, "bg")[0], syscall.SIGKILL)
+					continue
+				default:
+				}
+				code, err := p.Wait(guard)
+				require.NoError(t, err)
+				require.Equal(t, 7, code)
+				bg := readPids(t, s, "bg")[0]
+				require.True(t, proctree.Alive(bg), "the background job was signalled")
+				syscall.Kill(bg, syscall.SIGKILL)
+				return
+			}
+		})
+	}
 }
 
 // A reader that fell behind the log's retention is told, then goes on.
