@@ -41,11 +41,28 @@ func (c *Context) runningCell() *Cell {
 // when the cell starts to run, which an interrupt waits for, and "A N" when
 // a JavaScript cell awaits the promise its script returned or "I N" when
 // its script was interrupted: an interrupt is not sent again after either.
+//
+// A line longer than any the driver sends (a cell wrote it on the socket)
+// is skipped, not an end of the reading: every interrupt after it would
+// wait for an "S" line never read, and end its context.
 func (c *Context) readControl() {
 	defer c.wg.Done()
-	sc := bufio.NewScanner(c.conn)
-	for sc.Scan() {
-		what, id, _ := strings.Cut(sc.Text(), " ")
+	r := bufio.NewReaderSize(c.conn, 4096)
+	for {
+		line, err := r.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			for err == bufio.ErrBufferFull {
+				_, err = r.ReadSlice('\n')
+			}
+			if err != nil {
+				return
+			}
+			continue
+		}
+		if err != nil {
+			return
+		}
+		what, id, _ := strings.Cut(strings.TrimSuffix(string(line), "\n"), " ")
 		n, err := strconv.Atoi(id)
 		cell := c.runningCell()
 		if err != nil || cell == nil || cell.seq != n {

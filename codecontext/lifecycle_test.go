@@ -591,3 +591,21 @@ threading.Thread(target=late).start()`)
 	require.ErrorIs(t, err, ErrContextEnded)
 	require.Contains(t, err.Error(), "boom in handler")
 }
+
+// TestLongControlLine: a cell that writes a line longer than 64 KiB on the
+// driver's socket does not stop the engine's reading of it: a later
+// interrupt still finds its cell started and interrupts it. Before, the
+// reader ended at that line, and every later interrupt ended its context.
+func TestLongControlLine(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	r, out, errOut := run(t, c, `import os, stat
+fds = [f for f in range(3, 64) if os.path.exists("/proc/self/fd/%d" % f) and stat.S_ISSOCK(os.fstat(f).st_mode)]
+for fd in fds:
+    os.write(fd, b"x" * 70000 + b"\n")
+len(fds)`)
+	require.Equal(t, 0, code(r), errOut)
+	require.Equal(t, "1\n", out)
+	run(t, c, "kept = 1")
+	interruptKeeps(t, c, CellOptions{Code: "import time; time.sleep(60)\nkept = 2"})
+}
