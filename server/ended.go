@@ -1,6 +1,8 @@
 package server
 
 import (
+	"context"
+
 	"github.com/conchsh/conch/process"
 )
 
@@ -52,8 +54,55 @@ func (s *Server) noteEnded(p process.Process, i process.Info) {
 	e.compactLocked()
 	s.mu.Unlock()
 	for _, id := range evict {
+		left, _ := s.reg.Get(id)
 		s.removeRecord(id)
+		s.stopLeftBehind(left)
 	}
+}
+
+// forgetExpired forgets the record of the process with id, whose exit TTL
+// has passed (see expiry), and stops what it left behind.
+func (s *Server) forgetExpired(id string) {
+	left, _ := s.reg.Get(id)
+	s.forget(id)
+	s.stopLeftBehind(left)
+}
+
+// stopLeftBehind stops what p, an ended exec or PTY process whose record
+// the daemon forgot by itself (its exit TTL passed, MaxEnded newer ones are
+// kept), left behind, as a DELETE of the record would: TERM, then KILL after
+// the stop grace, and its cgroup removed. Once the record is gone, nothing
+// else can: its leftovers ran on, unreachable, until the daemon's end. The
+// caller does not wait, but for a Shutdown under way, which waits for it.
+// p nil (the record was gone already) is nothing to do.
+func (s *Server) stopLeftBehind(p process.Process) {
+	if p == nil {
+		return
+	}
+	if i := p.Info(); i.State != process.Terminal || (i.Kind != process.KindExec && i.Kind != process.KindPTY) {
+		return // a session's and a context's end with them
+	}
+	stop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*process.StopGrace)
+		defer cancel()
+		if err := p.Stop(ctx); err != nil {
+			s.log.Warn("stop what a forgotten process left", "id", p.ID(), "err", err)
+		}
+	}
+	s.mu.Lock()
+	closing := s.closing
+	if !closing {
+		s.background.Add(1)
+	}
+	s.mu.Unlock()
+	if closing { // Shutdown's wait for the background is begun or done
+		stop()
+		return
+	}
+	go func() {
+		defer s.background.Done()
+		stop()
+	}()
 }
 
 // forgetLocked stops counting the record of id, which holds n bytes of

@@ -118,8 +118,8 @@ type Server struct {
 	interacts sync.Map           // id -> *turns, for processes that had an interact call
 	hijacked  sync.WaitGroup     // attach handlers, which http.Server does not wait for
 	stdinMu   sync.Mutex         // makes the stdin budget's check and the write one step
-	// background runs the checks that a shell starts (probes.go); Shutdown
-	// waits for it.
+	// background runs the checks that a shell starts (probes.go) and the
+	// stops of what forgotten records left (ended.go); Shutdown waits for it.
 	background sync.WaitGroup
 	metrics    *metrics
 	ms         *http.Server // serves ServeMetrics' listener
@@ -211,7 +211,7 @@ func New(opts Options) (*Server, error) {
 	for _, h := range opts.AllowedHosts {
 		s.hosts[hostcheck.Canonical(h)] = struct{}{}
 	}
-	s.expiry = &expiry{ttl: opts.ExitTTL, max: opts.MaxEnded, forget: s.forget}
+	s.expiry = &expiry{ttl: opts.ExitTTL, max: opts.MaxEnded, forget: s.forgetExpired}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
 	mux := http.NewServeMux()
