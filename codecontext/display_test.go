@@ -1,6 +1,8 @@
 package codecontext
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -78,4 +80,23 @@ print("\n".join(seen))`})
 	cell.mu.Unlock()
 	require.NotEmpty(t, nonce)
 	require.NotContains(t, out, nonce)
+}
+
+// TestTracebackCarets: the carets under the failing part of a Python
+// traceback's line start under it, also on a cell's last line, which has no
+// newline of its own (they were one column to its right).
+func TestTracebackCarets(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	for _, cell := range []string{"x = 1 + undefined_name", "y = 2\nx = 1 + undefined_name"} {
+		r, _, errOut := run(t, c, cell)
+		require.Equal(t, 1, code(r))
+		lines := strings.Split(errOut, "\n")
+		i := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "x = 1 + undefined_name") })
+		require.GreaterOrEqual(t, i, 0, errOut)
+		if !strings.Contains(lines[i+1], "^") { // Python before 3.11 draws no carets here
+			continue
+		}
+		require.Equal(t, strings.Index(lines[i], "undefined_name"), strings.Index(lines[i+1], "^"), errOut)
+	}
 }

@@ -272,7 +272,12 @@ def _run(ns, msg):
     n = msg["id"]
     name = "<cell %d>" % n
     src = msg["code"]
-    linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+    lines = src.splitlines(True)
+    if lines and not lines[-1].endswith("\n"):
+        # As linecache.updatecache reads a file: the traceback's carets
+        # count on the newline.
+        lines[-1] += "\n"
+    linecache.cache[name] = (len(src), None, lines, name)
     _open_cell(msg)
     _S.send(b"O %d\n" % n)
     try:
