@@ -3,6 +3,10 @@
 // spawned in that directory, file helpers, and a shutdown that leaves nothing
 // it started running.
 //
+// The shutdown sends SIGTERM, then SIGKILL to what is still running after a
+// grace (see Session.Stop); a process that both left the command's tree and
+// cleared its environment is out of its reach.
+//
 // A harness creates one Session per sandbox with New, binds its bridge server
 // to the port in Session.Ports, hands Session.Restricted to the code that
 // should run commands but not end the sandbox, and calls Session.Stop when it

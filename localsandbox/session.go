@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/portlease"
@@ -173,8 +174,10 @@ func (r restricted) WriteTextFile(path, text string) error          { return r.s
 // it or its Restricted view that is still running, to their current
 // descendants, and to the processes they left behind that were reparented
 // away (found by SandboxEnv in their environment, so not those that cleared
-// it), and releases the leased port. A Run in flight returns with
-// exit code 143. Stop does not wait for the processes to exit, and leaves the
+// it), then SIGKILL to those still running 5 s later (process.StopGrace),
+// and it releases the leased port. A Run in flight returns with exit code
+// 143, or 137 when its command outlived the grace (it handles or ignores
+// SIGTERM). Stop does not wait for the processes to exit, and leaves the
 // directory as it is. Run and Spawn return ErrStopped afterwards. Calling
 // Stop again does nothing.
 func (s *Session) Stop() error {
@@ -196,8 +199,22 @@ func (s *Session) Stop() error {
 		p.Kill()
 	}
 	s.signalOrphans(syscall.SIGTERM)
+	// A timer, not a goroutine that waits: Stop returns at once, and a
+	// harness that ends before the grace leaves nothing waiting behind.
+	time.AfterFunc(stopGrace, func() {
+		for _, p := range procs {
+			if !p.exited() {
+				p.p.Kill(syscall.SIGKILL, 0, 0)
+			}
+		}
+		s.signalOrphans(syscall.SIGKILL)
+	})
 	return s.lease.Release()
 }
+
+// stopGrace is how long Stop leaves the processes it sent SIGTERM before it
+// sends SIGKILL to those still running, as the rest of conch does.
+const stopGrace = process.StopGrace
 
 // Destroy is Stop: a local session has nothing more to tear down.
 func (s *Session) Destroy() error { return s.Stop() }

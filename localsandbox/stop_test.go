@@ -3,7 +3,6 @@ package localsandbox
 import (
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 
 	"github.com/conchsh/conch/internal/proctree"
@@ -52,13 +51,25 @@ func testStop(t *testing.T, end func(*Session) error) {
 	// An orphan: its parent exits at once, so it is in no tree Stop walks.
 	res, err := r.Run(ctx, RunOptions{Command: "(sleep 300 >/dev/null 2>&1 & echo $! > orphan)"})
 	require.False(t, err != nil || res.ExitCode != 0, "orphan: %+v, %v", res, err)
-	// A command that ignores SIGTERM, so that Stop cannot be waiting for it.
+	// A command that ignores SIGTERM, so that Stop cannot be waiting for it,
+	// and an orphan that ignores it too, in a session of its own.
 	stubborn, err := s.Spawn(ctx, RunOptions{Command: "trap '' TERM; sleep 300 & echo $! > stubborn; wait"})
 	require.NoError(t, err)
+	res, err = r.Run(ctx, RunOptions{Command: "setsid bash -c 'trap \"\" TERM; echo $$ > stubborn-orphan; exec sleep 300' >/dev/null 2>&1 &"})
+	require.False(t, err != nil || res.ExitCode != 0, "stubborn orphan: %+v, %v", res, err)
+	// A Run in flight that handles SIGTERM and goes on.
+	trapDone := make(chan RunResult, 1)
+	go func() {
+		res, err := s.Run(ctx, RunOptions{Command: "trap 'echo got TERM' TERM; echo $$ > trapper; while :; do sleep 0.05; done"})
+		assert.NoError(t, err)
+		trapDone <- res
+	}()
 	waitLines(ctx, file("pids"), 4)
 	waitLines(ctx, file("view/pids"), 4)
 	waitLines(ctx, file("runpid"), 1)
 	waitLines(ctx, file("stubborn"), 1)
+	waitLines(ctx, file("stubborn-orphan"), 1)
+	waitLines(ctx, file("trapper"), 1)
 	port := s.Ports()[0]
 
 	stopped := make(chan error, 1)
@@ -70,19 +81,28 @@ func testStop(t *testing.T, end func(*Session) error) {
 		t.Fatal("Stop waited for a process that ignores SIGTERM")
 	}
 	stubbornPid := readPids(t, s, "stubborn")[0]
-	assert.True(t, proctree.Alive(stubbornPid), "a process ignoring SIGTERM is gone: Stop did more than send SIGTERM")
-	syscall.Kill(stubbornPid, syscall.SIGKILL)
-	stubborn.Kill()
-	syscall.Kill(stubborn.PID(), syscall.SIGKILL)
+	assert.True(t, proctree.Alive(stubbornPid), "a process ignoring SIGTERM is gone at once: Stop did more than send SIGTERM")
+	// What outlives SIGTERM gets SIGKILL after the grace: it ran on for
+	// ever, a Run in flight with it.
+	code, err := stubborn.Wait(ctx)
+	assert.False(t, code != 137 || err != nil, "ignoring SIGTERM: Wait = %d, %v, want 137", code, err)
+	select {
+	case res := <-trapDone:
+		assert.Equal(t, 137, res.ExitCode, "Run in flight handling SIGTERM: exit code %d, want 137", res.ExitCode)
+		assert.Contains(t, res.Stdout, "got TERM")
+	case <-ctx.Done():
+		t.Fatal("a Run in flight that handles SIGTERM outlived Stop")
+	}
+	assertGone(t, readPids(t, s, "stubborn"))
+	assertGone(t, readPids(t, s, "stubborn-orphan"))
+	assertGone(t, readPids(t, s, "trapper"))
 
 	res = <-runDone
 	assert.Equal(t, 143, res.ExitCode, "Run in flight: exit code %d, want 143", res.ExitCode)
-	code, err := spawned.Wait(ctx)
+	code, err = spawned.Wait(ctx)
 	assert.False(t, code != 143 || err != nil, "spawned: Wait = %d, %v, want 143", code, err)
 	code, err = viaView.Wait(ctx)
 	assert.False(t, code != 143 || err != nil, "spawned through the restricted view: Wait = %d, %v, want 143", code, err)
-	_, err = stubborn.Wait(ctx)
-	assert.NoError(t, err)
 	assertGone(t, readPids(t, s, "pids"))
 	assertGone(t, readPids(t, s, "view/pids"))
 	assertGone(t, readPids(t, s, "runpid"))
