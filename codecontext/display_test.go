@@ -100,3 +100,22 @@ func TestTracebackCarets(t *testing.T) {
 		require.Equal(t, strings.Index(lines[i], "undefined_name"), strings.Index(lines[i+1], "^"), errOut)
 	}
 }
+
+// TestStdoutStreamAPI: Python's sys.stdout takes what a TextIOWrapper
+// does that agents write often: reconfigure(encoding=...), and its buffer
+// can be wrapped in an io.TextIOWrapper; closing that wrapper leaves the
+// cells' stdout open.
+func TestStdoutStreamAPI(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	r, out, errOut := run(t, c, `import io, sys
+sys.stdout.reconfigure(encoding="utf-8")
+w = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", write_through=True)
+w.write("wrapped\n"); w.close()
+sys.stdout.reconfigure(encoding="latin-1"); print("\u00e9"); sys.stdout.reconfigure(encoding="utf-8")
+print("\u00e9", sys.stdout.encoding, sys.stdout.buffer.writable(), sys.stdout.buffer.seekable())`)
+	require.Equal(t, 0, code(r), errOut)
+	require.Equal(t, "wrapped\n\xe9\n\u00e9 utf-8 True False\n", out)
+	_, out, _ = run(t, c, "print('next')")
+	require.Equal(t, "next\n", out)
+}

@@ -93,9 +93,15 @@ def _emit(which, b):
             b = b[_os.write(fd, b):]
 
 
-class _Bin:
+class _Bin(io.BufferedIOBase):
+    # sys.stdout.buffer: a binary stream, which io.TextIOWrapper takes. It
+    # serves every cell, so closing it (a wrapper's close does) closes
+    # nothing.
     def __init__(self, fd):
         self._fd = fd
+
+    def writable(self):
+        return True
 
     def write(self, b):
         _emit(self._fd, bytes(b))
@@ -104,13 +110,21 @@ class _Bin:
     def flush(self):
         pass
 
+    def close(self):
+        pass
+
     def fileno(self):
         return self._fd
+
+    def isatty(self):
+        return False
 
 
 class _Out(io.TextIOBase):
     encoding = "utf-8"
     errors = "backslashreplace"
+    line_buffering = False
+    write_through = True
 
     def __init__(self, fd, name):
         self._fd = fd
@@ -126,10 +140,23 @@ class _Out(io.TextIOBase):
     def isatty(self):
         return False
 
+    def reconfigure(self, *, encoding=None, errors=None, newline=None, line_buffering=None,
+                    write_through=None):
+        # As TextIOWrapper's, for what a stream that writes at once has.
+        if encoding is not None:
+            "".encode(encoding)  # LookupError for an unknown one
+            self.encoding = encoding
+            if errors is None:
+                errors = "strict"
+        if errors is not None:
+            self.errors = errors
+        if line_buffering is not None:
+            self.line_buffering = bool(line_buffering)
+
     def write(self, s):
         if not isinstance(s, str):
             raise TypeError("write() argument must be str, not " + type(s).__name__)
-        _emit(self._fd, s.encode("utf-8", "backslashreplace"))
+        _emit(self._fd, s.encode(self.encoding, self.errors))
         return len(s)
 
 
