@@ -3,10 +3,27 @@ package localsandbox
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 )
+
+// ErrNotRegularFile is wrapped by the error of a file helper given a path
+// that is not a regular file (or a symbolic link to one): a directory, a
+// FIFO, a socket or a device. A FIFO would block the helper until a
+// writer or reader comes, for ever if none does, and a device such as
+// /dev/zero never ends; use errors.Is.
+var ErrNotRegularFile = errors.New("not a regular file")
+
+// ErrFileTooLarge is wrapped by ReadFile's error for a file larger than
+// MaxReadFileSize; use errors.Is.
+var ErrFileTooLarge = errors.New("file too large")
+
+// MaxReadFileSize is the most bytes ReadFile and ReadTextFile return: a
+// larger file is an error wrapping ErrFileTooLarge, not read into memory.
+const MaxReadFileSize = 64 << 20
 
 // resolve returns path, made absolute against the session's directory. It
 // does not confine it there: an absolute path, a "..", or a symbolic link
@@ -18,18 +35,79 @@ func (s *Session) resolve(path string) string {
 	return filepath.Join(s.dir, path)
 }
 
+// openRegular opens the regular file at p with flag, never waiting: a FIFO
+// is opened without blocking (O_NONBLOCK) and then refused, as is anything
+// else that is not a regular file.
+func openRegular(op, p string, flag int) (*os.File, error) {
+	f, err := os.OpenFile(p, flag|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o644)
+	switch {
+	case errors.Is(err, syscall.ENXIO):
+		// A FIFO opened for writing with no reader, or a socket.
+		return nil, fmt.Errorf("%s %s: %w", op, p, ErrNotRegularFile)
+	case errors.Is(err, syscall.EISDIR):
+		return nil, fmt.Errorf("%s %s: %w (a directory)", op, p, ErrNotRegularFile)
+	}
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s %s: %w (%s)", op, p, ErrNotRegularFile, fileKind(fi.Mode()))
+	}
+	return f, nil
+}
+
+// fileKind names what a mode that is not a regular file's is.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	}
+	return "not a regular file"
+}
+
 // ReadFile reads the file at path, relative to the session's directory
 // unless absolute. The path is not confined to the directory: an absolute
 // path, a "..", or a symbolic link reaches anywhere the calling user can.
-// A missing file is reported with ok false and a nil error;
-// any other failure, such as a directory at path, is an error.
+// A missing file is reported with ok false and a nil error; any other
+// failure is an error. Only a regular file is read: a directory, FIFO,
+// socket or device is an error wrapping ErrNotRegularFile, and a file
+// larger than MaxReadFileSize one wrapping ErrFileTooLarge; neither
+// blocks.
 func (s *Session) ReadFile(path string) (data []byte, ok bool, err error) {
-	data, err = os.ReadFile(s.resolve(path))
+	p := s.resolve(path)
+	f, err := openRegular("read", p, os.O_RDONLY)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
 	}
 	if err != nil {
 		return nil, false, err
+	}
+	defer f.Close()
+	tooLarge := fmt.Errorf("read %s: %w: more than %d bytes (MaxReadFileSize)", p, ErrFileTooLarge, MaxReadFileSize)
+	if fi, err := f.Stat(); err == nil && fi.Size() > MaxReadFileSize {
+		return nil, false, tooLarge
+	}
+	// Bounded still: the file may grow as it is read.
+	data, err = io.ReadAll(io.LimitReader(f, MaxReadFileSize+1))
+	if err != nil {
+		return nil, false, err
+	}
+	if len(data) > MaxReadFileSize {
+		return nil, false, tooLarge
 	}
 	return data, true, nil
 }
@@ -43,15 +121,24 @@ func (s *Session) ReadTextFile(path string) (text string, ok bool, err error) {
 
 // WriteFile writes data to the file at path, relative to the session's
 // directory unless absolute, replacing what it held. Like ReadFile, it does
-// not confine the path to the directory. Missing parent
-// directories are created. A new file gets mode 0644 and new directories
-// 0755, less the umask.
+// not confine the path to the directory, and writes only a regular file: a
+// directory, FIFO, socket or device at path is an error wrapping
+// ErrNotRegularFile. Missing parent directories are created. A new file
+// gets mode 0644 and new directories 0755, less the umask.
 func (s *Session) WriteFile(path string, data []byte) error {
 	p := s.resolve(path)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
-	return os.WriteFile(p, data, 0o644)
+	f, err := openRegular("write", p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // WriteTextFile is WriteFile with the bytes of text.

@@ -2,6 +2,7 @@ package localsandbox
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -77,4 +78,54 @@ func TestWriteUnderAFile(t *testing.T) {
 	require.NoError(t, s.WriteTextFile("f", "x"))
 	err := s.WriteTextFile("f/g", "y")
 	require.Error(t, err, "writing under a regular file succeeded")
+}
+
+// The file helpers read and write regular files only, without blocking: a
+// FIFO a command made blocked ReadFile and WriteFile until someone opened
+// its other end, for ever if nobody did, and ReadFile of /dev/zero read
+// until memory ran out. A file larger than MaxReadFileSize is refused
+// rather than read into memory.
+func TestFilesRefuseWhatIsNotARegularFile(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	ctx := hangGuard(t)
+	res, err := s.Run(ctx, RunOptions{Command: "mkfifo pipe && mkdir dir && ln -s pipe link"})
+	require.False(t, err != nil || res.ExitCode != 0, "%+v, %v", res, err)
+	calls := map[string]func() error{
+		"read a FIFO":        func() error { _, _, err := s.ReadFile("pipe"); return err },
+		"read a link to one": func() error { _, _, err := s.Restricted().ReadFile("link"); return err },
+		"write a FIFO":       func() error { return s.WriteFile("pipe", []byte("x")) },
+		"read /dev/zero":     func() error { _, _, err := s.ReadFile("/dev/zero"); return err },
+		"write /dev/null":    func() error { return s.WriteTextFile("/dev/null", "x") },
+		"read a directory":   func() error { _, _, err := s.ReadFile("dir"); return err },
+		"write a directory":  func() error { return s.WriteFile("dir", []byte("x")) },
+	}
+	for name, call := range calls {
+		done := make(chan error, 1)
+		go func() { done <- call() }()
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, ErrNotRegularFile, name)
+		case <-ctx.Done():
+			// Let it go: a writer and a reader end the FIFO's opens.
+			s.Run(context.Background(), RunOptions{Command: "exec 3<>pipe; exec 3>&-"})
+			t.Fatalf("%s blocks", name)
+		}
+	}
+	fi, err := os.Lstat(filepath.Join(s.Dir(), "pipe"))
+	require.NoError(t, err)
+	require.Equal(t, os.ModeNamedPipe, fi.Mode().Type())
+
+	// A sparse file one byte over the bound costs nothing to make.
+	big := filepath.Join(s.Dir(), "big")
+	require.NoError(t, os.WriteFile(big, nil, 0o644))
+	require.NoError(t, os.Truncate(big, MaxReadFileSize+1))
+	data, ok, err := s.ReadFile("big")
+	require.ErrorIs(t, err, ErrFileTooLarge)
+	require.False(t, ok || data != nil)
+	require.NoError(t, os.Truncate(big, MaxReadFileSize))
+	data, ok, err = s.ReadFile("big")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Len(t, data, MaxReadFileSize)
 }
