@@ -75,6 +75,16 @@ func (r *outputReader) fill() error {
 		}
 		closed := r.log.Closed() // before the page, so the page holds every frame
 		pg := r.log.Page(r.after, pageFrames)
+		if pg.TruncatedHead && r.after == 0 {
+			// A reader that has taken nothing yet starts from the first
+			// byte still retained: it fell behind nothing. It failed
+			// before its first byte once the log's start was dropped, and
+			// io.ReadAll got nothing but the error.
+			pg.TruncatedHead = false
+			if len(pg.Frames) == 0 {
+				r.after = pg.Next // past what was dropped, to wait for what comes
+			}
+		}
 		if pg.TruncatedHead {
 			r.after = pg.Next
 			if len(pg.Frames) > 0 {

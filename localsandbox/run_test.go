@@ -249,16 +249,43 @@ func TestSpawnReaderBehindRetention(t *testing.T) {
 	t.Parallel()
 	s := newSession(t)
 	ctx := hangGuard(t)
-	p, err := s.Spawn(ctx, RunOptions{Command: "head -c 20000000 /dev/zero"})
+	p, err := s.Spawn(ctx, RunOptions{Command: "echo first; while [ ! -e gate ]; do sleep 0.01; done; head -c 20000000 /dev/zero"})
+	require.NoError(t, err)
+	r := p.Stdout()
+	buf := make([]byte, 4096)
+	n, err := r.Read(buf)
+	require.NoError(t, err)
+	require.Equal(t, "first\n", string(buf[:n]))
+	require.NoError(t, s.WriteFile("gate", nil))
+	code, err := p.Wait(ctx)
+	require.False(t, code != 0 || err != nil, "Wait = %d, %v", code, err)
+	_, err = r.Read(buf)
+	require.ErrorIs(t, err, ErrOutputDropped, "Read after the drop, want ErrOutputDropped")
+	n2, err := io.Copy(io.Discard, r)
+	require.False(t, err != nil || n2 == 0 || n2 >= 20000000, "after the drop: %d bytes, %v; want what is retained", n2, err)
+}
+
+// A reader made after the log's start was dropped starts from the first
+// byte retained, with no error: it fell behind nothing. It failed before
+// its first byte, and io.ReadAll got nothing but ErrOutputDropped.
+func TestSpawnNewReaderAfterDrop(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	ctx := hangGuard(t)
+	p, err := s.Spawn(ctx, RunOptions{Command: "head -c 20000000 /dev/zero | tr '\\0' a; echo END"})
 	require.NoError(t, err)
 	code, err := p.Wait(ctx)
 	require.False(t, code != 0 || err != nil, "Wait = %d, %v", code, err)
-	r := p.Stdout()
-	buf := make([]byte, 4096)
-	_, err = r.Read(buf)
-	require.ErrorIs(t, err, ErrOutputDropped, "first Read, want ErrOutputDropped")
-	n, err := io.Copy(io.Discard, r)
-	require.False(t, err != nil || n == 0 || n >= 20000000, "after the drop: %d bytes, %v; want what is retained", n, err)
+	for range 2 {
+		out, err := io.ReadAll(p.Stdout())
+		require.NoError(t, err)
+		require.True(t, len(out) > 0 && len(out) < 20000004, "%d bytes", len(out))
+		require.True(t, strings.HasSuffix(string(out), "aaaEND\n"), "ends %q", out[max(0, len(out)-10):])
+		require.Empty(t, strings.Trim(string(out[:len(out)-4]), "a"))
+	}
+	sc := bufio.NewScanner(p.Stderr())
+	require.False(t, sc.Scan())
+	require.NoError(t, sc.Err())
 }
 
 func TestRunLargeOutput(t *testing.T) {
