@@ -126,7 +126,11 @@ func New(ctx context.Context, opts Options) (*Context, error) {
 	if err != nil {
 		return nil, fmt.Errorf("make context directory: %w", err)
 	}
-	c := &Context{id: id, opts: opts, interp: in, dir: dir, cwd: opts.Cwd}
+	cwd := opts.Cwd
+	if cwd == "" { // the interpreter starts in the daemon's, as a shell session's does
+		cwd, _ = os.Getwd()
+	}
+	c := &Context{id: id, opts: opts, interp: in, dir: dir, cwd: cwd}
 	c.h = resident.New(resident.Config{
 		ID: id, Name: opts.Name, Noun: "context", Ended: ErrContextEnded,
 		Containment: opts.Containment, Limits: opts.Limits,

@@ -609,3 +609,20 @@ len(fds)`)
 	run(t, c, "kept = 1")
 	interruptKeeps(t, c, CellOptions{Code: "import time; time.sleep(60)\nkept = 2"})
 }
+
+// TestCwdWithoutOption: a context made without a cwd reports the
+// directory its interpreter starts in, the daemon's, at once, and so does
+// its first cell (both were empty until the first cell ended).
+func TestCwdWithoutOption(t *testing.T) {
+	t.Parallel()
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	for _, lang := range languages {
+		c := newContext(t, Options{Language: lang})
+		require.Equal(t, wd, c.Cwd())
+		require.Equal(t, wd, c.Info().Cwd)
+		cell, _, err := c.Run(t.Context(), CellOptions{Code: "1"})
+		require.NoError(t, err)
+		require.Equal(t, wd, cell.Info().Cwd)
+	}
+}
