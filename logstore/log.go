@@ -42,6 +42,9 @@ type Options struct {
 // and any number of readers at once. Readers hold its lock only to copy a
 // bounded batch of frame headers, never while they wait or deliver, so a slow
 // reader never holds the writer back.
+//
+// The zero Log is not ready for use: make one with New, or Init a zero one.
+// Write on a Log made neither way panics.
 type Log struct {
 	keep      KeepLogs
 	retention int // bytes of frames kept at most
@@ -135,6 +138,11 @@ func (l *Log) Keep() KeepLogs { return l.keep }
 func (l *Log) Write(ch Channel, p []byte) {
 	if !ch.valid() {
 		panic("logstore: write on " + ch.String())
+	}
+	if l.retention == 0 {
+		// Set by Init only, never changed: with none, the write would
+		// loop for ever, cutting empty frames, holding the lock.
+		panic("logstore: Write on a Log made neither by New nor by Init")
 	}
 	if len(p) == 0 {
 		return

@@ -450,3 +450,22 @@ func TestKeepNoneHeld(t *testing.T) {
 	l.Write(Stdout, []byte("later\n"))
 	require.Empty(t, l.Excerpt(0, 0).Head, "nothing is kept once released")
 }
+
+// Write on a zero Log, made neither by New nor by Init, panics and says
+// so: it spun for ever holding the log's lock, cutting empty frames.
+func TestZeroLogWritePanics(t *testing.T) {
+	t.Parallel()
+	panicked := make(chan any, 1)
+	go func() {
+		defer func() { panicked <- recover() }()
+		var l Log
+		l.Write(Stdout, []byte("x"))
+	}()
+	select {
+	case p := <-panicked:
+		require.NotNil(t, p, "Write on a zero Log went through")
+		require.Contains(t, p, "neither by New nor by Init")
+	case <-time.After(30 * time.Second):
+		t.Fatal("Write on a zero Log never returned")
+	}
+}
