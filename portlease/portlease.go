@@ -104,7 +104,12 @@ func acquire(dir string, candidate func(try int) (net.Listener, error)) (*Lease,
 		lease, err := lockPort(dir, port)
 		ln.Close()
 		if err != nil {
-			return nil, fmt.Errorf("lease port: %w", err)
+			// This port's lock path cannot be locked: something else is
+			// there (a directory, a file of another user's that cannot be
+			// opened), which any user of the shared directory can put
+			// there. Another port may do.
+			lastErr = err
+			continue
 		}
 		if lease != nil {
 			return lease, nil

@@ -224,3 +224,32 @@ func TestLinkedLockFileSkipped(t *testing.T) {
 	_, err = os.Lstat(target)
 	require.True(t, os.IsNotExist(err), "a file was made where the link points")
 }
+
+// TestUnopenableLockPathSkipped: a port whose lock path cannot be opened —
+// a directory there, which any user of the shared directory can make —
+// counts as taken, and Acquire tries another port: it gave up at the first
+// such path.
+func TestUnopenableLockPathSkipped(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var blocked []int
+	candidate := func(try int) (net.Listener, error) {
+		ln, err := anyLoopbackPort(try)
+		if err == nil && try < 3 {
+			port := ln.Addr().(*net.TCPAddr).Port
+			require.NoError(t, os.Mkdir(filepath.Join(dir, strconv.Itoa(port)+".lock"), 0o700))
+			blocked = append(blocked, port)
+		}
+		return ln, err
+	}
+	l, err := acquire(dir, candidate)
+	require.NoError(t, err)
+	defer l.Release()
+	require.Len(t, blocked, 3)
+	require.NotContains(t, blocked, l.Port())
+	for _, port := range blocked {
+		fi, err := os.Lstat(filepath.Join(dir, strconv.Itoa(port)+".lock"))
+		require.NoError(t, err)
+		require.True(t, fi.IsDir(), "the directory at a lock path was replaced")
+	}
+}
