@@ -24,7 +24,7 @@ _DRIVER = os.path.abspath(__file__)
 # json.loads, ast.parse or a method of socket.socket changes its own calls,
 # not the driver's.
 _os = types.SimpleNamespace(**{n: getattr(os, n) for n in (
-    "write", "read", "open", "close", "dup", "dup2", "getcwdb", "getpid", "_exit",
+    "write", "writev", "read", "open", "close", "dup", "dup2", "getcwdb", "getpid", "_exit",
     "devnull", "O_RDONLY", "O_WRONLY", "O_RDWR")})
 _loads = json.loads
 _parse, _Expr, _Expression = ast.parse, ast.Expr, ast.Expression
@@ -91,6 +91,38 @@ def _emit(which, b):
         fd = _S.out if which == 1 else _S.err
         while b:
             b = b[_os.write(fd, b):]
+
+
+def _raw_dropped(fd):
+    # Whether a raw write to fd (os.write, os.writev) is dropped: to fd 1 or
+    # 2 from a thread whose cell has ended, which would write into the cell
+    # running then (or between cells into the interpreter's own output).
+    return (fd == 1 or fd == 2) and (_S.cell is None or _cell_of_thread() != _S.cell)
+
+
+def _guarded(write, size):
+    def guarded(fd, data):
+        if threading.current_thread() is threading.main_thread():
+            # The running cell's, or a handler in it; it never waits for
+            # the lock, which the code it interrupted may hold.
+            if _raw_dropped(fd):
+                return size(data)
+            return write(fd, data)
+        with _S.lock:  # the cell cannot end between the look and the write
+            if _raw_dropped(fd):
+                return size(data)
+            return write(fd, data)
+    guarded.__name__ = write.__name__
+    guarded.__doc__ = write.__doc__
+    return guarded
+
+
+def _nbytes(data):
+    return memoryview(data).nbytes
+
+
+def _nbytes_all(buffers):
+    return sum(memoryview(b).nbytes for b in buffers)
 
 
 class _Bin(io.BufferedIOBase):
@@ -354,6 +386,8 @@ def main():
     _S.pid = _os.getpid()
     os.register_at_fork(after_in_child=_forked)
     threading.Thread.start = _start
+    os.write = _guarded(_os.write, _nbytes)
+    os.writev = _guarded(_os.writev, _nbytes_all)
     signal.signal(signal.SIGINT, _on_int)
     sys.stdout = sys.__stdout__ = _Out(1, "<stdout>")
     sys.stderr = sys.__stderr__ = _Out(2, "<stderr>")

@@ -173,3 +173,30 @@ func TestErrorFormat(t *testing.T) {
 		require.NotContains(t, errOut, "driver")
 	})
 }
+
+// TestPythonLateRawWrites: raw writes to fds 1 and 2 (os.write, os.writev)
+// from a thread of a Python cell that has ended reach neither a later cell
+// nor the interpreter's own output, and report every byte written, while
+// the running cell's own raw writes, also from its threads, stay in its log.
+// Before, they went to fd 1 or 2 as it was then: the running cell's FIFO.
+func TestPythonLateRawWrites(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	r, _, errOut := run(t, c, `import os, threading
+go, done, res = threading.Event(), threading.Event(), []
+def late():
+    go.wait()
+    res.append(os.write(1, b"late raw\n"))
+    res.append(os.writev(2, [b"late ", b"rawv\n"]))
+    done.set()
+threading.Thread(target=late, daemon=True).start()`)
+	require.Equal(t, 0, code(r), errOut)
+	r, out, errOut := run(t, c, `go.set(); done.wait(20)
+os.write(1, b"own\n")
+t = threading.Thread(target=lambda: os.writev(2, [b"own thread\n"])); t.start(); t.join()
+res`)
+	require.Equal(t, 0, code(r), errOut)
+	require.Equal(t, "own\n[9, 10]\n", out)
+	require.Equal(t, "own thread\n", errOut)
+	require.NotContains(t, c.h.Diag().Tail(), "late")
+}
