@@ -20,10 +20,26 @@ import (
 const leaseTries = 128
 
 // Dir returns the directory holding one lock file per leased port:
-// "conch-ports" under os.TempDir. Every process on the machine that leases
-// ports through this package uses it, whichever user runs it, so it is
-// created world-writable with the sticky bit, like /tmp itself.
-func Dir() string { return filepath.Join(os.TempDir(), "conch-ports") }
+// /tmp/conch-ports. Every process on the machine that leases ports through
+// this package uses it, whichever user runs it and whatever its TMPDIR, so
+// it is created world-writable with the sticky bit, like /tmp itself. It
+// does not follow TMPDIR: two processes with different TMPDIRs (a CI job's,
+// a user's) would not see each other's leases and could be handed the same
+// port. Only where /tmp cannot hold it (no /tmp/conch-ports, and /tmp is
+// not a directory this process can write) is it "conch-ports" under
+// os.TempDir, shared with the processes that fall back to the same one.
+func Dir() string {
+	if fi, err := os.Stat(sharedDir); err == nil && fi.IsDir() {
+		return sharedDir
+	}
+	if fi, err := os.Stat("/tmp"); err == nil && fi.IsDir() && syscall.Access("/tmp", 3) == nil { // W_OK|X_OK
+		return sharedDir
+	}
+	return filepath.Join(os.TempDir(), "conch-ports")
+}
+
+// sharedDir is the machine's lease directory (see Dir).
+const sharedDir = "/tmp/conch-ports"
 
 // Lease is one loopback port reserved for its holder. The reservation is
 // an advisory lock that other processes leasing through this package respect;

@@ -253,3 +253,13 @@ func TestUnopenableLockPathSkipped(t *testing.T) {
 		require.True(t, fi.IsDir(), "the directory at a lock path was replaced")
 	}
 }
+
+// TestDirIgnoresTMPDIR: the lease directory is the machine's, whatever a
+// process's TMPDIR: under os.TempDir, two processes with different TMPDIRs
+// did not see each other's leases. Not parallel: it sets TMPDIR.
+func TestDirIgnoresTMPDIR(t *testing.T) {
+	before := Dir()
+	t.Setenv("TMPDIR", t.TempDir())
+	require.Equal(t, before, Dir())
+	require.Equal(t, "/tmp/conch-ports", Dir(), "this machine's /tmp is a writable directory")
+}
