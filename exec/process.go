@@ -192,6 +192,20 @@ type startError struct{ err error }
 
 func (e startError) Error() string { return e.err.Error() }
 
+// startFailed is err, a failure to start the process, as Start reports it:
+// a startError (the process Failed: its program, its user) unless the
+// system lacked a resource to start any process (open files, processes,
+// memory), which is Start's own error: the program is not at fault, and
+// another try may work.
+func startFailed(err error) error {
+	for _, short := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.EAGAIN, syscall.ENOMEM} {
+		if errors.Is(err, short) {
+			return err
+		}
+	}
+	return startError{err}
+}
+
 // startPipes starts p.cmd with stdout and stderr on pipes, and stdin on a
 // pipe when open (otherwise /dev/null), as the leader of a new session
 // without a controlling terminal, and returns the read ends of stdout and
@@ -232,7 +246,7 @@ func (p *Process) startPipes(openStdin bool) ([]output, error) {
 	if err != nil {
 		closeRaw(outR, errR)
 		closeAll(inW)
-		return nil, startError{err}
+		return nil, startFailed(err)
 	}
 	p.pidfd = pidfd
 	p.in = inW
@@ -298,6 +312,7 @@ func (p *Process) fail(err error) {
 	p.info.State = process.Terminal
 	p.info.Result = &process.Result{Reason: process.Failed, Error: err.Error()}
 	p.info.ExitedAt = time.Now()
+	p.cmd = nil // its environment may be large (E2BIG): the record keeps none of it, as exit's
 	p.mu.Unlock()
 	p.log.Close()
 	close(p.done)

@@ -38,7 +38,7 @@ func (p *Process) startPTY(size process.TerminalSize) ([]output, error) {
 	tty.Close() // the child has its own; the master reads EIO once every copy is closed
 	if err != nil {
 		master.Close()
-		return nil, startError{err}
+		return nil, startFailed(err)
 	}
 	p.pty = master
 	p.feed = newFeeder(master, nil)

@@ -248,6 +248,42 @@ func TestServeOutOfFiles(t *testing.T) {
 	require.Equal(t, "fits\n", r.Stdout)
 }
 
+// A daemon out of open files refuses a one-shot process with 429 too,
+// whichever step of its start ran out: it answered some starts 201 with a
+// process that had "failed" ("fork/exec /usr/bin/bash: too many open
+// files", "enter v1 cgroup: open .../tasks: too many open files"), which
+// blames the command, as for a missing program.
+func TestServeOutOfFilesExec(t *testing.T) {
+	t.Parallel()
+	s := startServeWith(t, serveSetup{under: []string{"bash", "-c", `ulimit -n 60 && exec "$@"`, "bash"}})
+	// Each request is bounded: one that needs a new connection is not
+	// accepted while the daemon has no descriptor for it.
+	ctx := func() context.Context {
+		c, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		t.Cleanup(cancel)
+		return c
+	}
+	// Starts of each kind take 3 to 6 descriptors, for a moment or for
+	// good, and the short ones give theirs back as they end: the daemon
+	// runs out at each step of a start in turn.
+	kinds := []client.StartOptions{{Cmd: "sleep 60"}, {Cmd: "sleep 0.1", Stdin: "open"}, {Cmd: "sleep 0.2", Kind: "pty"},
+		{Cmd: "sleep 60", Stdin: "open"}, {Cmd: "sleep 0.1"}}
+	refusals := 0
+	for i := range 300 {
+		p, err := s.c.Start(ctx(), kinds[i%len(kinds)])
+		if err != nil {
+			var refused *client.Error
+			require.ErrorAs(t, err, &refused)
+			require.Equal(t, http.StatusTooManyRequests, refused.Status, "%v", refused)
+			require.Equal(t, client.CodeResourceExhausted, refused.Code)
+			refusals++
+			continue
+		}
+		require.NotEqual(t, "failed", string(p.Reason), "a start that ran out of files: %s", p.Error)
+	}
+	require.Positive(t, refusals, "300 processes fit in 60 open files")
+}
+
 // A daemon whose stderr is not read (a terminal held by Ctrl-S, a stalled
 // log reader) answers on: its log lines wait, then are dropped. Each line
 // was written under a lock every request's line takes, and once the pipe
