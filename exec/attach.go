@@ -123,8 +123,14 @@ func (a *Attachment) Read(b []byte) (int, error) {
 }
 
 // Write sends b to the terminal as typed input. Unlike WriteStdin, it
-// waits while the input queue is full, as a terminal's writer would.
+// waits while the input queue is full, as a terminal's writer would. After
+// Close it sends nothing and returns io.ErrClosedPipe, as Read does.
 func (a *Attachment) Write(b []byte) (int, error) {
+	select {
+	case <-a.closed:
+		return 0, io.ErrClosedPipe
+	default:
+	}
 	written := 0
 	for {
 		err := a.p.WriteStdin(b[written:])
@@ -140,6 +146,8 @@ func (a *Attachment) Write(b []byte) (int, error) {
 		case <-a.p.feed.waitProgress():
 		case <-a.p.done:
 			return written, process.ErrStdinNotOpen
+		case <-a.closed:
+			return written, io.ErrClosedPipe
 		}
 	}
 }

@@ -117,3 +117,23 @@ func TestAttachStalledReader(t *testing.T) {
 	assert.NotZero(t, ds[0].gapReports, "the stalled reader was told of no gap")
 	assert.Zero(t, ds[1].gapReports, "the reader that kept up")
 }
+
+// TestAttachWriteAfterClose: a closed attachment sends no input, as it
+// reads none: Write after Close returns io.ErrClosedPipe, and the program
+// never gets the line. It went through.
+func TestAttachWriteAfterClose(t *testing.T) {
+	t.Parallel()
+	p := start(t, Options{Kind: process.KindPTY, Cmd: "stty -echo; printf R; read line; echo got-$line"})
+	waitOutput(t, p, "R")
+	a, err := p.Attach(t.Context())
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+	n, err := a.Write([]byte("late\n"))
+	require.ErrorIs(t, err, io.ErrClosedPipe)
+	require.Zero(t, n)
+	// The line that follows is the first the program reads.
+	require.NoError(t, p.WriteStdin([]byte("direct\n")))
+	waitOutput(t, p, "got-direct")
+	require.NotContains(t, logText(p.Log(), 0), "late")
+	require.True(t, sameResult(wait(t, p), process.ExitedWith(0)))
+}
