@@ -603,6 +603,23 @@ func TestCancelRunningCommand(t *testing.T) {
 	require.ErrorIs(t, err, fs.ErrNotExist, "the cancelled command ran")
 }
 
+// TestRunWithEndedContext: Run with a ctx that has ended already submits
+// nothing, as localsandbox's Run starts nothing: it ran the command all
+// the same, and returned the ctx's error while the command went on.
+func TestRunWithEndedContext(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := newSession(t, Options{Cwd: dir})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	c, _, err := s.Run(ctx, CommandOptions{Cmd: "echo ran > mark"})
+	require.ErrorIs(t, err, context.Canceled)
+	require.True(t, c == nil, "a command was submitted")
+	expectRun(t, s, "echo next", 0, "next\n") // the session's queue is as it was
+	_, err = os.Stat(filepath.Join(dir, "mark"))
+	require.ErrorIs(t, err, fs.ErrNotExist, "the command ran")
+}
+
 // TestKillQueuedCommand: a signal for a command still in the queue ends it
 // there; it never runs, and no process of the session — an earlier job
 // included — gets the signal.

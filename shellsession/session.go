@@ -370,11 +370,16 @@ func (s *Session) forget(c *Command) {
 }
 
 // Run submits a command and waits for it to end or ctx to be done. A
-// command that fails is not an error: its Result says how it ended.
+// command that fails is not an error: its Result says how it ended. A ctx
+// that has ended already submits nothing: Run returns its error and no
+// command. Once submitted, the command runs on when ctx ends.
 //
 // When no command runs or waits, the command runs on the caller's
 // goroutine, which would only wait for it otherwise (see Begin).
 func (s *Session) Run(ctx context.Context, opts CommandOptions) (*Command, process.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, process.Result{}, err
+	}
 	c, err := s.Begin(opts)
 	if err != nil {
 		return nil, process.Result{}, err
