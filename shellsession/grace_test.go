@@ -45,8 +45,12 @@ func TestOptionsChecked(t *testing.T) {
 	_, err := New(t.Context(), Options{Cwd: "."})
 	require.ErrorIs(t, err, process.ErrInvalidArgument)
 	s := newSession(t, Options{})
-	for _, opts := range []CommandOptions{{Cmd: "true", KeepLogs: "forever"}, {Cmd: "true", Stdin: "half"}} {
+	// A negative timeout too, as exec and the API refuse it: it was taken
+	// for none.
+	for _, opts := range []CommandOptions{{Cmd: "true", KeepLogs: "forever"}, {Cmd: "true", Stdin: "half"}, {Cmd: "true", ExecutionTimeout: -time.Second}} {
 		_, err := s.Submit(opts)
-		require.ErrorIs(t, err, process.ErrInvalidArgument)
+		require.ErrorIs(t, err, process.ErrInvalidArgument, "%+v", opts)
+		_, _, err = s.Run(t.Context(), opts)
+		require.ErrorIs(t, err, process.ErrInvalidArgument, "%+v", opts)
 	}
 }

@@ -305,7 +305,9 @@ type CommandOptions struct {
 	Stdin process.Stdin
 	// ExecutionTimeout, when positive, interrupts the command that long
 	// after it starts (not while it waits in the queue), and ends the session
-	// if it has not stopped Options.StopGrace later.
+	// if it has not stopped Options.StopGrace later. Zero means none; a
+	// negative one is refused with ErrInvalidArgument, as package exec and
+	// the daemon's API refuse it.
 	ExecutionTimeout time.Duration
 	// KeepLogs is the command's log policy.
 	KeepLogs logstore.KeepLogs
@@ -335,6 +337,9 @@ func (s *Session) prepare(opts CommandOptions) (*Command, error) {
 	case "", process.StdinClosed, process.StdinOpen:
 	default:
 		return nil, fmt.Errorf("%w: stdin %q: want closed or open", process.ErrInvalidArgument, opts.Stdin)
+	}
+	if opts.ExecutionTimeout < 0 {
+		return nil, fmt.Errorf("%w: negative executionTimeout", process.ErrInvalidArgument)
 	}
 	keep, err := logstore.ParseKeepLogs(string(opts.KeepLogs))
 	if err != nil {
