@@ -35,8 +35,10 @@ func (p *Process) CloseStdin() error {
 func (p *Process) WaitingForInput() bool { return p.input.Waiting() }
 
 // WaitForInput blocks until the command waits for input and returns nil,
-// or returns ErrExited when it exits first (at once for a command spawned
-// without OpenStdin, once it exits), or ctx.Err().
+// or returns ErrExited when it exits first, or ctx.Err() when ctx ends
+// first. A command spawned without OpenStdin never waits for input: for
+// it, WaitForInput blocks until the command exits and returns ErrExited
+// (or until ctx ends).
 func (p *Process) WaitForInput(ctx context.Context) error {
 	for {
 		changed := p.input.Changed()
