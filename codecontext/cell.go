@@ -58,6 +58,7 @@ type Cell struct {
 	readers     int
 	readersDone chan struct{} // closed when both stream readers have returned
 	timers      []*time.Timer
+	errTail     []byte         // the last bytes of its stderr (see driverFailedStatus)
 	meter       resident.Meter // what it costs, from begin on
 	usage       process.Usage  // the room for its result's usage (see Meter.Account)
 }
@@ -242,7 +243,13 @@ func (cell *Cell) interpreterExited() {
 		switch {
 		case ws.Exited():
 			r = cell.resultFor(process.ExitedWith(ws.ExitStatus()))
-			if why := c.driverFailure(); why != "" {
+			why := c.driverFailure()
+			if why == "" && ws.ExitStatus() == driverFailedStatus {
+				cell.mu.Lock()
+				why = failureWhy(string(cell.errTail), c.opts.Language)
+				cell.mu.Unlock()
+			}
+			if why != "" {
 				r = process.Result{Reason: process.Lost, Error: driverFailedWhy + why}
 			}
 		case ws.Signaled():
@@ -268,6 +275,12 @@ const driverFailedWhy = "the context's driver failed, which ended its interprete
 // why, when it fails and ends (driver.py's and driver.js's last handler).
 const driverFailedLine = "conch: the driver failed:"
 
+// driverFailedStatus is the exit status of a driver that failed. A Python
+// driver whose own descriptors a cell closed (os.closerange) says why on fd
+// 2, the running cell's stderr, instead: the engine looks there when the
+// interpreter exits with it and its own output says nothing.
+const driverFailedStatus = 70
+
 // driverFailure returns why the driver said it failed, if it said so on its
 // own output before its interpreter exited: the exception's message (a
 // traceback's last line, a stack's first). It waits a moment for the rest of
@@ -277,13 +290,22 @@ func (c *Context) driverFailure() string {
 	case <-c.h.Diag().Ended():
 	case <-time.After(500 * time.Millisecond):
 	}
-	_, why, ok := strings.Cut(c.h.Diag().Tail(), driverFailedLine)
-	if !ok {
+	return failureWhy(c.h.Diag().Tail(), c.opts.Language)
+}
+
+// failureWhy returns the message after the last driverFailedLine in text.
+func failureWhy(text string, lang Language) string {
+	i := strings.LastIndex(text, driverFailedLine)
+	if i < 0 {
 		return ""
 	}
-	lines := strings.Split(strings.TrimSpace(why), "\n")
+	why := strings.TrimSpace(text[i+len(driverFailedLine):])
+	if why == "" {
+		return ""
+	}
+	lines := strings.Split(why, "\n")
 	line := lines[0]
-	if c.opts.Language == Python {
+	if lang == Python {
 		line = lines[len(lines)-1]
 	}
 	if len(line) > 200 {
@@ -306,7 +328,12 @@ func (cell *Cell) readStream(st *stream, ch logstore.Channel, trailer bool) {
 	cell.mu.Lock()
 	nonce := cell.nonce
 	cell.mu.Unlock()
-	sc := sentinel.NewScanner(nonce, trailer, func(b []byte) { cell.log.Write(ch, b) })
+	sc := sentinel.NewScanner(nonce, trailer, func(b []byte) {
+		cell.log.Write(ch, b)
+		if ch == logstore.Stderr {
+			cell.noteErr(b)
+		}
+	})
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := st.R.Read(buf)
@@ -325,6 +352,17 @@ func (cell *Cell) readStream(st *stream, ch logstore.Channel, trailer bool) {
 			}
 			return
 		}
+	}
+}
+
+// noteErr keeps the last KiB of the cell's stderr.
+func (cell *Cell) noteErr(b []byte) {
+	const keep = 1 << 10
+	cell.mu.Lock()
+	defer cell.mu.Unlock()
+	cell.errTail = append(cell.errTail, b...)
+	if n := len(cell.errTail); n > keep {
+		cell.errTail = append(cell.errTail[:0], cell.errTail[n-keep:]...)
 	}
 }
 

@@ -336,6 +336,7 @@ async function run(ctx, msg, gen) {
 async function runOpened(ctx, cell, gen) {
   const msg = cell.msg;
   place([[msg.stdin || '/dev/null', 'r'], [msg.stdout, 'w'], [msg.stderr, 'w']]);
+  keepListeners();
   current = cell;
   Atomics.store(awaiting, 1, cell.id);
   send(`O ${cell.id}\n`);
@@ -346,6 +347,7 @@ async function runOpened(ctx, cell, gen) {
     return 1;
   });
   finish(cell, status);
+  keepListeners();
   // A callback the cell left could hold the thread when the next cell
   // comes: the worker is there to end it (see probeOrphan).
   if (!started && leftovers()) startInterruptor();
@@ -393,8 +395,19 @@ function failCell(e) {
   }
 }
 
-process.on('uncaughtException', failCell);
-process.on('unhandledRejection', failCell);
+// The driver's listeners, which a cell may remove (process.removeAllListeners()):
+// without them an exception no cell caught would end the interpreter, with
+// Node's report of the driver's source. They are put back before and after
+// each cell.
+const ownListeners = [['uncaughtException', failCell], ['unhandledRejection', failCell]];
+function keepListeners() {
+  for (const [event, listener] of ownListeners) {
+    if (process.rawListeners(event).includes(listener)) continue;
+    process.on(event, listener);
+    if (listener === onNewListener) sigintTouched = true; // it saw nothing meanwhile
+  }
+}
+keepListeners();
 // The engine names the cell it interrupts in the file "int": a signal
 // handled late, when another cell runs, is not for that one.
 const intFile = path.join(path.dirname(process.argv[2]), 'int');
@@ -428,6 +441,7 @@ function pendingINT() {
 let sigintTouched = false; // a SIGINT listener was added since the watchdog's handler was put back
 function onNewListener(type) { if (type === 'SIGINT') sigintTouched = true; }
 process.on('newListener', onNewListener);
+ownListeners.push(['newListener', onNewListener]);
 function sigintOwn() {
   if (!watchdog) return [];
   const listeners = process.rawListeners('SIGINT');

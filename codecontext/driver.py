@@ -239,7 +239,17 @@ def _strip(te, seen):
 def _print_exc(e):
     te = _TracebackException(type(e), e, e.__traceback__)
     _strip(te, set())
-    sys.stderr.write("".join(te.format()))
+    _err("".join(te.format()))
+
+
+def _err(text):
+    # Writes what the driver reports for a cell to sys.stderr, as the REPL
+    # does, or, when the cell made that unusable (sys.stderr = None), to the
+    # cell's stderr: the report is not lost, nor the driver with it.
+    try:
+        sys.stderr.write(text)
+    except Exception:
+        _emit(2, text.encode("utf-8", "backslashreplace"))
 
 
 def _compile(src, name):
@@ -258,7 +268,7 @@ def _exit_status(e):
         return 0
     if isinstance(code, int):
         return code & 0xFF
-    sys.stderr.write(str(code) + "\n")
+    _err(str(code) + "\n")
     return 1
 
 
@@ -342,7 +352,7 @@ def _run(ns, msg):
     try:
         body, last = _compile(src, name)
     except (SyntaxError, ValueError, OverflowError, MemoryError) as e:
-        sys.stderr.write("".join(_format_exception_only(type(e), e)))
+        _err("".join(_format_exception_only(type(e), e)))
         status = 1
     else:
         status = _execute(ns, body, last, n)
@@ -419,14 +429,22 @@ try:
 except SystemExit:  # main's own (an interpreter too old): its message is written
     raise
 except BaseException as e:  # the driver's own failure: say why where the engine keeps it
-    _fd = _S.diag if _S.diag >= 0 else 2
-    _os.write(_fd, b"conch: the driver failed:\n")
     try:
         _why = traceback.format_exc()
     except BaseException:  # the traceback module may be what a cell broke
+        _why = ""
+    try:
+        _last = "%s: %s\n" % (type(e).__name__, e)
+    except BaseException:
+        _last = type(e).__name__ + "\n"
+    try:
+        _os.write(_S.diag if _S.diag >= 0 else 2, b"conch: the driver failed:\n" + (_why or _last).encode("utf-8", "backslashreplace"))
+    except BaseException:
+        # A cell closed the driver's descriptors (os.closerange): fd 2 is
+        # the running cell's stderr, where the engine looks when the
+        # interpreter exits 70 and its own output says nothing.
         try:
-            _why = "%s: %s\n" % (type(e).__name__, e)
+            _os.write(2, b"\nconch: the driver failed:\n" + _last.encode("utf-8", "backslashreplace"))
         except BaseException:
-            _why = type(e).__name__ + "\n"
-    _os.write(_fd, _why.encode("utf-8", "backslashreplace"))
+            pass
     _os._exit(70)  # as driver.js: nothing more written after why

@@ -626,3 +626,46 @@ func TestCwdWithoutOption(t *testing.T) {
 		require.Equal(t, wd, cell.Info().Cwd)
 	}
 }
+
+// TestDriverDeathsReported: what a cell does to the driver beyond an
+// exception it raises is reported for what it is. A Python cell that closes
+// the driver's descriptors (os.closerange) ends lost, saying that the driver
+// failed and why, not exited 1 with CPython's fatal report. A JavaScript
+// cell that removes every listener of process leaves the driver's: an
+// exception a later cell's timer throws fails that cell, and the context
+// lives on. A Python cell that sets sys.stderr = None and raises gets its
+// traceback on its stderr, and the context lives on.
+func TestDriverDeathsReported(t *testing.T) {
+	t.Parallel()
+	t.Run("closerange", func(t *testing.T) {
+		t.Parallel()
+		c := newContext(t, Options{Language: Python})
+		r, _, errOut := run(t, c, `import os; os.closerange(3, 1000); print("closed all")`)
+		require.Equal(t, process.Lost, r.Reason, "%+v %q", r, errOut)
+		require.Contains(t, r.Error, "driver failed")
+		require.Contains(t, r.Error, "Bad file descriptor")
+		require.NotContains(t, errOut, "Fatal Python error")
+		require.NotContains(t, errOut, "lost sys.stderr")
+	})
+	t.Run("removeAllListeners", func(t *testing.T) {
+		t.Parallel()
+		c := newContext(t, Options{Language: JavaScript})
+		r, _, errOut := run(t, c, "process.removeAllListeners(); 1")
+		require.Equal(t, 0, code(r), errOut)
+		r, _, errOut = run(t, c, `setTimeout(() => { throw new Error("boom") }, 10); await new Promise(r => setTimeout(r, 200)); 2`)
+		require.Equal(t, 1, code(r), "%+v %q", r, errOut)
+		require.Contains(t, errOut, "boom")
+		require.NotContains(t, errOut, "value:")
+		_, out, _ := run(t, c, "3")
+		require.Equal(t, "3\n", out)
+	})
+	t.Run("stderr None", func(t *testing.T) {
+		t.Parallel()
+		c := newContext(t, Options{Language: Python})
+		r, _, errOut := run(t, c, "import sys; sys.stderr = None; 1/0")
+		require.Equal(t, 1, code(r), "%+v", r)
+		require.Contains(t, errOut, "ZeroDivisionError")
+		_, out, _ := run(t, c, "sys.stderr = sys.__stderr__; 3")
+		require.Equal(t, "3\n", out)
+	})
+}
