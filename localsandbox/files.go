@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -89,6 +90,9 @@ func fileKind(m fs.FileMode) string {
 // blocks.
 func (s *Session) ReadFile(path string) (data []byte, ok bool, err error) {
 	p := s.resolve(path)
+	if strings.HasSuffix(path, "/") && p != "/" {
+		p += "/" // names a directory, as the kernel takes it: never a file
+	}
 	f, err := openRegular("read", p, os.O_RDONLY)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
@@ -122,11 +126,17 @@ func (s *Session) ReadTextFile(path string) (text string, ok bool, err error) {
 // WriteFile writes data to the file at path, relative to the session's
 // directory unless absolute, replacing what it held. Like ReadFile, it does
 // not confine the path to the directory, and writes only a regular file: a
-// directory, FIFO, socket or device at path is an error wrapping
-// ErrNotRegularFile. Missing parent directories are created. A new file
-// gets mode 0644 and new directories 0755, less the umask.
+// directory, FIFO, socket or device at path, or a path ending in "/", is
+// an error wrapping ErrNotRegularFile. Missing parent directories are
+// created. A new file gets mode 0644 and new directories 0755, less the
+// umask.
 func (s *Session) WriteFile(path string, data []byte) error {
 	p := s.resolve(path)
+	if strings.HasSuffix(path, "/") {
+		// It names a directory: cleaned away, the slash made this write
+		// the file without it ("sub/" wrote sub).
+		return fmt.Errorf("write %s: %w (the path ends in /: it names a directory)", path, ErrNotRegularFile)
+	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}

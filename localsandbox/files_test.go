@@ -129,3 +129,21 @@ func TestFilesRefuseWhatIsNotARegularFile(t *testing.T) {
 	require.True(t, ok)
 	require.Len(t, data, MaxReadFileSize)
 }
+
+// A path ending in "/" names a directory, never a file: WriteFile("sub/")
+// wrote a file named sub, and ReadFile("sub/") read it.
+func TestTrailingSlashNamesADirectory(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	err := s.WriteFile("sub/", []byte("x"))
+	require.ErrorIs(t, err, ErrNotRegularFile)
+	_, err = os.Lstat(filepath.Join(s.Dir(), "sub"))
+	require.ErrorIs(t, err, os.ErrNotExist, "something was made at sub")
+	require.NoError(t, s.WriteTextFile("file", "x"))
+	_, ok, err := s.ReadFile("file/")
+	require.Error(t, err)
+	require.False(t, ok)
+	require.NoError(t, os.Mkdir(filepath.Join(s.Dir(), "dir"), 0o755))
+	_, _, err = s.ReadFile("dir/")
+	require.ErrorIs(t, err, ErrNotRegularFile)
+}
