@@ -304,7 +304,16 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		metricsDone := make(chan error, 1)
 		go func() { metricsDone <- s.ms.Shutdown(ctx) }()
 		s.stopAll(ctx)
+		// Every process has ended, and with it every handler that waited
+		// on one. A connection still open after a grace is a client slow
+		// to send its request or its body, which would hold net/http's
+		// Shutdown until ctx ends (a byte a second does): it is closed.
+		late := time.AfterFunc(closeGrace, func() {
+			_ = s.hs.Close()
+			_ = s.ms.Close()
+		})
 		err := cmp.Or(<-httpDone, <-metricsDone)
+		late.Stop()
 		s.hijacked.Wait()
 		s.background.Wait()
 		close(s.stopped)
@@ -314,6 +323,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	})
 	return s.shutErr
 }
+
+// closeGrace is how long Shutdown lets requests finish once every process
+// has ended, before it closes the connections still open.
+const closeGrace = 2 * time.Second
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, s.health())

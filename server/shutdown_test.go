@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,4 +60,34 @@ func TestShutdownEndsEverything(t *testing.T) {
 	_, err = d.c.Health(c)
 	require.Error(t, err, "the daemon no longer listens")
 	require.NoError(t, srv.Shutdown(sctx), "a second Shutdown is harmless")
+}
+
+// TestShutdownClosesTricklingClients: a client that sends its request's
+// body a byte at a time (to /livez, which needs no token) does not hold
+// the shutdown: once every process has ended, the connections still open
+// are closed. Before, Shutdown waited for it until its context ran out,
+// and conch serve exited 1 ("context deadline exceeded") 30 s later.
+func TestShutdownClosesTricklingClients(t *testing.T) {
+	t.Parallel()
+	d, served := serveOwn(t)
+	for _, path := range []string{"/livez", "/v1/processes"} {
+		conn, err := net.Dial("tcp", d.addr)
+		require.NoError(t, err)
+		defer conn.Close()
+		_, err = fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Length: 100000\r\n\r\n{", path, testToken)
+		require.NoError(t, err)
+		go func() {
+			for range 200 {
+				time.Sleep(100 * time.Millisecond)
+				if _, err := conn.Write([]byte(" ")); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(300 * time.Millisecond) // the requests are read, their bodies trickle
+	sctx, cancel := context.WithTimeout(ctx(t), 15*time.Second)
+	defer cancel()
+	require.NoError(t, d.srv.Shutdown(sctx))
+	require.NoError(t, <-served)
 }
