@@ -44,6 +44,11 @@ func TestOptionsChecked(t *testing.T) {
 	t.Parallel()
 	_, err := New(t.Context(), Options{Cwd: "."})
 	require.ErrorIs(t, err, process.ErrInvalidArgument)
+	// An id the shell's environment cannot hold: the shell failed to
+	// start ("start bash: start bash: ... contains NUL").
+	_, err = New(t.Context(), Options{ID: "a\x00b"})
+	require.ErrorIs(t, err, process.ErrInvalidArgument)
+	require.Contains(t, err.Error(), "id holds NUL")
 	s := newSession(t, Options{})
 	// A negative timeout too, as exec and the API refuse it: it was taken
 	// for none.

@@ -145,6 +145,12 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 	if err := process.CheckEnv(opts.Env); err != nil {
 		return nil, err
 	}
+	// The id tags the shell's environment (CONCH_TREE), which cannot hold
+	// NUL: the shell failed to start, with an error that was no
+	// ErrInvalidArgument.
+	if err := process.CheckArg("id", opts.ID); err != nil {
+		return nil, err
+	}
 	opts.StopGrace = process.OrDefault(opts.StopGrace, process.StopGrace)
 	opts.DrainDelay = process.OrDefault(opts.DrainDelay, process.DrainDelay)
 	if opts.Cwd != "" {
@@ -229,10 +235,12 @@ func (s *Session) start() error {
 	}
 	var first string // what the shell is sent before its init script
 	if readsInputLink(s.sh) {
-		first, err = s.linkInput(cmd)
+		if first, err = s.linkInput(cmd); err != nil {
+			err = fmt.Errorf("start %s: %w", s.sh.Path, err)
+		}
 	}
 	if err == nil {
-		err = s.h.Start(cmd)
+		err = s.h.Start(cmd) // its error names the shell already, or says what was refused
 	}
 	if rc, cerr := r.SyscallConn(); cerr == nil {
 		// The shell's end: a socket's two ends are two inodes.
@@ -241,7 +249,7 @@ func (s *Session) start() error {
 	r.Close()
 	if err != nil {
 		w.Close()
-		return fmt.Errorf("start %s: %w", s.sh.Path, err)
+		return err
 	}
 	s.cmd, s.stdin, s.diag = cmd, w, s.h.Diag()
 	wrc, err := w.SyscallConn()
