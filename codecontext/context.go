@@ -54,7 +54,9 @@ type Options struct {
 	// Dir is where the context makes its private directory (the driver,
 	// its socket, the cells' FIFOs); empty means /dev/shm when writable,
 	// else the temp directory. A daemon gives its instance's directory, so
-	// that what a killed daemon left is removed with it.
+	// that what a killed daemon left is removed with it. A missing one is
+	// made; one that is not a directory or a symbolic link to one is
+	// refused with an error wrapping syscall.ENOTDIR, and left as it is.
 	Dir string
 	// Containment is where the context gets a cgroup of its own, entered
 	// as the interpreter starts, which everything it starts stays in and ends with
