@@ -2,8 +2,10 @@
 //
 // A Queue starts a worker goroutine only while it has work, so an idle queue
 // costs no goroutine; a caller that would only wait for its job can run it
-// itself in a turn it claims. Jobs waiting their turn can be failed all at once with
-// Close, as when the session they belong to ends.
+// itself in a turn it claims (Claim), or holds for the job until it runs it
+// (Hold), which Close ends should the caller never take it. Jobs waiting
+// their turn can be failed all at once with Close, as when the session they
+// belong to ends.
 package queue
 
 import (
