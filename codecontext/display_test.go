@@ -119,3 +119,28 @@ print("\u00e9", sys.stdout.encoding, sys.stdout.buffer.writable(), sys.stdout.bu
 	_, out, _ = run(t, c, "print('next')")
 	require.Equal(t, "next\n", out)
 }
+
+// TestStackWithoutDriver: an error's stack, as a cell reads it or a
+// displayed value shows it, has the cell's frames and none of the driver's
+// (nor node:vm's, through which the driver runs the cell), also for a
+// function a cell defined that a later cell calls.
+func TestStackWithoutDriver(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	for _, cell := range []string{
+		"console.log(new Error('x').stack); undefined",
+		"({ e: new Error('x') })",
+		"function made() { return new Error('y') }; undefined",
+		"made().stack",
+		"await null; new Error('z').stack",
+	} {
+		r, out, errOut := run(t, c, cell)
+		require.Equal(t, 0, code(r), "%s: %s", cell, errOut)
+		if out == "" {
+			continue
+		}
+		require.Contains(t, out, "<cell ", cell)
+		require.NotContains(t, out, "driver", cell)
+		require.NotContains(t, out, "node:vm", cell)
+	}
+}

@@ -59,6 +59,30 @@ try {
   ({ processTopLevelAwait } = require('internal/repl/await'));
 } catch {}
 
+// An error's stack is cut where a cell's code was called from the driver
+// (its script's run through node:vm, the driver's frames under it), so that
+// no stack a cell sees or shows (error.stack, a displayed Error or rejected
+// Promise) has a frame of the driver: Node's own formatting gets the frames
+// above that. The driver's own look at the stack (othersCode) sees it whole.
+let wholeStacks = false;
+try {
+  const errors = require('internal/errors');
+  const format = errors.prepareStackTraceCallback || errors.prepareStackTrace;
+  const { setPrepareStackTraceCallback } = require('internal/test/binding').internalBinding('errors');
+  if (typeof format === 'function' && typeof setPrepareStackTraceCallback === 'function') {
+    const isCell = (f) => typeof f === 'string' && f.startsWith('<cell ');
+    const isDriver = (f) => f === DRIVER || (typeof f === 'string' && f.startsWith('node:vm'));
+    setPrepareStackTraceCallback((globalThis, error, trace) => {
+      let cut = -1;
+      if (!wholeStacks) try {
+        const first = trace.findIndex((cs) => isCell(cs.getFileName()));
+        if (first >= 0) cut = trace.findIndex((cs, i) => i > first && isDriver(cs.getFileName()));
+      } catch {}
+      return format(globalThis, error, cut < 0 ? trace : trace.slice(0, cut));
+    });
+  }
+} catch {}
+
 // emit writes a cell's output, unless it comes from a callback of a cell
 // that has ended: that goes nowhere.
 function emit(which, chunk, encoding) {
@@ -585,8 +609,11 @@ function watchOrphans() {
 function othersCode() {
   const limit = Error.stackTraceLimit;
   Error.stackTraceLimit = Infinity;
+  wholeStacks = true;
+  let stack;
+  try { stack = new Error().stack; } finally { wholeStacks = false; }
   // Frames of the stack, not the "at async" callers that wait for them.
-  const frames = (new Error().stack || '').split('\n').filter((l) => /^\s+at (?!async )/.test(l));
+  const frames = (stack || '').split('\n').filter((l) => /^\s+at (?!async )/.test(l));
   Error.stackTraceLimit = limit;
   const below = frames.slice(3);
   return below.length > 0 && !below.some((l) => l.includes(DRIVER));
