@@ -49,8 +49,11 @@ func (l Limits) Or(d Limits) Limits {
 	return l
 }
 
-// Validate checks that no limit is negative, and that a limit is large
-// enough for a process to start under it.
+// Validate checks that no limit is negative, that a limit is large
+// enough for a process to start under it, and that it is no larger than
+// the kernel's files take (MaxPids, MaxCPUMillis): a limit past them was
+// refused by the kernel when the cgroup was made, or, for the CPU, wrapped
+// around to another limit.
 func (l Limits) Validate() error {
 	switch {
 	case l.MemoryBytes < 0, l.Pids < 0, l.CPUMillis < 0:
@@ -59,15 +62,32 @@ func (l Limits) Validate() error {
 		return fmt.Errorf("memoryBytes must be at least %d", minMemory)
 	case l.Pids == 1:
 		return errors.New("pids must be at least 2")
+	case l.Pids > MaxPids:
+		return fmt.Errorf("pids must be at most %d (the kernel's PID_MAX_LIMIT)", MaxPids)
 	case l.CPUMillis > 0 && l.CPUMillis < 10:
 		return errors.New("cpuMillis must be at least 10")
+	case l.CPUMillis > MaxCPUMillis:
+		return fmt.Errorf("cpuMillis must be at most %d (a million cores)", MaxCPUMillis)
 	}
 	return nil
 }
 
 // minMemory is the least memory limit taken: below it not even a shell
-// starts.
+// starts. Memory has no maximum: the kernel takes any byte count up to
+// 2^63-1 (v1's memory.limit_in_bytes and v2's memory.max round it down to
+// pages and cap it at what a page counter holds: no limit).
 const minMemory = 1 << 20
+
+const (
+	// MaxPids is the largest pids limit: PID_MAX_LIMIT, the most
+	// processes a 64-bit kernel has; pids.max refuses more (EINVAL).
+	MaxPids = 4 << 20
+	// MaxCPUMillis is the largest CPU limit: a million cores. Its quota
+	// (1e11 µs per 100 ms period) is below the kernel's largest
+	// (2^44-1 µs; cpu.max and cpu.cfs_quota_us refuse more) and
+	// CPUMillis*cpuPeriod does not overflow.
+	MaxCPUMillis = 1_000_000_000
+)
 
 // ErrUnsupported is wrapped by the error of a limit the host cannot apply
 // (its controller is neither delegated on cgroup v2 nor mounted on v1);

@@ -2,7 +2,10 @@ package containment_test
 
 import (
 	"errors"
+	"math"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -124,5 +127,60 @@ func TestRootRemadeWhenRemoved(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// The largest limits Validate takes are ones the kernel applies as asked,
+// and past them Validate refuses: before, pids 2^31 and cpuMillis 2^59+1
+// failed in the kernel (EINVAL, an internal error), and cpuMillis
+// 92233720368548 and 576460752303423500 overflowed into no quota and 1.2%
+// of a core.
+func TestLimitsAtTheKernelsMaximums(t *testing.T) {
+	t.Parallel()
+	for _, l := range []containment.Limits{
+		{Pids: containment.MaxPids + 1}, {Pids: 1 << 31}, {Pids: math.MaxInt64},
+		{CPUMillis: containment.MaxCPUMillis + 1}, {CPUMillis: 92233720368548},
+		{CPUMillis: 576460752303423489}, {CPUMillis: 576460752303423500}, {CPUMillis: math.MaxInt64},
+	} {
+		if err := l.Validate(); err == nil {
+			t.Errorf("Validate(%+v) took it", l)
+		}
+	}
+	max := containment.Limits{MemoryBytes: math.MaxInt64, Pids: containment.MaxPids, CPUMillis: containment.MaxCPUMillis}
+	if err := max.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r := containmenttest.Limited(t, max)
+	m, err := r.New("max", max)
+	if err != nil {
+		t.Fatalf("the largest limits: %v", err)
+	}
+	defer m.Destroy()
+	if cmd, out := run(t, m, "echo ok"); !cmd.ProcessState.Success() || out != "ok\n" {
+		t.Fatalf("under the largest limits: %v %q", cmd.ProcessState, out)
+	}
+	// What the kernel holds, where this host applies it (v1 here; a v2
+	// host's cpu.max is checked on files in TestV2LimitFiles).
+	want := map[string]string{
+		"pids.max":          strconv.Itoa(containment.MaxPids),
+		"cpu.cfs_quota_us":  "100000000000",
+		"cpu.cfs_period_us": "100000",
+	}
+	seen := map[string]bool{}
+	for _, d := range r.Dirs()[1:] {
+		for f, v := range want {
+			b, err := os.ReadFile(filepath.Join(d, "max", f))
+			if err != nil {
+				continue
+			}
+			seen[f] = true
+			if got := strings.TrimSpace(string(b)); got != v {
+				t.Errorf("%s/%s = %s, want %s", d, f, got, v)
+			}
+		}
+	}
+	ctl := r.Controllers()
+	if ctl["pids"] == "v1" && !seen["pids.max"] || ctl["cpu"] == "v1" && !seen["cpu.cfs_quota_us"] {
+		t.Errorf("v1 limits %v, files read %v", ctl, seen)
 	}
 }
