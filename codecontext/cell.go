@@ -45,6 +45,7 @@ type Cell struct {
 	cwd         string // the directory it started in
 	nonce       sentinel.Nonce
 	isStarted   bool // the driver runs it
+	opened      bool // the driver has opened its streams
 	awaiting    bool // its JavaScript script returned a promise the driver awaits
 	pendingINT  bool // an interrupt waits for isStarted
 	interrupted bool
@@ -172,7 +173,13 @@ func (cell *Cell) Run() {
 	if err := c.send(msg); err != nil {
 		<-c.exited // a failed write means the interpreter is gone
 	}
-	c.intr.sent(cell.seq)
+	// A JavaScript driver that has not opened the cell 200 ms later may be
+	// held by a callback an earlier cell left: its worker is told, and looks.
+	cell.addTimer(time.AfterFunc(openedWithin, func() {
+		if !cell.wasOpened() {
+			c.intr.sent(cell.seq)
+		}
+	}))
 	select {
 	case <-cell.endsDone:
 	case <-c.exited:
@@ -414,6 +421,24 @@ func (cell *Cell) streamEnded(end *sentinel.End, trailer bool) {
 	}
 	cell.finish(cell.resultFor(process.ExitedWith(e.Status)))
 	close(cell.endsDone)
+}
+
+// openedWithin is how long a JavaScript driver has to open a cell it was
+// sent before its worker is told.
+const openedWithin = 200 * time.Millisecond
+
+// markOpened records that the driver has opened the cell's streams.
+func (cell *Cell) markOpened() {
+	cell.mu.Lock()
+	cell.opened = true
+	cell.mu.Unlock()
+	cell.stdin.Opened()
+}
+
+func (cell *Cell) wasOpened() bool {
+	cell.mu.Lock()
+	defer cell.mu.Unlock()
+	return cell.opened
 }
 
 // started records that the driver runs the cell: an interrupt that waited

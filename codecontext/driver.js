@@ -559,8 +559,8 @@ function restoreHooks() {
 // interrupted cell's code is (Runtime.terminateExecution). A short callback
 // of an ended cell is left alone. A callback left by a cell that ended by
 // itself is looked at the same way once the engine has sent the next cell
-// and the driver has not opened it 200 ms later (the worker is told of each
-// cell sent): the first look turns the hook on. The termination drops the microtasks
+// and the driver has not opened it 200 ms later (the engine then tells the
+// worker): the first look turns the hook on. The termination drops the microtasks
 // queued at that moment, the driver's among them: recover then finishes
 // the cell that was ending, and starts the loop of cells anew.
 let orphans = 0; // interrupted cells whose promise is still pending
@@ -713,14 +713,12 @@ async function checkOrphan(seen) {
 parentPort.on('message', () => {
   if (!orphanCheck) orphanCheck = setTimeout(checkOrphan, 200, -1);
 });
-// The engine sent cell id: when the main thread has not opened it 200 ms
-// later, it may be held by a callback a cell left; look.
+// The engine sent cell id 200 ms ago, and the main thread has not opened
+// it: it may be held by a callback a cell left; look.
 function sent(id) {
-  setTimeout(() => {
-    if (Atomics.load(awaiting, 1) >= id || orphanCheck) return;
-    orphanCheck = true; // one look at a time
-    checkOrphan(-1);
-  }, 200);
+  if (Atomics.load(awaiting, 1) >= id || orphanCheck) return;
+  orphanCheck = true; // one look at a time
+  checkOrphan(-1);
 }
 function interrupt(id) {
   told = id;

@@ -59,9 +59,12 @@ func (c *Context) acceptInterruptor() {
 	}
 	c.intr.conn, c.intr.ino = conn, ino
 	c.intr.mu.Unlock()
-	// A cell, or an interrupt, sent before the worker was there to be told.
+	// A cell not opened, or an interrupt, from before the worker was there
+	// to be told.
 	if cell := c.runningCell(); cell != nil {
-		c.intr.sent(cell.seq)
+		if !cell.wasOpened() {
+			c.intr.sent(cell.seq)
+		}
 		if cell.interruptSent() {
 			c.intr.tell(cell.seq)
 		}
@@ -73,9 +76,9 @@ func (c *Context) acceptInterruptor() {
 // up.
 func (i *interruptor) tell(seq int) { i.write(strconv.Itoa(seq) + "\n") }
 
-// sent tells the worker that cell seq was sent to the driver: should the
-// driver not open it, a callback an earlier cell left may hold its thread,
-// which the worker then looks at (see driver.js).
+// sent tells the worker that cell seq was sent to the driver and has not
+// been opened: a callback an earlier cell left may hold its thread, which
+// the worker then looks at (see driver.js).
 func (i *interruptor) sent(seq int) { i.write("+" + strconv.Itoa(seq) + "\n") }
 
 func (i *interruptor) write(line string) {

@@ -70,7 +70,7 @@ func (c *Context) readControl() {
 		}
 		switch what {
 		case "O":
-			cell.stdin.Opened()
+			cell.markOpened()
 		case "S":
 			cell.started()
 		case "A", "I":
