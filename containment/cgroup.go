@@ -31,6 +31,11 @@ type cgroup struct {
 	cpu  rawcall.File // cpu.stat
 	peak rawcall.File // v2 memory.peak (a reset holds for this open file), or v1 memory.max_usage_in_bytes
 	oom  rawcall.File // v2 memory.events, or v1 memory.oom_control
+	// cgroup.events and cgroup.kill, opened as the cgroup is made: Kill and
+	// Destroy need no new descriptor, and so work when the daemon is out of
+	// them (EMFILE), as it is when the start that made the cgroup failed.
+	events rawcall.File
+	kill   rawcall.File
 	// reset is what a write to peak resets it with.
 	reset string
 	once  sync.Once
@@ -66,6 +71,10 @@ func (r *Root) mkdir(parent, dir string) error {
 func (r *Root) newCgroup(name string, l Limits) (Manager, error) {
 	cg := &cgroup{dir: filepath.Join(r.dir, name), killFile: r.killFile}
 	if err := r.mkdir(r.dir, cg.dir); err != nil {
+		return nil, fmt.Errorf("make cgroup: %w", err)
+	}
+	if err := cg.open(); err != nil {
+		_ = rmdir(cg.dir) // empty: nothing can have entered it yet
 		return nil, fmt.Errorf("make cgroup: %w", err)
 	}
 	if err := cg.set(r.v2, l); err != nil {
@@ -105,6 +114,22 @@ func (r *Root) newCgroup(name string, l Limits) (Manager, error) {
 		return cg, nil
 	}
 	return h, nil
+}
+
+// open opens the files Kill and Destroy use: cgroup.events, and
+// cgroup.kill where the kernel has it.
+func (cg *cgroup) open() error {
+	var err error
+	if cg.events, err = rawcall.OpenFile(filepath.Join(cg.dir, "cgroup.events"), unix.O_RDONLY, 0); err != nil {
+		return err
+	}
+	if cg.killFile {
+		if cg.kill, err = rawcall.OpenFile(filepath.Join(cg.dir, "cgroup.kill"), unix.O_WRONLY, 0); err != nil {
+			cg.events.Close()
+			return err
+		}
+	}
+	return nil
 }
 
 // needs reports whether l limits controller c.
@@ -238,7 +263,7 @@ func (cg *cgroup) Kill() error {
 			return fmt.Errorf("cgroup %s: processes outlive KILL", cg.dir)
 		}
 		if cg.killFile {
-			err = write(filepath.Join(cg.dir, "cgroup.kill"), "1")
+			err = cg.writeKill()
 		} else {
 			err = freezeKill(cg.dir)
 		}
@@ -259,7 +284,7 @@ func (cg *cgroup) Populated() bool {
 // populated reads cgroup.events: whether the cgroup or one below it holds
 // a live process. Zombies do not count. A cgroup that is gone is empty.
 func (cg *cgroup) populated() (bool, error) {
-	v, ok := readKey(filepath.Join(cg.dir, "cgroup.events"), "populated")
+	v, ok := cg.readEvents()
 	if !ok {
 		if _, err := os.Stat(cg.dir); errors.Is(err, os.ErrNotExist) {
 			return false, nil
@@ -267,6 +292,29 @@ func (cg *cgroup) populated() (bool, error) {
 		return false, fmt.Errorf("cgroup %s: no cgroup.events", cg.dir)
 	}
 	return v != 0, nil
+}
+
+// readEvents reads populated from cgroup.events, through the descriptor
+// kept open where there is one (a Manager's until Destroy closes it),
+// else by its path.
+func (cg *cgroup) readEvents() (int64, bool) {
+	cg.mu.Lock()
+	defer cg.mu.Unlock()
+	if !cg.closed && cg.events.IsOpen() {
+		return fileKey(cg.events, "populated")
+	}
+	return readKey(filepath.Join(cg.dir, "cgroup.events"), "populated")
+}
+
+// writeKill writes 1 to cgroup.kill, through the descriptor kept open
+// where there is one, else by its path.
+func (cg *cgroup) writeKill() error {
+	cg.mu.Lock()
+	defer cg.mu.Unlock()
+	if !cg.closed && cg.kill.IsOpen() {
+		return cg.kill.WriteAt([]byte("1"), 0)
+	}
+	return write(filepath.Join(cg.dir, "cgroup.kill"), "1")
 }
 
 // Destroy kills what is left and removes the cgroup.
@@ -279,6 +327,8 @@ func (cg *cgroup) Destroy() error {
 		cg.cpu.Close()
 		cg.peak.Close()
 		cg.oom.Close()
+		cg.events.Close()
+		cg.kill.Close()
 		cg.mu.Unlock()
 		if cg.err == nil {
 			cg.err = removeTree(cg.dir)
