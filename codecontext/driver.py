@@ -101,17 +101,13 @@ def _raw_dropped(fd):
 
 
 def _guarded(write, size):
+    # Not under the driver's output lock: fd 1 may be a pipe a cell put
+    # there (dup2) that another of its threads drains through print, which
+    # takes the lock. A write that starts as its cell ends can still land.
     def guarded(fd, data):
-        if threading.current_thread() is threading.main_thread():
-            # The running cell's, or a handler in it; it never waits for
-            # the lock, which the code it interrupted may hold.
-            if _raw_dropped(fd):
-                return size(data)
-            return write(fd, data)
-        with _S.lock:  # the cell cannot end between the look and the write
-            if _raw_dropped(fd):
-                return size(data)
-            return write(fd, data)
+        if _raw_dropped(fd):
+            return size(data)
+        return write(fd, data)
     guarded.__name__ = write.__name__
     guarded.__doc__ = write.__doc__
     return guarded
