@@ -175,11 +175,13 @@ func (cell *Cell) Run() {
 	}
 	// A JavaScript driver that has not opened the cell 200 ms later may be
 	// held by a callback an earlier cell left: its worker is told, and looks.
-	cell.addTimer(time.AfterFunc(openedWithin, func() {
-		if !cell.wasOpened() {
-			c.intr.sent(cell.seq)
-		}
-	}))
+	if c.opts.Language == JavaScript {
+		cell.addTimer(time.AfterFunc(openedWithin, func() {
+			if !cell.wasOpened() {
+				c.intr.sent(cell.seq)
+			}
+		}))
+	}
 	select {
 	case <-cell.endsDone:
 	case <-c.exited:
