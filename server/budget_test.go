@@ -1,9 +1,13 @@
 package server_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -180,6 +184,62 @@ func TestStdinBudgetFreedAtEnd(t *testing.T) {
 	require.NoError(t, d.c.Kill(c, closer.ID, client.KillOptions{Signal: "KILL"}))
 }
 
+// TestRequestBodiesBounded: the bodies being read at once count against
+// twice --body-limit: past it a request is refused 429 resource_exhausted,
+// and once the others are answered their bytes are given back. A body's
+// Content-Length alone holds nothing: before, the buffer was made at the
+// declared size, and 100 connections that declared 16 MiB took 1.6 GB.
+func TestRequestBodiesBounded(t *testing.T) {
+	t.Parallel()
+	const limit = 1 << 20
+	d := start(t, server.Options{BodyLimit: limit})
+	require.EqualValues(t, 2*limit, d.budget(t, "requestBodies").Limit)
+	part := strings.Repeat(" ", 700<<10) // JSON's white space, then a body's end
+	end := `{"cmd":"true"}`
+	// trickle sends a body but its end, which the caller sends later; or
+	// all of it.
+	trickle := func(all bool) net.Conn {
+		conn, err := net.Dial("tcp", d.addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { conn.Close() })
+		require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+		body := part
+		if all {
+			body += end
+		}
+		_, err = fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s",
+			testToken, len(part)+len(end), body)
+		require.NoError(t, err)
+		return conn
+	}
+	// Declared and not sent: nothing held.
+	for range 3 {
+		conn, err := net.Dial("tcp", d.addr)
+		require.NoError(t, err)
+		defer conn.Close()
+		_, err = fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n{", testToken, limit)
+		require.NoError(t, err)
+	}
+	first, second := trickle(false), trickle(false)
+	require.Eventually(t, func() bool { return d.budget(t, "requestBodies").Used >= int64(2*len(part)) }, 30*time.Second, 10*time.Millisecond)
+	require.Less(t, d.budget(t, "requestBodies").Used, int64(2*len(part)+4096), "a Content-Length alone holds nothing")
+	third := trickle(true)
+	resp, err := http.ReadResponse(bufio.NewReader(third), nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	for _, conn := range []net.Conn{first, second} {
+		_, err := conn.Write([]byte(end))
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusCreated, resp.StatusCode)
+	}
+	require.Eventually(t, func() bool { return d.budget(t, "requestBodies").Used < 4096 }, 30*time.Second, 10*time.Millisecond,
+		"answered bodies give their bytes back")
+}
+
 // TestHealthBudgets: /healthz shows every budget with its flag, and the
 // memory limit they add up to.
 func TestHealthBudgets(t *testing.T) {
@@ -192,7 +252,8 @@ func TestHealthBudgets(t *testing.T) {
 		names[b.Name] = b.Flag
 	}
 	require.Equal(t, map[string]string{"logs": "--log-budget", "stdin": "--stdin-budget",
-		"endedRecords": "--max-ended", "endedRecordText": "", "commandText": "--command-text-budget"}, names)
+		"endedRecords": "--max-ended", "endedRecordText": "", "commandText": "--command-text-budget",
+		"requestBodies": "--body-limit"}, names)
 	require.EqualValues(t, 64<<20, d.budget(t, "logs").Limit)
 	require.Greater(t, h.MemoryLimit, int64(64<<20+server.DefaultStdinBudget))
 	require.Equal(t, d.srv.MemoryLimit(), h.MemoryLimit)

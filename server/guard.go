@@ -123,7 +123,9 @@ func (s *Server) wrap(rt route) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		r.Body = &boundedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), limit: limit, flag: flag}
+		body := &boundedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), limit: limit, flag: flag, held: &s.bodies}
+		defer func() { s.bodies.used.Add(-body.taken) }()
+		r.Body = body
 		if err := rt.handler(w, r); err != nil {
 			s.writeError(w, r, err)
 		}

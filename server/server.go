@@ -107,6 +107,7 @@ type Server struct {
 	log       *slog.Logger
 	reg       *process.Registry
 	budget    *logstore.Budget // what every tracked process's log counts against
+	bodies    bodyBudget       // the request bodies being read and handled
 	hs        *http.Server
 	handler   http.Handler
 	ctx       context.Context    // the base of every request's context
@@ -211,6 +212,7 @@ func New(opts Options) (*Server, error) {
 	for _, h := range opts.AllowedHosts {
 		s.hosts[hostcheck.Canonical(h)] = struct{}{}
 	}
+	s.bodies.limit = 2 * opts.BodyLimit
 	s.expiry = &expiry{ttl: opts.ExitTTL, max: opts.MaxEnded, forget: s.forgetExpired}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
