@@ -218,3 +218,19 @@ func TestRouteBodyLimits(t *testing.T) {
 	status, body = d.raw(t, "POST", "/v1/processes/"+p.ID+"/kill", `{"signal":"KILL"}`, authed())
 	require.Equal(t, http.StatusAccepted, status, body)
 }
+
+// TestTimeoutQueryOutOfRange: a wait or ready timeout past what a duration
+// holds is refused, as one in a JSON body is: 18446744073710 ms wrapped to
+// a wait of a few milliseconds, answered 202 at once.
+func TestTimeoutQueryOutOfRange(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "sleep 60"})
+	require.NoError(t, err)
+	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
+	for _, path := range []string{"/wait?timeout=18446744073710", "/ready?port=any&timeout=18446744073710"} {
+		resp, body := d.do(t, "GET", "/v1/processes/"+p.ID+path, nil)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", path, body)
+		require.Contains(t, body, "out of range")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -182,11 +183,11 @@ func (s *Server) waitProcess(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	timeout, err := intParam(r.URL.Query(), "timeout")
+	timeout, err := millisParam(r.URL.Query(), "timeout")
 	if err != nil {
 		return err
 	}
-	if !s.waitDone(r.Context(), p, time.Duration(timeout)*time.Millisecond) {
+	if !s.waitDone(r.Context(), p, timeout) {
 		if err := r.Context().Err(); err != nil {
 			return err
 		}
@@ -284,6 +285,20 @@ func intParam(q url.Values, name string) (int, error) {
 		return 0, badRequest("%s %q: want a non-negative integer", name, v)
 	}
 	return n, nil
+}
+
+// millisParam parses the query parameter name, a non-negative number of
+// milliseconds; absent is zero. One past what a time.Duration holds (292
+// years) is refused, as in a JSON body: it wrapped to a wait of 4 ms.
+func millisParam(q url.Values, name string) (time.Duration, error) {
+	n, err := intParam(q, name)
+	if err != nil {
+		return 0, err
+	}
+	if int64(n) > math.MaxInt64/int64(time.Millisecond) {
+		return 0, badRequest("%s %d: out of range (milliseconds)", name, n)
+	}
+	return time.Duration(n) * time.Millisecond, nil
 }
 
 func parseCursor(s string) (logstore.Cursor, error) {

@@ -50,14 +50,14 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 	if port == 0 && !anyPort && re == nil {
 		return badRequest("ready: give port, pattern or both")
 	}
-	timeout, err := intParam(q, "timeout")
+	timeout, err := millisParam(q, "timeout")
 	if err != nil {
 		return err
 	}
 	ctx := r.Context()
 	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeout)*time.Millisecond)
+		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
 	rd := readiness{p: p, port: port, anyPort: anyPort, re: re}
