@@ -85,6 +85,9 @@ func apiError(err error) *Error {
 		return &Error{http.StatusTooManyRequests, api.CodeResourceExhausted, message(err, process.ErrLimit), err}
 	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
 		return &Error{http.StatusTooManyRequests, api.CodeResourceExhausted, outOfFiles(err), err}
+	case errors.Is(err, syscall.E2BIG):
+		return &Error{http.StatusBadRequest, api.CodeInvalidArgument, fmt.Sprintf(
+			"the environment and arguments are over what the kernel takes for a program (one string at most 128 KiB, all at most a quarter of the stack limit): %v", err), err}
 	case forkRefused(err):
 		return &Error{http.StatusTooManyRequests, api.CodeResourceExhausted, fmt.Sprintf(
 			"no new process could be started (%v): a limit of processes is reached (a pids cgroup, the machine's), or memory is short: end some sessions or processes, then retry", err), err}

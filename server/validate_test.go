@@ -102,3 +102,18 @@ func TestNameBounded(t *testing.T) {
 		require.NoError(t, call(most), name)
 	}
 }
+
+// TestEnvOverTheKernelsBound: a session or code context whose environment
+// the kernel refuses (E2BIG) is 400 invalid_argument, not 500 internal.
+func TestEnvOverTheKernelsBound(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	big := map[string]string{"BIG": strings.Repeat("e", 256<<10)}
+	for _, opts := range []client.SessionOptions{{Env: big}, {Env: big, Language: "python"}} {
+		_, err := d.c.CreateSession(ctx(t), opts)
+		var ce *client.Error
+		require.True(t, errors.As(err, &ce), "%v", err)
+		require.Equal(t, client.CodeInvalidArgument, ce.Code, "%v", err)
+		require.Contains(t, ce.Message, "argument list too long")
+	}
+}
