@@ -234,3 +234,48 @@ func TestTimeoutQueryOutOfRange(t *testing.T) {
 		require.Contains(t, body, "out of range")
 	}
 }
+
+// TestMaxConnections: past MaxConnections, a connection is answered 429
+// resource_exhausted and closed at once; once one closes, another is
+// served. Idle connections (20,000 after a GET /livez each, no token
+// needed) took every descriptor the daemon had, and then no client could
+// connect at all.
+func TestMaxConnections(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{MaxConnections: 3})
+	var held []net.Conn
+	for range 3 {
+		conn, err := net.Dial("tcp", d.addr)
+		require.NoError(t, err)
+		defer conn.Close()
+		require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+		_, err = fmt.Fprintf(conn, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		held = append(held, conn) // kept alive, idle
+	}
+	over := func() *http.Response {
+		conn, err := net.Dial("tcp", d.addr)
+		require.NoError(t, err)
+		defer conn.Close()
+		require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+		_, _ = fmt.Fprintf(conn, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, string(b))
+			require.Equal(t, client.CodeResourceExhausted, errorCode(t, string(b)))
+			require.Contains(t, string(b), "--max-connections")
+		}
+		return resp
+	}
+	require.Equal(t, http.StatusTooManyRequests, over().StatusCode)
+	held[0].Close()
+	require.Eventually(t, func() bool { return over().StatusCode == http.StatusOK }, 30*time.Second, 20*time.Millisecond,
+		"a connection is served once one has closed")
+}

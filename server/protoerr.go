@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
+	"time"
 
 	"github.com/conchsh/conch/api"
 )
@@ -23,20 +25,56 @@ import (
 const plainErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
 
 // jsonErrorListener hands out jsonErrorConns.
-type jsonErrorListener struct{ net.Listener }
+//
+// It also bounds the connections open at once, max (zero: none): one past
+// it is answered 429 and closed at once, so that idle connections (20,000
+// of them after a GET /livez each, no token needed) cannot take every
+// descriptor the daemon has, which left no client able to connect.
+type jsonErrorListener struct {
+	net.Listener
+	max  int
+	open *atomic.Int64 // the connections accepted and not closed
+}
 
 func (l jsonErrorListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.max <= 0 {
+			return &jsonErrorConn{Conn: rawConnOf(c)}, nil
+		}
+		if l.open.Add(1) <= int64(l.max) {
+			return &jsonErrorConn{Conn: rawConnOf(c), open: l.open}, nil
+		}
+		l.open.Add(-1)
+		go refuseConn(c, l.max)
 	}
-	return &jsonErrorConn{Conn: rawConnOf(c)}, nil
+}
+
+// refuseConn answers c 429 and closes it, within a second.
+func refuseConn(c net.Conn, max int) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	body := fmt.Sprintf(`{"error":{"code":"%s","message":"the daemon has %d connections open, its most (--max-connections): close idle ones, or try again"}}`,
+		api.CodeResourceExhausted, max)
+	_, _ = fmt.Fprintf(c, "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nConnection: close\r\nRetry-After: 1\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 }
 
 // jsonErrorConn is a connection whose plain-text protocol errors are
 // rewritten as JSON.
 type jsonErrorConn struct {
 	net.Conn
+	open   *atomic.Int64 // counts it until it is closed, when bounded
+	closed atomic.Bool
+}
+
+func (c *jsonErrorConn) Close() error {
+	if c.open != nil && c.closed.CompareAndSwap(false, true) {
+		c.open.Add(-1)
+	}
+	return c.Conn.Close()
 }
 
 func (c *jsonErrorConn) Write(p []byte) (int, error) {

@@ -27,9 +27,12 @@ const (
 	DefaultExitTTL      = 10 * time.Minute
 	DefaultMaxSessions  = 1024
 	DefaultMaxProcesses = 4096
-	DefaultLogBudget    = 512 << 20
-	DefaultMaxEnded     = 10000
-	DefaultStdinBudget  = 64 << 20
+	// DefaultMaxConnections bounds the API's open connections: an idle
+	// one costs the daemon a descriptor and about 20 KB.
+	DefaultMaxConnections = 4096
+	DefaultLogBudget      = 512 << 20
+	DefaultMaxEnded       = 10000
+	DefaultStdinBudget    = 64 << 20
 	// DefaultCommandTextBudget bounds the text of the commands, cells and
 	// processes not yet ended, together: 64 commands of the largest size,
 	// or tens of thousands of ordinary ones.
@@ -71,6 +74,9 @@ type Options struct {
 	// MaxProcesses bounds the exec, PTY and session-command processes not yet
 	// ended; zero means DefaultMaxProcesses.
 	MaxProcesses int
+	// MaxConnections bounds the connections to the API open at once; zero
+	// means DefaultMaxConnections. One past it is answered 429 and closed.
+	MaxConnections int
 	// MaxEnded bounds the records of ended processes, session commands and
 	// code cells kept together (session shells aside); over it the oldest
 	// ended records are forgotten first. Zero means DefaultMaxEnded.
@@ -174,6 +180,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.ExitTTL <= 0 {
 		opts.ExitTTL = DefaultExitTTL
+	}
+	if opts.MaxConnections <= 0 {
+		opts.MaxConnections = DefaultMaxConnections
 	}
 	if opts.MaxSessions <= 0 {
 		opts.MaxSessions = DefaultMaxSessions
@@ -282,7 +291,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.addListenHosts(ln.Addr())
 	s.log.Info("serving", "addr", ln.Addr().String(), "version", s.opts.Version)
 	s.checkShell()
-	if err := s.hs.Serve(jsonErrorListener{ln}); !errors.Is(err, http.ErrServerClosed) {
+	if err := s.hs.Serve(jsonErrorListener{Listener: ln, max: s.opts.MaxConnections, open: new(atomic.Int64)}); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
