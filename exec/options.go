@@ -25,7 +25,11 @@ import (
 // for a PTY, which without either runs the shell itself (SHELL, or SHELL -l
 // when Login is set).
 type Options struct {
-	// ID is the process's id; empty means a new random UUID.
+	// ID is the process's id; empty means a new random UUID. An id given
+	// must be unique among the processes, sessions and code contexts this
+	// program starts: the engine finds a process's descendants by it (see
+	// proctree.Tag), so a Kill or Stop of one reaches every live process
+	// tagged with the same id, another's too.
 	ID string
 	// Kind is process.KindExec (the zero value) or process.KindPTY.
 	Kind process.Kind

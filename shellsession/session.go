@@ -40,7 +40,11 @@ func (sessionEnded) Is(target error) bool { return target == process.ErrUnsuppor
 
 // Options configure a new Session. Zero values mean the defaults.
 type Options struct {
-	// ID is the session's id; empty means a new random one.
+	// ID is the session's id; empty means a new random one. An id given
+	// must be unique among the sessions, processes and code contexts this
+	// program starts: the engine finds the shell's descendants by it (see
+	// proctree.Tag), so ending one session ends every live process tagged
+	// with the same id, another's too.
 	ID string
 	// Name is a label for listings.
 	Name string
