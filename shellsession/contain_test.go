@@ -75,7 +75,7 @@ func TestSessionLimits(t *testing.T) {
 		t.Fatalf("the shell killed: command %+v", r)
 	}
 	<-s.Done()
-	if sr := s.Info().Result; sr.Reason != process.Lost || !sr.OOMKilled {
+	if sr := s.Info().Result; sr.Reason != process.Lost || !sr.OOMKilled || sr.Error != "the OOM killer ended the shell at the memory limit" {
 		t.Fatalf("the shell killed: session %+v", sr)
 	}
 }

@@ -341,7 +341,7 @@ func (h *Host) finish(r *process.Result) {
 				r = &process.Result{Reason: process.Exited, ExitCode: ptr(st.ExitStatus())}
 			case st.Signaled() && st.Signal() == syscall.SIGKILL && h.oomKills > 0:
 				r = &process.Result{Reason: process.Lost, OOMKilled: true,
-					Error: "the OOM killer ended the interpreter at the memory limit"}
+					Error: "the OOM killer ended the " + h.interpreter() + " at the memory limit"}
 			case st.Signaled() && r == nil:
 				r = &process.Result{Reason: process.Signaled, Signal: process.SignalName(st.Signal())}
 			}
@@ -355,6 +355,15 @@ func (h *Host) finish(r *process.Result) {
 	h.exitedAt = time.Now()
 	h.log.Close()
 	close(h.done)
+}
+
+// interpreter is what the session's interpreter is called in messages:
+// a shell session's is its shell.
+func (h *Host) interpreter() string {
+	if h.cfg.Noun == "session" {
+		return "shell"
+	}
+	return "interpreter"
 }
 
 func ptr[T any](v T) *T { return &v }
