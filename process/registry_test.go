@@ -113,7 +113,16 @@ func TestParseSignal(t *testing.T) {
 		require.Equal(t, want, got)
 		require.Equal(t, want, must(ParseSignal(SignalName(got))))
 	}
-	for _, bad := range []string{"", "NOPE", "9", "SIG"} {
+	// Every named signal, reported by name and parsed back: a death by
+	// SIGSYS was reported "31", and kill refused SYS, TRAP, BUS, XCPU.
+	for sig := syscall.Signal(1); sig <= 31; sig++ {
+		name := SignalName(sig)
+		require.NotRegexp(t, `^[0-9]+$`, name, "signal %d", int(sig))
+		require.Equal(t, sig, must(ParseSignal(name)), name)
+	}
+	require.Equal(t, "SYS", SignalName(syscall.SIGSYS))
+	require.Equal(t, "34", SignalName(34), "a real-time signal has its number")
+	for _, bad := range []string{"", "NOPE", "9", "SIG", "SIGSIG"} {
 		_, err := ParseSignal(bad)
 		require.ErrorIs(t, err, ErrInvalidArgument, bad)
 	}
