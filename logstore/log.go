@@ -32,9 +32,10 @@ type Options struct {
 	// only while a follower is there to read them.
 	Keep KeepLogs
 	// Held makes the log start with a reader to come, which Release ends:
-	// under KeepNone its frames are kept for it as for a follower. A run
-	// holds the log of the process it answers for, whose output would
-	// otherwise be dropped before the answer reads it.
+	// under KeepNone its frames are kept for it as for a follower, up to
+	// Retention (not 1 MiB) as under another policy. A run holds the log
+	// of the process it answers for, whose output would otherwise be
+	// dropped before the answer reads it.
 	Held bool
 }
 
@@ -104,8 +105,8 @@ func (l *Log) Init(opts Options) {
 	if keep == "" {
 		keep = KeepUntilCleanup
 	}
-	if keep == KeepNone {
-		r = min(r, liveWindow)
+	if keep == KeepNone && !opts.Held {
+		r = min(r, liveWindow) // a held log keeps for its answer what another would
 	}
 	l.keep, l.retention, l.frameCap, l.frameMax = keep, r, max(minFrames, r/BytesPerFrame), min(MaxFrame, r)
 	if opts.Held {

@@ -491,6 +491,16 @@ func TestKeepLogsNoneRunAnswers(t *testing.T) {
 		require.Empty(t, page.Items, "nothing is kept after the answer")
 		require.True(t, page.TruncatedHead)
 	}
+	// The answer holds what a run kept under another policy holds: the
+	// output up to the retention, here 3.4 MB of it whole (only its last
+	// 1 MiB came back before, marked truncated).
+	seq := client.StartOptions{Cmd: "seq 1 500000", KeepLogs: "none"}
+	r, p, err := d.c.Run(c, client.RunOptions{StartOptions: seq, OutputLimit: 8 << 20})
+	require.NoError(t, err)
+	require.Nil(t, p)
+	require.False(t, r.Truncated)
+	require.Equal(t, 3388895, len(r.Stdout))
+	require.True(t, strings.HasPrefix(r.Stdout, "1\n2\n") && strings.HasSuffix(r.Stdout, "\n500000\n"))
 }
 
 // TestEndedRecordsHoldNoGoroutine: the records of ended processes and
