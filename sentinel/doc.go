@@ -13,6 +13,10 @@
 // needs none: the shell has written all of the command's stderr, and closed
 // the stream, before it runs the end line, so what the stream holds once
 // the stdout marker is read is the whole of it. Markers carry a random nonce fresh for
-// every command: output that imitates a marker cannot end a command early,
-// because it cannot know the nonce.
+// every command: output that imitates a marker (another session's log, a
+// marker printed before) cannot end a command early, because it does not
+// hold this command's nonce. The nonce is no secret from the command
+// itself: a shell command finds it in its shell's variables, a cell that
+// goes looking in its interpreter, and one that prints its own marker
+// whole is reported ended there (see the README).
 package sentinel
