@@ -268,6 +268,9 @@ func (c *Context) Submit(opts CellOptions) (*Cell, error) {
 	default:
 		return nil, fmt.Errorf("%w: stdin %q", process.ErrInvalidArgument, opts.Stdin)
 	}
+	if opts.ExecutionTimeout < 0 { // as exec and shellsession refuse it
+		return nil, fmt.Errorf("%w: negative executionTimeout", process.ErrInvalidArgument)
+	}
 	if c.h.Ended() {
 		return nil, c.h.ErrEnded()
 	}

@@ -669,3 +669,13 @@ func TestDriverDeathsReported(t *testing.T) {
 		require.Equal(t, "3\n", out)
 	})
 }
+
+// TestNegativeTimeoutRefused: a cell's negative ExecutionTimeout is an
+// invalid argument, as a command's and a process's are; it ran with no
+// timeout.
+func TestNegativeTimeoutRefused(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	_, err := c.Submit(CellOptions{Code: "1", ExecutionTimeout: -time.Second})
+	require.ErrorIs(t, err, process.ErrInvalidArgument)
+}

@@ -138,6 +138,7 @@ func TestInvalidOptionsStartNothing(t *testing.T) {
 		{"bad-stdin", Options{Cmd: touch, Stdin: "half"}},
 		{"bad-keep-logs", Options{Cmd: touch, KeepLogs: "forever"}},
 		{"unknown-user", Options{Cmd: touch, User: "no-such-user-4f2a"}},
+		{"nul-in-id", Options{Cmd: touch, ID: "a\x00b"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

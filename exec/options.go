@@ -136,6 +136,9 @@ func prepare(id string, opts Options) (plan, error) {
 	case opts.Argv != nil && (opts.Shell != "" || opts.Login):
 		return pl, fmt.Errorf("%w: shell and login apply to cmd, not to argv", process.ErrInvalidArgument)
 	}
+	if err := process.CheckArg("id", id); err != nil {
+		return pl, err // it goes in the environment, as the tree's tag
+	}
 	if err := checkStrings(opts); err != nil {
 		return pl, err
 	}
