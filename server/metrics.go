@@ -118,9 +118,16 @@ func (m *metrics) processEnded(i process.Info) {
 
 // request counts a request answered on route with status.
 func (m *metrics) request(route string, status int, d time.Duration) {
+	if status == 0 {
+		status = statusClientGone // nothing was answered: the client went away first
+	}
 	m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
 	m.requestDuration.WithLabelValues(route).Observe(d.Seconds())
 }
+
+// statusClientGone is the code a request whose client went away before
+// its answer is counted under, as proxies count it (nginx's 499).
+const statusClientGone = 499
 
 // snake is a budget's name as a label value: endedRecordText is
 // ended_record_text, as Prometheus labels are written.

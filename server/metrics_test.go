@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"os"
@@ -206,4 +207,25 @@ func TestMetricsContainmentAndListener(t *testing.T) {
 
 	require.NoError(t, d.srv.Shutdown(ctx(t)))
 	require.NoError(t, <-served, "Shutdown ends the metrics listener too")
+}
+
+// TestMetricsClientGone: a request whose client went away before its
+// answer is counted under code 499, as proxies count it, not under "0".
+func TestMetricsClientGone(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "sleep 60"})
+	require.NoError(t, err)
+	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
+	wctx, cancel := context.WithTimeout(ctx(t), 200*time.Millisecond)
+	_, _, err = d.c.Wait(wctx, p.ID, 30*time.Second)
+	cancel()
+	require.Error(t, err)
+	route := map[string]string{"route": "GET /v1/processes/{id}/wait", "code": "499"}
+	require.Eventually(t, func() bool {
+		n, ok := value(scrape(t, d.url, authed()), "conch_http_requests_total", route)
+		return ok && n == 1
+	}, 30*time.Second, 20*time.Millisecond)
+	_, ok := value(scrape(t, d.url, authed()), "conch_http_requests_total", map[string]string{"code": "0"})
+	require.False(t, ok, "no request is counted under code 0")
 }
