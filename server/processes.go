@@ -191,7 +191,11 @@ func (s *Server) waitProcess(w http.ResponseWriter, r *http.Request) error {
 		if err := r.Context().Err(); err != nil {
 			return err
 		}
-		return writeJSON(w, http.StatusAccepted, s.processDTO(p))
+		// Its result is final once it is terminal, while what it left
+		// holding its output is given up to 2 s to let go of it.
+		if i := p.Info(); i.State != process.Terminal || i.Result == nil {
+			return writeJSON(w, http.StatusAccepted, s.processDTO(p))
+		}
 	}
 	return writeJSON(w, http.StatusOK, waitResult(p.Info()))
 }

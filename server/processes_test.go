@@ -532,3 +532,23 @@ func TestEndedRecordsHoldNoGoroutine(t *testing.T) {
 	_, err = d.c.Get(c, s.ID)
 	require.NoError(t, err)
 }
+
+// TestWaitAfterExitDuringDrain: a process that has exited while a child it
+// left still holds its output (given 2 s to let go) is waited for with its
+// final result, 200, not a 202 whose body already says it is terminal.
+func TestWaitAfterExitDuringDrain(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	p, err := d.c.Start(c, client.StartOptions{Cmd: "sleep 10 & exit 7"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		got, err := d.c.Get(c, p.ID)
+		return err == nil && got.State == "terminal"
+	}, 30*time.Second, 5*time.Millisecond)
+	w, still, err := d.c.Wait(c, p.ID, 50*time.Millisecond)
+	require.NoError(t, err)
+	require.Nil(t, still, "a terminal process is waited for")
+	require.NotNil(t, w)
+	require.Equal(t, 7, *w.ExitCode)
+}
