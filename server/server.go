@@ -30,9 +30,12 @@ const (
 	// DefaultMaxConnections bounds the API's open connections: an idle
 	// one costs the daemon a descriptor and about 20 KB.
 	DefaultMaxConnections = 4096
-	DefaultLogBudget      = 512 << 20
-	DefaultMaxEnded       = 10000
-	DefaultStdinBudget    = 64 << 20
+	// DefaultMaxStreams bounds the log streams open at once: one whose
+	// client reads nothing holds up to about 1.3 MB until it is let go.
+	DefaultMaxStreams  = 256
+	DefaultLogBudget   = 512 << 20
+	DefaultMaxEnded    = 10000
+	DefaultStdinBudget = 64 << 20
 	// DefaultCommandTextBudget bounds the text of the commands, cells and
 	// processes not yet ended, together: 64 commands of the largest size,
 	// or tens of thousands of ordinary ones.
@@ -77,6 +80,9 @@ type Options struct {
 	// MaxConnections bounds the connections to the API open at once; zero
 	// means DefaultMaxConnections. One past it is answered 429 and closed.
 	MaxConnections int
+	// MaxStreams bounds the log streams open at once; zero means
+	// DefaultMaxStreams. One past it is refused 429.
+	MaxStreams int
 	// MaxEnded bounds the records of ended processes, session commands and
 	// code cells kept together (session shells aside); over it the oldest
 	// ended records are forgotten first. Zero means DefaultMaxEnded.
@@ -114,6 +120,7 @@ type Server struct {
 	reg       *process.Registry
 	budget    *logstore.Budget // what every tracked process's log counts against
 	bodies    bodyBudget       // the request bodies being read and handled
+	streams   atomic.Int64     // the log streams open
 	hs        *http.Server
 	handler   http.Handler
 	ctx       context.Context    // the base of every request's context
@@ -183,6 +190,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.MaxConnections <= 0 {
 		opts.MaxConnections = DefaultMaxConnections
+	}
+	if opts.MaxStreams <= 0 {
+		opts.MaxStreams = DefaultMaxStreams
 	}
 	if opts.MaxSessions <= 0 {
 		opts.MaxSessions = DefaultMaxSessions

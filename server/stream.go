@@ -44,6 +44,12 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) error {
 	if _, err := logCursor(p, from); err != nil {
 		return err // past the newest frame of a process that runs on
 	}
+	if s.streams.Add(1) > int64(s.opts.MaxStreams) {
+		s.streams.Add(-1)
+		return errorf(http.StatusTooManyRequests, api.CodeResourceExhausted,
+			"%d streams are open, the most at once (--max-streams): close one, or page the logs", s.opts.MaxStreams)
+	}
+	defer s.streams.Add(-1)
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")

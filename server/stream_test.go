@@ -334,3 +334,48 @@ func TestStreamFloodReusesLogMemory(t *testing.T) {
 	t.Logf("%d KiB allocated while %d MiB went through", allocated>>10, flood>>20)
 	require.Less(t, allocated, uint64(flood*3/2), "bytes allocated while %d went through a full log followed by a stream", flood)
 }
+
+// TestMaxStreams: past MaxStreams open streams, one more is refused 429
+// resource_exhausted naming the flag; once one closes, another opens. A
+// stream whose client reads nothing holds up to about 1.3 MB until it is
+// let go, and nothing bounded how many were open.
+func TestMaxStreams(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{MaxStreams: 2})
+	c := ctx(t)
+	p, err := d.c.Start(c, client.StartOptions{Cmd: "sleep 60"})
+	require.NoError(t, err)
+	defer d.c.Kill(c, p.ID, client.KillOptions{Signal: "KILL"})
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	open := func() (*http.Response, context.CancelFunc) {
+		sctx, cancel := context.WithCancel(c)
+		req, err := http.NewRequestWithContext(sctx, "GET", d.url+"/v1/processes/"+p.ID+"/logs/stream", nil)
+		require.NoError(t, err)
+		req.Header = authed()
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		require.NoError(t, err)
+		return resp, cancel
+	}
+	var cancels []context.CancelFunc
+	for range 2 {
+		resp, cancel := open()
+		defer resp.Body.Close()
+		cancels = append(cancels, cancel)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	resp, cancel := open()
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	cancel()
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, string(b))
+	require.Equal(t, client.CodeResourceExhausted, errorCode(t, string(b)))
+	require.Contains(t, string(b), "--max-streams")
+	cancels[0]()
+	require.Eventually(t, func() bool {
+		resp, cancel := open()
+		defer cancel()
+		defer resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 30*time.Second, 20*time.Millisecond, "a stream opens once one has closed")
+}

@@ -34,21 +34,21 @@ const defaultDrainTimeout = 30 * time.Second
 
 // serveOptions are the flags of `conch serve`.
 type serveOptions struct {
-	listen, tokenFile                         string
-	retention, budget                         byteSize
-	bodyLimit, maxCommand                     byteSize
-	exitTTL                                   time.Duration
-	maxSessions, maxProcesses, maxConnections int
-	maxEnded                                  int
-	stdinBudget                               byteSize
-	commandTextBudget                         byteSize
-	allowHosts                                stringList
-	level                                     slog.Level
-	contain                                   containment.Config
-	containMode                               string // --containment: auto or none
-	logFormat                                 string
-	drainTimeout                              time.Duration
-	metricsListen                             string
+	listen, tokenFile                                     string
+	retention, budget                                     byteSize
+	bodyLimit, maxCommand                                 byteSize
+	exitTTL                                               time.Duration
+	maxSessions, maxProcesses, maxConnections, maxStreams int
+	maxEnded                                              int
+	stdinBudget                                           byteSize
+	commandTextBudget                                     byteSize
+	allowHosts                                            stringList
+	level                                                 slog.Level
+	contain                                               containment.Config
+	containMode                                           string // --containment: auto or none
+	logFormat                                             string
+	drainTimeout                                          time.Duration
+	metricsListen                                         string
 }
 
 func cmdServe(ctx context.Context, e *env, args []string) int {
@@ -165,6 +165,7 @@ func (o *serveOptions) addFlags(fs *flag.FlagSet) (logLevel *string) {
 	fs.IntVar(&o.maxSessions, "max-sessions", server.DefaultMaxSessions, "sessions alive at once")
 	fs.IntVar(&o.maxProcesses, "max-processes", server.DefaultMaxProcesses, "processes running or queued at once")
 	fs.IntVar(&o.maxConnections, "max-connections", server.DefaultMaxConnections, "connections to the API open at once; one past it is answered 429 and closed")
+	fs.IntVar(&o.maxStreams, "max-streams", server.DefaultMaxStreams, "log streams open at once; one past it is refused 429")
 	fs.IntVar(&o.maxEnded, "max-ended", server.DefaultMaxEnded, "records of ended processes and commands kept together; over it the oldest ended records are forgotten first")
 	o.stdinBudget = byteSize(server.DefaultStdinBudget)
 	o.commandTextBudget = byteSize(server.DefaultCommandTextBudget)
@@ -230,6 +231,7 @@ func (o serveOptions) server(token string, logger *slog.Logger, streamDir string
 		MaxSessions:       o.maxSessions,
 		MaxProcesses:      o.maxProcesses,
 		MaxConnections:    o.maxConnections,
+		MaxStreams:        o.maxStreams,
 		MaxEnded:          o.maxEnded,
 		StdinBudget:       int64(o.stdinBudget),
 		CommandTextBudget: int64(o.commandTextBudget),
