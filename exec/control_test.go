@@ -420,28 +420,6 @@ func TestSignalsReachStoppedProcess(t *testing.T) {
 	}
 }
 
-// strangerAt starts `sleep 60` in a session of its own (pid, group and
-// session all one number), carrying no tag — a program the engine did not
-// start — as pid, which the pid that the kernel handed out last is set to
-// the one before (as root). It returns nil, after ending what it started,
-// when another fork took pid first: the caller tries again.
-func strangerAt(t *testing.T, pid int) *osexec.Cmd {
-	t.Helper()
-	if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
-		t.Skipf("cannot choose the next pid (needs root): %v", err)
-	}
-	cmd := osexec.Command("sleep", "60")
-	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	require.NoError(t, proctree.Start(cmd))
-	if cmd.Process.Pid != pid {
-		_ = cmd.Process.Kill()
-		_ = proctree.Wait(cmd)
-		return nil
-	}
-	return cmd
-}
-
 // diedOf ends cmd with SIGPROF, which nobody else sends it, and returns
 // the signal it died of: SIGPROF unless a signal sent before ended it
 // (KILL ends it at once; a pending TERM is taken before PROF, a higher
@@ -480,7 +458,7 @@ func TestEndedProcessSparesAStrangerGivenItsPid(t *testing.T) {
 				p = start(t, Options{Argv: []string{"true"}})
 				r := wait(t, p)
 				require.True(t, sameResult(r, process.ExitedWith(0)), "result %s", show(r))
-				if stranger = strangerAt(t, p.Info().PID); stranger != nil {
+				if stranger = processtest.StrangerAt(t, p.Info().PID); stranger != nil {
 					break
 				}
 			}

@@ -2,7 +2,6 @@ package resident
 
 import (
 	"errors"
-	"os"
 	"os/exec"
 	"strconv"
 	"syscall"
@@ -11,29 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/conchsh/conch/internal/processtest"
 	"github.com/conchsh/conch/internal/proctree"
 )
-
-// strangerAt starts `sleep 60` in a session of its own, carrying no tag —
-// a program the engine did not start — as pid, which the pid that the
-// kernel handed out last is set to the one before (as root). It returns
-// nil, after ending what it started, when another fork took pid first.
-func strangerAt(t *testing.T, pid int) *exec.Cmd {
-	t.Helper()
-	if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
-		t.Skipf("cannot choose the next pid (needs root): %v", err)
-	}
-	cmd := exec.Command("sleep", "60")
-	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	require.NoError(t, proctree.Start(cmd))
-	if cmd.Process.Pid != pid {
-		_ = cmd.Process.Kill()
-		_ = proctree.Wait(cmd)
-		return nil
-	}
-	return cmd
-}
 
 // An interpreter that exited and was reaped leaves its pid free for any
 // program: ending the session then (End after the exit, as a DELETE of a
@@ -52,7 +31,7 @@ func TestEndAfterTheExitSparesAStrangerGivenThePid(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatal("the interpreter did not exit within 20 s")
 		}
-		stranger := strangerAt(t, cmd.Process.Pid)
+		stranger := processtest.StrangerAt(t, cmd.Process.Pid)
 		if stranger == nil {
 			require.NoError(t, h.Close())
 			continue
