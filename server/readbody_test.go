@@ -1,30 +1,41 @@
 package server
 
 import (
+	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/internal/heaptest"
 )
 
-// TestReadBodyGrowsAsItComes: a body's buffer grows with what has come,
-// not to its Content-Length at once: a declared size alone, of a body that
-// never comes, costs nothing.
-func TestReadBodyGrowsAsItComes(t *testing.T) {
-	r, err := http.NewRequest("POST", "/v1/processes", strings.NewReader(`{"cmd":"true"}`))
-	require.NoError(t, err)
-	r.ContentLength = 16 << 20 // declared, never sent
+// TestReadBodyHeld: the buffer a body is read into, made at its declared
+// size, counts against the bodies' budget before it is made: a
+// Content-Length the budget cannot take is refused 429 without allocating
+// it, and one it can is read whole and held.
+func TestReadBodyHeld(t *testing.T) {
+	budget := &bodyBudget{limit: 1 << 20}
+	body := func(s string, declared int64) *http.Request {
+		r, err := http.NewRequest("POST", "/v1/processes", nil)
+		require.NoError(t, err)
+		r.Body = &boundedBody{ReadCloser: io.NopCloser(strings.NewReader(s)), limit: 16 << 20, held: budget}
+		r.ContentLength = declared
+		return r
+	}
+	var err error
+	allocated := heaptest.Allocated(func() { _, err = readBody(body(`{"cmd":"true"}`, 16<<20)) })
+	var e *Error
+	require.True(t, errors.As(err, &e), "%v", err)
+	require.Equal(t, http.StatusTooManyRequests, e.Status)
+	require.Less(t, allocated, uint64(1<<20), "the declared size was not allocated")
+	require.Zero(t, budget.used.Load())
+
+	r := body(`{"cmd":"true"}`, 14)
 	b, err := readBody(r)
 	require.NoError(t, err)
 	require.Equal(t, `{"cmd":"true"}`, string(b))
-	require.LessOrEqual(t, cap(b), firstBodyRead+1)
-
-	whole := strings.Repeat("x", 3<<20+5)
-	r, err = http.NewRequest("POST", "/v1/processes", strings.NewReader(whole))
-	require.NoError(t, err)
-	b, err = readBody(r)
-	require.NoError(t, err)
-	require.Equal(t, whole, string(b))
-	require.LessOrEqual(t, cap(b), 2*len(whole), "grown by doubling, up to its size")
+	require.EqualValues(t, 15, budget.used.Load(), "its buffer is held until the request is answered")
 }
