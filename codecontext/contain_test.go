@@ -2,6 +2,8 @@ package codecontext
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,5 +49,25 @@ func TestCellUsageAndLimits(t *testing.T) {
 	<-c.Done()
 	if cr := c.Info().Result; cr.Reason != process.Lost || !cr.OOMKilled {
 		t.Fatalf("the context: %+v", cr)
+	}
+}
+
+// A memory limit the interpreter cannot start under is the limit's fault:
+// an invalid argument saying so, not the engine's "exited before it was
+// ready" (a 500 through the daemon).
+func TestLimitTooSmallToStart(t *testing.T) {
+	t.Parallel()
+	l := containment.Limits{MemoryBytes: 2 << 20}
+	for _, lang := range languages {
+		ctx, cancel := context.WithTimeout(t.Context(), deadline)
+		c, err := New(ctx, Options{Language: lang, Containment: containmenttest.Limited(t, l), Limits: l})
+		cancel()
+		if err == nil {
+			c.Close()
+			t.Fatalf("%s started under 2 MiB", lang)
+		}
+		if !errors.Is(err, process.ErrInvalidArgument) || !strings.Contains(err.Error(), "OOM killer") {
+			t.Fatalf("%s under 2 MiB: %v", lang, err)
+		}
 	}
 }

@@ -180,6 +180,10 @@ func (c *Context) start(ctx context.Context) error {
 	conn, err := accept(ctx, ln, c.exited)
 	if err != nil {
 		ln.Close()
+		if c.h.OOMKilled() { // the limit asked for is the fault, not the daemon
+			return fmt.Errorf("%w: the OOM killer ended %s before it was ready: memoryBytes %d is too little for it",
+				process.ErrInvalidArgument, c.interp.path, c.opts.Limits.MemoryBytes)
+		}
 		return fmt.Errorf("start %s: %w (it said: %q)", c.interp.path, err, c.h.Diag().Tail())
 	}
 	c.conn = conn

@@ -143,6 +143,10 @@ func (h *Host) Done() <-chan struct{} { return h.done }
 // Exited is closed once the interpreter has exited and been reaped.
 func (h *Host) Exited() <-chan struct{} { return h.exited }
 
+// OOMKilled reports whether the OOM killer has ended a process of the
+// session's cgroup.
+func (h *Host) OOMKilled() bool { return h.cg.OOMKills() > 0 }
+
 // Diag returns the reader of the interpreter's own output.
 func (h *Host) Diag() *Diag { return h.diag }
 
