@@ -528,6 +528,9 @@ func (p *Process) Done() <-chan struct{} { return p.done }
 func (p *Process) Info() process.Info {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.pty != nil && !p.exited {
+		p.readSizeLocked()
+	}
 	return p.info
 }
 

@@ -79,6 +79,24 @@ func setSize(f *os.File, size process.TerminalSize) error {
 	return errors.Join(cerr, err)
 }
 
+// readSizeLocked takes the terminal's size as it is now into the process's
+// Info: the program may have changed it (stty cols 132), which the size
+// asked for at the start or by Resize no longer says. p.mu must be held.
+func (p *Process) readSizeLocked() {
+	rc, err := p.pty.SyscallConn()
+	if err != nil {
+		return
+	}
+	var ws *unix.Winsize
+	_ = rc.Control(func(fd uintptr) { ws, err = unix.IoctlGetWinsize(int(fd), unix.TIOCGWINSZ) })
+	if err != nil || ws == nil || ws.Col == 0 || ws.Row == 0 {
+		return
+	}
+	if t := p.info.Terminal; t == nil || t.Cols != ws.Col || t.Rows != ws.Row {
+		p.info.Terminal = &process.TerminalSize{Cols: ws.Col, Rows: ws.Row} // a new value, as Resize's
+	}
+}
+
 // Resize changes a PTY process's terminal size, which sends SIGWINCH to its
 // foreground process group. ErrNotPTY for an exec process; ErrUnsupported
 // once the process has ended.

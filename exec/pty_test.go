@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -51,6 +52,21 @@ func TestPTYDefaultSizeAndTerm(t *testing.T) {
 	wait(t, p)
 	got := logText(p.Log(), 0)
 	assert.Equal(t, "24 80 xterm-256color\r\n", got, "output %q", got)
+}
+
+// TestPTYSizeAsItIs: a PTY process's Info says its terminal's size as it
+// is, also after the program changed it (stty): it kept saying the size
+// asked at the start.
+func TestPTYSizeAsItIs(t *testing.T) {
+	t.Parallel()
+	p := start(t, Options{Kind: process.KindPTY, Cmd: `stty cols 132 rows 50; echo set; sleep 30`})
+	defer p.Kill(syscall.SIGKILL, 0, 0)
+	require.Eventually(t, func() bool {
+		t := p.Info().Terminal
+		return t != nil && t.Cols == 132 && t.Rows == 50
+	}, 20*time.Second, 10*time.Millisecond, "size %+v", p.Info().Terminal)
+	require.NoError(t, p.Resize(process.TerminalSize{Cols: 100, Rows: 30}))
+	require.Equal(t, process.TerminalSize{Cols: 100, Rows: 30}, *p.Info().Terminal)
 }
 
 func TestNotPTY(t *testing.T) {
