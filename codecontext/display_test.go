@@ -144,3 +144,21 @@ func TestStackWithoutDriver(t *testing.T) {
 		require.NotContains(t, out, "node:vm", cell)
 	}
 }
+
+// TestThrownValueThatThrows: a thrown value whose every property read
+// throws (a Proxy) fails its cell, exit 1, and the context lives: the
+// driver read its code to tell an interrupt, and the throw from that read
+// ended node (lost, every later cell 409).
+func TestThrownValueThatThrows(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	for _, cell := range []string{
+		`throw new Proxy({}, { get() { throw new Error("px") } })`,
+		`await null; throw new Proxy({}, { get() { throw new Error("px") } })`,
+	} {
+		r, _, _ := run(t, c, cell)
+		require.Equal(t, 1, code(r), "%s: %+v", cell, r)
+	}
+	_, out, _ := run(t, c, "1 + 1")
+	require.Equal(t, "2\n", out)
+}

@@ -222,6 +222,18 @@ function describe(e, display) {
   }
 }
 
+// isInterrupt reports whether e, thrown by a cell or by vm, is the
+// interrupt's error. What a cell throws may throw in turn when read (a
+// Proxy whose get trap throws): that is no interrupt, and must not reach
+// the driver.
+function isInterrupt(e) {
+  try {
+    return e !== null && typeof e === 'object' && e.code === 'ERR_SCRIPT_EXECUTION_INTERRUPTED';
+  } catch {
+    return false;
+  }
+}
+
 function describeError(e, display) {
   if (!(e instanceof Error) && !(e && typeof e.stack === 'string')) return 'Uncaught ' + util.inspect(e) + '\n';
   if (e.code === 'ERR_SCRIPT_EXECUTION_INTERRUPTED') return 'Error: Script execution was interrupted by `SIGINT`\n';
@@ -311,7 +323,7 @@ async function executeCell(ctx, cell, script, wrapped) {
       value = r ? r.value : undefined; // { value } when the last statement is an expression
     }
   } catch (e) {
-    if (e && e.code === 'ERR_SCRIPT_EXECUTION_INTERRUPTED') {
+    if (isInterrupt(e)) {
       send(`I ${cell.id}\n`);
       emit(2, describe(e));
       return 130;
