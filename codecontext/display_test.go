@@ -162,3 +162,22 @@ func TestThrownValueThatThrows(t *testing.T) {
 	_, out, _ := run(t, c, "1 + 1")
 	require.Equal(t, "2\n", out)
 }
+
+// TestExceptionThatCannotBeFormatted: an exception whose class raises on
+// every attribute read (a metaclass's __getattribute__) fails its cell,
+// exit 1, saying it could not be formatted; the context lives. Its
+// traceback's formatting raised in the driver, which ended.
+func TestExceptionThatCannotBeFormatted(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	r, _, errOut := run(t, c, `class M(type):
+    def __getattribute__(cls, name):
+        raise RuntimeError("meta")
+class E(Exception, metaclass=M):
+    pass
+raise E()`)
+	require.Equal(t, 1, code(r), "%+v %s", r, errOut)
+	require.Contains(t, errOut, "could not be formatted")
+	_, out, _ := run(t, c, "1 + 1")
+	require.Equal(t, "2\n", out)
+}

@@ -233,19 +233,24 @@ def _strip(te, seen):
 
 
 def _print_exc(e):
-    te = _TracebackException(type(e), e, e.__traceback__)
-    _strip(te, set())
     try:
-        text = "".join(te.format())
-    except Exception:
-        # Python 3.13 places a line's carets with ast.parse, which a cell
-        # may have replaced: the frames without them.
-        text = "Traceback (most recent call last):\n"
-        for f in te.stack:
-            text += '  File "%s", line %s, in %s\n' % (f.filename, f.lineno, f.name)
-            if f.line:
-                text += "    %s\n" % f.line.strip()
-        text += "".join(te.format_exception_only())
+        te = _TracebackException(type(e), e, e.__traceback__)
+        _strip(te, set())
+        try:
+            text = "".join(te.format())
+        except Exception:
+            # Python 3.13 places a line's carets with ast.parse, which a
+            # cell may have replaced: the frames without them.
+            text = "Traceback (most recent call last):\n"
+            for f in te.stack:
+                text += '  File "%s", line %s, in %s\n' % (f.filename, f.lineno, f.name)
+                if f.line:
+                    text += "    %s\n" % f.line.strip()
+            text += "".join(te.format_exception_only())
+    except BaseException:
+        # An exception whose class raises on every read (a metaclass's
+        # __getattribute__): object.__repr__ reads the type's C name only.
+        text = "Uncaught %s (it could not be formatted)\n" % object.__repr__(e)
     _err(text)
 
 
