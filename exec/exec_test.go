@@ -169,33 +169,9 @@ func TestUser(t *testing.T) {
 // output, not what ran it (its command's environment, files, handles): a
 // daemon keeps thousands of such records.
 func TestEndedRecordIsLean(t *testing.T) {
-	const n = 100
-	ended := make([]*Process, 0, n)
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	// Started with Start rather than start: a cleanup per process would be
-	// counted as part of the record.
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		for _, p := range ended {
-			assert.NoError(t, p.Stop(ctx), "stop")
-		}
-	})
-	for range n {
-		p, err := Start(Options{Cmd: "true"})
-		require.NoError(t, err, "Start")
-		ended = append(ended, p)
-		wait(t, p)
-	}
-	runtime.GC()
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n
+	per := recordBytes(t, 100, Options{Cmd: "true"}, func(process.Result) {})
 	t.Logf("an ended record: %d bytes", per)
 	require.Less(t, per, int64(2048), "bytes per ended record")
-	runtime.KeepAlive(ended)
 }
 
 // TestFailedRecordIsLean: a process whose start failed keeps no more than
@@ -203,28 +179,43 @@ func TestEndedRecordIsLean(t *testing.T) {
 // an environment over the kernel's bound (E2BIG) kept it whole: 60 such
 // records of 15 MiB held 1.19 GB.
 func TestFailedRecordIsLean(t *testing.T) {
-	const n = 20
 	big := strings.Repeat("e", 256<<10) // over MAX_ARG_STRLEN: execve refuses it
-	failed := make([]*Process, 0, n)
+	per := recordBytes(t, 20, Options{Cmd: "true", Env: map[string]string{"BIG": big}}, func(r process.Result) {
+		require.Equal(t, process.Failed, r.Reason, "%s", show(r))
+		require.Contains(t, r.Error, "argument list too long")
+	})
+	t.Logf("a failed record: %d bytes", per)
+	require.Less(t, per, int64(4096), "bytes per failed record")
+}
+
+// recordBytes starts n processes with opts, waits for each and checks its
+// result, and returns the heap each one's record keeps. Processes are
+// started with Start rather than start: a cleanup per process would be
+// counted as part of the record. The tests that use it are not parallel.
+func recordBytes(t *testing.T, n int, opts Options, check func(process.Result)) int64 {
+	t.Helper()
+	kept := make([]*Process, 0, n)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		for _, p := range kept {
+			assert.NoError(t, p.Stop(ctx), "stop")
+		}
+	})
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for range n {
-		p, err := Start(Options{Cmd: "true", Env: map[string]string{"BIG": big}})
+		p, err := Start(opts)
 		require.NoError(t, err, "Start")
-		failed = append(failed, p)
-		r := wait(t, p)
-		require.Equal(t, process.Failed, r.Reason, "%s", show(r))
-		require.Contains(t, r.Error, "argument list too long")
+		kept = append(kept, p)
+		check(wait(t, p))
 	}
-	big = ""
 	runtime.GC()
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n
-	t.Logf("a failed record: %d bytes", per)
-	require.Less(t, per, int64(4096), "bytes per failed record")
-	runtime.KeepAlive(failed)
+	runtime.KeepAlive(kept)
+	return (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / int64(n)
 }
 
 // A process started with stdin closed reads end-of-file from the /dev/null

@@ -321,10 +321,15 @@ func logCursor(p process.Process, s string) (logstore.Cursor, error) {
 	if err != nil {
 		return 0, err
 	}
+	return c, issued(p, c)
+}
+
+// issued refuses c when it is past p's newest frame (see logCursor).
+func issued(p process.Process, c logstore.Cursor) error {
 	if _, _, last := p.Log().Bounds(); c > last {
-		return 0, badRequest("cursor %s is past the newest frame of %s (%s)", c, p.ID(), last)
+		return badRequest("cursor %s is past the newest frame of %s (%s)", c, p.ID(), last)
 	}
-	return c, nil
+	return nil
 }
 
 // parseEncoding reports whether base64 is forced.

@@ -41,7 +41,7 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	if _, err := logCursor(p, from); err != nil {
+	if err := issued(p, after); err != nil {
 		return err // past the newest frame of a process that runs on
 	}
 	if s.streams.Add(1) > int64(s.opts.MaxStreams) {
