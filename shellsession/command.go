@@ -600,15 +600,17 @@ func (c *Command) resultFor(r process.Result) process.Result {
 }
 
 // diedOfINT reports whether r's status is an interrupt's: 128+SIGINT, or
-// ksh93's 256+SIGINT (or SIGINT, as its "." passes on a program's). Only
-// bash passes on the status of a program that caught the interrupt; the
-// other shells see the SIGINT themselves and end the command with 130.
+// for ksh93 one of 256 and over (its statuses of a death by signal: 258,
+// and 256 for a builtin loop it aborted, seen on a busy machine) or SIGINT
+// (as its "." passes on a program's). Only bash passes on the status of a
+// program that caught the interrupt; the other shells see the SIGINT
+// themselves and end the command with 130.
 func (c *Command) diedOfINT(r process.Result) bool {
 	if r.Reason != process.Exited || r.ExitCode == nil {
 		return true
 	}
 	n, status := int(syscall.SIGINT), *r.ExitCode
-	return status == 128+n || c.s.sh.Family == shells.Ksh && (status == 256+n || status == n)
+	return status == 128+n || c.s.sh.Family == shells.Ksh && (status >= 256 || status == n)
 }
 
 // killedBy returns the signal kill sent whose death status r has, or 0.

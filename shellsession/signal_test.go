@@ -175,7 +175,7 @@ func TestInterruptWritesNothing(t *testing.T) {
 				if shellFailed(t, s, shell, r) {
 					return
 				}
-				require.Equal(t, process.Signaled, r.Reason)
+				require.Equal(t, process.Signaled, r.Reason, "%+v code %d", r, code(r))
 				out, errOut := output(c)
 				require.Equal(t, "started\n", out)
 				require.Equal(t, "", errOut)
