@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/httpfloor"
 	"github.com/conchsh/conch/server"
 )
 
@@ -95,7 +96,9 @@ func measureP3(ctx context.Context, cfg config) Row {
 // (POST /v1/sessions/{id}/commands/run). In turn with it and the baseline
 // runs the same command in an embedded session of this process (P1), so
 // that the note gives what the HTTP path adds, P2 − P1, from the same run:
-// the median of the differences of runs measured one after the other.
+// the median of the differences of runs measured one after the other. In
+// the same turns, the HTTP path's floor: net/http alone around `true` in
+// another embedded session (package httpfloor), less the embedded run.
 func measureP2(ctx context.Context, cfg config) Row {
 	d, err := startDaemon()
 	if err != nil {
@@ -113,6 +116,16 @@ func measureP2(ctx context.Context, cfg config) Row {
 		return failed(err)
 	}
 	defer closeSession(emb)
+	bareSession, err := newSession(ctx)
+	if err != nil {
+		return failed(err)
+	}
+	defer closeSession(bareSession)
+	bare, err := httpfloor.Serve(func() error { return runIn(ctx, bareSession, "true") })
+	if err != nil {
+		return failed(err)
+	}
+	defer bare.Close()
 	inSession := func() error {
 		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
@@ -123,17 +136,19 @@ func measureP2(ctx context.Context, cfg config) Row {
 	}
 	// Each run follows a fork, as in P1: one that follows another run
 	// finds the engine's threads awake and its caches warm, and is faster.
-	s, err := alternateAll(cfg.reps, inSession, forkTrue, func() error { return runIn(ctx, emb, "true") }, forkTrue)
+	s, err := alternateAll(cfg.reps, inSession, forkTrue, func() error { return runIn(ctx, emb, "true") }, forkTrue,
+		bare.RoundTrip, forkTrue)
 	if err != nil {
 		return failed(err)
 	}
 	v, embedded, base := s[0], s[2], append(s[1], s[3]...)
 	row := latencyRow(v, base, 0.10, "≤ 0.10×")
-	diff := make(samples, len(v))
+	diff, floor := make(samples, len(v)), make(samples, len(v))
 	for i := range v {
 		diff[i] = v[i] - embedded[i]
+		floor[i] = s[4][i] - embedded[i]
 	}
-	row.Note += fmt.Sprintf("; the HTTP path (P2 − P1, each against an embedded session's run beside it): median %s (target ≤ 80µs: %s), embedded %s",
-		dur(diff.median()), yesNo(diff.median() <= 80*time.Microsecond), dur(embedded.median()))
+	row.Note += fmt.Sprintf("; the HTTP path (P2 − P1, each against an embedded session's run beside it): median %s (target ≤ 80µs: %s), embedded %s; net/http alone around the same command (its floor) %s",
+		dur(diff.median()), yesNo(diff.median() <= 80*time.Microsecond), dur(embedded.median()), dur(floor.median()))
 	return row
 }

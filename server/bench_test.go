@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/httpfloor"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/server"
 	"github.com/conchsh/conch/shellsession"
@@ -116,18 +117,16 @@ func cpuTime(b *testing.B) time.Duration {
 // run of `true` over HTTP (POST /v1/sessions/{id}/commands/run, the Go
 // client) against a run of `true` in an embedded session, in turn, with
 // the medians' difference in wall time and the difference in this
-// process's CPU (daemon and client) per command.
+// process's CPU (daemon and client) per command. Beside them, in the same
+// turns, the floor: net/http alone around `true` in an embedded session of
+// its own (package httpfloor), which no daemon on net/http can beat;
+// µs-own is what conch adds to it (path − floor).
 func BenchmarkHTTPPath(b *testing.B) {
 	d := start(b, server.Options{})
 	c := ctx(b)
 	s, err := d.c.CreateSession(c, client.SessionOptions{})
 	require.NoError(b, err)
-	emb, err := shellsession.New(c, shellsession.Options{})
-	require.NoError(b, err)
-	defer func() {
-		emb.Close()
-		<-emb.Done()
-	}()
+	emb := benchSession(b)
 	opts := client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "true"}}
 	overHTTP := func() {
 		r, _, err := d.c.RunCommand(c, s.ID, opts)
@@ -135,32 +134,63 @@ func BenchmarkHTTPPath(b *testing.B) {
 			b.Fatalf("run true over HTTP: %v %+v", err, r)
 		}
 	}
-	embedded := func() {
-		_, r, err := emb.Run(c, shellsession.CommandOptions{Cmd: "true"})
-		if err != nil || r.ExitCode == nil || *r.ExitCode != 0 {
-			b.Fatalf("run true embedded: %v %+v", err, r)
+	embedded := func() { runTrue(b, emb) }
+	floorSession := benchSession(b)
+	bareServer, err := httpfloor.Serve(func() error { runTrue(b, floorSession); return nil })
+	require.NoError(b, err)
+	defer bareServer.Close()
+	bare := func() {
+		if err := bareServer.RoundTrip(); err != nil {
+			b.Fatal(err)
 		}
 	}
 	overHTTP()
 	embedded()
-	var hw, ew, diff []time.Duration
-	var hcpu, ecpu time.Duration
+	bare()
+	var hw, ew, fw, diff, fdiff []time.Duration
+	var hcpu, ecpu, fcpu time.Duration
 	for b.Loop() {
 		c0, t0 := cpuTime(b), time.Now()
 		overHTTP()
 		c1, t1 := cpuTime(b), time.Now()
 		embedded()
 		c2, t2 := cpuTime(b), time.Now()
-		hw, ew, diff = append(hw, t1.Sub(t0)), append(ew, t2.Sub(t1)), append(diff, t1.Sub(t0)-t2.Sub(t1))
+		bare()
+		c3, t3 := cpuTime(b), time.Now()
+		hw, ew, fw = append(hw, t1.Sub(t0)), append(ew, t2.Sub(t1)), append(fw, t3.Sub(t2))
+		diff, fdiff = append(diff, t1.Sub(t0)-t2.Sub(t1)), append(fdiff, t3.Sub(t2)-t2.Sub(t1))
 		hcpu += c1 - c0
 		ecpu += c2 - c1
+		fcpu += c3 - c2
 	}
 	med := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
 	n := time.Duration(len(hw))
+	path, floor := med(diff), med(fdiff)
 	b.ReportMetric(float64(med(hw).Microseconds()), "µs-http")
 	b.ReportMetric(float64(med(ew).Microseconds()), "µs-embedded")
-	b.ReportMetric(float64(med(diff).Microseconds()), "µs-path")
+	b.ReportMetric(float64(path.Microseconds()), "µs-path")
+	b.ReportMetric(float64(floor.Microseconds()), "µs-floor")
+	b.ReportMetric(float64((path - floor).Microseconds()), "µs-own")
 	b.ReportMetric(float64((hcpu-ecpu)/n)/1e3, "µs-path-cpu")
-	b.Logf("n=%d: over HTTP %v, embedded %v, median of the pairs' differences %v; CPU of this process per command %v against %v",
-		len(hw), med(hw), med(ew), med(diff), hcpu/n, ecpu/n)
+	b.ReportMetric(float64((fcpu-ecpu)/n)/1e3, "µs-floor-cpu")
+	b.Logf("n=%d: over HTTP %v, embedded %v, bare net/http %v; medians of the differences: path %v, floor %v; CPU of this process per command %v, %v, %v",
+		len(hw), med(hw), med(ew), med(fw), path, floor, hcpu/n, ecpu/n, fcpu/n)
+}
+
+// benchSession is an embedded bash session, closed at the benchmark's end.
+func benchSession(b *testing.B) *shellsession.Session {
+	s, err := shellsession.New(ctx(b), shellsession.Options{})
+	require.NoError(b, err)
+	b.Cleanup(func() {
+		s.Close()
+		<-s.Done()
+	})
+	return s
+}
+
+func runTrue(b *testing.B, s *shellsession.Session) {
+	_, r, err := s.Run(ctx(b), shellsession.CommandOptions{Cmd: "true"})
+	if err != nil || r.ExitCode == nil || *r.ExitCode != 0 {
+		b.Fatalf("run true embedded: %v %+v", err, r)
+	}
 }
