@@ -1,10 +1,15 @@
 package containment_test
 
 import (
+	"fmt"
+	"os/exec"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/containmenttest"
+	"github.com/conchsh/conch/internal/proctree"
 )
 
 // BenchmarkCommandMeter is what a session reads and writes around each
@@ -47,4 +52,51 @@ func BenchmarkPieces(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkOneShot is a one-shot process's life in a cgroup of its own
+// (make it, start `true` in it, wait, remove it) against the same process
+// started and waited without, in turn, with the time each piece of the
+// cgroup's life takes.
+func BenchmarkOneShot(b *testing.B) {
+	r := containmenttest.Root(b, containment.Limits{})
+	start := func(c *exec.Cmd) error { return proctree.Start(c) }
+	var contained, bare, made, started, removed []time.Duration
+	for i := 0; b.Loop(); i++ {
+		t0 := time.Now()
+		m, err := r.New(fmt.Sprintf("oneshot-%d", i), containment.Limits{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		cmd := exec.Command("true")
+		if err := m.Start(cmd, start); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		if err := proctree.Wait(cmd); err != nil {
+			b.Fatal(err)
+		}
+		t3 := time.Now()
+		if err := m.Destroy(); err != nil {
+			b.Fatal(err)
+		}
+		t4 := time.Now()
+		cmd = exec.Command("true")
+		if err := proctree.Start(cmd); err != nil {
+			b.Fatal(err)
+		}
+		if err := proctree.Wait(cmd); err != nil {
+			b.Fatal(err)
+		}
+		t5 := time.Now()
+		contained, bare = append(contained, t4.Sub(t0)), append(bare, t5.Sub(t4))
+		made, started, removed = append(made, t1.Sub(t0)), append(started, t2.Sub(t1)), append(removed, t4.Sub(t3))
+	}
+	med := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
+	b.ReportMetric(float64(med(contained).Microseconds()), "µs-contained")
+	b.ReportMetric(float64(med(bare).Microseconds()), "µs-bare")
+	b.ReportMetric(float64(med(contained))/float64(med(bare)), "ratio")
+	b.Logf("n=%d: contained %v against %v; making the cgroup %v, starting in it %v, removing it %v",
+		len(bare), med(contained), med(bare), med(made), med(started), med(removed))
 }

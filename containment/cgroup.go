@@ -368,7 +368,13 @@ func freezeKill(dir string) error {
 
 // removeTree removes dir and the cgroups below it, deepest first. A cgroup
 // whose last process has just been reaped may still be busy for a moment.
+// Most have none below them and are free: one rmdir, without the walk,
+// whose directory reads list every control file (a one-shot process's two
+// cgroups took 184–194 µs to remove, walked, and 103–107 µs without).
 func removeTree(dir string) error {
+	if err := unix.Rmdir(dir); err == nil || errors.Is(err, unix.ENOENT) {
+		return nil
+	}
 	var dirs []string
 	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err == nil && d.IsDir() {
