@@ -57,12 +57,25 @@ func BenchmarkPieces(b *testing.B) {
 // BenchmarkOneShot is a one-shot process's life in a cgroup of its own
 // (make it, start `true` in it, wait, remove it) against the same process
 // started and waited without, in turn, with the time each piece of the
-// cgroup's life takes.
+// cgroup's life takes: back to back, and after 20 ms of idle each, as an
+// agent's commands come (a first move of a thread into a v1 cgroup after an
+// idle spell waits for an RCU grace period; see spawner).
 func BenchmarkOneShot(b *testing.B) {
+	for _, idle := range []time.Duration{0, 20 * time.Millisecond} {
+		name := "back_to_back"
+		if idle > 0 {
+			name = "after_idle"
+		}
+		b.Run(name, func(b *testing.B) { oneShots(b, idle) })
+	}
+}
+
+func oneShots(b *testing.B, idle time.Duration) {
 	r := containmenttest.Root(b, containment.Limits{})
 	start := func(c *exec.Cmd) error { return proctree.Start(c) }
 	var contained, bare, made, started, removed []time.Duration
 	for i := 0; b.Loop(); i++ {
+		time.Sleep(idle)
 		t0 := time.Now()
 		m, err := r.New(fmt.Sprintf("oneshot-%d", i), containment.Limits{})
 		if err != nil {
@@ -82,6 +95,8 @@ func BenchmarkOneShot(b *testing.B) {
 			b.Fatal(err)
 		}
 		t4 := time.Now()
+		time.Sleep(idle)
+		t5 := time.Now()
 		cmd = exec.Command("true")
 		if err := proctree.Start(cmd); err != nil {
 			b.Fatal(err)
@@ -89,8 +104,8 @@ func BenchmarkOneShot(b *testing.B) {
 		if err := proctree.Wait(cmd); err != nil {
 			b.Fatal(err)
 		}
-		t5 := time.Now()
-		contained, bare = append(contained, t4.Sub(t0)), append(bare, t5.Sub(t4))
+		t6 := time.Now()
+		contained, bare = append(contained, t4.Sub(t0)), append(bare, t6.Sub(t5))
 		made, started, removed = append(made, t1.Sub(t0)), append(started, t2.Sub(t1)), append(removed, t4.Sub(t3))
 	}
 	med := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
