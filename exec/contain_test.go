@@ -109,3 +109,28 @@ func TestEscalationEndsTheCgroup(t *testing.T) {
 	require.Equal(t, "KILL", r.Signal, "%+v", r)
 	containmenttest.WaitRunning(t, marker, 0)
 }
+
+// A process is done before its cgroup is removed: whoever waits for it
+// does not wait for an rmdir in each hierarchy too.
+func TestDoneBeforeTheCgroupGoes(t *testing.T) {
+	root := containmenttest.Root(t, containment.Limits{})
+	seen, removing := make(chan struct{}), make(chan struct{})
+	removingCgroup = func() {
+		close(removing)
+		<-seen
+	}
+	defer func() { removingCgroup = nil }()
+	p := start(t, Options{Cmd: "true", Containment: root})
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second):
+		close(seen)
+		t.Fatal("the process was not done before its cgroup's removal")
+	}
+	close(seen)
+	select {
+	case <-removing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the empty cgroup of an ended process was not removed")
+	}
+}

@@ -410,13 +410,13 @@ func (p *Process) wait(readers []*os.File, copied <-chan struct{}) {
 }
 
 // finish does what follows the end of a process and of the reading of its
-// output: the cgroup goes if empty, its input is stopped, and the log and
-// done are closed.
+// output: its input is stopped, the log and done are closed, and the cgroup
+// goes if empty.
 func (p *Process) finish() {
-	if !p.cg.Populated() {
-		// Nothing it started outlived it; Stop would find the cgroup gone.
-		_ = p.cg.Destroy()
-	}
+	// Nothing it started outlived it: the cgroup goes (Stop finds it gone
+	// or going, and Destroy runs once). After done, so that whoever waits
+	// for the process does not wait for an rmdir in each hierarchy too.
+	empty := !p.cg.Populated()
 	if p.feed != nil {
 		// Its pipe or terminal is closed: a write it is in returns.
 		dropped := p.feed.stop()
@@ -426,7 +426,17 @@ func (p *Process) finish() {
 	}
 	p.log.Close()
 	close(p.done)
+	if empty {
+		if removingCgroup != nil {
+			removingCgroup()
+		}
+		_ = p.cg.Destroy()
+	}
 }
+
+// removingCgroup, when a test sets it, is called as an ended process's
+// empty cgroup is about to be removed.
+var removingCgroup func()
 
 // drainArmed, when a test sets it, is called each time a drain is armed (a
 // timer in wait, a deadline in follow).
