@@ -58,8 +58,9 @@ func BenchmarkPieces(b *testing.B) {
 // (make it, start `true` in it, wait, remove it) against the same process
 // started and waited without, in turn, with the time each piece of the
 // cgroup's life takes: back to back, and after 20 ms of idle each, as an
-// agent's commands come (a first move of a thread into a v1 cgroup after an
-// idle spell waits for an RCU grace period; see spawner).
+// agent's commands come (on a hybrid host, the first move of a thread into
+// a v1 cgroup after an idle spell waits for an RCU grace period: see the
+// README's containment section).
 func BenchmarkOneShot(b *testing.B) {
 	for _, idle := range []time.Duration{0, 20 * time.Millisecond} {
 		name := "back_to_back"
