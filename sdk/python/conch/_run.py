@@ -30,7 +30,9 @@ TIMED_OUT_PAGES = 4
 
 
 def deadline_of(timeout: Optional[float]) -> float:
-    """The monotonic deadline of a caller's timeout in seconds; None or 0 is unbounded."""
+    """The monotonic deadline of a caller's timeout in seconds; None or 0 is unbounded, a negative one refused."""
+    if timeout is not None and timeout < 0:
+        raise ValueError(f"conch: a timeout of {timeout} s: it must not be negative")
     return time.monotonic() + timeout if timeout is not None and timeout > 0 else math.inf
 
 
@@ -49,7 +51,13 @@ def socket_timeout(ms: int) -> float:
 
 
 def ms(seconds: Optional[float]) -> Optional[int]:
-    return None if seconds is None else max(0, int(round(seconds * 1000)))
+    """Seconds as the API's milliseconds: 0 stays 0, any other time is at least 1 ms (rounding a
+    short one to 0 would mean no limit); a negative one is refused, as the daemon refuses it."""
+    if seconds is None:
+        return None
+    if seconds < 0:
+        raise ValueError(f"conch: a time of {seconds} s: it must not be negative")
+    return 0 if seconds == 0 else max(1, int(round(seconds * 1000)))
 
 
 def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> RunResult:
@@ -63,12 +71,17 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
     deadline = deadline_of(timeout)
     idle = body.get("idleTimeout")
     bounded = "outputLimit" in body
+    # Under keepLogs none the daemon keeps no output for later reading: no
+    # page can bring back what an answer left out, and output written between
+    # two requests is gone. The result is what the answers held, truncated
+    # when they said output was lost.
+    unkept = body.get("keepLogs") == "none"
     sent = time.monotonic()
     w = window_ms(t, deadline)
     status, answer = t.object("POST", path, json_body={**body, "timeout": w}, timeout=socket_timeout(w))
     answer = _record(answer, "run")
     if status == 200:
-        return finished(t, answer, bounded)
+        return finished(t, answer, bounded or unkept)
     if answer.get("waitingForInput") is True:
         return early(answer, "waiting_for_input")
     quiet_from = sent
@@ -82,10 +95,17 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
             return early(answer, "wait_timeout")
     pid = str(answer.get("id") or answer.get("processId"))
     cursor = answer.get("next") if isinstance(answer.get("next"), str) else None
+    held: List[LogFrame] = []
+    lost = False
+    if unkept:
+        held.extend(frames_from_wire(answer.get("logs")))
+        lost = _lost(answer)
 
     def back(result: Optional[WaitResult], pages: float, came_back: Optional[CameBack]) -> RunResult:
         if bounded:
             return cut(t, pid, body, came_back)
+        if unkept:
+            return result_of(pid, held, lost, result, came_back, cursor)
         return collect(t, pid, result, pages, came_back, cursor)
 
     while left(deadline) > 0:
@@ -93,12 +113,17 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
         if idle is not None:
             # Back when the quiet spell would reach idleTimeout, to look whether it did.
             w = max(1, min(w, int(math.ceil(_idle_left(idle, quiet_from) * 1000))))
-        req: Wire = {"timeout": w, "outputLimit": 1}
+        # Output is read from the logs once the wait is over, but where
+        # none are kept, from each answer.
+        req: Wire = {"timeout": w} if unkept else {"timeout": w, "outputLimit": 1}
         if cursor:
             req["cursor"] = cursor
         sent = time.monotonic()
         s, a = t.object("POST", f"/v1/processes/{seg(pid)}/interact", json_body=req, timeout=socket_timeout(w))
         a = _record(a, "interact")
+        if unkept:
+            held.extend(frames_from_wire(a.get("logs")))
+            lost = lost or _lost(a)
         if s == 200:
             return back(WaitResult.from_wire(a), math.inf, None)
         before = cursor
@@ -112,6 +137,12 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
             if _idle_left(idle, quiet_from) <= 0:
                 return back(None, math.inf, "idle_timeout")
     return back(None, TIMED_OUT_PAGES, "wait_timeout")
+
+
+def _lost(w: Wire) -> bool:
+    """Whether an answer says output is missing from it: dropped before it (``truncated``) or cut
+    out of it (``omittedBytes``)."""
+    return w.get("truncated") is True or int(w.get("omittedBytes") or 0) > 0
 
 
 def _came_back_quiet(answer: Wire, sent: float, w: int) -> bool:
@@ -193,6 +224,17 @@ def _ended(r: RunResult, wr: WaitResult) -> None:
         r.cwd = wr.cwd
 
 
+def came_back_of(w: Wire) -> CameBack:
+    """Why a 202 answer came, as the daemon's ``cameBack`` says (its ``timeout`` is the caller's:
+    ``wait_timeout``); one that does not say is judged by ``waitingForInput``."""
+    why = w.get("cameBack")
+    if why == "timeout":
+        return "wait_timeout"
+    if why in ("idle_timeout", "waiting_for_input"):
+        return why
+    return "waiting_for_input" if w.get("waitingForInput") is True else "idle_timeout"
+
+
 def early(w: Wire, why: CameBack) -> RunResult:
     return from_answer(w, came_back=why)
 
@@ -269,7 +311,13 @@ def collect(t: HttpTransport, pid: str, result: Optional[WaitResult], pages: flo
         return True
 
     page_logs(t, pid, None, pages, take)
-    r = RunResult(process_id=pid, logs=logs, truncated=truncated[0])
+    return result_of(pid, logs, truncated[0], result, came_back, cursor)
+
+
+def result_of(pid: str, logs: List[LogFrame], truncated: bool, result: Optional[WaitResult],
+              came_back: Optional[CameBack], cursor: Optional[str]) -> RunResult:
+    """The RunResult of process pid from its frames: ended with result, or running, back for came_back."""
+    r = RunResult(process_id=pid, logs=logs, truncated=truncated)
     r.output, r.stdout, r.stderr = assemble(logs)
     r.next = logs[-1].cursor if logs else cursor
     if result is not None:

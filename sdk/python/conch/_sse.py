@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import time
 from typing import Any, Generator, Iterator, List, Optional
 
@@ -103,7 +104,11 @@ def stream_logs(
             if conn is not None:
                 conn.close()
         failures += 1
-        if failures > MAX_RETRIES:
+        if isinstance(err, socket.timeout) or failures > MAX_RETRIES:
+            # A daemon that sent nothing, not even its heartbeat, for
+            # READ_TIMEOUT is frozen or gone: the stream ends now rather than
+            # waiting as long again on each new connection (a refused or
+            # dropped connection, as a restart makes, is tried again).
             if isinstance(err, ConchError):
                 raise err
             raise NetworkError(f"conch: the log stream of {pid} ended before its eof ({err or 'connection closed'})")

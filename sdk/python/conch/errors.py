@@ -136,7 +136,8 @@ class ConfigurationError(ConchError):
 
 class UnexpectedResponseError(ConchError):
     """An answer that is not the API's: a body that is not the JSON its route answers, or an
-    error page without the API's error shape and with a status the API does not use (a proxy's 502)."""
+    error page without the API's error shape, whatever its status (a proxy's 502 or 503, another
+    server's 404)."""
 
     def __init__(self, message: str, status: int = 0, code: str = "unexpected_response") -> None:
         super().__init__(code, status, message)
@@ -156,7 +157,7 @@ _by_code: Dict[str, Type[ConchError]] = {
     "internal": InternalError,
 }
 
-# A body without a code (a proxy's answer) is named by its status.
+# An empty error body is named by its status.
 _code_by_status: Dict[int, str] = {
     400: "invalid_argument",
     401: "unauthenticated",
@@ -186,6 +187,10 @@ def error_from(status: int, body: bytes) -> ConchError:
             code = err["code"]
         if isinstance(err.get("message"), str):
             message = err["message"]
+    if code is None and text.strip():
+        # A body, but not the API's error (a proxy's page, another server's
+        # 404): not the daemon's answer, whatever its status says.
+        return UnexpectedResponseError(f"conch: an answer that is not the API's (HTTP {status}): {message[:200]}", status)
     if code is None:
         code = _code_by_status.get(status)
     if code is None:

@@ -83,7 +83,7 @@ class ProcessHandle:
 
     def stdin(self, data: Union[str, bytes], *, eof: bool = False) -> None:
         """Writes to the stdin of a process started with ``stdin="open"`` (and closes it after, with ``eof``)."""
-        raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        raw = _input_bytes(data)
         self._t.request("POST", f"{self._path}/stdin", body=raw, query={"eof": True if eof else None},
                         headers={"Content-Type": "application/octet-stream"})
 
@@ -119,7 +119,7 @@ class ProcessHandle:
         if isinstance(input, str):
             body["input"] = input
         elif input is not None:
-            body["inputBase64"] = base64.b64encode(bytes(input)).decode("ascii")
+            body["inputBase64"] = base64.b64encode(_input_bytes(input)).decode("ascii")
         sock = math.inf  # no timeout (or 0): the daemon waits until the process ends
         if timeout is not None:
             body["timeout"] = _run.ms(timeout)
@@ -129,7 +129,7 @@ class ProcessHandle:
         w = _run._record(w, "interact")
         if status == 200:
             return _run.from_answer(w)
-        return _run.from_answer(w, came_back="waiting_for_input" if w.get("waitingForInput") else "idle_timeout")
+        return _run.from_answer(w, came_back=_run.came_back_of(w))
 
     def ready(self, *, port: Union[int, str, None] = None, pattern: Optional[str] = None,
               timeout: Optional[float] = None) -> ReadyResult:
@@ -351,3 +351,11 @@ class PtyService:
         self.connect(process_id).delete()
 
 
+def _input_bytes(data: Union[str, bytes, bytearray, memoryview]) -> bytes:
+    """Input as the bytes it sends: text as UTF-8, bytes as they are. Anything else is refused
+    (``bytes(5)`` would send five NUL bytes)."""
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    raise TypeError(f"conch: input must be str or bytes, not {type(data).__name__}")

@@ -1,0 +1,130 @@
+"""What a careless caller of the SDK must not get: output silently lost, a caller's error turned into
+no limit, a timeout named as another reason, an int sent as NUL bytes, another server's page taken for
+the daemon's answer, a stream that waits minutes on a frozen daemon."""
+
+import os
+import signal
+import socket
+import threading
+import time
+import unittest
+
+from conch import NotFoundError, Sandbox, UnexpectedResponseError
+from conch.errors import error_from
+
+from .daemon import shared
+from .fake import FakeServer
+
+
+class KeepLogsNoneTest(unittest.TestCase):
+    """Under keep_logs="none" the daemon keeps nothing for later reading: a result is what its
+    answers held, and says when output is missing."""
+
+    def test_an_answer_over_its_limit_keeps_its_head_and_tail(self) -> None:
+        sb = shared().sandbox()
+        self.addCleanup(sb.close)
+        r = sb.exec("seq 1 400000", keep_logs="none")
+        whole = "".join(f"{i}\n" for i in range(1, 400001))
+        self.assertEqual(r.reason, "exited")
+        self.assertGreater(r.omitted_bytes, 0, "output was left out and the result does not say so")
+        self.assertEqual(len(r.stdout) + r.omitted_bytes, len(whole))
+        self.assertTrue(whole.startswith(r.stdout[:1000]))
+        self.assertTrue(r.stdout.endswith("400000\n"), "the tail the daemon sent was dropped")
+
+    def test_a_run_past_the_wait_window_says_what_it_lost(self) -> None:
+        sb = shared().sandbox(wait_window=1)
+        self.addCleanup(sb.close)
+        r = sb.exec("echo a; sleep 2; echo b", keep_logs="none", timeout=30)
+        self.assertEqual(r.reason, "exited")
+        self.assertTrue(r.stdout.startswith("a\n"), repr(r.stdout))
+        if r.stdout != "a\nb\n":
+            self.assertTrue(r.truncated, f"output {r.stdout!r} is missing b and the result does not say so")
+
+
+class TimesTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.sandbox = shared().sandbox()
+        self.addCleanup(self.sandbox.close)
+
+    def test_a_negative_time_is_refused(self) -> None:
+        h = self.sandbox.process.start("sleep 30")
+        self.addCleanup(h.kill, "KILL")
+        for call in (lambda: h.interact(timeout=-1), lambda: h.wait(timeout=-5),
+                     lambda: self.sandbox.exec("true", execution_timeout=-1),
+                     lambda: self.sandbox.exec("true", timeout=-1),
+                     lambda: h.kill(escalate_after=-1)):
+            started = time.monotonic()
+            with self.assertRaises(ValueError):
+                call()
+            self.assertLess(time.monotonic() - started, 5)
+
+    def test_a_short_time_is_no_time_limit(self) -> None:
+        started = time.monotonic()
+        r = self.sandbox.exec("sleep 4", execution_timeout=0.0004, timeout=30)
+        self.assertLess(time.monotonic() - started, 3, "a 0.4 ms execution timeout applied no limit")
+        self.assertEqual(r.reason, "timed_out")
+        h = self.sandbox.process.start("sleep 4")
+        self.addCleanup(h.kill, "KILL")
+        started = time.monotonic()
+        r = h.interact(timeout=0.0004)
+        self.assertLess(time.monotonic() - started, 3, "a 0.4 ms interact timeout waited for the process")
+        self.assertTrue(r.is_running)
+
+    def test_interact_names_the_callers_timeout(self) -> None:
+        h = self.sandbox.process.start("echo x; sleep 4")
+        self.addCleanup(h.kill, "KILL")
+        r = h.interact(timeout=1)
+        self.assertEqual((r.is_running, r.came_back), (True, "wait_timeout"))
+
+
+class InputTest(unittest.TestCase):
+    def test_an_int_is_no_input(self) -> None:
+        sb = shared().sandbox()
+        self.addCleanup(sb.close)
+        h = sb.process.start("cat", stdin="open")
+        self.addCleanup(h.kill, "KILL")
+        with self.assertRaises(TypeError):
+            h.stdin(5)  # type: ignore[arg-type]
+        with self.assertRaises(TypeError):
+            h.interact(3, eof=True)  # type: ignore[arg-type]
+        r = h.interact(b"ok\n", eof=True, timeout=10)
+        self.assertEqual(r.stdout, "ok\n")
+
+
+class OtherServersTest(unittest.TestCase):
+    def test_a_page_that_is_not_the_apis_is_unexpected_whatever_its_status(self) -> None:
+        for status in (404, 500, 503):
+            with self.subTest(status=status):
+                e = error_from(status, b"<html><body>Error</body></html>")
+                self.assertIsInstance(e, UnexpectedResponseError)
+                self.assertEqual(e.status, status)
+        self.assertIsInstance(error_from(404, b""), NotFoundError)
+        server = FakeServer(404, b"<html>Not Found</html>", "text/html")
+        self.addCleanup(server.close)
+        sb = Sandbox(server.url, "t")
+        self.addCleanup(sb.close)
+        with self.assertRaises(UnexpectedResponseError):
+            sb.process.get("abc")
+
+
+class FrozenStreamTest(unittest.TestCase):
+    def test_a_stream_gives_up_on_a_daemon_that_sends_nothing(self) -> None:
+        # A listener that accepts and never answers, as a stopped daemon's kernel does.
+        ln = socket.socket()
+        ln.bind(("127.0.0.1", 0))
+        ln.listen(16)
+        self.addCleanup(ln.close)
+        from conch import _sse
+        old = _sse.READ_TIMEOUT
+        _sse.READ_TIMEOUT = 0.5
+        self.addCleanup(setattr, _sse, "READ_TIMEOUT", old)
+        sb = Sandbox(f"http://127.0.0.1:{ln.getsockname()[1]}", "t")
+        self.addCleanup(sb.close)
+        started = time.monotonic()
+        with self.assertRaises(Exception):
+            list(sb.process.connect("x").stream_logs())
+        self.assertLess(time.monotonic() - started, 0.5 * 3, "the stream tried the frozen daemon again and again")
+
+
+if __name__ == "__main__":
+    unittest.main()
