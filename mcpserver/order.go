@@ -127,6 +127,9 @@ func (o *order) ticketed(req *jsonrpc.Request, raw []byte) []byte {
 	if m, ok := params["_meta"]; ok && json.Unmarshal(m, &meta) != nil {
 		return raw
 	}
+	if meta == nil {
+		meta = map[string]json.RawMessage{} // "_meta": null, which Unmarshal makes a nil map
+	}
 	session := call.Arguments.Session
 	if session == "" {
 		session = DefaultSession

@@ -402,3 +402,21 @@ func TestStdioWrongTimeErrors(t *testing.T) {
 	require.Equal(t, -32600, r.Error.Code, r.Error.Message)
 	require.Equal(t, "3", string(r.ID))
 }
+
+// TestStdioNullMeta sends run calls whose "_meta" is null (as clients that
+// write optional fields as null do), before and after initialize: each is
+// answered and the server goes on, where it panicked writing into the nil
+// map that null decodes to, and left its commands running.
+func TestStdioNullMeta(t *testing.T) {
+	t.Parallel()
+	m := startRawMCP(t)
+	m.send(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run","arguments":{"command":"echo early"},"_meta":null}}`)
+	require.NotNil(t, m.next().Error, "a call before initialize is refused")
+	m.initialize()
+	m.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":{"command":"echo x"},"_meta":null}}`)
+	r := m.next()
+	require.Nil(t, r.Error)
+	require.Contains(t, string(r.Result), "x")
+	m.send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run","arguments":{"command":"echo y"}}}`)
+	require.Contains(t, string(m.next().Result), "y")
+}
