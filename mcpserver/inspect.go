@@ -33,6 +33,9 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 	if in.Limit < 0 {
 		return nil, ReadOutput{}, errors.New("limit is bytes and cannot be negative")
 	}
+	if in.Limit > MaxOutputLimit {
+		return nil, ReadOutput{}, fmt.Errorf("limit is at most %d bytes: read on from the answer's next cursor", MaxOutputLimit)
+	}
 	limit := int64(DefaultOutputLimit)
 	if in.Limit > 0 {
 		limit = in.Limit

@@ -387,3 +387,24 @@ func TestInteractReadsOnFromLastAnswer(t *testing.T) {
 	require.False(t, w.Running)
 	require.Equal(t, "A\nB\n", w.Output)
 }
+
+// TestOutputLimitTinyAndHuge: an outputLimit of 1 cuts the output and says
+// so (the daemon was asked for no limit, the cut was silent); an outputLimit
+// or read_output limit past MaxOutputLimit is refused (8 reads of a limit of
+// 1e18 at once took conch mcp to 1.8 GB).
+func TestOutputLimitTinyAndHuge(t *testing.T) {
+	t.Parallel()
+	env, _ := testEnv(t)
+	c := startMCP(t, env)
+	defer c.close()
+	r, _ := c.run(map[string]any{"command": "seq 1000", "outputLimit": 1})
+	require.Positive(t, r.OmittedBytes, "%+v", r)
+	text := c.toolError("run", map[string]any{"command": "echo x", "outputLimit": int64(mcpserver.MaxOutputLimit) + 1})
+	require.Contains(t, text, "at most")
+	r, _ = c.run(map[string]any{"command": "echo x"})
+	text = c.toolError("read_output", map[string]any{"id": r.ID, "limit": int64(1e18)})
+	require.Contains(t, text, "at most")
+	var read mcpserver.ReadOutput
+	c.ok("read_output", map[string]any{"id": r.ID, "limit": mcpserver.MaxOutputLimit}, &read)
+	require.Equal(t, "x\n", read.Output)
+}

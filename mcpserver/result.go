@@ -94,8 +94,9 @@ func render(r *client.RunResult, limit int) (text, omittedAfter string) {
 const omittedReserve = 96
 
 // daemonLimit is the outputLimit asked of the daemon for limit bytes of
-// text.
-func daemonLimit(limit int64) int64 { return max(limit-omittedReserve, limit/2) }
+// text: at least 1, since the daemon takes 0 for no limit (an outputLimit
+// of 1 brought the whole output back, cut here with nothing said).
+func daemonLimit(limit int64) int64 { return max(limit-omittedReserve, limit/2, 1) }
 
 // omittedFrom is the cursor read_output reads what r omitted from: its
 // omittedAfter, or, when the head ends with the start of the frame after

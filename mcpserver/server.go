@@ -26,6 +26,10 @@ const DefaultSession = "main"
 const (
 	DefaultTimeout     = 30 * time.Second
 	DefaultOutputLimit = 32 << 10
+	// MaxOutputLimit bounds what one answer may ask for: each call holds
+	// its output several times over as it is read, cut and escaped (a
+	// read_output of 30 MB of output took 230 MB), and calls run at once.
+	MaxOutputLimit = 4 << 20
 	// readPageFrames bounds the frames asked for per logs page when
 	// reading output from a cursor.
 	readPageFrames = 256

@@ -48,7 +48,7 @@ type RunInput struct {
 	Cwd         string  `json:"cwd,omitempty" jsonschema:"starting directory of a new session; ignored once the session exists (use cd)"`
 	Timeout     float64 `json:"timeout,omitempty" jsonschema:"seconds to wait before answering with the command still running; default 30. The command is not stopped"`
 	IdleTimeout float64 `json:"idleTimeout,omitempty" jsonschema:"answer early once the command printed nothing for this many seconds; default none"`
-	OutputLimit int64   `json:"outputLimit,omitempty" jsonschema:"bytes of output in the answer (head and tail); default 32768"`
+	OutputLimit int64   `json:"outputLimit,omitempty" jsonschema:"bytes of output in the answer (head and tail); default 32768, at most 4194304"`
 	CloseStdin  bool    `json:"closeStdin,omitempty" jsonschema:"run with stdin closed, so that reads get end of file at once; by default stdin stays open and a command that waits for input answers early, to be answered with interact"`
 	Limits      *Limits `json:"limits,omitempty" jsonschema:"bounds of a new session: its shell or interpreter and everything its commands start, together; ignored once the session exists"`
 }
@@ -78,7 +78,7 @@ type InteractInput struct {
 	Cursor      string  `json:"cursor,omitempty" jsonschema:"read output after this cursor (next of an earlier answer); default: after the last answer run or interact gave for this command, so that nothing printed since is missed"`
 	Timeout     float64 `json:"timeout,omitempty" jsonschema:"seconds to wait before answering with the command still running; default 30"`
 	IdleTimeout float64 `json:"idleTimeout,omitempty" jsonschema:"answer early once the command printed nothing for this many seconds"`
-	OutputLimit int64   `json:"outputLimit,omitempty" jsonschema:"bytes of output in the answer (head and tail); default 32768"`
+	OutputLimit int64   `json:"outputLimit,omitempty" jsonschema:"bytes of output in the answer (head and tail); default 32768, at most 4194304"`
 }
 
 var readTool = &mcp.Tool{
@@ -94,7 +94,7 @@ var readTool = &mcp.Tool{
 type ReadInput struct {
 	ID     string `json:"id" jsonschema:"id of the command"`
 	Cursor string `json:"cursor,omitempty" jsonschema:"read after this cursor; default: from the start of the output"`
-	Limit  int64  `json:"limit,omitempty" jsonschema:"bytes to read at most; default 32768"`
+	Limit  int64  `json:"limit,omitempty" jsonschema:"bytes to read at most; default 32768, at most 4194304"`
 }
 
 var listTool = &mcp.Tool{
@@ -280,6 +280,9 @@ func waits(timeout, idle float64, limit int64) (wait, error) {
 	}
 	if limit < 0 {
 		return w, errors.New("outputLimit is bytes and cannot be negative")
+	}
+	if limit > MaxOutputLimit {
+		return w, fmt.Errorf("outputLimit is at most %d bytes: read the rest with read_output", MaxOutputLimit)
 	}
 	w.timeout = client.Millis(DefaultTimeout)
 	if timeout > 0 {
