@@ -41,7 +41,8 @@ type Server struct {
 	version string
 
 	mu       sync.Mutex
-	sessions map[string]named // by name
+	sessions map[string]named     // by name
+	creating map[string]*creation // by name, the sessions being created
 	// stopped is done once Run's context is: the tool calls under way end
 	// with it, rather than holding the server's end until they are done.
 	stopped context.Context
@@ -72,7 +73,7 @@ func (n named) kind() string {
 
 // New returns a Server whose tools drive the daemon c.
 func New(c *client.Client, version string) *Server {
-	return &Server{c: c, version: version, sessions: map[string]named{}, stopped: context.Background(), order: newOrder(), next: map[string]string{}}
+	return &Server{c: c, version: version, sessions: map[string]named{}, creating: map[string]*creation{}, stopped: context.Background(), order: newOrder(), next: map[string]string{}}
 }
 
 // MCP returns the MCP server with every tool added.
@@ -156,20 +157,58 @@ func (s *Server) Run(ctx context.Context) error {
 // shell or language, and cwd) when there is none yet. created says it was
 // just made.
 func (s *Server) session(ctx context.Context, name string, opts client.SessionOptions) (n named, created bool, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if n, ok := s.sessions[name]; ok {
-		return n, false, nil
+	for {
+		s.mu.Lock()
+		if n, ok := s.sessions[name]; ok {
+			s.mu.Unlock()
+			return n, false, nil
+		}
+		if c, ok := s.creating[name]; ok {
+			// Another call creates it: wait for that one, not for the
+			// server's lock, which every other call needs meanwhile (a code
+			// context's start held them all for its 15 s).
+			s.mu.Unlock()
+			select {
+			case <-c.done:
+			case <-ctx.Done():
+				return named{}, false, ctx.Err()
+			}
+			if c.err != nil && ctx.Err() == nil && !errors.Is(c.err, context.Canceled) {
+				return named{}, false, c.err
+			}
+			continue // created, or its caller gave up: look again
+		}
+		c := &creation{done: make(chan struct{})}
+		s.creating[name] = c
+		s.mu.Unlock()
+		opts.Name = name
+		cctx, cancel := context.WithTimeout(ctx, createTimeout)
+		p, err := s.c.CreateSession(cctx, opts)
+		cancel()
+		s.mu.Lock()
+		delete(s.creating, name)
+		if err == nil {
+			n = named{id: p.ID, shell: p.Shell, language: p.Language}
+			s.sessions[name] = n
+		} else {
+			c.err = fmt.Errorf("create session %q: %w", name, explain(err))
+		}
+		s.mu.Unlock()
+		close(c.done)
+		return n, err == nil, c.err
 	}
-	opts.Name = name
-	p, err := s.c.CreateSession(ctx, opts)
-	if err != nil {
-		return named{}, false, fmt.Errorf("create session %q: %w", name, explain(err))
-	}
-	n = named{id: p.ID, shell: p.Shell, language: p.Language}
-	s.sessions[name] = n
-	return n, true, nil
 }
+
+// creation is a session being created: done is closed once it is, with err
+// when it could not be.
+type creation struct {
+	done chan struct{}
+	err  error
+}
+
+// createTimeout bounds the creation of a session: a daemon that does not
+// answer (stopped, overloaded) fails the call rather than holding it.
+const createTimeout = 2 * time.Minute
 
 // maxNext bounds the commands whose last cursor is kept: past it one is
 // forgotten for each new one (interact then reads what comes after its
