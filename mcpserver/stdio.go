@@ -93,19 +93,53 @@ func (g *gate) Write(p []byte) (int, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	answers := responses(p)
-	if len(answers) == 1 && g.cancelled[answers[0].ID] {
+	out := g.uncancelled(p, answers)
+	if out == nil {
 		g.settle(answers)
 		return len(p), nil
 	}
-	out := p
 	if len(answers) == 1 {
-		out = withErrorCode(answers[0], p)
+		out = withErrorCode(answers[0], out)
 	}
 	if _, err := g.out.Write(out); err != nil {
 		return 0, err
 	}
 	g.settle(answers)
 	return len(p), nil
+}
+
+// uncancelled is p, a message or batch, without the answers to requests
+// the client cancelled (MCP: a cancelled request is not answered); nil when
+// none is left. g.mu is held.
+func (g *gate) uncancelled(p []byte, answers []*jsonrpc.Response) []byte {
+	n := 0
+	for _, a := range answers {
+		if g.cancelled[a.ID] {
+			n++
+		}
+	}
+	if n == 0 {
+		return p
+	}
+	var raws []json.RawMessage
+	if t := bytes.TrimSpace(p); len(t) == 0 || t[0] != '[' || json.Unmarshal(t, &raws) != nil {
+		return nil // a single answer, cancelled
+	}
+	kept := make([]json.RawMessage, 0, len(raws))
+	for _, raw := range raws {
+		if resp, ok := decodeMessage(raw).(*jsonrpc.Response); ok && g.cancelled[resp.ID] {
+			continue
+		}
+		kept = append(kept, raw)
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(kept)
+	if err != nil {
+		return p
+	}
+	return append(b, '\n')
 }
 
 // withErrorCode is p, the answer resp, with the code -32600 (invalid

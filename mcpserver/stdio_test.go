@@ -420,3 +420,25 @@ func TestStdioNullMeta(t *testing.T) {
 	m.send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run","arguments":{"command":"echo y"}}}`)
 	require.Contains(t, string(m.next().Result), "y")
 }
+
+// TestStdioCancelledInABatch cancels a run sent in a batch (protocol
+// 2025-03-26): the batch's answer holds the other request's answer only,
+// where it held the cancelled call's too ("context canceled", with the
+// daemon's URL).
+func TestStdioCancelledInABatch(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	started := filepath.Join(dir, "started")
+	m := startRawMCP(t)
+	m.send(strings.Replace(initialize, "2025-06-18", "2025-03-26", 1))
+	require.Nil(t, m.next().Error)
+	m.send(initialized)
+	m.send(fmt.Sprintf(`[{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"run","arguments":{"command":"touch %s; sleep 300","timeout":300}}},{"jsonrpc":"2.0","id":5,"method":"ping"}]`, started))
+	waitFile(t, started)
+	m.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":4}}`)
+	var batch []reply
+	line := m.nextLine()
+	require.NoError(t, json.Unmarshal([]byte(line), &batch), "%s", line)
+	require.Len(t, batch, 1, "%s", line)
+	require.Equal(t, "5", string(batch[0].ID))
+}
