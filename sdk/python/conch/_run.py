@@ -76,12 +76,15 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
     # two requests is gone. The result is what the answers held, truncated
     # when they said output was lost.
     unkept = body.get("keepLogs") == "none"
+    # Logs pages are raw frames: a plain answer is the daemon's, whole when
+    # it fits in the answer, else its head and tail.
+    plain = body.get("plain") is True
     sent = time.monotonic()
     w = window_ms(t, deadline)
     status, answer = t.object("POST", path, json_body={**body, "timeout": w}, timeout=socket_timeout(w))
     answer = _record(answer, "run")
     if status == 200:
-        return finished(t, answer, bounded or unkept)
+        return finished(t, answer, bounded or unkept or plain)
     if answer.get("waitingForInput") is True:
         return early(answer, "waiting_for_input")
     quiet_from = sent
@@ -102,7 +105,7 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
         lost = _lost(answer)
 
     def back(result: Optional[WaitResult], pages: float, came_back: Optional[CameBack]) -> RunResult:
-        if bounded:
+        if bounded or (plain and not unkept):
             return cut(t, pid, body, came_back)
         if unkept:
             return result_of(pid, held, lost, result, came_back, cursor)
@@ -242,7 +245,15 @@ def early(w: Wire, why: CameBack) -> RunResult:
 def finished(t: HttpTransport, w: Wire, bounded: bool) -> RunResult:
     """The RunResult of a 200 answer, with what it left out paged back in unless the caller bounded it."""
     r = from_answer(w)
-    if bounded or r.omitted_bytes <= 0:
+    return r if bounded else joined(t, r)
+
+
+def joined(t: HttpTransport, r: RunResult) -> RunResult:
+    """r, an answer that left output out (``omittedBytes``), with it paged back in by the API's
+    join rule: the answer's frames up to ``omittedAfter``, then the logs after it up to ``next``.
+    When the logs no longer hold all of it (dropped, or never kept: keepLogs none), r stays the
+    daemon's head and tail, with ``omitted_bytes`` saying what is missing."""
+    if r.omitted_bytes <= 0:
         return r
     head: List[LogFrame] = []
     if r.omitted_after:
@@ -254,15 +265,23 @@ def finished(t: HttpTransport, w: Wire, bounded: bool) -> RunResult:
             head = []
     rest: List[LogFrame] = []
     end = r.next
+    reached = [end is None]
+    gap = [False]
 
-    def take(page: List[LogFrame], _: bool) -> bool:
+    def take(page: List[LogFrame], dropped: bool) -> bool:
+        if not rest and dropped:
+            gap[0] = True  # frames after omittedAfter were dropped: the page starts later
+            return False
         for f in page:
             rest.append(f)
             if end is not None and f.cursor == end:
+                reached[0] = True
                 return False
         return True
 
     page_logs(t, r.process_id, r.omitted_after or None, math.inf, take)
+    if gap[0] or not reached[0]:
+        return r
     r.logs = head + rest
     r.output, r.stdout, r.stderr = assemble(r.logs)
     r.omitted_bytes, r.omitted_after = 0, None
@@ -270,7 +289,8 @@ def finished(t: HttpTransport, w: Wire, bounded: bool) -> RunResult:
 
 
 def cut(t: HttpTransport, pid: str, body: Wire, came_back: Optional[CameBack]) -> RunResult:
-    """The RunResult of process pid bounded by body's ``outputLimit``, as the daemon cuts it.
+    """The RunResult of process pid bounded by body's ``outputLimit`` (else the daemon's own limit
+    of an answer), as the daemon cuts it, ``plain`` as body asks.
 
     A bare interact from cursor ``0`` with a 1 ms ``timeout`` answers at once
     with the whole output's head and tail within the limit (``omittedBytes``,
@@ -279,7 +299,9 @@ def cut(t: HttpTransport, pid: str, body: Wire, came_back: Optional[CameBack]) -
     came_back. A process that ended since the wait saw it running comes back
     ended.
     """
-    req: Wire = {"cursor": "0", "timeout": 1, "outputLimit": body["outputLimit"]}
+    req: Wire = {"cursor": "0", "timeout": 1}
+    if "outputLimit" in body:
+        req["outputLimit"] = body["outputLimit"]
     if body.get("plain") is not None:
         req["plain"] = body["plain"]
     s, a = t.object("POST", f"/v1/processes/{seg(pid)}/interact", json_body=req, timeout=socket_timeout(1))

@@ -127,9 +127,12 @@ class ProcessHandle:
                 sock = socket_timeout(body["timeout"])
         status, w = self._t.object("POST", f"{self._path}/interact", json_body=body, timeout=sock)
         w = _run._record(w, "interact")
-        if status == 200:
-            return _run.from_answer(w)
-        return _run.from_answer(w, came_back=_run.came_back_of(w))
+        r = _run.from_answer(w) if status == 200 else _run.from_answer(w, came_back=_run.came_back_of(w))
+        if output_limit is None and not plain:
+            # What the answer left out, paged back in as a run's is (logs pages are raw: a
+            # plain answer stays the daemon's head and tail).
+            r = _run.joined(self._t, r)
+        return r
 
     def ready(self, *, port: Union[int, str, None] = None, pattern: Optional[str] = None,
               timeout: Optional[float] = None) -> ReadyResult:

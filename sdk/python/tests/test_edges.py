@@ -128,3 +128,29 @@ class FrozenStreamTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class WholeAnswersTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.sandbox = shared().sandbox()
+        self.addCleanup(self.sandbox.close)
+
+    def test_interact_pages_back_what_its_answer_left_out(self) -> None:
+        h = self.sandbox.process.start("read x; seq 1 400000", stdin="open")
+        self.addCleanup(h.kill, "KILL")
+        r = h.interact("go\n", timeout=30)
+        self.assertEqual(r.reason, "exited")
+        self.assertEqual(r.omitted_bytes, 0)
+        self.assertEqual(r.stdout, "".join(f"{i}\n" for i in range(1, 400001)))
+
+    def test_plain_holds_past_the_wait_window(self) -> None:
+        sb = shared().sandbox(wait_window=1)
+        self.addCleanup(sb.close)
+        r = sb.exec("printf '\\033[31mred\\033[0m\\n'; sleep 2", plain=True, timeout=30)
+        self.assertEqual((r.reason, r.stdout), ("exited", "red\n"))
+        r = sb.exec("printf '\\033[31mred\\033[0m\\n'; sleep 3", plain=True, timeout=1)
+        self.assertTrue(r.is_running)
+        self.assertEqual(r.stdout, "red\n")
+        r = self.sandbox.exec("printf '\\033[31mred\\033[0m\\n'; seq 1 400000", plain=True)
+        self.assertTrue(r.stdout.startswith("red\n1\n"), repr(r.stdout[:20]))
+        self.assertNotIn("\x1b", r.stdout)
