@@ -18,8 +18,13 @@ function left(deadline: number): number {
   return deadline - Date.now()
 }
 
-/** The deadline of a caller's timeout in ms; omitted or 0 is unbounded. */
+/**
+ * The deadline of a caller's timeout in ms; omitted or 0 is unbounded. A
+ * negative one (or NaN) is refused, as the daemon refuses it: taken for
+ * "no timeout" it made a caller's error a wait without end.
+ */
 export function deadlineOf(timeout: number | undefined): number {
+  if (timeout !== undefined && !(timeout >= 0)) throw new RangeError(`conch: a timeout of ${timeout} ms: it must not be negative`)
   return timeout !== undefined && timeout > 0 ? Date.now() + timeout : Infinity
 }
 

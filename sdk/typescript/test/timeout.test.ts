@@ -55,3 +55,18 @@ describe("a caller's timeout bounds the request", () => {
     assert.deepEqual(rec.calls.filter((c) => c.path.includes('/wait')).map((c) => c.path), [`/v1/processes/${h.id}/wait?timeout=280000`])
   })
 })
+
+describe('a negative timeout', () => {
+  test('is refused, not taken for no timeout', async () => {
+    const h = await sb.process.start('sleep 30')
+    try {
+      for (const call of [() => sb.exec('true', { timeout: -1 }), () => h.wait({ timeout: -5 }), () => h.ready({ port: 1, timeout: -1 })]) {
+        const t0 = Date.now()
+        await assert.rejects(call(), RangeError)
+        assert.ok(Date.now() - t0 < 5000, 'a negative timeout waited')
+      }
+    } finally {
+      await h.kill({ signal: 'KILL' })
+    }
+  })
+})
