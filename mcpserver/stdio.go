@@ -462,6 +462,12 @@ func (g *gate) message(raw []byte) (*jsonrpc.Request, bool) {
 		g.refuse(idJSON(raw), jsonrpc.CodeInvalidRequest, "not a JSON-RPC 2.0 message: "+err.Error())
 		return nil, false
 	}
+	if resp, ok := m.(*jsonrpc.Response); ok && resp.Result == nil && resp.Error == nil {
+		// An id alone: neither a request (no method) nor a response (no
+		// result, no error), which the SDK would drop without a word.
+		g.refuse(idJSON(raw), jsonrpc.CodeInvalidRequest, "not a JSON-RPC 2.0 message: no method, result or error")
+		return nil, false
+	}
 	req, _ := m.(*jsonrpc.Request)
 	if req != nil {
 		if err := checkID(raw); err != nil {

@@ -153,6 +153,7 @@ func TestStdioBadLines(t *testing.T) {
 		{"boolean id", `{"jsonrpc":"2.0","id":true,"method":"tools/list"}`, -32600, "null"},
 		{"method not a string", `{"jsonrpc":"2.0","id":6,"method":7}`, -32600, "6"},
 		{"neither request nor response", `{"jsonrpc":"2.0"}`, -32600, "null"},
+		{"an id alone", `{"jsonrpc":"2.0","id":10}`, -32600, "10"},
 		{"a string", `"tools/list"`, -32600, "null"},
 		{"empty batch", `[]`, -32600, "null"},
 		{"batch after 2025-06-18", `[{"jsonrpc":"2.0","id":8,"method":"tools/list"}]`, -32600, "null"},
