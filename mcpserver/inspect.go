@@ -69,8 +69,12 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 			if err != nil {
 				return nil, ReadOutput{}, err
 			}
-			origin := min(skip, len(data))
-			skip -= origin
+			// The offset is into the first frame read only.
+			if skip > len(data) {
+				return nil, ReadOutput{}, fmt.Errorf("cursor %q: the frame after %s holds %d bytes, not %d: give a cursor an answer gave", in.Cursor, before, len(data), skip)
+			}
+			origin := skip
+			skip = 0
 			pieces = append(pieces, piece{before, f.Cursor, origin, len(buf), len(buf) + len(data) - origin})
 			buf = append(buf, data[origin:]...)
 			before = f.Cursor

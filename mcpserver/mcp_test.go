@@ -408,3 +408,19 @@ func TestOutputLimitTinyAndHuge(t *testing.T) {
 	c.ok("read_output", map[string]any{"id": r.ID, "limit": mcpserver.MaxOutputLimit}, &read)
 	require.Equal(t, "x\n", read.Output)
 }
+
+// TestReadCursorPastItsFrame reads from a cursor whose offset is past the
+// end of the frame it points into: a tool error, where the offset ran on
+// across frames and the answer said 0 bytes and nothing more to read.
+func TestReadCursorPastItsFrame(t *testing.T) {
+	t.Parallel()
+	env, _ := testEnv(t)
+	c := startMCP(t, env)
+	defer c.close()
+	r, _ := c.run(map[string]any{"command": "seq 1 100"})
+	text := c.toolError("read_output", map[string]any{"id": r.ID, "cursor": "0+99999999999"})
+	require.Contains(t, text, "holds")
+	var read mcpserver.ReadOutput
+	c.ok("read_output", map[string]any{"id": r.ID, "cursor": "0+2"}, &read)
+	require.True(t, strings.HasPrefix(read.Output, "2\n3\n"), "%q", read.Output)
+}
