@@ -216,6 +216,11 @@ func (g *gate) settle(answers []*jsonrpc.Response) {
 		delete(g.cancelled, resp.ID)
 		g.order.answered(resp.ID)
 		if g.inited && g.version == "" && resp.ID == g.initID {
+			if resp.Error != nil {
+				// A refused initialize set no version: the next one does.
+				g.inited = false
+				continue
+			}
 			var r struct {
 				ProtocolVersion string `json:"protocolVersion"`
 			}

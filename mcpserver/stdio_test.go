@@ -443,3 +443,22 @@ func TestStdioCancelledInABatch(t *testing.T) {
 	require.Len(t, batch, 1, "%s", line)
 	require.Equal(t, "5", string(batch[0].ID))
 }
+
+// TestStdioInitializeAfterARefusedOne: an initialize refused for its params
+// sets no protocol version; the next one's does, and a batch is then taken
+// as its version allows (it was refused as past 2025-06-18).
+func TestStdioInitializeAfterARefusedOne(t *testing.T) {
+	t.Parallel()
+	m := startRawMCP(t)
+	m.send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":5}`)
+	require.NotNil(t, m.next().Error)
+	m.send(strings.Replace(strings.Replace(initialize, `"id":1`, `"id":2`, 1), "2025-06-18", "2025-03-26", 1))
+	require.Nil(t, m.next().Error)
+	m.send(initialized)
+	m.send(`[{"jsonrpc":"2.0","id":8,"method":"ping"}]`)
+	var batch []reply
+	line := m.nextLine()
+	require.NoError(t, json.Unmarshal([]byte(line), &batch), "%s", line)
+	require.Len(t, batch, 1)
+	require.Nil(t, batch[0].Error)
+}
