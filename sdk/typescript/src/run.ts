@@ -127,10 +127,11 @@ async function early(t: HttpTransport, w: Wire, why: string, bounded: boolean): 
     stderr: str(w.stderr), logs: toFrames(w.logs), truncated: w.truncated === true,
   }
   if (!bounded && typeof w.omittedBytes === 'number' && w.omittedBytes > 0 && typeof w.omittedAfter === 'string') {
-    const { frames, dropped } = await joinOmitted(t, id, out.logs as LogFrame[], w.omittedAfter, str(w.next))
-    Object.assign(out, { logs: frames }, assemble(frames))
-    if (dropped) out.truncated = true
-    return Object.assign(out, pick(w, ['next', 'cwd', 'lastOutputAt'])) as unknown as RunResult
+    const { frames, whole } = await joinOmitted(t, id, out.logs as LogFrame[], w.omittedAfter, str(w.next))
+    if (whole) {
+      Object.assign(out, { logs: frames }, assemble(frames))
+      return Object.assign(out, pick(w, ['next', 'cwd', 'lastOutputAt'])) as unknown as RunResult
+    }
   }
   return Object.assign(out, pick(w, ['next', 'omittedBytes', 'omittedAfter', 'headFrames', 'cwd', 'lastOutputAt'])) as unknown as RunResult
 }
@@ -148,9 +149,16 @@ async function finished(t: HttpTransport, w: Wire, bounded: boolean): Promise<Ru
       processId: String(w.processId), output: str(w.output), stdout: str(w.stdout), stderr: str(w.stderr), logs,
     })
   }
-  const { frames, dropped } = await joinOmitted(t, String(w.processId), logs, w.omittedAfter, str(w.next))
+  const { frames, whole } = await joinOmitted(t, String(w.processId), logs, w.omittedAfter, str(w.next))
+  if (!whole) {
+    // The logs no longer hold what the answer left out (dropped, or never
+    // kept: keepLogs none): the answer's head and tail, saying so.
+    return Object.assign(wait, {
+      processId: String(w.processId), output: str(w.output), stdout: str(w.stdout), stderr: str(w.stderr), logs,
+    }, pick(w, ['next', 'omittedBytes', 'omittedAfter', 'headFrames', 'truncated']))
+  }
   const out = Object.assign(wait, { processId: String(w.processId), logs: frames }, assemble(frames)) as RunResult & Wire
-  if (dropped || w.truncated === true) out.truncated = true
+  if (w.truncated === true) out.truncated = true
   // The result is whole: nothing is left out of it any more.
   delete out.omittedBytes
   delete out.omittedAfter
@@ -169,18 +177,22 @@ async function finished(t: HttpTransport, w: Wire, bounded: boolean): Promise<Ru
  */
 export async function joinOmitted(
   t: HttpTransport, id: string, logs: LogFrame[], omittedAfter: string, next: string,
-): Promise<{ frames: LogFrame[]; dropped: boolean }> {
+): Promise<{ frames: LogFrame[]; dropped: boolean; whole: boolean }> {
   const frames = logs.slice(0, logs.findIndex((f) => f.cursor === omittedAfter) + 1)
   let dropped = false
+  let reached = next === ''
   await pageLogs(t, id, omittedAfter, Infinity, (page, truncatedHead) => {
     dropped ||= truncatedHead
     for (const f of page) {
       frames.push(f)
-      if (f.cursor === next) return false
+      if (f.cursor === next) {
+        reached = true
+        return false
+      }
     }
     return true
   })
-  return { frames, dropped }
+  return { frames, dropped, whole: reached && !dropped }
 }
 
 /** The RunResult of the process id: result, and its retained logs from the start, at most pages pages. */

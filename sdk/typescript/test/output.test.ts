@@ -155,3 +155,13 @@ describe('outputLimit bounds a run that outlives the wait window', () => {
     }
   })
 })
+
+describe('keepLogs none', () => {
+  test('an answer over its limit keeps the head and tail the daemon sent, and says what it left out', async () => {
+    const r = await sb.exec('seq 1 400000', { keepLogs: 'none' })
+    assert.equal(r.reason, 'exited')
+    assert.ok(((r as { omittedBytes?: number }).omittedBytes ?? 0) > 0, 'output was left out and the result does not say so')
+    assert.ok(r.stdout.startsWith('1\n2\n3\n'))
+    assert.ok(r.stdout.endsWith('400000\n'), 'the tail the daemon sent was dropped')
+  })
+})
