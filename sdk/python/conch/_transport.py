@@ -289,6 +289,12 @@ class HttpTransport:
                 raise NetworkError(self._unreachable(e)) from e
             except (OSError, http.client.HTTPException) as e:
                 conn.close()
+                if sent:
+                    # The request went: the daemon was reached and did not answer in time
+                    # (frozen, or busy); one that changes something may have been carried out.
+                    done = "" if method in _idempotent else "; it may have been carried out"
+                    raise NetworkError(
+                        f"conch: the daemon at {self.url} did not answer {method} {path} ({e}){done}") from e
                 raise NetworkError(self._unreachable(e)) from e
             finally:
                 if scope is not None and not scope.leave(conn):

@@ -9,7 +9,7 @@ import threading
 import time
 import unittest
 
-from conch import NotFoundError, Sandbox, UnexpectedResponseError
+from conch import NetworkError, NotFoundError, Sandbox, UnexpectedResponseError
 from conch.errors import error_from
 
 from .daemon import shared
@@ -154,3 +154,18 @@ class WholeAnswersTest(unittest.TestCase):
         r = self.sandbox.exec("printf '\\033[31mred\\033[0m\\n'; seq 1 400000", plain=True)
         self.assertTrue(r.stdout.startswith("red\n1\n"), repr(r.stdout[:20]))
         self.assertNotIn("\x1b", r.stdout)
+
+
+class FrozenDaemonTest(unittest.TestCase):
+    def test_a_post_sent_and_not_answered_says_it_may_have_been_carried_out(self) -> None:
+        # A listener that accepts and reads, but never answers, as a stopped daemon's kernel does.
+        ln = socket.socket()
+        ln.bind(("127.0.0.1", 0))
+        ln.listen(16)
+        self.addCleanup(ln.close)
+        sb = Sandbox(f"http://127.0.0.1:{ln.getsockname()[1]}", "t", read_timeout=0.5)
+        self.addCleanup(sb.close)
+        with self.assertRaises(NetworkError) as cm:
+            sb.process.connect("x").kill("KILL")
+        self.assertIn("may have been carried out", cm.exception.message)
+        self.assertNotIn("is `conch serve` running", cm.exception.message)
