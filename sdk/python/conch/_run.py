@@ -4,12 +4,14 @@ A run is one request when the process ends within the daemon's wait window.
 When the daemon answers 202 only because its window ran out, the SDK waits on
 with bare interacts (which, unlike wait, also come back when the process
 starts waiting for input) and then pages the logs, or, when the caller gave
-``outputLimit``, asks the daemon for its output cut to that limit (see
-``cut``). When an answer left output out (``omittedBytes``) and the caller
-did not bound it, the SDK joins the
-answer with ``logs`` pages by the API's rule: the answer's frames up to and
-including ``omittedAfter``, then every frame of the pages after
-``omittedAfter`` up to and including ``next``.
+``outputLimit`` or ``plain`` (logs pages are raw frames), asks the daemon for
+its output cut to the limit (see ``cut``). When an answer left output out
+(``omittedBytes``) and the caller did not bound it, the SDK joins the answer
+with ``logs`` pages by the API's rule (see ``joined``): the answer's frames up
+to and including ``omittedAfter``, then every frame of the pages after
+``omittedAfter`` up to and including ``next`` — when the logs still hold them.
+Under ``keepLogs`` none nothing is kept to page: the result is what the
+answers held.
 """
 
 from __future__ import annotations

@@ -344,3 +344,13 @@ def _qv(v: Union[str, int, float, bool]) -> str:
 def seg(s: str) -> str:
     """A path segment, escaped."""
     return quote(s, safe="")
+
+
+def input_bytes(data: Union[str, bytes, bytearray, memoryview]) -> bytes:
+    """Input as the bytes it sends (stdin, interact, a PTY's keys): text as UTF-8, bytes as they
+    are. Anything else is refused (``bytes(5)`` would send five NUL bytes)."""
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return bytes(data)
+    raise TypeError(f"conch: input must be str or bytes, not {type(data).__name__}")

@@ -15,7 +15,7 @@ import json
 import threading
 from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Union, cast
 
-from ._transport import HttpTransport, seg
+from ._transport import HttpTransport, input_bytes, seg
 from .errors import ConchError, NetworkError, error_from
 
 __all__ = ["AsyncPtyConnection", "PtyConnection"]
@@ -121,7 +121,7 @@ class AsyncPtyConnection:
 
     async def send(self, data: Union[str, bytes]) -> None:
         """Types data into the PTY."""
-        await self._ws.send(data.encode("utf-8") if isinstance(data, str) else bytes(data))
+        await self._ws.send(input_bytes(data))
 
     async def resize(self, cols: int, rows: int) -> None:
         await self._ws.send(json.dumps({"type": "resize", "cols": cols, "rows": rows}))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Dict, Generator, List, Mapping, Optional,
 from . import _run
 from ._run import deadline_of, socket_timeout, wait_until, window_ms, wire_options
 from ._sse import stream_logs
-from ._transport import HttpTransport, seg
+from ._transport import HttpTransport, input_bytes, seg
 from .errors import NotFoundError
 from .types import (
     Command, ListResult, LogsPage, ProcessDto, ReadyResult, RunResult, StreamLogEvent, WaitResult,
@@ -83,7 +83,7 @@ class ProcessHandle:
 
     def stdin(self, data: Union[str, bytes], *, eof: bool = False) -> None:
         """Writes to the stdin of a process started with ``stdin="open"`` (and closes it after, with ``eof``)."""
-        raw = _input_bytes(data)
+        raw = input_bytes(data)
         self._t.request("POST", f"{self._path}/stdin", body=raw, query={"eof": True if eof else None},
                         headers={"Content-Type": "application/octet-stream"})
 
@@ -119,7 +119,7 @@ class ProcessHandle:
         if isinstance(input, str):
             body["input"] = input
         elif input is not None:
-            body["inputBase64"] = base64.b64encode(_input_bytes(input)).decode("ascii")
+            body["inputBase64"] = base64.b64encode(input_bytes(input)).decode("ascii")
         sock = math.inf  # no timeout (or 0): the daemon waits until the process ends
         if timeout is not None:
             body["timeout"] = _run.ms(timeout)
@@ -352,13 +352,3 @@ class PtyService:
 
     def delete(self, process_id: str) -> None:
         self.connect(process_id).delete()
-
-
-def _input_bytes(data: Union[str, bytes, bytearray, memoryview]) -> bytes:
-    """Input as the bytes it sends: text as UTF-8, bytes as they are. Anything else is refused
-    (``bytes(5)`` would send five NUL bytes)."""
-    if isinstance(data, str):
-        return data.encode("utf-8")
-    if isinstance(data, (bytes, bytearray, memoryview)):
-        return bytes(data)
-    raise TypeError(f"conch: input must be str or bytes, not {type(data).__name__}")

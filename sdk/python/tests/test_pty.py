@@ -41,6 +41,8 @@ class PtyTest(unittest.TestCase):
         self.addCleanup(self.sandbox.pty.delete, handle.id)
         with conn:
             conn.resize(91, 21)
+            with self.assertRaises(TypeError):
+                conn.send(5)  # type: ignore[arg-type]  # would type five NUL bytes
             conn.send("hello\r")
             seen = b"".join(conn)
         self.assertIn(b"got:hello", seen)

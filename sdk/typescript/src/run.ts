@@ -1,6 +1,6 @@
 // run: one request normally; when the daemon's wait window runs out (202)
 // the SDK waits on, and when an answer left output out (omittedBytes) it
-// pages the logs to put it back. A caller's own timeout ends it with
+// pages the logs to put it back, when they still hold it. A caller's own timeout ends it with
 // 'timed_out' / 'wait_timeout', the process left running.
 
 import { isRecord } from './errors.js'
@@ -173,7 +173,9 @@ async function finished(t: HttpTransport, w: Wire, bounded: boolean): Promise<Ru
  * frames of logs pages from omittedAfter on, up to and including the one
  * whose cursor is the answer's next (or an empty page). The answer's cut
  * frames after omittedAfter are not used: the pages give them whole.
- * dropped: retention dropped some of them before they were read.
+ * dropped: retention dropped some of them before they were read (or
+ * keepLogs none never kept them); whole: the pages gave all of it, up to
+ * next, with none dropped.
  */
 export async function joinOmitted(
   t: HttpTransport, id: string, logs: LogFrame[], omittedAfter: string, next: string,
