@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"time"
 
 	"github.com/conchsh/conch/process"
 )
@@ -15,10 +16,16 @@ const endedTextBudget = 64 << 20
 // oldest first, as logs do under the log budget. Session shells are not
 // counted: a session's record goes with its deletion. s.mu guards it.
 type endedRecords struct {
-	order []string       // ids in the order they ended; removed ones are skipped lazily
+	order []endedAt      // the records in the order they ended; removed ones are skipped lazily
 	head  int            // order[head:] are the ones not yet looked at
 	live  map[string]int // ids in order whose records are kept, and the bytes of their text
 	text  int64          // the bytes of text of the records kept
+}
+
+// endedAt is a record of order: its process's id and when it ended.
+type endedAt struct {
+	id string
+	at time.Time
 }
 
 // noteEnded counts the record of p, which has ended (i is its Info), and forgets the
@@ -38,13 +45,13 @@ func (s *Server) noteEnded(p process.Process, i process.Info) {
 		e.live = make(map[string]int)
 	}
 	if _, err := s.reg.Get(p.ID()); err == nil { // not deleted meanwhile
-		e.order = append(e.order, p.ID())
+		e.insertLocked(endedAt{p.ID(), i.ExitedAt})
 		e.live[p.ID()] = text
 		e.text += int64(text)
 	}
 	for (len(e.live) > s.opts.MaxEnded || e.text > endedTextBudget) && e.head < len(e.order) {
-		id := e.order[e.head]
-		e.order[e.head] = ""
+		id := e.order[e.head].id
+		e.order[e.head] = endedAt{}
 		e.head++
 		if n, ok := e.live[id]; ok {
 			e.forgetLocked(id, n)
@@ -107,6 +114,22 @@ func (s *Server) stopLeftBehind(p process.Process) {
 
 // forgetLocked stops counting the record of id, which holds n bytes of
 // text. s.mu must be held.
+// insertLocked puts r in order by when it ended: each record's watcher
+// notes it, and the watcher of a record that ended first may come second
+// (a run answered, the next one sent and ended, before the goroutine that
+// watched the first ran), which then forgot the newer of the two first.
+// It comes last but for such a moment, so the walk back is short. s.mu must
+// be held.
+func (e *endedRecords) insertLocked(r endedAt) {
+	if r.at.IsZero() {
+		r.at = time.Now()
+	}
+	e.order = append(e.order, r)
+	for j := len(e.order) - 1; j > e.head && e.order[j-1].at.After(r.at); j-- {
+		e.order[j], e.order[j-1] = e.order[j-1], e.order[j]
+	}
+}
+
 func (e *endedRecords) forgetLocked(id string, n int) {
 	delete(e.live, id)
 	e.text -= int64(n)
@@ -123,10 +146,10 @@ func (e *endedRecords) compactLocked() {
 	if gone <= 1024 || gone <= len(e.live) {
 		return
 	}
-	kept := make([]string, 0, 2*len(e.live))
-	for _, id := range e.order[e.head:] {
-		if _, ok := e.live[id]; ok {
-			kept = append(kept, id)
+	kept := make([]endedAt, 0, 2*len(e.live))
+	for _, r := range e.order[e.head:] {
+		if _, ok := e.live[r.id]; ok {
+			kept = append(kept, r)
 		}
 	}
 	e.order, e.head = kept, 0
