@@ -175,7 +175,10 @@ class HttpTransport:
         self.read_timeout = read_timeout if read_timeout > 0 else 30.0
         self._idle: List[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
-        self._closed = False
+        # close() starts a new generation: a connection taken before it, by a
+        # call still in flight then, is closed when that call is done with it,
+        # never pooled, so that nothing close() left open stays open.
+        self._gen = 0
 
     @property
     def token(self) -> str:
@@ -216,20 +219,21 @@ class HttpTransport:
     def _unreachable(self, e: Exception) -> str:
         return f"conch: cannot reach the daemon at {self.url} ({e}); is `conch serve` running?"
 
-    def _take(self) -> Tuple[http.client.HTTPConnection, bool]:
+    def _take(self) -> Tuple[http.client.HTTPConnection, bool, int]:
         while True:
             with self._lock:
+                gen = self._gen
                 if not self._idle:
                     break
                 conn = self._idle.pop()
             if _open(conn):
-                return conn, True
+                return conn, True, gen
             conn.close()
-        return self._connect(None), False
+        return self._connect(None), False, gen
 
-    def _give(self, conn: http.client.HTTPConnection) -> None:
+    def _give(self, conn: http.client.HTTPConnection, gen: int) -> None:
         with self._lock:
-            if not self._closed and len(self._idle) < 16:
+            if gen == self._gen and len(self._idle) < 16:
                 self._idle.append(conn)
                 return
         conn.close()
@@ -265,7 +269,7 @@ class HttpTransport:
         wait = self.read_timeout if timeout is None else None if math.isinf(timeout) else timeout
         scope = call_scope.get()
         for attempt in (0, 1):
-            conn, reused = self._take()
+            conn, reused, gen = self._take()
             if scope is not None:
                 scope.enter(conn)
             sent = False
@@ -302,7 +306,7 @@ class HttpTransport:
             if res.will_close or conn.sock is None:
                 conn.close()
             else:
-                self._give(conn)
+                self._give(conn, gen)
             if res.status >= 300:
                 raise error_from(res.status, payload)
             return Response(res.status, {k.lower(): v for k, v in res.getheaders()}, payload)
@@ -328,9 +332,11 @@ class HttpTransport:
         return res.status, body
 
     def close(self) -> None:
-        """Closes the idle connections; the transport opens new ones if used again."""
+        """Closes the idle connections, and each connection a call in flight holds once that call
+        is done with it; the transport opens new ones if used again."""
         with self._lock:
             idle, self._idle = self._idle, []
+            self._gen += 1
         for c in idle:
             c.close()
 

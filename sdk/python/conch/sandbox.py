@@ -42,7 +42,7 @@ class Sandbox:
         self.close()
 
     def close(self) -> None:
-        """Closes the kept-alive connections."""
+        """Closes the kept-alive connections, and the one of each call still in flight once it is done."""
         self.transport.close()
 
     def exec(self, command: Command, *, timeout: Optional[float] = None, **options: Any) -> RunResult:

@@ -65,6 +65,26 @@ class ResendTest(unittest.TestCase):
         self.assertEqual((r.exit_code, r.stdout), (0, "once\n"))
         self.assertEqual(proxy.connections, 2)
 
+    def test_close_during_a_call_leaves_its_connection_closed(self) -> None:
+        # close() while a run is in flight on another thread: once the run is done with its
+        # connection, that connection is closed, not kept for the next call.
+        port = urlsplit(shared().url).port or 0
+        proxy = DroppingProxy(port, drop=1000)
+        self.addCleanup(proxy.close)
+        sb = Sandbox(proxy.url, shared().token)
+        self.addCleanup(sb.close)
+        got = []
+        t = threading.Thread(target=lambda: got.append(sb.exec("sleep 1; echo done", timeout=30)))
+        t.start()
+        time.sleep(0.4)
+        self.assertEqual(proxy.connections, 1)
+        sb.close()
+        t.join(30)
+        self.assertFalse(t.is_alive())
+        self.assertEqual(got[0].stdout, "done\n")
+        self.assertEqual(sb.health().get("status"), "ok")
+        self.assertEqual(proxy.connections, 2, "the connection of the call in flight at close() was kept")
+
 
 def _wait_stopped(pid: int) -> None:
     """Waits until every thread of pid is stopped: SIGSTOP reaches a process's threads one by one,
