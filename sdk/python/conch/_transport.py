@@ -163,6 +163,9 @@ class HttpTransport:
         self._host = parts.hostname
         self._port = parts.port
         self._base = parts.path
+        if not isinstance(token, str):
+            raise ConfigurationError(
+                f"conch: the token must be a string, not {type(token).__name__}; pass token=... or set CONCH_TOKEN")
         if any(not " " <= c <= "~" for c in token):
             # Never repeat the token: it is a secret, and a header could not carry it anyway.
             raise ConfigurationError(

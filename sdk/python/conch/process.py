@@ -7,6 +7,7 @@ a keyword argument with the API's meaning, times in seconds.
 from __future__ import annotations
 
 import base64
+import collections.abc
 import math
 from typing import TYPE_CHECKING, Any, Dict, Generator, List, Mapping, Optional, Tuple, Union
 
@@ -25,12 +26,23 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["ProcessHandle", "Session", "CodeContext", "ProcessService", "PtyService"]
 
 
+def _text(what: str, text: str) -> str:
+    """text, a session command's or a cell's, checked: a str, never None turned into an empty one."""
+    if not isinstance(text, str):
+        raise TypeError(f"conch: {what} is a string, not {type(text).__name__}")
+    return text
+
+
 def _command(command: Command) -> Dict[str, Any]:
     if isinstance(command, str):
         return {"cmd": command}
+    bad = TypeError("conch: a command is a shell string or a non-empty sequence of strings (argv), "
+                    f"not {type(command).__name__}")
+    if isinstance(command, (bytes, bytearray, collections.abc.Mapping)) or not isinstance(command, collections.abc.Iterable):
+        raise bad
     argv = list(command)
     if not argv or not all(isinstance(a, str) for a in argv):
-        raise TypeError("conch: a command is a shell string or a non-empty sequence of strings (argv)")
+        raise bad
     return {"argv": argv}
 
 
@@ -210,19 +222,21 @@ class Session:
         Options: ``stdin``, ``execution_timeout``, ``name``, ``keep_logs``,
         ``idle_timeout``, ``output_limit``, ``plain``.
         """
-        return _run.run(self._t, f"{self._path}/commands/run", {**wire_options(options), "cmd": command}, timeout)
+        body = {**wire_options(options), "cmd": _text("a session command", command)}
+        return _run.run(self._t, f"{self._path}/commands/run", body, timeout)
 
     def start(self, command: str, **options: Any) -> ProcessHandle:
         """Queues a command and returns its handle without waiting."""
-        return self._submit({**wire_options(options), "cmd": command})
+        return self._submit({**wire_options(options), "cmd": _text("a session command", command)})
 
     def run_code(self, code: str, *, timeout: Optional[float] = None, **options: Any) -> RunResult:
         """Runs a cell in this code context, waits and collects its output."""
-        return _run.run(self._t, f"{self._path}/commands/run", {**wire_options(options), "code": code}, timeout)
+        body = {**wire_options(options), "code": _text("a cell's code", code)}
+        return _run.run(self._t, f"{self._path}/commands/run", body, timeout)
 
     def start_code(self, code: str, **options: Any) -> ProcessHandle:
         """Queues a cell in this code context and returns its handle."""
-        return self._submit({**wire_options(options), "code": code})
+        return self._submit({**wire_options(options), "code": _text("a cell's code", code)})
 
     def _submit(self, body: Dict[str, Any]) -> ProcessHandle:
         _, answer = self._t.object("POST", f"{self._path}/commands", json_body=body)

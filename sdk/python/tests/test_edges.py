@@ -169,3 +169,36 @@ class FrozenDaemonTest(unittest.TestCase):
             sb.process.connect("x").kill("KILL")
         self.assertIn("may have been carried out", cm.exception.message)
         self.assertNotIn("is `conch serve` running", cm.exception.message)
+
+
+class CallerMistakesTest(unittest.TestCase):
+    """A value of the wrong type is refused before anything is sent, and the error names it: never a
+    bare TypeError from deep inside, never None sent as an empty command that "succeeds"."""
+
+    def test_a_token_that_is_not_a_string_is_refused(self) -> None:
+        from conch import ConfigurationError
+        with self.assertRaises(ConfigurationError) as cm:
+            Sandbox(shared().url, None)  # type: ignore[arg-type]
+        self.assertIn("NoneType", str(cm.exception))
+
+    def test_a_command_of_the_wrong_type_is_refused(self) -> None:
+        sb = shared().sandbox()
+        self.addCleanup(sb.close)
+        for bad in (None, 5, b"true", {"cmd": "true"}, [], ["echo", 1]):
+            with self.assertRaises(TypeError) as cm:
+                sb.exec(bad)  # type: ignore[arg-type]
+            self.assertIn("a command is a shell string", str(cm.exception))
+
+    def test_a_session_command_or_cell_of_the_wrong_type_is_refused(self) -> None:
+        sb = shared().sandbox()
+        self.addCleanup(sb.close)
+        s = sb.process.create_session()
+        self.addCleanup(s.delete)
+        for call in (lambda: s.run(None), lambda: s.start(None), lambda: s.run(["true"]),
+                     lambda: s.run_code(None), lambda: s.start_code(5)):
+            with self.assertRaises(TypeError) as cm:
+                call()  # type: ignore[arg-type]
+            self.assertIn("is a string, not", str(cm.exception))
+        self.assertEqual(s.run("echo ok").stdout, "ok\n")
+        cmds = [p for p in sb.process.list(session_id=s.id).items if p.id != s.id]
+        self.assertEqual(len(cmds), 1, f"a refused command reached the daemon: {cmds}")
