@@ -99,7 +99,7 @@ func (g *gate) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	if len(answers) == 1 {
-		out = withErrorCode(answers[0], out)
+		out = withErrorCode(answers[0], out, g.refusesInit(answers[0]))
 	}
 	if _, err := g.out.Write(out); err != nil {
 		return 0, err
@@ -142,17 +142,22 @@ func (g *gate) uncancelled(p []byte, answers []*jsonrpc.Response) []byte {
 	return append(b, '\n')
 }
 
-// withErrorCode is p, the answer resp, with the code -32600 (invalid
-// request) in place of the code 0 of the SDK's errors for a request at the
-// wrong time (before initialize, a second initialize): 0 is no JSON-RPC
-// error code.
-func withErrorCode(resp *jsonrpc.Response, p []byte) []byte {
+// withErrorCode is p, the answer resp, with a JSON-RPC error code in place
+// of the code 0 of the SDK's errors, which is none: -32602 (invalid params)
+// for the refusal of the first initialize (initParams), whose params the SDK
+// could not read or did not get, and -32600 (invalid request) for a request
+// at the wrong time (before initialize, a second initialize).
+func withErrorCode(resp *jsonrpc.Response, p []byte, initParams bool) []byte {
 	var we *jsonrpc.Error
 	if !errors.As(resp.Error, &we) || we.Code != 0 {
 		return p
 	}
+	code := int64(jsonrpc.CodeInvalidRequest)
+	if initParams {
+		code = jsonrpc.CodeInvalidParams
+	}
 	fixed := *resp
-	fixed.Error = &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: we.Message, Data: we.Data}
+	fixed.Error = &jsonrpc.Error{Code: code, Message: we.Message, Data: we.Data}
 	b, err := jsonrpc.EncodeMessage(&fixed)
 	if err != nil {
 		return p
@@ -446,6 +451,13 @@ func checkID(raw []byte) error {
 // maxIntID is the largest integer id the SDK keeps as it is: it reads ids
 // as float64.
 const maxIntID = 1 << 53
+
+// refusesInit reports whether resp refuses the initialize request that
+// would open the session: the SDK refuses one only for its params. g.mu is
+// held.
+func (g *gate) refusesInit(resp *jsonrpc.Response) bool {
+	return resp.Error != nil && g.inited && g.version == "" && resp.ID == g.initID
+}
 
 // pass marks req pending, and notes an initialize request. g.mu is held.
 func (g *gate) pass(req *jsonrpc.Request) {
