@@ -224,11 +224,12 @@ func (v frameView) tailStart(from pos, budget int) pos {
 // head of at most half of limit and a tail of at most the rest, each cut at
 // a character boundary (at a line end when one is within lineSlack bytes
 // of the cut), and says what lies between. Under KeepNone it has no frames
-// but while the log is held (Options.Held): it is what the holder reads.
+// but while the log is held (Options.Held, Hold): it is what the holder
+// reads.
 func (l *Log) Excerpt(after Cursor, limit int) Excerpt {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.keep == KeepNone && !l.held {
+	if l.keep == KeepNone && !l.held && l.holds == 0 {
 		return Excerpt{Next: max(after, l.last), TruncatedHead: after < l.last}
 	}
 	e := Excerpt{Next: max(after, l.dropped), TruncatedHead: after < l.dropped}

@@ -69,8 +69,9 @@ type Log struct {
 	chunk     []byte // the unused rest of the current arena chunk
 	chunkSize int    // size of the current chunk
 	chunkFrom Cursor // the frames from here on are in the current chunk
-	followers int    // Follow calls running, and the hold (Options.Held) until Release
+	followers int    // Follow calls running, the hold (Options.Held) until Release, and the Holds
 	held      bool
+	holds     int // Hold calls not yet released
 	closed    bool
 	ended     uint64           // when it was closed, in the order of all logs' Close
 	evicted   bool             // a Budget dropped frames of it
@@ -123,6 +124,26 @@ func (l *Log) Release() {
 	l.mu.Unlock()
 	if held {
 		l.unfollow(nil)
+	}
+}
+
+// Hold makes the log keep what comes from now on for a reader to come, as
+// Options.Held does from the start, until release is called (once or more):
+// under KeepNone an interact's answer holds the output written while it
+// waited, which would otherwise be dropped as it came.
+func (l *Log) Hold() (release func()) {
+	l.mu.Lock()
+	l.followers++
+	l.holds++
+	l.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			l.holds--
+			l.mu.Unlock()
+			l.unfollow(nil)
+		})
 	}
 }
 

@@ -451,6 +451,30 @@ func TestKeepNoneHeld(t *testing.T) {
 	require.Empty(t, l.Excerpt(0, 0).Head, "nothing is kept once released")
 }
 
+// TestKeepNoneHold: a KeepNone log keeps what comes while a Hold lasts, for
+// the holder's excerpt, and drops it once the last hold is released; what
+// came before the hold is not kept.
+func TestKeepNoneHold(t *testing.T) {
+	t.Parallel()
+	l := New(Options{Keep: KeepNone})
+	l.Write(Stdout, []byte("before\n"))
+	release := l.Hold()
+	l.Write(Stdout, []byte("during\n"))
+	second := l.Hold()
+	e := l.Excerpt(0, 0)
+	require.Len(t, e.Head, 1, "%+v", e)
+	require.Equal(t, "during\n", string(e.Head[0].Data))
+	require.True(t, e.TruncatedHead, "the frame before the hold is gone")
+	require.Empty(t, l.Page(0, 0).Frames, "pages get no frames under KeepNone")
+	release()
+	release() // a second does nothing
+	require.Len(t, l.Excerpt(0, 0).Head, 1, "the other hold keeps it")
+	second()
+	require.Empty(t, l.Excerpt(0, 0).Head, "released: nothing is kept")
+	l.Write(Stdout, []byte("after\n"))
+	require.Empty(t, l.Excerpt(0, 0).Head, "nothing is kept once released")
+}
+
 // Write on a zero Log, made neither by New nor by Init, panics and says
 // so: it spun for ever holding the log's lock, cutting empty frames.
 func TestZeroLogWritePanics(t *testing.T) {

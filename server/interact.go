@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/api"
+	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/shellsession"
 )
@@ -205,6 +206,11 @@ func (s *Server) interact(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	defer done()
+	if p.Log().Keep() == logstore.KeepNone {
+		// Nothing is kept for later reading: the answer holds what comes
+		// while it waits, as a run's does, or nothing would reach it.
+		defer p.Log().Hold()()
+	}
 	if sealed := p.Log().Seal(); opts.Cursor == "" {
 		after = sealed
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
@@ -501,6 +502,34 @@ func TestKeepLogsNoneRunAnswers(t *testing.T) {
 	require.False(t, r.Truncated)
 	require.Equal(t, 3388895, len(r.Stdout))
 	require.True(t, strings.HasPrefix(r.Stdout, "1\n2\n") && strings.HasSuffix(r.Stdout, "\n500000\n"))
+}
+
+// TestKeepLogsNoneInteractAnswers: under keepLogs none an interact's answer
+// holds the output written while it waits, as a run's does: here the reply
+// its own input causes. It once held nothing (no follower kept the frames).
+func TestKeepLogsNoneInteractAnswers(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	for _, opts := range []client.StartOptions{
+		{Cmd: `while read x; do printf '\033[1m%s\033[0m\n' "got $x"; done`, Stdin: api.StdinOpen, KeepLogs: "none"},
+	} {
+		p, err := d.c.Start(c, opts)
+		require.NoError(t, err)
+		for _, word := range []string{"one", "two"} {
+			r, running, err := d.c.Interact(c, p.ID, client.InteractOptions{Input: word + "\n", Timeout: api.Millis(time.Second), IdleTimeout: api.Millis(300 * time.Millisecond), Plain: true})
+			require.NoError(t, err)
+			require.NotNil(t, running, "the loop reads on")
+			require.Contains(t, r.Output, "got "+word, "the reply to the input is the answer's")
+			require.NotContains(t, r.Output, "\x1b", "plain")
+		}
+		r, _, err := d.c.Interact(c, p.ID, client.InteractOptions{EOF: true, Timeout: api.Millis(10 * time.Second)})
+		require.NoError(t, err)
+		require.Equal(t, 0, *r.ExitCode)
+		page, err := d.c.Logs(c, p.ID, client.LogsOptions{})
+		require.NoError(t, err)
+		require.Empty(t, page.Items, "nothing is kept after the answers")
+	}
 }
 
 // TestEndedRecordsHoldNoGoroutine: the records of ended processes and
