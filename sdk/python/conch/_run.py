@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import time
 from datetime import datetime
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
 from ._transport import HttpTransport, seg
 from .errors import UnexpectedResponseError
@@ -101,16 +101,29 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
     pid = str(answer.get("id") or answer.get("processId"))
     cursor = answer.get("next") if isinstance(answer.get("next"), str) else None
     held: List[LogFrame] = []
+    # Under keepLogs none with plain, the text is each answer's, rendered by
+    # the daemon (the held frames stay byte-exact, as logs are).
+    texts: List[Tuple[str, str, str]] = []
     lost = False
+
+    def hold(a: Wire) -> None:
+        nonlocal lost
+        held.extend(frames_from_wire(a.get("logs")))
+        lost = lost or _lost(a)
+        if plain:
+            texts.append(tuple(a.get(k) if isinstance(a.get(k), str) else "" for k in ("output", "stdout", "stderr")))
+
     if unkept:
-        held.extend(frames_from_wire(answer.get("logs")))
-        lost = _lost(answer)
+        hold(answer)
 
     def back(result: Optional[WaitResult], pages: float, came_back: Optional[CameBack]) -> RunResult:
         if bounded or (plain and not unkept):
             return cut(t, pid, body, came_back)
         if unkept:
-            return result_of(pid, held, lost, result, came_back, cursor)
+            r = result_of(pid, held, lost, result, came_back, cursor)
+            if plain:
+                r.output, r.stdout, r.stderr = ("".join(x[i] for x in texts) for i in range(3))
+            return r
         return collect(t, pid, result, pages, came_back, cursor)
 
     while left(deadline) > 0:
@@ -121,14 +134,15 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
         # Output is read from the logs once the wait is over, but where
         # none are kept, from each answer.
         req: Wire = {"timeout": w} if unkept else {"timeout": w, "outputLimit": 1}
+        if unkept and plain:
+            req["plain"] = True
         if cursor:
             req["cursor"] = cursor
         sent = time.monotonic()
         s, a = t.object("POST", f"/v1/processes/{seg(pid)}/interact", json_body=req, timeout=socket_timeout(w))
         a = _record(a, "interact")
         if unkept:
-            held.extend(frames_from_wire(a.get("logs")))
-            lost = lost or _lost(a)
+            hold(a)
         if s == 200:
             return back(WaitResult.from_wire(a), math.inf, None)
         before = cursor

@@ -41,6 +41,19 @@ class KeepLogsNoneTest(unittest.TestCase):
             self.assertTrue(r.truncated, f"output {r.stdout!r} is missing b and the result does not say so")
 
 
+    def test_plain_past_the_wait_window_stays_plain(self) -> None:
+        # Each answer's text is the daemon's plain rendering; the frames are raw escapes.
+        sb = shared().sandbox(wait_window=1)
+        self.addCleanup(sb.close)
+        r = sb.exec(r"for i in 1 2 3 4 5 6; do printf '\033[31mred\033[0m\n'; sleep 0.5; done",
+                    keep_logs="none", plain=True, timeout=30)
+        self.assertEqual(r.exit_code, 0)
+        self.assertTrue(r.stdout.startswith("red\n"), repr(r.stdout))
+        self.assertNotIn("\x1b", r.stdout, "the raw frames were taken for the plain text")
+        self.assertNotIn("\x1b", r.output)
+        self.assertGreaterEqual(r.stdout.count("red\n"), 4, repr(r.stdout))
+
+
 class TimesTest(unittest.TestCase):
     def setUp(self) -> None:
         self.sandbox = shared().sandbox()
