@@ -42,12 +42,22 @@ export function window(t: HttpTransport, deadline: number): number {
 export async function run(t: HttpTransport, path: string, body: Wire, timeout: number | undefined): Promise<RunResult> {
   const deadline = deadlineOf(timeout)
   const bounded = body.outputLimit !== undefined
+  // Under keepLogs none the daemon keeps no output for later reading: no
+  // page can bring back what an answer left out, and output written between
+  // two requests is gone. The result is what the answers held, truncated
+  // when they said output was lost.
+  const unkept = body.keepLogs === 'none'
+  // Logs pages are raw frames: a plain answer is the daemon's, whole when
+  // it fits in the answer, else its head and tail.
+  const plain = body.plain === true
+  // Whether what an answer left out may be paged back in from the logs.
+  const asCut = bounded || unkept || plain
   const idle = typeof body.idleTimeout === 'number' && body.idleTimeout > 0 ? body.idleTimeout : undefined
   let sent = idleWindow(t, deadline, idle)
   let began = Date.now()
   const { status, body: answer } = await t.json('POST', path, { json: { ...body, timeout: sent }, timeout: sent + answerMargin })
   const w = record(answer, 'run')
-  if (status === 200) return finished(t, w, bounded)
+  if (status === 200) return finished(t, w, asCut)
   // A 202 says why it came (cameBack): for idleTimeout, the command was
   // quiet that long; for the timeout, only the wait ran out, and the command
   // goes on, and so does run. A daemon that does not say is judged by the
@@ -55,25 +65,35 @@ export async function run(t: HttpTransport, path: string, body: Wire, timeout: n
   const quiet = (a: Wire): boolean =>
     idle !== undefined && (typeof a.cameBack === 'string' ? a.cameBack === 'idle_timeout' : Date.now() - began < sent)
   if (w.waitingForInput === true || (idle !== undefined && (quiet(w) || left(deadline) <= 0))) {
-    return early(t, w, w.waitingForInput === true ? 'waiting_for_input' : left(deadline) <= 0 ? 'wait_timeout' : 'idle_timeout', bounded)
+    return early(t, w, w.waitingForInput === true ? 'waiting_for_input' : left(deadline) <= 0 ? 'wait_timeout' : 'idle_timeout', asCut)
   }
   // Only the daemon's wait window ran out: wait on with bare interacts, which
   // (unlike wait) also come back when the process starts waiting for input,
   // or (with idleTimeout) has been quiet that long. They ask for no output
   // (outputLimit 1): the result is read once they are done, whole from the
-  // logs, or, when the caller bounded it, as the daemon cuts it.
+  // logs, or, when the caller bounded it or asked for plain text, as the
+  // daemon cuts it. Under keepLogs none they ask for the output, which is
+  // only in their answers.
   const id = String(w.id ?? w.processId)
-  const result = (why: string | undefined, wait: () => WaitResult, pages: number): Promise<RunResult> =>
-    bounded ? cut(t, id, body, why) : collect(t, id, wait(), pages, why === undefined ? 'terminal' : 'running')
+  const held = new Held(plain)
+  if (unkept) held.add(w)
+  const result = (why: string | undefined, wait: () => WaitResult, pages: number): Promise<RunResult> => {
+    const state = why === undefined ? 'terminal' : 'running'
+    if (bounded || (plain && !unkept)) return cut(t, id, body, why)
+    if (unkept) return Promise.resolve(held.result(id, wait(), state, cursor))
+    return collect(t, id, wait(), pages, state)
+  }
   let cursor = typeof w.next === 'string' ? w.next : undefined
   while (left(deadline) > 0) {
     sent = idleWindow(t, deadline, idle)
     began = Date.now()
     const json = {
-      timeout: sent, outputLimit: 1, ...(cursor === undefined ? {} : { cursor }), ...(idle === undefined ? {} : { idleTimeout: idle }),
+      timeout: sent, ...(unkept ? (plain ? { plain } : {}) : { outputLimit: 1 }),
+      ...(cursor === undefined ? {} : { cursor }), ...(idle === undefined ? {} : { idleTimeout: idle }),
     }
     const { status: s, body: b } = await t.json('POST', `/v1/processes/${seg(id)}/interact`, { json, timeout: sent + answerMargin })
     const a = record(b, 'interact')
+    if (unkept) held.add(a)
     if (s === 200) {
       return result(undefined, () => toWaitResult(pick(a, ['reason', 'exitCode', 'signal', 'cwd', 'error', 'oomKilled', 'usage', 'stdinDroppedBytes'])), Infinity)
     }
@@ -82,6 +102,36 @@ export async function run(t: HttpTransport, path: string, body: Wire, timeout: n
     if (typeof a.next === 'string') cursor = a.next
   }
   return result('wait_timeout', () => stillRunning('wait_timeout'), timedOutPages)
+}
+
+/**
+ * The output of a run under keepLogs none, from its answers: their frames,
+ * whether any said output was lost, and with plain their plain text (the
+ * daemon's rendering of each answer; the frames stay byte-exact).
+ */
+class Held {
+  readonly frames: LogFrame[] = []
+  lost = false
+  readonly #texts: Array<{ output: string; stdout: string; stderr: string }> | undefined
+
+  constructor(plain: boolean) {
+    this.#texts = plain ? [] : undefined
+  }
+
+  add(a: Wire): void {
+    this.frames.push(...toFrames(a.logs))
+    this.lost ||= a.truncated === true || (typeof a.omittedBytes === 'number' && a.omittedBytes > 0)
+    this.#texts?.push({ output: str(a.output), stdout: str(a.stdout), stderr: str(a.stderr) })
+  }
+
+  /** The RunResult of process id from what was held: ended with wait, or running. */
+  result(id: string, wait: WaitResult, state: 'running' | 'terminal', cursor: string | undefined): RunResult {
+    const ts = this.#texts
+    const text = ts === undefined ? assemble(this.frames)
+      : { output: ts.map((x) => x.output).join(''), stdout: ts.map((x) => x.stdout).join(''), stderr: ts.map((x) => x.stderr).join('') }
+    const next = this.frames.length > 0 ? this.frames[this.frames.length - 1]!.cursor : cursor
+    return Object.assign(wait, { state, processId: id, logs: this.frames, truncated: this.lost }, next === undefined ? {} : { next }, text) as RunResult
+  }
 }
 
 /**

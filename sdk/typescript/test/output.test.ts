@@ -164,4 +164,31 @@ describe('keepLogs none', () => {
     assert.ok(r.stdout.startsWith('1\n2\n3\n'))
     assert.ok(r.stdout.endsWith('400000\n'), 'the tail the daemon sent was dropped')
   })
+
+  // Lines written over three wait windows: each answer holds what came while it waited.
+  const lines = "for i in 1 2 3 4 5 6; do printf '\\033[31mred\\033[0m\\n'; sleep 0.5; done"
+
+  test('a run past the wait window holds what its answers held, not nothing', async () => {
+    const r = await d.sandbox({ waitWindow: 1000 }).process.run(lines, { keepLogs: 'none', timeout: 30_000 })
+    assert.equal(r.exitCode, 0)
+    assert.ok(r.stdout.startsWith('\x1b[31mred\x1b[0m\n'), JSON.stringify(r.stdout))
+    assert.ok(r.stdout.split('red').length - 1 >= 4, JSON.stringify(r.stdout))
+    assert.equal(r.logs.map((f) => f.data).join(''), r.stdout)
+  })
+
+  test('with plain, past the wait window, the text is plain', async () => {
+    const r = await d.sandbox({ waitWindow: 1000 }).process.run(lines, { keepLogs: 'none', plain: true, timeout: 30_000 })
+    assert.equal(r.exitCode, 0)
+    assert.ok(r.stdout.startsWith('red\n'), JSON.stringify(r.stdout))
+    assert.ok(!r.stdout.includes('\x1b') && !r.output.includes('\x1b'), 'the raw frames were taken for the plain text')
+    assert.ok(r.stdout.split('red').length - 1 >= 4, JSON.stringify(r.stdout))
+  })
+})
+
+describe('plain past the wait window', () => {
+  test('the text is the daemon\'s plain text, not the raw frames of the logs', async () => {
+    const r = await d.sandbox({ waitWindow: 1000 }).process.run("printf '\\033[31mred\\033[0m\\n'; sleep 1.5; printf '\\033[32mgreen\\033[0m\\n'", { plain: true, timeout: 30_000 })
+    assert.equal(r.exitCode, 0)
+    assert.equal(r.stdout, 'red\ngreen\n')
+  })
 })
