@@ -6,7 +6,7 @@ import { ProcessHandle } from './handle.js'
 import { toProcess, toProcessList } from './normalize.js'
 import { run } from './run.js'
 import { Session } from './session.js'
-import { type HttpTransport, seg } from './transport.js'
+import { type HttpTransport, seg, typeName } from './transport.js'
 import type {
   CreateSessionOptions, ListResult, ProcessCommand, ProcessDto, ProcessHandleJSON, ProcessKind,
   ProcessListOptions, ProcessStartOptions, RunOptions, RunResult, SessionJSON, TerminalSize,
@@ -21,8 +21,15 @@ export interface ProcessBinding {
 /** The body fields of a command. */
 function commandFields(command: ProcessCommand): { cmd?: string; argv?: readonly string[] } {
   if (typeof command === 'string') return { cmd: command }
-  if (command.argv !== undefined) return { argv: command.argv }
-  return { cmd: command.cmd }
+  const c = command as { cmd?: unknown; argv?: unknown } | null | undefined
+  if (typeof c === 'object' && c !== null && !Array.isArray(c)) {
+    const { argv, cmd } = c
+    if (argv !== undefined && cmd === undefined && Array.isArray(argv) && argv.length > 0 && argv.every((a) => typeof a === 'string')) {
+      return { argv: argv as readonly string[] }
+    }
+    if (argv === undefined && typeof cmd === 'string') return { cmd }
+  }
+  throw new TypeError(`conch: a command is a shell string, { cmd: string } or { argv: [string, ...] }, not ${typeName(command)}`)
 }
 
 function kindOf(dto: ProcessDto): ProcessKind | undefined {

@@ -5,7 +5,7 @@ import { ProcessHandle } from './handle.js'
 import { toProcess } from './normalize.js'
 import { run } from './run.js'
 import type { ProcessBinding } from './service.js'
-import { seg } from './transport.js'
+import { seg, typeName } from './transport.js'
 import type {
   CodeRunOptions, CodeStartOptions, ProcessDto, ProcessKind, RunResult, SessionJSON, SessionRunOptions, SessionStartOptions,
 } from './types.js'
@@ -52,23 +52,23 @@ export class Session {
   /** Run in this shell, wait, and collect output using the process run path. */
   async run(command: string, options: SessionRunOptions = {}): Promise<RunResult> {
     const { timeout, ...rest } = options
-    return run(this.#b.transport, `${this.#path}/commands/run`, { ...rest, cmd: command }, timeout)
+    return run(this.#b.transport, `${this.#path}/commands/run`, { ...rest, cmd: text('a session command', command) }, timeout)
   }
 
   /** Queue a command and return its handle without waiting for completion. */
   async start(command: string, options: SessionStartOptions = {}): Promise<ProcessHandle> {
-    return this.#submit({ ...options, cmd: command })
+    return this.#submit({ ...options, cmd: text('a session command', command) })
   }
 
   /** Runs a cell in this code context, waits, and collects its output. */
   async runCode(code: string, options: CodeRunOptions = {}): Promise<RunResult> {
     const { timeout, ...rest } = options
-    return run(this.#b.transport, `${this.#path}/commands/run`, { ...rest, code }, timeout)
+    return run(this.#b.transport, `${this.#path}/commands/run`, { ...rest, code: text("a cell's code", code) }, timeout)
   }
 
   /** Queues a cell in this code context and returns its handle. */
   async startCode(code: string, options: CodeStartOptions = {}): Promise<ProcessHandle> {
-    return this.#submit({ ...options, code })
+    return this.#submit({ ...options, code: text("a cell's code", code) })
   }
 
   async #submit(body: Record<string, unknown>): Promise<ProcessHandle> {
@@ -81,4 +81,10 @@ export class Session {
   toJSON(): SessionJSON {
     return { sandboxId: this.sandboxId, sessionId: this.id }
   }
+}
+
+/** text, a session command's or a cell's, checked: a string, never undefined sent as an empty one. */
+function text(what: string, text: unknown): string {
+  if (typeof text !== 'string') throw new TypeError(`conch: ${what} is a string, not ${typeName(text)}`)
+  return text
 }

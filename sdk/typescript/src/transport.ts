@@ -99,6 +99,10 @@ export class HttpTransport {
   }
 
   constructor(options: HttpTransportOptions) {
+    for (const k of ['url', 'token'] as const) {
+      // Never the token's value: it is a secret.
+      if (typeof options[k] !== 'string') throw new TypeError(`conch: the ${k} must be a string, not ${typeName(options[k])}`)
+    }
     this.url = options.url.replace(/\/+$/, '')
     this.#token = options.token
     this.fetch = options.fetch ?? globalThis.fetch.bind(globalThis)
@@ -186,4 +190,9 @@ function queryString(q: Query | undefined): string {
 /** encodes a path segment. */
 export function seg(id: string): string {
   return encodeURIComponent(id)
+}
+
+/** The type of v as a message names it: null, array or typeof's word. */
+export function typeName(v: unknown): string {
+  return v === null ? 'null' : Array.isArray(v) ? 'array' : typeof v
 }

@@ -3,7 +3,7 @@ import { mkdtemp, realpath } from 'node:fs/promises'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 
-import { NotFoundError, type Sandbox, Session, UnsupportedOperationError } from '@conchsh/sdk'
+import { NotFoundError, Sandbox, Session, UnsupportedOperationError } from '@conchsh/sdk'
 
 import { type Daemon, startDaemon } from './daemon.js'
 
@@ -113,5 +113,30 @@ describe('Session', () => {
     const slow = d.sandbox({ waitWindow: 50, logsPageSize: 1 })
     const r = await slow.process.connectSession(s.id).run('sleep 0.3; echo a; echo b >&2; echo c')
     assert.deepEqual([r.reason, r.exitCode, r.stdout, r.stderr], ['exited', 0, 'a\nc\n', 'b\n'])
+  })
+})
+
+describe('a value of the wrong type', () => {
+  test('is refused by name before anything is sent: never undefined run as an empty command', async () => {
+    await using s = await sb.process.createSession()
+    const bad: unknown[] = [undefined, null, 5, ['true']]
+    for (const v of bad) {
+      await assert.rejects(s.run(v as string), (e: unknown) => e instanceof TypeError && /a session command is a string, not/.test(e.message))
+      await assert.rejects(s.start(v as string), TypeError)
+      await assert.rejects(s.runCode(v as string), (e: unknown) => e instanceof TypeError && /a cell's code is a string/.test(e.message))
+      await assert.rejects(s.startCode(v as string), TypeError)
+    }
+    for (const v of [...bad, { cmd: 5 }, { argv: [] }, { argv: ['echo', 1] }, { cmd: 'true', argv: ['true'] }]) {
+      await assert.rejects(sb.process.run(v as string), (e: unknown) => e instanceof TypeError && /a command is a shell string/.test(e.message))
+      await assert.rejects(sb.process.start(v as string), TypeError)
+    }
+    assert.equal((await s.run('echo ok')).stdout, 'ok\n')
+    const listed = await sb.process.list({ sessionId: s.id })
+    assert.deepEqual(listed.items.filter((p) => p.id !== s.id).length, 1, 'a refused command reached the daemon')
+  })
+
+  test('a url or token that is not a string is a TypeError that never shows the token', () => {
+    assert.throws(() => new Sandbox({ url: 'http://127.0.0.1:1', token: undefined as unknown as string }), /the token must be a string, not undefined/)
+    assert.throws(() => new Sandbox({ url: undefined as unknown as string, token: 'secret' }), (e: unknown) => e instanceof TypeError && !e.message.includes('secret'))
   })
 })
