@@ -155,6 +155,8 @@ class HttpTransport:
         connect_timeout: float = 10.0,
         read_timeout: float = 30.0,
     ) -> None:
+        if not isinstance(url, str):
+            raise ConfigurationError(f"conch: the daemon's URL must be a string, not {type(url).__name__}")
         parts = urlsplit(url.rstrip("/"))
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"conch: the daemon's URL must be http(s)://HOST[:PORT], not {url!r}")

@@ -193,6 +193,9 @@ class CallerMistakesTest(unittest.TestCase):
         with self.assertRaises(ConfigurationError) as cm:
             Sandbox(shared().url, None)  # type: ignore[arg-type]
         self.assertIn("NoneType", str(cm.exception))
+        with self.assertRaises(ConfigurationError) as cm:
+            Sandbox(None, "secret")  # type: ignore[arg-type]
+        self.assertIn("URL must be a string", str(cm.exception))
 
     def test_a_command_of_the_wrong_type_is_refused(self) -> None:
         sb = shared().sandbox()
