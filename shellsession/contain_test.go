@@ -97,6 +97,14 @@ func TestCommandUsage(t *testing.T) {
 	if r.Usage.CPU > 100*time.Millisecond || r.Usage.MemoryPeak >= 48<<20 {
 		t.Fatalf("true after them: usage %+v (the peak is reset per command)", r.Usage)
 	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-s.Done()
+	u := s.Info().Result.Usage
+	if u == nil || u.CPU < 250*time.Millisecond || u.MemoryPeak < 48<<20 {
+		t.Fatalf("the ended session, the busy loop and the 48 MiB in its life: usage %+v", u)
+	}
 }
 
 // Without cgroups a command's CPU time is its shell's and that of the

@@ -167,3 +167,31 @@ func TestBashPosixSpecialBuiltinError(t *testing.T) {
 		})
 	}
 }
+
+// TestEndedSessionHasUsage: an ended session's result says what it used,
+// as every ended process, command and cell does: its shell's CPU time and
+// its children's (or its cgroup's), whether it ended by itself or was
+// closed.
+func TestEndedSessionHasUsage(t *testing.T) {
+	t.Parallel()
+	busy := `i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; sh -c 'i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done'`
+	for _, end := range []string{"exit", "close"} {
+		t.Run(end, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{})
+			r, _, _ := run(t, s, CommandOptions{Cmd: busy})
+			require.NotNil(t, r.Usage)
+			if end == "exit" {
+				_, err := s.Submit(CommandOptions{Cmd: "exit 3"})
+				require.NoError(t, err)
+			} else {
+				require.NoError(t, s.Close())
+			}
+			requireEnds(t, s, end)
+			res := s.Info().Result
+			require.NotNil(t, res)
+			require.NotNil(t, res.Usage, "an ended session says what it used")
+			require.Greater(t, res.Usage.CPU, 10*time.Millisecond, "the busy loops' CPU, the child's included: %+v", res.Usage)
+		})
+	}
+}

@@ -59,6 +59,7 @@ type Host struct {
 	cmd       *exec.Cmd
 	cg        containment.Manager // the session's cgroup, once started
 	oomKills  int64               // the cgroup's OOM kills when it was ended
+	stats     containment.Stats   // what the cgroup had used when it was ended
 	diag      *Diag
 	wg        sync.WaitGroup // the goroutines that drain and wait for the interpreter
 	exited    chan struct{}  // closed once the interpreter has exited and been reaped
@@ -78,6 +79,7 @@ type Host struct {
 	oomSeen  int64             // the cgroup's OOM kills a command's end has accounted for
 	cpu      time.Duration     // the session's CPU time as a command's end last read it
 	cpuAt    time.Time         // when
+	peak     int64             // the highest memory peak a command's end read
 }
 
 // New returns the host of a session whose interpreter is not started yet.
@@ -311,8 +313,25 @@ func (h *Host) EndedByItself() {
 // removes its whole cgroup tree; nobody waits on a session's end to hear
 // of them.
 func (h *Host) endCgroup() {
-	h.oomKills = h.cg.OOMKills()
+	h.stats = h.cg.Stats()
+	h.oomKills = h.stats.OOMKills
 	_ = h.cg.Destroy()
+}
+
+// usage is what the session used over its life: its cgroup's CPU time, or,
+// where that counts less (no cgroup: the CPU time a command's end last
+// read), the interpreter's and its reaped children's CPU time from its
+// rusage; and the highest memory peak of its commands and of its end (the
+// kernel's peak is reset as each command starts, where it can be). h.mu is
+// held.
+func (h *Host) usage() *process.Usage {
+	u := &process.Usage{CPU: h.stats.CPU, MemoryPeak: max(h.stats.MemoryPeak, h.peak)}
+	if h.cmd != nil && h.cmd.ProcessState != nil {
+		if ru, ok := h.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			u.CPU = max(u.CPU, time.Duration(ru.Utime.Nano()+ru.Stime.Nano()))
+		}
+	}
+	return u
 }
 
 // killTree signals the interpreter, its descendants and the processes
@@ -353,6 +372,13 @@ func (h *Host) finish(r *process.Result) {
 	}
 	if r == nil {
 		r = &process.Result{Reason: process.Lost}
+	}
+	if h.cmd != nil && h.cmd.ProcessState != nil {
+		// Ended after it started (not a session that never did): a copy,
+		// since r may be the caller's.
+		rr := *r
+		rr.Usage = h.usage()
+		r = &rr
 	}
 	h.state = process.Terminal
 	h.result = r
