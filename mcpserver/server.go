@@ -97,9 +97,21 @@ func bound[In, Out any](s *Server, h mcp.ToolHandlerFor[In, Out]) mcp.ToolHandle
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		defer context.AfterFunc(s.stopped, cancel)()
-		return h(ctx, req, in)
+		res, out, err := h(ctx, req, in)
+		if err != nil && s.stopped.Err() != nil && errors.Is(err, context.Canceled) {
+			// Not the HTTP client's words for it ("Post ...: context canceled").
+			err = errStopping
+		}
+		return res, out, err
 	}
 }
+
+// stopAnswers bounds how long a stopping server waits for the answers of
+// the calls it cut short.
+const stopAnswers = 2 * time.Second
+
+// errStopping fails a call cut short because conch mcp is stopping.
+var errStopping = errors.New("conch mcp is stopping (SIGTERM, or its input ended): the call was cut short before its answer")
 
 // submitTimeout bounds the submission of a command, which a cancellation
 // does not cut short.
@@ -146,7 +158,16 @@ func (s *Server) interrupt(id string) {
 // before Run returns.
 func (s *Server) Run(ctx context.Context) error {
 	s.stopped = ctx
-	err := s.MCP().Run(ctx, &stdioTransport{in: os.Stdin, out: os.Stdout, order: s.order})
+	t := &stdioTransport{in: os.Stdin, out: os.Stdout, order: s.order}
+	// Once ctx ends, the calls under way end (bound) and are answered
+	// before the connection goes, stopAnswers at most.
+	run, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	defer context.AfterFunc(ctx, func() {
+		t.awaitAnswers(stopAnswers)
+		cancel()
+	})()
+	err := s.MCP().Run(run, t)
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil
 	}

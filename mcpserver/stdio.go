@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -46,6 +48,14 @@ type stdioTransport struct {
 	in    io.Reader
 	out   io.Writer
 	order *order // the runs' tickets; nil for none
+	gate  atomic.Pointer[gate]
+}
+
+// awaitAnswers waits until every request passed on is answered, d at most.
+func (t *stdioTransport) awaitAnswers(d time.Duration) {
+	if g := t.gate.Load(); g != nil {
+		g.awaitAnswers(d)
+	}
 }
 
 // Connect starts the reader of in and returns the SDK's connection on the
@@ -61,6 +71,7 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
+	t.gate.Store(g)
 	go g.read(t.in, pw)
 	return conn, nil
 }
@@ -201,6 +212,24 @@ func (g *gate) noteCancel(req *jsonrpc.Request) {
 	if id, err := jsonrpc.MakeID(params.RequestID); err == nil && g.pending[id] {
 		g.cancelled[id] = true
 	}
+}
+
+// awaitAnswers waits until every request passed on is answered, the gate
+// closes or d has passed.
+func (g *gate) awaitAnswers(d time.Duration) {
+	over := false
+	t := time.AfterFunc(d, func() {
+		g.mu.Lock()
+		over = true
+		g.drained.Broadcast()
+		g.mu.Unlock()
+	})
+	defer t.Stop()
+	g.mu.Lock()
+	for len(g.pending) > 0 && !g.closed && !over {
+		g.drained.Wait()
+	}
+	g.mu.Unlock()
 }
 
 // Close is called as the SDK closes its connection: nothing more will be

@@ -344,6 +344,12 @@ func TestStdioStopDuringCall(t *testing.T) {
 	require.NoError(t, m.cmd.Process.Signal(syscall.SIGTERM))
 	guard := time.AfterFunc(hangGuard, func() { _ = m.cmd.Process.Kill() })
 	defer guard.Stop()
+	// The call's answer says why it was cut short, not the HTTP client's
+	// "Post ...: context canceled".
+	line := m.nextLine()
+	require.Contains(t, line, `"isError":true`)
+	require.Contains(t, line, "conch mcp is stopping", line)
+	require.NotContains(t, line, "context canceled", line)
 	require.NoError(t, m.cmd.Wait())
 }
 
