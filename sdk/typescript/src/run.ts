@@ -5,13 +5,25 @@
 
 import { isRecord } from './errors.js'
 import { record, toFrames, toLogsPage, toProcess, toWaitResult } from './normalize.js'
-import { answerMargin, type HttpTransport, maxWaitWindow, seg } from './transport.js'
+import { answerMargin, type HttpTransport, maxWaitWindow, type RequestOptions, seg } from './transport.js'
 import type { InteractResult, LogFrame, RunningResult, RunResult, WaitResult } from './types.js'
 
 /** Pages a timed-out run reads at most: it does not chase a live writer. */
 const timedOutPages = 4
 
 type Wire = Record<string, unknown>
+
+/** What a run needs of the transport. */
+type Reach = Pick<HttpTransport, 'json' | 'waitWindow' | 'logsPageSize'>
+
+/** t, each of whose requests signal also aborts. */
+function reach(t: HttpTransport, signal: AbortSignal | undefined): Reach {
+  if (signal === undefined) return t
+  return {
+    json: (method: string, path: string, options: RequestOptions = {}) => t.json(method, path, { ...options, signal }),
+    waitWindow: t.waitWindow, logsPageSize: t.logsPageSize,
+  }
+}
 
 /** The time left until deadline (Infinity: unbounded), in ms. */
 function left(deadline: number): number {
@@ -29,7 +41,7 @@ export function deadlineOf(timeout: number | undefined): number {
 }
 
 /** The daemon-side wait of one request: the window, or less when the caller's budget is shorter. */
-export function window(t: HttpTransport, deadline: number): number {
+export function window(t: Reach, deadline: number): number {
   return Math.max(1, Math.min(t.waitWindow, Math.ceil(left(deadline))))
 }
 
@@ -39,8 +51,11 @@ export function window(t: HttpTransport, deadline: number): number {
  * before the process ends, with the output so far, when the caller asked for
  * idleTimeout, when the process waits for input, or when timeout runs out.
  */
-export async function run(t: HttpTransport, path: string, body: Wire, timeout: number | undefined): Promise<RunResult> {
+export async function run(
+  transport: HttpTransport, path: string, body: Wire, timeout: number | undefined, signal?: AbortSignal,
+): Promise<RunResult> {
   const deadline = deadlineOf(timeout)
+  const t = reach(transport, signal)
   const bounded = body.outputLimit !== undefined
   // Under keepLogs none the daemon keeps no output for later reading: no
   // page can bring back what an answer left out, and output written between
@@ -144,7 +159,7 @@ class Held {
  * undefined when the process ended; one that ended meanwhile is reported
  * as ended.
  */
-async function cut(t: HttpTransport, id: string, body: Wire, why: string | undefined): Promise<RunResult> {
+async function cut(t: Reach, id: string, body: Wire, why: string | undefined): Promise<RunResult> {
   const json = { cursor: '0', timeout: 1, outputLimit: body.outputLimit, ...(body.plain === undefined ? {} : { plain: body.plain }) }
   const { status, body: b } = await t.json('POST', `/v1/processes/${seg(id)}/interact`, { json, timeout: 1 + answerMargin })
   const a = record(b, 'interact')
@@ -158,7 +173,7 @@ async function cut(t: HttpTransport, id: string, body: Wire, why: string | undef
  * the command quiet that long (the daemon counts quiet from the request's
  * start); never past the caller's deadline.
  */
-function idleWindow(t: HttpTransport, deadline: number, idle: number | undefined): number {
+function idleWindow(t: Reach, deadline: number, idle: number | undefined): number {
   const w = window(t, deadline)
   if (idle === undefined) return w
   return Math.max(1, Math.min(Math.max(w, idle + 1000), maxWaitWindow, Math.ceil(left(deadline))))
@@ -170,7 +185,7 @@ function idleWindow(t: HttpTransport, deadline: number, idle: number | undefined
  * what the answer left out is paged back in, up to its next, unless the
  * caller bounded it.
  */
-async function early(t: HttpTransport, w: Wire, why: string, bounded: boolean): Promise<RunResult> {
+async function early(t: Reach, w: Wire, why: string, bounded: boolean): Promise<RunResult> {
   const id = String(w.processId ?? w.id)
   const out: Wire = {
     ...stillRunning(why), processId: id, output: str(w.output), stdout: str(w.stdout),
@@ -191,7 +206,7 @@ function stillRunning(rawReason: string): WaitResult & { state: 'running'; waiti
 }
 
 /** The RunResult of a 200 answer, with what it left out paged back in unless the caller bounded it. */
-async function finished(t: HttpTransport, w: Wire, bounded: boolean): Promise<RunResult> {
+async function finished(t: Reach, w: Wire, bounded: boolean): Promise<RunResult> {
   const wait = Object.assign(toWaitResult(w), { state: 'terminal' })
   const logs = toFrames(w.logs)
   if (bounded || typeof w.omittedBytes !== 'number' || w.omittedBytes <= 0 || typeof w.omittedAfter !== 'string') {
@@ -228,7 +243,7 @@ async function finished(t: HttpTransport, w: Wire, bounded: boolean): Promise<Ru
  * next, with none dropped.
  */
 export async function joinOmitted(
-  t: HttpTransport, id: string, logs: LogFrame[], omittedAfter: string, next: string,
+  t: Reach, id: string, logs: LogFrame[], omittedAfter: string, next: string,
 ): Promise<{ frames: LogFrame[]; dropped: boolean; whole: boolean }> {
   const frames = logs.slice(0, logs.findIndex((f) => f.cursor === omittedAfter) + 1)
   let dropped = false
@@ -249,7 +264,7 @@ export async function joinOmitted(
 
 /** The RunResult of the process id: result, and its retained logs from the start, at most pages pages. */
 async function collect(
-  t: HttpTransport, id: string, result: WaitResult, pages: number, state: 'running' | 'terminal',
+  t: Reach, id: string, result: WaitResult, pages: number, state: 'running' | 'terminal',
 ): Promise<RunResult> {
   const logs: LogFrame[] = []
   let truncated = false
@@ -270,7 +285,7 @@ async function collect(
  * bounded in bytes as well as in frames, so only an empty one is the end.
  */
 export async function pageLogs(
-  t: HttpTransport, id: string, cursor: string | undefined, pages: number,
+  t: Reach, id: string, cursor: string | undefined, pages: number,
   take: (frames: LogFrame[], truncatedHead: boolean) => boolean,
 ): Promise<void> {
   const limit = t.logsPageSize
@@ -287,7 +302,7 @@ export async function pageLogs(
  * deadline came first.
  */
 export async function waitUntil(
-  t: HttpTransport, id: string, deadline: number, signal?: AbortSignal,
+  t: Reach, id: string, deadline: number, signal?: AbortSignal,
 ): Promise<WaitResult | undefined> {
   for (;;) {
     const timeout = window(t, deadline)

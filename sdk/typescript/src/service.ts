@@ -80,8 +80,8 @@ export class ProcessService implements ProcessBinding {
    * the first pages of output, and the process goes on.
    */
   async run(command: ProcessCommand, options: RunOptions = {}): Promise<RunResult> {
-    const { timeout, ...rest } = options
-    return run(this.transport, '/v1/processes/run', { ...rest, ...commandFields(command) }, timeout)
+    const { timeout, signal, ...rest } = options
+    return run(this.transport, '/v1/processes/run', { ...rest, ...commandFields(command) }, timeout, signal)
   }
 
   /** Start a detached process and return a handle immediately. */

@@ -51,8 +51,8 @@ export class Session {
 
   /** Run in this shell, wait, and collect output using the process run path. */
   async run(command: string, options: SessionRunOptions = {}): Promise<RunResult> {
-    const { timeout, ...rest } = options
-    return run(this.#b.transport, `${this.#path}/commands/run`, { ...rest, cmd: text('a session command', command) }, timeout)
+    const { timeout, signal, ...rest } = options
+    return run(this.#b.transport, `${this.#path}/commands/run`, { ...rest, cmd: text('a session command', command) }, timeout, signal)
   }
 
   /** Queue a command and return its handle without waiting for completion. */
@@ -62,8 +62,8 @@ export class Session {
 
   /** Runs a cell in this code context, waits, and collects its output. */
   async runCode(code: string, options: CodeRunOptions = {}): Promise<RunResult> {
-    const { timeout, ...rest } = options
-    return run(this.#b.transport, `${this.#path}/commands/run`, { ...rest, code: text("a cell's code", code) }, timeout)
+    const { timeout, signal, ...rest } = options
+    return run(this.#b.transport, `${this.#path}/commands/run`, { ...rest, code: text("a cell's code", code) }, timeout, signal)
   }
 
   /** Queues a cell in this code context and returns its handle. */

@@ -161,6 +161,11 @@ export interface AgentAnswerOptions {
 export type RunOptions = Omit<ProcessStartOptions, 'kind'> & {
   /** Caller wait budget in milliseconds; `0` waits unbounded. */
   timeout?: number
+  /**
+   * Aborts the wait: the run rejects with the signal's reason, and the
+   * process is left running, as when `timeout` runs out.
+   */
+  signal?: AbortSignal
   /** Bounds of the process's cgroup. */
   limits?: Limits
   /** `run()` only creates exec processes; PTYs come from `sandbox.pty.start()` / `attach()`. */
@@ -302,6 +307,12 @@ export interface SessionStartOptions {
 export interface SessionRunOptions extends SessionStartOptions, AgentAnswerOptions {
   /** Caller wait budget in milliseconds; omitted or 0 waits unbounded. */
   timeout?: number
+  /**
+   * Aborts the wait: the run rejects with the signal's reason, and the
+   * command is left running, as when `timeout` runs out (interrupt it with
+   * the handle's `kill({ signal: 'INT' })`).
+   */
+  signal?: AbortSignal
 }
 
 export interface SessionJSON {

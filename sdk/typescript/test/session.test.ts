@@ -140,3 +140,30 @@ describe('a value of the wrong type', () => {
     assert.throws(() => new Sandbox({ url: undefined as unknown as string, token: 'secret' }), (e: unknown) => e instanceof TypeError && !e.message.includes('secret'))
   })
 })
+
+describe('run with an AbortSignal', () => {
+  test('aborting rejects with its reason at once, and the command runs on', async () => {
+    await using s = await sb.process.createSession()
+    const dir = await realpath(await mkdtemp(join(d.dir, 'abort-')))
+    const ac = new AbortController()
+    const why = new Error('the agent moved on')
+    setTimeout(() => ac.abort(why), 300)
+    const began = Date.now()
+    await assert.rejects(s.run(`sleep 1; echo done > ${dir}/f`, { signal: ac.signal, timeout: 60_000 }), (e: unknown) => e === why)
+    assert.ok(Date.now() - began < 5_000, 'the abort did not end the wait')
+    const r = await s.run(`cat ${dir}/f`, { timeout: 30_000 })
+    assert.equal(r.stdout, 'done\n', 'the command was left running, and the next one ran after it')
+    await assert.rejects(s.run('true', { signal: AbortSignal.abort(why) }), (e: unknown) => e === why)
+    await assert.rejects(sb.process.run('true', { signal: AbortSignal.abort(why) }), (e: unknown) => e === why)
+    const listed = await sb.process.list({ sessionId: s.id })
+    assert.equal(listed.items.filter((p) => p.id !== s.id).length, 2, 'an aborted signal sent its run anyway')
+  })
+
+  test('a one-shot run past the wait window stops waiting when aborted', async () => {
+    const ac = new AbortController()
+    setTimeout(() => ac.abort(), 1_500)
+    const began = Date.now()
+    await assert.rejects(d.sandbox({ waitWindow: 500 }).process.run('sleep 30', { signal: ac.signal }), { name: 'AbortError' })
+    assert.ok(Date.now() - began < 10_000)
+  })
+})
