@@ -273,7 +273,9 @@ class WaitResult:
     """How a process ended: ``reason`` with ``exit_code`` or ``signal``.
 
     A wait whose caller's ``timeout`` ran out first is ``reason="timed_out"``
-    with ``raw_reason="wait_timeout"``: the process goes on.
+    with ``raw_reason="wait_timeout"``: the process goes on. ``extra`` keeps
+    the other fields of the answer it was read from (a field a newer daemon
+    adds to a wait's answer, say), as the TypeScript SDK keeps them beside.
     """
 
     reason: ProcessReason
@@ -284,11 +286,13 @@ class WaitResult:
     cwd: Optional[str] = None
     oom_killed: Optional[bool] = None
     usage: Optional[Usage] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_wire(cls, w: Mapping[str, Any]) -> "WaitResult":
         raw = str(w.get("reason") or "")
         return cls(
+            extra={k: v for k, v in w.items() if k not in _wait_keys},
             reason=_known(_reasons, raw),
             raw_reason=raw,
             exit_code=_int(w.get("exitCode")),
@@ -298,6 +302,9 @@ class WaitResult:
             oom_killed=w.get("oomKilled") if isinstance(w.get("oomKilled"), bool) else None,
             usage=Usage.from_wire(w.get("usage")),
         )
+
+
+_wait_keys = frozenset(["reason", "exitCode", "signal", "error", "cwd", "oomKilled", "usage"])
 
 
 @dataclass

@@ -350,6 +350,9 @@ class UnknownValuesTest(unittest.TestCase):
         self.assertEqual(p.extra, {"newField": 1})
         w = WaitResult.from_wire({"reason": "frozen", "exitCode": 1})
         self.assertEqual((w.reason, w.raw_reason, w.exit_code), ("unknown", "frozen", 1))
+        self.assertEqual(w.extra, {})
+        w = WaitResult.from_wire({"reason": "exited", "exitCode": 0, "usage": {"cpuMs": 1}, "restarts": 2})
+        self.assertEqual(w.extra, {"restarts": 2}, "a field the SDK does not know is kept")
 
 
 if __name__ == "__main__":
