@@ -111,7 +111,7 @@ func bound[In, Out any](s *Server, h mcp.ToolHandlerFor[In, Out]) mcp.ToolHandle
 const stopAnswers = 2 * time.Second
 
 // errStopping fails a call cut short because conch mcp is stopping.
-var errStopping = errors.New("conch mcp is stopping (SIGTERM, or its input ended): the call was cut short before its answer")
+var errStopping = errors.New("conch mcp is stopping (SIGTERM, SIGINT or SIGHUP): the call was cut short before its answer")
 
 // submitTimeout bounds the submission of a command, which a cancellation
 // does not cut short.

@@ -70,9 +70,11 @@ func (m Meter) Account(r process.Result, u *process.Usage) process.Result {
 	}
 	cg := m.h.cg
 	*u = process.Usage{CPU: max(m.h.endCPU()-m.cpu, 0), MemoryPeak: cg.MemoryPeak()}
-	m.h.mu.Lock()
-	m.h.peak = max(m.h.peak, u.MemoryPeak)
-	m.h.mu.Unlock()
+	if u.MemoryPeak > 0 { // known: a cgroup's, for the session's end (see Host.usage)
+		m.h.mu.Lock()
+		m.h.peak = max(m.h.peak, u.MemoryPeak)
+		m.h.mu.Unlock()
+	}
 	r.Usage = u
 	if killedHard(r) && m.h.oomKilledSince() {
 		r.OOMKilled = true
