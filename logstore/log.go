@@ -72,6 +72,7 @@ type Log struct {
 	followers int    // Follow calls running, the hold (Options.Held) until Release, and the Holds
 	held      bool
 	holds     int // Hold calls not yet released
+	holdKeeps int // the retention while a Hold lasts: Options.Retention's, not the live window
 	closed    bool
 	ended     uint64           // when it was closed, in the order of all logs' Close
 	evicted   bool             // a Budget dropped frames of it
@@ -106,10 +107,12 @@ func (l *Log) Init(opts Options) {
 	if keep == "" {
 		keep = KeepUntilCleanup
 	}
+	l.holdKeeps = r
 	if keep == KeepNone && !opts.Held {
 		r = min(r, liveWindow) // a held log keeps for its answer what another would
 	}
-	l.keep, l.retention, l.frameCap, l.frameMax = keep, r, max(minFrames, r/BytesPerFrame), min(MaxFrame, r)
+	l.keep, l.frameMax = keep, min(MaxFrame, r)
+	l.keepLocked(r)
 	if opts.Held {
 		l.held, l.followers = true, 1
 	}
@@ -135,16 +138,31 @@ func (l *Log) Hold() (release func()) {
 	l.mu.Lock()
 	l.followers++
 	l.holds++
+	if l.keep == KeepNone && l.holds == 1 {
+		// What a held log keeps for its answer (Options.Held), not the
+		// live window of a KeepNone log's followers.
+		l.keepLocked(max(l.retention, l.holdKeeps))
+	}
 	l.mu.Unlock()
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			l.mu.Lock()
 			l.holds--
+			if l.keep == KeepNone && l.holds == 0 && !l.held {
+				l.keepLocked(min(l.retention, liveWindow))
+				l.trimLocked()
+			}
 			l.mu.Unlock()
 			l.unfollow(nil)
 		})
 	}
+}
+
+// keepLocked makes r the bytes of frames retained, and the frame cap that
+// goes with it. l.mu must be held.
+func (l *Log) keepLocked(r int) {
+	l.retention, l.frameCap = r, max(minFrames, r/BytesPerFrame)
 }
 
 // Retention returns the bytes of output the log retains at most.

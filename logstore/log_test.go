@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"bytes"
+	"context"
 	"slices"
 	"strconv"
 	"strings"
@@ -473,6 +474,47 @@ func TestKeepNoneHold(t *testing.T) {
 	require.Empty(t, l.Excerpt(0, 0).Head, "released: nothing is kept")
 	l.Write(Stdout, []byte("after\n"))
 	require.Empty(t, l.Excerpt(0, 0).Head, "nothing is kept once released")
+}
+
+// TestKeepNoneHoldKeepsTheRetention: while a Hold lasts a KeepNone log
+// keeps what a held log keeps for its answer, its retention, not the live
+// window of its followers; a follower after it has the window again.
+func TestKeepNoneHoldKeepsTheRetention(t *testing.T) {
+	t.Parallel()
+	l := New(Options{Keep: KeepNone, Retention: 4 << 20})
+	chunk := bytes.Repeat([]byte("x"), 64<<10)
+	release := l.Hold()
+	for range 48 { // 3 MiB
+		l.Write(Stdout, chunk)
+	}
+	e := l.Excerpt(0, 0)
+	require.False(t, e.TruncatedHead, "3 MiB within a retention of 4 were dropped")
+	n := 0
+	for _, f := range e.Head {
+		n += len(f.Data)
+	}
+	require.Equal(t, 3<<20, n)
+	release()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		_ = l.Follow(ctx, l.Excerpt(0, 0).Next, func(Event) bool { return true })
+	}()
+	defer func() { cancel(); <-followed }()
+	require.Eventually(t, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.followers == 1
+	}, 5*time.Second, time.Millisecond)
+	for range 48 {
+		l.Write(Stdout, chunk)
+	}
+	l.mu.Lock()
+	size := l.size
+	l.mu.Unlock()
+	require.LessOrEqual(t, size, liveWindow, "a live follower's window grew with the hold")
 }
 
 // Write on a zero Log, made neither by New nor by Init, panics and says

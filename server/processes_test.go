@@ -530,6 +530,17 @@ func TestKeepLogsNoneInteractAnswers(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, page.Items, "nothing is kept after the answers")
 	}
+	// 3.4 MB while it waits: the head and tail of all of it, as a run's
+	// answer holds, not the last 1 MiB marked truncated.
+	p, err := d.c.Start(c, client.StartOptions{Cmd: "read x; seq 1 500000", Stdin: api.StdinOpen, KeepLogs: "none"})
+	require.NoError(t, err)
+	r, running, err := d.c.Interact(c, p.ID, client.InteractOptions{Input: "go\n", Timeout: api.Millis(20 * time.Second)})
+	require.NoError(t, err)
+	require.Nil(t, running)
+	require.False(t, r.Truncated, "output was dropped while the interact waited")
+	require.Positive(t, r.OmittedBytes)
+	require.True(t, strings.HasPrefix(r.Stdout, "1\n2\n3\n"), "%.40q", r.Stdout)
+	require.True(t, strings.HasSuffix(r.Stdout, "\n500000\n"))
 }
 
 // TestEndedRecordsHoldNoGoroutine: the records of ended processes and
