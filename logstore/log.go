@@ -165,8 +165,13 @@ func (l *Log) keepLocked(r int) {
 	l.retention, l.frameCap = r, max(minFrames, r/BytesPerFrame)
 }
 
-// Retention returns the bytes of output the log retains at most.
-func (l *Log) Retention() int { return l.retention }
+// Retention returns the bytes of output the log retains at most now (a
+// Hold widens it under KeepNone).
+func (l *Log) Retention() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.retention
+}
 
 // Keep returns the log's policy.
 func (l *Log) Keep() KeepLogs { return l.keep }
@@ -179,7 +184,7 @@ func (l *Log) Write(ch Channel, p []byte) {
 	if !ch.valid() {
 		panic("logstore: write on " + ch.String())
 	}
-	if l.retention == 0 {
+	if l.frameMax == 0 {
 		// Set by Init only, never changed: with none, the write would
 		// loop for ever, cutting empty frames, holding the lock.
 		panic("logstore: Write on a Log made neither by New nor by Init")
