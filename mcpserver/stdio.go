@@ -17,6 +17,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/conchsh/conch/internal/condwait"
 )
 
 // The SDK's stdio connection ends at the first line it cannot take (not
@@ -217,19 +219,9 @@ func (g *gate) noteCancel(req *jsonrpc.Request) {
 // awaitAnswers waits until every request passed on is answered, the gate
 // closes or d has passed.
 func (g *gate) awaitAnswers(d time.Duration) {
-	over := false
-	t := time.AfterFunc(d, func() {
-		g.mu.Lock()
-		over = true
-		g.drained.Broadcast()
-		g.mu.Unlock()
-	})
-	defer t.Stop()
 	g.mu.Lock()
-	for len(g.pending) > 0 && !g.closed && !over {
-		g.drained.Wait()
-	}
-	g.mu.Unlock()
+	defer g.mu.Unlock()
+	condwait.Wait(g.drained, d, func() bool { return len(g.pending) == 0 || g.closed })
 }
 
 // Close is called as the SDK closes its connection: nothing more will be

@@ -6,6 +6,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"github.com/conchsh/conch/internal/condwait"
 )
 
 // The bounds of a logBuffer: a line may wait logFlushAfter before it is
@@ -99,17 +101,7 @@ func (b *logBuffer) Flush() {
 	if !b.writing {
 		b.startWriting()
 	}
-	expired := false
-	t := time.AfterFunc(logFlushWait, func() {
-		b.mu.Lock()
-		expired = true
-		b.written.Broadcast()
-		b.mu.Unlock()
-	})
-	defer t.Stop()
-	for b.writing && !expired {
-		b.written.Wait()
-	}
+	condwait.Wait(b.written, logFlushWait, func() bool { return !b.writing })
 }
 
 // flushWaiting writes what waited logFlushAfter, on the timer's goroutine.
