@@ -120,27 +120,29 @@ class OtherServersTest(unittest.TestCase):
             sb.process.get("abc")
 
 
+def silent_daemon(test: unittest.TestCase) -> str:
+    """The URL of a listener that accepts connections and never answers, as a stopped daemon's
+    kernel does; closed when test ends."""
+    ln = socket.socket()
+    ln.bind(("127.0.0.1", 0))
+    ln.listen(16)
+    test.addCleanup(ln.close)
+    return f"http://127.0.0.1:{ln.getsockname()[1]}"
+
+
 class FrozenStreamTest(unittest.TestCase):
     def test_a_stream_gives_up_on_a_daemon_that_sends_nothing(self) -> None:
-        # A listener that accepts and never answers, as a stopped daemon's kernel does.
-        ln = socket.socket()
-        ln.bind(("127.0.0.1", 0))
-        ln.listen(16)
-        self.addCleanup(ln.close)
+        url = silent_daemon(self)
         from conch import _sse
         old = _sse.READ_TIMEOUT
         _sse.READ_TIMEOUT = 0.5
         self.addCleanup(setattr, _sse, "READ_TIMEOUT", old)
-        sb = Sandbox(f"http://127.0.0.1:{ln.getsockname()[1]}", "t")
+        sb = Sandbox(url, "t")
         self.addCleanup(sb.close)
         started = time.monotonic()
         with self.assertRaises(Exception):
             list(sb.process.connect("x").stream_logs())
         self.assertLess(time.monotonic() - started, 0.5 * 3, "the stream tried the frozen daemon again and again")
-
-
-if __name__ == "__main__":
-    unittest.main()
 
 
 class WholeAnswersTest(unittest.TestCase):
@@ -171,12 +173,7 @@ class WholeAnswersTest(unittest.TestCase):
 
 class FrozenDaemonTest(unittest.TestCase):
     def test_a_post_sent_and_not_answered_says_it_may_have_been_carried_out(self) -> None:
-        # A listener that accepts and reads, but never answers, as a stopped daemon's kernel does.
-        ln = socket.socket()
-        ln.bind(("127.0.0.1", 0))
-        ln.listen(16)
-        self.addCleanup(ln.close)
-        sb = Sandbox(f"http://127.0.0.1:{ln.getsockname()[1]}", "t", read_timeout=0.5)
+        sb = Sandbox(silent_daemon(self), "t", read_timeout=0.5)
         self.addCleanup(sb.close)
         with self.assertRaises(NetworkError) as cm:
             sb.process.connect("x").kill("KILL")
@@ -218,3 +215,7 @@ class CallerMistakesTest(unittest.TestCase):
         self.assertEqual(s.run("echo ok").stdout, "ok\n")
         cmds = [p for p in sb.process.list(session_id=s.id).items if p.id != s.id]
         self.assertEqual(len(cmds), 1, f"a refused command reached the daemon: {cmds}")
+
+
+if __name__ == "__main__":
+    unittest.main()

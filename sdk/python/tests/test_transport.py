@@ -4,6 +4,7 @@ import tempfile
 import threading
 import time
 import unittest
+from typing import Tuple
 from urllib.parse import urlsplit
 
 from conch import NetworkError, Sandbox
@@ -15,12 +16,17 @@ from .proxy import DroppingProxy
 class ResendTest(unittest.TestCase):
     """A request that may have reached the daemon is never sent twice unless that does no harm."""
 
-    def _run_once(self, rst: bool) -> None:
-        port = urlsplit(shared().url).port or 0
-        proxy = DroppingProxy(port, drop=2, rst=rst)
+    def _through_proxy(self, drop: int, rst: bool = False) -> Tuple[DroppingProxy, Sandbox]:
+        """A proxy to the shared daemon that drops the answer to request number drop of its first
+        connection, and a sandbox that goes through it; both closed when the test ends."""
+        proxy = DroppingProxy(urlsplit(shared().url).port or 0, drop=drop, rst=rst)
         self.addCleanup(proxy.close)
         sb = Sandbox(proxy.url, shared().token)
         self.addCleanup(sb.close)
+        return proxy, sb
+
+    def _run_once(self, rst: bool) -> None:
+        proxy, sb = self._through_proxy(drop=2, rst=rst)
         d = tempfile.mkdtemp(prefix="conch-pysdk-test-")
         out = os.path.join(d, "ran")
         self.addCleanup(lambda: (os.path.exists(out) and os.remove(out), os.rmdir(d)))
@@ -42,22 +48,14 @@ class ResendTest(unittest.TestCase):
         self._run_once(rst=True)
 
     def test_get_whose_answer_was_lost_is_sent_again(self) -> None:
-        port = urlsplit(shared().url).port or 0
-        proxy = DroppingProxy(port, drop=2)
-        self.addCleanup(proxy.close)
-        sb = Sandbox(proxy.url, shared().token)
-        self.addCleanup(sb.close)
+        proxy, sb = self._through_proxy(drop=2)
         sb.health()
         self.assertEqual(sb.health().get("status"), "ok")
         self.assertEqual(proxy.dropped, 1)
 
     def test_connection_closed_while_idle_is_not_reused(self) -> None:
         # The kept-alive connection is closed while it sits idle: the run goes on a new one.
-        port = urlsplit(shared().url).port or 0
-        proxy = DroppingProxy(port, drop=1000)
-        self.addCleanup(proxy.close)
-        sb = Sandbox(proxy.url, shared().token)
-        self.addCleanup(sb.close)
+        proxy, sb = self._through_proxy(drop=1000)
         sb.health()
         proxy.hang_up()
         time.sleep(0.2)
@@ -68,11 +66,7 @@ class ResendTest(unittest.TestCase):
     def test_close_during_a_call_leaves_its_connection_closed(self) -> None:
         # close() while a run is in flight on another thread: once the run is done with its
         # connection, that connection is closed, not kept for the next call.
-        port = urlsplit(shared().url).port or 0
-        proxy = DroppingProxy(port, drop=1000)
-        self.addCleanup(proxy.close)
-        sb = Sandbox(proxy.url, shared().token)
-        self.addCleanup(sb.close)
+        proxy, sb = self._through_proxy(drop=1000)
         got = []
         t = threading.Thread(target=lambda: got.append(sb.exec("sleep 1; echo done", timeout=30)))
         t.start()
