@@ -260,8 +260,11 @@ type SessionOptions struct {
 
 // CommandOptions submit a command to a session.
 type CommandOptions struct {
-	// Cmd is a shell session's command; Code is a code context's cell.
-	Cmd              string   `json:"cmd,omitempty"`
+	// Cmd is a shell session's command; Code is a code context's cell. A
+	// body must give one of them: cmd is always sent, so that an empty
+	// command is one ("" runs as in a terminal), where a body that gives
+	// neither is refused.
+	Cmd              string   `json:"cmd"`
 	Code             string   `json:"code,omitempty"`
 	Name             string   `json:"name,omitempty"`
 	Stdin            Stdin    `json:"stdin,omitempty"`

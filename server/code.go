@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 
 	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/codecontext"
@@ -45,6 +47,34 @@ func (s *Server) startContext(ctx context.Context, opts api.SessionOptions, port
 		Containment: s.opts.Containment,
 		Limits:      limits(opts.Limits),
 	})
+}
+
+// decodeCommand reads the body of a session's command or cell into opts,
+// whose command fields are cmd, and refuses one that gives neither cmd nor
+// code (`{}`, `null`, no body, `"cmd": null`): that is a caller's mistake,
+// where `"cmd": ""` sends an empty command on purpose.
+func (e *sessionEntry) decodeCommand(r *http.Request, opts any, cmd *api.CommandOptions) error {
+	data, err := readJSON(r, opts)
+	if err != nil {
+		return err
+	}
+	if cmd.Cmd == "" && cmd.Code == "" {
+		var given struct {
+			Cmd  *string `json:"cmd"`
+			Code *string `json:"code"`
+		}
+		if data != nil {
+			_ = json.Unmarshal(data, &given) // read once already
+		}
+		switch {
+		case given.Cmd != nil || given.Code != nil:
+		case e.code != nil:
+			return badRequest(`give the cell as code (a string; "" runs an empty cell)`)
+		default:
+			return badRequest(`give the command as cmd (a string; "" runs an empty command)`)
+		}
+	}
+	return nil
 }
 
 // checkBody refuses a command for a code context and a cell for a shell

@@ -27,21 +27,28 @@ const maxDepth = 64
 // invalid_argument, a body over the route's limit payload_too_large. Time
 // and memory are linear in the body.
 func decodeJSON(r *http.Request, v any) error {
+	_, err := readJSON(r, v)
+	return err
+}
+
+// readJSON is decodeJSON that also returns the body it read (nil when
+// empty or blank).
+func readJSON(r *http.Request, v any) ([]byte, error) {
 	data, err := readBody(r)
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {
-			return e
+			return nil, e
 		}
-		return badRequest("read body: %v", err)
+		return nil, badRequest("read body: %v", err)
 	}
 	if isSpace(data) {
-		return nil
+		return nil, nil
 	}
 	if err := unmarshalStrict(data, v); err != nil {
-		return badRequest("malformed JSON body: %v", err)
+		return nil, badRequest("malformed JSON body: %v", err)
 	}
-	return nil
+	return data, nil
 }
 
 // readBody reads the whole body. A body with a Content-Length within the

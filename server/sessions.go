@@ -187,7 +187,7 @@ func (s *Server) submitCommand(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var opts api.CommandOptions
-	if err := decodeJSON(r, &opts); err != nil {
+	if err := e.decodeCommand(r, &opts, &opts); err != nil {
 		return err
 	}
 	p, _, err := s.submit(e, opts, false, false)
@@ -203,7 +203,7 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var opts api.CommandRunOptions
-	if err := decodeJSON(r, &opts); err != nil {
+	if err := e.decodeCommand(r, &opts, &opts.CommandOptions); err != nil {
 		return err
 	}
 	limit, err := s.outputLimit(opts.OutputLimit)

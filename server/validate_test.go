@@ -117,3 +117,41 @@ func TestEnvOverTheKernelsBound(t *testing.T) {
 		require.Contains(t, ce.Message, "argument list too long")
 	}
 }
+
+// TestCommandBodyGivesTheCommand: a session command or cell whose body
+// names neither cmd nor code (no body, `{}`, `null`, `"cmd": null`) is
+// refused, where it ran as an empty command and answered exit 0; an empty
+// cmd, sent on purpose, still runs, from a raw body and from the Go client.
+func TestCommandBodyGivesTheCommand(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	sh, err := d.c.CreateSession(c, client.SessionOptions{})
+	require.NoError(t, err)
+	py, err := d.c.CreateSession(c, client.SessionOptions{Language: "python"})
+	require.NoError(t, err)
+	for _, s := range []struct{ id, want string }{{sh.ID, "give the command as cmd"}, {py.ID, "give the cell as code"}} {
+		for _, route := range []string{"/commands", "/commands/run"} {
+			for _, body := range []string{"", " ", "{}", "null", `{"cmd":null}`, `{"code":null}`, `{"name":"n"}`} {
+				status, resp := d.raw(t, "POST", "/v1/sessions/"+s.id+route, body, authed())
+				require.Equal(t, http.StatusBadRequest, status, "%s %q: %s", route, body, resp)
+				require.Equal(t, client.CodeInvalidArgument, errorCode(t, resp))
+				require.Contains(t, resp, s.want)
+			}
+		}
+	}
+	status, resp := d.raw(t, "POST", "/v1/sessions/"+sh.ID+"/commands/run", `{"cmd":""}`, authed())
+	require.Equal(t, http.StatusOK, status, resp)
+	require.Contains(t, resp, `"exitCode":0`)
+	status, resp = d.raw(t, "POST", "/v1/sessions/"+py.ID+"/commands/run", `{"code":""}`, authed())
+	require.Equal(t, http.StatusOK, status, resp)
+	r, _, err := d.c.RunCommand(c, sh.ID, client.CommandRunOptions{})
+	require.NoError(t, err, "the Go client's empty command")
+	require.Equal(t, 0, *r.ExitCode)
+	r, _, err = d.c.RunCommand(c, py.ID, client.CommandRunOptions{})
+	require.NoError(t, err, "the Go client's empty cell")
+	require.NotNil(t, r.ExitCode)
+	list, err := d.c.List(ctx(t), client.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, list.Items, 6, "two sessions and four empty commands; nothing from the refused bodies")
+}
