@@ -183,6 +183,13 @@ func TestRun(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, "a\377b", string(b))
 		}},
+		// Unicode's own example (15.0, table 3-8), and a surrogate: one
+		// U+FFFD for each maximal subpart, as TextDecoder and Python's
+		// replace make the SDKs' text of the same frames.
+		{"invalid utf-8, maximal subparts", client.StartOptions{Cmd: `printf 'a\361\200\200\341\200\302b\200c\200\277d\355\240\200e'`}, func(t *testing.T, r *client.RunResult) {
+			require.Equal(t, "a\uFFFD\uFFFD\uFFFDb\uFFFDc\uFFFD\uFFFDd\uFFFD\uFFFD\uFFFDe", r.Stdout)
+			require.Equal(t, r.Stdout, r.Output)
+		}},
 		{"execution timeout", client.StartOptions{Cmd: "sleep 30", ExecutionTimeout: client.Millis(100 * time.Millisecond)}, func(t *testing.T, r *client.RunResult) {
 			require.Equal(t, process.TimedOut, r.Reason)
 		}},
