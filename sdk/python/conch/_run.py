@@ -33,8 +33,8 @@ TIMED_OUT_PAGES = 4
 
 def deadline_of(timeout: Optional[float]) -> float:
     """The monotonic deadline of a caller's timeout in seconds; None or 0 is unbounded, a negative one refused."""
-    if timeout is not None and timeout < 0:
-        raise ValueError(f"conch: a timeout of {timeout} s: it must not be negative")
+    if timeout is not None and (timeout < 0 or math.isnan(timeout)):
+        raise ValueError(f"conch: a timeout of {timeout} s: it must be a number of seconds, not negative")
     return time.monotonic() + timeout if timeout is not None and timeout > 0 else math.inf
 
 
@@ -54,12 +54,15 @@ def socket_timeout(ms: int) -> float:
 
 def ms(seconds: Optional[float]) -> Optional[int]:
     """Seconds as the API's milliseconds: 0 stays 0, any other time is at least 1 ms (rounding a
-    short one to 0 would mean no limit); a negative one is refused, as the daemon refuses it."""
+    short one to 0 would mean no limit); infinity is no limit (0); a negative one or NaN is refused,
+    as the daemon refuses a negative one."""
     if seconds is None:
         return None
-    if seconds < 0:
-        raise ValueError(f"conch: a time of {seconds} s: it must not be negative")
-    return 0 if seconds == 0 else max(1, int(round(seconds * 1000)))
+    if seconds < 0 or math.isnan(seconds):
+        raise ValueError(f"conch: a time of {seconds} s: it must be a number of seconds, not negative")
+    if seconds == 0 or math.isinf(seconds):
+        return 0
+    return max(1, int(round(seconds * 1000)))
 
 
 def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> RunResult:
@@ -71,7 +74,8 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
     command wrote nothing for that long.
     """
     deadline = deadline_of(timeout)
-    idle = body.get("idleTimeout")
+    # 0 is no idle limit, as the daemon reads it, in every window.
+    idle = body.get("idleTimeout") or None
     bounded = "outputLimit" in body
     # Under keepLogs none the daemon keeps no output for later reading: no
     # page can bring back what an answer left out, and output written between
@@ -87,17 +91,23 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
     answer = _record(answer, "run")
     if status == 200:
         return finished(t, answer, bounded or unkept or plain)
+
+    def first(why: CameBack) -> RunResult:
+        # Back with the first answer: what it left out is paged back in, as for one that ended.
+        r = early(answer, why)
+        return r if bounded or unkept or plain else joined(t, r)
+
     if answer.get("waitingForInput") is True:
-        return early(answer, "waiting_for_input")
+        return first("waiting_for_input")
     quiet_from = sent
     if idle is not None:
         if _came_back_quiet(answer, sent, w):
-            return early(answer, "idle_timeout")
+            return first("idle_timeout")
         quiet_from = _last_output(answer, sent)
         if _idle_left(idle, quiet_from) <= 0:
-            return early(answer, "idle_timeout")
+            return first("idle_timeout")
         if left(deadline) <= 0:
-            return early(answer, "wait_timeout")
+            return first("wait_timeout")
     pid = str(answer.get("id") or answer.get("processId"))
     cursor = answer.get("next") if isinstance(answer.get("next"), str) else None
     held: List[LogFrame] = []

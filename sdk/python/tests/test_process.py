@@ -103,6 +103,36 @@ class ProcessTest(unittest.TestCase):
         self.assertGreaterEqual(took, 2.4)
         self.assertLess(took, 4.5)
 
+    def test_back_early_on_the_first_answer_comes_back_whole(self) -> None:
+        # Back on the first request (quiet, or waiting for input) with more than one answer
+        # holds: the middle is paged back in, as when it comes back later or ends.
+        whole = "".join(f"{i}\n" for i in range(1, 400001))
+        for kw, cmd, why in (({"idle_timeout": 1}, "seq 1 400000; sleep 30", "idle_timeout"),
+                             ({"stdin": "open"}, "seq 1 400000; read x", "waiting_for_input")):
+            with self.subTest(why=why):
+                r = self.sandbox.exec(cmd, timeout=30, **kw)
+                self.sandbox.process.connect(r.process_id).kill("KILL")
+                self.assertEqual(r.came_back, why)
+                self.assertEqual(r.omitted_bytes, 0)
+                self.assertEqual(len(r.stdout), len(whole))
+                self.assertTrue(r.stdout == whole, "the middle of the output is missing")
+
+    def test_idle_timeout_zero_is_no_limit_past_the_wait_window(self) -> None:
+        sb = shared().sandbox(wait_window=1)
+        self.addCleanup(sb.close)
+        r = sb.exec("for i in 1 2 3 4; do echo $i; sleep 0.5; done", idle_timeout=0, timeout=30)
+        self.assertEqual((r.reason, r.came_back, r.stdout), ("exited", None, "1\n2\n3\n4\n"))
+
+    def test_invalid_utf8_reads_the_same_past_the_wait_window(self) -> None:
+        # Within the window the text is the daemon's; past it, the SDK's of the frames.
+        cmd = r"sleep 1.5; printf 'a\377\376\342\202b\355\240\200c'"
+        within = self.sandbox.exec(cmd, timeout=30)
+        sb = shared().sandbox(wait_window=0.5)
+        self.addCleanup(sb.close)
+        past = sb.exec(cmd, timeout=30)
+        self.assertEqual(within.stdout, "a\ufffd\ufffd\ufffdb\ufffd\ufffd\ufffdc")
+        self.assertEqual((past.stdout, past.output), (within.stdout, within.output))
+
     def assert_cut(self, r: RunResult, last: int, limit: int) -> None:
         """r holds the head and tail of `seq 1 last` within limit, by the daemon's cut rule."""
         whole = "".join(f"{i}\n" for i in range(1, last + 1))
