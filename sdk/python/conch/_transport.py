@@ -286,16 +286,19 @@ class HttpTransport:
                 res = conn.getresponse()
                 payload = res.read()
             except _stale as e:
+                early = None if sent else _early_answer(conn)
                 conn.close()
-                # Once the whole request was written, the daemon may have acted on it:
-                # only a request that changes nothing is sent again (a run must not run twice).
-                if reused and attempt == 0 and (not sent or method in _idempotent):
-                    continue
-                if sent and method not in _idempotent:
-                    raise NetworkError(
-                        f"conch: the connection to {self.url} closed before the daemon answered {method} {path} "
-                        f"({e}); it may have been carried out") from e
-                raise NetworkError(self._unreachable(e)) from e
+                if early is None:
+                    # Once the whole request was written, the daemon may have acted on it:
+                    # only a request that changes nothing is sent again (a run must not run twice).
+                    if reused and attempt == 0 and (not sent or method in _idempotent):
+                        continue
+                    if sent and method not in _idempotent:
+                        raise NetworkError(
+                            f"conch: the connection to {self.url} closed before the daemon answered {method} "
+                            f"{path} ({e}); it may have been carried out") from e
+                    raise NetworkError(self._unreachable(e)) from e
+                res, payload = early
             except (OSError, http.client.HTTPException) as e:
                 conn.close()
                 if sent:
@@ -344,6 +347,21 @@ class HttpTransport:
             self._gen += 1
         for c in idle:
             c.close()
+
+
+def _early_answer(conn: http.client.HTTPConnection) -> "Optional[Tuple[http.client.HTTPResponse, bytes]]":
+    """The answer the daemon wrote before it stopped reading a request that could not be sent
+    whole (a 413 to a body past its limit, which it then closes the connection on), if one came.
+
+    The daemon closed the connection: the read ends at once, with the answer or without one.
+    """
+    try:
+        if conn.sock is not None:
+            conn.sock.settimeout(5)
+        res = conn.getresponse()
+        return res, res.read()
+    except (OSError, http.client.HTTPException):
+        return None
 
 
 def _qv(v: Union[str, int, float, bool]) -> str:

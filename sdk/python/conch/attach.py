@@ -11,9 +11,10 @@ always knows whether it saw every byte.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import threading
-from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Union, cast
+from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Union
 
 from ._transport import HttpTransport, input_bytes, seg
 from .errors import ConchError, NetworkError, error_from
@@ -138,6 +139,9 @@ class PtyConnection:
         self._loop = loop
         self._thread = thread
         self._conn = conn
+        # A recv the caller stopped waiting for (Ctrl-C): it still takes the next output,
+        # which the next recv returns, so that nothing is lost.
+        self._pending: "Optional[concurrent.futures.Future[Optional[bytes]]]" = None
 
     @classmethod
     def open(cls, t: HttpTransport, process_id: str) -> "PtyConnection":
@@ -155,6 +159,9 @@ class PtyConnection:
         return cls(loop, thread, conn)
 
     def _do(self, coro: Any) -> Any:
+        if self._loop.is_closed():
+            coro.close()
+            raise NetworkError("conch: the PTY connection was closed")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     @property
@@ -166,7 +173,17 @@ class PtyConnection:
         return list(self._conn.gaps)
 
     def recv(self) -> Optional[bytes]:
-        return cast(Optional[bytes], self._do(self._conn.recv()))
+        """The next output bytes; None once the process ended and its output was sent, or after close."""
+        if self._loop.is_closed():
+            return None
+        if self._pending is None:
+            self._pending = asyncio.run_coroutine_threadsafe(self._conn.recv(), self._loop)
+        fut = self._pending
+        try:
+            return fut.result()  # interrupted (KeyboardInterrupt), fut stays pending for the next recv
+        finally:
+            if fut.done():
+                self._pending = None
 
     def __iter__(self) -> Iterator[bytes]:
         while True:

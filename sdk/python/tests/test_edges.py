@@ -2,6 +2,7 @@
 no limit, a timeout named as another reason, an int sent as NUL bytes, another server's page taken for
 the daemon's answer, a stream that waits minutes on a frozen daemon."""
 
+import math
 import os
 import signal
 import socket
@@ -9,7 +10,7 @@ import threading
 import time
 import unittest
 
-from conch import NetworkError, NotFoundError, Sandbox, UnexpectedResponseError
+from conch import NetworkError, NotFoundError, PayloadTooLargeError, Sandbox, UnexpectedResponseError
 from conch.errors import error_from
 
 from .daemon import shared
@@ -70,6 +71,23 @@ class TimesTest(unittest.TestCase):
             with self.assertRaises(ValueError):
                 call()
             self.assertLess(time.monotonic() - started, 5)
+
+    def test_nan_is_refused_and_infinity_is_no_limit(self) -> None:
+        for kw in ({"timeout": float("nan")}, {"idle_timeout": float("nan")}, {"execution_timeout": float("nan")}):
+            with self.subTest(kw=kw), self.assertRaises(ValueError):
+                self.sandbox.exec("true", **kw)  # type: ignore[arg-type]
+        r = self.sandbox.exec("echo ok", timeout=math.inf, idle_timeout=math.inf, execution_timeout=math.inf)
+        self.assertEqual((r.exit_code, r.stdout), (0, "ok\n"))
+
+    def test_a_body_past_the_limit_is_payload_too_large(self) -> None:
+        # The daemon answers 413 and closes while the body is still going out: the answer is
+        # read, not taken for a daemon that cannot be reached.
+        h = self.sandbox.process.start("sleep 30", stdin="open")
+        self.addCleanup(h.kill, "KILL")
+        for size in (20 << 20, 64 << 20):
+            with self.subTest(size=size), self.assertRaises(PayloadTooLargeError):
+                h.stdin(b"a" * size)
+        self.assertEqual(self.sandbox.exec("echo still").stdout, "still\n")
 
     def test_a_short_time_is_no_time_limit(self) -> None:
         started = time.monotonic()

@@ -1,3 +1,7 @@
+import os
+import signal
+import threading
+import time
 import unittest
 from urllib.parse import urlsplit
 
@@ -113,3 +117,42 @@ class AttachWithoutWebsocketsTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class PtyInterruptTest(unittest.TestCase):
+    @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
+    def test_ctrl_c_during_recv_loses_nothing(self) -> None:
+        # Ctrl-C while recv waits: the connection stays usable, and the output that recv
+        # would have returned comes from the next one (it raised RuntimeError, or lost it).
+        sandbox = shared().sandbox()
+        self.addCleanup(sandbox.close)
+        handle, conn = sandbox.pty.attach("stty -echo; echo ready; read a; echo got:$a; read b; echo got:$b")
+        self.addCleanup(sandbox.pty.delete, handle.id)
+        self.addCleanup(conn.close)
+        guard = threading.Timer(60, conn.close)  # a hang ends as a failure, not a stuck suite
+        guard.start()
+        self.addCleanup(guard.cancel)
+        seen = b""
+        while b"ready" not in seen:
+            seen += conn.recv() or b""
+        if threading.current_thread() is not threading.main_thread():
+            self.skipTest("SIGINT reaches only the main thread")
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+        with self.assertRaises(KeyboardInterrupt):
+            while True:
+                conn.recv()
+        seen = b""
+        for line in (b"one\r", b"two\r"):
+            conn.send(line)
+            deadline = time.monotonic() + 30
+            want = b"got:" + line[:-1]
+            while want not in seen and time.monotonic() < deadline:
+                b = conn.recv()
+                if b is None:
+                    break
+                seen += b
+            self.assertIn(want, seen)
+        conn.close()
+        self.assertIsNone(conn.recv(), "recv after close is the end")
+        with self.assertRaises(NetworkError):
+            conn.send("x")
