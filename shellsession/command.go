@@ -57,6 +57,7 @@ type Command struct {
 	noReuse       bool           // its streams must not serve a later command (see reusable)
 	pendingINT    bool           // an interrupt waits for phaseRunning
 	interrupted   bool           // kill INT reached it
+	intSent       chan struct{}  // closed once an interrupt was signalled (see signalINT); made by Stop
 	timedOut      bool
 	ends          int // streams ended: stdout at its marker, then stderr
 	end           sentinel.End

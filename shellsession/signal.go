@@ -294,6 +294,12 @@ func (c *Command) signalINT() {
 	}
 	shell := c.s.cmd.Process.Pid
 	syscall.Kill(-shell, syscall.SIGINT)
+	c.mu.Lock()
+	if c.intSent != nil {
+		close(c.intSent)
+		c.intSent = nil
+	}
+	c.mu.Unlock()
 	proctree.Unstop(shell, syscall.SIGINT) // a command that stopped its own shell (kill -STOP $$)
 	for _, pid := range c.processes() {
 		if leadsJob(pid, shell) {
@@ -385,9 +391,9 @@ func (c *Command) own(descendants []int) []int {
 }
 
 // Stop ends the command for deletion as kill does: SIGTERM to its
-// processes, so that a program's handler runs, then SIGKILL after the
-// session's StopGrace, with an interrupt for what runs in the shell itself (a
-// builtin loop). A command still running StopGrace after that (a builtin loop that traps
+// processes, so that a program's handler runs, then after the session's
+// StopGrace an interrupt, for what runs in the shell itself (a builtin
+// loop, a loop of programs), and SIGKILL. A command still running StopGrace after that (a builtin loop that traps
 // SIGINT) cannot be stopped without its session: the error wraps
 // process.ErrUnsupported.
 func (c *Command) Stop(ctx context.Context) error {
@@ -404,8 +410,27 @@ func (c *Command) Stop(ctx context.Context) error {
 		case <-time.After(c.s.opts.StopGrace):
 		}
 		if escalate {
-			c.signal(syscall.SIGKILL)
+			// The interrupt first, and KILL once it went (it may wait for
+			// the shell: see sendINT), for at most StopGrace: a program
+			// the interrupt ends dies of SIGINT, which ends a loop that
+			// runs it, where bash goes on with a loop whose program died
+			// of anything else. KILL then ends what the interrupt did not.
+			c.mu.Lock()
+			if c.intSent == nil {
+				c.intSent = make(chan struct{})
+			}
+			sent := c.intSent
+			c.mu.Unlock()
 			c.interrupt(false)
+			select {
+			case <-sent:
+			case <-c.done:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(c.s.opts.StopGrace):
+			}
+			c.signal(syscall.SIGKILL)
 		}
 	}
 	return fmt.Errorf("%w: the command did not stop within %v; delete its session", process.ErrUnsupported, c.s.opts.StopGrace)

@@ -149,6 +149,28 @@ func TestStopBuiltinLoop(t *testing.T) {
 	require.Equal(t, "alive\n", out)
 }
 
+// TestStopLoopOfPrograms: a loop that runs a program over and over stops
+// when KILL follows TERM. Bash carries on with a loop whose program was
+// killed by any signal but SIGINT, taking the interrupt as the program's to
+// handle: the interrupt must reach the program before KILL does.
+func TestStopLoopOfPrograms(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell, StopGrace: 300 * time.Millisecond})
+			for _, cmd := range []string{"for i in $(seq 100); do /bin/sleep 1; done", "while :; do /bin/sleep 0.1; done"} {
+				c, err := s.Submit(CommandOptions{Cmd: cmd})
+				require.NoError(t, err)
+				waitProgram(t, c, "sleep")
+				require.NoError(t, c.Stop(t.Context()), "%s: the loop outlived TERM, KILL and the interrupt", cmd)
+				_, out, _ := run(t, s, CommandOptions{Cmd: "echo alive"})
+				require.Equal(t, "alive\n", out)
+			}
+		})
+	}
+}
+
 // TestInterruptWritesNothing: an interrupted command's output is what it
 // wrote; the shell adds nothing (zsh wrote a newline to its stderr).
 func TestInterruptWritesNothing(t *testing.T) {
