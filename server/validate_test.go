@@ -3,6 +3,8 @@ package server_test
 import (
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -154,4 +156,24 @@ func TestCommandBodyGivesTheCommand(t *testing.T) {
 	list, err := d.c.List(ctx(t), client.ListOptions{})
 	require.NoError(t, err)
 	require.Len(t, list.Items, 6, "two sessions and four empty commands; nothing from the refused bodies")
+}
+
+// TestSessionWhoseShellExitsAsItStarts: a session whose shell exits before
+// it is ready is refused as bad input, saying how it ended; it was answered
+// 201 running (its end read as its first command's) or 500 (a write to a
+// broken pipe), and nothing of it is left.
+func TestSessionWhoseShellExitsAsItStarts(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	fake := filepath.Join(t.TempDir(), "zsh")
+	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\nexit 3\n"), 0o755))
+	for range 6 {
+		status, resp := d.raw(t, "POST", "/v1/sessions", `{"shell":"`+fake+`"}`, authed())
+		require.Equal(t, http.StatusBadRequest, status, resp)
+		require.Equal(t, client.CodeInvalidArgument, errorCode(t, resp))
+		require.Contains(t, resp, "exit status 3")
+	}
+	list, err := d.c.List(ctx(t), client.ListOptions{})
+	require.NoError(t, err)
+	require.Empty(t, list.Items)
 }

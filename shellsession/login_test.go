@@ -1,12 +1,15 @@
 package shellsession
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/process"
 )
 
 // TestLoginReadsProfiles: login starts a login shell, which reads the
@@ -67,4 +70,38 @@ func TestBinaryCommandText(t *testing.T) {
 	res, _, stderr := run(t, s, CommandOptions{Cmd: "echo a\x00b"})
 	require.Equal(t, 2, code(res))
 	require.Contains(t, stderr, "NUL")
+}
+
+// TestShellThatExitsAsItStarts: a session whose shell exits before its
+// first command — its profile runs exit, or the "shell" is a program that
+// exits at once — is refused as invalid input saying how the shell ended,
+// where it was handed out as running (its profile's exit read as the first
+// command's) or failed with a write to a broken pipe.
+func TestShellThatExitsAsItStarts(t *testing.T) {
+	t.Parallel()
+	profiles := map[string]string{"bash": ".profile", "dash": ".profile", "mksh": ".profile", "ksh": ".profile", "busybox": ".profile", "zsh": ".zprofile"}
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			home := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(home, profiles[shell]), []byte("echo leaving >&2; exit 3\n"), 0o644))
+			fake := filepath.Join(t.TempDir(), filepath.Base(shell))
+			require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\necho leaving >&2; exit 3\n"), 0o755))
+			for i := range 10 {
+				opts := Options{Shell: shell, Env: map[string]string{"HOME": home, "ZDOTDIR": home}, Login: true}
+				if i%2 == 1 {
+					opts = Options{Shell: fake}
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), deadline)
+				s, err := New(ctx, opts)
+				cancel()
+				if s != nil {
+					s.Close()
+				}
+				require.ErrorIs(t, err, process.ErrInvalidArgument, "%+v", opts)
+				require.Contains(t, err.Error(), "exited as it started (exit status 3)")
+				require.Contains(t, err.Error(), "leaving")
+			}
+		})
+	}
 }

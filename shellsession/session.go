@@ -193,6 +193,9 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 	s.exited = s.h.Exited()
 	s.kickFn = s.kickAwaiting
 	if err := s.start(); err != nil {
+		if s.cmd != nil { // the shell started, and closed its input at once
+			return nil, s.didNotStart(ctx)
+		}
 		os.RemoveAll(dir)
 		return nil, err
 	}
@@ -215,12 +218,46 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 		s.Close()
 		return nil, fmt.Errorf("start %s: %w (the shell said: %q)", sh.Path, ctx.Err(), tail)
 	}
+	// A shell that exited before it ran the first command (its profile
+	// ran exit) ended that command with its own exit status.
+	select {
+	case <-s.exited:
+		return nil, s.didNotStart(ctx)
+	default:
+	}
 	if r := ready.result; r.Reason != process.Exited {
-		s.Close()
-		return nil, fmt.Errorf("start %s: the shell did not come up: %s", sh.Path, s.diag.Tail())
+		return nil, s.didNotStart(ctx)
 	}
 	s.h.Ready()
 	return s, nil
+}
+
+// didNotStart closes the session whose shell did not come up and says why:
+// how it ended, when it did within a moment, and what it said. Its cause
+// is what the session was asked to start (the shell, its profile, its
+// environment, its limits), not the daemon: invalid_argument.
+func (s *Session) didNotStart(ctx context.Context) error {
+	// A moment for it to end (it may have closed its input and run on),
+	// and for what it said to be read.
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	select {
+	case <-s.exited:
+	case <-ctx.Done():
+	}
+	select {
+	case <-s.diag.Ended():
+	case <-ctx.Done():
+	}
+	how := "did not come up"
+	select {
+	case <-s.exited: // reaped: its state is set
+		how = "exited as it started (" + s.cmd.ProcessState.String() + ")"
+	default:
+	}
+	tail := s.diag.Tail()
+	s.Close()
+	return fmt.Errorf("%w: start %s: the shell %s; it said: %q", process.ErrInvalidArgument, s.sh.Path, how, tail)
 }
 
 // start starts the shell and the goroutines that watch it.
