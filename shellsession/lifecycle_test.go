@@ -885,3 +885,34 @@ func TestStreamDirNotADirectory(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.ModeSymlink, fi.Mode().Type(), "the link was replaced")
 }
+
+// TestSessionKillThatEndsNothing: a signal that ends no process by default
+// reaches the session's shell and its processes and the session goes on:
+// STOP pauses them, CONT resumes them, WINCH leaves them be. Each ended the
+// session, reported as ended by that signal.
+func TestSessionKillThatEndsNothing(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell})
+			_, out, _ := run(t, s, CommandOptions{Cmd: "sleep 100 & echo $!"})
+			bg, err := strconv.Atoi(strings.TrimSpace(out))
+			require.NoError(t, err)
+			shellPID := s.Info().PID
+			require.NoError(t, s.Kill(syscall.SIGSTOP, 0, 0))
+			require.Eventually(t, func() bool { return proctree.Stopped(shellPID) && proctree.Stopped(bg) }, deadline, 5*time.Millisecond,
+				"STOP did not pause the shell and its job")
+			require.NoError(t, s.Kill(syscall.SIGCONT, 0, 0))
+			require.Eventually(t, func() bool { return !proctree.Stopped(shellPID) && !proctree.Stopped(bg) }, deadline, 5*time.Millisecond,
+				"CONT did not resume them")
+			for _, sig := range []syscall.Signal{syscall.SIGWINCH, syscall.SIGCHLD, syscall.SIGURG} {
+				require.NoError(t, s.Kill(sig, 0, 0))
+			}
+			_, out, _ = run(t, s, CommandOptions{Cmd: "echo alive"})
+			require.Equal(t, "alive\n", out)
+			require.Equal(t, process.Running, s.Info().State)
+			require.NoError(t, syscall.Kill(bg, 0), "the job was ended")
+		})
+	}
+}

@@ -568,8 +568,9 @@ func (s *Session) describe(i *process.Info) {
 	i.Cwd = s.Cwd()
 }
 
-// Kill with SIGINT interrupts the running command; any other signal ends
-// the session: its shell and every process under it.
+// Kill is the session's kill (see resident.Host.Kill): INT interrupts the
+// running command, a signal that ends no process reaches the shell and
+// its processes, any other ends the session.
 func (s *Session) Kill(sig syscall.Signal, after time.Duration, to syscall.Signal) error {
 	return s.h.Kill(sig, after, to)
 }

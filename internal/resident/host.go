@@ -220,14 +220,34 @@ func (h *Host) Info() process.Info {
 	return i
 }
 
-// Kill with SIGINT interrupts the running command; any other signal ends
-// the session: its interpreter and every process under it.
+// Kill with SIGINT interrupts the running command. A signal that ends no
+// process by default (see endsNone) goes to the interpreter and every
+// process under it, which it pauses (STOP), resumes (CONT) or leaves be,
+// as it would an exec process's tree: the session goes on. Any other
+// signal ends the session: its interpreter and every process under it.
 func (h *Host) Kill(sig syscall.Signal, _ time.Duration, _ syscall.Signal) error {
-	if sig == syscall.SIGINT {
+	switch {
+	case sig == syscall.SIGINT:
 		return h.cfg.Interrupt()
+	case endsNone(sig):
+		if !h.Ended() {
+			h.killTree(sig)
+		}
+		return nil
 	}
 	h.End(&process.Result{Reason: process.Signaled, Signal: process.SignalName(sig)}, sig)
 	return nil
+}
+
+// endsNone reports whether sig's default action ends no process: it
+// stops one, continues one, or is ignored.
+func endsNone(sig syscall.Signal) bool {
+	switch sig {
+	case syscall.SIGSTOP, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU,
+		syscall.SIGCONT, syscall.SIGCHLD, syscall.SIGURG, syscall.SIGWINCH:
+		return true
+	}
+	return false
 }
 
 // WriteStdin fails: the interpreter's own stdin belongs to the engine.
