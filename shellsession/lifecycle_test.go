@@ -197,6 +197,9 @@ func TestShellEndingCommands(t *testing.T) {
 				r := wait(t, c)
 				require.Equal(t, process.Exited, r.Reason, "%+v", r)
 				require.Equal(t, tc.code, *r.ExitCode)
+				// Terminal once the command that ended it has reported
+				// (it was running for a few milliseconds more).
+				require.Equal(t, process.Terminal, s.Info().State, "the command reported the shell's end, the session did not")
 				if qerr != nil {
 					require.ErrorIs(t, qerr, ErrSessionEnded)
 				} else {

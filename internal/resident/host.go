@@ -74,6 +74,7 @@ type Host struct {
 	result   *process.Result
 	exitedAt time.Time
 	closing  bool
+	byItself bool              // closing because the interpreter exited by itself (see EndedByItself)
 	why      string            // why End ended the session, when its result says
 	drains   map[*os.File]bool // streams still read after their command ended
 	oomSeen  int64             // the cgroup's OOM kills a command's end has accounted for
@@ -212,6 +213,15 @@ func (h *Host) Info() process.Info {
 	if h.result != nil {
 		r := *h.result
 		i.Result = &r
+	} else if !h.closing || h.byItself {
+		select {
+		case <-h.exited:
+			// Reaped, its end not yet recorded (EndedByItself is on
+			// its way): the command that ended it may have reported
+			// already, and the session is terminal from then on.
+			i.State, i.Result, i.ExitedAt = process.Terminal, h.statusResult(nil), h.reapedAt
+		default:
+		}
 	}
 	h.mu.Unlock()
 	if h.cfg.Describe != nil {
@@ -316,6 +326,7 @@ func (h *Host) EndedByItself() {
 	h.mu.Lock()
 	closing := h.closing
 	h.closing = true
+	h.byItself = !closing
 	h.mu.Unlock()
 	if closing {
 		return // End runs: it marks the session terminal
@@ -377,6 +388,26 @@ func (h *Host) finish(r *process.Result) {
 	if h.state == process.Terminal {
 		return
 	}
+	r = h.statusResult(r)
+	if h.cmd != nil && h.cmd.ProcessState != nil {
+		// Ended after it started (not a session that never did): a copy,
+		// since r may be the caller's.
+		rr := *r
+		rr.Usage = h.usage()
+		r = &rr
+	}
+	h.state = process.Terminal
+	h.result = r
+	h.exitedAt = time.Now()
+	h.log.Close()
+	close(h.done)
+}
+
+// statusResult is the result the interpreter's exit status gives where it
+// has one and says more than r (r from End while the session closes keeps
+// its signal; an exit, or the OOM killer, wins), else r, else lost. h.mu is
+// held.
+func (h *Host) statusResult(r *process.Result) *process.Result {
 	if h.cmd != nil && h.cmd.ProcessState != nil {
 		if st, ok := h.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && (r == nil || !h.closing) {
 			switch {
@@ -393,18 +424,7 @@ func (h *Host) finish(r *process.Result) {
 	if r == nil {
 		r = &process.Result{Reason: process.Lost}
 	}
-	if h.cmd != nil && h.cmd.ProcessState != nil {
-		// Ended after it started (not a session that never did): a copy,
-		// since r may be the caller's.
-		rr := *r
-		rr.Usage = h.usage()
-		r = &rr
-	}
-	h.state = process.Terminal
-	h.result = r
-	h.exitedAt = time.Now()
-	h.log.Close()
-	close(h.done)
+	return r
 }
 
 // interpreter is what the session's interpreter is called in messages:
