@@ -165,6 +165,15 @@ func TestUser(t *testing.T) {
 	assert.Equal(t, "65534 /nonexistent nobody\n", got, "as nobody: %q", got)
 }
 
+// TestUnknownUserSaysSo: an unknown user is named once, with what is
+// wrong (it read "user: user: unknown user NAME").
+func TestUnknownUserSaysSo(t *testing.T) {
+	t.Parallel()
+	_, err := Start(Options{Cmd: "true", User: "no-such-user-4f2a"})
+	require.ErrorIs(t, err, process.ErrInvalidArgument)
+	require.Equal(t, `invalid argument: user "no-such-user-4f2a": no such user name or uid on this machine`, err.Error())
+}
+
 // TestEndedRecordIsLean: an ended process keeps its description and
 // output, not what ran it (its command's environment, files, handles): a
 // daemon keeps thousands of such records.

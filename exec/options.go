@@ -231,7 +231,11 @@ func credential(name string) (*user.User, *syscall.Credential, error) {
 	if err != nil {
 		var uerr error
 		if u, uerr = user.LookupId(name); uerr != nil {
-			return nil, nil, fmt.Errorf("%w: user: %v", process.ErrInvalidArgument, err)
+			var unknown user.UnknownUserError
+			if errors.As(err, &unknown) {
+				return nil, nil, fmt.Errorf("%w: user %q: no such user name or uid on this machine", process.ErrInvalidArgument, name)
+			}
+			return nil, nil, fmt.Errorf("%w: user %q: %v", process.ErrInvalidArgument, name, err)
 		}
 	}
 	uid, err1 := strconv.ParseUint(u.Uid, 10, 32)
