@@ -424,3 +424,58 @@ func TestReadCursorPastItsFrame(t *testing.T) {
 	c.ok("read_output", map[string]any{"id": r.ID, "cursor": "0+2"}, &read)
 	require.True(t, strings.HasPrefix(read.Output, "2\n3\n"), "%q", read.Output)
 }
+
+// TestInteractReadCursor passes interact the "CURSOR+N" cursor read_output
+// gives as next: interact reads on from there, every byte once, where the
+// daemon refused it ("bad cursor"). A rest of the frame longer than half
+// the outputLimit is cut as a long output is, with the cursor to read the
+// rest from.
+func TestInteractReadCursor(t *testing.T) {
+	t.Parallel()
+	env, _ := testEnv(t)
+	c := startMCP(t, env)
+	defer c.close()
+	var full strings.Builder
+	for i := 1; i <= 1000; i++ {
+		fmt.Fprintf(&full, "%d\n", i)
+	}
+	all := full.String()
+	r, _ := c.run(map[string]any{"command": "seq 1 1000; read -r x; echo end", "idleTimeout": 0.5})
+	require.Contains(t, c.outputOf(r, "\n1000\n"), "\n1000\n")
+
+	var page mcpserver.ReadOutput
+	c.ok("read_output", map[string]any{"id": r.ID, "limit": 100}, &page)
+	require.Contains(t, page.Next, "+", "a cursor into a frame")
+	require.True(t, strings.HasPrefix(all, page.Output))
+
+	var cut mcpserver.Result
+	c.ok("interact", map[string]any{"id": r.ID, "cursor": page.Next, "outputLimit": 300, "idleTimeout": 0.2}, &cut)
+	require.True(t, cut.Running)
+	require.LessOrEqual(t, len(cut.Output), 300)
+	head, _, ok := strings.Cut(cut.Output, "\n[... ")
+	require.True(t, ok, "cut: %q", cut.Output)
+	require.Contains(t, cut.OmittedAfter, "+")
+	var rest strings.Builder
+	for cursor, reads := cut.OmittedAfter, 0; ; reads++ {
+		require.Less(t, reads, 100, "read_output goes on")
+		var read mcpserver.ReadOutput
+		c.ok("read_output", map[string]any{"id": r.ID, "cursor": cursor}, &read)
+		rest.WriteString(read.Output)
+		if !read.More {
+			break
+		}
+		cursor = read.Next
+	}
+	// The head's last newline is not shown before the line saying what was
+	// omitted.
+	joined := page.Output + head + rest.String()
+	if joined != all {
+		joined = page.Output + head + "\n" + rest.String()
+	}
+	require.Equal(t, all, joined, "head %q, then %q", head, rest.String())
+
+	var done mcpserver.Result
+	c.ok("interact", map[string]any{"id": r.ID, "cursor": page.Next, "input": "\n"}, &done)
+	require.False(t, done.Running)
+	require.Equal(t, all[len(page.Output):]+"end\n", done.Output)
+}

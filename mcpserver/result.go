@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -35,12 +36,13 @@ type Result struct {
 	Note            string `json:"note,omitempty"`
 }
 
-// result turns a run or interact answer into a Result, its output within
-// limit bytes; p is the still running process, nil when it ended. The cwd is the session's, read once
-// the command ended.
-func (s *Server) result(ctx context.Context, r *client.RunResult, p *client.Process, sessionID string, limit int64) Result {
-	out := Result{ID: r.ProcessID, OmittedBytes: r.OmittedBytes, Truncated: r.Truncated, Next: r.Next}
-	out.Output, out.OmittedAfter = render(r, int(limit))
+// result turns a run or interact answer into a Result, its output o (the
+// answer's, see answerOutput) within limit bytes; p is the still running
+// process, nil when it ended. The cwd is the session's, read once the
+// command ended.
+func (s *Server) result(ctx context.Context, r *client.RunResult, o output, p *client.Process, sessionID string, limit int64) Result {
+	out := Result{ID: r.ProcessID, OmittedBytes: o.omitted, Truncated: r.Truncated, Next: r.Next}
+	out.Output, out.OmittedAfter = render(o, int(limit))
 	if p != nil {
 		out.ID = p.ID
 		out.Running = true
@@ -60,21 +62,115 @@ func (s *Server) result(ctx context.Context, r *client.RunResult, p *client.Proc
 	return out
 }
 
+// output is an answer's output as bytes: all of it in head, or a head and a
+// tail with omitted bytes between them.
+type output struct {
+	head, tail []piece
+	omitted    int64
+	// from is the cursor read_output reads the omitted bytes from; reread
+	// is the one it reads from when render cuts the head further (it reads
+	// some of the head again rather than lose what was not shown).
+	from, reread string
+}
+
+// piece is bytes of one frame of output: those from byte off on of the
+// frame after the cursor before. known says that before and off are known:
+// they are not for a frame the daemon cut at its start (a tail's first) or
+// the first frame after frames retention dropped.
+type piece struct {
+	data   []byte
+	before string
+	off    int
+	known  bool
+}
+
+// at is the cursor off bytes into the frame after cursor, as read_output
+// gives it: "CURSOR+N", or cursor itself at the frame's start.
+func at(cursor string, off int) string {
+	if off == 0 && cursor != "" {
+		return cursor
+	}
+	return cursor + "+" + strconv.Itoa(off)
+}
+
+// answerOutput is the output of r, the daemon's answer from the cursor
+// asked (a daemon cursor: the frame after it is r's first).
+func answerOutput(r *client.RunResult, asked string) output {
+	split := len(r.Logs)
+	if r.OmittedBytes > 0 {
+		split = headFrames(r)
+	}
+	pieces := make([]piece, len(r.Logs))
+	for i, f := range r.Logs {
+		data, _ := f.Bytes() // base64 the daemon wrote: an error leaves the frame empty
+		pieces[i].data = data
+		switch {
+		case r.OmittedBytes > 0 && i == split: // cut at its start
+		case i == 0:
+			pieces[i].before, pieces[i].known = asked, !r.Truncated
+		default:
+			pieces[i].before, pieces[i].known = r.Logs[i-1].Cursor, true
+		}
+	}
+	o := output{head: pieces[:split], tail: pieces[split:], omitted: r.OmittedBytes}
+	if r.OmittedBytes > 0 {
+		o.from, o.reread = omittedFrom(r), r.OmittedAfter
+	}
+	return o
+}
+
+// withLead is o, the daemon's answer from the cursor of the frame lead is
+// the end of, with lead in front: lead is what a "CURSOR+N" cursor points
+// at, which the daemon cannot read from. shown is the bytes of lead the head
+// may hold (the daemon was asked for that much less), limit the daemon's
+// limit for the whole: a lead that does not fit is cut at shown, and the
+// rest of it and what the daemon's tail leaves out are omitted.
+func (o output) withLead(lead piece, shown, limit int) output {
+	if o.omitted == 0 && len(lead.data)+size(o.head) <= limit || shown >= len(lead.data) {
+		o.head = append([]piece{lead}, o.head...)
+		if o.omitted > 0 {
+			o.reread = at(lead.before, lead.off)
+		}
+		return o
+	}
+	rest, omitted := o.tail, int64(size(o.head))+o.omitted
+	if o.omitted == 0 {
+		rest, omitted = o.head, 0
+	}
+	head := lead
+	head.data = lead.data[:shown]
+	return output{
+		head:    []piece{head},
+		tail:    rest,
+		omitted: omitted + int64(len(lead.data)-shown),
+		from:    at(lead.before, lead.off+shown),
+		reread:  at(lead.before, lead.off),
+	}
+}
+
+// size is the bytes of pieces.
+func size(pieces []piece) int {
+	n := 0
+	for _, p := range pieces {
+		n += len(p.data)
+	}
+	return n
+}
+
 // render is the answer's output as plain text within limit bytes: the
 // head and the tail each rendered on its own, with a line between them
 // saying what was left out, which counts in the limit (a limit shorter
 // than that line leaves the line alone); and the cursor read_output reads
 // what was left out from, which the line names.
-func render(r *client.RunResult, limit int) (text, omittedAfter string) {
-	if r.OmittedBytes == 0 {
-		return plaintext.CutEnd(plainFrames(r.Logs), limit), ""
+func render(o output, limit int) (text, omittedAfter string) {
+	if o.omitted == 0 {
+		return plaintext.CutEnd(plain(o.head), limit), ""
 	}
-	split := headFrames(r)
-	head, tail := plainFrames(r.Logs[:split]), plainFrames(r.Logs[split:])
+	head, tail := plain(o.head), plain(o.tail)
 	line := func(cursor string) string {
-		return fmt.Sprintf("\n[... %d bytes omitted; read_output with cursor %q reads them ...]\n", r.OmittedBytes, cursor)
+		return fmt.Sprintf("\n[... %d bytes omitted; read_output with cursor %q reads them ...]\n", o.omitted, cursor)
 	}
-	after := omittedFrom(r)
+	after := o.from
 	room := max(limit-len(line(after)), 0)
 	// Rendering can make text longer than its bytes (a cursor move becomes
 	// blanks): hold the two together to the room.
@@ -83,7 +179,7 @@ func render(r *client.RunResult, limit int) (text, omittedAfter string) {
 		// The head lost its end here: read from where the daemon's
 		// omission starts, the head's last frame again, rather than past
 		// what was not shown.
-		head, after = shown, r.OmittedAfter
+		head, after = shown, o.reread
 	}
 	return strings.TrimSuffix(head, "\n") + line(after) + tail, after
 }
@@ -121,15 +217,11 @@ func omittedFrom(r *client.RunResult) string {
 // headFrames is how many frames of r's logs make the head of a cut output.
 func headFrames(r *client.RunResult) int { return min(max(r.HeadFrames, 0), len(r.Logs)) }
 
-// plainFrames is the frames' bytes as plain text.
-func plainFrames(frames []client.LogFrame) string {
+// plain is the pieces' bytes as plain text.
+func plain(pieces []piece) string {
 	var b []byte
-	for _, f := range frames {
-		data, err := f.Bytes()
-		if err != nil {
-			continue
-		}
-		b = append(b, data...)
+	for _, p := range pieces {
+		b = append(b, p.data...)
 	}
 	return plaintext.String(b)
 }

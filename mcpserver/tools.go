@@ -66,7 +66,7 @@ var interactTool = &mcp.Tool{
 		`(include the trailing newline to press Enter), close its stdin (eof), or send a ` +
 		`signal (INT to interrupt like Ctrl-C, TERM, KILL), then wait and read the output that ` +
 		`came after the last answer for it, answered as run answers. With nothing to send it ` +
-		`just waits longer. Pass cursor (the "next" of an answer) to read after another point.`,
+		`just waits longer. Pass cursor (the "next" of an answer, or an omittedAfter) to read after another point.`,
 }
 
 // InteractInput is the interact tool's input.
@@ -75,7 +75,7 @@ type InteractInput struct {
 	Input       string  `json:"input,omitempty" jsonschema:"text written to the command's stdin; end it with a newline to submit a line"`
 	EOF         bool    `json:"eof,omitempty" jsonschema:"close the command's stdin after the input"`
 	Signal      string  `json:"signal,omitempty" jsonschema:"signal sent to the command and its children after the input: INT, TERM, KILL, HUP, QUIT, ..."`
-	Cursor      string  `json:"cursor,omitempty" jsonschema:"read output after this cursor (next of an earlier answer); default: after the last answer run or interact gave for this command, so that nothing printed since is missed"`
+	Cursor      string  `json:"cursor,omitempty" jsonschema:"read output after this cursor (next of an earlier answer of run, interact or read_output, or an omittedAfter; CURSOR+N too); default: after the last answer run or interact gave for this command, so that nothing printed since is missed"`
 	Timeout     float64 `json:"timeout,omitempty" jsonschema:"seconds to wait before answering with the command still running; default 30"`
 	IdleTimeout float64 `json:"idleTimeout,omitempty" jsonschema:"answer early once the command printed nothing for this many seconds"`
 	OutputLimit int64   `json:"outputLimit,omitempty" jsonschema:"bytes of output in the answer (head and tail); default 32768, at most 4194304"`
@@ -182,7 +182,7 @@ func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput)
 	if err != nil {
 		return nil, Result{}, explain(err)
 	}
-	out := s.result(ctx, r, p, id, wait.limit)
+	out := s.result(ctx, r, answerOutput(r, "0"), p, id, wait.limit)
 	out.Session = name
 	s.answered(out)
 	if !created && (in.Shell != "" || in.Cwd != "" || in.Limits != nil) {
@@ -203,11 +203,43 @@ func (s *Server) interact(ctx context.Context, _ *mcp.CallToolRequest, in Intera
 	if cursor == "" {
 		cursor = s.lastNext(in.ID)
 	}
-	opts := client.InteractOptions{Input: in.Input, EOF: in.EOF, Signal: in.Signal, Cursor: cursor,
-		Timeout: wait.timeout, IdleTimeout: wait.idle, OutputLimit: daemonLimit(wait.limit)}
+	// Any cursor an answer gave: the daemon's, or "CURSOR+N" (read_output's
+	// next, an omittedAfter), which the daemon cannot read from. Of that
+	// one the frame's rest is read here first, and the daemon reads on
+	// after the frame.
+	asked, skip, err := parseReadCursor(cursor)
+	if err != nil {
+		return nil, Result{}, err
+	}
+	if asked == "" && cursor != "" {
+		asked = "0" // "+N": from the start; the daemon's "" is after the input
+	}
+	limit := daemonLimit(wait.limit)
+	var lead *piece
+	shown := 0
+	if skip > 0 {
+		if lead, asked, err = s.lead(ctx, in.ID, asked, skip, cursor); err != nil {
+			return nil, Result{}, err
+		}
+	}
+	if lead != nil {
+		// The lead takes its share of the limit, half of it at most: the
+		// rest of a longer one is omitted.
+		shown = len(lead.data)
+		if shown > int(limit/2) {
+			shown = cutPoint(lead.data, int(limit/2))
+		}
+		limit = max(limit-int64(shown), 1)
+	}
+	opts := client.InteractOptions{Input: in.Input, EOF: in.EOF, Signal: in.Signal, Cursor: asked,
+		Timeout: wait.timeout, IdleTimeout: wait.idle, OutputLimit: limit}
 	r, p, err := s.c.Interact(ctx, in.ID, opts)
 	if err != nil {
 		return nil, Result{}, explain(err)
+	}
+	o := answerOutput(r, asked)
+	if lead != nil {
+		o = o.withLead(*lead, shown, int(daemonLimit(wait.limit)))
 	}
 	sessionID := ""
 	if p != nil {
@@ -215,10 +247,34 @@ func (s *Server) interact(ctx context.Context, _ *mcp.CallToolRequest, in Intera
 	} else if q, err := s.c.Get(ctx, in.ID); err == nil {
 		sessionID = q.SessionID
 	}
-	out := s.result(ctx, r, p, sessionID, wait.limit)
+	out := s.result(ctx, r, o, p, sessionID, wait.limit)
 	out.Session = s.names()[sessionID]
 	s.answered(out)
 	return textResult(out), out, nil
+}
+
+// lead is the bytes of the frame after cursor from byte skip on, for an
+// interact whose cursor (given) is "CURSOR+N", and the daemon's cursor to
+// read on from, that frame's. It is checked before anything is sent. With
+// that frame gone (retention dropped it) there is no lead: the daemon reads
+// after cursor and says that output was dropped.
+func (s *Server) lead(ctx context.Context, id, cursor string, skip int, given string) (*piece, string, error) {
+	page, err := s.c.Logs(ctx, id, client.LogsOptions{Cursor: cursor, Limit: 1})
+	if err != nil {
+		return nil, "", explain(err)
+	}
+	if len(page.Items) == 0 || page.TruncatedHead {
+		return nil, cursor, nil
+	}
+	f := page.Items[0]
+	data, err := f.Bytes()
+	if err != nil {
+		return nil, "", err
+	}
+	if skip > len(data) {
+		return nil, "", fmt.Errorf("cursor %q: the frame after %s holds %d bytes, not %d: give a cursor an answer gave", given, cursor, len(data), skip)
+	}
+	return &piece{data: data[skip:], before: cursor, off: skip, known: true}, f.Cursor, nil
 }
 
 // language checks run's language argument against its shell and returns
