@@ -143,7 +143,11 @@ func parseReadCursor(s string) (cursor string, skip int, err error) {
 }
 
 // cutPoint returns where to cut b to at most limit bytes: at a character
-// boundary, just after a newline when one is within lineSlack bytes.
+// boundary, just after a newline when one is within lineSlack bytes, and
+// never inside an escape sequence, whose rest would read as text on the
+// next page ("1mred" of ESC [ 3 1 m red): before its start, or, when it
+// starts the page, after its end, which may be past limit (it shows as
+// nothing).
 func cutPoint(b []byte, limit int) int {
 	end := min(limit, len(b))
 	for end > 0 && end < len(b) && !utf8.RuneStart(b[end]) {
@@ -151,9 +155,22 @@ func cutPoint(b []byte, limit int) int {
 	}
 	lo := max(0, end-lineSlack)
 	if i := bytes.LastIndexByte(b[lo:end], '\n'); i >= 0 {
-		return lo + i + 1
+		end = lo + i + 1
 	}
-	return end
+	if end == len(b) {
+		return end
+	}
+	open := plaintext.Unfinished(b[:end])
+	switch {
+	case open == 0:
+		return end
+	case open < end:
+		return end - open
+	}
+	if n := plaintext.SequenceEnd(b); n > 0 {
+		return n
+	}
+	return end // a sequence longer than the page and what was read: cut
 }
 
 // lineSlack is how far before its limit a cut moves to fall at a line end.

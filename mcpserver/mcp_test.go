@@ -479,3 +479,32 @@ func TestInteractReadCursor(t *testing.T) {
 	require.False(t, done.Running)
 	require.Equal(t, all[len(page.Output):]+"end\n", done.Output)
 }
+
+// TestReadPagesKeepEscapesWhole pages through coloured output with small
+// limits: no page cuts an escape sequence, whose rest read as text on the
+// next page (ESC [ 3 1 m red in pages of 3 bytes read "", "1mr", "ed",
+// "[0m").
+func TestReadPagesKeepEscapesWhole(t *testing.T) {
+	t.Parallel()
+	env, _ := testEnv(t)
+	c := startMCP(t, env)
+	defer c.close()
+	r, _ := c.run(map[string]any{"command": `printf '\033[31mred\033[0m!\033]0;title\007\n'`})
+	require.Equal(t, "red!\n", r.Output)
+	for limit := 1; limit <= 12; limit++ {
+		var got strings.Builder
+		cursor := ""
+		for reads := 0; ; reads++ {
+			require.Less(t, reads, 100, "read_output goes on")
+			var read mcpserver.ReadOutput
+			c.ok("read_output", map[string]any{"id": r.ID, "cursor": cursor, "limit": limit}, &read)
+			require.Empty(t, strings.Trim(read.Output, "red!\n"), "limit %d: a page holds a piece of an escape sequence: %q", limit, read.Output)
+			got.WriteString(read.Output)
+			if !read.More {
+				break
+			}
+			cursor = read.Next
+		}
+		require.Equal(t, "red!\n", got.String(), "limit %d", limit)
+	}
+}
