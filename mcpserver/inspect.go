@@ -47,6 +47,12 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 	// Read frames until there is more than limit (or nothing more), then
 	// cut at a character boundary, at a line end when one is near.
 	out := ReadOutput{ID: in.ID}
+	// Whether the command runs is asked first: output read after it ended
+	// is all there will be, while a running command may finish the escape
+	// sequence its output ends with.
+	if p, err := s.c.Get(ctx, in.ID); err == nil {
+		out.Running = !p.Ended()
+	}
 	type piece struct {
 		before     string // the cursor of the frame before this one
 		cursor     string
@@ -88,6 +94,10 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 	if int64(end) > limit {
 		end = cutPoint(buf, int(limit))
 		out.More = true
+	} else if out.Running {
+		// An escape sequence left unfinished is read whole next time, as
+		// run and interact hold it back (Output.holdBack).
+		end -= plaintext.Unfinished(buf)
 	}
 	// next is the last frame read whole, or the one before the frame the
 	// cut is in and how far into that frame it is.
@@ -96,7 +106,7 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 		if p.end <= end {
 			out.Next = p.cursor
 		} else {
-			out.Next = p.before + "+" + strconv.Itoa(p.origin+max(0, end-p.start))
+			out.Next = at(p.before, p.origin+max(0, end-p.start))
 		}
 		if p.end >= end {
 			break
@@ -109,9 +119,6 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 		if page, err := s.c.Logs(ctx, in.ID, client.LogsOptions{Cursor: cursor, Limit: 1}); err == nil {
 			out.More = len(page.Items) > 0
 		}
-	}
-	if p, err := s.c.Get(ctx, in.ID); err == nil {
-		out.Running = !p.Ended()
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d bytes of output of %s", out.Bytes, in.ID)

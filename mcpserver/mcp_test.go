@@ -508,3 +508,36 @@ func TestReadPagesKeepEscapesWhole(t *testing.T) {
 		require.Equal(t, "red!\n", got.String(), "limit %d", limit)
 	}
 }
+
+// TestEscapeSplitBetweenAnswers answers while a command's output ends in
+// the middle of an escape sequence: the next answer, of interact or of
+// read_output, reads the sequence whole, where its rest read as text
+// ("31mred" after "ab ESC [").
+func TestEscapeSplitBetweenAnswers(t *testing.T) {
+	t.Parallel()
+	env, _ := testEnv(t)
+	c := startMCP(t, env)
+	defer c.close()
+	gate := filepath.Join(t.TempDir(), "gate")
+	r, _ := c.run(map[string]any{"command": `printf 'ab\033['; while [ ! -e ` + gate + ` ]; do sleep 0.02; done; printf '31mred\n'`,
+		"timeout": 0.3, "closeStdin": true})
+	shown := r.Output
+	for !strings.Contains(shown, "ab") {
+		require.True(t, r.Running, "%+v", r)
+		c.ok("interact", map[string]any{"id": r.ID, "idleTimeout": 0.2}, &r)
+		shown += r.Output
+	}
+	require.True(t, r.Running)
+	var held mcpserver.ReadOutput
+	c.ok("read_output", map[string]any{"id": r.ID}, &held)
+	require.Equal(t, "ab", held.Output)
+
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	var done mcpserver.Result
+	c.ok("interact", map[string]any{"id": r.ID, "timeout": 60}, &done)
+	require.False(t, done.Running)
+	require.Equal(t, "abred\n", shown+done.Output)
+	var rest mcpserver.ReadOutput
+	c.ok("read_output", map[string]any{"id": r.ID, "cursor": held.Next}, &rest)
+	require.Equal(t, "red\n", rest.Output)
+}

@@ -47,6 +47,7 @@ func (s *Server) result(ctx context.Context, r *client.RunResult, o output, p *c
 		out.ID = p.ID
 		out.Running = true
 		out.WaitingForInput = r.WaitingForInput || p.WaitingForInput
+		out.Next = o.holdBack(r.Next)
 		return out
 	}
 	out.ExitCode, out.Signal, out.Reason, out.Error = r.ExitCode, r.Signal, string(r.Reason), r.Error
@@ -146,6 +147,39 @@ func (o output) withLead(lead piece, shown, limit int) output {
 		from:    at(lead.before, lead.off+shown),
 		reread:  at(lead.before, lead.off),
 	}
+}
+
+// holdBack is next, the cursor after o's output, moved back to the start
+// of an escape sequence its end leaves unfinished, so that the next answer
+// reads that sequence whole rather than its rest as text ("31mred" after
+// "ab ESC ["), as the daemon holds back a character split between writes.
+// The rendering shows no piece of it meanwhile. A sequence that starts in
+// a piece whose place is not known (the first of a tail, cut at its
+// start) is not held back.
+func (o output) holdBack(next string) string {
+	last := o.head
+	if o.omitted > 0 {
+		last = o.tail
+	}
+	var b []byte
+	for _, p := range last {
+		b = append(b, p.data...)
+	}
+	open := plaintext.Unfinished(b)
+	if open == 0 {
+		return next
+	}
+	start := len(b) - open // in b; then in the piece it falls in
+	for _, p := range last {
+		if start < len(p.data) {
+			if !p.known {
+				return next
+			}
+			return at(p.before, p.off+start)
+		}
+		start -= len(p.data)
+	}
+	return next
 }
 
 // size is the bytes of pieces.
