@@ -285,6 +285,6 @@ func (s *Server) closeSession(ctx context.Context, _ *mcp.CallToolRequest, in Cl
 	if n.language != "" {
 		what = "interpreter"
 	}
-	text := fmt.Sprintf("session %s (%s) closed: its %s and commands ended", name, id, what)
+	text := fmt.Sprintf("session %s (%s) closed: its %s and commands ended", plaintext.Escape(name), id, what)
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
 }

@@ -308,10 +308,10 @@ func TestSessionShellExits(t *testing.T) {
 	c.close()
 }
 
-// TestTextEscapesControls makes a session's cwd and a running command's
-// line hold an escape sequence and a newline: the text a model reads shows
-// them as escapes (the output always was plain text; the cwd and list
-// lines once carried them raw).
+// TestTextEscapesControls makes a session's cwd, a running command's line
+// and a session's name hold an escape sequence and a newline: the text a
+// model reads shows them as escapes (the output always was plain text; the
+// cwd and list lines once carried them raw, and close_session the name).
 func TestTextEscapesControls(t *testing.T) {
 	t.Parallel()
 	env, _ := testEnv(t)
@@ -328,6 +328,14 @@ func TestTextEscapesControls(t *testing.T) {
 	require.Contains(t, text, `sleep 30\x0a`)
 	require.NotContains(t, text, "\x1b")
 	c.call("interact", map[string]any{"id": r.ID, "signal": "INT"})
+
+	// A session's name, in every text that names it.
+	name := "s\x1b]0;x\x07\nn"
+	_, text = c.run(map[string]any{"command": "true", "session": name})
+	require.Contains(t, text, `s\x1b]0;x\x07\x0an`)
+	_, text = c.call("close_session", map[string]any{"session": name})
+	require.Contains(t, text, `s\x1b]0;x\x07\x0an`)
+	require.NotContains(t, text, "\x1b")
 }
 
 // TestOutputLimitHolds cuts a long output: the output, the line saying what
