@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -456,8 +456,7 @@ func checkID(raw []byte) error {
 	case string(id) == "null":
 		return errors.New("a request's id must not be null")
 	case id[0] == '"':
-		var s string
-		if json.Unmarshal(id, &s) == nil && strings.ContainsRune(s, utf8.RuneError) {
+		if unpairedSurrogate(id) {
 			return errors.New("the request id is a string that is not valid Unicode")
 		}
 	case id[0] == '-' || '0' <= id[0] && id[0] <= '9':
@@ -467,6 +466,49 @@ func checkID(raw []byte) error {
 		}
 	}
 	return nil
+}
+
+// unpairedSurrogate reports whether s, a JSON string as it was sent,
+// escapes a UTF-16 surrogate that is not half of a pair ("\ud800"): in a
+// line that is valid UTF-8, the one thing that decodes to a U+FFFD that was
+// not sent, so that a U+FFFD sent as it is or as "\ufffd" is told apart.
+func unpairedSurrogate(s []byte) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' {
+			continue
+		}
+		i++ // the escaped byte; the loop steps over it
+		if i >= len(s) || s[i] != 'u' {
+			continue
+		}
+		r := hexRune(s[i+1:])
+		i += 4
+		if !utf16.IsSurrogate(r) {
+			continue
+		}
+		if r >= 0xdc00 {
+			return true // a second half first
+		}
+		if i+6 >= len(s) || s[i+1] != '\\' || s[i+2] != 'u' ||
+			utf16.DecodeRune(r, hexRune(s[i+3:])) == utf8.RuneError {
+			return true
+		}
+		i += 6
+	}
+	return false
+}
+
+// hexRune is the rune of the four hex digits b starts with (valid JSON
+// has them after \u), -1 when it does not.
+func hexRune(b []byte) rune {
+	if len(b) < 4 {
+		return -1
+	}
+	n, err := strconv.ParseUint(string(b[:4]), 16, 32)
+	if err != nil {
+		return -1
+	}
+	return rune(n)
 }
 
 // maxIntID is the largest integer id the SDK keeps as it is: it reads ids

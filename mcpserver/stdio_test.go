@@ -478,3 +478,32 @@ func TestStdioInitializeAfterARefusedOne(t *testing.T) {
 	require.Len(t, batch, 1)
 	require.Nil(t, batch[0].Error)
 }
+
+// TestStdioReplacementCharacterID sends requests whose string ids hold a
+// U+FFFD, escaped and as it is, and a surrogate pair: each is answered with
+// its id, where the first two were refused as not valid Unicode (a U+FFFD
+// was taken for a bad escape replaced). Lone surrogates are still refused.
+func TestStdioReplacementCharacterID(t *testing.T) {
+	t.Parallel()
+	m := startRawMCP(t)
+	m.initialize()
+	for _, tt := range []struct{ id, want string }{
+		{`"\ufffd"`, "\ufffd"},
+		{"\"a\xef\xbf\xbdb\"", "a\ufffdb"},
+		{`"\uFFFD\ud83d\ude00"`, "\ufffd\U0001F600"},
+		{`"\\ud800"`, `\ud800`}, // a backslash, then text
+	} {
+		m.send(`{"jsonrpc":"2.0","id":` + tt.id + `,"method":"ping"}`)
+		r := m.next()
+		require.Nil(t, r.Error, "id %s: %+v", tt.id, r.Error)
+		var id string
+		require.NoError(t, json.Unmarshal(r.ID, &id))
+		require.Equal(t, tt.want, id)
+	}
+	for _, id := range []string{`"\ud800x"`, `"\udc00"`, `"\ud800\ud800"`, `"x\ud83d"`} {
+		m.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"ping"}`)
+		r := m.next()
+		require.NotNil(t, r.Error, "id %s", id)
+		require.Equal(t, -32600, r.Error.Code, "id %s: %s", id, r.Error.Message)
+	}
+}
