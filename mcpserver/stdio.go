@@ -111,9 +111,7 @@ func (g *gate) Write(p []byte) (int, error) {
 		g.settle(answers)
 		return len(p), nil
 	}
-	if len(answers) == 1 {
-		out = withErrorCode(answers[0], out, g.refusesInit(answers[0]))
-	}
+	out = g.withErrorCodes(out)
 	if _, err := g.out.Write(out); err != nil {
 		return 0, err
 	}
@@ -149,6 +147,41 @@ func (g *gate) uncancelled(p []byte, answers []*jsonrpc.Response) []byte {
 		return nil
 	}
 	b, err := json.Marshal(kept)
+	if err != nil {
+		return p
+	}
+	return append(b, '\n')
+}
+
+// withErrorCodes is p, a message or batch, with each error answer's code 0
+// replaced (withErrorCode): a batch's answers get the codes a single
+// message's would. g.mu is held.
+func (g *gate) withErrorCodes(p []byte) []byte {
+	t := bytes.TrimSpace(p)
+	if len(t) == 0 || t[0] != '[' {
+		if resp, ok := decodeMessage(t).(*jsonrpc.Response); ok {
+			return withErrorCode(resp, p, g.refusesInit(resp))
+		}
+		return p
+	}
+	var raws []json.RawMessage
+	if json.Unmarshal(t, &raws) != nil {
+		return p
+	}
+	changed := false
+	for i, raw := range raws {
+		resp, ok := decodeMessage(raw).(*jsonrpc.Response)
+		if !ok {
+			continue
+		}
+		if fixed := withErrorCode(resp, raw, g.refusesInit(resp)); !bytes.Equal(fixed, raw) {
+			raws[i], changed = bytes.TrimSuffix(fixed, []byte("\n")), true
+		}
+	}
+	if !changed {
+		return p
+	}
+	b, err := json.Marshal(raws)
 	if err != nil {
 		return p
 	}

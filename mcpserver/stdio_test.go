@@ -507,3 +507,28 @@ func TestStdioReplacementCharacterID(t *testing.T) {
 		require.Equal(t, -32600, r.Error.Code, "id %s: %s", id, r.Error.Message)
 	}
 }
+
+// TestStdioBatchErrorCodes sends a batch before initialize (no protocol
+// version is agreed: batches are taken): the request at the wrong time is
+// answered -32600 in the batch's answer, as it is alone, where the SDK's
+// code 0 (none) went out as it was.
+func TestStdioBatchErrorCodes(t *testing.T) {
+	t.Parallel()
+	m := startRawMCP(t)
+	m.send(`[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","id":2,"method":"ping"}]`)
+	var batch []reply
+	line := m.nextLine()
+	require.NoError(t, json.Unmarshal([]byte(line), &batch), "%s", line)
+	require.Len(t, batch, 2, "%s", line)
+	for _, r := range batch {
+		switch string(r.ID) {
+		case "1":
+			require.NotNil(t, r.Error, "%s", line)
+			require.Equal(t, -32600, r.Error.Code, "%s", line)
+		case "2":
+			require.Nil(t, r.Error, "%s", line)
+		default:
+			t.Fatalf("an answer to no request: %s", line)
+		}
+	}
+}
