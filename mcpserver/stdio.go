@@ -66,7 +66,8 @@ func (t *stdioTransport) awaitAnswers(d time.Duration) {
 // line; it returns at that line or at the end of in.
 func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	pr, pw := io.Pipe()
-	g := &gate{out: t.out, order: t.order, pending: map[jsonrpc.ID]bool{}, cancelled: map[jsonrpc.ID]bool{}}
+	g := &gate{out: t.out, order: t.order, pending: map[jsonrpc.ID]bool{}, cancelled: map[jsonrpc.ID]bool{},
+		held: map[jsonrpc.ID]*heldErrors{}}
 	g.drained = sync.NewCond(&g.mu)
 	// The gate bounds lines, so the SDK need not.
 	conn, err := (&mcp.IOTransport{Reader: pr, Writer: g, MaxLineLength: -1}).Connect(ctx)
@@ -91,7 +92,10 @@ type gate struct {
 	// cancelled are the pending requests the client cancelled: their
 	// answers are not sent (MCP: a cancelled request is not answered).
 	cancelled map[jsonrpc.ID]bool
-	closed    bool // the SDK closed its connection
+	// held are the errors of a batch's invalid elements, by the ids of its
+	// calls passed on (heldErrors).
+	held   map[jsonrpc.ID]*heldErrors
+	closed bool // the SDK closed its connection
 	// initID is the id of the initialize request passed on; version is the
 	// protocol version its answer gave.
 	initID  jsonrpc.ID
@@ -107,11 +111,16 @@ func (g *gate) Write(p []byte) (int, error) {
 	defer g.mu.Unlock()
 	answers := responses(p)
 	out := g.uncancelled(p, answers)
+	if out != nil {
+		out = g.withErrorCodes(out)
+	}
+	if errs := g.heldFor(answers); len(errs) > 0 {
+		out = withHeld(out, errs)
+	}
 	if out == nil {
 		g.settle(answers)
 		return len(p), nil
 	}
-	out = g.withErrorCodes(out)
 	if _, err := g.out.Write(out); err != nil {
 		return 0, err
 	}
@@ -402,39 +411,46 @@ func (g *gate) check(line []byte) [][]byte {
 		g.refuse(nil, jsonrpc.CodeInvalidRequest, "an empty batch")
 		return nil
 	}
-	var calls, notes []*jsonrpc.Request
-	var rest []json.RawMessage
-	var at []int // where each call is in rest
+	// JSON-RPC 2.0 §6: each element that is no valid request gets an
+	// error in the batch's answer, and the others are handled.
+	var errs []json.RawMessage
+	fail := func(raw json.RawMessage, format string, args ...any) {
+		errs = append(errs, errorJSON(idJSON(raw), jsonrpc.CodeInvalidRequest, fmt.Sprintf(format, args...)))
+	}
+	type element struct {
+		raw json.RawMessage
+		req *jsonrpc.Request // a call's
+	}
+	var elems []element
+	var notes []*jsonrpc.Request
 	var lines [][]byte
 	seen := map[jsonrpc.ID]bool{}
 	for i, raw := range raws {
 		m := decodeMessage(raw)
 		if m == nil {
-			g.refuse(nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("batch element %d is not a JSON-RPC 2.0 message", i))
-			return nil
+			fail(raw, "batch element %d is not a JSON-RPC 2.0 message", i)
+			continue
 		}
 		req, ok := m.(*jsonrpc.Request)
 		if ok {
 			if err := checkID(raw); err != nil {
-				g.refuse(nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("batch element %d: %v", i, err))
-				return nil
+				fail(raw, "batch element %d: %v", i, err)
+				continue
 			}
 		}
 		switch {
 		case ok && req.IsCall():
 			if seen[req.ID] {
-				g.refuse(nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("batch element %d repeats request id %v", i, req.ID.Raw()))
-				return nil
+				fail(raw, "batch element %d repeats request id %v", i, req.ID.Raw())
+				continue
 			}
 			seen[req.ID] = true
-			calls = append(calls, req)
-			at = append(at, len(rest))
-			rest = append(rest, raw)
+			elems = append(elems, element{raw, req})
 		case ok:
 			notes = append(notes, req)
 			lines = append(lines, compact(raw))
 		default:
-			rest = append(rest, raw)
+			elems = append(elems, element{raw: raw})
 		}
 	}
 	g.mu.Lock()
@@ -444,25 +460,78 @@ func (g *gate) check(line []byte) [][]byte {
 			fmt.Sprintf("JSON-RPC batches are not part of MCP %s and later: send one message a line", batchesEnd))
 		return nil
 	}
-	for _, req := range calls {
-		if g.pending[req.ID] {
-			g.refuseLocked(nil, jsonrpc.CodeInvalidRequest,
-				fmt.Sprintf("request id %v is already in use by a request not yet answered", req.ID.Raw()))
-			return nil
+	var rest []json.RawMessage
+	var calls []*jsonrpc.Request
+	for _, e := range elems {
+		if e.req != nil && g.pending[e.req.ID] {
+			fail(e.raw, "request id %v is already in use by a request not yet answered", e.req.ID.Raw())
+			continue
 		}
-	}
-	for i, req := range calls {
-		g.pass(req)
-		rest[at[i]] = g.order.ticketed(req, rest[at[i]])
+		if e.req != nil {
+			g.pass(e.req)
+			calls = append(calls, e.req)
+			e.raw = g.order.ticketed(e.req, e.raw)
+		}
+		rest = append(rest, e.raw)
 	}
 	for _, req := range notes {
 		g.noteCancel(req)
+	}
+	if len(errs) > 0 {
+		if len(calls) == 0 {
+			// No answer of the SDK's to join them to.
+			b, _ := json.Marshal(errs)
+			_, _ = g.out.Write(append(b, '\n'))
+		} else {
+			held := &heldErrors{errs: errs}
+			for _, req := range calls {
+				g.held[req.ID] = held
+			}
+		}
 	}
 	if len(rest) > 0 {
 		b, _ := json.Marshal(rest)
 		lines = append(lines, b)
 	}
 	return lines
+}
+
+// heldErrors are the errors of a batch's invalid elements, held until the
+// SDK answers the batch's calls, to go out in one answer with theirs.
+type heldErrors struct {
+	errs []json.RawMessage
+	sent bool
+}
+
+// heldFor returns the errors held for the batch whose calls answers
+// answer, once.
+// g.mu is held.
+func (g *gate) heldFor(answers []*jsonrpc.Response) []json.RawMessage {
+	var errs []json.RawMessage
+	for _, a := range answers {
+		if h := g.held[a.ID]; h != nil && !h.sent {
+			h.sent = true
+			errs = append(errs, h.errs...)
+		}
+		delete(g.held, a.ID)
+	}
+	return errs
+}
+
+// withHeld is out, a batch's answer (nil when nothing of it is left to
+// send), with errs joined to it.
+func withHeld(out []byte, errs []json.RawMessage) []byte {
+	var raws []json.RawMessage
+	if t := bytes.TrimSpace(out); len(t) > 0 {
+		if t[0] != '[' || json.Unmarshal(t, &raws) != nil {
+			raws = []json.RawMessage{t}
+		}
+	}
+	b, err := json.Marshal(append(raws, errs...))
+	if err != nil {
+		return out
+	}
+	return append(b, '\n')
 }
 
 // compact is raw on one line.
@@ -615,6 +684,11 @@ func (g *gate) refuse(id json.RawMessage, code int, msg string) {
 }
 
 func (g *gate) refuseLocked(id json.RawMessage, code int, msg string) {
+	_, _ = g.out.Write(append(errorJSON(id, code, msg), '\n'))
+}
+
+// errorJSON is a JSON-RPC error answer; a nil id is null.
+func errorJSON(id json.RawMessage, code int, msg string) json.RawMessage {
 	if id == nil {
 		id = json.RawMessage("null")
 	}
@@ -623,7 +697,7 @@ func (g *gate) refuseLocked(id json.RawMessage, code int, msg string) {
 		ID      json.RawMessage `json:"id"`
 		Error   jsonrpc.Error   `json:"error"`
 	}{"2.0", id, jsonrpc.Error{Code: int64(code), Message: msg}})
-	_, _ = g.out.Write(append(b, '\n'))
+	return b
 }
 
 // checkNesting refuses JSON whose arrays and objects nest deeper than

@@ -532,3 +532,55 @@ func TestStdioBatchErrorCodes(t *testing.T) {
 		}
 	}
 }
+
+// TestStdioBatchInvalidElements sends batches (protocol 2025-03-26) holding
+// elements that are no valid request: as JSON-RPC 2.0 §6 says, the answer
+// is an array with an error for each of them and the answers of the valid
+// ones, where the whole batch was answered with one error and its valid
+// requests never.
+func TestStdioBatchInvalidElements(t *testing.T) {
+	t.Parallel()
+	m := startRawMCP(t)
+	m.send(strings.Replace(initialize, "2025-06-18", "2025-03-26", 1))
+	require.Nil(t, m.next().Error)
+	m.send(initialized)
+	batch := func(line string) map[string][]reply {
+		t.Helper()
+		m.send(line)
+		var answers []reply
+		got := m.nextLine()
+		require.NoError(t, json.Unmarshal([]byte(got), &answers), "%s: %s", line, got)
+		byID := map[string][]reply{}
+		for _, r := range answers {
+			byID[string(r.ID)] = append(byID[string(r.ID)], r)
+		}
+		return byID
+	}
+	ping := func(id string) string { return `{"jsonrpc":"2.0","id":` + id + `,"method":"ping"}` }
+
+	a := batch("[" + ping("1") + "," + ping("2") + `,1,{"jsonrpc":"2.0","id":1.5,"method":"ping"}]`)
+	require.Len(t, a["1"], 1)
+	require.Nil(t, a["1"][0].Error)
+	require.Len(t, a["2"], 1)
+	require.Nil(t, a["2"][0].Error)
+	require.Len(t, a["null"], 1)
+	require.Equal(t, -32600, a["null"][0].Error.Code)
+	require.Len(t, a["1.5"], 1)
+	require.Equal(t, -32600, a["1.5"][0].Error.Code)
+
+	// Two requests with one id: the first is answered, the second refused.
+	a = batch("[" + ping("3") + "," + ping("3") + "]")
+	require.Len(t, a["3"], 2)
+	require.True(t, (a["3"][0].Error == nil) != (a["3"][1].Error == nil), "one answer, one error: %+v", a["3"])
+
+	// Nothing valid to answer, or notifications only: the errors alone.
+	a = batch(`[1,"x"]`)
+	require.Len(t, a["null"], 2)
+	a = batch("[" + initialized + ",2]")
+	require.Len(t, a["null"], 1)
+
+	m.send(ping("4"))
+	r := m.next()
+	require.Equal(t, "4", string(r.ID))
+	require.Nil(t, r.Error)
+}
