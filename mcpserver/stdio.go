@@ -86,8 +86,10 @@ type gate struct {
 	out   io.Writer
 	order *order
 
-	mu      sync.Mutex // guards the fields below and serialises writes to out
-	drained *sync.Cond // broadcast when pending empties or the gate closes
+	mu sync.Mutex // guards the fields below and serialises writes to out
+	// drained is broadcast when pending empties, the gate closes or the
+	// answer to initialize comes.
+	drained *sync.Cond
 	pending map[jsonrpc.ID]bool
 	// cancelled are the pending requests the client cancelled: their
 	// answers are not sent (MCP: a cancelled request is not answered).
@@ -287,6 +289,7 @@ func (g *gate) settle(answers []*jsonrpc.Response) {
 			if resp.Error != nil {
 				// A refused initialize set no version: the next one does.
 				g.inited = false
+				g.drained.Broadcast()
 				continue
 			}
 			var r struct {
@@ -297,6 +300,7 @@ func (g *gate) settle(answers []*jsonrpc.Response) {
 			if g.version == "" {
 				g.version = "none"
 			}
+			g.drained.Broadcast() // a batch may wait for the version
 		}
 	}
 	if len(g.pending) == 0 {
@@ -455,9 +459,16 @@ func (g *gate) check(line []byte) [][]byte {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	// Whether batches are taken is the version the answer to initialize
+	// gives (the server's choice, not the one asked for): a batch sent
+	// before that answer waits for it. The reader holds the next lines
+	// meanwhile; the initialize was read off the pipe already.
+	for g.inited && g.version == "" && !g.closed {
+		g.drained.Wait()
+	}
 	if g.inited && (g.version == "" || g.version >= batchesEnd) {
 		g.refuseLocked(nil, jsonrpc.CodeInvalidRequest,
-			fmt.Sprintf("JSON-RPC batches are not part of MCP %s and later: send one message a line", batchesEnd))
+			fmt.Sprintf("JSON-RPC batches are not part of MCP %s, the protocol version agreed (nor of any from %s on): send one message a line", g.version, batchesEnd))
 		return nil
 	}
 	var rest []json.RawMessage

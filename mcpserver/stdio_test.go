@@ -584,3 +584,35 @@ func TestStdioBatchInvalidElements(t *testing.T) {
 	require.Equal(t, "4", string(r.ID))
 	require.Nil(t, r.Error)
 }
+
+// TestStdioBatchBeforeInitializeAnswer sends a batch right behind an
+// initialize asking for 2025-03-26, before its answer: the batch is taken,
+// as that version has batches, where it was refused as if the version were
+// 2025-06-18 or later; and behind one asking for 2025-06-18 it is refused
+// with the version agreed.
+func TestStdioBatchBeforeInitializeAnswer(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		version string
+		taken   bool
+	}{{"2025-03-26", true}, {"2025-06-18", false}} {
+		m := startRawMCP(t)
+		m.send(strings.Replace(initialize, "2025-06-18", tt.version, 1) + "\n" + `[{"jsonrpc":"2.0","id":2,"method":"ping"}]`)
+		r := m.next()
+		require.Equal(t, "1", string(r.ID))
+		require.Nil(t, r.Error)
+		line := m.nextLine()
+		if !tt.taken {
+			require.NoError(t, json.Unmarshal([]byte(line), &r), "%s", line)
+			require.NotNil(t, r.Error, "%s", line)
+			require.Equal(t, -32600, r.Error.Code)
+			require.Contains(t, r.Error.Message, "MCP "+tt.version)
+			continue
+		}
+		var batch []reply
+		require.NoError(t, json.Unmarshal([]byte(line), &batch), "%s", line)
+		require.Len(t, batch, 1, "%s", line)
+		require.Equal(t, "2", string(batch[0].ID))
+		require.Nil(t, batch[0].Error, "%s", line)
+	}
+}
