@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -418,8 +420,11 @@ func (g *gate) check(line []byte) [][]byte {
 	// JSON-RPC 2.0 §6: each element that is no valid request gets an
 	// error in the batch's answer, and the others are handled.
 	var errs []json.RawMessage
+	failWith := func(code int, raw json.RawMessage, format string, args ...any) {
+		errs = append(errs, errorJSON(idJSON(raw), code, fmt.Sprintf(format, args...)))
+	}
 	fail := func(raw json.RawMessage, format string, args ...any) {
-		errs = append(errs, errorJSON(idJSON(raw), jsonrpc.CodeInvalidRequest, fmt.Sprintf(format, args...)))
+		failWith(jsonrpc.CodeInvalidRequest, raw, format, args...)
 	}
 	type element struct {
 		raw json.RawMessage
@@ -439,6 +444,10 @@ func (g *gate) check(line []byte) [][]byte {
 		if ok {
 			if err := checkID(raw); err != nil {
 				fail(raw, "batch element %d: %v", i, err)
+				continue
+			}
+			if err := checkParams(req); err != nil {
+				failWith(jsonrpc.CodeInvalidParams, raw, "batch element %d: %v", i, err)
 				continue
 			}
 		}
@@ -581,6 +590,29 @@ func checkID(raw []byte) error {
 	return nil
 }
 
+// checkParams refuses the params of a request the SDK takes without
+// looking: logging/setLevel (the server advertises logging) with a level
+// that is none of the protocol's, or none, which it answered {}, where MCP
+// wants invalid params.
+func checkParams(req *jsonrpc.Request) error {
+	if req.Method != "logging/setLevel" || !req.IsCall() {
+		return nil
+	}
+	var params struct {
+		Level *string `json:"level"`
+	}
+	if json.Unmarshal(req.Params, &params) != nil || params.Level == nil {
+		return errors.New("logging/setLevel wants params {\"level\": LEVEL}")
+	}
+	if !slices.Contains(logLevels, *params.Level) {
+		return fmt.Errorf("logging level %q is none of %s", *params.Level, strings.Join(logLevels, ", "))
+	}
+	return nil
+}
+
+// logLevels are MCP's logging levels (RFC 5424's severities).
+var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
 // unpairedSurrogate reports whether s, a JSON string as it was sent,
 // escapes a UTF-16 surrogate that is not half of a pair ("\ud800"): in a
 // line that is valid UTF-8, the one thing that decodes to a U+FFFD that was
@@ -665,6 +697,10 @@ func (g *gate) message(raw []byte) (*jsonrpc.Request, bool) {
 	if req != nil {
 		if err := checkID(raw); err != nil {
 			g.refuse(idJSON(raw), jsonrpc.CodeInvalidRequest, err.Error())
+			return nil, false
+		}
+		if err := checkParams(req); err != nil {
+			g.refuse(idJSON(raw), jsonrpc.CodeInvalidParams, err.Error())
 			return nil, false
 		}
 	}

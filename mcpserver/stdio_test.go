@@ -616,3 +616,27 @@ func TestStdioBatchBeforeInitializeAnswer(t *testing.T) {
 		require.Nil(t, batch[0].Error, "%s", line)
 	}
 }
+
+// TestStdioSetLevel sets the logging level (the server advertises logging):
+// a level that is none of MCP's, or none, is invalid params (-32602), before
+// initialize too, where it was answered {}; a valid one is taken.
+func TestStdioSetLevel(t *testing.T) {
+	t.Parallel()
+	m := startRawMCP(t)
+	setLevel := func(id int, params string) reply {
+		m.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"logging/setLevel","params":%s}`, id, params))
+		return m.next()
+	}
+	r := setLevel(1, `{"level":"loud"}`)
+	require.NotNil(t, r.Error, "%s", r.Result)
+	require.Equal(t, -32602, r.Error.Code)
+	m.initialize()
+	for i, params := range []string{`{"level":"loud"}`, `{}`, `{"level":3}`, `null`} {
+		r := setLevel(10+i, params)
+		require.NotNil(t, r.Error, "%s: %s", params, r.Result)
+		require.Equal(t, -32602, r.Error.Code, params)
+		require.Equal(t, fmt.Sprint(10+i), string(r.ID))
+	}
+	r = setLevel(20, `{"level":"warning"}`)
+	require.Nil(t, r.Error)
+}
