@@ -123,10 +123,11 @@ export class DeadlineExceededError extends ConchError {
 }
 
 /**
- * An answer that is not the API's: a body that is not JSON, or JSON of
- * another shape than the route answers (a proxy's error page, another
- * server on the port). `status` is the answer's HTTP status (0 when the
- * shape was found wrong after the status was read).
+ * An answer that is not the API's: an error status whose body is not the
+ * API's error (a proxy's 502 or 504 page, another server's 404), or a 2xx
+ * whose body is not JSON, or JSON of another shape than the route answers.
+ * `status` is the answer's HTTP status (0 when the shape was found wrong
+ * after the status was read).
  */
 export class UnexpectedResponseError extends ConchError {
   constructor(message: string, status: number) {
@@ -150,7 +151,7 @@ const byCode: Record<string, ErrorClass> = {
   internal: InternalError,
 }
 
-// A body without a code (a proxy's answer) is named by its status.
+// An error answer with no body at all is named by its status.
 const codeByStatus: Record<number, string> = {
   400: 'invalid_argument',
   401: 'unauthenticated',
@@ -164,11 +165,16 @@ const codeByStatus: Record<number, string> = {
 
 /**
  * The error of an answer with a status that is not 2xx, from its body's text
- * and its Retry-After header (null when it has none).
+ * and its Retry-After header (null when it has none). The daemon answers
+ * every refusal in the API's error shape (docs/api.md): an error in it is
+ * named by its code; a body that is not in it (a proxy's 502 or 504 page,
+ * another server's 404) is UnexpectedResponseError, whatever its status. An
+ * answer with no body is named by its status, when the API uses it (as the
+ * Python SDK does: a refused WebSocket handshake may keep only its status).
  */
 export function errorFrom(status: number, text: string, retryAfter: string | null = null): ConchError {
   let code: string | undefined
-  let message = text.trim() || `HTTP ${status}`
+  let message = text.trim()
   let accepted = 0
   try {
     const body: unknown = JSON.parse(text)
@@ -178,12 +184,22 @@ export function errorFrom(status: number, text: string, retryAfter: string | nul
       if (typeof body.error.acceptedBytes === 'number') accepted = body.error.acceptedBytes
     }
   } catch {
-    // not JSON: the text is the message
+    // not JSON: not the API's error
   }
-  code ??= codeByStatus[status]
-  const cls = code === undefined ? undefined : byCode[code]
+  if (code === undefined && message === '') code = codeByStatus[status]
+  if (code === undefined) {
+    const err = new UnexpectedResponseError(`conch: an answer that is not the API's (HTTP ${status}): ${message.slice(0, 200) || 'no body'}`, status)
+    return withRetryAfter(err, retryAfter)
+  }
+  message ||= `HTTP ${status}`
+  const cls = byCode[code]
   const err = cls === StdinFullError ? new StdinFullError(message, status, accepted)
-    : cls ? new cls(message, status) : new ConchError(code ?? 'unknown', status, message)
+    : cls ? new cls(message, status) : new ConchError(code, status, message)
+  return withRetryAfter(err, retryAfter)
+}
+
+/** err with the seconds of its answer's Retry-After header, when it had one. */
+function withRetryAfter(err: ConchError, retryAfter: string | null): ConchError {
   const after = retrySeconds(retryAfter)
   if (after !== undefined) err.retryAfter = after
   return err

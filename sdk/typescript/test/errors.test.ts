@@ -172,13 +172,13 @@ describe('Sandbox.fromEnv with CONCH_TOKEN alone', () => {
 describe('answers a daemon cannot be made to give', () => {
   let stub: Server
   let url: string
-  let answer: { status: number; body: string }
-  let route: ((path: string) => { status: number; body: string }) | undefined
+  let answer: { status: number; body: string; type?: string }
+  let route: ((path: string) => { status: number; body: string; type?: string }) | undefined
 
   before(async () => {
     stub = createServer((req, res) => {
       const a = route ? route(req.url ?? '') : answer
-      res.writeHead(a.status, { 'content-type': 'application/json' })
+      res.writeHead(a.status, { 'content-type': a.type ?? 'application/json' })
       res.end(a.body)
     })
     await new Promise<void>((r) => stub.listen(0, '127.0.0.1', r))
@@ -193,8 +193,39 @@ describe('answers a daemon cannot be made to give', () => {
     await rejectsWith(s.process.get('x'), InternalError, 'internal', 500)
     answer = { status: 418, body: '{"error":{"code":"teapot","message":"short and stout"}}' }
     await rejectsWith(s.process.get('x'), ConchError, 'teapot', 418)
-    answer = { status: 404, body: 'not here' }
+    // No body at all: named by its status, when the API uses that status.
+    answer = { status: 404, body: '' }
     await rejectsWith(s.process.get('x'), NotFoundError, 'not_found', 404)
+    answer = { status: 500, body: ' \n' }
+    await rejectsWith(s.process.get('x'), InternalError, 'internal', 500)
+    answer = { status: 502, body: '' }
+    await rejectsWith(s.process.get('x'), UnexpectedResponseError, 'unexpected_response', 502)
+  })
+
+  test('an error status whose body is not the API\'s error (a proxy\'s page, another server\'s text) is UnexpectedResponseError', async () => {
+    const s = new Sandbox({ url, token: 't' })
+    const page = `<html><head><title>502 Bad Gateway</title></head><body>${'<p>nginx</p>'.repeat(100)}</body></html>`
+    for (const [status, body, type] of [
+      [502, page, 'text/html'], [504, page.replace(/502 Bad/g, '504 Gateway'), 'text/html'],
+      [404, 'not here', 'text/plain'], [500, 'Internal Server Error', 'text/plain'],
+      [400, '{"message":"another shape"}', 'application/json'], [503, '{"error":"down"}', 'application/json'],
+    ] as const) {
+      answer = { status, body, type }
+      await assert.rejects(s.process.get('x'), (e: unknown) => {
+        assert.ok(e instanceof UnexpectedResponseError, `${status} ${body.slice(0, 30)}: ${String(e)}`)
+        assert.deepEqual([e.code, e.status], ['unexpected_response', status])
+        assert.ok(e.message.includes(`HTTP ${status}`) && e.message.length < 300, e.message)
+        return true
+      })
+    }
+    // A proxy's 503 that says when to come back: retryAfter is kept.
+    answer = { status: 503, body: '<html>busy</html>', type: 'text/html' }
+    const busy: typeof fetch = async (input, init) => {
+      const res = await fetch(input, init)
+      return new Response(await res.text(), { status: res.status, headers: { 'retry-after': '7' } })
+    }
+    await assert.rejects(new Sandbox({ url, token: 't', fetch: busy }).process.get('x'),
+      (e: unknown) => e instanceof UnexpectedResponseError && e.retryAfter === 7)
   })
 
   test('an answer that is not the API\'s (an HTML page, an empty body, another shape) is UnexpectedResponseError', async () => {
