@@ -58,9 +58,13 @@ export interface HttpTransportOptions {
    * The longest one request waits on the daemon (ms, default 30 000, at most
    * 280 000): a longer wait is several requests, so that no connection idles
    * for minutes, and none outlasts what fetch waits for an answer (300 s in Node).
+   * A fraction is rounded up to a whole ms (`1000 / 3` is 334).
    */
   waitWindow?: number
-  /** Frames per page when `run` pages the logs (default 1000). */
+  /**
+   * Frames per page when `run` pages the logs (default 1000). A fraction is
+   * rounded down to whole frames, at least 1 (`2.5` is 2).
+   */
   logsPageSize?: number
 }
 
@@ -107,8 +111,9 @@ export class HttpTransport {
     this.#token = options.token
     this.fetch = options.fetch ?? globalThis.fetch.bind(globalThis)
     this.WebSocket = options.WebSocket
-    this.waitWindow = Math.min(positive(options.waitWindow, 30_000), maxWaitWindow)
-    this.logsPageSize = positive(options.logsPageSize, 1000)
+    // Whole numbers: the daemon takes only integers (a wait's ?timeout=, a page's ?limit=).
+    this.waitWindow = Math.min(Math.ceil(positive(options.waitWindow, 30_000)), maxWaitWindow)
+    this.logsPageSize = Math.max(1, Math.floor(positive(options.logsPageSize, 1000)))
     this.#auth = { authorization: `Bearer ${this.#token}` }
     this.#jsonHeaders = { ...this.#auth, 'content-type': 'application/json' }
   }

@@ -66,6 +66,28 @@ describe('ProcessService.run', () => {
     assert.ok(pages.length >= 7, `it paged the logs: ${pages.length} pages`)
   })
 
+  test('a waitWindow or logsPageSize that is not a whole number is rounded: up to a whole ms, down to whole frames', async () => {
+    const rec = recordingFetch()
+    const s = d.sandbox({ fetch: rec.fetch, waitWindow: 1000 / 3, logsPageSize: 2.5 })
+    assert.deepEqual([s.transport.waitWindow, s.transport.logsPageSize], [334, 2])
+    assert.deepEqual([d.sandbox({ waitWindow: 0.2, logsPageSize: 0.5 }).transport].map((t) => [t.waitWindow, t.logsPageSize]), [[1, 1]])
+    // Past the window: run waits on, then pages the logs.
+    const r = await s.process.run('sleep 0.5; for i in 1 2 3 4 5; do echo out$i; sleep 0.01; done')
+    assert.deepEqual([r.reason, r.stdout], ['exited', 'out1\nout2\nout3\nout4\nout5\n'])
+    assert.ok(rec.calls.some((c) => /\/logs\?.*limit=2(&|$)/.test(c.path)), 'it paged the logs, 2 frames a page')
+    const h = await s.process.start('sleep 0.8; exit 3')
+    const w = await h.wait()
+    assert.deepEqual([w.reason, w.exitCode], ['exited', 3])
+    assert.ok(rec.calls.some((c) => c.path.endsWith('/wait?timeout=334')), 'wait asked for the window rounded up')
+    const server = await s.process.start('sleep 0.5; echo serving; sleep 30')
+    try {
+      const ready = await server.ready({ pattern: 'serving', timeout: 20_000 })
+      assert.equal(ready.ready, true)
+    } finally {
+      await server.kill({ signal: 'KILL' })
+    }
+  })
+
   test('a caller timeout that runs out leaves the process running, with the output already written', async () => {
     // The budget leaves the process ample time to write its first line, even on a loaded machine.
     const r = await sb.process.run('echo started; sleep 30', { timeout: 1500 })
