@@ -46,6 +46,10 @@ export class PtyDuplex {
    * The PTY's output: what was retained, then live bytes; ends when the
    * process ended. Where the output has a gap, `gap` listeners are called,
    * in order with the bytes; without one, it throws a PtyGapError there.
+   * One iteration at a time: another begun while one is under way (not yet
+   * ended, broken out of or `return()`ed) throws at once; one begun after
+   * it goes on where it stopped. For a second reader, attach again: each
+   * connection gets all the output.
    */
   readonly readable: AsyncIterable<Uint8Array>
   readonly #socket: WebSocketLike
@@ -195,8 +199,12 @@ async function defaultWebSocket(): Promise<WebSocketConstructor> {
 type Item = Uint8Array | { gap: number }
 
 /**
- * An async iterable of the PTY's bytes, fed by push: one reader at a time;
- * a new iteration goes on where the last one stopped.
+ * An async iterable of the PTY's bytes, fed by push: one iteration at a
+ * time, as a ReadableStream has one reader. An iteration holds the queue
+ * from its start until it ends (its last item, an error such as a gap's, or
+ * `return()`: a `for await` that breaks); another begun meanwhile throws at
+ * once, as two would otherwise take turns at the bytes and one of them wait
+ * for ever. A new iteration goes on where the last one stopped.
  */
 class Queue implements AsyncIterable<Uint8Array> {
   readonly #items: Item[] = []
@@ -204,6 +212,8 @@ class Queue implements AsyncIterable<Uint8Array> {
   #done = false
   #error: Error | undefined
   #wake: (() => void) | undefined
+  /** An iteration holds the queue. */
+  #held = false
   /** Bytes of the queued chunks. */
   bytes = 0
 
@@ -243,14 +253,53 @@ class Queue implements AsyncIterable<Uint8Array> {
     w?.()
   }
 
-  async *[Symbol.asyncIterator](): AsyncIterator<Uint8Array> {
+  [Symbol.asyncIterator](): AsyncIterableIterator<Uint8Array> {
+    if (this.#held) {
+      throw new Error('conch: PtyDuplex.readable is read by another iteration already: end it first (break, or return()), or attach again for a reader of its own')
+    }
+    this.#held = true
+    let ended = false
+    const end = (): IteratorReturnResult<undefined> => {
+      if (!ended) {
+        ended = true
+        this.#held = false
+        this.#notify() // a next() still waiting ends too
+      }
+      return { done: true, value: undefined }
+    }
+    const step = async (): Promise<IteratorResult<Uint8Array, undefined>> => {
+      try {
+        const value = await this.#next(() => ended)
+        return value === undefined ? end() : { done: false, value }
+      } catch (err) {
+        end()
+        throw err
+      }
+    }
+    // next() calls overlapping on one iteration take their turns, as an async generator's do.
+    let last: Promise<unknown> = Promise.resolve()
+    return {
+      next: () => {
+        const p = last.then(step)
+        last = p.catch(() => {})
+        return p
+      },
+      return: async () => end(),
+      [Symbol.asyncIterator]() {
+        return this
+      },
+    }
+  }
+
+  /** The next chunk, or undefined at the end or once ended() holds. */
+  async #next(ended: () => boolean): Promise<Uint8Array | undefined> {
     for (;;) {
+      if (ended()) return undefined
       const item = this.#items.shift()
       if (item instanceof Uint8Array) {
         this.bytes -= item.length
         this.#hooks.drained()
-        yield item
-        continue
+        return item
       }
       if (item) {
         this.#hooks.gap(item.gap) // throws without a listener
@@ -258,7 +307,7 @@ class Queue implements AsyncIterable<Uint8Array> {
       }
       if (this.#done) {
         if (this.#error) throw this.#error
-        return
+        return undefined
       }
       await new Promise<void>((resolve) => (this.#wake = resolve))
     }

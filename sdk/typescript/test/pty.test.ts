@@ -30,6 +30,17 @@ async function readUntil(it: AsyncIterator<Uint8Array>, want: string): Promise<s
   return text
 }
 
+/** p, or a rejection saying what did not settle within ms: a test fails rather than hangs. */
+async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not settled within ${ms} ms`)), ms)))
+  try {
+    return await Promise.race([p, late])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
 async function readAll(it: AsyncIterator<Uint8Array>): Promise<string> {
   const dec = new TextDecoder()
   let text = ''
@@ -64,6 +75,64 @@ describe('PtyService', () => {
     }
     const w = await handle.wait()
     assert.deepEqual([w.reason, w.exitCode], ['exited', 0])
+  })
+
+  test('one reader of a readable at a time: a second at once throws, one after it goes on where it stopped', async () => {
+    const { handle, connection } = await sb.pty.attach('stty -echo; echo ready; read a; echo "got:$a"; read b; echo "then:$b"')
+    const dec = new TextDecoder()
+    let seen = ''
+    let saw = (): void => {}
+    const ready = new Promise<void>((r) => (saw = r))
+    const first = (async () => {
+      for await (const chunk of connection.readable) {
+        seen += dec.decode(chunk, { stream: true })
+        if (seen.includes('ready')) saw()
+        if (seen.includes('got:x')) break
+      }
+      return seen
+    })()
+    await within(ready, 10_000, 'the first reader')
+    // The first waits for more; a second loop at the same time is refused, at once.
+    const second = (async () => {
+      for await (const _ of connection.readable) return 'read'
+      return 'ended'
+    })()
+    await assert.rejects(within(second, 2000, 'the second reader'), /read by another iteration already/)
+    assert.throws(() => connection.readable[Symbol.asyncIterator](), /read by another iteration already/)
+    connection.write('x\r')
+    assert.match(await within(first, 10_000, 'the first reader, after the second was refused'), /got:x/)
+    // The first ended (break): another iteration reads on from there.
+    const it = connection.readable[Symbol.asyncIterator]()
+    connection.write('y\r')
+    const rest = await within(readAll(it), 10_000, 'the reader after the first')
+    assert.match(rest, /then:y/)
+    assert.doesNotMatch(rest, /ready|got:x/)
+    const w = await handle.wait()
+    assert.deepEqual([w.reason, w.exitCode], ['exited', 0])
+  })
+
+  test('return() on a readable\'s iteration settles the read it had pending, and frees the readable', async () => {
+    const listeners: Record<string, ((ev: { type: string; data?: unknown; code?: number }) => void)[]> = {}
+    const socket = {
+      binaryType: '', send() {}, close() {},
+      addEventListener(type: string, l: (ev: { type: string; data?: unknown; code?: number }) => void) {
+        ;(listeners[type] ??= []).push(l)
+      },
+    }
+    const c = new PtyDuplex(socket)
+    const it = c.readable[Symbol.asyncIterator]()
+    const pending = it.next()
+    assert.deepEqual(await within(it.return!(), 2000, 'return()'), { done: true, value: undefined })
+    assert.deepEqual(await within(pending, 2000, 'the pending read'), { done: true, value: undefined })
+    // The next iteration reads; its next() calls that overlap take their turns.
+    const again = c.readable[Symbol.asyncIterator]()
+    const reads = [again.next(), again.next(), again.next()]
+    for (const word of ['after', 'more']) {
+      for (const l of listeners.message ?? []) l({ type: 'message', data: new TextEncoder().encode(word).buffer })
+    }
+    for (const l of listeners.close ?? []) l({ type: 'close', code: 1000 })
+    const got = await within(Promise.all(reads), 2000, 'the next iteration')
+    assert.deepEqual(got.map((r) => (r.done ? 'end' : new TextDecoder().decode(r.value))), ['after', 'more', 'end'])
   })
 
   test('start runs the shell when there is no command; bytes written, close leaves it running', async () => {
