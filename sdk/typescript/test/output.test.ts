@@ -68,6 +68,23 @@ describe('run joins a bounded answer with the logs', () => {
     assert.ok(r.stdout === want, `first difference at ${firstDifference(r.stdout, want)} of ${want.length}`)
   })
 
+  test('invalid UTF-8 reads the same within the wait window and past it: one U+FFFD per maximal subpart', async () => {
+    // Within the window the text is the daemon's; past it, run decodes the frames of the logs.
+    const write = "printf 'a\\377\\376\\342\\202b\\355\\240\\200c'"
+    const want = 'a\uFFFD\uFFFD\uFFFDb\uFFFD\uFFFD\uFFFDc'
+    const within = await sb.process.run(`sleep 0.6; ${write}`, { timeout: 30_000 })
+    const rec = recordingFetch()
+    const past = await d.sandbox({ fetch: rec.fetch, waitWindow: 200 }).process.run(`sleep 0.6; ${write}`, { timeout: 30_000 })
+    assert.equal(rec.calls[0]!.status, 202, 'the second run outlived the wait window')
+    assert.ok(rec.calls.some((c) => c.path.includes('/logs?')), 'it read the output from the logs')
+    for (const r of [within, past]) assert.deepEqual([r.reason, r.exitCode], ['exited', 0])
+    assert.equal(within.stdout, want)
+    assert.deepEqual([past.output, past.stdout], [within.output, within.stdout])
+    assert.equal(within.output, want)
+    // As TextDecoder reads the bytes the command wrote.
+    assert.equal(new TextDecoder().decode(Buffer.from('61fffee28262eda08063', 'hex')), want)
+  })
+
   test('a run that comes back early (idleTimeout) holds the whole output so far', async () => {
     const want = seq(400_000)
     const r = await sb.process.run('seq 1 400000; sleep 600', { idleTimeout: 1500 })
