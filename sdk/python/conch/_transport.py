@@ -175,7 +175,8 @@ class HttpTransport:
                 "a line break or a non-ASCII one); check CONCH_TOKEN or the token file")
         self._token = _Secret(token)
         self.wait_window = wait_window if wait_window > 0 else 30.0
-        self.logs_page_size = logs_page_size if logs_page_size > 0 else 1000
+        # Whole frames, at least one: the daemon takes an integer limit.
+        self.logs_page_size = max(1, int(logs_page_size)) if logs_page_size > 0 else 1000
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout if read_timeout > 0 else 30.0
         self._idle: List[http.client.HTTPConnection] = []

@@ -79,6 +79,13 @@ class TimesTest(unittest.TestCase):
         r = self.sandbox.exec("echo ok", timeout=math.inf, idle_timeout=math.inf, execution_timeout=math.inf)
         self.assertEqual((r.exit_code, r.stdout), (0, "ok\n"))
 
+    def test_a_fractional_page_size_or_window_is_rounded(self) -> None:
+        # The daemon takes whole frames and milliseconds: 2.5 frames a page was refused.
+        sb = shared().sandbox(logs_page_size=2.5, wait_window=1 / 3)
+        self.addCleanup(sb.close)
+        r = sb.exec("seq 1 20000; sleep 0.5", timeout=30)
+        self.assertEqual((r.reason, r.stdout), ("exited", "".join(f"{i}\n" for i in range(1, 20001))))
+
     def test_a_body_past_the_limit_is_payload_too_large(self) -> None:
         # The daemon answers 413 and closes while the body is still going out: the answer is
         # read, not taken for a daemon that cannot be reached.
