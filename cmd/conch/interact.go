@@ -65,8 +65,20 @@ func (f *answerFlags) report(ctx context.Context, e *env, c *client.Client, r *c
 		if r.Truncated {
 			e.warn("the head of the output was dropped by retention before it was read")
 		}
-		fmt.Fprint(e.stdout, r.Stdout)
-		fmt.Fprint(e.stderr, r.Stderr)
+		if *f.plain {
+			// The text is the point: a terminal's rendering of the output.
+			fmt.Fprint(e.stdout, r.Stdout)
+			fmt.Fprint(e.stderr, r.Stderr)
+		} else {
+			// The frames, not the text fields, whose bytes that are not
+			// UTF-8 the daemon replaced: what the command wrote, exactly.
+			write, _ := frameWriter(e, false, false)
+			for _, fr := range r.Logs {
+				if err := write(fr); err != nil {
+					return fail(e, exitOwn, err)
+				}
+			}
+		}
 		if r.OmittedBytes > 0 {
 			fmt.Fprintf(e.stderr, "conch: %d bytes of output left out after cursor %s (conch logs --cursor %s %s)\n",
 				r.OmittedBytes, r.OmittedAfter, r.OmittedAfter, r.ProcessID)
