@@ -1,15 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -34,6 +37,11 @@ said on stderr where it was. When the daemon does not take the signal within 5 s
 stops waiting and exits 125; the command may still run. When the reader of
 conch's output goes away (conch run yes | head), the command gets SIGPIPE
 and conch exits 141.
+
+Under --keep-logs none the daemon keeps no output for a stream that opens
+after the start: conch then takes the run's answer, which holds it all, and
+prints the output once the answer comes rather than as it comes. -i, which
+needs the command started first, is refused with it.
 
 Exit status: the command's own; 123 when --idle or --timeout came back while
 it still runs (its id is printed; go on with conch interact); 124 when it ran
@@ -157,6 +165,84 @@ func (f *startFlags) startProcess(ctx context.Context, c *client.Client, args []
 	return c.Start(ctx, opts)
 }
 
+// runRoute runs what args say through the daemon's run route and prints
+// its answer, as the answer flags say. It serves --keep-logs none, under
+// which it is the only way to all of the output: the daemon keeps the frames of a run for its
+// answer, where a stream or an interact opened after the start misses what
+// the command wrote before it. The output is printed once the answer comes,
+// not as it comes.
+func (f *startFlags) runRoute(ctx context.Context, e *env, c *client.Client, a *answerFlags, stdin process.Stdin, args []string) int {
+	opts, cmd, err := f.options(args, process.KindExec)
+	if err != nil {
+		return fail(e, exitOwn, err)
+	}
+	wait := client.RunOptions{
+		Timeout: client.Millis(*a.wait), IdleTimeout: client.Millis(*a.idle),
+		Plain: *a.plain, OutputLimit: *a.limit,
+	}
+	// The answer names the process only once it comes: Ctrl-C goes to
+	// the process this run started, found when it comes.
+	asked := time.Now()
+	ctx, stop := catchSignals().passToFound(ctx, c, func(ctx context.Context) (string, error) {
+		return f.findRun(ctx, c, opts, cmd, asked)
+	})
+	defer stop()
+	var r *client.RunResult
+	var p *client.Process
+	if *f.session != "" {
+		cmd.Stdin = stdin
+		r, p, err = c.RunCommand(ctx, *f.session, client.CommandRunOptions{
+			CommandOptions: cmd, Timeout: wait.Timeout, IdleTimeout: wait.IdleTimeout,
+			Plain: wait.Plain, OutputLimit: wait.OutputLimit,
+		})
+	} else {
+		opts.Stdin = stdin
+		wait.StartOptions = opts
+		r, p, err = c.Run(ctx, wait)
+	}
+	if err = signalErr(ctx, err); err != nil {
+		return fail(e, exitOwn, err)
+	}
+	code := a.report(ctx, e, c, r, p, *f.json)
+	if *f.verbose && p == nil {
+		printUsage(e.stderr, r.WaitResult)
+	}
+	return code
+}
+
+// findRun returns the id of the process a run route request sent at asked
+// started: of the running processes with its name, session, command and
+// retention, the one created nearest to asked (another conch may run the
+// same command at the same time).
+func (f *startFlags) findRun(ctx context.Context, c *client.Client, opts client.StartOptions, cmd client.CommandOptions, asked time.Time) (string, error) {
+	keep := cmp.Or(logstore.KeepLogs(*f.keepLogs), logstore.KeepUntilCleanup)
+	text := func(got, want string, truncated bool) bool {
+		return got == want || truncated && strings.HasPrefix(want, got)
+	}
+	want := func(p client.Process) bool {
+		if p.System || p.Name != *f.name || p.KeepLogs != keep {
+			return false
+		}
+		if *f.session != "" {
+			return text(p.ShellCommand, cmd.Cmd, p.ShellCommandTruncated) && text(p.Code, cmd.Code, p.CodeTruncated)
+		}
+		if opts.Cmd != "" {
+			return text(p.ShellCommand, opts.Cmd, p.ShellCommandTruncated)
+		}
+		return p.ShellCommand == "" && slices.Equal(p.Argv, opts.Argv)
+	}
+	found, nearest := "", time.Duration(math.MaxInt64)
+	for p, err := range c.Processes(ctx, client.ListOptions{State: "running", SessionID: *f.session, Name: *f.name}) {
+		if err != nil {
+			return "", err
+		}
+		if d := p.CreatedAt.Sub(asked).Abs(); want(p) && d < nearest {
+			found, nearest = p.ID, d
+		}
+	}
+	return found, nil
+}
+
 // runJSON runs what args say, waits for it and prints its RunResult.
 func (f *startFlags) runJSON(ctx context.Context, e *env, c *client.Client, args []string) int {
 	opts, cmd, err := f.options(args, process.KindExec)
@@ -200,6 +286,10 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 		return usageError(e, "-i copies conch's stdin to the end; with --idle or --timeout use --stdin open and conch interact")
 	case *stdinMode == string(process.StdinOpen) && !a.early():
 		return usageError(e, "--stdin open needs --idle or --timeout, so that the command can be answered; -i sends conch's stdin")
+	case logstore.KeepLogs(*f.keepLogs) == logstore.KeepNone && *f.stdin:
+		return usageError(e, "-i sends stdin to a command conch has started, and under --keep-logs none what it wrote before conch reads on is lost: drop one of them")
+	case logstore.KeepLogs(*f.keepLogs) == logstore.KeepNone:
+		return f.runRoute(ctx, e, c, a, process.Stdin(*stdinMode), fs.Args())
 	case a.early() || *a.plain || *a.limit > 0:
 		return f.runEarly(ctx, e, c, a, process.Stdin(*stdinMode), fs.Args())
 	}
@@ -277,20 +367,44 @@ func catchSignals() signals {
 // conch then stops waiting for a command it can no longer reach rather than
 // ignore every Ctrl-C; signalErr says why.
 func (s signals) passTo(ctx context.Context, c *client.Client, id string) (context.Context, func()) {
+	return s.passToFound(ctx, c, func(context.Context) (string, error) { return id, nil })
+}
+
+// passToFound is passTo for a process whose id find tells once the first
+// signal comes: "" while it finds none (the process has not started yet,
+// or has ended). A signal that finds none within signalPassWait is not
+// passed; the wait for the process goes on.
+func (s signals) passToFound(ctx context.Context, c *client.Client, find func(context.Context) (string, error)) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		id := ""
 		for sig := range s {
 			name := process.SignalName(sig.(syscall.Signal))
 			kctx, kcancel := context.WithTimeout(ctx, signalPassWait)
-			err := c.Kill(kctx, id, client.KillOptions{Signal: name})
+			var err error
+			for id == "" && err == nil && kctx.Err() == nil {
+				if id, err = find(kctx); id == "" && err == nil {
+					select {
+					case <-kctx.Done():
+					case <-time.After(findRetry):
+					}
+				}
+			}
+			if id != "" && err == nil {
+				err = c.Kill(kctx, id, client.KillOptions{Signal: name})
+			}
 			kcancel()
 			// An answer, even a refusal (the process ended), shows the
 			// daemon there.
 			var answered *client.Error
 			if err != nil && !errors.As(err, &answered) && ctx.Err() == nil {
-				cancel(fmt.Errorf("the daemon did not take SIG%s for %s, which may still run: %w", name, id, err))
+				what := id
+				if what == "" {
+					what = "the command"
+				}
+				cancel(fmt.Errorf("the daemon did not take SIG%s for %s, which may still run: %w", name, what, err))
 			}
 		}
 	}()
@@ -301,6 +415,10 @@ func (s signals) passTo(ctx context.Context, c *client.Client, id string) (conte
 		cancel(nil)
 	}
 }
+
+// findRetry is how often passToFound looks again for a process it did not
+// find.
+const findRetry = 50 * time.Millisecond
 
 // whileStarting returns the context of the request that starts the
 // command. A signal caught while it is sent is kept for passTo; if the

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -255,4 +256,48 @@ func TestRunDaemonGone(t *testing.T) {
 	require.ErrorAs(t, err, &ee)
 	require.Equal(t, exitOwn, ee.ExitCode())
 	require.Regexp(t, `may still run \(conch logs -f \S+, conch kill \S+\)`, stderr.String())
+}
+
+// conch run --keep-logs none (in a session too) passes Ctrl-C to the
+// command, as conch run does, and exits as it then does, though it waits
+// through the run route, whose answer names the process only at its end.
+func TestRunRouteInterrupt(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	sess, err := s.c.CreateSession(t.Context(), client.SessionOptions{})
+	require.NoError(t, err)
+	for i, args := range [][]string{
+		{"--keep-logs", "none"},
+		{"--session", sess.ID, "--keep-logs", "none"},
+	} {
+		name := "routeint" + strconv.Itoa(i)
+		started := filepath.Join(t.TempDir(), "started")
+		cmd := exec.Command("conch", append(append([]string{"run", "--name", name}, args...),
+			"--", "touch "+started+"; sleep 30")...)
+		cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		require.NoError(t, cmd.Start())
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			if _, err := os.Stat(started); err == nil {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "%v: the command did not start", args)
+		}
+		require.NoError(t, cmd.Process.Signal(os.Interrupt))
+		guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
+		err := cmd.Wait()
+		guard.Stop()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "%v", args)
+		require.Equal(t, exitInterrupted, ee.ExitCode(), "%v: %s", args, stderr.String())
+
+		list, err := s.c.List(t.Context(), client.ListOptions{Name: name, State: "all"})
+		require.NoError(t, err)
+		require.Len(t, list.Items, 1)
+		r, _, err := s.c.Wait(t.Context(), list.Items[0].ID, 30*time.Second)
+		require.NoError(t, err)
+		require.NotNil(t, r, "%v: the command still runs", args)
+		require.Equal(t, "INT", r.Signal, "%v: %+v", args, r)
+	}
 }
