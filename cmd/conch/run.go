@@ -166,8 +166,9 @@ func (f *startFlags) startProcess(ctx context.Context, c *client.Client, args []
 }
 
 // runRoute runs what args say through the daemon's run route and prints
-// its answer, as the answer flags say. It serves --keep-logs none, under
-// which it is the only way to all of the output: the daemon keeps the frames of a run for its
+// its answer, as the answer flags say. It serves --json, whose result is
+// the run route's answer, and --keep-logs none, under which it is the only
+// way to all of the output: the daemon keeps the frames of a run for its
 // answer, where a stream or an interact opened after the start misses what
 // the command wrote before it. The output is printed once the answer comes,
 // not as it comes.
@@ -243,30 +244,6 @@ func (f *startFlags) findRun(ctx context.Context, c *client.Client, opts client.
 	return found, nil
 }
 
-// runJSON runs what args say, waits for it and prints its RunResult.
-func (f *startFlags) runJSON(ctx context.Context, e *env, c *client.Client, args []string) int {
-	opts, cmd, err := f.options(args, process.KindExec)
-	if err != nil {
-		return fail(e, exitOwn, err)
-	}
-	var r *client.RunResult
-	if *f.session != "" {
-		r, _, err = c.RunCommand(ctx, *f.session, client.CommandRunOptions{CommandOptions: cmd})
-	} else {
-		r, _, err = c.Run(ctx, client.RunOptions{StartOptions: opts})
-	}
-	if err != nil {
-		return fail(e, exitOwn, err)
-	}
-	if code := printJSON(e, r); code != 0 {
-		return exitOwn
-	}
-	if *f.verbose {
-		printUsage(e.stderr, r.WaitResult)
-	}
-	return exitCode(r.WaitResult)
-}
-
 func cmdRun(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "run", "[--session ID [--code]] [--] CMD [ARG...]", runNotes)
 	f := addStartFlags(fs)
@@ -292,9 +269,8 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 		return f.runRoute(ctx, e, c, a, process.Stdin(*stdinMode), fs.Args())
 	case a.early() || *a.plain || *a.limit > 0:
 		return f.runEarly(ctx, e, c, a, process.Stdin(*stdinMode), fs.Args())
-	}
-	if *f.json && !*f.stdin {
-		return f.runJSON(ctx, e, c, fs.Args())
+	case *f.json && !*f.stdin:
+		return f.runRoute(ctx, e, c, a, "", fs.Args())
 	}
 	// Ctrl-C, TERM and HUP reach the command, as they would a local one;
 	// conch exits when the command does.

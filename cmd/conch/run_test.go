@@ -258,16 +258,19 @@ func TestRunDaemonGone(t *testing.T) {
 	require.Regexp(t, `may still run \(conch logs -f \S+, conch kill \S+\)`, stderr.String())
 }
 
-// conch run --keep-logs none (in a session too) passes Ctrl-C to the
-// command, as conch run does, and exits as it then does, though it waits
-// through the run route, whose answer names the process only at its end.
+// conch run --json (in a session too) and conch run --keep-logs none pass
+// Ctrl-C to the command, as conch run does, and exit as it then does: they
+// wait through the run route, whose answer names the process only at its
+// end, and once exited 130 with the command left running.
 func TestRunRouteInterrupt(t *testing.T) {
 	t.Parallel()
 	s := startServe(t)
 	sess, err := s.c.CreateSession(t.Context(), client.SessionOptions{})
 	require.NoError(t, err)
 	for i, args := range [][]string{
+		{"--json"},
 		{"--keep-logs", "none"},
+		{"--session", sess.ID, "--json"},
 		{"--session", sess.ID, "--keep-logs", "none"},
 	} {
 		name := "routeint" + strconv.Itoa(i)
