@@ -106,6 +106,9 @@ func (f *startFlags) runEarly(ctx context.Context, e *env, c *client.Client, a *
 	// The command is started, then waited for by interact from the zero
 	// cursor (before its first frame), as the run route would answer, so
 	// that its id is known while conch waits: Ctrl-C reaches the command.
+	if *f.stdin {
+		stdin = process.StdinOpen
+	}
 	var started *client.Process
 	sigs := catchSignals()
 	sctx, done := sigs.whileStarting(ctx)
@@ -123,11 +126,27 @@ func (f *startFlags) runEarly(ctx context.Context, e *env, c *client.Client, a *
 	}
 	ctx, stop := sigs.passTo(ctx, c, started.ID)
 	defer stop()
-	r, p, err := c.Interact(ctx, started.ID, client.InteractOptions{
+	ask := client.InteractOptions{
 		Cursor:  logstore.Cursor(0).String(),
 		Timeout: client.Millis(*a.wait), IdleTimeout: client.Millis(*a.idle),
 		Plain: *a.plain, OutputLimit: *a.limit,
-	})
+	}
+	var r *client.RunResult
+	var p *client.Process
+	if !*f.stdin {
+		r, p, err = c.Interact(ctx, started.ID, ask)
+	} else {
+		// -i (without --idle or --timeout, which cmdRun refuses): conch's
+		// stdin is the command's. The daemon answers an interact as soon
+		// as the command waits for input, which may be for what conch has
+		// yet to send: the end is waited for, then the answer asked for.
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go copyStdin(cctx, e, c, started.ID, e.stdin)
+		if _, _, err = c.Wait(ctx, started.ID, 0); err == nil {
+			r, p, err = c.Interact(ctx, started.ID, ask)
+		}
+	}
 	err = signalErr(ctx, err)
 	if err != nil {
 		return fail(e, exitOwn, err)

@@ -64,6 +64,8 @@ type startFlags struct {
 	json     *bool
 	limits   *limitFlags
 	verbose  *bool
+	// keepStdin is start's --stdin open: stdin open, for conch interact.
+	keepStdin bool
 }
 
 func addStartFlags(fs *flag.FlagSet) *startFlags {
@@ -96,7 +98,7 @@ func addStartFlags(fs *flag.FlagSet) *startFlags {
 // without a shell.
 func (f *startFlags) options(args []string, kind process.Kind) (client.StartOptions, client.CommandOptions, error) {
 	stdin := process.StdinClosed
-	if *f.stdin {
+	if *f.stdin || f.keepStdin {
 		stdin = process.StdinOpen
 	}
 	if *f.code && *f.session == "" {
@@ -588,11 +590,25 @@ func exitCode(r client.WaitResult) int {
 }
 
 func cmdStart(ctx context.Context, e *env, args []string) int {
-	fs := flags(e, "start", "[--session ID [--code]] [--pty] [--] [CMD [ARG...]]")
+	fs := flags(e, "start", "[--session ID [--code]] [--pty] [--] [CMD [ARG...]]",
+		`With -i, conch prints the id, then sends all of its stdin to the command
+and closes the command's stdin, and returns once it has sent it. --stdin open
+keeps the command's stdin open instead, for conch interact --input.`)
 	f := addStartFlags(fs)
 	pty := fs.Bool("pty", false, "run in a PTY (with no command: the shell)")
+	stdinMode := fs.String("stdin", "", "`open`: keep the command's stdin open for conch interact")
 	if code, ok := parse(fs, args); !ok {
 		return code
+	}
+	switch *stdinMode {
+	case "", string(process.StdinClosed):
+	case string(process.StdinOpen):
+		if *f.stdin {
+			return usageError(e, "-i sends conch's stdin and closes the command's; --stdin open keeps it open for conch interact: give one")
+		}
+		f.keepStdin = true
+	default:
+		return usageError(e, "--stdin %q: want open or closed", *stdinMode)
 	}
 	if fs.NArg() == 0 && !*pty {
 		fs.Usage()
@@ -610,10 +626,16 @@ func cmdStart(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
+	code := 0
 	if *f.json {
-		return printJSON(e, p)
+		code = printJSON(e, p)
+	} else {
+		code = printID(e, p.ID)
 	}
-	return printID(e, p.ID)
+	if code == 0 && *f.stdin {
+		copyStdin(ctx, e, c, p.ID, e.stdin)
+	}
+	return code
 }
 
 // printID prints the id of what was just started, and fails, saying it on
