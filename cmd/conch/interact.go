@@ -151,7 +151,11 @@ func (f *startFlags) runEarly(ctx context.Context, e *env, c *client.Client, a *
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
-	return a.report(ctx, e, c, r, p, *f.json)
+	code := a.report(ctx, e, c, r, p, *f.json)
+	if *f.verbose && p == nil {
+		printUsage(e.stderr, r.WaitResult)
+	}
+	return code
 }
 
 func cmdInteract(ctx context.Context, e *env, args []string) int {

@@ -89,7 +89,7 @@ func addStartFlags(fs *flag.FlagSet) *startFlags {
 	fs.Var(f.env, "e", "set `KEY=VALUE` in the command's environment (repeatable)")
 	f.json = fs.Bool("json", false, "print the process (start) or the result (run) as JSON")
 	f.limits = addLimitFlags(fs, "process")
-	f.verbose = fs.Bool("v", false, "say on stderr what the command cost (CPU time, memory peak) once it ended")
+	f.verbose = new(bool) // -v is run's: start does not wait for the end
 	return f
 }
 
@@ -250,6 +250,7 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "run", "[--session ID [--code]] [--] CMD [ARG...]", runNotes)
 	f := addStartFlags(fs)
 	a := addAnswerFlags(fs)
+	fs.BoolVar(f.verbose, "v", false, "say on stderr what the command cost (CPU time, memory peak) once it ended")
 	stdinMode := fs.String("stdin", "", "`open`: keep the command's stdin open for conch interact (with --idle or --timeout)")
 	if code, ok := parseArgs(fs, args, atLeastOne); !ok {
 		return code
