@@ -187,6 +187,13 @@ func version() string { return server.Version() }
 
 // cmdVersion prints the client's version, and the daemon's when one answers.
 func cmdVersion(ctx context.Context, e *env, args []string) int {
+	fs := flags(e, "version", "")
+	if code, ok := parse(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		return usageError(e, "version takes no arguments")
+	}
 	c, err := dial()
 	if err == nil {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)

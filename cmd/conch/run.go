@@ -101,19 +101,10 @@ func (f *startFlags) options(args []string, kind process.Kind) (client.StartOpti
 	if *f.stdin || f.keepStdin {
 		stdin = process.StdinOpen
 	}
-	if *f.code && *f.session == "" {
-		return client.StartOptions{}, client.CommandOptions{},
-			errors.New("--code runs a cell in a code context: give the context with --session ID (conch session new --language python)")
+	if err := f.check(kind); err != nil {
+		return client.StartOptions{}, client.CommandOptions{}, err
 	}
 	if *f.session != "" {
-		if *f.cwd != "" || *f.shell != "" || *f.login || len(f.env) > 0 || kind == process.KindPTY {
-			return client.StartOptions{}, client.CommandOptions{},
-				errors.New("--cwd, --shell, --login, -e and --pty do not apply to a session command")
-		}
-		if f.limits.limits() != nil {
-			return client.StartOptions{}, client.CommandOptions{},
-				errors.New("--memory, --pids and --cpu bound a whole session: give them to conch session new")
-		}
 		cmd := client.CommandOptions{
 			Name: *f.name, Stdin: stdin,
 			ExecutionTimeout: client.Millis(*f.timeout), KeepLogs: logstore.KeepLogs(*f.keepLogs),
@@ -144,6 +135,22 @@ func (f *startFlags) options(args []string, kind process.Kind) (client.StartOpti
 		opts.Argv = args
 	}
 	return opts, client.CommandOptions{}, nil
+}
+
+// check returns what is wrong with the flags together, for a usage error.
+func (f *startFlags) check(kind process.Kind) error {
+	if *f.code && *f.session == "" {
+		return errors.New("--code runs a cell in a code context: give the context with --session ID (conch session new --language python)")
+	}
+	if *f.session != "" {
+		if *f.cwd != "" || *f.shell != "" || *f.login || len(f.env) > 0 || kind == process.KindPTY {
+			return errors.New("--cwd, --shell, --login, -e and --pty do not apply to a session command")
+		}
+		if f.limits.limits() != nil {
+			return errors.New("--memory, --pids and --cpu bound a whole session: give them to conch session new")
+		}
+	}
+	return nil
 }
 
 // absDir resolves a --cwd given relative to conch's own working directory,
@@ -255,10 +262,8 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	if code, ok := parseArgs(fs, args, atLeastOne); !ok {
 		return code
 	}
-	c, err := dial()
-	if err != nil {
-		return fail(e, exitOwn, err)
-	}
+	// Usage is checked before the daemon is asked: a wrong flag is said as
+	// one (exit 2), with or without a daemon.
 	switch {
 	case *stdinMode != "" && *stdinMode != string(process.StdinOpen) && *stdinMode != string(process.StdinClosed):
 		return usageError(e, "--stdin %q: want open or closed", *stdinMode)
@@ -268,6 +273,15 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 		return usageError(e, "--stdin open needs --idle or --timeout, so that the command can be answered; -i sends conch's stdin")
 	case logstore.KeepLogs(*f.keepLogs) == logstore.KeepNone && *f.stdin:
 		return usageError(e, "-i sends stdin to a command conch has started, and under --keep-logs none what it wrote before conch reads on is lost: drop one of them")
+	}
+	if err := f.check(process.KindExec); err != nil {
+		return usageError(e, "%v", err)
+	}
+	c, err := dial()
+	if err != nil {
+		return fail(e, exitOwn, err)
+	}
+	switch {
 	case logstore.KeepLogs(*f.keepLogs) == logstore.KeepNone:
 		return f.runRoute(ctx, e, c, a, process.Stdin(*stdinMode), fs.Args())
 	case a.early() || *a.plain || *a.limit > 0:
@@ -615,13 +629,16 @@ keeps the command's stdin open instead, for conch interact --input.`)
 		fs.Usage()
 		return exitUsage
 	}
-	c, err := dial()
-	if err != nil {
-		return fail(e, exitOwn, err)
-	}
 	kind := process.KindExec
 	if *pty {
 		kind = process.KindPTY
+	}
+	if err := f.check(kind); err != nil {
+		return usageError(e, "%v", err)
+	}
+	c, err := dial()
+	if err != nil {
+		return fail(e, exitOwn, err)
 	}
 	p, err := f.startProcess(ctx, c, fs.Args(), kind)
 	if err != nil {

@@ -93,6 +93,9 @@ func cmdSessionLs(ctx context.Context, e *env, args []string) int {
 	if code, ok := parse(fs, args); !ok {
 		return code
 	}
+	if fs.NArg() > 0 {
+		return usageError(e, "session ls takes no arguments")
+	}
 	c, err := dial()
 	if err != nil {
 		return fail(e, exitOwn, err)
