@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/conchsh/conch/client"
 )
@@ -22,6 +24,20 @@ func dial() (*client.Client, error) {
 		return nil, errors.New(noDaemon(""))
 	}
 	return c, err
+}
+
+// answerWait bounds a request the daemon answers at once (a listing, a
+// kill, a start): one it does not answer by then is not coming, from a
+// daemon that is stopped (SIGSTOP) or wedged. Waits meant to be long (run,
+// wait, logs -f, ready) are not bounded so.
+const answerWait = 30 * time.Second
+
+// quick returns the context of a request the daemon answers at once:
+// answerWait ends it, and signalErr then says why.
+func quick(ctx context.Context, c *client.Client) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, answerWait, fmt.Errorf(
+		"the daemon at %s did not answer within %s: it may be stopped (kill -STOP) or stuck; if it is, restart it",
+		c.URL(), answerWait))
 }
 
 // describe is err as a user reads it: a refused request's message, with its

@@ -15,7 +15,7 @@ func cmdKill(ctx context.Context, e *env, args []string) int {
 	sig := fs.String("s", "TERM", "`signal` to send, by name or number (TERM, KILL or 9, INT, HUP, ...)")
 	after := fs.Duration("escalate-after", 0, "send the escalation signal after this `duration` if it still runs")
 	to := fs.String("escalate-to", "", "escalation `signal` (default KILL)")
-	return eachID(e, fs, args, func(c *client.Client, id string) error {
+	return eachID(ctx, e, fs, args, func(ctx context.Context, c *client.Client, id string) error {
 		return c.Kill(ctx, id, client.KillOptions{Signal: signalName(*sig), EscalateAfter: client.Millis(*after), EscalateTo: signalName(*to)})
 	})
 }
@@ -32,12 +32,13 @@ func signalName(s string) string {
 
 func cmdRm(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "rm", "ID...")
-	return eachID(e, fs, args, func(c *client.Client, id string) error { return c.Delete(ctx, id) })
+	return eachID(ctx, e, fs, args, func(ctx context.Context, c *client.Client, id string) error { return c.Delete(ctx, id) })
 }
 
-// eachID parses args into fs and calls f with every id argument. Each
-// failure is reported; the status is 1 when any failed.
-func eachID(e *env, fs *flag.FlagSet, args []string, f func(c *client.Client, id string) error) int {
+// eachID parses args into fs and calls f with every id argument, bounded
+// as a request the daemon answers at once. Each failure is reported; the
+// status is 125 when any failed.
+func eachID(ctx context.Context, e *env, fs *flag.FlagSet, args []string, f func(ctx context.Context, c *client.Client, id string) error) int {
 	if code, ok := parseArgs(fs, args, atLeastOne); !ok {
 		return code
 	}
@@ -47,7 +48,10 @@ func eachID(e *env, fs *flag.FlagSet, args []string, f func(c *client.Client, id
 	}
 	code := 0
 	for _, id := range fs.Args() {
-		if err := f(c, id); err != nil {
+		qctx, cancel := quick(ctx, c)
+		err := signalErr(qctx, f(qctx, c, id))
+		cancel()
+		if err != nil {
 			code = fail(e, exitOwn, err)
 		}
 	}

@@ -57,14 +57,20 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 	// What is kept now: up to the newest frame when it starts, so that the
 	// output of a process that writes on does not keep it printing for
 	// good (logs -f follows).
-	p, err := c.Get(ctx, id)
+	qctx, cancel := quick(ctx, c)
+	p, err := c.Get(qctx, id)
+	err = signalErr(qctx, err)
+	cancel()
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
 	last := cursorOf(p.LastCursor)
 	opts := client.LogsOptions{Cursor: *cursor, Limit: 1000}
 	for first := true; ; first = false {
-		page, err := c.Logs(ctx, id, opts)
+		qctx, cancel := quick(ctx, c) // each page: a long log takes many
+		page, err := c.Logs(qctx, id, opts)
+		err = signalErr(qctx, err)
+		cancel()
 		if err != nil {
 			return fail(e, exitOwn, err)
 		}

@@ -31,10 +31,12 @@ func cmdPs(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
+	qctx, cancel := quick(ctx, c)
+	defer cancel()
 	var ps []client.Process
-	for p, err := range c.Processes(ctx, opts) {
+	for p, err := range c.Processes(qctx, opts) {
 		if err != nil {
-			return fail(e, exitOwn, err)
+			return fail(e, exitOwn, signalErr(qctx, err))
 		}
 		ps = append(ps, p)
 	}

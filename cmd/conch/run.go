@@ -640,7 +640,10 @@ keeps the command's stdin open instead, for conch interact --input.`)
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
-	p, err := f.startProcess(ctx, c, fs.Args(), kind)
+	qctx, cancel := quick(ctx, c)
+	p, err := f.startProcess(qctx, c, fs.Args(), kind)
+	err = signalErr(qctx, err)
+	cancel()
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -302,5 +304,51 @@ func TestRunRouteInterrupt(t *testing.T) {
 		require.NoError(t, err)
 		require.NotNil(t, r, "%v: the command still runs", args)
 		require.Equal(t, "INT", r.Signal, "%v: %+v", args, r)
+	}
+}
+
+// The client commands whose request the daemon answers at once (ps, kill,
+// start, logs) give up on a daemon that does not answer (stopped by
+// SIGSTOP, or stuck) after answerWait, saying so, and exit 125: they once
+// waited for good.
+func TestQuickRequestsBounded(t *testing.T) {
+	t.Parallel()
+	hang := make(chan struct{})
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select { // no answer
+		case <-r.Context().Done():
+		case <-hang:
+		}
+	}))
+	defer fake.Close()
+	defer close(hang)
+	cmds := [][]string{{"ps"}, {"kill", "someid"}, {"start", "true"}, {"logs", "someid"}, {"session", "ls"}}
+	errs := make(chan error, len(cmds))
+	for _, args := range cmds {
+		go func() {
+			cmd := exec.Command("conch", args...)
+			cmd.Env = append(os.Environ(), client.EnvURL+"="+fake.URL, client.EnvToken+"=t")
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				errs <- err
+				return
+			}
+			guard := time.AfterFunc(answerWait+time.Minute, func() { _ = cmd.Process.Kill() })
+			err := cmd.Wait()
+			guard.Stop()
+			var ee *exec.ExitError
+			switch {
+			case !errors.As(err, &ee) || ee.ExitCode() != exitOwn:
+				errs <- fmt.Errorf("%v: %v, stderr %q", args, err, stderr.String())
+			case !strings.Contains(stderr.String(), "did not answer within"):
+				errs <- fmt.Errorf("%v: stderr %q", args, stderr.String())
+			default:
+				errs <- nil
+			}
+		}()
+	}
+	for range cmds {
+		require.NoError(t, <-errs)
 	}
 }

@@ -100,8 +100,10 @@ func cmdSessionLs(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
-	ss, err := c.Sessions(ctx)
-	if err != nil {
+	qctx, cancel := quick(ctx, c)
+	defer cancel()
+	ss, err := c.Sessions(qctx)
+	if err = signalErr(qctx, err); err != nil {
 		return fail(e, exitOwn, err)
 	}
 	switch {
@@ -124,7 +126,7 @@ func cmdSessionLs(ctx context.Context, e *env, args []string) int {
 
 func cmdSessionRm(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "session rm", "ID...")
-	return eachID(e, fs, args, func(c *client.Client, id string) error { return c.DeleteSession(ctx, id) })
+	return eachID(ctx, e, fs, args, func(ctx context.Context, c *client.Client, id string) error { return c.DeleteSession(ctx, id) })
 }
 
 // cell is s as a table shows it: "-" when empty, and with every control
