@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // DefaultURL is where a daemon listens when nothing else is said.
@@ -89,11 +90,16 @@ func ReadToken(path string) (string, error) {
 	return tok, nil
 }
 
+// ErrNotRunning says that the daemon recorded in the state directory is no
+// longer running (it was killed, or crashed, before it could say so).
+var ErrNotRunning = errors.New("the daemon recorded is no longer running")
+
 // Discover returns a Client for the daemon this user runs: the URL from
 // $CONCH_URL, else the state directory's endpoint, else DefaultURL; the
 // token from $CONCH_TOKEN, else the endpoint's token file, else the state
 // directory's token file. A daemon that took its token from $CONCH_TOKEN
-// left no file: its clients need $CONCH_TOKEN too.
+// left no file: its clients need $CONCH_TOKEN too, unless it is no longer
+// running (ErrNotRunning).
 func Discover(opts ...Option) (*Client, error) {
 	base, token := os.Getenv(EnvURL), os.Getenv(EnvToken)
 	dir, dirErr := StateDir()
@@ -114,6 +120,10 @@ func Discover(opts ...Option) (*Client, error) {
 	if token == "" {
 		path := ep.TokenFile
 		if ep.URL != "" && path == "" {
+			if ep.PID > 0 && syscall.Kill(ep.PID, 0) == syscall.ESRCH {
+				// Its token matters no more than its address.
+				return nil, fmt.Errorf("the daemon at %s (pid %d): %w", ep.URL, ep.PID, ErrNotRunning)
+			}
 			return nil, fmt.Errorf("the daemon at %s took its token from %s: set it here too", ep.URL, EnvToken)
 		}
 		if path == "" && dirErr == nil {

@@ -23,6 +23,10 @@ func dial() (*client.Client, error) {
 		// No token file: no daemon ever ran for this user here.
 		return nil, errors.New(noDaemon(""))
 	}
+	if errors.Is(err, client.ErrNotRunning) {
+		// Said with how to start one, as when it does not answer.
+		return nil, errors.New(noDaemon(""))
+	}
 	return c, err
 }
 
