@@ -36,6 +36,15 @@ func addAnswerFlags(fs *flag.FlagSet) *answerFlags {
 	return f
 }
 
+// check returns what is wrong with the flags, for a usage error: a
+// negative limit would mean none at all.
+func (f *answerFlags) check() error {
+	if *f.limit < 0 {
+		return fmt.Errorf("--output-limit %d: want a number of bytes, 0 or more (0: all of it)", *f.limit)
+	}
+	return nil
+}
+
 // early reports whether the flags ask run to come back before the end.
 func (f *answerFlags) early() bool { return *f.idle > 0 || *f.wait > 0 }
 
@@ -177,6 +186,9 @@ already ended before the input could be written (its result is printed).`)
 	id, code, ok := parseID(fs, args)
 	if !ok {
 		return code
+	}
+	if err := a.check(); err != nil {
+		return usageError(e, "%v", err)
 	}
 	c, err := dial()
 	if err != nil {

@@ -27,6 +27,9 @@ Ctrl-C stops waiting and exits 130; the process goes on.`)
 	if opts.Port == "" && opts.Pattern == "" {
 		return usageError(e, "ready: give --port (a number or any) and/or --pattern")
 	}
+	if opts.Timeout < 0 { // it would mean no timeout at all
+		return usageError(e, "--timeout %s: want a duration of 0 or more (0: until it is ready or ends)", opts.Timeout)
+	}
 	c, err := dial()
 	if err != nil {
 		return fail(e, exitOwn, err)

@@ -274,7 +274,7 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	case logstore.KeepLogs(*f.keepLogs) == logstore.KeepNone && *f.stdin:
 		return usageError(e, "-i sends stdin to a command conch has started, and under --keep-logs none what it wrote before conch reads on is lost: drop one of them")
 	}
-	if err := f.check(process.KindExec); err != nil {
+	if err := errors.Join(f.check(process.KindExec), a.check()); err != nil {
 		return usageError(e, "%v", err)
 	}
 	c, err := dial()
