@@ -93,6 +93,19 @@ func (s *Server) spawn(cfg *sandboxdpb.ProcessConfig, pty *sandboxdpb.PTY, openS
 	return p, nil
 }
 
+// beginWork counts a Start or Execute call with Options.Work until end is
+// called.
+func (s *Server) beginWork() (end func(), err error) {
+	if s.opts.Work == nil {
+		return func() {}, nil
+	}
+	end, err = s.opts.Work()
+	if err != nil {
+		return nil, startStatus(err)
+	}
+	return end, nil
+}
+
 // settled forgets p, which has ended and been answered for.
 func (s *Server) settled(p *exec.Process) {
 	s.mu.Lock()
@@ -198,6 +211,11 @@ func follow(ctx context.Context, p *exec.Process, chunk int, send func(logstore.
 // exit. The process lives as long as the stream: when the client goes away
 // its tree is killed.
 func (s *Server) Start(req *sandboxdpb.StartRequest, stream sandboxdpb.ProcessService_StartServer) error {
+	end, err := s.beginWork()
+	if err != nil {
+		return err
+	}
+	defer end() // after the exit event: the stream is in flight until then
 	p, err := s.spawn(req.GetConfig(), req.GetPty(), true)
 	if err != nil {
 		return err
@@ -232,6 +250,11 @@ func (s *Server) Start(req *sandboxdpb.StartRequest, stream sandboxdpb.ProcessSe
 // ended: an answer that left bytes out would look whole. Start streams
 // output of any size.
 func (s *Server) Execute(ctx context.Context, req *sandboxdpb.ExecuteRequest) (*sandboxdpb.ExecuteResponse, error) {
+	end, err := s.beginWork()
+	if err != nil {
+		return nil, err
+	}
+	defer end()
 	p, err := s.spawn(req.GetConfig(), nil, false)
 	if err != nil {
 		return nil, err

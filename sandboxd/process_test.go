@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -466,4 +468,48 @@ func TestRESTThenGRPC(t *testing.T) {
 	require.Equal(t, 204, code)
 	code, _, _ = d.do(t, "GET", "/v1/files/notes/hello.txt", nil, nil)
 	require.Equal(t, 404, code)
+}
+
+// TestWorkCountsCalls checks Options.Work, which a draining daemon counts
+// calls with: a Start stream is counted until its exit was sent, however
+// long before its process ended, and a call Work refuses with
+// ErrUnavailable is UNAVAILABLE.
+func TestWorkCountsCalls(t *testing.T) {
+	var mu sync.Mutex
+	inFlight, refuse := 0, false
+	d := serve(t, Options{Work: func() (func(), error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if refuse {
+			return nil, fmt.Errorf("%w: draining", ErrUnavailable)
+		}
+		inFlight++
+		return sync.OnceFunc(func() { mu.Lock(); inFlight--; mu.Unlock() }), nil
+	}})
+	counted := func() int { mu.Lock(); defer mu.Unlock(); return inFlight }
+	// More output than the flow-control windows hold: the stream waits
+	// for the client to read, with its process ended.
+	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("head", "-c", "4000000", "/dev/zero")})
+	require.NoError(t, err)
+	p, err := d.srv.lookup(initOf(t, stream))
+	require.NoError(t, err)
+	<-p.Done()
+	require.Equal(t, 1, counted(), "a stream whose process ended and whose exit is not sent yet")
+	r := drainRest(t, stream)
+	require.Equal(t, 4000000, r.stdout.Len())
+	require.Equal(t, int32(0), *r.exit)
+	require.Eventually(t, func() bool { return counted() == 0 }, 20*time.Second, 5*time.Millisecond)
+	_, err = d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: cfg("true")})
+	require.NoError(t, err)
+	require.Equal(t, 0, counted())
+
+	mu.Lock()
+	refuse = true
+	mu.Unlock()
+	_, err = d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: cfg("true")})
+	require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
+	stream, err = d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("true")})
+	require.NoError(t, err)
+	_, err = stream.Recv()
+	require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
 }

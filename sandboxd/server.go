@@ -63,6 +63,13 @@ type Options struct {
 	LogRetention int
 	// Start starts the processes; nil means exec.Start.
 	Start StartFunc
+	// Work, when set, is called as a Start or Execute call begins, before
+	// its process starts, and the end it returns once the call has
+	// answered: a Start stream, once its exit was sent. A daemon that
+	// drains counts the calls with it, since a stream whose process has
+	// ended may still owe the client its output. An error wrapping
+	// ErrUnavailable refuses the call UNAVAILABLE.
+	Work func() (end func(), err error)
 	// Readiness, when set, is asked by /v1/health besides the server's own
 	// state.
 	Readiness Readiness

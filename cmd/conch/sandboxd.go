@@ -82,6 +82,16 @@ func cmdSandboxd(ctx context.Context, e *env, args []string) int {
 			}
 			return p, err
 		},
+		// The drain waits for every Start stream and Execute call too, not
+		// only for their processes: a stream whose process has ended may
+		// still be sending its output to a slow client, and its exit last.
+		Work: func() (func(), error) {
+			end, err := srv.BeginWork()
+			if err != nil {
+				err = fmt.Errorf("%w: %w", sandboxd.ErrUnavailable, err)
+			}
+			return end, err
+		},
 		// /v1/health answers 503 from the start of the drain.
 		Readiness: notDraining{srv},
 		Host:      o.restHost(),

@@ -320,3 +320,73 @@ func TestSandboxdDrainsOnSIGTERM(t *testing.T) {
 		t.Fatal("conch sandboxd did not exit")
 	}
 }
+
+// TestSandboxdDrainWaitsForStreams sends SIGTERM while a Start stream
+// whose process has ended still owes its client the output: the drain
+// waits for the stream, not only for the process, so that a client that
+// reads after the shutdown timeout has run out still gets every byte and
+// the exit. The drain once ended at once ("processes=0 requests=0"), and
+// the stream was cut UNAVAILABLE when the shutdown timeout ran out.
+func TestSandboxdDrainWaitsForStreams(t *testing.T) {
+	t.Parallel()
+	p := startSandboxd(t, t.TempDir(), nil, "--drain-timeout", "2m", "--shutdown-timeout", "1s")
+	hc := &http.Client{Timeout: 30 * time.Second}
+	defer hc.CloseIdleConnections()
+	c := p.client(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	// More than the flow-control windows hold: the stream waits for the
+	// client to read, with the process long ended.
+	const size = 4 << 20
+	stream, err := c.Start(ctx, &sandboxdpb.StartRequest{Config: cfgOf("head", "-c", strconv.Itoa(size), "/dev/zero")})
+	require.NoError(t, err)
+	msg, err := stream.Recv()
+	require.NoError(t, err)
+	require.NotNil(t, msg.GetInit())
+	code, body := get(t, hc, p.api+"/v1/processes?state=running", p.token)
+	for ; strings.Contains(body, `"sandboxd"`); code, body = get(t, hc, p.api+"/v1/processes?state=running", p.token) {
+		require.Equal(t, 200, code, body)
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	deadline := time.Now().Add(30 * time.Second)
+	for code, _ := get(t, hc, "http://"+p.rest+"/v1/health", ""); code != 503; code, _ = get(t, hc, "http://"+p.rest+"/v1/health", "") {
+		require.False(t, time.Now().After(deadline), "/v1/health did not answer 503 within 30 s of SIGTERM")
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Longer than --shutdown-timeout: a drain that did not wait for the
+	// stream has shut the daemon down by now.
+	time.Sleep(2 * time.Second)
+	var out countWriter
+	exit := readToEnd(t, stream, &out)
+	require.Equal(t, size, int(out), "every byte of the stream")
+	require.NotNil(t, exit, "the stream ends with exit")
+	require.Equal(t, int32(0), *exit)
+	select {
+	case err := <-p.done:
+		require.NoError(t, err, "conch sandboxd exits 0")
+	case <-time.After(60 * time.Second):
+		t.Fatal("conch sandboxd did not exit")
+	}
+}
+
+// get sends a GET with the token when one is given, and returns the
+// answer's status and body.
+func get(t *testing.T, hc *http.Client, url, token string) (int, string) {
+	t.Helper()
+	var header []string
+	if token != "" {
+		header = []string{"Authorization", "Bearer " + token}
+	}
+	resp, body := send(t, hc, "GET", url, "", header...)
+	return resp.StatusCode, body
+}
+
+// countWriter counts the bytes written to it.
+type countWriter int
+
+func (c *countWriter) Write(b []byte) (int, error) {
+	*c += countWriter(len(b))
+	return len(b), nil
+}
