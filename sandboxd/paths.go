@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"google.golang.org/grpc/codes"
 )
 
 // errEscapes is the error of a path that resolves outside the root.
@@ -116,4 +119,39 @@ func split(p string) []string {
 		}
 	}
 	return out
+}
+
+// pathFault is how both surfaces answer a client's path that cannot be
+// used: REST with status and code, gRPC with grpc, each saying msg. One
+// classification, so that a path refused 400 over REST is not INTERNAL as
+// a cwd over gRPC.
+type pathFault struct {
+	status int    // REST's HTTP status
+	code   string // REST's error code
+	grpc   codes.Code
+	msg    string
+}
+
+// classifyPath is the pathFault of err, met in an operation on the
+// client's path p.
+func classifyPath(p string, err error) pathFault {
+	switch {
+	case errors.Is(err, errEscapes):
+		return pathFault{http.StatusForbidden, codePermissionDenied, codes.PermissionDenied, fmt.Sprintf("path %q is outside the sandbox root", p)}
+	case errors.Is(err, fs.ErrNotExist):
+		return pathFault{http.StatusNotFound, codeNotFound, codes.NotFound, fmt.Sprintf("path %q does not exist in the sandbox", p)}
+	case errors.Is(err, fs.ErrPermission):
+		return pathFault{http.StatusForbidden, codePermissionDenied, codes.PermissionDenied, fmt.Sprintf("permission denied: %q", p)}
+	case errors.Is(err, syscall.ENOTDIR):
+		return pathFault{http.StatusBadRequest, codeInvalidArgument, codes.InvalidArgument, fmt.Sprintf("a parent of %q is not a directory", p)}
+	case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EEXIST):
+		return pathFault{http.StatusConflict, codeConflict, codes.FailedPrecondition, fmt.Sprintf("directory %q is not empty: pass recursive=true to remove it", p)}
+	case errors.Is(err, syscall.ENXIO):
+		return pathFault{http.StatusBadRequest, codeInvalidArgument, codes.InvalidArgument, fmt.Sprintf("%q is a special file (a socket): it cannot be read", p)}
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		return pathFault{http.StatusBadRequest, codeInvalidArgument, codes.InvalidArgument, fmt.Sprintf("path %q: a name in it is too long", p)}
+	case strings.ContainsRune(p, 0):
+		return pathFault{http.StatusBadRequest, codeInvalidArgument, codes.InvalidArgument, fmt.Sprintf("path %q holds a NUL byte", p)}
+	}
+	return pathFault{http.StatusInternalServerError, codeInternal, codes.Internal, err.Error()}
 }

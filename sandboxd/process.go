@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math"
 	"os"
 	"strings"
@@ -35,11 +34,11 @@ func (s *Server) spawn(cfg *sandboxdpb.ProcessConfig, pty *sandboxdpb.PTY, openS
 	if c := cfg.GetCwd(); c != "" {
 		var err error
 		if cwd, err = resolve(s.root, c); err != nil {
-			return nil, pathStatus("cwd", err)
+			return nil, pathStatus("cwd", c, err)
 		}
 		fi, err := os.Stat(cwd)
 		if err != nil {
-			return nil, pathStatus("cwd", err)
+			return nil, pathStatus("cwd", c, err)
 		}
 		if !fi.IsDir() {
 			return nil, status.Errorf(codes.InvalidArgument, "cwd %q is not a directory", c)
@@ -120,17 +119,11 @@ func terminalSize(cols, rows uint32) (process.TerminalSize, error) {
 	return process.TerminalSize{Cols: uint16(cols), Rows: uint16(rows)}, nil
 }
 
-// pathStatus is the status of a path that cannot be used.
-func pathStatus(what string, err error) error {
-	switch {
-	case errors.Is(err, errEscapes):
-		return status.Errorf(codes.PermissionDenied, "%s: %v", what, err)
-	case errors.Is(err, fs.ErrNotExist):
-		return status.Errorf(codes.NotFound, "%s: %v", what, err)
-	case errors.Is(err, fs.ErrPermission):
-		return status.Errorf(codes.PermissionDenied, "%s: %v", what, err)
-	}
-	return status.Errorf(codes.Internal, "%s: %v", what, err)
+// pathStatus is the status of a path the client named what (as "cwd")
+// that cannot be used: as REST answers the same path (see classifyPath).
+func pathStatus(what, p string, err error) error {
+	f := classifyPath(p, err)
+	return status.Errorf(f.grpc, "%s: %s", what, f.msg)
 }
 
 // startStatus is the status of an error of the engine's start.

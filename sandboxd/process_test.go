@@ -173,6 +173,10 @@ func TestExecuteRefusals(t *testing.T) {
 		{"cwd through a link out", &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: str("out")}, codes.PermissionDenied},
 		{"cwd missing", &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: str("nope")}, codes.NotFound},
 		{"cwd a file", &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: str("file")}, codes.InvalidArgument},
+		// As REST answers these paths 400: each was INTERNAL.
+		{"cwd under a file", &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: str("file/x")}, codes.InvalidArgument},
+		{"cwd with NUL", &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: str("a\x00b")}, codes.InvalidArgument},
+		{"cwd name too long", &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: str(strings.Repeat("n", 300))}, codes.InvalidArgument},
 		{"program missing", cfg("definitely-not-a-program-here"), codes.NotFound},
 		{"program not executable", cfg("./noexec"), codes.PermissionDenied},
 		{"env name with =", &sandboxdpb.ProcessConfig{Command: []string{"true"}, EnvVars: map[string]string{"A=B": "c"}}, codes.InvalidArgument},

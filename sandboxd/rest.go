@@ -109,28 +109,12 @@ func writeError(w http.ResponseWriter, status int, code, format string, args ...
 // fileError answers err of a file operation on the client's path p.
 func fileError(w http.ResponseWriter, p string, err error) {
 	var be *bodyError
-	switch {
-	case errors.As(err, &be):
+	if errors.As(err, &be) {
 		writeError(w, http.StatusBadRequest, codeInvalidArgument, "%s", be)
-	case errors.Is(err, errEscapes):
-		writeError(w, http.StatusForbidden, codePermissionDenied, "path %q is outside the sandbox root", p)
-	case errors.Is(err, fs.ErrNotExist):
-		writeError(w, http.StatusNotFound, codeNotFound, "path %q does not exist in the sandbox", p)
-	case errors.Is(err, fs.ErrPermission):
-		writeError(w, http.StatusForbidden, codePermissionDenied, "permission denied: %q", p)
-	case errors.Is(err, syscall.ENOTDIR):
-		writeError(w, http.StatusBadRequest, codeInvalidArgument, "a parent of %q is not a directory", p)
-	case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EEXIST):
-		writeError(w, http.StatusConflict, codeConflict, "directory %q is not empty: pass recursive=true to remove it", p)
-	case errors.Is(err, syscall.ENXIO):
-		writeError(w, http.StatusBadRequest, codeInvalidArgument, "%q is a special file (a socket): it cannot be read", p)
-	case errors.Is(err, syscall.ENAMETOOLONG):
-		writeError(w, http.StatusBadRequest, codeInvalidArgument, "path %q: a name in it is too long", p)
-	case strings.ContainsRune(p, 0):
-		writeError(w, http.StatusBadRequest, codeInvalidArgument, "path %q holds a NUL byte", p)
-	default:
-		writeError(w, http.StatusInternalServerError, codeInternal, "%s", err)
+		return
 	}
+	f := classifyPath(p, err)
+	writeError(w, f.status, f.code, "%s", f.msg)
 }
 
 func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
