@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	osexec "os/exec"
 	"os/user"
 	"path/filepath"
 	"slices"
@@ -328,22 +329,33 @@ func lookPath(prog, dir string, env []string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("exec %q: executable file not found in $PATH", prog)
+	return "", fmt.Errorf("exec %q: %w", prog, osexec.ErrNotFound)
 }
 
+// executable checks that p is a file execve could run. Its error wraps
+// the errno execve would fail with, so that callers can tell a missing
+// program (ENOENT) from one that may not be run (EACCES: a directory, a
+// file without an execute bit).
 func executable(p string) error {
 	fi, err := os.Stat(p)
 	if err != nil {
 		return err
 	}
 	if fi.IsDir() {
-		return fmt.Errorf("%s is a directory", p)
+		return notExecutable{p + " is a directory"}
 	}
 	if fi.Mode()&0o111 == 0 {
-		return fmt.Errorf("%s: permission denied", p)
+		return notExecutable{p + ": permission denied"}
 	}
 	return nil
 }
+
+// notExecutable is why a program that exists cannot be run; it is
+// syscall.EACCES, as execve would answer.
+type notExecutable struct{ msg string }
+
+func (e notExecutable) Error() string { return e.msg }
+func (e notExecutable) Unwrap() error { return syscall.EACCES }
 
 // resolved caches shells.Resolve by name, which searches PATH: a shell's
 // path is checked again (one stat) on each use instead.

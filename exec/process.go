@@ -45,6 +45,7 @@ type Process struct {
 	timedOut    bool
 	exited      bool
 	stdinClosed bool
+	failure     error         // why a Failed process never ran
 	timers      []*time.Timer // escalations and the execution timeout; stopped at exit
 }
 
@@ -311,6 +312,7 @@ func (p *Process) fail(err error) {
 	p.exited = true
 	p.info.State = process.Terminal
 	p.info.Result = &process.Result{Reason: process.Failed, Error: err.Error()}
+	p.failure = err
 	p.info.ExitedAt = time.Now()
 	p.cmd = nil // its environment may be large (E2BIG): the record keeps none of it, as exit's
 	p.mu.Unlock()
@@ -533,6 +535,18 @@ func (p *Process) Log() *logstore.Log { return p.log }
 
 // Done is closed once the process is terminal and its output drained.
 func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Failure returns why a Failed process never ran (nil for any other): the
+// error its Result's Error says, which errors.Is matches against
+// fs.ErrNotExist and os/exec's ErrNotFound for a program that is missing,
+// fs.ErrPermission for one that may not be run (a directory, a file without
+// an execute bit), and the errno of execve (syscall.ENOEXEC: a file of no
+// format the kernel runs).
+func (p *Process) Failure() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.failure
+}
 
 // Info returns a snapshot of the process's description and state.
 func (p *Process) Info() process.Info {

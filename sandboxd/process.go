@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
-	"strings"
+	osexec "os/exec"
 	"syscall"
 	"time"
 
@@ -77,7 +78,7 @@ func (s *Server) spawn(cfg *sandboxdpb.ProcessConfig, pty *sandboxdpb.PTY, openS
 		return nil, startStatus(err)
 	}
 	if i := p.Info(); i.State == process.Terminal && i.Result.Reason == process.Failed {
-		return nil, failedStatus(i.Result.Error)
+		return nil, failedStatus(p.Failure())
 	}
 	s.mu.Lock()
 	closing = s.closing
@@ -139,17 +140,23 @@ func startStatus(err error) error {
 	return status.Errorf(codes.Internal, "start: %v", err)
 }
 
-// failedStatus is the status of a program that could not be executed, from
-// the engine's reason: NOT_FOUND for a missing one, PERMISSION_DENIED for
-// one that may not be run.
-func failedStatus(reason string) error {
+// failedStatus is the status of a program that could not be executed,
+// from the engine's error: NOT_FOUND for a missing one, PERMISSION_DENIED
+// for one that may not be executed (execve's EACCES: a directory, a file
+// without an execute bit), FAILED_PRECONDITION for a file of no format
+// the kernel runs (ENOEXEC: a script without #!, a binary of another
+// machine), which upstream answers INTERNAL though nothing failed in the
+// daemon.
+func failedStatus(err error) error {
 	switch {
-	case strings.Contains(reason, "not found"), strings.Contains(reason, "no such file"):
-		return status.Errorf(codes.NotFound, "command not found: %s", reason)
-	case strings.Contains(reason, "permission denied"):
-		return status.Errorf(codes.PermissionDenied, "command cannot be run: %s", reason)
+	case errors.Is(err, osexec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
+		return status.Errorf(codes.NotFound, "command not found: %v", err)
+	case errors.Is(err, fs.ErrPermission):
+		return status.Errorf(codes.PermissionDenied, "command cannot be run: %v", err)
+	case errors.Is(err, syscall.ENOEXEC):
+		return status.Errorf(codes.FailedPrecondition, "command cannot be run: %v: not a program the kernel runs (a script needs a #! line)", err)
 	}
-	return status.Errorf(codes.Internal, "command cannot be run: %s", reason)
+	return status.Errorf(codes.Internal, "command cannot be run: %v", err)
 }
 
 // exitCode is the exit code upstream reports for res: the process's exit

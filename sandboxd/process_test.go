@@ -160,6 +160,8 @@ func TestExecuteRefusals(t *testing.T) {
 	require.NoError(t, os.Symlink(outside, filepath.Join(d.root, "out")))
 	require.NoError(t, os.WriteFile(filepath.Join(d.root, "file"), nil, 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(d.root, "noexec"), []byte("#!/bin/sh\n"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "noformat"), []byte("echo no #! line\n"), 0o755))
+	require.NoError(t, os.Mkdir(filepath.Join(d.root, "sub"), 0o755))
 	str := func(s string) *string { return &s }
 	for _, c := range []struct {
 		name string
@@ -179,6 +181,10 @@ func TestExecuteRefusals(t *testing.T) {
 		{"cwd name too long", &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: str(strings.Repeat("n", 300))}, codes.InvalidArgument},
 		{"program missing", cfg("definitely-not-a-program-here"), codes.NotFound},
 		{"program not executable", cfg("./noexec"), codes.PermissionDenied},
+		// As execve refuses a directory, EACCES: each was INTERNAL.
+		{"program a directory", cfg("./sub"), codes.PermissionDenied},
+		{"program an absolute directory", cfg(filepath.Join(d.root, "sub")), codes.PermissionDenied},
+		{"program of no format", cfg("./noformat"), codes.FailedPrecondition},
 		{"env name with =", &sandboxdpb.ProcessConfig{Command: []string{"true"}, EnvVars: map[string]string{"A=B": "c"}}, codes.InvalidArgument},
 	} {
 		_, err := d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: c.cfg})
