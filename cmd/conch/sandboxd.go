@@ -36,6 +36,14 @@ type sandboxdOptions struct {
 	serve             serveOptions
 }
 
+// sandboxdMaxRecvMsgSize bounds a gRPC request, encoded: grpc-go's default,
+// which upstream's sandboxd serves with too, so clients written for it
+// already split larger stdin into several WriteStdin calls. Named here so
+// that docs/sandboxd.md's bound is not an accident of a dependency's
+// default. Not raised: each request is held whole until the process has read
+// it, and nothing bounds how many arrive at once on these tokenless ports.
+const sandboxdMaxRecvMsgSize = 4 << 20
+
 // sandboxdReadHeaderTimeout bounds the reading of a REST request's headers;
 // bodies are not bounded, since file transfers may be large.
 const sandboxdReadHeaderTimeout = 10 * time.Second
@@ -215,7 +223,7 @@ func serveSandboxd(ctx context.Context, o sandboxdOptions, sbx *sandboxd.Server,
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, stopSignals()...)
 	defer signal.Stop(sig)
-	g := grpc.NewServer()
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(sandboxdMaxRecvMsgSize))
 	sbx.RegisterGRPC(g)
 	reflection.Register(g) // grpcurl lists and calls the service without the .proto
 	hs := &http.Server{

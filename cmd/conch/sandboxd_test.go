@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	grpcstatus "google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/conchsh/conch/sandboxd/sandboxdpb"
 )
@@ -389,4 +390,36 @@ type countWriter int
 func (c *countWriter) Write(b []byte) (int, error) {
 	*c += countWriter(len(b))
 	return len(b), nil
+}
+
+// TestSandboxdWriteStdinBound checks the bound docs/sandboxd.md gives a
+// WriteStdin: 4 MiB less 12 bytes of input fits in one call, written
+// whole, and a call of 4 MiB is refused RESOURCE_EXHAUSTED, writing
+// nothing. The docs once said input of any size was written whole.
+func TestSandboxdWriteStdinBound(t *testing.T) {
+	t.Parallel()
+	p := startSandboxd(t, t.TempDir(), nil)
+	c := p.client(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	stream, err := c.Start(ctx, &sandboxdpb.StartRequest{Config: cfgOf("wc", "-c")})
+	require.NoError(t, err)
+	msg, err := stream.Recv()
+	require.NoError(t, err)
+	id := msg.GetInit().GetProcessId()
+	write := func(n int) error {
+		_, err := c.WriteStdin(ctx, &sandboxdpb.WriteStdinRequest{ProcessId: id,
+			Payload: &sandboxdpb.WriteStdinRequest_Input{Input: make([]byte, n)}})
+		return err
+	}
+	require.NoError(t, write(4<<20-12))
+	err = write(4 << 20)
+	require.Equal(t, codes.ResourceExhausted, grpcstatus.Code(err), "%v", err)
+	_, err = c.WriteStdin(ctx, &sandboxdpb.WriteStdinRequest{ProcessId: id, Payload: &sandboxdpb.WriteStdinRequest_Eof{Eof: &emptypb.Empty{}}})
+	require.NoError(t, err)
+	var out strings.Builder
+	exit := readToEnd(t, stream, &out)
+	require.Equal(t, strconv.Itoa(4<<20-12), strings.TrimSpace(out.String()))
+	require.NotNil(t, exit)
+	require.Equal(t, int32(0), *exit)
 }
