@@ -107,15 +107,19 @@ func cmdSandboxd(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return dl.fail(e, exitFailure, err)
 	}
-	grpcLn, restLn, err := o.listeners()
+	// Every port is open before the endpoint is recorded and the daemon
+	// says it listens: one that cannot be had ends the start with nothing
+	// on disk and nothing printed but why.
+	grpcLn, restLn, metricsLn, err := o.listeners()
 	if err != nil {
 		ln.Close()
 		return dl.fail(e, exitFailure, err)
 	}
 	recordEndpoint(ln, dl, stateDir, a.tokenPath)
+	defer forgetEndpoint(stateDir) // whichever way the daemon ends
 	dl.notice(fmt.Sprintf("sandboxd gRPC on %s, REST on %s, root %s", grpcLn.Addr(), restLn.Addr(), sbx.Root()),
 		"sandboxd listening", "grpc", grpcLn.Addr().String(), "rest", restLn.Addr().String(), "root", sbx.Root())
-	err = serveSandboxd(ctx, o, sbx, srv, grpcLn, restLn, ln, d, logger, stateDir)
+	err = serveSandboxd(ctx, o, sbx, srv, grpcLn, restLn, ln, metricsLn, d, logger, stateDir)
 	if err != nil {
 		return dl.fail(e, exitFailure, err)
 	}
@@ -188,18 +192,27 @@ func (o sandboxdOptions) restHost() func(string) bool {
 	}
 }
 
-// listeners opens the gRPC and REST ports.
-func (o sandboxdOptions) listeners() (grpcLn, restLn net.Listener, err error) {
+// listeners opens the gRPC and REST ports, and the metrics port when
+// --metrics-listen asks for one (else metricsLn is nil). On an error none
+// is left open.
+func (o sandboxdOptions) listeners() (grpcLn, restLn, metricsLn net.Listener, err error) {
 	grpcLn, err = net.Listen("tcp", net.JoinHostPort(o.listenHost, strconv.Itoa(o.grpcPort)))
 	if err != nil {
-		return nil, nil, fmt.Errorf("grpc: %w", err)
+		return nil, nil, nil, fmt.Errorf("grpc: %w", err)
 	}
 	restLn, err = net.Listen("tcp", net.JoinHostPort(o.listenHost, strconv.Itoa(o.restPort)))
 	if err != nil {
 		grpcLn.Close()
-		return nil, nil, fmt.Errorf("rest: %w", err)
+		return nil, nil, nil, fmt.Errorf("rest: %w", err)
 	}
-	return grpcLn, restLn, nil
+	if o.serve.metricsListen != "" {
+		if metricsLn, err = net.Listen("tcp", o.serve.metricsListen); err != nil {
+			grpcLn.Close()
+			restLn.Close()
+			return nil, nil, nil, fmt.Errorf("--metrics-listen: %w", err)
+		}
+	}
+	return grpcLn, restLn, metricsLn, nil
 }
 
 // notDraining is the readiness of the sandboxd surface: it takes work until
@@ -218,7 +231,7 @@ func (n notDraining) Ready() bool { return !n.srv.Draining() }
 // within what is left of it (then are closed), and conch's API shuts down
 // as conch serve's does.
 func serveSandboxd(ctx context.Context, o sandboxdOptions, sbx *sandboxd.Server, srv *server.Server,
-	grpcLn, restLn, ln net.Listener, d *daemon, logger *slog.Logger, stateDir string,
+	grpcLn, restLn, ln, metricsLn net.Listener, d *daemon, logger *slog.Logger, stateDir string,
 ) error {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, stopSignals()...)
@@ -235,14 +248,10 @@ func serveSandboxd(ctx context.Context, o sandboxdOptions, sbx *sandboxd.Server,
 	failed := make(chan error, 4)
 	served := make(chan error, 4)
 	serving := 3
-	if o.serve.metricsListen != "" {
-		mln, err := net.Listen("tcp", o.serve.metricsListen)
-		if err != nil {
-			return fmt.Errorf("--metrics-listen: %w", err)
-		}
+	if metricsLn != nil {
 		serving++
 		go func() {
-			err := srv.ServeMetrics(mln)
+			err := srv.ServeMetrics(metricsLn)
 			if err != nil {
 				failed <- fmt.Errorf("metrics: %w", err)
 			}

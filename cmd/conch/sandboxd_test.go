@@ -25,6 +25,7 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/sandboxd/sandboxdpb"
 )
 
@@ -422,4 +423,39 @@ func TestSandboxdWriteStdinBound(t *testing.T) {
 	require.Equal(t, strconv.Itoa(4<<20-12), strings.TrimSpace(out.String()))
 	require.NotNil(t, exit)
 	require.Equal(t, int32(0), *exit)
+}
+
+// TestSandboxdMetricsPortTaken starts conch sandboxd with a --metrics-listen
+// address another socket holds: it exits 1 saying why, without having said
+// it listens, and leaves no endpoint record behind. It once printed both
+// listening lines, then exited and left daemon.json naming its dead pid.
+func TestSandboxdMetricsPortTaken(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	state := filepath.Join(t.TempDir(), "state")
+	cmd := exec.Command("conch", "sandboxd", "--grpc-port", "0", "--rest-port", "0", "--root-dir", t.TempDir(),
+		"--listen", "127.0.0.1:0", "--metrics-listen", taken.Addr().String())
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state, "CONCH_TOKEN=sandboxd-test-token")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	done := make(chan error, 1)
+	require.NoError(t, cmd.Start())
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatal("conch sandboxd did not exit within 60 s")
+	}
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, stderr.String())
+	require.Equal(t, 1, exit.ExitCode(), stderr.String())
+	require.Contains(t, stderr.String(), "--metrics-listen")
+	require.Contains(t, stderr.String(), "address already in use")
+	require.NotContains(t, stderr.String(), "listening on")
+	require.NotContains(t, stderr.String(), "sandboxd gRPC on")
+	require.NoFileExists(t, filepath.Join(state, "conch", client.EndpointFile), "no endpoint record is left behind")
 }
