@@ -71,3 +71,38 @@ func TestLimitTooSmallToStart(t *testing.T) {
 		}
 	}
 }
+
+// An interpreter that exits as it starts (an environment it refuses), or
+// that never becomes ready (node under a pids limit of 4 waits on a futex
+// for ever), is the start's fault: an invalid argument saying how it
+// ended or how long it was given, with what it said. The first was a 500
+// through the daemon, the second a request that never came back.
+func TestInterpreterThatDoesNotComeUp(t *testing.T) {
+	t.Parallel()
+	for lang, env := range map[Language]map[string]string{
+		Python:     {"PYTHONHOME": "/nonexistent"},
+		JavaScript: {"NODE_OPTIONS": "--bogus-flag"},
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), deadline)
+		c, err := New(ctx, Options{Language: lang, Env: env})
+		cancel()
+		if err == nil {
+			c.Close()
+			t.Fatalf("%s started with %v", lang, env)
+		}
+		if !errors.Is(err, process.ErrInvalidArgument) || !strings.Contains(err.Error(), "exited as it started (exit status") {
+			t.Fatalf("%s with %v: %v", lang, env, err)
+		}
+	}
+	l := containment.Limits{Pids: 4}
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	c, err := New(ctx, Options{Language: JavaScript, Containment: containmenttest.Limited(t, l), Limits: l, ReadyWithin: 3 * time.Second})
+	if err == nil {
+		c.Close()
+		t.Skip("node started under a pids limit of 4 here")
+	}
+	if !errors.Is(err, process.ErrInvalidArgument) || !strings.Contains(err.Error(), "within 3s (a pids limit of 4") {
+		t.Fatalf("node under pids 4: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package codecontext
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -51,6 +52,9 @@ type Options struct {
 	// INT, or its execution timeout) before the context's interpreter is
 	// killed; zero means process.StopGrace.
 	StopGrace time.Duration
+	// ReadyWithin bounds how long the interpreter has to become ready
+	// (see readyWithin); zero means readyWithin.
+	ReadyWithin time.Duration
 	// Dir is where the context makes its private directory (the driver,
 	// its socket, the cells' FIFOs); empty means /dev/shm when writable,
 	// else the temp directory. A daemon gives its instance's directory, so
@@ -115,6 +119,7 @@ func New(ctx context.Context, opts Options) (*Context, error) {
 	}
 	opts.Language = lang
 	opts.StopGrace = process.OrDefault(opts.StopGrace, process.StopGrace)
+	opts.ReadyWithin = process.OrDefault(opts.ReadyWithin, readyWithin)
 	proctree.ResetChildSignals()
 	id := opts.ID
 	if id == "" {
@@ -177,14 +182,12 @@ func (c *Context) start(ctx context.Context) error {
 		return err
 	}
 	c.cmd = cmd
-	conn, err := accept(ctx, ln, c.exited)
+	bounded, cancel := context.WithTimeout(ctx, c.opts.ReadyWithin)
+	conn, err := accept(bounded, ln, c.exited)
+	cancel()
 	if err != nil {
 		ln.Close()
-		if c.h.OOMKilled() { // the limit asked for is the fault, not the daemon
-			return fmt.Errorf("%w: the OOM killer ended %s before it was ready: memoryBytes %d is too little for it",
-				process.ErrInvalidArgument, c.interp.path, c.opts.Limits.MemoryBytes)
-		}
-		return fmt.Errorf("start %s: %w (it said: %q)", c.interp.path, err, c.h.Diag().Tail())
+		return c.notReady(ctx, err)
 	}
 	c.conn = conn
 	c.connIn, _ = inputwait.SocketInode(conn.(*net.UnixConn))
@@ -199,6 +202,49 @@ func (c *Context) start(ctx context.Context) error {
 	return nil
 }
 
+// readyWithin bounds by default how long a context's interpreter has to
+// become ready:
+// one that cannot start its threads (a pids limit of a few) waits on a
+// futex for ever, neither exiting nor connecting.
+const readyWithin = 30 * time.Second
+
+// errExited is accept's error for an interpreter that exited first.
+var errExited = errors.New("the interpreter exited before it was ready")
+
+// notReady says why the interpreter did not become ready (accept's err).
+// Its cause is what the context was asked to start — its environment,
+// its limits — not the daemon: invalid_argument, but for the caller's
+// own ctx ending.
+func (c *Context) notReady(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("start %s: %w (it said: %q)", c.interp.path, ctx.Err(), c.h.Diag().Tail())
+	}
+	if c.h.OOMKilled() { // the limit asked for is the fault, not the daemon
+		return fmt.Errorf("%w: the OOM killer ended %s before it was ready: memoryBytes %d is too little for it",
+			process.ErrInvalidArgument, c.interp.path, c.opts.Limits.MemoryBytes)
+	}
+	how := err.Error()
+	switch {
+	case errors.Is(err, errExited):
+		// What it said, all of it: its output ends as it exits.
+		wait, cancel := context.WithTimeout(ctx, time.Second)
+		select {
+		case <-c.h.Diag().Ended():
+		case <-wait.Done():
+		}
+		cancel()
+		how = "exited as it started (" + c.cmd.ProcessState.String() + ")"
+	case errors.Is(err, context.DeadlineExceeded):
+		how = fmt.Sprintf("did not become ready within %v", c.opts.ReadyWithin)
+		if l := c.opts.Limits; l.Pids > 0 {
+			how += fmt.Sprintf(" (a pids limit of %d may leave it no room to start its threads)", l.Pids)
+		}
+	default:
+		return fmt.Errorf("start %s: %w (it said: %q)", c.interp.path, err, c.h.Diag().Tail())
+	}
+	return fmt.Errorf("%w: start %s: the interpreter %s; it said: %q", process.ErrInvalidArgument, c.interp.path, how, c.h.Diag().Tail())
+}
+
 // accept waits for the driver's connection, the interpreter's end, or ctx.
 func accept(ctx context.Context, ln *net.UnixListener, exited <-chan struct{}) (net.Conn, error) {
 	for {
@@ -211,7 +257,7 @@ func accept(ctx context.Context, ln *net.UnixListener, exited <-chan struct{}) (
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		case <-exited:
-			return nil, fmt.Errorf("the interpreter exited before it was ready")
+			return nil, errExited
 		default:
 		}
 		if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
