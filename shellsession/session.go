@@ -281,6 +281,9 @@ func (s *Session) start() error {
 		}
 	}
 	if err == nil {
+		// Set before the shell runs: one that exits at once is ended
+		// (releaseAll closes its input) on the goroutine that reaps it.
+		s.stdin = w
 		err = s.h.Start(cmd) // its error names the shell already, or says what was refused
 	}
 	if rc, cerr := r.SyscallConn(); cerr == nil {
@@ -292,7 +295,7 @@ func (s *Session) start() error {
 		w.Close()
 		return err
 	}
-	s.cmd, s.stdin, s.diag = cmd, w, s.h.Diag()
+	s.cmd, s.diag = cmd, s.h.Diag()
 	wrc, err := w.SyscallConn()
 	if err != nil {
 		return fmt.Errorf("start %s: %w", s.sh.Path, err)

@@ -344,8 +344,10 @@ func (h *Host) EndedByItself() {
 // removes its whole cgroup tree; nobody waits on a session's end to hear
 // of them.
 func (h *Host) endCgroup() {
-	h.stats = h.cg.Stats()
-	h.oomKills = h.stats.OOMKills
+	stats := h.cg.Stats()
+	h.mu.Lock() // Info reads them (statusResult) while the end is recorded
+	h.stats, h.oomKills = stats, stats.OOMKills
+	h.mu.Unlock()
 	_ = h.cg.Destroy()
 }
 
