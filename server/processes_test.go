@@ -478,10 +478,7 @@ func TestKeepLogsNoneRunAnswers(t *testing.T) {
 	t.Parallel()
 	d := start(t, server.Options{})
 	c := ctx(t)
-	sh, err := d.c.CreateSession(c, client.SessionOptions{})
-	require.NoError(t, err)
-	py, err := d.c.CreateSession(c, client.SessionOptions{Language: "python"})
-	require.NoError(t, err)
+	sh, py := shellAndPython(t, d)
 	for _, tt := range []struct {
 		session string
 		opts    client.CommandOptions
@@ -598,4 +595,14 @@ func TestWaitAfterExitDuringDrain(t *testing.T) {
 	require.Nil(t, still, "a terminal process is waited for")
 	require.NotNil(t, w)
 	require.Equal(t, 7, *w.ExitCode)
+}
+
+// shellAndPython creates a shell session and a Python code context in d.
+func shellAndPython(t *testing.T, d *daemon) (sh, py *client.Process) {
+	t.Helper()
+	sh, err := d.c.CreateSession(ctx(t), client.SessionOptions{})
+	require.NoError(t, err)
+	py, err = d.c.CreateSession(ctx(t), client.SessionOptions{Language: "python"})
+	require.NoError(t, err)
+	return sh, py
 }

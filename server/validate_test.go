@@ -128,10 +128,7 @@ func TestCommandBodyGivesTheCommand(t *testing.T) {
 	t.Parallel()
 	d := start(t, server.Options{})
 	c := ctx(t)
-	sh, err := d.c.CreateSession(c, client.SessionOptions{})
-	require.NoError(t, err)
-	py, err := d.c.CreateSession(c, client.SessionOptions{Language: "python"})
-	require.NoError(t, err)
+	sh, py := shellAndPython(t, d)
 	for _, s := range []struct{ id, want string }{{sh.ID, "give the command as cmd"}, {py.ID, "give the cell as code"}} {
 		for _, route := range []string{"/commands", "/commands/run"} {
 			for _, body := range []string{"", " ", "{}", "null", `{"cmd":null}`, `{"code":null}`, `{"name":"n"}`} {

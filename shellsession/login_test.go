@@ -16,7 +16,6 @@ import (
 // profile; otherwise no rc or profile file is read, $ENV included.
 func TestLoginReadsProfiles(t *testing.T) {
 	t.Parallel()
-	profiles := map[string]string{"bash": ".profile", "dash": ".profile", "mksh": ".profile", "ksh": ".profile", "busybox": ".profile", "zsh": ".zprofile"}
 	for _, shell := range testShells {
 		t.Run(shell, func(t *testing.T) {
 			t.Parallel()
@@ -25,7 +24,7 @@ func TestLoginReadsProfiles(t *testing.T) {
 			for _, rc := range rcs {
 				require.NoError(t, os.WriteFile(filepath.Join(home, rc), []byte("export FROM_RC=yes\n"), 0o644))
 			}
-			require.NoError(t, os.WriteFile(filepath.Join(home, profiles[shell]), []byte("export FROM_PROFILE=yes\n"), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(home, loginProfile[shell]), []byte("export FROM_PROFILE=yes\n"), 0o644))
 			env := map[string]string{"HOME": home, "ZDOTDIR": home, "ENV": filepath.Join(home, "envfile")}
 
 			plain := newSession(t, Options{Shell: shell, Env: env})
@@ -79,12 +78,11 @@ func TestBinaryCommandText(t *testing.T) {
 // command's) or failed with a write to a broken pipe.
 func TestShellThatExitsAsItStarts(t *testing.T) {
 	t.Parallel()
-	profiles := map[string]string{"bash": ".profile", "dash": ".profile", "mksh": ".profile", "ksh": ".profile", "busybox": ".profile", "zsh": ".zprofile"}
 	for _, shell := range testShells {
 		t.Run(shell, func(t *testing.T) {
 			t.Parallel()
 			home := t.TempDir()
-			require.NoError(t, os.WriteFile(filepath.Join(home, profiles[shell]), []byte("echo leaving >&2; exit 3\n"), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(home, loginProfile[shell]), []byte("echo leaving >&2; exit 3\n"), 0o644))
 			fake := filepath.Join(t.TempDir(), filepath.Base(shell))
 			require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\necho leaving >&2; exit 3\n"), 0o755))
 			for i := range 10 {
