@@ -226,14 +226,7 @@ func (c *Context) notReady(ctx context.Context, err error) error {
 	how := err.Error()
 	switch {
 	case errors.Is(err, errExited):
-		// What it said, all of it: its output ends as it exits.
-		wait, cancel := context.WithTimeout(ctx, time.Second)
-		select {
-		case <-c.h.Diag().Ended():
-		case <-wait.Done():
-		}
-		cancel()
-		how = "exited as it started (" + c.cmd.ProcessState.String() + ")"
+		how = c.h.StartEnded(ctx) // what it said, all of it, once its output ends
 	case errors.Is(err, context.DeadlineExceeded):
 		how = fmt.Sprintf("did not become ready within %v", c.opts.ReadyWithin)
 		if l := c.opts.Limits; l.Pids > 0 {

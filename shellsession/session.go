@@ -1,6 +1,7 @@
 package shellsession
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -237,24 +238,7 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 // is what the session was asked to start (the shell, its profile, its
 // environment, its limits), not the daemon: invalid_argument.
 func (s *Session) didNotStart(ctx context.Context) error {
-	// A moment for it to end (it may have closed its input and run on),
-	// and for what it said to be read.
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	select {
-	case <-s.exited:
-	case <-ctx.Done():
-	}
-	select {
-	case <-s.diag.Ended():
-	case <-ctx.Done():
-	}
-	how := "did not come up"
-	select {
-	case <-s.exited: // reaped: its state is set
-		how = "exited as it started (" + s.cmd.ProcessState.String() + ")"
-	default:
-	}
+	how := cmp.Or(s.h.StartEnded(ctx), "did not come up")
 	tail := s.diag.Tail()
 	s.Close()
 	return fmt.Errorf("%w: start %s: the shell %s; it said: %q", process.ErrInvalidArgument, s.sh.Path, how, tail)

@@ -178,6 +178,30 @@ func (h *Host) Ready() {
 	}
 }
 
+// StartEnded says how an interpreter that did not come up ended —
+// "exited as it started (exit status 3)", or "" while it runs on — once it
+// has been reaped and its output has ended (what it said: Diag's Tail), for
+// at most a second or until ctx is done: it may have closed its input and
+// run on, or left a child holding its output.
+func (h *Host) StartEnded(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	select {
+	case <-h.exited:
+	case <-ctx.Done():
+	}
+	select {
+	case <-h.diag.Ended():
+	case <-ctx.Done():
+	}
+	select {
+	case <-h.exited: // reaped: its state is set
+		return "exited as it started (" + h.cmd.ProcessState.String() + ")"
+	default:
+		return ""
+	}
+}
+
 // Closing reports whether the session is ending or has ended.
 func (h *Host) Closing() bool {
 	h.mu.Lock()
