@@ -77,7 +77,8 @@ type WaitResult struct {
 	// Error says why, for a process that failed (never ran).
 	Error string `json:"error,omitempty"`
 	// Cwd is, for a session command, the shell's directory after it
-	// ended, so that a caller needs no second request to learn it.
+	// ended, and for a cell the interpreter's, so that a caller needs no
+	// second request to learn it.
 	Cwd string `json:"cwd,omitempty"`
 	// StdinDroppedBytes counts the bytes written to the process's stdin
 	// that were still queued, unread, when it ended.

@@ -421,7 +421,9 @@ func (cell *Cell) streamEnded(end *sentinel.End, trailer bool) {
 		c.cwd = e.Cwd
 		c.mu.Unlock()
 	}
-	cell.finish(cell.resultFor(process.ExitedWith(e.Status)))
+	r := cell.resultFor(process.ExitedWith(e.Status))
+	r.Cwd = e.Cwd
+	cell.finish(r)
 	close(cell.endsDone)
 }
 

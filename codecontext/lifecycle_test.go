@@ -170,7 +170,8 @@ func TestExitEndsContext(t *testing.T) {
 	}
 }
 
-// TestCwdFollows: the context's cwd is the interpreter's after each cell.
+// TestCwdFollows: the context's cwd is the interpreter's after each cell,
+// and so is the cwd of the cell's result, as a session command's.
 func TestCwdFollows(t *testing.T) {
 	t.Parallel()
 	for lang, code := range map[Language]string{
@@ -182,7 +183,8 @@ func TestCwdFollows(t *testing.T) {
 			dir, err := os.MkdirTemp(t.TempDir(), "a b'")
 			require.NoError(t, err)
 			c := newContext(t, Options{Language: lang, Cwd: t.TempDir()})
-			run(t, c, strings.Replace(code, "%q", strconv.Quote(dir), 1))
+			r, _, _ := run(t, c, strings.Replace(code, "%q", strconv.Quote(dir), 1))
+			require.Equal(t, dir, r.Cwd, "the result's cwd")
 			require.Equal(t, dir, c.Cwd())
 			require.Equal(t, dir, c.Info().Cwd)
 			cell, err := c.Submit(CellOptions{Code: "1"})
@@ -210,6 +212,7 @@ func TestCwdRemoved(t *testing.T) {
 			c := newContext(t, Options{Language: lang, Cwd: t.TempDir()})
 			r, _, errOut := run(t, c, strings.ReplaceAll(text, "%q", strconv.Quote(dir)))
 			require.Equal(t, 0, code(r), errOut)
+			require.Equal(t, dir, r.Cwd, "the result's cwd")
 			require.Equal(t, dir, c.Cwd())
 		})
 	}

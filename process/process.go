@@ -55,8 +55,9 @@ type Result struct {
 	Handled bool
 	Error   string // why, for Failed (and Lost where known)
 	// Cwd is, for a session command, the shell's working directory once the
-	// command ended, where the next command starts; empty for other
-	// processes and where unknown (the command never ran, or its shell died).
+	// command ended, where the next command starts, and for a cell the
+	// interpreter's; empty for other processes and where unknown (the
+	// command never ran, or its shell or interpreter died).
 	Cwd string
 	// OOMKilled is true when the kernel's OOM killer ended the process (or,
 	// for a session, its shell) at its cgroup's memory limit.

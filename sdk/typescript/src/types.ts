@@ -190,7 +190,7 @@ export type RunResult = WaitResult & {
 
 /**
  * What a run's result carries beside the core RunResult (docs/behaviour.md
- * promises 25 and 28; a session command's `cwd`, docs/api.md). `run` resolves with a RunResult; `runDetails(r)` gives
+ * promises 25 and 28; a session command's or cell's `cwd`, docs/api.md). `run` resolves with a RunResult; `runDetails(r)` gives
  * these fields their types, `isRunning(r)` tells a run that came back early.
  */
 export interface RunDetails {
