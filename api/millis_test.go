@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
@@ -18,5 +19,37 @@ func TestMillisUnderOne(t *testing.T) {
 		if err != nil || string(b) != want {
 			t.Errorf("Millis(%v) = %s, %v; want %s", d, b, err, want)
 		}
+	}
+}
+
+// TestMillisRefusal: a value that is no duration is refused saying what a
+// duration is and what the value is, in JSON's terms, for the daemon to
+// put after the field's name; null is none.
+func TestMillisRefusal(t *testing.T) {
+	for in, want := range map[string]string{
+		`"5s"`:          "want a number of milliseconds, got a string",
+		`true`:          "want a number of milliseconds, got a boolean",
+		`[1]`:           "want a number of milliseconds, got an array",
+		`{}`:            "want a number of milliseconds, got an object",
+		`-1`:            "want a number of milliseconds from 0 to 9223372036854, got -1",
+		`1e300`:         "want a number of milliseconds from 0 to 9223372036854, got 1e300",
+		`1e400`:         "want a number of milliseconds from 0 to 9223372036854, got 1e400",
+		`-1e400`:        "want a number of milliseconds from 0 to 9223372036854, got -1e400",
+		`9223372036855`: "want a number of milliseconds from 0 to 9223372036854, got 9223372036855",
+		`1` + strings.Repeat("0", 60): "want a number of milliseconds from 0 to 9223372036854, got 1" +
+			strings.Repeat("0", 39) + "...",
+	} {
+		var m Millis
+		err := json.Unmarshal([]byte(in), &m)
+		if err == nil || err.Error() != want {
+			t.Errorf("Millis from %s: %v; want %q", in, err, want)
+		}
+	}
+	m := Millis(time.Second)
+	if err := json.Unmarshal([]byte(`null`), &m); err != nil || m != 0 {
+		t.Errorf("Millis from null: %v, %v; want 0", m, err)
+	}
+	if err := json.Unmarshal([]byte(`9223372036854`), &m); err != nil || m.Duration() < 292*365*24*time.Hour {
+		t.Errorf("Millis from its most: %v, %v", m.Duration(), err)
 	}
 }

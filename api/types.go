@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -384,17 +385,58 @@ func (m Millis) MarshalJSON() ([]byte, error) {
 	return strconv.AppendInt(nil, ms, 10), nil
 }
 
-// UnmarshalJSON reads a non-negative count of milliseconds.
+// maxMillis is the most milliseconds a time.Duration holds (292 years).
+const maxMillis = math.MaxInt64 / int64(time.Millisecond)
+
+// UnmarshalJSON reads a non-negative count of milliseconds; null is zero.
+// Its errors say what the value should be and what it is, in JSON's terms,
+// for the daemon to put after the name of the field.
 func (m *Millis) UnmarshalJSON(b []byte) error {
-	var n float64
-	if err := json.Unmarshal(b, &n); err != nil {
-		return fmt.Errorf("milliseconds: %w", err)
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || (b[0] != '-' && (b[0] < '0' || b[0] > '9')) {
+		if string(b) == "null" {
+			*m = 0
+			return nil
+		}
+		return fmt.Errorf("want a number of milliseconds, got %s", jsonKind(b))
 	}
-	if n < 0 || n > float64(math.MaxInt64/int64(time.Millisecond)) {
-		return fmt.Errorf("milliseconds out of range: %v", n)
+	var n float64
+	err := json.Unmarshal(b, &n) // fails only past float64's range
+	if err != nil || n < 0 || n > float64(maxMillis) {
+		return fmt.Errorf("want a number of milliseconds from 0 to %d, got %s", maxMillis, clip(b))
 	}
 	*m = Millis(time.Duration(n * float64(time.Millisecond)))
 	return nil
+}
+
+// jsonKind names the JSON type of the value b that is not a number.
+func jsonKind(b []byte) string {
+	switch {
+	case len(b) == 0:
+		return "nothing"
+	case b[0] == '"':
+		return "a string"
+	case b[0] == '{':
+		return "an object"
+	case b[0] == '[':
+		return "an array"
+	case b[0] == 't' || b[0] == 'f':
+		return "a boolean"
+	}
+	return "null"
+}
+
+// clipLen is the most bytes of a value clip keeps.
+const clipLen = 40
+
+// clip returns b, a number quoted in an error message, cut to its first
+// 40 bytes followed by "..." when longer: a number may be a megabyte of
+// digits.
+func clip(b []byte) string {
+	if len(b) <= clipLen {
+		return string(b)
+	}
+	return string(b[:clipLen]) + "..."
 }
 
 // InteractOptions answer a running process, wait and read on
