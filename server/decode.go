@@ -1,10 +1,12 @@
 package server
 
 import (
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"reflect"
 	"strconv"
@@ -163,7 +165,10 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 // byte U+FFFD). A proxy that validates bodies before they reach the daemon
 // must see the command that runs: {"cmd":"true","CMD":"rm -rf ~"} is
 // refused, not run. Nesting is bounded by maxDepth before encoding/json
-// sees the body.
+// sees the body. A value of the wrong JSON type, or that its field's type
+// refuses, is refused naming the field by its path ("terminal.cols",
+// "argv[1]"), which encoding/json does not do for a type that decodes
+// itself (api.Millis) nor for an element of an array or map.
 func unmarshalStrict(data []byte, v any) error {
 	c := checker{data: data}
 	if err := c.value(reflect.TypeOf(v), 0); err != nil {
@@ -173,27 +178,58 @@ func unmarshalStrict(data []byte, v any) error {
 	if c.pos < len(c.data) {
 		return errors.New("data after the JSON value")
 	}
-	// Every key was checked against the fields above: unknown fields
-	// cannot reach Unmarshal, which reads data in place.
+	if c.mistyped != nil {
+		return c.mistyped
+	}
+	// Every key and value was checked against the fields above: unknown
+	// fields and values of the wrong type cannot reach Unmarshal, which
+	// reads data in place.
 	return json.Unmarshal(data, v)
 }
 
-var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+var (
+	unmarshalerType     = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// numberType is json.Number, a string that takes a number.
+var numberType = reflect.TypeFor[json.Number]()
+
+// selfDecoding holds decodesItself by type.
+var selfDecoding sync.Map // reflect.Type → bool
+
+// decodesItself reports whether encoding/json hands a value of t to t's
+// own UnmarshalJSON or UnmarshalText.
+func decodesItself(t reflect.Type) bool {
+	if v, ok := selfDecoding.Load(t); ok {
+		return v.(bool)
+	}
+	pt := reflect.PointerTo(t)
+	v := t.Implements(unmarshalerType) || pt.Implements(unmarshalerType) ||
+		t.Implements(textUnmarshalerType) || pt.Implements(textUnmarshalerType)
+	selfDecoding.Store(t, v)
+	return v
+}
 
 // checker reads one JSON value in one pass, iteratively within each array
 // and object and recursively at most maxDepth deep, checking the syntax,
-// the depth, that every string is valid UTF-8, and the keys of objects
-// against the Go type the value will be decoded into: a struct's keys must
-// be exactly its fields' JSON names, and no object may repeat a key (a
-// map's keys are data, compared exactly). A nil type (an interface, or a
-// type that decodes itself) has its duplicates checked only. Type errors
-// are left to encoding/json, which words them well. path is where the
-// checker is, formatted only for an error.
+// the depth, that every string is valid UTF-8, and each value against the
+// Go type it will be decoded into: its JSON type, a number's range, a
+// struct's keys, which must be exactly its fields' JSON names, and no
+// object may repeat a key (a map's keys are data, compared exactly). A
+// value whose type decodes itself is given to that type's decoder, once it
+// was read with its duplicates checked. A nil type (an interface) takes any
+// value. path is where the checker is, formatted only for an error.
+//
+// The first value of the wrong type is kept in mistyped, and the value is
+// read on as one of a nil type: as encoding/json does, a body that is also
+// malformed, too deep or holds an unknown key is refused for that.
 type checker struct {
-	data  []byte
-	pos   int
-	path  []pathElem
-	inKey bool // reading an object's key, not a value
+	data     []byte
+	pos      int
+	path     []pathElem
+	inKey    bool  // reading an object's key, not a value
+	mistyped error // the first value its type does not take
 }
 
 // pathElem is one step of a path: an object's key, or an array's index.
@@ -224,35 +260,167 @@ func (c *checker) value(t reflect.Type, depth int) error {
 	if c.pos >= len(c.data) {
 		return errors.New("unexpected end of JSON input")
 	}
+	pointer := false
+	for t != nil && t.Kind() == reflect.Pointer {
+		t, pointer = t.Elem(), true
+	}
+	if t != nil && t.Kind() == reflect.Interface {
+		t = nil
+	}
+	// null makes a pointer nil, where a value that decodes itself is
+	// given null too.
+	if t != nil && decodesItself(t) && !(pointer && c.data[c.pos] == 'n') {
+		start := c.pos
+		if err := c.value(nil, depth); err != nil {
+			return err
+		}
+		if c.mistyped == nil {
+			if err := json.Unmarshal(c.data[start:c.pos], reflect.New(t).Interface()); err != nil {
+				c.refuse("%v", err)
+			}
+		}
+		return nil
+	}
+	start := c.pos
 	switch ch := c.data[c.pos]; {
 	case ch == '{' || ch == '[':
 		if depth >= maxDepth {
 			return fmt.Errorf("arrays and objects nested deeper than %d levels", maxDepth)
 		}
-		for t != nil && t.Kind() == reflect.Pointer {
-			t = t.Elem()
-		}
-		if t != nil && (t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType)) {
-			t = nil
-		}
 		if ch == '[' {
+			if t != nil && t.Kind() != reflect.Slice && t.Kind() != reflect.Array {
+				c.refuse("want %s, got an array", jsonType(t))
+				t = nil
+			}
 			return c.array(t, depth+1)
+		}
+		if t != nil && t.Kind() != reflect.Struct && t.Kind() != reflect.Map {
+			c.refuse("want %s, got an object", jsonType(t))
+			t = nil
 		}
 		return c.object(t, depth+1)
 	case ch == '"':
-		_, _, err := c.str()
-		return err
+		if t != nil && t.Kind() != reflect.String && !isBytes(t) {
+			c.refuse("want %s, got a string", jsonType(t))
+			t = nil
+		}
+		if _, _, err := c.str(); err != nil {
+			return err
+		}
+		if t != nil && isBytes(t) {
+			if err := json.Unmarshal(c.data[start:c.pos], reflect.New(t).Interface()); err != nil {
+				c.refuse("want a string in base64: %v", err)
+			}
+		}
+		return nil
 	case ch == '-' || ('0' <= ch && ch <= '9'):
-		return c.number()
-	case ch == 't':
-		return c.literal("true")
-	case ch == 'f':
-		return c.literal("false")
+		if err := c.number(); err != nil {
+			return err
+		}
+		c.numberFits(t, c.data[start:c.pos])
+		return nil
+	case ch == 't' || ch == 'f':
+		word := "true"
+		if ch == 'f' {
+			word = "false"
+		}
+		if t != nil && t.Kind() != reflect.Bool {
+			c.refuse("want %s, got %s", jsonType(t), word)
+		}
+		return c.literal(word)
 	case ch == 'n':
-		return c.literal("null")
+		return c.literal("null") // every type takes null, as nothing
 	default:
 		return c.syntax("looking for beginning of value")
 	}
+}
+
+// refuse keeps, unless one was kept before, the refusal of the value being
+// read, which its field does not take, naming the field by its path (none
+// for the whole body).
+func (c *checker) refuse(format string, args ...any) {
+	if c.mistyped != nil {
+		return
+	}
+	msg := fmt.Sprintf(format, args...)
+	if field := c.where(); field != "" {
+		c.mistyped = fmt.Errorf("field %q: %s", field, msg)
+		return
+	}
+	c.mistyped = errors.New(msg) // the whole body or message
+}
+
+// numberFits refuses the number lit where t does not take it: t is not a
+// number, or lit is not a whole number in the range of t's integers, or is
+// past a float's range, as encoding/json would refuse it.
+func (c *checker) numberFits(t reflect.Type, lit []byte) {
+	if t == nil || t == numberType {
+		return
+	}
+	var err error
+	switch k := t.Kind(); {
+	case reflect.Int <= k && k <= reflect.Int64:
+		if _, err = strconv.ParseInt(string(lit), 10, t.Bits()); errors.Is(err, strconv.ErrRange) {
+			lo := -1 << (t.Bits() - 1)
+			c.refuse("want an integer from %d to %d, got %s", lo, -(lo + 1), clip(lit))
+			return
+		}
+	case reflect.Uint <= k && k <= reflect.Uintptr:
+		if _, err = strconv.ParseUint(string(lit), 10, t.Bits()); err != nil {
+			c.refuse("want an integer from 0 to %d, got %s", uint64(1)<<t.Bits()-1, clip(lit))
+			return
+		}
+	case k == reflect.Float32 || k == reflect.Float64:
+		if _, err = strconv.ParseFloat(string(lit), t.Bits()); err != nil {
+			limit := math.MaxFloat64
+			if k == reflect.Float32 {
+				limit = math.MaxFloat32
+			}
+			c.refuse("want a number from %g to %g, got %s", -limit, limit, clip(lit))
+		}
+		return
+	default:
+		c.refuse("want %s, got a number", jsonType(t))
+		return
+	}
+	if err != nil {
+		c.refuse("want an integer, got %s", clip(lit))
+	}
+}
+
+// jsonType names the JSON type a value of t is written as, for an error.
+func jsonType(t reflect.Type) string {
+	switch k := t.Kind(); {
+	case k == reflect.Bool:
+		return "true or false"
+	case k == reflect.String, isBytes(t):
+		return "a string"
+	case reflect.Int <= k && k <= reflect.Uintptr:
+		return "an integer"
+	case k == reflect.Float32 || k == reflect.Float64:
+		return "a number"
+	case k == reflect.Slice || k == reflect.Array:
+		return "an array"
+	case k == reflect.Struct || k == reflect.Map:
+		return "an object"
+	}
+	return t.String()
+}
+
+// isBytes reports whether t is a byte slice, which encoding/json reads from
+// a base64 string.
+func isBytes(t reflect.Type) bool {
+	return t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8
+}
+
+// clip returns lit, a number quoted in an error message, cut to its first
+// 40 bytes followed by "..." when longer: a number may be a megabyte of
+// digits.
+func clip(lit []byte) string {
+	if len(lit) <= 40 {
+		return string(lit)
+	}
+	return string(lit[:40]) + "..."
 }
 
 func (c *checker) array(t reflect.Type, depth int) error {
