@@ -309,7 +309,7 @@ func (c *Context) Submit(opts CellOptions) (*Cell, error) {
 	switch opts.Stdin {
 	case "", process.StdinClosed, process.StdinOpen:
 	default:
-		return nil, fmt.Errorf("%w: stdin %q", process.ErrInvalidArgument, opts.Stdin)
+		return nil, fmt.Errorf("%w: stdin %q: want closed or open", process.ErrInvalidArgument, opts.Stdin)
 	}
 	if opts.ExecutionTimeout < 0 { // as exec and shellsession refuse it
 		return nil, fmt.Errorf("%w: negative executionTimeout", process.ErrInvalidArgument)

@@ -56,8 +56,12 @@ func (l Limits) Or(d Limits) Limits {
 // around to another limit.
 func (l Limits) Validate() error {
 	switch {
-	case l.MemoryBytes < 0, l.Pids < 0, l.CPUMillis < 0:
-		return errors.New("limits must not be negative")
+	case l.MemoryBytes < 0:
+		return errors.New("memoryBytes must not be negative")
+	case l.Pids < 0:
+		return errors.New("pids must not be negative")
+	case l.CPUMillis < 0:
+		return errors.New("cpuMillis must not be negative")
 	case l.MemoryBytes > 0 && l.MemoryBytes < minMemory:
 		return fmt.Errorf("memoryBytes must be at least %d", minMemory)
 	case l.Pids == 1:

@@ -155,7 +155,7 @@ func prepare(id string, opts Options) (plan, error) {
 	switch opts.Stdin {
 	case "", process.StdinClosed, process.StdinOpen:
 	default:
-		return pl, fmt.Errorf("%w: stdin %q", process.ErrInvalidArgument, opts.Stdin)
+		return pl, fmt.Errorf("%w: stdin %q: want closed or open", process.ErrInvalidArgument, opts.Stdin)
 	}
 	if _, err := logstore.ParseKeepLogs(string(opts.KeepLogs)); err != nil {
 		return pl, fmt.Errorf("%w: %v", process.ErrInvalidArgument, err)

@@ -174,3 +174,31 @@ func TestSessionWhoseShellExitsAsItStarts(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, list.Items)
 }
+
+// TestBadValuesSayWhichField: a value the daemon reads after decoding
+// (stdin, a limit) is refused naming the field it came in and what it
+// takes. Limits were refused "limits must not be negative" for any of
+// three, and an exec process's or a cell's stdin as `stdin "half"`.
+func TestBadValuesSayWhichField(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	sh, py := shellAndPython(t, d)
+	tests := []struct {
+		path, body string
+		want       string // in the error message
+	}{
+		{"/v1/processes", `{"cmd":"true","stdin":"half"}`, `stdin "half": want closed or open`},
+		{"/v1/processes/run", `{"cmd":"true","stdin":"half"}`, `stdin "half": want closed or open`},
+		{"/v1/sessions/" + sh.ID + "/commands", `{"cmd":"true","stdin":"half"}`, `stdin "half": want closed or open`},
+		{"/v1/sessions/" + py.ID + "/commands", `{"code":"1","stdin":"half"}`, `stdin "half": want closed or open`},
+		{"/v1/processes", `{"cmd":"true","limits":{"pids":-5}}`, `pids must not be negative`},
+		{"/v1/processes", `{"cmd":"true","limits":{"memoryBytes":-1}}`, `memoryBytes must not be negative`},
+		{"/v1/sessions", `{"limits":{"cpuMillis":-1}}`, `cpuMillis must not be negative`},
+	}
+	for _, tt := range tests {
+		status, body := d.raw(t, "POST", tt.path, tt.body, authed())
+		require.Equal(t, http.StatusBadRequest, status, "%s %s: %s", tt.path, tt.body, body)
+		require.Equal(t, client.CodeInvalidArgument, errorCode(t, body))
+		require.Contains(t, errorMessage(t, body), tt.want, tt.body)
+	}
+}
