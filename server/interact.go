@@ -176,6 +176,10 @@ func (s *Server) interact(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &opts); err != nil {
 		return err
 	}
+	sig, err := parseSignal("signal", opts.Signal, 0)
+	if err != nil {
+		return err
+	}
 	limit, err := s.outputLimit(opts.OutputLimit)
 	if err != nil {
 		return err
@@ -214,23 +218,17 @@ func (s *Server) interact(w http.ResponseWriter, r *http.Request) error {
 	if sealed := p.Log().Seal(); opts.Cursor == "" {
 		after = sealed
 	}
-	if err := s.deliver(p, input, opts.EOF, opts.Signal); err != nil {
+	if err := s.deliver(p, input, opts.EOF, sig); err != nil {
 		return err
 	}
 	return s.answerRun(w, r, p, answerWait{timeout: opts.Timeout.Duration(), idle: opts.IdleTimeout.Duration()},
 		runAnswer{after: after, limit: limit, plain: opts.Plain})
 }
 
-// deliver writes input to p, closes its stdin when eof, and sends it the
-// signal named, in that order.
-func (s *Server) deliver(p process.Process, input []byte, eof bool, signal string) error {
-	var sig syscall.Signal
-	if signal != "" { // checked first, so that a bad name writes nothing
-		var err error
-		if sig, err = process.ParseSignal(signal); err != nil {
-			return err
-		}
-	}
+// deliver writes input to p, closes its stdin when eof, and sends it sig
+// (none when 0), in that order. The caller parsed sig first, so that a bad
+// name writes nothing.
+func (s *Server) deliver(p process.Process, input []byte, eof bool, sig syscall.Signal) error {
 	if len(input) > 0 || eof {
 		if p.Info().Stdin != process.StdinOpen {
 			return process.ErrStdinNotOpen

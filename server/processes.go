@@ -162,11 +162,11 @@ func (s *Server) killProcess(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &opts); err != nil {
 		return err
 	}
-	sig, err := parseSignal(opts.Signal, syscall.SIGTERM)
+	sig, err := parseSignal("signal", opts.Signal, syscall.SIGTERM)
 	if err != nil {
 		return err
 	}
-	to, err := parseSignal(opts.EscalateTo, syscall.SIGKILL)
+	to, err := parseSignal("escalateTo", opts.EscalateTo, syscall.SIGKILL)
 	if err != nil {
 		return err
 	}
@@ -343,12 +343,17 @@ func parseEncoding(s string) (bool, error) {
 	return false, badRequest("encoding %q: want text or base64", s)
 }
 
-// parseSignal parses a signal name; empty is def.
-func parseSignal(name string, def syscall.Signal) (syscall.Signal, error) {
+// parseSignal parses the signal name given as the body's field; empty is
+// def. A kill names two signals: the refusal says which one is unknown.
+func parseSignal(field, name string, def syscall.Signal) (syscall.Signal, error) {
 	if name == "" {
 		return def, nil
 	}
-	return process.ParseSignal(name)
+	sig, err := process.ParseSignal(name)
+	if err != nil {
+		return 0, badRequest("%s %q: unknown signal: want a name such as TERM, INT, KILL or HUP", field, name)
+	}
+	return sig, nil
 }
 
 // parseKind checks a kind name; empty is allowed (and returned) when

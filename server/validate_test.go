@@ -175,18 +175,28 @@ func TestSessionWhoseShellExitsAsItStarts(t *testing.T) {
 	require.Empty(t, list.Items)
 }
 
-// TestBadValuesSayWhichField: a value the daemon reads after decoding
-// (stdin, a limit) is refused naming the field it came in and what it
-// takes. Limits were refused "limits must not be negative" for any of
-// three, and an exec process's or a cell's stdin as `stdin "half"`.
+// TestBadValuesSayWhichField: a value the daemon reads after decoding (a
+// signal, stdin, a limit) is refused naming the field it came in. A kill
+// names two signals and was refused `unknown signal "FOO"` for either;
+// limits were refused "limits must not be negative" for any of three; and
+// interact with an unknown signal on a session's own id was answered 409
+// for the id, before the body was read through.
 func TestBadValuesSayWhichField(t *testing.T) {
 	t.Parallel()
 	d := start(t, server.Options{})
+	c := ctx(t)
 	sh, py := shellAndPython(t, d)
+	p, err := d.c.Start(c, client.StartOptions{Cmd: "cat", Stdin: "open"})
+	require.NoError(t, err)
+	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
 	tests := []struct {
 		path, body string
 		want       string // in the error message
 	}{
+		{"/v1/processes/" + p.ID + "/kill", `{"escalateTo":"FOO","escalateAfter":100}`, `escalateTo "FOO": unknown signal`},
+		{"/v1/processes/" + p.ID + "/kill", `{"signal":"BAR"}`, `signal "BAR": unknown signal`},
+		{"/v1/processes/" + p.ID + "/interact", `{"input":"x\n","signal":"FOO","timeout":1}`, `signal "FOO": unknown signal`},
+		{"/v1/processes/" + sh.ID + "/interact", `{"signal":"FOO","timeout":1}`, `signal "FOO": unknown signal`},
 		{"/v1/processes", `{"cmd":"true","stdin":"half"}`, `stdin "half": want closed or open`},
 		{"/v1/processes/run", `{"cmd":"true","stdin":"half"}`, `stdin "half": want closed or open`},
 		{"/v1/sessions/" + sh.ID + "/commands", `{"cmd":"true","stdin":"half"}`, `stdin "half": want closed or open`},
@@ -201,4 +211,11 @@ func TestBadValuesSayWhichField(t *testing.T) {
 		require.Equal(t, client.CodeInvalidArgument, errorCode(t, body))
 		require.Contains(t, errorMessage(t, body), tt.want, tt.body)
 	}
+	// Nothing reached cat: no signal, no input.
+	info, err := d.c.Get(c, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, "running", string(info.State))
+	page, err := d.c.Logs(c, p.ID, client.LogsOptions{})
+	require.NoError(t, err)
+	require.Empty(t, page.Items)
 }
