@@ -53,7 +53,8 @@ type Options struct {
 	// killed; zero means process.StopGrace.
 	StopGrace time.Duration
 	// ReadyWithin bounds how long the interpreter has to become ready
-	// (see readyWithin); zero means readyWithin.
+	// before the start is refused and the interpreter's tree killed; zero
+	// means process.ReadyWithin.
 	ReadyWithin time.Duration
 	// Dir is where the context makes its private directory (the driver,
 	// its socket, the cells' FIFOs); empty means /dev/shm when writable,
@@ -119,7 +120,7 @@ func New(ctx context.Context, opts Options) (*Context, error) {
 	}
 	opts.Language = lang
 	opts.StopGrace = process.OrDefault(opts.StopGrace, process.StopGrace)
-	opts.ReadyWithin = process.OrDefault(opts.ReadyWithin, readyWithin)
+	opts.ReadyWithin = process.OrDefault(opts.ReadyWithin, process.ReadyWithin)
 	proctree.ResetChildSignals()
 	id := opts.ID
 	if id == "" {
@@ -202,12 +203,6 @@ func (c *Context) start(ctx context.Context) error {
 	return nil
 }
 
-// readyWithin bounds by default how long a context's interpreter has to
-// become ready:
-// one that cannot start its threads (a pids limit of a few) waits on a
-// futex for ever, neither exiting nor connecting.
-const readyWithin = 30 * time.Second
-
 // errExited is accept's error for an interpreter that exited first.
 var errExited = errors.New("the interpreter exited before it was ready")
 
@@ -228,7 +223,9 @@ func (c *Context) notReady(ctx context.Context, err error) error {
 	case errors.Is(err, errExited):
 		how = c.h.StartEnded(ctx) // what it said, all of it, once its output ends
 	case errors.Is(err, context.DeadlineExceeded):
-		how = fmt.Sprintf("did not become ready within %v", c.opts.ReadyWithin)
+		// One that cannot start its threads (a pids limit of a few)
+		// waits on a futex for ever, neither exiting nor connecting.
+		how = resident.NotReady(c.opts.ReadyWithin)
 		if l := c.opts.Limits; l.Pids > 0 {
 			how += fmt.Sprintf(" (a pids limit of %d may leave it no room to start its threads)", l.Pids)
 		}

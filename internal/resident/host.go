@@ -202,6 +202,11 @@ func (h *Host) StartEnded(ctx context.Context) string {
 	}
 }
 
+// NotReady says, for the error that refuses its start, that an
+// interpreter was not ready within d (see process.ReadyWithin); the
+// embedder adds what may be why, and kills its tree.
+func NotReady(d time.Duration) string { return fmt.Sprintf("did not become ready within %v", d) }
+
 // Closing reports whether the session is ending or has ended.
 func (h *Host) Closing() bool {
 	h.mu.Lock()
