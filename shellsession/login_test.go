@@ -4,11 +4,15 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
 )
 
@@ -102,4 +106,86 @@ func TestShellThatExitsAsItStarts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLoginProfileThatBlocks: a login shell whose profile never ends
+// (sleep 1000) is refused as invalid input once Options.ReadyWithin has
+// passed, saying so, naming the profile and with what the shell said, and
+// the sleep ends with the shell. New waited for its caller to give up.
+func TestLoginProfileThatBlocks(t *testing.T) {
+	t.Parallel()
+	const within = time.Second
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			opts, sleeper := blockingProfile(t, shell)
+			opts.ReadyWithin = within
+			ctx, cancel := context.WithTimeout(t.Context(), deadline)
+			defer cancel()
+			began := time.Now()
+			s, err := New(ctx, opts)
+			took := time.Since(began)
+			if s != nil {
+				s.Close()
+			}
+			require.ErrorIs(t, err, process.ErrInvalidArgument)
+			require.Contains(t, err.Error(), "the shell did not become ready within 1s (its login profile may block)")
+			require.Contains(t, err.Error(), "profile blocks")
+			require.GreaterOrEqual(t, took, within)
+			requireSleeperGone(t, sleeper())
+		})
+	}
+}
+
+// TestStartGivenUp: a caller that gives up on New before the bound (a
+// client that went away) gets its context's error, and the shell whose
+// profile blocks ends with every process under it, as at the bound.
+func TestStartGivenUp(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			opts, sleeper := blockingProfile(t, shell)
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			defer cancel()
+			s, err := New(ctx, opts)
+			if s != nil {
+				s.Close()
+			}
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.NotErrorIs(t, err, process.ErrInvalidArgument)
+			requireSleeperGone(t, sleeper())
+		})
+	}
+}
+
+// blockingProfile returns the options of a login session of shell whose
+// profile says "profile blocks" and runs sleep 1000, and how to read the
+// sleep's pid once it has started.
+func blockingProfile(t *testing.T, shell string) (Options, func() int) {
+	t.Helper()
+	home := t.TempDir()
+	profile := "echo profile blocks >&2; sh -c 'echo $$ >\"$HOME/sleeper\"; exec sleep 1000'\n"
+	require.NoError(t, os.WriteFile(filepath.Join(home, loginProfile[shell]), []byte(profile), 0o644))
+	opts := Options{Shell: shell, Env: map[string]string{"HOME": home, "ZDOTDIR": home}, Login: true}
+	return opts, func() int {
+		b, err := os.ReadFile(filepath.Join(home, "sleeper"))
+		require.NoError(t, err, "the profile's sleep did not start")
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		require.NoError(t, err, "%q", b)
+		t.Cleanup(func() {
+			if proctree.Alive(pid) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		})
+		return pid
+	}
+}
+
+// requireSleeperGone fails t unless the process pid has ended (a zombie
+// counts) within the deadline.
+func requireSleeperGone(t *testing.T, pid int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return !proctree.Alive(pid) }, deadline, 10*time.Millisecond,
+		"the profile's sleep %d outlived its shell", pid)
 }

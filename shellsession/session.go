@@ -79,6 +79,11 @@ type Options struct {
 	// DrainDelay bounds how long a command's output is still read after its
 	// shell died under it; zero means process.DrainDelay.
 	DrainDelay time.Duration
+	// ReadyWithin bounds how long the shell has to come up and run its
+	// first command — a login shell reads its profile first — before New
+	// kills it and every process under it and fails with an error wrapping
+	// process.ErrInvalidArgument; zero means process.ReadyWithin.
+	ReadyWithin time.Duration
 	// Containment is where the session gets a cgroup of its own, entered
 	// as the shell starts, which everything it starts stays in and ends with
 	// it; nil contains nothing (processes that leave the tree are found by
@@ -158,6 +163,7 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 	}
 	opts.StopGrace = process.OrDefault(opts.StopGrace, process.StopGrace)
 	opts.DrainDelay = process.OrDefault(opts.DrainDelay, process.DrainDelay)
+	opts.ReadyWithin = process.OrDefault(opts.ReadyWithin, process.ReadyWithin)
 	if opts.Cwd != "" {
 		if !filepath.IsAbs(opts.Cwd) {
 			return nil, fmt.Errorf("%w: cwd %q is not an absolute path", process.ErrInvalidArgument, opts.Cwd)
@@ -204,17 +210,23 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 	// session's idle queue, whose turn it gives back before New returns:
 	// run by a worker, it let go of the turn after New had returned now and
 	// then, and a command sent at once was queued rather than run on its
-	// caller's goroutine.
+	// caller's goroutine. A shell whose profile blocks never runs it:
+	// bounded, the wait ends, and so does the shell with its tree.
+	bounded, cancel := context.WithTimeout(ctx, opts.ReadyWithin)
+	defer cancel()
 	ready := s.newCommand(CommandOptions{Cmd: ":"})
 	if s.h.Queue.Claim() {
-		ready.runHere(ctx)
+		ready.runHere(bounded)
 	} else if err := s.h.Queue.Push(ready); err != nil {
 		s.Close()
 		return nil, err
 	}
 	select {
 	case <-ready.done:
-	case <-ctx.Done():
+	case <-bounded.Done():
+		if ctx.Err() == nil {
+			return nil, s.notReady()
+		}
 		tail := s.diag.Tail()
 		s.Close()
 		return nil, fmt.Errorf("start %s: %w (the shell said: %q)", sh.Path, ctx.Err(), tail)
@@ -238,7 +250,24 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 // is what the session was asked to start (the shell, its profile, its
 // environment, its limits), not the daemon: invalid_argument.
 func (s *Session) didNotStart(ctx context.Context) error {
-	how := cmp.Or(s.h.StartEnded(ctx), "did not come up")
+	return s.refuse(cmp.Or(s.h.StartEnded(ctx), "did not come up"))
+}
+
+// notReady closes the session whose shell, still running, did not run
+// its first command within Options.ReadyWithin, and says so. Before that
+// command a login shell reads its profile, which may block; a non-login
+// shell reads no file (its ENV is /dev/null).
+func (s *Session) notReady() error {
+	how := resident.NotReady(s.opts.ReadyWithin)
+	if s.opts.Login {
+		how += " (its login profile may block)"
+	}
+	return s.refuse(how)
+}
+
+// refuse closes the session whose shell did not come up, how says why,
+// and returns the error that refuses it, with what the shell said.
+func (s *Session) refuse(how string) error {
 	tail := s.diag.Tail()
 	s.Close()
 	return fmt.Errorf("%w: start %s: the shell %s; it said: %q", process.ErrInvalidArgument, s.sh.Path, how, tail)
