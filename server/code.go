@@ -44,6 +44,7 @@ func (s *Server) startContext(ctx context.Context, opts api.SessionOptions, port
 		Retention:   s.opts.LogRetention,
 		Ports:       ports,
 		Dir:         s.opts.StreamDir,
+		ReadyWithin: s.opts.ReadyWithin,
 		Containment: s.opts.Containment,
 		Limits:      limits(opts.Limits),
 	})

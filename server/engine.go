@@ -71,6 +71,7 @@ func (s *Server) startShell(ctx context.Context, opts api.SessionOptions, ports 
 		Ports:     ports,
 		StreamDir: s.opts.StreamDir,
 
+		ReadyWithin: s.opts.ReadyWithin,
 		Containment: s.opts.Containment,
 		Limits:      limits(opts.Limits),
 	})

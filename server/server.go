@@ -110,6 +110,11 @@ type Options struct {
 	// Containment gives every session, process and code context a cgroup
 	// of its own; nil contains nothing (and refuses limits).
 	Containment *containment.Root
+	// ReadyWithin bounds how long a new session's shell has to come up
+	// (a login shell's profile read) and a code context's interpreter to
+	// become ready: past it the creation is answered 400 invalid_argument
+	// and what was started is killed. Zero means process.ReadyWithin.
+	ReadyWithin time.Duration
 }
 
 // Server serves the conch HTTP API over the processes and sessions it
