@@ -1,6 +1,9 @@
 package plaintext
 
-import "unicode/utf8"
+import (
+	"bytes"
+	"unicode/utf8"
+)
 
 // MaxUnfinished bounds the escape sequence [Unfinished] finds left open at
 // the end of output: one longer than that (an OSC string that never ends)
@@ -61,4 +64,83 @@ func startsSequence(b []byte) bool {
 	}
 	c, _ := utf8.DecodeRune(b)
 	return c >= 0x80 && c < 0xa0
+}
+
+// Open returns the escape sequence b leaves open at its end, however long
+// ago it started, as the few bytes that put a new [Renderer] in the state
+// that b leaves one in: ESC; ESC and an intermediate byte; CSI with the
+// parameters read (past maxParams of them, one more, to keep it too long
+// to act); or the start of an OSC string, or of a DCS, SOS, PM or APC
+// string, whose body is dropped, however long. It returns nil when b ends
+// outside any sequence. Rendering what Open returns and then the bytes that
+// follow b drops the sequence's rest as rendering b and those bytes together
+// does, with no need to keep b: a reader that goes on later from the end
+// of b carries Open(b) instead of holding back the whole sequence.
+//
+// Open of what Open returned is the same bytes.
+func Open(b []byte) []byte {
+	// The state after an ESC, CAN, SUB or C1 control depends on nothing
+	// before it; after the last one, nothing starts a sequence again.
+	i := lastRestart(b)
+	if i < 0 {
+		return nil
+	}
+	var r Renderer
+	for j := i; j < len(b); {
+		switch r.st {
+		case ground:
+			if j > i {
+				return nil
+			}
+		case oscStr: // only BEL can end it now
+			k := bytes.IndexByte(b[j:], bel)
+			if k < 0 {
+				return r.open()
+			}
+			j += k
+		case ctrlStr: // nothing can end it now
+			return r.open()
+		}
+		_, n := utf8.DecodeRune(b[j:])
+		r.Write(b[j : j+n])
+		j += n
+	}
+	return r.open()
+}
+
+// lastRestart returns the index in b of the last ESC, CAN, SUB or C1
+// control (a decoded U+0080–U+009F: 0xc2 and a byte 0x80–0x9f), -1 when
+// there is none.
+func lastRestart(b []byte) int {
+	for i := len(b) - 1; i >= 0; i-- {
+		switch c := b[i]; {
+		case c == esc, c == can, c == sub:
+			return i
+		case c >= 0x80 && c < 0xa0 && i > 0 && b[i-1] == 0xc2:
+			return i - 1
+		}
+	}
+	return -1
+}
+
+// open is the bytes that put a new Renderer in r's parser state, nil in
+// ground (see [Open]).
+func (r *Renderer) open() []byte {
+	switch r.st {
+	case escape:
+		return []byte{esc}
+	case escInter:
+		return []byte{esc, '('}
+	case csi:
+		b := append([]byte{esc, '['}, r.params...)
+		if r.long {
+			b = append(b, '0')
+		}
+		return b
+	case oscStr:
+		return []byte{esc, ']'}
+	case ctrlStr:
+		return []byte{esc, 'P'}
+	}
+	return nil
 }
