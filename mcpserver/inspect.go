@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -40,10 +41,11 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 	if in.Limit > 0 {
 		limit = in.Limit
 	}
-	cursor, skip, err := parseReadCursor(in.Cursor)
+	cursor, skip, open, err := parseReadCursor(in.Cursor)
 	if err != nil {
 		return nil, ReadOutput{}, err
 	}
+	from, _, _ := strings.Cut(in.Cursor, "~") // where it points, without open
 	// Read frames until there is more than limit (or nothing more), then
 	// cut at a character boundary, at a line end when one is near.
 	out := ReadOutput{ID: in.ID}
@@ -69,6 +71,9 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 		}
 		if len(page.Items) == 0 {
 			break
+		}
+		if page.TruncatedHead && len(pieces) == 0 {
+			open = nil // what came after open was dropped: what follows is no part of it
 		}
 		for _, f := range page.Items {
 			data, err := f.Bytes()
@@ -96,12 +101,13 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 		out.More = true
 	} else if out.Running {
 		// An escape sequence left unfinished is read whole next time, as
-		// run and interact hold it back (Output.holdBack).
-		end -= plaintext.Unfinished(buf)
+		// run and interact hold it back (output.holdBack).
+		end = heldEnd(open, buf)
 	}
 	// next is the last frame read whole, or the one before the frame the
-	// cut is in and how far into that frame it is.
-	out.Next = in.Cursor
+	// cut is in and how far into that frame it is; with the escape
+	// sequence the output is inside there, if any.
+	out.Next = from
 	for _, p := range pieces {
 		if p.end <= end {
 			out.Next = p.cursor
@@ -112,8 +118,10 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 			break
 		}
 	}
+	shown := joined(open, buf[:end])
+	out.Next = withOpen(out.Next, plaintext.Open(shown))
 	out.Bytes = int64(end)
-	out.Output = plaintext.CutEnd(plaintext.String(buf[:end]), int(limit))
+	out.Output = plaintext.CutEnd(plaintext.String(shown), int(limit))
 	if !out.More {
 		// All there was: look whether anything came meanwhile.
 		if page, err := s.c.Logs(ctx, in.ID, client.LogsOptions{Cursor: cursor, Limit: 1}); err == nil {
@@ -134,19 +142,61 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}, out, nil
 }
 
-// parseReadCursor parses read_output's cursor: a cursor the daemon gave
-// (omittedAfter, next), or one read_output gave, "CURSOR+N", which is N
-// bytes into the frame after CURSOR.
-func parseReadCursor(s string) (cursor string, skip int, err error) {
+// parseReadCursor parses a cursor an answer gave: a cursor the daemon
+// gave (omittedAfter, next), or "CURSOR+N", which is N bytes into the frame
+// after CURSOR; either may end in "~HEX", the escape sequence the output
+// is inside at that point (see withOpen).
+func parseReadCursor(s string) (cursor string, skip int, open []byte, err error) {
+	bad := fmt.Errorf("cursor %q: want a cursor an answer gave, like its next", s)
+	s, seq, ok := strings.Cut(s, "~")
+	if ok {
+		open, err = hex.DecodeString(seq)
+		// What withOpen wrote: bytes that Open gives back as they are.
+		if err != nil || len(open) == 0 || !bytes.Equal(plaintext.Open(open), open) {
+			return "", 0, nil, bad
+		}
+	}
 	cursor, n, ok := strings.Cut(s, "+")
 	if !ok {
-		return s, 0, nil
+		return s, 0, open, nil
 	}
 	skip, err = strconv.Atoi(n)
 	if err != nil || skip < 0 {
-		return "", 0, fmt.Errorf("cursor %q: want a cursor an answer gave, like its next", s)
+		return "", 0, nil, bad
 	}
-	return cursor, skip, nil
+	return cursor, skip, open, nil
+}
+
+// withOpen is cursor with open, the start of the escape sequence the
+// output is inside at that point (plaintext.Open), after a "~" in hex: an
+// answer read from it renders the sequence's rest as the whole output
+// renders it (as nothing, for the body of an OSC or DCS string) rather than
+// as text. It is how a cursor goes on past a sequence that could not be
+// held back (holdBack): one longer than plaintext.MaxUnfinished, or one
+// whose start has no cursor.
+func withOpen(cursor string, open []byte) string {
+	if len(open) == 0 {
+		return cursor
+	}
+	return cursor + "~" + hex.EncodeToString(open)
+}
+
+// heldEnd is where output b ends once an escape sequence left unfinished
+// at its end is held back: before that sequence when it starts in b,
+// within plaintext.MaxUnfinished of b's end; else at b's end, where the
+// cursor carries the sequence (withOpen). open is the sequence the output
+// before b left open.
+func heldEnd(open, b []byte) int {
+	n := plaintext.Unfinished(joined(open, b))
+	if n > len(b) { // it started before b
+		return len(b)
+	}
+	return len(b) - n
+}
+
+// joined is a and b in a new slice.
+func joined(a, b []byte) []byte {
+	return append(append(make([]byte, 0, len(a)+len(b)), a...), b...)
 }
 
 // cutPoint returns where to cut b to at most limit bytes: at a character

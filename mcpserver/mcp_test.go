@@ -549,3 +549,69 @@ func TestEscapeSplitBetweenAnswers(t *testing.T) {
 	c.ok("read_output", map[string]any{"id": r.ID, "cursor": held.Next}, &rest)
 	require.Equal(t, "red\n", rest.Output)
 }
+
+// TestLongSequenceSplitBetweenAnswers answers while a command's output ends
+// inside an OSC string longer than plaintext.MaxUnfinished (a 6 KB OSC 52
+// clipboard): the next answer, of interact or of read_output, drops the
+// string's rest as the whole output does, where it showed it as text
+// ("BBB...done"); read_output's pages through it show none of it either.
+// Nothing of the string is held back: next goes on past it.
+func TestLongSequenceSplitBetweenAnswers(t *testing.T) {
+	t.Parallel()
+	env, _ := testEnv(t)
+	c := startMCP(t, env)
+	defer c.close()
+	dir := t.TempDir()
+	printed, gate := filepath.Join(dir, "printed"), filepath.Join(dir, "gate")
+	r, _ := c.run(map[string]any{"command": `printf 'before\n\033]52;c;'; head -c 6000 /dev/zero | tr '\0' A; touch ` + printed +
+		`; while [ ! -e ` + gate + ` ]; do sleep 0.02; done; head -c 50 /dev/zero | tr '\0' B; printf '\007done\n'`,
+		"timeout": 0.3, "closeStdin": true})
+	waitFile(t, printed)
+	printedBytes := int64(len("before\n\x1b]52;c;") + 6000)
+	for deadline := time.Now().Add(hangGuard); ; time.Sleep(20 * time.Millisecond) {
+		var read mcpserver.ReadOutput
+		c.ok("read_output", map[string]any{"id": r.ID, "limit": 1 << 20}, &read)
+		if read.Bytes >= printedBytes {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the log holds what was printed")
+	}
+	shown := r.Output
+	c.ok("interact", map[string]any{"id": r.ID, "idleTimeout": 0.2}, &r)
+	shown += r.Output
+	require.True(t, r.Running, "%+v", r)
+	require.Equal(t, "before\n", shown)
+	held := r.Next
+
+	pages := func(cursor string) string {
+		var all strings.Builder
+		for reads := 0; ; reads++ {
+			require.Less(t, reads, 100, "read_output goes on")
+			var read mcpserver.ReadOutput
+			c.ok("read_output", map[string]any{"id": r.ID, "cursor": cursor, "limit": 2000}, &read)
+			require.False(t, strings.Contains(read.Output, "A"), "a page shows the string's body as text: %.60q", read.Output)
+			all.WriteString(read.Output)
+			if !read.More {
+				return all.String()
+			}
+			cursor = read.Next
+		}
+	}
+	require.Equal(t, "before\n", pages(""))
+
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	var done mcpserver.Result
+	c.ok("interact", map[string]any{"id": r.ID, "timeout": 60}, &done)
+	require.False(t, done.Running)
+	require.Equal(t, "done\n", done.Output)
+	require.Equal(t, "before\ndone\n", pages(""))
+	var rest mcpserver.ReadOutput
+	c.ok("read_output", map[string]any{"id": r.ID, "cursor": held}, &rest)
+	require.Equal(t, "done\n", rest.Output)
+	require.Less(t, rest.Bytes, int64(100), "read on from past the string's start")
+	require.Contains(t, held, "~", "next carries the string's start")
+	for _, bad := range []string{held + "0", "0~41", "0~zz", "0~"} {
+		text := c.toolError("read_output", map[string]any{"id": r.ID, "cursor": bad})
+		require.Contains(t, text, "want a cursor an answer gave", bad)
+	}
+}

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -66,6 +67,9 @@ func (s *Server) result(ctx context.Context, r *client.RunResult, o output, p *c
 // output is an answer's output as bytes: all of it in head, or a head and a
 // tail with omitted bytes between them.
 type output struct {
+	// open is the escape sequence the output before head left open, as
+	// the cursor read from gave it (withOpen): head is rendered after it.
+	open       []byte
 	head, tail []piece
 	omitted    int64
 	// from is the cursor read_output reads the omitted bytes from; reread
@@ -153,33 +157,34 @@ func (o output) withLead(lead piece, shown, limit int) output {
 // of an escape sequence its end leaves unfinished, so that the next answer
 // reads that sequence whole rather than its rest as text ("31mred" after
 // "ab ESC ["), as the daemon holds back a character split between writes.
-// The rendering shows no piece of it meanwhile. A sequence that starts in
-// a piece whose place is not known (the first of a tail, cut at its
-// start) is not held back.
+// The rendering shows no piece of it meanwhile. A sequence that cannot be
+// held back so — one longer than plaintext.MaxUnfinished (an OSC 52
+// clipboard, a sixel image), or one that started before the cursor read
+// from — is carried instead: next, with the sequence's start after it
+// (withOpen), whose rest the next answer then renders as the whole output
+// does. A sequence that starts in a piece whose place is not known (the
+// first of a tail, cut at its start) is not held back.
 func (o output) holdBack(next string) string {
-	last := o.head
+	last, open := o.head, o.open
 	if o.omitted > 0 {
-		last = o.tail
+		last, open = o.tail, nil // a tail is rendered on its own
 	}
 	var b []byte
 	for _, p := range last {
 		b = append(b, p.data...)
 	}
-	open := plaintext.Unfinished(b)
-	if open == 0 {
-		return next
-	}
-	start := len(b) - open // in b; then in the piece it falls in
-	for _, p := range last {
-		if start < len(p.data) {
-			if !p.known {
-				return next
+	if start := heldEnd(open, b); start < len(b) { // in b; then in the piece it falls in
+		for _, p := range last {
+			if start < len(p.data) {
+				if !p.known {
+					return next
+				}
+				return at(p.before, p.off+start)
 			}
-			return at(p.before, p.off+start)
+			start -= len(p.data)
 		}
-		start -= len(p.data)
 	}
-	return next
+	return withOpen(next, plaintext.Open(joined(open, b)))
 }
 
 // size is the bytes of pieces.
@@ -198,9 +203,9 @@ func size(pieces []piece) int {
 // what was left out from, which the line names.
 func render(o output, limit int) (text, omittedAfter string) {
 	if o.omitted == 0 {
-		return plaintext.CutEnd(plain(o.head), limit), ""
+		return plaintext.CutEnd(plain(o.open, o.head), limit), ""
 	}
-	head, tail := plain(o.head), plain(o.tail)
+	head, tail := plain(o.open, o.head), plain(nil, o.tail)
 	line := func(cursor string) string {
 		return fmt.Sprintf("\n[... %d bytes omitted; read_output with cursor %q reads them ...]\n", o.omitted, cursor)
 	}
@@ -251,9 +256,10 @@ func omittedFrom(r *client.RunResult) string {
 // headFrames is how many frames of r's logs make the head of a cut output.
 func headFrames(r *client.RunResult) int { return min(max(r.HeadFrames, 0), len(r.Logs)) }
 
-// plain is the pieces' bytes as plain text.
-func plain(pieces []piece) string {
-	var b []byte
+// plain is the pieces' bytes as plain text, rendered after open, the
+// escape sequence the output before them left open.
+func plain(open []byte, pieces []piece) string {
+	b := bytes.Clone(open)
 	for _, p := range pieces {
 		b = append(b, p.data...)
 	}

@@ -207,7 +207,7 @@ func (s *Server) interact(ctx context.Context, _ *mcp.CallToolRequest, in Intera
 	// next, an omittedAfter), which the daemon cannot read from. Of that
 	// one the frame's rest is read here first, and the daemon reads on
 	// after the frame.
-	asked, skip, err := parseReadCursor(cursor)
+	asked, skip, open, err := parseReadCursor(cursor)
 	if err != nil {
 		return nil, Result{}, err
 	}
@@ -240,6 +240,11 @@ func (s *Server) interact(ctx context.Context, _ *mcp.CallToolRequest, in Intera
 	o := answerOutput(r, asked)
 	if lead != nil {
 		o = o.withLead(*lead, shown, int(daemonLimit(wait.limit)))
+	}
+	if lead != nil || !r.Truncated {
+		// Else what came after the cursor was dropped: what follows is
+		// no part of the sequence open there.
+		o.open = open
 	}
 	sessionID := ""
 	if p != nil {
