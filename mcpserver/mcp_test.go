@@ -615,3 +615,40 @@ func TestLongSequenceSplitBetweenAnswers(t *testing.T) {
 		require.Contains(t, text, "want a cursor an answer gave", bad)
 	}
 }
+
+// TestEscapeSplitInACutAnswer answers while the output of a command ends
+// inside an escape sequence that starts in the first frame of the tail of a
+// cut answer, whose start the daemon does not give: the next answer reads
+// the sequence's rest as the whole output does, where it showed "31mred".
+// The frame is the one the head ends in, or a later one.
+func TestEscapeSplitInACutAnswer(t *testing.T) {
+	t.Parallel()
+	env, _ := testEnv(t)
+	c := startMCP(t, env)
+	defer c.close()
+	for name, before := range map[string]string{"head's frame": "", "later frame": "seq 1 3000; sleep 0.1; "} {
+		t.Run(name, func(t *testing.T) { testEscapeSplitInACutAnswer(t, c, before) })
+	}
+}
+
+func testEscapeSplitInACutAnswer(t *testing.T, c *conn, before string) {
+	dir := t.TempDir()
+	printed, gate := filepath.Join(dir, "printed"), filepath.Join(dir, "gate")
+	// Answered once quiet: after the printf, which goes out in one write.
+	r, _ := c.run(map[string]any{"command": before + `printf '%03000d\033[' 0; touch ` + printed +
+		`; while [ ! -e ` + gate + ` ]; do sleep 0.02; done; printf '31mred\n'`,
+		"idleTimeout": 0.5, "closeStdin": true, "outputLimit": 1000})
+	waitFile(t, printed)
+	shown := r.Output
+	for r.Running && !strings.HasSuffix(shown, "000") {
+		c.ok("interact", map[string]any{"id": r.ID, "idleTimeout": 0.5, "outputLimit": 1000}, &r)
+		shown += r.Output
+	}
+	require.True(t, r.Running, "%+v", r)
+	require.Positive(t, r.OmittedBytes, "a cut answer: %+v", r)
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	var done mcpserver.Result
+	c.ok("interact", map[string]any{"id": r.ID, "timeout": 60}, &done)
+	require.False(t, done.Running)
+	require.Equal(t, "red\n", done.Output, "after %q", r.Next)
+}

@@ -159,11 +159,11 @@ func (o output) withLead(lead piece, shown, limit int) output {
 // "ab ESC ["), as the daemon holds back a character split between writes.
 // The rendering shows no piece of it meanwhile. A sequence that cannot be
 // held back so — one longer than plaintext.MaxUnfinished (an OSC 52
-// clipboard, a sixel image), or one that started before the cursor read
-// from — is carried instead: next, with the sequence's start after it
-// (withOpen), whose rest the next answer then renders as the whole output
-// does. A sequence that starts in a piece whose place is not known (the
-// first of a tail, cut at its start) is not held back.
+// clipboard, a sixel image), one that started before the cursor read from,
+// or one that starts in a piece whose place is not known (the first of a
+// tail, cut at its start) — is carried instead: next, with the sequence's
+// start after it (withOpen), whose rest the next answer then renders as
+// the whole output does.
 func (o output) holdBack(next string) string {
 	last, open := o.head, o.open
 	if o.omitted > 0 {
@@ -176,10 +176,10 @@ func (o output) holdBack(next string) string {
 	if start := heldEnd(open, b); start < len(b) { // in b; then in the piece it falls in
 		for _, p := range last {
 			if start < len(p.data) {
-				if !p.known {
-					return next
+				if p.known {
+					return at(p.before, p.off+start)
 				}
-				return at(p.before, p.off+start)
+				break
 			}
 			start -= len(p.data)
 		}
