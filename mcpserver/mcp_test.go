@@ -652,3 +652,59 @@ func testEscapeSplitInACutAnswer(t *testing.T, c *conn, before string) {
 	require.False(t, done.Running)
 	require.Equal(t, "red\n", done.Output, "after %q", r.Next)
 }
+
+// TestOmittedAfterInsideASequence cuts outputs whose head ends inside an
+// escape sequence (the daemon cuts between characters, not sequences):
+// read_output from the answer's omittedAfter reads the sequence's rest as
+// the whole output does, where it read it as text ("31mred", the body of
+// an OSC string). So does the cursor it reads from when the head's text is
+// cut further (a cursor move made it longer than its bytes), the start of
+// the head's last frame, which a title's rest begins.
+func TestOmittedAfterInsideASequence(t *testing.T) {
+	t.Parallel()
+	env, _ := testEnv(t)
+	c := startMCP(t, env)
+	defer c.close()
+	var seq strings.Builder
+	for i := 1; i <= 3000; i++ {
+		fmt.Fprintf(&seq, "%d\n", i)
+	}
+	// readOn is the head of r's output, and all that read_output reads
+	// from its omittedAfter.
+	readOn := func(r mcpserver.Result) (head, read string) {
+		t.Helper()
+		head, _, ok := strings.Cut(r.Output, "\n[... ")
+		require.True(t, ok, "a cut output: %q", r.Output)
+		for cursor, reads := r.OmittedAfter, 0; ; reads++ {
+			require.Less(t, reads, 100, "read_output goes on")
+			var page mcpserver.ReadOutput
+			c.ok("read_output", map[string]any{"id": r.ID, "cursor": cursor, "limit": 1 << 20}, &page)
+			read += page.Output
+			if !page.More {
+				return head, read
+			}
+			cursor = page.Next
+		}
+	}
+
+	// A head of 498 to 502 bytes ends before ESC [31m, or after its ESC,
+	// ESC [, ESC [3 or ESC [31.
+	for limit := 1092; limit <= 1100; limit++ {
+		r, _ := c.run(map[string]any{"command": `printf '%0498d\033[31mred\n' 0; seq 1 3000`, "outputLimit": limit})
+		head, read := readOn(r)
+		require.Equal(t, strings.Repeat("0", 498)+"red\n"+seq.String(), head+read, "outputLimit %d", limit)
+	}
+
+	r, _ := c.run(map[string]any{"command": `printf 'x\033]52;c;'; head -c 3000 /dev/zero | tr '\0' A; printf '\007after\n'; seq 1 3000`,
+		"outputLimit": 1000})
+	head, read := readOn(r)
+	require.Equal(t, "xafter\n"+seq.String(), head+read)
+
+	// The title's start alone in a frame, its rest and a cursor move in
+	// the next one, which the head ends in: omittedAfter is that frame's
+	// start, read again.
+	r, _ = c.run(map[string]any{"command": `printf '\033]0;ti'; sleep 0.1; printf 'tle\007\033[600Cx%02000d\n' 0; seq 1 3000`,
+		"outputLimit": 1000})
+	_, read = readOn(r)
+	require.Equal(t, strings.Repeat(" ", 600)+"x"+strings.Repeat("0", 2000)+"\n"+seq.String(), read)
+}

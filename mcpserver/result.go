@@ -1,7 +1,6 @@
 package mcpserver
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -74,8 +73,10 @@ type output struct {
 	omitted    int64
 	// from is the cursor read_output reads the omitted bytes from; reread
 	// is the one it reads from when render cuts the head further (it reads
-	// some of the head again rather than lose what was not shown).
+	// some of the head again rather than lose what was not shown), the
+	// first rereadAt bytes of head before it. from is after all of head.
 	from, reread string
+	rereadAt     int
 }
 
 // piece is bytes of one frame of output: those from byte off on of the
@@ -119,7 +120,10 @@ func answerOutput(r *client.RunResult, asked string) output {
 	}
 	o := output{head: pieces[:split], tail: pieces[split:], omitted: r.OmittedBytes}
 	if r.OmittedBytes > 0 {
-		o.from, o.reread = omittedFrom(r), r.OmittedAfter
+		o.from, o.reread, o.rereadAt = omittedFrom(r), r.OmittedAfter, size(o.head)
+		if split > 0 && r.Logs[split-1].Cursor != r.OmittedAfter {
+			o.rereadAt -= len(pieces[split-1].data) // the head's last frame, cut
+		}
 	}
 	return o
 }
@@ -134,7 +138,7 @@ func (o output) withLead(lead piece, shown, limit int) output {
 	if o.omitted == 0 && len(lead.data)+size(o.head) <= limit || shown >= len(lead.data) {
 		o.head = append([]piece{lead}, o.head...)
 		if o.omitted > 0 {
-			o.reread = at(lead.before, lead.off)
+			o.reread, o.rereadAt = at(lead.before, lead.off), 0
 		}
 		return o
 	}
@@ -169,10 +173,7 @@ func (o output) holdBack(next string) string {
 	if o.omitted > 0 {
 		last, open = o.tail, nil // a tail is rendered on its own
 	}
-	var b []byte
-	for _, p := range last {
-		b = append(b, p.data...)
-	}
+	b := pieceBytes(last)
 	if start := heldEnd(open, b); start < len(b) { // in b; then in the piece it falls in
 		for _, p := range last {
 			if start < len(p.data) {
@@ -200,7 +201,9 @@ func size(pieces []piece) int {
 // head and the tail each rendered on its own, with a line between them
 // saying what was left out, which counts in the limit (a limit shorter
 // than that line leaves the line alone); and the cursor read_output reads
-// what was left out from, which the line names.
+// what was left out from, which the line names. That cursor carries the
+// escape sequence the head leaves open there (withOpen), so that what is
+// read from it does not start with the sequence's rest as text.
 func render(o output, limit int) (text, omittedAfter string) {
 	if o.omitted == 0 {
 		return plaintext.CutEnd(plain(o.open, o.head), limit), ""
@@ -209,8 +212,10 @@ func render(o output, limit int) (text, omittedAfter string) {
 	line := func(cursor string) string {
 		return fmt.Sprintf("\n[... %d bytes omitted; read_output with cursor %q reads them ...]\n", o.omitted, cursor)
 	}
-	after := o.from
-	room := max(limit-len(line(after)), 0)
+	b := joined(o.open, pieceBytes(o.head))
+	after := withOpen(o.from, plaintext.Open(b))
+	reread := withOpen(o.reread, plaintext.Open(b[:len(o.open)+o.rereadAt]))
+	room := max(limit-max(len(line(after)), len(line(reread))), 0)
 	// Rendering can make text longer than its bytes (a cursor move becomes
 	// blanks): hold the two together to the room.
 	tail = plaintext.CutStart(tail, room-min(len(head), room/2))
@@ -218,7 +223,7 @@ func render(o output, limit int) (text, omittedAfter string) {
 		// The head lost its end here: read from where the daemon's
 		// omission starts, the head's last frame again, rather than past
 		// what was not shown.
-		head, after = shown, o.reread
+		head, after = shown, reread
 	}
 	return strings.TrimSuffix(head, "\n") + line(after) + tail, after
 }
@@ -259,11 +264,16 @@ func headFrames(r *client.RunResult) int { return min(max(r.HeadFrames, 0), len(
 // plain is the pieces' bytes as plain text, rendered after open, the
 // escape sequence the output before them left open.
 func plain(open []byte, pieces []piece) string {
-	b := bytes.Clone(open)
+	return plaintext.String(joined(open, pieceBytes(pieces)))
+}
+
+// pieceBytes is the pieces' bytes in a new slice.
+func pieceBytes(pieces []piece) []byte {
+	b := make([]byte, 0, size(pieces))
 	for _, p := range pieces {
 		b = append(b, p.data...)
 	}
-	return plaintext.String(b)
+	return b
 }
 
 // text is the Result in words, for a model to read.
