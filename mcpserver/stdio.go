@@ -88,10 +88,8 @@ type gate struct {
 	out   io.Writer
 	order *order
 
-	mu sync.Mutex // guards the fields below and serialises writes to out
-	// drained is broadcast when pending empties, the gate closes or the
-	// answer to initialize comes.
-	drained *sync.Cond
+	mu      sync.Mutex // guards the fields below and serialises writes to out
+	drained *sync.Cond // broadcast when pending empties or the gate closes
 	pending map[jsonrpc.ID]bool
 	// cancelled are the pending requests the client cancelled: their
 	// answers are not sent (MCP: a cancelled request is not answered).
@@ -100,10 +98,11 @@ type gate struct {
 	// calls passed on (heldErrors).
 	held   map[jsonrpc.ID]*heldErrors
 	closed bool // the SDK closed its connection
-	// initID is the id of the initialize request passed on; version is the
-	// protocol version its answer gave.
+	// initID is the id of the initialize request passed on, asked the
+	// protocol version it asked for; version is the one its answer gave.
 	initID  jsonrpc.ID
 	inited  bool
+	asked   string
 	version string
 }
 
@@ -291,7 +290,6 @@ func (g *gate) settle(answers []*jsonrpc.Response) {
 			if resp.Error != nil {
 				// A refused initialize set no version: the next one does.
 				g.inited = false
-				g.drained.Broadcast()
 				continue
 			}
 			var r struct {
@@ -302,7 +300,6 @@ func (g *gate) settle(answers []*jsonrpc.Response) {
 			if g.version == "" {
 				g.version = "none"
 			}
-			g.drained.Broadcast() // a batch may wait for the version
 		}
 	}
 	if len(g.pending) == 0 {
@@ -468,16 +465,8 @@ func (g *gate) check(line []byte) [][]byte {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	// Whether batches are taken is the version the answer to initialize
-	// gives (the server's choice, not the one asked for): a batch sent
-	// before that answer waits for it. The reader holds the next lines
-	// meanwhile; the initialize was read off the pipe already.
-	for g.inited && g.version == "" && !g.closed {
-		g.drained.Wait()
-	}
-	if g.inited && (g.version == "" || g.version >= batchesEnd) {
-		g.refuseLocked(nil, jsonrpc.CodeInvalidRequest,
-			fmt.Sprintf("JSON-RPC batches are not part of MCP %s, the protocol version agreed (nor of any from %s on): send one message a line", g.version, batchesEnd))
+	if msg := g.batchRefusal(); msg != "" {
+		g.refuseLocked(nil, jsonrpc.CodeInvalidRequest, msg)
 		return nil
 	}
 	var rest []json.RawMessage
@@ -671,8 +660,39 @@ func (g *gate) refusesInit(resp *jsonrpc.Response) bool {
 func (g *gate) pass(req *jsonrpc.Request) {
 	g.pending[req.ID] = true
 	if req.Method == "initialize" && !g.inited {
-		g.inited, g.initID = true, req.ID
+		var params struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		}
+		_ = json.Unmarshal(req.Params, &params)
+		g.inited, g.initID, g.asked = true, req.ID, params.ProtocolVersion
 	}
+}
+
+// batchRefusal is why a batch is refused now, "" when it is taken: once an
+// initialize is passed on, the protocol version agreed must have batches.
+// Until its answer gives that version, the one it asked for decides: MCP's
+// server agrees on the version asked for when it supports it (the server
+// takes every version of mcp.SupportedProtocolVersions), and on another
+// when it does not (the SDK on its newest before 2026-07-28, which has
+// none). So a batch never waits for that answer, which an initialize
+// sent in a batch gives only with the answers of the batch's other calls
+// (a run that waits a day): the reader held the lines behind the batch
+// meanwhile, the client's cancel of that run among them. g.mu is held.
+func (g *gate) batchRefusal() string {
+	if !g.inited {
+		return "" // the SDK answers its calls before initialize as they deserve
+	}
+	version, which := g.version, "agreed"
+	if version == "" {
+		if !slices.Contains(mcp.SupportedProtocolVersions(), g.asked) {
+			return fmt.Sprintf("initialize asked for MCP %q, which this server does not support, and the version it agrees on instead has no JSON-RPC batches (none from %s on has): send one message a line", g.asked, batchesEnd)
+		}
+		version, which = g.asked, "initialize asked for"
+	}
+	if version >= batchesEnd {
+		return fmt.Sprintf("JSON-RPC batches are not part of MCP %s, the protocol version %s (nor of any from %s on): send one message a line", version, which, batchesEnd)
+	}
+	return ""
 }
 
 // message checks one message that is valid JSON, answering the client when

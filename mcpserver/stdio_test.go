@@ -588,25 +588,40 @@ func TestStdioBatchInvalidElements(t *testing.T) {
 // TestStdioBatchBeforeInitializeAnswer sends a batch right behind an
 // initialize asking for 2025-03-26, before its answer: the batch is taken,
 // as that version has batches, where it was refused as if the version were
-// 2025-06-18 or later; and behind one asking for 2025-06-18 it is refused
-// with the version agreed.
+// 2025-06-18 or later; and behind one asking for 2025-06-18, or for a
+// version the server does not support (it agrees on its newest), it is
+// refused, saying why. The refusal may come before initialize's answer:
+// the version asked for decides, as the server agrees on it.
 func TestStdioBatchBeforeInitializeAnswer(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
 		version string
 		taken   bool
-	}{{"2025-03-26", true}, {"2025-06-18", false}} {
+		says    string
+	}{{"2025-03-26", true, ""}, {"2025-06-18", false, "MCP 2025-06-18"}, {"2099-01-01", false, `MCP "2099-01-01", which`}} {
 		m := startRawMCP(t)
 		m.send(strings.Replace(initialize, "2025-06-18", tt.version, 1) + "\n" + `[{"jsonrpc":"2.0","id":2,"method":"ping"}]`)
-		r := m.next()
-		require.Equal(t, "1", string(r.ID))
+		// Initialize's answer, and the batch's answer or refusal, in
+		// either order.
+		var r reply
+		var line string
+		for range 2 {
+			got := m.nextLine()
+			var a reply
+			if json.Unmarshal([]byte(got), &a) == nil && string(a.ID) == "1" {
+				r = a
+				continue
+			}
+			line = got
+		}
+		require.Equal(t, "1", string(r.ID), "initialize is answered")
 		require.Nil(t, r.Error)
-		line := m.nextLine()
 		if !tt.taken {
-			require.NoError(t, json.Unmarshal([]byte(line), &r), "%s", line)
-			require.NotNil(t, r.Error, "%s", line)
-			require.Equal(t, -32600, r.Error.Code)
-			require.Contains(t, r.Error.Message, "MCP "+tt.version)
+			var refusal reply
+			require.NoError(t, json.Unmarshal([]byte(line), &refusal), "%s", line)
+			require.NotNil(t, refusal.Error, "%s", line)
+			require.Equal(t, -32600, refusal.Error.Code)
+			require.Contains(t, refusal.Error.Message, tt.says)
 			continue
 		}
 		var batch []reply
@@ -639,4 +654,44 @@ func TestStdioSetLevel(t *testing.T) {
 	}
 	r = setLevel(20, `{"level":"warning"}`)
 	require.Nil(t, r.Error)
+}
+
+// TestStdioBatchBehindABatchedInitialize sends initialize in a batch with a
+// run (MCP 2025-03-26, which has batches), then, before that batch's
+// answer, another batch, a cancel of the run and a ping: every line is read
+// and answered, the run ended by the cancel. The second batch waited for
+// initialize's answer, which comes with the batch's, after the run, and
+// the reader held the lines behind it meanwhile: the cancel went unread,
+// and nothing was answered until the run's timeout (a day at most).
+func TestStdioBatchBehindABatchedInitialize(t *testing.T) {
+	t.Parallel()
+	started := filepath.Join(t.TempDir(), "started")
+	m := startRawMCP(t)
+	m.send(fmt.Sprintf(`[%s,{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":{"command":"touch %s; sleep 300","timeout":300}}}]`,
+		strings.Replace(initialize, "2025-06-18", "2025-03-26", 1), started))
+	waitFile(t, started)
+	m.send(`[{"jsonrpc":"2.0","id":3,"method":"ping"}]`)
+	m.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}`)
+	m.send(`{"jsonrpc":"2.0","id":4,"method":"ping"}`)
+	answered := map[string]bool{}
+	deadline := time.After(30 * time.Second) // at once, unless held for the run's 300 s
+	for !answered["1"] || !answered["3"] || !answered["4"] {
+		select {
+		case line, ok := <-m.lines:
+			require.True(t, ok, "conch mcp ended its output without answering")
+			var batch []reply
+			if json.Unmarshal([]byte(line), &batch) != nil {
+				var r reply
+				require.NoError(t, json.Unmarshal([]byte(line), &r), "%s", line)
+				batch = []reply{r}
+			}
+			for _, r := range batch {
+				require.Nil(t, r.Error, "%s", line)
+				answered[string(r.ID)] = true
+			}
+		case <-deadline:
+			t.Fatalf("answered %v of 1, 3 and 4: the lines behind the second batch were not read", answered)
+		}
+	}
+	require.False(t, answered["2"], "the cancelled run is not answered")
 }
