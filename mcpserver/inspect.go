@@ -104,6 +104,16 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 		// run and interact hold it back (output.holdBack).
 		end = heldEnd(open, buf)
 	}
+	text := plaintext.String(joined(open, buf[:end]))
+	if len(text) > int(limit) {
+		// Rendering made the text longer than its bytes: fewer bytes go
+		// in the answer, rather than a text cut short of what next skips.
+		if end = fitCut(open, buf, end, int(limit)); end == 0 {
+			_, end = utf8.DecodeRune(buf) // it goes, cut, so that a reader goes on
+		}
+		text = plaintext.CutEnd(plaintext.String(joined(open, buf[:end])), int(limit))
+		out.More = true
+	}
 	// next is the last frame read whole, or the one before the frame the
 	// cut is in and how far into that frame it is; with the escape
 	// sequence the output is inside there, if any.
@@ -118,10 +128,9 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 			break
 		}
 	}
-	shown := joined(open, buf[:end])
-	out.Next = withOpen(out.Next, plaintext.Open(shown))
+	out.Next = withOpen(out.Next, plaintext.Open(joined(open, buf[:end])))
 	out.Bytes = int64(end)
-	out.Output = plaintext.CutEnd(plaintext.String(shown), int(limit))
+	out.Output = text
 	if !out.More {
 		// All there was: look whether anything came meanwhile.
 		if page, err := s.c.Logs(ctx, in.ID, client.LogsOptions{Cursor: cursor, Limit: 1}); err == nil {
@@ -232,6 +241,38 @@ func cutPoint(b []byte, limit int) int {
 
 // lineSlack is how far before its limit a cut moves to fall at a line end.
 const lineSlack = 256
+
+// fitCut returns where to cut b, at most at end, so that its text
+// (rendered after open, the sequence the output before b left open) holds
+// at most limit bytes; 0 when no character fits. Text can be longer than
+// its bytes: a cursor move of 7 bytes becomes a thousand blanks, a byte
+// that is not UTF-8 the three of U+FFFD. The cut is the latest such one
+// between characters (text grows with the bytes, give or take an erase),
+// moved as cutPoint moves it when its text still fits.
+func fitCut(open, b []byte, end, limit int) int {
+	fits := func(n int) bool { return len(plaintext.String(joined(open, b[:n]))) <= limit }
+	between := func(n int) bool { return n == len(b) || utf8.RuneStart(b[n]) }
+	lo, hi := 0, end // b[:lo]'s text fits; no cut past hi is looked at
+	for lo < hi {
+		half := (lo + hi + 1) / 2
+		mid := half
+		for mid < hi && !between(mid) {
+			mid++
+		}
+		switch {
+		case !between(mid): // none from half to hi
+			hi = half - 1
+		case fits(mid):
+			lo = mid
+		default:
+			hi = mid - 1
+		}
+	}
+	if n := cutPoint(b, lo); n > 0 && n < lo && fits(n) {
+		return n
+	}
+	return lo
+}
 
 // SessionInfo is a session in the list tool's answer.
 type SessionInfo struct {

@@ -708,3 +708,40 @@ func TestOmittedAfterInsideASequence(t *testing.T) {
 	_, read = readOn(r)
 	require.Equal(t, strings.Repeat(" ", 600)+"x"+strings.Repeat("0", 2000)+"\n"+seq.String(), read)
 }
+
+// TestReadTextLongerThanItsBytes pages through output whose text is longer
+// than its bytes (a cursor move of 7 bytes makes 600 blanks; a byte that is
+// not UTF-8 reads as the three of U+FFFD): every line and byte is read
+// once, within the limit, where a page's text was cut to the limit while
+// its next went past all the bytes read, and what was between was lost.
+func TestReadTextLongerThanItsBytes(t *testing.T) {
+	t.Parallel()
+	env, _ := testEnv(t)
+	c := startMCP(t, env)
+	defer c.close()
+	var moves strings.Builder
+	for i := 1; i <= 20; i++ {
+		fmt.Fprintf(&moves, "%s%d\n", strings.Repeat(" ", 600), i)
+	}
+	for command, want := range map[string]string{
+		`for i in $(seq 1 20); do printf '\033[600C%d\n' $i; done`: moves.String(),
+		`head -c 3000 /dev/zero | tr '\0' '\377'`:                  strings.Repeat("\ufffd", 3000),
+	} {
+		r, _ := c.run(map[string]any{"command": command, "outputLimit": 100000})
+		require.Equal(t, want, r.Output)
+		var got strings.Builder
+		cursor := ""
+		for reads := 0; ; reads++ {
+			require.Less(t, reads, 100, "read_output goes on")
+			var read mcpserver.ReadOutput
+			c.ok("read_output", map[string]any{"id": r.ID, "cursor": cursor, "limit": 2000}, &read)
+			require.LessOrEqual(t, len(read.Output), 2000)
+			got.WriteString(read.Output)
+			if !read.More {
+				break
+			}
+			cursor = read.Next
+		}
+		require.Equal(t, want, got.String(), command)
+	}
+}
