@@ -745,3 +745,60 @@ func TestReadTextLongerThanItsBytes(t *testing.T) {
 		require.Equal(t, want, got.String(), command)
 	}
 }
+
+// TestAnswerTextLongerThanItsBytes runs commands whose output fits the
+// outputLimit in bytes but not in text (a cursor move of 7 bytes makes 600
+// blanks): the answer is cut and says so, and read_output from its
+// omittedAfter reads the rest, where its text was cut short with nothing
+// said and the rest never read. The same holds while the command runs, its
+// next after all the output.
+func TestAnswerTextLongerThanItsBytes(t *testing.T) {
+	t.Parallel()
+	env, _ := testEnv(t)
+	c := startMCP(t, env)
+	defer c.close()
+	var want strings.Builder
+	for i := 1; i <= 20; i++ {
+		fmt.Fprintf(&want, "%s%d\n", strings.Repeat(" ", 600), i)
+	}
+	const moves = `for i in $(seq 1 20); do printf '\033[600C%d\n' $i; done`
+	check := func(r mcpserver.Result) {
+		t.Helper()
+		require.LessOrEqual(t, len(r.Output), 2000)
+		head, _, ok := strings.Cut(r.Output, "\n[... ")
+		require.True(t, ok, "the answer says it is cut: %q", r.Output)
+		require.Positive(t, r.OmittedBytes)
+		var rest strings.Builder
+		for cursor, reads := r.OmittedAfter, 0; ; reads++ {
+			require.Less(t, reads, 100, "read_output goes on")
+			var read mcpserver.ReadOutput
+			c.ok("read_output", map[string]any{"id": r.ID, "cursor": cursor, "limit": 1 << 20}, &read)
+			rest.WriteString(read.Output)
+			if !read.More {
+				break
+			}
+			cursor = read.Next
+		}
+		// The head's last newline is not shown before the line saying
+		// what was omitted.
+		joined := head + rest.String()
+		if joined != want.String() {
+			joined = head + "\n" + rest.String()
+		}
+		require.Equal(t, want.String(), joined)
+	}
+	r, _ := c.run(map[string]any{"command": moves, "outputLimit": 2000})
+	require.False(t, r.Running)
+	check(r)
+
+	r, _ = c.run(map[string]any{"command": moves + "; read -r x; echo end", "outputLimit": 2000, "idleTimeout": 0.5})
+	for r.Running && r.OmittedBytes == 0 {
+		require.Empty(t, r.Output, "a first answer before the output")
+		c.ok("interact", map[string]any{"id": r.ID, "idleTimeout": 0.5, "outputLimit": 2000}, &r)
+	}
+	require.True(t, r.Running)
+	check(r)
+	var done mcpserver.Result
+	c.ok("interact", map[string]any{"id": r.ID, "input": "\n"}, &done)
+	require.Equal(t, "end\n", done.Output)
+}

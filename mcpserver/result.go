@@ -41,8 +41,9 @@ type Result struct {
 // process, nil when it ended. The cwd is the session's, read once the
 // command ended.
 func (s *Server) result(ctx context.Context, r *client.RunResult, o output, p *client.Process, sessionID string, limit int64) Result {
-	out := Result{ID: r.ProcessID, OmittedBytes: o.omitted, Truncated: r.Truncated, Next: r.Next}
-	out.Output, out.OmittedAfter = render(o, int(limit))
+	shown := o.fitted(int(limit))
+	out := Result{ID: r.ProcessID, OmittedBytes: shown.omitted, Truncated: r.Truncated, Next: r.Next}
+	out.Output, out.OmittedAfter = render(shown, int(limit))
 	if p != nil {
 		out.ID = p.ID
 		out.Running = true
@@ -155,6 +156,55 @@ func (o output) withLead(lead piece, shown, limit int) output {
 		from:    at(lead.before, lead.off+shown),
 		reread:  at(lead.before, lead.off),
 	}
+}
+
+// fitted is o, or, when o is not cut but its text is longer than limit
+// (the daemon bounds bytes, and rendering made the text longer than its
+// bytes: a cursor move of 7 bytes becomes a thousand blanks), o cut to the
+// most bytes whose text fits with the line saying what was left out, the
+// rest omitted: read_output reads it from where it starts, with no tail.
+// A cut in a piece whose place is not known moves to its start.
+func (o output) fitted(limit int) output {
+	if o.omitted > 0 {
+		return o
+	}
+	b := pieceBytes(o.head)
+	if len(plain(o.open, o.head)) <= limit {
+		return o
+	}
+	n := 0
+	if room := limit - omittedReserve; room > 0 {
+		n = fitCut(o.open, b, len(b), room)
+	}
+	cut := output{open: o.open, omitted: int64(len(b) - n)}
+	start := 0 // of the piece the cut is in
+	for _, p := range o.head {
+		k := n - start // of p in the head
+		if k < len(p.data) && (k > 0 && p.known || k == 0) {
+			cut.from = at(p.before, p.off+k)
+			break
+		}
+		if k < len(p.data) { // in a piece whose place is not known
+			cut.omitted += int64(k)
+			cut.from = at(p.before, p.off)
+			n = start
+			break
+		}
+		start += len(p.data)
+	}
+	for _, p := range o.head { // the head: n bytes
+		if n == 0 {
+			break
+		}
+		p.data = p.data[:min(n, len(p.data))]
+		cut.head = append(cut.head, p)
+		cut.reread, cut.rereadAt = at(p.before, p.off), size(cut.head)-len(p.data)
+		n -= len(p.data)
+	}
+	if cut.head == nil {
+		cut.reread = cut.from
+	}
+	return cut
 }
 
 // holdBack is next, the cursor after o's output, moved back to the start
