@@ -75,7 +75,7 @@ type InteractInput struct {
 	Input       string  `json:"input,omitempty" jsonschema:"text written to the command's stdin; end it with a newline to submit a line"`
 	EOF         bool    `json:"eof,omitempty" jsonschema:"close the command's stdin after the input"`
 	Signal      string  `json:"signal,omitempty" jsonschema:"signal sent to the command and its children after the input: INT, TERM, KILL, HUP, QUIT, ..."`
-	Cursor      string  `json:"cursor,omitempty" jsonschema:"read output after this cursor (next of an earlier answer of run, interact or read_output, or an omittedAfter; CURSOR+N too); default: after the last answer run or interact gave for this command, so that nothing printed since is missed"`
+	Cursor      string  `json:"cursor,omitempty" jsonschema:"read output after this cursor (next of an earlier answer of run, interact or read_output, or an omittedAfter, as given: CURSOR+N and a ~HEX end too); default: after the last answer run or interact gave for this command, so that nothing printed since is missed"`
 	Timeout     float64 `json:"timeout,omitempty" jsonschema:"seconds to wait before answering with the command still running; default 30"`
 	IdleTimeout float64 `json:"idleTimeout,omitempty" jsonschema:"answer early once the command printed nothing for this many seconds"`
 	OutputLimit int64   `json:"outputLimit,omitempty" jsonschema:"bytes of output in the answer (head and tail); default 32768, at most 4194304"`
@@ -86,7 +86,8 @@ var readTool = &mcp.Tool{
 	Description: `Read a command's output from a cursor, without waiting: the output left out ` +
 		`of a long answer (cursor = its omittedAfter) or what a still running command printed ` +
 		`since an answer (cursor = its next). Answers at most limit bytes as plain text and the ` +
-		`next cursor to read on from (it may be CURSOR+N, within a frame); "more" says there is more ` +
+		`next cursor to read on from (it may be CURSOR+N, within a frame, and end in ~HEX, the escape sequence ` +
+		`open there: pass it as given); "more" says there is more ` +
 		`to read now.`,
 }
 
@@ -203,7 +204,8 @@ func (s *Server) interact(ctx context.Context, _ *mcp.CallToolRequest, in Intera
 	if cursor == "" {
 		cursor = s.lastNext(in.ID)
 	}
-	// Any cursor an answer gave: the daemon's, or "CURSOR+N" (read_output's
+	// Any cursor an answer gave (its "~HEX" end, the escape sequence open
+	// there, aside): the daemon's, or "CURSOR+N" (read_output's
 	// next, an omittedAfter), which the daemon cannot read from. Of that
 	// one the frame's rest is read here first, and the daemon reads on
 	// after the frame.
