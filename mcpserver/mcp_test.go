@@ -802,3 +802,35 @@ func TestAnswerTextLongerThanItsBytes(t *testing.T) {
 	c.ok("interact", map[string]any{"id": r.ID, "input": "\n"}, &done)
 	require.Equal(t, "end\n", done.Output)
 }
+
+// TestInteractWithNoCursorKnown answers a command that another conch mcp
+// started (both drive one daemon), with input and no cursor given or
+// known: the answer is the output after the input, whose start has no
+// cursor, and it ends inside an escape sequence. The next answer reads on
+// from the sequence, where next was "+2", 2 bytes into the whole output,
+// and it read "z\nab" again.
+func TestInteractWithNoCursorKnown(t *testing.T) {
+	t.Parallel()
+	env, stateHome := testEnv(t)
+	d := startDaemon(t, env, stateHome)
+	a := startMCP(t, env, "--url", d.URL())
+	defer a.close()
+	b := startMCP(t, env, "--url", d.URL())
+	defer b.close()
+	gate := filepath.Join(t.TempDir(), "gate")
+	r, _ := a.run(map[string]any{"command": `echo xyz; read -r x; printf 'ab\033['; while [ ! -e ` + gate + ` ]; do sleep 0.02; done; printf '31mred\n'`,
+		"timeout": 0.3})
+	require.True(t, r.Running, "%+v", r)
+	var w mcpserver.Result
+	b.ok("interact", map[string]any{"id": r.ID, "input": "\n", "idleTimeout": 0.5}, &w)
+	for w.Running && !strings.Contains(w.Output, "ab") {
+		b.ok("interact", map[string]any{"id": r.ID, "idleTimeout": 0.5}, &w)
+	}
+	require.True(t, w.Running, "%+v", w)
+	require.Equal(t, "ab", w.Output)
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	var done mcpserver.Result
+	b.ok("interact", map[string]any{"id": r.ID, "timeout": 60}, &done)
+	require.False(t, done.Running)
+	require.Equal(t, "red\n", done.Output, "read on from %q", w.Next)
+}

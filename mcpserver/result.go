@@ -82,8 +82,9 @@ type output struct {
 
 // piece is bytes of one frame of output: those from byte off on of the
 // frame after the cursor before. known says that before and off are known:
-// they are not for a frame the daemon cut at its start (a tail's first) or
-// the first frame after frames retention dropped.
+// they are not for a frame the daemon cut at its start (a tail's first),
+// the first frame after frames retention dropped, or the first of an
+// answer read from no cursor.
 type piece struct {
 	data   []byte
 	before string
@@ -113,8 +114,8 @@ func answerOutput(r *client.RunResult, asked string) output {
 		pieces[i].data = data
 		switch {
 		case r.OmittedBytes > 0 && i == split: // cut at its start
-		case i == 0:
-			pieces[i].before, pieces[i].known = asked, !r.Truncated
+		case i == 0: // asked "" is interact's "after the input": no cursor
+			pieces[i].before, pieces[i].known = asked, asked != "" && !r.Truncated
 		default:
 			pieces[i].before, pieces[i].known = r.Logs[i-1].Cursor, true
 		}
@@ -163,7 +164,8 @@ func (o output) withLead(lead piece, shown, limit int) output {
 // bytes: a cursor move of 7 bytes becomes a thousand blanks), o cut to the
 // most bytes whose text fits with the line saying what was left out, the
 // rest omitted: read_output reads it from where it starts, with no tail.
-// A cut in a piece whose place is not known moves to its start.
+// A cut in a piece whose place is not known moves to its start; with no
+// cursor for that, o is left whole (render cuts its text).
 func (o output) fitted(limit int) output {
 	if o.omitted > 0 {
 		return o
@@ -179,15 +181,16 @@ func (o output) fitted(limit int) output {
 	cut := output{open: o.open, omitted: int64(len(b) - n)}
 	start := 0 // of the piece the cut is in
 	for _, p := range o.head {
-		k := n - start // of p in the head
-		if k < len(p.data) && (k > 0 && p.known || k == 0) {
+		if k := n - start; k < len(p.data) {
+			if !p.known && k > 0 {
+				// Read from the piece's start: its first frame after
+				// frames retention dropped is the first after before.
+				cut.omitted, n, k = cut.omitted+int64(k), start, 0
+			}
+			if p.before == "" && !p.known {
+				return o // no cursor names where the cut is: cut as text
+			}
 			cut.from = at(p.before, p.off+k)
-			break
-		}
-		if k < len(p.data) { // in a piece whose place is not known
-			cut.omitted += int64(k)
-			cut.from = at(p.before, p.off)
-			n = start
 			break
 		}
 		start += len(p.data)
