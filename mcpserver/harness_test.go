@@ -149,12 +149,12 @@ func (p proc) alive() bool {
 
 // startDaemon runs `conch serve` on a loopback port with a token file and
 // a state directory of its own, and returns a client for it once it
-// answers. The daemon is stopped with the test.
-func startDaemon(t *testing.T, env []string, stateHome string) *client.Client {
+// answers, with its other flags args. The daemon is stopped with the test.
+func startDaemon(t *testing.T, env []string, stateHome string, args ...string) *client.Client {
 	t.Helper()
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte("mcp-test-token\n"), 0o600))
-	cmd := exec.Command(conchBin, "serve", "--listen", "127.0.0.1:0", "--token-file", tokenFile, "--log-level", "warn")
+	cmd := exec.Command(conchBin, append([]string{"serve", "--listen", "127.0.0.1:0", "--token-file", tokenFile, "--log-level", "warn"}, args...)...)
 	cmd.Env = env
 	cmd.Stderr = os.Stderr
 	require.NoError(t, cmd.Start())

@@ -25,6 +25,10 @@ type ReadOutput struct {
 	Next    string `json:"next,omitempty" jsonschema:"cursor to read on from"`
 	More    bool   `json:"more" jsonschema:"there is more output after next right now"`
 	Running bool   `json:"running" jsonschema:"the command is still running and may print more"`
+	// Truncated says that output right after the cursor was dropped by
+	// the daemon's retention before it was read: the output read starts
+	// at the oldest output kept.
+	Truncated bool `json:"truncated,omitempty" jsonschema:"output after the cursor was dropped before it was read (the daemon keeps a bounded amount); what was read starts at the oldest output kept"`
 }
 
 func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in ReadInput) (*mcp.CallToolResult, ReadOutput, error) {
@@ -73,7 +77,11 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 			break
 		}
 		if page.TruncatedHead && len(pieces) == 0 {
-			open = nil // what came after open was dropped: what follows is no part of it
+			// The frame after the cursor was dropped: what follows is no
+			// part of the sequence open was, and the offset was into a
+			// frame that is gone, not into the first one kept.
+			open, skip = nil, 0
+			out.Truncated = true
 		}
 		for _, f := range page.Items {
 			data, err := f.Bytes()
@@ -141,6 +149,9 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 	fmt.Fprintf(&b, "%d bytes of output of %s", out.Bytes, in.ID)
 	if out.Running {
 		b.WriteString(" (still running)")
+	}
+	if out.Truncated {
+		b.WriteString("; output after the cursor was dropped before it was read, this starts at the oldest kept")
 	}
 	fmt.Fprintf(&b, "; next cursor: %s", out.Next)
 	if out.More {

@@ -834,3 +834,40 @@ func TestInteractWithNoCursorKnown(t *testing.T) {
 	require.False(t, done.Running)
 	require.Equal(t, "red\n", done.Output, "read on from %q", w.Next)
 }
+
+// TestReadFromDroppedOutput reads from a cursor into a frame that the
+// daemon's retention dropped since: the answer says so and starts at the
+// first frame kept, whole, where the cursor's offset, into the frame that
+// is gone, once cut that many bytes off the first frame kept.
+func TestReadFromDroppedOutput(t *testing.T) {
+	t.Parallel()
+	env, stateHome := testEnv(t)
+	d := startDaemon(t, env, stateHome, "--log-retention", "64K")
+	c := startMCP(t, env, "--url", d.URL())
+	defer c.close()
+	gate := filepath.Join(t.TempDir(), "gate")
+	r, _ := c.run(map[string]any{"command": `printf '%03000d\n' 0; while [ ! -e ` + gate + ` ]; do sleep 0.02; done; seq 1 100000`,
+		"timeout": 0.5})
+	require.True(t, r.Running, "%+v", r)
+	var first mcpserver.ReadOutput
+	c.ok("read_output", map[string]any{"id": r.ID, "limit": 100}, &first)
+	require.True(t, strings.HasSuffix(first.Next, "+100"), "a cursor into the first frame: %+v", first)
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	ctx, cancel := contextWithGuard(t)
+	defer cancel()
+	_, _, err := d.Wait(ctx, r.ID, hangGuard)
+	require.NoError(t, err)
+
+	page, err := d.Logs(ctx, r.ID, client.LogsOptions{Limit: 1})
+	require.NoError(t, err)
+	require.True(t, page.TruncatedHead, "the first frame was dropped")
+	kept, err := page.Items[0].Bytes()
+	require.NoError(t, err)
+
+	var read mcpserver.ReadOutput
+	text := c.ok("read_output", map[string]any{"id": r.ID, "cursor": first.Next, "limit": 1000}, &read)
+	require.True(t, read.Truncated, text)
+	require.Contains(t, text, "dropped", text)
+	n := min(len(kept), 200)
+	require.Equal(t, string(kept[:n]), read.Output[:n], "the first frame kept, from its start")
+}
