@@ -27,6 +27,7 @@ import (
 // the next Read goes on from the oldest retained byte. Close detaches.
 type Attachment struct {
 	p      *Process
+	ctx    context.Context // Attach's, ended by Close
 	cancel context.CancelFunc
 	pieces chan piece    // what the follower hands Read
 	done   chan struct{} // closed when the follower has returned
@@ -63,7 +64,7 @@ func (p *Process) Attach(ctx context.Context) (*Attachment, error) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	a := &Attachment{
-		p: p, cancel: cancel, pieces: make(chan piece),
+		p: p, ctx: ctx, cancel: cancel, pieces: make(chan piece),
 		done: make(chan struct{}), closed: make(chan struct{}),
 	}
 	p.gate.add(a)
@@ -123,13 +124,13 @@ func (a *Attachment) Read(b []byte) (int, error) {
 }
 
 // Write sends b to the terminal as typed input. Unlike WriteStdin, it
-// waits while the input queue is full, as a terminal's writer would. After
+// waits while the input queue is full, as a terminal's writer would, until
+// the program reads, the process ends, Close is called or Attach's ctx is
+// done; then it returns how many of b's first bytes were queued. After
 // Close it sends nothing and returns io.ErrClosedPipe, as Read does.
 func (a *Attachment) Write(b []byte) (int, error) {
-	select {
-	case <-a.closed:
-		return 0, io.ErrClosedPipe
-	default:
+	if err := a.ended(); err != nil {
+		return 0, err
 	}
 	written := 0
 	for {
@@ -148,8 +149,23 @@ func (a *Attachment) Write(b []byte) (int, error) {
 			return written, process.ErrStdinNotOpen
 		case <-a.closed:
 			return written, io.ErrClosedPipe
+		case <-a.ctx.Done():
+			// The attachment ended (its client went away): the rest of
+			// the input is not the program's to wait for.
+			return written, a.ended()
 		}
 	}
+}
+
+// ended returns io.ErrClosedPipe once Close was called (which ends ctx
+// too), ctx's error once ctx is done, and nil while the attachment lives.
+func (a *Attachment) ended() error {
+	select {
+	case <-a.closed:
+		return io.ErrClosedPipe
+	default:
+	}
+	return a.ctx.Err()
 }
 
 // Resize changes the terminal's size; see [Process.Resize].
@@ -159,8 +175,8 @@ func (a *Attachment) Resize(size process.TerminalSize) error { return a.p.Resize
 // log. It never ends the process.
 func (a *Attachment) Close() error {
 	a.once.Do(func() {
+		close(a.closed) // first: a Write that sees ctx end says it was closed
 		a.cancel()
-		close(a.closed)
 		<-a.done
 		a.p.gate.remove(a)
 	})

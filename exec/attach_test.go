@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -136,4 +137,37 @@ func TestAttachWriteAfterClose(t *testing.T) {
 	waitOutput(t, p, "got-direct")
 	require.NotContains(t, logText(p.Log(), 0), "late")
 	require.True(t, sameResult(wait(t, p), process.ExitedWith(0)))
+}
+
+// TestAttachWriteEndsWithContext: a Write that waits for a program that does
+// not read its input returns once the attachment's context ends, saying how
+// much was queued: the attachment's end is not held by the program.
+func TestAttachWriteEndsWithContext(t *testing.T) {
+	t.Parallel()
+	p := start(t, Options{Kind: process.KindPTY, Cmd: "stty raw -echo; printf R; exec sleep 600"})
+	t.Cleanup(func() { p.Kill(9, 0, 0) })
+	waitOutput(t, p, "R")
+	ctx, cancel := context.WithCancel(t.Context())
+	a, err := p.Attach(ctx)
+	require.NoError(t, err)
+	defer a.Close()
+	type wrote struct {
+		n   int
+		err error
+	}
+	done := make(chan wrote, 1)
+	go func() {
+		n, err := a.Write(make([]byte, 2*process.StdinQueueLimit))
+		done <- wrote{n, err}
+	}()
+	eventually(t, "the input queue fills", func() bool { return p.feed.queued() == process.StdinQueueLimit })
+	cancel()
+	select {
+	case w := <-done:
+		require.ErrorIs(t, w.err, context.Canceled)
+		require.GreaterOrEqual(t, w.n, process.StdinQueueLimit)
+		require.Less(t, w.n, 2*process.StdinQueueLimit)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Write still waits for the program after the attachment's context ended")
+	}
 }

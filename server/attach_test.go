@@ -2,13 +2,16 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -161,4 +164,45 @@ func TestAttachEveryByteOrGap(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, gaps, "the late reader was told of no gap")
 	require.Equal(t, int64(total+1), got+gaps, "the late reader's bytes and gaps")
+}
+
+// TestAttachInputNotReadEndsWithClient: a client that typed more than the
+// program reads and then went away ends its attachment, which waits no
+// longer to hand the program the rest: the handler does not outlive the
+// client until the program reads or ends.
+// It runs alone: it counts the attachments' goroutines.
+func TestAttachInputNotReadEndsWithClient(t *testing.T) {
+	d := start(t, server.Options{})
+	server.SetHeartbeat(d.srv, 100*time.Millisecond)
+	c := ctx(t)
+	p, err := d.c.Start(c, client.StartOptions{Kind: process.KindPTY, Cmd: "stty raw -echo; echo R; exec sleep 600"})
+	require.NoError(t, err)
+	t.Cleanup(func() { d.c.Delete(context.Background(), p.ID) })
+	a, err := d.c.Attach(c, p.ID)
+	require.NoError(t, err)
+	readUntil(t, a, "R")
+	// More than the input queue holds: the daemon's write of it waits.
+	_, err = a.Write(make([]byte, 2*process.StdinQueueLimit))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return attachInputs() == 1 }, 10*time.Second, 10*time.Millisecond,
+		"the attachment's input waits for the program")
+	require.NoError(t, a.Close())
+	require.Eventually(t, func() bool { return attachInputs() == 0 }, 10*time.Second, 10*time.Millisecond,
+		"the attachment still waits to type into a program that does not read, its client gone")
+	got, err := d.c.Get(c, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, "running", string(got.State))
+}
+
+// attachInputs counts the goroutines of this test binary that copy an
+// attachment's input to its terminal.
+func attachInputs() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "server.(*Server).attachInput(")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }
