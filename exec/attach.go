@@ -2,7 +2,6 @@ package exec
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -132,29 +131,13 @@ func (a *Attachment) Write(b []byte) (int, error) {
 	if err := a.ended(); err != nil {
 		return 0, err
 	}
-	written := 0
-	for {
-		err := a.p.WriteStdin(b[written:])
-		var full *process.StdinFullError
-		if !errors.As(err, &full) {
-			if err != nil {
-				return written, err
-			}
-			return len(b), nil
-		}
-		written += full.Accepted
-		select {
-		case <-a.p.feed.waitProgress():
-		case <-a.p.done:
-			return written, process.ErrStdinNotOpen
-		case <-a.closed:
-			return written, io.ErrClosedPipe
-		case <-a.ctx.Done():
-			// The attachment ended (its client went away): the rest of
-			// the input is not the program's to wait for.
-			return written, a.ended()
-		}
+	n, err := a.p.WriteStdinWait(a.ctx, b)
+	if err != nil && a.ctx.Err() != nil {
+		// The attachment ended (Close, or its client went away): the
+		// rest of the input is not the program's to wait for.
+		err = a.ended()
 	}
+	return n, err
 }
 
 // ended returns io.ErrClosedPipe once Close was called (which ends ctx

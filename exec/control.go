@@ -252,6 +252,36 @@ func (p *Process) WriteStdin(b []byte) error {
 	return p.feed.write(b)
 }
 
+// WriteStdinWait queues all of b for the process's stdin, as WriteStdin
+// does, but waits while the queue is full for the process to read, as a
+// write to a pipe or a terminal does. It returns how many of b's first
+// bytes were queued: all of them, or fewer with ErrStdinNotOpen when stdin
+// was closed or the process ended first, or with ctx's error when ctx
+// ended first. Concurrent calls may interleave their bytes.
+func (p *Process) WriteStdinWait(ctx context.Context, b []byte) (int, error) {
+	written := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return written, err
+		}
+		err := p.WriteStdin(b[written:])
+		var full *process.StdinFullError
+		if !errors.As(err, &full) {
+			if err != nil {
+				return written, err
+			}
+			return len(b), nil
+		}
+		written += full.Accepted
+		select {
+		case <-p.feed.waitProgress():
+		case <-p.done:
+		case <-ctx.Done():
+			return written, ctx.Err()
+		}
+	}
+}
+
 // StdinQueued returns the bytes written to the process's stdin that it has
 // not taken yet: none once it can take no more (it ended, or closed its
 // stdin), when what is left is dropped.

@@ -3,20 +3,31 @@ package localsandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // ErrExited is returned by WaitForInput when the command exited before it
 // waited for input.
 var ErrExited = errors.New("the command exited")
 
-// WriteStdin writes b to the command's stdin, which Spawn opened with
-// RunOptions.OpenStdin; otherwise it fails.
+// WriteStdin writes all of b to the command's stdin, which Spawn opened
+// with RunOptions.OpenStdin; otherwise it fails. Like a write to a pipe, it
+// returns once the command could take the bytes: up to 1 MiB not read yet
+// is queued, and past that it waits for the command to read. It fails when
+// the command ends or its stdin is closed before it took them all, saying
+// how many it took. Writes from several goroutines at once are written one
+// after the other, each whole.
 func (p *Process) WriteStdin(b []byte) error {
-	if err := p.p.WriteStdin(b); err != nil {
-		return err
+	p.writeMu.Lock()
+	defer p.writeMu.Unlock()
+	n, err := p.p.WriteStdinWait(context.Background(), b)
+	if n > 0 || err == nil {
+		p.input.Written()
 	}
-	p.input.Written()
-	return nil
+	if err != nil && n > 0 {
+		return fmt.Errorf("wrote %d of %d bytes: %w", n, len(b), err)
+	}
+	return err
 }
 
 // CloseStdin closes the command's open stdin: it reads end-of-file.

@@ -1,9 +1,12 @@
 package localsandbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -55,5 +58,78 @@ func TestSpawnClosedStdinNeverWaits(t *testing.T) {
 	}
 	if p.WriteStdin([]byte("x")) == nil {
 		t.Fatal("WriteStdin to a closed stdin succeeded")
+	}
+}
+
+// TestWriteStdinLarge: WriteStdin of more than the input queue holds writes
+// every byte, waiting for the command to read them as a pipe's writer
+// does, rather than queueing the first MiB and dropping the rest; writes
+// from several goroutines keep each one's bytes together.
+func TestWriteStdinLarge(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	// The command reads nothing for a while: the writes must wait.
+	p, err := s.Spawn(ctx, RunOptions{Command: `sleep 0.5; od -An -v -tx1 -w1 | uniq -c | wc -l; `, OpenStdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const each = 3 << 20
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i := range errs {
+		wg.Go(func() { errs[i] = p.WriteStdin(bytes.Repeat([]byte{byte('a' + i)}, each)) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("WriteStdin %d: %v", i, err)
+		}
+	}
+	if err := p.CloseStdin(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := io.ReadAll(p.Stdout())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Four runs of one byte each: every byte came, no write split another.
+	if got := strings.TrimSpace(string(out)); got != "4" {
+		t.Fatalf("runs of equal bytes read: %s, want 4", got)
+	}
+	if code, err := p.Wait(ctx); code != 0 || err != nil {
+		t.Fatalf("Wait: %d, %v", code, err)
+	}
+}
+
+// TestWriteStdinEndsWithCommand: a WriteStdin that waits for a command that
+// does not read returns once the command ends, with an error.
+func TestWriteStdinEndsWithCommand(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	p, err := s.Spawn(ctx, RunOptions{Command: `exec sleep 600`, OpenStdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.WriteStdin(make([]byte, 4<<20)) }()
+	select {
+	case err := <-done:
+		t.Fatalf("WriteStdin returned before the command read or ended: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("WriteStdin to a command that ended before it read said nil")
+		}
+	case <-ctx.Done():
+		t.Fatal("WriteStdin still waits after the command ended")
 	}
 }

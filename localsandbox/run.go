@@ -195,6 +195,8 @@ type Process struct {
 	mu        sync.Mutex // guards cancelErr
 	cancelErr error      // ctx.Err() of Spawn, once ctx ended and killed it
 
+	writeMu sync.Mutex // held by WriteStdin, so that one write's bytes stay together
+
 	releaseOnce sync.Once
 }
 

@@ -1,6 +1,7 @@
 package localsandbox
 
 import (
+	"context"
 	"syscall"
 	"time"
 
@@ -16,7 +17,7 @@ type started interface {
 	Log() *logstore.Log
 	Done() <-chan struct{}
 	Kill(sig syscall.Signal, escalateAfter time.Duration, escalateTo syscall.Signal) error
-	WriteStdin(p []byte) error
+	WriteStdinWait(ctx context.Context, p []byte) (int, error)
 	CloseStdin() error
 	InputTree() (pids []int, in inputwait.Input, ok bool)
 }
