@@ -147,7 +147,7 @@ func prepare(id string, opts Options) (plan, error) {
 		return pl, fmt.Errorf("%w: terminal is only for pty processes", process.ErrInvalidArgument)
 	}
 	if opts.Terminal != nil && (opts.Terminal.Cols == 0 || opts.Terminal.Rows == 0) {
-		return pl, fmt.Errorf("%w: terminal size %dx%d", process.ErrInvalidArgument, opts.Terminal.Cols, opts.Terminal.Rows)
+		return pl, fmt.Errorf("%w: terminal size %dx%d: cols and rows must be positive", process.ErrInvalidArgument, opts.Terminal.Cols, opts.Terminal.Rows)
 	}
 	if opts.ExecutionTimeout < 0 {
 		return pl, fmt.Errorf("%w: negative executionTimeout", process.ErrInvalidArgument)

@@ -105,7 +105,7 @@ func (p *Process) Resize(size process.TerminalSize) error {
 		return process.ErrNotPTY
 	}
 	if size.Cols == 0 || size.Rows == 0 {
-		return fmt.Errorf("%w: terminal size %dx%d", process.ErrInvalidArgument, size.Cols, size.Rows)
+		return fmt.Errorf("%w: terminal size %dx%d: cols and rows must be positive", process.ErrInvalidArgument, size.Cols, size.Rows)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -101,6 +101,8 @@ func TestBodyValuesNameTheirField(t *testing.T) {
 		{"/v1/processes", `{"kind":"pty","terminal":{"cols":80,"rows":"24"}}`, `field "terminal.rows": want an integer, got a string`},
 		{"/v1/processes", `{"kind":"pty","terminal":{"cols":70000,"rows":24}}`, `field "terminal.cols": want an integer from 0 to 65535, got 70000`},
 		{"/v1/processes", `{"kind":"pty","terminal":[80,24]}`, `field "terminal": want an object, got an array`},
+		{"/v1/processes", `{"kind":"pty","terminal":{"cols":80}}`, `terminal size 80x0: cols and rows must be positive`},
+		{"/v1/processes", `{"kind":"pty","terminal":{}}`, `terminal size 0x0: cols and rows must be positive`},
 		{"/v1/processes", `{"argv":"true"}`, `field "argv": want an array, got a string`},
 		{"/v1/processes", `{"argv":["true",1]}`, `field "argv[1]": want a string, got a number`},
 		{"/v1/processes", `{"cmd":"true","env":{"A":"1","B":null,"C":false}}`, `field "env.C": want a string, got false`},
