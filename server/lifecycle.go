@@ -200,20 +200,23 @@ func (s *Server) stopAll(ctx context.Context) {
 }
 
 // removeRecord removes the record of the process with id from the registry,
-// and its logs from the log budget.
-func (s *Server) removeRecord(id string) {
+// and its logs from the log budget. It reports whether this call removed
+// it: of calls at once, one does.
+func (s *Server) removeRecord(id string) (removed bool) {
 	s.mu.Lock()
 	if n, ok := s.ended.live[id]; ok {
 		s.ended.forgetLocked(id, n)
 		s.ended.compactLocked()
 	}
 	s.mu.Unlock()
-	if p, err := s.reg.Get(id); err == nil {
-		s.reg.Remove(id)
-		s.budget.Remove(p.Log())
-		s.inputs.Delete(id)
-		s.interacts.Delete(id)
+	p, err := s.reg.Get(id)
+	if err != nil || !s.reg.Remove(id) {
+		return false // gone already, or another call is removing it
 	}
+	s.budget.Remove(p.Log())
+	s.inputs.Delete(id)
+	s.interacts.Delete(id)
+	return true
 }
 
 // forget removes the record of the process with id; a session's record goes

@@ -147,7 +147,11 @@ func (s *Server) deleteProcess(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
-	s.removeRecord(id)
+	// Of DELETEs at once, the one that removes the record deleted it; the
+	// others find it gone, as a second DELETE of a session does.
+	if !s.removeRecord(id) {
+		return fmt.Errorf("process %s: %w", id, process.ErrNotFound)
+	}
 	s.settle(id)
 	w.WriteHeader(http.StatusNoContent)
 	return nil

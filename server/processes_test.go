@@ -119,6 +119,40 @@ func TestProcessLifecycle(t *testing.T) {
 	requireCode(t, d.c.Delete(c, p.ID), client.CodeNotFound)
 }
 
+// Of DELETEs of one process sent at once, as agents sharing a daemon may,
+// one deletes it and the others find it gone, as for a session: none is
+// told that it deleted what another did.
+func TestConcurrentDeletesOfOneProcess(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	for i := range 20 {
+		cmd := "sleep 30"
+		if i%2 == 0 {
+			cmd = "true"
+		}
+		p, err := d.c.Start(c, client.StartOptions{Cmd: cmd})
+		require.NoError(t, err)
+		if cmd == "true" {
+			_, _, err = d.c.Wait(c, p.ID, 0)
+			require.NoError(t, err)
+		}
+		errs := make(chan error, 4)
+		for range cap(errs) {
+			go func() { errs <- d.c.Delete(c, p.ID) }()
+		}
+		deleted := 0
+		for range cap(errs) {
+			if err := <-errs; err == nil {
+				deleted++
+			} else {
+				requireCode(t, err, client.CodeNotFound)
+			}
+		}
+		require.Equal(t, 1, deleted, "%s: DELETEs answered 204", cmd)
+	}
+}
+
 func TestWireFormat(t *testing.T) {
 	t.Parallel()
 	d := start(t, server.Options{})
