@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -231,6 +232,62 @@ func TestRequestBodiesBounded(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return d.budget(t, "requestBodies").Used == 0 }, 30*time.Second, 10*time.Millisecond,
 		"answered bodies give their bytes back")
+}
+
+// TestStalledBodyLetGo: a client that stops sending its body is answered
+// 408 once no byte came for the body's idle bound, and the place its
+// Content-Length held under the bodies' budget is given back. Before, two
+// connections that declared a body of --body-limit and then sent nothing
+// more held the whole budget for as long as they stayed open, and every
+// other request with a body was refused 429.
+func TestStalledBodyLetGo(t *testing.T) {
+	t.Parallel()
+	const limit = 1 << 20
+	d := start(t, server.Options{BodyLimit: limit})
+	server.SetBodyIdle(d.srv, 300*time.Millisecond)
+	stall := func() net.Conn {
+		conn, err := net.Dial("tcp", d.addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { conn.Close() })
+		require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
+		_, err = fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n{\"cmd\":",
+			testToken, limit-1)
+		require.NoError(t, err)
+		return conn
+	}
+	conns := []net.Conn{stall(), stall()}
+	for _, conn := range conns {
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err, "a stalled body is answered")
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusRequestTimeout, resp.StatusCode, "%s", b)
+		require.Contains(t, string(b), `"code":"invalid_argument"`)
+		require.Contains(t, string(b), "no byte came for 300ms")
+	}
+	require.Eventually(t, func() bool { return d.budget(t, "requestBodies").Used == 0 }, 10*time.Second, 10*time.Millisecond,
+		"stalled bodies give their place back")
+	// A body that comes in steps, each within the bound, is read whole, and
+	// a run that answers after the bound is not cut by it.
+	conn, err := net.Dial("tcp", d.addr)
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	body := `{"cmd":"sleep 0.6; echo slow"}`
+	_, err = fmt.Fprintf(conn, "POST /v1/processes/run HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n",
+		testToken, len(body))
+	require.NoError(t, err)
+	for _, part := range []string{body[:10], body[10:20], body[20:]} {
+		time.Sleep(150 * time.Millisecond)
+		_, err := conn.Write([]byte(part))
+		require.NoError(t, err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", b)
+	require.Contains(t, string(b), `"output":"slow\n"`)
 }
 
 // TestHealthBudgets: /healthz shows every budget with its flag, and the

@@ -8,11 +8,13 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/conchsh/conch/api"
@@ -106,6 +108,13 @@ type boundedBody struct {
 	held          *bodyBudget // nil: not counted
 	taken         int64       // what this body holds of held
 	sized         bool        // held counts readBody's buffer, not the bytes read
+	// w is the request's writer, whose connection's reads a Read bounds
+	// by idle: a client that stops sending its body would hold its place
+	// under held, and readBody's buffer, for as long as it keeps the
+	// connection open. Zero idle, or a nil w, bounds nothing.
+	w    http.ResponseWriter
+	idle time.Duration
+	rc   *http.ResponseController // w's, made by the first Read
 }
 
 // bodyBudget bounds the bytes of the request bodies being read and handled
@@ -141,7 +150,27 @@ func (b *boundedBody) hold(n int64) error {
 }
 
 func (b *boundedBody) Read(p []byte) (int, error) {
+	bounded := b.w != nil && b.idle > 0
+	if bounded {
+		if b.rc == nil {
+			b.rc = http.NewResponseController(b.w)
+		}
+		// A server that cannot set deadlines (one of an embedder's)
+		// leaves the read unbounded, as it was.
+		bounded = b.rc.SetReadDeadline(time.Now().Add(b.idle)) == nil
+	}
 	n, err := b.ReadCloser.Read(p)
+	if bounded && err != nil {
+		// The body is read (or failed): the connection's reads are the
+		// server's again, which watches it for the client going away
+		// while the handler works (net/http clears the deadline itself
+		// as it begins to; a server of an embedder's may not).
+		_ = b.rc.SetReadDeadline(time.Time{})
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return n, &Error{http.StatusRequestTimeout, api.CodeInvalidArgument, fmt.Sprintf(
+				"request body: no byte came for %v; send it again whole", b.idle), err}
+		}
+	}
 	if n > 0 && !b.sized {
 		if herr := b.hold(int64(n)); herr != nil {
 			return 0, herr

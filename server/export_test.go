@@ -15,6 +15,9 @@ func SetHeartbeat(s *Server, d time.Duration) { s.heartbeat.Store(int64(d)) }
 // SetWriteTimeout shortens the time a stream event has to reach its client.
 func SetWriteTimeout(s *Server, d time.Duration) { s.writeTimeout.Store(int64(d)) }
 
+// SetBodyIdle shortens the wait for each next byte of a request body.
+func SetBodyIdle(s *Server, d time.Duration) { s.bodyIdle.Store(int64(d)) }
+
 // LogBudgetUsed returns the bytes the logs of s's processes retain, as its
 // log budget counts them.
 func LogBudgetUsed(s *Server) int64 { return s.budget.Used() }

@@ -123,7 +123,8 @@ func (s *Server) wrap(rt route) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		body := &boundedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), limit: limit, flag: flag, held: &s.bodies}
+		body := &boundedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), limit: limit, flag: flag, held: &s.bodies,
+			w: w, idle: time.Duration(s.bodyIdle.Load())}
 		defer func() { s.bodies.used.Add(-body.taken) }()
 		r.Body = body
 		if err := rt.handler(w, r); err != nil {

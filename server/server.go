@@ -50,6 +50,11 @@ const heartbeat = 15 * time.Second
 // longer to read it is let go (it may resume with Last-Event-ID).
 const writeTimeout = 30 * time.Second
 
+// bodyIdle bounds the wait for each next byte of a request body: a client
+// that stops sending one holds its place under the bodies' budget (its
+// Content-Length, from the start) until it is let go.
+const bodyIdle = 30 * time.Second
+
 // Options configure a Server. Zero fields mean the defaults written beside
 // them.
 type Options struct {
@@ -150,6 +155,9 @@ type Server struct {
 	// writeTimeout bounds the write of one stream event, in nanoseconds;
 	// tests shorten it while the server serves.
 	writeTimeout atomic.Int64
+	// bodyIdle bounds the wait for a request body's next byte, in
+	// nanoseconds; tests shorten it while the server serves.
+	bodyIdle atomic.Int64
 
 	mu      sync.Mutex // guards everything below
 	hosts   map[string]struct{}
@@ -233,6 +241,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.heartbeat.Store(int64(heartbeat))
 	s.writeTimeout.Store(int64(writeTimeout))
+	s.bodyIdle.Store(int64(bodyIdle))
 	for _, h := range opts.AllowedHosts {
 		s.hosts[hostcheck.Canonical(h)] = struct{}{}
 	}
