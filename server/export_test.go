@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"time"
 
@@ -57,3 +58,7 @@ func StreamFrames(ctx context.Context, l *logstore.Log) <-chan string {
 	}()
 	return frames
 }
+
+// HungUp reports what the attach handler's pinger is told of c's peer, c
+// wrapped as the daemon's listener wraps the connections it accepts.
+func HungUp(c net.Conn) bool { return hungUp(&jsonErrorConn{Conn: rawConnOf(c)}) }

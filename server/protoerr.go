@@ -87,6 +87,9 @@ func (c *jsonErrorConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
+// NetConn returns the connection whose errors c rewrites.
+func (c *jsonErrorConn) NetConn() net.Conn { return c.Conn }
+
 // CloseWrite lets net/http half-close the connection after a 431, so that
 // the client reads the answer before the connection is reset.
 func (c *jsonErrorConn) CloseWrite() error {

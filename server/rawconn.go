@@ -8,6 +8,8 @@ import (
 	"sync"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/conchsh/conch/internal/rawcall"
 )
 
@@ -94,4 +96,38 @@ func (c *rawConn) CloseWrite() error {
 		return cw.CloseWrite()
 	}
 	return nil
+}
+
+// NetConn returns the connection c makes raw.
+func (c *rawConn) NetConn() net.Conn { return c.Conn }
+
+// hungUp reports whether c's peer is known to be gone, without reading c:
+// it closed or reset the connection, or the connection failed — TCP
+// keepalive, which net.Listen's connections have, fails one whose peer
+// vanished. The poll takes what is already known and does not wait. A
+// connection whose socket it cannot reach (through NetConn methods) is not
+// known to be gone.
+func hungUp(c net.Conn) bool {
+	for {
+		switch u := c.(type) {
+		case syscall.Conn:
+			rc, err := u.SyscallConn()
+			if err != nil {
+				return false
+			}
+			var revents int16
+			cerr := rc.Control(func(fd uintptr) {
+				fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLRDHUP}}
+				if n, err := unix.Poll(fds, 0); err == nil && n == 1 {
+					revents = fds[0].Revents
+				}
+			})
+			// Control fails once the connection is closed: gone.
+			return cerr != nil || revents&(unix.POLLRDHUP|unix.POLLHUP|unix.POLLERR|unix.POLLNVAL) != 0
+		case interface{ NetConn() net.Conn }:
+			c = u.NetConn()
+		default:
+			return false
+		}
+	}
 }

@@ -1,8 +1,10 @@
 package server_test
 
 import (
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -48,4 +50,26 @@ func TestRequestsCallAroundTheScheduler(t *testing.T) { // not parallel: the tra
 	}
 	t.Logf("the daemon's socket calls through the scheduler in %d commands: %v", n, calls)
 	require.Empty(t, calls)
+}
+
+// TestHungUp: the daemon tells a client that closed its connection from a
+// live one without reading what it sent, however much of it waits unread.
+func TestHungUp(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	peer, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer peer.Close()
+	c, err := ln.Accept()
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = peer.Write(make([]byte, 64<<10))
+	require.NoError(t, err)
+	time.Sleep(50 * time.Millisecond)
+	require.False(t, server.HungUp(c), "a live peer with input unread")
+	require.NoError(t, peer.Close())
+	require.Eventually(t, func() bool { return server.HungUp(c) }, 5*time.Second, 10*time.Millisecond,
+		"a peer that closed, its input unread")
 }
