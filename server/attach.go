@@ -1,14 +1,17 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -59,7 +62,8 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) error {
 	// http.Server does not wait for hijacked connections: Shutdown does.
 	s.hijacked.Add(1)
 	defer s.hijacked.Done()
-	conn, err := websocket.Accept(w, r, nil)
+	hj := &hijackRecorder{ResponseWriter: w}
+	conn, err := websocket.Accept(hj, r, nil)
 	if err != nil {
 		s.log.Debug("attach: upgrade refused", "id", p.ID(), "err", err)
 		return nil // Accept has answered
@@ -67,17 +71,18 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) error {
 	defer conn.CloseNow()
 	conn.SetReadLimit(s.opts.BodyLimit)
 
+	var typing atomic.Int64
 	input := make(chan struct{})
 	go func() {
 		defer close(input)
 		defer cancel()
-		s.attachInput(ctx, conn, a)
+		s.attachInput(ctx, conn, a, &typing)
 	}()
 	defer func() { cancel(); <-input }()
 	pinger := make(chan struct{})
 	go func() {
 		defer close(pinger)
-		s.keepAlive(ctx, conn, cancel)
+		s.keepAlive(ctx, conn, cancel, &typing, func() bool { return hungUp(hj.conn) })
 	}()
 	defer func() { cancel(); <-pinger }()
 
@@ -109,15 +114,19 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) error {
 }
 
 // attachInput copies the client's messages to the PTY until the socket or
-// ctx ends.
-func (s *Server) attachInput(ctx context.Context, conn *websocket.Conn, a *exec.Attachment) {
+// ctx ends. It adds one to typing as each write to the PTY starts and one
+// as it ends: while the program leaves its input unread, a write waits,
+// and so does the rest of what the client sent, its pongs with it.
+func (s *Server) attachInput(ctx context.Context, conn *websocket.Conn, a *exec.Attachment, typing *atomic.Int64) {
 	for {
 		typ, data, err := conn.Read(ctx)
 		if err != nil {
 			return
 		}
 		if typ == websocket.MessageBinary {
+			typing.Add(1)
 			_, err = a.Write(data)
+			typing.Add(1)
 		} else {
 			err = resize(a, data)
 		}
@@ -130,8 +139,11 @@ func (s *Server) attachInput(ctx context.Context, conn *websocket.Conn, a *exec.
 // keepAlive pings the client every heartbeat, so that proxies keep an idle
 // attachment open and a client that vanished without closing is noticed: a
 // ping unanswered for a heartbeat ends the attachment. Pongs are read by
-// attachInput's reads.
-func (s *Server) keepAlive(ctx context.Context, conn *websocket.Conn, end context.CancelFunc) {
+// attachInput's reads, so one may wait behind input the program has not
+// read: a ping unanswered while input was held back (typing, see
+// attachInput) ends the attachment only if gone says the client's
+// connection was closed or failed.
+func (s *Server) keepAlive(ctx context.Context, conn *websocket.Conn, end context.CancelFunc, typing *atomic.Int64, gone func() bool) {
 	tick := time.NewTicker(time.Duration(s.heartbeat.Load()))
 	defer tick.Stop()
 	for {
@@ -140,17 +152,35 @@ func (s *Server) keepAlive(ctx context.Context, conn *websocket.Conn, end contex
 		case <-ctx.Done():
 			return
 		}
+		before := typing.Load()
 		pctx, cancel := context.WithTimeout(ctx, time.Duration(s.heartbeat.Load()))
 		err := conn.Ping(pctx)
 		cancel()
-		if err != nil {
-			if ctx.Err() == nil {
-				s.log.Debug("attach: ping unanswered", "err", err)
-			}
-			end()
-			return
+		if err == nil {
+			continue
 		}
+		if ctx.Err() == nil {
+			if after := typing.Load(); (after != before || after%2 == 1) && !gone() {
+				continue // the pong may wait behind the input held back
+			}
+			s.log.Debug("attach: ping unanswered", "err", err)
+		}
+		end()
+		return
 	}
+}
+
+// hijackRecorder keeps the connection the WebSocket upgrade hijacks, which
+// websocket.Conn does not hand out.
+type hijackRecorder struct {
+	http.ResponseWriter
+	conn net.Conn // set by Hijack, before Accept returns
+}
+
+func (h *hijackRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(h.ResponseWriter).Hijack()
+	h.conn = c
+	return c, brw, err
 }
 
 // resize applies a text message, which must be a resize.

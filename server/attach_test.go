@@ -206,3 +206,50 @@ func attachInputs() int {
 		buf = make([]byte, 2*len(buf))
 	}
 }
+
+// TestAttachInputHeldKeepsClient: a live client that types more than the
+// input queue holds into a program that leaves it unread for many
+// heartbeats keeps its attachment: its pongs wait behind the input the
+// daemon holds back, and are not taken for a client gone. Once the program
+// reads, it gets every byte, in order.
+func TestAttachInputHeldKeepsClient(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	const heartbeat = 200 * time.Millisecond
+	server.SetHeartbeat(d.srv, heartbeat)
+	c := ctx(t)
+	const total = 3 * process.StdinQueueLimit
+	p, err := d.c.Start(c, client.StartOptions{
+		Kind: process.KindPTY,
+		// The program reads nothing for 15 heartbeats, then all of it.
+		// Not for 5 s: the client's pong waits that long at most for its
+		// own write, blocked while the daemon holds the input back.
+		Cmd: fmt.Sprintf("stty raw -echo; printf R; sleep 3; head -c %d | sha256sum", total),
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { d.c.Delete(context.Background(), p.ID) })
+	a, err := d.c.Attach(c, p.ID)
+	require.NoError(t, err)
+	defer a.Close()
+	readUntil(t, a, "R")
+	input := make([]byte, total)
+	for i := range input {
+		input[i] = byte('a' + i%26)
+	}
+	// As conch attach < file sends it: 32 KiB at a time.
+	wrote := make(chan error, 1)
+	go func() {
+		var err error
+		for rest := input; len(rest) > 0 && err == nil; {
+			n := min(len(rest), 32<<10)
+			_, err = a.Write(rest[:n])
+			rest = rest[n:]
+		}
+		wrote <- err
+	}()
+	sum := sha256.Sum256(input)
+	readUntil(t, a, fmt.Sprintf("%x", sum))
+	require.NoError(t, <-wrote)
+	_, err = io.Copy(io.Discard, a)
+	require.NoError(t, err, "the attachment ends cleanly with the process")
+}
