@@ -181,12 +181,18 @@ func TestAttachInputNotReadEndsWithClient(t *testing.T) {
 	a, err := d.c.Attach(c, p.ID)
 	require.NoError(t, err)
 	readUntil(t, a, "R")
+	// The client reads on, so that it answers the daemon's pings: a ping
+	// unanswered before the daemon began to write the input would end the
+	// attachment before its input waits.
+	reading := make(chan struct{})
+	go func() { defer close(reading); io.Copy(io.Discard, a) }()
 	// More than the input queue holds: the daemon's write of it waits.
 	_, err = a.Write(make([]byte, 2*process.StdinQueueLimit))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return attachInputs() == 1 }, 10*time.Second, 10*time.Millisecond,
 		"the attachment's input waits for the program")
 	require.NoError(t, a.Close())
+	<-reading
 	require.Eventually(t, func() bool { return attachInputs() == 0 }, 10*time.Second, 10*time.Millisecond,
 		"the attachment still waits to type into a program that does not read, its client gone")
 	got, err := d.c.Get(c, p.ID)
