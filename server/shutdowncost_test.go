@@ -80,9 +80,10 @@ func TestShutdownOfSessionsSharesScans(t *testing.T) {
 	}
 	scans := shutdownScans(t, d, served, pids...)
 	t.Logf("shutdown with %d sessions listed /proc %d times", sessions, scans)
-	// 4 to 14 alone; 21 seen once on a loaded machine, where the ends
-	// spread out and share less. Unshared, it is two or more a session.
-	require.Less(t, scans, uint64(sessions*3/4), "listings of /proc")
+	// 4 to 14 alone; 21 and 33 seen on a loaded machine (the second
+	// under -race beside another suite), where the ends spread out and
+	// share less. Unshared, it is two or more a session.
+	require.Less(t, scans, uint64(sessions), "listings of /proc")
 }
 
 // TestShutdownOfProcessesSharesScans: the running processes a shutdown
