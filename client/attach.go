@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/coder/websocket"
 )
@@ -23,6 +24,14 @@ type Attachment struct {
 	conn net.Conn // binary messages of ws as a byte stream, for writes
 	ctx  context.Context
 	rest io.Reader // the rest of the binary message being read
+	// writing counts the writes of input in progress. While one is, the
+	// attachment answers no ping of the daemon's: a pong is written after
+	// the write, and waits for it 5 s at most before the read that took
+	// the ping fails, and a write waits as long as the program leaves its
+	// input unread and the daemon holds it back. The daemon, which sees
+	// the input come or knows it holds it back, does not take a ping
+	// unanswered then for a client gone.
+	writing atomic.Int32
 }
 
 // GapError is what Attachment.Read returns where the output has a gap:
@@ -45,7 +54,9 @@ func (c *Client) Attach(ctx context.Context, id string) (*Attachment, error) {
 	if c.token != "" {
 		h.Set("Authorization", "Bearer "+c.token)
 	}
-	ws, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPClient: c.http, HTTPHeader: h})
+	a := &Attachment{ctx: ctx}
+	ws, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPClient: c.http, HTTPHeader: h,
+		OnPingReceived: func(context.Context, []byte) bool { return a.writing.Load() == 0 }})
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			defer resp.Body.Close()
@@ -54,7 +65,8 @@ func (c *Client) Attach(ctx context.Context, id string) (*Attachment, error) {
 		return nil, fmt.Errorf("attach %s: %w", id, err)
 	}
 	ws.SetReadLimit(-1)
-	return &Attachment{ws: ws, conn: websocket.NetConn(ctx, ws, websocket.MessageBinary), ctx: ctx}, nil
+	a.ws, a.conn = ws, websocket.NetConn(ctx, ws, websocket.MessageBinary)
+	return a, nil
 }
 
 // Read reads bytes the PTY wrote. Where the output has a gap it returns 0
@@ -96,8 +108,13 @@ func (a *Attachment) Read(p []byte) (int, error) {
 	}
 }
 
-// Write sends p to the PTY's input.
-func (a *Attachment) Write(p []byte) (int, error) { return a.conn.Write(p) }
+// Write sends p to the PTY's input. It waits while the program leaves its
+// input unread and the daemon holds back what it cannot queue.
+func (a *Attachment) Write(p []byte) (int, error) {
+	a.writing.Add(1)
+	defer a.writing.Add(-1)
+	return a.conn.Write(p)
+}
 
 // Resize changes the PTY's size.
 func (a *Attachment) Resize(ctx context.Context, cols, rows uint16) error {

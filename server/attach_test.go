@@ -217,20 +217,42 @@ func attachInputs() int {
 // input queue holds into a program that leaves it unread for many
 // heartbeats keeps its attachment: its pongs wait behind the input the
 // daemon holds back, and are not taken for a client gone. Once the program
-// reads, it gets every byte, in order.
+// reads, it gets every byte, in order. With more input than the socket's
+// buffers hold besides, the client's own write waits too, longer than the
+// 5 s its pong would wait for it: it answers no ping then, rather than
+// fail its read.
 func TestAttachInputHeldKeepsClient(t *testing.T) {
 	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		total int
+		sleep string
+	}{
+		{"queue", 3 * process.StdinQueueLimit, "3"},
+		{"socket", 24 * process.StdinQueueLimit, "7"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			testAttachInputHeld(t, tt.total, tt.sleep)
+		})
+	}
+}
+
+func testAttachInputHeld(t *testing.T, total int, sleep string) {
 	d := start(t, server.Options{})
 	const heartbeat = 200 * time.Millisecond
 	server.SetHeartbeat(d.srv, heartbeat)
 	c := ctx(t)
-	const total = 3 * process.StdinQueueLimit
+	// Made before the client attaches: a client that neither reads nor
+	// writes for a heartbeat is gone.
+	input := make([]byte, total)
+	for i := range input {
+		input[i] = byte('a' + i%26)
+	}
 	p, err := d.c.Start(c, client.StartOptions{
 		Kind: process.KindPTY,
-		// The program reads nothing for 15 heartbeats, then all of it.
-		// Not for 5 s: the client's pong waits that long at most for its
-		// own write, blocked while the daemon holds the input back.
-		Cmd: fmt.Sprintf("stty raw -echo; printf R; sleep 3; head -c %d | sha256sum", total),
+		// The program reads nothing for many heartbeats, then all of it.
+		Cmd: fmt.Sprintf("stty raw -echo; printf R; sleep %s; head -c %d | sha256sum", sleep, total),
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { d.c.Delete(context.Background(), p.ID) })
@@ -238,10 +260,6 @@ func TestAttachInputHeldKeepsClient(t *testing.T) {
 	require.NoError(t, err)
 	defer a.Close()
 	readUntil(t, a, "R")
-	input := make([]byte, total)
-	for i := range input {
-		input[i] = byte('a' + i%26)
-	}
 	// As conch attach < file sends it: 32 KiB at a time.
 	wrote := make(chan error, 1)
 	go func() {
