@@ -33,13 +33,49 @@ def _websockets() -> Any:
 
 
 async def _connect(url: str, headers: Dict[str, str]) -> Any:
+    """Opens the attachment's WebSocket.
+
+    It sends no keepalive pings of its own (``ping_interval=None``; the
+    library's default pinged every 20 s and closed the connection 20 s later
+    without a pong): while the program leaves its input unread, the daemon
+    reads no more of the client's messages, pings included, so a large
+    input sent to a program that reads late ended the attachment with
+    ``1011 keepalive ping timeout`` and the rest of the input was lost. The
+    daemon pings every 15 s, which the library answers; a daemon gone
+    without a close is found by TCP keepalive (:func:`_keepalive`).
+    """
     ws = _websockets()
     try:  # websockets >= 13: the new asyncio implementation
         from websockets.asyncio.client import connect  # type: ignore
-
-        return await connect(url, additional_headers=headers, max_size=None, compression=None)
     except ImportError:
-        return await ws.connect(url, extra_headers=headers, max_size=None, compression=None)
+        socket = await ws.connect(url, extra_headers=headers, max_size=None, compression=None, ping_interval=None)
+    else:
+        socket = await connect(url, additional_headers=headers, max_size=None, compression=None, ping_interval=None)
+    _keepalive(socket)
+    return socket
+
+
+def _keepalive(socket: Any) -> None:
+    """Turns on TCP keepalive for the WebSocket's connection, where it can.
+
+    Probes after 15 s of silence, every 15 s, 4 unanswered: a daemon whose
+    host went away without a close is found within about a minute and a
+    half, where a read would otherwise wait for good.
+    """
+    transport = getattr(socket, "transport", None)
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None:
+        return
+    import socket as socketlib
+
+    try:
+        sock.setsockopt(socketlib.SOL_SOCKET, socketlib.SO_KEEPALIVE, 1)
+        for name, value in (("TCP_KEEPIDLE", 15), ("TCP_KEEPINTVL", 15), ("TCP_KEEPCNT", 4)):
+            opt = getattr(socketlib, name, None)
+            if opt is not None:
+                sock.setsockopt(socketlib.IPPROTO_TCP, opt, value)
+    except OSError:
+        pass
 
 
 def _refusal(e: Exception) -> Optional[ConchError]:

@@ -3,6 +3,7 @@ import signal
 import threading
 import time
 import unittest
+from typing import Any, List
 from urllib.parse import urlsplit
 
 from conch import AuthenticationError, NetworkError, NotFoundError, Sandbox, UnsupportedOperationError
@@ -101,6 +102,65 @@ class PtyTest(unittest.TestCase):
         with self.assertRaises(NetworkError):
             while conn.recv() is not None:
                 pass
+
+    @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
+    def test_input_held_back_keeps_the_attachment(self) -> None:
+        # While the program leaves its input unread, the daemon reads no more of the
+        # client's messages, pings included: a client that pings (the library's default,
+        # every 20 s with 20 s for the pong) closed the attachment with "1011 keepalive ping
+        # timeout" and the rest of the input was lost. Here a library whose default pings
+        # every 0.3 s: the SDK's attachment must send none of its own.
+        import hashlib
+        from unittest import mock
+
+        def pinging(connect: Any) -> Any:
+            def wrapped(*args: Any, **kwargs: Any) -> Any:
+                kwargs.setdefault("ping_interval", 0.3)
+                kwargs.setdefault("ping_timeout", 0.3)
+                return connect(*args, **kwargs)
+            return wrapped
+
+        patches = [mock.patch.object(websockets, "connect", pinging(websockets.connect))]
+        try:
+            import websockets.asyncio.client as newclient  # type: ignore
+        except ImportError:
+            pass
+        else:
+            patches.append(mock.patch.object(newclient, "connect", pinging(newclient.connect)))
+        for p in patches:
+            p.start()
+            self.addCleanup(p.stop)
+        total = 3 << 20
+        data = bytes(97 + i % 26 for i in range(total))
+        handle, conn = self.sandbox.pty.attach(f"stty raw -echo; printf R; sleep 3; head -c {total} | sha256sum")
+        self.addCleanup(self.sandbox.pty.delete, handle.id)
+        guard = threading.Timer(60, conn.close)  # a hang ends as a failure, not a stuck suite
+        guard.start()
+        self.addCleanup(guard.cancel)
+        with conn:
+            seen = b""
+            while b"R" not in seen:
+                seen += conn.recv() or b""
+            errors: List[BaseException] = []
+
+            def write() -> None:
+                try:
+                    for i in range(0, total, 32 << 10):  # as a terminal sends it
+                        conn.send(data[i:i + (32 << 10)])
+                except BaseException as e:  # noqa: BLE001 - reported below
+                    errors.append(e)
+
+            writer = threading.Thread(target=write)
+            writer.start()
+            want = hashlib.sha256(data).hexdigest().encode()
+            while want not in seen:
+                b = conn.recv()
+                if b is None:
+                    break
+                seen += b
+            writer.join(30)
+        self.assertEqual(errors, [])
+        self.assertIn(want, seen, "the program read every byte")
 
 
 class AttachWithoutWebsocketsTest(unittest.TestCase):
