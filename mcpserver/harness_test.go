@@ -179,6 +179,27 @@ func startDaemon(t *testing.T, env []string, stateHome string, args ...string) *
 	}
 }
 
+// gate is a file a test's command waits for, until the test opens it.
+type gate string
+
+func newGate(t *testing.T) gate { return gate(filepath.Join(t.TempDir(), "gate")) }
+
+// wait is shell text that returns once the gate is open.
+func (g gate) wait() string { return "while [ ! -e " + string(g) + " ]; do sleep 0.02; done" }
+
+func (g gate) open(t *testing.T) { require.NoError(t, os.WriteFile(string(g), nil, 0o600)) }
+
+// finish opens g and returns the answer of interact once the command id,
+// which waits for g, has ended.
+func (c *conn) finish(g gate, id string) mcpserver.Result {
+	c.t.Helper()
+	g.open(c.t)
+	var done mcpserver.Result
+	c.ok("interact", map[string]any{"id": id, "timeout": 60}, &done)
+	require.False(c.t, done.Running, "%+v", done)
+	return done
+}
+
 func contextWithGuard(t *testing.T) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(t.Context(), hangGuard)
 }

@@ -378,10 +378,10 @@ func TestInteractReadsOnFromLastAnswer(t *testing.T) {
 	env, _ := testEnv(t)
 	c := startMCP(t, env)
 	defer c.close()
-	gate := filepath.Join(t.TempDir(), "gate")
-	r, _ := c.run(map[string]any{"command": "while [ ! -e " + gate + " ]; do sleep 0.02; done; echo A; sleep 1; echo B", "timeout": 0.3})
+	gate := newGate(t)
+	r, _ := c.run(map[string]any{"command": gate.wait() + "; echo A; sleep 1; echo B", "timeout": 0.3})
 	require.True(t, r.Running)
-	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	gate.open(t)
 	for deadline := time.Now().Add(hangGuard); ; time.Sleep(20 * time.Millisecond) {
 		var out mcpserver.ReadOutput
 		c.ok("read_output", map[string]any{"id": r.ID}, &out)
@@ -526,8 +526,8 @@ func TestEscapeSplitBetweenAnswers(t *testing.T) {
 	env, _ := testEnv(t)
 	c := startMCP(t, env)
 	defer c.close()
-	gate := filepath.Join(t.TempDir(), "gate")
-	r, _ := c.run(map[string]any{"command": `printf 'ab\033['; while [ ! -e ` + gate + ` ]; do sleep 0.02; done; printf '31mred\n'`,
+	gate := newGate(t)
+	r, _ := c.run(map[string]any{"command": `printf 'ab\033['; ` + gate.wait() + `; printf '31mred\n'`,
 		"timeout": 0.3, "closeStdin": true})
 	shown := r.Output
 	for !strings.Contains(shown, "ab") {
@@ -540,10 +540,7 @@ func TestEscapeSplitBetweenAnswers(t *testing.T) {
 	c.ok("read_output", map[string]any{"id": r.ID}, &held)
 	require.Equal(t, "ab", held.Output)
 
-	require.NoError(t, os.WriteFile(gate, nil, 0o600))
-	var done mcpserver.Result
-	c.ok("interact", map[string]any{"id": r.ID, "timeout": 60}, &done)
-	require.False(t, done.Running)
+	done := c.finish(gate, r.ID)
 	require.Equal(t, "abred\n", shown+done.Output)
 	var rest mcpserver.ReadOutput
 	c.ok("read_output", map[string]any{"id": r.ID, "cursor": held.Next}, &rest)
@@ -562,9 +559,9 @@ func TestLongSequenceSplitBetweenAnswers(t *testing.T) {
 	c := startMCP(t, env)
 	defer c.close()
 	dir := t.TempDir()
-	printed, gate := filepath.Join(dir, "printed"), filepath.Join(dir, "gate")
+	printed, gate := filepath.Join(dir, "printed"), newGate(t)
 	r, _ := c.run(map[string]any{"command": `printf 'before\n\033]52;c;'; head -c 6000 /dev/zero | tr '\0' A; touch ` + printed +
-		`; while [ ! -e ` + gate + ` ]; do sleep 0.02; done; head -c 50 /dev/zero | tr '\0' B; printf '\007done\n'`,
+		`; ` + gate.wait() + `; head -c 50 /dev/zero | tr '\0' B; printf '\007done\n'`,
 		"timeout": 0.3, "closeStdin": true})
 	waitFile(t, printed)
 	printedBytes := int64(len("before\n\x1b]52;c;") + 6000)
@@ -599,10 +596,7 @@ func TestLongSequenceSplitBetweenAnswers(t *testing.T) {
 	}
 	require.Equal(t, "before\n", pages(""))
 
-	require.NoError(t, os.WriteFile(gate, nil, 0o600))
-	var done mcpserver.Result
-	c.ok("interact", map[string]any{"id": r.ID, "timeout": 60}, &done)
-	require.False(t, done.Running)
+	done := c.finish(gate, r.ID)
 	require.Equal(t, "done\n", done.Output)
 	require.Equal(t, "before\ndone\n", pages(""))
 	var rest mcpserver.ReadOutput
@@ -633,10 +627,10 @@ func TestEscapeSplitInACutAnswer(t *testing.T) {
 
 func testEscapeSplitInACutAnswer(t *testing.T, c *conn, before string) {
 	dir := t.TempDir()
-	printed, gate := filepath.Join(dir, "printed"), filepath.Join(dir, "gate")
+	printed, gate := filepath.Join(dir, "printed"), newGate(t)
 	// Answered once quiet: after the printf, which goes out in one write.
 	r, _ := c.run(map[string]any{"command": before + `printf '%03000d\033[' 0; touch ` + printed +
-		`; while [ ! -e ` + gate + ` ]; do sleep 0.02; done; printf '31mred\n'`,
+		`; ` + gate.wait() + `; printf '31mred\n'`,
 		"idleTimeout": 0.5, "closeStdin": true, "outputLimit": 1000})
 	waitFile(t, printed)
 	shown := r.Output
@@ -646,10 +640,7 @@ func testEscapeSplitInACutAnswer(t *testing.T, c *conn, before string) {
 	}
 	require.True(t, r.Running, "%+v", r)
 	require.Positive(t, r.OmittedBytes, "a cut answer: %+v", r)
-	require.NoError(t, os.WriteFile(gate, nil, 0o600))
-	var done mcpserver.Result
-	c.ok("interact", map[string]any{"id": r.ID, "timeout": 60}, &done)
-	require.False(t, done.Running)
+	done := c.finish(gate, r.ID)
 	require.Equal(t, "red\n", done.Output, "after %q", r.Next)
 }
 
@@ -817,8 +808,8 @@ func TestInteractWithNoCursorKnown(t *testing.T) {
 	defer a.close()
 	b := startMCP(t, env, "--url", d.URL())
 	defer b.close()
-	gate := filepath.Join(t.TempDir(), "gate")
-	r, _ := a.run(map[string]any{"command": `echo xyz; read -r x; printf 'ab\033['; while [ ! -e ` + gate + ` ]; do sleep 0.02; done; printf '31mred\n'`,
+	gate := newGate(t)
+	r, _ := a.run(map[string]any{"command": `echo xyz; read -r x; printf 'ab\033['; ` + gate.wait() + `; printf '31mred\n'`,
 		"timeout": 0.3})
 	require.True(t, r.Running, "%+v", r)
 	var w mcpserver.Result
@@ -828,10 +819,7 @@ func TestInteractWithNoCursorKnown(t *testing.T) {
 	}
 	require.True(t, w.Running, "%+v", w)
 	require.Equal(t, "ab", w.Output)
-	require.NoError(t, os.WriteFile(gate, nil, 0o600))
-	var done mcpserver.Result
-	b.ok("interact", map[string]any{"id": r.ID, "timeout": 60}, &done)
-	require.False(t, done.Running)
+	done := b.finish(gate, r.ID)
 	require.Equal(t, "red\n", done.Output, "read on from %q", w.Next)
 }
 
@@ -845,14 +833,14 @@ func TestReadFromDroppedOutput(t *testing.T) {
 	d := startDaemon(t, env, stateHome, "--log-retention", "64K")
 	c := startMCP(t, env, "--url", d.URL())
 	defer c.close()
-	gate := filepath.Join(t.TempDir(), "gate")
-	r, _ := c.run(map[string]any{"command": `printf '%03000d\n' 0; while [ ! -e ` + gate + ` ]; do sleep 0.02; done; seq 1 100000`,
+	gate := newGate(t)
+	r, _ := c.run(map[string]any{"command": `printf '%03000d\n' 0; ` + gate.wait() + `; seq 1 100000`,
 		"timeout": 0.5})
 	require.True(t, r.Running, "%+v", r)
 	var first mcpserver.ReadOutput
 	c.ok("read_output", map[string]any{"id": r.ID, "limit": 100}, &first)
 	require.True(t, strings.HasSuffix(first.Next, "+100"), "a cursor into the first frame: %+v", first)
-	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	gate.open(t)
 	ctx, cancel := contextWithGuard(t)
 	defer cancel()
 	_, _, err := d.Wait(ctx, r.ID, hangGuard)
