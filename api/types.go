@@ -403,7 +403,7 @@ func (m *Millis) UnmarshalJSON(b []byte) error {
 	var n float64
 	err := json.Unmarshal(b, &n) // fails only past float64's range
 	if err != nil || n < 0 || n > float64(maxMillis) {
-		return fmt.Errorf("want a number of milliseconds from 0 to %d, got %s", maxMillis, clip(b))
+		return fmt.Errorf("want a number of milliseconds from 0 to %d, got %s", maxMillis, Clip(b))
 	}
 	*m = Millis(time.Duration(n * float64(time.Millisecond)))
 	return nil
@@ -426,13 +426,13 @@ func jsonKind(b []byte) string {
 	return "null"
 }
 
-// clipLen is the most bytes of a value clip keeps.
+// clipLen is the most bytes of a value Clip keeps.
 const clipLen = 40
 
-// clip returns b, a number quoted in an error message, cut to its first
-// 40 bytes followed by "..." when longer: a number may be a megabyte of
-// digits.
-func clip(b []byte) string {
+// Clip returns b, a JSON value quoted in an error message (a number a
+// field does not take), cut to its first 40 bytes followed by "..." when
+// longer: a number may be a megabyte of digits.
+func Clip(b []byte) string {
 	if len(b) <= clipLen {
 		return string(b)
 	}

@@ -391,12 +391,12 @@ func (c *checker) numberFits(t reflect.Type, lit []byte) {
 	case reflect.Int <= k && k <= reflect.Int64:
 		if _, err = strconv.ParseInt(string(lit), 10, t.Bits()); errors.Is(err, strconv.ErrRange) {
 			lo := -1 << (t.Bits() - 1)
-			c.refuse("want an integer from %d to %d, got %s", lo, -(lo + 1), clip(lit))
+			c.refuse("want an integer from %d to %d, got %s", lo, -(lo + 1), api.Clip(lit))
 			return
 		}
 	case reflect.Uint <= k && k <= reflect.Uintptr:
 		if _, err = strconv.ParseUint(string(lit), 10, t.Bits()); err != nil {
-			c.refuse("want an integer from 0 to %d, got %s", uint64(1)<<t.Bits()-1, clip(lit))
+			c.refuse("want an integer from 0 to %d, got %s", uint64(1)<<t.Bits()-1, api.Clip(lit))
 			return
 		}
 	case k == reflect.Float32 || k == reflect.Float64:
@@ -405,7 +405,7 @@ func (c *checker) numberFits(t reflect.Type, lit []byte) {
 			if k == reflect.Float32 {
 				limit = math.MaxFloat32
 			}
-			c.refuse("want a number from %g to %g, got %s", -limit, limit, clip(lit))
+			c.refuse("want a number from %g to %g, got %s", -limit, limit, api.Clip(lit))
 		}
 		return
 	default:
@@ -413,7 +413,7 @@ func (c *checker) numberFits(t reflect.Type, lit []byte) {
 		return
 	}
 	if err != nil {
-		c.refuse("want an integer, got %s", clip(lit))
+		c.refuse("want an integer, got %s", api.Clip(lit))
 	}
 }
 
@@ -440,16 +440,6 @@ func jsonType(t reflect.Type) string {
 // a base64 string.
 func isBytes(t reflect.Type) bool {
 	return t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8
-}
-
-// clip returns lit, a number quoted in an error message, cut to its first
-// 40 bytes followed by "..." when longer: a number may be a megabyte of
-// digits.
-func clip(lit []byte) string {
-	if len(lit) <= 40 {
-		return string(lit)
-	}
-	return string(lit[:40]) + "..."
 }
 
 func (c *checker) array(t reflect.Type, depth int) error {
