@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/processtest"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/server"
 )
@@ -24,10 +25,7 @@ import (
 func blockingLogin(t *testing.T, shell string) (client.SessionOptions, func() proctree.Ident) {
 	t.Helper()
 	home := t.TempDir()
-	profile := map[string]string{"bash": ".bash_profile", "zsh": ".zprofile"}[shell]
-	if profile == "" {
-		profile = ".profile"
-	}
+	profile := processtest.LoginProfile[shell]
 	text := "echo profile blocks >&2; sh -c 'echo $$ >\"$HOME/sleeper\"; exec sleep 1000'\n"
 	require.NoError(t, os.WriteFile(filepath.Join(home, profile), []byte(text), 0o644))
 	opts := client.SessionOptions{Shell: shell, Env: map[string]string{"HOME": home, "ZDOTDIR": home}, Login: true}

@@ -20,9 +20,6 @@ const deadline = 30 * time.Second
 
 func output(c *Command) (stdout, stderr string) { return processtest.Output(c.Log()) }
 
-// loginProfile is the profile file each shell reads as a login shell.
-var loginProfile = map[string]string{"bash": ".profile", "dash": ".profile", "mksh": ".profile", "ksh": ".profile", "busybox": ".profile", "zsh": ".zprofile"}
-
 func newSession(t *testing.T, opts Options) *Session {
 	t.Helper()
 	if _, err := exec.LookPath(opts.Shell); opts.Shell != "" && err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/conchsh/conch/internal/processtest"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
 )
@@ -28,7 +29,7 @@ func TestLoginReadsProfiles(t *testing.T) {
 			for _, rc := range rcs {
 				require.NoError(t, os.WriteFile(filepath.Join(home, rc), []byte("export FROM_RC=yes\n"), 0o644))
 			}
-			require.NoError(t, os.WriteFile(filepath.Join(home, loginProfile[shell]), []byte("export FROM_PROFILE=yes\n"), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(home, processtest.LoginProfile[shell]), []byte("export FROM_PROFILE=yes\n"), 0o644))
 			env := map[string]string{"HOME": home, "ZDOTDIR": home, "ENV": filepath.Join(home, "envfile")}
 
 			plain := newSession(t, Options{Shell: shell, Env: env})
@@ -86,7 +87,7 @@ func TestShellThatExitsAsItStarts(t *testing.T) {
 		t.Run(shell, func(t *testing.T) {
 			t.Parallel()
 			home := t.TempDir()
-			require.NoError(t, os.WriteFile(filepath.Join(home, loginProfile[shell]), []byte("echo leaving >&2; exit 3\n"), 0o644))
+			require.NoError(t, os.WriteFile(filepath.Join(home, processtest.LoginProfile[shell]), []byte("echo leaving >&2; exit 3\n"), 0o644))
 			fake := filepath.Join(t.TempDir(), filepath.Base(shell))
 			require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\necho leaving >&2; exit 3\n"), 0o755))
 			for i := range 10 {
@@ -166,7 +167,7 @@ func blockingProfile(t *testing.T, shell string) (Options, func() int) {
 	t.Helper()
 	home := t.TempDir()
 	profile := "echo profile blocks >&2; sh -c 'echo $$ >\"$HOME/sleeper\"; exec sleep 1000'\n"
-	require.NoError(t, os.WriteFile(filepath.Join(home, loginProfile[shell]), []byte(profile), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(home, processtest.LoginProfile[shell]), []byte(profile), 0o644))
 	opts := Options{Shell: shell, Env: map[string]string{"HOME": home, "ZDOTDIR": home}, Login: true}
 	return opts, func() int {
 		b, err := os.ReadFile(filepath.Join(home, "sleeper"))

@@ -16,6 +16,11 @@ import (
 	"github.com/conchsh/conch/process"
 )
 
+// LoginProfile is the file in HOME (ZDOTDIR for zsh) that a login shell
+// of each shell conch accepts reads, by the shell's name: bash reads
+// .profile when it has no .bash_profile or .bash_login.
+var LoginProfile = map[string]string{"bash": ".profile", "dash": ".profile", "mksh": ".profile", "ksh": ".profile", "busybox": ".profile", "zsh": ".zprofile"}
+
 // Output returns what l holds of stdout and of stderr.
 func Output(l *logstore.Log) (stdout, stderr string) {
 	var o, e strings.Builder
