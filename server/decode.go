@@ -167,6 +167,10 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 		// as it begins to; a server of an embedder's may not).
 		_ = b.rc.SetReadDeadline(time.Time{})
 		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// The connection closes after the answer: net/http would
+			// otherwise read what is left of a short body before it
+			// answers, for as long as the client keeps it open.
+			b.w.Header().Set("Connection", "close")
 			return n, &Error{http.StatusRequestTimeout, api.CodeInvalidArgument, fmt.Sprintf(
 				"request body: no byte came for %v; send it again whole", b.idle), err}
 		}
