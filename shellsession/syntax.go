@@ -180,7 +180,7 @@ func shellCheck(ctx context.Context, sh shells.Shell, text string) (msg string, 
 	args := append(append([]string{}, sh.Prefix...), "-n")
 	path := ""
 	if len(text) <= parserMax {
-		args = append(args, "-c", text)
+		args = append(args, "-c", "--", text) // "--": a text may begin with "-"
 	}
 	cmd := exec.CommandContext(ctx, sh.Path, args...)
 	if len(text) > parserMax {

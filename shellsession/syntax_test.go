@@ -42,6 +42,20 @@ func TestCheckLargeText(t *testing.T) {
 	}
 }
 
+// TestShellCheckTextLikeAnOption: the shell's own -n check takes a text
+// that begins with "-" as text, not as an option of the shell's: "-x; echo
+// after" parses on every shell, where `zsh -n -c '-x; echo after'` said "bad
+// option" and the command was refused as a syntax error.
+func TestShellCheckTextLikeAnOption(t *testing.T) {
+	t.Parallel()
+	for _, name := range testShells {
+		sh, err := shells.Resolve(name)
+		require.NoError(t, err)
+		msg, ok := shellCheck(t.Context(), sh, "-x; echo after")
+		require.True(t, ok, "%s: %s", name, msg)
+	}
+}
+
 // TestCheckLargeTextNoTmpdir: the shell's check of a long text needs no
 // temporary directory. It wrote the text to a file in $TMPDIR, and with
 // that removed every command over 64 KiB was refused ("the syntax check of

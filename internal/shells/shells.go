@@ -110,11 +110,13 @@ func identify(path string, guess Family) Family {
 	return guess
 }
 
-// Argv returns the command line that runs script text with -c.
+// Argv returns the command line that runs script text with -c. A "--"
+// ends the shell's options first, so that a text beginning with "-" is run
+// as a command, as a session runs it, rather than read as an option.
 func (s Shell) Argv(login bool, script string) []string {
 	argv := append([]string{s.Path}, s.Prefix...)
 	if login {
 		argv = append(argv, "-l")
 	}
-	return append(argv, "-c", script)
+	return append(argv, "-c", "--", script)
 }
