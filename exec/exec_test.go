@@ -139,6 +139,12 @@ func TestInvalidOptionsStartNothing(t *testing.T) {
 		{"bad-keep-logs", Options{Cmd: touch, KeepLogs: "forever"}},
 		{"unknown-user", Options{Cmd: touch, User: "no-such-user-4f2a"}},
 		{"nul-in-id", Options{Cmd: touch, ID: "a\x00b"}},
+		// Linux passes at most MaxArgBytes in one argument: such a cmd
+		// was taken, and its process failed to start ("argument list too
+		// long"), as did a PTY's.
+		{"cmd-over-one-argument", Options{Cmd: touch + " #" + strings.Repeat("a", MaxArgBytes)}},
+		{"pty-cmd-over-one-argument", Options{Kind: process.KindPTY, Cmd: touch + " #" + strings.Repeat("a", MaxArgBytes)}},
+		{"argv-over-one-argument", Options{Argv: []string{"touch", marker, strings.Repeat("a", MaxArgBytes+1)}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -315,4 +321,16 @@ func TestDaemonDirectoryRemoved(t *testing.T) {
 		require.Equal(t, dir+" (deleted)\n", logText(p.Log(), logstore.Stdout))
 		require.Equal(t, dir, p.Info().Cwd)
 	}
+}
+
+// TestLongestCmdRuns: a cmd of MaxArgBytes, the most one argument holds,
+// runs.
+func TestLongestCmdRuns(t *testing.T) {
+	t.Parallel()
+	cmd := "echo ran #"
+	cmd += strings.Repeat("a", MaxArgBytes-len(cmd))
+	p, err := Start(Options{Cmd: cmd})
+	require.NoError(t, err)
+	r := wait(t, p)
+	require.True(t, r.Reason == process.Exited && r.ExitCode != nil && *r.ExitCode == 0, "%+v", r)
 }

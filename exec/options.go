@@ -184,11 +184,36 @@ func prepare(id string, opts Options) (plan, error) {
 			pl.shellItself = true
 		}
 		pl.path = pl.argv[0]
-		return pl, nil
+		return pl, argsFit(pl.argv, "cmd")
 	}
 	pl.argv = opts.Argv
+	if err := argsFit(pl.argv, "argv"); err != nil {
+		return pl, err
+	}
 	pl.path, pl.fail = lookPath(opts.Argv[0], pl.dir, pl.env)
 	return pl, nil
+}
+
+// MaxArgBytes is the most bytes Linux passes in one argument of a program
+// (MAX_ARG_STRLEN, 32 pages, less the NUL that ends it): a cmd, which the
+// shell gets as one argument, or an element of argv, that is longer cannot
+// be started ("argument list too long").
+const MaxArgBytes = 32*4096 - 1
+
+// argsFit refuses an argument of argv longer than MaxArgBytes, naming what
+// it came from (the field cmd, or argv), so that it is refused rather than
+// a process that fails to start.
+func argsFit(argv []string, field string) error {
+	for i, a := range argv {
+		if len(a) <= MaxArgBytes {
+			continue
+		}
+		if field == "cmd" {
+			return fmt.Errorf("%w: cmd is %d bytes, and a program takes at most %d in one argument, which the shell gets it as: write a longer script to a file and run that, or run it as a session command", process.ErrInvalidArgument, len(a), MaxArgBytes)
+		}
+		return fmt.Errorf("%w: argv[%d] is %d bytes, and a program takes at most %d in one argument", process.ErrInvalidArgument, i, len(a), MaxArgBytes)
+	}
+	return nil
 }
 
 // checkStrings refuses a NUL in cmd or argv and an env that execve cannot
