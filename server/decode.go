@@ -263,6 +263,10 @@ type checker struct {
 	path     []pathElem
 	inKey    bool  // reading an object's key, not a value
 	mistyped error // the first value its type does not take
+	// elem says that the value read next is an element of an array,
+	// where null is no absent field: encoding/json would make it the
+	// element type's zero value (an empty argument of argv).
+	elem bool
 }
 
 // pathElem is one step of a path: an object's key, or an array's index.
@@ -289,6 +293,8 @@ func (c *checker) where() string {
 }
 
 func (c *checker) value(t reflect.Type, depth int) error {
+	elem := c.elem
+	c.elem = false
 	c.skipSpace()
 	if c.pos >= len(c.data) {
 		return errors.New("unexpected end of JSON input")
@@ -362,7 +368,10 @@ func (c *checker) value(t reflect.Type, depth int) error {
 		}
 		return c.literal(word)
 	case ch == 'n':
-		return c.literal("null") // every type takes null, as nothing
+		if elem && t != nil && !pointer && t.Kind() != reflect.Slice && t.Kind() != reflect.Map {
+			c.refuse("want %s, got null", jsonType(t))
+		}
+		return c.literal("null") // every field takes null, as nothing
 	default:
 		return c.syntax("looking for beginning of value")
 	}
@@ -460,6 +469,7 @@ func (c *checker) array(t reflect.Type, depth int) error {
 	c.path = append(c.path, pathElem{})
 	for i := 0; ; i++ {
 		c.path[len(c.path)-1] = pathElem{index: i}
+		c.elem = true
 		if err := c.value(elem, depth); err != nil {
 			return err
 		}

@@ -110,6 +110,9 @@ func TestBodyValuesNameTheirField(t *testing.T) {
 		{"/v1/processes", `[]`, `want an object, got an array`},
 		{"/v1/sessions", `{"leasePort":"yes"}`, `field "leasePort": want true or false, got a string`},
 		{"/v1/sessions", `{"env":{"X":1}}`, `field "env.X": want a string, got a number`},
+		// null is an absent field, not an absent element: encoding/json
+		// made it an empty argument.
+		{"/v1/processes", `{"argv":["echo",null]}`, `field "argv[1]": want a string, got null`},
 		{"/v1/sessions", `{"limits":{"memoryBytes":-1e3}}`, `field "limits.memoryBytes": want an integer, got -1e3`},
 		{cmds, `{"cmd":"true","executionTimeout":"5s"}`, `field "executionTimeout": want a number of milliseconds, got a string`},
 		{cmds, `{"cmd":["true"]}`, `field "cmd": want a string, got an array`},
