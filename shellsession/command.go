@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -245,6 +246,12 @@ func (c *Command) start() (*readLoop, *streams) {
 		Stdin: st.stdin, Stdout: st.out.Path, Stderr: st.err.Path, Script: s.scriptName,
 		Announce: announces(s.sh), Calls: frameCalls(s.sh), Run: run,
 		EndInText: keepsReadAhead(s.sh), GuardInScript: guardsInScript(s.sh, flags),
+	}
+	if chk.parsedLater && run == sentinel.RunSource && !strings.Contains(flags, "v") {
+		// bash evals the text, with the guard set by the frame: should it
+		// refuse the text, eval's status is 2, its message has no path,
+		// and the end line reports that as the command's.
+		paths.Run, paths.GuardInScript = sentinel.RunFile, false
 	}
 	if run == sentinel.RunText {
 		paths.Text = text

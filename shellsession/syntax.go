@@ -22,6 +22,37 @@ import (
 type checkResult struct {
 	empty bool   // nothing to run: only blanks and comments
 	err   string // the parser's message; non-empty when the text must not run
+	// parsedLater says that the parser took text that bash may refuse
+	// when it runs it (see bashMayRefuse): the session has bash eval it,
+	// so that a refusal is the command's exit code 2 with bash's message.
+	parsedLater bool
+}
+
+// bashMayRefuse reports whether f, parsed as bash, holds what the parser
+// takes and bash refuses or takes by the session's state alone: an
+// extended glob (@(a|b), !(x)), a syntax error unless the command before
+// turned extglob on; a group with no command in it ({ }); or a function
+// whose body is a simple command (f() {}, where "{}" is a word). Sourced, as
+// every bash command is, a text bash cannot parse is no command that ran:
+// the frame's guard in the text is never set, and the command was reported
+// failed, bash's message quoting the command file's path and the guard's
+// words.
+func bashMayRefuse(f *syntax.File) bool {
+	found := false
+	syntax.Walk(f, func(n syntax.Node) bool {
+		switch n := n.(type) {
+		case *syntax.ExtGlob:
+			found = true
+		case *syntax.Block:
+			found = found || len(n.Stmts) == 0 // comments alone too: "{ #c\n}" is refused
+		case *syntax.FuncDecl:
+			// A body that is a simple command (f() {}, where "{}" is a word).
+			_, simple := n.Body.Cmd.(*syntax.CallExpr)
+			found = found || simple
+		}
+		return !found
+	})
+	return found
 }
 
 // The in-process parser builds a syntax tree of about 50 bytes per byte of
@@ -37,9 +68,10 @@ const (
 )
 
 // check parses text in the dialect of sh. mvdan.cc/sh/v3/syntax has bash,
-// POSIX, mksh and (partial) zsh dialects; for ksh93 and zsh, text that the
-// parser refuses is asked of the shell's own -n check, so that no valid
-// command is refused for the parser's want of a dialect. Large or deeply
+// POSIX, mksh and (partial) zsh dialects; for ksh93, zsh and bash, text
+// that the parser refuses is asked of the shell's own -n check, so that no
+// valid command is refused for the parser's want of a dialect, or for its
+// checking more than bash does before it runs a command. Large or deeply
 // nested text goes to the shell's -n check alone (see parserMax).
 func check(ctx context.Context, sh shells.Shell, p *syntax.Parser, text string) checkResult {
 	if strings.IndexByte(text, 0) >= 0 {
@@ -65,7 +97,6 @@ func check(ctx context.Context, sh shells.Shell, p *syntax.Parser, text string) 
 		}
 		return checkResult{err: fmt.Sprintf("%s: the syntax check of this %d-byte command could not run", sh.Name, len(text))}
 	}
-	_, exact := dialect(sh.Family)
 	// The parser refuses bytes that are not UTF-8; the shells take them as
 	// they take any other word character, which is what a stand-in is: one
 	// for each byte, so that the tree's offsets are the text's.
@@ -74,16 +105,26 @@ func check(ctx context.Context, sh shells.Shell, p *syntax.Parser, text string) 
 		if !valid && sh.Family == shells.Ksh && heredocNotUTF8(f, text) {
 			return checkResult{err: sh.Name + kshHeredocBytes}
 		}
-		return checkResult{empty: len(f.Stmts) == 0}
+		return checkResult{empty: len(f.Stmts) == 0, parsedLater: sh.Family == shells.Bash && bashMayRefuse(f)}
 	}
 	if kshRisk {
 		return checkResult{err: sh.Name + kshHeredocBytes}
 	}
-	if !exact {
+	switch sh.Family {
+	case shells.Ksh, shells.Zsh:
+		// The parser wants their dialect: the shell's check decides.
 		if msg, ok := shellCheck(ctx, sh, text); ok {
 			return checkResult{}
 		} else if msg != "" {
 			return checkResult{err: msg}
+		}
+	case shells.Bash:
+		// The parser refuses some text bash runs: bash evaluates `$(( ))`,
+		// and an arithmetic error in a branch not taken, only as it runs
+		// them. What bash's check takes, bash evals (see
+		// checkResult.parsedLater); a refusal keeps the parser's message.
+		if _, ok := shellCheck(ctx, sh, text); ok {
+			return checkResult{parsedLater: true}
 		}
 	}
 	return checkResult{err: parseMessage(sh, err)}
@@ -142,22 +183,19 @@ func nesting(text string) int {
 // newParser returns a parser in the dialect of sh; a session keeps one and
 // uses it from its queue's goroutine only.
 func newParser(sh shells.Shell) *syntax.Parser {
-	lang, _ := dialect(sh.Family)
-	return syntax.NewParser(syntax.Variant(lang))
+	return syntax.NewParser(syntax.Variant(dialect(sh.Family)))
 }
 
-func dialect(f shells.Family) (lang syntax.LangVariant, exact bool) {
+func dialect(f shells.Family) syntax.LangVariant {
 	switch f {
 	case shells.Bash:
-		return syntax.LangBash, true
-	case shells.Mksh:
-		return syntax.LangMirBSDKorn, true
+		return syntax.LangBash
+	case shells.Mksh, shells.Ksh:
+		return syntax.LangMirBSDKorn
 	case shells.Zsh:
-		return syntax.LangZsh, false
-	case shells.Ksh:
-		return syntax.LangMirBSDKorn, false
+		return syntax.LangZsh
 	}
-	return syntax.LangPOSIX, true
+	return syntax.LangPOSIX
 }
 
 // parseMessage renders a parse error as the shell would: "bash: line 1: ...".

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/shells"
+	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/require"
 )
 
@@ -184,4 +185,46 @@ func TestKshHeredocNotUTF8(t *testing.T) {
 		require.Contains(t, stderr, "not UTF-8", "%.40q", text)
 	}
 	expectRun(t, s, "echo \xff; cat <<0\nok\n0\necho \xfe", 0, "\xff\nok\n\xfe\n")
+}
+
+// TestBashRefusesWhatTheParserTakes: text the parser takes and bash refuses
+// when it reads it — an extended glob with extglob off, a group with no
+// command in it — ends the command with exit code 2 and bash's message,
+// as any syntax error does, and nothing of the frame's: it was reported
+// failed, bash's message quoting the command file's path and the guard's
+// words. With extglob on (an earlier command's shopt), the glob runs.
+func TestBashRefusesWhatTheParserTakes(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{Shell: "bash", Cwd: t.TempDir()})
+	for _, cmd := range []string{"echo @(a|b)", "rm -rf !(keep)", "f() {}", "{ # nothing\n}", "echo before; ls ?(a|b)"} {
+		r, out, errOut := run(t, s, CommandOptions{Cmd: cmd})
+		require.Equal(t, process.Exited, r.Reason, "%q: %+v, stderr %q", cmd, r, errOut)
+		require.Equal(t, 2, code(r), "%q: stderr %q", cmd, errOut)
+		require.Contains(t, errOut, "syntax error", cmd)
+		require.NotContains(t, errOut, "conch", cmd)
+		require.Empty(t, out, "%q: nothing of it ran", cmd)
+	}
+	expectRun(t, s, "shopt -s extglob; touch a b c", 0, "")
+	expectRun(t, s, "echo @(a|b)", 0, "a b\n")
+	expectRun(t, s, "echo !(a|b)", 0, "c\n")
+	expectRun(t, s, "echo $?; f() { echo f; }; f", 0, "0\nf\n")
+}
+
+// TestBashRunsWhatTheParserRefuses: text bash runs, which the parser
+// refuses since it checks more before the text runs than bash does, runs:
+// it was refused with exit code 2 and nothing of it run.
+func TestBashRunsWhatTheParserRefuses(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{Shell: "bash"})
+	expectRun(t, s, "echo $(( ))", 0, "0\n")
+	expectRun(t, s, "! ! true", 0, "")
+	expectRun(t, s, "if false; then echo $((1+)); fi; echo ran", 0, "ran\n")
+	expectRun(t, s, "true || let x=1+; echo ran", 0, "ran\n")
+	expectRun(t, s, "cat <<EOF\nbody", 0, "body\n")
+	// What bash refuses is still refused, in bash's words.
+	r, out, errOut := run(t, s, CommandOptions{Cmd: "echo ok; if true; then"})
+	require.Equal(t, 2, code(r), "%+v", r)
+	require.Empty(t, out)
+	require.Contains(t, errOut, "bash: ")
+	require.Contains(t, errOut, "syntax error")
 }
