@@ -3,13 +3,17 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"strconv"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 )
@@ -52,46 +56,21 @@ func (f *answerFlags) early() bool { return *f.idle > 0 || *f.wait > 0 }
 // not nil), says so on stderr with its id; it returns the exit status. An
 // answer the daemon cut to its default bound is printed whole, joined with
 // the logs it left out; one cut to --output-limit is printed as it is, with
-// what was left out said on stderr.
+// what was left out said on stderr. When the reader of the output goes
+// away (conch run --idle 5s yes | head -1), the command gets SIGPIPE, as a
+// local one would, and the status is 141.
 func (f *answerFlags) report(ctx context.Context, e *env, c *client.Client, r *client.RunResult, p *client.Process, asJSON bool) int {
-	switch {
-	case asJSON:
-		if code := printJSON(e, r); code != 0 {
-			return exitOwn
+	// A write to a broken pipe fails rather than end conch by SIGPIPE with
+	// the command left running.
+	proctree.SurviveBrokenPipe()
+	if err := f.print(ctx, e, c, r, asJSON); err != nil {
+		if errors.Is(err, syscall.EPIPE) {
+			return brokenPipe(ctx, e, c, r.ProcessID, err)
 		}
-	case r.OmittedBytes > 0 && *f.limit == 0:
-		// Rendered per channel as it comes, as the daemon renders stdout and stderr.
-		write, flush := frameWriter(e, false, *f.plain)
-		dropped, err := c.WholeOutput(ctx, "", r, write)
-		if err != nil {
-			return fail(e, exitOwn, err)
+		if p != nil {
+			err = fmt.Errorf("%w; %s still runs (conch interact %s --cursor %s)", err, p.ID, p.ID, r.Next)
 		}
-		flush()
-		if dropped || r.Truncated {
-			e.warn("part of the output was dropped by retention before it was read")
-		}
-	default:
-		if r.Truncated {
-			e.warn("the head of the output was dropped by retention before it was read")
-		}
-		if *f.plain {
-			// The text is the point: a terminal's rendering of the output.
-			fmt.Fprint(e.stdout, r.Stdout)
-			fmt.Fprint(e.stderr, r.Stderr)
-		} else {
-			// The frames, not the text fields, whose bytes that are not
-			// UTF-8 the daemon replaced: what the command wrote, exactly.
-			write, _ := frameWriter(e, false, false)
-			for _, fr := range r.Logs {
-				if err := write(fr); err != nil {
-					return fail(e, exitOwn, err)
-				}
-			}
-		}
-		if r.OmittedBytes > 0 {
-			fmt.Fprintf(e.stderr, "conch: %d bytes of output left out after cursor %s (conch logs --cursor %s %s)\n",
-				r.OmittedBytes, r.OmittedAfter, r.OmittedAfter, r.ProcessID)
-		}
+		return fail(e, exitOwn, err)
 	}
 	if p == nil {
 		return finish(e, r.ProcessID, r.WaitResult)
@@ -103,6 +82,55 @@ func (f *answerFlags) report(ctx context.Context, e *env, c *client.Client, r *c
 	fmt.Fprintf(e.stderr, "\nconch: %s %s; answer or wait on with: conch interact %s [--input TEXT] [--cursor %s]\n",
 		p.ID, what, p.ID, r.Next)
 	return exitRunning
+}
+
+// print writes an answer's output, as report says; it returns the first
+// write or read that failed.
+func (f *answerFlags) print(ctx context.Context, e *env, c *client.Client, r *client.RunResult, asJSON bool) error {
+	switch {
+	case asJSON:
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	case r.OmittedBytes > 0 && *f.limit == 0:
+		// Rendered per channel as it comes, as the daemon renders stdout and stderr.
+		write, flush := frameWriter(e, false, *f.plain)
+		dropped, err := c.WholeOutput(ctx, "", r, write)
+		if err != nil {
+			return err
+		}
+		if err := flush(); err != nil {
+			return err
+		}
+		if dropped || r.Truncated {
+			e.warn("part of the output was dropped by retention before it was read")
+		}
+		return nil
+	}
+	if r.Truncated {
+		e.warn("the head of the output was dropped by retention before it was read")
+	}
+	if *f.plain {
+		// The text is the point: a terminal's rendering of the output.
+		if _, err := fmt.Fprint(e.stdout, r.Stdout); err != nil {
+			return err
+		}
+		fmt.Fprint(e.stderr, r.Stderr)
+	} else {
+		// The frames, not the text fields, whose bytes that are not
+		// UTF-8 the daemon replaced: what the command wrote, exactly.
+		write, _ := frameWriter(e, false, false)
+		for _, fr := range r.Logs {
+			if err := write(fr); err != nil {
+				return err
+			}
+		}
+	}
+	if r.OmittedBytes > 0 {
+		fmt.Fprintf(e.stderr, "conch: %d bytes of output left out after cursor %s (conch logs --cursor %s %s)\n",
+			r.OmittedBytes, r.OmittedAfter, r.OmittedAfter, r.ProcessID)
+	}
+	return nil
 }
 
 // runEarly runs what args say through the run route, to come back as the
@@ -173,6 +201,8 @@ prints the output after the input (or after --cursor).
 
 Ctrl-C is passed to the command, as --signal INT would be (SIGTERM and
 SIGHUP as they are); conch then prints what it wrote and exits as it did.
+When the reader of conch's output goes away (| head), the command gets
+SIGPIPE and conch exits 141.
 
 Exit status: the command's own once it ended; 123 while it still runs (the
 cursor to read on from is printed); 125 when conch failed, or the command had

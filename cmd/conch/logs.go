@@ -109,11 +109,12 @@ func cursorOf(s string) uint64 {
 
 // frameWriter returns how frames are printed: their bytes to stdout or
 // stderr, as plain text (each line once it is finished; flush prints the
-// last one), or one JSON object per line.
-func frameWriter(e *env, asJSON, plain bool) (write func(client.LogFrame) error, flush func()) {
+// last one, and returns a failed write of it to stdout), or one JSON object
+// per line.
+func frameWriter(e *env, asJSON, plain bool) (write func(client.LogFrame) error, flush func() error) {
 	if asJSON {
 		enc := json.NewEncoder(e.stdout)
-		return func(f client.LogFrame) error { return enc.Encode(f) }, func() {}
+		return func(f client.LogFrame) error { return enc.Encode(f) }, func() error { return nil }
 	}
 	var outText, errText plaintext.Renderer
 	write = func(f client.LogFrame) error {
@@ -133,17 +134,15 @@ func frameWriter(e *env, asJSON, plain bool) (write func(client.LogFrame) error,
 		_, err = w.Write(b)
 		return err
 	}
-	flush = func() {
+	flush = func() error {
 		if !plain {
-			return
+			return nil
 		}
-		for _, x := range []struct {
-			r *plaintext.Renderer
-			w interface{ Write([]byte) (int, error) }
-		}{{&outText, e.stdout}, {&errText, e.stderr}} {
-			x.r.Flush()
-			fmt.Fprint(x.w, x.r.String())
-		}
+		outText.Flush()
+		_, err := fmt.Fprint(e.stdout, outText.String())
+		errText.Flush()
+		fmt.Fprint(e.stderr, errText.String())
+		return err
 	}
 	return write, flush
 }

@@ -35,8 +35,9 @@ SIGINT ends it; its own status when it caught it and exited). With --idle or
 not read what was sent; output the daemon dropped before conch read it is
 said on stderr where it was. When the daemon does not take the signal within 5 s, conch
 stops waiting and exits 125; the command may still run. When the reader of
-conch's output goes away (conch run yes | head), the command gets SIGPIPE
-and conch exits 141.
+conch's output goes away (conch run yes | head; with --idle or --timeout
+too, once the answer is printed), the command gets SIGPIPE and conch exits
+141.
 
 Under --keep-logs none the daemon keeps no output for a stream that opens
 after the start: conch then takes the run's answer, which holds it all, and
@@ -312,12 +313,7 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	res, err := follow(ctx, c, p.ID, e.stdout, e.stderr, !*f.json)
 	err = signalErr(ctx, err)
 	if errors.Is(err, syscall.EPIPE) {
-		kctx, cancel := context.WithTimeout(ctx, brokenPipeKillWait)
-		defer cancel()
-		if kerr := c.Kill(kctx, p.ID, client.KillOptions{Signal: "PIPE"}); kerr != nil {
-			return fail(e, exitOwn, fmt.Errorf("%w; and sending SIGPIPE to %s: %w", err, p.ID, kerr))
-		}
-		return exitBrokenPipe
+		return brokenPipe(ctx, e, c, p.ID, err)
 	}
 	if err != nil {
 		if context.Cause(ctx) == nil { // not passTo's give-up, which says so
@@ -478,6 +474,20 @@ const (
 	exitBrokenPipe     = 128 + int(syscall.SIGPIPE)
 	brokenPipeKillWait = 10 * time.Second
 )
+
+// brokenPipe ends the process id whose output's reader went away (err is
+// the write that failed) as the pipe would end a local command, by
+// SIGPIPE, and returns exitBrokenPipe; when the daemon does not take the
+// signal, it says so, with the id, and returns exitOwn. A process that has
+// ended already takes the signal as a no-op.
+func brokenPipe(ctx context.Context, e *env, c *client.Client, id string, err error) int {
+	kctx, cancel := context.WithTimeout(ctx, brokenPipeKillWait)
+	defer cancel()
+	if kerr := c.Kill(kctx, id, client.KillOptions{Signal: "PIPE"}); kerr != nil {
+		return fail(e, exitOwn, fmt.Errorf("%w; and sending SIGPIPE to %s, which may still run: %w", err, id, kerr))
+	}
+	return exitBrokenPipe
+}
 
 // finish says on stderr how the process ended where its status alone does
 // not tell (an execution timeout, a start that failed, a command the engine

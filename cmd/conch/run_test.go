@@ -54,6 +54,52 @@ func TestRunBrokenPipe(t *testing.T) {
 	}
 }
 
+// conch run --idle / --timeout (in a session too) and conch interact whose
+// output's reader goes away end the command by SIGPIPE and exit 141, as
+// plain conch run does: they once died of SIGPIPE themselves while
+// printing the answer, saying nothing, with the command left running for
+// good.
+func TestAnswerBrokenPipe(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	sess, err := s.c.CreateSession(t.Context(), client.SessionOptions{})
+	require.NoError(t, err)
+	// The output is far more than a pipe holds: conch is still writing it
+	// when the reader goes away.
+	const cmdText = "seq 1 100000; sleep 100"
+	check := func(what, name string, cmd *exec.Cmd, out io.ReadCloser, stderr *strings.Builder) {
+		t.Helper()
+		require.NoError(t, out.Close())
+		guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
+		err := cmd.Wait()
+		guard.Stop()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, what)
+		require.Equal(t, exitBrokenPipe, ee.ExitCode(), "%s: %v, stderr %q", what, err, stderr.String())
+
+		list, err := s.c.List(t.Context(), client.ListOptions{Name: name, State: "all"})
+		require.NoError(t, err)
+		require.Len(t, list.Items, 1, what)
+		r, _, err := s.c.Wait(t.Context(), list.Items[0].ID, 30*time.Second)
+		require.NoError(t, err)
+		require.NotNil(t, r, "%s: the command still runs", what)
+		require.Equal(t, "PIPE", r.Signal, "%s: %+v", what, r)
+	}
+	for i, args := range [][]string{
+		{"--idle", "1s"},
+		{"--timeout", "1s"},
+		{"--session", sess.ID, "--idle", "1s"},
+	} {
+		name := "answerpipe" + strconv.Itoa(i)
+		cmd, out, stderr := s.runUntilLine(t, "1\n", append(append([]string{"run", "--name", name}, args...), "--", cmdText)...)
+		check(fmt.Sprint(args), name, cmd, out, stderr)
+	}
+	p, err := s.c.Start(t.Context(), client.StartOptions{Name: "interactpipe", Cmd: cmdText})
+	require.NoError(t, err)
+	cmd, out, stderr := s.runUntilLine(t, "1\n", "interact", p.ID, "--cursor", "0", "--idle", "1s")
+	check("interact", "interactpipe", cmd, out, stderr)
+}
+
 // runUntilLine starts conch with args against s and returns it once the
 // first line of its stdout is want, with that stdout and what it writes to
 // stderr.
