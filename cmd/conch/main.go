@@ -12,6 +12,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -89,11 +90,13 @@ func run(ctx context.Context, e *env, args []string) int {
 		// conch help CMD [SUB] is conch CMD [SUB] --help.
 		args = append(args[1:len(args):len(args)], "--help")
 	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(e.stderr)
-		if len(args) == 0 {
-			return exitUsage
-		}
+		return exitUsage
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		// Help asked for is the output (conch help | less).
+		usage(e.stdout)
 		return 0
 	}
 	if args[0] == "--version" || args[0] == "-version" {
@@ -139,21 +142,51 @@ through what 'conch serve' records in $XDG_STATE_HOME/conch (~/.local/state/conc
 // notes, when given, are printed after the flags in its usage.
 func flags(e *env, name, argsUsage string, notes ...string) *flag.FlagSet {
 	fs := flag.NewFlagSet("conch "+name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
+	fs.SetOutput(&flagOutput{stdout: e.stdout, stderr: e.stderr})
 	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "usage: conch %s [flags] %s\n", name, argsUsage)
+		w := fs.Output()
+		fmt.Fprintf(w, "usage: conch %s [flags] %s\n", name, argsUsage)
 		fs.PrintDefaults()
 		for _, n := range notes {
-			fmt.Fprintf(e.stderr, "\n%s\n", strings.TrimSpace(n))
+			fmt.Fprintf(w, "\n%s\n", strings.TrimSpace(n))
 		}
 	}
 	return fs
 }
 
+// flagOutput is where a FlagSet made by flags writes: stderr, or, while
+// parse parses, a buffer that parse then sends to stdout when the usage
+// was asked for (-h, --help) and to stderr when it follows a usage error.
+type flagOutput struct {
+	stdout, stderr io.Writer
+	held           *bytes.Buffer
+}
+
+func (o *flagOutput) Write(b []byte) (int, error) {
+	if o.held != nil {
+		return o.held.Write(b)
+	}
+	return o.stderr.Write(b)
+}
+
 // parse parses args into fs; it returns the exit code and false when the
-// command should stop (help asked for, or a usage error).
+// command should stop (help asked for, or a usage error). Help asked for
+// goes to stdout; a usage error and the usage after it to stderr.
 func parse(fs *flag.FlagSet, args []string) (int, bool) {
-	if err := fs.Parse(args); err != nil {
+	out, _ := fs.Output().(*flagOutput)
+	if out != nil {
+		out.held = new(bytes.Buffer)
+	}
+	err := fs.Parse(args)
+	if out != nil {
+		w := out.stderr
+		if errors.Is(err, flag.ErrHelp) {
+			w = out.stdout
+		}
+		_, _ = out.held.WriteTo(w)
+		out.held = nil
+	}
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0, false
 		}

@@ -29,7 +29,7 @@ func cmdSession(ctx context.Context, e *env, args []string) int {
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
-		fmt.Fprintln(e.stderr, sessionUsage)
+		fmt.Fprintln(e.stdout, sessionUsage)
 		return 0
 	case "new":
 		return cmdSessionNew(ctx, e, args[1:])
