@@ -209,7 +209,7 @@ cursor to read on from is printed); 125 when conch failed, or the command had
 already ended before the input could be written (its result is printed).`)
 	input := fs.String("input", "", "`text` to write to the command's stdin first; \\n, \\r, \\t, \\\\, \\e and \\xHH are read as escapes")
 	eof := fs.Bool("eof", false, "close the command's stdin after the input")
-	sig := fs.String("signal", "", "`signal` to send before waiting, by name or number (INT or 2, TERM, ...)")
+	sig := signalVar(fs, "signal", "", "`signal` to send before waiting, by name or number (INT or 2, TERM, ...)")
 	cursor := fs.String("cursor", "", "print the output after this `cursor` (default: what comes after the input)")
 	asJSON := fs.Bool("json", false, "print the answer as JSON")
 	a := addAnswerFlags(fs)
@@ -227,7 +227,7 @@ already ended before the input could be written (its result is printed).`)
 	ctx, stop := catchSignals().passTo(ctx, c, id)
 	defer stop()
 	opts := client.InteractOptions{
-		EOF: *eof, Signal: signalName(*sig), Cursor: *cursor,
+		EOF: *eof, Signal: string(*sig), Cursor: *cursor,
 		Timeout: client.Millis(*a.wait), IdleTimeout: client.Millis(*a.idle),
 		OutputLimit: *a.limit, Plain: *a.plain,
 	}

@@ -12,11 +12,11 @@ import (
 
 func cmdKill(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "kill", "ID...")
-	sig := fs.String("s", "TERM", "`signal` to send, by name or number (TERM, KILL or 9, INT, HUP, ...)")
+	sig := signalVar(fs, "s", "TERM", "`signal` to send, by name or number (TERM, KILL or 9, INT, HUP, ...)")
 	after := fs.Duration("escalate-after", 0, "send the escalation signal after this `duration` if it still runs")
-	to := fs.String("escalate-to", "", "escalation `signal` (default KILL)")
+	to := signalVar(fs, "escalate-to", "", "escalation `signal` (default KILL)")
 	return eachID(ctx, e, fs, args, func(ctx context.Context, c *client.Client, id string) error {
-		return c.Kill(ctx, id, client.KillOptions{Signal: signalName(*sig), EscalateAfter: client.Millis(*after), EscalateTo: signalName(*to)})
+		return c.Kill(ctx, id, client.KillOptions{Signal: string(*sig), EscalateAfter: client.Millis(*after), EscalateTo: string(*to)})
 	})
 }
 

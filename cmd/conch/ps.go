@@ -14,8 +14,11 @@ import (
 func cmdPs(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "ps", "")
 	var opts client.ListOptions
-	fs.StringVar(&opts.State, "state", "", "only processes in this `state`: running, terminal or all")
-	kind := fs.String("kind", "", "only processes of this `kind`: exec, pty, code or session")
+	oneOf(fs, &opts.State, "state", "only processes in this `state`: running, terminal or all",
+		"running, terminal or all", "running", "terminal", "all")
+	kind := new(string)
+	oneOf(fs, kind, "kind", "only processes of this `kind`: exec, pty, code or session", "exec, pty, code or session",
+		string(process.KindExec), string(process.KindPTY), string(process.KindCode), string(process.KindSession))
 	fs.StringVar(&opts.SessionID, "session", "", "only the session with this `id` and its commands")
 	fs.StringVar(&opts.Name, "name", "", "only processes with this `name`")
 	asJSON := fs.Bool("json", false, "print the processes as JSON")

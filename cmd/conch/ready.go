@@ -17,7 +17,7 @@ Exit status: 0 when it is ready; 1 when it ended before (how it ended is
 printed); 123 when --timeout ran out first; 125 when conch failed.
 Ctrl-C stops waiting and exits 130; the process goes on.`)
 	var opts client.ReadyOptions
-	fs.StringVar(&opts.Port, "port", "", "wait until it listens on this TCP `port`, or on any port (any)")
+	portFlag(fs, &opts.Port)
 	fs.StringVar(&opts.Pattern, "pattern", "", "wait until its output matches this `regexp` (RE2)")
 	fs.DurationVar(&opts.Timeout, "timeout", 0, "give up after this `duration` (default: until it is ready or ends)")
 	id, code, ok := parseID(fs, args)

@@ -86,7 +86,7 @@ func addStartFlags(fs *flag.FlagSet) *startFlags {
 	f.login = fs.Bool("login", false, "run the shell as a login shell")
 	f.stdin = fs.Bool("i", false, "send conch's standard input to the command")
 	fs.Var(f.timeout, "exec-timeout", "execution `timeout` after which the command is interrupted (like 30s)")
-	f.keepLogs = fs.String("keep-logs", "", "retention `policy`: until_cleanup, on_exit_ttl or none")
+	f.keepLogs = keepLogsFlag(fs)
 	fs.Var(f.env, "e", "set `KEY=VALUE` in the command's environment (repeatable)")
 	f.json = fs.Bool("json", false, "print the process (start) or the result (run) as JSON")
 	f.limits = addLimitFlags(fs, "process")
