@@ -43,6 +43,13 @@ func cmdPs(ctx context.Context, e *env, args []string) int {
 		}
 		ps = append(ps, p)
 	}
+	if opts.SessionID != "" && len(ps) == 0 {
+		// The daemon lists nothing for a session it does not have, as for
+		// one with nothing to list: ask for the session itself.
+		if _, err := c.Session(qctx, opts.SessionID); err != nil {
+			return fail(e, exitOwn, signalErr(qctx, err))
+		}
+	}
 	switch {
 	case *asJSON:
 		if ps == nil {
