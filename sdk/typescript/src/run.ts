@@ -96,9 +96,9 @@ export async function run(
     const state = why === undefined ? 'terminal' : 'running'
     if (bounded || (plain && !unkept)) return cut(t, id, body, why)
     if (unkept) return Promise.resolve(held.result(id, wait(), state, cursor))
-    return collect(t, id, wait(), pages, state)
+    return collect(t, id, wait(), pages, state, cursor)
   }
-  let cursor = typeof w.next === 'string' ? w.next : undefined
+  let cursor = typeof w.next === 'string' && w.next !== '' ? w.next : undefined
   while (left(deadline) > 0) {
     sent = idleWindow(t, deadline, idle)
     began = Date.now()
@@ -114,7 +114,7 @@ export async function run(
     }
     if (a.waitingForInput === true) return result('waiting_for_input', () => stillRunning('waiting_for_input'), Infinity)
     if (quiet(a)) return result('idle_timeout', () => stillRunning('idle_timeout'), Infinity)
-    if (typeof a.next === 'string') cursor = a.next
+    if (typeof a.next === 'string' && a.next !== '') cursor = a.next
   }
   return result('wait_timeout', () => stillRunning('wait_timeout'), timedOutPages)
 }
@@ -262,9 +262,15 @@ export async function joinOmitted(
   return { frames, dropped, whole: reached && !dropped }
 }
 
-/** The RunResult of the process id: result, and its retained logs from the start, at most pages pages. */
+/**
+ * The RunResult of the process id: result, and its retained logs from the
+ * start, at most pages pages. Its next is the last frame paged, else cursor,
+ * the daemon's last word on where the output stood (a run back on the
+ * caller's timeout before any output): reading on from it loses nothing
+ * written meanwhile.
+ */
 async function collect(
-  t: Reach, id: string, result: WaitResult, pages: number, state: 'running' | 'terminal',
+  t: Reach, id: string, result: WaitResult, pages: number, state: 'running' | 'terminal', cursor: string | undefined,
 ): Promise<RunResult> {
   const logs: LogFrame[] = []
   let truncated = false
@@ -275,7 +281,8 @@ async function collect(
     logs.push(...page)
     return true
   })
-  const next = logs.length > 0 ? { next: logs[logs.length - 1]!.cursor } : {}
+  const last = logs.length > 0 ? logs[logs.length - 1]!.cursor : cursor
+  const next = last === undefined || last === '' ? {} : { next: last }
   return Object.assign(result, { state, processId: id, logs, truncated, ...next }, assemble(logs))
 }
 

@@ -198,7 +198,11 @@ export interface RunDetails {
   state: 'running' | 'terminal'
   /** The process waits for input (a run that came back early because of it). */
   waitingForInput?: boolean
-  /** The cursor of the answer's last frame: `interact({ cursor: next })` reads on from it. */
+  /**
+   * The cursor of the result's last frame, or of where the output stood when
+   * it has none (`'0'` before any output): `interact({ cursor: next })` reads
+   * on from it.
+   */
   next?: string
   /** Retention dropped the head of the output. */
   truncated?: boolean

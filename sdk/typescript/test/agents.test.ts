@@ -2,6 +2,8 @@
 // interact, ready, plain text, bounded answers, and what get() says.
 
 import assert from 'node:assert/strict'
+import { mkdtemp, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 
 import { isRunning, runDetails, type Sandbox } from '@conchsh/sdk'
@@ -80,6 +82,21 @@ describe('runs that come back early', () => {
     }
     const want = ['first', ...Array.from({ length: 300 }, (_, i) => `line${i}`)].map((l) => l + '\n').join('')
     assert.equal(text, want)
+  })
+
+  test("a run back on the caller's timeout before any output has next: interact reads on from it, nothing lost", async () => {
+    // The command writes only once the test lets it, after the run came back.
+    const gate = join(await mkdtemp(join(d.dir, 'gate-')), 'go')
+    const r = runDetails(await sb.exec(`while [ ! -e ${gate} ]; do sleep 0.05; done; echo early; echo late`, { timeout: 200 }))
+    assert.deepEqual([r.state, r.rawReason, r.output], ['running', 'wait_timeout', ''])
+    assert.equal(typeof r.next, 'string', `no next to read on from: ${JSON.stringify(r)}`)
+    await writeFile(gate, '')
+    const h = sb.process.connect(r.processId)
+    assert.deepEqual([(await h.wait({ timeout: guard })).reason], ['exited'])
+    // Read on from next only once the command wrote it all: nothing it wrote after the run came back is lost.
+    const a = await h.interact({ cursor: r.next, timeout: guard })
+    assert.equal(a.running, false)
+    assert.equal(a.stdout, 'early\nlate\n')
   })
 
   test('past the daemon wait window, run still comes back when the command starts waiting for input', async () => {
