@@ -107,6 +107,14 @@ export class HttpTransport {
       // Never the token's value: it is a secret.
       if (typeof options[k] !== 'string') throw new TypeError(`conch: the ${k} must be a string, not ${typeName(options[k])}`)
     }
+    if (!/^[\x20-\x7e]*$/.test(options.token)) {
+      // Refused here, not by fetch's Headers at the first request, whose
+      // message quotes the header, token and all.
+      throw new TypeError(
+        'conch: the token holds a character an HTTP header cannot carry (a control character, ' +
+          'a line break or a non-ASCII one); check CONCH_TOKEN or the token file',
+      )
+    }
     this.url = options.url.replace(/\/+$/, '')
     this.#token = options.token
     this.fetch = options.fetch ?? globalThis.fetch.bind(globalThis)

@@ -139,6 +139,20 @@ describe('a value of the wrong type', () => {
     assert.throws(() => new Sandbox({ url: 'http://127.0.0.1:1', token: undefined as unknown as string }), /the token must be a string, not undefined/)
     assert.throws(() => new Sandbox({ url: undefined as unknown as string, token: 'secret' }), (e: unknown) => e instanceof TypeError && !e.message.includes('secret'))
   })
+
+  test('a token an HTTP header cannot carry is refused when the sandbox is made, never shown', () => {
+    for (const token of ['sec\nret', 'sec\r\nret', 'sec\tret', 'sec\u0000ret', 'sec\u007fret', 'sëcret', 'secret\n']) {
+      assert.throws(() => new Sandbox({ url: d.url, token }), (e: unknown) => {
+        assert.ok(e instanceof TypeError, String(e))
+        assert.match(e.message, /the token holds a character an HTTP header cannot carry/)
+        assert.ok(!e.message.includes('sec') && !e.message.includes('ret'), `the token shows: ${e.message}`)
+        return true
+      }, JSON.stringify(token))
+    }
+    // Every printable ASCII character is a token's.
+    const printable = Array.from({ length: 0x7f - 0x20 }, (_, i) => String.fromCharCode(0x20 + i)).join('')
+    assert.equal(new Sandbox({ url: d.url, token: printable }).transport.token, printable)
+  })
 })
 
 describe('run with an AbortSignal', () => {
