@@ -71,7 +71,6 @@ export function toWaitResult(w: Wire): WaitResult {
       if (signal === undefined) break
       return Object.assign(out, { reason: 'signaled', signal }) as WaitResult
     case 'timed_out':
-      return Object.assign(out, { reason: 'timed_out' }) as WaitResult
     case 'lost':
     case 'failed':
       return Object.assign(out, { reason: raw }, defined({ exitCode, signal })) as WaitResult

@@ -109,10 +109,16 @@ export interface Usage {
   memoryPeakBytes?: number
 }
 
+/**
+ * How a process ended. `timed_out` is a process or command its
+ * `executionTimeout` stopped (`rawReason: 'timed_out'`), with the `exitCode`
+ * and `signal` the daemon reports for it, or a wait the caller's `timeout`
+ * ended first (`rawReason: 'wait_timeout'`, neither: the process goes on).
+ */
 export type WaitResult =
   | { reason: 'exited'; exitCode: number; signal?: undefined; rawReason?: string }
   | { reason: 'signaled'; signal: string; exitCode?: undefined; rawReason?: string }
-  | { reason: 'timed_out'; exitCode?: undefined; signal?: undefined; rawReason?: string }
+  | { reason: 'timed_out'; exitCode?: number; signal?: string; rawReason?: string }
   | { reason: 'lost' | 'failed'; exitCode?: number; signal?: string; rawReason?: string }
   | { reason: 'unknown'; exitCode?: number; signal?: string; rawReason: string }
 

@@ -103,6 +103,22 @@ describe('ProcessService.run', () => {
     assert.deepEqual([w.reason, w.reason === 'signaled' && w.signal], ['signaled', 'KILL'])
   })
 
+  test('a process or session command stopped by executionTimeout is timed_out with the exitCode and signal the daemon sent', async () => {
+    const r = await sb.process.run('sleep 30', { executionTimeout: 300, timeout: 20_000 })
+    const p = await sb.process.get(r.processId)
+    assert.deepEqual([p.reason, typeof p.exitCode, p.signal], ['timed_out', 'number', 'TERM'], 'the daemon sends them')
+    assert.deepEqual([r.reason, r.rawReason, r.exitCode, r.signal], ['timed_out', 'timed_out', p.exitCode, 'TERM'])
+    const w = await sb.process.connect(r.processId).wait()
+    assert.deepEqual([w.reason, w.exitCode, w.signal], ['timed_out', p.exitCode, 'TERM'])
+    await using s = await sb.process.createSession()
+    const c = await s.run('sleep 30', { executionTimeout: 300, timeout: 20_000 })
+    const cp = await sb.process.get(c.processId)
+    assert.deepEqual([cp.reason, typeof cp.exitCode], ['timed_out', 'number'], 'the daemon sends the status its shell saw')
+    assert.deepEqual([c.reason, c.rawReason, c.exitCode, c.signal], ['timed_out', 'timed_out', cp.exitCode, cp.signal])
+    const cw = await sb.process.connect(c.processId).wait()
+    assert.deepEqual([cw.reason, cw.exitCode, cw.signal], ['timed_out', cp.exitCode, cp.signal])
+  })
+
   test('a failed argv is a result', async () => {
     const r = await sb.process.run({ argv: ['/nonexistent/program'] })
     assert.equal(r.reason, 'failed')

@@ -32,7 +32,7 @@ same<Equals<ProcessCommand, string | { cmd: string; argv?: never } | { argv: rea
 same<Equals<WaitResult,
   | { reason: 'exited'; exitCode: number; signal?: undefined; rawReason?: string }
   | { reason: 'signaled'; signal: string; exitCode?: undefined; rawReason?: string }
-  | { reason: 'timed_out'; exitCode?: undefined; signal?: undefined; rawReason?: string }
+  | { reason: 'timed_out'; exitCode?: number; signal?: string; rawReason?: string }
   | { reason: 'lost' | 'failed'; exitCode?: number; signal?: string; rawReason?: string }
   | { reason: 'unknown'; exitCode?: number; signal?: string; rawReason: string }>>()
 same<Equals<RunResult, WaitResult & { processId: string; output: string; stdout: string; stderr: string; logs: LogFrame[] }>>()
