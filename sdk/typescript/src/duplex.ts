@@ -1,7 +1,7 @@
 // PtyDuplex: a WebSocket attached to a PTY process. The global WebSocket
 // where the runtime has one, else the `ws` package (Node 20).
 
-import type { HttpTransport, WebSocketConstructor, WebSocketEventLike, WebSocketLike } from './transport.js'
+import { type HttpTransport, inputOf, type WebSocketConstructor, type WebSocketEventLike, type WebSocketLike } from './transport.js'
 
 const encoder = new TextEncoder()
 
@@ -137,8 +137,9 @@ export class PtyDuplex {
 
   /** Types data into the PTY; throws once the connection is closed (by `close()` too). */
   write(data: string | Uint8Array): void {
+    const input = inputOf(data)
     if (this.#closed || this.#userClosed) throw new Error('conch: write to a closed PTY connection')
-    const msg = typeof data === 'string' ? encoder.encode(data) : data
+    const msg = typeof input === 'string' ? encoder.encode(input) : input
     if (this.#open) this.#socket.send(msg)
     else this.#pending.push(msg)
   }

@@ -4,9 +4,9 @@
 import { openDuplex, type PtyDuplex } from './duplex.js'
 import { UnsupportedOperationError } from './errors.js'
 import { record, toLogsPage, toProcess, toWaitResult } from './normalize.js'
-import { answer, deadlineOf, waitUntil, window } from './run.js'
+import { answer, deadlineOf, notNegative, waitUntil, window } from './run.js'
 import { streamLogs } from './sse.js'
-import { answerMargin, type HttpTransport, seg } from './transport.js'
+import { answerMargin, type HttpTransport, inputOf, seg } from './transport.js'
 import { isRecord } from './errors.js'
 import type {
   InteractOptions, InteractResult, KillOptions, LogsOptions, LogsPage, ProcessDto, ProcessHandleJSON, ProcessKind,
@@ -74,7 +74,7 @@ export class ProcessHandle {
   /** Write stdin to an exec or pty process created with stdin='open'. */
   async stdin(data: string | Uint8Array, options: { eof?: boolean } = {}): Promise<void> {
     await this.#t.json('POST', `${this.#path}/stdin`, {
-      body: data, query: { eof: options.eof ? 'true' : undefined },
+      body: inputOf(data), query: { eof: options.eof ? 'true' : undefined },
       headers: { 'content-type': 'application/octet-stream' },
     })
   }
@@ -114,9 +114,16 @@ export class ProcessHandle {
    */
   async interact(options: InteractOptions = {}): Promise<InteractResult> {
     const { input, ...rest } = options
+    // Refused here, as a run's timeout is: the daemon would refuse a
+    // negative one, and a NaN, sent as null, would be no timeout at all.
+    notNegative('a timeout', options.timeout)
+    notNegative('an idleTimeout', options.idleTimeout)
     const body: Record<string, unknown> = { ...rest }
-    if (typeof input === 'string') body.input = input
-    else if (input !== undefined) body.inputBase64 = Buffer.from(input).toString('base64')
+    if (input !== undefined) {
+      const data = inputOf(input)
+      if (typeof data === 'string') body.input = data
+      else body.inputBase64 = Buffer.from(data).toString('base64')
+    }
     // One request, bounded by the wait it asks for (none: as long as the process runs).
     const bound = typeof options.timeout === 'number' && options.timeout > 0 ? { timeout: options.timeout + answerMargin } : {}
     const { status, body: w } = await this.#t.json('POST', `${this.#path}/interact`, { json: body, ...bound })

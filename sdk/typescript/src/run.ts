@@ -36,8 +36,13 @@ function left(deadline: number): number {
  * "no timeout" it made a caller's error a wait without end.
  */
 export function deadlineOf(timeout: number | undefined): number {
-  if (timeout !== undefined && !(timeout >= 0)) throw new RangeError(`conch: a timeout of ${timeout} ms: it must not be negative`)
+  notNegative('a timeout', timeout)
   return timeout !== undefined && timeout > 0 ? Date.now() + timeout : Infinity
+}
+
+/** Refuses a time (ms) that is negative or NaN: what names it, e.g. 'a timeout'. */
+export function notNegative(what: string, ms: number | undefined): void {
+  if (ms !== undefined && !(ms >= 0)) throw new RangeError(`conch: ${what} of ${ms} ms: it must not be negative`)
 }
 
 /** The daemon-side wait of one request: the window, or less when the caller's budget is shorter. */

@@ -205,6 +205,17 @@ export function seg(id: string): string {
   return encodeURIComponent(id)
 }
 
+/**
+ * data, input to send (stdin, interact's input, a PTY's keys), checked: a
+ * string (sent as UTF-8) or bytes. Anything else is refused, not sent as
+ * fetch or Buffer.from would take it (5 as "5", an object as
+ * "[object Object]", an array of numbers as those bytes).
+ */
+export function inputOf(data: unknown): string | Uint8Array {
+  if (typeof data === 'string' || data instanceof Uint8Array) return data
+  throw new TypeError(`conch: input is a string or bytes (Uint8Array), not ${typeName(data)}`)
+}
+
 /** The type of v as a message names it: null, array or typeof's word. */
 export function typeName(v: unknown): string {
   return v === null ? 'null' : Array.isArray(v) ? 'array' : typeof v

@@ -5,7 +5,7 @@ import { after, before, describe, test } from 'node:test'
 
 import { NotFoundError, Sandbox, Session, UnsupportedOperationError } from '@conchsh/sdk'
 
-import { type Daemon, startDaemon } from './daemon.js'
+import { type Daemon, recordingFetch, startDaemon } from './daemon.js'
 
 let d: Daemon
 let sb: Sandbox
@@ -138,6 +138,45 @@ describe('a value of the wrong type', () => {
   test('a url or token that is not a string is a TypeError that never shows the token', () => {
     assert.throws(() => new Sandbox({ url: 'http://127.0.0.1:1', token: undefined as unknown as string }), /the token must be a string, not undefined/)
     assert.throws(() => new Sandbox({ url: undefined as unknown as string, token: 'secret' }), (e: unknown) => e instanceof TypeError && !e.message.includes('secret'))
+  })
+
+  test('input that is not a string or bytes is a TypeError, and nothing of it is sent: stdin, interact, a PTY write', async () => {
+    const bad: unknown[] = [5, { a: 1 }, [104, 105], null, true, new ArrayBuffer(2)]
+    const h = await sb.process.start('cat', { stdin: 'open' })
+    for (const v of bad) {
+      await assert.rejects(h.stdin(v as string), (e: unknown) => e instanceof TypeError && /input is a string or bytes \(Uint8Array\), not/.test(e.message), String(v))
+      await assert.rejects(h.stdin(v as string, { eof: true }), TypeError)
+      await assert.rejects(h.interact({ input: v as string, timeout: 1 }), (e: unknown) => e instanceof TypeError && /input is a string or bytes/.test(e.message), String(v))
+    }
+    await h.stdin(new TextEncoder().encode('bytes '))
+    await h.stdin('ok\n', { eof: true })
+    assert.equal((await h.wait({ timeout: 20_000 })).reason, 'exited')
+    assert.equal((await h.logs()).items.map((f) => f.data).join(''), 'bytes ok\n', 'a refused input was sent')
+    const { handle, connection } = await sb.pty.attach('cat')
+    try {
+      for (const v of bad) assert.throws(() => connection.write(v as string), (e: unknown) => e instanceof TypeError && /input is a string or bytes/.test(e.message))
+    } finally {
+      connection.close()
+      await handle.delete()
+    }
+  })
+
+  test('a negative (or NaN) interact timeout or idleTimeout is a RangeError, and nothing is sent', async () => {
+    const rec = recordingFetch()
+    const s = d.sandbox({ fetch: rec.fetch })
+    const h = await s.process.start('sleep 30')
+    try {
+      for (const o of [{ timeout: -1 }, { timeout: Number.NaN }, { idleTimeout: -5 }, { idleTimeout: Number.NaN, timeout: 1000 }]) {
+        const t0 = Date.now()
+        await assert.rejects(h.interact(o), (e: unknown) => e instanceof RangeError && /it must not be negative/.test(e.message), JSON.stringify(o))
+        assert.ok(Date.now() - t0 < 5000, 'it waited')
+      }
+      assert.deepEqual(rec.calls.filter((c) => c.path.includes('/interact')), [], 'a refused interact was sent')
+      const a = await h.interact({ timeout: 1, idleTimeout: 0 })
+      assert.equal(a.running, true, 'a timeout of 1 ms and an idleTimeout of 0 are taken')
+    } finally {
+      await h.kill({ signal: 'KILL' })
+    }
   })
 
   test('a token an HTTP header cannot carry is refused when the sandbox is made, never shown', () => {
