@@ -2,7 +2,7 @@
 // needs the Authorization header, which EventSource cannot send), resuming a
 // dropped connection after the last frame it yielded.
 
-import { ConchError, isRecord } from './errors.js'
+import { ConchError, DeadlineExceededError, isRecord } from './errors.js'
 import { toWaitResult } from './normalize.js'
 import { waitUntil } from './run.js'
 import { type HttpTransport, seg } from './transport.js'
@@ -23,13 +23,49 @@ interface RawEvent {
   id: string
 }
 
-/** The events of an event-stream body, in order; ends when the body ends. */
-async function* parse(body: ReadableStream<Uint8Array>): AsyncGenerator<RawEvent> {
+/**
+ * A timer that aborts a connection the daemon has sent nothing on for ms;
+ * armed only while the stream waits on the daemon, never while its reader
+ * holds an event.
+ */
+class Quiet {
+  fired = false
+  readonly #ms: number
+  readonly #abort: () => void
+  #timer: ReturnType<typeof setTimeout> | undefined
+
+  constructor(ms: number, abort: () => void) {
+    this.#ms = ms
+    this.#abort = abort
+  }
+
+  arm(): void {
+    this.disarm()
+    this.#timer = setTimeout(() => {
+      this.fired = true
+      this.#abort()
+    }, this.#ms)
+  }
+
+  disarm(): void {
+    clearTimeout(this.#timer)
+    this.#timer = undefined
+  }
+}
+
+/**
+ * The events of an event-stream body, in order; ends when the body ends.
+ * quiet is armed while it waits for the body's next bytes (a heartbeat
+ * comment counts), disarmed while an event is yielded.
+ */
+async function* parse(body: ReadableStream<Uint8Array>, quiet: Quiet): AsyncGenerator<RawEvent> {
   const decoder = new TextDecoder()
   let buf = ''
   let ev: RawEvent = { event: 'message', data: '', id: '' }
   let hasData = false
+  quiet.arm()
   for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
+    quiet.disarm()
     buf += decoder.decode(chunk, { stream: true })
     let nl: number
     while ((nl = buf.indexOf('\n')) >= 0) {
@@ -54,7 +90,9 @@ async function* parse(body: ReadableStream<Uint8Array>): AsyncGenerator<RawEvent
         hasData = true
       }
     }
+    quiet.arm()
   }
+  quiet.disarm()
 }
 
 export async function* streamLogs(
@@ -74,11 +112,19 @@ export async function* streamLogs(
     while (!stop.signal.aborted) {
       let lastError: unknown
       let pause = 0
+      // This connection: ended with the stream, or by quiet when the daemon
+      // sent nothing, not even its heartbeat, for streamIdleTimeout.
+      const conn = new AbortController()
+      const endConn = (): void => conn.abort()
+      stop.signal.addEventListener('abort', endConn)
+      const quiet = new Quiet(t.streamIdleTimeout, endConn)
       try {
         const headers: Record<string, string> = last ? { 'last-event-id': last } : {}
+        quiet.arm()
         const res = await t.request('GET', `/v1/processes/${seg(id)}/logs/stream`, {
-          query: { cursor: last, encoding: options.encoding }, headers, signal: stop.signal,
+          query: { cursor: last, encoding: options.encoding }, headers, signal: conn.signal,
         })
+        quiet.disarm()
         if (res.status === 204) {
           // Resumed at or past the last frame of an ended process: nothing
           // more will come. The events a cut took are given as an uncut
@@ -93,7 +139,7 @@ export async function* streamLogs(
           return
         }
         if (!res.body) throw new TypeError('conch: the log stream has no body')
-        for await (const raw of parse(res.body)) {
+        for await (const raw of parse(res.body, quiet)) {
           failures = 0
           const ev = toEvent(raw, last)
           if (ev === undefined) continue
@@ -106,6 +152,18 @@ export async function* streamLogs(
         }
       } catch (err) {
         if (stop.signal.aborted) return
+        if (quiet.fired) {
+          // A daemon that sent nothing, not even its heartbeat, for that
+          // long is frozen or gone: the stream ends now rather than waiting
+          // as long again on a new connection (a refused or dropped one, as
+          // a restart makes, is tried again below).
+          const error = new DeadlineExceededError(
+            `conch: the log stream of ${id}: nothing from ${t.url}, not even a heartbeat, within ${t.streamIdleTimeout} ms`,
+            { cause: err },
+          )
+          yield { type: 'error', ...(last ? { cursor: last } : {}), error }
+          return
+        }
         // An answer of the daemon (the process is gone) will not change; a
         // proxy's 502 or 504, a 503 (draining, with Retry-After) or no
         // answer in time may: they are tried again as a dropped connection is.
@@ -115,6 +173,10 @@ export async function* streamLogs(
         }
         if (err instanceof ConchError && err.retryAfter !== undefined) pause = Math.min(err.retryAfter * 1000, maxPause)
         lastError = err
+      } finally {
+        quiet.disarm()
+        stop.signal.removeEventListener('abort', endConn)
+        conn.abort()
       }
       if (++failures > maxRetries) {
         const error = lastError instanceof Error ? lastError : new Error('conch: the log stream ended before its eof')

@@ -66,6 +66,12 @@ export interface HttpTransportOptions {
    * rounded down to whole frames, at least 1 (`2.5` is 2).
    */
   logsPageSize?: number
+  /**
+   * How long a log stream (`streamLogs`) waits with nothing from the daemon,
+   * not even the heartbeat it sends every 15 s, before it gives up with an
+   * `error` event (ms, default 45 000).
+   */
+  streamIdleTimeout?: number
 }
 
 export type Query = Record<string, string | number | boolean | undefined>
@@ -91,6 +97,7 @@ export class HttpTransport {
   readonly WebSocket: WebSocketConstructor | undefined
   readonly waitWindow: number
   readonly logsPageSize: number
+  readonly streamIdleTimeout: number
   // Private, so that console.log, util.inspect and JSON.stringify of a
   // transport or a sandbox never show the bearer token.
   readonly #token: string
@@ -122,6 +129,7 @@ export class HttpTransport {
     // Whole numbers: the daemon takes only integers (a wait's ?timeout=, a page's ?limit=).
     this.waitWindow = Math.min(Math.ceil(positive(options.waitWindow, 30_000)), maxWaitWindow)
     this.logsPageSize = Math.max(1, Math.floor(positive(options.logsPageSize, 1000)))
+    this.streamIdleTimeout = positive(options.streamIdleTimeout, 45_000)
     this.#auth = { authorization: `Bearer ${this.#token}` }
     this.#jsonHeaders = { ...this.#auth, 'content-type': 'application/json' }
   }

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict'
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { after, before, describe, test } from 'node:test'
 
-import { type LogFrame, type Sandbox, type StreamLogEvent } from '@conchsh/sdk'
+import { DeadlineExceededError, type LogFrame, Sandbox, type StreamLogEvent } from '@conchsh/sdk'
 
 import { type Daemon, startDaemon } from './daemon.js'
 import { startProxy } from './proxy.js'
@@ -188,5 +189,104 @@ describe('ProcessHandle.streamLogs', () => {
     const kept = await sb.process.connect(fallback.processId).logs()
     assert.equal(fallback.stdout, kept.items.map((f) => f.data).join(''))
     assert.ok(fallback.stdout.endsWith('19999\n20000\n'))
+  })
+})
+
+describe('a stream the daemon goes quiet on', () => {
+  // A server of the test's own that answers the stream route as the test
+  // says: headers, then what it writes, then, unless it ends the answer,
+  // nothing (a daemon frozen with SIGSTOP, without the wait).
+  let server: Server
+  let url: string
+  let streams = 0
+  let serve: (res: ServerResponse) => void = () => {}
+  const open = new Set<ServerResponse>()
+
+  before(async () => {
+    server = createServer((_req: IncomingMessage, res: ServerResponse) => {
+      streams++
+      open.add(res)
+      res.on('close', () => open.delete(res))
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
+      res.flushHeaders()
+      serve(res)
+    })
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+    const a = server.address()
+    url = `http://127.0.0.1:${typeof a === 'object' && a ? a.port : 0}`
+  })
+  after(() => {
+    for (const res of open) res.destroy()
+    return new Promise<void>((r) => server.close(() => r()))
+  })
+
+  const frame = (cursor: string, data: string): string =>
+    `id: ${cursor}\nevent: log\ndata: ${JSON.stringify({ cursor, channel: 'stdout', data })}\n\n`
+  const eof = 'event: eof\ndata: {}\n\n'
+  /** Hang guard: a stream that should end within a second or two. */
+  const guard = 20_000
+
+  async function collectWithin(events: AsyncIterable<StreamLogEvent>, onEvent?: (ev: StreamLogEvent) => Promise<void>): Promise<StreamLogEvent[]> {
+    const out: StreamLogEvent[] = []
+    const all = (async () => {
+      for await (const ev of events) {
+        out.push(ev)
+        await onEvent?.(ev)
+      }
+      return out
+    })()
+    let timer: NodeJS.Timeout | undefined
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`the stream did not end within ${guard} ms: ${JSON.stringify(out)}`)), guard)
+    })
+    try {
+      return await Promise.race([all, late])
+    } finally {
+      clearTimeout(timer)
+    }
+  }
+
+  test('nothing, not even a heartbeat, for streamIdleTimeout: one error event (DeadlineExceededError), no new connection', async () => {
+    assert.equal(new Sandbox({ url, token: 't' }).transport.streamIdleTimeout, 45_000, 'the default: three of the daemon\'s 15 s heartbeats')
+    streams = 0
+    serve = (res) => res.write(frame('c1', 'one\n'))
+    const s = new Sandbox({ url, token: 't', streamIdleTimeout: 300 })
+    const evs = await collectWithin(s.process.connect('p').streamLogs())
+    assert.deepEqual(evs.map((e) => e.type), ['log', 'error'])
+    const e = evs[1]!
+    assert.ok(e.type === 'error' && e.error instanceof DeadlineExceededError, String(e.type === 'error' && e.error))
+    assert.equal(e.error.code, 'deadline_exceeded')
+    assert.match(e.error.message, /nothing .*not even a heartbeat.* within 300 ms/)
+    assert.equal(e.cursor, 'c1')
+    assert.equal(streams, 1, 'it waited as long again on a new connection')
+    // Headers, then not even the first event: the same.
+    serve = () => {}
+    const none = await collectWithin(s.process.connect('p').streamLogs())
+    assert.deepEqual(none.map((e) => e.type), ['error'])
+  })
+
+  test('heartbeats keep a quiet stream open, and a reader slow to take an event is not a quiet daemon', async () => {
+    serve = (res) => {
+      res.write(frame('c1', 'one\n'))
+      const beat = setInterval(() => res.write(': ping\n\n'), 50)
+      setTimeout(() => {
+        clearInterval(beat)
+        res.end(frame('c2', 'two\n') + eof)
+      }, 1500)
+      res.on('close', () => clearInterval(beat))
+    }
+    // Heartbeats 20 times as often as the stream may be quiet.
+    const s = new Sandbox({ url, token: 't', streamIdleTimeout: 1000 })
+    const evs = await collectWithin(s.process.connect('p').streamLogs())
+    assert.deepEqual(evs.map((e) => e.type === 'log' ? e.frame.data : e.type), ['one\n', 'two\n', 'eof'])
+    // The reader holds the first event twice as long as the stream may be quiet; the rest came meanwhile.
+    serve = (res) => {
+      res.write(frame('c1', 'one\n'))
+      setTimeout(() => res.end(frame('c2', 'two\n') + eof), 100)
+    }
+    const slow = await collectWithin(s.process.connect('p').streamLogs(), async (ev) => {
+      if (ev.type === 'log' && ev.frame.cursor === 'c1') await new Promise((r) => setTimeout(r, 2000))
+    })
+    assert.deepEqual(slow.map((e) => e.type === 'log' ? e.frame.data : e.type), ['one\n', 'two\n', 'eof'])
   })
 })
