@@ -37,7 +37,7 @@ export class Sandbox {
   static async fromEnv(options: Partial<SandboxOptions> = {}): Promise<Sandbox> {
     const env = process.env
     let url = options.url ?? given(env.CONCH_URL)
-    let token = options.token ?? given(env.CONCH_TOKEN)
+    let token = options.token ?? given(env.CONCH_TOKEN?.trim()) // a line's end read with it is no part of it
     if (url === undefined || token === undefined) {
       const found = await discover(env, token === undefined)
       url ??= found.url

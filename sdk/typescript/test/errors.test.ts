@@ -132,6 +132,10 @@ describe('errors from a real daemon', () => {
       process.env.CONCH_TOKEN = d.token
       assert.equal((await Sandbox.fromEnv()).transport.url, d.url)
       await (await Sandbox.fromEnv()).process.list()
+      // A token read into the variable with its line's end, as the
+      // Python SDK takes it.
+      process.env.CONCH_TOKEN = ` ${d.token}\n`
+      await (await Sandbox.fromEnv()).process.list()
       delete process.env.CONCH_URL
       delete process.env.CONCH_TOKEN
       process.env.XDG_STATE_HOME = join(d.dir, 'state')
