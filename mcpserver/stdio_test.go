@@ -181,8 +181,9 @@ func TestStdioBadLines(t *testing.T) {
 		require.Contains(t, string(r.Result), `"name":"run"`)
 	}
 
-	// Blank lines are no messages; a tool still runs.
+	// Blank lines are no messages (the README says so); a tool still runs.
 	m.send("")
+	m.send(" \t ")
 	m.send(`{"jsonrpc":"2.0","id":200,"method":"tools/call","params":{"name":"run","arguments":{"command":"echo alive"}}}`)
 	r = m.next()
 	require.Equal(t, "200", string(r.ID))
