@@ -190,3 +190,25 @@ func requireSleeperGone(t *testing.T, pid int) {
 	require.Eventually(t, func() bool { return !proctree.Alive(pid) }, deadline, 10*time.Millisecond,
 		"the profile's sleep %d outlived its shell", pid)
 }
+
+// TestEnvGivesShellStartupFiles: BASH_ENV and ENV given in a session's env
+// reach its commands, for the shells they start (bash -c reads BASH_ENV),
+// on every shell. The init script unset them, so that the session's env
+// could not set them, as the docs say it may; the session's own shell
+// still reads neither (an interactive shell that started with ENV
+// /dev/null reads it no more).
+func TestEnvGivesShellStartupFiles(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bashEnv, shEnv := filepath.Join(dir, "bashenv"), filepath.Join(dir, "env")
+	require.NoError(t, os.WriteFile(bashEnv, []byte("X=from-bash-env\n"), 0o600))
+	require.NoError(t, os.WriteFile(shEnv, []byte("Y=from-env\n"), 0o600))
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell, Env: map[string]string{"BASH_ENV": bashEnv, "ENV": shEnv}})
+			expectRun(t, s, `echo "$BASH_ENV|$ENV|${X-}|${Y-}"; bash -c 'echo "$X"'; env | grep -c '^ENV='`,
+				0, bashEnv+"|"+shEnv+"||\nfrom-bash-env\n1\n")
+		})
+	}
+}

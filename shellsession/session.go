@@ -314,7 +314,7 @@ func (s *Session) start() error {
 		return fmt.Errorf("start %s: %w", s.sh.Path, err)
 	}
 	s.input = rawcall.NewWriter(wrc)
-	if _, err := w.WriteString(first + initScript(s.sh)); err != nil {
+	if _, err := w.WriteString(first + initScript(s.sh, s.opts.Env)); err != nil {
 		return fmt.Errorf("start %s: %w", s.sh.Path, err)
 	}
 	return nil

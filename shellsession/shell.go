@@ -108,17 +108,40 @@ func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) 
 // Last, it closes the shell's own stdout (closeStdout); the frame then
 // writes its markers for the engine to the shell's stderr, the same pipe
 // (sentinel.Paths.OwnStderr).
-func initScript(sh shells.Shell) string {
+func initScript(sh shells.Shell, env map[string]string) string {
 	common := "PS1= PS2= PS3= __conch=-; \\trap 'exit 143' TERM; "
 	switch sh.Family {
 	case shells.Bash:
-		return common + "PS0=; \\unset PROMPT_COMMAND HISTFILE MAIL MAILPATH MAILCHECK ENV BASH_ENV; \\set +H +m +o history; \\shopt -u checkwinsize; \\shopt -s execfail\n" + closeStdout(sh)
+		return common + "PS0=; \\unset PROMPT_COMMAND HISTFILE MAIL MAILPATH MAILCHECK ENV BASH_ENV; \\set +H +m +o history; \\shopt -u checkwinsize; \\shopt -s execfail\n" + exportAgain(sh, env) + closeStdout(sh)
 	case shells.Zsh:
-		return common + "PROMPT= RPROMPT= PROMPT_EOL_MARK=; \\unset HISTFILE MAIL MAILPATH; \\setopt no_hup interactive_comments ignore_close_braces\n\\unsetopt zle prompt_cr prompt_sp monitor bang_hist 2>/dev/null\n" + closeStdout(sh)
+		return common + "PROMPT= RPROMPT= PROMPT_EOL_MARK=; \\unset HISTFILE MAIL MAILPATH; \\setopt no_hup interactive_comments ignore_close_braces\n\\unsetopt zle prompt_cr prompt_sp monitor bang_hist 2>/dev/null\n" + exportAgain(sh, env) + closeStdout(sh)
 	}
 	// HISTFILE stays empty, not unset: ksh93 without one falls back to
 	// ~/.sh_history, shared by every session and the user's own shells.
-	return common + "HISTFILE=; \\unset ENV MAIL MAILPATH; \\set +m 2>/dev/null\n" + closeStdout(sh)
+	return common + "HISTFILE=; \\unset ENV MAIL MAILPATH; \\set +m 2>/dev/null\n" + exportAgain(sh, env) + closeStdout(sh)
+}
+
+// exportAgain is the line that exports again what the session's env gives
+// of the variables the init script unsets, or shellEnv sets to /dev/null:
+// BASH_ENV and ENV, which the shell, started, reads no more (bash reads
+// BASH_ENV only when not interactive, an interactive sh ENV only as it
+// starts, when it was /dev/null), for the commands' own shells (bash -c)
+// to read. Empty when env gives neither.
+func exportAgain(sh shells.Shell, env map[string]string) string {
+	export := `\export`
+	if sh.Family == shells.Bash || sh.Family == shells.Zsh {
+		export = `\builtin export` // a login profile's function may take "export"
+	}
+	var b strings.Builder
+	for _, k := range []string{"BASH_ENV", "ENV"} {
+		if v, ok := env[k]; ok {
+			b.WriteString(export + " " + k + "=" + shQuote(v) + "; ")
+		}
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return b.String() + "\n"
 }
 
 // closeStdout is the line that closes the shell's own stdout for good. A
