@@ -72,6 +72,9 @@ func (s *Server) writeRunAnswer(w http.ResponseWriter, p process.Process, a runA
 	default:
 	}
 	e := p.Log().Excerpt(a.after, a.limit)
+	if a.plain && a.limit > 0 {
+		e = fitPlain(p.Log(), a.after, a.limit, e)
+	}
 	status := http.StatusOK
 	if !done {
 		status = http.StatusAccepted
@@ -293,6 +296,28 @@ func (e *encoder) members(v any) {
 	if e.err == nil {
 		_, e.err = e.w.Write(b[1 : len(b)-1])
 	}
+}
+
+// fitPlain returns an excerpt after after whose plain text is at most
+// limit bytes, e or one taken again with fewer bytes. Rendering can make
+// text longer than its bytes (a cursor move becomes blanks), and text cut
+// to the limit after rendering (see plainParts) would leave out what the
+// excerpt does not say it omitted: the end of its head, the start of its
+// tail. With fewer bytes, what the text leaves out is the excerpt's
+// omitted bytes, which a reader reads on from. The cut after rendering is
+// then a last resort, for a tail of one byte whose text is still too long.
+func fitPlain(l *logstore.Log, after logstore.Cursor, limit int, e logstore.Excerpt) logstore.Excerpt {
+	all := func(logstore.Channel) bool { return true }
+	bytes := limit
+	for range 16 {
+		n := plainLen(plainParts([][]logstore.Frame{e.Head, e.Tail}, all, -1))
+		if n <= limit || bytes <= 1 {
+			return e
+		}
+		bytes = max(1, min(bytes-1, bytes*limit/n))
+		e = l.Excerpt(after, bytes)
+	}
+	return e
 }
 
 // plainParts renders the frames of each part on the channels keep accepts

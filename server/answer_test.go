@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/plaintext"
 	"github.com/conchsh/conch/server"
 )
 
@@ -130,9 +132,22 @@ func TestRunOutputBound(t *testing.T) {
 			OutputLimit:  int64(limit), Plain: true,
 		})
 		require.NoError(t, err)
-		require.NotEmpty(t, strings.TrimSpace(r.Output))
 		require.LessOrEqual(t, len(r.Output), limit, "plain, limit %d", limit)
 		require.LessOrEqual(t, len(r.Stdout)+len(r.Stderr), limit, "plain, limit %d", limit)
+		requirePlainWhole(t, r, limit)
+	}
+	// Lines whose text is longer than their bytes: the head and tail are
+	// fewer bytes, and their text whole, rather than cut after rendering
+	// (L001 and 1,499 blanks, L002–L033 lost though before omittedAfter).
+	for _, limit := range []int{1500, 3000} {
+		r, _, err := d.c.Run(ctx(t), client.RunOptions{
+			StartOptions: client.StartOptions{Cmd: `for i in $(seq 100 299); do printf 'L%s\033[40C|\n' $i; done`},
+			OutputLimit:  int64(limit), Plain: true,
+		})
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(r.Output), limit, "limit %d", limit)
+		require.True(t, strings.HasPrefix(r.Output, "L100") && strings.HasSuffix(r.Output, "L299"+strings.Repeat(" ", 40)+"|\n"), "limit %d: %q", limit, r.Output)
+		requirePlainWhole(t, r, limit)
 	}
 
 	// The case of a short limit on many short lines: 200 bytes of text.
@@ -251,4 +266,26 @@ func TestTinyWritesUnderRetention(t *testing.T) {
 	require.False(t, r.Truncated)
 	require.Zero(t, r.OmittedBytes)
 	require.Equal(t, want.String(), r.Stdout)
+}
+
+// requirePlainWhole requires that the plain output of r is the text of its
+// head frames and its tail frames, whole: nothing of them cut after
+// rendering, so that what the text leaves out is what r omitted.
+func requirePlainWhole(t *testing.T, r *client.RunResult, limit int) {
+	t.Helper()
+	var head, tail []byte
+	for i, f := range r.Logs {
+		b := []byte(f.Data)
+		if f.Encoding == "base64" {
+			var err error
+			b, err = base64.StdEncoding.DecodeString(f.Data)
+			require.NoError(t, err)
+		}
+		if r.OmittedBytes > 0 && i >= r.HeadFrames {
+			tail = append(tail, b...)
+		} else {
+			head = append(head, b...)
+		}
+	}
+	require.Equal(t, plaintext.String(head)+plaintext.String(tail), r.Output, "limit %d: the text of the answer's frames", limit)
 }
