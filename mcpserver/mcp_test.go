@@ -781,6 +781,34 @@ func TestAnswerTextLongerThanItsBytes(t *testing.T) {
 	r, _ := c.run(map[string]any{"command": moves, "outputLimit": 2000})
 	require.False(t, r.Running)
 	check(r)
+	// Lines wider than the answer, the head in two frames, its text cut in
+	// the first: read_output reads from the first again, where it read
+	// from the second, and the first's lines after the cut were neither
+	// shown nor read (L101-L137 of L100-L299, outputLimit 1500).
+	r, _ = c.run(map[string]any{"command": `for i in $(seq 100 299); do printf 'L%s\033[9999C|\n' $i; [ $i = 137 ] && sleep 0.3; done`, "outputLimit": 1500})
+	require.False(t, r.Running)
+	require.LessOrEqual(t, len(r.Output), 1500)
+	head, _, ok := strings.Cut(r.Output, "\n[... ")
+	require.True(t, ok, "the answer says it is cut: %q", r.Output)
+	seen := map[string]bool{}
+	for _, w := range strings.Fields(head) {
+		seen[w] = true
+	}
+	for cursor, reads := r.OmittedAfter, 0; ; reads++ {
+		require.Less(t, reads, 1000, "read_output goes on")
+		var read mcpserver.ReadOutput
+		c.ok("read_output", map[string]any{"id": r.ID, "cursor": cursor, "limit": 1 << 20}, &read)
+		for _, w := range strings.Fields(read.Output) {
+			seen[w] = true
+		}
+		if !read.More {
+			break
+		}
+		cursor = read.Next
+	}
+	for i := 100; i <= 299; i++ {
+		require.True(t, seen[fmt.Sprintf("L%d", i)] || seen[fmt.Sprintf("L%d|", i)], "L%d is shown or read", i)
+	}
 
 	r, _ = c.run(map[string]any{"command": moves + "; read -r x; echo end", "outputLimit": 2000, "idleTimeout": 0.5})
 	for r.Running && r.OmittedBytes == 0 {

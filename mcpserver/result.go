@@ -273,12 +273,38 @@ func render(o output, limit int) (text, omittedAfter string) {
 	// blanks): hold the two together to the room.
 	tail = plaintext.CutStart(tail, room-min(len(head), room/2))
 	if shown := plaintext.CutEnd(head, room-len(tail)); shown != head {
-		// The head lost its end here: read from where the daemon's
-		// omission starts, the head's last frame again, rather than past
-		// what was not shown.
+		// The head lost its end here: read from the frame whose text was
+		// cut, again, rather than past what was not shown — the head's last
+		// frame, where the daemon's omission starts, or an earlier one.
 		head, after = shown, reread
+		if k := cutPiece(o, room-len(tail)); k >= 0 {
+			again := withOpen(at(o.head[k].before, o.head[k].off), plaintext.Open(b[:len(o.open)+size(o.head[:k])]))
+			if more := len(line(again)) - len(line(reread)); more > 0 {
+				head = plaintext.CutEnd(head, len(head)-more)
+			}
+			after = again
+		}
 	}
 	return strings.TrimSuffix(head, "\n") + line(after) + tail, after
+}
+
+// cutPiece is the index of the first piece of o's head whose text, with
+// that of the pieces before it, is longer than room, when that piece's
+// cursor is known and it is not the head's last (whose cursor render has
+// already); else -1.
+func cutPiece(o output, room int) int {
+	var r plaintext.Renderer
+	r.Write(o.open)
+	for k, p := range o.head[:max(len(o.head)-1, 0)] {
+		r.Write(p.data)
+		if r.Len() > room {
+			if p.known {
+				return k
+			}
+			return -1
+		}
+	}
+	return -1
 }
 
 // omittedReserve is the room kept in an answer's outputLimit for the line
