@@ -4,7 +4,8 @@
 // Writers append bytes on a channel (stdout, stderr or pty); each write
 // becomes one or more frames, in arrival order across channels, that never
 // split a valid UTF-8 sequence: an incomplete sequence at the end of a write
-// waits for the next write on its channel, or Close. A frame whose bytes are
+// waits for the next write on its channel, or Close, or, once it has waited
+// 50 ms, a write on another channel, which it then goes ahead of, cut. A frame whose bytes are
 // not valid UTF-8 (binary output) says so through [Frame.IsText].
 //
 // Retention is bounded per log in output bytes ([Options.Retention]); the

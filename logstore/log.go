@@ -81,11 +81,22 @@ type Log struct {
 	wake      chan struct{}    // made by a follower about to wait; closed and cleared when frames come or the log closes
 }
 
-// heldBack is the incomplete UTF-8 sequence at the end of a channel's output.
+// heldBack is the incomplete UTF-8 sequence at the end of a channel's output,
+// held since the time since.
 type heldBack struct {
-	b [utf8.UTFMax - 1]byte
-	n int
+	b     [utf8.UTFMax - 1]byte
+	n     int
+	since time.Time
 }
+
+// holdMax bounds how long held-back bytes keep their place behind another
+// channel's output: once they have waited that long, a write on another
+// channel puts them first, as their own frame, so that output keeps the
+// order it came in (a program that printed half a character and then wrote
+// to stderr for seconds showed the stderr first). Sooner, the other
+// channel's frame goes ahead, and the character stays whole when its rest
+// comes, as it does when one write of a buffered stream ends inside it.
+const holdMax = 50 * time.Millisecond
 
 // New returns an empty Log.
 func New(opts Options) *Log {
@@ -178,7 +189,8 @@ func (l *Log) Keep() KeepLogs { return l.keep }
 
 // Write appends p on channel ch, which must be Stdout, Stderr or PTY. An
 // incomplete UTF-8 sequence at the end of p is held back until the next write
-// on ch or Close, so that no frame splits one. Writes after Close are
+// on ch or Close, so that no frame splits one, or until a write on another
+// channel once it has been held for holdMax. Writes after Close are
 // dropped. Write never waits for a reader. It does not keep p.
 func (l *Log) Write(ch Channel, p []byte) {
 	if !ch.valid() {
@@ -197,6 +209,12 @@ func (l *Log) Write(ch Channel, p []byte) {
 		l.mu.Unlock()
 		return
 	}
+	for c := range l.pending {
+		if other := &l.pending[c]; c != int(ch) && other.n > 0 && l.nowLocked().Sub(other.since) >= holdMax {
+			l.appendLocked(Channel(c), joined{a: other.b[:other.n]}, other.n)
+			other.n = 0
+		}
+	}
 	held := &l.pending[ch]
 	j := joined{held.b[:held.n], p}
 	var buf [utf8.UTFMax - 1]byte
@@ -204,6 +222,9 @@ func (l *Log) Write(ch Channel, p []byte) {
 	hold := incompleteTail(tail)
 	l.appendLocked(ch, j, j.len()-hold)
 	held.n = copy(held.b[:], tail[len(tail)-hold:])
+	if hold > 0 {
+		held.since = l.nowLocked()
+	}
 	acct := l.acct
 	l.mu.Unlock()
 	if acct != nil {

@@ -125,6 +125,33 @@ func TestUTF8Framing(t *testing.T) {
 	}
 }
 
+// TestHeldBytesKeepTheirOrder: bytes of a character held back for its
+// rest go ahead of another channel's output once they have waited holdMax,
+// as their own frame: they came first. Before, they waited for the rest or
+// the end of the log, and `printf 'progress \xe2\x96'; sleep 4; echo done
+// >&2` showed stderr's "done" before them. Sooner, the other channel's
+// frame goes ahead and the character stays whole.
+func TestHeldBytesKeepTheirOrder(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	l := New(Options{})
+	l.now = func() time.Time { return now }
+	writeFrame(l, Stdout, []byte("progress \xe2\x96"))
+	now = now.Add(holdMax - time.Millisecond)
+	writeFrame(l, Stderr, []byte("soon\n"))
+	writeFrame(l, Stdout, []byte("\x88 "))
+	writeFrame(l, Stdout, []byte("late \xe2\x96"))
+	now = now.Add(holdMax)
+	writeFrame(l, Stderr, []byte("done\n"))
+	writeFrame(l, Stdout, []byte("\x88"))
+	want := []frameWant{
+		{Stdout, "progress "}, {Stderr, "soon\n"}, {Stdout, "\xe2\x96\x88 "}, {Stdout, "late "},
+		{Stdout, "\xe2\x96"}, {Stderr, "done\n"}, {Stdout, "\x88"},
+	}
+	got := frames(l)
+	require.True(t, slices.Equal(got, want), "%q, want %q", got, want)
+}
+
 func TestLargeWriteSplitsOnRuneBoundaries(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
