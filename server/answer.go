@@ -455,7 +455,7 @@ func (e *encoder) escape(b []byte) {
 		switch {
 		case r == utf8.RuneError && size == 1:
 			e.w.WriteString(`\ufffd`)
-			size = invalidLen(b[i:])
+			size = plaintext.InvalidLen(b[i:])
 		case r == '\u2028' || r == '\u2029':
 			// Valid JSON, but not valid JavaScript source.
 			e.w.WriteString(`\u202` + string(hex[r&0xf]))
@@ -468,40 +468,6 @@ func (e *encoder) escape(b []byte) {
 	if e.err == nil {
 		_, e.err = e.w.Write(b[start:])
 	}
-}
-
-// invalidLen is how many bytes at the start of b, which does not start
-// with a UTF-8 character, one U+FFFD stands for: its maximal subpart
-// (Unicode 15, 3.9, U+FFFD substitution), the longest start of a
-// well-formed sequence, else its first byte. "\xe2\x82" is one, as a
-// three-byte character cut short; "\xed\xa0\x80", an encoded surrogate,
-// is three, since no well-formed sequence starts "\xed\xa0".
-func invalidLen(b []byte) int {
-	lo, hi := byte(0x80), byte(0xbf) // the second byte's range
-	var n int
-	switch c := b[0]; {
-	case c >= 0xc2 && c <= 0xdf:
-		n = 2
-	case c == 0xe0:
-		n, lo = 3, 0xa0
-	case c == 0xed:
-		n, hi = 3, 0x9f
-	case c >= 0xe1 && c <= 0xef:
-		n = 3
-	case c == 0xf0:
-		n, lo = 4, 0x90
-	case c == 0xf4:
-		n, hi = 4, 0x8f
-	case c >= 0xf1 && c <= 0xf3:
-		n = 4
-	default:
-		return 1
-	}
-	i := 1
-	for ; i < n && i < len(b) && b[i] >= lo && b[i] <= hi; i++ {
-		lo, hi = 0x80, 0xbf
-	}
-	return i
 }
 
 // flush writes what is buffered and sends it, gives the buffer back, and

@@ -19,7 +19,9 @@
 // as spaces inside a line; spaces at the end of a line, written or not, are
 // dropped, as a screen does not show them.
 //
-// The input is taken as UTF-8; invalid bytes read as U+FFFD. The 8-bit C1
+// The input is taken as UTF-8; invalid bytes read as U+FFFD, one for each
+// maximal subpart (see [InvalidLen]), as the API's text fields and the
+// SDKs' decoders make them. The 8-bit C1
 // controls are recognised only as decoded code points (U+009B CSI, U+009D
 // OSC, U+009C ST, ...), never as raw bytes: 0x9b or 0x9c alone is a UTF-8
 // continuation byte, part of text like "Ü" (c3 9c), so reading raw bytes as
@@ -104,6 +106,9 @@ func (r *Renderer) Write(p []byte) (int, error) {
 			break
 		}
 		ru, size := utf8.DecodeRune(p)
+		if ru == utf8.RuneError && size == 1 {
+			size = InvalidLen(p) // one U+FFFD for the maximal subpart
+		}
 		r.rune(ru)
 		p = p[size:]
 	}
@@ -121,8 +126,11 @@ func (r *Renderer) completePending(p []byte) []byte {
 		return nil
 	}
 	ru, size := utf8.DecodeRune(buf[:k])
+	if ru == utf8.RuneError && size == 1 {
+		size = InvalidLen(buf[:k])
+	}
 	r.rune(ru)
-	if size <= r.npend { // invalid: one held byte was consumed, retry the rest
+	if size <= r.npend { // invalid: held bytes were consumed, retry the rest
 		r.npend = copy(r.pending[:], r.pending[size:r.npend])
 		return p
 	}
@@ -132,10 +140,10 @@ func (r *Renderer) completePending(p []byte) []byte {
 }
 
 // Flush renders an incomplete UTF-8 sequence held back at the end of what
-// was written as U+FFFD, one per byte, as [String] does at the end of its
-// input. Call it once the output is complete.
+// was written as U+FFFD, one for each maximal subpart, as [String] does at
+// the end of its input. Call it once the output is complete.
 func (r *Renderer) Flush() {
-	for range r.npend {
+	for p := r.pending[:r.npend]; len(p) > 0; p = p[InvalidLen(p):] {
 		r.rune(utf8.RuneError)
 	}
 	r.npend = 0
@@ -212,4 +220,38 @@ func (r *Renderer) put(c rune) {
 		r.cells[r.col] = c
 	}
 	r.col++
+}
+
+// InvalidLen is how many bytes at the start of b, which does not start
+// with a UTF-8 character, one U+FFFD stands for: its maximal subpart
+// (Unicode 15, 3.9, U+FFFD substitution), the longest start of a
+// well-formed sequence, else its first byte. "\xe2\x82" is one, as a
+// three-byte character cut short; "\xed\xa0\x80", an encoded surrogate,
+// is three, since no well-formed sequence starts "\xed\xa0".
+func InvalidLen(b []byte) int {
+	lo, hi := byte(0x80), byte(0xbf) // the second byte's range
+	var n int
+	switch c := b[0]; {
+	case c >= 0xc2 && c <= 0xdf:
+		n = 2
+	case c == 0xe0:
+		n, lo = 3, 0xa0
+	case c == 0xed:
+		n, hi = 3, 0x9f
+	case c >= 0xe1 && c <= 0xef:
+		n = 3
+	case c == 0xf0:
+		n, lo = 4, 0x90
+	case c == 0xf4:
+		n, hi = 4, 0x8f
+	case c >= 0xf1 && c <= 0xf3:
+		n = 4
+	default:
+		return 1
+	}
+	i := 1
+	for ; i < n && i < len(b) && b[i] >= lo && b[i] <= hi; i++ {
+		lo, hi = 0x80, 0xbf
+	}
+	return i
 }

@@ -54,7 +54,12 @@ var cases = []struct {
 	{"raw 0x9b byte is not csi", "a\x9b31mb\n", "a\ufffd31mb\n"},
 	{"text with 0x9c continuation", "Ü\n", "Ü\n"},
 	{"invalid utf-8", "a\xffb\xc3\n", "a\ufffdb\ufffd\n"},
-	{"truncated utf-8 at end", "a\xe2\x82", "a\ufffd\ufffd"},
+	// One U+FFFD for each maximal subpart, as the API's text fields and
+	// the SDKs' decoders give them: "\xe2\x82A" read as two before A.
+	{"truncated utf-8 at end", "a\xe2\x82", "a\ufffd"},
+	{"truncated utf-8 before text", "\xe2\x82A\xf0\x9f\x98B", "\ufffdA\ufffdB"},
+	{"encoded surrogate", "\xed\xa0\x80.", "\ufffd\ufffd\ufffd."},
+	{"lone continuation bytes", "\x80\x81.", "\ufffd\ufffd."},
 	{"utf-8 overwrite", "héllo\r\x1b[2Cé\n", "héélo\n"},
 	{"tab kept", "a\tb\n", "a\tb\n"},
 	{"other controls dropped", "a\x00\x07\x0eb\x7f\n", "ab\n"},
