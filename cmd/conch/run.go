@@ -517,7 +517,7 @@ func copyStdin(ctx context.Context, e *env, c *client.Client, id string, r io.Re
 	for {
 		n, err := r.Read(buf)
 		if werr := writeStdin(ctx, c, id, buf[:n]); werr != nil {
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && !endedFirst(ctx, c, id, werr) {
 				e.warn(fmt.Sprintf("sending stdin to %s: %v; its stdin is closed", id, werr))
 				_ = c.WriteStdin(ctx, id, nil, true)
 			}
@@ -531,6 +531,30 @@ func copyStdin(ctx context.Context, e *env, c *client.Client, id string, r io.Re
 			return
 		}
 	}
+}
+
+// endedFirst reports whether err, a refused write of stdin to the process
+// id, came because the process has ended (see ended): then what was not
+// sent is left unsaid, as a local pipe's writer is ended when its reader is
+// gone.
+func endedFirst(ctx context.Context, c *client.Client, id string, err error) bool {
+	if !client.HasCode(err, client.CodeUnsupportedOperation) {
+		return false
+	}
+	// The process's stdin closes as it exits, a moment before its record
+	// says it ended: look again for a second at most, unless conch is done
+	// with it meanwhile (its result came).
+	for range 50 {
+		if ended(ctx, c, id, err) != err || ctx.Err() != nil {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return true
+		case <-time.After(stdinRetry):
+		}
+	}
+	return false
 }
 
 // writeStdin writes b whole to the process's stdin, waiting while its queue
