@@ -161,6 +161,7 @@ const codeByStatus: Record<number, string> = {
   413: 'payload_too_large',
   429: 'resource_exhausted',
   500: 'internal',
+  503: 'draining', // the Python SDK's UnavailableError
 }
 
 /**

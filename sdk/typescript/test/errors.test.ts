@@ -204,6 +204,10 @@ describe('answers a daemon cannot be made to give', () => {
     await rejectsWith(s.process.get('x'), InternalError, 'internal', 500)
     answer = { status: 502, body: '' }
     await rejectsWith(s.process.get('x'), UnexpectedResponseError, 'unexpected_response', 502)
+    // 503, which the daemon answers while it drains, as the Python SDK
+    // names it (UnavailableError there): it was UnexpectedResponseError.
+    answer = { status: 503, body: '' }
+    await rejectsWith(s.process.get('x'), DrainingError, 'draining', 503)
   })
 
   test('an error status whose body is not the API\'s error (a proxy\'s page, another server\'s text) is UnexpectedResponseError', async () => {
