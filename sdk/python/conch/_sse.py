@@ -81,7 +81,7 @@ def stream_logs(
                 yield StreamLogEvent(type="eof", cursor=last)
                 return
             if res.status >= 300:
-                raise error_from(res.status, res.read())
+                raise error_from(res.status, res.read(), res.getheader("Retry-After"))
             for name, data, ident in _events(res):
                 failures = 0
                 ev = _event(name, data, ident, last)

@@ -317,7 +317,7 @@ class HttpTransport:
             else:
                 self._give(conn, gen)
             if res.status >= 300:
-                raise error_from(res.status, payload)
+                raise error_from(res.status, payload, res.getheader("Retry-After"))
             return Response(res.status, {k.lower(): v for k, v in res.getheaders()}, payload)
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -6,7 +6,10 @@ one of them; a connection that fails raises :class:`NetworkError`.
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import json
+import math
 from typing import Any, Dict, Optional, Type
 
 __all__ = [
@@ -34,6 +37,9 @@ class ConchError(Exception):
     code: str
     status: int
     message: str
+    #: Seconds to wait before trying again, when the answer had ``Retry-After`` (a draining
+    #: daemon's 503 says 1); else None.
+    retry_after: Optional[int] = None
 
     def __init__(self, code: str, status: int, message: str) -> None:
         super().__init__(message)
@@ -171,8 +177,32 @@ _code_by_status: Dict[int, str] = {
 }
 
 
-def error_from(status: int, body: bytes) -> ConchError:
-    """The error of an answer whose status is not 2xx, from its body."""
+def error_from(status: int, body: bytes, retry_after: Optional[str] = None) -> ConchError:
+    """The error of an answer whose status is not 2xx, from its body and its ``Retry-After``
+    header (None when it has none)."""
+    err = _error_from(status, body)
+    err.retry_after = _retry_seconds(retry_after)
+    return err
+
+
+def _retry_seconds(v: Optional[str]) -> Optional[int]:
+    """The seconds of a Retry-After header: a number of seconds, or an HTTP date."""
+    if v is None or not v.strip():
+        return None
+    if v.strip().isdigit():
+        return int(v.strip())
+    try:
+        at = email.utils.parsedate_to_datetime(v)
+    except (TypeError, ValueError):
+        return None
+    if at is None:
+        return None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=datetime.timezone.utc)
+    return max(0, math.ceil((at - datetime.datetime.now(datetime.timezone.utc)).total_seconds()))
+
+
+def _error_from(status: int, body: bytes) -> ConchError:
     text = body.decode("utf-8", "replace")
     code: Optional[str] = None
     err: Any = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Tuple
+from typing import Any, Dict, Tuple
 
 
 class FakeServer:
@@ -12,6 +12,7 @@ class FakeServer:
 
     def __init__(self, status: int, body: bytes, content_type: str = "application/json") -> None:
         self.answer: Tuple[int, bytes, str] = (status, body, content_type)
+        self.headers: Dict[str, str] = {}  # sent with every answer
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -25,6 +26,8 @@ class FakeServer:
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
+                for k, v in fake.headers.items():
+                    self.send_header(k, v)
                 self.end_headers()
                 self.wfile.write(body)
 

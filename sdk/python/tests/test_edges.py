@@ -10,7 +10,8 @@ import threading
 import time
 import unittest
 
-from conch import NetworkError, NotFoundError, PayloadTooLargeError, Sandbox, UnexpectedResponseError
+from conch import (NetworkError, NotFoundError, PayloadTooLargeError, Sandbox, UnavailableError,
+                   UnexpectedResponseError)
 from conch.errors import error_from
 
 from .daemon import shared
@@ -143,6 +144,21 @@ class OtherServersTest(unittest.TestCase):
         self.addCleanup(sb.close)
         with self.assertRaises(UnexpectedResponseError):
             sb.process.get("abc")
+
+    def test_an_error_keeps_its_retry_after(self) -> None:
+        # A draining daemon's 503 says when to come back, as the TypeScript SDK's retryAfter
+        # has it: the error had no retry_after.
+        server = FakeServer(503, b'{"error":{"code":"draining","message":"the daemon is draining"}}')
+        self.addCleanup(server.close)
+        sb = Sandbox(server.url, "t")
+        self.addCleanup(sb.close)
+        for header, want in (("1", 1), ("120", 120), ("", None), ("soon", None)):
+            with self.subTest(header=header):
+                server.headers = {"Retry-After": header} if header else {}
+                with self.assertRaises(UnavailableError) as cm:
+                    sb.process.get("abc")
+                self.assertEqual(cm.exception.retry_after, want)
+        self.assertIsNone(error_from(404, b"").retry_after)
 
 
 def silent_daemon(test: unittest.TestCase) -> str:
