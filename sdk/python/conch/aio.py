@@ -105,7 +105,9 @@ class AsyncProcessHandle:
                           encoding: Optional[str] = None) -> AsyncIterator[StreamLogEvent]:
         """The events of :meth:`ProcessHandle.stream_logs`, each read in a thread of its own.
 
-        Leaving the loop (or cancelling it) drops the stream's connection.
+        Cancelling it, or ``aclose()``, drops the stream's connection; leaving
+        the loop does only when nothing else holds the iterator, as for
+        :meth:`ProcessHandle.stream_logs`.
         """
         it = self._h.stream_logs(cursor, limit, encoding)
         end = object()

@@ -88,8 +88,11 @@ class ProcessHandle:
         """The process's ``log``, ``warning``, ``state`` and ``eof`` events as they come.
 
         A dropped connection resumes after the last frame yielded; the
-        iterator ends after ``eof`` (or ``limit`` frames). Close it (or leave
-        the loop) to drop the connection.
+        iterator ends after ``eof`` (or ``limit`` frames). Close it to drop
+        the connection: leaving a loop over it drops it only when nothing else
+        holds the iterator (``for ev in h.stream_logs(): break``); one kept in
+        a variable keeps its connection until ``close()`` or until it is
+        collected.
         """
         return stream_logs(self._t, self.id, cursor, limit, encoding)
 
