@@ -171,6 +171,26 @@ func TestUser(t *testing.T) {
 	assert.Equal(t, "65534 /nonexistent nobody\n", got, "as nobody: %q", got)
 }
 
+// TestUserCannotEnterCwd: a process run as a user who cannot enter its
+// cwd fails saying so, naming the directory; it said "fork/exec
+// /usr/bin/bash: permission denied", blaming the shell.
+func TestUserCannotEnterCwd(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("running as another user needs root")
+	}
+	base := t.TempDir()
+	for _, dir := range []string{filepath.Dir(base), base} { // the test's own are 0700
+		require.NoError(t, os.Chmod(dir, 0o755))
+	}
+	closed := filepath.Join(base, "closed")
+	require.NoError(t, os.MkdirAll(filepath.Join(closed, "in"), 0o700))
+	p := start(t, Options{Cmd: "true", User: "nobody", Cwd: filepath.Join(closed, "in")})
+	r := wait(t, p)
+	require.Equal(t, process.Failed, r.Reason, "%s", show(r))
+	require.Contains(t, r.Error, "cannot enter "+closed+" (permission denied)")
+}
+
 // TestUnknownUserSaysSo: an unknown user is named once, with what is
 // wrong (it read "user: user: unknown user NAME").
 func TestUnknownUserSaysSo(t *testing.T) {

@@ -400,3 +400,45 @@ func resolveShell(name string) (shells.Shell, error) {
 	resolved.Store(name, sh)
 	return sh, nil
 }
+
+// unenterable is err, a failed start of a process run as another user, said
+// again when that user cannot enter its working directory: the child's
+// chdir failed, which the kernel's error reports as the program's
+// ("fork/exec /usr/bin/bash: permission denied"). It looks at the mode bits
+// of each directory on the way, after the fact only, so that an ACL that
+// lets the user in never refuses a start.
+func unenterable(err error, pl plan) error {
+	if pl.cred == nil || pl.dir == "" || !errors.Is(err, syscall.EACCES) {
+		return err
+	}
+	gids := append([]uint32{pl.cred.Gid}, pl.cred.Groups...)
+	var dirs []string // from pl.dir up to the root
+	for dir := filepath.Clean(pl.dir); ; dir = filepath.Dir(dir) {
+		dirs = append(dirs, dir)
+		if dir == "/" || dir == "." {
+			break
+		}
+	}
+	for _, dir := range slices.Backward(dirs) { // the first that stops the user
+		if !searchable(dir, pl.cred.Uid, gids) {
+			return fmt.Errorf("cwd %s: uid %d cannot enter %s (permission denied): %w", pl.dir, pl.cred.Uid, dir, err)
+		}
+	}
+	return err
+}
+
+// searchable reports whether uid, in groups gids, may search directory dir
+// by its mode bits.
+func searchable(dir string, uid uint32, gids []uint32) bool {
+	var st syscall.Stat_t
+	if syscall.Stat(dir, &st) != nil || uid == 0 {
+		return true // nothing to say
+	}
+	switch {
+	case st.Uid == uid:
+		return st.Mode&syscall.S_IXUSR != 0
+	case slices.Contains(gids, st.Gid):
+		return st.Mode&syscall.S_IXGRP != 0
+	}
+	return st.Mode&syscall.S_IXOTH != 0
+}

@@ -116,7 +116,7 @@ func Start(opts Options) (*Process, error) {
 	}
 	var serr startError
 	if errors.As(err, &serr) {
-		p.fail(serr.err)
+		p.fail(unenterable(serr.err, pl))
 		return p, nil
 	}
 	if err != nil {
