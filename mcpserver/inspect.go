@@ -341,7 +341,7 @@ func (s *Server) list(ctx context.Context, _ *mcp.CallToolRequest, _ ListInput) 
 			State: string(p.State), WaitingForInput: p.WaitingForInput, PID: p.PID})
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d sessions:\n", len(out.Sessions))
+	fmt.Fprintf(&b, "%s:\n", count(len(out.Sessions), "session"))
 	for _, x := range out.Sessions {
 		what := x.Shell
 		if x.Language != "" {
@@ -349,17 +349,20 @@ func (s *Server) list(ctx context.Context, _ *mcp.CallToolRequest, _ ListInput) 
 		}
 		fmt.Fprintf(&b, "  %s (%s, %s) cwd %s [%s]\n", plaintext.Escape(x.Name), x.ID, plaintext.Escape(what), plaintext.Escape(x.Cwd), x.State)
 	}
-	fmt.Fprintf(&b, "%d commands running:\n", len(out.Processes))
+	fmt.Fprintf(&b, "%s running or queued:\n", count(len(out.Processes), "command"))
 	for _, x := range out.Processes {
 		where := x.Session
 		if where == "" {
 			where = "-"
 		}
-		wait := ""
-		if x.WaitingForInput {
-			wait = ", waiting for input"
+		state := ""
+		if x.State != "running" {
+			state = ", " + x.State // queued behind another: starting
 		}
-		fmt.Fprintf(&b, "  %s in %s%s: %s\n", x.ID, plaintext.Escape(where), wait, plaintext.Escape(x.Command))
+		if x.WaitingForInput {
+			state += ", waiting for input"
+		}
+		fmt.Fprintf(&b, "  %s in %s%s: %s\n", x.ID, plaintext.Escape(where), state, plaintext.Escape(x.Command))
 	}
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}, out, nil
 }
@@ -389,4 +392,12 @@ func (s *Server) closeSession(ctx context.Context, _ *mcp.CallToolRequest, in Cl
 	}
 	text := fmt.Sprintf("session %s (%s) closed: its %s and commands ended", plaintext.Escape(name), id, what)
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}}, out, nil
+}
+
+// count is n and noun, plural unless n is 1: "1 session", "2 sessions".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }

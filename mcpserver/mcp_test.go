@@ -323,10 +323,17 @@ func TestTextEscapesControls(t *testing.T) {
 	require.NotContains(t, text, dir)
 	r, _ := c.run(map[string]any{"command": "sleep 30\n", "session": "other", "timeout": 0.2})
 	require.True(t, r.Running)
+	// A command queued behind it is listed as queued, not running.
+	q, qtext := c.run(map[string]any{"command": "echo queued", "session": "other", "timeout": 0.2})
+	require.True(t, q.Running && q.Queued, "%+v", q)
+	require.Contains(t, qtext, "still queued as "+q.ID+" behind the command its session runs")
 	_, text = c.call("list", map[string]any{})
 	require.Contains(t, text, `d\x1b]0;x\x07`)
 	require.Contains(t, text, `sleep 30\x0a`)
 	require.NotContains(t, text, "\x1b")
+	require.Contains(t, text, "2 commands running or queued:\n")
+	require.Contains(t, text, q.ID+" in other, starting: echo queued")
+	require.Contains(t, text, "2 sessions:\n")
 	c.call("interact", map[string]any{"id": r.ID, "signal": "INT"})
 
 	// A session's name, in every text that names it.

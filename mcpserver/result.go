@@ -18,6 +18,9 @@ type Result struct {
 	Session string `json:"session,omitempty" jsonschema:"name of the session the command ran in"`
 	ID      string `json:"id" jsonschema:"the command's id, for interact and read_output"`
 	Running bool   `json:"running" jsonschema:"the command is still running: the answer came first"`
+	// Queued is set when the command has not started: it waits behind the
+	// command its session runs.
+	Queued bool `json:"queued,omitempty" jsonschema:"the command waits behind the one its session runs, not started yet"`
 	// WaitingForInput is set when the command is blocked reading its input.
 	WaitingForInput bool   `json:"waitingForInput,omitempty" jsonschema:"the running command waits for input: answer it with interact"`
 	ExitCode        *int   `json:"exitCode,omitempty" jsonschema:"exit code of the ended command"`
@@ -47,6 +50,7 @@ func (s *Server) result(ctx context.Context, r *client.RunResult, o output, p *c
 	if p != nil {
 		out.ID = p.ID
 		out.Running = true
+		out.Queued = p.State == "starting"
 		out.WaitingForInput = r.WaitingForInput || p.WaitingForInput
 		out.Next = o.holdBack(r.Next)
 		return out
@@ -361,6 +365,8 @@ func (r Result) text() string {
 	switch {
 	case r.Running && r.WaitingForInput:
 		fmt.Fprintf(&b, "still running as %s; waiting for input (answer with interact)\n", r.ID)
+	case r.Running && r.Queued:
+		fmt.Fprintf(&b, "still queued as %s behind the command its session runs (interact to wait more, or interrupt to drop it)\n", r.ID)
 	case r.Running:
 		fmt.Fprintf(&b, "still running as %s (interact to wait more, send input or interrupt)\n", r.ID)
 	case r.Error != "":

@@ -28,8 +28,9 @@ var runTool = &mcp.Tool{
 		`working directory, environment and shell state carry over to later runs in it. ` +
 		`The answer comes when the command ends (exit code, the session's cwd after it, the output ` +
 		`as plain text), or earlier when it waits for input, when timeout (default 30 s) runs out, ` +
-		`or when it printed nothing for idleTimeout: then it says "still running as ID" and the ` +
-		`command goes on; use interact with that id to answer, interrupt or wait more. Long output ` +
+		`or when it printed nothing for idleTimeout: then it says "still running as ID" (or "still ` +
+		`queued as ID" behind an earlier command of the session) and the command goes on; use ` +
+		`interact with that id to answer, interrupt or wait more. Long output ` +
 		`keeps its head and tail within outputLimit bytes and says how much was omitted and the ` +
 		`cursor read_output reads it from. A non-zero exit code is a normal result, not an error. ` +
 		`With language (python or javascript), a new session is a code context: command is run as ` +
