@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/internal/plaintext"
 )
@@ -377,7 +378,7 @@ func (s *Server) closeSession(ctx context.Context, _ *mcp.CallToolRequest, in Cl
 	s.mu.Unlock()
 	id := n.id
 	if !ok {
-		return nil, CloseOutput{}, fmt.Errorf("no session %q: the list tool shows the sessions", name)
+		return nil, CloseOutput{}, fmt.Errorf("no session %s: the list tool shows the sessions", quoteName(name))
 	}
 	err := s.c.DeleteSession(ctx, id)
 	var ce *client.Error
@@ -401,3 +402,7 @@ func count(n int, noun string) string {
 	}
 	return strconv.Itoa(n) + " " + noun + "s"
 }
+
+// quoteName quotes a session's name for a message, clipped (see api.Clip):
+// a name the client sent may be megabytes long.
+func quoteName(name string) string { return api.Clip([]byte(strconv.Quote(name))) }

@@ -345,6 +345,23 @@ func TestTextEscapesControls(t *testing.T) {
 	require.NotContains(t, text, "\x1b")
 }
 
+// TestLongSessionNameNotEchoed: a session name over the daemon's bound is
+// refused in a message of a few lines, as is closing a session by such a
+// name: the 100,000-byte name came back whole.
+func TestLongSessionNameNotEchoed(t *testing.T) {
+	t.Parallel()
+	env, _ := testEnv(t)
+	c := startMCP(t, env)
+	defer c.close()
+	long := strings.Repeat("n", 100_000)
+	text := c.toolError("run", map[string]any{"command": "true", "session": long})
+	require.Contains(t, text, "session name is 100000 bytes, at most 1024")
+	require.Less(t, len(text), 1000, text)
+	text = c.toolError("close_session", map[string]any{"session": long})
+	require.Contains(t, text, "no session")
+	require.Less(t, len(text), 1000, text)
+}
+
 // TestOutputLimitHolds cuts a long output: the output, the line saying what
 // was omitted included, holds within outputLimit (it once went past it by
 // that line's length).

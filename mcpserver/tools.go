@@ -139,6 +139,10 @@ func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput)
 	if name == "" {
 		name = DefaultSession
 	}
+	if len(name) > api.MaxNameBytes {
+		// Said without the name, which the daemon's refusal quoted whole.
+		return nil, Result{}, fmt.Errorf("session name is %d bytes, at most %d: give a shorter one", len(name), api.MaxNameBytes)
+	}
 	lang, err := language(in.Language, in.Shell)
 	if err != nil {
 		return nil, Result{}, err

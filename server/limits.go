@@ -24,10 +24,9 @@ func (s *Server) checkCommandSize(text int64) error {
 	return nil
 }
 
-// MaxNameBytes bounds the name of a process, session or command: a name
-// is kept in its record and in every listing of it, outside the budgets,
-// so a 15 MiB name in each of 20 processes took 400 MB.
-const MaxNameBytes = 1024
+// MaxNameBytes bounds the name of a process, session or command (see
+// api.MaxNameBytes).
+const MaxNameBytes = api.MaxNameBytes
 
 // checkName refuses a name over MaxNameBytes.
 func checkName(name string) error {
