@@ -598,7 +598,7 @@ func TestStdioBatchBeforeInitializeAnswer(t *testing.T) {
 	for _, tt := range []struct {
 		version string
 		taken   bool
-		says    string
+		says    string // or, when initialize was answered first, agreed
 	}{{"2025-03-26", true, ""}, {"2025-06-18", false, "MCP 2025-06-18"}, {"2099-01-01", false, `MCP "2099-01-01", which`}} {
 		m := startRawMCP(t)
 		m.send(strings.Replace(initialize, "2025-06-18", tt.version, 1) + "\n" + `[{"jsonrpc":"2.0","id":2,"method":"ping"}]`)
@@ -622,7 +622,17 @@ func TestStdioBatchBeforeInitializeAnswer(t *testing.T) {
 			require.NoError(t, json.Unmarshal([]byte(line), &refusal), "%s", line)
 			require.NotNil(t, refusal.Error, "%s", line)
 			require.Equal(t, -32600, refusal.Error.Code)
-			require.Contains(t, refusal.Error.Message, tt.says)
+			says := tt.says
+			if strings.Contains(refusal.Error.Message, "the protocol version agreed") {
+				// Initialize's answer came first: the version it agreed on
+				// decides, and is named.
+				var agreed struct {
+					ProtocolVersion string `json:"protocolVersion"`
+				}
+				require.NoError(t, json.Unmarshal(r.Result, &agreed))
+				says = "MCP " + agreed.ProtocolVersion + ", the protocol version agreed"
+			}
+			require.Contains(t, refusal.Error.Message, says)
 			continue
 		}
 		var batch []reply
