@@ -184,12 +184,9 @@ func prepare(id string, opts Options) (plan, error) {
 			pl.shellItself = true
 		}
 		pl.path = pl.argv[0]
-		return pl, argsFit(pl.argv, "cmd")
+		return pl, nil
 	}
 	pl.argv = opts.Argv
-	if err := argsFit(pl.argv, "argv"); err != nil {
-		return pl, err
-	}
 	pl.path, pl.fail = lookPath(opts.Argv[0], pl.dir, pl.env)
 	return pl, nil
 }
@@ -200,31 +197,22 @@ func prepare(id string, opts Options) (plan, error) {
 // be started ("argument list too long").
 const MaxArgBytes = 32*4096 - 1
 
-// argsFit refuses an argument of argv longer than MaxArgBytes, naming what
-// it came from (the field cmd, or argv), so that it is refused rather than
-// a process that fails to start.
-func argsFit(argv []string, field string) error {
-	for i, a := range argv {
-		if len(a) <= MaxArgBytes {
-			continue
-		}
-		if field == "cmd" {
-			return fmt.Errorf("%w: cmd is %d bytes, and a program takes at most %d in one argument, which the shell gets it as: write a longer script to a file and run that, or run it as a session command", process.ErrInvalidArgument, len(a), MaxArgBytes)
-		}
-		return fmt.Errorf("%w: argv[%d] is %d bytes, and a program takes at most %d in one argument", process.ErrInvalidArgument, i, len(a), MaxArgBytes)
-	}
-	return nil
-}
-
-// checkStrings refuses a NUL in cmd or argv and an env that execve cannot
-// pass as asked: refused here, not a process that fails to start.
+// checkStrings refuses a NUL in cmd or argv, an argument longer than
+// MaxArgBytes, and an env that execve cannot pass as asked: refused here,
+// not a process that fails to start.
 func checkStrings(opts Options) error {
 	if err := process.CheckArg("cmd", opts.Cmd); err != nil {
 		return err
 	}
+	if len(opts.Cmd) > MaxArgBytes {
+		return fmt.Errorf("%w: cmd is %d bytes, and a program takes at most %d in one argument, which the shell gets it as: write a longer script to a file and run that, or run it as a session command", process.ErrInvalidArgument, len(opts.Cmd), MaxArgBytes)
+	}
 	for i, a := range opts.Argv {
 		if err := process.CheckArg("argv["+strconv.Itoa(i)+"]", a); err != nil {
 			return err
+		}
+		if len(a) > MaxArgBytes {
+			return fmt.Errorf("%w: argv[%d] is %d bytes, and a program takes at most %d in one argument", process.ErrInvalidArgument, i, len(a), MaxArgBytes)
 		}
 	}
 	return process.CheckEnv(opts.Env)
