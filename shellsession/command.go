@@ -8,7 +8,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -212,7 +211,7 @@ func (c *Command) start() (*readLoop, *streams) {
 	s.mu.Lock()
 	cwd, prev, flags := s.cwd, s.lastStatus, s.flags
 	s.mu.Unlock()
-	traced, run := tracesCommand(s.sh, flags), runner(s.sh, flags)
+	traced := tracesCommand(s.sh, flags)
 
 	// The whole text is needed only here: the record keeps its head.
 	cmd := c.opts.Cmd
@@ -242,16 +241,11 @@ func (c *Command) start() (*readLoop, *streams) {
 		return nil, nil
 	}
 	text := scriptText(s.sh, cmd, traced, prev)
+	run := runner(s.sh, flags, chk.parsedLater)
 	paths := sentinel.Paths{
 		Stdin: st.stdin, Stdout: st.out.Path, Stderr: st.err.Path, Script: s.scriptName,
 		Announce: announces(s.sh), Calls: frameCalls(s.sh), Run: run,
-		EndInText: keepsReadAhead(s.sh), GuardInScript: guardsInScript(s.sh, flags),
-	}
-	if chk.parsedLater && run == sentinel.RunSource && !strings.Contains(flags, "v") {
-		// bash evals the text, with the guard set by the frame: should it
-		// refuse the text, eval's status is 2, its message has no path,
-		// and the end line reports that as the command's.
-		paths.Run, paths.GuardInScript = sentinel.RunFile, false
+		EndInText: keepsReadAhead(s.sh), GuardInScript: guardsInScript(s.sh, flags, run),
 	}
 	if run == sentinel.RunText {
 		paths.Text = text

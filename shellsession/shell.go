@@ -246,16 +246,21 @@ var (
 // they are read, as typed ones are at a terminal). The other shells source
 // the file: in an eval, mksh's LINENO is 1 on every line and busybox's counts
 // every line the shell has read since it started; bash names no file anyway,
-// and ksh93 would name "eval" with a line number.
-func runner(sh shells.Shell, flags string) sentinel.Run {
+// and ksh93 would name "eval" with a line number. But bash evals a text
+// that it may refuse as it reads it (parsedLater, see checkResult), so that
+// a refusal is the eval's status, 2, with a message naming no file, rather
+// than a sourced file that never ran.
+func runner(sh shells.Shell, flags string, parsedLater bool) sentinel.Run {
 	if strings.Contains(flags, "v") {
 		return sentinel.RunSource
 	}
-	switch sh.Family {
-	case shells.Zsh:
+	switch {
+	case sh.Family == shells.Zsh:
 		return sentinel.RunFile
-	case shells.Dash:
+	case sh.Family == shells.Dash:
 		return sentinel.RunText
+	case parsedLater: // bash
+		return sentinel.RunFile
 	}
 	return sentinel.RunSource
 }
@@ -309,8 +314,11 @@ const (
 // trace them into the command's stderr, nor under set -T, where a DEBUG trap
 // would run for them (a terminal runs it for the command's own words only).
 // Not zsh, whose DEBUG trap runs for a sourced file's words in any case.
-func guardsInScript(sh shells.Shell, flags string) bool {
-	return sh.Family == shells.Bash && !strings.ContainsAny(flags, "vxT")
+// Not for a text run (run) other than by sourcing it: bash's eval of a text
+// it refuses (see runner) would leave the guard unset, and the command
+// failed, where its status is the refusal's.
+func guardsInScript(sh shells.Shell, flags string, run sentinel.Run) bool {
+	return sh.Family == shells.Bash && run == sentinel.RunSource && !strings.ContainsAny(flags, "vxT")
 }
 
 // retraceStatus gives $? back the previous command's status, prev, after
