@@ -72,8 +72,9 @@ func (s *Server) writeRunAnswer(w http.ResponseWriter, p process.Process, a runA
 	default:
 	}
 	e := p.Log().Excerpt(a.after, a.limit)
+	var output []string // the plain text of all channels, when it fits
 	if a.plain && a.limit > 0 {
-		e = fitPlain(p.Log(), a.after, a.limit, e)
+		e, output = fitPlain(p.Log(), a.after, a.limit, e)
 	}
 	status := http.StatusOK
 	if !done {
@@ -117,7 +118,9 @@ func (s *Server) writeRunAnswer(w http.ResponseWriter, p process.Process, a runA
 	out := func(c logstore.Channel) bool { return c != logstore.Stderr }
 	errs := func(c logstore.Channel) bool { return c == logstore.Stderr }
 	if a.plain {
-		output := plainParts(parts, all, a.limit)
+		if output == nil {
+			output = plainParts(parts, all, a.limit)
+		}
 		stdout := plainParts(parts, out, a.limit-min(plainLen(plainParts(parts, errs, -1)), a.limit/2))
 		stderr := plainParts(parts, errs, a.limit-plainLen(stdout))
 		enc.plainText("output", output)
@@ -299,25 +302,30 @@ func (e *encoder) members(v any) {
 }
 
 // fitPlain returns an excerpt after after whose plain text is at most
-// limit bytes, e or one taken again with fewer bytes. Rendering can make
+// limit bytes, e or one taken again with fewer bytes, and that text (as
+// plainParts gives it), or nil when no excerpt of one byte or more fits. Rendering can make
 // text longer than its bytes (a cursor move becomes blanks), and text cut
 // to the limit after rendering (see plainParts) would leave out what the
 // excerpt does not say it omitted: the end of its head, the start of its
 // tail. With fewer bytes, what the text leaves out is the excerpt's
 // omitted bytes, which a reader reads on from. The cut after rendering is
 // then a last resort, for a tail of one byte whose text is still too long.
-func fitPlain(l *logstore.Log, after logstore.Cursor, limit int, e logstore.Excerpt) logstore.Excerpt {
+func fitPlain(l *logstore.Log, after logstore.Cursor, limit int, e logstore.Excerpt) (logstore.Excerpt, []string) {
 	all := func(logstore.Channel) bool { return true }
 	bytes := limit
 	for range 16 {
-		n := plainLen(plainParts([][]logstore.Frame{e.Head, e.Tail}, all, -1))
-		if n <= limit || bytes <= 1 {
-			return e
+		texts := plainParts([][]logstore.Frame{e.Head, e.Tail}, all, -1)
+		n := plainLen(texts)
+		if n <= limit {
+			return e, texts
+		}
+		if bytes <= 1 {
+			break
 		}
 		bytes = max(1, min(bytes-1, bytes*limit/n))
 		e = l.Excerpt(after, bytes)
 	}
-	return e
+	return e, nil
 }
 
 // plainParts renders the frames of each part on the channels keep accepts
