@@ -354,3 +354,22 @@ func TestLongestCmdRuns(t *testing.T) {
 	r := wait(t, p)
 	require.True(t, r.Reason == process.Exited && r.ExitCode != nil && *r.ExitCode == 0, "%+v", r)
 }
+
+// TestHalfCharacterKeepsItsPlace: a program that writes half a character
+// on stdout, then on stderr a while later, has them in that order: the
+// half waited for its rest, and came after stderr's line, at the end.
+func TestHalfCharacterKeepsItsPlace(t *testing.T) {
+	t.Parallel()
+	p := start(t, Options{Cmd: `printf 'progress \342\226'; sleep 0.3; echo done >&2`})
+	r := wait(t, p)
+	require.True(t, r.Reason == process.Exited && r.ExitCode != nil && *r.ExitCode == 0, "%s", show(r))
+	var order []string // runs of one channel's bytes, as frames gave them
+	last := ""
+	for _, f := range p.Log().Page(0, 0).Frames {
+		if ch := f.Channel.String(); ch != last {
+			order, last = append(order, ch+":"), ch
+		}
+		order[len(order)-1] += string(f.Data)
+	}
+	require.Equal(t, []string{"stdout:progress \xe2\x96", "stderr:done\n"}, order)
+}
