@@ -357,7 +357,7 @@ func (s *Server) list(ctx context.Context, _ *mcp.CallToolRequest, _ ListInput) 
 			where = "-"
 		}
 		state := ""
-		if x.State != "running" {
+		if x.State != string(api.Running) {
 			state = ", " + x.State // queued behind another: starting
 		}
 		if x.WaitingForInput {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/internal/plaintext"
 )
@@ -50,7 +51,7 @@ func (s *Server) result(ctx context.Context, r *client.RunResult, o output, p *c
 	if p != nil {
 		out.ID = p.ID
 		out.Running = true
-		out.Queued = p.State == "starting"
+		out.Queued = p.State == api.Starting
 		out.WaitingForInput = r.WaitingForInput || p.WaitingForInput
 		out.Next = o.holdBack(r.Next)
 		return out
