@@ -301,6 +301,7 @@ async function execute(ctx, cell, script, wrapped) {
 async function executeCell(ctx, cell, script, wrapped) {
   let value;
   try {
+    drainINT(cell.id);
     const listeners = sigintOwn();
     if (watchdog) pendingINT(); // a signal from before the cell is not for it
     send(`S ${cell.id}\n`);
@@ -324,6 +325,7 @@ async function executeCell(ctx, cell, script, wrapped) {
     }
   } catch (e) {
     if (isInterrupt(e)) {
+      if (!cell.abort) noted(true); // the watchdog ended the script: the signal is taken
       send(`I ${cell.id}\n`);
       emit(2, describe(e));
       return 130;
@@ -462,7 +464,32 @@ try {
 } catch { watchdog = null; }
 function pendingINT() {
   watchdog.startSigintWatchdog();
-  return watchdog.stopSigintWatchdog(); // true when a signal came since the last call
+  return noted(watchdog.stopSigintWatchdog()); // true when a signal came since the last call
+}
+// The watchdog takes a signal on a thread of its own, which a busy machine
+// may run late: a SIGINT sent to a cell that then ended by itself (it had
+// stopped its interpreter, say, and was continued to take the interrupt)
+// can reach the watchdog after the next cell's script has begun, and Node
+// would end that script. So the driver notes which cell's interrupt it last
+// saw taken (seenINT: the cell "int" named then), and before a cell runs,
+// when "int" names an earlier cell whose interrupt it has not seen, it
+// waits for the watchdog to note it, for at most a second. Not when the
+// interpreter has SIGINT listeners: the signal then went to them. Two
+// signals in flight at once (an interrupt sent twice) are seen as one.
+let seenINT = NaN;
+function noted(had) {
+  if (had) seenINT = interrupted();
+  return had;
+}
+const nap = new Int32Array(new SharedArrayBuffer(4));
+function drainINT(id) {
+  if (!watchdog) return;
+  const n = interrupted();
+  if (!(n > 0) || n >= id || n === seenINT) return;
+  if (process.listenerCount('SIGINT') === 0) {
+    for (let i = 0; i < 1000 && !pendingINT(); i++) Atomics.wait(nap, 0, 0, 1);
+  }
+  seenINT = n;
 }
 // A process.on('SIGINT') listener of a cell takes SIGINT from the watchdog
 // (libuv installs its own handler), and removing the last one leaves SIGINT
@@ -486,7 +513,7 @@ function sigintOwn() {
   // tell, and puts the handler back each time.
   if (sigintTouched || listeners.length > 0 || !process.rawListeners('newListener').includes(onNewListener)) {
     sigintTouched = false;
-    watchdog.stopSigintWatchdog();
+    noted(watchdog.stopSigintWatchdog());
     watchdog.startSigintWatchdog();
   }
   return listeners;

@@ -5,7 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // TestInterruptAfterAwait: kill INT stops a JavaScript cell busy after its
@@ -155,6 +159,87 @@ func TestInterruptStoppedInterpreter(t *testing.T) {
 	}
 }
 
+// TestLateWatchdogSignal: Node takes SIGINT on a watchdog thread of its
+// own, which a busy machine may run late. A SIGINT sent to a cell that then
+// ends by itself before that thread has run must not end the next cell's
+// script. Here the interpreter's threads but its main one are held
+// (ptrace) while a cell is interrupted and ends by itself, and let go while
+// the next cell runs. Before, that cell ended interrupted (130); seen once
+// under the load of the whole suite, after a cell that stopped its own
+// interpreter was interrupted and continued.
+func TestLateWatchdogSignal(t *testing.T) {
+	c := newContext(t, Options{Language: JavaScript})
+	run(t, c, "1")
+	busy := func(ms int) string {
+		return fmt.Sprintf("{ const t = Date.now(); while (Date.now() - t < %d); } ", ms)
+	}
+	thaw := holdThreads(t, c.cmd.Process.Pid)
+	cell, err := c.Submit(CellOptions{Code: busy(150) + "1"})
+	require.NoError(t, err)
+	waitStarted(t, cell)
+	require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
+	wait(t, cell) // it ends by itself, its interrupt still in flight
+	next, err := c.Submit(CellOptions{Code: busy(300) + "console.log('next')"})
+	require.NoError(t, err)
+	time.Sleep(100 * time.Millisecond)
+	thaw()
+	r := wait(t, next)
+	out, errOut := output(next)
+	require.Equal(t, 0, code(r), "%+v %q", r, errOut)
+	require.Equal(t, "next\n", out)
+}
+
+// holdThreads stops, through ptrace, the threads of process pid that block
+// SIGINT (Node's watchdog helper among them), until thaw is called. The
+// others are left to run: a held thread that took the signal itself would
+// keep it from the handler, and V8's workers are waited on by the main one.
+func holdThreads(t *testing.T, pid int) (thaw func()) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	require.NoError(t, err)
+	held, release, done := make(chan error, 1), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // ptrace's requests come from the thread that attached
+		defer runtime.UnlockOSThread()
+		var tids []int
+		defer func() {
+			for _, tid := range tids {
+				unix.PtraceDetach(tid)
+			}
+		}()
+		for _, task := range tasks {
+			tid, _ := strconv.Atoi(task.Name())
+			if tid == pid || !blocksSIGINT(tid) {
+				continue
+			}
+			if err := unix.PtraceSeize(tid); err != nil {
+				held <- fmt.Errorf("ptrace seize %d: %w", tid, err)
+				return
+			}
+			tids = append(tids, tid)
+			var ws unix.WaitStatus
+			if err := unix.PtraceInterrupt(tid); err != nil {
+				held <- fmt.Errorf("ptrace interrupt %d: %w", tid, err)
+				return
+			}
+			if _, err := unix.Wait4(tid, &ws, unix.WALL, nil); err != nil {
+				held <- fmt.Errorf("wait %d: %w", tid, err)
+				return
+			}
+		}
+		held <- nil
+		<-release
+	}()
+	if err := <-held; err != nil {
+		<-done
+		t.Skipf("the interpreter's threads cannot be held: %v", err)
+	}
+	var once sync.Once
+	thaw = func() { once.Do(func() { close(release); <-done }) }
+	t.Cleanup(thaw)
+	return thaw
+}
+
 // TestInterruptOnFullFileSystem: with the context's file system full (a
 // cell filled /dev/shm), an interrupt still reaches the running cell: the
 // file that names it is rewritten in place, with no new room. Before, the
@@ -219,4 +304,19 @@ func TestInterruptWithSigintListener(t *testing.T) {
 			require.Equal(t, map[string]string{"kept": "1\n", "removed": "0\n"}[name], out)
 		})
 	}
+}
+
+// blocksSIGINT tells whether thread tid blocks SIGINT.
+func blocksSIGINT(tid int) bool {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if mask, ok := strings.CutPrefix(line, "SigBlk:\t"); ok {
+			bits, err := strconv.ParseUint(mask, 16, 64)
+			return err == nil && bits&(1<<(syscall.SIGINT-1)) != 0
+		}
+	}
+	return false
 }
