@@ -69,7 +69,7 @@ func startMCP(t *testing.T, env []string, args ...string) *conn {
 }
 
 // call calls the tool and returns its result and its text.
-func (c *conn) call(name string, args map[string]any) (*mcp.CallToolResult, string) {
+func (c *conn) call(name string, args any) (*mcp.CallToolResult, string) {
 	c.t.Helper()
 	ctx, cancel := contextWithGuard(c.t)
 	defer cancel()

@@ -1,6 +1,7 @@
 package mcpserver_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -114,6 +115,21 @@ func testErrors(t *testing.T, c *conn) {
 	require.Contains(t, c.toolError("interact", map[string]any{"id": "no-such-id", "input": "x"}), "not found")
 	require.Contains(t, c.toolError("close_session", map[string]any{"session": "never-made"}), "no session")
 	require.Contains(t, c.toolError("run", map[string]any{"command": "true", "session": "badshell", "shell": "/no/such/shell"}), "create session")
+
+	// A key given twice is refused, as the daemon's API refuses it, and
+	// nothing runs: a gateway that checked the call may have read the other.
+	ran := filepath.Join(t.TempDir(), "ran")
+	for _, args := range []string{
+		`{"command": "true", "command": "touch ` + ran + `"}`,
+		`{"command": "touch ` + ran + `", "limits": {"pids": 64, "pids": 0}}`,
+	} {
+		res, text := c.call("run", json.RawMessage(args))
+		require.True(t, res.IsError, "%s: %s", args, text)
+		require.Contains(t, text, "given twice", args)
+		require.NoFileExists(t, ran)
+	}
+	_, text := c.call("run", json.RawMessage(`{"command": "touch `+ran+`", "session": "dup"}`))
+	require.FileExists(t, ran, text)
 }
 
 // A command waiting for input answers early, and is answered through
