@@ -38,25 +38,36 @@ func TestDisplayThrows(t *testing.T) {
 	}
 }
 
-// TestPromiseDisplayKeepsCellPrivate: a displayed Promise (the last value,
-// console.log) shows what Node keeps on it for the driver's
-// AsyncLocalStorage, which is a token of the cell, not the driver's record
-// of it: not the cell's code, its end marker's nonce, nor its FIFOs' paths.
-func TestPromiseDisplayKeepsCellPrivate(t *testing.T) {
+// TestPromiseDisplay: a displayed Promise (the last value, console.log, in
+// an array, of the cell's realm or of Node's) shows as Node shows one
+// without async hooks: nothing of what Node keeps on it for the driver's
+// AsyncLocalStorage (its hooks' ids, the cell's token), a property of the
+// cell's own kept. Before, "Promise { 4, [Symbol(async_id_symbol)]: 10,
+// [Symbol(trigger_async_id_symbol)]: 4, [Symbol(kResourceStore)]: ConchCell
+// {} }". And never anything of the cell's record: not its code, its end
+// marker's nonce, nor its FIFOs' paths.
+func TestPromiseDisplay(t *testing.T) {
 	t.Parallel()
 	c := newContext(t, Options{Language: JavaScript})
-	for _, cell := range []string{
-		"async function secretive() { return 3 }; secretive()",
-		"console.log(Promise.resolve(4)); undefined",
-		"await null; Promise.resolve(5)",
+	for cell, want := range map[string]string{
+		"async function secretive() { return 3 }; secretive()": "Promise { 3 }\n",
+		"console.log(Promise.resolve(4)); undefined":           "Promise { 4 }\n",
+		"await null; Promise.resolve(5)":                       "Promise { 5 }\n",
+		"const r = Promise.reject(7); r.catch(() => {}); r":    "Promise { <rejected> 7 }\n",
+		"const q = new Promise(() => {}); q.mine = 1; [q]":     "[ Promise { <pending>, mine: 1 } ]\n",
+		"require('fs').promises.access('/')":                   "Promise { <pending> }\n",
+		"class P extends Promise {}; P.resolve(8)":             "P [Promise] { 8 }\n",
 	} {
 		r, out, errOut := run(t, c, cell)
 		require.Equal(t, 0, code(r), "%s: %s", cell, errOut)
-		require.Contains(t, out, "Promise {", cell)
+		require.Equal(t, want, out, cell)
 		for _, private := range []string{"secretive", "nonce", c.dir, "stdout", "code"} {
 			require.NotContains(t, out, private, cell)
 		}
 	}
+	// The hooks' keys stay on the promise, hidden.
+	_, out, _ := run(t, c, "Object.getOwnPropertySymbols(q).length > 0 && Object.keys(q).join()")
+	require.Equal(t, "'mine'\n", out)
 }
 
 // TestNonceOutOfFrames: no frame under a running Python cell holds its end

@@ -206,8 +206,34 @@ function makeContext() {
   const mod = new Module('[cell]');
   // V8 gives a context a console of its own that writes nowhere.
   Object.assign(sandbox, { console, require: req, module: mod, exports: mod.exports });
+  quietPromises(vm.runInContext('Promise.prototype', ctx));
   return ctx;
 }
+
+// Node keeps its async hooks' ids and the cell's token on every promise, as
+// enumerable symbol keys, which util.inspect showed: a cell's value, or what
+// it logged, read "Promise { 1, [Symbol(async_id_symbol)]: 10, ...
+// [Symbol(kResourceStore)]: ConchCell {} }". A promise's display now hides
+// them first (they stay, not enumerable); the inspect function returns the
+// promise itself, which util.inspect then shows as it would have.
+const hookKeys = new Set(['async_id_symbol', 'trigger_async_id_symbol', 'kResourceStore']);
+const ownSymbols = Object.getOwnPropertySymbols;
+const ownDescriptor = Object.getOwnPropertyDescriptor;
+const defineProperty = Object.defineProperty;
+function hideHookKeys() {
+  try {
+    for (const key of ownSymbols(this)) {
+      if (!hookKeys.has(key.description)) continue;
+      const d = ownDescriptor(this, key);
+      if (d && d.enumerable && d.configurable) defineProperty(this, key, { enumerable: false });
+    }
+  } catch {} // not a promise (a cell's object whose prototype is one's), or a Proxy that throws
+  return this;
+}
+function quietPromises(proto) {
+  defineProperty(proto, util.inspect.custom, { value: hideHookKeys, writable: true, configurable: true });
+}
+quietPromises(Promise.prototype);
 
 // describe formats an error without the driver's frames and what called it;
 // an error whose formatting throws (a cell's Error.prepareStackTrace, say)
