@@ -67,6 +67,16 @@ func TestBehaviour(t *testing.T) {
 				{code: "({a: x})", stdout: "{ a: 3 }\n"},
 				{code: "await Promise.resolve([x])", stdout: "[ 3 ]\n"},
 			},
+			"a cell in braces is an object first, as at the REPL": {
+				{code: "{ a: 1, b: 2 }", stdout: "{ a: 1, b: 2 }\n"},
+				{code: "{ a: 1 }", stdout: "{ a: 1 }\n"},
+				{code: "{\n  n: await Promise.resolve(2)\n}", stdout: "{ n: 2 }\n"},
+				{code: "{ let y = 4; console.log(y) }", stdout: "4\n"},
+				{code: "{ console.log(5) }", stdout: "5\n"},
+				{code: "{ a: 1 };", stdout: "1\n"}, // a block, whose value is its labelled statement's, as at the REPL
+				{code: "{ a: 1, b: }", status: 1, // the text's own error, not the one of it wrapped
+					stderr: "<cell 7>:1\n{ a: 1, b: }\n         ^\n\nSyntaxError: Unexpected token ':'\n"},
+			},
 			"exact output": {
 				{code: "const cp = require('child_process'); console.log('o'); console.error('e'); cp.execSync('echo x', {stdio: 'inherit'}); process.stdout.write('w\\n'); cp.execSync('ls', {stdio: 'inherit'}); void 0",
 					stdout: "o\nx\nw\nfile1\n", stderr: "e\n"},

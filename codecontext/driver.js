@@ -295,7 +295,20 @@ async function importModule(specifier, script, attributes) {
   return attrs ? import(target, attrs) : import(target);
 }
 
+// compile compiles a cell's text. As at Node's REPL, text that begins with
+// "{" and does not end with ";" is first read as an expression, so that
+// { a: 1, b: 2 } is an object (it was a SyntaxError as a block) and { a: 1 }
+// one too (not a block whose label is a); text that is no expression so
+// wrapped ({ let x = 1; f(x) }) is read as it is.
 function compile(code, filename) {
+  if (/^\s*{/.test(code) && !/;\s*$/.test(code)) {
+    const c = compileText(`(${code.trim()})\n`, filename);
+    if (!c.error) return c;
+  }
+  return compileText(code, filename);
+}
+
+function compileText(code, filename) {
   const options = { filename, importModuleDynamically: importModule };
   try {
     return { script: new vm.Script(code, options) };
