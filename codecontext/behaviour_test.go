@@ -76,6 +76,11 @@ func TestBehaviour(t *testing.T) {
 				{code: "{ a: 1 };", stdout: "1\n"}, // a block, whose value is its labelled statement's, as at the REPL
 				{code: "{ a: 1, b: }", status: 1, // the text's own error, not the one of it wrapped
 					stderr: "<cell 7>:1\n{ a: 1, b: }\n         ^\n\nSyntaxError: Unexpected token ':'\n"},
+				{code: "{ a: 3 } // a comment", stdout: "{ a: 3 }\n"},
+				// Text that closes the parenthesis the REPL would put around it
+				// does not compile: nothing of it runs.
+				{code: "{}); console.log('ran'); ({}", status: 1,
+					stderr: "<cell 9>:1\n{}); console.log('ran'); ({}\n  ^\n\nSyntaxError: Unexpected token ')'\n"},
 			},
 			"exact output": {
 				{code: "const cp = require('child_process'); console.log('o'); console.error('e'); cp.execSync('echo x', {stdio: 'inherit'}); process.stdout.write('w\\n'); cp.execSync('ls', {stdio: 'inherit'}); void 0",

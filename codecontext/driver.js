@@ -296,16 +296,37 @@ async function importModule(specifier, script, attributes) {
 }
 
 // compile compiles a cell's text. As at Node's REPL, text that begins with
-// "{" and does not end with ";" is first read as an expression, so that
-// { a: 1, b: 2 } is an object (it was a SyntaxError as a block) and { a: 1 }
-// one too (not a block whose label is a); text that is no expression so
-// wrapped ({ let x = 1; f(x) }) is read as it is.
+// "{" and does not end with ";" is read as an expression when it is one, so
+// that { a: 1, b: 2 } is an object (it was a SyntaxError as a block) and
+// { a: 1 } one too (not a block whose label is a); other text so begun
+// ({ let x = 1; f(x) }) is read as it is. Unlike the REPL, which wraps such
+// text in parentheses and sees whether that compiles, the driver first asks
+// Node's own parser whether the whole text is one expression: text that
+// closes the parenthesis itself, "{}); f(); ({", does not compile, and so
+// must not run.
+let acorn = null;
+try {
+  acorn = require('internal/deps/acorn/acorn/dist/acorn');
+} catch {}
 function compile(code, filename) {
-  if (/^\s*{/.test(code) && !/;\s*$/.test(code)) {
-    const c = compileText(`(${code.trim()})\n`, filename);
+  if (/^\s*{/.test(code) && !/;\s*$/.test(code) && wholeExpression(code)) {
+    const c = compileText(`(${code}\n)`, filename);
     if (!c.error) return c;
   }
   return compileText(code, filename);
+}
+
+// wholeExpression reports whether code is one expression, with nothing but
+// blanks and comments after it.
+function wholeExpression(code) {
+  if (!acorn) return false;
+  try {
+    const options = { ecmaVersion: 'latest', allowAwaitOutsideFunction: true };
+    const end = acorn.parseExpressionAt(code, 0, options).end;
+    return acorn.parse(code.slice(end), options).body.length === 0;
+  } catch {
+    return false;
+  }
 }
 
 function compileText(code, filename) {
