@@ -6,6 +6,7 @@
 import _signal as _csignal
 import ast
 import builtins
+import contextvars
 import io
 import json
 import linecache
@@ -27,6 +28,7 @@ _os = types.SimpleNamespace(**{n: getattr(os, n) for n in (
     "write", "writev", "read", "open", "close", "dup", "dup2", "getcwdb", "getpid", "_exit",
     "devnull", "O_RDONLY", "O_WRONLY", "O_RDWR")})
 _loads = json.loads
+_import = builtins.__import__
 _parse, _Expr, _Expression = ast.parse, ast.Expr, ast.Expression
 _io_open = io.open
 _Lock = threading.Lock
@@ -51,6 +53,19 @@ class _S:
     send = None  # its sendall, bound once
     handler = None  # the SIGINT handler a cell set, in place only while cells run
     marker = None  # returns the running cell's end marker (see _sealed)
+    loop = None  # the event loop of cells with top-level await, made at the first
+    from_loop = None  # the exception that ended the last such cell, raised through the loop
+
+
+# The cell the main thread runs for: an asyncio task (or callback) copies it
+# as it is made, so a task a cell left running that goes on while a later
+# cell awaits is told apart from that cell (see _cell_of_thread).
+_cell_var = contextvars.ContextVar("conch_cell", default=None)
+# What compiles a cell: top-level await allowed, as in IPython and
+# "python -m asyncio"; the code object of text that uses it is a coroutine
+# function's (CO_COROUTINE), which _awaited runs.
+_TOP_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+_CO_COROUTINE = 0x80
 
 
 def _forked():
@@ -70,6 +85,11 @@ def _forked_child():
 def _cell_of_thread():
     # A thread belongs to the cell that started it; the main thread to the
     # running cell. Output of a thread whose cell has ended goes nowhere.
+    # Code run in a context a cell set (an asyncio task, a callback,
+    # asyncio.to_thread's function) belongs to that cell.
+    c = _cell_var.get()
+    if c is not None:
+        return c
     t = threading.current_thread()
     if t is threading.main_thread():
         return _S.cell
@@ -236,6 +256,14 @@ def _print_exc(e):
     try:
         te = _TracebackException(type(e), e, e.__traceback__)
         _strip(te, set())
+        if e is _S.from_loop:
+            # It ended a cell with top-level await: the frames before the
+            # cell's first are the event loop's that ran it (all of them for
+            # an interrupt that came as the loop waited).
+            i = 0
+            while i < len(te.stack) and not te.stack[i].filename.startswith("<cell "):
+                i += 1
+            te.stack = _from_list(list(te.stack)[i:])
         try:
             text = "".join(te.format())
         except Exception:
@@ -270,8 +298,51 @@ def _compile(src, name):
     tree = _parse(src, name, "exec")
     last = None
     if tree.body and isinstance(tree.body[-1], _Expr):
-        last = compile(_Expression(tree.body.pop().value), name, "eval")
-    return compile(tree, name, "exec"), last
+        last = compile(_Expression(tree.body.pop().value), name, "eval", _TOP_AWAIT)
+    return compile(tree, name, "exec", _TOP_AWAIT), last
+
+
+def _uses_await(code):
+    return code is not None and code.co_flags & _CO_COROUTINE
+
+
+async def _cell_coro(body, last, ns):
+    # A cell with top-level await: both of its parts run in the event loop,
+    # the statements before an await too (asyncio.create_task needs it
+    # running), as IPython runs such a cell.
+    r = eval(body, ns)
+    if _uses_await(body):
+        await r
+    if last is None:
+        return None
+    v = eval(last, ns)
+    if _uses_await(last):
+        v = await v
+    return v
+
+
+def _awaited(coro):
+    # Runs a cell's coroutine to its end on the context's event loop, which
+    # lives from cell to cell (as IPython's does): tasks a cell started go on
+    # while later cells await, their output dropped (see _cell_of_thread).
+    # An interrupt, or any exception that leaves the coroutine unfinished,
+    # cancels it and lets it run its cleanup.
+    asyncio = _import("asyncio")
+    loop = _S.loop
+    if loop is None or loop.is_closed():
+        loop = _S.loop = asyncio.new_event_loop()
+    task = loop.create_task(coro)
+    try:
+        return loop.run_until_complete(task)
+    except BaseException as e:
+        _S.from_loop = e
+        if not task.done():
+            task.cancel()
+            try:
+                loop.run_until_complete(task)
+            except BaseException:
+                pass
+        raise
 
 
 def _exit_status(e):
@@ -290,9 +361,14 @@ def _execute(ns, body, last, n):
         try:
             _S.send(b"S %d\n" % n)
             _cells_handler()
-            exec(body, ns)
-            if last is not None:
-                sys.displayhook(eval(last, ns))
+            if _uses_await(body) or _uses_await(last):
+                v = _awaited(_cell_coro(body, last, ns))
+                if last is not None:
+                    sys.displayhook(v)
+            else:
+                exec(body, ns)
+                if last is not None:
+                    sys.displayhook(eval(last, ns))
         finally:
             _S.armed = False
             _drivers_handler()
@@ -300,9 +376,11 @@ def _execute(ns, body, last, n):
         _os._exit(_exit_status(e))
     except KeyboardInterrupt as e:
         _print_exc(e)
+        _S.from_loop = None
         return 130
     except BaseException as e:
         _print_exc(e)
+        _S.from_loop = None
         return 1
     return 0
 
@@ -317,6 +395,7 @@ def _open_cell(msg):
         _os.dup2(err, 2)
         _os.close(stdin)
         _S.out, _S.err, _S.cell = out, err, msg["id"]
+        _cell_var.set(msg["id"])
     sys.stdin = _io_open(0, "r", encoding="utf-8", errors="surrogateescape", closefd=False)
 
 
