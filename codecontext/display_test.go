@@ -192,3 +192,27 @@ raise E()`)
 	_, out, _ := run(t, c, "1 + 1")
 	require.Equal(t, "2\n", out)
 }
+
+// TestPythonDisplayFrees: what a value's display frees (the value it
+// replaces as "_") warns as the REPL's does from "<stdin>", from the cell:
+// a coroutine never awaited, shown by one cell and replaced by the next
+// one's value, warns "<cell 3>:1: RuntimeWarning: ...", where the warning
+// named the driver's file and line. A display that raises shows the
+// frames of the cell's code only, not the one that called the display.
+func TestPythonDisplayFrees(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	run(t, c, "async def f():\n    return 1")
+	_, out, _ := run(t, c, "f()")
+	require.True(t, strings.HasPrefix(out, "<coroutine object f at "), out)
+	r, out, errOut := run(t, c, "x = 2\nx")
+	require.Equal(t, 0, code(r))
+	require.Equal(t, "2\n", out)
+	require.True(t, strings.HasPrefix(errOut, "<cell 3>:1: RuntimeWarning: coroutine 'f' was never awaited\n"), errOut)
+	require.NotContains(t, errOut, "driver")
+
+	r, out, errOut = run(t, c, "class R:\n    def __repr__(self):\n        raise ValueError('no repr')\nR()")
+	require.Equal(t, 1, code(r))
+	require.Empty(t, out)
+	require.Equal(t, "Traceback (most recent call last):\n  File \"<cell 4>\", line 3, in __repr__\n    raise ValueError('no repr')\nValueError: no repr\n", errOut)
+}

@@ -55,6 +55,7 @@ class _S:
     marker = None  # returns the running cell's end marker (see _sealed)
     loop = None  # the event loop of cells with top-level await, made at the first
     from_loop = None  # the exception that ended the last such cell, raised through the loop
+    from_display = None  # the exception that the display of a cell's value raised
 
 
 # The cell the main thread runs for: an asyncio task (or callback) copies it
@@ -264,6 +265,8 @@ def _print_exc(e):
             while i < len(te.stack) and not te.stack[i].filename.startswith("<cell "):
                 i += 1
             te.stack = _from_list(list(te.stack)[i:])
+        elif e is _S.from_display and te.stack:
+            te.stack = _from_list(list(te.stack)[1:])  # the display's own (see _display)
         try:
             text = "".join(te.format())
         except Exception:
@@ -345,6 +348,19 @@ def _awaited(coro):
         raise
 
 
+def _display(v, n):
+    # Shows a cell's value through sys.displayhook, called from a frame of
+    # the cell's: what the display frees (the value it replaces as "_")
+    # warns from there, as from "<stdin>" at the REPL ("<cell 3>:1:
+    # RuntimeWarning: coroutine 'f' was never awaited"), not from the
+    # driver's file.
+    try:
+        eval(compile("h(v)", "<cell %d>" % n, "eval"), {"h": sys.displayhook, "v": v})
+    except BaseException as e:
+        _S.from_display = e
+        raise
+
+
 def _exit_status(e):
     code = e.code
     if code is None:
@@ -363,12 +379,11 @@ def _execute(ns, body, last, n):
             _cells_handler()
             if _uses_await(body) or _uses_await(last):
                 v = _awaited(_cell_coro(body, last, ns))
-                if last is not None:
-                    sys.displayhook(v)
             else:
                 exec(body, ns)
-                if last is not None:
-                    sys.displayhook(eval(last, ns))
+                v = eval(last, ns) if last is not None else None
+            if last is not None:
+                _display(v, n)
         finally:
             _S.armed = False
             _drivers_handler()
@@ -376,11 +391,11 @@ def _execute(ns, body, last, n):
         _os._exit(_exit_status(e))
     except KeyboardInterrupt as e:
         _print_exc(e)
-        _S.from_loop = None
+        _S.from_loop = _S.from_display = None
         return 130
     except BaseException as e:
         _print_exc(e)
-        _S.from_loop = None
+        _S.from_loop = _S.from_display = None
         return 1
     return 0
 
