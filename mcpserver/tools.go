@@ -35,7 +35,8 @@ var runTool = &mcp.Tool{
 		`cursor read_output reads it from. A non-zero exit code is a normal result, not an error. ` +
 		`With language (python or javascript), a new session is a code context: command is run as ` +
 		`code in a persistent interpreter instead of a shell, its variables and imports carry over, ` +
-		`a trailing expression's value is printed as a REPL prints it, and an exception is exit code 1 ` +
+		`a trailing expression's value is printed as a REPL prints it, top-level await works in both ` +
+		`languages, and an exception is exit code 1 ` +
 		`with its traceback. Later runs in a code context run code whether or not language is given; ` +
 		`a language that does not match the existing session is an error.`,
 }
