@@ -122,9 +122,9 @@ func main() {
 		runtime.MemProfileRate = 0
 	}
 
-	cfg := config{quick: *quick, reps: 1000, slow: 100, bytes: 1 << 30, turnBytes: 128 << 20, pairs: 7, outputTurns: 16, commandTurns: 3, many: 256, each: 50, alone: 2000}
+	cfg := config{quick: *quick, reps: 1000, slow: 100, bytes: 1 << 30, turnBytes: 32 << 20, pairs: 7, outputTurns: 64, commandTurns: 3, many: 256, each: 50, alone: 2000}
 	if *quick {
-		cfg = config{quick: true, reps: 200, slow: 30, bytes: 512 << 20, turnBytes: 64 << 20, pairs: 5, outputTurns: 8, commandTurns: 2, many: 64, each: 20, alone: 600}
+		cfg = config{quick: true, reps: 200, slow: 30, bytes: 512 << 20, turnBytes: 32 << 20, pairs: 5, outputTurns: 16, commandTurns: 2, many: 64, each: 20, alone: 600}
 	}
 	cfg.cpuProfile, cfg.heapProfile = *cpuProfile, *heapProfile
 	if *soak > 0 {
