@@ -67,6 +67,20 @@ func TestBehaviour(t *testing.T) {
 				{code: "({a: x})", stdout: "{ a: 3 }\n"},
 				{code: "await Promise.resolve([x])", stdout: "[ 3 ]\n"},
 			},
+			"_ and _error, as at the REPL": {
+				{code: "1 + 1", stdout: "2\n"},
+				{code: "_ * 10", stdout: "20\n"},
+				{code: "let u = 3"},
+				{code: "typeof _", stdout: "'undefined'\n"},
+				{code: "null.x", status: 1, stderr: "TypeError: Cannot read properties of null (reading 'x')\n    at <cell 5>:1:6\n"},
+				{code: "_error.message", stdout: "\"Cannot read properties of null (reading 'x')\"\n"},
+				{code: "await Promise.resolve(9)", stdout: "9\n"},
+				{code: "_", stdout: "9\n"},
+				{code: "Object.keys(globalThis).includes('_')", stdout: "false\n"},
+				{code: "_ = 'mine'", stdout: "'mine'\n"}, // from then on the cell's own
+				{code: "1", stdout: "1\n"},
+				{code: "_", stdout: "'mine'\n"},
+			},
 			"a cell in braces is an object first, as at the REPL": {
 				{code: "{ a: 1, b: 2 }", stdout: "{ a: 1, b: 2 }\n"},
 				{code: "{ a: 1 }", stdout: "{ a: 1 }\n"},

@@ -207,7 +207,24 @@ function makeContext() {
   // V8 gives a context a console of its own that writes nowhere.
   Object.assign(sandbox, { console, require: req, module: mod, exports: mod.exports });
   quietPromises(vm.runInContext('Promise.prototype', ctx));
+  for (const name of Object.keys(last)) {
+    Object.defineProperty(sandbox, name, {
+      configurable: true,
+      get: () => last[name],
+      set: (v) => { defineProperty(sandbox, name, { value: v, writable: true, enumerable: true, configurable: true }); },
+    });
+  }
   return ctx;
+}
+
+// As at Node's REPL, _ is the value of the last cell that ended without an
+// error (undefined too) and _error the last error a cell threw, until a
+// cell assigns or declares either: from then on it is the cell's variable.
+const last = { _: undefined, _error: undefined };
+function remember(ctx, name, v) {
+  let d;
+  try { d = ownDescriptor(ctx, name); } catch { return; }
+  if (d && d.get) last[name] = v;
 }
 
 // Node keeps its async hooks' ids and the cell's token on every promise, as
@@ -390,6 +407,7 @@ async function executeCell(ctx, cell, script, wrapped) {
       emit(2, describe(e));
       return 130;
     }
+    remember(ctx, '_error', e);
     emit(2, describe(e));
     return 1;
   } finally {
@@ -397,6 +415,7 @@ async function executeCell(ctx, cell, script, wrapped) {
     cell.abort = null;
     if (cell.poll) clearInterval(cell.poll);
   }
+  remember(ctx, '_', value);
   if (value !== undefined) {
     // The value's display runs the cell's code (a custom inspect, a
     // getter): what it throws fails the cell, as at the REPL.
