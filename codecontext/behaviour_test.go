@@ -46,6 +46,10 @@ func TestBehaviour(t *testing.T) {
 				{code: "print('ran')\nreturn 5"},
 				{code: "'x' in dir()", stdout: "False\n"},
 			},
+			"a __future__ import holds for later cells, as at the REPL": {
+				{code: "from __future__ import annotations\ndef f(x: Undefined): return x\nf.__annotations__", stdout: "{'x': 'Undefined'}\n"},
+				{code: "def g(y: AlsoUndefined): return y\ng.__annotations__", stdout: "{'y': 'AlsoUndefined'}\n"},
+			},
 			"exception keeps state": {
 				{code: "a = 1\nraise ValueError('boom')\na = 2"},
 				{code: "a", stdout: "1\n"},

@@ -4,6 +4,7 @@
 # directory. Cells run in a fresh __main__; nothing of this file shows in
 # their tracebacks. Standard library only; Python 3.9 or later.
 import _signal as _csignal
+import __future__
 import ast
 import builtins
 import contextvars
@@ -54,6 +55,7 @@ class _S:
     handler = None  # the SIGINT handler a cell set, in place only while cells run
     marker = None  # returns the running cell's end marker (see _sealed)
     loop = None  # the event loop of cells with top-level await, made at the first
+    futures = 0  # the flags of the __future__ imports cells made
     from_loop = None  # the exception that ended the last such cell, raised through the loop
     from_display = None  # the exception that the display of a cell's value raised
 
@@ -67,6 +69,11 @@ _cell_var = contextvars.ContextVar("conch_cell", default=None)
 # function's (CO_COROUTINE), which _awaited runs.
 _TOP_AWAIT = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 _CO_COROUTINE = 0x80
+# The flags of __future__ imports: one a cell made holds for the cells
+# after it, as at the REPL (from __future__ import annotations).
+_FUTURES = 0
+for _feature in __future__.all_feature_names:
+    _FUTURES |= getattr(__future__, _feature).compiler_flag
 
 
 def _forked():
@@ -299,10 +306,13 @@ def _compile(src, name):
     # Both parts compile before either runs, so text with a syntax error
     # never runs at all.
     tree = _parse(src, name, "exec")
+    flags = _TOP_AWAIT | _S.futures
     last = None
     if tree.body and isinstance(tree.body[-1], _Expr):
-        last = compile(_Expression(tree.body.pop().value), name, "eval", _TOP_AWAIT)
-    return compile(tree, name, "exec", _TOP_AWAIT), last
+        last = compile(_Expression(tree.body.pop().value), name, "eval", flags, True)
+    body = compile(tree, name, "exec", flags, True)
+    _S.futures |= body.co_flags & _FUTURES
+    return body, last
 
 
 def _uses_await(code):
