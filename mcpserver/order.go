@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,6 +30,18 @@ type order struct {
 	lines   map[string][]int64 // session name → tickets, first come first
 	of      map[jsonrpc.ID]ticket
 	changed chan struct{} // closed and replaced at each departure
+	// runs are the submissions of the runs with a ticket, by ticket, and
+	// the runs the client cancelled before theirs began.
+	runs map[int64]*submission
+	// interrupt sends INT to a command; the server's.
+	interrupt func(id string)
+}
+
+// A submission is a run's submission of its command (see order.cancel).
+type submission struct {
+	done      chan struct{} // closed once the daemon answered it
+	cmd       string        // the command's id, once queued
+	cancelled bool          // the call was cancelled before it began: none will
 }
 
 // ticket is a run's place in its session's line.
@@ -38,7 +51,69 @@ type ticket struct {
 }
 
 func newOrder() *order {
-	return &order{lines: map[string][]int64{}, of: map[jsonrpc.ID]ticket{}, changed: make(chan struct{})}
+	return &order{lines: map[string][]int64{}, of: map[jsonrpc.ID]ticket{}, changed: make(chan struct{}),
+		runs: map[int64]*submission{}}
+}
+
+// The client's cancels of runs take effect in the order it sent them.
+// Each run's handler learns of its cancel on its own goroutine, so a
+// command queued behind another, whose call was cancelled before the
+// running one's, once ran: the running one's interrupt reached the daemon
+// first and its session started the next command before that command's
+// interrupt came. The gate, which reads the cancels in order, interrupts
+// each run's command itself before it reads on (see gate.read), once the
+// command is queued; a run cancelled before its submission began submits
+// nothing.
+
+// submitting notes that the run with ticket t submits its command now, or
+// reports false when the client cancelled the call first.
+func (o *order) submitting(t int64) (*submission, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if s := o.runs[t]; s != nil && s.cancelled {
+		return nil, false
+	}
+	s := &submission{done: make(chan struct{})}
+	o.runs[t] = s
+	return s, true
+}
+
+// submitted notes how the submission s ended: cmd is the id of the command
+// queued, "" when none was.
+func (o *order) submitted(s *submission, cmd string) {
+	o.mu.Lock()
+	s.cmd = cmd
+	o.mu.Unlock()
+	close(s.done)
+}
+
+// cancel notes the client's cancel of call id and interrupts the command
+// the call submitted, after its submission when one is under way; a call
+// whose submission has not begun will submit nothing.
+func (o *order) cancel(id jsonrpc.ID) {
+	o.mu.Lock()
+	t, ok := o.of[id]
+	var s *submission
+	if ok {
+		if s = o.runs[t.n]; s == nil {
+			o.runs[t.n] = &submission{cancelled: true}
+		}
+	}
+	o.mu.Unlock()
+	if s == nil || o.interrupt == nil {
+		return
+	}
+	select {
+	case <-s.done:
+	case <-time.After(submitTimeout):
+		return
+	}
+	o.mu.Lock()
+	cmd := s.cmd
+	o.mu.Unlock()
+	if cmd != "" {
+		o.interrupt(cmd)
+	}
 }
 
 // arrive gives the run call id, to session, the next ticket.
@@ -99,6 +174,9 @@ func (o *order) answered(id jsonrpc.ID) {
 	o.mu.Lock()
 	t, ok := o.of[id]
 	delete(o.of, id)
+	if ok {
+		delete(o.runs, t.n)
+	}
 	o.mu.Unlock()
 	if ok {
 		o.leave(t.session, t.n)

@@ -131,13 +131,25 @@ func (s *Server) submit(ctx context.Context, id string, opts client.CommandOptio
 // submitInTurn submits a run's command once the runs sent to session name
 // before it were submitted (see order).
 func (s *Server) submitInTurn(ctx context.Context, req *mcp.CallToolRequest, name, id string, opts client.CommandOptions) (*client.Process, error) {
-	if t, ok := ticketOf(req); ok {
-		defer s.order.leave(name, t)
-		if err := s.order.wait(ctx, name, t); err != nil {
-			return nil, err
-		}
+	t, ok := ticketOf(req)
+	if !ok {
+		return s.submit(ctx, id, opts)
 	}
-	return s.submit(ctx, id, opts)
+	defer s.order.leave(name, t)
+	if err := s.order.wait(ctx, name, t); err != nil {
+		return nil, err
+	}
+	sub, ok := s.order.submitting(t)
+	if !ok {
+		return nil, context.Canceled // the client cancelled the call: nothing is queued
+	}
+	p, err := s.submit(ctx, id, opts)
+	queued := ""
+	if err == nil {
+		queued = p.ID
+	}
+	s.order.submitted(sub, queued)
+	return p, err
 }
 
 // interrupt sends SIGINT to the command of a call the client cancelled
@@ -159,6 +171,7 @@ func (s *Server) interrupt(id string) {
 // before Run returns.
 func (s *Server) Run(ctx context.Context) error {
 	s.stopped = ctx
+	s.order.interrupt = s.interrupt
 	t := &stdioTransport{in: os.Stdin, out: os.Stdout, order: s.order}
 	// Once ctx ends, the calls under way end (bound) and are answered
 	// before the connection goes, stopAnswers at most.

@@ -94,6 +94,9 @@ type gate struct {
 	// cancelled are the pending requests the client cancelled: their
 	// answers are not sent (MCP: a cancelled request is not answered).
 	cancelled map[jsonrpc.ID]bool
+	// cancels are the cancels read in the last line, which the reader
+	// passes to order before it reads on (see order.cancel).
+	cancels []jsonrpc.ID
 	// held are the errors of a batch's invalid elements, by the ids of its
 	// calls passed on (heldErrors).
 	held   map[jsonrpc.ID]*heldErrors
@@ -258,6 +261,7 @@ func (g *gate) noteCancel(req *jsonrpc.Request) {
 	}
 	if id, err := jsonrpc.MakeID(params.RequestID); err == nil && g.pending[id] {
 		g.cancelled[id] = true
+		g.cancels = append(g.cancels, id)
 	}
 }
 
@@ -327,7 +331,17 @@ func (g *gate) read(in io.Reader, pw *io.PipeWriter) {
 		if long {
 			g.refuse(nil, jsonrpc.CodeParseError, fmt.Sprintf("line over %d bytes", maxLine))
 		} else if len(bytes.TrimSpace(line)) > 0 {
-			for _, l := range g.check(line) {
+			lines := g.check(line)
+			g.mu.Lock()
+			cancels := g.cancels
+			g.cancels = nil
+			g.mu.Unlock()
+			for _, id := range cancels {
+				if g.order != nil {
+					g.order.cancel(id) // before the next line: in the order sent
+				}
+			}
+			for _, l := range lines {
 				if _, werr := pw.Write(append(l, '\n')); werr != nil {
 					return // the SDK closed its connection
 				}
