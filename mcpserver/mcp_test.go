@@ -175,9 +175,17 @@ func testInterrupt(t *testing.T, c *conn) {
 	text = c.ok("interact", map[string]any{"id": r.ID, "signal": "INT"}, &done)
 	require.False(t, done.Running, text)
 	require.Equal(t, "INT", done.Signal, text)
+	require.Empty(t, done.Note, text)
 
 	r, _ = c.run(map[string]any{"command": "echo after", "session": "intr"})
 	require.Equal(t, "after\n", r.Output)
+
+	// A signal for a command that ended says that it reached nothing,
+	// rather than answer the result as if it were the interrupt's.
+	text = c.ok("interact", map[string]any{"id": r.ID, "signal": "INT"}, &done)
+	require.Equal(t, 0, *done.ExitCode, text)
+	require.Contains(t, done.Note, "had ended before the signal", text)
+	require.Contains(t, text, "note: the command had ended before the signal: INT reached nothing")
 }
 
 // 10 MiB of output come back as a head and a tail within the limit, with

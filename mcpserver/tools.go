@@ -239,6 +239,15 @@ func (s *Server) interact(ctx context.Context, _ *mcp.CallToolRequest, in Intera
 		}
 		limit = max(limit-int64(shown), 1)
 	}
+	// A signal for a command that has ended reaches nothing: the answer
+	// says so, or an agent that interrupted would take the result for the
+	// interrupt's.
+	endedBefore := false
+	if in.Signal != "" {
+		if q, err := s.c.Get(ctx, in.ID); err == nil && q.Ended() {
+			endedBefore = true
+		}
+	}
 	opts := client.InteractOptions{Input: in.Input, EOF: in.EOF, Signal: in.Signal, Cursor: asked,
 		Timeout: wait.timeout, IdleTimeout: wait.idle, OutputLimit: limit}
 	r, p, err := s.c.Interact(ctx, in.ID, opts)
@@ -262,6 +271,9 @@ func (s *Server) interact(ctx context.Context, _ *mcp.CallToolRequest, in Intera
 	}
 	out := s.result(ctx, r, o, p, sessionID, wait.limit)
 	out.Session = s.names()[sessionID]
+	if endedBefore {
+		out.Note = fmt.Sprintf("the command had ended before the signal: %s reached nothing", in.Signal)
+	}
 	s.answered(out)
 	return textResult(out), out, nil
 }
