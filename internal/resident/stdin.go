@@ -51,8 +51,11 @@ func (b *Stdin) Write(p []byte) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.eof || b.closed {
-		return fmt.Errorf("%w: stdin is closed", process.ErrUnsupported)
+	switch {
+	case b.closed:
+		return fmt.Errorf("%w: stdin is closed: the command has ended", process.ErrUnsupported)
+	case b.eof:
+		return fmt.Errorf("%w: stdin is closed: its end of file was sent", process.ErrUnsupported)
 	}
 	n, err := b.queue.Admit(len(p))
 	if n > 0 {

@@ -121,3 +121,18 @@ func TestStdinNotOpen(t *testing.T) {
 	_, ok := b.Waitable()
 	require.False(t, ok)
 }
+
+// TestStdinClosedSaysWhy: input after stdin was closed is refused saying
+// why: its end of file was sent, or the command has ended (an agent read
+// "stdin is closed" of an ended command as one that still runs).
+func TestStdinClosedSaysWhy(t *testing.T) {
+	t.Parallel()
+	var b Stdin
+	b.Init(true, false)
+	require.NoError(t, b.CloseWrite())
+	err := b.Write([]byte("x"))
+	require.ErrorIs(t, err, process.ErrUnsupported)
+	require.EqualError(t, err, "unsupported operation: stdin is closed: its end of file was sent")
+	b.Close()
+	require.EqualError(t, b.Write([]byte("x")), "unsupported operation: stdin is closed: the command has ended")
+}
