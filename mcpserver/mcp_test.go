@@ -187,7 +187,7 @@ func testInterrupt(t *testing.T, c *conn) {
 	require.Contains(t, done.Note, "had ended before the signal", text)
 	require.Contains(t, text, "note: the command had ended before the signal: INT reached nothing")
 	require.Contains(t, c.toolError("interact", map[string]any{"id": r.ID, "input": "late\n"}),
-		"the command has ended (exited), and its stdin with it: nothing was written")
+		"stdin is closed: the command has ended")
 }
 
 // 10 MiB of output come back as a head and a tail within the limit, with

@@ -251,12 +251,6 @@ func (s *Server) interact(ctx context.Context, _ *mcp.CallToolRequest, in Intera
 	opts := client.InteractOptions{Input: in.Input, EOF: in.EOF, Signal: in.Signal, Cursor: asked,
 		Timeout: wait.timeout, IdleTimeout: wait.idle, OutputLimit: limit}
 	r, p, err := s.c.Interact(ctx, in.ID, opts)
-	if err != nil && (in.Input != "" || in.EOF) && client.HasCode(err, client.CodeUnsupportedOperation) {
-		if q, gerr := s.c.Get(ctx, in.ID); gerr == nil && q.Ended() {
-			// "stdin is closed" said why, not that the command is over.
-			return nil, Result{}, fmt.Errorf("the command has ended (%s), and its stdin with it: nothing was written; read_output reads what it wrote", q.Reason)
-		}
-	}
 	if err != nil {
 		return nil, Result{}, explain(err)
 	}
