@@ -217,13 +217,15 @@ func holdThreads(t *testing.T, pid int) (thaw func()) {
 				return
 			}
 			tids = append(tids, tid)
-			var ws unix.WaitStatus
 			if err := unix.PtraceInterrupt(tid); err != nil {
 				held <- fmt.Errorf("ptrace interrupt %d: %w", tid, err)
 				return
 			}
-			if _, err := unix.Wait4(tid, &ws, unix.WALL, nil); err != nil {
-				held <- fmt.Errorf("wait %d: %w", tid, err)
+			// Its stop is looked for in /proc, not waited for: the
+			// engine's reaper in this process looks at every child's
+			// events, and a wait4 here once never saw the stop.
+			if !traceStopped(pid, tid) {
+				held <- fmt.Errorf("thread %d did not stop", tid)
 				return
 			}
 		}
@@ -304,6 +306,21 @@ func TestInterruptWithSigintListener(t *testing.T) {
 			require.Equal(t, map[string]string{"kept": "1\n", "removed": "0\n"}[name], out)
 		})
 	}
+}
+
+// traceStopped waits until thread tid of process pid is in a ptrace stop,
+// a hang guard's time at most, and reports whether it is.
+func traceStopped(pid, tid int) bool {
+	for end := time.Now().Add(deadline); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+		if err != nil {
+			return false
+		}
+		if strings.Contains(string(status), "\nState:\tt (tracing stop)") {
+			return true
+		}
+	}
+	return false
 }
 
 // blocksSIGINT tells whether thread tid blocks SIGINT.
