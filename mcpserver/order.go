@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -41,7 +40,7 @@ type order struct {
 type submission struct {
 	done      chan struct{} // closed once the daemon answered it
 	cmd       string        // the command's id, once queued
-	cancelled bool          // the call was cancelled before it began: none will
+	cancelled bool          // the client cancelled the call: the gate interrupts (see order.cancel)
 }
 
 // ticket is a run's place in its session's line.
@@ -97,23 +96,31 @@ func (o *order) cancel(id jsonrpc.ID) {
 	if ok {
 		if s = o.runs[t.n]; s == nil {
 			o.runs[t.n] = &submission{cancelled: true}
+		} else {
+			s.cancelled = true
 		}
 	}
 	o.mu.Unlock()
 	if s == nil || o.interrupt == nil {
 		return
 	}
-	select {
-	case <-s.done:
-	case <-time.After(submitTimeout):
-		return
-	}
+	<-s.done // a submission takes submitTimeout at most
 	o.mu.Lock()
 	cmd := s.cmd
 	o.mu.Unlock()
 	if cmd != "" {
 		o.interrupt(cmd)
 	}
+}
+
+// cancelledByClient reports whether the client cancelled the run with
+// ticket t, whose command the gate then interrupted (see cancel): its
+// handler sends no interrupt of its own, which would be a second Ctrl-C.
+func (o *order) cancelledByClient(t int64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := o.runs[t]
+	return s != nil && s.cancelled
 }
 
 // arrive gives the run call id, to session, the next ticket.

@@ -57,6 +57,12 @@ func TestOrderCancel(t *testing.T) {
 	require.Equal(t, []string{"cmd3", "cmd2"}, interrupted)
 	_, ok = o.submitting(t4)
 	require.False(t, ok, "a run cancelled before its submission began submits nothing")
+	for _, n := range []int64{t2, t3, t4} {
+		require.True(t, o.cancelledByClient(n), "its handler sends no second interrupt")
+	}
+	t5 := o.arrive(id(5), "s")
+	require.False(t, o.cancelledByClient(t5))
+	o.answered(id(5))
 
 	// Answered calls leave nothing behind.
 	for _, n := range []int64{2, 3, 4} {

@@ -152,6 +152,13 @@ func (s *Server) submitInTurn(ctx context.Context, req *mcp.CallToolRequest, nam
 	return p, err
 }
 
+// cancelledByClient reports whether the client cancelled the run call req,
+// whose command the stdio gate interrupted then (see order.cancel).
+func (s *Server) cancelledByClient(req *mcp.CallToolRequest) bool {
+	t, ok := ticketOf(req)
+	return ok && s.order.cancelledByClient(t)
+}
+
 // interrupt sends SIGINT to the command of a call the client cancelled
 // (MCP: the receiver stops what it was asked to do); a command still
 // queued ends without running. When the server stops, its end (or the

@@ -331,6 +331,27 @@ func TestStdioCancelled(t *testing.T) {
 	require.NoFileExists(t, ran, "a cancelled command that was queued ran")
 }
 
+// TestStdioCancelledOnce: a cancelled run's command gets one SIGINT, as
+// Ctrl-C once: a program that counts them (a REPL's "press Ctrl-C again to
+// exit") must not see two. The gate's interrupt and the handler's both
+// went once.
+func TestStdioCancelledOnce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	started, ints := filepath.Join(dir, "started"), filepath.Join(dir, "ints")
+	m := startRawMCP(t)
+	m.initialize()
+	cmd := fmt.Sprintf("trap 'echo INT >> %s' INT; touch %s; while :; do sleep 0.05; done", ints, started)
+	m.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":{"command":%q,"timeout":300}}}`, cmd))
+	waitFile(t, started)
+	m.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}`)
+	waitFile(t, ints)
+	time.Sleep(time.Second) // room for a second one to land
+	b, err := os.ReadFile(ints)
+	require.NoError(t, err)
+	require.Equal(t, "INT\n", string(b), "the command's interrupts")
+}
+
 // TestStdioStopDuringCall sends SIGTERM while a tool call runs: conch mcp
 // exits 0 at once, rather than when the call's timeout (up to a day) runs
 // out.

@@ -179,7 +179,7 @@ func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput)
 		r, p, err = s.c.Interact(ctx, cmd.ID, client.InteractOptions{Cursor: "0",
 			Timeout: wait.timeout, IdleTimeout: wait.idle, OutputLimit: daemonLimit(wait.limit)})
 	}
-	if cmd != nil && ctx.Err() != nil {
+	if cmd != nil && ctx.Err() != nil && !s.cancelledByClient(req) {
 		s.interrupt(cmd.ID)
 	}
 	if sessionEnded(err) || p == nil && r != nil && canceled(r) {
