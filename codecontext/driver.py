@@ -358,6 +358,9 @@ def _awaited(coro):
         raise
 
 
+_DISPLAY = compile("h(v)", "<cell>", "eval")  # given each cell's name, not compiled again
+
+
 def _display(v, n):
     # Shows a cell's value through sys.displayhook, called from a frame of
     # the cell's: what the display frees (the value it replaces as "_")
@@ -365,7 +368,7 @@ def _display(v, n):
     # RuntimeWarning: coroutine 'f' was never awaited"), not from the
     # driver's file.
     try:
-        eval(compile("h(v)", "<cell %d>" % n, "eval"), {"h": sys.displayhook, "v": v})
+        eval(_DISPLAY.replace(co_filename="<cell %d>" % n), {"h": sys.displayhook, "v": v})
     except BaseException as e:
         _S.from_display = e
         raise
