@@ -393,3 +393,62 @@ func TestEndedOrderForgets(t *testing.T) {
 	require.Zero(t, kept, "the session's commands' records went with it")
 	require.LessOrEqual(t, order, 1024, "ids of forgotten records held")
 }
+
+// TestEarlyAnswerReachesWholeBody: a client that sends its whole body
+// before it reads the answer — as Python's http.client and urllib do — gets
+// the answer the daemon gave before reading that body through: 413 for a
+// body over the route's limit, 401 for a wrong token, 404 for no such
+// route. The daemon reads what is left of the body and discards it, up to
+// a bound, before the connection closes. Before, each of these clients got
+// a broken pipe (or a reset) from its write instead, and never the answer.
+// A body past the bound is not read on: its client still gets the broken
+// pipe, and the daemon is not held.
+func TestEarlyAnswerReachesWholeBody(t *testing.T) {
+	t.Parallel()
+	const limit = 1 << 20
+	d := start(t, server.Options{BodyLimit: limit})
+	// sendAll writes a request and all of its body of size bytes, then
+	// reads the answer.
+	sendAll := func(path, token string, size int) (*http.Response, string, error) {
+		conn, err := net.Dial("tcp", d.addr)
+		require.NoError(t, err)
+		defer conn.Close()
+		require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+		head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
+			path, token, size)
+		if _, err := conn.Write([]byte(head)); err != nil {
+			return nil, "", err
+		}
+		chunk := bytes.Repeat([]byte(" "), 64<<10)
+		for left := size; left > 0; left -= len(chunk) {
+			if _, err := conn.Write(chunk[:min(left, len(chunk))]); err != nil {
+				return nil, "", err
+			}
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			return nil, "", err
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b), nil
+	}
+	for _, tt := range []struct {
+		path, token string
+		size, want  int
+	}{
+		{"/v1/processes/run", testToken, 24 * limit, http.StatusRequestEntityTooLarge},
+		{"/v1/processes/run", "wrong", 24 * limit, http.StatusUnauthorized},
+		{"/v1/nothing-here", testToken, 24 * limit, http.StatusNotFound},
+	} {
+		resp, body, err := sendAll(tt.path, tt.token, tt.size)
+		require.NoError(t, err, "%s with token %q: the whole body is sent and the answer read", tt.path, tt.token)
+		require.Equal(t, tt.want, resp.StatusCode, body)
+	}
+	server.SetReadRest(d.srv, 4*limit, 30*time.Second)
+	_, _, err := sendAll("/v1/processes/run", testToken, 64*limit)
+	require.Error(t, err, "a body past the bound is not read through")
+	resp, body, err := sendAll("/v1/processes/run", testToken, 3*limit)
+	require.NoError(t, err, "one within it still is")
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, body)
+}

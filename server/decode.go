@@ -115,6 +115,9 @@ type boundedBody struct {
 	w    http.ResponseWriter
 	idle time.Duration
 	rc   *http.ResponseController // w's, made by the first Read
+	// stalled is set once no byte came for idle: the client is not
+	// sending, and what is left of its body is not waited for.
+	stalled bool
 }
 
 // bodyBudget bounds the bytes of the request bodies being read and handled
@@ -167,6 +170,7 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 		// as it begins to; a server of an embedder's may not).
 		_ = b.rc.SetReadDeadline(time.Time{})
 		if errors.Is(err, os.ErrDeadlineExceeded) {
+			b.stalled = true
 			// The connection closes after the answer: net/http would
 			// otherwise read what is left of a short body before it
 			// answers, for as long as the client keeps it open.

@@ -62,3 +62,10 @@ func StreamFrames(ctx context.Context, l *logstore.Log) <-chan string {
 // HungUp reports what the attach handler's pinger is told of c's peer, c
 // wrapped as the daemon's listener wraps the connections it accepts.
 func HungUp(c net.Conn) bool { return hungUp(&jsonErrorConn{Conn: rawConnOf(c)}) }
+
+// SetReadRest bounds what the daemon reads of a body its answer did not
+// need: at most n bytes, for at most d.
+func SetReadRest(s *Server, n int64, d time.Duration) {
+	s.restBytes.Store(n)
+	s.restFor.Store(int64(d))
+}

@@ -5,12 +5,14 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -85,6 +87,15 @@ func (s *Server) wrap(rt route) http.Handler {
 	}
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		w := &statusWriter{ResponseWriter: rw}
+		// Last, once answered (not after a panic that aborts the
+		// answer): the rest of a body the answer did not need.
+		aborted, rest := false, r.Body
+		var body *boundedBody
+		defer func() {
+			if !aborted && (body == nil || !body.stalled) {
+				s.readRest(w, r, rest)
+			}
+		}()
 		begun := time.Now()
 		id := requestID(r)
 		w.Header().Set("X-Request-Id", id)
@@ -103,6 +114,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
+					aborted = true
 					panic(v)
 				}
 				s.log.Error("panic in handler", "method", r.Method, "path", r.URL.Path,
@@ -123,7 +135,7 @@ func (s *Server) wrap(rt route) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
-		body := &boundedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), limit: limit, flag: flag, held: &s.bodies,
+		body = &boundedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), limit: limit, flag: flag, held: &s.bodies,
 			w: w, idle: time.Duration(s.bodyIdle.Load())}
 		defer func() { s.bodies.used.Add(-body.taken) }()
 		r.Body = body
@@ -132,6 +144,48 @@ func (s *Server) wrap(rt route) http.Handler {
 		}
 	})
 }
+
+// readRest reads what is left of a request's body once it is answered, and
+// discards it, at most restBytes for at most restFor: an answer that came
+// before the body was read through (a wrong token, a route that does not
+// exist, a body over its limit) would otherwise meet a client that sends
+// its whole body before it reads the answer — Python's http.client and
+// urllib do — with a closed connection, and that client would see a broken
+// pipe rather than the answer. net/http reads on only 256 KiB. The answer
+// is sent first, for clients that read it as they send. A body read
+// through lets the connection serve on; past the bounds it is closed, as
+// before. A client that asked to be told to go on (Expect: 100-continue)
+// and was not has sent no body: nothing is read, which would ask for it.
+func (s *Server) readRest(w http.ResponseWriter, r *http.Request, body io.ReadCloser) {
+	if body == nil || body == http.NoBody || r.ContentLength == 0 ||
+		strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		return
+	}
+	// A body the handler read through, as most are, says so at once, with
+	// no system call. (A chunked one might wait for its next chunk's size:
+	// it is read under the deadline below.)
+	if r.ContentLength > 0 {
+		if _, err := body.Read(nil); err != nil {
+			return
+		}
+	}
+	rc := http.NewResponseController(w)
+	if rc.Flush() != nil || rc.SetReadDeadline(time.Now().Add(time.Duration(s.restFor.Load()))) != nil {
+		return
+	}
+	defer rc.SetReadDeadline(time.Time{})
+	buf := restBuffers.Get().(*[32 << 10]byte)
+	defer restBuffers.Put(buf)
+	for left := s.restBytes.Load(); left > 0; {
+		n, err := body.Read(buf[:min(left, int64(len(buf)))])
+		left -= int64(n)
+		if err != nil {
+			return
+		}
+	}
+}
+
+var restBuffers = sync.Pool{New: func() any { return new([32 << 10]byte) }}
 
 // checkQuery refuses a query string that would be read otherwise than it
 // was written: url.ParseQuery drops a pair with a semicolon or a bad escape

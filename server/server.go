@@ -55,6 +55,13 @@ const writeTimeout = 30 * time.Second
 // Content-Length, from the start) until it is let go.
 const bodyIdle = 30 * time.Second
 
+// restBytes and restFor bound what the daemon reads, and discards, of a
+// request body its answer did not need (see Server.readRest).
+const (
+	restBytes = 256 << 20
+	restFor   = 5 * time.Second
+)
+
 // Options configure a Server. Zero fields mean the defaults written beside
 // them.
 type Options struct {
@@ -158,6 +165,9 @@ type Server struct {
 	// bodyIdle bounds the wait for a request body's next byte, in
 	// nanoseconds; tests shorten it while the server serves.
 	bodyIdle atomic.Int64
+	// restBytes and restFor bound the reading of a body's rest after an
+	// answer that did not need it; tests lower them while it serves.
+	restBytes, restFor atomic.Int64
 
 	mu      sync.Mutex // guards everything below
 	hosts   map[string]struct{}
@@ -242,6 +252,8 @@ func New(opts Options) (*Server, error) {
 	s.heartbeat.Store(int64(heartbeat))
 	s.writeTimeout.Store(int64(writeTimeout))
 	s.bodyIdle.Store(int64(bodyIdle))
+	s.restBytes.Store(restBytes)
+	s.restFor.Store(int64(restFor))
 	for _, h := range opts.AllowedHosts {
 		s.hosts[hostcheck.Canonical(h)] = struct{}{}
 	}
