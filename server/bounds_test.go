@@ -275,6 +275,22 @@ func TestMaxConnections(t *testing.T) {
 		return resp
 	}
 	require.Equal(t, http.StatusTooManyRequests, over().StatusCode)
+	// A client that sends its whole body before it reads the answer gets
+	// the 429 too: it got a broken pipe from its write, the connection
+	// closed under it as soon as the answer was written.
+	conn, err := net.Dial("tcp", d.addr)
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	const size = 8 << 20
+	_, err = fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", testToken, size)
+	require.NoError(t, err)
+	_, err = conn.Write(bytes.Repeat([]byte(" "), size))
+	require.NoError(t, err, "the whole body is sent")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 	held[0].Close()
 	require.Eventually(t, func() bool { return over().StatusCode == http.StatusOK }, 30*time.Second, 20*time.Millisecond,
 		"a connection is served once one has closed")

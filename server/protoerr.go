@@ -53,14 +53,50 @@ func (l jsonErrorListener) Accept() (net.Conn, error) {
 	}
 }
 
-// refuseConn answers c 429 and closes it, within a second.
+// refuseConn answers c 429 and closes it, within a second. What the client
+// sends meanwhile is read and discarded, so that one that sends its whole
+// request before it reads the answer gets the answer rather than a reset;
+// a client that sends nothing for refuseIdle is not waited for, and past
+// refuseLingering refusals at once none is, so that refused connections
+// cannot take the descriptors the bound keeps.
 func refuseConn(c net.Conn, max int) {
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
+	end := time.Now().Add(time.Second)
+	_ = c.SetDeadline(end)
 	body := fmt.Sprintf(`{"error":{"code":"%s","message":"the daemon has %d connections open, its most (--max-connections): close idle ones, or try again"}}`,
 		api.CodeResourceExhausted, max)
-	_, _ = fmt.Fprintf(c, "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nConnection: close\r\nRetry-After: 1\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	if _, err := fmt.Fprintf(c, "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nConnection: close\r\nRetry-After: 1\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {
+		return
+	}
+	if refusing.Add(1) > refuseLingering {
+		refusing.Add(-1)
+		return
+	}
+	defer refusing.Add(-1)
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite() // the answer is whole: a client that reads to the end sees it end
+	}
+	buf := restBuffers.Get().(*[32 << 10]byte)
+	defer restBuffers.Put(buf)
+	for {
+		next := time.Now().Add(refuseIdle)
+		if next.After(end) {
+			next = end
+		}
+		_ = c.SetReadDeadline(next)
+		if _, err := c.Read(buf[:]); err != nil {
+			return // the client is done, quiet, or out of time
+		}
+	}
 }
+
+// refusing counts the refused connections being read on (see refuseConn).
+var refusing atomic.Int64
+
+const (
+	refuseLingering = 64
+	refuseIdle      = 100 * time.Millisecond
+)
 
 // jsonErrorConn is a connection whose plain-text protocol errors are
 // rewritten as JSON.
