@@ -7,7 +7,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/conchsh/conch/client"
-	"github.com/conchsh/conch/internal/plaintext"
 	"github.com/conchsh/conch/process"
 )
 
@@ -69,8 +68,8 @@ func cmdPs(ctx context.Context, e *env, args []string) int {
 		if r := p.Result(); r != nil {
 			result = r.String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, p.State, cell(result), pid(p.PID),
-			cell(p.SessionID), cell(p.Name), commandLine(p))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Kind, p.State, cutCell(result, resultWidth), pid(p.PID),
+			cell(p.SessionID), cutCell(p.Name, nameWidth), commandLine(p))
 	}
 	return flushTable(e, tw)
 }
@@ -84,9 +83,5 @@ func commandLine(p client.Process) string {
 	case s == "" && len(p.Argv) > 0:
 		s = strings.Join(p.Argv, " ")
 	}
-	s = cell(strings.Join(strings.Fields(s), " "))
-	if len(s) > 60 {
-		s = plaintext.CutEnd(s, 57) + "..."
-	}
-	return s
+	return cutCell(strings.Join(strings.Fields(s), " "), commandWidth)
 }

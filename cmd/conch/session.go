@@ -119,7 +119,7 @@ func cmdSessionLs(ctx context.Context, e *env, args []string) int {
 	fmt.Fprintln(tw, "ID\tSTATE\tSHELL\tPID\tCWD\tPORTS\tNAME")
 	for _, s := range ss {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.State, cell(cmp.Or(s.Shell, s.Language)), pid(s.PID),
-			cell(s.Cwd), cell(joinInts(s.Ports)), cell(s.Name))
+			cell(s.Cwd), cell(joinInts(s.Ports)), cutCell(s.Name, nameWidth))
 	}
 	return flushTable(e, tw)
 }
@@ -140,6 +140,24 @@ func cell(s string) string {
 	}
 	return plaintext.Escape(s)
 }
+
+// cutCell is cell(s) cut to at most n bytes, with "..." for what is cut:
+// a long name or reason (a failed command's runs to 400 bytes) would make
+// every row as wide as it. --json shows them whole.
+func cutCell(s string, n int) string {
+	s = cell(s)
+	if len(s) > n {
+		s = plaintext.CutEnd(s, n-3) + "..."
+	}
+	return s
+}
+
+// The widths of the cells tables cut (see cutCell).
+const (
+	nameWidth    = 40
+	resultWidth  = 60
+	commandWidth = 60
+)
 
 func pid(n int) string {
 	if n == 0 {

@@ -58,3 +58,45 @@ func TestTablesEscapeControls(t *testing.T) {
 		}
 	}
 }
+
+// conch ps and conch session ls keep their rows short: a long result (a
+// failed command's reason runs to 400 bytes), name (up to 1 KiB) or command
+// line is cut, with "...", where it made every row of the table as wide as
+// the longest, hundreds of columns, once one process had it. --json keeps
+// them whole.
+func TestTablesCutLongCells(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	ctx := t.Context()
+	long := strings.Repeat("n", 900)
+	p, err := s.c.Start(ctx, client.StartOptions{Cmd: "true", Name: long})
+	require.NoError(t, err)
+	sess, err := s.c.CreateSession(ctx, client.SessionOptions{Name: long})
+	require.NoError(t, err)
+	// A command whose shell cannot report its end fails with a long reason.
+	run1 := func(cmd string) *client.RunResult {
+		r, _, err := s.c.RunCommand(ctx, sess.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: cmd}})
+		require.NoError(t, err)
+		return r
+	}
+	run1("readonly __conch")
+	r := run1("true")
+	require.Equal(t, "failed", string(r.Reason))
+	require.Greater(t, len(r.Error), 200)
+	run := func(args ...string) string {
+		cmd := exec.Command("conch", args...)
+		cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+		out, err := cmd.Output()
+		require.NoError(t, err, "%s", args)
+		return string(out)
+	}
+	for _, args := range [][]string{{"ps", "--state", "all"}, {"session", "ls"}} {
+		out := run(args...)
+		require.Contains(t, out, "nnn...", "%s shows the name's start", args)
+		for line := range strings.Lines(out) {
+			require.LessOrEqual(t, len(line), 300, "%s: %q", args, line)
+		}
+	}
+	require.Contains(t, run("ps", "--state", "all"), p.ID)
+	require.Contains(t, run("ps", "--state", "all", "--json"), long, "--json keeps the name whole")
+}
