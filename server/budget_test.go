@@ -452,3 +452,25 @@ func TestEarlyAnswerReachesWholeBody(t *testing.T) {
 	require.NoError(t, err, "one within it still is")
 	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, body)
 }
+
+// TestEarlyAnswerToAStalledBody: a body the answer did not need, whose
+// client stops sending, does not hold the answer back: net/http reads what
+// is left of a body under 256 KiB before it writes an answer's header, and
+// did so with no bound, so a client that declared 100,000 bytes, sent 10
+// and stopped, with a wrong token, never got its 401 and held the
+// connection for as long as it kept it open.
+func TestEarlyAnswerToAStalledBody(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	server.SetReadRest(d.srv, 1<<20, 300*time.Millisecond)
+	conn, err := net.Dial("tcp", d.addr)
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
+	_, err = fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer wrong\r\nContent-Length: 100000\r\n\r\n{\"cmd\":\"x")
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err, "the answer comes while the body is stalled")
+	resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+}

@@ -169,18 +169,25 @@ func (s *Server) readRest(w http.ResponseWriter, r *http.Request, body io.ReadCl
 			return
 		}
 	}
+	// The bound comes first: writing the answer's header, net/http reads
+	// what is left of a body under 256 KiB, with no bound of its own.
 	rc := http.NewResponseController(w)
-	if rc.Flush() != nil || rc.SetReadDeadline(time.Now().Add(time.Duration(s.restFor.Load()))) != nil {
+	if rc.SetReadDeadline(time.Now().Add(time.Duration(s.restFor.Load()))) != nil || rc.Flush() != nil {
 		return
 	}
-	defer rc.SetReadDeadline(time.Time{})
 	buf := restBuffers.Get().(*[32 << 10]byte)
 	defer restBuffers.Put(buf)
 	for left := s.restBytes.Load(); left > 0; {
 		n, err := body.Read(buf[:min(left, int64(len(buf)))])
 		left -= int64(n)
-		if err != nil {
+		if err == io.EOF {
+			// Read through: the connection serves on, net/http setting
+			// the next request's deadline.
+			_ = rc.SetReadDeadline(time.Time{})
 			return
+		}
+		if err != nil {
+			return // the deadline stays: what net/http reads of it after this fails at once, and the connection closes
 		}
 	}
 }
