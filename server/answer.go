@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"github.com/conchsh/conch/api"
@@ -80,7 +81,7 @@ func (s *Server) writeRunAnswer(w http.ResponseWriter, p process.Process, a runA
 	if !done {
 		status = http.StatusAccepted
 	}
-	enc := newEncoder(w, status)
+	enc := newEncoder(w, status, time.Duration(s.writeTimeout.Load()))
 	enc.raw("{")
 	if done {
 		wr := waitResult(p.Info())
@@ -158,8 +159,8 @@ func (s *Server) writeRunAnswer(w http.ResponseWriter, p process.Process, a runA
 }
 
 // writeLogsPage answers 200 with page as the API's logs page.
-func writeLogsPage(w http.ResponseWriter, page logstore.Page, forceBase64 bool) error {
-	enc := newEncoder(w, http.StatusOK)
+func (s *Server) writeLogsPage(w http.ResponseWriter, page logstore.Page, forceBase64 bool) error {
+	enc := newEncoder(w, http.StatusOK, time.Duration(s.writeTimeout.Load()))
 	enc.raw("{")
 	enc.key("items")
 	enc.raw("[")
@@ -199,6 +200,16 @@ type answerWriter struct {
 	rw     http.ResponseWriter
 	status int
 	begun  bool // the header was written
+	// timeout bounds each write of an answer that outgrows the encoder's
+	// buffer: a client that reads none of it for that long is let go, its
+	// connection closed, rather than holding the handler (and what it
+	// holds: a run's log under keepLogs none) for as long as it keeps the
+	// connection open. An answer written whole in one write (most are)
+	// sets no deadline. rc is set once one was; net/http clears it once
+	// the answer is done.
+	timeout time.Duration
+	whole   bool
+	rc      *http.ResponseController
 }
 
 func (a *answerWriter) Write(p []byte) (int, error) {
@@ -206,12 +217,20 @@ func (a *answerWriter) Write(p []byte) (int, error) {
 		a.begun = true
 		a.rw.WriteHeader(a.status)
 	}
+	if a.timeout > 0 && (!a.whole || a.rc != nil) {
+		if a.rc == nil {
+			a.rc = http.NewResponseController(a.rw)
+		}
+		_ = a.rc.SetWriteDeadline(time.Now().Add(a.timeout))
+	}
 	return a.rw.Write(p)
 }
 
-func newEncoder(w http.ResponseWriter, status int) *encoder {
+// newEncoder starts an answer of status on w, each of its writes bounded
+// by timeout (see answerWriter).
+func newEncoder(w http.ResponseWriter, status int, timeout time.Duration) *encoder {
 	w.Header().Set("Content-Type", "application/json")
-	e := &encoder{out: answerWriter{rw: w, status: status}}
+	e := &encoder{out: answerWriter{rw: w, status: status, timeout: timeout}}
 	e.w = answerBuffers.Get().(*bufio.Writer)
 	e.w.Reset(&e.out)
 	return e
@@ -486,6 +505,7 @@ func (e *encoder) flush() error {
 	if e.err == nil {
 		if !e.out.begun {
 			e.out.rw.Header().Set("Content-Length", strconv.Itoa(e.w.Buffered()))
+			e.out.whole = true
 		}
 		e.err = e.w.Flush()
 	}

@@ -222,7 +222,7 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeLogsPage(w, p.Log().PageBytes(after, limit, logsPageBytes), b64)
+	return s.writeLogsPage(w, p.Log().PageBytes(after, limit, logsPageBytes), b64)
 }
 
 func (s *Server) writeStdin(w http.ResponseWriter, r *http.Request) error {

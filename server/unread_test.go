@@ -26,6 +26,18 @@ import (
 // kernel does not take megabytes on its behalf.
 func openUnread(t *testing.T, addr, id string) net.Conn {
 	t.Helper()
+	conn := dialSmall(t, addr)
+	fmt.Fprintf(conn, "GET /v1/processes/%s/logs/stream HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", id, addr, testToken)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	return conn
+}
+
+// dialSmall connects to addr with a small receive buffer, so that the
+// kernel does not take megabytes on the reader's behalf.
+func dialSmall(t *testing.T, addr string) net.Conn {
+	t.Helper()
 	dialer := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
 		var err error
 		if cerr := rc.Control(func(fd uintptr) {
@@ -39,10 +51,6 @@ func openUnread(t *testing.T, addr, id string) net.Conn {
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
 	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
-	fmt.Fprintf(conn, "GET /v1/processes/%s/logs/stream HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", id, addr, testToken)
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode)
 	return conn
 }
 
@@ -166,4 +174,28 @@ func TestStreamLeavesNoDeadline(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = c.Wait(ctx(t), p.ID, 0)
 	require.NoError(t, err, "the answer comes after the stream's last deadline, on its connection")
+}
+
+// TestUnreadAnswerDropped pins that an answer whose client reads none of it
+// is let go once a write has waited the write timeout: a logs page, and a
+// run's answer, whose keepLogs none log the handler holds until the answer
+// is written. Both held their handler (and that log) for as long as the
+// client kept its connection open.
+func TestUnreadAnswerDropped(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	server.SetWriteTimeout(d.srv, 50*time.Millisecond)
+	id := bulky(t, d)
+	run := `{"cmd":"head -c 3000000 /dev/zero","keepLogs":"none","outputLimit":8000000}`
+	for _, req := range []string{
+		"GET /v1/processes/" + id + "/logs?limit=1000000 HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n",
+		"POST /v1/processes/run HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Length: " + strconv.Itoa(len(run)) + "\r\n\r\n" + run,
+	} {
+		conn := dialSmall(t, d.addr)
+		fmt.Fprintf(conn, req, d.addr, testToken)
+		require.Eventually(t, func() bool {
+			state, _, found := tcpSocket(t, conn.RemoteAddr().String(), conn.LocalAddr().String())
+			return !found || state != "01"
+		}, 20*time.Second, 10*time.Millisecond, "the daemon never let the answer go: %.30s", req)
+	}
 }
