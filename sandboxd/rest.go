@@ -148,7 +148,24 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	// From the open file: a rename or delete after the open leaves this
 	// download whole. ServeContent streams it, and answers HEAD and ranges.
-	http.ServeContent(w, r, "", fi.ModTime(), f)
+	http.ServeContent(&idleWriter{ResponseWriter: w, rc: http.NewResponseController(w), idle: s.opts.IOIdle},
+		r, "", fi.ModTime(), f)
+}
+
+// idleWriter gives each write of an answer idle to reach the client: one
+// that reads nothing for that long is let go, its connection closed, rather
+// than holding the request (and a download's open file) for as long as it
+// keeps the connection. net/http clears the deadline once the answer is
+// done.
+type idleWriter struct {
+	http.ResponseWriter
+	rc   *http.ResponseController
+	idle time.Duration
+}
+
+func (w *idleWriter) Write(p []byte) (int, error) {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.idle))
+	return w.ResponseWriter.Write(p)
 }
 
 // listDir answers the listing of the directory dir, open as f, which the
@@ -223,7 +240,8 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, codeInvalidArgument, "%s", err)
 		return
 	}
-	if err := writeAtomic(target, clientReader{body}, mode); err != nil {
+	rc := http.NewResponseController(w)
+	if err := writeAtomic(target, &clientReader{Reader: body, rc: rc, idle: s.opts.IOIdle}, mode); err != nil {
 		fileError(w, p, err)
 		return
 	}
@@ -258,11 +276,25 @@ func uploaded(r *http.Request) (io.Reader, error) {
 // clientReader is a request's body, whose read errors (a multipart body
 // cut short, a body that ends before its length) are the client's: they
 // are a bodyError.
-type clientReader struct{ io.Reader }
+// clientReader reads an upload's body, each read given idle: a client that
+// sends nothing for that long is let go (the deadline stays, and the
+// connection closes after the answer), rather than holding the request and
+// its temporary file for as long as it keeps the connection.
+type clientReader struct {
+	io.Reader
+	rc   *http.ResponseController
+	idle time.Duration
+}
 
-func (r clientReader) Read(p []byte) (int, error) {
+func (r *clientReader) Read(p []byte) (int, error) {
+	_ = r.rc.SetReadDeadline(time.Now().Add(r.idle))
 	n, err := r.Reader.Read(p)
-	if err != nil && err != io.EOF {
+	switch {
+	case err == io.EOF:
+		_ = r.rc.SetReadDeadline(time.Time{})
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		err = &bodyError{fmt.Errorf("no byte came for %v: %w", r.idle, err)}
+	case err != nil:
 		err = &bodyError{err}
 	}
 	return n, err

@@ -505,3 +505,74 @@ func TestFilesClientErrors(t *testing.T) {
 	require.Equal(t, "INVALID_ARGUMENT", apiError(t, body).Code)
 	require.NoFileExists(t, filepath.Join(d.root, "mp.txt"))
 }
+
+// TestFilesStalledUpload: an upload whose client stops sending is let go
+// once no byte came for IOIdle — 400, its temporary file removed, the file
+// it would have replaced left as it was. It held its request, and the
+// temporary file, for as long as the client kept the connection open.
+func TestFilesStalledUpload(t *testing.T) {
+	d := serve(t, Options{IOIdle: 200 * time.Millisecond})
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "f"), []byte("old"), 0o644))
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	req, err := http.NewRequestWithContext(ctx(t), "PUT", d.rest+"/v1/files/f", pr)
+	require.NoError(t, err)
+	req.ContentLength = 1 << 20
+	type answer struct {
+		status int
+		body   []byte
+		err    error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := d.http.Do(req)
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		done <- answer{status: resp.StatusCode, body: b}
+	}()
+	_, err = pw.Write([]byte(strings.Repeat("x", 1000)))
+	require.NoError(t, err)
+	select {
+	case a := <-done:
+		require.NoError(t, a.err)
+		require.Equal(t, http.StatusBadRequest, a.status, "%s", a.body)
+		require.Contains(t, apiError(t, a.body).Message, "no byte came for 200ms")
+	case <-time.After(10 * time.Second):
+		t.Fatal("a stalled upload was never let go")
+	}
+	require.Eventually(t, func() bool { return len(temporaries(t, d.root)) == 0 }, 20*time.Second, 5*time.Millisecond)
+	b, err := os.ReadFile(filepath.Join(d.root, "f"))
+	require.NoError(t, err)
+	require.Equal(t, "old", string(b))
+}
+
+// TestFilesUnreadDownload: a download whose client reads nothing is let go
+// once a write of it has waited IOIdle, its connection closed. It held its
+// request and the open file for as long as the client kept the connection.
+func TestFilesUnreadDownload(t *testing.T) {
+	d := serve(t, Options{IOIdle: 100 * time.Millisecond})
+	const size = 16 << 20
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "big"), make([]byte, size), 0o644))
+	dialer := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var err error
+		if cerr := rc.Control(func(fd uintptr) {
+			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		}); cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	conn, err := dialer.DialContext(ctx(t), "tcp", strings.TrimPrefix(d.rest, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	_, err = conn.Write([]byte("GET /v1/files/big HTTP/1.1\r\nHost: localhost\r\n\r\n"))
+	require.NoError(t, err)
+	time.Sleep(2 * time.Second) // reading nothing, far past IOIdle
+	got, _ := io.Copy(io.Discard, conn)
+	require.Less(t, got, int64(size), "the daemon let the download go: the connection closed short of the file")
+}

@@ -22,6 +22,9 @@ const (
 	// DefaultStopGrace is how long a process has between TERM and KILL when
 	// the server shuts down.
 	DefaultStopGrace = 2 * time.Second
+	// DefaultIOIdle is how long an upload's next bytes, or a download's
+	// next write, may take by default.
+	DefaultIOIdle = 30 * time.Second
 )
 
 // Readiness says whether the daemon takes work. A daemon that embeds the
@@ -70,6 +73,10 @@ type Options struct {
 	// ended may still owe the client its output. An error wrapping
 	// ErrUnavailable refuses the call UNAVAILABLE.
 	Work func() (end func(), err error)
+	// IOIdle bounds how long an upload's next bytes, or a download's next
+	// write, may take: a client that stops sending or reading for that long
+	// is let go; zero means DefaultIOIdle.
+	IOIdle time.Duration
 	// Readiness, when set, is asked by /v1/health besides the server's own
 	// state.
 	Readiness Readiness
@@ -121,6 +128,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.StopGrace <= 0 {
 		opts.StopGrace = DefaultStopGrace
+	}
+	if opts.IOIdle <= 0 {
+		opts.IOIdle = DefaultIOIdle
 	}
 	s := &Server{
 		opts:    opts,
