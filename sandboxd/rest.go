@@ -273,13 +273,12 @@ func uploaded(r *http.Request) (io.Reader, error) {
 	}
 }
 
-// clientReader is a request's body, whose read errors (a multipart body
+// clientReader is an upload's body, whose read errors (a multipart body
 // cut short, a body that ends before its length) are the client's: they
-// are a bodyError.
-// clientReader reads an upload's body, each read given idle: a client that
-// sends nothing for that long is let go (the deadline stays, and the
-// connection closes after the answer), rather than holding the request and
-// its temporary file for as long as it keeps the connection.
+// are a bodyError. Each read is given idle: a client that sends nothing for
+// that long is let go (the deadline stays, and the connection closes after
+// the answer), rather than holding the request and its temporary file for
+// as long as it keeps the connection.
 type clientReader struct {
 	io.Reader
 	rc   *http.ResponseController
