@@ -18,6 +18,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/internal/unreadconn"
 )
 
 // apiError decodes an error body and requires code and message.
@@ -557,16 +559,7 @@ func TestFilesUnreadDownload(t *testing.T) {
 	d := serve(t, Options{IOIdle: 100 * time.Millisecond})
 	const size = 16 << 20
 	require.NoError(t, os.WriteFile(filepath.Join(d.root, "big"), make([]byte, size), 0o644))
-	dialer := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		var err error
-		if cerr := rc.Control(func(fd uintptr) {
-			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
-		}); cerr != nil {
-			return cerr
-		}
-		return err
-	}}
-	conn, err := dialer.DialContext(ctx(t), "tcp", strings.TrimPrefix(d.rest, "http://"))
+	conn, err := unreadconn.Dial(ctx(t), strings.TrimPrefix(d.rest, "http://"))
 	require.NoError(t, err)
 	defer conn.Close()
 	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))

@@ -158,10 +158,7 @@ func TestOddQueries(t *testing.T) {
 // read while the request is still being written.
 func rawExchange(t *testing.T, d *daemon, req string) (*http.Response, string) {
 	t.Helper()
-	conn, err := net.Dial("tcp", d.addr)
-	require.NoError(t, err)
-	defer conn.Close()
-	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	conn := d.dial(t)
 	go func() { _, _ = io.WriteString(conn, req) }() // ends with the connection
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	require.NoError(t, err)
@@ -245,11 +242,8 @@ func TestMaxConnections(t *testing.T) {
 	d := start(t, server.Options{MaxConnections: 3})
 	var held []net.Conn
 	for range 3 {
-		conn, err := net.Dial("tcp", d.addr)
-		require.NoError(t, err)
-		defer conn.Close()
-		require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
-		_, err = fmt.Fprintf(conn, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+		conn := d.dial(t)
+		_, err := fmt.Fprintf(conn, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 		require.NoError(t, err)
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		require.NoError(t, err)
@@ -258,10 +252,8 @@ func TestMaxConnections(t *testing.T) {
 		held = append(held, conn) // kept alive, idle
 	}
 	over := func() *http.Response {
-		conn, err := net.Dial("tcp", d.addr)
-		require.NoError(t, err)
+		conn := d.dial(t)
 		defer conn.Close()
-		require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
 		_, _ = fmt.Fprintf(conn, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		require.NoError(t, err)
@@ -278,12 +270,9 @@ func TestMaxConnections(t *testing.T) {
 	// A client that sends its whole body before it reads the answer gets
 	// the 429 too: it got a broken pipe from its write, the connection
 	// closed under it as soon as the answer was written.
-	conn, err := net.Dial("tcp", d.addr)
-	require.NoError(t, err)
-	defer conn.Close()
-	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	conn := d.dial(t)
 	const size = 8 << 20
-	_, err = fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", testToken, size)
+	_, err := fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", testToken, size)
 	require.NoError(t, err)
 	_, err = conn.Write(bytes.Repeat([]byte(" "), size))
 	require.NoError(t, err, "the whole body is sent")

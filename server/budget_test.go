@@ -201,15 +201,12 @@ func TestRequestBodiesBounded(t *testing.T) {
 	// trickle sends a body but its end, which the caller sends later; or
 	// all of it.
 	trickle := func(all bool) net.Conn {
-		conn, err := net.Dial("tcp", d.addr)
-		require.NoError(t, err)
-		t.Cleanup(func() { conn.Close() })
-		require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+		conn := d.dial(t)
 		body := part
 		if all {
 			body += end
 		}
-		_, err = fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s",
+		_, err := fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s",
 			testToken, len(part)+len(end), body)
 		require.NoError(t, err)
 		return conn
@@ -246,11 +243,8 @@ func TestStalledBodyLetGo(t *testing.T) {
 	d := start(t, server.Options{BodyLimit: limit})
 	server.SetBodyIdle(d.srv, 300*time.Millisecond)
 	stall := func(size int) net.Conn {
-		conn, err := net.Dial("tcp", d.addr)
-		require.NoError(t, err)
-		t.Cleanup(func() { conn.Close() })
-		require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
-		_, err = fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n{\"cmd\":",
+		conn := d.dial(t)
+		_, err := fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n{\"cmd\":",
 			testToken, size)
 		require.NoError(t, err)
 		return conn
@@ -277,12 +271,9 @@ func TestStalledBodyLetGo(t *testing.T) {
 	answered(stall(100))
 	// A body that comes in steps, each within the bound, is read whole, and
 	// a run that answers after the bound is not cut by it.
-	conn, err := net.Dial("tcp", d.addr)
-	require.NoError(t, err)
-	defer conn.Close()
-	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	conn := d.dial(t)
 	body := `{"cmd":"sleep 0.6; echo slow"}`
-	_, err = fmt.Fprintf(conn, "POST /v1/processes/run HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n",
+	_, err := fmt.Fprintf(conn, "POST /v1/processes/run HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n",
 		testToken, len(body))
 	require.NoError(t, err)
 	for _, part := range []string{body[:10], body[10:20], body[20:]} {
@@ -410,10 +401,8 @@ func TestEarlyAnswerReachesWholeBody(t *testing.T) {
 	// sendAll writes a request and all of its body of size bytes, then
 	// reads the answer.
 	sendAll := func(path, token string, size int) (*http.Response, string, error) {
-		conn, err := net.Dial("tcp", d.addr)
-		require.NoError(t, err)
+		conn := d.dial(t)
 		defer conn.Close()
-		require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
 		head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
 			path, token, size)
 		if _, err := conn.Write([]byte(head)); err != nil {
@@ -463,11 +452,8 @@ func TestEarlyAnswerToAStalledBody(t *testing.T) {
 	t.Parallel()
 	d := start(t, server.Options{})
 	server.SetReadRest(d.srv, 1<<20, 300*time.Millisecond)
-	conn, err := net.Dial("tcp", d.addr)
-	require.NoError(t, err)
-	defer conn.Close()
-	require.NoError(t, conn.SetDeadline(time.Now().Add(10*time.Second)))
-	_, err = fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer wrong\r\nContent-Length: 100000\r\n\r\n{\"cmd\":\"x")
+	conn := d.dial(t)
+	_, err := fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer wrong\r\nContent-Length: 100000\r\n\r\n{\"cmd\":\"x")
 	require.NoError(t, err)
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	require.NoError(t, err, "the answer comes while the body is stalled")

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -46,6 +47,17 @@ func serveOwn(t testing.TB) (d *daemon, served <-chan error) {
 	t.Helper()
 	dt, served := daemontest.Serve(t, server.Options{Token: testToken})
 	return &daemon{srv: dt.Server, addr: dt.Addr, url: dt.URL, c: dt.Client}, served
+}
+
+// dial opens a raw connection to the daemon, closed when the test ends at
+// the latest, its reads and writes bounded by a hang guard.
+func (d *daemon) dial(t *testing.T) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", d.addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	return conn
 }
 
 // ctx is the test's context bounded by a hang guard.

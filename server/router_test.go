@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -138,10 +137,7 @@ func TestAttachPings(t *testing.T) {
 	p, err := d.c.Start(ctx(t), client.StartOptions{Kind: process.KindPTY, Cmd: "sleep 300"})
 	require.NoError(t, err)
 
-	conn, err := net.Dial("tcp", d.addr)
-	require.NoError(t, err)
-	defer conn.Close()
-	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	conn := d.dial(t)
 	fmt.Fprintf(conn, "GET /v1/processes/%s/attach HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n"+
 		"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"+
 		"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", p.ID, d.addr, testToken)

@@ -11,13 +11,13 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/unreadconn"
 	"github.com/conchsh/conch/server"
 )
 
@@ -38,16 +38,7 @@ func openUnread(t *testing.T, addr, id string) net.Conn {
 // kernel does not take megabytes on the reader's behalf.
 func dialSmall(t *testing.T, addr string) net.Conn {
 	t.Helper()
-	dialer := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-		var err error
-		if cerr := rc.Control(func(fd uintptr) {
-			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
-		}); cerr != nil {
-			return cerr
-		}
-		return err
-	}}
-	conn, err := dialer.DialContext(ctx(t), "tcp", addr)
+	conn, err := unreadconn.Dial(ctx(t), addr)
 	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
 	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
