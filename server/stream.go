@@ -44,12 +44,14 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) error {
 	if err := issued(p, after); err != nil {
 		return err // past the newest frame of a process that runs on
 	}
-	if s.streams.Add(1) > int64(s.opts.MaxStreams) {
-		s.streams.Add(-1)
+	if !s.takeStreamSlot(r.Context()) {
+		if r.Context().Err() != nil {
+			return nil // the client is gone
+		}
 		return errorf(http.StatusTooManyRequests, api.CodeResourceExhausted,
 			"%d streams are open, the most at once (--max-streams): close one, or page the logs", s.opts.MaxStreams)
 	}
-	defer s.streams.Add(-1)
+	defer func() { <-s.streamSlots }()
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -111,6 +113,32 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 	}
+}
+
+// streamSlotWait is how long a stream past --max-streams waits for one to
+// end before it is refused: a client that closes a stream and opens another
+// at once (one that reconnects) reaches the daemon before the end of the
+// stream it closed does.
+const streamSlotWait = time.Second
+
+// takeStreamSlot takes one of the --max-streams slots, waiting up to
+// streamSlotWait for one to be given back, and reports whether it did; it
+// gives up when ctx ends.
+func (s *Server) takeStreamSlot(ctx context.Context) bool {
+	select {
+	case s.streamSlots <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(streamSlotWait)
+	defer t.Stop()
+	select {
+	case s.streamSlots <- struct{}{}:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 // endStream sends the state once the process is terminal, then eof.
