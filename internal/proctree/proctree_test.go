@@ -68,6 +68,8 @@ func tree(t *testing.T, script string, n int, env ...string) (*exec.Cmd, []int) 
 	return cmd, pids
 }
 
+// alive reports whether pid exists and is not a zombie.
+
 // eventually fails t unless cond holds within 10 s (a hang guard, not a timing
 // assertion).
 func eventually(t *testing.T, what string, cond func() bool) {
@@ -366,31 +368,6 @@ wait`, 1)
 		require.ErrorAs(t, err, &ee, "owned child: %v, want exit status 9", err)
 		require.Equal(t, 9, ee.ExitCode(), "owned child")
 	}
-}
-
-// Children that end one after another wake the reaper once, at the end of
-// the window the first one's SIGCHLD opened, when it reaps the orphan one of
-// them left; before, each exit woke it, and each Wait once more. Not
-// parallel: the window is made long for the others too.
-func TestReaperGathersExits(t *testing.T) {
-	gatherSet.Store(int64(3 * time.Second))
-	defer gatherSet.Store(0)
-	before := reapPasses.Load()
-	for range 10 {
-		cmd := exec.CommandContext(t.Context(), "sh", "-c", "exit 3")
-		require.NoError(t, Start(cmd))
-		var ee *exec.ExitError
-		require.ErrorAs(t, Wait(cmd), &ee)
-		require.Equal(t, 3, ee.ExitCode(), "an owned child's status")
-	}
-	cmd, pids := tree(t, `setsid true & echo $!`, 1)
-	require.NoError(t, Wait(cmd))
-	// One look at most: the end of a window an earlier test opened.
-	require.LessOrEqual(t, reapPasses.Load()-before, int64(1), "the reaper's looks while 11 children ended")
-	eventually(t, fmt.Sprintf("orphan %d reaped", pids[0]), func() bool {
-		_, err := os.Stat("/proc/" + strconv.Itoa(pids[0]))
-		return errors.Is(err, os.ErrNotExist)
-	})
 }
 
 // SignalTagged signals the groups of tagged processes, reaching members

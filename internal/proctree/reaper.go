@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -115,8 +114,17 @@ func Wait(cmd *exec.Cmd) error {
 		delete(ownedEnv, cmd.Process.Pid)
 		ownedMu.Unlock()
 	}
+	// The reaper may have found this zombie first and left it; zombies
+	// behind it are visible now.
+	select {
+	case nudge <- struct{}{}:
+	default:
+	}
 	return err
 }
+
+// nudge asks the reaper to look again without a SIGCHLD.
+var nudge = make(chan struct{}, 1)
 
 var (
 	reaperMu      sync.Mutex // guards reaperRunning
@@ -126,20 +134,12 @@ var (
 // ErrReaperRunning is returned by StartReaper when a reaper runs already.
 var ErrReaperRunning = errors.New("a reaper runs already")
 
-// StartReaper starts a goroutine that reaps every zombie child of this
-// process that was not started with [Start]: the orphans this process
-// inherits as a subreaper or as PID 1. It does not poll: a SIGCHLD wakes it,
-// and it reaps gatherFor later every zombie that came meanwhile, taking no
-// SIGCHLD in between; and 50 ms after it found an owned zombie that is not
-// waited for yet in front of the others, it looks behind it. Only one reaper
+// StartReaper starts a goroutine that reaps, on every SIGCHLD, every zombie
+// child of this process that was not started with [Start]: the orphans this
+// process inherits as a subreaper or as PID 1. It does not poll: it wakes on
+// SIGCHLD, on a [Wait], and 50 ms after it found an owned zombie that is not
+// waited for yet in front of the others, to look behind it. Only one reaper
 // runs per process. stop ends the goroutine and returns once it has.
-//
-// Each SIGCHLD delivered to the reaper wakes two threads of this process
-// (os/signal's and the reaper's) at the moment the child's owner is busy
-// with its end: a one-shot process's round trip took 45-60 µs longer with
-// the reaper on a 2-CPU VM. While the reaper gathers, SIGCHLD is not asked
-// for (signal.Stop), and Go's handler drops it; a stream of short
-// processes pays for one wake-up in gatherFor, not one each.
 func StartReaper() (stop func(), err error) {
 	reaperMu.Lock()
 	defer reaperMu.Unlock()
@@ -153,36 +153,13 @@ func StartReaper() (stop func(), err error) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		defer signal.Stop(sigs)
 		scan := time.NewTimer(0) // orphans inherited before the reaper started
 		defer scan.Stop()
 		scanning := true // scan is armed
-		gather := time.NewTimer(gatherFor)
-		gather.Stop()
-		defer gather.Stop()
-		var gathered <-chan time.Time // gather's channel while it is armed
 		for {
-			children := sigs
-			if gathered != nil {
-				children = nil
-			}
 			select {
-			case <-children:
-				signal.Stop(sigs)
-				gather.Reset(gatherTime())
-				gathered = gather.C
-				continue
-			case <-gathered:
-				gathered = nil
-				// Asked for again before the look, so that a child
-				// that ends after the look is signalled; one signalled
-				// before it is looked at now.
-				signal.Notify(sigs, syscall.SIGCHLD)
-				select {
-				case <-sigs:
-				default:
-				}
-				reapPasses.Add(1)
+			case <-sigs:
+			case <-nudge:
 			case <-scan.C:
 				scanning = false
 				startMu.Lock()
@@ -201,6 +178,7 @@ func StartReaper() (stop func(), err error) {
 	var once sync.Once
 	return func() {
 		once.Do(func() {
+			signal.Stop(sigs)
 			close(quit)
 			<-done
 			reaperMu.Lock()
@@ -213,24 +191,6 @@ func StartReaper() (stop func(), err error) {
 // scanDelay is how long the reaper leaves orphans that may hide behind an
 // owned zombie before it looks at every child.
 const scanDelay = 50 * time.Millisecond
-
-// gatherFor is how long after a SIGCHLD the reaper looks for zombies,
-// gathering the exits that come meanwhile (see StartReaper); gatherSet, when
-// a test sets it, replaces it for the windows opened after.
-const gatherFor = 20 * time.Millisecond
-
-var gatherSet atomic.Int64 // a time.Duration
-
-func gatherTime() time.Duration {
-	if d := gatherSet.Load(); d > 0 {
-		return time.Duration(d)
-	}
-	return gatherFor
-}
-
-// reapPasses counts the reaper's looks for zombies after SIGCHLD, for a
-// test.
-var reapPasses atomic.Int64
 
 // reap reaps zombie children that are not owned, peeking at the first
 // zombie rather than reading /proc: most SIGCHLDs are an owned child's exit,
