@@ -10,38 +10,20 @@ import (
 
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/internal/httpfloor"
-	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/server"
 )
 
 // daemon is an in-process conch server on a loopback listener, built the
-// way `conch serve` builds it, and a client of it. While it runs, so does
-// the reaper of orphans `conch serve` runs: every child's SIGCHLD reaches
-// it.
+// way `conch serve` builds it, and a client of it.
 type daemon struct {
-	srv        *server.Server
-	served     chan error
-	c          *client.Client
-	url        string // http://127.0.0.1:PORT
-	token      string
-	stopReaper func()
+	srv    *server.Server
+	served chan error
+	c      *client.Client
+	url    string // http://127.0.0.1:PORT
+	token  string
 }
 
 func startDaemon(with ...func(*server.Options)) (*daemon, error) {
-	stopReaper, err := proctree.StartReaper()
-	if err != nil {
-		return nil, err
-	}
-	d, err := serveDaemon(with...)
-	if err != nil {
-		stopReaper()
-		return nil, err
-	}
-	d.stopReaper = stopReaper
-	return d, nil
-}
-
-func serveDaemon(with ...func(*server.Options)) (*daemon, error) {
 	const token = "bench-token"
 	opts := server.Options{
 		Token:  token,
@@ -73,9 +55,6 @@ func (d *daemon) stop() {
 	defer cancel()
 	d.srv.Shutdown(ctx)
 	<-d.served
-	if d.stopReaper != nil {
-		d.stopReaper()
-	}
 }
 
 func runResultOK(r *client.RunResult, p *client.Process, err error) error {

@@ -9,21 +9,14 @@ import (
 	"os/exec"
 	"time"
 
-	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/shellsession"
 )
 
 // forkTrue is the baseline of the round-trip figures: fork and wait
-// `bash -c true` from Go, through proctree as the daemon starts processes,
-// so that a reaper running for a daemon's figures (see startDaemon) leaves
-// its status to Wait.
+// `bash -c true` from Go.
 func forkTrue() error {
-	cmd := exec.Command("bash", "-c", "true")
-	if err := proctree.Start(cmd); err != nil {
-		return err
-	}
-	return proctree.Wait(cmd)
+	return exec.Command("bash", "-c", "true").Run()
 }
 
 // measureP0 is the floor: a bare bash reading `true; printf marker` lines
