@@ -14,7 +14,9 @@ import (
 )
 
 // daemon is an in-process conch server on a loopback listener, built the
-// way `conch serve` builds it, and a client of it.
+// way `conch serve` builds it, and a client of it. It runs without the
+// reaper of orphans `conch serve` runs: in this process it would slow the
+// baseline's fork-and-wait as well, more than the daemon (README).
 type daemon struct {
 	srv    *server.Server
 	served chan error
