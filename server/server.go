@@ -132,23 +132,23 @@ type Options struct {
 // Server serves the conch HTTP API over the processes and sessions it
 // starts. Create it with New, run it with Serve, end it with Shutdown.
 type Server struct {
-	opts        Options
-	log         *slog.Logger
-	reg         *process.Registry
-	budget      *logstore.Budget // what every tracked process's log counts against
-	bodies      bodyBudget       // the request bodies being read and handled
-	streamSlots chan struct{}    // one element for each log stream open; --max-streams of them
-	hs          *http.Server
-	handler     http.Handler
-	ctx         context.Context    // the base of every request's context
-	cancel      context.CancelFunc // ends streams, waits and attachments at Shutdown
-	stopped     chan struct{}      // closed once Shutdown stopped every process
-	watchers    sync.WaitGroup     // one watch goroutine per tracked process
-	expiry      *expiry            // forgets records kept on_exit_ttl when they are due
-	inputs      sync.Map           // id -> *inputwatch.Watcher, for processes with open input
-	interacts   sync.Map           // id -> *turns, for processes that had an interact call
-	hijacked    sync.WaitGroup     // attach handlers, which http.Server does not wait for
-	stdinMu     sync.Mutex         // makes the stdin budget's check and the write one step
+	opts      Options
+	log       *slog.Logger
+	reg       *process.Registry
+	budget    *logstore.Budget // what every tracked process's log counts against
+	bodies    bodyBudget       // the request bodies being read and handled
+	streams   chan struct{}    // one element for each log stream open, MaxStreams of them
+	hs        *http.Server
+	handler   http.Handler
+	ctx       context.Context    // the base of every request's context
+	cancel    context.CancelFunc // ends streams, waits and attachments at Shutdown
+	stopped   chan struct{}      // closed once Shutdown stopped every process
+	watchers  sync.WaitGroup     // one watch goroutine per tracked process
+	expiry    *expiry            // forgets records kept on_exit_ttl when they are due
+	inputs    sync.Map           // id -> *inputwatch.Watcher, for processes with open input
+	interacts sync.Map           // id -> *turns, for processes that had an interact call
+	hijacked  sync.WaitGroup     // attach handlers, which http.Server does not wait for
+	stdinMu   sync.Mutex         // makes the stdin budget's check and the write one step
 	// background runs the checks that a shell starts (probes.go) and the
 	// stops of what forgotten records left (ended.go); Shutdown waits for it.
 	background sync.WaitGroup
@@ -248,8 +248,7 @@ func New(opts Options) (*Server, error) {
 		sessions: make(map[string]*sessionEntry),
 		releases: make(map[string]func()),
 		drained:  make(chan struct{}),
-
-		streamSlots: make(chan struct{}, opts.MaxStreams),
+		streams:  make(chan struct{}, opts.MaxStreams),
 	}
 	s.heartbeat.Store(int64(heartbeat))
 	s.writeTimeout.Store(int64(writeTimeout))

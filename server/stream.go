@@ -51,7 +51,7 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) error {
 		return errorf(http.StatusTooManyRequests, api.CodeResourceExhausted,
 			"%d streams are open, the most at once (--max-streams): close one, or page the logs", s.opts.MaxStreams)
 	}
-	defer func() { <-s.streamSlots }()
+	defer func() { <-s.streams }()
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -121,19 +121,19 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) error {
 // stream it closed does.
 const streamSlotWait = time.Second
 
-// takeStreamSlot takes one of the --max-streams slots, waiting up to
-// streamSlotWait for one to be given back, and reports whether it did; it
-// gives up when ctx ends.
+// takeStreamSlot takes one of the --max-streams slots (s.streams), waiting
+// up to streamSlotWait for one to be given back, and reports whether it did;
+// it gives up when ctx ends.
 func (s *Server) takeStreamSlot(ctx context.Context) bool {
 	select {
-	case s.streamSlots <- struct{}{}:
+	case s.streams <- struct{}{}:
 		return true
 	default:
 	}
 	t := time.NewTimer(streamSlotWait)
 	defer t.Stop()
 	select {
-	case s.streamSlots <- struct{}{}:
+	case s.streams <- struct{}{}:
 		return true
 	case <-t.C:
 	case <-ctx.Done():
