@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -152,11 +153,18 @@ func (p proc) alive() bool {
 // answers, with its other flags args. The daemon is stopped with the test.
 func startDaemon(t *testing.T, env []string, stateHome string, args ...string) *client.Client {
 	t.Helper()
+	return startDaemonLogging(t, env, stateHome, os.Stderr, args...)
+}
+
+// startDaemonLogging is startDaemon with the daemon's log written to
+// stderr.
+func startDaemonLogging(t *testing.T, env []string, stateHome string, stderr io.Writer, args ...string) *client.Client {
+	t.Helper()
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte("mcp-test-token\n"), 0o600))
 	cmd := exec.Command(conchBin, append([]string{"serve", "--listen", "127.0.0.1:0", "--token-file", tokenFile, "--log-level", "warn"}, args...)...)
 	cmd.Env = env
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = stderr
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)

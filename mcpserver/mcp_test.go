@@ -1,6 +1,7 @@
 package mcpserver_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -899,6 +901,52 @@ func TestInteractWithNoCursorKnown(t *testing.T) {
 	require.Equal(t, "ab", w.Output)
 	done := b.finish(gate, r.ID)
 	require.Equal(t, "red\n", done.Output, "read on from %q", w.Next)
+}
+
+// TestInteractSignalAsksOnce: interact with a signal looks the command up
+// once, before the signal (to say whether it reached anything); the
+// answer, which names no session once the command has ended, takes its
+// session from that look rather than a second one.
+func TestInteractSignalAsksOnce(t *testing.T) {
+	t.Parallel()
+	env, stateHome := testEnv(t)
+	var log syncBuffer
+	d := startDaemonLogging(t, env, stateHome, &log, "--log-level", "info")
+	c := startMCP(t, env, "--url", d.URL())
+	defer c.close()
+	r, text := c.run(map[string]any{"command": "sleep 300", "session": "sig", "timeout": 0.3, "closeStdin": true})
+	require.True(t, r.Running, text)
+	gets := func() int {
+		return strings.Count(log.String(), `msg=request route="GET /v1/processes/{id}"`)
+	}
+	before := gets()
+	var done mcpserver.Result
+	text = c.ok("interact", map[string]any{"id": r.ID, "signal": "INT"}, &done)
+	require.False(t, done.Running, text)
+	require.Equal(t, "sig", done.Session, text)
+	// A request's log line follows its answer: the lines of interact's
+	// requests come within the hang guard, a second Get's too.
+	require.Eventually(t, func() bool { return gets() > before }, hangGuard, 10*time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+	require.Equal(t, 1, gets()-before, "Gets of the command for one interact with a signal")
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and readers at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestReadFromDroppedOutput reads from a cursor into a frame that the

@@ -242,12 +242,13 @@ func (s *Server) interact(ctx context.Context, _ *mcp.CallToolRequest, in Intera
 	// A signal for a command that has ended reaches nothing: the answer
 	// says so, or an agent that interrupted would take the result for the
 	// interrupt's.
-	endedBefore := false
+	var before *client.Process // the command as it was before the signal
 	if in.Signal != "" {
-		if q, err := s.c.Get(ctx, in.ID); err == nil && q.Ended() {
-			endedBefore = true
+		if q, err := s.c.Get(ctx, in.ID); err == nil {
+			before = q
 		}
 	}
+	endedBefore := before != nil && before.Ended()
 	opts := client.InteractOptions{Input: in.Input, EOF: in.EOF, Signal: in.Signal, Cursor: asked,
 		Timeout: wait.timeout, IdleTimeout: wait.idle, OutputLimit: limit}
 	r, p, err := s.c.Interact(ctx, in.ID, opts)
@@ -263,11 +264,18 @@ func (s *Server) interact(ctx context.Context, _ *mcp.CallToolRequest, in Intera
 		// no part of the sequence open there.
 		o.open = open
 	}
+	// An ended command's answer names no session: the look before the
+	// signal did, or one is made now. A command's session never changes.
 	sessionID := ""
-	if p != nil {
+	switch {
+	case p != nil:
 		sessionID = p.SessionID
-	} else if q, err := s.c.Get(ctx, in.ID); err == nil {
-		sessionID = q.SessionID
+	case before != nil:
+		sessionID = before.SessionID
+	default:
+		if q, err := s.c.Get(ctx, in.ID); err == nil {
+			sessionID = q.SessionID
+		}
 	}
 	out := s.result(ctx, r, o, p, sessionID, wait.limit)
 	out.Session = s.names()[sessionID]
