@@ -156,8 +156,8 @@ func startDaemon(t *testing.T, env []string, stateHome string, args ...string) *
 	return startDaemonLogging(t, env, stateHome, os.Stderr, args...)
 }
 
-// startDaemonLogging is startDaemon with the daemon's log written to
-// stderr.
+// startDaemonLogging is startDaemon with the daemon's log (its stderr)
+// written to stderr rather than the test's own.
 func startDaemonLogging(t *testing.T, env []string, stateHome string, stderr io.Writer, args ...string) *client.Client {
 	t.Helper()
 	tokenFile := filepath.Join(t.TempDir(), "token")

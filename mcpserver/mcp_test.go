@@ -1,7 +1,6 @@
 package mcpserver_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/buftest"
 	"github.com/conchsh/conch/mcpserver"
 )
 
@@ -910,43 +909,29 @@ func TestInteractWithNoCursorKnown(t *testing.T) {
 func TestInteractSignalAsksOnce(t *testing.T) {
 	t.Parallel()
 	env, stateHome := testEnv(t)
-	var log syncBuffer
+	var log buftest.Buffer
 	d := startDaemonLogging(t, env, stateHome, &log, "--log-level", "info")
 	c := startMCP(t, env, "--url", d.URL())
 	defer c.close()
 	r, text := c.run(map[string]any{"command": "sleep 300", "session": "sig", "timeout": 0.3, "closeStdin": true})
 	require.True(t, r.Running, text)
-	gets := func() int {
-		return strings.Count(log.String(), `msg=request route="GET /v1/processes/{id}"`)
+	count := func(route string) int {
+		return strings.Count(log.String(), `msg=request route="`+route+`"`)
 	}
-	before := gets()
+	const get, listing = "GET /v1/processes/{id}", "GET /v1/processes"
+	before := count(get)
 	var done mcpserver.Result
 	text = c.ok("interact", map[string]any{"id": r.ID, "signal": "INT"}, &done)
 	require.False(t, done.Running, text)
 	require.Equal(t, "sig", done.Session, text)
-	// A request's log line follows its answer: the lines of interact's
-	// requests come within the hang guard, a second Get's too.
-	require.Eventually(t, func() bool { return gets() > before }, hangGuard, 10*time.Millisecond)
-	time.Sleep(300 * time.Millisecond)
-	require.Equal(t, 1, gets()-before, "Gets of the command for one interact with a signal")
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and readers at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	// A request's log line is written after its answer, before its
+	// connection serves the next request: once the line of a list, sent
+	// next on the connection kept from interact's requests, is there, so
+	// are theirs.
+	listed := count(listing)
+	c.list()
+	require.Eventually(t, func() bool { return count(listing) > listed }, hangGuard, 10*time.Millisecond)
+	require.Equal(t, 1, count(get)-before, "Gets of the command for one interact with a signal")
 }
 
 // TestReadFromDroppedOutput reads from a cursor into a frame that the

@@ -1,38 +1,26 @@
 package server_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/buftest"
 	"github.com/conchsh/conch/server"
 )
 
 // logBuffer is a log destination the test reads while the server writes.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
+type logBuffer struct{ buftest.Buffer }
 
 // records parses every line as a JSON object.
 func (b *logBuffer) records(t *testing.T) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	text := b.buf.String()
-	b.mu.Unlock()
+	text := b.String()
 	var recs []map[string]any
 	for line := range strings.Lines(text) {
 		var rec map[string]any
