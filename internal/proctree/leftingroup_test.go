@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ time.sleep(60)
 // and returns its command and the pid of the process that stays, killed at
 // the test's end. The command is waited for (reaped) once its process leaves
 // when fork is set.
-func blocking(t *testing.T, last int, fork bool, env ...string) (*exec.Cmd, int) {
+func blocking(t testing.TB, last int, fork bool, env ...string) (*exec.Cmd, int) {
 	t.Helper()
 	args := []string{"-c", blockUSR1}
 	if fork {
@@ -156,4 +157,53 @@ func TestLeftInGroupIsTheReapedProcesssOwn(t *testing.T) {
 			t.Skip("another fork took the pid wanted 20 times")
 		})
 	}
+}
+
+// A reaped process's group that no process is in any more (the common end:
+// it left nothing) is answered without a scan of every process; one with a
+// member is still scanned, and the member found. Not parallel: it counts
+// the package's scans.
+func TestLeftInGroupOfAnEmptyGroupScansNothing(t *testing.T) {
+	var scans atomic.Int32
+	scan := stats.scan
+	stats.scan = func() statScan { scans.Add(1); return scan() }
+	t.Cleanup(func() { stats.scan = scan })
+	env := []string{"PATH=" + os.Getenv("PATH")}
+
+	tag := "empty-" + strconv.Itoa(os.Getpid())
+	cmd := exec.Command("true")
+	cmd.Env = append(env, Tag(tag))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	require.NoError(t, Start(cmd))
+	require.NoError(t, Wait(cmd))
+	require.Empty(t, LeftInGroup(cmd.Process.Pid, tag, time.Now()))
+	require.Zero(t, scans.Load(), "an empty group was looked for in every process")
+
+	leader, member := blocking(t, 0, true, env...)
+	require.Equal(t, []int{member}, LeftInGroup(leader.Process.Pid, tag, time.Now()))
+	require.NotZero(t, scans.Load(), "a group with a member was not scanned")
+}
+
+// BenchmarkLeftInGroup is the look for what a reaped process left in its
+// group: none left (the group is gone), and one member left (the scan of
+// every process that proves the group its own).
+func BenchmarkLeftInGroup(b *testing.B) {
+	env := []string{"PATH=" + os.Getenv("PATH")}
+	tag := "bench-" + strconv.Itoa(os.Getpid())
+	cmd := exec.Command("true")
+	cmd.Env = append(env, Tag(tag))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	require.NoError(b, Start(cmd))
+	require.NoError(b, Wait(cmd))
+	b.Run("empty", func(b *testing.B) {
+		for b.Loop() {
+			LeftInGroup(cmd.Process.Pid, tag, time.Now())
+		}
+	})
+	leader, _ := blocking(b, 0, true, env...)
+	b.Run("member", func(b *testing.B) {
+		for b.Loop() {
+			LeftInGroup(leader.Process.Pid, tag, time.Now())
+		}
+	})
 }

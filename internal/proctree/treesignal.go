@@ -232,7 +232,7 @@ func lineage() (pids, groups map[int]bool) {
 // reap (a chain of forks that cleared its environment) does not pass, and
 // is left to the process's cgroup.
 func LeftInGroup(pgid int, tag string, reaped time.Time) []int {
-	if pgid <= 1 {
+	if pgid <= 1 || !groupExists(pgid) {
 		return nil
 	}
 	if _, spare := lineage(); spare[pgid] {
@@ -286,6 +286,17 @@ func LeftInGroup(pgid int, tag string, reaped time.Time) []int {
 		return nil
 	}
 	return out
+}
+
+// groupExists reports whether any process, a zombie too, is in process
+// group pgid: a signal 0 to the group finds it with one call. Most processes
+// leave nothing behind, and their group is gone by the time it is looked
+// for, which then costs no read of every process in /proc (with 85
+// processes, 0.15 µs against 170 µs here: BenchmarkLeftInGroup). Any answer
+// but "no such process" (EPERM, for a group this process may not signal)
+// counts as there.
+func groupExists(pgid int) bool {
+	return !errors.Is(unix.Kill(-pgid, 0), unix.ESRCH)
 }
 
 // orphanedHere reports whether s, followed up through its parents while
