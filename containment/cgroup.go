@@ -89,6 +89,14 @@ func (r *Root) newCgroup(name string, l Limits) (Manager, error) {
 	}
 	// Memory is always placed where v1 has it, for the peak and OOM kills.
 	h := &hybrid{cgroup: cg}
+	if f := r.forker(l); f != nil {
+		d := v1dir{dir: filepath.Join(r.v1["memory"].dir, name), home: r.v1["memory"].home}
+		if left, ok := f.take(d.dir); ok {
+			h.v1, h.forker, h.left = []v1dir{d}, f, left
+			h.openV1Memory(d.dir)
+			return h, nil
+		}
+	}
 	for _, c := range controllers {
 		v, ok := r.v1[c]
 		if !ok || r.v2[c] || (c != "memory" && !l.needs(c)) {
@@ -101,9 +109,7 @@ func (r *Root) newCgroup(name string, l Limits) (Manager, error) {
 		}
 		h.v1 = append(h.v1, d)
 		if c == "memory" {
-			cg.peak, _ = rawcall.OpenFile(filepath.Join(d.dir, "memory.max_usage_in_bytes"), unix.O_RDWR, 0)
-			cg.oom, _ = rawcall.OpenFile(filepath.Join(d.dir, "memory.oom_control"), unix.O_RDONLY, 0)
-			cg.reset = "0"
+			h.openV1Memory(d.dir)
 		}
 		if err := setV1(c, d.dir, l); err != nil {
 			_ = h.Destroy()
@@ -114,6 +120,23 @@ func (r *Root) newCgroup(name string, l Limits) (Manager, error) {
 		return cg, nil
 	}
 	return h, nil
+}
+
+// forker returns the root's forker, started on the first call, when a
+// cgroup with limits l can take its spare: the host is hybrid with v1
+// memory, and l puts nothing on v1 (see forker). Else nil.
+func (r *Root) forker(l Limits) *forker {
+	mem, ok := r.v1["memory"]
+	if !ok || r.v2["memory"] || r.spares == nil {
+		return nil
+	}
+	for _, c := range l.controllers() {
+		if _, inV1 := r.v1[c]; inV1 && !r.v2[c] {
+			return nil
+		}
+	}
+	r.spares.once.Do(func() { r.spares.f = newForker(mem) })
+	return r.spares.f
 }
 
 // open opens the files Kill and Destroy use: cgroup.events, and

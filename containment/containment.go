@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -161,6 +162,15 @@ type Root struct {
 	v1       map[string]v1dir
 	killFile bool // cgroup.kill exists (Linux 5.14)
 	defaults Limits
+
+	spares *spares // on a hybrid host (see forker)
+}
+
+// spares is a root's forker, started for the first cgroup that can use
+// it; shared by the root's copies.
+type spares struct {
+	once sync.Once
+	f    *forker
 }
 
 // v1dir is a daemon's cgroup in one v1 hierarchy, and the cgroup its

@@ -101,6 +101,10 @@ func TestRootDestroyEndsEveryCgroup(t *testing.T) {
 	waitFor(t, "four sleeps", func() bool { return len(containmenttest.Running(marker)) == 4 })
 	// The subshells that started them leave the cgroups a moment later.
 	waitFor(t, "the sleeps alone in the cgroups", func() bool { return procsUnder(r.Path()) == 4 })
+	// Clear is for a daemon that died: its threads are gone.
+	if err := containment.StopForker(r); err != nil {
+		t.Fatal(err)
+	}
 	n, err := containment.Clear(strings.TrimPrefix(filepath.Base(r.Path()), "conch-"), r.Dirs())
 	if err != nil || n != 4 {
 		t.Fatalf("Clear = %d, %v; want 4 ended", n, err)

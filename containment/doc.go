@@ -22,5 +22,7 @@
 // into the cgroup's v1 cgroups, forks (the child is in them before it
 // execs, and every process it starts after), and moves the thread back.
 // A thread that cannot be moved back is not reused: its goroutine exits
-// locked, which ends the thread.
+// locked, which ends the thread. A first move after an idle spell waits
+// for an RCU grace period, so a cgroup that needs v1 for memory alone, with
+// no limit, is started from a thread that waits in it already (see forker).
 package containment

@@ -73,3 +73,41 @@ func IsHybrid(m Manager) bool {
 func SetV2(dir string, l Limits) error {
 	return (&cgroup{dir: dir}).set(map[string]bool{"memory": true, "pids": true, "cpu": true}, l)
 }
+
+// StopForker ends r's forker, as the death of its daemon does: a test that
+// clears the cgroups of a live root calls it first.
+func StopForker(r *Root) error {
+	if r.spares == nil {
+		return nil
+	}
+	r.spares.once.Do(func() {})
+	if r.spares.f == nil {
+		return nil
+	}
+	return r.spares.f.stop()
+}
+
+// SpareReady reports whether r's forker has a spare ready to take.
+func SpareReady(r *Root) bool {
+	if r.spares == nil || r.spares.f == nil {
+		return false
+	}
+	f := r.spares.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.spare != ""
+}
+
+// V1Dir returns m's cgroup in v1 controller c's hierarchy (r's), or "".
+func V1Dir(r *Root, m Manager, c string) string {
+	h, ok := m.(*hybrid)
+	if !ok || r.v1[c].dir == "" {
+		return ""
+	}
+	for _, d := range h.v1 {
+		if filepath.Dir(d.dir) == r.v1[c].dir {
+			return d.dir
+		}
+	}
+	return ""
+}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/conchsh/conch/internal/rawcall"
 )
 
 // hybrid is a Manager for a host whose v2 hierarchy has no controllers:
@@ -18,6 +20,18 @@ import (
 type hybrid struct {
 	*cgroup
 	v1 []v1dir
+	// forker, when the cgroup took its spare: Start forks on its thread,
+	// and left is closed once the thread has moved out.
+	forker  *forker
+	left    <-chan struct{}
+	started bool
+}
+
+// openV1Memory opens the v1 memory files Stats reads, in dir.
+func (h *hybrid) openV1Memory(dir string) {
+	h.peak, _ = rawcall.OpenFile(filepath.Join(dir, "memory.max_usage_in_bytes"), unix.O_RDWR, 0)
+	h.oom, _ = rawcall.OpenFile(filepath.Join(dir, "memory.oom_control"), unix.O_RDONLY, 0)
+	h.reset = "0"
 }
 
 // setV1 writes the limits l puts on v1 controller c in dir.
@@ -47,6 +61,10 @@ func setV1(c, dir string, l Limits) error {
 // Start starts cmd into the v2 cgroup with clone3, from a thread moved into
 // the v1 cgroups for the fork (see the package comment).
 func (h *hybrid) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
+	if h.forker != nil {
+		h.started = true
+		return h.forker.start(h.cgroup, cmd, start)
+	}
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -79,6 +97,13 @@ func (h *hybrid) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
 // Destroy ends the v2 cgroup, which holds every process of the v1 ones,
 // then removes the v1 cgroups.
 func (h *hybrid) Destroy() error {
+	if h.forker != nil {
+		// The forker's thread leaves the cgroup before it is removed.
+		if !h.started {
+			h.forker.abandon(h.left)
+		}
+		<-h.left
+	}
 	err := h.cgroup.Destroy()
 	if err != nil {
 		return err

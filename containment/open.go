@@ -48,7 +48,7 @@ func Open(cfg Config) *Root {
 		r.reason = fmt.Sprintf("%s is not a cgroup v2 directory", parent)
 		return r
 	}
-	r.mode, r.dir = ModeCgroup2, dir
+	r.mode, r.dir, r.spares = ModeCgroup2, dir, &spares{}
 	_, err := os.Stat(filepath.Join(dir, "cgroup.kill"))
 	r.killFile = err == nil
 	r.v2 = enable(parent, dir)
@@ -167,8 +167,15 @@ func (r *Root) Destroy() error {
 	if r.Mode() == ModeNone {
 		return nil
 	}
+	var ferr error
+	if sp := r.spares; sp != nil {
+		sp.once.Do(func() {}) // no forker starts after this
+		if sp.f != nil {
+			ferr = sp.f.stop()
+		}
+	}
 	_, err := Clear(strings.TrimPrefix(filepath.Base(r.dir), "conch-"), r.Dirs())
-	return err
+	return errors.Join(ferr, err)
 }
 
 // Clear ends every process in the cgroups of instance, dirs as

@@ -1,0 +1,144 @@
+package containment_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/conchsh/conch/containment"
+	"github.com/conchsh/conch/internal/containmenttest"
+)
+
+// hybridRoot is a test's Root on a host whose v2 hierarchy lacks the
+// memory controller that v1 mounts; it skips elsewhere.
+func hybridRoot(t *testing.T) *containment.Root {
+	t.Helper()
+	r := containmenttest.Root(t, containment.Limits{})
+	if r.Controllers()["memory"] != "v1" {
+		t.Skip("needs a hybrid host: v1 memory beside a v2 hierarchy without it")
+	}
+	m, err := r.New("first", containment.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !containment.IsHybrid(m) || containment.V1Dir(r, m, "memory") == "" {
+		t.Skip("needs a hybrid host: v1 memory beside a v2 hierarchy without it")
+	}
+	if err := m.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the forker's spare", func() bool { return containment.SpareReady(r) })
+	return r
+}
+
+// threadsIn returns the threads of this process in the v1 cgroup dir.
+func threadsIn(t *testing.T, dir string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "tasks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, tid := range strings.Fields(string(b)) {
+		if _, err := os.Stat(filepath.Join("/proc/self/task", tid)); err == nil {
+			out = append(out, tid)
+		}
+	}
+	return out
+}
+
+// A cgroup made with no memory limit on a hybrid host takes the forker's
+// spare: a thread of the daemon is in its v1 memory cgroup before its
+// Start, so the Start moves no thread (a first move after an idle spell
+// waits for an RCU grace period); the process starts in both of its
+// cgroups, and the thread has left when the cgroup is removed.
+func TestSpareCgroupHoldsTheForkingThread(t *testing.T) {
+	t.Parallel()
+	r := hybridRoot(t)
+	m, err := r.New("p1", containment.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := containment.V1Dir(r, m, "memory")
+	if filepath.Base(mem) != "p1" {
+		t.Fatalf("the v1 memory cgroup is %s, want one named p1", mem)
+	}
+	if got := threadsIn(t, mem); len(got) != 1 {
+		t.Fatalf("threads of this process in %s before the start: %v, want the forker's", mem, got)
+	}
+	_, out := run(t, m, "cat /proc/self/cgroup")
+	if !strings.Contains(out, "memory:") || !strings.Contains(out, "/p1\n") {
+		t.Fatalf("the process is not in its cgroups:\n%s", out)
+	}
+	for line := range strings.Lines(out) {
+		if strings.Contains(line, ":memory:") && !strings.HasSuffix(strings.TrimSpace(line), "/p1") {
+			t.Fatalf("the process's v1 memory cgroup is not p1's: %s", line)
+		}
+	}
+	if err := m.Destroy(); err != nil {
+		t.Fatalf("destroy: %v", err)
+	}
+	if _, err := os.Stat(mem); !os.IsNotExist(err) {
+		t.Fatalf("%s is left: %v", mem, err)
+	}
+	waitFor(t, "the next spare", func() bool { return containment.SpareReady(r) })
+}
+
+// A cgroup that took the spare and is destroyed without a start, or whose
+// root is destroyed first, is removed: the forker's thread leaves it. The
+// root's Destroy (containmenttest's cleanup) fails on any cgroup left.
+func TestSpareCgroupNeverStarted(t *testing.T) {
+	t.Parallel()
+	r := hybridRoot(t)
+	m, err := r.New("abandoned", containment.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := containment.V1Dir(r, m, "memory")
+	if got := threadsIn(t, mem); len(got) != 1 {
+		t.Fatalf("threads of this process in %s: %v, want the forker's", mem, got)
+	}
+	if err := m.Destroy(); err != nil {
+		t.Fatalf("destroy: %v", err)
+	}
+	if _, err := os.Stat(mem); !os.IsNotExist(err) {
+		t.Fatalf("%s is left: %v", mem, err)
+	}
+	waitFor(t, "the next spare", func() bool { return containment.SpareReady(r) })
+	if _, err := r.New("kept", containment.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	// The root's Destroy at cleanup finds the forker in "kept".
+}
+
+// A cgroup with a memory limit, or one that needs another v1 controller,
+// does not take the spare: no thread of the daemon stays in a cgroup whose
+// memory can run out.
+func TestSpareNotForLimits(t *testing.T) {
+	t.Parallel()
+	r := hybridRoot(t)
+	for i, l := range []containment.Limits{{MemoryBytes: 256 << 20}, {Pids: 100}} {
+		if r.Check(l) != nil {
+			continue
+		}
+		m, err := r.New("limited"+strconv.Itoa(i), l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem := containment.V1Dir(r, m, "memory")
+		if got := threadsIn(t, mem); len(got) != 0 {
+			t.Fatalf("limits %+v: threads of this process in %s before the start: %v", l, mem, got)
+		}
+		if _, out := run(t, m, "cat /proc/self/cgroup"); !strings.Contains(out, "/limited"+strconv.Itoa(i)+"\n") {
+			t.Fatalf("limits %+v: the process is not in its cgroups:\n%s", l, out)
+		}
+		if err := m.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !containment.SpareReady(r) {
+		t.Fatal("the spare was taken by a limited cgroup")
+	}
+}
