@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"sync"
 
@@ -119,14 +118,15 @@ func (f *forker) stop() error {
 	}
 }
 
-// run is the forker's goroutine. Its thread moves from spare to spare; one
-// that cannot move ends the forker, and the goroutine exits locked, which
-// ends the thread (as a hybrid Start's thread that cannot move back).
+// run is the forker's goroutine. Its thread (never the leader, see
+// lockedOffLeader) moves from spare to spare; one that cannot move ends
+// the forker, and the thread with it (as a hybrid Start's thread that
+// cannot move back).
 func (f *forker) run() {
 	defer close(f.done)
 	defer func() {
 		// A cgroup that took the spare last no longer waits for the
-		// thread: it went home, or ends with the goroutine.
+		// thread: it went home, or ended.
 		f.mu.Lock()
 		if f.left != nil {
 			close(f.left)
@@ -134,29 +134,32 @@ func (f *forker) run() {
 		}
 		f.mu.Unlock()
 	}()
-	runtime.LockOSThread()
+	lockedOffLeader(f.serve)
+}
+
+// serve is run's work, on its locked thread; it reports whether the thread
+// went home.
+func (f *forker) serve() bool {
 	tid := strconv.Itoa(unix.Gettid())
 	if f.next(tid) != nil {
-		return
+		return false
 	}
 	for req := range f.reqs {
 		switch {
 		case req.stop:
 			err := f.leave(tid)
 			req.reply <- err
-			if err == nil {
-				runtime.UnlockOSThread()
-			}
-			return
+			return err == nil
 		case req.cmd != nil:
 			req.reply <- req.cg.Start(req.cmd, req.start)
 		default:
 			req.reply <- nil
 		}
 		if f.next(tid) != nil {
-			return
+			return false
 		}
 	}
+	return false
 }
 
 // next makes a new spare and moves the thread into it, out of the spare

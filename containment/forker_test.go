@@ -65,8 +65,12 @@ func TestSpareCgroupHoldsTheForkingThread(t *testing.T) {
 	if filepath.Base(mem) != "p1" {
 		t.Fatalf("the v1 memory cgroup is %s, want one named p1", mem)
 	}
-	if got := threadsIn(t, mem); len(got) != 1 {
+	got := threadsIn(t, mem)
+	if len(got) != 1 {
 		t.Fatalf("threads of this process in %s before the start: %v, want the forker's", mem, got)
+	}
+	if got[0] == strconv.Itoa(os.Getpid()) {
+		t.Fatalf("the forker's thread is the process's first, whose cgroup its memory is charged to")
 	}
 	_, out := run(t, m, "cat /proc/self/cgroup")
 	if !strings.Contains(out, "memory:") || !strings.Contains(out, "/p1\n") {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 
 	"golang.org/x/sys/unix"
@@ -66,8 +65,7 @@ func (h *hybrid) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
 		return h.forker.start(h.cgroup, cmd, start)
 	}
 	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
+	go lockedOffLeader(func() bool {
 		tid := strconv.Itoa(unix.Gettid())
 		var err error
 		moved := 0
@@ -83,14 +81,13 @@ func (h *hybrid) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
 		}
 		for _, d := range h.v1[:moved] {
 			if back := write(filepath.Join(d.home, "tasks"), tid); back != nil {
-				// The goroutine ends locked, which ends the thread.
 				errc <- errors.Join(err, fmt.Errorf("leave v1 cgroup: %w", back))
-				return
+				return false
 			}
 		}
-		runtime.UnlockOSThread()
 		errc <- err
-	}()
+		return true
+	})
 	return <-errc
 }
 
