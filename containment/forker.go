@@ -29,8 +29,9 @@ import (
 //
 // A cgroup with a memory limit never takes the spare: the forker's thread
 // stays in a taken cgroup for as long as its move out takes, and a thread
-// of the daemon in a cgroup whose memory runs out would make the daemon a
-// candidate for that cgroup's OOM kill. Nor does one that needs another v1
+// of the daemon in a cgroup whose memory runs out can make the daemon a
+// candidate for that cgroup's OOM kill (kernels that look at every thread
+// of the cgroup for it). Nor does one that needs another v1
 // controller (a pids or CPU limit): the spare holds memory only.
 type forker struct {
 	memory v1dir // the root's v1 memory cgroup, and the daemon's own there

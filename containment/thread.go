@@ -15,9 +15,7 @@ import (
 // Not the leader, since a thread is moved into a process's v1 cgroups to
 // fork it: in a v1 memory hierarchy the kernel charges a process's memory
 // to the cgroup of its memory's owner, the leader, so the daemon's memory
-// would be charged to the process's cgroup while the leader was there;
-// and a cgroup's OOM kill looks at leaders only, so a thread that is not
-// one never makes the daemon a candidate.
+// would be charged to the process's cgroup while the leader was there.
 func lockedOffLeader(fn func() (reusable bool)) {
 	runtime.LockOSThread()
 	if isLeader() {
