@@ -163,19 +163,21 @@ func (f *forker) serve() bool {
 	return false
 }
 
-// next makes a new spare and moves the thread into it, out of the spare
-// taken last, and offers it to take. The spare is made by another thread:
-// one in the taken cgroup would have it charged for the new cgroup's
-// memory.
+// next moves the thread out of the spare taken last, makes a new spare and
+// moves the thread into it, and offers it to take. The thread makes the
+// spare from the daemon's own cgroup: in the taken one it would have that
+// cgroup charged for the new cgroup's memory. After an idle spell its
+// first move waits for the grace period; the second does not.
 func (f *forker) next(tid string) error {
 	f.mu.Lock()
 	f.seq++
 	dir := filepath.Join(f.memory.dir, ".spare-"+strconv.Itoa(f.seq))
 	left := f.left
 	f.mu.Unlock()
-	made := make(chan error, 1)
-	go func() { made <- os.Mkdir(dir, 0o755) }()
-	err := <-made
+	err := write(filepath.Join(f.memory.home, "tasks"), tid)
+	if err == nil {
+		err = os.Mkdir(dir, 0o755)
+	}
 	if err == nil {
 		if err = write(filepath.Join(dir, "tasks"), tid); err != nil {
 			_ = unix.Rmdir(dir)
