@@ -49,21 +49,18 @@ func threadsIn(t *testing.T, dir string) []string {
 	return out
 }
 
-// A cgroup made with no memory limit on a hybrid host takes the forker's
-// spare: a thread of the daemon is in its v1 memory cgroup before its
-// Start, so the Start moves no thread (a first move after an idle spell
-// waits for an RCU grace period); the process starts in both of its
-// cgroups, and the thread has left when the cgroup is removed.
-func TestSpareCgroupHoldsTheForkingThread(t *testing.T) {
-	t.Parallel()
-	r := hybridRoot(t)
-	m, err := r.New("p1", containment.Limits{})
+// takeSpare makes the cgroup name, which takes r's spare, and returns it
+// with its v1 memory cgroup, which holds the forker's thread: one of this
+// process's, not its first, whose cgroup its memory is charged to.
+func takeSpare(t *testing.T, r *containment.Root, name string) (containment.Manager, string) {
+	t.Helper()
+	m, err := r.New(name, containment.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mem := containment.V1Dir(r, m, "memory")
-	if filepath.Base(mem) != "p1" {
-		t.Fatalf("the v1 memory cgroup is %s, want one named p1", mem)
+	if filepath.Base(mem) != name {
+		t.Fatalf("the v1 memory cgroup is %s, want one named %s", mem, name)
 	}
 	got := threadsIn(t, mem)
 	if len(got) != 1 {
@@ -72,6 +69,18 @@ func TestSpareCgroupHoldsTheForkingThread(t *testing.T) {
 	if got[0] == strconv.Itoa(os.Getpid()) {
 		t.Fatalf("the forker's thread is the process's first, whose cgroup its memory is charged to")
 	}
+	return m, mem
+}
+
+// A cgroup made with no memory limit on a hybrid host takes the forker's
+// spare: a thread of the daemon is in its v1 memory cgroup before its
+// Start, so the Start moves no thread (a first move after an idle spell
+// waits for an RCU grace period); the process starts in both of its
+// cgroups, and the thread has left when the cgroup is removed.
+func TestSpareCgroupHoldsTheForkingThread(t *testing.T) {
+	t.Parallel()
+	r := hybridRoot(t)
+	m, mem := takeSpare(t, r, "p1")
 	_, out := run(t, m, "cat /proc/self/cgroup")
 	if !strings.Contains(out, "memory:") || !strings.Contains(out, "/p1\n") {
 		t.Fatalf("the process is not in its cgroups:\n%s", out)
@@ -96,14 +105,7 @@ func TestSpareCgroupHoldsTheForkingThread(t *testing.T) {
 func TestSpareCgroupNeverStarted(t *testing.T) {
 	t.Parallel()
 	r := hybridRoot(t)
-	m, err := r.New("abandoned", containment.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem := containment.V1Dir(r, m, "memory")
-	if got := threadsIn(t, mem); len(got) != 1 {
-		t.Fatalf("threads of this process in %s: %v, want the forker's", mem, got)
-	}
+	m, mem := takeSpare(t, r, "abandoned")
 	if err := m.Destroy(); err != nil {
 		t.Fatalf("destroy: %v", err)
 	}

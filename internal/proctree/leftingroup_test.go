@@ -98,6 +98,18 @@ func pendingUSR1(t *testing.T, pid int) bool {
 	return false
 }
 
+// reaped starts a process tagged with tag that leads a session and exits
+// at once, and returns its pid and when it was reaped.
+func reaped(t testing.TB, tag string) (int, time.Time) {
+	t.Helper()
+	cmd := exec.Command("true")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), Tag(tag)}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	require.NoError(t, Start(cmd))
+	require.NoError(t, Wait(cmd))
+	return cmd.Process.Pid, time.Now()
+}
+
 // A reaped process's group is found, and signalled, by its number while it
 // is still its own — here by a member that cleared its environment (no
 // tag), which started before the reap — but not once the number is
@@ -107,16 +119,6 @@ func pendingUSR1(t *testing.T, pid int) bool {
 // parallel; another fork can still take it first, and it tries again.
 func TestLeftInGroupIsTheReapedProcesssOwn(t *testing.T) {
 	env := []string{"PATH=" + os.Getenv("PATH")}
-	// reaped starts a process tagged with tag that leads a session and
-	// exits at once, and returns its pid and when it was reaped.
-	reaped := func(t *testing.T, tag string) (int, time.Time) {
-		cmd := exec.Command("true")
-		cmd.Env = append(env, Tag(tag))
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		require.NoError(t, Start(cmd))
-		require.NoError(t, Wait(cmd))
-		return cmd.Process.Pid, time.Now()
-	}
 
 	t.Run("own", func(t *testing.T) {
 		tag := "own-" + strconv.Itoa(os.Getpid())
@@ -163,18 +165,13 @@ func TestLeftInGroupIsTheReapedProcesssOwn(t *testing.T) {
 // member is still scanned, and the member found. Not parallel: it counts
 // the package's listings.
 func TestLeftInGroupOfAnEmptyGroupScansNothing(t *testing.T) {
-	env := []string{"PATH=" + os.Getenv("PATH")}
 	tag := "empty-" + strconv.Itoa(os.Getpid())
-	cmd := exec.Command("true")
-	cmd.Env = append(env, Tag(tag))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	require.NoError(t, Start(cmd))
-	require.NoError(t, Wait(cmd))
+	pid, at := reaped(t, tag)
 	before := Scans()
-	require.Empty(t, LeftInGroup(cmd.Process.Pid, tag, time.Now()))
+	require.Empty(t, LeftInGroup(pid, tag, at))
 	require.Equal(t, before, Scans(), "an empty group was looked for in every process")
 
-	leader, member := blocking(t, 0, true, env...)
+	leader, member := blocking(t, 0, true, "PATH="+os.Getenv("PATH"))
 	before = Scans()
 	require.Equal(t, []int{member}, LeftInGroup(leader.Process.Pid, tag, time.Now()))
 	require.Greater(t, Scans(), before, "a group with a member was not scanned")
@@ -184,19 +181,14 @@ func TestLeftInGroupOfAnEmptyGroupScansNothing(t *testing.T) {
 // group: none left (the group is gone), and one member left (the scan of
 // every process that proves the group its own).
 func BenchmarkLeftInGroup(b *testing.B) {
-	env := []string{"PATH=" + os.Getenv("PATH")}
 	tag := "bench-" + strconv.Itoa(os.Getpid())
-	cmd := exec.Command("true")
-	cmd.Env = append(env, Tag(tag))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	require.NoError(b, Start(cmd))
-	require.NoError(b, Wait(cmd))
+	pid, _ := reaped(b, tag)
 	b.Run("empty", func(b *testing.B) {
 		for b.Loop() {
-			LeftInGroup(cmd.Process.Pid, tag, time.Now())
+			LeftInGroup(pid, tag, time.Now())
 		}
 	})
-	leader, _ := blocking(b, 0, true, env...)
+	leader, _ := blocking(b, 0, true, "PATH="+os.Getenv("PATH"))
 	b.Run("member", func(b *testing.B) {
 		for b.Loop() {
 			LeftInGroup(leader.Process.Pid, tag, time.Now())
