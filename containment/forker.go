@@ -24,15 +24,16 @@ import (
 // can be renamed with a thread in it; nothing moves), and its Start forks
 // on the forker's thread, which is in place already. The forker then
 // moves on into a new spare, off the start's path: the grace period, if
-// any, is waited for there. A cgroup that finds no spare ready (another
+// any, is waited for there, holding the kernel's cgroup mutex, which a
+// cgroup made or removed meanwhile waits for. A cgroup that finds no spare ready (another
 // took it, or the forker is still moving) is made and started as before.
 //
 // A cgroup with a memory limit never takes the spare: the forker's thread
 // stays in a taken cgroup for as long as its move out takes, and a thread
 // of the daemon in a cgroup whose memory runs out can make the daemon a
 // candidate for that cgroup's OOM kill (kernels that look at every thread
-// of the cgroup for it). Nor does one that needs another v1
-// controller (a pids or CPU limit): the spare holds memory only.
+// of the cgroup for it). Nor does one that needs another v1 controller (a
+// pids or CPU limit): the spare holds memory only.
 type forker struct {
 	memory v1dir // the root's v1 memory cgroup, and the daemon's own there
 	reqs   chan forkReq
