@@ -76,16 +76,7 @@ func SetV2(dir string, l Limits) error {
 
 // StopForker ends r's forker, as the death of its daemon does: a test that
 // clears the cgroups of a live root calls it first.
-func StopForker(r *Root) error {
-	if r.spares == nil {
-		return nil
-	}
-	r.spares.once.Do(func() {})
-	if r.spares.f == nil {
-		return nil
-	}
-	return r.spares.f.stop()
-}
+func StopForker(r *Root) error { return r.stopForker() }
 
 // SpareReady reports whether r's forker has a spare ready to take.
 func SpareReady(r *Root) bool {

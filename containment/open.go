@@ -167,15 +167,22 @@ func (r *Root) Destroy() error {
 	if r.Mode() == ModeNone {
 		return nil
 	}
-	var ferr error
-	if sp := r.spares; sp != nil {
-		sp.once.Do(func() {}) // no forker starts after this
-		if sp.f != nil {
-			ferr = sp.f.stop()
-		}
-	}
+	ferr := r.stopForker()
 	_, err := Clear(strings.TrimPrefix(filepath.Base(r.dir), "conch-"), r.Dirs())
 	return errors.Join(ferr, err)
+}
+
+// stopForker ends the root's forker, if it started one; none starts after.
+func (r *Root) stopForker() error {
+	sp := r.spares
+	if sp == nil {
+		return nil
+	}
+	sp.once.Do(func() {})
+	if sp.f == nil {
+		return nil
+	}
+	return sp.f.stop()
 }
 
 // Clear ends every process in the cgroups of instance, dirs as
