@@ -6,9 +6,11 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/conchsh/conch/client"
+	cexec "github.com/conchsh/conch/exec"
 	"github.com/conchsh/conch/internal/httpfloor"
 	"github.com/conchsh/conch/server"
 )
@@ -91,7 +93,37 @@ func measureP3(ctx context.Context, cfg config) Row {
 	if err != nil {
 		return failed(err)
 	}
-	return latencyRow(v, base, 1.2, "≤ 1.2×")
+	row := latencyRow(v, base, 1.2, "≤ 1.2×")
+	// Then what is under it, in turns of their own (in the one-shot's, it
+	// read higher): the same one-shot embedded (package exec, no HTTP),
+	// and net/http alone around the baseline's fork-and-wait (package
+	// httpfloor), each after a fork as the one-shot is.
+	embedded := func() error {
+		p, err := cexec.Start(cexec.Options{Cmd: "true", KeepLogs: "none"})
+		if err != nil {
+			return err
+		}
+		select {
+		case <-p.Done():
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	bare, err := httpfloor.Serve(forkTrue)
+	if err != nil {
+		return failed(err)
+	}
+	defer bare.Close()
+	s, err := alternateAll(cfg.reps/2, embedded, forkTrue, bare.RoundTrip, forkTrue)
+	if err != nil {
+		return failed(err)
+	}
+	forks := slices.Concat(s[1], s[3])
+	ratio := func(x samples) float64 { return float64(x.median()) / float64(forks.median()) }
+	row.Note += fmt.Sprintf("; under it, in turns of their own against fork-and-wait: the one-shot embedded (package exec, no HTTP) %.3f×, net/http alone around the fork (its floor) %.3f×",
+		ratio(s[0]), ratio(s[2]))
+	return row
 }
 
 // measureP2 is a session round trip of `true` over HTTP

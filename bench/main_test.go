@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -41,5 +42,25 @@ func TestFreshFigureSeesNothingLeftBehind(t *testing.T) {
 	}
 	if !strings.Contains(row.Note, "0 processes under this one") {
 		t.Errorf("the fresh process saw what this one left: %s", row.Note)
+	}
+}
+
+// TestP3SaysWhatIsUnderIt: P3's note gives the one-shot embedded and
+// net/http alone around the fork against the same baseline, so that a run
+// says how much of the figure is conch's HTTP path.
+func TestP3SaysWhatIsUnderIt(t *testing.T) {
+	row := measureP3(t.Context(), config{quick: true, reps: 10})
+	if row.Value == "error" {
+		t.Fatalf("P3: %+v", row)
+	}
+	for _, want := range []string{"the one-shot embedded (package exec, no HTTP) ", "net/http alone around the fork (its floor) "} {
+		i := strings.Index(row.Note, want)
+		if i < 0 {
+			t.Fatalf("P3's note does not give %q: %s", want, row.Note)
+		}
+		var ratio float64
+		if _, err := fmt.Sscanf(row.Note[i+len(want):], "%f×", &ratio); err != nil || ratio <= 0 {
+			t.Errorf("P3's note gives no ratio after %q: %s", want, row.Note)
+		}
 	}
 }
