@@ -6,17 +6,20 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
 // TestMain runs this test binary as the bench command itself when a test
 // asks it to, so that figures measured in a process of their own can be
-// tested.
+// tested; else it runs the tests and looks for leaked goroutines (a
+// figure starts daemons, sessions and servers of its own).
 func TestMain(m *testing.M) {
 	if os.Getenv("CONCH_BENCH_TEST_AS_MAIN") == "1" {
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // TestFreshFigureSeesNothingLeftBehind: a figure measured in a process of
