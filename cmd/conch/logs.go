@@ -12,7 +12,8 @@ import (
 
 func cmdLogs(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "logs", "ID", `Prints the output kept of the process when it starts, stdout to stdout and
-stderr to stderr, and says on stderr where output was dropped by retention.
+stderr to stderr, and says on stderr where output was dropped by retention
+(when retention dropped all of it first, a page of what is kept then).
 With -f, it follows until the process ends; Ctrl-C stops following and exits
 130, and the process goes on.`)
 	followFlag := fs.Bool("f", false, "follow: print new output until the process ends")
@@ -81,6 +82,12 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 			} else {
 				e.warn(fmt.Sprintf("output after cursor %s was dropped by retention while it was read", opts.Cursor))
 			}
+		}
+		if first && len(page.Items) > 0 && cursorOf(page.Items[0].Cursor) > last {
+			// Retention dropped all that was kept when it started (a
+			// process that writes fast): what is kept now, one page of it,
+			// rather than nothing.
+			last = cursorOf(page.Items[len(page.Items)-1].Cursor)
 		}
 		done := len(page.Items) == 0
 		for _, f := range page.Items {

@@ -7,11 +7,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -278,6 +281,56 @@ func TestLogsEndsOnBusyProcess(t *testing.T) {
 	require.NoError(t, cmd.Wait(), "conch logs ends")
 	require.Positive(t, n)
 	require.Less(t, n, 64<<20, "what was kept when it started, not all yes writes")
+}
+
+// conch logs of a process that writes faster than its retention keeps
+// prints what is kept when it reads, a page of it: when retention had
+// dropped everything up to the newest frame it saw at its start before it
+// read the first page, it printed nothing. A proxy holds its first read of
+// the logs until that has happened.
+func TestLogsRetentionOvertakes(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, "--log-retention", "64K")
+	p, err := s.c.Start(t.Context(), client.StartOptions{Cmd: "yes"})
+	require.NoError(t, err)
+	defer s.c.Kill(t.Context(), p.ID, client.KillOptions{Signal: "KILL"})
+	target, err := url.Parse(s.url)
+	require.NoError(t, err)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var held atomic.Bool
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/logs") && !held.Swap(true) {
+			overtaken(t, s.c, p.ID)
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	cmd := exec.Command("conch", "logs", p.ID)
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+front.URL, client.EnvToken+"="+s.token)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
+	defer guard.Stop()
+	require.NoError(t, cmd.Run(), "conch logs ends")
+	require.True(t, held.Load())
+	require.Contains(t, stdout.String(), "y\n")
+	require.Contains(t, stderr.String(), "dropped by retention")
+}
+
+// overtaken returns once the oldest frame kept of process id is newer than
+// the newest one was when it was called.
+func overtaken(t *testing.T, c *client.Client, id string) {
+	q, err := c.Get(t.Context(), id)
+	require.NoError(t, err)
+	last := cursorOf(q.LastCursor)
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		page, err := c.Logs(t.Context(), id, client.LogsOptions{Limit: 1})
+		require.NoError(t, err)
+		if len(page.Items) > 0 && cursorOf(page.Items[0].Cursor) > last {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "retention did not drop the frames kept")
+	}
 }
 
 // conch run whose daemon does not answer the start leaves on Ctrl-C once
