@@ -235,6 +235,7 @@ func (c *Command) start() (*readLoop, *streams) {
 		return nil, nil
 	}
 
+	s.settleUnsettled() // their streams may serve this command
 	st, err := s.takeStreams(&c.streams, c.opts.Stdin == process.StdinOpen)
 	if err != nil {
 		c.finish(process.Result{Reason: process.Failed, Error: fmt.Sprintf("prepare streams: %v", err)})
@@ -336,8 +337,10 @@ func (c *Command) await(ctx context.Context, rd *readLoop, st *streams) bool {
 		}
 		select {
 		case <-c.done: // streamEnded (or giveUp) finished the command
-			rd.settle()
-			rd.handOff()
+			if !rd.settleLater() {
+				rd.settle()
+				rd.handOff()
+			}
 			return true
 		case <-c.s.exited:
 			c.shellExited(st, rd)

@@ -440,13 +440,45 @@ func TestIdleLookWaitsForTheFrame(t *testing.T) {
 	c.finish(process.ExitedWith(0))
 }
 
+// A command that forked nothing ends for its caller at its end marker:
+// the end-of-file of its streams, which the shell gives right after it,
+// is the next command's to wait for (readLoop.settleLater). It once kept
+// the caller waiting for it too, which after an idle moment was one
+// command in two, or up to settleEOF when the shell held a stream (exec
+// 3>&1). A command that forked settles at once, its streams read on for a
+// job that may write on; and what the shell keeps writing to a stream it
+// held stays out of later commands' output.
+func TestCommandEndsBeforeItsStreamsSettle(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{Shell: "bash"})
+	unsettled := func() *Command {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.unsettled == nil {
+			return nil
+		}
+		return s.unsettled.c
+	}
+	c, _, err := s.Run(t.Context(), CommandOptions{Cmd: "exec 3>&1; echo held"})
+	require.NoError(t, err)
+	require.Same(t, c, unsettled(), "the shell holds its stdout: left to the next command")
+	_, out, _ := run(t, s, CommandOptions{Cmd: "echo late >&3; echo own"})
+	require.Equal(t, "own\n", out)
+	require.NotSame(t, c, unsettled())
+	run(t, s, CommandOptions{Cmd: "exec 3>&-; sleep 0.3 &"})
+	require.Nil(t, unsettled(), "a job may hold its streams: settled at once")
+	_, out, _ = run(t, s, CommandOptions{Cmd: "wait; echo after"})
+	require.Equal(t, "after\n", out)
+}
+
 // TestEpollSetsOutlastDrains: a command whose streams a background job
 // holds after its end is read on, until the job lets go, by a goroutine
 // with the command's epoll set, while the next command takes another. The
 // session keeps both for the commands after: keeping one, it made a set
 // (and closed one) for each such command — under load, where a stream's
 // end-of-file can come a moment after its command's end, for one command
-// in two or three.
+// in two or three. (The last command's set may wait for the next command
+// to settle its streams: see readLoop.settleLater.)
 func TestEpollSetsOutlastDrains(t *testing.T) {
 	s := newSession(t, Options{Shell: "bash"})
 	for range 3 {
@@ -456,7 +488,11 @@ func TestEpollSetsOutlastDrains(t *testing.T) {
 		require.Eventually(t, func() bool {
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			return len(s.epolls) == 2
+			n := len(s.epolls)
+			if s.unsettled != nil { // the last command's, back at the next start
+				n++
+			}
+			return n == 2
 		}, 10*time.Second, time.Millisecond, "the drain's set and the next command's are both kept")
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/internal/rawcall"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/sentinel"
@@ -259,6 +260,74 @@ func (l *readLoop) settle() {
 	}
 	if l.err == nil {
 		l.ep.f.SetReadDeadline(time.Time{})
+	}
+}
+
+// settleLater leaves the settling of the command's streams (see settle) to
+// the next command's start, and reports whether it did: when their
+// end-of-file has not come yet and nothing was forked since the command
+// started, so that only the shell holds them, and closes them right after
+// the marker it just wrote. Waiting for that here kept the command's caller
+// waiting too: after an idle moment the engine often read the marker before
+// the shell, on the same processor, got to close its streams, and the
+// switches back and forth cost about as much again as the marker's wake. A
+// command that forked settles at once, as a background job may hold its
+// streams and write on: they are read on (and what comes discarded) rather
+// than left full until the next command.
+func (l *readLoop) settleLater() bool {
+	if l.live == 0 || l.err != nil {
+		return false
+	}
+	for _, r := range l.rs {
+		if r != nil && !r.over {
+			return false // the end was given up: no marker to settle after
+		}
+	}
+	c, s := l.c, l.c.s
+	c.mu.Lock()
+	last := c.lastPID
+	c.mu.Unlock()
+	if last < 0 || proctree.LastPID() != last {
+		return false
+	}
+	s.mu.Lock()
+	taken := s.unsettled != nil
+	if !taken {
+		s.unsettled = l
+	}
+	s.mu.Unlock()
+	if taken {
+		return false
+	}
+	l.stopKicks()
+	return true
+}
+
+// settleUnsettled settles the streams of the command before, if it left
+// them to this moment (see settleLater): most often their end-of-file is
+// there, and they go back to the pool for the command about to start.
+func (s *Session) settleUnsettled() {
+	s.mu.Lock()
+	l := s.unsettled
+	s.unsettled = nil
+	s.mu.Unlock()
+	if l != nil {
+		l.settle()
+		l.handOff()
+	}
+}
+
+// dropUnsettled lets go, at the session's end, of the streams a command
+// left to be settled: the session's end closed them.
+func (s *Session) dropUnsettled() {
+	s.mu.Lock()
+	l := s.unsettled
+	s.unsettled = nil
+	s.mu.Unlock()
+	if l != nil {
+		l.err = os.ErrClosed
+		l.endAll(os.ErrClosed)
+		l.done()
 	}
 }
 

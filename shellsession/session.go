@@ -142,7 +142,11 @@ type Session struct {
 
 	readerIDs atomic.Int32 // the last id given to a stream's reader
 	awaiting  *Command     // the command whose streams are read where it is waited for (see Command.await)
-	kickFn    func()       // kickAwaiting, made once: a method value made for each command is an allocation
+	// unsettled is the readers of the last command, ended with nothing
+	// forked, whose streams' end-of-file had not come yet (see
+	// readLoop.settleLater); the next command's start settles them.
+	unsettled *readLoop
+	kickFn    func() // kickAwaiting, made once: a method value made for each command is an allocation
 }
 
 // New starts a session's shell and returns once it is ready to run a
@@ -663,6 +667,7 @@ func (s *Session) running() *Command {
 // releaseAll closes, at the session's end, the clean streams and the shell's
 // input.
 func (s *Session) releaseAll() {
+	s.dropUnsettled()
 	s.closePool()
 	s.stdin.Close()
 	s.unwatchIdle()
