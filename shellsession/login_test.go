@@ -76,6 +76,26 @@ func TestBinaryCommandText(t *testing.T) {
 	require.Contains(t, stderr, "NUL")
 }
 
+// A shell that exits before New sends its first command — the queue
+// closed with it — is refused as one that exited as it started: New
+// returned "queue closed" (seen under the race detector, with the test
+// below).
+func TestShellExitsBeforeTheFirstCommand(t *testing.T) {
+	fake := filepath.Join(t.TempDir(), "sh")
+	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\necho leaving >&2; exit 3\n"), 0o755))
+	beforeReady = func(s *Session) { <-s.h.Done() } // ended by itself: its queue closed
+	defer func() { beforeReady = nil }()
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	s, err := New(ctx, Options{Shell: fake})
+	if s != nil {
+		s.Close()
+	}
+	require.ErrorIs(t, err, process.ErrInvalidArgument)
+	require.Contains(t, err.Error(), "exited as it started (exit status 3)")
+	require.Contains(t, err.Error(), "leaving")
+}
+
 // TestShellThatExitsAsItStarts: a session whose shell exits before its
 // first command — its profile runs exit, or the "shell" is a program that
 // exits at once — is refused as invalid input saying how the shell ended,

@@ -3,6 +3,7 @@ package shellsession
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -24,6 +25,7 @@ import (
 	"github.com/conchsh/conch/internal/shells"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
+	"github.com/conchsh/conch/queue"
 	"github.com/conchsh/conch/sentinel"
 	"golang.org/x/sys/unix"
 	"mvdan.cc/sh/v3/syntax"
@@ -219,9 +221,16 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 	bounded, cancel := context.WithTimeout(ctx, opts.ReadyWithin)
 	defer cancel()
 	ready := s.newCommand(CommandOptions{Cmd: ":"})
+	if beforeReady != nil {
+		beforeReady(s)
+	}
 	if s.h.Queue.Claim() {
 		ready.runHere(bounded)
-	} else if err := s.h.Queue.Push(ready); err != nil {
+	} else if err := s.h.Queue.Push(ready); errors.Is(err, queue.ErrClosed) {
+		// Nothing else has the session yet: its shell exited, and the
+		// queue closed with it, before the first command was sent.
+		return nil, s.didNotStart(ctx)
+	} else if err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -248,6 +257,10 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 	s.h.Ready()
 	return s, nil
 }
+
+// beforeReady, when a test sets it, is called as New is about to send its
+// first command.
+var beforeReady func(*Session)
 
 // didNotStart closes the session whose shell did not come up and says why:
 // how it ended, when it did within a moment, and what it said. Its cause
