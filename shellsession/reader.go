@@ -312,8 +312,25 @@ func (s *Session) settleUnsettled() {
 	s.unsettled = nil
 	s.mu.Unlock()
 	if l != nil {
+		l.readEOF()
 		l.settle()
 		l.handOff()
+	}
+}
+
+// readEOF ends the readers whose stream is at end-of-file now, without
+// waiting or arming a deadline (whose timer wakes Go's poller): what
+// settleUnsettled most often finds.
+func (l *readLoop) readEOF() {
+	if l.err != nil {
+		return
+	}
+	buf := *l.bp
+	for i, r := range l.rs {
+		if r != nil && r.atEOF(buf) && r.end(io.EOF) {
+			l.rs[i] = nil
+			l.live--
+		}
 	}
 }
 
