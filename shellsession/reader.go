@@ -269,8 +269,8 @@ func (l *readLoop) settle() {
 // started, so that only the shell holds them, and closes them right after
 // the marker it just wrote. Waiting for that here kept the command's caller
 // waiting too: after an idle moment the engine often read the marker before
-// the shell, on the same processor, got to close its streams, and the
-// switches back and forth cost about as much again as the marker's wake. A
+// the shell, on the same processor, got to close its streams, and then
+// waited for the shell to run again and wake it a second time. A
 // command that forked settles at once, as a background job may hold its
 // streams and write on: they are read on (and what comes discarded) rather
 // than left full until the next command.
