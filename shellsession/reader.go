@@ -307,15 +307,21 @@ func (l *readLoop) settleLater() bool {
 // them to this moment (see settleLater): most often their end-of-file is
 // there, and they go back to the pool for the command about to start.
 func (s *Session) settleUnsettled() {
-	s.mu.Lock()
-	l := s.unsettled
-	s.unsettled = nil
-	s.mu.Unlock()
-	if l != nil {
+	if l := s.takeUnsettled(); l != nil {
 		l.readEOF()
 		l.settle()
 		l.handOff()
 	}
+}
+
+// takeUnsettled returns the readers a command left to be settled, if
+// any, which are then the caller's.
+func (s *Session) takeUnsettled() *readLoop {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.unsettled
+	s.unsettled = nil
+	return l
 }
 
 // readEOF ends the readers whose stream is at end-of-file now, without
@@ -337,11 +343,7 @@ func (l *readLoop) readEOF() {
 // dropUnsettled lets go, at the session's end, of the streams a command
 // left to be settled: the session's end closed them.
 func (s *Session) dropUnsettled() {
-	s.mu.Lock()
-	l := s.unsettled
-	s.unsettled = nil
-	s.mu.Unlock()
-	if l != nil {
+	if l := s.takeUnsettled(); l != nil {
 		l.err = os.ErrClosed
 		l.endAll(os.ErrClosed)
 		l.done()
