@@ -79,15 +79,15 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 			// On later pages: the output was dropped while it was read.
 			if first {
 				e.warn("the head of the output was dropped by retention")
+				if len(page.Items) > 0 && cursorOf(page.Items[0].Cursor) > last {
+					// All that was kept when it started is gone (a
+					// process that writes fast): one page of what is
+					// kept now, rather than nothing.
+					last = cursorOf(page.Items[len(page.Items)-1].Cursor)
+				}
 			} else {
 				e.warn(fmt.Sprintf("output after cursor %s was dropped by retention while it was read", opts.Cursor))
 			}
-		}
-		if first && len(page.Items) > 0 && cursorOf(page.Items[0].Cursor) > last {
-			// Retention dropped all that was kept when it started (a
-			// process that writes fast): what is kept now, one page of it,
-			// rather than nothing.
-			last = cursorOf(page.Items[len(page.Items)-1].Cursor)
 		}
 		done := len(page.Items) == 0
 		for _, f := range page.Items {
