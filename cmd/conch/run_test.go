@@ -317,6 +317,48 @@ func TestLogsRetentionOvertakes(t *testing.T) {
 	require.Contains(t, stderr.String(), "dropped by retention")
 }
 
+// conch logs of a process that had written nothing when it started prints
+// nothing, though output came before it read the first page: that is
+// output after its start, which logs -f follows; only output retention
+// dropped is replaced by what is kept then.
+func TestLogsOfNothingYet(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	p, err := s.c.Start(t.Context(), client.StartOptions{Cmd: "read x; echo late", Stdin: "open"})
+	require.NoError(t, err)
+	defer s.c.Kill(t.Context(), p.ID, client.KillOptions{Signal: "KILL"})
+	target, err := url.Parse(s.url)
+	require.NoError(t, err)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var held atomic.Bool
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/logs") && !held.Swap(true) {
+			// The process answers only now, after logs read its state.
+			require.NoError(t, s.c.WriteStdin(t.Context(), p.ID, []byte("go\n"), false))
+			for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+				q, err := s.c.Get(t.Context(), p.ID)
+				require.NoError(t, err)
+				if q.LastCursor != "" {
+					break
+				}
+				require.True(t, time.Now().Before(deadline), "no output")
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	cmd := exec.Command("conch", "logs", p.ID)
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+front.URL, client.EnvToken+"="+s.token)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
+	defer guard.Stop()
+	require.NoError(t, cmd.Run(), "conch logs ends")
+	require.True(t, held.Load())
+	require.Empty(t, stdout.String())
+	require.Empty(t, stderr.String())
+}
+
 // overtaken returns once the oldest frame kept of process id is newer than
 // the newest one was when it was called.
 func overtaken(t *testing.T, c *client.Client, id string) {
