@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -254,14 +255,7 @@ func TestLogsEndsOnBusyProcess(t *testing.T) {
 	p, err := s.c.Start(t.Context(), client.StartOptions{Cmd: "yes"})
 	require.NoError(t, err)
 	defer s.c.Kill(t.Context(), p.ID, client.KillOptions{Signal: "KILL"})
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		q, err := s.c.Get(t.Context(), p.ID)
-		require.NoError(t, err)
-		if q.LastCursor != "" {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "yes wrote nothing")
-	}
+	require.NoError(t, untilOutput(t.Context(), s.c, p.ID))
 	cmd := exec.Command("conch", "logs", p.ID)
 	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
 	n := 0
@@ -294,27 +288,9 @@ func TestLogsRetentionOvertakes(t *testing.T) {
 	p, err := s.c.Start(t.Context(), client.StartOptions{Cmd: "yes"})
 	require.NoError(t, err)
 	defer s.c.Kill(t.Context(), p.ID, client.KillOptions{Signal: "KILL"})
-	target, err := url.Parse(s.url)
-	require.NoError(t, err)
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	var held atomic.Bool
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/logs") && !held.Swap(true) {
-			overtaken(t, s.c, p.ID)
-		}
-		proxy.ServeHTTP(w, r)
-	}))
-	defer front.Close()
-	cmd := exec.Command("conch", "logs", p.ID)
-	cmd.Env = append(os.Environ(), client.EnvURL+"="+front.URL, client.EnvToken+"="+s.token)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
-	defer guard.Stop()
-	require.NoError(t, cmd.Run(), "conch logs ends")
-	require.True(t, held.Load())
-	require.Contains(t, stdout.String(), "y\n")
-	require.Contains(t, stderr.String(), "dropped by retention")
+	stdout, stderr := logsHeld(t, s, p.ID, func() error { return overtaken(t.Context(), s.c, p.ID) })
+	require.Contains(t, stdout, "y\n")
+	require.Contains(t, stderr, "dropped by retention")
 }
 
 // conch logs of a process that had written nothing when it started prints
@@ -327,52 +303,79 @@ func TestLogsOfNothingYet(t *testing.T) {
 	p, err := s.c.Start(t.Context(), client.StartOptions{Cmd: "read x; echo late", Stdin: "open"})
 	require.NoError(t, err)
 	defer s.c.Kill(t.Context(), p.ID, client.KillOptions{Signal: "KILL"})
+	stdout, stderr := logsHeld(t, s, p.ID, func() error {
+		// The process answers only now, after logs read its state.
+		if err := s.c.WriteStdin(t.Context(), p.ID, []byte("go\n"), false); err != nil {
+			return err
+		}
+		return untilOutput(t.Context(), s.c, p.ID)
+	})
+	require.Empty(t, stdout)
+	require.Empty(t, stderr)
+}
+
+// logsHeld runs conch logs of process id through a proxy to s that runs
+// hold before it passes on the first read of the logs, and returns what it
+// printed.
+func logsHeld(t *testing.T, s *served, id string, hold func() error) (stdout, stderr string) {
+	t.Helper()
 	target, err := url.Parse(s.url)
 	require.NoError(t, err)
 	proxy := httputil.NewSingleHostReverseProxy(target)
 	var held atomic.Bool
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/logs") && !held.Swap(true) {
-			// The process answers only now, after logs read its state.
-			require.NoError(t, s.c.WriteStdin(t.Context(), p.ID, []byte("go\n"), false))
-			for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
-				q, err := s.c.Get(t.Context(), p.ID)
-				require.NoError(t, err)
-				if q.LastCursor != "" {
-					break
-				}
-				require.True(t, time.Now().Before(deadline), "no output")
+			if err := hold(); err != nil {
+				t.Errorf("hold the first read of the logs: %v", err) // not FailNow: another goroutine
 			}
 		}
 		proxy.ServeHTTP(w, r)
 	}))
 	defer front.Close()
-	cmd := exec.Command("conch", "logs", p.ID)
+	cmd := exec.Command("conch", "logs", id)
 	cmd.Env = append(os.Environ(), client.EnvURL+"="+front.URL, client.EnvToken+"="+s.token)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	var out, errs strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errs
 	guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
 	defer guard.Stop()
 	require.NoError(t, cmd.Run(), "conch logs ends")
-	require.True(t, held.Load())
-	require.Empty(t, stdout.String())
-	require.Empty(t, stderr.String())
+	require.True(t, held.Load(), "conch logs read no logs")
+	return out.String(), errs.String()
+}
+
+// untilOutput returns once process id has written something, or after a
+// minute with an error.
+func untilOutput(ctx context.Context, c *client.Client, id string) error {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		q, err := c.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		if q.LastCursor != "" {
+			return nil
+		}
+	}
+	return errors.New("no output within a minute")
 }
 
 // overtaken returns once the oldest frame kept of process id is newer than
-// the newest one was when it was called.
-func overtaken(t *testing.T, c *client.Client, id string) {
-	q, err := c.Get(t.Context(), id)
-	require.NoError(t, err)
-	last := cursorOf(q.LastCursor)
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
-		page, err := c.Logs(t.Context(), id, client.LogsOptions{Limit: 1})
-		require.NoError(t, err)
-		if len(page.Items) > 0 && cursorOf(page.Items[0].Cursor) > last {
-			return
-		}
-		require.True(t, time.Now().Before(deadline), "retention did not drop the frames kept")
+// the newest one was when it was called, or after a minute with an error.
+func overtaken(ctx context.Context, c *client.Client, id string) error {
+	q, err := c.Get(ctx, id)
+	if err != nil {
+		return err
 	}
+	last := cursorOf(q.LastCursor)
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		page, err := c.Logs(ctx, id, client.LogsOptions{Limit: 1})
+		if err != nil {
+			return err
+		}
+		if len(page.Items) > 0 && cursorOf(page.Items[0].Cursor) > last {
+			return nil
+		}
+	}
+	return errors.New("retention did not drop the frames kept within a minute")
 }
 
 // conch run whose daemon does not answer the start leaves on Ctrl-C once
