@@ -21,6 +21,14 @@ import (
 // a running process held their stacks (about 160 KiB: each copy's buffer
 // sat on its stack) where it holds one goroutine and a pooled buffer now
 // (about 75 KiB).
+//
+// This process keeps the child's ends of the output pipes open
+// (Process.keepers) until the pidfd says the process exited. A process
+// closes its descriptors as it exits, a moment before it can be waited
+// for: the hang-up of its outputs woke follow, which read them to their
+// end and slept again, in waitid, for the exit — two wake-ups a process,
+// each a sleep and a wake of a thread. Kept open, the outputs hang up only
+// once follow closes its ends after the exit, and one wake-up serves both.
 
 // pidfdsWork reports whether this kernel gives processes pidfds that an
 // epoll set can wait on (Linux 5.3).
@@ -78,10 +86,12 @@ func followSet(outs []output, pidfd int) (int, error) {
 }
 
 // follow owns a process started on pipes (see the top of this file): it
-// reads each output as bytes come to it, in the order they came, until both
-// have ended; waits for the exit, at once when the pidfd said it came
-// first; drains output still held open by what the process left behind for
-// at most the drain delay; then closes the log and done.
+// reads each output as bytes come to it, in the order they came, until the
+// pidfd says the process exited; then closes the kept ends and reads each
+// output to its end, draining one still held open by what the process left
+// behind for at most the drain delay; then closes the log and done. (Both
+// outputs end before the exit only when a read of them fails: then it
+// waits for the exit.)
 func (p *Process) follow(ep int, outs []output) {
 	b := copyBuffers.Get().(*[32 << 10]byte)
 	defer copyBuffers.Put(b)
@@ -123,6 +133,18 @@ func (p *Process) follow(ep int, outs []output) {
 			// them is read now.
 			hup[ev.Fd] = hup[ev.Fd] || ev.Events&(unix.EPOLLHUP|unix.EPOLLERR) != 0
 		}
+		if followWoke != nil {
+			followWoke(p, ended)
+		}
+		if ended && p.closeKeepers() {
+			// The process has written all it will: what it left behind
+			// may hold an output still, else each is read to its end now.
+			for i, o := range outs {
+				if o.fd >= 0 {
+					more[i], hup[i] = true, true
+				}
+			}
+		}
 		for i, o := range outs {
 			// A full read may have left more: read on, a few times
 			// before the other output and the pidfd are looked at again.
@@ -160,6 +182,7 @@ func (p *Process) follow(ep int, outs []output) {
 		// them and runs on; nothing is left to read while it comes.
 		p.exit(proctree.Wait(p.cmd))
 	}
+	p.closeKeepers()
 	closeRaw(ep, p.pidfd)
 	for _, o := range outs {
 		if o.fd >= 0 {

@@ -1,6 +1,8 @@
 package exec
 
 import (
+	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -91,4 +93,33 @@ func TestLastBytesAndEndOfFileTogether(t *testing.T) {
 		require.Equal(t, want, logText(p.Log(), logstore.Stdout))
 	}
 	require.Zero(t, armed.Load(), "drain timers armed for output that ended with its process")
+}
+
+// The outputs' write ends stay open in this process until the process
+// exits (see follow): one that closed its outputs and lives on wakes follow
+// for nothing before its exit, where their hang-up woke it, and the exit
+// then took a sleep and a wake of its own.
+func TestNoWakeBeforeTheExit(t *testing.T) {
+	if !pidfdsWork() {
+		t.Skip("this kernel gives no pidfds")
+	}
+	const id = "no-wake-before-the-exit"
+	var early atomic.Int32
+	followWoke = func(p *Process, exited bool) {
+		if p.id == id && !exited {
+			early.Add(1)
+		}
+	}
+	defer func() { followWoke = nil }()
+	dir := t.TempDir()
+	p := start(t, Options{ID: id, Cmd: "exec >&- 2>&-; : >closed; read x; exit 4", Cwd: dir, Stdin: process.StdinOpen})
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(dir, "closed"))
+		return err == nil
+	}, 20*time.Second, time.Millisecond, "the process never closed its outputs")
+	require.NoError(t, p.WriteStdin([]byte("\n")))
+	r := wait(t, p)
+	require.True(t, sameResult(r, process.ExitedWith(4)), "result %s", show(r))
+	require.Zero(t, early.Load(), "wake-ups before the exit")
+	require.True(t, p.Log().Closed(), "log open after done")
 }

@@ -33,6 +33,9 @@ type Process struct {
 	done chan struct{}
 
 	pidfd int // the process's, on pipes where pidfds work (see follow); else -1
+	// keepers are the write ends of the output pipes, the child's, kept
+	// open by follow until the pidfd says the process exited (see follow).
+	keepers [2]*os.File
 
 	closeIn sync.Once // closes in: at end-of-file or the process's end
 
@@ -137,6 +140,7 @@ func Start(opts Options) (*Process, error) {
 		}
 		closeRaw(p.pidfd) // wait waits without it
 		p.pidfd = -1
+		p.closeKeepers() // the copies read to end-of-file
 	}
 	copied := make(chan struct{}, len(outs))
 	readers := make([]*os.File, len(outs))
@@ -243,7 +247,12 @@ func (p *Process) startPipes(openStdin bool) ([]output, error) {
 		p.cmd.SysProcAttr.PidFD = &pidfd
 	}
 	err = p.cg.Start(p.cmd, proctree.Start)
-	closeAll(outW, errW, inR) // the child has its own copies
+	closeAll(inR) // the child has its own copy
+	if err == nil && pidfd >= 0 {
+		p.keepers = [2]*os.File{outW, errW} // for follow
+	} else {
+		closeAll(outW, errW)
+	}
 	if err != nil {
 		closeRaw(outR, errR)
 		closeAll(inW)
@@ -440,9 +449,28 @@ func (p *Process) finish() {
 // empty cgroup is about to be removed.
 var removingCgroup func()
 
+// followWoke, when a test sets it, is called each time follow wakes for
+// events of p's, with whether its exit was among them.
+var followWoke func(p *Process, exited bool)
+
 // drainArmed, when a test sets it, is called each time a drain is armed (a
 // timer in wait, a deadline in follow).
 var drainArmed func()
+
+// closeKeepers closes the write ends of the output pipes that p kept, and
+// reports whether it had kept any. Only follow's goroutine calls it once
+// follow runs.
+func (p *Process) closeKeepers() bool {
+	kept := false
+	for i, f := range p.keepers {
+		if f != nil {
+			f.Close()
+			p.keepers[i] = nil
+			kept = true
+		}
+	}
+	return kept
+}
 
 // closeStdinPipe closes the write end of the stdin pipe, once.
 func (p *Process) closeStdinPipe() {
