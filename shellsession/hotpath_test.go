@@ -450,10 +450,19 @@ func TestIdleLookWaitsForTheFrame(t *testing.T) {
 // held stays out of later commands' output. "Nothing forked" is the pid
 // namespace's: on a busy machine (the other tests) a fork elsewhere makes
 // a command settle at once, so the first part is tried until one command
-// ran with none.
+// ran with none. On every shell: each runs a command that forks nothing
+// without a fork of its own.
 func TestCommandEndsBeforeItsStreamsSettle(t *testing.T) {
 	t.Parallel()
-	s := newSession(t, Options{Shell: "bash"})
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			endsBeforeItsStreamsSettle(t, newSession(t, Options{Shell: shell}))
+		})
+	}
+}
+
+func endsBeforeItsStreamsSettle(t *testing.T, s *Session) {
 	unsettled := func() *Command {
 		s.mu.Lock()
 		defer s.mu.Unlock()
