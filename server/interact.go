@@ -48,9 +48,9 @@ func (s *Server) awaitAnswer(ctx context.Context, p process.Process, aw answerWa
 	start := time.Now()
 	outer := ctx
 	if aw.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, aw.timeout)
-		defer cancel()
+		var stop func()
+		ctx, stop = s.deadlines.with(ctx, aw.timeout)
+		defer stop()
 	}
 	// early is why an answer comes before p's end: reason, unless p has
 	// ended meanwhile.

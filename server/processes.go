@@ -63,9 +63,9 @@ func (s *Server) runProcess(w http.ResponseWriter, r *http.Request) error {
 // ends, and reports whether p is done.
 func (s *Server) waitDone(ctx context.Context, p process.Process, timeout time.Duration) bool {
 	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
+		var stop func()
+		ctx, stop = s.deadlines.with(ctx, timeout)
+		defer stop()
 	}
 	select {
 	case <-p.Done():

@@ -144,6 +144,7 @@ type Server struct {
 	cancel    context.CancelFunc // ends streams, waits and attachments at Shutdown
 	stopped   chan struct{}      // closed once Shutdown stopped every process
 	watchers  sync.WaitGroup     // one watch goroutine per tracked process
+	deadlines deadlines          // the timeouts of waits for a process
 	expiry    *expiry            // forgets records kept on_exit_ttl when they are due
 	inputs    sync.Map           // id -> *inputwatch.Watcher, for processes with open input
 	interacts sync.Map           // id -> *turns, for processes that had an interact call
@@ -344,6 +345,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.closing = true
 		s.mu.Unlock()
 		s.cancel()
+		s.deadlines.stop()
 		// Handlers may be blocked on a process (a stdin write it does not
 		// read): they end with it, so processes are stopped while the HTTP
 		// server drains rather than after.
