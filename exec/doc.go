@@ -24,7 +24,9 @@
 //
 // A process on pipes costs one goroutine while it runs: it waits in an epoll
 // set of its own on both outputs and the process's pidfd, and holds a
-// thread there, as a wait for the exit does. Where the kernel gives no
+// thread there, as a wait for the exit does. It also keeps the process's
+// ends of both output pipes open until the exit, so that their hang-up as
+// the process exits does not wake it apart from the exit. Where the kernel gives no
 // pidfds (before Linux 5.3), and for a PTY process, a goroutine copies each
 // output and another waits for the exit.
 package exec

@@ -8,15 +8,16 @@ import (
 )
 
 // deadlines ends the waits of requests that are bounded by a timeout (a
-// run's answer, a wait for a process) with one runtime timer for all of
-// them. A timer of its own for each request (context.WithTimeout) was the
+// run's answer, a wait for a process or for its readiness) with one
+// runtime timer for all of them. A timer of its own for each request (context.WithTimeout) was the
 // earliest the runtime had whenever no other request was in flight, and a
 // new earliest timer wakes a thread of the Go scheduler, on another
 // processor, to look at it: for each run, in the middle of it. The shared
 // timer is armed for the earliest deadline and left armed when the request
 // it was armed for ends early, as requests mostly do: a later request's
-// deadline, further off, then arms nothing. It fires at most that much
-// early, ends what is due, and is armed again for what is left.
+// deadline, further off, then arms nothing. Armed so for a deadline no
+// longer held, it fires before any that is, ends nothing, and is armed
+// again for the earliest held.
 type deadlines struct {
 	mu    sync.Mutex
 	due   deadlineHeap

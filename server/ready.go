@@ -56,9 +56,9 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 	}
 	ctx := r.Context()
 	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
+		var stop func()
+		ctx, stop = s.deadlines.with(ctx, timeout)
+		defer stop()
 	}
 	rd := readiness{p: p, port: port, anyPort: anyPort, re: re}
 	ans, ok := rd.wait(ctx)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -79,6 +80,19 @@ func TestReady(t *testing.T) {
 			require.False(t, r.Ready)
 			require.Equal(t, process.Exited, r.Result.Reason)
 			require.Equal(t, 3, *r.Result.ExitCode)
+		})
+		t.Run(sh+" timeout", func(t *testing.T) {
+			t.Parallel()
+			p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "echo not yet; sleep 30", Shell: sh})
+			require.NoError(t, err)
+			defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
+			begun := time.Now()
+			r, still, err := d.c.Ready(ctx(t), p.ID, client.ReadyOptions{Pattern: "ready", Timeout: 300 * time.Millisecond})
+			require.NoError(t, err)
+			require.Nil(t, r)
+			require.NotNil(t, still, "202 with the process once the wait ran out")
+			require.Equal(t, p.ID, still.ID)
+			require.GreaterOrEqual(t, time.Since(begun), 300*time.Millisecond, "came back before its timeout")
 		})
 	}
 }
