@@ -17,9 +17,15 @@ import (
 // readyPoll is how often the ready route looks for a listening port.
 const readyPoll = 100 * time.Millisecond
 
-// readyWindow is how much of the output, at most, a pattern is matched
-// against at once: a match longer than this is not found.
-const readyWindow = 64 << 10
+// readyWindow is how much of the output, at least, a pattern is matched
+// against at once: a longer match is not found. The output is matched in
+// pieces of readyPiece new bytes, each after what came before it, so that
+// the matching costs a few times the output's length, however small its
+// frames, and a wait heeds its end between pieces.
+const (
+	readyWindow = 64 << 10
+	readyPiece  = 32 << 10
+)
 
 // treeOf is what a process offers to find its ports: its processes, those
 // it left behind included.
@@ -60,6 +66,11 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 		ctx, stop = s.deadlines.with(ctx, timeout)
 		defer stop()
 	}
+	if re != nil && p.Log().Keep() == logstore.KeepNone {
+		// Nothing is kept for later reading: the wait holds what comes
+		// from now on, or nothing would reach it.
+		defer p.Log().Hold()()
+	}
 	rd := readiness{p: p, port: port, anyPort: anyPort, re: re}
 	ans, ok := rd.wait(ctx)
 	if !ok {
@@ -84,12 +95,20 @@ type readiness struct {
 	cursor   logstore.Cursor
 	after    logstore.Cursor // output read up to here
 	window   []byte          // the output's last bytes, for a match across frames
+	ends     []frameEnd      // the frames of the piece being matched
 }
 
-// ready reports whether everything asked for holds now.
-func (rd *readiness) ready() bool {
+// frameEnd is where a frame of the output ends in readiness.window.
+type frameEnd struct {
+	at     int
+	cursor logstore.Cursor
+}
+
+// ready reports whether everything asked for holds now; ctx ends the
+// matching of the output early.
+func (rd *readiness) ready(ctx context.Context) bool {
 	if rd.re != nil && !rd.matched {
-		rd.scan()
+		rd.scan(ctx)
 	}
 	if (rd.port > 0 || rd.anyPort) && rd.portSeen == 0 {
 		rd.lookPorts()
@@ -97,26 +116,45 @@ func (rd *readiness) ready() bool {
 	return (rd.re == nil || rd.matched) && (rd.portSeen > 0 || (rd.port == 0 && !rd.anyPort))
 }
 
-// scan matches the pattern against the output read so far and the new
-// frames, frame by frame, so that a match names the frame it ends in.
-func (rd *readiness) scan() {
-	for {
-		page := rd.p.Log().PageBytes(rd.after, 0, logsPageBytes)
-		if len(page.Frames) == 0 {
+// scan matches the pattern against the output that came since the last
+// look, a piece at a time, each with the readyWindow bytes before it, until
+// it matched, there is no more, or ctx is done. A match names the frame it
+// ends in (the piece's first when it ends before the piece: it matched once
+// the piece came, as a \B at its end may).
+func (rd *readiness) scan(ctx context.Context) {
+	for ctx.Err() == nil {
+		frames := rd.more()
+		if len(frames) == 0 {
 			return
 		}
-		for _, f := range page.Frames {
-			rd.window = append(rd.window, f.Data...)
-			if len(rd.window) > readyWindow {
-				rd.window = append(rd.window[:0], rd.window[len(rd.window)-readyWindow:]...)
+		for len(frames) > 0 && ctx.Err() == nil {
+			rd.ends = rd.ends[:0]
+			for n := 0; len(frames) > 0 && (n == 0 || n+len(frames[0].Data) <= readyPiece); frames = frames[1:] {
+				n += len(frames[0].Data)
+				rd.window = append(rd.window, frames[0].Data...)
+				rd.ends = append(rd.ends, frameEnd{len(rd.window), frames[0].Cursor})
 			}
-			rd.after = f.Cursor
-			if m := rd.re.Find(rd.window); m != nil {
-				rd.matched, rd.match, rd.cursor = true, string(m), f.Cursor
+			rd.after = rd.ends[len(rd.ends)-1].cursor
+			if m := rd.re.FindIndex(rd.window); m != nil {
+				i, _ := slices.BinarySearchFunc(rd.ends, m[1], func(e frameEnd, at int) int { return e.at - at })
+				rd.matched, rd.match, rd.cursor = true, string(rd.window[m[0]:m[1]]), rd.ends[i].cursor
 				return
+			}
+			if n := len(rd.window); n > readyWindow {
+				rd.window = append(rd.window[:0], rd.window[n-readyWindow:]...)
 			}
 		}
 	}
+}
+
+// more returns frames after those read: a page's worth, or under keepLogs
+// none what the wait's hold kept (see Server.ready), which no page has.
+func (rd *readiness) more() []logstore.Frame {
+	l := rd.p.Log()
+	if l.Keep() == logstore.KeepNone {
+		return l.Excerpt(rd.after, 0).Head
+	}
+	return l.PageBytes(rd.after, 0, logsPageBytes).Frames
 }
 
 func (rd *readiness) lookPorts() {
@@ -142,12 +180,12 @@ func (rd *readiness) wait(ctx context.Context) (api.Ready, bool) {
 	tick := time.NewTicker(readyPoll)
 	defer tick.Stop()
 	for {
-		if rd.ready() {
+		if rd.ready(ctx) {
 			return rd.answer(), true
 		}
 		select {
 		case <-rd.p.Done():
-			if rd.ready() {
+			if rd.ready(ctx) {
 				return rd.answer(), true
 			}
 			if !rd.alive() {

@@ -96,3 +96,35 @@ func TestReady(t *testing.T) {
 		})
 	}
 }
+
+// A pattern costly to match against output that keeps coming does not
+// hold the wait past its timeout: the output is matched a piece at a time,
+// and the wait's end is heeded between pieces. A match looked for frame by
+// frame, with the window before each, never caught up with the writer, and
+// the call never came back.
+func TestReadyPatternHeedsItsTimeout(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: `while :; do echo aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa; done`})
+	require.NoError(t, err)
+	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
+	r, still, err := d.c.Ready(ctx(t), p.ID, client.ReadyOptions{Pattern: `(?:[a-z]{1,100}b){1,10}x`, Timeout: 300 * time.Millisecond})
+	require.NoError(t, err, "no answer within the test's 30 s")
+	require.Nil(t, r)
+	require.NotNil(t, still, "202 with the process once the wait ran out")
+}
+
+// Under keepLogs none nothing is kept for later reading: a pattern's wait
+// holds what comes while it waits, and finds it.
+func TestReadyPatternKeepsNone(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: `sleep 0.5; echo Ready; sleep 30`, KeepLogs: "none"})
+	require.NoError(t, err)
+	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
+	r, still, err := d.c.Ready(ctx(t), p.ID, client.ReadyOptions{Pattern: `(?m)^Ready$`, Timeout: 20 * time.Second})
+	require.NoError(t, err)
+	require.Nil(t, still, "the wait ran out")
+	require.True(t, r.Ready)
+	require.Equal(t, "Ready", r.Match)
+}
