@@ -117,21 +117,61 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) error {
 // ctx ends. It adds one to typing as each write to the PTY starts and one
 // as it ends: while the program leaves its input unread, a write waits,
 // and so does the rest of what the client sent, its pongs with it.
+//
+// A binary message is typed in as it comes, a piece at a time: read whole
+// first, each message the client left unfinished held up to --body-limit
+// of the daemon's memory, outside every budget. A text message, a resize,
+// is read up to maxResizeMessage; a longer one is ignored.
 func (s *Server) attachInput(ctx context.Context, conn *websocket.Conn, a *exec.Attachment, typing *atomic.Int64) {
+	buf := make([]byte, 32<<10)
 	for {
-		typ, data, err := conn.Read(ctx)
+		typ, r, err := conn.Reader(ctx)
 		if err != nil {
 			return
 		}
 		if typ == websocket.MessageBinary {
-			typing.Add(1)
-			_, err = a.Write(data)
-			typing.Add(1)
+			err = typeIn(r, a, buf, typing)
 		} else {
-			err = resize(a, data)
+			var n int
+			n, err = io.ReadFull(r, buf[:maxResizeMessage+1])
+			switch {
+			case err == io.EOF || err == io.ErrUnexpectedEOF:
+				err = resize(a, buf[:n])
+			case err == nil: // too long for a resize: read on to its end
+				if _, err = io.CopyBuffer(io.Discard, r, buf); err == nil {
+					err = errors.New("a text message too long for a resize")
+				}
+			}
 		}
 		if err != nil {
+			if ctx.Err() != nil || errors.As(err, new(websocket.CloseError)) || errors.Is(err, websocket.ErrMessageTooBig) {
+				return
+			}
 			s.log.Debug("attach: input dropped", "err", err)
+		}
+	}
+}
+
+// maxResizeMessage is the longest text message read as a resize.
+const maxResizeMessage = 1 << 10
+
+// typeIn writes a binary message to the PTY as it is read, through buf. An
+// error of the write is the caller's to log; the message is read to its
+// end meanwhile, for the next one.
+func typeIn(r io.Reader, a *exec.Attachment, buf []byte, typing *atomic.Int64) error {
+	var werr error
+	for {
+		n, err := r.Read(buf)
+		if n > 0 && werr == nil {
+			typing.Add(1)
+			_, werr = a.Write(buf[:n])
+			typing.Add(1)
+		}
+		switch {
+		case err == io.EOF:
+			return werr
+		case err != nil:
+			return err
 		}
 	}
 }

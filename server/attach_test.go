@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/client"
@@ -276,4 +278,36 @@ func testAttachInputHeld(t *testing.T, total int, sleep string) {
 	require.NoError(t, <-wrote)
 	_, err = io.Copy(io.Discard, a)
 	require.NoError(t, err, "the attachment ends cleanly with the process")
+}
+
+// A binary message is typed in as it comes: clients that leave theirs
+// unfinished hold no more of the daemon's memory than the program's input
+// queue. Read whole before it was typed, each held up to --body-limit,
+// outside every budget. Not parallel: it reads the heap of the process.
+func TestAttachMessageNotHeldWhole(t *testing.T) {
+	d := start(t, server.Options{})
+	c := ctx(t)
+	p, err := d.c.Start(c, client.StartOptions{Kind: process.KindPTY, Cmd: "sleep 60"})
+	require.NoError(t, err)
+	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
+	const conns, each = 4, 8 << 20
+	payload := bytes.Repeat([]byte("x"), each)
+	heap := func() int64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapAlloc)
+	}
+	before := heap()
+	url := strings.Replace(d.url, "http", "ws", 1) + "/v1/processes/" + p.ID + "/attach"
+	for range conns {
+		ws, _, err := websocket.Dial(c, url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testToken}}})
+		require.NoError(t, err)
+		defer ws.CloseNow()
+		w, err := ws.Writer(c, websocket.MessageBinary)
+		require.NoError(t, err)
+		go w.Write(payload) // one frame, the message never finished
+	}
+	require.Never(t, func() bool { return heap()-before > 3*each/2 }, 2*time.Second, 50*time.Millisecond,
+		"%d unfinished messages of %d bytes held in the daemon's memory", conns, each)
 }
