@@ -205,11 +205,28 @@ func (s *Server) interact(w http.ResponseWriter, r *http.Request) error {
 	// The call waits for the ones before it to answer, then takes its
 	// cursor before it writes: the answer starts before anything its input
 	// caused.
-	done, err := s.turns(p.ID()).take(r.Context())
+	// The wait for the turn counts toward the call's timeout.
+	begun, timeout := time.Now(), opts.Timeout.Duration()
+	turnCtx := r.Context()
+	if timeout > 0 {
+		var stop func()
+		turnCtx, stop = s.deadlines.with(turnCtx, timeout)
+		defer stop()
+	}
+	done, err := s.turns(p.ID()).take(turnCtx)
 	if err != nil {
-		return err
+		if r.Context().Err() != nil {
+			return err
+		}
+		if opts.Cursor == "" {
+			after = p.Log().Seal()
+		}
+		return s.noTurn(w, p, len(input) > 0 || opts.EOF || sig != 0, runAnswer{after: after, limit: limit, plain: opts.Plain})
 	}
 	defer done()
+	if timeout > 0 {
+		timeout = max(timeout-time.Since(begun), time.Millisecond)
+	}
 	if p.Log().Keep() == logstore.KeepNone {
 		// Nothing is kept for later reading: the answer holds what comes
 		// while it waits, as a run's does, or nothing would reach it.
@@ -221,8 +238,22 @@ func (s *Server) interact(w http.ResponseWriter, r *http.Request) error {
 	if err := s.deliver(p, input, opts.EOF, sig); err != nil {
 		return err
 	}
-	return s.answerRun(w, r, p, answerWait{timeout: opts.Timeout.Duration(), idle: opts.IdleTimeout.Duration()},
+	return s.answerRun(w, r, p, answerWait{timeout: timeout, idle: opts.IdleTimeout.Duration()},
 		runAnswer{after: after, limit: limit, plain: opts.Plain})
+}
+
+// noTurn answers an interact call whose timeout ran out before the calls
+// before it on p had answered. One that had something to deliver (input,
+// eof, a signal) delivered nothing: 409, saying so, to be sent again. A
+// bare one is a wait that ran out: 202 with the output after its cursor
+// (with none, after now: none), or 200 when p has ended.
+func (s *Server) noTurn(w http.ResponseWriter, p process.Process, delivers bool, a runAnswer) error {
+	if delivers {
+		return fmt.Errorf("%w: interact: the calls before this one on process %s did not answer within its timeout; nothing of it was written or sent: send it again",
+			process.ErrUnsupported, p.ID())
+	}
+	a.cameBack = api.CameBackTimeout
+	return s.writeRunAnswer(w, p, a)
 }
 
 // deliver writes input to p, closes its stdin when eof, and sends it sig

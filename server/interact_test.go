@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -385,4 +386,40 @@ func TestInteractSignalWhileWaitingForInput(t *testing.T) {
 		require.Equal(t, 3, *r.ExitCode)
 		require.Equal(t, "int\n", r.Output)
 	}
+}
+
+// An interact call waiting for the turn of the call before it answers by
+// its own timeout, which counts the wait: a bare one as a wait that ran out
+// (202), one with input 409, its input not written (it would have been
+// written once the turn came, after an answer that said nothing of it).
+// The wait for the turn did not count: behind a call of 20 s, a call of
+// 200 ms waited 20 s.
+func TestInteractTimeoutCountsTheTurn(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	p, err := d.c.Start(c, client.StartOptions{Cmd: `read l; echo got:$l; sleep 60`, Stdin: process.StdinOpen})
+	require.NoError(t, err)
+	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
+	holding := make(chan error, 1)
+	go func() { // holds the turn for 20 s: the process writes no more
+		_, _, err := d.c.Interact(c, p.ID, client.InteractOptions{Input: "first\n", Timeout: client.Millis(20 * time.Second)})
+		holding <- err
+	}()
+	require.Eventually(t, func() bool { // the first call wrote its input
+		page, err := d.c.Logs(c, p.ID, client.LogsOptions{})
+		return err == nil && len(page.Items) > 0
+	}, 10*time.Second, 10*time.Millisecond)
+	short := client.Millis(200 * time.Millisecond)
+	wait, cctx := context.WithTimeout(c, 10*time.Second)
+	defer cctx()
+	r, still, err := d.c.Interact(wait, p.ID, client.InteractOptions{Timeout: short})
+	require.NoError(t, err, "a bare call behind the first came back by its timeout")
+	require.NotNil(t, still)
+	require.Equal(t, api.CameBackTimeout, r.CameBack)
+	_, _, err = d.c.Interact(wait, p.ID, client.InteractOptions{Input: "second\n", Timeout: short})
+	requireCode(t, err, client.CodeUnsupportedOperation)
+	require.Contains(t, err.Error(), "nothing of it was written")
+	require.NoError(t, d.c.Kill(c, p.ID, client.KillOptions{Signal: "KILL"}))
+	require.NoError(t, <-holding)
 }
