@@ -57,6 +57,12 @@ func TestProbes(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, "ok", status)
 	d.untilReady(t)
+	for _, path := range []string{"/livez", "/readyz"} {
+		resp, err := http.Get(d.url + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, "no-store", resp.Header.Get("Cache-Control"), "%s may be answered from a cache", path)
+	}
 
 	// A daemon whose shell cannot start is alive but not ready: its
 	// stream directory cannot be made, under a file.

@@ -37,6 +37,7 @@ type probeAnswer struct {
 }
 
 func (s *Server) livez(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Cache-Control", "no-store")
 	return writeJSON(w, http.StatusOK, probeAnswer{Status: statusOK})
 }
 
