@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -124,9 +125,20 @@ func (s *Session) unwatchIdle() {
 }
 
 // lookIdle ends the command, still running, when its shell is back at its
-// prompt, twice: markers in flight are read within moments.
+// prompt, twice: markers in flight are read within moments. When the shell
+// has closed its own input (exec {fd}>&- on ksh93's, say), which it can
+// never open again, the command fails and the session ends: the shell could
+// read no more commands, and some loop on the error for ever, a CPU busy.
 func (c *Command) lookIdle() {
-	if !c.running() || !c.s.atPrompt() {
+	if !c.running() {
+		return
+	}
+	if c.s.inputClosed() {
+		c.giveUp(process.Result{Reason: process.Failed, Error: "the shell closed its own input, the descriptor the engine sends it commands on: it can run no more, and the session ends"})
+		c.s.Kill(syscall.SIGKILL, 0, 0)
+		return
+	}
+	if !c.s.atPrompt() {
 		return
 	}
 	time.Sleep(100 * time.Millisecond)
@@ -145,6 +157,24 @@ func (c *Command) running() bool {
 func (c *Command) endUnreported() {
 	c.giveUp(process.Result{Reason: process.Failed,
 		Error: "the shell went back to its prompt without reporting the command's end (a lowered ulimit -n, set -n, a function or trap that takes over the words the engine uses, its variables made read-only, or a builtin it calls disabled: see the README's shell matrix)"})
+}
+
+// inputClosed reports whether no process holds the shell's end of its
+// input any more: the engine's end of a pipe then polls as an error, of a
+// socket as hung up.
+func (s *Session) inputClosed() bool {
+	rc, err := s.stdin.SyscallConn()
+	if err != nil {
+		return false
+	}
+	closed := false
+	rc.Control(func(fd uintptr) {
+		p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+		if n, err := unix.Poll(p, 0); err == nil && n > 0 {
+			closed = p[0].Revents&(unix.POLLERR|unix.POLLHUP) != 0
+		}
+	})
+	return closed
 }
 
 // atPrompt reports whether the shell is blocked reading its own input (the

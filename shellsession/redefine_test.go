@@ -291,6 +291,20 @@ func TestClosingTheShellsOwnDescriptors(t *testing.T) {
 	}
 }
 
+// TestClosingTheShellsInput: ksh93's {var} redirection reaches past one
+// digit, and a command that closes the descriptor ksh93 reads its input
+// from (its socket, at 10) leaves it looping on the read's error for ever,
+// a CPU busy, deaf to interrupts. The watchdog's look finds the input
+// closed: the command fails, saying so, and the session ends.
+func TestClosingTheShellsInput(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{Shell: "ksh", StopGrace: 200 * time.Millisecond})
+	r, _, _ := run(t, s, CommandOptions{Cmd: `fd=10; exec {fd}>&-; echo hello`})
+	require.Equal(t, process.Failed, r.Reason, "%+v", r)
+	require.Contains(t, r.Error, "closed its own input")
+	requireEnds(t, s, "the shell closed its input")
+}
+
 // TestReplacingBusyboxsSavedStderr pins what busybox sh does when a command
 // opens a file on the descriptor it keeps its own stderr in while it
 // sources the command (12): it restores its stderr from there, so the
