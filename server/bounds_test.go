@@ -216,6 +216,29 @@ func TestRouteBodyLimits(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, status, body)
 }
 
+// TestBodySaidOverTheLimit: a body whose Content-Length is over the
+// route's limit is refused at once, before a byte of it is read: a client
+// that sent Expect: 100-continue gets the 413 rather than 100 Continue (it
+// was told to go on, and the daemon read the limit's worth before it
+// refused), and one that sends no body gets it rather than a 408 once the
+// body's idle time ran out, meanwhile holding a limit's worth of the
+// bodies' budget.
+func TestBodySaidOverTheLimit(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{BodyLimit: 1 << 20})
+	for _, expect := range []string{"Expect: 100-continue\r\n", ""} {
+		conn := d.dial(t)
+		_, err := fmt.Fprintf(conn, "POST /v1/processes/run HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000000000000\r\n%s\r\n",
+			d.addr, testToken, expect)
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err, "no answer, %q", expect)
+		b, _ := io.ReadAll(resp.Body)
+		require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "%q: %s", expect, b)
+		require.Contains(t, errorMessage(t, string(b)), "--body-limit")
+	}
+}
+
 // TestTimeoutQueryOutOfRange: a wait or ready timeout past what a duration
 // holds is refused, as one in a JSON body is: 18446744073710 ms wrapped to
 // a wait of a few milliseconds, answered 202 at once.

@@ -186,13 +186,18 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	}
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		msg := fmt.Sprintf("request body over %d bytes, the most this route takes", b.limit)
-		if b.flag != "" {
-			msg = fmt.Sprintf("request body over %d bytes (%s)", b.limit, b.flag)
-		}
-		err = &Error{http.StatusRequestEntityTooLarge, api.CodePayloadTooLarge, msg, err}
+		err = b.tooLarge(err)
 	}
 	return n, err
+}
+
+// tooLarge is the API's 413 for a body over the limit, wrapping err.
+func (b *boundedBody) tooLarge(err error) error {
+	msg := fmt.Sprintf("request body over %d bytes, the most this route takes", b.limit)
+	if b.flag != "" {
+		msg = fmt.Sprintf("request body over %d bytes (%s)", b.limit, b.flag)
+	}
+	return &Error{http.StatusRequestEntityTooLarge, api.CodePayloadTooLarge, msg, err}
 }
 
 // unmarshalStrict decodes data into v as encoding/json does, but refuses
