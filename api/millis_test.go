@@ -22,6 +22,22 @@ func TestMillisUnderOne(t *testing.T) {
 	}
 }
 
+// TestMillisTinyIsSome: a positive number of milliseconds too small for a
+// nanosecond is still a timeout, the shortest, not 0, which means none: a
+// run with "timeout": 1e-9 waited for the process's end.
+func TestMillisTinyIsSome(t *testing.T) {
+	for _, in := range []string{"1e-9", "0.0000001"} {
+		var m Millis
+		if err := json.Unmarshal([]byte(in), &m); err != nil || m.Duration() <= 0 {
+			t.Errorf("%s decodes as %v, %v; want a positive duration", in, m.Duration(), err)
+		}
+	}
+	var m Millis
+	if err := json.Unmarshal([]byte("0"), &m); err != nil || m != 0 {
+		t.Errorf("0 decodes as %v, %v; want none", m.Duration(), err)
+	}
+}
+
 // TestMillisRefusal: a value that is no duration is refused saying what a
 // duration is and what the value is, in JSON's terms, for the daemon to
 // put after the field's name; null is none.

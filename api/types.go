@@ -405,7 +405,11 @@ func (m *Millis) UnmarshalJSON(b []byte) error {
 	if err != nil || n < 0 || n > float64(maxMillis) {
 		return fmt.Errorf("want a number of milliseconds from 0 to %d, got %s", maxMillis, Clip(b))
 	}
-	*m = Millis(time.Duration(n * float64(time.Millisecond)))
+	d := time.Duration(n * float64(time.Millisecond))
+	if d == 0 && n > 0 {
+		d = 1 // a timeout, however short: 0 would be none
+	}
+	*m = Millis(d)
 	return nil
 }
 
