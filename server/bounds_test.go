@@ -185,6 +185,20 @@ func TestProtocolErrorsJSON(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
 	require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
 	require.Equal(t, client.CodeInvalidArgument, errorCode(t, body))
+
+	// Each says what is wrong, not the status again, and carries a
+	// request id, as every answer does.
+	for req, want := range map[string]string{
+		"GET /healthz HTTP/1.1\r\nHost: x\r\nno colon\r\n\r\n": "malformed",
+		"GET /healthz HTTP/1.1\r\n\r\n":                         "missing required Host header",
+		"GET /healthz HTTP/9.9\r\nHost: x\r\n\r\n":              "unsupported protocol version",
+	} {
+		resp, body := rawExchange(t, d, req)
+		require.Contains(t, errorMessage(t, body), want, "%q", req)
+		require.NotContains(t, errorMessage(t, body), http.StatusText(resp.StatusCode), "%q", req)
+		require.Equal(t, http.StatusText(resp.StatusCode), strings.TrimPrefix(resp.Status, fmt.Sprint(resp.StatusCode, " ")), "%q", req)
+		require.NotEmpty(t, resp.Header.Get("X-Request-Id"), "%q", req)
+	}
 }
 
 // TestRouteBodyLimits checks that a body over its route's limit is refused

@@ -2,11 +2,13 @@ package server
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -65,7 +67,7 @@ func refuseConn(c net.Conn, max int) {
 	_ = c.SetDeadline(end)
 	body := fmt.Sprintf(`{"error":{"code":"%s","message":"the daemon has %d connections open, its most (--max-connections): close idle ones, or try again"}}`,
 		api.CodeResourceExhausted, max)
-	if _, err := fmt.Fprintf(c, "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nConnection: close\r\nRetry-After: 1\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {
+	if _, err := fmt.Fprintf(c, "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nConnection: close\r\nRetry-After: 1\r\nX-Request-Id: %s\r\nContent-Length: %d\r\n\r\n%s", rand.Text(), len(body), body); err != nil {
 		return
 	}
 	if refusing.Add(1) > refuseLingering {
@@ -157,7 +159,11 @@ func jsonProtocolError(p []byte) ([]byte, bool) {
 	if err != nil {
 		return nil, false
 	}
-	code, msg := api.CodeInvalidArgument, string(text)
+	// net/http says what is wrong, when it does, after the status, in the
+	// status line and the text alike: "400 Bad Request: missing required
+	// Host header". The message says it without the status.
+	code := api.CodeInvalidArgument
+	_, msg, _ := strings.Cut(strings.TrimSpace(string(text)), ": ")
 	switch {
 	case status == http.StatusRequestHeaderFieldsTooLarge:
 		code = api.CodePayloadTooLarge
@@ -165,11 +171,14 @@ func jsonProtocolError(p []byte) ([]byte, bool) {
 	case status >= 500:
 		code = api.CodeUnsupportedOperation
 	}
+	if msg == "" {
+		msg = "the request is not one HTTP/1.1 can read: a malformed request line, header line or Content-Length"
+	}
 	body, _ := json.Marshal(map[string]any{"error": map[string]string{"code": string(code), "message": msg}})
 	body = append(body, '\n')
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%s\r\nContent-Type: application/json\r\nX-Content-Type-Options: nosniff\r\n"+
-		"Content-Length: %d\r\nConnection: close\r\n\r\n", line, len(body))
+	fmt.Fprintf(&b, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nX-Content-Type-Options: nosniff\r\n"+
+		"X-Request-Id: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", status, http.StatusText(status), rand.Text(), len(body))
 	b.Write(body)
 	return b.Bytes(), true
 }
