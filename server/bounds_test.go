@@ -190,8 +190,8 @@ func TestProtocolErrorsJSON(t *testing.T) {
 	// request id, as every answer does.
 	for req, want := range map[string]string{
 		"GET /healthz HTTP/1.1\r\nHost: x\r\nno colon\r\n\r\n": "malformed",
-		"GET /healthz HTTP/1.1\r\n\r\n":                         "missing required Host header",
-		"GET /healthz HTTP/9.9\r\nHost: x\r\n\r\n":              "unsupported protocol version",
+		"GET /healthz HTTP/1.1\r\n\r\n":                        "missing required Host header",
+		"GET /healthz HTTP/9.9\r\nHost: x\r\n\r\n":             "unsupported protocol version",
 	} {
 		resp, body := rawExchange(t, d, req)
 		require.Contains(t, errorMessage(t, body), want, "%q", req)
