@@ -114,6 +114,8 @@ func TestHostAndOrigin(t *testing.T) {
 		{"ipv4 in brackets", "[127.0.0.1]:" + port, "", http.StatusForbidden},
 		{"empty port", "localhost:", "", http.StatusForbidden},
 		{"port too large", "localhost:65536", "", http.StatusForbidden},
+		{"port too large behind zeros", "localhost:0065536", "", http.StatusForbidden},
+		{"leading zeros", "127.0.0.1:00" + port, "", http.StatusOK},
 		{"signed port", "localhost:+80", "", http.StatusForbidden},
 		{"two ports", "localhost:80:80", "", http.StatusForbidden},
 		{"trailing dot", "localhost.:" + port, "", http.StatusForbidden},

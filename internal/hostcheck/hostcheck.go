@@ -50,10 +50,10 @@ func Split(hostport string) (string, bool) {
 	return Canonical(host), true
 }
 
-// validPort reports whether p is a port number: one to five digits, no
-// greater than 65535.
+// validPort reports whether p is a port number: digits, leading zeros
+// allowed (a URL's port is any digits), no greater than 65535.
 func validPort(p string) bool {
-	if p == "" || len(p) > 5 {
+	if p == "" {
 		return false
 	}
 	for _, c := range []byte(p) {
@@ -61,8 +61,9 @@ func validPort(p string) bool {
 			return false
 		}
 	}
-	n, _ := strconv.Atoi(p)
-	return n <= 65535
+	p = strings.TrimLeft(p, "0")
+	n, err := strconv.Atoi(p)
+	return p == "" || err == nil && len(p) <= 5 && n <= 65535
 }
 
 // Canonical is host in lower case, or an IP literal (without brackets)
