@@ -104,10 +104,15 @@ func readBody(r *http.Request) ([]byte, error) {
 type boundedBody struct {
 	io.ReadCloser // an http.MaxBytesReader of limit
 	limit         int64
-	flag          string      // the flag that sets limit, if one does
-	held          *bodyBudget // nil: not counted
-	taken         int64       // what this body holds of held
-	sized         bool        // held counts readBody's buffer, not the bytes read
+	flag          string // the flag that sets limit, if one does
+	// said is the body's Content-Length (-1: unknown). Over limit, the
+	// body is refused at its first read, before a byte of it is read and
+	// before a client that sent Expect: 100-continue is told to go on;
+	// the route has looked at what comes first (a path's id).
+	said  int64
+	held  *bodyBudget // nil: not counted
+	taken int64       // what this body holds of held
+	sized bool        // held counts readBody's buffer, not the bytes read
 	// w is the request's writer, whose connection's reads a Read bounds
 	// by idle: a client that stops sending its body would hold its place
 	// under held, and readBody's buffer, for as long as it keeps the
@@ -153,6 +158,9 @@ func (b *boundedBody) hold(n int64) error {
 }
 
 func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.said > b.limit {
+		return 0, b.tooLarge(nil)
+	}
 	bounded := b.w != nil && b.idle > 0
 	if bounded {
 		if b.rc == nil {

@@ -136,15 +136,8 @@ func (s *Server) wrap(rt route) http.Handler {
 			return
 		}
 		body = &boundedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), limit: limit, flag: flag, held: &s.bodies,
-			w: w, idle: time.Duration(s.bodyIdle.Load())}
+			w: w, idle: time.Duration(s.bodyIdle.Load()), said: r.ContentLength}
 		defer func() { s.bodies.used.Add(-body.taken) }()
-		if r.ContentLength > limit {
-			// Said to be over the limit: refused before a byte of it
-			// is read, and before a client that sent Expect:
-			// 100-continue is told to go on.
-			s.writeError(w, r, body.tooLarge(nil))
-			return
-		}
 		r.Body = body
 		if err := rt.handler(w, r); err != nil {
 			s.writeError(w, r, err)
