@@ -1,6 +1,7 @@
 package shellsession
 
 import (
+	"bytes"
 	"os"
 	"strconv"
 	"strings"
@@ -133,9 +134,14 @@ func (c *Command) lookIdle() {
 	if !c.running() {
 		return
 	}
-	if c.s.inputClosed() {
-		c.giveUp(process.Result{Reason: process.Failed, Error: "the shell closed its own input, the descriptor the engine sends it commands on: it can run no more, and the session ends"})
-		c.s.Kill(syscall.SIGKILL, 0, 0)
+	if c.s.deaf() {
+		// Twice, as below: a shell that exits closes its input too, a
+		// moment before it can be reaped.
+		time.Sleep(100 * time.Millisecond)
+		if c.running() && c.s.deaf() {
+			c.giveUp(process.Result{Reason: process.Failed, Error: "the shell closed its own input, the descriptor the engine sends it commands on: it can run no more, and the session ends"})
+			c.s.Kill(syscall.SIGKILL, 0, 0)
+		}
 		return
 	}
 	if !c.s.atPrompt() {
@@ -157,6 +163,20 @@ func (c *Command) running() bool {
 func (c *Command) endUnreported() {
 	c.giveUp(process.Result{Reason: process.Failed,
 		Error: "the shell went back to its prompt without reporting the command's end (a lowered ulimit -n, set -n, a function or trap that takes over the words the engine uses, its variables made read-only, or a builtin it calls disabled: see the README's shell matrix)"})
+}
+
+// deaf reports whether the shell runs on with its input closed: not
+// exited, nor exiting (a zombie not yet reaped).
+func (s *Session) deaf() bool {
+	if !s.inputClosed() {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/stat")
+	i := bytes.LastIndexByte(b, ')') // the state follows the command's name
+	if err != nil || i < 0 || i+2 >= len(b) {
+		return false
+	}
+	return b[i+2] != 'Z' && b[i+2] != 'X'
 }
 
 // inputClosed reports whether no process holds the shell's end of its
