@@ -262,7 +262,8 @@ func TestTimeoutQueryOutOfRange(t *testing.T) {
 	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "sleep 60"})
 	require.NoError(t, err)
 	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
-	for _, path := range []string{"/wait?timeout=18446744073710", "/ready?port=any&timeout=18446744073710"} {
+	for _, path := range []string{"/wait?timeout=18446744073710", "/ready?port=any&timeout=18446744073710",
+		"/logs?limit=99999999999999999999", "/wait?timeout=99999999999999999999"} {
 		resp, body := d.do(t, "GET", "/v1/processes/"+p.ID+path, nil)
 		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", path, body)
 		require.Contains(t, body, "out of range")

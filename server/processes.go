@@ -289,6 +289,9 @@ func intParam(q url.Values, name string) (int, error) {
 		return 0, nil
 	}
 	n, err := strconv.Atoi(v)
+	if errors.Is(err, strconv.ErrRange) && v[0] != '-' {
+		return 0, badRequest("%s %s: out of range: at most %d", name, api.Clip([]byte(v)), math.MaxInt)
+	}
 	if err != nil || n < 0 {
 		return 0, badRequest("%s %q: want a non-negative integer", name, v)
 	}
