@@ -4,12 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -321,4 +325,53 @@ func TestMaxConnections(t *testing.T) {
 	held[0].Close()
 	require.Eventually(t, func() bool { return over().StatusCode == http.StatusOK }, 30*time.Second, 20*time.Millisecond,
 		"a connection is served once one has closed")
+}
+
+// TestHeadersBudget: the bytes of headers being read at once are bounded,
+// past each request's first 16 KiB: connections that stop inside a header
+// of near 1 MiB (the limit) are answered 429 and closed once 64 MiB of them
+// are held, rather than held, 1 MiB each, until the 10 s header timeout. A
+// request with everyday headers is served meanwhile.
+func TestHeadersBudget(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	const conns = 120
+	head := "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + strings.Repeat("a", 1<<20-100) // never ends
+	held := make([]net.Conn, 0, conns)
+	closed := 0
+	for range conns {
+		conn := d.dial(t)
+		if _, err := io.WriteString(conn, head); err != nil {
+			closed++ // as it was written: reset
+			continue
+		}
+		held = append(held, conn)
+	}
+	// Well before the header timeout, at which those it holds close.
+	until := time.Now().Add(3 * time.Second)
+	var answered atomic.Int64
+	var wg sync.WaitGroup
+	for _, conn := range held {
+		require.NoError(t, conn.SetReadDeadline(until))
+		wg.Go(func() {
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			switch {
+			case err == nil:
+				b, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode == http.StatusTooManyRequests && strings.Contains(string(b), string(client.CodeResourceExhausted)) {
+					answered.Add(1)
+				}
+			case !errors.Is(err, os.ErrDeadlineExceeded):
+				answered.Add(1) // reset as the answer came
+			}
+		})
+	}
+	wg.Wait()
+	closed += int(answered.Load())
+	// 64 MiB holds 65 of them, each past its first 16 KiB.
+	require.GreaterOrEqual(t, closed, conns-66, "connections closed past the budget")
+	resp, err := http.Get(d.url + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
 }

@@ -96,6 +96,7 @@ func (s *Server) wrap(rt route) http.Handler {
 				s.readRest(w, r, rest)
 			}
 		}()
+		headersRead(r)
 		begun := time.Now()
 		id := requestID(r)
 		w.Header().Set("X-Request-Id", id)

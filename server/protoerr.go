@@ -34,8 +34,9 @@ const plainErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnec
 // descriptor the daemon has, which left no client able to connect.
 type jsonErrorListener struct {
 	net.Listener
-	max  int
-	open *atomic.Int64 // the connections accepted and not closed
+	max     int
+	open    *atomic.Int64 // the connections accepted and not closed
+	headers *headerBudget // the bytes of headers being read (see headerBudget)
 }
 
 func (l jsonErrorListener) Accept() (net.Conn, error) {
@@ -45,10 +46,10 @@ func (l jsonErrorListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		if l.max <= 0 {
-			return &jsonErrorConn{Conn: rawConnOf(c)}, nil
+			return newJSONErrorConn(c, nil, l.headers), nil
 		}
 		if l.open.Add(1) <= int64(l.max) {
-			return &jsonErrorConn{Conn: rawConnOf(c), open: l.open}, nil
+			return newJSONErrorConn(c, l.open, l.headers), nil
 		}
 		l.open.Add(-1)
 		go refuseConn(c, l.max)
@@ -104,14 +105,40 @@ const (
 // rewritten as JSON.
 type jsonErrorConn struct {
 	net.Conn
-	open   *atomic.Int64 // counts it until it is closed, when bounded
-	closed atomic.Bool
+	open    *atomic.Int64 // counts it until it is closed, when bounded
+	closed  atomic.Bool
+	headers headerPhase // its part in the header budget
+}
+
+// newJSONErrorConn wraps c, counted in open (nil: not), its headers in
+// budget (nil: not).
+func newJSONErrorConn(c net.Conn, open *atomic.Int64, budget *headerBudget) *jsonErrorConn {
+	jc := &jsonErrorConn{Conn: rawConnOf(c), open: open}
+	jc.headers.budget = budget
+	jc.headers.begin()
+	return jc
+}
+
+func (c *jsonErrorConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 && !c.headers.count(n) {
+		// Answered here, as net/http answers headers over its limit
+		// (431); the read's error, of Op "read", then ends the
+		// connection quietly.
+		body := fmt.Sprintf(`{"error":{"code":"%s","message":"the request headers being read at once are over %d bytes: send this request again once others are answered"}}`,
+			api.CodeResourceExhausted, c.headers.budget.limit)
+		fmt.Fprintf(c.Conn, "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nConnection: close\r\nRetry-After: 1\r\nX-Request-Id: %s\r\nContent-Length: %d\r\n\r\n%s",
+			rand.Text(), len(body), body)
+		return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: errHeadersOverBudget}
+	}
+	return n, err
 }
 
 func (c *jsonErrorConn) Close() error {
 	if c.open != nil && c.closed.CompareAndSwap(false, true) {
 		c.open.Add(-1)
 	}
+	c.headers.end()
 	return c.Conn.Close()
 }
 

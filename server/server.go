@@ -137,6 +137,7 @@ type Server struct {
 	reg       *process.Registry
 	budget    *logstore.Budget // what every tracked process's log counts against
 	bodies    bodyBudget       // the request bodies being read and handled
+	headers   headerBudget     // the request headers being read
 	streams   chan struct{}    // one element for each log stream open, MaxStreams of them
 	hs        *http.Server
 	handler   http.Handler
@@ -260,6 +261,7 @@ func New(opts Options) (*Server, error) {
 		s.hosts[hostcheck.Canonical(h)] = struct{}{}
 	}
 	s.bodies.limit = 2 * opts.BodyLimit
+	s.headers.limit = headerLimit
 	s.expiry = &expiry{ttl: opts.ExitTTL, max: opts.MaxEnded, forget: s.forgetExpired}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
@@ -282,6 +284,8 @@ func (s *Server) httpServer(h http.Handler) *http.Server {
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		ConnContext:       withConn,
+		ConnState:         connState,
 		ErrorLog:          slog.NewLogLogger(s.opts.Logger.Handler(), slog.LevelWarn),
 	}
 }
@@ -329,7 +333,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.addListenHosts(ln.Addr())
 	s.log.Info("serving", "addr", ln.Addr().String(), "version", s.opts.Version)
 	s.checkShell()
-	if err := s.hs.Serve(jsonErrorListener{Listener: ln, max: s.opts.MaxConnections, open: new(atomic.Int64)}); !errors.Is(err, http.ErrServerClosed) {
+	if err := s.hs.Serve(jsonErrorListener{Listener: ln, max: s.opts.MaxConnections, open: new(atomic.Int64), headers: &s.headers}); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
