@@ -232,3 +232,27 @@ func TestEnvGivesShellStartupFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestLoginProfileMovesTheShell: a login profile that changes directory
+// leaves the session there, on every shell: busybox sh, started in the
+// session's directory to read its input link, was moved to the session's
+// cwd after its profile had run, where the others keep the profile's.
+func TestLoginProfileMovesTheShell(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			home, there := t.TempDir(), t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(home, processtest.LoginProfile[shell]), []byte("cd '"+there+"'\n"), 0o644))
+			env := map[string]string{"HOME": home, "ZDOTDIR": home}
+			s := newSession(t, Options{Shell: shell, Env: env, Login: true})
+			_, out, _ := run(t, s, CommandOptions{Cmd: `pwd`})
+			require.Equal(t, there+"\n", out)
+			// Without a profile that moves it, it starts in its cwd.
+			cwd := t.TempDir()
+			s = newSession(t, Options{Shell: shell, Env: map[string]string{"HOME": t.TempDir()}, Login: true, Cwd: cwd})
+			_, out, _ = run(t, s, CommandOptions{Cmd: `pwd`})
+			require.Equal(t, cwd+"\n", out)
+		})
+	}
+}

@@ -54,7 +54,8 @@ func readsInputLink(sh shells.Shell) bool { return sh.Family == shells.Busybox }
 
 // linkInput makes inputLink in dir and returns the line that moves the shell,
 // started in dir, to cwd, physically as a shell started there sees it, with
-// OLDPWD as it was in env.
+// OLDPWD as it was in env. Only from dir: a login profile that moved the
+// shell elsewhere keeps it there, as with the shells started in cwd.
 func linkInput(dir, cwd string, env []string) (string, error) {
 	if err := os.Symlink("/proc/self/fd/0", filepath.Join(dir, inputLink)); err != nil {
 		return "", err
@@ -65,7 +66,11 @@ func linkInput(dir, cwd string, env []string) (string, error) {
 			oldpwd = "OLDPWD=" + shQuote(v)
 		}
 	}
-	return "cd -P -- " + shQuote(cwd) + " && " + oldpwd + "\n", nil
+	here := shQuote(dir)
+	if phys, err := filepath.EvalSymlinks(dir); err == nil && phys != dir {
+		here += "|" + shQuote(phys)
+	}
+	return "case $PWD in " + here + ") cd -P -- " + shQuote(cwd) + " && " + oldpwd + ";; esac\n", nil
 }
 
 // shellInput returns the two ends of the shell's input: the one it reads
