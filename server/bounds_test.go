@@ -274,6 +274,23 @@ func TestTimeoutQueryOutOfRange(t *testing.T) {
 	}
 }
 
+// TestStdinEOFExactly: stdin's eof is true or false, as the contract and
+// the refusal's message say; 1 and TRUE were taken (strconv's words).
+func TestStdinEOFExactly(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "cat", Stdin: api.StdinOpen})
+	require.NoError(t, err)
+	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
+	for _, v := range []string{"1", "TRUE", "t"} {
+		status, body := d.raw(t, "POST", "/v1/processes/"+p.ID+"/stdin?eof="+v, "", authed())
+		require.Equal(t, http.StatusBadRequest, status, "eof=%s: %s", v, body)
+		require.Contains(t, errorMessage(t, body), "want true or false")
+	}
+	status, body := d.raw(t, "POST", "/v1/processes/"+p.ID+"/stdin?eof=true", "", authed())
+	require.Equal(t, http.StatusNoContent, status, body)
+}
+
 // TestMaxConnections: past MaxConnections, a connection is answered 429
 // resource_exhausted and closed at once; once one closes, another is
 // served. Idle connections (20,000 after a GET /livez each, no token

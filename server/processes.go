@@ -231,10 +231,12 @@ func (s *Server) writeStdin(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	eof := false
-	if v := r.URL.Query().Get("eof"); v != "" {
-		if eof, err = strconv.ParseBool(v); err != nil {
-			return badRequest("eof %q: want true or false", v)
-		}
+	switch v := r.URL.Query().Get("eof"); v {
+	case "", "false":
+	case "true":
+		eof = true
+	default: // as the query is read: exactly as written (strconv took 1, T, TRUE)
+		return badRequest("eof %q: want true or false", v)
 	}
 	data, err := io.ReadAll(r.Body)
 	if err != nil {
