@@ -29,3 +29,27 @@ func TestStartInRemovedDirectory(t *testing.T) {
 		})
 	}
 }
+
+// TestCwdRenamedOrSetBack: a command that leaves $PWD as the last one
+// reported it, but renames the directory the shell is in, or changes
+// directory and sets PWD back, reports the shell's own directory, on every
+// shell: the look at the directory was made only when $PWD changed.
+func TestCwdRenamedOrSetBack(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			base, err := filepath.EvalSymlinks(t.TempDir())
+			require.NoError(t, err)
+			dir := filepath.Join(base, "d")
+			s := newSession(t, Options{Shell: shell})
+			r, _, _ := run(t, s, CommandOptions{Cmd: "mkdir " + dir + " && cd " + dir})
+			require.Equal(t, dir, r.Cwd)
+			r, _, _ = run(t, s, CommandOptions{Cmd: `mv "$PWD" ` + dir + "2"})
+			require.Equal(t, dir+"2", r.Cwd, "renamed")
+			r, _, _ = run(t, s, CommandOptions{Cmd: "cd " + base + "; PWD=" + dir + "2"})
+			require.Equal(t, base, r.Cwd, "PWD set back")
+			require.Equal(t, base, s.Cwd())
+		})
+	}
+}

@@ -27,7 +27,6 @@ import (
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/queue"
 	"github.com/conchsh/conch/sentinel"
-	"golang.org/x/sys/unix"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -132,8 +131,14 @@ type Session struct {
 	writeMu sync.Mutex // serializes writes to stdin
 	wbuf    []byte     // what is written; guarded by writeMu
 
-	mu         sync.Mutex // guards the fields below
-	cwd        string
+	mu  sync.Mutex // guards the fields below
+	cwd string
+	// cwdID is the directory cwd named when it was looked at, and
+	// cwdPath cwd's Path: while both it and the shell's own directory
+	// (procCwd) are that directory, cwd still holds (see checkCwd).
+	cwdID      rawcall.ID
+	cwdPath    rawcall.Path
+	procCwd    rawcall.Path // /proc/PID/cwd of the shell, once it runs
 	lastStatus int
 	flags      string // the shell's option letters ($-) after the last command that reported them
 	seq        int
@@ -544,24 +549,54 @@ func (s *Session) recordEnd(status int, e *sentinel.End) string {
 // checkCwd returns the working directory a command's end line reported
 // ($PWD) when the shell is there, as pwd prints it (by the path cd took,
 // symbolic links and all); otherwise the shell's own, from /proc: a command
-// can set PWD, or unset it, without changing directory (PWD=/etc). Only a
-// $PWD other than the last command's is looked at. A directory removed
-// since is kept as $PWD names it, or by the path it had when $PWD names
-// none.
+// can set PWD, or unset it, without changing directory (PWD=/etc), or
+// rename the directory it is in. A directory removed since is kept as $PWD
+// names it, or by the path it had when $PWD names none.
+//
+// A $PWD the last command reported too is looked at with two stats made
+// raw (rawcall): the shell's directory, and the one $PWD names, each the
+// one last seen. Through package syscall, the first call after the process
+// was idle wakes the runtime's monitor thread: 15 µs more of the engine's
+// CPU a command, and a context switch.
 func (s *Session) checkCwd(reported string) string {
 	s.mu.Lock()
-	last := s.cwd
+	last, id, path, proc := s.cwd, s.cwdID, s.cwdPath, s.procCwd
 	s.mu.Unlock()
-	if reported == last && reported != "" {
-		return reported
+	if reported == last && reported != "" && path != (rawcall.Path{}) {
+		if there, ok := proc.ID(); ok && there == id {
+			if at, ok := path.ID(); ok && at == id {
+				return reported
+			}
+		}
 	}
 	pid := strconv.Itoa(s.cmd.Process.Pid)
-	var at, there unix.Stat_t
-	if unix.Stat("/proc/"+pid+"/cwd", &there) != nil {
+	if proc == (rawcall.Path{}) {
+		proc, _ = rawcall.NewPath("/proc/" + pid + "/cwd")
+		s.mu.Lock()
+		s.procCwd = proc
+		s.mu.Unlock()
+	}
+	there, ok := proc.ID()
+	if !ok {
 		return reported // the shell is gone
 	}
-	if strings.HasPrefix(reported, "/") && unix.Stat(reported, &at) == nil && at.Dev == there.Dev && at.Ino == there.Ino {
-		return reported
+	cwd := s.lookCwd(pid, reported, there)
+	if p, err := rawcall.NewPath(cwd); err == nil {
+		s.mu.Lock()
+		s.cwdID, s.cwdPath = there, p
+		s.mu.Unlock()
+	}
+	return cwd
+}
+
+// lookCwd is checkCwd's look at the shell, whose directory is there.
+func (s *Session) lookCwd(pid, reported string, there rawcall.ID) string {
+	if strings.HasPrefix(reported, "/") {
+		if p, err := rawcall.NewPath(reported); err == nil {
+			if at, ok := p.ID(); ok && at == there {
+				return reported
+			}
+		}
 	}
 	real, removed, err := procfs.CwdOf(pid)
 	if err != nil || removed && strings.HasPrefix(reported, "/") {

@@ -389,6 +389,14 @@ func (p Path) Names(id ID) bool {
 	return ok && id.of(&st)
 }
 
+// ID returns the ID of the file p names, following a last symbolic link
+// (stat(2)), and whether there is one.
+func (p Path) ID() (ID, bool) {
+	var st syscall.Stat_t
+	_, _, e := syscall.RawSyscall6(syscall.SYS_NEWFSTATAT, uintptr(atFDCWD), uintptr(unsafe.Pointer(p.p)), uintptr(unsafe.Pointer(&st)), 0, 0, 0)
+	return ID{st.Dev, st.Ino}, e == 0
+}
+
 // stat is lstat(2) of p, and whether it succeeded.
 func (p Path) stat() (syscall.Stat_t, bool) {
 	var st syscall.Stat_t
