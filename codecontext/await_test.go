@@ -5,8 +5,10 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/internal/processtest"
+	"github.com/conchsh/conch/process"
 )
 
 // TestPythonTopLevelAwait: a Python cell may await at its top level, as in
@@ -100,4 +102,18 @@ await long()`})
 	r, out, errOut = run(t, c, "await asyncio.sleep(0, result='next')")
 	require.Equal(t, 0, code(r), errOut)
 	require.Equal(t, "'next'\n", out)
+}
+
+// TestPythonTooDeepToCompile: a cell nested too deep for Python's parser
+// or compiler is text that does not compile: exit 1, the language's
+// message, and the context goes on. The RecursionError it raised was taken
+// for the driver's own failure, which ended the context.
+func TestPythonTooDeepToCompile(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	r, _, errOut := run(t, c, "1"+strings.Repeat("+1", 5000))
+	require.Equal(t, 1, processtest.Code(r), "%+v, stderr %q", r, errOut)
+	require.Contains(t, errOut, "RecursionError")
+	_, out, _ := run(t, c, "print('after')")
+	require.Equal(t, "after\n", out)
 }

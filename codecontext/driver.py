@@ -470,7 +470,9 @@ def _run(ns, msg):
     _S.send(b"O %d\n" % n)
     try:
         body, last = _compile(src, name)
-    except (SyntaxError, ValueError, OverflowError, MemoryError) as e:
+    except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError) as e:
+        # RecursionError: text nested too deep for the parser or the
+        # compiler (1+1+...+1 a thousand times, from the driver's depth).
         _err("".join(_format_exception_only(type(e), e)))
         status = 1
     else:
