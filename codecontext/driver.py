@@ -495,6 +495,14 @@ def _lines(fd):
             chunk = _os.read(fd, 1 << 16)
         except KeyboardInterrupt:  # a late interrupt, under a handler a cell set
             continue
+        except OSError:  # the read's own: the driver cannot go on
+            raise
+        except Exception:
+            # Raised by a signal handler a cell set, run between cells (an
+            # alarm's): a terminal's REPL prints it and reads on. There is
+            # no cell to print it in: it goes where a cell's late output
+            # goes, nowhere.
+            continue
         if not chunk:
             return
         while True:

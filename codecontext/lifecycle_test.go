@@ -568,13 +568,15 @@ threading.Thread(target=late).start()`)
 }
 
 // TestDriverFailsBetweenCells: a driver that fails while no cell runs (a
-// handler a cell set raises in it) ends its context lost, saying that the
-// driver failed and why, and later submissions say so too.
+// handler a cell set raises an OSError in its read of the next cell, which
+// it cannot tell from the read's own; other exceptions of a handler it
+// drops, see TestPythonHandlerRaisesBetweenCells) ends its context lost,
+// saying that the driver failed and why, and later submissions say so too.
 func TestDriverFailsBetweenCells(t *testing.T) {
 	t.Parallel()
 	c := newContext(t, Options{Language: Python})
 	r, _, errOut := run(t, c, `import os, signal, threading, time
-def boom(*a): raise RuntimeError("boom in handler")
+def boom(*a): raise OSError("boom in handler")
 signal.signal(signal.SIGUSR1, boom)
 def late():
     time.sleep(0.2)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -120,4 +121,21 @@ func TestKillAsTakenUp(t *testing.T) {
 			require.Equal(t, 0, code(r), errOut)
 		})
 	}
+}
+
+// TestPythonHandlerRaisesBetweenCells: a signal handler a cell set that
+// raises while no cell runs (an alarm's) leaves the context as a REPL is
+// left, reading on; the exception, with no cell to show it, is dropped. It
+// came out of the driver's read of the next cell, as the driver's own
+// failure, and ended the interpreter.
+func TestPythonHandlerRaisesBetweenCells(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	rang := filepath.Join(t.TempDir(), "rang")
+	r, _, errOut := run(t, c, "import signal\ndef h(*a):\n    open("+strconv.Quote(rang)+", 'w').close()\n    raise RuntimeError('alarm')\nsignal.signal(signal.SIGALRM, h)\nsignal.setitimer(signal.ITIMER_REAL, 0.2)\nx = 7")
+	require.Equal(t, 0, processtest.Code(r), "%+v, stderr %q", r, errOut)
+	require.Eventually(t, func() bool { _, err := os.Stat(rang); return err == nil }, deadline, 10*time.Millisecond,
+		"the alarm did not go off")
+	_, out, _ := run(t, c, "print(x)")
+	require.Equal(t, "7\n", out)
 }
