@@ -88,6 +88,11 @@ try {
 function emit(which, chunk, encoding) {
   const cell = storeCell();
   if (!current || cell !== current) return;
+  writeTo(cell, which, chunk, encoding);
+}
+
+// writeTo writes output of cell's.
+function writeTo(cell, which, chunk, encoding) {
   let b = typeof chunk === 'string' ? B.from(chunk, encoding || 'utf8') : chunk;
   const fd = which === 1 ? cell.out : cell.err;
   try {
@@ -508,7 +513,10 @@ function failCell(e) {
   const cell = storeCell() || current;
   if (cell && cell === current) {
     cell.failed = true;
-    emit(2, describe(e));
+    // Not through emit: a callback that names no cell (a queueMicrotask's,
+    // whose throw is reported outside it) fails the running cell, and
+    // its message is that cell's too.
+    writeTo(cell, 2, describe(e));
   }
 }
 

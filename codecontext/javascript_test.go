@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/internal/processtest"
 )
 
 // TestDynamicImport: import() in a JavaScript cell loads a node: builtin, a
@@ -134,4 +136,17 @@ func TestLeftoverCallbackHoldsThread(t *testing.T) {
 			interruptKeeps(t, c, CellOptions{Code: "for(;;){}\nkept = 2"})
 		})
 	}
+}
+
+// TestMicrotaskThrow: an error thrown in a queueMicrotask callback fails
+// the cell with its message on stderr, as one thrown in a process.nextTick
+// or a then callback does. The cell failed with an empty stderr: Node
+// reports such a throw outside the callback, where no cell is named, and
+// the message went the way of a callback of an ended cell.
+func TestMicrotaskThrow(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	r, _, errOut := run(t, c, `queueMicrotask(() => { throw new Error("micro") }); await null`)
+	require.Equal(t, 1, processtest.Code(r), "%+v", r)
+	require.Contains(t, errOut, "Error: micro")
 }
