@@ -4,6 +4,7 @@
 # directory. Cells run in a fresh __main__; nothing of this file shows in
 # their tracebacks. Standard library only; Python 3.9 or later.
 import _signal as _csignal
+import _thread
 import __future__
 import ast
 import builtins
@@ -105,11 +106,24 @@ def _cell_of_thread():
 
 
 _thread_start = threading.Thread.start
+_start_new_thread = _thread.start_new_thread
 
 
 def _start(self):
     self._conch_cell = _cell_of_thread()
     return _thread_start(self)
+
+
+def _start_new(function, args, kwargs=None):
+    # _thread.start_new_thread, whose thread has no threading.Thread to
+    # carry its cell (a dummy one stands in for it): the function runs in
+    # a context that names the cell that started it.
+    cell = _cell_of_thread()
+
+    def run(*a, **k):
+        _cell_var.set(cell)
+        return function(*a, **k)
+    return _start_new_thread(run, args, kwargs or {})
 
 
 def _emit(which, b):
@@ -525,8 +539,15 @@ def main():
     _S.pid = _os.getpid()
     os.register_at_fork(after_in_child=_forked)
     threading.Thread.start = _start
+    _thread.start_new_thread = _start_new
+    if hasattr(_thread, "start_new"):  # its old name, until Python 3.13
+        _thread.start_new = _start_new
     os.write = _guarded(_os.write, _nbytes)
     os.writev = _guarded(_os.writev, _nbytes_all)
+    # The same functions under their own module's name.
+    posix = sys.modules.get("posix")
+    if posix is not None:
+        posix.write, posix.writev = os.write, os.writev
     signal.signal(signal.SIGINT, _on_int)
     sys.stdout = sys.__stdout__ = _Out(1, "<stdout>")
     sys.stderr = sys.__stderr__ = _Out(2, "<stderr>")

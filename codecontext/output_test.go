@@ -200,3 +200,31 @@ res`)
 	require.Equal(t, "own thread\n", errOut)
 	require.NotContains(t, c.h.Diag().Tail(), "late")
 }
+
+// TestPythonLateOutputOtherWays: a thread started with _thread (no
+// threading.Thread to carry its cell) and posix.write (os.write under its
+// own module's name) are kept to their cell as threading's threads and
+// os.write are: what they write after the cell ended reaches no later cell.
+// Before, the raw thread was taken for the running cell's, and posix.write
+// was not looked at.
+func TestPythonLateOutputOtherWays(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	r, _, errOut := run(t, c, `import _thread, posix, threading
+go, done = threading.Event(), threading.Event()
+def late():
+    go.wait()
+    print("late print")
+    posix.write(1, b"late posix\n")
+    done.set()
+_thread.start_new_thread(late, ())
+def late_posix():
+    go.wait()
+    posix.write(1, b"late thread posix\n")
+threading.Thread(target=late_posix, daemon=True).start()`)
+	require.Equal(t, 0, code(r), errOut)
+	r, out, errOut := run(t, c, `go.set(); done.wait(20); import time; time.sleep(0.2)
+print("own")`)
+	require.Equal(t, 0, code(r), errOut)
+	require.Equal(t, "own\n", out)
+}
