@@ -188,10 +188,20 @@ function place(files) {
     try { fs.closeSync(fd); } catch {}
   }
   files.forEach(([file, flags], want) => {
-    const fd = fs.openSync(file, flags);
-    if (fd !== want) throw new Error(`fd ${want} was taken while the cell's streams were set up`);
+    // A worker thread's open may take the number meanwhile (Node has no
+    // dup2 to put a file on it whatever holds it): its file is its own,
+    // so the driver waits for it to close it, a millisecond at a time,
+    // for a second at most.
+    for (let tries = 0; ; tries++) {
+      const fd = fs.openSync(file, flags);
+      if (fd === want) return;
+      fs.closeSync(fd);
+      if (tries >= 1000) throw new Error(`fd ${want} was taken while the cell's streams were set up`);
+      Atomics.wait(placeNap, 0, 0, 1);
+    }
   });
 }
+const placeNap = new Int32Array(new SharedArrayBuffer(4));
 
 function cwd() {
   try { return process.cwd(); } catch { return ''; }

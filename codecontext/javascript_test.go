@@ -150,3 +150,22 @@ func TestMicrotaskThrow(t *testing.T) {
 	require.Equal(t, 1, processtest.Code(r), "%+v", r)
 	require.Contains(t, errOut, "Error: micro")
 }
+
+// TestWorkerOpensFiles: a worker thread that opens and closes files all the
+// while does not end the context: an open of its may take fd 0, 1 or 2 as
+// the driver puts a cell's streams there, and the driver then waits for it
+// to close it. It took that for the driver's own failure, and the context
+// ended within a few dozen cells.
+func TestWorkerOpensFiles(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	r, _, errOut := run(t, c, `const { Worker } = require("worker_threads");
+globalThis.w = new Worker('const fs = require("fs"); for (;;) fs.closeSync(fs.openSync("/dev/null", "r"))', { eval: true }); 0`)
+	require.Equal(t, 0, processtest.Code(r), errOut)
+	for i := range 150 {
+		r, out, errOut := run(t, c, strconv.Itoa(i))
+		require.Equal(t, 0, processtest.Code(r), "cell %d: %+v %s", i, r, errOut)
+		require.Equal(t, strconv.Itoa(i)+"\n", out)
+	}
+	run(t, c, "w.terminate()")
+}
