@@ -117,3 +117,23 @@ func TestPythonTooDeepToCompile(t *testing.T) {
 	_, out, _ := run(t, c, "print('after')")
 	require.Equal(t, "after\n", out)
 }
+
+// TestPythonPoolWorkIsItsCells: work a cell submits to a thread pool (the
+// loop's default executor, or one an earlier cell made) runs as that
+// cell's, on a worker thread an earlier cell started: its output is the
+// cell's own. A worker belonged to the cell that started it, and the later
+// cell's work printed nothing.
+func TestPythonPoolWorkIsItsCells(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	r, out, errOut := run(t, c, `import asyncio, concurrent.futures
+pool = concurrent.futures.ThreadPoolExecutor(1)
+pool.submit(print, "cell1 pool").result()
+await asyncio.get_running_loop().run_in_executor(None, print, "cell1 loop")`)
+	require.Equal(t, 0, processtest.Code(r), errOut)
+	require.Equal(t, "cell1 pool\ncell1 loop\n", out)
+	r, out, errOut = run(t, c, `pool.submit(print, "cell2 pool").result()
+await asyncio.get_running_loop().run_in_executor(None, print, "cell2 loop")`)
+	require.Equal(t, 0, processtest.Code(r), errOut)
+	require.Equal(t, "cell2 pool\ncell2 loop\n", out)
+}

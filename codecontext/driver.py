@@ -126,6 +126,26 @@ def _start_new(function, args, kwargs=None):
     return _start_new_thread(run, args, kwargs or {})
 
 
+def _pooled():
+    # concurrent.futures' thread pool, once imported (asyncio's
+    # run_in_executor uses one): what a cell submits runs as that cell's,
+    # on a worker thread that an earlier cell may have started, as
+    # asyncio.to_thread's function does.
+    m = sys.modules.get("concurrent.futures.thread")
+    pool = getattr(m, "ThreadPoolExecutor", None)
+    if pool is None or getattr(pool.submit, "_conch", False):
+        return
+    submit = pool.submit
+
+    def submit_in_cell(self, fn, /, *args, **kwargs):
+        ctx = contextvars.copy_context()
+        ctx.run(_cell_var.set, _cell_of_thread())
+        return submit(self, ctx.run, fn, *args, **kwargs)
+    submit_in_cell._conch = True
+    submit_in_cell.__doc__ = submit.__doc__
+    pool.submit = submit_in_cell
+
+
 def _emit(which, b):
     with _S.lock:
         if _S.cell is None or _cell_of_thread() != _S.cell:
@@ -480,6 +500,7 @@ def _run(ns, msg):
         # count on the newline.
         lines[-1] += "\n"
     linecache.cache[name] = (len(src), None, lines, name)
+    _pooled()
     _open_cell(msg)
     _S.send(b"O %d\n" % n)
     try:
