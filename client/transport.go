@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/conchsh/conch/internal/rawnet"
 )
 
 // direct sends a Client's requests to a daemon reached over plain HTTP with
@@ -159,6 +161,10 @@ func (t *direct) conn(ctx context.Context, host string) (dc *directConn, kept bo
 	if err != nil {
 		return nil, false, err
 	}
+	// Raw reads and writes (see package rawnet): through net.Conn, the
+	// first request after the process was idle, as a client is while a
+	// command runs, woke the runtime's monitor thread as it wrote.
+	c = rawnet.Of(c)
 	return &directConn{c: c, br: bufio.NewReader(c), bw: bufio.NewWriter(c)}, false, nil
 }
 

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/internal/rawnet"
 )
 
 // daemonStub is an HTTP server on loopback that answers every request with
@@ -235,4 +237,27 @@ func TestDirectAnswerBeforeBody(t *testing.T) {
 	require.Equal(t, http.StatusRequestEntityTooLarge, e.Status)
 	require.Equal(t, CodePayloadTooLarge, e.Code)
 	require.NoError(t, d.post(ctx), "a new connection for the next request")
+}
+
+// TestDirectRawConnection: a connection's reads and writes are made raw
+// (see package rawnet), as the daemon's are: through net.Conn, the first
+// request after the process was idle, as a client is while a command runs,
+// woke the Go runtime's monitor thread as it was written (P2 0.336–0.343×
+// against 0.364–0.374×, P3 1.244–1.257× against 1.264–1.270×, in turns).
+// The stale-connection look (peek) reaches its socket through it.
+func TestDirectRawConnection(t *testing.T) {
+	t.Parallel()
+	d := newDaemonStub(t, answerOK)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, d.post(ctx))
+	d.c.direct.mu.Lock()
+	idle := append([]*directConn(nil), d.c.direct.idle...)
+	d.c.direct.mu.Unlock()
+	require.Len(t, idle, 1)
+	require.IsType(t, &rawnet.Conn{}, idle[0].c)
+	require.True(t, alive(idle[0].c), "a kept connection the daemon has not closed is alive")
+	d.srv.CloseClientConnections()
+	require.Eventually(t, func() bool { return !alive(idle[0].c) }, 10*time.Second, time.Millisecond,
+		"a kept connection the daemon closed is seen closed")
 }

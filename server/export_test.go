@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"github.com/conchsh/conch/internal/rawnet"
 	"net"
 	"net/http"
 	"time"
@@ -61,7 +62,7 @@ func StreamFrames(ctx context.Context, l *logstore.Log) <-chan string {
 
 // HungUp reports what the attach handler's pinger is told of c's peer, c
 // wrapped as the daemon's listener wraps the connections it accepts.
-func HungUp(c net.Conn) bool { return hungUp(&jsonErrorConn{Conn: rawConnOf(c)}) }
+func HungUp(c net.Conn) bool { return hungUp(&jsonErrorConn{Conn: rawnet.Of(c)}) }
 
 // SetReadRest bounds what the daemon reads of a body its answer did not
 // need: at most n bytes, for at most d.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/api"
+	"github.com/conchsh/conch/internal/rawnet"
 )
 
 // net/http answers a request it cannot read (headers over MaxHeaderBytes, a
@@ -113,7 +114,7 @@ type jsonErrorConn struct {
 // newJSONErrorConn wraps c, counted in open (nil: not), its headers in
 // budget (nil: not).
 func newJSONErrorConn(c net.Conn, open *atomic.Int64, budget *headerBudget) *jsonErrorConn {
-	jc := &jsonErrorConn{Conn: rawConnOf(c), open: open}
+	jc := &jsonErrorConn{Conn: rawnet.Of(c), open: open}
 	jc.headers.budget = budget
 	jc.headers.begin()
 	return jc
