@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -67,9 +68,7 @@ func refuseConn(c net.Conn, max int) {
 	defer c.Close()
 	end := time.Now().Add(time.Second)
 	_ = c.SetDeadline(end)
-	body := fmt.Sprintf(`{"error":{"code":"%s","message":"the daemon has %d connections open, its most (--max-connections): close idle ones, or try again"}}`,
-		api.CodeResourceExhausted, max)
-	if _, err := fmt.Fprintf(c, "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nConnection: close\r\nRetry-After: 1\r\nX-Request-Id: %s\r\nContent-Length: %d\r\n\r\n%s", rand.Text(), len(body), body); err != nil {
+	if err := tooMany(c, fmt.Sprintf("the daemon has %d connections open, its most (--max-connections): close idle ones, or try again", max)); err != nil {
 		return
 	}
 	if refusing.Add(1) > refuseLingering {
@@ -92,6 +91,15 @@ func refuseConn(c net.Conn, max int) {
 			return // the client is done, quiet, or out of time
 		}
 	}
+}
+
+// tooMany writes to a connection no handler serves the API's 429
+// resource_exhausted with msg, to be closed after it.
+func tooMany(w io.Writer, msg string) error {
+	body, _ := json.Marshal(map[string]any{"error": map[string]string{"code": string(api.CodeResourceExhausted), "message": msg}})
+	_, err := fmt.Fprintf(w, "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nConnection: close\r\nRetry-After: 1\r\nX-Request-Id: %s\r\nContent-Length: %d\r\n\r\n%s",
+		rand.Text(), len(body), body)
+	return err
 }
 
 // refusing counts the refused connections being read on (see refuseConn).
@@ -126,10 +134,8 @@ func (c *jsonErrorConn) Read(p []byte) (int, error) {
 		// Answered here, as net/http answers headers over its limit
 		// (431); the read's error, of Op "read", then ends the
 		// connection quietly.
-		body := fmt.Sprintf(`{"error":{"code":"%s","message":"the request headers being read at once are over %d bytes: send this request again once others are answered"}}`,
-			api.CodeResourceExhausted, c.headers.budget.limit)
-		fmt.Fprintf(c.Conn, "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nConnection: close\r\nRetry-After: 1\r\nX-Request-Id: %s\r\nContent-Length: %d\r\n\r\n%s",
-			rand.Text(), len(body), body)
+		tooMany(c.Conn, fmt.Sprintf("the request headers being read at once are over %d bytes: send this request again once others are answered",
+			c.headers.budget.limit))
 		return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: errHeadersOverBudget}
 	}
 	return n, err
