@@ -108,7 +108,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		defer func() {
 			d := time.Since(begun)
 			s.metrics.request(rt.pattern, w.status, d)
-			s.log.LogAttrs(r.Context(), level, "request", slog.String("route", rt.pattern),
+			s.line(r.Context(), level, "request", slog.String("route", rt.pattern),
 				slog.Int("status", w.status), slog.Float64("durationMs", float64(d.Microseconds())/1000),
 				slog.String("requestId", id))
 		}()

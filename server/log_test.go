@@ -1,10 +1,12 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -100,4 +102,41 @@ func TestJSONLog(t *testing.T) {
 			require.Equal(t, r.ProcessID, withText[0]["id"])
 		})
 	}
+}
+
+// pcs is a log handler that keeps each record's program counter by message.
+type pcs struct {
+	mu sync.Mutex
+	by map[string][]uintptr
+}
+
+func (h *pcs) Enabled(context.Context, slog.Level) bool { return true }
+func (h *pcs) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *pcs) WithGroup(string) slog.Handler            { return h }
+func (h *pcs) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.by[r.Message] = append(h.by[r.Message], r.PC)
+	return nil
+}
+
+// The lines of every request and of each process's start and end are made
+// without looking up their caller (runtime.Callers, a quarter of their
+// cost on a one-shot's path), which conch's handlers never write.
+func TestHotLogLinesWithoutCaller(t *testing.T) {
+	t.Parallel()
+	h := &pcs{by: map[string][]uintptr{}}
+	d := start(t, server.Options{Logger: slog.New(h)})
+	code, body := d.raw(t, "POST", "/v1/processes/run", `{"cmd":"true"}`, authed())
+	require.Equal(t, http.StatusOK, code, body)
+	require.NoError(t, d.srv.Drain(ctx(t)))
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, msg := range []string{"request", "process started", "process ended"} {
+		require.NotEmpty(t, h.by[msg], "a %q line", msg)
+		for _, pc := range h.by[msg] {
+			require.Zero(t, pc, "the %q line looked up its caller", msg)
+		}
+	}
+	require.NotZero(t, h.by["drain started"][0], "other lines are made as Logger makes them")
 }
