@@ -176,7 +176,7 @@ func (rd *readiness) lookPorts() {
 
 // wait polls until ready, the process and everything it left behind ended
 // first (ready false), or ctx ends (ok false).
-func (rd *readiness) wait(ctx context.Context) (api.Ready, bool) {
+func (rd *readiness) wait(ctx context.Context) (readyAnswer, bool) {
 	tick := time.NewTicker(readyPoll)
 	defer tick.Stop()
 	for {
@@ -190,13 +190,13 @@ func (rd *readiness) wait(ctx context.Context) (api.Ready, bool) {
 			}
 			if !rd.alive() {
 				res := waitResult(rd.p.Info())
-				return api.Ready{Result: &res}, true
+				return readyAnswer{Ready: api.Ready{Result: &res}}, true
 			}
 		default:
 		}
 		select {
 		case <-ctx.Done():
-			return api.Ready{}, false
+			return readyAnswer{}, false
 		case <-tick.C:
 		}
 	}
@@ -213,10 +213,17 @@ func (rd *readiness) alive() bool {
 	return ok && len(t.Tree()) > 0
 }
 
-func (rd *readiness) answer() api.Ready {
-	a := api.Ready{Ready: true, Port: rd.portSeen}
+// readyAnswer is api.Ready as the route writes it: with match whenever the
+// pattern matched, an empty match too, which api.Ready's omits.
+type readyAnswer struct {
+	api.Ready
+	Match *string `json:"match,omitempty"`
+}
+
+func (rd *readiness) answer() readyAnswer {
+	a := readyAnswer{Ready: api.Ready{Ready: true, Port: rd.portSeen}}
 	if rd.matched {
-		a.Match = rd.match
+		a.Match = &rd.match
 		a.Cursor = rd.cursor.String()
 	}
 	return a

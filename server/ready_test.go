@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
@@ -127,4 +128,23 @@ func TestReadyPatternKeepsNone(t *testing.T) {
 	require.Nil(t, still, "the wait ran out")
 	require.True(t, r.Ready)
 	require.Equal(t, "Ready", r.Match)
+}
+
+// A pattern that matched says what it matched, empty text too: an answer
+// whose match was left out because it was empty read as one that matched
+// no pattern.
+func TestReadyEmptyMatch(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: `echo up; sleep 30`})
+	require.NoError(t, err)
+	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
+	code, body := d.raw(t, "GET", "/v1/processes/"+p.ID+"/ready?pattern=x*&timeout=20000", "", authed())
+	require.Equal(t, http.StatusOK, code, body)
+	var a map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &a))
+	require.Equal(t, true, a["ready"], body)
+	require.Contains(t, a, "match", body)
+	require.Equal(t, "", a["match"], body)
+	require.Contains(t, a, "cursor", body)
 }
