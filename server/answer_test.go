@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -246,6 +247,27 @@ func TestLogsPageBytes(t *testing.T) {
 	}
 	require.Equal(t, size, got)
 	require.GreaterOrEqual(t, pages, 3)
+}
+
+// A logs page says the cursor of the oldest frame retained, and says none
+// for a log that retains none (docs/api.md).
+func TestLogsPageFirstAvailable(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	page := func(id string) map[string]any {
+		code, body := d.raw(t, "GET", "/v1/processes/"+id+"/logs", "", authed())
+		require.Equal(t, http.StatusOK, code, body)
+		var p map[string]any
+		require.NoError(t, json.Unmarshal([]byte(body), &p))
+		return p
+	}
+	quiet := d.run(t, client.StartOptions{Cmd: "true"})
+	require.NotContains(t, page(quiet.ProcessID), "firstAvailableCursor")
+	said := d.run(t, client.StartOptions{Cmd: "echo a; echo b >&2"})
+	p := page(said.ProcessID)
+	items := p["items"].([]any)
+	require.NotEmpty(t, items)
+	require.Equal(t, items[0].(map[string]any)["cursor"], p["firstAvailableCursor"])
 }
 
 // TestTinyWritesUnderRetention is issue 11's case: under a retention of
