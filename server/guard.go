@@ -81,6 +81,7 @@ type route struct {
 // (but for probes, health and metrics) counted as owed an answer by a drain.
 func (s *Server) wrap(rt route) http.Handler {
 	limit, flag := s.bodyLimit(rt.pattern)
+	counted := s.metrics.forRoute(rt.pattern)
 	level := slog.LevelInfo
 	if quietRoute(rt.pattern) {
 		level = slog.LevelDebug
@@ -107,7 +108,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		}
 		defer func() {
 			d := time.Since(begun)
-			s.metrics.request(rt.pattern, w.status, d)
+			counted.request(w.status, d)
 			s.line(r.Context(), level, "request", slog.String("route", rt.pattern),
 				slog.Int("status", w.status), slog.Float64("durationMs", float64(d.Microseconds())/1000),
 				slog.String("requestId", id))
