@@ -343,6 +343,29 @@ func TestDaemonDirectoryRemoved(t *testing.T) {
 	}
 }
 
+// A process with no cwd is given the daemon's directory by the name
+// os.Getwd gives it: $PWD when that names the same directory (a path
+// through a symbolic link, say), else the directory's own path.
+func TestDaemonDirectoryNamedAsGetwd(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	real, other := filepath.Join(dir, "real"), filepath.Join(dir, "other")
+	require.NoError(t, os.Mkdir(real, 0o755))
+	require.NoError(t, os.Mkdir(other, 0o755))
+	link := filepath.Join(dir, "link")
+	require.NoError(t, os.Symlink(real, link))
+	t.Chdir(link)
+	for pwd, want := range map[string]string{link: link, other: real, "relative": real} {
+		t.Setenv("PWD", pwd)
+		getwd, err := os.Getwd()
+		require.NoError(t, err)
+		require.Equal(t, want, getwd, "PWD=%s", pwd)
+		p := start(t, Options{Argv: []string{"true"}})
+		wait(t, p)
+		require.Equal(t, want, p.Info().Cwd, "PWD=%s", pwd)
+	}
+}
+
 // TestLongestCmdRuns: a cmd of MaxArgBytes, the most one argument holds,
 // runs.
 func TestLongestCmdRuns(t *testing.T) {
