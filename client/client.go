@@ -138,13 +138,19 @@ func (c *Client) send(ctx context.Context, req request, ok ...int) (*http.Respon
 	u.RawQuery = req.query.Encode()
 	var body io.Reader = req.raw
 	if req.body != nil {
-		if at := notText(reflect.ValueOf(req.body), ""); at != "" {
-			return nil, &Error{Code: CodeInvalidArgument, Message: fmt.Sprintf(
-				"%s is not UTF-8: the API takes text as UTF-8 (bytes go as base64 where it takes them, as interact's inputBase64)", at)}
-		}
 		b, err := json.Marshal(req.body)
 		if err != nil {
 			return nil, err
+		}
+		// encoding/json writes each byte of a string that is not UTF-8 as
+		// the escape \ufffd (a U+FFFD that was there goes as itself): only
+		// a body with that escape can hold such a string, and only then
+		// is the body walked for it, which costs more than the encoding.
+		if bytes.Contains(b, []byte(`\ufffd`)) {
+			if at := notText(reflect.ValueOf(req.body), ""); at != "" {
+				return nil, &Error{Code: CodeInvalidArgument, Message: fmt.Sprintf(
+					"%s is not UTF-8: the API takes text as UTF-8 (bytes go as base64 where it takes them, as interact's inputBase64)", at)}
+			}
 		}
 		body = bytes.NewReader(b)
 	}

@@ -32,6 +32,8 @@ func TestNotTextRefused(t *testing.T) {
 		{StartOptions{Argv: []string{"printf", "\xfe"}}, "argv[1]"},
 		{StartOptions{Cmd: "true", Env: map[string]string{"V": "a\xffb"}}, "env.V"},
 		{StartOptions{Cmd: "true", Cwd: "/tmp/d\xff"}, "cwd"},
+		{StartOptions{Cmd: "true", Env: map[string]string{"K\xff": "v"}}, `env."K\xff"`},
+		{StartOptions{Cmd: "printf '\ufffd \\ufffd \xff'"}, "cmd"}, // beside U+FFFD and its escape's text
 	} {
 		_, err := c.Start(t.Context(), tt.opts)
 		var ce *Error
@@ -43,6 +45,10 @@ func TestNotTextRefused(t *testing.T) {
 	_, err = c.Start(t.Context(), StartOptions{Cmd: "printf 'é'", Env: map[string]string{"V": "ü"}})
 	require.NoError(t, err, "UTF-8 text goes")
 	require.Equal(t, int32(1), sent.Load())
+	// So do U+FFFD itself and the text of its JSON escape.
+	_, err = c.Start(t.Context(), StartOptions{Cmd: "printf '\ufffd \\ufffd'", Env: map[string]string{"\ufffd": "\\ufffd"}})
+	require.NoError(t, err, "U+FFFD and \\ufffd go")
+	require.Equal(t, int32(2), sent.Load())
 }
 
 // TestErrorNotTheDaemons: an error answer that is not the daemon's JSON (a
