@@ -136,7 +136,7 @@ func (s *Server) afterEnd(p process.Process, release func()) {
 	s.settle(i.ID)
 	release()
 	s.noteEnded(p, i)
-	if e, err := s.session(i.ID); err == nil {
+	if e, ok := s.sessionOf(i.ID); ok {
 		e.releasePorts() // an ended session has no use for them
 	}
 	if i.KeepLogs == logstore.KeepOnExitTTL {

@@ -45,17 +45,25 @@ func (e *sessionEntry) releasePorts() {
 
 // session returns the live session with id, or ErrNotFound.
 func (s *Server) session(id string) (*sessionEntry, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if e, ok := s.sessions[id]; ok {
+	if e, ok := s.sessionOf(id); ok {
 		return e, nil
 	}
 	return nil, fmt.Errorf("session %s: %w", id, process.ErrNotFound)
 }
 
+// sessionOf returns the session with id, if there is one: for the daemon's
+// own looks, which make no error of its absence (every process that ends
+// is looked up so).
+func (s *Server) sessionOf(id string) (*sessionEntry, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.sessions[id]
+	return e, ok
+}
+
 func (s *Server) isSession(id string) bool {
-	_, err := s.session(id)
-	return err == nil
+	_, ok := s.sessionOf(id)
+	return ok
 }
 
 // portNumbers returns the numbers of the session's leased ports.
