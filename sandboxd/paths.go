@@ -69,6 +69,15 @@ func resolve(root, userPath string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return walk(root, clean, userPath)
+}
+
+// walk is resolve of clean, a path lexical made of the client's userPath
+// (which errors name): relative to root whatever it says, and never made
+// so again. (Given to resolve, the parent of a path lexical had made
+// relative, say /workspace/src's /workspace under that root, would be
+// taken for the root's own absolute path.)
+func walk(root, clean, userPath string) (string, error) {
 	cur := root
 	parts := split(clean)
 	links := 0
@@ -148,6 +157,8 @@ func classifyPath(p string, err error) pathFault {
 		return pathFault{http.StatusConflict, codeConflict, codes.FailedPrecondition, fmt.Sprintf("directory %q is not empty: pass recursive=true to remove it", p)}
 	case errors.Is(err, syscall.ENXIO):
 		return pathFault{http.StatusBadRequest, codeInvalidArgument, codes.InvalidArgument, fmt.Sprintf("%q is a special file (a socket): it cannot be read", p)}
+	case errors.Is(err, syscall.ELOOP):
+		return pathFault{http.StatusBadRequest, codeInvalidArgument, codes.InvalidArgument, fmt.Sprintf("path %q: too many levels of symbolic links", p)}
 	case errors.Is(err, syscall.ENAMETOOLONG):
 		return pathFault{http.StatusBadRequest, codeInvalidArgument, codes.InvalidArgument, fmt.Sprintf("path %q: a name in it is too long", p)}
 	case strings.ContainsRune(p, 0):

@@ -1,6 +1,7 @@
 package sandboxd
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +29,9 @@ const (
 	codeInvalidArgument  = "INVALID_ARGUMENT"
 	codeUnavailable      = "UNAVAILABLE"
 	codeInternal         = "INTERNAL"
+	// codeFailedPrecondition is a conditional request's precondition
+	// that failed (If-Unmodified-Since, If-Match).
+	codeFailedPrecondition = "FAILED_PRECONDITION"
 )
 
 // APIError is the body of every REST answer that is not 2xx.
@@ -85,15 +89,44 @@ func checkHost(allowed func(hostport string) bool, h http.Handler) http.Handler 
 	})
 }
 
-func (s *Server) routes() *http.ServeMux {
-	mux := http.NewServeMux()
-	// A GET route serves HEAD too, with the body left out.
-	mux.HandleFunc("GET /v1/files/{path...}", s.getFile)
-	mux.HandleFunc("PUT /v1/files/{path...}", s.putFile)
-	mux.HandleFunc("DELETE /v1/files/{path...}", s.deleteFile)
-	mux.HandleFunc("GET /v1/health", s.health)
-	mux.HandleFunc("GET /v1/metadata", s.metadata)
-	return mux
+// routes dispatches the REST API's requests by path and method. Not
+// http.ServeMux: it answers a path that is not clean (//tmp/f, a/../b)
+// with a redirect to a cleaned one, which for a file's path can name
+// another file (the root's own absolute path names what it says, the same
+// path without its leading slash is relative to the root), and its 404 and
+// 405 are plain text where every error of this API is JSON. A file's path
+// is cleaned by the file routes themselves (see lexical). A GET route
+// serves HEAD too, with the body left out.
+func (s *Server) routes() http.Handler {
+	type route struct {
+		methods string // the methods taken, as an Allow header says them
+		serve   map[string]http.HandlerFunc
+	}
+	files := route{"GET, HEAD, PUT, DELETE", map[string]http.HandlerFunc{
+		http.MethodGet: s.getFile, http.MethodHead: s.getFile, http.MethodPut: s.putFile, http.MethodDelete: s.deleteFile,
+	}}
+	fixed := map[string]route{
+		"/v1/health":   {"GET, HEAD", map[string]http.HandlerFunc{http.MethodGet: s.health, http.MethodHead: s.health}},
+		"/v1/metadata": {"GET, HEAD", map[string]http.HandlerFunc{http.MethodGet: s.metadata, http.MethodHead: s.metadata}},
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rt, ok := fixed[r.URL.Path]
+		if path, isFile := strings.CutPrefix(r.URL.Path, "/v1/files/"); isFile || r.URL.Path == "/v1/files" {
+			rt, ok = files, true
+			r.SetPathValue("path", path)
+		}
+		if !ok {
+			writeError(w, http.StatusNotFound, codeNotFound, "no route %s", r.URL.Path)
+			return
+		}
+		h := rt.serve[r.Method]
+		if h == nil {
+			w.Header().Set("Allow", rt.methods)
+			writeError(w, http.StatusMethodNotAllowed, codeInvalidArgument, "%s takes %s, not %s", r.URL.Path, rt.methods, r.Method)
+			return
+		}
+		h(w, r)
+	})
 }
 
 func writeJSON(w http.ResponseWriter, status int, body any) {
@@ -148,8 +181,21 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	// From the open file: a rename or delete after the open leaves this
 	// download whole. ServeContent streams it, and answers HEAD and ranges.
-	http.ServeContent(&idleWriter{ResponseWriter: w, rc: http.NewResponseController(w), idle: s.opts.IOIdle},
-		r, "", fi.ModTime(), f)
+	iw := &idleWriter{ResponseWriter: w, rc: http.NewResponseController(w), idle: s.opts.IOIdle}
+	http.ServeContent(iw, r, "", fi.ModTime(), f)
+	if iw.failed != 0 {
+		// ServeContent's own refusals (a range past the end, a failed
+		// If-Unmodified-Since) are plain text: said as this API's errors.
+		code := codeInvalidArgument
+		if iw.failed == http.StatusPreconditionFailed {
+			code = codeFailedPrecondition
+		}
+		msg := strings.TrimSpace(iw.text.String())
+		if msg == "" {
+			msg = fmt.Sprintf("%s: %s", http.StatusText(iw.failed), p)
+		}
+		writeError(w, iw.failed, code, "%s", msg)
+	}
 }
 
 // idleWriter gives each write of an answer idle to reach the client: one
@@ -157,13 +203,31 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 // than holding the request (and a download's open file) for as long as it
 // keeps the connection. net/http clears the deadline once the answer is
 // done.
+// An error status ServeContent answers (and the text it writes with it) is
+// kept back instead, for getFile to answer as this API's error.
 type idleWriter struct {
 	http.ResponseWriter
-	rc   *http.ResponseController
-	idle time.Duration
+	rc     *http.ResponseController
+	idle   time.Duration
+	failed int          // the error status kept back, if any
+	text   bytes.Buffer // what came with it
+}
+
+func (w *idleWriter) WriteHeader(code int) {
+	if code >= http.StatusBadRequest {
+		w.failed = code
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
 }
 
 func (w *idleWriter) Write(p []byte) (int, error) {
+	if w.failed != 0 {
+		if w.text.Len() < 1024 {
+			w.text.Write(p[:min(len(p), 1024-w.text.Len())])
+		}
+		return len(p), nil
+	}
 	_ = w.rc.SetWriteDeadline(time.Now().Add(w.idle))
 	return w.ResponseWriter.Write(p)
 }
@@ -221,6 +285,10 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		}
 		v, _ := strconv.ParseUint(m, 8, 32) // the pattern allows only valid octal
 		mode = os.FileMode(v)
+	}
+	if strings.HasSuffix(p, "/") {
+		writeError(w, http.StatusBadRequest, codeInvalidArgument, "%q ends with /, as a directory's path does: a file is written to a path without it", p)
+		return
 	}
 	target, err := resolve(s.root, p)
 	if err != nil {
@@ -360,7 +428,7 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 		fileError(w, p, err)
 		return
 	}
-	dir, err := resolve(s.root, filepath.Dir(rel))
+	dir, err := walk(s.root, filepath.Dir(rel), p)
 	if err != nil {
 		fileError(w, p, err)
 		return

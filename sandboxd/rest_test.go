@@ -301,6 +301,47 @@ func TestFilesDelete(t *testing.T) {
 	require.NoDirExists(t, filepath.Join(d.root, "d"))
 }
 
+// A relative path whose text is the root's own absolute path names a
+// directory under the root, for DELETE as for GET and PUT: the parent of
+// tmp/x/root/sub was resolved again as the root's absolute path, and the
+// root's own sub was removed in its place.
+func TestFilesDeleteUnderTheRootsName(t *testing.T) {
+	d := serve(t, Options{})
+	named := strings.TrimPrefix(d.root, "/")
+	nested := filepath.Join(d.root, named)
+	require.NoError(t, os.MkdirAll(filepath.Join(nested, "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(nested, "sub", "n"), []byte("nested"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(nested, "f"), []byte("nested"), 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(d.root, "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "sub", "important"), []byte("keep"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "f"), []byte("keep"), 0o644))
+
+	code, _, body := d.do(t, "GET", "/v1/files/"+named+"/f", nil, nil)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, "nested", string(body), "GET names the nested file")
+	code, _, _ = d.do(t, "DELETE", "/v1/files/"+named+"/f", nil, nil)
+	require.Equal(t, http.StatusNoContent, code)
+	require.NoFileExists(t, filepath.Join(nested, "f"))
+	require.FileExists(t, filepath.Join(d.root, "f"), "the root's own f stays")
+	code, _, _ = d.do(t, "DELETE", "/v1/files/"+named+"/sub?recursive=true", nil, nil)
+	require.Equal(t, http.StatusNoContent, code)
+	require.NoDirExists(t, filepath.Join(nested, "sub"))
+	require.FileExists(t, filepath.Join(d.root, "sub", "important"), "the root's own sub stays")
+}
+
+// A loop of symbolic links is the client's path that cannot be used (400),
+// not the daemon's failure (500).
+func TestFilesSymlinkLoop(t *testing.T) {
+	d := serve(t, Options{})
+	require.NoError(t, os.Symlink("loop1", filepath.Join(d.root, "loop2")))
+	require.NoError(t, os.Symlink("loop2", filepath.Join(d.root, "loop1")))
+	for _, method := range []string{"GET", "PUT"} {
+		code, _, body := d.do(t, method, "/v1/files/loop1", strings.NewReader("x"), nil)
+		require.Equal(t, http.StatusBadRequest, code, "%s: %s", method, body)
+		require.Equal(t, "INVALID_ARGUMENT", apiError(t, body).Code)
+	}
+}
+
 func TestFilesDeleteLinkRemovesTheLink(t *testing.T) {
 	d := serve(t, Options{})
 	require.NoError(t, os.Mkdir(filepath.Join(d.root, "target"), 0o755))
@@ -568,4 +609,71 @@ func TestFilesUnreadDownload(t *testing.T) {
 	time.Sleep(2 * time.Second) // reading nothing, far past IOIdle
 	got, _ := io.Copy(io.Discard, conn)
 	require.Less(t, got, int64(size), "the daemon let the download go: the connection closed short of the file")
+}
+
+// Every answer of the REST port is its own: a path that is not clean is
+// taken as it is, not redirected to a cleaned one that can name another
+// file (//ROOT/f is the root's own absolute path, ROOT/f without its slash
+// a path under the root), and an unknown route or method is a JSON error.
+func TestFilesRoutes(t *testing.T) {
+	d := serve(t, Options{})
+	named := strings.TrimPrefix(d.root, "/")
+	require.NoError(t, os.MkdirAll(filepath.Join(d.root, named), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, named, "f"), []byte("nested"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "f"), []byte("top"), 0o644))
+	for path, want := range map[string]string{
+		"/v1/files//" + named + "/f":      "top",
+		"/v1/files/%2F" + named + "%2Ff":  "top",
+		"/v1/files/" + named + "/f":       "nested",
+		"/v1/files/x/../f":                "top",
+		"/v1/files/./" + named + "/./f":   "nested",
+		"/v1/files//" + named + "//.//f/": "top",
+	} {
+		code, _, body := d.do(t, "GET", path, nil, nil)
+		require.Equal(t, http.StatusOK, code, "%s: %s", path, body)
+		require.Equal(t, want, string(body), path)
+	}
+	code, _, _ := d.do(t, "PUT", "/v1/files//"+named+"/g", strings.NewReader("put"), nil)
+	require.Equal(t, http.StatusNoContent, code, "not redirected")
+	require.FileExists(t, filepath.Join(d.root, "g"))
+
+	code, _, body := d.do(t, "GET", "/v1/nothing", nil, nil)
+	require.Equal(t, http.StatusNotFound, code)
+	require.Equal(t, "NOT_FOUND", apiError(t, body).Code)
+	code, h, body := d.do(t, "POST", "/v1/files/f", nil, nil)
+	require.Equal(t, http.StatusMethodNotAllowed, code)
+	require.Equal(t, "INVALID_ARGUMENT", apiError(t, body).Code)
+	require.Equal(t, "GET, HEAD, PUT, DELETE", h.Get("Allow"))
+	code, _, body = d.do(t, "DELETE", "/v1/health", nil, nil)
+	require.Equal(t, http.StatusMethodNotAllowed, code)
+	apiError(t, body)
+}
+
+// A path that ends with / names a directory: PUT does not write a file
+// there.
+func TestFilesPutTrailingSlash(t *testing.T) {
+	d := serve(t, Options{})
+	code, _, body := d.do(t, "PUT", "/v1/files/newdir/", strings.NewReader("x"), nil)
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Equal(t, "INVALID_ARGUMENT", apiError(t, body).Code)
+	require.NoFileExists(t, filepath.Join(d.root, "newdir"))
+}
+
+// What net/http's ServeContent refuses (a range past the file's end, an
+// If-Unmodified-Since the file is newer than) is answered as this API's
+// errors, JSON.
+func TestFilesServeContentRefusalsAreJSON(t *testing.T) {
+	d := serve(t, Options{})
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "f"), []byte("abc"), 0o644))
+	code, h, body := d.do(t, "GET", "/v1/files/f", nil, http.Header{"Range": {"bytes=10-"}})
+	require.Equal(t, http.StatusRequestedRangeNotSatisfiable, code)
+	require.Equal(t, "INVALID_ARGUMENT", apiError(t, body).Code)
+	require.Equal(t, "application/json", h.Get("Content-Type"))
+	require.Equal(t, "bytes */3", h.Get("Content-Range"))
+	code, _, body = d.do(t, "GET", "/v1/files/f", nil, http.Header{"If-Unmodified-Since": {"Mon, 01 Jan 2001 00:00:00 GMT"}})
+	require.Equal(t, http.StatusPreconditionFailed, code)
+	require.Equal(t, "FAILED_PRECONDITION", apiError(t, body).Code)
+	code, _, body = d.do(t, "GET", "/v1/files/f", nil, http.Header{"Range": {"bytes=1-"}})
+	require.Equal(t, http.StatusPartialContent, code)
+	require.Equal(t, "bc", string(body))
 }
