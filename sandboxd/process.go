@@ -3,15 +3,16 @@ package sandboxd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"math"
 	"os"
 	osexec "os/exec"
+	"strconv"
 	"syscall"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/conchsh/conch/exec"
@@ -179,11 +180,14 @@ func exitCode(res *process.Result) int32 {
 // until the output ends, and returns p's exit code. When ctx ends or send
 // fails first, p's tree is killed, as the end of a request ends what it
 // started upstream, and the error is returned once p has ended.
-func follow(ctx context.Context, p *exec.Process, chunk int, send func(logstore.Channel, []byte) error) (int32, error) {
+func follow(ctx context.Context, p *exec.Process, chunk int, send func(logstore.Channel, []byte) error, dropped func(bytes int64)) (int32, error) {
 	var sendErr error
 	err := p.Log().Follow(ctx, 0, func(ev logstore.Event) bool {
+		if ev.Warning != nil {
+			dropped(ev.Warning.Bytes) // output the client fell behind on
+		}
 		if ev.Frame == nil {
-			return true // a Warning: output the client fell behind on was dropped
+			return true
 		}
 		for b := ev.Frame.Data; len(b) > 0; {
 			n := min(len(b), chunk)
@@ -205,6 +209,10 @@ func follow(ctx context.Context, p *exec.Process, chunk int, send func(logstore.
 	<-p.Done()
 	return exitCode(p.Info().Result), nil
 }
+
+// droppedTrailer is the trailer of a Start stream that lost output: the
+// bytes dropped, or -1 when the log could not tell how many.
+const droppedTrailer = "conch-output-dropped-bytes"
 
 // Start runs a command and streams its events: init with the process's id,
 // its stdout and stderr (a terminal's output is stdout) as they come, then
@@ -230,13 +238,27 @@ func (s *Server) Start(req *sandboxdpb.StartRequest, stream sandboxdpb.ProcessSe
 		<-p.Done()
 		return err
 	}
+	// Output the client fell more than the log's retention behind on is
+	// dropped, not waited for (docs/sandboxd.md); the stream's events
+	// cannot say so, so its trailer does: how many bytes were dropped (-1
+	// when the log could not tell).
+	var lost int64
 	code, err := follow(stream.Context(), p, s.opts.StreamChunkSize, func(ch logstore.Channel, b []byte) error {
 		ev := &sandboxdpb.StartResponse{Event: &sandboxdpb.StartResponse_Stdout{Stdout: b}}
 		if ch == logstore.Stderr {
 			ev = &sandboxdpb.StartResponse{Event: &sandboxdpb.StartResponse_Stderr{Stderr: b}}
 		}
 		return stream.Send(ev)
+	}, func(n int64) {
+		if n < 0 || lost < 0 {
+			lost = -1
+		} else {
+			lost += n
+		}
 	})
+	if lost != 0 {
+		stream.SetTrailer(metadata.Pairs(droppedTrailer, strconv.FormatInt(lost, 10)))
+	}
 	if err != nil {
 		return callEnded(err)
 	}
@@ -295,6 +317,16 @@ func callEnded(err error) error {
 	return err
 }
 
+// startedProcess is a process of a Start stream, as WriteStdin, SendSignal and
+// ResizeTTY find it by its id.
+type startedProcess struct {
+	p *exec.Process
+	// stdin is the turn of WriteStdin calls: one call's input goes whole,
+	// not mixed with another's, as a write to upstream's pipe does (the
+	// engine queues a piece at a time while the process reads).
+	stdin chan struct{}
+}
+
 func (s *Server) register(p *exec.Process) int32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -304,7 +336,7 @@ func (s *Server) register(p *exec.Process) int32 {
 			s.nextID = 1 // wrapped: ids stay positive
 		}
 		if _, taken := s.byID[s.nextID]; !taken {
-			s.byID[s.nextID] = p
+			s.byID[s.nextID] = &startedProcess{p: p, stdin: make(chan struct{}, 1)}
 			return s.nextID
 		}
 	}
@@ -318,30 +350,51 @@ func (s *Server) unregister(id int32) {
 
 // lookup returns the process of a Start stream by its id.
 func (s *Server) lookup(id int32) (*exec.Process, error) {
+	st, err := s.lookupStarted(id)
+	if err != nil {
+		return nil, err
+	}
+	return st.p, nil
+}
+
+func (s *Server) lookupStarted(id int32) (*startedProcess, error) {
 	s.mu.Lock()
-	p := s.byID[id]
+	st := s.byID[id]
 	s.mu.Unlock()
-	if p == nil {
+	if st == nil {
 		return nil, status.Errorf(codes.NotFound, "process %d not found", id)
 	}
-	return p, nil
+	return st, nil
 }
 
 // WriteStdin writes bytes to a process's stdin (its terminal, for a PTY), or
 // ends it: the pipe is closed, or a terminal gets its end-of-file character.
 func (s *Server) WriteStdin(ctx context.Context, req *sandboxdpb.WriteStdinRequest) (*sandboxdpb.WriteStdinResponse, error) {
-	p, err := s.lookup(req.GetProcessId())
+	st, err := s.lookupStarted(req.GetProcessId())
 	if err != nil {
 		return nil, err
 	}
+	p := st.p
+	// One call at a time, the end of stdin too: it comes after the input
+	// of a call before it, whole.
+	select {
+	case st.stdin <- struct{}{}:
+		defer func() { <-st.stdin }()
+	case <-ctx.Done():
+		return nil, status.Errorf(status.FromContextError(ctx.Err()).Code(),
+			"process %d: the call ended waiting for another WriteStdin of the process to be written; none of its input was written", req.GetProcessId())
+	}
+	written := 0
 	if req.GetEof() != nil {
 		err = p.CloseStdin()
 	} else if b := req.GetInput(); len(b) > 0 {
-		err = writeAll(ctx, p, b)
+		written, err = writeAll(ctx, p, b)
 	}
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return nil, callEnded(err)
+		// What was queued stays queued for the process to read.
+		return nil, status.Errorf(status.FromContextError(ctx.Err()).Code(),
+			"process %d: the call ended with %d of its %d bytes of input written; the rest was not", req.GetProcessId(), written, len(req.GetInput()))
 	case errors.Is(err, process.ErrStdinNotOpen):
 		return nil, status.Errorf(codes.FailedPrecondition, "process %d: %v", req.GetProcessId(), err)
 	case err != nil:
@@ -358,17 +411,21 @@ const stdinRetry = 10 * time.Millisecond
 // (process.StdinQueueLimit) is full for the process to read, until ctx
 // ends: as upstream's write to the pipe blocks. A write over the queue's
 // room was refused with part of it queued, which a client cannot retry.
-func writeAll(ctx context.Context, p *exec.Process, b []byte) error {
+// It returns how many bytes of b were written (queued).
+func writeAll(ctx context.Context, p *exec.Process, b []byte) (written int, err error) {
 	for {
-		err := p.WriteStdin(b)
+		err := p.WriteStdin(b[written:])
 		var full *process.StdinFullError
 		if !errors.As(err, &full) {
-			return err
+			if err == nil {
+				written = len(b)
+			}
+			return written, err
 		}
-		b = b[full.Accepted:]
+		written += full.Accepted
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: %d bytes of the input not written", ctx.Err(), len(b))
+			return written, ctx.Err()
 		case <-time.After(stdinRetry):
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -243,6 +244,77 @@ func TestWriteStdinLarge(t *testing.T) {
 	r := drainRest(t, stream)
 	require.Equal(t, strconv.Itoa(len(input)), strings.TrimSpace(r.stdout.String()))
 	require.Equal(t, int32(0), *r.exit)
+}
+
+// Two WriteStdin calls at once each write their input whole, one after
+// the other, as writes to upstream's pipe do; each was queued a piece at a
+// time as the process read, and the two came out mixed in 1 MiB pieces.
+func TestWriteStdinCallsNotMixed(t *testing.T) {
+	d := serve(t, Options{})
+	out := filepath.Join(d.root, "out")
+	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("sh", "-c", "sleep 0.5; cat > "+out)})
+	require.NoError(t, err)
+	id := initOf(t, stream)
+	const size = 3 << 20
+	var wg sync.WaitGroup
+	for _, b := range []byte("AB") {
+		wg.Go(func() {
+			_, err := d.grpc.WriteStdin(ctx(t), &sandboxdpb.WriteStdinRequest{ProcessId: id,
+				Payload: &sandboxdpb.WriteStdinRequest_Input{Input: bytes.Repeat([]byte{b}, size)}})
+			assert.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	_, err = d.grpc.WriteStdin(ctx(t), &sandboxdpb.WriteStdinRequest{ProcessId: id, Payload: &sandboxdpb.WriteStdinRequest_Eof{Eof: &emptypb.Empty{}}})
+	require.NoError(t, err)
+	r := drainRest(t, stream)
+	require.Equal(t, int32(0), *r.exit)
+	got, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.Len(t, got, 2*size)
+	runs := 1
+	for i := 1; i < len(got); i++ {
+		if got[i] != got[i-1] {
+			runs++
+		}
+	}
+	require.Equal(t, 2, runs, "the two inputs came out in %d runs", runs)
+}
+
+// A WriteStdin whose call ends before its input is written whole says how
+// much of it was (it stays queued for the process).
+func TestWriteStdinEndedSaysWhatWent(t *testing.T) {
+	d := serve(t, Options{})
+	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("sleep", "30")})
+	require.NoError(t, err)
+	id := initOf(t, stream)
+	c, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
+	defer cancel()
+	_, err = d.srv.WriteStdin(c, &sandboxdpb.WriteStdinRequest{ProcessId: id,
+		Payload: &sandboxdpb.WriteStdinRequest_Input{Input: bytes.Repeat([]byte("x"), 3<<20)}})
+	require.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
+	require.Contains(t, status.Convert(err).Message(), "with 1048576 of its 3145728 bytes of input written")
+}
+
+// A Start stream whose client fell more than the log's retention behind
+// lost output, which its events cannot say: its trailer says how much.
+func TestStartSaysDroppedOutput(t *testing.T) {
+	d := serve(t, Options{LogRetention: 64 << 10})
+	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("head", "-c", "4000000", "/dev/zero")})
+	require.NoError(t, err)
+	initOf(t, stream)
+	time.Sleep(time.Second) // the process writes it all meanwhile
+	r := drainRest(t, stream)
+	require.Equal(t, int32(0), *r.exit)
+	require.Less(t, r.stdout.Len(), 4000000)
+	dropped := stream.Trailer().Get("conch-output-dropped-bytes")
+	require.Len(t, dropped, 1, "trailer %v", stream.Trailer())
+	require.Equal(t, strconv.Itoa(4000000-r.stdout.Len()), dropped[0])
+
+	whole, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("echo", "hi")})
+	require.NoError(t, err)
+	drain(t, whole)
+	require.Empty(t, whole.Trailer().Get("conch-output-dropped-bytes"))
 }
 
 func TestWriteStdinAndEOF(t *testing.T) {

@@ -101,7 +101,7 @@ type Server struct {
 	mu      sync.Mutex // guards the fields below
 	closing bool
 	nextID  int32
-	byID    map[int32]*exec.Process    // processes of Start, by the id clients see
+	byID    map[int32]*startedProcess  // processes of Start, by the id clients see
 	live    map[*exec.Process]struct{} // every process started and not yet handled to its end
 }
 
@@ -138,7 +138,7 @@ func New(opts Options) (*Server, error) {
 		meta:    metadataEnv(opts.Environ, opts.MetadataPrefix),
 		started: time.Now(),
 		start:   opts.Start,
-		byID:    make(map[int32]*exec.Process),
+		byID:    make(map[int32]*startedProcess),
 		live:    make(map[*exec.Process]struct{}),
 	}
 	if s.start == nil {
