@@ -2,6 +2,8 @@ package exec
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -133,4 +135,59 @@ func TestDoneBeforeTheCgroupGoes(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the empty cgroup of an ended process was not removed")
 	}
+}
+
+// An ended process whose background child outlived it keeps its cgroup
+// while the child runs, and lets go of it once the child has ended: its
+// directories and the descriptors the engine held of them. They stayed
+// until the record was deleted.
+func TestLeftCgroupGoesOnceEmpty(t *testing.T) {
+	t.Parallel()
+	root := containmenttest.Root(t, containment.Limits{})
+	p := start(t, Options{Cmd: "(sleep 1 >/dev/null 2>&1 &); true", Containment: root, KeepLogs: "none"})
+	wait(t, p)
+	var dirs []string
+	for _, d := range root.Dirs() {
+		dirs = append(dirs, filepath.Join(d, p.ID()))
+	}
+	// held counts what of the process's cgroup is left: its directories
+	// and this process's descriptors of files in them.
+	held := func() (n int) {
+		for _, d := range dirs {
+			if _, err := os.Stat(d); err == nil {
+				n++
+			}
+		}
+		fds, _ := os.ReadDir("/proc/self/fd")
+		for _, fd := range fds {
+			link, _ := os.Readlink("/proc/self/fd/" + fd.Name())
+			for _, d := range dirs {
+				if strings.HasPrefix(link, d+"/") {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	require.NotZero(t, held(), "kept while the child runs")
+	require.Eventually(t, func() bool { return held() == 0 }, 20*time.Second, 20*time.Millisecond,
+		"the cgroup of an ended process is held after its child ended: %v", dirs)
+}
+
+// A process the engine kills after a child of its was OOM-killed is
+// reported killed, not OOM-killed: the cgroup's count of OOM kills is the
+// whole life's, and it was read as this end's.
+func TestKilledAfterAChildsOOM(t *testing.T) {
+	t.Parallel()
+	l := containment.Limits{MemoryBytes: 64 << 20, Pids: 16}
+	root := containmenttest.Limited(t, l)
+	p := start(t, Options{Cmd: containmenttest.Allocate(256) + "; echo rc=$?; exec sleep 100", Containment: root, Limits: l})
+	require.Eventually(t, func() bool {
+		return strings.Contains(logText(p.Log(), 0), "rc=137")
+	}, 20*time.Second, 20*time.Millisecond, "the child's end: %s", logText(p.Log(), 0))
+	require.NoError(t, p.Kill(syscall.SIGKILL, 0, 0))
+	r := wait(t, p)
+	require.Equal(t, process.Signaled, r.Reason, "%+v", r)
+	require.Equal(t, "KILL", r.Signal)
+	require.False(t, r.OOMKilled, "a kill through the engine reported as the OOM killer's: %+v", r)
 }

@@ -442,6 +442,8 @@ func (p *Process) finish() {
 			removingCgroup()
 		}
 		_ = p.cg.Destroy()
+	} else {
+		leaveCgroup(p)
 	}
 }
 
@@ -500,7 +502,7 @@ func (p *Process) exit(waitErr error) {
 			s.CPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 		}
 	}
-	res = account(res, s)
+	res = account(res, s, p.sent)
 	// The record of an ended process is kept, maybe for long: the command's
 	// environment, files and handles are not.
 	p.cmd = nil
@@ -543,12 +545,14 @@ func result(ws syscall.WaitStatus, sent syscall.Signal, timedOut bool) process.R
 
 // account adds to r what the process's cgroup says it cost, and whether
 // the OOM killer ended it: it died of KILL (or, run by a shell that did not
-// exec it, the shell says 128+9) once the cgroup had an OOM kill.
-func account(r process.Result, s containment.Stats) process.Result {
+// exec it, the shell says 128+9) once the cgroup had an OOM kill, and the
+// engine had not sent it KILL itself (sent): a process killed through the
+// API after a child of its was OOM-killed was reported OOM-killed.
+func account(r process.Result, s containment.Stats, sent syscall.Signal) process.Result {
 	r.Usage = &process.Usage{CPU: s.CPU, MemoryPeak: s.MemoryPeak}
 	killed := r.Reason == process.Signaled && r.Signal == "KILL" ||
 		r.Reason == process.Exited && r.ExitCode != nil && *r.ExitCode == 128+9
-	if s.OOMKills > 0 && killed {
+	if s.OOMKills > 0 && killed && sent != syscall.SIGKILL {
 		r.OOMKilled = true
 		r.Reason, r.Signal = process.Signaled, "KILL"
 	}
@@ -593,6 +597,7 @@ func (p *Process) endCgroup() error {
 	if p.cg == nil { // the process failed before it had one
 		return nil
 	}
+	forgetCgroup(p)
 	return p.cg.Destroy()
 }
 
