@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // A drain comes before Shutdown when the daemon is asked to stop: the server
@@ -34,6 +35,9 @@ func (s *Server) Drain(ctx context.Context) error {
 	if !s.draining {
 		s.draining = true
 		s.log.Info("drain started", "processes", s.active[slotProcess], "requests", s.owed)
+		// With nothing in flight, the drain is over at once; with some,
+		// the end of the last is followed by drainLinger.
+		s.drainLingers = s.active[slotProcess] != 0 || s.owed != 0
 	}
 	s.checkDrainedLocked()
 	drained := s.drained
@@ -89,13 +93,43 @@ func (s *Server) settleOwed() {
 	s.checkDrainedLocked()
 }
 
-// checkDrainedLocked ends the drain when nothing is left in flight. s.mu
-// must be held.
+// drainLinger is how long a drain goes on once the last of the work it
+// waited for is over, with nothing left in flight: a client whose command
+// just ended asks at once for what it has not read of it (its log's pages,
+// its record), and a drain that ended between its requests refused them,
+// the result of a command that had run to its end lost. A request in that
+// time is owed as any other, and the linger starts again once it is
+// answered. A drain that began with nothing in flight ends at once.
+const drainLinger = time.Second
+
+// checkDrainedLocked ends the drain when nothing is left in flight, at once
+// when the drain began so (Drain's own look) and drainLinger later when
+// work ended under it. s.mu must be held.
 func (s *Server) checkDrainedLocked() {
-	if s.draining && !s.drainDone && s.active[slotProcess] == 0 && s.owed == 0 {
+	if !s.draining || s.drainDone || s.active[slotProcess] != 0 || s.owed != 0 {
+		if s.lingering != nil {
+			s.lingering.Stop()
+			s.lingering = nil
+		}
+		return
+	}
+	if !s.drainLingers {
 		s.drainDone = true
 		close(s.drained)
+		return
 	}
+	if s.lingering != nil {
+		return
+	}
+	s.lingering = time.AfterFunc(drainLinger, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.lingering = nil
+		if !s.drainDone && s.active[slotProcess] == 0 && s.owed == 0 {
+			s.drainDone = true
+			close(s.drained)
+		}
+	})
 }
 
 // owedKey is the context key of a request's settle func (see owe).

@@ -206,6 +206,43 @@ func TestDrain(t *testing.T) {
 	require.NoError(t, err, "a drained daemon keeps its sessions until Shutdown")
 }
 
+// When the last work a drain waited for ends, the drain goes on a moment
+// for its client's next requests about it: an SDK whose command ended
+// pages its log at once, and a drain that ended between its requests (the
+// daemon then stops listening) lost the result of a command that ran to its
+// end. A drain that began with nothing in flight ends at once.
+func TestDrainLingersForTheLastWork(t *testing.T) {
+	t.Parallel()
+	c := ctx(t)
+	idle := start(t, server.Options{})
+	idle.untilReady(t)
+	begun := time.Now()
+	require.NoError(t, idle.srv.Drain(c))
+	require.Less(t, time.Since(begun), 900*time.Millisecond, "a drain with nothing in flight lingers")
+
+	d := start(t, server.Options{})
+	d.untilReady(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+	p, err := d.c.Start(c, client.StartOptions{Cmd: gated(gate)})
+	require.NoError(t, err)
+	drained := make(chan error, 1)
+	go func() { drained <- d.srv.Drain(c) }()
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	_, _, err = d.c.Wait(c, p.ID, 20*time.Second)
+	require.NoError(t, err)
+	// The client's next requests about the ended process.
+	for range 3 {
+		_, err := d.c.Logs(c, p.ID, client.LogsOptions{})
+		require.NoError(t, err)
+		select {
+		case <-drained:
+			t.Fatal("the drain ended between a client's requests about the work it waited for")
+		default:
+		}
+	}
+	require.NoError(t, <-drained, "the drain ends once the client is done")
+}
+
 // post sends body to path with the token and returns the answer and its
 // body.
 func (d *daemon) post(t *testing.T, path, body string) (*http.Response, string) {

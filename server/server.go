@@ -180,8 +180,12 @@ type Server struct {
 	// nothing left.
 	draining  bool
 	drainDone bool
-	drained   chan struct{}
-	owed      int
+	// drainLingers says the drain began with work in flight, whose end
+	// is followed by drainLinger; lingering is the timer of that wait.
+	drainLingers bool
+	lingering    *time.Timer
+	drained      chan struct{}
+	owed         int
 	// The last check that a shell starts (probes.go).
 	shellChecking, shellChecked bool
 	shellErr                    error
