@@ -2,12 +2,11 @@
 // a method is called.
 
 import { openDuplex, type PtyDuplex } from './duplex.js'
-import { UnsupportedOperationError } from './errors.js'
+import { UnexpectedResponseError, UnsupportedOperationError } from './errors.js'
 import { record, toLogsPage, toProcess, toWaitResult } from './normalize.js'
 import { answer, deadlineOf, notNegative, waitUntil, window } from './run.js'
 import { streamLogs } from './sse.js'
 import { answerMargin, type HttpTransport, inputOf, seg } from './transport.js'
-import { isRecord } from './errors.js'
 import type {
   InteractOptions, InteractResult, KillOptions, LogsOptions, LogsPage, ProcessDto, ProcessHandleJSON, ProcessKind,
   ReadyOptions, ReadyResult, StreamLogEvent, StreamLogsOptions, WaitProcessOptions, WaitResult,
@@ -142,10 +141,12 @@ export class ProcessHandle {
       const { status, body } = await this.#t.json('GET', `${this.#path}/ready`, {
         query: { port: options.port, pattern: options.pattern, timeout }, timeout: timeout + answerMargin,
       })
-      if (status === 200 && isRecord(body)) {
-        if (body.ready === true) return body as ReadyResult
-        return { ...body, ready: false, result: toWaitResult(record(body.result, 'ready result')) }
+      if (status === 200) {
+        const b = record(body, 'ready')
+        if (b.ready === true) return b as ReadyResult
+        return { ...b, ready: false, result: toWaitResult(record(b.result, 'ready result')) }
       }
+      if (status !== 202) throw new UnexpectedResponseError(`conch: ready: an answer that is not the API's (HTTP ${status})`, status)
       if (Date.now() >= deadline) return { ready: false, result: { reason: 'timed_out', rawReason: 'wait_timeout' } }
     }
   }

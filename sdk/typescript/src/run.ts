@@ -3,7 +3,7 @@
 // pages the logs to put it back, when they still hold it. A caller's own timeout ends it with
 // 'timed_out' / 'wait_timeout', the process left running.
 
-import { isRecord } from './errors.js'
+import { UnexpectedResponseError } from './errors.js'
 import { record, toFrames, toLogsPage, toProcess, toWaitResult } from './normalize.js'
 import { answerMargin, type HttpTransport, maxWaitWindow, type RequestOptions, seg } from './transport.js'
 import type { InteractResult, LogFrame, RunningResult, RunResult, WaitResult } from './types.js'
@@ -320,7 +320,11 @@ export async function waitUntil(
     const timeout = window(t, deadline)
     const opts = { query: { timeout }, timeout: timeout + answerMargin, ...(signal ? { signal } : {}) }
     const { status, body } = await t.json('GET', `/v1/processes/${seg(id)}/wait`, opts)
-    if (status === 200 && isRecord(body)) return toWaitResult(body)
+    // 200: ended; 202: the window ran out with it running. Anything else
+    // (an empty 200, another shape) is not the daemon's: asked again, it
+    // was asked again at once, for ever.
+    if (status === 200) return toWaitResult(record(body, 'wait'))
+    if (status !== 202) throw new UnexpectedResponseError(`conch: wait: an answer that is not the API's (HTTP ${status})`, status)
     if (left(deadline) <= 0) return undefined
   }
 }

@@ -245,6 +245,14 @@ describe('answers a daemon cannot be made to give', () => {
     }
     answer = { status: 200, body: '' }
     await assert.rejects(s.exec('true'), (e: unknown) => e instanceof UnexpectedResponseError, 'an empty body')
+    // wait and ready too: they asked again at once, for ever.
+    for (const body of ['', '[1,2]']) {
+      answer = { status: 200, body }
+      const h = s.process.connect('p1')
+      await assert.rejects(h.wait(), (e: unknown) => e instanceof UnexpectedResponseError, `wait, ${JSON.stringify(body)}`)
+      await assert.rejects(h.wait({ timeout: 3000 }), (e: unknown) => e instanceof UnexpectedResponseError, `wait with a timeout, ${JSON.stringify(body)}`)
+      await assert.rejects(h.ready({ port: 80 }), (e: unknown) => e instanceof UnexpectedResponseError, `ready, ${JSON.stringify(body)}`)
+    }
   })
 
   test('values the SDK does not know become unknown, kept raw; unknown fields are kept', async () => {
