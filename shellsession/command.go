@@ -32,6 +32,11 @@ type Command struct {
 	createdAt time.Time
 	done      chan struct{} // closed once result is set
 	result    process.Result
+	// prepErr is why the engine could not prepare the command's streams,
+	// set before done is closed: the session's first command, failed so,
+	// refuses the session with it (too many open files is the daemon's
+	// limit, not what the session was asked to start).
+	prepErr   error
 	stdin     resident.Stdin
 	text      string      // the head of opts.Cmd the record keeps (see process.KeepText)
 	textBytes int         // the length of opts.Cmd
@@ -238,7 +243,7 @@ func (c *Command) start() (*readLoop, *streams) {
 	s.settleUnsettled() // their streams may serve this command
 	st, err := s.takeStreams(&c.streams, c.opts.Stdin == process.StdinOpen)
 	if err != nil {
-		c.finish(process.Result{Reason: process.Failed, Error: fmt.Sprintf("prepare streams: %v", err)})
+		c.prepFailed(err)
 		return nil, nil
 	}
 	text := scriptText(s.sh, cmd, traced, prev)
@@ -267,7 +272,7 @@ func (c *Command) start() (*readLoop, *streams) {
 	}
 	if err != nil {
 		s.release(st)
-		c.finish(process.Result{Reason: process.Failed, Error: fmt.Sprintf("prepare streams: %v", err)})
+		c.prepFailed(err)
 		return nil, nil
 	}
 	if c.begin(cwd, f) != nil { // ended (deleted) as it was taken up
@@ -280,7 +285,14 @@ func (c *Command) start() (*readLoop, *streams) {
 	if takenUp != nil {
 		takenUp(c)
 	}
-	rd := c.startReading(st.out, st.err)
+	rd, err := c.startReading(st.out, st.err)
+	if err != nil {
+		// Not sent: with its streams not read, its end would never be
+		// seen, and the caller would wait for it until its timeout (the
+		// session's first command, for the session's readiness limit).
+		c.prepFailed(err)
+		return nil, nil
+	}
 	if st.stdin != "" {
 		s.wg.Add(1)
 		go c.feedStdin(st.stdin)
@@ -313,6 +325,12 @@ func (c *Command) start() (*readLoop, *streams) {
 	}
 	c.watchIdle()
 	return rd, st
+}
+
+// prepFailed ends the command that could not be prepared, not sent.
+func (c *Command) prepFailed(err error) {
+	c.prepErr = err
+	c.finish(process.Result{Reason: process.Failed, Error: fmt.Sprintf("prepare streams: %v", err)})
 }
 
 // await reads the command's streams until it has ended — by its end marker,

@@ -934,3 +934,36 @@ func TestSessionKillThatEndsNothing(t *testing.T) {
 		})
 	}
 }
+
+// A session whose shell ends by itself lets go of its command files and
+// their directory, which only Close let go of: an ended session's record
+// held a descriptor and a directory until it was deleted, and a daemon
+// whose sessions ended so ran out of descriptors.
+func TestEndedByItselfLetsGoOfItsFiles(t *testing.T) {
+	s := newSession(t, Options{})
+	// open counts this process's descriptors of files in the session's
+	// directory.
+	open := func() int {
+		fds, err := os.ReadDir("/proc/self/fd")
+		require.NoError(t, err)
+		n := 0
+		for _, fd := range fds {
+			if link, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && strings.HasPrefix(link, s.fifoDir+"/") {
+				n++
+			}
+		}
+		return n
+	}
+	require.NotZero(t, open(), "the command file is open")
+	_, err := s.Submit(CommandOptions{Cmd: "exit 0"})
+	require.NoError(t, err)
+	select {
+	case <-s.Done():
+	case <-time.After(deadline):
+		t.Fatal("the session did not end")
+	}
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(s.fifoDir)
+		return errors.Is(err, fs.ErrNotExist) && open() == 0
+	}, deadline, 10*time.Millisecond, "the session's directory %s stays, or %d files of it are open", s.fifoDir, open())
+}

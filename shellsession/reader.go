@@ -2,6 +2,7 @@ package shellsession
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"syscall"
@@ -46,7 +47,7 @@ type readLoop struct {
 // startReading makes the readers of the command's streams and puts them in
 // an epoll set. A reader that cannot be made (the session ends) or watched
 // has returned already.
-func (c *Command) startReading(out, errs *stream) *readLoop {
+func (c *Command) startReading(out, errs *stream) (*readLoop, error) {
 	s := c.s
 	l := &c.loop
 	*l = readLoop{c: c, rs: [2]*streamReader{c.newStreamReader(out, logstore.Stdout), c.newStreamReader(errs, logstore.Stderr)}}
@@ -56,7 +57,7 @@ func (c *Command) startReading(out, errs *stream) *readLoop {
 		}
 	}
 	if l.live == 0 {
-		return l
+		return l, nil
 	}
 	ep, err := s.takeEpoller()
 	if err == nil {
@@ -69,8 +70,11 @@ func (c *Command) startReading(out, errs *stream) *readLoop {
 		ep.flush()
 	}
 	if err != nil {
-		l.endAll(err)
-		return l
+		if ep != nil {
+			ep.close()
+		}
+		l.endAll(err) // the streams go: discarded
+		return nil, fmt.Errorf("watch the streams: %w", err)
 	}
 	l.ep = ep
 	l.bp = readBuffers.Get().(*[]byte)
@@ -80,7 +84,7 @@ func (c *Command) startReading(out, errs *stream) *readLoop {
 	s.mu.Lock()
 	s.awaiting = c
 	s.mu.Unlock()
-	return l
+	return l, nil
 }
 
 // stopKicks ends the kicks of the command's wait: nothing waits in its

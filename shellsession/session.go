@@ -249,6 +249,12 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 		s.Close()
 		return nil, fmt.Errorf("start %s: %w (the shell said: %q)", sh.Path, ctx.Err(), tail)
 	}
+	if err := ready.prepErr; err != nil {
+		// The engine could not prepare the first command (no descriptors
+		// left): the daemon's limit, not the shell's fault.
+		s.Close()
+		return nil, fmt.Errorf("start %s: %w", sh.Path, err)
+	}
 	// A shell that exited before it ran the first command (its profile
 	// ran exit) ended that command with its own exit status.
 	select {
@@ -687,6 +693,12 @@ func (s *Session) Close() error {
 func (s *Session) shellExited() {
 	s.kickAwaiting() // it waits for its streams, not for the exit
 	s.h.EndedByItself()
+	// Ended so, the session lets go of what only Close let go of: its
+	// command files and their directory, a descriptor and a directory
+	// under the stream directory each, which its record would otherwise
+	// hold until it was deleted. Close waits for the session's
+	// goroutines, this one among them: on a goroutine of its own.
+	go s.Close()
 }
 
 // kickAwaiting wakes the command that reads its streams where it is waited
