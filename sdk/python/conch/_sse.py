@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import http.client
 import json
+import math
 import socket
 import time
 from typing import Any, Generator, Iterator, List, Optional
 
+from ._run import wait_until
 from ._transport import HttpTransport, seg
 from .errors import ConchError, NetworkError, error_from
 from .types import LogFrame, StreamLogEvent, WaitResult
@@ -116,9 +118,15 @@ def stream_logs(
 
 
 def _ended(t: HttpTransport, pid: str) -> WaitResult:
-    """The WaitResult of an ended process, from its record."""
-    _, body = t.object("GET", f"/v1/processes/{seg(pid)}")
-    return WaitResult.from_wire(body if isinstance(body, dict) else {})
+    """The WaitResult of an ended process, as its wait gives it.
+
+    Not from its record: a session command's record has the directory it
+    started in where its result has the one it ended in, and the record's
+    other fields are not a result's.
+    """
+    r = wait_until(t, pid, math.inf)
+    assert r is not None  # no deadline
+    return r
 
 
 def _event(name: str, data: str, ident: str, last: Optional[str]) -> Optional[StreamLogEvent]:

@@ -294,10 +294,12 @@ class HttpTransport:
                     # only a request that changes nothing is sent again (a run must not run twice).
                     if reused and attempt == 0 and (not sent or method in _idempotent):
                         continue
-                    if sent and method not in _idempotent:
+                    if sent:
+                        # The request went out: the daemon was reached, and closed before its answer.
+                        done = "" if method in _idempotent else "; it may have been carried out"
                         raise NetworkError(
                             f"conch: the connection to {self.url} closed before the daemon answered {method} "
-                            f"{path} ({e}); it may have been carried out") from e
+                            f"{path} ({e}){done}") from e
                     raise NetworkError(self._unreachable(e)) from e
                 res, payload = early
             except (OSError, http.client.HTTPException) as e:

@@ -315,15 +315,23 @@ class ProcessService:
                        env: Optional[Mapping[str, str]] = None, **options: Any) -> Session:
         """Creates one persistent shell (bash by default); set its cwd and env here, not on its commands."""
         body = wire_options({"shell": shell, "cwd": cwd, "env": dict(env) if env is not None else None, **options})
-        _, answer = self._t.object("POST", "/v1/sessions", json_body=body)
+        # The daemon answers once the shell is ready, or refuses it after
+        # its readiness limit (30 s by default): a read_timeout as long
+        # raced it, and lost the daemon's reason.
+        _, answer = self._t.object("POST", "/v1/sessions", json_body=body, timeout=self._t.read_timeout + SESSION_READY)
         return Session(self._t, self.sandbox_id, ProcessDto.from_wire(answer).id)
 
     def create_context(self, *, language: str = "python", cwd: Optional[str] = None,
                        env: Optional[Mapping[str, str]] = None, **options: Any) -> CodeContext:
         """Creates a code context: a persistent ``python`` or ``javascript`` interpreter."""
         body = wire_options({"language": language, "cwd": cwd, "env": dict(env) if env is not None else None, **options})
-        _, answer = self._t.object("POST", "/v1/sessions", json_body=body)
+        _, answer = self._t.object("POST", "/v1/sessions", json_body=body, timeout=self._t.read_timeout + SESSION_READY)
         return CodeContext(self._t, self.sandbox_id, ProcessDto.from_wire(answer).id)
+
+
+# SESSION_READY is how long the daemon lets a session's shell or interpreter
+# take to be ready by default (30 s), in seconds.
+SESSION_READY = 30.0
 
 
 def _start(t: HttpTransport, sandbox_id: str, body: Dict[str, Any]) -> ProcessHandle:
@@ -350,9 +358,17 @@ class PtyService:
         return _start(self._t, self.sandbox_id, body)
 
     def attach(self, command: Optional[str] = None, **options: Any) -> "Tuple[ProcessHandle, PtyConnection]":
-        """Starts a PTY process and attaches to it."""
+        """Starts a PTY process and attaches to it; when attaching fails, the process is deleted."""
         handle = self.start(command, **options)
-        return handle, handle.attach()
+        try:
+            return handle, handle.attach()
+        except BaseException:
+            # The caller never gets the handle: the process would run on, orphaned.
+            try:
+                handle.delete()
+            except Exception:
+                pass
+            raise
 
     def connect(self, process_id: str) -> ProcessHandle:
         return ProcessHandle(self._t, self.sandbox_id, process_id, "pty")

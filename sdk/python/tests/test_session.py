@@ -1,5 +1,8 @@
 import hashlib
+import os
+import tempfile
 import unittest
+from unittest import mock
 
 from conch import CodeContext, NotFoundError, Session, UnsupportedOperationError
 
@@ -10,6 +13,30 @@ class SessionTest(unittest.TestCase):
     def setUp(self) -> None:
         self.sandbox = shared().sandbox()
         self.addCleanup(self.sandbox.close)
+
+    def test_a_session_slower_than_the_read_timeout_is_created(self) -> None:
+        # The daemon answers a new session once its shell is ready (up to its 30 s limit):
+        # the read timeout does not cut that wait short (at 30 s it raced the daemon's own).
+        with tempfile.TemporaryDirectory() as home:
+            with open(os.path.join(home, ".bash_profile"), "w") as f:
+                f.write("sleep 2\n")
+            quick = shared().sandbox(read_timeout=1)
+            self.addCleanup(quick.close)
+            with quick.process.create_session(login=True, env={"HOME": home}) as s:
+                self.assertEqual(s.run("echo up").stdout, "up\n")
+
+    def test_a_pty_whose_attach_fails_is_not_left_running(self) -> None:
+        from conch.process import ProcessHandle
+
+        def refuse(_: ProcessHandle) -> None:
+            raise ConnectionRefusedError("no upgrade")
+
+        marker = "sleep 7.25"
+        with mock.patch.object(ProcessHandle, "attach", refuse):
+            with self.assertRaises(ConnectionRefusedError):
+                self.sandbox.pty.attach(marker)
+        left = [p for p in self.sandbox.pty.list() if p.state == "running" and marker in (p.shell_command or "")]
+        self.assertEqual(left, [], "the PTY started for a failed attach runs on")
 
     def test_state_carries_over_and_failures_are_results(self) -> None:
         with self.sandbox.process.create_session(shell="bash", cwd="/tmp") as s:

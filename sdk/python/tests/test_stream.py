@@ -73,6 +73,21 @@ class StreamTest(unittest.TestCase):
         self.assertEqual([e.type for e in events], ["state", "eof"])
         self.assertEqual(events[0].result.exit_code if events[0].result else None, 3)
 
+    def test_state_after_a_resume_past_the_end_is_the_results(self) -> None:
+        # The state of a stream resumed past the end is the command's result, as its
+        # wait gives it: the directory it ended in, nothing of its record beside it.
+        with self.sandbox.process.create_session(cwd="/tmp") as sess:
+            h = sess.start("cd /usr; echo hi")
+            self.assertEqual(h.wait(timeout=30).cwd, "/usr")
+            page = h.logs()
+            events = list(h.stream_logs(cursor=page.next))
+            self.assertEqual([e.type for e in events], ["state", "eof"])
+            state = events[0].result
+            self.assertIsNotNone(state)
+            assert state is not None
+            self.assertEqual((state.reason, state.exit_code, state.cwd), ("exited", 0, "/usr"))
+            self.assertEqual(state, h.wait(timeout=30))
+
 
 if __name__ == "__main__":
     unittest.main()

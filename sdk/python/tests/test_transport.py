@@ -47,6 +47,34 @@ class ResendTest(unittest.TestCase):
     def test_run_whose_connection_was_reset_is_not_sent_again(self) -> None:
         self._run_once(rst=True)
 
+    def test_a_get_the_daemon_hung_up_on_says_it_was_reached(self) -> None:
+        # A server that reads each request and closes without an answer: the daemon was
+        # reached and the request went, which the error says (it said "cannot reach").
+        import socket
+
+        srv = socket.socket()
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(8)
+        self.addCleanup(srv.close)
+
+        def serve() -> None:
+            while True:
+                try:
+                    c, _ = srv.accept()
+                except OSError:
+                    return
+                c.recv(65536)
+                c.close()
+
+        threading.Thread(target=serve, daemon=True).start()
+        sb = Sandbox(f"http://127.0.0.1:{srv.getsockname()[1]}", "t")
+        self.addCleanup(sb.close)
+        with self.assertRaises(NetworkError) as cm:
+            sb.process.connect("p1").get()
+        self.assertIn("closed before the daemon answered GET", str(cm.exception))
+        self.assertNotIn("cannot reach", str(cm.exception))
+        self.assertNotIn("may have been carried out", str(cm.exception))
+
     def test_get_whose_answer_was_lost_is_sent_again(self) -> None:
         proxy, sb = self._through_proxy(drop=2)
         sb.health()
