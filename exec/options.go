@@ -16,8 +16,8 @@ import (
 
 	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/procfs"
-	"github.com/conchsh/conch/internal/rawcall"
 	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/internal/rawcall"
 	"github.com/conchsh/conch/internal/shells"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
