@@ -13,7 +13,8 @@ import (
 func cmdLogs(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "logs", "ID", `Prints the output kept of the process when it starts, stdout to stdout and
 stderr to stderr, and says on stderr where output was dropped by retention
-(when retention dropped all of it first, a page of what is kept then).
+(when retention dropped all of it first, a page of what is kept then; while
+following, the first gap, then at most a line a second counting the gaps).
 With -f, it follows until the process ends; Ctrl-C stops following and exits
 130, and the process goes on.`)
 	followFlag := fs.Bool("f", false, "follow: print new output until the process ends")
@@ -35,6 +36,8 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 	if *followFlag {
 		ictx, stop := stopOnInterrupt(ctx)
 		defer stop()
+		g := gaps{say: e.warn}
+		defer g.flush()
 		for ev, err := range c.Stream(ictx, id, client.StreamOptions{Cursor: *cursor}) {
 			if err != nil && ictx.Err() != nil && ctx.Err() == nil {
 				flush()
@@ -49,7 +52,7 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 					return fail(e, exitOwn, err)
 				}
 			case client.EventWarning:
-				e.warn(ev.Warning.Message)
+				g.note(ev.Warning)
 			}
 		}
 		flush()

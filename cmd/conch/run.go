@@ -579,6 +579,10 @@ func writeStdin(ctx context.Context, c *client.Client, id string, b []byte) erro
 // follow streams the process's output to stdout and stderr (when write is
 // true) until it ends, and returns how it ended.
 func follow(ctx context.Context, c *client.Client, id string, stdout, stderr io.Writer, write bool) (*client.WaitResult, error) {
+	// Output the stream fell behind on was dropped: say so where the gap
+	// is, as conch logs -f does.
+	g := gaps{say: func(msg string) { fmt.Fprintf(stderr, "conch: %s\n", msg) }}
+	defer g.flush()
 	for ev, err := range c.Stream(ctx, id, client.StreamOptions{}) {
 		if err != nil {
 			return nil, err
@@ -600,9 +604,7 @@ func follow(ctx context.Context, c *client.Client, id string, stdout, stderr io.
 				return nil, err
 			}
 		case client.EventWarning:
-			// Output the stream fell behind on was dropped: say so where
-			// the gap is, as conch logs -f does.
-			fmt.Fprintf(stderr, "conch: %s\n", ev.Warning.Message)
+			g.note(ev.Warning)
 		case client.EventState:
 			return ev.State, nil
 		}

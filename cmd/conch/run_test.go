@@ -496,3 +496,23 @@ func TestQuickRequestsBounded(t *testing.T) {
 		require.NoError(t, <-errs)
 	}
 }
+
+// conch run of a process that writes far faster than its retention keeps
+// says the gaps its reader met in about a line a second, the first as the
+// stream says it: it wrote a line for each gap, hundreds a second.
+func TestRunSaysGapsInFewLines(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, "--log-retention", "64K")
+	cmd := exec.Command("conch", "run", "--", "head -c 100000000 /dev/zero")
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	cmd.Stdout = io.Discard
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	began := time.Now()
+	require.NoError(t, cmd.Run())
+	took := time.Since(began)
+	said := stderr.String()
+	require.Contains(t, said, "dropped by retention", "no gap: the test tested nothing")
+	lines := strings.Count(said, "\n")
+	require.LessOrEqual(t, lines, 2+int(took/time.Second), "%d lines in %v: %.600s", lines, took, said)
+}
