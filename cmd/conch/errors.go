@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/url"
 	"os"
@@ -56,6 +57,18 @@ func describe(err error) string {
 		}
 		return words + ": " + ae.Message
 	}
+	if closedEarly(err) {
+		// The daemon was reached, and the connection ended before its
+		// answer: Go's own words for it are `Get "URL": EOF`.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			base := ue.URL
+			if u, perr := url.Parse(ue.URL); perr == nil {
+				base = u.Scheme + "://" + u.Host
+			}
+			return fmt.Sprintf("the daemon at %s closed the connection before it answered (it stopped, or was killed?)", base)
+		}
+	}
 	if errors.Is(err, syscall.ECONNREFUSED) {
 		var ue *url.Error
 		base := ""
@@ -67,6 +80,12 @@ func describe(err error) string {
 		return noDaemon(base)
 	}
 	return err.Error()
+}
+
+// closedEarly reports whether err says that a connection to the daemon
+// ended before its answer or stream did.
+func closedEarly(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // noDaemon says why no daemon answers at base ("" when none was found at

@@ -516,3 +516,23 @@ func TestRunSaysGapsInFewLines(t *testing.T) {
 	lines := strings.Count(said, "\n")
 	require.LessOrEqual(t, lines, 2+int(took/time.Second), "%d lines in %v: %.600s", lines, took, said)
 }
+
+// A wait whose daemon is killed under it says the daemon closed the
+// connection before it answered: it printed Go's own `Get "URL": EOF`.
+func TestWaitDaemonGoneSaysSo(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	p, err := s.c.Start(t.Context(), client.StartOptions{Cmd: "sleep 60"})
+	require.NoError(t, err)
+	cmd := exec.Command("conch", "wait", p.ID)
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	time.Sleep(500 * time.Millisecond) // its request is in the daemon's hands
+	s.kill(t)
+	var ee *exec.ExitError
+	require.ErrorAs(t, cmd.Wait(), &ee)
+	require.Equal(t, 125, ee.ExitCode(), stderr.String())
+	require.Contains(t, stderr.String(), "closed the connection before it answered", stderr.String())
+}
