@@ -349,15 +349,7 @@ func (s *Server) unregister(id int32) {
 }
 
 // lookup returns the process of a Start stream by its id.
-func (s *Server) lookup(id int32) (*exec.Process, error) {
-	st, err := s.lookupStarted(id)
-	if err != nil {
-		return nil, err
-	}
-	return st.p, nil
-}
-
-func (s *Server) lookupStarted(id int32) (*startedProcess, error) {
+func (s *Server) lookup(id int32) (*startedProcess, error) {
 	s.mu.Lock()
 	st := s.byID[id]
 	s.mu.Unlock()
@@ -370,7 +362,7 @@ func (s *Server) lookupStarted(id int32) (*startedProcess, error) {
 // WriteStdin writes bytes to a process's stdin (its terminal, for a PTY), or
 // ends it: the pipe is closed, or a terminal gets its end-of-file character.
 func (s *Server) WriteStdin(ctx context.Context, req *sandboxdpb.WriteStdinRequest) (*sandboxdpb.WriteStdinResponse, error) {
-	st, err := s.lookupStarted(req.GetProcessId())
+	st, err := s.lookup(req.GetProcessId())
 	if err != nil {
 		return nil, err
 	}
@@ -441,10 +433,11 @@ var signals = map[sandboxdpb.Signal]syscall.Signal{
 // SendSignal sends a signal to a process's group and every process of its
 // tree (descendants that left the group too).
 func (s *Server) SendSignal(ctx context.Context, req *sandboxdpb.SendSignalRequest) (*sandboxdpb.SendSignalResponse, error) {
-	p, err := s.lookup(req.GetProcessId())
+	st, err := s.lookup(req.GetProcessId())
 	if err != nil {
 		return nil, err
 	}
+	p := st.p
 	sig, ok := signals[req.GetSignal()]
 	if !ok {
 		return nil, status.Errorf(codes.InvalidArgument, "signal %v is not SIGINT, SIGTERM or SIGKILL", req.GetSignal())
@@ -457,7 +450,7 @@ func (s *Server) SendSignal(ctx context.Context, req *sandboxdpb.SendSignalReque
 
 // ResizeTTY sets a PTY process's terminal size.
 func (s *Server) ResizeTTY(ctx context.Context, req *sandboxdpb.ResizeTTYRequest) (*sandboxdpb.ResizeTTYResponse, error) {
-	p, err := s.lookup(req.GetProcessId())
+	st, err := s.lookup(req.GetProcessId())
 	if err != nil {
 		return nil, err
 	}
@@ -465,7 +458,7 @@ func (s *Server) ResizeTTY(ctx context.Context, req *sandboxdpb.ResizeTTYRequest
 	if err != nil {
 		return nil, err
 	}
-	switch err := p.Resize(size); {
+	switch err := st.p.Resize(size); {
 	case errors.Is(err, process.ErrInvalidArgument):
 		return nil, status.Errorf(codes.InvalidArgument, "process %d: %v", req.GetProcessId(), err)
 	case err != nil:

@@ -573,9 +573,9 @@ func TestWorkCountsCalls(t *testing.T) {
 	// for the client to read, with its process ended.
 	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("head", "-c", "4000000", "/dev/zero")})
 	require.NoError(t, err)
-	p, err := d.srv.lookup(initOf(t, stream))
+	st, err := d.srv.lookup(initOf(t, stream))
 	require.NoError(t, err)
-	<-p.Done()
+	<-st.p.Done()
 	require.Equal(t, 1, counted(), "a stream whose process ended and whose exit is not sent yet")
 	r := drainRest(t, stream)
 	require.Equal(t, 4000000, r.stdout.Len())

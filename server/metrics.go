@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -125,13 +124,15 @@ func (m *metrics) processEnded(i process.Info) {
 type routeMetrics struct {
 	m        *metrics
 	route    string
-	duration atomic.Pointer[prometheus.Observer]
+	duration func() prometheus.Observer
 	byCode   sync.Map // status → prometheus.Counter
 }
 
 // forRoute returns route's request metrics.
 func (m *metrics) forRoute(route string) *routeMetrics {
-	return &routeMetrics{m: m, route: route}
+	return &routeMetrics{m: m, route: route, duration: sync.OnceValue(func() prometheus.Observer {
+		return m.requestDuration.WithLabelValues(route)
+	})}
 }
 
 // request counts a request answered with status.
@@ -144,13 +145,7 @@ func (r *routeMetrics) request(status int, d time.Duration) {
 		c, _ = r.byCode.LoadOrStore(status, r.m.requests.WithLabelValues(r.route, strconv.Itoa(status)))
 	}
 	c.(prometheus.Counter).Inc()
-	o := r.duration.Load()
-	if o == nil {
-		h := r.m.requestDuration.WithLabelValues(r.route)
-		r.duration.CompareAndSwap(nil, &h)
-		o = &h
-	}
-	(*o).Observe(d.Seconds())
+	r.duration().Observe(d.Seconds())
 }
 
 // statusClientGone is the code a request whose client went away before

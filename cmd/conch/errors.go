@@ -57,29 +57,29 @@ func describe(err error) string {
 		}
 		return words + ": " + ae.Message
 	}
-	if closedEarly(err) {
+	base, asked := daemonOf(err)
+	if asked && closedEarly(err) {
 		// The daemon was reached, and the connection ended before its
 		// answer: Go's own words for it are `Get "URL": EOF`.
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			base := ue.URL
-			if u, perr := url.Parse(ue.URL); perr == nil {
-				base = u.Scheme + "://" + u.Host
-			}
-			return fmt.Sprintf("the daemon at %s closed the connection before it answered (it stopped, or was killed?)", base)
-		}
+		return fmt.Sprintf("the daemon at %s closed the connection before it answered (it stopped, or was killed?)", base)
 	}
 	if errors.Is(err, syscall.ECONNREFUSED) {
-		var ue *url.Error
-		base := ""
-		if errors.As(err, &ue) {
-			if u, perr := url.Parse(ue.URL); perr == nil {
-				base = u.Scheme + "://" + u.Host
-			}
-		}
 		return noDaemon(base)
 	}
 	return err.Error()
+}
+
+// daemonOf returns the daemon (scheme://host) of the request err is the
+// failure of, and whether err names one.
+func daemonOf(err error) (base string, ok bool) {
+	var ue *url.Error
+	if !errors.As(err, &ue) {
+		return "", false
+	}
+	if u, perr := url.Parse(ue.URL); perr == nil {
+		return u.Scheme + "://" + u.Host, true
+	}
+	return ue.URL, true
 }
 
 // closedEarly reports whether err says that a connection to the daemon
