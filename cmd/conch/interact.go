@@ -163,6 +163,7 @@ func (f *startFlags) runEarly(ctx context.Context, e *env, c *client.Client, a *
 	}
 	ctx, stop := sigs.passTo(ctx, c, started.ID)
 	defer stop()
+	defer sigs.passReaderGone(e.stdout)()
 	ask := client.InteractOptions{
 		Cursor:  logstore.Cursor(0).String(),
 		Timeout: client.Millis(*a.wait), IdleTimeout: client.Millis(*a.idle),
@@ -201,8 +202,8 @@ prints the output after the input (or after --cursor).
 
 Ctrl-C is passed to the command, as --signal INT would be (SIGTERM and
 SIGHUP as they are); conch then prints what it wrote and exits as it did.
-When the reader of conch's output goes away (| head), the command gets
-SIGPIPE and conch exits 141.
+When the reader of conch's output goes away (| head; a pipe's reader that
+goes before the answer too), the command gets SIGPIPE and conch exits 141.
 
 Exit status: the command's own once it ended; 123 while it still runs (the
 cursor to read on from is printed); 125 when conch failed, or the command had
@@ -224,8 +225,10 @@ already ended before the input could be written (its result is printed).`)
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
-	ctx, stop := catchSignals().passTo(ctx, c, id)
+	sigs := catchSignals()
+	ctx, stop := sigs.passTo(ctx, c, id)
 	defer stop()
+	defer sigs.passReaderGone(e.stdout)()
 	opts := client.InteractOptions{
 		EOF: *eof, Signal: string(*sig), Cursor: *cursor,
 		Timeout: client.Millis(*a.wait), IdleTimeout: client.Millis(*a.idle),

@@ -36,8 +36,9 @@ not read what was sent; output the daemon dropped before conch read it is
 said on stderr where it was. When the daemon does not take the signal within 5 s, conch
 stops waiting and exits 125; the command may still run. When the reader of
 conch's output goes away (conch run yes | head; with --idle or --timeout
-too, once the answer is printed), the command gets SIGPIPE and conch exits
-141.
+too, once the answer is printed, or, when it is a pipe, as soon as its
+reader has gone while the answer is awaited), the command gets SIGPIPE and
+conch exits 141.
 
 Under --keep-logs none the daemon keeps no output for a stream that opens
 after the start: conch then takes the run's answer, which holds it all, and
@@ -194,10 +195,12 @@ func (f *startFlags) runRoute(ctx context.Context, e *env, c *client.Client, a *
 	// The answer names the process only once it comes: Ctrl-C goes to
 	// the process this run started, found when it comes.
 	asked := time.Now()
-	ctx, stop := catchSignals().passToFound(ctx, c, func(ctx context.Context) (string, error) {
+	sigs := catchSignals()
+	ctx, stop := sigs.passToFound(ctx, c, func(ctx context.Context) (string, error) {
 		return f.findRun(ctx, c, opts, cmd, asked)
 	})
 	defer stop()
+	defer sigs.passReaderGone(e.stdout)()
 	var r *client.RunResult
 	var p *client.Process
 	if *f.session != "" {

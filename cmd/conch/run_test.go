@@ -104,6 +104,55 @@ func TestAnswerBrokenPipe(t *testing.T) {
 	check("interact", "interactpipe", cmd, out, stderr)
 }
 
+// conch run --idle / --timeout (in a session too, and under --keep-logs
+// none) and conch interact whose output's reader goes away before the
+// answer, for a command that never comes back (yes never goes quiet), end
+// the command by SIGPIPE and exit 141, as `yes | true` would: they waited
+// for good, printing nothing, with yes running on.
+func TestAnswerReaderGone(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	sess, err := s.c.CreateSession(t.Context(), client.SessionOptions{})
+	require.NoError(t, err)
+	run := func(what, name string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("conch", args...)
+		cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+		out, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		require.NoError(t, cmd.Start())
+		require.NoError(t, out.Close())
+		guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
+		err = cmd.Wait()
+		guard.Stop()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, what)
+		require.Equal(t, exitBrokenPipe, ee.ExitCode(), "%s: %v, stderr %q", what, err, stderr.String())
+
+		list, err := s.c.List(t.Context(), client.ListOptions{Name: name, State: "all"})
+		require.NoError(t, err)
+		require.Len(t, list.Items, 1, what)
+		r, _, err := s.c.Wait(t.Context(), list.Items[0].ID, 30*time.Second)
+		require.NoError(t, err)
+		require.NotNil(t, r, "%s: yes still runs", what)
+		require.Equal(t, "PIPE", r.Signal, "%s: %+v", what, r)
+	}
+	for i, args := range [][]string{
+		{"--idle", "5s"},
+		{"--timeout", "600s"},
+		{"--session", sess.ID, "--idle", "5s"},
+		{"--keep-logs", "none", "--idle", "5s"},
+	} {
+		name := "readergone" + strconv.Itoa(i)
+		run(fmt.Sprint(args), name, append(append([]string{"run", "--name", name}, args...), "--", "yes")...)
+	}
+	p, err := s.c.Start(t.Context(), client.StartOptions{Name: "interactgone", Cmd: "yes"})
+	require.NoError(t, err)
+	run("interact", "interactgone", "interact", p.ID, "--idle", "5s")
+}
+
 // runUntilLine starts conch with args against s and returns it once the
 // first line of its stdout is want, with that stdout and what it writes to
 // stderr.
