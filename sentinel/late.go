@@ -65,3 +65,16 @@ func (l *Late) Skip(p []byte) (held, rest []byte) {
 	}
 	return nil, p
 }
+
+// Release ends l's look and returns the bytes it took that only seemed to
+// begin the marker (valid until the next Reset): at the end of what the
+// stream gives its user, nothing can follow to show them the user's own, as
+// a byte that is not the marker's would.
+func (l *Late) Release() []byte {
+	if !l.on || l.matched >= len(l.marker) {
+		l.on = false
+		return nil
+	}
+	l.on = false
+	return l.marker[:l.matched]
+}

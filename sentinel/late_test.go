@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// skipAll feeds s to a Late for n in pieces of at most size bytes and
-// returns what it passes on.
+// skipAll feeds s to a Late for n in pieces of at most size bytes, then
+// ends the stream, and returns what it passes on.
 func skipAll(n Nonce, s string, size int) string {
 	var l Late
 	l.Reset(n)
@@ -20,6 +20,7 @@ func skipAll(n Nonce, s string, size int) string {
 		b.Write(rest)
 		s = s[k:]
 	}
+	b.Write(l.Release())
 	return b.String()
 }
 
@@ -35,6 +36,9 @@ func TestLate(t *testing.T) {
 		{"another nonce", other + "0 hB /\x00out", other + "0 hB /\x00out"},
 		{"a lead byte", "\x1e\x1eCONCH", "\x1e\x1eCONCH"},
 		{"part of the marker", m[:10] + "x", m[:10] + "x"},
+		{"a lead byte alone", "\x1e", "\x1e"},
+		{"part of the marker alone", m[:10], m[:10]},
+		{"a late marker cut in its trailer", m + "0 hB", ""},
 		{"a marker later", "out" + m + "0 hB /\x00", "out" + m + "0 hB /\x00"},
 		{"only the first", m + "0 hB /\x00" + m + "1 hB /\x00", m + "1 hB /\x00"},
 		{"a trailer past the bound", m + long, long[maxTrailer:]},

@@ -196,6 +196,7 @@ func (l *readLoop) endStderr(buf []byte) {
 			break // held open: what comes next is a background job's
 		}
 	}
+	r.release()
 	if r.endedAt(eof && r.c.reusable()) {
 		l.rs[1] = nil
 		l.live--
@@ -592,6 +593,21 @@ func (r *streamReader) take(p []byte) bool {
 	return r.ended(p)
 }
 
+// release gives the command what late held back as the start of the
+// stream's last user's marker, when nothing more comes for the command to
+// show it its own (see sentinel.Late.Release): a stderr that ends with
+// "\036" kept it.
+func (r *streamReader) release() {
+	held := r.late.Release()
+	switch {
+	case len(held) == 0:
+	case r.sc != nil:
+		r.sc.Write(held)
+	default:
+		r.out(held)
+	}
+}
+
 // ended ends stdout for the command, its end marker come, and reports
 // whether the stream is done with: back in the pool, clean. p is room to
 // read into.
@@ -634,6 +650,7 @@ func (r *streamReader) end(err error) bool {
 	c, s, st := r.c, r.c.s, r.st
 	s.h.DropDrain(st.R)
 	if !r.over {
+		r.release()
 		if r.sc != nil {
 			r.sc.Flush()
 		}

@@ -2,6 +2,7 @@ package shellsession
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -85,6 +86,28 @@ func TestLateMarkerAfterImitation(t *testing.T) {
 			require.Equal(t, 0, code(r))
 			require.Equal(t, "out\n", out)
 			require.Equal(t, "err\n", errs)
+		}
+	})
+}
+
+// TestStderrEndsWithMarkersStart: a stream from the pool that served a
+// command's stdout looks for that command's end marker at its start, for
+// an end line the shell may run late (TestLateMarkerAfterImitation); bytes
+// that only begin that marker are the stream's new user's once anything
+// else follows them. When nothing followed — a stderr that is "\036", or
+// "\036CONC", and no more — they were lost: on bash every time.
+func TestStderrEndsWithMarkersStart(t *testing.T) {
+	everyShell(t, func(t *testing.T, s *Session, ctx context.Context) {
+		for i, text := range []string{"\x1e", "\x1eCONC", "\x1eCONCH", "\x1e", "\x1eCO"} {
+			// Each command's streams are what the one before gave back.
+			r, out, errs := run(t, s, CommandOptions{Cmd: fmt.Sprintf(`printf '%s' >&2; echo out`, strings.ReplaceAll(text, "\x1e", `\036`))})
+			require.Equal(t, 0, code(r), "command %d", i)
+			require.Equal(t, "out\n", out, "command %d", i)
+			require.Equal(t, text, errs, "command %d", i)
+			r, out, errs = run(t, s, CommandOptions{Cmd: fmt.Sprintf(`printf '%s'; echo err >&2`, strings.ReplaceAll(text, "\x1e", `\036`))})
+			require.Equal(t, 0, code(r), "command %d", i)
+			require.Equal(t, text, out, "command %d", i)
+			require.Equal(t, "err\n", errs, "command %d", i)
 		}
 	})
 }
