@@ -748,7 +748,7 @@ func (c *Command) streamEnded(end *sentinel.End) {
 	}
 	done := c.ends == 2 && c.advanceLocked(phaseEnding) == nil
 	e := c.end
-	if c.interrupted {
+	if c.interrupted || c.timedOut { // each interrupts the shell
 		e.Status = interruptedStatus(c.s.sh, c.frame.Run, e.Status)
 	}
 	c.mu.Unlock()

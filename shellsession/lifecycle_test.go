@@ -115,6 +115,35 @@ func TestInterrupt(t *testing.T) {
 	}
 }
 
+// TestTimeoutOfBuiltinLoop: a command stopped at its execution timeout was
+// interrupted as by SIGINT, and leaves the status an interrupt leaves, in
+// its result and in $?: zsh reported its eval's 2 for a builtin loop that
+// timed out (an interrupt's 130 was mapped, a timeout's not).
+func TestTimeoutOfBuiltinLoop(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell})
+			// zsh left 2 about one time in three: a few times over.
+			for i := range 5 {
+				c, err := s.Submit(CommandOptions{Cmd: "while :; do :; done", ExecutionTimeout: 200 * time.Millisecond})
+				require.NoError(t, err)
+				r := wait(t, c)
+				if shellFailed(t, s, shell, r) {
+					return
+				}
+				require.Equal(t, process.TimedOut, r.Reason, "%d: %+v", i, r)
+				want := strings.Fields(interruptStatus(shell, "builtin loop"))
+				// ksh93's own status for an interrupt is 256+2 (docs/api.md).
+				require.Contains(t, append(want, "258"), strconv.Itoa(code(r)), "%d: %+v", i, r)
+				_, out, _ := run(t, s, CommandOptions{Cmd: "echo $?"})
+				require.Contains(t, want, strings.TrimSpace(out), "%d", i)
+			}
+		})
+	}
+}
+
 // interruptStatus lists what $? may be after an interrupted command: 130 but
 // where a shell differs (the README's shell matrix).
 func interruptStatus(shell, what string) string {
