@@ -32,6 +32,10 @@ type Command struct {
 	createdAt time.Time
 	done      chan struct{} // closed once result is set
 	result    process.Result
+	// inputFrom is how many bytes the shell's input had been sent before
+	// the command's frame, once inputSent (see neverRead).
+	inputFrom int64
+	inputSent bool
 	// prepErr is why the engine could not prepare the command's streams,
 	// set before done is closed: the session's first command, failed so,
 	// refuses the session with it (too many open files is the daemon's
@@ -320,7 +324,11 @@ func (c *Command) start() (*readLoop, *streams) {
 		c.markRunning()
 	}
 	s.diag.Watch(f.Failed, true, (*failedWatch)(c))
-	if err := s.write(f.Text, end); err != nil {
+	from, err := s.write(f.Text, end)
+	c.mu.Lock()
+	c.inputFrom, c.inputSent = from, true
+	c.mu.Unlock()
+	if err != nil {
 		<-s.exited // a failed write means the shell is gone
 	}
 	c.watchIdle()
@@ -677,6 +685,11 @@ func (c *Command) shellExited(st *streams, rd *readLoop) {
 	r := process.Result{Reason: process.Lost, Error: "the session's shell died"}
 	if ws, ok := c.s.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
 		switch {
+		case ws.Exited() && c.neverRead():
+			// The shell ended on its own before it read the command (a
+			// command before closed its input): the status is not this
+			// command's, which never ran.
+			r.Error = fmt.Sprintf("the session's shell exited (status %d) before it read the command", ws.ExitStatus())
 		case ws.Exited():
 			// exit 3, exec, set -e: the command ended the shell and
 			// reports what it did.
@@ -696,6 +709,16 @@ func (c *Command) shellExited(st *streams, rd *readLoop) {
 	}
 	c.mu.Unlock()
 	c.finish(r)
+}
+
+// neverRead reports whether the shell, now exited, read nothing of the
+// command's frame: all of it was still in its input, or the write found
+// the input closed.
+func (c *Command) neverRead() bool {
+	c.mu.Lock()
+	from, sent := c.inputFrom, c.inputSent
+	c.mu.Unlock()
+	return sent && c.s.unread(from)
 }
 
 var readBuffers = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}

@@ -27,6 +27,7 @@ import (
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/queue"
 	"github.com/conchsh/conch/sentinel"
+	"golang.org/x/sys/unix"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -99,24 +100,28 @@ type Options struct {
 // Session is one long-lived shell and its serial queue of commands. It
 // implements process.Process: it is the process of its shell.
 type Session struct {
-	id         string
-	opts       Options
-	sh         shells.Shell
-	h          *resident.Host
-	cmd        *exec.Cmd       // the shell, once started
-	exited     <-chan struct{} // closed once the shell has exited and been reaped
-	diag       *resident.Diag
-	stdin      *os.File        // the shell's script input
-	input      *rawcall.Writer // writes stdin; guarded by writeMu
-	inputName  string          // what /proc says the shell's fd 0 is while it reads stdin: "pipe:[N]", "socket:[N]"
-	fifoDir    string
-	scriptName string                         // the file commands are sourced from: fifoDir/cmd
-	parser     *syntax.Parser                 // used by the queue's goroutine only
-	script     rawcall.File                   // the file commands are sourced from; the queue's goroutine only
-	scriptBuf  []byte                         // room for what is written to it (see writeScript); likewise
-	frame      rawcall.File                   // the file frames run from (see writeFrame); the queue's goroutine only
-	endFile    string                         // the last command's end file (see writeFrame); the queue's goroutine only
-	templates  map[frameKey]sentinel.Template // frames by the streams they use (see newFrame); the queue's goroutine only
+	id     string
+	opts   Options
+	sh     shells.Shell
+	h      *resident.Host
+	cmd    *exec.Cmd       // the shell, once started
+	exited <-chan struct{} // closed once the shell has exited and been reaped
+	diag   *resident.Diag
+	stdin  *os.File        // the shell's script input
+	input  *rawcall.Writer // writes stdin; guarded by writeMu
+	// written counts the bytes written to stdin; readTo, once the shell
+	// has exited, how many of them it read (-1: not known; see
+	// noteInputRead). Guarded by writeMu.
+	written, readTo int64
+	inputName       string // what /proc says the shell's fd 0 is while it reads stdin: "pipe:[N]", "socket:[N]"
+	fifoDir         string
+	scriptName      string                         // the file commands are sourced from: fifoDir/cmd
+	parser          *syntax.Parser                 // used by the queue's goroutine only
+	script          rawcall.File                   // the file commands are sourced from; the queue's goroutine only
+	scriptBuf       []byte                         // room for what is written to it (see writeScript); likewise
+	frame           rawcall.File                   // the file frames run from (see writeFrame); the queue's goroutine only
+	endFile         string                         // the last command's end file (see writeFrame); the queue's goroutine only
+	templates       map[frameKey]sentinel.Template // frames by the streams they use (see newFrame); the queue's goroutine only
 
 	// lastEnded is the command that ended last, until the next starts (see
 	// endedBefore): weak, since the session keeps nothing of an ended
@@ -205,6 +210,7 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 		Containment: opts.Containment, Limits: opts.Limits,
 		Ports: opts.Ports, StopGrace: opts.StopGrace,
 		Interrupt: s.interrupt, Describe: s.describe,
+		Reaped:  s.noteInputRead,
 		Exited:  s.shellExited,
 		Release: s.releaseAll,
 	})
@@ -369,18 +375,50 @@ func (s *Session) linkInput(cmd *exec.Cmd) (string, error) {
 }
 
 // write sends the concatenation of text to the shell, in one write.
-func (s *Session) write(text ...string) error {
+func (s *Session) write(text ...string) (from int64, err error) {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	b := s.wbuf[:0]
 	for _, t := range text {
 		b = append(b, t...)
 	}
-	_, err := s.input.Write(b)
+	from = s.written
+	n, err := s.input.Write(b)
+	s.written += int64(n)
 	if cap(b) <= maxKeptWrite {
 		s.wbuf = b
 	}
-	return err
+	return from, err
+}
+
+// noteInputRead notes, as the shell is reaped, how much of its input it
+// read: what was written less what its pipe still holds (FIONREAD). On a
+// socket (ksh93) that is not known.
+func (s *Session) noteInputRead() {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	s.readTo = -1
+	if s.sh.Family == shells.Ksh || s.stdin == nil {
+		return
+	}
+	rc, err := s.stdin.SyscallConn()
+	if err != nil {
+		return
+	}
+	rc.Control(func(fd uintptr) {
+		// TIOCINQ is FIONREAD, which a pipe answers at either end.
+		if n, err := unix.IoctlGetInt(int(fd), unix.TIOCINQ); err == nil {
+			s.readTo = s.written - int64(n)
+		}
+	})
+}
+
+// unread reports whether the shell exited without reading a byte of what
+// was written to its input from from on.
+func (s *Session) unread(from int64) bool {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	return s.readTo >= 0 && s.readTo <= from
 }
 
 // maxKeptWrite bounds the buffer a session keeps for its writes to the

@@ -38,6 +38,10 @@ type Config struct {
 	// Describe adds to the session's Info what only the embedder knows. It
 	// is called without the host's lock held.
 	Describe func(*process.Info)
+	// Reaped is called once the interpreter has exited and been reaped,
+	// before Exited (the channel) is closed: what it notes of the
+	// interpreter's end is there for whoever learns of the end from that.
+	Reaped func()
 	// Exited is called once the interpreter has exited and been reaped.
 	Exited func()
 	// Release closes what the embedder keeps open until the end, after the
@@ -132,6 +136,9 @@ func (h *Host) Start(cmd *exec.Cmd) error {
 		defer h.wg.Done()
 		proctree.Wait(cmd)
 		h.reapedAt = time.Now()
+		if h.cfg.Reaped != nil {
+			h.cfg.Reaped()
+		}
 		close(h.exited)
 		if h.cfg.Exited != nil {
 			h.cfg.Exited()
