@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -236,6 +237,46 @@ func TestRequestBodiesBounded(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return d.budget(t, "requestBodies").Used == 0 }, 30*time.Second, 10*time.Millisecond,
 		"answered bodies give their bytes back")
+}
+
+// TestWaitingRouteGivesItsBodyBack: a route that waits once its body is
+// decoded (a run, for as long as its command runs) gives the body's place
+// under the budget back first. Before, two runs of a long command whose
+// bodies were padded to near --body-limit held the whole budget until
+// they ended, and every other request with a body was refused 429.
+func TestWaitingRouteGivesItsBodyBack(t *testing.T) {
+	t.Parallel()
+	const limit = 1 << 20
+	d := start(t, server.Options{BodyLimit: limit})
+	sess, err := d.c.CreateSession(ctx(t), client.SessionOptions{})
+	require.NoError(t, err)
+	pad := strings.Repeat(" ", limit-100) // JSON's white space
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	rctx, cancel := context.WithCancel(t.Context())
+	defer cancel() // the runs' requests end, and their commands are killed
+	for _, path := range []string{"/v1/processes/run", "/v1/sessions/" + sess.ID + "/commands/run"} {
+		wg.Go(func() {
+			req, err := http.NewRequestWithContext(rctx, "POST", d.url+path, strings.NewReader(`{"cmd":"sleep 30","name":"held"`+pad+`}`))
+			if err != nil {
+				return
+			}
+			req.Header = authed()
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		})
+	}
+	var held []client.Process
+	require.Eventually(t, func() bool {
+		list, err := d.c.List(ctx(t), client.ListOptions{State: "running", Name: "held"})
+		require.NoError(t, err)
+		held = list.Items
+		return len(held) == 2
+	}, 30*time.Second, 20*time.Millisecond, "both run")
+	require.Zero(t, d.budget(t, "requestBodies").Used, "the waiting runs hold no body")
+	resp, out := d.post(t, "/v1/processes", `{"cmd":"true"`+strings.Repeat(" ", limit/2)+`}`)
+	require.Equal(t, http.StatusCreated, resp.StatusCode, out)
 }
 
 // TestStalledBodyLetGo: a client that stops sending its body is answered

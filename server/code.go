@@ -56,6 +56,7 @@ func (s *Server) startContext(ctx context.Context, opts api.SessionOptions, port
 // where `"cmd": ""` sends an empty command on purpose.
 func (e *sessionEntry) decodeCommand(r *http.Request, opts any, cmd *api.CommandOptions) error {
 	data, err := readJSON(r, opts)
+	defer doneWithBody(r)
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,20 @@ const maxDepth = 64
 // and memory are linear in the body.
 func decodeJSON(r *http.Request, v any) error {
 	_, err := readJSON(r, v)
+	doneWithBody(r)
 	return err
+}
+
+// doneWithBody gives back the place r's body held under the bodies' budget
+// once it is decoded, and its bytes are no longer needed: a route that
+// then waits (a run, an interact, for as long as its command runs) held
+// it all the while, and two 16 MiB bodies of commands that ran on kept
+// every other request with a body refused.
+func doneWithBody(r *http.Request) {
+	if b, ok := r.Body.(*boundedBody); ok && b.held != nil && b.taken > 0 {
+		b.held.used.Add(-b.taken)
+		b.taken = 0
+	}
 }
 
 // readJSON is decodeJSON that also returns the body it read (nil when
@@ -125,7 +138,7 @@ type boundedBody struct {
 	stalled bool
 }
 
-// bodyBudget bounds the bytes of the request bodies being read and handled
+// bodyBudget bounds the bytes of the request bodies being read and decoded
 // at once: each is bounded by --body-limit, but 40 at once took the daemon
 // to 824 MB, at its memory limit.
 type bodyBudget struct {

@@ -136,7 +136,7 @@ type Server struct {
 	log       *slog.Logger
 	reg       *process.Registry
 	budget    *logstore.Budget // what every tracked process's log counts against
-	bodies    bodyBudget       // the request bodies being read and handled
+	bodies    bodyBudget       // the request bodies being read and decoded
 	headers   headerBudget     // the request headers being read
 	streams   chan struct{}    // one element for each log stream open, MaxStreams of them
 	hs        *http.Server
