@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strconv"
 	"time"
@@ -22,10 +23,40 @@ const readyPoll = 100 * time.Millisecond
 // pieces of readyPiece new bytes, each after what came before it, so that
 // the matching costs a few times the output's length, however small its
 // frames, and a wait heeds its end between pieces.
+//
+// A match costs up to the bytes matched times the pattern's compiled size
+// (RE2 matches in time linear in both; about 9 ns a step on a small
+// machine): readySteps bounds it, about 150 ms, by matching a large
+// pattern in a shorter window and pieces, so that a wait still heeds its
+// end, and the client's going, between them. A pattern that would leave
+// less than readyMinSpan bytes a match is refused. Unbounded, 60
+// alternatives of [\w\s-]{1000}Q held a core for 30 s whatever the
+// call's timeout, and ran on after the client had gone.
 const (
-	readyWindow = 64 << 10
-	readyPiece  = 32 << 10
+	readyWindow  = 64 << 10
+	readyPiece   = 32 << 10
+	readySteps   = 16 << 20
+	readyMinSpan = 8 << 10
 )
+
+// readySpan returns the window and piece re is matched in: readyWindow and
+// readyPiece, or less for a large pattern (see readySteps); an error for
+// one too large.
+func readySpan(re *regexp.Regexp) (window, piece int, err error) {
+	size := 1
+	if parsed, err := syntax.Parse(re.String(), syntax.Perl); err == nil {
+		if prog, err := syntax.Compile(parsed.Simplify()); err == nil {
+			size = len(prog.Inst)
+		}
+	}
+	span := min(readyWindow+readyPiece, readySteps/size)
+	if span < readyMinSpan {
+		return 0, 0, badRequest("pattern: too complex: it compiles to %d instructions, at most %d (a counted repetition counts each time: [a-z]{1000} is a thousand)",
+			size, readySteps/readyMinSpan)
+	}
+	piece = span * readyPiece / (readyWindow + readyPiece)
+	return span - piece, piece, nil
+}
 
 // treeOf is what a process offers to find its ports: its processes, those
 // it left behind included.
@@ -48,9 +79,13 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	var re *regexp.Regexp
+	window, piece := 0, 0
 	if v := q.Get("pattern"); v != "" {
 		if re, err = regexp.Compile(v); err != nil {
 			return badRequest("pattern: %v", err)
+		}
+		if window, piece, err = readySpan(re); err != nil {
+			return err
 		}
 	}
 	if port == 0 && !anyPort && re == nil {
@@ -71,7 +106,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 		// from now on, or nothing would reach it.
 		defer p.Log().Hold()()
 	}
-	rd := readiness{p: p, port: port, anyPort: anyPort, re: re}
+	rd := readiness{p: p, port: port, anyPort: anyPort, re: re, windowBytes: window, pieceBytes: piece}
 	ans, ok := rd.wait(ctx)
 	if !ok {
 		if err := r.Context().Err(); err != nil {
@@ -88,6 +123,9 @@ type readiness struct {
 	port    int
 	anyPort bool
 	re      *regexp.Regexp
+	// windowBytes and pieceBytes are what re is matched in (see
+	// readySpan).
+	windowBytes, pieceBytes int
 
 	portSeen int
 	matched  bool
@@ -96,6 +134,10 @@ type readiness struct {
 	after    logstore.Cursor // output read up to here
 	window   []byte          // the output's last bytes, for a match across frames
 	ends     []frameEnd      // the frames of the piece being matched
+	// partOf is the frame after after whose first partAt bytes were
+	// matched, a piece ending in it.
+	partOf logstore.Cursor
+	partAt int
 }
 
 // frameEnd is where a frame of the output ends in readiness.window.
@@ -127,21 +169,34 @@ func (rd *readiness) scan(ctx context.Context) {
 		if len(frames) == 0 {
 			return
 		}
+		off := 0 // into frames[0]
+		if frames[0].Cursor == rd.partOf {
+			off = rd.partAt // matched before
+		}
 		for len(frames) > 0 && ctx.Err() == nil {
 			rd.ends = rd.ends[:0]
-			for n := 0; len(frames) > 0 && (n == 0 || n+len(frames[0].Data) <= readyPiece); frames = frames[1:] {
-				n += len(frames[0].Data)
-				rd.window = append(rd.window, frames[0].Data...)
+			// A piece of at most pieceBytes: a frame longer than what is
+			// left of it goes in parts, each in a piece of its own.
+			for n := 0; len(frames) > 0 && n < rd.pieceBytes; {
+				d := frames[0].Data[off:]
+				take := min(len(d), rd.pieceBytes-n)
+				rd.window = append(rd.window, d[:take]...)
 				rd.ends = append(rd.ends, frameEnd{len(rd.window), frames[0].Cursor})
+				n += take
+				if off += take; off < len(frames[0].Data) {
+					rd.partOf, rd.partAt = frames[0].Cursor, off
+					break
+				}
+				rd.after, rd.partAt, off = frames[0].Cursor, 0, 0
+				frames = frames[1:]
 			}
-			rd.after = rd.ends[len(rd.ends)-1].cursor
 			if m := rd.re.FindIndex(rd.window); m != nil {
 				i, _ := slices.BinarySearchFunc(rd.ends, m[1], func(e frameEnd, at int) int { return e.at - at })
 				rd.matched, rd.match, rd.cursor = true, string(rd.window[m[0]:m[1]]), rd.ends[i].cursor
 				return
 			}
-			if n := len(rd.window); n > readyWindow {
-				rd.window = append(rd.window[:0], rd.window[n-readyWindow:]...)
+			if n := len(rd.window); n > rd.windowBytes {
+				rd.window = append(rd.window[:0], rd.window[n-rd.windowBytes:]...)
 			}
 		}
 	}
@@ -187,6 +242,12 @@ func (rd *readiness) wait(ctx context.Context) (readyAnswer, bool) {
 		case <-rd.p.Done():
 			if rd.ready(ctx) {
 				return rd.answer(), true
+			}
+			if ctx.Err() != nil {
+				// The wait ended before the output was matched to its
+				// end: the pattern may be there, so that it did not end
+				// first is all that is known.
+				return readyAnswer{}, false
 			}
 			if !rd.alive() {
 				res := waitResult(rd.p.Info())

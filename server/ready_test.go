@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,6 +114,47 @@ func TestReadyPatternHeedsItsTimeout(t *testing.T) {
 	require.NoError(t, err, "no answer within the test's 30 s")
 	require.Nil(t, r)
 	require.NotNil(t, still, "202 with the process once the wait ran out")
+}
+
+// A wait whose timeout runs out while the output of a process that has
+// ended is still being matched says the wait ran out (202): the pattern may
+// be in what was not matched yet. It answered that the process ended first
+// (ready false), though the pattern was in its output.
+func TestReadyTimeoutWhileMatchingEndedOutput(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	r, _, err := d.c.Run(ctx(t), client.RunOptions{StartOptions: client.StartOptions{
+		Cmd: `yes hello-world-this-is-a-long-line | head -c 2M; echo READY`}})
+	require.NoError(t, err)
+	require.NotNil(t, r, "ended")
+	// Costly to match (a thousand steps a byte): 2 MiB take many seconds.
+	ready, still, err := d.c.Ready(ctx(t), r.ProcessID, client.ReadyOptions{Pattern: `(?:[\w\s-]{1000}|x)READY`, Timeout: 300 * time.Millisecond})
+	require.NoError(t, err)
+	require.Nil(t, ready, "answered %+v: not matched to its end, the output may hold the pattern", ready)
+	require.NotNil(t, still, "202 with the process once the wait ran out")
+}
+
+// A pattern whose matching could cost more than a wait can heed (its
+// compiled size times the bytes matched at once) is refused: 60
+// alternatives of [\w\s-]{1000}Q, 844 bytes, held a core for 30 s a call
+// whatever its timeout, and ran on after the client had gone.
+func TestReadyPatternTooComplex(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "echo out"})
+	require.NoError(t, err)
+	var alts []string
+	for i := range 60 {
+		alts = append(alts, fmt.Sprintf(`[\w\s-]{%d}Q`, 1000-i))
+	}
+	_, _, err = d.c.Ready(ctx(t), p.ID, client.ReadyOptions{Pattern: "(?:" + strings.Join(alts, "|") + ")", Timeout: time.Second})
+	require.True(t, client.HasCode(err, client.CodeInvalidArgument), "%v", err)
+	require.ErrorContains(t, err, "too complex")
+	// One that leaves a shorter window is matched there.
+	ready, _, err := d.c.Ready(ctx(t), p.ID, client.ReadyOptions{Pattern: `[a-z\s]{1000}|out`, Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	require.True(t, ready.Ready)
+	require.Equal(t, "out", ready.Match)
 }
 
 // Under keepLogs none nothing is kept for later reading: a pattern's wait
