@@ -35,6 +35,7 @@ type Process struct {
 	KeepLogs         KeepLogs      `json:"keepLogs"`
 	ExitCode         *int          `json:"exitCode,omitempty"`
 	Signal           string        `json:"signal,omitempty"`
+	Handled          bool          `json:"handled,omitempty"` // as on WaitResult
 	Reason           Reason        `json:"reason,omitempty"`
 	Error            string        `json:"error,omitempty"`
 	CreatedAt        Time          `json:"createdAt"`
@@ -75,6 +76,10 @@ type WaitResult struct {
 	Reason   Reason `json:"reason"`
 	ExitCode *int   `json:"exitCode,omitempty"`
 	Signal   string `json:"signal,omitempty"`
+	// Handled is true, for signaled, when the process caught the signal
+	// and exited with a status of its own, ExitCode, rather than being
+	// ended by it (an exec or PTY process the engine signalled).
+	Handled bool `json:"handled,omitempty"`
 	// Error says why, for a process that failed (never ran).
 	Error string `json:"error,omitempty"`
 	// Cwd is, for a session command, the shell's directory after it
@@ -118,7 +123,7 @@ func (p *Process) Result() *WaitResult {
 	if p.Reason == "" {
 		return nil
 	}
-	return &WaitResult{Reason: p.Reason, ExitCode: p.ExitCode, Signal: p.Signal, Error: p.Error,
+	return &WaitResult{Reason: p.Reason, ExitCode: p.ExitCode, Signal: p.Signal, Handled: p.Handled, Error: p.Error,
 		OOMKilled: p.OOMKilled, Usage: p.Usage}
 }
 

@@ -92,6 +92,9 @@ func (s *Server) writeRunAnswer(w http.ResponseWriter, p process.Process, a runA
 		if wr.Signal != "" {
 			enc.field("signal", wr.Signal)
 		}
+		if wr.Handled {
+			enc.field("handled", true)
+		}
 		if wr.Error != "" {
 			enc.field("error", wr.Error)
 		}

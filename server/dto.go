@@ -54,6 +54,7 @@ func (s *Server) processDTO(p process.Process) api.Process {
 		d.Reason = i.Result.Reason
 		d.ExitCode = i.Result.ExitCode
 		d.Signal = i.Result.Signal
+		d.Handled = i.Result.Handled
 		d.Error = i.Result.Error
 		d.OOMKilled = i.Result.OOMKilled
 		d.Usage = usageDTO(i.Result.Usage)
@@ -74,7 +75,7 @@ func (s *Server) processDTO(p process.Process) api.Process {
 // waitResult is the API's WaitResult of a terminal process described by i.
 func waitResult(i process.Info) api.WaitResult {
 	r := i.Result
-	return api.WaitResult{Reason: r.Reason, ExitCode: r.ExitCode, Signal: r.Signal, Error: r.Error, Cwd: r.Cwd,
+	return api.WaitResult{Reason: r.Reason, ExitCode: r.ExitCode, Signal: r.Signal, Handled: r.Handled, Error: r.Error, Cwd: r.Cwd,
 		OOMKilled: r.OOMKilled, Usage: usageDTO(r.Usage), StdinDroppedBytes: i.StdinDroppedBytes}
 }
 

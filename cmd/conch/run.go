@@ -629,6 +629,9 @@ func exitCode(r client.WaitResult) int {
 			return *r.ExitCode
 		}
 	case process.Signaled:
+		if c := r.ExitCode; c != nil && r.Handled {
+			return *c // caught, and exited with its own status
+		}
 		if sig, err := process.ParseSignal(r.Signal); err == nil {
 			if c := r.ExitCode; c != nil && *c != 128+int(sig) && *c != int(sig) && *c != 256+int(sig) {
 				return *c
