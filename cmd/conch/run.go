@@ -41,7 +41,8 @@ reader has gone while the answer is awaited), the command gets SIGPIPE and
 conch exits 141.
 
 Under --keep-logs none the daemon keeps no output for a stream that opens
-after the start: conch then takes the run's answer, which holds it all, and
+after the start: conch then takes the run's answer, which holds it all (up to
+the daemon's log retention, past which its head is dropped, and said), and
 prints the output once the answer comes rather than as it comes. -i, which
 needs the command started first, is refused with it.
 
@@ -188,9 +189,16 @@ func (f *startFlags) runRoute(ctx context.Context, e *env, c *client.Client, a *
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
+	limit := *a.limit
+	if logstore.KeepLogs(*f.keepLogs) == logstore.KeepNone && limit == 0 {
+		// The answer is the only way to the output, which no log keeps to
+		// be read after it: all of it (the daemon bounds the answer by
+		// its retention, and says what that dropped).
+		limit = math.MaxInt32
+	}
 	wait := client.RunOptions{
 		Timeout: client.Millis(*a.wait), IdleTimeout: client.Millis(*a.idle),
-		Plain: *a.plain, OutputLimit: *a.limit,
+		Plain: *a.plain, OutputLimit: limit,
 	}
 	// The answer names the process only once it comes: Ctrl-C goes to
 	// the process this run started, found when it comes.
