@@ -222,6 +222,7 @@ function makeContext() {
   // V8 gives a context a console of its own that writes nowhere.
   Object.assign(sandbox, { console, require: req, module: mod, exports: mod.exports });
   quietPromises(vm.runInContext('Promise.prototype', ctx));
+  thenOf.set(ctx, vm.runInContext('Promise.prototype.then', ctx));
   for (const name of Object.keys(last)) {
     Object.defineProperty(sandbox, name, {
       configurable: true,
@@ -262,6 +263,19 @@ function hideHookKeys() {
   } catch {} // not a promise (a cell's object whose prototype is one's), or a Proxy that throws
   return this;
 }
+// thenOf holds each context's Promise.prototype.then as it was made: the
+// driver waits for a cell's promise through it (settledOf), not through the
+// promise's then, which a cell may replace (Promise.prototype.then =
+// function () { return this }): then every later cell that awaited hung.
+const thenOf = new WeakMap();
+
+// settledOf returns a promise of the driver's own that settles as p, a
+// promise of ctx's, does.
+function settledOf(ctx, p) {
+  const then = thenOf.get(ctx);
+  return new Promise((resolve, reject) => { Reflect.apply(then, p, [resolve, reject]); });
+}
+
 function quietPromises(proto) {
   defineProperty(proto, util.inspect.custom, { value: hideHookKeys, writable: true, configurable: true });
 }
@@ -368,7 +382,10 @@ function compileText(code, filename) {
   } catch (e) {
     if (processTopLevelAwait && e && e.name === 'SyntaxError' && code.includes('await')) {
       let wrapped = null;
-      try { wrapped = processTopLevelAwait(code); } catch {}
+      // With a line end, as the REPL passes its lines: the rewrite closes
+      // its function after the text, which a last line's // comment would
+      // otherwise swallow (await 1; 42 // c was a SyntaxError).
+      try { wrapped = processTopLevelAwait(code + '\n'); } catch {}
       if (wrapped !== null) {
         try { return { script: new vm.Script(wrapped, options), wrapped: true }; } catch {}
       }
@@ -411,8 +428,8 @@ async function executeCell(ctx, cell, script, wrapped) {
       if (watchdog && !interruptorReady) cell.poll = setInterval(() => { if (pendingINT()) onINT(); }, 25);
       send(`A ${cell.id}\n`);
       const pending = value;
-      interrupted.catch(() => orphaned(cell, pending));
-      const r = await Promise.race([value, interrupted]);
+      interrupted.catch(() => orphaned(cell, settledOf(ctx, pending)));
+      const r = await Promise.race([settledOf(ctx, value), interrupted]);
       value = r ? r.value : undefined; // { value } when the last statement is an expression
     }
   } catch (e) {

@@ -169,3 +169,33 @@ globalThis.w = new Worker('const fs = require("fs"); for (;;) fs.closeSync(fs.op
 	}
 	run(t, c, "w.terminate()")
 }
+
+// TestAwaitCellEndsWithComment: a cell that awaits at its top level and
+// whose last line is a // comment runs, as at Node's REPL: the rewrite
+// that makes its await legal closed its function after the text, inside
+// the comment, and the cell was a SyntaxError.
+func TestAwaitCellEndsWithComment(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	for _, cell := range []string{"await 1; 42 // c", "const r = await Promise.resolve(42)\n// done"} {
+		r, _, errOut := run(t, c, cell)
+		require.Equal(t, 0, code(r), "%q: %+v, stderr %q", cell, r, errOut)
+	}
+	_, out, _ := run(t, c, "r")
+	require.Equal(t, "42\n", out)
+}
+
+// TestPromiseThenReplaced: a cell that replaces Promise.prototype.then
+// changes its own promises only: a later cell that awaits still ends with
+// its value. The driver waited for a cell's promise through its then, and
+// every later cell that awaited hung.
+func TestPromiseThenReplaced(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	run(t, c, "Promise.prototype.then = function () { return this }; 1")
+	for range 2 {
+		r, out, errOut := run(t, c, "await 1; 12")
+		require.Equal(t, 0, code(r), "%+v, stderr %q", r, errOut)
+		require.Equal(t, "12\n", out)
+	}
+}
