@@ -319,6 +319,8 @@ def _print_exc(e):
                 if f.line:
                     text += "    %s\n" % f.line.strip()
             text += "".join(te.format_exception_only())
+    except KeyboardInterrupt:
+        raise  # an interrupt while the cell's code formats it (see _print_exc_armed)
     except BaseException:
         # An exception whose class raises on every read (a metaclass's
         # __getattribute__): object.__repr__ reads the type's C name only.
@@ -414,7 +416,11 @@ def _exit_status(e):
         return 0
     if isinstance(code, int):
         return code & 0xFF
-    _err(str(code) + "\n")
+    try:
+        text = str(code)
+    except BaseException:  # the cell's own __str__
+        text = "<%s object (it could not be formatted)>" % _type_name(code)
+    _err(text + "\n")
     return 1
 
 
@@ -437,14 +443,44 @@ def _execute(ns, body, last, n):
     except SystemExit as e:
         _os._exit(_exit_status(e))
     except KeyboardInterrupt as e:
-        _print_exc(e)
+        _print_exc_armed(e)
         _S.from_loop = _S.from_display = None
         return 130
     except BaseException as e:
-        _print_exc(e)
+        interrupted = _print_exc_armed(e)
         _S.from_loop = _S.from_display = None
-        return 1
+        return 130 if interrupted else 1
     return 0
+
+
+def _print_exc_armed(e):
+    # An exception's text is the cell's own code (its __str__), which may
+    # never return: it is formatted with the interrupt armed, as the cell
+    # ran, and one that comes meanwhile ends the cell as interrupted
+    # (True) with the exception named without its text. Formatted
+    # unarmed, a __str__ that looped could not be interrupted, and the
+    # context was ended with all its state. Disarmed inside the try: an
+    # interrupt that lands as it is disarmed is taken here too.
+    interrupted = False
+    while True:
+        try:
+            if not interrupted:
+                _S.armed = True
+                _print_exc(e)
+            _S.armed = False
+            break
+        except KeyboardInterrupt:
+            interrupted = True
+    if interrupted:
+        _err("%s: (its text was interrupted as it was formatted)\n" % _type_name(e))
+    return interrupted
+
+
+def _type_name(e):
+    try:
+        return type(e).__qualname__
+    except BaseException:
+        return "exception"
 
 
 def _open_cell(msg):

@@ -337,3 +337,36 @@ func blocksSIGINT(tid int) bool {
 	}
 	return false
 }
+
+// TestInterruptExceptionText: an exception's text is the cell's own code:
+// one whose __str__ never returns is interrupted as the cell would be, the
+// cell ends signaled INT (or timed_out) naming the exception without its
+// text (Python's traceback says its str() failed), and the context lives
+// on with its state. The text was formatted
+// with the interrupt not armed: nothing could stop it, and the context was
+// ended after the grace, with all its state.
+func TestInterruptExceptionText(t *testing.T) {
+	t.Parallel()
+	const loops = "class Loops(Exception):\n    def __str__(self):\n        while True: pass\n"
+	c := newContext(t, Options{Language: Python})
+	run(t, c, "kept = 1\n"+loops)
+	cell := interruptRunning(t, c, CellOptions{Code: "kept = 2\nraise Loops()"})
+	_, errOut := output(cell)
+	require.Regexp(t, `Loops: (<exception str\(\) failed>|\(its text was interrupted)`, errOut)
+	r, _, _ := runOpts(t, c, CellOptions{Code: "raise Loops()", ExecutionTimeout: 300 * time.Millisecond})
+	require.Equal(t, process.TimedOut, r.Reason, "%+v", r)
+	_, out, _ := run(t, c, "kept")
+	require.Equal(t, "2\n", out)
+}
+
+// TestSystemExitUnprintable: SystemExit with a value whose text cannot be
+// had ends the context as any SystemExit does, with status 1 and the value
+// named on stderr. The driver failed formatting it, and the cell was lost.
+func TestSystemExitUnprintable(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	r, _, errOut := run(t, c, "class B:\n    def __str__(self): raise ValueError('no')\nraise SystemExit(B())")
+	require.Equal(t, process.Exited, r.Reason, "%+v, stderr %q", r, errOut)
+	require.Equal(t, 1, code(r))
+	require.Contains(t, errOut, "B object (it could not be formatted)")
+}
