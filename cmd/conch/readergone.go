@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -45,8 +46,17 @@ func (s signals) passReaderGone(out io.Writer) (stop func()) {
 				return
 			case fds[0].Revents&unix.POLLERR != 0:
 				// A pipe's write end polls POLLERR once it has no reader.
-				s <- syscall.SIGPIPE
-				return
+				// Passed again while conch waits, as each write to the
+				// pipe would raise it: one passed before the command's
+				// program ran (queued in its session, still forking)
+				// reached nothing.
+				for {
+					s <- syscall.SIGPIPE
+					n, err := unix.Poll(fds[1:], int(pipeResend.Milliseconds()))
+					if n != 0 || err != nil && !errors.Is(err, unix.EINTR) {
+						return
+					}
+				}
 			}
 		}
 	}()
@@ -55,3 +65,6 @@ func (s signals) passReaderGone(out io.Writer) (stop func()) {
 		<-done
 	}
 }
+
+// pipeResend is how often passReaderGone passes SIGPIPE again.
+const pipeResend = 500 * time.Millisecond
