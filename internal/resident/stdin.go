@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/conchsh/conch/internal/inputwait"
 	"github.com/conchsh/conch/process"
@@ -27,8 +30,9 @@ type Stdin struct {
 	f       *os.File           // the FIFO, once the feeder has it
 
 	in      inputwait.Input
-	known   bool // in is the FIFO
-	writing bool // the feeder took bytes it has not written yet
+	known   bool          // in is the FIFO
+	writing bool          // the feeder took bytes it has not written yet
+	fed     chan struct{} // closed once the feeder has stopped; nil until it starts
 }
 
 // Init prepares b for a command whose stdin is open or not. With gated
@@ -76,10 +80,9 @@ func (b *Stdin) Queued() int {
 	return b.queue.Queued
 }
 
-// Dropped returns the bytes that were queued and unread when the command
-// ended: zero before its end. It is counted once, at the end: a write the
-// feeder was in then may have handed some of them to the FIFO, which
-// nobody reads any more either.
+// Dropped returns the bytes that were written and unread when the command
+// ended: zero before its end. It is counted once, at the end: those the
+// feeder had not written to the FIFO yet, and those the FIFO still held.
 func (b *Stdin) Dropped() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -109,18 +112,48 @@ func (b *Stdin) Opened() {
 
 // Close stops the feeder at the command's end, also one blocked writing to
 // a full FIFO.
+//
+// What was dropped is what the feeder had not written once it stopped, and
+// what the FIFO still held, which nobody reads any more: counted at once,
+// bytes the command had read were counted too when the feeder had written
+// them and not yet said so. The feeder, whose write the close ends, is
+// waited for briefly (a job the command left may hold the FIFO open and
+// keep a write of its waiting).
 func (b *Stdin) Close() {
 	b.mu.Lock()
-	if !b.closed {
-		b.dropped = int64(b.queue.Queued)
+	if b.closed {
+		b.mu.Unlock()
+		return
 	}
 	b.closed = true
+	fifo := -1 // a descriptor of the FIFO that outlives the feeder's
 	if b.f != nil {
+		if rc, err := b.f.SyscallConn(); err == nil {
+			rc.Control(func(fd uintptr) { fifo, _ = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) })
+		}
 		b.f.Close()
 	}
+	fed := b.fed
 	b.mu.Unlock()
 	b.cond.Broadcast()
+	if fed != nil {
+		select {
+		case <-fed:
+		case <-time.After(feederWait):
+		}
+	}
+	unread := 0
+	if fifo >= 0 {
+		unread, _ = unix.IoctlGetInt(fifo, unix.TIOCINQ) // FIONREAD
+		unix.Close(fifo)
+	}
+	b.mu.Lock()
+	b.dropped = int64(b.queue.Queued + unread)
+	b.mu.Unlock()
 }
+
+// feederWait bounds how long Close waits for the feeder to stop.
+const feederWait = 100 * time.Millisecond
 
 // Feed writes the queued bytes to f, the command's stdin FIFO, until
 // end-of-file or the command's end, and closes f.
@@ -133,7 +166,10 @@ func (b *Stdin) Feed(f *os.File) {
 		return
 	}
 	b.f, b.in, b.known = f, in, err == nil
+	fed := make(chan struct{})
+	b.fed = fed
 	b.mu.Unlock()
+	defer close(fed)
 	for {
 		b.mu.Lock()
 		for len(b.chunks) == 0 && !(b.eof && (b.opened || !b.gated)) && !b.closed {
