@@ -170,6 +170,7 @@ func TestDrain(t *testing.T) {
 		resp, body := d.post(t, r.path, r.body)
 		require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s %s: %s", r.path, r.body, body)
 		require.Contains(t, body, `"code":"draining"`)
+		require.Contains(t, body, `"message":"the daemon is stopping and takes no new work"`, "without its code again")
 		require.Equal(t, "1", resp.Header.Get("Retry-After"))
 	}
 	_, err = d.c.Start(c, client.StartOptions{Cmd: "true"})

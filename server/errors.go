@@ -80,7 +80,8 @@ func apiError(err error) *Error {
 	case conflict(err):
 		return &Error{http.StatusConflict, api.CodeUnsupportedOperation, message(err, process.ErrUnsupported), err}
 	case errors.Is(err, ErrDraining):
-		return &Error{http.StatusServiceUnavailable, api.CodeDraining, err.Error(), err}
+		// The message does not repeat the code (docs/api.md).
+		return &Error{http.StatusServiceUnavailable, api.CodeDraining, strings.TrimPrefix(err.Error(), "draining: "), err}
 	case errors.Is(err, process.ErrLimit):
 		return &Error{http.StatusTooManyRequests, api.CodeResourceExhausted, message(err, process.ErrLimit), err}
 	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
