@@ -56,7 +56,9 @@ func (c *Command) signal(sig syscall.Signal) {
 	c.mu.Lock()
 	c.sent = append(c.sent, sig)
 	c.mu.Unlock()
-	for _, pid := range c.processes() {
+	// Tree, not processes: should the command end meanwhile, those of
+	// later commands are not its.
+	for _, pid := range c.Tree() {
 		proctree.Send(pid, sig)
 	}
 }
@@ -397,8 +399,17 @@ func (c *Command) own(descendants []int) []int {
 // SIGINT) cannot be stopped without its session: the error wraps
 // process.ErrUnsupported.
 func (c *Command) Stop(ctx context.Context) error {
-	if c.state() == process.Starting && c.endQueued(process.Result{Reason: process.Signaled, Signal: "TERM", Error: "deleted before it started"}) {
+	switch c.state() {
+	case process.Terminal:
+		// Nothing of it to stop, as for Kill: its processes are matched
+		// by when they started, and signalled now that would reach later
+		// commands' (a DELETE of an ended command's record sent TERM to
+		// the command running then, and to its jobs).
 		return nil
+	case process.Starting:
+		if c.endQueued(process.Result{Reason: process.Signaled, Signal: "TERM", Error: "deleted before it started"}) {
+			return nil
+		}
 	}
 	c.signal(syscall.SIGTERM)
 	for _, escalate := range []bool{true, false} {

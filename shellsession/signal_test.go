@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -393,4 +394,32 @@ func TestInterruptStoppedShell(t *testing.T) {
 			killAndGoOn(t, s, c, syscall.SIGINT)
 		})
 	}
+}
+
+// TestStopEndedCommand: stopping (deleting) a command that has ended does
+// nothing, as killing it does: its processes are matched by when they
+// started, and the TERM went to the command running then, and to a later
+// command's background job.
+func TestStopEndedCommand(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{})
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	ended, _, err := s.Run(ctx, CommandOptions{Cmd: "echo A"})
+	require.NoError(t, err)
+	_, out, _ := run(t, s, CommandOptions{Cmd: "sleep 300 & echo $!"})
+	job, err := strconv.Atoi(strings.TrimSpace(out))
+	require.NoError(t, err)
+	defer syscall.Kill(job, syscall.SIGKILL)
+	b, err := s.Submit(CommandOptions{Cmd: `sleep 1; echo "B $?"`})
+	require.NoError(t, err)
+	waitProgram(t, b, "sleep")
+	require.NoError(t, ended.Stop(ctx))
+	r := wait(t, b)
+	require.Equal(t, 0, code(r), "%+v", r)
+	stdout, _ := output(b)
+	require.Equal(t, "B 0\n", stdout)
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(job) + "/stat")
+	require.NoError(t, err, "the later command's job lives")
+	require.NotContains(t, string(stat), ") Z ", "the later command's job lives")
 }
