@@ -226,11 +226,13 @@ func TestLoneNewlineKept(t *testing.T) {
 var shellFaults = map[string]string{"busybox": deadlockError, "ksh": "SIGSEGV"}
 
 // shellFailed reports whether r is how a command ends when its shell failed
-// so (see shellFaults): the command lost, the session ended saying why.
+// so (see shellFaults): the command lost (timed out, with no status, when
+// its timeout sent the interrupt), the session ended saying why.
 func shellFailed(t *testing.T, s *Session, shell string, r process.Result) bool {
 	t.Helper()
 	why, pinned := shellFaults[shell]
-	if !pinned || r.Reason != process.Lost {
+	lost := r.Reason == process.Lost || r.Reason == process.TimedOut && r.ExitCode == nil
+	if !pinned || !lost {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), deadline)
