@@ -119,6 +119,12 @@ func (s *Server) newSession(r *http.Request, opts api.SessionOptions) (*sessionE
 	} else {
 		e.shell, err = s.startShell(r.Context(), opts, e.portNumbers())
 	}
+	if err == nil && r.Context().Err() != nil {
+		// The client went away as the start ended: nobody would know the
+		// session, which would hold its place until listed and deleted.
+		_ = e.close()
+		err = r.Context().Err()
+	}
 	if err != nil {
 		e.releasePorts()
 		return nil, err

@@ -255,6 +255,13 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 		s.Close()
 		return nil, fmt.Errorf("start %s: %w (the shell said: %q)", sh.Path, ctx.Err(), tail)
 	}
+	if err := ctx.Err(); err != nil {
+		// Both came at once, and select took the shell's readiness: the
+		// caller has gone all the same, and would hold a session nobody
+		// knows of.
+		s.Close()
+		return nil, fmt.Errorf("start %s: %w", sh.Path, err)
+	}
 	if err := ready.prepErr; err != nil {
 		// The engine could not prepare the first command (no descriptors
 		// left): the daemon's limit, not the shell's fault.
