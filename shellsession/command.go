@@ -685,6 +685,10 @@ func (c *Command) shellExited(st *streams, rd *readLoop) {
 	r := process.Result{Reason: process.Lost, Error: "the session's shell died"}
 	if ws, ok := c.s.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
 		switch {
+		case ws.Exited() && c.s.h.EndedIt():
+			// The engine ended the session under the command (kill of
+			// the session, its deletion): the shell's status is its end's.
+			r.Error = fmt.Sprintf("the session was ended under it (its shell exited %d)", ws.ExitStatus())
 		case ws.Exited() && c.neverRead():
 			// The shell ended on its own before it read the command (a
 			// command before closed its input): the status is not this

@@ -217,3 +217,32 @@ func TestShellEndsBeforeReadingCommand(t *testing.T) {
 	require.Equal(t, process.Lost, r.Reason, "%+v", r)
 	require.Contains(t, r.Error, "before it read the command")
 }
+
+// TestSessionEndedUnderCommand: a command running when the engine ends its
+// session (a kill of the session with TERM, its deletion) is lost, saying
+// so, whatever status the shell exits with: bash exits 143 on TERM, and the
+// command, which never finished, read exited 143, as if it had run exit.
+func TestSessionEndedUnderCommand(t *testing.T) {
+	t.Parallel()
+	for _, end := range []string{"kill TERM", "close"} {
+		t.Run(end, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{})
+			c, err := s.Submit(CommandOptions{Cmd: "sleep 2; echo after"})
+			require.NoError(t, err)
+			waitProgram(t, c, "sleep")
+			if end == "close" {
+				go s.Close()
+			} else {
+				require.NoError(t, s.Kill(syscall.SIGTERM, 0, 0))
+			}
+			r := wait(t, c)
+			require.Equal(t, process.Lost, r.Reason, "%+v", r)
+			if end != "close" { // which kills the shell: it says so
+				require.Contains(t, r.Error, "the session was ended under it")
+			}
+			out, _ := output(c)
+			require.Empty(t, out)
+		})
+	}
+}

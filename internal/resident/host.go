@@ -78,6 +78,7 @@ type Host struct {
 	result   *process.Result
 	exitedAt time.Time
 	closing  bool
+	endedIt  bool              // End was called before the interpreter exited (see EndedIt)
 	byItself bool              // closing because the interpreter exited by itself (see EndedByItself)
 	why      string            // why End ended the session, when its result says
 	drains   map[*os.File]bool // streams still read after their command ended
@@ -221,6 +222,15 @@ func (h *Host) Closing() bool {
 	return h.closing
 }
 
+// EndedIt reports whether End was called while the interpreter ran: its
+// exit, whatever status it gives (bash exits 143 on TERM), is the
+// engine's doing, not a command's.
+func (h *Host) EndedIt() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.endedIt
+}
+
 // Ended reports whether a command submitted now could not run: the session
 // is ending, has ended, or its interpreter has exited.
 func (h *Host) Ended() bool {
@@ -335,6 +345,11 @@ func (h *Host) End(r *process.Result, sig syscall.Signal) {
 		return
 	}
 	h.closing = true
+	select {
+	case <-h.exited:
+	default:
+		h.endedIt = true
+	}
 	if r != nil {
 		h.why = r.Error
 	}
