@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/conchsh/conch/internal/inputwait"
 	"github.com/conchsh/conch/process"
 )
@@ -80,9 +78,8 @@ func (b *Stdin) Queued() int {
 	return b.queue.Queued
 }
 
-// Dropped returns the bytes that were written and unread when the command
-// ended: zero before its end. It is counted once, at the end: those the
-// feeder had not written to the FIFO yet, and those the FIFO still held.
+// Dropped returns the bytes that were written and still queued when the
+// command ended, not taken by its FIFO: zero before its end.
 func (b *Stdin) Dropped() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -113,12 +110,11 @@ func (b *Stdin) Opened() {
 // Close stops the feeder at the command's end, also one blocked writing to
 // a full FIFO.
 //
-// What was dropped is what the feeder had not written once it stopped, and
-// what the FIFO still held, which nobody reads any more: counted at once,
-// bytes the command had read were counted too when the feeder had written
-// them and not yet said so. The feeder, whose write the close ends, is
-// waited for briefly (a job the command left may hold the FIFO open and
-// keep a write of its waiting).
+// What was dropped is what the feeder had not written to the FIFO once it
+// stopped: counted at once, a line the command had read and ended on was
+// counted when the feeder had written it and not yet said so. The feeder,
+// whose write the close ends, is waited for briefly (a job the command
+// left may hold the FIFO open and keep a write of its waiting).
 func (b *Stdin) Close() {
 	b.mu.Lock()
 	if b.closed {
@@ -126,11 +122,7 @@ func (b *Stdin) Close() {
 		return
 	}
 	b.closed = true
-	fifo := -1 // a descriptor of the FIFO that outlives the feeder's
 	if b.f != nil {
-		if rc, err := b.f.SyscallConn(); err == nil {
-			rc.Control(func(fd uintptr) { fifo, _ = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) })
-		}
 		b.f.Close()
 	}
 	fed := b.fed
@@ -142,13 +134,8 @@ func (b *Stdin) Close() {
 		case <-time.After(feederWait):
 		}
 	}
-	unread := 0
-	if fifo >= 0 {
-		unread, _ = unix.IoctlGetInt(fifo, unix.TIOCINQ) // FIONREAD
-		unix.Close(fifo)
-	}
 	b.mu.Lock()
-	b.dropped = int64(b.queue.Queued + unread)
+	b.dropped = int64(b.queue.Queued)
 	b.mu.Unlock()
 }
 
