@@ -71,24 +71,6 @@ func TestAnswerBrokenPipe(t *testing.T) {
 	// The output is far more than a pipe holds: conch is still writing it
 	// when the reader goes away.
 	const cmdText = "seq 1 100000; sleep 100"
-	check := func(what, name string, cmd *exec.Cmd, out io.ReadCloser, stderr *strings.Builder) {
-		t.Helper()
-		require.NoError(t, out.Close())
-		guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
-		err := cmd.Wait()
-		guard.Stop()
-		var ee *exec.ExitError
-		require.ErrorAs(t, err, &ee, what)
-		require.Equal(t, exitBrokenPipe, ee.ExitCode(), "%s: %v, stderr %q", what, err, stderr.String())
-
-		list, err := s.c.List(t.Context(), client.ListOptions{Name: name, State: "all"})
-		require.NoError(t, err)
-		require.Len(t, list.Items, 1, what)
-		r, _, err := s.c.Wait(t.Context(), list.Items[0].ID, 30*time.Second)
-		require.NoError(t, err)
-		require.NotNil(t, r, "%s: the command still runs", what)
-		require.Equal(t, "PIPE", r.Signal, "%s: %+v", what, r)
-	}
 	for i, args := range [][]string{
 		{"--idle", "1s"},
 		{"--timeout", "1s"},
@@ -96,12 +78,14 @@ func TestAnswerBrokenPipe(t *testing.T) {
 	} {
 		name := "answerpipe" + strconv.Itoa(i)
 		cmd, out, stderr := s.runUntilLine(t, "1\n", append(append([]string{"run", "--name", name}, args...), "--", cmdText)...)
-		check(fmt.Sprint(args), name, cmd, out, stderr)
+		require.NoError(t, out.Close())
+		s.endedByPipe(t, fmt.Sprint(args), name, cmd, stderr)
 	}
 	p, err := s.c.Start(t.Context(), client.StartOptions{Name: "interactpipe", Cmd: cmdText})
 	require.NoError(t, err)
 	cmd, out, stderr := s.runUntilLine(t, "1\n", "interact", p.ID, "--cursor", "0", "--idle", "1s")
-	check("interact", "interactpipe", cmd, out, stderr)
+	require.NoError(t, out.Close())
+	s.endedByPipe(t, "interact", "interactpipe", cmd, stderr)
 }
 
 // conch run --idle / --timeout (in a session too, and under --keep-logs
@@ -124,20 +108,7 @@ func TestAnswerReaderGone(t *testing.T) {
 		cmd.Stderr = &stderr
 		require.NoError(t, cmd.Start())
 		require.NoError(t, out.Close())
-		guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
-		err = cmd.Wait()
-		guard.Stop()
-		var ee *exec.ExitError
-		require.ErrorAs(t, err, &ee, what)
-		require.Equal(t, exitBrokenPipe, ee.ExitCode(), "%s: %v, stderr %q", what, err, stderr.String())
-
-		list, err := s.c.List(t.Context(), client.ListOptions{Name: name, State: "all"})
-		require.NoError(t, err)
-		require.Len(t, list.Items, 1, what)
-		r, _, err := s.c.Wait(t.Context(), list.Items[0].ID, 30*time.Second)
-		require.NoError(t, err)
-		require.NotNil(t, r, "%s: yes still runs", what)
-		require.Equal(t, "PIPE", r.Signal, "%s: %+v", what, r)
+		s.endedByPipe(t, what, name, cmd, &stderr)
 	}
 	for i, args := range [][]string{
 		{"--idle", "5s"},
@@ -151,6 +122,26 @@ func TestAnswerReaderGone(t *testing.T) {
 	p, err := s.c.Start(t.Context(), client.StartOptions{Name: "interactgone", Cmd: "yes"})
 	require.NoError(t, err)
 	run("interact", "interactgone", "interact", p.ID, "--idle", "5s")
+}
+
+// endedByPipe requires that conch, cmd, whose output's reader has gone,
+// exits 141 and that the one process named name ended by SIGPIPE.
+func (s *served) endedByPipe(t *testing.T, what, name string, cmd *exec.Cmd, stderr *strings.Builder) {
+	t.Helper()
+	guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
+	err := cmd.Wait()
+	guard.Stop()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, what)
+	require.Equal(t, exitBrokenPipe, ee.ExitCode(), "%s: %v, stderr %q", what, err, stderr.String())
+
+	list, err := s.c.List(t.Context(), client.ListOptions{Name: name, State: "all"})
+	require.NoError(t, err)
+	require.Len(t, list.Items, 1, what)
+	r, _, err := s.c.Wait(t.Context(), list.Items[0].ID, 30*time.Second)
+	require.NoError(t, err)
+	require.NotNil(t, r, "%s: the command still runs", what)
+	require.Equal(t, "PIPE", r.Signal, "%s: %+v", what, r)
 }
 
 // runUntilLine starts conch with args against s and returns it once the
