@@ -100,28 +100,29 @@ type Options struct {
 // Session is one long-lived shell and its serial queue of commands. It
 // implements process.Process: it is the process of its shell.
 type Session struct {
-	id     string
-	opts   Options
-	sh     shells.Shell
-	h      *resident.Host
-	cmd    *exec.Cmd       // the shell, once started
-	exited <-chan struct{} // closed once the shell has exited and been reaped
-	diag   *resident.Diag
-	stdin  *os.File        // the shell's script input
-	input  *rawcall.Writer // writes stdin; guarded by writeMu
+	id         string
+	opts       Options
+	sh         shells.Shell
+	h          *resident.Host
+	cmd        *exec.Cmd       // the shell, once started
+	exited     <-chan struct{} // closed once the shell has exited and been reaped
+	diag       *resident.Diag
+	stdin      *os.File        // the shell's script input
+	input      *rawcall.Writer // writes stdin; guarded by writeMu
+	inputName  string          // what /proc says the shell's fd 0 is while it reads stdin: "pipe:[N]", "socket:[N]"
+	fifoDir    string
+	scriptName string                         // the file commands are sourced from: fifoDir/cmd
+	parser     *syntax.Parser                 // used by the queue's goroutine only
+	script     rawcall.File                   // the file commands are sourced from; the queue's goroutine only
+	scriptBuf  []byte                         // room for what is written to it (see writeScript); likewise
+	frame      rawcall.File                   // the file frames run from (see writeFrame); the queue's goroutine only
+	endFile    string                         // the last command's end file (see writeFrame); the queue's goroutine only
+	templates  map[frameKey]sentinel.Template // frames by the streams they use (see newFrame); the queue's goroutine only
+
 	// written counts the bytes written to stdin; readTo, once the shell
 	// has exited, how many of them it read (-1: not known; see
 	// noteInputRead). Guarded by writeMu.
 	written, readTo int64
-	inputName       string // what /proc says the shell's fd 0 is while it reads stdin: "pipe:[N]", "socket:[N]"
-	fifoDir         string
-	scriptName      string                         // the file commands are sourced from: fifoDir/cmd
-	parser          *syntax.Parser                 // used by the queue's goroutine only
-	script          rawcall.File                   // the file commands are sourced from; the queue's goroutine only
-	scriptBuf       []byte                         // room for what is written to it (see writeScript); likewise
-	frame           rawcall.File                   // the file frames run from (see writeFrame); the queue's goroutine only
-	endFile         string                         // the last command's end file (see writeFrame); the queue's goroutine only
-	templates       map[frameKey]sentinel.Template // frames by the streams they use (see newFrame); the queue's goroutine only
 
 	// lastEnded is the command that ended last, until the next starts (see
 	// endedBefore): weak, since the session keeps nothing of an ended
@@ -204,7 +205,7 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 	if err != nil {
 		return nil, fmt.Errorf("make stream directory: %w", err)
 	}
-	s := &Session{id: id, opts: opts, sh: sh, fifoDir: dir, scriptName: filepath.Join(dir, "cmd"), cwd: opts.Cwd, parser: newParser(sh)}
+	s := &Session{id: id, opts: opts, sh: sh, fifoDir: dir, scriptName: filepath.Join(dir, "cmd"), cwd: opts.Cwd, parser: newParser(sh), readTo: -1}
 	s.h = resident.New(resident.Config{
 		ID: id, Name: opts.Name, Noun: "session", Ended: ErrSessionEnded,
 		Containment: opts.Containment, Limits: opts.Limits,
