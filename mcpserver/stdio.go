@@ -404,6 +404,10 @@ func (g *gate) check(line []byte) [][]byte {
 		return nil
 	}
 	trimmed := bytes.TrimSpace(line)
+	// Passed on without the white space around it: the SDK ends the
+	// connection at any byte after a message but its line end (a space
+	// there ended conch mcp, and every session with it).
+	line = trimmed
 	if trimmed[0] != '[' {
 		req, ok := g.message(trimmed)
 		if !ok {

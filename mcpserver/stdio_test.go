@@ -181,6 +181,15 @@ func TestStdioBadLines(t *testing.T) {
 		require.Contains(t, string(r.Result), `"name":"run"`)
 	}
 
+	// White space around a message is JSON's: the message is taken. A
+	// space after one ended conch mcp, its sessions with it.
+	for i, line := range []string{`{"jsonrpc":"2.0","id":%d,"method":"ping"} `, "\t{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"ping\"}\t \r"} {
+		m.send(fmt.Sprintf(line, 150+i))
+		r = m.next()
+		require.Nil(t, r.Error, "%q", line)
+		require.Equal(t, fmt.Sprint(150+i), string(r.ID))
+	}
+
 	// Blank lines are no messages (the README says so); a tool still runs.
 	m.send("")
 	m.send(" \t ")
