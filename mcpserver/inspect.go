@@ -105,8 +105,15 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 		cursor = page.Next
 	}
 	end := len(buf)
+	whole := false // one character over limit goes whole
 	if int64(end) > limit {
-		end = cutPoint(buf, int(limit))
+		if end = cutPoint(buf, int(limit)); end == 0 {
+			// The next character is longer than limit: it goes whole,
+			// over the limit, so that a reader goes on (the same next
+			// came again, with nothing, for ever).
+			_, end = utf8.DecodeRune(buf)
+			whole = true
+		}
 		out.More = true
 	} else if out.Running {
 		// An escape sequence left unfinished is read whole next time, as
@@ -114,7 +121,7 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 		end = heldEnd(open, buf)
 	}
 	text := plaintext.String(joined(open, buf[:end]))
-	if len(text) > int(limit) {
+	if len(text) > int(limit) && !whole {
 		// Rendering made the text longer than its bytes: fewer bytes go
 		// in the answer, rather than a text cut short of what next skips.
 		if end = fitCut(open, buf, end, int(limit)); end == 0 {

@@ -259,6 +259,23 @@ func testLimits(t *testing.T, c *conn) {
 		require.Less(t, reads, 1000, "read_output goes on")
 	}
 	require.Equal(t, want.String(), got.String(), "read_output's pieces join to the whole output")
+
+	// A limit shorter than the next character: it comes whole, over the
+	// limit. The same next came back, with nothing, for ever.
+	r, _ = c.run(map[string]any{"command": `printf 'ab\360\237\230\200cd\n'`, "session": "limits"})
+	got.Reset()
+	cursor, reads = "0", 0
+	for {
+		var read mcpserver.ReadOutput
+		c.ok("read_output", map[string]any{"id": r.ID, "cursor": cursor, "limit": 3}, &read)
+		got.WriteString(read.Output)
+		cursor = read.Next
+		if reads++; !read.More {
+			break
+		}
+		require.Less(t, reads, 10, "read_output goes on: %q so far", got.String())
+	}
+	require.Equal(t, "ab😀cd\n", got.String())
 }
 
 // Sessions are made by name with their shell, listed, and closed.

@@ -97,7 +97,7 @@ var readTool = &mcp.Tool{
 type ReadInput struct {
 	ID     string `json:"id" jsonschema:"id of the command"`
 	Cursor string `json:"cursor,omitempty" jsonschema:"read after this cursor; default: from the start of the output"`
-	Limit  int64  `json:"limit,omitempty" jsonschema:"bytes to read at most; default 32768, at most 4194304"`
+	Limit  int64  `json:"limit,omitempty" jsonschema:"bytes to read at most (a character longer than that comes whole); default 32768, at most 4194304"`
 }
 
 var listTool = &mcp.Tool{
