@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -259,6 +260,16 @@ func testLimits(t *testing.T, c *conn) {
 		require.Less(t, reads, 1000, "read_output goes on")
 	}
 	require.Equal(t, want.String(), got.String(), "read_output's pieces join to the whole output")
+
+	// What the line says was omitted is all that is not shown, also what
+	// was cut here of the daemon's head and tail: it said 250 of 300 with
+	// 28 shown.
+	r, _ = c.run(map[string]any{"command": "printf 'abcdefghij%.0s' $(seq 1 30)", "session": "limits", "outputLimit": 100})
+	m := regexp.MustCompile(`(?s)^(.*)\n\[\.\.\. (\d+) bytes omitted; [^\n]*\]\n(.*)$`).FindStringSubmatch(r.Output)
+	require.NotNil(t, m, "%q", r.Output)
+	n, _ := strconv.Atoi(m[2])
+	require.Equal(t, 300, n+len(m[1])+len(m[3]), "%q", r.Output)
+	require.EqualValues(t, n, r.OmittedBytes)
 
 	// A limit shorter than the next character: it comes whole, over the
 	// limit. The same next came back, with nothing, for ever.

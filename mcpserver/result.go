@@ -47,7 +47,7 @@ type Result struct {
 func (s *Server) result(ctx context.Context, r *client.RunResult, o output, p *client.Process, sessionID string, limit int64) Result {
 	shown := o.fitted(int(limit))
 	out := Result{ID: r.ProcessID, OmittedBytes: shown.omitted, Truncated: r.Truncated, Next: r.Next}
-	out.Output, out.OmittedAfter = render(shown, int(limit))
+	out.Output, out.OmittedAfter, out.OmittedBytes = render(shown, int(limit))
 	if p != nil {
 		out.ID = p.ID
 		out.Running = true
@@ -262,13 +262,19 @@ func size(pieces []piece) int {
 // what was left out from, which the line names. That cursor carries the
 // escape sequence the head leaves open there (withOpen), so that what is
 // read from it does not start with the sequence's rest as text.
-func render(o output, limit int) (text, omittedAfter string) {
+func render(o output, limit int) (text, omittedAfter string, omitted int64) {
 	if o.omitted == 0 {
-		return plaintext.CutEnd(plain(o.open, o.head), limit), ""
+		return plaintext.CutEnd(plain(o.open, o.head), limit), "", 0
 	}
-	head, tail := plain(o.open, o.head), plain(nil, o.tail)
+	head0, tail0 := plain(o.open, o.head), plain(nil, o.tail)
+	head, tail := head0, tail0
+	// What the line says was omitted is what the daemon left out and what
+	// is cut here of the head's and the tail's text (their bytes, for
+	// text with no escape sequence); the room is reckoned with the most
+	// it can be, so that the line's final, shorter number still fits.
+	said := o.omitted + int64(len(head0)+len(tail0))
 	line := func(cursor string) string {
-		return fmt.Sprintf("\n[... %d bytes omitted; read_output with cursor %q reads them ...]\n", o.omitted, cursor)
+		return fmt.Sprintf("\n[... %d bytes omitted; read_output with cursor %q reads them ...]\n", said, cursor)
 	}
 	b := joined(o.open, pieceBytes(o.head))
 	after := withOpen(o.from, plaintext.Open(b))
@@ -290,7 +296,8 @@ func render(o output, limit int) (text, omittedAfter string) {
 			after = again
 		}
 	}
-	return strings.TrimSuffix(head, "\n") + line(after) + tail, after
+	said = o.omitted + int64(len(head0)-len(head)+len(tail0)-len(tail))
+	return strings.TrimSuffix(head, "\n") + line(after) + tail, after, said
 }
 
 // cutPiece is the index of the first piece of o's head whose text, with
