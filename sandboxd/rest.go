@@ -303,12 +303,18 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, codeInvalidArgument, "%q is a directory", p)
 		return
 	}
+	rc := http.NewResponseController(w)
+	// A multipart body is read up to its file part under the same bound
+	// as the part: one that stalled before it held its request for good.
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{&clientReader{Reader: r.Body, rc: rc, idle: s.opts.IOIdle}, r.Body}
 	body, err := uploaded(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, codeInvalidArgument, "%s", err)
 		return
 	}
-	rc := http.NewResponseController(w)
 	if err := writeAtomic(target, &clientReader{Reader: body, rc: rc, idle: s.opts.IOIdle}, mode); err != nil {
 		fileError(w, p, err)
 		return
@@ -459,8 +465,8 @@ func (s *Server) remove(w http.ResponseWriter, p, target string, recursive bool)
 			return
 		}
 		for _, de := range des {
-			if err := os.RemoveAll(filepath.Join(target, de.Name())); err != nil {
-				fileError(w, p, err)
+			if err := removeAll(filepath.Join(target, de.Name())); err != nil {
+				removeError(w, p, err)
 				return
 			}
 		}
@@ -468,15 +474,39 @@ func (s *Server) remove(w http.ResponseWriter, p, target string, recursive bool)
 		return
 	}
 	if recursive && fi.IsDir() {
-		err = os.RemoveAll(target)
-	} else {
-		err = os.Remove(target)
-	}
-	if err != nil {
+		if err := removeAll(target); err != nil {
+			removeError(w, p, err)
+			return
+		}
+	} else if err := os.Remove(target); err != nil {
 		fileError(w, p, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// removeAll removes path and all it holds, as os.RemoveAll does, and
+// again, a few times, while something writing there adds entries as it
+// goes (ENOTEMPTY).
+func removeAll(path string) error {
+	var err error
+	for range 3 {
+		if err = os.RemoveAll(path); !errors.Is(err, syscall.ENOTEMPTY) {
+			break
+		}
+	}
+	return err
+}
+
+// removeError answers a recursive DELETE that failed: one that entries
+// added meanwhile kept from its end says so (it was told to pass
+// recursive=true, which it had).
+func removeError(w http.ResponseWriter, p string, err error) {
+	if errors.Is(err, syscall.ENOTEMPTY) {
+		writeError(w, http.StatusConflict, codeConflict, "entries were added under %q while it was removed (something writes there): send the DELETE again", p)
+		return
+	}
+	fileError(w, p, err)
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {

@@ -552,8 +552,16 @@ func TestFilesClientErrors(t *testing.T) {
 // TestFilesStalledUpload: an upload whose client stops sending is let go
 // once no byte came for IOIdle — 400, its temporary file removed, the file
 // it would have replaced left as it was. It held its request, and the
-// temporary file, for as long as the client kept the connection open.
+// temporary file, for as long as the client kept the connection open; a
+// multipart one that stopped before its file part held it still.
 func TestFilesStalledUpload(t *testing.T) {
+	t.Run("body", func(t *testing.T) { stalledUpload(t, "", strings.Repeat("x", 1000)) })
+	t.Run("multipart before its file", func(t *testing.T) {
+		stalledUpload(t, "multipart/form-data; boundary=XX", "--XX\r\nContent-Disposition: form-data; name=\"other\"\r\n\r\nabc")
+	})
+}
+
+func stalledUpload(t *testing.T, contentType, sent string) {
 	d := serve(t, Options{IOIdle: 200 * time.Millisecond})
 	require.NoError(t, os.WriteFile(filepath.Join(d.root, "f"), []byte("old"), 0o644))
 	pr, pw := io.Pipe()
@@ -561,6 +569,9 @@ func TestFilesStalledUpload(t *testing.T) {
 	req, err := http.NewRequestWithContext(ctx(t), "PUT", d.rest+"/v1/files/f", pr)
 	require.NoError(t, err)
 	req.ContentLength = 1 << 20
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
 	type answer struct {
 		status int
 		body   []byte
@@ -577,7 +588,7 @@ func TestFilesStalledUpload(t *testing.T) {
 		resp.Body.Close()
 		done <- answer{status: resp.StatusCode, body: b}
 	}()
-	_, err = pw.Write([]byte(strings.Repeat("x", 1000)))
+	_, err = pw.Write([]byte(sent))
 	require.NoError(t, err)
 	select {
 	case a := <-done:
