@@ -129,27 +129,41 @@ func (s *Server) submit(ctx context.Context, id string, opts client.CommandOptio
 }
 
 // submitInTurn submits a run's command once the runs sent to session name
-// before it were submitted (see order).
-func (s *Server) submitInTurn(ctx context.Context, req *mcp.CallToolRequest, name, id string, opts client.CommandOptions) (*client.Process, error) {
+// before it were submitted (see order): prepare, in that turn too, finds
+// or makes the session (so that the first run sent to a new session is the
+// one that makes it, with its shell or language) and gives the session's
+// id and the command's options. An error of prepare's is returned as is,
+// with prepared false.
+func (s *Server) submitInTurn(ctx context.Context, req *mcp.CallToolRequest, name string, prepare func() (string, client.CommandOptions, error)) (p *client.Process, prepared bool, err error) {
 	t, ok := ticketOf(req)
 	if !ok {
-		return s.submit(ctx, id, opts)
+		id, opts, err := prepare()
+		if err != nil {
+			return nil, false, err
+		}
+		p, err := s.submit(ctx, id, opts)
+		return p, true, err
 	}
 	defer s.order.leave(name, t)
 	if err := s.order.wait(ctx, name, t); err != nil {
-		return nil, err
+		return nil, true, err
 	}
 	sub, ok := s.order.submitting(t)
 	if !ok {
-		return nil, context.Canceled // the client cancelled the call: nothing is queued
+		return nil, true, context.Canceled // the client cancelled the call: nothing is queued
 	}
-	p, err := s.submit(ctx, id, opts)
+	id, opts, err := prepare()
+	if err != nil {
+		s.order.submitted(sub, "")
+		return nil, false, err
+	}
+	p, err = s.submit(ctx, id, opts)
 	queued := ""
 	if err == nil {
 		queued = p.ID
 	}
 	s.order.submitted(sub, queued)
-	return p, err
+	return p, true, err
 }
 
 // cancelledByClient reports whether the client cancelled the run call req,

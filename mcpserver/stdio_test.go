@@ -419,6 +419,26 @@ func TestStdioRunOrder(t *testing.T) {
 		fmt.Fprintf(&want, "%d\n", i)
 	}
 	require.Equal(t, want.String(), string(b))
+
+	// The first run sent to a new session makes it: a Python context for
+	// the first here, which then runs the second, given no language, as a
+	// cell. Made outside the runs' order, the second made it a shell
+	// session about one time in three when driven from outside, and the
+	// first was refused (here the race did not come up in 36 tries).
+	for i := range 4 {
+		name := fmt.Sprintf("new%d", i)
+		run(100+2*i, fmt.Sprintf(`{"command":"x = 1","session":%q,"language":"python"}`, name))
+		run(101+2*i, fmt.Sprintf(`{"command":"echo shell","session":%q}`, name))
+		answers := map[string]reply{}
+		for range 2 {
+			r := m.next()
+			answers[string(r.ID)] = r
+		}
+		first, second := answers[fmt.Sprint(100+2*i)], answers[fmt.Sprint(101+2*i)]
+		require.Nil(t, first.Error)
+		require.NotContains(t, string(first.Result), `"isError":true`, "%d: %s", i, first.Result)
+		require.Contains(t, string(second.Result), "SyntaxError", "%d: %s", i, second.Result)
+	}
 }
 
 // TestStdioWrongTimeErrors sends a request before initialize and a second

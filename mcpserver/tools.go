@@ -152,27 +152,34 @@ func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput)
 	if l := in.Limits; l != nil {
 		sopts.Limits = &client.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPUMillis: l.CPUMillis}
 	}
-	sess, created, err := s.session(ctx, name, sopts)
-	if err != nil {
-		return nil, Result{}, err
-	}
-	if err := mismatch(name, sess, lang); err != nil {
-		return nil, Result{}, err
-	}
-	id := sess.id
-	opts := client.CommandOptions{Stdin: api.StdinOpen}
-	if sess.language != "" {
-		opts.Code = in.Command
-	} else {
-		opts.Cmd = in.Command
-	}
-	if in.CloseStdin {
-		opts.Stdin = api.StdinClosed
-	}
+	var sess named
+	var created bool
 	// Submitted, then waited for, so that a cancelled call knows what to
 	// interrupt. The submission is not cut short by a cancellation: the
 	// daemon may have queued the command by then.
-	cmd, err := s.submitInTurn(ctx, req, name, id, opts)
+	cmd, prepared, err := s.submitInTurn(ctx, req, name, func() (string, client.CommandOptions, error) {
+		var err error
+		if sess, created, err = s.session(ctx, name, sopts); err != nil {
+			return "", client.CommandOptions{}, err
+		}
+		if err := mismatch(name, sess, lang); err != nil {
+			return "", client.CommandOptions{}, err
+		}
+		opts := client.CommandOptions{Stdin: api.StdinOpen}
+		if sess.language != "" {
+			opts.Code = in.Command
+		} else {
+			opts.Cmd = in.Command
+		}
+		if in.CloseStdin {
+			opts.Stdin = api.StdinClosed
+		}
+		return sess.id, opts, nil
+	})
+	if !prepared {
+		return nil, Result{}, err
+	}
+	id := sess.id
 	var r *client.RunResult
 	var p *client.Process
 	if err == nil {
