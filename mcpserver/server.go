@@ -9,8 +9,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -321,6 +323,12 @@ func (s *Server) names() map[string]string {
 func explain(err error) error {
 	var e *client.Error
 	if !errors.As(err, &e) {
+		switch {
+		case errors.Is(err, syscall.ECONNREFUSED):
+			return fmt.Errorf("the conch daemon does not answer: is it running at the address conch mcp was given (--url)? (%w)", err)
+		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET):
+			return fmt.Errorf("the conch daemon closed the connection before its answer: it may have stopped, or been stopped; call again once it is back (%w)", err)
+		}
 		return err
 	}
 	switch e.Code {
