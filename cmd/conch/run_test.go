@@ -100,15 +100,9 @@ func TestAnswerReaderGone(t *testing.T) {
 	require.NoError(t, err)
 	run := func(what, name string, args ...string) {
 		t.Helper()
-		cmd := exec.Command("conch", args...)
-		cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
-		out, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		require.NoError(t, cmd.Start())
+		cmd, out, stderr := s.startPiped(t, args...)
 		require.NoError(t, out.Close())
-		s.endedByPipe(t, what, name, cmd, &stderr)
+		s.endedByPipe(t, what, name, cmd, stderr)
 	}
 	for i, args := range [][]string{
 		{"--idle", "5s"},
@@ -149,6 +143,17 @@ func (s *served) endedByPipe(t *testing.T, what, name string, cmd *exec.Cmd, std
 // stderr.
 func (s *served) runUntilLine(t *testing.T, want string, args ...string) (*exec.Cmd, io.ReadCloser, *strings.Builder) {
 	t.Helper()
+	cmd, out, stderr := s.startPiped(t, args...)
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, want, line)
+	return cmd, out, stderr
+}
+
+// startPiped starts conch with args against s, its stdout a pipe to read
+// and its stderr kept.
+func (s *served) startPiped(t *testing.T, args ...string) (*exec.Cmd, io.ReadCloser, *strings.Builder) {
+	t.Helper()
 	cmd := exec.Command("conch", args...)
 	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
 	out, err := cmd.StdoutPipe()
@@ -156,9 +161,6 @@ func (s *served) runUntilLine(t *testing.T, want string, args ...string) (*exec.
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(t, err)
-	require.Equal(t, want, line)
 	return cmd, out, &stderr
 }
 
@@ -225,13 +227,7 @@ func interruptWedged(t *testing.T, answerStart bool) string {
 func TestRunSaysDroppedOutput(t *testing.T) {
 	t.Parallel()
 	s := startServe(t, "--log-retention", "64K")
-	cmd := exec.Command("conch", "run", "--name", "dropped", "--", "seq 1 3000000")
-	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
-	out, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
+	cmd, out, stderr := s.startPiped(t, "run", "--name", "dropped", "--", "seq 1 3000000")
 	// Read nothing until the command has ended: the daemon cannot keep
 	// what conch has not read.
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
