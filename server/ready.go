@@ -19,7 +19,8 @@ import (
 const readyPoll = 100 * time.Millisecond
 
 // readyWindow is how much of the output, at least, a pattern is matched
-// against at once: a longer match is not found. The output is matched in
+// against at once (less for a large pattern: see readySpan): a longer
+// match is not found. The output is matched in
 // pieces of readyPiece new bytes, each after what came before it, so that
 // the matching costs a few times the output's length, however small its
 // frames, and a wait heeds its end between pieces.
