@@ -216,7 +216,7 @@ def _record(v: Any, what: str) -> Wire:
 
 _answer_keys = frozenset([
     "processId", "id", "reason", "exitCode", "signal", "error", "cwd", "output", "stdout", "stderr", "logs",
-    "truncated", "omittedBytes", "omittedAfter", "next", "waitingForInput", "oomKilled", "usage",
+    "truncated", "omittedBytes", "omittedAfter", "next", "waitingForInput", "handled", "oomKilled", "usage",
 ])
 
 
@@ -248,7 +248,7 @@ def from_answer(w: Wire, came_back: Optional[CameBack] = None) -> RunResult:
 def _ended(r: RunResult, wr: WaitResult) -> None:
     r.reason, r.raw_reason = wr.reason, wr.raw_reason
     r.exit_code, r.signal, r.error = wr.exit_code, wr.signal, wr.error
-    r.oom_killed, r.usage = wr.oom_killed, wr.usage
+    r.handled, r.oom_killed, r.usage = wr.handled, wr.oom_killed, wr.usage
     if wr.cwd:
         r.cwd = wr.cwd
 

@@ -182,6 +182,7 @@ _process_fields = {
     "waitingForInput": "waiting_for_input",
     "lastOutputAt": "last_output_at",
     "oomKilled": "oom_killed",
+    "handled": "handled",
 }
 _enum_fields = ("kind", "state", "reason", "stdin", "keepLogs", "terminal", "usage", "limits")
 
@@ -228,6 +229,9 @@ class ProcessDto:
     ports: Optional[List[int]] = None
     waiting_for_input: bool = False
     last_output_at: Optional[str] = None
+    #: For ``signaled``: the process caught the signal the daemon sent and exited
+    #: with a status of its own, ``exit_code``, rather than being ended by it.
+    handled: bool = False
     oom_killed: Optional[bool] = None
     usage: Optional[Usage] = None
     limits: Optional[Dict[str, Any]] = None
@@ -246,6 +250,7 @@ class ProcessDto:
         kw["system"] = w.get("system") is True
         kw["truncated_head"] = w.get("truncatedHead") is True
         kw["waiting_for_input"] = w.get("waitingForInput") is True
+        kw["handled"] = w.get("handled") is True
         kw["kind"] = _known(_kinds, w.get("kind"))
         kw["raw_kind"] = str(w.get("kind", ""))
         kw["state"] = _known(_states, w.get("state"))
@@ -272,6 +277,10 @@ class ProcessDto:
 class WaitResult:
     """How a process ended: ``reason`` with ``exit_code`` or ``signal``.
 
+    A ``signaled`` exec or PTY process has ``exit_code`` too: 128 plus the
+    signal's number, or, with ``handled``, the status of its own it exited
+    with after catching the signal the daemon sent (a trap's ``exit 15``).
+
     A wait whose caller's ``timeout`` ran out first is ``reason="timed_out"``
     with ``raw_reason="wait_timeout"``: the process goes on. ``extra`` keeps
     the other fields of the answer it was read from (a field a newer daemon
@@ -284,6 +293,7 @@ class WaitResult:
     signal: Optional[str] = None
     error: Optional[str] = None
     cwd: Optional[str] = None
+    handled: bool = False
     oom_killed: Optional[bool] = None
     usage: Optional[Usage] = None
     extra: Dict[str, Any] = field(default_factory=dict)
@@ -299,12 +309,13 @@ class WaitResult:
             signal=_str(w.get("signal")),
             error=_str(w.get("error")),
             cwd=_str(w.get("cwd")),
+            handled=w.get("handled") is True,
             oom_killed=w.get("oomKilled") if isinstance(w.get("oomKilled"), bool) else None,
             usage=Usage.from_wire(w.get("usage")),
         )
 
 
-_wait_keys = frozenset(["reason", "exitCode", "signal", "error", "cwd", "oomKilled", "usage"])
+_wait_keys = frozenset(["reason", "exitCode", "signal", "handled", "error", "cwd", "oomKilled", "usage"])
 
 
 @dataclass
@@ -334,6 +345,8 @@ class RunResult:
     omitted_after: Optional[str] = None
     next: Optional[str] = None
     waiting_for_input: bool = False
+    #: As on :class:`WaitResult`: a ``signaled`` process that exited with ``exit_code`` of its own.
+    handled: bool = False
     oom_killed: Optional[bool] = None
     usage: Optional[Usage] = None
     #: Why a run came back early: ``"idle_timeout"``, ``"waiting_for_input"``

@@ -31,6 +31,21 @@ class ProcessTest(unittest.TestCase):
         r = self.sandbox.exec("kill -KILL $$")
         self.assertEqual((r.reason, r.signal), ("signaled", "KILL"))
 
+    def test_signal_caught_or_not(self) -> None:
+        # A process that catches the TERM it is sent and exits with a status
+        # of its own is signaled, handled, with that status; one the TERM
+        # ends is signaled with 128+15 and not handled.
+        for cmd, code, handled in (("trap 'exit 15' TERM; echo ready; sleep 30 & wait", 15, True),
+                                   ("echo ready; exec sleep 30", 143, False)):
+            h = self.sandbox.process.start(cmd)
+            self.addCleanup(h.delete)
+            self.assertTrue(h.ready(pattern="ready", timeout=30).ready)
+            h.kill("TERM")
+            w = h.wait(timeout=30)
+            self.assertEqual((w.reason, w.signal, w.exit_code, w.handled), ("signaled", "TERM", code, handled))
+            self.assertNotIn("handled", w.extra)
+            self.assertEqual((h.get().exit_code, h.get().handled), (code, handled))
+
     def test_start_stdin_wait_logs(self) -> None:
         h = self.sandbox.process.start("cat; echo end", stdin="open")
         h.stdin("line one\n")

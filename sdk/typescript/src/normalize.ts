@@ -69,7 +69,8 @@ export function toWaitResult(w: Wire): WaitResult {
       return Object.assign(out, { reason: 'exited', exitCode }) as WaitResult
     case 'signaled':
       if (signal === undefined) break
-      return Object.assign(out, { reason: 'signaled', signal }) as WaitResult
+      // The union's signaled member has no exitCode: the status goes beside it (SignalReport).
+      return Object.assign(out, { reason: 'signaled', signal }, defined({ signaledExitCode: exitCode })) as WaitResult
     case 'timed_out':
     case 'lost':
     case 'failed':

@@ -115,7 +115,7 @@ export async function run(
     const a = record(b, 'interact')
     if (unkept) held.add(a)
     if (s === 200) {
-      return result(undefined, () => toWaitResult(pick(a, ['reason', 'exitCode', 'signal', 'cwd', 'error', 'oomKilled', 'usage', 'stdinDroppedBytes'])), Infinity)
+      return result(undefined, () => toWaitResult(pick(a, ['reason', 'exitCode', 'signal', 'handled', 'cwd', 'error', 'oomKilled', 'usage', 'stdinDroppedBytes'])), Infinity)
     }
     if (a.waitingForInput === true) return result('waiting_for_input', () => stillRunning('waiting_for_input'), Infinity)
     if (quiet(a)) return result('idle_timeout', () => stillRunning('idle_timeout'), Infinity)

@@ -70,6 +70,11 @@ export interface ProcessDto {
   waitingForInput?: boolean
   /** Time of its last frame (docs/behaviour.md promise 31). */
   lastOutputAt?: string
+  /**
+   * For `signaled`: it caught the signal the daemon sent and exited with a
+   * status of its own, `exitCode`, rather than being ended by it.
+   */
+  handled?: boolean
   /** The OOM killer ended it at its cgroup's memory limit. */
   oomKilled?: boolean
   /** What the ended process cost. */
@@ -99,6 +104,22 @@ export interface ResourceReport {
   oomKilled?: boolean
   /** What it cost. */
   usage?: Usage
+}
+
+/**
+ * How a `signaled` process took the signal, beside its WaitResult and
+ * RunResult (whose `signaled` member carries no `exitCode`): read them as
+ * `WaitResult & SignalReport`.
+ */
+export interface SignalReport {
+  /**
+   * The exec or PTY process caught the signal the daemon sent and exited
+   * with a status of its own, `signaledExitCode` (a trap's `exit 15`),
+   * rather than being ended by it.
+   */
+  handled?: boolean
+  /** The exit status the daemon gave with the signal: 128 plus its number, or the process's own when `handled`. */
+  signaledExitCode?: number
 }
 
 /** What an ended process, command or cell cost. */

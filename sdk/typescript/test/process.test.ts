@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 
-import { NotFoundError, type ProcessDto, type Sandbox, UnsupportedOperationError } from '@conchsh/sdk'
+import { NotFoundError, type ProcessDto, type Sandbox, type SignalReport, UnsupportedOperationError, type WaitResult } from '@conchsh/sdk'
 
 import { type Daemon, recordingFetch, startDaemon } from './daemon.js'
 
@@ -211,6 +211,25 @@ describe('ProcessService and ProcessHandle', () => {
     assert.deepEqual([w.reason, w.exitCode], ['exited', 7])
     const waits = rec.calls.filter((c) => c.path.includes('/wait?'))
     assert.ok(waits.length >= 2 && waits[0]!.status === 202, `${waits.length} waits`)
+  })
+
+  test('a signal caught or not: handled, and the status beside the signal', async () => {
+    // A process that catches the TERM it is sent and exits with a status of
+    // its own is signaled, handled, with that status; one the TERM ends is
+    // signaled with 128+15 and not handled.
+    for (const [cmd, code, handled] of [
+      ["trap 'exit 15' TERM; echo ready; sleep 30 & wait", 15, true],
+      ['echo ready; exec sleep 30', 143, undefined],
+    ] as const) {
+      const h = await sb.process.start(cmd)
+      assert.equal((await h.ready({ pattern: 'ready', timeout: 30_000 })).ready, true)
+      await h.kill({ signal: 'TERM' })
+      const w: WaitResult & SignalReport = await h.wait({ timeout: 30_000 })
+      assert.deepEqual([w.reason, w.signal, w.exitCode, w.signaledExitCode, w.handled], ['signaled', 'TERM', undefined, code, handled])
+      const p = await h.get()
+      assert.deepEqual([p.exitCode, p.handled], [code, handled])
+      await h.delete()
+    }
   })
 
   test('kill escalates to KILL after escalateAfter', async () => {
