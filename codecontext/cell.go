@@ -261,6 +261,8 @@ func (cell *Cell) interpreterExited() {
 			if why != "" {
 				r = process.Result{Reason: process.Lost, Error: driverFailedWhy + why}
 			}
+		case ws.Signaled() && c.h.OOMKilledIt():
+			r.Error = "the OOM killer ended the context's interpreter at the memory limit"
 		case ws.Signaled():
 			r.Error = "the context's interpreter was killed by SIG" + process.SignalName(ws.Signal())
 		}
@@ -489,7 +491,7 @@ func (cell *Cell) finishIf(from process.State, r process.Result) bool {
 		return false
 	}
 	cell.st = process.Terminal
-	cell.result = cell.meter.Account(r, &cell.usage)
+	cell.result = cell.meter.Account(r, &cell.usage, false) // the engine's KILL ends the interpreter (Host.EndedIt)
 	cell.exitedAt = time.Now()
 	if cell.startedAt.IsZero() {
 		cell.startedAt = cell.exitedAt

@@ -43,7 +43,7 @@ func TestCellUsageAndLimits(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), deadline)
 	defer cancel()
 	_, r, err := c.Run(ctx, CellOptions{Code: "b = bytearray(512 << 20)"})
-	if err != nil || r.Reason != process.Lost || !r.OOMKilled {
+	if err != nil || r.Reason != process.Lost || !r.OOMKilled || r.Error != "the OOM killer ended the context's interpreter at the memory limit" {
 		t.Fatalf("512 MiB under 96 MiB: %+v %v", r, err)
 	}
 	<-c.Done()

@@ -698,6 +698,8 @@ func (c *Command) shellExited(st *streams, rd *readLoop) {
 			// exit 3, exec, set -e: the command ended the shell and
 			// reports what it did.
 			r = c.resultFor(process.ExitedWith(ws.ExitStatus()))
+		case ws.Signaled() && c.s.h.OOMKilledIt():
+			r.Error = "the OOM killer ended the session's shell at the memory limit"
 		case ws.Signaled():
 			r.Error = "the session's shell was killed by SIG" + process.SignalName(ws.Signal())
 		}
@@ -927,7 +929,7 @@ func (c *Command) finishIf(queued bool, r process.Result) bool {
 		c.mu.Unlock()
 		return false
 	}
-	c.result = c.meter.Account(r, &c.usage)
+	c.result = c.meter.Account(r, &c.usage, slices.Contains(c.sent, syscall.SIGKILL))
 	c.exitedAt = time.Now()
 	c.endPID = pidNotRead
 	if c.startedAt.IsZero() {

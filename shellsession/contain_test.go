@@ -2,6 +2,7 @@ package shellsession
 
 import (
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -71,12 +72,51 @@ func TestSessionLimits(t *testing.T) {
 		t.Fatalf("the next command: %+v %q", r, out)
 	}
 	r, _, _ = run(t, s, CommandOptions{Cmd: "exec " + containmenttest.Allocate(256)})
-	if r.Reason != process.Lost || !r.OOMKilled {
+	if r.Reason != process.Lost || !r.OOMKilled || r.Error != "the OOM killer ended the session's shell at the memory limit" {
 		t.Fatalf("the shell killed: command %+v", r)
 	}
 	<-s.Done()
 	if sr := s.Info().Result; sr.Reason != process.Lost || !sr.OOMKilled || sr.Error != "the OOM killer ended the shell at the memory limit" {
 		t.Fatalf("the shell killed: session %+v", sr)
+	}
+}
+
+// An OOM kill is the command's during which it came: one whose child the
+// killer ended, and which then ended well, keeps it, and neither a later
+// command that dies of KILL, nor one the engine KILLs after the killer ended
+// a child of it, nor the shell killed from outside, is reported as the OOM
+// killer's.
+func TestOOMKillIsItsOwnCommands(t *testing.T) {
+	t.Parallel()
+	l := containment.Limits{MemoryBytes: 64 << 20}
+	s := newSession(t, Options{Containment: containmenttest.Limited(t, l), Limits: l})
+	r, _, _ := run(t, s, CommandOptions{Cmd: containmenttest.Allocate(256) + "; true"})
+	if code(r) != 0 || r.OOMKilled {
+		t.Fatalf("a child OOM-killed, then true: %+v", r)
+	}
+	r, _, _ = run(t, s, CommandOptions{Cmd: "sh -c 'kill -KILL $$'"})
+	if r.Reason != process.Exited || code(r) != 128+9 || r.OOMKilled {
+		t.Fatalf("a program that KILLs itself after an earlier OOM kill: %+v", r)
+	}
+	c, err := s.Submit(CommandOptions{Cmd: containmenttest.Allocate(256) + "; tail -f /dev/null"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitProgram(t, c, "tail")
+	if err := c.Kill(syscall.SIGKILL, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if r = wait(t, c); r.Reason != process.Signaled || r.Signal != "KILL" || r.OOMKilled {
+		t.Fatalf("KILLed by the engine after a child's OOM kill: %+v", r)
+	}
+	run(t, s, CommandOptions{Cmd: containmenttest.Allocate(256) + "; true"})
+	r, _, _ = run(t, s, CommandOptions{Cmd: "kill -KILL $$"})
+	if r.Reason != process.Lost || r.OOMKilled || r.Error != "the session's shell was killed by SIGKILL" {
+		t.Fatalf("the shell KILLed after an OOM kill: command %+v", r)
+	}
+	<-s.Done()
+	if sr := s.Info().Result; sr.Reason != process.Signaled || sr.Signal != "KILL" || sr.OOMKilled {
+		t.Fatalf("the shell KILLed after an OOM kill: session %+v", sr)
 	}
 }
 

@@ -62,7 +62,6 @@ type Host struct {
 	createdAt time.Time
 	cmd       *exec.Cmd
 	cg        containment.Manager // the session's cgroup, once started
-	oomKills  int64               // the cgroup's OOM kills when it was ended
 	stats     containment.Stats   // what the cgroup had used when it was ended
 	diag      *Diag
 	wg        sync.WaitGroup // the goroutines that drain and wait for the interpreter
@@ -73,19 +72,20 @@ type Host struct {
 	// Queue is the session's serial queue of commands.
 	Queue queue.Queue
 
-	mu       sync.Mutex // guards the fields below
-	state    process.State
-	result   *process.Result
-	exitedAt time.Time
-	closing  bool
-	endedIt  bool              // End was called before the interpreter exited (see EndedIt)
-	byItself bool              // closing because the interpreter exited by itself (see EndedByItself)
-	why      string            // why End ended the session, when its result says
-	drains   map[*os.File]bool // streams still read after their command ended
-	oomSeen  int64             // the cgroup's OOM kills a command's end has accounted for
-	cpu      time.Duration     // the session's CPU time as a command's end last read it
-	cpuAt    time.Time         // when
-	peak     int64             // the highest memory peak a command's end read
+	mu          sync.Mutex // guards the fields below
+	state       process.State
+	result      *process.Result
+	exitedAt    time.Time
+	closing     bool
+	endedIt     bool              // End was called before the interpreter exited (see EndedIt)
+	byItself    bool              // closing because the interpreter exited by itself (see EndedByItself)
+	why         string            // why End ended the session, when its result says
+	drains      map[*os.File]bool // streams still read after their command ended
+	oomSeen     int64             // the cgroup's OOM kills a command's end has accounted for
+	oomKilledIt bool              // the OOM killer ended the interpreter (see noteReaped)
+	cpu         time.Duration     // the session's CPU time as a command's end last read it
+	cpuAt       time.Time         // when
+	peak        int64             // the highest memory peak a command's end read
 }
 
 // New returns the host of a session whose interpreter is not started yet.
@@ -137,6 +137,7 @@ func (h *Host) Start(cmd *exec.Cmd) error {
 		defer h.wg.Done()
 		proctree.Wait(cmd)
 		h.reapedAt = time.Now()
+		h.noteReaped()
 		if h.cfg.Reaped != nil {
 			h.cfg.Reaped()
 		}
@@ -157,6 +158,14 @@ func (h *Host) Exited() <-chan struct{} { return h.exited }
 // OOMKilled reports whether the OOM killer has ended a process of the
 // session's cgroup.
 func (h *Host) OOMKilled() bool { return h.cg.OOMKills() > 0 }
+
+// OOMKilledIt reports whether the OOM killer ended the interpreter: known
+// once it has been reaped (Exited is closed).
+func (h *Host) OOMKilledIt() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.oomKilledIt
+}
 
 // Diag returns the reader of the interpreter's own output.
 func (h *Host) Diag() *Diag { return h.diag }
@@ -397,7 +406,7 @@ func (h *Host) EndedByItself() {
 func (h *Host) endCgroup() {
 	stats := h.cg.Stats()
 	h.mu.Lock() // Info reads them (statusResult) while the end is recorded
-	h.stats, h.oomKills = stats, stats.OOMKills
+	h.stats = stats
 	h.mu.Unlock()
 	_ = h.cg.Destroy()
 }
@@ -466,7 +475,7 @@ func (h *Host) statusResult(r *process.Result) *process.Result {
 			switch {
 			case st.Exited():
 				r = &process.Result{Reason: process.Exited, ExitCode: ptr(st.ExitStatus())}
-			case st.Signaled() && st.Signal() == syscall.SIGKILL && h.oomKills > 0:
+			case st.Signaled() && st.Signal() == syscall.SIGKILL && h.oomKilledIt:
 				r = &process.Result{Reason: process.Lost, OOMKilled: true,
 					Error: "the OOM killer ended the " + h.interpreter() + " at the memory limit"}
 			case st.Signaled() && r == nil:

@@ -1,6 +1,7 @@
 package resident
 
 import (
+	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/process"
@@ -10,7 +11,7 @@ import (
 // from its start to its end. The zero Meter measures nothing. It reads as
 // little as it can, since a session reads it around every command: the CPU
 // time and a peak reset at the start, the CPU time and the peak at the end,
-// and the OOM kill count only for a command that died as one killed does.
+// and the OOM kill count.
 type Meter struct {
 	h   *Host
 	cpu time.Duration // at the start
@@ -59,12 +60,15 @@ func (h *Host) endCPU() time.Duration {
 
 // Account adds to r, the result of the command or cell measured, its
 // usage, and whether the OOM killer ended it: it died of KILL (or its
-// shell reports 128+9) and the cgroup's count of OOM kills rose since the
-// session last looked. (A background process that the killer ended during
-// an earlier command that ended well is counted for the next command that
-// dies of KILL.) The usage is written to u, which r then points to: the
-// command's own room for it, so that accounting allocates nothing.
-func (m Meter) Account(r process.Result, u *process.Usage) process.Result {
+// shell reports 128+9) that the engine did not send (sentKill says
+// whether the command's own kill sent one; an End of the interpreter is
+// the engine's too), and the cgroup's count of OOM kills rose since the
+// previous command's end. The count is read at every end, so that a kill
+// during a command that ended well (a child of it the killer ended) is
+// that command's and not the next one's that dies of KILL. The usage is
+// written to u, which r then points to: the command's own room for it, so
+// that accounting allocates nothing.
+func (m Meter) Account(r process.Result, u *process.Usage, sentKill bool) process.Result {
 	if m.h == nil {
 		return r
 	}
@@ -76,7 +80,7 @@ func (m Meter) Account(r process.Result, u *process.Usage) process.Result {
 		m.h.mu.Unlock()
 	}
 	r.Usage = u
-	if killedHard(r) && m.h.oomKilledSince() {
+	if m.h.oomKilledSince() && killedHard(r) && !sentKill && !m.h.EndedIt() {
 		r.OOMKilled = true
 		if r.Reason == process.Exited {
 			r.Reason, r.Signal = process.Signaled, "KILL"
@@ -94,6 +98,22 @@ func (h *Host) oomKilledSince() bool {
 	rose := n > h.oomSeen
 	h.oomSeen = max(n, h.oomSeen)
 	return rose
+}
+
+// noteReaped notes, as the interpreter is reaped and before the command
+// it ran is ended (whose Account looks at the count again), whether the
+// OOM killer is what ended it: it died of KILL and the cgroup's count of
+// OOM kills rose since the last command's end. A kill counted during an
+// earlier command that ended well is not this death's.
+func (h *Host) noteReaped() {
+	st, ok := h.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if !ok || !st.Signaled() || st.Signal() != syscall.SIGKILL {
+		return
+	}
+	n := h.cg.OOMKills()
+	h.mu.Lock()
+	h.oomKilledIt = n > h.oomSeen
+	h.mu.Unlock()
 }
 
 // killedHard reports whether r is how a command killed by SIGKILL ends.
