@@ -389,6 +389,25 @@ func freezeKill(dir string) error {
 	})
 }
 
+// killMembers KILLs every process in dir and the cgroups below it, which
+// cannot be frozen (a v1 cgroup), and returns how many it signalled.
+func killMembers(dir string) int {
+	n := 0
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		b, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		for f := range bytes.FieldsSeq(b) {
+			if pid, err := strconv.Atoi(string(f)); err == nil && unix.Kill(pid, unix.SIGKILL) == nil {
+				n++
+			}
+		}
+		return nil
+	})
+	return n
+}
+
 // removeTree removes dir and the cgroups below it, deepest first. A cgroup
 // whose last process has just been reaped may still be busy for a moment.
 // Most have none below them and are free: one rmdir, without the walk,

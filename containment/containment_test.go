@@ -119,6 +119,50 @@ func TestRootDestroyEndsEveryCgroup(t *testing.T) {
 	}
 }
 
+// A process that moved itself out of its v2 cgroup (root can) is still in
+// the v1 ones of its limits: Clear ends it there, and removes them.
+func TestClearEndsWhatLeftTheV2Cgroup(t *testing.T) {
+	t.Parallel()
+	l := containment.Limits{MemoryBytes: 64 << 20}
+	r := containmenttest.Limited(t, l)
+	v1 := r.Dirs()[1:]
+	if len(v1) == 0 {
+		t.Skip("needs a limit applied through cgroup v1")
+	}
+	top := r.Dirs()[0] // the v2 hierarchy's root cgroup, above the daemon's
+	for {
+		up := filepath.Dir(top)
+		if _, err := os.Stat(filepath.Join(up, "cgroup.procs")); err != nil {
+			break
+		}
+		top = up
+	}
+	m, err := r.New("a", l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := containmenttest.Marker()
+	run(t, m, "sh -c 'echo $$ > "+filepath.Join(top, "cgroup.procs")+" && exec sleep "+marker+"' >/dev/null 2>&1 </dev/null &")
+	waitFor(t, "the sleep out of the v2 cgroup", func() bool {
+		return len(containmenttest.Running(marker)) == 1 && procsUnder(r.Path()) == 0
+	})
+	if err := containment.StopForker(r); err != nil {
+		t.Fatal(err)
+	}
+	n, err := containment.Clear(strings.TrimPrefix(filepath.Base(r.Path()), "conch-"), r.Dirs())
+	if err != nil || n != 1 {
+		t.Fatalf("Clear = %d, %v; want 1 ended", n, err)
+	}
+	if left := containmenttest.Running(marker); len(left) > 0 {
+		t.Fatalf("processes %v outlived Clear", left)
+	}
+	for _, d := range r.Dirs() {
+		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s is left: %v", d, err)
+		}
+	}
+}
+
 func TestClearLeavesOtherInstances(t *testing.T) {
 	t.Parallel()
 	r := containmenttest.Root(t, containment.Limits{})

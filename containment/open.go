@@ -187,7 +187,8 @@ func (r *Root) stopForker() error {
 
 // Clear ends every process in the cgroups of instance, dirs as
 // [Root.Dirs] gave them (the v2 one first), and removes them with the
-// cgroups below them: what a daemon that died left. Directories not named
+// cgroups below them: what a daemon that died left, a process that left
+// the v2 cgroup but not a v1 one included. Directories not named
 // for instance are left alone. It returns how many processes it ended.
 func Clear(instance string, dirs []string) (int, error) {
 	var err error
@@ -198,6 +199,9 @@ func Clear(instance string, dirs []string) (int, error) {
 			continue
 		}
 		if i > 0 {
+			// What is left in a v1 cgroup left the v2 one (root can
+			// move itself): ended here, or the directory stays busy.
+			n += killMembers(d)
 			err = errors.Join(err, removeTree(d))
 			continue
 		}
