@@ -275,14 +275,23 @@ func describeContainment(r *containment.Root) string {
 // parseLimits reads memory=SIZE,pids=N,cpu=MILLICORES.
 func parseLimits(v string) (containment.Limits, error) {
 	var l containment.Limits
+	seen := map[string]bool{}
 	for _, kv := range strings.Split(v, ",") {
 		k, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
 		if !ok {
 			return l, fmt.Errorf("%q: want name=value", kv)
 		}
+		if seen[k] {
+			return l, fmt.Errorf("%s given twice", k)
+		}
+		seen[k] = true
 		var err error
 		switch k {
 		case "memory":
+			// 0 is no limit, as for pids and cpu, and as a request's 0 is.
+			if strings.TrimSpace(val) == "0" {
+				break
+			}
 			var b byteSize
 			err = b.Set(val)
 			l.MemoryBytes = int64(b)
