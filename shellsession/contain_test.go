@@ -1,6 +1,10 @@
 package shellsession
 
 import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -117,6 +121,29 @@ func TestOOMKillIsItsOwnCommands(t *testing.T) {
 	<-s.Done()
 	if sr := s.Info().Result; sr.Reason != process.Signaled || sr.Signal != "KILL" || sr.OOMKilled {
 		t.Fatalf("the shell KILLed after an OOM kill: session %+v", sr)
+	}
+}
+
+// A login bash whose profile cannot fork under the session's pids limit
+// (bash retries each fork for a while) is refused saying that the limit
+// may be too small, not that its profile may block.
+func TestLoginForksFailUnderPids(t *testing.T) {
+	t.Parallel()
+	l := containment.Limits{Pids: 2}
+	home := t.TempDir()
+	profile := "sleep 5 & sleep 5 & sleep 5 & sleep 5 & wait\n"
+	if err := os.WriteFile(filepath.Join(home, ".bash_profile"), []byte(profile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	s, err := New(ctx, Options{Shell: "bash", Login: true, Env: map[string]string{"HOME": home},
+		ReadyWithin: 3 * time.Second, Containment: containmenttest.Limited(t, l), Limits: l})
+	if s != nil {
+		s.Close()
+	}
+	if !errors.Is(err, process.ErrInvalidArgument) || !strings.Contains(err.Error(), "(its forks failed: a pids limit may be too small for it)") {
+		t.Fatalf("a login profile whose forks fail under pids 2: %v", err)
 	}
 }
 

@@ -301,7 +301,13 @@ func (s *Session) didNotStart(ctx context.Context) error {
 // shell reads no file (its ENV is /dev/null).
 func (s *Session) notReady() error {
 	how := resident.NotReady(s.opts.ReadyWithin)
-	if s.opts.Login {
+	switch {
+	case strings.Contains(s.diag.Tail(), "Resource temporarily unavailable"):
+		// Its forks failed, and bash retries each for a while: the
+		// session's pids limit (its own or the daemon's default) is
+		// the likely cause, more than its profile.
+		how += " (its forks failed: a pids limit may be too small for it)"
+	case s.opts.Login:
 		how += " (its login profile may block)"
 	}
 	return s.refuse(how)
