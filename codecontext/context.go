@@ -178,6 +178,7 @@ func (c *Context) start(ctx context.Context) error {
 		Path: c.interp.path, Args: args, Dir: c.opts.Cwd,
 		Env: resident.Env(c.opts.Env, nil, proctree.Tag(c.id)),
 	}
+	c.opts.Env = nil // the interpreter has it now (see resident.Host.Start)
 	if err := c.h.Start(cmd); err != nil {
 		ln.Close()
 		return err

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -395,4 +396,43 @@ func TestHalfCharacterKeepsItsPlace(t *testing.T) {
 		order[len(order)-1] += string(f.Data)
 	}
 	require.Equal(t, []string{"stdout:progress \xe2\x96", "stderr:done\n"}, order)
+}
+
+// A running process keeps none of its environment in the engine: up to the
+// kernel's ~2 MB a process, it would be held for as long as the process ran.
+// Not parallel: it reads the heap.
+func TestRunningProcessKeepsNoEnv(t *testing.T) {
+	bigEnv := func() map[string]string {
+		env := map[string]string{}
+		for j := range 12 {
+			env["BIG"+strconv.Itoa(j)] = strings.Repeat(string(rune('a'+j)), 120_000)
+		}
+		return env
+	}
+	heap := func() int64 {
+		runtime.GC()
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return int64(ms.HeapAlloc)
+	}
+	before := heap()
+	var ps []*Process
+	for i := range 8 {
+		opts := Options{Argv: []string{"sleep", "30"}, Env: bigEnv()}
+		if i%2 == 1 {
+			opts.Kind = process.KindPTY
+		}
+		p, err := Start(opts)
+		require.NoError(t, err)
+		ps = append(ps, p)
+	}
+	held := heap() - before
+	for _, p := range ps {
+		require.Equal(t, process.Running, p.Info().State, "%+v", p.Info().Result)
+		require.NoError(t, p.Kill(syscall.SIGKILL, 0, 0))
+		<-p.Done()
+	}
+	// Eight environments of 1.4 MB: 11.5 MB if they were kept.
+	require.Less(t, held, int64(4<<20), "the heap grew by %d bytes with 8 running processes", held)
 }

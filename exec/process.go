@@ -128,6 +128,10 @@ func Start(opts Options) (*Process, error) {
 	p.mu.Lock()
 	p.info.PID = p.cmd.Process.Pid
 	p.info.StartedAt = time.Now()
+	// The environment is the process's now. Kept, it held up to the
+	// kernel's ~2 MB a process for as long as the process ran, in no
+	// budget of the daemon's.
+	p.cmd.Env = nil
 	if opts.ExecutionTimeout > 0 {
 		p.timers = append(p.timers, time.AfterFunc(opts.ExecutionTimeout, p.timeout))
 	}

@@ -362,7 +362,9 @@ func (s *Session) start() error {
 		return fmt.Errorf("start %s: %w", s.sh.Path, err)
 	}
 	s.input = rawcall.NewWriter(wrc)
-	if _, err := w.WriteString(first + initScript(s.sh, s.opts.Env)); err != nil {
+	init := first + initScript(s.sh, s.opts.Env)
+	s.opts.Env = nil // the shell has it now (see resident.Host.Start)
+	if _, err := w.WriteString(init); err != nil {
 		return fmt.Errorf("start %s: %w", s.sh.Path, err)
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -35,14 +36,28 @@ var (
 
 	ownedMu sync.Mutex // guards owned and ownedEnv
 	owned   = make(map[int]bool)
-	// ownedEnv is the environment each owned process was started with,
-	// when its command set one (see Tagged). An entry goes with its
+	// ownedEnv is what each owned process was started with of its
+	// environment that [Tagged] looks for (its tags), when its command
+	// set one: not the rest, which may be megabytes a process that no
+	// one would read again. An entry goes with its
 	// process's owned one: a pid is handed out again only once the pids
 	// have wrapped around, long after.
 	ownedEnv = make(map[int][]string)
 )
 
-// knownEnvs returns the environments the owned processes were started with.
+// tagsOf returns the tag entries of env, in a slice of their own.
+func tagsOf(env []string) []string {
+	tags := []string{}
+	for _, e := range env {
+		if strings.HasPrefix(e, TagEnv+"=") {
+			tags = append(tags, strings.Clone(e))
+		}
+	}
+	return tags
+}
+
+// knownEnvs returns the tag entries of the environments the owned
+// processes were started with.
 func knownEnvs() map[int][]string {
 	ownedMu.Lock()
 	defer ownedMu.Unlock()
@@ -62,7 +77,7 @@ func Start(cmd *exec.Cmd) error {
 	ownedMu.Lock()
 	owned[cmd.Process.Pid] = true
 	if cmd.Env != nil {
-		ownedEnv[cmd.Process.Pid] = cmd.Env
+		ownedEnv[cmd.Process.Pid] = tagsOf(cmd.Env)
 	}
 	ownedMu.Unlock()
 	return nil

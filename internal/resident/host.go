@@ -125,6 +125,9 @@ func (h *Host) Start(cmd *exec.Cmd) error {
 		_ = cg.Destroy()
 		return fmt.Errorf("start %s: %w", cmd.Path, err)
 	}
+	// The environment is the interpreter's now: kept, it would hold up
+	// to the kernel's ~2 MB a session for the session's life.
+	cmd.Env = nil
 	h.cg = cg
 	h.cmd = cmd
 	h.diag = &Diag{f: dr, ended: make(chan struct{})}
