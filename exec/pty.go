@@ -4,6 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
+	"strconv"
+	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 
@@ -31,6 +35,12 @@ func (p *Process) startPTY(size process.TerminalSize) ([]output, error) {
 		closeAll(master, tty)
 		return nil, fmt.Errorf("pty size: %w", err)
 	}
+	if c := p.cmd.SysProcAttr.Credential; c != nil {
+		if err := giveTerminal(tty, c); err != nil {
+			closeAll(master, tty)
+			return nil, fmt.Errorf("give the pty to uid %d: %w", c.Uid, err)
+		}
+	}
 	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = tty, tty, tty
 	p.cmd.SysProcAttr.Setsid = true
 	p.cmd.SysProcAttr.Setctty = true // Ctty 0: the child's stdin, the terminal
@@ -44,6 +54,30 @@ func (p *Process) startPTY(size process.TerminalSize) ([]output, error) {
 	p.feed = newFeeder(master, nil)
 	return []output{{r: master, ch: logstore.PTY}}, nil
 }
+
+// giveTerminal makes tty the user's, as login does: owned by c's uid, in
+// group tty where there is one (else c's group), mode 0620. A program run
+// as another user otherwise gets a terminal it cannot open again by its
+// name (stty -F $(tty), exec 3<>$(tty)), which its own descriptors reach.
+func giveTerminal(tty *os.File, c *syscall.Credential) error {
+	gid, mode := int(c.Gid), uint32(0o600)
+	if g, err := ttyGroup(); err == nil {
+		gid, mode = g, 0o620
+	}
+	if err := tty.Chown(int(c.Uid), gid); err != nil {
+		return err
+	}
+	return tty.Chmod(os.FileMode(mode))
+}
+
+// ttyGroup is the gid of the group tty, looked up once.
+var ttyGroup = sync.OnceValues(func() (int, error) {
+	g, err := user.LookupGroup("tty")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(g.Gid)
+})
 
 // pollable returns f as a non-blocking file in Go's poller, and closes f.
 // creack/pty hands the master out after calling its Fd method, which leaves

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -67,6 +68,21 @@ func TestPTYSizeAsItIs(t *testing.T) {
 	}, 20*time.Second, 10*time.Millisecond, "size %+v", p.Info().Terminal)
 	require.NoError(t, p.Resize(process.TerminalSize{Cols: 100, Rows: 30}))
 	require.Equal(t, process.TerminalSize{Cols: 100, Rows: 30}, *p.Info().Terminal)
+}
+
+// TestPTYOfAnotherUser: a PTY process run as another user gets a terminal
+// it can open again by its name, as after login (it was root's, 0600).
+func TestPTYOfAnotherUser(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("running as another user needs root")
+	}
+	p := start(t, Options{Kind: process.KindPTY, User: "nobody", Cwd: "/",
+		Cmd: `stat -c '%U %a' "$(tty)"; exec 3<>"$(tty)" && echo reopened; stty -F "$(tty)" size`})
+	r := wait(t, p)
+	out := logText(p.Log(), 0)
+	require.True(t, sameResult(r, process.ExitedWith(0)), "result %s, output %q", show(r), out)
+	require.Regexp(t, `^nobody 6[02]0\r\nreopened\r\n24 80\r\n$`, out)
 }
 
 func TestNotPTY(t *testing.T) {
