@@ -186,6 +186,24 @@ func TestStdin(t *testing.T) {
 		err := p.CloseStdin()
 		assert.ErrorIs(t, err, process.ErrStdinNotOpen, "CloseStdin twice")
 	})
+	// The record says closed, while the process runs, once a write would
+	// be refused: after end-of-file was sent, and after the program
+	// closed its stdin (found by the write that failed).
+	t.Run("record-says-closed", func(t *testing.T) {
+		t.Parallel()
+		p := start(t, Options{Cmd: "sleep 30", Stdin: process.StdinOpen})
+		defer p.Kill(syscall.SIGKILL, 0, 0)
+		require.Equal(t, process.StdinOpen, p.Info().Stdin)
+		require.NoError(t, p.CloseStdin())
+		require.Equal(t, process.StdinClosed, p.Info().Stdin)
+		q := start(t, Options{Cmd: "exec 0<&-; echo closed; sleep 30", Stdin: process.StdinOpen})
+		defer q.Kill(syscall.SIGKILL, 0, 0)
+		waitOutput(t, q, "closed")
+		require.NoError(t, q.WriteStdin([]byte("x")))
+		require.Eventually(t, func() bool { return q.Info().Stdin == process.StdinClosed }, 10*time.Second, 5*time.Millisecond,
+			"the record still says %s", q.Info().Stdin)
+		require.ErrorIs(t, q.WriteStdin([]byte("y")), process.ErrStdinNotOpen)
+	})
 	t.Run("write-after-exit", func(t *testing.T) {
 		t.Parallel()
 		p := start(t, Options{Cmd: "exit 0", Stdin: process.StdinOpen})

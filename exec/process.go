@@ -591,7 +591,14 @@ func (p *Process) Info() process.Info {
 	if p.pty != nil && !p.exited {
 		p.readSizeLocked()
 	}
-	return p.info
+	i := p.info
+	if i.Stdin == process.StdinOpen && p.pty == nil && !p.exited && (p.stdinClosed || p.feed == nil || p.feed.ended()) {
+		// Its end-of-file was sent, or the program closed it: a write
+		// now is refused, and the record says so while the process
+		// runs (an ended one's says how it was started).
+		i.Stdin = process.StdinClosed
+	}
+	return i
 }
 
 // endCgroup ends what is left in the process's cgroup — children that left

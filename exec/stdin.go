@@ -74,6 +74,18 @@ func (f *feeder) queued() int {
 	return f.queue.Queued
 }
 
+// ended reports whether the feeder writes nothing more: the process
+// closed its stdin (a write failed), or it was closed at end-of-file, or
+// the process ended.
+func (f *feeder) ended() bool {
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // waitProgress returns a channel closed once bytes leave the queue or the
 // feeder stops.
 func (f *feeder) waitProgress() <-chan struct{} {
