@@ -123,7 +123,7 @@ func (p *Process) readSizeLocked() {
 	}
 	var ws *unix.Winsize
 	_ = rc.Control(func(fd uintptr) { ws, err = unix.IoctlGetWinsize(int(fd), unix.TIOCGWINSZ) })
-	if err != nil || ws == nil || ws.Col == 0 || ws.Row == 0 {
+	if err != nil || ws == nil {
 		return
 	}
 	if t := p.info.Terminal; t == nil || t.Cols != ws.Col || t.Rows != ws.Row {

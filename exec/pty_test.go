@@ -85,6 +85,17 @@ func TestPTYOfAnotherUser(t *testing.T) {
 	require.Regexp(t, `^nobody 6[02]0\r\nreopened\r\n24 80\r\n$`, out)
 }
 
+// TestPTYSizeZero: a size of 0 a program set (stty cols 0 rows 0, which
+// some do to say "unknown") is the size as it is too; the record kept
+// saying the size before it.
+func TestPTYSizeZero(t *testing.T) {
+	t.Parallel()
+	p := start(t, Options{Kind: process.KindPTY, Cmd: `stty cols 0 rows 0; echo set; sleep 30`})
+	defer p.Kill(syscall.SIGKILL, 0, 0)
+	waitOutput(t, p, "set")
+	require.Equal(t, process.TerminalSize{}, *p.Info().Terminal)
+}
+
 func TestNotPTY(t *testing.T) {
 	t.Parallel()
 	p := start(t, Options{Cmd: "exit 0"})
