@@ -158,6 +158,32 @@ func TestOddQueries(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 }
 
+// TestUnknownQueryParameters: a query parameter the route does not read is
+// refused, as an unknown field of a body is, naming those it reads: a
+// misspelt ?EOF=true left stdin open and answered 204. An unknown path
+// with a query is still 404.
+func TestUnknownQueryParameters(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	p, err := d.c.Start(t.Context(), client.StartOptions{Cmd: "cat", Stdin: "open"})
+	require.NoError(t, err)
+	for _, tc := range []struct{ method, path, says string }{
+		{"POST", "/v1/processes/" + p.ID + "/stdin?EOF=true", "this route takes eof"},
+		{"GET", "/v1/processes/" + p.ID + "/logs?limt=1", "this route takes cursor, limit, encoding"},
+		{"GET", "/v1/processes/" + p.ID + "?cursor=0", "this route takes none"},
+		{"GET", "/v1/processes?status=running", "this route takes state, kind"},
+	} {
+		resp, body := d.do(t, tc.method, tc.path, nil)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s %s: %s", tc.method, tc.path, body)
+		require.Contains(t, errorMessage(t, body), tc.says, "%s %s", tc.method, tc.path)
+	}
+	got, err := d.c.Get(t.Context(), p.ID)
+	require.NoError(t, err)
+	require.Equal(t, "open", string(got.Stdin), "the refused ?EOF=true closed stdin")
+	resp, body := d.do(t, "GET", "/v1/no-such-route?x=1", nil)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, body)
+}
+
 // rawExchange writes req on a new connection to d and returns the answer,
 // read while the request is still being written.
 func rawExchange(t *testing.T, d *daemon, req string) (*http.Response, string) {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -71,7 +72,8 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 type route struct {
 	pattern string // method and path, as http.ServeMux takes them
 	handler handlerFunc
-	public  bool // served without a token
+	public  bool     // served without a token
+	query   []string // the query parameters it reads; any other is refused
 }
 
 // wrap turns a route into an http.Handler: a recovered panic answers 500,
@@ -133,7 +135,7 @@ func (s *Server) wrap(rt route) http.Handler {
 			s.writeError(w, r, errorf(http.StatusUnauthorized, "unauthenticated", "missing or wrong bearer token"))
 			return
 		}
-		if err := checkQuery(r.URL.RawQuery); err != nil {
+		if err := checkQuery(r.URL.RawQuery, rt.query, rt.pattern != "/"); err != nil {
 			s.writeError(w, r, err)
 			return
 		}
@@ -199,8 +201,11 @@ var restBuffers = sync.Pool{New: func() any { return new([32 << 10]byte) }}
 // checkQuery refuses a query string that would be read otherwise than it
 // was written: url.ParseQuery drops a pair with a semicolon or a bad escape
 // and carries on, so that logs?cursor=1;2 would read from the start. A
-// parameter given twice, or not valid UTF-8, is refused too.
-func checkQuery(raw string) error {
+// parameter given twice, or not valid UTF-8, is refused too, and so is one
+// the route does not read (known lists those it does) when strict (not
+// for the catch-all that answers 404 or 405), as an unknown field of a body
+// is: stdin?EOF=true would leave stdin open.
+func checkQuery(raw string, known []string, strict bool) error {
 	if raw == "" {
 		return nil
 	}
@@ -214,6 +219,12 @@ func checkQuery(raw string) error {
 		}
 		if !utf8.ValidString(k) || !utf8.ValidString(vs[0]) {
 			return badRequest("query parameter %q is not valid UTF-8", k)
+		}
+		if strict && !slices.Contains(known, k) {
+			if len(known) == 0 {
+				return badRequest("query parameter %q: this route takes none", k)
+			}
+			return badRequest("query parameter %q: this route takes %s", k, strings.Join(known, ", "))
 		}
 	}
 	return nil

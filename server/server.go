@@ -294,36 +294,36 @@ func (s *Server) httpServer(h http.Handler) *http.Server {
 	}
 }
 
-// routes is the API: every route, its handler, and whether it needs the
-// token.
+// routes is the API: every route, its handler, whether it needs the
+// token, and the query parameters it reads (any other is refused).
 func (s *Server) routes() []route {
 	return []route{
-		{"GET /healthz", s.healthz, true},
-		{"GET /livez", s.livez, true},
-		{"GET /readyz", s.readyz, true},
-		{"GET /metrics", s.serveMetrics, false},
+		{"GET /healthz", s.healthz, true, nil},
+		{"GET /livez", s.livez, true, nil},
+		{"GET /readyz", s.readyz, true, nil},
+		{"GET /metrics", s.serveMetrics, false, nil},
 
-		{"POST /v1/processes", s.startProcess, false},
-		{"POST /v1/processes/run", s.runProcess, false},
-		{"GET /v1/processes", s.listProcesses, false},
-		{"GET /v1/processes/{id}", s.getProcess, false},
-		{"DELETE /v1/processes/{id}", s.deleteProcess, false},
-		{"POST /v1/processes/{id}/kill", s.killProcess, false},
-		{"GET /v1/processes/{id}/wait", s.waitProcess, false},
-		{"GET /v1/processes/{id}/logs", s.logs, false},
-		{"GET /v1/processes/{id}/logs/stream", s.streamLogs, false},
-		{"POST /v1/processes/{id}/stdin", s.writeStdin, false},
-		{"POST /v1/processes/{id}/resize", s.resize, false},
-		{"GET /v1/processes/{id}/attach", s.attach, false},
-		{"POST /v1/processes/{id}/interact", s.interact, false},
-		{"GET /v1/processes/{id}/ready", s.ready, false},
+		{"POST /v1/processes", s.startProcess, false, nil},
+		{"POST /v1/processes/run", s.runProcess, false, nil},
+		{"GET /v1/processes", s.listProcesses, false, []string{"state", "kind", "sessionId", "name", "pid", "limit", "cursor"}},
+		{"GET /v1/processes/{id}", s.getProcess, false, nil},
+		{"DELETE /v1/processes/{id}", s.deleteProcess, false, nil},
+		{"POST /v1/processes/{id}/kill", s.killProcess, false, nil},
+		{"GET /v1/processes/{id}/wait", s.waitProcess, false, []string{"timeout"}},
+		{"GET /v1/processes/{id}/logs", s.logs, false, []string{"cursor", "limit", "encoding"}},
+		{"GET /v1/processes/{id}/logs/stream", s.streamLogs, false, []string{"cursor", "encoding"}},
+		{"POST /v1/processes/{id}/stdin", s.writeStdin, false, []string{"eof"}},
+		{"POST /v1/processes/{id}/resize", s.resize, false, nil},
+		{"GET /v1/processes/{id}/attach", s.attach, false, nil},
+		{"POST /v1/processes/{id}/interact", s.interact, false, nil},
+		{"GET /v1/processes/{id}/ready", s.ready, false, []string{"port", "pattern", "timeout"}},
 
-		{"POST /v1/sessions", s.createSession, false},
-		{"GET /v1/sessions", s.listSessions, false},
-		{"GET /v1/sessions/{id}", s.getSession, false},
-		{"DELETE /v1/sessions/{id}", s.deleteSession, false},
-		{"POST /v1/sessions/{id}/commands", s.submitCommand, false},
-		{"POST /v1/sessions/{id}/commands/run", s.runCommand, false},
+		{"POST /v1/sessions", s.createSession, false, nil},
+		{"GET /v1/sessions", s.listSessions, false, nil},
+		{"GET /v1/sessions/{id}", s.getSession, false, nil},
+		{"DELETE /v1/sessions/{id}", s.deleteSession, false, nil},
+		{"POST /v1/sessions/{id}/commands", s.submitCommand, false, nil},
+		{"POST /v1/sessions/{id}/commands/run", s.runCommand, false, nil},
 	}
 }
 
