@@ -403,14 +403,60 @@ func (e *encoder) plainText(name string, texts []string) {
 func (e *encoder) text(name string, parts [][]logstore.Frame, keep func(logstore.Channel) bool) {
 	e.key(name)
 	e.raw(`"`)
+	// The text is that of the kept frames' bytes joined, as an SDK decodes
+	// them: a character a frame ends in the middle of (its program paused
+	// there, and another channel's frame came between) is held, and ended
+	// by the next kept frame's first bytes.
+	var held [utf8.UTFMax]byte
+	n := 0
 	for _, part := range parts {
 		for i := range part {
-			if keep(part[i].Channel) {
-				e.escape(part[i].Data)
+			if !keep(part[i].Channel) {
+				continue
 			}
+			b := part[i].Data
+			if n > 0 {
+				var join [2 * utf8.UTFMax]byte
+				k := copy(join[:], held[:n])
+				k += copy(join[k:], b[:min(len(b), utf8.UTFMax)])
+				switch r, size := utf8.DecodeRune(join[:k]); {
+				case !utf8.FullRune(join[:k]): // still not whole: b is short
+					n = copy(held[:], join[:k])
+					continue
+				case r != utf8.RuneError || size > 1: // the character is whole
+					e.escape(join[:size])
+					b = b[size-n:]
+				default: // it was not one: its start alone is replaced
+					e.escape(held[:n])
+				}
+				n = 0
+			}
+			cut := partialTail(b)
+			e.escape(b[:cut])
+			n = copy(held[:], b[cut:])
 		}
 	}
+	if n > 0 {
+		e.escape(held[:n]) // the text ends in it: replaced
+	}
 	e.raw(`"`)
+}
+
+// partialTail returns where the start of a character that b ends in the
+// middle of begins: len(b) when it ends none.
+func partialTail(b []byte) int {
+	for j := len(b) - 1; j >= 0 && j >= len(b)-(utf8.UTFMax-1); j-- {
+		switch c := b[j]; {
+		case c < utf8.RuneSelf:
+			return len(b)
+		case utf8.RuneStart(c):
+			if !utf8.FullRune(b[j:]) {
+				return j
+			}
+			return len(b)
+		}
+	}
+	return len(b)
 }
 
 // frame writes f as the API's LogFrame: text when its bytes are UTF-8 and

@@ -224,6 +224,15 @@ func TestRun(t *testing.T) {
 			require.Equal(t, "a\uFFFD\uFFFD\uFFFDb\uFFFDc\uFFFD\uFFFDd\uFFFD\uFFFD\uFFFDe", r.Stdout)
 			require.Equal(t, r.Stdout, r.Output)
 		}},
+		// A character split between two frames of stdout, with stderr's
+		// between them (the program paused mid-character): stdout's text
+		// is that of its bytes joined, as an SDK decodes its frames; in
+		// output, the interleaving, the halves are apart and replaced.
+		{"a character split between frames", client.StartOptions{Cmd: `printf '\342\202'; sleep 0.2; echo x >&2; sleep 0.2; printf '\254\n'; printf '\360\237'; sleep 0.2; printf '\230'; sleep 0.2; printf '\200.\342'`}, func(t *testing.T, r *client.RunResult) {
+			require.Greater(t, len(r.Logs), 3, "%+v", r.Logs)
+			require.Equal(t, "€\n😀.\uFFFD", r.Stdout)
+			require.Equal(t, "\uFFFDx\n\uFFFD\n😀.\uFFFD", r.Output)
+		}},
 		{"execution timeout", client.StartOptions{Cmd: "sleep 30", ExecutionTimeout: client.Millis(100 * time.Millisecond)}, func(t *testing.T, r *client.RunResult) {
 			require.Equal(t, process.TimedOut, r.Reason)
 		}},
