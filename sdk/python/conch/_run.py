@@ -295,8 +295,11 @@ def joined(t: HttpTransport, r: RunResult) -> RunResult:
     gap = [False]
 
     def take(page: List[LogFrame], dropped: bool) -> bool:
-        if not rest and dropped:
-            gap[0] = True  # frames after omittedAfter were dropped: the page starts later
+        if dropped:
+            # Frames after the last one taken were dropped (a process that writes on outran the
+            # paging): the join cannot be whole, and the frame ``next`` names may be gone with
+            # them, so that paging would never end.
+            gap[0] = True
             return False
         for f in page:
             rest.append(f)
@@ -352,8 +355,11 @@ def collect(t: HttpTransport, pid: str, result: Optional[WaitResult], pages: flo
     first = [True]
 
     def take(page: List[LogFrame], head: bool) -> bool:
-        if first[0]:
-            truncated[0] = head
+        if head and not first[0]:
+            # Retention dropped frames after those paged (a process that writes on outran the
+            # paging): what is kept from here on is the output's tail, its head dropped.
+            logs.clear()
+        truncated[0] = truncated[0] or head
         first[0] = False
         logs.extend(page)
         return True

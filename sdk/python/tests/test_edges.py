@@ -9,9 +9,11 @@ import socket
 import threading
 import time
 import unittest
+from unittest import mock
 
 from conch import (NetworkError, NotFoundError, PayloadTooLargeError, Sandbox, UnavailableError,
                    UnexpectedResponseError)
+from conch._transport import HttpTransport
 from conch.errors import error_from
 
 from .daemon import shared
@@ -260,3 +262,75 @@ class CallerMistakesTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class OutrunPagingTest(unittest.TestCase):
+    """A process that writes on faster than its logs are paged back, under a small retention:
+    the frames after those paged are dropped between pages. A run's join gives up (the answer's
+    head and tail, ``omitted_bytes`` saying what is missing) and a collect keeps the tail it can,
+    marked ``truncated``; neither pages on for ever, as they did while the writer ran."""
+
+    def setUp(self) -> None:
+        from .daemon import Daemon
+
+        self.daemon = Daemon(["--log-retention", "2M"])
+        self.addCleanup(self.daemon.stop)
+        self.sandbox = self.daemon.sandbox(logs_page_size=5)
+        self.addCleanup(self.sandbox.close)
+        self.h = self.sandbox.process.start("while :; do seq 1 20000; done")
+        self.addCleanup(self.h.delete)
+        # Each page of the logs waits 20 ms, as over a slow link: the writer outruns it.
+        real = HttpTransport.object
+
+        def slow(t: HttpTransport, method: str, path: str, **kw: object):  # type: ignore[no-untyped-def]
+            if path.endswith("/logs"):
+                time.sleep(0.02)
+            return real(t, method, path, **kw)
+
+        patcher = mock.patch.object(HttpTransport, "object", slow)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+
+    def bounded(self, call):  # type: ignore[no-untyped-def]
+        got: list = []
+        th = threading.Thread(target=lambda: got.append(call()), daemon=True)
+        th.start()
+        th.join(60)
+        self.assertFalse(th.is_alive(), "paging the logs did not end")
+        return got[0]
+
+    def test_join_gives_up(self) -> None:
+        # A writer of about 5 MB/s, and pages of 2 frames 100 ms apart after the first: the
+        # first page is whole, later ones find frames dropped after those paged, then the
+        # frame the join pages to (the answer's next) dropped too.
+        h = self.sandbox.process.start("while :; do seq 1 20000; sleep 0.02; done")
+        self.addCleanup(h.delete)
+        self.sandbox.close()
+        self.sandbox = self.daemon.sandbox(logs_page_size=2)
+        self.addCleanup(self.sandbox.close)
+        h = self.sandbox.process.connect(h.id)
+        time.sleep(0.2)
+        c = h.get().last_cursor
+        pages = [0]
+        real = HttpTransport.object
+
+        def slower(t: HttpTransport, method: str, path: str, **kw: object):  # type: ignore[no-untyped-def]
+            if path.endswith("/logs"):
+                pages[0] += 1
+                time.sleep(0.1 if pages[0] > 1 else 0)
+            return real(t, method, path, **kw)
+
+        with mock.patch.object(HttpTransport, "object", slower):
+            r = self.bounded(lambda: h.interact(cursor=c, timeout=0.3))
+        self.assertGreater(pages[0], 1, "the join gave up at its first page: no later page was dropped")
+        self.assertGreater(r.omitted_bytes, 0)
+
+    def test_collect_keeps_the_tail(self) -> None:
+        r = self.bounded(lambda: self.sandbox.exec("while :; do seq 1 20000; done", timeout=0.3))
+        self.addCleanup(self.sandbox.process.connect(r.process_id).delete)
+        self.assertTrue(r.is_running)
+        self.assertTrue(r.truncated)
+        nums = r.stdout.split("\n")
+        # What is kept is the output's tail: no hole in it (each line follows the one before).
+        for a, b in zip(nums[1:-2], nums[2:-1]):
+            self.assertEqual(int(b), int(a) % 20000 + 1, "a hole between %s and %s" % (a, b))

@@ -254,7 +254,13 @@ export async function joinOmitted(
   let dropped = false
   let reached = next === ''
   await pageLogs(t, id, omittedAfter, Infinity, (page, truncatedHead) => {
-    dropped ||= truncatedHead
+    // Frames after the last one taken were dropped (a process that writes
+    // on outran the paging): the join cannot be whole, and the frame next
+    // names may be gone with them, so that paging would never end.
+    if (truncatedHead) {
+      dropped = true
+      return false
+    }
     for (const f of page) {
       frames.push(f)
       if (f.cursor === next) {
@@ -281,7 +287,13 @@ async function collect(
   let truncated = false
   let first = true
   await pageLogs(t, id, undefined, pages, (page, head) => {
-    if (first) truncated = head
+    if (head && !first) {
+      // Retention dropped frames after those paged (a process that
+      // writes on outran the paging): what is kept from here on is the
+      // output's tail, its head dropped.
+      logs.length = 0
+    }
+    truncated ||= head
     first = false
     logs.push(...page)
     return true
