@@ -6,7 +6,7 @@ import { UnexpectedResponseError, UnsupportedOperationError } from './errors.js'
 import { record, toLogsPage, toProcess, toWaitResult } from './normalize.js'
 import { answer, deadlineOf, notNegative, waitUntil, window } from './run.js'
 import { streamLogs } from './sse.js'
-import { answerMargin, type HttpTransport, inputOf, seg } from './transport.js'
+import { answerMargin, type HttpTransport, inputOf, maxWaitWindow, seg } from './transport.js'
 import type {
   InteractOptions, InteractResult, KillOptions, LogsOptions, LogsPage, ProcessDto, ProcessHandleJSON, ProcessKind,
   ReadyOptions, ReadyResult, StreamLogEvent, StreamLogsOptions, WaitProcessOptions, WaitResult,
@@ -123,9 +123,14 @@ export class ProcessHandle {
       if (typeof data === 'string') body.input = data
       else body.inputBase64 = Buffer.from(data).toString('base64')
     }
-    // One request, bounded by the wait it asks for (none: as long as the process runs).
-    const bound = typeof options.timeout === 'number' && options.timeout > 0 ? { timeout: options.timeout + answerMargin } : {}
-    const { status, body: w } = await this.#t.json('POST', `${this.#path}/interact`, { json: body, ...bound })
+    // One request, bounded by the wait it asks for. Node's fetch gives up
+    // on an answer after 300 s: a longer wait, or none (as long as the
+    // process runs), is asked for maxWaitWindow, and a process still
+    // running then comes back running, with next to ask again from, rather
+    // than as a failed fetch.
+    const wait = typeof options.timeout === 'number' && options.timeout > 0 ? Math.min(Math.ceil(options.timeout), maxWaitWindow) : maxWaitWindow
+    body.timeout = wait
+    const { status, body: w } = await this.#t.json('POST', `${this.#path}/interact`, { json: body, timeout: wait + answerMargin })
     return answer(status, record(w, 'interact'))
   }
 

@@ -203,6 +203,23 @@ describe('ProcessService and ProcessHandle', () => {
     assert.equal(end.reason, 'signaled')
   })
 
+  test('interact asks for at most 280 s, which Node\'s fetch waits for', async () => {
+    // Node's fetch gives up on an answer after 300 s: an interact with no
+    // timeout, or a longer one, failed then as a generic fetch error.
+    const sent: unknown[] = []
+    const s = d.sandbox({
+      fetch: async (input, init) => {
+        if (String(input).endsWith('/interact')) sent.push(JSON.parse(String(init?.body)).timeout)
+        return fetch(input, init)
+      },
+    })
+    const h = await s.process.start('sleep 0.2')
+    for (const timeout of [undefined, 600_000, 1000 / 3]) {
+      await h.interact(timeout === undefined ? {} : { timeout })
+    }
+    assert.deepEqual(sent, [280_000, 280_000, 334])
+  })
+
   test('wait repeats while the daemon answers 202', async () => {
     const rec = recordingFetch()
     const s = d.sandbox({ fetch: rec.fetch, waitWindow: 100 })
