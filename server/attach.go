@@ -52,6 +52,17 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) error {
 	if err := checkUpgrade(w, r); err != nil {
 		return err
 	}
+	// An attachment holds what a stream does (its buffers, a goroutine or
+	// three), for as long as its client keeps it: it takes a stream's
+	// place under --max-streams, or 4096 idle ones took half a gigabyte.
+	if !s.takeStreamSlot(r.Context()) {
+		if r.Context().Err() != nil {
+			return nil // the client is gone
+		}
+		return errorf(http.StatusTooManyRequests, api.CodeResourceExhausted,
+			"%d streams and attachments are open, the most at once (--max-streams): close one", s.opts.MaxStreams)
+	}
+	defer func() { <-s.streams }()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	a, err := ep.Attach(ctx)

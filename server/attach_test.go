@@ -311,3 +311,38 @@ func TestAttachMessageNotHeldWhole(t *testing.T) {
 	require.Never(t, func() bool { return heap()-before > 3*each/2 }, 2*time.Second, 50*time.Millisecond,
 		"%d unfinished messages of %d bytes held in the daemon's memory", conns, each)
 }
+
+// TestMaxStreamsBoundsAttachments: an attachment takes a stream's place
+// under MaxStreams, as it holds what a stream does for as long as its
+// client keeps it; past them one more is refused 429 naming the flag, and
+// one is served again once another closed. Nothing bounded them but
+// --max-connections (4096 idle ones held about half a gigabyte).
+func TestMaxStreamsBoundsAttachments(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{MaxStreams: 2})
+	c := ctx(t)
+	p, err := d.c.Start(c, client.StartOptions{Kind: process.KindPTY, Cmd: "sleep 60"})
+	require.NoError(t, err)
+	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
+	url := strings.Replace(d.url, "http", "ws", 1) + "/v1/processes/" + p.ID + "/attach"
+	dial := func() (*websocket.Conn, *http.Response, error) {
+		return websocket.Dial(c, url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testToken}}})
+	}
+	var open []*websocket.Conn
+	for range 2 {
+		ws, _, err := dial()
+		require.NoError(t, err)
+		defer ws.CloseNow()
+		open = append(open, ws)
+	}
+	_, resp, err := dial()
+	require.Error(t, err, "a third attachment under MaxStreams 2")
+	require.NotNil(t, resp)
+	b, _ := io.ReadAll(resp.Body)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, string(b))
+	require.Contains(t, string(b), "--max-streams")
+	open[0].Close(websocket.StatusNormalClosure, "")
+	ws, _, err := dial()
+	require.NoError(t, err, "an attachment after one closed")
+	ws.CloseNow()
+}
