@@ -92,7 +92,7 @@ type Options struct {
 	// MaxConnections bounds the connections to the API open at once; zero
 	// means DefaultMaxConnections. One past it is answered 429 and closed.
 	MaxConnections int
-	// MaxStreams bounds the log streams open at once; zero means
+	// MaxStreams bounds the log streams and PTY attachments open at once; zero means
 	// DefaultMaxStreams. One past it is refused 429.
 	MaxStreams int
 	// MaxEnded bounds the records of ended processes, session commands and
