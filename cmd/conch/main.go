@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -87,8 +88,10 @@ func main() {
 
 func run(ctx context.Context, e *env, args []string) int {
 	if len(args) > 0 && args[0] == "help" && len(args) > 1 {
-		// conch help CMD [SUB] is conch CMD [SUB] --help.
-		args = append(args[1:len(args):len(args)], "--help")
+		// conch help CMD [SUB] is conch CMD [SUB] --help; what follows
+		// is dropped, never run: with it after them, --help was one more
+		// argument, and conch help kill ID killed the process.
+		args = helpArgs(args[1:])
 	}
 	if len(args) == 0 {
 		usage(e.stderr)
@@ -100,7 +103,7 @@ func run(ctx context.Context, e *env, args []string) int {
 		return 0
 	}
 	if args[0] == "--version" || args[0] == "-version" {
-		args = []string{"version"}
+		args = append([]string{"version"}, args[1:]...)
 	}
 	c, ok := commands[args[0]]
 	if !ok {
@@ -109,6 +112,16 @@ func run(ctx context.Context, e *env, args []string) int {
 		return exitUsage
 	}
 	return c.run(ctx, e, args[1:])
+}
+
+// helpArgs returns the arguments that ask for the help of the command
+// args names: its name, and a session's subcommand, then --help.
+func helpArgs(args []string) []string {
+	n := 1
+	if args[0] == "session" && len(args) > 1 && slices.Contains([]string{"new", "ls", "rm"}, args[1]) {
+		n = 2
+	}
+	return append(slices.Clone(args[:n]), "--help")
 }
 
 func usage(w io.Writer) {
