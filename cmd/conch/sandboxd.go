@@ -67,11 +67,18 @@ func cmdSandboxd(ctx context.Context, e *env, args []string) int {
 	if err := os.MkdirAll(o.rootDir, 0o755); err != nil {
 		return dl.fail(e, exitFailure, fmt.Errorf("--root-dir: %w", err))
 	}
-	a, err := startAPI(o.serve, dl)
+	// Every port is open before anything is written, and before the
+	// daemon says it listens: one that cannot be had ends the start with
+	// nothing on disk and nothing printed but why.
+	var grpcLn, restLn, metricsLn net.Listener
+	a, err := startAPI(o.serve, dl, func() (err error) {
+		grpcLn, restLn, metricsLn, err = o.listeners()
+		return err
+	})
 	if err != nil {
 		return dl.fail(e, exitFailure, err)
 	}
-	defer a.d.stop()
+	defer a.stop()
 	srv, d, ln, stateDir := a.srv, a.d, a.ln, a.stateDir
 	sbx, err := sandboxd.New(sandboxd.Options{
 		Root:            o.rootDir,
@@ -105,14 +112,6 @@ func cmdSandboxd(ctx context.Context, e *env, args []string) int {
 		Host:      o.restHost(),
 	})
 	if err != nil {
-		return dl.fail(e, exitFailure, err)
-	}
-	// Every port is open before the endpoint is recorded and the daemon
-	// says it listens: one that cannot be had ends the start with nothing
-	// on disk and nothing printed but why.
-	grpcLn, restLn, metricsLn, err := o.listeners()
-	if err != nil {
-		ln.Close()
 		return dl.fail(e, exitFailure, err)
 	}
 	recordEndpoint(ln, dl, stateDir, a.tokenPath)

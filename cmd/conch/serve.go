@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/logstore"
@@ -60,18 +62,19 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	defer lb.Flush()
 	dl := newDaemonLog(lb, o.logFormat, o.level)
 	logger := dl.Logger
-	a, err := startAPI(o, dl)
+	var mln net.Listener
+	a, err := startAPI(o, dl, func() (err error) {
+		if o.metricsListen != "" {
+			if mln, err = net.Listen("tcp", o.metricsListen); err != nil {
+				return fmt.Errorf("--metrics-listen: %w", err)
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return dl.fail(e, exitFailure, err)
 	}
-	defer a.d.stop()
-	var mln net.Listener
-	if o.metricsListen != "" {
-		if mln, err = net.Listen("tcp", o.metricsListen); err != nil {
-			a.ln.Close()
-			return dl.fail(e, exitFailure, fmt.Errorf("--metrics-listen: %w", err))
-		}
-	}
+	defer a.stop()
 	recordEndpoint(a.ln, dl, a.stateDir, a.tokenPath)
 	if err := serveUntilStopped(ctx, a.srv, listeners{api: a.ln, metrics: mln}, o.drainTimeout, a.d, logger, a.stateDir); err != nil {
 		return dl.fail(e, exitFailure, err)
@@ -86,21 +89,32 @@ type apiDaemon struct {
 	d                   *daemon
 	srv                 *server.Server
 	stateDir, tokenPath string
+	lock                *os.File // the state directory's, held while the daemon runs
+}
+
+// stop stops the daemon, then lets the state directory go.
+func (a *apiDaemon) stop() {
+	a.d.stop()
+	a.lock.Close()
 }
 
 // startAPI starts what `conch serve` (and `conch sandboxd` beside its own
-// API) serves. A start that fails changes nothing on disk: another daemon of
-// the state directory is looked for, the token read and the address bound
-// before anything is written, so that a failed second start cannot replace
-// the token the first daemon's clients use. The caller stops a.d.
-func startAPI(o serveOptions, dl daemonLog) (a *apiDaemon, err error) {
+// API) serves; bind opens the caller's other listeners, once the API's
+// address is bound. A start that fails changes nothing on disk: another
+// daemon of the state directory is looked for, the token read and every
+// address bound before anything is written, then the state directory is
+// locked (one daemon at a time, two started at once included), and a new
+// token is written last, so that a failed second start
+// cannot replace the token the first daemon's clients use. The caller
+// stops a.
+func startAPI(o serveOptions, dl daemonLog, bind func() error) (a *apiDaemon, err error) {
 	logger := dl.Logger
 	a = &apiDaemon{}
 	if a.stateDir, err = client.StateDir(); err != nil {
 		return nil, err
 	}
 	if ep, ok := liveDaemon(a.stateDir); ok {
-		return nil, fmt.Errorf("a daemon of %s runs already: pid %d, listening on %s; stop it first, or start this one with another XDG_STATE_HOME", a.stateDir, ep.PID, ep.URL)
+		return nil, runsAlready(a.stateDir, ep)
 	}
 	token, tokenPath, err := loadToken(o.tokenFile)
 	if err != nil {
@@ -109,30 +123,86 @@ func startAPI(o serveOptions, dl daemonLog) (a *apiDaemon, err error) {
 	if a.ln, err = listen(o.listen, logger); err != nil {
 		return nil, err
 	}
-	if token == "" {
-		if token, tokenPath, err = writeToken(a.stateDir); err != nil {
+	if err = bind(); err != nil {
+		a.ln.Close()
+		return nil, err
+	}
+	// Locked once every address is bound: a start that fails before
+	// leaves the state directory as it was, not even made.
+	if a.lock, err = lockState(a.stateDir); err != nil {
+		a.ln.Close()
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			a.lock.Close()
+		}
+	}()
+	fresh := token == ""
+	if fresh {
+		if token, err = newToken(); err != nil {
 			a.ln.Close()
 			return nil, err
 		}
-		dl.notice("token written to "+tokenPath, "token written", "path", tokenPath)
 	}
-	a.tokenPath = tokenPath
 	// The token must not reach the commands the daemon runs.
 	os.Unsetenv(client.EnvToken)
 	if a.d, err = startDaemon(logger, a.stateDir, o.contain); err != nil {
 		a.ln.Close()
 		return nil, err
 	}
-	dl.notice("containment "+describeContainment(a.d.root), "containment",
-		"mode", string(a.d.root.Mode()), "cgroup", a.d.root.Path(), "description", describeContainment(a.d.root))
 	if a.srv, err = server.New(o.server(token, logger, a.d.rec.StreamDir, a.d.root)); err != nil {
 		a.ln.Close()
 		a.d.stop()
 		return nil, err
 	}
+	if fresh {
+		if tokenPath, err = writeToken(a.stateDir, token); err != nil {
+			a.ln.Close()
+			a.d.stop()
+			return nil, err
+		}
+		dl.notice("token written to "+tokenPath, "token written", "path", tokenPath)
+	}
+	a.tokenPath = tokenPath
+	dl.notice("containment "+describeContainment(a.d.root), "containment",
+		"mode", string(a.d.root.Mode()), "cgroup", a.d.root.Path(), "description", describeContainment(a.d.root))
 	setMemoryLimit(a.srv, logger)
 	return a, nil
 }
+
+// lockState takes the state directory's lock, which the daemon holds for
+// as long as it runs: a second daemon of the directory is refused, one
+// started at the same moment too (each looked for the other's record
+// before either wrote it, and both ran, the token file the second's).
+func lockState(stateDir string) (*os.File, error) {
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(stateDir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock the state directory: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("lock the state directory: %w", err)
+		}
+		if ep, ok := liveDaemon(stateDir); ok {
+			return nil, runsAlready(stateDir, ep)
+		}
+		return nil, fmt.Errorf("a daemon of %s runs already (it is starting or stopping); stop it first, or start this one with another XDG_STATE_HOME", stateDir)
+	}
+	return f, nil
+}
+
+func runsAlready(stateDir string, ep client.Endpoint) error {
+	return fmt.Errorf("a daemon of %s runs already: pid %d, listening on %s; stop it first, or start this one with another XDG_STATE_HOME", stateDir, ep.PID, ep.URL)
+}
+
+// lockFile is the file in the state directory a running daemon holds
+// locked.
+const lockFile = "daemon.lock"
 
 // parseServe reads the flags of `conch serve`. When ok is false the command
 // ends with code: help was asked for, or the flags are wrong.
@@ -428,24 +498,32 @@ func loadToken(tokenFile string) (token, path string, err error) {
 
 // writeToken writes a new random token 0600 to the state directory and
 // returns it and its file.
-func writeToken(stateDir string) (token, path string, err error) {
+// newToken returns a fresh random token.
+func newToken() (string, error) {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
-		return "", "", err
+		return "", err
 	}
-	token = hex.EncodeToString(b)
+	return hex.EncodeToString(b), nil
+}
+
+// writeToken writes token to the state directory's token file, whole or
+// not at all.
+func writeToken(stateDir, token string) (path string, err error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return "", "", err
+		return "", err
 	}
 	path = filepath.Join(stateDir, client.TokenFile)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(token+"\n"), 0o600); err != nil {
-		return "", "", err
+		os.Remove(tmp)
+		return "", err
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return "", "", err
+		os.Remove(tmp)
+		return "", fmt.Errorf("write the token: %w", err)
 	}
-	return token, path, nil
+	return path, nil
 }
 
 // forgetEndpoint removes the endpoint record if it is still this daemon's.
