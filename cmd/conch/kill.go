@@ -13,7 +13,10 @@ import (
 func cmdKill(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "kill", "ID...")
 	sig := signalVar(fs, "s", "TERM", "`signal` to send, by name or number (TERM, KILL or 9, INT, HUP, ...)")
-	after := fs.Duration("escalate-after", 0, "send the escalation signal after this `duration` if it still runs")
+	// A negative duration is a usage error, as run's are, not a request
+	// the daemon refuses.
+	after := new(durationMillis)
+	fs.Var(after, "escalate-after", "send the escalation signal after this `duration` if it still runs")
 	to := signalVar(fs, "escalate-to", "", "escalation `signal` (default KILL)")
 	return eachID(ctx, e, fs, args, func(ctx context.Context, c *client.Client, id string) error {
 		return c.Kill(ctx, id, client.KillOptions{Signal: string(*sig), EscalateAfter: client.Millis(*after), EscalateTo: string(*to)})
