@@ -21,6 +21,10 @@ from .types import LogFrame, StreamLogEvent, WaitResult
 
 # Connections in a row that may fail before the stream gives up.
 MAX_RETRIES = 5
+#: Statuses that may pass: a proxy's 502 and 504, a 503 (a draining daemon's, or a proxy's).
+PASSING = frozenset([502, 503, 504])
+#: The longest a Retry-After makes the stream wait before it tries again (seconds).
+MAX_PAUSE = 30.0
 # The daemon sends a heartbeat every 15 s: a socket quiet for longer is dead.
 READ_TIMEOUT = 45.0
 
@@ -97,7 +101,10 @@ def stream_logs(
                 if ev.type == "eof" or (ev.type == "log" and limit and count >= limit):
                     return
         except ConchError as e:
-            if not isinstance(e, NetworkError):
+            # An answer of the daemon (the process is gone) will not change; a proxy's 502 or
+            # 504, or a 503 (draining, with Retry-After), may: they are tried again as a
+            # dropped connection is, as the TypeScript SDK does.
+            if not isinstance(e, NetworkError) and e.status not in PASSING:
                 raise
             err = e
         except (OSError, http.client.HTTPException) as e:
@@ -114,7 +121,10 @@ def stream_logs(
             if isinstance(err, ConchError):
                 raise err
             raise NetworkError(f"conch: the log stream of {pid} ended before its eof ({err or 'connection closed'})")
-        time.sleep(0.05 * 2 ** (failures - 1))
+        pause = 0.0
+        if isinstance(err, ConchError) and err.retry_after is not None:
+            pause = min(float(err.retry_after), MAX_PAUSE)
+        time.sleep(max(0.05 * 2 ** (failures - 1), pause))
 
 
 def _ended(t: HttpTransport, pid: str) -> WaitResult:

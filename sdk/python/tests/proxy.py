@@ -208,3 +208,39 @@ class CutBeforeProxy(_Relay):
         except OSError:
             pass
         _end(src, dst)
+
+
+class BadGatewayProxy(_Relay):
+    """A loopback TCP proxy that answers its first ``times`` connections itself, with ``status``
+    (a proxy's HTML page, and ``Retry-After: 0`` for a 503), and passes later ones through."""
+
+    def __init__(self, port: int, times: int, status: int = 502) -> None:
+        self.times, self.status = times, status
+        super().__init__(port)
+
+    def relay(self, c: socket.socket, u: socket.socket, n: int) -> None:
+        if n <= self.times:
+            body = b"<html><body>Bad Gateway</body></html>"
+            extra = b"Retry-After: 0\r\n" if self.status == 503 else b""
+            try:
+                c.recv(65536)
+                c.sendall(b"HTTP/1.1 %d Proxy Error\r\nContent-Type: text/html\r\nContent-Length: %d\r\n%sConnection: close\r\n\r\n%s"
+                          % (self.status, len(body), extra, body))
+            except OSError:
+                pass
+            _end(c, u)
+            return
+        threading.Thread(target=self._pipe, args=(c, u), daemon=True).start()
+        threading.Thread(target=self._pipe, args=(u, c), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while True:
+                b = src.recv(65536)
+                if not b:
+                    break
+                dst.sendall(b)
+        except OSError:
+            pass
+        _end(src, dst)

@@ -4,7 +4,7 @@ from urllib.parse import urlsplit
 from conch import Sandbox
 
 from .daemon import shared
-from .proxy import CutBeforeProxy, CuttingProxy
+from .proxy import BadGatewayProxy, CutBeforeProxy, CuttingProxy
 
 
 class StreamTest(unittest.TestCase):
@@ -48,6 +48,21 @@ class StreamTest(unittest.TestCase):
         self.assertEqual(len(cursors), len(set(cursors)), "a frame came twice")
         self.assertEqual("".join(f.data for f in frames), "".join(f"line-{i}\n" for i in range(1, 2001)))
         self.assertGreater(proxy.cuts, 0, "the proxy never cut a connection: the test tested nothing")
+
+    def test_a_proxys_bad_gateway_is_tried_again(self) -> None:
+        # A proxy's 502, 504 or 503 may pass: the stream tries again, as the TypeScript SDK's
+        # does, rather than ending at the first.
+        h = self.sandbox.process.start("seq 1 3; exit 4")
+        h.wait(timeout=30)
+        port = urlsplit(shared().url).port
+        for status in (502, 503, 504):
+            proxy = BadGatewayProxy(port or 0, times=2, status=status)
+            self.addCleanup(proxy.close)
+            via = Sandbox(proxy.url, shared().token)
+            self.addCleanup(via.close)
+            events = list(via.process.connect(h.id).stream_logs())
+            self.assertEqual([e.type for e in events], ["log", "state", "eof"], status)
+            self.assertEqual(proxy.connections, 3, status)
 
     def test_state_kept_when_the_connection_drops_before_it(self) -> None:
         # The first connection ends after the last frame, before state: the resume answers 204.
