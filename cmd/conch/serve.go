@@ -129,15 +129,17 @@ func startAPI(o serveOptions, dl daemonLog, bind func() error) (a *apiDaemon, er
 	}
 	// Locked once every address is bound: a start that fails before
 	// leaves the state directory as it was, not even made.
-	if a.lock, err = lockState(a.stateDir); err != nil {
+	lock, err := lockState(a.stateDir)
+	if err != nil {
 		a.ln.Close()
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			a.lock.Close()
+			lock.Close() // a is nil by now
 		}
 	}()
+	a.lock = lock
 	fresh := token == ""
 	if fresh {
 		if token, err = newToken(); err != nil {
