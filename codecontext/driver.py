@@ -33,7 +33,10 @@ _loads = json.loads
 _import = builtins.__import__
 _parse, _Expr, _Expression = ast.parse, ast.Expr, ast.Expression
 _io_open = io.open
-_Lock = threading.Lock
+_gettrace, _settrace, _getprofile, _setprofile = sys.gettrace, sys.settrace, sys.getprofile, sys.setprofile
+# Reentrant: a cell's trace function may print from within the driver's
+# write of the cell's output, which holds the lock.
+_Lock = threading.RLock
 _TracebackException = traceback.TracebackException
 _from_list = traceback.StackSummary.from_list
 _format_exception_only = traceback.format_exception_only
@@ -43,7 +46,8 @@ _signal, _getsignal, _SIGINT = _csignal.signal, _csignal.getsignal, int(signal.S
 
 
 class _S:
-    lock = threading.Lock()  # held while writing cell output or switching cells
+    lock = threading.RLock()  # held while writing cell output or switching cells
+    hooks = (None, None)  # the cells' trace and profile functions, off between cells (see _execute)
     cell = None  # the id of the running cell
     out = err = -1  # the driver's own descriptors of the running cell's FIFOs
     armed = False  # SIGINT raises KeyboardInterrupt in the cell
@@ -425,19 +429,41 @@ def _exit_status(e):
 
 
 def _execute(ns, body, last, n):
+    # The cell's trace and profile functions (sys.settrace, sys.setprofile,
+    # a debugger's) are for the cells' code: they are off while the driver
+    # works between cells, and on again as the next cell's code runs. Taken
+    # off here with calls of builtins only, which start no frame a tracer
+    # would be told of. A tracer that printed, called for the driver's own
+    # code as it wrote the end markers under its lock, deadlocked the
+    # context, and a debugger stepped out of the cell into the driver.
     _S.armed = True
+    hooks = None
     try:
         try:
             _S.send(b"S %d\n" % n)
             _cells_handler()
-            if _uses_await(body) or _uses_await(last):
+            awaits = _uses_await(body) or _uses_await(last)
+            trace, profile = _S.hooks
+            if profile is not None:
+                _setprofile(profile)
+            if trace is not None:
+                _settrace(trace)
+            if awaits:
                 v = _awaited(_cell_coro(body, last, ns))
             else:
                 exec(body, ns)
                 v = eval(last, ns) if last is not None else None
+            hooks = _gettrace(), _getprofile()
+            _setprofile(None)
+            _settrace(None)
             if last is not None:
                 _display(v, n)
         finally:
+            if hooks is None:
+                hooks = _gettrace(), _getprofile()
+                _setprofile(None)
+                _settrace(None)
+            _S.hooks = hooks
             _S.armed = False
             _drivers_handler()
     except SystemExit as e:

@@ -228,3 +228,39 @@ print("own")`)
 	require.Equal(t, 0, code(r), errOut)
 	require.Equal(t, "own\n", out)
 }
+
+// TestPythonTracersSeeCellsOnly: a trace or profile function a cell sets
+// (sys.settrace, sys.setprofile, as a debugger does) runs for the cells'
+// code, this cell's and the next ones', never for the driver's between
+// them: a tracer that printed was called for the driver's own code as it
+// wrote the end markers under its output lock, and the context hung.
+func TestPythonTracersSeeCellsOnly(t *testing.T) {
+	t.Parallel()
+	for name, set := range map[string]string{
+		"settrace":   "def tr(frame, event, arg):\n    print(event, frame.f_code.co_name)\n    return tr\nsys.settrace(tr)",
+		"setprofile": "sys.setprofile(lambda frame, event, arg: print(event, frame.f_code.co_name))",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: Python})
+			// No frame of the driver's is entered while they are on (a
+			// profile function still sees the driver take it off: its
+			// c_call events name the frame the cell returned to).
+			noDriver := func(out string) {
+				t.Helper()
+				require.NotRegexp(t, `(?m)^(call|line|return) (_execute|_display|_end_cell|_drivers_handler|_emit|write|_run)$`, out,
+					"the driver's code was traced")
+			}
+			r, out, _ := run(t, c, "import sys\n"+set)
+			require.Equal(t, 0, code(r), "%+v %q", r, out)
+			noDriver(out) // the cell's own frame's return, for a profile function, and nothing else
+			r, out, _ = run(t, c, "def cell_function():\n    return 41\nx = cell_function() + 1")
+			require.Equal(t, 0, code(r), "%+v %q", r, out)
+			require.Contains(t, out, "call cell_function")
+			noDriver(out)
+			r, out, _ = run(t, c, "sys.settrace(None); sys.setprofile(None); x")
+			require.Equal(t, 0, code(r), "%+v %q", r, out)
+			require.Contains(t, out, "42")
+		})
+	}
+}
