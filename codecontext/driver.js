@@ -959,24 +959,35 @@ async function drain(first) {
   while (cells.length > 0 && gen === drainGen) await run(ctx, cells.shift(), gen);
   if (gen === drainGen) draining = false;
 }
+// driverFailed ends the interpreter when the driver itself failed: it says
+// why where the engine keeps it, rather than leave a cell without its end
+// markers, or the next one never run.
+function driverFailed(e) {
+  let why = 'an exception that could not be formatted';
+  try { why = String(e && e.stack || e); } catch {}
+  try { fs.writeSync(diag, 'conch: the driver failed:\n' + why + '\n'); } catch {}
+  process.exit(70);
+}
 function startDrain(first) {
-  drain(first).catch((e) => {
-    // The driver itself failed: say why where the engine keeps it, and
-    // end, rather than leave the cell without its end markers.
-    let why = 'an exception that could not be formatted';
-    try { why = String(e && e.stack || e); } catch {}
-    try { fs.writeSync(diag, 'conch: the driver failed:\n' + why + '\n'); } catch {}
-    process.exit(70);
-  });
+  drain(first).catch(driverFailed);
 }
 let pending = '';
 sock.on('data', (d) => {
-  pending += d;
-  let i;
-  while ((i = pending.indexOf('\n')) >= 0) {
-    cells.push(JSON.parse(pending.slice(0, i)));
-    pending = pending.slice(i + 1);
+  // A failure here is the driver's (a cell broke a built-in of Node's own
+  // context, Array.prototype.push say, through require or
+  // vm.runInThisContext): it went to the uncaughtException listener, which
+  // gives an error while no cell runs to nobody, and the cell sent was
+  // never run, the context waiting for ever.
+  try {
+    pending += d;
+    let i;
+    while ((i = pending.indexOf('\n')) >= 0) {
+      cells.push(JSON.parse(pending.slice(0, i)));
+      pending = pending.slice(i + 1);
+    }
+    if (!draining) startDrain();
+  } catch (e) {
+    driverFailed(e);
   }
-  if (!draining) startDrain();
 });
 sock.on('close', () => process.exit(0));

@@ -597,6 +597,26 @@ threading.Thread(target=late).start()`)
 	require.Contains(t, err.Error(), "boom in handler")
 }
 
+// TestJavaScriptDriverFailsOnABrokenBuiltin: a cell that breaks a built-in
+// of Node's own context (through vm.runInThisContext, as a module that
+// patches Array.prototype would), which the driver uses as it reads the
+// next cell, makes the driver fail: the next cell ends lost, saying that
+// the driver failed and why. It was never run, and the context waited for
+// ever.
+func TestJavaScriptDriverFailsOnABrokenBuiltin(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	r, _, errOut := run(t, c, `require("vm").runInThisContext("Array.prototype.push = function () { throw new Error('push broken') }"); 1`)
+	require.Equal(t, 0, code(r), errOut)
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	_, r, err := c.Run(ctx, CellOptions{Code: "2"})
+	require.NoError(t, err, "the next cell hung")
+	require.Equal(t, process.Lost, r.Reason, "%+v", r)
+	require.Contains(t, r.Error, "driver failed")
+	require.Contains(t, r.Error, "push broken")
+}
+
 // TestLongControlLine: a cell that writes a line longer than 64 KiB on the
 // driver's socket does not stop the engine's reading of it: a later
 // interrupt still finds its cell started and interrupts it. Before, the
