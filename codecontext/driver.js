@@ -203,8 +203,12 @@ function place(files) {
 }
 const placeNap = new Int32Array(new SharedArrayBuffer(4));
 
+// The directory the engine reports, read through Node's own process.cwd,
+// taken at start: a cell may replace process.cwd, and the session's cwd
+// was then whatever it returned.
+const processCwd = process.cwd.bind(process);
 function cwd() {
-  try { return process.cwd(); } catch { return ''; }
+  try { return processCwd(); } catch { return ''; }
 }
 
 function makeContext() {

@@ -199,3 +199,15 @@ func TestPromiseThenReplaced(t *testing.T) {
 		require.Equal(t, "12\n", out)
 	}
 }
+
+// TestJavaScriptCwdNotTheCells: the directory a cell's result reports is
+// the interpreter's, whatever the cell made process.cwd return (it was
+// that).
+func TestJavaScriptCwdNotTheCells(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	dir := t.TempDir()
+	r, _, errOut := run(t, c, `process.cwd = () => "/nonexistent\nfake"; process.chdir(`+strconv.Quote(dir)+`)`)
+	require.Equal(t, 0, code(r), errOut)
+	require.Equal(t, dir, r.Cwd)
+}
