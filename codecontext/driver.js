@@ -381,19 +381,23 @@ function wholeExpression(code) {
 
 function compileText(code, filename) {
   const options = { filename, importModuleDynamically: importModule };
+  // Text with a top-level await is rewritten first, as the REPL does:
+  // await (f)() and await [p][0] are also a script calling, or indexing, a
+  // variable named await, which ran and threw "await is not defined". The
+  // rewrite gives null for text with no top-level await, which runs as a
+  // script. With a line end, as the REPL passes its lines: the rewrite
+  // closes its function after the text, which a last line's // comment
+  // would otherwise swallow (await 1; 42 // c was a SyntaxError).
+  if (processTopLevelAwait && code.includes('await')) {
+    let wrapped = null;
+    try { wrapped = processTopLevelAwait(code + '\n'); } catch {}
+    if (wrapped !== null) {
+      try { return { script: new vm.Script(wrapped, options), wrapped: true }; } catch {}
+    }
+  }
   try {
     return { script: new vm.Script(code, options) };
   } catch (e) {
-    if (processTopLevelAwait && e && e.name === 'SyntaxError' && code.includes('await')) {
-      let wrapped = null;
-      // With a line end, as the REPL passes its lines: the rewrite closes
-      // its function after the text, which a last line's // comment would
-      // otherwise swallow (await 1; 42 // c was a SyntaxError).
-      try { wrapped = processTopLevelAwait(code + '\n'); } catch {}
-      if (wrapped !== null) {
-        try { return { script: new vm.Script(wrapped, options), wrapped: true }; } catch {}
-      }
-    }
     let stack = 'SyntaxError (it could not be formatted)';
     try { stack = String(e && e.stack || e); } catch {}
     const i = stack.search(/\n\s+at /);

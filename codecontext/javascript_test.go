@@ -211,3 +211,25 @@ func TestJavaScriptCwdNotTheCells(t *testing.T) {
 	require.Equal(t, 0, code(r), errOut)
 	require.Equal(t, dir, r.Cwd)
 }
+
+// TestJavaScriptAwaitOfParenthesized: a top-level await of a parenthesized
+// or bracketed expression is an await, as at the REPL; it is also a script
+// calling (or indexing) a variable named await, and it ran as one, throwing
+// "await is not defined". A cell whose only await is inside a function is
+// still a script: its let stays in the context's global scope.
+func TestJavaScriptAwaitOfParenthesized(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	for _, tc := range []struct{ code, out string }{
+		{`(await (async () => 8)())`, "8\n"},
+		{`await (new Function("return 9"))()`, "9\n"},
+		{`await [Promise.resolve(10)][0]`, "10\n"},
+		{`let kept = 11; async function f() { return await kept }`, ""},
+		{`kept`, "11\n"},
+	} {
+		r, out, errOut := run(t, c, tc.code)
+		require.Equal(t, 0, code(r), "%s: %s", tc.code, errOut)
+		require.Equal(t, tc.out, out, tc.code)
+		require.Empty(t, errOut, tc.code)
+	}
+}
