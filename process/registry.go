@@ -128,6 +128,14 @@ func (r *Registry) Count(f Filter) int {
 // starting after the opaque cursor (empty: from the first), and the cursor of
 // the next page (empty when there is none). limit <= 0 means 100.
 func (r *Registry) List(f Filter, cursor string, limit int) ([]Info, string, error) {
+	return r.ListFitting(f, cursor, limit, nil)
+}
+
+// ListFitting is List whose page also ends before the first process fits
+// refuses (fits is called for each process the filter matches, in order;
+// the page always holds the first): a caller that bounds a page by the
+// size of its answer. A nil fits takes every process.
+func (r *Registry) ListFitting(f Filter, cursor string, limit int, fits func(Info) bool) ([]Info, string, error) {
 	var after uint64
 	if cursor != "" {
 		n, err := strconv.ParseUint(cursor, 36, 64)
@@ -150,7 +158,7 @@ func (r *Registry) List(f Filter, cursor string, limit int) ([]Info, string, err
 		if !f.match(info) {
 			continue
 		}
-		if len(out) == limit {
+		if len(out) == limit || fits != nil && !fits(info) && len(out) > 0 {
 			return out, strconv.FormatUint(e.seq-1, 36), nil
 		}
 		out = append(out, info)

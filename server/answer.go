@@ -245,6 +245,13 @@ func (e *encoder) raw(s string) {
 	}
 }
 
+// rawBytes writes b as it is: JSON encoded already.
+func (e *encoder) rawBytes(b []byte) {
+	if e.err == nil {
+		_, e.err = e.w.Write(b)
+	}
+}
+
 // key starts a member of the object being written.
 func (e *encoder) key(name string) {
 	if e.comma {

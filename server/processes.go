@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -101,20 +102,45 @@ func (s *Server) listProcesses(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	infos, next, err := s.reg.List(f, q.Get("cursor"), limit)
+	// A page ends before the record that would take its JSON past
+	// listPageBytes (it holds one at least): records of commands with 64
+	// KiB of text each made a page of 2,000 of them 390 MB, built whole in
+	// memory and held for a client that read nothing.
+	var items []byte
+	fits := func(i process.Info) bool {
+		// The registry lists snapshots; describe each from its process so
+		// that log bounds and ports are filled in the same way everywhere.
+		p, err := s.reg.Get(i.ID)
+		if err != nil {
+			return true // gone meanwhile: nothing of it is listed
+		}
+		b, err := json.Marshal(s.processDTO(p))
+		if err != nil || len(items) > 0 && len(items)+1+len(b) > listPageBytes {
+			return false
+		}
+		if len(items) > 0 {
+			items = append(items, ',')
+		}
+		items = append(items, b...)
+		return true
+	}
+	_, next, err := s.reg.ListFitting(f, q.Get("cursor"), limit, fits)
 	if err != nil {
 		return err
 	}
-	items := make([]api.Process, 0, len(infos))
-	for _, i := range infos {
-		// The registry lists snapshots; describe each from its process so
-		// that log bounds and ports are filled in the same way everywhere.
-		if p, err := s.reg.Get(i.ID); err == nil {
-			items = append(items, s.processDTO(p))
-		}
-	}
-	return writeJSON(w, http.StatusOK, api.ProcessList{Items: items, Next: next})
+	enc := newEncoder(w, http.StatusOK, time.Duration(s.writeTimeout.Load()))
+	enc.raw(`{"items":[`)
+	enc.rawBytes(items)
+	enc.raw("]")
+	enc.comma = true
+	enc.field("next", next)
+	enc.raw("}\n")
+	return enc.flush()
 }
+
+// listPageBytes bounds the JSON of the records a page of GET /v1/processes
+// holds, as logsPageBytes bounds a logs page's frames.
+const listPageBytes = 1 << 20
 
 func (s *Server) getProcess(w http.ResponseWriter, r *http.Request) error {
 	p, err := s.lookup(r)

@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"encoding/json"
+	"net/http"
 	"runtime"
 	"strconv"
 	"strings"
@@ -261,6 +263,42 @@ func TestRun(t *testing.T) {
 		require.False(t, r.WaitingForInput)
 		require.NoError(t, d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"}))
 	})
+}
+
+// TestListPagesBoundedInBytes: a page of GET /v1/processes ends before the
+// record that would take its JSON past 1 MiB, whatever the limit, and the
+// pages give every record once. Records of commands with long text (each
+// < escaped six times over) made one page of them tens of megabytes, built
+// whole in memory.
+func TestListPagesBoundedInBytes(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	text := "true '" + strings.Repeat("<", 60_000) + "'"
+	var ids []string
+	for range 12 {
+		r := d.run(t, client.StartOptions{Cmd: text, Name: "long"})
+		ids = append(ids, r.ProcessID)
+	}
+	var paged []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		require.Less(t, pages, 12)
+		resp, body := d.do(t, "GET", "/v1/processes?name=long&limit=1000&cursor="+cursor, nil)
+		require.Equal(t, http.StatusOK, resp.StatusCode, body)
+		require.Less(t, len(body), 1<<20+400_000, "a page of %d bytes", len(body))
+		var l client.ProcessList
+		require.NoError(t, json.Unmarshal([]byte(body), &l))
+		require.NotEmpty(t, l.Items)
+		for _, p := range l.Items {
+			paged = append(paged, p.ID)
+		}
+		if l.Next == "" {
+			break
+		}
+		cursor = l.Next
+	}
+	require.Equal(t, ids, paged, "pages in creation order, nothing twice")
+	require.Greater(t, len(paged), 0)
 }
 
 func TestListAndPaging(t *testing.T) {
