@@ -66,6 +66,11 @@ type Process struct {
 	ShellCommandTruncated bool `json:"shellCommandTruncated,omitempty"`
 	CodeBytes             int  `json:"codeBytes,omitempty"`
 	CodeTruncated         bool `json:"codeTruncated,omitempty"`
+	// ArgvCount is the number of elements of the whole argv, of which
+	// Argv holds the first, within 64 KiB (each element counted 32 bytes
+	// more than its own); ArgvTruncated says it holds fewer.
+	ArgvCount     int  `json:"argvCount,omitempty"`
+	ArgvTruncated bool `json:"argvTruncated,omitempty"`
 }
 
 // Ended reports whether the process is terminal.

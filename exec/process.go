@@ -87,6 +87,9 @@ func Start(opts Options) (*Process, error) {
 	p.gate.bound = int64(p.log.Retention() / 2)
 	p.gate.stall = process.OrDefault(opts.AttachStall, process.StopGrace)
 	p.info.ShellCommand, p.info.ShellCommandBytes = process.KeepText(opts.Cmd)
+	if opts.Argv != nil {
+		p.info.Argv, p.info.ArgvCount = process.KeepArgv(opts.Argv)
+	}
 	if pl.shellItself {
 		p.info.Argv = pl.argv
 	} else if opts.Argv == nil {
@@ -128,10 +131,10 @@ func Start(opts Options) (*Process, error) {
 	p.mu.Lock()
 	p.info.PID = p.cmd.Process.Pid
 	p.info.StartedAt = time.Now()
-	// The environment is the process's now. Kept, it held up to the
-	// kernel's ~2 MB a process for as long as the process ran, in no
-	// budget of the daemon's.
-	p.cmd.Env = nil
+	// The environment and arguments are the process's now. Kept, they
+	// held up to the kernel's ~2 MB a process for as long as the process
+	// ran, in no budget of the daemon's (the record keeps the argv's head).
+	p.cmd.Env, p.cmd.Args = nil, nil
 	if opts.ExecutionTimeout > 0 {
 		p.timers = append(p.timers, time.AfterFunc(opts.ExecutionTimeout, p.timeout))
 	}

@@ -102,10 +102,10 @@ type Info struct {
 	State            State
 	System           bool // a session's own shell
 	SessionID        string
-	Argv             []string
-	ShellCommand     string // at most its first KeptText bytes; see ShellCommandBytes
-	Code             string // a code cell's text: at most its first KeptText bytes; see CodeBytes
-	Language         string // a code context's or cell's language: python, javascript
+	Argv             []string // at most its first elements within KeptText; see ArgvCount
+	ShellCommand     string   // at most its first KeptText bytes; see ShellCommandBytes
+	Code             string   // a code cell's text: at most its first KeptText bytes; see CodeBytes
+	Language         string   // a code context's or cell's language: python, javascript
 	Shell            string
 	ResolvedShell    string
 	Login            bool
@@ -124,6 +124,9 @@ type Info struct {
 	// ShellCommand and Code, which the record keeps the first KeptText
 	// bytes of.
 	ShellCommandBytes, CodeBytes int
+	// ArgvCount is the number of elements of the whole argv, of which Argv
+	// holds the first within KeptText (see KeepArgv).
+	ArgvCount int
 	// StdinDroppedBytes counts the bytes written to the process's stdin
 	// that were still queued, unread, when it ended.
 	StdinDroppedBytes int64

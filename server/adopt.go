@@ -11,8 +11,8 @@ import (
 // the server's LogRetention. Errors are exec.Start's, process.ErrLimit, and
 // the refusal of a server that shuts down (wrapping process.ErrUnsupported).
 func (s *Server) StartExec(opts exec.Options) (*exec.Process, error) {
-	c := claim{slotProcess, textBytes(opts.Cmd, opts.Argv)}
-	if err := s.checkCommandSize(c.text); err != nil {
+	c := claim{slotProcess, textCost(opts.Cmd, opts.Argv)}
+	if err := s.checkCommandSize(textBytes(opts.Cmd, opts.Argv)); err != nil {
 		return nil, err
 	}
 	if err := s.reserve(c); err != nil {

@@ -508,3 +508,28 @@ func TestEarlyAnswerToAStalledBody(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 }
+
+// TestLongArgvKeptShort: an argv of many small elements costs what its
+// elements cost (the string headers of its copies), not its bytes alone:
+// an ended record keeps its first elements within 64 KiB of that cost,
+// saying how many it had, and the ended records' text counts the kept
+// ones. 300,000 empty arguments, 300 KB of text, held 7-9 MB in each
+// record, which counted 244 bytes.
+func TestLongArgvKeptShort(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	argv := append([]string{"true"}, make([]string, 100_000)...)
+	r, _, err := d.c.Run(ctx(t), client.RunOptions{StartOptions: client.StartOptions{Argv: argv}})
+	require.NoError(t, err)
+	require.NotNil(t, r)
+	require.True(t, r.Reason == process.Exited || r.Reason == process.Failed, "%+v", r.WaitResult)
+	p, err := d.c.Get(ctx(t), r.ProcessID)
+	require.NoError(t, err)
+	require.True(t, p.ArgvTruncated, "argvCount %d, %d elements kept", p.ArgvCount, len(p.Argv))
+	require.Equal(t, len(argv), p.ArgvCount)
+	require.Equal(t, "true", p.Argv[0])
+	require.LessOrEqual(t, len(p.Argv), process.KeptText/process.ArgCost)
+	used := d.budget(t, "endedRecordText").Used
+	require.LessOrEqual(t, used, int64(process.KeptText), "the record's text counts %d bytes", used)
+	require.Greater(t, used, int64(len(p.Argv)), "the kept elements' cost is counted")
+}

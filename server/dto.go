@@ -41,6 +41,8 @@ func (s *Server) processDTO(p process.Process) api.Process {
 
 		ShellCommandBytes:     i.ShellCommandBytes,
 		ShellCommandTruncated: i.ShellCommandBytes > len(i.ShellCommand),
+		ArgvCount:             i.ArgvCount,
+		ArgvTruncated:         i.ArgvCount > len(i.Argv),
 		CodeBytes:             i.CodeBytes,
 		CodeTruncated:         i.CodeBytes > len(i.Code),
 	}

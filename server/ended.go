@@ -34,10 +34,7 @@ func (s *Server) noteEnded(p process.Process, i process.Info) {
 	if i.System {
 		return
 	}
-	text := len(i.ShellCommand) + len(i.Code)
-	for _, a := range i.Argv {
-		text += len(a)
-	}
+	text := len(i.ShellCommand) + len(i.Code) + process.ArgvCost(i.Argv)
 	var evict []string
 	s.mu.Lock()
 	e := &s.ended

@@ -22,8 +22,8 @@ func (s *Server) start(ctx context.Context, opts api.StartOptions, hold bool) (p
 	if err := checkName(opts.Name); err != nil {
 		return nil, err
 	}
-	c := claim{slotProcess, textBytes(opts.Cmd, opts.Argv)}
-	if err := s.checkCommandSize(c.text); err != nil {
+	c := claim{slotProcess, textCost(opts.Cmd, opts.Argv)}
+	if err := s.checkCommandSize(textBytes(opts.Cmd, opts.Argv)); err != nil {
 		return nil, err
 	}
 	if err := s.reserve(c); err != nil {

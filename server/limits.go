@@ -36,14 +36,23 @@ func checkName(name string) error {
 	return nil
 }
 
-// textBytes is the size of a process's text: its command or code, and its
-// argv (each argument with the byte that ends it).
+// textBytes is the size of a process's text, as --max-command-bytes
+// bounds it: its command or code, and its argv (each argument with the
+// byte that ends it).
 func textBytes(cmd string, argv []string) int64 {
 	n := int64(len(cmd))
 	for _, a := range argv {
 		n += int64(len(a)) + 1
 	}
 	return n
+}
+
+// textCost is what a process's text counts under the budgets of command
+// text and ended records: its bytes, and for each argv element what it
+// costs beyond them (process.ArgCost), which a million empty arguments
+// would otherwise hold uncounted.
+func textCost(cmd string, argv []string) int64 {
+	return int64(len(cmd) + process.ArgvCost(argv))
 }
 
 // smallBodyLimit bounds the bodies of the routes that take a few short
