@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -200,5 +201,50 @@ func TestRendererLines(t *testing.T) {
 	}
 	if r.Lines() != "" {
 		t.Error("lines taken twice")
+	}
+}
+
+// A line longer than width is taken in rows of width cells, as a terminal
+// shows it: inserting, deleting and erasing to the start move or blank the
+// cursor's row only, and cells pushed past its end are lost.
+func TestLongLineRows(t *testing.T) {
+	line := strings.Repeat("a", width) + strings.Repeat("b", width) + "c"
+	for _, tc := range []struct{ name, in, want string }{
+		{"insert in the first row", line + "\r\x1b[2@XY",
+			"XY" + strings.Repeat("a", width-2) + strings.Repeat("b", width) + "c"},
+		{"insert in the last row grows it", line + "\x1b[1D\x1b[2@",
+			strings.Repeat("a", width) + strings.Repeat("b", width) + "  c"},
+		{"delete in the first row", line + "\r\x1b[2P",
+			strings.Repeat("a", width-2) + "  " + strings.Repeat("b", width) + "c"},
+		{"erase to the row's start", line + "\x1b[1022D\x1b[1K", // from column 2049 to 1027
+			strings.Repeat("a", width) + strings.Repeat(" ", 4) + strings.Repeat("b", width-4) + "c"},
+	} {
+		if got := String([]byte(tc.in)); got != tc.want {
+			t.Errorf("%s: got %d cells %q..., want %d", tc.name, len(got), got[:min(len(got), 8)], len(tc.want))
+		}
+	}
+}
+
+// Inserting, deleting and erasing over and over at the start of a long line
+// take time linear in the output: 680 KB of them took 45 s to render, and
+// a daemon rendering a run's plain answer went on after its client left.
+// The guard is a hang guard, far above the milliseconds it takes.
+func TestLongLineEditsAreLinear(t *testing.T) {
+	var b bytes.Buffer
+	b.WriteString(strings.Repeat("a", 1_000_000))
+	b.WriteString("\r")
+	for range 100_000 {
+		b.WriteString("\x1b[@\x1b[P")
+	}
+	b.WriteString(strings.Repeat("\x1b[1K", 100_000))
+	done := make(chan string, 1)
+	go func() { done <- String(b.Bytes()) }()
+	select {
+	case out := <-done:
+		if len(out) != 1_000_000 {
+			t.Fatalf("rendered %d cells, want 1000000", len(out))
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("rendering did not end within 20 s")
 	}
 }
