@@ -251,7 +251,10 @@ func (f *startFlags) findRun(ctx context.Context, c *client.Client, opts client.
 		if opts.Cmd != "" {
 			return text(p.ShellCommand, opts.Cmd, p.ShellCommandTruncated)
 		}
-		return p.ShellCommand == "" && slices.Equal(p.Argv, opts.Argv)
+		return p.ShellCommand == "" && (slices.Equal(p.Argv, opts.Argv) ||
+			// The record keeps an argv's head only (argvTruncated).
+			p.ArgvTruncated && p.ArgvCount == len(opts.Argv) && len(p.Argv) < len(opts.Argv) &&
+				slices.Equal(p.Argv, opts.Argv[:len(p.Argv)]))
 	}
 	found, nearest := "", time.Duration(math.MaxInt64)
 	for p, err := range c.Processes(ctx, client.ListOptions{State: "running", SessionID: *f.session, Name: *f.name}) {

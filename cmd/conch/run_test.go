@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -571,4 +572,28 @@ func TestWaitDaemonGoneSaysSo(t *testing.T) {
 	require.ErrorAs(t, cmd.Wait(), &ee)
 	require.Equal(t, 125, ee.ExitCode(), stderr.String())
 	require.Contains(t, stderr.String(), "closed the connection before it answered", stderr.String())
+}
+
+// findRun finds the process of a run with a long argv, of which the
+// record keeps the head only: it found nothing, and conch run --json's
+// Ctrl-C did not reach the command.
+func TestFindRunOfALongArgv(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	for _, n := range []int{10, 3000} {
+		argv := []string{"sh", "-c", "sleep 30", "_"}
+		for i := range n {
+			argv = append(argv, fmt.Sprintf("%030d", i))
+		}
+		asked := time.Now()
+		p, err := s.c.Start(t.Context(), client.StartOptions{Argv: argv})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.c.Kill(context.Background(), p.ID, client.KillOptions{Signal: "KILL"}) })
+		fs := flag.NewFlagSet("run", flag.ContinueOnError)
+		f := addStartFlags(fs)
+		require.NoError(t, fs.Parse(nil))
+		found, err := f.findRun(t.Context(), s.c, client.StartOptions{Argv: argv}, client.CommandOptions{}, asked)
+		require.NoError(t, err)
+		require.Equal(t, p.ID, found, "an argv of %d elements", len(argv))
+	}
 }
