@@ -55,20 +55,6 @@ type Paths struct {
 	// could not run it (a builtin the frame calls was disabled, as bash's
 	// enable -n does) finds it unset. For RunSource and RunFile only.
 	GuardInScript bool
-	// RanInScript makes the command's text set a second variable, the
-	// frame's ran mark, to the nonce before anything else (the caller
-	// starts the script with Frame.AppendHead; for RunText the frame puts
-	// it in Text), and the guarded end line write its marker by a path
-	// that exists only while the mark holds the nonce (see
-	// unguardedTarget). A frame whose redirections failed (a command
-	// lowered ulimit -n so that the shell can open the end line's stream
-	// but not the command's three) never ran the command: its end line
-	// finds the mark of the command before and writes the Failed marker,
-	// where it reported the failed redirection's status as the command's.
-	// GuardInScript cannot serve there: a guarded end line that finds
-	// another nonce in the guard takes itself for one sent twice and
-	// writes nothing.
-	RanInScript bool
 	// Text is the command's text, for RunText: the frame carries it itself
 	// and Script is not read.
 	Text string
@@ -250,10 +236,7 @@ type Frame struct {
 	// and Paths.EndFile, when they are set, before it sends Text and End.
 	FrameText, EndText string
 
-	restore string // what AppendHead gives $? by (Paths.GuardInScript, Paths.RanInScript)
-	// headGuard and headRan say what AppendHead assigns: the guard, the
-	// ran mark.
-	headGuard, headRan bool
+	restore string // what AppendHead gives $? by (Paths.GuardInScript)
 }
 
 // The frame's variables: guardVar holds the nonce of the command whose end
@@ -264,7 +247,6 @@ const (
 	guardVar  = "__conch"
 	statusVar = "__conch_s"
 	sinkVar   = "__conch_m"
-	ranVar    = "__conch_r" // see Paths.RanInScript
 )
 
 // New frames the command whose text the caller has written to p.Script — a
@@ -282,22 +264,17 @@ func build(n Nonce, prevStatus int, p Paths) Frame {
 	if p.Announce {
 		b.WriteString(p.Calls.write(`\036S`+string(n), nil, false, p.own()) + "; ")
 	}
-	guardInScript := p.GuardInScript && p.Run != RunText
-	if !guardInScript {
+	inScript := p.GuardInScript && p.Run != RunText
+	if !inScript {
 		b.WriteString(guardVar + "=" + string(n) + "; ")
 	}
 	if p.Before != "" {
 		b.WriteString(p.Before + "; ")
 	}
-	// $? as the previous command left it: in the script (or the text
-	// run), after the assignments there, which set it to 0.
+	// $? as the previous command left it: in the script, after the
+	// guard's assignment, which sets it to 0.
 	restore := restoreStatus(prevStatus, p.Calls)
-	text := p.Text
-	switch {
-	case p.RanInScript && p.Run == RunText:
-		text = ranVar + "=" + string(n) + "; " + restore + text
-		restore = ""
-	case !guardInScript && !p.RanInScript:
+	if !inScript {
 		b.WriteString(restore)
 		restore = ""
 	}
@@ -308,7 +285,7 @@ func build(n Nonce, prevStatus int, p Paths) Frame {
 	case RunFile:
 		b.WriteString(orDefault(p.Calls.Eval, `\eval`) + ` "$(<` + quote(p.Script) + `)" <`)
 	case RunText:
-		b.WriteString(orDefault(p.Calls.Eval, `\eval`) + " " + quoteAlways(text) + " <")
+		b.WriteString(orDefault(p.Calls.Eval, `\eval`) + " " + quoteAlways(p.Text) + " <")
 	default:
 		b.WriteString(orDefault(p.Calls.Source, `\.`) + " " + quote(p.Script) + " <")
 	}
@@ -325,7 +302,6 @@ func build(n Nonce, prevStatus int, p Paths) Frame {
 	}
 	f := Frame{
 		Nonce: n, Text: b.String(), End: EndLine(n, p), Run: p.Run, EndInText: inText, restore: restore,
-		headGuard: guardInScript, headRan: p.RanInScript && p.Run != RunText,
 		Start: []byte("\x1eS" + string(n)), Failed: []byte("\x1eF" + string(n)),
 	}
 	source := orDefault(p.Calls.Source, `\.`)
@@ -347,12 +323,7 @@ func build(n Nonce, prevStatus int, p Paths) Frame {
 // starts with, on its first line: the words that set the frame's guard to
 // its nonce, then those that give $? the previous command's status.
 func (f Frame) AppendHead(b []byte) []byte {
-	if f.headGuard {
-		b = append(append(append(b, guardVar+"="...), f.Nonce...), "; "...)
-	}
-	if f.headRan {
-		b = append(append(append(b, ranVar+"="...), f.Nonce...), "; "...)
-	}
+	b = append(append(append(b, guardVar+"="...), f.Nonce...), "; "...)
 	return append(b, f.restore...)
 }
 
@@ -401,7 +372,7 @@ func endLine(n Nonce, p Paths, guarded bool) string {
 	// Unguarded: the marker goes to the command's stdout by a path that
 	// exists only while the guard holds the nonce, and the guard is
 	// reset.
-	look, target, reset := "", unguardedTarget(guardVar, n, p.Stdout), guardVar+"=-"
+	look, target, reset := "", unguardedTarget(n, p.Stdout), guardVar+"=-"
 	if guarded {
 		// The marker goes to /dev/null when the guard holds another
 		// nonce, and the guard stays; the target is unquoted, so that
@@ -410,11 +381,7 @@ func endLine(n Nonce, p Paths, guarded bool) string {
 		look = sinkVar + "=${" + guardVar + "-}; " +
 			sinkVar + "=${" + sinkVar + "#" + string(n) + "}; " +
 			sinkVar + "=${" + sinkVar + ":+/dev/null}; "
-		stdout := quote(p.Stdout)
-		if p.RanInScript {
-			stdout = unguardedTarget(ranVar, n, p.Stdout)
-		}
-		target = "${" + sinkVar + ":-" + stdout + "}"
+		target = "${" + sinkVar + ":-" + quote(p.Stdout) + "}"
 		reset = guardVar + "=${" + sinkVar + ":+$" + guardVar + "}; " + guardVar + "=${" + guardVar + ":--}"
 	}
 	return statusLead + look +
@@ -425,8 +392,7 @@ func endLine(n Nonce, p Paths, guarded bool) string {
 
 // unguardedTarget is where an unguarded end line writes its marker: the
 // command's stdout, reached through its directory's entry "." followed by
-// what is left of the guard (mark; a guarded end line's ran mark, see
-// Paths.RanInScript) once the nonce is taken off its front. That is
+// what is left of the guard once the nonce is taken off its front. That is
 // nothing when the guard holds the nonce, as the frame's text set it: the
 // path is DIR/./NAME. When it does not, the path goes through a directory
 // that the engine never makes (DIR/.0, DIR/.-), the marker cannot be
@@ -440,12 +406,12 @@ func endLine(n Nonce, p Paths, guarded bool) string {
 // another path. "##" rather than "#": for a pattern with no wildcard the
 // two take off the same, and bash's "#" tries every length of prefix in
 // turn (1.6 µs an expansion here, against 0.8).
-func unguardedTarget(mark string, n Nonce, stdout string) string {
+func unguardedTarget(n Nonce, stdout string) string {
 	i := strings.LastIndexByte(stdout, '/')
 	if i < 0 {
 		return quote(stdout) // no directory to hang the look on (never so in a session)
 	}
-	return quote(stdout[:i]+"/.") + `"${` + mark + "##" + string(n) + `}"` + quote(stdout[i:])
+	return quote(stdout[:i]+"/.") + `"${` + guardVar + "##" + string(n) + `}"` + quote(stdout[i:])
 }
 
 // quote single-quotes s for the shell.

@@ -256,7 +256,6 @@ func (c *Command) start() (*readLoop, *streams) {
 		Stdin: st.stdin, Stdout: st.out.Path, Stderr: st.err.Path, Script: s.scriptName,
 		Announce: announces(s.sh), Calls: frameCalls(s.sh), Run: run,
 		EndInText: keepsReadAhead(s.sh), GuardInScript: guardsInScript(s.sh, flags, run),
-		RanInScript: marksRunInScript(s.sh, flags),
 	}
 	if run == sentinel.RunText {
 		paths.Text = text
@@ -266,7 +265,7 @@ func (c *Command) start() (*readLoop, *streams) {
 	}
 	f, err := s.newFrame(prev, paths)
 	if err == nil && run != sentinel.RunText {
-		err = s.writeScript(f, paths.GuardInScript || paths.RanInScript, text)
+		err = s.writeScript(f, paths.GuardInScript, text)
 		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 			// The file system is full (a command filled it) and the text
 			// outgrows the command file: the frame carries it, as dash's

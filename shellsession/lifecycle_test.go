@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -618,59 +617,6 @@ func TestOutOfFileDescriptors(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-// TestFramesThatCannotOpenTheirStreams: under ulimit -n a little above
-// what the end line needs, the shell can write the end marker but not open
-// a command's three streams: the command never runs. On mksh it is failed
-// then, never reported exited as if it had run (it was given the failed
-// redirection's status, 1) — or it runs, or the shell exits as the command
-// comes and the session ends (dash, zsh, busybox sh at the lowest limits,
-// above). The other shells still report the status (README).
-func TestFramesThatCannotOpenTheirStreams(t *testing.T) {
-	t.Parallel()
-	for _, shell := range testShells {
-		for n := 10; n <= 14; n++ {
-			t.Run(fmt.Sprintf("%s/%d", shell, n), func(t *testing.T) {
-				t.Parallel()
-				dir := t.TempDir()
-				s := newSession(t, Options{Shell: shell})
-				run(t, s, CommandOptions{Cmd: "ulimit -n " + strconv.Itoa(n)})
-				for i := range 2 {
-					ran := filepath.Join(dir, strconv.Itoa(i))
-					ctx, cancel := context.WithTimeout(t.Context(), deadline)
-					c, r, err := s.Run(ctx, CommandOptions{Cmd: "echo A; : > " + ran})
-					cancel()
-					if errors.Is(err, ErrSessionEnded) {
-						return
-					}
-					require.NoError(t, err)
-					_, statErr := os.Stat(ran)
-					switch {
-					case r.Reason == process.Failed:
-						require.Contains(t, r.Error, "ulimit", "%+v", r)
-					case statErr != nil && shell != "mksh":
-						// Only mksh's frame has a ran mark (see
-						// marksRunInScript): on the others such a command is
-						// reported with the failed redirection's status, as
-						// the README says.
-						require.Equal(t, process.Exited, r.Reason, "%+v", r)
-						require.NotEqual(t, 0, code(r), "%+v", r)
-					case statErr != nil:
-						select {
-						case <-s.Done(): // the shell exited as the command came
-							return
-						case <-time.After(time.Second):
-						}
-						t.Fatalf("command %d never ran, and was reported %+v (code %d)", i, r, code(r))
-					default:
-						stdout, _ := output(c)
-						require.Equal(t, "A\n", stdout, "%+v", r)
-					}
-				}
-			})
-		}
 	}
 }
 

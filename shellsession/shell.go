@@ -326,24 +326,6 @@ func guardsInScript(sh shells.Shell, flags string, run sentinel.Run) bool {
 	return sh.Family == shells.Bash && run == sentinel.RunSource && !strings.ContainsAny(flags, "vxT")
 }
 
-// marksRunInScript reports whether the command's text, rather than the
-// frame, says that it ran, for sh after a command that left the shell with
-// option letters flags (see sentinel.Paths.RanInScript): mksh. A frame
-// whose redirections fail (ulimit -n a little above what the end line
-// needs) then has its command reported failed, not ended with the failed
-// redirection's status as if it had run. Not under set -v or set -x, which
-// would echo or trace the mark's words into the command's stderr. Not the
-// other shells whose end line looks at the guard: the DEBUG traps of zsh and
-// ksh93 would run for the mark's words too, and dash and busybox sh, which
-// evaluate the command's text (RunText), parse the line the mark is on
-// whole before they run it, so that a line they refuse (a function named
-// set, which dash refuses as it parses) would leave the mark unset, and the
-// command failed, where its status is the refusal's; the mark on a line of
-// its own would put their messages' line numbers one off.
-func marksRunInScript(sh shells.Shell, flags string) bool {
-	return sh.Family == shells.Mksh && !strings.ContainsAny(flags, "vx")
-}
-
 // retraceStatus gives $? back the previous command's status, prev, after
 // retrace (a builtin, which left it 0). In a subshell whose stderr is
 // /dev/null, where its own trace goes: the command's trace shows the

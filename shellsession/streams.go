@@ -181,14 +181,14 @@ func (s *Session) closePool() {
 }
 
 // writeScript puts a command's text in the session's script file, which the
-// shell sources, after f's head when head is set: the words that set its
-// guard or ran mark, and $? (see guardsInScript, marksRunInScript). One file serves every command: the
+// shell sources, after f's head when guard is set: the words that set its
+// guard and $? (see guardsInScript). One file serves every command: the
 // next command's text replaces it only after the shell is done with the
 // last one. The text is copied into room the session keeps, written with
 // one call.
-func (s *Session) writeScript(f sentinel.Frame, head bool, text string) error {
+func (s *Session) writeScript(f sentinel.Frame, guard bool, text string) error {
 	b := s.scriptBuf[:0]
-	if head {
+	if guard {
 		b = f.AppendHead(b)
 	}
 	b = append(b, text...)
@@ -254,8 +254,7 @@ func (s *Session) newFrame(prev int, p sentinel.Paths) (sentinel.Frame, error) {
 		// The same few streams serve command after command: their frame's
 		// text is built once.
 		k := frameKey{prev: prev, stdin: p.Stdin, stdout: p.Stdout, stderr: p.Stderr, script: p.Script,
-			before: p.Before, run: p.Run, announce: p.Announce, ownStderr: p.OwnStderr, guardInScript: p.GuardInScript,
-			ranInScript: p.RanInScript}
+			before: p.Before, run: p.Run, announce: p.Announce, ownStderr: p.OwnStderr, guardInScript: p.GuardInScript}
 		t, ok := s.templates[k]
 		if !ok {
 			if len(s.templates) >= maxTemplates || s.templates == nil {
@@ -297,7 +296,7 @@ type frameKey struct {
 	before                        string
 	run                           sentinel.Run
 	announce, ownStderr           bool
-	guardInScript, ranInScript    bool
+	guardInScript                 bool
 }
 
 // maxTemplates bounds a session's frame templates: its pool's streams
