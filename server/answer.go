@@ -442,9 +442,12 @@ func (e *encoder) text(name string, parts [][]logstore.Frame, keep func(logstore
 			e.escape(b[:cut])
 			n = copy(held[:], b[cut:])
 		}
-	}
-	if n > 0 {
-		e.escape(held[:n]) // the text ends in it: replaced
+		// The parts (an answer's head and tail) are not one after the
+		// other: what the head ends in is not ended by the tail.
+		if n > 0 {
+			e.escape(held[:n]) // replaced
+			n = 0
+		}
 	}
 	e.raw(`"`)
 }
