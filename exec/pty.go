@@ -36,10 +36,10 @@ func (p *Process) startPTY(size process.TerminalSize) ([]output, error) {
 		return nil, fmt.Errorf("pty size: %w", err)
 	}
 	if c := p.cmd.SysProcAttr.Credential; c != nil {
-		if err := giveTerminal(tty, c); err != nil {
-			closeAll(master, tty)
-			return nil, fmt.Errorf("give the pty to uid %d: %w", c.Uid, err)
-		}
+		// Where the daemon may not (a user namespace that does not map
+		// the tty group, say), the terminal stays the daemon's, as it
+		// was: the program still has it on its descriptors.
+		_ = giveTerminal(tty, c)
 	}
 	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = tty, tty, tty
 	p.cmd.SysProcAttr.Setsid = true
