@@ -112,6 +112,9 @@ func (s *Server) routes() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rt, ok := fixed[r.URL.Path]
 		if path, isFile := strings.CutPrefix(r.URL.Path, "/v1/files/"); isFile || r.URL.Path == "/v1/files" {
+			if !isFile {
+				path = "" // the root: CutPrefix gave the whole path back, "/v1/files", a file under it
+			}
 			rt, ok = files, true
 			r.SetPathValue("path", path)
 		}
@@ -272,7 +275,11 @@ func (s *Server) listDir(w http.ResponseWriter, p, dir string, f *os.File) {
 		})
 	}
 	slices.SortFunc(entries, func(a, b FileEntry) int { return strings.Compare(a.Name, b.Name) })
-	writeJSON(w, http.StatusOK, DirectoryListing{Path: "/" + strings.TrimPrefix(p, "/"), Entries: entries})
+	// Written as a download is: a client that reads none of it for
+	// IOIdle is let go, rather than holding the request, the directory
+	// and the listing for as long as it keeps the connection.
+	iw := &idleWriter{ResponseWriter: w, rc: http.NewResponseController(w), idle: s.opts.IOIdle}
+	writeJSON(iw, http.StatusOK, DirectoryListing{Path: "/" + strings.TrimPrefix(p, "/"), Entries: entries})
 }
 
 func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
@@ -303,19 +310,21 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, codeInvalidArgument, "%q is a directory", p)
 		return
 	}
-	rc := http.NewResponseController(w)
-	// A multipart body is read up to its file part under the same bound
-	// as the part: one that stalled before it held its request for good.
+	// Every read of the body, a multipart one's before, in and after its
+	// file part, is bounded by IOIdle: one that stalled before the part
+	// held its request for good, and one that stalled after it too (the
+	// part's end cleared the deadline, and net/http read on for what was
+	// left of the body before it answered).
 	r.Body = struct {
 		io.Reader
 		io.Closer
-	}{&clientReader{Reader: r.Body, rc: rc, idle: s.opts.IOIdle}, r.Body}
+	}{&clientReader{Reader: r.Body, rc: http.NewResponseController(w), idle: s.opts.IOIdle}, r.Body}
 	body, err := uploaded(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, codeInvalidArgument, "%s", err)
 		return
 	}
-	if err := writeAtomic(target, &clientReader{Reader: body, rc: rc, idle: s.opts.IOIdle}, mode); err != nil {
+	if err := writeAtomic(target, body, mode); err != nil {
 		fileError(w, p, err)
 		return
 	}
@@ -342,9 +351,36 @@ func uploaded(r *http.Request) (io.Reader, error) {
 			return nil, fmt.Errorf("multipart body: %w", err)
 		}
 		if part.FormName() == "file" {
-			return part, nil
+			// The file is the part's bytes, written once the body has
+			// ended: a body cut short or stalled after the part leaves
+			// the file as it was.
+			return io.MultiReader(partReader{part}, rest{r.Body}), nil
 		}
 	}
+}
+
+// partReader is a multipart upload's file part, whose read errors (a body
+// cut short inside it) are the client's, as the body's are.
+type partReader struct{ r io.Reader }
+
+func (p partReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	var be *bodyError
+	if err != nil && err != io.EOF && !errors.As(err, &be) {
+		err = &bodyError{err}
+	}
+	return n, err
+}
+
+// rest reads what is left of a body to its end, giving none of it: the
+// parts after a multipart upload's file part, and its closing boundary.
+type rest struct{ r io.Reader }
+
+func (b rest) Read([]byte) (int, error) {
+	if _, err := io.Copy(io.Discard, b.r); err != nil {
+		return 0, err
+	}
+	return 0, io.EOF
 }
 
 // clientReader is an upload's body, whose read errors (a multipart body

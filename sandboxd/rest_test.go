@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime/multipart"
 	"net"
@@ -559,6 +560,13 @@ func TestFilesStalledUpload(t *testing.T) {
 	t.Run("multipart before its file", func(t *testing.T) {
 		stalledUpload(t, "multipart/form-data; boundary=XX", "--XX\r\nContent-Disposition: form-data; name=\"other\"\r\n\r\nabc")
 	})
+	// The file part whole, then a stall: the upload was written and no
+	// answer ever came (net/http read on for the rest of the body with no
+	// deadline).
+	t.Run("multipart after its file", func(t *testing.T) {
+		stalledUpload(t, "multipart/form-data; boundary=XX",
+			"--XX\r\nContent-Disposition: form-data; name=\"file\"; filename=\"f\"\r\n\r\nnew\r\n--XX\r\nContent-Disposition: form-data; name=\"other\"\r\n\r\nzz")
+	})
 }
 
 func stalledUpload(t *testing.T, contentType, sent string) {
@@ -620,6 +628,47 @@ func TestFilesUnreadDownload(t *testing.T) {
 	time.Sleep(2 * time.Second) // reading nothing, far past IOIdle
 	got, _ := io.Copy(io.Discard, conn)
 	require.Less(t, got, int64(size), "the daemon let the download go: the connection closed short of the file")
+}
+
+// TestFilesUnreadListing: a directory's listing whose client reads nothing
+// is let go as a download is. It held its request, the open directory and
+// the listing for as long as the client kept the connection.
+func TestFilesUnreadListing(t *testing.T) {
+	d := serve(t, Options{IOIdle: 100 * time.Millisecond})
+	dir := filepath.Join(d.root, "big")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	const files = 40_000 // about 12 MB of listing: more than the sockets hold
+	long := strings.Repeat("n", 200)
+	for i := range files {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%06d", long, i)))
+		require.NoError(t, err)
+		f.Close()
+	}
+	conn, err := unreadconn.Dial(ctx(t), strings.TrimPrefix(d.rest, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	_, err = conn.Write([]byte("GET /v1/files/big HTTP/1.1\r\nHost: localhost\r\n\r\n"))
+	require.NoError(t, err)
+	time.Sleep(2 * time.Second) // reading nothing, far past IOIdle
+	got, _ := io.Copy(io.Discard, conn)
+	require.Less(t, got, int64(files*200), "the daemon let the listing go: the connection closed short of it")
+}
+
+// /v1/files without its slash is the root, as /v1/files/ is: it named the
+// file "v1/files" under the root, which a PUT wrote and a DELETE removed.
+func TestFilesRootWithoutSlash(t *testing.T) {
+	d := serve(t, Options{})
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "top"), []byte("x"), 0o644))
+	code, _, body := d.do(t, "GET", "/v1/files", nil, nil)
+	require.Equal(t, http.StatusOK, code, "%s", body)
+	var l DirectoryListing
+	require.NoError(t, json.Unmarshal(body, &l), "%s", body)
+	require.Equal(t, "/", l.Path)
+	require.Len(t, l.Entries, 1)
+	code, _, body = d.do(t, "PUT", "/v1/files", strings.NewReader("x"), nil)
+	require.Equal(t, http.StatusBadRequest, code, "%s", body)
+	require.NoDirExists(t, filepath.Join(d.root, "v1"))
 }
 
 // Every answer of the REST port is its own: a path that is not clean is
