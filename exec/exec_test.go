@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conchsh/conch/internal/processtest"
 	"github.com/conchsh/conch/internal/tracetest"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
@@ -402,24 +403,10 @@ func TestHalfCharacterKeepsItsPlace(t *testing.T) {
 // kernel's ~2 MB a process, it would be held for as long as the process ran.
 // Not parallel: it reads the heap.
 func TestRunningProcessKeepsNoEnv(t *testing.T) {
-	bigEnv := func() map[string]string {
-		env := map[string]string{}
-		for j := range 12 {
-			env["BIG"+strconv.Itoa(j)] = strings.Repeat(string(rune('a'+j)), 120_000)
-		}
-		return env
-	}
-	heap := func() int64 {
-		runtime.GC()
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return int64(ms.HeapAlloc)
-	}
-	before := heap()
+	before := processtest.HeapInUse()
 	var ps []*Process
 	for i := range 8 {
-		opts := Options{Argv: []string{"sleep", "30"}, Env: bigEnv()}
+		opts := Options{Argv: []string{"sleep", "30"}, Env: processtest.BigEnv()}
 		if i%2 == 1 {
 			opts.Kind = process.KindPTY
 		}
@@ -427,7 +414,7 @@ func TestRunningProcessKeepsNoEnv(t *testing.T) {
 		require.NoError(t, err)
 		ps = append(ps, p)
 	}
-	held := heap() - before
+	held := processtest.HeapInUse() - before
 	for _, p := range ps {
 		require.Equal(t, process.Running, p.Info().State, "%+v", p.Info().Result)
 		require.NoError(t, p.Kill(syscall.SIGKILL, 0, 0))

@@ -619,15 +619,25 @@ func TestFilesUnreadDownload(t *testing.T) {
 	d := serve(t, Options{IOIdle: 100 * time.Millisecond})
 	const size = 16 << 20
 	require.NoError(t, os.WriteFile(filepath.Join(d.root, "big"), make([]byte, size), 0o644))
+	got := getUnread(t, d, "/v1/files/big")
+	require.Less(t, got, int64(size), "the daemon let the download go: the connection closed short of the file")
+}
+
+// getUnread sends GET path on a connection that reads nothing for two
+// seconds, far past the IOIdle of the tests that call it, then reads what
+// comes until the daemon closes the connection (or 30 s), and returns how
+// much came.
+func getUnread(t *testing.T, d *daemon, path string) int64 {
+	t.Helper()
 	conn, err := unreadconn.Dial(ctx(t), strings.TrimPrefix(d.rest, "http://"))
 	require.NoError(t, err)
 	defer conn.Close()
 	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
-	_, err = conn.Write([]byte("GET /v1/files/big HTTP/1.1\r\nHost: localhost\r\n\r\n"))
+	_, err = conn.Write([]byte("GET " + path + " HTTP/1.1\r\nHost: localhost\r\n\r\n"))
 	require.NoError(t, err)
-	time.Sleep(2 * time.Second) // reading nothing, far past IOIdle
+	time.Sleep(2 * time.Second)
 	got, _ := io.Copy(io.Discard, conn)
-	require.Less(t, got, int64(size), "the daemon let the download go: the connection closed short of the file")
+	return got
 }
 
 // TestFilesUnreadListing: a directory's listing whose client reads nothing
@@ -644,14 +654,7 @@ func TestFilesUnreadListing(t *testing.T) {
 		require.NoError(t, err)
 		f.Close()
 	}
-	conn, err := unreadconn.Dial(ctx(t), strings.TrimPrefix(d.rest, "http://"))
-	require.NoError(t, err)
-	defer conn.Close()
-	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
-	_, err = conn.Write([]byte("GET /v1/files/big HTTP/1.1\r\nHost: localhost\r\n\r\n"))
-	require.NoError(t, err)
-	time.Sleep(2 * time.Second) // reading nothing, far past IOIdle
-	got, _ := io.Copy(io.Discard, conn)
+	got := getUnread(t, d, "/v1/files/big")
 	require.Less(t, got, int64(files*200), "the daemon let the listing go: the connection closed short of it")
 }
 
