@@ -293,7 +293,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		v, _ := strconv.ParseUint(m, 8, 32) // the pattern allows only valid octal
 		mode = os.FileMode(v)
 	}
-	if strings.HasSuffix(p, "/") {
+	if strings.HasSuffix(p, "/") || strings.HasSuffix(p, "/.") {
 		writeError(w, http.StatusBadRequest, codeInvalidArgument, "%q ends with /, as a directory's path does: a file is written to a path without it", p)
 		return
 	}

@@ -716,10 +716,13 @@ func TestFilesRoutes(t *testing.T) {
 // there.
 func TestFilesPutTrailingSlash(t *testing.T) {
 	d := serve(t, Options{})
-	code, _, body := d.do(t, "PUT", "/v1/files/newdir/", strings.NewReader("x"), nil)
-	require.Equal(t, http.StatusBadRequest, code)
-	require.Equal(t, "INVALID_ARGUMENT", apiError(t, body).Code)
-	require.NoFileExists(t, filepath.Join(d.root, "newdir"))
+	// newdir/. names the directory too: it wrote the file newdir.
+	for _, path := range []string{"/v1/files/newdir/", "/v1/files/newdir%2F."} {
+		code, _, body := d.do(t, "PUT", path, strings.NewReader("x"), nil)
+		require.Equal(t, http.StatusBadRequest, code, path)
+		require.Equal(t, "INVALID_ARGUMENT", apiError(t, body).Code, path)
+		require.NoFileExists(t, filepath.Join(d.root, "newdir"), path)
+	}
 }
 
 // What net/http's ServeContent refuses (a range past the file's end, an
