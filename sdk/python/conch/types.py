@@ -183,6 +183,8 @@ _process_fields = {
     "lastOutputAt": "last_output_at",
     "oomKilled": "oom_killed",
     "handled": "handled",
+    "argvCount": "argv_count",
+    "argvTruncated": "argv_truncated",
 }
 _enum_fields = ("kind", "state", "reason", "stdin", "keepLogs", "terminal", "usage", "limits")
 
@@ -232,6 +234,10 @@ class ProcessDto:
     #: For ``signaled``: the process caught the signal the daemon sent and exited
     #: with a status of its own, ``exit_code``, rather than being ended by it.
     handled: bool = False
+    #: The number of elements of the whole argv, of which ``argv`` holds the first within 64 KiB.
+    argv_count: Optional[int] = None
+    #: ``argv`` holds fewer elements than the process was started with (``argv_count``).
+    argv_truncated: bool = False
     oom_killed: Optional[bool] = None
     usage: Optional[Usage] = None
     limits: Optional[Dict[str, Any]] = None
@@ -251,6 +257,7 @@ class ProcessDto:
         kw["truncated_head"] = w.get("truncatedHead") is True
         kw["waiting_for_input"] = w.get("waitingForInput") is True
         kw["handled"] = w.get("handled") is True
+        kw["argv_truncated"] = w.get("argvTruncated") is True
         kw["kind"] = _known(_kinds, w.get("kind"))
         kw["raw_kind"] = str(w.get("kind", ""))
         kw["state"] = _known(_states, w.get("state"))

@@ -46,6 +46,18 @@ class ProcessTest(unittest.TestCase):
             self.assertNotIn("handled", w.extra)
             self.assertEqual((h.get().exit_code, h.get().handled), (code, handled))
 
+    def test_long_argv_record(self) -> None:
+        # The record keeps an argv's head, saying how many elements the whole had.
+        argv = ["true"] + ["x" * 30] * 3000
+        h = self.sandbox.process.start(argv)
+        self.addCleanup(h.delete)
+        h.wait(timeout=30)
+        p = h.get()
+        self.assertTrue(p.argv_truncated)
+        self.assertEqual(p.argv_count, len(argv))
+        self.assertLess(len(p.argv or []), len(argv))
+        self.assertNotIn("argvCount", p.extra)
+
     def test_start_stdin_wait_logs(self) -> None:
         h = self.sandbox.process.start("cat; echo end", stdin="open")
         h.stdin("line one\n")

@@ -75,6 +75,10 @@ export interface ProcessDto {
    * status of its own, `exitCode`, rather than being ended by it.
    */
   handled?: boolean
+  /** The number of elements of the whole argv, of which `argv` holds the first within 64 KiB. */
+  argvCount?: number
+  /** `argv` holds fewer elements than the process was started with (`argvCount`). */
+  argvTruncated?: boolean
   /** The OOM killer ended it at its cgroup's memory limit. */
   oomKilled?: boolean
   /** What the ended process cost. */

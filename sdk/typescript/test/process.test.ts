@@ -220,6 +220,16 @@ describe('ProcessService and ProcessHandle', () => {
     assert.deepEqual(sent, [280_000, 280_000, 334])
   })
 
+  test('the record keeps a long argv\'s head, saying how many elements the whole had', async () => {
+    const argv = ['true', ...Array(3000).fill('x'.repeat(30))]
+    const h = await sb.process.start({ argv })
+    await h.wait({ timeout: 30_000 })
+    const p: ProcessDto = await h.get()
+    assert.deepEqual([p.argvTruncated, p.argvCount], [true, argv.length])
+    assert.ok((p.argv?.length ?? 0) < argv.length)
+    await h.delete()
+  })
+
   test('wait repeats while the daemon answers 202', async () => {
     const rec = recordingFetch()
     const s = d.sandbox({ fetch: rec.fetch, waitWindow: 100 })
