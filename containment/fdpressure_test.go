@@ -2,6 +2,7 @@ package containment_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/containmenttest"
+	"github.com/conchsh/conch/internal/proctree"
 )
 
 // fdHelperEnv makes TestKillUnderFdPressure the helper it runs, in a
@@ -41,7 +43,16 @@ func TestKillUnderFdPressure(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", `ulimit -n 64 && exec "$0" -test.run='^TestKillUnderFdPressure$' -test.count=1 -test.v`, os.Args[0])
 	cmd.Env = append(os.Environ(), fdHelperEnv+"="+marker)
-	out, err := cmd.CombinedOutput()
+	// Started as the engine starts its children: this process runs a
+	// reaper (TestMain), which would reap a child it does not know of, as
+	// the other tests' processes end, before its own wait (ECHILD).
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err := proctree.Start(cmd)
+	if err == nil {
+		err = proctree.Wait(cmd)
+	}
+	out := buf.Bytes()
 	// Whatever happened, end what the helper left.
 	for _, pid := range containmenttest.Running(marker) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)

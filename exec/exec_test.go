@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conchsh/conch/internal/heaptest"
 	"github.com/conchsh/conch/internal/processtest"
 	"github.com/conchsh/conch/internal/tracetest"
 	"github.com/conchsh/conch/logstore"
@@ -403,7 +404,7 @@ func TestHalfCharacterKeepsItsPlace(t *testing.T) {
 // kernel's ~2 MB a process, it would be held for as long as the process ran.
 // Not parallel: it reads the heap.
 func TestRunningProcessKeepsNoEnv(t *testing.T) {
-	before := processtest.HeapInUse()
+	before := heaptest.Live()
 	var ps []*Process
 	for i := range 8 {
 		opts := Options{Argv: []string{"sleep", "30"}, Env: processtest.BigEnv()}
@@ -414,7 +415,7 @@ func TestRunningProcessKeepsNoEnv(t *testing.T) {
 		require.NoError(t, err)
 		ps = append(ps, p)
 	}
-	held := processtest.HeapInUse() - before
+	held := heaptest.Live() - before
 	for _, p := range ps {
 		require.Equal(t, process.Running, p.Info().State, "%+v", p.Info().Result)
 		require.NoError(t, p.Kill(syscall.SIGKILL, 0, 0))

@@ -3,6 +3,7 @@ package shellsession
 import (
 	"testing"
 
+	"github.com/conchsh/conch/internal/heaptest"
 	"github.com/conchsh/conch/internal/processtest"
 )
 
@@ -10,7 +11,7 @@ import (
 // kernel's ~2 MB a session, it would be held for the session's life. Not
 // parallel: it reads the heap.
 func TestSessionKeepsNoEnv(t *testing.T) {
-	before := processtest.HeapInUse()
+	before := heaptest.Live()
 	for range 4 {
 		s := newSession(t, Options{Env: processtest.BigEnv()})
 		if _, out, _ := run(t, s, CommandOptions{Cmd: "echo ${#BIG11}"}); out != "120000\n" {
@@ -19,7 +20,7 @@ func TestSessionKeepsNoEnv(t *testing.T) {
 	}
 	// Four environments of 1.4 MB: 5.8 MB if they were kept, twice over
 	// (the shell's command and the session's options).
-	if held := processtest.HeapInUse() - before; held > 3<<20 {
+	if held := heaptest.Live() - before; held > 3<<20 {
 		t.Fatalf("the heap grew by %d bytes with 4 sessions", held)
 	}
 }

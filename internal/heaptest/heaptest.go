@@ -13,3 +13,15 @@ func Allocated(f func()) uint64 {
 	runtime.ReadMemStats(&after)
 	return after.TotalAlloc - before.TotalAlloc
 }
+
+// Live returns the bytes of the heap that are live, after a collection:
+// what a test that checks what the code keeps reads before and after.
+// Whatever else runs meanwhile counts too, so such a test does not run in
+// parallel.
+func Live() int64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}

@@ -1,21 +1,9 @@
 package processtest
 
 import (
-	"runtime"
 	"strconv"
 	"strings"
 )
-
-// HeapInUse returns the bytes of the heap that are live, after a
-// collection: what a test that checks what the engine keeps reads before
-// and after. Such a test must not be parallel.
-func HeapInUse() int64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc)
-}
 
 // BigEnv returns an environment of twelve variables of 120,000 bytes
 // each, BIG0 to BIG11: 1.4 MB, under what the kernel passes to a program
