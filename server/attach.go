@@ -55,12 +55,8 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) error {
 	// An attachment holds what a stream does (its buffers, a goroutine or
 	// three), for as long as its client keeps it: it takes a stream's
 	// place under --max-streams, or 4096 idle ones took half a gigabyte.
-	if !s.takeStreamSlot(r.Context()) {
-		if r.Context().Err() != nil {
-			return nil // the client is gone
-		}
-		return errorf(http.StatusTooManyRequests, api.CodeResourceExhausted,
-			"%d streams and attachments are open, the most at once (--max-streams): close one", s.opts.MaxStreams)
+	if gone, err := s.streamSlot(r); gone || err != nil {
+		return err
 	}
 	defer func() { <-s.streams }()
 	ctx, cancel := context.WithCancel(r.Context())

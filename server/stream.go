@@ -44,12 +44,8 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) error {
 	if err := issued(p, after); err != nil {
 		return err // past the newest frame of a process that runs on
 	}
-	if !s.takeStreamSlot(r.Context()) {
-		if r.Context().Err() != nil {
-			return nil // the client is gone
-		}
-		return errorf(http.StatusTooManyRequests, api.CodeResourceExhausted,
-			"%d streams are open, the most at once (--max-streams): close one, or page the logs", s.opts.MaxStreams)
+	if gone, err := s.streamSlot(r); gone || err != nil {
+		return err
 	}
 	defer func() { <-s.streams }()
 
@@ -120,6 +116,20 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) error {
 // at once (one that reconnects) reaches the daemon before the end of the
 // stream it closed does.
 const streamSlotWait = time.Second
+
+// streamSlot takes a --max-streams slot for r's stream or attachment, which
+// gives it back (<-s.streams) once it ends: false and nil when it did;
+// gone when the client went away meanwhile; else the 429 that refuses r.
+func (s *Server) streamSlot(r *http.Request) (gone bool, err error) {
+	if s.takeStreamSlot(r.Context()) {
+		return false, nil
+	}
+	if r.Context().Err() != nil {
+		return true, nil
+	}
+	return false, errorf(http.StatusTooManyRequests, api.CodeResourceExhausted,
+		"%d streams and attachments are open, the most at once (--max-streams): close one, or page the logs", s.opts.MaxStreams)
+}
 
 // takeStreamSlot takes one of the --max-streams slots (s.streams), waiting
 // up to streamSlotWait for one to be given back, and reports whether it did;
