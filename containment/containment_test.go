@@ -101,13 +101,21 @@ func TestRootDestroyEndsEveryCgroup(t *testing.T) {
 	waitFor(t, "four sleeps", func() bool { return len(containmenttest.Running(marker)) == 4 })
 	// The subshells that started them leave the cgroups a moment later.
 	waitFor(t, "the sleeps alone in the cgroups", func() bool { return procsUnder(r.Path()) == 4 })
+	clearAll(t, r, marker, 4)
+}
+
+// clearAll clears r's cgroups as the next daemon clears a dead one's, and
+// requires that it ended want processes, none holding marker outlived it,
+// and no cgroup of r is left.
+func clearAll(t *testing.T, r *containment.Root, marker string, want int) {
+	t.Helper()
 	// Clear is for a daemon that died: its threads are gone.
 	if err := containment.StopForker(r); err != nil {
 		t.Fatal(err)
 	}
 	n, err := containment.Clear(strings.TrimPrefix(filepath.Base(r.Path()), "conch-"), r.Dirs())
-	if err != nil || n != 4 {
-		t.Fatalf("Clear = %d, %v; want 4 ended", n, err)
+	if err != nil || n != want {
+		t.Fatalf("Clear = %d, %v; want %d ended", n, err, want)
 	}
 	if left := containmenttest.Running(marker); len(left) > 0 {
 		t.Fatalf("processes %v outlived Clear", left)
@@ -146,21 +154,7 @@ func TestClearEndsWhatLeftTheV2Cgroup(t *testing.T) {
 	waitFor(t, "the sleep out of the v2 cgroup", func() bool {
 		return len(containmenttest.Running(marker)) == 1 && procsUnder(r.Path()) == 0
 	})
-	if err := containment.StopForker(r); err != nil {
-		t.Fatal(err)
-	}
-	n, err := containment.Clear(strings.TrimPrefix(filepath.Base(r.Path()), "conch-"), r.Dirs())
-	if err != nil || n != 1 {
-		t.Fatalf("Clear = %d, %v; want 1 ended", n, err)
-	}
-	if left := containmenttest.Running(marker); len(left) > 0 {
-		t.Fatalf("processes %v outlived Clear", left)
-	}
-	for _, d := range r.Dirs() {
-		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("%s is left: %v", d, err)
-		}
-	}
+	clearAll(t, r, marker, 1)
 }
 
 func TestClearLeavesOtherInstances(t *testing.T) {
