@@ -390,23 +390,45 @@ func freezeKill(dir string) error {
 }
 
 // killMembers KILLs every process in dir and the cgroups below it, which
-// cannot be frozen (a v1 cgroup), and returns how many it signalled.
+// cannot be frozen (a v1 cgroup), and returns how many it signalled. A
+// member may fork between the read of its cgroup's members and the KILL:
+// so it reads and KILLs in rounds until a round finds no member alive,
+// for at most killRounds rounds (each member KILLed is soon gone: a round
+// finds only what was forked during the one before).
 func killMembers(dir string) int {
-	n := 0
-	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || !d.IsDir() {
-			return nil
-		}
-		b, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
-		for f := range bytes.FieldsSeq(b) {
-			if pid, err := strconv.Atoi(string(f)); err == nil && unix.Kill(pid, unix.SIGKILL) == nil {
-				n++
+	signalled := map[int]bool{}
+	for range killRounds {
+		found := false
+		_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil
 			}
+			b, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+			if membersRead != nil {
+				membersRead(p)
+			}
+			for f := range bytes.FieldsSeq(b) {
+				if pid, err := strconv.Atoi(string(f)); err == nil && unix.Kill(pid, unix.SIGKILL) == nil {
+					found, signalled[pid] = true, true
+				}
+			}
+			return nil
+		})
+		if !found {
+			break
 		}
-		return nil
-	})
-	return n
+		time.Sleep(time.Millisecond) // for the KILLed to leave their cgroups
+	}
+	return len(signalled)
 }
+
+// killRounds bounds the rounds of killMembers: a member that forks in
+// every one of them keeps its cgroup busy, and Clear says so.
+const killRounds = 100
+
+// membersRead, when a test sets it, is called by killMembers after it has
+// read the members of the cgroup dir, before it KILLs them.
+var membersRead func(dir string)
 
 // removeTree removes dir and the cgroups below it, deepest first. A cgroup
 // whose last process has just been reaped may still be busy for a moment.

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,6 +156,53 @@ func TestClearEndsWhatLeftTheV2Cgroup(t *testing.T) {
 		return len(containmenttest.Running(marker)) == 1 && procsUnder(r.Path()) == 0
 	})
 	clearAll(t, r, marker, 1)
+}
+
+// A process forked into a v1 cgroup after Clear has read its members, before
+// it KILLs them, is ended too: Clear reads and KILLs until none is left.
+func TestClearEndsWhatForksAsItKills(t *testing.T) {
+	l := containment.Limits{MemoryBytes: 64 << 20}
+	r := containmenttest.Limited(t, l)
+	if len(r.Dirs()) < 2 {
+		t.Skip("needs a limit applied through cgroup v1")
+	}
+	top := r.Dirs()[0]
+	for {
+		up := filepath.Dir(top)
+		if _, err := os.Stat(filepath.Join(up, "cgroup.procs")); err != nil {
+			break
+		}
+		top = up
+	}
+	m, err := r.New("a", l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := containmenttest.Marker()
+	run(t, m, "sh -c 'echo $$ > "+filepath.Join(top, "cgroup.procs")+" && exec sleep "+marker+"' >/dev/null 2>&1 </dev/null &")
+	waitFor(t, "the sleep out of the v2 cgroup", func() bool {
+		return len(containmenttest.Running(marker)) == 1 && procsUnder(r.Path()) == 0
+	})
+	// The fork that comes between the read and the KILL, made here: a
+	// sleep of the test's own, put in the v1 cgroup Clear has just read.
+	var forked sync.Once
+	reaped := make(chan struct{})
+	containment.AfterMembersRead(t, func(dir string) {
+		forked.Do(func() {
+			cmd := exec.Command("sleep", marker)
+			if err := cmd.Start(); err != nil {
+				t.Error(err)
+				close(reaped)
+				return
+			}
+			go func() { cmd.Wait(); close(reaped) }()
+			if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
+				t.Error(err)
+			}
+		})
+	})
+	clearAll(t, r, marker, 2)
+	<-reaped
 }
 
 func TestClearLeavesOtherInstances(t *testing.T) {

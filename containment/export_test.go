@@ -102,3 +102,10 @@ func V1Dir(r *Root, m Manager, c string) string {
 	}
 	return ""
 }
+
+// AfterMembersRead makes Clear call f each time it has read the members of
+// a v1 cgroup, before it KILLs them, until the test ends.
+func AfterMembersRead(t interface{ Cleanup(func()) }, f func(dir string)) {
+	membersRead = f
+	t.Cleanup(func() { membersRead = nil })
+}
