@@ -49,6 +49,9 @@ const exitStatuses = `Exit status:
          engine lost (its session's shell died under it)
   127    the command could not start (no such program)
   128+N  the command was ended by signal N (130: INT, 137: KILL, 143: TERM)
+A command that exits 123, 124 or 125 itself gives that status too, silently:
+conch's own 123, 124 and 125 always say why on stderr (run --json gives the
+command's result whole).
 `
 
 // env is what a subcommand sees of the world.
