@@ -222,18 +222,32 @@ func (cell *Cell) begin(nonce sentinel.Nonce, st *streams) bool {
 	return true
 }
 
-// resultFor turns how the driver saw the cell end into its result: an
-// interrupt the engine sent shows as INT, a timeout as timed_out.
+// resultFor turns how the driver saw the cell end into its result: a
+// timeout shows as timed_out; an interrupt the engine sent, by the
+// interrupt's status, as INT. A cell that caught the interrupt (Python's
+// except KeyboardInterrupt) and then ended by itself reports its own
+// status, as a session command that caught it does: the interrupt did not
+// end it.
 func (cell *Cell) resultFor(r process.Result) process.Result {
 	cell.mu.Lock()
 	defer cell.mu.Unlock()
 	switch {
 	case cell.timedOut:
 		r = process.Result{Reason: process.TimedOut}
-	case cell.interrupted:
+	case cell.interrupted && endedByInterrupt(r):
 		r = process.Result{Reason: process.Signaled, Signal: "INT"}
 	}
 	return r
+}
+
+// interruptedStatus is the status both drivers end a cell with when an
+// interrupt ended it, as a shell's $? shows a death by SIGINT.
+const interruptedStatus = 128 + int(syscall.SIGINT)
+
+// endedByInterrupt reports whether r, of a cell the engine interrupted, is
+// the interrupt's doing: the drivers' interruptedStatus, or no status.
+func endedByInterrupt(r process.Result) bool {
+	return r.Reason != process.Exited || r.ExitCode == nil || *r.ExitCode == interruptedStatus
 }
 
 // interpreterExited ends a cell whose interpreter exited under it: with the

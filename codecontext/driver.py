@@ -51,6 +51,7 @@ class _S:
     cell = None  # the id of the running cell
     out = err = -1  # the driver's own descriptors of the running cell's FIFOs
     armed = False  # SIGINT raises KeyboardInterrupt in the cell
+    interrupts = 0  # how many times it did (see _print_exc_armed)
     diag = -1  # the interpreter's first stdout: where fds 1 and 2 point between cells
     null = -1
     intfile = ""  # where the engine names the cell it interrupts
@@ -258,6 +259,7 @@ def _on_int(signum, frame):
     # The engine names the cell it interrupts in the file "int": a signal
     # handled late, when another cell runs, is not for that one.
     if _S.armed and _interrupted() == _S.cell:
+        _S.interrupts += 1
         raise KeyboardInterrupt
 
 
@@ -486,8 +488,13 @@ def _print_exc_armed(e):
     # (True) with the exception named without its text. Formatted
     # unarmed, a __str__ that looped could not be interrupted, and the
     # context was ended with all its state. Disarmed inside the try: an
-    # interrupt that lands as it is disarmed is taken here too.
+    # interrupt that lands as it is disarmed is taken here too. One that
+    # the traceback module takes for a __str__ that failed, which it
+    # catches whatever it raises ("<exception str() failed>"), stopped the
+    # formatting all the same: the cell was interrupted, not ended by
+    # itself (see Cell.resultFor).
     interrupted = False
+    seen = _S.interrupts
     while True:
         try:
             if not interrupted:
@@ -499,7 +506,7 @@ def _print_exc_armed(e):
             interrupted = True
     if interrupted:
         _err("%s: (its text was interrupted as it was formatted)\n" % _type_name(e))
-    return interrupted
+    return interrupted or _S.interrupts != seen
 
 
 def _type_name(e):

@@ -308,6 +308,49 @@ func TestInterruptWithSigintListener(t *testing.T) {
 	}
 }
 
+// TestInterruptCaught: a Python cell that catches the KeyboardInterrupt of
+// kill INT and then ends by itself reports what it did, as a session command
+// that caught the interrupt does: its own status, with its output, and the
+// context lives on with what the cell did after it. Before, the cell ended
+// signaled INT all the same. One that lets the interrupt go ends signaled
+// INT (TestInterrupt).
+func TestInterruptCaught(t *testing.T) {
+	t.Parallel()
+	const wait30 = "try:\n    open(ready, 'w').close()\n    time.sleep(30)\n"
+	cases := map[string]struct {
+		code        string
+		status      int
+		out, errOut string
+		kept        string
+	}{
+		"ends":   {wait30 + "except KeyboardInterrupt:\n    print('caught')\nkept = 2", 0, "caught\n", "", "2\n"},
+		"raises": {wait30 + "except KeyboardInterrupt:\n    raise ValueError('after')\nkept = 2", 1, "", "ValueError: after\n", "1\n"},
+		"awaits": {"await asyncio.sleep(0)\n" + wait30 + "except KeyboardInterrupt:\n    print('caught')\nkept = 2", 0, "caught\n", "", "2\n"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: Python})
+			ready := filepath.Join(t.TempDir(), "ready")
+			r, _, errOut := run(t, c, "import asyncio, time\nkept = 1\nready = "+strconv.Quote(ready))
+			require.Equal(t, 0, code(r), errOut)
+			cell, err := c.Submit(CellOptions{Code: tc.code})
+			require.NoError(t, err)
+			waitFile(t, ready)
+			require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
+			r = wait(t, cell)
+			out, errOut := output(cell)
+			require.Equal(t, process.Exited, r.Reason, "%+v %q", r, errOut)
+			require.Equal(t, tc.status, code(r), "%+v %q", r, errOut)
+			require.Equal(t, tc.out, out)
+			require.True(t, strings.HasSuffix(errOut, tc.errOut), errOut)
+			r, out, errOut = run(t, c, "kept")
+			require.Equal(t, 0, code(r), errOut)
+			require.Equal(t, tc.kept, out)
+		})
+	}
+}
+
 // traceStopped waits until thread tid of process pid is in a ptrace stop,
 // a hang guard's time at most, and reports whether it is.
 func traceStopped(pid, tid int) bool {
