@@ -264,3 +264,33 @@ func TestPythonTracersSeeCellsOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestPythonTracerSeesAwaitCellsLoop pins what a trace function the cells
+// set sees of a cell with top-level await: that cell runs in the context's
+// asyncio event loop, and the tracer sees the loop's code and the driver's
+// frames that run the cell there (_awaited, _cell_coro), as well as the
+// cell's own, as the README says. The driver cannot take them away without
+// wrapping every callback the loop runs and the cell's coroutine in code
+// of its own, which the cells' tasks and callbacks would then run under.
+// The driver's work between cells stays untraced, after such a cell too.
+func TestPythonTracerSeesAwaitCellsLoop(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	r, out, errOut := run(t, c, `import sys
+def tr(frame, event, arg):
+    if event == "call":
+        print("call", frame.f_code.co_filename.rsplit("/", 1)[-1], frame.f_code.co_name)
+    return tr
+sys.settrace(tr)`)
+	require.Equal(t, 0, code(r), "%+v %q %q", r, out, errOut)
+	r, out, errOut = run(t, c, "async def cell_coroutine():\n    return 41\nx = await cell_coroutine() + 1")
+	require.Equal(t, 0, code(r), "%+v %q %q", r, out, errOut)
+	require.Contains(t, out, "call <cell 2> cell_coroutine\n")
+	require.Contains(t, out, "call base_events.py run_until_complete\n", "the event loop's code")
+	require.Contains(t, out, "call driver.py _cell_coro\n", "the driver's frame that runs the cell in the loop")
+	r, out, errOut = run(t, c, "def cell_function():\n    return x\ncell_function()")
+	require.Equal(t, 0, code(r), "%+v %q %q", r, out, errOut)
+	require.Equal(t, "call <cell 3> <module>\ncall <cell 3> <module>\ncall <cell 3> cell_function\n42\n", out) // its statements, then its expression
+	r, out, errOut = run(t, c, "sys.settrace(None)")
+	require.Equal(t, 0, code(r), "%+v %q %q", r, out, errOut)
+}
