@@ -44,7 +44,7 @@ type APIError struct {
 type FileEntry struct {
 	Name       string `json:"name"`
 	Size       int64  `json:"size"`
-	Type       string `json:"type"`        // "file" or "directory"
+	Type       string `json:"type"`        // see entryType
 	ModifiedAt string `json:"modified_at"` // RFC 3339, UTC
 	Mode       string `json:"mode"`        // permission bits in octal: "0644"
 }
@@ -262,14 +262,10 @@ func (s *Server) listDir(w http.ResponseWriter, p, dir string, f *os.File) {
 				continue
 			}
 		}
-		typ := "file"
-		if fi.IsDir() {
-			typ = "directory"
-		}
 		entries = append(entries, FileEntry{
 			Name:       de.Name(),
 			Size:       fi.Size(),
-			Type:       typ,
+			Type:       entryType(fi.Mode()),
 			ModifiedAt: fi.ModTime().UTC().Format(time.RFC3339),
 			Mode:       fmt.Sprintf("%04o", fi.Mode().Perm()),
 		})
@@ -280,6 +276,27 @@ func (s *Server) listDir(w http.ResponseWriter, p, dir string, f *os.File) {
 	// and the listing for as long as it keeps the connection.
 	iw := &idleWriter{ResponseWriter: w, rc: http.NewResponseController(w), idle: s.opts.IOIdle}
 	writeJSON(iw, http.StatusOK, DirectoryListing{Path: "/" + strings.TrimPrefix(p, "/"), Entries: entries})
+}
+
+// entryType is a listed entry's type: "file" and "directory" as upstream's
+// contract names them, and for what is neither what it is ("fifo",
+// "socket", "device", else "other") rather than "file": a client that took
+// a FIFO for a file would GET it and be refused, and agent-sandbox's
+// clients leave out the types they do not know.
+func entryType(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "directory"
+	case m.IsRegular():
+		return "file"
+	case m&fs.ModeNamedPipe != 0:
+		return "fifo"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	}
+	return "other"
 }
 
 func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {

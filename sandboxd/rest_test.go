@@ -443,14 +443,44 @@ func TestMetadata(t *testing.T) {
 	require.JSONEq(t, `{"env":{"POD_NAME":"p"}}`, string(body))
 }
 
-// TestFilesSpecial reads a FIFO a process made: refused at once, not a
-// request that waits for a writer.
+// TestFilesSpecial reads a FIFO a process made, that nothing writes to,
+// and through a link: refused at once, not a request that waits for a
+// writer.
 func TestFilesSpecial(t *testing.T) {
 	d := serve(t, Options{})
 	require.NoError(t, syscall.Mkfifo(filepath.Join(d.root, "fifo"), 0o644))
-	code, _, body := d.do(t, "GET", "/v1/files/fifo", nil, nil)
-	require.Equal(t, http.StatusBadRequest, code)
-	require.Equal(t, "INVALID_ARGUMENT", apiError(t, body).Code)
+	require.NoError(t, os.Symlink("fifo", filepath.Join(d.root, "link")))
+	for _, method := range []string{"GET", "HEAD"} {
+		for _, path := range []string{"/v1/files/fifo", "/v1/files/link"} {
+			code, _, body := d.do(t, method, path, nil, nil)
+			require.Equal(t, http.StatusBadRequest, code, "%s %s", method, path)
+			if method == "GET" {
+				require.Equal(t, "INVALID_ARGUMENT", apiError(t, body).Code)
+			}
+		}
+	}
+}
+
+// TestFilesListingSpecial lists a FIFO and a socket as what they are (a
+// link as what it points to). Both were listed as files, which a client
+// would then GET and be refused.
+func TestFilesListingSpecial(t *testing.T) {
+	d := serve(t, Options{})
+	require.NoError(t, syscall.Mkfifo(filepath.Join(d.root, "fifo"), 0o644))
+	require.NoError(t, os.Symlink("fifo", filepath.Join(d.root, "fifo-link")))
+	ln, err := net.Listen("unix", filepath.Join(d.root, "sock"))
+	require.NoError(t, err)
+	defer ln.Close()
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "regular"), []byte("x"), 0o644))
+	code, _, body := d.do(t, "GET", "/v1/files/", nil, nil)
+	require.Equal(t, http.StatusOK, code, "%s", body)
+	var l DirectoryListing
+	require.NoError(t, json.Unmarshal(body, &l))
+	types := map[string]string{}
+	for _, e := range l.Entries {
+		types[e.Name] = e.Type
+	}
+	require.Equal(t, map[string]string{"fifo": "fifo", "fifo-link": "fifo", "sock": "socket", "regular": "file"}, types)
 }
 
 // TestFilesDownloadOutlivesDelete deletes a file while its download is
