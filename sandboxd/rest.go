@@ -341,7 +341,11 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, codeInvalidArgument, "%s", err)
 		return
 	}
-	if err := writeAtomic(target, body, mode); err != nil {
+	if err := s.writeAtomic(target, body, mode); err != nil {
+		if errors.Is(err, errParentRemoved) {
+			writeError(w, http.StatusConflict, codeConflict, "the directory of %q was removed while the file was written (something removes there): send the PUT again", p)
+			return
+		}
 		fileError(w, p, err)
 		return
 	}
@@ -431,43 +435,6 @@ type bodyError struct{ err error }
 
 func (e *bodyError) Error() string { return "the request's body: " + e.err.Error() }
 func (e *bodyError) Unwrap() error { return e.err }
-
-// tempPrefix names the temporary files of writes in progress.
-const tempPrefix = ".conch-sandboxd-"
-
-// writeAtomic writes src to target with mode: into a new file in target's
-// directory (created with its parents as needed), synced, then renamed
-// over target. A reader sees the old file or the new one, never a part; a
-// failed write leaves target as it was and no temporary file.
-func writeAtomic(target string, src io.Reader, mode os.FileMode) (err error) {
-	dir := filepath.Dir(target)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(dir, tempPrefix+"*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if err := f.Chmod(mode); err != nil { // exactly mode: the umask does not apply
-		return err
-	}
-	if _, err := io.Copy(f, src); err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), target)
-}
 
 func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 	p := r.PathValue("path")

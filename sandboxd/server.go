@@ -97,6 +97,9 @@ type Server struct {
 	started time.Time
 	handler http.Handler // the REST API
 	start   StartFunc
+	// parentsMade, when set (by tests), is called by a PUT between making
+	// its file's parent directories and creating its temporary file there.
+	parentsMade func(dir string)
 
 	mu      sync.Mutex // guards the fields below
 	closing bool

@@ -1,0 +1,141 @@
+package sandboxd
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// deleteAll sends DELETE path?recursive=true from a goroutine that is not
+// the test's (require cannot stop the test there), and returns its status.
+func (d *daemon) deleteAll(path string) (int, error) {
+	req, err := http.NewRequest("DELETE", d.rest+path+"?recursive=true", nil)
+	if err != nil {
+		return 0, err
+	}
+	c := &http.Client{Timeout: 30 * time.Second}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// TestFilesPutRacesRecursiveDelete: a recursive DELETE removes the
+// directories a PUT has just made, before the PUT creates its file there.
+// The PUT makes them again and writes its file, as a PUT that came a
+// moment later would: it answered 404, for a path it creates.
+func TestFilesPutRacesRecursiveDelete(t *testing.T) {
+	d := serve(t, Options{})
+	var calls atomic.Int32
+	deleted := make(chan error, 1)
+	d.srv.parentsMade = func(string) {
+		if calls.Add(1) != 1 {
+			return
+		}
+		code, err := d.deleteAll("/v1/files/top")
+		if err == nil && code != http.StatusNoContent {
+			err = errors.New(http.StatusText(code))
+		}
+		deleted <- err
+	}
+	code, _, body := d.do(t, "PUT", "/v1/files/top/sub/f", strings.NewReader("content"), nil)
+	require.NoError(t, <-deleted, "the DELETE of the new directories")
+	require.Equal(t, http.StatusNoContent, code, "%s", body)
+	require.Equal(t, int32(2), calls.Load(), "the parents were made twice")
+	b, err := os.ReadFile(filepath.Join(d.root, "top", "sub", "f"))
+	require.NoError(t, err)
+	require.Equal(t, "content", string(b))
+}
+
+// TestFilesPutParentsKeptRemoved: a PUT whose directory is removed each
+// time it is made gives up, 409 CONFLICT saying so, and leaves nothing.
+func TestFilesPutParentsKeptRemoved(t *testing.T) {
+	d := serve(t, Options{})
+	d.srv.parentsMade = func(string) { _ = os.RemoveAll(filepath.Join(d.root, "top")) }
+	code, _, body := d.do(t, "PUT", "/v1/files/top/sub/f", strings.NewReader("content"), nil)
+	require.Equal(t, http.StatusConflict, code, "%s", body)
+	e := apiError(t, body)
+	require.Equal(t, "CONFLICT", e.Code)
+	require.Contains(t, e.Message, "was removed while the file was written")
+	require.NoDirExists(t, filepath.Join(d.root, "top"))
+}
+
+// upload starts a PUT of path whose body is the returned pipe, and returns
+// a channel that gets its status (0 when the request failed).
+func (d *daemon) upload(t *testing.T, path string) (*io.PipeWriter, <-chan int) {
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pw.Close() })
+	req, err := http.NewRequestWithContext(ctx(t), "PUT", d.rest+path, pr)
+	require.NoError(t, err)
+	req.ContentLength = 1 << 20
+	done := make(chan int, 1)
+	go func() {
+		resp, err := d.http.Do(req)
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	return pw, done
+}
+
+// TestFilesPutDirectoryRemovedMidWrite: the directory of an upload in
+// progress is removed with its temporary file; once the body has come,
+// the PUT answers 409 CONFLICT, as the body cannot be written again. It
+// answered 404, for a path it creates.
+func TestFilesPutDirectoryRemovedMidWrite(t *testing.T) {
+	d := serve(t, Options{})
+	sub := filepath.Join(d.root, "top", "sub")
+	pw, done := d.upload(t, "/v1/files/top/sub/f")
+	_, err := pw.Write([]byte(strings.Repeat("x", 1000)))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		des, _ := os.ReadDir(sub)
+		return len(des) == 1
+	}, 20*time.Second, 5*time.Millisecond, "the temporary file is created")
+	code, err := d.deleteAll("/v1/files/top")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusNoContent, code)
+	_, err = pw.Write([]byte(strings.Repeat("x", 1<<20-1000)))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusConflict, <-done)
+	require.NoDirExists(t, filepath.Join(d.root, "top"))
+}
+
+// TestFilesFailedPutRemovesItsParents: an upload cut off leaves none of the
+// directories it made, but keeps those that were there before it and
+// those another writer filled meanwhile. They were all left behind.
+func TestFilesFailedPutRemovesItsParents(t *testing.T) {
+	d := serve(t, Options{})
+	keep := filepath.Join(d.root, "keep")
+	require.NoError(t, os.Mkdir(keep, 0o755))
+	pw, done := d.upload(t, "/v1/files/keep/a/b/c/f")
+	_, err := pw.Write([]byte(strings.Repeat("x", 1000)))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		des, _ := os.ReadDir(filepath.Join(keep, "a", "b", "c"))
+		return len(des) == 1
+	}, 20*time.Second, 5*time.Millisecond, "the temporary file is created")
+	code, _, body := d.do(t, "PUT", "/v1/files/keep/a/other", strings.NewReader("other"), nil)
+	require.Equal(t, http.StatusNoContent, code, "%s", body)
+	pw.CloseWithError(errors.New("cut off"))
+	require.Equal(t, 0, <-done)
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(keep, "a", "b"))
+		return errors.Is(err, os.ErrNotExist)
+	}, 20*time.Second, 5*time.Millisecond, "the directories the failed PUT made are removed")
+	require.FileExists(t, filepath.Join(keep, "a", "other"), "a directory another writer filled stays")
+	require.DirExists(t, keep)
+}
