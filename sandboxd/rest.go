@@ -1,6 +1,7 @@
 package sandboxd
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -238,44 +239,81 @@ func (w *idleWriter) Write(p []byte) (int, error) {
 // listDir answers the listing of the directory dir, open as f, which the
 // client named p. A symlink is listed as what it points to, and left out
 // when that is outside the root or missing.
+//
+// The listing is streamed: only the entries' names are read whole (to sort
+// them), and each entry is looked up and encoded as it is written, so a
+// directory of a million entries does not cost its whole listing in memory
+// (about 750 bytes an entry, built and encoded at once) before its first
+// byte is sent.
 func (s *Server) listDir(w http.ResponseWriter, p, dir string, f *os.File) {
-	des, err := f.ReadDir(-1)
+	names, err := f.Readdirnames(-1)
 	if err != nil {
 		fileError(w, p, err)
 		return
 	}
-	entries := make([]FileEntry, 0, len(des))
-	for _, de := range des {
-		fi, err := de.Info()
-		if err != nil {
-			continue // gone since the read
-		}
-		if de.Type()&fs.ModeSymlink != 0 {
-			// Relative to the root: an absolute path under the root's own
-			// absolute path (ROOT/tmp/root/x) would be read as naming ROOT/x.
-			rel := strings.TrimPrefix(strings.TrimPrefix(dir, s.root), "/")
-			real, err := resolve(s.root, filepath.Join(rel, de.Name()))
-			if err != nil {
-				continue
-			}
-			if fi, err = os.Stat(real); err != nil {
-				continue
-			}
-		}
-		entries = append(entries, FileEntry{
-			Name:       de.Name(),
-			Size:       fi.Size(),
-			Type:       entryType(fi.Mode()),
-			ModifiedAt: fi.ModTime().UTC().Format(time.RFC3339),
-			Mode:       fmt.Sprintf("%04o", fi.Mode().Perm()),
-		})
-	}
-	slices.SortFunc(entries, func(a, b FileEntry) int { return strings.Compare(a.Name, b.Name) })
+	slices.Sort(names)
 	// Written as a download is: a client that reads none of it for
-	// IOIdle is let go, rather than holding the request, the directory
-	// and the listing for as long as it keeps the connection.
+	// IOIdle is let go, rather than holding the request and the directory
+	// for as long as it keeps the connection.
 	iw := &idleWriter{ResponseWriter: w, rc: http.NewResponseController(w), idle: s.opts.IOIdle}
-	writeJSON(iw, http.StatusOK, DirectoryListing{Path: "/" + strings.TrimPrefix(p, "/"), Entries: entries})
+	iw.Header().Set("Content-Type", "application/json")
+	iw.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(iw, listingBatch)
+	path, _ := json.Marshal("/" + strings.TrimPrefix(p, "/"))
+	bw.WriteString(`{"path":`)
+	bw.Write(path)
+	bw.WriteString(`,"entries":[`)
+	first := true
+	for i, name := range names {
+		names[i] = "" // written: its name is garbage as soon as the GC likes
+		e, ok := s.entry(dir, name)
+		if !ok {
+			continue
+		}
+		b, _ := json.Marshal(e) // strings and an integer: it cannot fail
+		if !first {
+			bw.WriteByte(',')
+		}
+		first = false
+		if _, err := bw.Write(b); err != nil {
+			return // the client went away, or read nothing for IOIdle
+		}
+	}
+	bw.WriteString("]}\n")
+	_ = bw.Flush() // the client went away: nobody to tell
+}
+
+// listingBatch is how many bytes of a listing are encoded before they are
+// written to the client.
+const listingBatch = 64 << 10
+
+// entry returns the listing's entry of name in the directory dir, and
+// false when it is gone since the directory was read, or is a link that
+// leads outside the root or nowhere.
+func (s *Server) entry(dir, name string) (FileEntry, bool) {
+	fi, err := os.Lstat(filepath.Join(dir, name))
+	if err != nil {
+		return FileEntry{}, false
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		// Relative to the root: an absolute path under the root's own
+		// absolute path (ROOT/tmp/root/x) would be read as naming ROOT/x.
+		rel := strings.TrimPrefix(strings.TrimPrefix(dir, s.root), "/")
+		real, err := resolve(s.root, filepath.Join(rel, name))
+		if err != nil {
+			return FileEntry{}, false
+		}
+		if fi, err = os.Stat(real); err != nil {
+			return FileEntry{}, false
+		}
+	}
+	return FileEntry{
+		Name:       name,
+		Size:       fi.Size(),
+		Type:       entryType(fi.Mode()),
+		ModifiedAt: fi.ModTime().UTC().Format(time.RFC3339),
+		Mode:       fmt.Sprintf("%04o", fi.Mode().Perm()),
+	}, true
 }
 
 // entryType is a listed entry's type: "file" and "directory" as upstream's

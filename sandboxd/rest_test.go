@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/conchsh/conch/internal/heaptest"
 	"github.com/conchsh/conch/internal/unreadconn"
 )
 
@@ -772,4 +773,35 @@ func TestFilesServeContentRefusalsAreJSON(t *testing.T) {
 	code, _, body = d.do(t, "GET", "/v1/files/f", nil, http.Header{"Range": {"bytes=1-"}})
 	require.Equal(t, http.StatusPartialContent, code)
 	require.Equal(t, "bc", string(body))
+}
+
+// TestFilesListingHeap lists a directory of 200,000 entries to a client
+// that reads only its start, and measures the heap the listing holds
+// meanwhile. The listing was built whole, with its JSON, before its first
+// byte was sent: about 750 bytes an entry, 750 MB for a million. It is
+// streamed now, entry by entry, and holds the names it sorts.
+func TestFilesListingHeap(t *testing.T) {
+	d := serve(t, Options{})
+	dir := filepath.Join(d.root, "big")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	const entries = 200_000
+	for i := range entries {
+		fd, err := syscall.Open(filepath.Join(dir, fmt.Sprintf("%07d", i)), syscall.O_CREAT|syscall.O_WRONLY|syscall.O_CLOEXEC, 0o644)
+		require.NoError(t, err)
+		require.NoError(t, syscall.Close(fd))
+	}
+	base := heaptest.Live()
+	conn, err := unreadconn.Dial(ctx(t), strings.TrimPrefix(d.rest, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(60*time.Second)))
+	_, err = conn.Write([]byte("GET /v1/files/big HTTP/1.1\r\nHost: localhost\r\n\r\n"))
+	require.NoError(t, err)
+	start := make([]byte, 1024)
+	_, err = io.ReadFull(conn, start)
+	require.NoError(t, err)
+	require.Contains(t, string(start), `"entries":[{"name":"0000000"`)
+	held := heaptest.Live() - base
+	t.Logf("%d entries: %d bytes held, %d an entry", entries, held, held/entries)
+	require.Less(t, held/entries, int64(64), "bytes held an entry")
 }
