@@ -231,9 +231,11 @@ func (s *Server) Start(req *sandboxdpb.StartRequest, stream sandboxdpb.ProcessSe
 	defer s.settled(p)
 	id := s.register(p)
 	defer s.unregister(id)
+	events := startSender(stream, s.opts.IOIdle)
+	defer events.stop()
 	// Registered before init is sent: a WriteStdin or SendSignal right
 	// after init finds the process.
-	if err := stream.Send(&sandboxdpb.StartResponse{Event: &sandboxdpb.StartResponse_Init{Init: &sandboxdpb.InitEvent{ProcessId: id}}}); err != nil {
+	if err := events.send(&sandboxdpb.StartResponse{Event: &sandboxdpb.StartResponse_Init{Init: &sandboxdpb.InitEvent{ProcessId: id}}}); err != nil {
 		_ = p.Kill(syscall.SIGKILL, 0, 0)
 		<-p.Done()
 		return err
@@ -248,7 +250,7 @@ func (s *Server) Start(req *sandboxdpb.StartRequest, stream sandboxdpb.ProcessSe
 		if ch == logstore.Stderr {
 			ev = &sandboxdpb.StartResponse{Event: &sandboxdpb.StartResponse_Stderr{Stderr: b}}
 		}
-		return stream.Send(ev)
+		return events.send(ev)
 	}, func(n int64) {
 		if n < 0 || lost < 0 {
 			lost = -1
@@ -262,8 +264,52 @@ func (s *Server) Start(req *sandboxdpb.StartRequest, stream sandboxdpb.ProcessSe
 	if err != nil {
 		return callEnded(err)
 	}
-	return stream.Send(&sandboxdpb.StartResponse{Event: &sandboxdpb.StartResponse_Exit{Exit: &sandboxdpb.ExitEvent{ExitCode: code}}})
+	return events.send(&sandboxdpb.StartResponse{Event: &sandboxdpb.StartResponse_Exit{Exit: &sandboxdpb.ExitEvent{ExitCode: code}}})
 }
+
+// sender sends a Start stream's events from a goroutine of its own, so
+// that a stream whose client reads none of them can be let go: a Send
+// waits while the stream's flow-control window is full, as long as the
+// client keeps the connection, and returns only once the stream has
+// ended, which Start's return does. A send that waited idle is an error,
+// as a REST download's write that waited IOIdle closes its connection.
+type sender struct {
+	idle   time.Duration
+	events chan *sandboxdpb.StartResponse // to send; closed by stop
+	sent   chan error                     // each send's result
+}
+
+// startSender starts the goroutine that sends to stream. It ends once stop
+// has been called and its last Send has returned: at once, or, for a Send
+// that waits on a client that reads nothing, once Start has returned and
+// the stream has ended.
+func startSender(stream sandboxdpb.ProcessService_StartServer, idle time.Duration) *sender {
+	q := &sender{idle: idle, events: make(chan *sandboxdpb.StartResponse), sent: make(chan error, 1)}
+	go func() {
+		for ev := range q.events {
+			q.sent <- stream.Send(ev)
+		}
+	}()
+	return q
+}
+
+// send sends ev, and returns Send's error, or a DEADLINE_EXCEEDED status
+// when the Send waited idle; the stream is then not sent to again.
+func (q *sender) send(ev *sandboxdpb.StartResponse) error {
+	q.events <- ev // the goroutine waits for it: the last send's result was taken
+	t := time.NewTimer(q.idle)
+	defer t.Stop()
+	select {
+	case err := <-q.sent:
+		return err
+	case <-t.C:
+		return status.Errorf(codes.DeadlineExceeded,
+			"the client read none of the stream for %v while it had events to send: the process was killed", q.idle)
+	}
+}
+
+// stop ends the goroutine once its last Send has returned.
+func (q *sender) stop() { close(q.events) }
 
 // Execute runs a command to its end, with stdin on /dev/null, and answers
 // its whole stdout, stderr and exit code, from its log once it ended. An

@@ -595,3 +595,32 @@ func TestWorkCountsCalls(t *testing.T) {
 	_, err = stream.Recv()
 	require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
 }
+
+// TestStartUnreadStream: a Start stream whose client reads none of its
+// events is ended once a send of it has waited IOIdle (the stream's
+// flow-control window full), its process killed, and DEADLINE_EXCEEDED
+// says why once the client reads on. It held the stream, its goroutine
+// and its process for as long as the client kept the connection.
+func TestStartUnreadStream(t *testing.T) {
+	d := serve(t, Options{IOIdle: 200 * time.Millisecond})
+	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("yes")})
+	require.NoError(t, err)
+	id := initOf(t, stream)
+	st, err := d.srv.lookup(id)
+	require.NoError(t, err)
+	// Nothing more is read until the daemon has let the stream go.
+	select {
+	case <-st.p.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the process of a stream its client does not read runs on")
+	}
+	require.Eventually(t, func() bool { _, err := d.srv.lookup(id); return err != nil }, 20*time.Second, 10*time.Millisecond,
+		"the stream has ended")
+	for err == nil {
+		var ev *sandboxdpb.StartResponse
+		ev, err = stream.Recv()
+		require.Nil(t, ev.GetExit(), "no exit event: the daemon ended the stream")
+	}
+	require.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
+	require.Contains(t, status.Convert(err).Message(), "read none of the stream for 200ms")
+}

@@ -22,8 +22,8 @@ const (
 	// DefaultStopGrace is how long a process has between TERM and KILL when
 	// the server shuts down.
 	DefaultStopGrace = 2 * time.Second
-	// DefaultIOIdle is how long an upload's next bytes, or a download's
-	// next write, may take by default.
+	// DefaultIOIdle is how long an upload's next bytes, a download's next
+	// write, or a Start stream's next event, may take by default.
 	DefaultIOIdle = 30 * time.Second
 )
 
@@ -73,9 +73,11 @@ type Options struct {
 	// ended may still owe the client its output. An error wrapping
 	// ErrUnavailable refuses the call UNAVAILABLE.
 	Work func() (end func(), err error)
-	// IOIdle bounds how long an upload's next bytes, or a download's next
-	// write, may take: a client that stops sending or reading for that long
-	// is let go; zero means DefaultIOIdle.
+	// IOIdle bounds how long an upload's next bytes, a download's next
+	// write, or a Start stream's next event (while the client's
+	// flow-control window is full), may take: a client that stops sending
+	// or reading for that long is let go, a Start stream's process killed;
+	// zero means DefaultIOIdle.
 	IOIdle time.Duration
 	// Readiness, when set, is asked by /v1/health besides the server's own
 	// state.
