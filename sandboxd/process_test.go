@@ -624,3 +624,20 @@ func TestStartUnreadStream(t *testing.T) {
 	require.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
 	require.Contains(t, status.Convert(err).Message(), "read none of the stream for 200ms")
 }
+
+// TestStartOutlivedByAChild: a child that outlives its Start process and
+// keeps its stdout open does not hold the stream: the output is read for
+// at most process.DrainDelay (2 s) after the exit, then exit is sent, and
+// what the child writes later is not (docs/sandboxd.md says so).
+func TestStartOutlivedByAChild(t *testing.T) {
+	d := serve(t, Options{})
+	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("sh", "-c", "(sleep 30; echo late) & echo $!")})
+	require.NoError(t, err)
+	r := drain(t, stream)
+	pid, err := strconv.Atoi(strings.TrimSpace(r.stdout.String()))
+	require.NoError(t, err, "%q", r.stdout.String())
+	defer syscall.Kill(pid, syscall.SIGKILL)
+	require.NoError(t, syscall.Kill(pid, 0), "the child still runs, its stdout open, when the stream has ended")
+	require.Equal(t, int32(0), *r.exit)
+	require.NotContains(t, r.stdout.String(), "late")
+}
