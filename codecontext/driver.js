@@ -425,7 +425,7 @@ async function executeCell(ctx, cell, script, wrapped) {
     try {
       value = script.runInContext(ctx, { breakOnSigint: true, displayErrors: false });
     } finally {
-      for (const l of listeners) process.addListener('SIGINT', l);
+      withOwnEmit(() => { for (const l of listeners) process.addListener('SIGINT', l); });
     }
     if (wrapped) {
       const interrupted = new Promise((_, reject) => { cell.abort = reject; });
@@ -542,6 +542,38 @@ function placeIdle() {
   place([['/dev/null', 'r'], [`/proc/self/fd/${diag}`, 'w'], [`/proc/self/fd/${diag}`, 'w']]);
 }
 
+// Node reports an exception no cell caught through process.emit (Node's
+// handler, process._fatalException, emits it to the listeners), as it
+// tells of a new worker, and process.on of a new listener: a cell that
+// replaced process.emit with a function that drops events or throws had
+// every such exception end the interpreter, and the driver's first worker
+// too, between cells, with no reason given. The driver keeps Node's own
+// emit and puts it in place while Node's handler runs and while it changes
+// its own listeners (withOwnEmit); every other event goes through the
+// cell's, which stays process.emit. An emit a cell made read-only and not
+// configurable is out of reach.
+const ownEmit = process.emit;
+function withOwnEmit(f) {
+  const d = ownDescriptor(process, 'emit');
+  if (!d || d.value === ownEmit || !Reflect.defineProperty(process, 'emit', { value: ownEmit })) return f();
+  try {
+    return f();
+  } finally {
+    const now = ownDescriptor(process, 'emit');
+    if (now && now.value === ownEmit) Reflect.defineProperty(process, 'emit', d); // unless the listeners set another
+  }
+}
+const fatalException = process._fatalException;
+if (typeof fatalException === 'function') {
+  process._fatalException = (e, fromPromise) => withOwnEmit(() => fatalException(e, fromPromise));
+}
+// exit ends the interpreter as process.exit does, also when the cell's
+// process.exit or its emit throws.
+const reallyExit = process.reallyExit.bind(process);
+function exit(status) {
+  try { withOwnEmit(() => process.exit(status)); } finally { reallyExit(status); }
+}
+
 // failCell reports an error no cell caught: the running cell's when it
 // comes from it, else nobody's.
 function failCell(e) {
@@ -563,7 +595,7 @@ const ownListeners = [['uncaughtException', failCell], ['unhandledRejection', fa
 function keepListeners() {
   for (const [event, listener] of ownListeners) {
     if (process.rawListeners(event).includes(listener)) continue;
-    process.on(event, listener);
+    withOwnEmit(() => process.on(event, listener));
     if (listener === onNewListener) sigintTouched = true; // it saw nothing meanwhile
   }
 }
@@ -630,7 +662,7 @@ ownListeners.push(['newListener', onNewListener]);
 function sigintOwn() {
   if (!watchdog) return [];
   const listeners = process.rawListeners('SIGINT');
-  if (listeners.length > 0) process.removeAllListeners('SIGINT');
+  if (listeners.length > 0) withOwnEmit(() => process.removeAllListeners('SIGINT'));
   // Without its newListener listener (a cell removed it) the driver cannot
   // tell, and puts the handler back each time.
   if (sigintTouched || listeners.length > 0 || !process.rawListeners('newListener').includes(onNewListener)) {
@@ -974,7 +1006,7 @@ function driverFailed(e) {
   let why = 'an exception that could not be formatted';
   try { why = String(e && e.stack || e); } catch {}
   try { fs.writeSync(diag, 'conch: the driver failed:\n' + why + '\n'); } catch {}
-  process.exit(70);
+  exit(70);
 }
 function startDrain(first) {
   drain(first).catch(driverFailed);
@@ -998,4 +1030,4 @@ sock.on('data', (d) => {
     driverFailed(e);
   }
 });
-sock.on('close', () => process.exit(0));
+sock.on('close', () => exit(0));

@@ -233,3 +233,40 @@ func TestJavaScriptAwaitOfParenthesized(t *testing.T) {
 		require.Empty(t, errOut, tc.code)
 	}
 }
+
+// TestJavaScriptEmitNotTheCells: a cell that replaces process.emit, with a
+// function that drops every event or one that throws, leaves the driver
+// working: an exception a later cell's timer throws, or a promise it leaves
+// rejected, fails that cell, the worker the driver starts for a cell that
+// awaits is started, and the context lives on, the cell's process.emit
+// still its own. Node calls process.emit to report an uncaught exception
+// (and to tell of a new worker): the interpreter ended between cells, or
+// under a later cell that threw, with no reason given.
+func TestJavaScriptEmitNotTheCells(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, emit, rejected string }{
+		{"drops", "() => false", "rejected"},
+		// Node reports the rejection through process.emit: what it threw
+		// fails the cell.
+		{"throws", `function () { throw new Error("emit broken") }`, "emit broken"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: JavaScript})
+			r, _, errOut := run(t, c, "process.emit = globalThis.kept = "+tc.emit+"; setTimeout(() => {}, 10); 1")
+			require.Equal(t, 0, code(r), "%+v %q", r, errOut)
+			r, out, errOut := run(t, c, "await new Promise(r => setTimeout(r, 50)); 2")
+			require.Equal(t, 0, code(r), "%+v %q", r, errOut)
+			require.Equal(t, "2\n", out)
+			r, _, errOut = run(t, c, `setTimeout(() => { throw new Error("boom") }, 10); await new Promise(r => setTimeout(r, 200)); 3`)
+			require.Equal(t, 1, code(r), "%+v %q", r, errOut)
+			require.Contains(t, errOut, "boom")
+			r, _, errOut = run(t, c, `Promise.reject(new Error("rejected")); await new Promise(r => setTimeout(r, 50)); 4`)
+			require.Equal(t, 1, code(r), "%+v %q", r, errOut)
+			require.Contains(t, errOut, tc.rejected)
+			r, out, errOut = run(t, c, "process.emit === kept")
+			require.Equal(t, 0, code(r), "%+v %q", r, errOut)
+			require.Equal(t, "true\n", out)
+		})
+	}
+}
