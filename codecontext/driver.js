@@ -574,6 +574,31 @@ function exit(status) {
   try { withOwnEmit(() => process.exit(status)); } finally { reallyExit(status); }
 }
 
+// As process.abort() ends the interpreter, Node writes its native stack and
+// the JavaScript one on fd 2, the running cell's stderr: frames of Node's
+// C++ and of the driver, with the driver's path, which say nothing of the
+// cell. The cell's stderr gets its own frames of the JavaScript stack, as
+// Node numbers them; Node's report goes where only the engine reads.
+const nodeAbort = process.abort;
+process.abort = function abort() {
+  try {
+    const cell = storeCell();
+    if (current && cell === current) {
+      const at = {};
+      Error.captureStackTrace(at, abort);
+      const frames = String(at.stack).split('\n').filter((l) => /^\s+at /.test(l));
+      const numbered = frames.map((l, i) => `${i + 1}: ${l.replace(/^\s+at /, '')}\n`).join('');
+      writeTo(cell, 2, `----- JavaScript stack trace -----\n\n${numbered}\n`);
+    }
+  } catch {}
+  try {
+    fs.closeSync(2);
+    const fd = fs.openSync(`/proc/self/fd/${diag}`, 'w');
+    if (fd !== 2) fs.closeSync(fd);
+  } catch {}
+  return Reflect.apply(nodeAbort, process, []);
+};
+
 // failCell reports an error no cell caught: the running cell's when it
 // comes from it, else nobody's.
 function failCell(e) {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/internal/processtest"
+	"github.com/conchsh/conch/process"
 )
 
 // TestDynamicImport: import() in a JavaScript cell loads a node: builtin, a
@@ -269,4 +270,25 @@ func TestJavaScriptEmitNotTheCells(t *testing.T) {
 			require.Equal(t, "true\n", out)
 		})
 	}
+}
+
+// TestJavaScriptAbort: a cell that calls process.abort() ends the
+// interpreter: the cell is lost, saying SIGABRT killed the interpreter,
+// with the output it wrote before and, on its stderr, its own frames of the
+// JavaScript stack; the context ends signaled ABRT. Node's native stack and
+// the driver's frames, which it wrote on the cell's stderr, go where only
+// the engine reads.
+func TestJavaScriptAbort(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	r, out, errOut := run(t, c, `console.log("before");
+function crash() { process.abort() }
+crash()`)
+	require.Equal(t, process.Lost, r.Reason, "%+v", r)
+	require.Equal(t, "the context's interpreter was killed by SIGABRT", r.Error)
+	require.Equal(t, "before\n", out)
+	require.Equal(t, "----- JavaScript stack trace -----\n\n1: crash (<cell 1>:2:28)\n2: <cell 1>:3:1\n\n", errOut)
+	ended := wait(t, c)
+	require.Equal(t, process.Signaled, ended.Reason, "%+v", ended)
+	require.Equal(t, "ABRT", ended.Signal)
 }
