@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -262,6 +263,7 @@ func (cell *Cell) interpreterExited() {
 	case <-time.After(drainAfterExit):
 	}
 	r := process.Result{Reason: process.Lost, Error: "the context's interpreter died"}
+	var failed *process.Result // the driver's failure, which ends the context too
 	if ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
 		switch {
 		case ws.Exited():
@@ -269,11 +271,12 @@ func (cell *Cell) interpreterExited() {
 			why := c.driverFailure()
 			if why == "" && ws.ExitStatus() == driverFailedStatus {
 				cell.mu.Lock()
-				why = failureWhy(string(cell.errTail), c.opts.Language)
+				why = failureError(string(cell.errTail), c.opts.Language)
 				cell.mu.Unlock()
 			}
 			if why != "" {
-				r = process.Result{Reason: process.Lost, Error: driverFailedWhy + why}
+				r = process.Result{Reason: process.Lost, Error: why}
+				failed = &process.Result{Reason: process.Lost, Error: why}
 			}
 		case ws.Signaled() && c.h.OOMKilledIt():
 			r.Error = "the OOM killer ended the context's interpreter at the memory limit"
@@ -290,32 +293,80 @@ func (cell *Cell) interpreterExited() {
 	}
 	cell.mu.Unlock()
 	cell.finish(r)
-	c.interpreterEnded()
+	c.interpreterEnded(failed)
 }
 
 // driverFailedWhy begins the error of a cell or context whose driver failed.
 const driverFailedWhy = "the context's driver failed, which ended its interpreter (a cell may have replaced what the driver calls): "
 
+// descriptorsClosedWhy is the error of a cell or context whose driver
+// failed because a cell closed its descriptors.
+const descriptorsClosedWhy = "a cell closed the context driver's descriptors (os.closerange, os.close), which ended its interpreter"
+
 // driverFailedLine is the line a driver writes to its own output, before
-// why, when it fails and ends (driver.py's and driver.js's last handler).
-const driverFailedLine = "conch: the driver failed:"
+// why, when it fails and ends (driver.py's and driver.js's last handler);
+// descriptorsClosedLine the one driver.py writes after why when a cell
+// closed its descriptors.
+const (
+	driverFailedLine      = "conch: the driver failed:"
+	descriptorsClosedLine = "conch: a cell closed the driver's descriptors"
+)
 
 // driverFailedStatus is the exit status of a driver that failed. A Python
-// driver whose own descriptors a cell closed (os.closerange) says why on fd
-// 2, the running cell's stderr, instead: the engine looks there when the
-// interpreter exits with it and its own output says nothing.
+// driver whose own descriptors a cell closed (os.closerange) says why in
+// the file failedReport of the context's directory, and on fd 2, the
+// running cell's stderr: the engine looks there when the interpreter exits
+// with it and its own output says nothing.
 const driverFailedStatus = 70
 
-// driverFailure returns why the driver said it failed, if it said so on its
-// own output before its interpreter exited: the exception's message (a
-// traceback's last line, a stack's first). It waits a moment for the rest of
-// that output, which the interpreter wrote before it exited.
+// failedReport is the file in the context's directory where driver.py
+// writes why it failed, which needs no descriptor a cell could close.
+const failedReport = "failed"
+
+// driverFailure returns the error of a driver that said it failed, on its
+// own output or in failedReport, before its interpreter exited. It waits a
+// moment for the rest of that output, which the interpreter wrote before it
+// exited.
 func (c *Context) driverFailure() string {
 	select {
 	case <-c.h.Diag().Ended():
 	case <-time.After(500 * time.Millisecond):
 	}
-	return failureWhy(c.h.Diag().Tail(), c.opts.Language)
+	if why := failureError(c.h.Diag().Tail(), c.opts.Language); why != "" {
+		return why
+	}
+	return failureError(readReport(filepath.Join(c.dir, failedReport)), c.opts.Language)
+}
+
+// readReport returns the head of the regular file at path, if there is one:
+// not through a link, nor a FIFO a cell put there.
+func readReport(path string) string {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, 4<<10))
+	return string(b)
+}
+
+// failureError returns the error of a driver whose failure text says
+// why, else "".
+func failureError(text string, lang Language) string {
+	i := strings.LastIndex(text, driverFailedLine)
+	if i < 0 {
+		return ""
+	}
+	if strings.Contains(text[i:], descriptorsClosedLine) {
+		return descriptorsClosedWhy
+	}
+	if why := failureWhy(text[i:], lang); why != "" {
+		return driverFailedWhy + why
+	}
+	return ""
 }
 
 // failureWhy returns the message after the last driverFailedLine in text.

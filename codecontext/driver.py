@@ -28,7 +28,7 @@ _DRIVER = os.path.abspath(__file__)
 # not the driver's.
 _os = types.SimpleNamespace(**{n: getattr(os, n) for n in (
     "write", "writev", "read", "open", "close", "dup", "dup2", "getcwdb", "getpid", "_exit",
-    "devnull", "O_RDONLY", "O_WRONLY", "O_RDWR")})
+    "fstat", "stat", "devnull", "O_RDONLY", "O_WRONLY", "O_RDWR", "O_CREAT", "O_EXCL", "O_NOFOLLOW")})
 _loads = json.loads
 _import = builtins.__import__
 _parse, _Expr, _Expression = ast.parse, ast.Expr, ast.Expression
@@ -57,6 +57,9 @@ class _S:
     intfile = ""  # where the engine names the cell it interrupts
     pid = 0  # the interpreter's: a process with another pid was forked by a cell
     conn = -1  # the socket the engine sends cells on
+    own = ()  # (fd, file) of the driver's lasting descriptors, to tell them closed (see _closed)
+    paths = ()  # the paths of the running cell's stdout and stderr FIFOs
+    report = ""  # where the driver says why it failed, a file in the context's directory
     send = None  # its sendall, bound once
     handler = None  # the SIGINT handler a cell set, in place only while cells run
     marker = None  # returns the running cell's end marker (see _sealed)
@@ -526,6 +529,7 @@ def _open_cell(msg):
         _os.dup2(err, 2)
         _os.close(stdin)
         _S.out, _S.err, _S.cell = out, err, msg["id"]
+        _S.paths = (msg["stdout"], msg["stderr"])
         _cell_var.set(msg["id"])
     sys.stdin = _io_open(0, "r", encoding="utf-8", errors="surrogateescape", closefd=False)
 
@@ -620,6 +624,34 @@ def _lines(fd):
             chunk = chunk[i + 1:]
 
 
+def _file(st):
+    return (st.st_dev, st.st_ino)
+
+
+def _closed():
+    # Whether one of the driver's descriptors was closed (os.closerange,
+    # os.close), or holds another file since: its lasting ones, and the
+    # running cell's FIFOs, whose paths say which file they were.
+    def differs(fd, file):
+        try:
+            return _file(_os.fstat(fd)) != file
+        except OSError:
+            return True
+
+    if any(differs(fd, file) for fd, file in _S.own):
+        return True
+    if _S.cell is None:
+        return False
+    for fd, path in zip((_S.out, _S.err), _S.paths):
+        try:
+            file = _file(_os.stat(path))
+        except OSError:
+            continue  # the cell removed the FIFO: its descriptor says nothing
+        if differs(fd, file):
+            return True
+    return False
+
+
 def main():
     if sys.version_info < (3, 9):
         sys.stderr.write("conch needs Python 3.9 or later, not %s\n" % sys.version.split()[0])
@@ -652,6 +684,8 @@ def main():
     conn.connect(sock)
     _S.conn = conn.fileno()
     _S.send = conn.sendall
+    _S.report = os.path.join(os.path.dirname(sock), "failed")
+    _S.own = tuple((fd, _file(_os.fstat(fd))) for fd in (_S.diag, _S.null, _S.conn))
     for line in _lines(_S.conn):
         if _forked_child():
             _os._exit(1)  # never read cells in a child
@@ -678,13 +712,29 @@ except BaseException as e:  # the driver's own failure: say why where the engine
     except BaseException:
         _last = type(e).__name__ + "\n"
     try:
-        _os.write(_S.diag if _S.diag >= 0 else 2, b"conch: the driver failed:\n" + (_why or _last).encode("utf-8", "backslashreplace"))
+        # The driver cannot go on without them: the engine says so.
+        _closing = b"conch: a cell closed the driver's descriptors\n" if _closed() else b""
+    except BaseException:
+        _closing = b""
+    _report = b"conch: the driver failed:\n" + (_why or _last).encode("utf-8", "backslashreplace") + _closing
+    try:
+        # The report also goes to a file the engine reads, which no
+        # descriptor the cell could close is needed for.
+        _fd = _os.open(_S.report, _os.O_WRONLY | _os.O_CREAT | _os.O_EXCL | _os.O_NOFOLLOW, 0o600)
+        try:
+            _os.write(_fd, _report)
+        finally:
+            _os.close(_fd)
+    except BaseException:
+        pass
+    try:
+        _os.write(_S.diag if _S.diag >= 0 else 2, _report)
     except BaseException:
         # A cell closed the driver's descriptors (os.closerange): fd 2 is
         # the running cell's stderr, where the engine looks when the
         # interpreter exits 70 and its own output says nothing.
         try:
-            _os.write(2, b"\nconch: the driver failed:\n" + _last.encode("utf-8", "backslashreplace"))
+            _os.write(2, b"\nconch: the driver failed:\n" + _last.encode("utf-8", "backslashreplace") + _closing)
         except BaseException:
             pass
     _os._exit(70)  # as driver.js: nothing more written after why

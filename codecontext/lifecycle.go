@@ -19,16 +19,24 @@ func (c *Context) exitedBetweenCells() {
 		return
 	}
 	if why := c.driverFailure(); why != "" {
-		c.h.End(&process.Result{Reason: process.Lost, Error: driverFailedWhy + why}, syscall.SIGKILL)
+		c.h.End(&process.Result{Reason: process.Lost, Error: why}, syscall.SIGKILL)
 		return
 	}
 	c.h.EndedByItself()
 }
 
 // interpreterEnded is called by a cell whose interpreter exited under it:
-// the context is terminal and everything queued fails. The queue's own
-// goroutine calls it, which the queue's end waits for.
-func (c *Context) interpreterEnded() { go c.h.EndedByItself() }
+// the context is terminal and everything queued fails. A driver that
+// failed (failed, the cell's result) leaves the context lost with why, as
+// between cells. The queue's own goroutine calls it, which the queue's end
+// waits for.
+func (c *Context) interpreterEnded(failed *process.Result) {
+	if failed != nil {
+		go c.h.End(failed, syscall.SIGKILL)
+		return
+	}
+	go c.h.EndedByItself()
+}
 
 func (c *Context) runningCell() *Cell {
 	c.mu.Lock()

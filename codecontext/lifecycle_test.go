@@ -653,25 +653,14 @@ func TestCwdWithoutOption(t *testing.T) {
 }
 
 // TestDriverDeathsReported: what a cell does to the driver beyond an
-// exception it raises is reported for what it is. A Python cell that closes
-// the driver's descriptors (os.closerange) ends lost, saying that the driver
-// failed and why, not exited 1 with CPython's fatal report. A JavaScript
+// exception it raises is reported for what it is. A JavaScript
 // cell that removes every listener of process leaves the driver's: an
 // exception a later cell's timer throws fails that cell, and the context
 // lives on. A Python cell that sets sys.stderr = None and raises gets its
-// traceback on its stderr, and the context lives on.
+// traceback on its stderr, and the context lives on. (A Python cell that
+// closes the driver's descriptors: TestDescriptorsClosed.)
 func TestDriverDeathsReported(t *testing.T) {
 	t.Parallel()
-	t.Run("closerange", func(t *testing.T) {
-		t.Parallel()
-		c := newContext(t, Options{Language: Python})
-		r, _, errOut := run(t, c, `import os; os.closerange(3, 1000); print("closed all")`)
-		require.Equal(t, process.Lost, r.Reason, "%+v %q", r, errOut)
-		require.Contains(t, r.Error, "driver failed")
-		require.Contains(t, r.Error, "Bad file descriptor")
-		require.NotContains(t, errOut, "Fatal Python error")
-		require.NotContains(t, errOut, "lost sys.stderr")
-	})
 	t.Run("removeAllListeners", func(t *testing.T) {
 		t.Parallel()
 		c := newContext(t, Options{Language: JavaScript})
@@ -703,4 +692,64 @@ func TestNegativeTimeoutRefused(t *testing.T) {
 	c := newContext(t, Options{Language: Python})
 	_, err := c.Submit(CellOptions{Code: "1", ExecutionTimeout: -time.Second})
 	require.ErrorIs(t, err, process.ErrInvalidArgument)
+}
+
+// TestDescriptorsClosed: a Python cell that closes the driver's descriptors
+// (os.closerange, os.close in a loop; fds 0 to 2 too, or from a thread
+// after the cell ended) ends the context: the cell then running is lost,
+// and so is the context, both saying that a cell closed the driver's
+// descriptors. Before, the error said the driver had failed with EBADF,
+// as if a cell had replaced what it calls, the context ended exited 70
+// with no reason given, and when the cell closed fds 0 to 2 as well the
+// cell itself ended exited 70, saying nothing.
+func TestDescriptorsClosed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, code string }{
+		{"closerange", `import os; os.closerange(3, 1 << 16); print("closed all")`},
+		{"closerange from 0", `import os; os.closerange(0, 1 << 16); print("closed all")`},
+		{"close loop", `import os
+for fd in range(3, 1024):
+    try:
+        os.close(fd)
+    except OSError:
+        pass`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: Python})
+			r, _, errOut := run(t, c, tc.code)
+			require.Equal(t, process.Lost, r.Reason, "%+v %q", r, errOut)
+			require.Equal(t, descriptorsClosedWhy, r.Error)
+			require.NotContains(t, errOut, "Fatal Python error")
+			ended := wait(t, c)
+			require.Equal(t, process.Lost, ended.Reason, "%+v", ended)
+			require.Equal(t, descriptorsClosedWhy, ended.Error)
+		})
+	}
+	// From a thread of a cell that has ended: the driver, blocked reading
+	// the next cell, finds its descriptors closed once it is sent.
+	t.Run("between cells", func(t *testing.T) {
+		t.Parallel()
+		c := newContext(t, Options{Language: Python})
+		dir := t.TempDir()
+		ended, done := filepath.Join(dir, "ended"), filepath.Join(dir, "closed")
+		r, _, errOut := run(t, c, `import os, threading, time
+def close():
+    while not os.path.exists(`+strconv.Quote(ended)+`):
+        time.sleep(0.01)
+    os.closerange(0, 1 << 16)
+    os.close(os.open(`+strconv.Quote(done)+`, os.O_CREAT | os.O_WRONLY))
+threading.Thread(target=close).start()`)
+		require.Equal(t, 0, code(r), "%+v %q", r, errOut)
+		require.NoError(t, os.WriteFile(ended, nil, 0o600))
+		require.Eventually(t, func() bool { _, err := os.Stat(done); return err == nil }, deadline, 10*time.Millisecond)
+		cell, err := c.Submit(CellOptions{Code: "1"})
+		if err == nil { // the driver's end may come first
+			r = wait(t, cell)
+			require.Contains(t, []string{descriptorsClosedWhy, ErrContextEnded.Error()}, r.Error, "%+v", r)
+		}
+		end := wait(t, c)
+		require.Equal(t, process.Lost, end.Reason, "%+v", end)
+		require.Equal(t, descriptorsClosedWhy, end.Error)
+	})
 }
