@@ -70,3 +70,18 @@ func SetReadRest(s *Server, n int64, d time.Duration) {
 	s.restBytes.Store(n)
 	s.restFor.Store(int64(d))
 }
+
+// PortLooks returns how many looks s made at the ports of processes that
+// ready calls wait on.
+func PortLooks(s *Server) int64 { return s.ports.looks.Load() }
+
+// PortWaiters returns how many ready calls of s wait on the ports of the
+// process id.
+func PortWaiters(s *Server, id string) int {
+	s.ports.mu.Lock()
+	defer s.ports.mu.Unlock()
+	if g := s.ports.groups[id]; g != nil {
+		return g.waiters
+	}
+	return 0
+}

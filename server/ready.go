@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/api"
-	"github.com/conchsh/conch/internal/listenport"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 )
 
-// readyPoll is how often the ready route looks for a listening port.
+// readyPoll is how often the ready route looks for a listening port (once
+// for all the calls waiting on a process: see portWatch) and for new output
+// to match.
 const readyPoll = 100 * time.Millisecond
 
 // readyWindow is how much of the output, at least, a pattern is matched
@@ -108,7 +109,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 		defer p.Log().Hold()()
 	}
 	rd := readiness{p: p, port: port, anyPort: anyPort, re: re, windowBytes: window, pieceBytes: piece}
-	ans, ok := rd.wait(ctx)
+	ans, ok := rd.wait(ctx, &s.ports)
 	if !ok {
 		if err := r.Context().Err(); err != nil {
 			return err
@@ -147,16 +148,21 @@ type frameEnd struct {
 	cursor logstore.Cursor
 }
 
-// ready reports whether everything asked for holds now; ctx ends the
-// matching of the output early.
-func (rd *readiness) ready(ctx context.Context) bool {
-	if rd.re != nil && !rd.matched {
-		rd.scan(ctx)
+// ready reports whether everything asked for holds now.
+func (rd *readiness) ready() bool {
+	return (rd.re == nil || rd.matched) && (rd.portSeen > 0 || !rd.wantsPort())
+}
+
+func (rd *readiness) wantsPort() bool { return rd.port > 0 || rd.anyPort }
+
+// see takes the ports a look saw listening.
+func (rd *readiness) see(ports []int) {
+	switch {
+	case rd.anyPort && len(ports) > 0:
+		rd.portSeen = ports[0]
+	case rd.port > 0 && slices.Contains(ports, rd.port):
+		rd.portSeen = rd.port
 	}
-	if (rd.port > 0 || rd.anyPort) && rd.portSeen == 0 {
-		rd.lookPorts()
-	}
-	return (rd.re == nil || rd.matched) && (rd.portSeen > 0 || (rd.port == 0 && !rd.anyPort))
 }
 
 // scan matches the pattern against the output that came since the last
@@ -213,66 +219,68 @@ func (rd *readiness) more() []logstore.Frame {
 	return l.PageBytes(rd.after, 0, logsPageBytes).Frames
 }
 
-func (rd *readiness) lookPorts() {
-	t, ok := rd.p.(treeOf)
-	if !ok {
-		return
+// wait waits until ready, the process and everything it left behind ended
+// first (ready false), or ctx ends (ok false). It matches new output every
+// readyPoll and takes each new look of ports's at the process.
+func (rd *readiness) wait(ctx context.Context, ports *portWatch) (readyAnswer, bool) {
+	var g *portGroup
+	if rd.wantsPort() {
+		g = ports.join(rd.p)
+		defer ports.leave(g)
 	}
-	ports, err := listenport.Ports(t.Tree())
-	if err != nil {
-		return
+	var tick <-chan time.Time
+	if rd.re != nil {
+		t := time.NewTicker(readyPoll)
+		defer t.Stop()
+		tick = t.C
 	}
-	switch {
-	case rd.anyPort && len(ports) > 0:
-		rd.portSeen = ports[0]
-	case rd.port > 0 && slices.Contains(ports, rd.port):
-		rd.portSeen = rd.port
-	}
-}
-
-// wait polls until ready, the process and everything it left behind ended
-// first (ready false), or ctx ends (ok false).
-func (rd *readiness) wait(ctx context.Context) (readyAnswer, bool) {
-	tick := time.NewTicker(readyPoll)
-	defer tick.Stop()
 	for {
-		if rd.ready(ctx) {
-			return rd.answer(), true
-		}
+		ended := false
 		select {
 		case <-rd.p.Done():
-			if rd.ready(ctx) {
-				return rd.answer(), true
-			}
+			ended = true
+		default:
+		}
+		if rd.re != nil && !rd.matched {
+			rd.scan(ctx)
+		}
+		var looked <-chan struct{}
+		left := true // nothing the process left behind runs
+		if g != nil {
+			var l portLook
+			l, looked = g.latest()
+			rd.see(l.ports)
+			left = l.ended
+		}
+		if rd.ready() {
+			return rd.answer(), true
+		}
+		done := rd.p.Done()
+		if ended {
 			if ctx.Err() != nil {
 				// The wait ended before the output was matched to its
 				// end: the pattern may be there, so that it did not end
 				// first is all that is known.
 				return readyAnswer{}, false
 			}
-			if !rd.alive() {
+			// A pattern alone needs the process's own output, which ended
+			// with it; a port may still be opened by what it left behind
+			// (a server started with & in a session) until a look sees
+			// none of it run.
+			if left {
 				res := waitResult(rd.p.Info())
 				return readyAnswer{Ready: api.Ready{Result: &res}}, true
 			}
-		default:
+			done = nil
 		}
 		select {
 		case <-ctx.Done():
 			return readyAnswer{}, false
-		case <-tick.C:
+		case <-done:
+		case <-tick:
+		case <-looked:
 		}
 	}
-}
-
-// alive reports whether a process the ended process left behind still runs
-// and could still open the port (a server started with & in a session). A
-// pattern alone needs the process's own output, which ended with it.
-func (rd *readiness) alive() bool {
-	if rd.port == 0 && !rd.anyPort {
-		return false
-	}
-	t, ok := rd.p.(treeOf)
-	return ok && len(t.Tree()) > 0
 }
 
 // readyAnswer is api.Ready as the route writes it: with match whenever the

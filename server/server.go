@@ -146,6 +146,7 @@ type Server struct {
 	stopped   chan struct{}      // closed once Shutdown stopped every process
 	watchers  sync.WaitGroup     // one watch goroutine per tracked process
 	deadlines deadlines          // the timeouts of waits for a process
+	ports     portWatch          // looks at the ports that ready calls wait for
 	expiry    *expiry            // forgets records kept on_exit_ttl when they are due
 	inputs    sync.Map           // id -> *inputwatch.Watcher, for processes with open input
 	interacts sync.Map           // id -> *turns, for processes that had an interact call
