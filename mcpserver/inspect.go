@@ -7,8 +7,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -315,7 +317,9 @@ type ProcessInfo struct {
 	PID             int    `json:"pid,omitempty"`
 }
 
-// ListOutput is the list tool's answer.
+// ListOutput is the list tool's answer: the sessions and the commands
+// oldest first, by the time the daemon created them (sessions created in
+// the same millisecond by name), the same at every call.
 type ListOutput struct {
 	Sessions  []SessionInfo `json:"sessions"`
 	Processes []ProcessInfo `json:"processes"`
@@ -324,14 +328,21 @@ type ListOutput struct {
 func (s *Server) list(ctx context.Context, _ *mcp.CallToolRequest, _ ListInput) (*mcp.CallToolResult, ListOutput, error) {
 	names := s.names()
 	out := ListOutput{Sessions: []SessionInfo{}, Processes: []ProcessInfo{}}
+	// names is a map, whose order changes from one range to the next.
+	created := make(map[string]time.Time, len(names))
 	for id, name := range names {
 		p, err := s.c.Session(ctx, id)
 		if err != nil {
 			continue
 		}
+		created[id] = p.CreatedAt.Time
 		out.Sessions = append(out.Sessions, SessionInfo{Name: name, ID: id, Shell: p.Shell, Language: p.Language,
 			Cwd: p.Cwd, State: string(p.State), PID: p.PID})
 	}
+	slices.SortFunc(out.Sessions, func(a, b SessionInfo) int {
+		return cmp.Or(created[a.ID].Compare(created[b.ID]), cmp.Compare(a.Name, b.Name))
+	})
+	// The daemon lists processes in the order it created them.
 	for p, err := range s.c.Processes(ctx, client.ListOptions{State: "running"}) {
 		if err != nil {
 			return nil, ListOutput{}, explain(err)

@@ -103,7 +103,7 @@ type ReadInput struct {
 var listTool = &mcp.Tool{
 	Name: "list",
 	Description: `List the sessions (name, id, shell, cwd, state) and the commands still ` +
-		`running (id, session, command line, whether it waits for input). Use it to find an id ` +
+		`running (id, session, command line, whether it waits for input), each oldest first. Use it to find an id ` +
 		`for interact or read_output, or to see which sessions exist.`,
 }
 
