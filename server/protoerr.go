@@ -107,7 +107,7 @@ var refusing atomic.Int64
 
 const (
 	refuseLingering = 64
-	refuseIdle      = 100 * time.Millisecond
+	refuseIdle      = 300 * time.Millisecond
 )
 
 // jsonErrorConn is a connection whose plain-text protocol errors are
