@@ -20,7 +20,8 @@ import "time"
 // frames keep pointing into it.
 //
 // A small write on the channel of the newest frame, which no reader has
-// seen yet and which began less than mergeWindow ago, extends that frame in
+// seen yet nor been handed the cursor of (by Bounds, or as the next of an
+// empty page) and which began less than mergeWindow ago, extends that frame in
 // place rather than making a new one (up to bigFrame bytes): a flood of tiny
 // writes (a loop of echo) costs few frames, no cursor a reader holds ever
 // changes meaning, and a frame's time stays within mergeWindow of each of

@@ -13,7 +13,7 @@
 // what is gone are told so ([Page.TruncatedHead], a [Warning] event) rather
 // than handed a silent gap. Memory stays within about one and a half times
 // the retention plus a small constant: small writes extend the newest frame
-// while no reader has seen it, a log keeps at most one frame per
+// while no reader has seen it or been handed its cursor, a log keeps at most one frame per
 // [BytesPerFrame] bytes of retention, a follower that falls behind jumps
 // ahead instead of buffering, and output flooding through a full log reuses
 // the 64 KiB blocks that retention frees, rather than leaving garbage for

@@ -230,11 +230,14 @@ func (l *Log) Excerpt(after Cursor, limit int) Excerpt {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.keep == KeepNone && !l.held && l.holds == 0 {
-		return Excerpt{Next: max(after, l.last), TruncatedHead: after < l.last}
+		e := Excerpt{Next: max(after, l.last), TruncatedHead: after < l.last}
+		l.handLocked(e.Next)
+		return e
 	}
 	e := Excerpt{Next: max(after, l.dropped), TruncatedHead: after < l.dropped}
 	i, n := l.afterLocked(after)
 	if n == 0 {
+		l.handLocked(e.Next)
 		return e
 	}
 	v := frameView{l: l, i: i, n: n}

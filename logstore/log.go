@@ -407,9 +407,10 @@ func (l *Log) PageBytes(after Cursor, limit, maxBytes int) Page {
 	l.mu.Lock()
 	p := Page{Next: after, Last: l.last}
 	if l.keep == KeepNone {
-		l.mu.Unlock()
 		p.TruncatedHead = after < p.Last
 		p.Next = max(after, p.Last)
+		l.handLocked(p.Next)
+		l.mu.Unlock()
 		return p
 	}
 	p.TruncatedHead = after < l.dropped
@@ -422,6 +423,7 @@ func (l *Log) PageBytes(after Cursor, limit, maxBytes int) Page {
 	}
 	if n == 0 {
 		p.Next = max(after, l.dropped)
+		l.handLocked(p.Next)
 		l.mu.Unlock()
 		return p
 	}
@@ -495,6 +497,11 @@ func (l *Log) lendOutLocked(dst []Frame, i int) {
 	}
 }
 
+// handLocked marks cursor c handed to a reader, though none of its bytes
+// were: its frame grows no more, so that a reader that reads on after c
+// misses none of what comes. l.mu must be held.
+func (l *Log) handLocked(c Cursor) { l.seen = max(l.seen, min(c, l.last)) }
+
 // offsetLocked returns the bytes of output up to and including the frame
 // at cursor c, if the log knows them: c is 0, the newest dropped frame's or
 // a retained frame's. l.mu must be held.
@@ -528,10 +535,13 @@ func (l *Log) afterLocked(after Cursor) (i, n int) {
 
 // Bounds reports whether the head was dropped (or, under KeepNone, whether
 // anything was written), the first retained cursor as a page sees it (zero
-// when none) and the last cursor ever appended.
+// when none) and the last cursor ever appended. The last cursor is handed
+// out, as a page's are: what is written after Bounds goes in frames after
+// it, so that a reader that reads on from it misses none of it.
 func (l *Log) Bounds() (truncatedHead bool, first, last Cursor) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.handLocked(l.last)
 	if l.keep == KeepNone {
 		return l.last > 0, 0, l.last
 	}

@@ -401,6 +401,37 @@ func TestSealSplitsFrames(t *testing.T) {
 	require.Equal(t, "tick\n", string(l.Page(0, 1).Frames[0].Data))
 }
 
+// TestHandedCursorsAreFinal: a cursor handed out without the bytes of its
+// frame (the newest one, as Bounds gives it for a process's lastCursor, or
+// as the next of a page under KeepNone) is final: what is written after it
+// comes after it. The newest frame once grew after Bounds gave its cursor,
+// and a client that read on from a process's lastCursor never saw the bytes
+// that had joined that frame.
+func TestHandedCursorsAreFinal(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name string
+		keep KeepLogs
+		hand func(*Log) Cursor
+	}{
+		{"Bounds", KeepUntilCleanup, func(l *Log) Cursor { _, _, last := l.Bounds(); return last }},
+		{"page under KeepNone", KeepNone, func(l *Log) Cursor { return l.Page(0, 0).Next }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			// Held: under KeepNone the frames are kept for the excerpt.
+			l := New(Options{Keep: tt.keep, Held: true})
+			l.now = fixedClock()
+			l.Write(Stdout, []byte("before\n"))
+			after := tt.hand(l)
+			l.Write(Stdout, []byte("after\n"))
+			e := l.Excerpt(after, 0)
+			require.False(t, len(e.Head) != 1 || string(e.Head[0].Data) != "after\n",
+				"after cursor %d: %d frames, %q", after, len(e.Head), l.Excerpt(0, 0).Head)
+		})
+	}
+}
+
 // TestFrameCap checks the bound on frames that no merging could save: every
 // tiny write is read at once, so each stays a frame; the log keeps at most one
 // frame per BytesPerFrame bytes of retention, and says it dropped the head.
