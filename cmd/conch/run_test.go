@@ -119,6 +119,36 @@ func TestAnswerReaderGone(t *testing.T) {
 	run("interact", "interactgone", "interact", p.ID, "--idle", "5s")
 }
 
+// conch run --timeout and conch interact --timeout of a command that
+// writes faster than retention keeps come back once the wait ran out: they
+// once joined the answer with the logs until the page held the answer's
+// last frame, which retention had dropped, and printed for as long as the
+// command wrote (yes: gigabytes, for good).
+func TestAnswerOutrunByOutput(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	answer := func(what string, args ...string) string {
+		t.Helper()
+		cmd, out, stderr := s.startPiped(t, args...)
+		guard := time.AfterFunc(30*time.Second, func() { _ = cmd.Process.Kill() })
+		defer guard.Stop()
+		_, _ = io.Copy(io.Discard, out)
+		err := cmd.Wait()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "%s: stderr %q", what, stderr.String())
+		require.Equal(t, exitRunning, ee.ExitCode(), "%s: %v, stderr %q", what, err, stderr.String())
+		require.Contains(t, stderr.String(), "dropped by retention", what)
+		return stderr.String()
+	}
+	answer("run", "run", "--name", "outrun", "--timeout", "1s", "--", "yes")
+	list, err := s.c.List(t.Context(), client.ListOptions{Name: "outrun", State: "all"})
+	require.NoError(t, err)
+	require.Len(t, list.Items, 1)
+	id := list.Items[0].ID
+	defer s.c.Kill(context.WithoutCancel(t.Context()), id, client.KillOptions{Signal: "KILL"})
+	answer("interact", "interact", id, "--timeout", "1s")
+}
+
 // endedByPipe requires that conch, cmd, whose output's reader has gone,
 // exits 141 and that the one process named name ended by SIGPIPE.
 func (s *served) endedByPipe(t *testing.T, what, name string, cmd *exec.Cmd, stderr *strings.Builder) {
