@@ -10,10 +10,11 @@ import (
 // pages: when the answer left bytes out (OmittedBytes), its frames up to the
 // one whose cursor is OmittedAfter (none when no frame has it), then the
 // frames of logs pages from OmittedAfter up to the one whose cursor is
-// r.Next; else r.Logs. id is the process the answer is of (r.ProcessID when
-// empty). It reports whether retention dropped some of the omitted frames
-// before they were read, and stops at the first error, the daemon's or
-// yield's.
+// r.Next, or to a page whose head retention dropped; else r.Logs. id is the
+// process the answer is of (r.ProcessID when empty). It reports whether
+// retention dropped some of the omitted frames before they were read (the
+// frames after them are then not given), and stops at the first error, the
+// daemon's or yield's.
 func (c *Client) WholeOutput(ctx context.Context, id string, r *RunResult, yield func(LogFrame) error) (dropped bool, err error) {
 	if id == "" {
 		id = r.ProcessID
@@ -31,7 +32,13 @@ func (c *Client) WholeOutput(ctx context.Context, id string, r *RunResult, yield
 		if err != nil {
 			return dropped, err
 		}
-		dropped = dropped || page.TruncatedHead
+		if page.TruncatedHead {
+			// Frames after the last one taken were dropped (a process
+			// that writes on outran the paging): the join cannot be
+			// whole, and the frame r.Next names may be gone with them,
+			// so that paging on would never end.
+			return true, nil
+		}
 		if len(page.Items) == 0 {
 			return dropped, nil
 		}

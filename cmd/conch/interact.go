@@ -95,21 +95,7 @@ func (f *answerFlags) print(ctx context.Context, e *env, c *client.Client, r *cl
 	case r.OmittedBytes > 0 && *f.limit == 0:
 		// Rendered per channel as it comes, as the daemon renders stdout and stderr.
 		write, flush := frameWriter(e, false, *f.plain)
-		// The pages end at the answer's last frame; when retention
-		// dropped that one before it was read, at the first frame after
-		// it, which is output after the answer (the cursor said on stderr
-		// reads on from there), or conch printed for as long as the
-		// command outran the pages (conch run --timeout 2s yes).
-		next := cursorOf(r.Next)
-		dropped, err := c.WholeOutput(ctx, "", r, func(fr client.LogFrame) error {
-			if cursorOf(fr.Cursor) > next {
-				return errPastAnswer
-			}
-			return write(fr)
-		})
-		if errors.Is(err, errPastAnswer) {
-			dropped, err = true, nil
-		}
+		dropped, err := c.WholeOutput(ctx, "", r, write)
 		if err != nil {
 			return err
 		}
@@ -146,10 +132,6 @@ func (f *answerFlags) print(ctx context.Context, e *env, c *client.Client, r *cl
 	}
 	return nil
 }
-
-// errPastAnswer stops the pages that join an answer with the output it
-// left out at the first frame after the answer's.
-var errPastAnswer = errors.New("past the answer's last frame")
 
 // runEarly runs what args say through the run route, to come back as the
 // answer flags say.
