@@ -85,3 +85,11 @@ func PortWaiters(s *Server, id string) int {
 	}
 	return 0
 }
+
+// InteractLines returns how many processes s keeps a line of interact
+// calls for.
+func InteractLines(s *Server) int {
+	n := 0
+	s.interacts.Range(func(any, any) bool { n++; return true })
+	return n
+}

@@ -213,7 +213,9 @@ func (s *Server) interact(w http.ResponseWriter, r *http.Request) error {
 		turnCtx, stop = s.deadlines.with(turnCtx, timeout)
 		defer stop()
 	}
-	done, err := s.turns(p.ID()).take(turnCtx)
+	line := s.turns(p.ID())
+	defer s.leftLine(p.ID(), line)
+	done, err := line.take(turnCtx)
 	if err != nil {
 		if r.Context().Err() != nil {
 			return err

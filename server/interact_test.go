@@ -1,9 +1,11 @@
 package server_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -422,4 +424,38 @@ func TestInteractTimeoutCountsTheTurn(t *testing.T) {
 	require.Contains(t, err.Error(), "nothing of it was written")
 	require.NoError(t, d.c.Kill(c, p.ID, client.KillOptions{Signal: "KILL"}))
 	require.NoError(t, <-holding)
+}
+
+// TestInteractLineGoesWithItsRecord: an interact call that found its process,
+// then read its body while a DELETE removed the record (and the line of
+// interact calls with it), makes the line anew as it takes its place in it;
+// once it leaves, the line goes, as the record has. Kept, each such call left
+// a line behind for as long as the daemon ran.
+func TestInteractLineGoesWithItsRecord(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "sleep 100"})
+	require.NoError(t, err)
+	conn := d.dial(t)
+	defer conn.Close()
+	body := `{"timeout":1}`
+	_, err = fmt.Fprintf(conn, "POST /v1/processes/%s/interact HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nExpect: 100-continue\r\n\r\n",
+		p.ID, testToken, len(body))
+	require.NoError(t, err)
+	// 100 Continue: the call has found the process and reads its body
+	// (the daemon reads a body only once it has looked the process up).
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusContinue, resp.StatusCode)
+	require.NoError(t, d.c.Delete(ctx(t), p.ID))
+	_, err = conn.Write([]byte(body))
+	require.NoError(t, err)
+	resp, err = http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	// The call leaves the line once its answer is written.
+	require.Eventually(t, func() bool { return server.InteractLines(d.srv) == 0 }, 10*time.Second, 5*time.Millisecond,
+		"a line of interact calls outlived its record")
 }

@@ -53,3 +53,21 @@ func (s *Server) turns(id string) *turns {
 	q, _ := s.interacts.LoadOrStore(id, &turns{})
 	return q.(*turns)
 }
+
+// leftLine is called by each interact call once it has left q, the line of
+// the process with id: when that was the last call in it and the process's
+// record is gone, the line goes too. A call that found the record, then
+// took its place in line after a DELETE had removed the record (and the
+// line with it, see removeRecord), made the line anew: kept, it was never
+// removed.
+func (s *Server) leftLine(id string, q *turns) {
+	q.mu.Lock()
+	empty := len(q.waiting) == 0
+	q.mu.Unlock()
+	if !empty {
+		return
+	}
+	if _, err := s.reg.Get(id); err != nil {
+		s.interacts.CompareAndDelete(id, q)
+	}
+}
