@@ -1,12 +1,14 @@
 import assert from 'node:assert/strict'
 import { execFile } from 'node:child_process'
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import { inspect } from 'node:util'
 import { after, before, describe, test } from 'node:test'
+
+import ts from 'typescript'
 
 import { Sandbox } from '@conchsh/sdk'
 
@@ -65,5 +67,33 @@ describe('what a new user meets first', () => {
     assert.match(stdout, /^test\n\/tmp\/conch-readme-demo$/m)
     assert.match(stdout, /tick 1\ntick 2\ntick 3\n/)
     assert.match(stdout, /^job: signaled INT$/m)
+  })
+
+  test("the repository README's TypeScript example compiles with the options it names and prints what it says", async () => {
+    const readme = await readFile(join(packageRoot, '..', '..', 'README.md'), 'utf8')
+    const m = /## A session from TypeScript\n[\s\S]*?```ts\n([\s\S]*?)```/.exec(readme)
+    assert.ok(m, 'the README has a ts example under "A session from TypeScript"')
+    const dir = join(packageRoot, 'build', 'readme-ts-example')
+    await mkdir(dir, { recursive: true })
+    const file = join(dir, 'main.ts')
+    await writeFile(file, m[1]!)
+    const program = ts.createProgram([file], {
+      module: ts.ModuleKind.NodeNext,
+      moduleResolution: ts.ModuleResolutionKind.NodeNext,
+      target: ts.ScriptTarget.ES2022,
+      lib: ['lib.es2022.d.ts', 'lib.esnext.disposable.d.ts'],
+      types: ['node'],
+      typeRoots: [join(packageRoot, 'node_modules', '@types')],
+      strict: true,
+      skipLibCheck: true,
+    })
+    const emitted = program.emit()
+    const diagnostics = [...ts.getPreEmitDiagnostics(program), ...emitted.diagnostics]
+    assert.deepEqual(diagnostics.map((x) => ts.flattenDiagnosticMessageText(x.messageText, '\n')), [])
+    const { stdout } = await promisify(execFile)(process.execPath, [join(dir, 'main.js')], {
+      env: { ...process.env, CONCH_URL: d.url, CONCH_TOKEN: d.token },
+      timeout: 60_000,
+    })
+    assert.equal(stdout, '3 "mode test\\n"\n')
   })
 })
