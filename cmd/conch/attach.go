@@ -27,7 +27,8 @@ included (it reaches the program as at its own terminal).
 
 Ctrl-] detaches: conch exits 0 and the process goes on; attach again later.
 The terminal modes the program left on (its alternate screen, a hidden
-cursor, mouse reports, bracketed paste) are put back as conch leaves.
+cursor, mouse and focus reports, bracketed paste, application cursor keys)
+are put back as conch leaves.
 When the process ends, conch exits with its status.`)
 	if code, ok := parseArgs(fs, args, exactlyOne); !ok {
 		return code

@@ -81,7 +81,7 @@ var commands = map[string]command{
 	"ready":    {"wait until a process listens on a port or prints a pattern", cmdReady},
 	"mcp":      {"serve sessions to agents over the Model Context Protocol (stdio)", cmdMcp},
 	"sandboxd": {"run the daemon as an agent-sandbox runtime (sandboxd's gRPC and REST API)", cmdSandboxd},
-	"version":  {"print the version", cmdVersion},
+	"version":  {"print the version, and the daemon's when one answers", cmdVersion},
 }
 
 func main() {

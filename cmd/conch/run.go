@@ -83,7 +83,7 @@ func addStartFlags(fs *flag.FlagSet) *startFlags {
 	})
 	f.code = fs.Bool("code", false, "the arguments are code for the --session's code context (a session made with --language)")
 	f.name = fs.String("name", "", "a `name` for the process")
-	f.cwd = fs.String("cwd", "", "working `directory`, relative to conch's own (not with --session: a session has its own)")
+	f.cwd = fs.String("cwd", "", "working `directory`, relative to conch's own (default: the daemon's directory, not conch's; not with --session: a session has its own)")
 	f.shell = fs.String("shell", "", "`shell` that runs a command string (bash, sh, dash, zsh, ksh, mksh, busybox)")
 	f.login = fs.Bool("login", false, "run the shell as a login shell")
 	f.stdin = fs.Bool("i", false, "send conch's standard input to the command")

@@ -45,7 +45,7 @@ func cmdSessionNew(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "session new", "")
 	var opts client.SessionOptions
 	fs.StringVar(&opts.Name, "name", "", "a `name` for the session")
-	fs.StringVar(&opts.Cwd, "cwd", "", "the shell's starting `directory`, relative to conch's own")
+	fs.StringVar(&opts.Cwd, "cwd", "", "the shell's starting `directory`, relative to conch's own (default: the daemon's directory, not conch's)")
 	fs.StringVar(&opts.Shell, "shell", "", "`shell`: bash (default), sh, dash, zsh, ksh, mksh or busybox")
 	fs.BoolVar(&opts.Login, "login", false, "start a login shell (profile files read)")
 	fs.StringVar(&opts.Language, "language", "", "make a code context instead: `language` python or javascript (not with --shell)")
