@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/conchsh/conch/process"
 )
 
 // ErrExited is returned by WaitForInput when the command exited before it
@@ -20,7 +22,10 @@ var ErrExited = errors.New("the command exited")
 func (p *Process) WriteStdin(b []byte) error {
 	p.writeMu.Lock()
 	defer p.writeMu.Unlock()
-	n, err := p.p.WriteStdinWait(context.Background(), b)
+	n, err := p.p.WriteStdinWait(p.stdinOpen, b)
+	if err != nil && p.stdinOpen.Err() != nil {
+		err = fmt.Errorf("%w: it was closed", process.ErrStdinNotOpen)
+	}
 	if n > 0 || err == nil {
 		p.input.Written()
 	}
@@ -35,6 +40,7 @@ func (p *Process) CloseStdin() error {
 	if err := p.p.CloseStdin(); err != nil {
 		return err
 	}
+	p.closeStdin() // a write waiting for room now fails: stdin takes no more
 	p.input.Written()
 	return nil
 }

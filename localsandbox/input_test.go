@@ -133,3 +133,41 @@ func TestWriteStdinEndsWithCommand(t *testing.T) {
 		t.Fatal("WriteStdin still waits after the command ended")
 	}
 }
+
+// TestCloseStdinEndsAWaitingWrite: CloseStdin while a WriteStdin waits for
+// a command that does not read makes the write fail at once, saying how
+// much the command took, while the command runs on. It waited until the
+// command ended, for ever for one that never does.
+func TestCloseStdinEndsAWaitingWrite(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	ctx := hangGuard(t)
+	p, err := s.Spawn(ctx, RunOptions{Command: `exec sleep 600`, OpenStdin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.WriteStdin(make([]byte, 4<<20)) }()
+	select {
+	case err := <-done:
+		t.Fatalf("WriteStdin returned before the command read or ended: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := p.CloseStdin(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), " of 4194304 bytes") || !strings.Contains(err.Error(), "closed") {
+			t.Fatalf("WriteStdin cut by CloseStdin: %v; want how much was taken, and that stdin was closed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WriteStdin still waits 10 s after CloseStdin")
+	}
+	if p.exited() {
+		t.Fatal("the command ended: the write did not fail because of the close")
+	}
+	if err := p.WriteStdin([]byte("x")); err == nil {
+		t.Fatal("WriteStdin after CloseStdin succeeded")
+	}
+}

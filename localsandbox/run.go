@@ -132,9 +132,10 @@ func (s *Session) start(ctx context.Context, opts RunOptions) (*Process, error) 
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", Shell, err)
 	}
-	p := &Process{p: pp, log: pp.Log(), session: s}
+	p := &Process{p: pp, log: pp.Log(), session: s, stdinOpen: context.Background(), closeStdin: func() {}}
 	if opts.OpenStdin {
 		p.input = inputwatch.Start(pp)
+		p.stdinOpen, p.closeStdin = context.WithCancel(context.Background())
 	}
 	p.stopCancel = context.AfterFunc(ctx, func() {
 		if p.exited() {
@@ -196,6 +197,12 @@ type Process struct {
 	cancelErr error      // ctx.Err() of Spawn, once ctx ended and killed it
 
 	writeMu sync.Mutex // held by WriteStdin, so that one write's bytes stay together
+
+	// stdinOpen is done once CloseStdin closed the command's stdin, so that
+	// a WriteStdin waiting for the command to read fails then: what it has
+	// not queued can never be written.
+	stdinOpen  context.Context
+	closeStdin context.CancelFunc
 
 	releaseOnce sync.Once
 }
