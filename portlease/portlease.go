@@ -53,10 +53,19 @@ type Lease struct {
 	lock *os.File   // the locked file; nil once released
 }
 
+// holding keeps every lease not yet released reachable. An *os.File that
+// nothing refers to is closed by its finalizer, which drops its lock: a
+// lease its holder dropped without Release ended at the next garbage
+// collection, and another process could be handed the port its holder
+// still meant to bind.
+var holding sync.Map // *Lease → struct{}
+
 // Acquire reserves a free TCP port on 127.0.0.1 until Release is called or
 // the process exits. No other lease through this package, in this process or
 // any other on the machine, is handed the same port while it is held; the
-// port was free to bind when it was leased.
+// port was free to bind when it was leased. A Lease dropped without Release
+// stays held until the process exits, as a lock held by a file descriptor
+// would.
 func Acquire() (*Lease, error) {
 	return acquire(Dir(), anyLoopbackPort)
 }
@@ -79,6 +88,7 @@ func (l *Lease) Release() error {
 	_ = os.Remove(l.path)
 	err := l.lock.Close()
 	l.lock = nil
+	holding.Delete(l)
 	if err != nil {
 		return fmt.Errorf("release port %d: %w", l.port, err)
 	}
@@ -161,7 +171,9 @@ func lockPort(dir string, port int) (*Lease, error) {
 		// The previous holder may have unlinked the file between our open
 		// and our lock; then the lock is on an inode nobody else will find.
 		if sameFile(f, path) {
-			return &Lease{port: port, path: path, lock: f}, nil
+			l := &Lease{port: port, path: path, lock: f}
+			holding.Store(l, struct{}{})
+			return l, nil
 		}
 		f.Close()
 	}

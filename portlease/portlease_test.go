@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -262,4 +263,24 @@ func TestDirIgnoresTMPDIR(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir())
 	require.Equal(t, before, Dir())
 	require.Equal(t, "/tmp/conch-ports", Dir(), "this machine's /tmp is a writable directory")
+}
+
+// A lease its holder dropped without Release stays held until the process
+// exits, as Acquire says: the garbage collector closed its file, and so
+// dropped its lock, and another process could lease the port.
+func TestDroppedLeaseStaysHeld(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	port := func() int {
+		l, err := acquire(dir, anyLoopbackPort)
+		require.NoError(t, err)
+		return l.Port() // the lease itself is dropped here, held until this test binary exits
+	}()
+	// Finalizers run after a collection, in a goroutine of their own: look
+	// after each of a few.
+	for range 5 {
+		runtime.GC()
+		runtime.Gosched()
+		require.True(t, heldElsewhere(t, dir, port), "the lease of port %d ended once nothing referred to it", port)
+	}
 }
