@@ -82,8 +82,21 @@ func (s *Server) BeginWork() (end func(), err error) {
 func (s *Server) owe() func() {
 	s.mu.Lock()
 	s.owed++
+	if s.lingering != nil {
+		// Answered, it starts the linger again (see drainLinger).
+		s.lingering.Stop()
+		s.lingering = nil
+	}
 	s.mu.Unlock()
 	return sync.OnceFunc(s.settleOwed)
+}
+
+// drainingNow reports whether a drain began, before the shutdown (which
+// refuses new work its own way).
+func (s *Server) drainingNow() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draining && !s.closing
 }
 
 func (s *Server) settleOwed() {

@@ -1,7 +1,10 @@
 package server_test
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -275,4 +278,78 @@ func TestBeginWork(t *testing.T) {
 	end()
 	end() // a second call gives nothing back twice
 	require.NoError(t, <-drained)
+}
+
+// TestDrainLingerStartsAgainWithEachRequest: the drain is over 1 s after the
+// last request about its work was answered, not 1 s after the work ended. A
+// client that reads an ended command's log page by page, a little slower
+// each time, is answered throughout; before, the linger ran from the work's
+// end and the drain ended under the client's fourth request.
+func TestDrainLingerStartsAgainWithEachRequest(t *testing.T) {
+	t.Parallel()
+	c := ctx(t)
+	d := start(t, server.Options{})
+	d.untilReady(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+	p, err := d.c.Start(c, client.StartOptions{Cmd: gated(gate)})
+	require.NoError(t, err)
+	drained := make(chan error, 1)
+	go func() { drained <- d.srv.Drain(c) }()
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	_, _, err = d.c.Wait(c, p.ID, 20*time.Second)
+	require.NoError(t, err)
+	// Requests 200 ms apart, 1.6 s in all: each well within the 1 s that
+	// the one before it starts.
+	for range 8 {
+		time.Sleep(200 * time.Millisecond)
+		select {
+		case <-drained:
+			t.Fatal("the drain ended while a client went on asking about the work it waited for")
+		default:
+		}
+		_, err := d.c.Logs(c, p.ID, client.LogsOptions{})
+		require.NoError(t, err)
+	}
+	require.NoError(t, <-drained, "the drain ends once the client is done")
+}
+
+// TestDrainRefusesNewWorkBeforeItsBody: new work that comes while the daemon
+// drains is refused before its body is read, and does not hold the drain: a
+// client that sent its body slowly was owed an answer, and held the drain,
+// until the whole body had come (or 30 s without a byte), only to be
+// refused then.
+func TestDrainRefusesNewWorkBeforeItsBody(t *testing.T) {
+	t.Parallel()
+	c := ctx(t)
+	d := start(t, server.Options{})
+	d.untilReady(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+	p, err := d.c.Start(c, client.StartOptions{Cmd: gated(gate)})
+	require.NoError(t, err)
+	dc, cancel := context.WithTimeout(c, 10*time.Second)
+	defer cancel()
+	drained := make(chan error, 1)
+	go func() { drained <- d.srv.Drain(dc) }()
+	require.Eventually(t, func() bool { return d.srv.Draining() }, 10*time.Second, 5*time.Millisecond)
+	// New work whose body stops after three bytes, the rest never sent.
+	conn := d.dial(t)
+	defer conn.Close()
+	body := `{"cmd":"true"}`
+	_, err = fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		testToken, len(body), body[:3])
+	require.NoError(t, err)
+	// The work in flight ends: the drain is over a second later, the
+	// refused request's body still pending.
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	_, _, err = d.c.Wait(c, p.ID, 20*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, <-drained, "a refused request held the drain")
+	// Its answer: 503 draining, once the daemon has waited its while for
+	// the rest of the body (as for any answer given before a body).
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(20*time.Second)))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
 }

@@ -74,6 +74,11 @@ type route struct {
 	handler handlerFunc
 	public  bool     // served without a token
 	query   []string // the query parameters it reads; any other is refused
+	// newWork says that the route starts new work (a process, session,
+	// command or cell), which a drain refuses: refused before its body is
+	// read, and owed nothing meanwhile, so that a body still coming
+	// cannot hold the drain.
+	newWork bool
 }
 
 // wrap turns a route into an http.Handler: a recovered panic answers 500,
@@ -103,7 +108,8 @@ func (s *Server) wrap(rt route) http.Handler {
 		begun := time.Now()
 		id := requestID(r)
 		w.Header().Set("X-Request-Id", id)
-		if !rt.public && !quietRoute(rt.pattern) {
+		refused := rt.newWork && s.drainingNow()
+		if !rt.public && !quietRoute(rt.pattern) && !refused {
 			settle := s.owe()
 			defer settle()
 			r = r.WithContext(context.WithValue(r.Context(), owedKey{}, settle))
@@ -137,6 +143,10 @@ func (s *Server) wrap(rt route) http.Handler {
 		}
 		if err := checkQuery(r.URL.RawQuery, rt.query, rt.pattern != "/"); err != nil {
 			s.writeError(w, r, err)
+			return
+		}
+		if refused {
+			s.writeError(w, r, ErrDraining)
 			return
 		}
 		body = &boundedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), limit: limit, flag: flag, held: &s.bodies,

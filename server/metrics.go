@@ -233,9 +233,9 @@ func (s *Server) MetricsRegistry() *prometheus.Registry { return s.metrics.reg }
 func (s *Server) metricsMux() http.Handler {
 	mux := http.NewServeMux()
 	for _, rt := range []route{
-		{"GET /metrics", s.serveMetrics, true, nil},
-		{"GET /livez", s.livez, true, nil},
-		{"GET /readyz", s.readyz, true, nil},
+		{"GET /metrics", s.serveMetrics, true, nil, false},
+		{"GET /livez", s.livez, true, nil, false},
+		{"GET /readyz", s.readyz, true, nil, false},
 	} {
 		mux.Handle(rt.pattern, s.wrap(rt))
 	}
