@@ -380,6 +380,10 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.writeAtomic(target, body, mode); err != nil {
+		if errors.Is(err, errRootMissing) {
+			writeError(w, http.StatusNotFound, codeNotFound, "the sandbox root does not exist (something removed it): %q cannot be written until it is made again", p)
+			return
+		}
 		if errors.Is(err, errParentRemoved) {
 			writeError(w, http.StatusConflict, codeConflict, "the directory of %q was removed while the file was written (something removes there): send the PUT again", p)
 			return

@@ -25,6 +25,11 @@ const makeParentsTries = 3
 // times before its temporary file was created, or once after.
 var errParentRemoved = errors.New("the directory was removed during the write")
 
+// errRootMissing is the error of a write while the sandbox root itself is
+// missing (a process in the sandbox removed it): the root is never made,
+// so a write sent again meets the same, and is not retried.
+var errRootMissing = errors.New("the sandbox root does not exist")
+
 // writeAtomic writes src to target with mode: into a new file in target's
 // directory (created with its parents as needed), synced, then renamed
 // over target. A reader sees the old file or the new one, never a part; a
@@ -54,7 +59,7 @@ func (s *Server) writeAtomic(target string, src io.Reader, mode os.FileMode) (er
 		}
 		// Removed since it was made or seen: made again, as a write
 		// that came a moment later would make it.
-		if !errors.Is(err, fs.ErrNotExist) {
+		if !errors.Is(err, fs.ErrNotExist) || errors.Is(err, errRootMissing) {
 			return err
 		}
 		if try == makeParentsTries {
@@ -93,7 +98,8 @@ func (s *Server) writeAtomic(target string, src io.Reader, mode os.FileMode) (er
 // makeParents makes dir, a path under root, and its parents under root that
 // are missing, as os.MkdirAll does, and returns those it made, outermost
 // first. A directory that another writer made meanwhile is not one of them.
-// root itself is never made: when it is missing, the error says so.
+// root itself is never made: when it is missing, the error is
+// errRootMissing.
 func makeParents(root, dir string) (made []string, err error) {
 	var missing []string
 	for d := dir; ; d = filepath.Dir(d) {
@@ -104,8 +110,11 @@ func makeParents(root, dir string) (made []string, err error) {
 			}
 			break
 		}
-		if !errors.Is(err, fs.ErrNotExist) || d == root || !within(root, d) {
+		if !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
+		}
+		if d == root || !within(root, d) {
+			return nil, fmt.Errorf("%w: %w", errRootMissing, err)
 		}
 		missing = append(missing, d)
 	}

@@ -70,6 +70,26 @@ func TestFilesPutParentsKeptRemoved(t *testing.T) {
 	require.NoDirExists(t, filepath.Join(d.root, "top"))
 }
 
+// TestFilesPutRootMissing: a PUT while the sandbox root itself is missing
+// (a process in the sandbox removed it) answers 404 NOT_FOUND saying so,
+// and makes nothing: the root is never made. It answered 409 CONFLICT,
+// "send the PUT again", which met the same each time.
+func TestFilesPutRootMissing(t *testing.T) {
+	d := serve(t, Options{})
+	var made atomic.Int32
+	d.srv.parentsMade = func(string) { made.Add(1) }
+	require.NoError(t, os.Remove(d.root))
+	for _, p := range []string{"f", "top/sub/f"} {
+		code, _, body := d.do(t, "PUT", "/v1/files/"+p, strings.NewReader("content"), nil)
+		require.Equal(t, http.StatusNotFound, code, "%s: %s", p, body)
+		e := apiError(t, body)
+		require.Equal(t, "NOT_FOUND", e.Code)
+		require.Contains(t, e.Message, "the sandbox root does not exist")
+	}
+	require.Zero(t, made.Load(), "no parents were made")
+	require.NoDirExists(t, d.root)
+}
+
 // upload starts a PUT of path whose body is the returned pipe, and returns
 // a channel that gets its status (0 when the request failed).
 func (d *daemon) upload(t *testing.T, path string) (*io.PipeWriter, <-chan int) {
