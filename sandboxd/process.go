@@ -304,7 +304,7 @@ func (q *sender) send(ev *sandboxdpb.StartResponse) error {
 		return err
 	case <-t.C:
 		return status.Errorf(codes.DeadlineExceeded,
-			"the client read none of the stream for %v while it had events to send: the process was killed", q.idle)
+			"the client read none of the stream for %v while it had events to send: the stream was ended, its process killed if it still ran", q.idle)
 	}
 }
 

@@ -641,3 +641,31 @@ func TestStartOutlivedByAChild(t *testing.T) {
 	require.Equal(t, int32(0), *r.exit)
 	require.NotContains(t, r.stdout.String(), "late")
 }
+
+// TestStartUnreadStreamOfEndedProcess: a Start stream whose process ended
+// by itself, and whose client read none of its output, is ended as any
+// unread stream is, and DEADLINE_EXCEEDED does not say that the process
+// was killed: it exited 0, and nothing killed it.
+func TestStartUnreadStreamOfEndedProcess(t *testing.T) {
+	d := serve(t, Options{IOIdle: 200 * time.Millisecond})
+	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("head", "-c", "4000000", "/dev/zero")})
+	require.NoError(t, err)
+	id := initOf(t, stream)
+	st, err := d.srv.lookup(id)
+	require.NoError(t, err)
+	select {
+	case <-st.p.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("head -c 4000000 /dev/zero did not end")
+	}
+	require.Equal(t, int32(0), exitCode(st.p.Info().Result), "it ended by itself")
+	require.Eventually(t, func() bool { _, err := d.srv.lookup(id); return err != nil }, 20*time.Second, 10*time.Millisecond,
+		"the stream has ended")
+	for err == nil {
+		_, err = stream.Recv()
+	}
+	require.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
+	msg := status.Convert(err).Message()
+	require.Contains(t, msg, "read none of the stream for 200ms")
+	require.NotContains(t, msg, "was killed", "the process exited by itself")
+}
