@@ -134,15 +134,23 @@ func (s *Server) checkDrainedLocked() {
 	if s.lingering != nil {
 		return
 	}
-	s.lingering = time.AfterFunc(drainLinger, func() {
+	// The timer's function checks that it is still the linger: one that
+	// fired as a request came, and waited for s.mu while the request was
+	// answered and started another, would end the drain at once.
+	var t *time.Timer
+	t = time.AfterFunc(drainLinger, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		if s.lingering != t {
+			return // stopped, another in its place
+		}
 		s.lingering = nil
 		if !s.drainDone && s.active[slotProcess] == 0 && s.owed == 0 {
 			s.drainDone = true
 			close(s.drained)
 		}
 	})
+	s.lingering = t
 }
 
 // owedKey is the context key of a request's settle func (see owe).
