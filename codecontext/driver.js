@@ -718,9 +718,11 @@ if (!watchdog) process.on('SIGINT', onINT);
 // terminated, which the worker's message runs, cleans the bookkeeping (as
 // Node does after an uncaught exception) and turns them back on.
 // Termination also drops the microtasks queued at that moment, the cell's
-// and any other's. Should the cell stop by itself between takeInterrupt and
-// the termination, what runs next is ended instead: the window is the
-// worker's round trip, and only a cell that stops within it is exposed.
+// and any other's. The main thread asks for the termination itself, in
+// takeInterrupt, while the cell's code is still on its stack below the
+// inspector's expression: asked for by the worker a round trip later, it
+// ended what ran then, the driver's own code finishing a cell that had
+// stopped by itself meanwhile, and that cell never ended.
 // [0]: the cell whose promise the driver awaits, or 0; [1]: the last cell
 // the driver opened.
 const awaiting = new Int32Array(new SharedArrayBuffer(8));
@@ -737,7 +739,23 @@ function takeInterrupt(id) {
   if (!othersCode()) return false;
   stopHooks();
   terminating = id;
-  return true;
+  if (endThis()) return true;
+  terminating = 0;
+  restoreHooks();
+  return false;
+}
+
+// endThis asks V8 to end what the main thread runs, through an inspector
+// session of the main thread's own: called from an expression the worker's
+// session evaluates in the middle of others' code, it ends that code where
+// V8 next looks (a call, a loop's turn) after the expression returns.
+let ownSession = null;
+let ownPost = null;
+function endThis() {
+  try {
+    ownPost.call(ownSession, 'Runtime.terminateExecution');
+    return true;
+  } catch { return false; }
 }
 
 function terminated(id) {
@@ -745,7 +763,15 @@ function terminated(id) {
   terminating = 0;
   restoreHooks();
   watchOrphans();
-  if (current && current.id === id && current.abort) current.abort(Object.assign(new Error('interrupted'), { code: 'ERR_SCRIPT_EXECUTION_INTERRUPTED' }));
+  if (!current || current.id !== id) return;
+  if (current.abort) current.abort(Object.assign(new Error('interrupted'), { code: 'ERR_SCRIPT_EXECUTION_INTERRUPTED' }));
+  else {
+    // The cell's code stopped by itself before V8 next looked for the
+    // termination, which then ended the driver's code finishing the cell:
+    // the cell ends interrupted, and the loop of cells starts anew.
+    if (current.status === undefined) current.status = 130;
+    recover();
+  }
 }
 
 // stopHooks turns Node's checks of its async bookkeeping off before a
@@ -851,7 +877,11 @@ function probeOrphan(seen) {
   looking = false;
   stopHooks();
   terminating = -1;
-  return -2;
+  if (endThis()) return -2;
+  terminating = 0;
+  restoreHooks();
+  watchOrphans();
+  return -1;
 }
 
 function orphanEnded() {
@@ -909,8 +939,7 @@ function schedule(id, ms) {
     if (Atomics.load(awaiting, 0) !== id || told !== id) return;
     const r = await post('Runtime.evaluate', { expression: 'globalThis[Symbol.for("conch.takeInterrupt")](' + id + ')', returnByValue: true });
     if (r && r.result && r.result.value === true) {
-      await post('Runtime.terminateExecution', {});
-      parentPort.postMessage(id);
+      parentPort.postMessage(id); // the main thread ended the cell's code as it answered
     } else {
       schedule(id, 100);
     }
@@ -922,10 +951,7 @@ let orphanCheck = null;
 async function checkOrphan(seen) {
   const r = await post('Runtime.evaluate', { expression: 'globalThis[Symbol.for("conch.probeOrphan")](' + seen + ')', returnByValue: true });
   const v = r && r.result ? r.result.value : -1;
-  if (v === -2) {
-    await post('Runtime.terminateExecution', {});
-    parentPort.postMessage('orphan');
-  }
+  if (v === -2) parentPort.postMessage('orphan'); // the main thread ended it as it answered
   orphanCheck = typeof v === 'number' && v >= 0 ? setTimeout(checkOrphan, 200, v) : null;
 }
 parentPort.on('message', () => {
@@ -975,7 +1001,11 @@ function startInterruptor() {
   started = true;
   try {
     const { Worker } = require('worker_threads');
-    if (typeof require('inspector').Session.prototype.connectToMainThread !== 'function') return;
+    const { Session } = require('inspector');
+    if (typeof Session.prototype.connectToMainThread !== 'function') return;
+    ownSession = new Session();
+    ownSession.connect();
+    ownPost = Session.prototype.post;
     globalThis[Symbol.for('conch.takeInterrupt')] = takeInterrupt;
     globalThis[Symbol.for('conch.probeOrphan')] = probeOrphan;
     const w = new Worker(interruptor, { eval: true, workerData: { awaiting, sock: process.argv[2] }, stdout: true, stderr: true });

@@ -413,3 +413,35 @@ func TestSystemExitUnprintable(t *testing.T) {
 	require.Equal(t, 1, code(r))
 	require.Contains(t, errOut, "B object (it could not be formatted)")
 }
+
+// TestInterruptAsTheCellEnds: a JavaScript cell busy after its first await
+// that stops by itself just as the driver agrees to end it for an interrupt
+// is ended as interrupted, and the context lives on. The termination used to
+// be asked for by the interrupting worker a round trip after the agreement,
+// and then ended the driver's own code that finished the cell instead: the
+// cell never ended, and 5 s later its context was killed. The cell here
+// would stop right after the agreement, as one whose loop ends then does.
+func TestInterruptAsTheCellEnds(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	run(t, c, "var kept = 1")
+	for i := range 5 {
+		busy := filepath.Join(t.TempDir(), "busy")
+		cell, err := c.Submit(CellOptions{Code: fmt.Sprintf(`await null; {
+  const G = require('vm').runInThisContext('globalThis'), k = Symbol.for('conch.takeInterrupt'), take = G[k];
+  let stop = false;
+  G[k] = (id) => { const agreed = take(id); if (agreed) { G[k] = take; stop = true; } return agreed; };
+  require('fs').writeFileSync(%q, '');
+  while (!stop) {}
+}`, busy)})
+		require.NoError(t, err)
+		waitFile(t, busy)
+		require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
+		r := wait(t, cell)
+		require.Equal(t, process.Signaled, r.Reason, "cell %d: %+v", i, r)
+		require.Equal(t, "INT", r.Signal, "cell %d: %+v", i, r)
+		r, out, errOut := run(t, c, "kept")
+		require.Equal(t, 0, code(r), "cell %d: %s", i, errOut)
+		require.Equal(t, "1\n", out, "cell %d", i)
+	}
+}
