@@ -294,6 +294,9 @@ func (c *Command) signalINT() {
 		return
 	default:
 	}
+	if signallingINT != nil {
+		signallingINT(c)
+	}
 	shell := c.s.cmd.Process.Pid
 	syscall.Kill(-shell, syscall.SIGINT)
 	c.mu.Lock()
@@ -311,6 +314,10 @@ func (c *Command) signalINT() {
 	}
 	c.nudge(20 * time.Millisecond)
 }
+
+// signallingINT, when a test sets it, is called with each command whose
+// interrupt is about to be signalled, once it was seen not to have ended.
+var signallingINT func(*Command)
 
 // leadsJob reports whether pid leads a process group in the shell's
 // session: a job, once a command turned job control on (set -m), which
