@@ -324,6 +324,17 @@ func (c *Command) start() (*readLoop, *streams) {
 		c.markRunning()
 	}
 	s.diag.Watch(f.Failed, true, (*failedWatch)(c))
+	// An interrupt of the command before, being signalled, reaches the
+	// shell before the frame (see signalINT). One that came as that
+	// command ended found zsh or mksh at their prompt, where they drop the
+	// first line they read next: an empty line goes first for them.
+	s.intMu.Lock()
+	interrupted := s.intSent
+	s.intSent = false
+	s.intMu.Unlock()
+	if interrupted && dropsLineAfterINT(s.sh) {
+		s.write("\n")
+	}
 	from, err := s.write(f.Text, end)
 	c.mu.Lock()
 	c.inputFrom, c.inputSent = from, true
@@ -882,6 +893,13 @@ func announces(sh shells.Shell) bool { return !keepsReadAhead(sh) }
 // each a read call: 430 system calls a command, 326 without.
 func keepsReadAhead(sh shells.Shell) bool {
 	return sh.Family == shells.Bash || sh.Family == shells.Mksh || sh.Family == shells.Zsh
+}
+
+// dropsLineAfterINT reports whether sh, given SIGINT at its prompt, drops
+// the line it reads next (zsh, mksh), where the others take the interrupt
+// there and read on.
+func dropsLineAfterINT(sh shells.Shell) bool {
+	return sh.Family == shells.Zsh || sh.Family == shells.Mksh
 }
 
 // nudgeUnstarted sends the end line if the command has not been seen to

@@ -137,6 +137,12 @@ type Session struct {
 	writeMu sync.Mutex // serializes writes to stdin
 	wbuf    []byte     // what is written; guarded by writeMu
 
+	// intMu is held while an interrupt is signalled to the shell, from the
+	// look that its command has not ended on; a command's frame waits for
+	// it before it is sent (see signalINT).
+	intMu   sync.Mutex
+	intSent bool // an interrupt was signalled since the last frame; guarded by intMu
+
 	mu  sync.Mutex // guards the fields below
 	cwd string
 	// cwdID is the directory cwd named when it was looked at, and

@@ -288,7 +288,16 @@ func (c *Command) processKinds() (program, copying bool) {
 // just started (see sendINT).
 const settleAfterStart = 100 * time.Millisecond
 
+// signalINT interrupts the shell, and the command's jobs, unless the
+// command has ended. The look that it has not and the signal are one step
+// under the session's intMu, which the next command's frame waits for: the
+// queue sends that frame only once this command has ended, so the
+// interrupt reaches the shell before any byte of it. Sent after, it aborted
+// the next command — failed, or interrupted, its output lost — when the
+// command ended by itself just as it was interrupted.
 func (c *Command) signalINT() {
+	c.s.intMu.Lock()
+	defer c.s.intMu.Unlock()
 	select {
 	case <-c.done:
 		return
@@ -299,6 +308,7 @@ func (c *Command) signalINT() {
 	}
 	shell := c.s.cmd.Process.Pid
 	syscall.Kill(-shell, syscall.SIGINT)
+	c.s.intSent = true
 	c.mu.Lock()
 	if c.intSent != nil {
 		close(c.intSent)

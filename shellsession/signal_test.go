@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -428,6 +429,66 @@ func TestStopEndedCommand(t *testing.T) {
 			stat, err := os.ReadFile("/proc/" + strconv.Itoa(job) + "/stat")
 			require.NoError(t, err, "the later command's job lives")
 			require.NotContains(t, string(stat), ") Z ", "the later command's job lives")
+		})
+	}
+}
+
+// An interrupt that races its command's natural end never reaches the
+// command after it: one sent once the next command's frame had gone aborted
+// that command, which ended failed (the shell went back to its prompt
+// without its end) or 130, its output lost — 5 of 6,000 `sleep 0.01`s
+// interrupted at once over HTTP on the six shells. The hook holds the
+// interrupt, seen due, until its command has ended and the next one was
+// taken up; it then reaches the shell at its prompt, where zsh and mksh
+// drop the line they read next. dash and busybox sh may keep such an
+// interrupt pending and take it in the next command (see the README's
+// shell matrix), so they are not among the shells here. Not parallel: the
+// hook is the package's.
+func TestInterruptAtEndSparesNext(t *testing.T) {
+	for _, shell := range []string{"bash", "zsh", "mksh", "ksh"} {
+		t.Run(shell, func(t *testing.T) {
+			s := newSession(t, Options{Shell: shell})
+			var next atomic.Pointer[Command]
+			held := make(chan struct{}, 1)
+			signallingINT = func(c *Command) {
+				if c.text != "sleep 1" {
+					return
+				}
+				select {
+				case held <- struct{}{}:
+				default:
+				}
+				select {
+				case <-c.done:
+				case <-time.After(deadline):
+				}
+				for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+					if n := next.Load(); n != nil && n.state() != process.Starting {
+						break
+					}
+				}
+				time.Sleep(50 * time.Millisecond) // its frame has gone, if it may
+			}
+			defer func() { signallingINT = nil }()
+			c, err := s.Submit(CommandOptions{Cmd: "sleep 1"})
+			require.NoError(t, err)
+			n, err := s.Submit(CommandOptions{Cmd: "sleep 0.5; echo next"})
+			require.NoError(t, err)
+			next.Store(n)
+			require.Eventually(t, func() bool { return c.state() == process.Running }, deadline, time.Millisecond)
+			require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
+			select {
+			case <-held:
+			case <-time.After(deadline):
+				t.Fatal("the interrupt never went")
+			}
+			r := wait(t, c)
+			require.Contains(t, []process.Reason{process.Exited, process.Signaled}, r.Reason, "%+v", r)
+			r = wait(t, n)
+			out, errOut := output(n)
+			require.Equal(t, process.Exited, r.Reason, "%+v, stderr %q, shell %q", r, errOut, s.diag.Tail())
+			require.Equal(t, 0, code(r))
+			require.Equal(t, "next\n", out)
 		})
 	}
 }
