@@ -1,6 +1,7 @@
 package shellsession
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conchsh/conch/internal/proctree"
 	"github.com/stretchr/testify/require"
 )
 
@@ -29,9 +31,15 @@ func TestNewOutOfDescriptors(t *testing.T) {
 	defer cancel()
 	cmd := osexec.CommandContext(ctx, os.Args[0], "-test.run=^TestNewOutOfDescriptorsChild$", "-test.v")
 	cmd.Env = append(os.Environ(), "CONCH_TEST_FD_CHILD=1")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), "started with ", "%s", out)
+	// Started and waited for as the engine does its children: the package's
+	// reaper of orphans would otherwise reap it first, and Wait fail with
+	// "no child processes".
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, proctree.Start(cmd))
+	err := proctree.Wait(cmd)
+	require.NoError(t, err, "%s", out.String())
+	require.Contains(t, out.String(), "started with ", "%s", out.String())
 }
 
 func TestNewOutOfDescriptorsChild(t *testing.T) {
