@@ -255,8 +255,14 @@ func TestInterruptOnFullFileSystem(t *testing.T) {
 			dir := processtest.SmallTmpfs(t)
 			c := newContext(t, Options{Language: lang, Dir: dir})
 			fill := filepath.Join(dir, "fill")
-			out, err := exec.Command("sh", "-c", "head -c 1000000 /dev/zero >"+fill).CombinedOutput()
-			require.Error(t, err, "the file system did not fill: %s", out)
+			// Started and waited for as the engine's children are: the
+			// package's reaper of orphans would otherwise reap it first,
+			// and the Wait's "no child processes" pass for a full disk.
+			fillUp := exec.Command("sh", "-c", "head -c 1000000 /dev/zero >"+fill+" 2>/dev/null")
+			require.NoError(t, proctree.Start(fillUp))
+			err := proctree.Wait(fillUp)
+			var exit *exec.ExitError
+			require.ErrorAs(t, err, &exit, "the file system did not fill")
 			sleep := "import time; time.sleep(30)"
 			if lang == JavaScript {
 				sleep = "await new Promise(r => setTimeout(r, 30000))"
