@@ -147,9 +147,14 @@ func startStatus(err error) error {
 // without an execute bit), FAILED_PRECONDITION for a file of no format
 // the kernel runs (ENOEXEC: a script without #!, a binary of another
 // machine), which upstream answers INTERNAL though nothing failed in the
-// daemon.
+// daemon, and INVALID_ARGUMENT for arguments and an environment over what
+// execve takes (E2BIG), which the request chose, as conch's API answers
+// them 400.
 func failedStatus(err error) error {
 	switch {
+	case errors.Is(err, syscall.E2BIG):
+		return status.Errorf(codes.InvalidArgument,
+			"command cannot be run: %v: the arguments and environment are over what the kernel takes for a program (one string at most 128 KiB, all together at most a quarter of the stack limit)", err)
 	case errors.Is(err, osexec.ErrNotFound), errors.Is(err, fs.ErrNotExist):
 		return status.Errorf(codes.NotFound, "command not found: %v", err)
 	case errors.Is(err, fs.ErrPermission):

@@ -187,6 +187,9 @@ func TestExecuteRefusals(t *testing.T) {
 		{"program an absolute directory", cfg(filepath.Join(d.root, "sub")), codes.PermissionDenied},
 		{"program of no format", cfg("./noformat"), codes.FailedPrecondition},
 		{"env name with =", &sandboxdpb.ProcessConfig{Command: []string{"true"}, EnvVars: map[string]string{"A=B": "c"}}, codes.InvalidArgument},
+		// execve's E2BIG, a string over 128 KiB: the request's, not the
+		// daemon's failure; it was INTERNAL.
+		{"env value over what execve takes", &sandboxdpb.ProcessConfig{Command: []string{"true"}, EnvVars: map[string]string{"BIG": strings.Repeat("v", 200<<10)}}, codes.InvalidArgument},
 	} {
 		_, err := d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: c.cfg})
 		require.Equal(t, c.code, status.Code(err), "Execute: %s: %v", c.name, err)
