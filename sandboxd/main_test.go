@@ -26,6 +26,7 @@ type daemon struct {
 	srv  *Server
 	root string
 	rest string // http://127.0.0.1:PORT
+	addr string // the gRPC port's, 127.0.0.1:PORT
 	grpc sandboxdpb.ProcessServiceClient
 	http *http.Client
 }
@@ -55,6 +56,7 @@ func serve(t *testing.T, opts Options) *daemon {
 		srv:  srv,
 		root: srv.Root(),
 		rest: "http://" + rl.Addr().String(),
+		addr: gl.Addr().String(),
 		grpc: sandboxdpb.NewProcessServiceClient(conn),
 		http: &http.Client{Timeout: 30 * time.Second},
 	}

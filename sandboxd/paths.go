@@ -160,7 +160,7 @@ func classifyPath(p string, err error) pathFault {
 	case errors.Is(err, syscall.ELOOP):
 		return pathFault{http.StatusBadRequest, codeInvalidArgument, codes.InvalidArgument, fmt.Sprintf("path %q: too many levels of symbolic links", p)}
 	case errors.Is(err, syscall.ENAMETOOLONG):
-		return pathFault{http.StatusBadRequest, codeInvalidArgument, codes.InvalidArgument, fmt.Sprintf("path %q: a name in it is too long", p)}
+		return pathFault{http.StatusBadRequest, codeInvalidArgument, codes.InvalidArgument, fmt.Sprintf("path %q is too long: a name in it is over 255 bytes, or the whole over 4095", p)}
 	case strings.ContainsRune(p, 0):
 		return pathFault{http.StatusBadRequest, codeInvalidArgument, codes.InvalidArgument, fmt.Sprintf("path %q holds a NUL byte", p)}
 	}

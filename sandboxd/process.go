@@ -3,6 +3,7 @@ package sandboxd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -223,7 +225,8 @@ const droppedTrailer = "conch-output-dropped-bytes"
 // its stdout and stderr (a terminal's output is stdout) as they come, then
 // exit. The process lives as long as the stream: when the client goes away
 // its tree is killed.
-func (s *Server) Start(req *sandboxdpb.StartRequest, stream sandboxdpb.ProcessService_StartServer) error {
+func (s *Server) Start(req *sandboxdpb.StartRequest, stream sandboxdpb.ProcessService_StartServer) (err error) {
+	defer boundMessage(&err)
 	end, err := s.beginWork()
 	if err != nil {
 		return err
@@ -322,7 +325,8 @@ func (q *sender) stop() { close(q.events) }
 // --log-budget) is RESOURCE_EXHAUSTED, saying so and how the process
 // ended: an answer that left bytes out would look whole. Start streams
 // output of any size.
-func (s *Server) Execute(ctx context.Context, req *sandboxdpb.ExecuteRequest) (*sandboxdpb.ExecuteResponse, error) {
+func (s *Server) Execute(ctx context.Context, req *sandboxdpb.ExecuteRequest) (_ *sandboxdpb.ExecuteResponse, err error) {
+	defer boundMessage(&err)
 	end, err := s.beginWork()
 	if err != nil {
 		return nil, err
@@ -357,6 +361,45 @@ func (s *Server) Execute(ctx context.Context, req *sandboxdpb.ExecuteRequest) (*
 		}
 	}
 	return &sandboxdpb.ExecuteResponse{ExitCode: code, Stdout: out, Stderr: errb}, nil
+}
+
+// maxMessage bounds a status's message, in bytes. A message quotes what
+// the request named (a cwd, a program, a variable's name), which may be
+// megabytes; it travels in the trailers, which gRPC's C-core and Java
+// clients (Python's grpcio among them) take up to 8 KiB of, or the
+// stream is reset and the client sees INTERNAL instead of the status. The
+// message is percent-encoded there, up to 3 bytes a byte.
+const maxMessage = 1024
+
+// boundMessage cuts the message of the status *err to maxMessage bytes,
+// leaving out its middle: its start says what was refused and its end
+// why.
+func boundMessage(err *error) {
+	st, ok := status.FromError(*err)
+	if !ok || len(st.Message()) <= maxMessage {
+		return
+	}
+	p := st.Proto()
+	p.Message = cutMiddle(p.Message, maxMessage)
+	*err = status.ErrorProto(p)
+}
+
+// cutNote replaces the middle cutMiddle leaves out.
+const cutNote = "...(%d bytes left out)..."
+
+// cutMiddle returns m cut to at most n bytes, its middle replaced by
+// cutNote, cut between UTF-8 characters.
+func cutMiddle(m string, n int) string {
+	keep := n - len(fmt.Sprintf(cutNote, len(m))) // the note's longest
+	head, tail := keep*3/4, keep-keep*3/4
+	for head > 0 && !utf8.RuneStart(m[head]) {
+		head--
+	}
+	start := len(m) - tail
+	for start < len(m) && !utf8.RuneStart(m[start]) {
+		start++
+	}
+	return m[:head] + fmt.Sprintf(cutNote, start-head) + m[start:]
 }
 
 // callEnded is the status of a call whose context ended, or whose stream
@@ -412,7 +455,8 @@ func (s *Server) lookup(id int32) (*startedProcess, error) {
 
 // WriteStdin writes bytes to a process's stdin (its terminal, for a PTY), or
 // ends it: the pipe is closed, or a terminal gets its end-of-file character.
-func (s *Server) WriteStdin(ctx context.Context, req *sandboxdpb.WriteStdinRequest) (*sandboxdpb.WriteStdinResponse, error) {
+func (s *Server) WriteStdin(ctx context.Context, req *sandboxdpb.WriteStdinRequest) (_ *sandboxdpb.WriteStdinResponse, err error) {
+	defer boundMessage(&err)
 	st, err := s.lookup(req.GetProcessId())
 	if err != nil {
 		return nil, err
@@ -483,7 +527,8 @@ var signals = map[sandboxdpb.Signal]syscall.Signal{
 
 // SendSignal sends a signal to a process's group and every process of its
 // tree (descendants that left the group too).
-func (s *Server) SendSignal(ctx context.Context, req *sandboxdpb.SendSignalRequest) (*sandboxdpb.SendSignalResponse, error) {
+func (s *Server) SendSignal(ctx context.Context, req *sandboxdpb.SendSignalRequest) (_ *sandboxdpb.SendSignalResponse, err error) {
+	defer boundMessage(&err)
 	st, err := s.lookup(req.GetProcessId())
 	if err != nil {
 		return nil, err
@@ -500,7 +545,8 @@ func (s *Server) SendSignal(ctx context.Context, req *sandboxdpb.SendSignalReque
 }
 
 // ResizeTTY sets a PTY process's terminal size.
-func (s *Server) ResizeTTY(ctx context.Context, req *sandboxdpb.ResizeTTYRequest) (*sandboxdpb.ResizeTTYResponse, error) {
+func (s *Server) ResizeTTY(ctx context.Context, req *sandboxdpb.ResizeTTYRequest) (_ *sandboxdpb.ResizeTTYResponse, err error) {
+	defer boundMessage(&err)
 	st, err := s.lookup(req.GetProcessId())
 	if err != nil {
 		return nil, err

@@ -14,11 +14,15 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/conchsh/conch/sandboxd/sandboxdpb"
@@ -194,6 +198,44 @@ func TestExecuteRefusals(t *testing.T) {
 		_, err := d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: c.cfg})
 		require.Equal(t, c.code, status.Code(err), "Execute: %s: %v", c.name, err)
 		stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: c.cfg})
+		require.NoError(t, err)
+		_, err = stream.Recv()
+		require.Equal(t, c.code, status.Code(err), "Start: %s: %v", c.name, err)
+	}
+}
+
+// TestLongInputStatusFitsTrailers checks that a refusal quoting a long
+// cwd, program or variable name reaches a client that takes 8 KiB of
+// trailers, as gRPC's C-core and Java clients do: its message, which
+// quoted the input whole, reset the stream (INTERNAL) instead.
+func TestLongInputStatusFitsTrailers(t *testing.T) {
+	d := serve(t, Options{})
+	conn, err := grpc.NewClient(d.addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithMaxHeaderListSize(8<<10))
+	require.NoError(t, err)
+	defer conn.Close()
+	client := sandboxdpb.NewProcessServiceClient(conn)
+	long := strings.Repeat("é", 10<<10)   // 20 KiB, 60 KiB percent-encoded
+	missing := strings.Repeat("éé/", 700) // 3.5 KiB: a path the kernel takes
+	for _, c := range []struct {
+		name string
+		cfg  *sandboxdpb.ProcessConfig
+		code codes.Code
+		ends string
+	}{
+		{"cwd with NUL", &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: proto.String(long + "\x00")}, codes.InvalidArgument, "holds a NUL byte"},
+		{"cwd too long", &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: proto.String(strings.Repeat(missing, 6))}, codes.InvalidArgument, "or the whole over 4095"},
+		{"cwd missing", &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: proto.String(missing)}, codes.NotFound, "does not exist in the sandbox"},
+		{"program missing", cfg("/nonexistent/" + missing), codes.NotFound, "no such file or directory"},
+		{"env name with =", &sandboxdpb.ProcessConfig{Command: []string{"true"}, EnvVars: map[string]string{long + "=": "x"}}, codes.InvalidArgument, "holds '=' or NUL"},
+	} {
+		_, err := client.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: c.cfg})
+		st := status.Convert(err)
+		require.Equal(t, c.code, st.Code(), "Execute: %s: %v", c.name, err)
+		require.LessOrEqual(t, len(st.Message()), maxMessage, c.name)
+		require.True(t, strings.HasSuffix(st.Message(), c.ends), "%s: %q", c.name, st.Message())
+		require.True(t, utf8.ValidString(st.Message()), c.name)
+
+		stream, err := client.Start(ctx(t), &sandboxdpb.StartRequest{Config: c.cfg})
 		require.NoError(t, err)
 		_, err = stream.Recv()
 		require.Equal(t, c.code, status.Code(err), "Start: %s: %v", c.name, err)
