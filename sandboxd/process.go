@@ -149,11 +149,14 @@ func startStatus(err error) error {
 // without an execute bit), FAILED_PRECONDITION for a file of no format
 // the kernel runs (ENOEXEC: a script without #!, a binary of another
 // machine), which upstream answers INTERNAL though nothing failed in the
-// daemon, and INVALID_ARGUMENT for arguments and an environment over what
-// execve takes (E2BIG), which the request chose, as conch's API answers
-// them 400.
+// daemon, and INVALID_ARGUMENT for a program path the REST API would
+// answer 400 as a file's (under a file, through a loop of symlinks, too
+// long) and for arguments and an environment over what execve takes
+// (E2BIG): the request chose them, as conch's API answers them 400.
 func failedStatus(err error) error {
 	switch {
+	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.ELOOP), errors.Is(err, syscall.ENAMETOOLONG):
+		return status.Errorf(codes.InvalidArgument, "command cannot be run: %v", err)
 	case errors.Is(err, syscall.E2BIG):
 		return status.Errorf(codes.InvalidArgument,
 			"command cannot be run: %v: the arguments and environment are over what the kernel takes for a program (one string at most 128 KiB, all together at most a quarter of the stack limit)", err)

@@ -163,6 +163,7 @@ func TestExecuteRefusals(t *testing.T) {
 	d := serve(t, Options{})
 	outside := t.TempDir()
 	require.NoError(t, os.Symlink(outside, filepath.Join(d.root, "out")))
+	require.NoError(t, os.Symlink("loop", filepath.Join(d.root, "loop")))
 	require.NoError(t, os.WriteFile(filepath.Join(d.root, "file"), nil, 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(d.root, "noexec"), []byte("#!/bin/sh\n"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(d.root, "noformat"), []byte("echo no #! line\n"), 0o755))
@@ -190,6 +191,10 @@ func TestExecuteRefusals(t *testing.T) {
 		{"program a directory", cfg("./sub"), codes.PermissionDenied},
 		{"program an absolute directory", cfg(filepath.Join(d.root, "sub")), codes.PermissionDenied},
 		{"program of no format", cfg("./noformat"), codes.FailedPrecondition},
+		// As REST answers these paths 400, and as a cwd's: each was INTERNAL.
+		{"program under a file", cfg("./file/x"), codes.InvalidArgument},
+		{"program through a loop of links", cfg("./loop"), codes.InvalidArgument},
+		{"program name too long", cfg("./" + strings.Repeat("n", 300)), codes.InvalidArgument},
 		{"env name with =", &sandboxdpb.ProcessConfig{Command: []string{"true"}, EnvVars: map[string]string{"A=B": "c"}}, codes.InvalidArgument},
 		// execve's E2BIG, a string over 128 KiB: the request's, not the
 		// daemon's failure; it was INTERNAL.
