@@ -132,10 +132,18 @@ func clearAll(t *testing.T, r *containment.Root, marker string, want int) {
 // the v1 ones of its limits: Clear ends it there, and removes them.
 func TestClearEndsWhatLeftTheV2Cgroup(t *testing.T) {
 	t.Parallel()
+	r, marker := movedOutOfV2(t)
+	clearAll(t, r, marker, 1)
+}
+
+// movedOutOfV2 returns a root with a memory limit applied through cgroup v1
+// (the test skips without one) and the marker of a sleep that a process of
+// it started, then moved out of its v2 cgroup to the v2 hierarchy's root.
+func movedOutOfV2(t *testing.T) (*containment.Root, string) {
+	t.Helper()
 	l := containment.Limits{MemoryBytes: 64 << 20}
 	r := containmenttest.Limited(t, l)
-	v1 := r.Dirs()[1:]
-	if len(v1) == 0 {
+	if len(r.Dirs()) < 2 {
 		t.Skip("needs a limit applied through cgroup v1")
 	}
 	top := r.Dirs()[0] // the v2 hierarchy's root cgroup, above the daemon's
@@ -155,34 +163,13 @@ func TestClearEndsWhatLeftTheV2Cgroup(t *testing.T) {
 	waitFor(t, "the sleep out of the v2 cgroup", func() bool {
 		return len(containmenttest.Running(marker)) == 1 && procsUnder(r.Path()) == 0
 	})
-	clearAll(t, r, marker, 1)
+	return r, marker
 }
 
 // A process forked into a v1 cgroup after Clear has read its members, before
 // it KILLs them, is ended too: Clear reads and KILLs until none is left.
 func TestClearEndsWhatForksAsItKills(t *testing.T) {
-	l := containment.Limits{MemoryBytes: 64 << 20}
-	r := containmenttest.Limited(t, l)
-	if len(r.Dirs()) < 2 {
-		t.Skip("needs a limit applied through cgroup v1")
-	}
-	top := r.Dirs()[0]
-	for {
-		up := filepath.Dir(top)
-		if _, err := os.Stat(filepath.Join(up, "cgroup.procs")); err != nil {
-			break
-		}
-		top = up
-	}
-	m, err := r.New("a", l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	marker := containmenttest.Marker()
-	run(t, m, "sh -c 'echo $$ > "+filepath.Join(top, "cgroup.procs")+" && exec sleep "+marker+"' >/dev/null 2>&1 </dev/null &")
-	waitFor(t, "the sleep out of the v2 cgroup", func() bool {
-		return len(containmenttest.Running(marker)) == 1 && procsUnder(r.Path()) == 0
-	})
+	r, marker := movedOutOfV2(t)
 	// The fork that comes between the read and the KILL, made here: a
 	// sleep of the test's own, put in the v1 cgroup Clear has just read.
 	var forked sync.Once

@@ -224,19 +224,11 @@ func TestDrainLingersForTheLastWork(t *testing.T) {
 	require.NoError(t, idle.srv.Drain(c))
 	require.Less(t, time.Since(begun), 900*time.Millisecond, "a drain with nothing in flight lingers")
 
-	d := start(t, server.Options{})
-	d.untilReady(t)
-	gate := filepath.Join(t.TempDir(), "gate")
-	p, err := d.c.Start(c, client.StartOptions{Cmd: gated(gate)})
-	require.NoError(t, err)
-	drained := make(chan error, 1)
-	go func() { drained <- d.srv.Drain(c) }()
-	require.NoError(t, os.WriteFile(gate, nil, 0o600))
-	_, _, err = d.c.Wait(c, p.ID, 20*time.Second)
-	require.NoError(t, err)
+	d, id, end, drained := drainingWithWork(t, c)
+	end()
 	// The client's next requests about the ended process.
 	for range 3 {
-		_, err := d.c.Logs(c, p.ID, client.LogsOptions{})
+		_, err := d.c.Logs(c, id, client.LogsOptions{})
 		require.NoError(t, err)
 		select {
 		case <-drained:
@@ -245,6 +237,28 @@ func TestDrainLingersForTheLastWork(t *testing.T) {
 		}
 	}
 	require.NoError(t, <-drained, "the drain ends once the client is done")
+}
+
+// drainingWithWork starts a daemon with a process in flight and drains it
+// under ctx, which Draining says once it returns; end lets the process end
+// and waits for it, and drained gives Drain's result.
+func drainingWithWork(t *testing.T, ctx context.Context) (d *daemon, id string, end func(), drained <-chan error) {
+	t.Helper()
+	d = start(t, server.Options{})
+	d.untilReady(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+	p, err := d.c.Start(ctx, client.StartOptions{Cmd: gated(gate)})
+	require.NoError(t, err)
+	result := make(chan error, 1)
+	go func() { result <- d.srv.Drain(ctx) }()
+	require.Eventually(t, d.srv.Draining, 10*time.Second, 5*time.Millisecond)
+	end = func() {
+		t.Helper()
+		require.NoError(t, os.WriteFile(gate, nil, 0o600))
+		_, _, err := d.c.Wait(ctx, p.ID, 20*time.Second)
+		require.NoError(t, err)
+	}
+	return d, p.ID, end, result
 }
 
 // post sends body to path with the token and returns the answer and its
@@ -288,16 +302,8 @@ func TestBeginWork(t *testing.T) {
 func TestDrainLingerStartsAgainWithEachRequest(t *testing.T) {
 	t.Parallel()
 	c := ctx(t)
-	d := start(t, server.Options{})
-	d.untilReady(t)
-	gate := filepath.Join(t.TempDir(), "gate")
-	p, err := d.c.Start(c, client.StartOptions{Cmd: gated(gate)})
-	require.NoError(t, err)
-	drained := make(chan error, 1)
-	go func() { drained <- d.srv.Drain(c) }()
-	require.NoError(t, os.WriteFile(gate, nil, 0o600))
-	_, _, err = d.c.Wait(c, p.ID, 20*time.Second)
-	require.NoError(t, err)
+	d, id, end, drained := drainingWithWork(t, c)
+	end()
 	// Requests 200 ms apart, 1.6 s in all: each well within the 1 s that
 	// the one before it starts.
 	for range 8 {
@@ -307,7 +313,7 @@ func TestDrainLingerStartsAgainWithEachRequest(t *testing.T) {
 			t.Fatal("the drain ended while a client went on asking about the work it waited for")
 		default:
 		}
-		_, err := d.c.Logs(c, p.ID, client.LogsOptions{})
+		_, err := d.c.Logs(c, id, client.LogsOptions{})
 		require.NoError(t, err)
 	}
 	require.NoError(t, <-drained, "the drain ends once the client is done")
@@ -320,29 +326,19 @@ func TestDrainLingerStartsAgainWithEachRequest(t *testing.T) {
 // refused then.
 func TestDrainRefusesNewWorkBeforeItsBody(t *testing.T) {
 	t.Parallel()
-	c := ctx(t)
-	d := start(t, server.Options{})
-	d.untilReady(t)
-	gate := filepath.Join(t.TempDir(), "gate")
-	p, err := d.c.Start(c, client.StartOptions{Cmd: gated(gate)})
-	require.NoError(t, err)
-	dc, cancel := context.WithTimeout(c, 10*time.Second)
+	dc, cancel := context.WithTimeout(ctx(t), 10*time.Second)
 	defer cancel()
-	drained := make(chan error, 1)
-	go func() { drained <- d.srv.Drain(dc) }()
-	require.Eventually(t, func() bool { return d.srv.Draining() }, 10*time.Second, 5*time.Millisecond)
+	d, _, end, drained := drainingWithWork(t, dc)
 	// New work whose body stops after three bytes, the rest never sent.
 	conn := d.dial(t)
 	defer conn.Close()
 	body := `{"cmd":"true"}`
-	_, err = fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+	_, err := fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
 		testToken, len(body), body[:3])
 	require.NoError(t, err)
 	// The work in flight ends: the drain is over a second later, the
 	// refused request's body still pending.
-	require.NoError(t, os.WriteFile(gate, nil, 0o600))
-	_, _, err = d.c.Wait(c, p.ID, 20*time.Second)
-	require.NoError(t, err)
+	end()
 	require.NoError(t, <-drained, "a refused request held the drain")
 	// Its answer: 503 draining, once the daemon has waited its while for
 	// the rest of the body (as for any answer given before a body).
