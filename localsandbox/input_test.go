@@ -103,13 +103,12 @@ func TestWriteStdinLarge(t *testing.T) {
 	}
 }
 
-// TestWriteStdinEndsWithCommand: a WriteStdin that waits for a command that
-// does not read returns once the command ends, with an error.
-func TestWriteStdinEndsWithCommand(t *testing.T) {
-	t.Parallel()
+// waitingWrite spawns, under ctx, a command with open stdin that never
+// reads it, and a WriteStdin of 4 MiB to it, which it requires to be
+// waiting after 300 ms; done gives the write's result.
+func waitingWrite(t *testing.T, ctx context.Context) (*Process, <-chan error) {
+	t.Helper()
 	s := newSession(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
 	p, err := s.Spawn(ctx, RunOptions{Command: `exec sleep 600`, OpenStdin: true})
 	if err != nil {
 		t.Fatal(err)
@@ -121,6 +120,16 @@ func TestWriteStdinEndsWithCommand(t *testing.T) {
 		t.Fatalf("WriteStdin returned before the command read or ended: %v", err)
 	case <-time.After(300 * time.Millisecond):
 	}
+	return p, done
+}
+
+// TestWriteStdinEndsWithCommand: a WriteStdin that waits for a command that
+// does not read returns once the command ends, with an error.
+func TestWriteStdinEndsWithCommand(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	p, done := waitingWrite(t, ctx)
 	if err := p.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -140,19 +149,7 @@ func TestWriteStdinEndsWithCommand(t *testing.T) {
 // command ended, for ever for one that never does.
 func TestCloseStdinEndsAWaitingWrite(t *testing.T) {
 	t.Parallel()
-	s := newSession(t)
-	ctx := hangGuard(t)
-	p, err := s.Spawn(ctx, RunOptions{Command: `exec sleep 600`, OpenStdin: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- p.WriteStdin(make([]byte, 4<<20)) }()
-	select {
-	case err := <-done:
-		t.Fatalf("WriteStdin returned before the command read or ended: %v", err)
-	case <-time.After(300 * time.Millisecond):
-	}
+	p, done := waitingWrite(t, hangGuard(t))
 	if err := p.CloseStdin(); err != nil {
 		t.Fatal(err)
 	}
