@@ -112,8 +112,9 @@ export class InternalError extends ConchError {
 
 /**
  * No answer in time: the daemon did not answer a call with a timeout or a
- * wait window within it and a margin (a daemon that hangs, a network that
- * holds the request). `status` is 0: nothing was answered.
+ * wait window within it and a margin, or another call within the
+ * transport's requestTimeout (a daemon that hangs, a network that holds the
+ * request). `status` is 0: nothing was answered.
  */
 export class DeadlineExceededError extends ConchError {
   constructor(message: string, options?: ErrorOptions) {

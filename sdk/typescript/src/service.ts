@@ -6,7 +6,7 @@ import { ProcessHandle } from './handle.js'
 import { toProcess, toProcessList } from './normalize.js'
 import { run } from './run.js'
 import { Session } from './session.js'
-import { type HttpTransport, seg, typeName } from './transport.js'
+import { type HttpTransport, seg, sessionReadyLimit, typeName } from './transport.js'
 import type {
   CreateSessionOptions, ListResult, ProcessCommand, ProcessDto, ProcessHandleJSON, ProcessKind,
   ProcessListOptions, ProcessStartOptions, RunOptions, RunResult, SessionJSON, TerminalSize,
@@ -58,7 +58,8 @@ export class ProcessService implements ProcessBinding {
 
   /** Create one persistent shell. Set its cwd/env here, not on its commands. */
   async createSession(options: CreateSessionOptions = {}): Promise<Session> {
-    const { body } = await this.transport.json('POST', '/v1/sessions', { json: options })
+    const timeout = this.transport.requestTimeout + sessionReadyLimit
+    const { body } = await this.transport.json('POST', '/v1/sessions', { json: options, timeout })
     return new Session(this, toProcess(body).id)
   }
 

@@ -17,6 +17,13 @@ export const maxWaitWindow = 280_000
  */
 export const answerMargin = 10_000
 
+/**
+ * How long the daemon may take to have a new session's shell or
+ * interpreter ready (ms): it refuses one that is not ready by then, and a
+ * session's creation is given that beyond requestTimeout.
+ */
+export const sessionReadyLimit = 30_000
+
 /** What a message, open, close or error event of a WebSocket carries that the SDK reads. */
 export interface WebSocketEventLike {
   type: string
@@ -72,6 +79,15 @@ export interface HttpTransportOptions {
    * `error` event (ms, default 45 000).
    */
   streamIdleTimeout?: number
+  /**
+   * How long a request the daemon answers at once (`get`, `list`, `logs`,
+   * `start`, `kill`, `stdin`, `delete`, ...) waits for its answer before it
+   * rejects with `DeadlineExceededError` (ms, default 30 000); creating a
+   * session is given 30 000 more, the daemon's own limit for a shell to be
+   * ready. Requests that wait on the daemon for a time (`run`, `wait`,
+   * `ready`, `interact`) are bounded by that time instead.
+   */
+  requestTimeout?: number
 }
 
 export type Query = Record<string, string | number | boolean | undefined>
@@ -86,7 +102,8 @@ export interface RequestOptions {
   signal?: AbortSignal
   /**
    * json() only: the answer, its body read, must have come within this many
-   * ms, else the request is aborted and rejects with DeadlineExceededError.
+   * ms, else the request is aborted and rejects with DeadlineExceededError;
+   * the transport's requestTimeout when not given.
    */
   timeout?: number
 }
@@ -98,6 +115,7 @@ export class HttpTransport {
   readonly waitWindow: number
   readonly logsPageSize: number
   readonly streamIdleTimeout: number
+  readonly requestTimeout: number
   // Private, so that console.log, util.inspect and JSON.stringify of a
   // transport or a sandbox never show the bearer token.
   readonly #token: string
@@ -130,6 +148,7 @@ export class HttpTransport {
     this.waitWindow = Math.min(Math.ceil(positive(options.waitWindow, 30_000)), maxWaitWindow)
     this.logsPageSize = Math.max(1, Math.floor(positive(options.logsPageSize, 1000)))
     this.streamIdleTimeout = positive(options.streamIdleTimeout, 45_000)
+    this.requestTimeout = positive(options.requestTimeout, 30_000)
     this.#auth = { authorization: `Bearer ${this.#token}` }
     this.#jsonHeaders = { ...this.#auth, 'content-type': 'application/json' }
   }
@@ -159,11 +178,13 @@ export class HttpTransport {
         throw new UnexpectedResponseError(`conch: an answer that is not JSON (HTTP ${res.status}): ${text.slice(0, 200)}`, res.status)
       }
     }
-    if (options.timeout === undefined) return read(options)
-    // Bounded: a timer aborts the request, as the caller's signal does.
+    // Bounded: a timer aborts the request, as the caller's signal does, so
+    // that a daemon that does not answer (stopped, hung, a network that
+    // holds the request) fails the call rather than leaving it to fetch's
+    // own limit (300 s in Node) or none.
     const outer = options.signal
     if (outer?.aborted) throw outer.reason
-    const ms = options.timeout
+    const ms = options.timeout ?? this.requestTimeout
     const ac = new AbortController()
     let late = false
     const timer = setTimeout(() => {
@@ -176,7 +197,9 @@ export class HttpTransport {
       return await read({ ...options, signal: ac.signal })
     } catch (err) {
       if (!late) throw err
-      throw new DeadlineExceededError(`conch: ${method} ${path}: no answer from ${this.url} within ${ms} ms`, { cause: err })
+      // What changes something may have been done by the daemon all the same.
+      const done = method === 'GET' || method === 'HEAD' ? '' : '; it may have been carried out'
+      throw new DeadlineExceededError(`conch: ${method} ${path}: no answer from ${this.url} within ${ms} ms${done}`, { cause: err })
     } finally {
       clearTimeout(timer)
       outer?.removeEventListener('abort', onAbort)

@@ -46,6 +46,42 @@ describe("a caller's timeout bounds the request", () => {
     await h.delete()
   })
 
+  test('a daemon that does not answer: requests it answers at once reject with DeadlineExceededError after requestTimeout', async () => {
+    const s = d.sandbox({ requestTimeout: 1000 })
+    const h = await s.process.start('sleep 60', { stdin: 'open' })
+    process.kill(d.pid, 'SIGSTOP')
+    try {
+      const t0 = Date.now()
+      const calls = Promise.allSettled([
+        s.process.start('echo hi'),
+        s.process.get(h.id),
+        s.process.list(),
+        h.logs(),
+        h.stdin('x'),
+        h.kill(),
+        h.delete(),
+      ])
+      // 1 s each; without a bound of its own fetch waits 300 s.
+      const settled = await Promise.race([calls, sleep(20_000)])
+      assert.notEqual(settled, 'late', 'the calls are still waiting after 20 s')
+      for (const r of settled as PromiseSettledResult<unknown>[]) {
+        assert.equal(r.status, 'rejected')
+        const err = (r as PromiseRejectedResult).reason
+        assert.ok(err instanceof DeadlineExceededError, String(err))
+        assert.equal(err.status, 0)
+        assert.match(err.message, /no answer from .* within 1000 ms/)
+      }
+      const [started, got] = settled as PromiseRejectedResult[]
+      assert.match(started!.reason.message, /POST \/v1\/processes: .*; it may have been carried out$/)
+      assert.doesNotMatch(got!.reason.message, /carried out/)
+      assert.ok(Date.now() - t0 >= 1000)
+    } finally {
+      process.kill(d.pid, 'SIGCONT')
+    }
+    await h.delete()
+    assert.equal(sb.transport.requestTimeout, 30_000)
+  })
+
   test('a wait window over what fetch waits for an answer is cut to 280 s per request', async () => {
     const rec = recordingFetch()
     const s = d.sandbox({ fetch: rec.fetch, waitWindow: 400_000 })
