@@ -10,7 +10,9 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/conchsh/conch/api"
 )
@@ -99,6 +101,12 @@ type Error struct {
 	// AcceptedBytes is, for stdin_full, how many bytes of the write were
 	// queued.
 	AcceptedBytes int `json:"acceptedBytes,omitempty"`
+	// RetryAfter is how long the daemon asked to be left before the
+	// request is sent again (its Retry-After header: 1 s for a draining
+	// daemon's 503); zero when it did not say. The Client never sends a
+	// request again by itself: a refused one (draining, resource_exhausted)
+	// created nothing, and may be sent again once that time has passed.
+	RetryAfter time.Duration `json:"-"`
 }
 
 func (e *Error) Error() string {
@@ -200,6 +208,7 @@ func decodeError(resp *http.Response) error {
 	}
 	if json.Unmarshal(b, &env) == nil && env.Error != nil && env.Error.Code != "" {
 		env.Error.Status = resp.StatusCode
+		env.Error.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 		return env.Error
 	}
 	// Not the daemon's answer (a proxy's page, another server): say the
@@ -212,7 +221,24 @@ func decodeError(resp *http.Response) error {
 	if text != "" {
 		msg += ": " + text
 	}
-	return &Error{Status: resp.StatusCode, Code: CodeInternal, Message: msg}
+	return &Error{Status: resp.StatusCode, Code: CodeInternal, Message: msg,
+		RetryAfter: retryAfter(resp.Header.Get("Retry-After"), time.Now())}
+}
+
+// retryAfter reads a Retry-After header, seconds or an HTTP date; zero
+// when there is none, or it says nothing usable.
+func retryAfter(v string, now time.Time) time.Duration {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now).Round(time.Second)
+	}
+	return 0
 }
 
 // call performs req and decodes a JSON answer into out (unless out is nil).

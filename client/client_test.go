@@ -1,10 +1,15 @@
 package client
 
 import (
+	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -131,3 +136,45 @@ func TestDiscover(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	tests := []struct {
+		header string
+		want   time.Duration
+	}{
+		{"", 0},
+		{"1", time.Second},
+		{" 30 ", 30 * time.Second},
+		{"Sat, 05 Dec 2026 10:00:05 GMT", 5 * time.Second},
+		{"Sat, 05 Dec 2026 09:59:00 GMT", 0}, // past
+		{"-1", 0},
+		{"soon", 0},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, retryAfter(tt.header, now), "Retry-After: %q", tt.header)
+	}
+}
+
+// TestErrorRetryAfter: an API error carries the answer's Retry-After, and
+// the refused request is not sent again.
+func TestErrorRetryAfter(t *testing.T) {
+	t.Parallel()
+	var posts atomic.Int32
+	d := newDaemonStub(t, func(w http.ResponseWriter, r *http.Request) {
+		posts.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		io.WriteString(w, `{"error":{"code":"draining","message":"the daemon is stopping and takes no new work"}}`+"\n")
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err := d.c.Start(ctx, StartOptions{Cmd: "true"})
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, CodeDraining, e.Code)
+	require.Equal(t, time.Second, e.RetryAfter)
+	require.Equal(t, int32(1), posts.Load())
+}

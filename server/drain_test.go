@@ -178,6 +178,9 @@ func TestDrain(t *testing.T) {
 	}
 	_, err = d.c.Start(c, client.StartOptions{Cmd: "true"})
 	requireCode(t, err, client.CodeDraining)
+	var drainErr *client.Error
+	require.ErrorAs(t, err, &drainErr)
+	require.Equal(t, time.Second, drainErr.RetryAfter, "the Go client gives the daemon's Retry-After")
 
 	select {
 	case err := <-drained:
