@@ -85,6 +85,27 @@ func (t *direct) roundTrip(req *http.Request) (*http.Response, error) {
 // kept connection is looked at before it is used, see alive).
 var errStale = errors.New("connection closed by the daemon before its answer")
 
+// noAnswerError says that the connection of a request written whole ended
+// before any byte of the answer came: the daemon died or was killed, or
+// closed it, and may have carried out the request all the same.
+type noAnswerError struct {
+	method string
+	err    error
+	kept   bool // on a kept connection: errStale
+}
+
+func (e *noAnswerError) Error() string {
+	msg := "the connection closed before the daemon answered (" + e.err.Error() + ")"
+	if !idempotent(e.method) {
+		msg += "; the daemon may have carried the request out"
+	}
+	return msg
+}
+
+func (e *noAnswerError) Unwrap() error { return e.err }
+
+func (e *noAnswerError) Is(target error) bool { return e.kept && target == errStale }
+
 func (t *direct) try(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	if err := ctx.Err(); err != nil {
@@ -119,11 +140,13 @@ func (t *direct) try(req *http.Request) (*http.Response, error) {
 		}
 	}
 	if _, err := dc.br.Peek(1); err != nil { // the answer's first byte
-		if werr != nil {
+		switch {
+		case werr == nil:
+			err = &noAnswerError{method: req.Method, err: err, kept: kept}
+		case kept:
+			err = errors.Join(errStale, werr)
+		default:
 			err = werr
-		}
-		if kept {
-			err = errors.Join(errStale, err)
 		}
 		return fail(err)
 	}
@@ -281,9 +304,7 @@ func (b *directBody) end(eof bool) {
 // no effect a second time (GET, HEAD, OPTIONS, TRACE) and its body, if any,
 // can be had again. A POST is not: the daemon may have run it.
 func replayable(req *http.Request) bool {
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
-	default:
+	if !idempotent(req.Method) {
 		return false
 	}
 	if req.Body != nil && req.Body != http.NoBody {
@@ -297,6 +318,16 @@ func replayable(req *http.Request) bool {
 		req.Body = body
 	}
 	return true
+}
+
+// idempotent reports whether a request of method has no effect a second
+// time.
+func idempotent(method string) bool {
+	switch method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	return false
 }
 
 // urlOp is the Op of the *url.Error an http.Client returns for method.

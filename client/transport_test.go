@@ -261,3 +261,31 @@ func TestDirectRawConnection(t *testing.T) {
 	require.Eventually(t, func() bool { return !alive(idle[0].c) }, 10*time.Second, time.Millisecond,
 		"a kept connection the daemon closed is seen closed")
 }
+
+// TestDirectNoAnswer: a daemon that closes the connection of a request
+// before it answers (killed under a run) gives an error that says so, and,
+// for a POST, that the request may have been carried out; the POST is not
+// sent again.
+func TestDirectNoAnswer(t *testing.T) {
+	t.Parallel()
+	var posts atomic.Int32
+	d := newDaemonStub(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			posts.Add(1)
+		}
+		c, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			c.Close()
+		}
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, _, err := d.c.Run(ctx, RunOptions{StartOptions: StartOptions{Cmd: "sleep 100"}})
+	require.ErrorIs(t, err, io.EOF)
+	require.ErrorContains(t, err, "closed before the daemon answered")
+	require.ErrorContains(t, err, "may have carried the request out")
+	require.EqualValues(t, 1, posts.Load(), "a POST is never sent again")
+	_, err = d.c.Get(ctx, "p")
+	require.ErrorContains(t, err, "closed before the daemon answered")
+	require.NotContains(t, err.Error(), "carried")
+}
