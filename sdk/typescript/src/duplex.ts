@@ -1,6 +1,7 @@
 // PtyDuplex: a WebSocket attached to a PTY process. The global WebSocket
 // where the runtime has one, else the `ws` package (Node 20).
 
+import { DeadlineExceededError } from './errors.js'
 import { type HttpTransport, inputOf, type WebSocketConstructor, type WebSocketEventLike, type WebSocketLike } from './transport.js'
 
 const encoder = new TextEncoder()
@@ -170,11 +171,22 @@ export async function openDuplex(t: HttpTransport, id: string): Promise<PtyDuple
   const WS = t.WebSocket ?? (await defaultWebSocket())
   const socket = new WS(t.socketURL(`/v1/processes/${encodeURIComponent(id)}/attach`), { headers: t.socketHeaders() })
   const duplex = new PtyDuplex(socket)
-  await new Promise<void>((resolve, reject) => {
-    socket.addEventListener('open', () => resolve())
-    socket.addEventListener('error', (ev: WebSocketEventLike) => reject(socketError(ev)))
-    socket.addEventListener('close', (ev) => reject(new Error(`conch: attach closed before it opened (${ev.code})`)))
-  })
+  // Neither WebSocket bounds its handshake: a daemon that takes the
+  // connection and never answers the upgrade would hold the attach for ever.
+  let timer: ReturnType<typeof setTimeout> | undefined
+  try {
+    await new Promise<void>((resolve, reject) => {
+      timer = setTimeout(() => {
+        reject(new DeadlineExceededError(`conch: attach to ${id}: no answer from ${t.url} within ${t.requestTimeout} ms`))
+        socket.close()
+      }, t.requestTimeout)
+      socket.addEventListener('open', () => resolve())
+      socket.addEventListener('error', (ev: WebSocketEventLike) => reject(socketError(ev)))
+      socket.addEventListener('close', (ev) => reject(new Error(`conch: attach closed before it opened (${ev.code})`)))
+    })
+  } finally {
+    clearTimeout(timer)
+  }
   return duplex
 }
 

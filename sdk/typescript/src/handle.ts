@@ -2,7 +2,7 @@
 // a method is called.
 
 import { openDuplex, type PtyDuplex } from './duplex.js'
-import { UnexpectedResponseError, UnsupportedOperationError } from './errors.js'
+import { DeadlineExceededError, UnexpectedResponseError, UnsupportedOperationError } from './errors.js'
 import { record, toLogsPage, toProcess, toWaitResult } from './normalize.js'
 import { answer, deadlineOf, notNegative, waitUntil, window } from './run.js'
 import { streamLogs } from './sse.js'
@@ -32,6 +32,8 @@ export class ProcessHandle {
     try {
       return await openDuplex(this.#t, this.id)
     } catch (err) {
+      // A daemon that did not answer the upgrade would not answer this.
+      if (err instanceof DeadlineExceededError) throw err
       // A refused upgrade says only its status; the process says why.
       const p = await this.get()
       if (p.kind !== 'pty') throw new UnsupportedOperationError(`attach to process ${this.id} of kind ${p.rawKind}: not a PTY`)

@@ -49,6 +49,7 @@ describe("a caller's timeout bounds the request", () => {
   test('a daemon that does not answer: requests it answers at once reject with DeadlineExceededError after requestTimeout', async () => {
     const s = d.sandbox({ requestTimeout: 1000 })
     const h = await s.process.start('sleep 60', { stdin: 'open' })
+    const pty = await s.pty.start('sleep 60')
     process.kill(d.pid, 'SIGSTOP')
     try {
       const t0 = Date.now()
@@ -58,8 +59,9 @@ describe("a caller's timeout bounds the request", () => {
         s.process.list(),
         h.logs(),
         h.stdin('x'),
-        h.kill(),
-        h.delete(),
+        s.process.connect('no-such-process').kill(), // ids none has: what the daemon does with them once it goes on changes nothing
+        s.process.connect('no-such-process').delete(),
+        s.pty.connect(pty.id).attach(), // the upgrade is never answered
       ])
       // 1 s each; without a bound of its own fetch waits 300 s.
       const settled = await Promise.race([calls, sleep(20_000)])
@@ -79,6 +81,7 @@ describe("a caller's timeout bounds the request", () => {
       process.kill(d.pid, 'SIGCONT')
     }
     await h.delete()
+    await pty.delete()
     assert.equal(sb.transport.requestTimeout, 30_000)
   })
 
