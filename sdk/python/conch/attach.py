@@ -32,7 +32,7 @@ def _websockets() -> Any:
     return websockets
 
 
-async def _connect(url: str, headers: Dict[str, str]) -> Any:
+async def _connect(url: str, headers: Dict[str, str], timeout: float) -> Any:
     """Opens the attachment's WebSocket.
 
     It sends no keepalive pings of its own (``ping_interval=None``; the
@@ -43,14 +43,17 @@ async def _connect(url: str, headers: Dict[str, str]) -> Any:
     ``1011 keepalive ping timeout`` and the rest of the input was lost. The
     daemon pings every 15 s, which the library answers; a daemon gone
     without a close is found by TCP keepalive (:func:`_keepalive`).
+    ``timeout`` bounds the opening handshake (the transport's read_timeout).
     """
     ws = _websockets()
     try:  # websockets >= 13: the new asyncio implementation
         from websockets.asyncio.client import connect  # type: ignore
     except ImportError:
-        socket = await ws.connect(url, extra_headers=headers, max_size=None, compression=None, ping_interval=None)
+        socket = await ws.connect(url, extra_headers=headers, max_size=None, compression=None, ping_interval=None,
+                                  open_timeout=timeout)
     else:
-        socket = await connect(url, additional_headers=headers, max_size=None, compression=None, ping_interval=None)
+        socket = await connect(url, additional_headers=headers, max_size=None, compression=None, ping_interval=None,
+                               open_timeout=timeout)
     _keepalive(socket)
     return socket
 
@@ -108,9 +111,12 @@ class AsyncPtyConnection:
     async def open(cls, t: HttpTransport, process_id: str) -> "AsyncPtyConnection":
         url = t.url.replace("http", "ws", 1) + f"/v1/processes/{seg(process_id)}/attach"
         try:
-            socket = await _connect(url, t.headers())
+            socket = await _connect(url, t.headers(), t.read_timeout)
         except ImportError:
             raise
+        except (asyncio.TimeoutError, TimeoutError) as e:  # one and the same from Python 3.11
+            raise NetworkError(f"conch: attach to {process_id}: the daemon at {t.url} did not answer within "
+                               f"{t.read_timeout:g} s") from e
         except Exception as e:  # the library's handshake errors have no common base across versions
             refused = _refusal(e)
             if refused is not None:

@@ -163,6 +163,38 @@ class PtyTest(unittest.TestCase):
         self.assertIn(want, seen, "the program read every byte")
 
 
+class AttachFrozenDaemonTest(unittest.TestCase):
+    @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
+    def test_attach_to_a_frozen_daemon_says_it_did_not_answer(self) -> None:
+        from .daemon import Daemon
+        from .test_transport import _wait_stopped
+
+        d = Daemon(["--drain-timeout", "0"])  # its PTY must not hold up its stop
+        self.addCleanup(d.stop)
+        sb = d.sandbox()
+        self.addCleanup(sb.close)
+        h = sb.pty.start("sleep 30")
+        sb.transport.read_timeout = 1.0  # as Sandbox(read_timeout=1.0)
+        d.proc.send_signal(signal.SIGSTOP)
+        self.addCleanup(d.proc.send_signal, signal.SIGCONT)
+        _wait_stopped(d.proc.pid)
+        got: List[BaseException] = []
+
+        def attach() -> None:
+            try:
+                h.attach().close()
+            except BaseException as e:
+                got.append(e)
+
+        t = threading.Thread(target=attach, daemon=True)
+        t.start()
+        t.join(60)  # the handshake's 1 s, and the 10 s websockets waits for the connection to close
+        self.assertFalse(t.is_alive(), "attach hung on the frozen daemon")
+        self.assertEqual(len(got), 1)
+        self.assertIsInstance(got[0], NetworkError)
+        self.assertIn("did not answer within 1 s", str(got[0]))
+
+
 class AttachWithoutWebsocketsTest(unittest.TestCase):
     @unittest.skipIf(HAVE_WEBSOCKETS, "this Python has websockets")
     def test_says_what_to_install(self) -> None:
