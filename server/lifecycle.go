@@ -54,7 +54,8 @@ func (s *Server) reserve(c claim) error {
 		return ErrDraining
 	}
 	if s.active[c.k] >= limit {
-		return fmt.Errorf("%w: %d %s running already", process.ErrLimit, limit, c.k)
+		return fmt.Errorf("%w: the daemon runs its most %s already (%d, --max-%s): end one, or try again once one has ended",
+			process.ErrLimit, c.k, limit, c.k)
 	}
 	if c.text > 0 && s.textHeld+c.text > s.opts.CommandTextBudget {
 		return fmt.Errorf("%w: command text budget full: commands not yet ended hold %d bytes of text, at most %d (--command-text-budget), and this one has %d; submit it once some have ended",

@@ -502,6 +502,9 @@ func TestLimits(t *testing.T) {
 	require.NoError(t, err)
 	_, err = d.c.Start(c, client.StartOptions{Cmd: "true"})
 	requireCode(t, err, client.CodeResourceExhausted)
+	// The refusal names the flag that sets the limit, and reads right for
+	// one (it said "1 processes running already").
+	require.ErrorContains(t, err, "the daemon runs its most processes already (1, --max-processes)")
 	_, _, err = d.c.Run(c, client.RunOptions{StartOptions: client.StartOptions{Cmd: "true"}})
 	requireCode(t, err, client.CodeResourceExhausted)
 	require.NoError(t, d.c.Kill(c, p.ID, client.KillOptions{Signal: "KILL"}))
@@ -517,6 +520,7 @@ func TestLimits(t *testing.T) {
 	require.NoError(t, err)
 	_, err = d.c.CreateSession(c, client.SessionOptions{})
 	requireCode(t, err, client.CodeResourceExhausted)
+	require.ErrorContains(t, err, "(1, --max-sessions)")
 	require.NoError(t, d.c.DeleteSession(c, s.ID))
 	s, err = d.c.CreateSession(c, client.SessionOptions{})
 	require.NoError(t, err)
