@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/sandboxd/sandboxdpb"
 )
 
@@ -652,17 +653,28 @@ func TestWorkCountsCalls(t *testing.T) {
 // says why once the client reads on. It held the stream, its goroutine
 // and its process for as long as the client kept the connection.
 func TestStartUnreadStream(t *testing.T) {
+	_, err := startUnread(t, "the process of a stream its client does not read runs on", "yes")
+	require.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
+	require.Contains(t, status.Convert(err).Message(), "read none of the stream for 200ms")
+}
+
+// startUnread starts args through Start on a daemon whose IOIdle is 200 ms,
+// reads the init event and nothing more until the process has ended
+// (failing with what when it runs on) and the daemon has let the stream go,
+// then reads on to the stream's end: it returns how the process ended, and
+// the error the stream ended with. No exit event may come before it.
+func startUnread(t *testing.T, what string, args ...string) (*process.Result, error) {
+	t.Helper()
 	d := serve(t, Options{IOIdle: 200 * time.Millisecond})
-	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("yes")})
+	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg(args...)})
 	require.NoError(t, err)
 	id := initOf(t, stream)
 	st, err := d.srv.lookup(id)
 	require.NoError(t, err)
-	// Nothing more is read until the daemon has let the stream go.
 	select {
 	case <-st.p.Done():
 	case <-time.After(30 * time.Second):
-		t.Fatal("the process of a stream its client does not read runs on")
+		t.Fatal(what)
 	}
 	require.Eventually(t, func() bool { _, err := d.srv.lookup(id); return err != nil }, 20*time.Second, 10*time.Millisecond,
 		"the stream has ended")
@@ -671,8 +683,7 @@ func TestStartUnreadStream(t *testing.T) {
 		ev, err = stream.Recv()
 		require.Nil(t, ev.GetExit(), "no exit event: the daemon ended the stream")
 	}
-	require.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
-	require.Contains(t, status.Convert(err).Message(), "read none of the stream for 200ms")
+	return st.p.Info().Result, err
 }
 
 // TestStartOutlivedByAChild: a child that outlives its Start process and
@@ -697,23 +708,8 @@ func TestStartOutlivedByAChild(t *testing.T) {
 // unread stream is, and DEADLINE_EXCEEDED does not say that the process
 // was killed: it exited 0, and nothing killed it.
 func TestStartUnreadStreamOfEndedProcess(t *testing.T) {
-	d := serve(t, Options{IOIdle: 200 * time.Millisecond})
-	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("head", "-c", "4000000", "/dev/zero")})
-	require.NoError(t, err)
-	id := initOf(t, stream)
-	st, err := d.srv.lookup(id)
-	require.NoError(t, err)
-	select {
-	case <-st.p.Done():
-	case <-time.After(30 * time.Second):
-		t.Fatal("head -c 4000000 /dev/zero did not end")
-	}
-	require.Equal(t, int32(0), exitCode(st.p.Info().Result), "it ended by itself")
-	require.Eventually(t, func() bool { _, err := d.srv.lookup(id); return err != nil }, 20*time.Second, 10*time.Millisecond,
-		"the stream has ended")
-	for err == nil {
-		_, err = stream.Recv()
-	}
+	r, err := startUnread(t, "head -c 4000000 /dev/zero did not end", "head", "-c", "4000000", "/dev/zero")
+	require.Equal(t, int32(0), exitCode(r), "it ended by itself")
 	require.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
 	msg := status.Convert(err).Message()
 	require.Contains(t, msg, "read none of the stream for 200ms")
