@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/conchsh/conch/internal/plaintext"
 )
 
 // model is what was written to a Log, per channel, for checking what the
@@ -35,7 +37,7 @@ func (m *model) emitted(ch Channel) []byte {
 	if m.closed {
 		return s
 	}
-	return s[:len(s)-incompleteTail(s[max(0, len(s)-(utf8.UTFMax-1)):])]
+	return s[:len(s)-plaintext.IncompleteTail(s)]
 }
 
 // checkLog checks everything a Log promises about what it returns against

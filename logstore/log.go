@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/conchsh/conch/internal/plaintext"
 )
 
 // DefaultRetention is the retention of a Log whose Options leave it zero.
@@ -219,7 +221,10 @@ func (l *Log) Write(ch Channel, p []byte) {
 	j := joined{held.b[:held.n], p}
 	var buf [utf8.UTFMax - 1]byte
 	tail := j.tail(buf[:])
-	hold := incompleteTail(tail)
+	// A character left unfinished is held back until more arrive, so that
+	// no frame splits one; a start that can no longer become valid goes
+	// out as it is, in a frame that is not text.
+	hold := plaintext.IncompleteTail(tail)
 	l.appendLocked(ch, j, j.len()-hold)
 	held.n = copy(held.b[:], tail[len(tail)-hold:])
 	if hold > 0 {

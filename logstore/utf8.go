@@ -2,24 +2,6 @@ package logstore
 
 import "unicode/utf8"
 
-// incompleteTail returns how many bytes at the end of tail (the last bytes of
-// a channel's output so far, at most utf8.UTFMax-1 of them) begin a UTF-8
-// sequence that is valid so far but incomplete. Those bytes are held back
-// until more arrive, so that no frame splits a sequence. A prefix that can no
-// longer become valid (a bad start byte, a bad second byte) is not held: it
-// goes out as it is, in a frame that is not text.
-func incompleteTail(tail []byte) int {
-	for i := len(tail) - 1; i >= 0; i-- {
-		if utf8.RuneStart(tail[i]) {
-			if utf8.FullRune(tail[i:]) {
-				return 0
-			}
-			return len(tail) - i
-		}
-	}
-	return 0
-}
-
 // joined is the concatenation of a channel's held-back bytes and a write,
 // read without copying them together first.
 type joined struct{ a, b []byte }

@@ -2,7 +2,8 @@ package process
 
 import (
 	"strings"
-	"unicode/utf8"
+
+	"github.com/conchsh/conch/internal/plaintext"
 )
 
 // KeptText is how much of a command's text (a shell command, a code cell)
@@ -17,11 +18,7 @@ func KeepText(s string) (kept string, n int) {
 	if len(s) <= KeptText {
 		return s, len(s)
 	}
-	cut := KeptText
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return strings.Clone(s[:cut]), len(s)
+	return strings.Clone(plaintext.CutEnd(s, KeptText)), len(s)
 }
 
 // ArgCost is what the daemon counts for each element of an argv beyond its

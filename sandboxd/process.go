@@ -11,13 +11,13 @@ import (
 	"strconv"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/conchsh/conch/exec"
+	"github.com/conchsh/conch/internal/plaintext"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/sandboxd/sandboxdpb"
@@ -394,15 +394,8 @@ const cutNote = "...(%d bytes left out)..."
 // cutNote, cut between UTF-8 characters.
 func cutMiddle(m string, n int) string {
 	keep := n - len(fmt.Sprintf(cutNote, len(m))) // the note's longest
-	head, tail := keep*3/4, keep-keep*3/4
-	for head > 0 && !utf8.RuneStart(m[head]) {
-		head--
-	}
-	start := len(m) - tail
-	for start < len(m) && !utf8.RuneStart(m[start]) {
-		start++
-	}
-	return m[:head] + fmt.Sprintf(cutNote, start-head) + m[start:]
+	head, tail := plaintext.CutEnd(m, keep*3/4), plaintext.CutStart(m, keep-keep*3/4)
+	return head + fmt.Sprintf(cutNote, len(m)-len(head)-len(tail)) + tail
 }
 
 // callEnded is the status of a call whose context ended, or whose stream

@@ -438,7 +438,7 @@ func (e *encoder) text(name string, parts [][]logstore.Frame, keep func(logstore
 				}
 				n = 0
 			}
-			cut := partialTail(b)
+			cut := len(b) - plaintext.IncompleteTail(b)
 			e.escape(b[:cut])
 			n = copy(held[:], b[cut:])
 		}
@@ -450,23 +450,6 @@ func (e *encoder) text(name string, parts [][]logstore.Frame, keep func(logstore
 		}
 	}
 	e.raw(`"`)
-}
-
-// partialTail returns where the start of a character that b ends in the
-// middle of begins: len(b) when it ends none.
-func partialTail(b []byte) int {
-	for j := len(b) - 1; j >= 0 && j >= len(b)-(utf8.UTFMax-1); j-- {
-		switch c := b[j]; {
-		case c < utf8.RuneSelf:
-			return len(b)
-		case utf8.RuneStart(c):
-			if !utf8.FullRune(b[j:]) {
-				return j
-			}
-			return len(b)
-		}
-	}
-	return len(b)
 }
 
 // frame writes f as the API's LogFrame: text when its bytes are UTF-8 and

@@ -27,3 +27,19 @@ func CutStart(s string, n int) string {
 	}
 	return s[i:]
 }
+
+// IncompleteTail returns how many bytes at the end of b begin a character
+// that is valid so far but not yet whole: 0 when b ends at a character's
+// end. A start that can no longer become valid (a bad first or second byte)
+// is whole: it counts as its own bytes, not held for more.
+func IncompleteTail(b []byte) int {
+	for i := len(b) - 1; i >= 0 && i >= len(b)-(utf8.UTFMax-1); i-- {
+		if utf8.RuneStart(b[i]) {
+			if utf8.FullRune(b[i:]) {
+				return 0
+			}
+			return len(b) - i
+		}
+	}
+	return 0
+}

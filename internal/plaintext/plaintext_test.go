@@ -248,3 +248,25 @@ func TestLongLineEditsAreLinear(t *testing.T) {
 		t.Fatal("rendering did not end within 20 s")
 	}
 }
+
+func TestIncompleteTail(t *testing.T) {
+	for _, c := range []struct {
+		b    string
+		want int
+	}{
+		{"", 0},
+		{"abc", 0},
+		{"a\xc3", 1},             // é begun
+		{"a\xe2\x82", 2},         // € begun
+		{"a\xf0\x9f\x98", 3},     // an emoji begun
+		{"a\xf0\x9f\x98\x80", 0}, // whole
+		{"a\xc3\xa9", 0},         // whole
+		{"a\xe2\x28", 0},         // a bad second byte: never valid, not held
+		{"a\xff", 0},             // no start at all
+		{"\x82\x82\x82", 0},      // continuation bytes with no start in reach
+	} {
+		if got := IncompleteTail([]byte(c.b)); got != c.want {
+			t.Errorf("IncompleteTail(%q) = %d, want %d", c.b, got, c.want)
+		}
+	}
+}
