@@ -329,8 +329,8 @@ func (c *Command) start() (*readLoop, *streams) {
 	// command ended found zsh or mksh at their prompt, where they drop the
 	// first line they read next: an empty line goes first for them.
 	s.intMu.Lock()
-	interrupted := s.intSent
-	s.intSent = false
+	interrupted := s.intSinceFrame
+	s.intSinceFrame = false
 	s.intMu.Unlock()
 	if interrupted && dropsLineAfterINT(s.sh) {
 		s.write("\n")

@@ -140,8 +140,8 @@ type Session struct {
 	// intMu is held while an interrupt is signalled to the shell, from the
 	// look that its command has not ended on; a command's frame waits for
 	// it before it is sent (see signalINT).
-	intMu   sync.Mutex
-	intSent bool // an interrupt was signalled since the last frame; guarded by intMu
+	intMu         sync.Mutex
+	intSinceFrame bool // an interrupt was signalled since the last frame; guarded by intMu
 
 	mu  sync.Mutex // guards the fields below
 	cwd string

@@ -308,7 +308,7 @@ func (c *Command) signalINT() {
 	}
 	shell := c.s.cmd.Process.Pid
 	syscall.Kill(-shell, syscall.SIGINT)
-	c.s.intSent = true
+	c.s.intSinceFrame = true
 	c.mu.Lock()
 	if c.intSent != nil {
 		close(c.intSent)
