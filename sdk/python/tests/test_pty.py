@@ -166,18 +166,9 @@ class PtyTest(unittest.TestCase):
 class AttachFrozenDaemonTest(unittest.TestCase):
     @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
     def test_attach_to_a_frozen_daemon_says_it_did_not_answer(self) -> None:
-        from .daemon import Daemon
-        from .test_transport import _wait_stopped
+        from .test_transport import frozen_with
 
-        d = Daemon(["--drain-timeout", "0"])  # its PTY must not hold up its stop
-        self.addCleanup(d.stop)
-        sb = d.sandbox()
-        self.addCleanup(sb.close)
-        h = sb.pty.start("sleep 30")
-        sb.transport.read_timeout = 1.0  # as Sandbox(read_timeout=1.0)
-        d.proc.send_signal(signal.SIGSTOP)
-        self.addCleanup(d.proc.send_signal, signal.SIGCONT)
-        _wait_stopped(d.proc.pid)
+        _, h = frozen_with(self, lambda sb: sb.pty.start("sleep 30"))
         got: List[BaseException] = []
 
         def attach() -> None:

@@ -4,7 +4,7 @@ import tempfile
 import threading
 import time
 import unittest
-from typing import Tuple
+from typing import Callable, Tuple, TypeVar
 from urllib.parse import urlsplit
 
 from conch import NetworkError, Sandbox
@@ -126,17 +126,27 @@ def _wait_stopped(pid: int) -> None:
     raise AssertionError(f"process {pid} did not stop")
 
 
+T = TypeVar("T")
+
+
+def frozen_with(test: unittest.TestCase, start: Callable[[Sandbox], T]) -> Tuple[Sandbox, T]:
+    """A daemon of test's own frozen (SIGSTOP) once start(sandbox) has started what the test
+    needs on it, with a read_timeout of 1 s: the sandbox, and what start returned."""
+    d = Daemon(["--drain-timeout", "0"])  # what it started must not hold up its stop
+    test.addCleanup(d.stop)
+    sb = d.sandbox()
+    test.addCleanup(sb.close)
+    h = start(sb)
+    sb.transport.read_timeout = 1.0  # as Sandbox(read_timeout=1.0)
+    d.proc.send_signal(signal.SIGSTOP)
+    test.addCleanup(d.proc.send_signal, signal.SIGCONT)
+    _wait_stopped(d.proc.pid)
+    return sb, h
+
+
 class FrozenDaemonTest(unittest.TestCase):
     def test_calls_without_a_wait_time_out_on_a_frozen_daemon(self) -> None:
-        d = Daemon(["--drain-timeout", "0"])  # its sleep must not hold up its stop
-        self.addCleanup(d.stop)
-        sb = d.sandbox()
-        self.addCleanup(sb.close)
-        h = sb.process.start("sleep 30")
-        sb.transport.read_timeout = 1.0  # as Sandbox(read_timeout=1.0)
-        d.proc.send_signal(signal.SIGSTOP)
-        self.addCleanup(d.proc.send_signal, signal.SIGCONT)
-        _wait_stopped(d.proc.pid)
+        sb, h = frozen_with(self, lambda sb: sb.process.start("sleep 30"))
         outcomes: list = []
 
         def calls() -> None:
