@@ -130,7 +130,10 @@ func pathStatus(what, p string, err error) error {
 	return status.Errorf(f.grpc, "%s: %s", what, f.msg)
 }
 
-// startStatus is the status of an error of the engine's start.
+// startStatus is the status of an error of the engine's start: out of
+// open files or processes is RESOURCE_EXHAUSTED, as conch's API answers it
+// 429, not INTERNAL: nothing failed in the daemon, and a retry once other
+// work has ended may work.
 func startStatus(err error) error {
 	switch {
 	case errors.Is(err, process.ErrInvalidArgument):
@@ -139,6 +142,9 @@ func startStatus(err error) error {
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, process.ErrUnsupported), errors.Is(err, ErrUnavailable):
 		return status.Error(codes.Unavailable, err.Error())
+	}
+	if msg, ok := process.Exhausted(err); ok {
+		return status.Error(codes.ResourceExhausted, msg)
 	}
 	return status.Errorf(codes.Internal, "start: %v", err)
 }

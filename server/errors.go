@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -84,38 +82,14 @@ func apiError(err error) *Error {
 		return &Error{http.StatusServiceUnavailable, api.CodeDraining, strings.TrimPrefix(err.Error(), "draining: "), err}
 	case errors.Is(err, process.ErrLimit):
 		return &Error{http.StatusTooManyRequests, api.CodeResourceExhausted, message(err, process.ErrLimit), err}
-	case errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE):
-		return &Error{http.StatusTooManyRequests, api.CodeResourceExhausted, outOfFiles(err), err}
 	case errors.Is(err, syscall.E2BIG):
 		return &Error{http.StatusBadRequest, api.CodeInvalidArgument, fmt.Sprintf(
 			"the environment and arguments are over what the kernel takes for a program (one string at most 128 KiB, all at most a quarter of the stack limit): %v", err), err}
-	case forkRefused(err):
-		return &Error{http.StatusTooManyRequests, api.CodeResourceExhausted, fmt.Sprintf(
-			"no new process could be started (%v): a limit of processes is reached (a pids cgroup, the machine's), or memory is short: end some sessions or processes, then retry", err), err}
+	}
+	if msg, ok := process.Exhausted(err); ok {
+		return &Error{http.StatusTooManyRequests, api.CodeResourceExhausted, msg, err}
 	}
 	return &Error{http.StatusInternalServerError, api.CodeInternal, err.Error(), err}
-}
-
-// forkRefused reports whether err is the kernel's refusal of a fork: EAGAIN
-// when a limit of processes is reached, ENOMEM when memory is short.
-func forkRefused(err error) bool {
-	var pe *os.PathError
-	return errors.As(err, &pe) && pe.Op == "fork/exec" &&
-		(errors.Is(pe.Err, syscall.EAGAIN) || errors.Is(pe.Err, syscall.ENOMEM))
-}
-
-// outOfFiles says which limit of open files err ran into: the daemon's
-// (RLIMIT_NOFILE) or the system's.
-func outOfFiles(err error) string {
-	if errors.Is(err, syscall.ENFILE) {
-		return fmt.Sprintf("the system's table of open files is full: end some sessions or processes (%v)", err)
-	}
-	var lim syscall.Rlimit
-	n := "?"
-	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil {
-		n = strconv.FormatUint(lim.Cur, 10)
-	}
-	return fmt.Sprintf("the daemon is at its limit of open files (%s, RLIMIT_NOFILE): end some sessions or processes, or start it with a higher limit (%v)", n, err)
 }
 
 // message is err's text without the leading words of kind (the error it

@@ -1,0 +1,89 @@
+package sandboxd
+
+import (
+	"bytes"
+	"context"
+	"os"
+	osexec "os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/sandboxd/sandboxdpb"
+)
+
+// A start the daemon has no descriptors left for is RESOURCE_EXHAUSTED,
+// saying which limit, as conch's API answers it 429: it was INTERNAL
+// ("start: stderr pipe: pipe2: too many open files"), a fault of the
+// daemon's for a client, which a retry once other work has ended mends.
+//
+// The descriptors are counted out in a process of the test's own: the
+// limit applies to the whole process.
+func TestStartOutOfDescriptors(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := osexec.CommandContext(ctx, os.Args[0], "-test.run=^TestStartOutOfDescriptorsChild$", "-test.v")
+	cmd.Env = append(os.Environ(), "CONCH_TEST_FD_CHILD=1")
+	// Started and waited for as the engine does its children: the
+	// package's reaper of orphans would otherwise reap it first.
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, proctree.Start(cmd))
+	require.NoError(t, proctree.Wait(cmd), "%s", out.String())
+	require.Contains(t, out.String(), "refused after ", "%s", out.String())
+}
+
+func TestStartOutOfDescriptorsChild(t *testing.T) {
+	if os.Getenv("CONCH_TEST_FD_CHILD") == "" {
+		t.Skip("run by TestStartOutOfDescriptors")
+	}
+	d := serve(t, Options{})
+	c := ctx(t)
+	// One process started and ended first: the descriptors the runtime
+	// and the gRPC connection keep exist before the count.
+	stream, err := d.grpc.Start(c, &sandboxdpb.StartRequest{Config: &sandboxdpb.ProcessConfig{Command: []string{"true"}}})
+	require.NoError(t, err)
+	for {
+		if _, err := stream.Recv(); err != nil {
+			break
+		}
+	}
+	fds, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	var rl syscall.Rlimit
+	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl))
+	low := rl
+	low.Cur = uint64(len(fds) + 24)
+	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low))
+	restored := false
+	restore := func() {
+		if !restored {
+			restored = true
+			require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl))
+		}
+	}
+	defer restore()
+	cctx, cancel := context.WithCancel(c)
+	defer cancel() // ends the streams: their processes are killed
+	for i := range 24 {
+		st, err := d.grpc.Start(cctx, &sandboxdpb.StartRequest{Config: &sandboxdpb.ProcessConfig{Command: []string{"sleep", "60"}}})
+		if err == nil {
+			_, err = st.Recv() // the start event, or the refusal
+		}
+		if err != nil {
+			restore()
+			s, _ := status.FromError(err)
+			require.Equal(t, codes.ResourceExhausted, s.Code(), "start %d: %v", i, err)
+			require.Contains(t, s.Message(), "RLIMIT_NOFILE")
+			t.Logf("refused after %d starts: %v", i, err)
+			return
+		}
+	}
+	t.Fatal("24 starts went with descriptors for about 24")
+}
