@@ -326,14 +326,20 @@ func (c *Command) start() (*readLoop, *streams) {
 	s.diag.Watch(f.Failed, true, (*failedWatch)(c))
 	// An interrupt of the command before, being signalled, reaches the
 	// shell before the frame (see signalINT). One that came as that
-	// command ended found zsh or mksh at their prompt, where they drop the
-	// first line they read next: an empty line goes first for them.
+	// command ended found the shell at its prompt: zsh and mksh drop the
+	// first line they read next, so an empty line goes first for them;
+	// dash and busybox sh may take it only once their read has returned
+	// the frame, and drop it, so the frame waits until they have taken it.
 	s.intMu.Lock()
 	interrupted := s.intSinceFrame
 	s.intSinceFrame = false
 	s.intMu.Unlock()
-	if interrupted && dropsLineAfterINT(s.sh) {
+	switch {
+	case !interrupted:
+	case dropsLineAfterINT(s.sh):
 		s.write("\n")
+	case dropsReadAfterINT(s.sh):
+		s.awaitINTTaken()
 	}
 	from, err := s.write(f.Text, end)
 	c.mu.Lock()
@@ -900,6 +906,14 @@ func keepsReadAhead(sh shells.Shell) bool {
 // there and read on.
 func dropsLineAfterINT(sh shells.Shell) bool {
 	return sh.Family == shells.Zsh || sh.Family == shells.Mksh
+}
+
+// dropsReadAfterINT reports whether sh, given SIGINT at its prompt just as
+// input comes, may take the signal after its read has returned that input,
+// and drop what it read (dash, busybox sh: they read their input in
+// blocks, and an interrupt unwinds to their prompt, the block lost).
+func dropsReadAfterINT(sh shells.Shell) bool {
+	return sh.Family == shells.Dash || sh.Family == shells.Busybox
 }
 
 // nudgeUnstarted sends the end line if the command has not been seen to

@@ -325,6 +325,51 @@ func (c *Command) signalINT() {
 	c.nudge(20 * time.Millisecond)
 }
 
+// takeINTWithin bounds how long a frame waits for the shell to take an
+// interrupt signalled to it (see awaitINTTaken): one that blocks SIGINT, or
+// runs a trap of it that takes long, gets the frame after it.
+const takeINTWithin = 100 * time.Millisecond
+
+// awaitINTTaken waits until the shell has taken the SIGINT signalled to it
+// — none is pending for it — and is back at its prompt, for at most
+// takeINTWithin. A signal is pending from the kill until the shell is next
+// scheduled; a shell blocked in the read of its input that is woken by a
+// frame written meanwhile returns the frame from its read, then takes the
+// signal, and dash and busybox sh drop the frame (see dropsReadAfterINT).
+func (s *Session) awaitINTTaken() {
+	pid := s.cmd.Process.Pid
+	wait := 50 * time.Microsecond
+	for end := time.Now().Add(takeINTWithin); time.Now().Before(end); wait = min(2*wait, 5*time.Millisecond) {
+		if !intPending(pid) && s.atPrompt() {
+			return
+		}
+		time.Sleep(wait)
+	}
+}
+
+// intPending reports whether a SIGINT waits to be taken by process pid:
+// sent to it (SigPnd, its main thread's) or to its group (ShdPnd).
+func intPending(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false
+	}
+	const bit = 1 << (syscall.SIGINT - 1)
+	for line := range strings.Lines(string(b)) {
+		mask, ok := strings.CutPrefix(line, "SigPnd:")
+		if !ok {
+			mask, ok = strings.CutPrefix(line, "ShdPnd:")
+		}
+		if !ok {
+			continue
+		}
+		if v, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64); err == nil && v&bit != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // signallingINT, when a test sets it, is called with each command whose
 // interrupt is about to be signalled, once it was seen not to have ended.
 var signallingINT func(*Command)

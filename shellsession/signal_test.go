@@ -440,10 +440,9 @@ func TestStopEndedCommand(t *testing.T) {
 // interrupted at once over HTTP on the six shells. The hook holds the
 // interrupt, seen due, until its command has ended and the next one was
 // taken up; it then reaches the shell at its prompt, where zsh and mksh
-// drop the line they read next. dash and busybox sh may keep such an
-// interrupt pending and take it in the next command (see the README's
-// shell matrix), so they are not among the shells here. Not parallel: the
-// hook is the package's.
+// drop the line they read next. dash and busybox sh, which take it only
+// once they are next scheduled, are TestInterruptAtPromptSparesNext's. Not
+// parallel: the hook is the package's.
 func TestInterruptAtEndSparesNext(t *testing.T) {
 	for _, shell := range []string{"bash", "zsh", "mksh", "ksh"} {
 		t.Run(shell, func(t *testing.T) {
@@ -489,6 +488,47 @@ func TestInterruptAtEndSparesNext(t *testing.T) {
 			require.Equal(t, process.Exited, r.Reason, "%+v, stderr %q, shell %q", r, errOut, s.diag.Tail())
 			require.Equal(t, 0, code(r))
 			require.Equal(t, "next\n", out)
+		})
+	}
+}
+
+// An interrupt that reaches dash or busybox sh at their prompt, its
+// command's program ended, spares the next command: the shell takes the
+// signal once it is next scheduled, and the next command's frame, written
+// as the interrupt's lock was let go, could wake it first; its read then
+// returned the frame, the interrupt unwound to the prompt, and the frame
+// was lost (the next command failed, "went back to its prompt without
+// reporting the command's end", 7 to 11 in 100 here). The hook holds each
+// interrupt until the shell has no child left; a hundred commands, each
+// followed by one that must run whole. Not parallel: the hook is the
+// package's.
+func TestInterruptAtPromptSparesNext(t *testing.T) {
+	for _, shell := range []string{"dash", "busybox"} {
+		t.Run(shell, func(t *testing.T) {
+			s := newSession(t, Options{Shell: shell})
+			children := "/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/task/" + strconv.Itoa(s.cmd.Process.Pid) + "/children"
+			signallingINT = func(*Command) {
+				for end := time.Now().Add(deadline); time.Now().Before(end); time.Sleep(100 * time.Microsecond) {
+					if b, err := os.ReadFile(children); err != nil || len(strings.TrimSpace(string(b))) == 0 {
+						return
+					}
+				}
+			}
+			defer func() { signallingINT = nil }()
+			for i := range 100 {
+				c, err := s.Submit(CommandOptions{Cmd: "sleep 0.002"})
+				require.NoError(t, err)
+				n, err := s.Submit(CommandOptions{Cmd: "echo next"})
+				require.NoError(t, err)
+				require.Eventually(t, func() bool { return c.state() != process.Starting }, deadline, 50*time.Microsecond)
+				require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
+				wait(t, c)
+				r := wait(t, n)
+				out, errOut := output(n)
+				require.Equal(t, process.Exited, r.Reason, "command %d: %+v, stderr %q", i, r, errOut)
+				require.Equal(t, 0, code(r))
+				require.Equal(t, "next\n", out)
+			}
 		})
 	}
 }
