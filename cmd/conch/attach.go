@@ -30,10 +30,10 @@ The terminal modes the program left on (its alternate screen, a hidden
 cursor, mouse and focus reports, bracketed paste, application cursor keys)
 are put back as conch leaves.
 When the process ends, conch exits with its status.`)
-	if code, ok := parseArgs(fs, args, exactlyOne); !ok {
+	id, code, ok := parseID(fs, args)
+	if !ok {
 		return code
 	}
-	id := fs.Arg(0)
 	c, err := dial()
 	if err != nil {
 		return fail(e, exitOwn, err)

@@ -307,22 +307,3 @@ func unescape(s string) string {
 	}
 	return b.String()
 }
-
-// parseID parses the flags of a command that takes one process id, given
-// before or after its flags.
-func parseID(fs *flag.FlagSet, args []string) (id string, code int, ok bool) {
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		id, args = args[0], args[1:]
-	}
-	want := exactlyOne
-	if id != "" {
-		want = func(n int) bool { return n == 0 }
-	}
-	if code, ok := parseArgs(fs, args, want); !ok {
-		return "", code, false
-	}
-	if id == "" {
-		id = fs.Arg(0)
-	}
-	return id, 0, true
-}

@@ -42,15 +42,15 @@ func cmdRm(ctx context.Context, e *env, args []string) int {
 // as a request the daemon answers at once. Each failure is reported; the
 // status is 125 when any failed.
 func eachID(ctx context.Context, e *env, fs *flag.FlagSet, args []string, f func(ctx context.Context, c *client.Client, id string) error) int {
-	if code, ok := parseArgs(fs, args, atLeastOne); !ok {
+	ids, code, ok := parseIDs(fs, args, atLeastOne)
+	if !ok {
 		return code
 	}
 	c, err := dial()
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
-	code := 0
-	for _, id := range fs.Args() {
+	for _, id := range ids {
 		qctx, cancel := quick(ctx, c)
 		err := signalErr(qctx, f(qctx, c, id))
 		cancel()

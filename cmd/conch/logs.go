@@ -21,7 +21,8 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 	cursor := fs.String("cursor", "", "only output after this `cursor`")
 	asJSON := fs.Bool("json", false, "print frames as JSON lines (cursor, channel, data, encoding, timestamp)")
 	plain := fs.Bool("plain", false, "print the output as plain text, as a terminal shows it: escape sequences removed, \\r and \\b overwrites applied")
-	if code, ok := parseArgs(fs, args, exactlyOne); !ok {
+	id, code, ok := parseID(fs, args)
+	if !ok {
 		return code
 	}
 	if *plain && *asJSON {
@@ -31,7 +32,6 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
-	id := fs.Arg(0)
 	out, flush := frameWriter(e, *asJSON, *plain)
 	if *followFlag {
 		ictx, stop := stopOnInterrupt(ctx)

@@ -224,6 +224,48 @@ func parseArgs(fs *flag.FlagSet, args []string, want func(n int) bool) (int, boo
 	return 0, true
 }
 
+// parseIDs is parseArgs for a command whose arguments are ids: its flags
+// may come before, between or after them (conch kill ID -s INT, as docker
+// and kubectl take them), and a flag is never taken for an id. Taken so,
+// kill ID -s INT sent TERM to ID, then failed on "-s" and "INT": a
+// session's command asked to stop ended its whole session. After "--",
+// every argument is an id.
+func parseIDs(fs *flag.FlagSet, args []string, want func(n int) bool) (ids []string, code int, ok bool) {
+	for {
+		if code, ok := parse(fs, args); !ok {
+			return nil, code, false
+		}
+		rest := fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			ids = append(ids, rest...)
+			break
+		}
+		i := 0
+		for i < len(rest) && (rest[i] == "-" || !strings.HasPrefix(rest[i], "-")) {
+			i++
+		}
+		ids = append(ids, rest[:i]...)
+		if i == len(rest) {
+			break
+		}
+		args = rest[i:]
+	}
+	if !want(len(ids)) {
+		fs.Usage()
+		return nil, exitUsage, false
+	}
+	return ids, 0, true
+}
+
+// parseID is parseIDs for a command that takes one id.
+func parseID(fs *flag.FlagSet, args []string) (id string, code int, ok bool) {
+	ids, code, ok := parseIDs(fs, args, exactlyOne)
+	if !ok {
+		return "", code, false
+	}
+	return ids[0], 0, true
+}
+
 func exactlyOne(n int) bool { return n == 1 }
 func atLeastOne(n int) bool { return n > 0 }
 

@@ -729,7 +729,8 @@ func cmdWait(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "wait", "ID", `Waits until the process ends and exits with its status (see 'conch --help').
 Ctrl-C stops waiting and exits 130; the process goes on.`)
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	if code, ok := parseArgs(fs, args, exactlyOne); !ok {
+	id, code, ok := parseID(fs, args)
+	if !ok {
 		return code
 	}
 	c, err := dial()
@@ -738,9 +739,9 @@ Ctrl-C stops waiting and exits 130; the process goes on.`)
 	}
 	ictx, stop := stopOnInterrupt(ctx)
 	defer stop()
-	r, _, err := c.Wait(ictx, fs.Arg(0), 0)
+	r, _, err := c.Wait(ictx, id, 0)
 	if err != nil && ictx.Err() != nil && ctx.Err() == nil {
-		fmt.Fprintf(e.stderr, "conch: stopped waiting; %s goes on\n", fs.Arg(0))
+		fmt.Fprintf(e.stderr, "conch: stopped waiting; %s goes on\n", id)
 		return exitInterrupted
 	}
 	if err != nil {
@@ -751,7 +752,7 @@ Ctrl-C stops waiting and exits 130; the process goes on.`)
 			return code
 		}
 	}
-	return finish(e, fs.Arg(0), *r)
+	return finish(e, id, *r)
 }
 
 // printJSON writes v as indented JSON.
