@@ -52,6 +52,9 @@ func describe(err error) string {
 	var ae *client.Error
 	if errors.As(err, &ae) {
 		words := strings.ReplaceAll(string(ae.Code), "_", " ")
+		if ae.Code == client.CodeUnauthenticated {
+			return words + ": " + badToken()
+		}
 		if ae.Message == "" || strings.Contains(ae.Message, words) {
 			return cmp.Or(ae.Message, words)
 		}
@@ -110,4 +113,18 @@ func noDaemon(base string) string {
 	}
 	return fmt.Sprintf("the daemon recorded in %s (pid %d) is no longer running: it was killed or crashed; %s",
 		filepath.Join(dir, client.EndpointFile), ep.PID, start)
+}
+
+// badToken says which token the daemon refused and what to do about it:
+// the daemon's own words ("missing or wrong bearer token") name neither.
+func badToken() string {
+	if os.Getenv(client.EnvToken) != "" {
+		return fmt.Sprintf("the daemon refused the token in $%s: set it to the daemon's token, or unset it to use the token this user's daemon wrote",
+			client.EnvToken)
+	}
+	if u := os.Getenv(client.EnvURL); u != "" {
+		return fmt.Sprintf("the daemon at %s ($%s) refused this user's token: set $%s to its token",
+			u, client.EnvURL, client.EnvToken)
+	}
+	return "the daemon refused the token it recorded (was it restarted with another?): run the command again"
 }
