@@ -27,6 +27,7 @@ type Process struct {
 	cmd  *osexec.Cmd
 	cg   containment.Manager // the process's cgroup
 	pty  *os.File            // the PTY's master side; nil for an exec process
+	tty  *os.File            // the PTY's other side, held open until the process exits (see startPTY)
 	gate gate                // holds the PTY's output back for its attached readers
 	in   *os.File            // write end of an open stdin pipe; nil otherwise
 	feed *feeder             // writes queued input to in or pty; nil without open input
@@ -394,6 +395,8 @@ func (p *Process) readLate(r *os.File, buf []byte) {
 // and done.
 func (p *Process) wait(readers []*os.File, copied <-chan struct{}) {
 	err := proctree.Wait(p.cmd)
+	// Its terminal hangs up (EIO) once what it left running closes it too.
+	closeAll(p.tty)
 	p.exit(err)
 	// Copies that ended with the process (all of them, mostly) need no
 	// drain timer: a timer earlier than every other wakes the Go runtime's

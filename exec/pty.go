@@ -45,11 +45,18 @@ func (p *Process) startPTY(size process.TerminalSize) ([]output, error) {
 	p.cmd.SysProcAttr.Setsid = true
 	p.cmd.SysProcAttr.Setctty = true // Ctty 0: the child's stdin, the terminal
 	err = p.cg.Start(p.cmd, proctree.Start)
-	tty.Close() // the child has its own; the master reads EIO once every copy is closed
 	if err != nil {
-		master.Close()
+		closeAll(master, tty)
 		return nil, startFailed(err)
 	}
+	// The master reads EIO once every copy of the terminal's other side
+	// is closed, which ends the copy of its output. A program that closes
+	// its terminal and opens it again (exec >/dev/tty, a daemonizing
+	// step, a program that reopens its controlling terminal by name)
+	// would have what it wrote after lost: this process holds a copy
+	// until the program exits (wait closes it), as a terminal emulator
+	// holds the terminal for its shell.
+	p.tty = tty
 	p.pty = master
 	p.feed = newFeeder(master, nil)
 	return []output{{r: master, ch: logstore.PTY}}, nil

@@ -96,6 +96,20 @@ func TestPTYSizeZero(t *testing.T) {
 	require.Equal(t, process.TerminalSize{}, *p.Info().Terminal)
 }
 
+// TestPTYReopenedTerminal: a program that closes every descriptor of its
+// terminal and opens it again by name (exec >/dev/tty) has what it writes
+// then in its output. The master read EIO as soon as the terminal was
+// closed, which ended the copy of its output for good: "back" was lost.
+func TestPTYReopenedTerminal(t *testing.T) {
+	t.Parallel()
+	p := start(t, Options{Kind: process.KindPTY,
+		Cmd: `echo before; exec </dev/null >/dev/null 2>&1; sleep 1; exec >/dev/tty; echo back; exit 5`})
+	r := wait(t, p)
+	out := logText(p.Log(), 0)
+	require.True(t, sameResult(r, process.ExitedWith(5)), "result %s, output %q", show(r), out)
+	require.Equal(t, "before\r\nback\r\n", out)
+}
+
 func TestNotPTY(t *testing.T) {
 	t.Parallel()
 	p := start(t, Options{Cmd: "exit 0"})
