@@ -9,7 +9,9 @@
 // for a child, a signal, or another thread (futex), reading a socket whose
 // peer the caller named quiet (see [Input.WithQuietPeers]: the engine's end
 // of a driver's control socket), or polling only such files.
-// A thread that runs, is stopped, sleeps on a timer, or waits on anything
+// A thread stopped by a signal (a job stopped with Ctrl-Z, SIGSTOP) waits
+// too: only a continue, which at a terminal the user gives at the prompt,
+// makes it go on. A thread that runs, is traced, sleeps on a timer, or waits on anything
 // from outside (a socket, a FIFO or terminal that is not the input,
 // inotify, a poll with a timeout) makes the tree not wait. Futex waits count
 // as blocked whatever their timeout: runtimes park idle threads on futexes

@@ -309,6 +309,25 @@ func TestReaderBesideSleeperIsNotWaiting(t *testing.T) {
 	notWaiting(t, p)
 }
 
+// A reader beside a job stopped by a signal is waiting: at a terminal, the
+// prompt after Ctrl-Z waits for the user, the job for a continue. A stopped
+// job made the tree busy, and an interact on an interactive shell with one
+// came back only at its timeout.
+func TestReaderBesideStoppedJobIsWaiting(t *testing.T) {
+	t.Parallel()
+	p := startPiped(t, "bash", "-c", "sleep 30 & kill -STOP $!; read x")
+	rootReads(t, p)
+	eventually(t, "the job stopped", func() bool {
+		for _, pid := range p.pids() {
+			if s, _ := stat(fmt.Sprintf("/proc/%d", pid)); s == 'T' {
+				return true
+			}
+		}
+		return false
+	})
+	seenWaiting(t, p)
+}
+
 // rootReads waits until the root of the tree is blocked reading the
 // input.
 func rootReads(t *testing.T, p *proc) {

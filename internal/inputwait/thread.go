@@ -76,8 +76,14 @@ func (t *tree) thread(pid int, th task) (verdict, error) {
 	switch st {
 	case 0, 'Z', 'X', 'x': // gone or dead: it does nothing
 		return idle, nil
+	case 'T':
+		// Stopped by a signal (Ctrl-Z's TSTP, STOP, a background job's
+		// TTIN): it goes on only when continued — at a terminal, by the
+		// user at the prompt (fg) — so it waits as the reader does. A
+		// traced thread ('t') is run by its tracer, from outside.
+		return idle, nil
 	case 'S':
-	default: // running, in uninterruptible I/O, stopped or traced
+	default: // running, in uninterruptible I/O, or traced
 		return busy, nil
 	}
 	sc, err := readSyscall(dir)
