@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,6 +50,32 @@ func TestCellUsageAndLimits(t *testing.T) {
 	<-c.Done()
 	if cr := c.Info().Result; cr.Reason != process.Lost || !cr.OOMKilled {
 		t.Fatalf("the context: %+v", cr)
+	}
+}
+
+// A context the engine KILLs after the OOM killer ended a child of its
+// running cell is the engine's end: the cell is lost to a KILL, and no
+// message of it blames the OOM killer.
+func TestContextKilledAfterAChildsOOM(t *testing.T) {
+	t.Parallel()
+	l := containment.Limits{MemoryBytes: 96 << 20}
+	c := newContext(t, Options{Language: Python, Containment: containmenttest.Limited(t, l), Limits: l})
+	cell, err := c.Submit(CellOptions{Code: `import subprocess
+subprocess.run(["python3", "-c", "b = bytearray(512 << 20)"])
+subprocess.run(["tail", "-f", "/dev/null"])`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitChild(t, c, "tail", "-f", "/dev/null")
+	if err := c.Kill(syscall.SIGKILL, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, cell); r.Reason != process.Lost || r.OOMKilled || strings.Contains(r.Error, "OOM") {
+		t.Fatalf("the context KILLed by the engine after a child's OOM kill: cell %+v", r)
+	}
+	<-c.Done()
+	if cr := c.Info().Result; cr.Reason != process.Signaled || cr.Signal != "KILL" || cr.OOMKilled {
+		t.Fatalf("the context KILLed by the engine after a child's OOM kill: context %+v", cr)
 	}
 }
 

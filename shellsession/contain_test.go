@@ -124,6 +124,31 @@ func TestOOMKillIsItsOwnCommands(t *testing.T) {
 	}
 }
 
+// A session the engine KILLs (kill of the session with KILL, as the API
+// sends it) after the OOM killer ended a child of its running command is
+// the engine's end, not the killer's: the command is lost to a KILL, and
+// no message of it blames the OOM killer.
+func TestSessionKilledAfterAChildsOOM(t *testing.T) {
+	t.Parallel()
+	l := containment.Limits{MemoryBytes: 64 << 20}
+	s := newSession(t, Options{Containment: containmenttest.Limited(t, l), Limits: l})
+	c, err := s.Submit(CommandOptions{Cmd: containmenttest.Allocate(256) + "; tail -f /dev/null"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitProgram(t, c, "tail")
+	if err := s.Kill(syscall.SIGKILL, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if r := wait(t, c); r.Reason != process.Lost || r.OOMKilled || strings.Contains(r.Error, "OOM") {
+		t.Fatalf("the session KILLed by the engine after a child's OOM kill: command %+v", r)
+	}
+	<-s.Done()
+	if sr := s.Info().Result; sr.Reason != process.Signaled || sr.Signal != "KILL" || sr.OOMKilled {
+		t.Fatalf("the session KILLed by the engine after a child's OOM kill: session %+v", sr)
+	}
+}
+
 // A login bash whose profile cannot fork under the session's pids limit
 // (bash retries each fork for a while) is refused saying that the limit
 // may be too small, not that its profile may block.

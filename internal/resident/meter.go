@@ -102,9 +102,11 @@ func (h *Host) oomKilledSince() bool {
 
 // noteReaped notes, as the interpreter is reaped and before the command
 // it ran is ended (whose Account looks at the count again), whether the
-// OOM killer is what ended it: it died of KILL and the cgroup's count of
-// OOM kills rose since the last command's end. A kill counted during an
-// earlier command that ended well is not this death's.
+// OOM killer is what ended it: it died of KILL, the engine had not ended
+// it (End, whose KILL it may be: a kill of the session, its deletion), and
+// the cgroup's count of OOM kills rose since the last command's end. A
+// kill counted during an earlier command that ended well is not this
+// death's, nor is one of a child of the command the engine then ended.
 func (h *Host) noteReaped() {
 	st, ok := h.cmd.ProcessState.Sys().(syscall.WaitStatus)
 	if !ok || !st.Signaled() || st.Signal() != syscall.SIGKILL {
@@ -112,7 +114,7 @@ func (h *Host) noteReaped() {
 	}
 	n := h.cg.OOMKills()
 	h.mu.Lock()
-	h.oomKilledIt = n > h.oomSeen
+	h.oomKilledIt = n > h.oomSeen && !h.endedIt
 	h.mu.Unlock()
 }
 
