@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -422,6 +423,68 @@ func TestRestrictedMode(t *testing.T) {
 			}
 			require.Equal(t, process.Failed, res.Reason, "%+v", res)
 			require.Contains(t, res.Error, "restricted")
+		})
+	}
+}
+
+// TestReadingTheShellsInput pins what becomes of a command that reads the
+// descriptor its shell reads commands from while it sources the command:
+// bash's and ksh93's 10, busybox's 11 (dash, zsh and mksh take one digit
+// only in a redirection). The read takes the engine's end line, which the
+// shell was sent with the command or once it announced it: the command ends
+// failed, found by the watchdog's look, and on ksh93 and busybox what it
+// read — the end line's text — is in its output; the next command runs as
+// any other there, while on bash it ends failed too (its frame finds the
+// state the lost line would have reset) and the one after it runs.
+func TestReadingTheShellsInput(t *testing.T) {
+	t.Parallel()
+	for shell, fd := range map[string]string{"bash": "10", "ksh": "10", "busybox": "11"} {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell, Cwd: t.TempDir()})
+			res, stdout, _ := run(t, s, CommandOptions{Cmd: `read -r x <&` + fd + `; echo "got=$x"`})
+			require.Equal(t, process.Failed, res.Reason, "%+v, stdout %q", res, stdout)
+			if shell != "bash" {
+				require.True(t, strings.HasPrefix(stdout, "got=__conch_s=$?; "), "stdout %q", stdout)
+			} else {
+				res, _, _ = run(t, s, CommandOptions{Cmd: "echo lost"})
+				require.Equal(t, process.Failed, res.Reason, "%+v", res)
+			}
+			expectRun(t, s, "echo after; (exit 3)", 3, "after\n")
+		})
+	}
+}
+
+// TestPromptHookReadingInput pins what a prompt hook that reads its stdin
+// does to a session: the hook runs at the shell's prompt, where its stdin
+// is the shell's own input, and takes a line the engine sent. zsh runs
+// precmd after the command's frame and before its end line, which the hook
+// takes: every later command runs but ends failed after about a second,
+// until one removes the hook (its own end line then runs). bash runs
+// PROMPT_COMMAND before every line it reads, the end line and the next
+// command's frame alike: every later command ends failed, having run or
+// not as the hook took its end line or its frame, and the session has to
+// be deleted.
+func TestPromptHookReadingInput(t *testing.T) {
+	t.Parallel()
+	for shell, hook := range map[string]string{"bash": "PROMPT_COMMAND='read -r x'", "zsh": "precmd() { read -r x; }"} {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell, Cwd: t.TempDir()})
+			res, stdout, _ := run(t, s, CommandOptions{Cmd: hook + "; echo set"})
+			require.Equal(t, process.Failed, res.Reason, "%+v", res)
+			require.Equal(t, "set\n", stdout)
+			for range 2 {
+				res, stdout, _ := run(t, s, CommandOptions{Cmd: "echo hi; (exit 3)"})
+				require.Equal(t, process.Failed, res.Reason, "%+v", res)
+				if shell == "zsh" {
+					require.Equal(t, "hi\n", stdout)
+				}
+			}
+			if shell == "zsh" {
+				expectRun(t, s, "unfunction precmd; echo off", 0, "off\n")
+				expectRun(t, s, "echo after; (exit 3)", 3, "after\n")
+			}
 		})
 	}
 }
