@@ -116,9 +116,10 @@ func (s *Server) wrap(rt route) http.Handler {
 		}
 		defer func() {
 			d := time.Since(begun)
-			counted.request(w.status, d)
+			status := answered(w.status)
+			counted.request(status, d)
 			s.line(r.Context(), level, "request", slog.String("route", rt.pattern),
-				slog.Int("status", w.status), slog.Float64("durationMs", float64(d.Microseconds())/1000),
+				slog.Int("status", status), slog.Float64("durationMs", float64(d.Microseconds())/1000),
 				slog.String("requestId", id))
 		}()
 		defer func() {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -47,6 +48,25 @@ func find(recs []map[string]any, msg string, want map[string]any) map[string]any
 		}
 	}
 	return nil
+}
+
+// TestLogClientGone: the request line of a request whose client went away
+// before its answer says 499, as the metrics count it; it said 0.
+func TestLogClientGone(t *testing.T) {
+	t.Parallel()
+	var out logBuffer
+	d := start(t, server.Options{Logger: slog.New(slog.NewJSONHandler(&out, nil))})
+	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "sleep 60"})
+	require.NoError(t, err)
+	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
+	wctx, cancel := context.WithTimeout(ctx(t), 200*time.Millisecond)
+	_, _, err = d.c.Wait(wctx, p.ID, 30*time.Second)
+	cancel()
+	require.Error(t, err)
+	route := map[string]any{"route": "GET /v1/processes/{id}/wait"}
+	require.Eventually(t, func() bool { return find(out.records(t), "request", route) != nil },
+		30*time.Second, 20*time.Millisecond)
+	require.Equal(t, 499.0, find(out.records(t), "request", route)["status"])
 }
 
 func TestJSONLog(t *testing.T) {

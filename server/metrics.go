@@ -135,11 +135,8 @@ func (m *metrics) forRoute(route string) *routeMetrics {
 	})}
 }
 
-// request counts a request answered with status.
+// request counts a request answered with status (see answered).
 func (r *routeMetrics) request(status int, d time.Duration) {
-	if status == 0 {
-		status = statusClientGone // nothing was answered: the client went away first
-	}
 	c, ok := r.byCode.Load(status)
 	if !ok {
 		c, _ = r.byCode.LoadOrStore(status, r.m.requests.WithLabelValues(r.route, strconv.Itoa(status)))
@@ -149,8 +146,18 @@ func (r *routeMetrics) request(status int, d time.Duration) {
 }
 
 // statusClientGone is the code a request whose client went away before
-// its answer is counted under, as proxies count it (nginx's 499).
+// its answer is counted and logged under, as proxies count it (nginx's 499).
 const statusClientGone = 499
+
+// answered is the status a request is counted and logged under, given the
+// one its answer was written with: 0, nothing was answered, is the client
+// gone first.
+func answered(status int) int {
+	if status == 0 {
+		return statusClientGone
+	}
+	return status
+}
 
 // snake is a budget's name as a label value: endedRecordText is
 // ended_record_text, as Prometheus labels are written.
