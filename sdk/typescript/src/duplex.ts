@@ -87,6 +87,10 @@ export class PtyDuplex {
       for (const m of this.#pending.splice(0)) socket.send(m)
     })
     socket.addEventListener('message', (ev) => {
+      // After close() nobody reads: what still comes (the output the
+      // daemon's close frame waits behind) is dropped, and must not pause
+      // the socket again, or the handshake would stall until ws gives up.
+      if (this.#userClosed) return
       if (typeof ev.data === 'string') {
         const bytes = gapBytes(ev.data)
         if (bytes !== undefined) queue.pushGap(bytes)

@@ -246,6 +246,32 @@ describe('PtyDuplex and a fast writer', () => {
     assert.equal(slow.missedBytes, gaps.reduce((a, b) => a + b, 0))
   })
 
+  test('close() of a readable left unread ends its socket with the close handshake, at once', async () => {
+    // A readable that holds its high water has paused the socket; close()
+    // resumes it for the handshake, and the output that still comes must
+    // not pause it again: the daemon's close frame waits behind that
+    // output, and ws would end the socket 30 s later (1006), holding the
+    // process open meanwhile.
+    let socket: WS | undefined
+    const Kept = class extends WS {
+      constructor(url: string, init: { headers: Record<string, string> }) {
+        super(url, init)
+        socket = this
+      }
+    }
+    const { handle, connection } = await fd.sandbox({ WebSocket: Kept }).pty.attach('yes')
+    try {
+      const closed = new Promise<number>((resolve) => socket!.on('close', (code) => resolve(code)))
+      await within((async () => {
+        while (connection.queuedBytes < 1 << 20) await new Promise((r) => setTimeout(r, 20))
+      })(), 30_000, 'the unread readable reaching its high water')
+      connection.close()
+      assert.equal(await within(closed, 15_000, 'the socket closing after close()'), 1000)
+    } finally {
+      await handle.delete()
+    }
+  })
+
   test('over a WebSocket that cannot pause, the queue is bounded and a gap without a listener is an error', async () => {
     const NoPause = class extends WS {
       constructor(url: string, init: { headers: Record<string, string> }) {
