@@ -170,8 +170,25 @@ class AsyncPtyConnection:
         await self._ws.send(json.dumps({"type": "resize", "cols": cols, "rows": rows}))
 
     async def close(self) -> None:
-        """Detaches; the process goes on."""
-        await self._ws.close()
+        """Detaches; the process goes on. Output not read by then is dropped."""
+        # The daemon's close frame comes after the output still on its way,
+        # which the library stops reading once it holds max_queue messages
+        # unread: the close would wait out its timeouts (30 s with
+        # websockets 10) and end without a close frame. What comes
+        # meanwhile is read and dropped.
+        drain = asyncio.ensure_future(self._discard())
+        try:
+            await self._ws.close()
+        finally:
+            drain.cancel()
+
+    async def _discard(self) -> None:
+        """Reads and drops messages until the connection is closed."""
+        try:
+            while True:
+                await self._ws.recv()
+        except Exception:  # closed; or a recv of the caller's is under way, which reads them
+            pass
 
 
 class PtyConnection:

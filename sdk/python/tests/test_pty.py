@@ -162,6 +162,23 @@ class PtyTest(unittest.TestCase):
         self.assertEqual(errors, [])
         self.assertIn(want, seen, "the program read every byte")
 
+    @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
+    def test_close_with_output_unread_closes_at_once(self) -> None:
+        # A caller that read a little of a busy terminal and detaches: the library stops
+        # reading once it holds its max_queue of messages, and the daemon's close frame waits
+        # behind the output still coming. close() must read and drop that output rather than
+        # wait for the library's close timeouts (30 s with websockets 10) and end without a
+        # close frame (1006).
+        handle, conn = self.sandbox.pty.attach("yes")
+        self.addCleanup(self.sandbox.pty.delete, handle.id)
+        self.assertTrue(conn.recv())
+        time.sleep(1)  # the output the caller does not read piles up
+        closing = threading.Thread(target=conn.close, daemon=True)
+        closing.start()
+        closing.join(15)
+        self.assertFalse(closing.is_alive(), "close() waited on the output nobody read")
+        self.assertEqual(conn._conn._ws.close_code, 1000, "the close handshake did not complete")
+
 
 class AttachFrozenDaemonTest(unittest.TestCase):
     @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
