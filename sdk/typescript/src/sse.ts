@@ -140,6 +140,9 @@ export async function* streamLogs(
         }
         if (!res.body) throw new TypeError('conch: the log stream has no body')
         for await (const raw of parse(res.body, quiet)) {
+          // Events of a chunk already received come on after an abort:
+          // the stream ends at the abort, not at the chunk's end.
+          if (stop.signal.aborted) return
           failures = 0
           const ev = toEvent(raw, last)
           if (ev === undefined) continue

@@ -265,6 +265,16 @@ describe('a stream the daemon goes quiet on', () => {
     assert.deepEqual(none.map((e) => e.type), ['error'])
   })
 
+  test('a signal aborted mid-stream ends it before the events already received', async () => {
+    // Three frames in one write: they reach the SDK in one chunk, and
+    // abort() after the first must not let the other two through.
+    serve = (res) => res.write(frame('c1', 'one\n') + frame('c2', 'two\n') + frame('c3', 'three\n'))
+    const s = new Sandbox({ url, token: 't' })
+    const ac = new AbortController()
+    const evs = await collectWithin(s.process.connect('p').streamLogs({ signal: ac.signal }), async () => ac.abort())
+    assert.deepEqual(evs.map((e) => e.type === 'log' ? e.frame.data : e.type), ['one\n'])
+  })
+
   test('heartbeats keep a quiet stream open, and a reader slow to take an event is not a quiet daemon', async () => {
     serve = (res) => {
       res.write(frame('c1', 'one\n'))
