@@ -472,7 +472,9 @@ def _execute(ns, body, last, n):
             _S.armed = False
             _drivers_handler()
     except SystemExit as e:
-        _os._exit(_exit_status(e))
+        status = _exit_status(e)
+        _flush_streams()
+        _os._exit(status)
     except KeyboardInterrupt as e:
         _print_exc_armed(e)
         _S.from_loop = _S.from_display = None
@@ -510,6 +512,35 @@ def _print_exc_armed(e):
     if interrupted:
         _err("%s: (its text was interrupted as it was formatted)\n" % _type_name(e))
     return interrupted or _S.interrupts != seen
+
+
+def _flush_streams():
+    # Flushes sys.stderr and sys.stdout, as the REPL does after each
+    # statement and the interpreter at its exit: a buffered stream a cell
+    # put there (io.TextIOWrapper(sys.stdout.buffer), to choose an
+    # encoding) gives up what the cell wrote before the cell's end marker,
+    # not into a later cell's log. The flush is the cell's code, run armed
+    # as the cell ran: an interrupt that ends it ends the cell (True).
+    # Anything else it raises is ignored, as the REPL ignores it.
+    seen = _S.interrupts
+    for name in ("stderr", "stdout"):
+        pending = True
+        while True:
+            try:
+                if pending:
+                    pending = False
+                    _S.armed = True
+                    try:
+                        getattr(sys, name).flush()
+                    except KeyboardInterrupt:
+                        raise
+                    except BaseException:
+                        pass
+                _S.armed = False  # inside the try, as in _print_exc_armed
+                break
+            except KeyboardInterrupt:
+                pass
+    return _S.interrupts != seen
 
 
 def _type_name(e):
@@ -585,6 +616,8 @@ def _run(ns, msg):
         status = 1
     else:
         status = _execute(ns, body, last, n)
+    if _flush_streams():
+        status = 130
     if _forked_child():
         # Its part of the cell is done; the cell is the interpreter's to
         # end. Checked by pid, as a native module's fork runs no hook.

@@ -294,3 +294,55 @@ sys.settrace(tr)`)
 	r, out, errOut = run(t, c, "sys.settrace(None)")
 	require.Equal(t, 0, code(r), "%+v %q %q", r, out, errOut)
 }
+
+// TestPythonBufferedStreamsFlushed: a buffered stream a cell puts in place
+// of sys.stdout or sys.stderr (io.TextIOWrapper(sys.stdout.buffer), to
+// choose an encoding) is flushed as the cell ends, as the REPL flushes both
+// after each statement and the interpreter at its exit: what the cell
+// printed, its traceback and its value are in its own log. Before, they
+// stayed in the wrapper's buffer until a later cell flushed it, and landed
+// in that cell's log, or were lost with sys.exit. A flush that never ends
+// is the cell's own code: an interrupt ends the cell and the context lives.
+func TestPythonBufferedStreamsFlushed(t *testing.T) {
+	t.Parallel()
+	const wrap = "import io, sys\n" +
+		"sys.stdout = io.TextIOWrapper(sys.stdout.buffer, encoding='utf-8')\n" +
+		"sys.stderr = io.TextIOWrapper(sys.stderr.buffer, encoding='utf-8')\n"
+	t.Run("cells", func(t *testing.T) {
+		t.Parallel()
+		c := newContext(t, Options{Language: Python})
+		r, out, errOut := run(t, c, wrap+"print('one'); print('e1', file=sys.stderr)")
+		require.Equal(t, 0, code(r), errOut)
+		require.Equal(t, "one\n", out)
+		require.Equal(t, "e1\n", errOut)
+		r, out, errOut = run(t, c, "print('two'); 2")
+		require.Equal(t, 0, code(r), errOut)
+		require.Equal(t, "two\n2\n", out)
+		r, out, errOut = run(t, c, "1/0")
+		require.Equal(t, 1, code(r), errOut)
+		require.Empty(t, out)
+		require.Contains(t, errOut, "ZeroDivisionError")
+		r, out, errOut = run(t, c, "print('four')")
+		require.Equal(t, 0, code(r), errOut)
+		require.Equal(t, "four\n", out)
+		require.Empty(t, errOut)
+	})
+	t.Run("exit", func(t *testing.T) {
+		t.Parallel()
+		c := newContext(t, Options{Language: Python})
+		r, out, errOut := run(t, c, wrap+"print('bye'); sys.exit(3)")
+		require.Equal(t, 3, code(r), errOut)
+		require.Equal(t, "bye\n", out)
+	})
+	t.Run("flush never ends", func(t *testing.T) {
+		t.Parallel()
+		c := newContext(t, Options{Language: Python})
+		r, _, errOut := run(t, c, "import sys, time\nkept = 1\n"+
+			"class Stuck:\n    def write(self, s): return len(s)\n    def flush(self): time.sleep(60)\n")
+		require.Equal(t, 0, code(r), errOut)
+		interruptRunning(t, c, CellOptions{Code: "sys.stdout = Stuck(); kept = 2"})
+		r, out, errOut := run(t, c, "sys.stdout = sys.__stdout__; kept")
+		require.Equal(t, 0, code(r), errOut)
+		require.Equal(t, "2\n", out)
+	})
+}
