@@ -170,6 +170,25 @@ func TestExitEndsContext(t *testing.T) {
 	}
 }
 
+// TestPythonExecEndsContext: a cell that replaces the interpreter
+// (os.execv) ends the context as sys.exit does: the cell has the new
+// program's output and reports its exit status, and so does the context.
+// Nothing is left to read cells, and the program gets none of the driver's
+// descriptors but the cell's fds 0 to 2.
+func TestPythonExecEndsContext(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	r, out, errOut := run(t, c, `import os; os.execv("/bin/sh", ["sh", "-c", "echo out; echo err >&2; ls /proc/self/fd; exit 7"])`)
+	require.Equal(t, process.Exited, r.Reason, "%+v %q", r, errOut)
+	require.Equal(t, 7, code(r))
+	require.Equal(t, "out\n0\n1\n2\n3\n", out) // 3: ls's own directory
+	require.Equal(t, "err\n", errOut)
+	<-c.Done()
+	require.Equal(t, 7, code(*c.Info().Result))
+	_, err := c.Submit(CellOptions{Code: "1"})
+	require.ErrorIs(t, err, ErrContextEnded)
+}
+
 // TestCwdFollows: the context's cwd is the interpreter's after each cell,
 // and so is the cwd of the cell's result, as a session command's.
 func TestCwdFollows(t *testing.T) {
