@@ -111,7 +111,7 @@ def stream_logs(
             err = e
         finally:
             if conn is not None:
-                conn.close()
+                t.done(conn)
         failures += 1
         if isinstance(err, socket.timeout) or failures > MAX_RETRIES:
             # A daemon that sent nothing, not even its heartbeat, for

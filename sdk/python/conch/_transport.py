@@ -203,12 +203,20 @@ class HttpTransport:
         return self._base + path + ("?" + urlencode(q) if q else "")
 
     def connection(self, timeout: Optional[float]) -> http.client.HTTPConnection:
-        """A new connection of its own (a stream's), not from the pool; the caller closes it."""
+        """A new connection of its own (a stream's), not from the pool; the caller ends it with :meth:`done`."""
         conn = self._connect(timeout)
         scope = call_scope.get()
         if scope is not None:
             scope.enter(conn)
         return conn
+
+    def done(self, conn: http.client.HTTPConnection) -> None:
+        """Closes a connection of :meth:`connection`, which the call's scope forgets: a stream
+        that resumed on a new connection many times held every one it had closed."""
+        scope = call_scope.get()
+        if scope is not None:
+            scope.leave(conn)
+        conn.close()
 
     def _connect(self, timeout: Optional[float]) -> http.client.HTTPConnection:
         cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection

@@ -1,12 +1,16 @@
 import asyncio
+import gc
+import http.client
 import threading
 import time
 import unittest
+from urllib.parse import urlsplit
 
 from conch import NotFoundError
 from conch.aio import AsyncCodeContext, AsyncProcessHandle, AsyncSandbox
 
 from .daemon import shared
+from .proxy import CuttingProxy
 
 
 class AsyncTest(unittest.TestCase):
@@ -128,6 +132,31 @@ class AsyncCancelTest(unittest.TestCase):
         started = time.monotonic()
         asyncio.run(asyncio.wait_for(main(), 60))
         self.assertLess(time.monotonic() - started, 15)
+
+    def test_stream_resumed_many_times_holds_no_closed_connection(self) -> None:
+        # Each resume of a stream, on a connection of its own, was kept by the stream's
+        # scope once closed: a long stream that resumed often held every connection it had.
+        port = urlsplit(shared().url).port
+        proxy = CuttingProxy(port or 0, cut_after=3000)
+        self.addCleanup(proxy.close)
+
+        def connections() -> int:
+            gc.collect()
+            return sum(isinstance(o, http.client.HTTPConnection) for o in gc.get_objects())
+
+        async def main() -> None:
+            sandbox = AsyncSandbox(proxy.url, shared().token)
+            h = await sandbox.process.start(
+                "for i in $(seq 1 6000); do echo line-$i; [ $((i % 100)) = 0 ] && sleep 0.02; done")
+            before, most = connections(), 0
+            async for e in h.stream_logs():
+                if e.type == "log":
+                    most = max(most, connections() - before)
+            self.assertGreater(proxy.cuts, 10, "the proxy cut too few connections: the test tested little")
+            self.assertLess(most, 5, f"{most} connections held over {proxy.cuts} resumes")
+            await sandbox.close()
+
+        asyncio.run(asyncio.wait_for(main(), 60))
 
 
 if __name__ == "__main__":
