@@ -288,7 +288,9 @@ func serveSandboxd(ctx context.Context, o sandboxdOptions, sbx *sandboxd.Server,
 		drain(srv, o.serve.drainTimeout, sig, logger)
 	case <-ctx.Done():
 	}
-	logger.Info("stopping: ending every process")
+	// The message conch serve logs for this step (docs/api.md), so that one
+	// query of the log finds the shutdown of either daemon.
+	logger.Info("shutting down: ending every process")
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	defer cancel()
 	if serr := sbx.Shutdown(sctx); serr != nil {

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -63,10 +64,25 @@ type sandboxdProc struct {
 	token        string
 	done         chan error
 	stderrClosed chan struct{}
+
+	mu    sync.Mutex
+	lines []string // the daemon's stderr so far, a line each
 }
 
 var sandboxdAddrs = regexp.MustCompile(`sandboxd gRPC on (\S+), REST on (\S+), root`)
-var apiAddr = regexp.MustCompile(`listening on (http://\S+)`)
+
+// sandboxdListening reads the addresses of the gRPC and REST ports from
+// the notice conch sandboxd writes once it serves, in either log format.
+func sandboxdListening(line string) (grpcAddr, restAddr string, ok bool) {
+	if m := sandboxdAddrs.FindStringSubmatch(line); m != nil {
+		return m[1], m[2], true
+	}
+	var l struct{ Msg, GRPC, REST string }
+	if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "sandboxd listening" && l.GRPC != "" && l.REST != "" {
+		return l.GRPC, l.REST, true
+	}
+	return "", "", false
+}
 
 // startSandboxd runs the conch binary's sandboxd with args on free loopback
 // ports and returns once it serves.
@@ -88,11 +104,14 @@ func startSandboxd(t *testing.T, root string, extraEnv []string, args ...string)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			line := sc.Text()
-			if m := apiAddr.FindStringSubmatch(line); m != nil {
-				p.api = m[1]
+			p.mu.Lock()
+			p.lines = append(p.lines, line)
+			p.mu.Unlock()
+			if u, ok := listeningURL(line); ok {
+				p.api = u
 			}
-			if m := sandboxdAddrs.FindStringSubmatch(line); m != nil {
-				p.grpc, p.rest = m[1], m[2]
+			if grpcAddr, restAddr, ok := sandboxdListening(line); ok {
+				p.grpc, p.rest = grpcAddr, restAddr
 				close(found)
 			}
 		}
@@ -371,6 +390,38 @@ func TestSandboxdDrainWaitsForStreams(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("conch sandboxd did not exit")
 	}
+}
+
+// TestSandboxdJSONLog runs conch sandboxd with the log flags of
+// deploy/kubernetes/sandboxtemplate.yaml (--log-format json) through a
+// process and a SIGTERM: every line of its stderr is a JSON object, and its
+// notices and drain steps carry the messages docs/api.md lists for conch
+// serve's log, so that one log query finds both daemons' shutdowns. sandboxd
+// once logged "stopping: ending every process" where conch serve logs
+// "shutting down: ending every process".
+func TestSandboxdJSONLog(t *testing.T) {
+	t.Parallel()
+	p := startSandboxd(t, t.TempDir(), nil, "--log-format", "json")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	r, err := p.client(t).Execute(ctx, &sandboxdpb.ExecuteRequest{Config: cfgOf("true")})
+	require.NoError(t, err)
+	require.Equal(t, int32(0), r.GetExitCode())
+
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-p.done:
+		require.NoError(t, err, "conch sandboxd exits 0")
+	case <-time.After(60 * time.Second):
+		t.Fatal("conch sandboxd did not exit")
+	}
+	p.mu.Lock()
+	lines := p.lines
+	p.mu.Unlock()
+	msgs := jsonLines(t, lines)
+	require.Subset(t, msgs, []string{"containment", "listening", "sandboxd listening",
+		"process started", "process ended", "stopping", "drain started", "drain finished",
+		"shutting down: ending every process", "stopped"}, "%s", strings.Join(lines, "\n"))
 }
 
 // get sends a GET with the token when one is given, and returns the
