@@ -25,7 +25,12 @@ RUN CGO_ENABLED=0 go build -trimpath -o /out/conch ./cmd/conch
 FROM scratch AS prebuilt
 COPY .image/conch /out/conch
 
+# A stage of no instruction but its FROM is left behind by buildah bud
+# (1.28): its working container and the image of the stage before it stay
+# in the store after every build. One instruction lets buildah commit and
+# remove them as it does every other stage's.
 FROM ${BINARY} AS binary
+LABEL sh.conch.stage=binary
 
 FROM ${BASE}
 COPY scripts/packages.txt /tmp/packages.txt
