@@ -197,16 +197,17 @@ func (s *Server) Run(ctx context.Context) error {
 	s.order.interrupt = s.interrupt
 	t := &stdioTransport{in: os.Stdin, out: os.Stdout, order: s.order}
 	// Once ctx ends, the calls under way end (bound) and are answered
-	// before the connection goes, stopAnswers at most.
+	// before the connection goes, stopAnswers at most: an answer its
+	// client has not read by then is given up.
 	run, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	defer context.AfterFunc(ctx, func() {
-		t.awaitAnswers(stopAnswers)
+		t.stop(stopAnswers)
 		cancel()
 	})()
 	err := s.MCP().Run(run, t)
-	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-		return nil
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, errGaveUp)) {
+		return nil // stopped as asked, an answer not read given up
 	}
 	return err
 }

@@ -55,10 +55,12 @@ type stdioTransport struct {
 	gate  atomic.Pointer[gate]
 }
 
-// awaitAnswers waits until every request passed on is answered, d at most.
-func (t *stdioTransport) awaitAnswers(d time.Duration) {
+// stop gives the answers of the calls under way d to go out, then gives up
+// on out (see gate.send): the server is stopping.
+func (t *stdioTransport) stop(d time.Duration) {
 	if g := t.gate.Load(); g != nil {
 		g.awaitAnswers(d)
+		g.giveUp()
 	}
 }
 
@@ -69,7 +71,7 @@ func (t *stdioTransport) awaitAnswers(d time.Duration) {
 func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	pr, pw := io.Pipe()
 	g := &gate{out: t.out, order: t.order, pending: map[jsonrpc.ID]bool{}, cancelled: map[jsonrpc.ID]bool{},
-		held: map[jsonrpc.ID]*heldErrors{}}
+		held: map[jsonrpc.ID]*heldErrors{}, gaveUp: make(chan struct{})}
 	g.drained = sync.NewCond(&g.mu)
 	// The gate bounds lines, so the SDK need not.
 	conn, err := (&mcp.IOTransport{Reader: pr, Writer: g, MaxLineLength: -1}).Connect(ctx)
@@ -87,6 +89,10 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 type gate struct {
 	out   io.Writer
 	order *order
+	// gaveUp is closed once the server stops and the answers under way
+	// had their time: nothing more is written to out (see send).
+	gaveUp    chan struct{}
+	giveUpOne sync.Once
 
 	mu      sync.Mutex // guards the fields below and serialises writes to out
 	drained *sync.Cond // broadcast when pending empties or the gate closes
@@ -127,7 +133,7 @@ func (g *gate) Write(p []byte) (int, error) {
 		g.settle(answers)
 		return len(p), nil
 	}
-	if _, err := g.out.Write(out); err != nil {
+	if err := g.send(out); err != nil {
 		return 0, err
 	}
 	g.settle(answers)
@@ -266,11 +272,15 @@ func (g *gate) noteCancel(req *jsonrpc.Request) {
 }
 
 // awaitAnswers waits until every request passed on is answered, the gate
-// closes or d has passed.
+// closes or d has passed. A write that out holds past d is given up (send),
+// which lets go of g.mu.
 func (g *gate) awaitAnswers(d time.Duration) {
+	deadline := time.Now().Add(d)
+	t := time.AfterFunc(d, g.giveUp)
+	defer t.Stop()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	condwait.Wait(g.drained, d, func() bool { return len(g.pending) == 0 || g.closed })
+	condwait.Wait(g.drained, time.Until(deadline), func() bool { return len(g.pending) == 0 || g.closed })
 }
 
 // Close is called as the SDK closes its connection: nothing more will be
@@ -508,7 +518,7 @@ func (g *gate) check(line []byte) [][]byte {
 		if len(calls) == 0 {
 			// No answer of the SDK's to join them to.
 			b, _ := json.Marshal(errs)
-			_, _ = g.out.Write(append(b, '\n'))
+			_ = g.send(append(b, '\n'))
 		} else {
 			held := &heldErrors{errs: errs}
 			for _, req := range calls {
@@ -769,8 +779,41 @@ func (g *gate) refuse(id json.RawMessage, code int, msg string) {
 }
 
 func (g *gate) refuseLocked(id json.RawMessage, code int, msg string) {
-	_, _ = g.out.Write(append(errorJSON(id, code, msg), '\n'))
+	_ = g.send(append(errorJSON(id, code, msg), '\n'))
 }
+
+// errGaveUp fails a write once the gate gave up on out.
+var errGaveUp = errors.New("conch mcp is stopping: its client did not read the answer in time")
+
+// send writes p, a whole message or batch, to out; g.mu is held. It returns
+// early, with errGaveUp, once the gate gives up on out: a client that stops
+// reading its stdout holds a write for ever, and with it g.mu, which the
+// stop needs, and the SDK's end, which waits for every answer's write.
+// The write itself cannot be interrupted: the goroutine doing it ends with
+// it, or with the process, and writes to out once given up are none, so
+// that no two write at once.
+func (g *gate) send(p []byte) error {
+	select {
+	case <-g.gaveUp:
+		return errGaveUp
+	default:
+	}
+	p = bytes.Clone(p) // the caller's may be reused while the write goes on
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.out.Write(p)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-g.gaveUp:
+		return errGaveUp
+	}
+}
+
+// giveUp makes the writes to out under way and to come return errGaveUp.
+func (g *gate) giveUp() { g.giveUpOne.Do(func() { close(g.gaveUp) }) }
 
 // errorJSON is a JSON-RPC error answer; a nil id is null.
 func errorJSON(id json.RawMessage, code int, msg string) json.RawMessage {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // initialize is an MCP initialize request with id 1, and the notification
@@ -755,4 +756,53 @@ func TestStdioBatchBehindABatchedInitialize(t *testing.T) {
 		}
 	}
 	require.False(t, answered["2"], "the cancelled run is not answered")
+}
+
+// TestStdioStopWhileOutputUnread sends SIGTERM to conch mcp whose client
+// stopped reading its stdout with an answer under way: it stops as it does
+// otherwise, giving up that answer, and exits 0. It hung for good: the
+// answer's write held the lock that the stop needs to wait for answers.
+func TestStdioStopWhileOutputUnread(t *testing.T) {
+	t.Parallel()
+	env, _ := testEnv(t)
+	cmd := exec.Command(conchBin, "mcp")
+	cmd.Env = env
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	outR, outW, err := os.Pipe()
+	require.NoError(t, err)
+	defer outR.Close()
+	cmd.Stdout = outW
+	require.NoError(t, cmd.Start())
+	require.NoError(t, outW.Close())
+	guard := time.AfterFunc(hangGuard, func() { _ = cmd.Process.Kill() })
+	defer guard.Stop()
+	defer in.Close()
+
+	br := bufio.NewReader(outR)
+	for _, line := range []string{initialize, initialized} {
+		_, err := io.WriteString(in, line+"\n")
+		require.NoError(t, err)
+	}
+	_, err = br.ReadString('\n') // initialize's answer; nothing is read after it
+	require.NoError(t, err)
+	// An answer larger than the pipe holds: its write blocks.
+	_, err = io.WriteString(in, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":`+
+		`{"command":"head -c 300000 /dev/zero | tr '\\0' a","outputLimit":400000}}}`+"\n")
+	require.NoError(t, err)
+	for deadline := time.Now().Add(hangGuard); ; time.Sleep(20 * time.Millisecond) {
+		n, err := unix.IoctlGetInt(int(outR.Fd()), unix.TIOCINQ) // FIONREAD: bytes in the pipe
+		require.NoError(t, err)
+		if n >= 64<<10 { // the pipe is full: the answer's write waits
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the answer fills the pipe")
+	}
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	err = cmd.Wait()
+	status := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	require.False(t, status.Signaled(), "conch mcp ended by %v: it did not stop by itself", status.Signal())
+	require.NoError(t, err, "conch mcp stopped by SIGTERM exits 0")
 }
