@@ -11,22 +11,36 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// refuseDuplicateKeys answers a tool call whose arguments give a key twice,
-// at any depth, with a tool error naming it, before any tool runs, as the
-// daemon's API refuses such a body. JSON leaves open which of the two counts:
-// the SDK would take the last, while a client or gateway that checked the
-// call may have read the first.
-func refuseDuplicateKeys(next mcp.MethodHandler) mcp.MethodHandler {
+// refuseAmbiguousArguments answers a tool call whose arguments JSON leaves
+// open, with a tool error that says what to fix, before any tool runs:
+//
+//   - a key given twice, at any depth, as the daemon's API refuses such a
+//     body: the SDK would take the last, while a client or gateway that
+//     checked the call may have read the first;
+//   - a string that escapes a lone UTF-16 surrogate ("\udc80"), which is no
+//     character: the SDK would take U+FFFD in its place, so that a command
+//     would run that is not the one sent.
+func refuseAmbiguousArguments(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil {
-			if key := duplicateKey(call.Params.Arguments); key != "" {
-				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{
-					Text: fmt.Sprintf("arguments: key %s is given twice: give each argument once", key),
-				}}}, nil
+			if msg := ambiguity(call.Params.Arguments); msg != "" {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, nil
 			}
 		}
 		return next(ctx, method, req)
 	}
+}
+
+// ambiguity says what makes the arguments raw ambiguous, "" when nothing does.
+func ambiguity(raw json.RawMessage) string {
+	if key := duplicateKey(raw); key != "" {
+		return fmt.Sprintf("arguments: key %s is given twice: give each argument once", key)
+	}
+	if escape := loneSurrogate(raw); escape != "" {
+		return fmt.Sprintf("arguments: a string escapes a lone UTF-16 surrogate (%s), which is no character: "+
+			"send the text as UTF-8, or escape a character past U+FFFF as a surrogate pair", escape)
+	}
+	return ""
 }
 
 // duplicateKey returns the path of the first key that raw's objects give

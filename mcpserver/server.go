@@ -83,7 +83,7 @@ func (s *Server) MCP() *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "conch", Version: s.version}, &mcp.ServerOptions{
 		Instructions: instructions,
 	})
-	srv.AddReceivingMiddleware(refuseDuplicateKeys)
+	srv.AddReceivingMiddleware(refuseAmbiguousArguments)
 	mcp.AddTool(srv, runTool, bound(s, s.run))
 	mcp.AddTool(srv, interactTool, bound(s, s.interact))
 	mcp.AddTool(srv, readTool, bound(s, s.readOutput))

@@ -595,7 +595,7 @@ func checkID(raw []byte) error {
 	case string(id) == "null":
 		return errors.New("a request's id must not be null")
 	case id[0] == '"':
-		if unpairedSurrogate(id) {
+		if loneSurrogate(id) != "" {
 			return errors.New("the request id is a string that is not valid Unicode")
 		}
 	case id[0] == '-' || '0' <= id[0] && id[0] <= '9':
@@ -630,11 +630,12 @@ func checkParams(req *jsonrpc.Request) error {
 // logLevels are MCP's logging levels (RFC 5424's severities).
 var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
 
-// unpairedSurrogate reports whether s, a JSON string as it was sent,
-// escapes a UTF-16 surrogate that is not half of a pair ("\ud800"): in a
-// line that is valid UTF-8, the one thing that decodes to a U+FFFD that was
-// not sent, so that a U+FFFD sent as it is or as "\ufffd" is told apart.
-func unpairedSurrogate(s []byte) bool {
+// loneSurrogate is the first escape in s, JSON as it was sent, of a UTF-16
+// surrogate that is not half of a pair ("\ud800"), "" when there is none:
+// in valid UTF-8, the one thing that decodes to a U+FFFD that was not sent,
+// so that a U+FFFD sent as it is or as "\ufffd" is told apart. Escapes
+// are in strings only, so s may be any JSON value.
+func loneSurrogate(s []byte) string {
 	for i := 0; i < len(s); i++ {
 		if s[i] != '\\' {
 			continue
@@ -644,20 +645,21 @@ func unpairedSurrogate(s []byte) bool {
 			continue
 		}
 		r := hexRune(s[i+1:])
+		escape := string(s[i-1 : min(i+5, len(s))])
 		i += 4
 		if !utf16.IsSurrogate(r) {
 			continue
 		}
 		if r >= 0xdc00 {
-			return true // a second half first
+			return escape // a second half first
 		}
 		if i+6 >= len(s) || s[i+1] != '\\' || s[i+2] != 'u' ||
 			utf16.DecodeRune(r, hexRune(s[i+3:])) == utf8.RuneError {
-			return true
+			return escape
 		}
 		i += 6
 	}
-	return false
+	return ""
 }
 
 // hexRune is the rune of the four hex digits b starts with (valid JSON

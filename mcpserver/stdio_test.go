@@ -806,3 +806,29 @@ func TestStdioStopWhileOutputUnread(t *testing.T) {
 	require.False(t, status.Signaled(), "conch mcp ended by %v: it did not stop by itself", status.Signal())
 	require.NoError(t, err, "conch mcp stopped by SIGTERM exits 0")
 }
+
+// TestStdioLoneSurrogateArgument sends a run whose command escapes a lone
+// UTF-16 surrogate ("\udc80"), which is no character: the call is a tool
+// error that says so, and nothing runs. The command once ran with U+FFFD
+// in its place, which is not what was sent. A surrogate pair is a
+// character and runs.
+func TestStdioLoneSurrogateArgument(t *testing.T) {
+	t.Parallel()
+	ran := filepath.Join(t.TempDir(), "ran")
+	m := startRawMCP(t)
+	m.initialize()
+	for i, escape := range []string{`\udc80`, `\ud83d`, `\ud83dx`, `\ud83d\u0041`} {
+		id := 2 + i
+		m.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"run","arguments":{"command":"touch %s; echo a%sb"}}}`, id, ran, escape))
+		r := m.next()
+		require.Equal(t, strconv.Itoa(id), string(r.ID))
+		require.Nil(t, r.Error)
+		require.Contains(t, string(r.Result), `"isError":true`, "%s: %s", escape, r.Result)
+		require.Contains(t, string(r.Result), "surrogate", "%s: %s", escape, r.Result)
+		require.NoFileExists(t, ran, "%s: the command ran", escape)
+	}
+	m.send(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"run","arguments":{"command":"echo a\ud83d\ude00b"}}}`)
+	r := m.next()
+	require.NotContains(t, string(r.Result), `"isError":true`, "%s", r.Result)
+	require.Contains(t, string(r.Result), "a\U0001F600b")
+}
