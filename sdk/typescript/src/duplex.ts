@@ -18,6 +18,22 @@ const highWater = 1 << 20
  * reported as a gap.
  */
 const maxQueued = 16 << 20
+/**
+ * Input written and not yet sent at or above which `drain()` waits until
+ * all of it is sent: a Node writable's highWaterMark, where its write()
+ * would return false and 'drain' comes once its buffer is empty.
+ */
+const writeHighWater = 1 << 20
+/**
+ * The most input a duplex holds unsent. A write that would pass it throws
+ * PtyInputFullError and sends nothing: write() returns void, so it can
+ * neither wait nor say "slow down", and holding without end is what a
+ * caller that never looks would get otherwise. 16 MiB is also the daemon's
+ * default --body-limit, past which one message closes the attachment.
+ */
+const maxUnsent = 16 << 20
+/** How often a duplex with unsent input looks at what its socket still holds: no WebSocket says when it sent. */
+const sendPoll = 10
 
 /** A gap in a PTY's output: `bytes` were dropped before this reader read them. */
 export interface PtyGap {
@@ -36,11 +52,32 @@ export class PtyGapError extends Error {
 }
 
 /**
+ * What `PtyDuplex.write` throws where the input it already holds unsent and
+ * this write's would pass 16 MiB: nothing of this write was sent. The
+ * program does not read its input (or the network is slower than the
+ * writer): `await connection.drain()` between writes.
+ */
+export class PtyInputFullError extends Error {
+  constructor(
+    /** Bytes of the write refused. */
+    readonly bytes: number,
+    /** Bytes written before it and not yet sent. */
+    readonly bufferedBytes: number,
+  ) {
+    super(`conch: PTY input not sent: ${bufferedBytes} bytes written before are not yet sent, and ${bytes} more would pass the ${maxUnsent}-byte bound; await drain() between writes`)
+    this.name = 'PtyInputFullError'
+  }
+}
+
+/**
  * A duplex with a PTY: what it wrote (retained, then live) and what to type
  * into it. Every byte the PTY wrote reaches `readable`, or a gap says how
  * many were dropped: the daemon holds the PTY's output back for a reader
  * that falls behind, up to a 5 s stall, and `readable` stops reading the
- * socket while it holds `highWater` unread bytes.
+ * socket while it holds `highWater` unread bytes. Input goes as the daemon
+ * takes it, which it does not while the program leaves its input unread: a
+ * writer awaits `drain()`, and `write` refuses what would leave more than
+ * `maxUnsent` unsent.
  */
 export class PtyDuplex {
   /**
@@ -55,6 +92,13 @@ export class PtyDuplex {
   readonly readable: AsyncIterable<Uint8Array>
   readonly #socket: WebSocketLike
   readonly #pending: (Uint8Array | string)[] = []
+  #pendingBytes = 0
+  /** Unsent input as last seen (at a write, drain() or a poll); what was lost when the connection closed. */
+  #lastUnsent = 0
+  /** Set once the connection closed: the input it held unsent then, as last seen. */
+  #unsentAtClose: number | undefined
+  #poll: ReturnType<typeof setInterval> | undefined
+  readonly #drainWaiters: { resolve(): void; reject(err: Error): void }[] = []
   readonly #gapListeners = new Set<(gap: PtyGap) => void>()
   #open = false
   #closed = false
@@ -85,6 +129,7 @@ export class PtyDuplex {
     socket.addEventListener('open', () => {
       this.#open = true
       for (const m of this.#pending.splice(0)) socket.send(m)
+      this.#pendingBytes = 0
     })
     socket.addEventListener('message', (ev) => {
       // After close() nobody reads: what still comes (the output the
@@ -112,6 +157,7 @@ export class PtyDuplex {
     })
     socket.addEventListener('close', (ev) => {
       this.#closed = true
+      this.#settleDrains()
       if (ev.code === undefined || ev.code === 1000 || ev.code === 1005 || this.#userClosed) queue.end()
       else queue.fail(new Error(`conch: attach closed with ${ev.code}${ev.reason ? `: ${ev.reason}` : ''}`))
     })
@@ -140,13 +186,86 @@ export class PtyDuplex {
     return this
   }
 
-  /** Types data into the PTY; throws once the connection is closed (by `close()` too). */
+  /**
+   * Bytes given to `write` and not yet sent to the daemon (held here or by
+   * the socket); 0 once the connection is closed. They grow while the
+   * program leaves its input unread, as the daemon then reads no more.
+   */
+  get bufferedBytes(): number {
+    if (this.#unsentAtClose !== undefined) return 0
+    return this.#pendingBytes + (this.#socket.bufferedAmount ?? 0)
+  }
+
+  /**
+   * Types data into the PTY; throws once the connection is closed (by
+   * `close()` too), and throws PtyInputFullError, sending nothing, where it
+   * would leave more than 16 MiB unsent: a writer of much input awaits
+   * `drain()` after each write.
+   */
   write(data: string | Uint8Array): void {
     const input = inputOf(data)
     if (this.#closed || this.#userClosed) throw new Error('conch: write to a closed PTY connection')
     const msg = typeof input === 'string' ? encoder.encode(input) : input
+    const unsent = this.bufferedBytes
+    if (unsent + msg.length > maxUnsent) throw new PtyInputFullError(msg.length, unsent)
     if (this.#open) this.#socket.send(msg)
-    else this.#pending.push(msg)
+    else {
+      this.#pending.push(msg)
+      this.#pendingBytes += msg.length
+    }
+    this.#watch()
+  }
+
+  /**
+   * Resolves at once while less than 1 MiB written is unsent (as a Node
+   * writable's write() returns true), else once all of it is sent to the
+   * daemon (its 'drain'). Rejects if the connection closes first with input
+   * unsent, and at once on a connection that closed so; resolves on one
+   * that closed with none.
+   */
+  drain(): Promise<void> {
+    if (this.#unsentAtClose !== undefined) {
+      return this.#unsentAtClose > 0 ? Promise.reject(this.#unsentError()) : Promise.resolve()
+    }
+    if (this.#watch() < writeHighWater) return Promise.resolve()
+    return new Promise((resolve, reject) => this.#drainWaiters.push({ resolve, reject }))
+  }
+
+  /**
+   * Notes what is unsent now, and looks again every few ms while some is:
+   * the socket says when it sent nothing, and what it held is gone from
+   * its count once it closed. Returns what is unsent.
+   */
+  #watch(): number {
+    const unsent = this.bufferedBytes
+    this.#lastUnsent = unsent
+    if (unsent === 0) {
+      for (const w of this.#drainWaiters.splice(0)) w.resolve()
+      clearInterval(this.#poll)
+      this.#poll = undefined
+    } else if (this.#poll === undefined && this.#unsentAtClose === undefined) {
+      this.#poll = setInterval(() => this.#watch(), sendPoll)
+      // The socket keeps a process alive while it is open; the poll need not.
+      ;(this.#poll as { unref?(): void }).unref?.()
+    }
+    return unsent
+  }
+
+  /** At the close: drain() settles by the input then unsent, as last seen. */
+  #settleDrains(): void {
+    if (this.#unsentAtClose !== undefined) return
+    this.#unsentAtClose = this.#lastUnsent
+    clearInterval(this.#poll)
+    this.#poll = undefined
+    const waiters = this.#drainWaiters.splice(0)
+    for (const w of waiters) {
+      if (this.#unsentAtClose > 0) w.reject(this.#unsentError())
+      else w.resolve()
+    }
+  }
+
+  #unsentError(): Error {
+    return new Error(`conch: the PTY connection closed with ${this.#unsentAtClose} bytes of input not sent`)
   }
 
   /** Closes the connection: `readable` ends after what it already received; the process goes on. */

@@ -2,7 +2,7 @@ export { Sandbox, type SandboxOptions } from './sandbox.js'
 export { ProcessService, PtyService, type ProcessBinding } from './service.js'
 export { ProcessHandle } from './handle.js'
 export { Session } from './session.js'
-export { PtyDuplex, PtyGapError, type PtyGap } from './duplex.js'
+export { PtyDuplex, PtyGapError, PtyInputFullError, type PtyGap } from './duplex.js'
 export {
   HttpTransport, type HttpTransportOptions, type WebSocketConstructor, type WebSocketLike, type WebSocketEventLike,
 } from './transport.js'

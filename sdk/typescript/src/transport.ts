@@ -38,6 +38,11 @@ export interface WebSocketEventLike {
 export interface WebSocketLike {
   binaryType: string
   send(data: Uint8Array | string): void
+  /**
+   * Bytes given to send and not yet handed to the network (every WebSocket
+   * has it); a PtyDuplex reads it for its writer's backpressure.
+   */
+  readonly bufferedAmount?: number
   close(code?: number, reason?: string): void
   addEventListener(type: 'open' | 'message' | 'close' | 'error', listener: (event: WebSocketEventLike) => void): void
   /** Stops reading the connection (the `ws` package's); a PtyDuplex uses it for backpressure. */

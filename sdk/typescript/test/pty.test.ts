@@ -5,7 +5,7 @@ import { WebSocket as WS } from 'ws'
 
 import { createHash } from 'node:crypto'
 
-import { NotFoundError, PtyDuplex, PtyGapError, type Sandbox, UnsupportedOperationError } from '@conchsh/sdk'
+import { NotFoundError, PtyDuplex, PtyGapError, PtyInputFullError, type Sandbox, UnsupportedOperationError } from '@conchsh/sdk'
 
 import { type Daemon, startDaemon } from './daemon.js'
 
@@ -315,5 +315,124 @@ describe('PtyDuplex and a fast writer', () => {
     }
     assert.equal(1 + got + missed, total + 1, 'bytes read and missed')
     assert.equal(connection.missedBytes, missed)
+  })
+})
+
+describe('PtyDuplex and a program that reads no input', () => {
+  // While the program leaves its input unread the daemon reads no more of
+  // the socket: what a writer writes then stays on this side. write() holds
+  // it (it returns void and cannot wait) up to a bound; drain() is how a
+  // writer waits.
+  const MiB = 1 << 20
+  const chunk = new Uint8Array(MiB).fill(0x61)
+
+  test('a writer that awaits drain() after each write holds about 1 MiB unsent at most, and its drain rejects when the connection breaks', async () => {
+    let socket: WS | undefined
+    const Kept = class extends WS {
+      constructor(url: string, init: { headers: Record<string, string> }) {
+        super(url, init)
+        socket = this
+      }
+    }
+    const { handle, connection } = await d.sandbox({ WebSocket: Kept }).pty.attach('sleep 600')
+    try {
+      let written = 0
+      let most = 0
+      let waiting = false
+      const sampler = setInterval(() => (most = Math.max(most, connection.bufferedBytes)), 5)
+      const writer = (async () => {
+        for (let i = 0; i < 200; i++) {
+          connection.write(chunk)
+          written += chunk.length
+          most = Math.max(most, connection.bufferedBytes)
+          waiting = true
+          await connection.drain()
+          waiting = false
+        }
+      })()
+      const ended = writer.then(() => undefined, (e: unknown) => e)
+      // The daemon and the kernel take some MiB before the writer stops;
+      // then give it time to write on if drain() let it.
+      await within((async () => {
+        while (!(waiting && connection.bufferedBytes >= MiB)) {
+          if (written === 200 * MiB) break
+          await new Promise((r) => setTimeout(r, 20))
+        }
+      })(), 30_000, 'the writer waiting on drain()')
+      await new Promise((r) => setTimeout(r, 1000))
+      clearInterval(sampler)
+      assert.ok(written < 200 * MiB, `drain() let the writer write all ${written} bytes to a program that reads none`)
+      assert.ok(waiting, 'the writer is not waiting on drain()')
+      assert.ok(most <= 2 * MiB + 4096, `the duplex held ${most} bytes unsent`)
+      // (A process that ends does not do: the daemon then reads the input
+      // still coming, and drops it.)
+      socket!.terminate() // the connection breaks, as a network does
+      const err = await within(ended, 30_000, 'the drain() pending as the connection broke')
+      assert.ok(err instanceof Error && /closed with \d+ bytes of input not sent/.test(err.message), `drain() ended with ${String(err)}`)
+      assert.equal(connection.bufferedBytes, 0)
+      await assert.rejects(connection.drain(), /not sent/, 'a drain() after the close rejects as well')
+    } finally {
+      await handle.delete().catch(() => {})
+    }
+  })
+
+  test('a writer that does not await drain() is refused past 16 MiB unsent, and nothing of the refused write is sent', async () => {
+    const { handle, connection } = await sb.pty.attach('sleep 600')
+    try {
+      // One write over the bound is refused whole, whatever is unsent.
+      assert.throws(() => connection.write(new Uint8Array(16 * MiB + 1)), PtyInputFullError)
+      assert.equal(connection.bufferedBytes, 0)
+      let written = 0
+      let err: unknown
+      for (let i = 0; i < 200; i++) {
+        try {
+          connection.write(chunk)
+        } catch (e) {
+          err = e
+          break
+        }
+        written += chunk.length
+      }
+      assert.ok(err instanceof PtyInputFullError, `200 writes of 1 MiB ended with ${String(err)}`)
+      assert.ok(written < 200 * MiB)
+      assert.equal(err.bytes, MiB)
+      assert.ok(err.bufferedBytes <= 16 * MiB && err.bufferedBytes + MiB > 16 * MiB, `refused with ${err.bufferedBytes} unsent`)
+      assert.match(err.message, /await drain\(\)/)
+      const unsent = connection.bufferedBytes
+      assert.ok(unsent <= 16 * MiB, `the duplex holds ${unsent} bytes unsent`)
+      assert.throws(() => connection.write(chunk), PtyInputFullError)
+      assert.ok(connection.bufferedBytes <= unsent, 'a refused write was queued')
+      connection.write('') // nothing more is always taken
+    } finally {
+      await handle.delete()
+    }
+  })
+
+  test('drain() after a keystroke resolves at once, and a writer that awaits it gets every byte to a program that reads', async () => {
+    const total = 8 * MiB
+    const { handle, connection } = await sb.pty.attach(`stty raw -echo; printf R; head -c ${total} | sha256sum; printf E`)
+    const it = connection.readable[Symbol.asyncIterator]()
+    await readUntil(it, 'R')
+    connection.write('a')
+    let resolved = false
+    void connection.drain().then(() => (resolved = true))
+    await Promise.resolve()
+    assert.ok(resolved, 'drain() waited with a byte unsent')
+    const h = createHash('sha256').update('a')
+    const data = new Uint8Array(MiB)
+    await within((async () => {
+      for (let sent = 1; sent < total;) {
+        const n = Math.min(data.length, total - sent)
+        for (let i = 0; i < n; i++) data[i] = 0x61 + ((sent + i) % 26)
+        const piece = data.subarray(0, n)
+        h.update(piece)
+        connection.write(piece)
+        sent += n
+        await connection.drain()
+      }
+    })(), 60_000, 'writing 8 MiB with drain()')
+    const out = await within(readUntil(it, 'E'), 60_000, 'the digest')
+    assert.match(out, new RegExp(h.digest('hex')))
+    assert.deepEqual((await handle.wait()).exitCode, 0)
   })
 })
