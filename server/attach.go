@@ -45,8 +45,11 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// What the process is comes before how the client asked: an exec
+	// process was told 426 (send a WebSocket handshake), then 409 once it
+	// did, where the contract says 409 for any process that is no PTY.
 	ep, ok := p.(*exec.Process)
-	if !ok {
+	if !ok || p.Info().Kind != process.KindPTY {
 		return fmt.Errorf("%w: attach to process %s of kind %s", process.ErrNotPTY, p.ID(), p.Info().Kind)
 	}
 	if err := checkUpgrade(w, r); err != nil {

@@ -89,6 +89,27 @@ func TestAttachRefused(t *testing.T) {
 	other.CloseIdleConnections()
 }
 
+// TestAttachNonPTYIsConflict: attach to a process that is no PTY is 409
+// whether or not the request is a WebSocket handshake: an exec process
+// without one was 426, which sent the client to upgrade only to be refused.
+func TestAttachNonPTYIsConflict(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	r := d.run(t, client.StartOptions{Cmd: "true"})
+	s, err := d.c.CreateSession(ctx(t), client.SessionOptions{})
+	require.NoError(t, err)
+	for _, id := range []string{r.ProcessID, s.ID} {
+		status, body := d.raw(t, "GET", "/v1/processes/"+id+"/attach", "", authed())
+		require.Equal(t, http.StatusConflict, status, body)
+		require.Contains(t, body, `"code":"unsupported_operation"`)
+	}
+	// A PTY process without a handshake is still told to upgrade.
+	p, err := d.c.Start(ctx(t), client.StartOptions{Kind: process.KindPTY, Cmd: "true"})
+	require.NoError(t, err)
+	status, body := d.raw(t, "GET", "/v1/processes/"+p.ID+"/attach", "", authed())
+	require.Equal(t, http.StatusUpgradeRequired, status, body)
+}
+
 // drainAttach reads a to its end: the digest and count of its bytes, and the
 // bytes its gap messages said it missed.
 func drainAttach(a *client.Attachment) (sum [32]byte, got, gaps int64, err error) {
