@@ -2,9 +2,9 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/codecontext"
@@ -53,42 +53,29 @@ func (s *Server) startContext(ctx context.Context, opts api.SessionOptions, port
 // decodeCommand reads the body of a session's command or cell into opts,
 // whose command fields are cmd, and refuses one that gives neither cmd nor
 // code (`{}`, `null`, no body, `"cmd": null`): that is a caller's mistake,
-// where `"cmd": ""` sends an empty command on purpose.
+// where `"cmd": ""` sends an empty command on purpose. So is a body that
+// gives a shell session code, whatever its value: `"code": ""` ran an
+// empty command, the field it named unread. A code context refuses a cmd
+// that holds a command; an empty one is what the Go client sends beside
+// every cell (its cmd is always sent), and alone it is an empty cell.
 func (e *sessionEntry) decodeCommand(r *http.Request, opts any, cmd *api.CommandOptions) error {
-	data, err := readJSON(r, opts)
+	given, err := readJSON(r, opts)
 	defer doneWithBody(r)
 	if err != nil {
 		return err
 	}
-	if cmd.Cmd == "" && cmd.Code == "" {
-		var given struct {
-			Cmd  *string `json:"cmd"`
-			Code *string `json:"code"`
-		}
-		if data != nil {
-			_ = json.Unmarshal(data, &given) // read once already
-		}
-		switch {
-		case given.Cmd != nil || given.Code != nil:
-		case e.code != nil:
-			return badRequest(`give the cell as code (a string; "" runs an empty cell)`)
-		default:
-			return badRequest(`give the command as cmd (a string; "" runs an empty command)`)
-		}
-	}
-	return nil
-}
-
-// checkBody refuses a command for a code context and a cell for a shell
-// session, saying which one the session takes.
-func (e *sessionEntry) checkBody(opts api.CommandOptions) error {
+	hasCmd, hasCode := slices.Contains(given, "cmd"), slices.Contains(given, "code")
 	switch {
-	case e.code != nil && opts.Cmd != "":
+	case e.code != nil && cmd.Cmd != "":
 		return badRequest("session %s is a %s code context: send its cell as code, not cmd", e.code.ID(), e.code.Language())
-	case e.code == nil && opts.Code != "":
+	case e.code == nil && hasCode:
 		return badRequest("session %s is a shell session: send a command as cmd; code is for a code context (a session created with language)", e.shell.ID())
+	case hasCmd || hasCode:
+		return nil
+	case e.code != nil:
+		return badRequest(`give the cell as code (a string; "" runs an empty cell)`)
 	}
-	return nil
+	return badRequest(`give the command as cmd (a string; "" runs an empty command)`)
 }
 
 // submitCell queues a cell in the context. The caller checked opts.

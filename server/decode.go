@@ -48,9 +48,10 @@ func doneWithBody(r *http.Request) {
 	}
 }
 
-// readJSON is decodeJSON that also returns the body it read (nil when
-// empty or blank).
-func readJSON(r *http.Request, v any) ([]byte, error) {
+// readJSON is decodeJSON that also returns the names of the body's
+// top-level fields given a value other than null (none for an empty or
+// blank body, or a null one).
+func readJSON(r *http.Request, v any) ([]string, error) {
 	data, err := readBody(r)
 	if err != nil {
 		var e *Error
@@ -62,10 +63,11 @@ func readJSON(r *http.Request, v any) ([]byte, error) {
 	if isSpace(data) {
 		return nil, nil
 	}
-	if err := unmarshalStrict(data, v); err != nil {
+	given, err := unmarshalGiven(data, v)
+	if err != nil {
 		return nil, badRequest("malformed JSON body: %v", err)
 	}
-	return data, nil
+	return given, nil
 }
 
 // readBody reads the whole body. A body with a Content-Length within the
@@ -233,21 +235,30 @@ func (b *boundedBody) tooLarge(err error) error {
 // "argv[1]"), which encoding/json does not do for a type that decodes
 // itself (api.Millis) nor for an element of an array or map.
 func unmarshalStrict(data []byte, v any) error {
+	_, err := unmarshalGiven(data, v)
+	return err
+}
+
+// unmarshalGiven is unmarshalStrict that also returns the names of the
+// top-level fields data gives a value other than null: which of two
+// fields a body gave, where the zero value decoded says nothing of it
+// ("cmd": "" is a command, an absent cmd none).
+func unmarshalGiven(data []byte, v any) ([]string, error) {
 	c := checker{data: data}
 	if err := c.value(reflect.TypeOf(v), 0); err != nil {
-		return err
+		return nil, err
 	}
 	c.skipSpace()
 	if c.pos < len(c.data) {
-		return errors.New("data after the JSON value")
+		return nil, errors.New("data after the JSON value")
 	}
 	if c.mistyped != nil {
-		return c.mistyped
+		return nil, c.mistyped
 	}
 	// Every key and value was checked against the fields above: unknown
 	// fields and values of the wrong type cannot reach Unmarshal, which
 	// reads data in place.
-	return json.Unmarshal(data, v)
+	return c.given, json.Unmarshal(data, v)
 }
 
 var (
@@ -309,6 +320,9 @@ type checker struct {
 	// where null is no absent field: encoding/json would make it the
 	// element type's zero value (an empty argument of argv).
 	elem bool
+	// given holds the keys of the top-level object whose values are not
+	// null, in the order read.
+	given []string
 }
 
 // pathElem is one step of a path: an object's key, or an array's index.
@@ -601,6 +615,12 @@ func (c *checker) object(t reflect.Type, depth int) error {
 			return c.syntax("after object key")
 		}
 		c.pos++
+		if depth == 1 {
+			c.skipSpace()
+			if c.pos < len(c.data) && c.data[c.pos] != 'n' {
+				c.given = append(c.given, key)
+			}
+		}
 		c.path = append(c.path, pathElem{key: key, isKey: true})
 		if err := c.value(ft, depth); err != nil {
 			return err

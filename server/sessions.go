@@ -250,9 +250,6 @@ func (s *Server) runCommand(w http.ResponseWriter, r *http.Request) error {
 // (ranHere.watch), which submit leaves to it. Otherwise ran is nil and a
 // watcher starts.
 func (s *Server) submit(e *sessionEntry, opts api.CommandOptions, here, hold bool) (p process.Process, ran *ranHere, err error) {
-	if err := e.checkBody(opts); err != nil {
-		return nil, nil, err
-	}
 	if err := checkName(opts.Name); err != nil {
 		return nil, nil, err
 	}

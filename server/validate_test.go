@@ -155,6 +155,45 @@ func TestCommandBodyGivesTheCommand(t *testing.T) {
 	require.Len(t, list.Items, 6, "two sessions and four empty commands; nothing from the refused bodies")
 }
 
+// TestCommandBodyGivesTheOtherField: a shell session refuses a body that
+// gives code, whatever its value, as docs/api.md says of code to a shell
+// session: `{"code": ""}` ran an empty command (200, exit 0), and
+// `{"cmd": ..., "code": ""}` ran cmd, the field the caller named unread. A
+// null code is no field. A code context refuses a cmd that holds a
+// command, and takes the empty one the Go client sends beside each cell.
+func TestCommandBodyGivesTheOtherField(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	sh, py := shellAndPython(t, d)
+	for _, tc := range []struct {
+		session, body string
+		status        int
+	}{
+		{sh.ID, `{"code":""}`, http.StatusBadRequest},
+		{sh.ID, `{"cmd":"true","code":""}`, http.StatusBadRequest},
+		{sh.ID, `{"code":"","cmd":"true"}`, http.StatusBadRequest},
+		{sh.ID, `{"cmd":"true","code":"print(1)"}`, http.StatusBadRequest},
+		{sh.ID, `{"cmd":"true","code":null}`, http.StatusOK},
+		{py.ID, `{"code":"1","cmd":"true"}`, http.StatusBadRequest},
+		{py.ID, `{"cmd":"true"}`, http.StatusBadRequest},
+		{py.ID, `{"code":"1","cmd":""}`, http.StatusOK},
+		{py.ID, `{"code":"1","cmd":null}`, http.StatusOK},
+	} {
+		for _, route := range []string{"/commands", "/commands/run"} {
+			status, resp := d.raw(t, "POST", "/v1/sessions/"+tc.session+route, tc.body, authed())
+			want := tc.status
+			if want == http.StatusOK && route == "/commands" {
+				want = http.StatusCreated
+			}
+			require.Equal(t, want, status, "%s %s: %s", route, tc.body, resp)
+			if want == http.StatusBadRequest {
+				require.Equal(t, client.CodeInvalidArgument, errorCode(t, resp))
+				require.Regexp(t, "send a command as cmd|send its cell as code", resp)
+			}
+		}
+	}
+}
+
 // TestSessionWhoseShellExitsAsItStarts: a session whose shell exits before
 // it is ready is refused as bad input, saying how it ended; it was answered
 // 201 running (its end read as its first command's) or 500 (a write to a
