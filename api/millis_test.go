@@ -24,17 +24,20 @@ func TestMillisUnderOne(t *testing.T) {
 
 // TestMillisTinyIsSome: a positive number of milliseconds too small for a
 // nanosecond is still a timeout, the shortest, not 0, which means none: a
-// run with "timeout": 1e-9 waited for the process's end.
+// run with "timeout": 1e-9 waited for the process's end, and one with
+// 1e-400, too small for a float64, did still.
 func TestMillisTinyIsSome(t *testing.T) {
-	for _, in := range []string{"1e-9", "0.0000001"} {
+	for _, in := range []string{"1e-9", "0.0000001", "1e-400", "0.1e-999", "1E-400"} {
 		var m Millis
 		if err := json.Unmarshal([]byte(in), &m); err != nil || m.Duration() <= 0 {
 			t.Errorf("%s decodes as %v, %v; want a positive duration", in, m.Duration(), err)
 		}
 	}
-	var m Millis
-	if err := json.Unmarshal([]byte("0"), &m); err != nil || m != 0 {
-		t.Errorf("0 decodes as %v, %v; want none", m.Duration(), err)
+	for _, in := range []string{"0", "-0", "0.0", "0e5", "-0.0e-400"} {
+		m := Millis(time.Second)
+		if err := json.Unmarshal([]byte(in), &m); err != nil || m != 0 {
+			t.Errorf("%s decodes as %v, %v; want none", in, m.Duration(), err)
+		}
 	}
 }
 
@@ -51,6 +54,7 @@ func TestMillisRefusal(t *testing.T) {
 		`1e300`:         "want a number of milliseconds from 0 to 9223372036854, got 1e300",
 		`1e400`:         "want a number of milliseconds from 0 to 9223372036854, got 1e400",
 		`-1e400`:        "want a number of milliseconds from 0 to 9223372036854, got -1e400",
+		`-1e-400`:       "want a number of milliseconds from 0 to 9223372036854, got -1e-400",
 		`9223372036855`: "want a number of milliseconds from 0 to 9223372036854, got 9223372036855",
 		`1` + strings.Repeat("0", 60): "want a number of milliseconds from 0 to 9223372036854, got 1" +
 			strings.Repeat("0", 39) + "...",

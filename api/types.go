@@ -412,15 +412,32 @@ func (m *Millis) UnmarshalJSON(b []byte) error {
 	}
 	var n float64
 	err := json.Unmarshal(b, &n) // fails only past float64's range
-	if err != nil || n < 0 || n > float64(maxMillis) {
+	// A number too small for a float64 (1e-400) reads as 0: its digits
+	// say whether it was.
+	some := n != 0 || nonzeroDigits(b)
+	if err != nil || n < 0 || (some && b[0] == '-') || n > float64(maxMillis) {
 		return fmt.Errorf("want a number of milliseconds from 0 to %d, got %s", maxMillis, Clip(b))
 	}
 	d := time.Duration(n * float64(time.Millisecond))
-	if d == 0 && n > 0 {
+	if d == 0 && some {
 		d = 1 // a timeout, however short: 0 would be none
 	}
 	*m = Millis(d)
 	return nil
+}
+
+// nonzeroDigits reports whether the JSON number b has a digit other than
+// 0 before its exponent: whether it is other than zero.
+func nonzeroDigits(b []byte) bool {
+	for _, c := range b {
+		switch {
+		case c == 'e' || c == 'E':
+			return false
+		case '1' <= c && c <= '9':
+			return true
+		}
+	}
+	return false
 }
 
 // jsonKind names the JSON type of the value b that is not a number.
