@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/internal/hostcheck"
 )
 
@@ -146,6 +147,10 @@ func (s *Server) wrap(rt route) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
+		if err := checkEncoding(r); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
 		if refused {
 			s.writeError(w, r, ErrDraining)
 			return
@@ -236,6 +241,26 @@ func checkQuery(raw string, known []string, strict bool) error {
 				return badRequest("query parameter %q: this route takes none", k)
 			}
 			return badRequest("query parameter %q: this route takes %s", k, strings.Join(known, ", "))
+		}
+	}
+	return nil
+}
+
+// checkEncoding refuses a body sent with a content coding (gzip, ...):
+// the daemon decodes none, and read as it came a gzipped stdin write
+// reached the process compressed, and a JSON body a proxy would have
+// decoded otherwise ran as the daemon read it. 415 is HTTP's answer to a
+// coding the server does not take; identity is no coding.
+func checkEncoding(r *http.Request) error {
+	if r.ContentLength == 0 {
+		return nil
+	}
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return errorf(http.StatusUnsupportedMediaType, api.CodeInvalidArgument,
+					"Content-Encoding %q: the daemon takes bodies as they are, with no content coding", c)
+			}
 		}
 	}
 	return nil

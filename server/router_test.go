@@ -188,3 +188,43 @@ func readFrame(br *bufio.Reader) (byte, error) {
 	}
 	return h[0] & 0x0f, nil
 }
+
+// TestContentEncodingRefused: a body sent with a content coding is 415,
+// since the daemon decodes none: a gzipped stdin write reached the
+// process as the compressed bytes, and a JSON body labelled gzip ran as
+// the daemon read it, not as a proxy that decodes it would. identity is
+// no coding.
+func TestContentEncodingRefused(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	p, err := d.c.Start(c, client.StartOptions{Cmd: "cat", Stdin: process.StdinOpen})
+	require.NoError(t, err)
+	gzip := func() http.Header {
+		h := authed()
+		h.Set("Content-Encoding", "gzip")
+		return h
+	}
+	status, body := d.raw(t, "POST", "/v1/processes/"+p.ID+"/stdin", "as sent\n", gzip())
+	require.Equal(t, http.StatusUnsupportedMediaType, status, body)
+	require.Equal(t, client.CodeInvalidArgument, errorCode(t, body))
+	status, body = d.raw(t, "POST", "/v1/processes", `{"cmd":"true","name":"gzipped"}`, gzip())
+	require.Equal(t, http.StatusUnsupportedMediaType, status, body)
+
+	identity := authed()
+	identity.Set("Content-Encoding", "identity")
+	status, body = d.raw(t, "POST", "/v1/processes/"+p.ID+"/stdin?eof=true", "plain\n", identity)
+	require.Equal(t, http.StatusNoContent, status, body)
+	_, _, err = d.c.Wait(c, p.ID, 0)
+	require.NoError(t, err)
+	page, err := d.c.Logs(c, p.ID, client.LogsOptions{})
+	require.NoError(t, err)
+	var out string
+	for _, f := range page.Items {
+		out += f.Data
+	}
+	require.Equal(t, "plain\n", out, "only the write without a coding reached stdin")
+	list, err := d.c.List(c, client.ListOptions{})
+	require.NoError(t, err)
+	require.Len(t, list.Items, 1, "the gzipped start started nothing")
+}
