@@ -43,7 +43,7 @@ var answerBuffers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 
 // more.
 func (s *Server) outputLimit(n int64) (int, error) {
 	if n < 0 {
-		return 0, badRequest("outputLimit %d: want a positive number of bytes", n)
+		return 0, badRequest("outputLimit %d: want a number of bytes, 0 or more (0: the default, 1 MiB)", n)
 	}
 	limit := int64(DefaultOutputLimit)
 	if n > 0 {

@@ -243,6 +243,9 @@ func TestBadValuesSayWhichField(t *testing.T) {
 		{"/v1/processes", `{"cmd":"true","limits":{"pids":-5}}`, `pids must not be negative`},
 		{"/v1/processes", `{"cmd":"true","limits":{"memoryBytes":-1}}`, `memoryBytes must not be negative`},
 		{"/v1/sessions", `{"limits":{"cpuMillis":-1}}`, `cpuMillis must not be negative`},
+		// 0 is taken (the default): the refusal said "want a positive number".
+		{"/v1/processes/run", `{"cmd":"true","outputLimit":-1}`, `outputLimit -1: want a number of bytes, 0 or more`},
+		{"/v1/processes/" + p.ID + "/interact", `{"outputLimit":-1,"timeout":1}`, `outputLimit -1: want a number of bytes, 0 or more`},
 	}
 	for _, tt := range tests {
 		status, body := d.raw(t, "POST", tt.path, tt.body, authed())
