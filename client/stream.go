@@ -55,7 +55,8 @@ const maxEventLine = 4 << 20
 // iterator ends after eof, at the first error (which it yields), or when the
 // loop breaks. A stream that ends without eof yields io.ErrUnexpectedEOF. A
 // stream resumed at or past the last frame of an ended process yields eof
-// alone (the daemon answers 204: nothing more will come).
+// alone (the daemon answers 204: nothing more will come). Once ctx ends,
+// it yields ctx's error and ends, the events already received not yielded.
 func (c *Client) Stream(ctx context.Context, id string, opts StreamOptions) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
 		q := url.Values{}
@@ -81,10 +82,12 @@ func (c *Client) Stream(ctx context.Context, id string, opts StreamOptions) iter
 			return
 		}
 		for ev, err := range readEvents(resp.Body) {
+			// Events of a read already made come on after ctx ends: the
+			// stream ends at ctx's end, not once they are read.
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
 			if err != nil {
-				if ctx.Err() != nil {
-					err = ctx.Err()
-				}
 				yield(Event{}, err)
 				return
 			}

@@ -289,3 +289,37 @@ func TestDirectNoAnswer(t *testing.T) {
 	require.ErrorContains(t, err, "closed before the daemon answered")
 	require.NotContains(t, err.Error(), "carried")
 }
+
+// TestStreamEndsWithItsContext: a stream whose ctx ends yields ctx's error
+// next, not the events that came in the same read as the one it stopped
+// at: a caller that cancelled at the frame it looked for got every frame
+// that came with it.
+func TestStreamEndsWithItsContext(t *testing.T) {
+	release := make(chan struct{})
+	d := newDaemonStub(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: log\nid: 1\ndata: {\"cursor\":\"1\",\"channel\":\"stdout\",\"data\":\"one\\n\"}\n\n"+
+			"event: log\nid: 2\ndata: {\"cursor\":\"2\",\"channel\":\"stdout\",\"data\":\"two\\n\"}\n\n"+
+			"event: log\nid: 3\ndata: {\"cursor\":\"3\",\"channel\":\"stdout\",\"data\":\"three\\n\"}\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	defer close(release)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var got []string
+	var end error
+	for ev, err := range d.c.Stream(ctx, "p", StreamOptions{}) {
+		if err != nil {
+			end = err
+			break
+		}
+		got = append(got, ev.Frame.Data)
+		cancel()
+	}
+	require.Equal(t, []string{"one\n"}, got)
+	require.ErrorIs(t, end, context.Canceled)
+}
