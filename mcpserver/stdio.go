@@ -645,17 +645,17 @@ func loneSurrogate(s []byte) string {
 			continue
 		}
 		r := hexRune(s[i+1:])
-		escape := string(s[i-1 : min(i+5, len(s))])
+		at := i - 1 // the escape's backslash: copied only when it is returned
 		i += 4
 		if !utf16.IsSurrogate(r) {
 			continue
 		}
 		if r >= 0xdc00 {
-			return escape // a second half first
+			return string(s[at : i+1]) // a second half first
 		}
 		if i+6 >= len(s) || s[i+1] != '\\' || s[i+2] != 'u' ||
 			utf16.DecodeRune(r, hexRune(s[i+3:])) == utf8.RuneError {
-			return escape
+			return string(s[at : i+1])
 		}
 		i += 6
 	}
