@@ -107,19 +107,25 @@ func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) 
 // `kill $$` must end the session), and no rc hooks. bash gets execfail: an
 // exec that fails (`exec typo`) returns 127 at its prompt, but in a sourced
 // file, as each command is, it ends the shell; the other shells end at
-// their prompt too. Its words are quoted:
-// a login shell's profile may have defined aliases by now.
+// their prompt too. Its words are quoted, and in bash and zsh called
+// through builtin: a login shell's profile may have defined aliases, and
+// functions, by now.
 //
 // Last, it closes the shell's own stdout (closeStdout); the frame then
 // writes its markers for the engine to the shell's stderr, the same pipe
 // (sentinel.Paths.OwnStderr).
 func initScript(sh shells.Shell, env map[string]string) string {
-	common := "PS1= PS2= PS3= __conch=-; \\trap 'exit 143' TERM; "
+	const vars = "PS1= PS2= PS3= __conch=-; "
+	// bash and zsh let a profile's function take any name, the special
+	// builtins' too, where the other shells run the builtin: there the
+	// calls go through "builtin", as the frame's do (see frameCalls).
+	const builtinInit = vars + "\\builtin trap 'exit 143' TERM; "
+	common := vars + "\\trap 'exit 143' TERM; "
 	switch sh.Family {
 	case shells.Bash:
-		return common + "PS0=; \\unset PROMPT_COMMAND HISTFILE MAIL MAILPATH MAILCHECK ENV BASH_ENV; \\set +H +m +o history; \\shopt -u checkwinsize; \\shopt -s execfail\n" + exportAgain(sh, env) + closeStdout(sh)
+		return builtinInit + "PS0=; \\builtin unset PROMPT_COMMAND HISTFILE MAIL MAILPATH MAILCHECK ENV BASH_ENV; \\builtin set +H +m +o history; \\builtin shopt -u checkwinsize; \\builtin shopt -s execfail\n" + exportAgain(sh, env) + closeStdout(sh)
 	case shells.Zsh:
-		return common + "PROMPT= RPROMPT= PROMPT_EOL_MARK=; \\unset HISTFILE MAIL MAILPATH; \\setopt no_hup interactive_comments ignore_close_braces\n\\unsetopt zle prompt_cr prompt_sp monitor bang_hist 2>/dev/null\n" + exportAgain(sh, env) + closeStdout(sh)
+		return builtinInit + "PROMPT= RPROMPT= PROMPT_EOL_MARK=; \\builtin unset HISTFILE MAIL MAILPATH; \\builtin setopt no_hup interactive_comments ignore_close_braces\n\\builtin unsetopt zle prompt_cr prompt_sp monitor bang_hist 2>/dev/null\n" + exportAgain(sh, env) + closeStdout(sh)
 	}
 	// HISTFILE stays empty, not unset: ksh93 without one falls back to
 	// ~/.sh_history, shared by every session and the user's own shells.

@@ -1,0 +1,61 @@
+package shellsession
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/internal/processtest"
+	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/process"
+)
+
+// startHostile starts a login session of shell whose profile is profile,
+// within a readiness bound of within, and returns the session (nil when
+// refused), New's error and the session's id.
+func startHostile(t *testing.T, shell, profile string, within time.Duration) (*Session, error, string) {
+	t.Helper()
+	home := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(home, processtest.LoginProfile[shell]), []byte(profile), 0o644))
+	id := process.NewID()
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	s, err := New(ctx, Options{ID: id, Shell: shell, Env: map[string]string{"HOME": home, "ZDOTDIR": home}, Login: true, ReadyWithin: within})
+	if s != nil {
+		t.Cleanup(func() { s.Close() })
+	}
+	return s, err, id
+}
+
+// requireNothingLeft fails t unless every process of the session id has
+// ended within the deadline.
+func requireNothingLeft(t *testing.T, id string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return len(proctree.Tagged(id)) == 0 }, deadline, 20*time.Millisecond,
+		"processes of the refused session live on")
+}
+
+// TestLoginProfileFunctionsTakeNoInitWord: functions a login profile
+// defines do not take over the engine's start-up line, where bash and zsh
+// let a function take trap, unset and set: kill $$ went on (no TERM trap)
+// and MAILPATH stayed set. The other shells run their special builtins
+// over such functions.
+func TestLoginProfileFunctionsTakeNoInitWord(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			profile := "MAILPATH=/nonexistent/mail\ntrap() { :; }\nunset() { :; }\nset() { :; }\n"
+			s, err, _ := startHostile(t, shell, profile, 0)
+			require.NoError(t, err)
+			expectRun(t, s, `echo "${MAILPATH-unset}"`, 0, "unset\n")
+			res, _, _ := run(t, s, CommandOptions{Cmd: "kill $$"})
+			require.Equal(t, 143, code(res), "%+v", res)
+			requireEnds(t, s, "kill $$")
+		})
+	}
+}
