@@ -39,6 +39,35 @@ func requireNothingLeft(t *testing.T, id string) {
 		"processes of the refused session live on")
 }
 
+// TestLoginProfileReadsInput: a login profile that reads its stdin (read
+// x) reads the session's own input, the lines the engine sent the shell
+// before its first command, which then never ran: SIGTERM no longer ended
+// the shell (kill $$ went on), PROMPT_COMMAND and history stayed on, and
+// busybox sh stayed in the engine's directory, every command reporting
+// that cwd. Such a session is refused at once, saying why, and nothing of
+// it is left.
+func TestLoginProfileReadsInput(t *testing.T) {
+	t.Parallel()
+	const within = 20 * time.Second
+	for _, shell := range testShells {
+		for _, profile := range []string{"read x\n", "read a; read b\n"} {
+			t.Run(shell+"/"+profile, func(t *testing.T) {
+				t.Parallel()
+				began := time.Now()
+				s, err, id := startHostile(t, shell, profile, within)
+				if err == nil {
+					_, out, _ := run(t, s, CommandOptions{Cmd: "pwd; kill $$; echo still here"})
+					t.Fatalf("the session was handed out; its first command said %q", out)
+				}
+				require.ErrorIs(t, err, process.ErrInvalidArgument)
+				require.Contains(t, err.Error(), "its login profile reads its standard input")
+				require.Less(t, time.Since(began), within, "refused only at the readiness bound")
+				requireNothingLeft(t, id)
+			})
+		}
+	}
+}
+
 // TestLoginProfileFunctionsTakeNoInitWord: functions a login profile
 // defines do not take over the engine's start-up line, where bash and zsh
 // let a function take trap, unset and set: kill $$ went on (no TERM trap)

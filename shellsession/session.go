@@ -238,7 +238,7 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 	// bounded, the wait ends, and so does the shell with its tree.
 	bounded, cancel := context.WithTimeout(ctx, opts.ReadyWithin)
 	defer cancel()
-	ready := s.newCommand(CommandOptions{Cmd: ":"})
+	ready := s.newCommand(CommandOptions{Cmd: upCheck(sh)})
 	if beforeReady != nil {
 		beforeReady(s)
 	}
@@ -284,6 +284,9 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 	}
 	if r := ready.result; r.Reason != process.Exited {
 		return nil, s.didNotStart(ctx)
+	}
+	if !wentUp(ready.Log()) {
+		return nil, s.refuse("lost what it was sent before its first command: its login profile reads its standard input, the session's commands (read, cat)")
 	}
 	s.h.Ready()
 	return s, nil
@@ -368,7 +371,7 @@ func (s *Session) start() error {
 		return fmt.Errorf("start %s: %w", s.sh.Path, err)
 	}
 	s.input = rawcall.NewWriter(wrc)
-	init := first + initScript(s.sh, s.opts.Env)
+	init := upLine + first + initScript(s.sh, s.opts.Env)
 	s.opts.Env = nil // the shell has it now (see resident.Host.Start)
 	if _, err := w.WriteString(init); err != nil {
 		return fmt.Errorf("start %s: %w", s.sh.Path, err)

@@ -3,11 +3,13 @@ package shellsession
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/conchsh/conch/internal/shells"
+	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/sentinel"
 )
 
@@ -347,4 +349,36 @@ func retraceStatus(prev int) string {
 // with option letters flags needs untrace and retrace.
 func tracesCommand(sh shells.Shell, flags string) bool {
 	return sh.Family == shells.Zsh && strings.Contains(flags, "x") && !strings.Contains(flags, "v")
+}
+
+// upLine is the first thing a shell is sent. A login profile runs before
+// the shell reads its first line, on the same input: one that reads it (read
+// x, head -1) takes what the engine sent for the shell, the init script that
+// makes SIGTERM end it and unsets PROMPT_COMMAND among others, and busybox's
+// move to its cwd. Any byte taken from the front breaks this assignment, so
+// the first command, upCheck, tells the engine whether the shell got all of
+// it.
+const upLine = "__conch_up=up; "
+
+// upCheck is the text of a new shell's first command: it prints "up" when
+// the shell ran upLine, and unsets it. Its calls are quoted, as the frame's
+// are (see frameCalls), against a profile's aliases and functions.
+func upCheck(sh shells.Shell) string {
+	if sh.Family == shells.Bash || sh.Family == shells.Zsh {
+		return `\builtin echo "${__conch_up-}"; \builtin unset __conch_up`
+	}
+	return `\command echo "${__conch_up-}"; \unset __conch_up`
+}
+
+// wentUp reports whether the first command's output, l, says the shell ran
+// upLine: a line "up" on stdout, among what a profile's DEBUG or RETURN trap
+// may print around it.
+func wentUp(l *logstore.Log) bool {
+	var out []byte
+	for _, f := range l.Page(0, 0).Frames {
+		if f.Channel == logstore.Stdout {
+			out = append(out, f.Data...)
+		}
+	}
+	return slices.Contains(strings.Split(string(out), "\n"), "up")
 }
