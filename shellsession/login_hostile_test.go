@@ -3,6 +3,7 @@ package shellsession
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -65,6 +66,39 @@ func TestLoginProfileReadsInput(t *testing.T) {
 				requireNothingLeft(t, id)
 			})
 		}
+	}
+}
+
+// TestLoginProfileExecsAnotherShell: a login profile that replaces the
+// shell with another (exec zsh) is refused, naming the program, rather
+// than handed out as the shell asked for while another one ran its
+// commands (bash took dash's frames and ran every command), or refused at
+// the readiness bound as a profile that may block (mksh's frames in bash).
+func TestLoginProfileExecsAnotherShell(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			// zsh exits on bash's init script, as it starts: that
+			// refusal says so already.
+			other := map[string]string{"bash": "dash", "zsh": "bash", "mksh": "bash"}[shell]
+			if other == "" {
+				other = "zsh"
+			}
+			path, err := exec.LookPath(other)
+			require.NoError(t, err)
+			path, err = filepath.EvalSymlinks(path)
+			require.NoError(t, err)
+			s, err, id := startHostile(t, shell, "exec "+other+"\n", 3*time.Second)
+			if err == nil {
+				_, out, _ := run(t, s, CommandOptions{Cmd: "readlink /proc/$$/exe"})
+				t.Fatalf("the session was handed out running %q", out)
+			}
+			require.ErrorIs(t, err, process.ErrInvalidArgument)
+			require.Contains(t, err.Error(), path)
+			require.Contains(t, err.Error(), "exec")
+			requireNothingLeft(t, id)
+		})
 	}
 }
 

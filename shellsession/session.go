@@ -282,6 +282,9 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 		return nil, s.didNotStart(ctx)
 	default:
 	}
+	if exe := s.replacedBy(); exe != "" {
+		return nil, s.refuse("was replaced by " + exe + " as it started (its login profile runs exec)")
+	}
 	if r := ready.result; r.Reason != process.Exited {
 		return nil, s.didNotStart(ctx)
 	}
@@ -317,7 +320,11 @@ func (s *Session) notReady() error {
 		// the likely cause, more than its profile.
 		how += " (its forks failed: a pids limit may be too small for it)"
 	case s.opts.Login:
-		how += " (its login profile may block)"
+		if exe := s.replacedBy(); exe != "" {
+			how += " (its login profile replaced it with " + exe + ": exec)"
+		} else {
+			how += " (its login profile may block)"
+		}
 	}
 	return s.refuse(how)
 }
@@ -794,4 +801,26 @@ func (s *Session) releaseAll() {
 	s.closePool()
 	s.stdin.Close()
 	s.unwatchIdle()
+}
+
+// replacedBy returns the program the shell's process runs when it is no
+// longer the shell started (a login profile's exec zsh), else "". Such a
+// program is sent frames made for another shell, and the session would be
+// reported as the shell asked for: bash taking dash's frames works, mksh's
+// do not, and zsh exits on bash's init script.
+func (s *Session) replacedBy() string {
+	link := "/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/exe"
+	now, err := os.Stat(link)
+	if err != nil {
+		return ""
+	}
+	started, err := os.Stat(s.sh.Path)
+	if err != nil || os.SameFile(now, started) {
+		return ""
+	}
+	exe, err := os.Readlink(link)
+	if err != nil {
+		return "another program"
+	}
+	return exe
 }
