@@ -254,3 +254,32 @@ func sessionEndedUnder(t *testing.T, shell, end string) {
 	out, _ := output(c)
 	require.Empty(t, out)
 }
+
+// TestExecOfALongProgram: a command that execs a program that runs longer
+// than the watchdog's first look (a second) reports the program's end, as
+// `exec true` does, and one that ignores SIGINT is stopped by its execution
+// timeout: timed_out, the session ended saying why. The look took the input
+// that the exec closed for a shell deaf to its input: the command failed
+// after a second, "the shell closed its own input", the program killed.
+func TestExecOfALongProgram(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell+"/ends", func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell})
+			r, _, _ := run(t, s, CommandOptions{Cmd: "exec sleep 1.5"})
+			require.True(t, r.Reason == process.Exited && code(r) == 0, "%+v", r)
+			requireEnds(t, s, "the exec'd program's end")
+		})
+		t.Run(shell+"/ignores-INT", func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell, StopGrace: 2 * time.Second})
+			// Ignored by the program itself: zsh gives what it runs the
+			// SIGINT it ignores at its default.
+			r, _, _ := run(t, s, CommandOptions{Cmd: `exec sh -c 'trap "" INT; exec sleep 60'`, ExecutionTimeout: 500 * time.Millisecond})
+			require.Equal(t, process.TimedOut, r.Reason, "%+v", r)
+			requireEnds(t, s, "the timeout's kill")
+			require.Contains(t, s.Info().Result.Error, "did not stop after its execution timeout")
+		})
+	}
+}

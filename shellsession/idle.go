@@ -166,17 +166,42 @@ func (c *Command) endUnreported() {
 }
 
 // deaf reports whether the shell runs on with its input closed: not
-// exited, nor exiting (a zombie not yet reaped).
+// exited, nor exiting (a zombie not yet reaped), nor replaced by a program
+// the command exec'd. That program runs on where the shell was, its input
+// closed as the exec closed it, and its end is the command's (exec sleep 3
+// reports 0 after 3 s): it is not a shell stuck on a closed input.
 func (s *Session) deaf() bool {
 	if !s.inputClosed() {
 		return false
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/stat")
+	pid := "/proc/" + strconv.Itoa(s.cmd.Process.Pid)
+	b, err := os.ReadFile(pid + "/stat")
 	i := bytes.LastIndexByte(b, ')') // the state follows the command's name
-	if err != nil || i < 0 || i+2 >= len(b) {
+	if err != nil || i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X' {
 		return false
 	}
-	return b[i+2] != 'Z' && b[i+2] != 'X'
+	return !s.execd(pid)
+}
+
+// execd reports whether the process at proc (its /proc directory), the
+// shell's pid, is no longer the shell: a command exec'd a program. Every
+// exec sets the process's arguments, and a shell never changes the ones it
+// was started with; an exec of the same shell with its very arguments is
+// not told apart.
+func (s *Session) execd(proc string) bool {
+	b, err := os.ReadFile(proc + "/cmdline")
+	if err != nil {
+		return false
+	}
+	args := s.cmd.Args
+	for len(b) > 0 && len(args) > 0 {
+		arg, rest, _ := bytes.Cut(b, []byte{0})
+		if string(arg) != args[0] {
+			return true
+		}
+		b, args = rest, args[1:]
+	}
+	return len(b) > 0 || len(args) > 0
 }
 
 // inputClosed reports whether no process holds the shell's end of its
