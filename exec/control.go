@@ -37,24 +37,24 @@ func (p *Process) reaped() (pid int, at time.Time) {
 
 // Kill sends sig to the process and all its current descendants, including
 // those that called setsid and orphans that carry its tag. When
-// escalateAfter is positive and the process is still running then, it sends
-// escalateTo (zero means KILL). Killing a terminal process sends sig to what
-// it left behind: what is still in its process group and what carries its
-// tag; its result does not change.
+// escalateAfter is positive, it sends escalateTo (zero means KILL) then to
+// the process if it is still running and to what it left running. Killing
+// a terminal process sends sig to what it left behind: what is still in its
+// process group and what carries its tag; its result does not change.
 func (p *Process) Kill(sig syscall.Signal, escalateAfter time.Duration, escalateTo syscall.Signal) error {
 	if escalateTo == 0 {
 		escalateTo = syscall.SIGKILL
 	}
 	p.mu.Lock()
+	if escalateAfter > 0 {
+		p.escalateLater(escalateAfter, escalateTo)
+	}
 	if p.exited {
 		p.mu.Unlock()
 		return p.signalTree(sig)
 	}
 	if ending[sig] {
 		p.sent = sig
-	}
-	if escalateAfter > 0 {
-		p.timers = append(p.timers, time.AfterFunc(escalateAfter, func() { p.escalate(escalateTo) }))
 	}
 	p.mu.Unlock()
 	if sig == syscall.SIGINT {
@@ -97,20 +97,23 @@ func (p *Process) interrupt() error {
 // run may never sleep.
 const interruptWithin = time.Second
 
-// escalate sends sig if the process is still running.
+// escalate sends sig to the process if it is still running, and to what
+// it left running: a process that the first signal ended (a shell that
+// died of TERM) can leave children that ignored it (setsid, a trap of
+// TERM), and the escalation is what was asked to end them. What is left
+// is signalled as Kill of an ended process signals it (see signalTree).
 func (p *Process) escalate(sig syscall.Signal) {
 	p.mu.Lock()
-	if p.exited {
-		p.mu.Unlock()
-		return
-	}
-	if ending[sig] {
+	if ending[sig] && !p.exited {
 		p.sent = sig
 	}
 	p.mu.Unlock()
 	_ = p.signalTree(sig) // nobody to report to: the result shows what happened
-	if sig == syscall.SIGKILL {
-		_ = p.cg.Kill() // what left the tree and its tag goes too
+
+	// What left the tree and its tag goes too; a process that failed to
+	// start has no cgroup.
+	if sig == syscall.SIGKILL && p.cg != nil {
+		_ = p.cg.Kill()
 	}
 }
 
@@ -123,7 +126,7 @@ func (p *Process) timeout() {
 	}
 	p.timedOut = true
 	p.sent = syscall.SIGTERM
-	p.timers = append(p.timers, time.AfterFunc(p.stopGrace, func() { p.escalate(syscall.SIGKILL) }))
+	p.escalateLater(p.stopGrace, syscall.SIGKILL)
 	p.mu.Unlock()
 	_ = p.signalTree(syscall.SIGTERM)
 }
@@ -137,6 +140,11 @@ func (p *Process) timeout() {
 // (background children that outlived it).
 func (p *Process) Stop(ctx context.Context) (err error) {
 	defer func() { err = errors.Join(err, p.endCgroup()) }()
+	defer func() {
+		if err == nil { // nothing of it is left for them to reach
+			p.stopEscalations()
+		}
+	}()
 	// A process that has ended and left nothing behind needs no signal:
 	// scans for what carries its tag, rather than a tree walk as well.
 	select {
@@ -172,6 +180,28 @@ func (p *Process) Stop(ctx context.Context) (err error) {
 		}
 	}
 	return p.clear(ctx, deadline, termed)
+}
+
+// escalateLater escalates to sig after d (see escalate). p.mu is held.
+func (p *Process) escalateLater(d time.Duration, sig syscall.Signal) {
+	var t *time.Timer
+	t = time.AfterFunc(d, func() {
+		p.escalate(sig) // takes p.mu: t is set by then
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.escalations = slices.DeleteFunc(p.escalations, func(x *time.Timer) bool { return x == t })
+	})
+	p.escalations = append(p.escalations, t)
+}
+
+// stopEscalations stops the escalations still to come.
+func (p *Process) stopEscalations() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range p.escalations {
+		t.Stop()
+	}
+	p.escalations = nil
 }
 
 // leftovers reports whether processes tagged with p's id, or in its process

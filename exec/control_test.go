@@ -497,3 +497,42 @@ func TestEndedProcessSparesAStrangerGivenItsPid(t *testing.T) {
 		})
 	}
 }
+
+// TestEscalationReachesLeftovers: the KILL of an execution timeout, and a
+// kill's escalateTo, reach what the process left running when the first
+// signal ended the process itself but not a child that ignores it, in its
+// process group or out of it (setsid). They were sent only while the
+// process ran: the shell died of TERM, and its child ran on after the
+// process was reported timed out and stopped.
+func TestEscalationReachesLeftovers(t *testing.T) {
+	t.Parallel()
+	// The child says its pid once it ignores TERM.
+	const child = `sh -c "trap '' TERM; echo \$\$; exec sleep 60"`
+	for _, tc := range []struct {
+		name, cmd string
+		timeout   time.Duration
+	}{
+		{"timeout", child + " & sleep 60", time.Second},
+		{"timeout-setsid", "setsid " + child + " & sleep 60", time.Second},
+		{"kill", child + " & wait", 0},
+		{"kill-setsid", "setsid " + child + " & wait", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := start(t, Options{Cmd: tc.cmd, ExecutionTimeout: tc.timeout, StopGrace: 300 * time.Millisecond})
+			eventually(t, "the child's pid", func() bool { return strings.HasSuffix(logText(p.Log(), logstore.Stdout), "\n") })
+			left := pids(t, logText(p.Log(), logstore.Stdout))[0]
+			ids := proctree.IdentsOf(left)
+			if tc.timeout == 0 {
+				require.NoError(t, p.Kill(syscall.SIGTERM, 300*time.Millisecond, 0))
+			}
+			r := wait(t, p)
+			if tc.timeout > 0 {
+				require.Equal(t, process.TimedOut, r.Reason, "%s", show(r))
+			} else {
+				require.True(t, r.Reason == process.Signaled && r.Signal == "TERM", "%s", show(r))
+			}
+			requireGone(t, ids)
+		})
+	}
+}

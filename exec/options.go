@@ -63,7 +63,8 @@ type Options struct {
 	// process's stdin is always open.
 	Stdin process.Stdin
 	// ExecutionTimeout, when positive, sends TERM to the whole tree that long
-	// after the start and KILL StopGrace later; the reason is then timed_out.
+	// after the start and KILL StopGrace later, to what is left of it then
+	// (also when the process itself has ended); the reason is timed_out.
 	ExecutionTimeout time.Duration
 	// StopGrace is how long the process has after TERM (from Stop or the
 	// execution timeout) before KILL; zero means process.StopGrace.

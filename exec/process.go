@@ -50,7 +50,11 @@ type Process struct {
 	exited      bool
 	stdinClosed bool
 	failure     error         // why a Failed process never ran
-	timers      []*time.Timer // escalations and the execution timeout; stopped at exit
+	timers      []*time.Timer // the execution timeout; stopped at exit
+	// escalations are the timers of Kill's escalateAfter and of the
+	// execution timeout's KILL: not stopped at exit, since they reach what
+	// the process left running (see escalate); stopped by Stop.
+	escalations []*time.Timer
 }
 
 // Start starts a process as opts say and returns it running — or already
