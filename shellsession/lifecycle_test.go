@@ -1000,3 +1000,33 @@ func TestEndedByItselfLetsGoOfItsFiles(t *testing.T) {
 		return errors.Is(err, fs.ErrNotExist) && open() == 0
 	}, deadline, 10*time.Millisecond, "the session's directory %s stays, or %d files of it are open", s.fifoDir, open())
 }
+
+// TestKshLeavesAPipelineStageThatIgnoresINT pins what ksh93 makes of a
+// pipeline interrupted at its execution timeout when a stage ignores
+// SIGINT: it goes back to its prompt once the stage it waits for (the
+// last) died of the interrupt, as at a terminal, and the stage that
+// ignores it runs on as a background job would. The command is timed_out,
+// the session lives, the next command's output is its own, and closing the
+// session ends the stage. The other shells wait for every stage, and the
+// session ends StopGrace later (TestTimeoutEndsStuckSession).
+func TestKshLeavesAPipelineStageThatIgnoresINT(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{Shell: "ksh"})
+	c, err := s.Submit(CommandOptions{
+		Cmd:              `sh -c 'trap "" INT; echo $$ >&2; exec sleep 60' | cat`,
+		ExecutionTimeout: time.Second, // the stage's trap is set long before
+	})
+	require.NoError(t, err)
+	r := wait(t, c)
+	require.Equal(t, process.TimedOut, r.Reason, "%+v", r)
+	_, errOut := output(c)
+	pid, err := strconv.Atoi(strings.TrimSpace(errOut))
+	require.NoError(t, err, "%q", errOut)
+	ids := proctree.IdentsOf(pid)
+	require.True(t, proctree.Alive(pid), "the stage that ignores SIGINT is gone")
+	expectRun(t, s, "echo next", 0, "next\n")
+	require.NoError(t, s.Close())
+	for _, id := range ids {
+		require.Eventually(t, func() bool { return !id.Alive() }, deadline, 10*time.Millisecond)
+	}
+}
