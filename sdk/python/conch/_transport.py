@@ -41,6 +41,13 @@ def _open(conn: http.client.HTTPConnection) -> bool:
     if conn.sock is None:
         return False
     try:
+        if hasattr(select, "poll"):
+            # poll, not select: select refuses a descriptor past FD_SETSIZE (1024), which a
+            # runtime with many files open gives every new connection, and then no
+            # connection was ever reused.
+            p = select.poll()
+            p.register(conn.sock, select.POLLIN)
+            return not p.poll(0)
         readable, _, _ = select.select([conn.sock], [], [], 0)
     except (OSError, ValueError):
         return False

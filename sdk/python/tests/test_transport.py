@@ -1,4 +1,5 @@
 import os
+import resource
 import signal
 import tempfile
 import threading
@@ -106,6 +107,31 @@ class ResendTest(unittest.TestCase):
         self.assertEqual(got[0].stdout, "done\n")
         self.assertEqual(sb.health().get("status"), "ok")
         self.assertEqual(proxy.connections, 2, "the connection of the call in flight at close() was kept")
+
+
+class PoolTest(unittest.TestCase):
+    def test_a_connection_past_descriptor_1024_is_reused(self) -> None:
+        # A runtime with many files open gets descriptors past select()'s FD_SETSIZE for its
+        # connections: the check that an idle one is still open refused each, so that every
+        # request opened a new connection.
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = 1200
+        if soft < want:
+            if hard != resource.RLIM_INFINITY and hard < want:
+                self.skipTest(f"RLIMIT_NOFILE {hard} is under {want}")
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            self.addCleanup(resource.setrlimit, resource.RLIMIT_NOFILE, (soft, hard))
+        held = []
+        self.addCleanup(lambda: [os.close(fd) for fd in held])
+        while not held or held[-1] < 1100:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        proxy = DroppingProxy(urlsplit(shared().url).port or 0, drop=1000)
+        self.addCleanup(proxy.close)
+        sb = Sandbox(proxy.url, shared().token)
+        self.addCleanup(sb.close)
+        for _ in range(3):
+            self.assertEqual(sb.health().get("status"), "ok")
+        self.assertEqual(proxy.connections, 1, "the kept-alive connection was not reused")
 
 
 def _wait_stopped(pid: int) -> None:
