@@ -28,6 +28,9 @@ Query = Mapping[str, Union[str, int, float, bool, None]]
 # when it cannot have reached the daemon, or when sending it twice does no harm.
 _stale = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, http.client.CannotSendRequest)
 
+#: The longest wait one request asks of the daemon (seconds), as the TypeScript SDK's.
+MAX_WAIT_WINDOW = 280.0
+
 # Methods that change nothing on the daemon: sent again after any stale error.
 _idempotent = frozenset(["GET", "HEAD"])
 
@@ -181,10 +184,12 @@ class HttpTransport:
                 "conch: the token holds a character an HTTP header cannot carry (a control character, "
                 "a line break or a non-ASCII one); check CONCH_TOKEN or the token file")
         self._token = _Secret(token)
-        self.wait_window = wait_window if wait_window > 0 else 30.0
+        # At most MAX_WAIT_WINDOW (math.inf included): the window is sent as whole milliseconds.
+        self.wait_window = min(wait_window, MAX_WAIT_WINDOW) if wait_window > 0 else 30.0
         # Whole frames, at least one: the daemon takes an integer limit.
         self.logs_page_size = max(1, int(logs_page_size)) if logs_page_size > 0 else 1000
         self.connect_timeout = connect_timeout
+        # math.inf is no limit, as for every other time.
         self.read_timeout = read_timeout if read_timeout > 0 else 30.0
         self._idle: List[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
@@ -287,7 +292,9 @@ class HttpTransport:
         if headers:
             h.update(headers)
         target = self.path(path, query)
-        wait = self.read_timeout if timeout is None else None if math.isinf(timeout) else timeout
+        wait: Optional[float] = self.read_timeout if timeout is None else timeout
+        if math.isinf(wait):
+            wait = None  # a socket takes no infinite timeout: None is none
         scope = call_scope.get()
         for attempt in (0, 1):
             conn, reused, gen = self._take()

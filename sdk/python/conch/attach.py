@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import math
 import threading
 from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Union
 
@@ -32,7 +33,7 @@ def _websockets() -> Any:
     return websockets
 
 
-async def _connect(url: str, headers: Dict[str, str], timeout: float) -> Any:
+async def _connect(url: str, headers: Dict[str, str], timeout: Optional[float]) -> Any:
     """Opens the attachment's WebSocket.
 
     It sends no keepalive pings of its own (``ping_interval=None``; the
@@ -111,7 +112,7 @@ class AsyncPtyConnection:
     async def open(cls, t: HttpTransport, process_id: str) -> "AsyncPtyConnection":
         url = t.url.replace("http", "ws", 1) + f"/v1/processes/{seg(process_id)}/attach"
         try:
-            socket = await _connect(url, t.headers(), t.read_timeout)
+            socket = await _connect(url, t.headers(), None if math.isinf(t.read_timeout) else t.read_timeout)
         except ImportError:
             raise
         except (asyncio.TimeoutError, TimeoutError) as e:  # one and the same from Python 3.11

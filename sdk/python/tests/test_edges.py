@@ -82,6 +82,20 @@ class TimesTest(unittest.TestCase):
         r = self.sandbox.exec("echo ok", timeout=math.inf, idle_timeout=math.inf, execution_timeout=math.inf)
         self.assertEqual((r.exit_code, r.stdout), (0, "ok\n"))
 
+    def test_an_infinite_read_timeout_or_wait_window_is_no_limit(self) -> None:
+        # Both raised OverflowError on every call they bound: a socket takes no infinite
+        # timeout, and the window went out as int(math.inf) milliseconds.
+        sb = shared().sandbox(read_timeout=math.inf, wait_window=math.inf)
+        self.addCleanup(sb.close)
+        self.assertEqual(sb.health().get("status"), "ok")
+        h = sb.process.start("echo started; sleep 0.2")
+        self.assertEqual(h.get().id, h.id)
+        self.assertEqual(h.wait().reason, "exited")
+        r = sb.exec("echo ok")
+        self.assertEqual((r.exit_code, r.stdout), (0, "ok\n"))
+        with sb.process.create_session() as s:
+            self.assertEqual(s.run("echo in session").stdout, "in session\n")
+
     def test_a_fractional_page_size_or_window_is_rounded(self) -> None:
         # The daemon takes whole frames and milliseconds: 2.5 frames a page was refused.
         sb = shared().sandbox(logs_page_size=2.5, wait_window=1 / 3)
