@@ -72,7 +72,10 @@ def discover(env: Mapping[str, str], *, url: str = "", token: str = "") -> "tupl
     """The URL and token of this user's daemon: url and token when given, else from ``env`` or the state directory.
 
     Tokens from the environment or a file lose surrounding blanks (a
-    trailing newline), as the daemon's own reading of them does.
+    trailing newline), as the daemon's own reading of them does. A daemon
+    recorded without a token file took its token from ``CONCH_TOKEN``: with
+    no token given, that raises ConfigurationError, as the Go client and the
+    TypeScript SDK do.
     """
     url = url or (env.get("CONCH_URL") or "").strip()
     token = token or (env.get("CONCH_TOKEN") or "").strip()
@@ -83,15 +86,24 @@ def discover(env: Mapping[str, str], *, url: str = "", token: str = "") -> "tupl
     token_file = state / "token"
     recorded = state / "daemon.json"
     found_url = DEFAULT_URL
+    no_file = False
     try:
         ep = json.loads(recorded.read_text())
         if isinstance(ep, dict):
             if isinstance(ep.get("url"), str) and ep["url"]:
                 found_url = ep["url"]
+                # A daemon that took its token from CONCH_TOKEN records no token file: the
+                # state directory's is then an older daemon's, whose token it would refuse.
+                no_file = True
             if isinstance(ep.get("tokenFile"), str) and ep["tokenFile"]:
                 token_file = Path(ep["tokenFile"])
+                no_file = False
     except (OSError, ValueError):
         pass
+    if not token and no_file:
+        raise ConfigurationError(
+            f"conch: the daemon at {found_url} (recorded in {state}) took its token from CONCH_TOKEN "
+            "and wrote no token file: set CONCH_TOKEN here too")
     if not token:
         try:
             token = token_file.read_text().strip()

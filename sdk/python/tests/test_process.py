@@ -1,4 +1,5 @@
 import os
+import shutil
 import socket
 import tempfile
 import time
@@ -343,6 +344,23 @@ class ErrorTest(unittest.TestCase):
             f.write("s3cret\n")
         self.assertEqual(discover({"XDG_STATE_HOME": d}), ("http://127.0.0.1:9", "s3cret"))
         self.assertEqual(discover({"CONCH_URL": "http://x:1", "CONCH_TOKEN": "t"}), ("http://x:1", "t"))
+
+    def test_from_env_refuses_a_daemon_that_wrote_no_token_file(self) -> None:
+        # A daemon started with CONCH_TOKEN records no token file; the state directory's
+        # token is an older daemon's. It was sent, and every call raised AuthenticationError.
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        os.makedirs(os.path.join(d, "conch"))
+        with open(os.path.join(d, "conch", "daemon.json"), "w") as f:
+            f.write('{"url":"%s","tokenFile":"","pid":%d}' % (shared().url, os.getpid()))
+        with open(os.path.join(d, "conch", "token"), "w") as f:
+            f.write("an-older-daemons-token\n")
+        with self.assertRaises(ConfigurationError) as cm:
+            discover({"XDG_STATE_HOME": d})
+        self.assertIn("CONCH_TOKEN", str(cm.exception))
+        self.assertNotIn("older", str(cm.exception))
+        env = {"XDG_STATE_HOME": d, "CONCH_TOKEN": shared().token}
+        self.assertEqual(discover(env), (shared().url, shared().token))
 
     def test_repr_never_shows_the_token(self) -> None:
         s = Sandbox("http://127.0.0.1:7070", "very-secret-token")
