@@ -333,6 +333,11 @@ class HttpTransport:
                     raise NetworkError(
                         f"conch: the daemon at {self.url} did not answer {method} {path} ({e}){done}") from e
                 raise NetworkError(self._unreachable(e)) from e
+            except BaseException:
+                # Ctrl-C (KeyboardInterrupt) or a SystemExit mid-call: the answer is half read
+                # or not yet come. Closed now, not when the traceback that holds it goes.
+                conn.close()
+                raise
             finally:
                 if scope is not None and not scope.leave(conn):
                     conn.close()  # cancelled: never pooled again

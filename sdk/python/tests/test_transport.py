@@ -134,6 +134,46 @@ class PoolTest(unittest.TestCase):
         self.assertEqual(proxy.connections, 1, "the kept-alive connection was not reused")
 
 
+class InterruptTest(unittest.TestCase):
+    def test_ctrl_c_during_a_call_closes_its_connection(self) -> None:
+        # The connection a call was interrupted on (its answer not read) is never kept, and
+        # was left open for as long as the KeyboardInterrupt's traceback lived.
+        proxy = DroppingProxy(urlsplit(shared().url).port or 0, drop=1000)
+        self.addCleanup(proxy.close)
+        sb = Sandbox(proxy.url, shared().token)
+        self.addCleanup(sb.close)
+        sb.health()
+        self.assertEqual(proxy.connections, 1)
+        conn = sb.transport._idle[0]
+        name = "interrupted-" + str(os.getpid())
+        watcher = shared().sandbox()
+        self.addCleanup(watcher.close)
+
+        def interrupt_once_running() -> None:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                if watcher.process.list(name=name, state="running").items:
+                    time.sleep(0.2)  # the run's answer is being waited for
+                    os.kill(os.getpid(), signal.SIGINT)
+                    return
+                time.sleep(0.05)
+
+        t = threading.Thread(target=interrupt_once_running, daemon=True)
+        t.start()
+        caught = None
+        try:
+            sb.exec("sleep 10", name=name, timeout=30)
+        except KeyboardInterrupt as e:
+            caught = e  # its traceback kept, as a REPL keeps the last one
+        t.join(30)
+        self.addCleanup(lambda: [watcher.process.connect(p.id).kill("KILL")
+                                 for p in watcher.process.list(name=name, state="running").items])
+        self.assertIsNotNone(caught, "the call was not interrupted")
+        self.assertIsNone(conn.sock, "the interrupted call's connection is still open")
+        self.assertEqual(sb.exec("echo next", timeout=30).stdout, "next\n")
+        self.assertEqual(proxy.connections, 2)
+
+
 def _wait_stopped(pid: int) -> None:
     """Waits until every thread of pid is stopped: SIGSTOP reaches a process's threads one by one,
     and a thread still running can answer a request sent meanwhile (seen once in CI)."""
