@@ -206,6 +206,20 @@ class HttpTransport:
     def __repr__(self) -> str:
         return f"HttpTransport(url={self.url!r})"
 
+    def __copy__(self) -> "HttpTransport":
+        # One pool of connections to one daemon, shared as a socket is: a copied (or
+        # deep-copied) handle, session or sandbox reaches the daemon through this one.
+        return self
+
+    def __deepcopy__(self, memo: Dict[int, Any]) -> "HttpTransport":
+        return self
+
+    def __reduce__(self) -> Any:
+        # Pickled, it would carry the token and no connection; said plainly rather than
+        # "cannot pickle '_thread.lock' object".
+        raise TypeError("conch: a connection to the daemon cannot be pickled: keep a handle's or session's "
+                        "to_json() and connect to it again (process.connect, process.connect_session)")
+
     def headers(self) -> Dict[str, str]:
         """The headers every request sends."""
         return {"Authorization": f"Bearer {self._token.get()}"}

@@ -1,4 +1,6 @@
+import copy
 import os
+import pickle
 import resource
 import signal
 import tempfile
@@ -172,6 +174,28 @@ class InterruptTest(unittest.TestCase):
         self.assertIsNone(conn.sock, "the interrupted call's connection is still open")
         self.assertEqual(sb.exec("echo next", timeout=30).stdout, "next\n")
         self.assertEqual(proxy.connections, 2)
+
+
+class CopyTest(unittest.TestCase):
+    def test_copied_handles_share_the_connection_and_pickling_says_why_not(self) -> None:
+        # deepcopy of a handle (an agent's state copied whole) raised "cannot pickle 'socket'
+        # object" once the pool held a connection.
+        sb = shared().sandbox()
+        self.addCleanup(sb.close)
+        h = sb.process.start("echo copied")
+        self.assertEqual(h.wait(timeout=30).reason, "exited")
+        with sb.process.create_session() as s:
+            for obj in (h, s, sb):
+                for c in (copy.copy(obj), copy.deepcopy(obj)):
+                    self.assertIsNot(c, obj)
+                    self.assertIs(c.transport if isinstance(c, Sandbox) else c._t, sb.transport)
+            self.assertEqual(copy.deepcopy(h).logs().items[0].data, "copied\n")
+            self.assertEqual(copy.deepcopy(s).run("echo in copy", timeout=30).stdout, "in copy\n")
+            for obj in (h, s, sb):
+                with self.assertRaises(TypeError) as cm:
+                    pickle.dumps(obj)
+                self.assertIn("to_json", str(cm.exception))
+                self.assertNotIn(shared().token, str(cm.exception))
 
 
 def _wait_stopped(pid: int) -> None:
