@@ -15,6 +15,8 @@
 // Commands run with /bin/bash -c. A command that fails is a result
 // (RunResult.ExitCode), not a Go error; a Go error means the command could
 // not be run at all, or the context ended it, or the session was stopped.
+// A nil context is such an error too (pass context.Background() for none),
+// never a panic.
 //
 // The file helpers resolve a relative path against the session's directory
 // but do not confine paths to it: an absolute path or ".." reaches anywhere

@@ -57,6 +57,9 @@ func (p *Process) WaitingForInput() bool { return p.input.Waiting() }
 // it, WaitForInput blocks until the command exits and returns ErrExited
 // (or until ctx ends).
 func (p *Process) WaitForInput(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext
+	}
 	for {
 		changed := p.input.Changed()
 		if p.input.Waiting() {

@@ -111,6 +111,9 @@ func (s *Session) Spawn(ctx context.Context, opts RunOptions) (*Process, error) 
 
 // start starts opts.Command and tracks it in the session until release.
 func (s *Session) start(ctx context.Context, opts RunOptions) (*Process, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -237,6 +240,9 @@ func (p *Process) Stderr() io.Reader { return newOutputReader(p.log, logstore.St
 // command running, and the Spawn context's error when that context ended
 // the command.
 func (p *Process) Wait(ctx context.Context) (int, error) {
+	if ctx == nil {
+		return -1, errNilContext
+	}
 	select {
 	case <-p.p.Done():
 	case <-ctx.Done():

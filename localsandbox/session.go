@@ -22,6 +22,10 @@ import (
 // destroyed; use errors.Is.
 var ErrStopped = errors.New("sandbox session stopped")
 
+// errNilContext is returned, rather than a panic, by every method that
+// takes a context when it is given a nil one.
+var errNilContext = errors.New("nil context: pass context.Background() for none")
+
 // ErrPortNotLeased is wrapped by PortEndpoint's error for a port the session
 // did not lease; use errors.Is.
 var ErrPortNotLeased = errors.New("port not leased by this session")
