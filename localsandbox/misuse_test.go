@@ -2,6 +2,7 @@ package localsandbox
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -43,4 +44,28 @@ func TestNilContextIsAnError(t *testing.T) {
 	require.NoError(t, p.CloseStdin())
 	code, err := p.Wait(ctx)
 	assert.False(t, code != 0 || err != nil, "the process a nil-context Wait was asked about: %d, %v", code, err)
+}
+
+// Run and Spawn after Stop return ErrStopped whatever else is wrong with
+// the call: a harness removes the directory once the session is stopped,
+// and a late Run said that its working directory did not exist.
+func TestStoppedBeforeAnyOtherError(t *testing.T) {
+	t.Parallel()
+	ctx := hangGuard(t)
+	dir := t.TempDir()
+	s, err := New(dir)
+	require.NoError(t, err)
+	require.NoError(t, s.Stop())
+	require.NoError(t, os.Remove(dir))
+	for name, opts := range map[string]RunOptions{
+		"directory gone":   {Command: "true"},
+		"bad env name":     {Command: "true", Env: map[string]string{"A=B": "x"}},
+		"missing workdir":  {Command: "true", WorkingDirectory: "/nonexistent"},
+		"command with NUL": {Command: "a\x00b"},
+	} {
+		_, err := s.Run(ctx, opts)
+		assert.ErrorIs(t, err, ErrStopped, "Run, %s", name)
+		_, err = s.Restricted().Spawn(ctx, opts)
+		assert.ErrorIs(t, err, ErrStopped, "Spawn, %s", name)
+	}
 }

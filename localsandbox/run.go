@@ -117,6 +117,12 @@ func (s *Session) start(ctx context.Context, opts RunOptions) (*Process, error) 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// Stopped first: a harness removes the directory once it has stopped
+	// the session, and a late Run must say the session is stopped, not
+	// that its working directory is missing.
+	if s.isStopped() {
+		return nil, ErrStopped
+	}
 	dir, err := s.workDir(opts.WorkingDirectory)
 	if err != nil {
 		return nil, err

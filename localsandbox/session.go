@@ -124,11 +124,16 @@ func New(dir string, opts ...Option) (*Session, error) {
 // Dir returns the session's absolute working directory.
 func (s *Session) Dir() string { return s.dir }
 
-// Ports returns the leased port: one, or none once the session is stopped.
-func (s *Session) Ports() []int {
+// isStopped reports whether Stop was called.
+func (s *Session) isStopped() bool {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.stopped {
+	return s.stopped
+}
+
+// Ports returns the leased port: one, or none once the session is stopped.
+func (s *Session) Ports() []int {
+	if s.isStopped() {
 		return nil
 	}
 	return []int{s.lease.Port()}
