@@ -30,6 +30,7 @@ type RunOptions struct {
 	WorkingDirectory string
 	// Env is added to the environment of the command, on top of this
 	// process's environment and the session's WithEnv. Nil adds nothing.
+	// Its names and values are checked as WithEnv's.
 	Env map[string]string
 	// OpenStdin keeps the command's stdin open for Spawn, to be written
 	// with the Process's WriteStdin; its WaitingForInput then says when

@@ -75,6 +75,8 @@ type Option func(*Session) error
 
 // WithEnv adds env to the environment of every command the session runs, on
 // top of this process's environment; RunOptions.Env is added on top of it.
+// A name that is empty or holds "=" or NUL, or a value that holds NUL, is
+// an error of New.
 func WithEnv(env map[string]string) Option {
 	return func(s *Session) error {
 		if err := checkEnv(env); err != nil {
@@ -228,11 +230,15 @@ const stopGrace = process.StopGrace
 // Destroy is Stop: a local session has nothing more to tear down.
 func (s *Session) Destroy() error { return s.Stop() }
 
-// checkEnv returns an error for a variable name the environment cannot hold.
+// checkEnv returns an error for a variable the environment cannot hold: a
+// name that is empty or holds "=" or NUL, a value that holds NUL.
 func checkEnv(env map[string]string) error {
-	for k := range env {
+	for k, v := range env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return fmt.Errorf("bad environment variable name %q", k)
+		}
+		if strings.Contains(v, "\x00") {
+			return fmt.Errorf("bad environment variable %s: its value holds NUL, which no environment can", k)
 		}
 	}
 	return nil

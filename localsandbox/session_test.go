@@ -47,6 +47,8 @@ func TestNew(t *testing.T) {
 		{name: "missing", dir: filepath.Join(dir, "missing"), wantErr: "no such file or directory"},
 		{name: "file", dir: file, wantErr: "is not a directory"},
 		{name: "bad env name", dir: dir, opts: []Option{WithEnv(map[string]string{"A=B": "c"})}, wantErr: "bad environment variable name"},
+		// Taken, it made a session whose every command failed to start.
+		{name: "env value with NUL", dir: dir, opts: []Option{WithEnv(map[string]string{"A": "b\x00c"})}, wantErr: "bad environment variable A"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
