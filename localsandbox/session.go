@@ -90,7 +90,8 @@ func WithEnv(env map[string]string) Option {
 }
 
 // New returns a session in dir, which must be an existing directory, with one
-// loopback port leased (see portlease).
+// loopback port leased (see portlease). A nil option is ignored, so that an
+// option chosen by a condition may be left out as nil.
 func New(dir string, opts ...Option) (*Session, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
@@ -110,6 +111,9 @@ func New(dir string, opts ...Option) (*Session, error) {
 		procs: make(map[*Process]struct{}),
 	}
 	for _, o := range opts {
+		if o == nil {
+			continue
+		}
 		if err := o(s); err != nil {
 			return nil, fmt.Errorf("new sandbox session: %w", err)
 		}

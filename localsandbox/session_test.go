@@ -44,6 +44,7 @@ func TestNew(t *testing.T) {
 		wantErr string
 	}{
 		{name: "directory", dir: dir},
+		{name: "nil option", dir: dir, opts: []Option{nil, WithEnv(nil)}}, // it panicked
 		{name: "missing", dir: filepath.Join(dir, "missing"), wantErr: "no such file or directory"},
 		{name: "file", dir: file, wantErr: "is not a directory"},
 		{name: "bad env name", dir: dir, opts: []Option{WithEnv(map[string]string{"A=B": "c"})}, wantErr: "bad environment variable name"},
