@@ -89,6 +89,9 @@ func fileKind(m fs.FileMode) string {
 // larger than MaxReadFileSize one wrapping ErrFileTooLarge; neither
 // blocks.
 func (s *Session) ReadFile(path string) (data []byte, ok bool, err error) {
+	if err := s.made(); err != nil {
+		return nil, false, err
+	}
 	p := s.resolve(path)
 	if strings.HasSuffix(path, "/") && p != "/" {
 		p += "/" // names a directory, as the kernel takes it: never a file
@@ -131,6 +134,9 @@ func (s *Session) ReadTextFile(path string) (text string, ok bool, err error) {
 // created. A new file gets mode 0644 and new directories 0755, less the
 // umask.
 func (s *Session) WriteFile(path string, data []byte) error {
+	if err := s.made(); err != nil {
+		return err
+	}
 	p := s.resolve(path)
 	if strings.HasSuffix(path, "/") {
 		// It names a directory: cleaned away, the slash made this write

@@ -2,8 +2,10 @@ package localsandbox
 
 import (
 	"context"
+	"io/fs"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -67,5 +69,76 @@ func TestStoppedBeforeAnyOtherError(t *testing.T) {
 		assert.ErrorIs(t, err, ErrStopped, "Run, %s", name)
 		_, err = s.Restricted().Spawn(ctx, opts)
 		assert.ErrorIs(t, err, ErrStopped, "Spawn, %s", name)
+	}
+}
+
+// A Session that New did not make says so from every method, rather than
+// panicking (Ports, Stop, a Run with an absolute working directory) or
+// reading and writing files against this process's working directory.
+func TestSessionNotMadeByNew(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	cwd := t.TempDir()
+	for name, s := range map[string]*Session{"zero": {}, "nil": nil} {
+		var r Sandbox
+		assert.NotPanics(t, func() { r = s.Restricted() }, "%s: Restricted", name)
+		calls := map[string]func() error{
+			"Run": func() error {
+				_, err := s.Run(ctx, RunOptions{Command: "touch ran", WorkingDirectory: cwd})
+				return err
+			},
+			"restricted Spawn": func() error {
+				_, err := r.Spawn(ctx, RunOptions{Command: "touch ran", WorkingDirectory: cwd})
+				return err
+			},
+			"WriteFile": func() error { return s.WriteTextFile("written", "x") },
+			"ReadFile": func() error {
+				_, _, err := r.ReadFile("misuse_test.go") // in the working directory of go test
+				return err
+			},
+			"Stop": s.Stop,
+		}
+		for call, f := range calls {
+			panicked, err := bounded(ctx, f)
+			assert.Nil(t, panicked, "%s: %s panicked", name, call)
+			assert.ErrorContains(t, err, "localsandbox.New", "%s: %s", name, call)
+		}
+		assert.NotPanics(t, func() {
+			assert.Empty(t, s.Ports(), "%s: Ports", name)
+			assert.Empty(t, s.Dir(), "%s: Dir", name)
+			_, err := s.PortEndpoint(1, "")
+			assert.ErrorIs(t, err, ErrPortNotLeased, "%s: PortEndpoint", name)
+		}, name)
+	}
+	entries, err := os.ReadDir(cwd)
+	require.NoError(t, err)
+	assert.Empty(t, entries, "a command ran in a session New did not make")
+	_, err = os.Stat("written")
+	assert.ErrorIs(t, err, fs.ErrNotExist, "WriteFile wrote into this process's working directory")
+}
+
+// bounded calls f and returns what it panicked with or its error, or the
+// error of ctx when f has not returned by ctx's end: a panic with a lock
+// held left the next call waiting for ever.
+func bounded(ctx context.Context, f func() error) (panicked any, err error) {
+	type result struct {
+		err      error
+		panicked any
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		defer func() {
+			r.panicked = recover()
+			done <- r
+		}()
+		r.err = f()
+	}()
+	select {
+	case r := <-done:
+		return r.panicked, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }

@@ -115,6 +115,9 @@ func (s *Session) start(ctx context.Context, opts RunOptions) (*Process, error) 
 	if ctx == nil {
 		return nil, errNilContext
 	}
+	if err := s.made(); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -22,6 +22,11 @@ import (
 // destroyed; use errors.Is.
 var ErrStopped = errors.New("sandbox session stopped")
 
+// errNotNew is returned by the methods of a Session that New did not make
+// (its zero value, or a nil pointer), which has no directory to resolve
+// against and no port.
+var errNotNew = errors.New("sandbox session not made by New: call localsandbox.New")
+
 // errNilContext is returned, rather than a panic, by every method that
 // takes a context when it is given a nil one.
 var errNilContext = errors.New("nil context: pass context.Background() for none")
@@ -55,6 +60,11 @@ type Sandbox interface {
 // port. Processes started through it, or through its Restricted view, are
 // tracked until they exit, so that Stop can end them. A Session is safe for
 // concurrent use.
+//
+// Make one with New. A Session that New did not make (the zero value, a nil
+// pointer) has no directory and no port: its Run, Spawn, file helpers and
+// Stop return an error saying to call New, its Dir is "" and its Ports
+// none.
 type Session struct {
 	dir   string
 	env   map[string]string
@@ -127,8 +137,24 @@ func New(dir string, opts ...Option) (*Session, error) {
 	return s, nil
 }
 
-// Dir returns the session's absolute working directory.
-func (s *Session) Dir() string { return s.dir }
+// Dir returns the session's absolute working directory, or "" for a
+// Session that New did not make.
+func (s *Session) Dir() string {
+	if s == nil {
+		return ""
+	}
+	return s.dir
+}
+
+// made returns errNotNew for a Session that New did not make: its
+// relative paths would have been resolved against this process's working
+// directory.
+func (s *Session) made() error {
+	if s == nil || s.lease == nil {
+		return errNotNew
+	}
+	return nil
+}
 
 // isStopped reports whether Stop was called.
 func (s *Session) isStopped() bool {
@@ -139,7 +165,7 @@ func (s *Session) isStopped() bool {
 
 // Ports returns the leased port: one, or none once the session is stopped.
 func (s *Session) Ports() []int {
-	if s.isStopped() {
+	if s.made() != nil || s.isStopped() {
 		return nil
 	}
 	return []int{s.lease.Port()}
@@ -196,6 +222,9 @@ func (r restricted) WriteTextFile(path, text string) error          { return r.s
 // directory as it is. Run and Spawn return ErrStopped afterwards. Calling
 // Stop again does nothing.
 func (s *Session) Stop() error {
+	if err := s.made(); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	if s.stopped {
 		s.mu.Unlock()
