@@ -142,3 +142,15 @@ func bounded(ctx context.Context, f func() error) (panicked any, err error) {
 		return nil, ctx.Err()
 	}
 }
+
+// Zero RunOptions are an error that names the option to set: it said
+// "give cmd or argv", which are no options of this package.
+func TestEmptyCommandNamesTheOption(t *testing.T) {
+	t.Parallel()
+	ctx := hangGuard(t)
+	s := newSession(t)
+	_, err := s.Run(ctx, RunOptions{})
+	assert.ErrorContains(t, err, "RunOptions.Command is empty", "Run")
+	_, err = s.Spawn(ctx, RunOptions{OpenStdin: true})
+	assert.ErrorContains(t, err, "RunOptions.Command is empty", "Spawn")
+}

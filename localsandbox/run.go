@@ -22,7 +22,8 @@ const Shell = "/bin/bash"
 
 // RunOptions say what Run and Spawn run.
 type RunOptions struct {
-	// Command is the command line, run by Shell with -c.
+	// Command is the command line, run by Shell with -c. Empty is an
+	// error.
 	Command string
 	// WorkingDirectory is where the command runs. Empty means the
 	// session's directory; a relative path is resolved against it. It must
@@ -126,6 +127,10 @@ func (s *Session) start(ctx context.Context, opts RunOptions) (*Process, error) 
 	// that its working directory is missing.
 	if s.isStopped() {
 		return nil, ErrStopped
+	}
+	if opts.Command == "" {
+		// What exec would say of it names its own options, not this one.
+		return nil, errors.New("RunOptions.Command is empty: give the command line to run")
 	}
 	dir, err := s.workDir(opts.WorkingDirectory)
 	if err != nil {
