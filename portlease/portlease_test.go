@@ -284,3 +284,28 @@ func TestDroppedLeaseStaysHeld(t *testing.T) {
 		require.True(t, heldElsewhere(t, dir, port), "the lease of port %d ended once nothing referred to it", port)
 	}
 }
+
+// When every port tried is leased already, the error says so and where the
+// leases are; it said "(last: <nil>)".
+func TestExhaustedSaysWhy(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	holder, err := lockPort(dir, port)
+	require.NoError(t, err)
+	require.NotNil(t, holder)
+	defer holder.Release()
+	onlyThatPort := func(int) (net.Listener, error) {
+		return net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	}
+	l, err := acquire(dir, onlyThatPort)
+	if l != nil {
+		l.Release()
+	}
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "<nil>")
+	assert.Contains(t, err.Error(), "leased already (locks in "+dir+")")
+}
