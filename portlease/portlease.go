@@ -70,11 +70,21 @@ func Acquire() (*Lease, error) {
 	return acquire(Dir(), anyLoopbackPort)
 }
 
-// Port returns the leased port number.
-func (l *Lease) Port() int { return l.port }
+// Port returns the leased port number, 0 for a nil Lease.
+func (l *Lease) Port() int {
+	if l == nil {
+		return 0
+	}
+	return l.port
+}
 
-// Release gives the port back. It is idempotent and safe for concurrent use.
+// Release gives the port back. It is idempotent and safe for concurrent
+// use, and does nothing for a nil Lease (what a failed Acquire returns), so
+// that it may be deferred before Acquire's error is looked at.
 func (l *Lease) Release() error {
+	if l == nil {
+		return nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.lock == nil {

@@ -309,3 +309,22 @@ func TestExhaustedSaysWhy(t *testing.T) {
 	assert.NotContains(t, err.Error(), "<nil>")
 	assert.Contains(t, err.Error(), "leased already (locks in "+dir+")")
 }
+
+// Release twice, from many goroutines at once, and of the nil Lease a
+// failed Acquire returns, neither panics nor fails; the nil one panicked.
+func TestReleaseIdempotent(t *testing.T) {
+	t.Parallel()
+	l, err := acquire(t.TempDir(), anyLoopbackPort)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() { assert.NoError(t, l.Release()) })
+	}
+	wg.Wait()
+	assert.NoError(t, l.Release(), "Release after Release")
+	var none *Lease
+	assert.NotPanics(t, func() {
+		assert.NoError(t, none.Release(), "Release of a nil Lease")
+		assert.Zero(t, none.Port(), "Port of a nil Lease")
+	})
+}
