@@ -20,6 +20,9 @@ var ErrExited = errors.New("the command exited")
 // how many it took. Writes from several goroutines at once are written one
 // after the other, each whole.
 func (p *Process) WriteStdin(b []byte) error {
+	if err := p.spawned(); err != nil {
+		return err
+	}
 	p.writeMu.Lock()
 	defer p.writeMu.Unlock()
 	n, err := p.p.WriteStdinWait(p.stdinOpen, b)
@@ -37,6 +40,9 @@ func (p *Process) WriteStdin(b []byte) error {
 
 // CloseStdin closes the command's open stdin: it reads end-of-file.
 func (p *Process) CloseStdin() error {
+	if err := p.spawned(); err != nil {
+		return err
+	}
 	if err := p.p.CloseStdin(); err != nil {
 		return err
 	}
@@ -49,7 +55,7 @@ func (p *Process) CloseStdin() error {
 // stdin now: a process of it is blocked reading it, every other one is
 // blocked on the command itself, and it has written nothing since. It is
 // false for a command spawned without OpenStdin.
-func (p *Process) WaitingForInput() bool { return p.input.Waiting() }
+func (p *Process) WaitingForInput() bool { return p.spawned() == nil && p.input.Waiting() }
 
 // WaitForInput blocks until the command waits for input and returns nil,
 // or returns ErrExited when it exits first, or ctx.Err() when ctx ends
@@ -59,6 +65,9 @@ func (p *Process) WaitingForInput() bool { return p.input.Waiting() }
 func (p *Process) WaitForInput(ctx context.Context) error {
 	if ctx == nil {
 		return errNilContext
+	}
+	if err := p.spawned(); err != nil {
+		return err
 	}
 	for {
 		changed := p.input.Changed()

@@ -2,6 +2,7 @@ package localsandbox
 
 import (
 	"context"
+	"io"
 	"io/fs"
 	"os"
 	"testing"
@@ -153,4 +154,47 @@ func TestEmptyCommandNamesTheOption(t *testing.T) {
 	assert.ErrorContains(t, err, "RunOptions.Command is empty", "Run")
 	_, err = s.Spawn(ctx, RunOptions{OpenStdin: true})
 	assert.ErrorContains(t, err, "RunOptions.Command is empty", "Spawn")
+}
+
+// A Process that Spawn did not return (the nil of a failed Spawn, or a zero
+// value) says so from every method: each of them panicked, so a deferred
+// Kill written before Spawn's error was looked at turned the error into a
+// panic.
+func TestProcessNotSpawned(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	s := newSession(t)
+	failed, err := s.Spawn(ctx, RunOptions{})
+	require.Error(t, err)
+	for name, p := range map[string]*Process{"failed Spawn's": failed, "zero": {}} {
+		calls := map[string]func() error{
+			"Wait": func() error {
+				_, err := p.Wait(ctx)
+				return err
+			},
+			"WriteStdin":   func() error { return p.WriteStdin([]byte("x")) },
+			"CloseStdin":   p.CloseStdin,
+			"WaitForInput": func() error { return p.WaitForInput(ctx) },
+			"Stdout": func() error {
+				_, err := io.ReadAll(p.Stdout())
+				return err
+			},
+			"Stderr": func() error {
+				_, err := p.Stderr().Read(make([]byte, 1))
+				return err
+			},
+		}
+		for call, f := range calls {
+			panicked, err := bounded(ctx, f)
+			assert.Nil(t, panicked, "%s Process: %s panicked", name, call)
+			assert.ErrorContains(t, err, "not started by Spawn", "%s Process: %s", name, call)
+		}
+		panicked, err := bounded(ctx, p.Kill)
+		assert.False(t, panicked != nil || err != nil, "%s Process: Kill: %v, panicked: %v", name, err, panicked)
+		assert.NotPanics(t, func() {
+			assert.Zero(t, p.PID(), "%s Process: PID", name)
+			assert.False(t, p.WaitingForInput(), "%s Process: WaitingForInput", name)
+		}, name)
+	}
 }

@@ -203,7 +203,11 @@ func (s *Session) environ(extra map[string]string) map[string]string {
 	return env
 }
 
-// Process is a command started by Spawn.
+// Process is a command started by Spawn. A Process that Spawn did not
+// return (the zero value, or the nil pointer of a failed Spawn) has no
+// command: its methods return an error saying so, its PID is 0 and its
+// WaitingForInput false, and Kill does nothing, so that it may be deferred
+// before Spawn's error is looked at.
 type Process struct {
 	p          started
 	log        *logstore.Log
@@ -236,8 +240,25 @@ func (p *Process) release() {
 	})
 }
 
+// errNotSpawned is returned by the methods of a Process that Spawn did not
+// return.
+var errNotSpawned = errors.New("process not started by Spawn: it has no command")
+
+// spawned returns errNotSpawned for a Process that Spawn did not return.
+func (p *Process) spawned() error {
+	if p == nil || p.p == nil {
+		return errNotSpawned
+	}
+	return nil
+}
+
 // PID returns the process id of the shell running the command.
-func (p *Process) PID() int { return p.p.Info().PID }
+func (p *Process) PID() int {
+	if p.spawned() != nil {
+		return 0
+	}
+	return p.p.Info().PID
+}
 
 // Stdout returns a reader of the command's standard output, from the first
 // byte still retained: each call returns a new reader. Reading follows the
@@ -245,10 +266,22 @@ func (p *Process) PID() int { return p.p.Info().PID }
 // everything was read. Output is kept in a bounded log, so a reader that
 // falls further behind than its retention loses the oldest bytes: Read then
 // returns ErrOutputDropped once, and goes on with what is retained.
-func (p *Process) Stdout() io.Reader { return newOutputReader(p.log, logstore.Stdout) }
+func (p *Process) Stdout() io.Reader { return p.output(logstore.Stdout) }
 
 // Stderr is Stdout for the command's standard error.
-func (p *Process) Stderr() io.Reader { return newOutputReader(p.log, logstore.Stderr) }
+func (p *Process) Stderr() io.Reader { return p.output(logstore.Stderr) }
+
+func (p *Process) output(ch logstore.Channel) io.Reader {
+	if err := p.spawned(); err != nil {
+		return failedReader{err}
+	}
+	return newOutputReader(p.log, ch)
+}
+
+// failedReader is the output of a Process that Spawn did not return.
+type failedReader struct{ err error }
+
+func (r failedReader) Read([]byte) (int, error) { return 0, r.err }
 
 // Wait waits until the command has exited and returns its exit code, as in
 // RunResult.ExitCode. It returns ctx.Err() when ctx ends first, leaving the
@@ -257,6 +290,9 @@ func (p *Process) Stderr() io.Reader { return newOutputReader(p.log, logstore.St
 func (p *Process) Wait(ctx context.Context) (int, error) {
 	if ctx == nil {
 		return -1, errNilContext
+	}
+	if err := p.spawned(); err != nil {
+		return -1, err
 	}
 	select {
 	case <-p.p.Done():
@@ -276,7 +312,7 @@ func (p *Process) Wait(ctx context.Context) (int, error) {
 // command then exits with 143 unless it handles the signal. Killing a
 // command that has exited does nothing.
 func (p *Process) Kill() error {
-	if p.exited() { // not Done, which waits for the output's drain too
+	if p.spawned() != nil || p.exited() { // not Done, which waits for the output's drain too
 		return nil
 	}
 	return p.p.Kill(syscall.SIGTERM, 0, 0)
