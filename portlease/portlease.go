@@ -156,7 +156,7 @@ func acquire(dir string, candidate func(try int) (net.Listener, error)) (*Lease,
 		// "(last: <nil>)" told the caller nothing.
 		return nil, fmt.Errorf("lease port: no free port in %d tries: each port tried is leased already (locks in %s); release the leases no longer needed, or end the processes holding them", leaseTries, dir)
 	}
-	return nil, fmt.Errorf("lease port: no free port in %d tries (last: %w)", leaseTries, lastErr)
+	return nil, fmt.Errorf("lease port: no free port in %d tries (last: %v)", leaseTries, lastErr)
 }
 
 // lockPort takes the lock of port in dir without waiting. It returns a nil
