@@ -14,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/process"
 )
 
 // detachKey (Ctrl-]) typed on an attached terminal detaches, leaving the
@@ -28,7 +29,9 @@ included (it reaches the program as at its own terminal).
 Ctrl-] detaches: conch exits 0 and the process goes on; attach again later.
 The terminal modes the program left on (its alternate screen, a hidden
 cursor, mouse and focus reports, bracketed paste, application cursor keys)
-are put back as conch leaves.
+are put back as conch leaves. A SIGHUP (the terminal closed), SIGINT, SIGQUIT
+or SIGTERM sent to conch detaches the same way, puts the terminal back, then
+ends conch by that signal (SIGQUIT: status 131).
 When the process ends, conch exits with its status.`)
 	id, code, ok := parseID(fs, args)
 	if !ok {
@@ -38,20 +41,42 @@ When the process ends, conch exits with its status.`)
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
+	code, caught := attach(ctx, e, c, id)
+	if caught == nil {
+		return code
+	}
+	sig := *caught
+	// The terminal is back as it was: the signal may end conch now.
+	fmt.Fprintf(e.stderr, "conch: SIG%s: detached from %s, which runs on (conch attach %s)\n",
+		process.SignalName(sig), id, id)
+	return dieBy(sig)
+}
+
+// attach connects the terminal to the PTY process id until it ends, the
+// user detaches, or conch gets one of detachSignals, which it returns: the
+// terminal's modes and the ones the program left on are put back by then.
+func attach(ctx context.Context, e *env, c *client.Client, id string) (code int, sig *syscall.Signal) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	a, err := c.Attach(ctx, id)
 	if err != nil {
-		return fail(e, exitOwn, err)
+		return fail(e, exitOwn, err), nil
 	}
 	defer a.Close()
 
 	detached := make(chan struct{})
 	var out io.Writer = e.stdout
 	if in, ok := e.stdin.(*os.File); ok && term.IsTerminal(int(in.Fd())) {
+		// A signal that would end conch in raw mode (kill, the terminal
+		// closed: SIGHUP) left the shell after it with a terminal that
+		// echoed nothing and took no line. It detaches instead, and
+		// ends conch once the defers below have put the terminal back:
+		// the defer that stops catching runs after them.
+		got, stopSignals := onDetachSignal(a)
+		defer stopSignals()
 		state, err := term.MakeRaw(int(in.Fd()))
 		if err != nil {
-			return fail(e, exitOwn, err)
+			return fail(e, exitOwn, err), nil
 		}
 		defer term.Restore(int(in.Fd()), state)
 		// Raw mode: the terminal no longer turns "\n" into "\r\n".
@@ -69,11 +94,22 @@ When the process ends, conch exits with its status.`)
 				a.Close()
 			}
 		}()
-	} else {
-		go func() { _, _ = io.Copy(a, e.stdin) }()
+		err = copyOutput(out, e.stderr, a)
+		select {
+		case s := <-got:
+			return 0, &s
+		default:
+		}
+		return finishAttach(ctx, e, c, id, detached, err), nil
 	}
-
+	go func() { _, _ = io.Copy(a, e.stdin) }()
 	err = copyOutput(out, e.stderr, a)
+	return finishAttach(ctx, e, c, id, detached, err), nil
+}
+
+// finishAttach returns the status of an attachment whose output ended with
+// err: 0 when the user detached, else the process's own.
+func finishAttach(ctx context.Context, e *env, c *client.Client, id string, detached <-chan struct{}, err error) int {
 	select {
 	case <-detached:
 		return 0
@@ -95,6 +131,54 @@ When the process ends, conch exits with its status.`)
 		return fail(e, exitOwn, fmt.Errorf("the attachment to %s ended while the program runs on (conch attach %s again)", id, id))
 	}
 	return exitCode(*r)
+}
+
+// detachSignals are the signals that detach an attached terminal rather
+// than end conch in raw mode, as ssh leaves raw mode on them: SIGHUP (the
+// terminal closed), SIGINT and SIGQUIT (sent with kill: raw mode passes
+// Ctrl-C and Ctrl-\ to the program as bytes), SIGTERM.
+var detachSignals = []os.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM}
+
+// onDetachSignal closes a at the first of detachSignals conch gets (one it
+// was started with ignored, as under nohup, stays ignored) and then sends
+// that signal on got. stop stops catching them and waits for its goroutine.
+func onDetachSignal(a *client.Attachment) (got <-chan syscall.Signal, stop func()) {
+	var sigs []os.Signal
+	for _, s := range detachSignals {
+		if !signal.Ignored(s) {
+			sigs = append(sigs, s)
+		}
+	}
+	caught := make(chan os.Signal, 1)
+	signal.Notify(caught, sigs...)
+	sent := make(chan syscall.Signal, 1)
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case s := <-caught:
+			sent <- s.(syscall.Signal)
+			a.Close()
+		case <-quit:
+		}
+	}()
+	return sent, func() {
+		signal.Stop(caught)
+		close(quit)
+		<-done
+	}
+}
+
+// dieBy ends conch by sig, as if it had not been caught, so that its
+// parent sees what ended it. SIGQUIT, whose default in a Go program is a
+// dump of its goroutines, ends it with status 128+3 instead.
+func dieBy(s syscall.Signal) int {
+	if s != syscall.SIGQUIT {
+		signal.Reset(s)
+		_ = syscall.Kill(os.Getpid(), s)
+		time.Sleep(time.Second) // the signal ends conch meanwhile
+	}
+	return 128 + int(s)
 }
 
 // copyUntilDetach copies the terminal's input to a until the detach key

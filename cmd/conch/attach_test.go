@@ -8,11 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/creack/pty"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/internal/daemontest"
@@ -102,19 +104,24 @@ func (term *terminal) expect(t *testing.T, want string) {
 // exitCode waits for conch to exit and returns its status.
 func (term *terminal) exitCode(t *testing.T) int {
 	t.Helper()
+	return term.wait(t).ExitCode()
+}
+
+// wait waits for conch to end and returns how it did.
+func (term *terminal) wait(t *testing.T) *os.ProcessState {
+	t.Helper()
 	errc := make(chan error, 1)
 	go func() { errc <- term.cmd.Wait() }()
 	select {
 	case err := <-errc:
 		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode()
+		if !errors.As(err, &ee) {
+			require.NoError(t, err)
 		}
-		require.NoError(t, err)
-		return 0
+		return term.cmd.ProcessState
 	case <-time.After(20 * time.Second):
 		t.Fatal("conch did not exit")
-		return -1
+		return nil
 	}
 }
 
@@ -181,6 +188,48 @@ func TestAttachDetachRestoresModes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 0, term.exitCode(t))
 	term.expect(t, "full screen\r\n\x1b[?1000l\x1b[?1006l\x1b[?25h\x1b[?1049l")
+}
+
+// TestAttachSignalRestoresTerminal: a signal to conch attach (kill, or
+// SIGHUP as its terminal closes) ended it in raw mode, and the shell after
+// it had a terminal that echoed nothing and took no line, still in the
+// program's alternate screen. Now it detaches as Ctrl-] does, puts the
+// terminal back, and then ends by the signal.
+func TestAttachSignalRestoresTerminal(t *testing.T) {
+	t.Parallel()
+	c := serve(t)
+	for _, sig := range []syscall.Signal{syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM} {
+		t.Run(process.SignalName(sig), func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			p, err := c.Start(ctx, client.StartOptions{Kind: process.KindPTY,
+				Cmd: `printf '\033[?1049hfull screen\n'; sleep 60`})
+			require.NoError(t, err)
+			term := runOnTerminal(t, c, "attach", p.ID)
+			term.expect(t, "full screen")
+			term.expect(t, "Ctrl-] detaches") // said once the terminal is raw
+			raw, err := unix.IoctlGetTermios(int(term.tty.Fd()), unix.TCGETS)
+			require.NoError(t, err)
+			require.Zero(t, raw.Lflag&(unix.ECHO|unix.ICANON), "attached, the terminal is raw")
+
+			require.NoError(t, term.cmd.Process.Signal(sig))
+			st := term.wait(t)
+			if sig == syscall.SIGQUIT {
+				require.Equal(t, 128+int(sig), st.ExitCode())
+			} else {
+				ws := st.Sys().(syscall.WaitStatus)
+				require.True(t, ws.Signaled() && ws.Signal() == sig, "conch ends by the signal, as uncaught: %v", st)
+			}
+			got, err := unix.IoctlGetTermios(int(term.tty.Fd()), unix.TCGETS)
+			require.NoError(t, err)
+			require.Equal(t, uint32(unix.ECHO|unix.ICANON), got.Lflag&(unix.ECHO|unix.ICANON), "the terminal echoes and takes lines again")
+			term.expect(t, "\x1b[?1049l")
+			term.expect(t, "detached from "+p.ID)
+			got2, err := c.Get(ctx, p.ID)
+			require.NoError(t, err)
+			require.Equal(t, process.Running, got2.State, "the process runs on")
+		})
+	}
 }
 
 // TestAttachSaysGap: attaching after output was dropped, conch attach says
