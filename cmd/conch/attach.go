@@ -74,6 +74,11 @@ func attach(ctx context.Context, e *env, c *client.Client, id string) (code int,
 		// the defer that stops catching runs after them.
 		got, stopSignals := onDetachSignal(a)
 		defer stopSignals()
+		// What is said of the end is said once the terminal is back: said
+		// before, it went to the program's alternate screen, which the
+		// shell's screen then replaced, and conch exited 125 unexplained.
+		var late bytes.Buffer
+		defer func() { _, _ = late.WriteTo(e.stderr) }()
 		state, err := term.MakeRaw(int(in.Fd()))
 		if err != nil {
 			return fail(e, exitOwn, err), nil
@@ -100,7 +105,7 @@ func attach(ctx context.Context, e *env, c *client.Client, id string) (code int,
 			return 0, &s
 		default:
 		}
-		return finishAttach(ctx, e, c, id, detached, err), nil
+		return finishAttach(ctx, &env{stdin: e.stdin, stdout: e.stdout, stderr: &late}, c, id, detached, err), nil
 	}
 	go func() { _, _ = io.Copy(a, e.stdin) }()
 	err = copyOutput(out, e.stderr, a)

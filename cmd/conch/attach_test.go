@@ -257,15 +257,20 @@ func TestAttachSaysGap(t *testing.T) {
 
 // TestAttachDaemonGone kills the daemon under an attachment: conch attach
 // says that nothing tells how the program ended and exits 125. It exited
-// 0, as for a program that ended well.
+// 0, as for a program that ended well. It says so once the terminal is
+// back: said before, the words went to the program's alternate screen,
+// which the shell's screen then replaced.
 func TestAttachDaemonGone(t *testing.T) {
 	t.Parallel()
 	s := startServe(t)
-	p, err := s.c.Start(t.Context(), client.StartOptions{Kind: process.KindPTY, Cmd: "echo ready; sleep 60"})
+	p, err := s.c.Start(t.Context(), client.StartOptions{Kind: process.KindPTY,
+		Cmd: `printf '\033[?1049hready\n'; sleep 60`})
 	require.NoError(t, err)
 	term := runOnTerminalOf(t, s.url, s.token, "attach", p.ID)
 	term.expect(t, "ready")
 	s.kill(t)
 	require.Equal(t, exitOwn, term.exitCode(t))
-	term.expect(t, "the daemon does not say how the program did")
+	// After the alternate screen's end, and with the terminal's own
+	// line ends (\r\n), not raw mode's bare \n.
+	term.expect(t, "\x1b[?1049lconch: the attachment to "+p.ID+" ended, and the daemon does not say how the program did:\r\n")
 }
