@@ -44,6 +44,13 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 				return exitInterrupted
 			}
 			if err != nil {
+				if closedEarly(err) {
+					// Go's words alone ("read stream: unexpected EOF")
+					// said neither who closed it nor what became of
+					// the process.
+					err = fmt.Errorf("the daemon closed its stream of %s before the process ended (%w: it stopped, or was killed?); %s may still run",
+						id, err, id)
+				}
 				return fail(e, exitOwn, err)
 			}
 			switch ev.Type {

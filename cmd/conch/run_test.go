@@ -604,6 +604,25 @@ func TestWaitDaemonGoneSaysSo(t *testing.T) {
 	require.Contains(t, stderr.String(), "closed the connection before it answered", stderr.String())
 }
 
+// TestLogsFollowDaemonGoneSaysSo kills the daemon under conch logs -f: it
+// exits 125 saying that the daemon closed the stream and that the process
+// may still run. It said only "read stream: unexpected EOF".
+func TestLogsFollowDaemonGoneSaysSo(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	p, err := s.c.Start(t.Context(), client.StartOptions{Cmd: "echo started; sleep 60"})
+	require.NoError(t, err)
+	cmd, _, stderr := s.runUntilLine(t, "started\n", "logs", "-f", p.ID)
+	s.kill(t)
+	guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
+	defer guard.Stop()
+	var ee *exec.ExitError
+	require.ErrorAs(t, cmd.Wait(), &ee)
+	require.Equal(t, exitOwn, ee.ExitCode(), stderr.String())
+	require.Contains(t, stderr.String(), "the daemon closed its stream of "+p.ID+" before the process ended")
+	require.Contains(t, stderr.String(), p.ID+" may still run")
+}
+
 // findRun finds the process of a run with a long argv, of which the
 // record keeps the head only: it found nothing, and conch run --json's
 // Ctrl-C did not reach the command.
