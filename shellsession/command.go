@@ -717,6 +717,10 @@ func (c *Command) shellExited(st *streams, rd *readLoop) {
 			r = c.resultFor(process.ExitedWith(ws.ExitStatus()))
 		case ws.Signaled() && c.s.h.OOMKilledIt():
 			r.Error = "the OOM killer ended the session's shell at the memory limit"
+		case ws.Signaled() && c.s.h.EndedIt():
+			// Deleted (conch session rm) or killed through the engine:
+			// "killed by SIGKILL" alone read as a kill from outside.
+			r.Error = "the session was ended under it (its shell was killed by SIG" + process.SignalName(ws.Signal()) + ")"
 		case ws.Signaled():
 			r.Error = "the session's shell was killed by SIG" + process.SignalName(ws.Signal())
 		}
