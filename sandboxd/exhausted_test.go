@@ -1,19 +1,16 @@
 package sandboxd
 
 import (
-	"bytes"
 	"context"
 	"os"
-	osexec "os/exec"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/internal/reapertest"
 	"github.com/conchsh/conch/sandboxd/sandboxdpb"
 )
 
@@ -26,17 +23,8 @@ import (
 // limit applies to the whole process.
 func TestStartOutOfDescriptors(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	cmd := osexec.CommandContext(ctx, os.Args[0], "-test.run=^TestStartOutOfDescriptorsChild$", "-test.v")
-	cmd.Env = append(os.Environ(), "CONCH_TEST_FD_CHILD=1")
-	// Started and waited for as the engine does its children: the
-	// package's reaper of orphans would otherwise reap it first.
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	require.NoError(t, proctree.Start(cmd))
-	require.NoError(t, proctree.Wait(cmd), "%s", out.String())
-	require.Contains(t, out.String(), "refused after ", "%s", out.String())
+	out := reapertest.RunChild(t, "TestStartOutOfDescriptorsChild", "CONCH_TEST_FD_CHILD=1")
+	require.Contains(t, out, "refused after ", "%s", out)
 }
 
 func TestStartOutOfDescriptorsChild(t *testing.T) {

@@ -56,13 +56,7 @@ func TestLogClientGone(t *testing.T) {
 	t.Parallel()
 	var out logBuffer
 	d := start(t, server.Options{Logger: slog.New(slog.NewJSONHandler(&out, nil))})
-	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "sleep 60"})
-	require.NoError(t, err)
-	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
-	wctx, cancel := context.WithTimeout(ctx(t), 200*time.Millisecond)
-	_, _, err = d.c.Wait(wctx, p.ID, 30*time.Second)
-	cancel()
-	require.Error(t, err)
+	abandonWait(t, d)
 	route := map[string]any{"route": "GET /v1/processes/{id}/wait"}
 	require.Eventually(t, func() bool { return find(out.records(t), "request", route) != nil },
 		30*time.Second, 20*time.Millisecond)

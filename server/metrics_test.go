@@ -209,18 +209,25 @@ func TestMetricsContainmentAndListener(t *testing.T) {
 	require.NoError(t, <-served, "Shutdown ends the metrics listener too")
 }
 
+// abandonWait makes a request whose client goes away before its answer: a
+// wait for a process that runs on, given up after 200 ms.
+func abandonWait(t *testing.T, d *daemon) {
+	t.Helper()
+	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "sleep 60"})
+	require.NoError(t, err)
+	t.Cleanup(func() { d.c.Kill(context.Background(), p.ID, client.KillOptions{Signal: "KILL"}) })
+	wctx, cancel := context.WithTimeout(ctx(t), 200*time.Millisecond)
+	defer cancel()
+	_, _, err = d.c.Wait(wctx, p.ID, 30*time.Second)
+	require.Error(t, err)
+}
+
 // TestMetricsClientGone: a request whose client went away before its
 // answer is counted under code 499, as proxies count it, not under "0".
 func TestMetricsClientGone(t *testing.T) {
 	t.Parallel()
 	d := start(t, server.Options{})
-	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "sleep 60"})
-	require.NoError(t, err)
-	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
-	wctx, cancel := context.WithTimeout(ctx(t), 200*time.Millisecond)
-	_, _, err = d.c.Wait(wctx, p.ID, 30*time.Second)
-	cancel()
-	require.Error(t, err)
+	abandonWait(t, d)
 	route := map[string]string{"route": "GET /v1/processes/{id}/wait", "code": "499"}
 	require.Eventually(t, func() bool {
 		n, ok := value(scrape(t, d.url, authed()), "conch_http_requests_total", route)

@@ -1,18 +1,16 @@
 package shellsession
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	osexec "os/exec"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/internal/reapertest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -27,19 +25,8 @@ import (
 // limit applies to the whole process.
 func TestNewOutOfDescriptors(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	cmd := osexec.CommandContext(ctx, os.Args[0], "-test.run=^TestNewOutOfDescriptorsChild$", "-test.v")
-	cmd.Env = append(os.Environ(), "CONCH_TEST_FD_CHILD=1")
-	// Started and waited for as the engine does its children: the package's
-	// reaper of orphans would otherwise reap it first, and Wait fail with
-	// "no child processes".
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	require.NoError(t, proctree.Start(cmd))
-	err := proctree.Wait(cmd)
-	require.NoError(t, err, "%s", out.String())
-	require.Contains(t, out.String(), "started with ", "%s", out.String())
+	out := reapertest.RunChild(t, "TestNewOutOfDescriptorsChild", "CONCH_TEST_FD_CHILD=1")
+	require.Contains(t, out, "started with ", "%s", out)
 }
 
 func TestNewOutOfDescriptorsChild(t *testing.T) {

@@ -4,9 +4,13 @@
 package reapertest
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/conchsh/conch/internal/proctree"
 	"go.uber.org/goleak"
@@ -33,4 +37,29 @@ func Main(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// RunChild runs the test name of this test binary in a process of its own,
+// with the environment variable env (NAME=VALUE) added, which the test
+// looks for to run rather than skip, and returns what it printed (-test.v)
+// once it passed; t fails if it did not, or ran past 2 minutes. For a test
+// that changes what is the whole process's, such as its limit of open
+// files. The child is started and waited for as the engine does its
+// children: Main's reaper would otherwise reap it first, and the wait fail
+// with "no child processes".
+func RunChild(t *testing.T, name, env string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+name+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), env)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := proctree.Start(cmd); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	if err := proctree.Wait(cmd); err != nil {
+		t.Fatalf("%s: %v\n%s", name, err, out.String())
+	}
+	return out.String()
 }
