@@ -266,8 +266,11 @@ func (l *Log) Excerpt(after Cursor, limit int) Excerpt {
 	e.Head = l.framesBetweenLocked(v, pos{}, head)
 	e.Tail = l.framesBetweenLocked(v, tail, end)
 	// The tail is empty only when its one character costs more than the
-	// rest of the limit; Next is still the last frame's.
+	// rest of the limit; Next is still the last frame's, handed out then
+	// without its bytes, so that it grows no more: a reader that reads on
+	// from Next misses none of what comes.
 	e.Next = l.frames.at(i + n - 1).Cursor
+	l.handLocked(e.Next)
 	return e
 }
 

@@ -416,13 +416,18 @@ func TestHandedCursorsAreFinal(t *testing.T) {
 	}{
 		{"Bounds", KeepUntilCleanup, func(l *Log) Cursor { _, _, last := l.Bounds(); return last }},
 		{"page under KeepNone", KeepNone, func(l *Log) Cursor { return l.Page(0, 0).Next }},
+		// An answer cut to an outputLimit smaller than the newest frame's
+		// last character has no tail, and its next is that frame's cursor:
+		// an interact answer's next once grew, and a client reading on
+		// from it missed what had joined the frame.
+		{"excerpt with no tail", KeepUntilCleanup, func(l *Log) Cursor { return l.Excerpt(0, 1).Next }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			// Held: under KeepNone the frames are kept for the excerpt.
 			l := New(Options{Keep: tt.keep, Held: true})
 			l.now = fixedClock()
-			l.Write(Stdout, []byte("before\n"))
+			l.Write(Stdout, []byte("before €"))
 			after := tt.hand(l)
 			l.Write(Stdout, []byte("after\n"))
 			e := l.Excerpt(after, 0)
