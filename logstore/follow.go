@@ -90,7 +90,11 @@ func (l *Log) follow(ctx context.Context, after Cursor, b *borrower, yield func(
 			FirstAvailable: l.last + 1,
 			Bytes:          missed(l.droppedN + int64(l.size)),
 		}
+		// It goes on after the newest frame, which may be held for
+		// another reader, unread: that frame must grow no more, or what
+		// joined it would reach neither this follower nor its warning.
 		after = l.last
+		l.handLocked(after)
 	}
 	l.mu.Unlock()
 	defer l.unfollow(b)

@@ -539,3 +539,35 @@ func TestKeptFramesSurviveLentFollowers(t *testing.T) {
 		}
 	}
 }
+
+// TestKeepNoneFollowerStartIsFinal: under KeepNone a follower arriving late
+// goes on after the newest frame, which another reader holds for its answer
+// but has not read yet; that frame grows no more then. It once took later
+// small writes, which the new follower, told it would go on from the next
+// frame, never got.
+func TestKeepNoneFollowerStartIsFinal(t *testing.T) {
+	t.Parallel()
+	ctx := hangGuard(t, 20*time.Second)
+	l := New(Options{Keep: KeepNone})
+	l.now = fixedClock()
+	release := l.Hold() // an answer waiting for the output: the frames stay
+	defer release()
+	l.Write(Stdout, []byte("before\n"))
+	var got []Event
+	err := l.Follow(ctx, 0, func(e Event) bool {
+		if e.Warning != nil {
+			l.Write(Stdout, []byte("after\n"))
+			l.Close()
+		}
+		if e.Frame != nil {
+			f := *e.Frame
+			e.Frame = &f
+		}
+		got = append(got, e)
+		return true
+	})
+	require.NoError(t, err)
+	require.False(t, len(got) != 3 || got[0].Warning == nil || got[1].Frame == nil ||
+		string(got[1].Frame.Data) != "after\n" || got[1].Frame.Cursor != got[0].Warning.FirstAvailable || !got[2].End,
+		"events %+v", got)
+}
