@@ -424,3 +424,23 @@ func TestRunningProcessKeepsNoEnv(t *testing.T) {
 	// Eight environments of 1.4 MB: 11.5 MB if they were kept.
 	require.Less(t, held, int64(4<<20), "the heap grew by %d bytes with 8 running processes", held)
 }
+
+// TestCwdDotDotAfterSymlink: a cwd whose ".." follows a symbolic link is
+// the directory the kernel reaches, above the link's target, as for a
+// session; it ran one above the link itself, Clean's lexical answer, a
+// directory other than the one checked.
+func TestCwdDotDotAfterSymlink(t *testing.T) {
+	t.Parallel()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	real := filepath.Join(dir, "real")
+	require.NoError(t, os.MkdirAll(filepath.Join(real, "sub"), 0o755))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "elsewhere"), 0o755))
+	link := filepath.Join(dir, "elsewhere", "link")
+	require.NoError(t, os.Symlink(filepath.Join(real, "sub"), link))
+	p := start(t, Options{Argv: []string{"readlink", "/proc/self/cwd"}, Cwd: link + "/.."})
+	r := wait(t, p)
+	require.True(t, sameResult(r, process.ExitedWith(0)), "result %s", show(r))
+	assert.Equal(t, real+"\n", logText(p.Log(), logstore.Stdout))
+	assert.Equal(t, real, p.Info().Cwd)
+}
