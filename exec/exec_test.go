@@ -444,3 +444,30 @@ func TestCwdDotDotAfterSymlink(t *testing.T) {
 	assert.Equal(t, real+"\n", logText(p.Log(), logstore.Stdout))
 	assert.Equal(t, real, p.Info().Cwd)
 }
+
+// TestPWDIsTheCwd: a process's PWD names its own directory, by the path
+// asked, unless env sets it; it was the daemon's PWD, which a program that
+// reads $PWD (a shell checks it, Python and Node do not) took for its own.
+func TestPWDIsTheCwd(t *testing.T) {
+	t.Parallel()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	real := filepath.Join(dir, "real")
+	require.NoError(t, os.Mkdir(real, 0o755))
+	link := filepath.Join(dir, "link")
+	require.NoError(t, os.Symlink(real, link))
+	for _, tc := range []struct {
+		opts Options
+		want string
+	}{
+		{Options{Argv: []string{"printenv", "PWD"}, Cwd: link}, link},
+		{Options{Argv: []string{"printenv", "PWD"}, Cwd: real + "/"}, real},
+		{Options{Kind: process.KindPTY, Argv: []string{"printenv", "PWD"}, Cwd: real}, real},
+		{Options{Argv: []string{"printenv", "PWD"}, Cwd: real, Env: map[string]string{"PWD": "/asked"}}, "/asked"},
+	} {
+		p := start(t, tc.opts)
+		r := wait(t, p)
+		require.True(t, sameResult(r, process.ExitedWith(0)), "result %s", show(r))
+		assert.Equal(t, tc.want, strings.TrimRight(logText(p.Log(), 0), "\r\n"), "%+v", tc.opts)
+	}
+}

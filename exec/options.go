@@ -47,7 +47,8 @@ type Options struct {
 	// Cwd is the working directory; it must exist. Empty means the daemon's.
 	Cwd string
 	// Env is added to the daemon's environment (minus CONCH_TOKEN), replacing
-	// variables of the same name.
+	// variables of the same name. PWD is the process's directory unless Env
+	// sets it.
 	Env map[string]string
 	// User runs the process as another user (name or uid); only root may.
 	// HOME, USER and LOGNAME are set to that user's unless Env sets them.
@@ -172,7 +173,11 @@ func prepare(id string, opts Options) (plan, error) {
 			return pl, err
 		}
 	}
-	pl.env = environ(id, opts.Env, u)
+	pwd := pl.dir
+	if pl.inheritDir {
+		pwd = "" // no path leads there: the daemon's PWD is as good as any
+	}
+	pl.env = environ(id, opts.Env, u, pwd)
 	if opts.Argv == nil {
 		if pl.shell, err = resolveShell(opts.Shell); err != nil {
 			return pl, fmt.Errorf("%w: %v", process.ErrInvalidArgument, err)
@@ -305,15 +310,21 @@ func credential(name string) (*user.User, *syscall.Credential, error) {
 }
 
 // environ builds the environment: the daemon's without its token, then the
-// user's identity, then extra, then the tree's tag. extra cannot override
-// the tag nor the daemon's instance mark (proctree.InstanceEnv).
-func environ(id string, extra map[string]string, u *user.User) []string {
+// user's identity and PWD (the process's directory, unless pwd is empty),
+// then extra, then the tree's tag. extra cannot override the tag nor the
+// daemon's instance mark (proctree.InstanceEnv).
+//
+// PWD is set as a shell sets it for what it starts: the daemon's own names
+// the daemon's directory, which a program that reads $PWD for its
+// directory (Python's os.environ, Node's process.env, make) would take for
+// its own; a shell checks it and ignores a wrong one.
+func environ(id string, extra map[string]string, u *user.User, pwd string) []string {
 	base := os.Environ()
-	env := make([]string, 0, len(base)+len(extra)+4)
+	env := make([]string, 0, len(base)+len(extra)+5)
 	override := func(k string) bool {
 		_, ok := extra[k]
 		return (ok && k != proctree.InstanceEnv) || k == tokenEnv || k == proctree.TagEnv ||
-			(u != nil && (k == "HOME" || k == "USER" || k == "LOGNAME"))
+			(u != nil && (k == "HOME" || k == "USER" || k == "LOGNAME")) || (pwd != "" && k == "PWD")
 	}
 	for _, kv := range base {
 		k, _, _ := strings.Cut(kv, "=")
@@ -327,6 +338,9 @@ func environ(id string, extra map[string]string, u *user.User) []string {
 				env = append(env, k+"="+v)
 			}
 		}
+	}
+	if _, ok := extra["PWD"]; !ok && pwd != "" {
+		env = append(env, "PWD="+pwd)
 	}
 	keys := make([]string, 0, len(extra))
 	for k := range extra {
