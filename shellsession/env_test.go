@@ -1,10 +1,12 @@
 package shellsession
 
 import (
+	"os"
 	"testing"
 
 	"github.com/conchsh/conch/internal/heaptest"
 	"github.com/conchsh/conch/internal/processtest"
+	"github.com/conchsh/conch/internal/proctree"
 )
 
 // A session keeps none of the environment it was started with: up to the
@@ -22,5 +24,21 @@ func TestSessionKeepsNoEnv(t *testing.T) {
 	// (the shell's command and the session's options).
 	if held := heaptest.Live() - before; held > 3<<20 {
 		t.Fatalf("the heap grew by %d bytes with 4 sessions", held)
+	}
+}
+
+// A session's env cannot change the daemon's instance mark, by which a
+// later daemon finds what this one left, as an exec process's cannot: it
+// replaced the daemon's.
+func TestEnvKeepsTheDaemonMark(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{Env: map[string]string{proctree.InstanceEnv: "forged"}})
+	want, ok := os.LookupEnv(proctree.InstanceEnv)
+	if !ok {
+		want = "unset"
+	}
+	want += "\n"
+	if _, out, _ := run(t, s, CommandOptions{Cmd: `echo "${` + proctree.InstanceEnv + `-unset}"`}); out != want {
+		t.Fatalf("%s in the session: %q, want %q", proctree.InstanceEnv, out, want)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/internal/shells"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/sentinel"
@@ -197,16 +198,17 @@ func shellEnv(env map[string]string, login bool, tag string) []string {
 	var out []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if drop[k] || env[k] != "" {
-			continue
-		}
-		if _, ok := env[k]; ok {
+		if _, ok := env[k]; drop[k] || (ok && k != proctree.InstanceEnv) {
 			continue
 		}
 		out = append(out, kv)
 	}
 	for k, v := range env {
-		out = append(out, k+"="+v)
+		// The daemon's mark, by which a later daemon finds what this
+		// one left, is not env's to change, as for an exec process.
+		if k != proctree.InstanceEnv {
+			out = append(out, k+"="+v)
+		}
 	}
 	if !login {
 		// Interactive dash, mksh, ksh and busybox sh read $ENV (mksh and
