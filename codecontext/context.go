@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -41,7 +43,9 @@ type Options struct {
 	Language Language
 	// Cwd is the interpreter's first working directory; empty means the daemon's.
 	Cwd string
-	// Env is added to the daemon's environment.
+	// Env is added to the daemon's environment; PWD is Cwd unless Env
+	// sets it. The daemon's instance mark (CONCH_DAEMON) is not Env's to
+	// change.
 	Env map[string]string
 	// Retention bounds each cell's retained output in bytes; zero means
 	// logstore.DefaultRetention.
@@ -174,9 +178,16 @@ func (c *Context) start(ctx context.Context) error {
 		return fmt.Errorf("listen for the driver: %w", err)
 	}
 	args := append(append([]string{c.interp.path}, c.interp.flags...), driver, sock)
+	var drop, extra []string
+	if _, ok := c.opts.Env["PWD"]; !ok && c.opts.Cwd != "" {
+		// The daemon's PWD names the daemon's directory, which Node's
+		// process.env and Python's os.environ would give a cell as the
+		// interpreter's own.
+		drop, extra = []string{"PWD"}, []string{"PWD=" + pwdOf(c.opts.Cwd)}
+	}
 	cmd := &exec.Cmd{
 		Path: c.interp.path, Args: args, Dir: c.opts.Cwd,
-		Env: resident.Env(c.opts.Env, nil, proctree.Tag(c.id)),
+		Env: resident.Env(c.opts.Env, drop, append(extra, proctree.Tag(c.id))...),
 	}
 	c.opts.Env = nil // the interpreter has it now (see resident.Host.Start)
 	if err := c.h.Start(cmd); err != nil {
@@ -405,4 +416,17 @@ func (c *Context) Close() error {
 	c.wg.Wait()
 	os.RemoveAll(c.dir)
 	return nil
+}
+
+// pwdOf is the PWD of a program started in cwd, an absolute path to a
+// directory: cwd cleaned, or, when a ".." in it may follow a symbolic
+// link, its real path, as the kernel goes up from the link's target.
+func pwdOf(cwd string) string {
+	if !slices.Contains(strings.Split(cwd, "/"), "..") {
+		return filepath.Clean(cwd)
+	}
+	if real, err := filepath.EvalSymlinks(cwd); err == nil {
+		return real
+	}
+	return filepath.Clean(cwd)
 }
