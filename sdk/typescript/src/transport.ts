@@ -90,7 +90,8 @@ export interface HttpTransportOptions {
    * rejects with `DeadlineExceededError` (ms, default 30 000); creating a
    * session is given 30 000 more, the daemon's own limit for a shell to be
    * ready. Requests that wait on the daemon for a time (`run`, `wait`,
-   * `ready`, `interact`) are bounded by that time instead.
+   * `ready`, `interact`) are bounded by that time instead. A requestTimeout
+   * of `Infinity` (or over 2^31 - 1 ms, 24.8 days) is no bound.
    */
   requestTimeout?: number
 }
@@ -192,10 +193,13 @@ export class HttpTransport {
     const ms = options.timeout ?? this.requestTimeout
     const ac = new AbortController()
     let late = false
-    const timer = setTimeout(() => {
+    // A timer takes at most 2^31 - 1 ms (24.8 days): Node fires one set for
+    // longer (Infinity, 2 ** 31) after 1 ms, which failed every call at once.
+    // Longer than that is no bound at all.
+    const timer = ms <= maxTimer ? setTimeout(() => {
       late = true
       ac.abort()
-    }, ms)
+    }, ms) : undefined
     const onAbort = (): void => ac.abort(outer?.reason)
     outer?.addEventListener('abort', onAbort)
     try {
@@ -221,6 +225,9 @@ export class HttpTransport {
     return { ...this.#auth }
   }
 }
+
+/** The longest delay setTimeout takes (ms); it fires a longer one at once. */
+const maxTimer = 2 ** 31 - 1
 
 function positive(v: number | undefined, def: number): number {
   return v !== undefined && v > 0 ? v : def
