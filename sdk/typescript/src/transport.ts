@@ -250,12 +250,25 @@ export function seg(id: string): string {
 
 /**
  * data, input to send (stdin, interact's input, a PTY's keys), checked: a
- * string (sent as UTF-8) or bytes. Anything else is refused, not sent as
- * fetch or Buffer.from would take it (5 as "5", an object as
+ * string (sent as UTF-8; one with a lone surrogate is refused) or bytes.
+ * Anything else is refused, not sent as fetch or Buffer.from would take it (5 as "5", an object as
  * "[object Object]", an array of numbers as those bytes).
  */
 export function inputOf(data: unknown): string | Uint8Array {
-  if (typeof data === 'string' || data instanceof Uint8Array) return data
+  if (typeof data === 'string') {
+    // A lone surrogate has no UTF-8: fetch and a WebSocket would send
+    // U+FFFD in its place, other bytes than the caller's, where a JSON
+    // field holding one is refused by the daemon (400).
+    const lone = /[\ud800-\udfff]/u.exec(data)
+    if (lone) {
+      throw new TypeError(
+        `conch: input holds a lone surrogate (U+${lone[0].charCodeAt(0).toString(16).toUpperCase()} at index ${lone.index}), ` +
+          'which UTF-8 cannot carry; send bytes (a Uint8Array) for input that is not text',
+      )
+    }
+    return data
+  }
+  if (data instanceof Uint8Array) return data
   throw new TypeError(`conch: input is a string or bytes (Uint8Array), not ${typeName(data)}`)
 }
 

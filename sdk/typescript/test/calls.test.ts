@@ -26,4 +26,21 @@ describe('calls', { timeout: 120_000 }, () => {
       await session.delete()
     }
   })
+
+  test('input with a lone surrogate is refused before it is sent, not sent as U+FFFD', async () => {
+    const s = d.sandbox()
+    const h = await s.process.start('cat', { stdin: 'open' })
+    try {
+      await assert.rejects(h.stdin('a\ud800b'), (err: Error) => err instanceof TypeError && /lone surrogate/.test(err.message))
+      await assert.rejects(h.interact({ input: '\udc00', timeout: 1 }), TypeError)
+      // A pair is a character, sent as its four bytes.
+      await h.stdin('ok \u{1F600}', { eof: true })
+      const end = await h.wait({ timeout: 30_000 })
+      assert.equal(end.reason, 'exited')
+      const page = await h.logs()
+      assert.equal(page.items.map((f) => f.data).join(''), 'ok \u{1F600}')
+    } finally {
+      await h.delete()
+    }
+  })
 })
