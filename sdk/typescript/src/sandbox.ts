@@ -63,13 +63,14 @@ async function discover(env: NodeJS.ProcessEnv, needToken: boolean): Promise<{ u
   const { isAbsolute, join } = await import('node:path')
   const xdg = env.XDG_STATE_HOME
   const dir = xdg && isAbsolute(xdg) ? join(xdg, 'conch') : join(homedir(), '.local', 'state', 'conch')
-  let recorded: { url?: string; tokenFile?: string } = {}
+  let recorded: { url?: string; tokenFile?: string; pid?: number } = {}
   try {
     const ep: unknown = JSON.parse(await readFile(join(dir, 'daemon.json'), 'utf8'))
     if (typeof ep === 'object' && ep !== null) {
-      const e = ep as { url?: unknown; tokenFile?: unknown }
+      const e = ep as { url?: unknown; tokenFile?: unknown; pid?: unknown }
       if (typeof e.url === 'string' && e.url) recorded.url = e.url
       if (typeof e.tokenFile === 'string' && e.tokenFile) recorded.tokenFile = e.tokenFile
+      if (typeof e.pid === 'number' && Number.isInteger(e.pid) && e.pid > 0) recorded.pid = e.pid
     }
   } catch {
     recorded = {} // no daemon recorded: the default address and token file
@@ -77,14 +78,23 @@ async function discover(env: NodeJS.ProcessEnv, needToken: boolean): Promise<{ u
   const url = recorded.url ?? 'http://127.0.0.1:7070'
   if (!needToken) return { url }
   if (recorded.url !== undefined && recorded.tokenFile === undefined) {
+    if (recorded.pid !== undefined && !running(recorded.pid)) {
+      // Killed before it could take its record back: setting CONCH_TOKEN
+      // would not reach it.
+      throw new Error(
+        `the conch daemon recorded in ${dir} (${recorded.url}, pid ${recorded.pid}) is no longer running: ` +
+          'start one with `conch serve`, or set CONCH_URL and CONCH_TOKEN',
+      )
+    }
     throw new Error(
       `the conch daemon at ${recorded.url} (recorded in ${dir}) took its token from CONCH_TOKEN ` +
         'and wrote no token file: set CONCH_TOKEN here too',
     )
   }
   const tokenFile = recorded.tokenFile ?? join(dir, 'token')
+  let token: string
   try {
-    return { url, token: (await readFile(tokenFile, 'utf8')).trim() }
+    token = (await readFile(tokenFile, 'utf8')).trim()
   } catch (err) {
     throw new Error(
       `no conch daemon found: CONCH_TOKEN is not set, and ${tokenFile} cannot be read ` +
@@ -92,5 +102,21 @@ async function discover(env: NodeJS.ProcessEnv, needToken: boolean): Promise<{ u
         `(it records itself in ${dir}), or set CONCH_URL and CONCH_TOKEN`,
       { cause: err },
     )
+  }
+  if (token === '') {
+    // Every request would be refused (401): say so here, as the Go client
+    // and the Python SDK do.
+    throw new Error(`the conch token file ${tokenFile} is empty: set CONCH_TOKEN, or restart \`conch serve\``)
+  }
+  return { url, token }
+}
+
+/** Whether process pid is running (or this user may not signal it), as the Go client tells. */
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code !== 'ESRCH'
   }
 }
