@@ -5,11 +5,6 @@
 // directory. Cells run in one vm context; nothing of this file shows in
 // their stacks. Standard library only; Node 18 or later.
 'use strict';
-// The process object, as the driver started: Node's global process is an
-// accessor over one variable, which the vm context's copy of it shares, so
-// a cell that assigned it (process = { ...process, env }) replaced the
-// driver's too, and the driver failed at its next use of it.
-const process = globalThis.process;
 // What the driver calls of what cells share with it (the modules below,
 // Buffer; a vm context has its own JSON, Object, Array…), taken before any
 // cell runs: copies of the modules' functions, so that a cell that replaces

@@ -443,7 +443,7 @@ func waitOutput(t *testing.T, cell *Cell, want string) {
 // TestDriverKeepsWhatItCalls: a cell that replaces what the driver calls in
 // what the cell shares with it — the os, json, ast, io and socket modules
 // in Python (mock.patch does, for a with block), the fs, vm, util and module
-// modules, Buffer, AsyncLocalStorage and the global process in Node — and an
+// modules, Buffer and AsyncLocalStorage in Node — and an
 // Error.prepareStackTrace that throws change the cell's own calls only:
 // later cells run and report their output.
 func TestDriverKeepsWhatItCalls(t *testing.T) {
@@ -461,10 +461,6 @@ func TestDriverKeepsWhatItCalls(t *testing.T) {
 			"const { AsyncLocalStorage: A } = require('async_hooks'); A.prototype.getStore = () => undefined; A.prototype.run = null",
 			"require('vm').Script = null; require('util').inspect = () => 'X'; require('module').createRequire = null",
 			"Error.prepareStackTrace = () => { throw 1 }",
-			// The global is an accessor over one variable, which the
-			// cells' context shares with the driver's.
-			"process = undefined",
-			"globalThis.process = { ...process }",
 		},
 	} {
 		for _, brk := range breaks {
