@@ -68,6 +68,17 @@ class Sandbox:
         return cls(url=url, token=token, **options)
 
 
+def _running(pid: int) -> bool:
+    """Whether process pid runs (or this user may not signal it), as the Go client tells."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def discover(env: Mapping[str, str], *, url: str = "", token: str = "") -> "tuple[str, str]":
     """The URL and token of this user's daemon: url and token when given, else from ``env`` or the state directory.
 
@@ -75,7 +86,8 @@ def discover(env: Mapping[str, str], *, url: str = "", token: str = "") -> "tupl
     trailing newline), as the daemon's own reading of them does. A daemon
     recorded without a token file took its token from ``CONCH_TOKEN``: with
     no token given, that raises ConfigurationError, as the Go client and the
-    TypeScript SDK do.
+    TypeScript SDK do, saying the daemon is no longer running when its
+    recorded pid is gone.
     """
     url = url or (env.get("CONCH_URL") or "").strip()
     token = token or (env.get("CONCH_TOKEN") or "").strip()
@@ -87,6 +99,7 @@ def discover(env: Mapping[str, str], *, url: str = "", token: str = "") -> "tupl
     recorded = state / "daemon.json"
     found_url = DEFAULT_URL
     no_file = False
+    pid = 0
     try:
         ep = json.loads(recorded.read_text())
         if isinstance(ep, dict):
@@ -98,9 +111,16 @@ def discover(env: Mapping[str, str], *, url: str = "", token: str = "") -> "tupl
             if isinstance(ep.get("tokenFile"), str) and ep["tokenFile"]:
                 token_file = Path(ep["tokenFile"])
                 no_file = False
+            if isinstance(ep.get("pid"), int) and not isinstance(ep["pid"], bool) and ep["pid"] > 0:
+                pid = ep["pid"]
     except (OSError, ValueError):
         pass
     if not token and no_file:
+        if pid and not _running(pid):
+            # Killed before it could take its record back: CONCH_TOKEN would reach nothing.
+            raise ConfigurationError(
+                f"conch: the daemon recorded in {state} ({found_url}, pid {pid}) is no longer running: "
+                "start one with `conch serve`, or set CONCH_URL and CONCH_TOKEN")
         raise ConfigurationError(
             f"conch: the daemon at {found_url} (recorded in {state}) took its token from CONCH_TOKEN "
             "and wrote no token file: set CONCH_TOKEN here too")

@@ -1,6 +1,7 @@
 import os
 import shutil
 import socket
+import subprocess
 import tempfile
 import time
 import unittest
@@ -361,6 +362,22 @@ class ErrorTest(unittest.TestCase):
         self.assertNotIn("older", str(cm.exception))
         env = {"XDG_STATE_HOME": d, "CONCH_TOKEN": shared().token}
         self.assertEqual(discover(env), (shared().url, shared().token))
+
+    def test_from_env_names_a_dead_daemon_that_wrote_no_token_file(self) -> None:
+        # A daemon started with CONCH_TOKEN and killed before it took its record back: setting
+        # CONCH_TOKEN, as the refusal above says, would reach nothing. Go and TypeScript say so.
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        os.makedirs(os.path.join(d, "conch"))
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        with open(os.path.join(d, "conch", "daemon.json"), "w") as f:
+            f.write('{"url":"http://127.0.0.1:9","pid":%d}' % dead.pid)
+        with self.assertRaises(ConfigurationError) as cm:
+            discover({"XDG_STATE_HOME": d})
+        self.assertIn("no longer running", str(cm.exception))
+        self.assertIn("conch serve", str(cm.exception))
+        self.assertNotIn("set CONCH_TOKEN here too", str(cm.exception))
 
     def test_repr_never_shows_the_token(self) -> None:
         s = Sandbox("http://127.0.0.1:7070", "very-secret-token")
