@@ -182,24 +182,45 @@ func (p *Process) Stop(ctx context.Context) (err error) {
 	return p.clear(ctx, deadline, termed)
 }
 
-// escalateLater escalates to sig after d (see escalate). p.mu is held.
+// escalateLater escalates to sig after d (see escalate). p.mu is held. At
+// most one escalation to each signal is pending, the one due first: a
+// client that kills an ended process again and again, each kill with an
+// escalation an hour off, made one timer each, kept until the record went.
 func (p *Process) escalateLater(d time.Duration, sig syscall.Signal) {
-	var t *time.Timer
-	t = time.AfterFunc(d, func() {
-		p.escalate(sig) // takes p.mu: t is set by then
+	due := time.Now().Add(d)
+	if e, ok := p.escalations[sig]; ok {
+		if !due.Before(e.due) {
+			return
+		}
+		e.timer.Stop()
+	}
+	e := &escalation{due: due}
+	e.timer = time.AfterFunc(d, func() {
+		p.escalate(sig) // takes p.mu: e.timer is set by then
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		p.escalations = slices.DeleteFunc(p.escalations, func(x *time.Timer) bool { return x == t })
+		if p.escalations[sig] == e {
+			delete(p.escalations, sig)
+		}
 	})
-	p.escalations = append(p.escalations, t)
+	if p.escalations == nil {
+		p.escalations = make(map[syscall.Signal]*escalation)
+	}
+	p.escalations[sig] = e
+}
+
+// escalation is a signal to come (see escalateLater).
+type escalation struct {
+	due   time.Time
+	timer *time.Timer
 }
 
 // stopEscalations stops the escalations still to come.
 func (p *Process) stopEscalations() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, t := range p.escalations {
-		t.Stop()
+	for _, e := range p.escalations {
+		e.timer.Stop()
 	}
 	p.escalations = nil
 }

@@ -536,3 +536,39 @@ func TestEscalationReachesLeftovers(t *testing.T) {
 		})
 	}
 }
+
+// TestEscalationsOfAnEndedProcessAreBounded: kills of an ended process,
+// each with an escalation an hour off, leave one escalation to come, not
+// one each (1,000 timers kept until the record went).
+func TestEscalationsOfAnEndedProcessAreBounded(t *testing.T) {
+	t.Parallel()
+	p := start(t, Options{Cmd: "true"})
+	wait(t, p)
+	for range 1000 {
+		require.NoError(t, p.Kill(syscall.SIGTERM, time.Hour, 0))
+	}
+	require.NoError(t, p.Kill(syscall.SIGTERM, time.Hour, syscall.SIGTERM))
+	p.mu.Lock()
+	n := len(p.escalations)
+	p.mu.Unlock()
+	require.Equal(t, 2, n, "one escalation to KILL and one to TERM")
+	require.NoError(t, p.Stop(t.Context()))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	require.Empty(t, p.escalations, "Stop ends what is to come")
+}
+
+// TestEscalationDueSoonerReplaces: an escalation due sooner than the one to
+// come for the same signal takes its place; none is left once it fired.
+func TestEscalationDueSoonerReplaces(t *testing.T) {
+	t.Parallel()
+	p := start(t, Options{Cmd: "true"})
+	wait(t, p)
+	require.NoError(t, p.Kill(syscall.SIGTERM, time.Hour, 0))
+	require.NoError(t, p.Kill(syscall.SIGTERM, 10*time.Millisecond, 0))
+	require.Eventually(t, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.escalations) == 0
+	}, 10*time.Second, 10*time.Millisecond, "the hour-off escalation is still to come")
+}

@@ -54,7 +54,7 @@ type Process struct {
 	// escalations are the timers of Kill's escalateAfter and of the
 	// execution timeout's KILL: not stopped at exit, since they reach what
 	// the process left running (see escalate); stopped by Stop.
-	escalations []*time.Timer
+	escalations map[syscall.Signal]*escalation
 }
 
 // Start starts a process as opts say and returns it running — or already
