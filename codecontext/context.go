@@ -9,8 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -183,7 +181,11 @@ func (c *Context) start(ctx context.Context) error {
 		// The daemon's PWD names the daemon's directory, which Node's
 		// process.env and Python's os.environ would give a cell as the
 		// interpreter's own.
-		drop, extra = []string{"PWD"}, []string{"PWD=" + pwdOf(c.opts.Cwd)}
+		pwd, err := process.RunDir(c.opts.Cwd)
+		if err != nil {
+			pwd = filepath.Clean(c.opts.Cwd) // checked as the context was made; gone since
+		}
+		drop, extra = []string{"PWD"}, []string{"PWD=" + pwd}
 	}
 	cmd := &exec.Cmd{
 		Path: c.interp.path, Args: args, Dir: c.opts.Cwd,
@@ -416,17 +418,4 @@ func (c *Context) Close() error {
 	c.wg.Wait()
 	os.RemoveAll(c.dir)
 	return nil
-}
-
-// pwdOf is the PWD of a program started in cwd, an absolute path to a
-// directory: cwd cleaned, or, when a ".." in it may follow a symbolic
-// link, its real path, as the kernel goes up from the link's target.
-func pwdOf(cwd string) string {
-	if !slices.Contains(strings.Split(cwd, "/"), "..") {
-		return filepath.Clean(cwd)
-	}
-	if real, err := filepath.EvalSymlinks(cwd); err == nil {
-		return real
-	}
-	return filepath.Clean(cwd)
 }

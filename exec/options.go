@@ -242,13 +242,10 @@ func workDir(cwd string) (dir string, inherit bool, err error) {
 	if !fi.IsDir() {
 		return "", false, fmt.Errorf("%w: cwd %q is not a directory", process.ErrInvalidArgument, cwd)
 	}
-	if !slices.Contains(strings.Split(cwd, "/"), "..") {
-		return filepath.Clean(cwd), false, nil
-	}
-	// Clean drops "link/.." by name, but the kernel, which os.Stat asked,
-	// goes up from where link leads: the process would run elsewhere than
-	// the directory checked, and than a session given the same cwd.
-	if dir, err = filepath.EvalSymlinks(cwd); err != nil {
+	// Where the kernel, which os.Stat asked, goes: a cleaned "link/.."
+	// would run the process elsewhere than the directory checked, and
+	// than a session given the same cwd.
+	if dir, err = process.RunDir(cwd); err != nil {
 		return "", false, fmt.Errorf("%w: cwd: %v", process.ErrInvalidArgument, err)
 	}
 	return dir, false, nil
