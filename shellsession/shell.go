@@ -8,7 +8,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/internal/resident"
 	"github.com/conchsh/conch/internal/shells"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/sentinel"
@@ -191,29 +191,15 @@ func shellEnv(env map[string]string, login bool, tag string) []string {
 	// which would end the session between two commands; a hardened
 	// login's profile exports it, and the daemon started from such a
 	// login passes it on. A session asks for it in env if it wants it.
-	drop := map[string]bool{"CONCH_TOKEN": true, "BASH_ENV": true, "PS1": true, "PROMPT_COMMAND": true, "TMOUT": true, "HISTFILE": true}
+	drop := []string{"BASH_ENV", "PS1", "PROMPT_COMMAND", "TMOUT", "HISTFILE"}
 	if !login {
-		drop["ENV"] = true
+		drop = append(drop, "ENV")
 	}
-	var out []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if _, ok := env[k]; drop[k] || (ok && k != proctree.InstanceEnv) {
-			continue
-		}
-		out = append(out, kv)
-	}
-	for k, v := range env {
-		// The daemon's mark, by which a later daemon finds what this
-		// one left, is not env's to change, as for an exec process.
-		if k != proctree.InstanceEnv {
-			out = append(out, k+"="+v)
-		}
-	}
+	var extra []string
 	if !login {
 		// Interactive dash, mksh, ksh and busybox sh read $ENV (mksh and
 		// ksh a default file when it is unset): point it at nothing.
-		out = append(out, "ENV=/dev/null")
+		extra = append(extra, "ENV=/dev/null")
 	}
 	// ksh93 opens its history file as it starts, before the init script
 	// runs, and would append the lines the engine sends to the user's
@@ -221,9 +207,11 @@ func shellEnv(env map[string]string, login bool, tag string) []string {
 	// its own still gets the init script's line); an empty name, which it
 	// cannot open, keeps no history file at all.
 	if _, ok := env["HISTFILE"]; !ok {
-		out = append(out, "HISTFILE=")
+		extra = append(extra, "HISTFILE=")
 	}
-	return append(out, tag)
+	// The daemon's, less CONCH_TOKEN and what env sets, then env: its
+	// instance mark is not env's to change, as for an exec process.
+	return resident.Env(env, drop, append(extra, tag)...)
 }
 
 // frameCalls returns how a frame calls sh's builtins so that no user alias
