@@ -31,7 +31,7 @@ const maxDepth = 64
 // invalid_argument, a body over the route's limit payload_too_large. Time
 // and memory are linear in the body.
 func decodeJSON(r *http.Request, v any) error {
-	_, err := readJSON(r, v)
+	_, err := readBodyJSON(r, v, false)
 	doneWithBody(r)
 	return err
 }
@@ -51,7 +51,11 @@ func doneWithBody(r *http.Request) {
 // readJSON is decodeJSON that also returns the names of the body's
 // top-level fields given a value other than null (none for an empty or
 // blank body, or a null one).
-func readJSON(r *http.Request, v any) ([]string, error) {
+func readJSON(r *http.Request, v any) ([]string, error) { return readBodyJSON(r, v, true) }
+
+// readBodyJSON is readJSON, whose field names are looked for only when
+// given is set: most routes have no use for them.
+func readBodyJSON(r *http.Request, v any, given bool) ([]string, error) {
 	data, err := readBody(r)
 	if err != nil {
 		var e *Error
@@ -63,11 +67,11 @@ func readJSON(r *http.Request, v any) ([]string, error) {
 	if isSpace(data) {
 		return nil, nil
 	}
-	given, err := unmarshalGiven(data, v)
+	names, err := unmarshal(data, v, given)
 	if err != nil {
 		return nil, badRequest("malformed JSON body: %v", err)
 	}
-	return given, nil
+	return names, nil
 }
 
 // readBody reads the whole body. A body with a Content-Length within the
@@ -235,16 +239,16 @@ func (b *boundedBody) tooLarge(err error) error {
 // "argv[1]"), which encoding/json does not do for a type that decodes
 // itself (api.Millis) nor for an element of an array or map.
 func unmarshalStrict(data []byte, v any) error {
-	_, err := unmarshalGiven(data, v)
+	_, err := unmarshal(data, v, false)
 	return err
 }
 
-// unmarshalGiven is unmarshalStrict that also returns the names of the
-// top-level fields data gives a value other than null: which of two
-// fields a body gave, where the zero value decoded says nothing of it
-// ("cmd": "" is a command, an absent cmd none).
-func unmarshalGiven(data []byte, v any) ([]string, error) {
-	c := checker{data: data}
+// unmarshal is unmarshalStrict that also returns, when given is set, the
+// names of the top-level fields data gives a value other than null: which
+// of two fields a body gave, where the zero value decoded says nothing of
+// it ("cmd": "" is a command, an absent cmd none).
+func unmarshal(data []byte, v any, given bool) ([]string, error) {
+	c := checker{data: data, record: given}
 	if err := c.value(reflect.TypeOf(v), 0); err != nil {
 		return nil, err
 	}
@@ -321,8 +325,9 @@ type checker struct {
 	// element type's zero value (an empty argument of argv).
 	elem bool
 	// given holds the keys of the top-level object whose values are not
-	// null, in the order read.
-	given []string
+	// null, in the order read, when record is set.
+	record bool
+	given  []string
 }
 
 // pathElem is one step of a path: an object's key, or an array's index.
@@ -615,7 +620,7 @@ func (c *checker) object(t reflect.Type, depth int) error {
 			return c.syntax("after object key")
 		}
 		c.pos++
-		if depth == 1 {
+		if depth == 1 && c.record {
 			c.skipSpace()
 			if c.pos < len(c.data) && c.data[c.pos] != 'n' {
 				c.given = append(c.given, key)
