@@ -45,7 +45,7 @@ var runTool = &mcp.Tool{
 type RunInput struct {
 	Command     string  `json:"command" jsonschema:"the shell command line to run, as typed at a prompt; in a code context (see language), the code to run"`
 	Session     string  `json:"session,omitempty" jsonschema:"name of the session to run in; default main. A new name starts a new session"`
-	Shell       string  `json:"shell,omitempty" jsonschema:"shell of a new session: bash (default), sh, dash, zsh, ksh, mksh or a path; ignored once the session exists"`
+	Shell       string  `json:"shell,omitempty" jsonschema:"shell of a new session: bash (default), sh, dash, zsh, ksh, mksh, busybox (its sh) or a path to one; ignored once the session exists"`
 	Language    string  `json:"language,omitempty" jsonschema:"python or javascript (node, js): run the text as Python or JavaScript code in a persistent interpreter instead of a shell. Makes a new session a code context; on an existing session it must match what the session is. Not with shell"`
 	Cwd         string  `json:"cwd,omitempty" jsonschema:"starting directory of a new session; ignored once the session exists (use cd)"`
 	Timeout     float64 `json:"timeout,omitempty" jsonschema:"seconds to wait before answering with the command still running; default 30. The command is not stopped"`
