@@ -10,8 +10,8 @@ import (
 
 func cmdReady(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "ready", "ID --port PORT|any and/or --pattern RE", `Waits until the process, or a server it started (with & in a session), listens
-on the port or has printed a line matching the pattern, and prints
-"ready: port N" or "ready: matched TEXT".
+on the port or has printed a line matching the pattern (given both, until both
+hold), and prints "ready: port N" (given both too) or "ready: matched TEXT".
 
 Exit status: 0 when it is ready; 1 when it ended before (how it ended is
 printed); 123 when --timeout ran out first; 125 when conch failed.
