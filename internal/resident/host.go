@@ -64,6 +64,8 @@ type Host struct {
 	cg        containment.Manager // the session's cgroup, once started
 	stats     containment.Stats   // what the cgroup had used when it was ended
 	diag      *Diag
+	ownW      *os.File // the engine's writer of the interpreter's own output, until it is reaped (see OwnPath)
+	ownPath   string
 	wg        sync.WaitGroup // the goroutines that drain and wait for the interpreter
 	exited    chan struct{}  // closed once the interpreter has exited and been reaped
 	reapedAt  time.Time      // just after the interpreter was reaped; set before exited closes
@@ -119,8 +121,8 @@ func (h *Host) Start(cmd *exec.Cmd) error {
 	cmd.Stdout, cmd.Stderr = dw, dw
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	err = cg.Start(cmd, proctree.Start)
-	dw.Close()
 	if err != nil {
+		dw.Close()
 		dr.Close()
 		_ = cg.Destroy()
 		return fmt.Errorf("start %s: %w", cmd.Path, err)
@@ -131,6 +133,15 @@ func (h *Host) Start(cmd *exec.Cmd) error {
 	h.cg = cg
 	h.cmd = cmd
 	h.diag = &Diag{f: dr, ended: make(chan struct{})}
+	// The engine keeps its writer of the pipe while the interpreter lives,
+	// so that the interpreter can close its own stdout and stderr and still
+	// reach the engine by OwnPath; it lets go once the interpreter has been
+	// reaped, and the pipe ends when the interpreter's children that kept it
+	// let go too, as it did when the interpreter's were the only writers.
+	h.ownW = dw
+	if rc, err := dw.SyscallConn(); err == nil { // Fd would make it blocking
+		rc.Control(func(fd uintptr) { h.ownPath = fmt.Sprintf("/proc/%d/fd/%d", os.Getpid(), fd) })
+	}
 	h.wg.Add(2)
 	go func() {
 		defer h.wg.Done()
@@ -139,6 +150,7 @@ func (h *Host) Start(cmd *exec.Cmd) error {
 	go func() {
 		defer h.wg.Done()
 		proctree.Wait(cmd)
+		h.ownW.Close()
 		h.reapedAt = time.Now()
 		h.noteReaped()
 		if h.cfg.Reaped != nil {
@@ -172,6 +184,13 @@ func (h *Host) OOMKilledIt() bool {
 
 // Diag returns the reader of the interpreter's own output.
 func (h *Host) Diag() *Diag { return h.diag }
+
+// OwnPath returns a path by which the interpreter, while it lives, can open
+// its own output again, the pipe Diag reads, once it has closed its stdout
+// and stderr: the engine's writer of it, in the engine's /proc. Opening it
+// needs the right to read the engine's /proc entry, which a process of the
+// engine's user has unless the engine runs undumpable; "" before Start.
+func (h *Host) OwnPath() string { return h.ownPath }
 
 // Log returns the session's own log, which stays empty.
 func (h *Host) Log() *logstore.Log { return h.log }
