@@ -39,6 +39,12 @@ type Paths struct {
 	// (Frame.Start, Frame.Failed) to the shell's own stderr rather than its
 	// stdout, for a shell that runs with its stdout closed.
 	OwnStderr bool
+	// OwnPath, when set, makes the frame write those markers to this path
+	// instead — the engine's end of the shell's own output, opened anew
+	// for each marker — for a shell that runs with its stdout and stderr
+	// both closed; with OwnStderr too, a marker that cannot be written
+	// there goes to the shell's stderr, for a shell that may have either.
+	OwnPath string
 	// Calls says how the frame calls the shell's builtins; the zero value
 	// suits a POSIX shell where special builtins cannot be functions.
 	Calls Calls
@@ -132,12 +138,21 @@ type Calls struct {
 	False string
 }
 
-// own is the redirection of the markers meant for the engine.
-func (p Paths) own() string {
-	if p.OwnStderr {
-		return " >&2"
+// writeOwn returns the calls that write a marker meant for the engine (see
+// Calls.write) where p says.
+func (p Paths) writeOwn(lit string, vars []string, nul bool) string {
+	if p.OwnPath == "" {
+		redir := ""
+		if p.OwnStderr {
+			redir = " >&2"
+		}
+		return p.Calls.write(lit, vars, nul, redir)
 	}
-	return ""
+	w := p.Calls.write(lit, vars, nul, " >"+quote(p.OwnPath))
+	if p.OwnStderr {
+		w += " || " + p.Calls.write(lit, vars, nul, " >&2")
+	}
+	return w
 }
 
 // pwd is the working directory as the end line reports it.
@@ -208,14 +223,16 @@ func orDefault(s, def string) string {
 type Frame struct {
 	Nonce Nonce
 	// Text is what the shell is sent first. With Paths.Announce it begins by
-	// writing Start to the shell's own stdout (stderr with OwnStderr), which tells the engine that
+	// writing Start to the shell's own stdout (stderr with OwnStderr, or
+	// Paths.OwnPath), which tells the engine that
 	// the shell has read the whole line and runs it.
 	Text string
 	// Start is the start marker: MarkerLead, "S", nonce. Start and Failed
 	// are read only: a Template's frame keeps them in the memory its
 	// strings are views of.
 	Start []byte
-	// Failed is the marker End writes to the shell's own stdout (stderr with OwnStderr), followed by
+	// Failed is the marker End writes to the shell's own stdout (stderr with
+	// OwnStderr, or Paths.OwnPath), followed by
 	// the exit status and a NUL, when it cannot open the command's streams
 	// (the command ran out of file descriptors, say): MarkerLead, "F", nonce.
 	Failed []byte
@@ -262,7 +279,7 @@ func New(prevStatus int, p Paths) Frame { return build(NewNonce(), prevStatus, p
 func build(n Nonce, prevStatus int, p Paths) Frame {
 	var b strings.Builder
 	if p.Announce {
-		b.WriteString(p.Calls.write(`\036S`+string(n), nil, false, p.own()) + "; ")
+		b.WriteString(p.writeOwn(`\036S`+string(n), nil, false) + "; ")
 	}
 	inScript := p.GuardInScript && p.Run != RunText
 	if !inScript {
@@ -351,8 +368,8 @@ const statusLead = statusVar + "=$?; "
 // EndLine returns the line that writes the end marker of the command with
 // nonce n on its stdout, with the exit status, the shell's option letters
 // and the working directory — or, when it cannot be written, the Failed
-// marker with the status on the shell's own stdout (or stderr, see
-// Paths.OwnStderr) — then resets the guard. The command's stderr gets no
+// marker with the status on the shell's own stdout (or stderr, or a path:
+// see Paths.OwnStderr and Paths.OwnPath) — then resets the guard. The command's stderr gets no
 // marker: the shell closed it before this line runs, having written all of
 // the command's stderr, so a reader that drains it once the stdout marker
 // has come has all of it; one marker more would cost the shell an open, a
@@ -386,7 +403,7 @@ func endLine(n Nonce, p Paths, guarded bool) string {
 	}
 	return statusLead + look +
 		p.Calls.write(`\036CONCH`+string(n), []string{"$" + statusVar, "$-", pwd}, true, " >"+target) + " || " +
-		p.Calls.write(`\036F`+string(n), []string{"$" + statusVar}, true, p.own()) +
+		p.writeOwn(`\036F`+string(n), []string{"$" + statusVar}, true) +
 		"; " + reset + "\n"
 }
 

@@ -253,6 +253,64 @@ func TestOwnStderr(t *testing.T) {
 	}
 }
 
+// TestOwnPath runs frames with OwnPath in shells whose stdout and stderr
+// are both closed: the start marker and, when a stream cannot be opened,
+// the Failed marker with the status are written by that path, and the
+// command's output and errors go to its files. With OwnStderr too, a marker
+// whose path cannot be opened goes to the shell's stderr instead.
+func TestOwnPath(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		sh    string
+		calls Calls
+	}{{"sh", Calls{}}, {"bash", Calls{Printf: []string{`\builtin printf`, `\command printf`}}}, {"mksh", Calls{Print: []string{`\builtin print`, `\command print`}}}, {"busybox", Calls{}}} {
+		for _, fallback := range []bool{false, true} {
+			t.Run(tt.sh+"/"+strconv.FormatBool(fallback), func(t *testing.T) {
+				t.Parallel()
+				if _, err := exec.LookPath(tt.sh); err != nil {
+					t.Skip(tt.sh, " is not installed")
+				}
+				dir := t.TempDir()
+				p := Paths{Stdout: filepath.Join(dir, "out"), Stderr: filepath.Join(dir, "err"), Script: filepath.Join(dir, "cmd"),
+					Announce: true, OwnPath: filepath.Join(dir, "own"), Calls: tt.calls}
+				closed := "exec >&- 2>&-\n"
+				if fallback {
+					p.OwnPath, p.OwnStderr, closed = filepath.Join(dir, "none", "own"), true, "exec >&-\n"
+				}
+				require.NoError(t, os.WriteFile(p.Script, []byte("echo hi; echo err >&2; (exit 3)"), 0o600))
+				f := New(0, p)
+				gone := p
+				gone.Stdout = filepath.Join(dir, "gone", "out")
+				// The end line of a command whose stdout cannot be opened;
+				// own gets the markers alone: each ">" truncates it.
+				keep := "s=$?; cat " + p.OwnPath + " >>" + filepath.Join(dir, "start") + "; (exit $s)\n"
+				args := []string{"-c", closed + f.Text + keep + EndLine(f.Nonce, gone)}
+				if tt.sh == "busybox" {
+					args = append([]string{"sh"}, args...)
+				}
+				cmd := exec.CommandContext(t.Context(), tt.sh, args...)
+				var stderr strings.Builder
+				cmd.Stderr = &stderr
+				require.NoError(t, cmd.Run())
+				out, _ := os.ReadFile(p.Stdout)
+				require.Equal(t, "hi\n", string(out))
+				errs, _ := os.ReadFile(p.Stderr)
+				require.Equal(t, "err\n", string(errs))
+				own, _ := os.ReadFile(p.OwnPath)
+				if fallback {
+					require.Contains(t, stderr.String(), string(f.Start))
+					require.Contains(t, stderr.String(), string(f.Failed)+"3\x00")
+					return
+				}
+				start, _ := os.ReadFile(filepath.Join(dir, "start"))
+				require.Equal(t, string(f.Start), string(start))
+				require.Equal(t, string(f.Failed)+"3\x00", string(own))
+				require.Empty(t, stderr.String())
+			})
+		}
+	}
+}
+
 // A Template's frame is New's, nonce for nonce, for every way of framing a
 // template serves, and costs a handful of allocations where New's cost
 // dozens.
@@ -270,6 +328,10 @@ func TestTemplate(t *testing.T) {
 					{Stdin: "/tmp/in put/3.i", Stdout: "/tmp/o'ut", Stderr: "/tmp/err", Script: "/tmp/s", Calls: c, Run: run,
 						Announce: true, OwnStderr: true, Before: "set +x"},
 					{Stdout: "/dev/shm/conch-1/1", Stderr: "/dev/shm/conch-1/2", Script: "/dev/shm/conch-1/cmd", Calls: c, Run: run, EndInText: true},
+					{Stdout: "/dev/shm/conch-1/1", Stderr: "/dev/shm/conch-1/2", Script: "/dev/shm/conch-1/cmd", Calls: c, Run: run, EndInText: true,
+						GuardInScript: true, OwnPath: "/proc/1/fd/7"},
+					{Stdout: "/dev/shm/conch-1/1", Stderr: "/dev/shm/conch-1/2", Script: "/dev/shm/conch-1/cmd", Calls: c, Run: run,
+						Announce: true, OwnStderr: true, OwnPath: "/proc/1/fd/7"},
 				} {
 					require.True(t, Templated(p))
 					n := NewNonce()
