@@ -512,9 +512,11 @@ func (w *failedWatch) Seen(trailer []byte) { (*Command)(w).streamsFailed(trailer
 // changed $__conch, or an earlier one made it read-only or an integer, so
 // that the frame could not set it and the command did not run; or the
 // frame's "." could not run the command file that sets it (see
-// guardsInScript); or a command turned restricted mode on (bash's set -r,
-// ksh93's set -o restricted), which forbids the frame's redirections for
-// good. Its streams are given up.
+// guardsInScript); or a command turned restricted mode on (ksh93's set -o
+// restricted), which forbids the frame's redirections for good. (bash's
+// set -r forbids them too, and the redirection by path that writes this
+// marker where the shell's stderr is closed, see closeOwn: its commands
+// end at the idle look.) Its streams are given up.
 func (c *Command) streamsFailed(trailer []byte) {
 	status, err := strconv.Atoi(string(trailer))
 	if err != nil {

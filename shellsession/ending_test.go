@@ -199,14 +199,15 @@ func TestEndedSessionHasUsage(t *testing.T) {
 // TestShellEndsBeforeReadingCommand: a command sent to a shell that then
 // exits on its own without reading it never ran, and is lost, not reported
 // with the shell's exit status as if it had run and ended the shell (exit
-// 3). Here bash, whose own stderr the first command closed, ends as the
+// 3). Here bash, whose own stdin the first command closed (the copy of it
+// that bash keeps in its 10 while it sources the command), ends as the
 // command does, and runs its exit trap, during which the second is sent.
 func TestShellEndsBeforeReadingCommand(t *testing.T) {
 	t.Parallel()
 	s := newSession(t, Options{Shell: "bash"})
 	dir := t.TempDir()
 	trapped, ran := dir+"/trapped", dir+"/ran"
-	c, err := s.Submit(CommandOptions{Cmd: fmt.Sprintf("trap 'touch %s; sleep 1; exit 7' EXIT; exec 11>&-", trapped)})
+	c, err := s.Submit(CommandOptions{Cmd: fmt.Sprintf("trap 'touch %s; sleep 1; exit 7' EXIT; exec 10>&-", trapped)})
 	require.NoError(t, err)
 	wait(t, c)
 	require.Eventually(t, func() bool { _, err := os.Stat(trapped); return err == nil }, deadline, 5*time.Millisecond)

@@ -162,7 +162,7 @@ func (c *Command) running() bool {
 // endUnreported ends a command the shell finished without reporting it.
 func (c *Command) endUnreported() {
 	c.giveUp(process.Result{Reason: process.Failed,
-		Error: "the shell went back to its prompt without reporting the command's end (a lowered ulimit -n, set -n, a function or trap that takes over the words the engine uses, its variables made read-only, or a builtin it calls disabled: see the README's shell matrix)"})
+		Error: "the shell went back to its prompt without reporting the command's end (a lowered ulimit -n, set -n, restricted mode (set -r), a function or trap that takes over the words the engine uses, its variables made read-only, or a builtin it calls disabled: see the README's shell matrix)"})
 }
 
 // deaf reports whether the shell runs on with its input closed: not

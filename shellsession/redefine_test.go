@@ -260,12 +260,14 @@ func TestSetNoexec(t *testing.T) {
 
 // TestClosingTheShellsOwnDescriptors pins what becomes of a command that
 // closes the descriptors a shell keeps its own stdin and stderr in while it
-// sources the command, to restore them after: bash's 10 and 11, busybox's
-// 11 and 12 (the lowest free from 10 up). bash cannot restore them and
-// ends, and with it the session; busybox loops on the error it cannot
-// report, until the command's execution timeout ends the session. dash,
-// zsh, mksh and ksh93 take one digit only in a redirection: `exec 10>&-`
-// runs a program named 10, which ends the session as any failed exec does.
+// sources the command, to restore them after: bash's 10 (its stdin: its
+// stderr is closed, and nothing is kept of it), busybox's 11 and 12 (the
+// lowest free from 10 up). bash cannot restore it and ends, and with it
+// the session, while its 11 is no descriptor of its own; busybox loops on
+// the error it cannot report, until the command's execution timeout ends
+// the session. dash, zsh, mksh and ksh93 take one digit only in a
+// redirection: `exec 10>&-` runs a program named 10, which ends the
+// session as any failed exec does.
 func TestClosingTheShellsOwnDescriptors(t *testing.T) {
 	t.Parallel()
 	for _, shell := range testShells {
@@ -273,7 +275,12 @@ func TestClosingTheShellsOwnDescriptors(t *testing.T) {
 			t.Parallel()
 			s := newSession(t, Options{Shell: shell, StopGrace: 200 * time.Millisecond})
 			fd := "11"
-			if shell == "busybox" {
+			switch shell {
+			case "bash":
+				fd = "10"
+				// The 11 it kept its stderr in before is none of its own.
+				expectRun(t, s, "exec 11>&-; echo ran", 0, "ran\n")
+			case "busybox":
 				fd = "12"
 			}
 			c, err := s.Submit(CommandOptions{Cmd: "exec " + fd + ">&-", ExecutionTimeout: time.Second})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -118,6 +119,12 @@ type Session struct {
 	frame      rawcall.File                   // the file frames run from (see writeFrame); the queue's goroutine only
 	endFile    string                         // the last command's end file (see writeFrame); the queue's goroutine only
 	templates  map[frameKey]sentinel.Template // frames by the streams they use (see newFrame); the queue's goroutine only
+	// own is the path by which the shell writes the frame's markers for
+	// the engine once its stderr is closed (see closeOwn), or "";
+	// ownOnly says that it is closed: set once the shell is up (see
+	// lookOwn), before any command but the first is framed.
+	own     string
+	ownOnly bool
 
 	// written counts the bytes written to stdin; readTo, once the shell
 	// has exited, how many of them it read (-1: not known; see
@@ -291,8 +298,23 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 	if !wentUp(ready.Log()) {
 		return nil, s.refuse("lost what it was sent before its first command: its login profile reads its standard input, the session's commands (read, cat)")
 	}
+	s.lookOwn()
 	s.h.Ready()
 	return s, nil
+}
+
+// lookOwn notes, once the shell is up, whether the init script closed its
+// stderr (see closeOwn): then later frames write their markers for the
+// engine by path alone, else to stderr alone. The first command's frame,
+// sent with the init script, tries both.
+func (s *Session) lookOwn() {
+	if s.own == "" {
+		return
+	}
+	_, err := os.Lstat("/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/fd/2")
+	if s.ownOnly = errors.Is(err, fs.ErrNotExist); !s.ownOnly {
+		s.own = ""
+	}
 }
 
 // beforeReady, when a test sets it, is called as New is about to send its
@@ -378,7 +400,10 @@ func (s *Session) start() error {
 		return fmt.Errorf("start %s: %w", s.sh.Path, err)
 	}
 	s.input = rawcall.NewWriter(wrc)
-	init := upLine + first + initScript(s.sh, s.opts.Env)
+	if closesStderr(s.sh) {
+		s.own = s.h.OwnPath()
+	}
+	init := upLine + first + initScript(s.sh, s.opts.Env, s.own)
 	s.opts.Env = nil // the shell has it now (see resident.Host.Start)
 	if _, err := w.WriteString(init); err != nil {
 		return fmt.Errorf("start %s: %w", s.sh.Path, err)

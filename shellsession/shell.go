@@ -114,10 +114,12 @@ func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) 
 // through builtin: a login shell's profile may have defined aliases, and
 // functions, by now.
 //
-// Last, it closes the shell's own stdout (closeStdout); the frame then
-// writes its markers for the engine to the shell's stderr, the same pipe
-// (sentinel.Paths.OwnStderr).
-func initScript(sh shells.Shell, env map[string]string) string {
+// Last, it closes the shell's own stdout, and its stderr where it may
+// (closeOwn, with own the path that reaches the engine's end of them, see
+// resident.Host.OwnPath); the frame then writes its markers for the engine
+// to what is left open, or by that path (sentinel.Paths.OwnStderr,
+// sentinel.Paths.OwnPath).
+func initScript(sh shells.Shell, env map[string]string, own string) string {
 	const vars = "PS1= PS2= PS3= __conch=-; "
 	// bash and zsh let a profile's function take any name, the special
 	// builtins' too, where the other shells run the builtin: there the
@@ -126,13 +128,13 @@ func initScript(sh shells.Shell, env map[string]string) string {
 	common := vars + "\\trap 'exit 143' TERM; "
 	switch sh.Family {
 	case shells.Bash:
-		return builtinInit + "PS0=; \\builtin unset PROMPT_COMMAND HISTFILE MAIL MAILPATH MAILCHECK ENV BASH_ENV; \\builtin set +H +m +o history; \\builtin shopt -u checkwinsize; \\builtin shopt -s execfail\n" + exportAgain(sh, env) + closeStdout(sh)
+		return builtinInit + "PS0=; \\builtin unset PROMPT_COMMAND HISTFILE MAIL MAILPATH MAILCHECK ENV BASH_ENV; \\builtin set +H +m +o history; \\builtin shopt -u checkwinsize; \\builtin shopt -s execfail\n" + exportAgain(sh, env) + closeOwn(sh, own)
 	case shells.Zsh:
-		return builtinInit + "PROMPT= RPROMPT= PROMPT_EOL_MARK=; \\builtin unset HISTFILE MAIL MAILPATH; \\builtin setopt no_hup interactive_comments ignore_close_braces\n\\builtin unsetopt zle prompt_cr prompt_sp monitor bang_hist 2>/dev/null\n" + exportAgain(sh, env) + closeStdout(sh)
+		return builtinInit + "PROMPT= RPROMPT= PROMPT_EOL_MARK=; \\builtin unset HISTFILE MAIL MAILPATH; \\builtin setopt no_hup interactive_comments ignore_close_braces\n\\builtin unsetopt zle prompt_cr prompt_sp monitor bang_hist 2>/dev/null\n" + exportAgain(sh, env) + closeOwn(sh, own)
 	}
 	// HISTFILE stays empty, not unset: ksh93 without one falls back to
 	// ~/.sh_history, shared by every session and the user's own shells.
-	return common + "HISTFILE=; \\unset ENV MAIL MAILPATH; \\set +m 2>/dev/null\n" + exportAgain(sh, env) + closeStdout(sh)
+	return common + "HISTFILE=; \\unset ENV MAIL MAILPATH; \\set +m 2>/dev/null\n" + exportAgain(sh, env) + closeOwn(sh, own)
 }
 
 // exportAgain is the line that exports again what the session's env gives
@@ -158,30 +160,51 @@ func exportAgain(sh shells.Shell, env map[string]string) string {
 	return b.String() + "\n"
 }
 
-// closeStdout is the line that closes the shell's own stdout for good. A
-// redirection of a descriptor that is open costs a shell a save before the
-// command and a restore after it — bash four fcntl calls, a dup2 and a
-// close — and of one that is closed only a close after: the command's
-// stdout and each end marker, which are redirections of the shell's fd 1,
-// then cost about a third of the system calls of a frame less. Nothing the
-// engine needs is written there: the frame's own markers go to the shell's
-// stderr, the same pipe, and what a command writes goes to its own stream.
+// closeOwn is what closes the shell's own stdout for good, and its stderr
+// where closesStderr says so. A redirection of a descriptor that is open
+// costs a shell a save before the command and a restore after it — bash
+// four fcntl calls, a dup2 and a close, then a dup2, a fcntl and a close —
+// and of one that is closed only a close after: the command's stdout and
+// stderr, and the end marker, which are redirections of the shell's fd 1
+// and 2, then cost about half the system calls of a frame less. Nothing the
+// engine needs is written there on a command's way: what a command writes
+// goes to its own streams. The frame's own markers go to the shell's
+// stderr while it is open (sentinel.Paths.OwnStderr), and by the path own,
+// which reaches the same pipe, once it is closed (sentinel.Paths.OwnPath):
+// stderr is closed only when that path opens, and the engine looks which
+// it is once the shell is up (see Session.lookOwn).
 //
-// Should a profile's function take the word over, the stdout stays open:
-// the frames work as well, for a few more calls. ksh93 keeps its stdout: it
-// moves a descriptor that opens as fd 1 out of the way and back, which
-// costs it more than the save. So does zsh: what it saves, it reads back
-// as the start marker's longer line, a byte per read call.
-func closeStdout(sh shells.Shell) string {
+// Should a profile's function take the word over, the descriptors stay
+// open: the frames work as well, for a few more calls. ksh93 keeps its
+// stdout: it moves a descriptor that opens as fd 1 out of the way and back,
+// which costs it more than the save. So does zsh: what it saves, it reads
+// back as the start marker's longer line, a byte per read call.
+func closeOwn(sh shells.Shell, own string) string {
+	// `builtin exec >&-` would redirect the builtin command, and undo it
+	// after; `command exec` is exec itself.
+	exec := `\exec`
 	switch sh.Family {
 	case shells.Ksh, shells.Zsh:
 		return ""
 	case shells.Bash:
-		// `builtin exec >&-` would redirect the builtin command, and undo
-		// it after; `command exec` is exec itself.
-		return "\\command exec >&-\n"
+		exec = `\command exec`
 	}
-	return "\\exec >&-\n"
+	line := exec + " >&-\n"
+	if closesStderr(sh) && own != "" {
+		// A redirection that fails skips its command: ":" runs, and
+		// stderr is closed, only when own opens.
+		line += `\: >` + shQuote(own) + " && " + exec + " 2>&-\n"
+	}
+	return line
+}
+
+// closesStderr reports whether sh runs with its stderr closed too between
+// commands (see closeOwn): bash and mksh, whose frames write no marker for
+// the engine on a command's way, only on the rare one where the end line
+// cannot write its own. dash and busybox sh announce every command with a
+// marker (see announces), which would then cost an open by path of each.
+func closesStderr(sh shells.Shell) bool {
+	return sh.Family == shells.Bash || sh.Family == shells.Mksh
 }
 
 // shellEnv returns the environment of a new shell: the daemon's, less what

@@ -241,11 +241,13 @@ func (s *Session) rewrite(f *rawcall.File, path string, text []byte) error {
 
 // newFrame frames a command with paths p after one that exited with prev,
 // as this session's shell runs it: with its markers for the engine on its
-// stderr when its stdout is closed (see closeStdout), and the frame and end
-// line in files for a shell sent short lines that run them from there (see
-// framesFromFiles), which it writes.
+// stderr when its stdout is closed, by path when its stderr is closed too
+// (see closeOwn), and the frame and end line in files for a shell sent
+// short lines that run them from there (see framesFromFiles), which it
+// writes.
 func (s *Session) newFrame(prev int, p sentinel.Paths) (sentinel.Frame, error) {
-	p.OwnStderr = closeStdout(s.sh) != ""
+	p.OwnStderr = closeOwn(s.sh, "") != "" && !s.ownOnly
+	p.OwnPath = s.own
 	frame, end := framesFromFiles(s.sh)
 	if !end {
 		if !sentinel.Templated(p) || prev != 0 && prev != 1 {
@@ -254,7 +256,7 @@ func (s *Session) newFrame(prev int, p sentinel.Paths) (sentinel.Frame, error) {
 		// The same few streams serve command after command: their frame's
 		// text is built once.
 		k := frameKey{prev: prev, stdin: p.Stdin, stdout: p.Stdout, stderr: p.Stderr, script: p.Script,
-			before: p.Before, run: p.Run, announce: p.Announce, ownStderr: p.OwnStderr, guardInScript: p.GuardInScript}
+			before: p.Before, run: p.Run, announce: p.Announce, ownStderr: p.OwnStderr, ownPath: p.OwnPath, guardInScript: p.GuardInScript}
 		t, ok := s.templates[k]
 		if !ok {
 			if len(s.templates) >= maxTemplates || s.templates == nil {
@@ -296,6 +298,7 @@ type frameKey struct {
 	before                        string
 	run                           sentinel.Run
 	announce, ownStderr           bool
+	ownPath                       string
 	guardInScript                 bool
 }
 
