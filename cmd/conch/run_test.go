@@ -282,11 +282,13 @@ func TestRunSaysDroppedOutput(t *testing.T) {
 
 // conch run of a command that catches SIGINT and exits with a status of
 // its own exits with that status when Ctrl-C is passed on: it once exited
-// 130, as for a command the signal ended.
+// 130, as for a command the signal ended. The loop's program sleeps long:
+// bash drops an interrupt that lands just as the program it waits for
+// exits by itself, as at a terminal.
 func TestRunInterruptHandled(t *testing.T) {
 	t.Parallel()
 	s := startServe(t)
-	cmd, _, _ := s.runUntilLine(t, "ready\n", "run", "--", `trap "exit 7" INT; echo ready; while :; do sleep 0.05; done`)
+	cmd, _, _ := s.runUntilLine(t, "ready\n", "run", "--", `trap "exit 7" INT; echo ready; while :; do sleep 30; done`)
 	require.NoError(t, cmd.Process.Signal(os.Interrupt))
 	guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
 	defer guard.Stop()
