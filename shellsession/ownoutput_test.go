@@ -58,26 +58,53 @@ func TestFailedMarkerReachesTheEngine(t *testing.T) {
 	})
 }
 
-// TestOwnStderrKeptWhereItsPathFails: a login profile whose function
-// takes over ":" and fails, as the engine's look that the path to the
-// shell's own output opens would (see closeOwn), leaves the shell's stderr
-// open; the engine sees it, and the frames write their markers there: a
-// command that cannot report its end still ends with its status.
+// TestOwnStderrKeptWhereItsPathFails: a login profile that disables the
+// ":" builtin makes the engine's look that the path to the shell's own
+// output opens fail (see closeOwn), as a path that cannot open would, and
+// leaves the shell's stderr open; the engine sees it, and the frames write
+// their markers there: a command that cannot report its end still ends
+// with its status.
 func TestOwnStderrKeptWhereItsPathFails(t *testing.T) {
 	t.Parallel()
-	for shell, profile := range map[string]string{"bash": ":() { return 1; }\n"} {
+	for shell, profile := range map[string]string{"bash": "enable -n :\n"} {
 		t.Run(shell, func(t *testing.T) {
 			t.Parallel()
 			s, err, _ := startHostile(t, shell, profile, deadline)
 			require.NoError(t, err)
 			_, err = os.Lstat("/proc/" + strconv.Itoa(s.cmd.Process.Pid) + "/fd/2")
 			require.NoError(t, err, "the shell's stderr was closed")
-			require.True(t, true, "markers by path, own %q", s.own)
+			require.Empty(t, s.own, "markers by path")
 			res, stdout, _ := run(t, s, CommandOptions{Cmd: "__conch=x; echo hi; (exit 3)"})
 			require.Equal(t, process.Failed, res.Reason, "%+v", res)
 			require.Equal(t, "hi\n", stdout)
 			require.Equal(t, 3, code(res), "%+v", res)
 			expectRun(t, s, "echo next", 0, "next\n")
 		})
+	}
+}
+
+// TestOwnColonFunctionNotRun: a login profile's function named ":" is not
+// what the engine's look that the path to the shell's own output opens
+// runs (see closeOwn): bash let it take the word, and one that read its
+// input took the session's first command (New waited for it to its
+// readiness bound, then refused the session), one that called ":" itself
+// recursed until bash crashed. mksh runs its builtin over such a
+// function.
+func TestOwnColonFunctionNotRun(t *testing.T) {
+	t.Parallel()
+	for _, shell := range []string{"bash", "mksh"} {
+		for name, profile := range map[string]string{"reads": ":() { read -r x; }\n", "recurses": ":() { :; }\n"} {
+			t.Run(shell+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				s, err, _ := startHostile(t, shell, profile, deadline)
+				require.NoError(t, err)
+				require.True(t, s.ownOnly, "the shell's stderr was left open")
+				expectRun(t, s, "echo hi; echo err >&2", 0, "hi\n")
+				res, stdout, _ := run(t, s, CommandOptions{Cmd: `exec 3>&1; p=$(readlink /proc/$$/fd/3); exec 3>&-; echo hi; rm -f "$p" && mkdir "$p" && (exit 3)`})
+				require.Equal(t, process.Failed, res.Reason, "%+v", res)
+				require.Equal(t, "hi\n", stdout)
+				require.Equal(t, 3, code(res), "%+v", res)
+			})
+		}
 	}
 }

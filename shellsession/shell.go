@@ -174,26 +174,29 @@ func exportAgain(sh shells.Shell, env map[string]string) string {
 // stderr is closed only when that path opens, and the engine looks which
 // it is once the shell is up (see Session.lookOwn).
 //
-// Should a profile's function take the word over, the descriptors stay
-// open: the frames work as well, for a few more calls. ksh93 keeps its
+// Should a profile's function take exec or command over, or the ":"
+// builtin be disabled, the descriptors stay open: the frames work as well,
+// for a few more calls. ksh93 keeps its
 // stdout: it moves a descriptor that opens as fd 1 out of the way and back,
 // which costs it more than the save. So does zsh: what it saves, it reads
 // back as the start marker's longer line, a byte per read call.
 func closeOwn(sh shells.Shell, own string) string {
 	// `builtin exec >&-` would redirect the builtin command, and undo it
 	// after; `command exec` is exec itself.
-	exec := `\exec`
+	exec, colon := `\exec`, `\:`
 	switch sh.Family {
 	case shells.Ksh, shells.Zsh:
 		return ""
 	case shells.Bash:
-		exec = `\command exec`
+		// bash lets a profile's function take ":" (one that read its
+		// input would take the first command); builtin runs the builtin.
+		exec, colon = `\command exec`, `\builtin :`
 	}
 	line := exec + " >&-\n"
 	if closesStderr(sh) && own != "" {
 		// A redirection that fails skips its command: ":" runs, and
 		// stderr is closed, only when own opens.
-		line += `\: >` + shQuote(own) + " && " + exec + " 2>&-\n"
+		line += colon + " >" + shQuote(own) + " && " + exec + " 2>&-\n"
 	}
 	return line
 }
