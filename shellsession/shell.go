@@ -181,13 +181,13 @@ func exportAgain(sh shells.Shell, env map[string]string) string {
 // which costs it more than the save. So does zsh: what it saves, it reads
 // back as the start marker's longer line, a byte per read call.
 func closeOwn(sh shells.Shell, own string) string {
+	if !closesStdout(sh) {
+		return ""
+	}
 	// `builtin exec >&-` would redirect the builtin command, and undo it
 	// after; `command exec` is exec itself.
 	exec, colon := `\exec`, `\:`
-	switch sh.Family {
-	case shells.Ksh, shells.Zsh:
-		return ""
-	case shells.Bash:
+	if sh.Family == shells.Bash {
 		// bash lets a profile's function take ":" (one that read its
 		// input would take the first command); builtin runs the builtin.
 		exec, colon = `\command exec`, `\builtin :`
@@ -199,6 +199,12 @@ func closeOwn(sh shells.Shell, own string) string {
 		line += colon + " >" + shQuote(own) + " && " + exec + " 2>&-\n"
 	}
 	return line
+}
+
+// closesStdout reports whether sh runs with its stdout closed between
+// commands (see closeOwn): all but ksh93 and zsh.
+func closesStdout(sh shells.Shell) bool {
+	return sh.Family != shells.Ksh && sh.Family != shells.Zsh
 }
 
 // closesStderr reports whether sh runs with its stderr closed too between

@@ -246,7 +246,7 @@ func (s *Session) rewrite(f *rawcall.File, path string, text []byte) error {
 // short lines that run them from there (see framesFromFiles), which it
 // writes.
 func (s *Session) newFrame(prev int, p sentinel.Paths) (sentinel.Frame, error) {
-	p.OwnStderr = closeOwn(s.sh, "") != "" && !s.ownOnly
+	p.OwnStderr = closesStdout(s.sh) && !s.ownOnly
 	p.OwnPath = s.own
 	frame, end := framesFromFiles(s.sh)
 	if !end {
