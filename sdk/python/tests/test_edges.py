@@ -314,10 +314,13 @@ class OutrunPagingTest(unittest.TestCase):
         return got[0]
 
     def test_join_gives_up(self) -> None:
-        # A writer of about 5 MB/s, and pages of 2 frames 100 ms apart after the first: the
+        # A writer of several MB/s (seq's 230 KB, then 20 ms asleep: a writer whose rate is
+        # out of the window fails either way — so slow that its answer holds it all and no
+        # join pages, or so fast that the first page already finds frames dropped), and
+        # pages of 2 frames 100 ms apart after the first: the
         # first page is whole, later ones find frames dropped after those paged, then the
         # frame the join pages to (the answer's next) dropped too.
-        h = self.sandbox.process.start("while :; do seq 1 20000; sleep 0.02; done")
+        h = self.sandbox.process.start("while :; do seq 1 40000; sleep 0.02; done")
         self.addCleanup(h.delete)
         self.sandbox.close()
         self.sandbox = self.daemon.sandbox(logs_page_size=2)

@@ -41,7 +41,7 @@ describe('a writer that outruns the paging of its logs', () => {
   test('the join of a run that came back gives up', async () => {
     const slow = slowLogs(100)
     const sb = d.sandbox({ fetch: slow.fetch, logsPageSize: 2 })
-    const r = await bounded(sb.exec('while :; do seq 1 20000; sleep 0.02; done', { idleTimeout: 10_000, timeout: 300 }), 60_000)
+    const r = await bounded(sb.exec('while :; do seq 1 28000; sleep 0.02; done', { idleTimeout: 10_000, timeout: 300 }), 60_000)
     await sb.process.connect(r.processId).delete()
     assert.ok(slow.pages() > 1, `the join gave up at its first page (${slow.pages()}): no later page was dropped`)
     assert.ok((runDetails(r).omittedBytes ?? 0) > 0, 'the join reads whole')
