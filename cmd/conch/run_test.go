@@ -476,7 +476,10 @@ func TestRunDaemonGone(t *testing.T) {
 // conch run --json (in a session too) and conch run --keep-logs none pass
 // Ctrl-C to the command, as conch run does, and exit as it then does: they
 // wait through the run route, whose answer names the process only at its
-// end, and once exited 130 with the command left running.
+// end, and once exited 130 with the command left running. One program
+// runs from the moment the file says it started: in a session, Ctrl-C
+// landing just as `touch` exited by itself would be dropped by bash, as at
+// a terminal, and `sleep 30` would run to its end.
 func TestRunRouteInterrupt(t *testing.T) {
 	t.Parallel()
 	s := startServe(t)
@@ -491,7 +494,7 @@ func TestRunRouteInterrupt(t *testing.T) {
 		name := "routeint" + strconv.Itoa(i)
 		started := filepath.Join(t.TempDir(), "started")
 		cmd := exec.Command("conch", append(append([]string{"run", "--name", name}, args...),
-			"--", "touch "+started+"; sleep 30")...)
+			"--", "sh -c 'touch "+started+" && exec sleep 30'")...)
 		cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
