@@ -237,18 +237,11 @@ func TestOwnStderr(t *testing.T) {
 			// The end line of a command whose stdout cannot be opened.
 			gone := p
 			gone.Stdout = filepath.Join(dir, "gone", "out")
-			args := []string{"-c", "exec >&-\n" + f.Text + EndLine(f.Nonce, gone)}
-			if tt.sh == "busybox" {
-				args = append([]string{"sh"}, args...)
-			}
-			cmd := exec.CommandContext(t.Context(), tt.sh, args...)
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			require.NoError(t, cmd.Run())
+			stderr := runScript(t, tt.sh, "exec >&-\n"+f.Text+EndLine(f.Nonce, gone))
 			out, _ := os.ReadFile(p.Stdout)
 			require.Equal(t, "hi\n", string(out))
-			require.Contains(t, stderr.String(), string(f.Start))
-			require.Contains(t, stderr.String(), string(f.Failed)+"3\x00")
+			require.Contains(t, stderr, string(f.Start))
+			require.Contains(t, stderr, string(f.Failed)+"3\x00")
 		})
 	}
 }
@@ -284,28 +277,21 @@ func TestOwnPath(t *testing.T) {
 				// The end line of a command whose stdout cannot be opened;
 				// own gets the markers alone: each ">" truncates it.
 				keep := "s=$?; cat " + p.OwnPath + " >>" + filepath.Join(dir, "start") + "; (exit $s)\n"
-				args := []string{"-c", closed + f.Text + keep + EndLine(f.Nonce, gone)}
-				if tt.sh == "busybox" {
-					args = append([]string{"sh"}, args...)
-				}
-				cmd := exec.CommandContext(t.Context(), tt.sh, args...)
-				var stderr strings.Builder
-				cmd.Stderr = &stderr
-				require.NoError(t, cmd.Run())
+				stderr := runScript(t, tt.sh, closed+f.Text+keep+EndLine(f.Nonce, gone))
 				out, _ := os.ReadFile(p.Stdout)
 				require.Equal(t, "hi\n", string(out))
 				errs, _ := os.ReadFile(p.Stderr)
 				require.Equal(t, "err\n", string(errs))
 				own, _ := os.ReadFile(p.OwnPath)
 				if fallback {
-					require.Contains(t, stderr.String(), string(f.Start))
-					require.Contains(t, stderr.String(), string(f.Failed)+"3\x00")
+					require.Contains(t, stderr, string(f.Start))
+					require.Contains(t, stderr, string(f.Failed)+"3\x00")
 					return
 				}
 				start, _ := os.ReadFile(filepath.Join(dir, "start"))
 				require.Equal(t, string(f.Start), string(start))
 				require.Equal(t, string(f.Failed)+"3\x00", string(own))
-				require.Empty(t, stderr.String())
+				require.Empty(t, stderr)
 			})
 		}
 	}
@@ -395,4 +381,19 @@ func TestGuardInScript(t *testing.T) {
 	f = New(0, p)
 	out, _ = exec.CommandContext(t.Context(), "bash", "-c", guardVar+"=-\n"+f.Text).CombinedOutput()
 	require.Contains(t, string(out), "\x1eF"+string(f.Nonce), "no Failed marker when the script did not run")
+}
+
+// runScript runs script with sh -c (busybox: its sh), wants it to exit 0,
+// and returns what it wrote to its stderr.
+func runScript(t *testing.T, sh, script string) string {
+	t.Helper()
+	args := []string{"-c", script}
+	if sh == "busybox" {
+		args = append([]string{"sh"}, args...)
+	}
+	cmd := exec.CommandContext(t.Context(), sh, args...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Run())
+	return stderr.String()
 }
