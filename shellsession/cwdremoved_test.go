@@ -53,3 +53,30 @@ func TestCwdRenamedOrSetBack(t *testing.T) {
 		})
 	}
 }
+
+// TestCwdThroughLinkOrOddName: the working directory a command reports
+// is $PWD, symbolic links and all, when $PWD names the shell's directory,
+// also for a directory whose name ends as the kernel marks a removed one.
+func TestCwdThroughLinkOrOddName(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			base, err := filepath.EvalSymlinks(t.TempDir())
+			require.NoError(t, err)
+			odd := filepath.Join(base, "d (deleted)")
+			s := newSession(t, Options{Shell: shell})
+			r, _, _ := run(t, s, CommandOptions{Cmd: "mkdir " + shQuote(odd) + " && cd " + shQuote(odd)})
+			require.Equal(t, odd, r.Cwd, "a live directory so named")
+			r, _, _ = run(t, s, CommandOptions{Cmd: "true"})
+			require.Equal(t, odd, r.Cwd, "again")
+			link := filepath.Join(base, "l")
+			r, _, _ = run(t, s, CommandOptions{Cmd: "ln -s " + shQuote(odd) + " " + link + " && cd " + link})
+			require.Equal(t, link, r.Cwd, "through a link")
+			r, _, _ = run(t, s, CommandOptions{Cmd: "true"})
+			require.Equal(t, link, r.Cwd, "through a link, again")
+			r, _, _ = run(t, s, CommandOptions{Cmd: "cd " + shQuote(odd) + " && rmdir " + shQuote(odd)})
+			require.Equal(t, odd, r.Cwd, "removed: as $PWD names it")
+		})
+	}
+}

@@ -654,8 +654,11 @@ func (s *Session) recordEnd(status int, e *sentinel.End) string {
 // rename the directory it is in. A directory removed since is kept as $PWD
 // names it, or by the path it had when $PWD names none.
 //
-// A $PWD the last command reported too is looked at with two stats made
-// raw (rawcall): the shell's directory, and the one $PWD names, each the
+// Most often one call, made raw (rawcall) as those below: the link
+// /proc/PID/cwd reads as $PWD, so the directory $PWD names is the shell's
+// now (the kernel's getcwd gives the same path). A $PWD through a symbolic
+// link reads otherwise: when the last command reported it too, it is looked
+// at with two stats, the shell's directory and the one $PWD names, each the
 // one last seen. Through package syscall, the first call after the process
 // was idle wakes the runtime's monitor thread: 15 µs more of the engine's
 // CPU a command, and a context switch.
@@ -663,6 +666,12 @@ func (s *Session) checkCwd(reported string) string {
 	s.mu.Lock()
 	last, id, path, proc := s.cwd, s.cwdID, s.cwdPath, s.procCwd
 	s.mu.Unlock()
+	if proc != (rawcall.Path{}) && strings.HasPrefix(reported, "/") &&
+		!strings.HasSuffix(reported, " (deleted)") && proc.LinksTo(reported) {
+		// (A removed directory reads as its path and " (deleted)": a
+		// $PWD ending so is looked at below.)
+		return reported
+	}
 	if reported == last && reported != "" && path != (rawcall.Path{}) {
 		if there, ok := proc.ID(); ok && there == id {
 			if at, ok := path.ID(); ok && at == id {

@@ -397,6 +397,17 @@ func (p Path) ID() (ID, bool) {
 	return ID{st.Dev, st.Ino}, e == 0
 }
 
+// LinksTo reports whether p is a symbolic link whose target is target:
+// one readlink(2). A target longer than PATH_MAX is never one.
+func (p Path) LinksTo(target string) bool {
+	var buf [4096]byte
+	if len(target) == 0 || len(target) >= len(buf) {
+		return false
+	}
+	n, _, e := syscall.RawSyscall6(syscall.SYS_READLINKAT, uintptr(atFDCWD), uintptr(unsafe.Pointer(p.p)), uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), 0, 0)
+	return e == 0 && int(n) == len(target) && string(buf[:n]) == target
+}
+
 // stat is lstat(2) of p, and whether it succeeded.
 func (p Path) stat() (syscall.Stat_t, bool) {
 	var st syscall.Stat_t

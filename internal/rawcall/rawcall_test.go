@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"strings"
 	"testing"
 	"time"
 
@@ -261,4 +262,24 @@ func TestCreateFile(t *testing.T) {
 	b, err = os.ReadFile(path)
 	require.NoError(t, err)
 	require.Equal(t, "two", string(b))
+}
+
+func TestLinksTo(t *testing.T) {
+	dir := t.TempDir()
+	link := filepath.Join(dir, "l")
+	require.NoError(t, os.Symlink("/a/b", link))
+	p, err := NewPath(link)
+	require.NoError(t, err)
+	require.True(t, p.LinksTo("/a/b"))
+	for _, other := range []string{"/a/b/", "/a/bc", "/a/", "", strings.Repeat("/a", 3000)} {
+		require.False(t, p.LinksTo(other), other)
+	}
+	f, err := NewPath(dir)
+	require.NoError(t, err)
+	require.False(t, f.LinksTo(dir), "not a link")
+	self, err := NewPath("/proc/self/cwd")
+	require.NoError(t, err)
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	require.True(t, self.LinksTo(wd), "a process's directory")
 }
