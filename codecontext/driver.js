@@ -216,7 +216,17 @@ function makeContext() {
   const ctx = vm.createContext(sandbox);
   const own = new Set(vm.runInContext('Object.getOwnPropertyNames(globalThis)', ctx));
   for (const name of Object.getOwnPropertyNames(globalThis)) {
-    if (!own.has(name)) Object.defineProperty(sandbox, name, Object.getOwnPropertyDescriptor(globalThis, name));
+    if (own.has(name)) continue;
+    const d = Object.getOwnPropertyDescriptor(globalThis, name);
+    if (d.set) {
+      // Node's globals with a setter (process, Buffer, the web classes
+      // loaded lazily) keep what is set in a variable of their own or
+      // define it on the driver's global: a cell's process = 1 replaced
+      // the driver's process too. The cell's assignment makes a variable
+      // of its context's instead, as a let would.
+      d.set = (v) => { defineProperty(sandbox, name, { value: v, writable: true, enumerable: d.enumerable, configurable: true }); };
+    }
+    Object.defineProperty(sandbox, name, d);
   }
   const requireHere = () => createRequire(path.join(cwd() || '/', '[cell]'));
   const req = (id) => requireHere()(id);

@@ -292,3 +292,20 @@ crash()`)
 	require.Equal(t, process.Signaled, ended.Reason, "%+v", ended)
 	require.Equal(t, "ABRT", ended.Signal)
 }
+
+// TestJavaScriptGlobalsSetNotTheDrivers: a cell that assigns one of Node's
+// globals that have a setter (process, Buffer, a web class loaded lazily)
+// changes it for the cells, not for the driver: process = 1 replaced the
+// driver's process too, and ended the context at its next call.
+func TestJavaScriptGlobalsSetNotTheDrivers(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	r, _, errOut := run(t, c, "process = 1; Buffer = 2; TextEncoder = 3; globalThis.performance = 4")
+	require.Equal(t, 0, code(r), "%+v, stderr %q", r, errOut)
+	r, out, errOut := run(t, c, "console.log(process, Buffer, TextEncoder, performance); 5")
+	require.Equal(t, 0, code(r), "%+v, stderr %q", r, errOut)
+	require.Equal(t, "1 2 3 4\n5\n", out)
+	r, out, errOut = run(t, c, "delete globalThis.process; typeof process")
+	require.Equal(t, 0, code(r), "%+v, stderr %q", r, errOut)
+	require.Equal(t, "'undefined'\n", out)
+}
