@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/conchsh/conch/client"
 )
@@ -18,9 +20,24 @@ type limitFlags struct {
 func addLimitFlags(fs *flag.FlagSet, of string) *limitFlags {
 	l := &limitFlags{}
 	fs.Var(&l.memory, "memory", "bound the memory of the "+of+" and everything it starts to `bytes` (suffixes K, M, G)")
-	fs.Int64Var(&l.pids, "pids", 0, "bound the processes and threads of the "+of+" to `n` at once")
-	fs.Int64Var(&l.cpu, "cpu", 0, "bound the CPU of the "+of+" to `millicores` (1000: one core)")
+	fs.Var((*count)(&l.pids), "pids", "bound the processes and threads of the "+of+" to `n` at once")
+	fs.Var((*count)(&l.cpu), "cpu", "bound the CPU of the "+of+" to `millicores` (1000: one core)")
 	return l
+}
+
+// count is a limit given as a whole number, 0 (no limit) or more: a
+// negative one is a usage error, as a --memory that is no size is.
+type count int64
+
+func (c *count) String() string { return strconv.FormatInt(int64(*c), 10) }
+
+func (c *count) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return errors.New("want a whole number, 0 (no limit) or more")
+	}
+	*c = count(n)
+	return nil
 }
 
 // limits returns the limits asked for, nil when none.

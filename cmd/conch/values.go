@@ -14,7 +14,7 @@ import (
 // can tell is wrong without the daemon (one outside a fixed set, a port
 // that is no port) is a usage error, exit 2, said with the flag and the
 // usage, with or without a daemon. Values only the daemon can judge (a
-// shell, a directory, a limit) go to it as they are.
+// shell, a directory, a limit its host may not apply) go to it as they are.
 
 // oneOf defines a string flag that takes one of values, or "" (as when it
 // is not given: the daemon's default); want says which in a refusal
