@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/conchsh/conch/internal/proctree"
 )
 
 // statusKiB reads a field in kB (VmRSS, VmHWM) of /proc/PID/status.
@@ -105,9 +107,12 @@ func descendants() []string {
 		ppid, _ := strconv.Atoi(f[1])
 		procs[pid] = proc{ppid: ppid, comm: string(b[open+1 : close])}
 	}
-	self := os.Getpid()
+	self, guardian := os.Getpid(), proctree.GuardianPID()
 	var out []string
 	for pid, p := range procs {
+		if pid == guardian {
+			continue // in no tree (see proctree.GuardianPID)
+		}
 		for a, hops := p.ppid, 0; a > 1 && hops < 64; a, hops = procs[a].ppid, hops+1 {
 			if a == self {
 				out = append(out, fmt.Sprintf("%d %s", pid, p.comm))

@@ -173,7 +173,16 @@ func kernelThreads() map[int]bool {
 // parent has died has been reparented out of the tree and is not found; see
 // [Tagged].
 func Descendants(pid int) []int {
-	return descendants(links(), map[int]bool{pid: true})
+	return withoutGuardian(descendants(links(), map[int]bool{pid: true}))
+}
+
+// withoutGuardian returns pids without the guardian's (see guardianScript),
+// which is in no tree: it is listed in none.
+func withoutGuardian(pids []int) []int {
+	if g := GuardianPID(); g != 0 {
+		pids = slices.DeleteFunc(pids, func(p int) bool { return p == g })
+	}
+	return pids
 }
 
 // A lister gives the children of a process.
@@ -587,5 +596,5 @@ func Children() []int {
 	for pid := range kids {
 		out = append(out, pid)
 	}
-	return out
+	return withoutGuardian(out)
 }

@@ -66,11 +66,18 @@ func knownEnvs() map[int][]string {
 
 // Start starts cmd like cmd.Start and registers its process as owned, so
 // that the reaper leaves its exit status to [Wait]. Every child started while
-// a reaper runs must be started through Start (or run its own reaping).
+// a reaper runs must be started through Start (or run its own reaping). A
+// process started in a session of its own (Setsid) is also given to the
+// guardian, which kills its group should this process end before [Wait]
+// reaped it (see guardianScript).
 func Start(cmd *exec.Cmd) error {
 	startMu.RLock()
 	defer startMu.RUnlock()
 	closeOnExec()
+	leader := cmd.SysProcAttr != nil && cmd.SysProcAttr.Setsid
+	if leader {
+		ensureGuardian()
+	}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -80,6 +87,9 @@ func Start(cmd *exec.Cmd) error {
 		ownedEnv[cmd.Process.Pid] = tagsOf(cmd.Env)
 	}
 	ownedMu.Unlock()
+	if leader {
+		tellGuardian('+', cmd.Process.Pid)
+	}
 	return nil
 }
 
@@ -128,6 +138,9 @@ func Wait(cmd *exec.Cmd) error {
 		delete(owned, cmd.Process.Pid)
 		delete(ownedEnv, cmd.Process.Pid)
 		ownedMu.Unlock()
+		if cmd.SysProcAttr != nil && cmd.SysProcAttr.Setsid {
+			tellGuardian('-', cmd.Process.Pid)
+		}
 	}
 	// The reaper may have found this zombie first and left it; zombies
 	// behind it are visible now.

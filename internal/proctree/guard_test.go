@@ -1,0 +1,98 @@
+package proctree
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestMain_guardHelper is the process TestGuardianEndsGroups kills: it
+// starts a group leader in a session of its own, with a job beside it in
+// its group, prints the leader's pid and waits to be killed.
+func TestMain_guardHelper(t *testing.T) {
+	if os.Getenv("CONCH_PROCTREE_GUARD_HELPER") == "" {
+		t.Skip("only run as a helper process")
+	}
+	cmd := exec.Command("sh", "-c", "sleep 300 & exec sleep 300")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	require.NoError(t, Start(cmd))
+	os.Stdout.WriteString(strconv.Itoa(cmd.Process.Pid) + "\n")
+	time.Sleep(5 * time.Minute)
+}
+
+// TestGuardianEndsGroups: what a process started in sessions of their own
+// ends once it is killed (SIGKILL, which it cannot answer): before, a
+// session's shell and its command's loop lived on as orphans.
+func TestGuardianEndsGroups(t *testing.T) {
+	t.Parallel()
+	helper := exec.Command(os.Args[0], "-test.run=^TestMain_guardHelper$", "-test.count=1")
+	helper.Env = append(os.Environ(), "CONCH_PROCTREE_GUARD_HELPER=1")
+	out, err := helper.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, Start(helper))
+	t.Cleanup(func() { helper.Process.Kill(); Wait(helper) })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	pgid, err := strconv.Atoi(strings.TrimSpace(line))
+	require.NoError(t, err)
+	t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) })
+	require.Eventually(t, func() bool { return len(liveInGroup(pgid)) == 2 }, 10*time.Second, 10*time.Millisecond,
+		"the leader and its job run: %v", liveInGroup(pgid))
+
+	require.NoError(t, helper.Process.Kill())
+	require.Eventually(t, func() bool { return len(liveInGroup(pgid)) == 0 }, 10*time.Second, 10*time.Millisecond,
+		"the group outlived the process that started it: %v", liveInGroup(pgid))
+}
+
+// TestGuardianInNoTree: the guardian runs once a group leader was started,
+// is among neither this process's children nor its descendants, and a
+// leader waited for is no longer its to end.
+func TestGuardianInNoTree(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("sleep", "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	require.NoError(t, Start(cmd))
+	g := GuardianPID()
+	require.NotZero(t, g)
+	require.NoError(t, syscall.Kill(g, 0), "the guardian runs")
+	require.NotContains(t, Children(), g)
+	require.NotContains(t, Descendants(os.Getpid()), g)
+	require.Contains(t, Children(), cmd.Process.Pid)
+	require.NoError(t, cmd.Process.Kill())
+	Wait(cmd)
+	require.NoError(t, syscall.Kill(g, 0), "the guardian runs on")
+}
+
+// liveInGroup returns the processes of group pgid that have not exited.
+func liveInGroup(pgid int) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:])) // state, ppid, pgrp, ...
+		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
+			out = append(out, pid)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
