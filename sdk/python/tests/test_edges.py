@@ -4,8 +4,10 @@ the daemon's answer, a stream that waits minutes on a frozen daemon."""
 
 import math
 import os
+import shutil
 import signal
 import socket
+import tempfile
 import threading
 import time
 import unittest
@@ -314,40 +316,60 @@ class OutrunPagingTest(unittest.TestCase):
         return got[0]
 
     def test_join_gives_up(self) -> None:
-        # A writer of several MB/s (seq's 230 KB, then 20 ms asleep: a writer whose rate is
-        # out of the window fails either way — so slow that its answer holds it all and no
-        # join pages, or so fast that the first page already finds frames dropped), and
-        # pages of 2 frames 100 ms apart after the first: the
-        # first page is whole, later ones find frames dropped after those paged, then the
-        # frame the join pages to (the answer's next) dropped too.
-        h = self.sandbox.process.start("while :; do seq 1 40000; sleep 0.02; done")
+        # The writer writes when told, so that the test holds at any rate it writes: a burst
+        # (seq's 1.6 MB) that the answer cannot hold (its default limit is 1 MiB, the logs keep
+        # 2 MiB), then, once the join has paged its first page whole, a flood until the frames
+        # after that page are dropped (the second page waits for it), and on. (Before,
+        # a writer that wrote on at its own rate held only within a window of rates: too slow,
+        # and the answer held all of it; too fast, and the first page found frames dropped.)
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d, True)
+        burst, flood = os.path.join(d, "burst"), os.path.join(d, "flood")
+        h = self.sandbox.process.start(
+            f"echo start; while :; do if [ -e {flood} ]; then seq 1 40000; elif [ -e {burst} ]; then seq 1 250000; rm -f {burst}; "
+            "else sleep 0.01; fi; done")
         self.addCleanup(h.delete)
         self.sandbox.close()
         self.sandbox = self.daemon.sandbox(logs_page_size=2)
         self.addCleanup(self.sandbox.close)
         h = self.sandbox.process.connect(h.id)
-        time.sleep(0.2)
-        c = h.get().last_cursor
+        deadline = time.monotonic() + 30
+        while h.get().last_cursor is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        c = h.get().last_cursor  # after "start": the answer is what comes after
+        open(burst, "w").close()
+        while os.path.exists(burst) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertFalse(os.path.exists(burst), "the writer did not write its burst")
         pages = [0]
         real = HttpTransport.object
 
-        def slower(t: HttpTransport, method: str, path: str, **kw: object):  # type: ignore[no-untyped-def]
-            if path.endswith("/logs"):
-                pages[0] += 1
-                time.sleep(0.1 if pages[0] > 1 else 0)
-            return real(t, method, path, **kw)
+        def flooded(t: HttpTransport, method: str, path: str, **kw: object):  # type: ignore[no-untyped-def]
+            if not path.endswith("/logs"):
+                return real(t, method, path, **kw)
+            pages[0] += 1
+            if pages[0] == 1:
+                return real(t, method, path, **kw)
+            open(flood, "w").close()  # and on: a join that did not give up would page for ever
+            while True:  # this page, again, until frames after its cursor were dropped
+                got = real(t, method, path, **kw)
+                if got[1].get("truncatedHead") or time.monotonic() > deadline:
+                    return got
+                time.sleep(0.05)
 
-        with mock.patch.object(HttpTransport, "object", slower):
+        with mock.patch.object(HttpTransport, "object", flooded):
             r = self.bounded(lambda: h.interact(cursor=c, timeout=0.3))
         self.assertGreater(pages[0], 1, "the join gave up at its first page: no later page was dropped")
         self.assertGreater(r.omitted_bytes, 0)
 
     def test_collect_keeps_the_tail(self) -> None:
-        r = self.bounded(lambda: self.sandbox.exec("while :; do seq 1 20000; done", timeout=0.3))
+        # One seq, which writes tens of MB a second even on a busy machine: the 2 MiB the logs
+        # keep are passed within the wait (a loop of short ones wrote too slowly there).
+        r = self.bounded(lambda: self.sandbox.exec("seq 1 1000000000", timeout=0.3))
         self.addCleanup(self.sandbox.process.connect(r.process_id).delete)
         self.assertTrue(r.is_running)
         self.assertTrue(r.truncated)
         nums = r.stdout.split("\n")
         # What is kept is the output's tail: no hole in it (each line follows the one before).
         for a, b in zip(nums[1:-2], nums[2:-1]):
-            self.assertEqual(int(b), int(a) % 20000 + 1, "a hole between %s and %s" % (a, b))
+            self.assertEqual(int(b), int(a) + 1, "a hole between %s and %s" % (a, b))
