@@ -1,4 +1,7 @@
 import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 
 import { runDetails } from '@conchsh/sdk'
@@ -39,23 +42,55 @@ function bounded<T>(p: Promise<T>, ms: number): Promise<T> {
 
 describe('a writer that outruns the paging of its logs', () => {
   test('the join of a run that came back gives up', async () => {
-    const slow = slowLogs(100)
-    const sb = d.sandbox({ fetch: slow.fetch, logsPageSize: 2 })
-    const r = await bounded(sb.exec('while :; do seq 1 28000; sleep 0.02; done', { idleTimeout: 10_000, timeout: 300 }), 60_000)
-    await sb.process.connect(r.processId).delete()
-    assert.ok(slow.pages() > 1, `the join gave up at its first page (${slow.pages()}): no later page was dropped`)
-    assert.ok((runDetails(r).omittedBytes ?? 0) > 0, 'the join reads whole')
+    // The writer writes when told, so that the test holds at any rate it
+    // writes: a burst (seq's 1.6 MB) that the answer cannot hold (its
+    // default limit is 1 MiB, the logs keep 2 MiB), then, once the join has
+    // paged its first page whole, a flood until the frames after that page
+    // are dropped (the second page waits for it), and on: a join that did
+    // not give up would page for ever. (Before, a writer that wrote on at
+    // its own rate held only within a window of rates: too slow, and the
+    // answer held all of it; too fast, and the first page found frames
+    // dropped.)
+    const dir = mkdtempSync(join(tmpdir(), 'conch-outrun-'))
+    const flood = join(dir, 'flood')
+    let pages = 0
+    const f: typeof fetch = async (input, init) => {
+      if (!new URL(String(input)).pathname.endsWith('/logs') || ++pages === 1) return fetch(input, init)
+      writeFileSync(flood, '')
+      const deadline = Date.now() + 30_000
+      for (;;) {
+        const res = await fetch(input, init)
+        const text = await res.text()
+        if (JSON.parse(text).truncatedHead === true || Date.now() > deadline) {
+          return new Response(text, { status: res.status, headers: res.headers })
+        }
+        await new Promise((r) => setTimeout(r, 50))
+      }
+    }
+    const sb = d.sandbox({ fetch: f, logsPageSize: 2 })
+    try {
+      const r = await bounded(sb.exec(`seq 1 250000; while :; do if [ -e ${flood} ]; then seq 1 40000; else sleep 0.01; fi; done`,
+        { idleTimeout: 10_000, timeout: 2000 }), 60_000)
+      await sb.process.connect(r.processId).delete()
+      assert.ok(pages > 1, `the join gave up at its first page (${pages}): no later page was dropped`)
+      assert.ok((runDetails(r).omittedBytes ?? 0) > 0, 'the join reads whole')
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   test('what a run collects keeps the tail, with no hole', async () => {
     const slow = slowLogs(20)
     const sb = d.sandbox({ fetch: slow.fetch, logsPageSize: 5, waitWindow: 100 })
-    const r = await bounded(sb.exec('while :; do seq 1 20000; done', { timeout: 300 }), 60_000)
+    // One seq, which writes tens of MB a second on a busy machine too: the
+    // 2 MiB the logs keep are passed within the wait (a loop of short ones
+    // wrote too slowly there).
+    const r = await bounded(sb.exec('seq 1 1000000000', { timeout: 300 }), 60_000)
     await sb.process.connect(r.processId).delete()
     assert.equal(runDetails(r).truncated, true)
     const nums = r.stdout.split('\n').slice(1, -1)
     for (let i = 1; i < nums.length; i++) {
-      assert.equal(Number(nums[i]), (Number(nums[i - 1]) % 20000) + 1, `a hole between ${nums[i - 1]} and ${nums[i]}`)
+      assert.equal(Number(nums[i]), Number(nums[i - 1]) + 1, `a hole between ${nums[i - 1]} and ${nums[i]}`)
     }
   })
 })
