@@ -125,3 +125,32 @@ func TestShellStdoutClosed(t *testing.T) {
 		})
 	}
 }
+
+// TestOutputAfterStreamsReopened: a command that closes its stdout and
+// stderr, leaving their streams with no writer of the shell's for a while,
+// and then opens them again by path and writes on, has all of its output,
+// and the next command only its own. The engine's own write end of each
+// stream (its keeper, see resident.Stream) is what keeps the reader from
+// taking the moment with no other writer for the end: without it, the
+// end-of-file read there ended the output on every shell.
+func TestOutputAfterStreamsReopened(t *testing.T) {
+	t.Parallel()
+	// The paths are read before the close (stdout's through a copy: ksh93
+	// runs $(...) in the shell, its stdout the substitution's); the sleep
+	// lets the engine wake to the closes and read before the opens.
+	const cmd = `exec 3>&1; o=$(readlink /proc/$$/fd/3); exec 3>&-; e=$(readlink /proc/$$/fd/2); echo a; echo x >&2; ` +
+		`exec 1>&- 2>&-; sleep 0.2; exec 1>"$o" 2>"$e"; echo b; echo y >&2`
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell})
+			for range 2 { // the second with the streams from the pool
+				r, out, errOut := run(t, s, CommandOptions{Cmd: cmd})
+				require.Equal(t, 0, code(r), "%+v, stderr %q", r, errOut)
+				require.Equal(t, "a\nb\n", out)
+				require.Equal(t, "x\ny\n", errOut)
+				expectRun(t, s, "echo next", 0, "next\n")
+			}
+		})
+	}
+}
