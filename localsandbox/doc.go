@@ -5,7 +5,10 @@
 //
 // The shutdown sends SIGTERM, then SIGKILL to what is still running after a
 // grace (see Session.Stop); a process that both left the command's tree and
-// cleared its environment is out of its reach.
+// cleared its environment is out of its reach. A harness that ends without
+// Stop, however it ends (SIGKILL too), takes what its sessions still run
+// with it, as far as it stayed in their process groups: the engine's
+// guardian process kills those groups once the harness is gone.
 //
 // A harness creates one Session per sandbox with New, binds its bridge server
 // to the port in Session.Ports, hands Session.Restricted to the code that

@@ -18,6 +18,8 @@ func runChild(mode string) int {
 	switch mode {
 	case "interrupt":
 		return interruptChild()
+	case "abandon":
+		return abandonChild()
 	}
 	fmt.Fprintf(os.Stderr, "unknown child mode %q\n", mode)
 	return 2
@@ -46,6 +48,30 @@ func interruptChild() int {
 		return 1
 	}
 	fmt.Println(res.ExitCode)
+	return 0
+}
+
+// abandonChild spawns a command that runs on, with a job of its own, prints
+// the command's pid and waits to be killed: a harness that never stops its
+// session.
+func abandonChild() int {
+	dir, err := os.MkdirTemp("", "abandon")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	s, err := New(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	p, err := s.Spawn(context.Background(), RunOptions{Command: "sleep 300 & sleep 300"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(p.PID())
+	time.Sleep(5 * time.Minute)
 	return 0
 }
 
