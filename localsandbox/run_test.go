@@ -327,37 +327,12 @@ func TestKilledHarnessLeavesNoCommand(t *testing.T) {
 	pgid, err := strconv.Atoi(strings.TrimSpace(line))
 	require.NoError(t, err)
 	t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) })
-	require.Eventually(t, func() bool { return len(liveInGroup(pgid)) > 0 }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return len(proctree.GroupMembers(pgid)) > 0 }, 10*time.Second, 10*time.Millisecond,
 		"the command runs")
 	require.NoError(t, cmd.Process.Kill())
 	cmd.Wait()
-	require.Eventually(t, func() bool { return len(liveInGroup(pgid)) == 0 }, 10*time.Second, 10*time.Millisecond,
-		"the command's group outlived the harness: %v", liveInGroup(pgid))
-}
-
-// liveInGroup returns the processes of group pgid that have not exited.
-func liveInGroup(pgid int) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:])) // state, ppid, pgrp, ...
-		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
-			out = append(out, pid)
-		}
-	}
-	return out
+	require.Eventually(t, func() bool { return len(proctree.GroupMembers(pgid)) == 0 }, 10*time.Second, 10*time.Millisecond,
+		"the command's group outlived the harness: %v", proctree.GroupMembers(pgid))
 }
 
 // readPids reads the pids a command wrote to name in the session's directory.

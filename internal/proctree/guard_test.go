@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -44,12 +43,12 @@ func TestGuardianEndsGroups(t *testing.T) {
 	pgid, err := strconv.Atoi(strings.TrimSpace(line))
 	require.NoError(t, err)
 	t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) })
-	require.Eventually(t, func() bool { return len(liveInGroup(pgid)) == 2 }, 10*time.Second, 10*time.Millisecond,
-		"the leader and its job run: %v", liveInGroup(pgid))
+	require.Eventually(t, func() bool { return len(GroupMembers(pgid)) == 2 }, 10*time.Second, 10*time.Millisecond,
+		"the leader and its job run: %v", GroupMembers(pgid))
 
 	require.NoError(t, helper.Process.Kill())
-	require.Eventually(t, func() bool { return len(liveInGroup(pgid)) == 0 }, 10*time.Second, 10*time.Millisecond,
-		"the group outlived the process that started it: %v", liveInGroup(pgid))
+	require.Eventually(t, func() bool { return len(GroupMembers(pgid)) == 0 }, 10*time.Second, 10*time.Millisecond,
+		"the group outlived the process that started it: %v", GroupMembers(pgid))
 }
 
 // TestGuardianInNoTree: the guardian runs once a group leader was started,
@@ -69,30 +68,4 @@ func TestGuardianInNoTree(t *testing.T) {
 	require.NoError(t, cmd.Process.Kill())
 	Wait(cmd)
 	require.NoError(t, syscall.Kill(g, 0), "the guardian runs on")
-}
-
-// liveInGroup returns the processes of group pgid that have not exited.
-func liveInGroup(pgid int) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		i := strings.LastIndexByte(string(b), ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(b[i+1:])) // state, ppid, pgrp, ...
-		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
-			out = append(out, pid)
-		}
-	}
-	slices.Sort(out)
-	return out
 }
