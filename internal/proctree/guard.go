@@ -125,15 +125,3 @@ func tellGuardian(sign byte, pid int) {
 	b := strconv.AppendInt(append(buf[:0], sign), int64(pid), 10)
 	rawcall.Write(fd, append(b, '\n'))
 }
-
-// GroupMembers returns the live processes of process group pgid (zombies
-// left out), from a scan of every process that began after the call.
-func GroupMembers(pgid int) []int {
-	var out []int
-	for _, s := range stats.get().all {
-		if s.pgid == pgid && s.state != 'Z' {
-			out = append(out, s.pid)
-		}
-	}
-	return out
-}

@@ -84,6 +84,18 @@ func Alive(pid int) bool {
 	return ok && s.state != 'Z'
 }
 
+// GroupMembers returns the live processes of process group pgid (zombies
+// left out), from a scan of every process that began after the call.
+func GroupMembers(pgid int) []int {
+	var out []int
+	for _, s := range stats.get().all {
+		if s.pgid == pgid && s.state != 'Z' {
+			out = append(out, s.pid)
+		}
+	}
+	return out
+}
+
 // Sleeping reports whether pid is a live process asleep in a system call
 // (state S or D): not running, not runnable, not stopped.
 func Sleeping(pid int) bool {
