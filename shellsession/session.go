@@ -657,9 +657,9 @@ func (s *Session) recordEnd(status int, e *sentinel.End) string {
 // Most often one call, made raw (rawcall) as those below: the link
 // /proc/PID/cwd reads as $PWD, so the directory $PWD names is the shell's
 // now (the kernel's getcwd gives the same path). A $PWD through a symbolic
-// link reads otherwise: when the last command reported it too, it is looked
-// at with two stats, the shell's directory and the one $PWD names, each the
-// one last seen. Through package syscall, the first call after the process
+// link reads otherwise, and costs two stats after that call when the last
+// command reported it too: the shell's directory and the one $PWD names,
+// each the one last seen. Through package syscall, the first call after the process
 // was idle wakes the runtime's monitor thread: 15 µs more of the engine's
 // CPU a command, and a context switch.
 func (s *Session) checkCwd(reported string) string {
