@@ -2,6 +2,7 @@ package proctree
 
 import (
 	"os"
+	"os/exec"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -114,6 +115,10 @@ func GuardianPID() int {
 	}
 	return int(guardianPID.Load())
 }
+
+// leadsSession reports whether cmd starts in a session of its own, as the
+// leader of its process group: one the guardian is told of.
+func leadsSession(cmd *exec.Cmd) bool { return cmd.SysProcAttr != nil && cmd.SysProcAttr.Setsid }
 
 // tellGuardian writes the line sign+pid to the guardian, if there is one.
 func tellGuardian(sign byte, pid int) {

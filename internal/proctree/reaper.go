@@ -74,7 +74,7 @@ func Start(cmd *exec.Cmd) error {
 	startMu.RLock()
 	defer startMu.RUnlock()
 	closeOnExec()
-	leader := cmd.SysProcAttr != nil && cmd.SysProcAttr.Setsid
+	leader := leadsSession(cmd)
 	if leader {
 		ensureGuardian()
 	}
@@ -138,7 +138,7 @@ func Wait(cmd *exec.Cmd) error {
 		delete(owned, cmd.Process.Pid)
 		delete(ownedEnv, cmd.Process.Pid)
 		ownedMu.Unlock()
-		if cmd.SysProcAttr != nil && cmd.SysProcAttr.Setsid {
+		if leadsSession(cmd) {
 			tellGuardian('-', cmd.Process.Pid)
 		}
 	}
