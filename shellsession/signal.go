@@ -330,44 +330,86 @@ func (c *Command) signalINT() {
 // runs a trap of it that takes long, gets the frame after it.
 const takeINTWithin = 100 * time.Millisecond
 
+// scheduleWithin bounds how long a frame waits for a shell that has yet to
+// run at all since it was signalled: SIGINT pending and not blocked, the
+// shell neither stopped nor traced. Such a shell takes the signal as soon as
+// it runs, which a busy machine may put off for longer than takeINTWithin.
+const scheduleWithin = 10 * time.Second
+
 // awaitINTTaken waits until the shell has taken the SIGINT signalled to it
 // — none is pending for it — and is back at its prompt, for at most
-// takeINTWithin. A signal is pending from the kill until the shell is next
-// scheduled; a shell blocked in the read of its input that is woken by a
-// frame written meanwhile returns the frame from its read, then takes the
-// signal, and dash and busybox sh drop the frame (see dropsReadAfterINT).
+// takeINTWithin, or scheduleWithin while the shell has not run. A signal is
+// pending from the kill until the shell is next scheduled; a shell blocked
+// in the read of its input that is woken by a frame written meanwhile
+// returns the frame from its read, then takes the signal, and dash and
+// busybox sh drop the frame (see dropsReadAfterINT).
 func (s *Session) awaitINTTaken() {
 	pid := s.cmd.Process.Pid
 	wait := 50 * time.Microsecond
-	for end := time.Now().Add(takeINTWithin); time.Now().Before(end); wait = min(2*wait, 5*time.Millisecond) {
-		if !intPending(pid) && s.atPrompt() {
+	start := time.Now()
+	for {
+		waiting := intWaiting(pid)
+		if waiting == intTaken && s.atPrompt() {
+			return
+		}
+		bound := takeINTWithin
+		if waiting == intDeliverable {
+			bound = scheduleWithin
+		}
+		if time.Since(start) >= bound {
 			return
 		}
 		time.Sleep(wait)
+		wait = min(2*wait, 5*time.Millisecond)
 	}
 }
 
-// intPending reports whether a SIGINT waits to be taken by process pid:
-// sent to it (SigPnd, its main thread's) or to its group (ShdPnd).
-func intPending(pid int) bool {
+// What becomes of a SIGINT sent to a process (see intWaiting).
+const (
+	intTaken       = iota // none is pending
+	intDeliverable        // pending, taken once the process runs
+	intHeld               // pending, blocked or the process stopped
+)
+
+// intWaiting reports whether a SIGINT waits to be taken by process pid —
+// sent to it (SigPnd, its main thread's) or to its group (ShdPnd) — and if
+// so whether it is taken once the process runs, or held: blocked (SigBlk),
+// or the process stopped or traced.
+func intWaiting(pid int) int {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
-		return false
+		return intTaken
 	}
 	const bit = 1 << (syscall.SIGINT - 1)
+	pending, held := false, false
 	for line := range strings.Lines(string(b)) {
-		mask, ok := strings.CutPrefix(line, "SigPnd:")
-		if !ok {
-			mask, ok = strings.CutPrefix(line, "ShdPnd:")
-		}
+		name, value, ok := strings.Cut(line, ":")
 		if !ok {
 			continue
 		}
-		if v, err := strconv.ParseUint(strings.TrimSpace(mask), 16, 64); err == nil && v&bit != 0 {
-			return true
+		value = strings.TrimSpace(value)
+		switch name {
+		case "State":
+			held = held || strings.HasPrefix(value, "T") || strings.HasPrefix(value, "t")
+		case "SigPnd", "ShdPnd", "SigBlk":
+			v, err := strconv.ParseUint(value, 16, 64)
+			if err != nil || v&bit == 0 {
+				continue
+			}
+			if name == "SigBlk" {
+				held = true
+			} else {
+				pending = true
+			}
 		}
 	}
-	return false
+	switch {
+	case !pending:
+		return intTaken
+	case held:
+		return intHeld
+	}
+	return intDeliverable
 }
 
 // signallingINT, when a test sets it, is called with each command whose

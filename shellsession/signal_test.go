@@ -3,7 +3,9 @@ package shellsession
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -14,6 +16,7 @@ import (
 	"github.com/conchsh/conch/internal/processtest"
 	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // waitProgram waits until one of c's processes runs the program comm: a
@@ -530,5 +533,109 @@ func TestInterruptAtPromptSparesNext(t *testing.T) {
 				require.Equal(t, "next\n", out)
 			}
 		})
+	}
+}
+
+// TestInterruptTakenLateSparesNext: an interrupt signalled to a shell at its
+// prompt that the shell cannot take at once — a busy machine does not run it
+// — still spares the command after it. The shell is kept to one processor,
+// which a real-time process holds for half a second from just before the
+// signal: the shell is runnable, with SIGINT pending, while the next frame
+// is due.
+func TestInterruptTakenLateSparesNext(t *testing.T) {
+	if runtime.NumCPU() < 2 {
+		t.Skip("needs two processors: one for the shell, kept busy, one for the engine")
+	}
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			s := newSession(t, Options{Shell: shell})
+			pid := s.cmd.Process.Pid
+			var starved atomic.Bool
+			signallingINT = func(*Command) {
+				waitReading(t, pid)
+				starve(t, pid, 500*time.Millisecond)
+				starved.Store(true)
+			}
+			defer func() { signallingINT = nil }()
+			// The interrupt is sent while the command sleeps, once it has
+			// ended (signallingINT): the frame after it waits for it.
+			c, err := s.Submit(CommandOptions{Cmd: "sleep 0.2"})
+			require.NoError(t, err)
+			n, err := s.Submit(CommandOptions{Cmd: "echo next"})
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return c.state() != process.Starting }, deadline, 50*time.Microsecond)
+			require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
+			wait(t, c)
+			r := wait(t, n)
+			out, errOut := output(n)
+			require.Equal(t, process.Exited, r.Reason, "%+v, stderr %q", r, errOut)
+			require.Equal(t, 0, code(r))
+			require.Equal(t, "next\n", out)
+			require.True(t, starved.Load(), "the shell was never kept from running")
+		})
+	}
+}
+
+// waitReading waits until process pid sleeps in a read: a shell back at its
+// prompt, once what it ran has ended.
+func waitReading(t *testing.T, pid int) {
+	t.Helper()
+	dir := "/proc/" + strconv.Itoa(pid)
+	var state, call string
+	for end := time.Now().Add(deadline); time.Now().Before(end); time.Sleep(100 * time.Microsecond) {
+		st, err := os.ReadFile(dir + "/stat")
+		if err != nil {
+			continue
+		}
+		sc, err := os.ReadFile(dir + "/syscall")
+		if err != nil {
+			continue
+		}
+		s := string(st)
+		state, call = strings.Fields(s[strings.LastIndexByte(s, ')')+1:])[0], string(sc)
+		// read, or recvfrom (ksh93 peeks at its input, a socket)
+		if state == "S" && (strings.HasPrefix(call, "0 ") || strings.HasPrefix(call, "45 ")) {
+			return
+		}
+	}
+	t.Fatalf("process %d never read: state %s, system call %s", pid, state, call)
+}
+
+// starve keeps process pid from running for about d: it is kept to the last
+// processor, where a shell loop spins for d at a real-time priority, under a
+// timeout of a higher one that ends it at d whatever the test does. starve
+// returns once the loop spins, and gives pid every processor back once it has
+// ended.
+func starve(t *testing.T, pid int, d time.Duration) {
+	t.Helper()
+	var all, one unix.CPUSet
+	require.NoError(t, unix.SchedGetaffinity(pid, &all))
+	cpu := runtime.NumCPU() - 1
+	one.Set(cpu)
+	require.NoError(t, unix.SchedSetaffinity(pid, &one))
+	spin := exec.Command("taskset", "-c", strconv.Itoa(cpu), "chrt", "-f", "2",
+		"timeout", strconv.FormatFloat(d.Seconds(), 'f', 3, 64), "chrt", "-f", "1", "sh", "-c", "while :; do :; done")
+	var msg strings.Builder
+	spin.Stdout, spin.Stderr = &msg, &msg
+	require.NoError(t, spin.Start())
+	ended := make(chan error, 1)
+	go func() { ended <- spin.Wait() }()
+	t.Cleanup(func() {
+		<-ended
+		unix.SchedSetaffinity(pid, &all)
+	})
+	children := "/proc/" + strconv.Itoa(spin.Process.Pid) + "/task/" + strconv.Itoa(spin.Process.Pid) + "/children"
+	for {
+		select {
+		case err := <-ended:
+			ended <- err
+			t.Skipf("no real-time loop to keep the shell from running: %v %s", err, msg.String())
+		case <-time.After(100 * time.Microsecond):
+		}
+		b, _ := os.ReadFile(children)
+		st, err := os.ReadFile("/proc/" + strings.TrimSpace(string(b)) + "/stat")
+		if s := string(st); err == nil && strings.Contains(s, "(sh) R ") {
+			return
+		}
 	}
 }
