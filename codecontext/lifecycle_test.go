@@ -761,7 +761,13 @@ def close():
 threading.Thread(target=close).start()`)
 		require.Equal(t, 0, code(r), "%+v %q", r, errOut)
 		require.NoError(t, os.WriteFile(ended, nil, 0o600))
-		require.Eventually(t, func() bool { _, err := os.Stat(done); return err == nil }, deadline, 10*time.Millisecond)
+		// The thread makes its file once it has closed them all, or the
+		// context ends first, as the interpreter may once they are closed;
+		// either way the context must end lost, and say why.
+		require.Eventually(t, func() bool {
+			_, err := os.Stat(done)
+			return err == nil || c.h.Ended()
+		}, deadline, 10*time.Millisecond, "neither the thread's file nor the context's end came")
 		cell, err := c.Submit(CellOptions{Code: "1"})
 		if err == nil { // the driver's end may come first
 			r = wait(t, cell)
