@@ -519,21 +519,29 @@ func TestInterruptAtPromptSparesNext(t *testing.T) {
 			}
 			defer func() { signallingINT = nil }()
 			for i := range 100 {
-				c, err := s.Submit(CommandOptions{Cmd: "sleep 0.002"})
-				require.NoError(t, err)
-				n, err := s.Submit(CommandOptions{Cmd: "echo next"})
-				require.NoError(t, err)
-				require.Eventually(t, func() bool { return c.state() != process.Starting }, deadline, 50*time.Microsecond)
-				require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
-				wait(t, c)
-				r := wait(t, n)
-				out, errOut := output(n)
-				require.Equal(t, process.Exited, r.Reason, "command %d: %+v, stderr %q", i, r, errOut)
-				require.Equal(t, 0, code(r))
-				require.Equal(t, "next\n", out)
+				interruptThenNext(t, s, "sleep 0.002", i)
 			}
 		})
 	}
+}
+
+// interruptThenNext submits cmd and a command after it, interrupts cmd once
+// it has started, and wants the one after it run whole. i numbers the turn
+// in a failure's message.
+func interruptThenNext(t *testing.T, s *Session, cmd string, i int) {
+	t.Helper()
+	c, err := s.Submit(CommandOptions{Cmd: cmd})
+	require.NoError(t, err)
+	n, err := s.Submit(CommandOptions{Cmd: "echo next"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return c.state() != process.Starting }, deadline, 50*time.Microsecond)
+	require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
+	wait(t, c)
+	r := wait(t, n)
+	out, errOut := output(n)
+	require.Equal(t, process.Exited, r.Reason, "command %d: %+v, stderr %q", i, r, errOut)
+	require.Equal(t, 0, code(r))
+	require.Equal(t, "next\n", out)
 }
 
 // TestInterruptTakenLateSparesNext: an interrupt signalled to a shell at its
@@ -559,18 +567,7 @@ func TestInterruptTakenLateSparesNext(t *testing.T) {
 			defer func() { signallingINT = nil }()
 			// The interrupt is sent while the command sleeps, once it has
 			// ended (signallingINT): the frame after it waits for it.
-			c, err := s.Submit(CommandOptions{Cmd: "sleep 0.2"})
-			require.NoError(t, err)
-			n, err := s.Submit(CommandOptions{Cmd: "echo next"})
-			require.NoError(t, err)
-			require.Eventually(t, func() bool { return c.state() != process.Starting }, deadline, 50*time.Microsecond)
-			require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
-			wait(t, c)
-			r := wait(t, n)
-			out, errOut := output(n)
-			require.Equal(t, process.Exited, r.Reason, "%+v, stderr %q", r, errOut)
-			require.Equal(t, 0, code(r))
-			require.Equal(t, "next\n", out)
+			interruptThenNext(t, s, "sleep 0.2", 0)
 			require.True(t, starved.Load(), "the shell was never kept from running")
 		})
 	}
