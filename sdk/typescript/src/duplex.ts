@@ -34,6 +34,17 @@ const writeHighWater = 1 << 20
 const maxUnsent = 16 << 20
 /** How often a duplex with unsent input looks at what its socket still holds: no WebSocket says when it sent. */
 const sendPoll = 10
+/**
+ * How long close() lets input left unsent stand still before it ends the
+ * socket without its closing handshake, where the WebSocket can (`ws`'s
+ * terminate): the handshake waits behind that input, which a daemon whose
+ * program reads nothing takes no more of, and `ws` would give up only 30 s
+ * later, holding the process open meanwhile. Input that moves, however
+ * slowly, is waited for.
+ */
+const closeStall = 2000
+/** How often close() looks whether its unsent input moved (see closeStall). */
+const closeLook = 100
 
 /** A gap in a PTY's output: `bytes` were dropped before this reader read them. */
 export interface PtyGap {
@@ -277,6 +288,19 @@ export class PtyDuplex {
       this.#socket.resume?.() // the close handshake needs the socket read
     }
     this.#socket.close(1000)
+    this.#endIfStalled(this.bufferedBytes, 0)
+  }
+
+  /** After close(): ends the socket once its unsent input stood still for closeStall ms (see closeStall). */
+  #endIfStalled(unsent: number, still: number): void {
+    const terminate = this.#socket.terminate
+    if (this.#closed || unsent === 0 || typeof terminate !== 'function') return
+    setTimeout(() => {
+      const now = this.bufferedBytes
+      const stood = now < unsent ? 0 : still + closeLook
+      if (!this.#closed && now > 0 && stood >= closeStall) terminate.call(this.#socket)
+      else this.#endIfStalled(now, stood)
+    }, closeLook)
   }
 }
 

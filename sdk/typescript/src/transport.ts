@@ -49,6 +49,8 @@ export interface WebSocketLike {
   pause?(): void
   /** Reads the connection again after pause. */
   resume?(): void
+  /** Ends the connection without the closing handshake (the `ws` package's). */
+  terminate?(): void
 }
 
 /**

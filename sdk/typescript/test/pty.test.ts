@@ -379,6 +379,33 @@ describe('PtyDuplex and a program that reads no input', () => {
     }
   })
 
+  test('close() with input left unsent, which the program reads none of, ends its socket once that input stands still', async () => {
+    // The closing handshake waits behind the unsent input, which the daemon
+    // takes no more of: ws alone would end the socket 30 s later.
+    let socket: WS | undefined
+    const Kept = class extends WS {
+      constructor(url: string, init: { headers: Record<string, string> }) {
+        super(url, init)
+        socket = this
+      }
+    }
+    const { handle, connection } = await d.sandbox({ WebSocket: Kept }).pty.attach(reader)
+    try {
+      const closed = new Promise<number>((resolve) => socket!.on('close', (code) => resolve(code)))
+      for (let i = 0; i < 12; i++) connection.write(chunk)
+      // What the daemon and the kernel take, they take at once.
+      await new Promise((r) => setTimeout(r, 1000))
+      assert.ok(connection.bufferedBytes >= MiB, `only ${connection.bufferedBytes} bytes left unsent`)
+      const drained = connection.drain().then(() => undefined, (e: unknown) => e)
+      connection.close()
+      assert.equal(await within(closed, 15_000, 'the socket closing after close()'), 1006)
+      const err = await within(drained, 2000, 'the drain() pending as the socket closed')
+      assert.ok(err instanceof Error && /closed with \d+ bytes of input not sent/.test(err.message), `drain() ended with ${String(err)}`)
+    } finally {
+      await handle.delete().catch(() => {})
+    }
+  })
+
   test('a writer that does not await drain() is refused past 16 MiB unsent, and nothing of the refused write is sent', async () => {
     const { handle, connection } = await sb.pty.attach(reader)
     try {
