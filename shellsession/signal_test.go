@@ -547,7 +547,7 @@ func interruptThenNext(t *testing.T, s *Session, cmd string, i int) {
 // TestInterruptTakenLateSparesNext: an interrupt signalled to a shell at its
 // prompt that the shell cannot take at once — a busy machine does not run it
 // — still spares the command after it. The shell is kept to one processor,
-// which a real-time process holds for half a second from just before the
+// which a real-time loop holds for 300 ms from just before the
 // signal: the shell is runnable, with SIGINT pending, while the next frame
 // is due.
 func TestInterruptTakenLateSparesNext(t *testing.T) {
@@ -561,7 +561,7 @@ func TestInterruptTakenLateSparesNext(t *testing.T) {
 			var starved atomic.Bool
 			signallingINT = func(*Command) {
 				waitReading(t, pid)
-				starve(t, pid, 500*time.Millisecond)
+				starve(t, pid, 300*time.Millisecond)
 				starved.Store(true)
 			}
 			defer func() { signallingINT = nil }()
