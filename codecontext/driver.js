@@ -774,14 +774,29 @@ function terminated(id) {
   restoreHooks();
   watchOrphans();
   if (!current || current.id !== id) return;
-  if (current.abort) current.abort(Object.assign(new Error('interrupted'), { code: 'ERR_SCRIPT_EXECUTION_INTERRUPTED' }));
-  else {
-    // The cell's code stopped by itself before V8 next looked for the
-    // termination, which then ended the driver's code finishing the cell:
-    // the cell ends interrupted, and the loop of cells starts anew.
-    if (current.status === undefined) current.status = 130;
-    recover();
-  }
+  const cell = current;
+  if (cell.abort) {
+    cell.abort(Object.assign(new Error('interrupted'), { code: 'ERR_SCRIPT_EXECUTION_INTERRUPTED' }));
+    // The abort resumes the cell's await at once, unless the cell's code
+    // ended by itself first and settled that await, and the termination
+    // then dropped the continuation it had queued: nothing resumes it, and
+    // the cell is ended here, as below.
+    setImmediate(() => {
+      if (current !== cell || !cell.abort || cell.finished) return;
+      Atomics.store(awaiting, 0, 0);
+      cell.abort = null;
+      if (cell.poll) clearInterval(cell.poll);
+      endInterrupted(cell);
+    });
+  } else endInterrupted(cell);
+}
+
+// endInterrupted ends a cell whose code stopped by itself before V8 next
+// looked for the termination, which then ended the driver's code finishing
+// the cell: the cell ends interrupted, and the loop of cells starts anew.
+function endInterrupted(cell) {
+  if (cell.status === undefined) cell.status = 130;
+  recover();
 }
 
 // stopHooks turns Node's checks of its async bookkeeping off before a
