@@ -41,6 +41,18 @@ async function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   }
 }
 
+/** A ws WebSocket class for a sandbox, and the socket it made last: a test closes or watches it. */
+function keptSocket(): { WebSocket: new (url: string, init: { headers: Record<string, string> }) => WS; socket(): WS | undefined } {
+  let socket: WS | undefined
+  const Kept = class extends WS {
+    constructor(url: string, init: { headers: Record<string, string> }) {
+      super(url, init)
+      socket = this
+    }
+  }
+  return { WebSocket: Kept, socket: () => socket }
+}
+
 async function readAll(it: AsyncIterator<Uint8Array>): Promise<string> {
   const dec = new TextDecoder()
   let text = ''
@@ -252,16 +264,10 @@ describe('PtyDuplex and a fast writer', () => {
     // not pause it again: the daemon's close frame waits behind that
     // output, and ws would end the socket 30 s later (1006), holding the
     // process open meanwhile.
-    let socket: WS | undefined
-    const Kept = class extends WS {
-      constructor(url: string, init: { headers: Record<string, string> }) {
-        super(url, init)
-        socket = this
-      }
-    }
-    const { handle, connection } = await fd.sandbox({ WebSocket: Kept }).pty.attach('yes')
+    const kept = keptSocket()
+    const { handle, connection } = await fd.sandbox({ WebSocket: kept.WebSocket }).pty.attach('yes')
     try {
-      const closed = new Promise<number>((resolve) => socket!.on('close', (code) => resolve(code)))
+      const closed = new Promise<number>((resolve) => kept.socket()!.on('close', (code) => resolve(code)))
       await within((async () => {
         while (connection.queuedBytes < 1 << 20) await new Promise((r) => setTimeout(r, 20))
       })(), 30_000, 'the unread readable reaching its high water')
@@ -329,14 +335,8 @@ describe('PtyDuplex and a program that reads no input', () => {
   const chunk = new Uint8Array(MiB).fill(0x61)
 
   test('a writer that awaits drain() after each write holds about 1 MiB unsent at most, and its drain rejects when the connection breaks', async () => {
-    let socket: WS | undefined
-    const Kept = class extends WS {
-      constructor(url: string, init: { headers: Record<string, string> }) {
-        super(url, init)
-        socket = this
-      }
-    }
-    const { handle, connection } = await d.sandbox({ WebSocket: Kept }).pty.attach(reader)
+    const kept = keptSocket()
+    const { handle, connection } = await d.sandbox({ WebSocket: kept.WebSocket }).pty.attach(reader)
     try {
       let written = 0
       let most = 0
@@ -369,7 +369,7 @@ describe('PtyDuplex and a program that reads no input', () => {
       assert.ok(most <= 2 * MiB + 4096, `the duplex held ${most} bytes unsent`)
       // (A process that ends does not do: the daemon then reads the input
       // still coming, and drops it.)
-      socket!.terminate() // the connection breaks, as a network does
+      kept.socket()!.terminate() // the connection breaks, as a network does
       const err = await within(ended, 30_000, 'the drain() pending as the connection broke')
       assert.ok(err instanceof Error && /closed with \d+ bytes of input not sent/.test(err.message), `drain() ended with ${String(err)}`)
       assert.equal(connection.bufferedBytes, 0)
@@ -382,16 +382,10 @@ describe('PtyDuplex and a program that reads no input', () => {
   test('close() with input left unsent, which the program reads none of, ends its socket once that input stands still', async () => {
     // The closing handshake waits behind the unsent input, which the daemon
     // takes no more of: ws alone would end the socket 30 s later.
-    let socket: WS | undefined
-    const Kept = class extends WS {
-      constructor(url: string, init: { headers: Record<string, string> }) {
-        super(url, init)
-        socket = this
-      }
-    }
-    const { handle, connection } = await d.sandbox({ WebSocket: Kept }).pty.attach(reader)
+    const kept = keptSocket()
+    const { handle, connection } = await d.sandbox({ WebSocket: kept.WebSocket }).pty.attach(reader)
     try {
-      const closed = new Promise<number>((resolve) => socket!.on('close', (code) => resolve(code)))
+      const closed = new Promise<number>((resolve) => kept.socket()!.on('close', (code) => resolve(code)))
       for (let i = 0; i < 12; i++) connection.write(chunk)
       // What the daemon and the kernel take, they take at once.
       await new Promise((r) => setTimeout(r, 1000))
