@@ -461,9 +461,7 @@ async function executeCell(ctx, cell, script, wrapped) {
     emit(2, describe(e));
     return 1;
   } finally {
-    Atomics.store(awaiting, 0, 0);
-    cell.abort = null;
-    if (cell.poll) clearInterval(cell.poll);
+    unawait(cell);
   }
   remember(ctx, '_', value);
   if (value !== undefined) {
@@ -783,12 +781,18 @@ function terminated(id) {
     // the cell is ended here, as below.
     setImmediate(() => {
       if (current !== cell || !cell.abort || cell.finished) return;
-      Atomics.store(awaiting, 0, 0);
-      cell.abort = null;
-      if (cell.poll) clearInterval(cell.poll);
+      unawait(cell);
       endInterrupted(cell);
     });
   } else endInterrupted(cell);
+}
+
+// unawait ends the driver's await of a cell's promise: the worker is told
+// no cell is awaited, and the cell can no longer be aborted or polled.
+function unawait(cell) {
+  Atomics.store(awaiting, 0, 0);
+  cell.abort = null;
+  if (cell.poll) clearInterval(cell.poll);
 }
 
 // endInterrupted ends a cell whose code stopped by itself before V8 next

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/processtest"
+	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -574,28 +575,24 @@ func TestInterruptTakenLateSparesNext(t *testing.T) {
 }
 
 // waitReading waits until process pid sleeps in a read: a shell back at its
-// prompt, once what it ran has ended.
+// prompt, once what it ran has ended. ksh93 peeks at its input, a socket,
+// with recvfrom.
 func waitReading(t *testing.T, pid int) {
 	t.Helper()
-	dir := "/proc/" + strconv.Itoa(pid)
-	var state, call string
+	path := "/proc/" + strconv.Itoa(pid) + "/syscall"
+	var call string
 	for end := time.Now().Add(deadline); time.Now().Before(end); time.Sleep(100 * time.Microsecond) {
-		st, err := os.ReadFile(dir + "/stat")
+		b, err := os.ReadFile(path)
 		if err != nil {
 			continue
 		}
-		sc, err := os.ReadFile(dir + "/syscall")
-		if err != nil {
-			continue
-		}
-		s := string(st)
-		state, call = strings.Fields(s[strings.LastIndexByte(s, ')')+1:])[0], string(sc)
-		// read, or recvfrom (ksh93 peeks at its input, a socket)
-		if state == "S" && (strings.HasPrefix(call, "0 ") || strings.HasPrefix(call, "45 ")) {
+		call = string(b)
+		nr, _, _ := strings.Cut(call, " ")
+		if (nr == strconv.Itoa(unix.SYS_READ) || nr == strconv.Itoa(unix.SYS_RECVFROM)) && proctree.Sleeping(pid) {
 			return
 		}
 	}
-	t.Fatalf("process %d never read: state %s, system call %s", pid, state, call)
+	t.Fatalf("process %d never slept in a read: system call %s", pid, call)
 }
 
 // starve keeps process pid from running for about d: it is kept to the last
@@ -621,7 +618,6 @@ func starve(t *testing.T, pid int, d time.Duration) {
 		<-ended
 		unix.SchedSetaffinity(pid, &all)
 	})
-	children := "/proc/" + strconv.Itoa(spin.Process.Pid) + "/task/" + strconv.Itoa(spin.Process.Pid) + "/children"
 	for {
 		select {
 		case err := <-ended:
@@ -629,10 +625,11 @@ func starve(t *testing.T, pid int, d time.Duration) {
 			t.Skipf("no real-time loop to keep the shell from running: %v %s", err, msg.String())
 		case <-time.After(100 * time.Microsecond):
 		}
-		b, _ := os.ReadFile(children)
-		st, err := os.ReadFile("/proc/" + strings.TrimSpace(string(b)) + "/stat")
-		if s := string(st); err == nil && strings.Contains(s, "(sh) R ") {
-			return
+		for _, kid := range proctree.Descendants(spin.Process.Pid) {
+			st, err := os.ReadFile("/proc/" + strconv.Itoa(kid) + "/stat")
+			if err == nil && strings.Contains(string(st), "(sh) R ") {
+				return
+			}
 		}
 	}
 }
