@@ -451,10 +451,11 @@ async function executeCell(ctx, cell, script, wrapped) {
       value = r ? r.value : undefined; // { value } when the last statement is an expression
     }
   } catch (e) {
-    if (isInterrupt(e)) {
-      if (!cell.abort) noted(true); // the watchdog ended the script: the signal is taken
+    const interrupt = isInterrupt(e);
+    if (interrupt || interruptTaken(cell)) {
+      if (interrupt && !cell.abort) noted(true); // the watchdog ended the script: the signal is taken
       send(`I ${cell.id}\n`);
-      emit(2, describe(e));
+      emit(2, describe(interrupt ? e : interruptError()));
       return 130;
     }
     remember(ctx, '_error', e);
@@ -705,8 +706,29 @@ function sigintOwn() {
   }
   return listeners;
 }
+// interruptTaken reports whether the interrupt of cell, which the engine
+// names in "int", reached the interpreter as the cell failed: a program the
+// cell runs (execSync) dies of the same SIGINT, and its error may end the
+// cell before Node's watchdog thread, run late on a busy machine, has taken
+// the signal. The error is then the interrupt's, and the cell ends as the
+// watchdog would have ended it. It waits for the watchdog to note the
+// signal for at most a second, as drainINT does; not while the cell awaits
+// with SIGINT listeners of its own, which take the signal then.
+function interruptError() {
+  return Object.assign(new Error('interrupted'), { code: 'ERR_SCRIPT_EXECUTION_INTERRUPTED' });
+}
+function interruptTaken(cell) {
+  if (!watchdog || interrupted() !== cell.id) return false;
+  if (seenINT === cell.id) return true;
+  if (cell.abort && process.listenerCount('SIGINT') > 0) return false;
+  for (let i = 0; i < 1000; i++) {
+    if (pendingINT()) return true;
+    Atomics.wait(nap, 0, 0, 1);
+  }
+  return false;
+}
 function onINT() {
-  if (current && current.abort && interrupted() === current.id) current.abort(Object.assign(new Error('interrupted'), { code: 'ERR_SCRIPT_EXECUTION_INTERRUPTED' }));
+  if (current && current.abort && interrupted() === current.id) current.abort(interruptError());
 }
 if (!watchdog) process.on('SIGINT', onINT);
 
@@ -774,7 +796,7 @@ function terminated(id) {
   if (!current || current.id !== id) return;
   const cell = current;
   if (cell.abort) {
-    cell.abort(Object.assign(new Error('interrupted'), { code: 'ERR_SCRIPT_EXECUTION_INTERRUPTED' }));
+    cell.abort(interruptError());
     // The abort resumes the cell's await at once, unless the cell's code
     // ended by itself first and settled that await, and the termination
     // then dropped the continuation it had queued: nothing resumes it, and

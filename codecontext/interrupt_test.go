@@ -451,3 +451,42 @@ func TestInterruptAsTheCellEnds(t *testing.T) {
 		require.Equal(t, "1\n", out, "cell %d", i)
 	}
 }
+
+// TestInterruptOfProgramBeforeWatchdog: a JavaScript cell that runs a
+// program (execSync) and is interrupted ends interrupted even when Node's
+// watchdog thread takes the signal after the program has died of it and
+// execSync has thrown: the error is the interrupt's. Here the interpreter's
+// threads but its main one are held (ptrace) while the cell is interrupted,
+// and let go once the program is gone. Before, the cell ended with
+// execSync's error (exited 1), in its script and after an await; seen in
+// the script under the load of the whole suite.
+func TestInterruptOfProgramBeforeWatchdog(t *testing.T) {
+	t.Parallel()
+	for name, code := range map[string]string{
+		"script":   "require('child_process').execSync('sleep 60')\nkept = 2",
+		"awaiting": "await 1; require('child_process').execSync('sleep 60')\nkept = 2",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: JavaScript})
+			run(t, c, "var kept = 1")
+			thaw := holdThreads(t, c.cmd.Process.Pid)
+			cell, err := c.Submit(CellOptions{Code: code})
+			require.NoError(t, err)
+			waitStarted(t, cell)
+			programs := func() int { return len(cell.own(proctree.Descendants(c.cmd.Process.Pid))) }
+			require.Eventually(t, func() bool { return programs() > 0 }, deadline, 5*time.Millisecond)
+			require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
+			require.Eventually(t, func() bool { return programs() == 0 }, deadline, 5*time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // the main thread has taken execSync's error
+			thaw()
+			r := wait(t, cell)
+			require.Equal(t, process.Signaled, r.Reason, "%+v", r)
+			require.Equal(t, "INT", r.Signal, "%+v", r)
+			_, errOut := output(cell)
+			require.Equal(t, "Error: Script execution was interrupted by `SIGINT`\n", errOut)
+			_, out, _ := run(t, c, "kept")
+			require.Equal(t, "1\n", out)
+		})
+	}
+}
