@@ -82,6 +82,29 @@ def _keepalive(socket: Any) -> None:
         pass
 
 
+# How long close() lets the input it has not sent stand still before it ends
+# the connection without the closing handshake, and how often it looks.
+_CLOSE_STALL = 2.0
+_CLOSE_LOOK = 0.1
+
+
+def _unsent(transport: Any) -> int:
+    """Bytes written to the connection that the daemon has not taken: the transport's buffer
+    and, on Linux, the socket's send queue (TIOCOUTQ: not sent, or not yet acknowledged)."""
+    n = transport.get_write_buffer_size()
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            import fcntl
+            import struct
+            import termios
+
+            n += struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+        except (ImportError, AttributeError, OSError, ValueError):
+            pass
+    return n
+
+
 def _refusal(e: Exception) -> Optional[ConchError]:
     """The API's error of a handshake the daemon refused with an HTTP status, else None.
 
@@ -171,17 +194,45 @@ class AsyncPtyConnection:
         await self._ws.send(json.dumps({"type": "resize", "cols": cols, "rows": rows}))
 
     async def close(self) -> None:
-        """Detaches; the process goes on. Output not read by then is dropped."""
+        """Detaches; the process goes on. Output not read by then is dropped.
+
+        Input the daemon has not taken yet is sent first, however slowly it
+        goes; input that stood still for 2 s (a program that reads none) is
+        dropped with the connection, which then ends without its closing
+        handshake (close code 1006).
+        """
         # The daemon's close frame comes after the output still on its way,
         # which the library stops reading once it holds max_queue messages
         # unread: the close would wait out its timeouts (30 s with
         # websockets 10) and end without a close frame. What comes
-        # meanwhile is read and dropped.
+        # meanwhile is read and dropped. And the client's close frame goes
+        # after its input still unsent, which a daemon whose program reads
+        # none never reads: the library would wait for the daemon's answer
+        # as long (see _end_if_stalled).
         drain = asyncio.ensure_future(self._discard())
+        stall = asyncio.ensure_future(self._end_if_stalled())
         try:
             await self._ws.close()
         finally:
             drain.cancel()
+            stall.cancel()
+
+    async def _end_if_stalled(self) -> None:
+        """Ends the connection once its unsent input has stood still for _CLOSE_STALL seconds."""
+        transport = getattr(self._ws, "transport", None)
+        if transport is None:
+            return
+        loop = asyncio.get_running_loop()
+        last, since = _unsent(transport), loop.time()
+        while last > 0:
+            await asyncio.sleep(_CLOSE_LOOK)
+            now = _unsent(transport)
+            if now < last:
+                since = loop.time()
+            elif loop.time() - since >= _CLOSE_STALL:
+                transport.abort()
+                return
+            last = now
 
     async def _discard(self) -> None:
         """Reads and drops messages until the connection is closed."""

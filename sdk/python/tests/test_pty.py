@@ -180,6 +180,31 @@ class PtyTest(unittest.TestCase):
         self.assertEqual(conn._conn._ws.close_code, 1000, "the close handshake did not complete")
 
 
+    @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
+    def test_close_with_input_unread_ends_soon(self) -> None:
+        # Input written to a program that reads none: the daemon takes what its buffers hold
+        # and then reads no more of the connection, and the client's close frame waits behind
+        # the rest. close() waited the library's close timeouts (30 s with websockets 10);
+        # once the unsent input stood still for 2 s it ends the connection without the
+        # handshake, and the process goes on.
+        handle, conn = self.sandbox.pty.attach("stty raw -echo; printf R; sleep 60")
+        self.addCleanup(self.sandbox.pty.delete, handle.id)
+        seen = b""
+        while b"R" not in seen:
+            seen += conn.recv() or b""
+        data = b"x" * (4 << 20)
+        writer = threading.Thread(target=lambda: [conn.send(data[i:i + (32 << 10)])
+                                                  for i in range(0, len(data), 32 << 10)], daemon=True)
+        writer.start()
+        writer.join(5)  # the library queues it all in the socket; the daemon takes about 1 MiB
+        closing = threading.Thread(target=conn.close, daemon=True)
+        closing.start()
+        closing.join(15)
+        self.assertFalse(closing.is_alive(), "close() waited on the input nobody read")
+        self.assertEqual(conn._conn._ws.close_code, 1006)
+        self.assertIsNone(conn.recv())
+        self.assertEqual(handle.get().state, "running")
+
 class AttachFrozenDaemonTest(unittest.TestCase):
     @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
     def test_attach_to_a_frozen_daemon_says_it_did_not_answer(self) -> None:
