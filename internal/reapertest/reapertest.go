@@ -12,13 +12,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conchsh/conch/internal/processtest"
 	"github.com/conchsh/conch/internal/proctree"
 	"go.uber.org/goleak"
 )
 
 // Main is a TestMain: it runs m and exits with its status, or with 1 when
-// the subreaper or reaper cannot be set up or a goroutine leaks.
+// the subreaper or reaper cannot be set up or a goroutine leaks. In the
+// copy of the binary that processtest.CloseDescriptors starts, it does
+// that work instead.
 func Main(m *testing.M) {
+	processtest.ServeCloseDescriptors()
 	if err := proctree.EnableSubreaper(); err != nil {
 		fmt.Fprintln(os.Stderr, "subreaper:", err)
 		os.Exit(1)
