@@ -45,6 +45,12 @@ type Paths struct {
 	// both closed; with OwnStderr too, a marker that cannot be written
 	// there goes to the shell's stderr, for a shell that may have either.
 	OwnPath string
+	// OwnElse, when set and OwnPath is not, is a path to the same end as
+	// OwnPath's, by which the shell's own stream is put back when a marker
+	// cannot be written to it (see ownRepair): a shell that lost its stdout
+	// and stderr (ksh93 closes both when an interrupt lands as it restores
+	// the redirections of the command it ran). It costs nothing otherwise.
+	OwnElse string
 	// Calls says how the frame calls the shell's builtins; the zero value
 	// suits a POSIX shell where special builtins cannot be functions.
 	Calls Calls
@@ -146,13 +152,34 @@ func (p Paths) writeOwn(lit string, vars []string, nul bool) string {
 		if p.OwnStderr {
 			redir = " >&2"
 		}
-		return p.Calls.write(lit, vars, nul, redir)
+		w := p.Calls.write(lit, vars, nul, redir)
+		if p.OwnElse != "" {
+			w += " || " + p.ownRepair(lit, vars, nul)
+		}
+		return w
 	}
 	w := p.Calls.write(lit, vars, nul, " >"+quote(p.OwnPath))
 	if p.OwnStderr {
 		w += " || " + p.Calls.write(lit, vars, nul, " >&2")
 	}
 	return w
+}
+
+// ownRepair returns the words tried when a marker cannot be written to the
+// shell's own stream (see Paths.OwnElse): where no function can take exec
+// over (Calls.Exit is the default), they put that stream back for good, by
+// OwnElse, and this one marker is lost; a shell that kept its stream lost
+// would hold what it could not write and write it later, into a command's
+// output (ksh93's buffered printf). Elsewhere (bash, zsh) they write the
+// marker by that path.
+func (p Paths) ownRepair(lit string, vars []string, nul bool) string {
+	switch {
+	case p.Calls.Exit != "":
+		return p.Calls.write(lit, vars, nul, " >"+quote(p.OwnElse))
+	case p.OwnStderr:
+		return `\exec 2>` + quote(p.OwnElse)
+	}
+	return `\exec >` + quote(p.OwnElse) + " 2>&1"
 }
 
 // pwd is the working directory as the end line reports it.

@@ -297,6 +297,52 @@ func TestOwnPath(t *testing.T) {
 	}
 }
 
+// TestOwnElse runs frames with OwnElse in shells that lost their own stdout
+// and stderr: where no function can take exec (the default calls), the
+// first marker that cannot be written puts the stream back by that path
+// (the marker is lost) and the next frame's markers go there; with bash's
+// calls, each marker is written by the path. The command's output stays
+// its own.
+func TestOwnElse(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		sh     string
+		stderr bool
+		calls  Calls
+	}{
+		{"sh", false, Calls{}}, {"sh", true, Calls{}}, {"busybox", true, Calls{}},
+		{"ksh", false, Calls{Printf: []string{`\command printf`, `\printf`}}},
+		{"bash", false, Calls{Printf: []string{`\builtin printf`, `\command printf`}, Exit: `\builtin exit`}},
+	} {
+		t.Run(tt.sh+"/stderr "+strconv.FormatBool(tt.stderr), func(t *testing.T) {
+			t.Parallel()
+			if _, err := exec.LookPath(tt.sh); err != nil {
+				t.Skip(tt.sh, " is not installed")
+			}
+			dir := t.TempDir()
+			p := Paths{Stdout: filepath.Join(dir, "out"), Stderr: filepath.Join(dir, "err"), Script: filepath.Join(dir, "cmd"),
+				Announce: true, OwnStderr: tt.stderr, OwnElse: filepath.Join(dir, "own"), Calls: tt.calls}
+			require.NoError(t, os.WriteFile(p.Script, []byte("echo hi; (exit 3)"), 0o600))
+			first, second := New(0, p), New(0, p)
+			gone := p
+			gone.Stdout = filepath.Join(dir, "gone", "out")
+			// Each end line is of a command whose stdout cannot be opened:
+			// its Failed marker goes where the start's went.
+			runScript(t, tt.sh, "exec >&- 2>&-\n"+first.Text+EndLine(first.Nonce, gone)+second.Text+EndLine(second.Nonce, gone))
+			out, _ := os.ReadFile(p.Stdout)
+			require.Equal(t, "hi\n", string(out))
+			own, _ := os.ReadFile(p.OwnElse)
+			if tt.calls.Exit != "" { // by path, each one truncating the file
+				require.Equal(t, string(second.Failed)+"3\x00", string(own))
+				return
+			}
+			require.Contains(t, string(own), string(first.Failed)+"3\x00")
+			require.Contains(t, string(own), string(second.Start))
+			require.Contains(t, string(own), string(second.Failed)+"3\x00")
+		})
+	}
+}
+
 // A Template's frame is New's, nonce for nonce, for every way of framing a
 // template serves, and costs a handful of allocations where New's cost
 // dozens.
