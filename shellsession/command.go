@@ -923,19 +923,30 @@ func dropsReadAfterINT(sh shells.Shell) bool {
 }
 
 // nudgeUnstarted sends the end line if the command has not been seen to
-// start after a while, and again after twice as long, and so on.
+// start after a while, and again after twice as long, and so on. An
+// interrupt that waits for the start goes then too, as for a shell that
+// announces nothing (see sendINT): a start marker that never comes — the
+// shell lost its own stdout (ksh93 closes it, and its stderr, when an
+// interrupt lands as it restores the redirections of the command before)
+// and could not write it by path either — must not keep the command from
+// its interrupt, which would wait for ever.
 func (c *Command) nudgeUnstarted(after time.Duration) {
 	c.addTimer(time.AfterFunc(after, func() {
 		c.mu.Lock()
 		started, end := c.phase != phaseAnnounced, c.frame.End
+		pending := !started && c.pendingINT
+		if !started {
+			c.noReuse = true
+			c.pendingINT = false
+		}
 		c.mu.Unlock()
 		if started {
 			return
 		}
-		c.mu.Lock()
-		c.noReuse = true
-		c.mu.Unlock()
 		c.s.write(end)
+		if pending {
+			c.sendINT()
+		}
 		c.nudgeUnstarted(2 * after)
 	}))
 }

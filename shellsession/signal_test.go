@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -224,18 +225,20 @@ func TestLoneNewlineKept(t *testing.T) {
 // shellFaults are the ways a shell fails on an interrupt that the README's
 // shell matrix pins, by what the session's end then says: busybox
 // deadlocks (the engine ends the session saying so); ksh93 93u+m/1.0.4 now
-// and then segfaults when a pipeline it runs is interrupted (about once in
-// fifty runs of TestInterrupt's ksh cases under -race; the session ends
-// signaled by SEGV, its lost command saying that the shell was killed by
-// SIGSEGV). Other shells never do.
-var shellFaults = map[string]string{"busybox": deadlockError, "ksh": "SIGSEGV"}
+// and then crashes when a pipeline it runs is interrupted (about once in
+// fifty runs of TestInterrupt's ksh cases under -race; the session ends,
+// its lost command saying that the shell was killed by SIGSEGV — or by
+// SIGABRT, or by the SIGINT it should have taken: each seen interrupting
+// `sleep 100 | cat` at random moments, a few times in a thousand). Other
+// shells never do.
+var shellFaults = map[string][]string{"busybox": {deadlockError}, "ksh": {"SIGSEGV", "SIGABRT", "SIGINT"}}
 
 // shellFailed reports whether r is how a command ends when its shell failed
 // so (see shellFaults): the command lost (timed out, with no status, when
 // its timeout sent the interrupt), the session ended saying why.
 func shellFailed(t *testing.T, s *Session, shell string, r process.Result) bool {
 	t.Helper()
-	why, pinned := shellFaults[shell]
+	whys, pinned := shellFaults[shell]
 	lost := r.Reason == process.Lost || r.Reason == process.TimedOut && r.ExitCode == nil
 	if !pinned || !lost {
 		return false
@@ -248,7 +251,8 @@ func shellFailed(t *testing.T, s *Session, shell string, r process.Result) bool 
 	if sr.Reason == process.Signaled {
 		said = "SIG" + sr.Signal
 	}
-	require.Contains(t, said, why, "a %s session that lost its command: %+v, the session %+v", shell, r, sr)
+	require.True(t, slices.ContainsFunc(whys, func(why string) bool { return strings.Contains(said, why) }),
+		"a %s session that lost its command: %+v, the session %+v", shell, r, sr)
 	t.Logf("%s failed on the interrupt; the session ended: %s (pinned in the matrix)", shell, sr.Error)
 	return true
 }

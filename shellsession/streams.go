@@ -248,6 +248,12 @@ func (s *Session) rewrite(f *rawcall.File, path string, text []byte) error {
 func (s *Session) newFrame(prev int, p sentinel.Paths) (sentinel.Frame, error) {
 	p.OwnStderr = closesStdout(s.sh) && !s.ownOnly
 	p.OwnPath = s.own
+	if p.OwnPath == "" {
+		p.OwnElse = s.h.OwnPath() // should the shell lose its own streams
+	}
+	if framing != nil {
+		framing(&p)
+	}
 	frame, end := framesFromFiles(s.sh)
 	if !end {
 		if !sentinel.Templated(p) || prev != 0 && prev != 1 {
@@ -256,7 +262,7 @@ func (s *Session) newFrame(prev int, p sentinel.Paths) (sentinel.Frame, error) {
 		// The same few streams serve command after command: their frame's
 		// text is built once.
 		k := frameKey{prev: prev, stdin: p.Stdin, stdout: p.Stdout, stderr: p.Stderr, script: p.Script,
-			before: p.Before, run: p.Run, announce: p.Announce, ownStderr: p.OwnStderr, ownPath: p.OwnPath, guardInScript: p.GuardInScript}
+			before: p.Before, run: p.Run, announce: p.Announce, ownStderr: p.OwnStderr, ownPath: p.OwnPath, ownElse: p.OwnElse, guardInScript: p.GuardInScript}
 		t, ok := s.templates[k]
 		if !ok {
 			if len(s.templates) >= maxTemplates || s.templates == nil {
@@ -289,6 +295,9 @@ func (s *Session) newFrame(prev int, p sentinel.Paths) (sentinel.Frame, error) {
 	return f, nil
 }
 
+// framing, when a test sets it, may change the paths of each frame.
+var framing func(*sentinel.Paths)
+
 // frameKey is what tells a session's frame templates apart: the previous
 // status (0 or 1; others are framed anew) and the paths that vary from one
 // command to the next (a session's calls are its shell's).
@@ -298,7 +307,7 @@ type frameKey struct {
 	before                        string
 	run                           sentinel.Run
 	announce, ownStderr           bool
-	ownPath                       string
+	ownPath, ownElse              string
 	guardInScript                 bool
 }
 
