@@ -137,9 +137,11 @@ func (c *Command) interrupt(timedOut bool) {
 // (under load, one interrupt in about 20,000 was lost so).
 func (c *Command) sendINT() {
 	c.mu.Lock()
-	since := time.Since(c.runningAt)
+	since, unseen := time.Since(c.runningAt), c.runningAt.IsZero()
 	c.mu.Unlock()
-	look := !announces(c.s.sh)
+	// A command whose start was never seen (see nudgeUnstarted) is looked
+	// for as a shell that announces nothing is.
+	look := !announces(c.s.sh) || unseen
 	shell := c.s.cmd.Process.Pid
 	if !look && since >= settleAfterStart || look && since >= settledLongAgo && c.entered() {
 		program, copying := c.processKinds()
