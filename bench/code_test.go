@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/conchsh/conch/internal/processtest"
 )
 
 // TestRealPythonLooksThroughShims: with a shim first on PATH (a script
@@ -19,9 +21,7 @@ func TestRealPythonLooksThroughShims(t *testing.T) {
 	}
 	dir := t.TempDir()
 	shim := filepath.Join(dir, "python3")
-	if err := os.WriteFile(shim, []byte("#!/bin/sh\nexec '"+found+"' \"$@\"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	processtest.WriteExecutable(t, shim, "#!/bin/sh\nexec '"+found+"' \"$@\"\n")
 	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
 
 	py, err := realPython(t.Context())

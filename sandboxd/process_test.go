@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/conchsh/conch/internal/processtest"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/sandboxd/sandboxdpb"
 )
@@ -167,7 +168,7 @@ func TestExecuteRefusals(t *testing.T) {
 	require.NoError(t, os.Symlink("loop", filepath.Join(d.root, "loop")))
 	require.NoError(t, os.WriteFile(filepath.Join(d.root, "file"), nil, 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(d.root, "noexec"), []byte("#!/bin/sh\n"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(d.root, "noformat"), []byte("echo no #! line\n"), 0o755))
+	processtest.WriteExecutable(t, filepath.Join(d.root, "noformat"), "echo no #! line\n")
 	require.NoError(t, os.Mkdir(filepath.Join(d.root, "sub"), 0o755))
 	str := func(s string) *string { return &s }
 	for _, c := range []struct {

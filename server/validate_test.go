@@ -3,7 +3,6 @@ package server_test
 import (
 	"errors"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/processtest"
 	"github.com/conchsh/conch/server"
 )
 
@@ -202,7 +202,7 @@ func TestSessionWhoseShellExitsAsItStarts(t *testing.T) {
 	t.Parallel()
 	d := start(t, server.Options{})
 	fake := filepath.Join(t.TempDir(), "zsh")
-	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\nexit 3\n"), 0o755))
+	processtest.WriteExecutable(t, fake, "#!/bin/sh\nexit 3\n")
 	for range 6 {
 		status, resp := d.raw(t, "POST", "/v1/sessions", `{"shell":"`+fake+`"}`, authed())
 		require.Equal(t, http.StatusBadRequest, status, resp)

@@ -82,7 +82,7 @@ func TestBinaryCommandText(t *testing.T) {
 // below).
 func TestShellExitsBeforeTheFirstCommand(t *testing.T) {
 	fake := filepath.Join(t.TempDir(), "sh")
-	require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\necho leaving >&2; exit 3\n"), 0o755))
+	processtest.WriteExecutable(t, fake, "#!/bin/sh\necho leaving >&2; exit 3\n")
 	beforeReady = func(s *Session) { <-s.h.Done() } // ended by itself: its queue closed
 	defer func() { beforeReady = nil }()
 	ctx, cancel := context.WithTimeout(t.Context(), deadline)
@@ -109,7 +109,7 @@ func TestShellThatExitsAsItStarts(t *testing.T) {
 			home := t.TempDir()
 			require.NoError(t, os.WriteFile(filepath.Join(home, processtest.LoginProfile[shell]), []byte("echo leaving >&2; exit 3\n"), 0o644))
 			fake := filepath.Join(t.TempDir(), filepath.Base(shell))
-			require.NoError(t, os.WriteFile(fake, []byte("#!/bin/sh\necho leaving >&2; exit 3\n"), 0o755))
+			processtest.WriteExecutable(t, fake, "#!/bin/sh\necho leaving >&2; exit 3\n")
 			for i := range 10 {
 				opts := Options{Shell: shell, Env: map[string]string{"HOME": home, "ZDOTDIR": home}, Login: true}
 				if i%2 == 1 {

@@ -6,6 +6,7 @@ package processtest
 
 import (
 	"context"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -84,4 +85,19 @@ func SmallTmpfs(t testing.TB) string {
 	}
 	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
 	return dir
+}
+
+// WriteExecutable writes an executable file at path for the test to run.
+// It holds syscall.ForkLock while the file is open for writing: a process
+// forked meanwhile by another goroutine (a parallel test, the engine) would
+// hold the write descriptor until it execs, and running the file then
+// fails with "text file busy" (ETXTBSY).
+func WriteExecutable(tb testing.TB, path, text string) {
+	tb.Helper()
+	syscall.ForkLock.Lock()
+	err := os.WriteFile(path, []byte(text), 0o755)
+	syscall.ForkLock.Unlock()
+	if err != nil {
+		tb.Fatal(err)
+	}
 }
