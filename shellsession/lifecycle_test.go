@@ -395,8 +395,12 @@ func TestBackgroundJobKeepsWriting(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	s := newSession(t, Options{Cwd: dir})
-	_, out, _ := run(t, s, CommandOptions{Cmd: `(trap 'echo SIGPIPE >status' PIPE; for i in $(seq 100); do echo line $i || { echo EPIPE >status; exit 1; }; sleep 0.01; done; echo ok >status) & echo started`})
+	// The job writes only once its command has ended (the file "go"):
+	// what it wrote before would be that command's output, as at a
+	// terminal (seen under load: "line 1" came before the end marker).
+	_, out, _ := run(t, s, CommandOptions{Cmd: `(trap 'echo SIGPIPE >status' PIPE; until [ -e go ]; do sleep 0.01; done; for i in $(seq 100); do echo line $i || { echo EPIPE >status; exit 1; }; sleep 0.01; done; echo ok >status) & echo started`})
 	require.Equal(t, "started\n", out)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "go"), nil, 0o600))
 	for range 10 {
 		_, out, _ = run(t, s, CommandOptions{Cmd: "echo mine"})
 		require.Equal(t, "mine\n", out, "a later command got the job's output")
