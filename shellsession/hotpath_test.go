@@ -497,7 +497,9 @@ func endsBeforeItsStreamsSettle(t *testing.T, s *Session) {
 // (and closed one) for each such command — under load, where a stream's
 // end-of-file can come a moment after its command's end, for one command
 // in two or three. (The last command's set may wait for the next command
-// to settle its streams: see readLoop.settleLater.)
+// to settle its streams: see readLoop.settleLater.) A third set, made when
+// a stream's end-of-file came after the next command started (seen under
+// the load of a whole run), is kept too.
 func TestEpollSetsOutlastDrains(t *testing.T) {
 	s := newSession(t, Options{Shell: "bash"})
 	for range 3 {
@@ -511,7 +513,7 @@ func TestEpollSetsOutlastDrains(t *testing.T) {
 			if s.unsettled != nil { // the last command's, back at the next start
 				n++
 			}
-			return n == 2
+			return n >= 2
 		}, 10*time.Second, time.Millisecond, "the drain's set and the next command's are both kept")
 	}
 }
