@@ -674,10 +674,17 @@ function drainINT(id) {
   if (!watchdog) return;
   const n = interrupted();
   if (!(n > 0) || n >= id || n === seenINT) return;
-  if (process.listenerCount('SIGINT') === 0) {
-    for (let i = 0; i < 1000 && !pendingINT(); i++) Atomics.wait(nap, 0, 0, 1);
-  }
+  if (process.listenerCount('SIGINT') === 0) awaitINT();
   seenINT = n;
+}
+// awaitINT waits for the watchdog to note a signal, for at most a second,
+// and reports whether it did.
+function awaitINT() {
+  for (let i = 0; i < 1000; i++) {
+    if (pendingINT()) return true;
+    Atomics.wait(nap, 0, 0, 1);
+  }
+  return false;
 }
 // A process.on('SIGINT') listener of a cell takes SIGINT from the watchdog
 // (libuv installs its own handler), and removing the last one leaves SIGINT
@@ -706,6 +713,10 @@ function sigintOwn() {
   }
   return listeners;
 }
+// interruptError is the error of an interrupted script run, as vm throws it.
+function interruptError() {
+  return Object.assign(new Error('interrupted'), { code: 'ERR_SCRIPT_EXECUTION_INTERRUPTED' });
+}
 // interruptTaken reports whether the interrupt of cell, which the engine
 // names in "int", reached the interpreter as the cell failed: a program the
 // cell runs (execSync) dies of the same SIGINT, and its error may end the
@@ -714,18 +725,11 @@ function sigintOwn() {
 // watchdog would have ended it. It waits for the watchdog to note the
 // signal for at most a second, as drainINT does; not while the cell awaits
 // with SIGINT listeners of its own, which take the signal then.
-function interruptError() {
-  return Object.assign(new Error('interrupted'), { code: 'ERR_SCRIPT_EXECUTION_INTERRUPTED' });
-}
 function interruptTaken(cell) {
   if (!watchdog || interrupted() !== cell.id) return false;
   if (seenINT === cell.id) return true;
   if (cell.abort && process.listenerCount('SIGINT') > 0) return false;
-  for (let i = 0; i < 1000; i++) {
-    if (pendingINT()) return true;
-    Atomics.wait(nap, 0, 0, 1);
-  }
-  return false;
+  return awaitINT();
 }
 function onINT() {
   if (current && current.abort && interrupted() === current.id) current.abort(interruptError());

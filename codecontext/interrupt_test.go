@@ -474,7 +474,7 @@ func TestInterruptOfProgramBeforeWatchdog(t *testing.T) {
 			cell, err := c.Submit(CellOptions{Code: code})
 			require.NoError(t, err)
 			waitStarted(t, cell)
-			programs := func() int { return len(cell.own(proctree.Descendants(c.cmd.Process.Pid))) }
+			programs := func() int { return len(cell.processes()) }
 			require.Eventually(t, func() bool { return programs() > 0 }, deadline, 5*time.Millisecond)
 			require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
 			require.Eventually(t, func() bool { return programs() == 0 }, deadline, 5*time.Millisecond)

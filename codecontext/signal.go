@@ -50,9 +50,15 @@ func (cell *Cell) signal(sig syscall.Signal) {
 		cell.interrupt(false)
 		return
 	}
-	for _, pid := range cell.own(proctree.Descendants(cell.c.cmd.Process.Pid)) {
+	for _, pid := range cell.processes() {
 		proctree.Send(pid, sig)
 	}
+}
+
+// processes returns the cell's processes now: the interpreter's
+// descendants that are the cell's own (see own).
+func (cell *Cell) processes() []int {
+	return cell.own(proctree.Descendants(cell.c.cmd.Process.Pid))
 }
 
 // own keeps of descendants, the interpreter's, those that started with or
@@ -157,7 +163,7 @@ func (cell *Cell) sendINT(n int) {
 	// A cell that stopped its interpreter, or a program it runs, holds
 	// the interrupt pending until continued.
 	proctree.Unstop(c.cmd.Process.Pid, syscall.SIGINT)
-	for _, pid := range cell.own(proctree.Descendants(c.cmd.Process.Pid)) {
+	for _, pid := range cell.processes() {
 		proctree.Unstop(pid, syscall.SIGINT)
 	}
 	c.intr.tell(cell.seq)

@@ -112,7 +112,9 @@ func (c *Command) interrupt(timedOut bool) {
 // moment its command was sent; an interrupt for it first waits until the
 // shell is seen to have entered the command (see entered), for at most
 // enterWithin, and then settles from that moment — unless the command has
-// run for a good while already and the shell is in it.
+// run for a good while already and the shell is in it. So does one for a
+// command of a shell that announces, whose start was never seen (its
+// interrupt goes with its end line's nudge: see nudgeUnstarted).
 //
 // Nor does an interrupt go while a process of the command is still a copy
 // of the shell, unless one runs a program already: a child between fork and
@@ -139,8 +141,6 @@ func (c *Command) sendINT() {
 	c.mu.Lock()
 	since, unseen := time.Since(c.runningAt), c.runningAt.IsZero()
 	c.mu.Unlock()
-	// A command whose start was never seen (see nudgeUnstarted) is looked
-	// for as a shell that announces nothing is.
 	look := !announces(c.s.sh) || unseen
 	shell := c.s.cmd.Process.Pid
 	if !look && since >= settleAfterStart || look && since >= settledLongAgo && c.entered() {

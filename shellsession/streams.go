@@ -262,7 +262,7 @@ func (s *Session) newFrame(prev int, p sentinel.Paths) (sentinel.Frame, error) {
 		// The same few streams serve command after command: their frame's
 		// text is built once.
 		k := frameKey{prev: prev, stdin: p.Stdin, stdout: p.Stdout, stderr: p.Stderr, script: p.Script,
-			before: p.Before, run: p.Run, announce: p.Announce, ownStderr: p.OwnStderr, ownPath: p.OwnPath, ownElse: p.OwnElse, guardInScript: p.GuardInScript}
+			before: p.Before, run: p.Run, announce: p.Announce, ownStderr: p.OwnStderr, ownPath: p.OwnPath, guardInScript: p.GuardInScript}
 		t, ok := s.templates[k]
 		if !ok {
 			if len(s.templates) >= maxTemplates || s.templates == nil {
@@ -307,7 +307,7 @@ type frameKey struct {
 	before                        string
 	run                           sentinel.Run
 	announce, ownStderr           bool
-	ownPath, ownElse              string
+	ownPath                       string // OwnElse follows from it (see newFrame)
 	guardInScript                 bool
 }
 

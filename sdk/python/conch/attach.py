@@ -14,6 +14,7 @@ import asyncio
 import concurrent.futures
 import json
 import math
+import struct
 import threading
 from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Union
 
@@ -82,6 +83,15 @@ def _keepalive(socket: Any) -> None:
         pass
 
 
+try:  # the socket's send queue (see _unsent): Linux's TIOCOUTQ
+    import fcntl as _fcntl
+    import termios
+
+    _TIOCOUTQ = termios.TIOCOUTQ
+except (ImportError, AttributeError):  # not a Unix that has it
+    _fcntl = None  # type: ignore[assignment]
+    _TIOCOUTQ = 0
+
 # How long close() lets the input it has not sent stand still before it ends
 # the connection without the closing handshake, and how often it looks.
 _CLOSE_STALL = 2.0
@@ -93,14 +103,10 @@ def _unsent(transport: Any) -> int:
     and, on Linux, the socket's send queue (TIOCOUTQ: not sent, or not yet acknowledged)."""
     n = transport.get_write_buffer_size()
     sock = transport.get_extra_info("socket")
-    if sock is not None:
+    if sock is not None and _fcntl is not None:
         try:
-            import fcntl
-            import struct
-            import termios
-
-            n += struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
-        except (ImportError, AttributeError, OSError, ValueError):
+            n += struct.unpack("i", _fcntl.ioctl(sock.fileno(), _TIOCOUTQ, b"\0\0\0\0"))[0]
+        except (OSError, ValueError):
             pass
     return n
 
