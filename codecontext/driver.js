@@ -749,8 +749,9 @@ if (!watchdog) process.on('SIGINT', onINT);
 // Termination unwinds to the event loop without running Node's
 // bookkeeping of async contexts, which Node checks on the way out and aborts
 // the process over: takeInterrupt turns those checks off just before, and
-// terminated, which the worker's message runs, cleans the bookkeeping (as
-// Node does after an uncaught exception) and turns them back on.
+// terminated, which the worker's message or an immediate runs (see
+// takeInterrupt), cleans the bookkeeping (as Node does after an uncaught
+// exception) and turns them back on.
 // Termination also drops the microtasks queued at that moment, the cell's
 // and any other's. The main thread asks for the termination itself, in
 // takeInterrupt, while the cell's code is still on its stack below the
@@ -768,15 +769,40 @@ try {
   if (typeof clearAsyncIdStack === 'function' && constants.kCheck !== undefined && constants.kTotals !== undefined) hooks = { fields, constants, clearAsyncIdStack };
 } catch {}
 
+// takeInterrupt is the worker's look: it agrees to end the cell id when the
+// main thread runs that cell's code, and asks for the termination. The
+// worker's answer that the main thread agreed can fail to come: V8 may
+// take the termination inside the worker's expression itself (an
+// interpreted function's return is one of its looks), which then ends with
+// the termination, and the cell's code below it runs on; or the answer may
+// be lost. So the main thread does not wait for the answer alone: the worker
+// asks again for the same cell only when its answer was not the agreement,
+// and a termination in flight for that cell then ended the look, not the
+// cell's code (tookLook); and an immediate queued with the termination runs
+// terminated once the code it ended has (the termination ends at the latest
+// with the callback it was asked in).
+let terminatingAfter = null; // the immediate that follows the termination in flight
 function takeInterrupt(id) {
+  if (terminating === id) tookLook();
   if (!current || current.id !== id || !current.abort || terminating || interrupted() !== id) return false;
   if (!othersCode()) return false;
   stopHooks();
   terminating = id;
+  terminatingAfter = setImmediate(terminated, id);
   if (endThis()) return true;
+  clearImmediate(terminatingAfter);
   terminating = 0;
   restoreHooks();
   return false;
+}
+
+// tookLook: the termination in flight ended the worker's look at the cell,
+// not the cell's code, which runs on: the checks come back on (the look
+// changed no async bookkeeping) and the cell can be ended again.
+function tookLook() {
+  clearImmediate(terminatingAfter);
+  terminating = 0;
+  resumeHooks();
 }
 
 // endThis asks V8 to end what the main thread runs, through an inspector
@@ -830,7 +856,8 @@ function endInterrupted(cell) {
 }
 
 // stopHooks turns Node's checks of its async bookkeeping off before a
-// termination, restoreHooks cleans the bookkeeping and turns them on after.
+// termination, restoreHooks cleans the bookkeeping and turns them on after
+// (resumeHooks).
 function stopHooks() {
   const { fields, constants: k } = hooks;
   hooks.saved = fields[k.kCheck];
@@ -838,8 +865,11 @@ function stopHooks() {
   fields[k.kTotals] = 0;
 }
 function restoreHooks() {
-  const { fields, constants: k } = hooks;
   hooks.clearAsyncIdStack();
+  resumeHooks();
+}
+function resumeHooks() {
+  const { fields, constants: k } = hooks;
   fields[k.kCheck] += hooks.saved;
   fields[k.kTotals] = fields[k.kInit] + fields[k.kBefore] + fields[k.kAfter] + fields[k.kDestroy] + fields[k.kPromiseResolve];
 }
