@@ -435,6 +435,9 @@ func TestInterruptRightAfterSubmit(t *testing.T) {
 			time.Sleep(2 * settleAfterStart)
 			require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
 			r := wait(t, c)
+			if shellFailed(t, s, shell, r) {
+				return
+			}
 			require.Equal(t, process.Signaled, r.Reason, "%+v", r)
 			_, out, _ := run(t, s, CommandOptions{Cmd: "echo alive"})
 			require.Equal(t, "alive\n", out)
@@ -460,6 +463,9 @@ func TestInterruptAsTakenUp(t *testing.T) {
 			c, err := s.Submit(CommandOptions{Cmd: "sleep 100"})
 			require.NoError(t, err)
 			r := wait(t, c)
+			if shellFailed(t, s, shell, r) {
+				return
+			}
 			require.Equal(t, process.Signaled, r.Reason, "%+v", r)
 			require.Equal(t, "INT", r.Signal, "%+v", r)
 			_, out, _ := run(t, s, CommandOptions{Cmd: "echo alive"})
@@ -497,6 +503,9 @@ func TestKillAsTakenUp(t *testing.T) {
 			require.Equal(t, process.Starting, c.state())
 			require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
 			r := processtest.Wait(t, c, 10*time.Second)
+			if shellFailed(t, s, shell, r) {
+				return
+			}
 			require.Equal(t, process.Signaled, r.Reason, "%+v", r)
 			require.Equal(t, "INT", r.Signal, "%+v", r)
 			require.NotContains(t, r.Error, "before it started", "the shell ran it")

@@ -92,6 +92,9 @@ func TestInterruptCaughtReportsStatus(t *testing.T) {
 			waitProgram(t, c, "sleep")
 			require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
 			r := wait(t, c)
+			if shellFailed(t, s, shell, r) {
+				return
+			}
 			switch shell {
 			case "bash":
 				require.Equal(t, process.Exited, r.Reason, "%+v", r)
@@ -319,6 +322,9 @@ func TestInterruptDuringASlowFirstFork(t *testing.T) {
 			waitRunning(t, c)
 			require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
 			r := processtest.Wait(t, c, 10*time.Second)
+			if shellFailed(t, s, shell, r) {
+				return
+			}
 			require.Equal(t, process.Signaled, r.Reason, "%+v", r)
 			require.Equal(t, "INT", r.Signal, "%+v", r)
 		})
@@ -494,6 +500,9 @@ func TestInterruptAtEndSparesNext(t *testing.T) {
 				t.Fatal("the interrupt never went")
 			}
 			r := wait(t, c)
+			if shellFailed(t, s, shell, r) {
+				return
+			}
 			require.Contains(t, []process.Reason{process.Exited, process.Signaled}, r.Reason, "%+v", r)
 			r = wait(t, n)
 			out, errOut := output(n)
@@ -528,7 +537,9 @@ func TestInterruptAtPromptSparesNext(t *testing.T) {
 			}
 			defer func() { signallingINT = nil }()
 			for i := range 100 {
-				interruptThenNext(t, s, "sleep 0.002", i)
+				if !interruptThenNext(t, s, "sleep 0.002", i) {
+					return
+				}
 			}
 		})
 	}
@@ -536,8 +547,9 @@ func TestInterruptAtPromptSparesNext(t *testing.T) {
 
 // interruptThenNext submits cmd and a command after it, interrupts cmd once
 // it has started, and wants the one after it run whole. i numbers the turn
-// in a failure's message.
-func interruptThenNext(t *testing.T, s *Session, cmd string, i int) {
+// in a failure's message. It reports false, the session ended, when the
+// shell failed on the interrupt as shellFaults pins.
+func interruptThenNext(t *testing.T, s *Session, cmd string, i int) bool {
 	t.Helper()
 	c, err := s.Submit(CommandOptions{Cmd: cmd})
 	require.NoError(t, err)
@@ -545,12 +557,15 @@ func interruptThenNext(t *testing.T, s *Session, cmd string, i int) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return c.state() != process.Starting }, deadline, 50*time.Microsecond)
 	require.NoError(t, c.Kill(syscall.SIGINT, 0, 0))
-	wait(t, c)
+	if shellFailed(t, s, s.opts.Shell, wait(t, c)) {
+		return false
+	}
 	r := wait(t, n)
 	out, errOut := output(n)
 	require.Equal(t, process.Exited, r.Reason, "command %d: %+v, stderr %q", i, r, errOut)
 	require.Equal(t, 0, code(r))
 	require.Equal(t, "next\n", out)
+	return true
 }
 
 // TestInterruptTakenLateSparesNext: an interrupt signalled to a shell at its
@@ -576,7 +591,9 @@ func TestInterruptTakenLateSparesNext(t *testing.T) {
 			defer func() { signallingINT = nil }()
 			// The interrupt is sent while the command sleeps, once it has
 			// ended (signallingINT): the frame after it waits for it.
-			interruptThenNext(t, s, "sleep 0.2", 0)
+			if !interruptThenNext(t, s, "sleep 0.2", 0) {
+				return
+			}
 			require.True(t, starved.Load(), "the shell was never kept from running")
 		})
 	}
