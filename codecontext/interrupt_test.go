@@ -437,57 +437,56 @@ func TestInterruptAsTheCellEnds(t *testing.T) {
 	c := newContext(t, Options{Language: JavaScript})
 	run(t, c, "var kept = 1")
 	for i := range 5 {
-		busy := filepath.Join(t.TempDir(), "busy")
-		cell, err := c.Submit(CellOptions{Code: fmt.Sprintf(`await null; {
+		interruptBusy(t, c, `await null; {
   const G = require('vm').runInThisContext('globalThis'), k = Symbol.for('conch.takeInterrupt'), take = G[k];
   let stop = false;
   G[k] = (id) => { const agreed = take(id); if (agreed) { G[k] = take; stop = true; } return agreed; };
   require('fs').writeFileSync(%q, '');
   while (!stop) {}
-}`, busy)})
-		require.NoError(t, err)
-		waitFile(t, busy)
-		require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
-		r := wait(t, cell)
-		require.Equal(t, process.Signaled, r.Reason, "cell %d: %+v", i, r)
-		require.Equal(t, "INT", r.Signal, "cell %d: %+v", i, r)
-		r, out, errOut := run(t, c, "kept")
-		require.Equal(t, 0, code(r), "cell %d: %s", i, errOut)
-		require.Equal(t, "1\n", out, "cell %d", i)
+}`, i)
 	}
+}
+
+// interruptBusy runs src, a JavaScript cell that writes the file its %q
+// names once it is busy, interrupts it then, and wants it ended interrupted
+// and the context's state kept (kept is 1). i numbers the cell in a
+// failure's message.
+func interruptBusy(t *testing.T, c *Context, src string, i int) {
+	t.Helper()
+	busy := filepath.Join(t.TempDir(), "busy")
+	cell, err := c.Submit(CellOptions{Code: fmt.Sprintf(src, busy)})
+	require.NoError(t, err)
+	waitFile(t, busy)
+	require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
+	r := wait(t, cell)
+	require.Equal(t, process.Signaled, r.Reason, "cell %d: %+v", i, r)
+	require.Equal(t, "INT", r.Signal, "cell %d: %+v", i, r)
+	r, out, errOut := run(t, c, "kept")
+	require.Equal(t, 0, code(r), "cell %d: %s", i, errOut)
+	require.Equal(t, "1\n", out, "cell %d", i)
 }
 
 // TestInterruptEndingItsOwnLook: the termination that ends a JavaScript
 // cell's code after its first await can land inside the expression the
 // worker evaluates to ask for it (V8 takes it at its next look, which an
 // interpreted function's return can be), and the worker's answer is then an
-// error, not the agreement. Here the cell's look calls a function once it
-// has agreed, so that it does every time. Before, the driver noted the
-// termination as in flight for good: every later such interrupt was refused
-// and its cell lost, the interpreter killed 5 s after the interrupt; seen
-// once in a hundred runs of TestInterruptAsTheCellEnds under load.
+// error, not the agreement, while the cell's code runs on. Here the cell's
+// look calls a function once it has agreed, so that it does every time.
+// Before, the driver took the termination as still in flight and refused
+// every later look: the cell was lost, its interpreter killed 5 s after the
+// interrupt. The second cell's look agrees as a plain one does.
 func TestInterruptEndingItsOwnLook(t *testing.T) {
 	t.Parallel()
 	c := newContext(t, Options{Language: JavaScript})
 	run(t, c, "var kept = 1")
 	for i, land := range []bool{true, false} {
-		busy := filepath.Join(t.TempDir(), "busy")
-		cell, err := c.Submit(CellOptions{Code: fmt.Sprintf(`await null; {
+		interruptBusy(t, c, fmt.Sprintf(`await null; {
   const G = require('vm').runInThisContext('globalThis'), k = Symbol.for('conch.takeInterrupt'), take = G[k];
   const land = () => { let n = 0; for (let i = 0; i < 1e5; i++) n += Math.sqrt(i); return n; };
   G[k] = (id) => { const agreed = take(id); if (agreed) { G[k] = take; if (%t) land(); } return agreed; };
-  require('fs').writeFileSync(%q, '');
+  require('fs').writeFileSync(%%q, '');
   for (;;) {}
-}`, land, busy)})
-		require.NoError(t, err)
-		waitFile(t, busy)
-		require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
-		r := wait(t, cell)
-		require.Equal(t, process.Signaled, r.Reason, "cell %d: %+v", i, r)
-		require.Equal(t, "INT", r.Signal, "cell %d: %+v", i, r)
-		r, out, errOut := run(t, c, "kept")
-		require.Equal(t, 0, code(r), "cell %d: %s", i, errOut)
-		require.Equal(t, "1\n", out, "cell %d", i)
+}`, land), i)
 	}
 }
 
