@@ -24,6 +24,7 @@ const vm = { ...require('vm') };
 const Module = require('module');
 const createRequire = Module.createRequire;
 const { Writable } = require('stream');
+const { setImmediate, clearImmediate, setInterval, clearInterval } = require('timers'); // not the globals a cell can replace
 const { AsyncLocalStorage } = require('async_hooks');
 
 const DRIVER = __filename;

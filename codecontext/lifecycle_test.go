@@ -636,6 +636,23 @@ func TestJavaScriptDriverFailsOnABrokenBuiltin(t *testing.T) {
 	require.Contains(t, r.Error, "push broken")
 }
 
+// TestJavaScriptTimersReplaced: a cell that replaces the timers of Node's
+// own context (setImmediate, setInterval and their clear functions) changes
+// its own calls, not the driver's, which uses them to end each cell, to look
+// for an interrupt at a cell's first await and to end an interrupted cell's
+// code: the next cell runs, and a cell busy after its first await is still
+// interrupted. Before, the driver failed at the end of the next cell.
+func TestJavaScriptTimersReplaced(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	r, _, errOut := run(t, c, `require("vm").runInThisContext("setImmediate = clearImmediate = setInterval = clearInterval = () => { throw new Error('timers broken') }"); var kept = 1`)
+	require.Equal(t, 0, code(r), errOut)
+	r, out, errOut := run(t, c, "kept + 1")
+	require.Equal(t, 0, code(r), "%+v, stderr %q", r, errOut)
+	require.Equal(t, "2\n", out)
+	interruptBusy(t, c, "await null; require('fs').writeFileSync(%q, ''); for (;;) {}", 0)
+}
+
 // TestLongControlLine: a cell that writes a line longer than 64 KiB on the
 // driver's socket does not stop the engine's reading of it: a later
 // interrupt still finds its cell started and interrupts it. Before, the
