@@ -781,15 +781,23 @@ try {
 // and a termination in flight for that cell then ended the look, not the
 // cell's code (tookLook); and an immediate queued with the termination runs
 // terminated once the code it ended has (the termination ends at the latest
-// with the callback it was asked in).
+// with the callback it was asked in): endCode, which probeOrphan's end of
+// an orphan goes through too.
 let terminatingAfter = null; // the immediate that follows the termination in flight
 function takeInterrupt(id) {
   if (terminating === id) tookLook();
   if (!current || current.id !== id || !current.abort || terminating || interrupted() !== id) return false;
   if (!othersCode()) return false;
+  return endCode(id, terminated);
+}
+
+// endCode asks for the termination of what the main thread runs, marked in
+// flight as tag (a cell's id, or -1 for an orphan's, see probeOrphan), with
+// then queued to end it on the main thread; it reports whether it asked.
+function endCode(tag, then) {
   stopHooks();
-  terminating = id;
-  terminatingAfter = setImmediate(terminated, id);
+  terminating = tag;
+  terminatingAfter = setImmediate(then, tag);
   if (endThis()) return true;
   clearImmediate(terminatingAfter);
   terminating = 0;
@@ -961,11 +969,7 @@ function probeOrphan(seen) {
   if (seen === -1 && orphanHook && !looking) { looking = true; watchOrphans(); } // count from now on
   if (seen !== callbacks) return callbacks;
   looking = false;
-  stopHooks();
-  terminating = -1;
-  if (endThis()) return -2;
-  terminating = 0;
-  restoreHooks();
+  if (endCode(-1, orphanEnded)) return -2;
   watchOrphans();
   return -1;
 }
