@@ -11,9 +11,9 @@ always knows whether it saw every byte.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
 import math
+import queue
 import struct
 import threading
 from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Union
@@ -91,6 +91,9 @@ try:  # the socket's send queue (see _unsent): Linux's TIOCOUTQ
 except (ImportError, AttributeError):  # not a Unix that has it
     _fcntl = None  # type: ignore[assignment]
     _TIOCOUTQ = 0
+
+# What a PtyConnection's queue of reads holds once it is closed.
+_CLOSED = object()
 
 # How long close() lets the input it has not sent stand still before it ends
 # the connection without the closing handshake, and how often it looks.
@@ -250,15 +253,24 @@ class AsyncPtyConnection:
 
 
 class PtyConnection:
-    """The blocking form of :class:`AsyncPtyConnection`, driven by an event loop of its own in a thread."""
+    """The blocking form of :class:`AsyncPtyConnection`, driven by an event loop of its own in a thread.
+
+    Its reads are the loop's: ``recv`` asks the loop for the next message
+    and waits for it on a queue, so a recv the caller stops waiting for
+    (Ctrl-C, wherever it lands) leaves the message it asked for to the next
+    recv, and a recv waiting while another thread closes the connection
+    returns None.
+    """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, thread: threading.Thread, conn: AsyncPtyConnection) -> None:
         self._loop = loop
         self._thread = thread
         self._conn = conn
-        # A recv the caller stopped waiting for (Ctrl-C): it still takes the next output,
-        # which the next recv returns, so that nothing is lost.
-        self._pending: "Optional[concurrent.futures.Future[Optional[bytes]]]" = None
+        # What the loop read and no recv has taken yet: (bytes or None, error or None), or _CLOSED.
+        self._read: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+        self._reading: "Optional[asyncio.Task[Optional[bytes]]]" = None  # the loop's read under way; the loop's own
+        self._closing = threading.Lock()
+        self._closed = False
 
     @classmethod
     def open(cls, t: HttpTransport, process_id: str) -> "PtyConnection":
@@ -276,7 +288,7 @@ class PtyConnection:
         return cls(loop, thread, conn)
 
     def _do(self, coro: Any) -> Any:
-        if self._loop.is_closed():
+        if self._closed or self._loop.is_closed():
             coro.close()
             raise NetworkError("conch: the PTY connection was closed")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
@@ -291,16 +303,42 @@ class PtyConnection:
 
     def recv(self) -> Optional[bytes]:
         """The next output bytes; None once the process ended and its output was sent, or after close."""
-        if self._loop.is_closed():
+        if self._closed:
             return None
-        if self._pending is None:
-            self._pending = asyncio.run_coroutine_threadsafe(self._conn.recv(), self._loop)
-        fut = self._pending
-        try:
-            return fut.result()  # interrupted (KeyboardInterrupt), fut stays pending for the next recv
-        finally:
-            if fut.done():
-                self._pending = None
+        if self._read.empty():
+            try:
+                self._loop.call_soon_threadsafe(self._want)  # asked twice is one read: see _want
+            except RuntimeError:  # the loop closed meanwhile
+                return None
+        got = self._read.get()  # interrupted (KeyboardInterrupt): what it asked for waits for the next recv
+        if got is _CLOSED:
+            self._read.put(got)  # for any other recv waiting
+            return None
+        data, err = got
+        if err is not None:
+            raise err
+        return data
+
+    def _want(self) -> None:
+        """On the loop: reads the next message into the queue, unless a read is under way or one waits there."""
+        if self._reading is not None or not self._read.empty() or self._closed:
+            return
+        self._reading = self._loop.create_task(self._conn.recv())
+        self._reading.add_done_callback(self._have)
+
+    def _have(self, task: "asyncio.Task[Optional[bytes]]") -> None:
+        self._reading = None
+        if task.cancelled():
+            return
+        err = task.exception()
+        self._read.put((None, err) if err is not None else (task.result(), None))
+
+    async def _detach(self) -> None:
+        """On the loop: stops a read under way (the output it would take is dropped with the rest), then detaches."""
+        if self._reading is not None:
+            self._reading.cancel()
+            await asyncio.gather(self._reading, return_exceptions=True)
+        await self._conn.close()
 
     def __iter__(self) -> Iterator[bytes]:
         while True:
@@ -319,15 +357,18 @@ class PtyConnection:
         self._do(self._conn.resize(cols, rows))
 
     def close(self) -> None:
-        """Detaches (the process goes on) and stops the connection's thread."""
-        if self._loop.is_closed():
-            return
+        """Detaches (the process goes on) and stops the connection's thread; a recv waiting returns None."""
+        with self._closing:
+            if self._closed or self._loop.is_closed():
+                return
+            self._closed = True
         try:
-            self._do(self._conn.close())
+            asyncio.run_coroutine_threadsafe(self._detach(), self._loop).result()
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join()
             self._loop.close()
+            self._read.put(_CLOSED)
 
     def __enter__(self) -> "PtyConnection":
         return self

@@ -1,9 +1,11 @@
+import asyncio
 import os
 import signal
 import threading
 import time
 import unittest
 from typing import Any, List
+from unittest import mock
 from urllib.parse import urlsplit
 
 from conch import AuthenticationError, NetworkError, NotFoundError, Sandbox, UnsupportedOperationError
@@ -240,9 +242,6 @@ class AttachWithoutWebsocketsTest(unittest.TestCase):
         self.assertIn("websockets", str(cm.exception))
 
 
-if __name__ == "__main__":
-    unittest.main()
-
 
 class PtyInterruptTest(unittest.TestCase):
     @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
@@ -262,10 +261,13 @@ class PtyInterruptTest(unittest.TestCase):
             seen += conn.recv() or b""
         if threading.current_thread() is not threading.main_thread():
             self.skipTest("SIGINT reaches only the main thread")
+        # Python raises KeyboardInterrupt only where SIGINT was not ignored when it started (it is
+        # for a background job of a script).
+        self.addCleanup(signal.signal, signal.SIGINT, signal.signal(signal.SIGINT, signal.default_int_handler))
         threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
         with self.assertRaises(KeyboardInterrupt):
-            while True:
-                conn.recv()
+            while conn.recv() is not None:  # None: the guard closed it
+                pass
         seen = b""
         for line in (b"one\r", b"two\r"):
             conn.send(line)
@@ -281,3 +283,72 @@ class PtyInterruptTest(unittest.TestCase):
         self.assertIsNone(conn.recv(), "recv after close is the end")
         with self.assertRaises(NetworkError):
             conn.send("x")
+
+    @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
+    def test_ctrl_c_just_after_recv_asks_loses_nothing(self) -> None:
+        # Ctrl-C landing as recv has just asked for a read, before it waits: the read goes on, and
+        # what it takes is the next recv's (it was taken by a read no recv waited for).
+        sandbox = shared().sandbox()
+        self.addCleanup(sandbox.close)
+        handle, conn = sandbox.pty.attach("stty -echo; echo ready; read a; echo got:$a; sleep 60")
+        self.addCleanup(sandbox.pty.delete, handle.id)
+        self.addCleanup(conn.close)
+        guard = threading.Timer(60, conn.close)
+        guard.start()
+        self.addCleanup(guard.cancel)
+        seen = b""
+        while b"ready" not in seen:
+            seen += conn.recv() or b""
+
+        def then_interrupted(schedule: Any) -> Any:
+            def scheduled(*args: Any, **kwargs: Any) -> Any:
+                schedule(*args, **kwargs)
+                raise KeyboardInterrupt
+
+            return scheduled
+
+        loop = conn._loop  # type: ignore[attr-defined]
+        with mock.patch.object(loop, "call_soon_threadsafe", then_interrupted(loop.call_soon_threadsafe)), \
+                mock.patch.object(asyncio, "run_coroutine_threadsafe", then_interrupted(asyncio.run_coroutine_threadsafe)):
+            with self.assertRaises(KeyboardInterrupt):
+                conn.recv()
+        conn.send("one\r")
+        seen = b""
+        while b"got:one" not in seen:
+            b = conn.recv()
+            if b is None:
+                break
+            seen += b
+        self.assertIn(b"got:one", seen)
+
+    @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
+    def test_close_from_another_thread_ends_a_waiting_recv(self) -> None:
+        sandbox = shared().sandbox()
+        self.addCleanup(sandbox.close)
+        handle, conn = sandbox.pty.attach("stty -echo; echo ready; sleep 60")
+        self.addCleanup(sandbox.pty.delete, handle.id)
+        self.addCleanup(conn.close)
+        seen = b""
+        while b"ready" not in seen:
+            seen += conn.recv() or b""
+        got: List[Any] = []
+
+        def wait() -> None:
+            while True:
+                b = conn.recv()
+                if b is None:
+                    got.append(b)
+                    return
+
+        waiter = threading.Thread(target=wait, daemon=True)
+        waiter.start()
+        time.sleep(0.3)  # the recv is waiting (its read under way)
+        conn.close()
+        waiter.join(30)
+        self.assertFalse(waiter.is_alive(), "a recv waiting while the connection closed waits on")
+        self.assertEqual(got, [None])
+        self.assertIsNone(conn.recv())
+
+
+if __name__ == "__main__":
+    unittest.main()
