@@ -12,6 +12,7 @@ from conch import AuthenticationError, NetworkError, NotFoundError, Sandbox, Uns
 
 from .daemon import shared
 from .proxy import DroppingProxy
+from .signals import sigint_raises
 
 try:
     import websockets  # noqa: F401
@@ -261,9 +262,7 @@ class PtyInterruptTest(unittest.TestCase):
             seen += conn.recv() or b""
         if threading.current_thread() is not threading.main_thread():
             self.skipTest("SIGINT reaches only the main thread")
-        # Python raises KeyboardInterrupt only where SIGINT was not ignored when it started (it is
-        # for a background job of a script).
-        self.addCleanup(signal.signal, signal.SIGINT, signal.signal(signal.SIGINT, signal.default_int_handler))
+        sigint_raises(self)
         threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
         with self.assertRaises(KeyboardInterrupt):
             while conn.recv() is not None:  # None: the guard closed it

@@ -14,6 +14,7 @@ from conch import NetworkError, Sandbox
 
 from .daemon import Daemon, shared
 from .proxy import DroppingProxy
+from .signals import sigint_raises
 
 
 class ResendTest(unittest.TestCase):
@@ -160,6 +161,7 @@ class InterruptTest(unittest.TestCase):
                     return
                 time.sleep(0.05)
 
+        sigint_raises(self)
         t = threading.Thread(target=interrupt_once_running, daemon=True)
         t.start()
         caught = None
