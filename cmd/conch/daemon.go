@@ -95,6 +95,46 @@ func pidNamespace() string {
 // under nohup: read before startDaemon handles it (ResetChildSignals).
 var hangUpIgnored = signal.Ignored(syscall.SIGHUP)
 
+// catchStop starts catching stopSignals before the daemon starts
+// anything: one that arrives while it starts (a supervisor stopping it at
+// once) stops it once started, as one would later, rather than end it
+// there and then with what it had begun left behind. A second one before
+// started is called (a start stuck reading a --token-file FIFO nothing
+// writes) ends the process at once, as the signal would have. The
+// signals come on sig; release stops catching them.
+func catchStop() (sig <-chan os.Signal, started, release func()) {
+	caught := make(chan os.Signal, 2)
+	signal.Notify(caught, stopSignals()...)
+	out := make(chan os.Signal, 2)
+	up, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		early := 0
+		for {
+			select {
+			case s := <-caught:
+				select {
+				case <-up:
+				default:
+					if early++; early == 2 {
+						os.Exit(128 + int(s.(syscall.Signal)))
+					}
+				}
+				select {
+				case out <- s:
+				default: // two are waiting already: one more says nothing new
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return out, func() { once.Do(func() { close(up) }) }, func() {
+		signal.Stop(caught)
+		close(done)
+	}
+}
+
 // stopSignals are the signals that stop a daemon as SIGTERM does: SIGTERM,
 // SIGINT, and SIGHUP — the terminal it runs on closed, whose default would
 // end it at once and leave every process it started running — unless it

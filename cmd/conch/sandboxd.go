@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"strconv"
 	"time"
 
@@ -57,6 +56,8 @@ func cmdSandboxd(ctx context.Context, e *env, args []string) int {
 		e.printf("conch sandboxd %s\n", version())
 		return 0
 	}
+	sig, started, release := catchStop()
+	defer release()
 	e, lb := gatherStderr(e)
 	defer lb.Flush()
 	dl := newDaemonLog(lb, o.serve.logFormat, o.serve.level)
@@ -114,11 +115,12 @@ func cmdSandboxd(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return dl.fail(e, exitFailure, err)
 	}
+	started()
 	recordEndpoint(ln, dl, stateDir, a.tokenPath)
 	defer forgetEndpoint(stateDir) // whichever way the daemon ends
 	dl.notice(fmt.Sprintf("sandboxd gRPC on %s, REST on %s, root %s", grpcLn.Addr(), restLn.Addr(), sbx.Root()),
 		"sandboxd listening", "grpc", grpcLn.Addr().String(), "rest", restLn.Addr().String(), "root", sbx.Root())
-	err = serveSandboxd(ctx, o, sbx, srv, grpcLn, restLn, ln, metricsLn, d, logger, stateDir)
+	err = serveSandboxd(ctx, sig, o, sbx, srv, grpcLn, restLn, ln, metricsLn, d, logger, stateDir)
 	if err != nil {
 		return dl.fail(e, exitFailure, err)
 	}
@@ -229,12 +231,9 @@ func (n notDraining) Ready() bool { return !n.srv.Draining() }
 // --shutdown-timeout, KILL; the gRPC and REST servers finish their requests
 // within what is left of it (then are closed), and conch's API shuts down
 // as conch serve's does.
-func serveSandboxd(ctx context.Context, o sandboxdOptions, sbx *sandboxd.Server, srv *server.Server,
+func serveSandboxd(ctx context.Context, sig <-chan os.Signal, o sandboxdOptions, sbx *sandboxd.Server, srv *server.Server,
 	grpcLn, restLn, ln, metricsLn net.Listener, d *daemon, logger *slog.Logger, stateDir string,
 ) error {
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, stopSignals()...)
-	defer signal.Stop(sig)
 	g := grpc.NewServer(grpc.MaxRecvMsgSize(sandboxdMaxRecvMsgSize))
 	sbx.RegisterGRPC(g)
 	reflection.Register(g) // grpcurl lists and calls the service without the .proto

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"sort"
@@ -58,6 +57,8 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 	if !ok {
 		return code
 	}
+	sig, started, release := catchStop()
+	defer release()
 	e, lb := gatherStderr(e)
 	defer lb.Flush()
 	dl := newDaemonLog(lb, o.logFormat, o.level)
@@ -75,8 +76,9 @@ func cmdServe(ctx context.Context, e *env, args []string) int {
 		return dl.fail(e, exitFailure, err)
 	}
 	defer a.stop()
+	started()
 	recordEndpoint(a.ln, dl, a.stateDir, a.tokenPath)
-	if err := serveUntilStopped(ctx, a.srv, listeners{api: a.ln, metrics: mln}, o.drainTimeout, a.d, logger, a.stateDir); err != nil {
+	if err := serveUntilStopped(ctx, sig, a.srv, listeners{api: a.ln, metrics: mln}, o.drainTimeout, a.d, logger, a.stateDir); err != nil {
 		return dl.fail(e, exitFailure, err)
 	}
 	logger.Info("stopped")
@@ -407,14 +409,11 @@ func recordEndpoint(ln net.Listener, dl daemonLog, stateDir, tokenPath string) {
 type listeners struct{ api, metrics net.Listener }
 
 // serveUntilStopped serves the listeners until the server fails or one of
-// stopSignals arrives, then drains for drainTimeout (see server.Drain; another
+// stopSignals arrives on sig (see catchStop), then drains for drainTimeout (see server.Drain; another
 // signal cuts it short), shuts the server down within shutdownTimeout, ends
 // what is left under the daemon and removes the endpoint record. It returns
 // the first error of serving and shutting down.
-func serveUntilStopped(ctx context.Context, srv *server.Server, ls listeners, drainTimeout time.Duration, d *daemon, logger *slog.Logger, stateDir string) error {
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, stopSignals()...)
-	defer signal.Stop(sig)
+func serveUntilStopped(ctx context.Context, sig <-chan os.Signal, srv *server.Server, ls listeners, drainTimeout time.Duration, d *daemon, logger *slog.Logger, stateDir string) error {
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ls.api) }()
 	serving := 1
