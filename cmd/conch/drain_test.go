@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -330,89 +331,103 @@ func TestServeJSONStartFailure(t *testing.T) {
 	require.Contains(t, lines[len(lines)-1], "address already in use")
 }
 
-// TestServeStopsOnASignalWhileStarting sends SIGTERM to `conch serve` while
-// it starts, held there reading its --token-file from a FIFO: once the token
-// comes, the daemon starts and stops as it would later (exit 0, "stopped"
-// logged, its endpoint record removed), where the signal killed it at once.
+// TestServeStopsOnASignalWhileStarting sends SIGTERM to `conch serve` and
+// `conch sandboxd` while they start, held there reading their --token-file
+// from a FIFO: once the token comes, the daemon starts and stops as it
+// would later (exit 0, "stopped" logged, its endpoint record removed),
+// where the signal killed it at once.
 // A second signal while it still starts, the token never coming, ends it
 // at once, as the signal would (exit 143) rather than leave it stuck.
 func TestServeStopsOnASignalWhileStarting(t *testing.T) {
 	t.Parallel()
-	for _, stuck := range []bool{false, true} {
-		t.Run(map[bool]string{false: "then_started", true: "stuck"}[stuck], func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			fifo := filepath.Join(dir, "token")
-			require.NoError(t, unix.Mkfifo(fifo, 0o600))
-			cmd := exec.Command("conch", "serve", "--listen", "127.0.0.1:0", "--token-file", fifo, "--log-format", "json")
-			cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "state"), client.EnvToken+"=")
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			require.NoError(t, cmd.Start())
-			var waited error
-			done := make(chan struct{})
-			go func() {
-				waited = cmd.Wait()
-				close(done)
-			}()
-			t.Cleanup(func() {
-				_ = cmd.Process.Kill()
-				<-done
+	daemons := map[string][]string{"serve": {"serve"}, "sandboxd": {"sandboxd", "--grpc-port", "0", "--rest-port", "0"}}
+	for name, daemon := range daemons {
+		for _, stuck := range []bool{false, true} {
+			t.Run(name+map[bool]string{false: "/then_started", true: "/stuck"}[stuck], func(t *testing.T) {
+				t.Parallel()
+				earlySignal(t, daemon, stuck)
 			})
-			// The daemon opened the FIFO to read the token once a writer can
-			// open it without waiting.
-			var w int
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				fd, err := unix.Open(fifo, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-				if err == nil {
-					w = fd
-					break
-				}
-				require.ErrorIs(t, err, unix.ENXIO)
-				require.False(t, time.Now().After(deadline), "conch serve did not open its token file within 30 s")
-				time.Sleep(10 * time.Millisecond)
-			}
-			defer unix.Close(w)
-			require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-			var err error
-			if stuck {
-				// A second signal, sent until it ends the daemon: two sent at
-				// once may arrive as one.
-				tick := time.NewTicker(100 * time.Millisecond)
-				defer tick.Stop()
-			wait:
-				for {
-					select {
-					case <-done:
-						err = waited
-						break wait
-					case <-tick.C:
-						_ = cmd.Process.Signal(syscall.SIGTERM)
-					case <-time.After(30 * time.Second):
-						t.Fatalf("conch serve, stuck starting, did not end within 30 s of SIGTERM sent again\n%s", stderr.String())
-					}
-				}
-				var ee *exec.ExitError
-				require.ErrorAs(t, err, &ee, "%s", stderr.String())
-				require.Equal(t, 143, ee.ExitCode(), "%s: %s", ee, stderr.String())
-				return
-			}
-			time.Sleep(100 * time.Millisecond) // the signal is in before the token
-			_, err = unix.Write(w, []byte("early-signal-token\n"))
-			require.NoError(t, err)
-			require.NoError(t, unix.Close(w))
-			w = -1
+		}
+	}
+}
+
+// earlySignal is TestServeStopsOnASignalWhileStarting for the daemon that
+// `conch daemon...` runs, its token file a FIFO.
+func earlySignal(t *testing.T, daemon []string, stuck bool) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "token")
+	require.NoError(t, unix.Mkfifo(fifo, 0o600))
+	args := append(slices.Clone(daemon), "--listen", "127.0.0.1:0", "--token-file", fifo, "--log-format", "json")
+	if daemon[0] == "sandboxd" {
+		args = append(args, "--root-dir", filepath.Join(dir, "root"))
+	}
+	cmd := exec.Command("conch", args...)
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "state"), client.EnvToken+"=")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	var waited error
+	done := make(chan struct{})
+	go func() {
+		waited = cmd.Wait()
+		close(done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	// The daemon opened the FIFO to read the token once a writer can
+	// open it without waiting.
+	var w int
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		fd, err := unix.Open(fifo, unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err == nil {
+			w = fd
+			break
+		}
+		require.ErrorIs(t, err, unix.ENXIO)
+		require.False(t, time.Now().After(deadline), "conch serve did not open its token file within 30 s")
+		time.Sleep(10 * time.Millisecond)
+	}
+	defer unix.Close(w)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	var err error
+	if stuck {
+		// A second signal, sent until it ends the daemon: two sent at
+		// once may arrive as one.
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+	wait:
+		for {
 			select {
 			case <-done:
 				err = waited
-			case <-time.After(60 * time.Second):
-				t.Fatalf("conch serve did not stop within 60 s of its token\n%s", stderr.String())
+				break wait
+			case <-tick.C:
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+			case <-time.After(30 * time.Second):
+				t.Fatalf("conch serve, stuck starting, did not end within 30 s of SIGTERM sent again\n%s", stderr.String())
 			}
-			require.NoError(t, err, "%s", stderr.String())
-			require.Contains(t, stderr.String(), `"msg":"stopped"`)
-			_, err = os.Stat(filepath.Join(dir, "state", "conch", client.EndpointFile))
-			require.ErrorIs(t, err, os.ErrNotExist, "the endpoint record is left behind")
-		})
+		}
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "%s", stderr.String())
+		require.Equal(t, 143, ee.ExitCode(), "%s: %s", ee, stderr.String())
+		return
 	}
+	time.Sleep(100 * time.Millisecond) // the signal is in before the token
+	_, err = unix.Write(w, []byte("early-signal-token\n"))
+	require.NoError(t, err)
+	require.NoError(t, unix.Close(w))
+	w = -1
+	select {
+	case <-done:
+		err = waited
+	case <-time.After(60 * time.Second):
+		t.Fatalf("conch serve did not stop within 60 s of its token\n%s", stderr.String())
+	}
+	require.NoError(t, err, "%s", stderr.String())
+	require.Contains(t, stderr.String(), `"msg":"stopped"`)
+	_, err = os.Stat(filepath.Join(dir, "state", "conch", client.EndpointFile))
+	require.ErrorIs(t, err, os.ErrNotExist, "the endpoint record is left behind")
 }
