@@ -9,6 +9,7 @@ from unittest import mock
 from urllib.parse import urlsplit
 
 from conch import AuthenticationError, NetworkError, NotFoundError, Sandbox, UnsupportedOperationError
+from conch.attach import _unsent
 
 from .daemon import shared
 from .proxy import DroppingProxy
@@ -200,10 +201,19 @@ class PtyTest(unittest.TestCase):
                                                   for i in range(0, len(data), 32 << 10)], daemon=True)
         writer.start()
         writer.join(5)  # the library queues it all in the socket; the daemon takes about 1 MiB
+        transport = conn._conn._ws.transport
+        unsent = [_unsent(transport)]  # what close() found, and then every 0.5 s: said on a failure
+
+        def look() -> None:
+            while closing.is_alive():
+                time.sleep(0.5)
+                unsent.append(_unsent(transport))
+
         closing = threading.Thread(target=conn.close, daemon=True)
         closing.start()
+        threading.Thread(target=look, daemon=True).start()
         closing.join(15)
-        self.assertFalse(closing.is_alive(), "close() waited on the input nobody read")
+        self.assertFalse(closing.is_alive(), f"close() waited on the input nobody read; unsent bytes: {unsent}")
         self.assertEqual(conn._conn._ws.close_code, 1006)
         self.assertIsNone(conn.recv())
         self.assertEqual(handle.get().state, "running")
