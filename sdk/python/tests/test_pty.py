@@ -255,21 +255,25 @@ class AttachWithoutWebsocketsTest(unittest.TestCase):
 
 
 class PtyInterruptTest(unittest.TestCase):
+    def _attached(self, command: str) -> Any:
+        """A PtyConnection to a PTY running ``stty -echo; echo ready; `` + command, once ready
+        came; a hang ends in a failure, the connection closed after 60 s, not a stuck suite."""
+        sandbox = shared().sandbox()
+        self.addCleanup(sandbox.close)
+        handle, conn = sandbox.pty.attach("stty -echo; echo ready; " + command)
+        self.addCleanup(sandbox.pty.delete, handle.id)
+        self.addCleanup(conn.close)
+        guard = threading.Timer(60, conn.close)
+        guard.start()
+        self.addCleanup(guard.cancel)
+        self.assertIn(b"ready", _recv_until(conn, b"ready"))
+        return conn
+
     @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
     def test_ctrl_c_during_recv_loses_nothing(self) -> None:
         # Ctrl-C while recv waits: the connection stays usable, and the output that recv
         # would have returned comes from the next one (it raised RuntimeError, or lost it).
-        sandbox = shared().sandbox()
-        self.addCleanup(sandbox.close)
-        handle, conn = sandbox.pty.attach("stty -echo; echo ready; read a; echo got:$a; read b; echo got:$b")
-        self.addCleanup(sandbox.pty.delete, handle.id)
-        self.addCleanup(conn.close)
-        guard = threading.Timer(60, conn.close)  # a hang ends as a failure, not a stuck suite
-        guard.start()
-        self.addCleanup(guard.cancel)
-        seen = b""
-        while b"ready" not in seen:
-            seen += conn.recv() or b""
+        conn = self._attached("read a; echo got:$a; read b; echo got:$b")
         if threading.current_thread() is not threading.main_thread():
             self.skipTest("SIGINT reaches only the main thread")
         sigint_raises(self)
@@ -277,17 +281,9 @@ class PtyInterruptTest(unittest.TestCase):
         with self.assertRaises(KeyboardInterrupt):
             while conn.recv() is not None:  # None: the guard closed it
                 pass
-        seen = b""
-        for line in (b"one\r", b"two\r"):
-            conn.send(line)
-            deadline = time.monotonic() + 30
-            want = b"got:" + line[:-1]
-            while want not in seen and time.monotonic() < deadline:
-                b = conn.recv()
-                if b is None:
-                    break
-                seen += b
-            self.assertIn(want, seen)
+        for line in ("one", "two"):
+            conn.send(line + "\r")
+            self.assertIn(b"got:" + line.encode(), _recv_until(conn, b"got:" + line.encode()))
         conn.close()
         self.assertIsNone(conn.recv(), "recv after close is the end")
         with self.assertRaises(NetworkError):
@@ -297,17 +293,7 @@ class PtyInterruptTest(unittest.TestCase):
     def test_ctrl_c_just_after_recv_asks_loses_nothing(self) -> None:
         # Ctrl-C landing as recv has just asked for a read, before it waits: the read goes on, and
         # what it takes is the next recv's (it was taken by a read no recv waited for).
-        sandbox = shared().sandbox()
-        self.addCleanup(sandbox.close)
-        handle, conn = sandbox.pty.attach("stty -echo; echo ready; read a; echo got:$a; sleep 60")
-        self.addCleanup(sandbox.pty.delete, handle.id)
-        self.addCleanup(conn.close)
-        guard = threading.Timer(60, conn.close)
-        guard.start()
-        self.addCleanup(guard.cancel)
-        seen = b""
-        while b"ready" not in seen:
-            seen += conn.recv() or b""
+        conn = self._attached("read a; echo got:$a; sleep 60")
 
         def then_interrupted(schedule: Any) -> Any:
             def scheduled(*args: Any, **kwargs: Any) -> Any:
@@ -316,47 +302,37 @@ class PtyInterruptTest(unittest.TestCase):
 
             return scheduled
 
-        loop = conn._loop  # type: ignore[attr-defined]
+        loop = conn._loop
         with mock.patch.object(loop, "call_soon_threadsafe", then_interrupted(loop.call_soon_threadsafe)), \
                 mock.patch.object(asyncio, "run_coroutine_threadsafe", then_interrupted(asyncio.run_coroutine_threadsafe)):
             with self.assertRaises(KeyboardInterrupt):
                 conn.recv()
         conn.send("one\r")
-        seen = b""
-        while b"got:one" not in seen:
-            b = conn.recv()
-            if b is None:
-                break
-            seen += b
-        self.assertIn(b"got:one", seen)
+        self.assertIn(b"got:one", _recv_until(conn, b"got:one"))
 
     @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
     def test_close_from_another_thread_ends_a_waiting_recv(self) -> None:
-        sandbox = shared().sandbox()
-        self.addCleanup(sandbox.close)
-        handle, conn = sandbox.pty.attach("stty -echo; echo ready; sleep 60")
-        self.addCleanup(sandbox.pty.delete, handle.id)
-        self.addCleanup(conn.close)
-        seen = b""
-        while b"ready" not in seen:
-            seen += conn.recv() or b""
+        conn = self._attached("sleep 60")
         got: List[Any] = []
-
-        def wait() -> None:
-            while True:
-                b = conn.recv()
-                if b is None:
-                    got.append(b)
-                    return
-
-        waiter = threading.Thread(target=wait, daemon=True)
+        waiter = threading.Thread(target=lambda: got.append(_recv_until(conn, b"never")), daemon=True)
         waiter.start()
         time.sleep(0.3)  # the recv is waiting (its read under way)
         conn.close()
         waiter.join(30)
         self.assertFalse(waiter.is_alive(), "a recv waiting while the connection closed waits on")
-        self.assertEqual(got, [None])
+        self.assertEqual(len(got), 1, "its recv returned None")
         self.assertIsNone(conn.recv())
+
+
+def _recv_until(conn: Any, want: bytes) -> bytes:
+    """What conn's recv returns until it holds want, or until recv returns None (the end)."""
+    seen = b""
+    while want not in seen:
+        b = conn.recv()
+        if b is None:
+            break
+        seen += b
+    return seen
 
 
 if __name__ == "__main__":
