@@ -409,10 +409,11 @@ func recordEndpoint(ln net.Listener, dl daemonLog, stateDir, tokenPath string) {
 type listeners struct{ api, metrics net.Listener }
 
 // serveUntilStopped serves the listeners until the server fails or one of
-// stopSignals arrives on sig (see catchStop), then drains for drainTimeout (see server.Drain; another
-// signal cuts it short), shuts the server down within shutdownTimeout, ends
-// what is left under the daemon and removes the endpoint record. It returns
-// the first error of serving and shutting down.
+// stopSignals arrives on sig (see catchStop), then drains for drainTimeout
+// (see server.Drain; another signal cuts it short), shuts the server down
+// within shutdownTimeout, ends what is left under the daemon and removes
+// the endpoint record. It returns the first error of serving and shutting
+// down.
 func serveUntilStopped(ctx context.Context, sig <-chan os.Signal, srv *server.Server, ls listeners, drainTimeout time.Duration, d *daemon, logger *slog.Logger, stateDir string) error {
 	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ls.api) }()
