@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
+import { inspect } from 'node:util'
 
 import { ConchError, DeadlineExceededError, type Sandbox } from '@conchsh/sdk'
 
@@ -24,8 +25,8 @@ const sleep = (ms: number): Promise<'late'> => new Promise((r) => setTimeout(() 
 async function allDeadlineExceeded(calls: Promise<unknown>[]): Promise<PromiseRejectedResult[]> {
   const settled = await Promise.race([Promise.allSettled(calls), sleep(20_000)])
   assert.notEqual(settled, 'late', 'the calls are still waiting after 20 s')
-  for (const r of settled as PromiseSettledResult<unknown>[]) {
-    assert.equal(r.status, 'rejected')
+  for (const [i, r] of (settled as PromiseSettledResult<unknown>[]).entries()) {
+    assert.equal(r.status, 'rejected', `call ${i} was answered: ${r.status === 'fulfilled' ? inspect(r.value, { depth: 1 }) : ''}`)
     const err = (r as PromiseRejectedResult).reason
     assert.ok(err instanceof DeadlineExceededError, String(err))
     assert.equal(err.status, 0)
