@@ -317,7 +317,9 @@ func TestKilledHarnessLeavesNoCommand(t *testing.T) {
 	t.Parallel()
 	ctx := hangGuard(t)
 	cmd := osexec.CommandContext(ctx, os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=abandon")
+	// The child is killed before it could remove the directory it makes:
+	// made in the test's own, it goes with the test.
+	cmd.Env = append(os.Environ(), childEnv+"=abandon", "TMPDIR="+t.TempDir())
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
