@@ -351,8 +351,8 @@ func TestServeStopsOnASignalWhileStarting(t *testing.T) {
 	}
 }
 
-// earlySignal is TestServeStopsOnASignalWhileStarting for the daemon that
-// `conch daemon...` runs, its token file a FIFO.
+// earlySignal is TestServeStopsOnASignalWhileStarting for the daemon
+// `conch` runs with the arguments daemon, its token file a FIFO.
 func earlySignal(t *testing.T, daemon []string, stuck bool) {
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "token")
@@ -387,10 +387,14 @@ func earlySignal(t *testing.T, daemon []string, stuck bool) {
 			break
 		}
 		require.ErrorIs(t, err, unix.ENXIO)
-		require.False(t, time.Now().After(deadline), "conch serve did not open its token file within 30 s")
+		require.False(t, time.Now().After(deadline), "conch %s did not open its token file within 30 s", daemon[0])
 		time.Sleep(10 * time.Millisecond)
 	}
-	defer unix.Close(w)
+	defer func() { // w as it is then: closed below, its number may be another's by then
+		if w >= 0 {
+			unix.Close(w)
+		}
+	}()
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	var err error
 	if stuck {
@@ -398,6 +402,7 @@ func earlySignal(t *testing.T, daemon []string, stuck bool) {
 		// once may arrive as one.
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
+		guard := time.After(30 * time.Second)
 	wait:
 		for {
 			select {
@@ -406,8 +411,8 @@ func earlySignal(t *testing.T, daemon []string, stuck bool) {
 				break wait
 			case <-tick.C:
 				_ = cmd.Process.Signal(syscall.SIGTERM)
-			case <-time.After(30 * time.Second):
-				t.Fatalf("conch serve, stuck starting, did not end within 30 s of SIGTERM sent again\n%s", stderr.String())
+			case <-guard:
+				t.Fatalf("conch %s, stuck starting, did not end within 30 s of SIGTERM sent again\n%s", daemon[0], stderr.String())
 			}
 		}
 		var ee *exec.ExitError
@@ -424,7 +429,7 @@ func earlySignal(t *testing.T, daemon []string, stuck bool) {
 	case <-done:
 		err = waited
 	case <-time.After(60 * time.Second):
-		t.Fatalf("conch serve did not stop within 60 s of its token\n%s", stderr.String())
+		t.Fatalf("conch %s did not stop within 60 s of its token\n%s", daemon[0], stderr.String())
 	}
 	require.NoError(t, err, "%s", stderr.String())
 	require.Contains(t, stderr.String(), `"msg":"stopped"`)
