@@ -139,6 +139,7 @@ class AsyncPtyConnection:
         #: Each gap report as it came: (bytes received before it, bytes missed).
         self.gaps: List["tuple[int, int]"] = []
         self._received = 0
+        self._heard = 0  # messages received: while it closes, what moves (see _end_if_stalled)
 
     @classmethod
     async def open(cls, t: HttpTransport, process_id: str) -> "AsyncPtyConnection":
@@ -163,6 +164,7 @@ class AsyncPtyConnection:
         while True:
             try:
                 msg = await self._ws.recv()
+                self._heard += 1
             except ws.exceptions.ConnectionClosedOK:
                 return None
             except ws.exceptions.ConnectionClosed as e:
@@ -206,9 +208,12 @@ class AsyncPtyConnection:
         """Detaches; the process goes on. Output not read by then is dropped.
 
         Input the daemon has not taken yet is sent first, however slowly it
-        goes; input that stood still for 2 s (a program that reads none) is
-        dropped with the connection, which then ends without its closing
-        handshake (close code 1006).
+        goes. A close during which nothing moves for 2 s, neither input out
+        nor messages in, ends the connection without its closing handshake
+        (close code 1006), dropping the input not taken: a program that
+        reads none of its input leaves the daemon reading nothing more of
+        the connection, the close frame included, also when all the input
+        has left this host and waits in the daemon's socket.
         """
         # The daemon's close frame comes after the output still on its way,
         # which the library stops reading once it holds max_queue messages
@@ -216,8 +221,9 @@ class AsyncPtyConnection:
         # websockets 10) and end without a close frame. What comes
         # meanwhile is read and dropped. And the client's close frame goes
         # after its input still unsent, which a daemon whose program reads
-        # none never reads: the library would wait for the daemon's answer
-        # as long (see _end_if_stalled).
+        # none never reads (in this socket's queue or already in the
+        # daemon's): the library would wait for the daemon's answer as long
+        # (see _end_if_stalled).
         drain = asyncio.ensure_future(self._discard())
         stall = asyncio.ensure_future(self._end_if_stalled())
         try:
@@ -227,27 +233,34 @@ class AsyncPtyConnection:
             stall.cancel()
 
     async def _end_if_stalled(self) -> None:
-        """Ends the connection once its unsent input has stood still for _CLOSE_STALL seconds."""
+        """Ends the connection once nothing moved for _CLOSE_STALL seconds: neither its unsent
+        input nor the messages that come before the daemon's close frame.
+
+        Nothing unsent is no sign of an answer to come: the input may have
+        all left for the daemon's socket, where the daemon reads no more of
+        it, nor the close frame behind it, while its program reads none.
+        """
         transport = getattr(self._ws, "transport", None)
         if transport is None:
             return
         loop = asyncio.get_running_loop()
-        last, since = _unsent(transport), loop.time()
-        while last > 0:
+        last, heard, since = _unsent(transport), self._heard, loop.time()
+        while True:
             await asyncio.sleep(_CLOSE_LOOK)
             now = _unsent(transport)
-            if now < last:
+            if now < last or self._heard != heard:
                 since = loop.time()
             elif loop.time() - since >= _CLOSE_STALL:
                 transport.abort()
                 return
-            last = now
+            last, heard = now, self._heard
 
     async def _discard(self) -> None:
         """Reads and drops messages until the connection is closed."""
         try:
             while True:
                 await self._ws.recv()
+                self._heard += 1
         except Exception:  # closed; or a recv of the caller's is under way, which reads them
             pass
 

@@ -191,20 +191,45 @@ class PtyTest(unittest.TestCase):
         # the rest. close() waited the library's close timeouts (30 s with websockets 10);
         # once the unsent input stood still for 2 s it ends the connection without the
         # handshake, and the process goes on.
+        handle, conn, unsent = self._input_unread(4 << 20)
+        self.assertGreater(unsent[0], 0, "the input all left this host: the test below covers that")
+        self._close_ends_soon(handle, conn, unsent)
+
+    def test_close_with_input_unread_all_sent_ends_soon(self) -> None:
+        # A little more input than the daemon takes for a program that reads none: it all
+        # leaves this socket and waits in the daemon's, unread, and the close frame behind
+        # it. Nothing unsent here: close() waited the library's 30 s all the same.
+        handle, conn, unsent = self._input_unread((1 << 20) + (160 << 10))
+        self.assertEqual(unsent[0], 0, "input left unsent: the test above covers that")
+        self._close_ends_soon(handle, conn, unsent)
+
+    def _input_unread(self, size: int) -> "tuple[Any, Any, List[int]]":
+        """Attaches to a program that reads none of its input, sends it size bytes, and returns
+        its handle, the connection and its unsent bytes once they stood still (or after 5 s)."""
         handle, conn = self.sandbox.pty.attach("stty raw -echo; printf R; sleep 60")
         self.addCleanup(self.sandbox.pty.delete, handle.id)
         seen = b""
         while b"R" not in seen:
             seen += conn.recv() or b""
-        data = b"x" * (4 << 20)
+        data = b"x" * size
         writer = threading.Thread(target=lambda: [conn.send(data[i:i + (32 << 10)])
                                                   for i in range(0, len(data), 32 << 10)], daemon=True)
         writer.start()
         writer.join(5)  # the library queues it all in the socket; the daemon takes about 1 MiB
         transport = conn._conn._ws.transport
-        unsent = [_unsent(transport)]  # what close() found, and then every 0.5 s: said on a failure
+        last, deadline = -1, time.monotonic() + 5
+        while time.monotonic() < deadline:
+            time.sleep(0.2)
+            now = _unsent(transport)
+            if now == last:
+                break
+            last = now
+        return handle, conn, [_unsent(transport)]
 
-        def look() -> None:
+    def _close_ends_soon(self, handle: Any, conn: Any, unsent: List[int]) -> None:
+        transport = conn._conn._ws.transport
+
+        def look() -> None:  # what close() found, and then every 0.5 s: said on a failure
             while closing.is_alive():
                 time.sleep(0.5)
                 unsent.append(_unsent(transport))
