@@ -35,15 +35,17 @@ const maxUnsent = 16 << 20
 /** How often a duplex with unsent input looks at what its socket still holds: no WebSocket says when it sent. */
 const sendPoll = 10
 /**
- * How long close() lets input left unsent stand still before it ends the
- * socket without its closing handshake, where the WebSocket can (`ws`'s
- * terminate): the handshake waits behind that input, which a daemon whose
- * program reads nothing takes no more of, and `ws` would give up only 30 s
- * later, holding the process open meanwhile. Input that moves, however
- * slowly, is waited for.
+ * How long a close() during which nothing moves (no input goes out, no
+ * message comes in) waits before it ends the socket without its closing
+ * handshake, where the WebSocket can (`ws`'s terminate): the handshake waits
+ * behind the input not yet taken, which a daemon whose program reads nothing
+ * takes no more of — in this socket or already in the daemon's, where
+ * nothing is left unsent here — and `ws` would give up only 30 s later,
+ * holding the process open meanwhile. Input that moves, however slowly, is
+ * waited for.
  */
 const closeStall = 2000
-/** How often close() looks whether its unsent input moved (see closeStall). */
+/** How often close() looks whether anything moved (see closeStall). */
 const closeLook = 100
 
 /** A gap in a PTY's output: `bytes` were dropped before this reader read them. */
@@ -116,6 +118,8 @@ export class PtyDuplex {
   #userClosed = false
   #paused = false
   #missed = 0
+  /** Messages received: after close(), what moves (see closeStall). */
+  #heard = 0
   readonly #queue: Queue
 
   /** Used by ProcessHandle.attach, which waits for the socket to open. */
@@ -143,6 +147,7 @@ export class PtyDuplex {
       this.#pendingBytes = 0
     })
     socket.addEventListener('message', (ev) => {
+      this.#heard++
       // After close() nobody reads: what still comes (the output the
       // daemon's close frame waits behind) is dropped, and must not pause
       // the socket again, or the handshake would stall until ws gives up.
@@ -288,18 +293,23 @@ export class PtyDuplex {
       this.#socket.resume?.() // the close handshake needs the socket read
     }
     this.#socket.close(1000)
-    this.#endIfStalled(this.bufferedBytes, 0)
+    this.#endIfStalled(this.bufferedBytes, this.#heard, 0)
   }
 
-  /** After close(): ends the socket once its unsent input stood still for closeStall ms (see closeStall). */
-  #endIfStalled(unsent: number, still: number): void {
+  /**
+   * After close(): ends the socket once nothing moved for closeStall ms,
+   * neither its unsent input nor the messages before the daemon's close
+   * frame (see closeStall). Nothing left unsent is no sign that an answer
+   * will come.
+   */
+  #endIfStalled(unsent: number, heard: number, still: number): void {
     const terminate = this.#socket.terminate
-    if (this.#closed || unsent === 0 || typeof terminate !== 'function') return
+    if (this.#closed || typeof terminate !== 'function') return
     setTimeout(() => {
       const now = this.bufferedBytes
-      const stood = now < unsent ? 0 : still + closeLook
-      if (!this.#closed && now > 0 && stood >= closeStall) terminate.call(this.#socket)
-      else this.#endIfStalled(now, stood)
+      const stood = now < unsent || this.#heard !== heard ? 0 : still + closeLook
+      if (!this.#closed && stood >= closeStall) terminate.call(this.#socket)
+      else this.#endIfStalled(now, this.#heard, stood)
     }, closeLook)
   }
 }

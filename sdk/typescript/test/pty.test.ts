@@ -400,6 +400,26 @@ describe('PtyDuplex and a program that reads no input', () => {
     }
   })
 
+  test('close() with its input all sent, which the program reads none of, ends its socket once nothing moves', async () => {
+    // A little more input than the daemon takes: the rest waits unread in
+    // the daemon's socket, the close frame behind it, and nothing is left
+    // unsent here. ws alone would end the socket 30 s later.
+    const kept = keptSocket()
+    const { handle, connection } = await d.sandbox({ WebSocket: kept.WebSocket }).pty.attach(reader)
+    try {
+      const closed = new Promise<number>((resolve) => kept.socket()!.on('close', (code) => resolve(code)))
+      const piece = new Uint8Array(32 << 10).fill(0x61)
+      for (let i = 0; i < 37; i++) connection.write(piece) // 1 MiB and 160 KiB
+      await within(connection.drain(), 10_000, 'the input all leaving this host')
+      assert.equal(connection.bufferedBytes, 0)
+      connection.close()
+      assert.equal(await within(closed, 15_000, 'the socket closing after close()'), 1006)
+      assert.equal((await handle.get()).state, 'running')
+    } finally {
+      await handle.delete().catch(() => {})
+    }
+  })
+
   test('a writer that does not await drain() is refused past 16 MiB unsent, and nothing of the refused write is sent', async () => {
     const { handle, connection } = await sb.pty.attach(reader)
     try {
