@@ -4,7 +4,7 @@
 
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import { rmSync } from 'node:fs'
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { promisify } from 'node:util'
@@ -22,6 +22,27 @@ export interface Daemon {
   pid: number
   sandbox(options?: Partial<SandboxOptions>): Sandbox
   stop(): Promise<void>
+}
+
+/**
+ * Freezes the process pid with SIGSTOP and waits until every one of its
+ * threads is stopped: the signal reaches a process's threads one by one,
+ * and a thread still running can answer a request sent meanwhile.
+ */
+export async function freeze(pid: number): Promise<void> {
+  process.kill(pid, 'SIGSTOP')
+  const deadline = Date.now() + 5000
+  while (Date.now() < deadline) {
+    const states: string[] = []
+    for (const tid of await readdir(`/proc/${pid}/task`).catch(() => [])) {
+      const stat = await readFile(`/proc/${pid}/task/${tid}/stat`, 'utf8').catch(() => '')
+      const state = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0]
+      if (state) states.push(state)
+    }
+    if (states.length > 0 && states.every((st) => st === 'T' || st === 't')) return
+    await new Promise((r) => setTimeout(r, 10))
+  }
+  throw new Error(`process ${pid} did not stop`)
 }
 
 let built: Promise<string> | undefined

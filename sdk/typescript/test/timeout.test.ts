@@ -4,7 +4,7 @@ import { inspect } from 'node:util'
 
 import { ConchError, DeadlineExceededError, type Sandbox } from '@conchsh/sdk'
 
-import { type Daemon, recordingFetch, startDaemon } from './daemon.js'
+import { type Daemon, freeze, recordingFetch, startDaemon } from './daemon.js'
 
 let d: Daemon
 let sb: Sandbox
@@ -37,8 +37,8 @@ async function allDeadlineExceeded(calls: Promise<unknown>[]): Promise<PromiseRe
 describe("a caller's timeout bounds the request", () => {
   test('a daemon that does not answer: run, wait and ready reject with DeadlineExceededError', async () => {
     const h = await sb.process.start('sleep 60')
-    process.kill(d.pid, 'SIGSTOP')
     try {
+      await freeze(d.pid)
       const t0 = Date.now()
       // 1 s and the margin of 10 s.
       const rejected = await allDeadlineExceeded([
@@ -62,8 +62,8 @@ describe("a caller's timeout bounds the request", () => {
     const s = d.sandbox({ requestTimeout: 1000 })
     const h = await s.process.start('sleep 60', { stdin: 'open' })
     const pty = await s.pty.start('sleep 60')
-    process.kill(d.pid, 'SIGSTOP')
     try {
+      await freeze(d.pid)
       const t0 = Date.now()
       // 1 s each.
       const settled = await allDeadlineExceeded([
