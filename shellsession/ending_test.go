@@ -3,6 +3,7 @@ package shellsession
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -283,6 +284,63 @@ func TestExecOfALongProgram(t *testing.T) {
 			require.Equal(t, process.TimedOut, r.Reason, "%+v", r)
 			requireEnds(t, s, "the timeout's kill")
 			require.Contains(t, s.Info().Result.Error, "did not stop after its execution timeout")
+		})
+	}
+}
+
+// TestSessionKillEscalates: a session whose shell ignores the signal that
+// ends it gets KILL escalateAfter later, as an exec process does; the
+// session's StopGrace (an hour here) is only the default. The kill waited
+// out the StopGrace whatever it asked.
+func TestSessionKillEscalates(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell, StopGrace: time.Hour})
+			r, _, _ := run(t, s, CommandOptions{Cmd: "trap '' TERM"})
+			require.Equal(t, 0, code(r), "%+v", r)
+			killed := make(chan error, 1)
+			go func() { killed <- s.Kill(syscall.SIGTERM, 100*time.Millisecond, syscall.SIGKILL) }()
+			select {
+			case err := <-killed:
+				require.NoError(t, err)
+			case <-time.After(60 * time.Second):
+				syscall.Kill(s.Info().PID, syscall.SIGKILL) // so that the session's end can end
+				t.Fatal("the kill is still waiting a minute later: its KILL, due 100 ms after TERM, did not come")
+			}
+			requireEnds(t, s, "the kill")
+			i := s.Info()
+			require.Equal(t, process.Signaled, i.Result.Reason, "%+v", i.Result)
+			require.Equal(t, "TERM", i.Result.Signal)
+		})
+	}
+}
+
+// TestSessionKillEscalatesTo: escalateTo is what reaches the session's
+// processes escalateAfter later, and KILL StopGrace (a second here) after
+// it. The shell ignores TERM and HUP; a program it started, which ignores
+// TERM, notes the HUP it gets. It got KILL, StopGrace after the TERM,
+// whatever the kill asked.
+func TestSessionKillEscalatesTo(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			got, ready := filepath.Join(dir, "got"), filepath.Join(dir, "ready")
+			s := newSession(t, Options{Shell: shell, StopGrace: time.Second})
+			// The program starts before the shell's traps: a signal ignored
+			// as a shell starts cannot be trapped.
+			r, _, _ := run(t, s, CommandOptions{Cmd: "/bin/sh -c 'trap \"\" TERM; trap \"echo hup >" + got +
+				"; exit\" HUP; : >" + ready + "; while :; do sleep 0.1; done' >/dev/null 2>&1 & trap '' TERM HUP"})
+			require.Equal(t, 0, code(r), "%+v", r)
+			require.Eventually(t, func() bool { _, err := os.Stat(ready); return err == nil }, deadline, 10*time.Millisecond)
+			require.NoError(t, s.Kill(syscall.SIGTERM, 100*time.Millisecond, syscall.SIGHUP))
+			requireEnds(t, s, "the kill")
+			b, err := os.ReadFile(got)
+			require.NoError(t, err, "the session's program got no HUP")
+			require.Equal(t, "hup\n", string(b))
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package resident
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -311,8 +312,11 @@ func (h *Host) Info() process.Info {
 // process by default (see endsNone) goes to the interpreter and every
 // process under it, which it pauses (STOP), resumes (CONT) or leaves be,
 // as it would an exec process's tree: the session goes on. Any other
-// signal ends the session: its interpreter and every process under it.
-func (h *Host) Kill(sig syscall.Signal, _ time.Duration, _ syscall.Signal) error {
+// signal ends the session: its interpreter and every process under it,
+// with escalateTo (KILL when zero) escalateAfter later (StopGrace when
+// zero) if the interpreter is still there, and KILL StopGrace after that.
+// It returns once the session has ended.
+func (h *Host) Kill(sig syscall.Signal, escalateAfter time.Duration, escalateTo syscall.Signal) error {
 	switch {
 	case sig == syscall.SIGINT:
 		return h.cfg.Interrupt()
@@ -322,7 +326,7 @@ func (h *Host) Kill(sig syscall.Signal, _ time.Duration, _ syscall.Signal) error
 		}
 		return nil
 	}
-	h.End(&process.Result{Reason: process.Signaled, Signal: process.SignalName(sig)}, sig)
+	h.end(&process.Result{Reason: process.Signaled, Signal: process.SignalName(sig)}, sig, escalateAfter, escalateTo)
 	return nil
 }
 
@@ -368,7 +372,11 @@ func (h *Host) Close() error {
 // sig is KILL), fails queued commands, waits for the interpreter's exit,
 // then marks the session terminal with r unless the interpreter had already
 // ended by itself. A second call waits for the first.
-func (h *Host) End(r *process.Result, sig syscall.Signal) {
+func (h *Host) End(r *process.Result, sig syscall.Signal) { h.end(r, sig, 0, 0) }
+
+// end is End, escalating to escalateTo (KILL when zero) escalateAfter
+// later (StopGrace when zero), and to KILL StopGrace after that.
+func (h *Host) end(r *process.Result, sig syscall.Signal, escalateAfter time.Duration, escalateTo syscall.Signal) {
 	h.mu.Lock()
 	if h.closing {
 		h.mu.Unlock()
@@ -387,9 +395,12 @@ func (h *Host) End(r *process.Result, sig syscall.Signal) {
 	h.mu.Unlock()
 	h.killTree(sig)
 	if sig != syscall.SIGKILL {
-		select {
-		case <-h.exited:
-		case <-time.After(h.cfg.StopGrace):
+		grace := cmp.Or(escalateAfter, h.cfg.StopGrace)
+		if escalateTo != 0 && escalateTo != syscall.SIGKILL && !h.exitsWithin(grace) {
+			h.killTree(escalateTo)
+			grace = h.cfg.StopGrace
+		}
+		if !h.exitsWithin(grace) {
 			h.killTree(syscall.SIGKILL)
 		}
 	}
@@ -398,6 +409,18 @@ func (h *Host) End(r *process.Result, sig syscall.Signal) {
 	h.Queue.Close(h.ErrEnded())
 	h.finish(r)
 	h.release()
+}
+
+// exitsWithin reports whether the interpreter exits within d.
+func (h *Host) exitsWithin(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-h.exited:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // EndedByItself ends the session whose interpreter exited by itself —
