@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/coder/websocket"
 )
@@ -22,6 +23,7 @@ import (
 type Attachment struct {
 	ws   *websocket.Conn
 	conn net.Conn // binary messages of ws as a byte stream, for writes
+	raw  *rawConn // the connection ws runs over; nil if the transport gave none
 	ctx  context.Context
 	rest io.Reader // the rest of the binary message being read
 	// writing counts the writes of input in progress. While one is, the
@@ -55,7 +57,10 @@ func (c *Client) Attach(ctx context.Context, id string) (*Attachment, error) {
 		h.Set("Authorization", "Bearer "+c.token)
 	}
 	a := &Attachment{ctx: ctx}
-	ws, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPClient: c.http, HTTPHeader: h,
+	up := &upgrade{next: c.http.Transport}
+	hc := *c.http
+	hc.Transport = up
+	ws, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPClient: &hc, HTTPHeader: h,
 		OnPingReceived: func(context.Context, []byte) bool { return a.writing.Load() == 0 }})
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
@@ -65,9 +70,56 @@ func (c *Client) Attach(ctx context.Context, id string) (*Attachment, error) {
 		return nil, fmt.Errorf("attach %s: %w", id, err)
 	}
 	ws.SetReadLimit(-1)
-	a.ws, a.conn = ws, websocket.NetConn(ctx, ws, websocket.MessageBinary)
+	a.ws, a.conn, a.raw = ws, websocket.NetConn(ctx, ws, websocket.MessageBinary), up.raw
 	return a, nil
 }
+
+// upgrade is the transport of an attachment's handshake: the next
+// transport's, keeping the connection a 101 answer hands over (see rawConn).
+type upgrade struct {
+	next http.RoundTripper
+	raw  *rawConn
+}
+
+func (t *upgrade) RoundTrip(r *http.Request) (*http.Response, error) {
+	next := t.next
+	if next == nil {
+		next = http.DefaultTransport
+	}
+	resp, err := next.RoundTrip(r)
+	if err == nil && resp.StatusCode == http.StatusSwitchingProtocols {
+		if rwc, ok := resp.Body.(io.ReadWriteCloser); ok {
+			t.raw = &rawConn{ReadWriteCloser: rwc}
+			resp.Body = t.raw
+		}
+	}
+	return resp, err
+}
+
+// rawConn is the connection an attachment's WebSocket runs over, counting
+// the bytes read from it: while Close waits for the daemon's answer, what
+// comes says that the daemon still reads and writes.
+type rawConn struct {
+	io.ReadWriteCloser
+	read atomic.Int64
+}
+
+func (c *rawConn) Read(p []byte) (int, error) {
+	n, err := c.ReadWriteCloser.Read(p)
+	c.read.Add(int64(n))
+	return n, err
+}
+
+// How long Close lets the closing handshake go without a byte from the
+// daemon before it ends the connection without it, and how often it looks.
+// The daemon answers at once, after the output on its way; but while its
+// program leaves its input unread it reads nothing more of the connection,
+// the close included, and the handshake would wait out the library's 5 s
+// and fail.
+const (
+	closeStall = 2 * time.Second
+	closeLook  = 100 * time.Millisecond
+)
 
 // Read reads bytes the PTY wrote. Where the output has a gap it returns 0
 // and a *GapError.
@@ -125,10 +177,38 @@ func (a *Attachment) Resize(ctx context.Context, cols, rows uint16) error {
 	return a.ws.Write(ctx, websocket.MessageText, b)
 }
 
-// Close ends the attachment; the process goes on.
+// Close ends the attachment; the process goes on. Output not read by then
+// is dropped. A daemon that sends nothing for 2 s of the closing handshake
+// (it reads no more of the connection while the program leaves its input
+// unread, the close included) has the connection ended without it, and a
+// Write still waiting then fails.
 func (a *Attachment) Close() error {
-	err := a.conn.Close()
-	if err != nil && (isNormalClose(err) || errors.Is(err, net.ErrClosed)) {
+	closed := make(chan error, 1)
+	go func() { closed <- a.conn.Close() }()
+	var ended bool
+	if a.raw != nil {
+		tick := time.NewTicker(closeLook)
+		defer tick.Stop()
+		last, since := a.raw.read.Load(), time.Now()
+	wait:
+		for {
+			select {
+			case err := <-closed:
+				closed <- err
+				break wait
+			case now := <-tick.C:
+				if n := a.raw.read.Load(); n != last {
+					last, since = n, now
+				} else if now.Sub(since) >= closeStall {
+					ended = true
+					a.raw.Close()
+					break wait
+				}
+			}
+		}
+	}
+	err := <-closed
+	if ended || err != nil && (isNormalClose(err) || errors.Is(err, net.ErrClosed)) {
 		return nil
 	}
 	return err

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -366,4 +367,53 @@ func TestMaxStreamsBoundsAttachments(t *testing.T) {
 	ws, _, err := dial()
 	require.NoError(t, err, "an attachment after one closed")
 	ws.CloseNow()
+}
+
+// TestAttachCloseWithInputUnread: input written to a program that reads
+// none waits in the daemon's socket, which the daemon then reads no more
+// of, the close frame behind it (or, past what the sockets hold, in a Write
+// that waits). Close ends the connection once the daemon has sent nothing
+// for 2 s, returns no error, and the process goes on. It waited out the
+// library's 5 s and failed, "context deadline exceeded".
+func TestAttachCloseWithInputUnread(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	for _, size := range []int{(1 << 20) + (160 << 10), 4 << 20} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			t.Parallel()
+			p, err := d.c.Start(c, client.StartOptions{Kind: process.KindPTY, Cmd: "stty raw -echo; printf R; sleep 60"})
+			require.NoError(t, err)
+			t.Cleanup(func() { d.c.Delete(c, p.ID) })
+			a, err := d.c.Attach(c, p.ID)
+			require.NoError(t, err)
+			readUntil(t, a, "R")
+			wrote := make(chan error, 1)
+			go func() {
+				_, err := a.Write(make([]byte, size))
+				wrote <- err
+			}()
+			select {
+			case err := <-wrote:
+				wrote <- err
+			case <-time.After(2 * time.Second): // the daemon took what it takes
+			}
+			closed := make(chan error, 1)
+			go func() { closed <- a.Close() }()
+			select {
+			case err := <-closed:
+				require.NoError(t, err)
+			case <-time.After(30 * time.Second):
+				t.Fatal("Close still waits 30 s later")
+			}
+			select {
+			case <-wrote:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the Write still waits 30 s after Close")
+			}
+			info, err := d.c.Get(c, p.ID)
+			require.NoError(t, err)
+			require.Equal(t, process.Running, info.State)
+		})
+	}
 }
