@@ -378,13 +378,13 @@ func TestMaxStreamsBoundsAttachments(t *testing.T) {
 func TestAttachCloseWithInputUnread(t *testing.T) {
 	t.Parallel()
 	d := start(t, server.Options{})
-	c := ctx(t)
 	for _, size := range []int{(1 << 20) + (160 << 10), 4 << 20} {
 		t.Run(strconv.Itoa(size), func(t *testing.T) {
 			t.Parallel()
+			c := ctx(t) // the subtest's own: it may wait its turn long
 			p, err := d.c.Start(c, client.StartOptions{Kind: process.KindPTY, Cmd: "stty raw -echo; printf R; sleep 60"})
 			require.NoError(t, err)
-			t.Cleanup(func() { d.c.Delete(c, p.ID) })
+			t.Cleanup(func() { d.c.Delete(context.Background(), p.ID) })
 			a, err := d.c.Attach(c, p.ID)
 			require.NoError(t, err)
 			readUntil(t, a, "R")
