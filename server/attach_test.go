@@ -199,19 +199,14 @@ func TestAttachInputNotReadEndsWithClient(t *testing.T) {
 	d := start(t, server.Options{})
 	server.SetHeartbeat(d.srv, 100*time.Millisecond)
 	c := ctx(t)
-	p, err := d.c.Start(c, client.StartOptions{Kind: process.KindPTY, Cmd: "stty raw -echo; echo R; exec sleep 600"})
-	require.NoError(t, err)
-	t.Cleanup(func() { d.c.Delete(context.Background(), p.ID) })
-	a, err := d.c.Attach(c, p.ID)
-	require.NoError(t, err)
-	readUntil(t, a, "R")
+	p, a := attachNonReader(t, d, c)
 	// The client reads on, so that it answers the daemon's pings: a ping
 	// unanswered before the daemon began to write the input would end the
 	// attachment before its input waits.
 	reading := make(chan struct{})
 	go func() { defer close(reading); io.Copy(io.Discard, a) }()
 	// More than the input queue holds: the daemon's write of it waits.
-	_, err = a.Write(make([]byte, 2*process.StdinQueueLimit))
+	_, err := a.Write(make([]byte, 2*process.StdinQueueLimit))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return attachInputs() == 1 }, 10*time.Second, 10*time.Millisecond,
 		"the attachment's input waits for the program")
@@ -222,6 +217,19 @@ func TestAttachInputNotReadEndsWithClient(t *testing.T) {
 	got, err := d.c.Get(c, p.ID)
 	require.NoError(t, err)
 	require.Equal(t, "running", string(got.State))
+}
+
+// attachNonReader starts a PTY process that reads none of its input, in
+// raw mode, attaches to it once it is so, and deletes it at the test's end.
+func attachNonReader(t *testing.T, d *daemon, c context.Context) (*client.Process, *client.Attachment) {
+	t.Helper()
+	p, err := d.c.Start(c, client.StartOptions{Kind: process.KindPTY, Cmd: "stty raw -echo; echo R; exec sleep 600"})
+	require.NoError(t, err)
+	t.Cleanup(func() { d.c.Delete(context.Background(), p.ID) })
+	a, err := d.c.Attach(c, p.ID)
+	require.NoError(t, err)
+	readUntil(t, a, "R")
+	return p, a
 }
 
 // attachInputs counts the goroutines of this test binary that copy an
@@ -382,12 +390,7 @@ func TestAttachCloseWithInputUnread(t *testing.T) {
 		t.Run(strconv.Itoa(size), func(t *testing.T) {
 			t.Parallel()
 			c := ctx(t) // the subtest's own: it may wait its turn long
-			p, err := d.c.Start(c, client.StartOptions{Kind: process.KindPTY, Cmd: "stty raw -echo; printf R; sleep 60"})
-			require.NoError(t, err)
-			t.Cleanup(func() { d.c.Delete(context.Background(), p.ID) })
-			a, err := d.c.Attach(c, p.ID)
-			require.NoError(t, err)
-			readUntil(t, a, "R")
+			p, a := attachNonReader(t, d, c)
 			wrote := make(chan error, 1)
 			go func() {
 				_, err := a.Write(make([]byte, size))
