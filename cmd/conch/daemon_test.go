@@ -222,7 +222,9 @@ func TestServeHangUp(t *testing.T) {
 // bug. Each session holds a dozen descriptors; 60 leave room for a few.
 func TestServeOutOfFiles(t *testing.T) {
 	t.Parallel()
-	s := startServeWith(t, serveSetup{under: []string{"bash", "-c", `ulimit -n 60 && exec "$@"`, "bash"}})
+	// No drain: its sleep 60s would hold the stop past the 2 s the test
+	// gives it, and a daemon killed then leaves its stream directory.
+	s := startServeWith(t, serveSetup{under: []string{"bash", "-c", `ulimit -n 60 && exec "$@"`, "bash"}}, "--drain-timeout", "0")
 	ctx := t.Context()
 	var made []string
 	var refused *client.Error
@@ -255,7 +257,9 @@ func TestServeOutOfFiles(t *testing.T) {
 // blames the command, as for a missing program.
 func TestServeOutOfFilesExec(t *testing.T) {
 	t.Parallel()
-	s := startServeWith(t, serveSetup{under: []string{"bash", "-c", `ulimit -n 60 && exec "$@"`, "bash"}})
+	// No drain: its sleep 60s would hold the stop past the 2 s the test
+	// gives it, and a daemon killed then leaves its stream directory.
+	s := startServeWith(t, serveSetup{under: []string{"bash", "-c", `ulimit -n 60 && exec "$@"`, "bash"}}, "--drain-timeout", "0")
 	// Each request is bounded: one that needs a new connection is not
 	// accepted while the daemon has no descriptor for it.
 	ctx := func() context.Context {
