@@ -97,21 +97,28 @@ func (t *upgrade) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // rawConn is the connection an attachment's WebSocket runs over, counting
-// the bytes read from it: while Close waits for the daemon's answer, what
-// comes says that the daemon still reads and writes.
+// the bytes read from it and written to it: while Close waits for the
+// daemon's answer, what moves says that the daemon still reads or writes.
 type rawConn struct {
 	io.ReadWriteCloser
-	read atomic.Int64
+	moved atomic.Int64
 }
 
 func (c *rawConn) Read(p []byte) (int, error) {
 	n, err := c.ReadWriteCloser.Read(p)
-	c.read.Add(int64(n))
+	c.moved.Add(int64(n))
 	return n, err
 }
 
-// How long Close lets the closing handshake go without a byte from the
-// daemon before it ends the connection without it, and how often it looks.
+func (c *rawConn) Write(p []byte) (int, error) {
+	n, err := c.ReadWriteCloser.Write(p)
+	c.moved.Add(int64(n))
+	return n, err
+}
+
+// How long Close lets the closing handshake go with nothing moving (no
+// byte from the daemon, none of a waiting Write's input taken) before it
+// ends the connection without it, and how often it looks.
 // The daemon answers at once, after the output on its way; but while its
 // program leaves its input unread it reads nothing more of the connection,
 // the close included, and the handshake would wait out the library's 5 s
@@ -178,10 +185,11 @@ func (a *Attachment) Resize(ctx context.Context, cols, rows uint16) error {
 }
 
 // Close ends the attachment; the process goes on. Output not read by then
-// is dropped. A daemon that sends nothing for 2 s of the closing handshake
-// (it reads no more of the connection while the program leaves its input
-// unread, the close included) has the connection ended without it, and a
-// Write still waiting then fails.
+// is dropped. Input a Write still sends goes first, however slowly; once
+// nothing has moved for 2 s of the closing handshake, no byte in and none
+// out (the daemon reads no more of the connection while the program leaves
+// its input unread, the close included), the connection ends without it,
+// and a Write still waiting then fails.
 func (a *Attachment) Close() error {
 	closed := make(chan error, 1)
 	go func() { closed <- a.conn.Close() }()
@@ -189,7 +197,7 @@ func (a *Attachment) Close() error {
 	if a.raw != nil {
 		tick := time.NewTicker(closeLook)
 		defer tick.Stop()
-		last, since := a.raw.read.Load(), time.Now()
+		last, since := a.raw.moved.Load(), time.Now()
 	wait:
 		for {
 			select {
@@ -197,7 +205,7 @@ func (a *Attachment) Close() error {
 				closed <- err
 				break wait
 			case now := <-tick.C:
-				if n := a.raw.read.Load(); n != last {
+				if n := a.raw.moved.Load(); n != last {
 					last, since = n, now
 				} else if now.Sub(since) >= closeStall {
 					ended = true
