@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -225,4 +226,26 @@ func (c *conn) outputOf(r mcpserver.Result, want string) string {
 		out += r.Output
 	}
 	return out
+}
+
+// processesUnder describes every process under pid, for a test's failure:
+// each one's state, where it sleeps in the kernel, its signal masks and its
+// command line.
+func processesUnder(pid int) string {
+	var b strings.Builder
+	for _, p := range proctree.Descendants(pid) {
+		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", p))
+		wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", p))
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+		fmt.Fprintf(&b, "%d %q wchan=%s", p, strings.ReplaceAll(string(cmdline), "\x00", " "), wchan)
+		for line := range strings.Lines(string(status)) {
+			for _, f := range []string{"State", "PPid", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"} {
+				if strings.HasPrefix(line, f+":") {
+					b.WriteString(" " + strings.Join(strings.Fields(line), ""))
+				}
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
