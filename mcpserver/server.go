@@ -206,8 +206,13 @@ func (s *Server) Run(ctx context.Context) error {
 		cancel()
 	})()
 	err := s.MCP().Run(run, t)
-	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, errGaveUp)) {
-		return nil // stopped as asked, an answer not read given up
+	// Stopped as asked, an answer not read given up: the SDK reports the
+	// end of its connection as it sees it first, the stop's cancel, the
+	// failed write of the answer given up, or the read of the gate's pipe
+	// that the connection closed as that write failed (io.ErrClosedPipe;
+	// stdout's own errors are the system's).
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, errGaveUp) || errors.Is(err, io.ErrClosedPipe)) {
+		return nil
 	}
 	return err
 }
