@@ -159,9 +159,11 @@ func TestLeasePortSkipsBoundPort(t *testing.T) {
 
 // A process that opened a lock file just before its holder released it
 // can lock the unlinked inode; sameFile is what tells lockPort to retry
-// rather than trust that lock.
+// rather than trust that lock. Not in parallel: a child that another test
+// forks holds a copy of every descriptor until it execs, the holder's
+// close-on-exec lock included, and the lock outlived Release for that
+// moment (seen under -race, where the children are slow to exec).
 func TestStaleLockFileDetected(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	holder, err := lockPort(dir, 1)
 	require.NoError(t, err, "lockPort")
@@ -292,15 +294,16 @@ func TestExhaustedSaysWhy(t *testing.T) {
 	dir := t.TempDir()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	defer ln.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
 	holder, err := lockPort(dir, port)
 	require.NoError(t, err)
 	require.NotNil(t, holder)
 	defer holder.Release()
-	onlyThatPort := func(int) (net.Listener, error) {
-		return net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-	}
+	// Every try is given the one listener, kept open: closed and listened
+	// on anew, its port was now and then taken meanwhile by another test's
+	// listener, and the tries failed to bind it instead.
+	onlyThatPort := func(int) (net.Listener, error) { return keptOpen{ln}, nil }
 	l, err := acquire(dir, onlyThatPort)
 	if l != nil {
 		l.Release()
@@ -309,6 +312,11 @@ func TestExhaustedSaysWhy(t *testing.T) {
 	assert.NotContains(t, err.Error(), "<nil>")
 	assert.Contains(t, err.Error(), "leased already (locks in "+dir+")")
 }
+
+// keptOpen is a listener whose Close leaves it open.
+type keptOpen struct{ net.Listener }
+
+func (keptOpen) Close() error { return nil }
 
 // Release twice, from many goroutines at once, and of the nil Lease a
 // failed Acquire returns, neither panics nor fails; the nil one panicked.
