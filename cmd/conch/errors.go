@@ -40,9 +40,14 @@ const answerWait = 30 * time.Second
 // quick returns the context of a request the daemon answers at once:
 // answerWait ends it, and signalErr then says why.
 func quick(ctx context.Context, c *client.Client) (context.Context, context.CancelFunc) {
-	return context.WithTimeoutCause(ctx, answerWait, fmt.Errorf(
+	return quickWithin(ctx, c, answerWait)
+}
+
+// quickWithin is quick for a request the daemon answers within d.
+func quickWithin(ctx context.Context, c *client.Client, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, d, fmt.Errorf(
 		"the daemon at %s did not answer within %s: it may be stopped (kill -STOP) or stuck; if it is, restart it",
-		c.URL(), answerWait))
+		c.URL(), d))
 }
 
 // describe is err as a user reads it: a refused request's message, with its

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/process"
@@ -18,7 +20,11 @@ func cmdKill(ctx context.Context, e *env, args []string) int {
 	after := new(durationMillis)
 	fs.Var(after, "escalate-after", "send the escalation signal after this `duration` if it still runs")
 	to := signalVar(fs, "escalate-to", "", "escalation `signal` (default KILL)")
-	return eachID(ctx, e, fs, args, func(ctx context.Context, c *client.Client, id string) error {
+	// The kill of a session or code context answers once it has ended: what
+	// outlives the signal gets the escalation after escalate-after
+	// (process.StopGrace when none), then KILL process.StopGrace later.
+	held := func() time.Duration { return cmp.Or(time.Duration(*after), process.StopGrace) + process.StopGrace }
+	return eachIDHeld(ctx, e, fs, args, held, func(ctx context.Context, c *client.Client, id string) error {
 		return c.Kill(ctx, id, client.KillOptions{Signal: string(*sig), EscalateAfter: client.Millis(*after), EscalateTo: string(*to)})
 	})
 }
@@ -42,6 +48,13 @@ func cmdRm(ctx context.Context, e *env, args []string) int {
 // as a request the daemon answers at once. Each failure is reported; the
 // status is 125 when any failed.
 func eachID(ctx context.Context, e *env, fs *flag.FlagSet, args []string, f func(ctx context.Context, c *client.Client, id string) error) int {
+	return eachIDHeld(ctx, e, fs, args, nil, f)
+}
+
+// eachIDHeld is eachID for a request the daemon may hold for up to held()
+// (read once the flags are parsed) before it answers: that is given beyond
+// answerWait.
+func eachIDHeld(ctx context.Context, e *env, fs *flag.FlagSet, args []string, held func() time.Duration, f func(ctx context.Context, c *client.Client, id string) error) int {
 	ids, code, ok := parseIDs(fs, args, atLeastOne)
 	if !ok {
 		return code
@@ -50,8 +63,12 @@ func eachID(ctx context.Context, e *env, fs *flag.FlagSet, args []string, f func
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
+	var extra time.Duration
+	if held != nil {
+		extra = held()
+	}
 	for _, id := range ids {
-		qctx, cancel := quick(ctx, c)
+		qctx, cancel := quickWithin(ctx, c, answerWait+extra)
 		err := signalErr(qctx, f(qctx, c, id))
 		cancel()
 		if err != nil {

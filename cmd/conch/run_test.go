@@ -569,6 +569,29 @@ func TestQuickRequestsBounded(t *testing.T) {
 	}
 }
 
+// conch kill of a session whose shell outlives the signal waits for the
+// daemon's answer, which comes once the session has ended, escalate-after
+// later: past answerWait, it once gave up saying that the daemon did not
+// answer and might be stuck.
+func TestKillWaitsOutSessionEscalation(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	sess, err := s.c.CreateSession(t.Context(), client.SessionOptions{})
+	require.NoError(t, err)
+	_, _, err = s.c.RunCommand(t.Context(), sess.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "trap '' TERM"}})
+	require.NoError(t, err)
+	after := answerWait + 2*time.Second
+	ctx, cancel := context.WithTimeout(t.Context(), answerWait+2*time.Minute) // hang guard
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "conch", "kill", "--escalate-after", after.String(), sess.ID)
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	p, err := s.c.Get(t.Context(), sess.ID)
+	require.NoError(t, err)
+	require.Equal(t, "terminal", string(p.State), "%+v", p)
+}
+
 // conch run of a process that writes far faster than its retention keeps
 // says the gaps its reader met in about a line a second, the first as the
 // stream says it: it wrote a line for each gap, hundreds a second.
