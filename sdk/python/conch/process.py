@@ -72,11 +72,16 @@ class ProcessHandle:
     def kill(self, signal: str = "TERM", *, escalate_after: Optional[float] = None, escalate_to: Optional[str] = None) -> None:
         """Sends a signal (TERM by default) to the process and its descendants, escalating after ``escalate_after`` s if asked."""
         body: Dict[str, Any] = {"signal": signal}
-        if escalate_after is not None:
-            body["escalateAfter"] = _run.ms(escalate_after)
+        after = _run.ms(escalate_after)
+        if after is not None:
+            body["escalateAfter"] = after
         if escalate_to is not None:
             body["escalateTo"] = escalate_to
-        self._t.json("POST", f"{self._path}/kill", json_body=body)
+        # The kill of a session or code context answers once it has ended: what outlives the
+        # signal gets the escalation after escalate_after (STOP_GRACE when none), then KILL
+        # STOP_GRACE later. That wait is given beyond the read timeout, which it could pass.
+        hold = (after / 1000 if after else STOP_GRACE) + STOP_GRACE
+        self._t.json("POST", f"{self._path}/kill", json_body=body, timeout=self._t.read_timeout + hold)
 
     def logs(self, cursor: Optional[str] = None, limit: Optional[int] = None, encoding: Optional[str] = None) -> LogsPage:
         """One page of retained frames after ``cursor``."""
@@ -175,7 +180,7 @@ class ProcessHandle:
 
     def delete(self) -> None:
         """Deletes the process and its logs, stopping it first if it runs."""
-        self._t.json("DELETE", self._path)
+        self._t.json("DELETE", self._path, timeout=self._t.read_timeout + STOP_WAIT)
 
     def to_json(self) -> Dict[str, Any]:
         j: Dict[str, Any] = {"sandboxId": self.sandbox_id, "processId": self.id}
@@ -217,7 +222,7 @@ class Session:
 
     def delete(self) -> None:
         """Ends the shell and deletes it and every record of its commands."""
-        self._t.json("DELETE", self._path)
+        self._t.json("DELETE", self._path, timeout=self._t.read_timeout + STOP_WAIT)
 
     def run(self, command: str, *, timeout: Optional[float] = None, **options: Any) -> RunResult:
         """Runs a command in this shell, waits (at most ``timeout`` s) and collects its output.
@@ -332,6 +337,13 @@ class ProcessService:
 # SESSION_READY is how long the daemon lets a session's shell or interpreter
 # take to be ready by default (30 s), in seconds.
 SESSION_READY = 30.0
+
+# STOP_GRACE is how long the daemon gives what it signalled to end before it
+# sends KILL (5 s), and STOP_WAIT the longest a DELETE waits for what it
+# stops (TERM, KILL STOP_GRACE later, a session command's refusal STOP_GRACE
+# after that), in seconds.
+STOP_GRACE = 5.0
+STOP_WAIT = 3 * STOP_GRACE
 
 
 def _start(t: HttpTransport, sandbox_id: str, body: Dict[str, Any]) -> ProcessHandle:

@@ -23,6 +23,16 @@ class ProcessTest(unittest.TestCase):
         self.sandbox = shared().sandbox()
         self.addCleanup(self.sandbox.close)
 
+    def test_a_delete_longer_than_the_read_timeout_is_answered(self) -> None:
+        # A DELETE stops the process first: KILL 5 s after TERM, which this one ignores.
+        quick = shared().sandbox(read_timeout=1)
+        self.addCleanup(quick.close)
+        h = quick.process.start("trap '' TERM; echo up; while :; do sleep 1; done")
+        h.ready(pattern="up", timeout=10)
+        h.delete()
+        with self.assertRaises(NotFoundError):
+            h.get()
+
     def test_exec_shell_and_argv(self) -> None:
         r = self.sandbox.exec("echo hi; exit 3")
         self.assertEqual((r.reason, r.exit_code, r.stdout), ("exited", 3, "hi\n"))

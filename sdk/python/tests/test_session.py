@@ -25,6 +25,16 @@ class SessionTest(unittest.TestCase):
             with quick.process.create_session(login=True, env={"HOME": home}) as s:
                 self.assertEqual(s.run("echo up").stdout, "up\n")
 
+    def test_a_session_kill_longer_than_the_read_timeout_is_answered(self) -> None:
+        # The daemon answers a session's kill once the session has ended: after escalate_after
+        # when its shell outlives the signal. The read timeout does not cut that wait short.
+        quick = shared().sandbox(read_timeout=1)
+        self.addCleanup(quick.close)
+        with quick.process.create_session(shell="bash") as s:
+            s.run("trap '' TERM")
+            quick.process.connect(s.id).kill("TERM", escalate_after=2.5)
+            self.assertEqual(s.get().state, "terminal")
+
     def test_a_pty_whose_attach_fails_is_not_left_running(self) -> None:
         from conch.process import ProcessHandle
 
