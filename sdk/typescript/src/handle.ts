@@ -6,7 +6,7 @@ import { DeadlineExceededError, UnexpectedResponseError, UnsupportedOperationErr
 import { record, toLogsPage, toProcess, toWaitResult } from './normalize.js'
 import { answer, deadlineOf, notNegative, waitUntil, window } from './run.js'
 import { streamLogs } from './sse.js'
-import { answerMargin, type HttpTransport, inputOf, maxWaitWindow, seg } from './transport.js'
+import { answerMargin, type HttpTransport, inputOf, maxWaitWindow, seg, stopGrace, stopWait } from './transport.js'
 import type {
   InteractOptions, InteractResult, KillOptions, LogsOptions, LogsPage, ProcessDto, ProcessHandleJSON, ProcessKind,
   ReadyOptions, ReadyResult, StreamLogEvent, StreamLogsOptions, WaitProcessOptions, WaitResult,
@@ -47,7 +47,7 @@ export class ProcessHandle {
    * session command that has not stopped within 5 s: delete its session.
    */
   async delete(): Promise<void> {
-    await this.#t.json('DELETE', this.#path)
+    await this.#t.json('DELETE', this.#path, { timeout: this.#t.requestTimeout + stopWait })
   }
 
   async get(): Promise<ProcessDto> {
@@ -55,9 +55,16 @@ export class ProcessHandle {
     return toProcess(body)
   }
 
-  /** Sends a signal (TERM by default) to the process and its descendants, escalating if asked. */
+  /**
+   * Sends a signal (TERM by default) to the process and its descendants,
+   * escalating if asked. The kill of a session or code context answers once
+   * it has ended, which may take escalateAfter (5 s when not given) and 5 s
+   * more: that is waited for beyond requestTimeout.
+   */
   async kill(options: KillOptions = {}): Promise<void> {
-    await this.#t.json('POST', `${this.#path}/kill`, { json: options })
+    const after = options.escalateAfter
+    const hold = (typeof after === 'number' && after > 0 && Number.isFinite(after) ? after : stopGrace) + stopGrace
+    await this.#t.json('POST', `${this.#path}/kill`, { json: options, timeout: this.#t.requestTimeout + hold })
   }
 
   /** One page of retained frames after `cursor`. */

@@ -5,7 +5,7 @@ import { ProcessHandle } from './handle.js'
 import { toProcess } from './normalize.js'
 import { run } from './run.js'
 import type { ProcessBinding } from './service.js'
-import { seg, typeName } from './transport.js'
+import { seg, stopWait, typeName } from './transport.js'
 import type {
   CodeRunOptions, CodeStartOptions, ProcessDto, ProcessKind, RunResult, SessionJSON, SessionRunOptions, SessionStartOptions,
 } from './types.js'
@@ -40,7 +40,7 @@ export class Session {
 
   /** End the shell and delete it and all its command records. */
   async delete(): Promise<void> {
-    await this.#b.transport.json('DELETE', this.#path)
+    await this.#b.transport.json('DELETE', this.#path, { timeout: this.#b.transport.requestTimeout + stopWait })
   }
 
   /** Read the shell process, including its current working directory. */

@@ -24,6 +24,21 @@ export const answerMargin = 10_000
  */
 export const sessionReadyLimit = 30_000
 
+/**
+ * How long the daemon gives what it signalled to end before it sends KILL
+ * (ms). The kill of a session or code context answers once it has ended:
+ * escalateAfter (stopGrace when not given) after the signal, then KILL
+ * stopGrace later at most; a kill is given that beyond requestTimeout.
+ */
+export const stopGrace = 5_000
+
+/**
+ * The longest a DELETE waits for what it stops (ms): TERM, KILL stopGrace
+ * later, a session command's refusal stopGrace after that. A delete is given
+ * that beyond requestTimeout.
+ */
+export const stopWait = 3 * stopGrace
+
 /** What a message, open, close or error event of a WebSocket carries that the SDK reads. */
 export interface WebSocketEventLike {
   type: string
