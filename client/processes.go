@@ -181,7 +181,10 @@ func (c *Client) Delete(ctx context.Context, id string) error {
 	return err
 }
 
-// Kill signals the process with id and its descendants.
+// Kill signals the process with id and its descendants. The kill of a
+// session or code context returns once it has ended: up to EscalateAfter
+// (5 s when zero) and 5 s more when its shell outlives the signal, which a
+// deadline on ctx must allow for.
 func (c *Client) Kill(ctx context.Context, id string, opts KillOptions) error {
 	_, err := c.call(ctx, request{method: http.MethodPost, path: processPath(id, "kill"), body: opts}, nil, http.StatusAccepted)
 	return err
