@@ -120,7 +120,9 @@ func finishAttach(ctx context.Context, e *env, c *client.Client, id string, deta
 		return 0
 	default:
 	}
-	if err != nil && !errors.Is(err, io.EOF) {
+	// A connection that ended, closed or reset (a daemon killed with input
+	// of the attachment unread resets it), is asked about as an end.
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, syscall.ECONNRESET) {
 		return fail(e, exitOwn, err)
 	}
 	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)

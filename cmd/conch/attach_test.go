@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -253,6 +255,28 @@ func TestAttachSaysGap(t *testing.T) {
 	require.Equal(t, 3, ee.ExitCode(), "stderr %q", stderr.String())
 	require.Contains(t, stderr.String(), "bytes of output were dropped")
 	require.True(t, strings.HasSuffix(stdout.String(), "\r\n100000\r\n"), "stdout ends %q", stdout.String()[max(0, stdout.Len()-40):])
+}
+
+// TestFinishAttachConnectionReset: an attachment whose connection was reset
+// (a daemon killed with input of it unread) ends as one whose connection
+// closed: conch attach asks the daemon how the program ended and, with no
+// daemon there, says that nothing tells. It failed with the reset's own
+// words ("failed to get reader: ... connection reset by peer"), seen now
+// and then in TestAttachDaemonGone.
+func TestFinishAttachConnectionReset(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	gone := "http://" + ln.Addr().String()
+	require.NoError(t, ln.Close()) // no daemon there any more
+	c, err := client.New(gone, "t")
+	require.NoError(t, err)
+	reset := fmt.Errorf("failed to get reader: failed to read frame header: %w",
+		&net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)})
+	var stderr strings.Builder
+	code := finishAttach(t.Context(), &env{stderr: &stderr}, c, "someid", make(chan struct{}), reset)
+	require.Equal(t, exitOwn, code, "stderr %q", stderr.String())
+	require.Contains(t, stderr.String(), "conch: the attachment to someid ended, and the daemon does not say how the program did:\n")
 }
 
 // TestAttachDaemonGone kills the daemon under an attachment: conch attach
