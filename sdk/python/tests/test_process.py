@@ -348,6 +348,7 @@ class ErrorTest(unittest.TestCase):
 
     def test_from_env_reads_the_state_directory(self) -> None:
         d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
         os.makedirs(os.path.join(d, "conch"))
         with open(os.path.join(d, "conch", "daemon.json"), "w") as f:
             f.write('{"url":"http://127.0.0.1:9","tokenFile":"%s/tok"}' % d)
