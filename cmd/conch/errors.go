@@ -33,7 +33,8 @@ func dial() (*client.Client, error) {
 
 // answerWait bounds a request the daemon answers at once (a listing, a
 // kill, a start): one it does not answer by then is not coming, from a
-// daemon that is stopped (SIGSTOP) or wedged. Waits meant to be long (run,
+// daemon that is stopped (SIGSTOP) or wedged. A kill is given its
+// escalation's time beyond it (see cmdKill); waits meant to be long (run,
 // wait, logs -f, ready) are not bounded so.
 const answerWait = 30 * time.Second
 

@@ -525,8 +525,8 @@ func TestRunRouteInterrupt(t *testing.T) {
 
 // The client commands whose request the daemon answers at once (ps, kill,
 // start, logs) give up on a daemon that does not answer (stopped by
-// SIGSTOP, or stuck) after answerWait, saying so, and exit 125: they once
-// waited for good.
+// SIGSTOP, or stuck) after answerWait (kill: and its escalation's 10 s),
+// saying so, and exit 125: they once waited for good.
 func TestQuickRequestsBounded(t *testing.T) {
 	t.Parallel()
 	hang := make(chan struct{})
