@@ -73,19 +73,24 @@ describe('what a new user meets first', () => {
     const readme = await readFile(join(packageRoot, '..', '..', 'README.md'), 'utf8')
     const m = /## A session from TypeScript\n[\s\S]*?```ts\n([\s\S]*?)```/.exec(readme)
     assert.ok(m, 'the README has a ts example under "A session from TypeScript"')
+    // The compiler options are those the README gives, and nothing else
+    // but where to find @types/node, which it says to install.
+    const o = /## A session from TypeScript\n[\s\S]*?```json\n([\s\S]*?)```[\s\S]*?```ts\n/.exec(readme)
+    assert.ok(o, 'the README gives the compilerOptions before its ts example')
+    const named = ts.convertCompilerOptionsFromJson(JSON.parse(o[1]!), packageRoot)
+    assert.deepEqual(named.errors.map((x) => ts.flattenDiagnosticMessageText(x.messageText, '\n')), [])
     const dir = join(packageRoot, 'build', 'readme-ts-example')
     await mkdir(dir, { recursive: true })
     const file = join(dir, 'main.ts')
     await writeFile(file, m[1]!)
+    // Without @types/node, which the README says to install, it does not.
+    assert.match(readme, /## A session from TypeScript\n[^#]*`@types\/node` installed/)
+    const bare = ts.createProgram([file], { ...named.options, types: [], noEmit: true })
+    const missing = ts.getPreEmitDiagnostics(bare).map((x) => ts.flattenDiagnosticMessageText(x.messageText, '\n'))
+    assert.ok(missing.some((x) => /Cannot find name '(fetch|AbortSignal|Response)'/.test(x)), missing.join('\n'))
     const program = ts.createProgram([file], {
-      module: ts.ModuleKind.NodeNext,
-      moduleResolution: ts.ModuleResolutionKind.NodeNext,
-      target: ts.ScriptTarget.ES2022,
-      lib: ['lib.es2022.d.ts', 'lib.esnext.disposable.d.ts'],
-      types: ['node'],
+      ...named.options,
       typeRoots: [join(packageRoot, 'node_modules', '@types')],
-      strict: true,
-      skipLibCheck: true,
     })
     const emitted = program.emit()
     const diagnostics = [...ts.getPreEmitDiagnostics(program), ...emitted.diagnostics]
