@@ -122,7 +122,7 @@ const (
 // (bash and zsh let a function take any name), two ways are tried in turn.
 type Calls struct {
 	// Printf is one or two words that run the printf builtin, tried in
-	// turn until one succeeds; nil means `\command printf`.
+	// turn until one succeeds; nil means `\command \printf`.
 	Printf []string
 	// Print, when set, is used instead of Printf: words that run ksh's
 	// print builtin (mksh's printf is no builtin: each call would fork).
@@ -227,7 +227,7 @@ func (c Calls) write(lit string, vars []string, nul bool, redir string) string {
 		words = c.Printf
 	}
 	if len(words) == 0 {
-		words = []string{`\command printf`}
+		words = []string{`\command \printf`}
 	}
 	var b strings.Builder
 	for i, w := range words {
@@ -329,7 +329,7 @@ func build(n Nonce, prevStatus int, p Paths) Frame {
 	case RunFile:
 		b.WriteString(orDefault(p.Calls.Eval, `\eval`) + ` "$(<` + quote(p.Script) + `)" <`)
 	case RunText:
-		b.WriteString(orDefault(p.Calls.Eval, `\eval`) + " " + quoteAlways(p.Text) + " <")
+		b.WriteString(orDefault(p.Calls.Eval, `\eval`) + " " + quote(p.Text) + " <")
 	default:
 		b.WriteString(orDefault(p.Calls.Source, `\.`) + " " + quote(p.Script) + " <")
 	}
@@ -458,20 +458,11 @@ func unguardedTarget(n Nonce, stdout string) string {
 	return quote(stdout[:i]+"/.") + `"${` + guardVar + "##" + string(n) + `}"` + quote(stdout[i:])
 }
 
-// quote single-quotes s for the shell.
+// quote single-quotes s for the shell, whatever it holds: zsh expands a
+// global alias (alias -g) of any unquoted word wherever it stands, a plain
+// path included, and an eval of an unquoted word would run a text that
+// happens to be one word, such as a glob, after expanding it.
 func quote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r == '/' || r == '.' || r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
-	}) < 0 {
-		return s
-	}
-	return quoteAlways(s)
-}
-
-// quoteAlways single-quotes s, whatever it holds: an eval of an unquoted
-// word would run a text that happens to be one word, such as a glob, after
-// expanding it.
-func quoteAlways(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 

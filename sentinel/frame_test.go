@@ -198,7 +198,7 @@ func TestFramesFromFiles(t *testing.T) {
 			}
 			p1, f1 := frame("first", "(exit 3)")
 			p2, f2 := frame("second", "(exit 4)")
-			script := f1.Text + f1.End + f1.End + "rm " + quoteAlways(p1.EndFile) + "\n" + f2.Text + f1.End + "(exit 4)\n" + f2.End
+			script := f1.Text + f1.End + f1.End + "rm " + quote(p1.EndFile) + "\n" + f2.Text + f1.End + "(exit 4)\n" + f2.End
 			// Interactive and reading its input, as a session's shell: a
 			// "." of a file that is gone fails the line, not the shell.
 			shell := exec.CommandContext(t.Context(), tt.sh, append(tt.args, "-i")...)

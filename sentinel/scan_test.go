@@ -142,11 +142,11 @@ func TestFramePreviousStatus(t *testing.T) {
 	t.Parallel()
 	p := Paths{Stdout: "/o", Stderr: "/e", Script: "/s"}
 	require.NotContains(t, New(0, p).Text, "exit")
-	require.Contains(t, New(1, p).Text, "! __conch_s=1; \\. /s")
-	require.Contains(t, New(130, p).Text, "(\\exit 130) && \\:; \\. /s")
-	p.Calls.False = `\builtin false`
-	require.Contains(t, New(1, p).Text, "\\builtin false && \\:; \\. /s")
-	require.Contains(t, New(0, Paths{Stdout: "/o", Stderr: "/e", Script: "/my dir/s"}).Text, "\\. '/my dir/s' <'/dev/null' >/o 2>/e")
+	require.Contains(t, New(1, p).Text, "! __conch_s=1; \\. '/s'")
+	require.Contains(t, New(130, p).Text, "(\\exit 130) && \\:; \\. '/s'")
+	p.Calls.False = `\builtin \false`
+	require.Contains(t, New(1, p).Text, "\\builtin \\false && \\:; \\. '/s'")
+	require.Contains(t, New(0, Paths{Stdout: "/o", Stderr: "/e", Script: "/my dir/s"}).Text, "\\. '/my dir/s' <'/dev/null' >'/o' 2>'/e'")
 }
 
 // A Scanner Reset for the next command finds that command's marker, not the

@@ -200,13 +200,19 @@ func TestReadOnlyGuard(t *testing.T) {
 // /dev/null made a pipe — change nothing of what later commands report,
 // after each exit status the frame restores in its own way (0, 1, 3). Before
 // the frame quoted them, each left the commands after a failure unreported,
-// or hung them (dash, busybox).
+// or hung them (dash, busybox). zsh expands a global alias of any word,
+// not only of a command's name: the builtins' names after "\builtin" and
+// the paths of the command's streams are quoted too. Before, a global alias
+// of eval ran no later command yet reported each exited 1, of false or exit
+// gave the next command a wrong $?, of printf failed every command, and of
+// the stdout's path lost the output.
 func TestAliasesBreakingTheFrame(t *testing.T) {
 	t.Parallel()
 	for _, shell := range testShells {
 		defs := []string{`alias ':=if'`, `alias '!=if'`}
 		if shell == "zsh" {
-			defs = append(defs, `alias -g '/dev/null=|'`)
+			defs = append(defs, `alias -g '/dev/null=|'`, `alias -g eval=false`, `alias -g false=true`,
+				`alias -g exit=true`, `alias -g printf=false`, `alias -g "$(readlink /proc/$$/fd/1)=/dev/null"`)
 		}
 		for _, def := range defs {
 			t.Run(shell+"/"+def, func(t *testing.T) {
@@ -216,7 +222,8 @@ func TestAliasesBreakingTheFrame(t *testing.T) {
 				// nothing to check, but must not break either.
 				run(t, s, CommandOptions{Cmd: def + " 2>/dev/null"})
 				for _, status := range []int{3, 1, 0} {
-					res, _, _ := run(t, s, CommandOptions{Cmd: fmt.Sprintf("(exit %d)", status)})
+					// Quoted: the alias of exit takes the command's own word.
+					res, _, _ := run(t, s, CommandOptions{Cmd: fmt.Sprintf("sh -c 'exit %d'", status)})
 					require.Equal(t, status, code(res), "%+v", res)
 					expectRun(t, s, `echo "after $?"`, 0, fmt.Sprintf("after %d\n", status))
 				}

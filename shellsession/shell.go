@@ -124,13 +124,15 @@ func initScript(sh shells.Shell, env map[string]string, own string) string {
 	// bash and zsh let a profile's function take any name, the special
 	// builtins' too, where the other shells run the builtin: there the
 	// calls go through "builtin", as the frame's do (see frameCalls).
-	const builtinInit = vars + "\\builtin trap 'exit 143' TERM; "
-	common := vars + "\\trap 'exit 143' TERM; "
+	// The trap's text is parsed when the signal comes, after the user's
+	// commands: its word is quoted against their aliases too.
+	const builtinInit = vars + "\\builtin \\trap '\\builtin \\exit 143' TERM; "
+	common := vars + "\\trap '\\exit 143' TERM; "
 	switch sh.Family {
 	case shells.Bash:
-		return builtinInit + "PS0=; \\builtin unset PROMPT_COMMAND HISTFILE MAIL MAILPATH MAILCHECK ENV BASH_ENV; \\builtin set +H +m +o history; \\builtin shopt -u checkwinsize; \\builtin shopt -s execfail\n" + exportAgain(sh, env) + closeOwn(sh, own)
+		return builtinInit + "PS0=; \\builtin \\unset PROMPT_COMMAND HISTFILE MAIL MAILPATH MAILCHECK ENV BASH_ENV; \\builtin \\set +H +m +o history; \\builtin \\shopt -u checkwinsize; \\builtin \\shopt -s execfail\n" + exportAgain(sh, env) + closeOwn(sh, own)
 	case shells.Zsh:
-		return builtinInit + "PROMPT= RPROMPT= PROMPT_EOL_MARK=; \\builtin unset HISTFILE MAIL MAILPATH; \\builtin setopt no_hup interactive_comments ignore_close_braces\n\\builtin unsetopt zle prompt_cr prompt_sp monitor bang_hist 2>/dev/null\n" + exportAgain(sh, env) + closeOwn(sh, own)
+		return builtinInit + "PROMPT= RPROMPT= PROMPT_EOL_MARK=; \\builtin \\unset HISTFILE MAIL MAILPATH; \\builtin \\setopt no_hup interactive_comments ignore_close_braces\n\\builtin \\unsetopt zle prompt_cr prompt_sp monitor bang_hist 2>'/dev/null'\n" + exportAgain(sh, env) + closeOwn(sh, own)
 	}
 	// HISTFILE stays empty, not unset: ksh93 without one falls back to
 	// ~/.sh_history, shared by every session and the user's own shells.
@@ -146,7 +148,7 @@ func initScript(sh shells.Shell, env map[string]string, own string) string {
 func exportAgain(sh shells.Shell, env map[string]string) string {
 	export := `\export`
 	if sh.Family == shells.Bash || sh.Family == shells.Zsh {
-		export = `\builtin export` // a login profile's function may take "export"
+		export = `\builtin \export` // a login profile's function may take "export"
 	}
 	var b strings.Builder
 	for _, k := range []string{"BASH_ENV", "ENV"} {
@@ -190,7 +192,7 @@ func closeOwn(sh shells.Shell, own string) string {
 	if sh.Family == shells.Bash {
 		// bash lets a profile's function take ":" (one that read its
 		// input would take the first command); builtin runs the builtin.
-		exec, colon = `\command exec`, `\builtin :`
+		exec, colon = `\command \exec`, `\builtin \:`
 	}
 	line := exec + " >&-\n"
 	if closesStderr(sh) && own != "" {
@@ -266,10 +268,10 @@ func frameCalls(sh shells.Shell) sentinel.Calls {
 
 // The calls of frameCalls, made once: a frame is made for every command.
 var (
-	builtinCalls = sentinel.Calls{Printf: []string{`\builtin printf`, `\command printf`}, Source: `\builtin .`, Exit: `\builtin exit`, Eval: `\builtin eval`, SourceElse: `\.`, False: `\builtin false`}
+	builtinCalls = sentinel.Calls{Printf: []string{`\builtin \printf`, `\command \printf`}, Source: `\builtin \.`, Exit: `\builtin \exit`, Eval: `\builtin \eval`, SourceElse: `\.`, False: `\builtin \false`}
 	// mksh's printf is /usr/bin/printf: print saves two forks a command.
-	mkshCalls    = sentinel.Calls{Print: []string{`\builtin print`, `\command print`}}
-	commandCalls = sentinel.Calls{Printf: []string{`\command printf`, `\printf`}}
+	mkshCalls    = sentinel.Calls{Print: []string{`\builtin \print`, `\command \print`}}
+	commandCalls = sentinel.Calls{Printf: []string{`\command \printf`, `\printf`}}
 )
 
 // runner returns how a frame runs a command of sh after one that left the
@@ -333,8 +335,8 @@ func scriptText(sh shells.Shell, text string, traced bool, prev int) string {
 // thing (retrace), on the command's first line so that line numbers hold,
 // untraced itself. Not under set -v, which would echo retrace.
 const (
-	untrace = `__conch_x=${${-//[^x]/}:+xtrace}; \builtin set +x`
-	retrace = `\builtin set -o ${__conch_x:-noxtrace}; `
+	untrace = `__conch_x=${${-//[^x]/}:+xtrace}; \builtin \set +x`
+	retrace = `\builtin \set -o ${__conch_x:-noxtrace}; `
 )
 
 // guardsInScript reports whether the command file, rather than the frame,
@@ -364,7 +366,7 @@ func retraceStatus(prev int) string {
 	if prev == 0 {
 		return ""
 	}
-	return `(\builtin exit ` + strconv.Itoa(prev) + `) 2>'/dev/null' && \:; `
+	return `(\builtin \exit ` + strconv.Itoa(prev) + `) 2>'/dev/null' && \:; `
 }
 
 // tracesCommand reports whether a command after one that left the shell
@@ -387,9 +389,9 @@ const upLine = "__conch_up=up; "
 // are (see frameCalls), against a profile's aliases and functions.
 func upCheck(sh shells.Shell) string {
 	if sh.Family == shells.Bash || sh.Family == shells.Zsh {
-		return `\builtin echo "${__conch_up-}"; \builtin unset __conch_up`
+		return `\builtin \echo "${__conch_up-}"; \builtin \unset __conch_up`
 	}
-	return `\command echo "${__conch_up-}"; \unset __conch_up`
+	return `\command \echo "${__conch_up-}"; \unset __conch_up`
 }
 
 // wentUp reports whether the first command's output, l, says the shell ran
