@@ -66,7 +66,7 @@ subprocess.run(["tail", "-f", "/dev/null"])`})
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitChild(t, c, "tail", "-f", "/dev/null")
+	waitCellChild(t, c, cell, "tail", "-f", "/dev/null")
 	if err := c.Kill(syscall.SIGKILL, 0, 0); err != nil {
 		t.Fatal(err)
 	}

@@ -490,6 +490,33 @@ func TestInterruptEndingItsOwnLook(t *testing.T) {
 	}
 }
 
+// TestInterruptOfProgramThatExecsAfterIt: a program that takes the
+// interrupt with a handler and then runs another program — as a shell's
+// child between its fork and its exec does, which dash -c 'sleep 60' hit
+// now and then under load — is sent it once more, and the JavaScript cell
+// awaiting it ends interrupted. Before, the new program ran on, execSync
+// never returned, and 5 s later the interpreter was killed: the cell and
+// its context lost.
+func TestInterruptOfProgramThatExecsAfterIt(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	run(t, c, "var kept = 1")
+	ready := filepath.Join(t.TempDir(), "ready")
+	program := "import os, signal, time\n" +
+		"signal.signal(signal.SIGINT, lambda *a: os.execvp('sleep', ['sleep', '60']))\n" +
+		"open(" + strconv.Quote(ready) + ", 'w').close()\n" +
+		"time.sleep(60)\n"
+	cell, err := c.Submit(CellOptions{Code: "await 1; require('child_process').execFileSync('python3', ['-c', " + strconv.Quote(program) + "])\nkept = 2"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { _, err := os.Stat(ready); return err == nil }, deadline, 5*time.Millisecond)
+	require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
+	r := wait(t, cell)
+	require.Equal(t, process.Signaled, r.Reason, "%+v", r)
+	require.Equal(t, "INT", r.Signal, "%+v", r)
+	_, out, _ := run(t, c, "kept")
+	require.Equal(t, "1\n", out)
+}
+
 // TestInterruptOfProgramBeforeWatchdog: a JavaScript cell that runs a
 // program (execSync) and is interrupted ends interrupted even when Node's
 // watchdog thread takes the signal after the program has died of it and

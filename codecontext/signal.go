@@ -159,6 +159,10 @@ func (cell *Cell) sendINT(n int) {
 	if err := c.nameInterrupted(cell.seq); err != nil {
 		return // the driver would not take it: the timeout is the way out
 	}
+	var programs []image // what the cell's processes run as it is sent (see execedAfter)
+	if n == 0 {
+		programs = imagesOf(cell.processes())
+	}
 	syscall.Kill(-c.cmd.Process.Pid, syscall.SIGINT)
 	// A cell that stopped its interpreter, or a program it runs, holds
 	// the interrupt pending until continued.
@@ -167,6 +171,9 @@ func (cell *Cell) sendINT(n int) {
 		proctree.Unstop(pid, syscall.SIGINT)
 	}
 	c.intr.tell(cell.seq)
+	if n == 0 {
+		cell.addTimer(time.AfterFunc(execedAfter, func() { cell.resendToExeced(programs) }))
+	}
 	if again {
 		after := min(200*time.Millisecond<<n, time.Second)
 		cell.addTimer(time.AfterFunc(after, func() { cell.sendINT(min(n+1, 5)) }))
@@ -244,3 +251,51 @@ var killingQueued func(*Cell)
 
 // Resize fails: cells have no terminal.
 func (cell *Cell) Resize(process.TerminalSize) error { return process.ErrNotPTY }
+
+// A program the cell started just before its interrupt can miss it: a
+// shell's child between its fork and its exec takes the signal with the
+// shell's handler, which the exec then drops. So dash -c 'sleep 60', which
+// forks sleep, ran on: sleep never saw the interrupt, dash waited for it,
+// and a JavaScript cell's execSync never returned until the interpreter
+// was killed 5 s later, its context lost. So execedAfter after an
+// interrupt, each of the cell's processes that was there when it was sent
+// and has run another program since (its executable changed) is sent it
+// once more, as one presses Ctrl-C again at a terminal. A process the cell
+// starts after the interrupt (a clean-up it runs) is not.
+const execedAfter = 200 * time.Millisecond
+
+// image is a process and the executable it ran then.
+type image struct {
+	id  proctree.Ident
+	exe string
+}
+
+func imagesOf(pids []int) []image {
+	out := make([]image, 0, len(pids))
+	for _, pid := range pids {
+		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil {
+			out = append(out, image{proctree.IdentOf(pid), exe})
+		}
+	}
+	return out
+}
+
+// resendToExeced sends SIGINT to each of programs still alive that has run
+// another executable since, while the cell runs.
+func (cell *Cell) resendToExeced(programs []image) {
+	c := cell.c
+	c.sigMu.Lock()
+	defer c.sigMu.Unlock()
+	cell.mu.Lock()
+	stop := cell.st == process.Terminal || cell.ends > 0
+	cell.mu.Unlock()
+	if stop {
+		return
+	}
+	for _, p := range programs {
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.id.PID))
+		if err == nil && exe != p.exe && p.id.Alive() {
+			syscall.Kill(p.id.PID, syscall.SIGINT)
+		}
+	}
+}

@@ -21,6 +21,17 @@ import (
 // and returns its pid.
 func waitChild(t *testing.T, c *Context, argv ...string) int {
 	t.Helper()
+	return waitCellChild(t, c, nil, argv...)
+}
+
+// waitCellChild is waitChild that fails at once, saying how, when cell
+// ends first (a nil cell never does).
+func waitCellChild(t *testing.T, c *Context, cell *Cell, argv ...string) int {
+	t.Helper()
+	var ended <-chan struct{}
+	if cell != nil {
+		ended = cell.Done()
+	}
 	want := []byte(strings.Join(argv, "\x00") + "\x00")
 	ctx, cancel := context.WithTimeout(t.Context(), deadline)
 	defer cancel()
@@ -32,6 +43,9 @@ func waitChild(t *testing.T, c *Context, argv ...string) int {
 			}
 		}
 		select {
+		case <-ended:
+			o, e := output(cell)
+			t.Fatalf("the cell ended before a process %q started: %+v, stdout %q, stderr %q; the context: %+v", argv, cell.Info().Result, o, e, c.Info())
 		case <-ctx.Done():
 			t.Fatalf("no process %q started", argv)
 		case <-time.After(5 * time.Millisecond):
