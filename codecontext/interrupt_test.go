@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conchsh/conch/internal/containmenttest"
 	"github.com/conchsh/conch/internal/processtest"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
@@ -506,7 +507,11 @@ func TestInterruptOfProgramThatExecsAfterIt(t *testing.T) {
 		"signal.signal(signal.SIGINT, lambda *a: os.execvp('sleep', ['sleep', '60']))\n" +
 		"open(" + strconv.Quote(ready) + ", 'w').close()\n" +
 		"time.sleep(60)\n"
-	cell, err := c.Submit(CellOptions{Code: "await 1; require('child_process').execFileSync('python3', ['-c', " + strconv.Quote(program) + "])\nkept = 2"})
+	// A program of the cell in a process group of its own, which the
+	// interrupt does not reach, is not sent it after either.
+	detached := containmenttest.Marker()
+	cell, err := c.Submit(CellOptions{Code: "const cp = require('child_process'); cp.spawn('sleep', ['" + detached + "'], { detached: true, stdio: 'ignore' }).unref()\n" +
+		"await 1; cp.execFileSync('python3', ['-c', " + strconv.Quote(program) + "])\nkept = 2"})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { _, err := os.Stat(ready); return err == nil }, deadline, 5*time.Millisecond)
 	require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
@@ -515,6 +520,34 @@ func TestInterruptOfProgramThatExecsAfterIt(t *testing.T) {
 	require.Equal(t, "INT", r.Signal, "%+v", r)
 	_, out, _ := run(t, c, "kept")
 	require.Equal(t, "1\n", out)
+	alive := containmenttest.Running(detached)
+	require.Len(t, alive, 1, "the detached sleep")
+	syscall.Kill(alive[0], syscall.SIGKILL)
+}
+
+// TestInterruptOnceToACatcher: a program that catches SIGINT and runs on
+// is sent the interrupt once, not again with those that missed it.
+func TestInterruptOnceToACatcher(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	dir := t.TempDir()
+	ready, count := filepath.Join(dir, "ready"), filepath.Join(dir, "count")
+	program := "import signal, time\n" +
+		"n = 0\n" +
+		"def took(*a):\n    global n\n    n += 1\n" +
+		"signal.signal(signal.SIGINT, took)\n" +
+		"open(" + strconv.Quote(ready) + ", 'w').close()\n" +
+		"while n == 0: time.sleep(0.01)\n" +
+		"time.sleep(0.6)\n" +
+		"open(" + strconv.Quote(count) + ", 'w').write(str(n))\n"
+	cell, err := c.Submit(CellOptions{Code: "await 1; require('child_process').execFileSync('python3', ['-c', " + strconv.Quote(program) + "])"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { _, err := os.Stat(ready); return err == nil }, deadline, 5*time.Millisecond)
+	require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
+	r := wait(t, cell)
+	b, err := os.ReadFile(count)
+	require.NoError(t, err, "the program ended by itself: %+v", r)
+	require.Equal(t, "1", string(b), "SIGINTs the program took")
 }
 
 // TestInterruptOfProgramBeforeWatchdog: a JavaScript cell that runs a

@@ -159,10 +159,6 @@ func (cell *Cell) sendINT(n int) {
 	if err := c.nameInterrupted(cell.seq); err != nil {
 		return // the driver would not take it: the timeout is the way out
 	}
-	var programs []image // what the cell's processes run as it is sent (see execedAfter)
-	if n == 0 {
-		programs = imagesOf(cell.processes())
-	}
 	syscall.Kill(-c.cmd.Process.Pid, syscall.SIGINT)
 	// A cell that stopped its interpreter, or a program it runs, holds
 	// the interrupt pending until continued.
@@ -172,7 +168,7 @@ func (cell *Cell) sendINT(n int) {
 	}
 	c.intr.tell(cell.seq)
 	if n == 0 {
-		cell.addTimer(time.AfterFunc(execedAfter, func() { cell.resendToExeced(programs) }))
+		cell.addTimer(time.AfterFunc(resendAfter, func() { cell.resendINT(resendAfter) }))
 	}
 	if again {
 		after := min(200*time.Millisecond<<n, time.Second)
@@ -252,37 +248,27 @@ var killingQueued func(*Cell)
 // Resize fails: cells have no terminal.
 func (cell *Cell) Resize(process.TerminalSize) error { return process.ErrNotPTY }
 
-// A program the cell started just before its interrupt can miss it: a
-// shell's child between its fork and its exec takes the signal with the
-// shell's handler, which the exec then drops. So dash -c 'sleep 60', which
-// forks sleep, ran on: sleep never saw the interrupt, dash waited for it,
-// and a JavaScript cell's execSync never returned until the interpreter
-// was killed 5 s later, its context lost. So execedAfter after an
-// interrupt, each of the cell's processes that was there when it was sent
-// and has run another program since (its executable changed) is sent it
-// once more, as one presses Ctrl-C again at a terminal. A process the cell
-// starts after the interrupt (a clean-up it runs) is not.
-const execedAfter = 200 * time.Millisecond
+// A program of the cell can miss its interrupt: a shell's child between its
+// fork and its exec takes the signal with the shell's handler, which the
+// exec then drops. So under load the sleep of dash -c 'sleep 60' now and
+// then ran on: it never saw the interrupt, dash waited for it, and a
+// JavaScript cell's execSync never returned until the interpreter was
+// killed 5 s later, its context lost. So resendAfter after an interrupt,
+// each of the cell's processes in the interpreter's process group, which
+// the interrupt was sent to, still alive though it would have died of it —
+// SIGINT at its default action, neither caught nor ignored — evidently
+// never got it, and is sent it again, as one presses Ctrl-C again at a
+// terminal: then after twice as long, and so on, while the cell runs (dash
+// given it before it forks its program forks it all the same, which a busy
+// machine may do later). A program that catches it (to clean up, say) gets
+// it once; one the cell starts after it with SIGINT at its default action
+// (a trap's clean-up command) gets it too.
+const resendAfter = 200 * time.Millisecond
 
-// image is a process and the executable it ran then.
-type image struct {
-	id  proctree.Ident
-	exe string
-}
-
-func imagesOf(pids []int) []image {
-	out := make([]image, 0, len(pids))
-	for _, pid := range pids {
-		if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil {
-			out = append(out, image{proctree.IdentOf(pid), exe})
-		}
-	}
-	return out
-}
-
-// resendToExeced sends SIGINT to each of programs still alive that has run
-// another executable since, while the cell runs.
-func (cell *Cell) resendToExeced(programs []image) {
+// resendINT sends SIGINT to each of the cell's processes that would die of
+// it, while the cell runs, and again after twice as long as it waited,
+// within the interrupt's grace.
+func (cell *Cell) resendINT(waited time.Duration) {
 	c := cell.c
 	c.sigMu.Lock()
 	defer c.sigMu.Unlock()
@@ -292,10 +278,13 @@ func (cell *Cell) resendToExeced(programs []image) {
 	if stop {
 		return
 	}
-	for _, p := range programs {
-		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.id.PID))
-		if err == nil && exe != p.exe && p.id.Alive() {
-			syscall.Kill(p.id.PID, syscall.SIGINT)
+	group := c.cmd.Process.Pid // the interrupt's: a terminal's foreground group
+	for _, pid := range cell.processes() {
+		if pgid, err := syscall.Getpgid(pid); err == nil && pgid == group && proctree.DefaultAction(pid, syscall.SIGINT) {
+			syscall.Kill(pid, syscall.SIGINT)
 		}
+	}
+	if next := 2 * waited; next < c.opts.StopGrace {
+		cell.addTimer(time.AfterFunc(next-waited, func() { cell.resendINT(next) }))
 	}
 }

@@ -110,6 +110,32 @@ func Stopped(pid int) bool {
 	return ok && s.state == 'T'
 }
 
+// DefaultAction reports whether pid is a process that neither catches nor
+// ignores sig (its SigCgt and SigIgn in /proc/PID/status), so that sig,
+// delivered, takes its default action; a zombie keeps the masks it had.
+func DefaultAction(pid int, sig syscall.Signal) bool {
+	b, err := readProcCopy("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false
+	}
+	bit := uint64(1) << (sig - 1)
+	seen := 0
+	for line := range bytes.Lines(b) {
+		name, mask, ok := bytes.Cut(line, []byte(":"))
+		if !ok || !bytes.Equal(name, []byte("SigIgn")) && !bytes.Equal(name, []byte("SigCgt")) {
+			continue
+		}
+		v, err := strconv.ParseUint(string(bytes.TrimSpace(mask)), 16, 64)
+		if err != nil || v&bit != 0 {
+			return false
+		}
+		if seen++; seen == 2 {
+			return true
+		}
+	}
+	return false
+}
+
 // CPUTime returns the CPU time pid has used, read from its CPU-time clock
 // (nanoseconds; /proc's counts are in ticks of 10 ms). False when pid is
 // gone.

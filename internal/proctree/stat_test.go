@@ -147,3 +147,41 @@ func TestCPUTime(t *testing.T) {
 		t.Fatal("CPU time for a process that is gone")
 	}
 }
+
+// DefaultAction tells a process that would die of SIGINT from one that
+// catches it, one that ignores it, and one that is gone.
+func TestDefaultAction(t *testing.T) {
+	t.Parallel()
+	start := func(script string) *exec.Cmd {
+		cmd := exec.Command("python3", "-c", "import signal, sys, time\n"+script+"\nsys.stdout.write('up\\n'); sys.stdout.flush(); time.sleep(60)")
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		if _, err := out.Read(make([]byte, 3)); err != nil { // "up": its handler is in place
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	plain := start("signal.signal(signal.SIGINT, signal.SIG_DFL)")
+	caught := start("signal.signal(signal.SIGINT, lambda *a: None)")
+	ignored := start("signal.signal(signal.SIGINT, signal.SIG_IGN)")
+	if !DefaultAction(plain.Process.Pid, syscall.SIGINT) {
+		t.Error("a process with SIGINT at its default action: false")
+	}
+	if DefaultAction(caught.Process.Pid, syscall.SIGINT) || DefaultAction(ignored.Process.Pid, syscall.SIGINT) {
+		t.Error("a process that catches or ignores SIGINT: true")
+	}
+	if !DefaultAction(caught.Process.Pid, syscall.SIGTERM) {
+		t.Error("a process that catches SIGINT only, of SIGTERM: false")
+	}
+	plain.Process.Signal(syscall.SIGKILL)
+	plain.Wait()
+	if DefaultAction(plain.Process.Pid, syscall.SIGINT) {
+		t.Error("a process gone: true")
+	}
+}
