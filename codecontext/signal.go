@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -159,6 +160,10 @@ func (cell *Cell) sendINT(n int) {
 	if err := c.nameInterrupted(cell.seq); err != nil {
 		return // the driver would not take it: the timeout is the way out
 	}
+	var before []proctree.Ident // the cell's processes the interrupt can reach (see resendAfter)
+	if n == 0 {
+		before = proctree.IdentsOf(cell.processes()...)
+	}
 	syscall.Kill(-c.cmd.Process.Pid, syscall.SIGINT)
 	// A cell that stopped its interpreter, or a program it runs, holds
 	// the interrupt pending until continued.
@@ -168,7 +173,7 @@ func (cell *Cell) sendINT(n int) {
 	}
 	c.intr.tell(cell.seq)
 	if n == 0 {
-		cell.addTimer(time.AfterFunc(resendAfter, func() { cell.resendINT(resendAfter) }))
+		cell.addTimer(time.AfterFunc(resendAfter, func() { cell.resendINT(before, resendAfter) }))
 	}
 	if again {
 		after := min(200*time.Millisecond<<n, time.Second)
@@ -261,14 +266,17 @@ func (cell *Cell) Resize(process.TerminalSize) error { return process.ErrNotPTY 
 // terminal: then after twice as long, and so on, while the cell runs (dash
 // given it before it forks its program forks it all the same, which a busy
 // machine may do later). A program that catches it (to clean up, say) gets
-// it once; one the cell starts after it with SIGINT at its default action
-// (a trap's clean-up command) gets it too.
+// it once, and one that the cell's own code starts after the interrupt (the
+// interpreter's child: a clean-up run from an except or catch) none; one
+// that a program of the cell starts after it with SIGINT at its default
+// action (a shell trap's clean-up command) gets it too.
 const resendAfter = 200 * time.Millisecond
 
 // resendINT sends SIGINT to each of the cell's processes that would die of
-// it, while the cell runs, and again after twice as long as it waited,
-// within the interrupt's grace.
-func (cell *Cell) resendINT(waited time.Duration) {
+// it, but the interpreter's children that were not among before, while the
+// cell runs, and again after twice as long as it waited, within the
+// interrupt's grace.
+func (cell *Cell) resendINT(before []proctree.Ident, waited time.Duration) {
 	c := cell.c
 	c.sigMu.Lock()
 	defer c.sigMu.Unlock()
@@ -278,13 +286,18 @@ func (cell *Cell) resendINT(waited time.Duration) {
 	if stop {
 		return
 	}
-	group := c.cmd.Process.Pid // the interrupt's: a terminal's foreground group
+	interpreter := c.cmd.Process.Pid // its group is the interrupt's: a terminal's foreground group
 	for _, pid := range cell.processes() {
-		if pgid, err := syscall.Getpgid(pid); err == nil && pgid == group && proctree.DefaultAction(pid, syscall.SIGINT) {
-			syscall.Kill(pid, syscall.SIGINT)
+		ppid, pgid, ok := proctree.Parentage(pid)
+		if !ok || pgid != interpreter || !proctree.DefaultAction(pid, syscall.SIGINT) {
+			continue
 		}
+		if ppid == interpreter && !slices.Contains(before, proctree.IdentOf(pid)) {
+			continue // started by the cell's code after the interrupt
+		}
+		syscall.Kill(pid, syscall.SIGINT)
 	}
 	if next := 2 * waited; next < c.opts.StopGrace {
-		cell.addTimer(time.AfterFunc(next-waited, func() { cell.resendINT(next) }))
+		cell.addTimer(time.AfterFunc(next-waited, func() { cell.resendINT(before, next) }))
 	}
 }

@@ -110,6 +110,13 @@ func Stopped(pid int) bool {
 	return ok && s.state == 'T'
 }
 
+// Parentage returns pid's parent and process group; false when pid is
+// gone.
+func Parentage(pid int) (ppid, pgid int, ok bool) {
+	s, ok := readStat(pid)
+	return s.ppid, s.pgid, ok
+}
+
 // DefaultAction reports whether pid is a process that neither catches nor
 // ignores sig (its SigCgt and SigIgn in /proc/PID/status), so that sig,
 // delivered, takes its default action; a zombie keeps the masks it had.
