@@ -339,11 +339,17 @@ def _print_exc(e):
 
 def _err(text):
     # Writes what the driver reports for a cell to sys.stderr, as the REPL
-    # does, or, when the cell made that unusable (sys.stderr = None), to the
-    # cell's stderr: the report is not lost, nor the driver with it.
+    # does, or, when the cell made that unusable (sys.stderr = None, or an
+    # object whose write raises, KeyboardInterrupt or any BaseException),
+    # to the cell's stderr: the report is not lost, nor the cell's end, nor
+    # the driver. An interrupt that comes as the write runs is counted all
+    # the same (see _print_exc_armed). But SystemExit ends the interpreter,
+    # as the cell's code may anywhere.
     try:
         sys.stderr.write(text)
-    except Exception:
+    except SystemExit:
+        raise
+    except BaseException:
         _emit(2, text.encode("utf-8", "backslashreplace"))
 
 

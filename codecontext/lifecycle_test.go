@@ -693,8 +693,11 @@ func TestCwdWithoutOption(t *testing.T) {
 // cell that removes every listener of process leaves the driver's: an
 // exception a later cell's timer throws fails that cell, and the context
 // lives on. A Python cell that sets sys.stderr = None and raises gets its
-// traceback on its stderr, and the context lives on. (A Python cell that
-// closes the driver's descriptors: TestDescriptorsClosed.)
+// traceback on its stderr, and the context lives on; so does one whose
+// sys.stderr raises as it is written, KeyboardInterrupt or another
+// BaseException (the cell hung for ever with the first, and the context
+// was lost with the second). (A Python cell that closes the driver's
+// descriptors: TestDescriptorsClosed.)
 func TestDriverDeathsReported(t *testing.T) {
 	t.Parallel()
 	t.Run("removeAllListeners", func(t *testing.T) {
@@ -718,6 +721,20 @@ func TestDriverDeathsReported(t *testing.T) {
 		_, out, _ := run(t, c, "sys.stderr = sys.__stderr__; 3")
 		require.Equal(t, "3\n", out)
 	})
+	for _, raised := range []string{"KeyboardInterrupt", "E('from write')"} {
+		t.Run("stderr raises "+raised, func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: Python})
+			r, _, errOut := run(t, c, "import sys\n"+
+				"class E(BaseException): pass\n"+
+				"class W:\n    def write(self, s): raise "+raised+"\n    def flush(self): pass\n"+
+				"sys.stderr = W()\n1/0")
+			require.Equal(t, 1, code(r), "%+v", r)
+			require.Contains(t, errOut, "ZeroDivisionError")
+			_, out, _ := run(t, c, "sys.stderr = sys.__stderr__; 3")
+			require.Equal(t, "3\n", out)
+		})
+	}
 }
 
 // TestNegativeTimeoutRefused: a cell's negative ExecutionTimeout is an
