@@ -62,6 +62,8 @@ class _S:
     report = ""  # where the driver says why it failed, a file in the context's directory
     send = None  # its sendall, bound once
     handler = None  # the SIGINT handler a cell set, in place only while cells run
+    signals = ()  # the signals but SIGINT whose handlers a cell may set
+    dropping = {}  # signal: (a cell's handler, the wrapper that runs it between cells)
     marker = None  # returns the running cell's end marker (see _sealed)
     loop = None  # the event loop of cells with top-level await, made at the first
     futures = 0  # the flags of the __future__ imports cells made
@@ -267,9 +269,30 @@ def _on_int(signum, frame):
 
 
 def _cells_handler():
-    # Put back the SIGINT handler a cell set, for the cells' code.
+    # Put back the SIGINT handler a cell set, for the cells' code, and the
+    # other signals' handlers a cell set (see _drivers_handler).
     if _S.handler is not None:
         _signal(_SIGINT, _S.handler)
+    for sig, (h, between) in _S.dropping.items():
+        if _getsignal(sig) is between:  # else a thread's code changed it since
+            _signal(sig, h)
+    _S.dropping.clear()
+
+
+def _between_cells(h):
+    # A cell's signal handler as it runs between cells (an alarm's): what it
+    # raises there has no cell to be raised in, and in the driver's own code
+    # it would end the interpreter; it goes where a cell's late output goes,
+    # as an exception is dropped while the driver waits for the next cell.
+    # SystemExit ends the interpreter, as a handler may ask at any time.
+    def between(signum, frame):
+        try:
+            h(signum, frame)
+        except SystemExit:
+            raise
+        except BaseException:
+            pass
+    return between
 
 
 def _drivers_handler():
@@ -283,6 +306,14 @@ def _drivers_handler():
     elif h is not None:  # None: set outside Python, which cannot be put back
         _S.handler = h
         _signal(_SIGINT, _on_int)
+    # And the other signals' handlers a cell set run between cells through
+    # _between_cells, until the next cell's code runs.
+    for sig in _S.signals:
+        h = _getsignal(sig)
+        if callable(h):
+            between = _between_cells(h)
+            _S.dropping[sig] = (h, between)
+            _signal(sig, between)
 
 
 def _interrupted():
@@ -710,6 +741,8 @@ def main():
     if posix is not None:
         posix.write, posix.writev = os.write, os.writev
     signal.signal(signal.SIGINT, _on_int)
+    _S.signals = tuple(int(sig) for sig in signal.valid_signals()
+                       if sig not in (signal.SIGINT, signal.SIGKILL, signal.SIGSTOP))
     sys.stdout = sys.__stdout__ = _Out(1, "<stdout>")
     sys.stderr = sys.__stderr__ = _Out(2, "<stderr>")
     sock = sys.argv[1]

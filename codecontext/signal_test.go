@@ -153,3 +153,25 @@ func TestPythonHandlerRaisesBetweenCells(t *testing.T) {
 	_, out, _ := run(t, c, "print(x)")
 	require.Equal(t, "7\n", out)
 }
+
+// TestPythonHandlerRaisingOften: a handler that raises every half
+// millisecond raises in the driver's own code between cells too, not only
+// in its read of the next cell (the context was lost after 0 to 13 cells:
+// "the context's driver failed ... ValueError: alarm"): there it is
+// dropped as well. In a cell's code it raises, as it would at a REPL.
+func TestPythonHandlerRaisingOften(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	run(t, c, "import signal\ndef h(*a): raise ValueError('alarm')\nsignal.signal(signal.SIGALRM, h)\nsignal.setitimer(signal.ITIMER_REAL, 0.0005, 0.0005)")
+	for i := range 30 {
+		r, _, errOut := run(t, c, "x = 1")
+		require.Contains(t, []int{0, 1}, processtest.Code(r), "cell %d: %+v, stderr %q", i, r, errOut)
+	}
+	// Disarmed once a cell gets as far as the call.
+	require.Eventually(t, func() bool {
+		r, _, _ := run(t, c, "signal.setitimer(signal.ITIMER_REAL, 0)")
+		return processtest.Code(r) == 0
+	}, deadline, time.Millisecond)
+	_, out, _ := run(t, c, "print(2)")
+	require.Equal(t, "2\n", out)
+}
