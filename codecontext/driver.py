@@ -137,23 +137,55 @@ def _start_new(function, args, kwargs=None):
 
 
 def _pooled():
-    # concurrent.futures' thread pool, once imported (asyncio's
-    # run_in_executor uses one): what a cell submits runs as that cell's,
-    # on a worker thread that an earlier cell may have started, as
-    # asyncio.to_thread's function does.
+    # The thread pools, once imported: concurrent.futures' (asyncio's
+    # run_in_executor uses one) and multiprocessing's ThreadPool. What a
+    # cell gives one runs as that cell's, on a worker thread that an earlier
+    # cell may have started, as asyncio.to_thread's function does.
     m = sys.modules.get("concurrent.futures.thread")
     pool = getattr(m, "ThreadPoolExecutor", None)
-    if pool is None or getattr(pool.submit, "_conch", False):
-        return
-    submit = pool.submit
+    if pool is not None and not getattr(pool.submit, "_conch", False):
+        submit = pool.submit
 
-    def submit_in_cell(self, fn, /, *args, **kwargs):
-        ctx = contextvars.copy_context()
-        ctx.run(_cell_var.set, _cell_of_thread())
-        return submit(self, ctx.run, fn, *args, **kwargs)
-    submit_in_cell._conch = True
-    submit_in_cell.__doc__ = submit.__doc__
-    pool.submit = submit_in_cell
+        def submit_in_cell(self, fn, /, *args, **kwargs):
+            ctx = contextvars.copy_context()
+            ctx.run(_cell_var.set, _cell_of_thread())
+            return submit(self, ctx.run, fn, *args, **kwargs)
+        submit_in_cell._conch = True
+        submit_in_cell.__doc__ = submit.__doc__
+        pool.submit = submit_in_cell
+    m = sys.modules.get("multiprocessing.pool")
+    pool = getattr(m, "ThreadPool", None)
+    if pool is not None and "_conch" not in vars(pool):
+        # Every way to give it work (apply, map, starmap and their async
+        # forms, imap) goes through these; the function and the callbacks
+        # run on the pool's threads.
+        for name in ("apply_async", "_map_async", "imap", "imap_unordered"):
+            method = getattr(pool, name, None)
+            if method is not None:
+                setattr(pool, name, _tasks_in_cell(method))
+        pool._conch = True
+
+
+def _tasks_in_cell(method):
+    def in_cell(self, func, *args, **kwargs):
+        cell = _cell_of_thread()
+        for k in ("callback", "error_callback"):
+            if kwargs.get(k) is not None:
+                kwargs[k] = _in_cell(kwargs[k], cell)
+        return method(self, _in_cell(func, cell), *args, **kwargs)
+    in_cell.__doc__ = method.__doc__
+    return in_cell
+
+
+def _in_cell(fn, cell):
+    # fn, run as cell's on whatever thread calls it, at once on several.
+    def run(*args, **kwargs):
+        token = _cell_var.set(cell)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _cell_var.reset(token)
+    return run
 
 
 def _emit(which, b):
@@ -732,6 +764,8 @@ def main():
     os.register_at_fork(after_in_child=_forked)
     threading.Thread.start = _start
     _thread.start_new_thread = _start_new
+    if hasattr(threading, "_start_new_thread"):  # threading's own name for it, until Python 3.13
+        threading._start_new_thread = _start_new
     if hasattr(_thread, "start_new"):  # its old name, until Python 3.13
         _thread.start_new = _start_new
     os.write = _guarded(_os.write, _nbytes)

@@ -3,6 +3,7 @@ package codecontext
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -202,31 +203,55 @@ res`)
 }
 
 // TestPythonLateOutputOtherWays: a thread started with _thread (no
-// threading.Thread to carry its cell) and posix.write (os.write under its
-// own module's name) are kept to their cell as threading's threads and
-// os.write are: what they write after the cell ended reaches no later cell.
-// Before, the raw thread was taken for the running cell's, and posix.write
-// was not looked at.
+// threading.Thread to carry its cell), also under threading's own name for
+// that function, and posix.write (os.write under its own module's name) are
+// kept to their cell as threading's threads and os.write are: what they
+// write after the cell ended reaches no later cell. Before, the raw thread
+// was taken for the running cell's, and posix.write was not looked at; a
+// thread of threading._start_new_thread was until now.
 func TestPythonLateOutputOtherWays(t *testing.T) {
 	t.Parallel()
 	c := newContext(t, Options{Language: Python})
 	r, _, errOut := run(t, c, `import _thread, posix, threading
-go, done = threading.Event(), threading.Event()
+go, done, done2 = threading.Event(), threading.Event(), threading.Event()
 def late():
     go.wait()
     print("late print")
     posix.write(1, b"late posix\n")
     done.set()
 _thread.start_new_thread(late, ())
+def late2():
+    go.wait()
+    print("late private")
+    done2.set()
+threading._start_new_thread(late2, ())
 def late_posix():
     go.wait()
     posix.write(1, b"late thread posix\n")
 threading.Thread(target=late_posix, daemon=True).start()`)
 	require.Equal(t, 0, code(r), errOut)
-	r, out, errOut := run(t, c, `go.set(); done.wait(20); import time; time.sleep(0.2)
+	r, out, errOut := run(t, c, `go.set(); done.wait(20); done2.wait(20); import time; time.sleep(0.2)
 print("own")`)
 	require.Equal(t, 0, code(r), errOut)
 	require.Equal(t, "own\n", out)
+}
+
+// TestPythonThreadPoolOutput: work a cell gives a multiprocessing
+// ThreadPool that an earlier cell made runs as the giving cell's: its
+// output is that cell's, by every way to give it work. It was dropped, the
+// pool's threads being the earlier cell's.
+func TestPythonThreadPoolOutput(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	r, out, errOut := run(t, c, "from multiprocessing.pool import ThreadPool\ntp = ThreadPool(2)\ntp.map(print, ['first'])")
+	require.Equal(t, 0, code(r), errOut)
+	require.Equal(t, "first\n[None]\n", out)
+	r, out, errOut = run(t, c, "tp.map(print, ['a', 'b']); tp.apply(print, ('c',)); list(tp.imap(print, ['d'])); list(tp.imap_unordered(print, ['e']))\n"+
+		"tp.starmap(print, [('f',)]); tp.apply_async(print, ('g',), callback=lambda r: print('callback')).wait(); import time; time.sleep(0.2); print('own')")
+	require.Equal(t, 0, code(r), errOut)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	slices.Sort(lines)
+	require.Equal(t, []string{"a", "b", "c", "callback", "d", "e", "f", "g", "own"}, lines, "%q", out)
 }
 
 // TestPythonTracersSeeCellsOnly: a trace or profile function a cell sets
