@@ -1012,9 +1012,25 @@ const interruptor = `
 const net = require('net');
 const { Session } = require('inspector');
 const { parentPort, workerData: { awaiting, sock } } = require('worker_threads');
-const session = new Session();
-session.connectToMainThread();
-const post = (method, params) => new Promise((resolve) => session.post(method, params, (err, r) => resolve(err ? null : r)));
+// The session to the main thread is connected only while a look is in
+// flight: with a worker's session connected, Node writes "Waiting for the
+// debugger to disconnect..." to stderr (the cell's) as the process exits.
+let session = null;
+let looks = 0;
+const post = (method, params) => new Promise((resolve) => {
+  if (!session) {
+    session = new Session();
+    session.connectToMainThread();
+  }
+  looks++;
+  session.post(method, params, (err, r) => {
+    if (--looks === 0) {
+      session.disconnect();
+      session = null;
+    }
+    resolve(err ? null : r);
+  });
+});
 let told = 0; // the cell the engine last said it interrupts
 // schedule ends the cell's execution, ms from now, when it is still awaited
 // and the one the engine last named, and the main thread has not taken the

@@ -243,11 +243,13 @@ print("own")`)
 func TestPythonThreadPoolOutput(t *testing.T) {
 	t.Parallel()
 	c := newContext(t, Options{Language: Python})
-	r, out, errOut := run(t, c, "from multiprocessing.pool import ThreadPool\ntp = ThreadPool(2)\ntp.map(print, ['first'])")
+	// say writes a whole line at once: two of the pool's threads may write
+	// at the same time.
+	r, out, errOut := run(t, c, "import sys\nfrom multiprocessing.pool import ThreadPool\ndef say(s): sys.stdout.write(s + '\\n')\ntp = ThreadPool(2)\ntp.map(say, ['first'])")
 	require.Equal(t, 0, code(r), errOut)
 	require.Equal(t, "first\n[None]\n", out)
-	r, out, errOut = run(t, c, "tp.map(print, ['a', 'b']); tp.apply(print, ('c',)); list(tp.imap(print, ['d'])); list(tp.imap_unordered(print, ['e']))\n"+
-		"tp.starmap(print, [('f',)]); tp.apply_async(print, ('g',), callback=lambda r: print('callback')).wait(); import time; time.sleep(0.2); print('own')")
+	r, out, errOut = run(t, c, "tp.map(say, ['a', 'b']); tp.apply(say, ('c',)); list(tp.imap(say, ['d'])); list(tp.imap_unordered(say, ['e']))\n"+
+		"tp.starmap(say, [('f',)]); tp.apply_async(say, ('g',), callback=lambda r: say('callback')).wait(); import time; time.sleep(0.2); say('own')")
 	require.Equal(t, 0, code(r), errOut)
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	slices.Sort(lines)
