@@ -311,12 +311,24 @@ func TestStalledBodyLetGo(t *testing.T) {
 	for _, conn := range conns {
 		answered(conn)
 	}
+	// The connection of a stalled body is closed after its answer, so
+	// that it holds no place under --max-connections: a short one stayed
+	// open, net/http reading what was left of its body, for as long as
+	// the client kept it.
+	closed := func(conn net.Conn) {
+		t.Helper()
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(20*time.Second))) // the hang guard
+		_, err := io.Copy(io.Discard, conn)
+		require.NoError(t, err, "the daemon closes the connection")
+	}
 	require.Eventually(t, func() bool { return d.budget(t, "requestBodies").Used == 0 }, 10*time.Second, 10*time.Millisecond,
 		"stalled bodies give their place back")
 	// A short body too: net/http reads what is left of one under 256 KiB
 	// before it answers, which waited for a client that sends nothing more
 	// for as long as it kept the connection open.
-	answered(stall(100))
+	short := stall(100)
+	answered(short)
+	closed(short)
 	// A body that comes in steps, each within the bound, is read whole, and
 	// a run that answers after the bound is not cut by it.
 	conn := d.dial(t)
@@ -507,6 +519,38 @@ func TestEarlyAnswerToAStalledBody(t *testing.T) {
 	require.NoError(t, err, "the answer comes while the body is stalled")
 	resp.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+}
+
+// TestAnswerBeforeAShortStalledBody: an answer that needs none of a body
+// still owed — a refusal, or a route that takes no body — is sent at once,
+// before the bounded read of what is left: net/http reads what is left of
+// a body under 256 KiB before it writes an answer's header, so a 401 came
+// only once that read gave up (5 s), and a GET that was sent a short body
+// the client never finished was never answered, holding its connection and
+// a drain for as long as the client kept it open. Here the read of the
+// rest is given an hour; each answer must come long before.
+func TestAnswerBeforeAShortStalledBody(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	server.SetReadRest(d.srv, 1<<20, time.Hour)
+	for _, tt := range []struct {
+		request string
+		want    int
+	}{
+		{"POST /v1/processes HTTP/1.1\r\nAuthorization: Bearer wrong", http.StatusUnauthorized},
+		{"POST /v1/processes/nope/kill HTTP/1.1\r\nAuthorization: Bearer " + testToken, http.StatusNotFound},
+		{"GET /v1/processes?limit=1 HTTP/1.1\r\nAuthorization: Bearer " + testToken, http.StatusOK},
+		{"GET /v1/sessions HTTP/1.1\r\nAuthorization: Bearer " + testToken, http.StatusOK},
+	} {
+		conn := d.dial(t)
+		_, err := fmt.Fprintf(conn, "%s\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"cmd\":", tt.request)
+		require.NoError(t, err)
+		require.NoError(t, conn.SetReadDeadline(time.Now().Add(20*time.Second))) // the hang guard
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err, "%s: the answer comes while the body is owed", tt.request)
+		require.Equal(t, tt.want, resp.StatusCode, tt.request)
+		conn.Close() // the answer's body is not read: the connection serves on, reading the rest
+	}
 }
 
 // TestLongArgvKeptShort: an argv of many small elements costs what its

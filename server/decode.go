@@ -191,20 +191,23 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.ReadCloser.Read(p)
 	if bounded && err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			b.stalled = true
+			// The connection closes after the answer, and the deadline,
+			// passed, stays: net/http would otherwise read what is left
+			// of a short body as it ends the request, and the connection
+			// stayed open, holding a place under --max-connections, for
+			// as long as the client kept it.
+			_ = b.rc.SetReadDeadline(time.Now())
+			b.w.Header().Set("Connection", "close")
+			return n, &Error{http.StatusRequestTimeout, api.CodeInvalidArgument, fmt.Sprintf(
+				"request body: no byte came for %v; send it again whole", b.idle), err}
+		}
 		// The body is read (or failed): the connection's reads are the
 		// server's again, which watches it for the client going away
 		// while the handler works (net/http clears the deadline itself
 		// as it begins to; a server of an embedder's may not).
 		_ = b.rc.SetReadDeadline(time.Time{})
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			b.stalled = true
-			// The connection closes after the answer: net/http would
-			// otherwise read what is left of a short body before it
-			// answers, for as long as the client keeps it open.
-			b.w.Header().Set("Connection", "close")
-			return n, &Error{http.StatusRequestTimeout, api.CodeInvalidArgument, fmt.Sprintf(
-				"request body: no byte came for %v; send it again whole", b.idle), err}
-		}
 	}
 	if n > 0 && !b.sized {
 		if herr := b.hold(int64(n)); herr != nil {

@@ -96,6 +96,15 @@ func (s *Server) wrap(rt route) http.Handler {
 	}
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		w := &statusWriter{ResponseWriter: rw}
+		if r.ContentLength != 0 {
+			// net/http reads what is left of a body under 256 KiB before
+			// it writes an answer's header, with no bound: a refusal, or
+			// a route that takes no body, waited for a client that
+			// stopped sending one (the 401 came when readRest's bound
+			// ran out, the GET never). In full duplex it does not; what
+			// is left is read after the answer, under readRest's bounds.
+			_ = http.NewResponseController(rw).EnableFullDuplex()
+		}
 		// Last, once answered (not after a panic that aborts the
 		// answer): the rest of a body the answer did not need.
 		aborted, rest := false, r.Body
