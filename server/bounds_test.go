@@ -231,6 +231,34 @@ func TestProtocolErrorsJSON(t *testing.T) {
 	}
 }
 
+// TestRequestsWithoutAPath: the request forms whose target is no path
+// (OPTIONS *, CONNECT's host:port, HTTP/2's preface) go through the Host
+// check, the token and the API's error shape as every other does. net/http
+// answered OPTIONS * itself, 200 and empty, whatever the Host; the mux
+// answered CONNECT with a text/plain 404; the preface got an empty 400;
+// none had a request id.
+func TestRequestsWithoutAPath(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	for _, tt := range []struct {
+		req    string
+		status int
+		code   client.Code
+	}{
+		{"OPTIONS * HTTP/1.1\r\nHost: evil.com\r\n\r\n", http.StatusForbidden, client.CodePermissionDenied},
+		{"OPTIONS * HTTP/1.1\r\nHost: " + d.addr + "\r\n\r\n", http.StatusUnauthorized, client.CodeUnauthenticated},
+		{"CONNECT evil.com:443 HTTP/1.1\r\nHost: evil.com:443\r\n\r\n", http.StatusForbidden, client.CodePermissionDenied},
+		{"CONNECT " + d.addr + " HTTP/1.1\r\nHost: " + d.addr + "\r\nAuthorization: Bearer " + testToken + "\r\n\r\n", http.StatusNotFound, client.CodeNotFound},
+		{"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", http.StatusForbidden, client.CodePermissionDenied},
+	} {
+		resp, body := rawExchange(t, d, tt.req)
+		require.Equal(t, tt.status, resp.StatusCode, "%q: %s", tt.req, body)
+		require.Equal(t, "application/json", resp.Header.Get("Content-Type"), "%q", tt.req)
+		require.Equal(t, tt.code, errorCode(t, body), "%q", tt.req)
+		require.NotEmpty(t, resp.Header.Get("X-Request-Id"), "%q", tt.req)
+	}
+}
+
 // TestRouteBodyLimits checks that a body over its route's limit is refused
 // with 413 naming the limit, and the flag when it is --body-limit.
 func TestRouteBodyLimits(t *testing.T) {

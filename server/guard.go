@@ -316,10 +316,11 @@ func (s *Server) checkHostOrigin(r *http.Request) error {
 	if !s.allowedHost(r.Host) {
 		return errorf(http.StatusForbidden, "permission_denied", "host %q is not allowed", r.Host)
 	}
-	origin := r.Header.Get("Origin")
-	if origin == "" {
+	// Present, even empty, it must name this daemon (docs/api.md).
+	if _, present := r.Header["Origin"]; !present {
 		return nil
 	}
+	origin := r.Header.Get("Origin")
 	u, err := url.Parse(origin)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host != r.Host {
 		return errorf(http.StatusForbidden, "permission_denied", "origin %q is not allowed", origin)

@@ -125,6 +125,7 @@ func TestHostAndOrigin(t *testing.T) {
 		{"foreign origin", d.addr, "http://evil.example", http.StatusForbidden},
 		{"origin on another port", d.addr, "http://127.0.0.1:1", http.StatusForbidden},
 		{"null origin", d.addr, "null", http.StatusForbidden},
+		{"empty origin", d.addr, " ", http.StatusForbidden},
 		{"file origin", d.addr, "file://", http.StatusForbidden},
 	}
 	for _, tt := range tests {

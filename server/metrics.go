@@ -246,8 +246,9 @@ func (s *Server) metricsMux() http.Handler {
 	} {
 		mux.Handle(rt.pattern, s.wrap(rt))
 	}
-	mux.Handle("/", s.wrap(route{pattern: "/", handler: noRoute(mux), public: true}))
-	return mux
+	none := s.wrap(route{pattern: "/", handler: noRoute(mux), public: true})
+	mux.Handle("/", none)
+	return cleanPaths(mux, none)
 }
 
 // ServeMetrics serves the metrics and the probes, without a token, on ln

@@ -1,7 +1,9 @@
 package server_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -204,6 +206,19 @@ func TestMetricsContainmentAndListener(t *testing.T) {
 	require.Contains(t, []int{http.StatusOK, http.StatusServiceUnavailable}, code)
 	code, _ = m.raw(t, "POST", "/v1/processes", `{"cmd":"true"}`, authed())
 	require.Equal(t, http.StatusNotFound, code, "the metrics listener serves no API")
+	// Nor redirects a path it would clean, nor answers OPTIONS * itself.
+	code, _ = m.raw(t, "GET", "/metrics/../livez", "", nil)
+	require.Equal(t, http.StatusNotFound, code)
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	_, err = fmt.Fprintf(conn, "OPTIONS * HTTP/1.1\r\nHost: evil.com\r\n\r\n")
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 
 	require.NoError(t, d.srv.Shutdown(ctx(t)))
 	require.NoError(t, <-served, "Shutdown ends the metrics listener too")

@@ -288,10 +288,14 @@ func (s *Server) httpServer(h http.Handler) *http.Server {
 		Handler:           h,
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ConnContext:       withConn,
-		ConnState:         connState,
-		ErrorLog:          slog.NewLogLogger(s.opts.Logger.Handler(), slog.LevelWarn),
+		// OPTIONS * reaches the handler, which answers it as any request
+		// it has no route for: net/http answered it itself, 200, for any
+		// Host and with no token.
+		DisableGeneralOptionsHandler: true,
+		IdleTimeout:                  2 * time.Minute,
+		ConnContext:                  withConn,
+		ConnState:                    connState,
+		ErrorLog:                     slog.NewLogLogger(s.opts.Logger.Handler(), slog.LevelWarn),
 	}
 }
 
@@ -403,7 +407,10 @@ func noRoute(mux *http.ServeMux) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		var allow []string
 		for _, m := range probedMethods {
-			if unclean(r.URL.EscapedPath()) {
+			// A target that is no path (OPTIONS *, CONNECT's host:port,
+			// HTTP/2's preface PRI *) is the catch-all's too: the mux
+			// answered CONNECT itself, in text.
+			if !strings.HasPrefix(r.URL.Path, "/") || unclean(r.URL.EscapedPath()) {
 				break // the mux's pattern is that of the path cleaned
 			}
 			probe := &http.Request{Method: m, Host: r.Host, URL: r.URL, Header: http.Header{}}
@@ -427,7 +434,10 @@ func noRoute(mux *http.ServeMux) handlerFunc {
 // another resource.
 func cleanPaths(mux *http.ServeMux, none http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if unclean(r.URL.EscapedPath()) {
+		// A target that is no path (OPTIONS *, CONNECT's host:port,
+		// HTTP/2's preface PRI *) is the catch-all's too: the mux
+		// answered CONNECT itself, in text.
+		if !strings.HasPrefix(r.URL.Path, "/") || unclean(r.URL.EscapedPath()) {
 			none.ServeHTTP(w, r)
 			return
 		}
