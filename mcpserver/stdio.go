@@ -590,7 +590,11 @@ func checkID(raw []byte) error {
 	if json.Unmarshal(raw, &m) != nil || m["id"] == nil {
 		return nil
 	}
-	id := bytes.TrimSpace(m["id"])
+	return badID(bytes.TrimSpace(m["id"]))
+}
+
+// badID says what is wrong with the request id id, nil when nothing is.
+func badID(id []byte) error {
 	switch {
 	case string(id) == "null":
 		return errors.New("a request's id must not be null")
@@ -758,7 +762,10 @@ func (g *gate) message(raw []byte) (*jsonrpc.Request, bool) {
 }
 
 // idJSON is the id of the message raw as JSON when it is a valid one (a
-// string or a number), nil when it has none or another.
+// string of Unicode or an integer of at most 2^53), nil when it has none or
+// another, which is answered null: echoed, 1.5 or 2^53+1 was the id of an
+// answer to a request the answer itself called invalid, and a lone
+// surrogate went out as it came.
 func idJSON(raw []byte) json.RawMessage {
 	var m struct {
 		ID json.RawMessage `json:"id"`
@@ -768,7 +775,9 @@ func idJSON(raw []byte) json.RawMessage {
 	}
 	switch c := m.ID[0]; {
 	case c == '"', c == '-', '0' <= c && c <= '9':
-		return m.ID
+		if badID(m.ID) == nil {
+			return m.ID
+		}
 	}
 	return nil
 }
