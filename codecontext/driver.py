@@ -51,6 +51,7 @@ class _S:
     cell = None  # the id of the running cell
     out = err = -1  # the driver's own descriptors of the running cell's FIFOs
     armed = False  # SIGINT raises KeyboardInterrupt in the cell
+    cells_code = False  # the cell's own code runs: what a cell's handler raises is the cell's (see _guarded_handler)
     interrupts = 0  # how many times it did (see _print_exc_armed)
     diag = -1  # the interpreter's first stdout: where fds 1 and 2 point between cells
     null = -1
@@ -62,8 +63,7 @@ class _S:
     report = ""  # where the driver says why it failed, a file in the context's directory
     send = None  # its sendall, bound once
     handler = None  # the SIGINT handler a cell set, in place only while cells run
-    signals = ()  # the signals but SIGINT whose handlers a cell may set
-    dropping = {}  # signal: (a cell's handler, the wrapper that runs it between cells)
+    signals = ()  # the signals but SIGINT whose handlers a cell may set (see _guarded_handler)
     marker = None  # returns the running cell's end marker (see _sealed)
     loop = None  # the event loop of cells with top-level await, made at the first
     futures = 0  # the flags of the __future__ imports cells made
@@ -301,30 +301,45 @@ def _on_int(signum, frame):
 
 
 def _cells_handler():
-    # Put back the SIGINT handler a cell set, for the cells' code, and the
-    # other signals' handlers a cell set (see _drivers_handler).
+    # Put back the SIGINT handler a cell set, for the cells' code.
     if _S.handler is not None:
         _signal(_SIGINT, _S.handler)
-    for sig, (h, between) in _S.dropping.items():
-        if _getsignal(sig) is between:  # else a thread's code changed it since
-            _signal(sig, h)
-    _S.dropping.clear()
 
 
-def _between_cells(h):
-    # A cell's signal handler as it runs between cells (an alarm's): what it
-    # raises there has no cell to be raised in, and in the driver's own code
-    # it would end the interpreter; it goes where a cell's late output goes,
-    # as an exception is dropped while the driver waits for the next cell.
-    # SystemExit ends the interpreter, as a handler may ask at any time.
-    def between(signum, frame):
+def _guarded_handler(h):
+    # A cell's handler of a signal but SIGINT, as the driver keeps it in
+    # place: in a cell's code it runs as it is, and what it raises is the
+    # cell's, as at a REPL; anywhere else (an alarm's, while the driver
+    # waits for the next cell, ends one, or formats the exception that
+    # ended one, _S.cells_code unset) what it raises has no cell to be
+    # raised in, and in the driver's own code it would end the interpreter:
+    # it goes where a cell's late output goes. SystemExit ends the
+    # interpreter, as a handler may ask at any time. Kept in place for
+    # good, rather than put in and taken out around each cell, so that
+    # the handler has no moment to raise in the driver's own code but the
+    # one between the end of the cell that set it and _drivers_handler.
+    def guarded(signum, frame):
+        if _S.cells_code:
+            return h(signum, frame)
         try:
             h(signum, frame)
         except SystemExit:
             raise
         except BaseException:
             pass
-    return between
+    guarded._conch_handler = h
+    return guarded
+
+
+_GUARDED = _guarded_handler(None).__code__
+
+
+def _cells_own(h):
+    # What a cell set, for a handler the driver guards (see signal.signal
+    # and signal.getsignal as main sets them).
+    if type(h) is types.FunctionType and h.__code__ is _GUARDED:
+        return h._conch_handler
+    return h
 
 
 def _drivers_handler():
@@ -338,14 +353,11 @@ def _drivers_handler():
     elif h is not None:  # None: set outside Python, which cannot be put back
         _S.handler = h
         _signal(_SIGINT, _on_int)
-    # And the other signals' handlers a cell set run between cells through
-    # _between_cells, until the next cell's code runs.
+    # And the other signals' handlers a cell set are guarded.
     for sig in _S.signals:
         h = _getsignal(sig)
-        if callable(h):
-            between = _between_cells(h)
-            _S.dropping[sig] = (h, between)
-            _signal(sig, between)
+        if callable(h) and _cells_own(h) is h:
+            _signal(sig, _guarded_handler(h))
 
 
 def _interrupted():
@@ -516,6 +528,7 @@ def _execute(ns, body, last, n):
         try:
             _S.send(b"S %d\n" % n)
             _cells_handler()
+            _S.cells_code = True
             awaits = _uses_await(body) or _uses_await(last)
             trace, profile = _S.hooks
             if profile is not None:
@@ -533,6 +546,7 @@ def _execute(ns, body, last, n):
             if last is not None:
                 _display(v, n)
         finally:
+            _S.cells_code = False
             if hooks is None:
                 hooks = _gettrace(), _getprofile()
                 _setprofile(None)
@@ -541,14 +555,17 @@ def _execute(ns, body, last, n):
             _S.armed = False
             _drivers_handler()
     except SystemExit as e:
+        _S.cells_code = False
         status = _exit_status(e)
         _flush_streams()
         _os._exit(status)
     except KeyboardInterrupt as e:
+        _S.cells_code = False
         _print_exc_armed(e)
         _S.from_loop = _S.from_display = None
         return 130
     except BaseException as e:
+        _S.cells_code = False  # (a handler that raised at the finally's start left it set)
         interrupted = _print_exc_armed(e)
         _S.from_loop = _S.from_display = None
         return 130 if interrupted else 1
@@ -777,6 +794,16 @@ def main():
     signal.signal(signal.SIGINT, _on_int)
     _S.signals = tuple(int(sig) for sig in signal.valid_signals()
                        if sig not in (signal.SIGINT, signal.SIGKILL, signal.SIGSTOP))
+    # A cell sees the handlers it set, not the driver's guards of them.
+    py_signal, py_getsignal = signal.signal, signal.getsignal
+
+    def cells_signal(signalnum, handler):
+        return _cells_own(py_signal(signalnum, handler))
+
+    def cells_getsignal(signalnum):
+        return _cells_own(py_getsignal(signalnum))
+    cells_signal.__doc__, cells_getsignal.__doc__ = py_signal.__doc__, py_getsignal.__doc__
+    signal.signal, signal.getsignal = cells_signal, cells_getsignal
     sys.stdout = sys.__stdout__ = _Out(1, "<stdout>")
     sys.stderr = sys.__stderr__ = _Out(2, "<stderr>")
     sock = sys.argv[1]
