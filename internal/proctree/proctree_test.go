@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -481,21 +482,27 @@ func TestCloseOnExecByWalk(t *testing.T) {
 // and carries its tag, the way the engine signals what it started: its
 // handler runs once. Sent to it directly, to its group and again as a tagged
 // process, one interrupt was counted two to four times, and a program that
-// takes a second Ctrl-C as "quit now" did so.
+// takes a second Ctrl-C as "quit now" did so. The program counts in its
+// handler and prints the count when asked on stdin: a handler that printed,
+// with a SIGUSR1 whose handler printed "end" after it, now and then never
+// printed it (seen under -race, the program alive and no signal pending).
 func TestSignalProcessOnce(t *testing.T) {
 	t.Parallel()
 	tag := "once-" + strconv.Itoa(os.Getpid())
 	cmd := exec.CommandContext(t.Context(), "python3", "-c", `
-import os, signal, time
+import signal, sys
+n = 0
 def count(sig, _):
-    print("INT" if sig == signal.SIGINT else "end", flush=True)
+    global n
+    n += 1
 signal.signal(signal.SIGINT, count)
-signal.signal(signal.SIGUSR1, count)
 print("ready", flush=True)
-while True:
-    time.sleep(0.01)
+for _ in sys.stdin:
+    print(n, flush=True)
 `)
 	cmd.Env = append(os.Environ(), TagEnv+"="+tag)
+	in, err := cmd.StdinPipe()
+	require.NoError(t, err)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, Start(cmd))
@@ -503,18 +510,31 @@ while True:
 		_ = Signal(cmd.Process.Pid, syscall.SIGKILL, true)
 		_ = Wait(cmd)
 	})
-	sc := bufio.NewScanner(out)
-	require.True(t, sc.Scan())
-	require.Equal(t, "ready", sc.Text())
-	for range 20 {
-		require.NoError(t, SignalProcess(cmd.Process.Pid, tag, syscall.SIGINT, time.Time{}))
-		// USR1, sent after every SIGINT was, is handled after them: its
-		// "end" closes the count.
-		require.NoError(t, syscall.Kill(cmd.Process.Pid, syscall.SIGUSR1))
-		n := 0
-		for sc.Scan() && sc.Text() != "end" {
-			n++
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
 		}
-		require.Equal(t, 1, n, "handler runs for one interrupt")
+	}()
+	// next is the program's next line, within a hang guard.
+	next := func() string {
+		t.Helper()
+		select {
+		case l, ok := <-lines:
+			require.True(t, ok, "the program ended")
+			return l
+		case <-time.After(20 * time.Second):
+			t.Fatal("no line from the program in 20 s")
+			return ""
+		}
+	}
+	require.Equal(t, "ready", next())
+	for i := range 20 {
+		require.NoError(t, SignalProcess(cmd.Process.Pid, tag, syscall.SIGINT, time.Time{}))
+		_, err := io.WriteString(in, "?\n")
+		require.NoError(t, err)
+		require.Equal(t, strconv.Itoa(i+1), next(), "handler runs once for each interrupt")
 	}
 }
