@@ -526,28 +526,29 @@ func TestInterruptOfProgramThatExecsAfterIt(t *testing.T) {
 }
 
 // TestInterruptSparesTheCellsCleanUp: a program the cell's own code starts
-// after the interrupt (a clean-up in an except block) is not sent it again
-// with those that missed it: here a Python cell whose clean-up runs a
-// program for longer than the first resend.
+// after the interrupt (a clean-up in an except block), directly or through
+// a shell, is not sent it again with those that missed it: here a Python
+// cell whose clean-up runs programs for longer than the first resend.
 func TestInterruptSparesTheCellsCleanUp(t *testing.T) {
 	t.Parallel()
 	c := newContext(t, Options{Language: Python})
 	dir := t.TempDir()
 	ready, done := filepath.Join(dir, "ready"), filepath.Join(dir, "done")
-	cell, err := c.Submit(CellOptions{Code: "import subprocess, time\n" +
+	cell, err := c.Submit(CellOptions{Code: "import os, subprocess, time\n" +
 		"try:\n" +
 		"    open(" + strconv.Quote(ready) + ", 'w').close()\n" +
 		"    time.sleep(60)\n" +
 		"except KeyboardInterrupt:\n" +
-		"    r = subprocess.run(['sleep', '0.7'])\n" +
-		"    open(" + strconv.Quote(done) + ", 'w').write(str(r.returncode))\n"})
+		"    r = subprocess.run(['sleep', '0.5'])\n" +
+		"    s = os.system('sleep 0.5')\n" +
+		"    open(" + strconv.Quote(done) + ", 'w').write('%d %d' % (r.returncode, s))\n"})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { _, err := os.Stat(ready); return err == nil }, deadline, 5*time.Millisecond)
 	require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
 	r := wait(t, cell)
 	b, err := os.ReadFile(done)
 	require.NoError(t, err, "the clean-up did not finish: %+v", r)
-	require.Equal(t, "0", string(b), "the clean-up's status")
+	require.Equal(t, "0 0", string(b), "the clean-up's statuses")
 }
 
 // TestInterruptOnceToACatcher: a program that catches SIGINT and runs on

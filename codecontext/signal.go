@@ -266,15 +266,17 @@ func (cell *Cell) Resize(process.TerminalSize) error { return process.ErrNotPTY 
 // terminal: then after twice as long, and so on, while the cell runs (dash
 // given it before it forks its program forks it all the same, which a busy
 // machine may do later). A program that catches it (to clean up, say) gets
-// it once, and one that the cell's own code starts after the interrupt (the
-// interpreter's child: a clean-up run from an except or catch) none; one
-// that a program of the cell starts after it with SIGINT at its default
-// action (a shell trap's clean-up command) gets it too.
+// it once, and none that the cell's own code starts after the interrupt (a
+// clean-up run from an except or catch, os.system's shell and what it
+// runs) gets it: only what runs under the interpreter's children that were
+// there when it was sent. One of those that a program of the cell starts
+// after it with SIGINT at its default action (a shell trap's clean-up
+// command) gets it too.
 const resendAfter = 200 * time.Millisecond
 
 // resendINT sends SIGINT to each of the cell's processes that would die of
-// it, but the interpreter's children that were not among before, while the
-// cell runs, and again after twice as long as it waited, within the
+// it and runs under one of the interpreter's children among before, while
+// the cell runs, and again after twice as long as it waited, within the
 // interrupt's grace.
 func (cell *Cell) resendINT(before []proctree.Ident, waited time.Duration) {
 	c := cell.c
@@ -288,16 +290,32 @@ func (cell *Cell) resendINT(before []proctree.Ident, waited time.Duration) {
 	}
 	interpreter := c.cmd.Process.Pid // its group is the interrupt's: a terminal's foreground group
 	for _, pid := range cell.processes() {
-		ppid, pgid, ok := proctree.Parentage(pid)
+		_, pgid, ok := proctree.Parentage(pid)
 		if !ok || pgid != interpreter || !proctree.DefaultAction(pid, syscall.SIGINT) {
 			continue
 		}
-		if ppid == interpreter && !slices.Contains(before, proctree.IdentOf(pid)) {
-			continue // started by the cell's code after the interrupt
+		if top, ok := childOf(interpreter, pid); !ok || !slices.Contains(before, proctree.IdentOf(top)) {
+			continue // started by the cell's code after the interrupt, or under what it started then
 		}
 		syscall.Kill(pid, syscall.SIGINT)
 	}
 	if next := 2 * waited; next < c.opts.StopGrace {
 		cell.addTimer(time.AfterFunc(next-waited, func() { cell.resendINT(before, next) }))
 	}
+}
+
+// childOf returns the child of the interpreter that pid is, or descends
+// from; false when pid is not under it (reparented, or gone).
+func childOf(interpreter, pid int) (int, bool) {
+	for range 64 { // deeper than any tree a cell runs its programs in
+		ppid, _, ok := proctree.Parentage(pid)
+		switch {
+		case !ok || ppid <= 1:
+			return 0, false
+		case ppid == interpreter:
+			return pid, true
+		}
+		pid = ppid
+	}
+	return 0, false
 }
