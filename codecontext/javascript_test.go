@@ -165,7 +165,8 @@ globalThis.w = new Worker('const fs = require("fs"); for (;;) fs.closeSync(fs.op
 	require.Equal(t, 0, processtest.Code(r), errOut)
 	for i := range 150 {
 		r, out, errOut := run(t, c, strconv.Itoa(i))
-		require.Equal(t, 0, processtest.Code(r), "cell %d: %+v %s", i, r, errOut)
+		// The interpreter's own output says why, should it abort.
+		require.Equal(t, 0, processtest.Code(r), "cell %d: %+v %s; the interpreter's own output: %s", i, r, errOut, c.h.Diag().Tail())
 		require.Equal(t, strconv.Itoa(i)+"\n", out)
 	}
 	run(t, c, "w.terminate()")
