@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -31,10 +32,15 @@ func refuseAmbiguousArguments(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// ambiguity says what makes the arguments raw ambiguous, "" when nothing does.
+// ambiguity says what makes the arguments raw ambiguous, or out of every
+// argument's range, "" when nothing does.
 func ambiguity(raw json.RawMessage) string {
 	if key := duplicateKey(raw); key != "" {
 		return fmt.Sprintf("arguments: key %s is given twice: give each argument once", key)
+	}
+	if at, n := hugeNumber(raw); at != "" {
+		// The SDK's own words for it named Go's struct field and type.
+		return fmt.Sprintf("arguments: %s is %s, more than any argument takes: give one of at most %d", at, n, int64(math.MaxInt64))
 	}
 	if escape := loneSurrogate(raw); escape != "" {
 		return fmt.Sprintf("arguments: a string escapes a lone UTF-16 surrogate (%s), which is no character: "+
@@ -64,6 +70,38 @@ func duplicateKey(raw json.RawMessage) string {
 type duplicate struct{ path string }
 
 func (d *duplicate) Error() string { return "duplicate key " + d.path }
+
+// huge stops walkKeys at a number past every argument's range: past
+// int64, which the integer arguments are, and far past any the others
+// (seconds) take.
+type huge struct{ path, number string }
+
+func (h *huge) Error() string { return "number " + h.number + " at " + h.path }
+
+// pastRange reports whether n is past int64's range: exactly for an
+// integer, as a float64 (2^63 or more) for any other.
+func pastRange(n json.Number) bool {
+	if _, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+		return false
+	}
+	f, err := n.Float64()
+	return err != nil || math.Abs(f) >= math.MaxInt64
+}
+
+// hugeNumber returns the path ("outputLimit", "limits.pids") and text of
+// the first number in raw past an argument's range, or "".
+func hugeNumber(raw json.RawMessage) (path, number string) {
+	if len(raw) == 0 {
+		return "", ""
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var h *huge
+	if err := walkKeys(d, ""); errors.As(err, &h) {
+		return strconv.Quote(h.path), h.number
+	}
+	return "", ""
+}
 
 // walkKeys reads one value from d, checking the keys of every object in it,
 // at path (the value's place, "" for the arguments themselves). The depth
@@ -101,6 +139,9 @@ func walkKeys(d *json.Decoder, path string) error {
 			}
 		}
 	default:
+		if n, ok := tok.(json.Number); ok && pastRange(n) {
+			return &huge{path: path, number: string(n)}
+		}
 		return nil
 	}
 	_, err = d.Token() // the closing delimiter

@@ -132,6 +132,20 @@ func testErrors(t *testing.T, c *conn) {
 	}
 	_, text := c.call("run", json.RawMessage(`{"command": "touch `+ran+`", "session": "dup"}`))
 	require.FileExists(t, ran, text)
+
+	// A number past every argument's range says so, and which: the SDK's
+	// error named Go's struct field and type, with a stray brace.
+	for args, at := range map[string]string{
+		`{"command": "true", "outputLimit": 1e20}`:                `"outputLimit" is 1e20`,
+		`{"command": "true", "limits": {"pids": -1e400}}`:         `"limits.pids" is -1e400`,
+		`{"command": "true", "outputLimit": 9223372036854775808}`: `"outputLimit" is 9223372036854775808`,
+	} {
+		res, text := c.call("run", json.RawMessage(args))
+		require.True(t, res.IsError, "%s: %s", args, text)
+		require.Contains(t, text, at, args)
+		require.Contains(t, text, "at most 9223372036854775807", args)
+		require.NotContains(t, text, "Go struct", args)
+	}
 }
 
 // A command waiting for input answers early, and is answered through
