@@ -491,6 +491,17 @@ func TestInterruptEndingItsOwnLook(t *testing.T) {
 	}
 }
 
+// interruptWhenReady submits code to c, interrupts the cell once the file
+// ready exists (its program has set itself up), and returns how it ended.
+func interruptWhenReady(t *testing.T, c *Context, code, ready string) process.Result {
+	t.Helper()
+	cell, err := c.Submit(CellOptions{Code: code})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { _, err := os.Stat(ready); return err == nil }, deadline, 5*time.Millisecond)
+	require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
+	return wait(t, cell)
+}
+
 // TestInterruptOfProgramThatExecsAfterIt: a program that takes the
 // interrupt with a handler and then runs another program — as a shell's
 // child between its fork and its exec does, which dash -c 'sleep 60' hit
@@ -510,12 +521,8 @@ func TestInterruptOfProgramThatExecsAfterIt(t *testing.T) {
 	// A program of the cell in a process group of its own, which the
 	// interrupt does not reach, is not sent it after either.
 	detached := containmenttest.Marker()
-	cell, err := c.Submit(CellOptions{Code: "const cp = require('child_process'); cp.spawn('sleep', ['" + detached + "'], { detached: true, stdio: 'ignore' }).unref()\n" +
-		"await 1; cp.execFileSync('python3', ['-c', " + strconv.Quote(program) + "])\nkept = 2"})
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { _, err := os.Stat(ready); return err == nil }, deadline, 5*time.Millisecond)
-	require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
-	r := wait(t, cell)
+	r := interruptWhenReady(t, c, "const cp = require('child_process'); cp.spawn('sleep', ['"+detached+"'], { detached: true, stdio: 'ignore' }).unref()\n"+
+		"await 1; cp.execFileSync('python3', ['-c', "+strconv.Quote(program)+"])\nkept = 2", ready)
 	require.Equal(t, process.Signaled, r.Reason, "%+v", r)
 	require.Equal(t, "INT", r.Signal, "%+v", r)
 	_, out, _ := run(t, c, "kept")
@@ -534,18 +541,14 @@ func TestInterruptSparesTheCellsCleanUp(t *testing.T) {
 	c := newContext(t, Options{Language: Python})
 	dir := t.TempDir()
 	ready, done := filepath.Join(dir, "ready"), filepath.Join(dir, "done")
-	cell, err := c.Submit(CellOptions{Code: "import os, subprocess, time\n" +
-		"try:\n" +
-		"    open(" + strconv.Quote(ready) + ", 'w').close()\n" +
-		"    time.sleep(60)\n" +
-		"except KeyboardInterrupt:\n" +
-		"    r = subprocess.run(['sleep', '0.5'])\n" +
-		"    s = os.system('sleep 0.5')\n" +
-		"    open(" + strconv.Quote(done) + ", 'w').write('%d %d' % (r.returncode, s))\n"})
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { _, err := os.Stat(ready); return err == nil }, deadline, 5*time.Millisecond)
-	require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
-	r := wait(t, cell)
+	r := interruptWhenReady(t, c, "import os, subprocess, time\n"+
+		"try:\n"+
+		"    open("+strconv.Quote(ready)+", 'w').close()\n"+
+		"    time.sleep(60)\n"+
+		"except KeyboardInterrupt:\n"+
+		"    r = subprocess.run(['sleep', '0.5'])\n"+
+		"    s = os.system('sleep 0.5')\n"+
+		"    open("+strconv.Quote(done)+", 'w').write('%d %d' % (r.returncode, s))\n", ready)
 	b, err := os.ReadFile(done)
 	require.NoError(t, err, "the clean-up did not finish: %+v", r)
 	require.Equal(t, "0 0", string(b), "the clean-up's statuses")
@@ -566,11 +569,7 @@ func TestInterruptOnceToACatcher(t *testing.T) {
 		"while n == 0: time.sleep(0.01)\n" +
 		"time.sleep(0.6)\n" +
 		"open(" + strconv.Quote(count) + ", 'w').write(str(n))\n"
-	cell, err := c.Submit(CellOptions{Code: "await 1; require('child_process').execFileSync('python3', ['-c', " + strconv.Quote(program) + "])"})
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { _, err := os.Stat(ready); return err == nil }, deadline, 5*time.Millisecond)
-	require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
-	r := wait(t, cell)
+	r := interruptWhenReady(t, c, "await 1; require('child_process').execFileSync('python3', ['-c', "+strconv.Quote(program)+"])", ready)
 	b, err := os.ReadFile(count)
 	require.NoError(t, err, "the program ended by itself: %+v", r)
 	require.Equal(t, "1", string(b), "SIGINTs the program took")
