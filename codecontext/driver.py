@@ -128,12 +128,7 @@ def _start_new(function, args, kwargs=None):
     # _thread.start_new_thread, whose thread has no threading.Thread to
     # carry its cell (a dummy one stands in for it): the function runs in
     # a context that names the cell that started it.
-    cell = _cell_of_thread()
-
-    def run(*a, **k):
-        _cell_var.set(cell)
-        return function(*a, **k)
-    return _start_new_thread(run, args, kwargs or {})
+    return _start_new_thread(_in_cell(function, _cell_of_thread()), args, kwargs or {})
 
 
 def _pooled():

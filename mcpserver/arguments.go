@@ -35,12 +35,15 @@ func refuseAmbiguousArguments(next mcp.MethodHandler) mcp.MethodHandler {
 // ambiguity says what makes the arguments raw ambiguous, or out of every
 // argument's range, "" when nothing does.
 func ambiguity(raw json.RawMessage) string {
-	if key := duplicateKey(raw); key != "" {
-		return fmt.Sprintf("arguments: key %s is given twice: give each argument once", key)
-	}
-	if at, n := hugeNumber(raw); at != "" {
+	var dup *duplicate
+	var h *huge
+	switch err := walkArguments(raw); {
+	case errors.As(err, &dup):
+		return fmt.Sprintf("arguments: key %s is given twice: give each argument once", strconv.Quote(dup.path))
+	case errors.As(err, &h):
 		// The SDK's own words for it named Go's struct field and type.
-		return fmt.Sprintf("arguments: %s is %s, more than any argument takes: give one of at most %d", at, n, int64(math.MaxInt64))
+		return fmt.Sprintf("arguments: %s is %s, more than any argument takes: give one of at most %d",
+			strconv.Quote(h.path), h.number, int64(math.MaxInt64))
 	}
 	if escape := loneSurrogate(raw); escape != "" {
 		return fmt.Sprintf("arguments: a string escapes a lone UTF-16 surrogate (%s), which is no character: "+
@@ -49,21 +52,17 @@ func ambiguity(raw json.RawMessage) string {
 	return ""
 }
 
-// duplicateKey returns the path of the first key that raw's objects give
-// twice ("session", "limits.pids", "env[2].name"), quoted, or "" when there
-// is none. JSON it cannot read is left to the SDK, which says what is wrong
-// with it.
-func duplicateKey(raw json.RawMessage) string {
+// walkArguments walks raw (see walkKeys) and returns the first key given
+// twice ("session", "limits.pids", "env[2].name"), or number past every
+// argument's range, it finds, as a *duplicate or a *huge. JSON it cannot
+// read is left to the SDK, which says what is wrong with it.
+func walkArguments(raw json.RawMessage) error {
 	if len(raw) == 0 {
-		return ""
+		return nil
 	}
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
-	var dup *duplicate
-	if err := walkKeys(d, ""); errors.As(err, &dup) {
-		return strconv.Quote(dup.path)
-	}
-	return ""
+	return walkKeys(d, "")
 }
 
 // duplicate stops walkKeys at a key given twice.
@@ -88,23 +87,8 @@ func pastRange(n json.Number) bool {
 	return err != nil || math.Abs(f) >= math.MaxInt64
 }
 
-// hugeNumber returns the path ("outputLimit", "limits.pids") and text of
-// the first number in raw past an argument's range, or "".
-func hugeNumber(raw json.RawMessage) (path, number string) {
-	if len(raw) == 0 {
-		return "", ""
-	}
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	var h *huge
-	if err := walkKeys(d, ""); errors.As(err, &h) {
-		return strconv.Quote(h.path), h.number
-	}
-	return "", ""
-}
-
-// walkKeys reads one value from d, checking the keys of every object in it,
-// at path (the value's place, "" for the arguments themselves). The depth
+// walkKeys reads one value from d, checking the keys of every object in it
+// and every number, at path (the value's place, "" for the arguments themselves). The depth
 // it recurses to is bounded by the lines the stdio transport passes on.
 func walkKeys(d *json.Decoder, path string) error {
 	tok, err := d.Token()

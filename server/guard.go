@@ -198,8 +198,9 @@ func (s *Server) readRest(w http.ResponseWriter, r *http.Request, body io.ReadCl
 			return
 		}
 	}
-	// The bound comes first: writing the answer's header, net/http reads
-	// what is left of a body under 256 KiB, with no bound of its own.
+	// The bound comes first, then the answer goes, if it has not: a request
+	// with a body is served in full duplex (see wrap), so that writing the
+	// answer's header reads none of it.
 	rc := http.NewResponseController(w)
 	if rc.SetReadDeadline(time.Now().Add(time.Duration(s.restFor.Load()))) != nil || rc.Flush() != nil {
 		return

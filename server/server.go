@@ -431,7 +431,7 @@ func noRoute(mux *http.ServeMux) handlerFunc {
 // segment to none rather than to mux, which would redirect it to the path
 // cleaned: an id left empty (GET /v1/processes//wait) got a 307 with an
 // HTML body, not the API's answer, and a client that followed it reached
-// another resource.
+// another resource. So does it a request whose target is no path.
 func cleanPaths(mux *http.ServeMux, none http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// A target that is no path (OPTIONS *, CONNECT's host:port,
