@@ -111,6 +111,9 @@ func (r *Root) newCgroup(name string, l Limits) (Manager, error) {
 		if c == "memory" {
 			h.openV1Memory(d.dir)
 		}
+		if c == "pids" && l.Pids > 0 {
+			h.pidsMax, h.pids = filepath.Join(d.dir, "pids.max"), l.Pids
+		}
 		if err := setV1(c, d.dir, l); err != nil {
 			_ = h.Destroy()
 			return nil, err

@@ -24,6 +24,10 @@ type hybrid struct {
 	forker  *forker
 	left    <-chan struct{}
 	started bool
+	// pidsMax, when the cgroup has a v1 pids limit, is its pids.max file,
+	// and pids the limit (see Start).
+	pidsMax string
+	pids    int64
 }
 
 // openV1Memory opens the v1 memory files Stats reads, in dir.
@@ -59,6 +63,12 @@ func setV1(c, dir string, l Limits) error {
 
 // Start starts cmd into the v2 cgroup with clone3, from a thread moved into
 // the v1 cgroups for the fork (see the package comment).
+//
+// While the thread is in a v1 pids cgroup it is one of its tasks, and
+// moving it back can wait for the kernel's RCU grace period, some
+// milliseconds, while the process runs: a shell that forked at once, under
+// pids 2, failed to fork one child in half of its starts. The limit is one
+// higher while the thread is there, and put back once it has left.
 func (h *hybrid) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
 	if h.forker != nil {
 		h.started = true
@@ -68,6 +78,16 @@ func (h *hybrid) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
 	go lockedOffLeader(func() bool {
 		tid := strconv.Itoa(unix.Gettid())
 		var err error
+		if h.pidsMax != "" {
+			higher := strconv.FormatInt(h.pids+1, 10)
+			if h.pids >= MaxPids {
+				higher = "max" // the kernel's one above MaxPids
+			}
+			if err = write(h.pidsMax, higher); err != nil {
+				errc <- fmt.Errorf("set pids.max: %w", err)
+				return true
+			}
+		}
 		moved := 0
 		for _, d := range h.v1 {
 			if err = write(filepath.Join(d.dir, "tasks"), tid); err != nil {
@@ -81,14 +101,27 @@ func (h *hybrid) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
 		}
 		for _, d := range h.v1[:moved] {
 			if back := write(filepath.Join(d.home, "tasks"), tid); back != nil {
-				errc <- errors.Join(err, fmt.Errorf("leave v1 cgroup: %w", back))
+				// The thread ends with its goroutine: it counts no more.
+				errc <- errors.Join(err, fmt.Errorf("leave v1 cgroup: %w", back), h.putPidsBack())
 				return false
 			}
 		}
-		errc <- err
+		errc <- errors.Join(err, h.putPidsBack())
 		return true
 	})
 	return <-errc
+}
+
+// putPidsBack sets the cgroup's pids limit back to what was asked for, once
+// the thread that forked has left (see Start).
+func (h *hybrid) putPidsBack() error {
+	if h.pidsMax == "" {
+		return nil
+	}
+	if err := write(h.pidsMax, strconv.FormatInt(h.pids, 10)); err != nil {
+		return fmt.Errorf("set pids.max: %w", err)
+	}
+	return nil
 }
 
 // Destroy ends the v2 cgroup, which holds every process of the v1 ones,

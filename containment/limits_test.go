@@ -62,6 +62,32 @@ func TestPidsLimit(t *testing.T) {
 	}
 }
 
+// A pids limit is the process's own from its first instruction: the
+// daemon's thread that forks it into its v1 cgroups (a hybrid host) is not
+// counted against it. Under pids 2 a shell runs one child, every time, and
+// a second at once fails.
+func TestPidsLimitIsTheProcesses(t *testing.T) {
+	t.Parallel()
+	l := containment.Limits{Pids: 2}
+	r := containmenttest.Limited(t, l)
+	for i := range 30 {
+		m, err := r.New("pids2-"+strconv.Itoa(i), l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, out := run(t, m, "/bin/true && echo ok")
+		if out != "ok\n" {
+			m.Destroy()
+			t.Fatalf("run %d: one child under pids 2: %q", i, out)
+		}
+		_, out = run(t, m, "sleep 1 >/dev/null 2>&1 & /bin/true && echo two")
+		m.Destroy()
+		if strings.Contains(out, "two") {
+			t.Fatalf("run %d: two children under pids 2: %q", i, out)
+		}
+	}
+}
+
 // A busy loop under a CPU limit of a tenth of a core is throttled.
 func TestCPULimit(t *testing.T) {
 	t.Parallel()
