@@ -247,8 +247,18 @@ class AsyncPtyService:
         return AsyncProcessHandle(await _thread(self._p.start, command, **kw))
 
     async def attach(self, command: Optional[str] = None, **kw: Any) -> Tuple[AsyncProcessHandle, AsyncPtyConnection]:
+        """Starts a PTY process and attaches to it; when attaching fails or is cancelled, the process is deleted."""
         handle = await self.start(command, **kw)
-        return handle, await handle.attach()
+        try:
+            return handle, await handle.attach()
+        except BaseException:
+            # The caller never gets the handle: the process would run on, orphaned. Shielded,
+            # so that a second cancel leaves the deletion going.
+            try:
+                await asyncio.shield(handle.delete())
+            except Exception:
+                pass
+            raise
 
     def connect(self, process_id: str) -> AsyncProcessHandle:
         return AsyncProcessHandle(self._p.connect(process_id))

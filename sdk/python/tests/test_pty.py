@@ -278,6 +278,62 @@ class AttachWithoutWebsocketsTest(unittest.TestCase):
         self.assertIn("websockets", str(cm.exception))
 
 
+class AttachFailsTest(unittest.TestCase):
+    """``pty.attach(command)`` that cannot attach deletes the PTY it started, sync and asyncio
+    alike: the caller never got the handle, and the process would run on, orphaned."""
+
+    def setUp(self) -> None:
+        self.sandbox = shared().sandbox()
+        self.addCleanup(self.sandbox.close)
+
+    def _running(self, marker: str) -> List[str]:
+        return [p.id for p in self.sandbox.pty.list() if p.state == "running" and marker in (p.shell_command or "")]
+
+    def test_sync(self) -> None:
+        marker = f"sleep 300 # sync {os.getpid()}"
+        with mock.patch("conch.attach.PtyConnection.open", side_effect=ImportError("no websockets")):
+            with self.assertRaises(ImportError):
+                self.sandbox.pty.attach(marker)
+        self.assertEqual(self._running(marker), [])
+
+    def test_async(self) -> None:
+        from conch.aio import AsyncSandbox
+
+        async def attach(marker: str) -> None:
+            sandbox = AsyncSandbox(shared().url, shared().token)
+            try:
+                await sandbox.pty.attach(marker)
+            finally:
+                await sandbox.close()
+
+        marker = f"sleep 300 # aio {os.getpid()}"
+        with mock.patch("conch.aio.AsyncPtyConnection.open", side_effect=ImportError("no websockets")):
+            with self.assertRaises(ImportError):
+                asyncio.run(attach(marker))
+        self.assertEqual(self._running(marker), [])
+
+        async def cancelled(marker: str) -> None:
+            sandbox = AsyncSandbox(shared().url, shared().token)
+            started = asyncio.Event()
+
+            async def never(*_: Any) -> None:
+                started.set()
+                await asyncio.sleep(300)
+
+            try:
+                with mock.patch("conch.aio.AsyncPtyConnection.open", side_effect=never):
+                    task = asyncio.ensure_future(sandbox.pty.attach(marker))
+                    await asyncio.wait_for(started.wait(), 30)
+                    task.cancel()
+                    with self.assertRaises(asyncio.CancelledError):
+                        await task
+            finally:
+                await sandbox.close()
+
+        marker = f"sleep 300 # aio cancelled {os.getpid()}"
+        asyncio.run(cancelled(marker))
+        self.assertEqual(self._running(marker), [])
+
 
 class PtyInterruptTest(unittest.TestCase):
     def _attached(self, command: str) -> Any:
