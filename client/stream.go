@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/conchsh/conch/api"
 )
@@ -53,51 +54,148 @@ const maxEventLine = 4 << 20
 // Stream follows the process's logs: the retained frames after the cursor,
 // then live frames, then a state and an eof event once the process ended. The
 // iterator ends after eof, at the first error (which it yields), or when the
-// loop breaks. A stream that ends without eof yields io.ErrUnexpectedEOF. A
-// stream resumed at or past the last frame of an ended process yields eof
-// alone (the daemon answers 204: nothing more will come). Once ctx ends,
-// it yields ctx's error and ends, the events already received not yielded.
+// loop breaks.
+//
+// A stream the daemon closes before its eof — it lets a reader go that has
+// taken no event for 30 s, as one piped into a pager that waits does — or
+// whose connection breaks, is resumed after the last frame received (with
+// Last-Event-ID), so that a slow reader loses nothing but what retention
+// dropped meanwhile, which a warning event says, as for any reader that
+// falls behind. A resumption that finds the process ended with every frame
+// read gives its state, then eof. One that cannot be sent yields its error;
+// a stream cut again and again with no event in between yields
+// io.ErrUnexpectedEOF.
+//
+// A stream asked at or past the last frame of an ended process yields eof
+// alone (the daemon answers 204: nothing more will come). Once ctx ends, it
+// yields ctx's error and ends, the events already received not yielded.
 func (c *Client) Stream(ctx context.Context, id string, opts StreamOptions) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
-		q := url.Values{}
-		if opts.Cursor != "" {
-			q.Set("cursor", opts.Cursor)
-		}
-		if opts.Base64 {
-			q.Set("encoding", EncodingBase64)
-		}
-		h := http.Header{"Accept": {"text/event-stream"}}
-		if opts.LastEventID != "" {
-			h.Set("Last-Event-ID", opts.LastEventID)
-		}
-		resp, err := c.send(ctx, request{method: http.MethodGet, path: processPath(id, "logs", "stream"), query: q, header: h},
-			http.StatusOK, http.StatusNoContent)
-		if err != nil {
-			yield(Event{}, err)
-			return
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode == http.StatusNoContent {
-			yield(Event{Type: EventEOF}, nil) // resumed past the end of an ended process
-			return
-		}
-		for ev, err := range readEvents(resp.Body) {
-			// Events of a read already made come on after ctx ends: the
-			// stream ends at ctx's end, not once they are read.
-			if ctx.Err() != nil {
-				err = ctx.Err()
+		last := opts.LastEventID // where a resumption starts: the last frame's cursor
+		var resumed error        // the cut that the stream is resumed after
+		stated := false
+		for fruitless := 0; ; {
+			resp, err := c.openStream(ctx, id, opts, last)
+			if err != nil && resumed != nil {
+				if apiErr := (*Error)(nil); errors.As(err, &apiErr) {
+					err = fmt.Errorf("%w; resuming it: %w", resumed, err)
+				} else {
+					err = resumed // no answer: the daemon is gone, which the cut says
+				}
 			}
 			if err != nil {
 				yield(Event{}, err)
 				return
 			}
-			if !yield(ev, nil) || ev.Type == EventEOF {
+			if resp.StatusCode == http.StatusNoContent {
+				resp.Body.Close()
+				if resumed != nil && !stated {
+					// The cut took the state: it is what a wait answers.
+					r, err := c.ended(ctx, id)
+					if err != nil {
+						yield(Event{}, err)
+						return
+					}
+					if !yield(Event{Type: EventState, State: r}, nil) {
+						return
+					}
+				}
+				yield(Event{Type: EventEOF, ID: last}, nil) // nothing more will come
 				return
 			}
+			took := false
+			cut := error(io.ErrUnexpectedEOF) // the body ended before eof
+			for ev, err := range readEvents(resp.Body) {
+				// Events of a read already made come on after ctx ends: the
+				// stream ends at ctx's end, not once they are read.
+				if ctx.Err() != nil {
+					err = ctx.Err()
+				}
+				if re := (*readError)(nil); errors.As(err, &re) {
+					cut = err
+					break
+				}
+				if err != nil {
+					resp.Body.Close()
+					yield(Event{}, err)
+					return
+				}
+				took = true
+				switch ev.Type {
+				case EventLog:
+					last = ev.ID
+				case EventState:
+					stated = true
+				}
+				if !yield(ev, nil) || ev.Type == EventEOF {
+					resp.Body.Close()
+					return
+				}
+			}
+			resp.Body.Close()
+			if ctx.Err() != nil {
+				yield(Event{}, ctx.Err())
+				return
+			}
+			if took {
+				fruitless = 0
+			} else if fruitless++; fruitless > maxFruitless {
+				yield(Event{}, fmt.Errorf("stream of %s cut %d times with no event: %w", id, fruitless, cut))
+				return
+			} else {
+				t := time.NewTimer(time.Duration(50<<fruitless) * time.Millisecond)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+					yield(Event{}, ctx.Err())
+					return
+				}
+			}
+			resumed = cut
 		}
-		yield(Event{}, io.ErrUnexpectedEOF)
 	}
 }
+
+// maxFruitless is how many times in a row a stream is resumed that brought
+// no event: a daemon that closes every stream at once is not asked for
+// ever.
+const maxFruitless = 3
+
+// openStream asks for the process's log stream: as opts say, or after the
+// frame whose cursor is last once one came.
+func (c *Client) openStream(ctx context.Context, id string, opts StreamOptions, last string) (*http.Response, error) {
+	q := url.Values{}
+	if opts.Cursor != "" {
+		q.Set("cursor", opts.Cursor)
+	}
+	if opts.Base64 {
+		q.Set("encoding", EncodingBase64)
+	}
+	h := http.Header{"Accept": {"text/event-stream"}}
+	if last != "" {
+		h.Set("Last-Event-ID", last) // it wins over the cursor
+	}
+	return c.send(ctx, request{method: http.MethodGet, path: processPath(id, "logs", "stream"), query: q, header: h},
+		http.StatusOK, http.StatusNoContent)
+}
+
+// ended returns the WaitResult of a process that has ended.
+func (c *Client) ended(ctx context.Context, id string) (*WaitResult, error) {
+	for {
+		r, _, err := c.Wait(ctx, id, 0)
+		if err != nil || r != nil {
+			return r, err
+		}
+	}
+}
+
+// readError is a failure to read a stream's body: its connection broke, or
+// the daemon closed it before its eof.
+type readError struct{ err error }
+
+func (e *readError) Error() string { return "read stream: " + e.err.Error() }
+func (e *readError) Unwrap() error { return e.err }
 
 // readEvents parses a text/event-stream into Events, skipping comments.
 func readEvents(r io.Reader) iter.Seq2[Event, error] {
@@ -137,8 +235,11 @@ func readEvents(r io.Reader) iter.Seq2[Event, error] {
 				data.WriteString(value)
 			}
 		}
-		if err := sc.Err(); err != nil && !errors.Is(err, context.Canceled) {
-			yield(Event{}, fmt.Errorf("read stream: %w", err))
+		switch err := sc.Err(); {
+		case errors.Is(err, bufio.ErrTooLong):
+			yield(Event{}, fmt.Errorf("read stream: an event line over %d bytes: %w", maxEventLine, err))
+		case err != nil && !errors.Is(err, context.Canceled):
+			yield(Event{}, &readError{err})
 		}
 	}
 }

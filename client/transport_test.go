@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -322,4 +323,53 @@ func TestStreamEndsWithItsContext(t *testing.T) {
 	}
 	require.Equal(t, []string{"one\n"}, got)
 	require.ErrorIs(t, end, context.Canceled)
+}
+
+// TestStreamResumedAfterACut: a stream cut before its eof is asked again
+// after the last frame it gave; one that finds the process ended, every
+// frame read (204), gives the state a wait answers, then eof. A stream cut
+// again and again with nothing new yields the cut, without asking for ever.
+func TestStreamResumedAfterACut(t *testing.T) {
+	var mu sync.Mutex
+	var asked []string
+	d := newDaemonStub(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.URL.Path+" "+r.Header.Get("Last-Event-ID"))
+		mu.Unlock()
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/wait"):
+			io.WriteString(w, `{"reason":"exited","exitCode":4}`)
+		case strings.HasPrefix(r.URL.Path, "/v1/processes/cut/") && r.Header.Get("Last-Event-ID") == "":
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "event: log\nid: 1\ndata: {\"cursor\":\"1\",\"channel\":\"stdout\",\"data\":\"one\\n\"}\n\n")
+		case strings.HasPrefix(r.URL.Path, "/v1/processes/cut/"):
+			w.WriteHeader(http.StatusNoContent)
+		default: // cut every time, before any event
+			w.Header().Set("Content-Type", "text/event-stream")
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var got []string
+	for ev, err := range d.c.Stream(ctx, "cut", StreamOptions{}) {
+		require.NoError(t, err)
+		got = append(got, ev.Type)
+		if ev.Type == EventState {
+			require.Equal(t, 4, *ev.State.ExitCode)
+		}
+	}
+	require.Equal(t, []string{EventLog, EventState, EventEOF}, got)
+	mu.Lock()
+	require.Equal(t, []string{"/v1/processes/cut/logs/stream ", "/v1/processes/cut/logs/stream 1", "/v1/processes/cut/wait "}, asked)
+	asked = nil
+	mu.Unlock()
+
+	var end error
+	for _, err := range d.c.Stream(ctx, "closes", StreamOptions{}) {
+		end = err
+	}
+	require.ErrorIs(t, end, io.ErrUnexpectedEOF)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, asked, 1+maxFruitless, "asked again %d times", len(asked)-1)
 }

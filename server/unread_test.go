@@ -141,6 +141,50 @@ func TestUnreadStreamDropped(t *testing.T) {
 	require.NotContains(t, string(rest), "event: eof")
 }
 
+// TestStreamResumedAfterItsReaderStalled: the daemon lets go a stream
+// whose reader took no event within the write timeout (conch run or logs -f
+// piped into a pager that waits); the Go client resumes it after the last
+// frame it got, so its reader gets every byte once, the state and eof, and
+// no error. conch run and logs -f exited 125 with the command still running.
+func TestStreamResumedAfterItsReaderStalled(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	server.SetWriteTimeout(d.srv, 50*time.Millisecond)
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+		return unreadconn.Dial(ctx, addr) // small buffers: the stall blocks the daemon's writes soon
+	}}
+	defer tr.CloseIdleConnections()
+	c, err := client.New(d.url, testToken, client.WithHTTPClient(&http.Client{Transport: tr}))
+	require.NoError(t, err)
+	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "head -c 3000000 /dev/zero; exit 3"})
+	require.NoError(t, err)
+	_, _, err = d.c.Wait(ctx(t), p.ID, 0) // every frame is retained: 3 MB is under the retention
+	require.NoError(t, err)
+	got, events := 0, []string{}
+	var state *client.WaitResult
+	for ev, err := range c.Stream(ctx(t), p.ID, client.StreamOptions{}) {
+		require.NoError(t, err)
+		if len(events) == 0 {
+			time.Sleep(time.Second) // the daemon lets the stream go meanwhile
+		}
+		if len(events) == 0 || events[len(events)-1] != ev.Type {
+			events = append(events, ev.Type)
+		}
+		switch ev.Type {
+		case client.EventLog:
+			b, err := ev.Frame.Bytes()
+			require.NoError(t, err)
+			got += len(b)
+		case client.EventState:
+			state = ev.State
+		}
+	}
+	require.Equal(t, []string{client.EventLog, client.EventState, client.EventEOF}, events)
+	require.Equal(t, 3000000, got, "every byte, once")
+	require.NotNil(t, state.ExitCode)
+	require.Equal(t, 3, *state.ExitCode)
+}
+
 // TestStreamLeavesNoDeadline pins that a stream that ended leaves its
 // connection fit for the next request, however long that one takes.
 func TestStreamLeavesNoDeadline(t *testing.T) {
