@@ -29,9 +29,19 @@ export function record(v: unknown, what: string): Wire {
   return v
 }
 
+/** w's field k, a string that must be there: without it, w is not the API's answer. */
+function required(w: Wire, k: string, what: string): string {
+  const v = w[k]
+  if (typeof v !== 'string' || v === '') {
+    throw new UnexpectedResponseError(`conch: ${what}: an answer that is not the API's, without its ${k}: ${String(JSON.stringify(w)).slice(0, 200)}`, 0)
+  }
+  return v
+}
+
 /** The ProcessDto of a process as the daemon describes it. */
 export function toProcess(v: unknown): ProcessDto {
   const w = record(v, 'process')
+  required(w, 'id', 'process')
   const p = { ...w } as Wire
   p.kind = known<ProcessReportedKind>(kinds, w.kind)
   p.rawKind = str(w.kind)
@@ -57,9 +67,9 @@ const waitFields: ReadonlySet<string> = new Set(['reason', 'exitCode', 'signal',
 
 /** The WaitResult in w (a WaitResult, RunResult or process), other fields of w kept beside it. */
 export function toWaitResult(w: Wire): WaitResult {
+  const raw = required(w, 'reason', 'an ended process')
   const out: Wire = {}
   for (const [k, v] of Object.entries(w)) if (!waitFields.has(k)) out[k] = v
-  const raw = str(w.reason)
   const exitCode = typeof w.exitCode === 'number' ? w.exitCode : undefined
   const signal = typeof w.signal === 'string' && w.signal !== '' ? w.signal : undefined
   out.rawReason = raw

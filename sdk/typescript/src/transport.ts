@@ -180,11 +180,18 @@ export class HttpTransport {
   async request(method: string, path: string, options: RequestOptions = {}): Promise<Response> {
     let headers = options.json === undefined ? this.#auth : this.#jsonHeaders
     if (options.headers) headers = { ...headers, ...options.headers }
-    const init: RequestInit = { method, headers }
+    // A redirect is not followed: the daemon answers none, and fetch's
+    // default would send the request (a run, its body) again wherever one
+    // pointed, and take that server's answer for the daemon's.
+    const init: RequestInit = { method, headers, redirect: 'manual' }
     if (options.json !== undefined) init.body = JSON.stringify(options.json)
     else if (options.body !== undefined) init.body = options.body
     if (options.signal) init.signal = options.signal
     const res = await this.fetch(this.url + path + queryString(options.query), init)
+    if (res.type === 'opaqueredirect') {
+      // A browser's fetch hides a redirect's status and headers.
+      throw new UnexpectedResponseError(`conch: an answer that is not the API's: a redirect (${method} ${path})`, 0)
+    }
     if (res.status >= 300) throw errorFrom(res.status, await res.text(), res.headers.get('retry-after'))
     return res
   }

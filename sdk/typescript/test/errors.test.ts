@@ -176,13 +176,15 @@ describe('Sandbox.fromEnv with CONCH_TOKEN alone', () => {
 describe('answers a daemon cannot be made to give', () => {
   let stub: Server
   let url: string
-  let answer: { status: number; body: string; type?: string }
+  let answer: { status: number; body: string; type?: string; location?: string }
   let route: ((path: string) => { status: number; body: string; type?: string }) | undefined
+  const asked: string[] = []
 
   before(async () => {
     stub = createServer((req, res) => {
-      const a = route ? route(req.url ?? '') : answer
-      res.writeHead(a.status, { 'content-type': a.type ?? 'application/json' })
+      asked.push(`${req.method ?? ''} ${req.url ?? ''}`)
+      const a: { status: number; body: string; type?: string; location?: string } = route ? route(req.url ?? '') : answer
+      res.writeHead(a.status, { 'content-type': a.type ?? 'application/json', ...(a.location ? { location: a.location } : {}) })
       res.end(a.body)
     })
     await new Promise<void>((r) => stub.listen(0, '127.0.0.1', r))
@@ -236,6 +238,20 @@ describe('answers a daemon cannot be made to give', () => {
       (e: unknown) => e instanceof UnexpectedResponseError && e.retryAfter === 7)
   })
 
+  test('a redirect is not followed: the request is not sent again elsewhere, and the call rejects', async () => {
+    const s = new Sandbox({ url, token: 't' })
+    for (const status of [301, 302, 303, 307, 308]) {
+      answer = { status, body: '', location: '/elsewhere/v1/processes/run' }
+      asked.length = 0
+      await assert.rejects(s.exec('echo once'), (e: unknown) => {
+        assert.ok(e instanceof UnexpectedResponseError, `${status}: ${String(e)}`)
+        assert.deepEqual([e.code, e.status], ['unexpected_response', status])
+        return true
+      })
+      assert.deepEqual(asked, ['POST /v1/processes/run'], `${status}: what the server was asked`)
+    }
+  })
+
   test('an answer that is not the API\'s (an HTML page, an empty body, another shape) is UnexpectedResponseError', async () => {
     const s = new Sandbox({ url, token: 't' })
     for (const body of ['<html>bad gateway</html>', '[]', '"text"']) {
@@ -245,6 +261,17 @@ describe('answers a daemon cannot be made to give', () => {
     }
     answer = { status: 200, body: '' }
     await assert.rejects(s.exec('true'), (e: unknown) => e instanceof UnexpectedResponseError, 'an empty body')
+    // An object without what its route answers: a handle with no id, a
+    // result with no reason, were taken.
+    answer = { status: 200, body: '{}' }
+    const shapeless = (what: string) => (e: unknown) => e instanceof UnexpectedResponseError && e.code === 'unexpected_response' || assert.fail(`${what}: ${String(e)}`)
+    await assert.rejects(s.process.start('true'), shapeless('start'))
+    await assert.rejects(s.process.createSession({}), shapeless('createSession'))
+    await assert.rejects(s.process.get('x'), shapeless('get'))
+    await assert.rejects(s.exec('true'), shapeless('exec'))
+    await assert.rejects(s.process.connect('p1').wait(), shapeless('wait'))
+    answer = { status: 200, body: '{"ready":false,"result":{}}' }
+    await assert.rejects(s.process.connect('p1').ready({ port: 80 }), shapeless('ready'))
     // wait and ready too: they asked again at once, for ever.
     for (const body of ['', '[1,2]']) {
       answer = { status: 200, body }
