@@ -172,7 +172,12 @@ func (rd *readiness) see(ports []int) {
 // the piece came, as a \B at its end may).
 func (rd *readiness) scan(ctx context.Context) {
 	for ctx.Err() == nil {
-		frames := rd.more()
+		frames, gap := rd.more()
+		if gap {
+			// What came before the gap does not run on into what comes
+			// after it: a match across it would be text never written.
+			rd.window = rd.window[:0]
+		}
 		if len(frames) == 0 {
 			return
 		}
@@ -210,13 +215,16 @@ func (rd *readiness) scan(ctx context.Context) {
 }
 
 // more returns frames after those read: a page's worth, or under keepLogs
-// none what the wait's hold kept (see Server.ready), which no page has.
-func (rd *readiness) more() []logstore.Frame {
+// none what the wait's hold kept (see Server.ready), which no page has; and
+// whether output after those read was dropped before them.
+func (rd *readiness) more() ([]logstore.Frame, bool) {
 	l := rd.p.Log()
 	if l.Keep() == logstore.KeepNone {
-		return l.Excerpt(rd.after, 0).Head
+		e := l.Excerpt(rd.after, 0)
+		return e.Head, e.TruncatedHead
 	}
-	return l.PageBytes(rd.after, 0, logsPageBytes).Frames
+	p := l.PageBytes(rd.after, 0, logsPageBytes)
+	return p.Frames, p.TruncatedHead
 }
 
 // wait waits until ready, the process and everything it left behind ended

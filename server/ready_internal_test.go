@@ -1,0 +1,52 @@
+package server
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/process"
+)
+
+// logOnly is a process whose log is all a readiness reads.
+type logOnly struct {
+	process.Process
+	log *logstore.Log
+}
+
+func (p logOnly) Log() *logstore.Log { return p.log }
+
+// Output that retention dropped between two looks of a wait does not join
+// what came before it to what came after: READ, then frames of x that
+// retention dropped before the wait looked again, then Y-NOW, matched
+// READY-NOW, text the program never wrote.
+func TestReadyPatternNotAcrossAGap(t *testing.T) {
+	log := logstore.New(logstore.Options{Retention: 4 << 10})
+	re := regexp.MustCompile(`READY-NOW`)
+	window, piece, err := readySpan(re)
+	require.NoError(t, err)
+	rd := readiness{p: logOnly{log: log}, re: re, windowBytes: window, pieceBytes: piece}
+
+	log.Write(logstore.Stdout, []byte("READ"))
+	rd.scan(context.Background())
+	require.False(t, rd.matched)
+	log.Write(logstore.Stdout, []byte(strings.Repeat("x", 8<<10)))
+	log.Page(0, 0) // another reader: Y-NOW goes in a frame of its own
+	log.Write(logstore.Stdout, []byte("Y-NOW"))
+	page := log.Page(0, 0)
+	require.True(t, page.TruncatedHead)
+	require.Equal(t, "Y-NOW", string(page.Frames[0].Data), "the retained frames begin at Y-NOW")
+	rd.scan(context.Background())
+	require.False(t, rd.matched, "matched %q across the gap", rd.match)
+
+	// Across frames with no gap, it matches.
+	log.Write(logstore.Stdout, []byte("READ"))
+	log.Write(logstore.Stdout, []byte("Y-NOW"))
+	rd.scan(context.Background())
+	require.True(t, rd.matched)
+	require.Equal(t, "READY-NOW", rd.match)
+}
