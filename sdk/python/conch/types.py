@@ -12,6 +12,8 @@ import base64
 from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Union
 
+from .errors import UnexpectedResponseError
+
 try:  # Python 3.8+: typing.Literal
     from typing import Literal
 except ImportError:  # pragma: no cover
@@ -252,7 +254,7 @@ class ProcessDto:
                 kw[_process_fields[k]] = v
             elif k not in _enum_fields:
                 extra[k] = v
-        kw["id"] = str(w.get("id", ""))
+        kw["id"] = _required(w, "id", "process")
         kw["system"] = w.get("system") is True
         kw["truncated_head"] = w.get("truncatedHead") is True
         kw["waiting_for_input"] = w.get("waitingForInput") is True
@@ -307,7 +309,7 @@ class WaitResult:
 
     @classmethod
     def from_wire(cls, w: Mapping[str, Any]) -> "WaitResult":
-        raw = str(w.get("reason") or "")
+        raw = _required(w, "reason", "an ended process")
         return cls(
             extra={k: v for k, v in w.items() if k not in _wait_keys},
             reason=_known(_reasons, raw),
@@ -320,6 +322,14 @@ class WaitResult:
             oom_killed=w.get("oomKilled") if isinstance(w.get("oomKilled"), bool) else None,
             usage=Usage.from_wire(w.get("usage")),
         )
+
+
+def _required(w: Mapping[str, Any], key: str, what: str) -> str:
+    """w's field key, a string that must be there: without it, w is not the API's answer."""
+    v = w.get(key)
+    if not isinstance(v, str) or not v:
+        raise UnexpectedResponseError(f"conch: {what}: an answer that is not the API's, without its {key}: {str(dict(w))[:200]}")
+    return v
 
 
 _wait_keys = frozenset(["reason", "exitCode", "signal", "handled", "error", "cwd", "oomKilled", "usage"])

@@ -436,6 +436,26 @@ class UnexpectedAnswerTest(unittest.TestCase):
             sb.process.connect("x").wait(timeout=5)
         self.assertLess(time.monotonic() - started, 2, "wait polled an answer it cannot read")
 
+    def test_an_object_without_what_its_route_answers(self) -> None:
+        # A handle with no id, or a result with no reason, was taken: later calls went to
+        # /v1/processes//...
+        sb = self.fake(200, b"{}")
+        for name, call in (("get", lambda: sb.process.get("x")), ("exec", lambda: sb.exec("true")),
+                           ("start", lambda: sb.process.start("true")),
+                           ("create_session", lambda: sb.process.create_session()),
+                           ("wait", lambda: sb.process.connect("x").wait(timeout=5))):
+            with self.subTest(name), self.assertRaises(UnexpectedResponseError):
+                call()
+        sb = self.fake(200, b'{"ready": false, "result": {}}')
+        with self.assertRaises(UnexpectedResponseError):
+            sb.process.connect("x").ready(port=80, timeout=5)
+
+    def test_a_redirect_is_not_followed(self) -> None:
+        sb = self.fake(307, b"")
+        with self.assertRaises(UnexpectedResponseError) as cm:
+            sb.exec("true")
+        self.assertEqual(cm.exception.status, 307)
+
     def test_an_error_page_of_a_proxy(self) -> None:
         sb = self.fake(502, b"<html><body>502 Bad Gateway</body></html>", "text/html")
         with self.assertRaises(UnexpectedResponseError) as cm:
