@@ -525,6 +525,7 @@ func (p *Process) exit(waitErr error) {
 	p.info.ExitedAt = time.Now()
 	if p.in != nil {
 		p.stdinClosed = true
+		p.feed.halt()
 		p.closeStdinPipe()
 	}
 }

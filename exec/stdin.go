@@ -3,7 +3,9 @@ package exec
 import (
 	"os"
 	"sync"
+	"time"
 
+	"github.com/conchsh/conch/internal/rawcall"
 	"github.com/conchsh/conch/process"
 )
 
@@ -23,6 +25,7 @@ type feeder struct {
 	eof      bool          // close once what is queued is written
 	stopped  bool          // the process ended: write nothing more
 	progress chan struct{} // closed and replaced when bytes leave the queue or the feeder stops
+	unread   int64         // what the pipe held, unread, once halted
 }
 
 func newFeeder(w *os.File, closeEOF func()) *feeder {
@@ -94,6 +97,22 @@ func (f *feeder) waitProgress() <-chan struct{} {
 	return f.progress
 }
 
+// halt stops the feeder of a pipe at the process's end, before the pipe is
+// closed: a write in progress is cut short (its deadline), and what the
+// pipe then holds, which the process never read, is counted as dropped.
+func (f *feeder) halt() {
+	f.mu.Lock()
+	f.stopped = true
+	f.mu.Unlock()
+	f.cond.Signal()
+	_ = f.w.SetWriteDeadline(time.Now())
+	<-f.done
+	n := rawcall.Unread(f.w)
+	f.mu.Lock()
+	f.unread = n
+	f.mu.Unlock()
+}
+
 // stop makes the feeder write nothing more, once the process has ended;
 // the caller closes the file under a write in progress. It waits for the
 // feeder and returns the bytes it dropped.
@@ -105,7 +124,7 @@ func (f *feeder) stop() int64 {
 	<-f.done
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return int64(f.queue.Queued)
+	return int64(f.queue.Queued) + f.unread
 }
 
 func (f *feeder) run() {

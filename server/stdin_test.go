@@ -99,13 +99,38 @@ func TestStdinNeverHangs(t *testing.T) {
 			r, still, err := d.c.Interact(c, p.ID, client.InteractOptions{Signal: "INT"})
 			require.NoError(t, err)
 			require.Nil(t, still)
-			// What the process's pipe or terminal took before it ended is not
-			// dropped; the rest of what was queued is.
+			// What was still queued when it ended is dropped, and what its
+			// pipe held unread (see TestStdinUnreadIsDropped); what a
+			// terminal took is not counted.
 			require.Positive(t, r.StdinDroppedBytes)
 			require.LessOrEqual(t, r.StdinDroppedBytes, int64(process.StdinQueueLimit))
 			got, err := d.c.Get(c, p.ID)
 			require.NoError(t, err)
 			require.Equal(t, r.StdinDroppedBytes, got.StdinDroppedBytes)
+		})
+	}
+}
+
+// TestStdinUnreadIsDropped: input the process never read is counted as
+// dropped, also what its pipe or FIFO held when it ended: ten bytes written
+// to a command that sleeps were counted as none.
+func TestStdinUnreadIsDropped(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	for name, startIt := range stdinKinds(d, false) {
+		if name == "pty" {
+			continue // a terminal's input queue is the line discipline's
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p := startIt(t)
+			c := ctx(t)
+			require.NoError(t, d.c.WriteStdin(c, p.ID, []byte("hello12345"), false))
+			time.Sleep(100 * time.Millisecond) // out of the queue, into the pipe
+			r, still, err := d.c.Interact(c, p.ID, client.InteractOptions{Signal: "INT"})
+			require.NoError(t, err)
+			require.Nil(t, still)
+			require.Equal(t, int64(10), r.StdinDroppedBytes)
 		})
 	}
 }

@@ -19,6 +19,7 @@ package rawcall
 
 import (
 	"io"
+	"os"
 	"syscall"
 	"unsafe"
 
@@ -421,4 +422,19 @@ func (f *File) Close() {
 		Close(f.fd)
 		*f = File{}
 	}
+}
+
+// Unread returns the bytes a pipe or FIFO holds that its reader has not
+// read yet (FIONREAD, which is TIOCINQ, on either end; f must be one of a
+// pipe's); zero when f is closed.
+func Unread(f *os.File) int64 {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	if rc.Control(func(fd uintptr) { n, err = unix.IoctlGetInt(int(fd), unix.TIOCINQ) }) != nil || err != nil {
+		return 0
+	}
+	return int64(n)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/internal/inputwait"
+	"github.com/conchsh/conch/internal/rawcall"
 	"github.com/conchsh/conch/process"
 )
 
@@ -21,7 +22,8 @@ type Stdin struct {
 	cond    sync.Cond
 	chunks  [][]byte
 	queue   process.StdinQueue // bytes in chunks and those the feeder has not written yet
-	dropped int64              // what was queued when Close was first called
+	dropped int64              // what was queued, or in the FIFO unread, once Close was first called
+	unread  int64              // what the FIFO held unread when the feeder stopped at the command's end
 	eof     bool               // CloseWrite was called
 	closed  bool               // the command ended: nothing more is written
 	opened  bool               // the reader has opened the FIFO
@@ -111,10 +113,11 @@ func (b *Stdin) Opened() {
 // a full FIFO.
 //
 // What was dropped is what the feeder had not written to the FIFO once it
-// stopped: counted at once, a line the command had read and ended on was
-// counted when the feeder had written it and not yet said so. The feeder,
-// whose write the close ends, is waited for briefly (a job the command
-// left may hold the FIFO open and keep a write of its waiting).
+// stopped, and what the FIFO then held, unread: counted at once, a line
+// the command had read and ended on was counted when the feeder had written
+// it and not yet said so. The feeder, whose write the deadline cuts short,
+// is waited for briefly (a job the command left may hold the FIFO open and
+// keep a write of its waiting).
 func (b *Stdin) Close() {
 	b.mu.Lock()
 	if b.closed {
@@ -122,8 +125,8 @@ func (b *Stdin) Close() {
 		return
 	}
 	b.closed = true
-	if b.f != nil {
-		b.f.Close()
+	if b.f != nil && b.f.SetWriteDeadline(time.Now()) != nil {
+		b.f.Close() // not in the poller: the close ends a write
 	}
 	fed := b.fed
 	b.mu.Unlock()
@@ -135,7 +138,7 @@ func (b *Stdin) Close() {
 		}
 	}
 	b.mu.Lock()
-	b.dropped = int64(b.queue.Queued)
+	b.dropped = int64(b.queue.Queued) + b.unread
 	b.mu.Unlock()
 }
 
@@ -156,7 +159,14 @@ func (b *Stdin) Feed(f *os.File) {
 	fed := make(chan struct{})
 	b.fed = fed
 	b.mu.Unlock()
-	defer close(fed)
+	defer func() {
+		b.mu.Lock()
+		if b.closed {
+			b.unread = rawcall.Unread(f) // never read: dropped too (see Close)
+		}
+		b.mu.Unlock()
+		close(fed)
+	}()
 	for {
 		b.mu.Lock()
 		for len(b.chunks) == 0 && !(b.eof && (b.opened || !b.gated)) && !b.closed {
