@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/internal/plaintext"
 )
@@ -87,7 +88,9 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 		}
 		if page.TruncatedHead {
 			// On later pages: the output was dropped while it was read.
-			if first {
+			if first && p.KeepLogs == api.KeepNone {
+				e.warn(id + " keeps no output for later reading (keepLogs none): only a stream open while it writes gets it (conch logs -f)")
+			} else if first {
 				e.warn("the head of the output was dropped by retention")
 				if len(page.Items) > 0 && cursorOf(page.Items[0].Cursor) > last {
 					// All that was kept when it started is gone (a

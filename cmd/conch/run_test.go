@@ -362,6 +362,23 @@ func TestLogsRetentionOvertakes(t *testing.T) {
 	require.Contains(t, stderr, "dropped by retention")
 }
 
+// conch logs of a process that keeps no logs says so, not that retention
+// dropped its output.
+func TestLogsOfKeepNone(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	r, _, err := s.c.Run(t.Context(), client.RunOptions{StartOptions: client.StartOptions{Cmd: "echo gone", KeepLogs: "none"}})
+	require.NoError(t, err)
+	cmd := exec.Command("conch", "logs", r.ProcessID)
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), stderr.String())
+	require.Empty(t, stdout.String())
+	require.Contains(t, stderr.String(), "keeps no output for later reading (keepLogs none)")
+	require.NotContains(t, stderr.String(), "retention")
+}
+
 // conch logs of a process that had written nothing when it started prints
 // nothing, though output came before it read the first page: that is
 // output after its start, which logs -f follows; only output retention
