@@ -322,6 +322,30 @@ func TestDrainLingerStartsAgainWithEachRequest(t *testing.T) {
 	require.NoError(t, <-drained, "the drain ends once the client is done")
 }
 
+// TestDrainNotHeldByAPoller: a client that lists the processes and
+// sessions every 200 ms (a dashboard, watch conch ps) does not hold the
+// drain once its work has ended: each list started the linger again, and
+// the drain lasted its whole --drain-timeout.
+func TestDrainNotHeldByAPoller(t *testing.T) {
+	t.Parallel()
+	c := ctx(t)
+	d, _, end, drained := drainingWithWork(t, c)
+	end()
+	for range 20 {
+		select {
+		case err := <-drained:
+			require.NoError(t, err)
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+		_, err := d.c.List(c, client.ListOptions{})
+		require.NoError(t, err)
+		_, err = d.c.Sessions(c)
+		require.NoError(t, err)
+	}
+	t.Fatal("the drain did not end within 4 s of its work's end, though lists alone came")
+}
+
 // TestDrainRefusesNewWorkBeforeItsBody: new work that comes while the daemon
 // drains is refused before its body is read, and does not hold the drain: a
 // client that sent its body slowly was owed an answer, and held the drain,

@@ -119,7 +119,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		id := requestID(r)
 		w.Header().Set("X-Request-Id", id)
 		refused := rt.newWork && s.drainingNow()
-		if !rt.public && !quietRoute(rt.pattern) && !refused {
+		if !rt.public && !quietRoute(rt.pattern) && !listRoute(rt.pattern) && !refused {
 			settle := s.owe()
 			defer settle()
 			r = r.WithContext(context.WithValue(r.Context(), owedKey{}, settle))
@@ -285,6 +285,14 @@ func quietRoute(pattern string) bool {
 		return true
 	}
 	return false
+}
+
+// listRoute reports whether a route lists what the daemon runs, as a
+// dashboard or `watch conch ps` asks every second or so: a drain does not
+// wait for its requests, nor linger after them (see drainLinger), or such a
+// poller would hold every drain to its --drain-timeout.
+func listRoute(pattern string) bool {
+	return pattern == "GET /v1/processes" || pattern == "GET /v1/sessions"
 }
 
 // requestID returns the request's X-Request-Id when it is a short token
