@@ -215,12 +215,13 @@ def _error_from(status: int, body: bytes) -> ConchError:
         err = parsed["error"]
         if isinstance(err.get("code"), str):
             code = err["code"]
-        if isinstance(err.get("message"), str):
-            message = err["message"]
+        # An error without its message says its status, as the TypeScript SDK's does, not
+        # the JSON it came in.
+        message = err["message"] if isinstance(err.get("message"), str) and err["message"] else f"HTTP {status}"
     if code is None and text.strip():
         # A body, but not the API's error (a proxy's page, another server's
         # 404): not the daemon's answer, whatever its status says.
-        return UnexpectedResponseError(f"conch: an answer that is not the API's (HTTP {status}): {message[:200]}", status)
+        return UnexpectedResponseError(f"conch: an answer that is not the API's (HTTP {status}): {text.strip()[:200]}", status)
     if code is None:
         code = _code_by_status.get(status)
     if code is None:

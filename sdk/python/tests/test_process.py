@@ -402,6 +402,8 @@ class ErrorTest(unittest.TestCase):
         e = error_from(502, b"bad gateway")
         self.assertEqual((type(e), e.code, e.status), (UnexpectedResponseError, "unexpected_response", 502))
         self.assertIn("bad gateway", e.message)
+        e = error_from(404, b'{"error": {"code": "not_found"}}')
+        self.assertEqual((type(e), e.message), (NotFoundError, "HTTP 404"), "an error without its message")
         e = error_from(404, b"")
         self.assertIsInstance(e, NotFoundError)
 
