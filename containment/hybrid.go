@@ -68,7 +68,9 @@ func setV1(c, dir string, l Limits) error {
 // moving it back can wait for the kernel's RCU grace period, some
 // milliseconds, while the process runs: a shell that forked at once, under
 // pids 2, failed to fork one child in half of its starts. The limit is one
-// higher while the thread is there, and put back once it has left.
+// higher while the thread is there, and put back once it has left: a
+// process that forks twice between the two may so get one process more, a
+// lesser harm than forks that fail at random.
 func (h *hybrid) Start(cmd *exec.Cmd, start func(*exec.Cmd) error) error {
 	if h.forker != nil {
 		h.started = true
