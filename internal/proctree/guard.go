@@ -23,23 +23,32 @@ import (
 // when [Start] started a process group leader, "-PID" when [Wait] reaped it.
 // At end-of-file, which comes when this process is gone, it sends SIGKILL to
 // every group still listed, and exits. A group outlives its leader while
-// others are in it, so its id names no other group until all of them are
-// gone; a leader reaped here is unlisted first. What left its group
-// (setsid) is not reached; nor is anything once the guardian itself is
-// killed (only SIGKILL and SIGSTOP reach it).
+// others are in it (a job a command left running with &), so its id names
+// no other group until all of them are gone: a group whose leader was
+// reaped here stays listed while it has members, which each later "-" line
+// looks for (kill -0), and is killed at the end unless its id is a live
+// process's again. What left its group (setsid) is not reached; nor is
+// anything once the guardian itself is killed (only SIGKILL and SIGSTOP
+// reach it).
 //
 // The lines are written without blocking: a guardian stopped or killed
 // does not hold up a start, and a line that does not fit in the pipe is
 // lost (the pipe holds thousands).
 const guardianScript = `trap '' HUP INT QUIT TERM TSTP TTIN TTOU USR1 USR2 PIPE ALRM
 g=' '
+r=' '
 while read -r l; do
 	case $l in
 	+*) g="$g${l#+} " ;;
-	-*) case $g in *" ${l#-} "*) g="${g%% ${l#-} *} ${g#* ${l#-} }" ;; esac ;;
+	-*)
+		case $g in *" ${l#-} "*) g="${g%% ${l#-} *} ${g#* ${l#-} }"; r="$r${l#-} " ;; esac
+		k=' '
+		for p in $r; do kill -0 "-$p" 2>/dev/null && k="$k$p "; done
+		r=$k ;;
 	esac
 done
 for p in $g; do kill -9 "-$p" 2>/dev/null; done
+for p in $r; do kill -0 "$p" 2>/dev/null || kill -9 "-$p" 2>/dev/null; done
 `
 
 // guardianShell runs the guardian.

@@ -20,9 +20,17 @@ func TestMain_guardHelper(t *testing.T) {
 	if os.Getenv("CONCH_PROCTREE_GUARD_HELPER") == "" {
 		t.Skip("only run as a helper process")
 	}
-	cmd := exec.Command("sh", "-c", "sleep 300 & exec sleep 300")
+	script := "sleep 300 & exec sleep 300"
+	reaped := os.Getenv("CONCH_PROCTREE_GUARD_HELPER") == "reaped"
+	if reaped {
+		script = "sleep 300 </dev/null >/dev/null 2>&1 & exit 0"
+	}
+	cmd := exec.Command("sh", "-c", script)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	require.NoError(t, Start(cmd))
+	if reaped {
+		require.NoError(t, Wait(cmd)) // the leader is gone; its job runs on in its group
+	}
 	os.Stdout.WriteString(strconv.Itoa(cmd.Process.Pid) + "\n")
 	time.Sleep(5 * time.Minute)
 }
@@ -32,8 +40,22 @@ func TestMain_guardHelper(t *testing.T) {
 // session's shell and its command's loop lived on as orphans.
 func TestGuardianEndsGroups(t *testing.T) {
 	t.Parallel()
+	guardianEnds(t, "1", 2)
+}
+
+// TestGuardianEndsGroupsOfReapedLeaders: a group whose leader ended and was
+// reaped, a job it started with & still in it, ends too: the leader's reap
+// unlisted the group, and the job lived on as an orphan.
+func TestGuardianEndsGroupsOfReapedLeaders(t *testing.T) {
+	t.Parallel()
+	guardianEnds(t, "reaped", 1)
+}
+
+// guardianEnds runs the helper as mode says, waits until its group has
+// members, kills it, and fails unless the group ends.
+func guardianEnds(t *testing.T, mode string, members int) {
 	helper := exec.Command(os.Args[0], "-test.run=^TestMain_guardHelper$", "-test.count=1")
-	helper.Env = append(os.Environ(), "CONCH_PROCTREE_GUARD_HELPER=1")
+	helper.Env = append(os.Environ(), "CONCH_PROCTREE_GUARD_HELPER="+mode)
 	out, err := helper.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, Start(helper))
@@ -43,8 +65,8 @@ func TestGuardianEndsGroups(t *testing.T) {
 	pgid, err := strconv.Atoi(strings.TrimSpace(line))
 	require.NoError(t, err)
 	t.Cleanup(func() { syscall.Kill(-pgid, syscall.SIGKILL) })
-	require.Eventually(t, func() bool { return len(GroupMembers(pgid)) == 2 }, 10*time.Second, 10*time.Millisecond,
-		"the leader and its job run: %v", GroupMembers(pgid))
+	require.Eventually(t, func() bool { return len(GroupMembers(pgid)) == members }, 10*time.Second, 10*time.Millisecond,
+		"the group runs: %v", GroupMembers(pgid))
 
 	require.NoError(t, helper.Process.Kill())
 	require.Eventually(t, func() bool { return len(GroupMembers(pgid)) == 0 }, 10*time.Second, 10*time.Millisecond,
