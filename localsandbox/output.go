@@ -27,8 +27,19 @@ type outputReader struct {
 	rest  []byte           // unread bytes of the current frame
 }
 
+// newOutputReader returns a reader of ch from the first byte l retains: one
+// made after the log's start was dropped fell behind nothing, and goes on
+// from there without ErrOutputDropped (io.ReadAll got nothing but the
+// error), while output dropped after it was made is said.
 func newOutputReader(l *logstore.Log, ch logstore.Channel) *outputReader {
-	return &outputReader{log: l, ch: ch}
+	r := &outputReader{log: l, ch: ch}
+	if dropped, first, last := l.Bounds(); dropped {
+		r.after = last
+		if first > 0 {
+			r.after = first - 1
+		}
+	}
+	return r
 }
 
 func (r *outputReader) Read(p []byte) (int, error) {
@@ -75,16 +86,6 @@ func (r *outputReader) fill() error {
 		}
 		closed := r.log.Closed() // before the page, so the page holds every frame
 		pg := r.log.Page(r.after, pageFrames)
-		if pg.TruncatedHead && r.after == 0 {
-			// A reader that has taken nothing yet starts from the first
-			// byte still retained: it fell behind nothing. It failed
-			// before its first byte once the log's start was dropped, and
-			// io.ReadAll got nothing but the error.
-			pg.TruncatedHead = false
-			if len(pg.Frames) == 0 {
-				r.after = pg.Next // past what was dropped, to wait for what comes
-			}
-		}
 		if pg.TruncatedHead {
 			r.after = pg.Next
 			if len(pg.Frames) > 0 {

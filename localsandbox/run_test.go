@@ -265,6 +265,25 @@ func TestSpawnReaderBehindRetention(t *testing.T) {
 	require.False(t, err != nil || n2 == 0 || n2 >= 20000000, "after the drop: %d bytes, %v; want what is retained", n2, err)
 }
 
+// A reader made before the command wrote, that reads only once retention
+// dropped output, is told as one that read first: it went on from the
+// first byte retained without a word, 12 MB gone.
+func TestSpawnUnreadReaderBehindRetention(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	ctx := hangGuard(t)
+	p, err := s.Spawn(ctx, RunOptions{Command: "while [ ! -e gate ]; do sleep 0.01; done; head -c 20000000 /dev/zero"})
+	require.NoError(t, err)
+	r := p.Stdout()
+	require.NoError(t, s.WriteFile("gate", nil))
+	code, err := p.Wait(ctx)
+	require.False(t, code != 0 || err != nil, "Wait = %d, %v", code, err)
+	_, err = r.Read(make([]byte, 4096))
+	require.ErrorIs(t, err, ErrOutputDropped, "the first Read after the drop")
+	n, err := io.Copy(io.Discard, r)
+	require.False(t, err != nil || n == 0 || n >= 20000000, "after the drop: %d bytes, %v; want what is retained", n, err)
+}
+
 // A reader made after the log's start was dropped starts from the first
 // byte retained, with no error: it fell behind nothing. It failed before
 // its first byte, and io.ReadAll got nothing but ErrOutputDropped.
