@@ -17,7 +17,7 @@ var ErrExited = errors.New("the command exited")
 // returns once the command could take the bytes: up to 1 MiB not read yet
 // is queued, and past that it waits for the command to read. It fails when
 // the command ends or its stdin is closed before it took them all, saying
-// how many it took. Writes from several goroutines at once are written one
+// how many were queued (of which the command may not have read all). Writes from several goroutines at once are written one
 // after the other, each whole.
 func (p *Process) WriteStdin(b []byte) error {
 	if err := p.spawned(); err != nil {
@@ -33,7 +33,7 @@ func (p *Process) WriteStdin(b []byte) error {
 		p.input.Written()
 	}
 	if err != nil && n > 0 {
-		return fmt.Errorf("wrote %d of %d bytes: %w", n, len(b), err)
+		return fmt.Errorf("queued %d of %d bytes: %w", n, len(b), err)
 	}
 	return err
 }
