@@ -200,8 +200,9 @@ func cmdInteract(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "interact", "ID", `Writes the input, sends the signal, then waits as 'conch run --idle' does and
 prints the output after the input (or after --cursor).
 
-Ctrl-C is passed to the command, as --signal INT would be (SIGTERM and
-SIGHUP as they are); conch then prints what it wrote and exits as it did.
+Ctrl-C is passed to the command, as --signal INT would be (SIGTERM, SIGHUP
+and Ctrl-\'s SIGQUIT as they are); conch then prints what it wrote and exits
+as it did.
 When the reader of conch's output goes away (| head; a pipe's reader that
 goes before the answer too), the command gets SIGPIPE and conch exits 141.
 

@@ -17,7 +17,7 @@ stderr to stderr, and says on stderr where output was dropped by retention
 (when retention dropped all of it first, a page of what is kept then; while
 following, the first gap, then at most a line a second counting the gaps).
 With -f, it follows until the process ends; Ctrl-C stops following and exits
-130, and the process goes on.`)
+130 (Ctrl-\: 131), and the process goes on.`)
 	followFlag := fs.Bool("f", false, "follow: print new output until the process ends")
 	cursor := fs.String("cursor", "", "only output after this `cursor`")
 	asJSON := fs.Bool("json", false, "print frames as JSON lines (cursor, channel, data, encoding, timestamp)")
@@ -35,14 +35,14 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 	}
 	out, flush := frameWriter(e, *asJSON, *plain)
 	if *followFlag {
-		ictx, stop := stopOnInterrupt(ctx)
+		ictx, stop, interrupted := stopOnInterrupt(ctx)
 		defer stop()
 		g := gaps{say: e.warn}
 		defer g.flush()
 		for ev, err := range c.Stream(ictx, id, client.StreamOptions{Cursor: *cursor}) {
 			if err != nil && ictx.Err() != nil && ctx.Err() == nil {
 				flush()
-				return exitInterrupted
+				return interrupted()
 			}
 			if err != nil {
 				if closedEarly(err) {

@@ -15,7 +15,7 @@ hold), and prints "ready: port N" (given both too) or "ready: matched TEXT".
 
 Exit status: 0 when it is ready; 1 when it ended before (how it ended is
 printed); 123 when --timeout ran out first; 125 when conch failed.
-Ctrl-C stops waiting and exits 130; the process goes on.`)
+Ctrl-C stops waiting and exits 130 (Ctrl-\: 131); the process goes on.`)
 	var opts client.ReadyOptions
 	portFlag(fs, &opts.Port)
 	fs.StringVar(&opts.Pattern, "pattern", "", "wait until its output matches this `regexp` (RE2)")
@@ -34,14 +34,14 @@ Ctrl-C stops waiting and exits 130; the process goes on.`)
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
-	ictx, stop := stopOnInterrupt(ctx)
+	ictx, stop, interrupted := stopOnInterrupt(ctx)
 	defer stop()
 	start := time.Now()
 	r, p, err := c.Ready(ictx, id, opts)
 	switch {
 	case err != nil && ictx.Err() != nil && ctx.Err() == nil:
 		fmt.Fprintf(e.stderr, "conch: stopped waiting; %s goes on\n", id)
-		return exitInterrupted
+		return interrupted()
 	case err != nil:
 		return fail(e, exitOwn, err)
 	case p != nil:

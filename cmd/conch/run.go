@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,10 +29,10 @@ const runNotes = `One argument is shell text; several are a program and its argu
 without a shell. With --session, the arguments are shell text (or, with
 --code, code) for that session.
 
-Ctrl-C is passed to the command, which gets SIGINT (SIGTERM and SIGHUP are
-passed as they are), and conch exits as the command then does (130 when
-SIGINT ends it; its own status when it caught it and exited). With --idle or
---timeout too. -i sends all of conch's stdin, waiting while the command has
+Ctrl-C is passed to the command, which gets SIGINT (SIGTERM, SIGHUP and
+Ctrl-\'s SIGQUIT are passed as they are), and conch exits as the command
+then does (130 when SIGINT ends it; its own status when it caught it and
+exited). With --idle or --timeout too. -i sends all of conch's stdin, waiting while the command has
 not read what was sent; output the daemon dropped before conch read it is
 said on stderr where it was. When the daemon does not take the signal within 5 s, conch
 stops waiting and exits 125; the command may still run. When the reader of
@@ -355,14 +356,15 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	return finish(e, p.ID, *res)
 }
 
-// signals are the SIGINT (Ctrl-C), SIGTERM and SIGHUP conch catches from
-// before it starts a command, so that one that comes while the command
-// starts still reaches it rather than ending conch alone.
+// signals are the SIGINT (Ctrl-C), SIGQUIT (Ctrl-\), SIGTERM and SIGHUP
+// conch catches from before it starts a command, so that one that comes
+// while the command starts still reaches it rather than ending conch alone
+// (SIGQUIT's default in a Go program: a dump of every goroutine, status 2).
 type signals chan os.Signal
 
 func catchSignals() signals {
 	s := make(signals, 4)
-	signal.Notify(s, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	signal.Notify(s, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGHUP)
 	return s
 }
 
@@ -473,11 +475,38 @@ func signalErr(ctx context.Context, err error) error {
 // release stops catching when no process came of it.
 func (s signals) release() { signal.Stop(s) }
 
-// stopOnInterrupt returns a context that Ctrl-C (SIGINT) or SIGTERM ends:
-// the commands that only wait or read (wait, logs -f) stop there and leave
-// the process running.
-func stopOnInterrupt(ctx context.Context) (context.Context, func()) {
-	return signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+// stopOnInterrupt returns a context that Ctrl-C (SIGINT), Ctrl-\ (SIGQUIT)
+// or SIGTERM ends: the commands that only wait or read (wait, ready, logs
+// -f) stop there and leave the process running, and exit with status():
+// 131 after SIGQUIT, as a shell reports a program it ended, else
+// exitInterrupted.
+func stopOnInterrupt(ctx context.Context) (_ context.Context, stop func(), status func() int) {
+	ctx, cancel := context.WithCancel(ctx)
+	caught := make(chan os.Signal, 1)
+	signal.Notify(caught, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM)
+	var quit atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case sig := <-caught:
+			quit.Store(sig == syscall.SIGQUIT)
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	stop = func() {
+		signal.Stop(caught)
+		cancel()
+		<-done
+	}
+	status = func() int {
+		if quit.Load() {
+			return 128 + int(syscall.SIGQUIT)
+		}
+		return exitInterrupted
+	}
+	return ctx, stop, status
 }
 
 // exitInterrupted is the status of a command that Ctrl-C stopped, as a
@@ -727,7 +756,7 @@ func printID(e *env, id string) int {
 
 func cmdWait(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "wait", "ID", `Waits until the process ends and exits with its status (see 'conch --help').
-Ctrl-C stops waiting and exits 130; the process goes on.`)
+Ctrl-C stops waiting and exits 130 (Ctrl-\: 131); the process goes on.`)
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	id, code, ok := parseID(fs, args)
 	if !ok {
@@ -737,12 +766,12 @@ Ctrl-C stops waiting and exits 130; the process goes on.`)
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
-	ictx, stop := stopOnInterrupt(ctx)
+	ictx, stop, interrupted := stopOnInterrupt(ctx)
 	defer stop()
 	r, _, err := c.Wait(ictx, id, 0)
 	if err != nil && ictx.Err() != nil && ctx.Err() == nil {
 		fmt.Fprintf(e.stderr, "conch: stopped waiting; %s goes on\n", id)
-		return exitInterrupted
+		return interrupted()
 	}
 	if err != nil {
 		return fail(e, exitOwn, err)

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -296,6 +297,41 @@ func TestRunInterruptHandled(t *testing.T) {
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee)
 	require.Equal(t, 7, ee.ExitCode())
+}
+
+// Ctrl-\ (SIGQUIT) is passed to conch run's command as Ctrl-C is, and
+// stops wait as Ctrl-C does, exiting 131: it dumped every goroutine of
+// conch, exited 2 (a usage error's status), and left the command running.
+func TestQuitPassedOn(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	cmd, _, stderr := s.runUntilLine(t, "ready\n", "run", "--name", "quitme", "--", "echo ready; exec sleep 30")
+	require.NoError(t, cmd.Process.Signal(syscall.SIGQUIT))
+	guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
+	defer guard.Stop()
+	var ee *exec.ExitError
+	require.ErrorAs(t, cmd.Wait(), &ee)
+	require.Equal(t, 128+int(syscall.SIGQUIT), ee.ExitCode(), stderr.String())
+	require.NotContains(t, stderr.String(), "goroutine")
+	list, err := s.c.List(t.Context(), client.ListOptions{Name: "quitme", State: "all"})
+	require.NoError(t, err)
+	require.Len(t, list.Items, 1)
+	r, _, err := s.c.Wait(t.Context(), list.Items[0].ID, 30*time.Second)
+	require.NoError(t, err)
+	require.NotNil(t, r, "the command still runs")
+	require.Equal(t, "QUIT", r.Signal)
+
+	p, err := s.c.Start(t.Context(), client.StartOptions{Cmd: "sleep 30"})
+	require.NoError(t, err)
+	defer s.c.Kill(t.Context(), p.ID, client.KillOptions{Signal: "KILL"})
+	wait, _, werr := s.startPiped(t, "wait", p.ID)
+	time.Sleep(500 * time.Millisecond) // its request is in the daemon's hands
+	require.NoError(t, wait.Process.Signal(syscall.SIGQUIT))
+	require.ErrorAs(t, wait.Wait(), &ee)
+	require.Equal(t, 128+int(syscall.SIGQUIT), ee.ExitCode(), werr.String())
+	got, err := s.c.Get(t.Context(), p.ID)
+	require.NoError(t, err)
+	require.Equal(t, "running", string(got.State), "wait leaves it running")
 }
 
 // conch run --output-limit of an output larger than the daemon keeps says
