@@ -63,7 +63,7 @@ func (f *answerFlags) report(ctx context.Context, e *env, c *client.Client, r *c
 	// A write to a broken pipe fails rather than end conch by SIGPIPE with
 	// the command left running.
 	proctree.SurviveBrokenPipe()
-	if err := f.print(ctx, e, c, r, asJSON); err != nil {
+	if err := f.print(ctx, e, c, r, p, asJSON); err != nil {
 		if errors.Is(err, syscall.EPIPE) {
 			return brokenPipe(ctx, e, c, r.ProcessID, err)
 		}
@@ -86,11 +86,14 @@ func (f *answerFlags) report(ctx context.Context, e *env, c *client.Client, r *c
 
 // print writes an answer's output, as report says; it returns the first
 // write or read that failed.
-func (f *answerFlags) print(ctx context.Context, e *env, c *client.Client, r *client.RunResult, asJSON bool) error {
+func (f *answerFlags) print(ctx context.Context, e *env, c *client.Client, r *client.RunResult, p *client.Process, asJSON bool) error {
 	switch {
 	case asJSON:
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
+		if p != nil {
+			return enc.Encode(earlyAnswer(p, r))
+		}
 		return enc.Encode(r)
 	case r.OmittedBytes > 0 && *f.limit == 0:
 		// Rendered per channel as it comes, as the daemon renders stdout and stderr.
@@ -110,6 +113,23 @@ func (f *answerFlags) print(ctx context.Context, e *env, c *client.Client, r *cl
 	if r.Truncated {
 		e.warn("the head of the output was dropped by retention before it was read")
 	}
+	if r.OmittedBytes > 0 {
+		// Cut to --output-limit: the head, then what was left out, said
+		// where it was, then the tail; the text fields join head and tail.
+		head := r.Logs[:min(max(r.HeadFrames, 0), len(r.Logs))]
+		if err := f.printFrames(e, head); err != nil {
+			return err
+		}
+		at := ""
+		if n := len(head); n > 0 {
+			if b, err := head[n-1].Bytes(); err == nil && len(b) > 0 && b[len(b)-1] != '\n' {
+				at = "\n" // the head ends inside a line: the notice goes on a line of its own
+			}
+		}
+		fmt.Fprintf(e.stderr, "%sconch: %d bytes of output left out here, after cursor %s (conch logs --cursor %s %s)\n",
+			at, r.OmittedBytes, r.OmittedAfter, r.OmittedAfter, r.ProcessID)
+		return f.printFrames(e, r.Logs[len(head):])
+	}
 	if *f.plain {
 		// The text is the point: a terminal's rendering of the output.
 		if _, err := fmt.Fprint(e.stdout, r.Stdout); err != nil {
@@ -119,18 +139,39 @@ func (f *answerFlags) print(ctx context.Context, e *env, c *client.Client, r *cl
 	} else {
 		// The frames, not the text fields, whose bytes that are not
 		// UTF-8 the daemon replaced: what the command wrote, exactly.
-		write, _ := frameWriter(e, false, false)
-		for _, fr := range r.Logs {
-			if err := write(fr); err != nil {
-				return err
-			}
-		}
-	}
-	if r.OmittedBytes > 0 {
-		fmt.Fprintf(e.stderr, "conch: %d bytes of output left out after cursor %s (conch logs --cursor %s %s)\n",
-			r.OmittedBytes, r.OmittedAfter, r.OmittedAfter, r.ProcessID)
+		return f.printFrames(e, r.Logs)
 	}
 	return nil
+}
+
+// earlyAnswer is an answer that came back before the command ended as the
+// run route gives it (202): the process's fields (id, state,
+// waitingForInput, ...) with the output so far and why it came back.
+func earlyAnswer(p *client.Process, r *client.RunResult) map[string]any {
+	var answer, output map[string]any
+	b, _ := json.Marshal(p)
+	_ = json.Unmarshal(b, &answer)
+	b, _ = json.Marshal(r)
+	_ = json.Unmarshal(b, &output)
+	for k, v := range output {
+		if _, ok := answer[k]; ok || v == nil || v == "" {
+			continue // the process's own, or a result it has not yet (reason)
+		}
+		answer[k] = v
+	}
+	return answer
+}
+
+// printFrames writes frames, rendered with --plain (on its own: a head and
+// a tail are each rendered alone, as the daemon renders them).
+func (f *answerFlags) printFrames(e *env, frames []client.LogFrame) error {
+	write, flush := frameWriter(e, false, *f.plain)
+	for _, fr := range frames {
+		if err := write(fr); err != nil {
+			return err
+		}
+	}
+	return flush()
 }
 
 // runEarly runs what args say through the run route, to come back as the

@@ -41,6 +41,11 @@ too, once the answer is printed, or, when it is a pipe, as soon as its
 reader has gone while the answer is awaited), the command gets SIGPIPE and
 conch exits 141.
 
+--plain prints each line once it is complete, rendered. --output-limit, like
+--idle and --timeout, prints the answer once it comes (the command's end):
+its head, then on stderr what was left out, then its tail; a command that
+does not end by itself needs --idle or --timeout with it.
+
 Under --keep-logs none the daemon keeps no output for a stream that opens
 after the start: conch then takes the run's answer, which holds it all (up to
 the daemon's log retention, past which its head is dropped, and said), and
@@ -300,7 +305,7 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	switch {
 	case logstore.KeepLogs(*f.keepLogs) == logstore.KeepNone:
 		return f.runRoute(ctx, e, c, a, process.Stdin(*stdinMode), fs.Args())
-	case a.early() || *a.plain || *a.limit > 0:
+	case a.early() || *a.limit > 0:
 		return f.runEarly(ctx, e, c, a, process.Stdin(*stdinMode), fs.Args())
 	case *f.json && !*f.stdin:
 		return f.runRoute(ctx, e, c, a, "", fs.Args())
@@ -325,7 +330,15 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	// fails, rather than ending conch by SIGPIPE with the command left
 	// running, and the command gets SIGPIPE.
 	proctree.SurviveBrokenPipe()
-	res, err := follow(ctx, c, p.ID, e.stdout, e.stderr, !*f.json)
+	// With --plain, each line is printed rendered once it is complete.
+	write, flush := frameWriter(e, false, *a.plain)
+	if *f.json {
+		write = nil
+	}
+	res, err := follow(ctx, c, p.ID, write, e.stderr)
+	if err == nil && write != nil {
+		err = flush()
+	}
 	err = signalErr(ctx, err)
 	if errors.Is(err, syscall.EPIPE) {
 		return brokenPipe(ctx, e, c, p.ID, err)
@@ -622,9 +635,10 @@ func writeStdin(ctx context.Context, c *client.Client, id string, b []byte) erro
 	return nil
 }
 
-// follow streams the process's output to stdout and stderr (when write is
-// true) until it ends, and returns how it ended.
-func follow(ctx context.Context, c *client.Client, id string, stdout, stderr io.Writer, write bool) (*client.WaitResult, error) {
+// follow streams the process's output through write (nil: none is
+// printed) until it ends, says the gaps on stderr, and returns how it
+// ended.
+func follow(ctx context.Context, c *client.Client, id string, write func(client.LogFrame) error, stderr io.Writer) (*client.WaitResult, error) {
 	// Output the stream fell behind on was dropped: say so where the gap
 	// is, as conch logs -f does.
 	g := gaps{say: func(msg string) { fmt.Fprintf(stderr, "conch: %s\n", msg) }}
@@ -635,18 +649,10 @@ func follow(ctx context.Context, c *client.Client, id string, stdout, stderr io.
 		}
 		switch ev.Type {
 		case client.EventLog:
-			if !write {
+			if write == nil {
 				continue
 			}
-			b, err := ev.Frame.Bytes()
-			if err != nil {
-				return nil, err
-			}
-			w := stdout
-			if ev.Frame.Channel == "stderr" {
-				w = stderr
-			}
-			if _, err := w.Write(b); err != nil {
+			if err := write(*ev.Frame); err != nil {
 				return nil, err
 			}
 		case client.EventWarning:

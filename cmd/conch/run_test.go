@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -334,6 +335,74 @@ func TestQuitPassedOn(t *testing.T) {
 	require.Equal(t, "running", string(got.State), "wait leaves it running")
 }
 
+// conch run --plain prints each line rendered once it is complete, as the
+// command writes it: it printed nothing until the command ended, and
+// conch run --plain yes | head -1 never returned.
+func TestRunPlainStreams(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+	cmd, out, stderr := s.startPiped(t, "run", "--plain", "--",
+		`printf 'x\rfirst\n'; while [ ! -e `+gate+` ]; do sleep 0.01; done; echo second`)
+	r := bufio.NewReader(out)
+	got := make(chan string, 1)
+	go func() {
+		line, _ := r.ReadString('\n')
+		got <- line
+	}()
+	select {
+	case line := <-got:
+		require.Equal(t, "first\n", line)
+	case <-time.After(time.Minute): // a hang guard: the command waits for the test
+		_ = cmd.Process.Kill()
+		t.Fatalf("nothing printed while the command ran: %s", stderr)
+	}
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	rest, err := io.ReadAll(r)
+	require.NoError(t, err)
+	require.Equal(t, "second\n", string(rest))
+	require.NoError(t, cmd.Wait(), stderr.String())
+}
+
+// conch run --json that comes back before the command ended prints the
+// run route's answer then: the process's fields, the output so far and why
+// it came back. It printed the output alone, with an empty reason.
+func TestRunJSONCameBack(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	cmd := exec.Command("conch", "run", "--json", "--idle", "300ms", "--", "echo a; exec sleep 30")
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, stderr.String())
+	require.Equal(t, 123, ee.ExitCode())
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(out, &got), "%s", out)
+	defer s.c.Kill(t.Context(), fmt.Sprint(got["id"]), client.KillOptions{Signal: "KILL"})
+	require.Equal(t, "running", got["state"], "%s", out)
+	require.NotEmpty(t, got["id"])
+	require.Equal(t, got["id"], got["processId"])
+	require.Equal(t, "a\n", got["output"])
+	require.Equal(t, "idle_timeout", got["cameBack"])
+	require.NotContains(t, got, "reason")
+}
+
+// conch run --output-limit says what it left out where it left it out,
+// between the head and the tail, on a line of its own: it said so after
+// the tail, the head and tail joined (aaaccc).
+func TestRunOutputLimitSaysWhere(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	cmd := exec.Command("conch", "run", "--output-limit", "6", "--", "printf aaaabbbbcccc")
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	var both strings.Builder
+	cmd.Stdout, cmd.Stderr = &both, &both
+	require.NoError(t, cmd.Run(), both.String())
+	require.Regexp(t, `^aaa\nconch: 6 bytes of output left out here, after cursor \S+ \(conch logs --cursor \S+ \S+\)\nccc$`, both.String())
+}
+
 // conch run --output-limit of an output larger than the daemon keeps says
 // that the head was dropped, and how to read what it left out: it once
 // printed the kept part as if it were the head, saying nothing.
@@ -578,8 +647,9 @@ func TestRunRouteInterrupt(t *testing.T) {
 
 // The client commands whose request the daemon answers at once (ps, kill,
 // start, logs) give up on a daemon that does not answer (stopped by
-// SIGSTOP, or stuck) after answerWait (kill: and its escalation's 10 s),
-// saying so, and exit 125: they once waited for good.
+// SIGSTOP, or stuck) after answerWait (kill: and its escalation's 10 s;
+// session new: and a session's 30 s to start), saying so, and exit 125:
+// they once waited for good.
 func TestQuickRequestsBounded(t *testing.T) {
 	t.Parallel()
 	hang := make(chan struct{})
@@ -591,7 +661,7 @@ func TestQuickRequestsBounded(t *testing.T) {
 	}))
 	defer fake.Close()
 	defer close(hang)
-	cmds := [][]string{{"ps"}, {"kill", "someid"}, {"start", "true"}, {"logs", "someid"}, {"session", "ls"}}
+	cmds := [][]string{{"ps"}, {"kill", "someid"}, {"start", "true"}, {"logs", "someid"}, {"session", "ls"}, {"session", "new"}}
 	errs := make(chan error, len(cmds))
 	for _, args := range cmds {
 		go func() {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/internal/plaintext"
+	"github.com/conchsh/conch/process"
 )
 
 // sessionUsage is conch session's help.
@@ -76,7 +77,11 @@ func cmdSessionNew(ctx context.Context, e *env, args []string) int {
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
-	s, err := c.CreateSession(ctx, opts)
+	// Bounded as the daemon bounds a new session's start, and its answer.
+	qctx, cancel := quickWithin(ctx, c, answerWait+process.ReadyWithin)
+	s, err := c.CreateSession(qctx, opts)
+	err = signalErr(qctx, err)
+	cancel()
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
