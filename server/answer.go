@@ -125,7 +125,8 @@ func (s *Server) writeRunAnswer(w http.ResponseWriter, p process.Process, a runA
 		if output == nil {
 			output = plainParts(parts, all, a.limit)
 		}
-		stdout := plainParts(parts, out, a.limit-min(plainLen(plainParts(parts, errs, -1)), a.limit/2))
+		_, errLen := renderParts(parts, errs, a.limit)
+		stdout := plainParts(parts, out, a.limit-min(errLen, a.limit/2))
 		stderr := plainParts(parts, errs, a.limit-plainLen(stdout))
 		enc.plainText("output", output)
 		enc.plainText("stdout", stdout)
@@ -343,8 +344,7 @@ func fitPlain(l *logstore.Log, after logstore.Cursor, limit int, e logstore.Exce
 	all := func(logstore.Channel) bool { return true }
 	bytes := limit
 	for range 16 {
-		texts := plainParts([][]logstore.Frame{e.Head, e.Tail}, all, -1)
-		n := plainLen(texts)
+		texts, n := renderParts([][]logstore.Frame{e.Head, e.Tail}, all, limit)
 		if n <= limit {
 			return e, texts
 		}
@@ -364,17 +364,7 @@ func fitPlain(l *logstore.Log, after logstore.Cursor, limit int, e logstore.Exce
 // together (limit < 0: no bound), the first keeping its start and the last
 // its end.
 func plainParts(parts [][]logstore.Frame, keep func(logstore.Channel) bool, limit int) []string {
-	texts := make([]string, len(parts))
-	for k, part := range parts {
-		var r plaintext.Renderer
-		for i := range part {
-			if keep(part[i].Channel) {
-				r.Write(part[i].Data)
-			}
-		}
-		r.Flush()
-		texts[k] = r.String()
-	}
+	texts, _ := renderParts(parts, keep, limit)
 	if limit < 0 || plainLen(texts) <= limit {
 		return texts
 	}
@@ -384,6 +374,75 @@ func plainParts(parts [][]logstore.Frame, keep func(logstore.Channel) bool, limi
 	}
 	tail = plaintext.CutStart(tail, limit-min(len(head), limit/2))
 	return []string{plaintext.CutEnd(head, limit-len(tail)), tail}
+}
+
+// renderParts renders each part as plainParts does, each held to a little
+// more than limit bytes as it is rendered (limit < 0: no bound), the first
+// keeping its start and the last its end, and returns the texts and the
+// length they would have together whole: exact when at most limit, else
+// exact or estimated (see plainPart).
+func renderParts(parts [][]logstore.Frame, keep func(logstore.Channel) bool, limit int) ([]string, int) {
+	texts := make([]string, len(parts))
+	total := 0
+	for k, part := range parts {
+		var n int
+		texts[k], n = plainPart(part, keep, limit, k > 0 && k == len(parts)-1)
+		total += n
+	}
+	return texts, total
+}
+
+// renderChunk is how much output a bounded render (see plainPart) takes
+// between looks at its text's length: the text goes at most about 100 KiB
+// past its bound.
+const renderChunk = 1 << 10
+
+// plainPart renders the frames of part on the channels keep accepts as
+// plain text, held as it is rendered, never whole first, to a little more
+// than max bytes (max < 0: no bound): output that a cursor move blows up
+// (ESC[1023C then x and a newline, 10 bytes to a line of 1,025) made a run
+// answer of 8 MiB render to gigabytes, and the daemon ran out of memory.
+// Without keepEnd the text keeps its start, and rendering stops once it is
+// longer than max; with keepEnd it keeps its end, finished lines dropped
+// from its front. n is the length of the whole text: exact, but estimated
+// from the bytes rendered when rendering stopped.
+func plainPart(part []logstore.Frame, keep func(logstore.Channel) bool, max int, keepEnd bool) (text string, n int) {
+	var r plaintext.Renderer
+	var done []byte   // keepEnd: the end of the finished lines
+	dropped := 0      // keepEnd: the bytes dropped from done's front
+	in, total := 0, 0 // the input bytes rendered, and all of them
+	for i := range part {
+		if keep(part[i].Channel) {
+			total += len(part[i].Data)
+		}
+	}
+	for i := range part {
+		if !keep(part[i].Channel) {
+			continue
+		}
+		for d := part[i].Data; len(d) > 0; {
+			c := d[:min(len(d), renderChunk)]
+			d = d[len(c):]
+			r.Write(c)
+			in += len(c)
+			switch {
+			case max < 0:
+			case !keepEnd && r.Len() > max:
+				s := r.String()
+				return s, int(int64(len(s)) * int64(total) / int64(in))
+			case keepEnd:
+				done = append(done, r.Lines()...)
+				if len(done) > 2*max+renderChunk {
+					cut := len(done) - max - 1
+					dropped += cut
+					done = append(done[:0], done[cut:]...)
+				}
+			}
+		}
+	}
+	r.Flush()
+	s := string(done) + r.String()
+	return s, dropped + len(s)
 }
 
 // plainLen returns the bytes of texts together.

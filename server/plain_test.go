@@ -1,6 +1,9 @@
 package server_test
 
 import (
+	"os"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/racetest"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/server"
 )
@@ -70,4 +74,50 @@ print()'`, "[##########] 100%\n", "\r[#         ]  10%"},
 		require.Nil(t, p)
 		require.Equal(t, "hi ada\n", r.Output)
 	})
+}
+
+// A plain answer's text is held to its bound as it is rendered, never
+// rendered whole first: 2 MB of ESC[1023C x (9 bytes to a line of 1,025
+// bytes) rendered to over 200 MB for an answer of 1 MiB, all of it held at
+// once, and a run with an outputLimit of the retention, 8 MiB, ran the
+// daemon out of memory. Not parallel: the whole process's peak resident
+// memory is measured.
+func TestPlainRenderBounded(t *testing.T) {
+	d := start(t, server.Options{})
+	opts := client.RunOptions{StartOptions: client.StartOptions{Cmd: `yes "$(printf '\033[1023Cx')" | head -c 2000000`}, Plain: true}
+	runtime.GC()
+	before := peakRSS(t, true)
+	r, _, err := d.c.Run(ctx(t), opts)
+	require.NoError(t, err)
+	grew := peakRSS(t, false) - before
+	t.Logf("peak resident memory grew %d MiB", grew>>20)
+	require.Equal(t, process.Exited, r.Reason)
+	require.LessOrEqual(t, len(r.Output), 1<<20)
+	require.Positive(t, r.OmittedBytes)
+	require.True(t, strings.HasSuffix(r.Output, "x\n"), "the tail keeps its end")
+	bound := int64(96 << 20)
+	if racetest.Enabled {
+		bound *= 2 // the detector's own memory (35 MiB here, against 32)
+	}
+	require.Less(t, grew, bound, "the peak grew for a plain answer of at most 1 MiB")
+}
+
+// peakRSS returns this process's peak resident memory (VmHWM), in bytes;
+// reset first sets the peak to what is resident now.
+func peakRSS(t *testing.T, reset bool) int64 {
+	t.Helper()
+	if reset {
+		require.NoError(t, os.WriteFile("/proc/self/clear_refs", []byte("5"), 0))
+	}
+	b, err := os.ReadFile("/proc/self/status")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			require.NoError(t, err)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM in /proc/self/status")
+	return 0
 }
