@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"regexp"
 	"regexp/syntax"
+	"runtime"
 	"slices"
 	"strconv"
 	"time"
@@ -40,6 +41,14 @@ const (
 	readySteps   = 16 << 20
 	readyMinSpan = 8 << 10
 )
+
+// matchSlots is how many ready patterns match a piece of output at once:
+// half the cores, at least one. A match takes up to about 150 ms of a core
+// (readySteps); a hundred waits of a large pattern on a fast writer, each
+// matching on its own, held both cores of a small machine, so that
+// /healthz took up to 2.5 s and waits came back 5 s after their timeout.
+// The others wait their turn, heeding their end meanwhile.
+func matchSlots() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
 // readySpan returns the window and piece re is matched in: readyWindow and
 // readyPiece, or less for a large pattern (see readySteps); an error for
@@ -108,7 +117,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 		// from now on, or nothing would reach it.
 		defer p.Log().Hold()()
 	}
-	rd := readiness{p: p, port: port, anyPort: anyPort, re: re, windowBytes: window, pieceBytes: piece}
+	rd := readiness{p: p, port: port, anyPort: anyPort, re: re, windowBytes: window, pieceBytes: piece, slots: s.matching}
 	ans, ok := rd.wait(ctx, &s.ports)
 	if !ok {
 		if err := r.Context().Err(); err != nil {
@@ -128,6 +137,9 @@ type readiness struct {
 	// windowBytes and pieceBytes are what re is matched in (see
 	// readySpan).
 	windowBytes, pieceBytes int
+	// slots is the server's, a place in which each match of a piece
+	// takes (see matchSlots); nil: none is needed.
+	slots chan struct{}
 
 	portSeen int
 	matched  bool
@@ -202,7 +214,12 @@ func (rd *readiness) scan(ctx context.Context) {
 				rd.after, rd.partAt, off = frames[0].Cursor, 0, 0
 				frames = frames[1:]
 			}
-			if m := rd.re.FindIndex(rd.window); m != nil {
+			if !rd.take(ctx) {
+				return
+			}
+			m := rd.re.FindIndex(rd.window)
+			rd.give()
+			if m != nil {
 				i, _ := slices.BinarySearchFunc(rd.ends, m[1], func(e frameEnd, at int) int { return e.at - at })
 				rd.matched, rd.match, rd.cursor = true, string(rd.window[m[0]:m[1]]), rd.ends[i].cursor
 				return
@@ -211,6 +228,27 @@ func (rd *readiness) scan(ctx context.Context) {
 				rd.window = append(rd.window[:0], rd.window[n-rd.windowBytes:]...)
 			}
 		}
+	}
+}
+
+// take waits for a place to match a piece in (see matchSlots), and reports
+// whether it has one: false once ctx is done.
+func (rd *readiness) take(ctx context.Context) bool {
+	if rd.slots == nil {
+		return true
+	}
+	select {
+	case rd.slots <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// give gives back the place take took.
+func (rd *readiness) give() {
+	if rd.slots != nil {
+		<-rd.slots
 	}
 }
 

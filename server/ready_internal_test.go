@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -49,4 +50,30 @@ func TestReadyPatternNotAcrossAGap(t *testing.T) {
 	rd.scan(context.Background())
 	require.True(t, rd.matched)
 	require.Equal(t, "READY-NOW", rd.match)
+}
+
+// A wait matches a piece only in a place of the server's (see matchSlots),
+// waiting for one while others match, and heeds its end meanwhile: a
+// hundred waits of a large pattern each matching on their own held every
+// core, and /healthz took seconds.
+func TestReadyPatternWaitsForAPlace(t *testing.T) {
+	log := logstore.New(logstore.Options{})
+	log.Write(logstore.Stdout, []byte("Ready"))
+	re := regexp.MustCompile(`Ready`)
+	window, piece, err := readySpan(re)
+	require.NoError(t, err)
+	slots := make(chan struct{}, 1)
+	slots <- struct{}{} // another wait matches
+	rd := readiness{p: logOnly{log: log}, re: re, windowBytes: window, pieceBytes: piece, slots: slots}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	rd.scan(ctx)
+	require.False(t, rd.matched, "matched without a place")
+	require.Error(t, ctx.Err(), "scan returned before its end, with no place")
+
+	<-slots // the other is done
+	rd = readiness{p: logOnly{log: log}, re: re, windowBytes: window, pieceBytes: piece, slots: slots}
+	rd.scan(context.Background())
+	require.True(t, rd.matched)
+	require.Empty(t, slots, "the place is given back")
 }

@@ -147,6 +147,7 @@ type Server struct {
 	watchers  sync.WaitGroup     // one watch goroutine per tracked process
 	deadlines deadlines          // the timeouts of waits for a process
 	ports     portWatch          // looks at the ports that ready calls wait for
+	matching  chan struct{}      // one element for each ready pattern matching a piece now (see matchSlots)
 	expiry    *expiry            // forgets records kept on_exit_ttl when they are due
 	inputs    sync.Map           // id -> *inputwatch.Watcher, for processes with open input
 	interacts sync.Map           // id -> *turns, for processes that had an interact call
@@ -256,6 +257,7 @@ func New(opts Options) (*Server, error) {
 		releases: make(map[string]func()),
 		drained:  make(chan struct{}),
 		streams:  make(chan struct{}, opts.MaxStreams),
+		matching: make(chan struct{}, matchSlots()),
 	}
 	s.heartbeat.Store(int64(heartbeat))
 	s.writeTimeout.Store(int64(writeTimeout))
