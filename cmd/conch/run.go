@@ -238,6 +238,15 @@ func (f *startFlags) runRoute(ctx context.Context, e *env, c *client.Client, a *
 	return code
 }
 
+// emptyCommand refuses a command of one empty argument (conch run ""),
+// which the daemon would refuse as giving no command.
+func emptyCommand(args []string) error {
+	if len(args) == 1 && args[0] == "" {
+		return errors.New("the command is empty: give the shell text to run, or a program and its arguments")
+	}
+	return nil
+}
+
 // findRun returns the id of the process a run route request sent at asked
 // started: of the running processes with its name, session, command and
 // retention, the one created nearest to asked (another conch may run the
@@ -295,7 +304,7 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	case logstore.KeepLogs(*f.keepLogs) == logstore.KeepNone && *f.stdin:
 		return usageError(e, "-i sends stdin to a command conch has started, and under --keep-logs none what it wrote before conch reads on is lost: drop one of them")
 	}
-	if err := errors.Join(f.check(process.KindExec), a.check()); err != nil {
+	if err := errors.Join(f.check(process.KindExec), a.check(), emptyCommand(fs.Args())); err != nil {
 		return usageError(e, "%v", err)
 	}
 	c, err := dial()
@@ -724,7 +733,7 @@ keeps the command's stdin open instead, for conch interact --input.`)
 	if *pty {
 		kind = process.KindPTY
 	}
-	if err := f.check(kind); err != nil {
+	if err := errors.Join(f.check(kind), emptyCommand(fs.Args())); err != nil {
 		return usageError(e, "%v", err)
 	}
 	c, err := dial()

@@ -335,6 +335,22 @@ func TestQuitPassedOn(t *testing.T) {
 	require.Equal(t, "running", string(got.State), "wait leaves it running")
 }
 
+// conch run "" and conch start "" are usage errors (2), said before the
+// daemon is asked: they exited 125 with the daemon's "give cmd or argv".
+func TestEmptyCommandIsAUsageError(t *testing.T) {
+	t.Parallel()
+	for _, verb := range []string{"run", "start"} {
+		cmd := exec.Command("conch", verb, "")
+		cmd.Env = append(os.Environ(), client.EnvURL+"=http://127.0.0.1:1", client.EnvToken+"=t")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		var ee *exec.ExitError
+		require.ErrorAs(t, cmd.Run(), &ee, verb)
+		require.Equal(t, exitUsage, ee.ExitCode(), "%s: %s", verb, stderr.String())
+		require.Contains(t, stderr.String(), "the command is empty")
+	}
+}
+
 // conch run --plain prints each line rendered once it is complete, as the
 // command writes it: it printed nothing until the command ended, and
 // conch run --plain yes | head -1 never returned.
