@@ -46,10 +46,9 @@ func WithHTTPClient(hc *http.Client) Option {
 // that authenticates with token.
 func New(baseURL, token string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(strings.TrimSuffix(baseURL, "/"))
-	if err != nil {
-		return nil, fmt.Errorf("daemon url: %w", err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+	if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		// Not url.Parse's words: 127.0.0.1:7070, with no scheme, fails
+		// with "first path segment in URL cannot contain colon".
 		return nil, fmt.Errorf("daemon url %q: want http://host:port", baseURL)
 	}
 	c := &Client{base: u, token: token}

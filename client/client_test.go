@@ -133,6 +133,9 @@ func TestDiscover(t *testing.T) {
 	t.Setenv(EnvURL, "localhost:8")
 	_, err = Discover()
 	require.ErrorContains(t, err, "want http://host:port")
+	t.Setenv(EnvURL, "127.0.0.1:8") // url.Parse fails on it, in words of its own
+	_, err = Discover()
+	require.ErrorContains(t, err, "want http://host:port")
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
