@@ -159,6 +159,21 @@ func (q *Queue) work() {
 // a turn is held for that was not taken (see Hold), refuses later pushes,
 // and waits for the running job, if any, to return. It is idempotent.
 func (q *Queue) Close(err error) {
+	q.Shut(err)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.idle == nil {
+		q.idle = sync.NewCond(&q.mu)
+	}
+	for q.running {
+		q.idle.Wait()
+	}
+}
+
+// Shut is Close without the wait: the running job, if any, goes on, and no
+// other runs after it. It is idempotent: the waiting jobs get the first
+// call's error.
+func (q *Queue) Shut(err error) {
 	if err == nil {
 		err = ErrClosed
 	}
@@ -178,13 +193,5 @@ func (q *Queue) Close(err error) {
 	q.mu.Unlock()
 	for _, j := range cancel {
 		j.Cancel(err)
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.idle == nil {
-		q.idle = sync.NewCond(&q.mu)
-	}
-	for q.running {
-		q.idle.Wait()
 	}
 }

@@ -82,6 +82,35 @@ func TestCloseCancelsWaiting(t *testing.T) {
 	require.Equal(t, 0, q.Len())
 }
 
+// Shut cancels the waiting jobs and refuses later pushes at once, without
+// waiting for the running job, which goes on to its end.
+func TestShutDoesNotWait(t *testing.T) {
+	t.Parallel()
+	var q Queue
+	release := make(chan struct{})
+	started := make(chan struct{})
+	done := make(chan struct{})
+	require.NoError(t, q.Push(job{run: func() { close(started); <-release; close(done) }}))
+	<-started
+	cancelled := make(chan error, 1)
+	require.NoError(t, q.Push(job{
+		run:    func() { t.Error("a cancelled job ran") },
+		cancel: func(e error) { cancelled <- e },
+	}))
+	ended := errors.New("session ended")
+	q.Shut(ended)
+	require.ErrorIs(t, <-cancelled, ended)
+	require.ErrorIs(t, q.Push(job{}), ErrClosed)
+	select {
+	case <-done:
+		t.Fatal("the running job ended before it was let go")
+	default:
+	}
+	close(release)
+	q.Close(nil) // waits for it
+	<-done
+}
+
 // A caller that claims the idle queue runs its own job in its turn: jobs
 // pushed meanwhile wait for Release, and Close waits for it too.
 func TestClaim(t *testing.T) {

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -210,4 +212,38 @@ func TestDeleteStubbornCommand(t *testing.T) {
 	require.NoError(t, d.c.DeleteSession(c, s.ID))
 	_, err = d.c.Get(c, p.ID)
 	requireCode(t, err, client.CodeNotFound)
+}
+
+// A kill that ends a session fails its queued commands at once: with a
+// signal its shell ignores (QUIT, to an interactive shell), the queue ran on
+// until the escalation, and queued commands ran and reported success while
+// the session was being ended.
+func TestSessionKillFailsItsQueueAtOnce(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	s, err := d.c.CreateSession(c, client.SessionOptions{})
+	require.NoError(t, err)
+	dir := t.TempDir()
+	running, err := d.c.Submit(c, s.ID, client.CommandOptions{Cmd: "sleep 300"}) // QUIT ends it, not the shell
+	require.NoError(t, err)
+	var queued []*client.Process
+	for i := range 10 {
+		p, err := d.c.Submit(c, s.ID, client.CommandOptions{Cmd: "touch " + filepath.Join(dir, strconv.Itoa(i))})
+		require.NoError(t, err)
+		queued = append(queued, p)
+	}
+	require.Eventually(t, func() bool {
+		p, err := d.c.Get(c, running.ID)
+		return err == nil && p.State == "running"
+	}, 20*time.Second, 10*time.Millisecond)
+	require.NoError(t, d.c.Kill(c, s.ID, client.KillOptions{Signal: "QUIT", EscalateAfter: client.Millis(time.Second)}))
+	for _, p := range queued {
+		r, _, err := d.c.Wait(c, p.ID, 0)
+		require.NoError(t, err)
+		require.Equal(t, process.Failed, r.Reason, "a queued command: %+v", r)
+	}
+	left, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, left, "queued commands ran while the session ended")
 }

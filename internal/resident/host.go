@@ -368,8 +368,8 @@ func (h *Host) Close() error {
 	return nil
 }
 
-// End kills the interpreter's tree with sig (KILL after StopGrace unless
-// sig is KILL), fails queued commands, waits for the interpreter's exit,
+// End fails queued commands, kills the interpreter's tree with sig (KILL
+// after StopGrace unless sig is KILL), waits for the interpreter's exit,
 // then marks the session terminal with r unless the interpreter had already
 // ended by itself. A second call waits for the first.
 func (h *Host) End(r *process.Result, sig syscall.Signal) { h.end(r, sig, 0, 0) }
@@ -393,6 +393,10 @@ func (h *Host) end(r *process.Result, sig syscall.Signal, escalateAfter time.Dur
 		h.why = r.Error
 	}
 	h.mu.Unlock()
+	// No queued command runs once the end began: a shell that ignores sig
+	// (an interactive one, QUIT) ran the queue on until the escalation,
+	// each command reported as any other.
+	h.Queue.Shut(h.ErrEnded())
 	h.killTree(sig)
 	if sig != syscall.SIGKILL {
 		grace := cmp.Or(escalateAfter, h.cfg.StopGrace)
