@@ -723,6 +723,11 @@ func (c *Command) shellExited(st *streams, rd *readLoop) {
 			// Deleted (conch session rm) or killed through the engine:
 			// "killed by SIGKILL" alone read as a kill from outside.
 			r.Error = "the session was ended under it (its shell was killed by SIG" + process.SignalName(ws.Signal()) + ")"
+		case ws.Signaled() && c.sentIt(ws.Signal()):
+			// A kill of the command, whose program ended of it: one the
+			// command exec'd, which the shell had become (exec sleep 5).
+			// Its end is the command's, as a program's is.
+			r = process.Result{Reason: process.Signaled, Signal: process.SignalName(ws.Signal())}
 		case ws.Signaled():
 			r.Error = "the session's shell was killed by SIG" + process.SignalName(ws.Signal())
 		}
@@ -738,6 +743,17 @@ func (c *Command) shellExited(st *streams, rd *readLoop) {
 	}
 	c.mu.Unlock()
 	c.finish(r)
+}
+
+// sentIt reports whether a kill of the command sent it sig: INT through an
+// interrupt (not its timeout's), any other with kill.
+func (c *Command) sentIt(sig syscall.Signal) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if sig == syscall.SIGINT {
+		return c.interrupted
+	}
+	return slices.Contains(c.sent, sig)
 }
 
 // neverRead reports whether the shell, now exited, read nothing of the

@@ -288,6 +288,34 @@ func TestExecOfALongProgram(t *testing.T) {
 	}
 }
 
+// TestKillOfAnExecdProgram: a kill of a command that exec'd a program (the
+// shell is that program now) ends it as any program: signaled with what
+// was sent, the session ended with it. It was lost, "the session's shell
+// was killed by SIGINT".
+func TestKillOfAnExecdProgram(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+			t.Run(shell+"/"+process.SignalName(sig), func(t *testing.T) {
+				t.Parallel()
+				s := newSession(t, Options{Shell: shell})
+				c, err := s.Submit(CommandOptions{Cmd: "exec sleep 30"})
+				require.NoError(t, err)
+				waitRunning(t, c)
+				pid := s.Info().PID
+				require.Eventually(t, func() bool {
+					comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+					return err == nil && string(comm) == "sleep\n"
+				}, deadline, 5*time.Millisecond, "the shell became sleep")
+				require.NoError(t, c.Kill(sig, 0, 0))
+				r := wait(t, c)
+				require.True(t, r.Reason == process.Signaled && r.Signal == process.SignalName(sig), "%+v", r)
+				requireEnds(t, s, "the exec'd program's end")
+			})
+		}
+	}
+}
+
 // TestSessionKillEscalates: a session whose shell ignores the signal that
 // ends it gets KILL escalateAfter later, as an exec process does; the
 // session's StopGrace (an hour here) is only the default. The kill waited

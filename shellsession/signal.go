@@ -61,6 +61,11 @@ func (c *Command) signal(sig syscall.Signal) {
 	for _, pid := range c.Tree() {
 		proctree.Send(pid, sig)
 	}
+	// A program the command exec'd runs where the shell was, no
+	// descendant of it: TERM to exec sleep 30 reached nothing.
+	if shell := c.s.cmd.Process.Pid; c.state() == process.Running && c.s.execd("/proc/"+strconv.Itoa(shell)) {
+		proctree.Send(shell, sig)
+	}
 }
 
 // timeout interrupts the command at its execution timeout and ends the
