@@ -122,14 +122,19 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 		// run and interact hold it back (output.holdBack).
 		end = heldEnd(open, buf)
 	}
-	text := plaintext.String(joined(open, buf[:end]))
-	if len(text) > int(limit) && !whole {
+	// Rendered held to the limit, never whole first: text can be a
+	// hundred times longer than its bytes (see plaintext.Bounded).
+	text, n := plaintext.Bounded(joined(open, buf[:end]), int(limit), false)
+	if whole {
+		text = plaintext.String(joined(open, buf[:end])) // one character
+	} else if n > int(limit) {
 		// Rendering made the text longer than its bytes: fewer bytes go
 		// in the answer, rather than a text cut short of what next skips.
 		if end = fitCut(open, buf, end, int(limit)); end == 0 {
 			_, end = utf8.DecodeRune(buf) // it goes, cut, so that a reader goes on
 		}
-		text = plaintext.CutEnd(plaintext.String(joined(open, buf[:end])), int(limit))
+		text, _ = plaintext.Bounded(joined(open, buf[:end]), int(limit), false)
+		text = plaintext.CutEnd(text, int(limit))
 		out.More = true
 	}
 	// next is the last frame read whole, or the one before the frame the
@@ -271,7 +276,7 @@ const lineSlack = 256
 // between characters (text grows with the bytes, give or take an erase),
 // moved as cutPoint moves it when its text still fits.
 func fitCut(open, b []byte, end, limit int) int {
-	fits := func(n int) bool { return len(plaintext.String(joined(open, b[:n]))) <= limit }
+	fits := func(n int) bool { return plaintext.Fits(joined(open, b[:n]), limit) }
 	between := func(n int) bool { return n == len(b) || utf8.RuneStart(b[n]) }
 	lo, hi := 0, end // b[:lo]'s text fits; no cut past hi is looked at
 	for lo < hi {

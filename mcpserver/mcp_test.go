@@ -1012,3 +1012,41 @@ func TestReadFromDroppedOutput(t *testing.T) {
 	n := min(len(kept), 200)
 	require.Equal(t, string(kept[:n]), read.Output[:n], "the first frame kept, from its start")
 }
+
+// conch mcp holds an answer's text to its limit as it renders it, never the
+// whole text first: 4 MiB of ESC[1023C x (10 bytes to a line of 1,025)
+// rendered to gigabytes, in run and read_output alike, and the host's
+// conch mcp ran out of memory with a limit the tools accept.
+func TestRenderHeldToTheLimit(t *testing.T) {
+	t.Parallel()
+	env, _ := testEnv(t)
+	c := startMCP(t, env)
+	defer c.close()
+	const limit = 4 << 20
+	r, _ := c.run(map[string]any{"command": `yes "$(printf '\033[1023Cx')" | head -c 4000000`, "outputLimit": limit, "timeout": 120})
+	require.LessOrEqual(t, len(r.Output), limit)
+	require.Contains(t, r.Output, "bytes omitted")
+	var out mcpserver.ReadOutput
+	c.ok("read_output", map[string]any{"id": r.ID, "cursor": "0", "limit": limit}, &out)
+	require.LessOrEqual(t, len(out.Output), limit)
+	require.True(t, out.More)
+	peak := vmHWM(t, c.cmd.Process.Pid)
+	t.Logf("conch mcp peaked at %d MiB", peak>>20)
+	require.Less(t, peak, int64(256<<20), "conch mcp's peak resident memory")
+}
+
+// vmHWM returns the peak resident memory of process pid, in bytes.
+func vmHWM(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			require.NoError(t, err)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}

@@ -176,7 +176,7 @@ func (o output) fitted(limit int) output {
 		return o
 	}
 	b := pieceBytes(o.head)
-	if len(plain(o.open, o.head)) <= limit {
+	if plaintext.Fits(joined(o.open, b), limit) {
 		return o
 	}
 	n := 0
@@ -263,16 +263,19 @@ func size(pieces []piece) int {
 // escape sequence the head leaves open there (withOpen), so that what is
 // read from it does not start with the sequence's rest as text.
 func render(o output, limit int) (text, omittedAfter string, omitted int64) {
+	// Each part is rendered held to the limit, never whole first (see
+	// plaintext.Bounded): its start or its end, and its text's length.
 	if o.omitted == 0 {
-		return plaintext.CutEnd(plain(o.open, o.head), limit), "", 0
+		text, _ := plaintext.Bounded(joined(o.open, pieceBytes(o.head)), limit, false)
+		return plaintext.CutEnd(text, limit), "", 0
 	}
-	head0, tail0 := plain(o.open, o.head), plain(nil, o.tail)
-	head, tail := head0, tail0
+	head, headLen := plaintext.Bounded(joined(o.open, pieceBytes(o.head)), limit, false)
+	tail, tailLen := plaintext.Bounded(pieceBytes(o.tail), limit, true)
 	// What the line says was omitted is what the daemon left out and what
 	// is cut here of the head's and the tail's text (their bytes, for
 	// text with no escape sequence); the room is reckoned with the most
 	// it can be, so that the line's final, shorter number still fits.
-	said := o.omitted + int64(len(head0)+len(tail0))
+	said := o.omitted + int64(headLen+tailLen)
 	line := func(cursor string) string {
 		return fmt.Sprintf("\n[... %d bytes omitted; read_output with cursor %q reads them ...]\n", said, cursor)
 	}
@@ -296,7 +299,7 @@ func render(o output, limit int) (text, omittedAfter string, omitted int64) {
 			after = again
 		}
 	}
-	said = o.omitted + int64(len(head0)-len(head)+len(tail0)-len(tail))
+	said = o.omitted + int64(headLen-len(head)+tailLen-len(tail))
 	return strings.TrimSuffix(head, "\n") + line(after) + tail, after, said
 }
 
@@ -351,12 +354,6 @@ func omittedFrom(r *client.RunResult) string {
 
 // headFrames is how many frames of r's logs make the head of a cut output.
 func headFrames(r *client.RunResult) int { return min(max(r.HeadFrames, 0), len(r.Logs)) }
-
-// plain is the pieces' bytes as plain text, rendered after open, the
-// escape sequence the output before them left open.
-func plain(open []byte, pieces []piece) string {
-	return plaintext.String(joined(open, pieceBytes(pieces)))
-}
 
 // pieceBytes is the pieces' bytes in a new slice.
 func pieceBytes(pieces []piece) []byte {

@@ -255,3 +255,58 @@ func InvalidLen(b []byte) int {
 	}
 	return i
 }
+
+// boundChunk is how much input Bounded and Fits render between looks at
+// the text's length: the text they hold goes at most about 100 KiB past
+// their bound (a cursor move makes a line of 1,025 bytes of ten).
+const boundChunk = 1 << 10
+
+// Bounded renders b as [String] does, holding at most about most bytes of
+// the text at a time, never all of it: its first most+1 bytes, or with end
+// its last most+1 (each cut at a byte, not a character: cut it again to
+// most). n is the whole text's length. Text can be a hundred times longer
+// than its bytes (ESC[1023C x and a newline, 10 bytes, make a line of
+// 1,025), so that rendering 4 MiB whole held gigabytes.
+func Bounded(b []byte, most int, end bool) (text string, n int) {
+	var r Renderer
+	var kept []byte
+	keep := func(s string) {
+		n += len(s)
+		if !end {
+			kept = append(kept, s[:min(len(s), max(0, most+1-len(kept)))]...)
+			return
+		}
+		kept = append(kept, s...)
+		if len(kept) > 2*(most+1)+boundChunk {
+			kept = append(kept[:0], kept[len(kept)-most-1:]...)
+		}
+	}
+	for len(b) > 0 {
+		c := b[:min(len(b), boundChunk)]
+		b = b[len(c):]
+		r.Write(c)
+		keep(r.Lines())
+	}
+	r.Flush()
+	keep(r.String())
+	if end && len(kept) > most+1 {
+		kept = kept[len(kept)-most-1:]
+	}
+	return string(kept), n
+}
+
+// Fits reports whether b's text (see [String]) is at most limit bytes long,
+// rendering no more of it than it must.
+func Fits(b []byte, limit int) bool {
+	var r Renderer
+	for len(b) > 0 {
+		c := b[:min(len(b), boundChunk)]
+		b = b[len(c):]
+		r.Write(c)
+		if r.done.Len() > limit { // the finished lines alone: the current one's blanks may go
+			return false
+		}
+	}
+	r.Flush()
+	return len(r.String()) <= limit
+}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
 )
 
 var cases = []struct {
@@ -267,6 +269,29 @@ func TestIncompleteTail(t *testing.T) {
 	} {
 		if got := IncompleteTail([]byte(c.b)); got != c.want {
 			t.Errorf("IncompleteTail(%q) = %d, want %d", c.b, got, c.want)
+		}
+	}
+}
+
+// Bounded gives String's text, its start or its end, and its length,
+// holding no more than about its bound; Fits tells whether String's text
+// fits a limit.
+func TestBounded(t *testing.T) {
+	inputs := []string{
+		"", "a\nb\n", "abc", "x\r\ny\bz\n\x1b[5Cw",
+		strings.Repeat("\x1b[1023Cx\n", 5000), // 45,000 bytes to 5 MB of text
+		strings.Repeat("line of text\r\n", 3000) + "\x1b]0;title\x07end",
+	}
+	for _, in := range inputs {
+		whole := String([]byte(in))
+		for _, most := range []int{0, 1, 10, 1000, 100000, 1 << 30} {
+			start, n := Bounded([]byte(in), most, false)
+			require.Equal(t, len(whole), n, "%.20q %d", in, most)
+			require.Equal(t, whole[:min(len(whole), most+1)], start, "%.20q %d", in, most)
+			end, n := Bounded([]byte(in), most, true)
+			require.Equal(t, len(whole), n)
+			require.Equal(t, whole[max(0, len(whole)-most-1):], end, "%.20q %d", in, most)
+			require.Equal(t, len(whole) <= most, Fits([]byte(in), most), "%.20q %d", in, most)
 		}
 	}
 }
