@@ -83,6 +83,46 @@ func TestMaxEnded(t *testing.T) {
 	require.NoError(t, d.c.Kill(c, running.ID, client.KillOptions{Signal: "KILL"}))
 }
 
+// TestMaxEndedSessions: sessions whose shell exited count among the ended
+// records, and the oldest go first, their commands with them, out of the
+// session list too: they were kept until deleted, and a client that never
+// deleted them grew the daemon without bound.
+func TestMaxEndedSessions(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{MaxEnded: 4})
+	c := ctx(t)
+	var sessions, commands []string
+	for range 6 {
+		s, err := d.c.CreateSession(c, client.SessionOptions{})
+		require.NoError(t, err)
+		r, _, err := d.c.RunCommand(c, s.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "exit 0"}})
+		require.NoError(t, err)
+		_, _, err = d.c.Wait(c, s.ID, 0)
+		require.NoError(t, err)
+		sessions, commands = append(sessions, s.ID), append(commands, r.ProcessID)
+	}
+	// Each session and its command: 12 records ended, 4 kept, the newest.
+	for {
+		require.NoError(t, c.Err())
+		listed, err := d.c.Sessions(c)
+		require.NoError(t, err)
+		if len(listed) <= 2 && d.budget(t, "endedRecords").Used <= 4 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i, id := range sessions[:4] {
+		_, err := d.c.Session(c, id)
+		requireCode(t, err, client.CodeNotFound)
+		_, err = d.c.Get(c, commands[i])
+		requireCode(t, err, client.CodeNotFound)
+	}
+	for _, id := range sessions[4:] {
+		_, err := d.c.Session(c, id)
+		require.NoError(t, err, "one of the newest ended sessions")
+	}
+}
+
 // TestCommandTextKept: a record keeps the first 64 KiB of its command's
 // text and says how long it was; the command itself ran whole (an exec
 // command is one argument of the shell, under 128 KiB).

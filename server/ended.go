@@ -13,8 +13,11 @@ const endedTextBudget = 64 << 20
 
 // endedRecords keeps the order in which tracked processes ended, so that
 // the records over Options.MaxEnded, or over endedTextBudget of text, go
-// oldest first, as logs do under the log budget. Session shells are not
-// counted: a session's record goes with its deletion. s.mu guards it.
+// oldest first, as logs do under the log budget. Ended sessions and code
+// contexts count too, and go with their commands: a session whose shell
+// exits by itself (exit, a context's exit()) was kept until its deletion,
+// and a client that never deleted them grew the daemon's memory and its
+// session list without bound. s.mu guards it.
 type endedRecords struct {
 	order []endedAt      // the records in the order they ended; removed ones are skipped lazily
 	head  int            // order[head:] are the ones not yet looked at
@@ -31,9 +34,6 @@ type endedAt struct {
 // noteEnded counts the record of p, which has ended (i is its Info), and forgets the
 // oldest ended records while more than MaxEnded are kept.
 func (s *Server) noteEnded(p process.Process, i process.Info) {
-	if i.System {
-		return
-	}
 	text := len(i.ShellCommand) + len(i.Code) + process.ArgvCost(i.Argv)
 	var evict []string
 	s.mu.Lock()
@@ -59,7 +59,7 @@ func (s *Server) noteEnded(p process.Process, i process.Info) {
 	s.mu.Unlock()
 	for _, id := range evict {
 		left, _ := s.reg.Get(id)
-		s.removeRecord(id)
+		s.forget(id) // a session's with its commands'
 		s.stopLeftBehind(left)
 	}
 }

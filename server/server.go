@@ -95,8 +95,8 @@ type Options struct {
 	// MaxStreams bounds the log streams and PTY attachments open at once; zero means
 	// DefaultMaxStreams. One past it is refused 429.
 	MaxStreams int
-	// MaxEnded bounds the records of ended processes, session commands and
-	// code cells kept together (session shells aside); over it the oldest
+	// MaxEnded bounds the records of ended processes, session commands,
+	// code cells and ended sessions kept together; over it the oldest
 	// ended records are forgotten first. Zero means DefaultMaxEnded.
 	MaxEnded int
 	// StdinBudget bounds the bytes queued for the stdin of all processes

@@ -240,7 +240,7 @@ func (o *serveOptions) addFlags(fs *flag.FlagSet) (logLevel *string) {
 	fs.IntVar(&o.maxProcesses, "max-processes", server.DefaultMaxProcesses, "processes running or queued at once")
 	fs.IntVar(&o.maxConnections, "max-connections", server.DefaultMaxConnections, "connections to the API open at once; one past it is answered 429 and closed")
 	fs.IntVar(&o.maxStreams, "max-streams", server.DefaultMaxStreams, "log streams and PTY attachments open at once; one past it is refused 429")
-	fs.IntVar(&o.maxEnded, "max-ended", server.DefaultMaxEnded, "records of ended processes and commands kept together; over it the oldest ended records are forgotten first")
+	fs.IntVar(&o.maxEnded, "max-ended", server.DefaultMaxEnded, "records of ended processes, commands and sessions kept together; over it the oldest ended records are forgotten first")
 	o.stdinBudget = byteSize(server.DefaultStdinBudget)
 	o.commandTextBudget = byteSize(server.DefaultCommandTextBudget)
 	fs.Var(&o.commandTextBudget, "command-text-budget", "`bytes` of text (command, code, argv) of the commands and processes not yet ended, together; one over it is refused with 429 resource_exhausted")
