@@ -18,6 +18,7 @@ import (
 
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/internal/buftest"
+	"github.com/conchsh/conch/internal/heaptest"
 	"github.com/conchsh/conch/mcpserver"
 )
 
@@ -1030,23 +1031,8 @@ func TestRenderHeldToTheLimit(t *testing.T) {
 	c.ok("read_output", map[string]any{"id": r.ID, "cursor": "0", "limit": limit}, &out)
 	require.LessOrEqual(t, len(out.Output), limit)
 	require.True(t, out.More)
-	peak := vmHWM(t, c.cmd.Process.Pid)
+	peak, err := heaptest.Peak(c.cmd.Process.Pid, false)
+	require.NoError(t, err)
 	t.Logf("conch mcp peaked at %d MiB", peak>>20)
 	require.Less(t, peak, int64(256<<20), "conch mcp's peak resident memory")
-}
-
-// vmHWM returns the peak resident memory of process pid, in bytes.
-func vmHWM(t *testing.T, pid int) int64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	require.NoError(t, err)
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			require.NoError(t, err)
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmHWM")
-	return 0
 }

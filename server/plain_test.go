@@ -3,7 +3,6 @@ package server_test
 import (
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/heaptest"
 	"github.com/conchsh/conch/internal/racetest"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/server"
@@ -86,10 +86,13 @@ func TestPlainRenderBounded(t *testing.T) {
 	d := start(t, server.Options{})
 	opts := client.RunOptions{StartOptions: client.StartOptions{Cmd: `yes "$(printf '\033[1023Cx')" | head -c 2000000`}, Plain: true}
 	runtime.GC()
-	before := peakRSS(t, true)
+	before, err := heaptest.Peak(os.Getpid(), true)
+	require.NoError(t, err)
 	r, _, err := d.c.Run(ctx(t), opts)
 	require.NoError(t, err)
-	grew := peakRSS(t, false) - before
+	after, err := heaptest.Peak(os.Getpid(), false)
+	require.NoError(t, err)
+	grew := after - before
 	t.Logf("peak resident memory grew %d MiB", grew>>20)
 	require.Equal(t, process.Exited, r.Reason)
 	require.LessOrEqual(t, len(r.Output), 1<<20)
@@ -100,24 +103,4 @@ func TestPlainRenderBounded(t *testing.T) {
 		bound *= 2 // the detector's own memory (35 MiB here, against 32)
 	}
 	require.Less(t, grew, bound, "the peak grew for a plain answer of at most 1 MiB")
-}
-
-// peakRSS returns this process's peak resident memory (VmHWM), in bytes;
-// reset first sets the peak to what is resident now.
-func peakRSS(t *testing.T, reset bool) int64 {
-	t.Helper()
-	if reset {
-		require.NoError(t, os.WriteFile("/proc/self/clear_refs", []byte("5"), 0))
-	}
-	b, err := os.ReadFile("/proc/self/status")
-	require.NoError(t, err)
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			require.NoError(t, err)
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmHWM in /proc/self/status")
-	return 0
 }

@@ -1,7 +1,13 @@
 // Package heaptest measures what code allocates, for tests that bound it.
 package heaptest
 
-import "runtime"
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+)
 
 // Allocated returns the bytes the whole process's heap allocated while f
 // ran. Whatever else runs meanwhile counts too, so the tests that use it do
@@ -24,4 +30,28 @@ func Live() int64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return int64(ms.HeapAlloc)
+}
+
+// Peak returns the peak resident memory (VmHWM) of process pid, in bytes;
+// with reset it first sets that peak to what is resident now (Linux's
+// clear_refs 5), so that what follows is measured alone. It measures
+// what the whole process holds, the collector's pace included.
+func Peak(pid int, reset bool) (int64, error) {
+	dir := "/proc/" + strconv.Itoa(pid)
+	if reset {
+		if err := os.WriteFile(dir+"/clear_refs", []byte("5"), 0); err != nil {
+			return 0, err
+		}
+	}
+	b, err := os.ReadFile(dir + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in %s/status", dir)
 }
