@@ -392,57 +392,29 @@ func renderParts(parts [][]logstore.Frame, keep func(logstore.Channel) bool, lim
 	return texts, total
 }
 
-// renderChunk is how much output a bounded render (see plainPart) takes
-// between looks at its text's length: the text goes at most about 100 KiB
-// past its bound.
-const renderChunk = 1 << 10
-
 // plainPart renders the frames of part on the channels keep accepts as
-// plain text, held as it is rendered, never whole first, to a little more
-// than max bytes (max < 0: no bound): output that a cursor move blows up
+// plain text, held as it is rendered to a little more than most bytes (most
+// < 0: no bound; see plaintext.Bound): output that a cursor move blows up
 // (ESC[1023C then x and a newline, 10 bytes to a line of 1,025) made a run
 // answer of 8 MiB render to gigabytes, and the daemon ran out of memory.
 // Without keepEnd the text keeps its start, and rendering stops once it is
-// longer than max; with keepEnd it keeps its end, finished lines dropped
-// from its front. n is the length of the whole text: exact, but estimated
-// from the bytes rendered when rendering stopped.
-func plainPart(part []logstore.Frame, keep func(logstore.Channel) bool, max int, keepEnd bool) (text string, n int) {
-	var r plaintext.Renderer
-	var done []byte   // keepEnd: the end of the finished lines
-	dropped := 0      // keepEnd: the bytes dropped from done's front
-	in, total := 0, 0 // the input bytes rendered, and all of them
+// longer than most; with keepEnd it keeps its end. n is the length of the
+// whole text: exact, but estimated from the bytes rendered when rendering
+// stopped.
+func plainPart(part []logstore.Frame, keep func(logstore.Channel) bool, most int, keepEnd bool) (text string, n int) {
+	b := plaintext.Bound{Most: most, End: keepEnd, Stop: !keepEnd}
+	total := 0 // the input bytes of the part
 	for i := range part {
 		if keep(part[i].Channel) {
+			b.Write(part[i].Data)
 			total += len(part[i].Data)
 		}
 	}
-	for i := range part {
-		if !keep(part[i].Channel) {
-			continue
-		}
-		for d := part[i].Data; len(d) > 0; {
-			c := d[:min(len(d), renderChunk)]
-			d = d[len(c):]
-			r.Write(c)
-			in += len(c)
-			switch {
-			case max < 0:
-			case !keepEnd && r.Len() > max:
-				s := r.String()
-				return s, int(int64(len(s)) * int64(total) / int64(in))
-			case keepEnd:
-				done = append(done, r.Lines()...)
-				if len(done) > 2*max+renderChunk {
-					cut := len(done) - max - 1
-					dropped += cut
-					done = append(done[:0], done[cut:]...)
-				}
-			}
-		}
+	text, n, in, over := b.Text()
+	if over {
+		n = int(int64(n) * int64(total) / int64(max(in, 1)))
 	}
-	r.Flush()
-	s := string(done) + r.String()
-	return s, dropped + len(s)
+	return text, n
 }
 
 // plainLen returns the bytes of texts together.

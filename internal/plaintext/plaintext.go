@@ -256,57 +256,92 @@ func InvalidLen(b []byte) int {
 	return i
 }
 
-// boundChunk is how much input Bounded and Fits render between looks at
-// the text's length: the text they hold goes at most about 100 KiB past
-// their bound (a cursor move makes a line of 1,025 bytes of ten).
+// boundChunk is how much input a Bound renders between looks at its
+// text's length: the text it holds goes at most about 100 KiB past its
+// bound (a cursor move makes a line of 1,025 bytes of ten).
 const boundChunk = 1 << 10
 
+// A Bound renders output fed to it in pieces as a [Renderer] does, holding
+// at most about Most+1 bytes of the text at a time, never all of it: its
+// start, or with End its end (each cut at a byte, not a character: cut it
+// again to Most). Text can be a hundred times longer than its bytes
+// (ESC[1023C x and a newline, 10 bytes, make a line of 1,025): rendering
+// 4 or 8 MiB whole held gigabytes. With Stop (and not End) it renders no
+// more once the text is longer than Most, for a caller that only needs to
+// know. Most < 0 holds all of it. The zero Bound holds nothing.
+type Bound struct {
+	Most      int
+	End, Stop bool
+
+	r    Renderer
+	kept []byte
+	n    int  // the bytes of text rendered so far
+	in   int  // the bytes of input rendered so far
+	over bool // Stop: the text passed Most, and rendering stopped
+}
+
+// Write renders p, or as much of it as Stop lets it. It never fails.
+func (b *Bound) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 && !b.over {
+		c := p[:min(len(p), boundChunk)]
+		p = p[len(c):]
+		b.r.Write(c)
+		b.in += len(c)
+		b.keep(b.r.Lines())
+		if b.Stop && !b.End && b.Most >= 0 && b.n+b.r.Len() > b.Most {
+			b.over = true
+		}
+	}
+	return n, nil
+}
+
+// keep counts s, the next of the text, and holds what the bound keeps.
+func (b *Bound) keep(s string) {
+	b.n += len(s)
+	switch {
+	case b.Most < 0:
+		b.kept = append(b.kept, s...)
+	case !b.End:
+		b.kept = append(b.kept, s[:min(len(s), max(0, b.Most+1-len(b.kept)))]...)
+	default:
+		b.kept = append(b.kept, s...)
+		if len(b.kept) > 2*(b.Most+1)+boundChunk {
+			b.kept = append(b.kept[:0], b.kept[len(b.kept)-b.Most-1:]...)
+		}
+	}
+}
+
+// Text ends the rendering, as [Renderer.Flush] does, and returns the text
+// held; n is the whole text's length, or, once Stop stopped the rendering
+// (over), that of the text rendered then, from the first in bytes of the
+// input. Call it once, after the last Write.
+func (b *Bound) Text() (text string, n, in int, over bool) {
+	if !b.over {
+		b.r.Flush()
+	}
+	b.keep(b.r.String())
+	if b.End && b.Most >= 0 && len(b.kept) > b.Most+1 {
+		b.kept = b.kept[len(b.kept)-b.Most-1:]
+	}
+	return string(b.kept), b.n, b.in, b.over
+}
+
 // Bounded renders b as [String] does, holding at most about most bytes of
-// the text at a time, never all of it: its first most+1 bytes, or with end
-// its last most+1 (each cut at a byte, not a character: cut it again to
-// most). n is the whole text's length. Text can be a hundred times longer
-// than its bytes (ESC[1023C x and a newline, 10 bytes, make a line of
-// 1,025), so that rendering 4 MiB whole held gigabytes.
+// the text at a time (see [Bound]): its first most+1 bytes, or with end its
+// last most+1, and the whole text's length.
 func Bounded(b []byte, most int, end bool) (text string, n int) {
-	var r Renderer
-	var kept []byte
-	keep := func(s string) {
-		n += len(s)
-		if !end {
-			kept = append(kept, s[:min(len(s), max(0, most+1-len(kept)))]...)
-			return
-		}
-		kept = append(kept, s...)
-		if len(kept) > 2*(most+1)+boundChunk {
-			kept = append(kept[:0], kept[len(kept)-most-1:]...)
-		}
-	}
-	for len(b) > 0 {
-		c := b[:min(len(b), boundChunk)]
-		b = b[len(c):]
-		r.Write(c)
-		keep(r.Lines())
-	}
-	r.Flush()
-	keep(r.String())
-	if end && len(kept) > most+1 {
-		kept = kept[len(kept)-most-1:]
-	}
-	return string(kept), n
+	bd := Bound{Most: most, End: end}
+	bd.Write(b)
+	text, n, _, _ = bd.Text()
+	return text, n
 }
 
 // Fits reports whether b's text (see [String]) is at most limit bytes long,
 // rendering no more of it than it must.
 func Fits(b []byte, limit int) bool {
-	var r Renderer
-	for len(b) > 0 {
-		c := b[:min(len(b), boundChunk)]
-		b = b[len(c):]
-		r.Write(c)
-		if r.done.Len() > limit { // the finished lines alone: the current one's blanks may go
-			return false
-		}
-	}
-	r.Flush()
-	return len(r.String()) <= limit
+	bd := Bound{Most: limit, Stop: true}
+	bd.Write(b)
+	_, n, _, over := bd.Text()
+	return !over && n <= limit
 }
