@@ -351,6 +351,26 @@ func TestEmptyCommandIsAUsageError(t *testing.T) {
 	}
 }
 
+// conch ready of a pattern on a process that ended with the head of its
+// output dropped says the pattern may have been in it: "ended before it
+// was ready" alone read as if the process never wrote it.
+func TestReadyAfterADropSaysSo(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, "--log-retention", "64K")
+	r, _, err := s.c.Run(t.Context(), client.RunOptions{StartOptions: client.StartOptions{Cmd: "echo READY; head -c 300000 /dev/zero"}})
+	require.NoError(t, err)
+	require.True(t, r.Truncated)
+	cmd := exec.Command("conch", "ready", r.ProcessID, "--pattern", "READY")
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	var ee *exec.ExitError
+	require.ErrorAs(t, cmd.Run(), &ee)
+	require.Equal(t, exitFailure, ee.ExitCode(), stderr.String())
+	require.Contains(t, stderr.String(), "ended before it was ready")
+	require.Contains(t, stderr.String(), "dropped by retention before it was matched: the pattern may have been there")
+}
+
 // conch run --plain prints each line rendered once it is complete, as the
 // command writes it: it printed nothing until the command ended, and
 // conch run --plain yes | head -1 never returned.
