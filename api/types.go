@@ -197,7 +197,7 @@ type RunResult struct {
 	OmittedBytes int64  `json:"omittedBytes,omitempty"`
 	OmittedAfter string `json:"omittedAfter,omitempty"`
 	// HeadFrames, when OmittedBytes is not zero, is how many frames of Logs
-	// make the head; the rest make the tail.
+	// make the head; the rest make the tail (see Head).
 	HeadFrames int `json:"headFrames,omitempty"`
 	// WaitingForInput is set in an early (202) answer when the process
 	// waits for input.
@@ -505,3 +505,7 @@ type Ready struct {
 // budgets, so a 15 MiB name in each of 20 processes took 400 MB. A longer
 // one is 400 invalid_argument.
 const MaxNameBytes = 1024
+
+// Head returns how many frames of r.Logs make the head of a cut output
+// (HeadFrames, held to the frames there are); the rest make the tail.
+func (r *RunResult) Head() int { return min(max(r.HeadFrames, 0), len(r.Logs)) }

@@ -111,7 +111,7 @@ func at(cursor string, off int) string {
 func answerOutput(r *client.RunResult, asked string) output {
 	split := len(r.Logs)
 	if r.OmittedBytes > 0 {
-		split = headFrames(r)
+		split = r.Head()
 	}
 	pieces := make([]piece, len(r.Logs))
 	for i, f := range r.Logs {
@@ -337,7 +337,7 @@ func daemonLimit(limit int64) int64 { return max(limit-omittedReserve, limit/2, 
 // it (a frame cut in two), that many bytes into that frame ("CURSOR+N"),
 // so that the head is not read twice.
 func omittedFrom(r *client.RunResult) string {
-	split := headFrames(r)
+	split := r.Head()
 	if split == 0 {
 		return r.OmittedAfter
 	}
@@ -351,9 +351,6 @@ func omittedFrom(r *client.RunResult) string {
 	}
 	return fmt.Sprintf("%s+%d", r.OmittedAfter, len(data))
 }
-
-// headFrames is how many frames of r's logs make the head of a cut output.
-func headFrames(r *client.RunResult) int { return min(max(r.HeadFrames, 0), len(r.Logs)) }
 
 // pieceBytes is the pieces' bytes in a new slice.
 func pieceBytes(pieces []piece) []byte {

@@ -116,7 +116,7 @@ func (f *answerFlags) print(ctx context.Context, e *env, c *client.Client, r *cl
 	if r.OmittedBytes > 0 {
 		// Cut to --output-limit: the head, then what was left out, said
 		// where it was, then the tail; the text fields join head and tail.
-		head := r.Logs[:min(max(r.HeadFrames, 0), len(r.Logs))]
+		head := r.Logs[:r.Head()]
 		if err := f.printFrames(e, head); err != nil {
 			return err
 		}
@@ -154,8 +154,8 @@ func earlyAnswer(p *client.Process, r *client.RunResult) map[string]any {
 	b, _ = json.Marshal(r)
 	_ = json.Unmarshal(b, &output)
 	for k, v := range output {
-		if _, ok := answer[k]; ok || v == nil || v == "" {
-			continue // the process's own, or a result it has not yet (reason)
+		if _, ok := answer[k]; ok || k == "reason" && v == "" {
+			continue // the process's own, or a result it has not yet
 		}
 		answer[k] = v
 	}

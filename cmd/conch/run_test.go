@@ -423,6 +423,16 @@ func TestRunJSONCameBack(t *testing.T) {
 	require.Equal(t, "a\n", got["output"])
 	require.Equal(t, "idle_timeout", got["cameBack"])
 	require.NotContains(t, got, "reason")
+
+	// A command quiet from the start: its output is there, empty.
+	cmd = exec.Command("conch", "run", "--json", "--idle", "300ms", "--", "exec sleep 30")
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	out, _ = cmd.Output()
+	got = nil
+	require.NoError(t, json.Unmarshal(out, &got), "%s", out)
+	defer s.c.Kill(t.Context(), fmt.Sprint(got["id"]), client.KillOptions{Signal: "KILL"})
+	require.Contains(t, got, "output")
+	require.Equal(t, "", got["output"])
 }
 
 // conch run --output-limit says what it left out where it left it out,
