@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -244,44 +245,35 @@ func TestExitedDuringDrain(t *testing.T) {
 	}
 }
 
-// A reader that fell behind the log's retention is told, then goes on.
+// A reader that fell behind the log's retention is told, then goes on:
+// one that read first, and one made before the command wrote that reads
+// only once the drop came (it went on from the first byte retained without
+// a word, 12 MB gone).
 func TestSpawnReaderBehindRetention(t *testing.T) {
 	t.Parallel()
-	s := newSession(t)
-	ctx := hangGuard(t)
-	p, err := s.Spawn(ctx, RunOptions{Command: "echo first; while [ ! -e gate ]; do sleep 0.01; done; head -c 20000000 /dev/zero"})
-	require.NoError(t, err)
-	r := p.Stdout()
-	buf := make([]byte, 4096)
-	n, err := r.Read(buf)
-	require.NoError(t, err)
-	require.Equal(t, "first\n", string(buf[:n]))
-	require.NoError(t, s.WriteFile("gate", nil))
-	code, err := p.Wait(ctx)
-	require.False(t, code != 0 || err != nil, "Wait = %d, %v", code, err)
-	_, err = r.Read(buf)
-	require.ErrorIs(t, err, ErrOutputDropped, "Read after the drop, want ErrOutputDropped")
-	n2, err := io.Copy(io.Discard, r)
-	require.False(t, err != nil || n2 == 0 || n2 >= 20000000, "after the drop: %d bytes, %v; want what is retained", n2, err)
-}
-
-// A reader made before the command wrote, that reads only once retention
-// dropped output, is told as one that read first: it went on from the
-// first byte retained without a word, 12 MB gone.
-func TestSpawnUnreadReaderBehindRetention(t *testing.T) {
-	t.Parallel()
-	s := newSession(t)
-	ctx := hangGuard(t)
-	p, err := s.Spawn(ctx, RunOptions{Command: "while [ ! -e gate ]; do sleep 0.01; done; head -c 20000000 /dev/zero"})
-	require.NoError(t, err)
-	r := p.Stdout()
-	require.NoError(t, s.WriteFile("gate", nil))
-	code, err := p.Wait(ctx)
-	require.False(t, code != 0 || err != nil, "Wait = %d, %v", code, err)
-	_, err = r.Read(make([]byte, 4096))
-	require.ErrorIs(t, err, ErrOutputDropped, "the first Read after the drop")
-	n, err := io.Copy(io.Discard, r)
-	require.False(t, err != nil || n == 0 || n >= 20000000, "after the drop: %d bytes, %v; want what is retained", n, err)
+	for _, readFirst := range []bool{true, false} {
+		t.Run(fmt.Sprintf("read-first=%v", readFirst), func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t)
+			ctx := hangGuard(t)
+			p, err := s.Spawn(ctx, RunOptions{Command: "echo first; while [ ! -e gate ]; do sleep 0.01; done; head -c 20000000 /dev/zero"})
+			require.NoError(t, err)
+			r := p.Stdout()
+			buf := make([]byte, 4096)
+			if readFirst {
+				n, err := r.Read(buf)
+				require.NoError(t, err)
+				require.Equal(t, "first\n", string(buf[:n]))
+			}
+			require.NoError(t, s.WriteFile("gate", nil))
+			code, err := p.Wait(ctx)
+			require.False(t, code != 0 || err != nil, "Wait = %d, %v", code, err)
+			_, err = r.Read(buf)
+			require.ErrorIs(t, err, ErrOutputDropped, "Read after the drop, want ErrOutputDropped")
+			n, err := io.Copy(io.Discard, r)
+			require.False(t, err != nil || n == 0 || n >= 20000000, "after the drop: %d bytes, %v; want what is retained", n, err)
+		})
+	}
 }
 
 // A reader made after the log's start was dropped starts from the first
