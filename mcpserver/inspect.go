@@ -85,6 +85,11 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 			// frame that is gone, not into the first one kept.
 			open, skip = nil, 0
 			out.Truncated = true
+			// A cut inside the first frame kept points into it from the
+			// frame before it, not from the cursor asked for: the frame
+			// after that one is gone, and the daemon would answer from the
+			// first frame kept again, the same bytes for ever.
+			before = frameBefore(page.Items[0].Cursor)
 		}
 		for _, f := range page.Items {
 			data, err := f.Bytes()
@@ -175,6 +180,17 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 	b.WriteString("\n")
 	b.WriteString(out.Output)
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}, out, nil
+}
+
+// frameBefore is the cursor of the frame before the one whose cursor is c:
+// the daemon's cursors grow by one a frame (see logstore.Cursor), opaque as
+// they are to its other clients.
+func frameBefore(c string) string {
+	n, err := strconv.ParseUint(c, 10, 64)
+	if err != nil || n == 0 {
+		return c // never so for a cursor the daemon gave
+	}
+	return strconv.FormatUint(n-1, 10)
 }
 
 // parseReadCursor parses a cursor an answer gave: a cursor the daemon

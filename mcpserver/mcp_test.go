@@ -1012,6 +1012,16 @@ func TestReadFromDroppedOutput(t *testing.T) {
 	require.Contains(t, text, "dropped", text)
 	n := min(len(kept), 200)
 	require.Equal(t, string(kept[:n]), read.Output[:n], "the first frame kept, from its start")
+
+	// Its next cursor, into that first frame kept, reads on from there:
+	// it once pointed into the frame that is gone, whose place the first
+	// one kept took again, and the same bytes came back for ever.
+	require.Greater(t, len(kept), int(read.Bytes), "the read was cut inside the first frame kept")
+	var again mcpserver.ReadOutput
+	text = c.ok("read_output", map[string]any{"id": r.ID, "cursor": read.Next, "limit": 1000}, &again)
+	require.False(t, again.Truncated, text)
+	n = min(len(kept)-int(read.Bytes), 200)
+	require.Equal(t, string(kept[read.Bytes:int(read.Bytes)+n]), again.Output[:n], "read on where the read before ended")
 }
 
 // conch mcp holds an answer's text to its limit as it renders it, never the
