@@ -66,12 +66,7 @@ type runAnswer struct {
 // there), else 202 with the process's fields, the output so far and
 // waitingForInput.
 func (s *Server) writeRunAnswer(w http.ResponseWriter, p process.Process, a runAnswer) error {
-	var done bool
-	select {
-	case <-p.Done():
-		done = true
-	default:
-	}
+	done := endedNow(p)
 	e := p.Log().Excerpt(a.after, a.limit)
 	var output []string // the plain text of all channels, when it fits
 	if a.plain && a.limit > 0 {

@@ -25,6 +25,10 @@ type answerWait struct {
 	// TakeTurn until it ends or its context is done (see Server.submit):
 	// the wait then cancels that context rather than waiting itself.
 	turn *shellsession.Command
+	// ended says that p had ended, with its final result, when the call
+	// came (see endedNow): it is answered at once, as the wait route
+	// answers, while what it left running may hold its output a while.
+	ended bool
 }
 
 // answerRun waits for p as aw says and answers: 200 with its RunResult once
@@ -55,10 +59,13 @@ func (s *Server) awaitAnswer(ctx context.Context, p process.Process, aw answerWa
 	// early is why an answer comes before p's end: reason, unless p has
 	// ended meanwhile.
 	early := func(reason string) string {
-		if doneNow(p) {
+		if endedNow(p) {
 			return ""
 		}
 		return reason
+	}
+	if aw.ended {
+		return ""
 	}
 	// timedOut is why an answer comes once ctx is done: the timeout, unless
 	// the request itself ended (it gets no answer).
@@ -108,7 +115,7 @@ func (s *Server) awaitAnswer(ctx context.Context, p process.Process, aw answerWa
 	}
 }
 
-// doneNow reports whether p has ended.
+// doneNow reports whether p has ended and its output is all read.
 func doneNow(p process.Process) bool {
 	select {
 	case <-p.Done():
@@ -116,6 +123,17 @@ func doneNow(p process.Process) bool {
 	default:
 		return false
 	}
+}
+
+// endedNow reports whether p has ended, with its final result: a process
+// is terminal before it is done while what it left running holds its output
+// (read on for up to its drain delay), as the wait route answers it.
+func endedNow(p process.Process) bool {
+	if doneNow(p) {
+		return true
+	}
+	i := p.Info()
+	return i.State == process.Terminal && i.Result != nil
 }
 
 // runUntilAnswer runs p with aw.turn until p ends, ctx is done or, with an
@@ -237,10 +255,11 @@ func (s *Server) interact(w http.ResponseWriter, r *http.Request) error {
 	if sealed := p.Log().Seal(); opts.Cursor == "" {
 		after = sealed
 	}
+	ended := endedNow(p)
 	if err := s.deliver(p, input, opts.EOF, sig); err != nil {
 		return err
 	}
-	return s.answerRun(w, r, p, answerWait{timeout: timeout, idle: opts.IdleTimeout.Duration()},
+	return s.answerRun(w, r, p, answerWait{timeout: timeout, idle: opts.IdleTimeout.Duration(), ended: ended},
 		runAnswer{after: after, limit: limit, plain: opts.Plain})
 }
 

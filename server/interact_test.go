@@ -459,3 +459,30 @@ func TestInteractLineGoesWithItsRecord(t *testing.T) {
 	require.Eventually(t, func() bool { return server.InteractLines(d.srv) == 0 }, 10*time.Second, 5*time.Millisecond,
 		"a line of interact calls outlived its record")
 }
+
+// TestEarlyAnswerOfAnEndedProcess: a one-shot that exited while a job it
+// left holds its output (read on for up to the drain delay) has its final
+// result: a run whose timeout comes first, and a bare interact after it,
+// answer 200 with it — not 202 "still running", state terminal, which the
+// CLI printed as a command still running — the interact at once, before
+// the job prints on.
+func TestEarlyAnswerOfAnEndedProcess(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	r, p, err := d.c.Run(c, client.RunOptions{
+		StartOptions: client.StartOptions{Cmd: "echo a; (sleep 1; echo late) & exit 3"},
+		Timeout:      client.Millis(300 * time.Millisecond)})
+	require.NoError(t, err)
+	require.Nil(t, p, "a final answer: %+v", r)
+	require.NotNil(t, r.ExitCode)
+	require.Equal(t, 3, *r.ExitCode)
+	require.Equal(t, "a\n", r.Output)
+	require.Empty(t, r.CameBack)
+
+	r, p, err = d.c.Interact(c, r.ProcessID, client.InteractOptions{Timeout: client.Millis(time.Minute)})
+	require.NoError(t, err)
+	require.Nil(t, p, "a final answer: %+v", r)
+	require.Equal(t, 3, *r.ExitCode)
+	require.Empty(t, r.Output, "answered at once, not once the job printed and let go")
+}
