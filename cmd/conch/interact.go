@@ -76,11 +76,19 @@ func (f *answerFlags) report(ctx context.Context, e *env, c *client.Client, r *c
 		return finish(e, r.ProcessID, r.WaitResult)
 	}
 	what := "is still running"
-	if r.WaitingForInput {
+	switch {
+	case r.WaitingForInput:
 		what = "waits for input"
+	case p.State == process.Starting:
+		what = "is still queued"
 	}
-	fmt.Fprintf(e.stderr, "\nconch: %s %s; answer or wait on with: conch interact %s [--input TEXT] [--cursor %s]\n",
-		p.ID, what, p.ID, r.Next)
+	// A line of its own, after output that left one open (a prompt).
+	lead := ""
+	if r.Output != "" && !strings.HasSuffix(r.Output, "\n") {
+		lead = "\n"
+	}
+	fmt.Fprintf(e.stderr, "%sconch: %s %s; answer or wait on with: conch interact %s [--input TEXT] [--cursor %s]\n",
+		lead, p.ID, what, p.ID, r.Next)
 	return exitRunning
 }
 

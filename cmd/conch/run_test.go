@@ -843,3 +843,34 @@ func TestFindRunOfALongArgv(t *testing.T) {
 		require.Equal(t, p.ID, found, "an argv of %d elements", len(argv))
 	}
 }
+
+// conch run that comes back says what the command is doing on a line of
+// its own: still queued behind another command of its session, or still
+// running; a blank line goes first only after output that left a line
+// open (a prompt), not after a whole line.
+func TestRunCameBackSays(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	sess, err := s.c.CreateSession(t.Context(), client.SessionOptions{})
+	require.NoError(t, err)
+	defer s.c.Kill(context.WithoutCancel(t.Context()), sess.ID, client.KillOptions{Signal: "KILL"})
+	cameBack := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command("conch", args...)
+		cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		_, err := cmd.Output()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, stderr.String())
+		require.Equal(t, exitRunning, ee.ExitCode(), stderr.String())
+		return stderr.String()
+	}
+	msg := cameBack("run", "--session", sess.ID, "--timeout", "300ms", "--", "echo line; sleep 30")
+	require.True(t, strings.HasPrefix(msg, "conch: "), "no blank line after a whole line: %q", msg)
+	require.Contains(t, msg, "is still running")
+	msg = cameBack("run", "--session", sess.ID, "--timeout", "300ms", "--", "true")
+	require.Contains(t, msg, "is still queued", "behind the sleep")
+	msg = cameBack("run", "--timeout", "300ms", "--", "printf 'name? '; exec sleep 30")
+	require.True(t, strings.HasPrefix(msg, "\nconch: "), "after a prompt, a line of its own: %q", msg)
+}
