@@ -147,7 +147,12 @@ type readiness struct {
 	cursor   logstore.Cursor
 	after    logstore.Cursor // output read up to here
 	window   []byte          // the output's last bytes, for a match across frames
-	ends     []frameEnd      // the frames of the piece being matched
+	// cut says that window starts with the byte before its text, which
+	// starts where the output was cut to its last bytes (or after a gap,
+	// as if after a NUL), not at the output's start: see matchIndex.
+	cut   bool
+	reCut *regexp.Regexp // re after any one character, made once needed
+	ends  []frameEnd     // the frames of the piece being matched
 	// partOf is the frame after after whose first partAt bytes were
 	// matched, a piece ending in it.
 	partOf logstore.Cursor
@@ -188,7 +193,7 @@ func (rd *readiness) scan(ctx context.Context) {
 		if gap {
 			// What came before the gap does not run on into what comes
 			// after it: a match across it would be text never written.
-			rd.window = rd.window[:0]
+			rd.window, rd.cut = append(rd.window[:0], 0), true
 		}
 		if len(frames) == 0 {
 			return
@@ -217,18 +222,47 @@ func (rd *readiness) scan(ctx context.Context) {
 			if !rd.take(ctx) {
 				return
 			}
-			m := rd.re.FindIndex(rd.window)
+			m := rd.matchIndex()
 			rd.give()
 			if m != nil {
 				i, _ := slices.BinarySearchFunc(rd.ends, m[1], func(e frameEnd, at int) int { return e.at - at })
 				rd.matched, rd.match, rd.cursor = true, string(rd.window[m[0]:m[1]]), rd.ends[i].cursor
 				return
 			}
-			if n := len(rd.window); n > rd.windowBytes {
-				rd.window = append(rd.window[:0], rd.window[n-rd.windowBytes:]...)
+			if n := len(rd.window); n > rd.windowBytes+1 {
+				// The byte before the bytes kept goes with them.
+				rd.window, rd.cut = append(rd.window[:0], rd.window[n-rd.windowBytes-1:]...), true
 			}
 		}
 	}
+}
+
+// matchIndex returns where in window the pattern matches first, or nil.
+// Where the window was cut, ^, \A, \b and the like at its start see the
+// byte before it, as they would in the whole output: a match at the start
+// of the text, which may be due to the cut alone, is looked for again
+// with that byte before the pattern. One starting later needs no second
+// look: nothing before it bears on it.
+func (rd *readiness) matchIndex() []int {
+	from := 0
+	if rd.cut {
+		from = 1
+	}
+	m := rd.re.FindIndex(rd.window[from:])
+	if m == nil || !rd.cut {
+		return m
+	}
+	if m[0] > 0 {
+		return []int{m[0] + 1, m[1] + 1}
+	}
+	if rd.reCut == nil {
+		// As valid as re, and about as large: its span holds.
+		rd.reCut = regexp.MustCompile(`(?s:.)(` + rd.re.String() + ")")
+	}
+	if m = rd.reCut.FindSubmatchIndex(rd.window); m == nil {
+		return nil
+	}
+	return m[2:4]
 }
 
 // take waits for a place to match a piece in (see matchSlots), and reports

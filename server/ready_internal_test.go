@@ -77,3 +77,37 @@ func TestReadyPatternWaitsForAPlace(t *testing.T) {
 	require.True(t, rd.matched)
 	require.Empty(t, slots, "the place is given back")
 }
+
+// The window a pattern is matched in starts where the output was cut to
+// its last bytes, not where a line or the output starts: ^ and \b there
+// see the byte before the cut as RE2 would in the whole output. ^Ready
+// once matched a Ready that came after NotReady, 32 KiB in, where three
+// pieces of output were cut to the last two.
+func TestReadyPatternAtTheWindowsCut(t *testing.T) {
+	mid := strings.Repeat("x", 32765) + "NotReady\n" + strings.Repeat("y", 70000) + "\n"
+	line := strings.Repeat("x", 32767) + "\nReady\n" + strings.Repeat("y", 70000) + "\n"
+	for _, tt := range []struct {
+		out, pattern string
+		match        bool
+	}{
+		{mid, `^Ready`, false},
+		{mid, `(?m)^Ready$`, false},
+		{mid, `\bReady`, false},
+		{mid, `NotReady`, true},
+		{mid, `Ready`, true},
+		{line, `(?m)^Ready$`, true},
+		{line, `\bReady\b`, true},
+		{line, `^Ready`, false},
+		{line, `\AReady`, false},
+		{line, `\Axx`, true}, // the output's start
+	} {
+		log := logstore.New(logstore.Options{})
+		re := regexp.MustCompile(tt.pattern)
+		window, piece, err := readySpan(re)
+		require.NoError(t, err)
+		rd := readiness{p: logOnly{log: log}, re: re, windowBytes: window, pieceBytes: piece}
+		log.Write(logstore.Stdout, []byte(tt.out))
+		rd.scan(context.Background())
+		require.Equal(t, tt.match, rd.matched, "%q in output %d bytes long: matched %q", tt.pattern, len(tt.out), rd.match)
+	}
+}
