@@ -117,12 +117,13 @@ func (s *Server) writeRunAnswer(w http.ResponseWriter, p process.Process, a runA
 	out := func(c logstore.Channel) bool { return c != logstore.Stderr }
 	errs := func(c logstore.Channel) bool { return c == logstore.Stderr }
 	if a.plain {
+		open := openBefore(p.Log(), a.after)
 		if output == nil {
-			output = plainParts(parts, all, a.limit)
+			output = plainParts(parts, all, a.limit, open.all)
 		}
-		_, errLen := renderParts(parts, errs, a.limit)
-		stdout := plainParts(parts, out, a.limit-min(errLen, a.limit/2))
-		stderr := plainParts(parts, errs, a.limit-plainLen(stdout))
+		_, errLen := renderParts(parts, errs, a.limit, open.err)
+		stdout := plainParts(parts, out, a.limit-min(errLen, a.limit/2), open.out)
+		stderr := plainParts(parts, errs, a.limit-plainLen(stdout), open.err)
 		enc.plainText("output", output)
 		enc.plainText("stdout", stdout)
 		enc.plainText("stderr", stderr)
@@ -337,9 +338,10 @@ func (e *encoder) members(v any) {
 // then a last resort, for a tail of one byte whose text is still too long.
 func fitPlain(l *logstore.Log, after logstore.Cursor, limit int, e logstore.Excerpt) (logstore.Excerpt, []string) {
 	all := func(logstore.Channel) bool { return true }
+	open := openBefore(l, after).all
 	bytes := limit
 	for range 16 {
-		texts, n := renderParts([][]logstore.Frame{e.Head, e.Tail}, all, limit)
+		texts, n := renderParts([][]logstore.Frame{e.Head, e.Tail}, all, limit, open)
 		if n <= limit {
 			return e, texts
 		}
@@ -358,8 +360,8 @@ func fitPlain(l *logstore.Log, after logstore.Cursor, limit int, e logstore.Exce
 // (a cursor move becomes blanks): with limit > 0 the parts are cut to it
 // together (limit < 0: no bound), the first keeping its start and the last
 // its end.
-func plainParts(parts [][]logstore.Frame, keep func(logstore.Channel) bool, limit int) []string {
-	texts, _ := renderParts(parts, keep, limit)
+func plainParts(parts [][]logstore.Frame, keep func(logstore.Channel) bool, limit int, open []byte) []string {
+	texts, _ := renderParts(parts, keep, limit, open)
 	if limit < 0 || plainLen(texts) <= limit {
 		return texts
 	}
@@ -376,13 +378,14 @@ func plainParts(parts [][]logstore.Frame, keep func(logstore.Channel) bool, limi
 // keeping its start and the last its end, and returns the texts and the
 // length they would have together whole: exact when at most limit, else
 // exact or estimated (see plainPart).
-func renderParts(parts [][]logstore.Frame, keep func(logstore.Channel) bool, limit int) ([]string, int) {
+func renderParts(parts [][]logstore.Frame, keep func(logstore.Channel) bool, limit int, open []byte) ([]string, int) {
 	texts := make([]string, len(parts))
 	total := 0
 	for k, part := range parts {
 		var n int
-		texts[k], n = plainPart(part, keep, limit, k > 0 && k == len(parts)-1)
+		texts[k], n = plainPart(part, keep, limit, k > 0 && k == len(parts)-1, open)
 		total += n
+		open = nil // what a tail follows was omitted
 	}
 	return texts, total
 }
@@ -396,9 +399,10 @@ func renderParts(parts [][]logstore.Frame, keep func(logstore.Channel) bool, lim
 // longer than most; with keepEnd it keeps its end. n is the length of the
 // whole text: exact, but estimated from the bytes rendered when rendering
 // stopped.
-func plainPart(part []logstore.Frame, keep func(logstore.Channel) bool, most int, keepEnd bool) (text string, n int) {
+func plainPart(part []logstore.Frame, keep func(logstore.Channel) bool, most int, keepEnd bool, open []byte) (text string, n int) {
 	b := plaintext.Bound{Most: most, End: keepEnd, Stop: !keepEnd}
-	total := 0 // the input bytes of the part
+	b.Write(open) // no text: a sequence left open
+	total := 0    // the input bytes of the part
 	for i := range part {
 		if keep(part[i].Channel) {
 			b.Write(part[i].Data)
@@ -410,6 +414,38 @@ func plainPart(part []logstore.Frame, keep func(logstore.Channel) bool, most int
 		n = int(int64(n) * int64(total) / int64(max(in, 1)))
 	}
 	return text, n
+}
+
+// opened is the escape sequence the output before a cursor leaves open at
+// its end (see plaintext.Open), in all of it and in stdout's and stderr's.
+type opened struct{ all, out, err []byte }
+
+// openBackFrames is how many frames before a cursor openBefore reads.
+const openBackFrames = 16
+
+// openBefore returns what the output up to cursor after leaves open, from
+// the openBackFrames frames up to it that are still kept: an answer that
+// reads on from a cursor inside an escape sequence (an early answer's
+// next, cut between two frames) renders its rest as the whole output
+// would, not as text. An answer from the start has nothing before it.
+func openBefore(l *logstore.Log, after logstore.Cursor) opened {
+	var o opened
+	if after == 0 {
+		return o
+	}
+	from := after - min(after, openBackFrames)
+	for _, f := range l.Page(from, openBackFrames).Frames {
+		if f.Cursor > after {
+			break // frames before it were dropped
+		}
+		o.all = plaintext.Then(o.all, f.Data)
+		if f.Channel == logstore.Stderr {
+			o.err = plaintext.Then(o.err, f.Data)
+		} else {
+			o.out = plaintext.Then(o.out, f.Data)
+		}
+	}
+	return o
 }
 
 // plainLen returns the bytes of texts together.

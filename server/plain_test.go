@@ -104,3 +104,34 @@ func TestPlainRenderBounded(t *testing.T) {
 	}
 	require.Less(t, grew, bound, "the peak grew for a plain answer of at most 1 MiB")
 }
+
+// A plain answer that reads on from a cursor renders what comes after it
+// as the output before the cursor left the renderer: an escape sequence
+// cut between an early answer and the next showed its tail as text.
+func TestPlainReadsOnInsideAnEscape(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	gate := t.TempDir() + "/gate"
+	for _, tt := range []struct{ name, cmd string }{
+		{"stdout", `printf 'x\033[3'; while [ ! -e ` + gate + ` ]; do sleep 0.01; done; printf '1mRED\033[0m\n'`},
+		{"stderr", `printf 'x\033[3' >&2; while [ ! -e ` + gate + ` ]; do sleep 0.01; done; printf '1mRED\033[0m\n' >&2`},
+	} {
+		os.Remove(gate)
+		r, p, err := d.c.Run(c, client.RunOptions{StartOptions: client.StartOptions{Cmd: tt.cmd}, Plain: true,
+			IdleTimeout: client.Millis(300 * time.Millisecond)})
+		require.NoError(t, err, tt.name)
+		require.NotNil(t, p, "%s: it came back early: %+v", tt.name, r)
+		require.Equal(t, "x", r.Output, tt.name)
+		require.NoError(t, os.WriteFile(gate, nil, 0o600))
+		r, p, err = d.c.Interact(c, p.ID, client.InteractOptions{Cursor: r.Next, Plain: true, Timeout: client.Millis(30 * time.Second)})
+		require.NoError(t, err, tt.name)
+		require.Nil(t, p, tt.name)
+		require.Equal(t, "RED\n", r.Output, tt.name)
+		if tt.name == "stdout" {
+			require.Equal(t, "RED\n", r.Stdout, tt.name)
+		} else {
+			require.Equal(t, "RED\n", r.Stderr, tt.name)
+		}
+	}
+}

@@ -108,6 +108,16 @@ func Open(b []byte) []byte {
 	return r.open()
 }
 
+// Then returns what output leaves open that a reader carrying open (what
+// Open gave for the output before it) reads b of: Open of open and b
+// together, without joining them when b restarts a sequence of its own.
+func Then(open, b []byte) []byte {
+	if len(open) == 0 || lastRestart(b) >= 0 {
+		return Open(b)
+	}
+	return Open(append(open[:len(open):len(open)], b...))
+}
+
 // lastRestart returns the index in b of the last ESC, CAN, SUB or C1
 // control (a decoded U+0080–U+009F: 0xc2 and a byte 0x80–0x9f), -1 when
 // there is none.

@@ -1,6 +1,7 @@
 package plaintext
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -110,6 +111,31 @@ func TestOpenCarries(t *testing.T) {
 			a, b := []byte(whole[:i]), []byte(whole[i:])
 			got := String(a) + String(append(Open(a), b...))
 			if got != want {
+				t.Fatalf("split at %d of %.60q: %q, want %q", i, whole, got, want)
+			}
+		}
+	}
+}
+
+// TestThen splits output between every two characters, as frames may
+// (they never split one): Then of what the first part left open and the
+// second part is Open of the whole.
+func TestThen(t *testing.T) {
+	for _, whole := range []string{
+		"ab\x1b[31mred\x1b[0m!\x1b[3",
+		"x\x1b]0;title\x07y\n\x1b]8;;http://exa",
+		"\x1bPq#0;2;0;0;0#1~~@@",
+		"\x1b]52;c;" + strings.Repeat("QUFB", 3000),
+		"\u009b1mbold\u009b0",
+		"plain",
+	} {
+		want := Open([]byte(whole))
+		for i := range len(whole) + 1 {
+			if i < len(whole) && !utf8.RuneStart(whole[i]) {
+				continue
+			}
+			got := Then(Open([]byte(whole[:i])), []byte(whole[i:]))
+			if !bytes.Equal(got, want) {
 				t.Fatalf("split at %d of %.60q: %q, want %q", i, whole, got, want)
 			}
 		}
