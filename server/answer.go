@@ -119,11 +119,11 @@ func (s *Server) writeRunAnswer(w http.ResponseWriter, p process.Process, a runA
 	if a.plain {
 		open := openBefore(p.Log(), a.after)
 		if output == nil {
-			output = plainParts(parts, all, a.limit, open.all)
+			output = plainParts(parts, all, a.limit, open.All)
 		}
-		_, errLen := renderParts(parts, errs, a.limit, open.err)
-		stdout := plainParts(parts, out, a.limit-min(errLen, a.limit/2), open.out)
-		stderr := plainParts(parts, errs, a.limit-plainLen(stdout), open.err)
+		_, errLen := renderParts(parts, errs, a.limit, open.Err)
+		stdout := plainParts(parts, out, a.limit-min(errLen, a.limit/2), open.Out)
+		stderr := plainParts(parts, errs, a.limit-plainLen(stdout), open.Err)
 		enc.plainText("output", output)
 		enc.plainText("stdout", stdout)
 		enc.plainText("stderr", stderr)
@@ -338,7 +338,7 @@ func (e *encoder) members(v any) {
 // then a last resort, for a tail of one byte whose text is still too long.
 func fitPlain(l *logstore.Log, after logstore.Cursor, limit int, e logstore.Excerpt) (logstore.Excerpt, []string) {
 	all := func(logstore.Channel) bool { return true }
-	open := openBefore(l, after).all
+	open := openBefore(l, after).All
 	bytes := limit
 	for range 16 {
 		texts, n := renderParts([][]logstore.Frame{e.Head, e.Tail}, all, limit, open)
@@ -416,34 +416,23 @@ func plainPart(part []logstore.Frame, keep func(logstore.Channel) bool, most int
 	return text, n
 }
 
-// opened is the escape sequence the output before a cursor leaves open at
-// its end (see plaintext.Open), in all of it and in stdout's and stderr's.
-type opened struct{ all, out, err []byte }
-
-// openBackFrames is how many frames before a cursor openBefore reads.
-const openBackFrames = 16
-
-// openBefore returns what the output up to cursor after leaves open, from
-// the openBackFrames frames up to it that are still kept: an answer that
-// reads on from a cursor inside an escape sequence (an early answer's
-// next, cut between two frames) renders its rest as the whole output
-// would, not as text. An answer from the start has nothing before it.
-func openBefore(l *logstore.Log, after logstore.Cursor) opened {
-	var o opened
+// openBefore returns what the output up to cursor after leaves open (see
+// plaintext.Carried), from the frames just before it that are still kept:
+// an answer that reads on from a cursor inside an escape sequence (an
+// early answer's next, cut between two frames) renders its rest as the
+// whole output would, not as text. An answer from the start has nothing
+// before it.
+func openBefore(l *logstore.Log, after logstore.Cursor) plaintext.Carried {
+	var o plaintext.Carried
 	if after == 0 {
 		return o
 	}
-	from := after - min(after, openBackFrames)
-	for _, f := range l.Page(from, openBackFrames).Frames {
+	from := after - min(after, plaintext.CarriedFrames)
+	for _, f := range l.Page(from, plaintext.CarriedFrames).Frames {
 		if f.Cursor > after {
 			break // frames before it were dropped
 		}
-		o.all = plaintext.Then(o.all, f.Data)
-		if f.Channel == logstore.Stderr {
-			o.err = plaintext.Then(o.err, f.Data)
-		} else {
-			o.out = plaintext.Then(o.out, f.Data)
-		}
+		o.Add(f.Data, f.Channel == logstore.Stderr)
 	}
 	return o
 }

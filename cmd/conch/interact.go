@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/plaintext"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
@@ -29,6 +30,9 @@ type answerFlags struct {
 	wait  *durationMillis
 	plain *bool
 	limit *int64
+	// from is the cursor the answer's output starts after, when one was
+	// given: what the output before it left open is rendered first.
+	from string
 }
 
 func addAnswerFlags(fs *flag.FlagSet) *answerFlags {
@@ -105,7 +109,7 @@ func (f *answerFlags) print(ctx context.Context, e *env, c *client.Client, r *cl
 		return enc.Encode(r)
 	case r.OmittedBytes > 0 && *f.limit == 0:
 		// Rendered per channel as it comes, as the daemon renders stdout and stderr.
-		write, flush := frameWriter(e, false, *f.plain)
+		write, flush := frameWriter(e, false, *f.plain, f.carried(ctx, c, r.ProcessID))
 		dropped, err := c.WholeOutput(ctx, "", r, write)
 		if err != nil {
 			return err
@@ -125,7 +129,7 @@ func (f *answerFlags) print(ctx context.Context, e *env, c *client.Client, r *cl
 		// Cut to --output-limit: the head, then what was left out, said
 		// where it was, then the tail; the text fields join head and tail.
 		head := r.Logs[:r.Head()]
-		if err := f.printFrames(e, head); err != nil {
+		if err := f.printFrames(e, head, f.carried(ctx, c, r.ProcessID)); err != nil {
 			return err
 		}
 		at := ""
@@ -136,7 +140,7 @@ func (f *answerFlags) print(ctx context.Context, e *env, c *client.Client, r *cl
 		}
 		fmt.Fprintf(e.stderr, "%sconch: %d bytes of output left out here, after cursor %s (conch logs --cursor %s %s)\n",
 			at, r.OmittedBytes, r.OmittedAfter, r.OmittedAfter, r.ProcessID)
-		return f.printFrames(e, r.Logs[len(head):])
+		return f.printFrames(e, r.Logs[len(head):], plaintext.Carried{})
 	}
 	if *f.plain {
 		// The text is the point: a terminal's rendering of the output.
@@ -147,9 +151,18 @@ func (f *answerFlags) print(ctx context.Context, e *env, c *client.Client, r *cl
 	} else {
 		// The frames, not the text fields, whose bytes that are not
 		// UTF-8 the daemon replaced: what the command wrote, exactly.
-		return f.printFrames(e, r.Logs)
+		return f.printFrames(e, r.Logs, plaintext.Carried{})
 	}
 	return nil
+}
+
+// carried is what the output before the answer's cursor left open, when
+// its frames are rendered as plain text.
+func (f *answerFlags) carried(ctx context.Context, c *client.Client, id string) plaintext.Carried {
+	if !*f.plain {
+		return plaintext.Carried{}
+	}
+	return carriedBefore(ctx, c, id, f.from)
 }
 
 // earlyAnswer is an answer that came back before the command ended as the
@@ -170,10 +183,11 @@ func earlyAnswer(p *client.Process, r *client.RunResult) map[string]any {
 	return answer
 }
 
-// printFrames writes frames, rendered with --plain (on its own: a head and
-// a tail are each rendered alone, as the daemon renders them).
-func (f *answerFlags) printFrames(e *env, frames []client.LogFrame) error {
-	write, flush := frameWriter(e, false, *f.plain)
+// printFrames writes frames, rendered with --plain (on its own, after what
+// open says the output before them left open: a head and a tail are each
+// rendered alone, as the daemon renders them).
+func (f *answerFlags) printFrames(e *env, frames []client.LogFrame, open plaintext.Carried) error {
+	write, flush := frameWriter(e, false, *f.plain, open)
 	for _, fr := range frames {
 		if err := write(fr); err != nil {
 			return err
@@ -295,6 +309,7 @@ already ended before the input could be written (its result is printed).`)
 	if err != nil {
 		return fail(e, exitOwn, ended(ctx, c, id, err))
 	}
+	a.from = *cursor
 	return a.report(ctx, e, c, r, p, *asJSON)
 }
 

@@ -33,7 +33,11 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 	if err != nil {
 		return fail(e, exitOwn, err)
 	}
-	out, flush := frameWriter(e, *asJSON, *plain)
+	var open plaintext.Carried
+	if *plain {
+		open = carriedBefore(ctx, c, id, *cursor)
+	}
+	out, flush := frameWriter(e, *asJSON, *plain, open)
 	if *followFlag {
 		ictx, stop, interrupted := stopOnInterrupt(ctx)
 		defer stop()
@@ -127,16 +131,45 @@ func cursorOf(s string) uint64 {
 	return n
 }
 
+// carriedBefore returns what the output of process id up to cursor left
+// open (see plaintext.Carried), from the frames just before it that are
+// still kept: plain text printed from cursor on renders as the daemon's
+// plain answers do, not the rest of a sequence cut there as text.
+func carriedBefore(ctx context.Context, c *client.Client, id, cursor string) plaintext.Carried {
+	var o plaintext.Carried
+	n := cursorOf(cursor)
+	if n == 0 {
+		return o
+	}
+	qctx, cancel := quick(ctx, c)
+	defer cancel()
+	back := min(n, plaintext.CarriedFrames)
+	page, err := c.Logs(qctx, id, client.LogsOptions{Cursor: strconv.FormatUint(n-back, 10), Limit: int(back)})
+	if err != nil {
+		return o // what the print asks next says what went wrong
+	}
+	for _, f := range page.Items {
+		b, err := f.Bytes()
+		if err != nil || cursorOf(f.Cursor) > n {
+			break // past it: frames before it were dropped
+		}
+		o.Add(b, f.Channel == "stderr")
+	}
+	return o
+}
+
 // frameWriter returns how frames are printed: their bytes to stdout or
-// stderr, as plain text (each line once it is finished; flush prints the
-// last one, and returns a failed write of it to stdout), or one JSON object
-// per line.
-func frameWriter(e *env, asJSON, plain bool) (write func(client.LogFrame) error, flush func() error) {
+// stderr, as plain text (each line once it is finished, starting from what
+// open says the output before them left open; flush prints the last one,
+// and returns a failed write of it to stdout), or one JSON object per line.
+func frameWriter(e *env, asJSON, plain bool, open plaintext.Carried) (write func(client.LogFrame) error, flush func() error) {
 	if asJSON {
 		enc := json.NewEncoder(e.stdout)
 		return func(f client.LogFrame) error { return enc.Encode(f) }, func() error { return nil }
 	}
 	var outText, errText plaintext.Renderer
+	outText.Write(open.Out) // no text: a sequence left open
+	errText.Write(open.Err)
 	write = func(f client.LogFrame) error {
 		b, err := f.Bytes()
 		if err != nil {

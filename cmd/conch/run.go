@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/plaintext"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
@@ -340,7 +341,7 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	// running, and the command gets SIGPIPE.
 	proctree.SurviveBrokenPipe()
 	// With --plain, each line is printed rendered once it is complete.
-	write, flush := frameWriter(e, false, *a.plain)
+	write, flush := frameWriter(e, false, *a.plain, plaintext.Carried{})
 	if *f.json {
 		write = nil
 	}

@@ -874,3 +874,36 @@ func TestRunCameBackSays(t *testing.T) {
 	msg = cameBack("run", "--timeout", "300ms", "--", "printf 'name? '; exec sleep 30")
 	require.True(t, strings.HasPrefix(msg, "\nconch: "), "after a prompt, a line of its own: %q", msg)
 }
+
+// conch logs --plain and conch interact --plain from a cursor inside an
+// escape sequence render what comes after it as the whole output renders
+// there: they showed the sequence's rest (1mRED) as text.
+func TestPlainFromACursorInsideAnEscape(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+	p, err := s.c.Start(t.Context(), client.StartOptions{
+		Cmd: `printf 'x\033[3'; while [ ! -e ` + gate + ` ]; do sleep 0.01; done; printf '1mRED\033[0m\n'`})
+	require.NoError(t, err)
+	require.NoError(t, untilOutput(t.Context(), s.c, p.ID))
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	w, _, err := s.c.Wait(t.Context(), p.ID, time.Minute)
+	require.NoError(t, err)
+	require.NotNil(t, w)
+	page, err := s.c.Logs(t.Context(), p.ID, client.LogsOptions{})
+	require.NoError(t, err)
+	require.Len(t, page.Items, 2, "a frame for each write")
+	from := page.Items[0].Cursor
+	for _, args := range [][]string{
+		{"logs", "--plain", "--cursor", from, p.ID},
+		{"interact", "--plain", "--cursor", from, p.ID},
+	} {
+		cmd := exec.Command("conch", args...)
+		cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		require.NoError(t, err, "%v: %s", args, stderr.String())
+		require.Equal(t, "RED\n", string(out), "%v", args)
+	}
+}

@@ -118,6 +118,27 @@ func Then(open, b []byte) []byte {
 	return Open(append(open[:len(open):len(open)], b...))
 }
 
+// Carried is what output leaves open at its end (see Open), in all of it
+// and in its stdout and stderr apart, carried on frame by frame (see Then):
+// a reader that starts rendering at a cursor starts from it, as the whole
+// output's rendering would be there, rather than show the rest of a
+// sequence cut at the cursor as text.
+type Carried struct{ All, Out, Err []byte }
+
+// CarriedFrames is how many frames before a cursor a reader carries on
+// over: a sequence is seldom cut into more.
+const CarriedFrames = 16
+
+// Add carries c on over data, a frame of stderr or not.
+func (c *Carried) Add(data []byte, stderr bool) {
+	c.All = Then(c.All, data)
+	if stderr {
+		c.Err = Then(c.Err, data)
+	} else {
+		c.Out = Then(c.Out, data)
+	}
+}
+
 // lastRestart returns the index in b of the last ESC, CAN, SUB or C1
 // control (a decoded U+0080–U+009F: 0xc2 and a byte 0x80–0x9f), -1 when
 // there is none.
