@@ -69,6 +69,9 @@ func (cell *Cell) own(descendants []int) []int {
 	cell.mu.Lock()
 	started, last := cell.startedAt, cell.lastPID
 	cell.mu.Unlock()
+	if started.IsZero() {
+		return nil // it never started: nothing of it runs
+	}
 	return proctree.StartedSince(descendants, started, last)
 }
 

@@ -77,3 +77,45 @@ func TestEvictedRecordStopsWhatItLeft(t *testing.T) {
 		requireGone(t, left[i])
 	}
 }
+
+// A command or cell that never started has no startedAt: killed while
+// queued, or failed by its session's end. It had one, its end's, and the
+// duration metric, which counts from creation for one that never started,
+// read 0 s for it.
+func TestNeverStartedHasNoStart(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	for _, opts := range []client.SessionOptions{{}, {Language: "python"}} {
+		sess, err := d.c.CreateSession(c, opts)
+		require.NoError(t, err)
+		busy := client.CommandOptions{Cmd: "sleep 30"}
+		queued := client.CommandOptions{Cmd: "echo q"}
+		if opts.Language != "" {
+			busy = client.CommandOptions{Code: "import time; time.sleep(30)"}
+			queued = client.CommandOptions{Code: "print('q')"}
+		}
+		ran, err := d.c.Submit(c, sess.ID, busy)
+		require.NoError(t, err)
+		killed, err := d.c.Submit(c, sess.ID, queued)
+		require.NoError(t, err)
+		failed, err := d.c.Submit(c, sess.ID, queued)
+		require.NoError(t, err)
+		require.NoError(t, d.c.Kill(c, killed.ID, client.KillOptions{}))
+		require.NoError(t, d.c.Kill(c, sess.ID, client.KillOptions{Signal: "KILL"}))
+		for _, id := range []string{ran.ID, killed.ID, failed.ID} {
+			w, _, err := d.c.Wait(c, id, time.Minute)
+			require.NoError(t, err)
+			require.NotNil(t, w)
+		}
+		for _, id := range []string{killed.ID, failed.ID} {
+			p, err := d.c.Get(c, id)
+			require.NoError(t, err)
+			require.True(t, p.StartedAt.IsZero(), "%s %s: %+v", opts.Language, id, p)
+			require.False(t, p.ExitedAt.IsZero())
+		}
+		p, err := d.c.Get(c, ran.ID)
+		require.NoError(t, err)
+		require.False(t, p.StartedAt.IsZero(), "the one that ran")
+	}
+}

@@ -996,10 +996,7 @@ func (c *Command) finishIf(queued bool, r process.Result) bool {
 	}
 	c.result = c.meter.Account(r, &c.usage, slices.Contains(c.sent, syscall.SIGKILL))
 	c.exitedAt = time.Now()
-	c.endPID = pidNotRead
-	if c.startedAt.IsZero() {
-		c.startedAt = c.exitedAt
-	}
+	c.endPID = pidNotRead // a command that never started keeps no startedAt
 	for _, t := range c.timers {
 		t.Stop()
 	}
