@@ -260,9 +260,14 @@ func checkQuery(raw string, known []string, strict bool) error {
 // the daemon decodes none, and read as it came a gzipped stdin write
 // reached the process compressed, and a JSON body a proxy would have
 // decoded otherwise ran as the daemon read it. 415 is HTTP's answer to a
-// coding the server does not take; identity is no coding.
+// coding the server does not take; identity is no coding. A route that
+// takes no body (GET, DELETE) reads none: what it is sent is discarded,
+// never refused, its coding too.
 func checkEncoding(r *http.Request) error {
-	if r.ContentLength == 0 {
+	switch {
+	case r.ContentLength == 0:
+		return nil
+	case r.Method == http.MethodGet, r.Method == http.MethodHead, r.Method == http.MethodDelete:
 		return nil
 	}
 	for _, v := range r.Header.Values("Content-Encoding") {

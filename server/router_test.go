@@ -227,4 +227,12 @@ func TestContentEncodingRefused(t *testing.T) {
 	list, err := d.c.List(c, client.ListOptions{})
 	require.NoError(t, err)
 	require.Len(t, list.Items, 1, "the gzipped start started nothing")
+
+	// A route that takes no body reads none, and never refuses one: a
+	// GET sent a body with a coding is answered, a DELETE of an unknown
+	// id is 404.
+	status, body = d.raw(t, "GET", "/v1/sessions", "xx", gzip())
+	require.Equal(t, http.StatusOK, status, body)
+	status, body = d.raw(t, "DELETE", "/v1/processes/nonexistent", "xx", gzip())
+	require.Equal(t, http.StatusNotFound, status, body)
 }
