@@ -61,12 +61,29 @@ type runAnswer struct {
 	cameBack string // why an early answer came (api.CameBack...)
 }
 
+// endedOutputWait bounds how long an answer for a process that ended waits
+// for the reading of its output to end.
+const endedOutputWait = 50 * time.Millisecond
+
 // writeRunAnswer answers with p's output after a.after: 200 with the
-// RunResult when p has ended (its log is closed, so the output is all
-// there), else 202 with the process's fields, the output so far and
-// waitingForInput.
+// RunResult when p has ended (its log closed, so the output is all there;
+// or terminal, its result final, while a job it left holds its output,
+// which a reader reads on from next), else 202 with the process's fields,
+// the output so far and waitingForInput.
 func (s *Server) writeRunAnswer(w http.ResponseWriter, p process.Process, a runAnswer) error {
-	done := endedNow(p)
+	done := doneNow(p)
+	if !done && endedNow(p) {
+		// Ended, its output read on: what it wrote before its end is
+		// most often read a moment after it, what a job it left holds
+		// comes later or never (see endedNow).
+		t := time.NewTimer(endedOutputWait)
+		select {
+		case <-p.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		done = true
+	}
 	e := p.Log().Excerpt(a.after, a.limit)
 	var output []string // the plain text of all channels, when it fits
 	if a.plain && a.limit > 0 {
