@@ -13,6 +13,7 @@ import io
 import json
 import linecache
 import os
+import select
 import signal
 import socket
 import sys
@@ -33,6 +34,7 @@ _loads = json.loads
 _import = builtins.__import__
 _parse, _Expr, _Expression = ast.parse, ast.Expr, ast.Expression
 _io_open = io.open
+_poll, _POLLOUT = select.poll, select.POLLOUT
 _gettrace, _settrace, _getprofile, _setprofile = sys.gettrace, sys.settrace, sys.getprofile, sys.setprofile
 # Reentrant: a cell's trace function may print from within the driver's
 # write of the cell's output, which holds the lock.
@@ -187,9 +189,22 @@ def _emit(which, b):
     with _S.lock:
         if _S.cell is None or _cell_of_thread() != _S.cell:
             return
-        fd = _S.out if which == 1 else _S.err
-        while b:
+        _write_all(_S.out if which == 1 else _S.err, b)
+
+
+def _write_all(fd, b):
+    # The driver's writes to the running cell's FIFOs. fd 1 and 2 are dup2s
+    # of fd, sharing its open file and so its O_NONBLOCK: a cell that makes
+    # its stdout non-blocking (os.set_blocking(1, False)) makes these
+    # writes fail with EAGAIN while the FIFO is full. They wait until the
+    # engine has read some instead, as they would on a blocking FIFO.
+    while b:
+        try:
             b = b[_os.write(fd, b):]
+        except BlockingIOError:
+            p = _poll()
+            p.register(fd, _POLLOUT)
+            p.poll()
 
 
 def _raw_dropped(fd):
@@ -666,8 +681,7 @@ def _end_cell(status):
     with _S.lock:
         _S.cell = None
         for fd, m in ((_S.err, marker), (_S.out, marker + b"%d  " % status + cwd + b"\0")):
-            while m:
-                m = m[_os.write(fd, m):]
+            _write_all(fd, m)
             _os.close(fd)
         _os.dup2(_S.diag, 1)
         _os.dup2(_S.diag, 2)

@@ -373,3 +373,30 @@ func TestPythonBufferedStreamsFlushed(t *testing.T) {
 		require.Equal(t, "2\n", out)
 	})
 }
+
+// TestPythonNonBlockingStdout: a cell that makes its stdout non-blocking
+// (os.set_blocking(1, False)) and fills its FIFO gets what plain Python
+// gives, partial counts and BlockingIOError from its own raw writes, and
+// its print and its end still reach the engine: fd 1 shares its open file,
+// and with it O_NONBLOCK, with the driver's descriptor of the cell's FIFO,
+// whose writes failed with EAGAIN, which ended the context. The cell fills
+// the FIFO until a write fails just before its print and its end.
+func TestPythonNonBlockingStdout(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	r, _, errOut := run(t, c, "import os\nx = 1\n"+
+		"def fill():\n    n = 0\n    while True:\n"+
+		"        try:\n            n += os.write(1, b'x' * 1_000_000)\n"+
+		"        except BlockingIOError:\n            return n")
+	require.Equal(t, 0, code(r), errOut)
+	for range 5 {
+		r, out, errOut := run(t, c, "os.set_blocking(1, False)\nn = fill()\nprint()\nn = fill()")
+		require.Equal(t, process.Exited, r.Reason, "%+v %q", r, errOut)
+		require.Equal(t, 0, code(r), errOut)
+		require.Contains(t, out, "x\nx", errOut)
+		require.Equal(t, len(out), strings.Count(out, "x")+1)
+	}
+	r, out, errOut := run(t, c, "x")
+	require.Equal(t, 0, code(r), errOut)
+	require.Equal(t, "1\n", out)
+}
