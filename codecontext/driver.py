@@ -515,7 +515,9 @@ def _exit_status(e):
     if code is None:
         return 0
     if isinstance(code, int):
-        return code & 0xFF
+        # As CPython takes it: as a C long long, cut to an int, of which
+        # exit keeps the low byte; -1 for one that does not fit, 255.
+        return code & 0xFF if -1 << 63 <= code < 1 << 63 else 255
     try:
         text = str(code)
     except BaseException:  # the cell's own __str__

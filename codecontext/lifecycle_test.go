@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -176,6 +177,31 @@ func TestExitEndsContext(t *testing.T) {
 			_, err = c.Submit(CellOptions{Code: "1"})
 			require.ErrorIs(t, err, ErrContextEnded)
 			require.ErrorIs(t, err, process.ErrUnsupported)
+		})
+	}
+}
+
+// TestPythonExitStatus: sys.exit with an int ends the context with the
+// status plain python3 exits with, for one that does not fit a C long too
+// (2**64: 255, where the low byte alone gave 0).
+func TestPythonExitStatus(t *testing.T) {
+	t.Parallel()
+	for _, n := range []string{"2**64", "-2**64", "2**63", "2**63 - 2", "2**40 + 3", "-1", "True"} {
+		t.Run(n, func(t *testing.T) {
+			t.Parallel()
+			err := exec.Command("python3", "-c", "import sys; sys.exit("+n+")").Run()
+			want := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				want = ee.ExitCode()
+			} else {
+				require.NoError(t, err)
+			}
+			c := newContext(t, Options{Language: Python})
+			r, _, errOut := run(t, c, "import sys; sys.exit("+n+")")
+			require.Equal(t, process.Exited, r.Reason, "%+v %q", r, errOut)
+			require.Equal(t, want, code(r), errOut)
+			<-c.Done()
+			require.Equal(t, want, code(*c.Info().Result))
 		})
 	}
 }
