@@ -35,6 +35,9 @@ _import = builtins.__import__
 _parse, _Expr, _Expression = ast.parse, ast.Expr, ast.Expression
 _io_open = io.open
 _poll, _POLLOUT = select.poll, select.POLLOUT
+# Its exit functions run first as the interpreter exits, before it waits
+# for the threads (see _exit).
+_register_atexit = threading._register_atexit
 _gettrace, _settrace, _getprofile, _setprofile = sys.gettrace, sys.settrace, sys.getprofile, sys.setprofile
 # Reentrant: a cell's trace function may print from within the driver's
 # write of the cell's output, which holds the lock.
@@ -570,7 +573,7 @@ def _execute(ns, body, last, n):
         _S.cells_code = False
         status = _exit_status(e)
         _flush_streams()
-        _os._exit(status)
+        _exit(status)
     except KeyboardInterrupt as e:
         _S.cells_code = False
         _print_exc_armed(e)
@@ -582,6 +585,35 @@ def _execute(ns, body, last, n):
         _S.from_loop = _S.from_display = None
         return 130 if interrupted else 1
     return 0
+
+
+def _exit(status):
+    # Ends the context as the interpreter's own exit would: the SystemExit
+    # goes up through main to the interpreter, which waits for the
+    # non-daemon threads, runs the atexit handlers, flushes the files still
+    # open as it frees them, and exits with status. What they print is the
+    # cell's, still the running one, whose end marker is never written.
+    # That is the cell's code, run as the cell ran: from the first of the
+    # threading module's exit functions on, the cell's SIGINT handler (or
+    # Python's) is in place, so that the engine's interrupt, or its
+    # timeout, ends a wait for a thread or a handler that never ends (and
+    # the engine kills the interpreter if it goes on). Not before: an
+    # interrupt on the way up, in the driver's own code, would stop the
+    # exit there.
+    try:
+        _register_atexit(_exit_armed)
+    except BaseException:  # the threading module is shutting down already
+        _exit_armed()
+    raise SystemExit(status)
+
+
+def _exit_armed():
+    # Python's own handler when the cell set none, rather than _on_int:
+    # what the interpreter prints of an interrupted handler or wait shows
+    # the handler's frame, which would be the driver's. The interrupt is
+    # the exiting cell's: no other cell runs after it.
+    _S.cells_code = True
+    _signal(_SIGINT, _S.handler if _S.handler is not None else _csignal.default_int_handler)
 
 
 def _print_exc_armed(e):

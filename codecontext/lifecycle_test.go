@@ -843,3 +843,49 @@ threading.Thread(target=close).start()`)
 		require.Equal(t, descriptorsClosedWhy, end.Error)
 	})
 }
+
+// TestPythonExitFinalizes: sys.exit in a cell ends the context as the
+// interpreter's own exit does: it waits for the non-daemon threads, runs
+// the atexit handlers, their output the cell's, and flushes a file left
+// open, as plain python3 does; it used to end the interpreter at once.
+// A thread or a handler that never ends is ended by the cell's timeout,
+// and the context ends all the same.
+func TestPythonExitFinalizes(t *testing.T) {
+	t.Parallel()
+	t.Run("finalized", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		c := newContext(t, Options{Language: Python, Cwd: dir})
+		r, _, errOut := run(t, c, "import atexit, sys, threading, time\n"+
+			"atexit.register(lambda: print('handler'))\n"+
+			"f = open('kept.txt', 'w'); f.write('kept')")
+		require.Equal(t, 0, code(r), errOut)
+		r, out, errOut := run(t, c, "def late():\n    time.sleep(0.3)\n    print('thread')\n"+
+			"threading.Thread(target=late).start()\nprint('bye'); sys.exit(3)")
+		require.Equal(t, process.Exited, r.Reason, "%+v %q", r, errOut)
+		require.Equal(t, 3, code(r), errOut)
+		require.Equal(t, "bye\nthread\nhandler\n", out)
+		require.Empty(t, errOut)
+		<-c.Done()
+		require.Equal(t, 3, code(*c.Info().Result))
+		b, err := os.ReadFile(filepath.Join(dir, "kept.txt"))
+		require.NoError(t, err)
+		require.Equal(t, "kept", string(b))
+	})
+	for name, src := range map[string]string{
+		"handler": "import atexit, sys, time\natexit.register(lambda: time.sleep(60))\nsys.exit(0)",
+		"thread":  "import sys, threading, time\nthreading.Thread(target=time.sleep, args=(60,)).start()\nsys.exit(0)",
+	} {
+		t.Run(name+" never ends", func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: Python})
+			start := time.Now()
+			r, _, errOut := runOpts(t, c, CellOptions{Code: src, ExecutionTimeout: 300 * time.Millisecond})
+			require.Equal(t, process.TimedOut, r.Reason, "%+v", r)
+			require.Contains(t, errOut, "KeyboardInterrupt")
+			require.NotContains(t, errOut, "driver")
+			<-c.Done()
+			require.Less(t, time.Since(start), 5*time.Second, "ended by the interrupt, not killed after StopGrace")
+		})
+	}
+}
