@@ -285,6 +285,13 @@ class _Out(io.TextIOBase):
     def isatty(self):
         return False
 
+    def detach(self):
+        # The binary stream, for a wrapper of another encoding
+        # (io.TextIOWrapper(sys.stdout.detach(), encoding="utf-8")). Unlike
+        # a TextIOWrapper, this stream stays usable: it is sys.__stdout__
+        # (or __stderr__), which a later cell may put back.
+        return self.buffer
+
     def reconfigure(self, *, encoding=None, errors=None, newline=None, line_buffering=None,
                     write_through=None):
         # As TextIOWrapper's, for what a stream that writes at once has.

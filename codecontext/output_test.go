@@ -400,3 +400,26 @@ func TestPythonNonBlockingStdout(t *testing.T) {
 	require.Equal(t, 0, code(r), errOut)
 	require.Equal(t, "1\n", out)
 }
+
+// TestPythonStreamDetached: the idiom that rewraps sys.stdout with another
+// encoding, io.TextIOWrapper(sys.stdout.detach(), ...), works: what the
+// cell prints through the wrapper is in its log, and in later cells'. The
+// driver's stream had no detach (io.UnsupportedOperation). It serves every
+// cell, as sys.__stdout__, and stays usable once detached.
+func TestPythonStreamDetached(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	r, out, errOut := run(t, c, "import io, sys\n"+
+		"sys.stdout = io.TextIOWrapper(sys.stdout.detach(), encoding='utf-8')\n"+
+		"sys.stderr = io.TextIOWrapper(sys.stderr.detach(), encoding='utf-8')\n"+
+		"print('héllo'); print('érr', file=sys.stderr)")
+	require.Equal(t, 0, code(r), errOut)
+	require.Equal(t, "héllo\n", out)
+	require.Equal(t, "érr\n", errOut)
+	r, out, errOut = run(t, c, "print('next')")
+	require.Equal(t, 0, code(r), errOut)
+	require.Equal(t, "next\n", out)
+	r, out, errOut = run(t, c, "sys.stdout = sys.__stdout__; print('back')")
+	require.Equal(t, 0, code(r), errOut)
+	require.Equal(t, "back\n", out)
+}
