@@ -24,15 +24,16 @@ import types
 _DRIVER = os.path.abspath(__file__)
 
 # What the driver calls, taken before any cell runs: a cell that replaces
-# _os.write (mock.patch("_os.write") does, for the time of its with block),
-# json.loads, ast.parse or a method of socket.socket changes its own calls,
-# not the driver's.
+# os.write (mock.patch("os.write") does, for the time of its with block),
+# json.loads, ast.parse, a method of socket.socket or the builtins exec,
+# eval and compile changes its own calls, not the driver's.
 _os = types.SimpleNamespace(**{n: getattr(os, n) for n in (
     "write", "writev", "read", "open", "close", "dup", "dup2", "getcwdb", "getpid", "_exit",
     "fstat", "stat", "devnull", "O_RDONLY", "O_WRONLY", "O_RDWR", "O_CREAT", "O_EXCL", "O_NOFOLLOW")})
 _loads = json.loads
 _import = builtins.__import__
-_parse, _Expr, _Expression = ast.parse, ast.Expr, ast.Expression
+_exec, _eval, _compile_code = builtins.exec, builtins.eval, builtins.compile
+_ONLY_AST, _Expr, _Expression = ast.PyCF_ONLY_AST, ast.Expr, ast.Expression
 _io_open = io.open
 _poll, _POLLOUT = select.poll, select.POLLOUT
 # Its exit functions run first as the interpreter exits, before it waits
@@ -451,12 +452,12 @@ def _err(text):
 def _compile(src, name):
     # Both parts compile before either runs, so text with a syntax error
     # never runs at all.
-    tree = _parse(src, name, "exec")
+    tree = _compile_code(src, name, "exec", _ONLY_AST)  # ast.parse, whose code calls builtins.compile
     flags = _TOP_AWAIT | _S.futures
     last = None
     if tree.body and isinstance(tree.body[-1], _Expr):
-        last = compile(_Expression(tree.body.pop().value), name, "eval", flags, True)
-    body = compile(tree, name, "exec", flags, True)
+        last = _compile_code(_Expression(tree.body.pop().value), name, "eval", flags, True)
+    body = _compile_code(tree, name, "exec", flags, True)
     _S.futures |= body.co_flags & _FUTURES
     return body, last
 
@@ -469,12 +470,12 @@ async def _cell_coro(body, last, ns):
     # A cell with top-level await: both of its parts run in the event loop,
     # the statements before an await too (asyncio.create_task needs it
     # running), as IPython runs such a cell.
-    r = eval(body, ns)
+    r = _eval(body, ns)
     if _uses_await(body):
         await r
     if last is None:
         return None
-    v = eval(last, ns)
+    v = _eval(last, ns)
     if _uses_await(last):
         v = await v
     return v
@@ -504,7 +505,7 @@ def _awaited(coro):
         raise
 
 
-_DISPLAY = compile("h(v)", "<cell>", "eval")  # given each cell's name, not compiled again
+_DISPLAY = _compile_code("h(v)", "<cell>", "eval")  # given each cell's name, not compiled again
 
 
 def _display(v, n):
@@ -514,7 +515,7 @@ def _display(v, n):
     # RuntimeWarning: coroutine 'f' was never awaited"), not from the
     # driver's file.
     try:
-        eval(_DISPLAY.replace(co_filename="<cell %d>" % n), {"h": sys.displayhook, "v": v})
+        _eval(_DISPLAY.replace(co_filename="<cell %d>" % n), {"h": sys.displayhook, "v": v})
     except BaseException as e:
         _S.from_display = e
         raise
@@ -560,8 +561,8 @@ def _execute(ns, body, last, n):
             if awaits:
                 v = _awaited(_cell_coro(body, last, ns))
             else:
-                exec(body, ns)
-                v = eval(last, ns) if last is not None else None
+                _exec(body, ns)
+                v = _eval(last, ns) if last is not None else None
             hooks = _gettrace(), _getprofile()
             _setprofile(None)
             _settrace(None)

@@ -478,7 +478,8 @@ func waitOutput(t *testing.T, cell *Cell, want string) {
 
 // TestDriverKeepsWhatItCalls: a cell that replaces what the driver calls in
 // what the cell shares with it — the os, json, ast, io and socket modules
-// in Python (mock.patch does, for a with block), the fs, vm, util and module
+// and the builtins exec, eval and compile in Python (mock.patch does, for
+// a with block), the fs, vm, util and module
 // modules, Buffer and AsyncLocalStorage in Node — and an
 // Error.prepareStackTrace that throws change the cell's own calls only:
 // later cells run and report their output.
@@ -490,6 +491,9 @@ func TestDriverKeepsWhatItCalls(t *testing.T) {
 			"import json, ast; json.loads = None; ast.parse = None",
 			"import io; io.open = None",
 			"import socket; socket.socket.recv_into = socket.socket.sendall = socket.socket.makefile = None",
+			"import builtins; builtins.exec = builtins.eval = lambda *a, **k: None",
+			"import builtins; builtins.exec = builtins.eval = None",
+			"import builtins; builtins.compile = None",
 		},
 		JavaScript: {
 			"const fs = require('fs'); fs.writeSync = fs.openSync = fs.closeSync = null",
