@@ -457,10 +457,12 @@ async function executeCell(ctx, cell, script, wrapped) {
       if (interrupt && !cell.abort) noted(true); // the watchdog ended the script: the signal is taken
       send(`I ${cell.id}\n`);
       emit(2, describe(interrupt ? e : interruptError()));
+      exitGoesOn(130);
       return 130;
     }
     remember(ctx, '_error', e);
     emit(2, describe(e));
+    exitGoesOn(1);
     return 1;
   } finally {
     unawait(cell);
@@ -584,6 +586,26 @@ function exit(status) {
   try { withOwnEmit(() => process.exit(status)); } finally { reallyExit(status); }
 }
 
+// exitGoesOn ends the interpreter when what ended the cell came out of a
+// process.exit the cell called, whose 'exit' listener threw, or was
+// interrupted: Node's process.exit has begun to exit (process._exiting)
+// but never got to end the process, and the throw reached the cell as its
+// own. Plain node takes such a throw for a fatal exception, prints it and
+// exits, with process.exitCode (the code asked for, or one the listener
+// set) or else 1; an interrupt of a listener that never ends ends it as
+// Ctrl-C would, and the cell's end is the interrupt's.
+function exitGoesOn(status) {
+  if (process._exiting !== true) return;
+  let code = status;
+  if (status !== 130) {
+    try {
+      const c = process.exitCode;
+      if (c !== undefined && c !== null) code = Number(c) | 0;
+    } catch {}
+  }
+  reallyExit(code);
+}
+
 // As process.abort() ends the interpreter, Node writes its native stack and
 // the JavaScript one on fd 2, the running cell's stderr: frames of Node's
 // C++ and of the driver, with the driver's path, which say nothing of the
@@ -619,6 +641,7 @@ function failCell(e) {
     // whose throw is reported outside it) fails the running cell, and
     // its message is that cell's too.
     writeTo(cell, 2, describe(e));
+    exitGoesOn(1);
   }
 }
 

@@ -2,6 +2,7 @@ package codecontext
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -309,4 +310,71 @@ func TestJavaScriptGlobalsSetNotTheDrivers(t *testing.T) {
 	r, out, errOut = run(t, c, "delete globalThis.process; typeof process")
 	require.Equal(t, 0, code(r), "%+v, stderr %q", r, errOut)
 	require.Equal(t, "'undefined'\n", out)
+}
+
+// TestJavaScriptExitListenerThrows: process.exit in a cell ends the context
+// when an 'exit' listener throws, as it ends plain node: the listener's
+// error on the cell's stderr, the status node exits with (the code asked
+// for, process.exitCode if the listener set one, 1 when neither is). The
+// throw came out of process.exit into the cell, which ended with 1 and left
+// the context running. A listener that never ends is stopped by the cell's
+// timeout, and the exit goes on.
+func TestJavaScriptExitListenerThrows(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ listener, exit string }{
+		{"throw new Error('listener')", "process.exit(0)"},
+		{"throw new Error('listener')", "process.exit(3)"},
+		{"throw new Error('listener')", "process.exit()"},
+		{"process.exitCode = 5; throw new Error('listener')", "process.exit(2)"},
+		{"require('fs').unlinkSync(tmp)", "process.exit(0)"}, // the file is gone already
+		{"throw new Error('listener')", "await null; process.exit(3)"},
+		{"throw new Error('listener')", "setTimeout(() => process.exit(3)); await new Promise((r) => setTimeout(r, 10000))"},
+	} {
+		t.Run(tc.listener+"/"+tc.exit, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			set := "const tmp = 'x.tmp'; require('fs').writeFileSync(tmp, 'x');\n" +
+				"process.on('exit', () => { " + tc.listener + " }); require('fs').unlinkSync(tmp); 'set'"
+			end := "console.log('finishing'); " + tc.exit
+			cmd := exec.Command("node", "-e", set+";\n(async () => { "+end+" })()")
+			cmd.Dir = dir
+			err := cmd.Run()
+			want := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				want = ee.ExitCode()
+			} else {
+				require.NoError(t, err)
+			}
+			c := newContext(t, Options{Language: JavaScript, Cwd: dir})
+			r, _, errOut := run(t, c, set)
+			require.Equal(t, 0, code(r), errOut)
+			r, out, errOut := run(t, c, end)
+			require.Equal(t, process.Exited, r.Reason, "%+v %q", r, errOut)
+			require.Equal(t, want, code(r), errOut)
+			require.Equal(t, "finishing\n", out)
+			require.Contains(t, errOut, map[bool]string{true: "listener", false: "ENOENT"}[strings.Contains(tc.listener, "listener")])
+			require.NotContains(t, errOut, "driver")
+			endsWithin(t, c)
+			require.Equal(t, want, code(*c.Info().Result))
+		})
+	}
+	t.Run("never ends", func(t *testing.T) {
+		t.Parallel()
+		c := newContext(t, Options{Language: JavaScript})
+		r, _, errOut := runOpts(t, c, CellOptions{Code: "process.on('exit', () => { for (;;) {} }); process.exit(0)", ExecutionTimeout: 300 * time.Millisecond})
+		require.Equal(t, process.TimedOut, r.Reason, "%+v %q", r, errOut)
+		require.NotContains(t, errOut, "debugger")
+		endsWithin(t, c)
+		require.Equal(t, 130, code(*c.Info().Result))
+	})
+}
+
+// endsWithin waits for c to end, failing t after deadline.
+func endsWithin(t *testing.T, c *Context) {
+	t.Helper()
+	select {
+	case <-c.Done():
+	case <-time.After(deadline):
+		t.Fatalf("the context did not end: %+v", c.Info())
+	}
 }
