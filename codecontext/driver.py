@@ -545,6 +545,7 @@ def _execute(ns, body, last, n):
     # would be told of. A tracer that printed, called for the driver's own
     # code as it wrote the end markers under its lock, deadlocked the
     # context, and a debugger stepped out of the cell into the driver.
+    seen = _S.interrupts
     _S.armed = True
     hooks = None
     try:
@@ -583,10 +584,13 @@ def _execute(ns, body, last, n):
         _flush_streams()
         _exit(status)
     except KeyboardInterrupt as e:
+        # The engine's interrupt (raised by _on_int, or by a SIGINT handler
+        # the cell set, the engine having named the cell) ends the cell
+        # with 130; one the cell raised itself is an uncaught exception.
         _S.cells_code = False
-        _print_exc_armed(e)
+        interrupted = _print_exc_armed(e) or _S.interrupts != seen or _interrupted() == n
         _S.from_loop = _S.from_display = None
-        return 130
+        return 130 if interrupted else 1
     except BaseException as e:
         _S.cells_code = False  # (a handler that raised at the finally's start left it set)
         interrupted = _print_exc_armed(e)

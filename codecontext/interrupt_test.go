@@ -613,3 +613,26 @@ func TestInterruptOfProgramBeforeWatchdog(t *testing.T) {
 		})
 	}
 }
+
+// TestPythonOwnKeyboardInterrupt: a KeyboardInterrupt the cell raises
+// itself, with raise or through a SIGINT it sends itself under a handler
+// it set, is an uncaught exception like any other: exit 1, the traceback
+// on stderr, the context on. It used to end the cell with 130, the status
+// of the engine's interrupt (TestInterrupt covers that one, and
+// TestLateInterruptUnderCellsHandler the engine's under a cell's handler).
+func TestPythonOwnKeyboardInterrupt(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	for _, src := range []string{
+		"raise KeyboardInterrupt",
+		"import os, signal, time\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n" +
+			"os.kill(os.getpid(), signal.SIGINT)\ntime.sleep(5)",
+	} {
+		r, _, errOut := run(t, c, src)
+		require.Equal(t, process.Exited, r.Reason, "%+v %q", r, errOut)
+		require.Equal(t, 1, code(r), errOut)
+		require.Contains(t, errOut, "KeyboardInterrupt")
+	}
+	_, out, _ := run(t, c, "1 + 1")
+	require.Equal(t, "2\n", out)
+}
