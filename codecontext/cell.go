@@ -557,7 +557,8 @@ func (cell *Cell) finishIf(from process.State, r process.Result) bool {
 	}
 	cell.st = process.Terminal
 	cell.result = cell.meter.Account(r, &cell.usage, false) // the engine's KILL ends the interpreter (Host.EndedIt)
-	cell.exitedAt = time.Now() // a cell that never started keeps no startedAt
+	// A cell that never started keeps no startedAt.
+	cell.exitedAt = time.Now()
 	for _, t := range cell.timers {
 		t.Stop()
 	}

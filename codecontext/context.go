@@ -414,8 +414,21 @@ func (c *Context) Stop(context.Context) error { return c.Close() }
 // for the context's goroutines. Queued cells fail with ErrContextEnded. It is
 // idempotent.
 func (c *Context) Close() error {
+	c.teardown()
+	// What outlived a kill that ended the context before goes now, rather
+	// than at its escalation.
+	c.h.KillLeft()
+	return nil
+}
+
+// teardown ends the context, waits for its goroutines and removes its
+// directory. A context that ended by itself tears down at once, on a
+// goroutine of its own (it waits for the context's goroutines): its
+// directory, the driver and its files in the daemon's stream directory in
+// memory, was held until its record was deleted, however long after, or
+// for good once the record was forgotten.
+func (c *Context) teardown() {
 	c.h.Close()
 	c.wg.Wait()
 	os.RemoveAll(c.dir)
-	return nil
 }

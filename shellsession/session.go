@@ -778,6 +778,15 @@ func (s *Session) Stop(context.Context) error { return s.Close() }
 // Close is idempotent and safe for concurrent use: every call returns
 // once the session has ended.
 func (s *Session) Close() error {
+	s.teardown()
+	// What outlived a kill that ended the session before goes now, rather
+	// than at its escalation.
+	s.h.KillLeft()
+	return nil
+}
+
+// teardown ends the session and lets go of its files, once.
+func (s *Session) teardown() {
 	// Once: two calls at once closed the command and frame files both, and
 	// the second close could hit a descriptor the process had opened anew
 	// under the same number meanwhile. A call made while another tears down
@@ -789,7 +798,6 @@ func (s *Session) Close() error {
 		s.frame.Close()
 		os.RemoveAll(s.fifoDir)
 	})
-	return nil
 }
 
 // shellExited ends the session whose shell has exited, once the command it
@@ -800,9 +808,11 @@ func (s *Session) shellExited() {
 	// Ended so, the session lets go of what only Close let go of: its
 	// command files and their directory, a descriptor and a directory
 	// under the stream directory each, which its record would otherwise
-	// hold until it was deleted. Close waits for the session's
-	// goroutines, this one among them: on a goroutine of its own.
-	go s.Close()
+	// hold until it was deleted. It waits for the session's goroutines,
+	// this one among them: on a goroutine of its own. What outlived a
+	// kill that ended the session gets its escalation when due (see
+	// resident.Host.KillLeft).
+	go s.teardown()
 }
 
 // kickAwaiting wakes the command that reads its streams where it is waited

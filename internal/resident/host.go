@@ -368,6 +368,21 @@ func (h *Host) Close() error {
 	return nil
 }
 
+// KillLeft kills at once what is left of the tree of a session that has
+// ended: what outlived the signal that ended it, its escalation not due
+// yet (see escalate), for a delete, which ends every process started
+// under the session. It does nothing before the end.
+func (h *Host) KillLeft() {
+	if h.cmd == nil {
+		return
+	}
+	select {
+	case <-h.done:
+		h.killTree(syscall.SIGKILL)
+	default:
+	}
+}
+
 // End fails queued commands, kills the interpreter's tree with sig (KILL
 // after StopGrace unless sig is KILL), waits for the interpreter's exit,
 // then marks the session terminal with r unless the interpreter had already
@@ -399,20 +414,47 @@ func (h *Host) end(r *process.Result, sig syscall.Signal, escalateAfter time.Dur
 	h.Queue.Shut(h.ErrEnded())
 	h.killTree(sig)
 	if sig != syscall.SIGKILL {
-		grace := cmp.Or(escalateAfter, h.cfg.StopGrace)
-		if escalateTo != 0 && escalateTo != syscall.SIGKILL && !h.exitsWithin(grace) {
-			h.killTree(escalateTo)
-			grace = h.cfg.StopGrace
-		}
-		if !h.exitsWithin(grace) {
-			h.killTree(syscall.SIGKILL)
-		}
+		h.escalate(cmp.Or(escalateAfter, h.cfg.StopGrace), escalateTo)
 	}
 	<-h.exited
 	h.endCgroup()
 	h.Queue.Close(h.ErrEnded())
 	h.finish(r)
 	h.release()
+}
+
+// escalate follows the signal that began the end with escalateTo (unless
+// zero or KILL) after, and KILL StopGrace after that, to the tree: it waits
+// while the interpreter runs on, and leaves the rest to timers once it
+// has exited, for what it left running — a job that ignored the signal (a
+// trap of TERM, nohup's of HUP) outlives a shell that died of it, and
+// without a cgroup, whose end kills it, it ran on for good.
+func (h *Host) escalate(after time.Duration, escalateTo syscall.Signal) {
+	steps := []syscall.Signal{syscall.SIGKILL}
+	if escalateTo != 0 && escalateTo != syscall.SIGKILL {
+		steps = []syscall.Signal{escalateTo, syscall.SIGKILL}
+	}
+	for i, sig := range steps {
+		begun := time.Now()
+		if h.exitsWithin(after) {
+			h.escalateLater(after-time.Since(begun), steps[i:])
+			return
+		}
+		h.killTree(sig)
+		after = h.cfg.StopGrace
+	}
+}
+
+// escalateLater sends the first of steps to what is left of the tree
+// after d, and each of the others StopGrace after the one before. The
+// interpreter has exited (see killTree).
+func (h *Host) escalateLater(d time.Duration, steps []syscall.Signal) {
+	time.AfterFunc(max(d, 0), func() {
+		h.killTree(steps[0])
+		if len(steps) > 1 {
+			h.escalateLater(h.cfg.StopGrace, steps[1:])
+		}
+	})
 }
 
 // exitsWithin reports whether the interpreter exits within d.
