@@ -20,9 +20,10 @@ func (c *Context) exitedBetweenCells() {
 	}
 	if why := c.driverFailure(); why != "" {
 		c.h.End(&process.Result{Reason: process.Lost, Error: why}, syscall.SIGKILL)
-		return
+	} else {
+		c.h.EndedByItself()
 	}
-	c.h.EndedByItself()
+	go c.teardown() // its directory goes now (see teardown)
 }
 
 // interpreterEnded is called by a cell whose interpreter exited under it:
@@ -31,11 +32,14 @@ func (c *Context) exitedBetweenCells() {
 // between cells. The queue's own goroutine calls it, which the queue's end
 // waits for.
 func (c *Context) interpreterEnded(failed *process.Result) {
-	if failed != nil {
-		go c.h.End(failed, syscall.SIGKILL)
-		return
-	}
-	go c.h.EndedByItself()
+	go func() {
+		if failed != nil {
+			c.h.End(failed, syscall.SIGKILL)
+		} else {
+			c.h.EndedByItself()
+		}
+		c.teardown() // its directory goes now (see teardown)
+	}()
 }
 
 func (c *Context) runningCell() *Cell {
