@@ -481,15 +481,22 @@ func (e *encoder) text(name string, parts [][]logstore.Frame, keep func(logstore
 	// The text is that of the kept frames' bytes joined, as an SDK decodes
 	// them: a character a frame ends in the middle of (its program paused
 	// there, and another channel's frame came between) is held, and ended
-	// by the next kept frame's first bytes.
+	// by the next kept frame's first bytes if that frame is of the same
+	// channel: no character is made of two channels' bytes.
 	var held [utf8.UTFMax]byte
 	n := 0
+	var heldCh logstore.Channel
 	for _, part := range parts {
 		for i := range part {
 			if !keep(part[i].Channel) {
 				continue
 			}
 			b := part[i].Data
+			if n > 0 && part[i].Channel != heldCh {
+				e.escape(held[:n]) // replaced
+				n = 0
+			}
+			heldCh = part[i].Channel
 			if n > 0 {
 				var join [2 * utf8.UTFMax]byte
 				k := copy(join[:], held[:n])

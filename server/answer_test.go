@@ -311,3 +311,19 @@ func requirePlainWhole(t *testing.T, r *client.RunResult, limit int) {
 	}
 	require.Equal(t, plaintext.String(head)+plaintext.String(tail), r.Output, "limit %d: the text of the answer's frames", limit)
 }
+
+// The output field never makes a character of two channels' bytes: the
+// start of one stderr left unfinished is cut where stdout's frame comes,
+// as each channel's field shows it. It once showed 😀, from F0 9F 98 on
+// stderr and 80 on stdout, which neither wrote.
+func TestOutputCharacterOfOneChannel(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	r, p, err := d.c.Run(ctx(t), client.RunOptions{StartOptions: client.StartOptions{
+		Cmd: `printf '\360\237\230' >&2; sleep 0.2; printf '\200'`}})
+	require.NoError(t, err)
+	require.Nil(t, p)
+	require.Equal(t, "\ufffd", r.Stderr)
+	require.Equal(t, "\ufffd", r.Stdout)
+	require.Equal(t, "\ufffd\ufffd", r.Output)
+}

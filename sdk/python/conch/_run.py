@@ -416,18 +416,28 @@ def wait_until(t: HttpTransport, pid: str, deadline: float) -> Optional[WaitResu
 
 
 def assemble(frames: Iterable[LogFrame]) -> "tuple[str, str, str]":
-    """The text fields of frames: all of them, stdout (and pty), stderr; invalid UTF-8 replaced."""
-    every: List[bytes] = []
+    """The text fields of frames: all of them, stdout (and pty), stderr; invalid UTF-8 replaced.
+
+    In all of them, a character is never made of two channels' bytes: each
+    run of one channel's frames is decoded on its own.
+    """
+    every: List[str] = []
+    run: List[bytes] = []
+    run_channel = ""
     out: List[bytes] = []
     err: List[bytes] = []
     for f in frames:
         b = f.bytes
-        every.append(b)
+        if f.channel != run_channel:
+            every.append(_text(run))
+            run, run_channel = [], f.channel
+        run.append(b)
         if f.channel in ("stdout", "pty"):
             out.append(b)
         elif f.channel == "stderr":
             err.append(b)
-    return _text(every), _text(out), _text(err)
+    every.append(_text(run))
+    return "".join(every), _text(out), _text(err)
 
 
 def _text(parts: List[bytes]) -> str:

@@ -22,6 +22,20 @@ from .daemon import shared
 from .fake import FakeServer
 
 
+class TextOfTwoChannelsTest(unittest.TestCase):
+    """output never makes a character of two channels' bytes, as the daemon's answer does not."""
+
+    def test_past_the_wait_window(self) -> None:
+        # F0 9F 98 on stderr, then 80 on stdout: each is the start of a character cut, not U+1F600.
+        write = r"printf '\360\237\230' >&2; sleep 0.2; printf '\200'"
+        sb = shared().sandbox()
+        self.addCleanup(sb.close)
+        past = shared().sandbox(wait_window=0.2)
+        self.addCleanup(past.close)
+        for r in (sb.exec(f"sleep 0.6; {write}", timeout=30), past.exec(f"sleep 0.6; {write}", timeout=30)):
+            self.assertEqual((r.output, r.stdout, r.stderr), ("\ufffd\ufffd", "\ufffd", "\ufffd"))
+
+
 class KeepLogsNoneTest(unittest.TestCase):
     """Under keep_logs="none" the daemon keeps nothing for later reading: a result is what its
     answers held, and says when output is missing."""

@@ -345,18 +345,30 @@ export async function waitUntil(
 const decoder = new TextDecoder()
 const encoder = new TextEncoder()
 
-/** The text fields of frames: all of it, stdout (and pty), stderr; invalid UTF-8 replaced. */
+/**
+ * The text fields of frames: all of it, stdout (and pty), stderr; invalid
+ * UTF-8 replaced. In all of it, a character is never made of two channels'
+ * bytes: each run of one channel's frames is decoded on its own.
+ */
 export function assemble(frames: LogFrame[]): { output: string; stdout: string; stderr: string } {
-  const all: Uint8Array[] = []
+  let output = ''
+  let run: Uint8Array[] = []
+  let runChannel = ''
   const out: Uint8Array[] = []
   const err: Uint8Array[] = []
   for (const f of frames) {
     const b = f.encoding === 'base64' ? Buffer.from(f.data, 'base64') : encoder.encode(f.data)
-    all.push(b)
+    if (f.channel !== runChannel) {
+      output += text(run)
+      run = []
+      runChannel = f.channel
+    }
+    run.push(b)
     if (f.channel === 'stdout' || f.channel === 'pty') out.push(b)
     else if (f.channel === 'stderr') err.push(b)
   }
-  return { output: text(all), stdout: text(out), stderr: text(err) }
+  output += text(run)
+  return { output, stdout: text(out), stderr: text(err) }
 }
 
 function text(parts: Uint8Array[]): string {

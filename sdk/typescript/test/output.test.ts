@@ -85,6 +85,18 @@ describe('run joins a bounded answer with the logs', () => {
     assert.equal(new TextDecoder().decode(Buffer.from('61fffee28262eda08063', 'hex')), want)
   })
 
+  test("output never makes a character of two channels' bytes, within the wait window or past it", async () => {
+    // F0 9F 98 on stderr, then 80 on stdout: each is the start of a character cut, not 😀.
+    const write = "printf '\\360\\237\\230' >&2; sleep 0.2; printf '\\200'"
+    const within = await sb.process.run(`sleep 0.6; ${write}`, { timeout: 30_000 })
+    const rec = recordingFetch()
+    const past = await d.sandbox({ fetch: rec.fetch, waitWindow: 200 }).process.run(`sleep 0.6; ${write}`, { timeout: 30_000 })
+    assert.equal(rec.calls[0]!.status, 202, 'the second run outlived the wait window')
+    for (const r of [within, past]) {
+      assert.deepEqual([r.output, r.stdout, r.stderr], ['\uFFFD\uFFFD', '\uFFFD', '\uFFFD'])
+    }
+  })
+
   test('a run that comes back early (idleTimeout) holds the whole output so far', async () => {
     const want = seq(400_000)
     const r = await sb.process.run('seq 1 400000; sleep 600', { idleTimeout: 1500 })
