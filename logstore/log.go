@@ -68,10 +68,12 @@ type Log struct {
 	droppedN  int64       // bytes of the frames no longer retained
 	lastTime  int64       // Unix nanoseconds of the newest frame
 	pending   [PTY + 1]heldBack
-	chunk     []byte // the unused rest of the current arena chunk
-	chunkSize int    // size of the current chunk
-	chunkFrom Cursor // the frames from here on are in the current chunk
-	followers int    // Follow calls running, the hold (Options.Held) until Release, and the Holds
+	holdTimer *time.Timer // releases held-back bytes once held holdMax (see releaseHeld)
+	holdArmed bool        // holdTimer is set to fire
+	chunk     []byte      // the unused rest of the current arena chunk
+	chunkSize int         // size of the current chunk
+	chunkFrom Cursor      // the frames from here on are in the current chunk
+	followers int         // Follow calls running, the hold (Options.Held) until Release, and the Holds
 	held      bool
 	holds     int // Hold calls not yet released
 	holdKeeps int // the retention while a Hold lasts: Options.Retention's, not the live window
@@ -191,9 +193,10 @@ func (l *Log) Keep() KeepLogs { return l.keep }
 
 // Write appends p on channel ch, which must be Stdout, Stderr or PTY. An
 // incomplete UTF-8 sequence at the end of p is held back until the next write
-// on ch or Close, so that no frame splits one, or until a write on another
-// channel once it has been held for holdMax. Writes after Close are
-// dropped. Write never waits for a reader. It does not keep p.
+// on ch, so that no frame splits one, for holdMax at most (then it goes out
+// as a frame of its own, before a write on another channel or by a timer),
+// or until Seal or Close. Writes after Close are dropped. Write never waits
+// for a reader. It does not keep p.
 func (l *Log) Write(ch Channel, p []byte) {
 	if !ch.valid() {
 		panic("logstore: write on " + ch.String())
@@ -229,6 +232,58 @@ func (l *Log) Write(ch Channel, p []byte) {
 	held.n = copy(held.b[:], tail[len(tail)-hold:])
 	if hold > 0 {
 		held.since = l.nowLocked()
+		l.armHoldLocked()
+	}
+	acct := l.acct
+	l.mu.Unlock()
+	if acct != nil {
+		acct.enforce()
+	}
+}
+
+// armHoldLocked sets the timer that releases held-back bytes, unless it is
+// set, or the clock is a test's, which moves it itself. l.mu must be held.
+func (l *Log) armHoldLocked() {
+	switch {
+	case l.holdArmed || l.now != nil:
+	case l.holdTimer == nil:
+		l.holdTimer = time.AfterFunc(holdMax, l.releaseHeld)
+	default:
+		l.holdTimer.Reset(holdMax)
+	}
+	l.holdArmed = true
+}
+
+// releaseHeld puts out, each as a frame of its own, the bytes held back
+// holdMax or longer, whatever comes next: a program that printed the start
+// of a character and went quiet (a prompt cut, or binary output) had it
+// held until it wrote again, out of every page, stream and answer, and
+// then reported in the answer to the input it waited for. The timer is set
+// again for bytes held since.
+func (l *Log) releaseHeld() {
+	l.mu.Lock()
+	l.holdArmed = false
+	if l.closed {
+		l.mu.Unlock()
+		return
+	}
+	now := l.nowLocked()
+	var next time.Duration
+	for c := range l.pending {
+		held := &l.pending[c]
+		if held.n == 0 {
+			continue
+		}
+		if wait := holdMax - now.Sub(held.since); wait > 0 {
+			next = max(next, wait)
+			continue
+		}
+		l.appendLocked(Channel(c), joined{a: held.b[:held.n]}, held.n)
+		held.n = 0
+	}
+	if next > 0 {
+		l.holdTimer.Reset(next)
+		l.holdArmed = true
 	}
 	acct := l.acct
 	l.mu.Unlock()
@@ -346,10 +401,10 @@ func (l *Log) Close() {
 	if l.closed {
 		return
 	}
-	for ch := range l.pending {
-		held := &l.pending[ch]
-		l.appendLocked(Channel(ch), joined{a: held.b[:held.n]}, held.n)
-		held.n = 0
+	l.releaseAllLocked()
+	if l.holdTimer != nil {
+		l.holdTimer.Stop()
+		l.holdArmed = false
 	}
 	l.closed = true
 	l.ended = closeSeq.Add(1)
@@ -366,11 +421,27 @@ func (l *Log) Close() {
 // the newest frame, so that a caller about to cause output (by writing to
 // the process's input) can read exactly what came after: the reply never
 // hides in a frame that began before it.
+//
+// Bytes held back (see Write) go first, each as a frame of its own: they
+// were written before, and would otherwise come with the reply.
 func (l *Log) Seal() Cursor {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !l.closed {
+		l.releaseAllLocked()
+	}
 	l.tail = nil
 	return l.last
+}
+
+// releaseAllLocked puts out the bytes held back on every channel, each as
+// a frame of its own. l.mu must be held.
+func (l *Log) releaseAllLocked() {
+	for ch := range l.pending {
+		held := &l.pending[ch]
+		l.appendLocked(Channel(ch), joined{a: held.b[:held.n]}, held.n)
+		held.n = 0
+	}
 }
 
 // Closed reports whether Close was called.

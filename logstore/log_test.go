@@ -598,3 +598,26 @@ func TestZeroLogWritePanics(t *testing.T) {
 		t.Fatal("Write on a zero Log never returned")
 	}
 }
+
+// TestHeldBytesGoOutByThemselves: the start of a character held back for
+// its rest goes out as a frame of its own once held holdMax, with nothing
+// written after it, and at once when the log is sealed (input is about to
+// be written): a program that printed it and went quiet had it held until
+// it wrote again, out of every page, and then in the reply to its input.
+func TestHeldBytesGoOutByThemselves(t *testing.T) {
+	t.Parallel()
+	l := New(Options{})
+	l.Write(Stdout, []byte("x\xc3"))
+	require.Equal(t, []frameWant{{Stdout, "x"}}, frames(l))
+	require.Eventually(t, func() bool { return slices.Equal(frames(l), []frameWant{{Stdout, "x"}, {Stdout, "\xc3"}}) },
+		10*time.Second, time.Millisecond, "held holdMax: out")
+
+	l = New(Options{})
+	l.Write(Stderr, []byte("y\xe2\x96"))
+	sealed := l.Seal()
+	l.Write(Stderr, []byte("z\n"))
+	after := l.Page(sealed, 0).Frames
+	require.Len(t, after, 1)
+	require.Equal(t, "z\n", string(after[0].Data), "the reply after the seal holds nothing from before it")
+	l.Close()
+}
