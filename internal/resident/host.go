@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -82,6 +83,7 @@ type Host struct {
 	closing     bool
 	endedIt     bool              // End was called before the interpreter exited (see EndedIt)
 	byItself    bool              // closing because the interpreter exited by itself (see EndedByItself)
+	escalating  atomic.Bool       // an escalation for what the interpreter left is due (see escalateLater)
 	why         string            // why End ended the session, when its result says
 	drains      map[*os.File]bool // streams still read after their command ended
 	oomSeen     int64             // the cgroup's OOM kills a command's end has accounted for
@@ -373,7 +375,7 @@ func (h *Host) Close() error {
 // yet (see escalate), for a delete, which ends every process started
 // under the session. It does nothing before the end.
 func (h *Host) KillLeft() {
-	if h.cmd == nil {
+	if h.cmd == nil || !h.escalating.Load() {
 		return
 	}
 	select {
@@ -449,10 +451,13 @@ func (h *Host) escalate(after time.Duration, escalateTo syscall.Signal) {
 // after d, and each of the others StopGrace after the one before. The
 // interpreter has exited (see killTree).
 func (h *Host) escalateLater(d time.Duration, steps []syscall.Signal) {
+	h.escalating.Store(true)
 	time.AfterFunc(max(d, 0), func() {
 		h.killTree(steps[0])
 		if len(steps) > 1 {
 			h.escalateLater(h.cfg.StopGrace, steps[1:])
+		} else {
+			h.escalating.Store(false)
 		}
 	})
 }
