@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/require"
@@ -123,7 +124,10 @@ func TestNoLeaks(t *testing.T) {
 		_, err := os.Stat(dir)
 		require.True(t, os.IsNotExist(err), "the context's directory is removed")
 		require.False(t, stillAlive(pid))
-		require.Equal(t, before, openFDs(t), "%s: descriptors", lang)
+		// A descriptor another test's goroutine holds a moment (a look at
+		// /proc of an escalation due) goes; a leaked one stays.
+		require.Eventually(t, func() bool { return openFDs(t) <= before }, deadline, 10*time.Millisecond,
+			"%s: descriptors %d, %d before", lang, openFDs(t), before)
 	}
 }
 
