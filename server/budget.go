@@ -3,6 +3,8 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"runtime/debug"
 
 	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/containment"
@@ -104,6 +106,9 @@ func (s *Server) queueStdin(p process.Process, b []byte) error {
 // health is the /healthz answer: the daemon's version and its budgets.
 func (s *Server) health() api.Health {
 	h := api.Health{Status: "ok", Version: s.opts.Version, MemoryLimit: s.MemoryLimit()}
+	if _, set := os.LookupEnv("GOMEMLIMIT"); set {
+		h.MemoryLimit = debug.SetMemoryLimit(-1) // the one in force, which it sets
+	}
 	for _, b := range s.Budgets() {
 		h.Budgets = append(h.Budgets, api.BudgetUse{Name: b.Name, Flag: b.Flag, Unit: b.Unit, Limit: b.Limit, Used: b.Used})
 	}

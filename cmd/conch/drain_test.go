@@ -436,3 +436,18 @@ func earlySignal(t *testing.T, daemon []string, stuck bool) {
 	_, err = os.Stat(filepath.Join(dir, "state", "conch", client.EndpointFile))
 	require.ErrorIs(t, err, os.ErrNotExist, "the endpoint record is left behind")
 }
+
+// /healthz says the memory limit in force: the one GOMEMLIMIT sets when
+// the daemon was started with it, which wins over its budgets' sum, not
+// that sum.
+func TestHealthMemoryLimitOfGOMEMLIMIT(t *testing.T) {
+	t.Parallel()
+	s := startServeWith(t, serveSetup{under: []string{"env", "GOMEMLIMIT=300MiB"}})
+	resp, body := s.get(t, "GET", "/healthz", "")
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	var h struct {
+		MemoryLimit int64 `json:"memoryLimit"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &h), body)
+	require.Equal(t, int64(300<<20), h.MemoryLimit)
+}
