@@ -44,3 +44,15 @@ func TestSurvivorsOfASessionsEnd(t *testing.T) {
 	require.Eventually(t, func() bool { return gone(pid) }, 10*time.Second, 20*time.Millisecond,
 		"the delete ends what outlived the kill")
 }
+
+// A command that ends its shell is measured to its end: without a cgroup
+// its CPU time is the shell's and its reaped children's, which /proc no
+// longer has once the shell is reaped, and the command reported 0.
+func TestUsageOfACommandThatEndsItsShell(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{Shell: "bash"}) // no cgroup
+	r, _, _ := run(t, s, CommandOptions{Cmd: `sh -c 'i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done'; exit 3`})
+	require.Equal(t, 3, code(r))
+	require.NotNil(t, r.Usage)
+	require.Greater(t, r.Usage.CPU, 50*time.Millisecond, "the loop's CPU time, its child's")
+}

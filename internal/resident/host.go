@@ -514,13 +514,18 @@ func (h *Host) endCgroup() {
 // kernel's peak is reset as each command starts, where it can be). h.mu is
 // held.
 func (h *Host) usage() *process.Usage {
-	u := &process.Usage{CPU: h.stats.CPU, MemoryPeak: max(h.stats.MemoryPeak, h.peak)}
+	return &process.Usage{CPU: max(h.stats.CPU, h.reapedCPU()), MemoryPeak: max(h.stats.MemoryPeak, h.peak)}
+}
+
+// reapedCPU is the CPU time of the reaped interpreter and of the children
+// it reaped, from its rusage; zero before it is reaped.
+func (h *Host) reapedCPU() time.Duration {
 	if h.cmd != nil && h.cmd.ProcessState != nil {
 		if ru, ok := h.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-			u.CPU = max(u.CPU, time.Duration(ru.Utime.Nano()+ru.Stime.Nano()))
+			return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 		}
 	}
-	return u
+	return 0
 }
 
 // killTree signals the interpreter, its descendants and the processes

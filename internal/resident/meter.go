@@ -52,6 +52,14 @@ func (h *Host) startCPU() time.Duration {
 // startCPU.
 func (h *Host) endCPU() time.Duration {
 	cpu := h.cg.CPU()
+	select {
+	case <-h.exited:
+		// Reaped, the interpreter has no /proc to read any more (the
+		// read gives what was read last, at the command's start): its
+		// rusage has the same time, its own and its reaped children's.
+		cpu = max(cpu, h.reapedCPU())
+	default:
+	}
 	h.mu.Lock()
 	h.cpu, h.cpuAt = cpu, time.Now()
 	h.mu.Unlock()
