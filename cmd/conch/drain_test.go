@@ -54,6 +54,13 @@ type serveSetup struct {
 	stall bool
 }
 
+// command is conch with args, as a client of s.
+func (s *served) command(args ...string) *exec.Cmd {
+	cmd := exec.Command("conch", args...)
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	return cmd
+}
+
 // startServeWith is startServe set up by setup.
 func startServeWith(t *testing.T, setup serveSetup, args ...string) *served {
 	t.Helper()

@@ -187,8 +187,7 @@ func (s *served) runUntilLine(t *testing.T, want string, args ...string) (*exec.
 // and its stderr kept.
 func (s *served) startPiped(t *testing.T, args ...string) (*exec.Cmd, io.ReadCloser, *strings.Builder) {
 	t.Helper()
-	cmd := exec.Command("conch", args...)
-	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	cmd := s.command(args...)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	var stderr strings.Builder
@@ -360,8 +359,7 @@ func TestReadyAfterADropSaysSo(t *testing.T) {
 	r, _, err := s.c.Run(t.Context(), client.RunOptions{StartOptions: client.StartOptions{Cmd: "echo READY; head -c 300000 /dev/zero"}})
 	require.NoError(t, err)
 	require.True(t, r.Truncated)
-	cmd := exec.Command("conch", "ready", r.ProcessID, "--pattern", "READY")
-	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	cmd := s.command("ready", r.ProcessID, "--pattern", "READY")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	var ee *exec.ExitError
@@ -406,8 +404,7 @@ func TestRunPlainStreams(t *testing.T) {
 func TestRunJSONCameBack(t *testing.T) {
 	t.Parallel()
 	s := startServe(t)
-	cmd := exec.Command("conch", "run", "--json", "--idle", "300ms", "--", "echo a; exec sleep 30")
-	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	cmd := s.command("run", "--json", "--idle", "300ms", "--", "echo a; exec sleep 30")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -425,8 +422,7 @@ func TestRunJSONCameBack(t *testing.T) {
 	require.NotContains(t, got, "reason")
 
 	// A command quiet from the start: its output is there, empty.
-	cmd = exec.Command("conch", "run", "--json", "--idle", "300ms", "--", "exec sleep 30")
-	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	cmd = s.command("run", "--json", "--idle", "300ms", "--", "exec sleep 30")
 	out, _ = cmd.Output()
 	got = nil
 	require.NoError(t, json.Unmarshal(out, &got), "%s", out)
@@ -441,8 +437,7 @@ func TestRunJSONCameBack(t *testing.T) {
 func TestRunOutputLimitSaysWhere(t *testing.T) {
 	t.Parallel()
 	s := startServe(t)
-	cmd := exec.Command("conch", "run", "--output-limit", "6", "--", "printf aaaabbbbcccc")
-	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	cmd := s.command("run", "--output-limit", "6", "--", "printf aaaabbbbcccc")
 	var both strings.Builder
 	cmd.Stdout, cmd.Stderr = &both, &both
 	require.NoError(t, cmd.Run(), both.String())
@@ -455,8 +450,7 @@ func TestRunOutputLimitSaysWhere(t *testing.T) {
 func TestRunSaysTruncatedHead(t *testing.T) {
 	t.Parallel()
 	s := startServe(t, "--log-retention", "64K")
-	cmd := exec.Command("conch", "run", "--output-limit", "1000", "--", "seq 1 100000")
-	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	cmd := s.command("run", "--output-limit", "1000", "--", "seq 1 100000")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -476,8 +470,7 @@ func TestLogsEndsOnBusyProcess(t *testing.T) {
 	require.NoError(t, err)
 	defer s.c.Kill(t.Context(), p.ID, client.KillOptions{Signal: "KILL"})
 	require.NoError(t, untilOutput(t.Context(), s.c, p.ID))
-	cmd := exec.Command("conch", "logs", p.ID)
-	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	cmd := s.command("logs", p.ID)
 	n := 0
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -520,8 +513,7 @@ func TestLogsOfKeepNone(t *testing.T) {
 	s := startServe(t)
 	r, _, err := s.c.Run(t.Context(), client.RunOptions{StartOptions: client.StartOptions{Cmd: "echo gone", KeepLogs: "none"}})
 	require.NoError(t, err)
-	cmd := exec.Command("conch", "logs", r.ProcessID)
-	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	cmd := s.command("logs", r.ProcessID)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	require.NoError(t, cmd.Run(), stderr.String())
@@ -767,8 +759,7 @@ func TestKillWaitsOutSessionEscalation(t *testing.T) {
 func TestRunSaysGapsInFewLines(t *testing.T) {
 	t.Parallel()
 	s := startServe(t, "--log-retention", "64K")
-	cmd := exec.Command("conch", "run", "--", "head -c 100000000 /dev/zero")
-	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	cmd := s.command("run", "--", "head -c 100000000 /dev/zero")
 	cmd.Stdout = io.Discard
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -788,8 +779,7 @@ func TestWaitDaemonGoneSaysSo(t *testing.T) {
 	s := startServe(t)
 	p, err := s.c.Start(t.Context(), client.StartOptions{Cmd: "sleep 60"})
 	require.NoError(t, err)
-	cmd := exec.Command("conch", "wait", p.ID)
-	cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+	cmd := s.command("wait", p.ID)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
@@ -856,8 +846,7 @@ func TestRunCameBackSays(t *testing.T) {
 	defer s.c.Kill(context.WithoutCancel(t.Context()), sess.ID, client.KillOptions{Signal: "KILL"})
 	cameBack := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command("conch", args...)
-		cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+		cmd := s.command(args...)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		_, err := cmd.Output()
@@ -898,8 +887,7 @@ func TestPlainFromACursorInsideAnEscape(t *testing.T) {
 		{"logs", "--plain", "--cursor", from, p.ID},
 		{"interact", "--plain", "--cursor", from, p.ID},
 	} {
-		cmd := exec.Command("conch", args...)
-		cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+		cmd := s.command(args...)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -47,8 +46,7 @@ func TestTablesEscapeControls(t *testing.T) {
 	_, _, err = s.c.RunCommand(ctx, sess.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "cd '" + dir + "'"}})
 	require.NoError(t, err)
 	for _, args := range [][]string{{"ps", "--state", "all"}, {"session", "ls"}} {
-		cmd := exec.Command("conch", args...)
-		cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+		cmd := s.command(args...)
 		out, err := cmd.Output()
 		require.NoError(t, err)
 		require.Equal(t, -1, bytes.IndexByte(out, 0x1b), "%s: %q", args, out)
@@ -84,8 +82,7 @@ func TestTablesCutLongCells(t *testing.T) {
 	require.Equal(t, "failed", string(r.Reason))
 	require.Greater(t, len(r.Error), 200)
 	run := func(args ...string) string {
-		cmd := exec.Command("conch", args...)
-		cmd.Env = append(os.Environ(), client.EnvURL+"="+s.url, client.EnvToken+"="+s.token)
+		cmd := s.command(args...)
 		out, err := cmd.Output()
 		require.NoError(t, err, "%s", args)
 		return string(out)
