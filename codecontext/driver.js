@@ -428,61 +428,82 @@ async function execute(ctx, cell, script, wrapped) {
 
 async function executeCell(ctx, cell, script, wrapped) {
   let value;
+  let interrupted = null; // rejects with the interrupt of a cell that awaits
   try {
-    drainINT(cell.id);
-    const listeners = sigintOwn();
-    if (watchdog) pendingINT(); // a signal from before the cell is not for it
-    send(`S ${cell.id}\n`);
     try {
-      value = script.runInContext(ctx, { breakOnSigint: true, displayErrors: false });
-    } finally {
-      withOwnEmit(() => { for (const l of listeners) process.addListener('SIGINT', l); });
+      drainINT(cell.id);
+      const listeners = sigintOwn();
+      if (watchdog) pendingINT(); // a signal from before the cell is not for it
+      send(`S ${cell.id}\n`);
+      try {
+        value = script.runInContext(ctx, { breakOnSigint: true, displayErrors: false });
+      } finally {
+        withOwnEmit(() => { for (const l of listeners) process.addListener('SIGINT', l); });
+      }
+      if (wrapped) {
+        interrupted = new Promise((_, reject) => { cell.abort = reject; });
+        startInterruptor();
+        Atomics.store(awaiting, 0, cell.id);
+        // Until the interruptor is there to be told, a signal the watchdog
+        // noted is looked for every 25 ms.
+        if (watchdog && !interruptorReady) cell.poll = setInterval(() => { if (pendingINT()) onINT(); }, 25);
+        send(`A ${cell.id}\n`);
+        const pending = value;
+        interrupted.catch(() => { if (!cell.settled) orphaned(cell, settledOf(ctx, pending)); });
+        const r = await Promise.race([settledOf(ctx, value), interrupted]);
+        cell.settled = true;
+        value = r ? r.value : undefined; // { value } when the last statement is an expression
+      }
+    } catch (e) {
+      return failed(ctx, cell, e);
     }
-    if (wrapped) {
-      const interrupted = new Promise((_, reject) => { cell.abort = reject; });
-      startInterruptor();
-      Atomics.store(awaiting, 0, cell.id);
-      // Until the interruptor is there to be told, a signal the watchdog
-      // noted is looked for every 25 ms.
-      if (watchdog && !interruptorReady) cell.poll = setInterval(() => { if (pendingINT()) onINT(); }, 25);
-      send(`A ${cell.id}\n`);
-      const pending = value;
-      interrupted.catch(() => orphaned(cell, settledOf(ctx, pending)));
-      const r = await Promise.race([settledOf(ctx, value), interrupted]);
-      value = r ? r.value : undefined; // { value } when the last statement is an expression
+    remember(ctx, '_', value);
+    if (value !== undefined) {
+      // The value's display runs the cell's code (a custom inspect, a
+      // getter): what it throws fails the cell, as at the REPL.
+      let shown;
+      try {
+        shown = util.inspect(value);
+      } catch (e) {
+        emit(2, describe(e, true));
+        return 1;
+      }
+      emit(1, shown + '\n');
     }
-  } catch (e) {
-    const interrupt = isInterrupt(e);
-    if (interrupt || interruptTaken(cell)) {
-      if (interrupt && !cell.abort) noted(true); // the watchdog ended the script: the signal is taken
-      send(`I ${cell.id}\n`);
-      emit(2, describe(interrupt ? e : interruptError()));
-      exitGoesOn(130);
-      return 130;
+    // Let a promise the cell left rejected be reported as the cell's. The
+    // callbacks the cell queued last (a process.nextTick, a microtask, an
+    // immediate) run meanwhile: the cell's code still, which its interrupt
+    // ends as it ends its code after an await, so a cell that awaited stays
+    // awaited until here. The termination of such a callback (see
+    // takeInterrupt) can come before this wait's immediate: the cell ends
+    // interrupted all the same.
+    const tick = new Promise((resolve) => setImmediate(resolve));
+    try {
+      await (interrupted ? Promise.race([tick, interrupted]) : tick);
+      if (terminating === cell.id) throw interruptError();
+    } catch (e) {
+      return failed(ctx, cell, e);
     }
-    remember(ctx, '_error', e);
-    emit(2, describe(e));
-    exitGoesOn(1);
-    return 1;
+    return cell.failed ? 1 : 0;
   } finally {
     unawait(cell);
   }
-  remember(ctx, '_', value);
-  if (value !== undefined) {
-    // The value's display runs the cell's code (a custom inspect, a
-    // getter): what it throws fails the cell, as at the REPL.
-    let shown;
-    try {
-      shown = util.inspect(value);
-    } catch (e) {
-      emit(2, describe(e, true));
-      return 1;
-    }
-    emit(1, shown + '\n');
+}
+
+// failed ends a cell whose code threw e, or was interrupted.
+function failed(ctx, cell, e) {
+  const interrupt = isInterrupt(e);
+  if (interrupt || interruptTaken(cell)) {
+    if (interrupt && !cell.abort) noted(true); // the watchdog ended the script: the signal is taken
+    send(`I ${cell.id}\n`);
+    emit(2, describe(interrupt ? e : interruptError()));
+    exitGoesOn(130);
+    return 130;
   }
-  // Let a promise the cell left rejected be reported as the cell's.
-  await new Promise((resolve) => setImmediate(resolve));
-  return cell.failed ? 1 : 0;
+  remember(ctx, '_error', e);
+  emit(2, describe(e));
+  exitGoesOn(1);
+  return 1;
 }
 
 // run runs the cell of msg. Its streams are opened first, while the

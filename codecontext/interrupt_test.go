@@ -636,3 +636,39 @@ func TestPythonOwnKeyboardInterrupt(t *testing.T) {
 	_, out, _ := run(t, c, "1 + 1")
 	require.Equal(t, "2\n", out)
 }
+
+// TestInterruptInCellsLastCallbacks: a JavaScript cell that awaits is the
+// running cell until its end, also while the callbacks it queued last (a
+// process.nextTick, an immediate, a microtask that queues itself) run after
+// its value is shown: an interrupt, or its execution timeout, ends such a
+// callback busy there, the cell ends interrupted and the context lives on.
+// Before, the driver took the cell for done as it showed the value, the
+// interrupt was ignored, and 5 s later the interpreter was killed with the
+// context's state. A short such callback still ends the cell by itself.
+func TestInterruptInCellsLastCallbacks(t *testing.T) {
+	t.Parallel()
+	const busy = "require('fs').writeFileSync(%q, ''); for(;;){}"
+	for name, src := range map[string]string{
+		"nextTick":  `await 0; process.nextTick(() => { ` + busy + ` }); "q"`,
+		"immediate": `await 0; setImmediate(function f() { ` + busy + ` }); "q"`,
+		"microtask": `await 0; var once = true; (function f() { if (once) { once = false; ` + strings.Replace(busy, "for(;;){}", "", 1) + ` } queueMicrotask(f) })(); "q"`,
+		"then":      `await 0; Promise.resolve().then(() => { ` + busy + ` }); "q"`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: JavaScript})
+			run(t, c, "var kept = 1")
+			interruptBusy(t, c, src, 0)
+			r, out, errOut := runOpts(t, c, CellOptions{Code: fmt.Sprintf(src, filepath.Join(t.TempDir(), "busy")), ExecutionTimeout: time.Second})
+			require.Equal(t, process.TimedOut, r.Reason, "%+v %q", r, errOut)
+			require.NotContains(t, out+errOut, "driver")
+			r, out, errOut = run(t, c, "kept + 1")
+			require.Equal(t, 0, code(r), "%+v %q", r, errOut)
+			require.Equal(t, "2\n", out)
+		})
+	}
+	c := newContext(t, Options{Language: JavaScript})
+	r, out, errOut := run(t, c, `await 0; setImmediate(() => { const end = Date.now() + 500; while (Date.now() < end) {} console.log("done") }); "q"`)
+	require.Equal(t, 0, code(r), "%+v %q", r, errOut)
+	require.Equal(t, "'q'\ndone\n", out)
+}
