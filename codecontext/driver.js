@@ -401,7 +401,15 @@ function compileText(code, filename) {
   // would otherwise swallow (await 1; 42 // c was a SyntaxError).
   if (processTopLevelAwait && code.includes('await')) {
     let wrapped = null;
-    try { wrapped = processTopLevelAwait(code + '\n'); } catch {}
+    try {
+      wrapped = processTopLevelAwait(code + '\n');
+    } catch (e) {
+      // Text that does not parse after its first await: the error is
+      // that text's, where the unrewritten text would only have said that
+      // await is not valid there.
+      const error = awaitSyntaxError(code, filename);
+      if (error) return { error };
+    }
     if (wrapped !== null) {
       try { return { script: new vm.Script(wrapped, options), wrapped: true }; } catch {}
     }
@@ -413,6 +421,37 @@ function compileText(code, filename) {
     try { stack = String(e && e.stack || e); } catch {}
     const i = stack.search(/\n\s+at /);
     return { error: (i < 0 ? stack : stack.slice(0, i)) + '\n' };
+  }
+}
+
+// awaitSyntaxError formats the syntax error of text that awaits at its top
+// level as V8's compile errors are (file and line, the line, carets under
+// the place, the message), with the message of the parser of the REPL's
+// rewrite, as the REPL shows it; null when that parser finds no error. An
+// error right after an await, which that parser then read as a name, is
+// V8's for an await in a function that is not async, under that await.
+function awaitSyntaxError(code, filename) {
+  if (!acorn) return null;
+  try {
+    acorn.parse(code, { ecmaVersion: 'latest', allowAwaitOutsideFunction: true, allowReturnOutsideFunction: true });
+    return null;
+  } catch (e) {
+    try {
+      if (!(e instanceof SyntaxError) || typeof e.pos !== 'number') return null;
+      let at = e.pos, carets = '^';
+      let message = String(e.message).replace(/ \(\d+:\d+\)$/, '');
+      const name = /\bawait\s*$/.exec(code.slice(0, e.pos));
+      if (name) {
+        at = name.index;
+        carets = '^^^^^';
+        message = 'await is only valid in async functions and the top level bodies of modules';
+      } else if (message === 'Unexpected token') {
+        message = e.pos < code.length ? `Unexpected token '${code[e.pos]}'` : 'Unexpected end of input';
+      }
+      const { line, column } = acorn.getLineInfo(code, at);
+      const text = code.split(acorn.lineBreak)[line - 1] || '';
+      return `${filename}:${line}\n${text}\n${' '.repeat(column)}${carets}\n\nSyntaxError: ${message}\n`;
+    } catch { return null; }
   }
 }
 

@@ -378,3 +378,28 @@ func endsWithin(t *testing.T, c *Context) {
 		t.Fatalf("the context did not end: %+v", c.Info())
 	}
 }
+
+// TestAwaitCellSyntaxError: a cell with a top-level await whose text does
+// not parse after it reports its own syntax error, where it is, as the
+// REPL does, and never runs. It was reported as "await is only valid in
+// async functions", the caret under the await: the rewrite that makes its
+// await legal failed, and the text was compiled as it is. An await in a
+// function that is not async still says so.
+func TestAwaitCellSyntaxError(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	for _, tc := range []struct{ cell, stderr string }{
+		{"globalThis.ran = 1; await 0;\nlet y9 = ;", "<cell 1>:2\nlet y9 = ;\n         ^\n\nSyntaxError: Unexpected token ';'\n"},
+		{"await 0; f(", "<cell 2>:1\nawait 0; f(\n           ^\n\nSyntaxError: Unexpected end of input\n"},
+		{"let z = 1;\nawait 0; const z = 2", "<cell 3>:2\nawait 0; const z = 2\n               ^\n\nSyntaxError: Identifier 'z' has already been declared\n"},
+		{"await 0; function g() { await 1 }", "<cell 4>:1\nawait 0; function g() { await 1 }\n                        ^^^^^\n\nSyntaxError: await is only valid in async functions and the top level bodies of modules\n"},
+	} {
+		r, out, errOut := run(t, c, tc.cell)
+		require.Equal(t, 1, code(r), "%q: %+v", tc.cell, r)
+		require.Empty(t, out, tc.cell)
+		require.Equal(t, tc.stderr, errOut, tc.cell)
+	}
+	r, out, errOut := run(t, c, "typeof ran")
+	require.Equal(t, 0, code(r), errOut)
+	require.Equal(t, "'undefined'\n", out)
+}
