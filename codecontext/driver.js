@@ -705,15 +705,51 @@ function failCell(e) {
   }
 }
 
+// As in plain node, an exception or a rejection that a listener of a
+// cell's handles ('uncaughtException', 'unhandledRejection'; one an earlier
+// cell added too) is handled: it fails no cell. A rejection that no
+// 'unhandledRejection' listener of a cell's handles goes, as in plain node,
+// to the cells' 'uncaughtException' listeners, if any (a reason that is no
+// error wrapped as Node wraps it). Node's domain module, which its REPL's
+// rewrite loads, keeps a listener of its own first, which handles nothing.
+function othersListen(event) {
+  try {
+    return process.rawListeners(event).some((l) =>
+      l !== onUncaught && l !== onRejection && l.name !== 'domainUncaughtExceptionClear');
+  } catch { return false; }
+}
+function onUncaught(e) {
+  if (!othersListen('uncaughtException')) failCell(e);
+}
+function onRejection(reason) {
+  if (othersListen('unhandledRejection')) return;
+  if (!othersListen('uncaughtException')) return failCell(reason);
+  let e = reason;
+  if (!isErrorLike(reason)) {
+    let shown = '';
+    try { shown = util.inspect(reason); } catch {}
+    e = Object.assign(new Error('This error originated either by throwing inside of an async function without a catch ' +
+      'block, or by rejecting a promise which was not handled with .catch(). The promise rejected with the reason ' +
+      `"${shown}".`), { code: 'ERR_UNHANDLED_REJECTION', name: 'UnhandledPromiseRejection' });
+  }
+  withOwnEmit(() => process.emit('uncaughtException', e, 'unhandledRejection'));
+}
+function isErrorLike(v) {
+  try {
+    return v !== null && typeof v === 'object' && typeof v.stack === 'string';
+  } catch { return false; }
+}
+
 // The driver's listeners, which a cell may remove (process.removeAllListeners()):
 // without them an exception no cell caught would end the interpreter, with
 // Node's report of the driver's source. They are put back before and after
-// each cell.
-const ownListeners = [['uncaughtException', failCell], ['unhandledRejection', failCell]];
+// each cell, before any other (a cell's process.once listener is still
+// there when the driver's looks).
+const ownListeners = [['uncaughtException', onUncaught], ['unhandledRejection', onRejection]];
 function keepListeners() {
   for (const [event, listener] of ownListeners) {
     if (process.rawListeners(event).includes(listener)) continue;
-    withOwnEmit(() => process.on(event, listener));
+    withOwnEmit(() => process.prependListener(event, listener));
     if (listener === onNewListener) sigintTouched = true; // it saw nothing meanwhile
   }
 }

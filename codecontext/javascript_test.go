@@ -403,3 +403,39 @@ func TestAwaitCellSyntaxError(t *testing.T) {
 	require.Equal(t, 0, code(r), errOut)
 	require.Equal(t, "'undefined'\n", out)
 }
+
+// TestJavaScriptOwnExceptionListeners: an exception or a rejection that a
+// cell's own 'uncaughtException' or 'unhandledRejection' listener handles
+// (one an earlier cell added too) fails no cell, as it ends no plain node
+// program; a rejection no 'unhandledRejection' listener handles goes to the
+// 'uncaughtException' listeners, as in plain node. Without such a listener
+// the cell fails as before. The listener ran, and the cell failed all the
+// same, with the traceback on its stderr.
+func TestJavaScriptOwnExceptionListeners(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	const later = "await new Promise(r => setTimeout(r, 20))"
+	for _, s := range []struct {
+		cell, stdout, failure string
+	}{
+		{`process.on("unhandledRejection", e => console.log("handled:", e.message)); Promise.reject(new Error("r1")); 1`, "1\nhandled: r1\n", ""},
+		{`await 0; Promise.reject(new Error("r2")); 2`, "2\nhandled: r2\n", ""},
+		{`process.removeAllListeners("unhandledRejection"); Promise.reject(new Error("r3")); 3`, "3\n", "Error: r3"},
+		{`process.on("uncaughtException", (e, origin) => console.log("caught:", e.message, origin)); setTimeout(() => { throw new Error("u1") }); ` + later, "caught: u1 uncaughtException\n", ""},
+		{`Promise.reject(new Error("r4")); ` + later, "caught: r4 unhandledRejection\n", ""},
+		{`process.removeAllListeners("uncaughtException"); 0`, "0\n", ""},
+		{`setTimeout(() => { throw new Error("u2") }); ` + later, "", "Error: u2"},
+		{`process.once("uncaughtException", e => console.log("once:", e.message)); setTimeout(() => { throw new Error("u3") }); ` + later, "once: u3\n", ""},
+		{`Promise.reject(new Error("r5")); 5`, "5\n", "Error: r5"},
+	} {
+		r, out, errOut := run(t, c, s.cell)
+		require.Equal(t, s.stdout, out, s.cell)
+		if s.failure == "" {
+			require.Equal(t, 0, code(r), "%q: %+v %q", s.cell, r, errOut)
+			require.Empty(t, errOut, s.cell)
+		} else {
+			require.Equal(t, 1, code(r), "%q: %+v", s.cell, r)
+			require.Contains(t, errOut, s.failure, s.cell)
+		}
+	}
+}
