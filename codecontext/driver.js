@@ -26,6 +26,21 @@ const createRequire = Module.createRequire;
 const { Writable } = require('stream');
 const { setImmediate, clearImmediate, setInterval, clearInterval } = require('timers'); // not the globals a cell can replace
 const { AsyncLocalStorage } = require('async_hooks');
+// Of Node's own context's builtins, which a cell reaches through
+// vm.runInThisContext, the driver keeps Reflect.apply and
+// Promise.prototype.then, through which it waits for its own promises
+// (onSettled, race): Promise.race, a promise's catch and a promise resolved
+// with another call its then, and a cell's then that never calls back
+// (Promise.prototype.then = function () { return this }) left every later
+// cell that awaited hanging.
+const apply = Reflect.apply;
+const promiseThen = Promise.prototype.then;
+function onSettled(p, fulfilled, rejected) {
+  apply(promiseThen, p, [fulfilled, rejected]);
+}
+function race(a, b) {
+  return new Promise((resolve, reject) => { onSettled(a, resolve, reject); onSettled(b, resolve, reject); });
+}
 
 const DRIVER = __filename;
 const als = new AsyncLocalStorage(); // the cell a callback was scheduled by
@@ -156,13 +171,13 @@ function guardRaw(name, wrap) {
 for (const name of ['writeSync', 'writevSync']) {
   guardRaw(name, (orig) => function (fd, data, a, b) {
     if (rawDropped(fd)) return rawSize(data, a, b);
-    return orig.apply(this, arguments);
+    return apply(orig, this, arguments);
   });
 }
 for (const name of ['write', 'writev']) {
   guardRaw(name, (orig) => function (fd, data, a, b) {
     const cb = arguments[arguments.length - 1];
-    if (!rawDropped(fd) || typeof cb !== 'function') return orig.apply(this, arguments);
+    if (!rawDropped(fd) || typeof cb !== 'function') return apply(orig, this, arguments);
     const n = rawSize(data, typeof a === 'function' ? undefined : a, typeof b === 'function' ? undefined : b);
     process.nextTick(cb, null, n, data);
   });
@@ -170,13 +185,13 @@ for (const name of ['write', 'writev']) {
 for (const name of ['writeFileSync', 'appendFileSync']) {
   guardRaw(name, (orig) => function (file) {
     if (rawDropped(file)) return undefined;
-    return orig.apply(this, arguments);
+    return apply(orig, this, arguments);
   });
 }
 for (const name of ['writeFile', 'appendFile']) {
   guardRaw(name, (orig) => function (file) {
     const cb = arguments[arguments.length - 1];
-    if (!rawDropped(file) || typeof cb !== 'function') return orig.apply(this, arguments);
+    if (!rawDropped(file) || typeof cb !== 'function') return apply(orig, this, arguments);
     process.nextTick(cb, null);
   });
 }
@@ -288,7 +303,7 @@ const thenOf = new WeakMap();
 // promise of ctx's, does.
 function settledOf(ctx, p) {
   const then = thenOf.get(ctx);
-  return new Promise((resolve, reject) => { Reflect.apply(then, p, [resolve, reject]); });
+  return new Promise((resolve, reject) => { apply(then, p, [resolve, reject]); });
 }
 
 function quietPromises(proto) {
@@ -353,7 +368,7 @@ async function importModule(specifier, script, attributes) {
     target = new URL(specifier, parentURL).href;
   }
   const attrs = attributes && Object.keys(attributes).length > 0 ? { with: attributes } : undefined;
-  return attrs ? import(target, attrs) : import(target);
+  return await (attrs ? import(target, attrs) : import(target)); // awaited: returned, its then would be called
 }
 
 // compile compiles a cell's text. As at Node's REPL, text that begins with
@@ -488,8 +503,8 @@ async function executeCell(ctx, cell, script, wrapped) {
         if (watchdog && !interruptorReady) cell.poll = setInterval(() => { if (pendingINT()) onINT(); }, 25);
         send(`A ${cell.id}\n`);
         const pending = value;
-        interrupted.catch(() => { if (!cell.settled) orphaned(cell, settledOf(ctx, pending)); });
-        const r = await Promise.race([settledOf(ctx, value), interrupted]);
+        onSettled(interrupted, undefined, () => { if (!cell.settled) orphaned(cell, settledOf(ctx, pending)); });
+        const r = await race(settledOf(ctx, value), interrupted);
         cell.settled = true;
         value = r ? r.value : undefined; // { value } when the last statement is an expression
       }
@@ -518,7 +533,7 @@ async function executeCell(ctx, cell, script, wrapped) {
     // interrupted all the same.
     const tick = new Promise((resolve) => setImmediate(resolve));
     try {
-      await (interrupted ? Promise.race([tick, interrupted]) : tick);
+      await (interrupted ? race(tick, interrupted) : tick);
       if (terminating === cell.id) throw interruptError();
     } catch (e) {
       return failed(ctx, cell, e);
@@ -688,7 +703,7 @@ process.abort = function abort() {
     const fd = fs.openSync(`/proc/self/fd/${diag}`, 'w');
     if (fd !== 2) fs.closeSync(fd);
   } catch {}
-  return Reflect.apply(nodeAbort, process, []);
+  return apply(nodeAbort, process, []);
 };
 
 // failCell reports an error no cell caught: the running cell's when it
@@ -941,7 +956,7 @@ let ownSession = null;
 let ownPost = null;
 function endThis() {
   try {
-    ownPost.call(ownSession, 'Runtime.terminateExecution');
+    apply(ownPost, ownSession, ['Runtime.terminateExecution']);
     return true;
   } catch { return false; }
 }
@@ -1048,7 +1063,7 @@ function orphaned(cell, pending) {
   orphans++;
   watchOrphans();
   const settled = () => { orphans--; watchOrphans(); };
-  Promise.resolve(pending).then(settled, settled);
+  onSettled(pending, settled, settled);
 }
 
 // watchOrphans enables the hook while there are orphans, and disables it
@@ -1289,7 +1304,7 @@ function driverFailed(e) {
   exit(70);
 }
 function startDrain(first) {
-  drain(first).catch(driverFailed);
+  onSettled(drain(first), undefined, driverFailed);
 }
 let pending = '';
 sock.on('data', (d) => {

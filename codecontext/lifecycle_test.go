@@ -893,3 +893,42 @@ func TestPythonExitFinalizes(t *testing.T) {
 		})
 	}
 }
+
+// TestJavaScriptNodesThenReplaced: a cell that replaces Promise.prototype.then
+// or Reflect.apply of Node's own context (through vm.runInThisContext)
+// changes its own calls, not the driver's, which waits for its promises
+// through the ones it took at start: a later cell that awaits ends with its
+// value, and one busy after its await is still interrupted. Before, with
+// a then that never calls back, every later cell that awaited hung, until
+// its execution timeout killed the interpreter 5 s later.
+func TestJavaScriptNodesThenReplaced(t *testing.T) {
+	t.Parallel()
+	for _, brk := range []string{"Promise.prototype.then = function () { return this }", "Reflect.apply = null"} {
+		t.Run(brk, func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: JavaScript})
+			r, _, errOut := run(t, c, "require('vm').runInThisContext("+strconv.Quote(brk)+"); var kept = 1")
+			require.Equal(t, 0, code(r), errOut)
+			r, out, errOut := runOpts(t, c, CellOptions{Code: `await 1; "next"`, ExecutionTimeout: 10 * time.Second})
+			require.Equal(t, 0, code(r), "%+v %q", r, errOut)
+			require.Equal(t, "'next'\n", out)
+			interruptBusy(t, c, "await null; require('fs').writeFileSync(%q, ''); for (;;) {}", 0)
+		})
+	}
+}
+
+// TestJavaScriptNodesApplyReplaced pins what the driver cannot keep: a cell
+// that replaces Function.prototype.apply of Node's own context breaks
+// Node's own code (its event emitter calls it), which then fails to report
+// an exception: the interpreter ends as node does then, with status 7 and
+// Node's report (the driver's frames among it) on the running cell's
+// stderr, and the cell and its context end exited 7.
+func TestJavaScriptNodesApplyReplaced(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	r, _, errOut := run(t, c, `require("vm").runInThisContext("Function.prototype.apply = null"); 1`)
+	require.Equal(t, process.Exited, r.Reason, "%+v", r)
+	require.Equal(t, 7, code(r), "%+v", r)
+	require.Contains(t, errOut, "apply is not a function")
+	<-c.Done()
+}
