@@ -43,6 +43,10 @@ function race(a, b) {
 }
 
 const DRIVER = __filename;
+// The flags the engine starts node with are the driver's: a cell sees
+// process.execArgv as a plain node program does, and what it forks
+// (child_process.fork, cluster) does not inherit them.
+process.execArgv = [];
 const als = new AsyncLocalStorage(); // the cell a callback was scheduled by
 // Its methods, bound now: a cell that replaces AsyncLocalStorage.prototype's
 // would otherwise have every later cell's output dropped as no cell's.

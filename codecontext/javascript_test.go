@@ -439,3 +439,17 @@ func TestJavaScriptOwnExceptionListeners(t *testing.T) {
 		}
 	}
 }
+
+// TestJavaScriptExecArgv: the node flags the driver needs are not a
+// cell's: process.execArgv is empty, as in a plain node program, and a
+// child_process.fork child does not inherit them. Both had
+// --expose-internals, --no-memory-reducer and --experimental-vm-modules.
+func TestJavaScriptExecArgv(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	child := filepath.Join(t.TempDir(), "child.js")
+	require.NoError(t, os.WriteFile(child, []byte("console.log(JSON.stringify(process.execArgv))"), 0o600))
+	r, out, errOut := run(t, c, "console.log(JSON.stringify(process.execArgv));\nawait new Promise((r) => require('child_process').fork("+strconv.Quote(child)+", { stdio: 'inherit' }).on('exit', r))")
+	require.Equal(t, 0, code(r), "%+v %q", r, errOut)
+	require.Equal(t, "[]\n[]\n0\n", out) // the cell shows the exit code it awaited
+}
