@@ -345,46 +345,6 @@ func TestStdinEOFExactly(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, status, body)
 }
 
-// TestStdinEOFOnceOpen: an end of file to stdin that is no longer open —
-// sent already, or the command ended — is 409, for a session command and a
-// cell as for a one-shot: a session command took it with 204, as if queued
-// for a reader that would never come.
-func TestStdinEOFOnceOpen(t *testing.T) {
-	t.Parallel()
-	d := start(t, server.Options{})
-	c := ctx(t)
-	sess, err := d.c.CreateSession(c, client.SessionOptions{})
-	require.NoError(t, err)
-	code, err := d.c.CreateSession(c, client.SessionOptions{Language: "python"})
-	require.NoError(t, err)
-	for _, tt := range []struct {
-		name string
-		run  func(cmd string) (*client.Process, error)
-	}{
-		{"one-shot", func(cmd string) (*client.Process, error) {
-			return d.c.Start(c, client.StartOptions{Cmd: cmd, Stdin: api.StdinOpen})
-		}},
-		{"session command", func(cmd string) (*client.Process, error) {
-			return d.c.Submit(c, sess.ID, client.CommandOptions{Cmd: cmd, Stdin: api.StdinOpen})
-		}},
-		{"cell", func(string) (*client.Process, error) {
-			return d.c.Submit(c, code.ID, client.CommandOptions{Code: "import sys; sys.stdin.read()", Stdin: api.StdinOpen})
-		}},
-	} {
-		p, err := tt.run("cat")
-		require.NoError(t, err, tt.name)
-		status, body := d.raw(t, "POST", "/v1/processes/"+p.ID+"/stdin?eof=true", "", authed())
-		require.Equal(t, http.StatusNoContent, status, "%s: %s", tt.name, body)
-		w, _, err := d.c.Wait(c, p.ID, time.Minute)
-		require.NoError(t, err, tt.name)
-		require.NotNil(t, w, tt.name)
-		status, body = d.raw(t, "POST", "/v1/processes/"+p.ID+"/stdin?eof=true", "", authed())
-		require.Equal(t, http.StatusConflict, status, "%s: a second eof: %s", tt.name, body)
-		status, body = d.raw(t, "POST", "/v1/processes/"+p.ID+"/interact", `{"eof":true}`, authed())
-		require.Equal(t, http.StatusConflict, status, "%s: eof by interact: %s", tt.name, body)
-	}
-}
-
 // TestMaxConnections: past MaxConnections, a connection is answered 429
 // resource_exhausted and closed at once; once one closes, another is
 // served. Idle connections (20,000 after a GET /livez each, no token

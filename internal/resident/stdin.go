@@ -55,8 +55,11 @@ func (b *Stdin) Write(p []byte) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err := b.closedLocked(); err != nil {
-		return err
+	switch {
+	case b.closed:
+		return fmt.Errorf("%w: stdin is closed: the command has ended", process.ErrUnsupported)
+	case b.eof:
+		return fmt.Errorf("%w: stdin is closed: its end of file was sent", process.ErrUnsupported)
 	}
 	n, err := b.queue.Admit(len(p))
 	if n > 0 {
@@ -86,31 +89,15 @@ func (b *Stdin) Dropped() int64 {
 }
 
 // CloseWrite gives the command end-of-file once what was written is read.
-// It fails as Write does: with process.ErrStdinNotOpen unless stdin is
-// open, with process.ErrUnsupported after CloseWrite or the command's end.
+// It fails with process.ErrStdinNotOpen unless stdin is open.
 func (b *Stdin) CloseWrite() error {
 	if !b.open {
 		return process.ErrStdinNotOpen
 	}
 	b.mu.Lock()
-	if err := b.closedLocked(); err != nil {
-		b.mu.Unlock()
-		return err
-	}
 	b.eof = true
 	b.mu.Unlock()
 	b.cond.Broadcast()
-	return nil
-}
-
-// closedLocked is why nothing more goes to stdin, or nil.
-func (b *Stdin) closedLocked() error {
-	switch {
-	case b.closed:
-		return fmt.Errorf("%w: stdin is closed: the command has ended", process.ErrUnsupported)
-	case b.eof:
-		return fmt.Errorf("%w: stdin is closed: its end of file was sent", process.ErrUnsupported)
-	}
 	return nil
 }
 
