@@ -862,6 +862,10 @@ func TestRunCameBackSays(t *testing.T) {
 	require.Contains(t, msg, "is still queued", "behind the sleep")
 	msg = cameBack("run", "--timeout", "300ms", "--", "printf 'name? '; exec sleep 30")
 	require.True(t, strings.HasPrefix(msg, "\nconch: "), "after a prompt, a line of its own: %q", msg)
+	// Ended now: a daemon stopped with it running drains for longer than
+	// the test waits, and is killed, its instance directory left behind.
+	id := strings.Fields(strings.TrimPrefix(msg, "\nconch: "))[0]
+	require.NoError(t, s.c.Kill(t.Context(), id, client.KillOptions{Signal: "KILL"}))
 }
 
 // conch logs --plain and conch interact --plain from a cursor inside an
