@@ -671,23 +671,6 @@ func TestJavaScriptDriverFailsOnABrokenBuiltin(t *testing.T) {
 	require.Contains(t, r.Error, "push broken")
 }
 
-// TestJavaScriptTimersReplaced: a cell that replaces the timers of Node's
-// own context (setImmediate, setInterval and their clear functions) changes
-// its own calls, not the driver's, which uses them to end each cell, to look
-// for an interrupt at a cell's first await and to end an interrupted cell's
-// code: the next cell runs, and a cell busy after its first await is still
-// interrupted. Before, the driver failed at the end of the next cell.
-func TestJavaScriptTimersReplaced(t *testing.T) {
-	t.Parallel()
-	c := newContext(t, Options{Language: JavaScript})
-	r, _, errOut := run(t, c, `require("vm").runInThisContext("setImmediate = clearImmediate = setInterval = clearInterval = () => { throw new Error('timers broken') }"); var kept = 1`)
-	require.Equal(t, 0, code(r), errOut)
-	r, out, errOut := run(t, c, "kept + 1")
-	require.Equal(t, 0, code(r), "%+v, stderr %q", r, errOut)
-	require.Equal(t, "2\n", out)
-	interruptBusy(t, c, "await null; require('fs').writeFileSync(%q, ''); for (;;) {}", 0)
-}
-
 // TestLongControlLine: a cell that writes a line longer than 64 KiB on the
 // driver's socket does not stop the engine's reading of it: a later
 // interrupt still finds its cell started and interrupts it. Before, the
@@ -894,24 +877,32 @@ func TestPythonExitFinalizes(t *testing.T) {
 	}
 }
 
-// TestJavaScriptNodesThenReplaced: a cell that replaces Promise.prototype.then
-// or Reflect.apply of Node's own context (through vm.runInThisContext)
-// changes its own calls, not the driver's, which waits for its promises
-// through the ones it took at start: a later cell that awaits ends with its
-// value, and one busy after its await is still interrupted. Before, with
-// a then that never calls back, every later cell that awaited hung, until
+// TestJavaScriptNodesBuiltinsReplaced: a cell that replaces builtins of
+// Node's own context (through vm.runInThisContext) that the driver calls —
+// the timers it ends each cell with, looks for an interrupt at a cell's
+// first await with and ends an interrupted cell's code with;
+// Promise.prototype.then and Reflect.apply, through which it waits for its
+// promises — changes its own calls, not the driver's, which took them at
+// start: the next cell runs (one that awaits ends with its value), and a
+// cell busy after its first await is still interrupted. Before, with the
+// timers replaced the driver failed at the end of the next cell, and with
+// a then that never calls back every later cell that awaited hung until
 // its execution timeout killed the interpreter 5 s later.
-func TestJavaScriptNodesThenReplaced(t *testing.T) {
+func TestJavaScriptNodesBuiltinsReplaced(t *testing.T) {
 	t.Parallel()
-	for _, brk := range []string{"Promise.prototype.then = function () { return this }", "Reflect.apply = null"} {
-		t.Run(brk, func(t *testing.T) {
+	for _, tt := range []struct{ brk, next, want string }{
+		{"setImmediate = clearImmediate = setInterval = clearInterval = () => { throw new Error('timers broken') }", "kept + 1", "2\n"},
+		{"Promise.prototype.then = function () { return this }", `await 1; "next"`, "'next'\n"},
+		{"Reflect.apply = null", `await 1; "next"`, "'next'\n"},
+	} {
+		t.Run(tt.brk, func(t *testing.T) {
 			t.Parallel()
 			c := newContext(t, Options{Language: JavaScript})
-			r, _, errOut := run(t, c, "require('vm').runInThisContext("+strconv.Quote(brk)+"); var kept = 1")
+			r, _, errOut := run(t, c, "require('vm').runInThisContext("+strconv.Quote(tt.brk)+"); var kept = 1")
 			require.Equal(t, 0, code(r), errOut)
-			r, out, errOut := runOpts(t, c, CellOptions{Code: `await 1; "next"`, ExecutionTimeout: 10 * time.Second})
+			r, out, errOut := runOpts(t, c, CellOptions{Code: tt.next, ExecutionTimeout: 10 * time.Second})
 			require.Equal(t, 0, code(r), "%+v %q", r, errOut)
-			require.Equal(t, "'next'\n", out)
+			require.Equal(t, tt.want, out)
 			interruptBusy(t, c, "await null; require('fs').writeFileSync(%q, ''); for (;;) {}", 0)
 		})
 	}
