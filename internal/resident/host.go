@@ -386,9 +386,11 @@ func (h *Host) KillLeft() {
 }
 
 // End fails queued commands, kills the interpreter's tree with sig (KILL
-// after StopGrace unless sig is KILL), waits for the interpreter's exit,
-// then marks the session terminal with r unless the interpreter had already
-// ended by itself. A second call waits for the first.
+// after StopGrace unless sig is KILL: for what the interpreter left running
+// too, by a timer, once it has exited; see escalate), waits for the
+// interpreter's exit, then marks the session terminal with r unless the
+// interpreter had already ended by itself. A second call waits for the
+// first.
 func (h *Host) End(r *process.Result, sig syscall.Signal) { h.end(r, sig, 0, 0) }
 
 // end is End, escalating to escalateTo (KILL when zero) escalateAfter
