@@ -1,6 +1,7 @@
 package shellsession
 
 import (
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,6 +25,11 @@ func TestSurvivorsOfASessionsEnd(t *testing.T) {
 		pid, err := strconv.Atoi(strings.TrimSpace(out))
 		require.NoError(t, err, out)
 		t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+		// Its traps set: it runs sleep (a HUP before that ended it).
+		require.Eventually(t, func() bool {
+			comm, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+			return string(comm) == "sleep\n"
+		}, 10*time.Second, time.Millisecond)
 		return pid
 	}
 	gone := func(pid int) bool { return syscall.Kill(pid, 0) == syscall.ESRCH }
