@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"regexp"
 	"regexp/syntax"
@@ -50,23 +51,100 @@ const (
 // The others wait their turn, heeding their end meanwhile.
 func matchSlots() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
-// readySpan returns the window and piece re is matched in: readyWindow and
-// readyPiece, or less for a large pattern (see readySteps); an error for
-// one too large.
-func readySpan(re *regexp.Regexp) (window, piece int, err error) {
-	size := 1
-	if parsed, err := syntax.Parse(re.String(), syntax.Perl); err == nil {
-		if prog, err := syntax.Compile(parsed.Simplify()); err == nil {
-			size = len(prog.Inst)
+// readyPatternBytes bounds a pattern's text, which is parsed before its
+// compiled size is known: a parse costs some 20 bytes of heap a byte of
+// text, and a megabyte of it took 20 MB. No pattern within the
+// instructions readySpan takes needs more: the longest of them, a
+// literal, is 2 KiB, and 16 KiB hold hundreds of classes.
+const readyPatternBytes = 16 << 10
+
+// readyPattern compiles a ready call's pattern and returns the window and
+// piece it is matched in (see readySpan), or refuses it, at little cost,
+// for its length or its size. A repetition is compiled as many times as it
+// counts, so that 1 KB of text, (?:a...a){1000}, compiles to a million
+// instructions, some 200 MB of heap: its size is bounded from the parsed
+// pattern first, and only one that bound lets through is compiled.
+func readyPattern(text string) (re *regexp.Regexp, window, piece int, err error) {
+	if len(text) > readyPatternBytes {
+		return nil, 0, 0, badRequest("pattern: %d bytes long, at most %d", len(text), readyPatternBytes)
+	}
+	parsed, err := syntax.Parse(text, syntax.Perl)
+	if err != nil {
+		return nil, 0, 0, badRequest("pattern: %v", err)
+	}
+	most := readySteps / readyMinSpan
+	// The bound is loose by a few times at most: a pattern well past
+	// most by it is surely past most.
+	if instBound(parsed, 16*most) > 16*most {
+		return nil, 0, 0, tooComplex(fmt.Sprintf("well over %d", most))
+	}
+	prog, err := syntax.Compile(parsed.Simplify())
+	if err != nil {
+		return nil, 0, 0, badRequest("pattern: %v", err)
+	}
+	if window, piece, err = readySpan(len(prog.Inst)); err != nil {
+		return nil, 0, 0, err
+	}
+	// regexp takes text, not a parsed pattern: this second parse and
+	// compile is of one known to be small.
+	if re, err = regexp.Compile(text); err != nil {
+		return nil, 0, 0, badRequest("pattern: %v", err)
+	}
+	return re, window, piece, nil
+}
+
+// instBound returns a bound above the instructions re compiles to once
+// simplified, or a number past ceiling once it is past ceiling: the
+// program's fail and match instructions, and nodeBound of its tree.
+func instBound(re *syntax.Regexp, ceiling int) int {
+	return min(2+nodeBound(re, ceiling), ceiling+1)
+}
+
+// nodeBound bounds the instructions of re's tree, or returns a number past
+// ceiling. It counts each node, and a repetition's operand as many times as
+// the repetition may run, with more instructions than the compiler takes
+// for each (a capture's two, a loop's or a choice's one, a loop of what
+// may match empty two), so that the bound is never below the size.
+func nodeBound(re *syntax.Regexp, ceiling int) int {
+	switch re.Op {
+	case syntax.OpLiteral:
+		return max(1, len(re.Rune))
+	case syntax.OpRepeat:
+		count := re.Max
+		if count < 0 {
+			count = re.Min + 2
+		}
+		sub := nodeBound(re.Sub[0], ceiling) + 1
+		if count > 0 && sub > ceiling/count {
+			return ceiling + 1
+		}
+		return max(1, count*sub)
+	}
+	n := 2 + len(re.Sub)
+	for _, sub := range re.Sub {
+		if n += nodeBound(sub, ceiling); n > ceiling {
+			return ceiling + 1
 		}
 	}
+	return n
+}
+
+// readySpan returns the window and piece a pattern of size instructions
+// is matched in: readyWindow and readyPiece, or less for a large pattern
+// (see readySteps); an error for one too large.
+func readySpan(size int) (window, piece int, err error) {
 	span := min(readyWindow+readyPiece, readySteps/size)
 	if span < readyMinSpan {
-		return 0, 0, badRequest("pattern: too complex: it compiles to %d instructions, at most %d (a counted repetition counts each time: [a-z]{1000} is a thousand)",
-			size, readySteps/readyMinSpan)
+		return 0, 0, tooComplex(strconv.Itoa(size))
 	}
 	piece = span * readyPiece / (readyWindow + readyPiece)
 	return span - piece, piece, nil
+}
+
+// tooComplex refuses a pattern that compiles to size instructions.
+func tooComplex(size string) error {
+	return badRequest("pattern: too complex: it compiles to %s instructions, at most %d (a counted repetition counts each time: [a-z]{1000} is a thousand)",
+		size, readySteps/readyMinSpan)
 }
 
 // treeOf is what a process offers to find its ports: its processes, those
@@ -92,10 +170,7 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 	var re *regexp.Regexp
 	window, piece := 0, 0
 	if v := q.Get("pattern"); v != "" {
-		if re, err = regexp.Compile(v); err != nil {
-			return badRequest("pattern: %v", err)
-		}
-		if window, piece, err = readySpan(re); err != nil {
+		if re, window, piece, err = readyPattern(v); err != nil {
 			return err
 		}
 	}

@@ -2,7 +2,7 @@ package server
 
 import (
 	"context"
-	"regexp"
+	"regexp/syntax"
 	"strings"
 	"testing"
 	"time"
@@ -27,8 +27,7 @@ func (p logOnly) Log() *logstore.Log { return p.log }
 // READY-NOW, text the program never wrote.
 func TestReadyPatternNotAcrossAGap(t *testing.T) {
 	log := logstore.New(logstore.Options{Retention: 4 << 10})
-	re := regexp.MustCompile(`READY-NOW`)
-	window, piece, err := readySpan(re)
+	re, window, piece, err := readyPattern(`READY-NOW`)
 	require.NoError(t, err)
 	rd := readiness{p: logOnly{log: log}, re: re, windowBytes: window, pieceBytes: piece}
 
@@ -59,8 +58,7 @@ func TestReadyPatternNotAcrossAGap(t *testing.T) {
 func TestReadyPatternWaitsForAPlace(t *testing.T) {
 	log := logstore.New(logstore.Options{})
 	log.Write(logstore.Stdout, []byte("Ready"))
-	re := regexp.MustCompile(`Ready`)
-	window, piece, err := readySpan(re)
+	re, window, piece, err := readyPattern(`Ready`)
 	require.NoError(t, err)
 	slots := make(chan struct{}, 1)
 	slots <- struct{}{} // another wait matches
@@ -102,12 +100,31 @@ func TestReadyPatternAtTheWindowsCut(t *testing.T) {
 		{line, `\Axx`, true}, // the output's start
 	} {
 		log := logstore.New(logstore.Options{})
-		re := regexp.MustCompile(tt.pattern)
-		window, piece, err := readySpan(re)
+		re, window, piece, err := readyPattern(tt.pattern)
 		require.NoError(t, err)
 		rd := readiness{p: logOnly{log: log}, re: re, windowBytes: window, pieceBytes: piece}
 		log.Write(logstore.Stdout, []byte(tt.out))
 		rd.scan(context.Background())
 		require.Equal(t, tt.match, rd.matched, "%q in output %d bytes long: matched %q", tt.pattern, len(tt.out), rd.match)
+	}
+}
+
+// instBound is never below the instructions a pattern compiles to, so that
+// no pattern past the bound is compiled, and at most a few times above
+// them, so that none it refuses would have been taken.
+func TestInstBound(t *testing.T) {
+	for _, pattern := range []string{
+		`a`, `Ready`, `(?i)ready`, `(?m)^Ready\r?$`, `\bReady\b`, `[a-z]+`, `x*`, `(x*)*`, `(a|b|c|d)`,
+		`a{1000}`, `[\w\s-]{1000}|out`, `(?:abc){0,300}`, `(?:(x){2,}){100}`, `(?:a?){500}`,
+		`((((((((x{2}){2}){2}){2}){2}){2}){2}){2}){2}`, `(?s:.)(a|bc)*?d+`, `^$\A\z`, ``,
+		`(?:[a-z]{2}(?:x|y){1,4}){50}`, `(a)(b)(c)(d)(e)(f)(g)(h)`,
+	} {
+		parsed, err := syntax.Parse(pattern, syntax.Perl)
+		require.NoError(t, err, pattern)
+		prog, err := syntax.Compile(parsed.Simplify())
+		require.NoError(t, err, pattern)
+		bound := instBound(parsed, 1<<30)
+		require.GreaterOrEqual(t, bound, len(prog.Inst), pattern)
+		require.LessOrEqual(t, bound, 8*len(prog.Inst), "%s: bound %d, %d instructions", pattern, bound, len(prog.Inst))
 	}
 }

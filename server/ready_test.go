@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/heaptest"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/server"
 )
@@ -189,4 +190,33 @@ func TestReadyEmptyMatch(t *testing.T) {
 	require.Contains(t, a, "match", body)
 	require.Equal(t, "", a["match"], body)
 	require.Contains(t, a, "cursor", body)
+}
+
+// A pattern too large to match is refused at little cost, before it is
+// compiled: a million-byte pattern was compiled whole (a million
+// instructions) only to be refused for its size, about 230 MB of the
+// daemon's heap a request, three at once 760 MB of an 846 MB memory limit;
+// a nested repetition of 1 KB compiles as large. Not parallel: the whole
+// process's allocations are measured.
+func TestReadyHugePatternRefusedCheaply(t *testing.T) {
+	d := start(t, server.Options{})
+	p, err := d.c.Start(ctx(t), client.StartOptions{Argv: []string{"sleep", "60"}})
+	require.NoError(t, err)
+	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
+	for _, tt := range []struct{ pattern, says string }{
+		{strings.Repeat("a", 1_040_000), "1040000 bytes long, at most 16384"},
+		{"(?:" + strings.Repeat("a", 1000) + "){1000}", "too complex: it compiles to well over 2048 instructions"},
+	} {
+		pattern := tt.pattern
+		path := "/v1/processes/" + p.ID + "/ready?timeout=100&pattern=" + pattern
+		var code int
+		var body string
+		allocated := heaptest.Allocated(func() { code, body = d.raw(t, "GET", path, "", authed()) })
+		t.Logf("a pattern of %d bytes: %d KiB allocated", len(pattern), allocated>>10)
+		require.Equal(t, http.StatusBadRequest, code, body)
+		require.Contains(t, body, "pattern: "+tt.says)
+		// The request itself, a megabyte of URL, is copied a few times by
+		// the client and the server.
+		require.Less(t, allocated, uint64(32<<20), "refusing the pattern allocated %d MiB", allocated>>20)
+	}
 }
