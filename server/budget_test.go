@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -621,4 +623,110 @@ func TestLongArgvKeptShort(t *testing.T) {
 		return used > int64(len(p.Argv))
 	}, 10*time.Second, 5*time.Millisecond, "the kept elements' cost is counted")
 	require.LessOrEqual(t, used, int64(process.KeptText), "the record's text counts %d bytes", used)
+}
+
+// trickle opens a connection that declares a body of size bytes for path,
+// sends its first sent bytes, then one more every 100 ms, each well within
+// the wait for a next byte, until the test ends or the daemon closes it.
+// done has the answer the daemon gave (nil: none came).
+func (d *daemon) trickle(t *testing.T, path string, size, sent int) (done <-chan *http.Response) {
+	t.Helper()
+	conn := d.dial(t)
+	_, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n{\"cmd\":\"%s",
+		path, testToken, size, strings.Repeat("x", sent))
+	require.NoError(t, err)
+	stop := make(chan struct{})
+	answers := make(chan *http.Response, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if _, err := conn.Write([]byte("x")); err != nil {
+				return
+			}
+		}
+	})
+	wg.Go(func() {
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			answers <- nil
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		answers <- resp
+	})
+	t.Cleanup(func() {
+		close(stop)
+		conn.Close()
+		wg.Wait()
+	})
+	return answers
+}
+
+// TestTricklingBodiesHoldLittle: a body holds, under the bodies' budget,
+// what of it has come, not the whole of its Content-Length from the start:
+// two connections that declared a body of near --body-limit and then sent
+// a byte every few seconds held the whole budget for as long as they kept
+// sending, and every request with a body, kill included, was refused 429.
+func TestTricklingBodiesHoldLittle(t *testing.T) {
+	t.Parallel()
+	const limit = 1 << 20
+	d := start(t, server.Options{BodyLimit: limit})
+	const sent = 40 << 10
+	d.trickle(t, "/v1/processes", limit-1, sent)
+	d.trickle(t, "/v1/processes", limit-1, sent)
+	require.Eventually(t, func() bool { return d.budget(t, "requestBodies").Used >= 2*sent }, 10*time.Second, 10*time.Millisecond,
+		"both bodies are being read")
+	resp, out := d.post(t, "/v1/processes", `{"argv":["sleep","60"]}`)
+	require.Equal(t, http.StatusCreated, resp.StatusCode, out)
+	var p client.Process
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	resp, out = d.post(t, "/v1/processes/"+p.ID+"/kill", `{"signal":"KILL"}`)
+	require.Less(t, resp.StatusCode, 300, out)
+	require.Less(t, d.budget(t, "requestBodies").Used, int64(limit), "the trickling bodies hold about what came of them")
+}
+
+// TestSlowBodyLetGo: past its first moments (bodyGrace, 30 s), a body must
+// come at 256 KiB/s on average, or it is let go, 408, however often its
+// bytes come: a client that sent one every few seconds, each within the
+// wait for a next byte, held its place under the bodies' budget, and a
+// connection, for as long as it kept on. One that comes faster is read
+// whole, however long it takes.
+func TestSlowBodyLetGo(t *testing.T) {
+	t.Parallel()
+	const limit = 1 << 20
+	d := start(t, server.Options{BodyLimit: limit})
+	server.SetBodyGrace(d.srv, 300*time.Millisecond)
+	var resp *http.Response
+	select {
+	case resp = <-d.trickle(t, "/v1/processes", limit-1, 40<<10):
+	case <-time.After(20 * time.Second): // the hang guard
+	}
+	require.NotNil(t, resp, "a slow body is answered")
+	require.Equal(t, http.StatusRequestTimeout, resp.StatusCode)
+	require.Eventually(t, func() bool { return d.budget(t, "requestBodies").Used == 0 }, 10*time.Second, 10*time.Millisecond,
+		"the slow body gives its place back")
+
+	// 1 MiB in 16 steps of 64 KiB, 100 ms apart: 640 KiB/s, read whole
+	// though it takes five times the grace.
+	conn := d.dial(t)
+	body := `{"cmd":"true"` + strings.Repeat(" ", limit-15) + `}`
+	_, err := fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n",
+		testToken, len(body))
+	require.NoError(t, err)
+	for part := range slices.Chunk([]byte(body), 64<<10) {
+		time.Sleep(100 * time.Millisecond)
+		_, err := conn.Write(part)
+		require.NoError(t, err)
+	}
+	resp, err = http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", b)
 }

@@ -74,15 +74,24 @@ func readBodyJSON(r *http.Request, v any, given bool) ([]string, error) {
 	return names, nil
 }
 
-// readBody reads the whole body. A body with a Content-Length within the
-// route's limit is read into one buffer of its size, so that reading a
-// large body costs the body and no more; that buffer counts against the
-// bodies' budget from the start, so that Content-Lengths alone cannot
-// make the daemon hold more than the budget (100 connections that
-// declared 16 MiB each took 1.6 GB of heap).
+// bodyFirstBuffer is the most of a body's Content-Length its buffer is
+// made for at first: the buffer grows as the body comes.
+const bodyFirstBuffer = 64 << 10
+
+// readBody reads the whole body into a buffer that counts against the
+// bodies' budget before it is made, so that the daemon holds no more than
+// the budget (100 connections that declared 16 MiB each, each read into a
+// buffer of its size, took 1.6 GB of heap). The buffer is made for what
+// came, not for what the Content-Length says will: it starts at
+// bodyFirstBuffer at most and grows fourfold as it fills, never past the
+// Content-Length, so that a large body allocates about 1.3 times its size,
+// and one that trickles holds at most four times what came of it. Two
+// that declared near --body-limit each, held whole from the start, then
+// sent a byte every few seconds, kept every other body refused for as
+// long as they did.
 func readBody(r *http.Request) ([]byte, error) {
 	b, _ := r.Body.(*boundedBody)
-	size := int64(512)
+	size := int64(-1) // unknown
 	if r.ContentLength > 0 {
 		size = r.ContentLength
 		if b != nil && size > b.limit {
@@ -92,17 +101,26 @@ func readBody(r *http.Request) ([]byte, error) {
 	if b != nil {
 		b.sized = true // its buffer counts, not the bytes read
 	}
-	if err := b.hold(size + 1); err != nil {
+	first := int64(512)
+	if size >= 0 {
+		first = min(size, bodyFirstBuffer)
+	}
+	if err := b.hold(first + 1); err != nil {
 		return nil, err
 	}
-	buf := make([]byte, 0, size+1) // +1: room to read the end
+	buf := make([]byte, 0, first+1) // +1: room to read the end
 	for {
 		if len(buf) == cap(buf) {
-			had := cap(buf)
-			buf = append(buf, 0)[:len(buf)]
-			if err := b.hold(int64(cap(buf) - had)); err != nil {
+			// Made to its size rather than by append, whose growth
+			// may overshoot the Content-Length by a quarter.
+			grown := 4 * int64(cap(buf))
+			if end := bodyEnd(b, size); end > int64(cap(buf)) {
+				grown = min(grown, end)
+			}
+			if err := b.hold(grown - int64(cap(buf))); err != nil {
 				return nil, err
 			}
+			buf = append(make([]byte, 0, grown), buf...)
 		}
 		n, err := r.Body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
@@ -113,6 +131,18 @@ func readBody(r *http.Request) ([]byte, error) {
 			return nil, err
 		}
 	}
+}
+
+// bodyEnd is the most a buffer for a body of size bytes (-1: unknown)
+// needs: room for the body and for reading its end.
+func bodyEnd(b *boundedBody, size int64) int64 {
+	switch {
+	case size >= 0:
+		return size + 1
+	case b != nil:
+		return b.limit + 1
+	}
+	return math.MaxInt64
 }
 
 // boundedBody is a request body under its route's limit; a read past the
@@ -139,8 +169,16 @@ type boundedBody struct {
 	w    http.ResponseWriter
 	idle time.Duration
 	rc   *http.ResponseController // w's, made by the first Read
-	// stalled is set once no byte came for idle: the client is not
-	// sending, and what is left of its body is not waited for.
+	// grace is how long the body may come in slowly: past it, it must
+	// have come at bodyMinRate since began, came being what came of it
+	// (see bodyGrace). Zero bounds nothing.
+	grace time.Duration
+	began time.Time
+	came  int64
+	// slow says that the read deadline set is the rate's, not idle's.
+	slow bool
+	// stalled is set once no byte came for idle, or the body fell behind
+	// the rate: what is left of it is not waited for.
 	stalled bool
 }
 
@@ -182,14 +220,25 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	}
 	bounded := b.w != nil && b.idle > 0
 	if bounded {
+		now := time.Now()
 		if b.rc == nil {
 			b.rc = http.NewResponseController(b.w)
+			b.began = now
+		}
+		deadline := now.Add(b.idle)
+		b.slow = false
+		if b.grace > 0 {
+			due := b.began.Add(b.grace + time.Duration(float64(b.came)/bodyMinRate*float64(time.Second)))
+			if due.Before(deadline) {
+				deadline, b.slow = due, true
+			}
 		}
 		// A server that cannot set deadlines (one of an embedder's)
 		// leaves the read unbounded, as it was.
-		bounded = b.rc.SetReadDeadline(time.Now().Add(b.idle)) == nil
+		bounded = b.rc.SetReadDeadline(deadline) == nil
 	}
 	n, err := b.ReadCloser.Read(p)
+	b.came += int64(n)
 	if bounded && err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			b.stalled = true
@@ -200,8 +249,12 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 			// as long as the client kept it.
 			_ = b.rc.SetReadDeadline(time.Now())
 			b.w.Header().Set("Connection", "close")
-			return n, &Error{http.StatusRequestTimeout, api.CodeInvalidArgument, fmt.Sprintf(
-				"request body: no byte came for %v; send it again whole", b.idle), err}
+			msg := fmt.Sprintf("request body: no byte came for %v; send it again whole", b.idle)
+			if b.slow {
+				msg = fmt.Sprintf("request body: came slower than %d KiB/s past its first %v (%d bytes in %v); send it again whole, faster",
+					bodyMinRate>>10, b.grace, b.came, time.Since(b.began).Round(time.Millisecond))
+			}
+			return n, &Error{http.StatusRequestTimeout, api.CodeInvalidArgument, msg, err}
 		}
 		// The body is read (or failed): the connection's reads are the
 		// server's again, which watches it for the client going away

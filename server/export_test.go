@@ -20,6 +20,10 @@ func SetWriteTimeout(s *Server, d time.Duration) { s.writeTimeout.Store(int64(d)
 // SetBodyIdle shortens the wait for each next byte of a request body.
 func SetBodyIdle(s *Server, d time.Duration) { s.bodyIdle.Store(int64(d)) }
 
+// SetBodyGrace shortens the time a request body may come slowly in before
+// it must keep to the least rate.
+func SetBodyGrace(s *Server, d time.Duration) { s.bodyGrace.Store(int64(d)) }
+
 // LogBudgetUsed returns the bytes the logs of s's processes retain, as its
 // log budget counts them.
 func LogBudgetUsed(s *Server) int64 { return s.budget.Used() }

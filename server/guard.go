@@ -165,7 +165,7 @@ func (s *Server) wrap(rt route) http.Handler {
 			return
 		}
 		body = &boundedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), limit: limit, flag: flag, held: &s.bodies,
-			w: w, idle: time.Duration(s.bodyIdle.Load()), said: r.ContentLength}
+			w: w, idle: time.Duration(s.bodyIdle.Load()), grace: time.Duration(s.bodyGrace.Load()), said: r.ContentLength}
 		defer func() { s.bodies.used.Add(-body.taken) }()
 		r.Body = body
 		if err := rt.handler(w, r); err != nil {

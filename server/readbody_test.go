@@ -12,10 +12,12 @@ import (
 	"github.com/conchsh/conch/internal/heaptest"
 )
 
-// TestReadBodyHeld: the buffer a body is read into, made at its declared
-// size, counts against the bodies' budget before it is made: a
-// Content-Length the budget cannot take is refused 429 without allocating
-// it, and one it can is read whole and held.
+// TestReadBodyHeld: the buffer a body is read into counts against the
+// bodies' budget before it is made, and is made for what came of the body,
+// not for its declared size: a body that declared 16 MiB and sent 2 MiB
+// is refused 429 once what came is past a budget of 1 MiB, without
+// allocating its declared size, and one the budget takes is read whole
+// and held.
 func TestReadBodyHeld(t *testing.T) {
 	budget := &bodyBudget{limit: 1 << 20}
 	body := func(s string, declared int64) *http.Request {
@@ -25,17 +27,26 @@ func TestReadBodyHeld(t *testing.T) {
 		r.ContentLength = declared
 		return r
 	}
+	sent := strings.Repeat(" ", 2<<20)
 	var err error
-	allocated := heaptest.Allocated(func() { _, err = readBody(body(`{"cmd":"true"}`, 16<<20)) })
+	allocated := heaptest.Allocated(func() { _, err = readBody(body(sent, 16<<20)) })
 	var e *Error
 	require.True(t, errors.As(err, &e), "%v", err)
 	require.Equal(t, http.StatusTooManyRequests, e.Status)
-	require.Less(t, allocated, uint64(1<<20), "the declared size was not allocated")
-	require.Zero(t, budget.used.Load())
+	require.Less(t, allocated, uint64(2<<20), "the declared size was not allocated")
 
+	budget.used.Store(0) // what the refused body held, its request answered
 	r := body(`{"cmd":"true"}`, 14)
 	b, err := readBody(r)
 	require.NoError(t, err)
 	require.Equal(t, `{"cmd":"true"}`, string(b))
 	require.EqualValues(t, 15, budget.used.Load(), "its buffer is held until the request is answered")
+
+	// A large one grows to its size, no further.
+	budget.used.Store(0)
+	big := `"` + strings.Repeat("x", 700<<10) + `"`
+	b, err = readBody(body(big, int64(len(big))))
+	require.NoError(t, err)
+	require.Equal(t, big, string(b))
+	require.EqualValues(t, len(big)+1, budget.used.Load())
 }

@@ -51,9 +51,20 @@ const heartbeat = 15 * time.Second
 const writeTimeout = 30 * time.Second
 
 // bodyIdle bounds the wait for each next byte of a request body: a client
-// that stops sending one holds its place under the bodies' budget (its
-// Content-Length, from the start) until it is let go.
+// that stops sending one holds its place under the bodies' budget (what
+// came of it) until it is let go.
 const bodyIdle = 30 * time.Second
+
+// bodyGrace and bodyMinRate bound how slowly a request body may come: past
+// its first bodyGrace, bodyMinRate bytes a second on average. A client that
+// sent a byte just within bodyIdle, again and again, held its place under
+// the bodies' budget for as long as it kept on; now a body of 16 MiB, the
+// default --body-limit, is read within 94 s or let go. A client that
+// reaches the daemon at 256 KiB/s (2 Mbit/s) sends it in 64 s.
+const (
+	bodyGrace   = 30 * time.Second
+	bodyMinRate = 256 << 10
+)
 
 // restBytes and restFor bound what the daemon reads, and discards, of a
 // request body its answer did not need (see Server.readRest).
@@ -169,6 +180,9 @@ type Server struct {
 	// bodyIdle bounds the wait for a request body's next byte, in
 	// nanoseconds; tests shorten it while the server serves.
 	bodyIdle atomic.Int64
+	// bodyGrace is bodyGrace, in nanoseconds; tests shorten it while the
+	// server serves.
+	bodyGrace atomic.Int64
 	// restBytes and restFor bound the reading of a body's rest after an
 	// answer that did not need it; tests lower them while it serves.
 	restBytes, restFor atomic.Int64
@@ -262,6 +276,7 @@ func New(opts Options) (*Server, error) {
 	s.heartbeat.Store(int64(heartbeat))
 	s.writeTimeout.Store(int64(writeTimeout))
 	s.bodyIdle.Store(int64(bodyIdle))
+	s.bodyGrace.Store(int64(bodyGrace))
 	s.restBytes.Store(restBytes)
 	s.restFor.Store(int64(restFor))
 	for _, h := range opts.AllowedHosts {
