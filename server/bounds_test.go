@@ -21,6 +21,7 @@ import (
 
 	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/heaptest"
 	"github.com/conchsh/conch/server"
 )
 
@@ -445,4 +446,67 @@ func TestHeadersBudget(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// TestManyElementsRefusedCheaply: a body of many small array elements or
+// object members is refused before they are decoded, at a cost near the
+// body's own: each is worth far more decoded than its few bytes of JSON
+// (16 bytes of a string's header for the 3 of "",), and 16 MB of empty
+// argv elements took some 250 MB to decode only to be refused for the
+// command's size; 2 million env keys, 260 MB and 3.7 s of a core, and the
+// process was started. Not parallel: the whole process's allocations are
+// measured.
+func TestManyElementsRefusedCheaply(t *testing.T) {
+	d := start(t, server.Options{})
+	argv := `{"argv":["true"` + strings.Repeat(`,""`, 5_500_000) + `]}`
+	var env strings.Builder
+	env.WriteString(`{"argv":["true"],"env":{`)
+	for i := range 1_200_000 {
+		if i > 0 {
+			env.WriteByte(',')
+		}
+		fmt.Fprintf(&env, `"%x":""`, i)
+	}
+	env.WriteString(`}}`)
+	for _, body := range []string{argv, env.String()} {
+		var code int
+		var answer string
+		allocated := heaptest.Allocated(func() { code, answer = d.raw(t, "POST", "/v1/processes", body, authed()) })
+		t.Logf("a body of %d bytes: %d MiB allocated", len(body), allocated>>20)
+		require.Equal(t, http.StatusRequestEntityTooLarge, code, "%.300s", answer)
+		require.Contains(t, errorMessage(t, answer), "elements")
+		// Its buffer, and the elements checked until the budget was
+		// spent: a few times the body, not the twenty it cost.
+		require.Less(t, allocated, 3*uint64(len(body)), "a body of %d bytes allocated %d MiB", len(body), allocated>>20)
+	}
+}
+
+// TestBodyElementsCounted: each array element and object member of a body
+// counts 256 bytes under the bodies' budget, twice --body-limit, besides
+// the body's bytes: a body whose elements take it past the whole budget is
+// refused 413, however small its text; one within it is taken.
+func TestBodyElementsCounted(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{BodyLimit: 64 << 10}) // a budget of 512 elements' worth
+	argv := func(n int) string { return `{"argv":["true"` + strings.Repeat(`,""`, n) + `]}` }
+	env := func(n int) string {
+		var b strings.Builder
+		b.WriteString(`{"argv":["true"],"env":{"k":""`)
+		for i := range n {
+			fmt.Fprintf(&b, `,"k%d":""`, i)
+		}
+		b.WriteString(`}}`)
+		return b.String()
+	}
+	for _, body := range []string{argv(400), env(400)} {
+		code, answer := d.raw(t, "POST", "/v1/processes/run", body, authed())
+		require.Equal(t, http.StatusOK, code, "%.300s", answer)
+	}
+	for _, body := range []string{argv(600), env(600)} {
+		code, answer := d.raw(t, "POST", "/v1/processes/run", body, authed())
+		require.Equal(t, http.StatusRequestEntityTooLarge, code, "%.300s", answer)
+		require.Equal(t, client.CodePayloadTooLarge, errorCode(t, answer))
+		require.Contains(t, errorMessage(t, answer), "too many array elements and object members")
+		require.Contains(t, errorMessage(t, answer), "twice --body-limit")
+	}
 }

@@ -67,8 +67,13 @@ func readBodyJSON(r *http.Request, v any, given bool) ([]string, error) {
 	if isSpace(data) {
 		return nil, nil
 	}
-	names, err := unmarshal(data, v, given)
+	b, _ := r.Body.(*boundedBody)
+	names, err := unmarshal(data, v, given, b.holdElement)
 	if err != nil {
+		var e *Error
+		if errors.As(err, &e) {
+			return nil, e
+		}
 		return nil, badRequest("malformed JSON body: %v", err)
 	}
 	return names, nil
@@ -274,6 +279,32 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// decodedElementCost is what the bodies' budget counts for each array
+// element and object member of a body, besides its bytes: about what one
+// costs decoded, an env member the most (its map slot, its key's string,
+// the check of its key against the others'). An element is worth far
+// more decoded than its few bytes of JSON: two bodies of 16 MB of empty
+// argv elements ("",) took 525 MB to decode, where the budget counted
+// 32 MB.
+const decodedElementCost = 256
+
+// holdElement counts the body's count-th array element or object member
+// against the bodies' budget, before it is decoded. A body that with its
+// elements is more than the whole budget is refused, 413: it would be
+// refused however few others were read. A nil body, or one not counted,
+// holds nothing.
+func (b *boundedBody) holdElement(count int64) error {
+	if b == nil || b.held == nil {
+		return nil
+	}
+	if b.taken+decodedElementCost > b.held.limit {
+		return &Error{http.StatusRequestEntityTooLarge, api.CodePayloadTooLarge, fmt.Sprintf(
+			"request body holds too many array elements and object members: its %d bytes and %d elements, each counted %d bytes decoded, are over the request bodies' budget of %d bytes (twice --body-limit)",
+			b.taken-(count-1)*decodedElementCost, count, decodedElementCost, b.held.limit), nil}
+	}
+	return b.hold(decodedElementCost)
+}
+
 // tooLarge is the API's 413 for a body over the limit, wrapping err.
 func (b *boundedBody) tooLarge(err error) error {
 	msg := fmt.Sprintf("request body over %d bytes, the most this route takes", b.limit)
@@ -295,16 +326,27 @@ func (b *boundedBody) tooLarge(err error) error {
 // "argv[1]"), which encoding/json does not do for a type that decodes
 // itself (api.Millis) nor for an element of an array or map.
 func unmarshalStrict(data []byte, v any) error {
-	_, err := unmarshal(data, v, false)
+	_, err := unmarshal(data, v, false, func(count int64) error {
+		if count > unheldElements {
+			return fmt.Errorf("more than %d array elements and object members", unheldElements)
+		}
+		return nil
+	})
 	return err
 }
+
+// unheldElements bounds the array elements and object members of what
+// unmarshalStrict decodes (a WebSocket message), which no budget counts.
+const unheldElements = 4096
 
 // unmarshal is unmarshalStrict that also returns, when given is set, the
 // names of the top-level fields data gives a value other than null: which
 // of two fields a body gave, where the zero value decoded says nothing of
-// it ("cmd": "" is a command, an absent cmd none).
-func unmarshal(data []byte, v any, given bool) ([]string, error) {
-	c := checker{data: data, record: given}
+// it ("cmd": "" is a command, an absent cmd none). Each array element and
+// object member is given to hold, counted from 1, before it is read: an
+// error of hold's refuses the data.
+func unmarshal(data []byte, v any, given bool, hold func(count int64) error) ([]string, error) {
+	c := checker{data: data, record: given, hold: hold}
 	if err := c.value(reflect.TypeOf(v), 0); err != nil {
 		return nil, err
 	}
@@ -384,6 +426,16 @@ type checker struct {
 	// null, in the order read, when record is set.
 	record bool
 	given  []string
+	// hold is given each array element and object member, counted in
+	// elements, before it is read (see unmarshal).
+	hold     func(count int64) error
+	elements int64
+}
+
+// element counts one more array element or object member.
+func (c *checker) element() error {
+	c.elements++
+	return c.hold(c.elements)
 }
 
 // pathElem is one step of a path: an object's key, or an array's index.
@@ -585,6 +637,9 @@ func (c *checker) array(t reflect.Type, depth int) error {
 	}
 	c.path = append(c.path, pathElem{})
 	for i := 0; ; i++ {
+		if err := c.element(); err != nil {
+			return err
+		}
 		c.path[len(c.path)-1] = pathElem{index: i}
 		c.elem = true
 		if err := c.value(elem, depth); err != nil {
@@ -628,6 +683,9 @@ func (c *checker) object(t reflect.Type, depth int) error {
 	}
 	var seen map[string]struct{}
 	for {
+		if err := c.element(); err != nil {
+			return err
+		}
 		c.skipSpace()
 		if c.pos >= len(c.data) {
 			return errors.New("unexpected end of JSON input")
