@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -20,18 +21,19 @@ var errEscapes = errors.New("path escapes the sandbox root")
 // ELOOP does.
 const maxLinks = 40
 
-// resolveRoot returns root as an absolute path with its symlinks evaluated:
-// the prefix every resolved path must have.
-func resolveRoot(root string) (string, error) {
-	abs, err := filepath.Abs(root)
+// resolveRoot returns root as an absolute path (named, as configured) and
+// with its symlinks evaluated (real: the prefix every resolved path must
+// have).
+func resolveRoot(root string) (named, real string, err error) {
+	named, err = filepath.Abs(root)
 	if err != nil {
-		return "", fmt.Errorf("sandbox root: %w", err)
+		return "", "", fmt.Errorf("sandbox root: %w", err)
 	}
-	real, err := filepath.EvalSymlinks(abs)
+	real, err = filepath.EvalSymlinks(named)
 	if err != nil {
-		return "", fmt.Errorf("sandbox root: %w", err)
+		return "", "", fmt.Errorf("sandbox root: %w", err)
 	}
-	return real, nil
+	return named, real, nil
 }
 
 // within reports whether p is root or lies under it.
@@ -39,37 +41,66 @@ func within(root, p string) bool {
 	return root == "/" || p == root || strings.HasPrefix(p, root+"/")
 }
 
-// lexical returns the client's path cleaned, relative to root, as "/a/b"
-// ("/" for root itself). An absolute path is taken relative to root, but
-// root's own absolute path, or one under it, names what it says. A path
-// whose ".." climbs above root is refused with errEscapes.
-func lexical(root, userPath string) (string, error) {
-	clean := filepath.Clean(userPath)
-	if clean == ".." || strings.HasPrefix(clean, "../") {
-		return "", fmt.Errorf("%q: %w", userPath, errEscapes)
+// lexical returns the client's path cleaned, relative to the root, as
+// "/a/b" ("/" for the root itself). An absolute path is taken relative to
+// the root, but one that begins with an absolute path of the root (its
+// real one, or the one it was configured as) names what it says: the rest
+// is relative to the root. A path whose ".." climbs above the root is
+// refused with errEscapes, the root's own absolute path followed by ".."
+// too. The names are read before any ".." is applied: cleaned first, such
+// a path lost its climb (/.. is /) or came out under no root's name, and
+// was then taken as a path under the root.
+func (s *Server) lexical(userPath string) (string, error) {
+	names := split(userPath)
+	if filepath.IsAbs(userPath) {
+		names = s.underRoot(names)
 	}
-	abs := filepath.IsAbs(clean)
-	clean = filepath.Clean("/" + clean)
-	if abs && root != "/" && within(root, clean) {
-		clean = "/" + strings.TrimPrefix(clean[len(root):], "/")
+	clean := make([]string, 0, len(names))
+	for _, name := range names {
+		if name != ".." {
+			clean = append(clean, name)
+			continue
+		}
+		if len(clean) == 0 {
+			return "", fmt.Errorf("%q: %w", userPath, errEscapes)
+		}
+		clean = clean[:len(clean)-1]
 	}
-	return clean, nil
+	return "/" + strings.Join(clean, "/"), nil
 }
 
-// resolve maps a client's path to a path on disk under root (itself
-// resolved, see resolveRoot). The path is cleaned first (see lexical).
-// Then it is walked one name at a time from root, following
+// underRoot returns the names of an absolute path less those of the
+// longest absolute path of the root they begin with: what is left is
+// relative to the root. A path that begins with none is relative to the
+// root whole.
+func (s *Server) underRoot(names []string) []string {
+	matched := -1
+	for _, root := range s.rootNames {
+		r := split(root)
+		if len(r) > matched && len(r) <= len(names) && slices.Equal(r, names[:len(r)]) {
+			matched = len(r)
+		}
+	}
+	if matched < 0 {
+		return names
+	}
+	return names[matched:]
+}
+
+// resolve maps a client's path to a path on disk under the root (its real
+// path, see resolveRoot). The path is cleaned first (see lexical).
+// Then it is walked one name at a time from the root, following
 // every symlink met (dangling ones too, whose target a write or mkdir would
 // create): the result holds no symlink in the part that exists, and is
-// refused with errEscapes when it lies outside root. The part that does not
-// exist yet is kept as named, so a file created there later lands where the
-// check saw it.
-func resolve(root, userPath string) (string, error) {
-	clean, err := lexical(root, userPath)
+// refused with errEscapes when it lies outside the root. The part that does
+// not exist yet is kept as named, so a file created there later lands where
+// the check saw it.
+func (s *Server) resolve(userPath string) (string, error) {
+	clean, err := s.lexical(userPath)
 	if err != nil {
 		return "", err
 	}
-	return walk(root, clean, userPath)
+	return walk(s.root, clean, userPath)
 }
 
 // walk is resolve of clean, a path lexical made of the client's userPath

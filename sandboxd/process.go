@@ -37,7 +37,7 @@ func (s *Server) spawn(cfg *sandboxdpb.ProcessConfig, pty *sandboxdpb.PTY, openS
 	cwd := s.root
 	if c := cfg.GetCwd(); c != "" {
 		var err error
-		if cwd, err = resolve(s.root, c); err != nil {
+		if cwd, err = s.resolve(c); err != nil {
 			return nil, pathStatus("cwd", c, err)
 		}
 		fi, err := os.Stat(cwd)

@@ -211,6 +211,33 @@ func TestExecuteRefusals(t *testing.T) {
 	}
 }
 
+// TestExecuteCwdClimbRefused: a cwd whose .. climbs above the root is
+// refused, absolute as relative; the absolute ones ran in ROOT/a instead.
+// A root configured as a symlink is named by that path too: it was taken
+// for a path under the root, NOT_FOUND.
+func TestExecuteCwdClimbRefused(t *testing.T) {
+	real, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	link := filepath.Join(t.TempDir(), "rootlink")
+	require.NoError(t, os.Symlink(real, link))
+	d := serve(t, Options{Root: link})
+	require.NoError(t, os.Mkdir(filepath.Join(d.root, "a"), 0o755))
+	for _, cwd := range []string{"../a", "/../a", "//..//a", d.root + "/../../../a", d.root + "/../" + filepath.Base(d.root) + "/a", link + "/../a", "/a/../../a"} {
+		config := &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: &cwd}
+		_, err := d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: config})
+		require.Equal(t, codes.PermissionDenied, status.Code(err), "Execute in %q: %v", cwd, err)
+		stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: config})
+		require.NoError(t, err)
+		_, err = stream.Recv()
+		require.Equal(t, codes.PermissionDenied, status.Code(err), "Start in %q: %v", cwd, err)
+	}
+	for _, cwd := range []string{"/a", d.root + "/a", link + "/a", link + "/b/../a"} {
+		resp, err := d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: &cwd}})
+		require.NoError(t, err, "in %q", cwd)
+		require.Equal(t, filepath.Join(d.root, "a")+"\n", string(resp.GetStdout()), "in %q", cwd)
+	}
+}
+
 // TestLongInputStatusFitsTrailers checks that a refusal quoting a long
 // cwd, program or variable name reaches a client that takes 8 KiB of
 // trailers, as gRPC's C-core and Java clients do: its message, which

@@ -156,7 +156,7 @@ func fileError(w http.ResponseWriter, p string, err error) {
 
 func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 	p := r.PathValue("path")
-	target, err := resolve(s.root, p)
+	target, err := s.resolve(p)
 	if err != nil {
 		fileError(w, p, err)
 		return
@@ -299,7 +299,7 @@ func (s *Server) entry(dir, name string) (FileEntry, bool) {
 		// Relative to the root: an absolute path under the root's own
 		// absolute path (ROOT/tmp/root/x) would be read as naming ROOT/x.
 		rel := strings.TrimPrefix(strings.TrimPrefix(dir, s.root), "/")
-		real, err := resolve(s.root, filepath.Join(rel, name))
+		real, err := s.resolve(filepath.Join(rel, name))
 		if err != nil {
 			return FileEntry{}, false
 		}
@@ -352,7 +352,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, codeInvalidArgument, "%q ends with /, as a directory's path does: a file is written to a path without it", p)
 		return
 	}
-	target, err := resolve(s.root, p)
+	target, err := s.resolve(p)
 	if err != nil {
 		fileError(w, p, err)
 		return
@@ -491,7 +491,7 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 	}
 	// The entry itself is removed, a symlink rather than what it points
 	// to, as rm does: only its directory is resolved.
-	rel, err := lexical(s.root, p)
+	rel, err := s.lexical(p)
 	if err != nil {
 		fileError(w, p, err)
 		return

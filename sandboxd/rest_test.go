@@ -252,6 +252,84 @@ func TestFilesTraversalRefused(t *testing.T) {
 	require.NoFileExists(t, filepath.Join(outside, "x"))
 }
 
+// TestFilesAbsoluteClimbRefused: an absolute path whose .. climbs above
+// the root is refused as a relative one is, whether it starts at / or at
+// the root's own absolute path. Each was cleaned first, the climb dropped
+// (/.. is /) or taken past the root's prefix, and the path then read as
+// one under the root: a PUT wrote ROOT/x and ROOT/tmp/.../x, a GET served
+// ROOT/x.
+func TestFilesAbsoluteClimbRefused(t *testing.T) {
+	d := serve(t, Options{})
+	escaped := func(p string) string { return strings.ReplaceAll(p, "/", "%2F") }
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, "x.txt"), []byte("in the root"), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(d.root, filepath.Dir(d.root)), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(d.root, filepath.Dir(d.root), "x.txt"), []byte("nested"), 0o644))
+	climbs := []string{
+		"%2F..%2Fx.txt",
+		"/../x.txt",
+		"//..//x.txt",
+		escaped(d.root + "/../x.txt"),
+		d.root + "/../../../../x.txt",
+		d.root + "/sub/../../x.txt",
+		d.root + "/../" + filepath.Base(d.root) + "/x.txt",
+		"%2Fa%2F..%2F..%2Fx.txt",
+	}
+	for _, method := range []string{"GET", "HEAD", "PUT", "DELETE"} {
+		for _, p := range climbs {
+			code, _, body := d.do(t, method, "/v1/files/"+p, strings.NewReader("planted"), nil)
+			require.Equal(t, http.StatusForbidden, code, "%s %s: %s", method, p, body)
+			if method != "HEAD" {
+				require.Equal(t, "PERMISSION_DENIED", apiError(t, body).Code, "%s %s", method, p)
+			}
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(d.root, "x.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "in the root", string(b))
+	b, err = os.ReadFile(filepath.Join(d.root, filepath.Dir(d.root), "x.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "nested", string(b))
+
+	// A .. that stays inside is cleaned away, as in a relative path.
+	code, _, body := d.do(t, "GET", "/v1/files/"+d.root+"/sub/../x.txt", nil, nil)
+	require.Equal(t, http.StatusOK, code, "%s", body)
+	require.Equal(t, "in the root", string(body))
+	code, _, body = d.do(t, "GET", "/v1/files/%2Fsub%2F..%2Fx.txt", nil, nil)
+	require.Equal(t, http.StatusOK, code, "%s", body)
+	require.Equal(t, "in the root", string(body))
+}
+
+// TestFilesRootThroughALink serves a root configured as a symlink: the
+// configured path names the root as its real path does. It was taken as a
+// path under the root, and a PUT made ROOT/.../link/new.txt.
+func TestFilesRootThroughALink(t *testing.T) {
+	real, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	link := filepath.Join(t.TempDir(), "rootlink")
+	require.NoError(t, os.Symlink(real, link))
+	d := serve(t, Options{Root: link})
+	require.Equal(t, real, d.root)
+
+	code, _, body := d.do(t, "PUT", "/v1/files/"+link+"/new.txt", strings.NewReader("through the link"), nil)
+	require.Equal(t, http.StatusNoContent, code, "%s", body)
+	b, err := os.ReadFile(filepath.Join(real, "new.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "through the link", string(b))
+	code, _, body = d.do(t, "GET", "/v1/files/"+strings.ReplaceAll(link+"/new.txt", "/", "%2F"), nil, nil)
+	require.Equal(t, http.StatusOK, code, "%s", body)
+	require.Equal(t, "through the link", string(body))
+	code, _, body = d.do(t, "GET", "/v1/files/"+real+"/new.txt", nil, nil)
+	require.Equal(t, http.StatusOK, code, "%s", body)
+	require.Equal(t, "through the link", string(body))
+
+	code, _, _ = d.do(t, "PUT", "/v1/files/"+link+"/../planted", strings.NewReader("x"), nil)
+	require.Equal(t, http.StatusForbidden, code)
+	require.NoFileExists(t, filepath.Join(filepath.Dir(link), "planted"))
+	entries, err := os.ReadDir(real)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "only new.txt: nothing made under the root's name")
+}
+
 func TestFilesSymlinkEscapeRefused(t *testing.T) {
 	d := serve(t, Options{})
 	outside := t.TempDir()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -93,12 +94,15 @@ type Options struct {
 type Server struct {
 	sandboxdpb.UnimplementedProcessServiceServer
 
-	opts    Options
-	root    string // Options.Root, absolute, symlinks evaluated
-	meta    map[string]string
-	started time.Time
-	handler http.Handler // the REST API
-	start   StartFunc
+	opts Options
+	root string // Options.Root, absolute, symlinks evaluated
+	// rootNames are the absolute paths a client names the root by: root,
+	// and Options.Root as configured when that is another (a symlink).
+	rootNames []string
+	meta      map[string]string
+	started   time.Time
+	handler   http.Handler // the REST API
+	start     StartFunc
 	// parentsMade, when set (by tests), is called by a PUT between making
 	// its file's parent directories and creating its temporary file there.
 	parentsMade func(dir string)
@@ -115,7 +119,7 @@ func New(opts Options) (*Server, error) {
 	if opts.Root == "" {
 		return nil, errors.New("sandboxd: empty root")
 	}
-	root, err := resolveRoot(opts.Root)
+	named, root, err := resolveRoot(opts.Root)
 	if err != nil {
 		return nil, err
 	}
@@ -138,13 +142,14 @@ func New(opts Options) (*Server, error) {
 		opts.IOIdle = DefaultIOIdle
 	}
 	s := &Server{
-		opts:    opts,
-		root:    root,
-		meta:    metadataEnv(opts.Environ, opts.MetadataPrefix),
-		started: time.Now(),
-		start:   opts.Start,
-		byID:    make(map[int32]*startedProcess),
-		live:    make(map[*exec.Process]struct{}),
+		opts:      opts,
+		root:      root,
+		rootNames: slices.Compact([]string{root, named}),
+		meta:      metadataEnv(opts.Environ, opts.MetadataPrefix),
+		started:   time.Now(),
+		start:     opts.Start,
+		byID:      make(map[int32]*startedProcess),
+		live:      make(map[*exec.Process]struct{}),
 	}
 	if s.start == nil {
 		s.start = exec.Start
