@@ -60,11 +60,13 @@ func (s *Server) spawn(cfg *sandboxdpb.ProcessConfig, pty *sandboxdpb.PTY, openS
 	switch {
 	case pty != nil:
 		opts.Kind = process.KindPTY
-		if pty.GetCols() > 0 && pty.GetRows() > 0 {
-			size, err := terminalSize(pty.GetCols(), pty.GetRows())
-			if err != nil {
-				return nil, err
-			}
+		// A side over the bound is refused even when the other is 0 and
+		// the default size would be taken.
+		size, err := terminalSize(pty.GetCols(), pty.GetRows())
+		if err != nil {
+			return nil, err
+		}
+		if size.Cols > 0 && size.Rows > 0 {
 			opts.Terminal = &size // set before the child starts: it never sees 0×0
 		}
 	case openStdin:

@@ -540,6 +540,23 @@ func TestPTYSizeBeforeStart(t *testing.T) {
 	}
 }
 
+// TestPTYSizeOverBound: a side over 65535 is refused whatever the other
+// is; it was taken, for the default size, when the other was 0.
+func TestPTYSizeOverBound(t *testing.T) {
+	d := serve(t, Options{})
+	for _, size := range []*sandboxdpb.PTY{{Cols: 70000, Rows: 0}, {Cols: 0, Rows: 70000}, {Cols: 70000, Rows: 24}, {Cols: 80, Rows: 70000}} {
+		stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("sh", "-c", "stty size"), Pty: size})
+		require.NoError(t, err)
+		_, err = stream.Recv()
+		require.Equal(t, codes.InvalidArgument, status.Code(err), "%dx%d: %v", size.GetCols(), size.GetRows(), err)
+	}
+	// 0 on either side, the other in bounds, is the default size.
+	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg("sh", "-c", "stty size"), Pty: &sandboxdpb.PTY{Cols: 65535, Rows: 0}})
+	require.NoError(t, err)
+	r := drain(t, stream)
+	require.Equal(t, "24 80\r\n", r.stdout.String())
+}
+
 func TestPTYResizeAndInput(t *testing.T) {
 	d := serve(t, Options{})
 	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{
