@@ -235,6 +235,25 @@ func TestFilesHead(t *testing.T) {
 	require.Empty(t, body)
 	code, _, _ = d.do(t, "HEAD", "/v1/files/absent.txt", nil, nil)
 	require.Equal(t, http.StatusNotFound, code)
+
+	// Whatever GET refuses, HEAD refuses with the same status, as the
+	// route table says.
+	require.NoError(t, syscall.Mkfifo(filepath.Join(d.root, "fifo"), 0o644))
+	ln, err := net.Listen("unix", filepath.Join(d.root, "sock"))
+	require.NoError(t, err)
+	defer ln.Close()
+	require.NoError(t, os.Symlink("loop", filepath.Join(d.root, "loop")))
+	require.NoError(t, os.Symlink("/dev/null", filepath.Join(d.root, "link-out")))
+	for path, want := range map[string]int{
+		"fifo": http.StatusBadRequest, "sock": http.StatusBadRequest, "loop": http.StatusBadRequest,
+		"link-out": http.StatusForbidden, "%2E%2E/x": http.StatusForbidden, "absent.txt": http.StatusNotFound, "": http.StatusOK,
+	} {
+		get, _, _ := d.do(t, "GET", "/v1/files/"+path, nil, nil)
+		head, _, body := d.do(t, "HEAD", "/v1/files/"+path, nil, nil)
+		require.Equal(t, want, get, "GET %q", path)
+		require.Equal(t, want, head, "HEAD %q", path)
+		require.Empty(t, body, "HEAD %q", path)
+	}
 }
 
 func TestFilesTraversalRefused(t *testing.T) {
