@@ -407,10 +407,21 @@ func (s *Server) list(ctx context.Context, _ *mcp.CallToolRequest, _ ListInput) 
 	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: b.String()}}}, out, nil
 }
 
-func (s *Server) closeSession(ctx context.Context, _ *mcp.CallToolRequest, in CloseInput) (*mcp.CallToolResult, CloseOutput, error) {
+func (s *Server) closeSession(ctx context.Context, req *mcp.CallToolRequest, in CloseInput) (*mcp.CallToolResult, CloseOutput, error) {
 	name := in.Session
 	if name == "" {
 		name = DefaultSession
+	}
+	// The close takes its turn behind the calls sent to the session before
+	// it (see order): the run that makes the session, say.
+	if t, ok := ticketOf(req); ok {
+		defer s.order.leave(name, t)
+		if err := s.order.wait(ctx, name, t); err != nil {
+			return nil, CloseOutput{}, err
+		}
+		if s.order.cancelledByClient(t) {
+			return nil, CloseOutput{}, context.Canceled // cancelled before its turn: nothing is closed
+		}
 	}
 	s.mu.Lock()
 	n, ok := s.sessions[name]

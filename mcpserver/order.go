@@ -16,13 +16,22 @@ import (
 // each run a ticket in its session's line, carried to the handler in the
 // call's _meta; the handler submits its command once every run ahead of it
 // in that line was submitted or answered.
+//
+// close_session takes its turn in that line too: sent right after the run
+// that makes its session, it once looked before that run had made it,
+// answered "no session" and left the session the run then made running.
+// A run sent after a close_session waits for the close, and makes the
+// session anew.
 
-// ticketKey is the _meta key of a run's ticket; the gate sets it, over
+// inTurn is the tools whose calls take their turn in their session's line.
+var inTurn = map[string]bool{runTool.Name: true, closeTool.Name: true}
+
+// ticketKey is the _meta key of a call's ticket; the gate sets it, over
 // whatever the client sent.
 const ticketKey = "conch.sh/ticket"
 
-// order is the runs of each session not yet submitted, by ticket, in the
-// order they arrived.
+// order is the calls of each session (runs not yet submitted, closes not
+// yet done), by ticket, in the order they arrived.
 type order struct {
 	mu      sync.Mutex
 	last    int64
@@ -43,7 +52,7 @@ type submission struct {
 	cancelled bool          // the client cancelled the call: the gate interrupts (see order.cancel)
 }
 
-// ticket is a run's place in its session's line.
+// ticket is a call's place in its session's line.
 type ticket struct {
 	session string
 	n       int64
@@ -113,9 +122,10 @@ func (o *order) cancel(id jsonrpc.ID) {
 	}
 }
 
-// cancelledByClient reports whether the client cancelled the run with
-// ticket t, whose command the gate then interrupted (see cancel): its
-// handler sends no interrupt of its own, which would be a second Ctrl-C.
+// cancelledByClient reports whether the client cancelled the call with
+// ticket t: a run's command the gate then interrupted (see cancel), and
+// its handler sends no interrupt of its own, which would be a second
+// Ctrl-C; a close does nothing.
 func (o *order) cancelledByClient(t int64) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -123,7 +133,7 @@ func (o *order) cancelledByClient(t int64) bool {
 	return s != nil && s.cancelled
 }
 
-// arrive gives the run call id, to session, the next ticket.
+// arrive gives the call id, to session, the next ticket.
 func (o *order) arrive(id jsonrpc.ID, session string) int64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -152,7 +162,7 @@ func (o *order) wait(ctx context.Context, session string, t int64) error {
 }
 
 // leave takes ticket t out of its session's line: its command was
-// submitted, or will not be.
+// submitted, or will not be; its close is done.
 func (o *order) leave(session string, t int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -191,7 +201,8 @@ func (o *order) answered(id jsonrpc.ID) {
 }
 
 // ticketed returns raw, a request, with a ticket in its session's line
-// when it is a call of the run tool; raw as it is otherwise.
+// when it is a call of a tool that takes turns in its session (inTurn);
+// raw as it is otherwise.
 func (o *order) ticketed(req *jsonrpc.Request, raw []byte) []byte {
 	if o == nil || req.Method != "tools/call" {
 		return raw
@@ -205,7 +216,7 @@ func (o *order) ticketed(req *jsonrpc.Request, raw []byte) []byte {
 		} `json:"arguments"`
 	}
 	if json.Unmarshal(raw, &msg) != nil || json.Unmarshal(msg["params"], &params) != nil ||
-		json.Unmarshal(msg["params"], &call) != nil || call.Name != runTool.Name {
+		json.Unmarshal(msg["params"], &call) != nil || !inTurn[call.Name] {
 		return raw
 	}
 	meta := map[string]json.RawMessage{}
@@ -231,7 +242,7 @@ func (o *order) ticketed(req *jsonrpc.Request, raw []byte) []byte {
 	return b
 }
 
-// ticketOf is the ticket the gate gave a run call, if any.
+// ticketOf is the ticket the gate gave a call, if any.
 func ticketOf(req *mcp.CallToolRequest) (int64, bool) {
 	if req == nil || req.Params == nil {
 		return 0, false

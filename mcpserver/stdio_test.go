@@ -848,3 +848,48 @@ func TestStdioLoneSurrogateArgument(t *testing.T) {
 	require.NotContains(t, string(r.Result), `"isError":true`, "%s", r.Result)
 	require.Contains(t, string(r.Result), "a\U0001F600b")
 }
+
+// TestStdioCloseInTurn sends close_session right after the run that
+// creates its session, before that run is answered: the close takes its
+// turn behind the run and closes the session, and a run sent after the
+// close makes the session anew. The close once looked only for a session
+// already made, answered "no session" (8 times in 8) and left the session
+// the run then made running.
+func TestStdioCloseInTurn(t *testing.T) {
+	t.Parallel()
+	m := startRawMCP(t)
+	m.initialize()
+	call := func(id, tool, args string) {
+		m.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%q,"method":"tools/call","params":{"name":%q,"arguments":%s}}`, id, tool, args))
+	}
+	answers := func(n int) map[string]reply {
+		got := map[string]reply{}
+		for range n {
+			r := m.next()
+			require.Nil(t, r.Error, "%s", r.ID)
+			got[string(r.ID)] = r
+		}
+		return got
+	}
+	for _, tt := range []struct{ name, run, language string }{
+		{"sh", "echo 1", ""},
+		{"py", "print(1)", `,"language":"python"`},
+	} {
+		call("run-"+tt.name, "run", fmt.Sprintf(`{"command":%q,"session":%q%s}`, tt.run, tt.name, tt.language))
+		call("close-"+tt.name, "close_session", fmt.Sprintf(`{"session":%q}`, tt.name))
+		got := answers(2)
+		closed := got[`"close-`+tt.name+`"`]
+		require.NotContains(t, string(closed.Result), `"isError":true`, "%s", closed.Result)
+		require.Contains(t, string(closed.Result), `"closed":true`)
+	}
+	call("list", "list", `{}`)
+	require.NotContains(t, string(m.next().Result), `"name":"sh"`, "a closed session is not listed")
+
+	// A run sent after the close makes the session anew, after the close.
+	call("again", "run", `{"command":"echo $CONCH_AGAIN; CONCH_AGAIN=set","session":"sh"}`)
+	call("again-close", "close_session", `{"session":"sh"}`)
+	call("again-run", "run", `{"command":"echo [$CONCH_AGAIN]","session":"sh"}`)
+	got := answers(3)
+	require.Contains(t, string(got[`"again-close"`].Result), `"closed":true`)
+	require.Contains(t, string(got[`"again-run"`].Result), `"output":"[]\n"`, "the run after the close ran in a new session")
+}
