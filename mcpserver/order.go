@@ -207,17 +207,22 @@ func (o *order) ticketed(req *jsonrpc.Request, raw []byte) []byte {
 	if o == nil || req.Method != "tools/call" {
 		return raw
 	}
-	var msg map[string]json.RawMessage
-	var params map[string]json.RawMessage
-	var call struct {
-		Name      string `json:"name"`
-		Arguments struct {
-			Session string `json:"session"`
-		} `json:"arguments"`
-	}
+	// The keys are read exactly, as the SDK reads them, not as
+	// encoding/json matches a struct's fields, whatever their case: a
+	// call with "NAME" beside "name" went to the run tool without a
+	// ticket, ahead of the runs sent before it.
+	var msg, params, args map[string]json.RawMessage
+	var name string
 	if json.Unmarshal(raw, &msg) != nil || json.Unmarshal(msg["params"], &params) != nil ||
-		json.Unmarshal(msg["params"], &call) != nil || !inTurn[call.Name] {
+		json.Unmarshal(params["name"], &name) != nil || !inTurn[name] {
 		return raw
+	}
+	var session string
+	if a, ok := params["arguments"]; ok && json.Unmarshal(a, &args) != nil {
+		return raw // the SDK refuses arguments that are no object
+	}
+	if s, ok := args["session"]; ok && json.Unmarshal(s, &session) != nil {
+		return raw // the SDK refuses a session that is no string
 	}
 	meta := map[string]json.RawMessage{}
 	if m, ok := params["_meta"]; ok && json.Unmarshal(m, &meta) != nil {
@@ -226,7 +231,6 @@ func (o *order) ticketed(req *jsonrpc.Request, raw []byte) []byte {
 	if meta == nil {
 		meta = map[string]json.RawMessage{} // "_meta": null, which Unmarshal makes a nil map
 	}
-	session := call.Arguments.Session
 	if session == "" {
 		session = DefaultSession
 	}

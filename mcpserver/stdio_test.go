@@ -50,9 +50,16 @@ type rawMCP struct {
 
 func startRawMCP(t *testing.T) *rawMCP {
 	t.Helper()
+	return startRawMCPEnv(t)
+}
+
+// startRawMCPEnv is startRawMCP with the variables extra in its
+// environment.
+func startRawMCPEnv(t *testing.T, extra ...string) *rawMCP {
+	t.Helper()
 	env, _ := testEnv(t)
 	cmd := exec.Command(conchBin, "mcp")
-	cmd.Env = env
+	cmd.Env = append(env, extra...)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	require.NoError(t, err)
@@ -892,4 +899,32 @@ func TestStdioCloseInTurn(t *testing.T) {
 	got := answers(3)
 	require.Contains(t, string(got[`"again-close"`].Result), `"closed":true`)
 	require.Contains(t, string(got[`"again-run"`].Result), `"output":"[]\n"`, "the run after the close ran in a new session")
+}
+
+// TestStdioTicketExactKeys sends a close_session whose params also hold
+// "NAME", right after the run that makes its session, a Python context
+// whose interpreter waits for the test to start: the close takes its turn
+// behind the run, as without "NAME". The gate once read params as
+// encoding/json matches struct fields, whatever their case, saw the tool
+// "x" and gave no ticket, while the SDK, reading the exact key, ran the
+// close at once: "no session".
+func TestStdioTicketExactKeys(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	started, g := filepath.Join(dir, "started"), newGate(t)
+	site := fmt.Sprintf("import os, pathlib, time\npathlib.Path(%q).touch()\nwhile not os.path.exists(%q): time.sleep(0.02)\n", started, string(g))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "sitecustomize.py"), []byte(site), 0o644))
+	m := startRawMCPEnv(t, "PYTHONPATH="+dir)
+	m.initialize()
+	m.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":{"command":"1","session":"py","language":"python"}}}`)
+	m.send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"close_session","NAME":"x","arguments":{"session":"py"}}}`)
+	waitFile(t, started) // the session is being made; the close was read before
+	g.open(t)
+	answers := map[string]reply{}
+	for range 2 {
+		r := m.next()
+		require.Nil(t, r.Error, "%s", r.ID)
+		answers[string(r.ID)] = r
+	}
+	require.Contains(t, string(answers["3"].Result), `"closed":true`, "%s", answers["3"].Result)
 }
