@@ -1046,3 +1046,53 @@ func TestRenderHeldToTheLimit(t *testing.T) {
 	t.Logf("conch mcp peaked at %d MiB", peak>>20)
 	require.Less(t, peak, int64(256<<20), "conch mcp's peak resident memory")
 }
+
+// TestOmittedBytesAreBytes cuts output whose text is far longer than its
+// bytes (each line moves the cursor 50 or 500 columns): omittedBytes counts
+// the bytes whose text is not shown, which read_output reads from the
+// answer's cursor. It once added the length of the text cut here to the
+// bytes the daemon left out, and said more were omitted than there were
+// (12,442 of 1,800).
+func TestOmittedBytesAreBytes(t *testing.T) {
+	t.Parallel()
+	env, _ := testEnv(t)
+	c := startMCP(t, env)
+	defer c.close()
+	for _, columns := range []int{50, 500} {
+		r, _ := c.run(map[string]any{"command": fmt.Sprintf(`for i in $(seq 100 299); do printf 'L%%s\033[%dC|\n' $i; done`, columns), "outputLimit": 300})
+		require.False(t, r.Running)
+		require.LessOrEqual(t, len(r.Output), 300, "%q", r.Output)
+		var whole, fromCursor mcpserver.ReadOutput
+		c.ok("read_output", map[string]any{"id": r.ID, "limit": 1 << 20}, &whole)
+		c.ok("read_output", map[string]any{"id": r.ID, "cursor": r.OmittedAfter, "limit": 1 << 20}, &fromCursor)
+		require.False(t, whole.More)
+		require.False(t, fromCursor.More)
+		move := fmt.Sprintf("\033[%dC", columns)
+		lineBytes := int64(len("L100" + move + "|\n"))
+		require.Equal(t, 200*lineBytes, whole.Bytes)
+
+		// The bytes shown: whole lines; the head's last line cut in its
+		// label or its cursor move (the move's bytes are shown when all its
+		// blanks are); the tail's first line after its move, "|".
+		head, tail, ok := strings.Cut(r.Output, "\n[... ")
+		require.True(t, ok, "%q", r.Output)
+		_, tail, ok = strings.Cut(tail, "...]\n")
+		require.True(t, ok, "%q", r.Output)
+		var shown int64
+		for line := range strings.Lines(head + "\n" + tail) {
+			line = strings.TrimSuffix(line, "\n")
+			switch label := strings.TrimRight(line, " "); {
+			case strings.HasSuffix(line, "|") && strings.HasPrefix(line, "L"):
+				shown += lineBytes
+			case line == "|":
+				shown += 2
+			case len(line)-len(label) == columns:
+				shown += int64(len(label) + len(move))
+			default:
+				shown += int64(len(label))
+			}
+		}
+		require.Equal(t, whole.Bytes-shown, r.OmittedBytes, "%d columns: %q", columns, r.Output)
+		require.LessOrEqual(t, r.OmittedBytes, fromCursor.Bytes, "read_output from the cursor reads them")
+	}
+}

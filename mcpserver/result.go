@@ -1,10 +1,12 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -33,7 +35,7 @@ type Result struct {
 	CPUMs           int64  `json:"cpuMs,omitempty" jsonschema:"CPU time the ended command used, in milliseconds"`
 	MemoryPeakBytes int64  `json:"memoryPeakBytes,omitempty" jsonschema:"the most memory the session held while the command ran"`
 	Output          string `json:"output" jsonschema:"stdout and stderr interleaved, as plain text; a cut output holds a line saying what was omitted between its head and tail"`
-	OmittedBytes    int64  `json:"omittedBytes,omitempty" jsonschema:"output bytes left out between head and tail"`
+	OmittedBytes    int64  `json:"omittedBytes,omitempty" jsonschema:"output bytes left out between head and tail: whose text is not shown, read_output from omittedAfter reads them"`
 	OmittedAfter    string `json:"omittedAfter,omitempty" jsonschema:"cursor to read the omitted output from with read_output"`
 	Truncated       bool   `json:"truncated,omitempty" jsonschema:"the oldest output was dropped by retention before it was read"`
 	Next            string `json:"next,omitempty" jsonschema:"cursor after the last output in this answer, for interact or read_output"`
@@ -261,31 +263,38 @@ func size(pieces []piece) int {
 // than that line leaves the line alone); and the cursor read_output reads
 // what was left out from, which the line names. That cursor carries the
 // escape sequence the head leaves open there (withOpen), so that what is
-// read from it does not start with the sequence's rest as text.
+// read from it does not start with the sequence's rest as text. omitted is
+// the bytes whose text is not shown, which read_output reads from that
+// cursor (after some of the head shown again, when the head's text was cut
+// here).
 func render(o output, limit int) (text, omittedAfter string, omitted int64) {
 	// Each part is rendered held to the limit, never whole first (see
-	// plaintext.Bounded): its start or its end, and its text's length.
+	// plaintext.Bounded).
+	b := joined(o.open, pieceBytes(o.head))
 	if o.omitted == 0 {
-		text, _ := plaintext.Bounded(joined(o.open, pieceBytes(o.head)), limit, false)
+		text, _ := plaintext.Bounded(b, limit, false)
 		return plaintext.CutEnd(text, limit), "", 0
 	}
-	head, headLen := plaintext.Bounded(joined(o.open, pieceBytes(o.head)), limit, false)
-	tail, tailLen := plaintext.Bounded(pieceBytes(o.tail), limit, true)
-	// What the line says was omitted is what the daemon left out and what
-	// is cut here of the head's and the tail's text (their bytes, for
-	// text with no escape sequence); the room is reckoned with the most
-	// it can be, so that the line's final, shorter number still fits.
-	said := o.omitted + int64(headLen+tailLen)
-	line := func(cursor string) string {
+	head, _ := plaintext.Bounded(b, limit, false)
+	tailBytes := pieceBytes(o.tail)
+	line := func(cursor string, said int64) string {
 		return fmt.Sprintf("\n[... %d bytes omitted; read_output with cursor %q reads them ...]\n", said, cursor)
 	}
-	b := joined(o.open, pieceBytes(o.head))
+	// The room is reckoned with the most the line can say, all the bytes,
+	// so that its final, smaller number still fits.
+	most := o.omitted + int64(size(o.head)+len(tailBytes))
 	after := withOpen(o.from, plaintext.Open(b))
 	reread := withOpen(o.reread, plaintext.Open(b[:len(o.open)+o.rereadAt]))
-	room := max(limit-max(len(line(after)), len(line(reread))), 0)
+	room := max(limit-max(len(line(after, most)), len(line(reread, most))), 0)
 	// Rendering can make text longer than its bytes (a cursor move becomes
-	// blanks): hold the two together to the room.
-	tail = plaintext.CutStart(tail, room-min(len(head), room/2))
+	// blanks): hold the two together to the room. The tail loses bytes at
+	// its start, and the head text at its end, read again from a cursor
+	// before it. What the line says is omitted is bytes either way: those
+	// whose text is not shown (a count of the text cut said 12,442 bytes of
+	// 1,800).
+	skip := tailStart(tailBytes, room-min(len(head), room/2))
+	tail, _ := plaintext.Bounded(tailBytes[skip:], limit, false)
+	headShown := size(o.head)
 	if shown := plaintext.CutEnd(head, room-len(tail)); shown != head {
 		// The head lost its end here: read from the frame whose text was
 		// cut, again, rather than past what was not shown — the head's last
@@ -293,14 +302,68 @@ func render(o output, limit int) (text, omittedAfter string, omitted int64) {
 		head, after = shown, reread
 		if k := cutPiece(o, room-len(tail)); k >= 0 {
 			again := withOpen(at(o.head[k].before, o.head[k].off), plaintext.Open(b[:len(o.open)+size(o.head[:k])]))
-			if more := len(line(again)) - len(line(reread)); more > 0 {
+			if more := len(line(again, most)) - len(line(reread, most)); more > 0 {
 				head = plaintext.CutEnd(head, len(head)-more)
 			}
 			after = again
 		}
+		headShown = shownBytes(o.open, b[len(o.open):], len(head))
 	}
-	said = o.omitted + int64(headLen-len(head)+tailLen-len(tail))
-	return strings.TrimSuffix(head, "\n") + line(after) + tail, after, said
+	said := o.omitted + int64(size(o.head)-headShown+skip)
+	return strings.TrimSuffix(head, "\n") + line(after, said) + tail, after, said
+}
+
+// shownBytes is how many of b's first bytes have their text, rendered
+// after open, within its first n bytes. Each prefix is rendered with a
+// character after it, as b's text has it: a cursor move at a prefix's end
+// shows as nothing, and as its blanks only once something follows it. A
+// prefix ends before an escape sequence it ends inside, which that
+// character could end.
+func shownBytes(open, b []byte, n int) int {
+	settled := func(k int) int { return max(k-plaintext.Unfinished(joined(open, b[:k])), 0) }
+	fits := func(k int) bool { return plaintext.Fits(append(joined(open, b[:settled(k)]), 'x'), n+1) }
+	lo, hi := 0, len(b) // b[:lo]'s text fits; no more than b[:hi]'s can
+	for lo < hi {
+		if mid := (lo + hi + 1) / 2; fits(mid) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return settled(lo)
+}
+
+// tailStart is where b, a cut answer's tail, starts to be shown for its
+// text to fit in room: the fewest bytes left out at its start, then moved
+// on to a character's start, past an escape sequence it falls inside
+// (whose rest would show as text), and to a line's start when one is
+// within lineSlack bytes.
+func tailStart(b []byte, room int) int {
+	fits := func(j int) bool { return plaintext.Fits(b[j:], room) }
+	if fits(0) {
+		return 0
+	}
+	lo, hi := 0, len(b) // b[lo:] does not fit, b[hi:] (nothing, at first) does
+	for hi-lo > 1 {
+		if mid := (lo + hi) / 2; fits(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	j := hi
+	for j < len(b) && !utf8.RuneStart(b[j]) {
+		j++
+	}
+	if n := plaintext.Unfinished(b[:j]); n > 0 {
+		if end := plaintext.SequenceEnd(b[j-n:]); end > n {
+			j += end - n
+		}
+	}
+	if i := bytes.IndexByte(b[j:min(j+lineSlack, len(b))], '\n'); i >= 0 && i+1 < len(b)-j {
+		j += i + 1
+	}
+	return j
 }
 
 // cutPiece is the index of the first piece of o's head whose text, with
