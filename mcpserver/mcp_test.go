@@ -493,17 +493,26 @@ func TestInteractReadsOnFromLastAnswer(t *testing.T) {
 // TestOutputLimitTinyAndHuge: an outputLimit of 1 cuts the output and says
 // so (the daemon was asked for no limit, the cut was silent); an outputLimit
 // or read_output limit past MaxOutputLimit is refused (8 reads of a limit of
-// 1e18 at once took conch mcp to 1.8 GB).
+// 1e18 at once took conch mcp to 1.8 GB). An outputLimit shorter than the
+// line saying what was omitted gets that line alone, whole, past the limit,
+// as the README and the schema say: all the output is omitted.
 func TestOutputLimitTinyAndHuge(t *testing.T) {
 	t.Parallel()
 	env, _ := testEnv(t)
 	c := startMCP(t, env)
 	defer c.close()
-	r, _ := c.run(map[string]any{"command": "seq 1000", "outputLimit": 1})
-	require.Positive(t, r.OmittedBytes, "%+v", r)
+	for _, limit := range []int{1, 10, 64} {
+		r, _ := c.run(map[string]any{"command": "seq 1000", "outputLimit": limit})
+		var whole mcpserver.ReadOutput
+		c.ok("read_output", map[string]any{"id": r.ID, "limit": 1 << 20}, &whole)
+		require.Positive(t, whole.Bytes)
+		require.Equal(t, whole.Bytes, r.OmittedBytes, "%+v", r)
+		require.Equal(t, fmt.Sprintf("\n[... %d bytes omitted; read_output with cursor %q reads them ...]\n", whole.Bytes, r.OmittedAfter), r.Output)
+		require.Greater(t, len(r.Output), limit)
+	}
 	text := c.toolError("run", map[string]any{"command": "echo x", "outputLimit": int64(mcpserver.MaxOutputLimit) + 1})
 	require.Contains(t, text, "at most")
-	r, _ = c.run(map[string]any{"command": "echo x"})
+	r, _ := c.run(map[string]any{"command": "echo x"})
 	text = c.toolError("read_output", map[string]any{"id": r.ID, "limit": int64(1e18)})
 	require.Contains(t, text, "at most")
 	var read mcpserver.ReadOutput

@@ -260,7 +260,8 @@ func size(pieces []piece) int {
 // render is the answer's output as plain text within limit bytes: the
 // head and the tail each rendered on its own, with a line between them
 // saying what was left out, which counts in the limit (a limit shorter
-// than that line leaves the line alone); and the cursor read_output reads
+// than that line leaves the line alone, whole, past the limit: the README
+// and the schema say so); and the cursor read_output reads
 // what was left out from, which the line names. That cursor carries the
 // escape sequence the head leaves open there (withOpen), so that what is
 // read from it does not start with the sequence's rest as text. omitted is

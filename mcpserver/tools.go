@@ -50,7 +50,7 @@ type RunInput struct {
 	Cwd         string  `json:"cwd,omitempty" jsonschema:"starting directory of a new session; ignored once the session exists (use cd)"`
 	Timeout     float64 `json:"timeout,omitempty" jsonschema:"seconds to wait before answering with the command still running; default 30. The command is not stopped"`
 	IdleTimeout float64 `json:"idleTimeout,omitempty" jsonschema:"answer early once the command printed nothing for this many seconds; default none"`
-	OutputLimit int64   `json:"outputLimit,omitempty" jsonschema:"bytes of output in the answer (head and tail); default 32768, at most 4194304"`
+	OutputLimit int64   `json:"outputLimit,omitempty" jsonschema:"bytes of output in the answer (head and tail); default 32768, at most 4194304; the line saying what was omitted (some 70 bytes) counts in it, and comes whole, alone, under a smaller limit"`
 	CloseStdin  bool    `json:"closeStdin,omitempty" jsonschema:"run with stdin closed, so that reads get end of file at once; by default stdin stays open and a command that waits for input answers early, to be answered with interact"`
 	Limits      *Limits `json:"limits,omitempty" jsonschema:"bounds of a new session: its shell or interpreter and everything its commands start, together; ignored once the session exists"`
 }
@@ -80,7 +80,7 @@ type InteractInput struct {
 	Cursor      string  `json:"cursor,omitempty" jsonschema:"read output after this cursor (next of an earlier answer of run, interact or read_output, or an omittedAfter, as given: CURSOR+N and a ~HEX end too); default: after the last answer run or interact gave for this command, so that nothing printed since is missed"`
 	Timeout     float64 `json:"timeout,omitempty" jsonschema:"seconds to wait before answering with the command still running; default 30"`
 	IdleTimeout float64 `json:"idleTimeout,omitempty" jsonschema:"answer early once the command printed nothing for this many seconds"`
-	OutputLimit int64   `json:"outputLimit,omitempty" jsonschema:"bytes of output in the answer (head and tail); default 32768, at most 4194304"`
+	OutputLimit int64   `json:"outputLimit,omitempty" jsonschema:"bytes of output in the answer (head and tail); default 32768, at most 4194304; the line saying what was omitted (some 70 bytes) counts in it, and comes whole, alone, under a smaller limit"`
 }
 
 var readTool = &mcp.Tool{
