@@ -344,7 +344,18 @@ func tailStart(b []byte, room int) int {
 	if fits(0) {
 		return 0
 	}
+	// The suffixes looked at grow from the end, as each costs its length to
+	// render when it fits: what fits is most often far shorter than b (a
+	// cursor move's bytes make a hundred times more text).
 	lo, hi := 0, len(b) // b[lo:] does not fit, b[hi:] (nothing, at first) does
+	for n := 1; n < hi-lo; n *= 2 {
+		if fits(len(b) - n) {
+			hi = len(b) - n
+		} else {
+			lo = len(b) - n
+			break
+		}
+	}
 	for hi-lo > 1 {
 		if mid := (lo + hi) / 2; fits(mid) {
 			hi = mid
