@@ -171,3 +171,34 @@ func TestAttachWriteEndsWithContext(t *testing.T) {
 		t.Fatal("Write still waits for the program after the attachment's context ended")
 	}
 }
+
+// TestAttachHeldOutputOutlivesTheProgram: a program whose last bytes wait
+// in its terminal's kernel buffer while an attached reader holds the output
+// back, and which then exits, loses none of them when the drain delay ends
+// the hold: what the master still holds is read into the log, and the
+// reader gets every byte, with no gap.
+func TestAttachHeldOutputOutlivesTheProgram(t *testing.T) {
+	t.Parallel()
+	// The reader holds the output back once it is 32 KiB behind; the
+	// program writes 16 KiB more, which the kernel's terminal buffer takes
+	// (so the program exits), and which no one reads while the hold lasts.
+	// The drain delay, far shorter than the stall, ends the hold.
+	const total = 48 << 10
+	p := start(t, Options{
+		Kind: process.KindPTY, Cmd: rawWriter(total), Retention: 64 << 10,
+		AttachStall: time.Minute, DrainDelay: 200 * time.Millisecond,
+	})
+	waitOutput(t, p, "R")
+	a, err := p.Attach(t.Context())
+	require.NoError(t, err)
+	defer a.Close()
+	read := make(chan drained, 1)
+	go func() { read <- drain(a, func() { <-p.Done() }) }()
+	require.NoError(t, p.WriteStdin([]byte("\n")))
+	require.True(t, sameResult(wait(t, p), process.ExitedWith(0)))
+	assert.Equal(t, total+1, len(logText(p.Log(), 0)), "the log's bytes")
+	d := <-read
+	require.NoError(t, d.err)
+	assert.Equal(t, int64(total+1), d.got, "the reader's bytes")
+	assert.Zero(t, d.gapReports, "the reader's gaps")
+}

@@ -364,7 +364,7 @@ func (p *Process) copyOut(r *os.File, ch logstore.Channel, copied chan<- struct{
 			p.gate.wrote(n)
 		}
 		if err != nil { // EOF, EIO from a PTY whose other side is closed, or the deadline
-			if ch == logstore.PTY && errors.Is(err, syscall.EIO) {
+			if ch == logstore.PTY && (errors.Is(err, syscall.EIO) || errors.Is(err, os.ErrDeadlineExceeded)) {
 				p.readLate(r, buf)
 			}
 			return
@@ -372,24 +372,36 @@ func (p *Process) copyOut(r *os.File, ch logstore.Channel, copied chan<- struct{
 	}
 }
 
-// readLate reads what a PTY's master still holds after it reported EIO.
-// Linux can report the terminal's other side closed while the last bytes
-// the process wrote before it exited are still on their way into the
-// master's buffer (a lost last line, seen under load); a read after the
-// EIO returns them. It reads until a read returns nothing, never waiting.
+// lateReadLimit bounds what readLate reads: far more than a terminal's
+// kernel buffers hold, so that all a program wrote before it exited is
+// read, while something it left running that holds the terminal and keeps
+// writing cannot keep the drain going.
+const lateReadLimit = 1 << 20
+
+// readLate reads what a PTY's master still holds once its copy ended.
+// After EIO: Linux can report the terminal's other side closed while the
+// last bytes the process wrote before it exited are still on their way into
+// the master's buffer (a lost last line, seen under load); a read after the
+// EIO returns them. After the drain deadline: an attached reader that was
+// behind held the copy back while the program wrote its last bytes into
+// the terminal's buffer and exited; the deadline came as the hold ended,
+// before any read. It reads until a read returns nothing, never waiting,
+// through Control: a read through the poller would fail on the deadline
+// without reading.
 func (p *Process) readLate(r *os.File, buf []byte) {
 	rc, err := r.SyscallConn()
 	if err != nil {
 		return
 	}
-	_ = rc.Read(func(fd uintptr) bool {
-		for {
+	_ = rc.Control(func(fd uintptr) {
+		for read := 0; read < lateReadLimit; {
 			n, err := unix.Read(int(fd), buf)
 			if n <= 0 || err != nil {
-				return true
+				return
 			}
 			p.log.Write(logstore.PTY, buf[:n])
 			p.gate.wrote(n)
+			read += n
 		}
 	})
 }
@@ -423,7 +435,9 @@ func (p *Process) wait(readers []*os.File, copied <-chan struct{}) {
 				for _, r := range readers {
 					// Every reader is in the poller (pipes, and the PTY
 					// made so in startPTY), so the deadline ends a
-					// pending read.
+					// pending read. What a PTY still holds (written
+					// while a reader held the copy back) is read then
+					// (see readLate).
 					_ = r.SetReadDeadline(time.Now())
 				}
 			}
