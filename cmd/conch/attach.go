@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -27,6 +28,8 @@ the process wrote, then shows it live; what you type goes to it, Ctrl-C
 included (it reaches the program as at its own terminal).
 
 Ctrl-] detaches: conch exits 0 and the process goes on; attach again later.
+It detaches even while input waits for a program that does not read it:
+the input not yet sent is then dropped.
 The terminal modes the program left on (its alternate screen, a hidden
 cursor, mouse and focus reports, bracketed paste, application cursor keys)
 are put back as conch leaves. A SIGHUP (the terminal closed), SIGINT, SIGQUIT
@@ -189,23 +192,107 @@ func dieBy(s syscall.Signal) int {
 }
 
 // copyUntilDetach copies the terminal's input to a until the detach key
-// (reporting true) or the end of input.
-func copyUntilDetach(a *client.Attachment, in io.Reader) bool {
+// (reporting true) or the end of input. The terminal is read on while a
+// write waits (for a program that does not read its input, behind a full
+// queue of the daemon's), so that a Ctrl-] typed then still detaches: what
+// came before it and was not yet handed to a write is then dropped.
+func copyUntilDetach(a io.Writer, in io.Reader) bool {
+	q := newInputQueue()
+	go q.send(a)
 	buf := make([]byte, 4096)
 	for {
 		n, err := in.Read(buf)
 		chunk := buf[:n]
 		if i := bytes.IndexByte(chunk, detachKey); i >= 0 {
-			_, _ = a.Write(chunk[:i])
+			q.detach(chunk[:i])
 			return true
 		}
-		if n > 0 {
-			if _, werr := a.Write(chunk); werr != nil {
-				return false
-			}
+		if !q.push(chunk, err != nil) {
+			return false
 		}
 		if err != nil {
 			return false
+		}
+	}
+}
+
+// inputQueue holds the terminal's input between its read and its write to
+// the attachment. It grows with what is typed or pasted while a write
+// waits: the terminal's input, which a user makes.
+type inputQueue struct {
+	mu      sync.Mutex
+	changed *sync.Cond // on every change of the fields below
+	pending []byte     // read, not yet handed to a write
+	writing bool       // a write is under way
+	ended   bool       // no more input: send returns once pending is empty
+	failed  bool       // a write failed: the attachment has ended
+	done    bool       // send has returned
+}
+
+func newInputQueue() *inputQueue {
+	q := &inputQueue{}
+	q.changed = sync.NewCond(&q.mu)
+	return q
+}
+
+// push queues b, and ends the input after it when last; false once a write
+// has failed.
+func (q *inputQueue) push(b []byte, last bool) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.pending = append(q.pending, b...)
+	q.ended = last
+	q.changed.Broadcast()
+	return !q.failed
+}
+
+// detach ends the input with b. While a write is under way (it may wait
+// for long), what waits behind it, b included, is dropped, and the write is
+// left to the attachment's Close, which lets it finish while it moves.
+// Otherwise the connection took all input so far: what is queued and b are
+// written before detach returns, as they were before the detach key was
+// read on while a write waited.
+func (q *inputQueue) detach(b []byte) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.ended = true
+	if q.writing || q.failed {
+		q.pending = nil
+		q.changed.Broadcast()
+		return
+	}
+	q.pending = append(q.pending, b...)
+	q.changed.Broadcast()
+	for !q.done {
+		q.changed.Wait()
+	}
+}
+
+// send writes what is queued to a, all of it at each write, until the
+// input ends and all was written, or a write fails.
+func (q *inputQueue) send(a io.Writer) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	defer func() {
+		q.done = true
+		q.changed.Broadcast()
+	}()
+	for {
+		for len(q.pending) == 0 && !q.ended {
+			q.changed.Wait()
+		}
+		if len(q.pending) == 0 {
+			return
+		}
+		b := q.pending
+		q.pending, q.writing = nil, true
+		q.mu.Unlock()
+		_, err := a.Write(b)
+		q.mu.Lock()
+		q.writing = false
+		if err != nil {
+			q.failed = true
+			return
 		}
 	}
 }

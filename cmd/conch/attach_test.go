@@ -173,6 +173,61 @@ func TestAttachDetach(t *testing.T) {
 	require.Equal(t, process.Running, got.State, "detaching leaves the process running")
 }
 
+// TestAttachDetachWhileInputWaits: Ctrl-] detaches even behind megabytes
+// of pasted input that a program that does not read its terminal leaves
+// waiting (the daemon's input queue and the connection full). conch read
+// its terminal only between writes, so it never saw the Ctrl-] while a
+// write waited, and hung attached.
+func TestAttachDetachWhileInputWaits(t *testing.T) {
+	t.Parallel()
+	c := serve(t)
+	ctx := t.Context()
+	p, err := c.Start(ctx, client.StartOptions{Kind: process.KindPTY, Cmd: "stty raw -echo; echo ready; sleep 60"})
+	require.NoError(t, err)
+	term := runOnTerminal(t, c, "attach", p.ID)
+	term.expect(t, "ready")
+	term.expect(t, "Ctrl-] detaches") // said once the terminal is raw
+	// Far more than the daemon's input queue and the sockets between hold.
+	paste := append(bytes.Repeat([]byte("x"), 16<<20), detachKey)
+	pasted := make(chan error, 1)
+	go func() {
+		_, err := term.tty.Write(paste)
+		pasted <- err
+	}()
+	require.Equal(t, 0, term.exitCode(t), "conch detached")
+	select {
+	case err := <-pasted:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the paste is still being written")
+	}
+	got, err := c.Get(ctx, p.ID)
+	require.NoError(t, err)
+	require.Equal(t, process.Running, got.State, "detaching leaves the process running")
+}
+
+// TestAttachDetachSendsWhatCameBefore: input read with the Ctrl-] that
+// detaches, before it, still reaches a program that reads it.
+func TestAttachDetachSendsWhatCameBefore(t *testing.T) {
+	t.Parallel()
+	c := serve(t)
+	ctx := t.Context()
+	p, err := c.Start(ctx, client.StartOptions{Kind: process.KindPTY,
+		Cmd: `stty -echo; echo ready; read line; [ "$line" = hello ] && exit 7; exit 1`})
+	require.NoError(t, err)
+	term := runOnTerminal(t, c, "attach", p.ID)
+	term.expect(t, "ready")
+	term.expect(t, "Ctrl-] detaches")
+	_, err = term.tty.Write([]byte("hello\r\x1d"))
+	require.NoError(t, err)
+	require.Equal(t, 0, term.exitCode(t), "conch detached")
+	w, _, err := c.Wait(ctx, p.ID, 20*time.Second)
+	require.NoError(t, err)
+	require.NotNil(t, w)
+	require.NotNil(t, w.ExitCode)
+	require.Equal(t, 7, *w.ExitCode, "the program read the line typed before the Ctrl-]")
+}
+
 // TestAttachDetachRestoresModes: a full-screen program leaves the
 // terminal in its alternate screen, with its cursor hidden and mouse reports
 // on; detaching put none of it back, and the shell conch returned to was a
