@@ -103,6 +103,16 @@ func framesFromFiles(sh shells.Shell) (frame, end bool) {
 	return sh.Family == shells.Mksh, sh.Family == shells.Zsh || sh.Family == shells.Mksh
 }
 
+// keepsKeepers reports whether a command's streams may keep their keepers
+// past its end (see readLoop.keep): for the shells that source no file of
+// the frame's at its end (framesFromFiles), so that once every writer let
+// go of a command's streams the shell holds no descriptor but those it
+// holds between commands, and the count taken then is exact.
+func keepsKeepers(sh shells.Shell) bool {
+	_, end := framesFromFiles(sh)
+	return !end
+}
+
 func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // initScript is what a new shell is sent first: no prompts, no history,
