@@ -524,8 +524,8 @@ func TestEpollSetsOutlastDrains(t *testing.T) {
 // no open, no end-of-file awaited (see readLoop.keep) — in the shells whose
 // descriptors between commands can be counted exactly; the streams of one
 // that forked, that kept one on a descriptor of the shell's, or that left
-// the shell holding a descriptor more or less, are settled by their
-// end-of-file, and the next commands keep them again. Not parallel: a fork
+// the shell holding a descriptor more, are settled by their end-of-file,
+// and the next commands keep them again. Not parallel: a fork
 // anywhere in the pid namespace while a command runs (another test's) makes
 // it one that may have forked, whose keepers are closed; a command expected
 // to keep them is run again until one ran alone.
@@ -562,7 +562,7 @@ func TestKeepersOutliveCommandsThatForkNothing(t *testing.T) {
 			require.False(t, kept("exec 3>&1"), "the shell holds one")
 			_, out, _ := run(t, s, CommandOptions{Cmd: "echo late >&3; echo own"})
 			require.Equal(t, "own\n", out)
-			require.False(t, kept("exec 3>&-"), "a descriptor less")
+			kept("exec 3>&-") // a descriptor less: kept or not, as the count was taken
 			require.Equal(t, keeps, keptAlone("true"))
 			require.False(t, kept("exec 4>/dev/null"), "a descriptor more")
 			require.Equal(t, keeps, keptAlone("true"), "counted again")

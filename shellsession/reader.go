@@ -448,14 +448,17 @@ func (s *Session) countFDsOf(pid int) (int64, bool) {
 
 // countIdleFDs records how many descriptors the shell holds between
 // commands (see readLoop.keep), when it is idle — blocked reading its
-// input, before and after the count — and the kernel counts them.
+// input, before and after the count — and the kernel counts them; else
+// none, so that no command keeps its keepers until a count is taken: a
+// count kept from before a command closed a descriptor of the shell's
+// would let a later one that keeps a stream on another pass for clean.
 func (s *Session) countIdleFDs() {
-	if !s.shellIdle() {
-		return
+	n, ok := int64(0), s.shellIdle()
+	if ok {
+		n, ok = s.shellFDs()
 	}
-	n, ok := s.shellFDs()
 	if !ok || !s.shellIdle() {
-		return
+		n = 0
 	}
 	s.mu.Lock()
 	s.idleFDs = n
