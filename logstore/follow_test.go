@@ -396,7 +396,7 @@ func TestFollowerLeaves(t *testing.T) {
 func TestPageWhileWriting(t *testing.T) {
 	t.Parallel()
 	ctx := hangGuard(t, 30*time.Second)
-	l := New(Options{Retention: 3 * pageStep * BytesPerFrame})
+	l := New(Options{Retention: 4 * pageStep * BytesPerFrame})
 	for range 3 * pageStep {
 		writeFrame(l, Stdout, []byte("x"))
 	}

@@ -91,10 +91,11 @@ type Frame struct {
 func (f Frame) IsText() bool { return utf8.Valid(f.Data) }
 
 // BytesPerFrame bounds the frames a log keeps: at most one per BytesPerFrame
-// bytes of retention (and at least minFrames), so that a flood of tiny frames
-// that readers saw one by one, and could not be merged, keeps the memory of
-// their bookkeeping (about 64 bytes a frame) within about half the retention.
-// Retention itself counts output bytes only.
+// bytes of retention, rounded down to a power of two (and at least
+// minFrames), so that a flood of tiny frames that readers saw one by one, and
+// could not be merged, keeps the memory of their bookkeeping (a frame table
+// of 64 bytes a slot, as many slots as the cap at most) within half the
+// retention. Retention itself counts output bytes only.
 const BytesPerFrame = 128
 
 // MaxFrame bounds the bytes of one frame, so that a huge write becomes several

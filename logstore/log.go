@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"math/bits"
 	"slices"
 	"sync"
 	"time"
@@ -51,7 +52,7 @@ type Options struct {
 type Log struct {
 	keep      KeepLogs
 	retention int // bytes of frames kept at most
-	frameCap  int // most frames kept
+	frameCap  int // most frames kept: a power of two, which the frame table then fits
 	frameMax  int // bytes of the largest frame: one frame always fits the budget
 
 	mu        sync.Mutex  // guards everything below
@@ -177,7 +178,11 @@ func (l *Log) Hold() (release func()) {
 // keepLocked makes r the bytes of frames retained, and the frame cap that
 // goes with it. l.mu must be held.
 func (l *Log) keepLocked(r int) {
-	l.retention, l.frameCap = r, max(minFrames, r/BytesPerFrame)
+	// Rounded down to a power of two, the cap is also the most slots the
+	// frame table takes: at BytesPerFrame, that is half the retention in
+	// memory, where a cap just past a power of two would double it.
+	most := max(minFrames, r/BytesPerFrame)
+	l.retention, l.frameCap = r, 1<<(bits.Len(uint(most))-1)
 }
 
 // Retention returns the bytes of output the log retains at most now (a
@@ -330,8 +335,7 @@ func (l *Log) appendLocked(ch Channel, j joined, n int) {
 		default:
 			l.last++
 			data := l.allocLocked(j, off, end)
-			l.frames.push(Frame{Cursor: l.last, Channel: ch, Data: data, Time: t})
-			l.growLocked(len(data))
+			l.pushLocked(Frame{Cursor: l.last, Channel: ch, Data: data, Time: t})
 			l.trimLocked()
 		}
 		off = end
@@ -363,6 +367,17 @@ func (l *Log) trimLocked() {
 	for l.size > l.retention || l.frames.len() > l.frameCap {
 		l.popLocked()
 	}
+}
+
+// pushLocked appends f to the retained frames, making room for it first
+// when they are at the frame cap, so that the frame table never grows past
+// the cap. l.mu must be held.
+func (l *Log) pushLocked(f Frame) {
+	for l.frames.len() >= l.frameCap {
+		l.popLocked()
+	}
+	l.frames.push(f)
+	l.growLocked(len(f.Data))
 }
 
 // popLocked drops the oldest frame. l.mu must be held.

@@ -155,3 +155,25 @@ func followedFloodAllocates(t *testing.T, follow func(*Log, context.Context, Cur
 		}
 	}, flood)
 }
+
+// TestFrameTableWithinHalfRetention checks that a log of tiny frames, at
+// its frame cap, keeps its frame table within half its retention (as
+// BytesPerFrame says), whether the retention is a power of two or not: the
+// table doubled when the frame over the cap came before the oldest went,
+// and a cap past a power of two had it take the retention whole. It
+// measures the whole heap, so it does not run in parallel.
+func TestFrameTableWithinHalfRetention(t *testing.T) {
+	const slack = 1 << 20 // the bytes of the frames, and the log itself
+	x := []byte("x")
+	for _, retention := range []int{DefaultRetention, 6 << 20} {
+		before := heaptest.Live()
+		l := New(Options{Retention: retention})
+		for k := range 2 * retention / BytesPerFrame {
+			l.Write(Channel(1+k%2), x)
+		}
+		grown := heaptest.Live() - before
+		t.Logf("retention %d MiB: %d frames, live heap grew by %d KiB", retention>>20, len(l.Page(0, 0).Frames), grown>>10)
+		assert.LessOrEqual(t, grown, int64(retention/2+slack), "a log of retention %d grew the live heap by %d bytes", retention, grown)
+		runtime.KeepAlive(l)
+	}
+}

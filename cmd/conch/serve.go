@@ -232,7 +232,7 @@ func (o *serveOptions) addFlags(fs *flag.FlagSet) (logLevel *string) {
 	fs.StringVar(&o.listen, "listen", server.DefaultAddr, "`address` to listen on; a non-loopback address is served only when named explicitly")
 	fs.StringVar(&o.tokenFile, "token-file", "", "read the bearer token from `path` (default: $CONCH_TOKEN, else a new token written to the state directory)")
 	o.retention = byteSize(logstore.DefaultRetention)
-	fs.Var(&o.retention, "log-retention", "output `bytes` kept per process (suffixes K, M, G), in a frame per 128 bytes at most")
+	fs.Var(&o.retention, "log-retention", "output `bytes` kept per process (suffixes K, M, G), in a frame per 128 bytes at most (rounded down to a power of two)")
 	o.budget = byteSize(server.DefaultLogBudget)
 	fs.Var(&o.budget, "log-budget", "output `bytes` kept by all processes together; over it the logs of the processes that ended first are dropped first")
 	fs.DurationVar(&o.exitTTL, "exit-ttl", server.DefaultExitTTL, "how long a process with keepLogs on_exit_ttl is kept after it ends")
