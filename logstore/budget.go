@@ -11,10 +11,14 @@ import (
 // that ended first.
 var closeSeq atomic.Uint64
 
-// Budget bounds the bytes retained by many logs together (all the logs of a
-// daemon), beyond each one's own retention. When the logs added to it hold
-// more than its limit, it drops, until they hold at most seven eighths of it
-// (so that it does not run at every write):
+// Budget bounds the memory of many logs together (all the logs of a
+// daemon), beyond each one's own retention: the bytes of their frames and
+// the frame tables that keep those frames, 64 bytes a slot, one to four
+// slots a frame. Output in tiny writes alternating between stdout and
+// stderr, a frame a byte, thus counts for the memory it takes, 65 times
+// its bytes or more, not for its bytes alone. When the logs added to it hold
+// more than its limit, it drops, until they hold at most seven eighths of
+// it (so that it does not run at every write):
 //
 //   - first every frame of closed logs, the one closed first first;
 //   - then, if the open logs alone are over it, the oldest frames of the open
@@ -25,7 +29,10 @@ var closeSeq atomic.Uint64
 // TruncatedHead, and followers get a Warning that names the budget.
 type Budget struct {
 	limit int64
-	used  atomic.Int64 // bytes of the frames of the logs added
+	// bytes counts the bytes of the frames of the logs added, at every
+	// write; tables the memory of their frame tables, only when one
+	// doubles or halves, so that a write still costs one atomic add.
+	bytes, tables atomic.Int64
 	// evicted counts the bytes of the frames it dropped, ever.
 	evicted atomic.Int64
 
@@ -41,8 +48,13 @@ func NewBudget(limit int64) *Budget {
 // Limit returns the bytes the budget allows.
 func (b *Budget) Limit() int64 { return b.limit }
 
-// Used returns the bytes that the logs added retain now.
-func (b *Budget) Used() int64 { return b.used.Load() }
+// Used returns what the logs added hold now, in bytes, as b counts it
+// against its limit: their frames' bytes and frame tables.
+func (b *Budget) Used() int64 { return b.bytes.Load() + b.tables.Load() }
+
+// Retained returns the bytes of output the logs added retain now, without
+// the memory of their frame tables.
+func (b *Budget) Retained() int64 { return b.bytes.Load() }
 
 // Evicted returns the bytes of the frames b has dropped since it was made.
 func (b *Budget) Evicted() int64 { return b.evicted.Load() }
@@ -55,7 +67,8 @@ func (b *Budget) Add(l *Log) {
 	if l.acct == nil {
 		l.acct = b
 		b.logs[l] = struct{}{}
-		b.used.Add(int64(l.size))
+		b.bytes.Add(int64(l.size))
+		b.tables.Add(int64(l.frames.slots() * frameSize))
 	}
 	l.mu.Unlock()
 	b.mu.Unlock()
@@ -71,7 +84,8 @@ func (b *Budget) Remove(l *Log) {
 	if l.acct == b {
 		l.acct = nil
 		delete(b.logs, l)
-		b.used.Add(-int64(l.size))
+		b.bytes.Add(-int64(l.size))
+		b.tables.Add(-int64(l.frames.slots() * frameSize))
 	}
 }
 
@@ -79,20 +93,22 @@ func (b *Budget) Remove(l *Log) {
 // another one at it leaves it to that one, which looks again before it
 // stops.
 func (b *Budget) enforce() {
-	for b.used.Load() > b.limit && b.mu.TryLock() {
+	for b.Used() > b.limit && b.mu.TryLock() {
 		b.shedLocked(b.limit - b.limit/8)
 		b.mu.Unlock()
 	}
 }
 
 // shedLocked drops frames until b uses at most low bytes, or only the
-// newest frame of each open log is left. b.mu must be held.
+// newest frame of each open log is left. It counts, and levels, what each
+// log holds with its frame table, so that a log of tiny frames loses as
+// many as it must. b.mu must be held.
 func (b *Budget) shedLocked(low int64) {
 	entries := make([]budgetEntry, 0, len(b.logs))
 	for l := range b.logs {
 		l.mu.Lock()
-		if l.size > 0 {
-			entries = append(entries, budgetEntry{l, l.closed, l.ended, l.size})
+		if held := l.heldLocked(); held > 0 {
+			entries = append(entries, budgetEntry{l, l.closed, l.ended, held})
 		}
 		l.mu.Unlock()
 	}
@@ -108,14 +124,14 @@ func (b *Budget) shedLocked(low int64) {
 		case x.closed:
 			return cmp.Compare(x.ended, y.ended)
 		}
-		return cmp.Compare(y.size, x.size)
+		return cmp.Compare(y.held, x.held)
 	})
 	for i, e := range entries {
-		if b.used.Load() <= low {
+		if b.Used() <= low {
 			return
 		}
 		if !e.closed {
-			b.shedOpen(entries[i:], int(b.used.Load()-low))
+			b.shedOpen(entries[i:], int(b.Used()-low))
 			return
 		}
 		e.l.mu.Lock()
@@ -132,20 +148,21 @@ type budgetEntry struct {
 	l      *Log
 	closed bool
 	ended  uint64
-	size   int
+	held   int // the log's heldLocked
 }
 
 // shedOpen drops about excess bytes from the open logs of entries, sorted
-// largest first: the level is the size that, kept by every log over it,
-// frees excess; each log over it loses its oldest frames down to it, keeping
-// its newest.
+// largest first: the level is what, held by every log over it, frees
+// excess; each log over it loses its oldest frames down to it, keeping its
+// newest. A frame table shrinks only once a quarter full, so a log of tiny
+// frames may end below the level.
 func (b *Budget) shedOpen(entries []budgetEntry, excess int) {
 	level, sum := 0, 0
 	for k, e := range entries {
-		sum += e.size
+		sum += e.held
 		next := 0
 		if k+1 < len(entries) {
-			next = entries[k+1].size
+			next = entries[k+1].held
 		}
 		if l := (sum - excess) / (k + 1); l >= next {
 			level = max(l, 0)
@@ -153,13 +170,13 @@ func (b *Budget) shedOpen(entries []budgetEntry, excess int) {
 		}
 	}
 	for _, e := range entries {
-		if e.size <= level {
+		if e.held <= level {
 			return
 		}
 		e.l.mu.Lock()
 		e.l.evicted = true
 		before := e.l.size
-		for e.l.size > level && e.l.frames.len() > 1 {
+		for e.l.heldLocked() > level && e.l.frames.len() > 1 {
 			e.l.popLocked()
 		}
 		b.evicted.Add(int64(before - e.l.size))

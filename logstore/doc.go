@@ -9,10 +9,12 @@
 // not valid UTF-8 (binary output) says so through [Frame.IsText].
 //
 // Retention is bounded per log in output bytes ([Options.Retention]); the
-// oldest frames are dropped whole to stay within it. Readers that ask for
-// what is gone are told so ([Page.TruncatedHead], a [Warning] event) rather
-// than handed a silent gap. Memory stays within about one and a half times
-// the retention plus a small constant: small writes extend the newest frame
+// oldest frames are dropped whole to stay within it. A [Budget] bounds many
+// logs together by the memory they take, their bytes and their frame
+// tables, so that output in tiny frames counts for what it costs. Readers
+// that ask for what is gone are told so ([Page.TruncatedHead], a [Warning]
+// event) rather than handed a silent gap. Memory stays within about one and
+// a half times the retention plus a small constant: small writes extend the newest frame
 // while no reader has seen it or been handed its cursor, a log keeps at most one frame per
 // [BytesPerFrame] bytes of retention, a follower that falls behind jumps
 // ahead instead of buffering, and output flooding through a full log reuses

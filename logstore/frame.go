@@ -95,7 +95,8 @@ func (f Frame) IsText() bool { return utf8.Valid(f.Data) }
 // minFrames), so that a flood of tiny frames that readers saw one by one, and
 // could not be merged, keeps the memory of their bookkeeping (a frame table
 // of 64 bytes a slot, as many slots as the cap at most) within half the
-// retention. Retention itself counts output bytes only.
+// retention. Retention itself counts output bytes only; a [Budget] counts
+// the frame tables too.
 const BytesPerFrame = 128
 
 // MaxFrame bounds the bytes of one frame, so that a huge write becomes several

@@ -376,13 +376,17 @@ func (l *Log) pushLocked(f Frame) {
 	for l.frames.len() >= l.frameCap {
 		l.popLocked()
 	}
+	slots := l.frames.slots()
 	l.frames.push(f)
+	l.tableChangedLocked(slots)
 	l.growLocked(len(f.Data))
 }
 
 // popLocked drops the oldest frame. l.mu must be held.
 func (l *Log) popLocked() {
+	slots := l.frames.slots()
 	f := l.frames.pop()
+	l.tableChangedLocked(slots)
 	l.growLocked(-len(f.Data))
 	l.dropped = f.Cursor
 	l.droppedN += int64(len(f.Data))
@@ -394,13 +398,30 @@ func (l *Log) popLocked() {
 func (l *Log) growLocked(delta int) {
 	l.size += delta
 	if l.acct != nil {
-		l.acct.used.Add(int64(delta))
+		l.acct.bytes.Add(int64(delta))
 	}
 }
 
+// tableChangedLocked tells the budget the log counts against that its frame
+// table, of slots slots before, has grown or shrunk. The table changes size
+// by doubling or halving, so this counts seldom, never at every frame.
+// l.mu must be held.
+func (l *Log) tableChangedLocked(slots int) {
+	if d := l.frames.slots() - slots; d != 0 && l.acct != nil {
+		l.acct.tables.Add(int64(d * frameSize))
+	}
+}
+
+// heldLocked returns what the log holds as its budget counts it: the bytes
+// of its frames, and the memory of its frame table, their bookkeeping.
+// l.mu must be held.
+func (l *Log) heldLocked() int { return l.size + l.frames.slots()*frameSize }
+
 // dropAllLocked drops every frame appended so far. l.mu must be held.
 func (l *Log) dropAllLocked() {
+	slots := l.frames.slots()
 	l.frames.clear()
+	l.tableChangedLocked(slots)
 	l.droppedN += int64(l.size)
 	l.growLocked(-l.size)
 	l.dropped = l.last

@@ -156,6 +156,47 @@ func followedFloodAllocates(t *testing.T, follow func(*Log, context.Context, Cur
 	}, flood)
 }
 
+// TestBudgetCountsFrames checks that output in tiny writes alternating
+// between stdout and stderr, a frame each, keeps the memory of many logs
+// within their budget, ended or running: each frame takes a slot of its
+// log's frame table (64 bytes) for its one byte of output, and a budget
+// that counted the bytes alone let the heap grow to many times its limit.
+// It measures the whole heap, so it does not run in parallel.
+func TestBudgetCountsFrames(t *testing.T) {
+	const (
+		ended   = 48
+		running = 16
+		writes  = 10_000 // a frame each: about 1 MiB of frame table a log
+		limit   = 4 << 20
+		slack   = 1 << 20 // the logs themselves, and the arena's last chunks
+	)
+	b := NewBudget(limit)
+	x := []byte("x")
+	logs := make([]*Log, ended+running)
+	before := heaptest.Live()
+	for i := range logs {
+		l := New(Options{})
+		b.Add(l)
+		for k := range writes {
+			l.Write(Channel(1+k%2), x)
+		}
+		if i < ended {
+			l.Close()
+		}
+		logs[i] = l
+	}
+	grown := heaptest.Live() - before
+	sum := int64(0)
+	for _, l := range logs {
+		sum += held(l)
+	}
+	t.Logf("budget uses %d KiB of %d KiB, the logs hold %d KiB, the live heap grew by %d KiB", b.Used()>>10, limit>>10, sum>>10, grown>>10)
+	assert.Equal(t, sum, b.Used(), "the budget counts what the logs hold: their bytes and their frame tables")
+	assert.LessOrEqual(t, b.Used(), int64(limit), "budget used")
+	assert.LessOrEqual(t, grown, int64(limit+slack), "the live heap grew by %d bytes under a budget of %d", grown, limit)
+	runtime.KeepAlive(logs)
+}
+
 // TestFrameTableWithinHalfRetention checks that a log of tiny frames, at
 // its frame cap, keeps its frame table within half its retention (as
 // BytesPerFrame says), whether the retention is a power of two or not: the

@@ -1,8 +1,12 @@
 package logstore
 
+import "unsafe"
+
 // ring is a queue of frames, oldest first, in a power-of-two buffer that
 // grows by doubling and shrinks when mostly empty, so that its memory follows
-// the frames retained. Only the Log's owner of mu touches it.
+// the frames retained, from one to four slots a frame (minRing at least): a
+// log's frame table, the bookkeeping that a Budget counts beside the bytes.
+// Only the Log's owner of mu touches it.
 type ring struct {
 	buf  []Frame
 	head int // index in buf of the oldest frame
@@ -12,6 +16,13 @@ type ring struct {
 const minRing = 8
 
 func (r *ring) len() int { return r.n }
+
+// slots returns the frames the buffer has room for: what it takes in
+// memory, frameSize bytes each.
+func (r *ring) slots() int { return len(r.buf) }
+
+// frameSize is the bytes of a Frame, one slot of a ring.
+const frameSize = int(unsafe.Sizeof(Frame{}))
 
 // at returns the i-th oldest frame.
 func (r *ring) at(i int) *Frame { return &r.buf[(r.head+i)&(len(r.buf)-1)] }
@@ -31,7 +42,11 @@ func (r *ring) pop() Frame {
 	*f = Frame{} // let its bytes go
 	r.head = (r.head + 1) & (len(r.buf) - 1)
 	r.n--
-	if len(r.buf) > 1024 && r.n < len(r.buf)/4 {
+	// Small tables shrink too, so that a Budget that drops a log's frames
+	// frees their slots. Halving at a quarter full, not at half, leaves
+	// room to grow again before the next doubling: a log whose frames come
+	// and go around one size does not copy its table back and forth.
+	if len(r.buf) > minRing && r.n < len(r.buf)/4 {
 		r.resize(len(r.buf) / 2)
 	}
 	return out

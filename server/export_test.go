@@ -24,8 +24,8 @@ func SetBodyIdle(s *Server, d time.Duration) { s.bodyIdle.Store(int64(d)) }
 // it must keep to the least rate.
 func SetBodyGrace(s *Server, d time.Duration) { s.bodyGrace.Store(int64(d)) }
 
-// LogBudgetUsed returns the bytes the logs of s's processes retain, as its
-// log budget counts them.
+// LogBudgetUsed returns the bytes the logs of s's processes hold, as its
+// log budget counts them: their output and their frame tables.
 func LogBudgetUsed(s *Server) int64 { return s.budget.Used() }
 
 // WriteRunAnswer writes the answer of a run of p, as POST .../run does

@@ -202,7 +202,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 
-	ch <- prometheus.MustNewConstMetric(logRetainedDesc, prometheus.GaugeValue, float64(s.budget.Used()))
+	ch <- prometheus.MustNewConstMetric(logRetainedDesc, prometheus.GaugeValue, float64(s.budget.Retained()))
 	ch <- prometheus.MustNewConstMetric(logEvictedDesc, prometheus.CounterValue, float64(s.budget.Evicted()))
 	for _, b := range s.Budgets() {
 		if b.Unit != "bytes" {

@@ -84,8 +84,9 @@ type Options struct {
 	// LogRetention bounds each process's retained output in bytes; zero
 	// means logstore.DefaultRetention.
 	LogRetention int
-	// LogBudget bounds the output retained by all processes together, in
-	// bytes; zero means DefaultLogBudget. Over it, the logs of the processes
+	// LogBudget bounds the memory of the logs of all processes together, in
+	// bytes: the output they retain and their frame tables (see
+	// logstore.Budget); zero means DefaultLogBudget. Over it, the logs of the processes
 	// that ended first are dropped first (see logstore.Budget).
 	LogBudget int64
 	// MaxCommandBytes bounds the text of a command (cmd) in bytes; zero

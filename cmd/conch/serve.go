@@ -234,7 +234,7 @@ func (o *serveOptions) addFlags(fs *flag.FlagSet) (logLevel *string) {
 	o.retention = byteSize(logstore.DefaultRetention)
 	fs.Var(&o.retention, "log-retention", "output `bytes` kept per process (suffixes K, M, G), in a frame per 128 bytes at most (rounded down to a power of two)")
 	o.budget = byteSize(server.DefaultLogBudget)
-	fs.Var(&o.budget, "log-budget", "output `bytes` kept by all processes together; over it the logs of the processes that ended first are dropped first")
+	fs.Var(&o.budget, "log-budget", "`bytes` kept by the logs of all processes together, counting each log's output and its frame table (64 bytes a slot); over it the logs of the processes that ended first are dropped first")
 	fs.DurationVar(&o.exitTTL, "exit-ttl", server.DefaultExitTTL, "how long a process with keepLogs on_exit_ttl is kept after it ends")
 	fs.IntVar(&o.maxSessions, "max-sessions", server.DefaultMaxSessions, "sessions alive at once")
 	fs.IntVar(&o.maxProcesses, "max-processes", server.DefaultMaxProcesses, "processes running or queued at once")
