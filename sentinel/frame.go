@@ -70,6 +70,18 @@ type Paths struct {
 	// Text is the command's text, for RunText: the frame carries it itself
 	// and Script is not read.
 	Text string
+	// StatusFile, when set, is a file the caller writes with the frame's
+	// StatusText before it sends it. After a command whose status was
+	// neither 0 nor 1, the frame then gives $? that status by sourcing
+	// the file, which returns it, rather than by a subshell that exits
+	// with it: no fork, so that a command still runs in a session at its
+	// pids limit (a fork that fails there drops the rest of the frame's
+	// line, the command with it). With GuardInScript, the file sets the
+	// guard too, and the script has no head (see Frame.AppendHead): a
+	// "." of the file inside the script would run bash's RETURN trap
+	// with the command's redirections, into its output, where one run
+	// from the frame's line writes to the shell's own.
+	StatusFile string
 	// FrameFile and EndFile, when set, make the lines the shell is sent
 	// short: they source the frame's text and the end line's from these
 	// files, which the caller writes (Frame.FrameText, Frame.EndText)
@@ -129,6 +141,9 @@ type Calls struct {
 	Print []string
 	// Source sources a file in the current shell; "" means `\.`.
 	Source string
+	// Return returns from a sourced file with a status; "" means
+	// `\return`.
+	Return string
 	// Exit ends a subshell with a status; "" means `\exit`.
 	Exit string
 	// Eval runs its arguments as shell text; "" means `\eval`.
@@ -279,8 +294,12 @@ type Frame struct {
 	// FrameText and EndText are what the caller writes to Paths.FrameFile
 	// and Paths.EndFile, when they are set, before it sends Text and End.
 	FrameText, EndText string
+	// StatusText is what the caller writes to Paths.StatusFile before it
+	// sends the frame, when the frame sources it; "" otherwise.
+	StatusText string
 
-	restore string // what AppendHead gives $? by (Paths.GuardInScript)
+	restore  string // what AppendHead gives $? by (Paths.GuardInScript)
+	headless bool   // the status file sets the guard: AppendHead adds nothing
 }
 
 // The frame's variables: guardVar holds the nonce of the command whose end
@@ -316,9 +335,18 @@ func build(n Nonce, prevStatus int, p Paths) Frame {
 		b.WriteString(p.Before + "; ")
 	}
 	// $? as the previous command left it: in the script, after the
-	// guard's assignment, which sets it to 0.
-	restore := restoreStatus(prevStatus, p.Calls)
-	if !inScript {
+	// guard's assignment, which sets it to 0; or by the status file, which
+	// then assigns the guard itself.
+	restore, statusText := restoreStatus(prevStatus, p.Calls), ""
+	if p.StatusFile != "" && prevStatus != 0 && prevStatus != 1 {
+		restore = orDefault(p.Calls.Source, `\.`) + " " + quote(p.StatusFile) + ` && \:; `
+		statusText = orDefault(p.Calls.Return, `\return`) + " " + strconv.Itoa(prevStatus) + "\n"
+		if inScript {
+			statusText = guardVar + "=" + string(n) + "; " + statusText
+		}
+		b.WriteString(restore)
+		restore = ""
+	} else if !inScript {
 		b.WriteString(restore)
 		restore = ""
 	}
@@ -346,6 +374,7 @@ func build(n Nonce, prevStatus int, p Paths) Frame {
 	}
 	f := Frame{
 		Nonce: n, Text: b.String(), End: EndLine(n, p), Run: p.Run, EndInText: inText, restore: restore,
+		StatusText: statusText, headless: inScript && statusText != "",
 		Start: []byte("\x1eS" + string(n)), Failed: []byte("\x1eF" + string(n)),
 	}
 	source := orDefault(p.Calls.Source, `\.`)
@@ -365,8 +394,12 @@ func build(n Nonce, prevStatus int, p Paths) Frame {
 
 // AppendHead appends to b what a script framed with Paths.GuardInScript
 // starts with, on its first line: the words that set the frame's guard to
-// its nonce, then those that give $? the previous command's status.
+// its nonce, then those that give $? the previous command's status; none
+// when the frame's status file does both (see Paths.StatusFile).
 func (f Frame) AppendHead(b []byte) []byte {
+	if f.headless {
+		return b
+	}
 	b = append(append(append(b, guardVar+"="...), f.Nonce...), "; "...)
 	return append(b, f.restore...)
 }

@@ -209,3 +209,32 @@ func TestCommandUsageWithoutCgroups(t *testing.T) {
 		t.Fatalf("a 300 ms busy loop: usage %+v", r.Usage)
 	}
 }
+
+// TestBuiltinsRunAtThePidsLimit: in a session whose background jobs hold
+// every pid its limit allows, a command of builtins still runs, with $? as
+// the command before left it — 2 here, which a frame gives $? with no fork
+// (see sentinel.Paths.StatusFile): the subshell that gave it before failed
+// to fork there, and the rest of the frame's line went with it, so that
+// dash and zsh skipped the command (and reported a status of their own),
+// and bash waited for its jobs to end. So a user can still kill the jobs.
+func TestBuiltinsRunAtThePidsLimit(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			l := containment.Limits{Pids: 8}
+			s := newSession(t, Options{Shell: shell, Containment: containmenttest.Limited(t, l), Limits: l})
+			dir := t.TempDir()
+			// The shell and seven jobs: the limit; then a builtin's status 2.
+			r, _, _ := run(t, s, CommandOptions{Cmd: "for i in 1 2 3 4 5 6 7; do sleep 60 & done; [ a -lt ] 2>/dev/null"})
+			if code(r) != 2 {
+				t.Fatalf("the jobs: %+v", r)
+			}
+			r, out, _ := run(t, s, CommandOptions{Cmd: `echo "was $?"; cd ` + dir})
+			if code(r) != 0 || out != "was 2\n" || r.Cwd != dir {
+				t.Fatalf("builtins at the limit: %+v %q", r, out)
+			}
+			// The session's end kills the jobs, with its cgroup.
+		})
+	}
+}

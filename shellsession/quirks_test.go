@@ -29,15 +29,16 @@ func TestZshJobsFromTwo(t *testing.T) {
 }
 
 // zsh's $? can pass 255 (a function's return 256): the command reports it
-// as zsh says it, and the next command's $? is it modulo 256, as the
-// frame gives it back through a subshell's exit.
+// as zsh says it, and the next command's $? is it too, as at a terminal:
+// the frame gives it back by a sourced file's return (see
+// sentinel.Paths.StatusFile), where a subshell's exit gave it modulo 256.
 func TestZshStatusPast255(t *testing.T) {
 	t.Parallel()
 	s := newSession(t, Options{Shell: "zsh"})
 	r, _, _ := run(t, s, CommandOptions{Cmd: "f() { return 300; }; f"})
 	require.Equal(t, 300, code(r))
 	_, out, _ := run(t, s, CommandOptions{Cmd: "echo $?"})
-	require.Equal(t, "44\n", out)
+	require.Equal(t, "300\n", out)
 }
 
 // With a DEBUG trap set, ksh93 gives the command the frame sources $? 0,
@@ -55,16 +56,21 @@ func TestKshDebugTrapStatus(t *testing.T) {
 	}
 }
 
-// bash with exit (or false) disabled by enable -n: the command file gives
-// $? back through them, so the next command's $? is 1 and bash's refusal
-// is on its stderr.
-func TestBashExitDisabled(t *testing.T) {
+// bash with return (or false) disabled by enable -n: the frame gives $?
+// back through them (return, from the status file it sources, for a
+// status past 1; false for 1), so the next command's $? is 1, and bash's
+// refusal goes to the shell's own stderr, which no command's output holds.
+func TestBashReturnDisabled(t *testing.T) {
 	t.Parallel()
 	s := newSession(t, Options{Shell: "bash"})
-	run(t, s, CommandOptions{Cmd: "enable -n exit"})
+	run(t, s, CommandOptions{Cmd: "enable -n return"})
 	r, _, _ := run(t, s, CommandOptions{Cmd: `sh -c "exit 4"`})
 	require.Equal(t, 4, code(r))
 	_, out, errs := run(t, s, CommandOptions{Cmd: "echo p=$?"})
 	require.Equal(t, "p=1\n", out)
-	require.Contains(t, errs, "exit: not a shell builtin")
+	require.Empty(t, errs)
+	run(t, s, CommandOptions{Cmd: "enable return; enable -n false; sh -c 'exit 1'"})
+	_, out, errs = run(t, s, CommandOptions{Cmd: "echo p=$?"})
+	require.Equal(t, "p=1\n", out)
+	require.Contains(t, errs, "false: not a shell builtin")
 }

@@ -117,6 +117,7 @@ type Session struct {
 	script     rawcall.File                   // the file commands are sourced from; the queue's goroutine only
 	scriptBuf  []byte                         // room for what is written to it (see writeScript); likewise
 	frame      rawcall.File                   // the file frames run from (see writeFrame); the queue's goroutine only
+	status     rawcall.File                   // the file that gives $? a status (see statusFramed); the queue's goroutine only
 	endFile    string                         // the last command's end file (see writeFrame); the queue's goroutine only
 	templates  map[frameKey]sentinel.Template // frames by the streams they use (see newFrame); the queue's goroutine only
 	// own is the path by which the shell writes the frame's markers for
@@ -802,6 +803,7 @@ func (s *Session) teardown() {
 		s.wg.Wait()
 		s.script.Close() // the queue is closed: nothing writes them any more
 		s.frame.Close()
+		s.status.Close()
 		s.mu.Lock()
 		s.procSyscall.Close()
 		s.mu.Unlock()

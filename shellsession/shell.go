@@ -278,7 +278,7 @@ func frameCalls(sh shells.Shell) sentinel.Calls {
 
 // The calls of frameCalls, made once: a frame is made for every command.
 var (
-	builtinCalls = sentinel.Calls{Printf: []string{`\builtin \printf`, `\command \printf`}, Source: `\builtin \.`, Exit: `\builtin \exit`, Eval: `\builtin \eval`, SourceElse: `\.`, False: `\builtin \false`}
+	builtinCalls = sentinel.Calls{Printf: []string{`\builtin \printf`, `\command \printf`}, Source: `\builtin \.`, Exit: `\builtin \exit`, Return: `\builtin \return`, Eval: `\builtin \eval`, SourceElse: `\.`, False: `\builtin \false`}
 	// mksh's printf is /usr/bin/printf: print saves two forks a command.
 	mkshCalls    = sentinel.Calls{Print: []string{`\builtin \print`, `\command \print`}}
 	commandCalls = sentinel.Calls{Printf: []string{`\command \printf`, `\printf`}}

@@ -254,6 +254,31 @@ func (s *Session) newFrame(prev int, p sentinel.Paths) (sentinel.Frame, error) {
 	if framing != nil {
 		framing(&p)
 	}
+	if prev != 0 && prev != 1 {
+		f, err := s.statusFramed(prev, p)
+		if err == nil {
+			return f, nil
+		}
+		// The file cannot be written (the file system is full, say): a
+		// subshell gives $? its status, as it may still fork.
+	}
+	return s.frameFor(prev, p)
+}
+
+// statusFramed frames a command after one that exited with prev, neither 0
+// nor 1, giving $? that status by the session's status file, which it
+// writes (see sentinel.Paths.StatusFile).
+func (s *Session) statusFramed(prev int, p sentinel.Paths) (sentinel.Frame, error) {
+	p.StatusFile = filepath.Join(s.fifoDir, "status")
+	f, err := s.frameFor(prev, p)
+	if err == nil {
+		err = s.rewrite(&s.status, p.StatusFile, []byte(f.StatusText))
+	}
+	return f, err
+}
+
+// frameFor frames a command with paths p after one that exited with prev.
+func (s *Session) frameFor(prev int, p sentinel.Paths) (sentinel.Frame, error) {
 	frame, end := framesFromFiles(s.sh)
 	if !end {
 		if !sentinel.Templated(p) || prev != 0 && prev != 1 {
