@@ -127,8 +127,8 @@ export class DeadlineExceededError extends ConchError {
  * An answer that is not the API's: an error status whose body is not the
  * API's error (a proxy's 502 or 504 page, another server's 404), or a 2xx
  * whose body is not JSON, or JSON of another shape than the route answers.
- * `status` is the answer's HTTP status (0 when the shape was found wrong
- * after the status was read).
+ * `status` is the answer's HTTP status; 0 only for a redirect whose status
+ * a browser's fetch hides.
  */
 export class UnexpectedResponseError extends ConchError {
   constructor(message: string, status: number) {

@@ -51,8 +51,8 @@ export class ProcessHandle {
   }
 
   async get(): Promise<ProcessDto> {
-    const { body } = await this.#t.json('GET', this.#path)
-    return toProcess(body)
+    const { status, body } = await this.#t.json('GET', this.#path)
+    return toProcess(body, status)
   }
 
   /**
@@ -69,10 +69,10 @@ export class ProcessHandle {
 
   /** One page of retained frames after `cursor`. */
   async logs(options: LogsOptions = {}): Promise<LogsPage> {
-    const { body } = await this.#t.json('GET', `${this.#path}/logs`, {
+    const { status, body } = await this.#t.json('GET', `${this.#path}/logs`, {
       query: { cursor: options.cursor, limit: options.limit, encoding: options.encoding },
     })
-    return toLogsPage(body)
+    return toLogsPage(body, status)
   }
 
   async resize(cols: number, rows: number): Promise<void> {
@@ -140,7 +140,7 @@ export class ProcessHandle {
     const wait = typeof options.timeout === 'number' && options.timeout > 0 ? Math.min(Math.ceil(options.timeout), maxWaitWindow) : maxWaitWindow
     body.timeout = wait
     const { status, body: w } = await this.#t.json('POST', `${this.#path}/interact`, { json: body, timeout: wait + answerMargin })
-    return answer(status, record(w, 'interact'))
+    return answer(status, record(w, 'interact', status))
   }
 
   /**
@@ -156,9 +156,9 @@ export class ProcessHandle {
         query: { port: options.port, pattern: options.pattern, timeout }, timeout: timeout + answerMargin,
       })
       if (status === 200) {
-        const b = record(body, 'ready')
+        const b = record(body, 'ready', status)
         if (b.ready === true) return b as ReadyResult
-        return { ...b, ready: false, result: toWaitResult(record(b.result, 'ready result')) }
+        return { ...b, ready: false, result: toWaitResult(record(b.result, 'ready result', status), status) }
       }
       if (status !== 202) throw new UnexpectedResponseError(`conch: ready: an answer that is not the API's (HTTP ${status})`, status)
       if (Date.now() >= deadline) return { ready: false, result: { reason: 'timed_out', rawReason: 'wait_timeout' } }

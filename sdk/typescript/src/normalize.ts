@@ -24,24 +24,42 @@ function str(v: unknown): string {
   return typeof v === 'string' ? v : v === undefined || v === null ? '' : String(v)
 }
 
-export function record(v: unknown, what: string): Wire {
-  if (!isRecord(v)) throw new UnexpectedResponseError(`conch: ${what}: an answer that is not the API's: ${String(JSON.stringify(v)).slice(0, 200)}`, 0)
+// Every function here that refuses an answer is given the HTTP status it
+// came with: UnexpectedResponseError carries the answer's status, and 0
+// would say that nothing was answered in time (which streamLogs tries again).
+
+/** v, an answer of status, as the JSON object its route answers: anything else is not the API's. */
+export function record(v: unknown, what: string, status: number): Wire {
+  if (!isRecord(v)) throw notTheAPIs(what, status, v === undefined ? 'an empty body' : shown(v))
   return v
 }
 
 /** w's field k, a string that must be there: without it, w is not the API's answer. */
-function required(w: Wire, k: string, what: string): string {
+function required(w: Wire, k: string, what: string, status: number): string {
   const v = w[k]
-  if (typeof v !== 'string' || v === '') {
-    throw new UnexpectedResponseError(`conch: ${what}: an answer that is not the API's, without its ${k}: ${String(JSON.stringify(w)).slice(0, 200)}`, 0)
-  }
+  if (typeof v !== 'string' || v === '') throw notTheAPIs(what, status, `without its ${k}: ${shown(w)}`)
   return v
 }
 
-/** The ProcessDto of a process as the daemon describes it. */
-export function toProcess(v: unknown): ProcessDto {
-  const w = record(v, 'process')
-  required(w, 'id', 'process')
+/** w's field k, an array that must be there (a list's or a page's items). */
+function array(w: Wire, k: string, what: string, status: number): unknown[] {
+  const v = w[k]
+  if (!Array.isArray(v)) throw notTheAPIs(what, status, `without its ${k}: ${shown(w)}`)
+  return v
+}
+
+function notTheAPIs(what: string, status: number, why: string): UnexpectedResponseError {
+  return new UnexpectedResponseError(`conch: ${what}: an answer that is not the API's (HTTP ${status}): ${why}`, status)
+}
+
+function shown(v: unknown): string {
+  return String(JSON.stringify(v)).slice(0, 200)
+}
+
+/** The ProcessDto of a process as the daemon describes it, in an answer of status. */
+export function toProcess(v: unknown, status: number): ProcessDto {
+  const w = record(v, 'process', status)
+  required(w, 'id', 'process', status)
   const p = { ...w } as Wire
   p.kind = known<ProcessReportedKind>(kinds, w.kind)
   p.rawKind = str(w.kind)
@@ -65,9 +83,12 @@ export function toProcess(v: unknown): ProcessDto {
 
 const waitFields: ReadonlySet<string> = new Set(['reason', 'exitCode', 'signal', 'rawReason'])
 
-/** The WaitResult in w (a WaitResult, RunResult or process), other fields of w kept beside it. */
-export function toWaitResult(w: Wire): WaitResult {
-  const raw = required(w, 'reason', 'an ended process')
+/**
+ * The WaitResult in w (a WaitResult, RunResult or process, in an answer of
+ * status), other fields of w kept beside it.
+ */
+export function toWaitResult(w: Wire, status: number): WaitResult {
+  const raw = required(w, 'reason', 'an ended process', status)
   const out: Wire = {}
   for (const [k, v] of Object.entries(w)) if (!waitFields.has(k)) out[k] = v
   const exitCode = typeof w.exitCode === 'number' ? w.exitCode : undefined
@@ -99,16 +120,16 @@ export function toFrames(v: unknown): LogFrame[] {
   return Array.isArray(v) ? (v as LogFrame[]) : []
 }
 
-export function toLogsPage(v: unknown): LogsPage {
-  const w = record(v, 'logs page')
-  const page = { ...w, items: toFrames(w.items) } as Wire
+export function toLogsPage(v: unknown, status: number): LogsPage {
+  const w = record(v, 'logs page', status)
+  const page = { ...w, items: array(w, 'items', 'logs page', status) } as Wire
   if (typeof w.next !== 'string' || w.next === '') delete page.next
   return page as unknown as LogsPage
 }
 
-export function toProcessList(v: unknown): ListResult<ProcessDto> {
-  const w = record(v, 'process list')
-  const items = Array.isArray(w.items) ? w.items.map(toProcess) : []
+export function toProcessList(v: unknown, status: number): ListResult<ProcessDto> {
+  const w = record(v, 'process list', status)
+  const items = array(w, 'items', 'process list', status).map((p) => toProcess(p, status))
   const list: ListResult<ProcessDto> = { ...w, items }
   if (typeof w.next !== 'string' || w.next === '') delete list.next
   return list

@@ -76,8 +76,8 @@ export async function run(
   let sent = idleWindow(t, deadline, idle)
   let began = Date.now()
   const { status, body: answer } = await t.json('POST', path, { json: { ...body, timeout: sent }, timeout: sent + answerMargin })
-  const w = record(answer, 'run')
-  if (status === 200) return finished(t, w, asCut)
+  const w = record(answer, 'run', status)
+  if (status === 200) return finished(t, status, w, asCut)
   // A 202 says why it came (cameBack): for idleTimeout, the command was
   // quiet that long; for the timeout, only the wait ran out, and the command
   // goes on, and so does run. A daemon that does not say is judged by the
@@ -112,10 +112,10 @@ export async function run(
       ...(cursor === undefined ? {} : { cursor }), ...(idle === undefined ? {} : { idleTimeout: idle }),
     }
     const { status: s, body: b } = await t.json('POST', `/v1/processes/${seg(id)}/interact`, { json, timeout: sent + answerMargin })
-    const a = record(b, 'interact')
+    const a = record(b, 'interact', s)
     if (unkept) held.add(a)
     if (s === 200) {
-      return result(undefined, () => toWaitResult(pick(a, ['reason', 'exitCode', 'signal', 'handled', 'cwd', 'error', 'oomKilled', 'usage', 'stdinDroppedBytes'])), Infinity)
+      return result(undefined, () => toWaitResult(pick(a, ['reason', 'exitCode', 'signal', 'handled', 'cwd', 'error', 'oomKilled', 'usage', 'stdinDroppedBytes']), s), Infinity)
     }
     if (a.waitingForInput === true) return result('waiting_for_input', () => stillRunning('waiting_for_input'), Infinity)
     if (quiet(a)) return result('idle_timeout', () => stillRunning('idle_timeout'), Infinity)
@@ -167,8 +167,8 @@ class Held {
 async function cut(t: Reach, id: string, body: Wire, why: string | undefined): Promise<RunResult> {
   const json = { cursor: '0', timeout: 1, outputLimit: body.outputLimit, ...(body.plain === undefined ? {} : { plain: body.plain }) }
   const { status, body: b } = await t.json('POST', `/v1/processes/${seg(id)}/interact`, { json, timeout: 1 + answerMargin })
-  const a = record(b, 'interact')
-  if (status === 200) return finished(t, a, true)
+  const a = record(b, 'interact', status)
+  if (status === 200) return finished(t, status, a, true)
   return early(t, a, why ?? 'wait_timeout', true)
 }
 
@@ -210,9 +210,12 @@ function stillRunning(rawReason: string): WaitResult & { state: 'running'; waiti
   return { reason: 'timed_out', rawReason, state: 'running', waitingForInput: rawReason === 'waiting_for_input' }
 }
 
-/** The RunResult of a 200 answer, with what it left out paged back in unless the caller bounded it. */
-async function finished(t: Reach, w: Wire, bounded: boolean): Promise<RunResult> {
-  const wait = Object.assign(toWaitResult(w), { state: 'terminal' })
+/**
+ * The RunResult of a 200 answer (w, of status), with what it left out paged
+ * back in unless the caller bounded it.
+ */
+async function finished(t: Reach, status: number, w: Wire, bounded: boolean): Promise<RunResult> {
+  const wait = Object.assign(toWaitResult(w, status), { state: 'terminal' })
   const logs = toFrames(w.logs)
   if (bounded || typeof w.omittedBytes !== 'number' || w.omittedBytes <= 0 || typeof w.omittedAfter !== 'string') {
     return Object.assign(wait, {
@@ -314,8 +317,8 @@ export async function pageLogs(
 ): Promise<void> {
   const limit = t.logsPageSize
   for (let n = 0; n < pages; n++) {
-    const { body } = await t.json('GET', `/v1/processes/${seg(id)}/logs`, { query: { cursor, limit } })
-    const page = toLogsPage(body)
+    const { status, body } = await t.json('GET', `/v1/processes/${seg(id)}/logs`, { query: { cursor, limit } })
+    const page = toLogsPage(body, status)
     if (page.items.length === 0 || !take(page.items, page.truncatedHead === true)) return
     cursor = page.next ?? page.items[page.items.length - 1]!.cursor
   }
@@ -335,7 +338,7 @@ export async function waitUntil(
     // 200: ended; 202: the window ran out with it running. Anything else
     // (an empty 200, another shape) is not the daemon's: asked again, it
     // was asked again at once, for ever.
-    if (status === 200) return toWaitResult(record(body, 'wait'))
+    if (status === 200) return toWaitResult(record(body, 'wait', status), status)
     if (status !== 202) throw new UnexpectedResponseError(`conch: wait: an answer that is not the API's (HTTP ${status})`, status)
     if (left(deadline) <= 0) return undefined
   }
@@ -394,11 +397,11 @@ export function answer(status: number, w: Wire): InteractResult {
   const logs = toFrames(w.logs)
   const text = { output: str(w.output), stdout: str(w.stdout), stderr: str(w.stderr) }
   if (status === 200) {
-    return Object.assign(toWaitResult(w), { running: false as const, processId: String(w.processId), logs }, text)
+    return Object.assign(toWaitResult(w, status), { running: false as const, processId: String(w.processId), logs }, text)
   }
   const out: RunningResult = {
     running: true, processId: String(w.processId ?? w.id), logs, ...text,
-    waitingForInput: w.waitingForInput === true, process: toProcess(w),
+    waitingForInput: w.waitingForInput === true, process: toProcess(w, status),
   }
   if (typeof w.next === 'string') out.next = w.next
   if (typeof w.omittedBytes === 'number') out.omittedBytes = w.omittedBytes

@@ -59,18 +59,18 @@ export class ProcessService implements ProcessBinding {
   /** Create one persistent shell. Set its cwd/env here, not on its commands. */
   async createSession(options: CreateSessionOptions = {}): Promise<Session> {
     const timeout = this.transport.requestTimeout + sessionReadyLimit
-    const { body } = await this.transport.json('POST', '/v1/sessions', { json: options, timeout })
-    return new Session(this, toProcess(body).id)
+    const { status, body } = await this.transport.json('POST', '/v1/sessions', { json: options, timeout })
+    return new Session(this, toProcess(body, status).id)
   }
 
   async get(id: string): Promise<ProcessDto> {
-    const { body } = await this.transport.json('GET', `/v1/processes/${seg(id)}`)
-    return toProcess(body)
+    const { status, body } = await this.transport.json('GET', `/v1/processes/${seg(id)}`)
+    return toProcess(body, status)
   }
 
   async list(options: ProcessListOptions = {}): Promise<ListResult<ProcessDto>> {
-    const { body } = await this.transport.json('GET', '/v1/processes', { query: { ...options } })
-    return toProcessList(body)
+    const { status, body } = await this.transport.json('GET', '/v1/processes', { query: { ...options } })
+    return toProcessList(body, status)
   }
 
   /**
@@ -93,8 +93,8 @@ export class ProcessService implements ProcessBinding {
 
 /** Starts a process from a full body: exec for ProcessService, pty for PtyService. */
 async function startProcess(b: ProcessBinding, body: Record<string, unknown>): Promise<ProcessHandle> {
-  const { body: answer } = await b.transport.json('POST', '/v1/processes', { json: body })
-  const dto = toProcess(answer)
+  const { status, body: answer } = await b.transport.json('POST', '/v1/processes', { json: body })
+  const dto = toProcess(answer, status)
   return new ProcessHandle(b.transport, b.sandboxId, dto.id, kindOf(dto))
 }
 

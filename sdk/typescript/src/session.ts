@@ -45,8 +45,8 @@ export class Session {
 
   /** Read the shell process, including its current working directory. */
   async get(): Promise<ProcessDto> {
-    const { body } = await this.#b.transport.json('GET', this.#path)
-    return toProcess(body)
+    const { status, body } = await this.#b.transport.json('GET', this.#path)
+    return toProcess(body, status)
   }
 
   /** Run in this shell, wait, and collect output using the process run path. */
@@ -72,8 +72,8 @@ export class Session {
   }
 
   async #submit(body: Record<string, unknown>): Promise<ProcessHandle> {
-    const { body: answer } = await this.#b.transport.json('POST', `${this.#path}/commands`, { json: body })
-    const dto = toProcess(answer)
+    const { status, body: answer } = await this.#b.transport.json('POST', `${this.#path}/commands`, { json: body })
+    const dto = toProcess(answer, status)
     const kind: ProcessKind | undefined = dto.kind === 'unknown' ? undefined : dto.kind
     return new ProcessHandle(this.#b.transport, this.sandboxId, dto.id, kind)
   }

@@ -144,7 +144,7 @@ export async function* streamLogs(
           // the stream ends at the abort, not at the chunk's end.
           if (stop.signal.aborted) return
           failures = 0
-          const ev = toEvent(raw, last)
+          const ev = toEvent(raw, last, res.status)
           if (ev === undefined) continue
           if (ev.type === 'log') {
             last = ev.frame.cursor
@@ -194,8 +194,11 @@ export async function* streamLogs(
   }
 }
 
-/** The StreamLogEvent of a raw event; undefined for one the SDK does not know. */
-function toEvent(raw: RawEvent, last: string | undefined): StreamLogEvent | undefined {
+/**
+ * The StreamLogEvent of a raw event of a stream answered with status;
+ * undefined for one the SDK does not know.
+ */
+function toEvent(raw: RawEvent, last: string | undefined, status: number): StreamLogEvent | undefined {
   let data: unknown
   try {
     data = raw.data === '' ? {} : JSON.parse(raw.data)
@@ -215,7 +218,7 @@ function toEvent(raw: RawEvent, last: string | undefined): StreamLogEvent | unde
       return ev
     }
     case 'state':
-      return { type: 'state', ...at, result: toWaitResult(data) }
+      return { type: 'state', ...at, result: toWaitResult(data, status) }
     case 'eof':
       return { type: 'eof', ...at }
   }

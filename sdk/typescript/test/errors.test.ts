@@ -282,6 +282,56 @@ describe('answers a daemon cannot be made to give', () => {
     }
   })
 
+  test('an answer of another shape carries its status, and a list or a logs page needs its items', async () => {
+    const s = new Sandbox({ url, token: 't' })
+    const h = s.process.connect('p1')
+    const calls: Array<[string, () => Promise<unknown>]> = [
+      ['exec', () => s.exec('true')], ['get', () => s.process.get('x')], ['start', () => s.process.start('true')],
+      ['list', () => s.process.list()], ['pty list', () => s.pty.list()], ['logs', () => h.logs()],
+      ['wait', () => h.wait()], ['interact', () => h.interact()],
+    ]
+    // A server that answers every route 200 with what no route of the API
+    // answers: each call rejects with that status, not 0 (no answer in time).
+    for (const body of ['', '[1,2]', '{"detail":"x"}', '{"items":"x","reason":"exited","id":"p1"}']) {
+      answer = { status: 200, body }
+      for (const [what, call] of calls) {
+        if (what !== 'list' && what !== 'pty list' && what !== 'logs' && body.includes('items')) continue
+        await assert.rejects(call(), (e: unknown) => {
+          assert.ok(e instanceof UnexpectedResponseError, `${what}, ${JSON.stringify(body)}: ${String(e)}`)
+          assert.deepEqual([e.code, e.status], ['unexpected_response', 200], `${what}, ${JSON.stringify(body)}: ${e.message}`)
+          assert.ok(!e.message.includes('undefined'), e.message)
+          return true
+        })
+      }
+    }
+    // A 202 of another shape: the status is 202.
+    answer = { status: 202, body: '{"detail":"x"}' }
+    await assert.rejects(h.interact(), (e: unknown) => e instanceof UnexpectedResponseError && e.status === 202)
+  })
+
+  test('a log stream resumed past its end reports a wait of another shape, not tries it again', async () => {
+    const asked: string[] = []
+    route = (path) => {
+      asked.push(path.replace(/\?.*/, ''))
+      // The stream says the process ended (204); its wait answers what is not the API's.
+      if (path.includes('/logs/stream')) return { status: 204, body: '' }
+      return { status: 200, body: '{"detail":"x"}' }
+    }
+    try {
+      const s = new Sandbox({ url, token: 't' })
+      const evs = []
+      for await (const ev of s.process.connect('p1').streamLogs({ cursor: 'c1' })) evs.push(ev)
+      assert.equal(evs.length, 1, JSON.stringify(evs))
+      const ev = evs[0]!
+      assert.equal(ev.type, 'error')
+      const err = ev.type === 'error' ? ev.error : undefined
+      assert.ok(err instanceof UnexpectedResponseError && err.status === 200, String(err))
+      assert.deepEqual(asked, ['/v1/processes/p1/logs/stream', '/v1/processes/p1/wait'])
+    } finally {
+      route = undefined
+    }
+  })
+
   test('values the SDK does not know become unknown, kept raw; unknown fields are kept', async () => {
     const s = new Sandbox({ url, token: 't' })
     answer = {
