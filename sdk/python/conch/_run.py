@@ -88,13 +88,13 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
     sent = time.monotonic()
     w = window_ms(t, deadline)
     status, answer = t.object("POST", path, json_body={**body, "timeout": w}, timeout=socket_timeout(w))
-    answer = _record(answer, "run")
+    answer = _record(answer, "run", status)
     if status == 200:
-        return finished(t, answer, bounded or unkept or plain)
+        return finished(t, status, answer, bounded or unkept or plain)
 
     def first(why: CameBack) -> RunResult:
         # Back with the first answer: what it left out is paged back in, as for one that ended.
-        r = early(answer, why)
+        r = early(answer, status, why)
         return r if bounded or unkept or plain else joined(t, r)
 
     if answer.get("waitingForInput") is True:
@@ -150,11 +150,11 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
             req["cursor"] = cursor
         sent = time.monotonic()
         s, a = t.object("POST", f"/v1/processes/{seg(pid)}/interact", json_body=req, timeout=socket_timeout(w))
-        a = _record(a, "interact")
+        a = _record(a, "interact", s)
         if unkept:
             hold(a)
         if s == 200:
-            return back(WaitResult.from_wire(a), math.inf, None)
+            return back(WaitResult.from_wire(a, s), math.inf, None)
         before = cursor
         if isinstance(a.get("next"), str) and a["next"]:
             cursor = a["next"]
@@ -208,9 +208,11 @@ def _last_output(w: Wire, sent: float) -> float:
     return min(now, max(sent, now - max(0.0, time.time() - when)))
 
 
-def _record(v: Any, what: str) -> Wire:
+def _record(v: Any, what: str, status: int) -> Wire:
+    """v, an answer of HTTP status, as the JSON object its route answers: anything else is not the API's."""
     if not isinstance(v, dict):
-        raise UnexpectedResponseError(f"conch: {what}: the daemon answered {type(v).__name__}, not a JSON object")
+        raise UnexpectedResponseError(
+            f"conch: {what}: the daemon answered {type(v).__name__} (HTTP {status}), not a JSON object", status)
     return v
 
 
@@ -220,8 +222,8 @@ _answer_keys = frozenset([
 ])
 
 
-def from_answer(w: Wire, came_back: Optional[CameBack] = None) -> RunResult:
-    """The RunResult of an answer as it came (200: ended; 202: running, with came_back)."""
+def from_answer(w: Wire, status: int, came_back: Optional[CameBack] = None) -> RunResult:
+    """The RunResult of an answer of HTTP status as it came (200: ended; 202: running, with came_back)."""
     r = RunResult(
         process_id=str(w.get("processId") or w.get("id") or ""),
         output=_s(w.get("output")),
@@ -237,10 +239,10 @@ def from_answer(w: Wire, came_back: Optional[CameBack] = None) -> RunResult:
         extra={k: v for k, v in w.items() if k not in _answer_keys},
     )
     if came_back is None:
-        _ended(r, WaitResult.from_wire(w))
+        _ended(r, WaitResult.from_wire(w, status))
     else:
         r.came_back = came_back
-        r.process = ProcessDto.from_wire(w)
+        r.process = ProcessDto.from_wire(w, status)
         r.cwd = None
     return r
 
@@ -264,13 +266,13 @@ def came_back_of(w: Wire) -> CameBack:
     return "waiting_for_input" if w.get("waitingForInput") is True else "idle_timeout"
 
 
-def early(w: Wire, why: CameBack) -> RunResult:
-    return from_answer(w, came_back=why)
+def early(w: Wire, status: int, why: CameBack) -> RunResult:
+    return from_answer(w, status, came_back=why)
 
 
-def finished(t: HttpTransport, w: Wire, bounded: bool) -> RunResult:
-    """The RunResult of a 200 answer, with what it left out paged back in unless the caller bounded it."""
-    r = from_answer(w)
+def finished(t: HttpTransport, status: int, w: Wire, bounded: bool) -> RunResult:
+    """The RunResult of a 200 answer (w, of status), with what it left out paged back in unless the caller bounded it."""
+    r = from_answer(w, status)
     return r if bounded else joined(t, r)
 
 
@@ -334,10 +336,10 @@ def cut(t: HttpTransport, pid: str, body: Wire, came_back: Optional[CameBack]) -
     if body.get("plain") is not None:
         req["plain"] = body["plain"]
     s, a = t.object("POST", f"/v1/processes/{seg(pid)}/interact", json_body=req, timeout=socket_timeout(1))
-    a = _record(a, "interact")
+    a = _record(a, "interact", s)
     if s == 200:
-        return from_answer(a)
-    r = from_answer(a, came_back=came_back or "wait_timeout")
+        return from_answer(a, s)
+    r = from_answer(a, s, came_back=came_back or "wait_timeout")
     r.waiting_for_input = r.waiting_for_input or came_back == "waiting_for_input"
     return r
 
@@ -396,8 +398,8 @@ def page_logs(
     n = 0
     while n < pages:
         n += 1
-        _, body = t.object("GET", f"/v1/processes/{seg(pid)}/logs", query={"cursor": cursor, "limit": limit})
-        page = LogsPage.from_wire(_record(body, "logs page"))
+        status, body = t.object("GET", f"/v1/processes/{seg(pid)}/logs", query={"cursor": cursor, "limit": limit})
+        page = LogsPage.from_wire(body, status)
         # A page is bounded by bytes as well as frames: only an empty page says the logs ended.
         if not page.items or not take(page.items, page.truncated_head):
             return
@@ -410,7 +412,7 @@ def wait_until(t: HttpTransport, pid: str, deadline: float) -> Optional[WaitResu
         w = window_ms(t, deadline)
         status, body = t.object("GET", f"/v1/processes/{seg(pid)}/wait", query={"timeout": w}, timeout=socket_timeout(w))
         if status == 200 and isinstance(body, dict):
-            return WaitResult.from_wire(body)
+            return WaitResult.from_wire(body, status)
         if left(deadline) <= 0:
             return None
 

@@ -90,7 +90,7 @@ def stream_logs(
                 raise error_from(res.status, res.read(), res.getheader("Retry-After"))
             for name, data, ident in _events(res):
                 failures = 0
-                ev = _event(name, data, ident, last)
+                ev = _event(name, data, ident, last, res.status)
                 if ev is None:
                     continue
                 if ev.type == "log" and ev.frame is not None:
@@ -139,7 +139,8 @@ def _ended(t: HttpTransport, pid: str) -> WaitResult:
     return r
 
 
-def _event(name: str, data: str, ident: str, last: Optional[str]) -> Optional[StreamLogEvent]:
+def _event(name: str, data: str, ident: str, last: Optional[str], status: int) -> Optional[StreamLogEvent]:
+    """The StreamLogEvent of a raw event of a stream answered with HTTP status; None for one the SDK does not know."""
     try:
         d: Any = json.loads(data) if data else {}
     except ValueError:
@@ -154,7 +155,7 @@ def _event(name: str, data: str, ident: str, last: Optional[str]) -> Optional[St
         return StreamLogEvent(type="warning", cursor=last, message=str(d.get("message", "")),
                               first_available_cursor=fac if isinstance(fac, str) else None)
     if name == "state":
-        return StreamLogEvent(type="state", cursor=last, result=WaitResult.from_wire(d))
+        return StreamLogEvent(type="state", cursor=last, result=WaitResult.from_wire(d, status))
     if name == "eof":
         return StreamLogEvent(type="eof", cursor=last)
     return None

@@ -61,8 +61,8 @@ class ProcessHandle:
 
     def get(self) -> ProcessDto:
         """The process as the daemon describes it now."""
-        _, body = self._t.object("GET", self._path)
-        return ProcessDto.from_wire(body)
+        status, body = self._t.object("GET", self._path)
+        return ProcessDto.from_wire(body, status)
 
     def wait(self, timeout: Optional[float] = None) -> WaitResult:
         """Waits for the process to end; when ``timeout`` (s) runs out first: ``timed_out``/``wait_timeout``, the process goes on."""
@@ -85,8 +85,8 @@ class ProcessHandle:
 
     def logs(self, cursor: Optional[str] = None, limit: Optional[int] = None, encoding: Optional[str] = None) -> LogsPage:
         """One page of retained frames after ``cursor``."""
-        _, body = self._t.object("GET", f"{self._path}/logs", query={"cursor": cursor, "limit": limit, "encoding": encoding})
-        return LogsPage.from_wire(body)
+        status, body = self._t.object("GET", f"{self._path}/logs", query={"cursor": cursor, "limit": limit, "encoding": encoding})
+        return LogsPage.from_wire(body, status)
 
     def stream_logs(self, cursor: Optional[str] = None, limit: Optional[int] = None,
                     encoding: Optional[str] = None) -> Generator[StreamLogEvent, None, None]:
@@ -146,8 +146,8 @@ class ProcessHandle:
             if body["timeout"] > 0:
                 sock = socket_timeout(body["timeout"])
         status, w = self._t.object("POST", f"{self._path}/interact", json_body=body, timeout=sock)
-        w = _run._record(w, "interact")
-        r = _run.from_answer(w) if status == 200 else _run.from_answer(w, came_back=_run.came_back_of(w))
+        w = _run._record(w, "interact", status)
+        r = _run.from_answer(w, status) if status == 200 else _run.from_answer(w, status, came_back=_run.came_back_of(w))
         if output_limit is None and not plain:
             # What the answer left out, paged back in as a run's is (logs pages are raw: a
             # plain answer stays the daemon's head and tail).
@@ -168,7 +168,7 @@ class ProcessHandle:
                     return ReadyResult(ready=True, port=p if isinstance(p, int) else None,
                                        match=body.get("match"), cursor=body.get("cursor"))
                 res = body.get("result")
-                return ReadyResult(ready=False, result=WaitResult.from_wire(res if isinstance(res, dict) else {}))
+                return ReadyResult(ready=False, result=WaitResult.from_wire(res if isinstance(res, dict) else {}, status))
             if _run.left(deadline) <= 0:
                 return ReadyResult(ready=False, result=WaitResult(reason="timed_out", raw_reason="wait_timeout"))
 
@@ -217,8 +217,8 @@ class Session:
 
     def get(self) -> ProcessDto:
         """The shell's process, with its current working directory."""
-        _, body = self._t.object("GET", self._path)
-        return ProcessDto.from_wire(body)
+        status, body = self._t.object("GET", self._path)
+        return ProcessDto.from_wire(body, status)
 
     def delete(self) -> None:
         """Ends the shell and deletes it and every record of its commands."""
@@ -247,8 +247,8 @@ class Session:
         return self._submit({**wire_options(options), "code": _text("a cell's code", code)})
 
     def _submit(self, body: Dict[str, Any]) -> ProcessHandle:
-        _, answer = self._t.object("POST", f"{self._path}/commands", json_body=body)
-        dto = ProcessDto.from_wire(answer)
+        status, answer = self._t.object("POST", f"{self._path}/commands", json_body=body)
+        dto = ProcessDto.from_wire(answer, status)
         return ProcessHandle(self._t, self.sandbox_id, dto.id, None if dto.kind == "unknown" else dto.kind)
 
     def to_json(self) -> Dict[str, str]:
@@ -294,19 +294,17 @@ class ProcessService:
         return _start(self._t, self.sandbox_id, {**wire_options(options), **_command(command)})
 
     def get(self, process_id: str) -> ProcessDto:
-        _, body = self._t.object("GET", f"/v1/processes/{seg(process_id)}")
-        return ProcessDto.from_wire(body)
+        status, body = self._t.object("GET", f"/v1/processes/{seg(process_id)}")
+        return ProcessDto.from_wire(body, status)
 
     def list(self, *, state: Optional[str] = None, kind: Optional[str] = None, session_id: Optional[str] = None,
              name: Optional[str] = None, pid: Optional[int] = None, cursor: Optional[str] = None,
              limit: Optional[int] = None) -> ListResult:
         """One page of processes; ``next`` starts the following page."""
-        _, body = self._t.object("GET", "/v1/processes", query={
+        status, body = self._t.object("GET", "/v1/processes", query={
             "state": state, "kind": kind, "sessionId": session_id, "name": name, "pid": pid,
             "cursor": cursor, "limit": limit})
-        items = [ProcessDto.from_wire(p) for p in body.get("items") or [] if isinstance(p, dict)]
-        nxt = body.get("next")
-        return ListResult(items=items, next=nxt if isinstance(nxt, str) and nxt else None)
+        return ListResult.from_wire(body, status)
 
     def connect(self, process_id: str, kind: Optional[str] = None) -> ProcessHandle:
         """A handle of a process by id, without a request."""
@@ -323,15 +321,15 @@ class ProcessService:
         # The daemon answers once the shell is ready, or refuses it after
         # its readiness limit (30 s by default): a read_timeout as long
         # raced it, and lost the daemon's reason.
-        _, answer = self._t.object("POST", "/v1/sessions", json_body=body, timeout=self._t.read_timeout + SESSION_READY)
-        return Session(self._t, self.sandbox_id, ProcessDto.from_wire(answer).id)
+        status, answer = self._t.object("POST", "/v1/sessions", json_body=body, timeout=self._t.read_timeout + SESSION_READY)
+        return Session(self._t, self.sandbox_id, ProcessDto.from_wire(answer, status).id)
 
     def create_context(self, *, language: str = "python", cwd: Optional[str] = None,
                        env: Optional[Mapping[str, str]] = None, **options: Any) -> CodeContext:
         """Creates a code context: a persistent ``python`` or ``javascript`` interpreter."""
         body = wire_options({"language": language, "cwd": cwd, "env": dict(env) if env is not None else None, **options})
-        _, answer = self._t.object("POST", "/v1/sessions", json_body=body, timeout=self._t.read_timeout + SESSION_READY)
-        return CodeContext(self._t, self.sandbox_id, ProcessDto.from_wire(answer).id)
+        status, answer = self._t.object("POST", "/v1/sessions", json_body=body, timeout=self._t.read_timeout + SESSION_READY)
+        return CodeContext(self._t, self.sandbox_id, ProcessDto.from_wire(answer, status).id)
 
 
 # SESSION_READY is how long the daemon lets a session's shell or interpreter
@@ -347,8 +345,8 @@ STOP_WAIT = 3 * STOP_GRACE
 
 
 def _start(t: HttpTransport, sandbox_id: str, body: Dict[str, Any]) -> ProcessHandle:
-    _, answer = t.object("POST", "/v1/processes", json_body=body)
-    dto = ProcessDto.from_wire(answer)
+    status, answer = t.object("POST", "/v1/processes", json_body=body)
+    dto = ProcessDto.from_wire(answer, status)
     return ProcessHandle(t, sandbox_id, dto.id, None if dto.kind == "unknown" else dto.kind)
 
 
@@ -389,9 +387,10 @@ class PtyService:
         out: List[ProcessDto] = []
         cursor: Optional[str] = None
         while True:
-            _, body = self._t.object("GET", "/v1/processes", query={"kind": "pty", "cursor": cursor})
-            out.extend(ProcessDto.from_wire(p) for p in body.get("items") or [] if isinstance(p, dict))
-            cursor = body.get("next") or None
+            status, body = self._t.object("GET", "/v1/processes", query={"kind": "pty", "cursor": cursor})
+            page = ListResult.from_wire(body, status)
+            out.extend(page.items)
+            cursor = page.next
             if not cursor:
                 return out
 

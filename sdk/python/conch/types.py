@@ -138,9 +138,10 @@ class LogsPage:
     first_available_cursor: Optional[str] = None
 
     @classmethod
-    def from_wire(cls, w: Mapping[str, Any]) -> "LogsPage":
+    def from_wire(cls, w: Mapping[str, Any], status: int) -> "LogsPage":
+        """The page of w, an answer of HTTP ``status``; without its items it is not the API's."""
         return cls(
-            items=frames_from_wire(w.get("items")),
+            items=frames_from_wire(_array(w, "items", "logs page", status)),
             next=_str(w.get("next")),
             truncated_head=w.get("truncatedHead") is True,
             first_available_cursor=_str(w.get("firstAvailableCursor")),
@@ -153,6 +154,13 @@ class ListResult:
 
     items: List["ProcessDto"]
     next: Optional[str] = None
+
+    @classmethod
+    def from_wire(cls, w: Mapping[str, Any], status: int) -> "ListResult":
+        """The page of processes of w, an answer of HTTP ``status``; without its items it is not the API's."""
+        items = [ProcessDto.from_wire(p, status) for p in _array(w, "items", "process list", status)]
+        nxt = w.get("next")
+        return cls(items=items, next=nxt if isinstance(nxt, str) and nxt else None)
 
 
 _process_fields = {
@@ -246,7 +254,10 @@ class ProcessDto:
     extra: Dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_wire(cls, w: Mapping[str, Any]) -> "ProcessDto":
+    def from_wire(cls, w: Mapping[str, Any], status: int) -> "ProcessDto":
+        """The process of w, an answer of HTTP ``status`` (an object with its id, else not the API's)."""
+        if not isinstance(w, Mapping):
+            raise _not_the_apis("process", status, str(w)[:200])
         kw: Dict[str, Any] = {}
         extra: Dict[str, Any] = {}
         for k, v in w.items():
@@ -254,7 +265,7 @@ class ProcessDto:
                 kw[_process_fields[k]] = v
             elif k not in _enum_fields:
                 extra[k] = v
-        kw["id"] = _required(w, "id", "process")
+        kw["id"] = _required(w, "id", "process", status)
         kw["system"] = w.get("system") is True
         kw["truncated_head"] = w.get("truncatedHead") is True
         kw["waiting_for_input"] = w.get("waitingForInput") is True
@@ -308,8 +319,9 @@ class WaitResult:
     extra: Dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_wire(cls, w: Mapping[str, Any]) -> "WaitResult":
-        raw = _required(w, "reason", "an ended process")
+    def from_wire(cls, w: Mapping[str, Any], status: int) -> "WaitResult":
+        """How the process of w, an answer of HTTP ``status``, ended (without its reason, w is not the API's)."""
+        raw = _required(w, "reason", "an ended process", status)
         return cls(
             extra={k: v for k, v in w.items() if k not in _wait_keys},
             reason=_known(_reasons, raw),
@@ -324,12 +336,28 @@ class WaitResult:
         )
 
 
-def _required(w: Mapping[str, Any], key: str, what: str) -> str:
+# The functions here that refuse an answer are given its HTTP status: an
+# UnexpectedResponseError carries the status of the answer that was not the API's.
+
+
+def _required(w: Mapping[str, Any], key: str, what: str, status: int) -> str:
     """w's field key, a string that must be there: without it, w is not the API's answer."""
     v = w.get(key)
     if not isinstance(v, str) or not v:
-        raise UnexpectedResponseError(f"conch: {what}: an answer that is not the API's, without its {key}: {str(dict(w))[:200]}")
+        raise _not_the_apis(what, status, f"without its {key}: {str(dict(w))[:200]}")
     return v
+
+
+def _array(w: Mapping[str, Any], key: str, what: str, status: int) -> List[Any]:
+    """w's field key, an array that must be there (a list's or a page's items)."""
+    v = w.get(key)
+    if not isinstance(v, list):
+        raise _not_the_apis(what, status, f"without its {key}: {str(dict(w))[:200]}")
+    return v
+
+
+def _not_the_apis(what: str, status: int, why: str) -> UnexpectedResponseError:
+    return UnexpectedResponseError(f"conch: {what}: an answer that is not the API's (HTTP {status}): {why}", status)
 
 
 _wait_keys = frozenset(["reason", "exitCode", "signal", "handled", "error", "cwd", "oomKilled", "usage"])

@@ -452,6 +452,28 @@ class UnexpectedAnswerTest(unittest.TestCase):
         with self.assertRaises(UnexpectedResponseError):
             sb.process.connect("x").ready(port=80, timeout=5)
 
+    def test_an_answer_of_another_shape_carries_its_status(self) -> None:
+        # A server that answers every route 200 with what no route of the API answers: each
+        # call raises with that status, 0 for none; a list or a logs page needs its items.
+        for body in (b"", b"[1,2]", b'{"detail":"x"}', b'{"items":"x","id":"p1","reason":"exited"}'):
+            sb = self.fake(200, body)
+            h = sb.process.connect("p1")
+            calls = [("list", sb.process.list), ("pty list", sb.pty.list), ("logs", h.logs)]
+            if b"items" not in body:
+                calls += [("exec", lambda: sb.exec("true")), ("get", lambda: sb.process.get("x")),
+                          ("start", lambda: sb.process.start("true")), ("wait", lambda: h.wait(timeout=5)),
+                          ("interact", h.interact), ("ready", lambda: h.ready(port=80, timeout=5))]
+            for name, call in calls:
+                with self.subTest(name, body=body):
+                    with self.assertRaises(UnexpectedResponseError) as cm:
+                        call()
+                    self.assertEqual((cm.exception.code, cm.exception.status), ("unexpected_response", 200))
+        # A 202 of another shape: the status is 202.
+        sb = self.fake(202, b'{"detail":"x"}')
+        with self.assertRaises(UnexpectedResponseError) as cm:
+            sb.process.connect("p1").interact()
+        self.assertEqual(cm.exception.status, 202)
+
     def test_a_redirect_is_not_followed(self) -> None:
         sb = self.fake(307, b"")
         with self.assertRaises(UnexpectedResponseError) as cm:
@@ -468,15 +490,15 @@ class UnexpectedAnswerTest(unittest.TestCase):
 class UnknownValuesTest(unittest.TestCase):
     def test_unknown_enums_are_kept_raw(self) -> None:
         p = ProcessDto.from_wire({"id": "x", "kind": "vm", "state": "paused", "reason": "evicted", "stdin": "pipe",
-                                  "keepLogs": "forever", "system": False, "newField": 1})
+                                  "keepLogs": "forever", "system": False, "newField": 1}, 200)
         self.assertEqual((p.kind, p.raw_kind, p.state, p.raw_state), ("unknown", "vm", "unknown", "paused"))
         self.assertEqual((p.reason, p.raw_reason, p.stdin, p.raw_stdin), ("unknown", "evicted", "unknown", "pipe"))
         self.assertEqual((p.keep_logs, p.raw_keep_logs), ("unknown", "forever"))
         self.assertEqual(p.extra, {"newField": 1})
-        w = WaitResult.from_wire({"reason": "frozen", "exitCode": 1})
+        w = WaitResult.from_wire({"reason": "frozen", "exitCode": 1}, 200)
         self.assertEqual((w.reason, w.raw_reason, w.exit_code), ("unknown", "frozen", 1))
         self.assertEqual(w.extra, {})
-        w = WaitResult.from_wire({"reason": "exited", "exitCode": 0, "usage": {"cpuMs": 1}, "restarts": 2})
+        w = WaitResult.from_wire({"reason": "exited", "exitCode": 0, "usage": {"cpuMs": 1}, "restarts": 2}, 200)
         self.assertEqual(w.extra, {"restarts": 2}, "a field the SDK does not know is kept")
 
 
