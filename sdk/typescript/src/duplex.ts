@@ -1,7 +1,7 @@
 // PtyDuplex: a WebSocket attached to a PTY process. The global WebSocket
 // where the runtime has one, else the `ws` package (Node 20).
 
-import { DeadlineExceededError } from './errors.js'
+import { type ConchError, DeadlineExceededError, errorFrom, UnexpectedResponseError } from './errors.js'
 import { type HttpTransport, inputOf, type WebSocketConstructor, type WebSocketEventLike, type WebSocketLike } from './transport.js'
 
 const encoder = new TextEncoder()
@@ -338,13 +338,29 @@ export async function openDuplex(t: HttpTransport, id: string): Promise<PtyDuple
         socket.close()
       }, t.requestTimeout)
       socket.addEventListener('open', () => resolve())
-      socket.addEventListener('error', (ev: WebSocketEventLike) => reject(socketError(ev)))
+      socket.addEventListener('error', (ev: WebSocketEventLike) => reject(refusal(ev, id) ?? socketError(ev)))
       socket.addEventListener('close', (ev) => reject(new Error(`conch: attach closed before it opened (${ev.code})`)))
     })
   } finally {
     clearTimeout(timer)
   }
   return duplex
+}
+
+/**
+ * The ConchError of a handshake refused with an HTTP status (a proxy's 502,
+ * the daemon's 404), named by its status as an answer without a body is: the
+ * ws package says the status only in its error's message, and reads no body.
+ * undefined for any other failure, and for a WebSocket that does not tell
+ * the status (the global one of browsers and of Node 22 and later).
+ */
+function refusal(ev: WebSocketEventLike, id: string): ConchError | undefined {
+  const m = ev.error instanceof Error ? /^Unexpected server response: (\d{3})$/.exec(ev.error.message) : null
+  if (m === null) return undefined
+  const status = Number(m[1])
+  const err = errorFrom(status, '')
+  if (!(err instanceof UnexpectedResponseError)) return err
+  return new UnexpectedResponseError(`conch: attach to ${id}: the handshake was refused with HTTP ${status}, an answer that is not the API's`, status)
 }
 
 function socketError(ev: WebSocketEventLike): Error {

@@ -34,7 +34,9 @@ export class ProcessHandle {
     } catch (err) {
       // A daemon that did not answer the upgrade would not answer this.
       if (err instanceof DeadlineExceededError) throw err
-      // A refused upgrade says only its status; the process says why.
+      // A refused upgrade says only its status; the process says why, when
+      // it can (gone, a wrong token, not a PTY). Else err stands: the error
+      // of that status (a proxy's 502), or the WebSocket's own.
       const p = await this.get()
       if (p.kind !== 'pty') throw new UnsupportedOperationError(`attach to process ${this.id} of kind ${p.rawKind}: not a PTY`)
       throw err

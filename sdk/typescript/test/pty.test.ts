@@ -4,8 +4,13 @@ import { after, before, describe, test } from 'node:test'
 import { WebSocket as WS } from 'ws'
 
 import { createHash } from 'node:crypto'
+import { createServer, request, type Server } from 'node:http'
+import type { Socket } from 'node:net'
 
-import { NotFoundError, PtyDuplex, PtyGapError, PtyInputFullError, type Sandbox, UnsupportedOperationError } from '@conchsh/sdk'
+import {
+  ConchError, NotFoundError, PtyDuplex, PtyGapError, PtyInputFullError, type Sandbox, UnexpectedResponseError,
+  UnsupportedOperationError,
+} from '@conchsh/sdk'
 
 import { type Daemon, startDaemon } from './daemon.js'
 
@@ -196,6 +201,52 @@ describe('PtyService', () => {
     await assert.rejects(s.pty.attach(marker))
     const left = (await sb.process.list({ kind: 'pty' })).items.filter((p) => p.shellCommand === marker)
     assert.deepEqual(left.map((p) => p.rawState), [], 'the PTY it started is gone')
+  })
+
+  test('a proxy that answers the upgrade 502 rejects the attach with UnexpectedResponseError 502', async () => {
+    // A proxy that passes every request to the daemon but answers an
+    // upgrade with its own 502 page, as one that does not pass WebSockets.
+    const sockets = new Set<Socket>()
+    const proxy: Server = createServer((req, res) => {
+      const target = new URL(d.url)
+      const up = request({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (a) => {
+        res.writeHead(a.statusCode ?? 502, a.headers)
+        a.pipe(res)
+      })
+      up.on('error', () => res.destroy())
+      req.pipe(up)
+    })
+    proxy.on('connection', (c: Socket) => {
+      sockets.add(c)
+      c.on('close', () => sockets.delete(c))
+    })
+    proxy.on('upgrade', (_req, socket: Socket) => {
+      const page = '<html><body><h1>502 Bad Gateway</h1></body></html>'
+      socket.end(`HTTP/1.1 502 Bad Gateway\r\ncontent-type: text/html\r\ncontent-length: ${page.length}\r\nconnection: close\r\n\r\n${page}`)
+    })
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r))
+    try {
+      const a = proxy.address()
+      const s = d.sandbox({ url: `http://127.0.0.1:${typeof a === 'object' && a ? a.port : 0}`, WebSocket: WS as never })
+      const refused = (e: unknown): boolean => {
+        assert.ok(e instanceof UnexpectedResponseError && e instanceof ConchError, String(e))
+        assert.deepEqual([e.code, e.status], ['unexpected_response', 502])
+        return true
+      }
+      const marker = `sleep 100 # attach-502-${Date.now()}`
+      await within(assert.rejects(s.pty.attach(marker), refused), 20_000, 'pty.attach')
+      const left = (await sb.process.list({ kind: 'pty' })).items.filter((p) => p.shellCommand === marker)
+      assert.deepEqual(left.map((p) => p.rawState), [], 'the PTY it started is gone')
+      const h = await sb.pty.start('sleep 100')
+      try {
+        await within(assert.rejects(s.pty.connect(h.id).attach(), refused), 20_000, 'attach')
+      } finally {
+        await h.delete()
+      }
+    } finally {
+      for (const c of sockets) c.destroy()
+      await new Promise<void>((r) => proxy.close(() => r()))
+    }
   })
 
   test('attach goes through the WebSocket the transport was given', async () => {
