@@ -46,8 +46,9 @@ type readLoop struct {
 	bp   *[]byte
 	// kept is set at the end marker of a command that forked nothing, in
 	// a session whose shell's descriptors between commands are known: its
-	// streams' keepers stay open past its end (see keep).
-	kept bool
+	// streams' keepers stay open past its end (see keep). forked is set
+	// there when the last pid read then says that something forked.
+	kept, forked bool
 }
 
 // startReading makes the readers of the command's streams and puts them in
@@ -297,7 +298,10 @@ func (l *readLoop) settleLater() bool {
 		}
 	}
 	c, s := l.c, l.c.s
-	if !l.kept { // keep read the last pid at the marker
+	if l.forked {
+		return false // keep read the last pid at the marker
+	}
+	if !l.kept {
 		c.mu.Lock()
 		last := c.lastPID
 		c.mu.Unlock()
@@ -370,7 +374,11 @@ func (l *readLoop) keep() bool {
 	c.mu.Lock()
 	last, reusable := c.lastPID, !c.noReuse
 	c.mu.Unlock()
-	l.kept = known && reusable && last >= 0 && proctree.LastPID() == last
+	if !known || !reusable || last < 0 {
+		return false
+	}
+	l.forked = proctree.LastPID() != last
+	l.kept = !l.forked
 	return l.kept
 }
 
