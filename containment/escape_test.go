@@ -168,3 +168,45 @@ func TestRootCanLeaveItsCgroup(t *testing.T) {
 		t.Fatal("Kill ended the sleep that left its cgroup: the docs say it cannot")
 	}
 }
+
+// A root command that leaves its v2 cgroup alone stays in its v1 ones
+// (memory, pids, cpu): Destroy ends it there, rather than leave those
+// cgroups busy, and removes them. It removed the v2 cgroup, gave up on the
+// v1 ones after its retries, and left them for the daemon's life, the
+// process running on in them until it ended by itself.
+func TestDestroyEndsWhatLeftOnlyV2(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	l := containment.Limits{MemoryBytes: 64 << 20}
+	r := containmenttest.Limited(t, l)
+	m, err := r.New("leaver", l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !containment.IsHybrid(m) {
+		m.Destroy()
+		t.Skip("no v1 hierarchy here")
+	}
+	marker := containmenttest.Marker()
+	defer func() {
+		for _, pid := range containmenttest.Running(marker) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}()
+	cmd, out := run(t, m, "sh -c 'echo $$ > "+r.Dirs()[0]+"/cgroup.procs; exec setsid env -i sleep "+marker+"' </dev/null >/dev/null 2>&1 &\n")
+	if !cmd.ProcessState.Success() {
+		t.Fatalf("%v: %s", cmd.ProcessState, out)
+	}
+	containmenttest.WaitRunning(t, marker, 1)
+	if err := m.Destroy(); err != nil {
+		t.Fatalf("Destroy: %v", err)
+	}
+	waitFor(t, "the sleep ended", func() bool { return len(containmenttest.Running(marker)) == 0 })
+	for _, d := range r.Dirs()[1:] {
+		if _, err := os.Stat(filepath.Join(d, "leaver")); err == nil {
+			t.Errorf("%s is left", filepath.Join(d, "leaver"))
+		}
+	}
+}

@@ -141,6 +141,13 @@ func (h *hybrid) Destroy() error {
 		return err
 	}
 	for _, d := range h.v1 {
+		if rerr := unix.Rmdir(d.dir); rerr == nil || errors.Is(rerr, unix.ENOENT) {
+			continue
+		}
+		// Busy: a member just reaped, or a root one that left the v2
+		// cgroup alone, which the kill above went through, and is still
+		// here.
+		killMembers(d.dir)
 		err = errors.Join(err, removeTree(d.dir))
 	}
 	return err
