@@ -381,7 +381,6 @@ func (c *Command) await(ctx context.Context, rd *readLoop, st *streams) bool {
 		select {
 		case <-c.done: // streamEnded (or giveUp) finished the command
 			if !rd.settleLater() {
-				rd.unkeep()
 				rd.settle()
 				rd.handOff()
 			}
@@ -789,15 +788,6 @@ func (c *Command) closeKeeper(f *resident.Keeper) {
 			return
 		}
 	}
-}
-
-// forgetKeepers lets go of the command's keepers without closing them: the
-// streams they hold open go on to the next command (see readLoop.reuse).
-func (c *Command) forgetKeepers() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.keepersClosed = true
-	c.keepers = nil
 }
 
 // closeKeepers lets the readers see end-of-file once the shell is gone.

@@ -293,10 +293,9 @@ func TestBeginTurnNeverTaken(t *testing.T) {
 // functions made once or interfaces: 10 (12 under the race detector). Then
 // the channel closed when its markers ended it went, the one closed when its
 // result is set serving as well: 9. What is left: the command and its
-// channel, its id, its frame, the session's weak pointer to it, the two of
-// context.AfterFunc for a context that can be cancelled, as a request's
-// is, and a keeper for each stream the shell may not have let go of yet
-// when the next command starts (see readLoop.keep): 8 to 10.
+// channel, its id, its frame, its keeper, the session's weak pointer to it,
+// and the two of context.AfterFunc for a context that can be cancelled, as
+// a request's is.
 func TestRunAllocations(t *testing.T) {
 	s := newSession(t, Options{})
 	ctx := t.Context()
@@ -516,56 +515,5 @@ func TestEpollSetsOutlastDrains(t *testing.T) {
 			}
 			return n >= 2
 		}, 10*time.Second, time.Millisecond, "the drain's set and the next command's are both kept")
-	}
-}
-
-// TestKeepersOutliveCommandsThatForkNothing: a command that forked nothing
-// leaves its streams to the next one with their keepers open — no close,
-// no open, no end-of-file awaited (see readLoop.keep) — in the shells whose
-// descriptors between commands can be counted exactly; the streams of one
-// that forked, that kept one on a descriptor of the shell's, or that left
-// the shell holding a descriptor more, are settled by their end-of-file,
-// and the next commands keep them again. Not parallel: a fork
-// anywhere in the pid namespace while a command runs (another test's) makes
-// it one that may have forked, whose keepers are closed; a command expected
-// to keep them is run again until one ran alone.
-func TestKeepersOutliveCommandsThatForkNothing(t *testing.T) {
-	if n, ok := (&Session{}).countFDsOf(os.Getpid()); !ok || n == 0 {
-		t.Skip("this kernel does not count a process's descriptors in /proc/PID/fd's size")
-	}
-	for _, shell := range testShells {
-		t.Run(shell, func(t *testing.T) {
-			s := newSession(t, Options{Shell: shell})
-			keeps := keepsKeepers(s.sh)
-			kept := func(cmd string) bool {
-				t.Helper()
-				c, _, err := s.Run(t.Context(), CommandOptions{Cmd: cmd})
-				require.NoError(t, err)
-				out := c.streams.out
-				k := out.Keep
-				run(t, s, CommandOptions{Cmd: "true"}) // its start settles them
-				return out.Keep == k && k.Open()
-			}
-			keptAlone := func(cmd string) bool {
-				t.Helper()
-				for range 50 {
-					if kept(cmd) {
-						return true
-					}
-				}
-				return false
-			}
-			require.Equal(t, keeps, keptAlone("true"))
-			require.Equal(t, keeps, keptAlone("echo out; echo err >&2"))
-			require.False(t, kept("sleep 0.2 &"), "a job may hold them")
-			run(t, s, CommandOptions{Cmd: "wait"})
-			require.False(t, kept("exec 3>&1"), "the shell holds one")
-			_, out, _ := run(t, s, CommandOptions{Cmd: "echo late >&3; echo own"})
-			require.Equal(t, "own\n", out)
-			kept("exec 3>&-") // a descriptor less: kept or not, as the count was taken
-			require.Equal(t, keeps, keptAlone("true"))
-			require.False(t, kept("exec 4>/dev/null"), "a descriptor more")
-			require.Equal(t, keeps, keptAlone("true"), "counted again")
-		})
 	}
 }

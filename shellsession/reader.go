@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -44,11 +42,6 @@ type readLoop struct {
 	live int   // readers in rs that have not returned
 	err  error // why ep can no longer be waited on
 	bp   *[]byte
-	// kept is set at the end marker of a command that forked nothing, in
-	// a session whose shell's descriptors between commands are known: its
-	// streams' keepers stay open past its end (see keep). forked is set
-	// there when the last pid read then says that something forked.
-	kept, forked bool
 }
 
 // startReading makes the readers of the command's streams and puts them in
@@ -182,9 +175,7 @@ func (l *readLoop) endStderr(buf []byte) {
 	if r == nil || r.over {
 		return
 	}
-	if !l.kept {
-		r.c.closeKeeper(r.st.Keep)
-	}
+	r.c.closeKeeper(r.st.Keep)
 	eof := false
 	for {
 		n, err := r.read(buf)
@@ -298,16 +289,11 @@ func (l *readLoop) settleLater() bool {
 		}
 	}
 	c, s := l.c, l.c.s
-	if l.forked {
-		return false // keep read the last pid at the marker
-	}
-	if !l.kept {
-		c.mu.Lock()
-		last := c.lastPID
-		c.mu.Unlock()
-		if last < 0 || proctree.LastPID() != last {
-			return false
-		}
+	c.mu.Lock()
+	last := c.lastPID
+	c.mu.Unlock()
+	if last < 0 || proctree.LastPID() != last {
+		return false
 	}
 	s.mu.Lock()
 	taken := s.unsettled != nil
@@ -326,180 +312,11 @@ func (l *readLoop) settleLater() bool {
 // them to this moment (see settleLater): most often their end-of-file is
 // there, and they go back to the pool for the command about to start.
 func (s *Session) settleUnsettled() {
-	l := s.takeUnsettled()
-	if l != nil && l.kept && l.stillClean() {
-		l.reuse()
-		return
-	}
-	changed := false
-	if l != nil {
-		changed = l.kept
-		l.unkeep()
+	if l := s.takeUnsettled(); l != nil {
 		l.readEOF()
 		l.settle()
 		l.handOff()
 	}
-	s.mu.Lock()
-	known := s.idleFDs > 0
-	s.mu.Unlock()
-	if keepsKeepers(s.sh) && (!known || changed) {
-		// Not counted yet, or the count changed: a command opened or
-		// closed a descriptor of the shell's, or the shell had yet to
-		// close its last stream.
-		s.countIdleFDs()
-	}
-}
-
-// keep reports whether the command's streams may stay held by their
-// keepers past its end marker, and go back to the pool at the next
-// command's start with no end-of-file awaited (see stillClean), and
-// records it in kept: when the command forked nothing since it started
-// (the pid namespace's last pid is the same), so that no background job
-// can hold them, and its session knows how many descriptors its shell
-// holds when it holds no stream. Their end-of-file then tells nothing new:
-// the shell closes them after the marker, and only the shell wrote to
-// them. Keeping the keepers spares their close and open, and the reads
-// that wait for the end-of-file, a command.
-func (l *readLoop) keep() bool {
-	if l.kept {
-		return true
-	}
-	c, s := l.c, l.c.s
-	if !keepsKeepers(s.sh) {
-		return false
-	}
-	s.mu.Lock()
-	known := s.idleFDs > 0
-	s.mu.Unlock()
-	c.mu.Lock()
-	last, reusable := c.lastPID, !c.noReuse
-	c.mu.Unlock()
-	if !known || !reusable || last < 0 {
-		return false
-	}
-	l.forked = proctree.LastPID() != last
-	l.kept = !l.forked
-	return l.kept
-}
-
-// stillClean reports, at the next command's start, whether the streams
-// of the command that kept them (see keep) are clean: the shell holds as
-// many descriptors as it did between commands with no stream open — so
-// none of these streams, which it would hold on a descriptor of its own
-// only had the command kept one (exec 3>&1) or put one in the place of
-// another of the shell's it closed (which this count cannot tell apart;
-// the shells here stop reading their input without the descriptors they
-// read it by). The shell was their only writer at the marker, when
-// nothing had forked since the command started; what it forked after, a
-// trap's job between commands, could inherit them only from such a
-// descriptor.
-func (l *readLoop) stillClean() bool {
-	c, s := l.c, l.c.s
-	if l.err != nil || !c.reusable() {
-		return false
-	}
-	n, ok := s.shellFDs()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return ok && n == s.idleFDs
-}
-
-// reuse puts the kept streams back in the pool, their keepers open, for
-// the command about to start.
-func (l *readLoop) reuse() {
-	s := l.c.s
-	l.c.forgetKeepers()
-	for i, r := range l.rs {
-		if r != nil {
-			s.h.DropDrain(r.st.R)
-			r.done()
-			s.putStream(r.st) // staying in the set (see streamReader.in)
-			l.rs[i] = nil
-		}
-	}
-	l.live = 0
-	l.done()
-}
-
-// unkeep closes the keepers a command kept past its end marker (see
-// keep): its streams are then settled by their end-of-file, as those of a
-// command that forked.
-func (l *readLoop) unkeep() {
-	if l.kept {
-		l.kept = false
-		l.c.closeKeepers()
-	}
-}
-
-// shellFDs returns how many descriptors the session's shell has open, and
-// whether it could tell (see rawcall.Path.Size).
-func (s *Session) shellFDs() (int64, bool) { return s.countFDsOf(s.cmd.Process.Pid) }
-
-// countFDsOf returns how many descriptors the process pid, the session's
-// shell, has open, and whether it could tell.
-func (s *Session) countFDsOf(pid int) (int64, bool) {
-	s.mu.Lock()
-	p := s.procFDs
-	s.mu.Unlock()
-	if p == (rawcall.Path{}) {
-		var err error
-		if p, err = rawcall.NewPath("/proc/" + strconv.Itoa(pid) + "/fd"); err != nil {
-			return 0, false
-		}
-		s.mu.Lock()
-		s.procFDs = p
-		s.mu.Unlock()
-	}
-	n, ok := p.Size()
-	return n, ok && n > 0
-}
-
-// countIdleFDs records how many descriptors the shell holds between
-// commands (see readLoop.keep), when it is idle — blocked reading its
-// input, before and after the count — and the kernel counts them; else
-// none, so that no command keeps its keepers until a count is taken: a
-// count kept from before a command closed a descriptor of the shell's
-// would let a later one that keeps a stream on another pass for clean.
-func (s *Session) countIdleFDs() {
-	n, ok := int64(0), s.shellIdle()
-	if ok {
-		n, ok = s.shellFDs()
-	}
-	if !ok || !s.shellIdle() {
-		n = 0
-	}
-	s.mu.Lock()
-	s.idleFDs = n
-	s.mu.Unlock()
-}
-
-// shellIdle reports whether the shell is blocked reading its input, as
-// it is between commands (read(2), or ksh93's recvfrom(2) peeking at its
-// socket), by the system call /proc/PID/syscall says it is in. A shell
-// running a trap between commands is not.
-func (s *Session) shellIdle() bool {
-	s.mu.Lock()
-	f := s.procSyscall
-	s.mu.Unlock()
-	if !f.IsOpen() {
-		var err error
-		f, err = rawcall.OpenFile("/proc/"+strconv.Itoa(s.cmd.Process.Pid)+"/syscall", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-		if err != nil {
-			return false
-		}
-		s.mu.Lock()
-		if s.procSyscall.IsOpen() {
-			f.Close()
-			f = s.procSyscall
-		} else {
-			s.procSyscall = f
-		}
-		s.mu.Unlock()
-	}
-	var buf [16]byte
-	n, _ := f.ReadAt(buf[:], 0)
-	nr, _, ok := strings.Cut(string(buf[:max(n, 0)]), " ")
-	return ok && (nr == "0" || nr == "45") // read, recvfrom (x86-64)
 }
 
 // takeUnsettled returns the readers a command left to be settled, if
@@ -795,9 +612,6 @@ func (r *streamReader) release() {
 // whether the stream is done with: back in the pool, clean. p is room to
 // read into.
 func (r *streamReader) ended(p []byte) bool {
-	if r.c.loop.keep() {
-		return r.endedAt(false) // its keeper stays: see readLoop.keep
-	}
 	// From here on, end-of-file means no background job holds the stream.
 	// It often has come already: then the stream goes back to the pool
 	// before the command is reported ended, ready for the next one.

@@ -156,15 +156,9 @@ type Session struct {
 	// cwdID is the directory cwd named when it was looked at, and
 	// cwdPath cwd's Path: while both it and the shell's own directory
 	// (procCwd) are that directory, cwd still holds (see checkCwd).
-	cwdID       rawcall.ID
-	cwdPath     rawcall.Path
-	procCwd     rawcall.Path // /proc/PID/cwd of the shell, once it runs
-	procFDs     rawcall.Path // /proc/PID/fd of the shell, once it runs
-	procSyscall rawcall.File // /proc/PID/syscall of the shell, once opened (see shellIdle)
-	// idleFDs is how many descriptors the shell holds between commands
-	// when it holds none of their streams (see readLoop.keep); 0 until a
-	// command's streams were seen let go of by every writer.
-	idleFDs    int64
+	cwdID      rawcall.ID
+	cwdPath    rawcall.Path
+	procCwd    rawcall.Path // /proc/PID/cwd of the shell, once it runs
 	lastStatus int
 	flags      string // the shell's option letters ($-) after the last command that reported them
 	seq        int
@@ -804,9 +798,6 @@ func (s *Session) teardown() {
 		s.script.Close() // the queue is closed: nothing writes them any more
 		s.frame.Close()
 		s.status.Close()
-		s.mu.Lock()
-		s.procSyscall.Close()
-		s.mu.Unlock()
 		os.RemoveAll(s.fifoDir)
 	})
 }

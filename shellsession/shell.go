@@ -103,16 +103,6 @@ func framesFromFiles(sh shells.Shell) (frame, end bool) {
 	return sh.Family == shells.Mksh, sh.Family == shells.Zsh || sh.Family == shells.Mksh
 }
 
-// keepsKeepers reports whether a command's streams may keep their keepers
-// past its end (see readLoop.keep): bash's, which closes the last of them
-// as it writes its end marker and then holds no descriptor but those it
-// holds between commands, so that the shell is soon idle, and counted
-// right, at the next command's start. The other shells hold more for a
-// moment after (a redirection's saved descriptor, a file of the frame's),
-// and at the next command's start, in a loop of short commands, are often
-// not idle yet; their streams are settled by end-of-file.
-func keepsKeepers(sh shells.Shell) bool { return sh.Family == shells.Bash }
-
 func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // initScript is what a new shell is sent first: no prompts, no history,

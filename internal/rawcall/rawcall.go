@@ -398,15 +398,6 @@ func (p Path) ID() (ID, bool) {
 	return ID{st.Dev, st.Ino}, e == 0
 }
 
-// Size returns the size stat(2) gives the file p names, and whether there
-// is one. For a process's /proc/PID/fd it is how many descriptors the
-// process has open (Linux 6.2 and later; 0 before).
-func (p Path) Size() (int64, bool) {
-	var st syscall.Stat_t
-	_, _, e := syscall.RawSyscall6(syscall.SYS_NEWFSTATAT, uintptr(atFDCWD), uintptr(unsafe.Pointer(p.p)), uintptr(unsafe.Pointer(&st)), 0, 0, 0)
-	return st.Size, e == 0
-}
-
 // LinksTo reports whether p is a symbolic link whose target is target:
 // one readlink(2). A target longer than PATH_MAX is never one.
 func (p Path) LinksTo(target string) bool {

@@ -137,9 +137,6 @@ func openKeeper(p rawcall.Path, path string) (*Keeper, error) {
 	return k, nil
 }
 
-// Open reports whether the keeper still holds its descriptor.
-func (k *Keeper) Open() bool { return k != nil && k.fd.Load() >= 0 }
-
 // Close closes the descriptor unless it is closed already. A nil Keeper is
 // a no-op.
 func (k *Keeper) Close() {
