@@ -517,3 +517,31 @@ func TestEpollSetsOutlastDrains(t *testing.T) {
 		}, 10*time.Second, time.Millisecond, "the drain's set and the next command's are both kept")
 	}
 }
+
+// TestRepointedDescriptorLeaksNothing: a command that points a descriptor
+// the shell already held at its own stdout (exec 3>/dev/null before it)
+// leaves the shell's descriptor count as it was; what a later command
+// writes there is still no command's output (the stream is not reused
+// while the shell holds it), nor is what the shell writes there between
+// commands.
+func TestRepointedDescriptorLeaksNothing(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell})
+			run(t, s, CommandOptions{Cmd: "exec 3>/dev/null"})
+			run(t, s, CommandOptions{Cmd: "exec 3>&1; echo saved"})
+			for range 3 {
+				_, out, errs := run(t, s, CommandOptions{Cmd: "echo four"})
+				require.Equal(t, "four\n", out+errs)
+			}
+			_, out, errs := run(t, s, CommandOptions{Cmd: "echo LEAK >&3; echo five"})
+			require.Equal(t, "five\n", out+errs)
+			for range 3 {
+				_, out, errs = run(t, s, CommandOptions{Cmd: "echo six"})
+				require.Equal(t, "six\n", out+errs)
+			}
+		})
+	}
+}
