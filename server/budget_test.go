@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -677,20 +678,27 @@ func (d *daemon) trickle(t *testing.T, path string, size, sent int) (done <-chan
 // sending, and every request with a body, kill included, was refused 429.
 func TestTricklingBodiesHoldLittle(t *testing.T) {
 	t.Parallel()
-	const limit = 1 << 20
-	d := start(t, server.Options{BodyLimit: limit})
-	const sent = 40 << 10
-	d.trickle(t, "/v1/processes", limit-1, sent)
-	d.trickle(t, "/v1/processes", limit-1, sent)
-	require.Eventually(t, func() bool { return d.budget(t, "requestBodies").Used >= 2*sent }, 10*time.Second, 10*time.Millisecond,
-		"both bodies are being read")
-	resp, out := d.post(t, "/v1/processes", `{"argv":["sleep","60"]}`)
-	require.Equal(t, http.StatusCreated, resp.StatusCode, out)
-	var p client.Process
-	require.NoError(t, json.Unmarshal([]byte(out), &p))
-	resp, out = d.post(t, "/v1/processes/"+p.ID+"/kill", `{"signal":"KILL"}`)
-	require.Less(t, resp.StatusCode, 300, out)
-	require.Less(t, d.budget(t, "requestBodies").Used, int64(limit), "the trickling bodies hold about what came of them")
+	// 40 KiB, then a byte now and then; and 300 KiB first, past the
+	// buffer's first growths: grown fourfold, two such held the whole
+	// budget (256 KiB became 1 MiB each).
+	for _, sent := range []int{40 << 10, 300 << 10} {
+		t.Run(strconv.Itoa(sent>>10)+"KiB", func(t *testing.T) {
+			t.Parallel()
+			const limit = 1 << 20
+			d := start(t, server.Options{BodyLimit: limit})
+			d.trickle(t, "/v1/processes", limit-1, sent)
+			d.trickle(t, "/v1/processes", limit-1, sent)
+			require.Eventually(t, func() bool { return d.budget(t, "requestBodies").Used >= int64(2*sent) }, 10*time.Second, 10*time.Millisecond,
+				"both bodies are being read")
+			resp, out := d.post(t, "/v1/processes", `{"argv":["sleep","60"]}`)
+			require.Equal(t, http.StatusCreated, resp.StatusCode, out)
+			var p client.Process
+			require.NoError(t, json.Unmarshal([]byte(out), &p))
+			resp, out = d.post(t, "/v1/processes/"+p.ID+"/kill", `{"signal":"KILL"}`)
+			require.Less(t, resp.StatusCode, 300, out)
+			require.LessOrEqual(t, d.budget(t, "requestBodies").Used, int64(4*sent+2), "the trickling bodies hold at most twice what came of them")
+		})
+	}
 }
 
 // TestSlowBodyLetGo: past its first moments (bodyGrace, 30 s), a body must
@@ -731,4 +739,26 @@ func TestSlowBodyLetGo(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", b)
+}
+
+// TestKillWhileBodiesFillTheBudget: large bodies that fill the bodies'
+// budget, coming slowly (each sent more than half of itself, its buffer
+// grown to its size), leave kill its own: a process can still be
+// signalled while others wait for room.
+func TestKillWhileBodiesFillTheBudget(t *testing.T) {
+	t.Parallel()
+	const limit = 1 << 20
+	d := start(t, server.Options{BodyLimit: limit})
+	resp, out := d.post(t, "/v1/processes", `{"argv":["sleep","60"]}`)
+	require.Equal(t, http.StatusCreated, resp.StatusCode, out)
+	var p client.Process
+	require.NoError(t, json.Unmarshal([]byte(out), &p))
+	d.trickle(t, "/v1/processes", limit-1, 600<<10)
+	d.trickle(t, "/v1/processes", limit-1, 600<<10)
+	require.Eventually(t, func() bool { return d.budget(t, "requestBodies").Used >= 2*limit-(64<<10) }, 10*time.Second, 10*time.Millisecond,
+		"the two bodies fill the budget")
+	resp, out = d.post(t, "/v1/processes", `{"argv":["true"]}`)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, out)
+	resp, out = d.post(t, "/v1/processes/"+p.ID+"/kill", `{"signal":"KILL"}`)
+	require.Less(t, resp.StatusCode, 300, out)
 }

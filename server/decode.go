@@ -80,7 +80,7 @@ func readBodyJSON(r *http.Request, v any, given bool) ([]string, error) {
 }
 
 // bodyFirstBuffer is the most of a body's Content-Length its buffer is
-// made for at first: the buffer grows as the body comes.
+// made for at first: the buffer grows twofold as the body comes.
 const bodyFirstBuffer = 64 << 10
 
 // readBody reads the whole body into a buffer that counts against the
@@ -88,12 +88,16 @@ const bodyFirstBuffer = 64 << 10
 // the budget (100 connections that declared 16 MiB each, each read into a
 // buffer of its size, took 1.6 GB of heap). The buffer is made for what
 // came, not for what the Content-Length says will: it starts at
-// bodyFirstBuffer at most and grows fourfold as it fills, never past the
-// Content-Length, so that a large body allocates about 1.3 times its size,
-// and one that trickles holds at most four times what came of it. Two
-// that declared near --body-limit each, held whole from the start, then
-// sent a byte every few seconds, kept every other body refused for as
-// long as they did.
+// bodyFirstBuffer at most and grows twofold as it fills, never past the
+// Content-Length, so that a large body allocates about twice its size,
+// and one that trickles holds at most twice what came of it. Two that
+// declared near --body-limit each, held whole from the start, then sent a
+// byte every few seconds, kept every other body refused for as long as
+// they did; grown fourfold, two that sent 4 MiB each, then trickled, held
+// the whole budget for 46 s. Such bodies can still fill it, for as long
+// as the rate bodyGrace asks lets them, at the cost of sending half of
+// it: the small bodies of kill and resize have a budget of their own
+// (see Server.smallBodies).
 func readBody(r *http.Request) ([]byte, error) {
 	b, _ := r.Body.(*boundedBody)
 	size := int64(-1) // unknown
@@ -118,7 +122,7 @@ func readBody(r *http.Request) ([]byte, error) {
 		if len(buf) == cap(buf) {
 			// Made to its size rather than by append, whose growth
 			// may overshoot the Content-Length by a quarter.
-			grown := 4 * int64(cap(buf))
+			grown := 2 * int64(cap(buf))
 			if end := bodyEnd(b, size); end > int64(cap(buf)) {
 				grown = min(grown, end)
 			}
@@ -193,6 +197,7 @@ type boundedBody struct {
 type bodyBudget struct {
 	used  atomic.Int64
 	limit int64
+	what  string // how its limit is set, for messages
 }
 
 // take counts n more bytes, or refuses them past the limit.
@@ -212,8 +217,8 @@ func (b *boundedBody) hold(n int64) error {
 	}
 	if !b.held.take(n) {
 		return &Error{http.StatusTooManyRequests, api.CodeResourceExhausted, fmt.Sprintf(
-			"the request bodies being read at once are over %d bytes (twice --body-limit): send this one again once others are answered",
-			b.held.limit), nil}
+			"the request bodies being read at once are over %d bytes (%s): send this one again once others are answered",
+			b.held.limit, b.held.what), nil}
 	}
 	b.taken += n
 	return nil
@@ -299,8 +304,8 @@ func (b *boundedBody) holdElement(count int64) error {
 	}
 	if b.taken+decodedElementCost > b.held.limit {
 		return &Error{http.StatusRequestEntityTooLarge, api.CodePayloadTooLarge, fmt.Sprintf(
-			"request body holds too many array elements and object members: its %d bytes and %d elements, each counted %d bytes decoded, are over the request bodies' budget of %d bytes (twice --body-limit)",
-			b.taken-(count-1)*decodedElementCost, count, decodedElementCost, b.held.limit), nil}
+			"request body holds too many array elements and object members: its %d bytes and %d elements, each counted %d bytes decoded, are over the request bodies' budget of %d bytes (%s)",
+			b.taken-(count-1)*decodedElementCost, count, decodedElementCost, b.held.limit, b.held.what), nil}
 	}
 	return b.hold(decodedElementCost)
 }

@@ -164,9 +164,13 @@ func (s *Server) wrap(rt route) http.Handler {
 			s.writeError(w, r, ErrDraining)
 			return
 		}
-		body = &boundedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), limit: limit, flag: flag, held: &s.bodies,
+		held := &s.bodies
+		if limit <= smallBodyLimit && s.bodies.limit > 2*smallBodyLimit {
+			held = &s.smallBodies // kill and resize: see Server.smallBodies
+		}
+		body = &boundedBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), limit: limit, flag: flag, held: held,
 			w: w, idle: time.Duration(s.bodyIdle.Load()), grace: time.Duration(s.bodyGrace.Load()), said: r.ContentLength}
-		defer func() { s.bodies.used.Add(-body.taken) }()
+		defer func() { held.used.Add(-body.taken) }()
 		r.Body = body
 		if err := rt.handler(w, r); err != nil {
 			s.writeError(w, r, err)

@@ -59,6 +59,10 @@ func textCost(cmd string, argv []string) int64 {
 // fields: no more is read for them, whatever --body-limit allows.
 const smallBodyLimit = 64 << 10
 
+// smallBodiesBudget bounds the bodies of those routes read at once, apart
+// from the others' budget: 64 of them.
+const smallBodiesBudget = 64 * smallBodyLimit
+
 // smallBodies are the patterns of the routes whose bodies smallBodyLimit
 // bounds.
 var smallBodies = map[string]bool{

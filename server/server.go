@@ -144,27 +144,31 @@ type Options struct {
 // Server serves the conch HTTP API over the processes and sessions it
 // starts. Create it with New, run it with Serve, end it with Shutdown.
 type Server struct {
-	opts      Options
-	log       *slog.Logger
-	reg       *process.Registry
-	budget    *logstore.Budget // what every tracked process's log counts against
-	bodies    bodyBudget       // the request bodies being read and decoded
-	headers   headerBudget     // the request headers being read
-	streams   chan struct{}    // one element for each log stream open, MaxStreams of them
-	hs        *http.Server
-	handler   http.Handler
-	ctx       context.Context    // the base of every request's context
-	cancel    context.CancelFunc // ends streams, waits and attachments at Shutdown
-	stopped   chan struct{}      // closed once Shutdown stopped every process
-	watchers  sync.WaitGroup     // one watch goroutine per tracked process
-	deadlines deadlines          // the timeouts of waits for a process
-	ports     portWatch          // looks at the ports that ready calls wait for
-	matching  chan struct{}      // one element for each ready pattern matching a piece now (see matchSlots)
-	expiry    *expiry            // forgets records kept on_exit_ttl when they are due
-	inputs    sync.Map           // id -> *inputwatch.Watcher, for processes with open input
-	interacts sync.Map           // id -> *turns, for processes that had an interact call
-	hijacked  sync.WaitGroup     // attach handlers, which http.Server does not wait for
-	stdinMu   sync.Mutex         // makes the stdin budget's check and the write one step
+	opts   Options
+	log    *slog.Logger
+	reg    *process.Registry
+	budget *logstore.Budget // what every tracked process's log counts against
+	bodies bodyBudget       // the request bodies being read and decoded
+	// smallBodies is the budget of the bodies of the routes smallBodyLimit
+	// bounds (kill, resize): large bodies that fill bodies, read slowly,
+	// leave them room, so that a process can still be signalled.
+	smallBodies bodyBudget
+	headers     headerBudget  // the request headers being read
+	streams     chan struct{} // one element for each log stream open, MaxStreams of them
+	hs          *http.Server
+	handler     http.Handler
+	ctx         context.Context    // the base of every request's context
+	cancel      context.CancelFunc // ends streams, waits and attachments at Shutdown
+	stopped     chan struct{}      // closed once Shutdown stopped every process
+	watchers    sync.WaitGroup     // one watch goroutine per tracked process
+	deadlines   deadlines          // the timeouts of waits for a process
+	ports       portWatch          // looks at the ports that ready calls wait for
+	matching    chan struct{}      // one element for each ready pattern matching a piece now (see matchSlots)
+	expiry      *expiry            // forgets records kept on_exit_ttl when they are due
+	inputs      sync.Map           // id -> *inputwatch.Watcher, for processes with open input
+	interacts   sync.Map           // id -> *turns, for processes that had an interact call
+	hijacked    sync.WaitGroup     // attach handlers, which http.Server does not wait for
+	stdinMu     sync.Mutex         // makes the stdin budget's check and the write one step
 	// background runs the checks that a shell starts (probes.go) and the
 	// stops of what forgotten records left (ended.go); Shutdown waits for it.
 	background sync.WaitGroup
@@ -283,7 +287,8 @@ func New(opts Options) (*Server, error) {
 	for _, h := range opts.AllowedHosts {
 		s.hosts[hostcheck.Canonical(h)] = struct{}{}
 	}
-	s.bodies.limit = 2 * opts.BodyLimit
+	s.bodies.limit, s.bodies.what = 2*opts.BodyLimit, "twice --body-limit"
+	s.smallBodies.limit, s.smallBodies.what = smallBodiesBudget, "kill's and resize's own budget"
 	s.headers.limit = headerLimit
 	s.expiry = &expiry{ttl: opts.ExitTTL, max: opts.MaxEnded, forget: s.forgetExpired}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
