@@ -306,6 +306,17 @@ func TestQuitPassedOn(t *testing.T) {
 	t.Parallel()
 	s := startServe(t)
 	cmd, _, stderr := s.runUntilLine(t, "ready\n", "run", "--name", "quitme", "--", "echo ready; exec sleep 30")
+	// The signal once landed on the shell before its exec, which dropped
+	// it (a shell's default for QUIT here), and the sleep ran its 30 s:
+	// it is sent once the sleep runs.
+	require.Eventually(t, func() bool {
+		list, err := s.c.List(t.Context(), client.ListOptions{Name: "quitme"})
+		if err != nil || len(list.Items) != 1 {
+			return false
+		}
+		comm, _ := os.ReadFile("/proc/" + strconv.Itoa(list.Items[0].PID) + "/comm")
+		return string(comm) == "sleep\n"
+	}, 30*time.Second, 10*time.Millisecond, "the sleep runs")
 	require.NoError(t, cmd.Process.Signal(syscall.SIGQUIT))
 	guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
 	defer guard.Stop()
