@@ -16,10 +16,11 @@ import (
 // bare is a process started here, watched without an engine reading its
 // output: what it prints stays in its pipe until the test reads it.
 type bare struct {
-	pid  int
-	in   inputwait.Input
-	log  *logstore.Log
-	done chan struct{}
+	pid    int
+	in     inputwait.Input
+	log    *logstore.Log
+	done   chan struct{}
+	queued int // its StdinQueued
 }
 
 func (b *bare) InputTree() ([]int, inputwait.Input, bool) {
@@ -27,6 +28,7 @@ func (b *bare) InputTree() ([]int, inputwait.Input, bool) {
 }
 func (b *bare) Log() *logstore.Log    { return b.log }
 func (b *bare) Done() <-chan struct{} { return b.done }
+func (b *bare) StdinQueued() int      { return b.queued }
 
 // TestPromptPending: a process that printed a prompt and blocked reading
 // is not said to wait while the prompt is still unread in its pipe.
@@ -82,5 +84,56 @@ func TestPromptPending(t *testing.T) {
 	}
 	if !w.look() {
 		t.Fatal("not said to wait once its prompt was read")
+	}
+}
+
+// TestInputQueuedIsNotWaiting: a process blocked reading while input
+// written to it is still in its feeder's queue, not yet in its pipe, does
+// not wait for input: the input ends its read. Told of the input as it was
+// queued, the watcher looked before the feeder wrote it, under load, and an
+// interact that answered a prompt came back at once, 202, saying the
+// process waited.
+func TestInputQueuedIsNotWaiting(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := osexec.Command("dash", "-c", `read x`)
+	cmd.Stdin = inR
+	if err := proctree.Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	inR.Close()
+	defer func() {
+		inW.Close()
+		_ = proctree.Wait(cmd)
+	}()
+	in, err := inputwait.InputOf(inW)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bare{pid: cmd.Process.Pid, in: in, log: logstore.New(logstore.Options{}), done: make(chan struct{}), queued: 3}
+	w := &Watcher{p: b, poke: make(chan struct{}, 1), changed: make(chan struct{})}
+	for { // until the shell is blocked in its read
+		pids, in, _ := b.InputTree()
+		if ok, err := inputwait.Waiting(pids, in); err != nil {
+			t.Fatal(err)
+		} else if ok {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the shell never blocked in read")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if w.look() {
+		t.Fatal("said to wait with input queued for it")
+	}
+	b.queued = 0
+	if !w.look() {
+		t.Fatal("not said to wait with nothing queued")
 	}
 }

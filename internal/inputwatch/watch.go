@@ -181,6 +181,17 @@ func (w *Watcher) look() bool {
 	if pending(pids) {
 		return false
 	}
+	if q, ok := w.p.(stdinQueuer); ok && q.StdinQueued() > 0 {
+		// Input written to it that its feeder has yet to put in its pipe
+		// or terminal, as under load a moment after Written: it blocks
+		// in a read that this input ends.
+		return false
+	}
 	_, _, after := w.p.Log().Bounds()
 	return before == after
 }
+
+// stdinQueuer is a watched process whose stdin is fed from a queue (exec
+// processes, session commands, code cells): StdinQueued is what of it the
+// process has not taken yet.
+type stdinQueuer interface{ StdinQueued() int }
