@@ -399,7 +399,7 @@ func freezeKill(dir string) error {
 // for at most killRounds rounds (each member KILLed is soon gone: a round
 // finds only what was forked during the one before).
 func killMembers(dir string) int {
-	signalled := map[int]bool{}
+	signalled, self := map[int]bool{}, os.Getpid()
 	for range killRounds {
 		found := false
 		_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
@@ -411,7 +411,14 @@ func killMembers(dir string) int {
 				membersRead(p)
 			}
 			for f := range bytes.FieldsSeq(b) {
-				if pid, err := strconv.Atoi(string(f)); err == nil && unix.Kill(pid, unix.SIGKILL) == nil {
+				pid, err := strconv.Atoi(string(f))
+				if err != nil || pid == self {
+					// The daemon itself is listed while a thread of its
+					// own is in the cgroup, to fork into it (see forker):
+					// never a member to KILL.
+					continue
+				}
+				if unix.Kill(pid, unix.SIGKILL) == nil {
 					found, signalled[pid] = true, true
 				}
 			}
