@@ -30,6 +30,23 @@ func (b *bare) Log() *logstore.Log    { return b.log }
 func (b *bare) Done() <-chan struct{} { return b.done }
 func (b *bare) StdinQueued() int      { return b.queued }
 
+// blockedInRead returns once b's shell is blocked in its read.
+func (b *bare) blockedInRead(ctx context.Context, t *testing.T) {
+	t.Helper()
+	for {
+		pids, in, _ := b.InputTree()
+		if ok, err := inputwait.Waiting(pids, in); err != nil {
+			t.Fatal(err)
+		} else if ok {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the shell never blocked in read")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // TestPromptPending: a process that printed a prompt and blocked reading
 // is not said to wait while the prompt is still unread in its pipe.
 func TestPromptPending(t *testing.T) {
@@ -62,18 +79,7 @@ func TestPromptPending(t *testing.T) {
 	}
 	b := &bare{pid: cmd.Process.Pid, in: in, log: logstore.New(logstore.Options{}), done: make(chan struct{})}
 	w := &Watcher{p: b, poke: make(chan struct{}, 1), changed: make(chan struct{})}
-	for { // until the shell is blocked in its read
-		pids, in, _ := b.InputTree()
-		if ok, err := inputwait.Waiting(pids, in); err != nil {
-			t.Fatal(err)
-		} else if ok {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("the shell never blocked in read")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	b.blockedInRead(ctx, t)
 	if w.look() {
 		t.Fatal("said to wait with its prompt unread in the pipe")
 	}
@@ -117,18 +123,7 @@ func TestInputQueuedIsNotWaiting(t *testing.T) {
 	}
 	b := &bare{pid: cmd.Process.Pid, in: in, log: logstore.New(logstore.Options{}), done: make(chan struct{}), queued: 3}
 	w := &Watcher{p: b, poke: make(chan struct{}, 1), changed: make(chan struct{})}
-	for { // until the shell is blocked in its read
-		pids, in, _ := b.InputTree()
-		if ok, err := inputwait.Waiting(pids, in); err != nil {
-			t.Fatal(err)
-		} else if ok {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("the shell never blocked in read")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	b.blockedInRead(ctx, t)
 	if w.look() {
 		t.Fatal("said to wait with input queued for it")
 	}
