@@ -3,9 +3,13 @@ package containment_test
 import (
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/containmenttest"
@@ -146,5 +150,47 @@ func TestSpareNotForLimits(t *testing.T) {
 	}
 	if !containment.SpareReady(r) {
 		t.Fatal("the spare was taken by a limited cgroup")
+	}
+}
+
+// A v1 cgroup still busy at Destroy has its members KILLed, but never the
+// daemon: while a thread of its own is in the cgroup (the forker's, on its
+// way in or out), cgroup.procs lists the daemon's pid too. Here a thread of
+// the test's own process stands in for the forker's; KILLed, the test
+// binary dies.
+func TestDestroyNeverKillsItsOwnProcess(t *testing.T) {
+	t.Parallel()
+	r := hybridRoot(t)
+	m, err := r.New("holds-a-thread", containment.Limits{MemoryBytes: 256 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := containment.V1Dir(r, m, "memory")
+	in, leave := make(chan error), make(chan struct{})
+	go func() {
+		// Locked and never unlocked: the thread ends with the goroutine,
+		// and leaves the cgroup with it.
+		runtime.LockOSThread()
+		in <- os.WriteFile(filepath.Join(mem, "tasks"), []byte(strconv.Itoa(unix.Gettid())), 0)
+		<-leave
+	}()
+	if err := <-in; err != nil {
+		t.Fatalf("move a thread into %s: %v", mem, err)
+	}
+	procs, _ := os.ReadFile(filepath.Join(mem, "cgroup.procs"))
+	if !slices.Contains(strings.Fields(string(procs)), strconv.Itoa(os.Getpid())) {
+		t.Fatalf("%s lists %q, not this process", mem, procs)
+	}
+	// Busy with the thread: not removed, and this process lives on.
+	if err := m.Destroy(); err == nil {
+		t.Fatalf("destroy of a cgroup that holds a thread of this process succeeded")
+	}
+	close(leave)
+	waitFor(t, "the thread to leave "+mem, func() bool {
+		b, err := os.ReadFile(filepath.Join(mem, "cgroup.procs"))
+		return err == nil && len(strings.TrimSpace(string(b))) == 0
+	})
+	if err := m.Destroy(); err != nil {
+		t.Fatalf("destroy once the thread left: %v", err)
 	}
 }
