@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,7 +80,7 @@ func Start(cmd *exec.Cmd) error {
 		ensureGuardian()
 	}
 	if err := cmd.Start(); err != nil {
-		return err
+		return pastLimit(cmd, err)
 	}
 	ownedMu.Lock()
 	owned[cmd.Process.Pid] = true
@@ -91,6 +92,43 @@ func Start(cmd *exec.Cmd) error {
 		tellGuardian('+', cmd.Process.Pid)
 	}
 	return nil
+}
+
+// pastLimit returns err, cmd's failed start, as the shortage of open files
+// it is when Go's fork reports a bad descriptor while every descriptor of
+// cmd's is open. Before its exec the child moves its descriptors by way of
+// the number above the highest one it is handed (see forkAndExecInChild in
+// package syscall), and dup3 refuses a number at or past the limit of open
+// files with EBADF: a process whose descriptors reach the top of its
+// limit could not start the child, which callers answer as EMFILE (the
+// daemon's 429) but took for a program that cannot run. A descriptor of
+// cmd's that is closed, a bug, still reports EBADF.
+func pastLimit(cmd *exec.Cmd, err error) error {
+	var pe *os.PathError
+	if !errors.As(err, &pe) || pe.Op != "fork/exec" || pe.Err != syscall.EBADF {
+		return err
+	}
+	files := slices.Clone(cmd.ExtraFiles)
+	for _, std := range []any{cmd.Stdin, cmd.Stdout, cmd.Stderr} {
+		if f, ok := std.(*os.File); ok {
+			files = append(files, f)
+		}
+	}
+	var fds []int
+	for _, f := range files {
+		if f != nil {
+			fds = append(fds, int(f.Fd())) // -1 once closed
+		}
+	}
+	if a := cmd.SysProcAttr; a != nil && a.UseCgroupFD {
+		fds = append(fds, a.CgroupFD)
+	}
+	for _, fd := range fds {
+		if _, e := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); e != nil {
+			return err
+		}
+	}
+	return &os.PathError{Op: pe.Op, Path: pe.Path, Err: syscall.EMFILE}
 }
 
 // closeRangeCloexec is close_range's CLOSE_RANGE_CLOEXEC
