@@ -2,10 +2,13 @@ package codecontext
 
 import (
 	"context"
+	"errors"
+	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/conchsh/conch/internal/processtest"
+	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/require"
 )
@@ -49,3 +52,20 @@ func wait(t *testing.T, p process.Process) process.Result {
 }
 
 func code(r process.Result) int { return processtest.Code(r) }
+
+// exitCode runs cmd to its end and returns the status it exited with: what
+// the interpreter run alone does, for a context to match. It is started
+// and waited for as the engine starts its children, through proctree:
+// TestMain's reaper reaps any child it was not told of, often before
+// os/exec's own wait, which then fails with "waitid: no child processes".
+func exitCode(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
+	require.NoError(t, proctree.Start(cmd))
+	err := proctree.Wait(cmd)
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode()
+	}
+	require.NoError(t, err)
+	return 0
+}

@@ -338,13 +338,7 @@ func TestJavaScriptExitListenerThrows(t *testing.T) {
 			end := "console.log('finishing'); " + tc.exit
 			cmd := exec.Command("node", "-e", set+";\n(async () => { "+end+" })()")
 			cmd.Dir = dir
-			err := cmd.Run()
-			want := 0
-			if ee, ok := err.(*exec.ExitError); ok {
-				want = ee.ExitCode()
-			} else {
-				require.NoError(t, err)
-			}
+			want := exitCode(t, cmd)
 			c := newContext(t, Options{Language: JavaScript, Cwd: dir})
 			r, _, errOut := run(t, c, set)
 			require.Equal(t, 0, code(r), errOut)

@@ -189,13 +189,7 @@ func TestPythonExitStatus(t *testing.T) {
 	for _, n := range []string{"2**64", "-2**64", "2**63", "2**63 - 2", "2**40 + 3", "-1", "True"} {
 		t.Run(n, func(t *testing.T) {
 			t.Parallel()
-			err := exec.Command("python3", "-c", "import sys; sys.exit("+n+")").Run()
-			want := 0
-			if ee, ok := err.(*exec.ExitError); ok {
-				want = ee.ExitCode()
-			} else {
-				require.NoError(t, err)
-			}
+			want := exitCode(t, exec.Command("python3", "-c", "import sys; sys.exit("+n+")"))
 			c := newContext(t, Options{Language: Python})
 			r, _, errOut := run(t, c, "import sys; sys.exit("+n+")")
 			require.Equal(t, process.Exited, r.Reason, "%+v %q", r, errOut)
