@@ -114,19 +114,26 @@ func pastLimit(cmd *exec.Cmd, err error) error {
 			files = append(files, f)
 		}
 	}
-	var fds []int
+	open := func(fd uintptr) bool {
+		_, e := unix.FcntlInt(fd, unix.F_GETFD, 0)
+		return e == nil
+	}
 	for _, f := range files {
-		if f != nil {
-			fds = append(fds, int(f.Fd())) // -1 once closed
+		if f == nil {
+			continue
 		}
-	}
-	if a := cmd.SysProcAttr; a != nil && a.UseCgroupFD {
-		fds = append(fds, a.CgroupFD)
-	}
-	for _, fd := range fds {
-		if _, e := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); e != nil {
+		// Not f.Fd, which would put a file of the caller's in blocking
+		// mode: a closed file's Control fails.
+		ok := false
+		if rc, rerr := f.SyscallConn(); rerr == nil {
+			rc.Control(func(fd uintptr) { ok = open(fd) })
+		}
+		if !ok {
 			return err
 		}
+	}
+	if a := cmd.SysProcAttr; a != nil && a.UseCgroupFD && !open(uintptr(a.CgroupFD)) {
+		return err
 	}
 	return &os.PathError{Op: pe.Op, Path: pe.Path, Err: syscall.EMFILE}
 }
