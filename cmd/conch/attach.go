@@ -28,8 +28,12 @@ the process wrote, then shows it live; what you type goes to it, Ctrl-C
 included (it reaches the program as at its own terminal).
 
 Ctrl-] detaches: conch exits 0 and the process goes on; attach again later.
-It detaches even while input waits for a program that does not read it:
-the input not yet sent is then dropped.
+What was typed before the Ctrl-] is sent first; when none of it goes
+through for 2 s (a program that does not read its input), conch detaches
+and drops what is left. While 1 MiB of input waits for such a program,
+conch reads no more of the terminal, as a pipe holds back its writer: a
+Ctrl-] typed behind it is read in its turn, once the program reads (a
+signal, below, still detaches).
 The terminal modes the program left on (its alternate screen, a hidden
 cursor, mouse and focus reports, bracketed paste, application cursor keys)
 are put back as conch leaves. A SIGHUP (the terminal closed), SIGINT, SIGQUIT
@@ -194,8 +198,10 @@ func dieBy(s syscall.Signal) int {
 // copyUntilDetach copies the terminal's input to a until the detach key
 // (reporting true) or the end of input. The terminal is read on while a
 // write waits (for a program that does not read its input, behind a full
-// queue of the daemon's), so that a Ctrl-] typed then still detaches: what
-// came before it and was not yet handed to a write is then dropped.
+// queue of the daemon's), so that a Ctrl-] typed then still detaches, but
+// only until maxQueuedInput bytes wait: then it is read as writes take
+// them, as a pipe holds back its writer, and a Ctrl-] behind them waits
+// its turn. What came before the Ctrl-] is sent first (see detach).
 func copyUntilDetach(a io.Writer, in io.Reader) bool {
 	q := newInputQueue()
 	go q.send(a)
@@ -216,14 +222,28 @@ func copyUntilDetach(a io.Writer, in io.Reader) bool {
 	}
 }
 
+// maxQueuedInput bounds the terminal's input conch holds while a write
+// waits: a paste into a program that does not read it would otherwise
+// grow conch's memory with the paste.
+const maxQueuedInput = 1 << 20
+
+// maxWrite bounds one write to the attachment, so that detach sees the
+// input move in steps, not only at the end of a megabyte.
+const maxWrite = 32 << 10
+
+// detachStall is how long detach waits for a write of the input typed
+// before the detach key to go through before it gives up on it: the
+// program may never read it. The attachment's Close then lets the write
+// under way finish while it moves.
+const detachStall = 2 * time.Second
+
 // inputQueue holds the terminal's input between its read and its write to
-// the attachment. It grows with what is typed or pasted while a write
-// waits: the terminal's input, which a user makes.
+// the attachment, maxQueuedInput bytes at most (push waits beyond).
 type inputQueue struct {
 	mu      sync.Mutex
 	changed *sync.Cond // on every change of the fields below
 	pending []byte     // read, not yet handed to a write
-	writing bool       // a write is under way
+	writes  int        // writes that went through
 	ended   bool       // no more input: send returns once pending is empty
 	failed  bool       // a write failed: the attachment has ended
 	done    bool       // send has returned
@@ -235,40 +255,53 @@ func newInputQueue() *inputQueue {
 	return q
 }
 
-// push queues b, and ends the input after it when last; false once a write
-// has failed.
+// push queues b, and ends the input after it when last; it waits while
+// maxQueuedInput bytes or more are queued. false once a write has failed.
 func (q *inputQueue) push(b []byte, last bool) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	for len(q.pending) >= maxQueuedInput && !q.failed {
+		q.changed.Wait()
+	}
 	q.pending = append(q.pending, b...)
 	q.ended = last
 	q.changed.Broadcast()
 	return !q.failed
 }
 
-// detach ends the input with b. While a write is under way (it may wait
-// for long), what waits behind it, b included, is dropped, and the write is
-// left to the attachment's Close, which lets it finish while it moves.
-// Otherwise the connection took all input so far: what is queued and b are
-// written before detach returns, as they were before the detach key was
-// read on while a write waited.
+// detach ends the input with b and waits until what was queued, b last, is
+// written, the same whether a write is under way or not. When no write
+// goes through for detachStall (a program that does not read its input),
+// what is still queued is dropped and detach returns: the write under way
+// is left to the attachment's Close.
 func (q *inputQueue) detach(b []byte) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.ended = true
-	if q.writing || q.failed {
-		q.pending = nil
-		q.changed.Broadcast()
-		return
-	}
 	q.pending = append(q.pending, b...)
 	q.changed.Broadcast()
+	// Wakes the wait below when the time is up; every write that goes
+	// through wakes it too.
+	wake := time.AfterFunc(detachStall, func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		q.changed.Broadcast()
+	})
+	defer wake.Stop()
+	writes, since := q.writes, time.Now()
 	for !q.done {
+		if q.writes != writes {
+			writes, since = q.writes, time.Now()
+			wake.Reset(detachStall)
+		} else if time.Since(since) >= detachStall {
+			q.pending = nil
+			return
+		}
 		q.changed.Wait()
 	}
 }
 
-// send writes what is queued to a, all of it at each write, until the
+// send writes what is queued to a, maxWrite bytes at a time, until the
 // input ends and all was written, or a write fails.
 func (q *inputQueue) send(a io.Writer) {
 	q.mu.Lock()
@@ -284,12 +317,15 @@ func (q *inputQueue) send(a io.Writer) {
 		if len(q.pending) == 0 {
 			return
 		}
-		b := q.pending
-		q.pending, q.writing = nil, true
+		n := min(len(q.pending), maxWrite)
+		b := q.pending[:n:n]
+		q.pending = q.pending[n:]
+		q.changed.Broadcast() // room for push
 		q.mu.Unlock()
 		_, err := a.Write(b)
 		q.mu.Lock()
-		q.writing = false
+		q.writes++
+		q.changed.Broadcast()
 		if err != nil {
 			q.failed = true
 			return

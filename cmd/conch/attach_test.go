@@ -173,37 +173,60 @@ func TestAttachDetach(t *testing.T) {
 	require.Equal(t, process.Running, got.State, "detaching leaves the process running")
 }
 
-// TestAttachDetachWhileInputWaits: Ctrl-] detaches even behind megabytes
-// of pasted input that a program that does not read its terminal leaves
-// waiting (the daemon's input queue and the connection full). conch read
-// its terminal only between writes, so it never saw the Ctrl-] while a
-// write waited, and hung attached.
-func TestAttachDetachWhileInputWaits(t *testing.T) {
+// TestAttachDetachBehindPaste: a Ctrl-] behind megabytes of pasted input
+// that the program does not read yet detaches once the program reads, and
+// the whole paste reached it. conch read the terminal on without bound
+// while its writes waited, saw the Ctrl-] at once, and dropped what it had
+// read and not sent. Now it holds back the terminal once maxQueuedInput
+// bytes wait (the paste's writer waits too), and sends all before the
+// Ctrl-] as the program takes it.
+func TestAttachDetachBehindPaste(t *testing.T) {
 	t.Parallel()
 	c := serve(t)
 	ctx := t.Context()
-	p, err := c.Start(ctx, client.StartOptions{Kind: process.KindPTY, Cmd: "stty raw -echo; echo ready; sleep 60"})
+	const paste = 16 << 20
+	start := filepath.Join(t.TempDir(), "start")
+	p, err := c.Start(ctx, client.StartOptions{Kind: process.KindPTY, Cmd: fmt.Sprintf(
+		`stty raw -echo; echo ready; until [ -e %s ]; do sleep 0.05; done; head -c %d >/dev/null; exit 7`, start, paste)})
 	require.NoError(t, err)
 	term := runOnTerminal(t, c, "attach", p.ID)
 	term.expect(t, "ready")
 	term.expect(t, "Ctrl-] detaches") // said once the terminal is raw
-	// Far more than the daemon's input queue and the sockets between hold.
-	paste := append(bytes.Repeat([]byte("x"), 16<<20), detachKey)
+	// Far more than conch, the daemon's input queue and the sockets between hold.
 	pasted := make(chan error, 1)
 	go func() {
-		_, err := term.tty.Write(paste)
+		_, err := term.tty.Write(append(bytes.Repeat([]byte("x"), paste), detachKey))
 		pasted <- err
 	}()
-	require.Equal(t, 0, term.exitCode(t), "conch detached")
+	// The program reads once conch had time to read ahead (and, unbounded,
+	// to see the Ctrl-] and detach): the test holds with any delay.
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		_ = term.cmd.Wait()
+	}()
+	select {
+	case <-exited:
+	case <-time.After(3 * time.Second):
+	}
+	require.NoError(t, os.WriteFile(start, nil, 0o600))
+	select {
+	case <-exited:
+	case <-time.After(60 * time.Second):
+		t.Fatal("conch did not exit")
+	}
+	require.Equal(t, 0, term.cmd.ProcessState.ExitCode(), "conch detached")
 	select {
 	case err := <-pasted:
 		require.NoError(t, err)
 	case <-time.After(20 * time.Second):
 		t.Fatal("the paste is still being written")
 	}
-	got, err := c.Get(ctx, p.ID)
+	w, _, err := c.Wait(ctx, p.ID, 30*time.Second)
 	require.NoError(t, err)
-	require.Equal(t, process.Running, got.State, "detaching leaves the process running")
+	require.NotNil(t, w, "the program is still waiting for the paste")
+	require.NotNil(t, w.ExitCode)
+	require.Equal(t, 7, *w.ExitCode, "the program read the whole paste")
 }
 
 // TestAttachDetachSendsWhatCameBefore: input read with the Ctrl-] that
