@@ -508,5 +508,11 @@ func TestBodyElementsCounted(t *testing.T) {
 		require.Equal(t, client.CodePayloadTooLarge, errorCode(t, answer))
 		require.Contains(t, errorMessage(t, answer), "too many array elements and object members")
 		require.Contains(t, errorMessage(t, answer), "twice --body-limit")
+		// It names the body's size, not its buffer's (one byte more, to
+		// read its end), and how many elements a body of that size may
+		// hold: what the client can act on.
+		require.Contains(t, errorMessage(t, answer), fmt.Sprintf("a body of %d bytes", len(body)))
+		most := (2*(64<<10) - (len(body) + 1)) / 256
+		require.Contains(t, errorMessage(t, answer), fmt.Sprintf("at most %d array elements and object members", most))
 	}
 }

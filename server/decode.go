@@ -68,7 +68,7 @@ func readBodyJSON(r *http.Request, v any, given bool) ([]string, error) {
 		return nil, nil
 	}
 	b, _ := r.Body.(*boundedBody)
-	names, err := unmarshal(data, v, given, b.holdElement)
+	names, err := unmarshal(data, v, given, func(count int64) error { return b.holdElement(count, len(data)) })
 	if err != nil {
 		var e *Error
 		if errors.As(err, &e) {
@@ -293,19 +293,21 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 // 32 MB.
 const decodedElementCost = 256
 
-// holdElement counts the body's count-th array element or object member
-// against the bodies' budget, before it is decoded. A body that with its
-// elements is more than the whole budget is refused, 413: it would be
-// refused however few others were read. A nil body, or one not counted,
-// holds nothing.
-func (b *boundedBody) holdElement(count int64) error {
+// holdElement counts the count-th array element or object member of a
+// body of size bytes against the bodies' budget, before it is decoded. A
+// body that with its elements is more than the whole budget is refused,
+// 413: it would be refused however few others were read. The refusal says
+// how many elements a body of its size may hold, which the client can act
+// on, rather than the bytes of its buffer, which the client does not see.
+// A nil body, or one not counted, holds nothing.
+func (b *boundedBody) holdElement(count int64, size int) error {
 	if b == nil || b.held == nil {
 		return nil
 	}
 	if b.taken+decodedElementCost > b.held.limit {
 		return &Error{http.StatusRequestEntityTooLarge, api.CodePayloadTooLarge, fmt.Sprintf(
-			"request body holds too many array elements and object members: its %d bytes and %d elements, each counted %d bytes decoded, are over the request bodies' budget of %d bytes (%s)",
-			b.taken-(count-1)*decodedElementCost, count, decodedElementCost, b.held.limit, b.held.what), nil}
+			"request body holds too many array elements and object members: a body of %d bytes may hold at most %d array elements and object members, and this one holds more (each is counted %d bytes, about what it costs decoded, with the body's own bytes against the request bodies' budget of %d bytes, %s): send fewer in one request",
+			size, count-1, decodedElementCost, b.held.limit, b.held.what), nil}
 	}
 	return b.hold(decodedElementCost)
 }
