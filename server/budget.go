@@ -28,7 +28,7 @@ const (
 // Budget is one of the daemon's budgets: what it bounds, the flag of
 // `conch serve` that sets it, its limit and what it holds now, in its unit.
 type Budget struct {
-	Name  string // logs, stdin, endedRecords, endedRecordText, commandText, requestBodies
+	Name  string // logs, stdin, endedRecords, endedRecordText, commandText, requestBodies, killResizeBodies
 	Flag  string // empty for a bound no flag sets
 	Unit  string // bytes or records
 	Limit int64
@@ -45,6 +45,7 @@ func (s *Server) Budgets() []Budget {
 		{Name: "endedRecordText", Unit: "bytes", Limit: endedTextBudget, Used: text},
 		{Name: "commandText", Flag: "--command-text-budget", Unit: "bytes", Limit: s.opts.CommandTextBudget, Used: s.textInUse()},
 		{Name: "requestBodies", Flag: "--body-limit", Unit: "bytes", Limit: s.bodies.limit, Used: s.bodies.used.Load()},
+		{Name: "killResizeBodies", Unit: "bytes", Limit: s.smallBodies.limit, Used: s.smallBodies.used.Load()},
 	}
 }
 

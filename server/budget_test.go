@@ -407,8 +407,11 @@ func TestHealthBudgets(t *testing.T) {
 	}
 	require.Equal(t, map[string]string{"logs": "--log-budget", "stdin": "--stdin-budget",
 		"endedRecords": "--max-ended", "endedRecordText": "", "commandText": "--command-text-budget",
-		"requestBodies": "--body-limit"}, names)
+		"requestBodies": "--body-limit", "killResizeBodies": ""}, names)
 	require.EqualValues(t, 64<<20, d.budget(t, "logs").Limit)
+	// kill's and resize's bodies have their own budget, which was not
+	// listed: a client that saw kill refused 429 could not tell why.
+	require.EqualValues(t, 4<<20, d.budget(t, "killResizeBodies").Limit)
 	require.Greater(t, h.MemoryLimit, int64(64<<20+server.DefaultStdinBudget))
 	require.Equal(t, d.srv.MemoryLimit(), h.MemoryLimit)
 }
