@@ -765,3 +765,31 @@ func TestKillWhileBodiesFillTheBudget(t *testing.T) {
 	resp, out = d.post(t, "/v1/processes/"+p.ID+"/kill", `{"signal":"KILL"}`)
 	require.Less(t, resp.StatusCode, 300, out)
 }
+
+// TestChunkedBodyHolds: a body without a Content-Length (chunked) holds,
+// under the bodies' budget, 512 bytes and one to read its end at first,
+// and at most twice what came of it as it grows, as docs/api.md says.
+func TestChunkedBodyHolds(t *testing.T) {
+	t.Parallel()
+	for _, sent := range []int{100, 3000, 300 << 10} {
+		t.Run(strconv.Itoa(sent), func(t *testing.T) {
+			t.Parallel()
+			d := start(t, server.Options{BodyLimit: 1 << 20})
+			conn := d.dial(t)
+			t.Cleanup(func() { conn.Close() })
+			part := `{"cmd":"` + strings.Repeat("x", sent)
+			_, err := fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n",
+				testToken, len(part), part)
+			require.NoError(t, err)
+			// The buffer grows twofold from 513 bytes as it fills: the
+			// first size past what came.
+			want := int64(513)
+			for want <= int64(len(part)) {
+				want *= 2
+			}
+			require.Eventually(t, func() bool { return d.budget(t, "requestBodies").Used == want }, 10*time.Second, 10*time.Millisecond,
+				"the body holds %d bytes", want)
+			require.LessOrEqual(t, want, max(int64(2*len(part)), 513))
+		})
+	}
+}
