@@ -1,9 +1,15 @@
 package shellsession
 
 import (
+	"context"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/require"
 )
 
@@ -73,4 +79,85 @@ func TestBashReturnDisabled(t *testing.T) {
 	_, out, errs = run(t, s, CommandOptions{Cmd: "echo p=$?"})
 	require.Equal(t, "p=1\n", out)
 	require.Contains(t, errs, "false: not a shell builtin")
+}
+
+// kill %1 names a job by its number, and what it does depends on the shell
+// (the README's shell matrix, promise 13). Once the job runs its program,
+// bash, mksh, ksh93 and busybox sh signal it and wait returns; zsh's %1
+// names the engine's eval (TestZshJobsFromTwo); dash without job control
+// signals the process group the job would lead under it, which does not
+// exist: "No such process", as dash -c says, and the job runs on. Either
+// way $! names the job. In the same line as the "&", only bash and ksh93
+// are pinned: dash, mksh and busybox sh can lose a signal sent before the
+// job's forked shell runs its program, as they do outside conch.
+func TestKillJobByNumber(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell})
+			_, out, _ := run(t, s, CommandOptions{Cmd: "sleep 100 & echo $!"})
+			pid, err := strconv.Atoi(strings.TrimSpace(out))
+			require.NoError(t, err, "%q", out)
+			// Past its exec, the job has the default disposition of
+			// SIGTERM whatever the shell's own was. ksh93's sleep is
+			// a builtin, run by the forked shell itself.
+			require.Eventually(t, func() bool {
+				exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+				return err == nil && (shell == "ksh" || strings.HasSuffix(exe, "/sleep"))
+			}, deadline, 10*time.Millisecond, "the job never ran sleep")
+			r, out, errs := run(t, s, CommandOptions{Cmd: "kill %1; echo $?"})
+			require.Equal(t, 0, code(r))
+			switch shell {
+			case "dash":
+				require.Equal(t, "1\n", out)
+				require.Contains(t, errs, "dash: 1: kill: No such process")
+			default:
+				require.Equal(t, "0\n", out, "stderr %q", errs)
+			}
+			alive := shell == "dash" || shell == "zsh"
+			if alive {
+				expectRun(t, s, "kill -0 $! && echo alive; kill $!", 0, "alive\n")
+			}
+			// Bounded by run's deadline: a job left alive would hold
+			// wait for 100 s.
+			expectRun(t, s, "wait; echo $?", 0, "0\n")
+
+			switch shell {
+			case "bash", "ksh":
+				expectRun(t, s, "sleep 100 & kill %1; wait; echo $?", 0, "0\n")
+			case "dash", "zsh":
+				_, out, _ = run(t, s, CommandOptions{Cmd: "sleep 100 & kill %1; echo $?; kill -0 $! && echo alive"})
+				require.Equal(t, map[string]string{"dash": "1\nalive\n", "zsh": "0\nalive\n"}[shell], out)
+			}
+		})
+	}
+	// dash's own: not the engine's.
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	bare, _ := exec.CommandContext(ctx, "dash", "-c", "sleep 1 & kill %1").CombinedOutput()
+	require.Contains(t, string(bare), "kill: No such process")
+}
+
+// zsh's wait takes no SIGINT while the job it waits for ignores it, as a
+// background job does without job control (zsh waits on, at a terminal
+// too, so that such a job is still waited for): a wait past its command's
+// execution timeout is then given the grace, and the session ends. bash's
+// wait takes the interrupt, and its session lives on.
+func TestZshWaitTakesNoInterrupt(t *testing.T) {
+	t.Parallel()
+	for shell, ends := range map[string]bool{"zsh": true, "bash": false} {
+		s := newSession(t, Options{Shell: shell})
+		c, err := s.Submit(CommandOptions{Cmd: "sleep 100 & wait", ExecutionTimeout: 100 * time.Millisecond})
+		require.NoError(t, err)
+		require.Equal(t, process.TimedOut, wait(t, c).Reason, shell)
+		if ends {
+			requireEnds(t, s, "a wait past its timeout")
+			sr := s.Info().Result
+			require.NotNil(t, sr)
+			require.Contains(t, sr.Error, "did not stop after its execution timeout")
+			continue
+		}
+		expectRun(t, s, "echo $?", 0, "130\n")
+	}
 }
