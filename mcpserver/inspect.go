@@ -118,7 +118,7 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 			// The next character is longer than limit: it goes whole,
 			// over the limit, so that a reader goes on (the same next
 			// came again, with nothing, for ever).
-			_, end = utf8.DecodeRune(buf)
+			end = firstChar(buf)
 			whole = true
 		}
 		out.More = true
@@ -127,20 +127,35 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 		// run and interact hold it back (output.holdBack).
 		end = heldEnd(open, buf)
 	}
+	// A page that more output follows, now or later, may stop inside a
+	// line: its blanks there are text, or nothing, as what follows them
+	// decides (see pageEnd). Fits and fitCut measure the text so too.
+	cut := out.More || out.Running
+	if !whole {
+		end, cut = pageEnd(open, buf, end, cut)
+	}
 	// Rendered held to the limit, never whole first: text can be a
 	// hundred times longer than its bytes (see plaintext.Bounded).
-	text, n := plaintext.Bounded(joined(open, buf[:end]), int(limit), false)
+	text, n := plaintext.Bounded(joined(open, buf[:end]), int(limit), cut)
 	if whole {
 		text = plaintext.String(joined(open, buf[:end])) // one character
 	} else if n > int(limit) {
 		// Rendering made the text longer than its bytes: fewer bytes go
 		// in the answer, rather than a text cut short of what next skips.
-		if end = fitCut(open, buf, end, int(limit)); end == 0 {
-			_, end = utf8.DecodeRune(buf) // it goes, cut, so that a reader goes on
-		}
-		text, _ = plaintext.Bounded(joined(open, buf[:end]), int(limit), false)
-		text = plaintext.CutEnd(text, int(limit))
 		out.More = true
+		most := int(limit)
+		if end = fitCut(open, buf, end, most); end == 0 {
+			// Not even one character's text fits: it goes, whole, as a
+			// character longer than limit does (U+FFFD for a byte that is
+			// not UTF-8), so that a reader goes on; a cursor move's
+			// blanks stay cut to limit.
+			end = firstChar(buf)
+			most = max(most, utf8.UTFMax)
+		} else {
+			end, cut = pageEnd(open, buf, end, true)
+		}
+		text, _ = plaintext.Bounded(joined(open, buf[:end]), most, cut)
+		text = plaintext.CutEnd(text, most)
 	}
 	// next is the last frame read whole, or the one before the frame the
 	// cut is in and how far into that frame it is; with the escape
@@ -292,7 +307,7 @@ const lineSlack = 256
 // between characters (text grows with the bytes, give or take an erase),
 // moved as cutPoint moves it when its text still fits.
 func fitCut(open, b []byte, end, limit int) int {
-	fits := func(n int) bool { return plaintext.Fits(joined(open, b[:n]), limit) }
+	fits := func(n int) bool { return plaintext.Fits(joined(open, b[:n]), limit, true) }
 	between := func(n int) bool { return n == len(b) || utf8.RuneStart(b[n]) }
 	lo, hi := 0, end // b[:lo]'s text fits; no cut past hi is looked at
 	for lo < hi {
@@ -314,6 +329,43 @@ func fitCut(open, b []byte, end, limit int) int {
 		return n
 	}
 	return lo
+}
+
+// firstChar is the length of the character b starts with: of its U+FFFD
+// when it is not UTF-8, all the bytes that one U+FFFD stands for (see
+// plaintext.InvalidLen), as the whole output's text has it; cut after the
+// first of them, the rest would read as another.
+func firstChar(b []byte) int {
+	if c, n := utf8.DecodeRune(b); c != utf8.RuneError || n != 1 {
+		return n
+	}
+	return plaintext.InvalidLen(b)
+}
+
+// pageEnd returns where a page of b, read after open and cut at end,
+// ends, and whether its text keeps the blanks at its end (see
+// plaintext.Bound's Cut), cut telling that more output follows it or may.
+// Each page is rendered on its own, and blanks before a cut are text when
+// more follows on their line, nothing when the line ends: the page ends
+// before them, and the next one renders them with what follows. A page of
+// nothing but blanks looks at what b holds after it: before a line's end
+// (or a carriage return, which the text after it writes over) its blanks
+// are nothing. Blanks whose end b does not hold are kept: most often a
+// line goes on after them.
+func pageEnd(open, b []byte, end int, cut bool) (int, bool) {
+	if !cut || end == len(b) {
+		return end, cut
+	}
+	page := joined(open, b[:end])
+	if start := plaintext.BlankTail(page) - len(open); start > 0 && start < end {
+		return start, true
+	} else if start >= end {
+		return end, true // no blanks at its end
+	}
+	if i := end + plaintext.BlankHead(b[end:]); i < len(b) && (b[i] == '\n' || b[i] == '\r') {
+		return end, false
+	}
+	return end, true
 }
 
 // SessionInfo is a session in the list tool's answer.

@@ -178,7 +178,7 @@ func (o output) fitted(limit int) output {
 		return o
 	}
 	b := pieceBytes(o.head)
-	if plaintext.Fits(joined(o.open, b), limit) {
+	if plaintext.Fits(joined(o.open, b), limit, false) {
 		return o
 	}
 	n := 0
@@ -276,7 +276,10 @@ func render(o output, limit int) (text, omittedAfter string, omitted int64) {
 		text, _ := plaintext.Bounded(b, limit, false)
 		return plaintext.CutEnd(text, limit), "", 0
 	}
-	head, _ := plaintext.Bounded(b, limit, false)
+	// The head stops where the omitted output starts, inside a line as
+	// often as not: its blanks there are text that omittedAfter reads on
+	// after (see plaintext.Bound's Cut).
+	head, _ := plaintext.Bounded(b, limit, true)
 	tailBytes := pieceBytes(o.tail)
 	line := func(cursor string, said int64) string {
 		return fmt.Sprintf("\n[... %d bytes omitted; read_output with cursor %q reads them ...]\n", said, cursor)
@@ -322,7 +325,7 @@ func render(o output, limit int) (text, omittedAfter string, omitted int64) {
 // character could end.
 func shownBytes(open, b []byte, n int) int {
 	settled := func(k int) int { return max(k-plaintext.Unfinished(joined(open, b[:k])), 0) }
-	fits := func(k int) bool { return plaintext.Fits(append(joined(open, b[:settled(k)]), 'x'), n+1) }
+	fits := func(k int) bool { return plaintext.Fits(append(joined(open, b[:settled(k)]), 'x'), n+1, false) }
 	lo, hi := 0, len(b) // b[:lo]'s text fits; no more than b[:hi]'s can
 	for lo < hi {
 		if mid := (lo + hi + 1) / 2; fits(mid) {
@@ -340,7 +343,7 @@ func shownBytes(open, b []byte, n int) int {
 // (whose rest would show as text), and to a line's start when one is
 // within lineSlack bytes.
 func tailStart(b []byte, room int) int {
-	fits := func(j int) bool { return plaintext.Fits(b[j:], room) }
+	fits := func(j int) bool { return plaintext.Fits(b[j:], room, false) }
 	if fits(0) {
 		return 0
 	}

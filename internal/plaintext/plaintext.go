@@ -17,7 +17,8 @@
 // combining mark takes a cell of its own, so a backspace over either lands
 // one cell off what a terminal shows. Cells the cursor skipped or erased read
 // as spaces inside a line; spaces at the end of a line, written or not, are
-// dropped, as a screen does not show them.
+// dropped, as a screen does not show them (but see [Bound]'s Cut, for
+// output that stops inside a line).
 //
 // The input is taken as UTF-8; invalid bytes read as U+FFFD, one for each
 // maximal subpart (see [InvalidLen]), as the API's text fields and the
@@ -196,8 +197,29 @@ func lineEnd(line []rune) int {
 
 // writeLine writes line to b, blanks inside it as spaces, blanks at its end
 // not at all.
-func writeLine(b *strings.Builder, line []rune) {
-	for _, c := range line[:lineEnd(line)] {
+func writeLine(b *strings.Builder, line []rune) { writeCells(b, line, lineEnd(line)) }
+
+// cutString is [Renderer.String] for output that stops inside a line, more
+// of which may follow: the current line keeps its blanks up to the cursor,
+// where that text goes ("w1 " then "w2" is "w1 w2", not "w1w2"). Blanks
+// past the cursor are still dropped: text after the cursor writes over
+// them.
+func (r *Renderer) cutString() string {
+	n := max(lineEnd(r.cells), r.col)
+	if n == 0 {
+		return r.done.String()
+	}
+	var b strings.Builder
+	b.Grow(r.done.Len() + n)
+	b.WriteString(r.done.String())
+	writeCells(&b, r.cells, n)
+	return b.String()
+}
+
+// writeCells writes the first n cells of line to b, blanks as spaces, and
+// spaces for the cells past its end.
+func writeCells(b *strings.Builder, line []rune, n int) {
+	for _, c := range line[:min(n, len(line))] {
 		switch {
 		case c == blank:
 			b.WriteByte(' ')
@@ -206,6 +228,9 @@ func writeLine(b *strings.Builder, line []rune) {
 		default:
 			b.WriteRune(c)
 		}
+	}
+	for range n - len(line) {
+		b.WriteByte(' ')
 	}
 }
 
@@ -268,10 +293,15 @@ const boundChunk = 1 << 10
 // (ESC[1023C x and a newline, 10 bytes, make a line of 1,025): rendering
 // 4 or 8 MiB whole held gigabytes. With Stop (and not End) it renders no
 // more once the text is longer than Most, for a caller that only needs to
-// know. Most < 0 holds all of it. The zero Bound holds nothing.
+// know. With Cut the input is a piece of output that more may follow on
+// the same line (a page, or the output of a command still running): the
+// text keeps the blanks at its end up to the cursor (see
+// [Renderer.cutString]), which the text of the output whole shows when
+// more follows them on their line. Most < 0 holds all of it. The zero
+// Bound holds nothing.
 type Bound struct {
-	Most      int
-	End, Stop bool
+	Most           int
+	End, Stop, Cut bool
 
 	r    Renderer
 	kept []byte
@@ -320,7 +350,11 @@ func (b *Bound) Text() (text string, n, in int, over bool) {
 	if !b.over {
 		b.r.Flush()
 	}
-	b.keep(b.r.String())
+	if b.Cut {
+		b.keep(b.r.cutString())
+	} else {
+		b.keep(b.r.String())
+	}
 	if b.End && b.Most >= 0 && len(b.kept) > b.Most+1 {
 		b.kept = b.kept[len(b.kept)-b.Most-1:]
 	}
@@ -328,19 +362,20 @@ func (b *Bound) Text() (text string, n, in int, over bool) {
 }
 
 // Bounded renders b as [String] does, holding at most about most bytes of
-// the text at a time (see [Bound]): its first most+1 bytes, or with end its
-// last most+1, and the whole text's length.
-func Bounded(b []byte, most int, end bool) (text string, n int) {
-	bd := Bound{Most: most, End: end}
+// the text at a time (see [Bound]): its first most+1 bytes, and the whole
+// text's length. With cut, b stops inside output that goes on (see
+// [Bound]'s Cut).
+func Bounded(b []byte, most int, cut bool) (text string, n int) {
+	bd := Bound{Most: most, Cut: cut}
 	bd.Write(b)
 	text, n, _, _ = bd.Text()
 	return text, n
 }
 
-// Fits reports whether b's text (see [String]) is at most limit bytes long,
-// rendering no more of it than it must.
-func Fits(b []byte, limit int) bool {
-	bd := Bound{Most: limit, Stop: true}
+// Fits reports whether b's text (see [String]; with cut, see [Bound]'s
+// Cut) is at most limit bytes long, rendering no more of it than it must.
+func Fits(b []byte, limit int, cut bool) bool {
+	bd := Bound{Most: limit, Stop: true, Cut: cut}
 	bd.Write(b)
 	_, n, _, over := bd.Text()
 	return !over && n <= limit

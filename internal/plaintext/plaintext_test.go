@@ -288,10 +288,12 @@ func TestBounded(t *testing.T) {
 			start, n := Bounded([]byte(in), most, false)
 			require.Equal(t, len(whole), n, "%.20q %d", in, most)
 			require.Equal(t, whole[:min(len(whole), most+1)], start, "%.20q %d", in, most)
-			end, n := Bounded([]byte(in), most, true)
+			bd := Bound{Most: most, End: true}
+			bd.Write([]byte(in))
+			end, n, _, _ := bd.Text()
 			require.Equal(t, len(whole), n)
 			require.Equal(t, whole[max(0, len(whole)-most-1):], end, "%.20q %d", in, most)
-			require.Equal(t, len(whole) <= most, Fits([]byte(in), most), "%.20q %d", in, most)
+			require.Equal(t, len(whole) <= most, Fits([]byte(in), most, false), "%.20q %d", in, most)
 		}
 	}
 }
