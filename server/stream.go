@@ -23,13 +23,19 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	q := r.URL.Query()
+	// The query's cursor is parsed, and refused if it is none, even when
+	// Last-Event-ID then wins over it: a query is read as written or
+	// refused (docs/api.md).
 	from := q.Get("cursor")
-	if id := r.Header.Get("Last-Event-ID"); id != "" {
-		from = id
-	}
 	after, err := parseCursor(from)
 	if err != nil {
 		return err
+	}
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		from = id
+		if after, err = parseCursor(from); err != nil {
+			return err
+		}
 	}
 	b64, err := parseEncoding(q.Get("encoding"))
 	if err != nil {

@@ -276,6 +276,15 @@ func TestStreamPastTheEnd(t *testing.T) {
 	evs := collect(t, d, r.ProcessID, client.StreamOptions{LastEventID: last.ID})
 	require.Equal(t, []string{"eof"}, types(evs), "the client ends at once")
 
+	// Last-Event-ID wins over the query's cursor, but a cursor that is
+	// none is refused all the same: it once streamed from Last-Event-ID.
+	resp, body = d.do(t, "GET", path+"?cursor=zzz", http.Header{"Last-Event-ID": {"1"}})
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
+	require.Contains(t, body, "invalid_argument")
+	resp, body = d.do(t, "GET", path+"?cursor="+last.ID, http.Header{"Last-Event-ID": {"0"}})
+	require.Equal(t, http.StatusOK, resp.StatusCode, "Last-Event-ID wins: %s", body)
+	require.Contains(t, body, "event: eof")
+
 	t.Run("no output", func(t *testing.T) {
 		r := d.run(t, client.StartOptions{Cmd: "true"})
 		all := collect(t, d, r.ProcessID, client.StreamOptions{})
