@@ -172,7 +172,10 @@ func (cell *Cell) Run() {
 		Stdin: st.stdinPath, Stdout: st.out.Path, Stderr: st.err.Path}
 	cell.opts.Code = "" // the record keeps its head
 	if err := c.send(msg); err != nil {
-		<-c.exited // a failed write means the interpreter is gone
+		// A failed write means the interpreter is gone, or, in
+		// JavaScript, that a cell closed the driver's socket: the engine
+		// ends that interpreter (see controlEnded).
+		<-c.exited
 	}
 	// A JavaScript driver that has not opened the cell 200 ms later may be
 	// held by a callback an earlier cell left: its worker is told, and looks.
@@ -280,6 +283,8 @@ func (cell *Cell) interpreterExited() {
 			}
 		case ws.Signaled() && c.h.OOMKilledIt():
 			r.Error = "the OOM killer ended the context's interpreter at the memory limit"
+		case ws.Signaled() && c.deafness() != "":
+			r.Error = c.deafness()
 		case ws.Signaled():
 			r.Error = "the context's interpreter was killed by SIG" + process.SignalName(ws.Signal())
 		}

@@ -99,6 +99,7 @@ type Context struct {
 	seq     int
 	cells   []*Cell
 	running *Cell
+	deafWhy string // why the engine killed an interpreter whose driver was deaf (see controlEnded)
 }
 
 // New starts a context's interpreter and returns once its driver is ready

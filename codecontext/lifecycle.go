@@ -2,9 +2,12 @@ package codecontext
 
 import (
 	"bufio"
+	"errors"
+	"net"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/conchsh/conch/process"
 )
@@ -67,11 +70,13 @@ func (c *Context) readControl() {
 				_, err = r.ReadSlice('\n')
 			}
 			if err != nil {
+				c.controlEnded(err)
 				return
 			}
 			continue
 		}
 		if err != nil {
+			c.controlEnded(err)
 			return
 		}
 		what, id, _ := strings.Cut(strings.TrimSuffix(string(line), "\n"), " ")
@@ -89,4 +94,47 @@ func (c *Context) readControl() {
 			cell.awaits()
 		}
 	}
+}
+
+// socketClosedWhy is the error of a JavaScript context, and of the cell
+// then running, whose driver's socket a cell closed (see controlEnded).
+const socketClosedWhy = "a cell closed the context driver's socket (fs.closeSync), which left the driver deaf to cells: its interpreter was killed"
+
+// deafAfter is how long an interpreter whose end of the driver's socket
+// closed has to exit by itself before the engine takes its driver for deaf.
+const deafAfter = time.Second
+
+// controlEnded is called as the reading of the driver's socket ends with
+// err. The context's end closes it (net.ErrClosed), and so does the
+// interpreter's exit; but a JavaScript cell that closed the driver's
+// descriptor of it (fs.closeSync) leaves Node running on, never told, its
+// driver deaf: each later cell would be sent to nobody and hang. Such an
+// interpreter, still running deafAfter later, is killed, and the context
+// and the cell then running end lost with socketClosedWhy. A Python driver
+// reads its socket between cells and fails by itself, saying why (see
+// driverFailure); its socket's end is no sign there: sys.exit closes it
+// while the interpreter waits for the threads of the cell.
+func (c *Context) controlEnded(err error) {
+	if errors.Is(err, net.ErrClosed) || c.opts.Language != JavaScript {
+		return
+	}
+	t := time.NewTimer(deafAfter)
+	defer t.Stop()
+	select {
+	case <-c.exited:
+		return
+	case <-t.C:
+	}
+	c.mu.Lock()
+	c.deafWhy = socketClosedWhy
+	c.mu.Unlock()
+	c.h.End(&process.Result{Reason: process.Lost, Error: socketClosedWhy}, syscall.SIGKILL)
+}
+
+// deafness returns why the engine killed an interpreter whose driver was
+// deaf, "" while it was not.
+func (c *Context) deafness() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.deafWhy
 }

@@ -917,3 +917,54 @@ func TestJavaScriptNodesApplyReplaced(t *testing.T) {
 	require.Contains(t, errOut, "apply is not a function")
 	<-c.Done()
 }
+
+// closeSockets is a JavaScript cell's code that closes every socket the
+// interpreter holds: the driver's connection to the engine among them.
+const closeSockets = `{ const fs = require("fs"); for (const f of fs.readdirSync("/proc/self/fd")) { try { if (fs.readlinkSync("/proc/self/fd/" + f).startsWith("socket")) fs.closeSync(+f) } catch (e) {} } }`
+
+// TestJavaScriptSocketClosed: a JavaScript cell that closes the driver's
+// socket (fs.closeSync) leaves a driver that hears no cell, and Node, which
+// never learns of the close, runs on: the engine kills the interpreter, and
+// the context, and a cell then running, end lost, saying that a cell closed
+// the driver's socket; a later submission is refused with that. Before,
+// the next cell hung running for ever, and its interrupt ended the context
+// saying that the cell had not stopped.
+func TestJavaScriptSocketClosed(t *testing.T) {
+	t.Parallel()
+	t.Run("cell ends", func(t *testing.T) {
+		t.Parallel()
+		c := newContext(t, Options{Language: JavaScript})
+		r, out, errOut := run(t, c, closeSockets+` "closed"`)
+		// Its own end comes first, or the engine's kill does.
+		if r.Reason != process.Lost {
+			require.Equal(t, 0, code(r), "%+v %q", r, errOut)
+			require.Equal(t, "'closed'\n", out)
+		} else {
+			require.Equal(t, socketClosedWhy, r.Error)
+		}
+		cell, err := c.Submit(CellOptions{Code: `"next"`})
+		if err == nil { // sent before the engine ended the context
+			r = wait(t, cell)
+			require.Contains(t, r.Error, socketClosedWhy, "%+v", r)
+		} else {
+			require.ErrorIs(t, err, ErrContextEnded)
+			require.ErrorContains(t, err, socketClosedWhy)
+		}
+		ended := wait(t, c)
+		require.Equal(t, process.Lost, ended.Reason, "%+v", ended)
+		require.Equal(t, socketClosedWhy, ended.Error)
+		_, err = c.Submit(CellOptions{Code: "1"})
+		require.ErrorIs(t, err, ErrContextEnded)
+		require.ErrorContains(t, err, socketClosedWhy)
+	})
+	t.Run("cell runs on", func(t *testing.T) {
+		t.Parallel()
+		c := newContext(t, Options{Language: JavaScript})
+		r, _, errOut := run(t, c, closeSockets+` const t = Date.now(); while (Date.now() - t < 60000) {}`)
+		require.Equal(t, process.Lost, r.Reason, "%+v %q", r, errOut)
+		require.Equal(t, socketClosedWhy, r.Error)
+		ended := wait(t, c)
+		require.Equal(t, process.Lost, ended.Reason, "%+v", ended)
+		require.Equal(t, socketClosedWhy, ended.Error)
+	})
+}
