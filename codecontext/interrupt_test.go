@@ -160,6 +160,47 @@ func TestInterruptStoppedInterpreter(t *testing.T) {
 	}
 }
 
+// TestInterruptStoppedBetweenCells: an interpreter stopped from outside
+// between cells (kill -STOP) is continued by the interrupt of a cell sent to
+// it, which it never read while stopped: by kill INT, or at the cell's
+// execution timeout. The cell ends, and the context lives on. Before, the
+// interrupt waited for the cell to start, which it never did: the
+// interpreter was killed 5 s later and the context lost.
+func TestInterruptStoppedBetweenCells(t *testing.T) {
+	t.Parallel()
+	for _, lang := range languages {
+		for _, how := range []string{"kill INT", "timeout"} {
+			t.Run(string(lang)+"/"+how, func(t *testing.T) {
+				t.Parallel()
+				c := newContext(t, Options{Language: lang})
+				run(t, c, "1")
+				pid := c.cmd.Process.Pid
+				require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+				processtest.WaitStopped(t, func() []int { return []int{pid} }, deadline)
+				opts := CellOptions{Code: map[Language]string{Python: "print('hi')", JavaScript: "console.log('hi')"}[lang]}
+				if how == "timeout" {
+					opts.ExecutionTimeout = time.Second
+				}
+				cell, err := c.Submit(opts)
+				require.NoError(t, err)
+				require.Eventually(t, func() bool { return cell.state() != process.Starting }, deadline, 5*time.Millisecond)
+				if how == "kill INT" {
+					require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
+				}
+				r := wait(t, cell)
+				require.NotEqual(t, process.Lost, r.Reason, "%+v", r)
+				if how == "timeout" {
+					require.Equal(t, process.TimedOut, r.Reason, "%+v", r)
+					require.Empty(t, r.Error)
+				}
+				r, out, _ := run(t, c, map[Language]string{Python: "print('next')", JavaScript: "console.log('next')"}[lang])
+				require.Equal(t, 0, code(r), "%+v", r)
+				require.Equal(t, "next\n", out)
+			})
+		}
+	}
+}
+
 // TestLateWatchdogSignal: Node takes SIGINT on a watchdog thread of its
 // own, which a busy machine may run late. A SIGINT sent to a cell that then
 // ends by itself before that thread has run must not end the next cell's

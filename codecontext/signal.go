@@ -87,7 +87,8 @@ func (cell *Cell) timeout() {
 }
 
 // interrupt sends SIGINT once the driver runs the cell: sent earlier, it
-// would reach the driver between cells, which ignores it. The first
+// would reach the driver between cells, which ignores it. An interpreter
+// stopped before it read the cell is continued at once. The first
 // interrupt also arms the escalation: a cell still running StopGrace later
 // is out of the interrupt's reach, and its interpreter is killed.
 func (cell *Cell) interrupt(timedOut bool) {
@@ -114,6 +115,10 @@ func (cell *Cell) interrupt(timedOut bool) {
 	if !cell.isStarted {
 		cell.pendingINT = true
 		cell.mu.Unlock()
+		// An interpreter stopped from outside between cells (kill -STOP)
+		// never reads the cell, nor says it started: it is continued to
+		// take it, and the interrupt then.
+		proctree.Unstop(cell.c.cmd.Process.Pid, syscall.SIGINT)
 		return
 	}
 	cell.mu.Unlock()
