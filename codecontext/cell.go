@@ -319,9 +319,9 @@ const (
 
 // driverFailedStatus is the exit status of a driver that failed. A Python
 // driver whose own descriptors a cell closed (os.closerange) says why in
-// the file failedReport of the context's directory, and on fd 2, the
-// running cell's stderr: the engine looks there when the interpreter exits
-// with it and its own output says nothing.
+// the file failedReport of the context's directory, or, when it cannot
+// write that file, on fd 2, the running cell's stderr: the engine looks
+// there when the interpreter exits with it and its own output says nothing.
 const driverFailedStatus = 70
 
 // failedReport is the file in the context's directory where driver.py

@@ -905,12 +905,13 @@ except BaseException as e:  # the driver's own failure: say why where the engine
     except BaseException:
         _closing = b""
     _report = b"conch: the driver failed:\n" + (_why or _last).encode("utf-8", "backslashreplace") + _closing
+    _filed = False
     try:
         # The report also goes to a file the engine reads, which no
         # descriptor the cell could close is needed for.
         _fd = _os.open(_S.report, _os.O_WRONLY | _os.O_CREAT | _os.O_EXCL | _os.O_NOFOLLOW, 0o600)
         try:
-            _os.write(_fd, _report)
+            _filed = _os.write(_fd, _report) == len(_report)
         finally:
             _os.close(_fd)
     except BaseException:
@@ -920,9 +921,12 @@ except BaseException as e:  # the driver's own failure: say why where the engine
     except BaseException:
         # A cell closed the driver's descriptors (os.closerange): fd 2 is
         # the running cell's stderr, where the engine looks when the
-        # interpreter exits 70 and its own output says nothing.
-        try:
-            _os.write(2, b"\nconch: the driver failed:\n" + _last.encode("utf-8", "backslashreplace") + _closing)
-        except BaseException:
-            pass
+        # interpreter exits 70 and its own output says nothing. Only when
+        # the file could not be written (a cell removed the context's
+        # directory): nothing of the driver's belongs in a cell's output.
+        if not _filed:
+            try:
+                _os.write(2, b"\nconch: the driver failed:\n" + _last.encode("utf-8", "backslashreplace") + _closing)
+            except BaseException:
+                pass
     _os._exit(70)  # as driver.js: nothing more written after why

@@ -825,6 +825,48 @@ threading.Thread(target=close).start()`)
 	})
 }
 
+// TestDescriptorsClosedUnderLaterCell: a thread of an earlier cell that
+// closes the driver's descriptors while a later cell runs ends the context
+// and that cell lost, saying why, and nothing of the driver's failure is
+// in that cell's stderr. Before, its stderr ended with the driver's report
+// ("conch: the driver failed: OSError: ..."), written there although the
+// engine had read it from the driver's file.
+func TestDescriptorsClosedUnderLaterCell(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	running := filepath.Join(t.TempDir(), "running")
+	r, _, errOut := run(t, c, `import os, threading, time
+def close():
+    while not os.path.exists(`+strconv.Quote(running)+`):
+        time.sleep(0.01)
+    os.closerange(3, 1 << 16)
+threading.Thread(target=close).start()`)
+	require.Equal(t, 0, code(r), "%+v %q", r, errOut)
+	r, out, errOut := run(t, c, `import time; open(`+strconv.Quote(running)+`, "w").close(); time.sleep(2); print("slept")`)
+	require.Equal(t, process.Lost, r.Reason, "%+v", r)
+	require.Equal(t, descriptorsClosedWhy, r.Error)
+	require.NotContains(t, out+errOut, "conch")
+	ended := wait(t, c)
+	require.Equal(t, process.Lost, ended.Reason, "%+v", ended)
+	require.Equal(t, descriptorsClosedWhy, ended.Error)
+}
+
+// TestDescriptorsClosedWithoutReportFile: a Python cell that removes the
+// context's directory, where the driver writes why it failed, and closes
+// the driver's descriptors still ends lost saying why: the driver, which
+// can write no file, says so on the cell's stderr, the one descriptor of
+// it left, where the engine finds it.
+func TestDescriptorsClosedWithoutReportFile(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	r, _, errOut := run(t, c, `import os, shutil; shutil.rmtree(`+strconv.Quote(c.dir)+`); os.closerange(3, 1 << 16); print("closed all")`)
+	require.Equal(t, process.Lost, r.Reason, "%+v %q", r, errOut)
+	require.Equal(t, descriptorsClosedWhy, r.Error)
+	ended := wait(t, c)
+	require.Equal(t, process.Lost, ended.Reason, "%+v", ended)
+	require.Equal(t, descriptorsClosedWhy, ended.Error)
+}
+
 // TestPythonExitFinalizes: sys.exit in a cell ends the context as the
 // interpreter's own exit does: it waits for the non-daemon threads, runs
 // the atexit handlers, their output the cell's, and flushes a file left
