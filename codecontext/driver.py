@@ -884,6 +884,11 @@ def main():
         except KeyboardInterrupt:  # an interrupt that came too late for its cell
             if _forked_child():
                 _os._exit(130)
+    if _closed():
+        # The end of what a cell put on the socket's descriptor (os.dup2
+        # of /dev/null), not of the engine, which has more cells to send:
+        # the failure says so.
+        raise OSError("the driver's socket was replaced")
 
 
 try:

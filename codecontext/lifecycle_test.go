@@ -867,6 +867,30 @@ func TestDescriptorsClosedWithoutReportFile(t *testing.T) {
 	require.Equal(t, descriptorsClosedWhy, ended.Error)
 }
 
+// TestPythonDriverSocketReplaced: a Python cell that puts another file on
+// the driver's socket (os.dup2 of /dev/null) ends, and the driver, which
+// then reads end-of-file, ends the context lost, saying that a cell closed
+// its descriptors. Before, the context ended exited 0 with no reason, and
+// a later submission was refused saying only that it had ended.
+func TestPythonDriverSocketReplaced(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	r, _, errOut := run(t, c, `import os
+for f in os.listdir("/proc/self/fd"):
+    try:
+        if os.readlink("/proc/self/fd/" + f).startswith("socket"):
+            os.dup2(os.open("/dev/null", os.O_RDWR), int(f))
+    except OSError:
+        pass`)
+	require.Equal(t, 0, code(r), "%+v %q", r, errOut)
+	ended := wait(t, c)
+	require.Equal(t, process.Lost, ended.Reason, "%+v", ended)
+	require.Equal(t, descriptorsClosedWhy, ended.Error)
+	_, err := c.Submit(CellOptions{Code: "1"})
+	require.ErrorIs(t, err, ErrContextEnded)
+	require.ErrorContains(t, err, descriptorsClosedWhy)
+}
+
 // TestPythonExitFinalizes: sys.exit in a cell ends the context as the
 // interpreter's own exit does: it waits for the non-daemon threads, runs
 // the atexit handlers, their output the cell's, and flushes a file left
