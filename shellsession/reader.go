@@ -123,7 +123,11 @@ func (l *readLoop) step() error {
 			continue // a stream of the set that no command of this loop uses
 		}
 		// Until the stream is empty: the set reports a stream again
-		// only when more comes.
+		// only when more comes. A short read says it is empty, unless the
+		// set saw its writers gone too: their last bytes and their close
+		// came as one report, and the end-of-file after the bytes gets no
+		// report of its own.
+		hup := ev.Events&unix.EPOLLHUP != 0
 		for r := l.rs[i]; r != nil; {
 			n, err := r.read(buf)
 			over := r.over
@@ -132,7 +136,7 @@ func (l *readLoop) step() error {
 				l.live--
 			}
 			marked = marked || i == 0 && !over && r.over
-			if l.rs[i] == nil || n < len(buf) {
+			if l.rs[i] == nil || n == 0 || n < len(buf) && !hup {
 				break
 			}
 		}
