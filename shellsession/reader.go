@@ -160,6 +160,9 @@ func (l *readLoop) readHeld() {
 				l.live--
 				break
 			}
+			if err != nil {
+				break // kept until a late writer lets go (see end)
+			}
 			if n == 0 {
 				if r.sc != nil {
 					r.sc.Flush()
@@ -451,6 +454,10 @@ type streamReader struct {
 	over  bool              // the command's end was seen on the stream (see endedAt)
 	hold  *newlineHold      // zsh's stderr only
 	hold0 *newlineHold      // room for hold, kept for the next command
+	// unlinked is set once the stream, discarded at end-of-file, had its
+	// path removed (see writerCame): a writer that opened it before is
+	// read, its bytes discarded, until it lets go.
+	unlinked bool
 	// late drops the end marker of the command that used the stream as its
 	// stdout before, should it come after all (see sentinel.Late); lastOut
 	// is that command's nonce.
@@ -573,8 +580,8 @@ func (r *streamReader) atEOF(buf []byte) bool {
 // bytes go to the log as they are, marker or not, until the stdout marker
 // ends it (see readLoop.endStderr).
 func (r *streamReader) take(p []byte) bool {
-	if r.over {
-		return false // a background job's: discarded
+	if r.over || r.unlinked {
+		return false // a background job's, or a late end line's: discarded
 	}
 	if r.late.On() {
 		var held []byte
@@ -649,25 +656,69 @@ func (r *streamReader) endedAt(clean bool) bool {
 }
 
 // end handles the end of reading: err is io.EOF, or why reading stopped. It
-// returns true.
+// reports whether the stream is done with: back in the pool or discarded.
+// A stream discarded at end-of-file that a writer opened meanwhile is kept
+// (see writerCame), and ended at its next end-of-file.
 func (r *streamReader) end(err error) bool {
 	c, s, st := r.c, r.c.s, r.st
 	s.h.DropDrain(st.R)
-	if !r.over {
+	if !r.over && !r.unlinked {
 		r.release()
 		if r.sc != nil {
 			r.sc.Flush()
 		}
 		r.hold.flush()
 	}
-	if err == io.EOF && r.over && c.reusable() && st.Rekeep() == nil {
+	switch {
+	case r.unlinked:
+		// End-of-file again, or reading failed: nothing can open it now.
+	case err == io.EOF && r.over && c.reusable() && st.Rekeep() == nil:
 		r.done()
 		s.putStream(st) // staying in the set (see streamReader.in)
-	} else {
-		s.discard(st)
+		return true
+	case err == io.EOF:
+		if discardingAtEOF != nil {
+			discardingAtEOF(c, st)
+		}
+		if r.writerCame() {
+			return false
+		}
 	}
+	s.discard(st)
 	return true
 }
+
+// writerCame removes the path of a stream about to be discarded at
+// end-of-file, then reads it again, and reports whether a writer opened it
+// before that. Closing the read end then would kill the shell: a given-up
+// command's end line, which bash may hold in its input and run later, opens
+// the stream by its path to write its marker, and its write on a FIFO with
+// no reader would get SIGPIPE. At end-of-file again nobody holds the stream
+// and nobody can open it any more (a late end line makes a plain file at
+// the path, which the session's end removes: stream names are never used
+// again). Otherwise what came is read, and discarded, until the stream is
+// empty, so that the edge-triggered set reports it again when more comes
+// or the writer lets go. Only a discarded stream pays for this, never one
+// going back to the pool.
+func (r *streamReader) writerCame() bool {
+	r.st.Unlink()
+	r.unlinked = true
+	bp := readBuffers.Get().(*[]byte)
+	defer readBuffers.Put(bp)
+	for {
+		n, err := r.read(*bp)
+		switch {
+		case err != nil:
+			return false // end-of-file, or it cannot be read: closed
+		case n == 0:
+			return true // held open, empty
+		}
+	}
+}
+
+// discardingAtEOF, when a test sets it, is called when a stream the reader
+// saw at end-of-file is about to be discarded, with the command it read for.
+var discardingAtEOF func(*Command, *stream)
 
 // epoller is an epoll set whose readiness Go's poller waits for. It is
 // edge-triggered: a descriptor joins the set's ready list when bytes come to

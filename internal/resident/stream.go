@@ -23,6 +23,9 @@ type Stream struct {
 	Keep *Keeper
 	path rawcall.Path // Path, for each keeper's open and InPlace
 	id   rawcall.ID   // the FIFO's, for InPlace
+	// unlinked is set once Unlink removed Path: whatever is there since is
+	// not the FIFO.
+	unlinked bool
 	// Reader is the embedder's state for reading R, made once and kept
 	// with the stream while a pool keeps it for command after command.
 	Reader any
@@ -112,12 +115,29 @@ func (st *Stream) Rekeep() (err error) {
 // when no interpreter can open it by that path any more.
 func (st *Stream) InPlace() bool { return st.path.Names(st.id) }
 
-// Close closes both ends and removes the FIFO. A nil Stream is a no-op.
+// Unlink removes the FIFO's path, once: from then on no interpreter can
+// open it (an open that creates makes a plain file there, which the
+// embedder's directory goes with), so that once its writers have let go
+// the read end sees end-of-file for good. The stream cannot be kept again.
+func (st *Stream) Unlink() {
+	if !st.unlinked {
+		st.unlinked = true
+		os.Remove(st.Path)
+	}
+}
+
+// Close removes the FIFO and closes both ends. A nil Stream is a no-op. The
+// path goes first: an interpreter's open of it after the read end's close,
+// the path still there, would block for good, with no reader to come. An
+// open before the path goes succeeds, and its writes get SIGPIPE once the
+// read end is closed: an embedder that may still see the FIFO opened
+// removes the path with Unlink, and reads on until end-of-file, before it
+// closes.
 func (st *Stream) Close() {
 	if st != nil {
+		st.Unlink()
 		st.R.Close()
 		st.Keep.Close()
-		os.Remove(st.Path)
 	}
 }
 
