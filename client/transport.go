@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -150,12 +151,38 @@ func (t *direct) try(req *http.Request) (*http.Response, error) {
 		}
 		return fail(err)
 	}
-	resp, err := http.ReadResponse(dc.br, req)
+	resp, err := readFinal(dc.br, req)
 	if err != nil {
 		return fail(err)
 	}
 	resp.Body = &directBody{t: t, dc: dc, r: resp.Body, ctx: ctx, stop: stop, keep: werr == nil && !resp.Close && !req.Close}
 	return resp, nil
+}
+
+// maxInterim bounds the interim answers (1xx) read before a request's
+// final one, so that a server sending nothing else cannot hold a request
+// for ever. net/http's Transport bounds the bytes of their headers
+// instead; a count is enough here: the daemon sends none, and a server
+// that does sends one or two.
+const maxInterim = 16
+
+// readFinal reads the answer to req, passing over the interim answers
+// (1xx) that may come before it, as net/http's Transport does: taken as the
+// answer, one would leave the real answer to be read as the next request's.
+// A 101 Switching Protocols is final.
+func readFinal(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+	for range maxInterim {
+		resp, err := http.ReadResponse(br, req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode < 100 || resp.StatusCode > 199 || resp.StatusCode == http.StatusSwitchingProtocols {
+			return resp, nil
+		}
+		// An interim answer has no body: the next one starts where its
+		// headers end.
+	}
+	return nil, fmt.Errorf("more than %d interim answers (1xx) before the final one", maxInterim)
 }
 
 // conn returns a kept connection to host, or a new one.
@@ -285,14 +312,17 @@ func (b *directBody) Close() error {
 	return nil
 }
 
-// end lets go of the connection, kept when the body was read to its end
-// and no deadline of a done context can be on it.
+// end lets go of the connection, kept when the body was read to its end,
+// no deadline of a done context can be on it, and nothing came after the
+// answer: bytes its reader read past the body's end (a body longer than
+// its Content-Length, an answer no request asked for) would be read as the
+// next request's answer. Bytes still in the socket, alive sees.
 func (b *directBody) end(eof bool) {
 	if b.done {
 		return
 	}
 	b.done, b.eof = true, eof
-	if b.stop() && eof && b.keep {
+	if b.stop() && eof && b.keep && b.dc.br.Buffered() == 0 {
 		b.t.put(b.dc)
 		return
 	}

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -372,4 +374,147 @@ func TestStreamResumedAfterACut(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, asked, 1+maxFruitless, "asked again %d times", len(asked)-1)
+}
+
+// rawDaemon is a daemon stand-in on loopback that writes the bytes answer
+// returns for the n-th request it reads (from 0, over every connection),
+// as they are: answers an HTTP server would not send, to see what the
+// client makes of them. It counts the connections made to it.
+type rawDaemon struct {
+	ln    net.Listener
+	conns atomic.Int32
+	c     *Client
+}
+
+func newRawDaemon(t *testing.T, answer func(n int, req *http.Request) string) *rawDaemon {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	d := &rawDaemon{ln: ln}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var open []net.Conn
+	var asked atomic.Int32
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			d.conns.Add(1)
+			mu.Lock()
+			open = append(open, c)
+			mu.Unlock()
+			c.SetDeadline(time.Now().Add(30 * time.Second)) // a hang guard
+			wg.Go(func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					if _, err := io.Copy(io.Discard, req.Body); err != nil {
+						return
+					}
+					if _, err := io.WriteString(c, answer(int(asked.Add(1))-1, req)); err != nil {
+						return
+					}
+				}
+			})
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range open {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	d.c, err = New("http://"+ln.Addr().String(), "token")
+	require.NoError(t, err)
+	require.NotNil(t, d.c.direct, "a plain http:// daemon is called directly")
+	t.Cleanup(d.c.CloseIdleConnections)
+	return d
+}
+
+// processAnswer is the daemon's answer to a GET of process id.
+func processAnswer(id string) string {
+	body := `{"id":"` + id + `","kind":"exec","state":"running"}` + "\n"
+	return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+		strconv.Itoa(len(body)) + "\r\n\r\n" + body
+}
+
+// getEach gets each process of ids in turn and requires each answer to be
+// the one asked for: an answer taken for another request's puts every
+// later one off by one.
+func (d *rawDaemon) getEach(t *testing.T, ids ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for _, id := range ids {
+		p, err := d.c.Get(ctx, id)
+		require.NoError(t, err, "Get(%s)", id)
+		require.Equal(t, id, p.ID, "the answer to Get(%s)", id)
+	}
+}
+
+// TestDirectInterimAnswers: interim answers (1xx) before the final one,
+// as a proxy or server may send (103 Early Hints), are passed over, as
+// net/http's Transport does: the final answer is the request's, not the
+// next one's.
+func TestDirectInterimAnswers(t *testing.T) {
+	t.Parallel()
+	d := newRawDaemon(t, func(n int, req *http.Request) string {
+		a := processAnswer(strings.TrimPrefix(req.URL.Path, "/v1/processes/"))
+		switch n {
+		case 0:
+			return "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n" + a
+		case 1:
+			return "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 102 Processing\r\n\r\n" + a
+		}
+		return a
+	})
+	d.getEach(t, "first", "second", "third")
+	require.EqualValues(t, 1, d.conns.Load(), "one connection kept for every request")
+}
+
+// TestDirectInterimAnswersBounded: a stream of interim answers with no
+// final one ends the request with an error, not a read for ever.
+func TestDirectInterimAnswersBounded(t *testing.T) {
+	t.Parallel()
+	d := newRawDaemon(t, func(n int, req *http.Request) string {
+		return strings.Repeat("HTTP/1.1 103 Early Hints\r\n\r\n", 1000)
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err := d.c.Get(ctx, "p")
+	require.ErrorContains(t, err, "interim answers")
+	require.NoError(t, ctx.Err())
+}
+
+// TestDirectBytesAfterTheAnswer: bytes that come after an answer, in the
+// same read (a body longer than its Content-Length, an answer no request
+// asked for), leave its connection unfit for another request: kept, they
+// would be read as the next request's answer.
+func TestDirectBytesAfterTheAnswer(t *testing.T) {
+	t.Parallel()
+	for name, extra := range map[string]string{
+		"unasked answer": processAnswer("unasked"),
+		"long body":      "trailing bytes",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			d := newRawDaemon(t, func(n int, req *http.Request) string {
+				a := processAnswer(strings.TrimPrefix(req.URL.Path, "/v1/processes/"))
+				if n == 0 {
+					a += extra
+				}
+				return a
+			})
+			d.getEach(t, "first", "second", "third")
+			require.EqualValues(t, 2, d.conns.Load(), "a new connection after the one with bytes left")
+		})
+	}
 }
