@@ -9,8 +9,10 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/conchsh/conch/internal/inputwatch"
 	"github.com/conchsh/conch/logstore"
@@ -38,18 +40,40 @@ type RunOptions struct {
 	// the command waits for it. Run ignores it: its command's stdin is
 	// closed.
 	OpenStdin bool
+	// OutputLimit bounds each of Run's Stdout and Stderr (bytes): a longer
+	// output keeps its first and its last bytes, about half the limit
+	// each, as the daemon's run answers do, and RunResult says how much of
+	// its middle was left out. Zero means DefaultOutputLimit; negative is
+	// an error. Spawn ignores it: a Process's readers give every byte
+	// retained.
+	OutputLimit int
 }
+
+// DefaultOutputLimit is what Run keeps of each of a command's stdout and
+// stderr when RunOptions.OutputLimit is zero: 1 MiB, as in a run answer of
+// the daemon. Run holds about that much of each while the command runs,
+// however much it writes.
+const DefaultOutputLimit = 1 << 20
 
 // RunResult is how a command run by Run ended and what it wrote.
 type RunResult struct {
 	// ExitCode is the command's exit status, or 128 plus the signal number
 	// when a signal ended it (143 for SIGTERM), as a shell shows in $?.
 	ExitCode int
-	// Stdout and Stderr hold what the command wrote, bytes unchanged.
+	// Stdout and Stderr hold what the command wrote, bytes unchanged, up to
+	// RunOptions.OutputLimit bytes each (DefaultOutputLimit when it is
+	// zero). Of a longer output they hold its head and its tail, about
+	// half the limit each, the cut moved to a line end when one is within
+	// 256 bytes of it, else to a character boundary.
 	Stdout, Stderr string
+	// StdoutOmitted and StderrOmitted are the bytes left out between the
+	// head and the tail of Stdout and Stderr to keep them within the
+	// OutputLimit; zero when they hold the whole output.
+	StdoutOmitted, StderrOmitted int64
 	// Truncated is true when output was dropped because the command wrote
 	// faster than it could be collected, beyond the retention of its log;
-	// Stdout and Stderr then lack their dropped parts.
+	// Stdout and Stderr then lack their dropped parts, which the omitted
+	// counts do not include.
 	Truncated bool
 }
 
@@ -63,24 +87,33 @@ type RunResult struct {
 // command has exited. A ctx that has ended already starts nothing.
 func (s *Session) Run(ctx context.Context, opts RunOptions) (RunResult, error) {
 	opts.OpenStdin = false
+	limit := opts.OutputLimit
+	switch {
+	case limit < 0:
+		return RunResult{}, fmt.Errorf("RunOptions.OutputLimit %d: want a number of bytes, 0 or more (0: DefaultOutputLimit)", limit)
+	case limit == 0:
+		limit = DefaultOutputLimit
+	}
 	p, err := s.start(ctx, opts)
 	if err != nil {
 		return RunResult{}, err
 	}
 	defer p.release()
 
-	// The follower keeps the frames' bytes, which the log never modifies,
-	// and copies them once at the end: it must keep up with the command,
+	// The follower copies each frame as it comes, into bounded buffers,
+	// and lets the log reuse its room: it must keep up with the command,
 	// or retention drops what it has not reached.
-	var out [logstore.PTY + 1][][]byte
+	stdout, stderr := headTail{limit: limit}, headTail{limit: limit}
 	res := RunResult{}
 	// Follow ends at the end of the log, which the process closes when it
 	// has exited and its output is drained; ctx is handled by the kill
 	// that start registered.
-	p.log.Follow(context.Background(), 0, func(ev logstore.Event) bool {
+	p.log.FollowLent(context.Background(), 0, func(ev logstore.Event) bool {
 		switch {
-		case ev.Frame != nil:
-			out[ev.Frame.Channel] = append(out[ev.Frame.Channel], ev.Frame.Data)
+		case ev.Frame != nil && ev.Frame.Channel == logstore.Stdout:
+			stdout.write(ev.Frame.Data)
+		case ev.Frame != nil && ev.Frame.Channel == logstore.Stderr:
+			stderr.write(ev.Frame.Data)
 		case ev.Warning != nil:
 			res.Truncated = true
 		}
@@ -91,9 +124,111 @@ func (s *Session) Run(ctx context.Context, opts RunOptions) (RunResult, error) {
 		return RunResult{}, err
 	}
 	res.ExitCode = code
-	res.Stdout = string(bytes.Join(out[logstore.Stdout], nil))
-	res.Stderr = string(bytes.Join(out[logstore.Stderr], nil))
+	res.Stdout, res.StdoutOmitted = stdout.result()
+	res.Stderr, res.StderrOmitted = stderr.result()
 	return res, nil
+}
+
+// lineSlack is how far a cut between the head and the tail of an output
+// moves to fall at a line end, as in the daemon's run answers.
+const lineSlack = 256
+
+// headTail keeps the first and the last bytes of an output, limit in all:
+// the head, half of it, and the tail, the rest, and counts what it leaves
+// out between.
+type headTail struct {
+	limit   int
+	head    []byte
+	tail    []byte // the last bytes, up to twice the tail's room: see write
+	omitted int64
+}
+
+func (o *headTail) tailRoom() int { return o.limit - o.limit/2 }
+
+func (o *headTail) write(p []byte) {
+	n := min(len(p), o.limit/2-len(o.head))
+	o.head = append(grow(o.head, n, o.limit/2), p[:n]...)
+	p = p[n:]
+	room := o.tailRoom()
+	if len(p) >= room {
+		o.omitted += int64(len(o.tail) + len(p) - room)
+		o.tail = append(grow(o.tail[:0], room, 2*room), p[len(p)-room:]...)
+		return
+	}
+	// The tail grows to twice its room before its oldest bytes are moved
+	// out, so that each byte is moved at most once.
+	if len(o.tail)+len(p) > 2*room {
+		drop := len(o.tail) + len(p) - room
+		o.omitted += int64(drop)
+		o.tail = o.tail[:copy(o.tail, o.tail[drop:])]
+	}
+	o.tail = append(grow(o.tail, len(p), 2*room), p...)
+}
+
+// grow returns b with room for n more bytes, in a buffer that holds at
+// most most: twice as large each time, where append grows a large slice by
+// a quarter, copying it each time.
+func grow(b []byte, n, most int) []byte {
+	if len(b)+n <= cap(b) {
+		return b
+	}
+	grown := make([]byte, len(b), min(most, max(2*cap(b), len(b)+n)))
+	copy(grown, b)
+	return grown
+}
+
+// result returns the output kept, made in one copy, and the bytes left
+// out of its middle.
+func (o *headTail) result() (string, int64) {
+	head, tail := o.head, o.tail
+	if over := len(tail) - o.tailRoom(); over > 0 {
+		o.omitted += int64(over)
+		tail = tail[over:]
+	}
+	if o.omitted > 0 {
+		h, t := cutHead(head), cutTail(tail)
+		o.omitted += int64(len(head) - h + t)
+		head, tail = head[:h], tail[t:]
+	}
+	var b strings.Builder
+	b.Grow(len(head) + len(tail))
+	b.Write(head)
+	b.Write(tail)
+	return b.String(), o.omitted
+}
+
+// cutHead returns how much of a head to keep before omitted bytes: up to
+// just after its last newline within lineSlack bytes of its end, else up to
+// the end of its last whole character.
+func cutHead(h []byte) int {
+	from := max(0, len(h)-lineSlack)
+	if i := bytes.LastIndexByte(h[from:], '\n'); i >= 0 {
+		return from + i + 1
+	}
+	for i := len(h) - 1; i >= 0 && i >= len(h)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(h[i]) {
+			if !utf8.FullRune(h[i:]) {
+				return i
+			}
+			break
+		}
+	}
+	return len(h)
+}
+
+// cutTail returns where to start a tail after omitted bytes: just after its
+// first newline within lineSlack bytes, unless that is its last byte, else
+// at the start of its first character.
+func cutTail(t []byte) int {
+	if i := bytes.IndexByte(t[:min(len(t), lineSlack)], '\n'); i >= 0 && i+1 < len(t) {
+		return i + 1
+	}
+	for i := 0; i < len(t) && i < utf8.UTFMax; i++ {
+		if utf8.RuneStart(t[i]) {
+			return i
+		}
+	}
+	return 0
 }
 
 // Spawn starts opts.Command as Run does and returns at once. When ctx ends

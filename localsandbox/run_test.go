@@ -302,7 +302,7 @@ func TestSpawnNewReaderAfterDrop(t *testing.T) {
 func TestRunLargeOutput(t *testing.T) {
 	t.Parallel()
 	s := newSession(t)
-	res, err := s.Run(hangGuard(t), RunOptions{Command: "head -c 3000000 /dev/zero | tr '\\0' a"})
+	res, err := s.Run(hangGuard(t), RunOptions{Command: "head -c 3000000 /dev/zero | tr '\\0' a", OutputLimit: 4 << 20})
 	require.NoError(t, err)
 	require.False(t, len(res.Stdout) != 3000000 || strings.Trim(res.Stdout, "a") != "" || res.Truncated, "stdout of %d bytes, truncated %v", len(res.Stdout), res.Truncated)
 }
