@@ -1,6 +1,7 @@
 package localsandbox
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -133,6 +134,17 @@ func (s *Session) ReadTextFile(path string) (text string, ok bool, err error) {
 // an error wrapping ErrNotRegularFile. Missing parent directories are
 // created. A new file gets mode 0644 and new directories 0755, less the
 // umask.
+//
+// The file is replaced whole: the data is written to a new file beside it,
+// which is then renamed over it, so that a reader, or another WriteFile of
+// the same path, never sees part of a write. The new file gets the old
+// one's mode and owner, but it is a new file: other hard links to the old
+// one, and processes holding it open, keep the old bytes. A symbolic link
+// is followed, as opening the path would: the file it points to is
+// replaced, or made when missing, and the link stays. Where no file can be
+// made beside it (its directory is not writable, or is in /proc), or none
+// renamed over it (a file mounted on its own), or its owner cannot be
+// kept, the file is written in place instead, truncated first, as before.
 func (s *Session) WriteFile(path string, data []byte) error {
 	if err := s.made(); err != nil {
 		return err
@@ -146,6 +158,95 @@ func (s *Session) WriteFile(path string, data []byte) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
+	target, old, err := writeTarget(p)
+	if err != nil {
+		return err
+	}
+	if replaced, err := replaceFile(target, old, data); replaced || err != nil {
+		return err
+	}
+	return writeInPlace(p, data)
+}
+
+// writeTarget returns the file a write to p replaces, symbolic links
+// followed, and what is there now: nil when nothing is. Opening it for
+// writing checks, as a write in place would, that it is a regular file
+// the caller may write.
+func writeTarget(p string) (target string, old fs.FileInfo, err error) {
+	f, err := openRegular("write", p, os.O_WRONLY)
+	if errors.Is(err, fs.ErrNotExist) {
+		li, lerr := os.Lstat(p)
+		if lerr != nil || li.Mode()&fs.ModeSymlink == 0 {
+			return p, nil, nil // a new file at p
+		}
+		// A symbolic link to a missing file: made where the link points,
+		// as the kernel finds it, and then replaced as any other.
+		f, err = openRegular("write", p, os.O_WRONLY|os.O_CREATE)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	old, err = f.Stat()
+	f.Close()
+	if err != nil {
+		return "", nil, err
+	}
+	if target, err = filepath.EvalSymlinks(p); err != nil {
+		return "", nil, fmt.Errorf("write %s: %w", p, err)
+	}
+	return target, old, nil
+}
+
+// replaceFile writes data to a new file beside target and renames it over
+// target, giving it the mode and owner of old when old is not nil. It
+// reports false, with no error, when target should be written in place
+// instead: no new file can be made beside it, none renamed over it, or
+// old's owner cannot be kept.
+func replaceFile(target string, old fs.FileInfo, data []byte) (replaced bool, err error) {
+	dir, name := filepath.Split(target)
+	// Made with 0644, as a new file in place would be, so that the kernel
+	// applies the umask; a hidden name, unlikely to be taken.
+	tmp := filepath.Join(dir, "."+name+".write-"+rand.Text())
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_CLOEXEC, 0o644)
+	if err != nil {
+		return false, nil
+	}
+	defer func() {
+		if !replaced {
+			os.Remove(tmp)
+		}
+	}()
+	if old != nil {
+		if err := f.Chmod(old.Mode()); err != nil {
+			f.Close()
+			return false, fmt.Errorf("write %s: %w", target, err)
+		}
+		st, ok := old.Sys().(*syscall.Stat_t)
+		if ok && (int(st.Uid) != os.Geteuid() || int(st.Gid) != os.Getegid()) {
+			if f.Chown(int(st.Uid), int(st.Gid)) != nil {
+				f.Close()
+				return false, nil
+			}
+		}
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, fmt.Errorf("write %s: %w", target, err)
+	}
+	if err := os.Rename(tmp, target); err != nil {
+		if errors.Is(err, syscall.EBUSY) || errors.Is(err, syscall.EXDEV) {
+			return false, nil // a mount point
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// writeInPlace truncates the file at p and writes data into it.
+func writeInPlace(p string, data []byte) error {
 	f, err := openRegular("write", p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)
 	if err != nil {
 		return err
