@@ -97,3 +97,6 @@ func InteractLines(s *Server) int {
 	s.interacts.Range(func(any, any) bool { n++; return true })
 	return n
 }
+
+// MetricsMaxConnections bounds the metrics listener's connections.
+const MetricsMaxConnections = metricsMaxConnections

@@ -1,11 +1,13 @@
 package server
 
 import (
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -251,13 +253,28 @@ func (s *Server) metricsMux() http.Handler {
 	return cleanPaths(mux, none)
 }
 
+// metricsMaxConnections bounds the metrics listener's connections open at
+// once: a scraper or two and the probes need a few each.
+const metricsMaxConnections = 16
+
+// metricsIdleTimeout is how long the metrics listener keeps an idle
+// connection: a scraper's next scrape, 15 s or more later, opens another,
+// and a connection forgotten open gives its place back soon.
+const metricsIdleTimeout = 5 * time.Second
+
 // ServeMetrics serves the metrics and the probes, without a token, on ln
 // until Shutdown; it returns nil after Shutdown. The API's own listener
 // serves the metrics behind the token.
 func (s *Server) ServeMetrics(ln net.Listener) error {
 	s.addListenHosts(ln.Addr())
 	s.log.Info("serving metrics", "addr", ln.Addr().String())
-	if err := s.ms.Serve(ln); err != http.ErrServerClosed {
+	// Bounded as the API's listener is, since its connections need no
+	// token either: unbounded, idle ones took every descriptor the daemon
+	// had, and the API answered nothing. Its headers are not counted in
+	// the API's header budget, which a scraper's must not take from.
+	bounded := jsonErrorListener{Listener: ln, max: metricsMaxConnections, open: new(atomic.Int64),
+		full: fmt.Sprintf("the metrics listener has %d connections open, its most: close idle ones, or try again", metricsMaxConnections)}
+	if err := s.ms.Serve(bounded); err != http.ErrServerClosed {
 		return err
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -250,4 +251,65 @@ func TestMetricsClientGone(t *testing.T) {
 	}, 30*time.Second, 20*time.Millisecond)
 	_, ok := value(scrape(t, d.url, authed()), "conch_http_requests_total", map[string]string{"code": "0"})
 	require.False(t, ok, "no request is counted under code 0")
+}
+
+// The metrics listener, which needs no token, bounds its connections as
+// the API's does (--max-connections), and lets idle ones go soon: it had
+// no bound and kept an idle connection 2 minutes, and a few hundred idle
+// ones took every descriptor the daemon had. One past the bound is
+// answered 429 resource_exhausted and closed; a place given back is taken
+// again.
+func TestMetricsListenerBounded(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- d.srv.ServeMetrics(ln) }()
+
+	// livez asks for /livez on a connection of its own, kept open, and
+	// returns it with the answer.
+	livez := func() (net.Conn, *http.Response) {
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		require.NoError(t, err)
+		t.Cleanup(func() { conn.Close() })
+		require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+		_, err = fmt.Fprintf(conn, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err)
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		resp.Body = io.NopCloser(strings.NewReader(string(b)))
+		return conn, resp
+	}
+	var held []net.Conn
+	for range server.MetricsMaxConnections {
+		conn, resp := livez()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		held = append(held, conn)
+	}
+	_, resp := livez()
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	b, _ := io.ReadAll(resp.Body)
+	require.Contains(t, string(b), `"code":"resource_exhausted"`)
+	require.Contains(t, string(b), "metrics listener")
+
+	// An idle connection is let go (the hang guard is far past the idle
+	// timeout), and its place is taken again.
+	require.NoError(t, held[0].SetReadDeadline(time.Now().Add(60*time.Second)))
+	_, err = held[0].Read(make([]byte, 1))
+	require.ErrorIs(t, err, io.EOF, "an idle connection to the metrics listener is closed")
+	deadline := time.Now().Add(30 * time.Second) // a hang guard: the close is counted once net/http has made it
+	for {
+		_, resp = livez()
+		if resp.StatusCode == http.StatusOK || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	require.NoError(t, d.srv.Shutdown(ctx(t)))
+	require.NoError(t, <-served)
 }

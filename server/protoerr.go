@@ -37,8 +37,9 @@ const plainErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnec
 type jsonErrorListener struct {
 	net.Listener
 	max     int
+	full    string        // the message of a refusal: which bound it is, what to do
 	open    *atomic.Int64 // the connections accepted and not closed
-	headers *headerBudget // the bytes of headers being read (see headerBudget)
+	headers *headerBudget // the bytes of headers being read (see headerBudget; nil: not counted)
 }
 
 func (l jsonErrorListener) Accept() (net.Conn, error) {
@@ -54,21 +55,21 @@ func (l jsonErrorListener) Accept() (net.Conn, error) {
 			return newJSONErrorConn(c, l.open, l.headers), nil
 		}
 		l.open.Add(-1)
-		go refuseConn(c, l.max)
+		go refuseConn(c, l.full)
 	}
 }
 
-// refuseConn answers c 429 and closes it, within a second. What the client
+// refuseConn answers c 429, saying msg, and closes it, within a second. What the client
 // sends meanwhile is read and discarded, so that one that sends its whole
 // request before it reads the answer gets the answer rather than a reset;
 // a client that sends nothing for refuseIdle is not waited for, and past
 // refuseLingering refusals at once none is, so that refused connections
 // cannot take the descriptors the bound keeps.
-func refuseConn(c net.Conn, max int) {
+func refuseConn(c net.Conn, msg string) {
 	defer c.Close()
 	end := time.Now().Add(time.Second)
 	_ = c.SetDeadline(end)
-	if err := tooMany(c, fmt.Sprintf("the daemon has %d connections open, its most (--max-connections): close idle ones, or try again", max)); err != nil {
+	if err := tooMany(c, msg); err != nil {
 		return
 	}
 	if refusing.Add(1) > refuseLingering {

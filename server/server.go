@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -302,6 +303,7 @@ func New(opts Options) (*Server, error) {
 	s.handler = cleanPaths(mux, none)
 	s.hs = s.httpServer(s.handler)
 	s.ms = s.httpServer(s.metricsMux())
+	s.ms.IdleTimeout = metricsIdleTimeout
 	return s, nil
 }
 
@@ -365,7 +367,9 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.addListenHosts(ln.Addr())
 	s.log.Info("serving", "addr", ln.Addr().String(), "version", s.opts.Version)
 	s.checkShell()
-	if err := s.hs.Serve(jsonErrorListener{Listener: ln, max: s.opts.MaxConnections, open: new(atomic.Int64), headers: &s.headers}); !errors.Is(err, http.ErrServerClosed) {
+	bounded := jsonErrorListener{Listener: ln, max: s.opts.MaxConnections, open: new(atomic.Int64), headers: &s.headers,
+		full: fmt.Sprintf("the daemon has %d connections open, its most (--max-connections): close idle ones, or try again", s.opts.MaxConnections)}
+	if err := s.hs.Serve(bounded); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -308,4 +311,75 @@ func TestServeStalledStderr(t *testing.T) {
 		require.NoError(t, err, "command %d", i)
 		require.Equal(t, strconv.Itoa(i)+"\n", r.Stdout)
 	}
+}
+
+// metricsAddr is the address the daemon serves its metrics on, as it logs
+// it ("serving metrics" addr=HOST:PORT).
+func (s *served) metricsAddr(t *testing.T) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second) // a hang guard
+	for time.Now().Before(deadline) {
+		s.mu.Lock()
+		for _, line := range s.lines {
+			if _, rest, ok := strings.Cut(line, `msg="serving metrics" addr=`); ok {
+				s.mu.Unlock()
+				return strings.Fields(rest)[0]
+			}
+		}
+		s.mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("the daemon did not say where it serves its metrics")
+	return ""
+}
+
+// Idle connections to the metrics listener, which need no token, cannot
+// take the descriptors the API needs: 386 of them (a GET /livez each, kept
+// alive) left a daemon under `ulimit -n 400` answering nothing on the API
+// port, not even 429, since the metrics listener had no bound. Past its
+// bound a connection to it is answered 429 and closed, and the API serves
+// on.
+func TestServeMetricsFloodSparesAPI(t *testing.T) {
+	t.Parallel()
+	s := startServeWith(t, serveSetup{under: []string{"bash", "-c", `ulimit -n 120 && exec "$@"`, "bash"}},
+		"--drain-timeout", "0", "--metrics-listen", "127.0.0.1:0")
+	addr := s.metricsAddr(t)
+	var held []net.Conn
+	t.Cleanup(func() {
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	refused := 0
+	for range 300 {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		require.NoError(t, err)
+		// An answer that does not come within 5 s is a daemon that cannot
+		// accept: out of descriptors.
+		require.NoError(t, c.SetDeadline(time.Now().Add(5*time.Second)))
+		_, err = io.WriteString(c, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			held = append(held, c)
+			break
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			refused++
+			c.Close()
+			continue
+		}
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		held = append(held, c)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	sess, err := s.c.CreateSession(ctx, client.SessionOptions{})
+	require.NoError(t, err, "the API answers with %d idle connections on the metrics listener", len(held))
+	r, _, err := s.c.RunCommand(ctx, sess.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "echo served"}})
+	require.NoError(t, err)
+	require.Equal(t, "served\n", r.Stdout)
+	require.Positive(t, refused, "300 idle connections to the metrics listener, none refused")
 }
