@@ -10,9 +10,10 @@ import (
 
 // Exhausted reports whether err is the system's refusal of what a start
 // needs, rather than a fault of the request or the daemon: open files
-// (EMFILE, the daemon's RLIMIT_NOFILE; ENFILE, the system's table) or a new
+// (EMFILE, the daemon's RLIMIT_NOFILE; ENFILE, the system's table), a new
 // process (fork's EAGAIN under a limit of processes, ENOMEM when memory is
-// short). It returns what to tell the client, saying which limit and what
+// short) or room for a file (ENOSPC, EDQUOT: a session's FIFOs and a code
+// context's driver are made in /dev/shm, which commands can fill). It returns what to tell the client, saying which limit and what
 // to do. Another try may work once other work has ended, so the APIs answer
 // it as their limits (HTTP 429 resource_exhausted, gRPC RESOURCE_EXHAUSTED).
 func Exhausted(err error) (string, bool) {
@@ -26,6 +27,8 @@ func Exhausted(err error) (string, bool) {
 			n = strconv.FormatUint(lim.Cur, 10)
 		}
 		return fmt.Sprintf("the daemon is at its limit of open files (%s, RLIMIT_NOFILE): end some sessions or processes, or start it with a higher limit (%v)", n, err), true
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		return fmt.Sprintf("no room for the files a start makes (%v): the file system is full, of bytes or of inodes, or at a quota: free some room there (what commands left in /dev/shm), then retry", err), true
 	case forkRefused(err):
 		return fmt.Sprintf("no new process could be started (%v): a limit of processes is reached (a pids cgroup, the machine's), or memory is short: end some sessions or processes, then retry", err), true
 	}

@@ -186,7 +186,14 @@ func (d *daemon) record(stateDir string) error {
 	}
 	d.clearDead(stateDir, dir)
 	start, _ := proctree.StartTime(os.Getpid())
-	id, streams, err := makeStreamDir(streamBase())
+	base := streamBase()
+	id, streams, err := makeStreamDir(base)
+	if (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) && base != os.TempDir() {
+		// /dev/shm is full (commands fill it too): the temp directory
+		// serves, as when /dev/shm is not writable.
+		d.log.Warn("no room in "+base+": the stream directory goes in the temp directory", "err", err)
+		id, streams, err = makeStreamDir(os.TempDir())
+	}
 	if err != nil {
 		return fmt.Errorf("stream directory: %w", err)
 	}
@@ -247,7 +254,8 @@ func ownStreamDir(rec instance) bool {
 }
 
 // streamBase is where the instance's stream directory goes: /dev/shm when
-// it can, out of the way of commands that clean /tmp (as shellsession does).
+// it can, out of the way of commands that clean /tmp (as shellsession does);
+// record falls back to the temp directory when /dev/shm is full.
 func streamBase() string {
 	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() && syscall.Access("/dev/shm", 2) == nil {
 		return "/dev/shm"

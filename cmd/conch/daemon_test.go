@@ -383,3 +383,64 @@ func TestServeMetricsFloodSparesAPI(t *testing.T) {
 	require.Equal(t, "served\n", r.Stdout)
 	require.Positive(t, refused, "300 idle connections to the metrics listener, none refused")
 }
+
+// smallShm is a command line that runs its arguments in a mount namespace
+// of their own whose /dev/shm is a tmpfs of n inodes (its root one of
+// them), so that a test can fill it without filling the machine's. The
+// test is skipped where no mount namespace can be made.
+func smallShm(t *testing.T, n int) []string {
+	t.Helper()
+	if out, err := exec.Command("unshare", "-m", "--propagation", "private", "true").CombinedOutput(); err != nil {
+		t.Skipf("no mount namespace of its own: %v: %s", err, out)
+	}
+	return []string{"unshare", "-m", "--propagation", "private", "bash", "-c",
+		`mount -t tmpfs -o size=1m,nr_inodes=` + strconv.Itoa(n) + ` tmpfs /dev/shm && exec "$@"`, "bash"}
+}
+
+// A /dev/shm full (of inodes, here, or of bytes: ENOSPC either way) is the
+// machine's resource run out, not a bug: a new session is refused 429
+// resource_exhausted, saying so, as for open files. It was 500 internal
+// ("make stream directory: mkdir /dev/shm/conch-...: no space left on
+// device").
+func TestServeShmFull(t *testing.T) {
+	t.Parallel()
+	s := startServeWith(t, serveSetup{under: smallShm(t, 64)}, "--drain-timeout", "0")
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	sess, err := s.c.CreateSession(ctx, client.SessionOptions{})
+	require.NoError(t, err)
+	// The session's shell shares the daemon's /dev/shm: it fills it.
+	const fill = `i=0; while mkdir /dev/shm/fill$i 2>/dev/null; do i=$((i+1)); done; echo $i`
+	r, _, err := s.c.RunCommand(ctx, sess.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: fill}})
+	require.NoError(t, err)
+	require.NotEqual(t, "0\n", r.Stdout, "nothing was left to fill")
+
+	_, err = s.c.CreateSession(ctx, client.SessionOptions{})
+	var refused *client.Error
+	require.ErrorAs(t, err, &refused)
+	require.Equal(t, http.StatusTooManyRequests, refused.Status, "%v", refused)
+	require.Equal(t, client.CodeResourceExhausted, refused.Code)
+	require.Contains(t, refused.Message, "no space left")
+
+	r, _, err = s.c.RunCommand(ctx, sess.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "rm -r /dev/shm/fill*"}})
+	require.NoError(t, err)
+	require.NotNil(t, r.ExitCode)
+	require.Zero(t, *r.ExitCode)
+	_, err = s.c.CreateSession(ctx, client.SessionOptions{})
+	require.NoError(t, err, "a session starts once there is room")
+}
+
+// A daemon that starts with /dev/shm full keeps its directories in the
+// temp directory, as when /dev/shm is not writable: it exited 1 ("stream
+// directory: mkdir /dev/shm/conch-...: no space left on device").
+func TestServeShmFullAtStart(t *testing.T) {
+	t.Parallel()
+	s := startServeWith(t, serveSetup{under: smallShm(t, 1)}, "--drain-timeout", "0")
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	sess, err := s.c.CreateSession(ctx, client.SessionOptions{})
+	require.NoError(t, err)
+	r, _, err := s.c.RunCommand(ctx, sess.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "readlink /proc/self/fd/1"}})
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(r.Stdout, filepath.Join(os.TempDir(), "conch-")), "the session's FIFOs are at %q", r.Stdout)
+}
