@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -189,6 +190,10 @@ type boundedBody struct {
 	// stalled is set once no byte came for idle, or the body fell behind
 	// the rate: what is left of it is not waited for.
 	stalled bool
+	// cut is set once the connection ended before the body was whole:
+	// the client went away, and the request counts as one whose client
+	// went away before its answer, not as a malformed body.
+	cut bool
 }
 
 // bodyBudget bounds the bytes of the request bodies being read and decoded
@@ -249,6 +254,9 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.ReadCloser.Read(p)
 	b.came += int64(n)
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+		b.cut = true
+	}
 	if bounded && err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			b.stalled = true

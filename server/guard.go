@@ -127,6 +127,10 @@ func (s *Server) wrap(rt route) http.Handler {
 		defer func() {
 			d := time.Since(begun)
 			status := answered(w.status)
+			if body != nil && body.cut {
+				// Whatever was answered, no one was there to read it.
+				status = statusClientGone
+			}
 			counted.request(status, d)
 			s.line(r.Context(), level, "request", slog.String("route", rt.pattern),
 				slog.Int("status", status), slog.Float64("durationMs", float64(d.Microseconds())/1000),

@@ -313,3 +313,27 @@ func TestMetricsListenerBounded(t *testing.T) {
 	require.NoError(t, d.srv.Shutdown(ctx(t)))
 	require.NoError(t, <-served)
 }
+
+// TestMetricsBodyCutShort: a request whose client went away while it sent
+// its body is counted under 499, as one that went away before its answer:
+// it was counted 400, as a malformed body ("read body: unexpected EOF").
+// A malformed body that came whole is still 400.
+func TestMetricsBodyCutShort(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	conn := d.dial(t)
+	_, err := fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"cmd\":", testToken)
+	require.NoError(t, err)
+	require.NoError(t, conn.Close())
+	code, _ := d.raw(t, "POST", "/v1/processes", `{"cmd":`, authed())
+	require.Equal(t, http.StatusBadRequest, code)
+
+	route := "POST /v1/processes"
+	require.Eventually(t, func() bool {
+		fams := scrape(t, d.url, authed())
+		gone, _ := value(fams, "conch_http_requests_total", map[string]string{"route": route, "code": "499"})
+		bad, _ := value(fams, "conch_http_requests_total", map[string]string{"route": route, "code": "400"})
+		return gone == 1 && bad == 1
+	}, 30*time.Second, 20*time.Millisecond, "one request counted 499, one 400")
+}
