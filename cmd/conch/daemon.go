@@ -219,6 +219,7 @@ func (d *daemon) record(stateDir string) error {
 	if err != nil {
 		_ = d.root.Destroy()
 		os.RemoveAll(streams)
+		os.Remove(tmp) // else left for good: the clean-up looks for records
 		return fmt.Errorf("instance record: %w", err)
 	}
 	// Every process started from now on inherits the mark.
@@ -303,7 +304,41 @@ func (d *daemon) clearDead(stateDir, dir string) {
 			d.log.Warn("removed the endpoint record of a dead daemon", "pid", rec.PID)
 		}
 	}
+	d.clearTemps(dir)
 }
+
+// clearTemps removes the temporary records (ID.json.tmp) that starts which
+// failed as they wrote their record left, before such a start removed its
+// own. One whole record is removed once its daemon is dead; one that is not
+// whole (a write that found no room left it empty) names no daemon, and is
+// removed once it is older than tempRecordAge: a daemon that is starting
+// (conch mcp takes no lock) renames its own within moments.
+func (d *daemon) clearTemps(dir string) {
+	paths, _ := filepath.Glob(filepath.Join(dir, "*.json.tmp"))
+	for _, p := range paths {
+		var rec instance
+		b, err := os.ReadFile(p)
+		if err == nil {
+			err = json.Unmarshal(b, &rec)
+		}
+		if err == nil && rec.ID+".json.tmp" == filepath.Base(p) {
+			// Another pid namespace's pids cannot be checked from here,
+			// as in clearDead.
+			if rec.PIDNS != pidNamespace() && rec.BootID == proctree.BootID() || rec.alive() {
+				continue
+			}
+		} else if fi, serr := os.Stat(p); serr != nil || time.Since(fi.ModTime()) < tempRecordAge {
+			continue
+		}
+		if os.Remove(p) == nil {
+			d.log.Info("removed the temporary record of a failed start", "path", p)
+		}
+	}
+}
+
+// tempRecordAge is how old a temporary record that names no daemon must be
+// for clearTemps to remove it.
+const tempRecordAge = time.Minute
 
 // clearInstance kills what the dead instance rec left and removes its
 // stream directory, and reports whether nothing of it is left.

@@ -444,3 +444,69 @@ func TestServeShmFullAtStart(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(r.Stdout, filepath.Join(os.TempDir(), "conch-")), "the session's FIFOs are at %q", r.Stdout)
 }
+
+// A start that cannot write its instance record (the state directory's
+// file system full) leaves no half-written record behind: each such start
+// left instances/ID.json.tmp for good. The instances directory is a tmpfs
+// of one page, filled, in a mount namespace of the daemon's own.
+func TestServeRecordUnwritable(t *testing.T) {
+	t.Parallel()
+	under := smallShm(t, 64) // for its skip
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	instances := filepath.Join(state, "conch", instancesDir)
+	require.NoError(t, os.MkdirAll(instances, 0o700))
+	tokenFile := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("record-test-token\n"), 0o600))
+	script := `mount -t tmpfs -o size=4k tmpfs "$1" && head -c 4096 /dev/zero >"$1/fill" || exit 99
+conch serve --listen 127.0.0.1:0 --token-file "$2" 2>&1
+echo "exit $?"; ls -a "$1"`
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, under[0], append(under[1:4], "bash", "-c", script, "bash", instances, tokenFile)...)
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state, client.EnvToken+"=")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "no space left on device", "the record could not be written")
+	_, left, ok := strings.Cut(string(out), "exit 1\n")
+	require.True(t, ok, "%s", out)
+	require.NotContains(t, left, ".json", "a record of the failed start is left")
+}
+
+// The start-up clean-up removes the temporary records dead daemons left (a
+// start that failed as it wrote its record, before this was cleaned up at
+// once), and only theirs: a live daemon's, being written as it starts, is
+// left, and so is one too new to tell.
+func TestClearDeadRemovesStaleTemps(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	dir := filepath.Join(state, instancesDir)
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	self, ok := proctree.StartTime(os.Getpid())
+	require.True(t, ok)
+	temp := func(rec instance) string {
+		p := writeRecord(t, dir, rec)
+		require.NoError(t, os.Rename(p, p+".tmp"))
+		return p + ".tmp"
+	}
+	live := temp(instance{ID: uuid.NewString(), PID: os.Getpid(), StartTime: self, BootID: proctree.BootID(), PIDNS: pidNamespace()})
+	gone := exec.Command("true")
+	require.NoError(t, gone.Run())
+	dead := temp(instance{ID: uuid.NewString(), PID: gone.Process.Pid, StartTime: 1, BootID: proctree.BootID(), PIDNS: pidNamespace()})
+	// Empty, as a write that found no room leaves it: its daemon is not
+	// known, but the moment between its write and its rename is long past.
+	empty := filepath.Join(dir, uuid.NewString()+".json.tmp")
+	require.NoError(t, os.WriteFile(empty, nil, 0o600))
+	old := time.Now().Add(-time.Hour)
+	require.NoError(t, os.Chtimes(empty, old, old))
+	fresh := filepath.Join(dir, uuid.NewString()+".json.tmp")
+	require.NoError(t, os.WriteFile(fresh, nil, 0o600))
+
+	var logs bytes.Buffer
+	d := &daemon{log: slog.New(slog.NewTextHandler(&logs, nil))}
+	d.clearDead(state, dir)
+	require.FileExists(t, live)
+	require.NoFileExists(t, dead)
+	require.NoFileExists(t, empty)
+	require.FileExists(t, fresh)
+}
