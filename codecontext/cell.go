@@ -340,7 +340,7 @@ func (c *Context) driverFailure() string {
 	if why := failureError(c.h.Diag().Tail(), c.opts.Language); why != "" {
 		return why
 	}
-	return failureError(readReport(filepath.Join(c.dir, failedReport)), c.opts.Language)
+	return failureError(readReport(filepath.Join(c.dir.Path(), failedReport)), c.opts.Language)
 }
 
 // readReport returns the head of the regular file at path, if there is one:

@@ -85,7 +85,7 @@ type Context struct {
 	h      *resident.Host
 	cmd    *exec.Cmd       // the interpreter, once started
 	exited <-chan struct{} // closed once the interpreter has exited and been reaped
-	dir    string          // private: the driver, its socket, the cells' FIFOs
+	dir    *resident.Dir   // private: the driver, its socket, the cells' FIFOs
 	conn   net.Conn
 	connIn uint64 // conn's socket inode, for the input watcher
 	intr   interruptor
@@ -133,7 +133,7 @@ func New(ctx context.Context, opts Options) (*Context, error) {
 	if base == "" {
 		base = resident.PrivateBase()
 	}
-	dir, err := resident.MakeTempDir(base, "conch-code-")
+	dir, err := resident.NewDir(base, "conch-code-")
 	if err != nil {
 		return nil, fmt.Errorf("make context directory: %w", err)
 	}
@@ -167,11 +167,12 @@ func New(ctx context.Context, opts Options) (*Context, error) {
 // start writes the driver, starts the interpreter and waits for the driver
 // to connect to the context's socket.
 func (c *Context) start(ctx context.Context) error {
-	driver := filepath.Join(c.dir, c.interp.driverName)
+	dir := c.dir.Path()
+	driver := filepath.Join(dir, c.interp.driverName)
 	if err := os.WriteFile(driver, c.interp.driver, 0o600); err != nil {
 		return fmt.Errorf("write driver: %w", err)
 	}
-	sock := filepath.Join(c.dir, "ctl")
+	sock := filepath.Join(dir, "ctl")
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
 		return fmt.Errorf("listen for the driver: %w", err)
@@ -431,5 +432,5 @@ func (c *Context) Close() error {
 func (c *Context) teardown() {
 	c.h.Close()
 	c.wg.Wait()
-	os.RemoveAll(c.dir)
+	c.dir.Remove()
 }

@@ -61,7 +61,7 @@ func TestPromiseDisplay(t *testing.T) {
 		r, out, errOut := run(t, c, cell)
 		require.Equal(t, 0, code(r), "%s: %s", cell, errOut)
 		require.Equal(t, want, out, cell)
-		for _, private := range []string{"secretive", "nonce", c.dir, "stdout", "code"} {
+		for _, private := range []string{"secretive", "nonce", c.dir.Path(), "stdout", "code"} {
 			require.NotContains(t, out, private, cell)
 		}
 	}

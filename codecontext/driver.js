@@ -574,6 +574,7 @@ async function run(ctx, msg, gen) {
     out: fs.openSync(msg.stdout, 'w'), err: fs.openSync(msg.stderr, 'w'),
     in: fs.openSync(msg.stdin || '/dev/null', 'r'), // process.stdin's, opened while the engine's end is
   };
+  intFile = path.join(path.dirname(msg.stdout), 'int');
   starting = cell;
   if (interruptorUp) await interruptorUp; // see interruptor
   if (starting !== cell) return; // recover took it over
@@ -774,8 +775,10 @@ function keepListeners() {
 }
 keepListeners();
 // The engine names the cell it interrupts in the file "int": a signal
-// handled late, when another cell runs, is not for that one.
-const intFile = path.join(path.dirname(process.argv[2]), 'int');
+// handled late, when another cell runs, is not for that one. The file is
+// beside the cell's streams (see run): the engine's directory may have
+// moved, made anew under a new name.
+let intFile = path.join(path.dirname(process.argv[2]), 'int');
 function interrupted() {
   try { return Number(fs.readFileSync(intFile, 'utf8')); } catch { return NaN; }
 }

@@ -703,6 +703,11 @@ def _open_cell(msg):
         _os.close(stdin)
         _S.out, _S.err, _S.cell = out, err, msg["id"]
         _S.paths = (msg["stdout"], msg["stderr"])
+        # The engine's directory may have moved (made anew under a new
+        # name): the files it shares with the driver are beside the
+        # cell's streams.
+        here = msg["stdout"].rpartition("/")[0]
+        _S.intfile, _S.report = here + "/int", here + "/failed"
         _cell_var.set(msg["id"])
     sys.stdin = _io_open(0, "r", encoding="utf-8", errors="surrogateescape", closefd=False)
 

@@ -325,7 +325,7 @@ func TestInterruptOnFullFileSystem(t *testing.T) {
 func TestInterruptAfterDirectoryRemoved(t *testing.T) {
 	t.Parallel()
 	c := newContext(t, Options{Language: Python})
-	run(t, c, "import shutil; shutil.rmtree("+strconv.Quote(c.dir)+")")
+	run(t, c, "import shutil; shutil.rmtree("+strconv.Quote(c.dir.Path())+")")
 	interruptRunning(t, c, CellOptions{Code: "import time; time.sleep(30)"})
 }
 

@@ -102,7 +102,7 @@ while (ticks < m + 10) await new Promise(r => setTimeout(r, 5));
 func TestContextDirRemoved(t *testing.T) {
 	t.Parallel()
 	c := newContext(t, Options{Language: JavaScript})
-	r, _, errOut := run(t, c, "require('fs').rmSync("+strconv.Quote(c.dir)+", { recursive: true }); var kept = 1")
+	r, _, errOut := run(t, c, "require('fs').rmSync("+strconv.Quote(c.dir.Path())+", { recursive: true }); var kept = 1")
 	require.Equal(t, 0, code(r), errOut)
 	for _, tc := range []struct{ code, out string }{{"await null; 1", "1\n"}, {"2", "2\n"}} {
 		r, out, errOut := run(t, c, tc.code)

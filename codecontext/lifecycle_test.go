@@ -548,7 +548,7 @@ func TestPlantedDirectoryLink(t *testing.T) {
 	t.Parallel()
 	c := newContext(t, Options{Language: Python})
 	elsewhere := t.TempDir()
-	run(t, c, "import os, shutil; shutil.rmtree("+strconv.Quote(c.dir)+"); os.symlink("+strconv.Quote(elsewhere)+", "+strconv.Quote(c.dir)+")")
+	run(t, c, "import os, shutil; shutil.rmtree("+strconv.Quote(c.dir.Path())+"); os.symlink("+strconv.Quote(elsewhere)+", "+strconv.Quote(c.dir.Path())+")")
 	for range 2 { // while a cell runs, its FIFOs are in the context's directory
 		res, stdout, _ := run(t, c, "print(os.listdir("+strconv.Quote(elsewhere)+"))")
 		require.Equal(t, 0, code(res), "%+v", res)
@@ -570,6 +570,54 @@ func TestDirBaseRemoved(t *testing.T) {
 	r, out, errOut := run(t, next, "print('next')")
 	require.Equal(t, 0, code(r), errOut)
 	require.Equal(t, "next\n", out)
+}
+
+// TestDirBaseTaken: when the directory the contexts' directories are made
+// in (the daemon's instance directory) is removed, and another user makes
+// a directory of their own at its name, or puts a symbolic link there, a
+// context whose directory went with it moves to a new one made beside it,
+// where its cells run and are interrupted, and so do new contexts: nothing
+// of theirs is made in the other user's directory or where the link
+// points. Before, both made their FIFOs there.
+func TestDirBaseTaken(t *testing.T) {
+	t.Parallel()
+	for _, lang := range []Language{Python, JavaScript} {
+		for _, how := range []string{"foreign", "link"} {
+			t.Run(string(lang)+"/"+how, func(t *testing.T) {
+				t.Parallel()
+				if how == "foreign" && os.Geteuid() != 0 {
+					t.Skip("needs root, to make a directory another user owns")
+				}
+				elsewhere := t.TempDir()
+				base := filepath.Join(t.TempDir(), "conch-instance")
+				require.NoError(t, os.Mkdir(base, 0o700))
+				c := newContext(t, Options{Language: lang, Dir: base})
+				set := map[Language]string{Python: "kept = 1", JavaScript: "var kept = 1"}[lang]
+				run(t, c, set)
+				require.NoError(t, os.RemoveAll(base))
+				if how == "link" {
+					require.NoError(t, os.Symlink(elsewhere, base))
+				} else {
+					require.NoError(t, os.Mkdir(base, 0o777))
+					require.NoError(t, os.Chmod(base, 0o777))
+					require.NoError(t, os.Chown(base, 65534, 65534))
+				}
+				wait := map[Language]string{Python: "import time; time.sleep(60)", JavaScript: "await new Promise(r => setTimeout(r, 60000))"}[lang]
+				interruptKeeps(t, c, CellOptions{Code: wait + "\nkept = 2"})
+				next := newContext(t, Options{Language: lang, Dir: base})
+				_, out, errOut := run(t, next, "1 + 1")
+				require.Equal(t, "2\n", out, errOut)
+				in := base
+				if how == "link" {
+					in = elsewhere
+				}
+				entries, err := os.ReadDir(in)
+				require.NoError(t, err)
+				require.Empty(t, entries, "the contexts made their files in %s", in)
+				require.True(t, strings.HasPrefix(c.dir.Path(), base+"-"), c.dir.Path())
+			})
+		}
+	}
 }
 
 // TestLateInterruptUnderCellsHandler: a cell that puts Python's own
@@ -859,7 +907,7 @@ threading.Thread(target=close).start()`)
 func TestDescriptorsClosedWithoutReportFile(t *testing.T) {
 	t.Parallel()
 	c := newContext(t, Options{Language: Python})
-	r, _, errOut := run(t, c, `import os, shutil; shutil.rmtree(`+strconv.Quote(c.dir)+`); os.closerange(3, 1 << 16); print("closed all")`)
+	r, _, errOut := run(t, c, `import os, shutil; shutil.rmtree(`+strconv.Quote(c.dir.Path())+`); os.closerange(3, 1 << 16); print("closed all")`)
 	require.Equal(t, process.Lost, r.Reason, "%+v %q", r, errOut)
 	require.Equal(t, descriptorsClosedWhy, r.Error)
 	ended := wait(t, c)

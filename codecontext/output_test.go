@@ -119,7 +119,7 @@ func TestNoLeaks(t *testing.T) {
 			require.NoError(t, cell.CloseStdin())
 			wait(t, cell)
 		}
-		dir, pid := c.dir, c.Info().PID
+		dir, pid := c.dir.Path(), c.Info().PID
 		require.NoError(t, c.Close())
 		_, err := os.Stat(dir)
 		require.True(t, os.IsNotExist(err), "the context's directory is removed")

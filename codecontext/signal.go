@@ -198,7 +198,8 @@ func (cell *Cell) sendINT(n int) {
 // them, both files are made anew (see writeAtomic).
 func (c *Context) nameInterrupted(seq int) error {
 	text := fmt.Sprintf("%20d", seq)
-	path, spare := filepath.Join(c.dir, "int"), filepath.Join(c.dir, "int.tmp")
+	dir := c.dir.Path()
+	path, spare := filepath.Join(dir, "int"), filepath.Join(dir, "int.tmp")
 	if exchangeIn(spare, path, text) == nil {
 		return nil
 	}

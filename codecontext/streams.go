@@ -22,12 +22,16 @@ type stream = resident.Stream
 
 // newStreams makes the streams of cell number seq.
 func (c *Context) newStreams(seq int, stdinOpen bool) (*streams, error) {
-	if err := resident.MakeDir(c.dir); err != nil { // a cell may have removed it, or put a link there
+	// A cell may have removed the directory, or put a link there; when it
+	// is made under a new name (see resident.Dir.Remake), the driver finds
+	// the files it shares with the engine ("int", "failed") beside the
+	// cell's streams.
+	dir, _, err := c.dir.Remake()
+	if err != nil {
 		return nil, err
 	}
-	base := filepath.Join(c.dir, strconv.Itoa(seq))
+	base := filepath.Join(dir, strconv.Itoa(seq))
 	st := &streams{}
-	var err error
 	if st.out, err = resident.MakeStream(base + ".out"); err != nil {
 		return nil, err
 	}

@@ -21,14 +21,14 @@ func TestEndedByItselfLetsGoOfItsDirectory(t *testing.T) {
 		t.Run(string(lang), func(t *testing.T) {
 			t.Parallel()
 			c := newContext(t, Options{Language: lang})
-			_, err := os.Stat(c.dir)
+			_, err := os.Stat(c.dir.Path())
 			require.NoError(t, err, "the context's directory")
 			_, _, _ = run(t, c, exit)
 			wait(t, c)
 			require.Eventually(t, func() bool {
-				_, err := os.Stat(c.dir)
+				_, err := os.Stat(c.dir.Path())
 				return os.IsNotExist(err)
-			}, 30*time.Second, 10*time.Millisecond, "%s is still there", c.dir)
+			}, 30*time.Second, 10*time.Millisecond, "%s is still there", c.dir.Path())
 		})
 	}
 }

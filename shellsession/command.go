@@ -492,7 +492,7 @@ func (c *Command) streamsRemoved() string {
 	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
 		return ""
 	}
-	return fmt.Sprintf("the session's directory (%s), from which the engine reads commands' output, was removed or moved while the command ran (rm -rf? mv?): its end could not be reported there; the next command makes the directory anew", c.s.fifoDir)
+	return fmt.Sprintf("the session's directory (%s), from which the engine reads commands' output, was removed or moved while the command ran (rm -rf? mv?): its end could not be reported there; the next command makes the directory anew", c.s.dir.Path())
 }
 
 // startWatch and failedWatch are a command as the watcher of its start

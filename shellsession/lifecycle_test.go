@@ -920,34 +920,83 @@ func TestStreamBaseRemoved(t *testing.T) {
 }
 
 // TestStreamDirNotADirectory: a StreamDir that names a file, or a link to
-// one, is refused, and left as it was: the file was removed and a
-// directory put in its place. A link to a directory is used, not replaced.
+// one or to a directory, is left as it was, never followed: the session
+// makes its directory in one made beside it. The file was removed and a
+// directory put in its place; a link to a directory was followed.
 func TestStreamDirNotADirectory(t *testing.T) {
 	t.Parallel()
-	root := t.TempDir()
+	root, elsewhere := t.TempDir(), t.TempDir()
 	file, link, dirLink := filepath.Join(root, "file"), filepath.Join(root, "link"), filepath.Join(root, "dir-link")
 	require.NoError(t, os.WriteFile(file, []byte("important data"), 0o644))
 	require.NoError(t, os.Symlink(file, link))
-	require.NoError(t, os.Symlink(t.TempDir(), dirLink))
-	for _, base := range []string{file, link} {
-		ctx, cancel := context.WithTimeout(t.Context(), deadline)
-		s, err := New(ctx, Options{StreamDir: base})
-		cancel()
-		if err == nil {
-			s.Close()
-		}
-		require.ErrorIs(t, err, syscall.ENOTDIR, "%s", base)
+	require.NoError(t, os.Symlink(elsewhere, dirLink))
+	for _, base := range []string{file, link, dirLink} {
+		s := newSession(t, Options{StreamDir: base})
+		expectRun(t, s, "echo hi", 0, "hi\n")
+		require.True(t, strings.HasPrefix(s.fifoDir, base+"-"), "%s made in %s", s.fifoDir, base)
 	}
 	b, err := os.ReadFile(file)
 	require.NoError(t, err)
 	require.Equal(t, "important data", string(b))
-	fi, err := os.Lstat(link)
+	for _, l := range []string{link, dirLink} {
+		fi, err := os.Lstat(l)
+		require.NoError(t, err)
+		require.Equal(t, os.ModeSymlink, fi.Mode().Type(), "the link was replaced")
+	}
+	entries, err := os.ReadDir(elsewhere)
 	require.NoError(t, err)
-	require.Equal(t, os.ModeSymlink, fi.Mode().Type())
-	expectRun(t, newSession(t, Options{StreamDir: dirLink}), "echo hi", 0, "hi\n")
-	fi, err = os.Lstat(dirLink)
-	require.NoError(t, err)
-	require.Equal(t, os.ModeSymlink, fi.Mode().Type(), "the link was replaced")
+	require.Empty(t, entries, "made where the link points")
+}
+
+// TestStreamBaseTaken: when the directory the sessions' directories are
+// made in (the daemon's instance directory) is removed, and another user
+// makes a directory of their own at its name, or puts a symbolic link
+// there, a session whose directory went with it moves to a new one made
+// beside it, and so do new sessions: nothing of theirs is made in the
+// other user's directory or where the link points. Before, both made their
+// directories there, and the directory's owner could rename a session's
+// and put their own command file in its place, for the session's shell,
+// root's, to run.
+func TestStreamBaseTaken(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"foreign", "link"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			if how == "foreign" && os.Geteuid() != 0 {
+				t.Skip("needs root, to make a directory another user owns")
+			}
+			elsewhere := t.TempDir()
+			base := filepath.Join(t.TempDir(), "conch-instance")
+			require.NoError(t, os.Mkdir(base, 0o700))
+			s := newSession(t, Options{Shell: "bash", StreamDir: base})
+			res, stdout, _ := run(t, s, CommandOptions{Cmd: "rm -rf " + shQuote(base) + "; echo removed"})
+			require.Equal(t, "removed\n", stdout, "%+v", res)
+			// The session made its directory anew after the command (see
+			// fillPool): the other user wins the race for the name, as a
+			// command's removal and its mkdir may, when it goes again.
+			require.Eventually(t, func() bool {
+				if err := os.RemoveAll(base); err != nil {
+					return false
+				}
+				if how == "link" {
+					return os.Symlink(elsewhere, base) == nil
+				}
+				return os.Mkdir(base, 0o777) == nil && os.Chmod(base, 0o777) == nil && os.Chown(base, 65534, 65534) == nil
+			}, deadline, 10*time.Millisecond)
+			for range 3 {
+				expectRun(t, s, "echo next; (exit 3)", 3, "next\n")
+			}
+			expectRun(t, newSession(t, Options{Shell: "bash", StreamDir: base}), "echo new", 0, "new\n")
+			in := base
+			if how == "link" {
+				in = elsewhere
+			}
+			entries, err := os.ReadDir(in)
+			require.NoError(t, err)
+			require.Empty(t, entries, "the sessions made their directories in %s", in)
+			require.True(t, strings.HasPrefix(s.dir.Path(), base+"-"), s.dir.Path())
+		})
+	}
 }
 
 // TestSessionKillThatEndsNothing: a signal that ends no process by default

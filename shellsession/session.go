@@ -69,9 +69,13 @@ type Options struct {
 	Ports []int
 	// StreamDir is where the session makes the directory of its stream
 	// FIFOs; empty means /dev/shm when writable, else the temp directory.
-	// A missing one is made (and left after Close); one that is not a
-	// directory or a symbolic link to one is refused with an error wrapping
-	// syscall.ENOTDIR, and left as it is.
+	// A missing one is made (and left after Close). It must be a directory
+	// of this process's user or root that no other user may write, or a
+	// shared one with the sticky bit (as /dev/shm is): anything else found
+	// there (a symbolic link, a file, another user's directory, one others
+	// may write) is left as it is, never followed, and a directory is made
+	// beside it in its place, named StreamDir-N, which every session and
+	// code context of the process then uses (see resident.Dir).
 	StreamDir string
 	// StopGrace is how long a command has to stop after the interrupt at its
 	// execution timeout before the session is ended, after TERM from Stop
@@ -108,11 +112,12 @@ type Session struct {
 	cmd        *exec.Cmd       // the shell, once started
 	exited     <-chan struct{} // closed once the shell has exited and been reaped
 	diag       *resident.Diag
-	stdin      *os.File        // the shell's script input
-	input      *rawcall.Writer // writes stdin; guarded by writeMu
-	inputName  string          // what /proc says the shell's fd 0 is while it reads stdin: "pipe:[N]", "socket:[N]"
-	fifoDir    string
-	scriptName string                         // the file commands are sourced from: fifoDir/cmd
+	stdin      *os.File                       // the shell's script input
+	input      *rawcall.Writer                // writes stdin; guarded by writeMu
+	inputName  string                         // what /proc says the shell's fd 0 is while it reads stdin: "pipe:[N]", "socket:[N]"
+	dir        *resident.Dir                  // holds fifoDir, which it may move (see makeDir)
+	fifoDir    string                         // the queue's goroutine only, once the shell started
+	scriptName string                         // the file commands are sourced from: fifoDir/cmd; likewise
 	parser     *syntax.Parser                 // used by the queue's goroutine only
 	script     rawcall.File                   // the file commands are sourced from; the queue's goroutine only
 	scriptBuf  []byte                         // room for what is written to it (see writeScript); likewise
@@ -215,11 +220,12 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 	if base == "" {
 		base = resident.PrivateBase()
 	}
-	dir, err := resident.MakeTempDir(base, "conch-")
+	dir, err := resident.NewDir(base, "conch-")
 	if err != nil {
 		return nil, fmt.Errorf("make stream directory: %w", err)
 	}
-	s := &Session{id: id, opts: opts, sh: sh, fifoDir: dir, scriptName: filepath.Join(dir, "cmd"), cwd: opts.Cwd, parser: newParser(sh), readTo: -1}
+	fifoDir := dir.Path()
+	s := &Session{id: id, opts: opts, sh: sh, dir: dir, fifoDir: fifoDir, scriptName: filepath.Join(fifoDir, "cmd"), cwd: opts.Cwd, parser: newParser(sh), readTo: -1}
 	s.h = resident.New(resident.Config{
 		ID: id, Name: opts.Name, Noun: "session", Ended: ErrSessionEnded,
 		Containment: opts.Containment, Limits: opts.Limits,
@@ -235,7 +241,7 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 		if s.cmd != nil { // the shell started, and closed its input at once
 			return nil, s.didNotStart(ctx)
 		}
-		os.RemoveAll(dir)
+		dir.Remove()
 		return nil, err
 	}
 	// The first command, which sees the shell come up, runs here in the new
@@ -798,7 +804,7 @@ func (s *Session) teardown() {
 		s.script.Close() // the queue is closed: nothing writes them any more
 		s.frame.Close()
 		s.status.Close()
-		os.RemoveAll(s.fifoDir)
+		s.dir.Remove()
 	})
 }
 

@@ -38,7 +38,7 @@ const poolSize = 4
 
 // newStream makes and opens a FIFO in the session's directory.
 func (s *Session) newStream() (*stream, error) {
-	if err := s.makeDir(); err != nil { // a command may have removed it
+	if _, err := s.makeDir(); err != nil { // a command may have removed it
 		return nil, err
 	}
 	s.mu.Lock()
@@ -60,8 +60,37 @@ func (s *Session) newStream() (*stream, error) {
 }
 
 // makeDir makes the session's directory anew, if a command removed it or
-// put something else in its place (see resident.MakeDir).
-func (s *Session) makeDir() error { return resident.MakeDir(s.fifoDir) }
+// put something else in its place (see resident.Dir.Remake). It reports
+// whether the directory moved: made under a new name, since what is at the
+// old one is no longer the engine's (another user's directory may be there
+// now, or at its base's name). The session then forgets every file it kept
+// there, and frames the next command with the new paths; the caller, on
+// the queue's goroutine, must not use the old ones it holds.
+func (s *Session) makeDir() (moved bool, err error) {
+	dir, moved, err := s.dir.Remake()
+	if !moved {
+		return false, err
+	}
+	s.fifoDir, s.scriptName = dir, filepath.Join(dir, "cmd")
+	s.script.Close()
+	s.frame.Close()
+	s.status.Close()
+	s.endFile = "" // not removed: the name may be another user's file now
+	s.mu.Lock()
+	pool := s.pool
+	s.pool = nil
+	s.mu.Unlock()
+	for _, st := range pool {
+		st.InPlace() // false, unless it was moved too: its path is left alone then
+		s.discard(st)
+	}
+	return true, nil
+}
+
+// errDirMoved fails a command framed with the paths of a directory that
+// makeDir then moved: the frame would name files that are not the
+// engine's. The next command is framed with the new paths.
+var errDirMoved = errors.New("the session's directory was removed and another put in its place, so it was made anew under a new name; run the command again")
 
 // discard closes a stream of the session for good.
 func (s *Session) discard(st *stream) {
@@ -215,8 +244,10 @@ func (s *Session) rewrite(f *rawcall.File, path string, text []byte) error {
 	}
 	if !f.IsOpen() {
 		size = 0
-		if err := s.makeDir(); err != nil {
+		if moved, err := s.makeDir(); err != nil {
 			return err
+		} else if moved {
+			return errDirMoved
 		}
 		// Whatever a command put in the file's place goes: a symbolic
 		// link is never followed.
@@ -256,8 +287,8 @@ func (s *Session) newFrame(prev int, p sentinel.Paths) (sentinel.Frame, error) {
 	}
 	if prev != 0 && prev != 1 {
 		f, err := s.statusFramed(prev, p)
-		if err == nil {
-			return f, nil
+		if err == nil || errors.Is(err, errDirMoved) {
+			return f, err
 		}
 		// The file cannot be written (the file system is full, say): a
 		// subshell gives $? its status, as it may still fork.
@@ -309,7 +340,9 @@ func (s *Session) frameFor(prev int, p sentinel.Paths) (sentinel.Frame, error) {
 		p.FrameFile = filepath.Join(s.fifoDir, "f")
 	}
 	f := sentinel.New(prev, p)
-	if err := s.writeFrame(p, f); err != nil {
+	if err := s.writeFrame(p, f); errors.Is(err, errDirMoved) {
+		return f, err
+	} else if err != nil {
 		// The files cannot be written (their file system is full, say):
 		// the lines carry the frame and the end line themselves, long as
 		// they are, so that the command still runs — the one that frees
@@ -354,7 +387,10 @@ func (s *Session) writeFrame(p sentinel.Paths, f sentinel.Frame) error {
 		// A command removed the session's directory, and with it the frame
 		// file kept open: make both anew.
 		s.frame.Close()
-		if err = s.makeDir(); err == nil {
+		var moved bool
+		if moved, err = s.makeDir(); moved {
+			return errDirMoved
+		} else if err == nil {
 			err = rawcall.CreateFile(p.EndFile, []byte(f.EndText), 0o600)
 		}
 	}

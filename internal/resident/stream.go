@@ -1,9 +1,6 @@
 package resident
 
 import (
-	"errors"
-	"fmt"
-	"io/fs"
 	"os"
 	"sync/atomic"
 	"syscall"
@@ -29,50 +26,6 @@ type Stream struct {
 	// Reader is the embedder's state for reading R, made once and kept
 	// with the stream while a pool keeps it for command after command.
 	Reader any
-}
-
-// MakeDir makes the directory dir anew, if it was removed or something
-// else was put in its place (a symbolic link there is removed, never
-// followed): an interpreter's command may have done either. It is for the
-// engine's own directories only, those MakeTempDir made: whatever is at dir
-// that is not a directory is removed.
-func MakeDir(dir string) error {
-	if fi, err := os.Lstat(dir); err == nil {
-		if fi.IsDir() {
-			return nil
-		}
-		os.Remove(dir)
-	}
-	return os.MkdirAll(dir, 0o700)
-}
-
-// MakeTempDir makes a new directory in base, as os.MkdirTemp does, after
-// making base when it is missing: base is the daemon's instance directory,
-// which a command may have removed (rm -rf /dev/shm/conch-*) with every
-// session's directory in it, or a directory an embedder named. Whatever is
-// at base is never removed: a base that is something else than a
-// directory, or a symbolic link to one, is an error wrapping
-// syscall.ENOTDIR.
-func MakeTempDir(base, pattern string) (string, error) {
-	fi, err := os.Stat(base) // follows a link: the caller's to make
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if _, lerr := os.Lstat(base); lerr == nil {
-			// A dangling link: made, the directory would land where it
-			// points, or fail.
-			return "", &os.PathError{Op: "make directory in", Path: base, Err: fmt.Errorf("%w (a symbolic link to nothing)", syscall.ENOTDIR)}
-		}
-		if err := os.MkdirAll(base, 0o700); err != nil {
-			return "", err
-		}
-	case err != nil:
-		return "", err
-	case !fi.IsDir():
-		// A file given as the directory was removed, and a directory put
-		// in its place.
-		return "", &os.PathError{Op: "make directory in", Path: base, Err: syscall.ENOTDIR}
-	}
-	return os.MkdirTemp(base, pattern)
 }
 
 // MakeStream makes the FIFO at path and opens its read end and keeper.
@@ -112,8 +65,16 @@ func (st *Stream) Rekeep() (err error) {
 
 // InPlace reports whether the FIFO is still at its path: false once a
 // command removed or moved it (rm -rf or mv of the session's directory),
-// when no interpreter can open it by that path any more.
-func (st *Stream) InPlace() bool { return st.path.Names(st.id) }
+// when no interpreter can open it by that path any more. Once false, Unlink
+// and Close leave the path alone: what is there is not the FIFO, and may be
+// another user's (in a directory put where the engine's was).
+func (st *Stream) InPlace() bool {
+	if st.path.Names(st.id) {
+		return true
+	}
+	st.unlinked = true
+	return false
+}
 
 // Unlink removes the FIFO's path, once: from then on no interpreter can
 // open it (an open that creates makes a plain file there, which the
