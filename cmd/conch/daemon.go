@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -18,6 +20,7 @@ import (
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/internal/resident"
 )
 
 // instancesDir is the directory of the state directory where each running
@@ -254,6 +257,24 @@ func ownStreamDir(rec instance) bool {
 	return rec.StreamDir != "" && len(rec.ID) >= 8 && (name == streamDirName(rec.ID) || name == "conch-"+rec.ID)
 }
 
+// removeStreamDirs removes an instance's stream directory dir, and those
+// its sessions made in its place (dir-N, see resident.Dir) when what was
+// at its name was not the daemon's: another user's directory, made there
+// after a command removed the daemon's, or a symbolic link. Each goes only
+// if it is still a directory as the daemon made it: another user's, and
+// what is in it, is never removed, nor a link followed. It returns why dir
+// was not removed.
+func removeStreamDirs(dir string) error {
+	made, _ := filepath.Glob(dir + "-*")
+	for _, m := range made {
+		n := strings.TrimPrefix(m, dir+"-")
+		if _, err := strconv.ParseUint(n, 10, 32); err == nil { // os.MkdirTemp's
+			resident.RemoveOwn(m)
+		}
+	}
+	return resident.RemoveOwn(dir)
+}
+
 // streamBase is where the instance's stream directory goes: /dev/shm when
 // it can, out of the way of commands that clean /tmp (as shellsession does);
 // record falls back to the temp directory when /dev/shm is full.
@@ -354,9 +375,7 @@ func (d *daemon) clearInstance(rec instance) bool {
 	}, 0)
 	removed := false
 	if ownStreamDir(rec) {
-		if _, err := os.Stat(rec.StreamDir); err == nil {
-			removed = os.RemoveAll(rec.StreamDir) == nil
-		}
+		removed = removeStreamDirs(rec.StreamDir) == nil
 	}
 	d.log.Warn("cleared what a dead daemon left", "instance", rec.ID, "pid", rec.PID,
 		"killed", inCgroups+n, "left", left, "streamDir", rec.StreamDir, "streamDirRemoved", removed,
@@ -404,7 +423,7 @@ func (d *daemon) end() {
 	for i := 0; i < 50 && len(proctree.Children()) > 0; i++ {
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := os.RemoveAll(d.rec.StreamDir); err != nil {
+	if err := removeStreamDirs(d.rec.StreamDir); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		d.log.Warn("remove the stream directory", "err", err)
 	}
 	if left > 0 {

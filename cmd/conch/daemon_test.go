@@ -106,6 +106,54 @@ func TestClearDeadSparesLiveInstances(t *testing.T) {
 	require.True(t, strings.Contains(logs.String(), "killed=1"), logs.String())
 }
 
+// TestClearDeadStreamDirsTaken: a dead instance whose stream directory a
+// command removed, and another user then made anew (or put a link in its
+// place), has its sessions' directories in one made beside it, named
+// DIR-N: that one is removed, and the other user's directory, anything
+// else named so, and what a link points to are left alone. Before, the
+// one made beside it was left behind for good, and the other user's
+// directory was removed, with what was in it, by root.
+func TestClearDeadStreamDirsTaken(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to make a directory another user owns")
+	}
+	state := t.TempDir()
+	dir := filepath.Join(state, instancesDir)
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	gone := exec.Command("true")
+	require.NoError(t, gone.Run())
+	id := uuid.NewString()
+	streams := filepath.Join(t.TempDir(), streamDirName(id))
+	require.NoError(t, os.Mkdir(streams, 0o777))
+	require.NoError(t, os.WriteFile(filepath.Join(streams, "theirs"), nil, 0o666))
+	require.NoError(t, os.Chown(streams, 65534, 65534))
+	made := streams + "-1234567"
+	require.NoError(t, os.MkdirAll(filepath.Join(made, "conch-123"), 0o700))
+	foreignMade := streams + "-7654321"
+	require.NoError(t, os.Mkdir(foreignMade, 0o700))
+	require.NoError(t, os.Chown(foreignMade, 65534, 65534))
+	elsewhere := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(elsewhere, "precious"), nil, 0o600))
+	link := streams + "-42"
+	require.NoError(t, os.Symlink(elsewhere, link))
+	notMade := streams + "-backup"
+	require.NoError(t, os.Mkdir(notMade, 0o700))
+	rec := writeRecord(t, dir, instance{ID: id, PID: gone.Process.Pid, StartTime: 1, BootID: proctree.BootID(), PIDNS: pidNamespace(), StreamDir: streams})
+
+	d := &daemon{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	d.clearDead(state, dir)
+	require.NoFileExists(t, rec)
+	require.NoDirExists(t, made)
+	require.FileExists(t, filepath.Join(streams, "theirs"))
+	require.DirExists(t, foreignMade)
+	require.DirExists(t, notMade)
+	require.FileExists(t, filepath.Join(elsewhere, "precious"))
+	fi, err := os.Lstat(link)
+	require.NoError(t, err)
+	require.Equal(t, os.ModeSymlink, fi.Mode().Type())
+}
+
 // A session of `conch serve` writes its output through FIFOs under the
 // instance's stream directory, and every frame names them: zsh and mksh
 // read each frame a byte per read call, so each byte of the directory's
