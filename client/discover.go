@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/conchsh/conch/internal/statefile"
 )
 
 // DefaultURL is where a daemon listens when nothing else is said.
@@ -50,18 +52,14 @@ type Endpoint struct {
 
 // WriteEndpoint records e in dir, readable by the user only.
 func WriteEndpoint(dir string, e Endpoint) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := statefile.MakeDir(dir); err != nil {
 		return err
 	}
 	b, err := json.Marshal(e)
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, EndpointFile+".tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dir, EndpointFile))
+	return statefile.Write(filepath.Join(dir, EndpointFile), b)
 }
 
 // ReadEndpoint reads the endpoint recorded in dir.

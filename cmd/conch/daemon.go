@@ -21,6 +21,7 @@ import (
 	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/internal/resident"
+	"github.com/conchsh/conch/internal/statefile"
 )
 
 // instancesDir is the directory of the state directory where each running
@@ -184,7 +185,10 @@ func startDaemon(logger *slog.Logger, stateDir string, contain containment.Confi
 // this one.
 func (d *daemon) record(stateDir string) error {
 	dir := filepath.Join(stateDir, instancesDir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := statefile.MakeDir(stateDir); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	if err := statefile.MakeDir(dir); err != nil {
 		return fmt.Errorf("instance records: %w", err)
 	}
 	d.clearDead(stateDir, dir)
@@ -214,15 +218,9 @@ func (d *daemon) record(stateDir string) error {
 		PIDNS: pidNamespace(), StreamDir: streams, Cgroups: d.root.Dirs()}
 	d.recPath = filepath.Join(dir, id+".json")
 	b, _ := json.Marshal(d.rec)
-	tmp := d.recPath + ".tmp"
-	err = os.WriteFile(tmp, b, 0o600)
-	if err == nil {
-		err = os.Rename(tmp, d.recPath)
-	}
-	if err != nil {
+	if err := statefile.Write(d.recPath, b); err != nil {
 		_ = d.root.Destroy()
 		os.RemoveAll(streams)
-		os.Remove(tmp) // else left for good: the clean-up looks for records
 		return fmt.Errorf("instance record: %w", err)
 	}
 	// Every process started from now on inherits the mark.

@@ -558,3 +558,50 @@ func TestClearDeadRemovesStaleTemps(t *testing.T) {
 	require.NoFileExists(t, empty)
 	require.FileExists(t, fresh)
 }
+
+// TestServeStateFilesPrivate: the token, daemon.json and the instance
+// record are the user's alone (0600), and so is the state directory
+// (0700), whatever the umask and whatever was left there: a state
+// directory made 0755 is narrowed, and leftover temporary files of mode
+// 0666 are replaced, not written through. Before, the token and
+// daemon.json kept the leftovers' mode, -rw-rw-rw-, under umask 000, and
+// the directory stayed 0755.
+func TestServeStateFilesPrivate(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	conchDir := filepath.Join(state, "conch")
+	require.NoError(t, os.MkdirAll(filepath.Join(conchDir, instancesDir), 0o755))
+	require.NoError(t, os.Chmod(conchDir, 0o755))
+	for _, name := range []string{client.TokenFile, client.EndpointFile} {
+		tmp := filepath.Join(conchDir, name+".tmp")
+		require.NoError(t, os.WriteFile(tmp, []byte("left over"), 0o666))
+		require.NoError(t, os.Chmod(tmp, 0o666))
+	}
+	cmd := exec.Command("bash", "-c", "umask 000; exec conch serve --listen 127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state, client.EnvToken+"=")
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	defer stopDaemon(cmd.Process, exited)
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(conchDir, client.EndpointFile))
+		return err == nil
+	}, 30*time.Second, 10*time.Millisecond, "conch serve wrote no daemon.json")
+	records, err := filepath.Glob(filepath.Join(conchDir, instancesDir, "*.json"))
+	require.NoError(t, err)
+	require.Len(t, records, 1)
+	for _, p := range append(records, filepath.Join(conchDir, client.TokenFile), filepath.Join(conchDir, client.EndpointFile)) {
+		fi, err := os.Lstat(p)
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o600), fi.Mode(), "%s", p)
+	}
+	for _, d := range []string{conchDir, filepath.Join(conchDir, instancesDir)} {
+		fi, err := os.Stat(d)
+		require.NoError(t, err)
+		require.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), "%s", d)
+	}
+}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/containment"
+	"github.com/conchsh/conch/internal/statefile"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/server"
 )
@@ -180,7 +181,7 @@ func startAPI(o serveOptions, dl daemonLog, bind func() error) (a *apiDaemon, er
 // started at the same moment too (each looked for the other's record
 // before either wrote it, and both ran, the token file the second's).
 func lockState(stateDir string) (*os.File, error) {
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+	if err := statefile.MakeDir(stateDir); err != nil {
 		return nil, err
 	}
 	f, err := os.OpenFile(filepath.Join(stateDir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
@@ -512,17 +513,11 @@ func newToken() (string, error) {
 // writeToken writes token to the state directory's token file, whole or
 // not at all.
 func writeToken(stateDir, token string) (path string, err error) {
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+	if err := statefile.MakeDir(stateDir); err != nil {
 		return "", err
 	}
 	path = filepath.Join(stateDir, client.TokenFile)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(token+"\n"), 0o600); err != nil {
-		os.Remove(tmp)
-		return "", err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	if err := statefile.Write(path, []byte(token+"\n")); err != nil {
 		return "", fmt.Errorf("write the token: %w", err)
 	}
 	return path, nil
