@@ -62,8 +62,10 @@ type Options struct {
 	// its socket, the cells' FIFOs); empty means /dev/shm when writable,
 	// else the temp directory. A daemon gives its instance's directory, so
 	// that what a killed daemon left is removed with it. A missing one is
-	// made; one that is not a directory or a symbolic link to one is
-	// refused with an error wrapping syscall.ENOTDIR, and left as it is.
+	// made. What is found there is used as shellsession.Options.StreamDir
+	// says: anything another user could change (their directory, a
+	// symbolic link, a file) is left as it is, and a directory made beside
+	// it serves in its place.
 	Dir string
 	// Containment is where the context gets a cgroup of its own, entered
 	// as the interpreter starts, which everything it starts stays in and ends with
