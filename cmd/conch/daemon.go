@@ -39,6 +39,7 @@ const childGrace = 2 * time.Second
 type daemon struct {
 	log        *slog.Logger
 	contain    containment.Config // how the instance's Root is opened
+	streamBase string             // where the instance's stream directory goes (--stream-dir); "" for resident.PrivateBase
 	root       *containment.Root  // the cgroups of what it starts
 	rec        instance
 	recPath    string // where rec is written; removed once nothing is left
@@ -153,7 +154,7 @@ func stopSignals() []os.Signal {
 // startDaemon makes this process the subreaper of what it starts and starts
 // the reaper, ends what dead daemons of the same state directory left, and
 // records this instance.
-func startDaemon(logger *slog.Logger, stateDir string, contain containment.Config) (*daemon, error) {
+func startDaemon(logger *slog.Logger, stateDir, streamDir string, contain containment.Config) (*daemon, error) {
 	// Commands start with default signal dispositions even when the daemon
 	// was started with some ignored (nohup, a shell's background job).
 	proctree.ResetChildSignals()
@@ -173,7 +174,7 @@ func startDaemon(logger *slog.Logger, stateDir string, contain containment.Confi
 	if err != nil {
 		return nil, err
 	}
-	d := &daemon{log: logger, stopReaper: stopReaper, contain: contain}
+	d := &daemon{log: logger, stopReaper: stopReaper, contain: contain, streamBase: streamDir}
 	if err := d.record(stateDir); err != nil {
 		stopReaper()
 		return nil, err
@@ -193,9 +194,19 @@ func (d *daemon) record(stateDir string) error {
 	}
 	d.clearDead(stateDir, dir)
 	start, _ := proctree.StartTime(os.Getpid())
-	base := streamBase()
+	base, named := d.streamBase, d.streamBase != ""
+	if named {
+		// A directory the user chose, made when missing: its own
+		// permissions are the user's to set.
+		if err := os.MkdirAll(base, 0o700); err != nil {
+			return fmt.Errorf("--stream-dir: %w", err)
+		}
+	} else {
+		// /dev/shm when it can, out of the way of commands that clean /tmp.
+		base = resident.PrivateBase()
+	}
 	id, streams, err := makeStreamDir(base)
-	if (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) && base != os.TempDir() {
+	if (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) && !named && base != os.TempDir() {
 		// /dev/shm is full (commands fill it too): the temp directory
 		// serves, as when /dev/shm is not writable.
 		d.log.Warn("no room in "+base+": the stream directory goes in the temp directory", "err", err)
@@ -271,16 +282,6 @@ func removeStreamDirs(dir string) error {
 		}
 	}
 	return resident.RemoveOwn(dir)
-}
-
-// streamBase is where the instance's stream directory goes: /dev/shm when
-// it can, out of the way of commands that clean /tmp (as shellsession does);
-// record falls back to the temp directory when /dev/shm is full.
-func streamBase() string {
-	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() && syscall.Access("/dev/shm", 2) == nil {
-		return "/dev/shm"
-	}
-	return os.TempDir()
 }
 
 // clearDead ends what every dead instance recorded in dir left: processes

@@ -605,3 +605,38 @@ func TestServeStateFilesPrivate(t *testing.T) {
 		require.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), "%s", d)
 	}
 }
+
+// --stream-dir puts the instance's stream directory, and with it every
+// session's FIFOs and command file, in the directory named, made when
+// missing: on a host shared with users the daemon's does not trust, one
+// only it can write to, out of /dev/shm's reach.
+func TestServeStreamDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	state, private := filepath.Join(dir, "state"), filepath.Join(dir, "private", "streams")
+	cmd := exec.Command("conch", "serve", "--listen", "127.0.0.1:0", "--stream-dir", private)
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state, client.EnvToken+"=")
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	defer stopDaemon(cmd.Process, exited)
+	conchDir := filepath.Join(state, "conch")
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(conchDir, client.EndpointFile))
+		return err == nil
+	}, 30*time.Second, 10*time.Millisecond, "conch serve wrote no daemon.json")
+	records, err := filepath.Glob(filepath.Join(conchDir, instancesDir, "*.json"))
+	require.NoError(t, err)
+	require.Len(t, records, 1)
+	b, err := os.ReadFile(records[0])
+	require.NoError(t, err)
+	var rec instance
+	require.NoError(t, json.Unmarshal(b, &rec))
+	require.Equal(t, private, filepath.Dir(rec.StreamDir), "%+v", rec)
+	fi, err := os.Lstat(rec.StreamDir)
+	require.NoError(t, err)
+	require.True(t, fi.IsDir())
+}

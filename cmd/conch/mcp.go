@@ -74,7 +74,7 @@ func serveMcpInProcess(ctx context.Context, logger *slog.Logger) error {
 		return err
 	}
 	token := hex.EncodeToString(b)
-	d, err := startDaemon(logger, stateDir, containment.Config{})
+	d, err := startDaemon(logger, stateDir, "", containment.Config{})
 	if err != nil {
 		return err
 	}

@@ -51,6 +51,7 @@ type serveOptions struct {
 	logFormat                                             string
 	drainTimeout                                          time.Duration
 	metricsListen                                         string
+	streamDir                                             string // --stream-dir
 }
 
 func cmdServe(ctx context.Context, e *env, args []string) int {
@@ -152,7 +153,7 @@ func startAPI(o serveOptions, dl daemonLog, bind func() error) (a *apiDaemon, er
 	}
 	// The token must not reach the commands the daemon runs.
 	os.Unsetenv(client.EnvToken)
-	if a.d, err = startDaemon(logger, a.stateDir, o.contain); err != nil {
+	if a.d, err = startDaemon(logger, a.stateDir, o.streamDir, o.contain); err != nil {
 		a.ln.Close()
 		return nil, err
 	}
@@ -260,6 +261,7 @@ func (o *serveOptions) addFlags(fs *flag.FlagSet) (logLevel *string) {
 	})
 	fs.StringVar(&o.logFormat, "log-format", "text", "log `format`: text or json (one JSON object a line)")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", defaultDrainTimeout, "on SIGTERM, SIGINT or SIGHUP, how long work in flight gets to finish while new work is refused; 0: stop at once")
+	fs.StringVar(&o.streamDir, "stream-dir", "", "make the instance's directory of FIFOs and command files in this `directory`, made when missing (default: /dev/shm, else the temp directory); on a host shared with users you do not trust, one only the daemon's user can write to")
 	fs.StringVar(&o.metricsListen, "metrics-listen", "", "also serve /metrics, /livez and /readyz without a token on this `address`")
 	return fs.String("log-level", "info", "log `level`: debug, info, warn or error")
 }
