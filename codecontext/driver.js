@@ -575,6 +575,7 @@ async function run(ctx, msg, gen) {
     in: fs.openSync(msg.stdin || '/dev/null', 'r'), // process.stdin's, opened while the engine's end is
   };
   intFile = path.join(path.dirname(msg.stdout), 'int');
+  intDir = dirOf(path.dirname(msg.stdout));
   starting = cell;
   if (interruptorUp) await interruptorUp; // see interruptor
   if (starting !== cell) return; // recover took it over
@@ -778,9 +779,31 @@ keepListeners();
 // handled late, when another cell runs, is not for that one. The file is
 // beside the cell's streams (see run): the engine's directory may have
 // moved, made anew under a new name.
+// It is read only from a directory as the engine makes its own. A cell that
+// removed the directory, or put another at its name, took the file: the
+// engine then makes its directory anew, maybe under a new name this cell
+// does not know, and sends the signal all the same; it is for the running
+// cell.
 let intFile = path.join(path.dirname(process.argv[2]), 'int');
+let intDir = dirOf(path.dirname(process.argv[2])); // the directory of intFile as the running cell found it
 function interrupted() {
-  try { return Number(fs.readFileSync(intFile, 'utf8')); } catch { return NaN; }
+  const now = intDir && dirOf(intDir.path);
+  if (now && now.own) {
+    try { return Number(fs.readFileSync(intFile, 'utf8')); } catch {}
+  }
+  if (intDir && (!now || now.dev !== intDir.dev || now.ino !== intDir.ino)) {
+    return current ? current.id : NaN;
+  }
+  return NaN;
+}
+// dirOf returns what identifies the directory at p, not followed if a link,
+// and whether it is as the engine makes its own: the user's, with no access
+// for others (see resident.Dir); null when there is nothing there.
+function dirOf(p) {
+  let st;
+  try { st = fs.lstatSync(p, { bigint: true }); } catch { return null; }
+  const own = st.isDirectory() && st.uid === BigInt(process.geteuid()) && (st.mode & 0o077n) === 0n;
+  return { path: p, dev: st.dev, ino: st.ino, own };
 }
 // Node's SIGINT watchdog stays started for the driver's life, so that SIGINT
 // is always its handler's: with a process.on('SIGINT') listener, Node

@@ -29,7 +29,7 @@ _DRIVER = os.path.abspath(__file__)
 # eval and compile changes its own calls, not the driver's.
 _os = types.SimpleNamespace(**{n: getattr(os, n) for n in (
     "write", "writev", "read", "open", "close", "dup", "dup2", "getcwdb", "getpid", "_exit",
-    "fstat", "stat", "devnull", "O_RDONLY", "O_WRONLY", "O_RDWR", "O_CREAT", "O_EXCL", "O_NOFOLLOW")})
+    "fstat", "stat", "lstat", "geteuid", "devnull", "O_RDONLY", "O_WRONLY", "O_RDWR", "O_CREAT", "O_EXCL", "O_NOFOLLOW")})
 _loads = json.loads
 _import = builtins.__import__
 _exec, _eval, _compile_code = builtins.exec, builtins.eval, builtins.compile
@@ -62,6 +62,7 @@ class _S:
     diag = -1  # the interpreter's first stdout: where fds 1 and 2 point between cells
     null = -1
     intfile = ""  # where the engine names the cell it interrupts
+    here = None  # (path, file) of the directory intfile is in, as the running cell found it
     pid = 0  # the interpreter's: a process with another pid was forked by a cell
     conn = -1  # the socket the engine sends cells on
     own = ()  # (fd, file) of the driver's lasting descriptors, to tell them closed (see _closed)
@@ -382,11 +383,32 @@ def _drivers_handler():
 
 
 def _interrupted():
+    # The cell "int" names, read only from a directory as the engine makes
+    # its own. A cell that removed the directory, or put another at its
+    # name, took the file: the engine then makes its directory anew, maybe
+    # under a new name this cell does not know, and sends the signal all
+    # the same; it is for the running cell.
+    path, file = _S.here or ("", None)
     try:
-        with _io_open(_S.intfile, "rb") as f:
-            return int(f.read())
-    except (OSError, ValueError):
-        return None
+        st = _os.lstat(path)
+    except OSError:
+        st = None
+    if st is not None and _own_dir(st):
+        try:
+            with _io_open(_S.intfile, "rb") as f:
+                return int(f.read())
+        except (OSError, ValueError):
+            pass
+    if file is not None and (st is None or _file(st) != file):
+        return _S.cell
+    return None
+
+
+def _own_dir(st):
+    # As the engine makes its directories: not a link, the user's own, with
+    # no access for others (see resident.Dir).
+    return (st.st_mode & 0o170000 == 0o040000 and st.st_uid == _os.geteuid()
+            and st.st_mode & 0o077 == 0)
 
 
 def _strip(te, seen):
@@ -708,6 +730,10 @@ def _open_cell(msg):
         # cell's streams.
         here = msg["stdout"].rpartition("/")[0]
         _S.intfile, _S.report = here + "/int", here + "/failed"
+        try:
+            _S.here = (here, _file(_os.lstat(here)))
+        except OSError:
+            _S.here = None
         _cell_var.set(msg["id"])
     sys.stdin = _io_open(0, "r", encoding="utf-8", errors="surrogateescape", closefd=False)
 

@@ -329,6 +329,64 @@ func TestInterruptAfterDirectoryRemoved(t *testing.T) {
 	interruptRunning(t, c, CellOptions{Code: "import time; time.sleep(30)"})
 }
 
+// TestInterruptAfterOwnDirectoryRemoved: a cell that removes its context's
+// directory while it runs, and then runs on (busy, or asleep), is still
+// interrupted, by kill INT or by its execution timeout, also when it put a
+// directory the engine will not use at the directory's name (the engine
+// makes its directory anew under another name, which the driver does not
+// know of until the next cell). Before, the engine could not write the file
+// that names the cell to interrupt and sent no signal: the kill was
+// answered and nothing happened, and an execution timeout left the cell
+// running until its interpreter was killed 5 s later, the context lost.
+func TestInterruptAfterOwnDirectoryRemoved(t *testing.T) {
+	t.Parallel()
+	for _, lang := range []Language{Python, JavaScript} {
+		for _, replace := range []bool{false, true} {
+			for _, timeout := range []bool{false, true} {
+				name := fmt.Sprintf("%s/replaced=%v/timeout=%v", lang, replace, timeout)
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					c := newContext(t, Options{Language: lang})
+					dir := c.dir.Path()
+					shell := "rm -rf " + dir
+					if replace {
+						shell += " && mkdir -m 755 " + dir // not the engine's as it makes its own
+					}
+					busy := filepath.Join(t.TempDir(), "busy")
+					src := fmt.Sprintf("import os, time\nos.system(%q)\nopen(%q, 'w').close()\ntime.sleep(30)", shell, busy)
+					if lang == JavaScript {
+						src = fmt.Sprintf("require('child_process').execSync(%q); require('fs').writeFileSync(%q, '');\n"+
+							"{ const t = Date.now(); while (Date.now() - t < 30000); }", shell, busy)
+					}
+					opts := CellOptions{Code: src}
+					if timeout {
+						opts.ExecutionTimeout = 2 * time.Second
+					}
+					cell, err := c.Submit(opts)
+					require.NoError(t, err)
+					waitFile(t, busy)
+					if !timeout {
+						require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
+					}
+					r := wait(t, cell)
+					if timeout {
+						require.Equal(t, process.TimedOut, r.Reason, "%+v", r)
+					} else {
+						require.Equal(t, process.Signaled, r.Reason, "%+v", r)
+						require.Equal(t, "INT", r.Signal, "%+v", r)
+					}
+					r, out, errOut := run(t, c, "print(1 + 1)")
+					if lang == JavaScript {
+						r, out, errOut = run(t, c, "console.log(1 + 1)")
+					}
+					require.Equal(t, 0, code(r), "%+v %q", r, errOut)
+					require.Equal(t, "2\n", out)
+				})
+			}
+		}
+	}
+}
+
 // TestInterruptWithSigintListener: after a cell added a process.on('SIGINT')
 // listener (or added one and removed it), kill INT of a later cell busy in
 // its synchronous script interrupts it, as without the listener, rather

@@ -144,6 +144,8 @@ func (cell *Cell) escalate(why string) {
 // Ctrl-C, so that a program the cell waits for stops too. The cell's number
 // goes first to the context's interrupt file: a driver whose handler gets
 // the signal late, when another cell runs, finds it is not for that one.
+// A driver whose cell removed or replaced the directory that file is in
+// cannot read it, and takes the signal for its running cell.
 // Holding sigMu while the cell is checked and signalled keeps the next cell
 // from being sent in between.
 //
@@ -165,9 +167,10 @@ func (cell *Cell) sendINT(n int) {
 	if stop {
 		return
 	}
-	if err := c.nameInterrupted(cell.seq); err != nil {
-		return // the driver would not take it: the timeout is the way out
-	}
+	// Sent even when the cell cannot be named: a cell that removed the
+	// directory, or put another at its name, took the file from the
+	// driver, which then takes the signal for the running cell.
+	c.nameInterrupted(cell.seq)
 	var before []proctree.Ident // the cell's processes the interrupt can reach (see resendAfter)
 	if n == 0 {
 		before = proctree.IdentsOf(cell.processes()...)
@@ -195,10 +198,17 @@ func (cell *Cell) sendINT(n int) {
 // file that holds the last but one, which is then exchanged with "int"
 // (renameat2 RENAME_EXCHANGE): no write needs new room on the file system,
 // which a cell may have filled. The first time, or when a cell removed
-// them, both files are made anew (see writeAtomic).
+// them, both files are made anew (see writeAtomic), and so is the
+// directory when a cell removed it: never written through, what is at its
+// name is another's when it is not as the engine made it (see
+// resident.Dir.Remake), and the directory is then made under a new name,
+// where the driver finds "int" from the next cell on.
 func (c *Context) nameInterrupted(seq int) error {
 	text := fmt.Sprintf("%20d", seq)
-	dir := c.dir.Path()
+	dir, _, err := c.dir.Remake()
+	if err != nil {
+		return err
+	}
 	path, spare := filepath.Join(dir, "int"), filepath.Join(dir, "int.tmp")
 	if exchangeIn(spare, path, text) == nil {
 		return nil
