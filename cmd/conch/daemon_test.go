@@ -580,17 +580,7 @@ func TestServeStateFilesPrivate(t *testing.T) {
 	}
 	cmd := exec.Command("bash", "-c", "umask 000; exec conch serve --listen 127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state, client.EnvToken+"=")
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	defer stopDaemon(cmd.Process, exited)
-	require.Eventually(t, func() bool {
-		_, err := os.Stat(filepath.Join(conchDir, client.EndpointFile))
-		return err == nil
-	}, 30*time.Second, 10*time.Millisecond, "conch serve wrote no daemon.json")
+	serveRecorded(t, cmd, conchDir)
 	records, err := filepath.Glob(filepath.Join(conchDir, instancesDir, "*.json"))
 	require.NoError(t, err)
 	require.Len(t, records, 1)
@@ -616,18 +606,8 @@ func TestServeStreamDir(t *testing.T) {
 	state, private := filepath.Join(dir, "state"), filepath.Join(dir, "private", "streams")
 	cmd := exec.Command("conch", "serve", "--listen", "127.0.0.1:0", "--stream-dir", private)
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state, client.EnvToken+"=")
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	defer stopDaemon(cmd.Process, exited)
 	conchDir := filepath.Join(state, "conch")
-	require.Eventually(t, func() bool {
-		_, err := os.Stat(filepath.Join(conchDir, client.EndpointFile))
-		return err == nil
-	}, 30*time.Second, 10*time.Millisecond, "conch serve wrote no daemon.json")
+	serveRecorded(t, cmd, conchDir)
 	records, err := filepath.Glob(filepath.Join(conchDir, instancesDir, "*.json"))
 	require.NoError(t, err)
 	require.Len(t, records, 1)
@@ -639,4 +619,21 @@ func TestServeStreamDir(t *testing.T) {
 	fi, err := os.Lstat(rec.StreamDir)
 	require.NoError(t, err)
 	require.True(t, fi.IsDir())
+}
+
+// serveRecorded starts cmd, a conch serve, stops it as the test ends, and
+// waits until it has written its daemon.json in conchDir.
+func serveRecorded(t *testing.T, cmd *exec.Cmd, conchDir string) {
+	t.Helper()
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() { stopDaemon(cmd.Process, exited) })
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(conchDir, client.EndpointFile))
+		return err == nil
+	}, 30*time.Second, 10*time.Millisecond, "conch serve wrote no daemon.json")
 }
