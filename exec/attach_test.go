@@ -179,14 +179,20 @@ func TestAttachWriteEndsWithContext(t *testing.T) {
 // reader gets every byte, with no gap.
 func TestAttachHeldOutputOutlivesTheProgram(t *testing.T) {
 	t.Parallel()
-	// The reader holds the output back once it is 32 KiB behind; the
-	// program writes 16 KiB more, which the kernel's terminal buffer takes
-	// (so the program exits), and which no one reads while the hold lasts.
-	// The drain delay, far shorter than the stall, ends the hold.
-	const total = 48 << 10
+	// The reader reads the R, then nothing until the process is done, so
+	// the output is held back once it is more than 32 KiB behind: within
+	// the program's first 36 KiB. The program writes its last 4 KiB only
+	// once the hold is seen, so they are written while it lasts. They, and
+	// the under 4 KiB of the first part not read when the hold began, must
+	// fit in the terminal's kernel buffers for the program to exit while
+	// held (else it waits for the stall); those buffers take 13 to 20 KiB,
+	// depending on the sizes of the writes and on when the kernel moves
+	// them along. The drain delay, far shorter than the stall, ends the
+	// hold.
+	const first, last = 36 << 10, 4 << 10
 	p := start(t, Options{
-		Kind: process.KindPTY, Cmd: rawWriter(total), Retention: 64 << 10,
-		AttachStall: time.Minute, DrainDelay: 200 * time.Millisecond,
+		Kind: process.KindPTY, Retention: 64 << 10, AttachStall: time.Minute, DrainDelay: 200 * time.Millisecond,
+		Cmd: fmt.Sprintf("%s; read go; head -c %d /dev/urandom", rawWriter(first), last),
 	})
 	waitOutput(t, p, "R")
 	a, err := p.Attach(t.Context())
@@ -195,10 +201,17 @@ func TestAttachHeldOutputOutlivesTheProgram(t *testing.T) {
 	read := make(chan drained, 1)
 	go func() { read <- drain(a, func() { <-p.Done() }) }()
 	require.NoError(t, p.WriteStdin([]byte("\n")))
+	eventually(t, "the output is held back for the reader", func() bool {
+		p.gate.mu.Lock()
+		defer p.gate.mu.Unlock()
+		return p.gate.written-a.offset > p.gate.bound
+	})
+	require.NoError(t, p.WriteStdin([]byte("\n")))
 	require.True(t, sameResult(wait(t, p), process.ExitedWith(0)))
-	assert.Equal(t, total+1, len(logText(p.Log(), 0)), "the log's bytes")
+	const total = 1 + first + last
+	assert.Equal(t, total, len(logText(p.Log(), 0)), "the log's bytes")
 	d := <-read
 	require.NoError(t, d.err)
-	assert.Equal(t, int64(total+1), d.got, "the reader's bytes")
+	assert.Equal(t, int64(total), d.got, "the reader's bytes")
 	assert.Zero(t, d.gapReports, "the reader's gaps")
 }
