@@ -580,7 +580,17 @@ func TestServeStateFilesPrivate(t *testing.T) {
 	}
 	cmd := exec.Command("bash", "-c", "umask 000; exec conch serve --listen 127.0.0.1:0")
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state, client.EnvToken+"=")
-	serveRecorded(t, cmd, conchDir)
+	require.NoError(t, cmd.Start())
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	defer stopDaemon(cmd.Process, exited)
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(conchDir, client.EndpointFile))
+		return err == nil
+	}, 30*time.Second, 10*time.Millisecond, "conch serve wrote no daemon.json")
 	records, err := filepath.Glob(filepath.Join(conchDir, instancesDir, "*.json"))
 	require.NoError(t, err)
 	require.Len(t, records, 1)
@@ -602,38 +612,13 @@ func TestServeStateFilesPrivate(t *testing.T) {
 // only it can write to, out of /dev/shm's reach.
 func TestServeStreamDir(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	state, private := filepath.Join(dir, "state"), filepath.Join(dir, "private", "streams")
-	cmd := exec.Command("conch", "serve", "--listen", "127.0.0.1:0", "--stream-dir", private)
-	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+state, client.EnvToken+"=")
-	conchDir := filepath.Join(state, "conch")
-	serveRecorded(t, cmd, conchDir)
-	records, err := filepath.Glob(filepath.Join(conchDir, instancesDir, "*.json"))
+	private := filepath.Join(t.TempDir(), "private", "streams")
+	s := startServeWith(t, serveSetup{}, "--drain-timeout", "0", "--stream-dir", private)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	sess, err := s.c.CreateSession(ctx, client.SessionOptions{})
 	require.NoError(t, err)
-	require.Len(t, records, 1)
-	b, err := os.ReadFile(records[0])
+	r, _, err := s.c.RunCommand(ctx, sess.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "readlink /proc/self/fd/1"}})
 	require.NoError(t, err)
-	var rec instance
-	require.NoError(t, json.Unmarshal(b, &rec))
-	require.Equal(t, private, filepath.Dir(rec.StreamDir), "%+v", rec)
-	fi, err := os.Lstat(rec.StreamDir)
-	require.NoError(t, err)
-	require.True(t, fi.IsDir())
-}
-
-// serveRecorded starts cmd, a conch serve, stops it as the test ends, and
-// waits until it has written its daemon.json in conchDir.
-func serveRecorded(t *testing.T, cmd *exec.Cmd, conchDir string) {
-	t.Helper()
-	require.NoError(t, cmd.Start())
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	t.Cleanup(func() { stopDaemon(cmd.Process, exited) })
-	require.Eventually(t, func() bool {
-		_, err := os.Stat(filepath.Join(conchDir, client.EndpointFile))
-		return err == nil
-	}, 30*time.Second, 10*time.Millisecond, "conch serve wrote no daemon.json")
+	require.True(t, strings.HasPrefix(r.Stdout, private+"/conch-"), "the session's FIFOs are at %q", r.Stdout)
 }
