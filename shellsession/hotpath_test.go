@@ -419,6 +419,24 @@ func TestTreeAfterEnd(t *testing.T) {
 	run(t, s, CommandOptions{Cmd: "kill " + strconv.Itoa(p1) + " " + strconv.Itoa(p2) + " " + strconv.Itoa(p3)})
 }
 
+// A program that an ended command's background job starts later (a
+// server's worker) is in that command's Tree, not in the Tree of the
+// command running then, although it started during it: before, it was
+// told apart by its start alone, and went to the later command.
+func TestTreeKeepsWhatAJobStartsLater(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{})
+	first, fifo, pidFile := startJobThatWaits(t, s)
+	later, err := s.Submit(CommandOptions{Cmd: "/bin/sleep 300"})
+	require.NoError(t, err)
+	waitProgram(t, later, "sleep")
+	worker := jobGoAhead(t, fifo, pidFile)
+	require.Contains(t, first.Tree(), worker)
+	require.NotContains(t, later.Tree(), worker)
+	require.NoError(t, later.Kill(syscall.SIGKILL, 0, 0))
+	wait(t, later)
+}
+
 // The idle look leaves alone a command taken up whose frame has not
 // reached the shell yet: the shell sits at its prompt with nothing to read,
 // as it does after a command it could not report, and a look then ended

@@ -1,6 +1,8 @@
 package shellsession
 
 import (
+	"slices"
+
 	"github.com/conchsh/conch/internal/inputwait"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
@@ -19,13 +21,14 @@ func (c *Command) InputTree() (pids []int, in inputwait.Input, ok bool) {
 	if !ok || !running {
 		return nil, in, false
 	}
-	return append([]int{c.s.cmd.Process.Pid}, c.own(proctree.Descendants(c.s.cmd.Process.Pid))...), in, true
+	return append([]int{c.s.cmd.Process.Pid}, c.processes()...), in, true
 }
 
 // Tree returns the processes the command started that are still alive,
-// background jobs included, also after it ended: those the shell started
-// between its start and its end. Later commands' processes are told apart by
-// their pids, handed out after it ended.
+// background jobs included, also after it ended: the shell's children it
+// started between its start and its end, and their descendants, whenever
+// those started (a server's workers). Later commands' processes are told
+// apart by their pids, handed out after it ended.
 func (c *Command) Tree() []int {
 	c.mu.Lock()
 	ended := c.phase == phaseEnded
@@ -35,11 +38,12 @@ func (c *Command) Tree() []int {
 	}
 	end := c.endPID
 	c.mu.Unlock()
-	var out []int
-	for _, pid := range c.processes() {
-		if !ended || end < 0 || !proctree.PIDAfter(pid, end) {
-			out = append(out, pid)
+	work, _ := proctree.StartedUnder(c.s.cmd.Process.Pid, func(children []int) []int {
+		own := c.own(children)
+		if !ended || end < 0 {
+			return own
 		}
-	}
-	return out
+		return slices.DeleteFunc(own, func(pid int) bool { return proctree.PIDAfter(pid, end) })
+	})
+	return work
 }

@@ -483,24 +483,26 @@ func (s *Session) deadlocked() bool {
 	return err == nil && strings.Contains(string(status), "\nThreads:\t1\n")
 }
 
-// processes returns the shell's descendants that started with or after the
-// command: its processes, not background jobs of earlier commands.
-//
-// See [proctree.StartedSince] for how they are told apart.
+// processes returns the command's processes: the shell's children that
+// started with or after the command (see own), and their descendants. Not
+// background jobs of earlier commands, nor what those jobs start while the
+// command runs: those descend from a child the shell forked before.
 func (c *Command) processes() []int {
-	return c.own(proctree.Descendants(c.s.cmd.Process.Pid))
+	work, _ := proctree.StartedUnder(c.s.cmd.Process.Pid, c.own)
+	return work
 }
 
-// own keeps of descendants, the shell's, those that are the command's (see
-// processes).
-func (c *Command) own(descendants []int) []int {
+// own keeps of children, the shell's, those the command started: those
+// that started with or after it. See [proctree.StartedSince] for how they
+// are told apart.
+func (c *Command) own(children []int) []int {
 	c.mu.Lock()
 	started, last := c.startedAt, c.lastPID
 	c.mu.Unlock()
 	if started.IsZero() {
 		return nil // still queued: nothing of it runs yet
 	}
-	return proctree.StartedSince(descendants, started, last)
+	return proctree.StartedSince(children, started, last)
 }
 
 // Stop ends the command for deletion as kill does: SIGTERM to its

@@ -453,6 +453,84 @@ func TestStopEndedCommand(t *testing.T) {
 	}
 }
 
+// startJobThatWaits runs in s a command that leaves a background job
+// behind, which starts a program once told to (see jobGoAhead): the
+// command, the FIFO that tells its job and the file the job writes the
+// program's pid to.
+func startJobThatWaits(t *testing.T, s *Session) (c *Command, fifo, pidFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	fifo, pidFile = filepath.Join(dir, "go"), filepath.Join(dir, "pid")
+	require.NoError(t, unix.Mkfifo(fifo, 0o600))
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	// Programs by their paths: ksh93's own sleep is a builtin.
+	c, r, err := s.Run(ctx, CommandOptions{Cmd: "(read go < " + fifo + "; /bin/sleep 300 & echo $! > " + pidFile + "; wait) >/dev/null 2>&1 &"})
+	require.NoError(t, err)
+	require.Equal(t, 0, code(r), "%+v", r)
+	return c, fifo, pidFile
+}
+
+// jobGoAhead tells the job of startJobThatWaits to start its program and
+// returns the program's pid, killed when t ends.
+func jobGoAhead(t *testing.T, fifo, pidFile string) int {
+	t.Helper()
+	var w *os.File
+	var err error
+	require.Eventually(t, func() bool { // the job has opened its end
+		w, err = os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		return err == nil
+	}, deadline, 5*time.Millisecond, "the job never read: %v", err)
+	_, err = w.WriteString("go\n")
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	var pid int
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(pidFile)
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	}, deadline, 5*time.Millisecond, "the job never started its program")
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	return pid
+}
+
+// TestSignalsSpareAnEarlierJobsNewProgram: a program that an earlier
+// command's background job starts while a later command runs is the job's,
+// not the later command's, although it started since: kill and delete
+// (Stop) of the later command end its program and leave the job's alone.
+// Before, any descendant of the shell started since the command counted as
+// its own, whoever forked it, and TERM ended the job's program too.
+func TestSignalsSpareAnEarlierJobsNewProgram(t *testing.T) {
+	t.Parallel()
+	ways := map[string]func(*Command, context.Context) error{
+		"kill": func(c *Command, _ context.Context) error { return c.Kill(syscall.SIGTERM, 0, 0) },
+		"stop": (*Command).Stop,
+	}
+	for _, shell := range testShells {
+		for name, end := range ways {
+			t.Run(shell+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				s := newSession(t, Options{Shell: shell})
+				_, fifo, pidFile := startJobThatWaits(t, s)
+				c, err := s.Submit(CommandOptions{Cmd: "tail -f /dev/null"})
+				require.NoError(t, err)
+				waitProgram(t, c, "tail")
+				job := jobGoAhead(t, fifo, pidFile)
+				require.NotContains(t, c.processes(), job, "the job's program taken for the command's")
+				require.NotContains(t, c.Tree(), job, "the job's program taken for the command's")
+
+				ctx, cancel := context.WithTimeout(t.Context(), deadline)
+				defer cancel()
+				require.NoError(t, end(c, ctx))
+				r := wait(t, c)
+				require.Equal(t, process.Signaled, r.Reason, "%+v code %d", r, code(r))
+				require.Equal(t, "TERM", r.Signal)
+				require.True(t, proctree.Alive(job), "the earlier command's job was signalled")
+			})
+		}
+	}
+}
+
 // An interrupt that races its command's natural end never reaches the
 // command after it: one sent once the next command's frame had gone aborted
 // that command, which ended failed (the shell went back to its prompt

@@ -305,11 +305,18 @@ func scanStats() statScan {
 // descendants returns the descendants of the roots in seen that are not in
 // seen themselves, found through children, and adds them to seen.
 func descendants(children lister, seen map[int]bool) []int {
-	var out []int
-	queue := make([]int, 0, len(seen))
+	roots := make([]int, 0, len(seen))
 	for p := range seen {
-		queue = append(queue, p)
+		roots = append(roots, p)
 	}
+	return descendantsOf(children, seen, roots)
+}
+
+// descendantsOf returns the descendants of roots that are not in seen,
+// found through children, and adds them to seen.
+func descendantsOf(children lister, seen map[int]bool, roots []int) []int {
+	var out []int
+	queue := slices.Clone(roots)
 	for len(queue) > 0 {
 		p := queue[0]
 		queue = queue[1:]

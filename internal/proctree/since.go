@@ -1,11 +1,15 @@
 package proctree
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // StartedSince keeps of pids those started at or after since, when the
 // caller also read last with [LastPID]: the processes a piece of work
 // started, not those that ran before it (background jobs of an earlier
-// command or cell), among the descendants of a long-lived process.
+// command or cell), among the children of a long-lived process (see
+// [StartedUnder]).
 //
 // Start times in /proc are in 10 ms ticks, too coarse to tell the work's
 // first process from one started just before it, so a process must also
@@ -22,4 +26,38 @@ func StartedSince(pids []int, since time.Time, last int) []int {
 		}
 	}
 	return out
+}
+
+// StartedUnder splits the descendants of root, a long-lived process that
+// runs one piece of work after another (a shell, an interpreter), into
+// those of the work now at hand and the others. The work's are the
+// children of root that keep picks out of them all — those it started,
+// say, by [StartedSince] — and every descendant of theirs, whenever it
+// started: a server the work started keeps its workers. The others are
+// root's other children and their descendants: what an earlier piece left
+// running, and whatever that starts later, which is not the work's for
+// having started during it. A process whose parent died was reparented out
+// of the tree and is in neither, as for [Descendants].
+//
+// Processes root itself forks for what an earlier piece left running in it
+// (a thread, a timer of an interpreter) are its children all the same, and
+// keep alone tells them from the work's.
+func StartedUnder(root int, keep func(children []int) []int) (work, others []int) {
+	children := links()
+	kids := withoutGuardian(children(root))
+	work = slices.Clone(keep(kids))
+	for _, k := range kids {
+		if !slices.Contains(work, k) {
+			others = append(others, k)
+		}
+	}
+	seen := map[int]bool{root: true}
+	for _, k := range kids {
+		seen[k] = true
+	}
+	// One walk each, so that a descendant is found under the child it
+	// descends from; seen is shared, as the subtrees are disjoint.
+	work = append(work, withoutGuardian(descendantsOf(children, seen, work))...)
+	others = append(others, withoutGuardian(descendantsOf(children, seen, others))...)
+	return work, others
 }
