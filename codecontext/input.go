@@ -1,8 +1,6 @@
 package codecontext
 
 import (
-	"slices"
-
 	"github.com/conchsh/conch/internal/inputwait"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
@@ -25,13 +23,6 @@ func (cell *Cell) InputTree() (pids []int, in inputwait.Input, ok bool) {
 	// The driver waits for the engine's next message on its sockets: idle.
 	in = in.WithQuietPeers(cell.c.connIn, cell.c.intr.quiet())
 	pid := cell.c.cmd.Process.Pid
-	all := proctree.Descendants(pid)
-	own := cell.own(all)
-	var kin []int
-	for _, p := range all {
-		if !slices.Contains(own, p) {
-			kin = append(kin, p)
-		}
-	}
+	own, kin := proctree.StartedUnder(pid, cell.own)
 	return append([]int{pid}, own...), in.WithKin(kin), true
 }

@@ -19,9 +19,12 @@ import (
 // language's REPL — KeyboardInterrupt in Python; in JavaScript a busy
 // synchronous loop, a pending await or code busy after an await is
 // abandoned — and the context lives on. Any other signal reaches the child
-// processes the cell started, never the interpreter nor what earlier cells
-// left running. When escalateAfter is positive, escalateTo follows if the
-// cell is still running then.
+// processes the cell started and their descendants, never the interpreter
+// nor what earlier cells left running, nor what that starts meanwhile. A
+// child that a thread or a timer of an earlier cell forks while the cell
+// runs is the interpreter's, as the cell's are, and gets it too (see own).
+// When escalateAfter is positive, escalateTo follows if the cell is still
+// running then.
 func (cell *Cell) Kill(sig syscall.Signal, escalateAfter time.Duration, escalateTo syscall.Signal) error {
 	switch cell.state() {
 	case process.Terminal:
@@ -56,23 +59,27 @@ func (cell *Cell) signal(sig syscall.Signal) {
 	}
 }
 
-// processes returns the cell's processes now: the interpreter's
-// descendants that are the cell's own (see own).
+// processes returns the cell's processes now: the interpreter's children
+// that are the cell's own (see own), and their descendants.
 func (cell *Cell) processes() []int {
-	return cell.own(proctree.Descendants(cell.c.cmd.Process.Pid))
+	work, _ := proctree.StartedUnder(cell.c.cmd.Process.Pid, cell.own)
+	return work
 }
 
-// own keeps of descendants, the interpreter's, those that started with or
+// own keeps of children, the interpreter's, those that started with or
 // after the cell: its child processes, not those an earlier cell left
-// running in the background. See [proctree.StartedSince].
-func (cell *Cell) own(descendants []int) []int {
+// running in the background. What those start meanwhile descends from
+// them, and is not the cell's either; but a child that a thread or a timer
+// of an earlier cell forks now is the interpreter's own child, and passes
+// for the cell's. See [proctree.StartedSince].
+func (cell *Cell) own(children []int) []int {
 	cell.mu.Lock()
 	started, last := cell.startedAt, cell.lastPID
 	cell.mu.Unlock()
 	if started.IsZero() {
 		return nil // it never started: nothing of it runs
 	}
-	return proctree.StartedSince(descendants, started, last)
+	return proctree.StartedSince(children, started, last)
 }
 
 // timeout ends a cell at its execution timeout, which counts from its

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -101,6 +102,86 @@ func TestSignalSparesEarlierCells(t *testing.T) {
 			require.True(t, proctree.Alive(bg), "the earlier cell's child was signalled")
 			_, out, _ = run(t, c, tc.gone)
 			require.Contains(t, []string{"", "null\n"}, out, "the earlier cell's child ended")
+		})
+	}
+}
+
+// TestSignalSparesWhatEarlierCellsStart: a program that a child process an
+// earlier cell left running starts while a later cell runs is that child's,
+// not the later cell's, although it started since: kill TERM of the later
+// cell ends its program and leaves the other alone. Before, any descendant
+// of the interpreter started since the cell counted as its own. A program
+// that a thread of an earlier cell starts is a child of the interpreter
+// itself, as the cell's are, and cannot be told from them: it is
+// signalled, as the docs say.
+func TestSignalSparesWhatEarlierCellsStart(t *testing.T) {
+	t.Parallel()
+	// The program starts once the test writes to the FIFO, when the later
+	// cell runs.
+	const script = "read go < FIFO; /bin/sleep 300 & echo $! > PID; wait"
+	cases := []struct {
+		name, background, fg, out string
+		lang                      Language
+		spared                    bool
+	}{
+		{
+			"python-child", "import subprocess; bg = subprocess.Popen(['sh', '-c', '" + script + "'])",
+			"print(subprocess.run(['sleep', '60']).returncode)", "-15\n", Python, true,
+		},
+		{
+			"javascript-child", "const cp = require('child_process'); const bg = cp.spawn('sh', ['-c', '" + script + "'])",
+			"console.log(cp.spawnSync('sleep', ['60']).signal)", "SIGTERM\n", JavaScript, true,
+		},
+		{
+			"python-thread", `import subprocess, threading
+def later():
+    open('FIFO').read()
+    p = subprocess.Popen(['/bin/sleep', '300'])
+    open('PID', 'w').write(str(p.pid))
+threading.Thread(target=later).start()`,
+			"print(subprocess.run(['sleep', '60']).returncode)", "-15\n", Python, false,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			fifo, pidFile := filepath.Join(dir, "go"), filepath.Join(dir, "pid")
+			require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+			c := newContext(t, Options{Language: tc.lang})
+			r, _, errOut := run(t, c, strings.NewReplacer("FIFO", fifo, "PID", pidFile).Replace(tc.background))
+			require.Equal(t, 0, code(r), errOut)
+			cell, err := c.Submit(CellOptions{Code: tc.fg})
+			require.NoError(t, err)
+			waitCellChild(t, c, cell, "sleep", "60")
+			var w *os.File
+			require.Eventually(t, func() bool { // the reader has opened its end
+				w, err = os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+				return err == nil
+			}, deadline, 5*time.Millisecond, "the FIFO was never opened: %v", err)
+			_, err = w.WriteString("go\n")
+			require.NoError(t, err)
+			require.NoError(t, w.Close())
+			var other int
+			require.Eventually(t, func() bool {
+				b, _ := os.ReadFile(pidFile)
+				other, err = strconv.Atoi(strings.TrimSpace(string(b)))
+				return err == nil
+			}, deadline, 5*time.Millisecond, "the program was never started")
+			defer syscall.Kill(other, syscall.SIGKILL)
+			require.Equal(t, !tc.spared, slices.Contains(cell.processes(), other), "taken for the cell's")
+
+			require.NoError(t, cell.Kill(syscall.SIGTERM, 0, 0))
+			r = wait(t, cell)
+			out, errOut := output(cell)
+			require.Equal(t, 0, code(r), "%+v: %s", r, errOut)
+			require.Equal(t, tc.out, out)
+			if tc.spared {
+				require.True(t, proctree.Alive(other), "the earlier cell's child's program was signalled")
+			} else {
+				require.Eventually(t, func() bool { return !proctree.Alive(other) }, deadline, 5*time.Millisecond,
+					"the thread's program lives on")
+			}
 		})
 	}
 }
