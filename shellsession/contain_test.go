@@ -238,3 +238,23 @@ func TestBuiltinsRunAtThePidsLimit(t *testing.T) {
 		})
 	}
 }
+
+// Without containment, what a command starts that leaves the shell's tree,
+// its process group and its tag (setsid env -i, double-forked) outlives
+// the session, as the docs say; what only called setsid and cleared its
+// environment is still in the shell's tree when the session ends, and
+// ends with it.
+func TestSessionEndWithoutContainmentMissesAnEscape(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{})
+	marker := containmenttest.Marker()
+	run(t, s, CommandOptions{Cmd: containmenttest.Escapes(marker)})
+	containmenttest.WaitRunning(t, marker, 2)
+	t.Cleanup(func() {
+		for _, pid := range containmenttest.Running(marker) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	s.Close()
+	containmenttest.WaitRunning(t, marker, 1)
+}
