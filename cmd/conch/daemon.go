@@ -19,14 +19,11 @@ import (
 
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/containment"
+	"github.com/conchsh/conch/internal/daemonrec"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/internal/resident"
 	"github.com/conchsh/conch/internal/statefile"
 )
-
-// instancesDir is the directory of the state directory where each running
-// daemon keeps the record of its instance.
-const instancesDir = "instances"
 
 // childGrace is how long the processes a stopping daemon still finds under
 // it get after TERM, and how long KILL is then repeated for.
@@ -47,53 +44,22 @@ type daemon struct {
 	stopOnce   sync.Once
 }
 
-// instance is a daemon's record, in instances/ID.json.
+// instance is a daemon's record, in instances/ID.json (see daemonrec).
 type instance struct {
-	ID        string `json:"id"`
-	PID       int    `json:"pid"`
-	StartTime uint64 `json:"startTime"` // of PID, in clock ticks after boot
-	BootID    string `json:"bootId"`
-	PIDNS     string `json:"pidNamespace"` // where PID means that process
-	StreamDir string `json:"streamDir"`    // holds the sessions' FIFO directories
+	ID string `json:"id"`
+	daemonrec.Process
+	StreamDir string `json:"streamDir"` // holds the sessions' FIFO directories
 	// Cgroups are the instance's cgroups, the v2 one first; each holds
 	// one cgroup per session, process and context.
 	Cgroups []string `json:"cgroups,omitempty"`
 }
 
-// alive reports whether the daemon of rec runs: the same boot, and its pid
-// held by the process that started then.
-func (rec instance) alive() bool {
-	t, ok := proctree.StartTime(rec.PID)
-	return ok && t == rec.StartTime && rec.BootID == proctree.BootID()
-}
-
 // liveDaemon returns the endpoint record of the state directory when the
-// daemon it names runs: its pid is that of a live instance of the same
-// state directory (not merely a pid reused by another program).
+// daemon it names runs (see daemonrec.Running): not merely a pid that a
+// zombie or another program holds.
 func liveDaemon(stateDir string) (client.Endpoint, bool) {
 	ep, err := client.ReadEndpoint(stateDir)
-	if err != nil || ep.PID <= 0 {
-		return ep, false
-	}
-	paths, _ := filepath.Glob(filepath.Join(stateDir, instancesDir, "*.json"))
-	for _, p := range paths {
-		var rec instance
-		b, err := os.ReadFile(p)
-		if err != nil || json.Unmarshal(b, &rec) != nil {
-			continue
-		}
-		if rec.PID == ep.PID && rec.PIDNS == pidNamespace() && rec.alive() {
-			return ep, true
-		}
-	}
-	return ep, false
-}
-
-// pidNamespace names this process's pid namespace, in which the pids it
-// reads are meant; "" when it cannot be read.
-func pidNamespace() string {
-	ns, _ := os.Readlink("/proc/self/ns/pid")
-	return ns
+	return ep, err == nil && daemonrec.Running(stateDir, ep.PID)
 }
 
 // hangUpIgnored is whether this process started with SIGHUP ignored, as
@@ -185,7 +151,7 @@ func startDaemon(logger *slog.Logger, stateDir, streamDir string, contain contai
 // record clears the leftovers of dead instances, then marks and records
 // this one.
 func (d *daemon) record(stateDir string) error {
-	dir := filepath.Join(stateDir, instancesDir)
+	dir := filepath.Join(stateDir, daemonrec.Dir)
 	if err := statefile.MakeDir(stateDir); err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
@@ -193,7 +159,6 @@ func (d *daemon) record(stateDir string) error {
 		return fmt.Errorf("instance records: %w", err)
 	}
 	d.clearDead(stateDir, dir)
-	start, _ := proctree.StartTime(os.Getpid())
 	base, named := d.streamBase, d.streamBase != ""
 	if named {
 		// A directory the user chose, made when missing: its own
@@ -225,8 +190,7 @@ func (d *daemon) record(stateDir string) error {
 		os.RemoveAll(streams)
 		return fmt.Errorf("--default-limits: %w", err)
 	}
-	d.rec = instance{ID: id, PID: os.Getpid(), StartTime: start, BootID: proctree.BootID(),
-		PIDNS: pidNamespace(), StreamDir: streams, Cgroups: d.root.Dirs()}
+	d.rec = instance{ID: id, Process: daemonrec.Self(), StreamDir: streams, Cgroups: d.root.Dirs()}
 	d.recPath = filepath.Join(dir, id+".json")
 	b, _ := json.Marshal(d.rec)
 	if err := statefile.Write(d.recPath, b); err != nil {
@@ -305,11 +269,11 @@ func (d *daemon) clearDead(stateDir, dir string) {
 			continue
 		}
 		// Another pid namespace's pids cannot be checked from here.
-		if rec.PIDNS != pidNamespace() && rec.BootID == proctree.BootID() {
+		if rec.Unseen() {
 			d.log.Info("instance record of another pid namespace left alone", "path", p)
 			continue
 		}
-		if rec.alive() {
+		if rec.Alive() {
 			live[rec.PID] = true
 		} else {
 			dead = append(dead, rec)
@@ -344,7 +308,7 @@ func (d *daemon) clearTemps(dir string) {
 		if err == nil && rec.ID+".json.tmp" == filepath.Base(p) {
 			// Another pid namespace's pids cannot be checked from here,
 			// as in clearDead.
-			if rec.PIDNS != pidNamespace() && rec.BootID == proctree.BootID() || rec.alive() {
+			if rec.Unseen() || rec.Alive() {
 				continue
 			}
 		} else if fi, serr := os.Stat(p); serr != nil || time.Since(fi.ModTime()) < tempRecordAge {

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/daemonrec"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/shellsession"
 )
@@ -55,14 +56,12 @@ func writeRecord(t *testing.T, dir string, rec instance) string {
 func TestClearDeadSparesLiveInstances(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
-	dir := filepath.Join(state, instancesDir)
+	dir := filepath.Join(state, daemonrec.Dir)
 	require.NoError(t, os.MkdirAll(dir, 0o700))
 	liveID, deadID, reusedID := uuid.NewString(), uuid.NewString(), uuid.NewString()
 	live, dead := marked(t, liveID), marked(t, deadID)
 
-	self, ok := proctree.StartTime(os.Getpid())
-	require.True(t, ok)
-	liveRec := writeRecord(t, dir, instance{ID: liveID, PID: os.Getpid(), StartTime: self, BootID: proctree.BootID(), PIDNS: pidNamespace()})
+	liveRec := writeRecord(t, dir, instance{ID: liveID, Process: daemonrec.Self()})
 	gone := exec.Command("true")
 	require.NoError(t, gone.Run())
 	streams := filepath.Join(t.TempDir(), streamDirName(deadID))
@@ -70,17 +69,16 @@ func TestClearDeadSparesLiveInstances(t *testing.T) {
 	// As daemons before named it: by the whole id.
 	oldStreams := filepath.Join(t.TempDir(), "conch-"+reusedID)
 	require.NoError(t, os.Mkdir(oldStreams, 0o700))
-	deadRec := writeRecord(t, dir, instance{ID: deadID, PID: gone.Process.Pid, StartTime: 1, BootID: proctree.BootID(), PIDNS: pidNamespace(), StreamDir: streams})
+	deadRec := writeRecord(t, dir, instance{ID: deadID, Process: daemonrec.Process{PID: gone.Process.Pid, StartTime: 1, BootID: daemonrec.BootID(), PIDNS: daemonrec.PIDNamespace()}, StreamDir: streams})
 	// The pid of the live instance's process, started at another time.
-	reusedRec := writeRecord(t, dir, instance{ID: reusedID, PID: live.Process.Pid, StartTime: 1, BootID: proctree.BootID(), PIDNS: pidNamespace(), StreamDir: oldStreams})
+	reusedRec := writeRecord(t, dir, instance{ID: reusedID, Process: daemonrec.Process{PID: live.Process.Pid, StartTime: 1, BootID: daemonrec.BootID(), PIDNS: daemonrec.PIDNamespace()}, StreamDir: oldStreams})
 	// Not a directory of the dead instance's: never removed.
 	foreign := filepath.Join(t.TempDir(), "conch-other")
 	require.NoError(t, os.Mkdir(foreign, 0o700))
-	writeRecord(t, dir, instance{ID: uuid.NewString(), PID: gone.Process.Pid, StartTime: 1, PIDNS: pidNamespace(), StreamDir: foreign})
+	writeRecord(t, dir, instance{ID: uuid.NewString(), Process: daemonrec.Process{PID: gone.Process.Pid, StartTime: 1, PIDNS: daemonrec.PIDNamespace()}, StreamDir: foreign})
 	// Another pid namespace's record: its pid means another process here.
 	otherNS := marked(t, uuid.NewString())
-	otherRec := writeRecord(t, dir, instance{ID: otherNS.Env[len(otherNS.Env)-1][len(proctree.InstanceEnv)+1:],
-		PID: gone.Process.Pid, StartTime: 1, BootID: proctree.BootID(), PIDNS: "pid:[1]"})
+	otherRec := writeRecord(t, dir, instance{ID: otherNS.Env[len(otherNS.Env)-1][len(proctree.InstanceEnv)+1:], Process: daemonrec.Process{PID: gone.Process.Pid, StartTime: 1, BootID: daemonrec.BootID(), PIDNS: "pid:[1]"}})
 	// A record that names no instance: never read as one whose mark is "".
 	require.NoError(t, os.WriteFile(filepath.Join(dir, ".json"), []byte(`{"id":"","pid":1}`), 0o600))
 
@@ -119,7 +117,7 @@ func TestClearDeadStreamDirsTaken(t *testing.T) {
 		t.Skip("needs root, to make a directory another user owns")
 	}
 	state := t.TempDir()
-	dir := filepath.Join(state, instancesDir)
+	dir := filepath.Join(state, daemonrec.Dir)
 	require.NoError(t, os.MkdirAll(dir, 0o700))
 	gone := exec.Command("true")
 	require.NoError(t, gone.Run())
@@ -139,7 +137,7 @@ func TestClearDeadStreamDirsTaken(t *testing.T) {
 	require.NoError(t, os.Symlink(elsewhere, link))
 	notMade := streams + "-backup"
 	require.NoError(t, os.Mkdir(notMade, 0o700))
-	rec := writeRecord(t, dir, instance{ID: id, PID: gone.Process.Pid, StartTime: 1, BootID: proctree.BootID(), PIDNS: pidNamespace(), StreamDir: streams})
+	rec := writeRecord(t, dir, instance{ID: id, Process: daemonrec.Process{PID: gone.Process.Pid, StartTime: 1, BootID: daemonrec.BootID(), PIDNS: daemonrec.PIDNamespace()}, StreamDir: streams})
 
 	d := &daemon{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	d.clearDead(state, dir)
@@ -502,7 +500,7 @@ func TestServeRecordUnwritable(t *testing.T) {
 	under := smallShm(t, 64) // for its skip
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	instances := filepath.Join(state, "conch", instancesDir)
+	instances := filepath.Join(state, "conch", daemonrec.Dir)
 	require.NoError(t, os.MkdirAll(instances, 0o700))
 	tokenFile := filepath.Join(dir, "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte("record-test-token\n"), 0o600))
@@ -528,19 +526,17 @@ echo "exit $?"; ls -a "$1"`
 func TestClearDeadRemovesStaleTemps(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
-	dir := filepath.Join(state, instancesDir)
+	dir := filepath.Join(state, daemonrec.Dir)
 	require.NoError(t, os.MkdirAll(dir, 0o700))
-	self, ok := proctree.StartTime(os.Getpid())
-	require.True(t, ok)
 	temp := func(rec instance) string {
 		p := writeRecord(t, dir, rec)
 		require.NoError(t, os.Rename(p, p+".tmp"))
 		return p + ".tmp"
 	}
-	live := temp(instance{ID: uuid.NewString(), PID: os.Getpid(), StartTime: self, BootID: proctree.BootID(), PIDNS: pidNamespace()})
+	live := temp(instance{ID: uuid.NewString(), Process: daemonrec.Self()})
 	gone := exec.Command("true")
 	require.NoError(t, gone.Run())
-	dead := temp(instance{ID: uuid.NewString(), PID: gone.Process.Pid, StartTime: 1, BootID: proctree.BootID(), PIDNS: pidNamespace()})
+	dead := temp(instance{ID: uuid.NewString(), Process: daemonrec.Process{PID: gone.Process.Pid, StartTime: 1, BootID: daemonrec.BootID(), PIDNS: daemonrec.PIDNamespace()}})
 	// Empty, as a write that found no room leaves it: its daemon is not
 	// known, but the moment between its write and its rename is long past.
 	empty := filepath.Join(dir, uuid.NewString()+".json.tmp")
@@ -571,7 +567,7 @@ func TestServeStateFilesPrivate(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	conchDir := filepath.Join(state, "conch")
-	require.NoError(t, os.MkdirAll(filepath.Join(conchDir, instancesDir), 0o755))
+	require.NoError(t, os.MkdirAll(filepath.Join(conchDir, daemonrec.Dir), 0o755))
 	require.NoError(t, os.Chmod(conchDir, 0o755))
 	for _, name := range []string{client.TokenFile, client.EndpointFile} {
 		tmp := filepath.Join(conchDir, name+".tmp")
@@ -591,7 +587,7 @@ func TestServeStateFilesPrivate(t *testing.T) {
 		_, err := os.Stat(filepath.Join(conchDir, client.EndpointFile))
 		return err == nil
 	}, 30*time.Second, 10*time.Millisecond, "conch serve wrote no daemon.json")
-	records, err := filepath.Glob(filepath.Join(conchDir, instancesDir, "*.json"))
+	records, err := filepath.Glob(filepath.Join(conchDir, daemonrec.Dir, "*.json"))
 	require.NoError(t, err)
 	require.Len(t, records, 1)
 	for _, p := range append(records, filepath.Join(conchDir, client.TokenFile), filepath.Join(conchDir, client.EndpointFile)) {
@@ -599,7 +595,7 @@ func TestServeStateFilesPrivate(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, os.FileMode(0o600), fi.Mode(), "%s", p)
 	}
-	for _, d := range []string{conchDir, filepath.Join(conchDir, instancesDir)} {
+	for _, d := range []string{conchDir, filepath.Join(conchDir, daemonrec.Dir)} {
 		fi, err := os.Stat(d)
 		require.NoError(t, err)
 		require.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), "%s", d)

@@ -77,3 +77,16 @@ func TestCwd(t *testing.T) {
 	require.Equal(t, dir, got)
 	require.True(t, removed)
 }
+
+// A command name may hold spaces and parentheses; fields count from the last ')'.
+func TestParseStat(t *testing.T) {
+	t.Parallel()
+	line := "42 (a b) (c)) S 7 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 12345 0 0\n"
+	s, ok := ParseStat(42, []byte(line))
+	require.True(t, ok, "ParseStat refused a well-formed line")
+	require.Equal(t, Stat{PID: 42, PPID: 7, PGID: 42, SID: 42, State: 'S', Flags: 4194560, Start: 12345}, s)
+	for _, bad := range []string{"", "42 (x", "42 (x) S 1 2 3"} {
+		_, ok := ParseStat(42, []byte(bad))
+		require.False(t, ok, "ParseStat(%q) accepted it", bad)
+	}
+}

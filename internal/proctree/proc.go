@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// stat is what proctree reads of /proc/PID/stat.
+// stat is what proctree reads of /proc/PID/stat (procfs.Stat).
 type stat struct {
 	pid, ppid, pgid, sid int
 	state                byte   // R, S, D, Z, T, ...
@@ -28,16 +28,10 @@ type stat struct {
 // can give itself.
 const pfKthread = 0x00200000
 
-// readStat parses /proc/PID/stat, the one parser of it. The command name is
-// in parentheses and may itself hold spaces and parentheses, so fields are
-// counted from the last ')'.
+// readStat reads /proc/PID/stat, through procfs's one parser of it.
 func readStat(pid int) (stat, bool) {
-	var buf [512]byte
-	b, err := procfs.ReadFile("/proc/"+strconv.Itoa(pid)+"/stat", buf[:0])
-	if err != nil {
-		return stat{}, false
-	}
-	return parseStat(pid, b)
+	s, ok := procfs.ReadStat(pid)
+	return stat{pid: s.PID, ppid: s.PPID, pgid: s.PGID, sid: s.SID, state: s.State, flags: s.Flags, start: s.Start}, ok
 }
 
 // procBufs holds buffers that files of /proc are read into before what
@@ -53,28 +47,6 @@ func readProcCopy(path string) ([]byte, error) {
 	*bp = b[:0]
 	procBufs.Put(bp)
 	return out, err
-}
-
-func parseStat(pid int, b []byte) (stat, bool) {
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return stat{}, false
-	}
-	f := bytes.Fields(b[i+2:]) // field 3 (state) onwards: state ppid pgrp session ...
-	if len(f) < 20 || len(f[0]) != 1 {
-		return stat{}, false
-	}
-	s := stat{pid: pid, state: f[0][0]}
-	s.ppid, _ = strconv.Atoi(string(f[1]))
-	s.pgid, _ = strconv.Atoi(string(f[2]))
-	s.sid, _ = strconv.Atoi(string(f[3]))
-	s.flags, _ = strconv.ParseUint(string(f[6]), 10, 64)   // field 9
-	start, err := strconv.ParseUint(string(f[19]), 10, 64) // field 22
-	if err != nil {
-		return stat{}, false
-	}
-	s.start = start
-	return s, true
 }
 
 // Alive reports whether pid is a live process: it exists and is not a
@@ -511,15 +483,10 @@ var execing = func(pid int) bool {
 	return ok && (s.state == 'R' || s.state == 'D')
 }
 
-// StartTime returns when pid started, in clock ticks after boot (field 22 of
-// /proc/PID/stat): with the boot's id (see [BootID]), it tells a process
-// from a later one that was given the same pid.
+// StartTime returns when pid started, in clock ticks after boot; false for
+// a zombie (see [procfs.StartTime]).
 func StartTime(pid int) (uint64, bool) {
-	s, ok := readStat(pid)
-	if !ok || s.state == 'Z' {
-		return 0, false
-	}
-	return s.start, true
+	return procfs.StartTime(pid)
 }
 
 // Ident is one process: its pid and when it started, so that a later
@@ -630,16 +597,6 @@ var pidMax = sync.OnceValue(func() int {
 	}
 	return 1 << 22
 })
-
-// BootID returns the kernel's id of the current boot, or "" when it cannot
-// be read.
-func BootID() string {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return ""
-	}
-	return string(bytes.TrimSpace(b))
-}
 
 // Children returns the pids of this process's children, zombies included.
 func Children() []int {

@@ -8,25 +8,6 @@ import (
 	"time"
 )
 
-// A command name may hold spaces and parentheses; fields count from the last ')'.
-func TestParseStat(t *testing.T) {
-	t.Parallel()
-	line := "42 (a b) (c)) S 7 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 12345 0 0\n"
-	s, ok := parseStat(42, []byte(line))
-	if !ok {
-		t.Fatal("parseStat refused a well-formed line")
-	}
-	want := stat{pid: 42, ppid: 7, pgid: 42, sid: 42, state: 'S', flags: 4194560, start: 12345}
-	if s != want {
-		t.Fatalf("parseStat = %+v, want %+v", s, want)
-	}
-	for _, bad := range []string{"", "42 (x", "42 (x) S 1 2 3"} {
-		if _, ok := parseStat(42, []byte(bad)); ok {
-			t.Errorf("parseStat(%q) accepted it", bad)
-		}
-	}
-}
-
 // Our own start time, read through the one parser, lies between boot and now,
 // and the last pid handed out is at least ours.
 func TestStartedAtAndLastPID(t *testing.T) {
