@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/conchsh/conch/internal/daemonrec"
 )
 
 func TestReadEvents(t *testing.T) {
@@ -119,9 +122,21 @@ func TestDiscover(t *testing.T) {
 	require.Equal(t, "http://127.0.0.1:9", c.URL())
 	require.Equal(t, "tok2", c.token)
 
-	require.NoError(t, WriteEndpoint(dir, Endpoint{URL: "http://127.0.0.1:9", PID: 1}))
+	// A daemon that took its token from $CONCH_TOKEN, and runs (this
+	// process stands in for it, with its instance record), wants it here
+	// too.
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, daemonrec.Dir), 0o700))
+	rec, err := json.Marshal(daemonrec.Self())
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, daemonrec.Dir, "self.json"), rec, 0o600))
+	require.NoError(t, WriteEndpoint(dir, Endpoint{URL: "http://127.0.0.1:9", PID: os.Getpid()}))
 	_, err = Discover()
 	require.ErrorContains(t, err, "took its token from CONCH_TOKEN")
+	// One whose pid another process holds (pid 1 runs, but no record
+	// names it) is gone: its token matters no more.
+	require.NoError(t, WriteEndpoint(dir, Endpoint{URL: "http://127.0.0.1:9", PID: 1}))
+	_, err = Discover()
+	require.ErrorIs(t, err, ErrNotRunning)
 
 	t.Setenv(EnvURL, "http://localhost:8")
 	t.Setenv(EnvToken, "tok3")

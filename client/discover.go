@@ -8,8 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
+	"github.com/conchsh/conch/internal/daemonrec"
 	"github.com/conchsh/conch/internal/statefile"
 )
 
@@ -97,7 +97,8 @@ var ErrNotRunning = errors.New("the daemon recorded is no longer running")
 // token from $CONCH_TOKEN, else the endpoint's token file, else the state
 // directory's token file. A daemon that took its token from $CONCH_TOKEN
 // left no file: its clients need $CONCH_TOKEN too, unless it is no longer
-// running (ErrNotRunning).
+// running (ErrNotRunning): no record of a live instance in the state
+// directory names its pid, which a zombie or a later program may hold.
 func Discover(opts ...Option) (*Client, error) {
 	base, token := os.Getenv(EnvURL), os.Getenv(EnvToken)
 	dir, dirErr := StateDir()
@@ -118,8 +119,10 @@ func Discover(opts ...Option) (*Client, error) {
 	if token == "" {
 		path := ep.TokenFile
 		if ep.URL != "" && path == "" {
-			if ep.PID > 0 && syscall.Kill(ep.PID, 0) == syscall.ESRCH {
-				// Its token matters no more than its address.
+			if !daemonrec.Running(dir, ep.PID) {
+				// Its token matters no more than its address. Its pid
+				// alone does not say: a zombie or a later program can
+				// hold it.
 				return nil, fmt.Errorf("the daemon at %s (pid %d): %w", ep.URL, ep.PID, ErrNotRunning)
 			}
 			return nil, fmt.Errorf("the daemon at %s took its token from %s: set it here too", ep.URL, EnvToken)

@@ -19,7 +19,9 @@ func TestNoEnginePackage(t *testing.T) {
 		"github.com/conchsh/conch/api":                true,
 		"github.com/conchsh/conch/client":             true,
 		"github.com/conchsh/conch/internal/condwait":  true, // the standard library alone
+		"github.com/conchsh/conch/internal/daemonrec": true, // whether the daemon recorded runs, through procfs
 		"github.com/conchsh/conch/internal/plaintext": true,
+		"github.com/conchsh/conch/internal/procfs":    true, // reads of /proc, through x/sys
 		"github.com/conchsh/conch/internal/rawcall":   true, // system calls, through x/sys
 		"github.com/conchsh/conch/internal/rawnet":    true, // the client's connections, through rawcall
 		"github.com/conchsh/conch/internal/statefile": true, // the client's endpoint record, the standard library alone

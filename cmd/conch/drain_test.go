@@ -30,6 +30,7 @@ type served struct {
 	cmd    *exec.Cmd
 	url    string
 	token  string
+	state  string // its $XDG_STATE_HOME
 	c      *client.Client
 	mu     sync.Mutex
 	lines  []string // stderr, line by line
@@ -52,6 +53,10 @@ type serveSetup struct {
 	// stall stops the reading of its stderr once it listens, until the
 	// test ends, with the pipe's room cut to a page.
 	stall bool
+	// tokenFrom is where it takes its token from: "" a token file the
+	// test writes (--token-file), "env" $CONCH_TOKEN, "new" nowhere: it
+	// makes one and writes it to the state directory.
+	tokenFrom string
 }
 
 // command is conch with args, as a client of s.
@@ -65,15 +70,23 @@ func (s *served) command(args ...string) *exec.Cmd {
 func startServeWith(t *testing.T, setup serveSetup, args ...string) *served {
 	t.Helper()
 	dir := t.TempDir()
-	tokenFile := filepath.Join(dir, "token")
-	require.NoError(t, os.WriteFile(tokenFile, []byte("drain-test-token\n"), 0o600))
-	argv := append(append(setup.under, "conch", "serve", "--listen", "127.0.0.1:0", "--token-file", tokenFile), args...)
+	argv := append(setup.under, "conch", "serve", "--listen", "127.0.0.1:0")
+	env := append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "state"), client.EnvToken+"=")
+	switch setup.tokenFrom {
+	case "":
+		tokenFile := filepath.Join(dir, "token")
+		require.NoError(t, os.WriteFile(tokenFile, []byte("drain-test-token\n"), 0o600))
+		argv = append(argv, "--token-file", tokenFile)
+	case "env":
+		env = append(env, client.EnvToken+"=drain-test-token")
+	}
+	argv = append(argv, args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "state"), client.EnvToken+"=")
+	cmd.Env = env
 	pipe, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	s := &served{cmd: cmd, token: "drain-test-token", stderr: make(chan struct{}), pipe: pipe}
+	s := &served{cmd: cmd, token: "drain-test-token", state: filepath.Join(dir, "state"), stderr: make(chan struct{}), pipe: pipe}
 	t.Cleanup(func() {
 		stopDaemon(cmd.Process, s.stderr)
 		_ = cmd.Wait()
@@ -105,6 +118,10 @@ func startServeWith(t *testing.T, setup serveSetup, args ...string) *served {
 	case s.url = <-listening:
 	case <-time.After(30 * time.Second):
 		t.Fatal("conch serve did not listen within 30 s")
+	}
+	if setup.tokenFrom == "new" {
+		s.token, err = client.ReadToken(filepath.Join(s.state, "conch", client.TokenFile))
+		require.NoError(t, err)
 	}
 	s.c, err = client.New(s.url, s.token)
 	require.NoError(t, err)

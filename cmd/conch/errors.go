@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/daemonrec"
 )
 
 // dial returns a client for the daemon this user runs.
@@ -113,7 +114,7 @@ func noDaemon(base string) string {
 	switch {
 	case err != nil:
 		return fmt.Sprintf("no daemon is running for this user (none is recorded in %s): %s", dir, start)
-	case ep.PID > 0 && syscall.Kill(ep.PID, 0) == nil:
+	case daemonrec.Running(dir, ep.PID):
 		return fmt.Sprintf("the daemon recorded in %s (pid %d) does not answer at %s: it may be starting or stopping; if it is stuck, stop it and %s",
 			filepath.Join(dir, client.EndpointFile), ep.PID, cmp.Or(base, ep.URL), start)
 	}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/procfs"
+)
+
+// asUser is conch with args as this user's client of s: it finds s
+// through the state directory's records, as a user's conch does, not
+// through $CONCH_URL and $CONCH_TOKEN.
+func (s *served) asUser(args ...string) *exec.Cmd {
+	cmd := exec.Command("conch", args...)
+	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+s.state, client.EnvURL+"=", client.EnvToken+"=")
+	return cmd
+}
+
+// exitOf runs cmd, within a minute (a hang guard), and returns its exit
+// code and what it wrote to stderr.
+func exitOf(t *testing.T, cmd *exec.Cmd) (int, string) {
+	t.Helper()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
+	defer guard.Stop()
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		require.NoError(t, err)
+	}
+	return cmd.ProcessState.ExitCode(), stderr.String()
+}
+
+// A daemon killed with SIGKILL is said to be gone, with how to start one,
+// while its pid still names something: its zombie, which its parent has
+// not reaped yet, or a later program the kernel gave its pid to. It was
+// said to not answer, maybe stuck, with a word to stop it: a user who did
+// stopped that other program. A daemon that took its token from
+// $CONCH_TOKEN was said to want $CONCH_TOKEN here too.
+func TestDeadDaemonIsNotStuck(t *testing.T) {
+	t.Parallel()
+	for _, tokenFrom := range []string{"", "env"} {
+		t.Run("token="+tokenFrom, func(t *testing.T) {
+			t.Parallel()
+			s := startServeWith(t, serveSetup{tokenFrom: tokenFrom})
+			pid := s.cmd.Process.Pid
+			// Killed, and not waited for until the test ends: a zombie.
+			s.kill(t)
+			deadline := time.Now().Add(30 * time.Second) // a hang guard
+			for {
+				st, ok := procfs.ReadStat(pid)
+				require.True(t, ok, "the killed daemon was reaped: the test tests nothing")
+				if st.State == 'Z' {
+					break
+				}
+				require.True(t, time.Now().Before(deadline), "the killed daemon is no zombie 30 s later")
+				time.Sleep(10 * time.Millisecond)
+			}
+			gone := func(what string) {
+				t.Helper()
+				code, stderr := exitOf(t, s.asUser("ps"))
+				require.Equal(t, exitOwn, code, "%s: %s", what, stderr)
+				require.Contains(t, stderr, "is no longer running: it was killed or crashed; start one with 'conch serve'", what)
+				require.NotContains(t, stderr, "stuck", what)
+				require.NotContains(t, stderr, client.EnvToken, what)
+			}
+			gone("a zombie")
+
+			// The pid given to another program: its record is made to
+			// name one, as when pids wrap.
+			other := exec.Command("sleep", "60")
+			require.NoError(t, other.Start())
+			t.Cleanup(func() {
+				_ = other.Process.Kill()
+				_ = other.Wait()
+			})
+			dir := filepath.Join(s.state, "conch")
+			ep, err := client.ReadEndpoint(dir)
+			require.NoError(t, err)
+			require.Equal(t, pid, ep.PID)
+			ep.PID = other.Process.Pid
+			require.NoError(t, client.WriteEndpoint(dir, ep))
+			gone("a pid reused")
+		})
+	}
+}
