@@ -22,8 +22,9 @@ import (
 func dial() (*client.Client, error) {
 	c, err := client.Discover()
 	if err != nil && errors.Is(err, fs.ErrNotExist) && os.Getenv(client.EnvURL) == "" {
-		// No token file: no daemon ever ran for this user here.
-		return nil, errors.New(noDaemon(""))
+		// No token file: no daemon ever ran for this user here, or the
+		// one recorded is gone, or it runs and its token file was removed.
+		return nil, errors.New(noToken(err))
 	}
 	if errors.Is(err, client.ErrNotRunning) {
 		// Said with how to start one, as when it does not answer.
@@ -120,6 +121,27 @@ func noDaemon(base string) string {
 	}
 	return fmt.Sprintf("the daemon recorded in %s (pid %d) is no longer running: it was killed or crashed; %s",
 		filepath.Join(dir, client.EndpointFile), ep.PID, start)
+}
+
+// noToken says why there is no token file to read (err, from
+// client.Discover, says which) and what to do: the daemon recorded runs,
+// and its file was removed, or none runs.
+func noToken(err error) string {
+	dir, derr := client.StateDir()
+	if derr != nil {
+		return noDaemon("")
+	}
+	ep, eerr := client.ReadEndpoint(dir)
+	if eerr != nil || !daemonrec.Running(dir, ep.PID) {
+		return noDaemon("")
+	}
+	path := ep.TokenFile
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		path = pe.Path
+	}
+	return fmt.Sprintf("the daemon recorded in %s (pid %d) runs, but its token file %s is missing: set $%s to its token, or stop it and start it again with 'conch serve', which writes a new one",
+		filepath.Join(dir, client.EndpointFile), ep.PID, path, client.EnvToken)
 }
 
 // badToken says which token the daemon refused and what to do about it:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -91,6 +92,33 @@ func TestDeadDaemonIsNotStuck(t *testing.T) {
 			ep.PID = other.Process.Pid
 			require.NoError(t, client.WriteEndpoint(dir, ep))
 			gone("a pid reused")
+		})
+	}
+}
+
+// A daemon that runs and answers, whose token file was removed, is said to
+// run, with the file missing named and what to do. It was said to not
+// answer, maybe stuck, with a word to stop it: a healthy daemon.
+func TestTokenFileMissingSaysSo(t *testing.T) {
+	t.Parallel()
+	for _, tokenFrom := range []string{"", "new"} { // --token-file, the state directory's
+		t.Run("token="+tokenFrom, func(t *testing.T) {
+			t.Parallel()
+			s := startServeWith(t, serveSetup{tokenFrom: tokenFrom})
+			ep, err := client.ReadEndpoint(filepath.Join(s.state, "conch"))
+			require.NoError(t, err)
+			require.NoError(t, os.Remove(ep.TokenFile))
+			code, stderr := exitOf(t, s.asUser("ps", "-q"))
+			require.Equal(t, exitOwn, code, stderr)
+			require.Contains(t, stderr, "runs, but its token file "+ep.TokenFile+" is missing")
+			require.Contains(t, stderr, client.EnvToken)
+			require.NotContains(t, stderr, "does not answer")
+			require.NotContains(t, stderr, "stuck")
+			// It does run: its token still opens it.
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			_, err = s.c.List(ctx, client.ListOptions{})
+			require.NoError(t, err)
 		})
 	}
 }
