@@ -80,6 +80,54 @@ func describe(err error) string {
 	return err.Error()
 }
 
+// followCut is err, which ended the following of process id before the
+// process ended, as a user reads it, and whether it says that the daemon
+// stopped: a daemon that stops closes its streams as it begins to end
+// every process, refuses what is asked of it since ("shutting down"), and
+// takes no connection a moment later; one that is killed takes its
+// processes with it (its guardian kills them). A daemon that still
+// answers ended the stream for another reason: the process may still run.
+func followCut(ctx context.Context, c *client.Client, id string, err error) (_ error, stopped bool) {
+	if daemonStopped(ctx, c) {
+		// Whatever err says (a cut stream, a refused resumption, a
+		// refused connection), this is what became of the process.
+		return fmt.Errorf("the daemon stopped, or was killed, before %s ended, and %s ended with it: nothing answers at %s any more",
+			id, id, c.URL()), true
+	}
+	if closedEarly(err) {
+		// Go's words alone ("read stream: unexpected EOF") said
+		// neither who closed it nor what became of the process.
+		err = fmt.Errorf("the daemon closed its stream of %s before the process ended (%w: it stopped, or was killed?)", id, err)
+	}
+	return err, false
+}
+
+// stoppedWait is how long daemonStopped looks for a daemon that answers to
+// stop answering: one that stops closes its streams a moment before its
+// listener.
+const stoppedWait = time.Second
+
+// daemonStopped reports whether the daemon of c no longer takes
+// connections (refused, or closed before an answer) within stoppedWait.
+func daemonStopped(ctx context.Context, c *client.Client) bool {
+	ctx, cancel := context.WithTimeout(ctx, stoppedWait)
+	defer cancel()
+	for {
+		_, err := c.Health(ctx)
+		if errors.Is(err, syscall.ECONNREFUSED) || closedEarly(err) {
+			return true
+		}
+		if err != nil {
+			return false // not answered in time, or answered otherwise
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // daemonOf returns the daemon (scheme://host) of the request err is the
 // failure of, and whether err names one.
 func daemonOf(err error) (base string, ok bool) {

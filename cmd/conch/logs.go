@@ -43,21 +43,25 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 		defer stop()
 		g := gaps{say: e.warn}
 		defer g.flush()
+		streamed := false // an event came: the stream ran
 		for ev, err := range c.Stream(ictx, id, client.StreamOptions{Cursor: *cursor}) {
 			if err != nil && ictx.Err() != nil && ctx.Err() == nil {
 				flush()
 				return interrupted()
 			}
 			if err != nil {
-				if closedEarly(err) {
-					// Go's words alone ("read stream: unexpected EOF")
-					// said neither who closed it nor what became of
-					// the process.
-					err = fmt.Errorf("the daemon closed its stream of %s before the process ended (%w: it stopped, or was killed?); %s may still run",
-						id, err, id)
+				// A stream that ran, or was cut, was ended by the
+				// daemon or its connection: which says what became of
+				// the process.
+				if streamed || closedEarly(err) {
+					var stopped bool
+					if err, stopped = followCut(ctx, c, id, err); !stopped && closedEarly(err) {
+						err = fmt.Errorf("%w; %s may still run", err, id)
+					}
 				}
 				return fail(e, exitOwn, err)
 			}
+			streamed = true
 			switch ev.Type {
 			case client.EventLog:
 				if err := out(*ev.Frame); err != nil {

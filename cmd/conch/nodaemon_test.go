@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -119,6 +120,39 @@ func TestTokenFileMissingSaysSo(t *testing.T) {
 			defer cancel()
 			_, err = s.c.List(ctx, client.ListOptions{})
 			require.NoError(t, err)
+		})
+	}
+}
+
+// A daemon that stops, and ends the process that conch run or conch logs
+// -f follows as it does (here at once: --drain-timeout 0), is said to
+// have stopped, and the process with it. It was said that the process may
+// still run, with conch logs -f and conch kill to reach it: the next
+// daemon knows nothing of it.
+func TestFollowDaemonStoppedSaysSo(t *testing.T) {
+	t.Parallel()
+	for _, follow := range []string{"run", "logs"} {
+		t.Run(follow, func(t *testing.T) {
+			t.Parallel()
+			s := startServeWith(t, serveSetup{}, "--drain-timeout", "0")
+			// It ignores TERM, so that the daemon cuts the stream
+			// before it has ended the process (with KILL).
+			const command = "trap '' TERM; echo started; sleep 60"
+			args := []string{"run", "--", command}
+			if follow == "logs" {
+				p, err := s.c.Start(t.Context(), client.StartOptions{Cmd: command})
+				require.NoError(t, err)
+				args = []string{"logs", "-f", p.ID}
+			}
+			cmd, _, stderr := s.runUntilLine(t, "started\n", args...)
+			require.NoError(t, s.cmd.Process.Signal(syscall.SIGTERM))
+			guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
+			defer guard.Stop()
+			var ee *exec.ExitError
+			require.ErrorAs(t, cmd.Wait(), &ee)
+			require.Equal(t, exitOwn, ee.ExitCode(), stderr.String())
+			require.Contains(t, stderr.String(), "the daemon stopped, or was killed, before", stderr.String())
+			require.NotContains(t, stderr.String(), "may still run", stderr.String())
 		})
 	}
 }

@@ -355,10 +355,10 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	}
 	if err != nil {
 		if context.Cause(ctx) == nil { // not passTo's give-up, which says so
-			if closedEarly(err) {
-				err = fmt.Errorf("the daemon closed its stream of %s before the process ended (%w: it stopped, or was killed?)", p.ID, err)
+			var stopped bool
+			if err, stopped = followCut(ctx, c, p.ID, err); !stopped {
+				err = fmt.Errorf("%w; %s may still run (conch logs -f %s, conch kill %s)", err, p.ID, p.ID, p.ID)
 			}
-			err = fmt.Errorf("%w; %s may still run (conch logs -f %s, conch kill %s)", err, p.ID, p.ID, p.ID)
 		}
 		return fail(e, exitOwn, err)
 	}

@@ -627,9 +627,9 @@ func TestRunStartNotAnswered(t *testing.T) {
 	require.Contains(t, interruptWedged(t, false), "the command may have started")
 }
 
-// conch run whose daemon goes away while the command runs says that the
-// command may still run, with its id and how to reach it: it said only
-// "read stream: unexpected EOF".
+// conch run whose daemon is killed while the command runs says that the
+// daemon was killed, and the command with it: it said only "read stream:
+// unexpected EOF", then that the command might still run.
 func TestRunDaemonGone(t *testing.T) {
 	t.Parallel()
 	s := startServe(t)
@@ -641,7 +641,8 @@ func TestRunDaemonGone(t *testing.T) {
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee)
 	require.Equal(t, exitOwn, ee.ExitCode())
-	require.Regexp(t, `may still run \(conch logs -f \S+, conch kill \S+\)`, stderr.String())
+	require.Regexp(t, `the daemon stopped, or was killed, before (\S+) ended, and (\S+) ended with it`, stderr.String())
+	require.NotContains(t, stderr.String(), "may still run")
 }
 
 // conch run --json (in a session too) and conch run --keep-logs none pass
@@ -803,8 +804,9 @@ func TestWaitDaemonGoneSaysSo(t *testing.T) {
 }
 
 // TestLogsFollowDaemonGoneSaysSo kills the daemon under conch logs -f: it
-// exits 125 saying that the daemon closed the stream and that the process
-// may still run. It said only "read stream: unexpected EOF".
+// exits 125 saying that the daemon was killed and the process with it. It
+// said only "read stream: unexpected EOF", then that the process may still
+// run.
 func TestLogsFollowDaemonGoneSaysSo(t *testing.T) {
 	t.Parallel()
 	s := startServe(t)
@@ -817,8 +819,8 @@ func TestLogsFollowDaemonGoneSaysSo(t *testing.T) {
 	var ee *exec.ExitError
 	require.ErrorAs(t, cmd.Wait(), &ee)
 	require.Equal(t, exitOwn, ee.ExitCode(), stderr.String())
-	require.Contains(t, stderr.String(), "the daemon closed its stream of "+p.ID+" before the process ended")
-	require.Contains(t, stderr.String(), p.ID+" may still run")
+	require.Contains(t, stderr.String(), "the daemon stopped, or was killed, before "+p.ID+" ended, and "+p.ID+" ended with it")
+	require.NotContains(t, stderr.String(), "may still run")
 }
 
 // findRun finds the process of a run with a long argv, of which the
