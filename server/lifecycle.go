@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
@@ -37,10 +38,33 @@ type claim struct {
 	text int64
 }
 
+// held is a tracked process and the claim it holds still.
+type held struct {
+	p process.Process
+	c claim
+}
+
 // reserve takes c's place under the limit of its slot and its text under
 // the command-text budget, or fails with ErrLimit (or because the server
-// drains or shuts down). release gives them back.
+// drains or shuts down). release gives them back, or settle once the claim
+// is held by a tracked process.
+//
+// A tracked process gives its claim back when its watcher gets to its end,
+// which comes after the clients may have seen that end: a run or wait that
+// answered, a record that reads terminal. A client that starts another at
+// once would be refused for a place nobody holds, so a refusal first gives
+// back the claims of the processes that have ended, and tries again.
 func (s *Server) reserve(c claim) error {
+	err := s.tryReserve(c)
+	if errors.Is(err, process.ErrLimit) {
+		s.settleEnded(c.k)
+		err = s.tryReserve(c)
+	}
+	return err
+}
+
+// tryReserve is reserve without the second try.
+func (s *Server) tryReserve(c claim) error {
 	limit := s.opts.MaxProcesses
 	if c.k == slotSession {
 		limit = s.opts.MaxSessions
@@ -69,6 +93,11 @@ func (s *Server) reserve(c claim) error {
 func (s *Server) release(c claim) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.releaseLocked(c)
+}
+
+// releaseLocked is release with s.mu held.
+func (s *Server) releaseLocked(c claim) {
 	s.active[c.k]--
 	s.textHeld -= c.text
 	s.checkDrainedLocked()
@@ -85,20 +114,20 @@ func (s *Server) track(p process.Process, c claim) error {
 }
 
 // register registers p, which holds c, and counts a watcher of it; it
-// returns what gives c back, which the watcher calls (see watch, afterEnd). A
-// process started while the server shuts down is stopped at once, since
-// Shutdown may have listed the registry already.
+// returns what gives c back, which the watcher calls (see watch, afterEnd):
+// settle, which gives it back once, whoever calls it first. A process
+// started while the server shuts down is stopped at once, since Shutdown
+// may have listed the registry already.
 func (s *Server) register(p process.Process, c claim) (release func(), err error) {
-	release = sync.OnceFunc(func() { s.release(c) })
 	s.mu.Lock()
 	closing := s.closing
 	if !closing {
 		if err := s.reg.Add(p); err != nil {
 			s.mu.Unlock()
-			release()
+			s.release(c)
 			return nil, err
 		}
-		s.releases[p.ID()] = release
+		s.releases[p.ID()] = held{p, c}
 		s.watchers.Add(1)
 		s.budget.Add(p.Log())
 	}
@@ -107,12 +136,13 @@ func (s *Server) register(p process.Process, c claim) (release func(), err error
 		ctx, cancel := context.WithTimeout(context.Background(), 2*process.StopGrace)
 		defer cancel()
 		_ = p.Stop(ctx)
-		release()
+		s.release(c)
 		return nil, errShuttingDown
 	}
 	s.watchInput(p)
 	s.logStart(p.Info())
-	return release, nil
+	id := p.ID()
+	return func() { s.settle(id) }, nil
 }
 
 // watch waits for p to end, as the watcher register counted: c is given
@@ -134,7 +164,6 @@ func (s *Server) afterEnd(p process.Process, release func()) {
 	i := p.Info()
 	s.metrics.processEnded(i)
 	s.logEnd(i)
-	s.settle(i.ID)
 	release()
 	s.noteEnded(p, i)
 	if e, ok := s.sessionOf(i.ID); ok {
@@ -145,16 +174,39 @@ func (s *Server) afterEnd(p process.Process, release func()) {
 	}
 }
 
-// settle gives back the place of the process with id, which has ended, at
-// once rather than when its watcher gets to it: a client that deleted a
-// process may start another right away.
+// settle gives back the claim of the tracked process with id, which has
+// ended; a second call finds nothing to give back. It is called when its
+// watcher gets to its end, and at once by whoever knows of the end before:
+// a client that deleted a process may start another right away. The claim
+// leaves releases as it is given back, under one lock, so that a call
+// that finds it gone knows it was given back already.
 func (s *Server) settle(id string) {
 	s.mu.Lock()
-	release := s.releases[id]
-	delete(s.releases, id)
+	defer s.mu.Unlock()
+	if h, ok := s.releases[id]; ok {
+		delete(s.releases, id)
+		s.releaseLocked(h.c)
+	}
+}
+
+// settleEnded gives back at once the claims under slot k of the processes
+// whose records read terminal, which their watchers have not got to yet.
+// Only processes hold command text, so that a refusal for the text budget
+// needs them only too. It looks at every process that holds a claim, which
+// costs a little, and only a refusal pays it.
+func (s *Server) settleEnded(k slot) {
+	s.mu.Lock()
+	holding := make([]process.Process, 0, s.active[k])
+	for _, h := range s.releases {
+		if h.c.k == k {
+			holding = append(holding, h.p)
+		}
+	}
 	s.mu.Unlock()
-	if release != nil {
-		release()
+	for _, p := range holding {
+		if p.Info().State == process.Terminal {
+			s.settle(p.ID())
+		}
 	}
 }
 

@@ -510,11 +510,9 @@ func TestLimits(t *testing.T) {
 	require.NoError(t, d.c.Kill(c, p.ID, client.KillOptions{Signal: "KILL"}))
 	_, _, err = d.c.Wait(c, p.ID, 0)
 	require.NoError(t, err)
-	// The place is given back once the process ended.
-	require.Eventually(t, func() bool {
-		_, _, err := d.c.Run(c, client.RunOptions{StartOptions: client.StartOptions{Cmd: "true"}})
-		return err == nil
-	}, 10*time.Second, 10*time.Millisecond)
+	// The place is given back once the process ended, as its wait answers.
+	_, _, err = d.c.Run(c, client.RunOptions{StartOptions: client.StartOptions{Cmd: "true"}})
+	require.NoError(t, err)
 
 	s, err := d.c.CreateSession(c, client.SessionOptions{})
 	require.NoError(t, err)
@@ -525,6 +523,80 @@ func TestLimits(t *testing.T) {
 	s, err = d.c.CreateSession(c, client.SessionOptions{})
 	require.NoError(t, err)
 	require.NoError(t, d.c.DeleteSession(c, s.ID))
+}
+
+// TestLimitsFreedAtEnd checks that what a client has seen end no longer
+// counts against the limits: a session that ran exit 0, a one-shot and a
+// session command whose wait answered leave their place for the next
+// create at once. The place was given back by the watcher of the process,
+// after the answers, and the next create on the same connection found it
+// taken most times.
+func TestLimitsFreedAtEnd(t *testing.T) {
+	t.Parallel()
+	const rounds = 50
+	t.Run("session", func(t *testing.T) {
+		t.Parallel()
+		d := start(t, server.Options{MaxSessions: 1})
+		c := ctx(t)
+		s, err := d.c.CreateSession(c, client.SessionOptions{})
+		require.NoError(t, err)
+		for i := range rounds {
+			r, _, err := d.c.RunCommand(c, s.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "exit 0"}})
+			require.NoError(t, err)
+			require.Equal(t, api.Exited, r.Reason)
+			got, err := d.c.Session(c, s.ID)
+			require.NoError(t, err)
+			require.Equal(t, api.Terminal, got.State)
+			s, err = d.c.CreateSession(c, client.SessionOptions{})
+			require.NoError(t, err, "round %d of %d: the session that ended still counts", i+1, rounds)
+		}
+		require.NoError(t, d.c.DeleteSession(c, s.ID))
+	})
+	t.Run("process", func(t *testing.T) {
+		t.Parallel()
+		d := start(t, server.Options{MaxProcesses: 1})
+		c := ctx(t)
+		p, err := d.c.Start(c, client.StartOptions{Argv: []string{"/bin/true"}})
+		require.NoError(t, err)
+		for i := range rounds {
+			w, _, err := d.c.Wait(c, p.ID, 0)
+			require.NoError(t, err)
+			require.Equal(t, api.Exited, w.Reason)
+			p, err = d.c.Start(c, client.StartOptions{Argv: []string{"/bin/true"}})
+			require.NoError(t, err, "round %d of %d: the process that ended still counts", i+1, rounds)
+		}
+		_, _, err = d.c.Wait(c, p.ID, 0)
+		require.NoError(t, err)
+	})
+	t.Run("session command", func(t *testing.T) {
+		t.Parallel()
+		d := start(t, server.Options{MaxProcesses: 1})
+		c := ctx(t)
+		s, err := d.c.CreateSession(c, client.SessionOptions{})
+		require.NoError(t, err)
+		for i := range rounds {
+			p, err := d.c.Submit(c, s.ID, client.CommandOptions{Cmd: "true"})
+			require.NoError(t, err, "round %d of %d: the command that ended still counts", i+1, rounds)
+			w, _, err := d.c.Wait(c, p.ID, 0)
+			require.NoError(t, err)
+			require.Equal(t, api.Exited, w.Reason)
+		}
+		require.NoError(t, d.c.DeleteSession(c, s.ID))
+	})
+	t.Run("cell", func(t *testing.T) {
+		t.Parallel()
+		d := start(t, server.Options{MaxProcesses: 1})
+		c := ctx(t)
+		py, err := d.c.CreateSession(c, client.SessionOptions{Language: "python"})
+		require.NoError(t, err)
+		for i := range rounds {
+			p, err := d.c.Submit(c, py.ID, client.CommandOptions{Code: "1"})
+			require.NoError(t, err, "round %d of %d: the cell that ended still counts", i+1, rounds)
+			_, _, err = d.c.Wait(c, p.ID, 0)
+			require.NoError(t, err)
+		}
+		require.NoError(t, d.c.DeleteSession(c, py.ID))
+	})
 }
 
 func TestKeepLogs(t *testing.T) {

@@ -214,7 +214,7 @@ type Server struct {
 	shellCheckedAt              time.Time
 	active                      [slotCount]int           // processes not yet ended, per slot
 	textHeld                    int64                    // the text of the processes not yet ended (lifecycle.go)
-	releases                    map[string]func()        // gives back the place of a tracked process, by id
+	releases                    map[string]held          // the tracked processes that hold their claims still, by id
 	sessions                    map[string]*sessionEntry // by session id
 	ended                       endedRecords             // the ended records kept, in the order they ended
 }
@@ -274,7 +274,7 @@ func New(opts Options) (*Server, error) {
 		stopped:  make(chan struct{}),
 		hosts:    make(map[string]struct{}),
 		sessions: make(map[string]*sessionEntry),
-		releases: make(map[string]func()),
+		releases: make(map[string]held),
 		drained:  make(chan struct{}),
 		streams:  make(chan struct{}, opts.MaxStreams),
 		matching: make(chan struct{}, matchSlots()),
