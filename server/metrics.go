@@ -187,6 +187,7 @@ func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.s
+	s.settleEnded(slotSession) // a session whose end a client may have seen is not counted
 	s.mu.Lock()
 	sessions := s.active[slotSession]
 	s.mu.Unlock()

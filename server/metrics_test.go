@@ -225,6 +225,27 @@ func TestMetricsContainmentAndListener(t *testing.T) {
 	require.NoError(t, <-served, "Shutdown ends the metrics listener too")
 }
 
+// TestMetricsSessionsAtEnd: a session whose end a client has seen no
+// longer counts in conch_sessions, as it no longer counts against
+// --max-sessions. The gauge read the count that the session's watcher
+// lowers after the end is answered, and showed it still live most times.
+func TestMetricsSessionsAtEnd(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	for i := range 20 {
+		s, err := d.c.CreateSession(c, client.SessionOptions{})
+		require.NoError(t, err)
+		_, _, err = d.c.RunCommand(c, s.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "exit 0"}})
+		require.NoError(t, err)
+		got, err := d.c.Session(c, s.ID)
+		require.NoError(t, err)
+		require.Equal(t, api.Terminal, got.State)
+		v, _ := value(scrape(t, d.url, authed()), "conch_sessions", nil)
+		require.Zero(t, v, "round %d of 20: the session that ended still counts", i+1)
+	}
+}
+
 // abandonWait makes a request whose client goes away before its answer: a
 // wait for a process that runs on, given up after 200 ms.
 func abandonWait(t *testing.T, d *daemon) {
