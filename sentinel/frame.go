@@ -422,8 +422,15 @@ func restoreStatus(status int, c Calls) string {
 }
 
 // statusLead begins every end line: it keeps the command's exit status
-// before anything else can change $?.
-const statusLead = statusVar + "=$?; "
+// before anything else can change $?, between underscores, so that the
+// engine can tell a status whole from what is left of it when a command
+// changed how the variable reads (see ParseStatus): zsh, mksh and ksh93 cut
+// a value to a width (typeset -L1, -R1, -Z2) or write an integer in a base
+// (typeset -i 16), and an integer attribute or a ksh93 discipline function
+// makes the value something else (an integer evaluates "_127_" as a
+// variable's name). The underscores have no case to change, and are no
+// glob or expansion.
+const statusLead = statusVar + "=_$?_; "
 
 // EndLine returns the line that writes the end marker of the command with
 // nonce n on its stdout, with the exit status, the shell's option letters

@@ -92,7 +92,7 @@ func TestEndInText(t *testing.T) {
 			shell.Dir = dir
 			own, err := shell.Output()
 			require.NoError(t, err)
-			require.Equal(t, string(f2.Failed)+"5\x00", string(own), "the shell's own stdout: the Failed marker of the command that changed the guard")
+			require.Equal(t, string(f2.Failed)+"_5_\x00", string(own), "the shell's own stdout: the Failed marker of the command that changed the guard")
 			requireMarkers(t, dir, []marked{{p1, f1.Nonce, "3"}, {p3, f3.Nonce, "6"}})
 			out, err := os.ReadFile(p2.Stdout)
 			require.NoError(t, err)
@@ -118,7 +118,7 @@ func requireMarkers(t *testing.T, dir string, ms []marked) {
 		out, _ := os.ReadFile(m.p.Stdout)
 		errb, _ := os.ReadFile(m.p.Stderr)
 		// The shell's flags ($-) differ from shell to shell.
-		require.Regexp(t, "^"+regexp.QuoteMeta(string(m.n.Marker())+m.status+" ")+`\S* `+regexp.QuoteMeta(dir+"\x00")+"$", string(out))
+		require.Regexp(t, "^"+regexp.QuoteMeta(string(m.n.Marker())+"_"+m.status+"_ ")+`\S* `+regexp.QuoteMeta(dir+"\x00")+"$", string(out))
 		require.Empty(t, string(errb), "stderr gets no marker")
 	}
 }
@@ -241,7 +241,7 @@ func TestOwnStderr(t *testing.T) {
 			out, _ := os.ReadFile(p.Stdout)
 			require.Equal(t, "hi\n", string(out))
 			require.Contains(t, stderr, string(f.Start))
-			require.Contains(t, stderr, string(f.Failed)+"3\x00")
+			require.Contains(t, stderr, string(f.Failed)+"_3_\x00")
 		})
 	}
 }
@@ -285,12 +285,12 @@ func TestOwnPath(t *testing.T) {
 				own, _ := os.ReadFile(p.OwnPath)
 				if fallback {
 					require.Contains(t, stderr, string(f.Start))
-					require.Contains(t, stderr, string(f.Failed)+"3\x00")
+					require.Contains(t, stderr, string(f.Failed)+"_3_\x00")
 					return
 				}
 				start, _ := os.ReadFile(filepath.Join(dir, "start"))
 				require.Equal(t, string(f.Start), string(start))
-				require.Equal(t, string(f.Failed)+"3\x00", string(own))
+				require.Equal(t, string(f.Failed)+"_3_\x00", string(own))
 				require.Empty(t, stderr)
 			})
 		}
@@ -333,12 +333,12 @@ func TestOwnElse(t *testing.T) {
 			require.Equal(t, "hi\n", string(out))
 			own, _ := os.ReadFile(p.OwnElse)
 			if tt.calls.Exit != "" { // by path, each one truncating the file
-				require.Equal(t, string(second.Failed)+"3\x00", string(own))
+				require.Equal(t, string(second.Failed)+"_3_\x00", string(own))
 				return
 			}
-			require.Contains(t, string(own), string(first.Failed)+"3\x00")
+			require.Contains(t, string(own), string(first.Failed)+"_3_\x00")
 			require.Contains(t, string(own), string(second.Start))
-			require.Contains(t, string(own), string(second.Failed)+"3\x00")
+			require.Contains(t, string(own), string(second.Failed)+"_3_\x00")
 		})
 	}
 }
@@ -420,7 +420,7 @@ func TestGuardInScript(t *testing.T) {
 	out, err := exec.CommandContext(t.Context(), "bash", "-c", guardVar+"=-\n"+f.Text).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	stdout, _ := os.ReadFile(p.Stdout)
-	require.True(t, strings.HasPrefix(string(stdout), "\x1eCONCH"+string(f.Nonce)+"3 "), "%q", stdout)
+	require.True(t, strings.HasPrefix(string(stdout), "\x1eCONCH"+string(f.Nonce)+"_3_ "), "%q", stdout)
 
 	require.NoError(t, os.Remove(p.Script))
 	require.NoError(t, os.Remove(p.Stdout))

@@ -3,7 +3,6 @@ package sentinel
 import (
 	"bytes"
 	"errors"
-	"strconv"
 )
 
 // markerPrefix is what Nonce.Marker puts before the nonce.
@@ -22,6 +21,35 @@ type End struct {
 	// Flags are the shell's option letters ($-) after the command.
 	Flags string
 	Cwd   string
+	// Unreadable says that what followed the marker is not what an end
+	// line writes: Status, Flags and Cwd are then zero, and StatusText
+	// holds the first bytes of what stood where the status should, for a
+	// message (see Scanner.Write).
+	Unreadable bool
+	StatusText string
+}
+
+// maxStatusText bounds End.StatusText.
+const maxStatusText = 16
+
+// ParseStatus reads an exit status as the end line writes it: the decimal
+// digits of $? between underscores (see statusLead). Anything else is a
+// status the shell's variable could not keep, because an earlier command
+// changed how it reads (typeset -L1 keeps "_", -R2 "7_", an integer base
+// "16#0"); bare digits are refused too, as they may be what is left of a
+// longer status.
+func ParseStatus(b []byte) (int, bool) {
+	if len(b) < 3 || len(b) > 12 || b[0] != '_' || b[len(b)-1] != '_' {
+		return 0, false // at most 10 digits: no status has more
+	}
+	st := 0
+	for _, c := range b[1 : len(b)-1] {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		st = st*10 + int(c-'0')
+	}
+	return st, true
 }
 
 // Scanner splits one output stream of a command at its end marker: a shell
@@ -79,11 +107,14 @@ func (s *Scanner) Done() bool { return s.state == done }
 func (s *Scanner) End() End { return s.end }
 
 // Write feeds the next bytes of the stream. It never fails, and always
-// consumes all of p. A marker whose trailer does not parse, or runs past
-// maxTrailer, is the command's own imitation (the nonce is no secret from
-// the command: the frame's guard variable holds it): it and what followed
-// it are output, scanned again for the real marker, which the shell writes
-// only once the command is over.
+// consumes all of p. A marker whose trailer is not what an end line writes
+// (see ParseStatus), or runs past maxTrailer, ends the stream all the same,
+// with an End that says it could not be read: it carries the command's
+// nonce, which only the engine's end line and the command itself know (the
+// frame's guard variable holds it while the command runs), so it is never
+// output. Passed through, the shell's own marker reached the command's
+// output, nonce and all, when its status could not be read, and the
+// command ended only when the engine found the shell idle.
 func (s *Scanner) Write(p []byte) (int, error) {
 	n := len(p)
 	for len(p) > 0 {
@@ -96,24 +127,25 @@ func (s *Scanner) Write(p []byte) (int, error) {
 				s.trailer = append(s.trailer, p...)
 				return n, nil
 			}
-			if i < 0 {
-				i = len(p) - 1 // past the bound: all of p goes with it
-			} else if s.trailer = append(s.trailer, p[:i]...); s.parseTrailer() == nil {
-				s.trailer, s.state = s.trailer[:0], done
-				return n, nil
-			} else {
-				p = p[i:] // the NUL is output too
-				i = 0
+			if i < 0 { // past the bound: no end line's
+				s.trailer = append(s.trailer, p[:min(len(p), maxStatusText)]...)
+				s.unreadable()
+			} else if s.trailer = append(s.trailer, p[:i]...); s.parseTrailer() != nil {
+				s.unreadable()
 			}
-			again := append(append(s.trailer[:0:0], s.trailer...), p[:i+1]...)
-			s.trailer, s.state = s.trailer[:0], scanning
-			s.Out(s.marker)
-			p = append(again, p[i+1:]...)
+			s.trailer, s.state = s.trailer[:0], done
+			return n, nil
 		case scanning:
 			p = s.scan(p)
 		}
 	}
 	return n, nil
+}
+
+// unreadable sets End to say that the trailer read is not an end line's.
+func (s *Scanner) unreadable() {
+	status, _, _ := bytes.Cut(s.trailer, []byte{' '})
+	s.end = End{Unreadable: true, StatusText: string(status[:min(len(status), maxStatusText)])}
 }
 
 // scan looks for the marker in held+p, emits what cannot be part of it, and
@@ -188,8 +220,8 @@ func (s *Scanner) parseTrailer() error {
 	if !ok {
 		return errBadTrailer
 	}
-	st, err := strconv.Atoi(string(status))
-	if err != nil {
+	st, ok := ParseStatus(status)
+	if !ok {
 		return errBadTrailer
 	}
 	s.lastFlags, s.lastCwd = reuse(s.lastFlags, flags), reuse(s.lastCwd, cwd)

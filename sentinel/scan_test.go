@@ -37,13 +37,15 @@ func TestScannerTable(t *testing.T) {
 		done               bool
 		end                End
 	}{
-		{"plain", "hello\n" + m + "0 hix /tmp\x00", "hello\n", true, End{0, "hix", "/tmp"}},
-		{"no newline", "abc" + m + "3 i /a b\x00after", "abc", true, End{3, "i", "/a b"}},
-		{"fake marker", other + "7 i /x\x00real" + m + "1 i /\x00", other + "7 i /x\x00real", true, End{1, "i", "/"}},
-		{"lead bytes in output", "\x1e\x1eC\x1eCONC" + m + "0 i /\x00", "\x1e\x1eC\x1eCONC", true, End{0, "i", "/"}},
+		{"plain", "hello\n" + m + "_0_ hix /tmp\x00", "hello\n", true, End{Status: 0, Flags: "hix", Cwd: "/tmp"}},
+		{"no newline", "abc" + m + "_3_ i /a b\x00after", "abc", true, End{Status: 3, Flags: "i", Cwd: "/a b"}},
+		{"fake marker", other + "_7_ i /x\x00real" + m + "_1_ i /\x00", other + "_7_ i /x\x00real", true, End{Status: 1, Flags: "i", Cwd: "/"}},
+		{"lead bytes in output", "\x1e\x1eC\x1eCONC" + m + "_0_ i /\x00", "\x1e\x1eC\x1eCONC", true, End{Status: 0, Flags: "i", Cwd: "/"}},
 		{"no marker", "abc\x1eCONCH0123", "abc\x1eCONCH0123", false, End{}},
-		{"newline in cwd", m + "0 i /a\nb\x00", "", true, End{0, "i", "/a\nb"}},
-		{"no flags", m + "0  /a\x00", "", true, End{0, "", "/a"}},
+		{"newline in cwd", m + "_0_ i /a\nb\x00", "", true, End{Status: 0, Flags: "i", Cwd: "/a\nb"}},
+		{"no flags", m + "_0_  /a\x00", "", true, End{Status: 0, Flags: "", Cwd: "/a"}},
+		{"padded", m + "_1_   i /a\x00", "", true, End{Status: 1, Flags: "", Cwd: " i /a"}},
+		{"ksh93 signal", m + "_265_ i /\x00", "", true, End{Status: 265, Flags: "i", Cwd: "/"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,32 +73,58 @@ func TestScannerWithoutTrailer(t *testing.T) {
 	require.Equal(t, End{}, s.End())
 }
 
-// A marker whose trailer does not parse, or runs past its bound, is output
-// like any other bytes, and the real marker after it still ends the scan,
-// however the stream is cut: also when the real marker comes inside what
-// was taken for the trailer.
+// A marker whose trailer is not what an end line writes, or runs past its
+// bound, is the end all the same: it carries the command's nonce, which
+// only the engine's end line and the command itself know. Nothing of it
+// is output, nor what follows, however the stream is cut; the End says
+// that it could not be read, with what stood where the status should (a
+// status variable whose width, base or justification a command changed:
+// typeset -L1, -R1, -Z2, -i 16).
 func TestScannerBadTrailer(t *testing.T) {
 	t.Parallel()
 	n := Nonce("0123456789abcdef01234567")
 	m := string(n.Marker())
 	long := strings.Repeat("x", maxTrailer+10)
-	for name, fake := range map[string]string{
-		"no status":  m + "x i /\x00",
-		"no fields":  m + "12\x00",
-		"too long":   m + long,
-		"nested":     m + m + "x\x00",
-		"long, then": m + long + "\x00",
+	for name, tc := range map[string]struct{ trailer, status string }{
+		"no status":       {"x i /\x00", "x"},
+		"no fields":       {"_12_\x00", "_12_"},
+		"bare digits":     {"3 i /\x00", "3"},
+		"cut left":        {"_ i /\x00", "_"},
+		"cut":             {"_12 i /\x00", "_12"},
+		"cut right":       {"2_ i /\x00", "2_"},
+		"zero-filled":     {"0_1_ i /\x00", "0_1_"},
+		"right-justified": {" _1_ i /\x00", ""},
+		"a base":          {"16#2A i /\x00", "16#2A"},
+		"signed":          {"_-1_ i /\x00", "_-1_"},
+		"too long":        {long, strings.Repeat("x", 16)},
+		"nested":          {m + "_1_ i /\x00", "\x1eCONCH0123456789"},
+		"long status":     {"_1234567890123456789_ i /\x00", "_123456789012345"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			stream := "a" + fake + "b" + m + "3 i /d\x00late"
-			for _, cut := range []int{0, 1, len(m), len(fake) / 2, len(fake), len(fake) + 2, len(stream) - 6} {
+			stream := "a" + m + tc.trailer + "b" + m + "_3_ i /d\x00late"
+			for _, cut := range []int{0, 1, len(m), len(m) + 1, len(m) + len(tc.trailer)/2, len(m) + len(tc.trailer), len(stream) - 6} {
 				got, s := feed(t, n, true, []byte(stream), []int{cut})
-				require.Equal(t, "a"+fake+"b", string(got), "cut at %d", cut)
+				require.Equal(t, "a", string(got), "cut at %d", cut)
 				require.True(t, s.Done())
-				require.Equal(t, End{3, "i", "/d"}, s.End())
+				require.Equal(t, End{Unreadable: true, StatusText: tc.status}, s.End(), "cut at %d", cut)
 			}
 		})
+	}
+}
+
+// ParseStatus reads the status as the end line writes it, between
+// underscores, and nothing else.
+func TestParseStatus(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]int{"_0_": 0, "_127_": 127, "_258_": 258} {
+		got, ok := ParseStatus([]byte(in))
+		require.True(t, ok, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"", "0", "_", "__", "_1", "1_", "_+1_", "_-1_", "_1 _", "16#2A", " _1_", "_1_ ", "_99999999999999999999_"} {
+		_, ok := ParseStatus([]byte(in))
+		require.False(t, ok, "%q", in)
 	}
 }
 
@@ -113,7 +141,7 @@ func FuzzScanner(f *testing.F) {
 		if bytes.Contains(output, n.Marker()) {
 			t.Skip()
 		}
-		stream := append(append(append([]byte{}, output...), n.Marker()...), "12 i /d\x00tail"...)
+		stream := append(append(append([]byte{}, output...), n.Marker()...), "_12_ i /d\x00tail"...)
 		r := rand.New(rand.NewPCG(seed, seed))
 		var splits []int
 		for range int(pieces) % 16 {
@@ -124,7 +152,7 @@ func FuzzScanner(f *testing.F) {
 		if !bytes.Equal(got, output) {
 			t.Fatalf("got %q, want %q", got, output)
 		}
-		if !s.Done() || s.End() != (End{12, "i", "/d"}) {
+		if !s.Done() || s.End() != (End{Status: 12, Flags: "i", Cwd: "/d"}) {
 			t.Fatalf("end %+v done %v", s.End(), s.Done())
 		}
 	})
@@ -155,19 +183,19 @@ func TestScannerReset(t *testing.T) {
 	first, next := Nonce("0123456789abcdef01234567"), Nonce("ffffffffffffffffffffffff")
 	var out bytes.Buffer
 	s := NewScanner(first, true, func(p []byte) { out.Write(p) })
-	_, err := s.Write([]byte("a" + string(first.Marker()) + "1 i /x\x00"))
+	_, err := s.Write([]byte("a" + string(first.Marker()) + "_1_ i /x\x00"))
 	require.NoError(t, err)
 	require.True(t, s.Done())
 	out.Reset()
 	s.Reset(next, true, func(p []byte) { out.Write(p) })
 	require.False(t, s.Done())
-	_, err = s.Write([]byte("b" + string(first.Marker()) + "c" + string(next.Marker()) + "2 e /y z\x00"))
+	_, err = s.Write([]byte("b" + string(first.Marker()) + "c" + string(next.Marker()) + "_2_ e /y z\x00"))
 	require.NoError(t, err)
 	require.True(t, s.Done())
 	require.Equal(t, "b"+string(first.Marker())+"c", out.String())
-	require.Equal(t, End{2, "e", "/y z"}, s.End())
+	require.Equal(t, End{Status: 2, Flags: "e", Cwd: "/y z"}, s.End())
 
-	stream := []byte(string(next.Marker()) + "0 i /\x00")
+	stream := []byte(string(next.Marker()) + "_0_ i /\x00")
 	out.Reset()
 	discard := func([]byte) {}
 	if n := testing.AllocsPerRun(100, func() {

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -518,8 +517,8 @@ func (w *failedWatch) Seen(trailer []byte) { (*Command)(w).streamsFailed(trailer
 // marker where the shell's stderr is closed, see closeOwn: its commands
 // end at the idle look.) Its streams are given up.
 func (c *Command) streamsFailed(trailer []byte) {
-	status, err := strconv.Atoi(string(trailer))
-	if err != nil {
+	status, ok := sentinel.ParseStatus(trailer)
+	if !ok {
 		status = 1
 	}
 	c.giveUp(process.Result{Reason: process.Failed, ExitCode: &status,
@@ -820,6 +819,12 @@ func (c *Command) streamEnded(end *sentinel.End) {
 		e.Status = interruptedStatus(c.s.sh, c.frame.Run, e.Status)
 	}
 	c.mu.Unlock()
+	if done && e.Unreadable {
+		// No status to report, nor to give the next command as $?: the
+		// last one recorded stays.
+		c.finish(process.Result{Reason: process.Failed, Error: unreadableEnd(e.StatusText)})
+		return
+	}
 	if done {
 		// Finish here rather than in Run: whoever waits for the command
 		// wakes without a hop through the queue's goroutine.
@@ -828,6 +833,15 @@ func (c *Command) streamEnded(end *sentinel.End) {
 		r.Cwd = c.s.recordEnd(e.Status, &e)
 		c.finish(r)
 	}
+}
+
+// unreadableEnd says why a command whose end marker came could not be
+// reported: what stood where its status should (status) is not what the
+// end line writes.
+func unreadableEnd(status string) string {
+	return fmt.Sprintf("the command's end marker came, but its exit status could not be read (%q where the end line writes _STATUS_): "+
+		"a command changed the engine's variable __conch_s (typeset -L, -R, -Z or -i, a ksh93 discipline function), and every later command ends so until one unsets it; "+
+		"or this command printed an end marker of its own with $__conch; see the README's session list", status)
 }
 
 // beforeStep, when a test sets it, is called before each wait of a

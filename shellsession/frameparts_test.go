@@ -34,15 +34,15 @@ func BenchmarkFrameParts(b *testing.B) {
 		fallback = ` || \command printf '\036CONCH%s %s %s\000' "$__conch_s" "$-" "${PWD-}"` +
 			` || \builtin printf '\036F%s\000' "$__conch_s" >&2 || \command printf '\036F%s\000' "$__conch_s" >&2`
 	)
-	end := "__conch_s=$?; " + mark + "\n"
+	end := "__conch_s=_$?_; " + mark + "\n"
 	redirs := " <'/dev/null' >" + filepath.Join(dir, "o1") + " 2>" + filepath.Join(dir, "o2")
 	shapes := []struct{ name, text string }{
 		{"minimal", "true; printf 'M\\000'\n"},
 		{"end-line", "true\n" + end},
-		{"end-line+fallbacks", "true\n" + "__conch_s=$?; " + mark + fallback + "\n"},
+		{"end-line+fallbacks", "true\n" + "__conch_s=_$?_; " + mark + fallback + "\n"},
 		{"sourced", `\builtin . ` + script + "\n" + end},
 		{"redirected", "true" + redirs + "\n" + end},
-		{"all", `\builtin . ` + script + redirs + "\n" + "__conch_s=$?; " + mark + fallback + "\n"},
+		{"all", `\builtin . ` + script + redirs + "\n" + "__conch_s=_$?_; " + mark + fallback + "\n"},
 	}
 	type bare struct {
 		in  io.WriteCloser

@@ -459,7 +459,7 @@ func TestReadingTheShellsInput(t *testing.T) {
 			res, stdout, _ := run(t, s, CommandOptions{Cmd: `read -r x <&` + fd + `; echo "got=$x"`})
 			require.Equal(t, process.Failed, res.Reason, "%+v, stdout %q", res, stdout)
 			if shell != "bash" {
-				require.True(t, strings.HasPrefix(stdout, "got=__conch_s=$?; "), "stdout %q", stdout)
+				require.True(t, strings.HasPrefix(stdout, "got=__conch_s=_$?_; "), "stdout %q", stdout)
 			} else {
 				res, _, _ = run(t, s, CommandOptions{Cmd: "echo lost"})
 				require.Equal(t, process.Failed, res.Reason, "%+v", res)

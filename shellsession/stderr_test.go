@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/require"
 )
 
@@ -46,25 +47,34 @@ func TestStderrHasNoMarker(t *testing.T) {
 	})
 }
 
-// TestFakeMarkerWithLongTrailer: a command that prints its own end marker on
+// TestFakeMarkerWithBadTrailer: a command that prints its own end marker on
 // stdout (its nonce is in $__conch while it runs) with more after it than
-// a trailer may hold, or a trailer that does not parse, has it all as
-// output; it ends with the real marker, once its shell is done with it, and
-// the session goes on. Ended at the imitation, the command left its shell
-// still running it while the next was sent, and a dash or busybox session
-// then hung, its next command's output holding the last one's marker.
-func TestFakeMarkerWithLongTrailer(t *testing.T) {
+// a trailer may hold, or a trailer that is not an end line's, ends there,
+// failed, saying why: the marker is the engine's whatever follows it, and
+// neither it nor what follows is output. Its shell runs it on, then the
+// end line; the session goes on, later commands' output their own. Before,
+// the marker and all after it were output, which put the shell's own
+// marker, nonce and all, into the output of a command whose status the
+// end line could not write as a number (TestStatusVariableTampered).
+func TestFakeMarkerWithBadTrailer(t *testing.T) {
 	everyShell(t, func(t *testing.T, s *Session, ctx context.Context) {
-		c, r, err := s.Run(ctx, CommandOptions{Cmd: `printf '\036CONCH%s' "$__conch"; head -c 70000 /dev/zero | tr '\0' x; printf '\036CONCH%s1 \000' "$__conch"; echo; echo err >&2; (exit 3)`})
-		require.NoError(t, err)
-		require.Equal(t, 3, code(r))
-		out, errs := output(c)
-		marker := "\x1eCONCH" + string(c.frame.Nonce)
-		require.Equal(t, marker+strings.Repeat("x", 70000)+marker+"1 \x00\n", out)
-		require.Equal(t, "err\n", errs)
-		r, out, _ = run(t, s, CommandOptions{Cmd: "echo next"})
-		require.Equal(t, 0, code(r))
-		require.Equal(t, "next\n", out)
+		for _, fake := range []string{
+			`printf '\036CONCH%s' "$__conch"; head -c 70000 /dev/zero | tr '\0' x`,
+			`printf '\036CONCH%s1 \000' "$__conch"; exec >&-; sleep 0.5`,
+		} {
+			c, r, err := s.Run(ctx, CommandOptions{Cmd: "echo before; " + fake + "; echo; echo err >&2; (exit 3)"})
+			require.NoError(t, err)
+			require.Equal(t, process.Failed, r.Reason, "%+v", r)
+			require.Contains(t, r.Error, "could not be read")
+			out, _ := output(c)
+			require.Equal(t, "before\n", out)
+			for range 2 {
+				r, out, errs := run(t, s, CommandOptions{Cmd: "echo out; echo err >&2; (exit 4)"})
+				require.Equal(t, 4, code(r), "%+v", r)
+				require.Equal(t, "out\n", out)
+				require.Equal(t, "err\n", errs)
+			}
+		}
 	})
 }
 
@@ -78,7 +88,7 @@ func TestFakeMarkerWithLongTrailer(t *testing.T) {
 // output is its own.
 func TestLateMarkerAfterImitation(t *testing.T) {
 	everyShell(t, func(t *testing.T, s *Session, ctx context.Context) {
-		_, r, err := s.Run(ctx, CommandOptions{Cmd: `printf '\036CONCH%s7 hB /tmp\000' "$__conch"; exec >&-; sleep 0.5; (exit 3)`})
+		_, r, err := s.Run(ctx, CommandOptions{Cmd: `printf '\036CONCH%s_7_ hB /tmp\000' "$__conch"; exec >&-; sleep 0.5; (exit 3)`})
 		require.NoError(t, err)
 		require.Equal(t, 7, code(r))
 		for range 4 {
