@@ -1,6 +1,7 @@
 package shellsession
 
 import (
+	"context"
 	"testing"
 
 	"github.com/conchsh/conch/process"
@@ -63,6 +64,41 @@ func TestStatusVariableWidened(t *testing.T) {
 			res, _, _ := run(t, s, CommandOptions{Cmd: "nosuchcmd 2>/dev/null"})
 			require.Equal(t, 127, code(res), "%+v", res)
 			expectRun(t, s, `echo "after $?"; (exit 42)`, 42, "after 127\n")
+		})
+	}
+}
+
+// TestEngineVariableNamerefs pins what a name reference on an engine's
+// variable does (bash's declare -n, typeset -n in ksh93 and mksh): the
+// engine's lines assign the variable it names, at every command, and
+// conch cannot tell. Named by $__conch_s, it holds the status as the end
+// line keeps it; by $__conch_m (ksh93, mksh: bash's end line has none) it
+// is emptied; by $__conch (bash), it holds the running command's nonce,
+// and the command that made the reference ends failed, its frame's guard
+// gone. Each later command still runs and reports its own status.
+func TestEngineVariableNamerefs(t *testing.T) {
+	t.Parallel()
+	for _, shell := range []string{"bash", "mksh", "ksh"} {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell, Cwd: t.TempDir()})
+			run(t, s, CommandOptions{Cmd: "mine=kept; typeset -n __conch_s=mine; (exit 3)"})
+			expectRun(t, s, `echo "$mine $?"; (exit 4)`, 4, "_3_ 3\n")
+			if shell != "bash" {
+				run(t, s, CommandOptions{Cmd: "unset -n __conch_s; m=kept; typeset -n __conch_m=m"})
+				expectRun(t, s, `echo "[$m]"; (exit 4)`, 4, "[]\n")
+				return
+			}
+			run(t, s, CommandOptions{Cmd: "unset -n __conch_s"})
+			res, _, _ := run(t, s, CommandOptions{Cmd: "g=kept; declare -n __conch=g"})
+			require.Equal(t, process.Failed, res.Reason, "%+v", res)
+			ctx, cancel := context.WithTimeout(t.Context(), deadline)
+			defer cancel()
+			c, res, err := s.Run(ctx, CommandOptions{Cmd: `echo "$g"; (exit 4)`})
+			require.NoError(t, err)
+			require.Equal(t, 4, code(res), "%+v", res)
+			out, _ := output(c)
+			require.Equal(t, string(c.frame.Nonce)+"\n", out)
 		})
 	}
 }
