@@ -102,3 +102,24 @@ func TestEngineVariableNamerefs(t *testing.T) {
 		})
 	}
 }
+
+// TestSetT pins what set -t (exit after one more command) does in bash and
+// ksh93: the engine's end line is that one more command, so the shell
+// exits right after the command that ran set -t, which reports its own
+// status, and the session ends: no later command runs. (dash, zsh, mksh
+// and busybox sh refuse the option in an interactive shell.)
+func TestSetT(t *testing.T) {
+	t.Parallel()
+	for _, shell := range []string{"bash", "ksh"} {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell})
+			res, stdout, _ := run(t, s, CommandOptions{Cmd: "set -t; echo set"})
+			require.Equal(t, 0, code(res), "%+v", res)
+			require.Equal(t, "set\n", stdout)
+			requireEnds(t, s, "set -t")
+			_, err := s.Submit(CommandOptions{Cmd: "echo never"})
+			require.ErrorIs(t, err, ErrSessionEnded)
+		})
+	}
+}
