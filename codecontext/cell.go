@@ -494,6 +494,11 @@ func (cell *Cell) streamEnded(end *sentinel.End, trailer bool) {
 		c.mu.Unlock()
 	}
 	r := cell.resultFor(process.ExitedWith(e.Status))
+	if e.Unreadable {
+		// Only the driver and the cell know the nonce: the cell wrote an
+		// end marker of its own, with no status the driver would write.
+		r = process.Result{Reason: process.Failed, Error: fmt.Sprintf("the cell wrote an end marker of its own (%q where the driver writes _STATUS_)", e.StatusText)}
+	}
 	r.Cwd = e.Cwd
 	cell.finish(r)
 	close(cell.endsDone)

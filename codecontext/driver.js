@@ -623,7 +623,7 @@ function finish(cell, status) {
   const marker = '\x1eCONCH' + cell.msg.nonce;
   if (current === cell) current = null;
   fs.writeSync(cell.err, marker);
-  fs.writeSync(cell.out, B.concat([B.from(`${marker}${status}  `), B.from(cwd()), B.from([0])]));
+  fs.writeSync(cell.out, B.concat([B.from(`${marker}_${status}_  `), B.from(cwd()), B.from([0])]));
   fs.closeSync(cell.out);
   fs.closeSync(cell.err);
   if (cell.stdin) cell.stdin.destroy();

@@ -757,7 +757,7 @@ def _end_cell(status):
     _S.marker = None
     with _S.lock:
         _S.cell = None
-        for fd, m in ((_S.err, marker), (_S.out, marker + b"%d  " % status + cwd + b"\0")):
+        for fd, m in ((_S.err, marker), (_S.out, marker + b"_%d_  " % status + cwd + b"\0")):
             _write_all(fd, m)
             _os.close(fd)
         _os.dup2(_S.diag, 1)
