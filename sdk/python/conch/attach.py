@@ -11,11 +11,13 @@ always knows whether it saw every byte.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import math
 import queue
 import struct
 import threading
+import weakref
 from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Union
 
 from ._transport import HttpTransport, input_bytes, seg
@@ -265,6 +267,101 @@ class AsyncPtyConnection:
             pass
 
 
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    """A PtyConnection's thread: runs its loop until the connection ends (see _Link.end), then closes it."""
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
+
+
+class _Link:
+    """What a PtyConnection's thread works with: its event loop, the connection and the reads.
+
+    Nothing here refers to the PtyConnection, so the loop keeps none alive:
+    one dropped without close() is collected, and its finalizer ends the
+    link. The link ends (the connection detached, the loop stopped, the
+    thread gone) once, at whichever comes first: close(), a recv that met
+    the end of the output or a broken connection, or that collection.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, thread: threading.Thread, conn: AsyncPtyConnection) -> None:
+        self.loop = loop
+        self.thread = thread
+        self.conn = conn
+        # What the loop read and no recv has taken yet: (bytes or None, error or None), or _CLOSED.
+        self.read: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
+        self.reading: "Optional[asyncio.Task[Optional[bytes]]]" = None  # the loop's read under way; the loop's own
+        # Held while closed is set, and while a request is handed to the loop, so that none
+        # reaches it after its end began: the end cancels what it finds, and a request
+        # handed to a stopped loop would never be answered.
+        self.lock = threading.Lock()
+        self.closed = False
+
+    def ask(self, coro: Any) -> Any:
+        """Runs coro on the loop and returns what it returns; NetworkError once the link is ending."""
+        with self.lock:
+            if self.closed:
+                coro.close()
+                raise NetworkError("conch: the PTY connection was closed")
+            future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:  # the link ended while it ran
+            raise NetworkError("conch: the PTY connection was closed") from None
+
+    def want(self) -> None:
+        """On the loop: reads the next message into the queue, unless a read is under way or one waits there."""
+        if self.reading is not None or not self.read.empty() or self.closed:
+            return
+        self.reading = self.loop.create_task(self.conn.recv())
+        self.reading.add_done_callback(self.have)
+
+    def have(self, task: "asyncio.Task[Optional[bytes]]") -> None:
+        self.reading = None
+        if task.cancelled():
+            return
+        err = task.exception()
+        self.read.put((None, err) if err is not None else (task.result(), None))
+
+    def end(self, wait: bool) -> None:
+        """Detaches and stops the thread; the first call does it. With wait, returns once the
+        thread has ended (never from the loop's own thread); a recv waiting then returns None."""
+        with self.lock:
+            first, self.closed = not self.closed, True
+        if first:
+            ended = asyncio.run_coroutine_threadsafe(self._end(), self.loop)
+            # Stopped once the end's future has its result: stopped from within _end, the loop
+            # would never pass it on, and end() would wait for good. Thread-safe, since a
+            # future done already runs the callback here.
+            ended.add_done_callback(lambda _: self.loop.call_soon_threadsafe(self.loop.stop))
+        if not wait:  # a finalizer's: nobody waits on a recv of a connection collected
+            self.read.put(_CLOSED)
+            return
+        try:
+            if first:
+                ended.result()
+        finally:
+            self.thread.join()
+            self.read.put(_CLOSED)
+
+    async def _end(self) -> None:
+        """On the loop: stops a read under way (the output it would take is dropped with the rest),
+        detaches, and ends what else runs on the loop; end() then stops it, and its thread closes it."""
+        try:
+            if self.reading is not None:
+                self.reading.cancel()
+                await asyncio.gather(self.reading, return_exceptions=True)
+            await self.conn.close()
+        finally:
+            # A send the end came upon is cancelled (its caller gets NetworkError), rather
+            # than left pending on a stopped loop, its caller waiting for good.
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in others:
+                t.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
+
+
 class PtyConnection:
     """The blocking form of :class:`AsyncPtyConnection`, driven by an event loop of its own in a thread.
 
@@ -273,38 +370,36 @@ class PtyConnection:
     (Ctrl-C, wherever it lands) leaves the message it asked for to the next
     recv, and a recv waiting while another thread closes the connection
     returns None.
+
+    The thread and the WebSocket are freed by ``close()``, by the ``recv``
+    that meets the end of the output (None) or raises for a broken
+    connection, and, for a connection dropped without either, when it is
+    garbage-collected (it detaches then, as close() does).
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, thread: threading.Thread, conn: AsyncPtyConnection) -> None:
-        self._loop = loop
-        self._thread = thread
-        self._conn = conn
-        # What the loop read and no recv has taken yet: (bytes or None, error or None), or _CLOSED.
-        self._read: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
-        self._reading: "Optional[asyncio.Task[Optional[bytes]]]" = None  # the loop's read under way; the loop's own
-        self._closing = threading.Lock()
-        self._closed = False
+    def __init__(self, link: _Link) -> None:
+        self._link = link
+        self._loop = link.loop
+        self._conn = link.conn
+        # Holds the link, never self: the connection can be collected, and then ends the link
+        # without waiting (the collection may happen on the loop's own thread). Not at exit:
+        # the thread is a daemon, which the interpreter stops, and the socket goes with the process.
+        self._finalizer = weakref.finalize(self, link.end, False)
+        self._finalizer.atexit = False
 
     @classmethod
     def open(cls, t: HttpTransport, process_id: str) -> "PtyConnection":
         _websockets()
         loop = asyncio.new_event_loop()
-        thread = threading.Thread(target=loop.run_forever, name="conch-attach", daemon=True)
+        thread = threading.Thread(target=_serve, args=(loop,), name="conch-attach", daemon=True)
         thread.start()
         try:
             conn = asyncio.run_coroutine_threadsafe(AsyncPtyConnection.open(t, process_id), loop).result()
         except BaseException:
             loop.call_soon_threadsafe(loop.stop)
             thread.join()
-            loop.close()
             raise
-        return cls(loop, thread, conn)
-
-    def _do(self, coro: Any) -> Any:
-        if self._closed or self._loop.is_closed():
-            coro.close()
-            raise NetworkError("conch: the PTY connection was closed")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+        return cls(_Link(loop, thread, conn))
 
     @property
     def missed_bytes(self) -> int:
@@ -315,43 +410,27 @@ class PtyConnection:
         return list(self._conn.gaps)
 
     def recv(self) -> Optional[bytes]:
-        """The next output bytes; None once the process ended and its output was sent, or after close."""
-        if self._closed:
-            return None
-        if self._read.empty():
-            try:
-                self._loop.call_soon_threadsafe(self._want)  # asked twice is one read: see _want
-            except RuntimeError:  # the loop closed meanwhile
+        """The next output bytes; None once the process ended and its output was sent, or after close.
+
+        The end of the output, or a connection that broke (NetworkError), frees the
+        connection's thread as close() does: every recv after it returns None.
+        """
+        link = self._link
+        with link.lock:
+            if link.closed:
                 return None
-        got = self._read.get()  # interrupted (KeyboardInterrupt): what it asked for waits for the next recv
+            if link.read.empty():
+                link.loop.call_soon_threadsafe(link.want)  # asked twice is one read: see _Link.want
+        got = link.read.get()  # interrupted (KeyboardInterrupt): what it asked for waits for the next recv
         if got is _CLOSED:
-            self._read.put(got)  # for any other recv waiting
+            link.read.put(got)  # for any other recv waiting
             return None
         data, err = got
+        if data is None:  # the end, or the error that ended the connection: nothing more will come
+            link.end(wait=True)
         if err is not None:
             raise err
         return data
-
-    def _want(self) -> None:
-        """On the loop: reads the next message into the queue, unless a read is under way or one waits there."""
-        if self._reading is not None or not self._read.empty() or self._closed:
-            return
-        self._reading = self._loop.create_task(self._conn.recv())
-        self._reading.add_done_callback(self._have)
-
-    def _have(self, task: "asyncio.Task[Optional[bytes]]") -> None:
-        self._reading = None
-        if task.cancelled():
-            return
-        err = task.exception()
-        self._read.put((None, err) if err is not None else (task.result(), None))
-
-    async def _detach(self) -> None:
-        """On the loop: stops a read under way (the output it would take is dropped with the rest), then detaches."""
-        if self._reading is not None:
-            self._reading.cancel()
-            await asyncio.gather(self._reading, return_exceptions=True)
-        await self._conn.close()
 
     def __iter__(self) -> Iterator[bytes]:
         while True:
@@ -361,27 +440,17 @@ class PtyConnection:
             yield b
 
     def send(self, data: Union[str, bytes]) -> None:
-        self._do(self._conn.send(data))
+        self._link.ask(self._conn.send(data))
 
     def write(self, data: Union[str, bytes]) -> None:
         self.send(data)
 
     def resize(self, cols: int, rows: int) -> None:
-        self._do(self._conn.resize(cols, rows))
+        self._link.ask(self._conn.resize(cols, rows))
 
     def close(self) -> None:
         """Detaches (the process goes on) and stops the connection's thread; a recv waiting returns None."""
-        with self._closing:
-            if self._closed or self._loop.is_closed():
-                return
-            self._closed = True
-        try:
-            asyncio.run_coroutine_threadsafe(self._detach(), self._loop).result()
-        finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join()
-            self._loop.close()
-            self._read.put(_CLOSED)
+        self._link.end(wait=True)
 
     def __enter__(self) -> "PtyConnection":
         return self

@@ -98,7 +98,9 @@ class PtyTest(unittest.TestCase):
         self.addCleanup(proxy.close)
         sb = Sandbox(proxy.url, shared().token)
         self.addCleanup(sb.close)
+        before = set(threading.enumerate())
         h, conn = sb.pty.attach("echo hi; sleep 30")
+        thread = next(t for t in threading.enumerate() if t not in before and t.name == "conch-attach")
         self.addCleanup(self.sandbox.pty.delete, h.id)
         self.addCleanup(conn.close)
         self.assertIn(b"hi", conn.recv() or b"")
@@ -106,6 +108,9 @@ class PtyTest(unittest.TestCase):
         with self.assertRaises(NetworkError):
             while conn.recv() is not None:
                 pass
+        thread.join(10)  # a guard: the broken connection ended it
+        self.assertFalse(thread.is_alive(), "a broken connection's thread runs on")
+        self.assertIsNone(conn.recv(), "after the error, the end")
 
     @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
     def test_input_held_back_keeps_the_attachment(self) -> None:
@@ -242,6 +247,59 @@ class PtyTest(unittest.TestCase):
         self.assertEqual(conn._conn._ws.close_code, 1006)
         self.assertIsNone(conn.recv())
         self.assertEqual(handle.get().state, "running")
+
+class AttachLeavesNothingTest(unittest.TestCase):
+    """A PtyConnection runs an event loop in a thread of its own: reading it to its end, or
+    dropping it without close(), must end that thread and close its WebSocket. They ran on
+    until close(), the socket for as long as the process ran."""
+
+    def setUp(self) -> None:
+        self.sandbox = shared().sandbox()
+        self.addCleanup(self.sandbox.close)
+
+    def _attach_thread(self, attach: Any) -> "tuple[Any, threading.Thread]":
+        """What attach() returns, and the thread the connection it opened started."""
+        before = set(threading.enumerate())
+        got = attach()
+        started = [t for t in threading.enumerate() if t not in before and t.name == "conch-attach"]
+        self.assertEqual(len(started), 1, f"threads started by attach: {started}")
+        return got, started[0]
+
+    @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
+    def test_read_to_the_end_ends_its_thread(self) -> None:
+        (handle, conn), thread = self._attach_thread(lambda: self.sandbox.pty.attach("echo hi"))
+        self.addCleanup(self.sandbox.pty.delete, handle.id)
+        self.addCleanup(conn.close)
+        self.assertIn(b"hi", b"".join(conn))
+        thread.join(10)  # a guard: the end of the output already ended it
+        self.assertFalse(thread.is_alive(), "the connection's thread outlived the end of its output")
+        self.assertIsNone(conn.recv())
+        with self.assertRaises(NetworkError):
+            conn.send("x")
+        conn.close()  # closing it after the end is harmless
+
+    @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
+    def test_dropped_without_close_is_freed_when_collected(self) -> None:
+        import gc
+        import weakref
+
+        handle = self.sandbox.pty.start("while :; do echo x; sleep 0.1; done")
+        self.addCleanup(handle.delete)
+
+        def use() -> "tuple[Any, Any, threading.Thread]":
+            conn, thread = self._attach_thread(handle.attach)
+            for _ in conn:
+                break  # and the connection is dropped, never closed
+            return weakref.ref(conn), conn._conn._ws, thread
+
+        dropped, socket, thread = use()
+        gc.collect()
+        self.assertIsNone(dropped(), "something still holds the dropped connection")
+        thread.join(10)  # a guard: collecting the connection closes it
+        self.assertFalse(thread.is_alive(), "a dropped connection's thread runs on")
+        self.assertTrue(socket.closed, "a dropped connection's WebSocket stays open")
+        self.assertEqual(handle.get().state, "running", "dropping a connection detaches, it kills nothing")
+
 
 class AttachFrozenDaemonTest(unittest.TestCase):
     @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
