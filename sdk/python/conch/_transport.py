@@ -31,6 +31,11 @@ _stale = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError,
 #: The longest wait one request asks of the daemon (seconds), as the TypeScript SDK's.
 MAX_WAIT_WINDOW = 280.0
 
+#: The most frames a logs page asks for, as the TypeScript SDK's (the largest whole number a
+#: JavaScript number holds exactly): the daemon takes a limit up to 2^63 - 1 and refused a
+#: larger one once the command had run; a page ends at 1 MiB of output long before.
+MAX_LOGS_PAGE_SIZE = 2**53 - 1
+
 # Methods that change nothing on the daemon: sent again after any stale error.
 _idempotent = frozenset(["GET", "HEAD"])
 
@@ -152,7 +157,8 @@ class HttpTransport:
     minutes. ``read_timeout`` (seconds, default 30) bounds how long a request
     the daemon answers at once (health, get, list, logs, kill, ...) waits for
     its answer: a frozen daemon is a NetworkError, not a hang.
-    ``logs_page_size`` is the frames per page when a run pages logs.
+    ``logs_page_size`` is the frames per page when a run pages logs (whole frames, at
+    most MAX_LOGS_PAGE_SIZE).
     """
 
     def __init__(
@@ -161,7 +167,7 @@ class HttpTransport:
         token: str,
         *,
         wait_window: float = 30.0,
-        logs_page_size: int = 1000,
+        logs_page_size: float = 1000,
         connect_timeout: float = 10.0,
         read_timeout: float = 30.0,
     ) -> None:
@@ -186,8 +192,9 @@ class HttpTransport:
         self._token = _Secret(token)
         # At most MAX_WAIT_WINDOW (math.inf included): the window is sent as whole milliseconds.
         self.wait_window = min(wait_window, MAX_WAIT_WINDOW) if wait_window > 0 else 30.0
-        # Whole frames, at least one: the daemon takes an integer limit.
-        self.logs_page_size = max(1, int(logs_page_size)) if logs_page_size > 0 else 1000
+        # Whole frames, at least one and at most MAX_LOGS_PAGE_SIZE (math.inf included): the
+        # daemon takes an integer limit.
+        self.logs_page_size = max(1, int(min(logs_page_size, MAX_LOGS_PAGE_SIZE))) if logs_page_size > 0 else 1000
         self.connect_timeout = connect_timeout
         # math.inf is no limit, as for every other time.
         self.read_timeout = read_timeout if read_timeout > 0 else 30.0

@@ -25,7 +25,7 @@ class Sandbox:
     """
 
     def __init__(self, url: str = DEFAULT_URL, token: str = "", *, sandbox_id: str = "local",
-                 wait_window: float = 30.0, logs_page_size: int = 1000, read_timeout: float = 30.0) -> None:
+                 wait_window: float = 30.0, logs_page_size: float = 1000, read_timeout: float = 30.0) -> None:
         self.sandbox_id = sandbox_id
         self.transport = HttpTransport(url, token, wait_window=wait_window, logs_page_size=logs_page_size,
                                        read_timeout=read_timeout)

@@ -119,6 +119,18 @@ class TimesTest(unittest.TestCase):
         r = sb.exec("seq 1 20000; sleep 0.5", timeout=30)
         self.assertEqual((r.reason, r.stdout), ("exited", "".join(f"{i}\n" for i in range(1, 20001))))
 
+    def test_an_infinite_or_huge_page_size_pages_at_the_largest(self) -> None:
+        # math.inf raised OverflowError, and a page size over what the daemon takes was refused
+        # only once a run paged its logs, after its command had run. Each is 2^53 - 1 frames,
+        # as in the TypeScript SDK; a page ends at 1 MiB of output long before.
+        for size in (math.inf, 1e300, 10**30):
+            with self.subTest(size=size):
+                sb = shared().sandbox(logs_page_size=size, wait_window=0.1)
+                self.addCleanup(sb.close)
+                self.assertEqual(sb.transport.logs_page_size, 2**53 - 1)
+                r = sb.exec("sleep 0.3; seq 1 5", timeout=30)  # past the window: it pages the logs
+                self.assertEqual((r.reason, r.stdout), ("exited", "1\n2\n3\n4\n5\n"))
+
     def test_a_body_past_the_limit_is_payload_too_large(self) -> None:
         # The daemon answers 413 and closes while the body is still going out: the answer is
         # read, not taken for a daemon that cannot be reached.

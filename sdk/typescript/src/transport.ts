@@ -12,6 +12,14 @@ import { DeadlineExceededError, errorFrom, UnexpectedResponseError } from './err
 export const maxWaitWindow = 280_000
 
 /**
+ * The most frames a logs page asks for: the largest whole number a number
+ * holds exactly, so that its ?limit= is an integer the daemon takes (up to
+ * 2^63 − 1; Infinity or 1e300 were refused, once the command had run). A
+ * page ends at 1 MiB of output long before.
+ */
+const maxLogsPageSize = Number.MAX_SAFE_INTEGER
+
+/**
  * What a request that waits on the daemon for a time (a run's, wait's,
  * ready's or interact's timeout) is given beyond it to be answered (ms).
  */
@@ -92,7 +100,8 @@ export interface HttpTransportOptions {
   waitWindow?: number
   /**
    * Frames per page when `run` pages the logs (default 1000). A fraction is
-   * rounded down to whole frames, at least 1 (`2.5` is 2).
+   * rounded down to whole frames, at least 1 (`2.5` is 2); at most 2^53 − 1
+   * (`Infinity` included).
    */
   logsPageSize?: number
   /**
@@ -169,7 +178,7 @@ export class HttpTransport {
     this.WebSocket = options.WebSocket
     // Whole numbers: the daemon takes only integers (a wait's ?timeout=, a page's ?limit=).
     this.waitWindow = Math.min(Math.ceil(positive(options.waitWindow, 30_000)), maxWaitWindow)
-    this.logsPageSize = Math.max(1, Math.floor(positive(options.logsPageSize, 1000)))
+    this.logsPageSize = Math.min(Math.max(1, Math.floor(positive(options.logsPageSize, 1000))), maxLogsPageSize)
     this.streamIdleTimeout = positive(options.streamIdleTimeout, 45_000)
     this.requestTimeout = positive(options.requestTimeout, 30_000)
     this.#auth = { authorization: `Bearer ${this.#token}` }

@@ -88,6 +88,19 @@ describe('ProcessService.run', () => {
     }
   })
 
+  test('a logsPageSize of Infinity, or over 2^53 − 1, pages 2^53 − 1 frames a page', async () => {
+    // Infinity was sent as limit=Infinity, which the daemon refuses, and so a run whose output
+    // was paged rejected with InvalidArgumentError after its command had run.
+    for (const size of [Infinity, 1e300]) {
+      const rec = recordingFetch()
+      const s = d.sandbox({ fetch: rec.fetch, waitWindow: 100, logsPageSize: size })
+      assert.equal(s.transport.logsPageSize, Number.MAX_SAFE_INTEGER)
+      const r = await s.process.run('sleep 0.3; seq 1 5') // past the window: it pages the logs
+      assert.deepEqual([r.reason, r.stdout], ['exited', '1\n2\n3\n4\n5\n'])
+      assert.ok(rec.calls.some((c) => c.path.includes(`/logs?`) && c.path.includes(`limit=${Number.MAX_SAFE_INTEGER}`)), `${size}: it paged the logs`)
+    }
+  })
+
   test('a caller timeout that runs out leaves the process running, with the output already written', async () => {
     // The budget leaves the process ample time to write its first line, even on a loaded machine.
     const r = await sb.process.run('echo started; sleep 30', { timeout: 1500 })
