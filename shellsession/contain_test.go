@@ -249,7 +249,9 @@ func TestSessionEndWithoutContainmentMissesAnEscape(t *testing.T) {
 	s := newSession(t, Options{})
 	marker := containmenttest.Marker()
 	run(t, s, CommandOptions{Cmd: containmenttest.Escapes(marker)})
-	containmenttest.WaitRunning(t, marker, 2)
+	// Both must have escaped before the end: a setsid not yet become the
+	// sleep still carries the tree's tag, which the end finds.
+	containmenttest.WaitEscaped(t, marker, 2)
 	t.Cleanup(func() {
 		for _, pid := range containmenttest.Running(marker) {
 			syscall.Kill(pid, syscall.SIGKILL)

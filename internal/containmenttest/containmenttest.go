@@ -109,6 +109,31 @@ func WaitRunning(t testing.TB, marker string, n int) {
 	}
 }
 
+// WaitEscaped waits until n processes hold marker, each the sleep of
+// Escapes with its environment cleared (a hang guard of 20 s): before that
+// exec, a process holding marker in its arguments is still setsid or env,
+// which carries the tree's tag and so has not escaped yet.
+func WaitEscaped(t testing.TB, marker string, n int) {
+	t.Helper()
+	escaped := func() int {
+		count := 0
+		for _, pid := range Running(marker) {
+			dir := "/proc/" + strconv.Itoa(pid)
+			comm, err := os.ReadFile(dir + "/comm")
+			env, err2 := os.ReadFile(dir + "/environ")
+			if err == nil && err2 == nil && string(comm) == "sleep\n" && len(env) == 0 {
+				count++
+			}
+		}
+		return count
+	}
+	for deadline := time.Now().Add(20 * time.Second); escaped() != n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) || t.Context().Err() != nil {
+			t.Fatalf("%d processes hold %s as a sleep with no environment, want %d", escaped(), marker, n)
+		}
+	}
+}
+
 // Gone fails t when a process holding marker is alive.
 func Gone(t testing.TB, marker string) {
 	t.Helper()
