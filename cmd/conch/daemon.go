@@ -171,7 +171,16 @@ func (d *daemon) record(stateDir string) error {
 		base = resident.PrivateBase()
 	}
 	id, streams, err := makeStreamDir(base)
-	if (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) && !named && base != os.TempDir() {
+	fallback := !named && base != os.TempDir()
+	if err == nil && fallback {
+		// A tmpfs with no byte free still makes the directory (and the
+		// sessions' FIFOs, which take none), but not a code context's
+		// driver, for the life of the daemon: full of bytes is full too.
+		if err = writeProbe(streams); err != nil {
+			os.RemoveAll(streams)
+		}
+	}
+	if (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) && fallback {
 		// /dev/shm is full (commands fill it too): the temp directory
 		// serves, as when /dev/shm is not writable.
 		d.log.Warn("no room in "+base+": the stream directory goes in the temp directory", "err", err)
@@ -217,6 +226,17 @@ func makeStreamDir(base string) (id, dir string, err error) {
 		}
 	}
 	return id, dir, err
+}
+
+// writeProbe writes a file of one byte in dir, and removes it: whether it
+// could be written says whether dir has room for a file with bytes in it.
+func writeProbe(dir string) error {
+	probe := filepath.Join(dir, "room")
+	err := os.WriteFile(probe, []byte{0}, 0o600)
+	if rmErr := os.Remove(probe); err == nil && rmErr != nil {
+		err = rmErr
+	}
+	return err
 }
 
 // streamDirName is the name of the stream directory of the instance id.

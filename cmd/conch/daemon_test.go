@@ -436,11 +436,20 @@ func TestServeMetricsFloodSparesAPI(t *testing.T) {
 // test is skipped where no mount namespace can be made.
 func smallShm(t *testing.T, n int) []string {
 	t.Helper()
+	return shmNamespace(t, `mount -t tmpfs -o size=1m,nr_inodes=`+strconv.Itoa(n)+` tmpfs /dev/shm`)
+}
+
+// shmNamespace is a command line that runs its arguments in a mount
+// namespace of their own, once the bash script setup (which mounts a
+// /dev/shm of the test's own) succeeded. The test is skipped where no
+// mount namespace can be made.
+func shmNamespace(t *testing.T, setup string) []string {
+	t.Helper()
 	if out, err := exec.Command("unshare", "-m", "--propagation", "private", "true").CombinedOutput(); err != nil {
 		t.Skipf("no mount namespace of its own: %v: %s", err, out)
 	}
 	return []string{"unshare", "-m", "--propagation", "private", "bash", "-c",
-		`mount -t tmpfs -o size=1m,nr_inodes=` + strconv.Itoa(n) + ` tmpfs /dev/shm && exec "$@"`, "bash"}
+		"{ " + setup + `; } && exec "$@"`, "bash"}
 }
 
 // A /dev/shm full (of inodes, here, or of bytes: ENOSPC either way) is the
@@ -477,18 +486,32 @@ func TestServeShmFull(t *testing.T) {
 }
 
 // A daemon that starts with /dev/shm full keeps its directories in the
-// temp directory, as when /dev/shm is not writable: it exited 1 ("stream
-// directory: mkdir /dev/shm/conch-...: no space left on device").
+// temp directory, as when /dev/shm is not writable. Full of inodes, it
+// exited 1 ("stream directory: mkdir /dev/shm/conch-...: no space left on
+// device"). Full of bytes, the directory was made there (a directory and
+// FIFOs take no bytes on a tmpfs), and every code context was refused 429
+// for the life of the daemon: its driver is a file with bytes in it.
 func TestServeShmFullAtStart(t *testing.T) {
 	t.Parallel()
-	s := startServeWith(t, serveSetup{under: smallShm(t, 1)}, "--drain-timeout", "0")
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	sess, err := s.c.CreateSession(ctx, client.SessionOptions{})
-	require.NoError(t, err)
-	r, _, err := s.c.RunCommand(ctx, sess.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "readlink /proc/self/fd/1"}})
-	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(r.Stdout, filepath.Join(os.TempDir(), "conch-")), "the session's FIFOs are at %q", r.Stdout)
+	for name, setup := range map[string]string{
+		"of inodes": `mount -t tmpfs -o size=1m,nr_inodes=1 tmpfs /dev/shm`,
+		// head stops at the first write that finds no room.
+		"of bytes": `mount -t tmpfs -o size=64k tmpfs /dev/shm && { head -c 1m /dev/zero >/dev/shm/fill; test -s /dev/shm/fill; }`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := startServeWith(t, serveSetup{under: shmNamespace(t, setup)}, "--drain-timeout", "0")
+			ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+			defer cancel()
+			sess, err := s.c.CreateSession(ctx, client.SessionOptions{})
+			require.NoError(t, err)
+			r, _, err := s.c.RunCommand(ctx, sess.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "readlink /proc/self/fd/1; ls -A /dev/shm"}})
+			require.NoError(t, err)
+			require.True(t, strings.HasPrefix(r.Stdout, filepath.Join(os.TempDir(), "conch-")), "the session's FIFOs are at %q", r.Stdout)
+			_, shm, _ := strings.Cut(r.Stdout, "\n")
+			require.NotContains(t, shm, "conch-", "the directory tried in /dev/shm is left")
+		})
+	}
 }
 
 // A start that cannot write its instance record (the state directory's
