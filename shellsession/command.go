@@ -515,14 +515,17 @@ func (w *failedWatch) Seen(trailer []byte) { (*Command)(w).streamsFailed(trailer
 // restricted), which forbids the frame's redirections for good. (bash's
 // set -r forbids them too, and the redirection by path that writes this
 // marker where the shell's stderr is closed, see closeOwn: its commands
-// end at the idle look.) Its streams are given up.
+// end at the idle look.) Or the command file did not parse as bash read
+// it, in a locale where the syntax check's reading (UTF-8) is not bash's,
+// so that the guard never ran (see TestBig5LocaleText). Its streams are
+// given up.
 func (c *Command) streamsFailed(trailer []byte) {
 	status, ok := sentinel.ParseStatus(trailer)
 	if !ok {
 		status = 1
 	}
 	c.giveUp(process.Result{Reason: process.Failed, ExitCode: &status,
-		Error: "the shell could not report the command's end: it could not open the command's output streams (too many open files? see ulimit -n; restricted mode? set -r), or $__conch was changed (a command assigned it, or made it read-only), or it could not run the command (a command disabled a builtin the engine calls: enable -n, disable); see the README's shell matrix"})
+		Error: "the shell could not report the command's end: it could not open the command's output streams (too many open files? see ulimit -n; restricted mode? set -r), or $__conch was changed (a command assigned it, or made it read-only), or it could not run the command (a command disabled a builtin the engine calls: enable -n, disable), or bash could not parse the text as it reads it in a locale whose characters can end in an ASCII byte (BIG5, GBK, GB18030, Shift_JIS: the syntax check reads UTF-8); see the README's shell matrix"})
 }
 
 // giveUp ends the command with r when its end markers will not come, unless
