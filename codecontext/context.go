@@ -43,7 +43,9 @@ type Options struct {
 	Cwd string
 	// Env is added to the daemon's environment; PWD is Cwd unless Env
 	// sets it. The daemon's instance mark (CONCH_DAEMON) is not Env's to
-	// change.
+	// change. A name that is empty or holds '=' or NUL, or a value that
+	// holds NUL, is refused with an error wrapping
+	// process.ErrInvalidArgument.
 	Env map[string]string
 	// Retention bounds each cell's retained output in bytes; zero means
 	// logstore.DefaultRetention.
@@ -113,6 +115,17 @@ func New(ctx context.Context, opts Options) (*Context, error) {
 	}
 	in, err := findInterpreter(lang)
 	if err != nil {
+		return nil, err
+	}
+	// As for a shell session: a name holding '=' would set another
+	// variable ("PATH=/x" sets PATH, "CONCH_DAEMON=x" the instance mark),
+	// and a NUL would fail the start with an error that says nothing of env.
+	if err := process.CheckEnv(opts.Env); err != nil {
+		return nil, err
+	}
+	// The id tags the interpreter's environment (CONCH_TREE), which
+	// cannot hold NUL either.
+	if err := process.CheckArg("id", opts.ID); err != nil {
 		return nil, err
 	}
 	if opts.Cwd != "" {

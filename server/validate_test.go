@@ -33,6 +33,13 @@ func TestUnpassableStrings(t *testing.T) {
 		"NUL in an env value": `{"env":{"A":"x\u0000y"}}`,
 		"empty env key":       `{"env":{"":"x"}}`,
 		"= in an env key":     `{"env":{"PATH=/evil:/usr/bin:/bin":"x"}}`,
+		// A code context's env was passed on unchecked: "CONCH_DAEMON=evil"
+		// replaced the daemon's instance mark, an empty name was taken, and
+		// a NUL was 500 internal.
+		"code context: NUL in an env value": `{"language":"python","env":{"A":"x\u0000y"}}`,
+		"code context: NUL in an env key":   `{"language":"python","env":{"A\u0000B":"x"}}`,
+		"code context: empty env key":       `{"language":"python","env":{"":"x"}}`,
+		"code context: = in an env key":     `{"language":"python","env":{"CONCH_DAEMON=evil":""}}`,
 	}
 	t.Run("refused", func(t *testing.T) { refuseAll(t, d, bodies, sessionBodies) })
 	list, err := d.c.List(ctx(t), client.ListOptions{})
