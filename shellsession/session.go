@@ -410,7 +410,7 @@ func (s *Session) start() error {
 	if closesStderr(s.sh) {
 		s.own = s.h.OwnPath()
 	}
-	init := upLine + first + initScript(s.sh, s.opts.Env, s.own)
+	init := upLine + first + initScript(s.sh, s.opts.Env, s.opts.Login, s.own)
 	s.opts.Env = nil // the shell has it now (see resident.Host.Start)
 	if _, err := w.WriteString(init); err != nil {
 		return fmt.Errorf("start %s: %w", s.sh.Path, err)

@@ -1,6 +1,7 @@
 package shellsession
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -114,12 +115,18 @@ func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) 
 // through builtin: a login shell's profile may have defined aliases, and
 // functions, by now.
 //
+// What the shell needs set, and commands must not get (PS1 and HISTFILE
+// empty, ENV=/dev/null unless login, see shellEnv), it takes out of their
+// environment: unset where the shell does without, else unexported; so is
+// what a login profile exported of them, and PROMPT_COMMAND. A login
+// shell's ENV, the daemon's or its profile's, is its commands'.
+//
 // Last, it closes the shell's own stdout, and its stderr where it may
 // (closeOwn, with own the path that reaches the engine's end of them, see
 // resident.Host.OwnPath); the frame then writes its markers for the engine
 // to what is left open, or by that path (sentinel.Paths.OwnStderr,
 // sentinel.Paths.OwnPath).
-func initScript(sh shells.Shell, env map[string]string, own string) string {
+func initScript(sh shells.Shell, env map[string]string, login bool, own string) string {
 	const vars = "PS1= PS2= PS3= __conch=-; "
 	// bash and zsh let a profile's function take any name, the special
 	// builtins' too, where the other shells run the builtin: there the
@@ -128,15 +135,24 @@ func initScript(sh shells.Shell, env map[string]string, own string) string {
 	// commands: its word is quoted against their aliases too.
 	const builtinInit = vars + "\\builtin \\trap '\\builtin \\exit 143' TERM; "
 	common := vars + "\\trap '\\exit 143' TERM; "
+	unset := " PROMPT_COMMAND MAIL MAILPATH"
+	if !login {
+		unset += " ENV"
+	}
 	switch sh.Family {
 	case shells.Bash:
-		return builtinInit + "PS0=; \\builtin \\unset PROMPT_COMMAND HISTFILE MAIL MAILPATH MAILCHECK ENV BASH_ENV; \\builtin \\set +H +m +o history; \\builtin \\shopt -u checkwinsize; \\builtin \\shopt -s execfail\n" + exportAgain(sh, env) + closeOwn(sh, own)
+		return builtinInit + "PS0=; \\builtin \\export -n PS1; \\builtin \\unset HISTFILE MAILCHECK BASH_ENV" + unset + "; \\builtin \\set +H +m +o history; \\builtin \\shopt -u checkwinsize; \\builtin \\shopt -s execfail\n" + exportAgain(sh, env) + closeOwn(sh, own)
 	case shells.Zsh:
-		return builtinInit + "PROMPT= RPROMPT= PROMPT_EOL_MARK=; \\builtin \\unset HISTFILE MAIL MAILPATH; \\builtin \\setopt no_hup interactive_comments ignore_close_braces\n\\builtin \\unsetopt zle prompt_cr prompt_sp monitor bang_hist 2>'/dev/null'\n" + exportAgain(sh, env) + closeOwn(sh, own)
+		return builtinInit + "PROMPT= RPROMPT= PROMPT_EOL_MARK=; \\builtin \\typeset +x PS1; \\builtin \\unset HISTFILE" + unset + "; \\builtin \\setopt no_hup interactive_comments ignore_close_braces\n\\builtin \\unsetopt zle prompt_cr prompt_sp monitor bang_hist 2>'/dev/null'\n" + exportAgain(sh, env) + closeOwn(sh, own)
+	case shells.Ksh, shells.Mksh:
+		// HISTFILE stays empty, not unset: ksh93 without one falls back
+		// to ~/.sh_history, shared by every session and the user's own
+		// shells.
+		return common + "HISTFILE=; \\typeset +x PS1 HISTFILE; \\unset" + unset + "; \\set +m 2>/dev/null\n" + exportAgain(sh, env) + closeOwn(sh, own)
 	}
-	// HISTFILE stays empty, not unset: ksh93 without one falls back to
-	// ~/.sh_history, shared by every session and the user's own shells.
-	return common + "HISTFILE=; \\unset ENV MAIL MAILPATH; \\set +m 2>/dev/null\n" + exportAgain(sh, env) + closeOwn(sh, own)
+	// dash and busybox sh, which have no typeset, keep an exported PS1
+	// exported after an unset and a new value: unset, it is as empty.
+	return common + "\\unset PS1 HISTFILE" + unset + "; \\set +m 2>/dev/null\n" + exportAgain(sh, env) + closeOwn(sh, own)
 }
 
 // exportAgain is the line that exports again what the session's env gives
@@ -218,6 +234,10 @@ func closesStderr(sh shells.Shell) bool {
 	return sh.Family == shells.Bash || sh.Family == shells.Mksh
 }
 
+// shellOwn is what a session's env may not set: the shell's prompts and
+// history, which it does without.
+var shellOwn = []string{"PS1", "PROMPT_COMMAND", "HISTFILE"}
+
 // shellEnv returns the environment of a new shell: the daemon's, less what
 // must not leak into commands, plus env and the tree tag.
 func shellEnv(env map[string]string, login bool, tag string) []string {
@@ -235,13 +255,20 @@ func shellEnv(env map[string]string, login bool, tag string) []string {
 		// ksh a default file when it is unset): point it at nothing.
 		extra = append(extra, "ENV=/dev/null")
 	}
-	// ksh93 opens its history file as it starts, before the init script
-	// runs, and would append the lines the engine sends to the user's
-	// ~/.sh_history, a login shell's too (a profile that names a file of
-	// its own still gets the init script's line); an empty name, which it
-	// cannot open, keeps no history file at all.
-	if _, ok := env["HISTFILE"]; !ok {
-		extra = append(extra, "HISTFILE=")
+	// ksh93 and mksh open their history file as they start, before the
+	// init script runs, and would append the lines the engine sends to
+	// the user's ~/.sh_history, a login shell's too (a profile that names
+	// a file of its own still gets the init script's line), or to the
+	// file env names; an empty name, which they cannot open, keeps no
+	// history file at all.
+	extra = append(extra, "HISTFILE=")
+	// The shell shows no prompt and keeps no history whatever env says:
+	// what env gives of these would only reach the commands.
+	if slices.ContainsFunc(shellOwn, func(k string) bool { _, ok := env[k]; return ok }) {
+		env = maps.Clone(env)
+		for _, k := range shellOwn {
+			delete(env, k)
+		}
 	}
 	// The daemon's, less CONCH_TOKEN and what env sets, then env: its
 	// instance mark is not env's to change, as for an exec process.
