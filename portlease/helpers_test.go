@@ -3,12 +3,14 @@ package portlease
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,8 +31,18 @@ func TestMain(m *testing.M) {
 // leaseChild leases LEASE_COUNT ports from the lock directory LEASE_DIR,
 // scanning from LEASE_BASE (or letting the kernel pick when it is unset),
 // prints each port on a line, holds them until stdin is closed, releases
-// them and exits.
+// them and exits. A lease that fails prints "error" and its message. With
+// LEASE_UID set, a child started as root first becomes that user, to whom
+// the files the test made in the lease directory are another user's, as
+// they are to a daemon.
 func leaseChild() int {
+	if uid := os.Getenv("LEASE_UID"); uid != "" && os.Geteuid() == 0 {
+		id, _ := strconv.Atoi(uid)
+		if err := errors.Join(syscall.Setgroups(nil), syscall.Setgid(id), syscall.Setuid(id)); err != nil {
+			fmt.Fprintln(os.Stderr, "become uid", id, err)
+			return 1
+		}
+	}
 	dir := os.Getenv("LEASE_DIR")
 	count, _ := strconv.Atoi(os.Getenv("LEASE_COUNT"))
 	candidate := anyLoopbackPort
@@ -42,7 +54,7 @@ func leaseChild() int {
 	for range count {
 		l, err := acquire(dir, candidate)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
+			fmt.Println("error", err)
 			return 1
 		}
 		leases = append(leases, l)
@@ -105,4 +117,11 @@ func (c *child) ints(t *testing.T, n int) []int {
 		got = append(got, v)
 	}
 	return got
+}
+
+// line reads the next line of the child's output.
+func (c *child) line(t *testing.T) string {
+	t.Helper()
+	require.True(t, c.out.Scan(), "child ended without a line: %v", c.out.Err())
+	return c.out.Text()
 }

@@ -141,9 +141,9 @@ func acquire(dir string, candidate func(try int) (net.Listener, error)) (*Lease,
 		ln.Close()
 		if err != nil {
 			// This port's lock path cannot be locked: something else is
-			// there (a directory, a file of another user's that cannot be
-			// opened), which any user of the shared directory can put
-			// there. Another port may do.
+			// there (a directory, a FIFO, a file of another user's that
+			// cannot be opened), which any user of the shared directory
+			// can put there. Another port may do.
 			lastErr = err
 			continue
 		}
@@ -194,17 +194,35 @@ func lockPort(dir string, port int) (*Lease, error) {
 	}
 }
 
-// openLockFile opens path for locking, creating it if need be. A file
-// another user created is not writable by us, but a read-only descriptor is
-// enough for flock. A symbolic link there is never followed (ELOOP): in a
-// directory every user writes to, it could make this process create a file
-// wherever the link points.
+// openLockFile opens path for locking, creating it if need be, and returns
+// it only when it is a regular file. A file another user created is not
+// writable by us, but a read-only descriptor is enough for flock. A
+// symbolic link there is never followed (ELOOP): in a directory every user
+// writes to, it could make this process create a file wherever the link
+// points. Nothing else another user may put there is taken for a lock file
+// either, and no open waits: opening a FIFO for reading waits for a writer,
+// for ever if none comes, so every open is non-blocking (and O_NOCTTY, so
+// that no terminal becomes this process's), and what it opened is checked
+// to be a regular file before it is used. The file is never read or
+// written, whatever its size.
 func openLockFile(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o666)
+	const flags = syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_NOCTTY
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|flags, 0o666)
 	if errors.Is(err, fs.ErrPermission) {
-		f, err = os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+		f, err = os.OpenFile(path, os.O_RDONLY|flags, 0)
 	}
-	return f, err
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("lock file %s is no regular file (mode %v): something else made it", path, fi.Mode())
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 func sameFile(f *os.File, path string) bool {

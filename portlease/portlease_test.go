@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -335,4 +336,92 @@ func TestReleaseIdempotent(t *testing.T) {
 		assert.NoError(t, none.Release(), "Release of a nil Lease")
 		assert.Zero(t, none.Port(), "Port of a nil Lease")
 	})
+}
+
+// foreignTo returns the environment that makes a lease child someone other
+// than the owner of the files this test makes: nobody when the test runs as
+// root (which no file permission stops), the test's own user otherwise,
+// whose files the tests make unwritable to their owner.
+func foreignTo() string {
+	if os.Geteuid() == 0 {
+		return "LEASE_UID=65534"
+	}
+	return "LEASE_UID="
+}
+
+// sharedTestDir returns a new lease directory that every user may write, as
+// the machine's is, in directories every user may search.
+func sharedTestDir(t *testing.T) string {
+	t.Helper()
+	parent := t.TempDir()
+	for _, d := range []string{filepath.Dir(parent), parent} {
+		require.NoError(t, os.Chmod(d, 0o755))
+	}
+	dir := filepath.Join(parent, "ports")
+	require.NoError(t, os.Mkdir(dir, 0o777))
+	require.NoError(t, os.Chmod(dir, 0o777|os.ModeSticky))
+	return dir
+}
+
+// A FIFO another user made at a port's lock path, which anyone may make in
+// the shared directory, is skipped at once and another port leased. The
+// lock file was opened read-only when it could not be opened read-write,
+// and opening a FIFO for reading waits for a writer: the lease waited for
+// ever. The child's deadline is the hang guard.
+func TestForeignFIFOSkipped(t *testing.T) {
+	t.Parallel()
+	dir := sharedTestDir(t)
+	base := scanBase()
+	var fifos []int
+	for port := base; port < base+3; port++ {
+		path := filepath.Join(dir, strconv.Itoa(port)+".lock")
+		require.NoError(t, syscall.Mkfifo(path, 0o444))
+		require.NoError(t, os.Chmod(path, 0o444)) // readable by all, writable by none
+		fifos = append(fifos, port)
+	}
+	c := startChild(t, "lease", "LEASE_DIR="+dir, "LEASE_BASE="+strconv.Itoa(base), "LEASE_COUNT=1", foreignTo())
+	got := c.line(t)
+	port, err := strconv.Atoi(got)
+	require.NoError(t, err, "the lease failed: %s", got)
+	require.NotContains(t, fifos, port, "leased a port whose lock path is a FIFO")
+	for _, port := range fifos {
+		fi, err := os.Lstat(filepath.Join(dir, strconv.Itoa(port)+".lock"))
+		require.NoError(t, err)
+		require.Equal(t, os.ModeNamedPipe, fi.Mode().Type(), "the FIFO at a lock path was replaced")
+	}
+}
+
+// A lock path that is no regular file (a FIFO, a socket) is never taken for
+// a lease, whoever made it: a FIFO its owner could open read-write was
+// leased, the lock held on the FIFO.
+func TestNonRegularLockPathSkipped(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	base := scanBase()
+	fifo, sock := base, base+1
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, strconv.Itoa(fifo)+".lock"), 0o644))
+	ln, err := net.Listen("unix", filepath.Join(dir, strconv.Itoa(sock)+".lock"))
+	require.NoError(t, err)
+	defer ln.Close()
+	type result struct {
+		l   *Lease
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		l, err := acquire(dir, scanFrom(base))
+		done <- result{l, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the lease waits on a lock path that is no regular file")
+	}
+	require.NoError(t, r.err)
+	defer r.l.Release()
+	require.NotContains(t, []int{fifo, sock}, r.l.Port(), "leased a port whose lock path is no regular file")
+	held, err := Held(dir, fifo)
+	require.Error(t, err, "the FIFO at a lock path counts as a lock file")
+	require.False(t, held)
 }
