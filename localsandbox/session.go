@@ -101,7 +101,10 @@ func WithEnv(env map[string]string) Option {
 
 // New returns a session in dir, which must be an existing directory, with one
 // loopback port leased (see portlease). A nil option is ignored, so that an
-// option chosen by a condition may be left out as nil.
+// option chosen by a condition may be left out as nil. A lease that fails is
+// New's error, wrapping portlease.ErrNoFreePort (another try may work once
+// other leases are released) or portlease.ErrLockDir (the machine's lease
+// directory cannot be used by this user; none will).
 func New(dir string, opts ...Option) (*Session, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {

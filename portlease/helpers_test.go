@@ -31,7 +31,8 @@ func TestMain(m *testing.M) {
 // leaseChild leases LEASE_COUNT ports from the lock directory LEASE_DIR,
 // scanning from LEASE_BASE (or letting the kernel pick when it is unset),
 // prints each port on a line, holds them until stdin is closed, releases
-// them and exits. A lease that fails prints "error" and its message. With
+// them and exits. A lease that fails prints "error", whether
+// its error wraps ErrLockDir and ErrNoFreePort, and its message. With
 // LEASE_UID set, a child started as root first becomes that user, to whom
 // the files the test made in the lease directory are another user's, as
 // they are to a daemon.
@@ -54,7 +55,7 @@ func leaseChild() int {
 	for range count {
 		l, err := acquire(dir, candidate)
 		if err != nil {
-			fmt.Println("error", err)
+			fmt.Println("error", errors.Is(err, ErrLockDir), errors.Is(err, ErrNoFreePort), err)
 			return 1
 		}
 		leases = append(leases, l)

@@ -19,6 +19,17 @@ import (
 // leaseTries bounds how many candidate ports Acquire tries before giving up.
 const leaseTries = 128
 
+// ErrNoFreePort is wrapped by Acquire's error when none of the ports it
+// tried could be leased: they were leased already, bound by something else,
+// or something other than a lock file was at their lock paths. Another try
+// may work once some leases are released.
+var ErrNoFreePort = errors.New("no free port")
+
+// ErrLockDir is wrapped by Acquire's error when the lease directory cannot
+// be used by this process: it is no directory, or this user may not write
+// it. No port can be leased until someone changes that.
+var ErrLockDir = errors.New("the port lease directory cannot be used")
+
 // Dir returns the directory holding one lock file per leased port:
 // /tmp/conch-ports. Every process on the machine that leases ports through
 // this package uses it, whichever user runs it and whatever its TMPDIR, so
@@ -127,7 +138,7 @@ func anyLoopbackPort(int) (net.Listener, error) {
 // number, it does not occupy the port.
 func acquire(dir string, candidate func(try int) (net.Listener, error)) (*Lease, error) {
 	if err := makeLockDir(dir); err != nil {
-		return nil, fmt.Errorf("lease port: %w", err)
+		return nil, fmt.Errorf("lease port: %w: %w", ErrLockDir, err)
 	}
 	var lastErr error
 	for try := range leaseTries {
@@ -154,9 +165,9 @@ func acquire(dir string, candidate func(try int) (net.Listener, error)) (*Lease,
 	if lastErr == nil {
 		// Every candidate was leased: the error of no try says why, and
 		// "(last: <nil>)" told the caller nothing.
-		return nil, fmt.Errorf("lease port: no free port in %d tries: each port tried is leased already (locks in %s); release the leases no longer needed, or end the processes holding them", leaseTries, dir)
+		return nil, fmt.Errorf("lease port: %w in %d tries: each port tried is leased already (locks in %s); release the leases no longer needed, or end the processes holding them", ErrNoFreePort, leaseTries, dir)
 	}
-	return nil, fmt.Errorf("lease port: no free port in %d tries (last: %v)", leaseTries, lastErr)
+	return nil, fmt.Errorf("lease port: %w in %d tries (last: %w)", ErrNoFreePort, leaseTries, lastErr)
 }
 
 // lockPort takes the lock of port in dir without waiting. It returns a nil
@@ -209,7 +220,16 @@ func openLockFile(path string) (*os.File, error) {
 	const flags = syscall.O_NOFOLLOW | syscall.O_NONBLOCK | syscall.O_NOCTTY
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|flags, 0o666)
 	if errors.Is(err, fs.ErrPermission) {
-		f, err = os.OpenFile(path, os.O_RDONLY|flags, 0)
+		var readErr error
+		f, readErr = os.OpenFile(path, os.O_RDONLY|flags, 0)
+		switch {
+		case readErr == nil:
+			err = nil
+		case !errors.Is(readErr, fs.ErrNotExist):
+			err = readErr
+		}
+		// A file that is not there was not created: the refusal to
+		// create it says why, its absence does not.
 	}
 	if err != nil {
 		return nil, err
@@ -235,12 +255,23 @@ func sameFile(f *os.File, path string) bool {
 }
 
 // makeLockDir creates dir world-writable and sticky, so that users share it
-// but only remove their own files.
+// but only remove their own files. A dir that is there already must be one
+// this process can make lock files in: else every port would fail alike,
+// and the error of the last would hide why.
 func makeLockDir(dir string) error {
 	err := os.Mkdir(dir, 0o777)
 	if errors.Is(err, fs.ErrExist) {
-		if fi, serr := os.Stat(dir); serr != nil || !fi.IsDir() {
-			return fmt.Errorf("port lock directory %s is not a directory", dir)
+		fi, serr := os.Stat(dir)
+		if serr != nil || !fi.IsDir() {
+			return fmt.Errorf("%s is not a directory", dir)
+		}
+		if err := syscall.Access(dir, 3); err != nil { // W_OK|X_OK
+			owner := "?"
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+				owner = strconv.FormatUint(uint64(st.Uid), 10)
+			}
+			return fmt.Errorf("%s (owner uid %s, mode %v) is not writable by uid %d (%w): its owner or root must make it world-writable and sticky (chmod 1777), or remove it",
+				dir, owner, fi.Mode(), os.Geteuid(), err)
 		}
 		return nil
 	}

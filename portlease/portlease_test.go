@@ -312,6 +312,7 @@ func TestExhaustedSaysWhy(t *testing.T) {
 	require.Error(t, err)
 	assert.NotContains(t, err.Error(), "<nil>")
 	assert.Contains(t, err.Error(), "leased already (locks in "+dir+")")
+	assert.ErrorIs(t, err, ErrNoFreePort)
 }
 
 // keptOpen is a listener whose Close leaves it open.
@@ -424,4 +425,19 @@ func TestNonRegularLockPathSkipped(t *testing.T) {
 	held, err := Held(dir, fifo)
 	require.Error(t, err, "the FIFO at a lock path counts as a lock file")
 	require.False(t, held)
+}
+
+// A lease directory this user cannot write fails the lease at once, saying
+// so and wrapping ErrLockDir. It tried 128 ports, and its message gave the
+// error of a fallback open, "no such file or directory", for the real one.
+func TestUnwritableLockDir(t *testing.T) {
+	t.Parallel()
+	dir := sharedTestDir(t)
+	require.NoError(t, os.Chmod(dir, 0o555))
+	c := startChild(t, "lease", "LEASE_DIR="+dir, "LEASE_COUNT=1", foreignTo())
+	got := c.line(t)
+	require.True(t, strings.HasPrefix(got, "error true false "), "want an error wrapping ErrLockDir, got %q", got)
+	require.Contains(t, got, dir)
+	require.Contains(t, got, "not writable")
+	require.NotContains(t, got, "no such file")
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/shells"
+	"github.com/conchsh/conch/portlease"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/shellsession"
 )
@@ -88,6 +89,15 @@ func apiError(err error) *Error {
 	}
 	if msg, ok := process.Exhausted(err); ok {
 		return &Error{http.StatusTooManyRequests, api.CodeResourceExhausted, msg, err}
+	}
+	switch {
+	case errors.Is(err, portlease.ErrNoFreePort):
+		// Leases held elsewhere on the machine: one may be released.
+		return &Error{http.StatusTooManyRequests, api.CodeResourceExhausted, err.Error(), err}
+	case errors.Is(err, portlease.ErrLockDir):
+		// No retry helps until someone fixes the directory; a session
+		// without leasePort may still be started.
+		return &Error{http.StatusBadRequest, api.CodeUnsupportedOperation, err.Error(), err}
 	}
 	return &Error{http.StatusInternalServerError, api.CodeInternal, err.Error(), err}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/portlease"
 	"github.com/conchsh/conch/process"
 )
 
@@ -23,6 +24,9 @@ func SetBodyIdle(s *Server, d time.Duration) { s.bodyIdle.Store(int64(d)) }
 // SetBodyGrace shortens the time a request body may come slowly in before
 // it must keep to the least rate.
 func SetBodyGrace(s *Server, d time.Duration) { s.bodyGrace.Store(int64(d)) }
+
+// SetLeasePort makes s lease sessions' ports with lease.
+func SetLeasePort(s *Server, lease func() (*portlease.Lease, error)) { s.leasePort.Store(&lease) }
 
 // LogBudgetUsed returns the bytes the logs of s's processes hold, as its
 // log budget counts them: their output and their frame tables.

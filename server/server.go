@@ -18,6 +18,7 @@ import (
 	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/hostcheck"
 	"github.com/conchsh/conch/logstore"
+	"github.com/conchsh/conch/portlease"
 	"github.com/conchsh/conch/process"
 )
 
@@ -192,6 +193,10 @@ type Server struct {
 	// restBytes and restFor bound the reading of a body's rest after an
 	// answer that did not need it; tests lower them while it serves.
 	restBytes, restFor atomic.Int64
+	// leasePort leases a session's port: portlease.Acquire, which tests
+	// replace while the server serves, to see how its failures are
+	// answered without spoiling the machine's lease directory.
+	leasePort atomic.Pointer[func() (*portlease.Lease, error)]
 
 	mu      sync.Mutex // guards everything below
 	hosts   map[string]struct{}
@@ -285,6 +290,8 @@ func New(opts Options) (*Server, error) {
 	s.bodyGrace.Store(int64(bodyGrace))
 	s.restBytes.Store(restBytes)
 	s.restFor.Store(int64(restFor))
+	acquire := portlease.Acquire
+	s.leasePort.Store(&acquire)
 	for _, h := range opts.AllowedHosts {
 		s.hosts[hostcheck.Canonical(h)] = struct{}{}
 	}

@@ -107,9 +107,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) newSession(r *http.Request, opts api.SessionOptions) (*sessionEntry, error) {
 	e := &sessionEntry{}
 	if opts.LeasePort {
-		l, err := portlease.Acquire()
+		l, err := (*s.leasePort.Load())()
 		if err != nil {
-			return nil, fmt.Errorf("lease a port: %w", err)
+			return nil, err // "lease port: ..." says what failed
 		}
 		e.ports = append(e.ports, l)
 	}

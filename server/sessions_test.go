@@ -1,7 +1,9 @@
 package server_test
 
 import (
+	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/portlease"
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/server"
 )
@@ -246,4 +249,34 @@ func TestSessionKillFailsItsQueueAtOnce(t *testing.T) {
 	left, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Empty(t, left, "queued commands ran while the session ended")
+}
+
+// A port lease that fails is answered as what it is, not as a bug (500
+// internal, which it was): no free port is 429 resource_exhausted, as the
+// daemon's other limits are; a lease directory the daemon cannot use is 400
+// unsupported_operation, as limits its host cannot apply are. The message
+// says why, and no session is left.
+func TestLeasePortRefused(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	for _, tc := range []struct {
+		err    error
+		status int
+		code   client.Code
+	}{
+		{fmt.Errorf("lease port: %w in 128 tries (last: busy)", portlease.ErrNoFreePort), http.StatusTooManyRequests, client.CodeResourceExhausted},
+		{fmt.Errorf("lease port: %w: /tmp/conch-ports is not writable", portlease.ErrLockDir), http.StatusBadRequest, client.CodeUnsupportedOperation},
+	} {
+		server.SetLeasePort(d.srv, func() (*portlease.Lease, error) { return nil, tc.err })
+		_, err := d.c.CreateSession(c, client.SessionOptions{LeasePort: true})
+		requireCode(t, err, tc.code)
+		var e *client.Error
+		require.ErrorAs(t, err, &e)
+		require.Equal(t, tc.status, e.Status)
+		require.Contains(t, e.Message, tc.err.Error())
+		sessions, err := d.c.Sessions(c)
+		require.NoError(t, err)
+		require.Empty(t, sessions)
+	}
 }
