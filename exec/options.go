@@ -270,6 +270,12 @@ func daemonDir() (dir string, inherit bool, err error) {
 
 var dotPath, _ = rawcall.NewPath(".")
 
+// ErrNeedsRoot is wrapped, with process.ErrUnsupported, by Start's error for
+// a User other than this process's own when this process is not root. No
+// later request can find that changed: the APIs answer it as they answer
+// limits the host cannot apply.
+var ErrNeedsRoot = errors.New("needs the daemon to run as root")
+
 // credential looks name up (a user name or a uid) and returns the
 // credential to run as it. Only root may run as another user.
 func credential(name string) (*user.User, *syscall.Credential, error) {
@@ -293,7 +299,7 @@ func credential(name string) (*user.User, *syscall.Credential, error) {
 		return u, nil, nil
 	}
 	if os.Geteuid() != 0 {
-		return nil, nil, fmt.Errorf("%w: running as user %q needs the daemon to run as root", process.ErrUnsupported, name)
+		return nil, nil, fmt.Errorf("%w: running as user %q %w", process.ErrUnsupported, name, ErrNeedsRoot)
 	}
 	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
 	if gids, err := u.GroupIds(); err == nil {

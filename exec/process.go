@@ -60,8 +60,8 @@ type Process struct {
 // Start starts a process as opts say and returns it running — or already
 // terminal with reason Failed when its program cannot be executed. The error
 // is for options that are wrong before anything runs (wrapping
-// process.ErrInvalidArgument, or process.ErrUnsupported for a User the daemon
-// may not switch to) and for a lack of resources (pipes, a PTY).
+// process.ErrInvalidArgument, or process.ErrUnsupported and ErrNeedsRoot for
+// a User the daemon may not switch to) and for a lack of resources (pipes, a PTY).
 func Start(opts Options) (*Process, error) {
 	id := opts.ID
 	if id == "" {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/containment"
+	"github.com/conchsh/conch/exec"
 	"github.com/conchsh/conch/internal/shells"
 	"github.com/conchsh/conch/portlease"
 	"github.com/conchsh/conch/process"
@@ -67,6 +68,10 @@ func apiError(err error) *Error {
 			fmt.Sprintf("request body over %d bytes", tooLarge.Limit), err}
 	case errors.Is(err, containment.ErrUnsupported):
 		return &Error{http.StatusBadRequest, api.CodeUnsupportedOperation, err.Error(), err}
+	case errors.Is(err, exec.ErrNeedsRoot):
+		// What the daemon is, not a state it may leave: as limits its host
+		// cannot apply, before the 409 of process.ErrUnsupported.
+		return &Error{http.StatusBadRequest, api.CodeUnsupportedOperation, message(err, process.ErrUnsupported), err}
 	case errors.As(err, &full):
 		return &Error{Status: http.StatusConflict, Code: api.CodeStdinFull, Cause: err,
 			Message: fmt.Sprintf("stdin queue full: the process has not read %d bytes written before, and the queue holds at most %d; %d bytes of this write were queued, the rest were not: write the rest once the process has read",
