@@ -266,43 +266,42 @@ func TestSetNoexec(t *testing.T) {
 }
 
 // TestClosingTheShellsOwnDescriptors pins what becomes of a command that
-// closes the descriptors a shell keeps its own stdin and stderr in while it
-// sources the command, to restore them after: bash's 10 (its stdin: its
-// stderr is closed, and nothing is kept of it), busybox's 11 and 12 (the
-// lowest free from 10 up). bash cannot restore it and ends, and with it
-// the session, while its 11 is no descriptor of its own; busybox loops on
-// the error it cannot report, until the command's execution timeout ends
-// the session. dash, zsh, mksh and ksh93 take one digit only in a
-// redirection: `exec 10>&-` runs a program named 10, which ends the
-// session as any failed exec does.
+// closes the descriptors a shell keeps its own stdin, stdout and stderr in
+// while it sources the command, to restore them after (the lowest free from
+// 10 up): bash's 10, 11 and 12, busybox's 11, 12 and 13 (its 10 is its
+// input). bash cannot restore them and ends after the command, and with it
+// the session; busybox loops on the error it cannot report, until the
+// command's execution timeout ends the session. dash, zsh, mksh and ksh93
+// take one digit only in a redirection: `exec 10>&-` runs a program named
+// 10, which ends the session as any failed exec does.
 func TestClosingTheShellsOwnDescriptors(t *testing.T) {
 	t.Parallel()
 	for _, shell := range testShells {
-		t.Run(shell, func(t *testing.T) {
-			t.Parallel()
-			s := newSession(t, Options{Shell: shell, StopGrace: 200 * time.Millisecond})
-			fd := "11"
-			switch shell {
-			case "bash":
-				fd = "10"
-				// The 11 it kept its stderr in before is none of its own.
-				expectRun(t, s, "exec 11>&-; echo ran", 0, "ran\n")
-			case "busybox":
-				fd = "12"
-			}
-			c, err := s.Submit(CommandOptions{Cmd: "exec " + fd + ">&-", ExecutionTimeout: time.Second})
-			require.NoError(t, err)
-			r := wait(t, c)
-			requireEnds(t, s, fmt.Sprintf("%+v", r))
-			switch shell {
-			case "busybox":
-				require.Equal(t, process.TimedOut, r.Reason, "%+v", r)
-			case "bash":
-				require.Equal(t, process.Exited, r.Reason, "%+v", r)
-			default:
-				require.Equal(t, 127, code(r), "%+v", r)
-			}
-		})
+		fds := []string{"11"}
+		switch shell {
+		case "bash":
+			fds = []string{"10", "11", "12"}
+		case "busybox":
+			fds = []string{"12", "13"}
+		}
+		for _, fd := range fds {
+			t.Run(shell+"/"+fd, func(t *testing.T) {
+				t.Parallel()
+				s := newSession(t, Options{Shell: shell, StopGrace: 200 * time.Millisecond})
+				c, err := s.Submit(CommandOptions{Cmd: "exec " + fd + ">&-", ExecutionTimeout: time.Second})
+				require.NoError(t, err)
+				r := wait(t, c)
+				requireEnds(t, s, fmt.Sprintf("%+v", r))
+				switch shell {
+				case "busybox":
+					require.Equal(t, process.TimedOut, r.Reason, "%+v", r)
+				case "bash":
+					require.Equal(t, process.Exited, r.Reason, "%+v", r)
+				default:
+					require.Equal(t, 127, code(r), "%+v", r)
+				}
+			})
+		}
 	}
 }
 
@@ -320,14 +319,14 @@ func TestClosingTheShellsInput(t *testing.T) {
 	requireEnds(t, s, "the shell closed its input")
 }
 
-// TestReplacingBusyboxsSavedStderr pins what busybox sh does when a command
-// opens a file on the descriptor it keeps its own stderr in while it
-// sources the command (12): it restores its stderr from there, so the
-// shell's own stderr, where the frame writes its start markers, is the file
+// TestReplacingBusyboxsSavedStdout pins what busybox sh does when a command
+// opens a file on the descriptor it keeps its own stdout in while it
+// sources the command (12): it restores its stdout from there, so the
+// shell's own stdout, where the frame writes its start markers, is the file
 // from then on. Later commands still end with their exact output and
 // status, each once the watchdog's look finds the shell at its prompt (about
 // a second) rather than at its marker; the markers go to the file.
-func TestReplacingBusyboxsSavedStderr(t *testing.T) {
+func TestReplacingBusyboxsSavedStdout(t *testing.T) {
 	t.Parallel()
 	s := newSession(t, Options{Shell: "busybox"})
 	file := filepath.Join(t.TempDir(), "own")
@@ -340,7 +339,7 @@ func TestReplacingBusyboxsSavedStderr(t *testing.T) {
 	}
 	own, err := os.ReadFile(file)
 	require.NoError(t, err)
-	require.NotEmpty(t, own, "the shell's own stderr did not go to the file")
+	require.NotEmpty(t, own, "the shell's own stdout did not go to the file")
 }
 
 // TestDisabledBuiltins: a command that disables a builtin bash's frame

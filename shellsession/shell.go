@@ -121,10 +121,10 @@ func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) 
 // what a login profile exported of them, and PROMPT_COMMAND. A login
 // shell's ENV, the daemon's or its profile's, is its commands'.
 //
-// Last, it closes the shell's own stdout, and its stderr where it may
-// (closeOwn, with own the path that reaches the engine's end of them, see
-// resident.Host.OwnPath); the frame then writes its markers for the engine
-// to what is left open, or by that path (sentinel.Paths.OwnStderr,
+// Last, on mksh, it closes the shell's own stdout, and its stderr where it
+// may (closeOwn, with own the path that reaches the engine's end of them,
+// see resident.Host.OwnPath); the frame then writes its markers for the
+// engine to what is left open, or by that path (sentinel.Paths.OwnStderr,
 // sentinel.Paths.OwnPath).
 func initScript(sh shells.Shell, env map[string]string, login bool, own string) string {
 	const vars = "PS1= PS2= PS3= __conch=-; "
@@ -148,11 +148,16 @@ func initScript(sh shells.Shell, env map[string]string, login bool, own string) 
 		// HISTFILE stays empty, not unset: ksh93 without one falls back
 		// to ~/.sh_history, shared by every session and the user's own
 		// shells.
-		return common + "HISTFILE=; \\typeset +x PS1 HISTFILE; \\unset" + unset + "; \\set +m 2>/dev/null\n" + exportAgain(sh, env) + closeOwn(sh, own)
+		return common + "HISTFILE=; \\typeset +x PS1 HISTFILE; \\unset" + unset + "\n\\set +m 2>/dev/null\n" + exportAgain(sh, env) + closeOwn(sh, own)
 	}
 	// dash and busybox sh, which have no typeset, keep an exported PS1
 	// exported after an unset and a new value: unset, it is as empty.
-	return common + "\\unset PS1 HISTFILE" + unset + "; \\set +m 2>/dev/null\n" + exportAgain(sh, env) + closeOwn(sh, own)
+	// On two lines, as for ksh93 and mksh: a login profile that reads a
+	// line or two of the shell's input (see upLine) then takes lines of
+	// this script, and the first command's frame still runs to tell the
+	// engine so; taken by the profile, the frame would leave the engine
+	// waiting for that command to its readiness bound.
+	return common + "\\unset PS1 HISTFILE" + unset + "\n\\set +m 2>/dev/null\n" + exportAgain(sh, env) + closeOwn(sh, own)
 }
 
 // exportAgain is the line that exports again what the session's env gives
@@ -178,60 +183,60 @@ func exportAgain(sh shells.Shell, env map[string]string) string {
 	return b.String() + "\n"
 }
 
-// closeOwn is what closes the shell's own stdout for good, and its stderr
-// where closesStderr says so. A redirection of a descriptor that is open
-// costs a shell a save before the command and a restore after it — bash
-// four fcntl calls, a dup2 and a close, then a dup2, a fcntl and a close —
-// and of one that is closed only a close after: the command's stdout and
-// stderr, and the end marker, which are redirections of the shell's fd 1
-// and 2, then cost about half the system calls of a frame less. Nothing the
-// engine needs is written there on a command's way: what a command writes
-// goes to its own streams. The frame's own markers go to the shell's
-// stderr while it is open (sentinel.Paths.OwnStderr), and by the path own,
-// which reaches the same pipe, once it is closed (sentinel.Paths.OwnPath):
-// stderr is closed only when that path opens, and the engine looks which
-// it is once the shell is up (see Session.lookOwn).
+// closeOwn is what closes the shell's own stdout and stderr for good, on
+// the one shell that can run without them (closesStdout, closesStderr). A
+// redirection of a descriptor that is open costs a shell a save before the
+// command and a restore after it — bash four fcntl calls, a dup2 and a
+// close, then a dup2, a fcntl and a close — and of one that is closed only
+// a close after: the command's stdout and stderr, and the end marker,
+// which are redirections of the shell's fd 1 and 2, then cost about half
+// the system calls of a frame less. Nothing the engine needs is written
+// there on a command's way: what a command writes goes to its own
+// streams, and the frame's markers go by the path own, which reaches the
+// same pipe (sentinel.Paths.OwnPath): stderr is closed only when that path
+// opens, and the engine looks which it is once the shell is up (see
+// Session.lookOwn).
 //
-// Should a profile's function take exec or command over, or the ":"
-// builtin be disabled, the descriptors stay open: the frames work as well,
-// for a few more calls. ksh93 keeps its
-// stdout: it moves a descriptor that opens as fd 1 out of the way and back,
-// which costs it more than the save. So does zsh: what it saves, it reads
-// back as the start marker's longer line, a byte per read call.
+// But a shell that ends runs its EXIT trap, and the trap writes to what
+// the shell's fd 1 and 2 are then. bash on an exit by set -e, dash and
+// busybox sh on any exit, run it after they undo the redirections of the
+// "." that ran the command, with their own descriptors: closed, the trap's
+// first write would fail, set -e (still on) would end the trap there, and
+// the command would report 1 rather than the status the shell ended with.
+// So they keep both open, on the pipe the engine drains, where what such a
+// trap writes is lost (bash runs it in place on exit, and its output is
+// the command's). mksh runs its EXIT trap with the command's redirections
+// in place, exit and set -e alike. ksh93 keeps its descriptors too: it
+// moves a descriptor that opens as fd 1 out of the way and back, which
+// costs it more than the save. So does zsh: what it saves, it reads back
+// as the start marker's longer line, a byte per read call.
 func closeOwn(sh shells.Shell, own string) string {
 	if !closesStdout(sh) {
 		return ""
 	}
-	// `builtin exec >&-` would redirect the builtin command, and undo it
-	// after; `command exec` is exec itself.
-	exec, colon := `\exec`, `\:`
-	if sh.Family == shells.Bash {
-		// bash lets a profile's function take ":" (one that read its
-		// input would take the first command); builtin runs the builtin.
-		exec, colon = `\command \exec`, `\builtin \:`
-	}
-	line := exec + " >&-\n"
+	// Quoted against a profile's aliases; exec and ":" are special
+	// builtins, which mksh runs over a function of their name.
+	line := `\exec >&-` + "\n"
 	if closesStderr(sh) && own != "" {
 		// A redirection that fails skips its command: ":" runs, and
 		// stderr is closed, only when own opens.
-		line += colon + " >" + shQuote(own) + " && " + exec + " 2>&-\n"
+		line += `\: >` + shQuote(own) + ` && \exec 2>&-` + "\n"
 	}
 	return line
 }
 
 // closesStdout reports whether sh runs with its stdout closed between
-// commands (see closeOwn): all but ksh93 and zsh.
+// commands (see closeOwn): mksh alone.
 func closesStdout(sh shells.Shell) bool {
-	return sh.Family != shells.Ksh && sh.Family != shells.Zsh
+	return sh.Family == shells.Mksh
 }
 
 // closesStderr reports whether sh runs with its stderr closed too between
-// commands (see closeOwn): bash and mksh, whose frames write no marker for
-// the engine on a command's way, only on the rare one where the end line
-// cannot write its own. dash and busybox sh announce every command with a
-// marker (see announces), which would then cost an open by path of each.
+// commands (see closeOwn): mksh, whose frames write no marker for the
+// engine on a command's way, only on the rare one where the end line
+// cannot write its own.
 func closesStderr(sh shells.Shell) bool {
-	return sh.Family == shells.Bash || sh.Family == shells.Mksh
+	return sh.Family == shells.Mksh
 }
 
 // shellOwn is what a session's env may not set: the shell's prompts and
