@@ -249,7 +249,7 @@ func (c *Command) start() (*readLoop, *streams) {
 		c.prepFailed(err)
 		return nil, nil
 	}
-	text := scriptText(s.sh, cmd, traced, prev)
+	text := scriptText(cmd, traced, prev)
 	run := runner(s.sh, flags, chk.parsedLater)
 	paths := sentinel.Paths{
 		Stdin: st.stdin, Stdout: st.out.Path, Stderr: st.err.Path, Script: s.scriptName,

@@ -344,20 +344,30 @@ func interruptedStatus(sh shells.Shell, run sentinel.Run, status int) int {
 	return status
 }
 
-// scriptText is what the command file holds for text: the text itself,
-// after retrace when traced (see tracesCommand), and for mksh with a final
-// newline, without which mksh numbers the last line
-// one too far in its messages ("cmd[2]: x: not found" for a one-line
-// command). A text ending in a backslash is left as it is: the newline
-// would join its last line.
-func scriptText(sh shells.Shell, text string, traced bool, prev int) string {
+// scriptText is the command's text as the shell runs it: text, after
+// retrace when traced (see tracesCommand). In the command file it is
+// followed by scriptEnd.
+func scriptText(text string, traced bool, prev int) string {
 	if traced {
 		text = retrace + retraceStatus(prev) + text
 	}
-	if sh.Family == shells.Mksh && !strings.HasSuffix(text, "\n") && !strings.HasSuffix(text, `\`) {
-		return text + "\n"
-	}
 	return text
+}
+
+// scriptEnd is what the command file holds after text: a final newline
+// where text has none. Under set -v a shell echoes a sourced file's lines
+// as it reads them, with the newline that ends each: without one, the echo
+// of the last line ran into the command's first stderr bytes ("ls /xls:
+// cannot access") on every shell but bash, which adds its own. And mksh
+// numbers the last line one too far in its messages without it ("cmd[2]:
+// x: not found" for a one-line command). A text ending in a backslash gets
+// none: the newline would join its last line. An eval of the text (see
+// runner) echoes nothing and needs none.
+func scriptEnd(text string) string {
+	if strings.HasSuffix(text, "\n") || strings.HasSuffix(text, `\`) {
+		return ""
+	}
+	return "\n"
 }
 
 // zsh traces the commands of a sourced file to a copy of the stderr it had

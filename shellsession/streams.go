@@ -211,16 +211,17 @@ func (s *Session) closePool() {
 
 // writeScript puts a command's text in the session's script file, which the
 // shell sources, after f's head when guard is set: the words that set its
-// guard and $? (see guardsInScript). One file serves every command: the
-// next command's text replaces it only after the shell is done with the
-// last one. The text is copied into room the session keeps, written with
-// one call.
+// guard and $? (see guardsInScript), and ends it (see scriptEnd). One file
+// serves every command: the next command's text replaces it only after the
+// shell is done with the last one. The text is copied into room the
+// session keeps, written with one call.
 func (s *Session) writeScript(f sentinel.Frame, guard bool, text string) error {
 	b := s.scriptBuf[:0]
 	if guard {
 		b = f.AppendHead(b)
 	}
 	b = append(b, text...)
+	b = append(b, scriptEnd(text)...)
 	err := s.rewrite(&s.script, s.scriptName, b)
 	if cap(b) <= maxScriptBuf {
 		s.scriptBuf = b[:0]
