@@ -57,6 +57,11 @@ type serveSetup struct {
 	// test writes (--token-file), "env" $CONCH_TOKEN, "new" nowhere: it
 	// makes one and writes it to the state directory.
 	tokenFrom string
+	// uid, when not 0, is the user (and group) it runs as, under (its
+	// wrapper) too: its state directory and token file are that user's,
+	// in a directory it can reach, and so is the conch binary it runs (a
+	// link to the test's). Only root can start it so.
+	uid int
 }
 
 // command is conch with args, as a client of s.
@@ -69,13 +74,19 @@ func (s *served) command(args ...string) *exec.Cmd {
 // startServeWith is startServe set up by setup.
 func startServeWith(t *testing.T, setup serveSetup, args ...string) *served {
 	t.Helper()
-	dir := t.TempDir()
-	argv := append(setup.under, "conch", "serve", "--listen", "127.0.0.1:0")
+	dir, bin := t.TempDir(), "conch"
+	if setup.uid != 0 {
+		dir, bin = userDir(t, setup.uid)
+	}
+	argv := append(slices.Clone(setup.under), bin, "serve", "--listen", "127.0.0.1:0")
 	env := append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(dir, "state"), client.EnvToken+"=")
 	switch setup.tokenFrom {
 	case "":
 		tokenFile := filepath.Join(dir, "token")
 		require.NoError(t, os.WriteFile(tokenFile, []byte("drain-test-token\n"), 0o600))
+		if setup.uid != 0 {
+			require.NoError(t, os.Chown(tokenFile, setup.uid, setup.uid))
+		}
 		argv = append(argv, "--token-file", tokenFile)
 	case "env":
 		env = append(env, client.EnvToken+"=drain-test-token")
@@ -83,6 +94,10 @@ func startServeWith(t *testing.T, setup serveSetup, args ...string) *served {
 	argv = append(argv, args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
+	if setup.uid != 0 {
+		cmd.Env = append(cmd.Env, "HOME="+dir)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(setup.uid), Gid: uint32(setup.uid)}}
+	}
 	pipe, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())

@@ -90,3 +90,21 @@ func TestParseStat(t *testing.T) {
 		require.False(t, ok, "ParseStat(%q) accepted it", bad)
 	}
 }
+
+// TasksOf counts the threads of this user's processes, this one's among
+// them, and none for a uid no process has.
+func TestTasksOf(t *testing.T) {
+	t.Parallel()
+	status, err := os.ReadFile("/proc/self/status")
+	require.NoError(t, err)
+	own := statusField(status, "Threads:")
+	require.Len(t, own, 1)
+	threads, err := strconv.Atoi(string(own[0]))
+	require.NoError(t, err)
+	n, err := TasksOf(os.Getuid())
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, n, threads)
+	n, err = TasksOf(1<<31 - 2)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}
