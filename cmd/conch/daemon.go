@@ -136,6 +136,8 @@ func startDaemon(logger *slog.Logger, stateDir, streamDir string, contain contai
 	if err := containment.ProtectSelf(); err != nil {
 		logger.Info("the daemon's OOM score stays", "err", err)
 	}
+	// Before anything runs: the threads are made while there is room.
+	reserveDaemonThreads(logger)
 	stopReaper, err := proctree.StartReaper()
 	if err != nil {
 		return nil, err

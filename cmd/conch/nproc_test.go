@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -103,9 +104,70 @@ func userDir(t *testing.T, uid int) (dir, bin string) {
 func TestServeAtProcessLimit(t *testing.T) {
 	t.Parallel()
 	uid := throwawayUID(t)
-	const limit = 40
+	const limit = 50
 	s := startServeWith(t, serveSetup{uid: uid, under: []string{"bash", "-c", `ulimit -u ` + strconv.Itoa(limit) + ` && exec "$@"`, "bash"}},
 		"--drain-timeout", "0")
+	serveAtLimit(t, s, limit)
+}
+
+// A daemon in a pids cgroup at its max (a container's limit) is the same:
+// the limit counts its threads and every process it and its commands run.
+// The cgroup is a v1 one (a v2 one's processes must be in leaves, where a
+// daemon's own cgroups are not), and the daemon puts nothing in cgroups of
+// its own (whose pids would then count there, not in the test's).
+func TestServeAtPidsLimit(t *testing.T) {
+	t.Parallel()
+	const limit = 50
+	dir := pidsCgroup(t, limit)
+	s := startServeWith(t, serveSetup{under: []string{"bash", "-c", `echo $$ >` + filepath.Join(dir, "cgroup.procs") + ` && exec "$@"`, "bash"}},
+		"--drain-timeout", "0", "--containment", "none")
+	serveAtLimit(t, s, limit)
+}
+
+// pidsCgroup makes a cgroup of the v1 pids hierarchy whose pids.max is
+// limit, and when the test ends kills what is left in it and removes it.
+// The test is skipped where there is none to write to.
+func pidsCgroup(t *testing.T, limit int) string {
+	t.Helper()
+	const root = "/sys/fs/cgroup/pids"
+	if _, err := os.Stat(filepath.Join(root, "cgroup.procs")); err != nil || os.Geteuid() != 0 {
+		t.Skip("no writable v1 pids hierarchy at " + root)
+	}
+	dir := filepath.Join(root, "conch-test-pids-"+strconv.Itoa(os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Skipf("no v1 pids cgroup: %v", err)
+	}
+	t.Cleanup(func() {
+		deadline := time.Now().Add(10 * time.Second) // a hang guard
+		for {
+			b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+			pids := strings.Fields(string(b))
+			if len(pids) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("processes %v are left in %s", pids, dir)
+				return
+			}
+			for _, p := range pids {
+				if pid, err := strconv.Atoi(p); err == nil {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		require.NoError(t, syscall.Rmdir(dir))
+	})
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "pids.max"), []byte(strconv.Itoa(limit)), 0o644))
+	return dir
+}
+
+// serveAtLimit is the test of a daemon that the limit of processes bounds.
+func serveAtLimit(t *testing.T, s *served, limit int) {
+	s.mu.Lock()
+	said := slices.ContainsFunc(s.lines, func(l string) bool { return strings.Contains(l, `msg="threads reserved"`) })
+	s.mu.Unlock()
+	require.True(t, said, "the daemon says what it reserved under a limit")
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	// answered fails the test unless err is nil or a 429: a daemon gone
@@ -138,7 +200,7 @@ func TestServeAtProcessLimit(t *testing.T) {
 
 	// A slot freed by the command is taken by a session, whose wait needs
 	// a thread: each time, the daemon has one more to wait on.
-	for made := 0; made < 10; {
+	for made := 0; made < 14; {
 		_, err := s.c.CreateSession(ctx, client.SessionOptions{})
 		if answered(err, "session "+strconv.Itoa(made)+" at the limit") {
 			made++
