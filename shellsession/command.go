@@ -359,8 +359,8 @@ func (c *Command) prepFailed(err error) {
 
 // await reads the command's streams until it has ended — by its end marker,
 // read here, or given up (see giveUp) — or its shell has exited, and reports
-// true; the streams still held open then are read on by a goroutine of their
-// own. With ctx, it returns false once ctx is done before that: then await
+// true; the streams still held open then are read on elsewhere (see
+// readLoop.handOff). With ctx, it returns false once ctx is done before that: then await
 // (without ctx) takes up where it left off.
 func (c *Command) await(ctx context.Context, rd *readLoop, st *streams) bool {
 	var cancelled <-chan struct{}

@@ -33,8 +33,9 @@ import (
 // Command.await): the bytes that end a command wake the goroutine that
 // goes on to the next one, with no hop between goroutines. Only streams
 // still held open after the command's end — by a background job, or for the
-// moment the shell takes to close them — are read on by a goroutine of
-// their own (drain).
+// moment the shell takes to close them — are read on elsewhere: by the
+// session's one goroutine for held streams (see heldStreams), or by a
+// goroutine of their own (drain) when that cannot take them.
 type readLoop struct {
 	c    *Command
 	ep   *epoller
@@ -251,8 +252,8 @@ func (l *readLoop) done() {
 // settleEOF bounds how long a command's end waits for end-of-file on a
 // stream whose end marker has come: the shell closes the stream right after
 // writing the marker, but the reader may see the marker first. Waiting for
-// it here saves a goroutine (see handOff); a stream a background job holds
-// open is left to one after this.
+// it here saves a hand-off (see handOff); a stream a background job holds
+// open is left to the session's held streams after this.
 const settleEOF = time.Millisecond
 
 // settle reads on, for settleEOF at most, while the only readers left are
@@ -362,14 +363,19 @@ func (s *Session) dropUnsettled() {
 	}
 }
 
-// handOff leaves the readers still reading after the command's end to a
+// handOff leaves the readers still reading after the command's end to the
+// session's held streams (see heldStreams), or, those it cannot take, to a
 // goroutine of their own.
 func (l *readLoop) handOff() {
 	if l.live == 0 {
 		l.done()
 		return
 	}
-	l.stopKicks() // the drain reads until end-of-file or the session's end
+	l.stopKicks() // the held streams are read until end-of-file or the session's end
+	if l.c.s.holdOver(l); l.live == 0 {
+		l.done() // its set serves the next commands
+		return
+	}
 	l.c.s.wg.Add(1)
 	go l.drain()
 }
@@ -411,9 +417,10 @@ func (s *Session) watch(ep *epoller, rs [2]*streamReader) error {
 }
 
 // spareEpolls is how many empty epoll sets a session keeps for its next
-// commands: two, since a command whose streams a background job holds
-// after its end keeps its set until the job lets go (see handOff), while
-// the next command reads with another.
+// commands: two, since a command whose streams' settling is left to the
+// next command's start keeps its set until then (see settleLater), and one
+// whose streams the session's held streams could not take keeps it until
+// its job lets go (see handOff), while the next command reads with another.
 const spareEpolls = 2
 
 // takeEpoller returns an epoll set a command before left, or a new one.
@@ -720,6 +727,9 @@ func (r *streamReader) writerCame() bool {
 // saw at end-of-file is about to be discarded, with the command it read for.
 var discardingAtEOF func(*Command, *stream)
 
+// epollMade, when a test sets it, is called for each epoll set made.
+var epollMade func()
+
 // epoller is an epoll set whose readiness Go's poller waits for. It is
 // edge-triggered: a descriptor joins the set's ready list when bytes come to
 // it, so the list gives the order in which streams got data (one
@@ -751,6 +761,9 @@ func newEpoller() (*epoller, error) {
 	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
 		return nil, os.NewSyscallError("fcntl", err)
+	}
+	if epollMade != nil {
+		epollMade()
 	}
 	e := &epoller{f: os.NewFile(uintptr(fd), "epoll")}
 	if e.rc, err = e.f.SyscallConn(); err != nil {

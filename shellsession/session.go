@@ -178,7 +178,8 @@ type Session struct {
 	// forked, whose streams' end-of-file had not come yet (see
 	// readLoop.settleLater); the next command's start settles them.
 	unsettled *readLoop
-	kickFn    func() // kickAwaiting, made once: a method value made for each command is an allocation
+	held      heldStreams // streams background jobs hold after their command's end
+	kickFn    func()      // kickAwaiting, made once: a method value made for each command is an allocation
 }
 
 // New starts a session's shell and returns once it is ready to run a
