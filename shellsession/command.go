@@ -354,7 +354,26 @@ func (c *Command) start() (*readLoop, *streams) {
 // prepFailed ends the command that could not be prepared, not sent.
 func (c *Command) prepFailed(err error) {
 	c.prepErr = err
-	c.finish(process.Result{Reason: process.Failed, Error: fmt.Sprintf("prepare streams: %v", err)})
+	c.finish(process.Result{Reason: process.Failed, Error: "prepare streams: " + c.s.whyNoStreams(err)})
+}
+
+// whyNoStreams says why a command could not get its streams: when the
+// daemon is out of descriptors, which limit, and what the session's own
+// held streams (see heldStreams) take of it, and how to let them go.
+// Background jobs that keep their output (sleep 60 &, server &) are a
+// common cause, and a session at the limit cannot run even the kill that
+// would end them.
+func (s *Session) whyNoStreams(err error) string {
+	why, ok := process.Exhausted(err)
+	if !ok || !errors.Is(err, syscall.EMFILE) && !errors.Is(err, syscall.ENFILE) {
+		return err.Error()
+	}
+	if n := s.heldCommands(); n > 0 {
+		why += fmt.Sprintf("; %d earlier commands of this session left background jobs that still hold their output streams, "+
+			"each stream a descriptor of the daemon's until its job ends: end those jobs (from outside the session), "+
+			"or delete the session, which ends them; a job started with its output redirected (cmd >/dev/null 2>&1 &) holds none", n)
+	}
+	return why
 }
 
 // await reads the command's streams until it has ended — by its end marker,

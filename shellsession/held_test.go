@@ -1,11 +1,17 @@
 package shellsession
 
 import (
+	"context"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/conchsh/conch/internal/reapertest"
+	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/require"
 )
 
@@ -55,4 +61,55 @@ func TestHeldStreamsCostTheirReadEnds(t *testing.T) {
 	s.mu.Unlock()
 	require.Eventually(t, func() bool { return s.heldCommands() == 0 }, deadline, 10*time.Millisecond)
 	expectRun(t, s, "echo after", 0, "after\n")
+}
+
+// TestOutOfDescriptorsForStreams: a command that cannot get its streams
+// because the daemon has no descriptors left fails saying so: which limit,
+// that earlier commands' background jobs hold their streams, and what to
+// do. It said "prepare streams: watch the streams: epoll_create1: too many
+// open files", nothing of the jobs that held them.
+//
+// The descriptors are counted out in a process of the test's own: the
+// limit applies to the whole process.
+func TestOutOfDescriptorsForStreams(t *testing.T) {
+	t.Parallel()
+	out := reapertest.RunChild(t, "TestOutOfDescriptorsForStreamsChild", "CONCH_TEST_FD_CHILD=1")
+	require.Contains(t, out, "failed as it should: ", "%s", out)
+}
+
+func TestOutOfDescriptorsForStreamsChild(t *testing.T) {
+	if os.Getenv("CONCH_TEST_FD_CHILD") == "" {
+		t.Skip("run by TestOutOfDescriptorsForStreams")
+	}
+	var rl syscall.Rlimit
+	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl))
+	defer syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl)
+	s := newSession(t, Options{Shell: "bash"})
+	for range 5 {
+		run(t, s, CommandOptions{Cmd: "true"})
+	}
+	top := 0
+	es, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	for _, e := range es {
+		fd, _ := strconv.Atoi(e.Name())
+		top = max(top, fd)
+	}
+	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: uint64(top + 1 + 40), Max: rl.Max}))
+	var r process.Result
+	held := 0
+	for ; held < 100; held++ {
+		ctx, cancel := context.WithTimeout(t.Context(), deadline)
+		_, r, err = s.Run(ctx, CommandOptions{Cmd: "sleep 60 &"})
+		cancel()
+		require.NoError(t, err)
+		if r.Reason != process.Exited {
+			break
+		}
+	}
+	require.Equal(t, process.Failed, r.Reason, "no command failed with 40 descriptors free: %+v", r)
+	for _, want := range []string{"RLIMIT_NOFILE", strconv.Itoa(held) + " earlier commands", ">/dev/null 2>&1 &", "delete the session"} {
+		require.True(t, strings.Contains(r.Error, want), "%q says nothing of %q", r.Error, want)
+	}
+	t.Logf("failed as it should: %s", r.Error)
 }
