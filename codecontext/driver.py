@@ -76,6 +76,8 @@ class _S:
     futures = 0  # the flags of the __future__ imports cells made
     from_loop = None  # the exception that ended the last such cell, raised through the loop
     from_display = None  # the exception that the display of a cell's value raised
+    sources = {}  # the names of the cells whose source linecache holds, oldest first, with their sizes
+    sources_size = 0  # the sum of those sizes
 
 
 # The cell the main thread runs for: an asyncio task (or callback) copies it
@@ -765,6 +767,26 @@ def _end_cell(status):
         _os.dup2(_S.null, 0)
 
 
+# How much of the cells' source linecache keeps for tracebacks: the latest
+# cells, within both bounds, and always the running one. A context lives
+# long and its cells can be megabytes each; an entry with no mtime is never
+# dropped by linecache itself. A function defined in an evicted cell shows
+# no source line in a traceback.
+_SOURCE_BYTES = 16 << 20
+_SOURCE_CELLS = 1000
+
+
+def _keep_source(name, src, lines):
+    linecache.cache[name] = (len(src), None, lines, name)
+    kept = _S.sources
+    kept[name] = len(src)
+    _S.sources_size += len(src)
+    while len(kept) > 1 and (_S.sources_size > _SOURCE_BYTES or len(kept) > _SOURCE_CELLS):
+        oldest = next(iter(kept))
+        _S.sources_size -= kept.pop(oldest)
+        linecache.cache.pop(oldest, None)
+
+
 def _run(ns, msg):
     _S.marker = _sealed(msg.pop("nonce"))
     n = msg["id"]
@@ -775,7 +797,7 @@ def _run(ns, msg):
         # As linecache.updatecache reads a file: the traceback's carets
         # count on the newline.
         lines[-1] += "\n"
-    linecache.cache[name] = (len(src), None, lines, name)
+    _keep_source(name, src, lines)
     _pooled()
     _open_cell(msg)
     _S.send(b"O %d\n" % n)
