@@ -717,6 +717,12 @@ func (s *Session) lookCwd(pid, reported string, there rawcall.ID) string {
 		}
 	}
 	real, removed, err := procfs.CwdOf(pid)
+	if errors.Is(err, syscall.ENAMETOOLONG) {
+		// Past PATH_MAX: neither path could be looked at whole.
+		if cwd, ok := longCwd(pid, reported); ok {
+			return cwd
+		}
+	}
 	if err != nil || removed && strings.HasPrefix(reported, "/") {
 		// A removed directory is kept as $PWD names it, or, when $PWD
 		// names none (a shell started there: dash, mksh, busybox leave it
