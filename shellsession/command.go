@@ -261,6 +261,8 @@ func (c *Command) start() (*readLoop, *streams) {
 	}
 	if traced {
 		paths.Before = untrace
+	} else if reportsJobs(s.sh) {
+		paths.Before = reportJobs
 	}
 	f, err := s.newFrame(prev, paths)
 	if err == nil && run != sentinel.RunText {

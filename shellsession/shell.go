@@ -417,6 +417,22 @@ func tracesCommand(sh shells.Shell, flags string) bool {
 	return sh.Family == shells.Zsh && strings.Contains(flags, "x") && !strings.Contains(flags, "v")
 }
 
+// reportJobs is what the frame of dash and busybox sh runs before each
+// command: they free a finished background job only once they have
+// reported it, which without job control (set +m) only jobs does, so every
+// job of a long session stayed in the table, numbered on (dash's
+// unreaped too), and busybox's kill %1 named a job long finished. Once the
+// session started a job ($! set), jobs reports them where nothing reads:
+// an open and a few dups a command; before, no system call at all. ${!-}:
+// under set -u a plain $! is an error while unset.
+const reportJobs = `case ${!-} in ?*) \jobs >/dev/null;; esac`
+
+// reportsJobs says whether sh's frame runs reportJobs; the other shells
+// free finished jobs by themselves.
+func reportsJobs(sh shells.Shell) bool {
+	return sh.Family == shells.Dash || sh.Family == shells.Busybox
+}
+
 // upLine is the first thing a shell is sent. A login profile runs before
 // the shell reads its first line, on the same input: one that reads it (read
 // x, head -1) takes what the engine sent for the shell, the init script that
