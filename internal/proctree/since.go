@@ -12,21 +12,31 @@ import (
 // [StartedUnder]).
 //
 // Start times in /proc are in 10 ms ticks, too coarse to tell the work's
-// first process from one started just before it, so a process must also
-// have a pid handed out after last (pids go up, wrapping at pid_max; the
-// start time rules out a process old enough to have been lapped). Read last
-// before since is taken.
+// first process from one started just before it, so a process that started
+// about when the work did must also have a pid handed out after last (pids
+// go up, wrapping at pid_max; the start time rules out a process old enough
+// to have been lapped). One that started well after the work did is the
+// work's by its start alone: by then pid_max/2 pids may have been handed
+// out since last (a long build, a server restarted again and again), and
+// its pid would read as older than last. Read last before since is taken.
 func StartedSince(pids []int, since time.Time, last int) []int {
+	surely := since.Add(surelyAfter)
 	since = since.Add(-20 * time.Millisecond)
 	boot := BootTime()
 	var out []int
 	for _, pid := range pids {
-		if st, ok := StartedAt(pid, boot); ok && !st.Before(since) && PIDAfter(pid, last) {
+		if st, ok := StartedAt(pid, boot); ok && !st.Before(since) && (st.After(surely) || PIDAfter(pid, last)) {
 			out = append(out, pid)
 		}
 	}
 	return out
 }
+
+// surelyAfter is how long after the work's start a process's start time
+// alone says it is the work's: far past the error of start times read
+// from /proc (10 ms ticks, against a boot time read from /proc/uptime),
+// and far short of the time it takes to hand out half of the pids.
+const surelyAfter = time.Second
 
 // StartedUnder splits the descendants of root, a long-lived process that
 // runs one piece of work after another (a shell, an interpreter), into
