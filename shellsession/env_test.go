@@ -1,10 +1,12 @@
 package shellsession
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -67,7 +69,7 @@ func TestPromptAndHistoryVariablesLeftOut(t *testing.T) {
 				home := t.TempDir()
 				envFile := filepath.Join(home, "envfile")
 				require.NoError(t, os.WriteFile(envFile, nil, 0o600))
-				profile := "ENV='" + envFile + "' PS1='p> ' PROMPT_COMMAND='echo prompt'; export ENV PS1 PROMPT_COMMAND\n"
+				profile := "ENV='" + envFile + "' PS1='p> ' PS2='> ' PROMPT_COMMAND='echo prompt'; export ENV PS1 PS2 PROMPT_COMMAND\n"
 				require.NoError(t, os.WriteFile(filepath.Join(home, processtest.LoginProfile[shell]), []byte(profile), 0o644))
 				history := filepath.Join(home, "history")
 				s := newSession(t, Options{Shell: shell, Login: login, Env: map[string]string{
@@ -78,10 +80,66 @@ func TestPromptAndHistoryVariablesLeftOut(t *testing.T) {
 				if login {
 					want = "ENV=" + envFile + "\n"
 				}
-				expectRun(t, s, `env | grep -E '^(PS1|HISTFILE|PROMPT_COMMAND|ENV)=' || true`, 0, want)
+				expectRun(t, s, `env | grep -E '^(PS[12]|HISTFILE|PROMPT_COMMAND|ENV)=' || true`, 0, want)
 				expectRun(t, s, `fc -l >/dev/null 2>&1; history >/dev/null 2>&1; true`, 0, "")
 				require.NoFileExists(t, history, "the shell kept a history in the file env named")
 			})
 		}
 	}
+}
+
+// TestReadOnlyPromptAndHistoryVariables: a login profile that makes PS1,
+// PS2, PS3, HISTFILE, PROMPT_COMMAND, ENV, MAIL or MAILPATH read-only, as
+// hardened images do, does not keep the session from starting, on any
+// shell, and commands see the variable as docs/behaviour.md says. The init
+// script assigned or unset them on a line that a read-only variable cut
+// short (dash and busybox dropped the rest of their input too): the shell
+// never told the engine it was ready, and the session was refused after
+// 30 s. ksh93 and mksh keep their history in the file a read-only
+// HISTFILE names, which the docs say.
+func TestReadOnlyPromptAndHistoryVariables(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		for _, name := range []string{"PS1", "PS2", "PS3", "HISTFILE", "PROMPT_COMMAND", "ENV", "MAIL", "MAILPATH"} {
+			t.Run(shell+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				home, dir := t.TempDir(), t.TempDir()
+				profile := "export " + name + "=profval; readonly " + name + "\n"
+				require.NoError(t, os.WriteFile(filepath.Join(home, processtest.LoginProfile[shell]), []byte(profile), 0o644))
+				// Well under the 30 s the shell has to come up: a shell
+				// that lost the engine's readiness line waits all of it.
+				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+				defer cancel()
+				s, err := New(ctx, Options{Shell: shell, Login: true, Cwd: dir, Env: map[string]string{"HOME": home, "ZDOTDIR": home}})
+				require.NoError(t, err)
+				t.Cleanup(func() { s.Close() })
+				want := ""
+				switch {
+				case name == "ENV":
+					want = "ENV=profval\n" // a login shell's ENV is its commands'
+				case readOnlyStaysExported(shell):
+					want = name + "=profval\n"
+				}
+				expectRun(t, s, `env | grep -E '^(PS[123]|HISTFILE|PROMPT_COMMAND|ENV|MAIL|MAILPATH)=' || true`, 0, want)
+				expectRun(t, s, "echo ok", 0, "ok\n")
+				if name == "HISTFILE" && (shell == "ksh" || shell == "mksh") {
+					// They open it as the profile names it, and nothing
+					// but another name closes it: as the docs say, the
+					// engine's lines go there.
+					require.FileExists(t, filepath.Join(dir, "profval"))
+				} else {
+					require.NoFileExists(t, filepath.Join(dir, "profval"), "the shell kept a history in the file the profile named")
+				}
+				require.NoFileExists(t, filepath.Join(home, "profval"), "the shell kept a history in the file the profile named")
+			})
+		}
+	}
+}
+
+// readOnlyStaysExported reports whether commands of shell see a variable
+// that the init script takes out of their environment when a login
+// profile exported it and made it read-only: bash and zsh unexport a
+// read-only variable, the other shells can neither unexport nor unset it.
+func readOnlyStaysExported(shell string) bool {
+	return shell != "bash" && shell != "zsh"
 }

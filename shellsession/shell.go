@@ -115,11 +115,14 @@ func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) 
 // through builtin: a login shell's profile may have defined aliases, and
 // functions, by now.
 //
-// What the shell needs set, and commands must not get (PS1 and HISTFILE
-// empty, ENV=/dev/null unless login, see shellEnv), it takes out of their
-// environment: unset where the shell does without, else unexported; so is
-// what a login profile exported of them, and PROMPT_COMMAND. A login
-// shell's ENV, the daemon's or its profile's, is its commands'.
+// What the shell needs set, and commands must not get (PS1, PS2, PS3 and
+// HISTFILE empty, ENV=/dev/null unless login, see shellEnv), it takes out
+// of their environment: unset where the shell does without, else
+// unexported; so is what a login profile exported of them, and
+// PROMPT_COMMAND, MAIL and MAILPATH. A login shell's ENV, the daemon's or
+// its profile's, is its commands'. A login profile may have made any of
+// them read-only, as hardened images do (see orReadOnly): bash and zsh
+// still unexport it, the other shells leave it to the commands.
 //
 // Last, on mksh, it closes the shell's own stdout, and its stderr where it
 // may (closeOwn, with own the path that reaches the engine's end of them,
@@ -127,37 +130,76 @@ func shQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) 
 // engine to what is left open, or by that path (sentinel.Paths.OwnStderr,
 // sentinel.Paths.OwnPath).
 func initScript(sh shells.Shell, env map[string]string, login bool, own string) string {
-	const vars = "PS1= PS2= PS3= __conch=-; "
 	// bash and zsh let a profile's function take any name, the special
 	// builtins' too, where the other shells run the builtin: there the
 	// calls go through "builtin", as the frame's do (see frameCalls).
 	// The trap's text is parsed when the signal comes, after the user's
 	// commands: its word is quoted against their aliases too.
-	const builtinInit = vars + "\\builtin \\trap '\\builtin \\exit 143' TERM; "
-	common := vars + "\\trap '\\exit 143' TERM; "
-	unset := " PROMPT_COMMAND MAIL MAILPATH"
+	const builtinInit = "__conch=-; \\builtin \\trap '\\builtin \\exit 143' TERM; "
+	const common = "__conch=-; \\trap '\\exit 143' TERM; "
+	unset := []string{"PROMPT_COMMAND", "MAIL", "MAILPATH"}
 	if !login {
-		unset += " ENV"
+		unset = append(unset, "ENV")
 	}
+	prompts := []string{"PS1=", "PS2=", "PS3="}
 	switch sh.Family {
 	case shells.Bash:
-		return builtinInit + "PS0=; \\builtin \\export -n PS1; \\builtin \\unset HISTFILE MAILCHECK BASH_ENV" + unset + "; \\builtin \\set +H +m +o history; \\builtin \\shopt -u checkwinsize; \\builtin \\shopt -s execfail\n" + exportAgain(sh, env) + closeOwn(sh, own)
+		unset = append([]string{"HISTFILE", "MAILCHECK", "BASH_ENV"}, unset...)
+		// export -n takes even a read-only variable out of the
+		// commands' environment; unset then fails on it alone.
+		unexport := "\\builtin \\export -n PS1 PS2 PS3 " + strings.Join(unset, " ")
+		return builtinInit + orReadOnly(append(append(prompts, "PS0=", unexport), prefixEach("\\builtin \\unset ", unset)...)) +
+			"\n\\builtin \\set +H +m +o history; \\builtin \\shopt -u checkwinsize; \\builtin \\shopt -s execfail\n" + exportAgain(sh, env) + closeOwn(sh, own)
 	case shells.Zsh:
-		return builtinInit + "PROMPT= RPROMPT= PROMPT_EOL_MARK=; \\builtin \\typeset +x PS1; \\builtin \\unset HISTFILE" + unset + "; \\builtin \\setopt no_hup interactive_comments ignore_close_braces\n\\builtin \\unsetopt zle prompt_cr prompt_sp monitor bang_hist 2>'/dev/null'\n" + exportAgain(sh, env) + closeOwn(sh, own)
+		unset = append([]string{"HISTFILE"}, unset...)
+		// So does typeset +x, but it makes a variable that was not set
+		// an empty one, which the unset after it takes away.
+		unexport := "\\builtin \\typeset +x PS1 PS2 PS3 " + strings.Join(unset, " ")
+		return builtinInit + orReadOnly(append(append(prompts, "PROMPT=", "RPROMPT=", "PROMPT_EOL_MARK=", unexport), prefixEach("\\builtin \\unset ", unset)...)) +
+			"\n\\builtin \\setopt no_hup interactive_comments ignore_close_braces\n\\builtin \\unsetopt zle prompt_cr prompt_sp monitor bang_hist 2>'/dev/null'\n" + exportAgain(sh, env) + closeOwn(sh, own)
 	case shells.Ksh, shells.Mksh:
 		// HISTFILE stays empty, not unset: ksh93 without one falls back
 		// to ~/.sh_history, shared by every session and the user's own
 		// shells.
-		return common + "HISTFILE=; \\typeset +x PS1 HISTFILE; \\unset" + unset + "\n\\set +m 2>/dev/null\n" + exportAgain(sh, env) + closeOwn(sh, own)
+		ops := append(append(prompts, "HISTFILE="), prefixEach("\\typeset +x ", []string{"PS1", "PS2", "PS3", "HISTFILE"})...)
+		return common + orReadOnly(append(ops, prefixEach("\\unset ", unset)...)) + "\n\\set +m 2>/dev/null\n" + exportAgain(sh, env) + closeOwn(sh, own)
 	}
 	// dash and busybox sh, which have no typeset, keep an exported PS1
-	// exported after an unset and a new value: unset, it is as empty.
+	// exported after an unset and a new value: unset, a prompt is as
+	// empty.
 	// On two lines, as for ksh93 and mksh: a login profile that reads a
 	// line or two of the shell's input (see upLine) then takes lines of
 	// this script, and the first command's frame still runs to tell the
 	// engine so; taken by the profile, the frame would leave the engine
 	// waiting for that command to its readiness bound.
-	return common + "\\unset PS1 HISTFILE" + unset + "\n\\set +m 2>/dev/null\n" + exportAgain(sh, env) + closeOwn(sh, own)
+	unset = append([]string{"PS1", "PS2", "PS3", "HISTFILE"}, unset...)
+	return common + orReadOnly(prefixEach("\\unset ", unset)) + "\n\\set +m 2>/dev/null\n" + exportAgain(sh, env) + closeOwn(sh, own)
+}
+
+// orReadOnly returns commands that run each of ops, assignments and
+// unsets of the shell's variables, skipping those a read-only variable
+// makes fail. An interactive shell drops the rest of the line when one
+// fails so (dash and busybox sh what they read ahead of it too), which
+// would lose the engine's readiness line; neither "command" nor "eval"
+// keeps every shell from it. A subshell tries them first, all at once,
+// then each alone when one failed: a fork, or two to nine when a login
+// profile made one of the variables read-only.
+func orReadOnly(ops []string) string {
+	all := strings.Join(ops, " && ")
+	var each strings.Builder
+	for _, op := range ops {
+		each.WriteString("( " + op + " ) 2>/dev/null && " + op + "; ")
+	}
+	return "if ( " + all + " ) 2>/dev/null; then " + all + "; else " + each.String() + "fi"
+}
+
+// prefixEach returns each of names after prefix.
+func prefixEach(prefix string, names []string) []string {
+	out := make([]string, len(names))
+	for i, name := range names {
+		out[i] = prefix + name
+	}
+	return out
 }
 
 // exportAgain is the line that exports again what the session's env gives
