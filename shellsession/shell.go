@@ -182,8 +182,8 @@ func initScript(sh shells.Shell, env map[string]string, login bool, own string) 
 // fails so (dash and busybox sh what they read ahead of it too), which
 // would lose the engine's readiness line; neither "command" nor "eval"
 // keeps every shell from it. A subshell tries them first, all at once,
-// then each alone when one failed: a fork, or two to nine when a login
-// profile made one of the variables read-only.
+// then each alone when one failed: one fork as a shell starts, and one
+// more an op when a login profile made one of the variables read-only.
 func orReadOnly(ops []string) string {
 	all := strings.Join(ops, " && ")
 	var each strings.Builder
