@@ -16,23 +16,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// stat is what proctree reads of /proc/PID/stat (procfs.Stat).
-type stat struct {
-	pid, ppid, pgid, sid int
-	state                byte   // R, S, D, Z, T, ...
-	flags                uint64 // the kernel's PF_ flags
-	start                uint64 // clock ticks after boot
-}
-
 // pfKthread is the flag of a kernel thread (PF_KTHREAD), which no process
 // can give itself.
 const pfKthread = 0x00200000
 
+// stat is what proctree reads of /proc/PID/stat.
+type stat = procfs.Stat
+
 // readStat reads /proc/PID/stat, through procfs's one parser of it.
-func readStat(pid int) (stat, bool) {
-	s, ok := procfs.ReadStat(pid)
-	return stat{pid: s.PID, ppid: s.PPID, pgid: s.PGID, sid: s.SID, state: s.State, flags: s.Flags, start: s.Start}, ok
-}
+func readStat(pid int) (procfs.Stat, bool) { return procfs.ReadStat(pid) }
 
 // procBufs holds buffers that files of /proc are read into before what
 // they held is copied out at its size.
@@ -53,7 +45,7 @@ func readProcCopy(path string) ([]byte, error) {
 // zombie waiting to be reaped.
 func Alive(pid int) bool {
 	s, ok := readStat(pid)
-	return ok && s.state != 'Z'
+	return ok && s.State != 'Z'
 }
 
 // GroupMembers returns the live processes of process group pgid (zombies
@@ -61,8 +53,8 @@ func Alive(pid int) bool {
 func GroupMembers(pgid int) []int {
 	var out []int
 	for _, s := range stats.get().all {
-		if s.pgid == pgid && s.state != 'Z' {
-			out = append(out, s.pid)
+		if s.PGID == pgid && s.State != 'Z' {
+			out = append(out, s.PID)
 		}
 	}
 	return out
@@ -72,21 +64,21 @@ func GroupMembers(pgid int) []int {
 // (state S or D): not running, not runnable, not stopped.
 func Sleeping(pid int) bool {
 	s, ok := readStat(pid)
-	return ok && (s.state == 'S' || s.state == 'D')
+	return ok && (s.State == 'S' || s.State == 'D')
 }
 
 // Stopped reports whether pid is stopped by a signal (state T: SIGSTOP,
 // SIGTSTP), which SIGCONT resumes; a process stopped by a tracer is not.
 func Stopped(pid int) bool {
 	s, ok := readStat(pid)
-	return ok && s.state == 'T'
+	return ok && s.State == 'T'
 }
 
 // Parentage returns pid's parent and process group; false when pid is
 // gone.
 func Parentage(pid int) (ppid, pgid int, ok bool) {
 	s, ok := readStat(pid)
-	return s.ppid, s.pgid, ok
+	return s.PPID, s.PGID, ok
 }
 
 // DefaultAction reports whether pid is a process that neither catches nor
@@ -169,7 +161,7 @@ const kthreadd = 2
 // was a kernel thread's is handed to a process only once the pids have
 // wrapped around, long after the scan that read it.
 func kernelThreads() map[int]bool {
-	if s, ok := readStat(kthreadd); !ok || s.flags&pfKthread == 0 {
+	if s, ok := readStat(kthreadd); !ok || s.Flags&pfKthread == 0 {
 		return nil
 	}
 	kids := childrenOf(kthreadd)
@@ -268,7 +260,7 @@ func scanStats() statScan {
 	for _, p := range pids() {
 		if s, ok := readStat(p); ok {
 			sc.all = append(sc.all, s)
-			sc.children[s.ppid] = append(sc.children[s.ppid], p)
+			sc.children[s.PPID] = append(sc.children[s.PPID], p)
 		}
 	}
 	return sc
@@ -480,7 +472,7 @@ const execSettle = 32 * time.Millisecond
 // sleeps is not waited for.
 var execing = func(pid int) bool {
 	s, ok := readStat(pid)
-	return ok && (s.state == 'R' || s.state == 'D')
+	return ok && (s.State == 'R' || s.State == 'D')
 }
 
 // StartTime returns when pid started, in clock ticks after boot; false for
@@ -529,7 +521,7 @@ func StartedAt(pid int, boot time.Time) (time.Time, bool) {
 	if !ok {
 		return time.Time{}, false
 	}
-	return boot.Add(time.Duration(s.start) * time.Second / clockTicks), true
+	return boot.Add(time.Duration(s.Start) * time.Second / clockTicks), true
 }
 
 // BootTime returns when the system booted, from /proc/uptime, or the zero

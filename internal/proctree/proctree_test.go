@@ -262,7 +262,7 @@ func TestTaggedOrphanIsFoundAndReaped(t *testing.T) {
 	orphan := pids[0]
 	eventually(t, "the orphan reparented to this process", func() bool {
 		s, ok := readStat(orphan)
-		return ok && s.ppid == os.Getpid()
+		return ok && s.PPID == os.Getpid()
 	})
 	require.False(t, contains(Descendants(cmd.Process.Pid), orphan), "the orphan is still a descendant of its dead parent")
 	require.Equal(t, []int{orphan}, Tagged(id), "Tagged(%q)", id)
@@ -274,7 +274,7 @@ func TestTaggedOrphanIsFoundAndReaped(t *testing.T) {
 	// machine) the pid now belongs to a process started later.
 	eventually(t, fmt.Sprintf("orphan %d reaped (no /proc entry)", orphan), func() bool {
 		st, ok := readStat(orphan) // a zombie is not reaped yet
-		return !ok || st.start != born
+		return !ok || st.Start != born
 	})
 }
 
@@ -351,7 +351,7 @@ func TestOrphanBehindUnwaitedOwnedChildren(t *testing.T) {
 	for _, c := range owned {
 		eventually(t, "the owned child a zombie", func() bool {
 			s, ok := readStat(c.Process.Pid)
-			return ok && s.state == 'Z'
+			return ok && s.State == 'Z'
 		})
 	}
 	cmd, pids := tree(t, `setsid sh -c 'sleep 0.2 & echo $!' &
@@ -363,7 +363,7 @@ wait`, 1)
 	})
 	for _, c := range owned {
 		s, ok := readStat(c.Process.Pid)
-		require.True(t, ok && s.state == 'Z', "an owned zombie was reaped by the reaper")
+		require.True(t, ok && s.State == 'Z', "an owned zombie was reaped by the reaper")
 		var ee *exec.ExitError
 		err := Wait(c)
 		require.ErrorAs(t, err, &ee, "owned child: %v, want exit status 9", err)
@@ -414,7 +414,7 @@ wait`, 1, Tag(id))
 // stays.
 func TestScansLeaveOutKernelThreads(t *testing.T) {
 	t.Parallel()
-	if s, ok := readStat(kthreadd); !ok || s.flags&pfKthread == 0 {
+	if s, ok := readStat(kthreadd); !ok || s.Flags&pfKthread == 0 {
 		t.Skip("no kernel thread is listed here (a container's pid namespace)")
 	}
 	cmd, _ := tree(t, "echo $$; exec sleep 30", 1)
@@ -428,7 +428,7 @@ func TestScansLeaveOutKernelThreads(t *testing.T) {
 	}
 	me, ok := readStat(os.Getpid())
 	require.True(t, ok)
-	require.Zero(t, me.flags&pfKthread, "this process's flags")
+	require.Zero(t, me.Flags&pfKthread, "this process's flags")
 }
 
 // TestStartPassesNoStrayDescriptor: a descriptor this process holds without

@@ -340,7 +340,7 @@ func reapAll() {
 		// rather than Wait. Absence from kids alone does not prove it: the
 		// children files may miss an entry while the list changes.
 		if !kids[pid] {
-			if s, ok := readStat(pid); !ok || s.ppid != self {
+			if s, ok := readStat(pid); !ok || s.PPID != self {
 				delete(owned, pid)
 				delete(ownedEnv, pid)
 			}
@@ -377,7 +377,7 @@ func children() map[int]bool {
 func childrenByStat() map[int]bool {
 	kids := make(map[int]bool)
 	for _, p := range pids() {
-		if s, ok := readStat(p); ok && s.ppid == self {
+		if s, ok := readStat(p); ok && s.PPID == self {
 			kids[p] = true
 		}
 	}

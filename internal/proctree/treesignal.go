@@ -91,7 +91,7 @@ func (d *delivery) process(pid int) {
 		return
 	}
 	d.sent[pid] = true
-	if s, ok := readStat(pid); ok && d.groups[s.pgid] {
+	if s, ok := readStat(pid); ok && d.groups[s.PGID] {
 		Unstop(pid, d.sig)
 		return
 	}
@@ -173,8 +173,8 @@ func (d *delivery) all(pids []int) {
 		if spare[p] {
 			continue
 		}
-		if s, ok := readStat(p); ok && s.pgid > 1 && !spareGroups[s.pgid] {
-			d.group(s.pgid)
+		if s, ok := readStat(p); ok && s.PGID > 1 && !spareGroups[s.PGID] {
+			d.group(s.PGID)
 		}
 		if spareGroups[p] { // a leader of a spared group: not through its group
 			d.process(p)
@@ -194,8 +194,8 @@ func lineage() (pids, groups map[int]bool) {
 		if !ok {
 			break
 		}
-		groups[s.pgid] = true
-		p = s.ppid
+		groups[s.PGID] = true
+		p = s.PPID
 	}
 	return pids, groups
 }
@@ -244,16 +244,16 @@ func LeftInGroup(pgid int, tag string, reaped time.Time) []int {
 	var members []stat
 	proven := false
 	for _, s := range all {
-		if s.pid == pgid { // the number is a process's again
-			if s.state == 'Z' || !holds(s.pid, entry) {
+		if s.PID == pgid { // the number is a process's again
+			if s.State == 'Z' || !holds(s.PID, entry) {
 				return nil
 			}
 			proven = true
 		}
-		if s.pgid != pgid || s.state == 'Z' {
+		if s.PGID != pgid || s.State == 'Z' {
 			continue
 		}
-		if s.sid != pgid {
+		if s.SID != pgid {
 			return nil
 		}
 		members = append(members, s)
@@ -263,24 +263,24 @@ func LeftInGroup(pgid int, tag string, reaped time.Time) []int {
 	for _, s := range members {
 		if !proven && known {
 			switch {
-			case s.start < cutoff:
+			case s.Start < cutoff:
 				proven = true
-			case s.start == cutoff:
+			case s.Start == cutoff:
 				if session == nil {
 					session = make(map[int]stat)
 					for _, o := range all {
-						if o.sid == pgid {
-							session[o.pid] = o
+						if o.SID == pgid {
+							session[o.PID] = o
 						}
 					}
 				}
 				proven = orphanedHere(s, session)
 			}
 		}
-		if !proven && holds(s.pid, entry) {
+		if !proven && holds(s.PID, entry) {
 			proven = true
 		}
-		out = append(out, s.pid)
+		out = append(out, s.PID)
 	}
 	if !proven {
 		return nil
@@ -305,9 +305,9 @@ func groupExists(pgid int) bool {
 // the orphans of a session made elsewhere go to their own subreaper or init.
 func orphanedHere(s stat, session map[int]stat) bool {
 	for range len(session) + 1 {
-		parent, ok := session[s.ppid]
+		parent, ok := session[s.PPID]
 		if !ok {
-			return s.ppid == self
+			return s.PPID == self
 		}
 		s = parent
 	}
