@@ -148,21 +148,21 @@ func initScript(sh shells.Shell, env map[string]string, login bool, own string) 
 		// export -n takes even a read-only variable out of the
 		// commands' environment; unset then fails on it alone.
 		unexport := "\\builtin \\export -n PS1 PS2 PS3 " + strings.Join(unset, " ")
-		return builtinInit + orReadOnly(append(append(prompts, "PS0=", unexport), prefixEach("\\builtin \\unset ", unset)...)) +
+		return builtinInit + orReadOnly(login, append(append(prompts, "PS0=", unexport), prefixEach("\\builtin \\unset ", unset)...)) +
 			"\n\\builtin \\set +H +m +o history; \\builtin \\shopt -u checkwinsize; \\builtin \\shopt -s execfail\n" + exportAgain(sh, env) + closeOwn(sh, own)
 	case shells.Zsh:
 		unset = append([]string{"HISTFILE"}, unset...)
 		// So does typeset +x, but it makes a variable that was not set
 		// an empty one, which the unset after it takes away.
 		unexport := "\\builtin \\typeset +x PS1 PS2 PS3 " + strings.Join(unset, " ")
-		return builtinInit + orReadOnly(append(append(prompts, "PROMPT=", "RPROMPT=", "PROMPT_EOL_MARK=", unexport), prefixEach("\\builtin \\unset ", unset)...)) +
+		return builtinInit + orReadOnly(login, append(append(prompts, "PROMPT=", "RPROMPT=", "PROMPT_EOL_MARK=", unexport), prefixEach("\\builtin \\unset ", unset)...)) +
 			"\n\\builtin \\setopt no_hup interactive_comments ignore_close_braces\n\\builtin \\unsetopt zle prompt_cr prompt_sp monitor bang_hist 2>'/dev/null'\n" + exportAgain(sh, env) + closeOwn(sh, own)
 	case shells.Ksh, shells.Mksh:
 		// HISTFILE stays empty, not unset: ksh93 without one falls back
 		// to ~/.sh_history, shared by every session and the user's own
 		// shells.
 		ops := append(append(prompts, "HISTFILE="), prefixEach("\\typeset +x ", []string{"PS1", "PS2", "PS3", "HISTFILE"})...)
-		return common + orReadOnly(append(ops, prefixEach("\\unset ", unset)...)) + "\n\\set +m 2>/dev/null\n" + exportAgain(sh, env) + closeOwn(sh, own)
+		return common + orReadOnly(login, append(ops, prefixEach("\\unset ", unset)...)) + "\n\\set +m 2>/dev/null\n" + exportAgain(sh, env) + closeOwn(sh, own)
 	}
 	// dash and busybox sh, which have no typeset, keep an exported PS1
 	// exported after an unset and a new value: unset, a prompt is as
@@ -173,7 +173,7 @@ func initScript(sh shells.Shell, env map[string]string, login bool, own string) 
 	// engine so; taken by the profile, the frame would leave the engine
 	// waiting for that command to its readiness bound.
 	unset = append([]string{"PS1", "PS2", "PS3", "HISTFILE"}, unset...)
-	return common + orReadOnly(prefixEach("\\unset ", unset)) + "\n\\set +m 2>/dev/null\n" + exportAgain(sh, env) + closeOwn(sh, own)
+	return common + orReadOnly(login, prefixEach("\\unset ", unset)) + "\n\\set +m 2>/dev/null\n" + exportAgain(sh, env) + closeOwn(sh, own)
 }
 
 // orReadOnly returns commands that run each of ops, assignments and
@@ -181,10 +181,17 @@ func initScript(sh shells.Shell, env map[string]string, login bool, own string) 
 // makes fail. An interactive shell drops the rest of the line when one
 // fails so (dash and busybox sh what they read ahead of it too), which
 // would lose the engine's readiness line; neither "command" nor "eval"
-// keeps every shell from it. A subshell tries them first, all at once,
-// then each alone when one failed: one fork as a shell starts, and one
-// more an op when a login profile made one of the variables read-only.
-func orReadOnly(ops []string) string {
+// keeps every shell from it. So for a login shell, whose profile may
+// have made one of them read-only, a subshell tries them first, all at
+// once, then each alone when one failed: one fork as the shell starts,
+// and one more an op when a profile did so. A shell that read no profile
+// (--norc, -f, ENV=/dev/null) has no read-only variable to meet, and
+// forks nothing: at a limit of processes a fork fails, and bash retries
+// it for 15 s before the session could start.
+func orReadOnly(login bool, ops []string) string {
+	if !login {
+		return strings.Join(ops, "; ")
+	}
 	all := strings.Join(ops, " && ")
 	var each strings.Builder
 	for _, op := range ops {
