@@ -153,6 +153,15 @@ func TestFollowDaemonStoppedSaysSo(t *testing.T) {
 			require.Equal(t, exitOwn, ee.ExitCode(), stderr.String())
 			require.Contains(t, stderr.String(), "the daemon stopped, or was killed, before", stderr.String())
 			require.NotContains(t, stderr.String(), "may still run", stderr.String())
+			// The daemon ends the process (KILL, 5 s after the TERM it
+			// ignores), then itself and its instance directory: waited
+			// for, so that the test's end, which kills a daemon still
+			// there 2 s after a second TERM, leaves no directory behind.
+			select {
+			case <-s.stderr:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the daemon did not stop within 30 s of its TERM")
+			}
 		})
 	}
 }
