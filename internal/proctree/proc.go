@@ -514,34 +514,6 @@ func (id Ident) Alive() bool {
 // clockTicks is USER_HZ, which Linux fixes at 100 for /proc.
 const clockTicks = 100
 
-// StartedAt returns when pid started, zombies included, as a time: boot is
-// when the system booted (see [BootTime]). The start time is in 10 ms ticks.
-func StartedAt(pid int, boot time.Time) (time.Time, bool) {
-	s, ok := readStat(pid)
-	if !ok {
-		return time.Time{}, false
-	}
-	return boot.Add(time.Duration(s.Start) * time.Second / clockTicks), true
-}
-
-// BootTime returns when the system booted, from /proc/uptime, or the zero
-// time when it cannot be read.
-func BootTime() time.Time {
-	b, err := os.ReadFile("/proc/uptime")
-	if err != nil {
-		return time.Time{}
-	}
-	f := bytes.Fields(b)
-	if len(f) == 0 {
-		return time.Time{}
-	}
-	up, err := strconv.ParseFloat(string(f[0]), 64)
-	if err != nil {
-		return time.Time{}
-	}
-	return time.Now().Add(-time.Duration(up * float64(time.Second)))
-}
-
 // LastPID returns the pid most recently handed out in this pid namespace,
 // or -1 when it cannot be read. Callers read it often (once per session
 // command), so the file stays open and each read is one pread.

@@ -20,12 +20,16 @@ import (
 // out since last (a long build, a server restarted again and again), and
 // its pid would read as older than last. Read last before since is taken.
 func StartedSince(pids []int, since time.Time, last int) []int {
-	surely := since.Add(surelyAfter)
-	since = since.Add(-20 * time.Millisecond)
-	boot := BootTime()
+	// In the kernel's own unit, ticks after boot (see ticksAt), as the
+	// guardian compares them: no time is made of each process's start.
+	from, ok := ticksAt(since.Add(-20 * time.Millisecond))
+	surely, ok2 := ticksAt(since.Add(surelyAfter))
+	if !ok || !ok2 {
+		return nil
+	}
 	var out []int
 	for _, pid := range pids {
-		if st, ok := StartedAt(pid, boot); ok && !st.Before(since) && (st.After(surely) || PIDAfter(pid, last)) {
+		if s, ok := readStat(pid); ok && s.Start >= from && (s.Start > surely || PIDAfter(pid, last)) {
 			out = append(out, pid)
 		}
 	}
