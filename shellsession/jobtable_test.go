@@ -1,6 +1,8 @@
 package shellsession
 
 import (
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,6 +44,39 @@ func TestFinishedJobsLeaveTable(t *testing.T) {
 			expectRun(t, s, "kill %1; wait %1; :", 0, "")
 			_, out, _ = run(t, s, CommandOptions{Cmd: "kill $(cat pid) 2>/dev/null; echo $?"})
 			require.Equal(t, "1", strings.TrimSpace(out), "sleep 100 outlived kill %1")
+		})
+	}
+}
+
+// TestJobsFunctionTakesNoFrame: a function named jobs changes nothing the
+// engine does. dash's and busybox's frames report finished jobs before each
+// command once the session started one; called as \jobs, the user's
+// function ran there instead: finished jobs were never freed, and one that
+// exits ended the session at the next command, though the user never
+// called jobs.
+func TestJobsFunctionTakesNoFrame(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			s := newSession(t, Options{Shell: shell, Cwd: dir})
+			expectRun(t, s, `jobs() { echo ran >>"$PWD/called"; }`, 0, "")
+			const jobs = 3
+			for i := range jobs {
+				expectRun(t, s, "{ touch done"+strconv.Itoa(i)+"; } &", 0, "")
+			}
+			expectRun(t, s, `until [ "$(ls | grep -c done)" = `+strconv.Itoa(jobs)+` ]; do sleep 0.01; done; sleep 0.3`, 0, "")
+			// The builtin's own list, the function gone: the frame
+			// freed the finished jobs.
+			expectRun(t, s, "unset -f jobs; jobs", 0, "")
+			_, err := os.Stat(filepath.Join(dir, "called"))
+			require.ErrorIs(t, err, os.ErrNotExist, "the frame ran the user's function")
+
+			expectRun(t, s, "jobs() { exit 3; }", 0, "")
+			for range 2 {
+				expectRun(t, s, "echo after", 0, "after\n")
+			}
 		})
 	}
 }

@@ -473,8 +473,11 @@ func tracesCommand(sh shells.Shell, flags string) bool {
 // unreaped too), and busybox's kill %1 named a job long finished. Once the
 // session started a job ($! set), jobs reports them where nothing reads:
 // an open and a few dups a command; before, no system call at all. ${!-}:
-// under set -u a plain $! is an error while unset.
-const reportJobs = `case ${!-} in ?*) \jobs >/dev/null;; esac`
+// under set -u a plain $! is an error while unset. jobs is no special
+// builtin, which a function can take over even quoted: it is called by
+// "command", as the frame's printf is (see frameCalls), else a user's
+// function named jobs would run in every frame in its place.
+const reportJobs = `case ${!-} in ?*) \command \jobs >/dev/null;; esac`
 
 // reportsJobs says whether sh's frame runs reportJobs; the other shells
 // free finished jobs by themselves.
