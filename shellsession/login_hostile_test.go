@@ -106,16 +106,19 @@ func TestLoginProfileExecsAnotherShell(t *testing.T) {
 // defines do not take over the engine's start-up line, where bash and zsh
 // let a function take trap, unset and set: kill $$ went on (no TERM trap)
 // and MAILPATH stayed set. The other shells run their special builtins
-// over such functions.
+// over such functions; but typeset is none in mksh, where a function of
+// its name kept the profile's PS2 in the commands' environment. (ksh93
+// refuses the name: the profile's last line.)
 func TestLoginProfileFunctionsTakeNoInitWord(t *testing.T) {
 	t.Parallel()
 	for _, shell := range testShells {
 		t.Run(shell, func(t *testing.T) {
 			t.Parallel()
-			profile := "MAILPATH=/nonexistent/mail\ntrap() { :; }\nunset() { :; }\nset() { :; }\n"
+			profile := "MAILPATH=/nonexistent/mail\nexport PS2=x\ntrap() { :; }\nunset() { :; }\nset() { :; }\ntypeset() { :; }\n"
 			s, err, _ := startHostile(t, shell, profile, 0)
 			require.NoError(t, err)
 			expectRun(t, s, `echo "${MAILPATH-unset}"`, 0, "unset\n")
+			expectRun(t, s, `printenv PS2 || echo unexported`, 0, "unexported\n")
 			res, _, _ := run(t, s, CommandOptions{Cmd: "kill $$"})
 			require.Equal(t, 143, code(res), "%+v", res)
 			requireEnds(t, s, "kill $$")

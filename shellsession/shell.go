@@ -161,7 +161,15 @@ func initScript(sh shells.Shell, env map[string]string, login bool, own string) 
 		// HISTFILE stays empty, not unset: ksh93 without one falls back
 		// to ~/.sh_history, shared by every session and the user's own
 		// shells.
-		ops := append(append(prompts, "HISTFILE="), prefixEach("\\typeset +x ", []string{"PS1", "PS2", "PS3", "HISTFILE"})...)
+		// typeset is no special builtin in mksh: a profile's function
+		// may take it, and "command typeset +x" unexports nothing there.
+		// ksh93 refuses a function of that name, and its "builtin"
+		// adds builtins rather than running one.
+		typeset := "\\typeset +x "
+		if sh.Family == shells.Mksh {
+			typeset = "\\builtin \\typeset +x "
+		}
+		ops := append(append(prompts, "HISTFILE="), prefixEach(typeset, []string{"PS1", "PS2", "PS3", "HISTFILE"})...)
 		return common + orReadOnly(login, append(ops, prefixEach("\\unset ", unset)...)) + "\n\\set +m 2>/dev/null\n" + exportAgain(sh, env) + closeOwn(sh, own)
 	}
 	// dash and busybox sh, which have no typeset, keep an exported PS1
