@@ -3,6 +3,7 @@ package shellsession
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -255,4 +256,44 @@ func TestLoginProfileMovesTheShell(t *testing.T) {
 			require.Equal(t, cwd+"\n", out)
 		})
 	}
+}
+
+// TestLoginProfileCdTakesNoMove: a function or an alias named cd that a
+// login profile defines does not keep a session from its cwd. busybox sh,
+// started in the session's directory, is moved to its cwd by a line it
+// reads after its profile: a plain cd there ran the profile's function or
+// alias, and every command ran in the engine's directory.
+func TestLoginProfileCdTakesNoMove(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		for _, def := range []string{"cd() { :; }", "alias cd=:"} {
+			t.Run(shell+"/"+def, func(t *testing.T) {
+				t.Parallel()
+				home, cwd := t.TempDir(), t.TempDir()
+				require.NoError(t, os.WriteFile(filepath.Join(home, processtest.LoginProfile[shell]), []byte(def+"\n"), 0o644))
+				s := newSession(t, Options{Shell: shell, Env: map[string]string{"HOME": home, "ZDOTDIR": home}, Login: true, Cwd: cwd})
+				expectRun(t, s, "pwd", 0, cwd+"\n")
+			})
+		}
+	}
+}
+
+// TestMoveLineTakesNoAlias: the line that moves busybox sh to its cwd
+// after its login profile (see linkInput) unsets OLDPWD when the session's
+// environment has none; a profile's alias named unset took that over, and
+// OLDPWD named the engine's own directory, where cd - went. It runs in a
+// shell of its own here, whose environment has no OLDPWD whatever the
+// test's has.
+func TestMoveLineTakesNoAlias(t *testing.T) {
+	t.Parallel()
+	dir, cwd := t.TempDir(), t.TempDir()
+	line, err := linkInput(dir, cwd, nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	sh := exec.CommandContext(ctx, "busybox", "sh", "-c", "alias unset=: cd=:\n"+line+`echo "$PWD|${OLDPWD-unset}"`)
+	sh.Dir, sh.Env = dir, []string{}
+	out, err := sh.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, cwd+"|unset\n", string(out))
 }

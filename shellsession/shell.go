@@ -59,12 +59,16 @@ func readsInputLink(sh shells.Shell) bool { return sh.Family == shells.Busybox }
 // linkInput makes inputLink in dir and returns the line that moves the shell,
 // started in dir, to cwd, physically as a shell started there sees it, with
 // OLDPWD as it was in env. Only from dir: a login profile that moved the
-// shell elsewhere keeps it there, as with the shells started in cwd.
+// shell elsewhere keeps it there, as with the shells started in cwd. The
+// shell reads the line after its profile, whose aliases and functions it
+// knows: the builtins it calls are named quoted, against aliases, and cd,
+// which a function can take over too, is called by command, as the frame
+// calls builtins (see frameCalls).
 func linkInput(dir, cwd string, env []string) (string, error) {
 	if err := os.Symlink("/proc/self/fd/0", filepath.Join(dir, inputLink)); err != nil {
 		return "", err
 	}
-	oldpwd := "unset OLDPWD"
+	oldpwd := `\unset OLDPWD`
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "OLDPWD="); ok {
 			oldpwd = "OLDPWD=" + shQuote(v)
@@ -74,7 +78,7 @@ func linkInput(dir, cwd string, env []string) (string, error) {
 	if phys, err := filepath.EvalSymlinks(dir); err == nil && phys != dir {
 		here += "|" + shQuote(phys)
 	}
-	return "case $PWD in " + here + ") cd -P -- " + shQuote(cwd) + " && " + oldpwd + ";; esac\n", nil
+	return "case $PWD in " + here + `) \command \cd -P -- ` + shQuote(cwd) + " && " + oldpwd + ";; esac\n", nil
 }
 
 // shellInput returns the two ends of the shell's input: the one it reads
