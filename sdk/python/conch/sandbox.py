@@ -68,15 +68,69 @@ class Sandbox:
         return cls(url=url, token=token, **options)
 
 
-def _running(pid: int) -> bool:
-    """Whether process pid runs (or this user may not signal it), as the Go client tells."""
+def _start_time(pid: int) -> Optional[int]:
+    """When process pid started, in clock ticks after boot (field 22 of /proc/PID/stat); None for a zombie or no process."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
     except OSError:
-        return True
-    return True
+        return None
+    # The command name, in parentheses, may itself hold spaces and parentheses:
+    # fields are counted from the last ')', the state first.
+    fields = stat[stat.rfind(b")") + 2:].split()
+    if len(fields) < 20 or fields[0] == b"Z":
+        return None
+    try:
+        return int(fields[19])
+    except ValueError:
+        return None
+
+
+def _boot_id() -> str:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _pid_namespace() -> str:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+def _running(state: Path, pid: int) -> bool:
+    """Whether the daemon daemon.json names by pid runs, by the rule of the Go client (internal/daemonrec).
+
+    Each running daemon records its instance in ``instances/ID.json`` of the
+    state directory: its pid, when that pid started, the boot and the pid
+    namespace. A pid alone does not tell: a daemon killed before it took its
+    records back leaves its pid to a zombie, or to whatever process the
+    kernel gives it next. It runs while an instance record of this pid
+    namespace names its pid, and that pid is held, in the same boot, by a
+    process (not a zombie) that started when the record says.
+    """
+    if pid <= 0:
+        return False
+    try:
+        names = os.listdir(state / "instances")
+    except OSError:
+        return False
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        try:
+            rec = json.loads((state / "instances" / name).read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(rec, dict) or rec.get("pid") != pid or isinstance(rec.get("pid"), bool):
+            continue
+        if rec.get("pidNamespace", "") == _pid_namespace() and rec.get("bootId", "") == _boot_id() and \
+                rec.get("startTime", 0) == _start_time(pid):
+            return True
+    return False
 
 
 def discover(env: Mapping[str, str], *, url: str = "", token: str = "") -> "tuple[str, str]":
@@ -86,8 +140,9 @@ def discover(env: Mapping[str, str], *, url: str = "", token: str = "") -> "tupl
     trailing newline), as the daemon's own reading of them does. A daemon
     recorded without a token file took its token from ``CONCH_TOKEN``: with
     no token given, that raises ConfigurationError, as the Go client and the
-    TypeScript SDK do, saying the daemon is no longer running when its
-    recorded pid is gone.
+    TypeScript SDK do, saying the daemon is no longer running when no live
+    instance of it is recorded (see ``_running``: its pid alone does not
+    tell).
     """
     url = url or (env.get("CONCH_URL") or "").strip()
     token = token or (env.get("CONCH_TOKEN") or "").strip()
@@ -116,7 +171,7 @@ def discover(env: Mapping[str, str], *, url: str = "", token: str = "") -> "tupl
     except (OSError, ValueError):
         pass
     if not token and no_file:
-        if pid and not _running(pid):
+        if not _running(state, pid):
             # Killed before it could take its record back: CONCH_TOKEN would reach nothing.
             raise ConfigurationError(
                 f"conch: the daemon recorded in {state} ({found_url}, pid {pid}) is no longer running: "

@@ -1,3 +1,4 @@
+import json
 import os
 import shutil
 import socket
@@ -364,7 +365,9 @@ class ErrorTest(unittest.TestCase):
         self.addCleanup(shutil.rmtree, d)
         os.makedirs(os.path.join(d, "conch"))
         with open(os.path.join(d, "conch", "daemon.json"), "w") as f:
-            f.write('{"url":"%s","tokenFile":"","pid":%d}' % (shared().url, os.getpid()))
+            f.write('{"url":"%s","tokenFile":"","pid":%d}' % (shared().url, shared().proc.pid))
+        # The daemon runs by the instance record it keeps of itself.
+        shutil.copytree(os.path.join(shared().dir, "state", "conch", "instances"), os.path.join(d, "conch", "instances"))
         with open(os.path.join(d, "conch", "token"), "w") as f:
             f.write("an-older-daemons-token\n")
         with self.assertRaises(ConfigurationError) as cm:
@@ -390,6 +393,44 @@ class ErrorTest(unittest.TestCase):
         self.assertIn("conch serve", str(cm.exception))
         self.assertNotIn("set CONCH_TOKEN here too", str(cm.exception))
 
+    def test_from_env_names_a_dead_daemon_whose_pid_another_process_holds(self) -> None:
+        # Killed before it took its records back, the daemon left daemon.json and its instance
+        # record naming its pid and that pid's start; the kernel gave the pid to another process
+        # since (here a sleep). That process's pid alone says nothing of the daemon: as the Go
+        # client (internal/daemonrec), the daemon runs only while its pid is held by the process
+        # its instance record names, of this boot and pid namespace, and not a zombie.
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        os.makedirs(os.path.join(d, "conch"))
+        other = subprocess.Popen(["sleep", "60"])
+        self.addCleanup(other.wait)
+        self.addCleanup(other.kill)
+        with open(os.path.join(d, "conch", "daemon.json"), "w") as f:
+            f.write('{"url":"http://127.0.0.1:9","tokenFile":"","pid":%d}' % other.pid)
+        started = start_time(other.pid)
+
+        def says() -> str:
+            with self.assertRaises(ConfigurationError) as cm:
+                discover({"XDG_STATE_HOME": d})
+            return str(cm.exception)
+
+        self.assertIn("no longer running", says(), "no instance record names the pid")
+        record_instance(d, other.pid, started - 1)
+        self.assertIn("no longer running", says(), "the record names an earlier start of the pid")
+        record_instance(d, other.pid, started, boot_id="another boot")
+        self.assertIn("no longer running", says(), "the record is of another boot")
+        record_instance(d, other.pid, started, pid_namespace="pid:[1]")
+        self.assertIn("no longer running", says(), "the record is of another pid namespace")
+        record_instance(d, other.pid, started)
+        self.assertIn("set CONCH_TOKEN here too", says(), "the record names the process that holds the pid")
+        # Killed and not yet reaped: a zombie holds the pid, and runs nothing.
+        other.kill()
+        deadline = time.monotonic() + 30  # a hang guard
+        while stat_state(other.pid) != "Z":
+            self.assertLess(time.monotonic(), deadline, "no zombie 30 s later")
+            time.sleep(0.01)
+        self.assertIn("no longer running", says(), "a zombie")
+
     def test_repr_never_shows_the_token(self) -> None:
         s = Sandbox("http://127.0.0.1:7070", "very-secret-token")
         for text in (repr(s), str(s), repr(s.transport), repr(s.process), repr(vars(s)), repr(vars(s.transport))):
@@ -406,6 +447,33 @@ class ErrorTest(unittest.TestCase):
         self.assertEqual((type(e), e.message), (NotFoundError, "HTTP 404"), "an error without its message")
         e = error_from(404, b"")
         self.assertIsInstance(e, NotFoundError)
+
+
+def stat_fields(pid: int) -> "list[str]":
+    """The fields of /proc/PID/stat from the third (the state) on: the command name before may hold anything."""
+    with open("/proc/%d/stat" % pid) as f:
+        stat = f.read()
+    return stat[stat.rindex(")") + 2:].split()
+
+
+def stat_state(pid: int) -> str:
+    return stat_fields(pid)[0]
+
+
+def start_time(pid: int) -> int:
+    """When pid started, in clock ticks after boot (field 22 of /proc/PID/stat)."""
+    return int(stat_fields(pid)[19])
+
+
+def record_instance(xdg: str, pid: int, start: int, *, boot_id: str = "", pid_namespace: str = "") -> None:
+    """Writes the instance record `conch serve` keeps of itself (instances/ID.json) naming pid, started at start."""
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        this_boot = f.read().strip()
+    record = {"id": "test-instance", "pid": pid, "startTime": start, "bootId": boot_id or this_boot,
+              "pidNamespace": pid_namespace or os.readlink("/proc/self/ns/pid"), "streamDir": "/nonexistent"}
+    os.makedirs(os.path.join(xdg, "conch", "instances"), exist_ok=True)
+    with open(os.path.join(xdg, "conch", "instances", "test-instance.json"), "w") as f:
+        json.dump(record, f)
 
 
 class UnexpectedAnswerTest(unittest.TestCase):
