@@ -78,11 +78,11 @@ async function discover(env: NodeJS.ProcessEnv, needToken: boolean): Promise<{ u
   const url = recorded.url ?? 'http://127.0.0.1:7070'
   if (!needToken) return { url }
   if (recorded.url !== undefined && recorded.tokenFile === undefined) {
-    if (recorded.pid !== undefined && !running(recorded.pid)) {
+    if (!(await running(dir, recorded.pid))) {
       // Killed before it could take its record back: setting CONCH_TOKEN
       // would not reach it.
       throw new Error(
-        `the conch daemon recorded in ${dir} (${recorded.url}, pid ${recorded.pid}) is no longer running: ` +
+        `the conch daemon recorded in ${dir} (${recorded.url}, pid ${recorded.pid ?? 0}) is no longer running: ` +
           'start one with `conch serve`, or set CONCH_URL and CONCH_TOKEN',
       )
     }
@@ -111,12 +111,52 @@ async function discover(env: NodeJS.ProcessEnv, needToken: boolean): Promise<{ u
   return { url, token }
 }
 
-/** Whether process pid is running (or this user may not signal it), as the Go client tells. */
-function running(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code !== 'ESRCH'
+/**
+ * Whether the daemon daemon.json names by pid runs, by the rule of the Go
+ * client (internal/daemonrec). Each running daemon records its instance in
+ * instances/ID.json of the state directory: its pid, when that pid started,
+ * the boot and the pid namespace. A pid alone does not tell: a daemon
+ * killed before it took its records back leaves its pid to a zombie, or to
+ * whatever process the kernel gives it next. It runs while an instance
+ * record of this pid namespace names its pid, and that pid is held, in the
+ * same boot, by a process (not a zombie) that started when the record says.
+ */
+async function running(dir: string, pid: number | undefined): Promise<boolean> {
+  const { readdir, readFile, readlink } = await import('node:fs/promises')
+  const { join } = await import('node:path')
+  if (pid === undefined || pid <= 0) return false
+  const names = await readdir(join(dir, 'instances')).catch(() => [] as string[])
+  for (const name of names) {
+    if (!name.endsWith('.json')) continue
+    let rec: { pid?: unknown; startTime?: unknown; bootId?: unknown; pidNamespace?: unknown }
+    try {
+      rec = JSON.parse(await readFile(join(dir, 'instances', name), 'utf8'))
+    } catch {
+      continue // removed meanwhile, or not whole
+    }
+    if (typeof rec !== 'object' || rec === null || rec.pid !== pid) continue
+    const pidNamespace = await readlink('/proc/self/ns/pid').catch(() => '')
+    const bootId = await readFile('/proc/sys/kernel/random/boot_id', 'utf8').then((b) => b.trim(), () => '')
+    if ((rec.pidNamespace ?? '') === pidNamespace && (rec.bootId ?? '') === bootId && (rec.startTime ?? 0) === (await startTime(pid))) {
+      return true
+    }
   }
+  return false
+}
+
+/** When process pid started, in clock ticks after boot (field 22 of /proc/PID/stat); undefined for a zombie or no process. */
+async function startTime(pid: number): Promise<number | undefined> {
+  const { readFile } = await import('node:fs/promises')
+  let stat: string
+  try {
+    stat = await readFile(`/proc/${pid}/stat`, 'utf8')
+  } catch {
+    return undefined
+  }
+  // The command name, in parentheses, may itself hold spaces and
+  // parentheses: fields are counted from the last ')', the state first.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+  if (fields.length < 20 || fields[0] === 'Z') return undefined
+  const start = Number(fields[19])
+  return Number.isInteger(start) ? start : undefined
 }

@@ -4,7 +4,8 @@
 
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
-import { mkdtemp, rm, writeFile, mkdir } from 'node:fs/promises'
+import { once } from 'node:events'
+import { mkdir, mkdtemp, readFile, readlink, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
@@ -90,6 +91,78 @@ describe('Sandbox.fromEnv from the state directory', { timeout: 60_000 }, () => 
     })
     // One still running took its token from CONCH_TOKEN: that is what to set.
     await writeFile(join(state, 'daemon.json'), JSON.stringify({ url: 'http://127.0.0.1:1', pid: process.pid }))
+    await recordInstance(state, process.pid, await startTime(process.pid))
     await assert.rejects(Sandbox.fromEnv(), /set CONCH_TOKEN here too/)
   })
+
+  test('a dead daemon whose pid another process holds is said to be gone, as the Go client says', async () => {
+    // Killed before it took its records back, the daemon left daemon.json
+    // and its instance record naming its pid and that pid's start; the
+    // kernel gave the pid to another process since (here a sleep). As the
+    // Go client (internal/daemonrec), the daemon runs only while its pid is
+    // held by the process its instance record names, of this boot and pid
+    // namespace, and not a zombie.
+    // The process is the child of a sleep that never waits for it, so that
+    // it stays a zombie once killed (Node reaps its own children at once).
+    const parent = spawn('sh', ['-c', 'sleep 60 & echo $!; exec sleep 61'], { stdio: ['ignore', 'pipe', 'ignore'] })
+    const exited = new Promise((r) => parent.once('exit', r))
+    const [line] = (await once(parent.stdout!, 'data')) as [Buffer]
+    const pid = Number(line.toString().trim())
+    try {
+      await writeFile(join(state, 'daemon.json'), JSON.stringify({ url: 'http://127.0.0.1:1', tokenFile: '', pid }))
+      const started = await startTime(pid)
+      const gone = async (why: string) =>
+        assert.rejects(Sandbox.fromEnv(), (err: Error) => {
+          assert.match(err.message, /no longer running/, why)
+          return true
+        })
+      await rm(join(state, 'instances'), { recursive: true, force: true })
+      await gone('no instance record names the pid')
+      await recordInstance(state, pid, started - 1)
+      await gone('the record names an earlier start of the pid')
+      await recordInstance(state, pid, started, { bootId: 'another boot' })
+      await gone('the record is of another boot')
+      await recordInstance(state, pid, started, { pidNamespace: 'pid:[1]' })
+      await gone('the record is of another pid namespace')
+      await recordInstance(state, pid, started)
+      await assert.rejects(Sandbox.fromEnv(), /set CONCH_TOKEN here too/, 'the record names the process that holds the pid')
+      // Killed and not yet reaped: a zombie holds the pid, and runs nothing.
+      process.kill(pid, 'SIGKILL')
+      const deadline = Date.now() + 30_000 // a hang guard
+      while ((await statFields(pid))[0] !== 'Z') {
+        assert.ok(Date.now() < deadline, 'no zombie 30 s later')
+        await new Promise((r) => setTimeout(r, 10))
+      }
+      await gone('a zombie')
+    } finally {
+      process.kill(pid, 'SIGKILL')
+      parent.kill('SIGKILL') // its zombie child goes to a reaper
+      await exited
+    }
+  })
 })
+
+/** The fields of /proc/PID/stat from the third (the state) on: the command name before may hold anything. */
+async function statFields(pid: number): Promise<string[]> {
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8')
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+}
+
+/** When pid started, in clock ticks after boot (field 22 of /proc/PID/stat). */
+async function startTime(pid: number): Promise<number> {
+  return Number((await statFields(pid))[19])
+}
+
+/** Writes the instance record `conch serve` keeps of itself (instances/ID.json) naming pid, started at start. */
+async function recordInstance(state: string, pid: number, start: number, other: { bootId?: string; pidNamespace?: string } = {}) {
+  const record = {
+    id: 'test-instance',
+    pid,
+    startTime: start,
+    bootId: other.bootId ?? (await readFile('/proc/sys/kernel/random/boot_id', 'utf8')).trim(),
+    pidNamespace: other.pidNamespace ?? (await readlink('/proc/self/ns/pid')),
+    streamDir: '/nonexistent',
+  }
+  await mkdir(join(state, 'instances'), { recursive: true })
+  await writeFile(join(state, 'instances', 'test-instance.json'), JSON.stringify(record))
+}
