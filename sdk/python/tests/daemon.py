@@ -22,7 +22,8 @@ from conch import Sandbox
 
 REPO = Path(__file__).resolve().parents[3]
 _built: Optional[str] = None
-_lock = threading.Lock()
+# Reentrant: shared() holds it while the daemon it starts builds the binary.
+_lock = threading.RLock()
 
 
 def binary() -> str:
