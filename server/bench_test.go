@@ -1,8 +1,14 @@
 package server_test
 
 import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
 	"os/exec"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -10,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/client"
+	cexec "github.com/conchsh/conch/exec"
 	"github.com/conchsh/conch/internal/httpfloor"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/server"
@@ -193,4 +200,99 @@ func runTrue(b *testing.B, s *shellsession.Session) {
 	if err != nil || r.ExitCode == nil || *r.ExitCode != 0 {
 		b.Fatalf("run true embedded: %v %+v", err, r)
 	}
+}
+
+// BenchmarkOneShotPath is what HTTP adds to a one-shot (P3 against its
+// embedded run): `true` run over HTTP (POST /v1/processes/run, the Go
+// client) against the same one-shot embedded (package exec), in turn, with
+// the medians' difference in wall time and the difference in this
+// process's CPU (daemon and client) per one-shot; beside them, in the same
+// turns, the same request written and read raw on a connection of its own
+// (µs-path-raw: the daemon's part without the Go client's), and the floor:
+// net/http alone around fork-and-wait (package httpfloor). µs-own is what
+// conch adds to the floor (path − floor).
+//
+//	go test -run '^$' -bench OneShotPath -benchtime 2000x ./server
+func BenchmarkOneShotPath(b *testing.B) {
+	d := start(b, server.Options{})
+	c := ctx(b)
+	opts := client.RunOptions{StartOptions: client.StartOptions{Cmd: "true", KeepLogs: "none"}}
+	overHTTP := func() {
+		r, _, err := d.c.Run(c, opts)
+		if err != nil || r == nil || r.ExitCode == nil || *r.ExitCode != 0 {
+			b.Fatalf("run true over HTTP: %v %+v", err, r)
+		}
+	}
+	embedded := func() {
+		p, err := cexec.Start(cexec.Options{Cmd: "true", KeepLogs: "none"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		<-p.Done()
+	}
+	bareServer, err := httpfloor.Serve(func() error { forkBashTrue(b); return nil })
+	require.NoError(b, err)
+	defer bareServer.Close()
+	bare := func() {
+		if err := bareServer.RoundTrip(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	conn, err := net.Dial("tcp", d.addr)
+	require.NoError(b, err)
+	defer conn.Close()
+	body := `{"cmd":"true","keepLogs":"none"}`
+	req := "POST /v1/processes/run HTTP/1.1\r\nHost: " + d.addr + "\r\nAuthorization: Bearer " + testToken +
+		"\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	br := bufio.NewReader(conn)
+	raw := func() {
+		if _, err := io.WriteString(conn, req); err != nil {
+			b.Fatal(err)
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != 200 || !strings.Contains(string(out), `"exitCode":0`) {
+			b.Fatalf("raw: %v %d %s", err, resp.StatusCode, out)
+		}
+	}
+	overHTTP()
+	embedded()
+	bare()
+	raw()
+	var hw, ew, fw, rw, diff, fdiff, rdiff []time.Duration
+	var hcpu, ecpu, fcpu, rcpu time.Duration
+	for b.Loop() {
+		c0, t0 := cpuTime(b), time.Now()
+		overHTTP()
+		c1, t1 := cpuTime(b), time.Now()
+		embedded()
+		c2, t2 := cpuTime(b), time.Now()
+		bare()
+		c3, t3 := cpuTime(b), time.Now()
+		raw()
+		c4, t4 := cpuTime(b), time.Now()
+		hw, ew, fw, rw = append(hw, t1.Sub(t0)), append(ew, t2.Sub(t1)), append(fw, t3.Sub(t2)), append(rw, t4.Sub(t3))
+		diff, fdiff, rdiff = append(diff, t1.Sub(t0)-t2.Sub(t1)), append(fdiff, t3.Sub(t2)-t2.Sub(t1)), append(rdiff, t4.Sub(t3)-t2.Sub(t1))
+		hcpu += c1 - c0
+		ecpu += c2 - c1
+		fcpu += c3 - c2
+		rcpu += c4 - c3
+	}
+	med := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
+	n := time.Duration(len(hw))
+	path, floor, rawPath := med(diff), med(fdiff), med(rdiff)
+	b.ReportMetric(float64(med(hw).Microseconds()), "µs-http")
+	b.ReportMetric(float64(med(ew).Microseconds()), "µs-embedded")
+	b.ReportMetric(float64(path.Microseconds()), "µs-path")
+	b.ReportMetric(float64(rawPath.Microseconds()), "µs-path-raw")
+	b.ReportMetric(float64(floor.Microseconds()), "µs-floor")
+	b.ReportMetric(float64((path - floor).Microseconds()), "µs-own")
+	b.ReportMetric(float64((hcpu-ecpu)/n)/1e3, "µs-path-cpu")
+	b.ReportMetric(float64((rcpu-ecpu)/n)/1e3, "µs-path-raw-cpu")
+	b.ReportMetric(float64((fcpu-ecpu)/n)/1e3, "µs-floor-cpu")
+	b.Logf("n=%d: over HTTP %v, raw %v, embedded %v, bare net/http %v; medians of the differences: path %v, raw %v, floor %v; CPU of this process per one-shot %v, %v, %v, %v",
+		len(hw), med(hw), med(rw), med(ew), med(fw), path, rawPath, floor, hcpu/n, rcpu/n, ecpu/n, fcpu/n)
 }
