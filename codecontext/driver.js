@@ -660,9 +660,26 @@ const fatalException = process._fatalException;
 if (typeof fatalException === 'function') {
   process._fatalException = (e, fromPromise) => withOwnEmit(() => fatalException(e, fromPromise));
 }
+// Node writes "Waiting for the debugger to disconnect..." to fd 2 as the
+// process exits while an inspector session to the main thread is
+// connected: the interruptor's, while one of its looks is in flight (see
+// interruptor), as when a cell that exits was sent while the main thread
+// was held. fd 2 is then the running cell's stderr, which got that line.
+// What the cell wrote there is written by the time Node's process.exit
+// gets here (stderr is synchronous on pipes and files), so fd 2 is pointed
+// at /dev/null first, for Node's process.exit (which calls
+// process.reallyExit) and the driver's own ends alike.
+const nodeReallyExit = process.reallyExit;
+function reallyExit(code) {
+  try {
+    fs.closeSync(2);
+    fs.openSync('/dev/null', 'w'); // fd 2, the lowest free (the worker opens none)
+  } catch {}
+  return nodeReallyExit.call(process, code);
+}
+process.reallyExit = reallyExit;
 // exit ends the interpreter as process.exit does, also when the cell's
 // process.exit or its emit throws.
-const reallyExit = process.reallyExit.bind(process);
 function exit(status) {
   try { withOwnEmit(() => process.exit(status)); } finally { reallyExit(status); }
 }

@@ -140,6 +140,34 @@ func TestTimeoutEndsStuckContext(t *testing.T) {
 	}
 }
 
+// TestExitAsInterruptorLooks: a cell that exits as the JavaScript driver's
+// worker looks at the main thread, its inspector session connected, gets
+// none of Node's "Waiting for the debugger to disconnect..." in its stderr.
+// The look comes when a cell was sent while the main thread was held (here
+// by a callback an earlier cell left, blocked in execSync), and one in
+// flight as the cell exits is a matter of timing: 12 contexts.
+func TestExitAsInterruptorLooks(t *testing.T) {
+	t.Parallel()
+	for i := range 12 {
+		t.Run(strconv.Itoa(i), func(t *testing.T) {
+			t.Parallel()
+			c := newContext(t, Options{Language: JavaScript})
+			r, _, errOut := run(t, c, "await null; 1") // starts the worker
+			require.Equal(t, 0, code(r), errOut)
+			r, _, errOut = run(t, c, "setTimeout(() => { require('child_process').execSync('sleep 0.5') }, 0); 2")
+			require.Equal(t, 0, code(r), errOut)
+			cell, err := c.Submit(CellOptions{Code: "console.log('bye'); process.exit(3)"})
+			require.NoError(t, err)
+			r = wait(t, cell)
+			require.Equal(t, process.Exited, r.Reason)
+			require.Equal(t, 3, code(r))
+			out, errOut := output(cell)
+			require.Equal(t, "bye\n", out)
+			require.Empty(t, errOut)
+		})
+	}
+}
+
 // TestExitEndsContext: sys.exit(3) / process.exit(3) report 3, fail the
 // queued cells and end the context with 3, with the cell's output and no
 // more: after a cell that awaited, which starts the JavaScript driver's
