@@ -10,6 +10,7 @@ import ast
 import builtins
 import contextvars
 import io
+import itertools
 import json
 import linecache
 import os
@@ -46,6 +47,7 @@ _Lock = threading.RLock
 _TracebackException = traceback.TracebackException
 _from_list = traceback.StackSummary.from_list
 _format_exception_only = traceback.format_exception_only
+_walk_stack, _takewhile, _filter = traceback.walk_stack, itertools.takewhile, builtins.filter
 # The C module's: signal.getsignal makes an enum of what it finds, through
 # builtins a cell may have replaced.
 _signal, _getsignal, _SIGINT = _csignal.signal, _csignal.getsignal, int(signal.SIGINT)
@@ -421,6 +423,38 @@ def _strip(te, seen):
             [f for f in te.stack if f.filename != _DRIVER])
         _strip(te.__cause__, seen)
         te = te.__context__
+
+
+def _cells_walk_stack(f):
+    # traceback.walk_stack, which extract_stack, print_stack and
+    # format_stack (and so logging's stack_info) walk a live stack with:
+    # the driver's frames are left out, as from a traceback (see _strip),
+    # and the walk ends where the cell's code starts, as plain "python3 -i"
+    # ends it at "<stdin>". A cell that puts its own function there has
+    # its own. The frames go through C iterators only: a frame of the
+    # driver's here would be the caller that walk_stack(None) counts from.
+    return _filter(_not_drivers, _takewhile(_cells_part, _walk_stack(f)))
+
+
+def _not_drivers(frame_and_line):
+    return frame_and_line[0].f_code.co_filename != _DRIVER
+
+
+def _cells_part(frame_and_line):
+    # False at the driver's frame that runs the cell (_execute, or
+    # _cell_coro in the event loop), or that ran the code which walks (an
+    # exception's text, a stream's flush): under it are only the driver's
+    # frames, or the event loop's. A frame of the driver's with code of the
+    # cells' under it (the guard of a signal handler a cell set, the
+    # wrapper of a thread pool's task) is only left out.
+    f = frame_and_line[0]
+    if f.f_code.co_filename != _DRIVER:
+        return True
+    if f.f_code is _cell_coro.__code__:
+        return False
+    while f is not None and f.f_code.co_filename == _DRIVER:
+        f = f.f_back
+    return f is not None
 
 
 def _print_exc(e):
@@ -899,6 +933,8 @@ def main():
     posix = sys.modules.get("posix")
     if posix is not None:
         posix.write, posix.writev = os.write, os.writev
+    _cells_walk_stack.__name__, _cells_walk_stack.__doc__ = "walk_stack", _walk_stack.__doc__
+    traceback.walk_stack = _cells_walk_stack
     signal.signal(signal.SIGINT, _on_int)
     _S.signals = tuple(int(sig) for sig in signal.valid_signals()
                        if sig not in (signal.SIGINT, signal.SIGKILL, signal.SIGSTOP))

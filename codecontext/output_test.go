@@ -179,6 +179,68 @@ func TestErrorFormat(t *testing.T) {
 	})
 }
 
+// TestPythonStackShowsCellsOnly: a live stack a Python cell prints or
+// formats with the traceback module, and the one logging's stack_info
+// prints, ends at the cell's own frames, as plain "python3 -i" ends it at
+// "<stdin>", on the main thread, in a cell with top-level await, in a
+// signal handler and on a thread; limit counts the cell's frames. A cell
+// that wraps those functions itself gets its own. Before, the driver's
+// frames (main, _run, _execute) came first. inspect.stack, sys._getframe
+// and a warning's stacklevel walk the real frames, the driver's under the
+// cell's, as the docs say.
+func TestPythonStackShowsCellsOnly(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	stack := func(cell, wantErr string) {
+		t.Helper()
+		r, out, errOut := run(t, c, cell)
+		require.Equal(t, 0, code(r), "%+v %q %q", r, out, errOut)
+		require.Equal(t, wantErr, errOut, "cell %q", cell)
+	}
+	stack("import traceback; traceback.print_stack()",
+		"  File \"<cell 1>\", line 1, in <module>\n    import traceback; traceback.print_stack()\n")
+	stack("import logging; logging.error('x', stack_info=True)",
+		"ERROR:root:x\nStack (most recent call last):\n  File \"<cell 2>\", line 1, in <module>\n    import logging; logging.error('x', stack_info=True)\n")
+	stack("def f():\n    return traceback.format_stack()\nimport sys; sys.stderr.write(''.join(f()))",
+		"  File \"<cell 3>\", line 3, in <module>\n    import sys; sys.stderr.write(''.join(f()))\n"+
+			"  File \"<cell 3>\", line 2, in f\n    return traceback.format_stack()\n")
+	stack("import asyncio\nawait asyncio.sleep(0)\ntraceback.print_stack()",
+		"  File \"<cell 4>\", line 3, in <module>\n    traceback.print_stack()\n")
+	// The handler runs under the driver's guard of it, from the second
+	// cell on (see _guarded_handler).
+	stack("import os, signal\nsignal.signal(signal.SIGUSR1, lambda s, f: traceback.print_stack())", "")
+	stack("def g():\n    os.kill(os.getpid(), signal.SIGUSR1)\ng()",
+		"  File \"<cell 6>\", line 3, in <module>\n    g()\n"+
+			"  File \"<cell 6>\", line 2, in g\n    os.kill(os.getpid(), signal.SIGUSR1)\n"+
+			"  File \"<cell 5>\", line 2, in <lambda>\n    signal.signal(signal.SIGUSR1, lambda s, f: traceback.print_stack())\n")
+	stack("signal.signal(signal.SIGUSR1, lambda s, f: traceback.print_stack(limit=2))\ng()",
+		"  File \"<cell 6>\", line 2, in g\n    os.kill(os.getpid(), signal.SIGUSR1)\n"+
+			"  File \"<cell 7>\", line 1, in <lambda>\n    signal.signal(signal.SIGUSR1, lambda s, f: traceback.print_stack(limit=2))\n")
+	stack("import _thread, threading\ndone = threading.Event()\n_thread.start_new_thread(lambda: (traceback.print_stack(), done.set()), ())\ndone.wait(20)",
+		"  File \"<cell 8>\", line 3, in <lambda>\n    _thread.start_new_thread(lambda: (traceback.print_stack(), done.set()), ())\n")
+
+	r, out, errOut := run(t, c, "t = threading.Thread(target=lambda: print(''.join(traceback.format_stack()))); t.start(); t.join()")
+	require.Equal(t, 0, code(r), "%+v %q %q", r, out, errOut)
+	require.Contains(t, out, "in _bootstrap\n", "the thread's frames, as plain Python shows them")
+	require.Contains(t, out, "File \"<cell 9>\", line 1, in <lambda>\n")
+	require.NotContains(t, out, "driver")
+
+	// A cell's own wrapper of walk_stack runs, and sees what the driver's shows.
+	r, out, errOut = run(t, c, "walk = traceback.walk_stack\ncalls = []\n"+
+		"traceback.walk_stack = lambda f: (calls.append(1), walk(f))[1]\n"+
+		"s = traceback.extract_stack(); traceback.walk_stack = walk\n[x.filename for x in s], len(calls)")
+	require.Equal(t, 0, code(r), "%+v %q %q", r, out, errOut)
+	require.Equal(t, "(['<cell 10>'], 1)\n", out)
+
+	// What walks the real frames goes on into the driver's.
+	r, out, errOut = run(t, c, "import inspect, warnings\nwarnings.warn('w', stacklevel=2)\n"+
+		"any(f.filename.endswith('driver.py') for f in inspect.stack()), sys._getframe(1).f_code.co_filename.endswith('driver.py')")
+	require.Equal(t, 0, code(r), "%+v %q %q", r, out, errOut)
+	require.Equal(t, "(True, True)\n", out)
+	require.Contains(t, errOut, "driver.py:")
+	require.Contains(t, errOut, "UserWarning: w\n")
+}
+
 // TestPythonLateRawWrites: raw writes to fds 1 and 2 (os.write, os.writev)
 // from a thread of a Python cell that has ended reach neither a later cell
 // nor the interpreter's own output, and report every byte written, while
