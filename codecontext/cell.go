@@ -296,9 +296,15 @@ func (cell *Cell) interpreterExited() {
 			r.Reason = process.TimedOut
 		}
 	}
+	// Measured now, while the context's cgroup, which its end removes, is
+	// there to read; not when its end markers came as its output drained.
+	if cell.st != process.Terminal {
+		r = cell.meter.Account(r, &cell.usage, false)
+	}
 	cell.mu.Unlock()
-	cell.finish(r)
-	c.interpreterEnded(failed)
+	// The cell ends after its context: whoever sees it lost sees the
+	// context terminal too, and the cells queued behind it failed.
+	c.interpreterEnded(failed, func() { cell.finishMeasured(r) })
 }
 
 // driverFailedWhy begins the error of a cell or context whose driver failed.
@@ -560,13 +566,24 @@ func (cell *Cell) finish(r process.Result) { cell.finishIf("", r) }
 // finishIf makes the cell terminal with r if it is in state from (any state
 // but terminal when from is empty), and reports whether it did.
 func (cell *Cell) finishIf(from process.State, r process.Result) bool {
+	return cell.settle(from, r, true)
+}
+
+// finishMeasured is finish for an r whose usage was measured already.
+func (cell *Cell) finishMeasured(r process.Result) { cell.settle("", r, false) }
+
+// settle is finishIf, measuring what the cell used into r when measure is set.
+func (cell *Cell) settle(from process.State, r process.Result, measure bool) bool {
 	cell.mu.Lock()
 	if cell.st == process.Terminal || (from != "" && cell.st != from) {
 		cell.mu.Unlock()
 		return false
 	}
 	cell.st = process.Terminal
-	cell.result = cell.meter.Account(r, &cell.usage, false) // the engine's KILL ends the interpreter (Host.EndedIt)
+	if measure {
+		r = cell.meter.Account(r, &cell.usage, false) // the engine's KILL ends the interpreter (Host.EndedIt)
+	}
+	cell.result = r
 	// A cell that never started keeps no startedAt.
 	cell.exitedAt = time.Now()
 	for _, t := range cell.timers {

@@ -30,17 +30,20 @@ func (c *Context) exitedBetweenCells() {
 }
 
 // interpreterEnded is called by a cell whose interpreter exited under it:
-// the context is terminal and everything queued fails. A driver that
-// failed (failed, the cell's result) leaves the context lost with why, as
-// between cells. The queue's own goroutine calls it, which the queue's end
-// waits for.
-func (c *Context) interpreterEnded(failed *process.Result) {
+// the context is terminal and everything queued fails, and only then does
+// cellEnded end the cell, so that whoever sees the cell's end sees the
+// context's. A driver that failed (failed, the cell's result) leaves the
+// context lost with why, as between cells. The queue's own goroutine calls
+// it, which the queue's end waits for: the end is recorded on another.
+func (c *Context) interpreterEnded(failed *process.Result, cellEnded func()) {
 	go func() {
 		if failed != nil {
 			c.h.End(failed, syscall.SIGKILL)
 		} else {
 			c.h.EndedByItself()
 		}
+		<-c.h.Done() // EndedByItself leaves it to an End already running (a delete as it died)
+		cellEnded()
 		c.teardown() // its directory goes now (see teardown)
 	}()
 }

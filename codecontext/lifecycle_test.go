@@ -1110,3 +1110,49 @@ func TestJavaScriptSocketClosed(t *testing.T) {
 		require.Equal(t, socketClosedWhy, ended.Error)
 	})
 }
+
+// TestLostCellEndsContextFirst: whoever sees a cell end lost, because its
+// interpreter died under it, sees its context terminal too, with its own
+// result, and the cell queued behind it failed: at the moment the cell's
+// Done closes. Before, the cell's end came first, and the context read
+// running (or exited 70, not yet lost) while its end was recorded. Both
+// ways a context ends under a cell are tried, a few times each: a driver
+// that fails, and says why, and an interpreter killed.
+func TestLostCellEndsContextFirst(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, code, why string }{
+		{"driver failed", "import os\nfor fd in range(3, 64):\n    try:\n        os.close(fd)\n    except OSError:\n        pass", descriptorsClosedWhy},
+		{"interpreter killed", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "the context's interpreter was killed by SIGKILL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			for range 3 {
+				c := newContext(t, Options{Language: Python})
+				cell, err := c.Submit(CellOptions{Code: tc.code})
+				require.NoError(t, err)
+				queued, err := c.Submit(CellOptions{Code: "1"})
+				require.NoError(t, err)
+				select {
+				case <-cell.Done():
+				case <-time.After(deadline):
+					t.Fatal("the cell never ended")
+				}
+				info := c.Info() // at once: nothing may be on its way
+				require.Equal(t, process.Terminal, info.State, "the context, as its cell ended %+v", cell.Result())
+				require.NotNil(t, info.Result)
+				require.Equal(t, process.Lost, cell.Result().Reason, "%+v", cell.Result())
+				require.Equal(t, tc.why, cell.Result().Error)
+				if tc.why == descriptorsClosedWhy { // a killed interpreter's context says how it died
+					require.Equal(t, process.Lost, info.Result.Reason, "%+v", *info.Result)
+					require.Equal(t, tc.why, info.Result.Error)
+				}
+				select {
+				case <-queued.Done():
+				default:
+					t.Fatal("the queued cell was not failed yet")
+				}
+				require.Equal(t, process.Failed, queued.Result().Reason, "%+v", queued.Result())
+			}
+		})
+	}
+}
