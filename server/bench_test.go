@@ -151,37 +151,54 @@ func BenchmarkHTTPPath(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	overHTTP()
-	embedded()
-	bare()
-	var hw, ew, fw, diff, fdiff []time.Duration
-	var hcpu, ecpu, fcpu time.Duration
-	for b.Loop() {
-		c0, t0 := cpuTime(b), time.Now()
-		overHTTP()
-		c1, t1 := cpuTime(b), time.Now()
-		embedded()
-		c2, t2 := cpuTime(b), time.Now()
-		bare()
-		c3, t3 := cpuTime(b), time.Now()
-		hw, ew, fw = append(hw, t1.Sub(t0)), append(ew, t2.Sub(t1)), append(fw, t3.Sub(t2))
-		diff, fdiff = append(diff, t1.Sub(t0)-t2.Sub(t1)), append(fdiff, t3.Sub(t2)-t2.Sub(t1))
-		hcpu += c1 - c0
-		ecpu += c2 - c1
-		fcpu += c3 - c2
-	}
-	med := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
-	n := time.Duration(len(hw))
-	path, floor := med(diff), med(fdiff)
-	b.ReportMetric(float64(med(hw).Microseconds()), "µs-http")
-	b.ReportMetric(float64(med(ew).Microseconds()), "µs-embedded")
+	walls, cpu := inTurns(b, overHTTP, embedded, bare)
+	n := time.Duration(len(walls[0]))
+	path, floor := medianDiff(walls[0], walls[1]), medianDiff(walls[2], walls[1])
+	b.ReportMetric(float64(median(walls[0]).Microseconds()), "µs-http")
+	b.ReportMetric(float64(median(walls[1]).Microseconds()), "µs-embedded")
 	b.ReportMetric(float64(path.Microseconds()), "µs-path")
 	b.ReportMetric(float64(floor.Microseconds()), "µs-floor")
 	b.ReportMetric(float64((path - floor).Microseconds()), "µs-own")
-	b.ReportMetric(float64((hcpu-ecpu)/n)/1e3, "µs-path-cpu")
-	b.ReportMetric(float64((fcpu-ecpu)/n)/1e3, "µs-floor-cpu")
+	b.ReportMetric(float64((cpu[0]-cpu[1])/n)/1e3, "µs-path-cpu")
+	b.ReportMetric(float64((cpu[2]-cpu[1])/n)/1e3, "µs-floor-cpu")
 	b.Logf("n=%d: over HTTP %v, embedded %v, bare net/http %v; medians of the differences: path %v, floor %v; CPU of this process per command %v, %v, %v",
-		len(hw), med(hw), med(ew), med(fw), path, floor, hcpu/n, ecpu/n, fcpu/n)
+		n, median(walls[0]), median(walls[1]), median(walls[2]), path, floor, cpu[0]/n, cpu[1]/n, cpu[2]/n)
+}
+
+// inTurns runs ops in turn, each once per iteration after one run of each
+// to warm up, and returns each op's wall times and the CPU this process
+// (daemon and client) spent in its runs.
+func inTurns(b *testing.B, ops ...func()) (walls [][]time.Duration, cpu []time.Duration) {
+	for _, op := range ops {
+		op()
+	}
+	walls, cpu = make([][]time.Duration, len(ops)), make([]time.Duration, len(ops))
+	for b.Loop() {
+		for i, op := range ops {
+			c0, t0 := cpuTime(b), time.Now()
+			op()
+			walls[i] = append(walls[i], time.Since(t0))
+			cpu[i] += cpuTime(b) - c0
+		}
+	}
+	return walls, cpu
+}
+
+// median returns the median of d.
+func median(d []time.Duration) time.Duration {
+	d = slices.Clone(d)
+	slices.Sort(d)
+	return d[len(d)/2]
+}
+
+// medianDiff returns the median of the differences a[i] − base[i]: of runs
+// made one after the other, so that a drifting load weighs on both alike.
+func medianDiff(a, base []time.Duration) time.Duration {
+	diff := make([]time.Duration, len(a))
+	for i := range a {
+		diff[i] = a[i] - base[i]
+	}
+	return median(diff)
 }
 
 // benchSession is an embedded bash session, closed at the benchmark's end.
@@ -258,41 +275,18 @@ func BenchmarkOneShotPath(b *testing.B) {
 			b.Fatalf("raw: %v %d %s", err, resp.StatusCode, out)
 		}
 	}
-	overHTTP()
-	embedded()
-	bare()
-	raw()
-	var hw, ew, fw, rw, diff, fdiff, rdiff []time.Duration
-	var hcpu, ecpu, fcpu, rcpu time.Duration
-	for b.Loop() {
-		c0, t0 := cpuTime(b), time.Now()
-		overHTTP()
-		c1, t1 := cpuTime(b), time.Now()
-		embedded()
-		c2, t2 := cpuTime(b), time.Now()
-		bare()
-		c3, t3 := cpuTime(b), time.Now()
-		raw()
-		c4, t4 := cpuTime(b), time.Now()
-		hw, ew, fw, rw = append(hw, t1.Sub(t0)), append(ew, t2.Sub(t1)), append(fw, t3.Sub(t2)), append(rw, t4.Sub(t3))
-		diff, fdiff, rdiff = append(diff, t1.Sub(t0)-t2.Sub(t1)), append(fdiff, t3.Sub(t2)-t2.Sub(t1)), append(rdiff, t4.Sub(t3)-t2.Sub(t1))
-		hcpu += c1 - c0
-		ecpu += c2 - c1
-		fcpu += c3 - c2
-		rcpu += c4 - c3
-	}
-	med := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
-	n := time.Duration(len(hw))
-	path, floor, rawPath := med(diff), med(fdiff), med(rdiff)
-	b.ReportMetric(float64(med(hw).Microseconds()), "µs-http")
-	b.ReportMetric(float64(med(ew).Microseconds()), "µs-embedded")
+	walls, cpu := inTurns(b, overHTTP, embedded, bare, raw)
+	n := time.Duration(len(walls[0]))
+	path, floor, rawPath := medianDiff(walls[0], walls[1]), medianDiff(walls[2], walls[1]), medianDiff(walls[3], walls[1])
+	b.ReportMetric(float64(median(walls[0]).Microseconds()), "µs-http")
+	b.ReportMetric(float64(median(walls[1]).Microseconds()), "µs-embedded")
 	b.ReportMetric(float64(path.Microseconds()), "µs-path")
 	b.ReportMetric(float64(rawPath.Microseconds()), "µs-path-raw")
 	b.ReportMetric(float64(floor.Microseconds()), "µs-floor")
 	b.ReportMetric(float64((path - floor).Microseconds()), "µs-own")
-	b.ReportMetric(float64((hcpu-ecpu)/n)/1e3, "µs-path-cpu")
-	b.ReportMetric(float64((rcpu-ecpu)/n)/1e3, "µs-path-raw-cpu")
-	b.ReportMetric(float64((fcpu-ecpu)/n)/1e3, "µs-floor-cpu")
+	b.ReportMetric(float64((cpu[0]-cpu[1])/n)/1e3, "µs-path-cpu")
+	b.ReportMetric(float64((cpu[3]-cpu[1])/n)/1e3, "µs-path-raw-cpu")
+	b.ReportMetric(float64((cpu[2]-cpu[1])/n)/1e3, "µs-floor-cpu")
 	b.Logf("n=%d: over HTTP %v, raw %v, embedded %v, bare net/http %v; medians of the differences: path %v, raw %v, floor %v; CPU of this process per one-shot %v, %v, %v, %v",
-		len(hw), med(hw), med(rw), med(ew), med(fw), path, rawPath, floor, hcpu/n, rcpu/n, ecpu/n, fcpu/n)
+		n, median(walls[0]), median(walls[3]), median(walls[1]), median(walls[2]), path, rawPath, floor, cpu[0]/n, cpu[3]/n, cpu[1]/n, cpu[2]/n)
 }
