@@ -34,7 +34,7 @@ type ReadOutput struct {
 	Truncated bool `json:"truncated,omitempty" jsonschema:"output after the cursor was dropped before it was read (the daemon keeps a bounded amount); what was read starts at the oldest output kept"`
 }
 
-func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in ReadInput) (*mcp.CallToolResult, ReadOutput, error) {
+func (s *Server) readOutput(ctx context.Context, req *mcp.CallToolRequest, in ReadInput) (*mcp.CallToolResult, ReadOutput, error) {
 	if in.ID == "" {
 		return nil, ReadOutput{}, errors.New("id is empty: give the command's id")
 	}
@@ -50,6 +50,9 @@ func (s *Server) readOutput(ctx context.Context, _ *mcp.CallToolRequest, in Read
 	}
 	cursor, skip, open, err := parseReadCursor(in.Cursor)
 	if err != nil {
+		return nil, ReadOutput{}, err
+	}
+	if err := s.budget.take(ctx, req, limit); err != nil {
 		return nil, ReadOutput{}, err
 	}
 	from, _, _ := strings.Cut(in.Cursor, "~") // where it points, without open

@@ -30,7 +30,8 @@ const (
 	DefaultOutputLimit = 32 << 10
 	// MaxOutputLimit bounds what one answer may ask for: each call holds
 	// its output several times over as it is read, cut and escaped (a
-	// read_output of 30 MB of output took 230 MB), and calls run at once.
+	// read_output of 30 MB of output took 230 MB), and calls run at once
+	// (answerRoom bounds them together).
 	MaxOutputLimit = 4 << 20
 	// readPageFrames bounds the frames asked for per logs page when
 	// reading output from a cursor.
@@ -51,6 +52,9 @@ type Server struct {
 	// order keeps the runs sent to a session over stdio in the order they
 	// were sent.
 	order *order
+	// budget bounds the output the answers of the calls under way over
+	// stdio hold together.
+	budget *budget
 	// next is the cursor after the last answer given for each command
 	// still running, where interact reads on from by default.
 	nextMu sync.Mutex
@@ -75,7 +79,7 @@ func (n named) kind() string {
 
 // New returns a Server whose tools drive the daemon c.
 func New(c *client.Client, version string) *Server {
-	return &Server{c: c, version: version, sessions: map[string]named{}, creating: map[string]*creation{}, stopped: context.Background(), order: newOrder(), next: map[string]string{}}
+	return &Server{c: c, version: version, sessions: map[string]named{}, creating: map[string]*creation{}, stopped: context.Background(), order: newOrder(), budget: newBudget(), next: map[string]string{}}
 }
 
 // MCP returns the MCP server with every tool added.
@@ -195,7 +199,7 @@ func (s *Server) interrupt(id string) {
 func (s *Server) Run(ctx context.Context) error {
 	s.stopped = ctx
 	s.order.interrupt = s.interrupt
-	t := &stdioTransport{in: os.Stdin, out: os.Stdout, order: s.order}
+	t := &stdioTransport{in: os.Stdin, out: os.Stdout, order: s.order, budget: s.budget}
 	// Once ctx ends, the calls under way end (bound) and are answered
 	// before the connection goes, stopAnswers at most: an answer its
 	// client has not read by then is given up.

@@ -49,10 +49,11 @@ const batchesEnd = "2025-06-18"
 
 // stdioTransport serves MCP on in and out, one JSON-RPC message a line.
 type stdioTransport struct {
-	in    io.Reader
-	out   io.Writer
-	order *order // the runs' tickets; nil for none
-	gate  atomic.Pointer[gate]
+	in     io.Reader
+	out    io.Writer
+	order  *order  // the runs' tickets; nil for none
+	budget *budget // the room of the answers; nil for none
+	gate   atomic.Pointer[gate]
 }
 
 // stop gives the answers of the calls under way d to go out, then gives up
@@ -70,7 +71,7 @@ func (t *stdioTransport) stop(d time.Duration) {
 // line; it returns at that line or at the end of in.
 func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	pr, pw := io.Pipe()
-	g := &gate{out: t.out, order: t.order, pending: map[jsonrpc.ID]bool{}, cancelled: map[jsonrpc.ID]bool{},
+	g := &gate{out: t.out, order: t.order, budget: t.budget, pending: map[jsonrpc.ID]bool{}, cancelled: map[jsonrpc.ID]bool{},
 		held: map[jsonrpc.ID]*heldErrors{}, gaveUp: make(chan struct{})}
 	g.drained = sync.NewCond(&g.mu)
 	// The gate bounds lines, so the SDK need not.
@@ -87,8 +88,9 @@ func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 // connection's writer it sees every answer, to know which requests are
 // still to be answered.
 type gate struct {
-	out   io.Writer
-	order *order
+	out    io.Writer
+	order  *order
+	budget *budget
 	// gaveUp is closed once the server stops and the answers under way
 	// had their time: nothing more is written to out (see send).
 	gaveUp    chan struct{}
@@ -122,6 +124,8 @@ func (g *gate) Write(p []byte) (int, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	answers := responses(p)
+	// Written, dropped or given up, the answers hold their room no longer.
+	defer g.budget.answered(answers)
 	out := g.uncancelled(p, answers)
 	if out != nil {
 		out = g.withErrorCodes(out)
@@ -432,7 +436,7 @@ func (g *gate) check(line []byte) [][]byte {
 				return nil
 			}
 			g.pass(req)
-			line = g.order.ticketed(req, line)
+			line = g.budget.marked(req, g.order.ticketed(req, line))
 		}
 		g.noteCancel(req)
 		return [][]byte{line}
@@ -507,7 +511,7 @@ func (g *gate) check(line []byte) [][]byte {
 		if e.req != nil {
 			g.pass(e.req)
 			calls = append(calls, e.req)
-			e.raw = g.order.ticketed(e.req, e.raw)
+			e.raw = g.budget.marked(e.req, g.order.ticketed(e.req, e.raw))
 		}
 		rest = append(rest, e.raw)
 	}

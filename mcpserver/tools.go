@@ -183,6 +183,11 @@ func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput)
 	var r *client.RunResult
 	var p *client.Process
 	if err == nil {
+		// Taken once the command is queued, not before its turn: a run
+		// ahead of it in its session's line may wait for room meanwhile.
+		err = s.budget.take(ctx, req, wait.limit)
+	}
+	if err == nil {
 		r, p, err = s.c.Interact(ctx, cmd.ID, client.InteractOptions{Cursor: "0",
 			Timeout: wait.timeout, IdleTimeout: wait.idle, OutputLimit: daemonLimit(wait.limit)})
 	}
@@ -205,7 +210,7 @@ func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput)
 	return textResult(out), out, nil
 }
 
-func (s *Server) interact(ctx context.Context, _ *mcp.CallToolRequest, in InteractInput) (*mcp.CallToolResult, Result, error) {
+func (s *Server) interact(ctx context.Context, req *mcp.CallToolRequest, in InteractInput) (*mcp.CallToolResult, Result, error) {
 	if in.ID == "" {
 		return nil, Result{}, errors.New("id is empty: give the id run answered, or one from list")
 	}
@@ -224,6 +229,9 @@ func (s *Server) interact(ctx context.Context, _ *mcp.CallToolRequest, in Intera
 	// after the frame.
 	asked, skip, open, err := parseReadCursor(cursor)
 	if err != nil {
+		return nil, Result{}, err
+	}
+	if err := s.budget.take(ctx, req, wait.limit); err != nil {
 		return nil, Result{}, err
 	}
 	if asked == "" && cursor != "" {

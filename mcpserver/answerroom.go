@@ -1,0 +1,130 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sync/semaphore"
+)
+
+// The SDK handles each call on its own, and MaxOutputLimit bounds one
+// answer only: a client that pipelined 40 read_output calls of 4 MB and
+// read nothing had conch mcp hold 1.4 GB, every call read before the first
+// answer's write waited holding its whole answer. So the calls whose
+// answers carry output (run, interact, read_output) take room for their
+// limit before they read any output, and give it back once their answer is
+// written or dropped: the stdio gate, which sees every answer go, marks
+// each such call with a key in its _meta and gives that key's room back
+// (see gate.Write). A call that finds no room waits for it, and a cancel
+// ends that wait: the gate reads on meanwhile.
+
+// answerRoom bounds the limits of the calls under way together: four
+// answers of the largest limit, five hundred of the default one. Each
+// answer holds its output several times over (see MaxOutputLimit).
+const answerRoom = 4 * MaxOutputLimit
+
+// roomKey is the _meta key of the key the gate gives a call that takes
+// room; it sets it over whatever the client sent.
+const roomKey = "conch.sh/room"
+
+// takesRoom is the tools whose answers carry output within a limit.
+var takesRoom = map[string]bool{runTool.Name: true, interactTool.Name: true, readTool.Name: true}
+
+// budget is the room of the calls under way.
+type budget struct {
+	room *semaphore.Weighted
+
+	mu   sync.Mutex
+	last int64
+	of   map[jsonrpc.ID]int64 // the key of each call marked, until it is answered
+	held map[int64]int64      // the bytes each key holds; a key is there until its call is answered
+}
+
+func newBudget() *budget {
+	return &budget{room: semaphore.NewWeighted(answerRoom), of: map[jsonrpc.ID]int64{}, held: map[int64]int64{}}
+}
+
+// marked returns raw, a request, with a key in its _meta when it is a call
+// of a tool that takes room (takesRoom); raw as it is otherwise. The keys
+// are read exactly, as the SDK reads them (see order.ticketed).
+func (b *budget) marked(req *jsonrpc.Request, raw []byte) []byte {
+	if b == nil || req.Method != "tools/call" {
+		return raw
+	}
+	var msg, params map[string]json.RawMessage
+	var name string
+	if json.Unmarshal(raw, &msg) != nil || json.Unmarshal(msg["params"], &params) != nil ||
+		json.Unmarshal(params["name"], &name) != nil || !takesRoom[name] {
+		return raw
+	}
+	meta := map[string]json.RawMessage{}
+	if m, ok := params["_meta"]; ok && json.Unmarshal(m, &meta) != nil {
+		return raw // the SDK refuses a _meta that is no object
+	}
+	if meta == nil {
+		meta = map[string]json.RawMessage{} // "_meta": null
+	}
+	b.mu.Lock()
+	b.last++
+	key := b.last
+	b.of[req.ID], b.held[key] = key, 0
+	b.mu.Unlock()
+	meta[roomKey], _ = json.Marshal(key)
+	params["_meta"], _ = json.Marshal(meta)
+	msg["params"], _ = json.Marshal(params)
+	out, err := json.Marshal(msg)
+	if err != nil {
+		b.answered([]*jsonrpc.Response{{ID: req.ID}})
+		return raw
+	}
+	return out
+}
+
+// take waits until there is room for an answer of limit bytes to the call
+// req, and takes it, or returns ctx's error. A call the gate did not mark
+// (no stdio) takes none.
+func (b *budget) take(ctx context.Context, req *mcp.CallToolRequest, limit int64) error {
+	if b == nil || req == nil || req.Params == nil {
+		return nil
+	}
+	k, ok := req.Params.GetMeta()[roomKey].(float64)
+	if !ok {
+		return nil
+	}
+	key, n := int64(k), min(limit, answerRoom)
+	if err := b.room.Acquire(ctx, n); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.held[key]; !ok {
+		b.room.Release(n) // a key the gate did not give, or whose call is answered
+		return nil
+	}
+	b.held[key] += n
+	return nil
+}
+
+// answered gives back the room of the calls that rs answer: their answers
+// were written, dropped or given up.
+func (b *budget) answered(rs []*jsonrpc.Response) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, r := range rs {
+		key, ok := b.of[r.ID]
+		if !ok {
+			continue
+		}
+		delete(b.of, r.ID)
+		if n := b.held[key]; n > 0 {
+			b.room.Release(n)
+		}
+		delete(b.held, key)
+	}
+}

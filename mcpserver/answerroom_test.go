@@ -1,0 +1,153 @@
+package mcpserver_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/conchsh/conch/internal/heaptest"
+	"github.com/conchsh/conch/mcpserver"
+)
+
+// TestStdioUnreadAnswersBounded pipelines read_output calls with the
+// largest limit, each of which answers 4 MB, and reads none of the answers
+// until the first one fills the pipe: the memory of conch mcp stays within
+// what a few such answers hold. Every call read once held its whole answer
+// at once (24 calls: 1.3 GB, against 100 MB for one), since each is handled
+// on its own and the reading of input stops only once an answer's write
+// waits.
+func TestStdioUnreadAnswersBounded(t *testing.T) {
+	t.Parallel()
+	const calls = 24
+	env, _ := testEnv(t)
+	cmd := exec.Command(conchBin, "mcp")
+	cmd.Env = env
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	outR, outW, err := os.Pipe()
+	require.NoError(t, err)
+	defer outR.Close()
+	cmd.Stdout = outW
+	require.NoError(t, cmd.Start())
+	require.NoError(t, outW.Close())
+	guard := time.AfterFunc(hangGuard, func() { _ = cmd.Process.Kill() })
+	defer guard.Stop()
+	defer func() {
+		_ = in.Close()
+		_ = cmd.Wait()
+	}()
+
+	send := func(line string) {
+		t.Helper()
+		_, err := io.WriteString(in, line+"\n")
+		require.NoError(t, err)
+	}
+	br := bufio.NewReaderSize(outR, 1<<20)
+	next := func() reply {
+		t.Helper()
+		line, err := br.ReadBytes('\n')
+		require.NoError(t, err)
+		var r reply
+		require.NoError(t, json.Unmarshal(line, &r), "answer: %.300s", line)
+		return r
+	}
+	send(initialize)
+	require.Nil(t, next().Error)
+	send(initialized)
+	// 4 MB of output, whole under the largest limit: each read answers it all.
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":` +
+		`{"command":"head -c 3000000 /dev/zero | base64","outputLimit":100}}}`)
+	r := next()
+	require.Nil(t, r.Error)
+	var ran struct {
+		StructuredContent mcpserver.Result `json:"structuredContent"`
+	}
+	require.NoError(t, json.Unmarshal(r.Result, &ran))
+	require.False(t, ran.StructuredContent.Running, "%+v", ran.StructuredContent)
+
+	before, err := heaptest.Peak(cmd.Process.Pid, true)
+	require.NoError(t, err)
+	for k := range calls {
+		send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"read_output","arguments":`+
+			`{"id":%q,"limit":%d}}}`, 100+k, ran.StructuredContent.ID, mcpserver.MaxOutputLimit))
+	}
+	for deadline := time.Now().Add(hangGuard); ; time.Sleep(20 * time.Millisecond) {
+		n, err := unix.IoctlGetInt(int(outR.Fd()), unix.TIOCINQ) // FIONREAD: bytes in the pipe
+		require.NoError(t, err)
+		if n >= 64<<10 { // the pipe is full: an answer's write waits
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "an answer fills the pipe")
+	}
+	for range calls {
+		r := next()
+		require.Nil(t, r.Error)
+		var read struct {
+			StructuredContent mcpserver.ReadOutput `json:"structuredContent"`
+		}
+		require.NoError(t, json.Unmarshal(r.Result, &read))
+		require.EqualValues(t, 4000000+4000000/76+1, read.StructuredContent.Bytes, "the whole output, read")
+	}
+	peak, err := heaptest.Peak(cmd.Process.Pid, false)
+	require.NoError(t, err)
+	t.Logf("peak resident memory: %d MB, %d MB before the reads", peak>>20, before>>20)
+	require.Less(t, peak, before+400<<20, "conch mcp held %d MB for %d answers not read", (peak-before)>>20, calls)
+}
+
+// TestStdioCancelWhileWaitingForRoom fills the room of the answers with
+// runs that wait, and has an interact wait for room behind them: conch mcp
+// reads on meanwhile, and the interact's cancel ends its wait, so that a
+// small run sent after it, which room is left for but which would queue
+// behind it, is answered while the runs still wait. The cancelled call is
+// not answered.
+func TestStdioCancelWhileWaitingForRoom(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	g := newGate(t)
+	m := startRawMCP(t)
+	m.initialize()
+	// Four runs that hold all the room but 4000 bytes while they wait.
+	const held = mcpserver.MaxOutputLimit - 1000
+	for i := range 4 {
+		started := filepath.Join(dir, fmt.Sprint("started", i))
+		m.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"run","arguments":`+
+			`{"command":%q,"session":"s%d","outputLimit":%d,"timeout":600}}}`, 2+i, "touch "+started+"; "+g.wait(), i, held))
+		waitFile(t, started)
+	}
+	m.send(`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"list","arguments":{}}}`)
+	r := m.next()
+	require.Equal(t, "10", string(r.ID), "list is answered while the runs wait: %s", r.Result)
+	var listed struct {
+		StructuredContent mcpserver.ListOutput `json:"structuredContent"`
+	}
+	require.NoError(t, json.Unmarshal(r.Result, &listed))
+	require.Len(t, listed.StructuredContent.Processes, 4)
+
+	m.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"interact","arguments":`+
+		`{"id":%q,"outputLimit":%d,"timeout":600}}}`, listed.StructuredContent.Processes[0].ID, mcpserver.MaxOutputLimit))
+	m.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":11}}`)
+	m.send(`{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"run","arguments":` +
+		`{"command":"echo small","session":"other","outputLimit":1000}}}`)
+	r = m.next()
+	require.Equal(t, "12", string(r.ID), "the small run is answered while the others wait: %s", r.Result)
+	require.Contains(t, string(r.Result), "small")
+
+	g.open(t)
+	answered := map[string]bool{}
+	for range 4 {
+		r := m.next()
+		require.Nil(t, r.Error, "%s", r.ID)
+		answered[string(r.ID)] = true
+	}
+	require.Equal(t, map[string]bool{"2": true, "3": true, "4": true, "5": true}, answered, "the runs are answered, the cancelled interact not")
+}
