@@ -450,7 +450,7 @@ func (r Result) text() string {
 	case r.Running:
 		fmt.Fprintf(&b, "still running as %s (interact to wait more, send input or interrupt)\n", r.ID)
 	case r.Error != "":
-		fmt.Fprintf(&b, "failed (%s): %s\n", r.Reason, plaintext.Escape(r.Error))
+		fmt.Fprintf(&b, "failed (%s): %s\n", r.Reason, headerField(r.Error))
 	case r.Signal != "":
 		fmt.Fprintf(&b, "ended by signal %s (%s)\n", r.Signal, r.Reason)
 	case r.ExitCode != nil:
@@ -462,10 +462,10 @@ func (r Result) text() string {
 		b.WriteString("killed by the OOM killer: the session is over its memory limit\n")
 	}
 	if r.Session != "" {
-		fmt.Fprintf(&b, "session: %s\n", plaintext.Escape(r.Session))
+		fmt.Fprintf(&b, "session: %s\n", headerField(r.Session))
 	}
 	if r.Cwd != "" {
-		fmt.Fprintf(&b, "cwd: %s\n", plaintext.Escape(r.Cwd))
+		fmt.Fprintf(&b, "cwd: %s\n", headerField(r.Cwd))
 	}
 	if r.Truncated {
 		b.WriteString("(the oldest output was dropped before it was read)\n")
@@ -474,7 +474,7 @@ func (r Result) text() string {
 		fmt.Fprintf(&b, "next cursor: %s\n", r.Next)
 	}
 	if r.Note != "" {
-		fmt.Fprintf(&b, "note: %s\n", plaintext.Escape(r.Note))
+		fmt.Fprintf(&b, "note: %s\n", headerField(r.Note))
 	}
 	if r.Output == "" {
 		b.WriteString("(no output)\n")
@@ -486,6 +486,41 @@ func (r Result) text() string {
 		}
 	}
 	return b.String()
+}
+
+// maxHeaderField bounds the text of a field of an answer's header (a cwd,
+// a session's name, an error, a note), so that the header stays a few short
+// lines: a cwd 100 directories deep, each named with 255 control bytes,
+// made the text of `echo hi` 100 KB. The structured content has it whole.
+const maxHeaderField = 400
+
+// headerField is s escaped (plaintext.Escape) for a line of the header,
+// within maxHeaderField bytes: a longer one keeps the text of its first and
+// last bytes, half of that each, and says how many bytes of s it left out
+// between them.
+func headerField(s string) string {
+	text := plaintext.Escape(s)
+	if len(text) <= maxHeaderField {
+		return text
+	}
+	// Cut between characters, whose escapes are each whole.
+	head, room := 0, maxHeaderField/2
+	for head < len(s) {
+		_, n := utf8.DecodeRuneInString(s[head:])
+		if room -= len(plaintext.Escape(s[head : head+n])); room < 0 {
+			break
+		}
+		head += n
+	}
+	tail, room := len(s), maxHeaderField/2
+	for tail > head {
+		_, n := utf8.DecodeLastRuneInString(s[:tail])
+		if room -= len(plaintext.Escape(s[tail-n : tail])); room < 0 {
+			break
+		}
+		tail -= n
+	}
+	return fmt.Sprintf("%s[... %d bytes omitted ...]%s", plaintext.Escape(s[:head]), tail-head, plaintext.Escape(s[tail:]))
 }
 
 // textResult is the tool result holding r's text; the SDK adds r as
