@@ -756,16 +756,37 @@ func (c *Command) shellExited(st *streams, rd *readLoop) {
 		}
 	}
 	if g, ok := c.takeGivenUp(); ok { // its end was given up as the shell exited
-		c.endGivenUp(g)
-		return
+		r = g
+	} else {
+		c.mu.Lock()
+		if r.Reason == process.Lost && c.timedOut {
+			// Ended by the engine after the command outlived its timeout.
+			r = process.Result{Reason: process.TimedOut}
+		}
+		c.mu.Unlock()
 	}
+	c.endAfterSession(r)
+}
+
+// endAfterSession ends the command whose shell exited under it with r once
+// the session has ended: whoever sees the command's end sees the session
+// terminal too, with its result, and the commands queued behind it failed.
+// What the command used is measured now, while the session's cgroup, which
+// the session's end removes, is there to read. The session's end (by
+// itself, or an End already running: a kill of the session, its deletion)
+// waits for the queue's turn, which the caller holds until it returns:
+// the command ends on a goroutine of its own, which Close waits for.
+func (c *Command) endAfterSession(r process.Result) {
 	c.mu.Lock()
-	if r.Reason == process.Lost && c.timedOut {
-		// Ended by the engine after the command outlived its timeout.
-		r = process.Result{Reason: process.TimedOut}
-	}
+	r = c.meter.Account(r, &c.usage, slices.Contains(c.sent, syscall.SIGKILL))
 	c.mu.Unlock()
-	c.finish(r)
+	s := c.s
+	s.wg.Add(1) // before the session's end, which Close's wait comes after
+	go func() {
+		defer s.wg.Done()
+		<-s.h.Done()
+		c.settle(false, r, false)
+	}()
 }
 
 // sentIt reports whether a kill of the command sent it sig: INT through an
@@ -1026,13 +1047,20 @@ func (c *Command) endQueued(r process.Result) bool { return c.finishIf(true, r) 
 
 // finishIf is finish, only from the queue when queued is set; it reports
 // whether it ended the command.
-func (c *Command) finishIf(queued bool, r process.Result) bool {
+func (c *Command) finishIf(queued bool, r process.Result) bool { return c.settle(queued, r, true) }
+
+// settle is finishIf, measuring what the command used into r when measure
+// is set (see endAfterSession for an r measured already).
+func (c *Command) settle(queued bool, r process.Result, measure bool) bool {
 	c.mu.Lock()
 	if queued && c.phase != phaseQueued || c.advanceLocked(phaseEnded) != nil { // ended already, or taken up
 		c.mu.Unlock()
 		return false
 	}
-	c.result = c.meter.Account(r, &c.usage, slices.Contains(c.sent, syscall.SIGKILL))
+	if measure {
+		r = c.meter.Account(r, &c.usage, slices.Contains(c.sent, syscall.SIGKILL))
+	}
+	c.result = r
 	c.exitedAt = time.Now()
 	c.endPID = pidNotRead // a command that never started keeps no startedAt
 	for _, t := range c.timers {

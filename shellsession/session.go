@@ -816,7 +816,8 @@ func (s *Session) teardown() {
 }
 
 // shellExited ends the session whose shell has exited, once the command it
-// ran, if any, has seen the exit.
+// ran, if any, has seen the exit and given back the queue's turn; that
+// command ends after the session (see Command.endAfterSession).
 func (s *Session) shellExited() {
 	s.kickAwaiting() // it waits for its streams, not for the exit
 	s.h.EndedByItself()
@@ -838,6 +839,16 @@ func (s *Session) kickAwaiting() {
 	s.mu.Unlock()
 	if c != nil {
 		c.kick()
+	}
+}
+
+// reaped reports whether the shell has exited and been reaped.
+func (s *Session) reaped() bool {
+	select {
+	case <-s.exited:
+		return true
+	default:
+		return false
 	}
 }
 

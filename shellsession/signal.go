@@ -62,8 +62,10 @@ func (c *Command) signal(sig syscall.Signal) {
 		proctree.Send(pid, sig)
 	}
 	// A program the command exec'd runs where the shell was, no
-	// descendant of it: TERM to exec sleep 30 reached nothing.
-	if shell := c.s.cmd.Process.Pid; c.state() == process.Running && c.s.execd("/proc/"+strconv.Itoa(shell)) {
+	// descendant of it: TERM to exec sleep 30 reached nothing. Not once
+	// the shell is reaped (its command ends after the session's end, see
+	// endAfterSession): its pid may be another program's.
+	if shell := c.s.cmd.Process.Pid; c.state() == process.Running && !c.s.reaped() && c.s.execd("/proc/"+strconv.Itoa(shell)) {
 		proctree.Send(shell, sig)
 	}
 }
@@ -307,6 +309,10 @@ func (c *Command) signalINT() {
 	defer c.s.intMu.Unlock()
 	select {
 	case <-c.done:
+		return
+	case <-c.s.exited:
+		// Reaped, the shell's group may be another's; its command ends
+		// once the session has (see endAfterSession).
 		return
 	default:
 	}

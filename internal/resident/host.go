@@ -297,8 +297,8 @@ func (h *Host) Info() process.Info {
 		select {
 		case <-h.exited:
 			// Reaped, its end not yet recorded (EndedByItself is on
-			// its way): the command that ended it may have reported
-			// already, and the session is terminal from then on.
+			// its way): the session is terminal from then on. The
+			// command it died under ends once the end is recorded.
 			i.State, i.Result, i.ExitedAt = process.Terminal, h.statusResult(nil), h.reapedAt
 		default:
 		}
