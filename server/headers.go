@@ -94,17 +94,25 @@ func withConn(ctx context.Context, c net.Conn) context.Context {
 }
 
 // connState is the http.Server's ConnState: a connection that goes idle
-// after an answer reads its next request's headers from its next byte on.
+// after an answer reads its next request's headers from its next byte on,
+// and is idle (see idleConns) from then until its next request's headers
+// are read.
 func connState(c net.Conn, st http.ConnState) {
 	jc, ok := c.(*jsonErrorConn)
 	if !ok {
 		return
 	}
 	switch st {
+	case http.StateActive:
+		jc.idleSince.Store(0) // serving: not to be closed to make room
 	case http.StateIdle:
 		jc.headers.begin()
+		if jc.idle != nil {
+			jc.idleSince.Store(jc.idle.clock.Add(1))
+		}
 	case http.StateHijacked, http.StateClosed:
 		jc.headers.end()
+		jc.idleSince.Store(0)
 	}
 }
 

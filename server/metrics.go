@@ -255,11 +255,13 @@ func (s *Server) metricsMux() http.Handler {
 }
 
 // metricsMaxConnections bounds the metrics listener's connections open at
-// once: a scraper or two and the probes need a few each.
+// once: a scraper or two and the probes need a few each. One past it
+// closes the connection idle longest (see idleConns).
 const metricsMaxConnections = 16
 
 // metricsIdleTimeout is how long the metrics listener keeps an idle
-// connection: a scraper's next scrape, 15 s or more later, opens another,
+// connection, and waits for the headers of a request, the first one
+// included: a scraper's next scrape, 15 s or more later, opens another,
 // and a connection forgotten open gives its place back soon.
 const metricsIdleTimeout = 5 * time.Second
 
@@ -271,10 +273,12 @@ func (s *Server) ServeMetrics(ln net.Listener) error {
 	s.log.Info("serving metrics", "addr", ln.Addr().String())
 	// Bounded as the API's listener is, since its connections need no
 	// token either: unbounded, idle ones took every descriptor the daemon
-	// had, and the API answered nothing. Its headers are not counted in
-	// the API's header budget, which a scraper's must not take from.
-	bounded := jsonErrorListener{Listener: ln, max: metricsMaxConnections, open: new(atomic.Int64),
-		full: fmt.Sprintf("the metrics listener has %d connections open, its most: close idle ones, or try again", metricsMaxConnections)}
+	// had, and the API answered nothing. But when full it lets the idlest
+	// go, so that idle ones cannot keep the probes out. Its headers are
+	// not counted in the API's header budget, which a scraper's must not
+	// take from.
+	bounded := jsonErrorListener{Listener: ln, max: metricsMaxConnections, open: new(atomic.Int64), idle: newIdleConns(),
+		full: fmt.Sprintf("the metrics listener has %d connections serving requests, its most: try again", metricsMaxConnections)}
 	if err := s.ms.Serve(bounded); err != http.ErrServerClosed {
 		return err
 	}

@@ -274,56 +274,90 @@ func TestMetricsClientGone(t *testing.T) {
 	require.False(t, ok, "no request is counted under code 0")
 }
 
-// The metrics listener, which needs no token, bounds its connections as
-// the API's does (--max-connections), and lets idle ones go soon: it had
-// no bound and kept an idle connection 2 minutes, and a few hundred idle
-// ones took every descriptor the daemon had. One past the bound is
-// answered 429 resource_exhausted and closed; a place given back is taken
-// again.
-func TestMetricsListenerBounded(t *testing.T) {
-	t.Parallel()
-	d := start(t, server.Options{})
+// serveMetricsListener serves d's metrics listener on a loopback port of
+// its own and returns its address; the test's end shuts d down.
+func serveMetricsListener(t *testing.T, d *daemon) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	served := make(chan error, 1)
 	go func() { served <- d.srv.ServeMetrics(ln) }()
+	t.Cleanup(func() {
+		require.NoError(t, d.srv.Shutdown(context.Background()))
+		require.NoError(t, <-served)
+	})
+	return ln.Addr().String()
+}
 
-	// livez asks for /livez on a connection of its own, kept open, and
-	// returns it with the answer.
-	livez := func() (net.Conn, *http.Response) {
-		conn, err := net.Dial("tcp", ln.Addr().String())
-		require.NoError(t, err)
-		t.Cleanup(func() { conn.Close() })
+// metricsGet sends GET path to the metrics listener at addr on a connection
+// of its own, with extra headers added, and returns the connection, kept
+// open, with the answer, its body read.
+func metricsGet(t *testing.T, addr, path, extra string) (net.Conn, *http.Response, string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+	_, err = fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s\r\n", path, extra)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return conn, resp, string(b)
+}
+
+// idleConn opens a connection to addr that sends nothing, closed when the
+// test ends at the latest.
+func idleConn(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// The metrics listener, which needs no token, bounds its connections as
+// the API's does (--max-connections), and lets idle ones go soon: it had
+// no bound and kept an idle connection 2 minutes, and a few hundred idle
+// ones took every descriptor the daemon had. Only when every connection it
+// holds is serving a request is one more answered 429 resource_exhausted
+// and closed; a place given back is taken again.
+func TestMetricsListenerBounded(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	// A request whose body has not come holds its connection, serving,
+	// while the daemon reads the rest of the body after the answer.
+	server.SetReadRest(d.srv, 1<<20, time.Minute)
+	addr := serveMetricsListener(t, d)
+
+	var held []net.Conn
+	var answers []*http.Response
+	for range server.MetricsMaxConnections {
+		conn := idleConn(t, addr)
 		require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
-		_, err = fmt.Fprintf(conn, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+		_, err := fmt.Fprintf(conn, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n")
 		require.NoError(t, err)
+		// The answer's status and headers come at once; its end, once
+		// the request has ended.
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		require.NoError(t, err)
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		resp.Body = io.NopCloser(strings.NewReader(string(b)))
-		return conn, resp
-	}
-	var held []net.Conn
-	for range server.MetricsMaxConnections {
-		conn, resp := livez()
 		require.Equal(t, http.StatusOK, resp.StatusCode)
-		held = append(held, conn)
+		held, answers = append(held, conn), append(answers, resp)
 	}
-	_, resp := livez()
+	_, resp, b := metricsGet(t, addr, "/livez", "")
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
-	b, _ := io.ReadAll(resp.Body)
-	require.Contains(t, string(b), `"code":"resource_exhausted"`)
-	require.Contains(t, string(b), "metrics listener")
+	require.Contains(t, b, `"code":"resource_exhausted"`)
+	require.Contains(t, b, "metrics listener")
 
-	// An idle connection is let go (the hang guard is far past the idle
-	// timeout), and its place is taken again.
-	require.NoError(t, held[0].SetReadDeadline(time.Now().Add(60*time.Second)))
-	_, err = held[0].Read(make([]byte, 1))
-	require.ErrorIs(t, err, io.EOF, "an idle connection to the metrics listener is closed")
-	deadline := time.Now().Add(30 * time.Second) // a hang guard: the close is counted once net/http has made it
+	// A request that ends gives its place back, and it is taken again.
+	_, err := held[0].Write(make([]byte, 100))
+	require.NoError(t, err)
+	_, err = io.ReadAll(answers[0].Body)
+	require.NoError(t, err)
+	deadline := time.Now().Add(30 * time.Second) // a hang guard: the place is given back once net/http has seen the body end
 	for {
-		_, resp = livez()
+		_, resp, _ = metricsGet(t, addr, "/livez", "")
 		if resp.StatusCode == http.StatusOK || time.Now().After(deadline) {
 			break
 		}
@@ -331,8 +365,44 @@ func TestMetricsListenerBounded(t *testing.T) {
 	}
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 
-	require.NoError(t, d.srv.Shutdown(ctx(t)))
-	require.NoError(t, <-served)
+	// An idle connection is let go (the hang guard is far past the idle
+	// timeout), as is one that never sends its request.
+	require.NoError(t, held[0].SetReadDeadline(time.Now().Add(60*time.Second)))
+	_, err = held[0].Read(make([]byte, 1))
+	require.ErrorIs(t, err, io.EOF, "an idle connection to the metrics listener is closed")
+	silent := idleConn(t, addr)
+	require.NoError(t, silent.SetReadDeadline(time.Now().Add(60*time.Second)))
+	_, err = silent.Read(make([]byte, 1))
+	require.ErrorIs(t, err, io.EOF, "a connection that sends no request is closed")
+}
+
+// TestMetricsProbesOutlastIdleConnections: connections that send nothing,
+// which need no token to open, cannot keep the kubelet's probes from the
+// metrics listener, where the shipped manifests put the liveness probe:
+// sixteen of them, reopened as they are closed, made every /livez answer
+// 429, and the kubelet restarted the container, every session with it.
+// One past the bound closes the connection idle longest instead.
+func TestMetricsProbesOutlastIdleConnections(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	require.Eventually(t, func() bool { return d.srv.Ready() == nil }, 30*time.Second, 10*time.Millisecond)
+	addr := serveMetricsListener(t, d)
+
+	for range 2 * server.MetricsMaxConnections {
+		idleConn(t, addr)
+	}
+	// Some have kept their connection open after an answer, idle too.
+	for range server.MetricsMaxConnections {
+		_, resp, _ := metricsGet(t, addr, "/metrics", "")
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	for round := range 20 {
+		for _, path := range []string{"/livez", "/readyz"} {
+			idleConn(t, addr) // the peer opens another as each is closed
+			_, resp, b := metricsGet(t, addr, path, "")
+			require.Equal(t, http.StatusOK, resp.StatusCode, "round %d of 20, %s: %s", round+1, path, b)
+		}
+	}
 }
 
 // TestMetricsBodyCutShort: a request whose client went away while it sent

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,12 +35,18 @@ const plainErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnec
 // it is answered 429 and closed at once, so that idle connections (20,000
 // of them after a GET /livez each, no token needed) cannot take every
 // descriptor the daemon has, which left no client able to connect.
+//
+// With idle set, one past the bound closes instead the connection idle
+// longest, and is refused only when every connection is serving a request:
+// there, sixteen connections that sent nothing held every place, and the
+// kubelet's probes were refused until it restarted the daemon.
 type jsonErrorListener struct {
 	net.Listener
 	max     int
 	full    string        // the message of a refusal: which bound it is, what to do
 	open    *atomic.Int64 // the connections accepted and not closed
 	headers *headerBudget // the bytes of headers being read (see headerBudget; nil: not counted)
+	idle    *idleConns    // the connections open, to close the idlest of when full (nil: refuse)
 }
 
 func (l jsonErrorListener) Accept() (net.Conn, error) {
@@ -51,12 +58,74 @@ func (l jsonErrorListener) Accept() (net.Conn, error) {
 		if l.max <= 0 {
 			return newJSONErrorConn(c, nil, l.headers), nil
 		}
-		if l.open.Add(1) <= int64(l.max) {
-			return newJSONErrorConn(c, l.open, l.headers), nil
+		for {
+			if l.open.Add(1) <= int64(l.max) {
+				jc := newJSONErrorConn(c, l.open, l.headers)
+				l.idle.add(jc)
+				return jc, nil
+			}
+			l.open.Add(-1)
+			if !l.idle.closeIdlest() {
+				break
+			}
 		}
-		l.open.Add(-1)
 		go refuseConn(c, l.full)
 	}
+}
+
+// idleConns are the connections a listener holds open, each with when it
+// went idle, so that the one idle longest can be closed to make room.
+type idleConns struct {
+	mu    sync.Mutex
+	conns map[*jsonErrorConn]struct{}
+	clock atomic.Int64 // orders the moments connections go idle
+}
+
+func newIdleConns() *idleConns {
+	return &idleConns{conns: make(map[*jsonErrorConn]struct{})}
+}
+
+// add holds c, idle from now: one that has not sent its request yet
+// takes a place as an idle one does.
+func (ic *idleConns) add(c *jsonErrorConn) {
+	if ic == nil {
+		return
+	}
+	c.idle = ic
+	c.idleSince.Store(ic.clock.Add(1))
+	ic.mu.Lock()
+	ic.conns[c] = struct{}{}
+	ic.mu.Unlock()
+}
+
+// remove lets c go, once it is closed.
+func (ic *idleConns) remove(c *jsonErrorConn) {
+	ic.mu.Lock()
+	delete(ic.conns, c)
+	ic.mu.Unlock()
+}
+
+// closeIdlest closes the connection idle longest, and says whether there
+// was one: none is when every connection is serving a request. Once it
+// returns, the connection no longer counts among those open.
+func (ic *idleConns) closeIdlest() bool {
+	if ic == nil {
+		return false
+	}
+	var idlest *jsonErrorConn
+	ic.mu.Lock()
+	for c := range ic.conns {
+		since := c.idleSince.Load()
+		if since != 0 && (idlest == nil || since < idlest.idleSince.Load()) {
+			idlest = c
+		}
+	}
+	ic.mu.Unlock()
+	if idlest == nil {
+		return false
+	}
+	_ = idlest.Close()
+	return true
 }
 
 // refuseConn answers c 429, saying msg, and closes it, within a second. What the client
@@ -116,8 +185,12 @@ const (
 type jsonErrorConn struct {
 	net.Conn
 	open    *atomic.Int64 // counts it until it is closed, when bounded
-	closed  atomic.Bool
-	headers headerPhase // its part in the header budget
+	closed  sync.Once     // gives its place back, once; a second Close waits for the first to have
+	headers headerPhase   // its part in the header budget
+	// idle, when set, holds it; idleSince is when it went idle, on
+	// idle's clock, or 0 while it serves a request.
+	idle      *idleConns
+	idleSince atomic.Int64
 }
 
 // newJSONErrorConn wraps c, counted in open (nil: not), its headers in
@@ -143,9 +216,14 @@ func (c *jsonErrorConn) Read(p []byte) (int, error) {
 }
 
 func (c *jsonErrorConn) Close() error {
-	if c.open != nil && c.closed.CompareAndSwap(false, true) {
-		c.open.Add(-1)
-	}
+	c.closed.Do(func() {
+		if c.idle != nil {
+			c.idle.remove(c)
+		}
+		if c.open != nil {
+			c.open.Add(-1)
+		}
+	})
 	c.headers.end()
 	return c.Conn.Close()
 }

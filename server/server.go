@@ -311,6 +311,7 @@ func New(opts Options) (*Server, error) {
 	s.hs = s.httpServer(s.handler)
 	s.ms = s.httpServer(s.metricsMux())
 	s.ms.IdleTimeout = metricsIdleTimeout
+	s.ms.ReadHeaderTimeout = metricsIdleTimeout
 	return s, nil
 }
 
