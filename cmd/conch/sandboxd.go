@@ -11,7 +11,9 @@ import (
 	"strconv"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 
 	"github.com/conchsh/conch/exec"
@@ -43,9 +45,32 @@ type sandboxdOptions struct {
 // it, and nothing bounds how many arrive at once on these tokenless ports.
 const sandboxdMaxRecvMsgSize = 4 << 20
 
-// sandboxdReadHeaderTimeout bounds the reading of a REST request's headers;
-// bodies are not bounded, since file transfers may be large.
+// sandboxdReadHeaderTimeout bounds the reading of a REST request's headers,
+// and a gRPC connection's handshake (grpc's own default is 120 s); bodies
+// are not bounded, since file transfers may be large.
 const sandboxdReadHeaderTimeout = 10 * time.Second
+
+// sandboxdGRPCIdleTimeout is how long a gRPC connection with no call in
+// flight is kept: its client, told to go away, connects again for its next
+// call, and one forgotten open gives its place (see boundSandboxdPorts)
+// back. It is the API's idle timeout.
+const sandboxdGRPCIdleTimeout = 2 * time.Minute
+
+// boundSandboxdPorts bounds the connections the gRPC and REST ports each
+// hold open to --max-connections, as the API's are: they need no token,
+// and idle ones, unbounded, took every descriptor the daemon had, so that
+// neither the API nor its probes answered. Past the bound a connection
+// waits in the kernel's accept queue, which takes none of the daemon's
+// descriptors, until one closes. The API's own bound (server's listener)
+// is not used: it answers a refusal as HTTP/1.1 in conch's error shape,
+// where these ports speak HTTP/2 (gRPC) and upstream sandboxd's shape.
+func boundSandboxdPorts(o sandboxdOptions, grpcLn, restLn net.Listener) (net.Listener, net.Listener) {
+	n := o.serve.maxConnections
+	if n <= 0 {
+		n = server.DefaultMaxConnections
+	}
+	return netutil.LimitListener(grpcLn, n), netutil.LimitListener(restLn, n)
+}
 
 func cmdSandboxd(ctx context.Context, e *env, args []string) int {
 	o, code, ok := parseSandboxd(e, args)
@@ -234,7 +259,10 @@ func (n notDraining) Ready() bool { return !n.srv.Draining() }
 func serveSandboxd(ctx context.Context, sig <-chan os.Signal, o sandboxdOptions, sbx *sandboxd.Server, srv *server.Server,
 	grpcLn, restLn, ln, metricsLn net.Listener, d *daemon, logger *slog.Logger, stateDir string,
 ) error {
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(sandboxdMaxRecvMsgSize))
+	grpcLn, restLn = boundSandboxdPorts(o, grpcLn, restLn)
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(sandboxdMaxRecvMsgSize),
+		grpc.ConnectionTimeout(sandboxdReadHeaderTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: sandboxdGRPCIdleTimeout}))
 	sbx.RegisterGRPC(g)
 	reflection.Register(g) // grpcurl lists and calls the service without the .proto
 	hs := &http.Server{

@@ -88,10 +88,21 @@ func sandboxdListening(line string) (grpcAddr, restAddr string, ok bool) {
 // ports and returns once it serves.
 func startSandboxd(t *testing.T, root string, extraEnv []string, args ...string) *sandboxdProc {
 	t.Helper()
+	return startSandboxdLimited(t, 0, root, extraEnv, args...)
+}
+
+// startSandboxdLimited is startSandboxd with the daemon's RLIMIT_NOFILE
+// lowered to nofile (0: left as it is).
+func startSandboxdLimited(t *testing.T, nofile int, root string, extraEnv []string, args ...string) *sandboxdProc {
+	t.Helper()
 	work := t.TempDir()
 	token := "sandboxd-test-token"
-	cmd := exec.Command("conch", append([]string{"sandboxd", "--grpc-port", "0", "--rest-port", "0",
-		"--root-dir", root, "--listen", "127.0.0.1:0"}, args...)...)
+	argv := append([]string{"conch", "sandboxd", "--grpc-port", "0", "--rest-port", "0",
+		"--root-dir", root, "--listen", "127.0.0.1:0"}, args...)
+	if nofile > 0 {
+		argv = append([]string{"sh", "-c", `ulimit -n "$0" && exec "$@"`, strconv.Itoa(nofile)}, argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(work, "state"), "CONCH_TOKEN="+token)
 	cmd.Env = append(cmd.Env, extraEnv...)
 	stderr, err := cmd.StderrPipe()
@@ -509,4 +520,55 @@ func TestSandboxdMetricsPortTaken(t *testing.T) {
 	require.NotContains(t, stderr.String(), "listening on")
 	require.NotContains(t, stderr.String(), "sandboxd gRPC on")
 	require.NoFileExists(t, filepath.Join(state, "conch", client.EndpointFile), "no endpoint record is left behind")
+}
+
+// TestSandboxdBoundsIdleConnections holds many more connections that send
+// nothing to the gRPC and REST ports than the daemon has descriptors: they
+// need no token. Those ports had no bound, and such connections took every
+// descriptor the daemon had (accept: too many open files) until grpc let
+// them go, 120 s later: conch's API, its probes and gRPC answered nothing
+// meanwhile. Each port now holds at most --max-connections, the rest wait
+// in the kernel's queue, and the API answers.
+func TestSandboxdBoundsIdleConnections(t *testing.T) {
+	t.Parallel()
+	p := startSandboxdLimited(t, 64, t.TempDir(), nil, "--max-connections", "8")
+	var idle []net.Conn
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	for _, addr := range []string{p.grpc, p.rest} {
+		for range 100 {
+			c, err := net.Dial("tcp", addr)
+			require.NoError(t, err)
+			idle = append(idle, c)
+		}
+	}
+	hc := &http.Client{Timeout: 30 * time.Second} // a hang guard, far below the 120 s grpc held them
+	defer hc.CloseIdleConnections()
+	for range 5 {
+		resp, body := send(t, hc, "GET", p.api+"/healthz", "")
+		require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	}
+
+	// The gRPC port lets go of the connections it holds that never began
+	// HTTP/2 (the first 8, accepted in turn; the hang guard is far below
+	// the 120 s grpc gives them when not told otherwise), and once the
+	// others close too, the ports serve again.
+	for _, c := range idle[8:] {
+		c.Close()
+	}
+	for _, c := range idle[:8] {
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(60*time.Second)))
+		_, err := io.Copy(io.Discard, c)
+		require.NoError(t, err, "a gRPC connection that sends nothing is closed")
+	}
+	resp, body := send(t, hc, "GET", "http://"+p.rest+"/v1/health", "")
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	out, err := p.client(t).Execute(ctx, &sandboxdpb.ExecuteRequest{Config: cfgOf("echo", "hi")}, grpc.WaitForReady(true))
+	require.NoError(t, err)
+	require.Equal(t, "hi\n", string(out.GetStdout()))
 }
