@@ -1,6 +1,7 @@
 package sandboxd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,19 +35,20 @@ func (s *Server) spawn(cfg *sandboxdpb.ProcessConfig, pty *sandboxdpb.PTY, openS
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, status.Error(codes.InvalidArgument, "command is required")
 	}
-	cwd := s.root
-	if c := cfg.GetCwd(); c != "" {
-		var err error
-		if cwd, err = s.resolve(c); err != nil {
-			return nil, pathStatus("cwd", c, err)
-		}
-		fi, err := os.Stat(cwd)
-		if err != nil {
-			return nil, pathStatus("cwd", c, err)
-		}
-		if !fi.IsDir() {
-			return nil, status.Errorf(codes.InvalidArgument, "cwd %q is not a directory", c)
-		}
+	// No cwd is the root, checked as a cwd of "/" is: a root that a
+	// process in the sandbox removed is NOT_FOUND either way, not the
+	// engine's INVALID_ARGUMENT.
+	c := cmp.Or(cfg.GetCwd(), "/")
+	cwd, err := s.resolve(c)
+	if err != nil {
+		return nil, pathStatus("cwd", c, err)
+	}
+	fi, err := os.Stat(cwd)
+	if err != nil {
+		return nil, pathStatus("cwd", c, err)
+	}
+	if !fi.IsDir() {
+		return nil, status.Errorf(codes.InvalidArgument, "cwd %q is not a directory", c)
 	}
 	opts := exec.Options{
 		Argv:      argv,

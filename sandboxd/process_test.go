@@ -238,6 +238,27 @@ func TestExecuteCwdClimbRefused(t *testing.T) {
 	}
 }
 
+// TestRootMissingIsNotFound: while the sandbox root is missing (a process
+// in the sandbox removed it), a process started in it, as every one without
+// a cwd is, is NOT_FOUND, whether the cwd is left out or given as "/": left
+// out, the engine refused it, INVALID_ARGUMENT ("cwd: stat ROOT: no such
+// file or directory"), where "/" was NOT_FOUND.
+func TestRootMissingIsNotFound(t *testing.T) {
+	d := serve(t, Options{})
+	require.NoError(t, os.Remove(d.root))
+	for _, cwd := range []*string{nil, proto.String("/")} {
+		c := &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: cwd}
+		_, err := d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: c})
+		require.Equal(t, codes.NotFound, status.Code(err), "Execute, cwd %v: %v", cwd, err)
+		require.Contains(t, status.Convert(err).Message(), "does not exist in the sandbox")
+
+		stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: c})
+		require.NoError(t, err)
+		_, err = stream.Recv()
+		require.Equal(t, codes.NotFound, status.Code(err), "Start, cwd %v: %v", cwd, err)
+	}
+}
+
 // TestLongInputStatusFitsTrailers checks that a refusal quoting a long
 // cwd, program or variable name reaches a client that takes 8 KiB of
 // trailers, as gRPC's C-core and Java clients do: its message, which
