@@ -1,8 +1,8 @@
 package mcpserver
 
 import (
-	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -13,13 +13,16 @@ import (
 // The SDK handles each call on its own, and MaxOutputLimit bounds one
 // answer only: a client that pipelined 40 read_output calls of 4 MB and
 // read nothing had conch mcp hold 1.4 GB, every call read before the first
-// answer's write waited holding its whole answer. So the calls whose
-// answers carry output (run, interact, read_output) take room for their
-// limit before they read any output, and give it back once their answer is
-// written or dropped: the stdio gate, which sees every answer go, marks
-// each such call with a key in its _meta and gives that key's room back
-// (see gate.Write). A call that finds no room waits for it, and a cancel
-// ends that wait: the gate reads on meanwhile.
+// answer's write waited holding its whole answer. So a call whose answer
+// carries more output than the default (run, interact, read_output with a
+// larger limit) takes room for its limit before it reads any output, and
+// gives it back once its answer is written or dropped: the stdio gate,
+// which sees every answer go, marks each such call with a key in its _meta
+// and gives that key's room back (see gate.Write). A call that finds no
+// room does not wait for it: its answer is cut to the default limit, and
+// says so. A call that waited held back what an interact carries (an
+// interrupt, input) and a read_output that answers at once, for as long as
+// the runs holding the room waited for their commands.
 
 // answerRoom bounds the limits of the calls under way together: four
 // answers of the largest limit, five hundred of the default one. Each
@@ -83,30 +86,36 @@ func (b *budget) marked(req *jsonrpc.Request, raw []byte) []byte {
 	return out
 }
 
-// take waits until there is room for an answer of limit bytes to the call
-// req, and takes it, or returns ctx's error. A call the gate did not mark
-// (no stdio) takes none.
-func (b *budget) take(ctx context.Context, req *mcp.CallToolRequest, limit int64) error {
-	if b == nil || req == nil || req.Params == nil {
-		return nil
+// take takes room for an answer of limit bytes to the call req, without
+// waiting, and returns the limit its answer may have, and whether that is
+// cut: limit when it is DefaultOutputLimit or less (such an answer takes
+// no room), when it found room, or when the gate did not mark the call (no
+// stdio); DefaultOutputLimit otherwise.
+func (b *budget) take(req *mcp.CallToolRequest, limit int64) (int64, bool) {
+	if b == nil || req == nil || req.Params == nil || limit <= DefaultOutputLimit {
+		return limit, false
 	}
 	k, ok := req.Params.GetMeta()[roomKey].(float64)
 	if !ok {
-		return nil
+		return limit, false
 	}
 	key, n := int64(k), min(limit, answerRoom)
-	if err := b.room.Acquire(ctx, n); err != nil {
-		return err
+	if !b.room.TryAcquire(n) {
+		return DefaultOutputLimit, true
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, ok := b.held[key]; !ok {
 		b.room.Release(n) // a key the gate did not give, or whose call is answered
-		return nil
+		return limit, false
 	}
 	b.held[key] += n
-	return nil
+	return limit, false
 }
+
+// cutNote says why an answer's output was cut to DefaultOutputLimit (see
+// budget.take).
+var cutNote = fmt.Sprintf("output cut to %d bytes, under the outputLimit asked for: the answers of other calls under way hold conch mcp's room for output (%d bytes); read on from the cursor", DefaultOutputLimit, answerRoom)
 
 // answered gives back the room of the calls that rs answer: their answers
 // were written, dropped or given up.

@@ -52,9 +52,7 @@ func (s *Server) readOutput(ctx context.Context, req *mcp.CallToolRequest, in Re
 	if err != nil {
 		return nil, ReadOutput{}, err
 	}
-	if err := s.budget.take(ctx, req, limit); err != nil {
-		return nil, ReadOutput{}, err
-	}
+	limit, _ = s.budget.take(req, limit)      // cut: a shorter page, "more" set
 	from, _, _ := strings.Cut(in.Cursor, "~") // where it points, without open
 	// Read frames until there is more than limit (or nothing more), then
 	// cut at a character boundary, at a line end when one is near.

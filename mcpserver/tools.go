@@ -182,11 +182,9 @@ func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput)
 	id := sess.id
 	var r *client.RunResult
 	var p *client.Process
-	if err == nil {
-		// Taken once the command is queued, not before its turn: a run
-		// ahead of it in its session's line may wait for room meanwhile.
-		err = s.budget.take(ctx, req, wait.limit)
-	}
+	// Taken once the command is queued, not before its turn.
+	var cut bool
+	wait.limit, cut = s.budget.take(req, wait.limit)
 	if err == nil {
 		r, p, err = s.c.Interact(ctx, cmd.ID, client.InteractOptions{Cursor: "0",
 			Timeout: wait.timeout, IdleTimeout: wait.idle, OutputLimit: daemonLimit(wait.limit)})
@@ -206,6 +204,9 @@ func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput)
 	s.answered(out)
 	if !created && (in.Shell != "" || in.Cwd != "" || in.Limits != nil) {
 		out.Note = fmt.Sprintf("session %q existed already: shell and cwd apply only when a session is created, and so do limits", name)
+	}
+	if cut {
+		out.Note = joinNotes(out.Note, cutNote)
 	}
 	return textResult(out), out, nil
 }
@@ -231,9 +232,8 @@ func (s *Server) interact(ctx context.Context, req *mcp.CallToolRequest, in Inte
 	if err != nil {
 		return nil, Result{}, err
 	}
-	if err := s.budget.take(ctx, req, wait.limit); err != nil {
-		return nil, Result{}, err
-	}
+	var cut bool
+	wait.limit, cut = s.budget.take(req, wait.limit)
 	if asked == "" && cursor != "" {
 		asked = "0" // "+N": from the start; the daemon's "" is after the input
 	}
@@ -297,8 +297,19 @@ func (s *Server) interact(ctx context.Context, req *mcp.CallToolRequest, in Inte
 	if endedBefore {
 		out.Note = fmt.Sprintf("the command had ended before the signal: %s reached nothing", in.Signal)
 	}
+	if cut {
+		out.Note = joinNotes(out.Note, cutNote)
+	}
 	s.answered(out)
 	return textResult(out), out, nil
+}
+
+// joinNotes joins two notes of an answer.
+func joinNotes(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }
 
 // lead is the bytes of the frame after cursor from byte skip on, for an
