@@ -53,7 +53,9 @@ func TestFinishedJobsLeaveTable(t *testing.T) {
 // command once the session started one; called as \jobs, the user's
 // function ran there instead: finished jobs were never freed, and one that
 // exits ended the session at the next command, though the user never
-// called jobs.
+// called jobs. Called as \command \jobs, a function named command that
+// fails (dash and busybox let one take the name) left them unfreed too:
+// the frame falls back to \jobs, as it does for printf.
 func TestJobsFunctionTakesNoFrame(t *testing.T) {
 	t.Parallel()
 	for _, shell := range testShells {
@@ -62,11 +64,7 @@ func TestJobsFunctionTakesNoFrame(t *testing.T) {
 			dir := t.TempDir()
 			s := newSession(t, Options{Shell: shell, Cwd: dir})
 			expectRun(t, s, `jobs() { echo ran >>"$PWD/called"; }`, 0, "")
-			const jobs = 3
-			for i := range jobs {
-				expectRun(t, s, "{ touch done"+strconv.Itoa(i)+"; } &", 0, "")
-			}
-			expectRun(t, s, `until [ "$(ls | grep -c done)" = `+strconv.Itoa(jobs)+` ]; do sleep 0.01; done; sleep 0.3`, 0, "")
+			finishJobs(t, s, "jobs")
 			// The builtin's own list, the function gone: the frame
 			// freed the finished jobs.
 			expectRun(t, s, "unset -f jobs; jobs", 0, "")
@@ -78,5 +76,36 @@ func TestJobsFunctionTakesNoFrame(t *testing.T) {
 				expectRun(t, s, "echo after", 0, "after\n")
 			}
 		})
+		t.Run(shell+"/command", func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			s := newSession(t, Options{Shell: shell, Cwd: dir})
+			expectRun(t, s, "command() { return 1; }", 0, "")
+			finishJobs(t, s, "command")
+			expectRun(t, s, "jobs", 0, "")
+
+			// The documented limit: with a function named jobs as well,
+			// the fallback runs it, in dash's and busybox's frames.
+			expectRun(t, s, `jobs() { echo ran >>"$PWD/called"; }`, 0, "")
+			expectRun(t, s, "echo after", 0, "after\n")
+			_, err := os.Stat(filepath.Join(dir, "called"))
+			if reportsJobs(s.sh) {
+				require.NoError(t, err, "the frame's fallback ran no jobs function")
+			} else {
+				require.ErrorIs(t, err, os.ErrNotExist, "the frame ran the user's function")
+			}
+		})
 	}
+}
+
+// finishJobs starts three jobs in s, each a command of its own, and waits
+// until each is done and its end seen by the shell; the files they touch
+// are named after prefix.
+func finishJobs(t *testing.T, s *Session, prefix string) {
+	t.Helper()
+	const jobs = 3
+	for i := range jobs {
+		expectRun(t, s, "{ touch "+prefix+"-done"+strconv.Itoa(i)+"; } &", 0, "")
+	}
+	expectRun(t, s, `until [ "$(ls | grep -c -- -done)" = `+strconv.Itoa(jobs)+` ]; do sleep 0.01; done; sleep 0.3`, 0, "")
 }

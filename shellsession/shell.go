@@ -488,8 +488,10 @@ func tracesCommand(sh shells.Shell, flags string) bool {
 // under set -u a plain $! is an error while unset. jobs is no special
 // builtin, which a function can take over even quoted: it is called by
 // "command", as the frame's printf is (see frameCalls), else a user's
-// function named jobs would run in every frame in its place.
-const reportJobs = `case ${!-} in ?*) \command \jobs >/dev/null;; esac`
+// function named jobs would run in every frame in its place; and, as
+// printf does, it falls back to a plain call when a function took
+// "command", else finished jobs were never freed.
+const reportJobs = `case ${!-} in ?*) \command \jobs >/dev/null || \jobs >/dev/null;; esac`
 
 // reportsJobs says whether sh's frame runs reportJobs; the other shells
 // free finished jobs by themselves.
