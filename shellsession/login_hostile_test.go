@@ -125,3 +125,25 @@ func TestLoginProfileFunctionsTakeNoInitWord(t *testing.T) {
 		})
 	}
 }
+
+// TestLoginProfileBuiltinFunctionTakesNoInitWord: mksh's start-up line
+// unexports the prompts and HISTFILE by \builtin \typeset, typeset being
+// no special builtin there; but mksh lets a function take "builtin" too,
+// and one that fails left what the line set, and the profile exported, in
+// every command's environment. The line falls back to \typeset. (bash
+// and zsh call every word of the line through builtin: there a profile's
+// function of that name is beyond what the engine can start under.)
+func TestLoginProfileBuiltinFunctionTakesNoInitWord(t *testing.T) {
+	t.Parallel()
+	for _, shell := range testShells {
+		if shell == "bash" || shell == "zsh" {
+			continue
+		}
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s, err, _ := startHostile(t, shell, "export PS2=x\nbuiltin() { return 1; }\n", 0)
+			require.NoError(t, err)
+			expectRun(t, s, `env | grep -E '^(PS[123]|HISTFILE)=' || echo unexported`, 0, "unexported\n")
+		})
+	}
+}

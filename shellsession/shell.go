@@ -167,13 +167,20 @@ func initScript(sh shells.Shell, env map[string]string, login bool, own string) 
 		// shells.
 		// typeset is no special builtin in mksh: a profile's function
 		// may take it, and "command typeset +x" unexports nothing there.
-		// ksh93 refuses a function of that name, and its "builtin"
-		// adds builtins rather than running one.
-		typeset := "\\typeset +x "
+		// But a function may take "builtin" too: when that fails, the
+		// plain call runs, as the frame's print falls back (frameCalls).
+		// Each in braces, which no alias can take in mksh, for
+		// orReadOnly joins the ops with && and would otherwise run a
+		// fallback after an earlier op failed. ksh93 refuses a function
+		// named typeset, and its "builtin" adds builtins rather than
+		// running one.
+		unexport := prefixEach("\\typeset +x ", []string{"PS1", "PS2", "PS3", "HISTFILE"})
 		if sh.Family == shells.Mksh {
-			typeset = "\\builtin \\typeset +x "
+			for i, op := range unexport {
+				unexport[i] = "{ \\builtin " + op + " || " + op + "; }"
+			}
 		}
-		ops := append(append(prompts, "HISTFILE="), prefixEach(typeset, []string{"PS1", "PS2", "PS3", "HISTFILE"})...)
+		ops := append(append(prompts, "HISTFILE="), unexport...)
 		return common + orReadOnly(login, append(ops, prefixEach("\\unset ", unset)...)) + "\n\\set +m 2>/dev/null\n" + exportAgain(sh, env) + closeOwn(sh, own)
 	}
 	// dash and busybox sh, which have no typeset, keep an exported PS1
