@@ -5,14 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/conchsh/conch/internal/heaptest"
 	"github.com/conchsh/conch/mcpserver"
@@ -28,20 +24,7 @@ import (
 func TestStdioUnreadAnswersBounded(t *testing.T) {
 	t.Parallel()
 	const calls = 24
-	env, _ := testEnv(t)
-	cmd := exec.Command(conchBin, "mcp")
-	cmd.Env = env
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	outR, outW, err := os.Pipe()
-	require.NoError(t, err)
-	defer outR.Close()
-	cmd.Stdout = outW
-	require.NoError(t, cmd.Start())
-	require.NoError(t, outW.Close())
-	guard := time.AfterFunc(hangGuard, func() { _ = cmd.Process.Kill() })
-	defer guard.Stop()
+	cmd, in, outR := startPipedMCP(t)
 	defer func() {
 		_ = in.Close()
 		_ = cmd.Wait()
@@ -81,14 +64,7 @@ func TestStdioUnreadAnswersBounded(t *testing.T) {
 		send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"read_output","arguments":`+
 			`{"id":%q,"limit":%d}}}`, 100+k, ran.StructuredContent.ID, mcpserver.MaxOutputLimit))
 	}
-	for deadline := time.Now().Add(hangGuard); ; time.Sleep(20 * time.Millisecond) {
-		n, err := unix.IoctlGetInt(int(outR.Fd()), unix.TIOCINQ) // FIONREAD: bytes in the pipe
-		require.NoError(t, err)
-		if n >= 64<<10 { // the pipe is full: an answer's write waits
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "an answer fills the pipe")
-	}
+	waitPipeFull(t, outR)
 	whole := 0
 	for range calls {
 		r := next()

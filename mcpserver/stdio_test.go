@@ -787,20 +787,7 @@ func TestStdioBatchBehindABatchedInitialize(t *testing.T) {
 // answer's write held the lock that the stop needs to wait for answers.
 func TestStdioStopWhileOutputUnread(t *testing.T) {
 	t.Parallel()
-	env, _ := testEnv(t)
-	cmd := exec.Command(conchBin, "mcp")
-	cmd.Env = env
-	cmd.Stderr = os.Stderr
-	in, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	outR, outW, err := os.Pipe()
-	require.NoError(t, err)
-	defer outR.Close()
-	cmd.Stdout = outW
-	require.NoError(t, cmd.Start())
-	require.NoError(t, outW.Close())
-	guard := time.AfterFunc(hangGuard, func() { _ = cmd.Process.Kill() })
-	defer guard.Stop()
+	cmd, in, outR := startPipedMCP(t)
 	defer in.Close()
 
 	br := bufio.NewReader(outR)
@@ -808,20 +795,13 @@ func TestStdioStopWhileOutputUnread(t *testing.T) {
 		_, err := io.WriteString(in, line+"\n")
 		require.NoError(t, err)
 	}
-	_, err = br.ReadString('\n') // initialize's answer; nothing is read after it
+	_, err := br.ReadString('\n') // initialize's answer; nothing is read after it
 	require.NoError(t, err)
 	// An answer larger than the pipe holds: its write blocks.
 	_, err = io.WriteString(in, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":`+
 		`{"command":"head -c 300000 /dev/zero | tr '\\0' a","outputLimit":400000}}}`+"\n")
 	require.NoError(t, err)
-	for deadline := time.Now().Add(hangGuard); ; time.Sleep(20 * time.Millisecond) {
-		n, err := unix.IoctlGetInt(int(outR.Fd()), unix.TIOCINQ) // FIONREAD: bytes in the pipe
-		require.NoError(t, err)
-		if n >= 64<<10 { // the pipe is full: the answer's write waits
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the answer fills the pipe")
-	}
+	waitPipeFull(t, outR)
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	err = cmd.Wait()
@@ -927,4 +907,40 @@ func TestStdioTicketExactKeys(t *testing.T) {
 		answers[string(r.ID)] = r
 	}
 	require.Contains(t, string(answers["3"].Result), `"closed":true`, "%s", answers["3"].Result)
+}
+
+// startPipedMCP starts conch mcp with its stdout a pipe the test reads, or
+// leaves unread to fill; a hang guard kills it. The test closes its input
+// and waits for it.
+func startPipedMCP(t *testing.T) (cmd *exec.Cmd, in io.WriteCloser, out *os.File) {
+	t.Helper()
+	env, _ := testEnv(t)
+	cmd = exec.Command(conchBin, "mcp")
+	cmd.Env = env
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	out, outW, err := os.Pipe()
+	require.NoError(t, err)
+	t.Cleanup(func() { out.Close() })
+	cmd.Stdout = outW
+	require.NoError(t, cmd.Start())
+	require.NoError(t, outW.Close())
+	guard := time.AfterFunc(hangGuard, func() { _ = cmd.Process.Kill() })
+	t.Cleanup(func() { guard.Stop() })
+	return cmd, in, out
+}
+
+// waitPipeFull returns once the pipe out holds 64 KiB unread, its default
+// size: a write of conch mcp's to it then waits.
+func waitPipeFull(t *testing.T, out *os.File) {
+	t.Helper()
+	for deadline := time.Now().Add(hangGuard); ; time.Sleep(20 * time.Millisecond) {
+		n, err := unix.IoctlGetInt(int(out.Fd()), unix.TIOCINQ) // FIONREAD: bytes in the pipe
+		require.NoError(t, err)
+		if n >= 64<<10 {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "an answer fills the pipe")
+	}
 }
