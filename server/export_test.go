@@ -104,3 +104,7 @@ func InteractLines(s *Server) int {
 
 // MetricsMaxConnections bounds the metrics listener's connections.
 const MetricsMaxConnections = metricsMaxConnections
+
+// SetMetricsWriteTimeout sets how long the metrics listener gives a
+// request's answer, from its headers read to its last byte written.
+func SetMetricsWriteTimeout(s *Server, d time.Duration) { s.ms.WriteTimeout = d }

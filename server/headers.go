@@ -108,7 +108,7 @@ func connState(c net.Conn, st http.ConnState) {
 	case http.StateIdle:
 		jc.headers.begin()
 		if jc.idle != nil {
-			jc.idleSince.Store(jc.idle.clock.Add(1))
+			jc.idleSince.Store(jc.idle.now())
 		}
 	case http.StateHijacked, http.StateClosed:
 		jc.headers.end()

@@ -265,6 +265,13 @@ const metricsMaxConnections = 16
 // and a connection forgotten open gives its place back soon.
 const metricsIdleTimeout = 5 * time.Second
 
+// metricsWriteTimeout bounds the metrics listener's answer, from its
+// request's headers read to its last byte written: a client that does not
+// read its answer, a connection stuck otherwise, is closed then (and one
+// stuck writing can give its place sooner, see stuckWrite). A scrape's
+// own timeout is 10 s by default.
+const metricsWriteTimeout = 10 * time.Second
+
 // ServeMetrics serves the metrics and the probes, without a token, on ln
 // until Shutdown; it returns nil after Shutdown. The API's own listener
 // serves the metrics behind the token.
@@ -278,7 +285,7 @@ func (s *Server) ServeMetrics(ln net.Listener) error {
 	// not counted in the API's header budget, which a scraper's must not
 	// take from.
 	bounded := jsonErrorListener{Listener: ln, max: metricsMaxConnections, open: new(atomic.Int64), idle: newIdleConns(),
-		full: fmt.Sprintf("the metrics listener has %d connections serving requests, its most: try again", metricsMaxConnections)}
+		full: fmt.Sprintf("the metrics listener has %d connections serving requests or with one waiting, its most: try again", metricsMaxConnections)}
 	if err := s.ms.Serve(bounded); err != http.ErrServerClosed {
 		return err
 	}

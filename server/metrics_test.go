@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -370,10 +371,21 @@ func TestMetricsListenerBounded(t *testing.T) {
 	require.NoError(t, held[0].SetReadDeadline(time.Now().Add(60*time.Second)))
 	_, err = held[0].Read(make([]byte, 1))
 	require.ErrorIs(t, err, io.EOF, "an idle connection to the metrics listener is closed")
-	silent := idleConn(t, addr)
-	require.NoError(t, silent.SetReadDeadline(time.Now().Add(60*time.Second)))
-	_, err = silent.Read(make([]byte, 1))
-	require.ErrorIs(t, err, io.EOF, "a connection that sends no request is closed")
+	// It may be refused while the last answer's connection is still
+	// serving, a moment after its client has the answer.
+	deadline = time.Now().Add(30 * time.Second) // a hang guard
+	for {
+		silent := idleConn(t, addr)
+		require.NoError(t, silent.SetReadDeadline(time.Now().Add(60*time.Second)))
+		b, err := io.ReadAll(silent)
+		if len(b) == 0 {
+			require.NoError(t, err, "a connection that sends no request is closed")
+			break
+		}
+		require.Contains(t, string(b), "429 Too Many Requests")
+		require.True(t, time.Now().Before(deadline), "every connection refused")
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // TestMetricsProbesOutlastIdleConnections: connections that send nothing,
@@ -401,6 +413,73 @@ func TestMetricsProbesOutlastIdleConnections(t *testing.T) {
 			idleConn(t, addr) // the peer opens another as each is closed
 			_, resp, b := metricsGet(t, addr, path, "")
 			require.Equal(t, http.StatusOK, resp.StatusCode, "round %d of 20, %s: %s", round+1, path, b)
+		}
+	}
+}
+
+// TestMetricsProbesOutlastSlowReaders: connections that ask for the
+// metrics many times over and never read the answers cannot keep the
+// probes out either. Sixteen of them, each with a small receive buffer,
+// held every place with a handler stuck writing, never idle, and every
+// /livez answered 429 for as long as they stayed; one stuck in a write
+// for over a second is now closed to make room, as an idle one is. The
+// metrics listener's own bound on a write is made long here, so that it
+// is not what lets the probes in.
+func TestMetricsProbesOutlastSlowReaders(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	require.Eventually(t, func() bool { return d.srv.Ready() == nil }, 30*time.Second, 10*time.Millisecond)
+	server.SetMetricsWriteTimeout(d.srv, 10*time.Minute)
+	addr := serveMetricsListener(t, d)
+
+	// A receive buffer this small, set before the connection is made,
+	// holds a few answers at most.
+	small := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var err error
+		if cerr := rc.Control(func(fd uintptr) {
+			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 2048)
+		}); cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	requests := []byte(strings.Repeat("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 1000))
+	slowReader := func() {
+		conn, err := small.Dial("tcp", addr)
+		require.NoError(t, err)
+		t.Cleanup(func() { conn.Close() })
+		require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
+		_, err = conn.Write(requests)
+		require.NoError(t, err)
+		// Its first answer has begun: it holds a place, serving.
+		_, err = io.ReadFull(conn, make([]byte, 1))
+		require.NoError(t, err)
+	}
+	// probe asks for path as the kubelet does, on a connection of its
+	// own closed after the answer, until it is answered 200: it may be
+	// refused while no handler has been stuck for a second.
+	probe := func(path string) {
+		deadline := time.Now().Add(30 * time.Second) // a hang guard
+		for {
+			conn, resp, b := metricsGet(t, addr, path, "")
+			conn.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, b)
+			require.True(t, time.Now().Before(deadline), "no %s got past sixteen slow readers: %s", path, b)
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	for range server.MetricsMaxConnections {
+		slowReader()
+	}
+	probe("/livez")
+	// The peer takes again every place given back.
+	for range 5 {
+		for _, path := range []string{"/livez", "/readyz"} {
+			slowReader()
+			probe(path)
 		}
 	}
 }

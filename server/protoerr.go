@@ -2,16 +2,19 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/api"
@@ -29,6 +32,9 @@ import (
 // header, and Connection sorts before Content-Type.
 const plainErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
 
+// headersEnd ends a request's headers.
+var headersEnd = []byte("\r\n\r\n")
+
 // jsonErrorListener hands out jsonErrorConns.
 //
 // It also bounds the connections open at once, max (zero: none): one past
@@ -37,9 +43,9 @@ const plainErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnec
 // descriptor the daemon has, which left no client able to connect.
 //
 // With idle set, one past the bound closes instead the connection idle
-// longest, and is refused only when every connection is serving a request:
-// there, sixteen connections that sent nothing held every place, and the
-// kubelet's probes were refused until it restarted the daemon.
+// longest (see idleConns.closeIdlest), and is refused only when none can
+// go: there, sixteen connections that sent nothing held every place, and
+// the kubelet's probes were refused until it restarted the daemon.
 type jsonErrorListener struct {
 	net.Listener
 	max     int
@@ -78,12 +84,27 @@ func (l jsonErrorListener) Accept() (net.Conn, error) {
 type idleConns struct {
 	mu    sync.Mutex
 	conns map[*jsonErrorConn]struct{}
-	clock atomic.Int64 // orders the moments connections go idle
+	epoch time.Time // the moments kept (see now) are the time since it
+	peek  []byte    // where closeIdlest, called by Accept alone, peeks at what a socket holds
 }
 
 func newIdleConns() *idleConns {
-	return &idleConns{conns: make(map[*jsonErrorConn]struct{})}
+	return &idleConns{conns: make(map[*jsonErrorConn]struct{}), epoch: time.Now(), peek: make([]byte, 4<<10)}
 }
+
+// now returns the present moment as connections keep when they went idle
+// or began a write: the time since epoch, never 0, which means never.
+func (ic *idleConns) now() int64 {
+	return int64(time.Since(ic.epoch)) + 1
+}
+
+// stuckWrite is how long a handler's write may wait on a client that does
+// not read before its connection can be closed to make room, as an idle
+// one can: sixteen clients that asked for the metrics over and over and
+// read nothing held every place, never idle, and kept the probes out. An
+// answer to a client that reads, the metrics' few kilobytes, takes
+// nothing near it.
+const stuckWrite = time.Second
 
 // add holds c, idle from now: one that has not sent its request yet
 // takes a place as an idle one does.
@@ -92,7 +113,8 @@ func (ic *idleConns) add(c *jsonErrorConn) {
 		return
 	}
 	c.idle = ic
-	c.idleSince.Store(ic.clock.Add(1))
+	c.socket, _ = c.Conn.(syscall.Conn) // nil: what it holds unread is not known
+	c.idleSince.Store(ic.now())
 	ic.mu.Lock()
 	ic.conns[c] = struct{}{}
 	ic.mu.Unlock()
@@ -106,26 +128,53 @@ func (ic *idleConns) remove(c *jsonErrorConn) {
 }
 
 // closeIdlest closes the connection idle longest, and says whether there
-// was one: none is when every connection is serving a request. Once it
-// returns, the connection no longer counts among those open.
+// was one: none is when every connection is serving a request, or has one
+// waiting to be served. Once it returns, the connection no longer counts
+// among those open.
+//
+// A connection counts idle from its accept until its request's headers are
+// parsed, and from each answer on until the next one's are. But one whose
+// request has come whole is not closed, whether it waits unread in its
+// socket or has been read and not yet parsed: a flood of connections that
+// sent nothing, thousands a second, had the probes' connections closed
+// between their accept and net/http's parse of their headers. A part of a
+// request spares nothing, so that connections that send one cannot hold
+// the places for the headers' 5 s. And one whose handler has waited over
+// stuckWrite to write, its client not reading, counts idle from when that
+// write began, whatever it has sent since: the server reads none of it
+// until the client reads.
 func (ic *idleConns) closeIdlest() bool {
 	if ic == nil {
 		return false
 	}
-	var idlest *jsonErrorConn
+	type candidate struct {
+		c       *jsonErrorConn
+		since   int64
+		writing bool
+	}
+	now := ic.now()
+	var candidates []candidate
 	ic.mu.Lock()
 	for c := range ic.conns {
-		since := c.idleSince.Load()
-		if since != 0 && (idlest == nil || since < idlest.idleSince.Load()) {
-			idlest = c
+		if w := c.writingSince.Load(); w != 0 && now-w > int64(stuckWrite) {
+			candidates = append(candidates, candidate{c, w, true})
+		} else if since := c.idleSince.Load(); since != 0 {
+			candidates = append(candidates, candidate{c, since, false})
 		}
 	}
 	ic.mu.Unlock()
-	if idlest == nil {
-		return false
+	slices.SortFunc(candidates, func(a, b candidate) int { return cmp.Compare(a.since, b.since) })
+	// A socket is asked what it holds only here, at the bound, and of
+	// as many connections as the bound at most.
+	for _, cand := range candidates {
+		if !cand.writing && (cand.c.headersCame.Load() > cand.since ||
+			cand.c.socket != nil && requestWaiting(cand.c.socket, ic.peek)) {
+			continue
+		}
+		_ = cand.c.Close()
+		return true
 	}
-	_ = idlest.Close()
-	return true
+	return false
 }
 
 // refuseConn answers c 429, saying msg, and closes it, within a second. What the client
@@ -187,10 +236,14 @@ type jsonErrorConn struct {
 	open    *atomic.Int64 // counts it until it is closed, when bounded
 	closed  sync.Once     // gives its place back, once; a second Close waits for the first to have
 	headers headerPhase   // its part in the header budget
-	// idle, when set, holds it; idleSince is when it went idle, on
-	// idle's clock, or 0 while it serves a request.
-	idle      *idleConns
-	idleSince atomic.Int64
+	// idle, when set, holds it; idleSince is when it went idle, and
+	// writingSince when the write under way began (see idleConns.now),
+	// 0 while it serves a request, or writes nothing.
+	idle         *idleConns
+	idleSince    atomic.Int64
+	writingSince atomic.Int64
+	headersCame  atomic.Int64 // when a read last brought the end of a request's headers
+	socket       syscall.Conn // its socket, for a request it holds unread (nil: not known)
 }
 
 // newJSONErrorConn wraps c, counted in open (nil: not), its headers in
@@ -204,6 +257,11 @@ func newJSONErrorConn(c net.Conn, open *atomic.Int64, budget *headerBudget) *jso
 
 func (c *jsonErrorConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
+	if n > 0 && c.idle != nil && bytes.Contains(p[:n], headersEnd) {
+		// A request is here whole, to be served at once (an end split
+		// between two reads is missed: the request goes unspared).
+		c.headersCame.Store(c.idle.now())
+	}
 	if n > 0 && !c.headers.count(n) {
 		// Answered here, as net/http answers headers over its limit
 		// (431); the read's error, of Op "read", then ends the
@@ -229,6 +287,10 @@ func (c *jsonErrorConn) Close() error {
 }
 
 func (c *jsonErrorConn) Write(p []byte) (int, error) {
+	if c.idle != nil {
+		c.writingSince.Store(c.idle.now())
+		defer c.writingSince.Store(0)
+	}
 	if b, ok := jsonProtocolError(p); ok {
 		if _, err := c.Conn.Write(b); err != nil {
 			return 0, err

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"net"
 	"syscall"
 
@@ -36,4 +37,22 @@ func hungUp(c net.Conn) bool {
 			return false
 		}
 	}
+}
+
+// requestWaiting reports whether the bytes c's socket has received and
+// not yet given to a read, peeked at without waiting, hold the end of a
+// request's headers within their first len(buf): a whole request waits to
+// be read. Not when c's socket cannot be reached.
+func requestWaiting(c syscall.Conn, buf []byte) bool {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return false
+	}
+	n := 0
+	if rc.Control(func(fd uintptr) {
+		n, _, err = unix.Recvfrom(int(fd), buf, unix.MSG_PEEK|unix.MSG_DONTWAIT)
+	}) != nil || err != nil {
+		return false
+	}
+	return bytes.Contains(buf[:n], headersEnd)
 }

@@ -312,6 +312,7 @@ func New(opts Options) (*Server, error) {
 	s.ms = s.httpServer(s.metricsMux())
 	s.ms.IdleTimeout = metricsIdleTimeout
 	s.ms.ReadHeaderTimeout = metricsIdleTimeout
+	s.ms.WriteTimeout = metricsWriteTimeout
 	return s, nil
 }
 
