@@ -145,6 +145,9 @@ func (s *Session) ReadTextFile(path string) (text string, ok bool, err error) {
 // made beside it (its directory is not writable, or is in /proc), or none
 // renamed over it (a file mounted on its own), or its owner cannot be
 // kept, the file is written in place instead, truncated first, as before.
+// A new file that cannot be made for lack of room (space, inodes or quota,
+// descriptors) is an error: truncated first, the file could be left with
+// part of the data, or none.
 func (s *Session) WriteFile(path string, data []byte) error {
 	if err := s.made(); err != nil {
 		return err
@@ -205,10 +208,17 @@ func writeTarget(p string) (target string, old fs.FileInfo, err error) {
 func replaceFile(target string, old fs.FileInfo, data []byte) (replaced bool, err error) {
 	dir, name := filepath.Split(target)
 	// Made with 0644, as a new file in place would be, so that the kernel
-	// applies the umask; a hidden name, unlikely to be taken.
-	tmp := filepath.Join(dir, "."+name+".write-"+rand.Text())
+	// applies the umask; a hidden name, unlikely to be taken, within the
+	// 255 bytes a name may have: with the whole of a name over 221 bytes
+	// it was too long, and every write of such a file went in place.
+	tmp := filepath.Join(dir, "."+name[:min(len(name), 200)]+".write-"+rand.Text())
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_CLOEXEC, 0o644)
 	if err != nil {
+		if outOfRoom(err) {
+			// No room for a new file: one written in place, truncated
+			// first, could be left with part of the data, or none.
+			return false, fmt.Errorf("write %s: %w", target, err)
+		}
 		return false, nil
 	}
 	defer func() {
@@ -217,16 +227,18 @@ func replaceFile(target string, old fs.FileInfo, data []byte) (replaced bool, er
 		}
 	}()
 	if old != nil {
-		if err := f.Chmod(old.Mode()); err != nil {
-			f.Close()
-			return false, fmt.Errorf("write %s: %w", target, err)
-		}
+		// The owner first: a chown clears the setuid and setgid bits,
+		// which the mode then gives back.
 		st, ok := old.Sys().(*syscall.Stat_t)
 		if ok && (int(st.Uid) != os.Geteuid() || int(st.Gid) != os.Getegid()) {
 			if f.Chown(int(st.Uid), int(st.Gid)) != nil {
 				f.Close()
 				return false, nil
 			}
+		}
+		if err := f.Chmod(old.Mode()); err != nil {
+			f.Close()
+			return false, fmt.Errorf("write %s: %w", target, err)
 		}
 	}
 	_, err = f.Write(data)
@@ -261,4 +273,16 @@ func writeInPlace(p string, data []byte) error {
 // WriteTextFile is WriteFile with the bytes of text.
 func (s *Session) WriteTextFile(path, text string) error {
 	return s.WriteFile(path, []byte(text))
+}
+
+// outOfRoom reports whether err says that no file could be made for lack of
+// room: space, inodes or quota on the file system, descriptors in the
+// process or the system, or memory.
+func outOfRoom(err error) bool {
+	for _, e := range []error{syscall.ENOSPC, syscall.EDQUOT, syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -50,6 +51,29 @@ func TestWriteFileWhole(t *testing.T) {
 	require.Len(t, entries, 1, "no temporary file left: %v", entries)
 }
 
+// TestWriteFileReplacesLongNames: a file whose name takes nearly all of the
+// 255 bytes a name may have is replaced whole, a new file renamed over it,
+// as any other. The new file's name held the whole of it: past 221 bytes
+// that was too long, and every write went in place, readers seeing part.
+func TestWriteFileReplacesLongNames(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	name := strings.Repeat("n", 255)
+	require.NoError(t, s.WriteFile(name, []byte("old")))
+	before, err := os.Stat(filepath.Join(s.Dir(), name))
+	require.NoError(t, err)
+	require.NoError(t, s.WriteFile(name, []byte("new")))
+	after, err := os.Stat(filepath.Join(s.Dir(), name))
+	require.NoError(t, err)
+	require.False(t, os.SameFile(before, after), "the file was written in place, not replaced")
+	got, err := os.ReadFile(filepath.Join(s.Dir(), name))
+	require.NoError(t, err)
+	require.Equal(t, "new", string(got))
+	entries, err := os.ReadDir(s.Dir())
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "no temporary file left: %v", entries)
+}
+
 // TestWriteFileKeepsWhatItReplaces: the file written over keeps its mode
 // and owner, and a symbolic link is written through, as opening the path
 // would: the file it points to is replaced (or made), the link stays.
@@ -69,12 +93,16 @@ func TestWriteFileKeepsWhatItReplaces(t *testing.T) {
 		owned := filepath.Join(dir, "owned")
 		require.NoError(t, os.WriteFile(owned, nil, 0o644))
 		require.NoError(t, os.Chown(owned, 65534, 65534))
+		// Set after the chown, which clears them; the new file's chown
+		// cleared them too, before its mode was set after it.
+		require.NoError(t, syscall.Chmod(owned, 0o6755))
 		require.NoError(t, s.WriteFile("owned", []byte("x")))
 		fi, err := os.Stat(owned)
 		require.NoError(t, err)
 		st := fi.Sys().(*syscall.Stat_t)
 		require.EqualValues(t, 65534, st.Uid)
 		require.EqualValues(t, 65534, st.Gid)
+		require.Equal(t, os.FileMode(0o755)|os.ModeSetuid|os.ModeSetgid, fi.Mode(), "setuid and setgid kept")
 	}
 
 	outside := t.TempDir()
