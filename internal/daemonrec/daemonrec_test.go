@@ -1,10 +1,12 @@
 package daemonrec
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -64,4 +66,53 @@ func TestRunning(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	require.False(t, Running(state, rec.PID), "a zombie")
+}
+
+// Running reads only what can be a record: a FIFO named as one is skipped
+// rather than waited on for ever, and so is a directory, and a file larger
+// than a record can be is skipped unread, even one that begins as a record
+// of a live daemon. Before, the FIFO hung the CLI, the Go client and the
+// daemon (opened to be read whole), and any file was read whole.
+func TestRunningSkipsWhatIsNotARecord(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	dir := filepath.Join(state, Dir)
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	fifo := filepath.Join(dir, "a-fifo.json")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "b-dir.json"), 0o700))
+	self, err := json.Marshal(Self())
+	require.NoError(t, err)
+	padded := append(self, bytes.Repeat([]byte(" "), MaxRecordSize)...)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "c-large.json"), padded, 0o600))
+
+	require.False(t, runningWithin(t, state, os.Getpid(), fifo), "a record larger than the bound was read")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "d-daemon.json"), self, 0o600))
+	require.True(t, runningWithin(t, state, os.Getpid(), fifo), "the records after what was skipped are read")
+}
+
+// runningWithin is Running under a hang guard: a call stuck on the FIFO
+// fifo is let go (the FIFO opened for writing, and closed) before the test
+// fails, so that no goroutine is left blocked.
+func runningWithin(t *testing.T, state string, pid int, fifo string) bool {
+	t.Helper()
+	done := make(chan bool, 1)
+	go func() { done <- Running(state, pid) }()
+	select {
+	case running := <-done:
+		return running
+	case <-time.After(20 * time.Second): // a hang guard
+	}
+	for {
+		// O_RDWR never blocks on a FIFO: the stuck open returns, and its
+		// read sees the end once this is closed.
+		if f, err := os.OpenFile(fifo, os.O_RDWR, 0); err == nil {
+			f.Close()
+		}
+		select {
+		case <-done:
+			t.Fatal("Running waited 20 s on a FIFO named as a record")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
