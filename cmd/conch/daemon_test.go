@@ -635,3 +635,58 @@ func TestServeStreamDir(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(r.Stdout, private+"/conch-"), "the session's FIFOs are at %q", r.Stdout)
 }
+
+// A daemon that starts reads only what can be an instance record: a FIFO
+// named as a record, or as a temporary one, is left alone rather than
+// waited on for ever, and so is a file larger than a record can be, even
+// one that begins as the record of a dead instance. Before, such a FIFO
+// hung every later `conch serve` as it started.
+func TestClearDeadSkipsWhatIsNotARecord(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	dir := filepath.Join(state, daemonrec.Dir)
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	fifos := []string{filepath.Join(dir, uuid.NewString()+".json"), filepath.Join(dir, uuid.NewString()+".json.tmp")}
+	for _, f := range fifos {
+		require.NoError(t, syscall.Mkfifo(f, 0o600))
+	}
+	gone := exec.Command("true")
+	require.NoError(t, gone.Run())
+	rec, err := json.Marshal(instance{ID: uuid.NewString(), Process: daemonrec.Process{PID: gone.Process.Pid, StartTime: 1, BootID: daemonrec.BootID(), PIDNS: daemonrec.PIDNamespace()}})
+	require.NoError(t, err)
+	var id struct{ ID string }
+	require.NoError(t, json.Unmarshal(rec, &id))
+	large := filepath.Join(dir, id.ID+".json")
+	require.NoError(t, os.WriteFile(large, append(rec, bytes.Repeat([]byte(" "), daemonrec.MaxRecordSize)...), 0o600))
+
+	var logs bytes.Buffer
+	d := &daemon{log: slog.New(slog.NewTextHandler(&logs, nil))}
+	done := make(chan struct{})
+	go func() {
+		d.clearDead(state, dir)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second): // a hang guard
+		for {
+			// Let the stuck read go: O_RDWR never blocks on a FIFO, and
+			// the read sees the end once it is closed.
+			for _, fifo := range fifos {
+				if f, err := os.OpenFile(fifo, os.O_RDWR, 0); err == nil {
+					f.Close()
+				}
+			}
+			select {
+			case <-done:
+				t.Fatal("clearDead waited 20 s on a FIFO named as a record")
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	for _, f := range fifos {
+		require.FileExists(t, f)
+	}
+	require.FileExists(t, large, "a file larger than a record was read as one")
+	require.Contains(t, logs.String(), "unreadable instance record left alone")
+}
