@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
@@ -101,6 +102,37 @@ def _pid_namespace() -> str:
         return ""
 
 
+# What is read of an instance record at most, as the Go client reads
+# (daemonrec.MaxRecordSize); a record is a few hundred bytes.
+_MAX_RECORD_SIZE = 64 << 10
+
+
+def _read_record(path: Path) -> bytes:
+    """The bytes of the instance record at path, never waiting and never reading much.
+
+    Anything else named as a record raises ValueError: a FIFO (which, opened
+    as usual, would wait for a writer for ever), a directory, a device, and a
+    file larger than ``_MAX_RECORD_SIZE``.
+    """
+    # O_NONBLOCK: opening a FIFO returns at once, to be refused below.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        data = b""
+        # One byte past the bound tells a file that grew since.
+        while len(data) <= _MAX_RECORD_SIZE:
+            chunk = os.read(fd, _MAX_RECORD_SIZE + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(fd)
+    if len(data) > _MAX_RECORD_SIZE:
+        raise ValueError(f"{path} is larger than an instance record can be")
+    return data
+
+
 def _running(state: Path, pid: int) -> bool:
     """Whether the daemon daemon.json names by pid runs, by the rule of the Go client (internal/daemonrec).
 
@@ -122,7 +154,7 @@ def _running(state: Path, pid: int) -> bool:
         if not name.endswith(".json"):
             continue
         try:
-            rec = json.loads((state / "instances" / name).read_text())
+            rec = json.loads(_read_record(state / "instances" / name))
         except (OSError, ValueError):
             continue
         if not isinstance(rec, dict) or rec.get("pid") != pid or isinstance(rec.get("pid"), bool):

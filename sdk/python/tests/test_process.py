@@ -4,6 +4,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 from unittest import mock
@@ -430,6 +431,51 @@ class ErrorTest(unittest.TestCase):
             self.assertLess(time.monotonic(), deadline, "no zombie 30 s later")
             time.sleep(0.01)
         self.assertIn("no longer running", says(), "a zombie")
+
+    def test_from_env_skips_what_is_not_an_instance_record(self) -> None:
+        # A FIFO named as an instance record is skipped, not waited on for ever, and so is a
+        # directory, and a file larger than a record can be (64 KiB), even one that begins as
+        # the record of the daemon that runs. Before, the FIFO hung from_env, as it hung the Go
+        # client, and any file was read whole.
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        instances = os.path.join(d, "conch", "instances")
+        os.makedirs(instances)
+        with open(os.path.join(d, "conch", "daemon.json"), "w") as f:
+            f.write('{"url":"http://127.0.0.1:9","pid":%d}' % os.getpid())
+        fifo = os.path.join(instances, "a-fifo.json")
+        os.mkfifo(fifo)
+        os.mkdir(os.path.join(instances, "b-dir.json"))
+
+        def says() -> str:
+            said: "list[str]" = []
+
+            def call() -> None:
+                try:
+                    discover({"XDG_STATE_HOME": d})
+                except ConfigurationError as e:
+                    said.append(str(e))
+            caller = threading.Thread(target=call, daemon=True)
+            caller.start()
+            caller.join(20)  # a hang guard
+            if caller.is_alive():
+                # Let the stuck read go: O_RDWR never blocks on a FIFO, and the read sees the
+                # end once it is closed.
+                while caller.is_alive():
+                    os.close(os.open(fifo, os.O_RDWR | os.O_NONBLOCK))
+                    caller.join(0.1)
+                self.fail("from_env waited 20 s on a FIFO named as an instance record")
+            self.assertEqual(len(said), 1)
+            return said[0]
+
+        self.assertIn("no longer running", says(), "only a FIFO and a directory")
+        record_instance(d, os.getpid(), start_time(os.getpid()))
+        os.rename(os.path.join(instances, "test-instance.json"), os.path.join(instances, "c-large.json"))
+        with open(os.path.join(instances, "c-large.json"), "a") as f:
+            f.write(" " * (64 << 10))
+        self.assertIn("no longer running", says(), "a record larger than the bound was read")
+        record_instance(d, os.getpid(), start_time(os.getpid()))
+        self.assertIn("set CONCH_TOKEN here too", says(), "the records after what was skipped are read")
 
     def test_repr_never_shows_the_token(self) -> None:
         s = Sandbox("http://127.0.0.1:7070", "very-secret-token")
