@@ -130,9 +130,9 @@ async function running(dir: string, pid: number | undefined): Promise<boolean> {
     if (!name.endsWith('.json')) continue
     let rec: { pid?: unknown; startTime?: unknown; bootId?: unknown; pidNamespace?: unknown }
     try {
-      rec = JSON.parse(await readFile(join(dir, 'instances', name), 'utf8'))
+      rec = JSON.parse(await readRecord(join(dir, 'instances', name)))
     } catch {
-      continue // removed meanwhile, or not whole
+      continue // removed meanwhile, not whole, or not a record
     }
     if (typeof rec !== 'object' || rec === null || rec.pid !== pid) continue
     const pidNamespace = await readlink('/proc/self/ns/pid').catch(() => '')
@@ -142,6 +142,37 @@ async function running(dir: string, pid: number | undefined): Promise<boolean> {
     }
   }
   return false
+}
+
+/** What is read of an instance record at most, as the Go client reads (daemonrec.MaxRecordSize); a record is a few hundred bytes. */
+const maxRecordSize = 64 << 10
+
+/**
+ * The instance record at path, never waiting and never reading much:
+ * anything else named as a record is refused (thrown), a FIFO (which,
+ * opened as usual, would wait for a writer for ever), a directory, a
+ * device, and a file larger than maxRecordSize.
+ */
+async function readRecord(path: string): Promise<string> {
+  const { open } = await import('node:fs/promises')
+  const { constants } = await import('node:fs')
+  // O_NONBLOCK: opening a FIFO returns at once, to be refused below.
+  const file = await open(path, constants.O_RDONLY | constants.O_NONBLOCK)
+  try {
+    if (!(await file.stat()).isFile()) throw new Error(`${path} is not a regular file`)
+    // One byte past the bound tells a file that grew since its stat.
+    const buf = Buffer.alloc(maxRecordSize + 1)
+    let n = 0
+    for (;;) {
+      const { bytesRead } = await file.read(buf, n, buf.length - n)
+      if (bytesRead === 0) break
+      n += bytesRead
+      if (n === buf.length) throw new Error(`${path} is larger than an instance record can be`)
+    }
+    return buf.toString('utf8', 0, n)
+  } finally {
+    await file.close()
+  }
 }
 
 /** When process pid started, in clock ticks after boot (field 22 of /proc/PID/stat); undefined for a zombie or no process. */

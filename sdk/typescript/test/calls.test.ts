@@ -3,9 +3,10 @@
 // directory.
 
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
+import { execFileSync, spawn } from 'node:child_process'
 import { once } from 'node:events'
-import { mkdir, mkdtemp, readFile, readlink, rm, writeFile } from 'node:fs/promises'
+import { closeSync, constants, openSync } from 'node:fs'
+import { appendFile, mkdir, mkdtemp, readFile, readlink, rename, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
@@ -93,6 +94,49 @@ describe('Sandbox.fromEnv from the state directory', { timeout: 60_000 }, () => 
     await writeFile(join(state, 'daemon.json'), JSON.stringify({ url: 'http://127.0.0.1:1', pid: process.pid }))
     await recordInstance(state, process.pid, await startTime(process.pid))
     await assert.rejects(Sandbox.fromEnv(), /set CONCH_TOKEN here too/)
+  })
+
+  test('what is not an instance record is skipped: a FIFO is not waited on, a large file not read', async () => {
+    // A FIFO named as an instance record is skipped, not waited on for
+    // ever, and so is a directory, and a file larger than a record can be
+    // (64 KiB), even one that begins as the record of the daemon that
+    // runs. Before, the FIFO hung fromEnv, as it hung the Go client, and
+    // any file was read whole.
+    const instances = join(state, 'instances')
+    await rm(instances, { recursive: true, force: true })
+    await mkdir(instances)
+    await writeFile(join(state, 'daemon.json'), JSON.stringify({ url: 'http://127.0.0.1:1', pid: process.pid }))
+    const fifo = join(instances, 'a-fifo.json')
+    execFileSync('mkfifo', [fifo])
+    await mkdir(join(instances, 'b-dir.json'))
+    const says = async (): Promise<string> => {
+      const call = Sandbox.fromEnv().then(
+        () => 'no error',
+        (err: Error) => err.message,
+      )
+      let guard: NodeJS.Timeout | undefined
+      const stuck = new Promise<undefined>((r) => (guard = setTimeout(r, 20_000, undefined))) // a hang guard
+      const said = await Promise.race([call, stuck])
+      clearTimeout(guard)
+      if (said !== undefined) return said
+      // Let the stuck read go: O_RDWR never blocks on a FIFO, and the read
+      // sees the end once it is closed.
+      let released = false
+      void call.then(() => (released = true))
+      while (!released) {
+        closeSync(openSync(fifo, constants.O_RDWR | constants.O_NONBLOCK))
+        await new Promise((r) => setTimeout(r, 100))
+      }
+      assert.fail('fromEnv waited 20 s on a FIFO named as an instance record')
+    }
+    assert.match(await says(), /no longer running/, 'only a FIFO and a directory')
+    await recordInstance(state, process.pid, await startTime(process.pid))
+    await rename(join(instances, 'test-instance.json'), join(instances, 'c-large.json'))
+    await appendFile(join(instances, 'c-large.json'), ' '.repeat(64 << 10))
+    assert.match(await says(), /no longer running/, 'a record larger than the bound was read')
+    await recordInstance(state, process.pid, await startTime(process.pid))
+    assert.match(await says(), /set CONCH_TOKEN here too/, 'the records after what was skipped are read')
+    await rm(instances, { recursive: true, force: true })
   })
 
   test('a dead daemon whose pid another process holds is said to be gone, as the Go client says', async () => {
