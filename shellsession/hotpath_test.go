@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -303,14 +304,19 @@ func TestRunAllocations(t *testing.T) {
 	for range 20 { // the pool, the buffers and the templates fill
 		run(t, s, CommandOptions{Cmd: "true"})
 	}
-	n := testing.AllocsPerRun(200, func() {
-		if _, r, err := s.Run(ctx, CommandOptions{Cmd: "true"}); err != nil || code(r) != 0 {
-			t.Fatalf("true: %v %+v", err, r)
-		}
-	})
-	t.Logf("%v allocations a command", n)
 	// The count is the whole process's: the goroutines of the tests before
-	// this one, still ending, can add one now and then under load.
+	// this one, still ending (sessions whose commands end after them, say),
+	// can add one now and then under load. The least of three counts is
+	// taken.
+	n := math.Inf(1)
+	for range 3 {
+		n = min(n, testing.AllocsPerRun(200, func() {
+			if _, r, err := s.Run(ctx, CommandOptions{Cmd: "true"}); err != nil || code(r) != 0 {
+				t.Fatalf("true: %v %+v", err, r)
+			}
+		}))
+	}
+	t.Logf("%v allocations a command", n)
 	bound := 10.0
 	if racetest.Enabled {
 		bound = 13 // the race detector's own

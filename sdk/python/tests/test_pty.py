@@ -200,12 +200,16 @@ class PtyTest(unittest.TestCase):
         self.assertGreater(unsent[0], 0, "the input all left this host: the test below covers that")
         self._close_ends_soon(handle, conn, unsent)
 
+    @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
     def test_close_with_input_unread_all_sent_ends_soon(self) -> None:
         # A little more input than the daemon takes for a program that reads none: it all
         # leaves this socket and waits in the daemon's, unread, and the close frame behind
         # it. Nothing unsent here: close() waited the library's 30 s all the same.
         handle, conn, unsent = self._input_unread((1 << 20) + (160 << 10))
-        self.assertEqual(unsent[0], 0, "input left unsent: the test above covers that")
+        if unsent[0] != 0:
+            # A daemon slow to take its part (a loaded machine) leaves some here: the case of
+            # the test above, which covers it.
+            self.skipTest(f"{unsent[0]} bytes of input left unsent: the test above covers that")
         self._close_ends_soon(handle, conn, unsent)
 
     def _input_unread(self, size: int) -> "tuple[Any, Any, List[int]]":
