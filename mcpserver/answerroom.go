@@ -50,40 +50,19 @@ func newBudget() *budget {
 	return &budget{room: semaphore.NewWeighted(answerRoom), of: map[jsonrpc.ID]int64{}, held: map[int64]int64{}}
 }
 
-// marked returns raw, a request, with a key in its _meta when it is a call
-// of a tool that takes room (takesRoom); raw as it is otherwise. The keys
-// are read exactly, as the SDK reads them (see order.ticketed).
-func (b *budget) marked(req *jsonrpc.Request, raw []byte) []byte {
-	if b == nil || req.Method != "tools/call" {
-		return raw
-	}
-	var msg, params map[string]json.RawMessage
-	var name string
-	if json.Unmarshal(raw, &msg) != nil || json.Unmarshal(msg["params"], &params) != nil ||
-		json.Unmarshal(params["name"], &name) != nil || !takesRoom[name] {
-		return raw
-	}
-	meta := map[string]json.RawMessage{}
-	if m, ok := params["_meta"]; ok && json.Unmarshal(m, &meta) != nil {
-		return raw // the SDK refuses a _meta that is no object
-	}
-	if meta == nil {
-		meta = map[string]json.RawMessage{} // "_meta": null
+// mark gives c, the call req, a key in its _meta when it is a call of a
+// tool that takes room (takesRoom), and reports whether it did.
+func (b *budget) mark(req *jsonrpc.Request, c call) bool {
+	if b == nil || !c.ok || !takesRoom[c.name] || !c.metaOK {
+		return false
 	}
 	b.mu.Lock()
 	b.last++
 	key := b.last
 	b.of[req.ID], b.held[key] = key, 0
 	b.mu.Unlock()
-	meta[roomKey], _ = json.Marshal(key)
-	params["_meta"], _ = json.Marshal(meta)
-	msg["params"], _ = json.Marshal(params)
-	out, err := json.Marshal(msg)
-	if err != nil {
-		b.answered([]*jsonrpc.Response{{ID: req.ID}})
-		return raw
-	}
-	return out
+	c.meta[roomKey], _ = json.Marshal(key)
+	return true
 }
 
 // take takes room for an answer of limit bytes to the call req, without

@@ -200,50 +200,22 @@ func (o *order) answered(id jsonrpc.ID) {
 	}
 }
 
-// ticketed returns raw, a request, with a ticket in its session's line
-// when it is a call of a tool that takes turns in its session (inTurn);
-// raw as it is otherwise.
-func (o *order) ticketed(req *jsonrpc.Request, raw []byte) []byte {
-	if o == nil || req.Method != "tools/call" {
-		return raw
-	}
-	// The keys are read exactly, as the SDK reads them, not as
-	// encoding/json matches a struct's fields, whatever their case: a
-	// call with "NAME" beside "name" went to the run tool without a
-	// ticket, ahead of the runs sent before it.
-	var msg, params, args map[string]json.RawMessage
-	var name string
-	if json.Unmarshal(raw, &msg) != nil || json.Unmarshal(msg["params"], &params) != nil ||
-		json.Unmarshal(params["name"], &name) != nil || !inTurn[name] {
-		return raw
+// ticket gives c, the call req, a ticket in its session's line when it is
+// a call of a tool that takes turns in its session (inTurn), and reports
+// whether it did.
+func (o *order) ticket(req *jsonrpc.Request, c call) bool {
+	if o == nil || !c.ok || !inTurn[c.name] || !c.argsOK || !c.metaOK {
+		return false
 	}
 	var session string
-	if a, ok := params["arguments"]; ok && json.Unmarshal(a, &args) != nil {
-		return raw // the SDK refuses arguments that are no object
-	}
-	if s, ok := args["session"]; ok && json.Unmarshal(s, &session) != nil {
-		return raw // the SDK refuses a session that is no string
-	}
-	meta := map[string]json.RawMessage{}
-	if m, ok := params["_meta"]; ok && json.Unmarshal(m, &meta) != nil {
-		return raw
-	}
-	if meta == nil {
-		meta = map[string]json.RawMessage{} // "_meta": null, which Unmarshal makes a nil map
+	if s, ok := c.args["session"]; ok && json.Unmarshal(s, &session) != nil {
+		return false // the SDK refuses a session that is no string
 	}
 	if session == "" {
 		session = DefaultSession
 	}
-	t := o.arrive(req.ID, session)
-	meta[ticketKey], _ = json.Marshal(t)
-	params["_meta"], _ = json.Marshal(meta)
-	msg["params"], _ = json.Marshal(params)
-	b, err := json.Marshal(msg)
-	if err != nil {
-		o.answered(req.ID)
-		return raw
-	}
-	return b
+	c.meta[ticketKey], _ = json.Marshal(o.arrive(req.ID, session))
+	return true
 }
 
 // ticketOf is the ticket the gate gave a call, if any.

@@ -436,7 +436,7 @@ func (g *gate) check(line []byte) [][]byte {
 				return nil
 			}
 			g.pass(req)
-			line = g.budget.marked(req, g.order.ticketed(req, line))
+			line = g.marked(req, line)
 		}
 		g.noteCancel(req)
 		return [][]byte{line}
@@ -511,7 +511,7 @@ func (g *gate) check(line []byte) [][]byte {
 		if e.req != nil {
 			g.pass(e.req)
 			calls = append(calls, e.req)
-			e.raw = g.budget.marked(e.req, g.order.ticketed(e.req, e.raw))
+			e.raw = g.marked(e.req, e.raw)
 		}
 		rest = append(rest, e.raw)
 	}
