@@ -1,7 +1,9 @@
 package containment_test
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -383,4 +385,110 @@ func TestNoneStatsAllocateNothing(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { m.CPU() }); n != 0 {
 		t.Fatalf("reading the CPU time: %v allocations", n)
 	}
+}
+
+// Without cgroups, the CPU time a session reads around every command comes
+// from the stat file only when the shell may have reaped a child since it
+// was last read: a child it forked since (the namespace's last pid moved),
+// or one it already had then. Each case here has the shell reap a busy
+// child between two reads, with the first read made while the shell waits
+// for its input: the second read must count the child. The second case
+// holds the last pid still, as on a machine where nothing else forks, so
+// that only the children file can tell: the test is not parallel.
+func TestNoneCountsChildrenReapedBetweenReads(t *testing.T) {
+	for _, c := range []struct {
+		name, script string
+		hold         bool
+	}{
+		// No child at the first read: the busy one is forked after it.
+		{"forked after", "read x; " + containmenttest.Busy + "; echo done; read y", false},
+		// The busy child runs at the first read, and is reaped after it
+		// with no fork between.
+		{"running at", containmenttest.Busy + " & echo started; read x; wait; echo done; read y", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m, err := containment.Open(containment.Config{Disabled: true}).New("p", containment.Limits{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Destroy()
+			in, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command("bash", "-c", c.script)
+			cmd.Stdin = in
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Start(cmd, proctree.Start); err != nil {
+				t.Fatal(err)
+			}
+			in.Close()
+			defer func() { w.Close(); proctree.Wait(cmd) }()
+			lines := bufio.NewReader(out)
+			if c.hold {
+				if l, err := lines.ReadString('\n'); err != nil || l != "started\n" {
+					t.Fatalf("%q %v", l, err)
+				}
+			}
+			time.Sleep(50 * time.Millisecond) // the shell is at its read
+			if c.hold {
+				defer containment.HoldLastPID()()
+			}
+			before := m.CPU()
+			w.WriteString("\n")
+			if l, err := lines.ReadString('\n'); err != nil || l != "done\n" {
+				t.Fatalf("%q %v", l, err)
+			}
+			if after := m.CPU(); after-before < 250*time.Millisecond {
+				t.Fatalf("CPU %v then %v: the reaped child is not counted", before, after)
+			}
+		})
+	}
+}
+
+// Without cgroups, the shell's own CPU time is counted finer than the stat
+// file's clock ticks of 10 ms: a command that runs in the shell alone reads
+// its own time to the microsecond.
+func TestNoneCountsTheShellsOwnTimeFinely(t *testing.T) {
+	if _, err := os.Stat("/proc/self/schedstat"); err != nil {
+		t.Skip("no schedstat here: the stat file gives the own time, in ticks")
+	}
+	m, err := containment.Open(containment.Config{Disabled: true}).New("p", containment.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Destroy()
+	in, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Loops of the shell's own, each a few milliseconds, and no fork.
+	cmd := exec.Command("bash", "-c", `while read n; do i=0; while ((i < n)); do ((i++)); done; echo; done`)
+	cmd.Stdin = in
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(cmd, proctree.Start); err != nil {
+		t.Fatal(err)
+	}
+	in.Close()
+	defer func() { w.Close(); proctree.Wait(cmd) }()
+	lines := bufio.NewReader(out)
+	prev := m.CPU()
+	for i := range 20 {
+		fmt.Fprintf(w, "%d\n", 2000+137*i)
+		if _, err := lines.ReadString('\n'); err != nil {
+			t.Fatal(err)
+		}
+		cpu := m.CPU()
+		if d := cpu - prev; d > 0 && d%(10*time.Millisecond) != 0 {
+			return
+		}
+		prev = cpu
+	}
+	t.Fatal("every step of the CPU time read is a whole number of 10 ms ticks")
 }

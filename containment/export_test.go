@@ -1,6 +1,10 @@
 package containment
 
-import "path/filepath"
+import (
+	"path/filepath"
+
+	"github.com/conchsh/conch/internal/proctree"
+)
 
 // WithoutKillFile makes m end its processes by freezing the cgroup, as on
 // kernels without cgroup.kill.
@@ -108,4 +112,12 @@ func V1Dir(r *Root, m Manager, c string) string {
 func AfterMembersRead(t interface{ Cleanup(func()) }, f func(dir string)) {
 	membersRead = f
 	t.Cleanup(func() { membersRead = nil })
+}
+
+// HoldLastPID makes the namespace's last pid read the same until restore,
+// as if nothing were forked on the machine: not safe beside parallel tests.
+func HoldLastPID() (restore func()) {
+	held := lastPID()
+	lastPID = func() int { return held }
+	return func() { lastPID = proctree.LastPID }
 }
