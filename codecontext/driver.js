@@ -656,9 +656,16 @@ function withOwnEmit(f) {
     if (now && now.value === ownEmit) Reflect.defineProperty(process, 'emit', d); // unless the listeners set another
   }
 }
+// The driver's listeners go back first (see keepListeners): a cell that
+// removed them (process.removeAllListeners()) and then failed in a
+// callback, before its end put them back, had Node find no listener and
+// end the interpreter, its report on the cell's stderr.
 const fatalException = process._fatalException;
 if (typeof fatalException === 'function') {
-  process._fatalException = (e, fromPromise) => withOwnEmit(() => fatalException(e, fromPromise));
+  process._fatalException = (e, fromPromise) => withOwnEmit(() => {
+    try { keepListeners(); } catch {}
+    return fatalException(e, fromPromise);
+  });
 }
 // Node writes "Waiting for the debugger to disconnect..." to fd 2 as the
 // process exits while an inspector session to the main thread is

@@ -800,6 +800,25 @@ func TestDriverDeathsReported(t *testing.T) {
 		_, out, _ := run(t, c, "3")
 		require.Equal(t, "3\n", out)
 	})
+	// Within the cell that removed them too: the exception, or the
+	// rejection, fails that cell. Node found no listener and ended the
+	// interpreter, its report naming the driver's rewrite of the cell.
+	t.Run("removeAllListeners in the failing cell", func(t *testing.T) {
+		t.Parallel()
+		c := newContext(t, Options{Language: JavaScript})
+		for _, failing := range []string{
+			`setTimeout(() => { throw new Error("boom") }, 10); await new Promise(r => setTimeout(r, 200)); 1`,
+			`await null; Promise.reject(new Error("boom")); await new Promise(r => setTimeout(r, 50)); 2`,
+		} {
+			r, _, errOut := run(t, c, "process.removeAllListeners(); "+failing)
+			require.Equal(t, 1, code(r), "%q: %+v %q", failing, r, errOut)
+			require.Contains(t, errOut, "Error: boom", failing)
+			require.NotContains(t, errOut, "value:", failing)
+			require.NotContains(t, errOut, "Node.js v", failing)
+		}
+		_, out, _ := run(t, c, "3")
+		require.Equal(t, "3\n", out)
+	})
 	t.Run("stderr None", func(t *testing.T) {
 		t.Parallel()
 		c := newContext(t, Options{Language: Python})
