@@ -255,6 +255,7 @@ function makeContext() {
   const mod = new Module('[cell]');
   // V8 gives a context a console of its own that writes nowhere.
   Object.assign(sandbox, { console, require: req, module: mod, exports: mod.exports });
+  if (typeof sandbox.queueMicrotask === 'function') sandbox.queueMicrotask = cellQueueMicrotask;
   quietPromises(vm.runInContext('Promise.prototype', ctx));
   thenOf.set(ctx, vm.runInContext('Promise.prototype.then', ctx));
   for (const name of Object.keys(last)) {
@@ -659,14 +660,49 @@ function withOwnEmit(f) {
 // The driver's listeners go back first (see keepListeners): a cell that
 // removed them (process.removeAllListeners()) and then failed in a
 // callback, before its end put them back, had Node find no listener and
-// end the interpreter, its report on the cell's stderr.
+// end the interpreter, its report on the cell's stderr. The throw of a
+// queueMicrotask callback is reported in the name of the cell that queued
+// it (thrownBy).
 const fatalException = process._fatalException;
 if (typeof fatalException === 'function') {
   process._fatalException = (e, fromPromise) => withOwnEmit(() => {
     try { keepListeners(); } catch {}
+    const by = thrownBy;
+    thrownBy = null;
+    if (by) return alsRun(tokenOf(by), () => fatalException(e, fromPromise));
     return fatalException(e, fromPromise);
   });
 }
+
+// Node reports the throw of a queueMicrotask callback outside any callback,
+// where no cell is named: the driver took it for the running cell's, so
+// that a timer of an ended cell whose microtask threw failed whichever cell
+// ran then, and what a cell's 'uncaughtException' listener printed of its
+// own microtask's throw went nowhere. The cells' queueMicrotask notes the
+// cell that queued the callback as its throw goes to Node's report, which
+// then runs in that cell's name.
+const nodeQueueMicrotask = queueMicrotask;
+let thrownBy = null; // the cell whose microtask's throw Node is about to report
+function cellQueueMicrotask(callback) {
+  const cell = storeCell();
+  if (typeof callback !== 'function' || !cell) {
+    try {
+      return nodeQueueMicrotask(callback);
+    } catch (e) {
+      try { Error.captureStackTrace(e, cellQueueMicrotask); } catch {} // the cell's frames, not the driver's
+      throw e;
+    }
+  }
+  nodeQueueMicrotask(() => {
+    try {
+      callback();
+    } catch (e) {
+      thrownBy = cell;
+      throw e;
+    }
+  });
+}
+defineProperty(cellQueueMicrotask, 'name', { value: 'queueMicrotask' });
 // Node writes "Waiting for the debugger to disconnect..." to fd 2 as the
 // process exits while an inspector session to the main thread is
 // connected: the interruptor's, while one of its looks is in flight (see
@@ -742,9 +778,10 @@ function failCell(e) {
   const cell = storeCell() || current;
   if (cell && cell === current) {
     cell.failed = true;
-    // Not through emit: a callback that names no cell (a queueMicrotask's,
-    // whose throw is reported outside it) fails the running cell, and
-    // its message is that cell's too.
+    // Not through emit: a callback that names no cell (one that Node's own
+    // queueMicrotask queued, whose throw is reported outside it, see
+    // cellQueueMicrotask) fails the running cell, and its message is that
+    // cell's too.
     writeTo(cell, 2, describe(e));
     exitGoesOn(1);
   }

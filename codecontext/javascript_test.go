@@ -153,6 +153,28 @@ func TestMicrotaskThrow(t *testing.T) {
 	require.Contains(t, errOut, "Error: micro")
 }
 
+// TestLateMicrotaskThrow: the throw of a queueMicrotask callback that a
+// timer of an ended cell queued fails no later cell, as the throw of the
+// timer itself would not; and what a cell's 'uncaughtException' listener
+// prints of its own microtask's throw is that cell's output. Node reports
+// such a throw outside any callback, where the driver took it for the
+// running cell's, and the listener's output went nowhere.
+func TestLateMicrotaskThrow(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	r, _, errOut := run(t, c, `setTimeout(() => queueMicrotask(() => { throw new Error("late micro") }), 100); 1`)
+	require.Equal(t, 0, code(r), errOut)
+	r, out, errOut := run(t, c, `await new Promise(r => setTimeout(r, 600)); 2`)
+	require.Equal(t, 0, code(r), "%+v %q", r, errOut)
+	require.Equal(t, "2\n", out)
+	require.Empty(t, errOut)
+	r, out, errOut = run(t, c, `process.on("uncaughtException", e => console.log("caught:", e.message));
+queueMicrotask(() => { throw new Error("own micro") }); await new Promise(r => setTimeout(r, 50)); 3`)
+	require.Equal(t, 0, code(r), "%+v %q", r, errOut)
+	require.Equal(t, "caught: own micro\n3\n", out)
+	require.Empty(t, errOut)
+}
+
 // TestWorkerOpensFiles: a worker thread that opens and closes files all the
 // while does not end the context: an open of its may take fd 0, 1 or 2 as
 // the driver puts a cell's streams there, and the driver then waits for it
