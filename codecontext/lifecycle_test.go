@@ -209,6 +209,24 @@ func TestExitEndsContext(t *testing.T) {
 	}
 }
 
+// TestJavaScriptThrowingAsyncHookEndsContext: an async_hooks hook whose
+// callback throws ends the interpreter as it ends plain node, which prints
+// the error and exits 1: the cell and the context end exited 1, the error
+// on the cell's stderr. Node exits from inside its own bookkeeping, where
+// the driver cannot take the throw for the cell's.
+func TestJavaScriptThrowingAsyncHookEndsContext(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	r, _, errOut := run(t, c, `require("async_hooks").createHook({ init() { throw new Error("hook") } }).enable(); setTimeout(() => {}, 1)`)
+	require.Equal(t, process.Exited, r.Reason, "%+v %q", r, errOut)
+	require.Equal(t, 1, code(r))
+	require.Contains(t, errOut, "Error: hook")
+	<-c.Done()
+	require.Equal(t, 1, code(*c.Info().Result))
+	_, err := c.Submit(CellOptions{Code: "1"})
+	require.ErrorIs(t, err, ErrContextEnded)
+}
+
 // TestPythonExitStatus: sys.exit with an int ends the context with the
 // status plain python3 exits with, for one that does not fit a C long too
 // (2**64: 255, where the low byte alone gave 0).
