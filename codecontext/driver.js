@@ -429,6 +429,11 @@ function compileText(code, filename) {
       // await is not valid there.
       const error = awaitSyntaxError(code, filename);
       if (error) return { error };
+      // A rewrite that failed otherwise (a cell replaced what it calls in
+      // Node's own context, Function.prototype.call) says so: the text
+      // run unrewritten failed with V8's "await is only valid in async
+      // functions", a SyntaxError the cell's text does not have.
+      if (!isSyntaxError(e)) return { error: "Node's REPL rewrite of the cell's top-level await failed: " + describe(e).replace(/^Uncaught /, '') };
     }
     if (wrapped !== null) {
       try { return { script: new vm.Script(wrapped, options), wrapped: true }; } catch {}
@@ -442,6 +447,10 @@ function compileText(code, filename) {
     const i = stack.search(/\n\s+at /);
     return { error: (i < 0 ? stack : stack.slice(0, i)) + '\n' };
   }
+}
+
+function isSyntaxError(e) {
+  try { return e instanceof SyntaxError; } catch { return false; }
 }
 
 // awaitSyntaxError formats the syntax error of text that awaits at its top

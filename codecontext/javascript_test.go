@@ -175,6 +175,28 @@ queueMicrotask(() => { throw new Error("own micro") }); await new Promise(r => s
 	require.Empty(t, errOut)
 }
 
+// TestAwaitRewriteBroken: a cell whose top-level await Node's REPL rewrite
+// cannot rewrite, for an earlier cell broke what the rewrite calls in
+// Node's own context (Function.prototype.call), fails saying so, with the
+// rewrite's error; it failed with V8's "await is only valid in async
+// functions", a SyntaxError the cell's text does not have. Once the cell
+// puts it back, await works again.
+func TestAwaitRewriteBroken(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	run(t, c, `require("vm").runInThisContext("globalThis.savedCall = Function.prototype.call; Function.prototype.call = function () { throw new Error('no call') }"); 1`)
+	r, out, errOut := run(t, c, "await 1")
+	require.Equal(t, 1, code(r), "%+v %q", r, errOut)
+	require.Empty(t, out)
+	require.NotContains(t, errOut, "SyntaxError")
+	require.Contains(t, errOut, "rewrite of the cell's top-level await failed")
+	r, _, errOut = run(t, c, `require("vm").runInThisContext("Function.prototype.call = savedCall"); 2`)
+	require.Equal(t, 0, code(r), errOut)
+	r, out, errOut = run(t, c, "await 3")
+	require.Equal(t, 0, code(r), errOut)
+	require.Equal(t, "3\n", out)
+}
+
 // TestWorkerOpensFiles: a worker thread that opens and closes files all the
 // while does not end the context: an open of its may take fd 0, 1 or 2 as
 // the driver puts a cell's streams there, and the driver then waits for it
