@@ -108,3 +108,9 @@ const MetricsMaxConnections = metricsMaxConnections
 // SetMetricsWriteTimeout sets how long the metrics listener gives a
 // request's answer, from its headers read to its last byte written.
 func SetMetricsWriteTimeout(s *Server, d time.Duration) { s.ms.WriteTimeout = d }
+
+// SpareHeld reports whether the API listener holds its spare descriptor.
+func SpareHeld(s *Server) bool {
+	sp := s.spare.Load()
+	return sp != nil && sp.held()
+}

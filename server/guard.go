@@ -114,7 +114,7 @@ func (s *Server) wrap(rt route) http.Handler {
 				s.readRest(w, r, rest)
 			}
 		}()
-		headersRead(r)
+		headersRead(w, r)
 		begun := time.Now()
 		id := requestID(r)
 		w.Header().Set("X-Request-Id", id)

@@ -117,9 +117,14 @@ func connState(c net.Conn, st http.ConnState) {
 }
 
 // headersRead ends the headers' part in the budget of the request's
-// connection, as its handler starts.
-func headersRead(r *http.Request) {
+// connection, as its handler starts. A connection that took its
+// listener's spare descriptor (see spareFD) is closed after the answer,
+// to give the spare back for the next client.
+func headersRead(w http.ResponseWriter, r *http.Request) {
 	if jc, ok := r.Context().Value(connKey{}).(*jsonErrorConn); ok {
 		jc.headers.end()
+		if jc.spare != nil {
+			w.Header().Set("Connection", "close")
+		}
 	}
 }

@@ -53,20 +53,44 @@ type jsonErrorListener struct {
 	open    *atomic.Int64 // the connections accepted and not closed
 	headers *headerBudget // the bytes of headers being read (see headerBudget; nil: not counted)
 	idle    *idleConns    // the connections open, to close the idlest of when full (nil: refuse)
+	// spare is let go of when an accept finds no descriptor free, for the
+	// connection to take its place (nil: none). That connection is served
+	// one request and closed, which takes the spare back.
+	spare *spareFD
 }
 
 func (l jsonErrorListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
+		onSpare := false
 		if err != nil {
-			return nil, err
+			if !outOfFiles(err) || !l.spare.release() {
+				return nil, err
+			}
+			// The accept waits for a connection when none is waiting;
+			// the descriptor let go of may meanwhile go to other work,
+			// which leaves the accept failing as before.
+			if c, err = l.Listener.Accept(); err != nil {
+				l.spare.take()
+				return nil, err
+			}
+			onSpare = true
+		} else {
+			l.spare.take() // held again once a descriptor is free
+		}
+		var spare *spareFD
+		if onSpare {
+			spare = l.spare
 		}
 		if l.max <= 0 {
-			return newJSONErrorConn(c, nil, l.headers), nil
+			jc := newJSONErrorConn(c, nil, l.headers)
+			jc.onSpare(spare)
+			return jc, nil
 		}
 		for {
 			if l.open.Add(1) <= int64(l.max) {
 				jc := newJSONErrorConn(c, l.open, l.headers)
+				jc.onSpare(spare)
 				l.idle.add(jc)
 				return jc, nil
 			}
@@ -75,8 +99,17 @@ func (l jsonErrorListener) Accept() (net.Conn, error) {
 				break
 			}
 		}
-		go refuseConn(c, l.full)
+		go func() {
+			refuseConn(c, l.full)
+			spare.take()
+		}()
 	}
+}
+
+// Close closes the listener, and lets its spare go.
+func (l jsonErrorListener) Close() error {
+	l.spare.close()
+	return l.Listener.Close()
 }
 
 // idleConns are the connections a listener holds open, each with when it
@@ -244,6 +277,34 @@ type jsonErrorConn struct {
 	writingSince atomic.Int64
 	headersCame  atomic.Int64 // when a read last brought the end of a request's headers
 	socket       syscall.Conn // its socket, for a request it holds unread (nil: not known)
+	// spare, when set, is the listener's spare, whose place the
+	// connection took: it answers one request, and its close takes the
+	// spare back. spareAsked is set once its request's headers came, and
+	// spareWait closes it when they have not within spareHeaders.
+	spare      *spareFD
+	spareAsked atomic.Bool
+	spareWait  *time.Timer
+}
+
+// spareHeaders is how long a connection on a listener's spare descriptor
+// has to send its request's headers, rather than net/http's 10 s: one
+// that sent nothing held the spare, and every other client waited.
+const spareHeaders = time.Second
+
+// onSpare makes c a connection on spare, when set (see spareFD).
+func (c *jsonErrorConn) onSpare(spare *spareFD) {
+	if spare == nil {
+		return
+	}
+	c.spare = spare
+	c.spareWait = time.AfterFunc(spareHeaders, func() {
+		if c.spareAsked.Load() {
+			return
+		}
+		tooMany(c.Conn, "the daemon is at its limit of open files (RLIMIT_NOFILE), and this connection sent no request within "+
+			spareHeaders.String()+": end some sessions or processes, and try again")
+		_ = c.Close()
+	})
 }
 
 // newJSONErrorConn wraps c, counted in open (nil: not), its headers in
@@ -261,6 +322,9 @@ func (c *jsonErrorConn) Read(p []byte) (int, error) {
 		// A request is here whole, to be served at once (an end split
 		// between two reads is missed: the request goes unspared).
 		c.headersCame.Store(c.idle.now())
+	}
+	if n > 0 && c.spare != nil && !c.spareAsked.Load() && bytes.Contains(p[:n], headersEnd) {
+		c.spareAsked.Store(true)
 	}
 	if n > 0 && !c.headers.count(n) {
 		// Answered here, as net/http answers headers over its limit
@@ -283,7 +347,12 @@ func (c *jsonErrorConn) Close() error {
 		}
 	})
 	c.headers.end()
-	return c.Conn.Close()
+	err := c.Conn.Close()
+	if c.spare != nil {
+		c.spareWait.Stop()
+		c.spare.take()
+	}
+	return err
 }
 
 func (c *jsonErrorConn) Write(p []byte) (int, error) {

@@ -155,8 +155,9 @@ type Server struct {
 	// bounds (kill, resize): large bodies that fill bodies, read slowly,
 	// leave them room, so that a process can still be signalled.
 	smallBodies bodyBudget
-	headers     headerBudget  // the request headers being read
-	streams     chan struct{} // one element for each log stream open, MaxStreams of them
+	headers     headerBudget            // the request headers being read
+	spare       atomic.Pointer[spareFD] // the API listener's spare descriptor (see spareFD), once it serves
+	streams     chan struct{}           // one element for each log stream open, MaxStreams of them
 	hs          *http.Server
 	handler     http.Handler
 	ctx         context.Context    // the base of every request's context
@@ -376,7 +377,9 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.addListenHosts(ln.Addr())
 	s.log.Info("serving", "addr", ln.Addr().String(), "version", s.opts.Version)
 	s.checkShell()
-	bounded := jsonErrorListener{Listener: ln, max: s.opts.MaxConnections, open: new(atomic.Int64), headers: &s.headers,
+	spare := newSpareFD()
+	s.spare.Store(spare)
+	bounded := jsonErrorListener{Listener: ln, max: s.opts.MaxConnections, open: new(atomic.Int64), headers: &s.headers, spare: spare,
 		full: fmt.Sprintf("the daemon has %d connections open, its most (--max-connections): close idle ones, or try again", s.opts.MaxConnections)}
 	if err := s.hs.Serve(bounded); !errors.Is(err, http.ErrServerClosed) {
 		return err

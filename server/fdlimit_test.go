@@ -1,0 +1,183 @@
+package server_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/reapertest"
+	"github.com/conchsh/conch/server"
+)
+
+// A daemon whose work has taken every descriptor it may open still
+// answers a client that connects: it lets go of a spare descriptor to
+// accept the connection, answers it once and closes it, which takes the
+// spare back (a connection that sends nothing is answered 429 and closed
+// within a second, so that it cannot keep the spare). Without it, the client waited in the accept queue, never
+// answered, even to delete the sessions that held the descriptors, and
+// /healthz went unanswered.
+//
+// The descriptors are counted out in a process of the test's own: the
+// limit applies to the whole process, the client's sockets included.
+func TestAcceptOutOfDescriptors(t *testing.T) {
+	t.Parallel()
+	out := reapertest.RunChild(t, "TestAcceptOutOfDescriptorsChild", "CONCH_TEST_FD_CHILD=1")
+	require.Contains(t, out, "--- PASS: TestAcceptOutOfDescriptorsChild", "%s", out)
+}
+
+func TestAcceptOutOfDescriptorsChild(t *testing.T) {
+	if os.Getenv("CONCH_TEST_FD_CHILD") == "" {
+		t.Skip("run by TestAcceptOutOfDescriptors")
+	}
+	var rl syscall.Rlimit
+	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl))
+	defer syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl)
+	d := start(t, server.Options{})
+	sess, err := d.c.CreateSession(ctx(t), client.SessionOptions{})
+	require.NoError(t, err)
+	d.c.CloseIdleConnections()
+
+	// dial connects to the daemon, with no descriptor free once it has.
+	dial := func() net.Conn {
+		t.Helper()
+		conn, err := net.Dial("tcp", d.addr)
+		require.NoError(t, err)
+		if fd, err := syscall.Open("/dev/null", syscall.O_RDONLY|syscall.O_CLOEXEC, 0); err == nil {
+			syscall.Close(fd)
+			conn.Close()
+			t.Fatal("a descriptor free after the dial")
+		}
+		return conn
+	}
+	// ask sends one request on conn and reads its answer.
+	ask := func(conn net.Conn, method, path string) *http.Response {
+		t.Helper()
+		defer conn.Close()
+		require.NoError(t, conn.SetDeadline(time.Now().Add(20*time.Second))) // hang guard
+		_, err = fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", method, path, d.addr, testToken)
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err, "%s %s with no descriptor free: no answer", method, path)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	// The daemon idle: its check that a shell starts over, the client's
+	// connections closed.
+	require.Eventually(t, func() bool {
+		status, _ := d.raw(t, "GET", "/readyz", "", nil)
+		return status == http.StatusOK
+	}, 20*time.Second, 10*time.Millisecond)
+	d.c.CloseIdleConnections()
+	var before map[string]string
+	require.Eventually(t, func() bool {
+		was := before
+		before = openFDs(t)
+		return maps.Equal(was, before)
+	}, 20*time.Second, 100*time.Millisecond)
+	top := 0
+	for n := range before {
+		fd, _ := strconv.Atoi(n)
+		top = max(top, fd)
+	}
+	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: uint64(top + 1 + 32), Max: rl.Max}))
+	// Every number under the limit taken, then one let go, which the
+	// client's socket takes: the daemon has none for the accept.
+	var fill []int
+	for {
+		fd, err := syscall.Open("/dev/null", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			break
+		}
+		fill = append(fill, fd)
+	}
+	defer func() {
+		for _, fd := range fill {
+			syscall.Close(fd)
+		}
+	}()
+	syscall.Close(fill[len(fill)-1])
+	fill = fill[:len(fill)-1]
+
+	// A connection on the spare that sends nothing does not keep it:
+	// it is answered 429 and closed.
+	quiet := dial()
+	require.NoError(t, quiet.SetDeadline(time.Now().Add(20*time.Second))) // hang guard
+	resp, err := http.ReadResponse(bufio.NewReader(quiet), nil)
+	require.NoError(t, err, "a connection that sent nothing on the spare descriptor: no answer")
+	body, _ := io.ReadAll(resp.Body)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "%s", body)
+	require.Contains(t, string(body), "limit of open files")
+	quiet.Close()
+	require.Eventually(t, func() bool { return server.SpareHeld(d.srv) }, 20*time.Second, time.Millisecond)
+
+	resp = ask(dial(), "GET", "/healthz")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.True(t, resp.Close, "a connection on the spare descriptor answers once")
+	// The spare is back once that connection closed, for the next one.
+	require.Eventually(t, func() bool { return server.SpareHeld(d.srv) }, 20*time.Second, time.Millisecond)
+	resp = ask(dial(), "DELETE", "/v1/sessions/"+sess.ID)
+	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+
+	for _, fd := range fill {
+		syscall.Close(fd)
+	}
+	fill = nil
+	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl))
+	s2, err := d.c.CreateSession(ctx(t), client.SessionOptions{})
+	require.NoError(t, err, "a session after the descriptors came back")
+	r, _, err := d.c.RunCommand(ctx(t), s2.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "echo ok"}})
+	require.NoError(t, err)
+	require.Equal(t, "ok\n", r.Output)
+	require.NoError(t, d.c.DeleteSession(ctx(t), s2.ID))
+	d.c.CloseIdleConnections()
+	// Nothing left open, and the spare held again: as many /dev/null as
+	// before, and nothing else that was not open before but the client's
+	// sockets.
+	nulls := func(fds map[string]string) (n int) {
+		for _, what := range fds {
+			if what == os.DevNull {
+				n++
+			}
+		}
+		return n
+	}
+	require.Eventually(t, func() bool {
+		after := openFDs(t)
+		for n, what := range after {
+			if what != os.DevNull && what != before[n] && !strings.HasPrefix(what, "socket:") {
+				return false
+			}
+		}
+		return nulls(after) == nulls(before)
+	}, 20*time.Second, 10*time.Millisecond, "descriptors before: %v, after: %v", before, openFDs(t))
+}
+
+// openFDs lists this process's descriptors (the listing's own aside).
+func openFDs(t *testing.T) map[string]string {
+	t.Helper()
+	dir, err := os.Open("/proc/self/fd")
+	require.NoError(t, err)
+	defer dir.Close()
+	names, err := dir.Readdirnames(-1)
+	require.NoError(t, err)
+	fds := map[string]string{}
+	for _, n := range names {
+		if n != strconv.Itoa(int(dir.Fd())) {
+			fds[n], _ = os.Readlink("/proc/self/fd/" + n)
+		}
+	}
+	return fds
+}
