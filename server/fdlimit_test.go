@@ -2,12 +2,14 @@ package server_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"maps"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/internal/reapertest"
 	"github.com/conchsh/conch/server"
 )
@@ -180,4 +183,88 @@ func openFDs(t *testing.T) map[string]string {
 		}
 	}
 	return fds
+}
+
+// The bound of the API's connections fits the daemon's limit of open
+// files: at half of it, one past it is answered 429 rather than waiting
+// unanswered. At the default bound (4096) and a limit of 256, idle
+// connections, which need no token to open, took every descriptor the
+// daemon had, and nothing answered until they went.
+//
+// The daemon runs in a process of its own, under the lowered limit; the
+// connections are this process's.
+func TestConnectionsFitDescriptorLimit(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestConnectionsFitDescriptorLimitChild$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), "CONCH_TEST_FD_SERVE=1")
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var errOut strings.Builder
+	cmd.Stderr = &errOut
+	require.NoError(t, proctree.Start(cmd))
+	lines := bufio.NewScanner(stdout)
+	addr := ""
+	var out []string
+	for addr == "" && lines.Scan() {
+		out = append(out, lines.Text())
+		if _, a, ok := strings.Cut(lines.Text(), "addr="); ok {
+			addr = strings.Fields(a)[0]
+		}
+	}
+	require.NotEmpty(t, addr, "the daemon's address: %s %s", out, errOut.String())
+
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	refused := ""
+	for i := 0; i < 256 && refused == ""; i++ {
+		conn, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		conns = append(conns, conn)
+		require.NoError(t, conn.SetDeadline(time.Now().Add(20*time.Second))) // hang guard
+		_, err = fmt.Fprintf(conn, "GET /livez HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err, "connection %d: no answer", i+1)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case http.StatusOK:
+			if resp.Close {
+				refused = fmt.Sprintf("connection %d answered once and closed: the daemon is out of descriptors", i+1)
+			}
+		case http.StatusTooManyRequests:
+			require.Contains(t, string(body), "--max-connections", "connection %d", i+1)
+			refused = "ok"
+		default:
+			t.Fatalf("connection %d: %d %s", i+1, resp.StatusCode, body)
+		}
+	}
+	require.Equal(t, "ok", refused, "idle connections past the bound: %d of them", len(conns))
+	stdin.Close()
+	for lines.Scan() {
+		out = append(out, lines.Text())
+	}
+	require.NoError(t, proctree.Wait(cmd), "%s %s", out, errOut.String())
+	require.Contains(t, strings.Join(out, "\n"), "--- PASS: TestConnectionsFitDescriptorLimitChild")
+}
+
+func TestConnectionsFitDescriptorLimitChild(t *testing.T) {
+	if os.Getenv("CONCH_TEST_FD_SERVE") == "" {
+		t.Skip("run by TestConnectionsFitDescriptorLimit")
+	}
+	var rl syscall.Rlimit
+	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl))
+	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: 256, Max: rl.Max}))
+	defer syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl)
+	d := start(t, server.Options{})
+	fmt.Printf("\naddr=%s\n", d.addr)
+	_, _ = io.Copy(io.Discard, os.Stdin) // until the test is done with it
 }

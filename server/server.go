@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/api"
@@ -105,6 +106,8 @@ type Options struct {
 	MaxProcesses int
 	// MaxConnections bounds the connections to the API open at once; zero
 	// means DefaultMaxConnections. One past it is answered 429 and closed.
+	// New lowers it to half the process's limit of open files when it is
+	// over that.
 	MaxConnections int
 	// MaxStreams bounds the log streams and PTY attachments open at once; zero means
 	// DefaultMaxStreams. One past it is refused 429.
@@ -248,6 +251,8 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxConnections <= 0 {
 		opts.MaxConnections = DefaultMaxConnections
 	}
+	asked := opts.MaxConnections
+	opts.MaxConnections = fitConnections(opts.MaxConnections)
 	if opts.MaxStreams <= 0 {
 		opts.MaxStreams = DefaultMaxStreams
 	}
@@ -284,6 +289,9 @@ func New(opts Options) (*Server, error) {
 		drained:  make(chan struct{}),
 		streams:  make(chan struct{}, opts.MaxStreams),
 		matching: make(chan struct{}, matchSlots()),
+	}
+	if opts.MaxConnections < asked {
+		s.log.Warn("connections bounded below --max-connections, to half the limit of open files", "maxConnections", opts.MaxConnections, "asked", asked)
 	}
 	s.heartbeat.Store(int64(heartbeat))
 	s.writeTimeout.Store(int64(writeTimeout))
@@ -510,4 +518,21 @@ func Version() string {
 		}
 	}
 	return "devel"
+}
+
+// fitConnections returns n, the bound of the API's connections, lowered to
+// half of this process's limit of open files (RLIMIT_NOFILE) when it is
+// over it: idle connections, which need no token to open, took every
+// descriptor of a daemon started under a limit below the default bound
+// (ulimit -n 1024), and nothing answered until they went. The other half
+// is left to the sessions and processes.
+func fitConnections(n int) int {
+	var rl syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) != nil || rl.Cur == ^uint64(0) /* RLIM_INFINITY */ {
+		return n
+	}
+	if half := rl.Cur / 2; uint64(n) > half {
+		return max(1, int(half))
+	}
+	return n
 }
