@@ -41,7 +41,24 @@ const (
 	// maxNesting is the depth of arrays and objects past which the SDK's
 	// decoder refuses a message.
 	maxNesting = 1000
+	// requestRoom bounds the bytes of the requests passed on and not yet
+	// answered, together: four lines of the largest size. The SDK handles
+	// requests concurrently, and a call holds its request, decoded several
+	// times over, until it is answered: a run that waits for its command
+	// (up to a day) or for its turn in its session (see order) holds it as
+	// long. A client that piped 50 runs of 10 MiB behind a command that
+	// waited had conch mcp hold 2 GB, and more with each line. A request
+	// that would pass the bound is answered at once with codeRequestRoom
+	// rather than held: the reading of input never stops for it, so that a
+	// cancel of a call that holds the room still comes through. A request
+	// sent when none is pending is always taken.
+	requestRoom = 64 << 20
 )
+
+// codeRequestRoom is the JSON-RPC error code (one of the server errors,
+// -32000 to -32099, that JSON-RPC 2.0 leaves to implementations) of a
+// request refused for requestRoom.
+const codeRequestRoom = -32010
 
 // batchesEnd is the first protocol version without JSON-RPC batches: the
 // SDK's connection fails on a batch once such a version is negotiated.
@@ -71,7 +88,7 @@ func (t *stdioTransport) stop(d time.Duration) {
 // line; it returns at that line or at the end of in.
 func (t *stdioTransport) Connect(ctx context.Context) (mcp.Connection, error) {
 	pr, pw := io.Pipe()
-	g := &gate{out: t.out, order: t.order, budget: t.budget, pending: map[jsonrpc.ID]bool{}, cancelled: map[jsonrpc.ID]bool{},
+	g := &gate{out: t.out, order: t.order, budget: t.budget, pending: map[jsonrpc.ID]int64{}, cancelled: map[jsonrpc.ID]bool{},
 		held: map[jsonrpc.ID]*heldErrors{}, gaveUp: make(chan struct{})}
 	g.drained = sync.NewCond(&g.mu)
 	// The gate bounds lines, so the SDK need not.
@@ -98,7 +115,10 @@ type gate struct {
 
 	mu      sync.Mutex // guards the fields below and serialises writes to out
 	drained *sync.Cond // broadcast when pending empties or the gate closes
-	pending map[jsonrpc.ID]bool
+	// pending are the requests passed on and not yet answered, with the
+	// bytes of each; pendingBytes is the sum of those (see requestRoom).
+	pending      map[jsonrpc.ID]int64
+	pendingBytes int64
 	// cancelled are the pending requests the client cancelled: their
 	// answers are not sent (MCP: a cancelled request is not answered).
 	cancelled map[jsonrpc.ID]bool
@@ -269,7 +289,7 @@ func (g *gate) noteCancel(req *jsonrpc.Request) {
 	if json.Unmarshal(req.Params, &params) != nil {
 		return
 	}
-	if id, err := jsonrpc.MakeID(params.RequestID); err == nil && g.pending[id] {
+	if id, err := jsonrpc.MakeID(params.RequestID); err == nil && g.isPending(id) {
 		g.cancelled[id] = true
 		g.cancels = append(g.cancels, id)
 	}
@@ -301,6 +321,7 @@ func (g *gate) Close() error {
 // version of the answer to initialize. g.mu is held.
 func (g *gate) settle(answers []*jsonrpc.Response) {
 	for _, resp := range answers {
+		g.pendingBytes -= g.pending[resp.ID]
 		delete(g.pending, resp.ID)
 		delete(g.cancelled, resp.ID)
 		g.order.answered(resp.ID)
@@ -430,12 +451,16 @@ func (g *gate) check(line []byte) [][]byte {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		if req != nil && req.IsCall() {
-			if g.pending[req.ID] {
+			if g.isPending(req.ID) {
 				g.refuseLocked(idJSON(trimmed), jsonrpc.CodeInvalidRequest,
 					fmt.Sprintf("request id %v is already in use by a request not yet answered", req.ID.Raw()))
 				return nil
 			}
-			g.pass(req)
+			if msg := g.roomRefusal(len(trimmed)); msg != "" {
+				g.refuseLocked(idJSON(trimmed), codeRequestRoom, msg)
+				return nil
+			}
+			g.pass(req, len(trimmed))
 			line = g.marked(req, line)
 		}
 		g.noteCancel(req)
@@ -504,12 +529,16 @@ func (g *gate) check(line []byte) [][]byte {
 	var rest []json.RawMessage
 	var calls []*jsonrpc.Request
 	for _, e := range elems {
-		if e.req != nil && g.pending[e.req.ID] {
+		if e.req != nil && g.isPending(e.req.ID) {
 			fail(e.raw, "request id %v is already in use by a request not yet answered", e.req.ID.Raw())
 			continue
 		}
 		if e.req != nil {
-			g.pass(e.req)
+			if msg := g.roomRefusal(len(e.raw)); msg != "" {
+				failWith(codeRequestRoom, e.raw, "%s", msg)
+				continue
+			}
+			g.pass(e.req, len(e.raw))
 			calls = append(calls, e.req)
 			e.raw = g.marked(e.req, e.raw)
 		}
@@ -694,9 +723,29 @@ func (g *gate) refusesInit(resp *jsonrpc.Response) bool {
 	return resp.Error != nil && g.inited && g.version == "" && resp.ID == g.initID
 }
 
-// pass marks req pending, and notes an initialize request. g.mu is held.
-func (g *gate) pass(req *jsonrpc.Request) {
-	g.pending[req.ID] = true
+// isPending reports whether the request id is pending. g.mu is held.
+func (g *gate) isPending(id jsonrpc.ID) bool {
+	_, ok := g.pending[id]
+	return ok
+}
+
+// roomRefusal is why a request of n bytes is refused now, "" when it is
+// taken (see requestRoom). g.mu is held.
+func (g *gate) roomRefusal(n int) string {
+	if len(g.pending) == 0 || g.pendingBytes+int64(n) <= requestRoom {
+		return ""
+	}
+	return fmt.Sprintf("request not handled: the requests conch mcp has read and not yet answered hold %d bytes, "+
+		"and this one (%d bytes) would pass its bound of %d (%d MiB) for them together; "+
+		"send it again once earlier requests are answered (or cancel one), or send it smaller",
+		g.pendingBytes, n, requestRoom, requestRoom>>20)
+}
+
+// pass marks req, of n bytes, pending, and notes an initialize request.
+// g.mu is held.
+func (g *gate) pass(req *jsonrpc.Request, n int) {
+	g.pending[req.ID] = int64(n)
+	g.pendingBytes += int64(n)
 	if req.Method == "initialize" && !g.inited {
 		var params struct {
 			ProtocolVersion string `json:"protocolVersion"`
