@@ -321,21 +321,34 @@ func TestExposeChildCallsAroundTheScheduler(t *testing.T) {
 // pipe whose write end it returns: it lives until that is closed.
 func startReading(t *testing.T) (containment.Manager, *exec.Cmd, *os.File) {
 	t.Helper()
+	m, cmd, w, _ := startBash(t, "read x")
+	return m, cmd, w
+}
+
+// startBash starts, without cgroups, bash running script with its stdin
+// a pipe, whose write end it returns, and its stdout read by the reader
+// it returns.
+func startBash(t *testing.T, script string) (containment.Manager, *exec.Cmd, *os.File, *bufio.Reader) {
+	t.Helper()
 	m, err := containment.Open(containment.Config{Disabled: true}).New("p", containment.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("sh", "-c", "read x")
+	cmd := exec.Command("bash", "-c", script)
 	in, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd.Stdin = in
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := m.Start(cmd, proctree.Start); err != nil {
 		t.Fatal(err)
 	}
 	in.Close()
-	return m, cmd, w
+	return m, cmd, w, bufio.NewReader(out)
 }
 
 // Without cgroups, a process's /proc stat file is opened at the first read
@@ -407,27 +420,8 @@ func TestNoneCountsChildrenReapedBetweenReads(t *testing.T) {
 		{"running at", containmenttest.Busy + " & echo started; read x; wait; echo done; read y", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			m, err := containment.Open(containment.Config{Disabled: true}).New("p", containment.Limits{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer m.Destroy()
-			in, w, err := os.Pipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			cmd := exec.Command("bash", "-c", c.script)
-			cmd.Stdin = in
-			out, err := cmd.StdoutPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := m.Start(cmd, proctree.Start); err != nil {
-				t.Fatal(err)
-			}
-			in.Close()
-			defer func() { w.Close(); proctree.Wait(cmd) }()
-			lines := bufio.NewReader(out)
+			m, cmd, w, lines := startBash(t, c.script)
+			defer func() { w.Close(); proctree.Wait(cmd); m.Destroy() }()
 			if c.hold {
 				if l, err := lines.ReadString('\n'); err != nil || l != "started\n" {
 					t.Fatalf("%q %v", l, err)
@@ -456,28 +450,9 @@ func TestNoneCountsTheShellsOwnTimeFinely(t *testing.T) {
 	if _, err := os.Stat("/proc/self/schedstat"); err != nil {
 		t.Skip("no schedstat here: the stat file gives the own time, in ticks")
 	}
-	m, err := containment.Open(containment.Config{Disabled: true}).New("p", containment.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Destroy()
-	in, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Loops of the shell's own, each a few milliseconds, and no fork.
-	cmd := exec.Command("bash", "-c", `while read n; do i=0; while ((i < n)); do ((i++)); done; echo; done`)
-	cmd.Stdin = in
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(cmd, proctree.Start); err != nil {
-		t.Fatal(err)
-	}
-	in.Close()
-	defer func() { w.Close(); proctree.Wait(cmd) }()
-	lines := bufio.NewReader(out)
+	m, cmd, w, lines := startBash(t, `while read n; do i=0; while ((i < n)); do ((i++)); done; echo; done`)
+	defer func() { w.Close(); proctree.Wait(cmd); m.Destroy() }()
 	prev := m.CPU()
 	for i := range 20 {
 		fmt.Fprintf(w, "%d\n", 2000+137*i)
