@@ -15,6 +15,7 @@ import (
 
 	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/containmenttest"
+	"github.com/conchsh/conch/internal/fdtest"
 	"github.com/conchsh/conch/internal/proctree"
 )
 
@@ -100,33 +101,14 @@ func fdHelper(t *testing.T, marker string) {
 		dirs = append(dirs, filepath.Join(d, "fd"))
 	}
 	// Use up every descriptor.
-	var held []int
-	defer func() {
-		for _, fd := range held {
-			syscall.Close(fd)
-		}
-	}()
-	for {
-		fd, err := syscall.Open("/dev/null", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-		if err != nil {
-			if !errors.Is(err, syscall.EMFILE) {
-				t.Fatal(err)
-			}
-			break
-		}
-		held = append(held, fd)
-		if len(held) > 1<<16 {
-			t.Fatal("no EMFILE after 65536 descriptors: the ulimit did not hold")
-		}
-	}
+	held := fdtest.Fill(t)
+	defer func() { fdtest.Close(held) }()
 	if _, err := os.ReadFile(filepath.Join(dirs[0], "cgroup.events")); !errors.Is(err, syscall.EMFILE) {
 		t.Fatalf("reading a file with every descriptor used: %v, want EMFILE", err)
 	}
 	populated := m.Populated()
 	destroyErr := m.Destroy()
-	for _, fd := range held {
-		syscall.Close(fd)
-	}
+	fdtest.Close(held)
 	held = nil
 	if !populated {
 		t.Error("Populated said empty under EMFILE, with two sleeps in the cgroup")

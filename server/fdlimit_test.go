@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/internal/fdtest"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/internal/reapertest"
 	"github.com/conchsh/conch/server"
@@ -44,9 +44,6 @@ func TestAcceptOutOfDescriptorsChild(t *testing.T) {
 	if os.Getenv("CONCH_TEST_FD_CHILD") == "" {
 		t.Skip("run by TestAcceptOutOfDescriptors")
 	}
-	var rl syscall.Rlimit
-	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl))
-	defer syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl)
 	d := start(t, server.Options{})
 	sess, err := d.c.CreateSession(ctx(t), client.SessionOptions{})
 	require.NoError(t, err)
@@ -87,30 +84,14 @@ func TestAcceptOutOfDescriptorsChild(t *testing.T) {
 	var before map[string]string
 	require.Eventually(t, func() bool {
 		was := before
-		before = openFDs(t)
+		before = fdtest.Open(t)
 		return maps.Equal(was, before)
 	}, 20*time.Second, 100*time.Millisecond)
-	top := 0
-	for n := range before {
-		fd, _ := strconv.Atoi(n)
-		top = max(top, fd)
-	}
-	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: uint64(top + 1 + 32), Max: rl.Max}))
+	restore := fdtest.LimitAbove(t, 32)
 	// Every number under the limit taken, then one let go, which the
 	// client's socket takes: the daemon has none for the accept.
-	var fill []int
-	for {
-		fd, err := syscall.Open("/dev/null", syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-		if err != nil {
-			break
-		}
-		fill = append(fill, fd)
-	}
-	defer func() {
-		for _, fd := range fill {
-			syscall.Close(fd)
-		}
-	}()
+	fill := fdtest.Fill(t)
+	defer func() { fdtest.Close(fill) }()
 	syscall.Close(fill[len(fill)-1])
 	fill = fill[:len(fill)-1]
 
@@ -134,11 +115,9 @@ func TestAcceptOutOfDescriptorsChild(t *testing.T) {
 	resp = ask(dial(), "DELETE", "/v1/sessions/"+sess.ID)
 	require.Equal(t, http.StatusNoContent, resp.StatusCode)
 
-	for _, fd := range fill {
-		syscall.Close(fd)
-	}
+	fdtest.Close(fill)
 	fill = nil
-	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl))
+	restore()
 	s2, err := d.c.CreateSession(ctx(t), client.SessionOptions{})
 	require.NoError(t, err, "a session after the descriptors came back")
 	r, _, err := d.c.RunCommand(ctx(t), s2.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "echo ok"}})
@@ -158,31 +137,14 @@ func TestAcceptOutOfDescriptorsChild(t *testing.T) {
 		return n
 	}
 	require.Eventually(t, func() bool {
-		after := openFDs(t)
+		after := fdtest.Open(t)
 		for n, what := range after {
 			if what != os.DevNull && what != before[n] && !strings.HasPrefix(what, "socket:") {
 				return false
 			}
 		}
 		return nulls(after) == nulls(before)
-	}, 20*time.Second, 10*time.Millisecond, "descriptors before: %v, after: %v", before, openFDs(t))
-}
-
-// openFDs lists this process's descriptors (the listing's own aside).
-func openFDs(t *testing.T) map[string]string {
-	t.Helper()
-	dir, err := os.Open("/proc/self/fd")
-	require.NoError(t, err)
-	defer dir.Close()
-	names, err := dir.Readdirnames(-1)
-	require.NoError(t, err)
-	fds := map[string]string{}
-	for _, n := range names {
-		if n != strconv.Itoa(int(dir.Fd())) {
-			fds[n], _ = os.Readlink("/proc/self/fd/" + n)
-		}
-	}
-	return fds
+	}, 20*time.Second, 10*time.Millisecond, "descriptors before: %v, after: %v", before, fdtest.Open(t))
 }
 
 // The bound of the API's connections fits the daemon's limit of open
