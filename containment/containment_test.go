@@ -467,3 +467,63 @@ func TestNoneCountsTheShellsOwnTimeFinely(t *testing.T) {
 	}
 	t.Fatal("every step of the CPU time read is a whole number of 10 ms ticks")
 }
+
+// Without cgroups, the CPU time of a process counts all its threads: the
+// schedstat file, which gives the time finely, is its main thread's alone,
+// and a Python cell that runs a thread (or Node's workers and garbage
+// collector) spends its time in the others. Each line here has the
+// interpreter run a busy thread to its end before it answers, and a last
+// one busy in its main thread: what the threads used stays counted once
+// they have ended.
+func TestNoneCountsEveryThread(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("needs python3")
+	}
+	m, err := containment.Open(containment.Config{Disabled: true}).New("p", containment.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Destroy()
+	in, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const script = `
+import sys, threading, time
+def busy():
+    t = time.thread_time()
+    while time.thread_time() - t < 0.3:
+        pass
+for line in sys.stdin:
+    if line.strip() == "main":
+        busy()
+    else:
+        th = threading.Thread(target=busy)
+        th.start()
+        th.join()
+    print("done", flush=True)
+`
+	cmd := exec.Command(python, "-c", script)
+	cmd.Stdin = in
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(cmd, proctree.Start); err != nil {
+		t.Fatal(err)
+	}
+	in.Close()
+	defer func() { w.Close(); proctree.Wait(cmd) }()
+	lines := bufio.NewReader(out)
+	for _, step := range []string{"thread", "thread", "main"} {
+		before := m.CPU()
+		w.WriteString(step + "\n")
+		if l, err := lines.ReadString('\n'); err != nil || l != "done\n" {
+			t.Fatalf("%q %v", l, err)
+		}
+		if after := m.CPU(); after-before < 250*time.Millisecond {
+			t.Fatalf("%s: CPU %v then %v: the busy thread is not counted", step, before, after)
+		}
+	}
+}

@@ -30,7 +30,11 @@ import (
 //
 // The process's own CPU time comes from its schedstat file, in
 // nanoseconds; that of its reaped children from its stat file, in clock
-// ticks. The stat file costs several times the schedstat's read (the
+// ticks. The schedstat file counts the main thread alone: the time of the
+// process's other threads, running or ended (a Python or Node interpreter
+// runs a cell's threads and its garbage collector there), is what the stat
+// file's own time, every thread's, has past the main thread's, in clock
+// ticks too. The stat file costs several times the schedstat's read (the
 // kernel formats some fifty fields), so it is read again only when the
 // children's time may have changed since it was last read: not when, at
 // that read, the process had one thread and no child (its children file
@@ -49,6 +53,7 @@ type uncontained struct {
 	sched, children rawcall.File
 	cpu             time.Duration // the last CPU time read
 	reaped          time.Duration // the children's part of it, from the stat file
+	others          time.Duration // the part of threads other than the main one
 	// childless says that, at the stat file's last read (at statAt, when
 	// the namespace's last pid was lastPID), the process had one thread
 	// and no child.
@@ -108,10 +113,12 @@ func (u *uncontained) Stats() Stats {
 		}
 		return Stats{CPU: u.cpu}
 	}
+	statOwn := time.Duration(-1) // the stat file's own time, when read now
 	if !u.childless || lastPID() != u.lastPID || time.Since(u.statAt) >= time.Second {
 		// In this order: a child forked after the last pid's read moves
 		// it; one the children file does not show was reaped before the
-		// stat file's read.
+		// stat file's read. A thread started since moves the last pid
+		// too.
 		last := lastPID()
 		none := u.noChildren()
 		cpu, ok := u.readStat()
@@ -119,15 +126,24 @@ func (u *uncontained) Stats() Stats {
 			return Stats{CPU: u.cpu}
 		}
 		u.reaped, u.childless, u.lastPID, u.statAt = cpu.reaped, none && cpu.threads == 1 && last >= 0, last, time.Now()
+		statOwn = cpu.own
 	}
 	var buf [64]byte
 	n, err := u.sched.ReadAt(buf[:], 0)
 	if err != nil || n <= 0 {
 		return Stats{CPU: u.cpu}
 	}
-	if own, ok := parseSchedstat(buf[:n]); ok {
-		u.cpu = max(u.cpu, own+u.reaped)
+	own, ok := parseSchedstat(buf[:n])
+	if !ok {
+		return Stats{CPU: u.cpu}
 	}
+	if statOwn >= 0 {
+		// The main thread's time, read after the stat file's, is at least
+		// what it was then, and the stat file's is truncated to ticks:
+		// the difference is at most the other threads' time, never more.
+		u.others = max(u.others, statOwn-own)
+	}
+	u.cpu = max(u.cpu, own+u.others+u.reaped)
 	return Stats{CPU: u.cpu}
 }
 
