@@ -193,3 +193,47 @@ func TestAttach(t *testing.T) {
 	all, err := io.ReadAll(a3)
 	assert.False(t, err != nil || !strings.HasPrefix(string(all), "before\r\n") || !strings.HasSuffix(string(all), "bye\r\n"), "attach after the end: %q, %v", all, err)
 }
+
+// TestPTYEndOfFileAfterAPartialLine: CloseStdin after input that does not
+// end its line gives a program reading lines end-of-file all the same, as
+// Ctrl-D pressed twice does at a terminal. A single Ctrl-D only handed cat
+// the partial line, and cat waited on for more.
+func TestPTYEndOfFileAfterAPartialLine(t *testing.T) {
+	t.Parallel()
+	p := start(t, Options{Kind: process.KindPTY, Argv: []string{"cat"}})
+	require.NoError(t, p.WriteStdin([]byte("abc")))
+	require.NoError(t, p.CloseStdin())
+	r := wait(t, p)
+	out := logText(p.Log(), 0)
+	require.True(t, sameResult(r, process.ExitedWith(0)), "result %s, output %q", show(r), out)
+	require.Equal(t, "abcabc", out, "the echo, then what cat read")
+}
+
+// TestPTYEndOfFileAfterALine: after a whole line, or in raw mode, the
+// end-of-file is one Ctrl-D: a second would be a second end-of-file, read
+// by what reads the terminal next.
+func TestPTYEndOfFileAfterALine(t *testing.T) {
+	t.Parallel()
+	// The shell reads its second line after cat's end-of-file: a second
+	// Ctrl-D would end that read, and "more" would be empty.
+	p := start(t, Options{Kind: process.KindPTY, Cmd: `cat; read -r more; echo "more:$more"`})
+	require.NoError(t, p.WriteStdin([]byte("abc\n")))
+	require.NoError(t, p.CloseStdin())
+	waitOutput(t, p, "abc\r\nabc\r\n")
+	require.NoError(t, p.WriteStdin([]byte("x\n")))
+	r := wait(t, p)
+	out := logText(p.Log(), 0)
+	require.True(t, sameResult(r, process.ExitedWith(0)), "result %s, output %q", show(r), out)
+	require.Contains(t, out, "more:x\r\n")
+
+	// Raw mode: the program reads every byte as it comes, so there is
+	// no partial line, and Ctrl-D is one byte of input.
+	p = start(t, Options{Kind: process.KindPTY, Cmd: `stty raw -echo; echo ready; head -c 4 | od -An -c; stty sane`})
+	waitOutput(t, p, "ready")
+	require.NoError(t, p.WriteStdin([]byte("abc")))
+	require.NoError(t, p.CloseStdin())
+	r = wait(t, p)
+	out = logText(p.Log(), 0)
+	require.True(t, sameResult(r, process.ExitedWith(0)), "result %s, output %q", show(r), out)
+	require.Contains(t, out, `a   b   c 004`)
+}

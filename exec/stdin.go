@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/conchsh/conch/internal/rawcall"
 	"github.com/conchsh/conch/process"
 )
@@ -23,6 +25,7 @@ type feeder struct {
 	chunks   [][]byte
 	queue    process.StdinQueue
 	eof      bool          // close once what is queued is written
+	partial  bool          // a terminal's line discipline holds a line not ended yet
 	stopped  bool          // the process ended: write nothing more
 	progress chan struct{} // closed and replaced when bytes leave the queue or the feeder stops
 	unread   int64         // what the pipe held, unread, once halted
@@ -48,6 +51,24 @@ func (f *feeder) write(p []byte) error {
 		f.cond.Signal()
 	}
 	return err
+}
+
+// writeEOF queues a terminal's end-of-file, Ctrl-D, which counts as one
+// byte queued. The feeder writes it twice where the input before it left a
+// line unfinished, as one presses Ctrl-D twice at a terminal: the first
+// hands the partial line to the reader, the second is the end-of-file.
+func (f *feeder) writeEOF() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return process.ErrStdinNotOpen
+	}
+	if _, err := f.queue.Admit(1); err != nil {
+		return err
+	}
+	f.chunks = append(f.chunks, nil) // nil: the end-of-file
+	f.cond.Signal()
+	return nil
 }
 
 // closeWrite closes the pipe once what is queued has been written.
@@ -148,7 +169,7 @@ func (f *feeder) run() {
 		}
 		for _, p := range chunks {
 			// What is not written stays counted as queued: dropped.
-			n, err := f.w.Write(p)
+			n, err := f.writeChunk(p)
 			f.mu.Lock()
 			f.queue.Queued -= n
 			close(f.progress)
@@ -166,4 +187,51 @@ func (f *feeder) run() {
 			return
 		}
 	}
+}
+
+// writeChunk writes p to the process, a terminal's end-of-file for nil,
+// and returns how many of the queue's bytes it took.
+func (f *feeder) writeChunk(p []byte) (int, error) {
+	if p != nil {
+		n, err := f.w.Write(p)
+		if n > 0 {
+			f.partial = partialLine(f.w, p[n-1])
+		}
+		return n, err
+	}
+	eof := []byte{4, 4}
+	if !f.partial {
+		eof = eof[:1]
+	}
+	n, err := f.w.Write(eof)
+	if n == 0 {
+		return 0, err
+	}
+	f.partial = false
+	return 1, err
+}
+
+// partialLine reports whether a terminal (its master, w) in canonical mode
+// holds a line not ended yet once last was the last byte written to it. In
+// raw mode the program reads bytes as they come; a switch to canonical mode
+// hands what is unread over as a line of its own.
+func partialLine(w *os.File, last byte) bool {
+	rc, err := w.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var t *unix.Termios
+	cerr := rc.Control(func(fd uintptr) { t, err = unix.IoctlGetTermios(int(fd), unix.TCGETS) })
+	if cerr != nil || err != nil || t.Lflag&unix.ICANON == 0 {
+		return false
+	}
+	switch {
+	case last == '\n', last == t.Cc[unix.VEOF], last == t.Cc[unix.VEOL] && last != 0, last == t.Cc[unix.VEOL2] && last != 0:
+		return false
+	case last == '\r' && t.Iflag&unix.IGNCR == 0:
+		// A carriage return ends the line where it is turned into a
+		// newline (ICRNL); otherwise it is a character of it.
+		return t.Iflag&unix.ICRNL == 0
+	}
+	return true
 }
