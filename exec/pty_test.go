@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/assert"
@@ -236,4 +237,27 @@ func TestPTYEndOfFileAfterALine(t *testing.T) {
 	out = logText(p.Log(), 0)
 	require.True(t, sameResult(r, process.ExitedWith(0)), "result %s, output %q", show(r), out)
 	require.Contains(t, out, `a   b   c 004`)
+}
+
+// TestPTYExitHangsUpTheForeground pins what a PTY process's exit does to
+// what it left, as a terminal does when its shell leaves: the kernel sends
+// SIGHUP to the terminal's foreground group, so a background job of a shell
+// without job control ends with it (on pipes it lives on, see
+// TestDrainAfterExit). A job in a group of its own (set -m) lives on and
+// keeps the terminal: the end is reported at the exit all the same, and
+// Kill of the ended process reaches the job.
+func TestPTYExitHangsUpTheForeground(t *testing.T) {
+	t.Parallel()
+	p := start(t, Options{Kind: process.KindPTY, Cmd: `sleep 100 & echo $!`})
+	r := wait(t, p)
+	require.True(t, sameResult(r, process.ExitedWith(0)), "result %s", show(r))
+	requireGone(t, proctree.IdentsOf(pids(t, logText(p.Log(), 0))...))
+
+	p = start(t, Options{Kind: process.KindPTY, Cmd: `set -m; sleep 100 & echo $!`})
+	r = wait(t, p)
+	require.True(t, sameResult(r, process.ExitedWith(0)), "result %s", show(r))
+	job := pids(t, logText(p.Log(), 0))
+	require.True(t, proctree.Alive(job[0]), "the job in a group of its own is gone")
+	require.NoError(t, p.Kill(syscall.SIGTERM, 0, 0))
+	requireGone(t, proctree.IdentsOf(job...))
 }
