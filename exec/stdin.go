@@ -194,7 +194,7 @@ func (f *feeder) run() {
 func (f *feeder) writeChunk(p []byte) (int, error) {
 	if p != nil {
 		n, err := f.w.Write(p)
-		if n > 0 {
+		if n > 0 && f.closeEOF == nil { // a terminal: a pipe has no line to leave open
 			f.partial = partialLine(f.w, p[n-1])
 		}
 		return n, err
