@@ -346,24 +346,25 @@ func TestStdinEOFExactly(t *testing.T) {
 	require.Equal(t, http.StatusNoContent, status, body)
 }
 
-// TestMaxConnections: past MaxConnections, a connection is answered 429
-// resource_exhausted and closed at once; once one closes, another is
-// served. Idle connections (20,000 after a GET /livez each, no token
-// needed) took every descriptor the daemon had, and then no client could
-// connect at all.
+// TestMaxConnections: past MaxConnections, with every connection serving
+// a request (none idle, to be closed to make room), a connection is
+// answered 429 resource_exhausted and closed at once; once one closes,
+// another is served. Idle connections (20,000 after a GET /livez each, no
+// token needed) took every descriptor the daemon had, and then no client
+// could connect at all.
 func TestMaxConnections(t *testing.T) {
 	t.Parallel()
 	d := start(t, server.Options{MaxConnections: 3})
+	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "sleep 120"})
+	require.NoError(t, err)
+	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
+	d.c.CloseIdleConnections()
 	var held []net.Conn
 	for range 3 {
 		conn := d.dial(t)
-		_, err := fmt.Fprintf(conn, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+		_, err := fmt.Fprintf(conn, "GET /v1/processes/%s/wait?timeout=120000 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", p.ID, testToken)
 		require.NoError(t, err)
-		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, http.StatusOK, resp.StatusCode)
-		held = append(held, conn) // kept alive, idle
+		held = append(held, conn) // waiting on the process
 	}
 	over := func() *http.Response {
 		conn := d.dial(t)
@@ -386,7 +387,7 @@ func TestMaxConnections(t *testing.T) {
 	// closed under it as soon as the answer was written.
 	conn := d.dial(t)
 	const size = 8 << 20
-	_, err := fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", testToken, size)
+	_, err = fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", testToken, size)
 	require.NoError(t, err)
 	_, err = conn.Write(bytes.Repeat([]byte(" "), size))
 	require.NoError(t, err, "the whole body is sent")

@@ -284,7 +284,7 @@ func (s *Server) ServeMetrics(ln net.Listener) error {
 	// go, so that idle ones cannot keep the probes out. Its headers are
 	// not counted in the API's header budget, which a scraper's must not
 	// take from.
-	bounded := jsonErrorListener{Listener: ln, max: metricsMaxConnections, open: new(atomic.Int64), idle: newIdleConns(), spare: newSpareFD(),
+	bounded := jsonErrorListener{Listener: ln, max: metricsMaxConnections, open: new(atomic.Int64), idle: newIdleConns(true), spare: newSpareFD(),
 		full: fmt.Sprintf("the metrics listener has %d connections serving requests or with one waiting, its most: try again", metricsMaxConnections)}
 	if err := s.ms.Serve(bounded); err != http.ErrServerClosed {
 		return err

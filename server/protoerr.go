@@ -2,14 +2,12 @@ package server
 
 import (
 	"bytes"
-	"cmp"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,8 +42,11 @@ var headersEnd = []byte("\r\n\r\n")
 //
 // With idle set, one past the bound closes instead the connection idle
 // longest (see idleConns.closeIdlest), and is refused only when none can
-// go: there, sixteen connections that sent nothing held every place, and
-// the kubelet's probes were refused until it restarted the daemon.
+// go. Both the API's listener and the metrics listener have it set: on
+// the metrics listener sixteen connections that sent nothing held every
+// place, and the kubelet's probes were refused until it restarted the
+// daemon; on the API's, a client without the token held the bound's worth
+// of idle ones, and every other client was refused until they timed out.
 type jsonErrorListener struct {
 	net.Listener
 	max     int
@@ -116,13 +117,29 @@ func (l jsonErrorListener) Close() error {
 // went idle, so that the one idle longest can be closed to make room.
 type idleConns struct {
 	mu    sync.Mutex
-	conns map[*jsonErrorConn]struct{}
-	epoch time.Time // the moments kept (see now) are the time since it
-	peek  []byte    // where closeIdlest, called by Accept alone, peeks at what a socket holds
+	conns []*jsonErrorConn // each at its slot
+	epoch time.Time        // the moments kept (see now) are the time since it
+	// stuckWrites makes a connection whose write has waited over
+	// stuckWrite closable, as an idle one is (see closeIdlest).
+	stuckWrites bool
+	// Used by closeIdlest alone, which Accept alone calls: peek is where
+	// it peeks at what a socket holds, candidates what it weighs.
+	peek       []byte
+	candidates []candidate
 }
 
-func newIdleConns() *idleConns {
-	return &idleConns{conns: make(map[*jsonErrorConn]struct{}), epoch: time.Now(), peek: make([]byte, 4<<10)}
+// candidate is a connection closeIdlest may close: idle since since, or
+// writing since then.
+type candidate struct {
+	c       *jsonErrorConn
+	since   int64
+	writing bool
+}
+
+// newIdleConns returns the connections of a listener that closes the
+// idlest to make room; stuckWrites, see idleConns.
+func newIdleConns(stuckWrites bool) *idleConns {
+	return &idleConns{epoch: time.Now(), stuckWrites: stuckWrites, peek: make([]byte, 4<<10)}
 }
 
 // now returns the present moment as connections keep when they went idle
@@ -133,10 +150,12 @@ func (ic *idleConns) now() int64 {
 
 // stuckWrite is how long a handler's write may wait on a client that does
 // not read before its connection can be closed to make room, as an idle
-// one can: sixteen clients that asked for the metrics over and over and
-// read nothing held every place, never idle, and kept the probes out. An
-// answer to a client that reads, the metrics' few kilobytes, takes
-// nothing near it.
+// one can, where stuckWrites is set (the metrics listener): sixteen
+// clients that asked for the metrics over and over and read nothing held
+// every place, never idle, and kept the probes out. An answer to a client
+// that reads, the metrics' few kilobytes, takes nothing near it. The API's
+// listener has it unset: a log stream or an attachment whose client reads
+// slowly is not idle.
 const stuckWrite = time.Second
 
 // add holds c, idle from now: one that has not sent its request yet
@@ -146,17 +165,23 @@ func (ic *idleConns) add(c *jsonErrorConn) {
 		return
 	}
 	c.idle = ic
+	c.timeWrites = ic.stuckWrites
 	c.socket, _ = c.Conn.(syscall.Conn) // nil: what it holds unread is not known
 	c.idleSince.Store(ic.now())
 	ic.mu.Lock()
-	ic.conns[c] = struct{}{}
+	c.slot = len(ic.conns)
+	ic.conns = append(ic.conns, c)
 	ic.mu.Unlock()
 }
 
 // remove lets c go, once it is closed.
 func (ic *idleConns) remove(c *jsonErrorConn) {
 	ic.mu.Lock()
-	delete(ic.conns, c)
+	last := len(ic.conns) - 1
+	moved := ic.conns[last]
+	ic.conns[c.slot], moved.slot = moved, c.slot
+	ic.conns[last] = nil
+	ic.conns = ic.conns[:last]
 	ic.mu.Unlock()
 }
 
@@ -172,23 +197,22 @@ func (ic *idleConns) remove(c *jsonErrorConn) {
 // sent nothing, thousands a second, had the probes' connections closed
 // between their accept and net/http's parse of their headers. A part of a
 // request spares nothing, so that connections that send one cannot hold
-// the places for the headers' 5 s. And one whose handler has waited over
-// stuckWrite to write, its client not reading, counts idle from when that
-// write began, whatever it has sent since: the server reads none of it
-// until the client reads.
+// the places for the headers' timeout. With stuckWrites, one whose handler
+// has waited over stuckWrite to write, its client not reading, counts idle
+// from when that write began, whatever it has sent since: the server reads
+// none of it until the client reads.
+//
+// Its cost grows with the connections open, not with how they are sorted:
+// the idlest is picked from them, and the next idlest only when it is
+// spared, as few are.
 func (ic *idleConns) closeIdlest() bool {
 	if ic == nil {
 		return false
 	}
-	type candidate struct {
-		c       *jsonErrorConn
-		since   int64
-		writing bool
-	}
 	now := ic.now()
-	var candidates []candidate
+	candidates := ic.candidates[:0]
 	ic.mu.Lock()
-	for c := range ic.conns {
+	for _, c := range ic.conns {
 		if w := c.writingSince.Load(); w != 0 && now-w > int64(stuckWrite) {
 			candidates = append(candidates, candidate{c, w, true})
 		} else if since := c.idleSince.Load(); since != 0 {
@@ -196,10 +220,22 @@ func (ic *idleConns) closeIdlest() bool {
 		}
 	}
 	ic.mu.Unlock()
-	slices.SortFunc(candidates, func(a, b candidate) int { return cmp.Compare(a.since, b.since) })
+	defer func() {
+		clear(candidates) // holds no connection once closed
+		ic.candidates = candidates[:0]
+	}()
 	// A socket is asked what it holds only here, at the bound, and of
 	// as many connections as the bound at most.
-	for _, cand := range candidates {
+	for rest := candidates; len(rest) > 0; {
+		idlest := 0
+		for i := range rest {
+			if rest[i].since < rest[idlest].since {
+				idlest = i
+			}
+		}
+		cand := rest[idlest]
+		rest[idlest] = rest[len(rest)-1]
+		rest = rest[:len(rest)-1]
 		if !cand.writing && (cand.c.headersCame.Load() > cand.since ||
 			cand.c.socket != nil && requestWaiting(cand.c.socket, ic.peek)) {
 			continue
@@ -275,7 +311,9 @@ type jsonErrorConn struct {
 	idle         *idleConns
 	idleSince    atomic.Int64
 	writingSince atomic.Int64
-	headersCame  atomic.Int64 // when a read last brought the end of a request's headers
+	timeWrites   bool         // writingSince is kept (see idleConns.stuckWrites)
+	slot         int          // its index in idle's conns, under idle's mu
+	headersCame  atomic.Int64 // when a read brought the end of a request's headers while idle
 	socket       syscall.Conn // its socket, for a request it holds unread (nil: not known)
 	// spare, when set, is the listener's spare, whose place the
 	// connection took: it answers one request, and its close takes the
@@ -318,7 +356,9 @@ func newJSONErrorConn(c net.Conn, open *atomic.Int64, budget *headerBudget) *jso
 
 func (c *jsonErrorConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	if n > 0 && c.idle != nil && bytes.Contains(p[:n], headersEnd) {
+	// Looked for only while the connection is idle: the reads of a
+	// request being served (its body) cost nothing more.
+	if n > 0 && c.idle != nil && c.idleSince.Load() != 0 && bytes.Contains(p[:n], headersEnd) {
 		// A request is here whole, to be served at once (an end split
 		// between two reads is missed: the request goes unspared).
 		c.headersCame.Store(c.idle.now())
@@ -356,7 +396,7 @@ func (c *jsonErrorConn) Close() error {
 }
 
 func (c *jsonErrorConn) Write(p []byte) (int, error) {
-	if c.idle != nil {
+	if c.timeWrites {
 		c.writingSince.Store(c.idle.now())
 		defer c.writingSince.Store(0)
 	}

@@ -105,7 +105,9 @@ type Options struct {
 	// ended; zero means DefaultMaxProcesses.
 	MaxProcesses int
 	// MaxConnections bounds the connections to the API open at once; zero
-	// means DefaultMaxConnections. One past it is answered 429 and closed.
+	// means DefaultMaxConnections. One past it closes the connection idle
+	// longest, one with no request in flight nor waiting; when there is
+	// none, it is answered 429 and closed.
 	// New lowers it to half the process's limit of open files when it is
 	// over that.
 	MaxConnections int
@@ -387,8 +389,13 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.checkShell()
 	spare := newSpareFD()
 	s.spare.Store(spare)
+	// When full, the connection idle longest is closed to make room, so
+	// that idle ones, which need no token to open, cannot keep every
+	// other client out; a write that waits on its client does not make
+	// one idle, as streams and attachments wait on slow readers.
 	bounded := jsonErrorListener{Listener: ln, max: s.opts.MaxConnections, open: new(atomic.Int64), headers: &s.headers, spare: spare,
-		full: fmt.Sprintf("the daemon has %d connections open, its most (--max-connections): close idle ones, or try again", s.opts.MaxConnections)}
+		idle: newIdleConns(false),
+		full: fmt.Sprintf("the daemon has %d connections open, its most (--max-connections), each serving a request or with one waiting: try again once some are answered", s.opts.MaxConnections)}
 	if err := s.hs.Serve(bounded); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}

@@ -1,0 +1,153 @@
+package server_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/process"
+	"github.com/conchsh/conch/server"
+)
+
+// livezOnce sends a GET /livez without the token on conn and reads its
+// answer, which leaves the connection open and idle.
+func livezOnce(t *testing.T, conn net.Conn) {
+	t.Helper()
+	_, err := fmt.Fprintf(conn, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.False(t, resp.Close, "the connection is kept open")
+}
+
+// TestIdleConnectionsCannotKeepClientsOut: connections that hold no
+// request, which need no token to open, cannot keep other clients off the
+// API. A client without the token held --max-connections of them (each
+// after a GET /livez, or having sent nothing), opened again as each
+// closed, and every other client, the token's too, was answered 429 until
+// they timed out, 2 minutes later. One past the bound now closes the
+// connection idle longest.
+func TestIdleConnectionsCannotKeepClientsOut(t *testing.T) {
+	t.Parallel()
+	const bound = 8
+	d := start(t, server.Options{MaxConnections: bound})
+	var answered []net.Conn
+	for range bound {
+		conn := d.dial(t)
+		livezOnce(t, conn)
+		answered = append(answered, conn)
+	}
+	for range bound {
+		d.dial(t) // sends nothing
+	}
+	for round := range 20 {
+		d.dial(t) // the peer opens another as each is closed
+		status, body := d.raw(t, "GET", "/v1/sessions", "", authed())
+		require.Equal(t, http.StatusOK, status, "round %d of 20: %s", round+1, body)
+	}
+	// Those idle longest went first.
+	for i, conn := range answered {
+		b, err := io.ReadAll(conn)
+		require.NoError(t, err, "connection %d is closed, not held to the hang guard", i)
+		require.Empty(t, b)
+	}
+}
+
+// TestBusyConnectionsNotClosedToMakeRoom: what is closed to make room is
+// an idle connection only, never one that serves a request: a log stream,
+// a PTY attachment and a wait, each still open and answering after many
+// more connections than the bound came and went. Once every connection
+// serves a request, one more is answered 429.
+func TestBusyConnectionsNotClosedToMakeRoom(t *testing.T) {
+	t.Parallel()
+	const bound = 8
+	d := start(t, server.Options{MaxConnections: bound})
+	c := ctx(t)
+	echo, err := d.c.Start(c, client.StartOptions{Cmd: "while read line; do echo got $line; done", Stdin: process.StdinOpen})
+	require.NoError(t, err)
+	defer d.c.Kill(ctx(t), echo.ID, client.KillOptions{Signal: "KILL"})
+	pty, err := d.c.Start(c, client.StartOptions{Kind: process.KindPTY, Cmd: `while read -r line; do echo "got:$line"; done`})
+	require.NoError(t, err)
+	defer d.c.Kill(ctx(t), pty.ID, client.KillOptions{Signal: "KILL"})
+	sleeper, err := d.c.Start(c, client.StartOptions{Cmd: "sleep 120"})
+	require.NoError(t, err)
+	defer d.c.Kill(ctx(t), sleeper.ID, client.KillOptions{Signal: "KILL"})
+
+	// send sends a request with the token on a connection of its own.
+	send := func(path string) net.Conn {
+		conn := d.dial(t)
+		_, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", path, testToken)
+		require.NoError(t, err)
+		return conn
+	}
+	streamConn := send("/v1/processes/" + echo.ID + "/logs/stream")
+	stream := bufio.NewReader(streamConn)
+	resp, err := http.ReadResponse(stream, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	att, err := d.c.Attach(c, pty.ID)
+	require.NoError(t, err)
+	defer att.Close()
+	wait := send("/v1/processes/" + sleeper.ID + "/wait?timeout=120000")
+
+	for range 3 * bound {
+		livezOnce(t, d.dial(t))
+		d.dial(t)
+	}
+
+	require.NoError(t, d.c.WriteStdin(c, echo.ID, []byte("hi\n"), false))
+	readUntil(t, resp.Body, "got hi")
+	_, err = att.Write([]byte("there\n"))
+	require.NoError(t, err)
+	readUntil(t, att, "got:there")
+	require.NoError(t, d.c.Kill(c, sleeper.ID, client.KillOptions{Signal: "KILL"}))
+	resp, err = http.ReadResponse(bufio.NewReader(wait), nil)
+	require.NoError(t, err, "the wait is answered")
+	b, _ := io.ReadAll(resp.Body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+
+	// Every place serving a request: the stream, the attachment, and
+	// waits.
+	waiter, err := d.c.Start(c, client.StartOptions{Cmd: "sleep 120"})
+	require.NoError(t, err)
+	defer d.c.Kill(ctx(t), waiter.ID, client.KillOptions{Signal: "KILL"})
+	waits := make([]net.Conn, 0, bound-2)
+	for range bound - 2 {
+		waits = append(waits, send("/v1/processes/"+waiter.ID+"/wait?timeout=120000"))
+	}
+	d.c.CloseIdleConnections()
+	// refused says whether a request on a connection of its own is
+	// answered 429, else 200.
+	refused := func() bool {
+		resp, body := d.send(t, "GET", "/livez", "", nil)
+		if resp.StatusCode == http.StatusOK {
+			return false
+		}
+		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, body)
+		require.Contains(t, body, "--max-connections")
+		return true
+	}
+	// Until the idle connections left, each of the last one's too (a
+	// request's connection is idle a moment after its answer), are closed.
+	deadline := time.Now().Add(30 * time.Second) // a hang guard
+	for !refused() {
+		require.True(t, time.Now().Before(deadline), "never refused with every place serving a request")
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A place given back is taken again, once the daemon has seen it go.
+	waits[0].Close()
+	for refused() {
+		require.True(t, time.Now().Before(deadline), "a place given back is not taken again")
+		time.Sleep(10 * time.Millisecond)
+	}
+}
