@@ -377,6 +377,12 @@ func (s *Server) routes() []route {
 	}
 }
 
+// MaxConnections returns the bound of the API's connections: Options'
+// MaxConnections, lowered to half the limit of open files when over it
+// (see fitConnections). A surface served beside the API bounds its own
+// connections with it.
+func (s *Server) MaxConnections() int { return s.opts.MaxConnections }
+
 // Handler returns the API as an http.Handler, for a caller that serves it
 // itself; Host checks then know only loopback names and AllowedHosts.
 func (s *Server) Handler() http.Handler { return s.handler }

@@ -57,18 +57,18 @@ const sandboxdReadHeaderTimeout = 10 * time.Second
 const sandboxdGRPCIdleTimeout = 2 * time.Minute
 
 // boundSandboxdPorts bounds the connections the gRPC and REST ports each
-// hold open to --max-connections, as the API's are: they need no token,
-// and idle ones, unbounded, took every descriptor the daemon had, so that
-// neither the API nor its probes answered. Past the bound a connection
-// waits in the kernel's accept queue, which takes none of the daemon's
-// descriptors, until one closes. The API's own bound (server's listener)
-// is not used: it answers a refusal as HTTP/1.1 in conch's error shape,
-// where these ports speak HTTP/2 (gRPC) and upstream sandboxd's shape.
-func boundSandboxdPorts(o sandboxdOptions, grpcLn, restLn net.Listener) (net.Listener, net.Listener) {
-	n := o.serve.maxConnections
-	if n <= 0 {
-		n = server.DefaultMaxConnections
-	}
+// hold open to the API's bound, srv's MaxConnections: --max-connections,
+// lowered to half the limit of open files when over it. They need no
+// token, and idle ones, unbounded, took every descriptor the daemon had,
+// so that neither the API nor its probes answered; bounded at
+// --max-connections alone, 4096 by default, they still could under a
+// limit of 1024. Past the bound a connection waits in the kernel's accept
+// queue, which takes none of the daemon's descriptors, until one closes.
+// The API's own listener is not used: it answers a refusal as HTTP/1.1
+// in conch's error shape, where these ports speak HTTP/2 (gRPC) and
+// upstream sandboxd's shape.
+func boundSandboxdPorts(srv *server.Server, grpcLn, restLn net.Listener) (net.Listener, net.Listener) {
+	n := srv.MaxConnections()
 	return netutil.LimitListener(grpcLn, n), netutil.LimitListener(restLn, n)
 }
 
@@ -259,7 +259,7 @@ func (n notDraining) Ready() bool { return !n.srv.Draining() }
 func serveSandboxd(ctx context.Context, sig <-chan os.Signal, o sandboxdOptions, sbx *sandboxd.Server, srv *server.Server,
 	grpcLn, restLn, ln, metricsLn net.Listener, d *daemon, logger *slog.Logger, stateDir string,
 ) error {
-	grpcLn, restLn = boundSandboxdPorts(o, grpcLn, restLn)
+	grpcLn, restLn = boundSandboxdPorts(srv, grpcLn, restLn)
 	g := grpc.NewServer(grpc.MaxRecvMsgSize(sandboxdMaxRecvMsgSize),
 		grpc.ConnectionTimeout(sandboxdReadHeaderTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: sandboxdGRPCIdleTimeout}))

@@ -522,6 +522,45 @@ func TestSandboxdMetricsPortTaken(t *testing.T) {
 	require.NoFileExists(t, filepath.Join(state, "conch", client.EndpointFile), "no endpoint record is left behind")
 }
 
+// TestSandboxdPortsFitDescriptorLimit: the gRPC and REST ports are each
+// bounded as the API is, at --max-connections lowered to half the limit
+// of open files. Bounded at --max-connections alone (4096 by default),
+// connections that send nothing to the gRPC port, which needs no token,
+// took every descriptor a daemon under a limit of 64 had: the REST port
+// accepted nothing, and the API answered only on its spare descriptor,
+// once a connection.
+func TestSandboxdPortsFitDescriptorLimit(t *testing.T) {
+	t.Parallel()
+	p := startSandboxdLimited(t, 64, t.TempDir(), nil)
+	var idle []net.Conn
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	for range 100 {
+		c, err := net.Dial("tcp", p.grpc)
+		require.NoError(t, err)
+		idle = append(idle, c)
+	}
+	// The gRPC port has accepted as many as it holds, 32, half of 64,
+	// once each of them has had grpc's first frame.
+	for i, c := range idle[:32] {
+		require.NoError(t, c.SetReadDeadline(time.Now().Add(30*time.Second))) // a hang guard
+		_, err := c.Read(make([]byte, 1))
+		require.NoError(t, err, "gRPC connection %d", i)
+	}
+	hc := &http.Client{Timeout: 30 * time.Second} // a hang guard
+	defer hc.CloseIdleConnections()
+	for range 5 {
+		resp, body := send(t, hc, "GET", p.api+"/healthz", "")
+		require.Equal(t, http.StatusOK, resp.StatusCode, body)
+		require.False(t, resp.Close, "answered on the spare descriptor: the daemon is out of them")
+	}
+	resp, body := send(t, hc, "GET", "http://"+p.rest+"/v1/health", "")
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+}
+
 // TestSandboxdBoundsIdleConnections holds many more connections that send
 // nothing to the gRPC and REST ports than the daemon has descriptors: they
 // need no token. Those ports had no bound, and such connections took every
