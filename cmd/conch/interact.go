@@ -215,6 +215,7 @@ func (f *startFlags) runEarly(ctx context.Context, e *env, c *client.Client, a *
 	if *f.session != "" {
 		cmd.Stdin = stdin
 		started, err = c.Submit(sctx, *f.session, cmd)
+		err = f.sessionErr(sctx, c, err)
 	} else {
 		opts.Stdin = stdin
 		started, err = c.Start(sctx, opts)

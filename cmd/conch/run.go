@@ -179,9 +179,34 @@ func (f *startFlags) startProcess(ctx context.Context, c *client.Client, args []
 		return nil, err
 	}
 	if *f.session != "" {
-		return c.Submit(ctx, *f.session, cmd)
+		p, err := c.Submit(ctx, *f.session, cmd)
+		return p, f.sessionErr(ctx, c, err)
 	}
 	return c.Start(ctx, opts)
+}
+
+// sessionErr is err, the refusal of a command sent to the --session, in
+// the flags' words when it refused shell text for a code context or code
+// for a shell session: the daemon's message names the API's fields (cmd,
+// code), which a user of conch run does not see. It asks the daemon for
+// the session only when the command was refused.
+func (f *startFlags) sessionErr(ctx context.Context, c *client.Client, err error) error {
+	if err == nil || !client.HasCode(err, client.CodeInvalidArgument) {
+		return err
+	}
+	qctx, cancel := quick(ctx, c)
+	defer cancel()
+	s, serr := c.Session(qctx, *f.session)
+	switch {
+	case serr != nil:
+		return err
+	case s.Language != "" && !*f.code:
+		return fmt.Errorf("session %s is a %s code context: give its cell with --code", s.ID, s.Language)
+	case s.Language == "" && *f.code:
+		return fmt.Errorf("session %s is a shell session: drop --code to run shell text in it; --code is for a code context (conch session new --language python)",
+			s.ID)
+	}
+	return err
 }
 
 // runRoute runs what args say through the daemon's run route and prints
@@ -224,6 +249,7 @@ func (f *startFlags) runRoute(ctx context.Context, e *env, c *client.Client, a *
 			CommandOptions: cmd, Timeout: wait.Timeout, IdleTimeout: wait.IdleTimeout,
 			Plain: wait.Plain, OutputLimit: wait.OutputLimit,
 		})
+		err = f.sessionErr(ctx, c, err)
 	} else {
 		opts.Stdin = stdin
 		wait.StartOptions = opts
