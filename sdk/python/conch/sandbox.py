@@ -215,6 +215,13 @@ def discover(env: Mapping[str, str], *, url: str = "", token: str = "") -> "tupl
         try:
             token = token_file.read_text().strip()
         except OSError as e:
+            if _running(state, pid):
+                # Starting another, as below, would be refused: this one runs. The conch CLI
+                # says the same.
+                raise ConfigurationError(
+                    f"conch: the daemon recorded in {recorded} (pid {pid}) runs, but its token file "
+                    f"{token_file} cannot be read ({e.strerror}): set CONCH_TOKEN to its token, or stop it "
+                    "and start it again with `conch serve`, which writes a new one") from e
             raise ConfigurationError(
                 f"conch: no daemon found: {token_file} cannot be read ({e.strerror}). "
                 "Start one with `conch serve`, or set CONCH_URL and CONCH_TOKEN.") from e

@@ -378,6 +378,31 @@ class ErrorTest(unittest.TestCase):
         env = {"XDG_STATE_HOME": d, "CONCH_TOKEN": shared().token}
         self.assertEqual(discover(env), (shared().url, shared().token))
 
+    def test_from_env_names_a_running_daemon_whose_token_file_is_gone(self) -> None:
+        # The daemon runs and its token file was removed: it said no daemon was found and to
+        # start one with `conch serve`, which refuses to start beside it. The CLI says the
+        # daemon runs and what to do.
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        os.makedirs(os.path.join(d, "conch"))
+        with open(os.path.join(d, "conch", "daemon.json"), "w") as f:
+            f.write('{"url":"%s","tokenFile":"%s/gone","pid":%d}' % (shared().url, d, shared().proc.pid))
+        shutil.copytree(os.path.join(shared().dir, "state", "conch", "instances"), os.path.join(d, "conch", "instances"))
+        with self.assertRaises(ConfigurationError) as cm:
+            discover({"XDG_STATE_HOME": d})
+        msg = str(cm.exception)
+        self.assertIn("(pid %d) runs, but its token file %s/gone cannot be read" % (shared().proc.pid, d), msg)
+        self.assertIn("set CONCH_TOKEN to its token", msg)
+        self.assertNotIn("no daemon found", msg)
+        # One that no longer runs: none is found, and one is started.
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        with open(os.path.join(d, "conch", "daemon.json"), "w") as f:
+            f.write('{"url":"%s","tokenFile":"%s/gone","pid":%d}' % (shared().url, d, dead.pid))
+        with self.assertRaises(ConfigurationError) as cm:
+            discover({"XDG_STATE_HOME": d})
+        self.assertIn("no daemon found", str(cm.exception))
+
     def test_from_env_names_a_dead_daemon_that_wrote_no_token_file(self) -> None:
         # A daemon started with CONCH_TOKEN and killed before it took its record back: setting
         # CONCH_TOKEN, as the refusal above says, would reach nothing. Go and TypeScript say so.

@@ -96,6 +96,16 @@ async function discover(env: NodeJS.ProcessEnv, needToken: boolean): Promise<{ u
   try {
     token = (await readFile(tokenFile, 'utf8')).trim()
   } catch (err) {
+    if (recorded.pid !== undefined && (await running(dir, recorded.pid))) {
+      // Starting another, as said below, would be refused: this one runs.
+      // The conch CLI says the same.
+      throw new Error(
+        `the conch daemon recorded in ${join(dir, 'daemon.json')} (pid ${recorded.pid}) runs, but its token file ` +
+          `${tokenFile} cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)}): set CONCH_TOKEN ` +
+          'to its token, or stop it and start it again with `conch serve`, which writes a new one',
+        { cause: err },
+      )
+    }
     throw new Error(
       `no conch daemon found: CONCH_TOKEN is not set, and ${tokenFile} cannot be read ` +
         `(${(err as NodeJS.ErrnoException).code ?? String(err)}); start one with \`conch serve\` ` +

@@ -80,6 +80,26 @@ describe('Sandbox.fromEnv from the state directory', { timeout: 60_000 }, () => 
     })
   })
 
+  test('a running daemon whose token file is gone is said to run, not to be missing', async () => {
+    // It said no daemon was found and to start one with `conch serve`,
+    // which refuses to start beside it. The CLI says the daemon runs and
+    // what to do.
+    const tokenFile = join(dir, 'gone')
+    await writeFile(join(state, 'daemon.json'), JSON.stringify({ url: 'http://127.0.0.1:1', tokenFile, pid: process.pid }))
+    await recordInstance(state, process.pid, await startTime(process.pid))
+    await assert.rejects(Sandbox.fromEnv(), (err: Error) => {
+      assert.ok(err.message.includes(`(pid ${process.pid}) runs, but its token file ${tokenFile} cannot be read (ENOENT)`), err.message)
+      assert.match(err.message, /set CONCH_TOKEN to its token/)
+      return true
+    })
+    // One that no longer runs: none is found, and one is to be started.
+    const child = spawn(process.execPath, ['-e', ''], { stdio: 'ignore' })
+    await new Promise((r) => child.once('exit', r))
+    await writeFile(join(state, 'daemon.json'), JSON.stringify({ url: 'http://127.0.0.1:1', tokenFile, pid: child.pid }))
+    await assert.rejects(Sandbox.fromEnv(), /no conch daemon found/)
+    await rm(join(state, 'instances'), { recursive: true, force: true })
+  })
+
   test('a daemon recorded without a token file that is no longer running is said to be gone, not to need CONCH_TOKEN', async () => {
     const child = spawn(process.execPath, ['-e', ''], { stdio: 'ignore' })
     const pid = child.pid!
