@@ -430,10 +430,16 @@ function compileText(code, filename) {
       const error = awaitSyntaxError(code, filename);
       if (error) return { error };
       // A rewrite that failed otherwise (a cell replaced what it calls in
-      // Node's own context, Function.prototype.call) says so: the text
-      // run unrewritten failed with V8's "await is only valid in async
-      // functions", a SyntaxError the cell's text does not have.
-      if (!isSyntaxError(e)) return { error: "Node's REPL rewrite of the cell's top-level await failed: " + describe(e).replace(/^Uncaught /, '') };
+      // Node's own context, Function.prototype.call) says so when the
+      // text does not compile unrewritten: it failed with V8's "await is
+      // only valid in async functions", a SyntaxError the cell's text does
+      // not have. Text that compiles runs as it is: "await" may be only a
+      // word in it (a string, a name such as awaiting), and the rewrite's
+      // parser, which V8's outlasts, fails on text nested a thousand deep.
+      if (!isSyntaxError(e)) {
+        try { return { script: new vm.Script(code, options) }; } catch {}
+        return { error: "Node's REPL rewrite of the cell's top-level await failed: " + describe(e).replace(/^Uncaught /, '') };
+      }
     }
     if (wrapped !== null) {
       try { return { script: new vm.Script(wrapped, options), wrapped: true }; } catch {}

@@ -197,6 +197,29 @@ func TestAwaitRewriteBroken(t *testing.T) {
 	require.Equal(t, "3\n", out)
 }
 
+// TestAwaitWordInDeepText: a cell that has "await" only as a word (a
+// string, part of a name) and nests deeper than the parser of Node's REPL
+// rewrite can (a thousand arrays), which V8 compiles, runs: it failed,
+// saying that the rewrite failed, though it has no await to rewrite.
+func TestAwaitWordInDeepText(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	deep := strings.Repeat("[", 1500) + strings.Repeat("]", 1500)
+	for _, tc := range []struct{ code, out string }{
+		{"const awaiting = 1; const x = " + deep + "; x.length + awaiting", "2\n"},
+		{"const y = " + deep + "; 'await'", "'await'\n"},
+	} {
+		r, out, errOut := run(t, c, tc.code)
+		require.Equal(t, 0, code(r), errOut)
+		require.Equal(t, tc.out, out)
+		require.Empty(t, errOut)
+	}
+	// A top-level await in such text still says that the rewrite failed.
+	r, _, errOut := run(t, c, "const z = "+deep+"; await 1")
+	require.Equal(t, 1, code(r))
+	require.Contains(t, errOut, "rewrite of the cell's top-level await failed")
+}
+
 // TestWorkerOpensFiles: a worker thread that opens and closes files all the
 // while does not end the context: an open of its may take fd 0, 1 or 2 as
 // the driver puts a cell's streams there, and the driver then waits for it
