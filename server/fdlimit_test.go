@@ -112,6 +112,26 @@ func TestAcceptOutOfDescriptorsChild(t *testing.T) {
 	require.True(t, resp.Close, "a connection on the spare descriptor answers once")
 	// The spare is back once that connection closed, for the next one.
 	require.Eventually(t, func() bool { return server.SpareHeld(d.srv) }, 20*time.Second, time.Millisecond)
+	// A request whose headers' end comes in a read of its own, served
+	// for longer than a connection on the spare has to send its headers,
+	// is answered, not cut off by that bound's 429 while it is served.
+	split := dial()
+	func() {
+		defer split.Close()
+		require.NoError(t, split.SetDeadline(time.Now().Add(20*time.Second))) // hang guard
+		head := fmt.Sprintf("GET /v1/processes/%s/wait?timeout=2500 HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n\r\n", sess.ID, d.addr, testToken)
+		_, err := io.WriteString(split, head[:len(head)-1])
+		require.NoError(t, err)
+		time.Sleep(200 * time.Millisecond) // for the last byte to come in a read of its own
+		_, err = io.WriteString(split, head[len(head)-1:])
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(split), nil)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		require.Equal(t, http.StatusAccepted, resp.StatusCode, "%s", body)
+		require.True(t, resp.Close, "a connection on the spare descriptor answers once")
+	}()
+	require.Eventually(t, func() bool { return server.SpareHeld(d.srv) }, 20*time.Second, time.Millisecond)
 	resp = ask(dial(), "DELETE", "/v1/sessions/"+sess.ID)
 	require.Equal(t, http.StatusNoContent, resp.StatusCode)
 

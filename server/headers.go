@@ -119,11 +119,15 @@ func connState(c net.Conn, st http.ConnState) {
 // headersRead ends the headers' part in the budget of the request's
 // connection, as its handler starts. A connection that took its
 // listener's spare descriptor (see spareFD) is closed after the answer,
-// to give the spare back for the next client.
+// to give the spare back for the next client; its request came, which
+// its reads may have missed (the end of its headers split between two),
+// so that the bound of its wait for one (spareHeaders) does not cut off
+// the answer with a 429.
 func headersRead(w http.ResponseWriter, r *http.Request) {
 	if jc, ok := r.Context().Value(connKey{}).(*jsonErrorConn); ok {
 		jc.headers.end()
 		if jc.spare != nil {
+			jc.spareAsked.Store(true)
 			w.Header().Set("Connection", "close")
 		}
 	}
