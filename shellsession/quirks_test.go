@@ -162,3 +162,46 @@ func TestZshWaitTakesNoInterrupt(t *testing.T) {
 		expectRun(t, s, "echo $?", 0, "130\n")
 	}
 }
+
+// In bash and zsh a "#" starts a comment in a command whatever
+// interactive_comments says: bash sources the command's file and zsh
+// evaluates its text, and both parse that as a script, not as a line typed
+// at a prompt, where with the option off "#" is a word ("echo a # b"
+// prints "a # b"). zsh's engine turns the option on as the shell starts
+// (a zsh terminal starts with it off).
+func TestCommentsWhateverInteractiveComments(t *testing.T) {
+	t.Parallel()
+	for shell, off := range map[string]string{"bash": "shopt -u interactive_comments", "zsh": "unsetopt interactive_comments"} {
+		s := newSession(t, Options{Shell: shell})
+		expectRun(t, s, off, 0, "")
+		expectRun(t, s, "echo a # b; (exit 3)", 0, "a\n")
+		expectRun(t, s, "echo $?", 0, "0\n")
+	}
+}
+
+// A PS4 whose expansion writes (a command substitution) under set -x:
+// bash and ksh93 expand it once for each line of the command; mksh and
+// busybox sh expand it for one of the engine's lines too, which writes
+// into the command's stderr, though its trace goes where no command's
+// output does; dash cannot expand a command substitution in PS4 inside an
+// eval, which is how it runs each command, and says so, tracing with the
+// PS4 unexpanded; zsh expands no substitution in PS4 (prompt_subst is off).
+func TestPS4Substitution(t *testing.T) {
+	t.Parallel()
+	want := map[string]string{
+		"bash":    "P4\n++ echo a\n",
+		"ksh":     "P4\n+ echo a\n",
+		"mksh":    "P4\nP4\n",
+		"busybox": "P4\nP4\n+ echo a\n",
+		"dash":    "P4\ndash: 1: eval: Syntax error: end of file unexpected (expecting \")\")\n$(echo P4 >&2)+ echo a\n",
+		"zsh":     "$(echo P4 >&2)+ echo a\n",
+	}
+	for _, shell := range testShells {
+		s := newSession(t, Options{Shell: shell})
+		run(t, s, CommandOptions{Cmd: "PS4='$(echo P4 >&2)+ '; set -x"})
+		r, out, errs := run(t, s, CommandOptions{Cmd: "echo a"})
+		require.Equal(t, 0, code(r), shell)
+		require.Equal(t, "a\n", out, shell)
+		require.Equal(t, want[shell], errs, shell)
+	}
+}
