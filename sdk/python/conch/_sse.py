@@ -112,6 +112,12 @@ def stream_logs(
         finally:
             if conn is not None:
                 t.done(conn)
+        if stated:
+            # The daemon sends state once every frame has been sent: nothing
+            # but eof was left, and a stream resumed without a cursor (the
+            # process wrote nothing) would send state a second time.
+            yield StreamLogEvent(type="eof", cursor=last)
+            return
         failures += 1
         if isinstance(err, socket.timeout) or failures > MAX_RETRIES:
             # A daemon that sent nothing, not even its heartbeat, for

@@ -1,4 +1,4 @@
-"""Loopback TCP proxies that cut connections: after a number of bytes, or in place of an answer."""
+"""Loopback TCP proxies that cut connections: after a number of bytes, before or after an event, or in place of an answer."""
 
 from __future__ import annotations
 
@@ -205,6 +205,44 @@ class CutBeforeProxy(_Relay):
                     break
                 dst.sendall(held[:-keep])
                 held = held[-keep:]
+        except OSError:
+            pass
+        _end(src, dst)
+
+
+class CutAfterProxy(_Relay):
+    """A loopback TCP proxy that cuts its first connection just after the SSE event holding ``marker``.
+
+    The client gets that event whole (up to its blank line), then the
+    connection ends, in the middle of the chunk. Later connections pass untouched.
+    """
+
+    def __init__(self, port: int, marker: bytes) -> None:
+        self.marker = marker
+        self.cuts = 0
+        super().__init__(port)
+
+    def relay(self, c: socket.socket, u: socket.socket, n: int) -> None:
+        threading.Thread(target=self._pipe, args=(c, u, False), daemon=True).start()
+        threading.Thread(target=self._pipe, args=(u, c, n == 1), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, cut: bool) -> None:
+        held = b""
+        try:
+            while True:
+                b = src.recv(65536)
+                if not b:
+                    break
+                if not cut:
+                    dst.sendall(b)
+                    continue
+                held += b
+                at = held.find(self.marker)
+                end = held.find(b"\n\n", at) if at >= 0 else -1
+                if end >= 0:
+                    dst.sendall(held[:end + 2])
+                    self.cuts += 1
+                    break
         except OSError:
             pass
         _end(src, dst)

@@ -4,7 +4,7 @@ from urllib.parse import urlsplit
 from conch import Sandbox
 
 from .daemon import shared
-from .proxy import BadGatewayProxy, CutBeforeProxy, CuttingProxy
+from .proxy import BadGatewayProxy, CutAfterProxy, CutBeforeProxy, CuttingProxy
 
 
 class StreamTest(unittest.TestCase):
@@ -79,6 +79,24 @@ class StreamTest(unittest.TestCase):
         self.assertEqual(events[0].frame.data if events[0].frame else None, "1\n2\n3\n")
         state = events[1].result
         self.assertEqual((state.reason, state.exit_code) if state else None, ("exited", 4))
+
+    def test_state_comes_once_when_the_connection_drops_after_it(self) -> None:
+        # The first connection ends after state, before eof. For a process that wrote
+        # nothing the stream has no frame to resume after: the daemon would send state
+        # again to a stream resumed without a cursor.
+        port = urlsplit(shared().url).port
+        for cmd, types in (("exit 4", ["state", "eof"]), ("echo hi; exit 4", ["log", "state", "eof"])):
+            proxy = CutAfterProxy(port or 0, b"event: state")
+            self.addCleanup(proxy.close)
+            via = Sandbox(proxy.url, shared().token)
+            self.addCleanup(via.close)
+            h = self.sandbox.process.start(cmd)
+            h.wait(timeout=30)
+            events = list(via.process.connect(h.id).stream_logs())
+            self.assertEqual(proxy.cuts, 1, "the proxy never cut the stream: the test tested nothing")
+            self.assertEqual([e.type for e in events], types, cmd)
+            state = events[-2].result
+            self.assertEqual((state.reason, state.exit_code) if state else None, ("exited", 4), cmd)
 
     def test_stream_resumed_past_the_end_still_says_how_it_ended(self) -> None:
         h = self.sandbox.process.start("echo x; exit 3")
