@@ -116,6 +116,31 @@ describe('Session', () => {
   })
 })
 
+describe('delete of what does not stop', () => {
+  test('a session command that does not stop within 5 s is refused with UnsupportedOperationError; deleting its session ends it', async () => {
+    const s = await sb.process.createSession()
+    const c = await s.start("trap '' INT TERM HUP; echo armed; while :; do sleep 0.1; done")
+    for await (const ev of c.streamLogs({ limit: 1 })) assert.equal(ev.type, 'log')
+    await assert.rejects(c.delete(), (e: unknown) =>
+      e instanceof UnsupportedOperationError && e.code === 'unsupported_operation' && e.status === 409 && /did not stop within 5s/.test(e.message))
+    assert.equal((await c.get()).state, 'running')
+    await s.delete()
+    await assert.rejects(c.get(), NotFoundError)
+  })
+
+  test('a running code cell is refused with UnsupportedOperationError; once interrupted it is deleted', async () => {
+    await using ctx = await sb.process.createSession({ language: 'python' })
+    const cell = await ctx.startCode('import time\nprint("sleeping", flush=True)\ntime.sleep(60)')
+    for await (const ev of cell.streamLogs({ limit: 1 })) assert.equal(ev.type, 'log')
+    await assert.rejects(cell.delete(), (e: unknown) =>
+      e instanceof UnsupportedOperationError && e.status === 409 && /running code cell/.test(e.message))
+    await cell.kill({ signal: 'INT' })
+    await cell.wait({ timeout: 20_000 })
+    await cell.delete()
+    await assert.rejects(cell.get(), NotFoundError)
+  })
+})
+
 describe('a value of the wrong type', () => {
   test('is refused by name before anything is sent: never undefined run as an empty command', async () => {
     await using s = await sb.process.createSession()
