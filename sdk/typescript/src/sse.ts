@@ -181,6 +181,13 @@ export async function* streamLogs(
         stop.signal.removeEventListener('abort', endConn)
         conn.abort()
       }
+      if (stated) {
+        // The daemon sends state once every frame has been sent: only eof
+        // was left, and a stream asked again without a cursor (the process
+        // wrote nothing) would be sent the state a second time.
+        yield { type: 'eof', ...(last ? { cursor: last } : {}) }
+        return
+      }
       if (++failures > maxRetries) {
         const error = lastError instanceof Error ? lastError : new Error('conch: the log stream ended before its eof')
         yield { type: 'error', ...(last ? { cursor: last } : {}), error }

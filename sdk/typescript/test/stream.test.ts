@@ -101,6 +101,25 @@ describe('ProcessHandle.streamLogs', () => {
     assert.equal(evs[1]!.cursor, last)
   })
 
+  test('a stream cut after its state, of a process that wrote nothing, gives state once', async () => {
+    // With no frame to resume after, a stream asked again without a
+    // cursor is sent the state again: only eof was left to come.
+    const proxy = await startProxy(d.url)
+    try {
+      const s = d.sandbox({ url: proxy.url })
+      const h = await s.process.start('exit 4')
+      await h.wait()
+      proxy.cutBefore('event: eof')
+      const evs = await collect(h.streamLogs())
+      assert.equal(proxy.cuts, 1, 'the stream was cut')
+      assert.deepEqual(evs.map((e) => e.type), ['state', 'eof'])
+      const st = evs[0]!
+      assert.ok(st.type === 'state' && st.result.reason === 'exited' && st.result.exitCode === 4, JSON.stringify(st))
+    } finally {
+      await proxy.close()
+    }
+  })
+
   for (const before of ['event: state', 'event: eof']) {
     test(`a stream cut before its "${before}" resumes to a 204 and still gives state and eof`, async () => {
       const proxy = await startProxy(d.url)
