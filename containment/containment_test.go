@@ -330,11 +330,17 @@ func startReading(t *testing.T) (containment.Manager, *exec.Cmd, *os.File) {
 // it returns.
 func startBash(t *testing.T, script string) (containment.Manager, *exec.Cmd, *os.File, *bufio.Reader) {
 	t.Helper()
+	return startPiped(t, "bash", "-c", script)
+}
+
+// startPiped is startBash for any program and its arguments.
+func startPiped(t *testing.T, name string, args ...string) (containment.Manager, *exec.Cmd, *os.File, *bufio.Reader) {
+	t.Helper()
 	m, err := containment.Open(containment.Config{Disabled: true}).New("p", containment.Limits{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("bash", "-c", script)
+	cmd := exec.Command(name, args...)
 	in, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -480,15 +486,6 @@ func TestNoneCountsEveryThread(t *testing.T) {
 	if err != nil {
 		t.Skip("needs python3")
 	}
-	m, err := containment.Open(containment.Config{Disabled: true}).New("p", containment.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Destroy()
-	in, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	const script = `
 import sys, threading, time
 def busy():
@@ -504,18 +501,8 @@ for line in sys.stdin:
         th.join()
     print("done", flush=True)
 `
-	cmd := exec.Command(python, "-c", script)
-	cmd.Stdin = in
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Start(cmd, proctree.Start); err != nil {
-		t.Fatal(err)
-	}
-	in.Close()
-	defer func() { w.Close(); proctree.Wait(cmd) }()
-	lines := bufio.NewReader(out)
+	m, cmd, w, lines := startPiped(t, python, "-c", script)
+	defer func() { w.Close(); proctree.Wait(cmd); m.Destroy() }()
 	for _, step := range []string{"thread", "thread", "main"} {
 		before := m.CPU()
 		w.WriteString(step + "\n")
