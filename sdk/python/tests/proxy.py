@@ -168,7 +168,51 @@ class DroppingProxy(_Relay):
                     pass
 
 
-class CutBeforeProxy(_Relay):
+class _MarkerCutProxy(_Relay):
+    """A loopback TCP proxy that cuts its first connection's answer at ``marker`` (where, its
+    subclasses say); later connections pass untouched."""
+
+    def __init__(self, port: int, marker: bytes) -> None:
+        self.marker = marker
+        self.cuts = 0
+        super().__init__(port)
+
+    def relay(self, c: socket.socket, u: socket.socket, n: int) -> None:
+        threading.Thread(target=self._pipe, args=(c, u, False), daemon=True).start()
+        threading.Thread(target=self._pipe, args=(u, c, n == 1), daemon=True).start()
+
+    def cut_at(self, held: bytes) -> "int | None":
+        """How much of ``held`` goes before the cut, None while the cut is not found yet."""
+        raise NotImplementedError
+
+    # keep is how much of what is held is kept back while the cut is looked for; None: all.
+    keep: "int | None" = None
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, cut: bool) -> None:
+        held = b""
+        try:
+            while True:
+                b = src.recv(65536)
+                if not b:
+                    break
+                if not cut:
+                    dst.sendall(b)
+                    continue
+                held += b
+                at = self.cut_at(held)
+                if at is not None:
+                    dst.sendall(held[:at])
+                    self.cuts += 1
+                    break
+                if self.keep is not None:
+                    dst.sendall(held[:-self.keep])
+                    held = held[-self.keep:]
+        except OSError:
+            pass
+        _end(src, dst)
+
+
+class CutBeforeProxy(_MarkerCutProxy):
     """A loopback TCP proxy that cuts its first connection just before the chunk holding ``marker``.
 
     The chunk of a chunked answer that holds the marker (an SSE ``event:
@@ -177,75 +221,27 @@ class CutBeforeProxy(_Relay):
     """
 
     def __init__(self, port: int, marker: bytes) -> None:
-        self.marker = marker
-        self.cuts = 0
-        super().__init__(port)
+        self.keep = len(marker) + 16  # enough to see a marker split between reads, with its chunk's size line
+        super().__init__(port, marker)
 
-    def relay(self, c: socket.socket, u: socket.socket, n: int) -> None:
-        threading.Thread(target=self._pipe, args=(c, u, False), daemon=True).start()
-        threading.Thread(target=self._pipe, args=(u, c, n == 1), daemon=True).start()
-
-    def _pipe(self, src: socket.socket, dst: socket.socket, cut: bool) -> None:
-        held = b""
-        keep = len(self.marker) + 16  # enough to see a marker split between reads, with its chunk's size line
-        try:
-            while True:
-                b = src.recv(65536)
-                if not b:
-                    break
-                if not cut:
-                    dst.sendall(b)
-                    continue
-                held += b
-                at = held.find(self.marker)
-                if at >= 0:
-                    start = held.rfind(b"\r\n", 0, at - 2) + 2  # the start of the marker's chunk
-                    dst.sendall(held[:start])
-                    self.cuts += 1
-                    break
-                dst.sendall(held[:-keep])
-                held = held[-keep:]
-        except OSError:
-            pass
-        _end(src, dst)
+    def cut_at(self, held: bytes) -> "int | None":
+        at = held.find(self.marker)
+        if at < 0:
+            return None
+        return held.rfind(b"\r\n", 0, at - 2) + 2  # the start of the marker's chunk
 
 
-class CutAfterProxy(_Relay):
+class CutAfterProxy(_MarkerCutProxy):
     """A loopback TCP proxy that cuts its first connection just after the SSE event holding ``marker``.
 
     The client gets that event whole (up to its blank line), then the
     connection ends, in the middle of the chunk. Later connections pass untouched.
     """
 
-    def __init__(self, port: int, marker: bytes) -> None:
-        self.marker = marker
-        self.cuts = 0
-        super().__init__(port)
-
-    def relay(self, c: socket.socket, u: socket.socket, n: int) -> None:
-        threading.Thread(target=self._pipe, args=(c, u, False), daemon=True).start()
-        threading.Thread(target=self._pipe, args=(u, c, n == 1), daemon=True).start()
-
-    def _pipe(self, src: socket.socket, dst: socket.socket, cut: bool) -> None:
-        held = b""
-        try:
-            while True:
-                b = src.recv(65536)
-                if not b:
-                    break
-                if not cut:
-                    dst.sendall(b)
-                    continue
-                held += b
-                at = held.find(self.marker)
-                end = held.find(b"\n\n", at) if at >= 0 else -1
-                if end >= 0:
-                    dst.sendall(held[:end + 2])
-                    self.cuts += 1
-                    break
-        except OSError:
-            pass
-        _end(src, dst)
+    def cut_at(self, held: bytes) -> "int | None":
+        at = held.find(self.marker)
+        end = held.find(b"\n\n", at) if at >= 0 else -1
+        return end + 2 if end >= 0 else None
 
 
 class BadGatewayProxy(_Relay):
