@@ -155,3 +155,35 @@ func TestBusyConnectionsNotClosedToMakeRoom(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestRefusedSlowBodiesCannotKeepClientsOut: a connection whose request
+// was refused (401, no token) while its body still comes, slowly, is read
+// to its end only to get the refusal to its client: it holds no request
+// being served, and is closed to make room as an idle one is. A client
+// without the token held the places with such bodies, a byte at a time,
+// and every other client was answered 429.
+func TestRefusedSlowBodiesCannotKeepClientsOut(t *testing.T) {
+	t.Parallel()
+	const bound = 8
+	d := start(t, server.Options{MaxConnections: bound})
+	for range bound {
+		conn := d.dial(t)
+		_, err := fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+		// Its body goes on coming, a byte at a time, while the daemon
+		// reads it to its end.
+		go func() {
+			for range 50 {
+				if _, err := conn.Write([]byte(" ")); err != nil {
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
+	}
+	status, body := d.raw(t, "GET", "/v1/sessions", "", authed())
+	require.Equal(t, http.StatusOK, status, body)
+}

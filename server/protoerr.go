@@ -354,6 +354,14 @@ func newJSONErrorConn(c net.Conn, open *atomic.Int64, budget *headerBudget) *jso
 	return jc
 }
 
+// readingRest makes c, whose answer went while the rest of its request's
+// body is read and dropped, as closable as an idle connection, from now.
+func (c *jsonErrorConn) readingRest() {
+	if c.idle != nil {
+		c.idleSince.Store(c.idle.now())
+	}
+}
+
 func (c *jsonErrorConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	// Looked for only while the connection is idle: the reads of a
