@@ -62,9 +62,14 @@ const maxEventLine = 4 << 20
 // Last-Event-ID), so that a slow reader loses nothing but what retention
 // dropped meanwhile, which a warning event says, as for any reader that
 // falls behind. A resumption that finds the process ended with every frame
-// read gives its state, then eof. One that cannot be sent yields its error;
-// a stream cut again and again with no event in between yields
-// io.ErrUnexpectedEOF.
+// read gives its state, then eof. A resumption refused with 429 (the daemon
+// at its --max-streams, as when another client took the place the cut gave
+// back), 502, 503 or 504 is asked again after its Retry-After (at most 30
+// s), or a moment, as a cut with no event is; the first request so refused
+// yields its error at once. One that cannot be sent, or that the daemon
+// refuses otherwise, yields its error; a stream cut or refused again and
+// again with no event in between yields the cut (io.ErrUnexpectedEOF, for
+// a body that ended early) with the last refusal.
 //
 // A stream asked at or past the last frame of an ended process yields eof
 // alone (the daemon answers 204: nothing more will come). Once ctx ends, it
@@ -76,6 +81,21 @@ func (c *Client) Stream(ctx context.Context, id string, opts StreamOptions) iter
 		stated := false
 		for fruitless := 0; ; {
 			resp, err := c.openStream(ctx, id, opts, last)
+			if apiErr := (*Error)(nil); resumed != nil && errors.As(err, &apiErr) && passing(apiErr.Status) {
+				// A refusal that may pass: the daemon at its --max-streams
+				// (one more client took the place the cut gave back), a
+				// proxy's 502 or 504, a 503. It is asked again as a cut
+				// with no event is, within the same budget.
+				if fruitless++; fruitless > maxFruitless {
+					yield(Event{}, fmt.Errorf("%w; resuming it %d times: %w", resumed, fruitless, err))
+					return
+				}
+				if !pause(ctx, max(time.Duration(50<<fruitless)*time.Millisecond, min(apiErr.RetryAfter, maxPause))) {
+					yield(Event{}, ctx.Err())
+					return
+				}
+				continue
+			}
 			if err != nil && resumed != nil {
 				if apiErr := (*Error)(nil); errors.As(err, &apiErr) {
 					err = fmt.Errorf("%w; resuming it: %w", resumed, err)
@@ -142,15 +162,9 @@ func (c *Client) Stream(ctx context.Context, id string, opts StreamOptions) iter
 			} else if fruitless++; fruitless > maxFruitless {
 				yield(Event{}, fmt.Errorf("stream of %s cut %d times with no event: %w", id, fruitless, cut))
 				return
-			} else {
-				t := time.NewTimer(time.Duration(50<<fruitless) * time.Millisecond)
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-					t.Stop()
-					yield(Event{}, ctx.Err())
-					return
-				}
+			} else if !pause(ctx, time.Duration(50<<fruitless)*time.Millisecond) {
+				yield(Event{}, ctx.Err())
+				return
 			}
 			resumed = cut
 		}
@@ -158,9 +172,35 @@ func (c *Client) Stream(ctx context.Context, id string, opts StreamOptions) iter
 }
 
 // maxFruitless is how many times in a row a stream is resumed that brought
-// no event: a daemon that closes every stream at once is not asked for
-// ever.
+// no event, or was refused: a daemon that closes every stream at once is
+// not asked for ever.
 const maxFruitless = 3
+
+// maxPause bounds how long a Retry-After makes a resumption wait.
+const maxPause = 30 * time.Second
+
+// passing reports whether a resumption refused with status may be asked
+// again: 429, the daemon at its --max-streams (with no Retry-After) or its
+// connection limit; a proxy's 502 or 504; a 503.
+func passing(status int) bool {
+	switch status {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// pause waits d, and reports false if ctx ended first.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
 
 // openStream asks for the process's log stream: as opts say, or after the
 // frame whose cursor is last once one came.

@@ -6,8 +6,12 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -394,4 +398,117 @@ func TestMaxStreams(t *testing.T) {
 		cancel()
 		resp.Body.Close()
 	}
+}
+
+// TestStreamResumedPastMaxStreams: a stream cut while the daemon is at its
+// MaxStreams, another client having taken the place the cut gave back, is
+// refused 429 on its resumption, and asked again once a place is free
+// rather than end there: its follower gets the rest of the output. The
+// client gave up at the first refusal, which lost the rest of a long
+// process's output to a moment at the limit.
+func TestStreamResumedPastMaxStreams(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{MaxStreams: 1})
+	c := ctx(t)
+	goOn := filepath.Join(t.TempDir(), "go-on")
+	p, err := d.c.Start(c, client.StartOptions{
+		Cmd: "echo one; while [ ! -e " + goOn + " ]; do sleep 0.05; done; echo two"})
+	require.NoError(t, err)
+	defer d.c.Kill(c, p.ID, client.KillOptions{Signal: "KILL"})
+
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr}
+	forward := func(r *http.Request) (*http.Response, context.CancelFunc) {
+		fctx, cancel := context.WithCancel(c)
+		req, err := http.NewRequestWithContext(fctx, r.Method, d.url+r.URL.RequestURI(), nil)
+		require.NoError(t, err)
+		req.Header = r.Header.Clone()
+		resp, err := hc.Do(req)
+		require.NoError(t, err)
+		return resp, cancel
+	}
+	var mu sync.Mutex
+	var holder *http.Response // another client's stream, open while the daemon refuses the resumption
+	var holderCancel context.CancelFunc
+	var streams []string
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resp, cancel := forward(r)
+		defer cancel()
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		if !strings.HasSuffix(r.URL.Path, "/logs/stream") {
+			io.Copy(w, resp.Body)
+			return
+		}
+		mu.Lock()
+		streams = append(streams, r.Header.Get("Last-Event-ID")+" "+strconv.Itoa(resp.StatusCode))
+		first := len(streams) == 1
+		if resp.StatusCode == http.StatusTooManyRequests && holder != nil {
+			// Refused: the other client closes its stream, and the process
+			// writes on.
+			holder.Body.Close()
+			holderCancel()
+			holder = nil
+			require.NoError(t, os.WriteFile(goOn, nil, 0o644))
+		}
+		mu.Unlock()
+		if !first {
+			io.Copy(w, resp.Body)
+			return
+		}
+		// The first stream: cut after its first log event, and another
+		// client opens a stream in the place it gave back.
+		br := bufio.NewReader(resp.Body)
+		logged := false
+		for {
+			line, err := br.ReadString('\n')
+			require.NoError(t, err)
+			io.WriteString(w, line)
+			http.NewResponseController(w).Flush()
+			if strings.HasPrefix(line, "event: log") {
+				logged = true
+			} else if logged && line == "\n" {
+				break
+			}
+		}
+		cancel()
+		resp.Body.Close()
+		for {
+			hresp, hcancel := forward(r)
+			if hresp.StatusCode == http.StatusOK {
+				mu.Lock()
+				holder, holderCancel = hresp, hcancel
+				mu.Unlock()
+				return
+			}
+			hresp.Body.Close()
+			hcancel()
+		}
+	}))
+	defer proxy.Close()
+	pc, err := client.New(proxy.URL, testToken)
+	require.NoError(t, err)
+	defer pc.CloseIdleConnections()
+
+	var out strings.Builder
+	var types []string
+	for ev, err := range pc.Stream(c, p.ID, client.StreamOptions{}) {
+		require.NoError(t, err)
+		if ev.Type == client.EventLog {
+			out.WriteString(ev.Frame.Data)
+		} else {
+			types = append(types, ev.Type)
+		}
+	}
+	require.Equal(t, "one\ntwo\n", out.String())
+	require.Equal(t, []string{client.EventState, client.EventEOF}, types)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, streams, 3, "%q", streams)
+	require.Equal(t, "429", streams[1][strings.IndexByte(streams[1], ' ')+1:], "%q", streams)
+	require.Equal(t, "200", streams[2][strings.IndexByte(streams[2], ' ')+1:], "%q", streams)
 }
