@@ -14,6 +14,14 @@ const maxRetries = 5
 /** Statuses that may pass (a proxy's 502 and 504, 503), and 0: no answer in time. */
 const passing: ReadonlySet<number> = new Set([0, 502, 503, 504])
 
+/**
+ * The status of a refusal that may pass on a resume only: the daemon at its
+ * --max-streams (another client took the place the cut stream gave back),
+ * which sends no Retry-After. A stream's first request so refused is an
+ * error at once.
+ */
+const exhausted = 429
+
 /** The longest a Retry-After makes the stream wait before it tries again (ms). */
 const maxPause = 30_000
 
@@ -108,6 +116,7 @@ export async function* streamLogs(
   let count = 0
   let failures = 0
   let stated = false
+  let opened = false // a connection of this stream was answered with its events: what comes next is a resume
   try {
     while (!stop.signal.aborted) {
       let lastError: unknown
@@ -139,6 +148,7 @@ export async function* streamLogs(
           return
         }
         if (!res.body) throw new TypeError('conch: the log stream has no body')
+        opened = true
         for await (const raw of parse(res.body, quiet)) {
           // Events of a chunk already received come on after an abort:
           // the stream ends at the abort, not at the chunk's end.
@@ -168,9 +178,10 @@ export async function* streamLogs(
           return
         }
         // An answer of the daemon (the process is gone) will not change; a
-        // proxy's 502 or 504, a 503 (draining, with Retry-After) or no
-        // answer in time may: they are tried again as a dropped connection is.
-        if (err instanceof ConchError && !passing.has(err.status)) {
+        // proxy's 502 or 504, a 503 (draining, with Retry-After), no answer
+        // in time, or on a resume a 429 (the daemon at its stream limit)
+        // may: they are tried again as a dropped connection is.
+        if (err instanceof ConchError && !passing.has(err.status) && !(opened && err.status === exhausted)) {
           yield { type: 'error', ...(last ? { cursor: last } : {}), error: err }
           return
         }

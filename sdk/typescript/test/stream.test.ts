@@ -139,7 +139,14 @@ describe('ProcessHandle.streamLogs', () => {
     })
   }
 
-  for (const status of [502, 503]) {
+  // The daemon's answer past --max-streams, which has no Retry-After.
+  const exhausted = {
+    status: 429,
+    body: '{"error":{"code":"resource_exhausted","message":"1 streams and attachments are open, the most at once (--max-streams): close one, or page the logs"}}',
+    headers: { 'content-type': 'application/json' },
+  }
+
+  for (const status of [502, 503, 429]) {
     test(`a resume answered ${status} is tried again, honouring Retry-After`, async () => {
       const proxy = await startProxy(d.url)
       try {
@@ -148,6 +155,7 @@ describe('ProcessHandle.streamLogs', () => {
         proxy.cutBefore('two') // in the middle of the second frame's event
         proxy.failStream(2, status === 503
           ? { status, body: '{"error":{"code":"draining","message":"the daemon drains"}}', headers: { 'content-type': 'application/json', 'retry-after': '1' } }
+          : status === 429 ? exhausted
           : { status, body: '<html>Bad Gateway</html>', headers: { 'content-type': 'text/html' } })
         const t0 = Date.now()
         const evs = await collect(h.streamLogs())
@@ -159,6 +167,22 @@ describe('ProcessHandle.streamLogs', () => {
       }
     })
   }
+
+  test('a stream whose first request is answered 429 (--max-streams) yields one error event at once', async () => {
+    const proxy = await startProxy(d.url)
+    try {
+      const s = d.sandbox({ url: proxy.url })
+      const h = await s.process.start('echo one')
+      proxy.failStream(1, exhausted)
+      const evs = await collect(h.streamLogs())
+      assert.equal(proxy.streams, 1, 'not asked again')
+      assert.equal(evs.length, 1)
+      assert.ok(evs[0]!.type === 'error' && evs[0]!.error.name === 'ResourceExhaustedError', String(evs[0]))
+      await h.wait()
+    } finally {
+      await proxy.close()
+    }
+  })
 
   test('a stream that cannot resume yields one error event and ends', async () => {
     const proxy = await startProxy(d.url)
