@@ -23,6 +23,10 @@ from .types import LogFrame, StreamLogEvent, WaitResult
 MAX_RETRIES = 5
 #: Statuses that may pass: a proxy's 502 and 504, a 503 (a draining daemon's, or a proxy's).
 PASSING = frozenset([502, 503, 504])
+#: The status that may pass on a resume only: the daemon at its --max-streams (another client
+#: took the place the cut stream gave back), with no Retry-After. A first request so refused
+#: raises at once.
+EXHAUSTED = 429
 #: The longest a Retry-After makes the stream wait before it tries again (seconds).
 MAX_PAUSE = 30.0
 # The daemon sends a heartbeat every 15 s: a socket quiet for longer is dead.
@@ -67,6 +71,7 @@ def stream_logs(
     count = 0
     failures = 0
     stated = False
+    opened = False  # a connection of this stream was answered with its events: what comes next is a resume
     while True:
         conn = None
         err: Optional[BaseException] = None
@@ -88,6 +93,7 @@ def stream_logs(
                 return
             if res.status >= 300:
                 raise error_from(res.status, res.read(), res.getheader("Retry-After"))
+            opened = True
             for name, data, ident in _events(res):
                 failures = 0
                 ev = _event(name, data, ident, last, res.status)
@@ -102,9 +108,10 @@ def stream_logs(
                     return
         except ConchError as e:
             # An answer of the daemon (the process is gone) will not change; a proxy's 502 or
-            # 504, or a 503 (draining, with Retry-After), may: they are tried again as a
-            # dropped connection is, as the TypeScript SDK does.
-            if not isinstance(e, NetworkError) and e.status not in PASSING:
+            # 504, a 503 (draining, with Retry-After), or on a resume a 429 (the daemon at its
+            # stream limit), may: they are tried again as a dropped connection is, as the
+            # TypeScript SDK does.
+            if not isinstance(e, NetworkError) and e.status not in PASSING and not (opened and e.status == EXHAUSTED):
                 raise
             err = e
         except (OSError, http.client.HTTPException) as e:

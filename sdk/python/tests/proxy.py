@@ -244,6 +244,32 @@ class CutAfterProxy(_MarkerCutProxy):
         return end + 2 if end >= 0 else None
 
 
+class ExhaustedProxy(CutBeforeProxy):
+    """A loopback TCP proxy that cuts its first connection just before the chunk holding
+    ``marker``, as CutBeforeProxy does, and answers the connections numbered in ``refused``
+    itself with the daemon's refusal past ``--max-streams``: 429 ``resource_exhausted``, no
+    ``Retry-After``. Other connections pass untouched."""
+
+    BODY = (b'{"error":{"code":"resource_exhausted","message":"1 streams and attachments are open, '
+            b'the most at once (--max-streams): close one, or page the logs"}}\n')
+
+    def __init__(self, port: int, marker: bytes, refused: "frozenset[int]") -> None:
+        self.refused = refused
+        super().__init__(port, marker)
+
+    def relay(self, c: socket.socket, u: socket.socket, n: int) -> None:
+        if n not in self.refused:
+            super().relay(c, u, n)
+            return
+        try:
+            c.recv(65536)
+            c.sendall(b"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+                      b"Connection: close\r\n\r\n%s" % (len(self.BODY), self.BODY))
+        except OSError:
+            pass
+        _end(c, u)
+
+
 class BadGatewayProxy(_Relay):
     """A loopback TCP proxy that answers its first ``times`` connections itself, with ``status``
     (a proxy's HTML page, and ``Retry-After: 0`` for a 503), and passes later ones through."""

@@ -4,7 +4,9 @@ from urllib.parse import urlsplit
 from conch import Sandbox
 
 from .daemon import shared
-from .proxy import BadGatewayProxy, CutAfterProxy, CutBeforeProxy, CuttingProxy
+from conch.errors import ResourceExhaustedError
+
+from .proxy import BadGatewayProxy, CutAfterProxy, CutBeforeProxy, CuttingProxy, ExhaustedProxy
 
 
 class StreamTest(unittest.TestCase):
@@ -63,6 +65,34 @@ class StreamTest(unittest.TestCase):
             events = list(via.process.connect(h.id).stream_logs())
             self.assertEqual([e.type for e in events], ["log", "state", "eof"], status)
             self.assertEqual(proxy.connections, 3, status)
+
+    def test_a_resume_refused_at_max_streams_is_tried_again(self) -> None:
+        # A stream cut while the daemon is at its --max-streams (another client took the place the
+        # cut gave back) is refused 429 on its resume, with no Retry-After: the stream tries again
+        # rather than lose the rest of the output.
+        port = urlsplit(shared().url).port
+        proxy = ExhaustedProxy(port or 0, b"two", refused=frozenset([2]))
+        self.addCleanup(proxy.close)
+        via = Sandbox(proxy.url, shared().token)
+        self.addCleanup(via.close)
+        h = self.sandbox.process.start("echo one; sleep 0.5; echo two; exit 3")
+        events = list(via.process.connect(h.id).stream_logs())
+        self.assertEqual(proxy.cuts, 1, "the stream was cut")
+        self.assertEqual(proxy.connections, 3, "cut, refused, then resumed")
+        self.assertEqual([e.frame.data if e.type == "log" and e.frame else e.type for e in events],
+                         ["one\n", "two\n", "state", "eof"])
+
+    def test_a_first_request_refused_at_max_streams_raises_at_once(self) -> None:
+        port = urlsplit(shared().url).port
+        proxy = ExhaustedProxy(port or 0, b"", refused=frozenset([1]))
+        self.addCleanup(proxy.close)
+        via = Sandbox(proxy.url, shared().token)
+        self.addCleanup(via.close)
+        h = self.sandbox.process.start("echo one")
+        with self.assertRaises(ResourceExhaustedError):
+            list(via.process.connect(h.id).stream_logs())
+        self.assertEqual(proxy.connections, 1, "not asked again")
+        h.wait(timeout=30)
 
     def test_state_kept_when_the_connection_drops_before_it(self) -> None:
         # The first connection ends after the last frame, before state: the resume answers 204.
