@@ -518,3 +518,65 @@ func TestDirectBytesAfterTheAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamResumeRefused: a resumption refused 429 (the daemon at its
+// --max-streams, no Retry-After) or 503 is asked again, within the budget
+// of a stream cut with no event, then yields the cut with the refusal; one
+// refused otherwise (404) yields it at once, and so does a first request
+// refused 429.
+func TestStreamResumeRefused(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		code   Code
+		asked  int // stream requests: the first, then its resumptions
+	}{
+		{http.StatusTooManyRequests, CodeResourceExhausted, 2 + maxFruitless},
+		{http.StatusServiceUnavailable, CodeDraining, 2 + maxFruitless},
+		{http.StatusNotFound, CodeNotFound, 2},
+	} {
+		var asked atomic.Int32
+		d := newDaemonStub(t, func(w http.ResponseWriter, r *http.Request) {
+			if asked.Add(1) == 1 {
+				w.Header().Set("Content-Type", "text/event-stream")
+				io.WriteString(w, "event: log\nid: 1\ndata: {\"cursor\":\"1\",\"channel\":\"stdout\",\"data\":\"one\\n\"}\n\n")
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(tc.status)
+			io.WriteString(w, `{"error":{"code":"`+string(tc.code)+`","message":"refused"}}`+"\n")
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var types []string
+		var end error
+		for ev, err := range d.c.Stream(ctx, "p", StreamOptions{}) {
+			if err != nil {
+				end = err
+				break
+			}
+			types = append(types, ev.Type)
+		}
+		cancel()
+		require.Equal(t, []string{EventLog}, types, "%d", tc.status)
+		require.ErrorIs(t, end, io.ErrUnexpectedEOF, "%d", tc.status)
+		var apiErr *Error
+		require.ErrorAs(t, end, &apiErr, "%d", tc.status)
+		require.Equal(t, tc.status, apiErr.Status)
+		require.EqualValues(t, tc.asked, asked.Load(), "%d: stream requests", tc.status)
+	}
+
+	var asked atomic.Int32
+	d := newDaemonStub(t, func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		io.WriteString(w, `{"error":{"code":"resource_exhausted","message":"refused"}}`+"\n")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var end error
+	for _, err := range d.c.Stream(ctx, "p", StreamOptions{}) {
+		end = err
+	}
+	require.ErrorIs(t, end, &Error{Code: CodeResourceExhausted})
+	require.EqualValues(t, 1, asked.Load(), "a first request refused 429 is not asked again")
+}
