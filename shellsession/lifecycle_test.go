@@ -1102,3 +1102,42 @@ func TestKshLeavesAPipelineStageThatIgnoresINT(t *testing.T) {
 		require.Eventually(t, func() bool { return !id.Alive() }, deadline, 10*time.Millisecond)
 	}
 }
+
+// TestKshLeavesASubshellThatIgnoresINT pins what ksh93 makes of a subshell
+// that ignores SIGINT, interrupted at its execution timeout: ksh93 goes back
+// to its prompt at once and keeps the subshell as a background job, which
+// jobs lists and wait waits for. The command is timed_out, the session
+// lives past StopGrace, whose kill is for a command still running, the
+// subshell with it: to conch it is a job the command left, as one it
+// started with & (same process group, SIGINT ignored alike), and such jobs
+// outlive the command. Its pid is in jobs -p, and closing the session ends
+// it. The other shells wait for the subshell, and the session ends
+// StopGrace later (TestTimeoutEndsStuckSession).
+func TestKshLeavesASubshellThatIgnoresINT(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{Shell: "ksh", StopGrace: 200 * time.Millisecond})
+	c, err := s.Submit(CommandOptions{
+		Cmd:              `(trap '' INT; echo ${.sh.pid} >&2; sleep 60)`,
+		ExecutionTimeout: time.Second, // the subshell's trap is set long before
+	})
+	require.NoError(t, err)
+	r := wait(t, c)
+	require.Equal(t, process.TimedOut, r.Reason, "%+v", r)
+	_, errOut := output(c)
+	pid, err := strconv.Atoi(strings.TrimSpace(errOut))
+	require.NoError(t, err, "%q", errOut)
+	ids := proctree.IdentsOf(pid)
+	require.Equal(t, []int{pid}, c.Tree(), "the subshell runs its builtin sleep")
+	time.Sleep(5 * 200 * time.Millisecond) // well past StopGrace
+	select {
+	case <-s.Done():
+		t.Fatalf("the session ended: %+v", s.Info().Result)
+	default:
+	}
+	require.True(t, proctree.Alive(pid), "the subshell that ignores SIGINT is gone")
+	expectRun(t, s, "jobs -p", 0, strconv.Itoa(pid)+"\n")
+	require.NoError(t, s.Close())
+	for _, id := range ids {
+		require.Eventually(t, func() bool { return !id.Alive() }, deadline, 10*time.Millisecond)
+	}
+}
