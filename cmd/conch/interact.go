@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -138,8 +139,7 @@ func (f *answerFlags) print(ctx context.Context, e *env, c *client.Client, r *cl
 				at = "\n" // the head ends inside a line: the notice goes on a line of its own
 			}
 		}
-		fmt.Fprintf(e.stderr, "%sconch: %d bytes of output left out here, after cursor %s (conch logs --cursor %s %s)\n",
-			at, r.OmittedBytes, r.OmittedAfter, r.OmittedAfter, r.ProcessID)
+		fmt.Fprintf(e.stderr, "%sconch: %d bytes of output left out here; %s\n", at, r.OmittedBytes, omittedHint(r, head))
 		return f.printFrames(e, r.Logs[len(head):], plaintext.Carried{})
 	}
 	if *f.plain {
@@ -154,6 +154,27 @@ func (f *answerFlags) print(ctx context.Context, e *env, c *client.Client, r *cl
 		return f.printFrames(e, r.Logs, plaintext.Carried{})
 	}
 	return nil
+}
+
+// omittedHint names the command that reads what an answer cut to
+// --output-limit left out, and says what it prints: a logs page starts at a
+// frame's start, and the frame the head was cut in (after the cursor
+// OmittedAfter) gives the head's last bytes again, which a hint naming the
+// cursor alone hid (conch logs --cursor 0 of seq 1 10000 printed the head,
+// the bytes left out and the tail, as one frame held it all).
+func omittedHint(r *client.RunResult, head []client.LogFrame) string {
+	again := 0
+	if at := slices.IndexFunc(head, func(f client.LogFrame) bool { return f.Cursor == r.OmittedAfter }); at+1 < len(head) {
+		for _, f := range head[at+1:] {
+			b, _ := f.Bytes()
+			again += len(b)
+		}
+	}
+	read := fmt.Sprintf("conch logs --cursor %s %s", r.OmittedAfter, r.ProcessID)
+	if again == 0 {
+		return read + " prints them, then the tail and what came after it"
+	}
+	return fmt.Sprintf("%s prints them after the head's last %d bytes again, then the tail and what came after it", read, again)
 }
 
 // carried is what the output before the answer's cursor left open, when
