@@ -205,3 +205,18 @@ func badToken() string {
 	}
 	return "the daemon refused the token it recorded (was it restarted with another?): run the command again"
 }
+
+// notASession is err, a session route's answer for id, said as what id is
+// when no session has it but a process does (the id of a process given to
+// a session command): the daemon's "session ID: not found" left a user to
+// find out why, and which command takes it. what is what that command
+// does with it, fix that command: "remove it", "conch rm".
+func notASession(ctx context.Context, c *client.Client, id string, err error, what, fix string) error {
+	if !client.HasCode(err, client.CodeNotFound) {
+		return err
+	}
+	if _, gerr := c.Get(ctx, id); gerr != nil {
+		return err
+	}
+	return fmt.Errorf("%s is a process, not a session: %s with %s %s", id, what, fix, id)
+}

@@ -131,7 +131,9 @@ func cmdSessionLs(ctx context.Context, e *env, args []string) int {
 
 func cmdSessionRm(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "session rm", "ID...")
-	return eachID(ctx, e, fs, args, func(ctx context.Context, c *client.Client, id string) error { return c.DeleteSession(ctx, id) })
+	return eachID(ctx, e, fs, args, func(ctx context.Context, c *client.Client, id string) error {
+		return notASession(ctx, c, id, c.DeleteSession(ctx, id), "remove it", "conch rm")
+	})
 }
 
 // cell is s as a table shows it: "-" when empty, and with every control
