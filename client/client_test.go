@@ -3,7 +3,9 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -137,6 +139,21 @@ func TestDiscover(t *testing.T) {
 	require.NoError(t, WriteEndpoint(dir, Endpoint{URL: "http://127.0.0.1:9", PID: 1}))
 	_, err = Discover()
 	require.ErrorIs(t, err, ErrNotRunning)
+
+	// A daemon that runs but whose token file cannot be read (it was
+	// removed) is said so, as the CLI and the SDKs say it: starting one
+	// would be refused. One that no longer runs is no daemon.
+	gone := filepath.Join(dir, "gone-token")
+	require.NoError(t, WriteEndpoint(dir, Endpoint{URL: "http://127.0.0.1:9", TokenFile: gone, PID: os.Getpid()}))
+	_, err = Discover()
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	require.EqualError(t, err, fmt.Sprintf("the daemon recorded in %s (pid %d) runs, but its token file %s cannot be read (no such file or directory): "+
+		"set CONCH_TOKEN to its token, or stop it and start it again with 'conch serve', which writes a new one",
+		filepath.Join(dir, EndpointFile), os.Getpid(), gone))
+	require.NoError(t, WriteEndpoint(dir, Endpoint{URL: "http://127.0.0.1:9", TokenFile: gone, PID: 1}))
+	_, err = Discover()
+	require.ErrorIs(t, err, fs.ErrNotExist)
+	require.ErrorContains(t, err, "no token: set CONCH_TOKEN or start the daemon")
 
 	t.Setenv(EnvURL, "http://localhost:8")
 	t.Setenv(EnvToken, "tok3")

@@ -99,6 +99,9 @@ var ErrNotRunning = errors.New("the daemon recorded is no longer running")
 // left no file: its clients need $CONCH_TOKEN too, unless it is no longer
 // running (ErrNotRunning): no record of a live instance in the state
 // directory names its pid, which a zombie or a later program may hold.
+// A token file that cannot be read while the daemon recorded runs (it was
+// removed) is said so, with the daemon's pid and the file's path: set
+// $CONCH_TOKEN, or restart it; the error unwraps to the read's.
 func Discover(opts ...Option) (*Client, error) {
 	base, token := os.Getenv(EnvURL), os.Getenv(EnvToken)
 	dir, dirErr := StateDir()
@@ -134,6 +137,14 @@ func Discover(opts ...Option) (*Client, error) {
 			return nil, fmt.Errorf("no token: set %s (%v)", EnvToken, dirErr)
 		}
 		tok, err := ReadToken(path)
+		var pe *fs.PathError
+		if err != nil && errors.As(err, &pe) && dirErr == nil && daemonrec.Running(dir, ep.PID) {
+			// Starting the daemon, as said below, would be refused: this
+			// one runs. The conch CLI and the SDKs say the same.
+			return nil, &tokenError{err: err, msg: fmt.Sprintf(
+				"the daemon recorded in %s (pid %d) runs, but its token file %s cannot be read (%v): set %s to its token, or stop it and start it again with 'conch serve', which writes a new one",
+				filepath.Join(dir, EndpointFile), ep.PID, pe.Path, pe.Err, EnvToken)}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("no token: set %s or start the daemon (%w)", EnvToken, err)
 		}
@@ -141,3 +152,13 @@ func Discover(opts ...Option) (*Client, error) {
 	}
 	return New(base, token, opts...)
 }
+
+// tokenError is a token file that cannot be read, said in words of its
+// own; it unwraps to the read's error (an *fs.PathError).
+type tokenError struct {
+	err error
+	msg string
+}
+
+func (e *tokenError) Error() string { return e.msg }
+func (e *tokenError) Unwrap() error { return e.err }
