@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import base64
 import collections.abc
-import math
 from typing import TYPE_CHECKING, Any, Dict, Generator, List, Mapping, Optional, Tuple, Union
 
 from . import _run
 from ._run import deadline_of, socket_timeout, wait_until, window_ms, wire_options
 from ._sse import stream_logs
-from ._transport import HttpTransport, input_bytes, seg
+from ._transport import MAX_WAIT_WINDOW, HttpTransport, input_bytes, seg
 from .errors import NotFoundError
 from .types import (
     Command, ListResult, LogsPage, ProcessDto, ReadyResult, RunResult, StreamLogEvent, WaitResult,
@@ -130,7 +129,10 @@ class ProcessHandle:
         """Writes input (or sends a signal), waits as a run does, and answers with the output after ``cursor``.
 
         The RunResult of the process once it ended, else the output so far
-        with ``is_running`` true and ``next`` to read on from.
+        with ``is_running`` true and ``next`` to read on from. One request: with
+        no ``timeout`` (or 0, or one over MAX_WAIT_WINDOW, 280 s) the daemon is
+        asked to wait at most 280 s, as the TypeScript SDK asks, so that a
+        frozen daemon makes the call raise NetworkError rather than hang.
         """
         body: Dict[str, Any] = wire_options({
             "eof": eof or None, "signal": signal, "cursor": cursor, "idle_timeout": idle_timeout,
@@ -140,12 +142,15 @@ class ProcessHandle:
             body["input"] = input
         elif input is not None:
             body["inputBase64"] = base64.b64encode(input_bytes(input)).decode("ascii")
-        sock = math.inf  # no timeout (or 0): the daemon waits until the process ends
-        if timeout is not None:
-            body["timeout"] = _run.ms(timeout)
-            if body["timeout"] > 0:
-                sock = socket_timeout(body["timeout"])
-        status, w = self._t.object("POST", f"{self._path}/interact", json_body=body, timeout=sock)
+        # One request, bounded by the wait it asks for: no timeout (or 0, which the daemon
+        # takes as none) would wait as long as the process runs, and a frozen daemon would
+        # hold the call for ever. A longer wait, or none, is asked for MAX_WAIT_WINDOW; a
+        # process still running then comes back running, with next to ask again from.
+        wait = _run.ms(timeout) or 0
+        cap = max(1, round(MAX_WAIT_WINDOW * 1000))
+        body["timeout"] = min(wait, cap) if wait > 0 else cap
+        status, w = self._t.object("POST", f"{self._path}/interact", json_body=body,
+                                   timeout=socket_timeout(body["timeout"]))
         w = _run._record(w, "interact", status)
         r = _run.from_answer(w, status) if status == 200 else _run.from_answer(w, status, came_back=_run.came_back_of(w))
         if output_limit is None and not plain:

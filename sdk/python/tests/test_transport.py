@@ -1,4 +1,5 @@
 import copy
+import math
 import os
 import pickle
 import resource
@@ -7,10 +8,12 @@ import tempfile
 import threading
 import time
 import unittest
-from typing import Callable, Tuple, TypeVar
+from typing import Any, Callable, Tuple, TypeVar
+from unittest import mock
 from urllib.parse import urlsplit
 
 from conch import NetworkError, Sandbox
+from conch._transport import HttpTransport
 
 from .daemon import Daemon, shared
 from .proxy import DroppingProxy
@@ -256,6 +259,64 @@ class FrozenDaemonTest(unittest.TestCase):
         self.assertFalse(t.is_alive(), "a call hung on the frozen daemon")
         self.assertEqual([o[0] for o in outcomes], ["NetworkError"] * 3)
         self.assertTrue(all(took < 5 for _, took in outcomes), outcomes)
+
+    def test_interact_without_a_timeout_raises_on_a_frozen_daemon(self) -> None:
+        # An interact with no timeout once asked the daemon for none and waited on its socket
+        # with no limit: a frozen daemon held it for ever. It asks for at most MAX_WAIT_WINDOW
+        # (280 s), lowered here to 1 ms so that the call raises once that plus 30 s is past.
+        sb, h = frozen_with(self, lambda sb: sb.process.start("sleep 300"))
+        outcome: list = []
+
+        def call() -> None:
+            try:
+                h.interact()
+                outcome.append("answered")
+            except NetworkError as e:
+                outcome.append(str(e))
+
+        with mock.patch("conch.process.MAX_WAIT_WINDOW", 0.001):
+            t = threading.Thread(target=call, daemon=True)
+            t.start()
+            t.join(120)
+        self.assertFalse(t.is_alive(), "interact hung on the frozen daemon")
+        self.assertEqual(len(outcome), 1)
+        self.assertIn("may have been carried out", outcome[0])
+
+
+class InteractCapTest(unittest.TestCase):
+    def test_interact_asks_for_at_most_the_wait_cap(self) -> None:
+        # What each interact asks the daemon to wait, and how long its socket waits: with no
+        # timeout (or 0, or one past the cap) 280 s, as the TypeScript SDK's, plus 30 s.
+        sb = shared().sandbox()
+        self.addCleanup(sb.close)
+        h = sb.process.start("true")
+        self.assertEqual(h.wait(timeout=30).reason, "exited")
+        sent: list = []
+        real = HttpTransport.object
+
+        def recorded(t: HttpTransport, method: str, path: str, **kw: Any):  # type: ignore[no-untyped-def]
+            if path.endswith("/interact"):
+                sent.append((kw["json_body"]["timeout"], kw["timeout"]))
+            return real(t, method, path, **kw)
+
+        with mock.patch.object(HttpTransport, "object", recorded):
+            for timeout in (None, 0, math.inf, 3600, 280, 5):
+                self.assertEqual(h.interact(cursor="0", timeout=timeout).reason, "exited")
+        self.assertEqual(sent, [(280000, 310.0)] * 5 + [(5000, 35.0)])
+
+    def test_interact_comes_back_running_at_the_cap(self) -> None:
+        # The cap lowered to 0.5 s: a process that runs on comes back running, with next.
+        sb = shared().sandbox()
+        self.addCleanup(sb.close)
+        h = sb.process.start("echo up; sleep 30")
+        self.addCleanup(h.kill, "KILL")
+        self.assertTrue(h.ready(pattern="up", timeout=30).ready)
+        with mock.patch("conch.process.MAX_WAIT_WINDOW", 0.5):
+            r = h.interact(cursor="0")
+        self.assertTrue(r.is_running)
+        self.assertEqual(r.came_back, "wait_timeout")
+        self.assertEqual(r.stdout, "up\n")
+        self.assertIsNotNone(r.next)
 
 
 if __name__ == "__main__":
