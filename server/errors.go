@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -140,13 +141,19 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.Code == api.CodeDraining {
 		w.Header().Set("Retry-After", retryAfter)
 	}
-	w.WriteHeader(e.Status)
 	inner := map[string]any{"code": string(e.Code), "message": e.Message}
 	if full := (*process.StdinFullError)(nil); errors.As(e, &full) {
 		inner["acceptedBytes"] = full.Accepted
 	}
-	body := map[string]any{"error": inner}
-	_ = json.NewEncoder(w).Encode(body)
+	body, _ := json.Marshal(map[string]any{"error": inner})
+	body = append(body, '\n')
+	// Its length said, the answer is whole once it is sent: a refusal
+	// flushed while the rest of its request's body is read (see readRest)
+	// went chunked, its end written only after that, and a connection
+	// closed meanwhile to make room cut it (see idleConns.closeIdlest).
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(e.Status)
+	_, _ = w.Write(body)
 }
 
 // contextDone reports whether err is the end of a request's context, which

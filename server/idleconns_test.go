@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,4 +187,31 @@ func TestRefusedSlowBodiesCannotKeepClientsOut(t *testing.T) {
 	}
 	status, body := d.raw(t, "GET", "/v1/sessions", "", authed())
 	require.Equal(t, http.StatusOK, status, body)
+}
+
+// TestRefusalReadingItsRestKeepsItsAnswer: a refusal whose body is still
+// being read and dropped may be closed to make room, but its answer reaches
+// its client whole, with the rest of its body read: a flood of connections
+// that sent nothing, past the bound, cut the answer's end (a 401 reached its
+// client without its last chunk, an unexpected EOF) or reset it.
+func TestRefusalReadingItsRestKeepsItsAnswer(t *testing.T) {
+	t.Parallel()
+	const bound = 4
+	d := start(t, server.Options{MaxConnections: bound})
+	const size = 64 << 10
+	conn := d.dial(t)
+	_, err := fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", size)
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	// Connections that send nothing, more than the bound, while the rest
+	// of the body has yet to come.
+	for range 2 * bound {
+		d.dial(t)
+	}
+	_, _ = conn.Write([]byte(strings.Repeat(" ", size-1)))
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err, "the answer is whole")
+	require.Contains(t, string(b), "unauthenticated")
 }
