@@ -104,9 +104,11 @@ func connState(c net.Conn, st http.ConnState) {
 	}
 	switch st {
 	case http.StateActive:
+		jc.refused.Store(false)
 		jc.idleSince.Store(0) // serving: not to be closed to make room
 	case http.StateIdle:
 		jc.headers.begin()
+		jc.refused.Store(false)
 		if jc.idle != nil {
 			jc.idleSince.Store(jc.idle.now())
 		}

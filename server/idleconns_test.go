@@ -215,3 +215,30 @@ func TestRefusalReadingItsRestKeepsItsAnswer(t *testing.T) {
 	require.NoError(t, err, "the answer is whole")
 	require.Contains(t, string(b), "unauthenticated")
 }
+
+// TestRefusalReadingItsRestOutlastsIdleOnes: a client that sends its whole
+// body before it reads the answer, as Python's http.client does, gets its
+// refusal while connections that sent nothing come past the bound: those,
+// holding no request at all, are closed to make room before it. It was
+// closed first, being idle longest, and its client saw a reset.
+func TestRefusalReadingItsRestOutlastsIdleOnes(t *testing.T) {
+	t.Parallel()
+	const bound = 4
+	d := start(t, server.Options{MaxConnections: bound})
+	const size = 4 << 20
+	conn := d.dial(t)
+	_, err := fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", size)
+	require.NoError(t, err)
+	// The refusal is sent, and the rest read, once its headers came.
+	time.Sleep(100 * time.Millisecond)
+	for range 2 * bound {
+		d.dial(t)
+	}
+	_, err = conn.Write([]byte(strings.Repeat(" ", size-1)))
+	require.NoError(t, err, "the body is read to its end")
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, string(b))
+}

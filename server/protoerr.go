@@ -134,6 +134,7 @@ type candidate struct {
 	c       *jsonErrorConn
 	since   int64
 	writing bool
+	refused bool // reading the rest of a refused request's body (see jsonErrorConn.readingRest)
 }
 
 // newIdleConns returns the connections of a listener that closes the
@@ -197,7 +198,9 @@ func (ic *idleConns) remove(c *jsonErrorConn) {
 // sent nothing, thousands a second, had the probes' connections closed
 // between their accept and net/http's parse of their headers. A part of a
 // request spares nothing, so that connections that send one cannot hold
-// the places for the headers' timeout. With stuckWrites, one whose handler
+// the places for the headers' timeout. One reading the rest of a refused
+// request's body goes after every one that holds no request (see before).
+// With stuckWrites, one whose handler
 // has waited over stuckWrite to write, its client not reading, counts idle
 // from when that write began, whatever it has sent since: the server reads
 // none of it until the client reads.
@@ -214,9 +217,9 @@ func (ic *idleConns) closeIdlest() bool {
 	ic.mu.Lock()
 	for _, c := range ic.conns {
 		if w := c.writingSince.Load(); w != 0 && now-w > int64(stuckWrite) {
-			candidates = append(candidates, candidate{c, w, true})
+			candidates = append(candidates, candidate{c, w, true, false})
 		} else if since := c.idleSince.Load(); since != 0 {
-			candidates = append(candidates, candidate{c, since, false})
+			candidates = append(candidates, candidate{c, since, false, c.refused.Load()})
 		}
 	}
 	ic.mu.Unlock()
@@ -229,7 +232,7 @@ func (ic *idleConns) closeIdlest() bool {
 	for rest := candidates; len(rest) > 0; {
 		idlest := 0
 		for i := range rest {
-			if rest[i].since < rest[idlest].since {
+			if before(rest[i], rest[idlest]) {
 				idlest = i
 			}
 		}
@@ -244,6 +247,18 @@ func (ic *idleConns) closeIdlest() bool {
 		return true
 	}
 	return false
+}
+
+// before reports whether a is closed to make room before b: the one idle
+// longer, but a connection reading the rest of a refused request's body
+// after any that holds no request at all, as that one is closed, mid-body,
+// with its client still to read the refusal (one that sends its whole body
+// first, as Python's http.client does, sees a reset instead).
+func before(a, b candidate) bool {
+	if a.refused != b.refused {
+		return b.refused
+	}
+	return a.since < b.since
 }
 
 // refuseConn answers c 429, saying msg, and closes it, within a second. What the client
@@ -311,6 +326,7 @@ type jsonErrorConn struct {
 	idle         *idleConns
 	idleSince    atomic.Int64
 	writingSince atomic.Int64
+	refused      atomic.Bool  // idle while it reads the rest of a refused request's body
 	timeWrites   bool         // writingSince is kept (see idleConns.stuckWrites)
 	slot         int          // its index in idle's conns, under idle's mu
 	headersCame  atomic.Int64 // when a read brought the end of a request's headers while idle
@@ -358,6 +374,7 @@ func newJSONErrorConn(c net.Conn, open *atomic.Int64, budget *headerBudget) *jso
 // body is read and dropped, as closable as an idle connection, from now.
 func (c *jsonErrorConn) readingRest() {
 	if c.idle != nil {
+		c.refused.Store(true)
 		c.idleSince.Store(c.idle.now())
 	}
 }
