@@ -214,11 +214,12 @@ func (s *Server) readRest(w http.ResponseWriter, r *http.Request, body io.ReadCl
 		return
 	}
 	// Refused, the connection serves no request while it reads the rest:
-	// it may be closed to make room, as an idle one may, though after
-	// any that holds no request (see idleConns.closeIdlest). A client that sent bodies a byte at a time
-	// to refusals (a 401 needs no token) held every place for the rest's
-	// bound, again and again. An answer that is no refusal may still be
-	// waited for until the rest is read (its end goes then).
+	// it may be closed to make room, as an idle one may, though after any
+	// that holds no request (see idleConns.closeIdlest). A client that
+	// sent bodies a byte at a time to refusals (a 401 needs no token)
+	// held every place for the rest's bound, again and again. An answer
+	// that is no refusal may still be waited for until the rest is read
+	// (its end goes then).
 	if sw, ok := w.(*statusWriter); ok && sw.status >= 400 {
 		if jc, ok := r.Context().Value(connKey{}).(*jsonErrorConn); ok {
 			jc.readingRest()

@@ -200,10 +200,9 @@ func (ic *idleConns) remove(c *jsonErrorConn) {
 // request spares nothing, so that connections that send one cannot hold
 // the places for the headers' timeout. One reading the rest of a refused
 // request's body goes after every one that holds no request (see before).
-// With stuckWrites, one whose handler
-// has waited over stuckWrite to write, its client not reading, counts idle
-// from when that write began, whatever it has sent since: the server reads
-// none of it until the client reads.
+// With stuckWrites, one whose handler has waited over stuckWrite to write,
+// its client not reading, counts idle from when that write began, whatever
+// it has sent since: the server reads none of it until the client reads.
 //
 // Its cost grows with the connections open, not with how they are sorted:
 // the idlest is picked from them, and the next idlest only when it is
