@@ -168,9 +168,7 @@ func TestRefusedSlowBodiesCannotKeepClientsOut(t *testing.T) {
 	const bound = 8
 	d := start(t, server.Options{MaxConnections: bound})
 	for range bound {
-		conn := d.dial(t)
-		_, err := fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
-		require.NoError(t, err)
+		conn := postUnauthed(t, d, 100000)
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
@@ -199,9 +197,7 @@ func TestRefusalReadingItsRestKeepsItsAnswer(t *testing.T) {
 	const bound = 4
 	d := start(t, server.Options{MaxConnections: bound})
 	const size = 64 << 10
-	conn := d.dial(t)
-	_, err := fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", size)
-	require.NoError(t, err)
+	conn := postUnauthed(t, d, size)
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
@@ -226,19 +222,28 @@ func TestRefusalReadingItsRestOutlastsIdleOnes(t *testing.T) {
 	const bound = 4
 	d := start(t, server.Options{MaxConnections: bound})
 	const size = 4 << 20
-	conn := d.dial(t)
-	_, err := fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", size)
-	require.NoError(t, err)
+	conn := postUnauthed(t, d, size)
 	// The refusal is sent, and the rest read, once its headers came.
 	time.Sleep(100 * time.Millisecond)
 	for range 2 * bound {
 		d.dial(t)
 	}
-	_, err = conn.Write([]byte(strings.Repeat(" ", size-1)))
+	_, err := conn.Write([]byte(strings.Repeat(" ", size-1)))
 	require.NoError(t, err, "the body is read to its end")
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	require.NoError(t, err)
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, string(b))
+}
+
+// postUnauthed sends, on a connection of its own, a POST without the
+// token whose body is size bytes, of which only the first is sent: the
+// daemon refuses it 401, and reads the rest as it comes.
+func postUnauthed(t *testing.T, d *daemon, size int) net.Conn {
+	t.Helper()
+	conn := d.dial(t)
+	_, err := fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", size)
+	require.NoError(t, err)
+	return conn
 }
