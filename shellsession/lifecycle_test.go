@@ -1084,19 +1084,31 @@ func TestEndedByItselfLetsGoOfItsFiles(t *testing.T) {
 func TestKshLeavesAPipelineStageThatIgnoresINT(t *testing.T) {
 	t.Parallel()
 	s := newSession(t, Options{Shell: "ksh"})
-	c, err := s.Submit(CommandOptions{
-		Cmd:              `sh -c 'trap "" INT; echo $$ >&2; exec sleep 60' | cat`,
-		ExecutionTimeout: time.Second, // the stage's trap is set long before
-	})
+	_, pid, ids := timedOutLeaving(t, s, `sh -c 'trap "" INT; echo $$ >&2; exec sleep 60' | cat`)
+	require.True(t, proctree.Alive(pid), "the stage that ignores SIGINT is gone")
+	expectRun(t, s, "echo next", 0, "next\n")
+	endsWithSession(t, s, ids)
+}
+
+// timedOutLeaving runs cmd, which writes to stderr the pid of a process
+// that ignores SIGINT, with an execution timeout of a second (its trap is
+// set long before), requires it timed_out, and returns it, that pid and
+// what tells that process and its tree apart.
+func timedOutLeaving(t *testing.T, s *Session, cmd string) (*Command, int, []proctree.Ident) {
+	t.Helper()
+	c, err := s.Submit(CommandOptions{Cmd: cmd, ExecutionTimeout: time.Second})
 	require.NoError(t, err)
 	r := wait(t, c)
 	require.Equal(t, process.TimedOut, r.Reason, "%+v", r)
 	_, errOut := output(c)
 	pid, err := strconv.Atoi(strings.TrimSpace(errOut))
 	require.NoError(t, err, "%q", errOut)
-	ids := proctree.IdentsOf(pid)
-	require.True(t, proctree.Alive(pid), "the stage that ignores SIGINT is gone")
-	expectRun(t, s, "echo next", 0, "next\n")
+	return c, pid, proctree.IdentsOf(pid)
+}
+
+// endsWithSession closes s and requires that what ids tell apart ends.
+func endsWithSession(t *testing.T, s *Session, ids []proctree.Ident) {
+	t.Helper()
 	require.NoError(t, s.Close())
 	for _, id := range ids {
 		require.Eventually(t, func() bool { return !id.Alive() }, deadline, 10*time.Millisecond)
@@ -1116,17 +1128,7 @@ func TestKshLeavesAPipelineStageThatIgnoresINT(t *testing.T) {
 func TestKshLeavesASubshellThatIgnoresINT(t *testing.T) {
 	t.Parallel()
 	s := newSession(t, Options{Shell: "ksh", StopGrace: 200 * time.Millisecond})
-	c, err := s.Submit(CommandOptions{
-		Cmd:              `(trap '' INT; echo ${.sh.pid} >&2; sleep 60)`,
-		ExecutionTimeout: time.Second, // the subshell's trap is set long before
-	})
-	require.NoError(t, err)
-	r := wait(t, c)
-	require.Equal(t, process.TimedOut, r.Reason, "%+v", r)
-	_, errOut := output(c)
-	pid, err := strconv.Atoi(strings.TrimSpace(errOut))
-	require.NoError(t, err, "%q", errOut)
-	ids := proctree.IdentsOf(pid)
+	c, pid, ids := timedOutLeaving(t, s, `(trap '' INT; echo ${.sh.pid} >&2; sleep 60)`)
 	require.Equal(t, []int{pid}, c.Tree(), "the subshell runs its builtin sleep")
 	time.Sleep(5 * 200 * time.Millisecond) // well past StopGrace
 	select {
@@ -1136,8 +1138,5 @@ func TestKshLeavesASubshellThatIgnoresINT(t *testing.T) {
 	}
 	require.True(t, proctree.Alive(pid), "the subshell that ignores SIGINT is gone")
 	expectRun(t, s, "jobs -p", 0, strconv.Itoa(pid)+"\n")
-	require.NoError(t, s.Close())
-	for _, id := range ids {
-		require.Eventually(t, func() bool { return !id.Alive() }, deadline, 10*time.Millisecond)
-	}
+	endsWithSession(t, s, ids)
 }
