@@ -62,7 +62,8 @@ const maxEventLine = 4 << 20
 // Last-Event-ID), so that a slow reader loses nothing but what retention
 // dropped meanwhile, which a warning event says, as for any reader that
 // falls behind. A resumption that finds the process ended with every frame
-// read gives its state, then eof. A resumption refused with 429 (the daemon
+// read gives its state, then eof; a stream cut after its state gives eof
+// and is not resumed, so that the state comes once. A resumption refused with 429 (the daemon
 // at its --max-streams, as when another client took the place the cut gave
 // back), 502, 503 or 504 is asked again after its Retry-After (at most 30
 // s), or a moment, as a cut with no event is; the first request so refused
@@ -155,6 +156,14 @@ func (c *Client) Stream(ctx context.Context, id string, opts StreamOptions) iter
 			resp.Body.Close()
 			if ctx.Err() != nil {
 				yield(Event{}, ctx.Err())
+				return
+			}
+			if stated {
+				// The daemon sends the state once every frame was sent:
+				// only eof was left, and a stream asked again with no
+				// frame to resume after (the process wrote nothing) would
+				// be sent the state a second time.
+				yield(Event{Type: EventEOF, ID: last}, nil)
 				return
 			}
 			if took {

@@ -376,6 +376,32 @@ func TestStreamResumedAfterACut(t *testing.T) {
 	require.Len(t, asked, 1+maxFruitless, "asked again %d times", len(asked)-1)
 }
 
+// TestStreamCutAfterItsState: a stream cut after its state, before its
+// eof, ends with eof rather than being asked again: the daemon sends the
+// state once every frame was sent, so nothing but eof was left, and a
+// process that wrote nothing leaves no frame to resume after: asked again
+// without one, the daemon sent the state a second time.
+func TestStreamCutAfterItsState(t *testing.T) {
+	var asked atomic.Int32
+	d := newDaemonStub(t, func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: state\ndata: {\"reason\":\"exited\",\"exitCode\":4}\n\n")
+		if asked.Load() > 1 {
+			io.WriteString(w, "event: eof\ndata: {}\n\n")
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var got []string
+	for ev, err := range d.c.Stream(ctx, "quiet", StreamOptions{}) {
+		require.NoError(t, err)
+		got = append(got, ev.Type)
+	}
+	require.Equal(t, []string{EventState, EventEOF}, got)
+	require.EqualValues(t, 1, asked.Load(), "not asked again")
+}
+
 // rawDaemon is a daemon stand-in on loopback that writes the bytes answer
 // returns for the n-th request it reads (from 0, over every connection),
 // as they are: answers an HTTP server would not send, to see what the
