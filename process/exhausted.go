@@ -35,6 +35,12 @@ func Exhausted(err error) (string, bool) {
 	return "", false
 }
 
+// OutOfFiles reports whether err is the want of a descriptor: the
+// daemon's RLIMIT_NOFILE (EMFILE) or the system's table (ENFILE).
+func OutOfFiles(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
 // forkRefused reports whether err is the kernel's refusal of a fork: EAGAIN
 // when a limit of processes is reached, ENOMEM when memory is short. Only a
 // fork's: the same errnos of a read or a write say something else.

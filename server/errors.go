@@ -128,7 +128,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := apiError(err)
 	if e.Status == http.StatusInternalServerError {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-	} else if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+	} else if process.OutOfFiles(err) {
 		s.log.Warn("out of open files: work refused", "method", r.Method, "path", r.URL.Path, "err", err)
 	} else {
 		s.log.Debug("request refused", "method", r.Method, "path", r.URL.Path, "code", e.Code, "err", err)

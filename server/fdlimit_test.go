@@ -53,24 +53,20 @@ func TestAcceptOutOfDescriptorsChild(t *testing.T) {
 	// test lets go of.
 	var fill []int
 	defer func() { fdtest.Close(fill) }()
-	// dial connects to the daemon, with no descriptor free once it has. A
-	// descriptor this process let go of after the fill (a connection of
-	// the readiness check that closed late, on a busy machine) is taken
-	// too, and the dial tried again.
+	// dial connects to the daemon with one descriptor free, which the
+	// client's socket takes: the daemon has none for the accept. A
+	// descriptor this process let go of since (a connection of the
+	// readiness check that closed late, on a busy machine) is taken first.
+	// Not after the dial: that would race the daemon's accept for the
+	// descriptor its spare lets go of.
 	dial := func() net.Conn {
 		t.Helper()
-		for range 20 {
-			conn, err := net.Dial("tcp", d.addr)
-			require.NoError(t, err)
-			late := fdtest.Fill(t)
-			if len(late) == 0 {
-				return conn
-			}
-			fill = append(fill, late...)
-			conn.Close() // its descriptor the next dial's
-		}
-		t.Fatal("descriptors kept coming free after the dial")
-		return nil
+		fill = append(fill, fdtest.Fill(t)...)
+		syscall.Close(fill[len(fill)-1])
+		fill = fill[:len(fill)-1]
+		conn, err := net.Dial("tcp", d.addr)
+		require.NoError(t, err)
+		return conn
 	}
 	// ask sends one request on conn and reads its answer.
 	ask := func(conn net.Conn, method, path string) *http.Response {
@@ -99,11 +95,6 @@ func TestAcceptOutOfDescriptorsChild(t *testing.T) {
 		return maps.Equal(was, before)
 	}, 20*time.Second, 100*time.Millisecond)
 	restore := fdtest.LimitAbove(t, 32)
-	// Every number under the limit taken, then one let go, which the
-	// client's socket takes: the daemon has none for the accept.
-	fill = fdtest.Fill(t)
-	syscall.Close(fill[len(fill)-1])
-	fill = fill[:len(fill)-1]
 
 	// A connection on the spare that sends nothing does not keep it:
 	// it is answered 429 and closed.

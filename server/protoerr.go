@@ -17,6 +17,7 @@ import (
 
 	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/internal/rawnet"
+	"github.com/conchsh/conch/process"
 )
 
 // net/http answers a request it cannot read (headers over MaxHeaderBytes, a
@@ -65,7 +66,7 @@ func (l jsonErrorListener) Accept() (net.Conn, error) {
 		c, err := l.Listener.Accept()
 		onSpare := false
 		if err != nil {
-			if !outOfFiles(err) || !l.spare.release() {
+			if !process.OutOfFiles(err) || !l.spare.release() {
 				return nil, err
 			}
 			// The accept waits for a connection when none is waiting;

@@ -1,10 +1,8 @@
 package server
 
 import (
-	"errors"
 	"os"
 	"sync"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -73,16 +71,7 @@ func (s *spareFD) close() {
 		return
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.fd >= 0 {
-		_ = unix.Close(s.fd)
-		s.fd = -1
-	}
-	s.closed = true
-}
-
-// outOfFiles reports whether err is the want of a descriptor: the
-// process's RLIMIT_NOFILE, or the system's table.
-func outOfFiles(err error) bool {
-	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+	s.closed = true // no take holds it again
+	s.mu.Unlock()
+	s.release()
 }

@@ -367,7 +367,7 @@ func (c *Command) prepFailed(err error) {
 // would end them.
 func (s *Session) whyNoStreams(err error) string {
 	why, ok := process.Exhausted(err)
-	if !ok || !errors.Is(err, syscall.EMFILE) && !errors.Is(err, syscall.ENFILE) {
+	if !ok || !process.OutOfFiles(err) {
 		return err.Error()
 	}
 	if n := s.heldCommands(); n > 0 {
