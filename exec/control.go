@@ -345,10 +345,11 @@ func (p *Process) StdinQueued() int {
 
 // CloseStdin closes the process's stdin once what was written before is
 // taken, so that its reads get end-of-file once they have read it. For a
-// PTY process it writes the terminal's end-of-file character (Ctrl-D),
-// which a program reading lines gets as end-of-file: twice where the input
-// before it left a line unfinished in canonical mode, as at a terminal,
-// since the first only hands the partial line over. ErrStdinNotOpen when stdin is closed already or the process has
+// PTY process it writes the terminal's end-of-file character (Ctrl-D unless
+// stty eof set another), which a program reading lines gets as end-of-file:
+// twice where the input before it left a line unfinished in canonical mode,
+// as at a terminal, since the first only hands the partial line over.
+// ErrStdinNotOpen when stdin is closed already or the process has
 // ended.
 func (p *Process) CloseStdin() error {
 	if p.pty != nil {

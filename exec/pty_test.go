@@ -239,6 +239,25 @@ func TestPTYEndOfFileAfterALine(t *testing.T) {
 	require.Contains(t, out, `a   b   c 004`)
 }
 
+// TestPTYEndOfFileIsTheTerminals: CloseStdin writes the end-of-file
+// character the terminal has, which a program may have changed (stty eof):
+// Ctrl-D there is a character of the line like any other, and a program
+// reading lines would wait on for its end.
+func TestPTYEndOfFileIsTheTerminals(t *testing.T) {
+	t.Parallel()
+	for _, input := range []string{"abc\n", "abc"} {
+		p := start(t, Options{Kind: process.KindPTY, Cmd: `stty eof ^E; echo ready; cat; echo "done:$?"`})
+		waitOutput(t, p, "ready")
+		require.NoError(t, p.WriteStdin([]byte(input)))
+		require.NoError(t, p.CloseStdin())
+		r := wait(t, p)
+		out := logText(p.Log(), 0)
+		require.True(t, sameResult(r, process.ExitedWith(0)), "input %q: result %s, output %q", input, show(r), out)
+		require.Contains(t, out, "done:0", "input %q", input)
+		require.NotContains(t, out, "^D", "input %q: a Ctrl-D reached cat as a character", input)
+	}
+}
+
 // TestPTYExitHangsUpTheForeground pins what a PTY process's exit does to
 // what it left, as a terminal does when its shell leaves: the kernel sends
 // SIGHUP to the terminal's foreground group, so a background job of a shell

@@ -53,7 +53,7 @@ func (f *feeder) write(p []byte) error {
 	return err
 }
 
-// writeEOF queues a terminal's end-of-file, Ctrl-D, which counts as one
+// writeEOF queues a terminal's end-of-file (see eofChar), which counts as one
 // byte queued. The feeder writes it twice where the input before it left a
 // line unfinished, as one presses Ctrl-D twice at a terminal: the first
 // hands the partial line to the reader, the second is the end-of-file.
@@ -199,7 +199,8 @@ func (f *feeder) writeChunk(p []byte) (int, error) {
 		}
 		return n, err
 	}
-	eof := []byte{4, 4}
+	c := eofChar(f.w)
+	eof := []byte{c, c}
 	if !f.partial {
 		eof = eof[:1]
 	}
@@ -211,18 +212,37 @@ func (f *feeder) writeChunk(p []byte) (int, error) {
 	return 1, err
 }
 
+// eofChar is the byte that a terminal (its master, w) takes as
+// end-of-file: its VEOF as stty eof set it, Ctrl-D by default, and Ctrl-D
+// where it has none (in raw mode, or VEOF disabled), as one presses it.
+func eofChar(w *os.File) byte {
+	if t := termios(w); t != nil && t.Lflag&unix.ICANON != 0 && t.Cc[unix.VEOF] != 0 {
+		return t.Cc[unix.VEOF]
+	}
+	return 4
+}
+
+// termios returns the settings of the terminal whose master is w; nil
+// when they cannot be read.
+func termios(w *os.File) *unix.Termios {
+	rc, err := w.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	var t *unix.Termios
+	if cerr := rc.Control(func(fd uintptr) { t, err = unix.IoctlGetTermios(int(fd), unix.TCGETS) }); cerr != nil || err != nil {
+		return nil
+	}
+	return t
+}
+
 // partialLine reports whether a terminal (its master, w) in canonical mode
 // holds a line not ended yet once last was the last byte written to it. In
 // raw mode the program reads bytes as they come; a switch to canonical mode
 // hands what is unread over as a line of its own.
 func partialLine(w *os.File, last byte) bool {
-	rc, err := w.SyscallConn()
-	if err != nil {
-		return false
-	}
-	var t *unix.Termios
-	cerr := rc.Control(func(fd uintptr) { t, err = unix.IoctlGetTermios(int(fd), unix.TCGETS) })
-	if cerr != nil || err != nil || t.Lflag&unix.ICANON == 0 {
+	t := termios(w)
+	if t == nil || t.Lflag&unix.ICANON == 0 {
 		return false
 	}
 	switch {
