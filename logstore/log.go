@@ -221,8 +221,7 @@ func (l *Log) Write(ch Channel, p []byte) {
 	}
 	for c := range l.pending {
 		if other := &l.pending[c]; c != int(ch) && other.n > 0 && l.nowLocked().Sub(other.since) >= holdMax {
-			l.appendLocked(Channel(c), joined{a: other.b[:other.n]}, other.n)
-			other.n = 0
+			l.releaseLocked(Channel(c))
 		}
 	}
 	held := &l.pending[ch]
@@ -283,8 +282,7 @@ func (l *Log) releaseHeld() {
 			next = max(next, wait)
 			continue
 		}
-		l.appendLocked(Channel(c), joined{a: held.b[:held.n]}, held.n)
-		held.n = 0
+		l.releaseLocked(Channel(c))
 	}
 	if next > 0 {
 		l.holdTimer.Reset(next)
@@ -474,10 +472,23 @@ func (l *Log) Seal() Cursor {
 // a frame of its own. l.mu must be held.
 func (l *Log) releaseAllLocked() {
 	for ch := range l.pending {
-		held := &l.pending[ch]
-		l.appendLocked(Channel(ch), joined{a: held.b[:held.n]}, held.n)
-		held.n = 0
+		l.releaseLocked(Channel(ch))
 	}
+}
+
+// releaseLocked puts out the bytes held back on ch (see Write) as a frame
+// of their own: not text, they would make the frame before them, which no
+// reader may have seen yet, base64 with them, nor the text that follows.
+// l.mu must be held.
+func (l *Log) releaseLocked(ch Channel) {
+	held := &l.pending[ch]
+	if held.n == 0 {
+		return
+	}
+	l.tail = nil
+	l.appendLocked(ch, joined{a: held.b[:held.n]}, held.n)
+	l.tail = nil
+	held.n = 0
 }
 
 // Closed reports whether Close was called.

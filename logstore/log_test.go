@@ -599,6 +599,43 @@ func TestZeroLogWritePanics(t *testing.T) {
 	}
 }
 
+// TestHeldBytesNeverJoinText: bytes held back and then put out unfinished
+// at Close or at a Seal make a frame of their own, never one with the text
+// before them, which no reader had seen yet: there that text went out as
+// base64 with them, a program's last line included when it ended in the
+// middle of a character. (Put out once held holdMax, they come after
+// mergeWindow, when no frame takes more.)
+func TestHeldBytesNeverJoinText(t *testing.T) {
+	t.Parallel()
+	for _, seal := range []bool{false, true} {
+		l := New(Options{})
+		l.Write(Stdout, []byte("last line "))
+		l.Write(Stdout, []byte("\xe2\x82"))
+		if seal {
+			l.Seal()
+			l.Write(Stdout, []byte("more"))
+		}
+		l.Close()
+		want := []frameWant{{Stdout, "last line "}, {Stdout, "\xe2\x82"}}
+		if seal {
+			want = append(want, frameWant{Stdout, "more"})
+		}
+		require.Equal(t, want, frames(l), "sealed: %v", seal)
+	}
+
+	// Put out once held holdMax, they take no text written at once after
+	// them either.
+	now := time.Now()
+	l := New(Options{})
+	l.now = func() time.Time { return now }
+	l.Write(Stdout, []byte("last line \xe2\x82"))
+	now = now.Add(holdMax)
+	l.releaseHeld()
+	l.Write(Stdout, []byte("more"))
+	l.Close()
+	require.Equal(t, []frameWant{{Stdout, "last line "}, {Stdout, "\xe2\x82"}, {Stdout, "more"}}, frames(l))
+}
+
 // TestHeldBytesGoOutByThemselves: the start of a character held back for
 // its rest goes out as a frame of its own once held holdMax, with nothing
 // written after it, and at once when the log is sealed (input is about to
