@@ -207,16 +207,24 @@ func badToken() string {
 }
 
 // notASession is err, a session route's answer for id, said as what id is
-// when no session has it but a process does (the id of a process given to
-// a session command): the daemon's "session ID: not found" left a user to
-// find out why, and which command takes it. what is what that command
-// does with it, fix that command: "remove it", "conch rm".
-func notASession(ctx context.Context, c *client.Client, id string, err error, what, fix string) error {
+// when no session has it but a process does (the id of a one-shot process,
+// or of a session's command, given to a session command): the daemon's
+// "session ID: not found" left a user to find out why, and which command
+// takes it. fit says, of that process, which command does: "remove it with
+// conch rm ID". Every command that sends a session id asks it.
+func notASession(ctx context.Context, c *client.Client, id string, err error, fit func(p *client.Process) string) error {
 	if !client.HasCode(err, client.CodeNotFound) {
 		return err
 	}
-	if _, gerr := c.Get(ctx, id); gerr != nil {
+	p, gerr := c.Get(ctx, id)
+	if gerr != nil || p.System {
+		// No process either, or a session's shell after all (a session
+		// removed between the two requests): the daemon's words stand.
 		return err
 	}
-	return fmt.Errorf("%s is a process, not a session: %s with %s %s", id, what, fix, id)
+	what := "a process"
+	if p.SessionID != "" { // kind session, as its session's shell is
+		what = "a command of session " + p.SessionID
+	}
+	return fmt.Errorf("%s is %s, not a session: %s", id, what, fit(p))
 }

@@ -46,6 +46,12 @@ func cmdPs(ctx context.Context, e *env, args []string) int {
 		// The daemon lists nothing for a session it does not have, as for
 		// one with nothing to list: ask for the session itself.
 		if _, err := c.Session(qctx, opts.SessionID); err != nil {
+			err = notASession(qctx, c, opts.SessionID, err, func(p *client.Process) string {
+				if p.SessionID != "" {
+					return "list its session with conch ps --session " + p.SessionID
+				}
+				return "list it with conch ps, without --session"
+			})
 			return fail(e, exitOwn, signalErr(qctx, err))
 		}
 	}

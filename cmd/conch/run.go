@@ -188,14 +188,26 @@ func (f *startFlags) startProcess(ctx context.Context, c *client.Client, args []
 // sessionErr is err, the refusal of a command sent to the --session, in
 // the flags' words when it refused shell text for a code context or code
 // for a shell session: the daemon's message names the API's fields (cmd,
-// code), which a user of conch run does not see. It asks the daemon for
-// the session only when the command was refused.
+// code), which a user of conch run does not see; and, when no session has
+// the id, what the id is when a process has it (see notASession). It asks
+// the daemon only when the command was refused.
 func (f *startFlags) sessionErr(ctx context.Context, c *client.Client, err error) error {
-	if err == nil || !client.HasCode(err, client.CodeInvalidArgument) {
+	if err == nil {
 		return err
 	}
 	qctx, cancel := quick(ctx, c)
 	defer cancel()
+	if client.HasCode(err, client.CodeNotFound) {
+		return notASession(qctx, c, *f.session, err, func(p *client.Process) string {
+			if p.SessionID != "" {
+				return "give --session " + p.SessionID + " to run in its session"
+			}
+			return "answer it with conch interact " + p.ID + "; conch session ls lists the sessions"
+		})
+	}
+	if !client.HasCode(err, client.CodeInvalidArgument) {
+		return err
+	}
 	s, serr := c.Session(qctx, *f.session)
 	switch {
 	case serr != nil:

@@ -132,7 +132,9 @@ func cmdSessionLs(ctx context.Context, e *env, args []string) int {
 func cmdSessionRm(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "session rm", "ID...")
 	return eachID(ctx, e, fs, args, func(ctx context.Context, c *client.Client, id string) error {
-		return notASession(ctx, c, id, c.DeleteSession(ctx, id), "remove it", "conch rm")
+		return notASession(ctx, c, id, c.DeleteSession(ctx, id), func(p *client.Process) string {
+			return "remove it with conch rm " + p.ID
+		})
 	})
 }
 
