@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -168,6 +169,40 @@ func TestDiscover(t *testing.T) {
 	t.Setenv(EnvURL, "127.0.0.1:8") // url.Parse fails on it, in words of its own
 	_, err = Discover()
 	require.ErrorContains(t, err, "want http://host:port")
+}
+
+// TestDiscoverNeverWaits: a FIFO where the endpoint or the token file
+// should be, which any command the daemon runs can put there, is refused
+// at once; read as a file it kept every client waiting for a writer.
+func TestDiscoverNeverWaits(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
+	t.Setenv(EnvURL, "")
+	t.Setenv(EnvToken, "")
+	dir := filepath.Join(state, "conch")
+	require.NoError(t, os.MkdirAll(dir, 0o700))
+	discover := func() error {
+		done := make(chan error, 1)
+		go func() { _, err := Discover(); done <- err }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(20 * time.Second):
+			// Let the read go: open the FIFO for writing and close it.
+			for _, name := range []string{EndpointFile, TokenFile} {
+				if f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+					f.Close()
+				}
+			}
+			<-done
+			t.Fatal("Discover waited on a FIFO")
+			return nil
+		}
+	}
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, TokenFile), 0o600))
+	require.ErrorContains(t, discover(), "not a regular file")
+	require.NoError(t, syscall.Mkfifo(filepath.Join(dir, EndpointFile), 0o600))
+	require.ErrorContains(t, discover(), "not a regular file")
 }
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -62,10 +62,11 @@ func WriteEndpoint(dir string, e Endpoint) error {
 	return statefile.Write(filepath.Join(dir, EndpointFile), b)
 }
 
-// ReadEndpoint reads the endpoint recorded in dir.
+// ReadEndpoint reads the endpoint recorded in dir; anything but a small
+// regular file there is refused at once (see statefile.Read).
 func ReadEndpoint(dir string) (Endpoint, error) {
 	var e Endpoint
-	b, err := os.ReadFile(filepath.Join(dir, EndpointFile))
+	b, err := statefile.Read(filepath.Join(dir, EndpointFile))
 	if err != nil {
 		return e, err
 	}
@@ -75,9 +76,10 @@ func ReadEndpoint(dir string) (Endpoint, error) {
 	return e, nil
 }
 
-// ReadToken reads a token file, without surrounding blanks.
+// ReadToken reads a token file, without surrounding blanks; anything but a
+// small regular file there is refused at once (see statefile.Read).
 func ReadToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	b, err := statefile.Read(path)
 	if err != nil {
 		return "", err
 	}

@@ -279,7 +279,7 @@ func (d *daemon) clearDead(stateDir, dir string) {
 	live := map[int]bool{}
 	for _, p := range paths {
 		var rec instance
-		b, err := daemonrec.ReadRecord(p)
+		b, err := statefile.Read(p)
 		if err == nil {
 			err = json.Unmarshal(b, &rec)
 		}
@@ -323,7 +323,7 @@ func (d *daemon) clearTemps(dir string) {
 	paths, _ := filepath.Glob(filepath.Join(dir, "*.json.tmp"))
 	for _, p := range paths {
 		var rec instance
-		b, err := daemonrec.ReadRecord(p)
+		b, err := statefile.Read(p)
 		if err == nil {
 			err = json.Unmarshal(b, &rec)
 		}

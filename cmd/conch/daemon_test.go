@@ -24,6 +24,7 @@ import (
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/internal/daemonrec"
 	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/internal/statefile"
 	"github.com/conchsh/conch/shellsession"
 )
 
@@ -674,7 +675,7 @@ func TestClearDeadSkipsWhatIsNotARecord(t *testing.T) {
 	var id struct{ ID string }
 	require.NoError(t, json.Unmarshal(rec, &id))
 	large := filepath.Join(dir, id.ID+".json")
-	require.NoError(t, os.WriteFile(large, append(rec, bytes.Repeat([]byte(" "), daemonrec.MaxRecordSize)...), 0o600))
+	require.NoError(t, os.WriteFile(large, append(rec, bytes.Repeat([]byte(" "), statefile.MaxSize)...), 0o600))
 
 	var logs bytes.Buffer
 	d := &daemon{log: slog.New(slog.NewTextHandler(&logs, nil))}

@@ -11,13 +11,11 @@ package daemonrec
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"syscall"
 
 	"github.com/conchsh/conch/internal/procfs"
+	"github.com/conchsh/conch/internal/statefile"
 )
 
 // Dir is the directory of the state directory where each running daemon
@@ -62,7 +60,7 @@ func Running(stateDir string, pid int) bool {
 	paths, _ := filepath.Glob(filepath.Join(stateDir, Dir, "*.json"))
 	for _, path := range paths {
 		var rec Process
-		b, err := ReadRecord(path)
+		b, err := statefile.Read(path)
 		if err != nil || json.Unmarshal(b, &rec) != nil {
 			continue
 		}
@@ -88,37 +86,4 @@ func BootID() string {
 func PIDNamespace() string {
 	ns, _ := os.Readlink("/proc/self/ns/pid")
 	return ns
-}
-
-// MaxRecordSize bounds what is read of an instance record; a record is a
-// few hundred bytes.
-const MaxRecordSize = 64 << 10
-
-// ReadRecord returns the bytes of the instance record at path, never
-// waiting and never reading much: anything else named as a record (a FIFO,
-// which opened as usual would wait for a writer for ever, a directory, a
-// device) is refused, and so is a file larger than MaxRecordSize.
-func ReadRecord(path string) ([]byte, error) {
-	// O_NONBLOCK: opening a FIFO returns at once, to be refused below.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%v)", path, fi.Mode().Type())
-	}
-	// One byte past the bound tells a file that grew since its Stat.
-	b, err := io.ReadAll(io.LimitReader(f, MaxRecordSize+1))
-	if err == nil && len(b) > MaxRecordSize {
-		err = fmt.Errorf("%s is larger than an instance record can be (%d bytes)", path, MaxRecordSize)
-	}
-	if err != nil {
-		return nil, err
-	}
-	return b, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/conchsh/conch/internal/procfs"
+	"github.com/conchsh/conch/internal/statefile"
 )
 
 // A daemon recorded runs while its pid is held by the process its
@@ -83,7 +84,7 @@ func TestRunningSkipsWhatIsNotARecord(t *testing.T) {
 	require.NoError(t, os.Mkdir(filepath.Join(dir, "b-dir.json"), 0o700))
 	self, err := json.Marshal(Self())
 	require.NoError(t, err)
-	padded := append(self, bytes.Repeat([]byte(" "), MaxRecordSize)...)
+	padded := append(self, bytes.Repeat([]byte(" "), statefile.MaxSize)...)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "c-large.json"), padded, 0o600))
 
 	require.False(t, runningWithin(t, state, os.Getpid(), fifo), "a record larger than the bound was read")

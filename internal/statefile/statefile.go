@@ -1,13 +1,16 @@
 // Package statefile writes the files of a user's conch state directory
 // that no other user may read (the token, the daemon's endpoint and
-// instance records), and makes the directory private.
+// instance records), reads them back without waiting, and makes the
+// directory private.
 package statefile
 
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"syscall"
 )
 
 // MakeDir makes dir, with its parents, readable by the user only; a dir
@@ -56,4 +59,38 @@ func Write(path string, data []byte) error {
 		os.Remove(tmp) // else left for good
 	}
 	return err
+}
+
+// MaxSize bounds what Read reads of a state file; each is a few hundred
+// bytes at most.
+const MaxSize = 64 << 10
+
+// Read returns the bytes of the state file at path, never waiting and
+// never reading much: anything else found at its name (a FIFO, which
+// opened as usual would wait for a writer for ever, a directory, a device),
+// which any command the daemon runs as its user can put there, is
+// refused, and so is a file larger than MaxSize.
+func Read(path string) ([]byte, error) {
+	// O_NONBLOCK: opening a FIFO returns at once, to be refused below.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%v)", path, fi.Mode().Type())
+	}
+	// One byte past the bound tells a file that grew since its Stat.
+	b, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	if err == nil && len(b) > MaxSize {
+		err = fmt.Errorf("%s is larger than a state file can be (%d bytes)", path, MaxSize)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }
