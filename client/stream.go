@@ -72,8 +72,10 @@ const maxEventLine = 4 << 20
 // again with no event in between yields the cut (io.ErrUnexpectedEOF, for
 // a body that ended early) with the last refusal.
 //
-// A stream asked at or past the last frame of an ended process yields eof
-// alone (the daemon answers 204: nothing more will come). Once ctx ends, it
+// A stream asked at or past the last frame of an ended process (the daemon
+// answers 204: nothing more will come) yields the process's state, as a
+// wait gives it, then eof, whose ID is the cursor asked, as a stream asked
+// before its end would have ended. Once ctx ends, it
 // yields ctx's error and ends, the events already received not yielded.
 func (c *Client) Stream(ctx context.Context, id string, opts StreamOptions) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
@@ -110,8 +112,10 @@ func (c *Client) Stream(ctx context.Context, id string, opts StreamOptions) iter
 			}
 			if resp.StatusCode == http.StatusNoContent {
 				resp.Body.Close()
-				if resumed != nil && !stated {
-					// The cut took the state: it is what a wait answers.
+				if !stated {
+					// The process ended and every frame after the cursor
+					// was sent: before it, or to the stream a cut took
+					// the state from. Its state is what a wait answers.
 					r, err := c.ended(ctx, id)
 					if err != nil {
 						yield(Event{}, err)
@@ -121,7 +125,11 @@ func (c *Client) Stream(ctx context.Context, id string, opts StreamOptions) iter
 						return
 					}
 				}
-				yield(Event{Type: EventEOF, ID: last}, nil) // nothing more will come
+				at := last
+				if at == "" {
+					at = opts.Cursor // asked at the end: eof carries its cursor
+				}
+				yield(Event{Type: EventEOF, ID: at}, nil) // nothing more will come
 				return
 			}
 			took := false

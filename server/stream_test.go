@@ -104,8 +104,15 @@ func TestStream(t *testing.T) {
 	}
 	t.Run("at the end", func(t *testing.T) {
 		t.Parallel()
-		evs := collect(t, d, r.ProcessID, client.StreamOptions{Cursor: all[2].ID})
-		require.Equal(t, []string{"eof"}, types(evs), "the daemon answers 204: nothing will come")
+		// The daemon answers 204 (nothing more will come): the stream
+		// still ends as one asked before the end does, with how the
+		// process ended, as the SDKs' streams do.
+		for _, opts := range []client.StreamOptions{{Cursor: all[2].ID}, {LastEventID: all[2].ID}} {
+			evs := collect(t, d, r.ProcessID, opts)
+			require.Equal(t, []string{"state", "eof"}, types(evs), "%+v", opts)
+			require.Equal(t, 4, exitCode(t, *evs[0].State))
+			require.Equal(t, all[2].ID, evs[1].ID, "eof carries the cursor asked")
+		}
 	})
 	t.Run("bad cursor", func(t *testing.T) {
 		t.Parallel()
@@ -278,7 +285,7 @@ func TestStreamPastTheEnd(t *testing.T) {
 	require.Contains(t, body, "event: state", "no cursor: retained frames, state and eof")
 
 	evs := collect(t, d, r.ProcessID, client.StreamOptions{LastEventID: last.ID})
-	require.Equal(t, []string{"eof"}, types(evs), "the client ends at once")
+	require.Equal(t, []string{"state", "eof"}, types(evs), "the client ends at once, saying how it ended")
 
 	// Last-Event-ID wins over the query's cursor, but a cursor that is
 	// none is refused all the same: it once streamed from Last-Event-ID.
