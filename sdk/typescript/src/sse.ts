@@ -11,16 +11,14 @@ import type { LogFrame, StreamLogEvent, StreamLogsOptions } from './types.js'
 /** Connections in a row that may fail before the stream gives up with an error event. */
 const maxRetries = 5
 
-/** Statuses that may pass (a proxy's 502 and 504, 503), and 0: no answer in time. */
-const passing: ReadonlySet<number> = new Set([0, 502, 503, 504])
-
 /**
- * The status of a refusal that may pass on a resume only: the daemon at its
- * --max-streams (another client took the place the cut stream gave back),
- * which sends no Retry-After. A stream's first request so refused is an
- * error at once.
+ * Statuses of a refusal that may pass, tried again on a resume only: the
+ * daemon at its --max-streams (another client took the place the cut stream
+ * gave back), which sends no Retry-After, a proxy's 502 and 504, a 503. A
+ * stream's first request so refused is an error at once, as any other
+ * call's is.
  */
-const exhausted = 429
+const passing: ReadonlySet<number> = new Set([429, 502, 503, 504])
 
 /** The longest a Retry-After makes the stream wait before it tries again (ms). */
 const maxPause = 30_000
@@ -177,11 +175,12 @@ export async function* streamLogs(
           yield { type: 'error', ...(last ? { cursor: last } : {}), error }
           return
         }
-        // An answer of the daemon (the process is gone) will not change; a
-        // proxy's 502 or 504, a 503 (draining, with Retry-After), no answer
-        // in time, or on a resume a 429 (the daemon at its stream limit)
-        // may: they are tried again as a dropped connection is.
-        if (err instanceof ConchError && !passing.has(err.status) && !(opened && err.status === exhausted)) {
+        // An answer of the daemon (the process is gone) will not change; on
+        // a resume a 429 (the daemon at its stream limit), a proxy's 502 or
+        // 504, or a 503 (with Retry-After) may, and no answer in time
+        // (status 0) may at any time: they are tried again as a dropped
+        // connection is. A first request refused is an error at once.
+        if (err instanceof ConchError && err.status !== 0 && !(opened && passing.has(err.status))) {
           yield { type: 'error', ...(last ? { cursor: last } : {}), error: err }
           return
         }

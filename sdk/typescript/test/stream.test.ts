@@ -168,21 +168,29 @@ describe('ProcessHandle.streamLogs', () => {
     })
   }
 
-  test('a stream whose first request is answered 429 (--max-streams) yields one error event at once', async () => {
-    const proxy = await startProxy(d.url)
-    try {
-      const s = d.sandbox({ url: proxy.url })
-      const h = await s.process.start('echo one')
-      proxy.failStream(1, exhausted)
-      const evs = await collect(h.streamLogs())
-      assert.equal(proxy.streams, 1, 'not asked again')
-      assert.equal(evs.length, 1)
-      assert.ok(evs[0]!.type === 'error' && evs[0]!.error.name === 'ResourceExhaustedError', String(evs[0]))
-      await h.wait()
-    } finally {
-      await proxy.close()
-    }
-  })
+  // A first request refused is the caller's to handle, as any other call's
+  // refusal is (and as the Go client and the Python SDK do): only a resume
+  // is tried again.
+  for (const [status, name] of [[429, 'ResourceExhaustedError'], [502, 'UnexpectedResponseError'], [503, 'DrainingError'], [504, 'UnexpectedResponseError']] as const) {
+    test(`a stream whose first request is answered ${status} yields one error event at once`, async () => {
+      const proxy = await startProxy(d.url)
+      try {
+        const s = d.sandbox({ url: proxy.url })
+        const h = await s.process.start('echo one')
+        proxy.failStream(1, status === 429 ? exhausted
+          : status === 503 ? { status, body: '{"error":{"code":"draining","message":"the daemon drains"}}', headers: { 'content-type': 'application/json', 'retry-after': '1' } }
+          : { status, body: '<html>Bad Gateway</html>', headers: { 'content-type': 'text/html' } })
+        const evs = await collect(h.streamLogs())
+        assert.equal(proxy.streams, 1, 'not asked again')
+        assert.equal(evs.length, 1)
+        const ev = evs[0]!
+        assert.ok(ev.type === 'error' && ev.error.name === name && (ev.error as { status?: number }).status === status, String(ev.type === 'error' ? ev.error : ev.type))
+        await h.wait()
+      } finally {
+        await proxy.close()
+      }
+    })
+  }
 
   test('a stream that cannot resume yields one error event and ends', async () => {
     const proxy = await startProxy(d.url)
