@@ -21,12 +21,11 @@ from .types import LogFrame, StreamLogEvent, WaitResult
 
 # Connections in a row that may fail before the stream gives up.
 MAX_RETRIES = 5
-#: Statuses that may pass: a proxy's 502 and 504, a 503 (a draining daemon's, or a proxy's).
-PASSING = frozenset([502, 503, 504])
-#: The status that may pass on a resume only: the daemon at its --max-streams (another client
-#: took the place the cut stream gave back), with no Retry-After. A first request so refused
-#: raises at once.
-EXHAUSTED = 429
+#: Statuses of a refusal that may pass, tried again on a resume only: the daemon at its
+#: --max-streams (another client took the place the cut stream gave back), with no
+#: Retry-After; a proxy's 502 and 504; a 503 (a draining daemon's, or a proxy's). A first
+#: request so refused raises at once, as any other call's refusal does.
+PASSING = frozenset([429, 502, 503, 504])
 #: The longest a Retry-After makes the stream wait before it tries again (seconds).
 MAX_PAUSE = 30.0
 # The daemon sends a heartbeat every 15 s: a socket quiet for longer is dead.
@@ -107,11 +106,11 @@ def stream_logs(
                 if ev.type == "eof" or (ev.type == "log" and limit and count >= limit):
                     return
         except ConchError as e:
-            # An answer of the daemon (the process is gone) will not change; a proxy's 502 or
-            # 504, a 503 (draining, with Retry-After), or on a resume a 429 (the daemon at its
-            # stream limit), may: they are tried again as a dropped connection is, as the
-            # TypeScript SDK does.
-            if not isinstance(e, NetworkError) and e.status not in PASSING and not (opened and e.status == EXHAUSTED):
+            # An answer of the daemon (the process is gone) will not change; on a resume a 429
+            # (the daemon at its stream limit), a proxy's 502 or 504, or a 503 (with
+            # Retry-After) may: they are tried again as a dropped connection is, as the Go
+            # client and the TypeScript SDK do. A first request refused raises at once.
+            if not isinstance(e, NetworkError) and not (opened and e.status in PASSING):
                 raise
             err = e
         except (OSError, http.client.HTTPException) as e:

@@ -247,24 +247,32 @@ class CutAfterProxy(_MarkerCutProxy):
 class ExhaustedProxy(CutBeforeProxy):
     """A loopback TCP proxy that cuts its first connection just before the chunk holding
     ``marker``, as CutBeforeProxy does, and answers the connections numbered in ``refused``
-    itself with the daemon's refusal past ``--max-streams``: 429 ``resource_exhausted``, no
-    ``Retry-After``. Other connections pass untouched."""
+    itself with ``status``: by default the daemon's refusal past ``--max-streams``, 429
+    ``resource_exhausted``, no ``Retry-After``; a 502 or 504 is a proxy's HTML page, a 503 a
+    draining daemon's with ``Retry-After: 0``. Other connections pass untouched."""
 
     BODY = (b'{"error":{"code":"resource_exhausted","message":"1 streams and attachments are open, '
             b'the most at once (--max-streams): close one, or page the logs"}}\n')
 
-    def __init__(self, port: int, marker: bytes, refused: "frozenset[int]") -> None:
-        self.refused = refused
+    def __init__(self, port: int, marker: bytes, refused: "frozenset[int]", status: int = 429) -> None:
+        self.refused, self.status = refused, status
         super().__init__(port, marker)
 
     def relay(self, c: socket.socket, u: socket.socket, n: int) -> None:
         if n not in self.refused:
             super().relay(c, u, n)
             return
+        if self.status == 429:
+            head, body = b"Content-Type: application/json\r\n", self.BODY
+        elif self.status == 503:
+            head = b"Content-Type: application/json\r\nRetry-After: 0\r\n"
+            body = b'{"error":{"code":"draining","message":"the daemon drains"}}\n'
+        else:
+            head, body = b"Content-Type: text/html\r\n", b"<html><body>Bad Gateway</body></html>"
         try:
             c.recv(65536)
-            c.sendall(b"HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
-                      b"Connection: close\r\n\r\n%s" % (len(self.BODY), self.BODY))
+            c.sendall(b"HTTP/1.1 %d Refused\r\n%sContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+                      % (self.status, head, len(body), body))
         except OSError:
             pass
         _end(c, u)

@@ -4,7 +4,7 @@ from urllib.parse import urlsplit
 from conch import Sandbox
 
 from .daemon import shared
-from conch.errors import ResourceExhaustedError
+from conch.errors import ConchError, ResourceExhaustedError
 
 from .proxy import BadGatewayProxy, CutAfterProxy, CutBeforeProxy, CuttingProxy, ExhaustedProxy
 
@@ -51,20 +51,37 @@ class StreamTest(unittest.TestCase):
         self.assertEqual("".join(f.data for f in frames), "".join(f"line-{i}\n" for i in range(1, 2001)))
         self.assertGreater(proxy.cuts, 0, "the proxy never cut a connection: the test tested nothing")
 
-    def test_a_proxys_bad_gateway_is_tried_again(self) -> None:
-        # A proxy's 502, 504 or 503 may pass: the stream tries again, as the TypeScript SDK's
-        # does, rather than ending at the first.
+    def test_a_first_request_refused_raises_at_once(self) -> None:
+        # A first request refused (a proxy's 502 or 504, a 503) is the caller's to handle, as any
+        # other call's refusal is, and as the Go client and the TypeScript SDK do: not asked again.
         h = self.sandbox.process.start("seq 1 3; exit 4")
         h.wait(timeout=30)
         port = urlsplit(shared().url).port
         for status in (502, 503, 504):
-            proxy = BadGatewayProxy(port or 0, times=2, status=status)
+            proxy = BadGatewayProxy(port or 0, times=1, status=status)
             self.addCleanup(proxy.close)
             via = Sandbox(proxy.url, shared().token)
             self.addCleanup(via.close)
+            with self.assertRaises(ConchError) as cm:
+                list(via.process.connect(h.id).stream_logs())
+            self.assertEqual(cm.exception.status, status)
+            self.assertEqual(proxy.connections, 1, status)
+
+    def test_a_resume_refused_by_a_proxy_is_tried_again(self) -> None:
+        # A proxy's 502 or 504, or a 503, on a resume may pass: the stream tries again rather
+        # than lose the rest of the output.
+        port = urlsplit(shared().url).port
+        for status in (502, 503, 504):
+            proxy = ExhaustedProxy(port or 0, b"two", refused=frozenset([2]), status=status)
+            self.addCleanup(proxy.close)
+            via = Sandbox(proxy.url, shared().token)
+            self.addCleanup(via.close)
+            h = self.sandbox.process.start("echo one; sleep 0.5; echo two; exit 3")
             events = list(via.process.connect(h.id).stream_logs())
-            self.assertEqual([e.type for e in events], ["log", "state", "eof"], status)
-            self.assertEqual(proxy.connections, 3, status)
+            self.assertEqual(proxy.cuts, 1, status)
+            self.assertEqual(proxy.connections, 3, f"{status}: cut, refused, then resumed")
+            self.assertEqual([e.frame.data if e.type == "log" and e.frame else e.type for e in events],
+                             ["one\n", "two\n", "state", "eof"], status)
 
     def test_a_resume_refused_at_max_streams_is_tried_again(self) -> None:
         # A stream cut while the daemon is at its --max-streams (another client took the place the
