@@ -102,17 +102,18 @@ def _pid_namespace() -> str:
         return ""
 
 
-# What is read of an instance record at most, as the Go client reads
-# (daemonrec.MaxRecordSize); a record is a few hundred bytes.
-_MAX_RECORD_SIZE = 64 << 10
+# What is read of a state file at most, as the Go client reads (statefile.MaxSize); each is a
+# few hundred bytes.
+_MAX_STATE_FILE_SIZE = 64 << 10
 
 
-def _read_record(path: Path) -> bytes:
-    """The bytes of the instance record at path, never waiting and never reading much.
+def _read_state_file(path: Path) -> bytes:
+    """The bytes of the state file at path (daemon.json, the token, an instance record), never waiting and never reading much.
 
-    Anything else named as a record raises ValueError: a FIFO (which, opened
-    as usual, would wait for a writer for ever), a directory, a device, and a
-    file larger than ``_MAX_RECORD_SIZE``.
+    Anything else found at its name, which any command the daemon runs can
+    put there, raises ValueError: a FIFO (which, opened as usual, would wait
+    for a writer for ever), a directory, a device, and a file larger than
+    ``_MAX_STATE_FILE_SIZE``.
     """
     # O_NONBLOCK: opening a FIFO returns at once, to be refused below.
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -121,15 +122,15 @@ def _read_record(path: Path) -> bytes:
             raise ValueError(f"{path} is not a regular file")
         data = b""
         # One byte past the bound tells a file that grew since.
-        while len(data) <= _MAX_RECORD_SIZE:
-            chunk = os.read(fd, _MAX_RECORD_SIZE + 1 - len(data))
+        while len(data) <= _MAX_STATE_FILE_SIZE:
+            chunk = os.read(fd, _MAX_STATE_FILE_SIZE + 1 - len(data))
             if not chunk:
                 break
             data += chunk
     finally:
         os.close(fd)
-    if len(data) > _MAX_RECORD_SIZE:
-        raise ValueError(f"{path} is larger than an instance record can be")
+    if len(data) > _MAX_STATE_FILE_SIZE:
+        raise ValueError(f"{path} is larger than a state file can be")
     return data
 
 
@@ -154,7 +155,7 @@ def _running(state: Path, pid: int) -> bool:
         if not name.endswith(".json"):
             continue
         try:
-            rec = json.loads(_read_record(state / "instances" / name))
+            rec = json.loads(_read_state_file(state / "instances" / name))
         except (OSError, ValueError):
             continue
         if not isinstance(rec, dict) or rec.get("pid") != pid or isinstance(rec.get("pid"), bool):
@@ -188,7 +189,7 @@ def discover(env: Mapping[str, str], *, url: str = "", token: str = "") -> "tupl
     no_file = False
     pid = 0
     try:
-        ep = json.loads(recorded.read_text())
+        ep = json.loads(_read_state_file(recorded))
         if isinstance(ep, dict):
             if isinstance(ep.get("url"), str) and ep["url"]:
                 found_url = ep["url"]
@@ -213,17 +214,18 @@ def discover(env: Mapping[str, str], *, url: str = "", token: str = "") -> "tupl
             "and wrote no token file: set CONCH_TOKEN here too")
     if not token:
         try:
-            token = token_file.read_text().strip()
-        except OSError as e:
+            token = _read_state_file(token_file).decode().strip()
+        except (OSError, ValueError) as e:
+            reason = e.strerror if isinstance(e, OSError) else str(e)
             if _running(state, pid):
                 # Starting another, as below, would be refused: this one runs. The conch CLI
                 # says the same.
                 raise ConfigurationError(
                     f"conch: the daemon recorded in {recorded} (pid {pid}) runs, but its token file "
-                    f"{token_file} cannot be read ({e.strerror}): set CONCH_TOKEN to its token, or stop it "
+                    f"{token_file} cannot be read ({reason}): set CONCH_TOKEN to its token, or stop it "
                     "and start it again with `conch serve`, which writes a new one") from e
             raise ConfigurationError(
-                f"conch: no daemon found: {token_file} cannot be read ({e.strerror}). "
+                f"conch: no daemon found: {token_file} cannot be read ({reason}). "
                 "Start one with `conch serve`, or set CONCH_URL and CONCH_TOKEN.") from e
         if not token:
             raise ConfigurationError(f"conch: the token file {token_file} is empty; set CONCH_TOKEN or restart `conch serve`")

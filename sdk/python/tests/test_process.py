@@ -1,5 +1,6 @@
 import json
 import os
+import queue
 import shutil
 import socket
 import subprocess
@@ -358,6 +359,43 @@ class ErrorTest(unittest.TestCase):
             f.write("s3cret\n")
         self.assertEqual(discover({"XDG_STATE_HOME": d}), ("http://127.0.0.1:9", "s3cret"))
         self.assertEqual(discover({"CONCH_URL": "http://x:1", "CONCH_TOKEN": "t"}), ("http://x:1", "t"))
+
+    def test_from_env_never_waits_on_a_fifo(self) -> None:
+        # Any command the daemon runs can put a FIFO at the token file's name or daemon.json's;
+        # read as a file, it kept discover waiting for a writer for ever.
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        os.makedirs(os.path.join(d, "conch"))
+        fifo = os.path.join(d, "fifo-token")
+        os.mkfifo(fifo)
+        with open(os.path.join(d, "conch", "daemon.json"), "w") as f:
+            f.write('{"url":"http://127.0.0.1:9","tokenFile":"%s"}' % fifo)
+        done: "queue.Queue[object]" = queue.Queue()
+
+        def run() -> None:
+            try:
+                done.put(discover({"XDG_STATE_HOME": d}))
+            except ConfigurationError as e:
+                done.put(e)
+        threading.Thread(target=run, daemon=True).start()
+        try:
+            got = done.get(timeout=20)
+        except queue.Empty:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # let the read go
+            self.fail("discover waited on a FIFO")
+        self.assertIsInstance(got, ConfigurationError)
+        self.assertIn(f"{fifo} is not a regular file", str(got))
+        os.remove(os.path.join(d, "conch", "daemon.json"))
+        os.mkfifo(os.path.join(d, "conch", "daemon.json"))
+        with open(os.path.join(d, "conch", "token"), "w") as f:
+            f.write("s3cret\n")
+        threading.Thread(target=lambda: done.put(discover({"XDG_STATE_HOME": d})), daemon=True).start()
+        try:
+            got = done.get(timeout=20)
+        except queue.Empty:
+            os.close(os.open(os.path.join(d, "conch", "daemon.json"), os.O_WRONLY | os.O_NONBLOCK))
+            self.fail("discover waited on a FIFO")
+        self.assertEqual(got, ("http://127.0.0.1:7070", "s3cret"))
 
     def test_from_env_refuses_a_daemon_that_wrote_no_token_file(self) -> None:
         # A daemon started with CONCH_TOKEN records no token file; the state directory's

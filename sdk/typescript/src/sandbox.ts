@@ -58,14 +58,13 @@ function given(v: string | undefined): string | undefined {
  * directory's by default), as client/discover.go finds them.
  */
 async function discover(env: NodeJS.ProcessEnv, needToken: boolean): Promise<{ url: string; token?: string }> {
-  const { readFile } = await import('node:fs/promises')
   const { homedir } = await import('node:os')
   const { isAbsolute, join } = await import('node:path')
   const xdg = env.XDG_STATE_HOME
   const dir = xdg && isAbsolute(xdg) ? join(xdg, 'conch') : join(homedir(), '.local', 'state', 'conch')
   let recorded: { url?: string; tokenFile?: string; pid?: number } = {}
   try {
-    const ep: unknown = JSON.parse(await readFile(join(dir, 'daemon.json'), 'utf8'))
+    const ep: unknown = JSON.parse(await readStateFile(join(dir, 'daemon.json')))
     if (typeof ep === 'object' && ep !== null) {
       const e = ep as { url?: unknown; tokenFile?: unknown; pid?: unknown }
       if (typeof e.url === 'string' && e.url) recorded.url = e.url
@@ -94,7 +93,7 @@ async function discover(env: NodeJS.ProcessEnv, needToken: boolean): Promise<{ u
   const tokenFile = recorded.tokenFile ?? join(dir, 'token')
   let token: string
   try {
-    token = (await readFile(tokenFile, 'utf8')).trim()
+    token = (await readStateFile(tokenFile)).trim()
   } catch (err) {
     if (recorded.pid !== undefined && (await running(dir, recorded.pid))) {
       // Starting another, as said below, would be refused: this one runs.
@@ -140,7 +139,7 @@ async function running(dir: string, pid: number | undefined): Promise<boolean> {
     if (!name.endsWith('.json')) continue
     let rec: { pid?: unknown; startTime?: unknown; bootId?: unknown; pidNamespace?: unknown }
     try {
-      rec = JSON.parse(await readRecord(join(dir, 'instances', name)))
+      rec = JSON.parse(await readStateFile(join(dir, 'instances', name)))
     } catch {
       continue // removed meanwhile, not whole, or not a record
     }
@@ -154,16 +153,17 @@ async function running(dir: string, pid: number | undefined): Promise<boolean> {
   return false
 }
 
-/** What is read of an instance record at most, as the Go client reads (daemonrec.MaxRecordSize); a record is a few hundred bytes. */
-const maxRecordSize = 64 << 10
+/** What is read of a state file at most, as the Go client reads (statefile.MaxSize); each is a few hundred bytes. */
+const maxStateFileSize = 64 << 10
 
 /**
- * The instance record at path, never waiting and never reading much:
- * anything else named as a record is refused (thrown), a FIFO (which,
- * opened as usual, would wait for a writer for ever), a directory, a
- * device, and a file larger than maxRecordSize.
+ * The state file at path (daemon.json, the token, an instance record),
+ * never waiting and never reading much: anything else found at its name,
+ * which any command the daemon runs can put there, is refused (thrown): a
+ * FIFO (which, opened as usual, would wait for a writer for ever), a
+ * directory, a device, and a file larger than maxStateFileSize.
  */
-async function readRecord(path: string): Promise<string> {
+async function readStateFile(path: string): Promise<string> {
   const { open } = await import('node:fs/promises')
   const { constants } = await import('node:fs')
   // O_NONBLOCK: opening a FIFO returns at once, to be refused below.
@@ -171,13 +171,13 @@ async function readRecord(path: string): Promise<string> {
   try {
     if (!(await file.stat()).isFile()) throw new Error(`${path} is not a regular file`)
     // One byte past the bound tells a file that grew since its stat.
-    const buf = Buffer.alloc(maxRecordSize + 1)
+    const buf = Buffer.alloc(maxStateFileSize + 1)
     let n = 0
     for (;;) {
       const { bytesRead } = await file.read(buf, n, buf.length - n)
       if (bytesRead === 0) break
       n += bytesRead
-      if (n === buf.length) throw new Error(`${path} is larger than an instance record can be`)
+      if (n === buf.length) throw new Error(`${path} is larger than a state file can be`)
     }
     return buf.toString('utf8', 0, n)
   } finally {

@@ -80,6 +80,25 @@ describe('Sandbox.fromEnv from the state directory', { timeout: 60_000 }, () => 
     })
   })
 
+  test('a FIFO at the token file or daemon.json is refused at once, never waited on', async () => {
+    // Any command the daemon runs can put one there; read as a file, it
+    // kept the SDK waiting for a writer for ever.
+    const fifo = join(dir, 'fifo-token')
+    execFileSync('mkfifo', [fifo])
+    await writeFile(join(state, 'daemon.json'), JSON.stringify({ url: 'http://127.0.0.1:1', tokenFile: fifo, pid: 1 }))
+    await assert.rejects(Sandbox.fromEnv(), (err: Error) => {
+      assert.ok(err.message.includes(`${fifo} is not a regular file`), err.message)
+      return true
+    })
+    await rm(join(state, 'daemon.json'))
+    execFileSync('mkfifo', [join(state, 'daemon.json')])
+    await writeFile(join(state, 'token'), 'tok\n', { mode: 0o600 })
+    await Sandbox.fromEnv() // no daemon recorded: the default address, the state directory's token
+    await rm(join(state, 'daemon.json'))
+    await rm(join(state, 'token'))
+    await rm(fifo)
+  })
+
   test('a running daemon whose token file is gone is said to run, not to be missing', async () => {
     // It said no daemon was found and to start one with `conch serve`,
     // which refuses to start beside it. The CLI says the daemon runs and
