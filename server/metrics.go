@@ -251,7 +251,7 @@ func (s *Server) metricsMux() http.Handler {
 	}
 	none := s.wrap(route{pattern: "/", handler: noRoute(mux), public: true})
 	mux.Handle("/", none)
-	return cleanPaths(mux, none)
+	return closeProbes(cleanPaths(mux, none))
 }
 
 // metricsMaxConnections bounds the metrics listener's connections open at
@@ -284,8 +284,10 @@ func (s *Server) ServeMetrics(ln net.Listener) error {
 	// go, so that idle ones cannot keep the probes out. Its headers are
 	// not counted in the API's header budget, which a scraper's must not
 	// take from.
-	bounded := jsonErrorListener{Listener: ln, max: metricsMaxConnections, open: new(atomic.Int64), idle: newIdleConns(true), spare: newSpareFD(),
-		full: fmt.Sprintf("the metrics listener has %d connections serving requests or with one waiting, its most: try again", metricsMaxConnections)}
+	// The probes have places of their own, which scrapes cannot take
+	// (see metricsListener).
+	bounded := newMetricsListener(jsonErrorListener{Listener: ln, max: metricsMaxConnections, open: new(atomic.Int64), idle: newIdleConns(true), spare: newSpareFD(),
+		full: fmt.Sprintf("the metrics listener has %d connections serving requests or with one waiting, its most: try again", metricsMaxConnections)})
 	if err := s.ms.Serve(bounded); err != http.ErrServerClosed {
 		return err
 	}

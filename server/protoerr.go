@@ -63,49 +63,63 @@ type jsonErrorListener struct {
 
 func (l jsonErrorListener) Accept() (net.Conn, error) {
 	for {
-		c, err := l.Listener.Accept()
-		onSpare := false
+		c, spare, err := l.acceptOne()
 		if err != nil {
-			if !process.OutOfFiles(err) || !l.spare.release() {
-				return nil, err
-			}
-			// The accept waits for a connection when none is waiting;
-			// the descriptor let go of may meanwhile go to other work,
-			// which leaves the accept failing as before.
-			if c, err = l.Listener.Accept(); err != nil {
-				l.spare.take()
-				return nil, err
-			}
-			onSpare = true
-		} else {
-			l.spare.take() // held again once a descriptor is free
+			return nil, err
 		}
-		var spare *spareFD
-		if onSpare {
-			spare = l.spare
-		}
-		if l.max <= 0 {
-			jc := newJSONErrorConn(c, nil, l.headers)
-			jc.onSpare(spare)
+		if jc := l.admit(c, spare); jc != nil {
 			return jc, nil
 		}
-		for {
-			if l.open.Add(1) <= int64(l.max) {
-				jc := newJSONErrorConn(c, l.open, l.headers)
-				jc.onSpare(spare)
-				l.idle.add(jc)
-				return jc, nil
-			}
-			l.open.Add(-1)
-			if !l.idle.closeIdlest() {
-				break
-			}
-		}
-		go func() {
-			refuseConn(c, l.full)
-			spare.take()
-		}()
 	}
+}
+
+// acceptOne accepts the next connection, on the spare when no descriptor
+// is free; spare is set then (see jsonErrorConn.onSpare).
+func (l jsonErrorListener) acceptOne() (c net.Conn, spare *spareFD, err error) {
+	c, err = l.Listener.Accept()
+	if err != nil {
+		if !process.OutOfFiles(err) || !l.spare.release() {
+			return nil, nil, err
+		}
+		// The accept waits for a connection when none is waiting;
+		// the descriptor let go of may meanwhile go to other work,
+		// which leaves the accept failing as before.
+		if c, err = l.Listener.Accept(); err != nil {
+			l.spare.take()
+			return nil, nil, err
+		}
+		return c, l.spare, nil
+	}
+	l.spare.take() // held again once a descriptor is free
+	return c, nil, nil
+}
+
+// admit gives c a place under the bound, closing the idlest connection
+// to make room when full, and returns it wrapped; or, when none can go,
+// answers it 429 and closes it, and returns nil.
+func (l jsonErrorListener) admit(c net.Conn, spare *spareFD) *jsonErrorConn {
+	if l.max <= 0 {
+		jc := newJSONErrorConn(c, nil, l.headers)
+		jc.onSpare(spare)
+		return jc
+	}
+	for {
+		if l.open.Add(1) <= int64(l.max) {
+			jc := newJSONErrorConn(c, l.open, l.headers)
+			jc.onSpare(spare)
+			l.idle.add(jc)
+			return jc
+		}
+		l.open.Add(-1)
+		if !l.idle.closeIdlest() {
+			break
+		}
+	}
+	go func() {
+		refuseConn(c, l.full)
+		spare.take()
+	}()
+	return nil
 }
 
 // Close closes the listener, and lets its spare go.
@@ -338,6 +352,9 @@ type jsonErrorConn struct {
 	spare      *spareFD
 	spareAsked atomic.Bool
 	spareWait  *time.Timer
+	// probe is set on the metrics listener's connection of a probe,
+	// answered once (see metricsListener).
+	probe bool
 }
 
 // spareHeaders is how long a connection on a listener's spare descriptor
