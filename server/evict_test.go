@@ -4,7 +4,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -24,7 +23,7 @@ func TestEvictionSparesUnreadRequest(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer ln.Close()
-	l := jsonErrorListener{Listener: ln, max: metricsMaxConnections, open: new(atomic.Int64), idle: newIdleConns(true), full: "full"}
+	l := jsonErrorListener{Listener: ln, max: metricsMaxConnections, open: new(connCount), idle: newIdleConns(true), full: "full"}
 	// connect opens a connection that sends nothing, and returns it with
 	// the listener's side of it.
 	connect := func() (client, served net.Conn) {

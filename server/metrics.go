@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -286,7 +285,7 @@ func (s *Server) ServeMetrics(ln net.Listener) error {
 	// take from.
 	// The probes have places of their own, which scrapes cannot take
 	// (see metricsListener).
-	bounded := newMetricsListener(jsonErrorListener{Listener: ln, max: metricsMaxConnections, open: new(atomic.Int64), idle: newIdleConns(true), spare: newSpareFD(),
+	bounded := newMetricsListener(jsonErrorListener{Listener: ln, max: metricsMaxConnections, open: new(connCount), idle: newIdleConns(true), spare: newSpareFD(),
 		full: fmt.Sprintf("the metrics listener has %d connections serving requests or with one waiting, its most: try again", metricsMaxConnections)})
 	if err := s.ms.Serve(bounded); err != http.ErrServerClosed {
 		return err

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -37,7 +36,7 @@ import (
 // closed for want of room that scrapes took.
 type metricsListener struct {
 	jsonErrorListener               // the scrapes' places
-	probes            *atomic.Int64 // the probes' connections open
+	probes            *connCount    // the probes' connections open
 	fresh             freshConns    // those whose first request line has not come
 	ready             chan accepted // what Accept returns
 	want              chan struct{} // Accept asks for the next accept after an error
@@ -67,7 +66,7 @@ var probesFull = fmt.Sprintf("the metrics listener has %d probes' connections op
 const metricsFreshConnections = 64
 
 func newMetricsListener(l jsonErrorListener) *metricsListener {
-	return &metricsListener{jsonErrorListener: l, probes: new(atomic.Int64),
+	return &metricsListener{jsonErrorListener: l, probes: new(connCount),
 		fresh: freshConns{conns: map[net.Conn]uint64{}},
 		ready: make(chan accepted), want: make(chan struct{}, 1), done: make(chan struct{})}
 }

@@ -52,7 +52,7 @@ type jsonErrorListener struct {
 	net.Listener
 	max     int
 	full    string        // the message of a refusal: which bound it is, what to do
-	open    *atomic.Int64 // the connections accepted and not closed
+	open    *connCount    // the connections accepted and not closed
 	headers *headerBudget // the bytes of headers being read (see headerBudget; nil: not counted)
 	idle    *idleConns    // the connections open, to close the idlest of when full (nil: refuse)
 	// spare is let go of when an accept finds no descriptor free, for the
@@ -331,9 +331,9 @@ const (
 // rewritten as JSON.
 type jsonErrorConn struct {
 	net.Conn
-	open    *atomic.Int64 // counts it until it is closed, when bounded
-	closed  sync.Once     // gives its place back, once; a second Close waits for the first to have
-	headers headerPhase   // its part in the header budget
+	open    *connCount  // counts it until it is closed, when bounded
+	closed  sync.Once   // gives its place back, once; a second Close waits for the first to have
+	headers headerPhase // its part in the header budget
 	// idle, when set, holds it; idleSince is when it went idle, and
 	// writingSince when the write under way began (see idleConns.now),
 	// 0 while it serves a request, or writes nothing.
@@ -380,7 +380,7 @@ func (c *jsonErrorConn) onSpare(spare *spareFD) {
 
 // newJSONErrorConn wraps c, counted in open (nil: not), its headers in
 // budget (nil: not).
-func newJSONErrorConn(c net.Conn, open *atomic.Int64, budget *headerBudget) *jsonErrorConn {
+func newJSONErrorConn(c net.Conn, open *connCount, budget *headerBudget) *jsonErrorConn {
 	jc := &jsonErrorConn{Conn: rawnet.Of(c), open: open}
 	jc.headers.budget = budget
 	jc.headers.begin()

@@ -182,8 +182,11 @@ type Server struct {
 	background sync.WaitGroup
 	metrics    *metrics
 	ms         *http.Server // serves ServeMetrics' listener
-	once       sync.Once    // runs Shutdown's work once
-	shutErr    error
+	// conns counts the connections under MaxConnections: the API's, on
+	// every listener Serve serves, and those of BoundListener's.
+	conns   *connCount
+	once    sync.Once // runs Shutdown's work once
+	shutErr error
 	// heartbeat is the period of a stream's keep-alive comments, in
 	// nanoseconds; tests shorten it while the server serves.
 	heartbeat atomic.Int64
@@ -291,6 +294,7 @@ func New(opts Options) (*Server, error) {
 		drained:  make(chan struct{}),
 		streams:  make(chan struct{}, opts.MaxStreams),
 		matching: make(chan struct{}, matchSlots()),
+		conns:    new(connCount),
 	}
 	if opts.MaxConnections < asked {
 		s.log.Warn("connections bounded below --max-connections, to half the limit of open files", "maxConnections", opts.MaxConnections, "asked", asked)
@@ -379,8 +383,8 @@ func (s *Server) routes() []route {
 
 // MaxConnections returns the bound of the API's connections: Options'
 // MaxConnections, lowered to half the limit of open files when over it
-// (see fitConnections). A surface served beside the API bounds its own
-// connections with it.
+// (see fitConnections). A surface served beside the API shares it, through
+// BoundListener.
 func (s *Server) MaxConnections() int { return s.opts.MaxConnections }
 
 // Handler returns the API as an http.Handler, for a caller that serves it
@@ -399,7 +403,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	// that idle ones, which need no token to open, cannot keep every
 	// other client out; a write that waits on its client does not make
 	// one idle, as streams and attachments wait on slow readers.
-	bounded := jsonErrorListener{Listener: ln, max: s.opts.MaxConnections, open: new(atomic.Int64), headers: &s.headers, spare: spare,
+	bounded := jsonErrorListener{Listener: ln, max: s.opts.MaxConnections, open: s.conns, headers: &s.headers, spare: spare,
 		idle: newIdleConns(false),
 		full: fmt.Sprintf("the daemon has %d connections open, its most (--max-connections), each serving a request or with one waiting: try again once some are answered", s.opts.MaxConnections)}
 	if err := s.hs.Serve(bounded); !errors.Is(err, http.ErrServerClosed) {

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"time"
 
-	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
@@ -56,20 +55,19 @@ const sandboxdReadHeaderTimeout = 10 * time.Second
 // back. It is the API's idle timeout.
 const sandboxdGRPCIdleTimeout = 2 * time.Minute
 
-// boundSandboxdPorts bounds the connections the gRPC and REST ports each
-// hold open to the API's bound, srv's MaxConnections: --max-connections,
-// lowered to half the limit of open files when over it. They need no
-// token, and idle ones, unbounded, took every descriptor the daemon had,
-// so that neither the API nor its probes answered; bounded at
-// --max-connections alone, 4096 by default, they still could under a
-// limit of 1024. Past the bound a connection waits in the kernel's accept
-// queue, which takes none of the daemon's descriptors, until one closes.
-// The API's own listener is not used: it answers a refusal as HTTP/1.1
-// in conch's error shape, where these ports speak HTTP/2 (gRPC) and
-// upstream sandboxd's shape.
+// boundSandboxdPorts bounds the connections the gRPC and REST ports hold
+// open under the API's bound, srv's MaxConnections (--max-connections,
+// lowered to half the limit of open files when over it), shared with the
+// API's own connections. They need no token, and idle ones, unbounded,
+// took every descriptor the daemon had, so that neither the API nor its
+// probes answered; bounded each at that bound on its own, the three could
+// together hold one and a half times the limit of open files. Past the
+// bound a connection waits to be accepted until one of them closes. The
+// API's own listener is not used: it answers a refusal as HTTP/1.1 in
+// conch's error shape, where these ports speak HTTP/2 (gRPC) and upstream
+// sandboxd's shape.
 func boundSandboxdPorts(srv *server.Server, grpcLn, restLn net.Listener) (net.Listener, net.Listener) {
-	n := srv.MaxConnections()
-	return netutil.LimitListener(grpcLn, n), netutil.LimitListener(restLn, n)
+	return srv.BoundListener(grpcLn), srv.BoundListener(restLn)
 }
 
 func cmdSandboxd(ctx context.Context, e *env, args []string) int {
