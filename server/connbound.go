@@ -40,24 +40,36 @@ func (c *connCount) wait() <-chan struct{} {
 }
 
 // BoundListener returns ln with its connections counted under the API's
-// bound, MaxConnections, together with the API's own and those of every
-// other listener so bound: past it, the connection accepted waits for one
-// of them to close, and the next ones wait in the kernel's accept queue,
-// which takes none of the daemon's descriptors. Listeners bounded each on its own, at half
-// the limit of open files, could together hold more descriptors than the
-// limit. A connection to the API past the bound closes the API's idlest
-// connection, or is refused, as ever (see Serve).
+// bound, MaxConnections, together with the API's own, and with those of
+// every other listener so bound under half of it: past either, the
+// connection accepted waits for a place, and the next ones wait in the
+// kernel's accept queue, which takes none of the daemon's descriptors.
+// Listeners bounded each on its own, at half the limit of open files, could
+// together hold more descriptors than the limit. The half keeps the rest of
+// the bound to the API, which closes its idlest connection to make room, or
+// refuses one, as ever (see Serve): connections that need no token to
+// open, to conch sandboxd's ports, cannot keep the API's clients out.
 func (s *Server) BoundListener(ln net.Listener) net.Listener {
-	return &boundListener{Listener: ln, open: s.conns, max: int64(s.opts.MaxConnections), done: make(chan struct{})}
+	return &boundListener{Listener: ln, open: s.conns, max: int64(s.opts.MaxConnections),
+		beside: &s.beside, besideMax: max(1, int64(s.opts.MaxConnections)/2), done: make(chan struct{})}
+}
+
+// besideBound is what the listeners of BoundListener share: the count of
+// their connections, and their turns at taking a place.
+type besideBound struct {
+	connCount
+	taking sync.Mutex
 }
 
 // boundListener is BoundListener's.
 type boundListener struct {
 	net.Listener
-	open *connCount
-	max  int64
-	done chan struct{}
-	once sync.Once
+	open      *connCount
+	max       int64
+	beside    *besideBound
+	besideMax int64
+	done      chan struct{}
+	once      sync.Once
 }
 
 // Accept accepts a connection, then waits for its place: a place is not
@@ -68,20 +80,37 @@ func (l *boundListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	for {
-		freed := l.open.wait()
-		// Taken only when free, never past the bound and back, which
-		// would wake the other waiters, and each of them wake it again.
-		if n := l.open.Load(); n < l.max {
-			if l.open.CompareAndSwap(n, n+1) {
-				return &boundConn{Conn: c, open: l.open}, nil
-			}
-			continue
+		freed, besideFreed := l.open.wait(), l.beside.wait()
+		if l.take() {
+			return &boundConn{Conn: c, open: l.open, beside: &l.beside.connCount}, nil
 		}
 		select {
 		case <-freed:
+		case <-besideFreed:
 		case <-l.done:
 			c.Close()
 			return nil, net.ErrClosed
+		}
+	}
+}
+
+// take takes a place under both bounds, or none. A place is taken only
+// when free, never past the bound and given back, which would wake the
+// other waiters, each of which would wake it again.
+func (l *boundListener) take() bool {
+	l.beside.taking.Lock() // the only one to raise the count beside
+	defer l.beside.taking.Unlock()
+	if l.beside.Load() >= l.besideMax {
+		return false
+	}
+	for {
+		n := l.open.Load()
+		if n >= l.max {
+			return false
+		}
+		if l.open.CompareAndSwap(n, n+1) {
+			l.beside.Int64.Add(1)
+			return true
 		}
 	}
 }
@@ -92,16 +121,19 @@ func (l *boundListener) Close() error {
 	return l.Listener.Close()
 }
 
-// boundConn gives its place back once closed.
+// boundConn gives its places back once closed.
 type boundConn struct {
 	net.Conn
-	open   *connCount
-	closed sync.Once
+	open, beside *connCount
+	closed       sync.Once
 }
 
 func (c *boundConn) Close() error {
 	err := c.Conn.Close()
-	c.closed.Do(func() { c.open.Add(-1) })
+	c.closed.Do(func() {
+		c.beside.Add(-1)
+		c.open.Add(-1)
+	})
 	return err
 }
 

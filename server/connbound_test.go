@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/server"
 )
 
@@ -18,15 +19,20 @@ import (
 // sandboxd's gRPC and REST ports) counts its connections under the API's
 // bound with the API's own, rather than under a bound of its own: each of
 // the three held up to MaxConnections, fitted to half the limit of open
-// files, and together up to one and a half times the limit. With the bound
-// held there, the API refuses (429) and that listener waits to accept, and
-// a place given back on either side serves the other.
+// files, and together up to one and a half times the limit. Those beside
+// take at most half the bound, and then wait to accept, so that the API
+// still serves; with the rest held by the API's own, the API refuses
+// (429); a place given back on either side serves the other.
 func TestBoundListenerShared(t *testing.T) {
 	t.Parallel()
-	const bound = 3
+	const bound = 4
 	d := start(t, server.Options{MaxConnections: bound})
 	require.Equal(t, bound, d.srv.MaxConnections())
+	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "sleep 120"})
+	require.NoError(t, err)
+	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
 	d.c.CloseIdleConnections()
+
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	ln := d.srv.BoundListener(raw)
@@ -59,13 +65,18 @@ func TestBoundListenerShared(t *testing.T) {
 			return nil
 		}
 	}
-	var held []net.Conn
-	for range bound {
+	dialBeside := func() {
 		conn, err := net.Dial("tcp", raw.Addr().String())
 		require.NoError(t, err)
 		t.Cleanup(func() { conn.Close() })
-		held = append(held, next())
 	}
+	var beside []net.Conn
+	for range bound / 2 {
+		dialBeside()
+		beside = append(beside, next())
+	}
+	dialBeside() // waits: those beside hold half the bound
+
 	livez := func() (int, string) {
 		conn := d.dial(t)
 		defer conn.Close()
@@ -78,17 +89,32 @@ func TestBoundListenerShared(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	code, body := livez()
-	require.Equal(t, http.StatusTooManyRequests, code, "the API has no place left once the listener beside it holds the bound: %s", body)
+	require.Equal(t, http.StatusOK, code, "the API serves while those beside hold their half: %s", body)
+
+	var waits []net.Conn
+	for range bound / 2 {
+		conn := d.dial(t)
+		_, err := fmt.Fprintf(conn, "GET /v1/processes/%s/wait?timeout=120000 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", p.ID, testToken)
+		require.NoError(t, err)
+		waits = append(waits, conn) // serving, waiting on the process
+	}
+	deadline := time.Now().Add(30 * time.Second) // a hang guard: the livez connection may still count a moment
+	for {
+		code, body = livez()
+		if code == http.StatusTooManyRequests {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the API had more places than the bound left it")
+		time.Sleep(10 * time.Millisecond)
+	}
 	require.Contains(t, body, "--max-connections")
 
-	// One more beside the API waits, and is accepted once a place is given back.
-	conn, err := net.Dial("tcp", raw.Addr().String())
-	require.NoError(t, err)
-	t.Cleanup(func() { conn.Close() })
-	held[0].Close()
-	held[0] = next()
-	held[1].Close()
-	deadline := time.Now().Add(30 * time.Second) // a hang guard
+	// A place given back beside is taken by the one waiting there.
+	beside[0].Close()
+	beside[0] = next()
+	// One given back by the API serves the API.
+	waits[0].Close()
+	deadline = time.Now().Add(30 * time.Second) // a hang guard
 	for {
 		code, body = livez()
 		if code == http.StatusOK {

@@ -184,7 +184,9 @@ type Server struct {
 	ms         *http.Server // serves ServeMetrics' listener
 	// conns counts the connections under MaxConnections: the API's, on
 	// every listener Serve serves, and those of BoundListener's.
-	conns   *connCount
+	conns *connCount
+	// beside counts BoundListener's connections, under half MaxConnections.
+	beside  besideBound
 	once    sync.Once // runs Shutdown's work once
 	shutErr error
 	// heartbeat is the period of a stream's keep-alive comments, in

@@ -522,9 +522,10 @@ func TestSandboxdMetricsPortTaken(t *testing.T) {
 	require.NoFileExists(t, filepath.Join(state, "conch", client.EndpointFile), "no endpoint record is left behind")
 }
 
-// TestSandboxdPortsFitDescriptorLimit: the gRPC and REST ports are each
-// bounded as the API is, at --max-connections lowered to half the limit
-// of open files. Bounded at --max-connections alone (4096 by default),
+// TestSandboxdPortsFitDescriptorLimit: the gRPC and REST ports share the
+// API's bound, --max-connections lowered to half the limit of open files,
+// and take half of it at most together. Bounded at --max-connections
+// alone (4096 by default),
 // connections that send nothing to the gRPC port, which needs no token,
 // took every descriptor a daemon under a limit of 64 had: the REST port
 // accepted nothing, and the API answered only on its spare descriptor,
@@ -543,9 +544,10 @@ func TestSandboxdPortsFitDescriptorLimit(t *testing.T) {
 		require.NoError(t, err)
 		idle = append(idle, c)
 	}
-	// The gRPC port has accepted as many as it holds, 32, half of 64,
-	// once each of them has had grpc's first frame.
-	for i, c := range idle[:32] {
+	// The gRPC port has accepted as many as it holds, 16, half the
+	// bound of 32, half of 64, once each of them has had grpc's first
+	// frame.
+	for i, c := range idle[:16] {
 		require.NoError(t, c.SetReadDeadline(time.Now().Add(30*time.Second))) // a hang guard
 		_, err := c.Read(make([]byte, 1))
 		require.NoError(t, err, "gRPC connection %d", i)
@@ -566,8 +568,8 @@ func TestSandboxdPortsFitDescriptorLimit(t *testing.T) {
 // need no token. Those ports had no bound, and such connections took every
 // descriptor the daemon had (accept: too many open files) until grpc let
 // them go, 120 s later: conch's API, its probes and gRPC answered nothing
-// meanwhile. Each port now holds at most --max-connections, the rest wait
-// in the kernel's queue, and the API answers.
+// meanwhile. The two ports now hold at most half --max-connections
+// together, the rest wait in the kernel's queue, and the API answers.
 func TestSandboxdBoundsIdleConnections(t *testing.T) {
 	t.Parallel()
 	p := startSandboxdLimited(t, 64, t.TempDir(), nil, "--max-connections", "8")
@@ -592,7 +594,7 @@ func TestSandboxdBoundsIdleConnections(t *testing.T) {
 	}
 
 	// The gRPC port lets go of the connections it holds that never began
-	// HTTP/2 (the first 8, accepted in turn; the hang guard is far below
+	// HTTP/2 (the first 8, four at a time; the hang guard is far below
 	// the 120 s grpc gives them when not told otherwise), and once the
 	// others close too, the ports serve again.
 	for _, c := range idle[8:] {
