@@ -50,7 +50,7 @@ func (c *connCount) wait() <-chan struct{} {
 // refuses one, as ever (see Serve): connections that need no token to
 // open, to conch sandboxd's ports, cannot keep the API's clients out.
 func (s *Server) BoundListener(ln net.Listener) net.Listener {
-	return &boundListener{Listener: ln, open: s.conns, max: int64(s.opts.MaxConnections),
+	return &boundListener{Listener: ln, open: s.conns, max: int64(s.opts.MaxConnections), evict: s.idle,
 		beside: &s.beside, besideMax: max(1, int64(s.opts.MaxConnections)/2), done: make(chan struct{})}
 }
 
@@ -66,6 +66,7 @@ type boundListener struct {
 	net.Listener
 	open      *connCount
 	max       int64
+	evict     *idleConns // the API's, the idlest of which goes to make room
 	beside    *besideBound
 	besideMax int64
 	done      chan struct{}
@@ -83,6 +84,11 @@ func (l *boundListener) Accept() (net.Conn, error) {
 		freed, besideFreed := l.open.wait(), l.beside.wait()
 		if l.take() {
 			return &boundConn{Conn: c, open: l.open, beside: &l.beside.connCount}, nil
+		}
+		if l.beside.Load() < l.besideMax && l.evict.closeIdlest() {
+			// The API's connections held the bound, one idle: closed,
+			// it no longer counts.
+			continue
 		}
 		select {
 		case <-freed:

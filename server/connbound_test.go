@@ -125,3 +125,56 @@ func TestBoundListenerShared(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestBoundListenerEvictsIdleAPIConnections: connections to the API that
+// sent nothing, or are idle between requests, which need no token to
+// open, held the whole bound, and one to a port beside the API (conch
+// sandboxd's, its control plane's way in) waited for the API's idle
+// timeout, two minutes. It closes the API's idlest to make room, as a
+// connection to the API does.
+func TestBoundListenerEvictsIdleAPIConnections(t *testing.T) {
+	t.Parallel()
+	const bound = 4
+	d := start(t, server.Options{MaxConnections: bound})
+	d.c.CloseIdleConnections()
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ln := d.srv.BoundListener(raw)
+	accepted := make(chan net.Conn, 1)
+	acceptDone := make(chan struct{})
+	go func() {
+		defer close(acceptDone)
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-acceptDone
+		close(accepted)
+		for c := range accepted {
+			c.Close()
+		}
+	})
+	// The API's connections, idle between requests, kept alive, hold the
+	// whole bound.
+	for range bound {
+		kept := d.dial(t)
+		require.NoError(t, kept.SetDeadline(time.Time{}))
+		_, err = fmt.Fprintf(kept, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(kept), nil)
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	conn, err := net.Dial("tcp", raw.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
+	select {
+	case c := <-accepted:
+		accepted <- c // closed at the end
+	case <-time.After(30 * time.Second): // a hang guard, far below the API's idle timeout
+		t.Fatal("the connection beside the API waited for the API's idle ones")
+	}
+}

@@ -42,9 +42,6 @@ type metricsListener struct {
 	want              chan struct{} // Accept asks for the next accept after an error
 	done              chan struct{} // closed by Close
 	start, stop       sync.Once
-	// admitting is held around admit, whose closeIdlest is not safe
-	// for more than one caller at once.
-	admitting sync.Mutex
 }
 
 // accepted is a connection given its place, or an accept's error.
@@ -112,7 +109,7 @@ func (l *metricsListener) acceptLoop() {
 		if spare != nil {
 			// On the spare descriptor, out of files: served one
 			// request at once, as on the API's listener.
-			l.give(l.admitOne(c, spare))
+			l.give(l.admit(c, spare))
 			continue
 		}
 		if !l.fresh.add(c) {
@@ -136,7 +133,7 @@ func (l *metricsListener) place(c net.Conn) {
 		return
 	}
 	if !probeLine(line) {
-		l.give(l.admitOne(c, nil))
+		l.give(l.admit(c, nil))
 		return
 	}
 	if l.probes.Add(1) > metricsProbeConnections {
@@ -147,13 +144,6 @@ func (l *metricsListener) place(c net.Conn) {
 	jc := newJSONErrorConn(c, l.probes, nil)
 	jc.probe = true
 	l.give(jc)
-}
-
-// admitOne is admit, one caller at a time.
-func (l *metricsListener) admitOne(c net.Conn, spare *spareFD) *jsonErrorConn {
-	l.admitting.Lock()
-	defer l.admitting.Unlock()
-	return l.admit(c, spare)
 }
 
 // give hands jc, when not nil, to Accept, or closes it once the listener

@@ -137,8 +137,10 @@ type idleConns struct {
 	// stuckWrites makes a connection whose write has waited over
 	// stuckWrite closable, as an idle one is (see closeIdlest).
 	stuckWrites bool
-	// Used by closeIdlest alone, which Accept alone calls: peek is where
-	// it peeks at what a socket holds, candidates what it weighs.
+	// Used by closeIdlest alone, under closing, which the accepts of
+	// every listener that shares the connections call: peek is where it
+	// peeks at what a socket holds, candidates what it weighs.
+	closing    sync.Mutex
 	peek       []byte
 	candidates []candidate
 }
@@ -226,6 +228,8 @@ func (ic *idleConns) closeIdlest() bool {
 	if ic == nil {
 		return false
 	}
+	ic.closing.Lock()
+	defer ic.closing.Unlock()
 	now := ic.now()
 	candidates := ic.candidates[:0]
 	ic.mu.Lock()

@@ -185,6 +185,10 @@ type Server struct {
 	// conns counts the connections under MaxConnections: the API's, on
 	// every listener Serve serves, and those of BoundListener's.
 	conns *connCount
+	// idle holds the API's connections, on every listener Serve serves,
+	// so that the idlest can be closed to make room, for another of the
+	// API's or one of BoundListener's.
+	idle *idleConns
 	// beside counts BoundListener's connections, under half MaxConnections.
 	beside  besideBound
 	once    sync.Once // runs Shutdown's work once
@@ -297,6 +301,7 @@ func New(opts Options) (*Server, error) {
 		streams:  make(chan struct{}, opts.MaxStreams),
 		matching: make(chan struct{}, matchSlots()),
 		conns:    new(connCount),
+		idle:     newIdleConns(false),
 	}
 	if opts.MaxConnections < asked {
 		s.log.Warn("connections bounded below --max-connections, to half the limit of open files", "maxConnections", opts.MaxConnections, "asked", asked)
@@ -406,7 +411,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	// other client out; a write that waits on its client does not make
 	// one idle, as streams and attachments wait on slow readers.
 	bounded := jsonErrorListener{Listener: ln, max: s.opts.MaxConnections, open: s.conns, headers: &s.headers, spare: spare,
-		idle: newIdleConns(false),
+		idle: s.idle,
 		full: fmt.Sprintf("the daemon has %d connections open, its most (--max-connections), each serving a request or with one waiting: try again once some are answered", s.opts.MaxConnections)}
 	if err := s.hs.Serve(bounded); !errors.Is(err, http.ErrServerClosed) {
 		return err
