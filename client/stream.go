@@ -63,14 +63,22 @@ const maxEventLine = 4 << 20
 // dropped meanwhile, which a warning event says, as for any reader that
 // falls behind. A resumption that finds the process ended with every frame
 // read gives its state, then eof; a stream cut after its state gives eof
-// and is not resumed, so that the state comes once. A resumption refused with 429 (the daemon
-// at its --max-streams, as when another client took the place the cut gave
-// back), 502, 503 or 504 is asked again after its Retry-After (at most 30
-// s), or a moment, as a cut with no event is; the first request so refused
-// yields its error at once. One that cannot be sent, or that the daemon
-// refuses otherwise, yields its error; a stream cut or refused again and
-// again with no event in between yields the cut (io.ErrUnexpectedEOF, for
-// a body that ended early) with the last refusal.
+// and is not resumed, so that the state comes once.
+//
+// The rule for trying again, which the TypeScript and Python SDKs follow
+// too: a stream's first request that fails (it cannot be sent, as with no
+// daemon at the address, or the daemon refuses it, 429, 502, 503 or 504
+// included) yields its error at once, as any other call's does. A
+// resumption that cannot be sent (the daemon restarting), that is cut again
+// with no event, or that is refused with 429 (the daemon at its
+// --max-streams, as when another client took the place the cut gave back),
+// 502, 503 or 504 is tried again; each try waits 50 ms, doubled from one
+// try to the next (50, 100, 200, 400, 800 ms), or the refusal's
+// Retry-After if that is longer (at most 30 s). After 5 resumptions in a
+// row with no event, the stream yields the cut (io.ErrUnexpectedEOF, for a
+// body that ended early) with the last failure; a resumption the daemon
+// refuses otherwise (404: the process is gone) yields the cut with that
+// refusal at once.
 //
 // A stream asked at or past the last frame of an ended process (the daemon
 // answers 204: nothing more will come) yields the process's state, as a
@@ -84,30 +92,38 @@ func (c *Client) Stream(ctx context.Context, id string, opts StreamOptions) iter
 		stated := false
 		for fruitless := 0; ; {
 			resp, err := c.openStream(ctx, id, opts, last)
-			if apiErr := (*Error)(nil); resumed != nil && errors.As(err, &apiErr) && passing(apiErr.Status) {
-				// A refusal that may pass: the daemon at its --max-streams
-				// (one more client took the place the cut gave back), a
-				// proxy's 502 or 504, a 503. It is asked again as a cut
-				// with no event is, within the same budget.
-				if fruitless++; fruitless > maxFruitless {
-					yield(Event{}, fmt.Errorf("%w; resuming it %d times: %w", resumed, fruitless, err))
+			if err != nil && ctx.Err() != nil {
+				yield(Event{}, ctx.Err())
+				return
+			}
+			if err != nil && resumed != nil {
+				apiErr := (*Error)(nil)
+				refused := errors.As(err, &apiErr)
+				if refused && !passing(apiErr.Status) {
+					yield(Event{}, fmt.Errorf("%w; resuming it: %w", resumed, err))
 					return
 				}
-				if !pause(ctx, max(time.Duration(50<<fruitless)*time.Millisecond, min(apiErr.RetryAfter, maxPause))) {
+				// Not sent (the daemon restarting), or a refusal that may
+				// pass: the daemon at its --max-streams (one more client
+				// took the place the cut gave back), a proxy's 502 or 504,
+				// a 503. It is asked again as a cut with no event is,
+				// within the same budget.
+				if fruitless++; fruitless > maxResumes {
+					yield(Event{}, fmt.Errorf("%w; resumed %d times in a row with no event: %w", resumed, maxResumes, err))
+					return
+				}
+				wait := backoff(fruitless)
+				if refused {
+					wait = max(wait, min(apiErr.RetryAfter, maxPause))
+				}
+				if !pause(ctx, wait) {
 					yield(Event{}, ctx.Err())
 					return
 				}
 				continue
 			}
-			if err != nil && resumed != nil {
-				if apiErr := (*Error)(nil); errors.As(err, &apiErr) {
-					err = fmt.Errorf("%w; resuming it: %w", resumed, err)
-				} else {
-					err = resumed // no answer: the daemon is gone, which the cut says
-				}
-			}
 			if err != nil {
-				yield(Event{}, err)
+				yield(Event{}, err) // a first request: its error at once, as any other call's
 				return
 			}
 			if resp.StatusCode == http.StatusNoContent {
@@ -176,10 +192,12 @@ func (c *Client) Stream(ctx context.Context, id string, opts StreamOptions) iter
 			}
 			if took {
 				fruitless = 0
-			} else if fruitless++; fruitless > maxFruitless {
-				yield(Event{}, fmt.Errorf("stream of %s cut %d times with no event: %w", id, fruitless, cut))
+			}
+			if fruitless++; fruitless > maxResumes {
+				yield(Event{}, fmt.Errorf("stream of %s cut, then resumed %d times in a row with no event: %w", id, maxResumes, cut))
 				return
-			} else if !pause(ctx, time.Duration(50<<fruitless)*time.Millisecond) {
+			}
+			if !pause(ctx, backoff(fruitless)) {
 				yield(Event{}, ctx.Err())
 				return
 			}
@@ -188,10 +206,17 @@ func (c *Client) Stream(ctx context.Context, id string, opts StreamOptions) iter
 	}
 }
 
-// maxFruitless is how many times in a row a stream is resumed that brought
-// no event, or was refused: a daemon that closes every stream at once is
-// not asked for ever.
-const maxFruitless = 3
+// maxResumes is how many times in a row a stream is resumed that brings no
+// event (cut again, not sent, or refused with a status that may pass)
+// before it gives up: a daemon that closes every stream at once is not
+// asked for ever. The TypeScript and Python SDKs take the same count.
+const maxResumes = 5
+
+// backoff is the pause before the n-th resumption in a row since the last
+// event (from 1): 50 ms, doubled each time, as the SDKs pause.
+func backoff(n int) time.Duration {
+	return 50 * time.Millisecond << (n - 1)
+}
 
 // maxPause bounds how long a Retry-After makes a resumption wait.
 const maxPause = 30 * time.Second

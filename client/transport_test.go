@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -373,7 +374,7 @@ func TestStreamResumedAfterACut(t *testing.T) {
 	require.ErrorIs(t, end, io.ErrUnexpectedEOF)
 	mu.Lock()
 	defer mu.Unlock()
-	require.Len(t, asked, 1+maxFruitless, "asked again %d times", len(asked)-1)
+	require.Len(t, asked, 1+maxResumes, "asked again %d times", len(asked)-1)
 }
 
 // TestStreamCutAfterItsState: a stream cut after its state, before its
@@ -556,8 +557,8 @@ func TestStreamResumeRefused(t *testing.T) {
 		code   Code
 		asked  int // stream requests: the first, then its resumptions
 	}{
-		{http.StatusTooManyRequests, CodeResourceExhausted, 2 + maxFruitless},
-		{http.StatusServiceUnavailable, CodeDraining, 2 + maxFruitless},
+		{http.StatusTooManyRequests, CodeResourceExhausted, 1 + maxResumes},
+		{http.StatusServiceUnavailable, CodeDraining, 1 + maxResumes},
 		{http.StatusNotFound, CodeNotFound, 2},
 	} {
 		var asked atomic.Int32
@@ -605,4 +606,99 @@ func TestStreamResumeRefused(t *testing.T) {
 	}
 	require.ErrorIs(t, end, &Error{Code: CodeResourceExhausted})
 	require.EqualValues(t, 1, asked.Load(), "a first request refused 429 is not asked again")
+}
+
+// TestStreamResumeNotSent: a resumption that cannot be sent (the daemon
+// restarting: its connection closed before any answer, or refused) is
+// tried again as a refusal that may pass is, within the same budget, so
+// that a stream outlives a restart; a first request that cannot be sent
+// yields its error at once.
+func TestStreamResumeNotSent(t *testing.T) {
+	for _, hangUps := range []int{2, 100} {
+		var streams atomic.Int32
+		d := newDaemonStub(t, func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/wait") {
+				io.WriteString(w, `{"reason":"exited","exitCode":4}`)
+				return
+			}
+			switch n := int(streams.Add(1)); {
+			case n == 1:
+				w.Header().Set("Connection", "close") // the resumption comes on a new connection
+				w.Header().Set("Content-Type", "text/event-stream")
+				io.WriteString(w, "event: log\nid: 1\ndata: {\"cursor\":\"1\",\"channel\":\"stdout\",\"data\":\"one\\n\"}\n\n")
+			case n <= 1+hangUps:
+				conn, _, err := http.NewResponseController(w).Hijack()
+				if err == nil {
+					conn.Close() // no answer
+				}
+			default:
+				w.WriteHeader(http.StatusNoContent)
+			}
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var types []string
+		var end error
+		for ev, err := range d.c.Stream(ctx, "p", StreamOptions{}) {
+			if err != nil {
+				end = err
+				break
+			}
+			types = append(types, ev.Type)
+		}
+		cancel()
+		if hangUps < maxResumes {
+			require.NoError(t, end)
+			require.Equal(t, []string{EventLog, EventState, EventEOF}, types)
+			require.EqualValues(t, 2+hangUps, streams.Load(), "stream requests")
+			continue
+		}
+		require.Equal(t, []string{EventLog}, types)
+		require.ErrorIs(t, end, io.ErrUnexpectedEOF)
+		require.EqualValues(t, 1+maxResumes, streams.Load(), "stream requests")
+	}
+
+	// The daemon gone for good after the first stream: its resumptions are
+	// refused, tried again, then the cut is yielded with the refusal.
+	var gone *daemonStub
+	gone = newDaemonStub(t, func(w http.ResponseWriter, r *http.Request) {
+		gone.srv.Listener.Close()
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "event: log\nid: 1\ndata: {\"cursor\":\"1\",\"channel\":\"stdout\",\"data\":\"one\\n\"}\n\n")
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var types []string
+	var end error
+	for ev, err := range gone.c.Stream(ctx, "p", StreamOptions{}) {
+		if err != nil {
+			end = err
+			break
+		}
+		types = append(types, ev.Type)
+	}
+	require.Equal(t, []string{EventLog}, types)
+	require.ErrorIs(t, end, io.ErrUnexpectedEOF)
+	require.ErrorIs(t, end, syscall.ECONNREFUSED)
+	require.ErrorContains(t, end, "resumed 5 times in a row")
+
+	// No daemon at the address: the first request fails at once.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	c, err := New("http://"+addr, "token")
+	require.NoError(t, err)
+	var events int
+	end = nil
+	for _, err := range c.Stream(ctx, "p", StreamOptions{}) {
+		if err != nil {
+			end = err
+			break
+		}
+		events++
+	}
+	require.Zero(t, events)
+	require.ErrorIs(t, end, syscall.ECONNREFUSED)
+	require.NotErrorIs(t, end, io.ErrUnexpectedEOF, "not a resumption")
 }
