@@ -8,7 +8,12 @@ import { waitUntil } from './run.js'
 import { type HttpTransport, seg } from './transport.js'
 import type { LogFrame, StreamLogEvent, StreamLogsOptions } from './types.js'
 
-/** Connections in a row that may fail before the stream gives up with an error event. */
+/**
+ * Resumes in a row that may bring no event (cut again, not sent, or refused
+ * with a status that may pass) before the stream gives up with an error
+ * event; each waits 50 ms, doubled from one to the next, or a longer
+ * Retry-After. The Go client and the Python SDK take the same rule.
+ */
 const maxRetries = 5
 
 /**
@@ -175,13 +180,16 @@ export async function* streamLogs(
           yield { type: 'error', ...(last ? { cursor: last } : {}), error }
           return
         }
-        // An answer of the daemon (the process is gone) will not change; on
-        // a resume a 429 (the daemon at its stream limit), a proxy's 502 or
-        // 504, or a 503 (with Retry-After) may, and no answer in time
-        // (status 0) may at any time: they are tried again as a dropped
-        // connection is. A first request refused is an error at once.
-        if (err instanceof ConchError && err.status !== 0 && !(opened && passing.has(err.status))) {
-          yield { type: 'error', ...(last ? { cursor: last } : {}), error: err }
+        // A first request that fails (refused, not sent, no answer in time)
+        // is an error at once, as any other call's is. On a resume, one that
+        // cannot be sent (the daemon restarting) and a 429 (the daemon at
+        // its stream limit), a proxy's 502 or 504, or a 503 (with
+        // Retry-After) may pass: they are tried again as a dropped
+        // connection is; any other answer (the process is gone), or none in
+        // time (status 0), will not change.
+        if (!opened || (err instanceof ConchError && !passing.has(err.status))) {
+          const error = err instanceof Error ? err : new Error(String(err))
+          yield { type: 'error', ...(last ? { cursor: last } : {}), error }
           return
         }
         if (err instanceof ConchError && err.retryAfter !== undefined) pause = Math.min(err.retryAfter * 1000, maxPause)

@@ -192,6 +192,39 @@ describe('ProcessHandle.streamLogs', () => {
     })
   }
 
+  // A first request that cannot be sent is the caller's to handle, as any
+  // other call's is (and as the Go client and the Python SDK do): only a
+  // resume is tried again.
+  test('a stream whose first request cannot be sent yields one error event at once', async () => {
+    const h = await sb.process.start('echo one')
+    const proxy = await startProxy(d.url)
+    try {
+      proxy.refuse() // every connection closed before an answer
+      const evs = await collect(d.sandbox({ url: proxy.url }).process.connect(h.id).streamLogs())
+      assert.equal(proxy.connections, 1, 'not asked again')
+      assert.deepEqual(evs.map((e) => e.type), ['error'])
+      assert.ok(evs[0]!.type === 'error' && evs[0]!.error instanceof TypeError, String(evs[0]))
+    } finally {
+      await proxy.close()
+    }
+    // No daemon at the address at all: the same.
+    const evs = await collect(d.sandbox({ url: proxy.url }).process.connect(h.id).streamLogs())
+    assert.deepEqual(evs.map((e) => e.type), ['error'])
+    await h.wait()
+  })
+
+  test('a stream whose first answer is not the API\'s (status 0: a redirect a browser hides) yields one error event at once', async () => {
+    let streams = 0
+    const fetch = (async (input: string | URL | Request) => {
+      if (String(input).includes('/logs/stream')) streams++
+      return { type: 'opaqueredirect', status: 0, headers: new Headers() } as unknown as Response
+    }) as typeof globalThis.fetch
+    const evs = await collect(new Sandbox({ url: d.url, token: 't', fetch }).process.connect('p').streamLogs())
+    assert.equal(streams, 1, 'not asked again')
+    assert.deepEqual(evs.map((e) => e.type), ['error'])
+    assert.ok(evs[0]!.type === 'error' && evs[0]!.error.name === 'UnexpectedResponseError', String(evs[0]))
+  })
+
   test('a stream that cannot resume yields one error event and ends', async () => {
     const proxy = await startProxy(d.url)
     try {
