@@ -19,7 +19,9 @@ from ._transport import HttpTransport, seg
 from .errors import ConchError, NetworkError, error_from
 from .types import LogFrame, StreamLogEvent, WaitResult
 
-# Connections in a row that may fail before the stream gives up.
+# Resumes in a row that may bring no event (cut again, not sent, or refused with a status that
+# may pass) before the stream gives up; each waits 50 ms, doubled from one to the next, or a
+# longer Retry-After. The Go client and the TypeScript SDK take the same rule.
 MAX_RETRIES = 5
 #: Statuses of a refusal that may pass, tried again on a resume only: the daemon at its
 #: --max-streams (another client took the place the cut stream gave back), with no
@@ -106,14 +108,18 @@ def stream_logs(
                 if ev.type == "eof" or (ev.type == "log" and limit and count >= limit):
                     return
         except ConchError as e:
-            # An answer of the daemon (the process is gone) will not change; on a resume a 429
-            # (the daemon at its stream limit), a proxy's 502 or 504, or a 503 (with
-            # Retry-After) may: they are tried again as a dropped connection is, as the Go
-            # client and the TypeScript SDK do. A first request refused raises at once.
-            if not isinstance(e, NetworkError) and not (opened and e.status in PASSING):
+            # A first request that fails (refused, not sent, no answer) raises at once, as any
+            # other call's does. On a resume, one that cannot be sent (the daemon restarting)
+            # and a 429 (the daemon at its stream limit), a proxy's 502 or 504, or a 503 (with
+            # Retry-After) may pass: they are tried again as a dropped connection is, as the Go
+            # client and the TypeScript SDK do; any other answer (the process is gone) will not
+            # change.
+            if not opened or not (isinstance(e, NetworkError) or e.status in PASSING):
                 raise
             err = e
         except (OSError, http.client.HTTPException) as e:
+            if not opened:
+                raise NetworkError(f"conch: the log stream of {pid}: no answer from {t.url} ({e})") from e
             err = e
         finally:
             if conn is not None:

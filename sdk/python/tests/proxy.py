@@ -312,3 +312,24 @@ class BadGatewayProxy(_Relay):
         except OSError:
             pass
         _end(src, dst)
+
+
+class HangUpProxy(CutBeforeProxy):
+    """A loopback TCP proxy that cuts its first connection just before the chunk holding
+    ``marker``, as CutBeforeProxy does, and closes the connections numbered in ``hung`` once
+    their request came, with no answer: a daemon restarting, as a resume meets it. Other
+    connections pass untouched."""
+
+    def __init__(self, port: int, marker: bytes, hung: "frozenset[int]") -> None:
+        self.hung = hung
+        super().__init__(port, marker)
+
+    def relay(self, c: socket.socket, u: socket.socket, n: int) -> None:
+        if n not in self.hung:
+            super().relay(c, u, n)
+            return
+        try:
+            c.recv(65536)
+        except OSError:
+            pass
+        _end(c, u)

@@ -4,9 +4,9 @@ from urllib.parse import urlsplit
 from conch import Sandbox
 
 from .daemon import shared
-from conch.errors import ConchError, ResourceExhaustedError
+from conch.errors import ConchError, NetworkError, ResourceExhaustedError
 
-from .proxy import BadGatewayProxy, CutAfterProxy, CutBeforeProxy, CuttingProxy, ExhaustedProxy
+from .proxy import BadGatewayProxy, CutAfterProxy, CutBeforeProxy, CuttingProxy, ExhaustedProxy, HangUpProxy
 
 
 class StreamTest(unittest.TestCase):
@@ -110,6 +110,48 @@ class StreamTest(unittest.TestCase):
             list(via.process.connect(h.id).stream_logs())
         self.assertEqual(proxy.connections, 1, "not asked again")
         h.wait(timeout=30)
+
+    def test_a_first_request_not_answered_raises_at_once(self) -> None:
+        # A first request that cannot be sent, or gets no answer, is the caller's to handle, as any
+        # other call's failure is, and as the Go client and the TypeScript SDK do: not sent again.
+        h = self.sandbox.process.start("echo one")
+        h.wait(timeout=30)
+        port = urlsplit(shared().url).port
+        proxy = HangUpProxy(port or 0, b"", hung=frozenset(range(1, 100)))
+        self.addCleanup(proxy.close)
+        via = Sandbox(proxy.url, shared().token)
+        self.addCleanup(via.close)
+        with self.assertRaises(NetworkError):
+            list(via.process.connect(h.id).stream_logs())
+        self.assertEqual(proxy.connections, 1, "not asked again")
+        # No daemon at the address at all: the same.
+        proxy.close()
+        with self.assertRaises(NetworkError):
+            list(via.process.connect(h.id).stream_logs())
+
+    def test_a_resume_not_answered_is_tried_again(self) -> None:
+        # A resume that gets no answer (the daemon restarting) is tried again, as a refusal that
+        # may pass is, up to five times in a row; then the stream raises.
+        port = urlsplit(shared().url).port
+        for hung, connections in ((frozenset([2, 3]), 4), (frozenset(range(2, 100)), 6)):
+            proxy = HangUpProxy(port or 0, b"two", hung=hung)
+            self.addCleanup(proxy.close)
+            via = Sandbox(proxy.url, shared().token)
+            self.addCleanup(via.close)
+            h = self.sandbox.process.start("echo one; sleep 0.5; echo two; exit 3")
+            events = []
+            if connections == 4:
+                events = list(via.process.connect(h.id).stream_logs())
+                self.assertEqual([e.frame.data if e.type == "log" and e.frame else e.type for e in events],
+                                 ["one\n", "two\n", "state", "eof"])
+            else:
+                with self.assertRaises(NetworkError):
+                    for e in via.process.connect(h.id).stream_logs():
+                        events.append(e)
+                self.assertEqual([e.frame.data if e.type == "log" and e.frame else e.type for e in events], ["one\n"])
+            self.assertEqual(proxy.cuts, 1)
+            self.assertEqual(proxy.connections, connections, "the cut, the resumes")
+            h.wait(timeout=30)
 
     def test_state_kept_when_the_connection_drops_before_it(self) -> None:
         # The first connection ends after the last frame, before state: the resume answers 204.
