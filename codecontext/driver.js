@@ -92,11 +92,13 @@ try {
   if (typeof format === 'function' && typeof setPrepareStackTraceCallback === 'function') {
     const isCell = (f) => typeof f === 'string' && f.startsWith('<cell ');
     const isDriver = (f) => f === DRIVER || (typeof f === 'string' && f.startsWith('node:vm'));
+    const isMicrotask = (cs) => cs.getFileName() === DRIVER && cs.getFunctionName() === 'conchMicrotask';
     setPrepareStackTraceCallback((globalThis, error, trace) => {
       let cut = -1;
       if (!wholeStacks) try {
         const first = trace.findIndex((cs) => isCell(cs.getFileName()));
         if (first >= 0) cut = trace.findIndex((cs, i) => i > first && isDriver(cs.getFileName()));
+        else cut = trace.findIndex(isMicrotask); // a module's callback, which the cells' queueMicrotask runs
       } catch {}
       return format(globalThis, error, cut < 0 ? trace : trace.slice(0, cut));
     });
@@ -695,7 +697,10 @@ if (typeof fatalException === 'function') {
 // ran then, and what a cell's 'uncaughtException' listener printed of its
 // own microtask's throw went nowhere. The cells' queueMicrotask notes the
 // cell that queued the callback as its throw goes to Node's report, which
-// then runs in that cell's name.
+// then runs in that cell's name. It is also the queueMicrotask of Node's
+// own context, where the modules a cell requires or imports run, put there
+// before any of them loads: a module's call of Node's, or of one it kept
+// from when it loaded, was reported as the running cell's.
 const nodeQueueMicrotask = queueMicrotask;
 let thrownBy = null; // the cell whose microtask's throw Node is about to report
 function cellQueueMicrotask(callback) {
@@ -708,7 +713,7 @@ function cellQueueMicrotask(callback) {
       throw e;
     }
   }
-  nodeQueueMicrotask(() => {
+  nodeQueueMicrotask(function conchMicrotask() {
     try {
       callback();
     } catch (e) {
@@ -718,6 +723,10 @@ function cellQueueMicrotask(callback) {
   });
 }
 defineProperty(cellQueueMicrotask, 'name', { value: 'queueMicrotask' });
+{
+  const d = ownDescriptor(globalThis, 'queueMicrotask');
+  if (d && d.value === nodeQueueMicrotask) defineProperty(globalThis, 'queueMicrotask', { ...d, value: cellQueueMicrotask });
+}
 // Node writes "Waiting for the debugger to disconnect..." to fd 2 as the
 // process exits while an inspector session to the main thread is
 // connected: the interruptor's, while one of its looks is in flight (see

@@ -175,6 +175,47 @@ queueMicrotask(() => { throw new Error("own micro") }); await new Promise(r => s
 	require.Empty(t, errOut)
 }
 
+// TestLateLibraryMicrotaskThrow: what holds for a cell's queueMicrotask
+// holds for a module's, which runs in Node's own context and calls the
+// queueMicrotask of that context, also one it kept from when it loaded:
+// the throw of a callback that a timer of an ended cell had the module
+// queue fails no later cell, and what a cell's 'uncaughtException' listener
+// prints of its own is that cell's output; the error's stack, the
+// module's frames too, has no frame of the driver. Node's queueMicrotask reports such a throw where no
+// cell is named: the running cell failed with it, and the listener's output
+// went nowhere.
+func TestLateLibraryMicrotaskThrow(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	lib := filepath.Join(dir, "node_modules", "later")
+	require.NoError(t, os.MkdirAll(lib, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(lib, "index.js"), []byte(`const q = queueMicrotask;
+exports.later = (f, ms) => setTimeout(() => q(f), ms);
+exports.now = (f) => queueMicrotask(f);
+exports.fail = (m) => queueMicrotask(() => { throw new Error(m) });
+`), 0o644))
+	c := newContext(t, Options{Language: JavaScript, Cwd: dir})
+	r, _, errOut := run(t, c, `const later = require("later"); later.later(() => { throw new Error("late lib micro") }, 100); 1`)
+	require.Equal(t, 0, code(r), errOut)
+	r, out, errOut := run(t, c, `await new Promise(r => setTimeout(r, 600)); 2`)
+	require.Equal(t, 0, code(r), "%+v %q", r, errOut)
+	require.Equal(t, "2\n", out)
+	require.Empty(t, errOut)
+	r, out, errOut = run(t, c, `process.on("uncaughtException", e => console.log("caught:", e.message, e.stack.includes("driver")));
+later.fail("own lib micro"); await new Promise(r => setTimeout(r, 50)); 3`)
+	require.Equal(t, 0, code(r), "%+v %q", r, errOut)
+	require.Equal(t, "caught: own lib micro false\n3\n", out)
+	require.Empty(t, errOut)
+	r, _, errOut = run(t, c, `process.removeAllListeners("uncaughtException"); later.now(() => { throw new Error("failing micro") }); await null`)
+	require.Equal(t, 1, code(r), "%+v %q", r, errOut)
+	require.Contains(t, errOut, "Error: failing micro\n    at <cell 4>")
+	require.NotContains(t, errOut, "driver")
+	r, _, errOut = run(t, c, `later.fail("failing lib micro"); await null`)
+	require.Equal(t, 1, code(r), "%+v %q", r, errOut)
+	require.Contains(t, errOut, "Error: failing lib micro\n    at "+filepath.Join(lib, "index.js"))
+	require.NotContains(t, errOut, "driver")
+}
+
 // TestAwaitRewriteBroken: a cell whose top-level await Node's REPL rewrite
 // cannot rewrite, for an earlier cell broke what the rewrite calls in
 // Node's own context (Function.prototype.call), fails saying so, with the
