@@ -735,12 +735,20 @@ defineProperty(cellQueueMicrotask, 'name', { value: 'queueMicrotask' });
 // What the cell wrote there is written by the time Node's process.exit
 // gets here (stderr is synchronous on pipes and files), so fd 2 is pointed
 // at /dev/null first, for Node's process.exit (which calls
-// process.reallyExit) and the driver's own ends alike.
+// process.reallyExit) and the driver's own ends alike, while the worker
+// has a session connected (sessionUp, which it sets before it connects
+// and clears after it disconnects; it opens no file then). Only then: a
+// worker that starts (the interruptor, started by the cell's first await,
+// or a cell's) makes its event loop's files meanwhile, and one took fd 2
+// between its close and the open, and Node aborted the process as it ended
+// that loop on the way out (libuv asserts that it closes no fd below 3):
+// a cell that awaited and then exited was lost to SIGABRT.
 const nodeReallyExit = process.reallyExit;
+const sessionUp = new Int32Array(new SharedArrayBuffer(4));
 function reallyExit(code) {
-  try {
+  if (Atomics.load(sessionUp, 0) !== 0) try {
     fs.closeSync(2);
-    fs.openSync('/dev/null', 'w'); // fd 2, the lowest free (the worker opens none)
+    fs.openSync('/dev/null', 'w'); // fd 2, the lowest free
   } catch {}
   return nodeReallyExit.call(process, code);
 }
@@ -1260,7 +1268,7 @@ function recover() {
 const interruptor = `
 const net = require('net');
 const { Session } = require('inspector');
-const { parentPort, workerData: { awaiting, sock } } = require('worker_threads');
+const { parentPort, workerData: { awaiting, sock, sessionUp } } = require('worker_threads');
 // The session to the main thread is connected only while a look is in
 // flight: with a worker's session connected, Node writes "Waiting for the
 // debugger to disconnect..." to stderr (the cell's) as the process exits.
@@ -1268,6 +1276,7 @@ let session = null;
 let looks = 0;
 const post = (method, params) => new Promise((resolve) => {
   if (!session) {
+    Atomics.store(sessionUp, 0, 1); // see reallyExit
     session = new Session();
     session.connectToMainThread();
   }
@@ -1276,6 +1285,7 @@ const post = (method, params) => new Promise((resolve) => {
     if (--looks === 0) {
       session.disconnect();
       session = null;
+      Atomics.store(sessionUp, 0, 0);
     }
     resolve(err ? null : r);
   });
@@ -1363,7 +1373,7 @@ function startInterruptor() {
     ownPost = Session.prototype.post;
     globalThis[Symbol.for('conch.takeInterrupt')] = takeInterrupt;
     globalThis[Symbol.for('conch.probeOrphan')] = probeOrphan;
-    const w = new Worker(interruptor, { eval: true, workerData: { awaiting, sock: process.argv[2] }, stdout: true, stderr: true });
+    const w = new Worker(interruptor, { eval: true, workerData: { awaiting, sock: process.argv[2], sessionUp }, stdout: true, stderr: true });
     w.unref();
     interruptorWorker = w; // told of orphans from now on: it reads them once it is up
     let up;

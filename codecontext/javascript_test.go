@@ -471,6 +471,41 @@ func TestJavaScriptExitListenerThrows(t *testing.T) {
 	})
 }
 
+// TestJavaScriptExitWhileWorkerStarts: a cell that exits as a worker thread
+// starts ends the context with its status. The driver closed fd 2 on the
+// way out and opened /dev/null in its place; a worker that made its event
+// loop meanwhile took the number, and Node aborted the process as it ended
+// that loop (libuv closes no fd below 3): the cell was lost to SIGABRT, as
+// one that awaited, and so started the driver's own worker, and then
+// exited was now and then. The cell starts its worker as fd 2 closes, and
+// waits for the worker to take it.
+func TestJavaScriptExitWhileWorkerStarts(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	r, out, errOut := run(t, c, `const { Worker } = require("worker_threads");
+const fs = require("fs");
+const b = require("internal/test/binding").internalBinding("fs");
+const close = b.close;
+b.close = function (fd, ...rest) {
+  const r = Reflect.apply(close, this, [fd, ...rest]);
+  if (fd === 2) {
+    new Worker("setInterval(() => {}, 1000)", { eval: true });
+    const nap = new Int32Array(new SharedArrayBuffer(4));
+    for (let i = 0; i < 5000; i++) {
+      try { fs.readlinkSync("/proc/self/fd/2"); break; } catch {}
+      Atomics.wait(nap, 0, 0, 1);
+    }
+  }
+  return r;
+};
+console.log("exiting"); process.exit(3)`)
+	require.Equal(t, process.Exited, r.Reason, "%+v %q", r, errOut)
+	require.Equal(t, 3, code(r), errOut)
+	require.Equal(t, "exiting\n", out)
+	endsWithin(t, c)
+	require.Equal(t, 3, code(*c.Info().Result))
+}
+
 // endsWithin waits for c to end, failing t after deadline.
 func endsWithin(t *testing.T, c *Context) {
 	t.Helper()
