@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -76,13 +77,39 @@ func ReadEndpoint(dir string) (Endpoint, error) {
 	return e, nil
 }
 
-// ReadToken reads a token file, without surrounding blanks; anything but a
-// small regular file there is refused at once (see statefile.Read).
+// ReadToken reads a token file a daemon recorded, without surrounding
+// blanks; anything but a small regular file there is refused at once (see
+// statefile.Read): a client never waits on one.
 func ReadToken(path string) (string, error) {
 	b, err := statefile.Read(path)
 	if err != nil {
 		return "", err
 	}
+	return tokenIn(path, b)
+}
+
+// ReadGivenToken reads the token file a daemon's user named
+// (--token-file), without surrounding blanks: a pipe too, whose writer it
+// waits for (a FIFO a secret store fills, or a shell's <(...)), as the
+// user chose it. It reads statefile.MaxSize bytes at most.
+func ReadGivenToken(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, statefile.MaxSize+1))
+	if err == nil && len(b) > statefile.MaxSize {
+		err = fmt.Errorf("%s is larger than a token file can be (%d bytes)", path, statefile.MaxSize)
+	}
+	if err != nil {
+		return "", err
+	}
+	return tokenIn(path, b)
+}
+
+// tokenIn is the token the file at path holds, b.
+func tokenIn(path string, b []byte) (string, error) {
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
 		return "", fmt.Errorf("token file %s is empty", path)

@@ -491,7 +491,7 @@ func loadToken(tokenFile string) (token, path string, err error) {
 		if err := checkTokenFile(tokenFile); err != nil {
 			return "", "", fmt.Errorf("--token-file: %w", err)
 		}
-		tok, err := client.ReadToken(tokenFile)
+		tok, err := client.ReadGivenToken(tokenFile)
 		if err != nil {
 			return "", "", fmt.Errorf("--token-file: %w", err)
 		}
