@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -178,6 +179,10 @@ type freshConns struct {
 	conns  map[net.Conn]uint64
 	next   uint64
 	closed bool
+	// Used by victim alone: byAge is where it sorts them, peek where it
+	// peeks at a socket.
+	byAge []aged
+	peek  [requestLineMax]byte
 }
 
 // add holds c, closing the oldest one when there are
@@ -189,19 +194,63 @@ func (f *freshConns) add(c net.Conn) bool {
 		return false
 	}
 	if len(f.conns) >= metricsFreshConnections {
-		var oldest net.Conn
-		var at uint64
-		for o, n := range f.conns {
-			if oldest == nil || n < at {
-				oldest, at = o, n
-			}
-		}
-		delete(f.conns, oldest)
-		_ = oldest.Close()
+		victim := f.victim()
+		delete(f.conns, victim)
+		_ = victim.Close()
 	}
 	f.next++
 	f.conns[c] = f.next
 	return true
+}
+
+// victim is the connection add closes to make room: the oldest whose
+// request line has come and asks for no probe; else the oldest that has
+// sent no line yet, or a part of one; the oldest when every one holds a
+// probe's line. Connections that send a whole request and read nothing,
+// opened faster than their lines are looked at, had the probes'
+// connections closed before anything looked at them: those whose request
+// had come, unread, and those whose client had yet to send it. f.mu must
+// be held.
+func (f *freshConns) victim() net.Conn {
+	byAge := f.byAge[:0]
+	for c, n := range f.conns {
+		byAge = append(byAge, aged{c, n})
+	}
+	slices.SortFunc(byAge, func(a, b aged) int { return cmp.Compare(a.n, b.n) })
+	victim, silent := byAge[0].c, net.Conn(nil)
+	for _, a := range byAge {
+		line, whole := f.firstLine(a.c)
+		if whole && !probeLine(line) {
+			victim, silent = a.c, nil
+			break
+		}
+		if !whole && silent == nil {
+			silent = a.c
+		}
+	}
+	if silent != nil {
+		victim = silent
+	}
+	clear(byAge) // holds no connection
+	f.byAge = byAge[:0]
+	return victim
+}
+
+// aged is a connection of freshConns with its accept's order.
+type aged struct {
+	c net.Conn
+	n uint64
+}
+
+// firstLine returns c's request line, and whether it has come whole,
+// unread: peeked at without waiting. f.mu must be held.
+func (f *freshConns) firstLine(c net.Conn) (line string, whole bool) {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return "", false
+	}
+	line, _, whole = strings.Cut(string(unread(sc, f.peek[:])), "\n")
+	return line, whole
 }
 
 // remove lets c go, and says whether it was held: not when it was closed

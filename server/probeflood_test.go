@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -39,6 +40,34 @@ func flood(ctx context.Context, addr string, n int) (wait func()) {
 	return wg.Wait
 }
 
+// floodUnread opens connections to addr as fast as it can until ctx is
+// done, each sending a whole request for /metrics and never reading, and
+// holds the last held of them open (each one past that closes the oldest).
+func floodUnread(ctx context.Context, addr string, held int) (wait func()) {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		var open []net.Conn
+		defer func() {
+			for _, c := range open {
+				c.Close()
+			}
+		}()
+		req := []byte("GET /metrics HTTP/1.1\r\nHost: " + addr + "\r\n\r\n")
+		for ctx.Err() == nil {
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err != nil {
+				continue
+			}
+			_, _ = c.Write(req)
+			if open = append(open, c); len(open) > held {
+				open[0].Close()
+				open = open[1:]
+			}
+		}
+	})
+	return wg.Wait
+}
+
 // TestProbesAnsweredUnderMetricsFlood: the kubelet's probes on the metrics
 // listener are answered while clients flood it with scrapes, keep-alive
 // and new connections alike. Every place of the listener held a scrape
@@ -55,7 +84,12 @@ func TestProbesAnsweredUnderMetricsFlood(t *testing.T) {
 
 	fctx, stop := context.WithCancel(context.Background())
 	wait := flood(fctx, addr, 4*server.MetricsMaxConnections)
-	defer func() { stop(); wait() }()
+	// And connections that send a whole request and read nothing, faster
+	// than the listener looks at their requests: a probe's, its request
+	// come, was closed, unread, as the oldest of those whose request had
+	// not been looked at, and its client saw a reset.
+	waitUnread := floodUnread(fctx, addr, 2000)
+	defer func() { stop(); wait(); waitUnread() }()
 	time.Sleep(200 * time.Millisecond) // the flood is under way
 
 	probe := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}

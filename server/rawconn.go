@@ -44,15 +44,22 @@ func hungUp(c net.Conn) bool {
 // request's headers within their first len(buf): a whole request waits to
 // be read. Not when c's socket cannot be reached.
 func requestWaiting(c syscall.Conn, buf []byte) bool {
+	return bytes.Contains(unread(c, buf), headersEnd)
+}
+
+// unread returns the first len(buf) bytes at most that c's socket has
+// received and not yet given to a read, peeked at without waiting, in
+// buf; none when it holds none, or cannot be reached.
+func unread(c syscall.Conn, buf []byte) []byte {
 	rc, err := c.SyscallConn()
 	if err != nil {
-		return false
+		return nil
 	}
 	n := 0
 	if rc.Control(func(fd uintptr) {
 		n, _, err = unix.Recvfrom(int(fd), buf, unix.MSG_PEEK|unix.MSG_DONTWAIT)
 	}) != nil || err != nil {
-		return false
+		return nil
 	}
-	return bytes.Contains(buf[:n], headersEnd)
+	return buf[:n]
 }
