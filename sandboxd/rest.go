@@ -161,9 +161,21 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 		fileError(w, p, err)
 		return
 	}
-	// Non-blocking: opening a FIFO a process made in the sandbox would
-	// otherwise wait for a writer.
-	f, err := os.OpenFile(target, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	// A special file is refused before it is opened: opening a device
+	// acts on it (a terminal becomes the controlling terminal of a daemon
+	// that leads its session, as in a container, and its hangup then
+	// stops the daemon; a locked one fails with EIO).
+	if fi, err := os.Stat(target); err != nil {
+		fileError(w, p, err)
+		return
+	} else if !fi.IsDir() && !fi.Mode().IsRegular() {
+		notRegular(w, p)
+		return
+	}
+	// Should a process in the sandbox swap a special file in meanwhile:
+	// non-blocking, as opening a FIFO would wait for a writer, and never a
+	// controlling terminal.
+	f, err := os.OpenFile(target, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		fileError(w, p, err)
 		return
@@ -179,7 +191,7 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !fi.Mode().IsRegular() {
-		writeError(w, http.StatusBadRequest, codeInvalidArgument, "%q is not a regular file", p)
+		notRegular(w, p)
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
@@ -200,6 +212,12 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 		}
 		writeError(w, iw.failed, code, "%s", msg)
 	}
+}
+
+// notRegular refuses a GET of p, a special file (a FIFO, a socket, a
+// device).
+func notRegular(w http.ResponseWriter, p string) {
+	writeError(w, http.StatusBadRequest, codeInvalidArgument, "%q is not a regular file", p)
 }
 
 // idleWriter gives each write of an answer idle to reach the client: one

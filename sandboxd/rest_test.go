@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/conchsh/conch/internal/heaptest"
 	"github.com/conchsh/conch/internal/unreadconn"
@@ -901,4 +903,32 @@ func TestFilesListingHeap(t *testing.T) {
 	held := heaptest.Live() - base
 	t.Logf("%d entries: %d bytes held, %d an entry", entries, held, held/entries)
 	require.Less(t, held/entries, int64(64), "bytes held an entry")
+}
+
+// TestFilesDeviceNotOpened reads a terminal device, which a GET refuses as
+// the special file it is: without opening it. Opening a device acts on it
+// (a terminal became the controlling terminal of a daemon that leads its
+// session, as in a container, whose hangup then stopped the daemon); this
+// one is a terminal whose master never unlocked it, which refuses every
+// open with EIO, answered 500 INTERNAL where a special file is 400.
+func TestFilesDeviceNotOpened(t *testing.T) {
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no terminal to read: %v", err)
+	}
+	defer ptmx.Close()
+	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
+	require.NoError(t, err)
+	dir := "/dev/pts"
+	if _, err := os.Stat(filepath.Join(dir, strconv.Itoa(n))); err != nil {
+		t.Skipf("the terminal is not under %s: %v", dir, err)
+	}
+	d := serve(t, Options{Root: dir})
+	for _, method := range []string{"GET", "HEAD"} {
+		code, _, body := d.do(t, method, "/v1/files/"+strconv.Itoa(n), nil, nil)
+		require.Equal(t, http.StatusBadRequest, code, "%s: %s", method, body)
+		if method == "GET" {
+			require.Equal(t, "INVALID_ARGUMENT", apiError(t, body).Code)
+		}
+	}
 }
