@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -95,6 +97,14 @@ func startSandboxd(t *testing.T, root string, extraEnv []string, args ...string)
 // lowered to nofile (0: left as it is).
 func startSandboxdLimited(t *testing.T, nofile int, root string, extraEnv []string, args ...string) *sandboxdProc {
 	t.Helper()
+	return startSandboxdAs(t, nofile, false, root, extraEnv, args...)
+}
+
+// startSandboxdAs is startSandboxdLimited, the daemon leading a session
+// of its own (without a controlling terminal) when sessionLeader, as PID 1
+// of a container does.
+func startSandboxdAs(t *testing.T, nofile int, sessionLeader bool, root string, extraEnv []string, args ...string) *sandboxdProc {
+	t.Helper()
 	work := t.TempDir()
 	token := "sandboxd-test-token"
 	argv := append([]string{"conch", "sandboxd", "--grpc-port", "0", "--rest-port", "0",
@@ -105,6 +115,9 @@ func startSandboxdLimited(t *testing.T, nofile int, root string, extraEnv []stri
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "XDG_STATE_HOME="+filepath.Join(work, "state"), "CONCH_TOKEN="+token)
 	cmd.Env = append(cmd.Env, extraEnv...)
+	if sessionLeader {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	}
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
@@ -612,4 +625,32 @@ func TestSandboxdBoundsIdleConnections(t *testing.T) {
 	out, err := p.client(t).Execute(ctx, &sandboxdpb.ExecuteRequest{Config: cfgOf("echo", "hi")}, grpc.WaitForReady(true))
 	require.NoError(t, err)
 	require.Equal(t, "hi\n", string(out.GetStdout()))
+}
+
+// TestSandboxdKeepsNoTerminal reads a terminal under the root of a daemon
+// that leads its session, as PID 1 of a container does: refused 400, and
+// not opened. The open made the terminal the daemon's controlling
+// terminal, and the terminal's hangup (the program on it ended) then sent
+// the daemon SIGHUP, which drained and stopped it.
+func TestSandboxdKeepsNoTerminal(t *testing.T) {
+	t.Parallel()
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Skipf("no terminal: %v", err)
+	}
+	defer ptmx.Close()
+	require.NoError(t, tty.Close())
+	p := startSandboxdAs(t, 0, true, filepath.Dir(tty.Name()), nil)
+	hc := &http.Client{Timeout: 30 * time.Second}
+	defer hc.CloseIdleConnections()
+	resp, body := send(t, hc, "GET", "http://"+p.rest+"/v1/files/"+filepath.Base(tty.Name()), "")
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, body)
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	require.NoError(t, err)
+	_, after, _ := strings.Cut(string(stat), ") ")
+	fields := strings.Fields(after) // state, ppid, pgrp, session, tty_nr, ...
+	require.Equal(t, "0", fields[4], "the daemon has no controlling terminal")
+	require.NoError(t, ptmx.Close())
+	resp, body = send(t, hc, "GET", "http://"+p.rest+"/v1/health", "")
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 }
