@@ -350,9 +350,10 @@ func (c *Context) driverFailure() string {
 }
 
 // readReport returns the head of the regular file at path, if there is one:
-// not through a link, nor a FIFO a cell put there.
+// not through a link, nor a FIFO or a terminal a cell put there (the
+// daemon's controlling terminal, were it to lead its session).
 func readReport(path string) string {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return ""
 	}

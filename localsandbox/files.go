@@ -41,7 +41,9 @@ func (s *Session) resolve(path string) string {
 // is opened without blocking (O_NONBLOCK) and then refused, as is anything
 // else that is not a regular file.
 func openRegular(op, p string, flag int) (*os.File, error) {
-	f, err := os.OpenFile(p, flag|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0o644)
+	// O_NOCTTY: a terminal, refused below, does not become the
+	// controlling terminal of a process that leads its session.
+	f, err := os.OpenFile(p, flag|syscall.O_NONBLOCK|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0o644)
 	switch {
 	case errors.Is(err, syscall.ENXIO):
 		// A FIFO opened for writing with no reader, or a socket.

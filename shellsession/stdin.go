@@ -22,7 +22,7 @@ func (c *Command) CloseStdin() error { return c.stdin.CloseWrite() }
 // and writes the queued bytes to it, closing it at end-of-file.
 func (c *Command) feedStdin(path string) {
 	defer c.s.wg.Done()
-	f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_CLOEXEC, 0) // returns once the shell opens it to read
+	f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0) // returns once the shell opens it to read
 	close(c.stdinOpened)
 	if err != nil {
 		return
@@ -42,7 +42,7 @@ func (c *Command) feedStdin(path string) {
 func (c *Command) unblockStdin(path string) {
 	deadline := time.After(c.s.opts.DrainDelay)
 	for {
-		if f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0); err == nil {
+		if f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0); err == nil {
 			f.Close()
 		}
 		select {

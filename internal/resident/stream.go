@@ -33,7 +33,7 @@ func MakeStream(path string) (*Stream, error) {
 	if err := syscall.Mkfifo(path, 0o600); err != nil {
 		return nil, &os.PathError{Op: "mkfifo", Path: path, Err: err}
 	}
-	r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		os.Remove(path)
 		return nil, err
@@ -109,7 +109,7 @@ type Keeper struct{ fd atomic.Int64 }
 
 // openKeeper opens a keeper of the FIFO at p, whose name is path.
 func openKeeper(p rawcall.Path, path string) (*Keeper, error) {
-	fd, err := p.Open(syscall.O_WRONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	fd, err := p.Open(syscall.O_WRONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}

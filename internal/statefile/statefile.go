@@ -72,7 +72,10 @@ const MaxSize = 64 << 10
 // refused, and so is a file larger than MaxSize.
 func Read(path string) ([]byte, error) {
 	// O_NONBLOCK: opening a FIFO returns at once, to be refused below.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	// O_NOCTTY: a terminal opened does not become the controlling
+	// terminal of a daemon that leads its session (as in a container),
+	// whose hangup would stop it.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, err
 	}
