@@ -46,7 +46,7 @@ func (c *Context) newStreams(seq int, stdinOpen bool) (*streams, error) {
 			st.err.Close()
 			return nil, &os.PathError{Op: "mkfifo", Path: path, Err: err}
 		}
-		if st.stdin, err = os.OpenFile(path, os.O_RDWR|syscall.O_CLOEXEC, 0); err != nil {
+		if st.stdin, err = os.OpenFile(path, os.O_RDWR|syscall.O_NOCTTY|syscall.O_CLOEXEC, 0); err != nil {
 			st.out.Close()
 			st.err.Close()
 			os.Remove(path)

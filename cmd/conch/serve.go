@@ -185,7 +185,7 @@ func lockState(stateDir string) (*os.File, error) {
 	if err := statefile.MakeDir(stateDir); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(stateDir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(filepath.Join(stateDir, lockFile), os.O_RDWR|os.O_CREATE|unix.O_NOCTTY, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock the state directory: %w", err)
 	}
