@@ -572,17 +572,7 @@ func TestStreamResumeRefused(t *testing.T) {
 			w.WriteHeader(tc.status)
 			io.WriteString(w, `{"error":{"code":"`+string(tc.code)+`","message":"refused"}}`+"\n")
 		})
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		var types []string
-		var end error
-		for ev, err := range d.c.Stream(ctx, "p", StreamOptions{}) {
-			if err != nil {
-				end = err
-				break
-			}
-			types = append(types, ev.Type)
-		}
-		cancel()
+		types, end := streamTypes(d.c)
 		require.Equal(t, []string{EventLog}, types, "%d", tc.status)
 		require.ErrorIs(t, end, io.ErrUnexpectedEOF, "%d", tc.status)
 		var apiErr *Error
@@ -635,17 +625,7 @@ func TestStreamResumeNotSent(t *testing.T) {
 				w.WriteHeader(http.StatusNoContent)
 			}
 		})
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		var types []string
-		var end error
-		for ev, err := range d.c.Stream(ctx, "p", StreamOptions{}) {
-			if err != nil {
-				end = err
-				break
-			}
-			types = append(types, ev.Type)
-		}
-		cancel()
+		types, end := streamTypes(d.c)
 		if hangUps < maxResumes {
 			require.NoError(t, end)
 			require.Equal(t, []string{EventLog, EventState, EventEOF}, types)
@@ -666,17 +646,7 @@ func TestStreamResumeNotSent(t *testing.T) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, "event: log\nid: 1\ndata: {\"cursor\":\"1\",\"channel\":\"stdout\",\"data\":\"one\\n\"}\n\n")
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var types []string
-	var end error
-	for ev, err := range gone.c.Stream(ctx, "p", StreamOptions{}) {
-		if err != nil {
-			end = err
-			break
-		}
-		types = append(types, ev.Type)
-	}
+	types, end := streamTypes(gone.c)
 	require.Equal(t, []string{EventLog}, types)
 	require.ErrorIs(t, end, io.ErrUnexpectedEOF)
 	require.ErrorIs(t, end, syscall.ECONNREFUSED)
@@ -689,16 +659,23 @@ func TestStreamResumeNotSent(t *testing.T) {
 	ln.Close()
 	c, err := New("http://"+addr, "token")
 	require.NoError(t, err)
-	var events int
-	end = nil
-	for _, err := range c.Stream(ctx, "p", StreamOptions{}) {
-		if err != nil {
-			end = err
-			break
-		}
-		events++
-	}
-	require.Zero(t, events)
+	types, end = streamTypes(c)
+	require.Empty(t, types)
 	require.ErrorIs(t, end, syscall.ECONNREFUSED)
 	require.NotErrorIs(t, end, io.ErrUnexpectedEOF, "not a resumption")
+}
+
+// streamTypes follows the stream of process "p" through c, for 30 s at
+// most (a hang guard), and returns its events' types and the error it
+// ended with.
+func streamTypes(c *Client) (types []string, end error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for ev, err := range c.Stream(ctx, "p", StreamOptions{}) {
+		if err != nil {
+			return types, err
+		}
+		types = append(types, ev.Type)
+	}
+	return types, nil
 }

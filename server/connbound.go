@@ -81,7 +81,7 @@ func (l *boundListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	for {
-		freed, besideFreed := l.open.wait(), l.beside.wait()
+		freed, besideFreed, idled := l.open.wait(), l.beside.wait(), l.evict.idledChan()
 		if l.take() {
 			return &boundConn{Conn: c, open: l.open, beside: &l.beside.connCount}, nil
 		}
@@ -93,6 +93,7 @@ func (l *boundListener) Accept() (net.Conn, error) {
 		select {
 		case <-freed:
 		case <-besideFreed:
+		case <-idled: // one of the API's may go to make room now
 		case <-l.done:
 			c.Close()
 			return nil, net.ErrClosed

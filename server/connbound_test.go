@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,29 +34,7 @@ func TestBoundListenerShared(t *testing.T) {
 	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
 	d.c.CloseIdleConnections()
 
-	raw, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ln := d.srv.BoundListener(raw)
-	accepted := make(chan net.Conn, 2*bound)
-	acceptDone := make(chan struct{})
-	go func() {
-		defer close(acceptDone)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted <- c
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-acceptDone
-		close(accepted)
-		for c := range accepted {
-			c.Close()
-		}
-	})
+	raw, accepted := serveBeside(t, d, 2*bound)
 	next := func() net.Conn {
 		select {
 		case c := <-accepted:
@@ -137,32 +116,13 @@ func TestBoundListenerEvictsIdleAPIConnections(t *testing.T) {
 	const bound = 4
 	d := start(t, server.Options{MaxConnections: bound})
 	d.c.CloseIdleConnections()
-	raw, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	ln := d.srv.BoundListener(raw)
-	accepted := make(chan net.Conn, 1)
-	acceptDone := make(chan struct{})
-	go func() {
-		defer close(acceptDone)
-		c, err := ln.Accept()
-		if err == nil {
-			accepted <- c
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		<-acceptDone
-		close(accepted)
-		for c := range accepted {
-			c.Close()
-		}
-	})
+	raw, accepted := serveBeside(t, d, 1)
 	// The API's connections, idle between requests, kept alive, hold the
 	// whole bound.
 	for range bound {
 		kept := d.dial(t)
 		require.NoError(t, kept.SetDeadline(time.Time{}))
-		_, err = fmt.Fprintf(kept, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+		_, err := fmt.Fprintf(kept, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 		require.NoError(t, err)
 		resp, err := http.ReadResponse(bufio.NewReader(kept), nil)
 		require.NoError(t, err)
@@ -177,4 +137,79 @@ func TestBoundListenerEvictsIdleAPIConnections(t *testing.T) {
 	case <-time.After(30 * time.Second): // a hang guard, far below the API's idle timeout
 		t.Fatal("the connection beside the API waited for the API's idle ones")
 	}
+}
+
+// TestBoundListenerTakesAConnectionGoneIdle: a connection beside the API
+// that finds the bound held by the API's connections, each serving a
+// request, waits; when one of them goes idle, its answer written, it is
+// closed to make room. The connection beside waited on until one closed,
+// as the idle one did only at the API's idle timeout, two minutes on.
+func TestBoundListenerTakesAConnectionGoneIdle(t *testing.T) {
+	t.Parallel()
+	const bound = 4
+	d := start(t, server.Options{MaxConnections: bound})
+	c := ctx(t)
+	p, err := d.c.Start(c, client.StartOptions{Cmd: "sleep 120"})
+	require.NoError(t, err)
+	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
+	d.c.CloseIdleConnections()
+	raw, accepted := serveBeside(t, d, 1)
+	waits := make([]net.Conn, 0, bound)
+	for range bound {
+		conn := d.dial(t)
+		_, err := fmt.Fprintf(conn, "GET /v1/processes/%s/wait?timeout=120000 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", p.ID, testToken)
+		require.NoError(t, err)
+		waits = append(waits, conn) // serving, waiting on the process
+	}
+	beside, err := net.Dial("tcp", raw.Addr().String())
+	require.NoError(t, err)
+	defer beside.Close()
+	select {
+	case <-accepted:
+		t.Fatal("a place beside the API while every one of the bound served a request")
+	case <-time.After(200 * time.Millisecond): // it waits (a wrong place given may show later: not a timing claim)
+	}
+	// The process ends (killed from outside: the API has no place for a
+	// kill): every wait is answered, and its connection, kept alive, goes
+	// idle.
+	require.NoError(t, syscall.Kill(p.PID, syscall.SIGKILL))
+	resp, err := http.ReadResponse(bufio.NewReader(waits[0]), nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	select {
+	case got := <-accepted:
+		accepted <- got // closed at the end
+	case <-time.After(30 * time.Second): // a hang guard, far below the API's idle timeout
+		t.Fatal("the connection beside the API waited on once the API's had gone idle")
+	}
+}
+
+// serveBeside serves a listener beside d's API, bounded by
+// Server.BoundListener, and returns it and the connections it accepts (up
+// to most of them waiting to be taken), each closed at the test's end.
+func serveBeside(t *testing.T, d *daemon, most int) (net.Listener, chan net.Conn) {
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ln := d.srv.BoundListener(raw)
+	accepted := make(chan net.Conn, most)
+	acceptDone := make(chan struct{})
+	go func() {
+		defer close(acceptDone)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-acceptDone
+		close(accepted)
+		for c := range accepted {
+			c.Close()
+		}
+	})
+	return raw, accepted
 }

@@ -111,6 +111,7 @@ func connState(c net.Conn, st http.ConnState) {
 		jc.refused.Store(false)
 		if jc.idle != nil {
 			jc.idleSince.Store(jc.idle.now())
+			jc.idle.wentIdle()
 		}
 	case http.StateHijacked, http.StateClosed:
 		jc.headers.end()

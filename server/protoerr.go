@@ -140,8 +140,11 @@ type idleConns struct {
 	// Used by closeIdlest alone, under closing, which the accepts of
 	// every listener that shares the connections call: peek is where it
 	// peeks at what a socket holds, candidates what it weighs.
-	closing    sync.Mutex
-	peek       []byte
+	closing sync.Mutex
+	peek    []byte
+	// idled, when set, is closed when a connection goes idle, for a
+	// listener that waits for one to close (see wentIdle).
+	idled      atomic.Pointer[chan struct{}]
 	candidates []candidate
 }
 
@@ -175,6 +178,26 @@ func (ic *idleConns) now() int64 {
 // listener has it unset: a log stream or an attachment whose client reads
 // slowly is not idle.
 const stuckWrite = time.Second
+
+// idledChan returns a channel closed once a connection goes idle after
+// the call (see wentIdle).
+func (ic *idleConns) idledChan() <-chan struct{} {
+	ch := make(chan struct{})
+	if !ic.idled.CompareAndSwap(nil, &ch) {
+		if p := ic.idled.Load(); p != nil {
+			return *p
+		}
+		return ic.idledChan() // closed meanwhile
+	}
+	return ch
+}
+
+// wentIdle wakes those waiting for a connection to go idle (idledChan).
+func (ic *idleConns) wentIdle() {
+	if p := ic.idled.Swap(nil); p != nil {
+		close(*p)
+	}
+}
 
 // add holds c, idle from now: one that has not sent its request yet
 // takes a place as an idle one does.
@@ -397,6 +420,7 @@ func (c *jsonErrorConn) readingRest() {
 	if c.idle != nil {
 		c.refused.Store(true)
 		c.idleSince.Store(c.idle.now())
+		c.idle.wentIdle()
 	}
 }
 
