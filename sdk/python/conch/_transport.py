@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import contextvars
 import http.client
+import io
 import json
 import math
 import select
 import socket
 import threading
+import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -38,6 +40,84 @@ MAX_LOGS_PAGE_SIZE = 2**53 - 1
 
 # Methods that change nothing on the daemon: sent again after any stale error.
 _idempotent = frozenset(["GET", "HEAD"])
+
+#: The largest answer body the SDK reads (bytes): far past any the API gives (a run's answer holds
+#: its output at most a few times over, 1 MiB of it unless ``output_limit`` asks for more, up to the
+#: daemon's retention, 8 MiB by default). A larger one is not the API's: UnexpectedResponseError.
+MAX_ANSWER_BYTES = 256 << 20
+
+
+class _Timed(io.RawIOBase):
+    """A connection's socket as its answer is read: each read waits at most until the
+    connection's ``deadline`` (monotonic seconds, None for none), else ``per_read`` seconds.
+
+    The socket's own timeout bounds one read only: a daemon that sends a byte now and
+    then (a body, endless interim ``100`` answers, header lines) would hold a call for good.
+    """
+
+    def __init__(self, sock: socket.socket, conn: "_Deadlines") -> None:
+        super().__init__()
+        self._raw = sock.makefile("rb", buffering=0)
+        self._sock = sock
+        self._conn = conn
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> Optional[int]:
+        d = self._conn.deadline
+        if d is None:
+            self._sock.settimeout(self._conn.per_read)
+        else:
+            left = d - time.monotonic()
+            if left <= 0:
+                raise socket.timeout("timed out")
+            p = self._conn.per_read
+            self._sock.settimeout(left if p is None else min(left, p))
+        return self._raw.readinto(b)  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        if not self.closed:
+            self._raw.close()
+        super().close()
+
+
+class _Deadlines:
+    """What a connection's answers are read under (see _Timed)."""
+
+    deadline: Optional[float] = None
+    per_read: Optional[float] = None
+
+    def response_class(self, sock: socket.socket, *args: Any, **kw: Any) -> http.client.HTTPResponse:
+        res = http.client.HTTPResponse(sock, *args, **kw)
+        res.fp.close()
+        res.fp = io.BufferedReader(_Timed(sock, self), 1 << 16)  # type: ignore[assignment]
+        return res
+
+
+class _HTTPConnection(_Deadlines, http.client.HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_Deadlines, http.client.HTTPSConnection):
+    pass
+
+
+def read_body(res: http.client.HTTPResponse, what: str) -> bytes:
+    """The whole body of res, at most MAX_ANSWER_BYTES; a larger one raises UnexpectedResponseError."""
+    if res.length is not None and res.length <= MAX_ANSWER_BYTES:
+        return res.read()
+    parts: List[bytes] = []
+    n = 0
+    while n <= MAX_ANSWER_BYTES and (res.length is None or res.length <= MAX_ANSWER_BYTES):
+        b = res.read(1 << 16)
+        if not b:
+            return b"".join(parts)
+        parts.append(b)
+        n += len(b)
+    raise UnexpectedResponseError(
+        f"conch: {what} answered HTTP {res.status} with a body over {MAX_ANSWER_BYTES} bytes, "
+        "larger than any answer of the API", res.status)
 
 
 def _open(conn: http.client.HTTPConnection) -> bool:
@@ -252,7 +332,7 @@ class HttpTransport:
         conn.close()
 
     def _connect(self, timeout: Optional[float]) -> http.client.HTTPConnection:
-        cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
+        cls = _HTTPSConnection if self._scheme == "https" else _HTTPConnection
         conn: http.client.HTTPConnection = cls(self._host, self._port, timeout=self.connect_timeout)
         try:
             conn.connect()
@@ -327,8 +407,10 @@ class HttpTransport:
                     conn.sock.settimeout(wait)
                 conn.request(method, target, body=data, headers=h)
                 sent = True
+                # The whole answer, not each read of it, comes within wait.
+                _deadline(conn, wait)
                 res = conn.getresponse()
-                payload = res.read()
+                payload = read_body(res, f"{method} {path}")
             except _stale as e:
                 early = None if sent else _early_answer(conn)
                 conn.close()
@@ -409,10 +491,18 @@ def _early_answer(conn: http.client.HTTPConnection) -> "Optional[Tuple[http.clie
     try:
         if conn.sock is not None:
             conn.sock.settimeout(5)
+        _deadline(conn, 5)
         res = conn.getresponse()
-        return res, res.read()
-    except (OSError, http.client.HTTPException):
+        return res, read_body(res, "the daemon")
+    except (OSError, http.client.HTTPException, UnexpectedResponseError):
         return None
+
+
+def _deadline(conn: http.client.HTTPConnection, wait: Optional[float]) -> None:
+    """Bounds the reading of conn's next answer, all of it, to wait seconds from now (None: no bound)."""
+    if isinstance(conn, _Deadlines):
+        conn.deadline = None if wait is None else time.monotonic() + wait
+        conn.per_read = None
 
 
 def _qv(v: Union[str, int, float, bool]) -> str:

@@ -1,0 +1,100 @@
+"""Answers no daemon gives: every call still ends within its bounds, with one of the SDK's errors."""
+
+from __future__ import annotations
+
+import socket
+import time
+import unittest
+
+from conch import NetworkError, Sandbox, UnexpectedResponseError
+
+from .hostile import HostileServer, read_request
+
+
+class HostileTest(unittest.TestCase):
+    def _sandbox(self, script, read_timeout: float = 1.0) -> Sandbox:  # type: ignore[no-untyped-def]
+        srv = HostileServer(script)
+        self.addCleanup(srv.close)
+        sb = Sandbox(srv.url, "t", read_timeout=read_timeout)
+        self.addCleanup(sb.close)
+        self._srv = srv
+        return sb
+
+    def test_a_body_that_trickles_in_ends_at_read_timeout(self) -> None:
+        # One byte each 50 ms: every read is answered well within read_timeout, but the
+        # whole answer is not; it was read to its end, 20 s later.
+        body = b'{"status":"ok"}' + b" " * 400
+
+        def script(c: socket.socket) -> None:
+            read_request(c)
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body))
+            for i in range(len(body)):
+                if self._srv.stop.is_set():
+                    return
+                c.sendall(body[i:i + 1])
+                time.sleep(0.05)
+
+        sb = self._sandbox(script)
+        with self.assertRaises(NetworkError):
+            sb.health()
+
+    def test_interim_answers_without_end_end_at_read_timeout(self) -> None:
+        def script(c: socket.socket) -> None:
+            read_request(c)
+            for _ in range(400):
+                if self._srv.stop.is_set():
+                    return
+                c.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+                time.sleep(0.05)
+            c.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 15\r\n\r\n{"status":"ok"}')
+
+        sb = self._sandbox(script)
+        with self.assertRaises(NetworkError):
+            sb.health()
+
+    def test_header_lines_that_trickle_in_end_at_read_timeout(self) -> None:
+        def script(c: socket.socket) -> None:
+            read_request(c)
+            c.sendall(b"HTTP/1.1 200 OK\r\n")
+            for _ in range(90):
+                if self._srv.stop.is_set():
+                    return
+                c.sendall(b"X-A: b\r\n")
+                time.sleep(0.2)
+            c.sendall(b'Content-Length: 15\r\n\r\n{"status":"ok"}')
+
+        sb = self._sandbox(script)
+        with self.assertRaises(NetworkError):
+            sb.health()
+
+    def test_a_chunked_body_larger_than_any_answer_is_refused(self) -> None:
+        # 300 MiB of blanks, then JSON: it was read whole, into memory, and answered.
+        chunk = b" " * (1 << 20)
+
+        def script(c: socket.socket) -> None:
+            read_request(c)
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+            for _ in range(300):
+                if self._srv.stop.is_set():
+                    return
+                c.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            c.sendall(b'f\r\n{"status":"ok"}\r\n0\r\n\r\n')
+
+        sb = self._sandbox(script, read_timeout=120)
+        with self.assertRaises(UnexpectedResponseError) as cm:
+            sb.process.list()
+        self.assertIn("larger than any answer", str(cm.exception))
+
+    def test_a_content_length_larger_than_any_answer_is_refused_unread(self) -> None:
+        def script(c: socket.socket) -> None:
+            read_request(c)
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (1 << 40))
+            self._srv.stop.wait(60)
+
+        sb = self._sandbox(script, read_timeout=120)
+        with self.assertRaises(UnexpectedResponseError):
+            sb.process.connect("p1").get()
+
+
+if __name__ == "__main__":
+    unittest.main()
