@@ -223,7 +223,7 @@ class Response:
             return None
         try:
             return json.loads(self.body)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:  # RecursionError: nested past the interpreter's limit
             text = self.body[:200].decode("utf-8", "replace")
             raise UnexpectedResponseError(f"conch: an answer that is not JSON (HTTP {self.status}): {text}",
                                           self.status) from e

@@ -181,7 +181,7 @@ class AsyncPtyConnection:
     def _control(self, text: str) -> None:
         try:
             m = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested past the interpreter's limit
             return
         if isinstance(m, dict) and m.get("type") == "gap":
             n = m.get("bytes", m.get("missed", 0))

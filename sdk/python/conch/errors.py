@@ -209,7 +209,7 @@ def _error_from(status: int, body: bytes) -> ConchError:
     message = text.strip() or f"HTTP {status}"
     try:
         parsed = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the interpreter's limit
         parsed = None
     if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
         err = parsed["error"]

@@ -98,3 +98,23 @@ class HostileTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ShapeTest(unittest.TestCase):
+    def _fake(self, status: int, body: bytes) -> Sandbox:
+        from .fake import FakeServer
+
+        srv = FakeServer(status, body)
+        self.addCleanup(srv.close)
+        sb = Sandbox(srv.url, "t", read_timeout=10)
+        self.addCleanup(sb.close)
+        return sb
+
+    def test_json_nested_past_the_recursion_limit_is_not_the_apis(self) -> None:
+        for deep in (b"[" * 100000 + b"]" * 100000, b'{"a":' * 100000 + b"1" + b"}" * 100000):
+            for status in (200, 404, 500):
+                with self.subTest(status=status, kind=deep[:1]):
+                    sb = self._fake(status, deep)
+                    with self.assertRaises(UnexpectedResponseError):
+                        sb.process.connect("p1").get()
+
