@@ -15,8 +15,8 @@ import time
 from typing import Any, Generator, Iterator, List, Optional
 
 from ._run import wait_until
-from ._transport import HttpTransport, seg
-from .errors import ConchError, NetworkError, error_from
+from ._transport import HttpTransport, read_body, seg
+from .errors import ConchError, NetworkError, UnexpectedResponseError, error_from
 from .types import LogFrame, StreamLogEvent, WaitResult
 
 # Resumes in a row that may bring no event (cut again, not sent, or refused with a status that
@@ -32,16 +32,25 @@ PASSING = frozenset([429, 502, 503, 504])
 MAX_PAUSE = 30.0
 # The daemon sends a heartbeat every 15 s: a socket quiet for longer is dead.
 READ_TIMEOUT = 45.0
+#: The largest event the stream reads (bytes, its lines together): far past any the daemon sends
+#: (a frame holds at most 64 KiB of output). A larger one is not the API's: UnexpectedResponseError.
+MAX_EVENT_BYTES = 16 << 20
 
 
 def _events(res: http.client.HTTPResponse) -> Iterator["tuple[str, str, str]"]:
     """The (event, data, id) of an event-stream body, in order; ends when the body ends."""
     data: List[str] = []
     event, ident, has = "message", "", False
+    size = 0
     while True:
-        raw = res.readline()
+        raw = res.readline(MAX_EVENT_BYTES + 1 - size)
         if not raw:
             return
+        size += len(raw)
+        if size > MAX_EVENT_BYTES:
+            raise UnexpectedResponseError(
+                f"conch: the log stream sent an event over {MAX_EVENT_BYTES} bytes, larger than any of the API",
+                res.status)
         line = raw.decode("utf-8", "replace").rstrip("\n")
         if line.endswith("\r"):
             line = line[:-1]
@@ -49,6 +58,7 @@ def _events(res: http.client.HTTPResponse) -> Iterator["tuple[str, str, str]"]:
             if has:
                 yield event, "\n".join(data), ident
             event, data, ident, has = "message", [], "", False
+            size = 0
             continue
         if line.startswith(":"):
             continue
@@ -93,7 +103,7 @@ def stream_logs(
                 yield StreamLogEvent(type="eof", cursor=last)
                 return
             if res.status >= 300:
-                raise error_from(res.status, res.read(), res.getheader("Retry-After"))
+                raise error_from(res.status, read_body(res, "the log stream"), res.getheader("Retry-After"))
             opened = True
             for name, data, ident in _events(res):
                 failures = 0
@@ -161,7 +171,7 @@ def _event(name: str, data: str, ident: str, last: Optional[str], status: int) -
     """The StreamLogEvent of a raw event of a stream answered with HTTP status; None for one the SDK does not know."""
     try:
         d: Any = json.loads(data) if data else {}
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past the interpreter's limit
         return None
     if not isinstance(d, dict):
         return None

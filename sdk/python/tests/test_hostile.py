@@ -118,3 +118,54 @@ class ShapeTest(unittest.TestCase):
                     with self.assertRaises(UnexpectedResponseError):
                         sb.process.connect("p1").get()
 
+
+class StreamTest(unittest.TestCase):
+    def _stream(self, events):  # type: ignore[no-untyped-def]
+        """The events stream_logs yields from a daemon that answers each stream with events()'s bytes."""
+
+        def script(c: socket.socket) -> None:
+            read_request(c)
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+            for b in events():
+                if srv.stop.is_set():
+                    return
+                c.sendall(b)
+
+        srv = HostileServer(script)
+        self.addCleanup(srv.close)
+        sb = Sandbox(srv.url, "t", read_timeout=10)
+        self.addCleanup(sb.close)
+        return sb.process.connect("p1").stream_logs()
+
+    def test_an_endless_line_is_not_the_apis(self) -> None:
+        # 64 MiB without a newline (then an eof): it was read whole into memory.
+        def events():  # type: ignore[no-untyped-def]
+            yield b"data: "
+            for _ in range(64):
+                yield b"x" * (1 << 20)
+            yield b"\n\nevent: eof\ndata: {}\n\n"
+
+        with self.assertRaises(UnexpectedResponseError):
+            list(self._stream(events))
+
+    def test_an_event_of_endless_lines_is_not_the_apis(self) -> None:
+        def events():  # type: ignore[no-untyped-def]
+            yield b"event: log\n"
+            for _ in range(64):
+                yield b"data: " + b"x" * (1 << 20) + b"\n"
+            yield b"\nevent: eof\ndata: {}\n\n"
+
+        with self.assertRaises(UnexpectedResponseError):
+            list(self._stream(events))
+
+    def test_events_of_the_wrong_shape_are_skipped(self) -> None:
+        def events():  # type: ignore[no-untyped-def]
+            yield b"retry: 1\n\n"
+            yield b"event: log\ndata: " + b"[" * 100000 + b"]" * 100000 + b"\n\n"
+            yield b"event: log\ndata: [1, 2]\n\n"
+            yield b'event: log\nid: 7\ndata: {"cursor": 7, "data": ["x"], "timestamp": "now"}\n\n'
+            yield b"event: warning\ndata: null\n\n"
+            yield b"event: eof\ndata: {}\n\n"
+
+        types = [ev.type for ev in self._stream(events)]
+        self.assertEqual(types, ["log", "eof"])
