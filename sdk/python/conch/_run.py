@@ -396,14 +396,24 @@ def page_logs(
     """
     limit = t.logs_page_size
     n = 0
+    seen = set()
     while n < pages:
         n += 1
         status, body = t.object("GET", f"/v1/processes/{seg(pid)}/logs", query={"cursor": cursor, "limit": limit})
         page = LogsPage.from_wire(body, status)
         # A page is bounded by bytes as well as frames: only an empty page says the logs ended.
-        if not page.items or not take(page.items, page.truncated_head):
+        if not page.items:
             return
-        cursor = page.items[-1].cursor
+        # Cursors only increase: a page that ends where one ended before would be paged for ever.
+        nxt = page.items[-1].cursor
+        if nxt in seen or nxt == cursor:
+            raise UnexpectedResponseError(
+                f"conch: the logs of {pid}: pages that do not move on (cursor {nxt[:100]!r} again), "
+                f"not the API's answer (HTTP {status})", status)
+        seen.add(nxt)
+        if not take(page.items, page.truncated_head):
+            return
+        cursor = nxt
 
 
 def wait_until(t: HttpTransport, pid: str, deadline: float) -> Optional[WaitResult]:

@@ -14,7 +14,7 @@ from . import _run
 from ._run import deadline_of, socket_timeout, wait_until, window_ms, wire_options
 from ._sse import stream_logs
 from ._transport import MAX_WAIT_WINDOW, HttpTransport, input_bytes, seg
-from .errors import NotFoundError
+from .errors import NotFoundError, UnexpectedResponseError
 from .types import (
     Command, ListResult, LogsPage, ProcessDto, ReadyResult, RunResult, StreamLogEvent, WaitResult,
 )
@@ -391,6 +391,7 @@ class PtyService:
     def list(self) -> List[ProcessDto]:
         out: List[ProcessDto] = []
         cursor: Optional[str] = None
+        seen = set()
         while True:
             status, body = self._t.object("GET", "/v1/processes", query={"kind": "pty", "cursor": cursor})
             page = ListResult.from_wire(body, status)
@@ -398,6 +399,12 @@ class PtyService:
             cursor = page.next
             if not cursor:
                 return out
+            if cursor in seen:
+                # A page named again would be listed for ever.
+                raise UnexpectedResponseError(
+                    f"conch: the list of PTY processes: pages that do not move on (next {cursor[:100]!r} again), "
+                    f"not the API's answer (HTTP {status})", status)
+            seen.add(cursor)
 
     def delete(self, process_id: str) -> None:
         self.connect(process_id).delete()

@@ -169,3 +169,41 @@ class StreamTest(unittest.TestCase):
 
         types = [ev.type for ev in self._stream(events)]
         self.assertEqual(types, ["log", "eof"])
+
+
+class PagingTest(unittest.TestCase):
+    def _ends(self, body: bytes, call) -> BaseException:  # type: ignore[no-untyped-def]
+        """The error call(sandbox) raises against a daemon that answers body to every request."""
+        import threading
+
+        from .fake import FakeServer
+
+        srv = FakeServer(200, body)
+        self.addCleanup(srv.close)
+        sb = Sandbox(srv.url, "t", read_timeout=10)
+        self.addCleanup(sb.close)
+        out: list = []
+
+        def go() -> None:
+            try:
+                call(sb)
+            except BaseException as e:  # noqa: B902
+                out.append(e)
+            else:
+                out.append(None)
+
+        th = threading.Thread(target=go, daemon=True)
+        th.start()
+        th.join(60)  # a hang guard: the daemon's pages repeat for ever
+        self.assertFalse(th.is_alive(), "the call pages for ever")
+        self.assertIsInstance(out[0], UnexpectedResponseError)
+        return out[0]
+
+    def test_a_pty_list_whose_next_does_not_move_ends(self) -> None:
+        self._ends(b'{"items":[{"id":"p1","kind":"pty","state":"running"}],"next":"c1"}', lambda sb: sb.pty.list())
+
+    def test_logs_pages_that_do_not_move_end(self) -> None:
+        body = (b'{"id":"p1","reason":"exited","exitCode":0,"omittedBytes":5,"omittedAfter":"c1","next":"c9",'
+                b'"logs":[{"cursor":"c1","channel":"stdout","data":"x"}],'
+                b'"items":[{"cursor":"c1","channel":"stdout","data":"x"}]}')
+        self._ends(body, lambda sb: sb.exec("x"))
