@@ -36,6 +36,13 @@ def _websockets() -> Any:
     return websockets
 
 
+#: The largest message an attachment takes (bytes, its fragments together): far past any the daemon
+#: sends (32 KiB of output at most). A larger one, or one whose fragments never end, closes the
+#: connection (1009, message too big): the recv raises NetworkError, memory holding at most the
+#: library's queue of such messages.
+MAX_MESSAGE_BYTES = 1 << 20
+
+
 async def _connect(url: str, headers: Dict[str, str], timeout: Optional[float]) -> Any:
     """Opens the attachment's WebSocket.
 
@@ -53,10 +60,10 @@ async def _connect(url: str, headers: Dict[str, str], timeout: Optional[float]) 
     try:  # websockets >= 13: the new asyncio implementation
         from websockets.asyncio.client import connect  # type: ignore
     except ImportError:
-        socket = await ws.connect(url, extra_headers=headers, max_size=None, compression=None, ping_interval=None,
+        socket = await ws.connect(url, extra_headers=headers, max_size=MAX_MESSAGE_BYTES, compression=None, ping_interval=None,
                                   open_timeout=timeout)
     else:
-        socket = await connect(url, additional_headers=headers, max_size=None, compression=None, ping_interval=None,
+        socket = await connect(url, additional_headers=headers, max_size=MAX_MESSAGE_BYTES, compression=None, ping_interval=None,
                                open_timeout=timeout)
     _keepalive(socket)
     return socket

@@ -64,3 +64,16 @@ def read_request(c: socket.socket) -> bytes:
             break
         data += b
     return data
+
+
+def accept_websocket(c: socket.socket) -> None:
+    """Reads a WebSocket opening handshake and accepts it."""
+    import base64
+    import hashlib
+
+    head = read_request(c).decode("latin-1")
+    key = next(line.split(":", 1)[1].strip() for line in head.split("\r\n")
+               if line.lower().startswith("sec-websocket-key:"))
+    accept = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest())
+    c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+              b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n")

@@ -207,3 +207,66 @@ class PagingTest(unittest.TestCase):
                 b'"logs":[{"cursor":"c1","channel":"stdout","data":"x"}],'
                 b'"items":[{"cursor":"c1","channel":"stdout","data":"x"}]}')
         self._ends(body, lambda sb: sb.exec("x"))
+
+
+try:
+    import websockets  # noqa: F401
+
+    HAVE_WEBSOCKETS = True
+except ImportError:
+    HAVE_WEBSOCKETS = False
+
+
+@unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
+class AttachTest(unittest.TestCase):
+    def _recv(self, frames) -> BaseException:  # type: ignore[no-untyped-def]
+        """What the first recv of an attachment raises when the daemon sends frames()'s bytes."""
+        import threading
+
+        from .hostile import accept_websocket
+
+        def script(c: socket.socket) -> None:
+            accept_websocket(c)
+            for b in frames():
+                if srv.stop.is_set():
+                    return
+                c.sendall(b)
+            srv.stop.wait(120)
+
+        srv = HostileServer(script)
+        self.addCleanup(srv.close)
+        sb = Sandbox(srv.url, "t", read_timeout=10)
+        self.addCleanup(sb.close)
+        conn = sb.process.connect("p1").attach()
+        self.addCleanup(conn.close)
+        out: list = []
+
+        def go() -> None:
+            try:
+                out.append(conn.recv())
+            except BaseException as e:  # noqa: B902
+                out.append(e)
+
+        th = threading.Thread(target=go, daemon=True)
+        th.start()
+        th.join(60)  # a hang guard: the message never ends
+        self.assertFalse(th.is_alive(), "recv waits for a message that never ends, holding what came of it")
+        self.assertIsInstance(out[0], NetworkError)
+        return out[0]
+
+    def test_a_frame_of_2_to_the_63_bytes_is_refused(self) -> None:
+        def frames():  # type: ignore[no-untyped-def]
+            yield b"\x82\x7f" + ((1 << 63) - 1).to_bytes(8, "big")
+            for _ in range(64):
+                yield b"x" * (1 << 20)
+
+        self._recv(frames)
+
+    def test_a_message_fragmented_without_end_is_refused(self) -> None:
+        def frames():  # type: ignore[no-untyped-def]
+            chunk = b"x" * (1 << 16)
+            yield b"\x02\x7f" + len(chunk).to_bytes(8, "big") + chunk
+            for _ in range(1024):
+                yield b"\x00\x7f" + len(chunk).to_bytes(8, "big") + chunk
+
+        self._recv(frames)
