@@ -171,7 +171,7 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
 def _lost(w: Wire) -> bool:
     """Whether an answer says output is missing from it: dropped before it (``truncated``) or cut
     out of it (``omittedBytes``)."""
-    return w.get("truncated") is True or int(w.get("omittedBytes") or 0) > 0
+    return w.get("truncated") is True or _count(w.get("omittedBytes")) > 0
 
 
 def _came_back_quiet(answer: Wire, sent: float, w: int) -> bool:
@@ -232,7 +232,7 @@ def from_answer(w: Wire, status: int, came_back: Optional[CameBack] = None) -> R
         logs=frames_from_wire(w.get("logs")),
         cwd=w.get("cwd") if isinstance(w.get("cwd"), str) and w.get("cwd") else None,
         truncated=w.get("truncated") is True,
-        omitted_bytes=int(w.get("omittedBytes") or 0),
+        omitted_bytes=_count(w.get("omittedBytes")),
         omitted_after=w.get("omittedAfter") if isinstance(w.get("omittedAfter"), str) else None,
         next=w.get("next") if isinstance(w.get("next"), str) and w.get("next") else None,
         waiting_for_input=w.get("waitingForInput") is True,
@@ -454,6 +454,11 @@ def assemble(frames: Iterable[LogFrame]) -> "tuple[str, str, str]":
 
 def _text(parts: List[bytes]) -> str:
     return b"".join(parts).decode("utf-8", "replace")
+
+
+def _count(v: Any) -> int:
+    """A count of the answer's (bytes): a whole number, else none (a string, a list, infinity are not the API's)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else 0
 
 
 def _s(v: Any) -> str:

@@ -286,7 +286,7 @@ class ProcessDto:
             kw["raw_reason"] = str(w.get("reason"))
         t = w.get("terminal")
         if isinstance(t, dict):
-            kw["terminal"] = TerminalSize(cols=int(t.get("cols", 0)), rows=int(t.get("rows", 0)))
+            kw["terminal"] = TerminalSize(cols=_int(t.get("cols")) or 0, rows=_int(t.get("rows")) or 0)
         kw["usage"] = Usage.from_wire(w.get("usage"))
         if isinstance(w.get("limits"), dict):
             kw["limits"] = dict(w["limits"])

@@ -119,6 +119,22 @@ class ShapeTest(unittest.TestCase):
                         sb.process.connect("p1").get()
 
 
+    def test_fields_of_the_wrong_type_are_not_leaked_errors(self) -> None:
+        import json
+
+        run = {"id": "p1", "reason": "exited", "exitCode": 0, "stdout": "", "output": "", "logs": []}
+        for v in ("x", [1], {"a": 1}, 1e999, None, True):
+            with self.subTest(omittedBytes=v):
+                sb = self._fake(200, json.dumps(dict(run, omittedBytes=v)).encode())
+                r = sb.exec("x")
+                self.assertEqual(r.omitted_bytes, 0)
+        proc = {"id": "p1", "kind": "pty", "state": "running"}
+        for v in ("x", [1], {"a": 1}, 1e999, None):
+            with self.subTest(cols=v):
+                sb = self._fake(200, json.dumps(dict(proc, terminal={"cols": v, "rows": 24})).encode())
+                p = sb.process.connect("p1").get()
+                self.assertEqual(p.terminal.rows if p.terminal else None, 24)
+
 class StreamTest(unittest.TestCase):
     def _stream(self, events):  # type: ignore[no-untyped-def]
         """The events stream_logs yields from a daemon that answers each stream with events()'s bytes."""
