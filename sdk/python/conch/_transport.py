@@ -49,7 +49,7 @@ MAX_ANSWER_BYTES = 256 << 20
 
 class _Timed(io.RawIOBase):
     """A connection's socket as its answer is read: each read waits at most until the
-    connection's ``deadline`` (monotonic seconds, None for none), else ``per_read`` seconds.
+    connection's ``deadline`` (monotonic seconds); with none, as long as the socket's timeout says.
 
     The socket's own timeout bounds one read only: a daemon that sends a byte now and
     then (a body, endless interim ``100`` answers, header lines) would hold a call for good.
@@ -66,14 +66,11 @@ class _Timed(io.RawIOBase):
 
     def readinto(self, b: Any) -> Optional[int]:
         d = self._conn.deadline
-        if d is None:
-            self._sock.settimeout(self._conn.per_read)
-        else:
+        if d is not None:
             left = d - time.monotonic()
             if left <= 0:
                 raise socket.timeout("timed out")
-            p = self._conn.per_read
-            self._sock.settimeout(left if p is None else min(left, p))
+            self._sock.settimeout(left)
         return self._raw.readinto(b)  # type: ignore[no-any-return]
 
     def close(self) -> None:
@@ -86,7 +83,6 @@ class _Deadlines:
     """What a connection's answers are read under (see _Timed)."""
 
     deadline: Optional[float] = None
-    per_read: Optional[float] = None
 
     def response_class(self, sock: socket.socket, *args: Any, **kw: Any) -> http.client.HTTPResponse:
         res = http.client.HTTPResponse(sock, *args, **kw)
@@ -502,7 +498,6 @@ def _deadline(conn: http.client.HTTPConnection, wait: Optional[float]) -> None:
     """Bounds the reading of conn's next answer, all of it, to wait seconds from now (None: no bound)."""
     if isinstance(conn, _Deadlines):
         conn.deadline = None if wait is None else time.monotonic() + wait
-        conn.per_read = None
 
 
 def _qv(v: Union[str, int, float, bool]) -> str:
