@@ -605,7 +605,10 @@ func TestFilesDownloadOutlivesDelete(t *testing.T) {
 }
 
 // TestFilesFailedUploadLeavesNothing cuts an upload off midway: the file
-// keeps its old content and no temporary file is left.
+// keeps its old content and no temporary file is left. While it comes, the
+// upload is in a file of the directory's with no name (where the
+// filesystem has them, as here): a daemon killed meanwhile leaves nothing,
+// where a named temporary file stayed for good.
 func TestFilesFailedUploadLeavesNothing(t *testing.T) {
 	d := serve(t, Options{})
 	require.NoError(t, os.WriteFile(filepath.Join(d.root, "f"), []byte("old"), 0o644))
@@ -624,7 +627,9 @@ func TestFilesFailedUploadLeavesNothing(t *testing.T) {
 	_, err = pw.Write([]byte(strings.Repeat("x", 1000)))
 	require.NoError(t, err)
 	// Once the daemon has the temporary file, cut the upload off.
-	require.Eventually(t, func() bool { return len(temporaries(t, d.root)) == 1 }, 20*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return unnamedIn(t, d.root) == 1 }, 20*time.Second, 5*time.Millisecond,
+		"the upload goes to an unnamed file of its directory")
+	require.Empty(t, temporaries(t, d.root), "a temporary file named in the directory while the upload comes")
 	pw.CloseWithError(errors.New("cut off"))
 	require.Error(t, <-done)
 	require.Eventually(t, func() bool { return len(temporaries(t, d.root)) == 0 }, 20*time.Second, 5*time.Millisecond,
@@ -632,6 +637,21 @@ func TestFilesFailedUploadLeavesNothing(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(d.root, "f"))
 	require.NoError(t, err)
 	require.Equal(t, "old", string(b))
+}
+
+// unnamedIn counts the files this process holds open that are in dir and
+// have no name there (O_TMPFILE): /proc shows them as dir/#INODE (deleted).
+func unnamedIn(t *testing.T, dir string) int {
+	fds, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	n := 0
+	for _, e := range fds {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil &&
+			strings.HasPrefix(l, dir+"/#") && strings.HasSuffix(l, " (deleted)") {
+			n++
+		}
+	}
+	return n
 }
 
 func temporaries(t *testing.T, dir string) []string {

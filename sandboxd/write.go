@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // A PUT's write to disk: atomic, its parents created, and undone whole
@@ -52,7 +56,7 @@ func (s *Server) writeAtomic(target string, src io.Reader, mode os.FileMode) (er
 			if s.parentsMade != nil {
 				s.parentsMade(dir)
 			}
-			f, err = os.CreateTemp(dir, tempPrefix+"*")
+			f, err = createUnnamed(dir)
 		}
 		if err == nil {
 			break
@@ -66,10 +70,18 @@ func (s *Server) writeAtomic(target string, src io.Reader, mode os.FileMode) (er
 			return fmt.Errorf("%w: %w", errParentRemoved, err)
 		}
 	}
+	// The temporary file's name: none while it is unnamed (see
+	// createUnnamed).
+	tmp := ""
+	if f.Name() != dir {
+		tmp = f.Name() // the filesystem has no unnamed files
+	}
 	defer func() {
 		if err != nil {
 			f.Close()
-			os.Remove(f.Name())
+			if tmp != "" {
+				os.Remove(tmp)
+			}
 		}
 	}()
 	if err := f.Chmod(mode); err != nil { // exactly mode: the umask does not apply
@@ -81,10 +93,18 @@ func (s *Server) writeAtomic(target string, src io.Reader, mode os.FileMode) (er
 	if err := f.Sync(); err != nil {
 		return err
 	}
+	if tmp == "" {
+		if tmp, err = nameUnnamed(f, dir); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("%w: %w", errParentRemoved, err)
+			}
+			return err
+		}
+	}
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(f.Name(), target); err != nil {
+	if err := os.Rename(tmp, target); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			// The temporary file went with its directory: the body has
 			// been read, and cannot be written again.
@@ -93,6 +113,45 @@ func (s *Server) writeAtomic(target string, src io.Reader, mode os.FileMode) (er
 		return err
 	}
 	return nil
+}
+
+// createUnnamed creates the temporary file of a write in dir: unnamed
+// (O_TMPFILE), so that a daemon killed as it writes leaves nothing behind,
+// where a named one stayed for good; named (tempPrefix), as the name of a
+// file that is not in dir, when the filesystem has no unnamed files. An
+// unnamed file's Name is dir.
+func createUnnamed(dir string) (*os.File, error) {
+	f, err := os.OpenFile(dir, os.O_WRONLY|unix.O_TMPFILE|syscall.O_CLOEXEC, 0o600)
+	if errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.EINVAL) {
+		return os.CreateTemp(dir, tempPrefix+"*")
+	}
+	return f, err
+}
+
+// nameUnnamed gives f, unnamed in dir (see createUnnamed), a temporary name
+// there, once it is whole, and returns it: the name stands only between
+// the link and the rename over the target.
+func nameUnnamed(f *os.File, dir string) (string, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return "", err
+	}
+	for {
+		name := filepath.Join(dir, tempPrefix+strconv.FormatUint(rand.Uint64(), 36))
+		var lerr error
+		if err := rc.Control(func(fd uintptr) {
+			lerr = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(fd)), unix.AT_FDCWD, name, unix.AT_SYMLINK_FOLLOW)
+		}); err != nil {
+			return "", err
+		}
+		if errors.Is(lerr, syscall.EEXIST) {
+			continue
+		}
+		if lerr != nil {
+			return "", &fs.PathError{Op: "link", Path: name, Err: lerr}
+		}
+		return name, nil
+	}
 }
 
 // makeParents makes dir, a path under root, and its parents under root that

@@ -112,7 +112,7 @@ func (d *daemon) upload(t *testing.T, path string) (*io.PipeWriter, <-chan int) 
 }
 
 // TestFilesPutDirectoryRemovedMidWrite: the directory of an upload in
-// progress is removed with its temporary file; once the body has come,
+// progress is removed (its temporary file, unnamed, does not keep it); once the body has come,
 // the PUT answers 409 CONFLICT, as the body cannot be written again. It
 // answered 404, for a path it creates.
 func TestFilesPutDirectoryRemovedMidWrite(t *testing.T) {
@@ -121,10 +121,8 @@ func TestFilesPutDirectoryRemovedMidWrite(t *testing.T) {
 	pw, done := d.upload(t, "/v1/files/top/sub/f")
 	_, err := pw.Write([]byte(strings.Repeat("x", 1000)))
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		des, _ := os.ReadDir(sub)
-		return len(des) == 1
-	}, 20*time.Second, 5*time.Millisecond, "the temporary file is created")
+	require.Eventually(t, func() bool { return unnamedIn(t, sub) == 1 }, 20*time.Second, 5*time.Millisecond,
+		"the temporary file is created")
 	code, err := d.deleteAll("/v1/files/top")
 	require.NoError(t, err)
 	require.Equal(t, http.StatusNoContent, code)
@@ -144,10 +142,8 @@ func TestFilesFailedPutRemovesItsParents(t *testing.T) {
 	pw, done := d.upload(t, "/v1/files/keep/a/b/c/f")
 	_, err := pw.Write([]byte(strings.Repeat("x", 1000)))
 	require.NoError(t, err)
-	require.Eventually(t, func() bool {
-		des, _ := os.ReadDir(filepath.Join(keep, "a", "b", "c"))
-		return len(des) == 1
-	}, 20*time.Second, 5*time.Millisecond, "the temporary file is created")
+	require.Eventually(t, func() bool { return unnamedIn(t, filepath.Join(keep, "a", "b", "c")) == 1 }, 20*time.Second, 5*time.Millisecond,
+		"the temporary file is created")
 	code, _, body := d.do(t, "PUT", "/v1/files/keep/a/other", strings.NewReader("other"), nil)
 	require.Equal(t, http.StatusNoContent, code, "%s", body)
 	pw.CloseWithError(errors.New("cut off"))
