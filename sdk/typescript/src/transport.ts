@@ -201,7 +201,7 @@ export class HttpTransport {
       // A browser's fetch hides a redirect's status and headers.
       throw new UnexpectedResponseError(`conch: an answer that is not the API's: a redirect (${method} ${path})`, 0)
     }
-    if (res.status >= 300) throw errorFrom(res.status, await res.text(), res.headers.get('retry-after'))
+    if (res.status >= 300) throw errorFrom(res.status, await bodyText(res, method, path), res.headers.get('retry-after'))
     return res
   }
 
@@ -209,7 +209,7 @@ export class HttpTransport {
   async json(method: string, path: string, options: RequestOptions = {}): Promise<{ status: number; body: unknown }> {
     const read = async (o: RequestOptions): Promise<{ status: number; body: unknown }> => {
       const res = await this.request(method, path, o)
-      const text = await res.text()
+      const text = await bodyText(res, method, path)
       if (text === '') return { status: res.status, body: undefined }
       try {
         return { status: res.status, body: JSON.parse(text) }
@@ -257,6 +257,51 @@ export class HttpTransport {
   socketHeaders(): Record<string, string> {
     return { ...this.#auth }
   }
+}
+
+/**
+ * The most bytes of an answer's body read (256 MiB, the Python SDK's
+ * bound): far past any answer of the daemon, whose default --log-retention
+ * (8 MiB) bounds a run's output. A larger body is not the API's answer:
+ * read on, a body without end would be held until the call's time ran out,
+ * or until the process ran out of memory.
+ */
+const maxAnswerBytes = 256 << 20
+
+const utf8 = new TextDecoder()
+
+/**
+ * The text of res's body (as res.text() reads it: UTF-8, invalid bytes
+ * replaced), at most maxAnswerBytes; a larger one, or one whose
+ * Content-Length says it is, rejects with UnexpectedResponseError.
+ */
+async function bodyText(res: Response, method: string, path: string): Promise<string> {
+  const tooLarge = (): UnexpectedResponseError =>
+    new UnexpectedResponseError(
+      `conch: ${method} ${path} answered HTTP ${res.status} with a body over ${maxAnswerBytes} bytes, larger than any answer of the API`,
+      res.status,
+    )
+  const body = res.body
+  if (body === null) return ''
+  const length = Number(res.headers.get('content-length') ?? NaN)
+  if (length > maxAnswerBytes) {
+    await body.cancel().catch(() => {})
+    throw tooLarge()
+  }
+  const reader = body.getReader()
+  const chunks: Uint8Array[] = []
+  let size = 0
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) break
+    size += value.length
+    if (size > maxAnswerBytes) {
+      await reader.cancel().catch(() => {})
+      throw tooLarge()
+    }
+    chunks.push(value)
+  }
+  return utf8.decode(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size))
 }
 
 /** The longest delay setTimeout takes (ms); it fires a longer one at once. */

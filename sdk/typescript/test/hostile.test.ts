@@ -1,0 +1,150 @@
+// A daemon that answers what no conch daemon does: bodies without end or
+// sent a byte at a time, JSON of other shapes or nested without end, lying
+// lengths, log streams with endless lines, pages that never move on, a huge
+// attach message. Every call ends within its time bound, holds a bounded
+// amount, and fails with one of the SDK's errors.
+
+import assert from 'node:assert/strict'
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import type { Socket } from 'node:net'
+import { after, before, describe, test } from 'node:test'
+import { inspect } from 'node:util'
+
+import {
+  DeadlineExceededError, Sandbox, type SandboxOptions, UnexpectedResponseError,
+} from '@conchsh/sdk'
+
+type Handler = (req: IncomingMessage, res: ServerResponse) => void
+
+let server: Server
+let url: string
+let handler: Handler = (_req, res) => res.end()
+const sockets = new Set<Socket>()
+const timers = new Set<ReturnType<typeof setInterval>>()
+
+before(async () => {
+  server = createServer((req, res) => handler(req, res))
+  server.on('connection', (s) => {
+    sockets.add(s)
+    s.on('close', () => sockets.delete(s))
+  })
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+  const a = server.address() as { port: number }
+  url = `http://127.0.0.1:${a.port}`
+})
+after(async () => {
+  for (const t of timers) clearInterval(t)
+  for (const s of sockets) s.destroy()
+  await new Promise((r) => server.close(r))
+})
+
+function sandbox(o: Partial<SandboxOptions> = {}): Sandbox {
+  return new Sandbox({ url, token: 't', requestTimeout: 15_000, ...o })
+}
+
+/** Every request answered by answer(path, req, res). */
+function serve(answer: Handler): void {
+  handler = (req, res) => {
+    req.resume()
+    answer(req, res)
+  }
+}
+
+/** A body that starts with head and goes on with blanks for ever (or until limit bytes), never ending. */
+function endless(res: ServerResponse, status: number, head: string, limit = Infinity): void {
+  res.writeHead(status, { 'content-type': 'application/json' })
+  res.write(head)
+  const chunk = Buffer.alloc(1 << 20, 0x20)
+  let sent = 0
+  const pump = (): void => {
+    while (sent < limit && !res.destroyed) {
+      sent += chunk.length
+      if (!res.write(chunk)) {
+        res.once('drain', pump)
+        return
+      }
+    }
+  }
+  pump()
+}
+
+/** An interval this file ends in its after(), and at its socket's close. */
+function every(ms: number, s: Socket, f: () => void): void {
+  const t = setInterval(() => {
+    if (s.destroyed) clearInterval(t)
+    else f()
+  }, ms)
+  timers.add(t)
+  s.on('close', () => clearInterval(t))
+}
+
+const sleep = (ms: number): Promise<'late'> => new Promise((r) => setTimeout(() => r('late'), ms).unref())
+
+/** Requires p to reject within ms with an error of cls, and returns it. */
+async function rejects<T extends Error>(p: Promise<unknown>, cls: new (...a: never[]) => T, ms = 60_000): Promise<T> {
+  const got = await Promise.race([p.then((v) => ({ v }), (e: unknown) => ({ e })), sleep(ms)])
+  assert.notEqual(got, 'late', `still waiting after ${ms} ms`)
+  const r = got as { v?: unknown; e?: unknown }
+  assert.ok('e' in r, `resolved: ${inspect(r.v, { depth: 1 }).slice(0, 300)}`)
+  assert.ok(r.e instanceof cls, `rejected with ${String(r.e).slice(0, 300)}, not a ${cls.name}`)
+  return r.e as T
+}
+
+describe('a body larger than any answer', () => {
+  test('list, get, wait and run reject with UnexpectedResponseError rather than read on', async () => {
+    serve((_req, res) => endless(res, 200, '{"items":[', 300 << 20))
+    const sb = sandbox()
+    await rejects(sb.process.list(), UnexpectedResponseError)
+    serve((_req, res) => endless(res, 200, '{"id":"p","reason":"exited","exitCode":0', 300 << 20))
+    await rejects(sb.process.connect('p').wait({ timeout: 1000 }), UnexpectedResponseError)
+    await rejects(sb.exec('true', { timeout: 1000 }), UnexpectedResponseError)
+  })
+
+  test('an error status with an endless body rejects with UnexpectedResponseError', async () => {
+    serve((_req, res) => endless(res, 500, '{"error":{"code":"internal","message":"', 300 << 20))
+    await rejects(sandbox().process.get('p'), UnexpectedResponseError)
+  })
+
+  test('a Content-Length over the bound is refused before its body is read', async () => {
+    serve((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(2 ** 40) })
+      res.write('{"id":"p"')
+    })
+    await rejects(sandbox().process.get('p'), UnexpectedResponseError, 10_000)
+  })
+})
+
+describe('an answer sent slowly', () => {
+  test('a body trickled a byte every 50 ms past requestTimeout rejects with DeadlineExceededError', async () => {
+    serve((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' })
+      every(50, req.socket, () => res.write(' '))
+    })
+    await rejects(sandbox({ requestTimeout: 500 }).process.get('p'), DeadlineExceededError, 10_000)
+  })
+
+  test('headers trickled a byte every 50 ms past requestTimeout reject with DeadlineExceededError', async () => {
+    handler = (req) => {
+      const s = req.socket
+      const head = 'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nx-slow: '
+      let i = 0
+      every(50, s, () => s.write(i < head.length ? head[i++]! : 'a'))
+    }
+    await rejects(sandbox({ requestTimeout: 500 }).process.get('p'), DeadlineExceededError, 10_000)
+  })
+
+  test('a Content-Length longer than the body sent, the connection held, rejects with DeadlineExceededError', async () => {
+    serve((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': '100' })
+      res.write('{"id":"p"}')
+    })
+    await rejects(sandbox({ requestTimeout: 500 }).process.get('p'), DeadlineExceededError, 10_000)
+  })
+
+  test('a Content-Length shorter than the body sent is JSON cut short: UnexpectedResponseError', async () => {
+    serve((req, _res) => {
+      req.socket.end('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 5\r\n\r\n{"id":"p","kind":"exec"}')
+    })
+    await rejects(sandbox().process.get('p'), UnexpectedResponseError, 10_000)
+  })
+})
