@@ -20,8 +20,15 @@ function known<T extends string>(set: ReadonlySet<string>, v: unknown): T | 'unk
   return typeof v === 'string' && set.has(v) ? (v as T) : 'unknown'
 }
 
+/**
+ * v as the string a raw* field keeps: an array or object as its JSON (never
+ * String's, which recurses through an array nested without end, as JSON.parse
+ * takes it, and throws a RangeError).
+ */
 function str(v: unknown): string {
-  return typeof v === 'string' ? v : v === undefined || v === null ? '' : String(v)
+  if (typeof v === 'string') return v
+  if (v === undefined || v === null) return ''
+  return typeof v === 'object' ? shown(v) : String(v)
 }
 
 // Every function here that refuses an answer is given the HTTP status it
@@ -52,8 +59,16 @@ function notTheAPIs(what: string, status: number, why: string): UnexpectedRespon
   return new UnexpectedResponseError(`conch: ${what}: an answer that is not the API's (HTTP ${status}): ${why}`, status)
 }
 
+/**
+ * v shown in a message, at most 200 characters. JSON.parse takes JSON nested
+ * a million levels deep, which JSON.stringify cannot give back (RangeError).
+ */
 function shown(v: unknown): string {
-  return String(JSON.stringify(v)).slice(0, 200)
+  try {
+    return String(JSON.stringify(v)).slice(0, 200)
+  } catch {
+    return 'JSON nested too deep to show'
+  }
 }
 
 /** The ProcessDto of a process as the daemon describes it, in an answer of status. */
@@ -116,13 +131,52 @@ function defined(o: Wire): Wire {
   return out
 }
 
+/**
+ * The LogFrames of v, an answer's logs: an item that is not an object is
+ * dropped, and a frame's cursor, channel and data that are not strings are
+ * empty (its encoding and timestamp of another type are dropped), as the
+ * Python SDK takes them: no frame handed on breaks a reader of its fields.
+ */
 export function toFrames(v: unknown): LogFrame[] {
-  return Array.isArray(v) ? (v as LogFrame[]) : []
+  if (!Array.isArray(v)) return []
+  const out: LogFrame[] = []
+  for (const f of v) {
+    const frame = toFrame(f)
+    if (frame !== undefined) out.push(frame)
+  }
+  return out
+}
+
+/** The LogFrame of f, by the rule of toFrames; undefined when f is not an object. */
+export function toFrame(f: unknown): LogFrame | undefined {
+  if (!isRecord(f)) return undefined
+  if (typeof f.cursor === 'string' && typeof f.channel === 'string' && typeof f.data === 'string' &&
+    (f.encoding === undefined || typeof f.encoding === 'string') && (f.timestamp === undefined || typeof f.timestamp === 'number')) {
+    return f as unknown as LogFrame
+  }
+  const frame: Wire = { ...f, cursor: text(f.cursor), channel: text(f.channel), data: text(f.data) }
+  if (typeof f.encoding !== 'string') delete frame.encoding
+  if (typeof f.timestamp !== 'number') delete frame.timestamp
+  return frame as unknown as LogFrame
+}
+
+function text(v: unknown): string {
+  return typeof v === 'string' ? v : ''
+}
+
+/**
+ * The process id of a run's or an interact's answer w, of status: its
+ * processId (else, when orId, its id), a string that must be there.
+ */
+export function processIdOf(w: Wire, status: number, orId = false): string {
+  const v = w.processId ?? (orId ? w.id : undefined)
+  if (typeof v !== 'string' || v === '') throw notTheAPIs('run', status, `without its processId: ${shown(w)}`)
+  return v
 }
 
 export function toLogsPage(v: unknown, status: number): LogsPage {
   const w = record(v, 'logs page', status)
-  const page = { ...w, items: array(w, 'items', 'logs page', status) } as Wire
+  const page = { ...w, items: toFrames(array(w, 'items', 'logs page', status)) } as Wire
   if (typeof w.next !== 'string' || w.next === '') delete page.next
   return page as unknown as LogsPage
 }

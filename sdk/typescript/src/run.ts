@@ -4,7 +4,7 @@
 // 'timed_out' / 'wait_timeout', the process left running.
 
 import { UnexpectedResponseError } from './errors.js'
-import { record, toFrames, toLogsPage, toProcess, toWaitResult } from './normalize.js'
+import { processIdOf, record, toFrames, toLogsPage, toProcess, toWaitResult } from './normalize.js'
 import { answerMargin, type HttpTransport, maxWaitWindow, type RequestOptions, seg } from './transport.js'
 import type { InteractResult, LogFrame, RunningResult, RunResult, WaitResult } from './types.js'
 
@@ -85,7 +85,7 @@ export async function run(
   const quiet = (a: Wire): boolean =>
     idle !== undefined && (typeof a.cameBack === 'string' ? a.cameBack === 'idle_timeout' : Date.now() - began < sent)
   if (w.waitingForInput === true || (idle !== undefined && (quiet(w) || left(deadline) <= 0))) {
-    return early(t, w, w.waitingForInput === true ? 'waiting_for_input' : left(deadline) <= 0 ? 'wait_timeout' : 'idle_timeout', asCut)
+    return early(t, status, w, w.waitingForInput === true ? 'waiting_for_input' : left(deadline) <= 0 ? 'wait_timeout' : 'idle_timeout', asCut)
   }
   // Only the daemon's wait window ran out: wait on with bare interacts, which
   // (unlike wait) also come back when the process starts waiting for input,
@@ -94,7 +94,7 @@ export async function run(
   // logs, or, when the caller bounded it or asked for plain text, as the
   // daemon cuts it. Under keepLogs none they ask for the output, which is
   // only in their answers.
-  const id = String(w.id ?? w.processId)
+  const id = processIdOf(w, status, true)
   const held = new Held(plain)
   if (unkept) held.add(w)
   const result = (why: string | undefined, wait: () => WaitResult, pages: number): Promise<RunResult> => {
@@ -169,7 +169,7 @@ async function cut(t: Reach, id: string, body: Wire, why: string | undefined): P
   const { status, body: b } = await t.json('POST', `/v1/processes/${seg(id)}/interact`, { json, timeout: 1 + answerMargin })
   const a = record(b, 'interact', status)
   if (status === 200) return finished(t, status, a, true)
-  return early(t, a, why ?? 'wait_timeout', true)
+  return early(t, status, a, why ?? 'wait_timeout', true)
 }
 
 /**
@@ -185,13 +185,13 @@ function idleWindow(t: Reach, deadline: number, idle: number | undefined): numbe
 }
 
 /**
- * The RunResult of a 202 answer, come back for why (its rawReason): the
+ * The RunResult of a 202 answer (w, of status), come back for why (its rawReason): the
  * output so far, the process running;
  * what the answer left out is paged back in, up to its next, unless the
  * caller bounded it.
  */
-async function early(t: Reach, w: Wire, why: string, bounded: boolean): Promise<RunResult> {
-  const id = String(w.processId ?? w.id)
+async function early(t: Reach, status: number, w: Wire, why: string, bounded: boolean): Promise<RunResult> {
+  const id = processIdOf(w, status, true)
   const out: Wire = {
     ...stillRunning(why), processId: id, output: str(w.output), stdout: str(w.stdout),
     stderr: str(w.stderr), logs: toFrames(w.logs), truncated: w.truncated === true,
@@ -216,21 +216,22 @@ function stillRunning(rawReason: string): WaitResult & { state: 'running'; waiti
  */
 async function finished(t: Reach, status: number, w: Wire, bounded: boolean): Promise<RunResult> {
   const wait = Object.assign(toWaitResult(w, status), { state: 'terminal' })
+  const processId = processIdOf(w, status)
   const logs = toFrames(w.logs)
   if (bounded || typeof w.omittedBytes !== 'number' || w.omittedBytes <= 0 || typeof w.omittedAfter !== 'string') {
     return Object.assign(wait, {
-      processId: String(w.processId), output: str(w.output), stdout: str(w.stdout), stderr: str(w.stderr), logs,
+      processId, output: str(w.output), stdout: str(w.stdout), stderr: str(w.stderr), logs,
     })
   }
-  const { frames, whole } = await joinOmitted(t, String(w.processId), logs, w.omittedAfter, str(w.next))
+  const { frames, whole } = await joinOmitted(t, processId, logs, w.omittedAfter, str(w.next))
   if (!whole) {
     // The logs no longer hold what the answer left out (dropped, or never
     // kept: keepLogs none): the answer's head and tail, saying so.
     return Object.assign(wait, {
-      processId: String(w.processId), output: str(w.output), stdout: str(w.stdout), stderr: str(w.stderr), logs,
+      processId, output: str(w.output), stdout: str(w.stdout), stderr: str(w.stderr), logs,
     }, pick(w, ['next', 'omittedBytes', 'omittedAfter', 'headFrames', 'truncated']))
   }
-  const out = Object.assign(wait, { processId: String(w.processId), logs: frames }, assemble(frames)) as RunResult & Wire
+  const out = Object.assign(wait, { processId, logs: frames }, assemble(frames)) as RunResult & Wire
   if (w.truncated === true) out.truncated = true
   // The result is whole: nothing is left out of it any more.
   delete out.omittedBytes
@@ -397,10 +398,10 @@ export function answer(status: number, w: Wire): InteractResult {
   const logs = toFrames(w.logs)
   const text = { output: str(w.output), stdout: str(w.stdout), stderr: str(w.stderr) }
   if (status === 200) {
-    return Object.assign(toWaitResult(w, status), { running: false as const, processId: String(w.processId), logs }, text)
+    return Object.assign(toWaitResult(w, status), { running: false as const, processId: processIdOf(w, status), logs }, text)
   }
   const out: RunningResult = {
-    running: true, processId: String(w.processId ?? w.id), logs, ...text,
+    running: true, processId: processIdOf(w, status, true), logs, ...text,
     waitingForInput: w.waitingForInput === true, process: toProcess(w, status),
   }
   if (typeof w.next === 'string') out.next = w.next

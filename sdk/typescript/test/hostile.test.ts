@@ -50,6 +50,12 @@ function serve(answer: Handler): void {
   }
 }
 
+function json(res: ServerResponse, status: number, body: unknown): void {
+  const text = typeof body === 'string' ? body : JSON.stringify(body)
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) })
+  res.end(text)
+}
+
 /** A body that starts with head and goes on with blanks for ever (or until limit bytes), never ending. */
 function endless(res: ServerResponse, status: number, head: string, limit = Infinity): void {
   res.writeHead(status, { 'content-type': 'application/json' })
@@ -88,6 +94,11 @@ async function rejects<T extends Error>(p: Promise<unknown>, cls: new (...a: nev
   assert.ok('e' in r, `resolved: ${inspect(r.v, { depth: 1 }).slice(0, 300)}`)
   assert.ok(r.e instanceof cls, `rejected with ${String(r.e).slice(0, 300)}, not a ${cls.name}`)
   return r.e as T
+}
+
+/** JSON nested n levels deep. */
+function deep(n: number): string {
+  return '['.repeat(n) + ']'.repeat(n)
 }
 
 describe('a body larger than any answer', () => {
@@ -146,5 +157,66 @@ describe('an answer sent slowly', () => {
       req.socket.end('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 5\r\n\r\n{"id":"p","kind":"exec"}')
     })
     await rejects(sandbox().process.get('p'), UnexpectedResponseError, 10_000)
+  })
+})
+
+describe('JSON of another shape', () => {
+  test('nested 100 000 levels deep, where an object goes or inside one', async () => {
+    const sb = sandbox()
+    serve((_req, res) => json(res, 200, deep(100_000)))
+    await rejects(sb.process.get('p'), UnexpectedResponseError)
+    await rejects(sb.process.list(), UnexpectedResponseError)
+    serve((_req, res) => json(res, 200, `{"items":[${deep(100_000)}]}`))
+    await rejects(sb.process.list(), UnexpectedResponseError)
+    serve((_req, res) => json(res, 200, `{"id":"p","kind":${deep(100_000)},"state":${deep(100_000)}}`))
+    const p = await sb.process.get('p')
+    assert.equal(p.kind, 'unknown')
+    assert.equal(typeof p.rawKind, 'string')
+  })
+
+  test('a list, a string, null and huge numbers where the API has other types', async () => {
+    const sb = sandbox()
+    for (const body of ['[]', '"p"', 'null', '{"id":null}', '{"id":["p"]}', '{"id":1e999}']) {
+      serve((_req, res) => json(res, 200, body))
+      await rejects(sb.process.get('p'), UnexpectedResponseError)
+    }
+    serve((_req, res) => json(res, 200, '{"items":{"id":"p"}}'))
+    await rejects(sb.process.list(), UnexpectedResponseError)
+    serve((_req, res) => json(res, 200, '{"items":[null]}'))
+    await rejects(sb.process.list(), UnexpectedResponseError)
+  })
+
+  test("a run's answer without its process id, or with one of another type", async () => {
+    const sb = sandbox()
+    for (const body of ['{"reason":"exited","exitCode":0}', '{"processId":null,"reason":"exited","exitCode":0}', '{"processId":{"a":1},"reason":"exited","exitCode":0}']) {
+      serve((_req, res) => json(res, 200, body))
+      await rejects(sb.exec('true'), UnexpectedResponseError)
+    }
+  })
+
+  test("frames of another shape are not handed on as LogFrames", async () => {
+    const sb = sandbox()
+    const frames = '[null,5,"x",[1],{"cursor":7,"channel":null,"data":{"a":1},"encoding":3},{"cursor":"2","channel":"stdout","data":"ok"}]'
+    serve((_req, res) => json(res, 200, `{"processId":"p","reason":"exited","exitCode":"0","output":"ok","stdout":"ok","stderr":"","logs":${frames}}`))
+    const r = await sb.exec('true')
+    for (const f of r.logs) {
+      assert.equal(typeof f, 'object', inspect(r.logs))
+      assert.equal(typeof f.cursor, 'string')
+      assert.equal(typeof f.channel, 'string')
+      assert.equal(typeof f.data, 'string')
+    }
+    serve((_req, res) => json(res, 200, `{"items":${frames}}`))
+    const page = await sb.process.connect('p').logs()
+    for (const f of page.items) assert.equal(typeof f.data, 'string', inspect(page.items))
+  })
+
+  test('invalid UTF-8 is replaced, not an error', async () => {
+    serve((_req, res) => {
+      const body = Buffer.concat([Buffer.from('{"id":"p","kind":"exec","note":"'), Buffer.from([0xff, 0xc3]), Buffer.from('"}')])
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': body.length })
+      res.end(body)
+    })
+    const p = await sandbox().process.get('p')
+    assert.equal(p.id, 'p')
   })
 })
