@@ -311,17 +311,28 @@ async function collect(
  * Reads the logs of id after cursor, page by page, at most pages pages,
  * handing each to take until it returns false or a page is empty. A page is
  * bounded in bytes as well as in frames, so only an empty one is the end.
+ * A page that names a cursor read already (its next, else its last frame's)
+ * is not the API's: paging on would never end, and would hold its frames
+ * again and again.
  */
 export async function pageLogs(
   t: Reach, id: string, cursor: string | undefined, pages: number,
   take: (frames: LogFrame[], truncatedHead: boolean) => boolean,
 ): Promise<void> {
   const limit = t.logsPageSize
+  const read = new Set<string>()
   for (let n = 0; n < pages; n++) {
+    read.add(cursor ?? '')
     const { status, body } = await t.json('GET', `/v1/processes/${seg(id)}/logs`, { query: { cursor, limit } })
     const page = toLogsPage(body, status)
     if (page.items.length === 0 || !take(page.items, page.truncatedHead === true)) return
     cursor = page.next ?? page.items[page.items.length - 1]!.cursor
+    if (read.has(cursor)) {
+      throw new UnexpectedResponseError(
+        `conch: the logs of ${id}: a page (HTTP ${status}) names cursor '${cursor.slice(0, 100)}', read already: an answer that is not the API's`,
+        status,
+      )
+    }
   }
 }
 

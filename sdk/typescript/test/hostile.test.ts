@@ -220,3 +220,34 @@ describe('JSON of another shape', () => {
     assert.equal(p.id, 'p')
   })
 })
+
+describe('paging that does not move on', () => {
+  test("a run's omitted output paged from a logs page whose next repeats for ever", async () => {
+    serve((req, res) => {
+      if (req.url!.startsWith('/v1/processes/run')) {
+        json(res, 200, {
+          processId: 'p', reason: 'exited', exitCode: 0, output: 'a', stdout: 'a', stderr: '',
+          logs: [{ cursor: '1', channel: 'stdout', data: 'a' }], omittedBytes: 10, omittedAfter: '1', next: '9',
+        })
+        return
+      }
+      json(res, 200, { items: [{ cursor: '2', channel: 'stdout', data: 'b' }], next: '1' })
+    })
+    await rejects(sandbox().exec('true'), UnexpectedResponseError, 20_000)
+  })
+
+  test('a run past its wait window, whose logs pages repeat their cursor for ever', async () => {
+    serve((req, res) => {
+      if (req.url!.startsWith('/v1/processes/run')) {
+        json(res, 202, { processId: 'p', id: 'p', state: 'running', next: '0' })
+        return
+      }
+      if (req.url!.includes('/interact')) {
+        json(res, 200, { processId: 'p', reason: 'exited', exitCode: 0 })
+        return
+      }
+      json(res, 200, { items: [{ cursor: '', channel: 'stdout', data: 'b' }] })
+    })
+    await rejects(sandbox().exec('true'), UnexpectedResponseError, 20_000)
+  })
+})
