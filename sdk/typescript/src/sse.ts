@@ -2,11 +2,11 @@
 // needs the Authorization header, which EventSource cannot send), resuming a
 // dropped connection after the last frame it yielded.
 
-import { ConchError, DeadlineExceededError, isRecord } from './errors.js'
-import { toWaitResult } from './normalize.js'
+import { ConchError, DeadlineExceededError, isRecord, UnexpectedResponseError } from './errors.js'
+import { toFrame, toWaitResult } from './normalize.js'
 import { waitUntil } from './run.js'
 import { type HttpTransport, seg } from './transport.js'
-import type { LogFrame, StreamLogEvent, StreamLogsOptions } from './types.js'
+import type { StreamLogEvent, StreamLogsOptions } from './types.js'
 
 /**
  * Resumes in a row that may bring no event (cut again, not sent, or refused
@@ -65,23 +65,41 @@ class Quiet {
 }
 
 /**
- * The events of an event-stream body, in order; ends when the body ends.
- * quiet is armed while it waits for the body's next bytes (a heartbeat
- * comment counts), disarmed while an event is yielded.
+ * The most characters of one event a stream holds, its data and the line
+ * not yet ended (16 MiB, the Python SDK's bound): far past any event of the
+ * daemon, whose frames are 32 KiB at most. A longer one is not the API's: a
+ * line without end would be held until the process ran out of memory.
  */
-async function* parse(body: ReadableStream<Uint8Array>, quiet: Quiet): AsyncGenerator<RawEvent> {
+const maxEventLength = 16 << 20
+
+/**
+ * The events of an event-stream body of an answer of status, in order; ends
+ * when the body ends. quiet is armed while it waits for the body's next
+ * bytes (a heartbeat comment counts), disarmed while an event is yielded.
+ * An event over maxEventLength throws UnexpectedResponseError.
+ */
+async function* parse(body: ReadableStream<Uint8Array>, quiet: Quiet, status: number): AsyncGenerator<RawEvent> {
   const decoder = new TextDecoder()
-  let buf = ''
+  // The line not ended yet, in the pieces it came in: joined once it ends,
+  // never searched again for its end (which made a long line quadratic).
+  let parts: string[] = []
+  let partsLength = 0
   let ev: RawEvent = { event: 'message', data: '', id: '' }
   let hasData = false
   quiet.arm()
   for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
     quiet.disarm()
-    buf += decoder.decode(chunk, { stream: true })
+    const text = decoder.decode(chunk, { stream: true })
+    let start = 0
     let nl: number
-    while ((nl = buf.indexOf('\n')) >= 0) {
-      let line = buf.slice(0, nl)
-      buf = buf.slice(nl + 1)
+    while ((nl = text.indexOf('\n', start)) >= 0) {
+      let line = text.slice(start, nl)
+      start = nl + 1
+      if (parts.length > 0) {
+        line = parts.join('') + line
+        parts = []
+        partsLength = 0
+      }
       if (line.endsWith('\r')) line = line.slice(0, -1)
       if (line === '') {
         if (hasData) yield ev
@@ -100,10 +118,22 @@ async function* parse(body: ReadableStream<Uint8Array>, quiet: Quiet): AsyncGene
         ev.data = hasData ? `${ev.data}\n${value}` : value
         hasData = true
       }
+      if (ev.data.length > maxEventLength) throw eventTooLarge(status)
     }
+    if (start < text.length) {
+      parts.push(text.slice(start))
+      partsLength += text.length - start
+    }
+    if (partsLength + ev.data.length > maxEventLength) throw eventTooLarge(status)
     quiet.arm()
   }
   quiet.disarm()
+}
+
+function eventTooLarge(status: number): UnexpectedResponseError {
+  return new UnexpectedResponseError(
+    `conch: the log stream sent an event over ${maxEventLength} characters, larger than any of the API`, status,
+  )
 }
 
 export async function* streamLogs(
@@ -152,7 +182,7 @@ export async function* streamLogs(
         }
         if (!res.body) throw new TypeError('conch: the log stream has no body')
         opened = true
-        for await (const raw of parse(res.body, quiet)) {
+        for await (const raw of parse(res.body, quiet, res.status)) {
           // Events of a chunk already received come on after an abort:
           // the stream ends at the abort, not at the chunk's end.
           if (stop.signal.aborted) return
@@ -234,11 +264,12 @@ function toEvent(raw: RawEvent, last: string | undefined, status: number): Strea
   const at = last ? { cursor: last } : {}
   switch (raw.event) {
     case 'log': {
-      const frame = data as unknown as LogFrame
+      // Its fields of another type made strings, as in an answer's logs.
+      const frame = toFrame(data)!
       return { type: 'log', cursor: raw.id || frame.cursor, frame }
     }
     case 'warning': {
-      const ev: StreamLogEvent = { type: 'warning', ...at, message: String(data.message ?? '') }
+      const ev: StreamLogEvent = { type: 'warning', ...at, message: typeof data.message === 'string' ? data.message : '' }
       if (typeof data.firstAvailableCursor === 'string') ev.firstAvailableCursor = data.firstAvailableCursor
       return ev
     }

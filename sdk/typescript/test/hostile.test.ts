@@ -11,7 +11,7 @@ import { after, before, describe, test } from 'node:test'
 import { inspect } from 'node:util'
 
 import {
-  DeadlineExceededError, Sandbox, type SandboxOptions, UnexpectedResponseError,
+  DeadlineExceededError, Sandbox, type SandboxOptions, type StreamLogEvent, UnexpectedResponseError,
 } from '@conchsh/sdk'
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void
@@ -94,6 +94,16 @@ async function rejects<T extends Error>(p: Promise<unknown>, cls: new (...a: nev
   assert.ok('e' in r, `resolved: ${inspect(r.v, { depth: 1 }).slice(0, 300)}`)
   assert.ok(r.e instanceof cls, `rejected with ${String(r.e).slice(0, 300)}, not a ${cls.name}`)
   return r.e as T
+}
+
+/** Collects a stream's events within ms. */
+async function events(it: AsyncIterable<StreamLogEvent>, ms = 60_000): Promise<StreamLogEvent[]> {
+  const out: StreamLogEvent[] = []
+  const all = (async () => {
+    for await (const ev of it) out.push(ev)
+  })()
+  assert.notEqual(await Promise.race([all, sleep(ms)]), 'late', `the stream still runs after ${ms} ms: ${inspect(out).slice(0, 300)}`)
+  return out
 }
 
 /** JSON nested n levels deep. */
@@ -249,5 +259,66 @@ describe('paging that does not move on', () => {
       json(res, 200, { items: [{ cursor: '', channel: 'stdout', data: 'b' }] })
     })
     await rejects(sandbox().exec('true'), UnexpectedResponseError, 20_000)
+  })
+})
+
+describe('a hostile log stream', () => {
+  const stream = (write: (res: ServerResponse) => void): void =>
+    serve((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      write(res)
+    })
+
+  test('an endless line without a newline ends the stream with UnexpectedResponseError', async () => {
+    stream((res) => {
+      res.write('event: log\ndata: ')
+      const chunk = Buffer.alloc(1 << 20, 0x61)
+      let sent = 0
+      const pump = (): void => {
+        while (sent < 64 << 20 && !res.destroyed) {
+          sent += chunk.length
+          if (!res.write(chunk)) return void res.once('drain', pump)
+        }
+      }
+      pump()
+    })
+    const evs = await events(sandbox({ streamIdleTimeout: 3000 }).process.connect('p').streamLogs())
+    const last = evs.at(-1)
+    assert.equal(last?.type, 'error', inspect(evs).slice(0, 300))
+    assert.ok(last.type === 'error' && last.error instanceof UnexpectedResponseError, String(last.type === 'error' && last.error))
+  })
+
+  test('a 100 MB data line ends the stream with UnexpectedResponseError', async () => {
+    stream((res) => {
+      res.write('event: log\ndata: {"cursor":"1","channel":"stdout","data":"')
+      res.write(Buffer.alloc(100_000_000, 0x61))
+      res.write('"}\n\n')
+    })
+    const evs = await events(sandbox({ streamIdleTimeout: 3000 }).process.connect('p').streamLogs())
+    const last = evs.at(-1)
+    assert.ok(last?.type === 'error' && last.error instanceof UnexpectedResponseError, inspect(evs, { depth: 1 }).slice(0, 300))
+  })
+
+  test('events with fields of the wrong type', async () => {
+    stream((res) => {
+      res.write(`event: warning\ndata: {"message":${deep(100_000)}}\n\n`)
+      res.write('event: log\ndata: {"cursor":5,"channel":["x"],"data":null}\n\n')
+      res.write('event: log\nid: 7\ndata: {"cursor":"7","channel":"stdout","data":"ok"}\n\n')
+      res.write(`event: log\ndata: ${deep(100_000)}\n\n`)
+      res.write('event: state\ndata: {"reason":"exited","exitCode":"0"}\n\n')
+      res.write('event: eof\ndata: {}\n\n')
+      res.end()
+    })
+    const evs = await events(sandbox().process.connect('p').streamLogs())
+    assert.ok(evs.every((e) => e.type !== 'error'), inspect(evs, { depth: 2 }).slice(0, 500))
+    for (const e of evs) {
+      if (e.type === 'log') {
+        assert.equal(typeof e.cursor, 'string')
+        assert.equal(typeof e.frame.data, 'string')
+        assert.equal(typeof e.frame.channel, 'string')
+      }
+      if (e.type === 'warning') assert.equal(typeof e.message, 'string')
+    }
+    assert.equal(evs.at(-1)?.type, 'eof')
   })
 })
