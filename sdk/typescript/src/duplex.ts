@@ -32,6 +32,13 @@ const writeHighWater = 1 << 20
  * default --body-limit, past which one message closes the attachment.
  */
 const maxUnsent = 16 << 20
+/**
+ * The largest message an attachment takes (1 MiB, the Python SDK's bound;
+ * the daemon sends 32 KiB at most): a larger one is not the API's, and the
+ * connection is closed (1009) rather than the message held. The `ws`
+ * package refuses it before it is read whole (maxPayload).
+ */
+const maxMessage = 1 << 20
 /** How often a duplex with unsent input looks at what its socket still holds: no WebSocket says when it sent. */
 const sendPoll = 10
 /**
@@ -118,6 +125,8 @@ export class PtyDuplex {
   #userClosed = false
   #paused = false
   #missed = 0
+  /** The daemon's side sent a message over maxMessage. */
+  #tooLarge = false
   /** Messages received: after close(), what moves (see closeStall). */
   #heard = 0
   readonly #queue: Queue
@@ -152,6 +161,12 @@ export class PtyDuplex {
       // daemon's close frame waits behind) is dropped, and must not pause
       // the socket again, or the handshake would stall until ws gives up.
       if (this.#userClosed) return
+      const size = typeof ev.data === 'string' ? ev.data.length : ev.data instanceof ArrayBuffer || ArrayBuffer.isView(ev.data) ? ev.data.byteLength : 0
+      if (size > maxMessage) {
+        this.#tooLarge = true
+        socket.close(1009)
+        return
+      }
       if (typeof ev.data === 'string') {
         const bytes = gapBytes(ev.data)
         if (bytes !== undefined) queue.pushGap(bytes)
@@ -171,10 +186,16 @@ export class PtyDuplex {
         socket.pause?.()
       }
     })
+    socket.addEventListener('error', (ev) => {
+      const code = (ev.error as { code?: unknown } | undefined)?.code
+      if (code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH') this.#tooLarge = true
+    })
     socket.addEventListener('close', (ev) => {
       this.#closed = true
       this.#settleDrains()
-      if (ev.code === undefined || ev.code === 1000 || ev.code === 1005 || this.#userClosed) queue.end()
+      if (this.#tooLarge && !this.#userClosed) {
+        queue.fail(new UnexpectedResponseError(`conch: the attachment sent a message over ${maxMessage} bytes, larger than any of the API`, 101))
+      } else if (ev.code === undefined || ev.code === 1000 || ev.code === 1005 || this.#userClosed) queue.end()
       else queue.fail(new Error(`conch: attach closed with ${ev.code}${ev.reason ? `: ${ev.reason}` : ''}`))
     })
     this.readable = queue
@@ -326,7 +347,7 @@ function gapBytes(text: string): number | undefined {
 /** Opens an attach socket to the PTY process id; resolves once it is open. */
 export async function openDuplex(t: HttpTransport, id: string): Promise<PtyDuplex> {
   const WS = t.WebSocket ?? (await defaultWebSocket())
-  const socket = new WS(t.socketURL(`/v1/processes/${encodeURIComponent(id)}/attach`), { headers: t.socketHeaders() })
+  const socket = new WS(t.socketURL(`/v1/processes/${encodeURIComponent(id)}/attach`), { headers: t.socketHeaders(), maxPayload: maxMessage })
   const duplex = new PtyDuplex(socket)
   // Neither WebSocket bounds its handshake: a daemon that takes the
   // connection and never answers the upgrade would hold the attach for ever.

@@ -80,7 +80,12 @@ export interface WebSocketLike {
  * A WebSocket constructor that takes request headers in its second argument,
  * as Node's global `WebSocket` (undici), Bun's and the `ws` package do.
  */
-export type WebSocketConstructor = new (url: string, init: { headers: Record<string, string> }) => WebSocketLike
+/**
+ * A WebSocket class: init's headers are the upgrade's; maxPayload, the
+ * largest message taken, is the `ws` package's option (a class without it
+ * may ignore it: the duplex checks each message too).
+ */
+export type WebSocketConstructor = new (url: string, init: { headers: Record<string, string>; maxPayload?: number }) => WebSocketLike
 
 export interface HttpTransportOptions {
   /** The daemon's base URL, e.g. `http://127.0.0.1:7070`. */

@@ -10,6 +10,8 @@ import type { Socket } from 'node:net'
 import { after, before, describe, test } from 'node:test'
 import { inspect } from 'node:util'
 
+import { WebSocketServer } from 'ws'
+
 import {
   DeadlineExceededError, Sandbox, type SandboxOptions, type StreamLogEvent, UnexpectedResponseError,
 } from '@conchsh/sdk'
@@ -320,5 +322,31 @@ describe('a hostile log stream', () => {
       if (e.type === 'warning') assert.equal(typeof e.message, 'string')
     }
     assert.equal(evs.at(-1)?.type, 'eof')
+  })
+})
+
+describe('a hostile attachment', () => {
+  test('a message larger than any the daemon sends ends the readable with an error, not one huge chunk', async () => {
+    const wss = new WebSocketServer({ noServer: true })
+    handler = () => {}
+    const onUpgrade = (req: IncomingMessage, s: Socket, head: Buffer): void => {
+      wss.handleUpgrade(req, s, head, (ws) => ws.send(Buffer.alloc(8 << 20, 0x61)))
+    }
+    server.on('upgrade', onUpgrade)
+    try {
+      const conn = await sandbox().process.connect('p').attach()
+      const got: number[] = []
+      const read = (async () => {
+        for await (const b of conn.readable) got.push(b.length)
+      })()
+      const r = await Promise.race([read.then(() => 'ended', (e: unknown) => e), sleep(20_000)])
+      conn.close()
+      assert.notEqual(r, 'late')
+      assert.ok(got.every((n) => n <= 1 << 20), `read chunks of ${got.join(', ')} bytes`)
+      assert.ok(r instanceof Error, `the readable ${String(r)}`)
+    } finally {
+      server.off('upgrade', onUpgrade)
+      wss.close()
+    }
   })
 })
