@@ -23,7 +23,17 @@ type Client struct {
 	token  string
 	http   *http.Client
 	direct *direct // the requests' way when the http.Client is the Client's own (see direct)
+	// maxAnswer bounds the body of an answer read whole (MaxAnswer).
+	maxAnswer int64
 }
+
+// MaxAnswer bounds the body of an answer a call reads whole, 256 MiB: past
+// any answer under the daemon's default --log-retention (8 MiB), which
+// bounds a run's outputLimit. A larger body (one with no end, say) ends the
+// call with an error that says so, rather than be read into memory for as
+// long as it comes. A log stream is not bounded so: it lasts, each of its
+// events bounded instead (see Stream).
+const MaxAnswer = 256 << 20
 
 // Option configures a Client in New.
 type Option func(*Client) error
@@ -51,7 +61,7 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 		// with "first path segment in URL cannot contain colon".
 		return nil, fmt.Errorf("daemon url %q: want http://host:port", baseURL)
 	}
-	c := &Client{base: u, token: token}
+	c := &Client{base: u, token: token, maxAnswer: MaxAnswer}
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, err
@@ -133,6 +143,7 @@ type request struct {
 	body   any       // marshalled as JSON when not nil
 	raw    io.Reader // sent as is when not nil
 	header http.Header
+	stream bool // the answer lasts: its body is not bounded by maxAnswer
 }
 
 // send performs req and returns the response when its status is one of ok;
@@ -185,11 +196,55 @@ func (c *Client) send(ctx context.Context, req request, ok ...int) (*http.Respon
 	}
 	for _, s := range ok {
 		if resp.StatusCode == s {
+			if req.stream {
+				return resp, nil
+			}
+			if resp.ContentLength > c.maxAnswer {
+				resp.Body.Close()
+				return nil, fmt.Errorf("%s %s: %w", req.method, req.path, &tooLarge{limit: c.maxAnswer, length: resp.ContentLength})
+			}
+			resp.Body = &boundedBody{ReadCloser: resp.Body, left: c.maxAnswer + 1, limit: c.maxAnswer}
 			return resp, nil
 		}
 	}
 	defer closeBody(resp)
 	return nil, decodeError(resp)
+}
+
+// tooLarge says that an answer's body is larger than a Client reads: not
+// the daemon's answer.
+type tooLarge struct {
+	limit  int64
+	length int64 // its Content-Length; -1 when it did not say
+}
+
+func (e *tooLarge) Error() string {
+	if e.length >= 0 {
+		return fmt.Sprintf("an answer of %d bytes, over %d bytes, larger than any of the API: not the daemon's", e.length, e.limit)
+	}
+	return fmt.Sprintf("an answer over %d bytes, larger than any of the API: not the daemon's", e.limit)
+}
+
+// boundedBody is an answer's body that fails once more than limit bytes
+// came.
+type boundedBody struct {
+	io.ReadCloser
+	left  int64 // bytes it may read: limit+1, so that one past the bound is seen
+	limit int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, &tooLarge{limit: b.limit, length: -1}
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	if b.left -= int64(n); b.left <= 0 {
+		return n - 1, &tooLarge{limit: b.limit, length: -1}
+	}
+	return n, err
 }
 
 // closeBody reads what is left of an answer — the newline after a JSON

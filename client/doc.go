@@ -13,5 +13,14 @@
 // says when it may be sent again; a request whose connection broke after it
 // was written is an error, since the daemon may have carried it out. A call
 // has no time bound but its context's: give it a deadline, or a daemon
-// that accepts the connection and never answers holds it for as long.
+// that accepts the connection and never answers holds it for as long. The
+// deadline bounds the whole answer, its headers and body together, not
+// each read: an answer trickled a byte at a time ends with it.
+//
+// What a call reads is bounded too, so that a server that is not the
+// daemon (or a daemon gone wrong) cannot grow a client's memory: an answer's
+// body at MaxAnswer (a Content-Length over it fails at once), and a log
+// stream's event at 4 MiB. A body that is not the JSON of its route (nested
+// past encoding/json's depth of 10000, or of the wrong types) is an error
+// that names the route; text that is not UTF-8 comes as U+FFFD.
 package client

@@ -258,7 +258,7 @@ func (c *Client) openStream(ctx context.Context, id string, opts StreamOptions, 
 	if last != "" {
 		h.Set("Last-Event-ID", last) // it wins over the cursor
 	}
-	return c.send(ctx, request{method: http.MethodGet, path: processPath(id, "logs", "stream"), query: q, header: h},
+	return c.send(ctx, request{method: http.MethodGet, path: processPath(id, "logs", "stream"), query: q, header: h, stream: true},
 		http.StatusOK, http.StatusNoContent)
 }
 

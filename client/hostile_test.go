@@ -1,0 +1,259 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// hostile is a daemon stand-in on loopback that answers each request it
+// reads by script, which writes what it likes to the connection (bytes no
+// HTTP server would send, slowly or for ever), to see that a call still
+// ends, with an error that says why, and reads no more than it bounds.
+type hostile struct {
+	ln      net.Listener
+	direct  *Client // the Client's own transport (direct)
+	viaHTTP *Client // through an http.Client of its own
+}
+
+func newHostile(t *testing.T, script func(c net.Conn, req *http.Request)) *hostile {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	h := &hostile{ln: ln}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var open []net.Conn
+	wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			open = append(open, c)
+			mu.Unlock()
+			c.SetDeadline(time.Now().Add(60 * time.Second)) // a hang guard
+			wg.Go(func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					if _, err := io.Copy(io.Discard, req.Body); err != nil {
+						return
+					}
+					script(c, req)
+				}
+			})
+		}
+	})
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range open {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	h.direct, err = New("http://"+ln.Addr().String(), "token")
+	require.NoError(t, err)
+	require.NotNil(t, h.direct.direct)
+	h.viaHTTP, err = New("http://"+ln.Addr().String(), "token",
+		WithHTTPClient(&http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}))
+	require.NoError(t, err)
+	t.Cleanup(h.direct.CloseIdleConnections)
+	t.Cleanup(h.viaHTTP.CloseIdleConnections)
+	return h
+}
+
+// clients are the two ways a Client sends its requests.
+func (h *hostile) clients() map[string]*Client {
+	return map[string]*Client{"direct": h.direct, "net/http": h.viaHTTP}
+}
+
+// calls are a Client's calls that read an answer whole, each ended by
+// ctx.
+var calls = map[string]func(ctx context.Context, c *Client) error{
+	"get": func(ctx context.Context, c *Client) error { _, err := c.Get(ctx, "p"); return err },
+	"list": func(ctx context.Context, c *Client) error {
+		_, err := c.List(ctx, ListOptions{})
+		return err
+	},
+	"run": func(ctx context.Context, c *Client) error {
+		_, _, err := c.Run(ctx, RunOptions{StartOptions: StartOptions{Cmd: "true"}})
+		return err
+	},
+	"wait": func(ctx context.Context, c *Client) error { _, _, err := c.Wait(ctx, "p", 0); return err },
+}
+
+// writeFor writes chunk to w again and again, n bytes at most, then holds
+// the connection open without a word: a client that reads on waits for
+// its context's end (the hang guard), one that bounds what it reads has
+// ended before.
+func writeFor(c net.Conn, chunk string, n int) {
+	for sent := 0; sent < n; sent += len(chunk) {
+		if _, err := io.WriteString(c, chunk); err != nil {
+			return
+		}
+	}
+	io.Copy(io.Discard, c) // until the client closes it
+}
+
+// trickle writes s to c a byte every 50 ms, again and again, until the
+// client closes the connection.
+func trickle(c net.Conn, s string) {
+	for i := 0; ; i++ {
+		if _, err := c.Write([]byte{s[i%len(s)]}); err != nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// guard is the context of a call that must end by itself well before it.
+func guard(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// TestHostileBodyTooLarge: an answer whose body has no end (chunked for
+// ever, or a Content-Length of 2^40) ends a call that reads it whole once
+// it passes the Client's bound, with an error that says so: the call once
+// read on, its memory growing, until its context ended (a run or a wait
+// has none but the caller's).
+func TestHostileBodyTooLarge(t *testing.T) {
+	t.Parallel()
+	const head = "Content-Type: application/json\r\n"
+	fill := strings.Repeat("a", 4096)
+	bodies := map[string]func(c net.Conn, status string){
+		"chunked": func(c net.Conn, status string) {
+			io.WriteString(c, "HTTP/1.1 "+status+"\r\n"+head+"Transfer-Encoding: chunked\r\n\r\n6\r\n{\"x\":\"\r\n")
+			writeFor(c, "1000\r\n"+fill+"\r\n", 8<<20)
+		},
+		"content-length": func(c net.Conn, status string) {
+			io.WriteString(c, "HTTP/1.1 "+status+"\r\n"+head+"Content-Length: 1099511627776\r\n\r\n{\"x\":\"")
+			writeFor(c, fill, 8<<20)
+		},
+	}
+	for body, write := range bodies {
+		for _, status := range []string{"200 OK", "202 Accepted"} {
+			h := newHostile(t, func(c net.Conn, req *http.Request) { write(c, status) })
+			for way, c := range h.clients() {
+				c.maxAnswer = 1 << 20
+				for name, call := range calls {
+					ctx := guard(t)
+					err := call(ctx, c)
+					require.Error(t, err, "%s, %s %s, %s", way, body, status, name)
+					require.NoError(t, ctx.Err(), "%s, %s %s, %s: ended by its context, not its bound", way, body, status, name)
+					if status == "200 OK" || name == "run" || name == "wait" {
+						require.ErrorContains(t, err, "over 1048576 bytes", "%s, %s %s, %s", way, body, status, name)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestHostileTrickle: an answer trickled a byte every 50 ms, its headers
+// or its body, holds a call no longer than its context: the deadline
+// bounds the whole answer, not each read.
+func TestHostileTrickle(t *testing.T) {
+	t.Parallel()
+	for what, answer := range map[string]func(c net.Conn){
+		"headers": func(c net.Conn) { io.WriteString(c, "HTTP/1.1 200 OK\r\n"); trickle(c, "X-A: a\r\n") },
+		"body": func(c net.Conn) {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n{\"id\":\"")
+			trickle(c, "a")
+		},
+		"chunks": func(c net.Conn) {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n7\r\n{\"id\":\"\r\n")
+			trickle(c, "1\r\na\r\n")
+		},
+		"interim": func(c net.Conn) { trickle(c, "HTTP/1.1 100 Continue\r\n\r\n") },
+	} {
+		h := newHostile(t, func(c net.Conn, req *http.Request) { answer(c) })
+		for way, c := range h.clients() {
+			for name, call := range calls {
+				ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+				start := time.Now()
+				err := call(ctx, c)
+				cancel()
+				require.ErrorIs(t, err, context.DeadlineExceeded, "%s, %s, %s", what, way, name)
+				require.Less(t, time.Since(start), 15*time.Second, "%s, %s, %s", what, way, name) // a hang guard
+			}
+		}
+	}
+}
+
+// TestHostileInterim: interim answers (1xx) with no end end the call with
+// an error, through either transport.
+func TestHostileInterim(t *testing.T) {
+	t.Parallel()
+	h := newHostile(t, func(c net.Conn, req *http.Request) {
+		writeFor(c, "HTTP/1.1 100 Continue\r\n\r\n", 64<<20)
+	})
+	for way, c := range h.clients() {
+		ctx := guard(t)
+		_, err := c.Get(ctx, "p")
+		require.Error(t, err, way)
+		require.NoError(t, ctx.Err(), "%s: ended by its context, not its bound", way)
+	}
+}
+
+// TestHostileJSON: JSON nested 100k levels deep, of the wrong types, or
+// with bytes that are not UTF-8 ends in a clear error, or an answer whose
+// text has U+FFFD in their place.
+func TestHostileJSON(t *testing.T) {
+	t.Parallel()
+	answer := func(status, body string) string {
+		return "HTTP/1.1 " + status + "\r\nContent-Type: application/json\r\nContent-Length: " +
+			strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	}
+	deep := strings.Repeat("[", 100000)
+	for body, want := range map[string]string{
+		deep:                                "exceeded max depth",
+		`{"id":` + deep:                     "exceeded max depth",
+		`{"id":["p"]}`:                      "cannot unmarshal array",
+		`{"id":"p","startedAt":5}`:          "cannot unmarshal number",
+		`{"id":"p","pid":"12"}`:             "cannot unmarshal string",
+		`{"id":"p","terminal":{"cols":-1}}`: "cannot unmarshal number -1",
+		`{"id":"p","executionTimeout":"x"}`: "want a number of milliseconds",
+	} {
+		h := newHostile(t, func(c net.Conn, req *http.Request) { io.WriteString(c, answer("200 OK", body)) })
+		for way, c := range h.clients() {
+			_, err := c.Get(guard(t), "p")
+			require.ErrorContains(t, err, want, "%s: %.40s", way, body)
+			require.ErrorContains(t, err, "decode answer", "%s: %.40s", way, body)
+		}
+	}
+	// An error answer that is not the daemon's: said as such.
+	h := newHostile(t, func(c net.Conn, req *http.Request) {
+		io.WriteString(c, answer("404 Not Found", `{"error":`+deep))
+	})
+	for way, c := range h.clients() {
+		_, err := c.Get(guard(t), "p")
+		var ae *Error
+		require.ErrorAs(t, err, &ae, way)
+		require.Equal(t, 404, ae.Status, way)
+		require.Contains(t, ae.Message, "not the daemon's", way)
+	}
+	h = newHostile(t, func(c net.Conn, req *http.Request) { io.WriteString(c, answer("200 OK", "{\"id\":\"p\xff\xfeq\"}")) })
+	for way, c := range h.clients() {
+		p, err := c.Get(guard(t), "p")
+		require.NoError(t, err, way)
+		require.Equal(t, "p\uFFFD\uFFFDq", p.ID, way)
+	}
+}
