@@ -68,7 +68,9 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 		}
 	}
 	if c.http == nil {
-		c.http = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxResponseHeaderBytes = maxHeaderBytes
+		c.http = &http.Client{Transport: tr}
 		c.direct = newDirect(u)
 	}
 	return c, nil

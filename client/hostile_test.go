@@ -257,3 +257,21 @@ func TestHostileJSON(t *testing.T) {
 		require.Equal(t, "p\uFFFD\uFFFDq", p.ID, way)
 	}
 }
+
+// TestHostileHeadersTooLarge: an answer's header with no end ends the call
+// once the headers pass 1 MiB, as net/http bounds them: the Client's own
+// transport once read them on until the call's context ended.
+func TestHostileHeadersTooLarge(t *testing.T) {
+	t.Parallel()
+	h := newHostile(t, func(c net.Conn, req *http.Request) {
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Endless: ")
+		writeFor(c, strings.Repeat("a", 4096), 16<<20)
+	})
+	for way, c := range h.clients() {
+		ctx := guard(t)
+		_, err := c.Get(ctx, "p")
+		require.Error(t, err, way)
+		require.NoError(t, ctx.Err(), "%s: ended by its context, not its bound", way)
+		require.ErrorContains(t, err, "headers exceeded", way)
+	}
+}

@@ -42,6 +42,7 @@ type direct struct {
 // ahead and the room its requests are written into.
 type directConn struct {
 	c         net.Conn
+	lr        *headLimit // between c and br: bounds an answer's headers
 	br        *bufio.Reader
 	bw        *bufio.Writer
 	idleSince time.Time
@@ -140,6 +141,10 @@ func (t *direct) try(req *http.Request) (*http.Response, error) {
 			return fail(werr)
 		}
 	}
+	// The answer's headers, interim answers' too, are bounded as
+	// net/http's Transport bounds them: a header with no end fails.
+	dc.lr.left = maxHeaderBytes
+	defer func() { dc.lr.left = -1 }()
 	if _, err := dc.br.Peek(1); err != nil { // the answer's first byte
 		switch {
 		case werr == nil:
@@ -153,6 +158,9 @@ func (t *direct) try(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := readFinal(dc.br, req)
 	if err != nil {
+		if dc.lr.left == 0 {
+			err = errHeaders
+		}
 		return fail(err)
 	}
 	resp.Body = &directBody{t: t, dc: dc, r: resp.Body, ctx: ctx, stop: stop, keep: werr == nil && !resp.Close && !req.Close}
@@ -215,7 +223,39 @@ func (t *direct) conn(ctx context.Context, host string) (dc *directConn, kept bo
 	// first request after the process was idle, as a client is while a
 	// command runs, woke the runtime's monitor thread as it wrote.
 	c = rawnet.Of(c)
-	return &directConn{c: c, br: bufio.NewReader(c), bw: bufio.NewWriter(c)}, false, nil
+	lr := &headLimit{r: c, left: -1}
+	return &directConn{c: c, lr: lr, br: bufio.NewReader(lr), bw: bufio.NewWriter(c)}, false, nil
+}
+
+// maxHeaderBytes bounds the headers of an answer, its interim answers'
+// with them (and what of its body is read with them, a buffer's worth at
+// most), as the Client's own http.Client bounds them
+// (Transport.MaxResponseHeaderBytes).
+const maxHeaderBytes = 1 << 20
+
+// errHeaders says that an answer's headers passed maxHeaderBytes.
+var errHeaders = fmt.Errorf("the answer's headers exceeded %d bytes: not the daemon's answer", maxHeaderBytes)
+
+// headLimit reads from r at most left bytes while left is not negative:
+// then it fails with errHeaders.
+type headLimit struct {
+	r    io.Reader
+	left int64 // -1: no bound
+}
+
+func (l *headLimit) Read(p []byte) (int, error) {
+	if l.left < 0 {
+		return l.r.Read(p)
+	}
+	if l.left == 0 {
+		return 0, errHeaders
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
 }
 
 // alive reports whether a kept connection can carry a request: the daemon
