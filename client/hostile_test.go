@@ -275,3 +275,36 @@ func TestHostileHeadersTooLarge(t *testing.T) {
 		require.ErrorContains(t, err, "headers exceeded", way)
 	}
 }
+
+// TestHostileStream: a log stream's line with no end, or an event of
+// data lines with no end, ends the stream with an error once it passes
+// 4 MiB: the event's lines together were once read on for ever.
+func TestHostileStream(t *testing.T) {
+	t.Parallel()
+	const head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+	chunk := func(s string) string { return strconv.FormatInt(int64(len(s)), 16) + "\r\n" + s + "\r\n" }
+	for what, answer := range map[string]func(c net.Conn){
+		"line": func(c net.Conn) {
+			io.WriteString(c, head+chunk("event: log\ndata: "))
+			writeFor(c, chunk(strings.Repeat("a", 4096)), 16<<20)
+		},
+		"data lines": func(c net.Conn) {
+			io.WriteString(c, head+chunk("event: log\n"))
+			writeFor(c, chunk(strings.Repeat("data: "+strings.Repeat("a", 1000)+"\n", 4)), 64<<20)
+		},
+	} {
+		h := newHostile(t, func(c net.Conn, req *http.Request) { answer(c) })
+		for way, c := range h.clients() {
+			ctx := guard(t)
+			var end error
+			for _, err := range c.Stream(ctx, "p", StreamOptions{}) {
+				if err != nil {
+					end = err
+					break
+				}
+			}
+			require.NoError(t, ctx.Err(), "%s, %s: ended by its context, not its bound", what, way)
+			require.ErrorContains(t, end, "over 4194304 bytes", "%s, %s", what, way)
+		}
+	}
+}

@@ -47,8 +47,9 @@ type StreamOptions struct {
 	Base64      bool // force base64 encoding of every frame
 }
 
-// maxEventLine bounds one line of the stream: a 64 KiB frame of control
-// characters grows to about 384 KiB of JSON.
+// maxEventLine bounds one line of the stream, and one event's lines
+// together: a 64 KiB frame of control characters grows to about 384 KiB of
+// JSON. A longer one is not the daemon's, and ends the stream.
 const maxEventLine = 4 << 20
 
 // Stream follows the process's logs: the retained frames after the cursor,
@@ -85,6 +86,10 @@ const maxEventLine = 4 << 20
 // wait gives it, then eof, whose ID is the cursor asked, as a stream asked
 // before its end would have ended. Once ctx ends, it
 // yields ctx's error and ends, the events already received not yielded.
+//
+// An event over 4 MiB, a line of it or its lines together (comments
+// aside), larger than any the daemon sends, ends the stream with an error
+// that says so: the stream is not the daemon's, and is not resumed.
 func (c *Client) Stream(ctx context.Context, id string, opts StreamOptions) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
 		last := opts.LastEventID // where a resumption starts: the last frame's cursor
@@ -286,9 +291,11 @@ func readEvents(r io.Reader) iter.Seq2[Event, error] {
 		sc.Buffer(make([]byte, 64<<10), maxEventLine)
 		var typ, id string
 		var data strings.Builder
+		size := 0 // of the event's lines so far
 		for sc.Scan() {
 			line := sc.Text()
 			if line == "" {
+				size = 0
 				if typ == "" && data.Len() == 0 {
 					continue
 				}
@@ -302,6 +309,10 @@ func readEvents(r io.Reader) iter.Seq2[Event, error] {
 			}
 			if strings.HasPrefix(line, ":") {
 				continue
+			}
+			if size += len(line) + 1; size > maxEventLine {
+				yield(Event{}, fmt.Errorf("read stream: an event over %d bytes", maxEventLine))
+				return
 			}
 			field, value, _ := strings.Cut(line, ":")
 			value = strings.TrimPrefix(value, " ")
