@@ -3,6 +3,7 @@ package client
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -305,6 +306,55 @@ func TestHostileStream(t *testing.T) {
 			}
 			require.NoError(t, ctx.Err(), "%s, %s: ended by its context, not its bound", what, way)
 			require.ErrorContains(t, end, "over 4194304 bytes", "%s, %s", what, way)
+		}
+	}
+}
+
+// TestHostilePaging: pages that name a cursor already asked for end the
+// listing, or the join of a run's output, with an error: they were once
+// paged for ever.
+func TestHostilePaging(t *testing.T) {
+	t.Parallel()
+	answer := func(body string) string {
+		return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+			strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	}
+	for _, next := range []string{"2", ""} {
+		h := newHostile(t, func(c net.Conn, req *http.Request) {
+			switch {
+			case strings.HasSuffix(req.URL.Path, "/logs"):
+				io.WriteString(c, answer(`{"items":[{"cursor":"2","channel":"stdout","data":"x"}],"next":"`+next+`"}`))
+			default:
+				io.WriteString(c, answer(`{"items":[{"id":"p"}],"next":"2"}`))
+			}
+		})
+		for way, c := range h.clients() {
+			ctx := guard(t)
+			n := 0
+			var end error
+			for _, err := range c.Processes(ctx, ListOptions{}) {
+				if err != nil {
+					end = err
+					break
+				}
+				if n++; n > 10000 {
+					break
+				}
+			}
+			require.ErrorContains(t, end, "again", way)
+			require.NoError(t, ctx.Err(), way)
+
+			n = 0
+			r := &RunResult{ProcessID: "p", OmittedBytes: 10, OmittedAfter: "1", Next: "9",
+				Logs: []LogFrame{{Cursor: "1", Channel: "stdout", Data: "x"}, {Cursor: "9", Channel: "stdout", Data: "y"}}}
+			_, err := c.WholeOutput(ctx, "", r, func(LogFrame) error {
+				if n++; n > 10000 {
+					return errors.New("paged for ever")
+				}
+				return nil
+			})
+			require.ErrorContains(t, err, "not the daemon's answer", "%s, next %q", way, next)
+			require.NoError(t, ctx.Err(), way)
 		}
 	}
 }

@@ -14,7 +14,9 @@ import (
 // process the answer is of (r.ProcessID when empty). It reports whether
 // retention dropped some of the omitted frames before they were read (the
 // frames after them are then not given), and stops at the first error, the
-// daemon's or yield's.
+// daemon's or yield's. A page that does not move on (its last frame's
+// cursor was asked for already) is an error, given before its frames: it
+// would be paged for ever.
 func (c *Client) WholeOutput(ctx context.Context, id string, r *RunResult, yield func(LogFrame) error) (dropped bool, err error) {
 	if id == "" {
 		id = r.ProcessID
@@ -27,6 +29,7 @@ func (c *Client) WholeOutput(ctx context.Context, id string, r *RunResult, yield
 		return false, err
 	}
 	cursor := r.OmittedAfter
+	seen := map[string]bool{cursor: true}
 	for {
 		page, err := c.Logs(ctx, id, LogsOptions{Cursor: cursor})
 		if err != nil {
@@ -42,6 +45,11 @@ func (c *Client) WholeOutput(ctx context.Context, id string, r *RunResult, yield
 		if len(page.Items) == 0 {
 			return dropped, nil
 		}
+		// Next is the page's last frame's cursor: cursors only increase.
+		if seen[page.Next] || page.Next == "" {
+			return dropped, againError("the logs of "+id, "next", page.Next)
+		}
+		seen[page.Next] = true
 		for _, f := range page.Items {
 			if err := yield(f); err != nil {
 				return dropped, err

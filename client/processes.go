@@ -145,9 +145,12 @@ func (c *Client) List(ctx context.Context, opts ListOptions) (*ProcessList, erro
 }
 
 // Processes iterates over every process matching opts, page after page. It
-// stops at the first error, which it yields.
+// stops at the first error, which it yields. A page whose next cursor was
+// asked for already is an error (the daemon's cursors move on): it would be
+// listed for ever.
 func (c *Client) Processes(ctx context.Context, opts ListOptions) iter.Seq2[Process, error] {
 	return func(yield func(Process, error) bool) {
+		seen := map[string]bool{opts.Cursor: true}
 		for {
 			page, err := c.List(ctx, opts)
 			if err != nil {
@@ -162,9 +165,27 @@ func (c *Client) Processes(ctx context.Context, opts ListOptions) iter.Seq2[Proc
 			if page.Next == "" {
 				return
 			}
+			if seen[page.Next] {
+				yield(Process{}, againError("the list of processes", "next", page.Next))
+				return
+			}
+			seen[page.Next] = true
 			opts.Cursor = page.Next
 		}
 	}
+}
+
+// againError says that pages of what (a listing, logs) do not move on: a
+// page names cursor (its next, or its last frame's) that was asked for
+// already, or none where it must.
+func againError(what, field, cursor string) error {
+	if cursor == "" {
+		return fmt.Errorf("%s: a page of frames with no %s cursor: not the daemon's answer", what, field)
+	}
+	if len(cursor) > 100 {
+		cursor = cursor[:100] + "..."
+	}
+	return fmt.Errorf("%s: pages that do not move on (%s %q again): not the daemon's answer", what, field, cursor)
 }
 
 // Get returns the process with id.
