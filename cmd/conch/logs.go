@@ -86,6 +86,7 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 	}
 	last := cursorOf(p.LastCursor)
 	opts := client.LogsOptions{Cursor: *cursor, Limit: 1000}
+	seen := map[string]bool{opts.Cursor: true} // the cursors asked for
 	for first := true; ; first = false {
 		qctx, cancel := quick(ctx, c) // each page: a long log takes many
 		page, err := c.Logs(qctx, id, opts)
@@ -125,6 +126,13 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 			flush()
 			return 0
 		}
+		if seen[page.Next] {
+			// Cursors only increase: asked again, the page would come
+			// again, and be printed for ever.
+			flush()
+			return fail(e, exitOwn, fmt.Errorf("the logs of %s: pages that do not move on (next %q again): not the daemon's answer", id, api.Clip([]byte(page.Next))))
+		}
+		seen[page.Next] = true
 		opts.Cursor = page.Next
 	}
 }

@@ -913,3 +913,48 @@ func TestPlainFromACursorInsideAnEscape(t *testing.T) {
 		require.Equal(t, "RED\n", string(out), "%v", args)
 	}
 }
+
+// conch logs and conch ps end with an error, exit 125, when the daemon's
+// pages do not move on (a page names as next a cursor asked for already):
+// logs once printed the same page for ever, and ps listed it until its
+// 30 s ran out, saying that the daemon did not answer.
+func TestPagingThatDoesNotMoveOn(t *testing.T) {
+	t.Parallel()
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/processes/p":
+			io.WriteString(w, `{"id":"p","kind":"exec","state":"running","lastCursor":"9"}`)
+		case "/v1/processes/p/logs":
+			io.WriteString(w, `{"items":[{"cursor":"1","channel":"stdout","data":"x\n"}],"next":"1"}`)
+		case "/v1/processes":
+			io.WriteString(w, `{"items":[{"id":"p","kind":"exec","state":"running"}],"next":"1"}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer fake.Close()
+	for _, args := range [][]string{{"logs", "p"}, {"logs", "--cursor", "1", "p"}, {"ps"}} {
+		cmd := exec.Command("conch", args...)
+		cmd.Env = append(os.Environ(), client.EnvURL+"="+fake.URL, client.EnvToken+"=t")
+		var stderr strings.Builder
+		var out countingWriter
+		cmd.Stdout, cmd.Stderr = &out, &stderr
+		require.NoError(t, cmd.Start())
+		guard := time.AfterFunc(answerWait+time.Minute, func() { _ = cmd.Process.Kill() })
+		err := cmd.Wait()
+		guard.Stop()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "%v: stderr %q, %d bytes out", args, stderr.String(), out.n.Load())
+		require.Equal(t, exitOwn, ee.ExitCode(), "%v: stderr %q", args, stderr.String())
+		require.Contains(t, stderr.String(), "do not move on", args)
+	}
+}
+
+// countingWriter counts the bytes written to it, and keeps none.
+type countingWriter struct{ n atomic.Int64 }
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.n.Add(int64(len(p)))
+	return len(p), nil
+}
