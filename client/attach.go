@@ -36,6 +36,13 @@ type Attachment struct {
 	writing atomic.Int32
 }
 
+// maxMessage bounds a message an attachment reads, its fragments together:
+// far past any the daemon sends (32 KiB of output, or a gap's few bytes).
+// A larger one, or one whose fragments never end, is not the daemon's: it
+// closes the connection (1009, message too big), and Read returns an error
+// that says so.
+const maxMessage = 1 << 20
+
 // GapError is what Attachment.Read returns where the output has a gap:
 // Bytes bytes were dropped before this client read them.
 type GapError struct{ Bytes int64 }
@@ -69,8 +76,9 @@ func (c *Client) Attach(ctx context.Context, id string) (*Attachment, error) {
 		}
 		return nil, fmt.Errorf("attach %s: %w", id, err)
 	}
-	ws.SetReadLimit(-1)
 	a.ws, a.conn, a.raw = ws, websocket.NetConn(ctx, ws, websocket.MessageBinary), up.raw
+	ws.SetReadLimit(maxMessage) // after NetConn, which lifts the bound
+
 	return a, nil
 }
 
@@ -129,8 +137,14 @@ const (
 )
 
 // Read reads bytes the PTY wrote. Where the output has a gap it returns 0
-// and a *GapError.
-func (a *Attachment) Read(p []byte) (int, error) {
+// and a *GapError. A message over 1 MiB, larger than any the daemon sends,
+// ends the attachment with an error.
+func (a *Attachment) Read(p []byte) (n int, err error) {
+	defer func() {
+		if errors.Is(err, websocket.ErrMessageTooBig) {
+			err = fmt.Errorf("attach: a message over %d bytes, larger than any the daemon sends: %w", maxMessage, err)
+		}
+	}()
 	for {
 		if a.rest != nil {
 			n, err := a.rest.Read(p)

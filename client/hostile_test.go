@@ -7,12 +7,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 )
 
@@ -356,5 +358,47 @@ func TestHostilePaging(t *testing.T) {
 			require.ErrorContains(t, err, "not the daemon's answer", "%s, next %q", way, next)
 			require.NoError(t, ctx.Err(), way)
 		}
+	}
+}
+
+// TestHostileAttachMessage: an attachment's message over 1 MiB, far past
+// any the daemon sends (32 KiB of output), text or binary, or one whose
+// fragments never end, ends the attachment's Read with an error: a text
+// message was once read whole into memory for as long as it came.
+func TestHostileAttachMessage(t *testing.T) {
+	t.Parallel()
+	for _, typ := range []websocket.MessageType{websocket.MessageText, websocket.MessageBinary} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ws, err := websocket.Accept(w, r, nil)
+			if err != nil {
+				return
+			}
+			defer ws.CloseNow()
+			mw, err := ws.Writer(r.Context(), typ)
+			if err != nil {
+				return
+			}
+			chunk := []byte(strings.Repeat("a", 32<<10))
+			for sent := 0; sent < 64<<20; sent += len(chunk) {
+				if _, err := mw.Write(chunk); err != nil {
+					return
+				}
+			}
+			ws.Read(r.Context()) // until the client goes
+		}))
+		t.Cleanup(srv.Close)
+		c, err := New(srv.URL, "token")
+		require.NoError(t, err)
+		ctx := guard(t)
+		a, err := c.Attach(ctx, "p")
+		require.NoError(t, err)
+		buf := make([]byte, 64<<10)
+		for err == nil {
+			_, err = a.Read(buf)
+		}
+		require.NoError(t, ctx.Err(), "type %v: ended by its context, not its bound", typ)
+		require.ErrorContains(t, err, "1048576", "type %v", typ)
+		a.Close()
+		c.CloseIdleConnections()
 	}
 }
