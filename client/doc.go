@@ -21,7 +21,8 @@
 // daemon (or a daemon gone wrong) cannot grow a client's memory: an
 // answer's headers at 1 MiB (its interim answers' with them), its body at
 // MaxAnswer (a Content-Length over it fails at once), a log stream's event
-// at 4 MiB, and an attachment's message at 1 MiB. A body that is not the JSON of its route (nested past
-// encoding/json's depth of 10000, or of the wrong types) is an error that
-// names the route; text that is not UTF-8 comes as U+FFFD.
+// at 4 MiB, and an attachment's message at 1 MiB. A body that is not the
+// JSON of its route (nested past encoding/json's depth of 10000, or of the
+// wrong types) is an error that names the route; text that is not UTF-8
+// comes as U+FFFD.
 package client
