@@ -72,6 +72,7 @@ func (s *Server) readOutput(ctx context.Context, req *mcp.CallToolRequest, in Re
 	var buf []byte
 	var pieces []piece
 	before := cursor
+	seen := map[string]bool{cursor: true} // the cursors asked for
 	for int64(len(buf)) <= limit {
 		page, err := s.c.Logs(ctx, in.ID, client.LogsOptions{Cursor: cursor, Limit: readPageFrames})
 		if err != nil {
@@ -80,6 +81,14 @@ func (s *Server) readOutput(ctx context.Context, req *mcp.CallToolRequest, in Re
 		if len(page.Items) == 0 {
 			break
 		}
+		if seen[page.Next] {
+			// Cursors only increase: a page naming one asked for
+			// already would be read for ever (frames with no bytes
+			// never reach the limit).
+			return nil, ReadOutput{}, fmt.Errorf("the daemon's logs pages of %s do not move on (next %q again): not the daemon's answer",
+				in.ID, api.Clip([]byte(page.Next)))
+		}
+		seen[page.Next] = true
 		if page.TruncatedHead && len(pieces) == 0 {
 			// The frame after the cursor was dropped: what follows is no
 			// part of the sequence open was, and the offset was into a

@@ -1,0 +1,53 @@
+package mcpserver_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/mcpserver"
+)
+
+// TestReadPagesThatDoNotMoveOn: read_output over logs pages that name as
+// next a cursor asked for already (frames with no bytes, so that the
+// limit is never reached) ends with an error that says so: it once paged
+// for ever.
+func TestReadPagesThatDoNotMoveOn(t *testing.T) {
+	t.Parallel()
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/processes/p":
+			io.WriteString(w, `{"id":"p","kind":"exec","state":"running"}`)
+		case "/v1/processes/p/logs":
+			io.WriteString(w, `{"items":[{"cursor":"1","channel":"stdout","data":""}],"next":"1"}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer fake.Close()
+	c, err := client.New(fake.URL, "token")
+	require.NoError(t, err)
+	defer c.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second) // a hang guard
+	defer cancel()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := mcpserver.New(c, "test").MCP().Connect(ctx, st, nil)
+	require.NoError(t, err)
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "conch-test", Version: "0"}, nil).Connect(ctx, ct, nil)
+	require.NoError(t, err)
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_output", Arguments: map[string]any{"id": "p"}})
+	require.NoError(t, err)
+	require.NoError(t, ctx.Err())
+	require.True(t, res.IsError)
+	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, "do not move on")
+}
