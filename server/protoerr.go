@@ -76,23 +76,45 @@ func (l jsonErrorListener) Accept() (net.Conn, error) {
 // acceptOne accepts the next connection, on the spare when no descriptor
 // is free; spare is set then (see jsonErrorConn.onSpare).
 func (l jsonErrorListener) acceptOne() (c net.Conn, spare *spareFD, err error) {
-	c, err = l.Listener.Accept()
-	if err != nil {
-		if !process.OutOfFiles(err) || !l.spare.release() {
+	for {
+		c, err = l.Listener.Accept()
+		if err == nil {
+			l.spare.take() // held again once a descriptor is free
+			return c, nil, nil
+		}
+		if !process.OutOfFiles(err) || l.spare == nil || !l.spare.held() {
 			return nil, nil, err
 		}
-		// The accept waits for a connection when none is waiting;
-		// the descriptor let go of may meanwhile go to other work,
-		// which leaves the accept failing as before.
+		// An accept fails so at once, whether a connection waits or
+		// not: the spare is let go of once one does. Let go of at
+		// once, it stayed so while the accept waited for one, and no
+		// close of a connection on it took it back.
+		waiting, werr := connWaiting(l.Listener, spareWaitPoll)
+		if werr != nil {
+			return nil, nil, err
+		}
+		if !waiting {
+			continue // a descriptor may be free by now
+		}
+		if !l.spare.release() {
+			return nil, nil, err
+		}
+		// The accept waits for a connection when none is waiting (the
+		// one that was went away); the descriptor let go of may
+		// meanwhile go to other work, which leaves the accept failing
+		// as before.
 		if c, err = l.Listener.Accept(); err != nil {
 			l.spare.take()
 			return nil, nil, err
 		}
 		return c, l.spare, nil
 	}
-	l.spare.take() // held again once a descriptor is free
-	return c, nil, nil
 }
+
+// spareWaitPoll is how long a listener out of descriptors waits at a time
+// for a connection before it tries an accept again, and how long its close
+// may wait for it.
+const spareWaitPoll = 50 * time.Millisecond
 
 // admit gives c a place under the bound, closing the idlest connection
 // to make room when full, and returns it wrapped; or, when none can go,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -62,4 +63,29 @@ func unread(c syscall.Conn, buf []byte) []byte {
 		return nil
 	}
 	return buf[:n]
+}
+
+// connWaiting waits up to d for a connection to wait on ln to be
+// accepted, and says whether one does; none when ln's socket cannot be
+// reached. It fails once ln is closed. A listener's socket cannot be
+// waited on in the runtime's poller without an accept, so it is polled
+// here, which its close waits for.
+func connWaiting(ln net.Listener, d time.Duration) (bool, error) {
+	sc, ok := ln.(syscall.Conn)
+	if !ok {
+		return false, nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false, err
+	}
+	waiting := false
+	if err := rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, int(d.Milliseconds()))
+		waiting = err == nil && n > 0
+	}); err != nil {
+		return false, err
+	}
+	return waiting, nil
 }
