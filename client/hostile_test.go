@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,47 +27,9 @@ type hostile struct {
 }
 
 func newHostile(t *testing.T, script func(c net.Conn, req *http.Request)) *hostile {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
+	ln := serveScript(t, nil, func(c net.Conn, req *http.Request) bool { script(c, req); return true })
 	h := &hostile{ln: ln}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var open []net.Conn
-	wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			open = append(open, c)
-			mu.Unlock()
-			c.SetDeadline(time.Now().Add(60 * time.Second)) // a hang guard
-			wg.Go(func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					if _, err := io.Copy(io.Discard, req.Body); err != nil {
-						return
-					}
-					script(c, req)
-				}
-			})
-		}
-	})
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range open {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
+	var err error
 	h.direct, err = New("http://"+ln.Addr().String(), "token")
 	require.NoError(t, err)
 	require.NotNil(t, h.direct.direct)

@@ -82,7 +82,8 @@ func (d *daemonStub) post(ctx context.Context) error {
 // request's way when the process was idle), and the connection serves the
 // requests that follow.
 func TestDirectOnCallersGoroutine(t *testing.T) {
-	t.Parallel()
+	// Not parallel: the stacks looked at are the whole process's, and
+	// other tests' clients go through net/http's Transport.
 	release := make(chan struct{})
 	entered := make(chan struct{}, 1)
 	d := newDaemonStub(t, healthzHeld(entered, release))
@@ -414,24 +415,44 @@ type rawDaemon struct {
 }
 
 func newRawDaemon(t *testing.T, answer func(n int, req *http.Request) string) *rawDaemon {
+	d := &rawDaemon{}
+	var asked atomic.Int32
+	ln := serveScript(t, func() { d.conns.Add(1) }, func(c net.Conn, req *http.Request) bool {
+		_, err := io.WriteString(c, answer(int(asked.Add(1))-1, req))
+		return err == nil
+	})
+	d.ln = ln
+	var err error
+	d.c, err = New("http://"+ln.Addr().String(), "token")
+	require.NoError(t, err)
+	require.NotNil(t, d.c.direct, "a plain http:// daemon is called directly")
+	t.Cleanup(d.c.CloseIdleConnections)
+	return d
+}
+
+// serveScript serves a listener on loopback, closed at the test's end,
+// that reads the requests of each connection it accepts (calling accepted,
+// when not nil) and has script answer each: it writes what it likes to the
+// connection, and says whether the connection goes on.
+func serveScript(t *testing.T, accepted func(), script func(c net.Conn, req *http.Request) bool) net.Listener {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	d := &rawDaemon{ln: ln}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var open []net.Conn
-	var asked atomic.Int32
 	wg.Go(func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			d.conns.Add(1)
+			if accepted != nil {
+				accepted()
+			}
 			mu.Lock()
 			open = append(open, c)
 			mu.Unlock()
-			c.SetDeadline(time.Now().Add(30 * time.Second)) // a hang guard
+			c.SetDeadline(time.Now().Add(60 * time.Second)) // a hang guard
 			wg.Go(func() {
 				defer c.Close()
 				br := bufio.NewReader(c)
@@ -443,7 +464,7 @@ func newRawDaemon(t *testing.T, answer func(n int, req *http.Request) string) *r
 					if _, err := io.Copy(io.Discard, req.Body); err != nil {
 						return
 					}
-					if _, err := io.WriteString(c, answer(int(asked.Add(1))-1, req)); err != nil {
+					if !script(c, req) {
 						return
 					}
 				}
@@ -459,11 +480,7 @@ func newRawDaemon(t *testing.T, answer func(n int, req *http.Request) string) *r
 		mu.Unlock()
 		wg.Wait()
 	})
-	d.c, err = New("http://"+ln.Addr().String(), "token")
-	require.NoError(t, err)
-	require.NotNil(t, d.c.direct, "a plain http:// daemon is called directly")
-	t.Cleanup(d.c.CloseIdleConnections)
-	return d
+	return ln
 }
 
 // processAnswer is the daemon's answer to a GET of process id.
