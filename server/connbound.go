@@ -40,10 +40,14 @@ func (c *connCount) wait() <-chan struct{} {
 }
 
 // BoundListener returns ln with its connections counted under the API's
-// bound, MaxConnections, together with the API's own, and with those of
-// every other listener so bound under half of it: past either, the
-// connection accepted waits for a place, and the next ones wait in the
-// kernel's accept queue, which takes none of the daemon's descriptors.
+// bound, MaxConnections, together with the API's own, with those of every
+// other listener so bound under half of it, and its own under a quarter of
+// it: past any, the connection accepted waits for a place, and the next
+// ones wait in the kernel's accept queue, which takes none of the daemon's
+// descriptors. The quarter is so that conch sandboxd's two ports cannot
+// take each other's places: a flood of idle gRPC connections, each let go
+// of at its handshake's timeout and its place taken by the next one
+// queued, kept the REST port waiting.
 // Listeners bounded each on its own, at half the limit of open files, could
 // together hold more descriptors than the limit. The half keeps the rest of
 // the bound to the API, which closes its idlest connection to make room, or
@@ -51,7 +55,8 @@ func (c *connCount) wait() <-chan struct{} {
 // open, to conch sandboxd's ports, cannot keep the API's clients out.
 func (s *Server) BoundListener(ln net.Listener) net.Listener {
 	return &boundListener{Listener: ln, open: s.conns, max: int64(s.opts.MaxConnections), evict: s.idle,
-		beside: &s.beside, besideMax: max(1, int64(s.opts.MaxConnections)/2), done: make(chan struct{})}
+		beside: &s.beside, besideMax: max(1, int64(s.opts.MaxConnections)/2), ownMax: max(1, int64(s.opts.MaxConnections)/4),
+		done: make(chan struct{})}
 }
 
 // besideBound is what the listeners of BoundListener share: the count of
@@ -69,6 +74,8 @@ type boundListener struct {
 	evict     *idleConns // the API's, the idlest of which goes to make room
 	beside    *besideBound
 	besideMax int64
+	own       connCount // this listener's connections, under ownMax
+	ownMax    int64
 	done      chan struct{}
 	once      sync.Once
 }
@@ -83,9 +90,9 @@ func (l *boundListener) Accept() (net.Conn, error) {
 	for {
 		freed, besideFreed, idled := l.open.wait(), l.beside.wait(), l.evict.idledChan()
 		if l.take() {
-			return &boundConn{Conn: c, open: l.open, beside: &l.beside.connCount}, nil
+			return &boundConn{Conn: c, open: l.open, beside: &l.beside.connCount, own: &l.own}, nil
 		}
-		if l.beside.Load() < l.besideMax && l.evict.closeIdlest() {
+		if l.beside.Load() < l.besideMax && l.own.Load() < l.ownMax && l.evict.closeIdlest() {
 			// The API's connections held the bound, one idle: closed,
 			// it no longer counts.
 			continue
@@ -107,7 +114,7 @@ func (l *boundListener) Accept() (net.Conn, error) {
 func (l *boundListener) take() bool {
 	l.beside.taking.Lock() // the only one to raise the count beside
 	defer l.beside.taking.Unlock()
-	if l.beside.Load() >= l.besideMax {
+	if l.beside.Load() >= l.besideMax || l.own.Load() >= l.ownMax {
 		return false
 	}
 	for {
@@ -117,6 +124,7 @@ func (l *boundListener) take() bool {
 		}
 		if l.open.CompareAndSwap(n, n+1) {
 			l.beside.Int64.Add(1)
+			l.own.Int64.Add(1)
 			return true
 		}
 	}
@@ -131,13 +139,14 @@ func (l *boundListener) Close() error {
 // boundConn gives its places back once closed.
 type boundConn struct {
 	net.Conn
-	open, beside *connCount
-	closed       sync.Once
+	open, beside, own *connCount
+	closed            sync.Once
 }
 
 func (c *boundConn) Close() error {
 	err := c.Conn.Close()
 	c.closed.Do(func() {
+		c.own.Add(-1)
 		c.beside.Add(-1)
 		c.open.Add(-1)
 	})

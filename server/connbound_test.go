@@ -20,13 +20,14 @@ import (
 // sandboxd's gRPC and REST ports) counts its connections under the API's
 // bound with the API's own, rather than under a bound of its own: each of
 // the three held up to MaxConnections, fitted to half the limit of open
-// files, and together up to one and a half times the limit. Those beside
-// take at most half the bound, and then wait to accept, so that the API
-// still serves; with the rest held by the API's own, the API refuses
-// (429); a place given back on either side serves the other.
+// files, and together up to one and a half times the limit. Each beside
+// takes at most a quarter of the bound, so that one's flood cannot keep
+// the other waiting, and together at most half, and then waits to accept,
+// so that the API still serves; with the rest held by the API's own, the
+// API refuses (429); a place given back on either side serves the other.
 func TestBoundListenerShared(t *testing.T) {
 	t.Parallel()
-	const bound = 4
+	const bound = 8
 	d := start(t, server.Options{MaxConnections: bound})
 	require.Equal(t, bound, d.srv.MaxConnections())
 	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "sleep 120"})
@@ -34,8 +35,9 @@ func TestBoundListenerShared(t *testing.T) {
 	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
 	d.c.CloseIdleConnections()
 
-	raw, accepted := serveBeside(t, d, 2*bound)
-	next := func() net.Conn {
+	rawA, acceptedA := serveBeside(t, d, 2*bound)
+	rawB, acceptedB := serveBeside(t, d, 2*bound)
+	next := func(accepted chan net.Conn) net.Conn {
 		select {
 		case c := <-accepted:
 			return c
@@ -44,17 +46,23 @@ func TestBoundListenerShared(t *testing.T) {
 			return nil
 		}
 	}
-	dialBeside := func() {
+	dialBeside := func(raw net.Listener) {
 		conn, err := net.Dial("tcp", raw.Addr().String())
 		require.NoError(t, err)
 		t.Cleanup(func() { conn.Close() })
 	}
 	var beside []net.Conn
-	for range bound / 2 {
-		dialBeside()
-		beside = append(beside, next())
+	for range bound / 4 {
+		dialBeside(rawA)
+		beside = append(beside, next(acceptedA))
 	}
-	dialBeside() // waits: those beside hold half the bound
+	dialBeside(rawA) // waits: it holds its quarter
+	for range bound / 4 {
+		dialBeside(rawB) // not kept waiting by the other's
+		next(acceptedB)
+	}
+	dialBeside(rawB) // waits: those beside hold half the bound
+	accepted := acceptedA
 
 	livez := func() (int, string) {
 		conn := d.dial(t)
@@ -90,7 +98,7 @@ func TestBoundListenerShared(t *testing.T) {
 
 	// A place given back beside is taken by the one waiting there.
 	beside[0].Close()
-	beside[0] = next()
+	beside[0] = next(accepted)
 	// One given back by the API serves the API.
 	waits[0].Close()
 	deadline = time.Now().Add(30 * time.Second) // a hang guard

@@ -240,7 +240,7 @@ func (o *serveOptions) addFlags(fs *flag.FlagSet) (logLevel *string) {
 	fs.DurationVar(&o.exitTTL, "exit-ttl", server.DefaultExitTTL, "how long a process with keepLogs on_exit_ttl is kept after it ends")
 	fs.IntVar(&o.maxSessions, "max-sessions", server.DefaultMaxSessions, "sessions alive at once")
 	fs.IntVar(&o.maxProcesses, "max-processes", server.DefaultMaxProcesses, "processes running or queued at once")
-	fs.IntVar(&o.maxConnections, "max-connections", server.DefaultMaxConnections, "connections to the API open at once, at most half the limit of open files; one past it closes the connection idle longest, or is answered 429 when none is idle (conch sandboxd: its gRPC and REST ports share it with the API, half of it at most for the two, past which a connection to them waits to be accepted)")
+	fs.IntVar(&o.maxConnections, "max-connections", server.DefaultMaxConnections, "connections to the API open at once, at most half the limit of open files; one past it closes the connection idle longest, or is answered 429 when none is idle (conch sandboxd: its gRPC and REST ports share it with the API, a quarter of it at most for each, past which a connection to them waits to be accepted)")
 	fs.IntVar(&o.maxStreams, "max-streams", server.DefaultMaxStreams, "log streams and PTY attachments open at once; one past it is refused 429")
 	fs.IntVar(&o.maxEnded, "max-ended", server.DefaultMaxEnded, "records of ended processes, commands and sessions kept together; over it the oldest ended records are forgotten first")
 	o.stdinBudget = byteSize(server.DefaultStdinBudget)
