@@ -96,8 +96,9 @@ func TestAttachStalledReader(t *testing.T) {
 	t.Parallel()
 	const total = 4 << 20
 	// A stall long enough that the reader that keeps up is never taken for
-	// stalled on a loaded machine under -race.
-	p := start(t, Options{Kind: process.KindPTY, Cmd: rawWriter(total), Retention: 256 << 10, AttachStall: time.Second})
+	// stalled on a loaded machine under -race: at a second, it was once,
+	// in CI, with the other packages' tests beside it.
+	p := start(t, Options{Kind: process.KindPTY, Cmd: rawWriter(total), Retention: 256 << 10, AttachStall: 3 * time.Second})
 	waitOutput(t, p, "R")
 	slow, err := p.Attach(t.Context())
 	require.NoError(t, err)
