@@ -37,7 +37,7 @@ type Attachment struct {
 
 	// Guarded by the gate's mu.
 	offset   int64     // bytes read, and missed, so far
-	progress time.Time // when it last read
+	progress time.Time // when it last read, or, having read all there was, more came
 	released bool      // it stalled: the output no longer waits for it
 }
 
@@ -219,9 +219,21 @@ func (g *gate) wakeLocked() {
 	}
 }
 
-// wrote records n more bytes copied into the log.
+// wrote records n more bytes copied into the log. A reader that had read
+// all there was begins its stall's time now, at its first byte unread:
+// waiting for output is no stall, and one that had kept up while another
+// held the output back was otherwise left behind at once, its last read
+// long past, as soon as the first bytes after put it past the bound.
 func (g *gate) wrote(n int) {
 	g.mu.Lock()
+	if len(g.attached) > 0 {
+		now := time.Now()
+		for a := range g.attached {
+			if a.offset >= g.written {
+				a.progress = now
+			}
+		}
+	}
 	g.written += int64(n)
 	g.mu.Unlock()
 }

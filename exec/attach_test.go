@@ -96,9 +96,8 @@ func TestAttachStalledReader(t *testing.T) {
 	t.Parallel()
 	const total = 4 << 20
 	// A stall long enough that the reader that keeps up is never taken for
-	// stalled on a loaded machine under -race: at a second, it was once,
-	// in CI, with the other packages' tests beside it.
-	p := start(t, Options{Kind: process.KindPTY, Cmd: rawWriter(total), Retention: 256 << 10, AttachStall: 3 * time.Second})
+	// stalled on a loaded machine under -race.
+	p := start(t, Options{Kind: process.KindPTY, Cmd: rawWriter(total), Retention: 256 << 10, AttachStall: time.Second})
 	waitOutput(t, p, "R")
 	slow, err := p.Attach(t.Context())
 	require.NoError(t, err)
@@ -215,4 +214,52 @@ func TestAttachHeldOutputOutlivesTheProgram(t *testing.T) {
 	require.NoError(t, d.err)
 	assert.Equal(t, int64(total), d.got, "the reader's bytes")
 	assert.Zero(t, d.gapReports, "the reader's gaps")
+}
+
+// TestAttachStallCountsFromTheFirstUnreadByte: a reader that has read all
+// there is waits for more, which is no stall. Its clock stood still while
+// another reader held the output back, and once that one was left behind,
+// the first bytes that came put the reader that had kept up more than the
+// bound behind, read nothing for longer than the stall time as its clock
+// said: it was left behind at once, and missed output (TestAttachStalledReader,
+// now and then in CI).
+func TestAttachStallCountsFromTheFirstUnreadByte(t *testing.T) {
+	t.Parallel()
+	g := &gate{bound: 100, stall: time.Hour}
+	slow, fast := &Attachment{}, &Attachment{}
+	g.add(slow)
+	g.add(fast)
+	g.wrote(50)
+	g.advance(fast, 50) // all there is, read
+	g.mu.Lock()
+	slow.released = true        // left behind: it read nothing for the stall time
+	fast.progress = time.Time{} // long since, as while the slow one held the output
+	g.mu.Unlock()
+	g.wrote(500) // more than the bound, come at once
+	done := make(chan struct{})
+	go func() {
+		g.wait() // returns once fast has read, or is left behind
+		close(done)
+	}()
+	// The wait waits (its wake channel made) for fast to read, or has
+	// returned, having left fast behind.
+	waiting := func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.wake != nil
+	}
+	for returned := false; !returned && !waiting(); {
+		select {
+		case <-done:
+			returned = true
+		case <-time.After(time.Millisecond):
+		}
+	}
+	select {
+	case <-done:
+		t.Fatal("the reader that had read all there was was left behind at once")
+	default:
+	}
+	g.advance(fast, 500)
+	<-done
 }
