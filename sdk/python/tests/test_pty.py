@@ -197,7 +197,10 @@ class PtyTest(unittest.TestCase):
         # once the unsent input stood still for 2 s it ends the connection without the
         # handshake, and the process goes on.
         handle, conn, unsent = self._input_unread(4 << 20)
-        self.assertGreater(unsent[0], 0, "the input all left this host: the test below covers that")
+        if unsent[0] == 0:
+            # The sockets' buffers, grown by the kernel's autotuning on loopback, took it all
+            # (seen once in CI): the case of the test below, which covers it.
+            self.skipTest("the input all left this host: the test below covers that")
         self._close_ends_soon(handle, conn, unsent)
 
     @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
