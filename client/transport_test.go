@@ -656,13 +656,14 @@ func TestStreamResumeNotSent(t *testing.T) {
 
 	// The daemon gone for good after the first stream: its resumptions are
 	// refused, tried again, then the cut is yielded with the refusal.
-	var gone *daemonStub
-	gone = newDaemonStub(t, func(w http.ResponseWriter, r *http.Request) {
-		gone.srv.Listener.Close()
+	listener := make(chan net.Listener, 1) // the stub's, once made: a channel, for -race
+	gone := newDaemonStub(t, func(w http.ResponseWriter, r *http.Request) {
+		(<-listener).Close()
 		w.Header().Set("Connection", "close")
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, "event: log\nid: 1\ndata: {\"cursor\":\"1\",\"channel\":\"stdout\",\"data\":\"one\\n\"}\n\n")
 	})
+	listener <- gone.srv.Listener
 	types, end := streamTypes(gone.c)
 	require.Equal(t, []string{EventLog}, types)
 	require.ErrorIs(t, end, io.ErrUnexpectedEOF)
