@@ -393,13 +393,8 @@ func TestStreamCutAfterItsState(t *testing.T) {
 			io.WriteString(w, "event: eof\ndata: {}\n\n")
 		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var got []string
-	for ev, err := range d.c.Stream(ctx, "quiet", StreamOptions{}) {
-		require.NoError(t, err)
-		got = append(got, ev.Type)
-	}
+	got, end := streamTypes(d.c, "quiet")
+	require.NoError(t, end)
 	require.Equal(t, []string{EventState, EventEOF}, got)
 	require.EqualValues(t, 1, asked.Load(), "not asked again")
 }
@@ -589,7 +584,7 @@ func TestStreamResumeRefused(t *testing.T) {
 			w.WriteHeader(tc.status)
 			io.WriteString(w, `{"error":{"code":"`+string(tc.code)+`","message":"refused"}}`+"\n")
 		})
-		types, end := streamTypes(d.c)
+		types, end := streamTypes(d.c, "p")
 		require.Equal(t, []string{EventLog}, types, "%d", tc.status)
 		require.ErrorIs(t, end, io.ErrUnexpectedEOF, "%d", tc.status)
 		var apiErr *Error
@@ -642,7 +637,7 @@ func TestStreamResumeNotSent(t *testing.T) {
 				w.WriteHeader(http.StatusNoContent)
 			}
 		})
-		types, end := streamTypes(d.c)
+		types, end := streamTypes(d.c, "p")
 		if hangUps < maxResumes {
 			require.NoError(t, end)
 			require.Equal(t, []string{EventLog, EventState, EventEOF}, types)
@@ -664,7 +659,7 @@ func TestStreamResumeNotSent(t *testing.T) {
 		io.WriteString(w, "event: log\nid: 1\ndata: {\"cursor\":\"1\",\"channel\":\"stdout\",\"data\":\"one\\n\"}\n\n")
 	})
 	listener <- gone.srv.Listener
-	types, end := streamTypes(gone.c)
+	types, end := streamTypes(gone.c, "p")
 	require.Equal(t, []string{EventLog}, types)
 	require.ErrorIs(t, end, io.ErrUnexpectedEOF)
 	require.ErrorIs(t, end, syscall.ECONNREFUSED)
@@ -677,19 +672,19 @@ func TestStreamResumeNotSent(t *testing.T) {
 	ln.Close()
 	c, err := New("http://"+addr, "token")
 	require.NoError(t, err)
-	types, end = streamTypes(c)
+	types, end = streamTypes(c, "p")
 	require.Empty(t, types)
 	require.ErrorIs(t, end, syscall.ECONNREFUSED)
 	require.NotErrorIs(t, end, io.ErrUnexpectedEOF, "not a resumption")
 }
 
-// streamTypes follows the stream of process "p" through c, for 30 s at
+// streamTypes follows the stream of process id through c, for 30 s at
 // most (a hang guard), and returns its events' types and the error it
 // ended with.
-func streamTypes(c *Client) (types []string, end error) {
+func streamTypes(c *Client, id string) (types []string, end error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for ev, err := range c.Stream(ctx, "p", StreamOptions{}) {
+	for ev, err := range c.Stream(ctx, id, StreamOptions{}) {
 		if err != nil {
 			return types, err
 		}
