@@ -169,6 +169,17 @@ func TestBoundListenerTakesAConnectionGoneIdle(t *testing.T) {
 		require.NoError(t, err)
 		waits = append(waits, conn) // serving, waiting on the process
 	}
+	// Every wait is being served once a new connection to the API is
+	// refused: the bound holds no idle one (their accepts come apart).
+	deadline := time.Now().Add(30 * time.Second) // a hang guard
+	for {
+		resp, _ := d.send(t, "GET", "/livez", "", nil)
+		if resp.StatusCode == http.StatusTooManyRequests {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the waits never held the bound")
+		time.Sleep(10 * time.Millisecond)
+	}
 	beside, err := net.Dial("tcp", raw.Addr().String())
 	require.NoError(t, err)
 	defer beside.Close()
