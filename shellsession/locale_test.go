@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conchsh/conch/internal/reapertest"
 	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/require"
 )
@@ -21,7 +22,7 @@ func big5Env(t *testing.T) map[string]string {
 		t.Skip("no localedef to make a BIG5 locale with (glibc's libc-bin)")
 	}
 	dir := t.TempDir()
-	if out, err := exec.Command(localedef, "-i", "zh_TW", "-f", "BIG5", filepath.Join(dir, "zh_TW.BIG5")).CombinedOutput(); err != nil {
+	if out, err := reapertest.CombinedOutput(exec.Command(localedef, "-i", "zh_TW", "-f", "BIG5", filepath.Join(dir, "zh_TW.BIG5"))); err != nil {
 		t.Skipf("cannot make a BIG5 locale (are glibc's locale sources, Debian's locales package, installed?): %v: %s", err, out)
 	}
 	return map[string]string{"LOCPATH": dir, "LC_ALL": "zh_TW.BIG5", "LANG": "zh_TW.BIG5"}

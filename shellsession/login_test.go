@@ -15,6 +15,7 @@ import (
 
 	"github.com/conchsh/conch/internal/processtest"
 	"github.com/conchsh/conch/internal/proctree"
+	"github.com/conchsh/conch/internal/reapertest"
 	"github.com/conchsh/conch/process"
 )
 
@@ -293,7 +294,7 @@ func TestMoveLineTakesNoAlias(t *testing.T) {
 	defer cancel()
 	sh := exec.CommandContext(ctx, "busybox", "sh", "-c", "alias unset=: cd=:\n"+line+`echo "$PWD|${OLDPWD-unset}"`)
 	sh.Dir, sh.Env = dir, []string{}
-	out, err := sh.CombinedOutput()
+	out, err := reapertest.CombinedOutput(sh)
 	require.NoError(t, err, "%s", out)
 	require.Equal(t, cwd+"|unset\n", string(out))
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conchsh/conch/internal/reapertest"
 	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/require"
 )
@@ -136,7 +137,10 @@ func TestKillJobByNumber(t *testing.T) {
 	// dash's own: not the engine's.
 	ctx, cancel := context.WithTimeout(t.Context(), deadline)
 	defer cancel()
-	bare, _ := exec.CommandContext(ctx, "dash", "-c", "sleep 1 & kill %1").CombinedOutput()
+	bare, err := reapertest.CombinedOutput(exec.CommandContext(ctx, "dash", "-c", "sleep 1 & kill %1"))
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s", bare)
+	require.Equal(t, 1, exit.ExitCode(), "%s", bare)
 	require.Contains(t, string(bare), "kill: No such process")
 }
 

@@ -6,6 +6,7 @@ package reapertest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -66,4 +67,24 @@ func RunChild(t *testing.T, name, env string) string {
 		t.Fatalf("%s: %v\n%s", name, err, out.String())
 	}
 	return out.String()
+}
+
+// CombinedOutput runs cmd to its end like cmd.CombinedOutput, and returns
+// what it wrote to its standard output and error. For a program a test runs
+// of its own, beside the engine: it is started and waited for through
+// proctree, as the engine does its children. Under Main the reaper reaps
+// every zombie child it was not told of, often before os/exec's own wait,
+// which then fails with "waitid: no child processes" and loses the exit
+// status; cmd.CombinedOutput, Output, Run and Start with Wait all do so.
+func CombinedOutput(cmd *exec.Cmd) ([]byte, error) {
+	if cmd.Stdout != nil || cmd.Stderr != nil {
+		return nil, errors.New("reapertest: Stdout or Stderr already set")
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := proctree.Start(cmd); err != nil {
+		return nil, err
+	}
+	err := proctree.Wait(cmd)
+	return out.Bytes(), err
 }
