@@ -179,12 +179,12 @@ func TestClearEndsWhatForksAsItKills(t *testing.T) {
 	containment.AfterMembersRead(t, func(dir string) {
 		forked.Do(func() {
 			cmd := exec.Command("sleep", marker)
-			if err := cmd.Start(); err != nil {
+			if err := proctree.Start(cmd); err != nil {
 				t.Error(err)
 				close(reaped)
 				return
 			}
-			go func() { cmd.Wait(); close(reaped) }()
+			go func() { proctree.Wait(cmd); close(reaped) }()
 			if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
 				t.Error(err)
 			}

@@ -55,8 +55,8 @@ func BenchmarkFrameParts(b *testing.B) {
 		require.NoError(b, err)
 		out, err := cmd.StdoutPipe()
 		require.NoError(b, err)
-		require.NoError(b, cmd.Start())
-		b.Cleanup(func() { in.Close(); cmd.Wait() })
+		require.NoError(b, proctree.Start(cmd))
+		b.Cleanup(func() { in.Close(); proctree.Wait(cmd) })
 		shells[i] = bare{in, bufio.NewReader(out)}
 		_, err = io.WriteString(in, "PS1= PS2= PS3=; printf 'ready\\000'\n")
 		require.NoError(b, err)

@@ -716,9 +716,12 @@ func starve(t *testing.T, pid int, d time.Duration) {
 		"timeout", strconv.FormatFloat(d.Seconds(), 'f', 3, 64), "chrt", "-f", "1", "sh", "-c", "while :; do :; done")
 	var msg strings.Builder
 	spin.Stdout, spin.Stderr = &msg, &msg
-	require.NoError(t, spin.Start())
+	// Through proctree, as the engine starts its children: TestMain's
+	// reaper would otherwise reap the loop first, and a wait that failed
+	// read as no real-time loop.
+	require.NoError(t, proctree.Start(spin))
 	ended := make(chan error, 1)
-	go func() { ended <- spin.Wait() }()
+	go func() { ended <- proctree.Wait(spin) }()
 	t.Cleanup(func() {
 		<-ended
 		unix.SchedSetaffinity(pid, &all)

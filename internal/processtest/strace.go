@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/conchsh/conch/internal/proctree"
 )
 
 // Strace returns the path of strace, failing the test when it is not
@@ -30,7 +32,9 @@ func AttachStrace(tb testing.TB, strace string, pid int, args ...string) (detach
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := tr.Start(); err != nil {
+	// Started and waited for as the engine's children are: the reaper of
+	// a package whose TestMain is reapertest.Main would otherwise reap it.
+	if err := proctree.Start(tr); err != nil {
 		tb.Fatal(err)
 	}
 	// strace says so once it has attached, or why it could not.
@@ -50,13 +54,13 @@ func AttachStrace(tb testing.TB, strace string, pid int, args ...string) (detach
 	if !attached {
 		tr.Process.Kill()
 		<-done
-		tr.Wait()
+		proctree.Wait(tr)
 		tb.Fatalf("strace did not attach to %d: %s", pid, strings.Join(said, "; "))
 	}
 	return func() {
 		tr.Process.Signal(syscall.SIGINT)
 		<-done
-		tr.Wait()
+		proctree.Wait(tr)
 	}
 }
 
