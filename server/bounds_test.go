@@ -355,8 +355,7 @@ func TestStdinEOFExactly(t *testing.T) {
 func TestMaxConnections(t *testing.T) {
 	t.Parallel()
 	d := start(t, server.Options{MaxConnections: 3})
-	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "sleep 120"})
-	require.NoError(t, err)
+	p := startClosing(t, d, `{"cmd":"sleep 120"}`)
 	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
 	d.c.CloseIdleConnections()
 	var held []net.Conn
@@ -387,7 +386,7 @@ func TestMaxConnections(t *testing.T) {
 	// closed under it as soon as the answer was written.
 	conn := d.dial(t)
 	const size = 8 << 20
-	_, err = fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", testToken, size)
+	_, err := fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", testToken, size)
 	require.NoError(t, err)
 	_, err = conn.Write(bytes.Repeat([]byte(" "), size))
 	require.NoError(t, err, "the whole body is sent")
@@ -398,6 +397,33 @@ func TestMaxConnections(t *testing.T) {
 	held[0].Close()
 	require.Eventually(t, func() bool { return over().StatusCode == http.StatusOK }, 30*time.Second, 20*time.Millisecond,
 		"a connection is served once one has closed")
+}
+
+// startClosing starts a process on a connection of its own that asks the
+// daemon to close it once answered, and reads it to its end: by then the
+// daemon no longer counts it under MaxConnections. A client's connection
+// whose answer had come, but whose request the daemon was still finishing
+// (neither idle, to be closed to make room, nor closed), took a place for
+// a moment, and a connection a test meant to hold was refused.
+func startClosing(t *testing.T, d *daemon, body string) api.Process {
+	t.Helper()
+	conn := d.dial(t)
+	_, err := fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"+
+		"Content-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", testToken, len(body), body)
+	require.NoError(t, err)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode, string(b))
+	var p api.Process
+	require.NoError(t, json.Unmarshal(b, &p))
+	rest, err := io.ReadAll(br)
+	require.NoError(t, err, "the daemon closes the connection")
+	require.Empty(t, rest)
+	return p
 }
 
 // TestHeadersBudget: the bytes of headers being read at once are bounded,
