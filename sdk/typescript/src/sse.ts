@@ -38,12 +38,20 @@ interface RawEvent {
  * A timer that aborts a connection the daemon has sent nothing on for ms;
  * armed only while the stream waits on the daemon, never while its reader
  * holds an event.
+ *
+ * Once due, it aborts only after the event loop has read what waits on its
+ * sockets (setImmediate runs after the loop's poll for I/O): a timer comes
+ * due late when this process was held up (a loaded machine, a long
+ * synchronous task), and the heartbeats the daemon sent meanwhile, waiting
+ * to be read, then disarm it. Aborted at once, such a stream ended in an
+ * error with the daemon's bytes unread.
  */
 class Quiet {
   fired = false
   readonly #ms: number
   readonly #abort: () => void
   #timer: ReturnType<typeof setTimeout> | undefined
+  #due: ReturnType<typeof setImmediate> | undefined
 
   constructor(ms: number, abort: () => void) {
     this.#ms = ms
@@ -53,14 +61,20 @@ class Quiet {
   arm(): void {
     this.disarm()
     this.#timer = setTimeout(() => {
-      this.fired = true
-      this.#abort()
+      this.#timer = undefined
+      this.#due = setImmediate(() => {
+        this.#due = undefined
+        this.fired = true
+        this.#abort()
+      })
     }, this.#ms)
   }
 
   disarm(): void {
     clearTimeout(this.#timer)
+    clearImmediate(this.#due)
     this.#timer = undefined
+    this.#due = undefined
   }
 }
 

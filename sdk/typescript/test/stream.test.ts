@@ -383,4 +383,31 @@ describe('a stream the daemon goes quiet on', () => {
     })
     assert.deepEqual(slow.map((e) => e.type === 'log' ? e.frame.data : e.type), ['one\n', 'two\n', 'eof'])
   })
+
+  test('this process held up past streamIdleTimeout is not a quiet daemon: what came meanwhile is read first', async () => {
+    // The daemon keeps writing heartbeats; this process runs none of its
+    // callbacks for 1.5 s, twice streamIdleTimeout (a loaded machine, a long
+    // synchronous task). When it runs again, the quiet timer is due, and a
+    // heartbeat waits to be read (here written by the stub, in this
+    // process, as its own timer comes due first).
+    serve = (res) => {
+      res.write(frame('c1', 'one\n'))
+      const beat = setInterval(() => res.write(': ping\n\n'), 50)
+      setTimeout(() => {
+        clearInterval(beat)
+        res.end(frame('c2', 'two\n') + eof)
+      }, 2500)
+      res.on('close', () => clearInterval(beat))
+    }
+    const s = new Sandbox({ url, token: 't', streamIdleTimeout: 750 })
+    const evs = await collectWithin(s.process.connect('p').streamLogs(), async (ev) => {
+      if (ev.type === 'log' && ev.frame.cursor === 'c1') {
+        setTimeout(() => {
+          const until = Date.now() + 1500
+          while (Date.now() < until) { /* held up */ }
+        }, 200)
+      }
+    })
+    assert.deepEqual(evs.map((e) => e.type === 'log' ? e.frame.data : e.type), ['one\n', 'two\n', 'eof'])
+  })
 })
