@@ -8,7 +8,11 @@
 // session and process group, carries conch's tag for its tree, and writes
 // its output to a logstore.Log that the Start stream follows. Every path,
 // a file's or a process's working directory, is resolved against the root
-// with symlinks evaluated and refused when it ends outside the root.
+// with symlinks evaluated and refused when it ends outside the root; a
+// file's is then opened, made or removed through an os.Root of the root,
+// so that a symlink swapped onto it meanwhile is followed only while it
+// stays beneath the root, and one that leads out fails the request rather
+// than leading it outside (see beneath.go).
 //
 // A Server is created with New; RegisterGRPC and Handler attach it to a
 // gRPC server and an HTTP server the caller runs, and Shutdown ends its

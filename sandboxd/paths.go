@@ -136,6 +136,10 @@ func walk(root, clean, userPath string) (string, error) {
 			return "", fmt.Errorf("resolve %q: %w", userPath, syscall.ELOOP)
 		}
 		target, err := os.Readlink(next)
+		if errors.Is(err, syscall.EINVAL) {
+			// No longer a link: something swapped it since the Lstat.
+			return "", fmt.Errorf("resolve %q: %w", userPath, errChanged)
+		}
 		if err != nil {
 			return "", fmt.Errorf("resolve %q: %w", userPath, err)
 		}
@@ -178,6 +182,8 @@ func classifyPath(p string, err error) pathFault {
 	switch {
 	case errors.Is(err, errEscapes):
 		return pathFault{http.StatusForbidden, codePermissionDenied, codes.PermissionDenied, fmt.Sprintf("path %q is outside the sandbox root", p)}
+	case errors.Is(err, errChanged):
+		return pathFault{http.StatusConflict, codeConflict, codes.Aborted, fmt.Sprintf("path %q changed while it was used (something swapped a directory and a symlink on it): send the request again", p)}
 	case errors.Is(err, fs.ErrNotExist):
 		return pathFault{http.StatusNotFound, codeNotFound, codes.NotFound, fmt.Sprintf("path %q does not exist in the sandbox", p)}
 	case errors.Is(err, fs.ErrPermission):

@@ -161,11 +161,19 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 		fileError(w, p, err)
 		return
 	}
+	b, err := s.beneath()
+	if err != nil {
+		fileError(w, p, err)
+		return
+	}
+	defer b.Close()
 	// A special file is refused before it is opened: opening a device
 	// acts on it (a terminal becomes the controlling terminal of a daemon
 	// that leads its session, as in a container, and its hangup then
-	// stops the daemon; a locked one fails with EIO).
-	if fi, err := os.Stat(target); err != nil {
+	// stops the daemon; a locked one fails with EIO). Both this look and
+	// the open are through an os.Root of the root (see beneath.go): what
+	// they find is beneath the root, or they fail.
+	if fi, err := b.Stat(target); err != nil {
 		fileError(w, p, err)
 		return
 	} else if !fi.IsDir() && !fi.Mode().IsRegular() {
@@ -175,7 +183,7 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 	// Should a process in the sandbox swap a special file in meanwhile:
 	// non-blocking, as opening a FIFO would wait for a writer, and never a
 	// controlling terminal.
-	f, err := os.OpenFile(target, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	f, err := b.OpenFile(target, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		fileError(w, p, err)
 		return
@@ -187,7 +195,7 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if fi.IsDir() {
-		s.listDir(w, p, target, f)
+		s.listDir(w, p, b, target, f)
 		return
 	}
 	if !fi.Mode().IsRegular() {
@@ -255,15 +263,16 @@ func (w *idleWriter) Write(p []byte) (int, error) {
 }
 
 // listDir answers the listing of the directory dir, open as f, which the
-// client named p. A symlink is listed as what it points to, and left out
-// when that is outside the root or missing.
+// client named p; its entries are looked at through b. A symlink is
+// listed as what it points to, and left out when that is outside the root
+// or missing.
 //
 // The listing is streamed: only the entries' names are read whole (to sort
 // them), and each entry is looked up and encoded as it is written, so a
 // directory of a million entries does not cost its whole listing in memory
 // (about 750 bytes an entry, built and encoded at once) before its first
 // byte is sent.
-func (s *Server) listDir(w http.ResponseWriter, p, dir string, f *os.File) {
+func (s *Server) listDir(w http.ResponseWriter, p string, b *beneath, dir string, f *os.File) {
 	names, err := f.Readdirnames(-1)
 	if err != nil {
 		fileError(w, p, err)
@@ -284,7 +293,7 @@ func (s *Server) listDir(w http.ResponseWriter, p, dir string, f *os.File) {
 	first := true
 	for i, name := range names {
 		names[i] = "" // written: its name is garbage as soon as the GC likes
-		e, ok := s.entry(dir, name)
+		e, ok := s.entry(b, dir, name)
 		if !ok {
 			continue
 		}
@@ -307,9 +316,10 @@ const listingBatch = 64 << 10
 
 // entry returns the listing's entry of name in the directory dir, and
 // false when it is gone since the directory was read, or is a link that
-// leads outside the root or nowhere.
-func (s *Server) entry(dir, name string) (FileEntry, bool) {
-	fi, err := os.Lstat(filepath.Join(dir, name))
+// leads outside the root or nowhere. The entry, and a link's target, are
+// looked at through b: beneath the root.
+func (s *Server) entry(b *beneath, dir, name string) (FileEntry, bool) {
+	fi, err := b.Lstat(filepath.Join(dir, name))
 	if err != nil {
 		return FileEntry{}, false
 	}
@@ -321,7 +331,7 @@ func (s *Server) entry(dir, name string) (FileEntry, bool) {
 		if err != nil {
 			return FileEntry{}, false
 		}
-		if fi, err = os.Stat(real); err != nil {
+		if fi, err = b.Stat(real); err != nil {
 			return FileEntry{}, false
 		}
 	}
@@ -379,9 +389,13 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, codeInvalidArgument, "the sandbox root is a directory")
 		return
 	}
-	if fi, err := os.Stat(target); err == nil && fi.IsDir() {
-		writeError(w, http.StatusBadRequest, codeInvalidArgument, "%q is a directory", p)
-		return
+	if b, err := s.beneath(); err == nil {
+		fi, err := b.Stat(target)
+		b.Close()
+		if err == nil && fi.IsDir() {
+			writeError(w, http.StatusBadRequest, codeInvalidArgument, "%q is a directory", p)
+			return
+		}
 	}
 	// Every read of the body, a multipart one's before, in and after its
 	// file part, is bounded by IOIdle: one that stalled before the part
@@ -526,9 +540,16 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 	s.remove(w, p, target, recursive)
 }
 
-// remove removes target, which the client named p.
+// remove removes target, which the client named p, through an os.Root
+// of the root (see beneath.go).
 func (s *Server) remove(w http.ResponseWriter, p, target string, recursive bool) {
-	fi, err := os.Lstat(target)
+	b, err := s.beneath()
+	if err != nil {
+		fileError(w, p, err)
+		return
+	}
+	defer b.Close()
+	fi, err := b.Lstat(target)
 	if err != nil {
 		fileError(w, p, err)
 		return
@@ -539,13 +560,19 @@ func (s *Server) remove(w http.ResponseWriter, p, target string, recursive bool)
 			return
 		}
 		// The root is often a mount point: emptied, not removed.
-		des, err := os.ReadDir(target)
+		root, err := b.OpenFile(target, os.O_RDONLY, 0)
 		if err != nil {
 			fileError(w, p, err)
 			return
 		}
-		for _, de := range des {
-			if err := removeAll(filepath.Join(target, de.Name())); err != nil {
+		defer root.Close()
+		names, err := root.Readdirnames(-1)
+		if err != nil {
+			fileError(w, p, err)
+			return
+		}
+		for _, name := range names {
+			if err := b.RemoveAll(filepath.Join(target, name)); err != nil {
 				removeError(w, p, err)
 				return
 			}
@@ -554,28 +581,15 @@ func (s *Server) remove(w http.ResponseWriter, p, target string, recursive bool)
 		return
 	}
 	if recursive && fi.IsDir() {
-		if err := removeAll(target); err != nil {
+		if err := b.RemoveAll(target); err != nil {
 			removeError(w, p, err)
 			return
 		}
-	} else if err := os.Remove(target); err != nil {
+	} else if err := b.Remove(target); err != nil {
 		fileError(w, p, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
-}
-
-// removeAll removes path and all it holds, as os.RemoveAll does, and
-// again, a few times, while something writing there adds entries as it
-// goes (ENOTEMPTY).
-func removeAll(path string) error {
-	var err error
-	for range 3 {
-		if err = os.RemoveAll(path); !errors.Is(err, syscall.ENOTEMPTY) {
-			break
-		}
-	}
-	return err
 }
 
 // removeError answers a recursive DELETE that failed: one that entries

@@ -38,25 +38,40 @@ var errRootMissing = errors.New("the sandbox root does not exist")
 // directory (created with its parents as needed), synced, then renamed
 // over target. A reader sees the old file or the new one, never a part; a
 // failed write leaves target as it was, no temporary file, and none of
-// the directories it created that are still empty.
+// the directories it created that are still empty. The parents are made
+// through an os.Root of the root, and the file created, named and renamed
+// through one of its directory (see beneath.go).
 func (s *Server) writeAtomic(target string, src io.Reader, mode os.FileMode) (err error) {
-	dir := filepath.Dir(target)
+	b, err := s.beneath()
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	dir, name := filepath.Dir(target), filepath.Base(target)
 	var created []string
 	defer func() {
 		if err != nil {
-			removeCreated(created)
+			removeCreated(b, created)
 		}
 	}()
+	var d *os.Root // dir
 	var f *os.File
+	// The temporary file's name in dir: none while it is unnamed (see
+	// createUnnamed).
+	tmp := ""
 	for try := 1; ; try++ {
 		var made []string
-		made, err = makeParents(s.root, dir)
+		made, err = makeParents(b, dir)
 		created = append(created, made...)
 		if err == nil {
 			if s.parentsMade != nil {
 				s.parentsMade(dir)
 			}
-			f, err = createUnnamed(dir)
+			if d, err = b.OpenRoot(dir); err == nil {
+				if f, tmp, err = createUnnamed(d); err != nil {
+					d.Close()
+				}
+			}
 		}
 		if err == nil {
 			break
@@ -70,17 +85,12 @@ func (s *Server) writeAtomic(target string, src io.Reader, mode os.FileMode) (er
 			return fmt.Errorf("%w: %w", errParentRemoved, err)
 		}
 	}
-	// The temporary file's name: none while it is unnamed (see
-	// createUnnamed).
-	tmp := ""
-	if f.Name() != dir {
-		tmp = f.Name() // the filesystem has no unnamed files
-	}
+	defer d.Close()
 	defer func() {
 		if err != nil {
 			f.Close()
 			if tmp != "" {
-				os.Remove(tmp)
+				_ = d.Remove(tmp)
 			}
 		}
 	}()
@@ -94,7 +104,7 @@ func (s *Server) writeAtomic(target string, src io.Reader, mode os.FileMode) (er
 		return err
 	}
 	if tmp == "" {
-		if tmp, err = nameUnnamed(f, dir); err != nil {
+		if tmp, err = nameUnnamed(f, d, dir); err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("%w: %w", errParentRemoved, err)
 			}
@@ -104,7 +114,7 @@ func (s *Server) writeAtomic(target string, src io.Reader, mode os.FileMode) (er
 	if err := f.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, target); err != nil {
+	if err := d.Rename(tmp, name); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			// The temporary file went with its directory: the body has
 			// been read, and cannot be written again.
@@ -115,54 +125,88 @@ func (s *Server) writeAtomic(target string, src io.Reader, mode os.FileMode) (er
 	return nil
 }
 
-// createUnnamed creates the temporary file of a write in dir: unnamed
-// (O_TMPFILE), so that a daemon killed as it writes leaves nothing behind,
-// where a named one stayed for good; named (tempPrefix), as the name of a
-// file that is not in dir, when the filesystem has no unnamed files. An
-// unnamed file's Name is dir.
-func createUnnamed(dir string) (*os.File, error) {
-	f, err := os.OpenFile(dir, os.O_WRONLY|unix.O_TMPFILE|syscall.O_CLOEXEC, 0o600)
-	if errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.EISDIR) || errors.Is(err, syscall.EINVAL) {
-		return os.CreateTemp(dir, tempPrefix+"*")
+// createUnnamed creates the temporary file of a write in the directory d:
+// unnamed (O_TMPFILE), so that a daemon killed as it writes leaves nothing
+// behind, where a named one stayed for good; named (tempPrefix), as the
+// name of a file that is not in the directory, when the filesystem has no
+// unnamed files. It returns the file and its name in the directory, none
+// for an unnamed one.
+func createUnnamed(d *os.Root) (*os.File, string, error) {
+	f, err := d.OpenFile(".", os.O_WRONLY|unix.O_TMPFILE, 0o600)
+	if err == nil {
+		return f, "", nil
 	}
-	return f, err
+	if !errors.Is(err, syscall.EOPNOTSUPP) && !errors.Is(err, syscall.EISDIR) && !errors.Is(err, syscall.EINVAL) {
+		return nil, "", err
+	}
+	for {
+		name := tempPrefix + strconv.FormatUint(rand.Uint64(), 36)
+		f, err := d.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		return f, name, nil
+	}
 }
 
-// nameUnnamed gives f, unnamed in dir (see createUnnamed), a temporary name
-// there, once it is whole, and returns it: the name stands only between
-// the link and the rename over the target.
-func nameUnnamed(f *os.File, dir string) (string, error) {
+// nameUnnamed gives f, unnamed in the directory d (see createUnnamed), a
+// temporary name there, once it is whole, and returns it: the name stands
+// only between the link and the rename over the target. dir is the
+// directory's path, for errors.
+//
+// os.Root links only a name to a name: the file, which has none, is named
+// with linkat of its descriptor through the daemon's own /proc (the one
+// magic link followed, to a file it holds), into a descriptor of d.
+func nameUnnamed(f *os.File, d *os.Root, dir string) (string, error) {
+	df, err := d.Open(".")
+	if err != nil {
+		return "", err
+	}
+	defer df.Close()
+	drc, err := df.SyscallConn()
+	if err != nil {
+		return "", err
+	}
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return "", err
 	}
 	for {
-		name := filepath.Join(dir, tempPrefix+strconv.FormatUint(rand.Uint64(), 36))
-		var lerr error
-		if err := rc.Control(func(fd uintptr) {
-			lerr = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(fd)), unix.AT_FDCWD, name, unix.AT_SYMLINK_FOLLOW)
+		name := tempPrefix + strconv.FormatUint(rand.Uint64(), 36)
+		var lerr, ferr error
+		if err := drc.Control(func(dfd uintptr) {
+			ferr = rc.Control(func(fd uintptr) {
+				lerr = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(fd)), int(dfd), name, unix.AT_SYMLINK_FOLLOW)
+			})
 		}); err != nil {
 			return "", err
+		}
+		if ferr != nil {
+			return "", ferr
 		}
 		if errors.Is(lerr, syscall.EEXIST) {
 			continue
 		}
 		if lerr != nil {
-			return "", &fs.PathError{Op: "link", Path: name, Err: lerr}
+			return "", &fs.PathError{Op: "link", Path: filepath.Join(dir, name), Err: lerr}
 		}
 		return name, nil
 	}
 }
 
-// makeParents makes dir, a path under root, and its parents under root that
-// are missing, as os.MkdirAll does, and returns those it made, outermost
-// first. A directory that another writer made meanwhile is not one of them.
-// root itself is never made: when it is missing, the error is
-// errRootMissing.
-func makeParents(root, dir string) (made []string, err error) {
+// makeParents makes dir, a path under the root that resolve returned, and
+// its parents under the root that are missing, as os.MkdirAll does, and
+// returns those it made, outermost first. A directory that another writer
+// made meanwhile is not one of them. The root itself is never made: when
+// it is missing, the error is errRootMissing. Each is looked at, and
+// made, through b.
+func makeParents(b *beneath, dir string) (made []string, err error) {
 	var missing []string
 	for d := dir; ; d = filepath.Dir(d) {
-		fi, err := os.Stat(d)
+		fi, err := b.Stat(d)
 		if err == nil {
 			if !fi.IsDir() {
 				return nil, &fs.PathError{Op: "mkdir", Path: d, Err: syscall.ENOTDIR}
@@ -172,13 +216,13 @@ func makeParents(root, dir string) (made []string, err error) {
 		if !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
-		if d == root || !within(root, d) {
+		if d == b.root || !within(b.root, d) {
 			return nil, fmt.Errorf("%w: %w", errRootMissing, err)
 		}
 		missing = append(missing, d)
 	}
 	for i := len(missing) - 1; i >= 0; i-- {
-		err := os.Mkdir(missing[i], 0o755)
+		err := b.Mkdir(missing[i], 0o755)
 		if errors.Is(err, fs.ErrExist) {
 			continue // made by another writer; if it is not a directory, the next step says so
 		}
@@ -193,8 +237,8 @@ func makeParents(root, dir string) (made []string, err error) {
 // removeCreated removes the directories of made, innermost first, that are
 // still empty: what a failed write made, and nothing another writer put
 // there since.
-func removeCreated(made []string) {
+func removeCreated(b *beneath, made []string) {
 	for i := len(made) - 1; i >= 0; i-- {
-		_ = os.Remove(made[i]) // not empty, or gone: left as it is
+		_ = b.Remove(made[i]) // not empty, or gone: left as it is
 	}
 }
