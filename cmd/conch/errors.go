@@ -70,6 +70,11 @@ func describe(err error) string {
 	}
 	base, asked := daemonOf(err)
 	if asked && closedEarly(err) {
+		if recordedGone(base) {
+			// What answered at its address is not this user's daemon,
+			// which is gone: another program took its port since.
+			return noDaemon(base)
+		}
 		// The daemon was reached, and the connection ended before its
 		// answer: Go's own words for it are `Get "URL": EOF`.
 		return fmt.Sprintf("the daemon at %s closed the connection before it answered (it stopped, or was killed?)", base)
@@ -145,6 +150,24 @@ func daemonOf(err error) (base string, ok bool) {
 // ended before its answer or stream did.
 func closedEarly(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// recordedGone reports whether base is the address of the daemon this
+// user's state directory records (no $CONCH_URL names another), and that
+// daemon no longer runs.
+func recordedGone(base string) bool {
+	if os.Getenv(client.EnvURL) != "" {
+		return false
+	}
+	dir, err := client.StateDir()
+	if err != nil {
+		return false
+	}
+	ep, err := client.ReadEndpoint(dir)
+	if err != nil || strings.TrimSuffix(ep.URL, "/") != base {
+		return false
+	}
+	return !daemonrec.Running(dir, ep.PID)
 }
 
 // noDaemon says why no daemon answers at base ("" when none was found at

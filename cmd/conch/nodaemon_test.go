@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,6 +79,26 @@ func TestDeadDaemonIsNotStuck(t *testing.T) {
 				require.NotContains(t, stderr, client.EnvToken, what)
 			}
 			gone("a zombie")
+
+			// Its port taken by another program, which closes every
+			// connection before it answers: as when another daemon, or
+			// anything else, listens there now.
+			u, err := url.Parse(s.url)
+			require.NoError(t, err)
+			ln, err := net.Listen("tcp", u.Host)
+			require.NoError(t, err)
+			t.Cleanup(func() { ln.Close() })
+			go func() {
+				for {
+					conn, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					conn.Close()
+				}
+			}()
+			gone("its port taken")
+			ln.Close()
 
 			// The pid given to another program: its record is made to
 			// name one, as when pids wrap.
