@@ -71,12 +71,33 @@ func types(evs []client.Event) []string {
 	return ts
 }
 
+// threeFrames runs a process that writes "1\n", "2\n" and "3\n" in
+// three frames and exits 4: each line once the one before is in its log, so
+// that no read takes two (written 20 ms apart, two came in one frame when
+// the daemon was slow to read them).
+func (d *daemon) threeFrames(t *testing.T) string {
+	t.Helper()
+	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "for i in 1 2 3; do read x; echo $i; done; exit 4", Stdin: process.StdinOpen})
+	require.NoError(t, err)
+	for n := 1; n <= 3; n++ {
+		require.NoError(t, d.c.WriteStdin(ctx(t), p.ID, []byte("\n"), n == 3))
+		require.Eventually(t, func() bool {
+			page, err := d.c.Logs(ctx(t), p.ID, client.LogsOptions{})
+			return err == nil && len(page.Items) == n
+		}, 30*time.Second, 5*time.Millisecond, "line %d is in the log", n)
+	}
+	r, _, err := d.c.Wait(ctx(t), p.ID, 30*time.Second)
+	require.NoError(t, err)
+	require.NotNil(t, r, "the process ended")
+	return p.ID
+}
+
 func TestStream(t *testing.T) {
 	t.Parallel()
 	d := start(t, server.Options{})
-	r := d.run(t, client.StartOptions{Cmd: "for i in 1 2 3; do echo $i; sleep 0.02; done; exit 4"})
+	id := d.threeFrames(t)
 
-	all := collect(t, d, r.ProcessID, client.StreamOptions{})
+	all := collect(t, d, id, client.StreamOptions{})
 	require.Equal(t, []string{"log", "log", "log", "state", "eof"}, types(all))
 	require.Equal(t, "1\n2\n3\n", text(all))
 	for _, ev := range all[:3] {
@@ -97,7 +118,7 @@ func TestStream(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			evs := collect(t, d, r.ProcessID, tt.opts)
+			evs := collect(t, d, id, tt.opts)
 			require.Equal(t, tt.want, text(evs))
 			require.Equal(t, []string{"state", "eof"}, types(evs)[len(evs)-2:])
 		})
@@ -108,7 +129,7 @@ func TestStream(t *testing.T) {
 		// still ends as one asked before the end does, with how the
 		// process ended, as the SDKs' streams do.
 		for _, opts := range []client.StreamOptions{{Cursor: all[2].ID}, {LastEventID: all[2].ID}} {
-			evs := collect(t, d, r.ProcessID, opts)
+			evs := collect(t, d, id, opts)
 			require.Equal(t, []string{"state", "eof"}, types(evs), "%+v", opts)
 			require.Equal(t, 4, exitCode(t, *evs[0].State))
 			require.Equal(t, all[2].ID, evs[1].ID, "eof carries the cursor asked")
@@ -116,7 +137,7 @@ func TestStream(t *testing.T) {
 	})
 	t.Run("bad cursor", func(t *testing.T) {
 		t.Parallel()
-		for _, err := range d.c.Stream(ctx(t), r.ProcessID, client.StreamOptions{Cursor: "x"}) {
+		for _, err := range d.c.Stream(ctx(t), id, client.StreamOptions{Cursor: "x"}) {
 			requireCode(t, err, client.CodeInvalidArgument)
 		}
 	})
