@@ -9,6 +9,8 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -361,4 +363,72 @@ func TestHostileAttachMessage(t *testing.T) {
 		a.Close()
 		c.CloseIdleConnections()
 	}
+}
+
+// TestHostileNewCursors: a daemon whose logs pages each name a new cursor,
+// without end, is not paged for ever: pages past the bytes the answer said
+// lie up to its next are an error, frames with no bytes counted one.
+func TestHostileNewCursors(t *testing.T) {
+	t.Parallel()
+	answer := func(body string) string {
+		return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+			strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	}
+	for _, data := range []string{"x", ""} {
+		var mu sync.Mutex
+		n := 100
+		h := newHostile(t, func(c net.Conn, req *http.Request) {
+			mu.Lock()
+			n++
+			at := strconv.Itoa(n)
+			mu.Unlock()
+			io.WriteString(c, answer(`{"items":[{"cursor":"`+at+`","channel":"stdout","data":"`+data+`"}],"next":"`+at+`"}`))
+		})
+		for way, c := range h.clients() {
+			ctx := guard(t)
+			frames := 0
+			r := &RunResult{ProcessID: "p", OmittedBytes: 10, OmittedAfter: "1", Next: "9",
+				Logs: []LogFrame{{Cursor: "1", Channel: "stdout", Data: "x"}, {Cursor: "9", Channel: "stdout", Data: "y"}}}
+			_, err := c.WholeOutput(ctx, "", r, func(LogFrame) error {
+				if frames++; frames > 10000 {
+					return errors.New("paged for ever")
+				}
+				return nil
+			})
+			require.ErrorContains(t, err, "not the daemon's answer", "%s, data %q", way, data)
+			require.LessOrEqual(t, frames, 1+11, way) // the head's frame, then 11 bytes
+			require.NoError(t, ctx.Err(), way)
+		}
+	}
+}
+
+// TestHostileWaitAnsweredAtOnce: a daemon that answers a wait with no
+// timeout 202 at once, again and again, is not asked as fast as it answers
+// (a stream whose process ended asks it for the process's state).
+func TestHostileWaitAnsweredAtOnce(t *testing.T) {
+	t.Parallel()
+	var waits atomic.Int64
+	h := newHostile(t, func(c net.Conn, req *http.Request) {
+		if strings.HasSuffix(req.URL.Path, "/wait") {
+			waits.Add(1)
+			body := `{"id":"p","state":"running"}`
+			io.WriteString(c, "HTTP/1.1 202 Accepted\r\nContent-Type: application/json\r\nContent-Length: "+
+				strconv.Itoa(len(body))+"\r\n\r\n"+body)
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n") // the stream: the process ended
+	})
+	ctx, cancel := context.WithTimeout(guard(t), time.Second)
+	defer cancel()
+	var end error
+	for _, err := range h.direct.Stream(ctx, "p", StreamOptions{}) {
+		if err != nil {
+			end = err
+			break
+		}
+	}
+	require.ErrorIs(t, end, context.DeadlineExceeded)
+	// 50, 100, 200, 400 ms pauses fit in the second: a handful of waits,
+	// not the thousands asked without a pause.
+	require.Less(t, waits.Load(), int64(50))
 }

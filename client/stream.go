@@ -267,15 +267,25 @@ func (c *Client) openStream(ctx context.Context, id string, opts StreamOptions, 
 		http.StatusOK, http.StatusNoContent)
 }
 
-// ended returns the WaitResult of a process that has ended.
+// ended returns the WaitResult of a process that has ended. A wait with no
+// timeout is answered once the process ended; one answered 202 (running
+// still) all the same is asked again after a pause, 50 ms doubled each
+// time up to 2 s, not at once: a daemon that answers so at once would be
+// asked for ever as fast as it answers.
 func (c *Client) ended(ctx context.Context, id string) (*WaitResult, error) {
-	for {
+	for n := 1; ; n++ {
 		r, _, err := c.Wait(ctx, id, 0)
 		if err != nil || r != nil {
 			return r, err
 		}
+		if !pause(ctx, min(backoff(min(n, 7)), maxWaitPause)) {
+			return nil, ctx.Err()
+		}
 	}
 }
+
+// maxWaitPause bounds the pause before a wait answered 202 is asked again.
+const maxWaitPause = 2 * time.Second
 
 // readError is a failure to read a stream's body: its connection broke, or
 // the daemon closed it before its eof.
