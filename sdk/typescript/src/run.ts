@@ -197,7 +197,7 @@ async function early(t: Reach, status: number, w: Wire, why: string, bounded: bo
     stderr: str(w.stderr), logs: toFrames(w.logs), truncated: w.truncated === true,
   }
   if (!bounded && typeof w.omittedBytes === 'number' && w.omittedBytes > 0 && typeof w.omittedAfter === 'string') {
-    const { frames, whole } = await joinOmitted(t, id, out.logs as LogFrame[], w.omittedAfter, str(w.next))
+    const { frames, whole } = await joinOmitted(t, id, out.logs as LogFrame[], w.omittedAfter, str(w.next), w.omittedBytes)
     if (whole) {
       Object.assign(out, { logs: frames }, assemble(frames))
       return Object.assign(out, pick(w, ['next', 'cwd', 'lastOutputAt'])) as unknown as RunResult
@@ -223,7 +223,7 @@ async function finished(t: Reach, status: number, w: Wire, bounded: boolean): Pr
       processId, output: str(w.output), stdout: str(w.stdout), stderr: str(w.stderr), logs,
     })
   }
-  const { frames, whole } = await joinOmitted(t, processId, logs, w.omittedAfter, str(w.next))
+  const { frames, whole } = await joinOmitted(t, processId, logs, w.omittedAfter, str(w.next), w.omittedBytes)
   if (!whole) {
     // The logs no longer hold what the answer left out (dropped, or never
     // kept: keepLogs none): the answer's head and tail, saying so.
@@ -252,9 +252,12 @@ async function finished(t: Reach, status: number, w: Wire, bounded: boolean): Pr
  * next, with none dropped.
  */
 export async function joinOmitted(
-  t: Reach, id: string, logs: LogFrame[], omittedAfter: string, next: string,
+  t: Reach, id: string, logs: LogFrame[], omittedAfter: string, next: string, omittedBytes: number,
 ): Promise<{ frames: LogFrame[]; dropped: boolean; whole: boolean }> {
   const frames = logs.slice(0, logs.findIndex((f) => f.cursor === omittedAfter) + 1)
+  // The bytes of the frames after omittedAfter up to next: those the answer
+  // left out, and those of its frames after the head (cut, and the tail).
+  let room = logs.slice(frames.length).reduce((n, f) => n + frameBytes(f), omittedBytes)
   let dropped = false
   let reached = next === ''
   await pageLogs(t, id, omittedAfter, Infinity, (page, truncatedHead) => {
@@ -266,6 +269,16 @@ export async function joinOmitted(
       return false
     }
     for (const f of page) {
+      // Pages past those bytes without next, each frame counted one byte at
+      // least, are not the daemon's: new cursors without end would be paged
+      // for ever.
+      room -= Math.max(frameBytes(f), 1)
+      if (room < 0) {
+        throw new UnexpectedResponseError(
+          `conch: the logs of ${id}: pages past the ${omittedBytes} bytes the answer left out and held after its head, its next '${next.slice(0, 100)}' not among them: an answer that is not the API's`,
+          200,
+        )
+      }
       frames.push(f)
       if (f.cursor === next) {
         reached = true
@@ -345,6 +358,7 @@ export async function waitUntil(
 ): Promise<WaitResult | undefined> {
   for (;;) {
     const timeout = window(t, deadline)
+    const began = Date.now()
     const opts = { query: { timeout }, timeout: timeout + answerMargin, ...(signal ? { signal } : {}) }
     const { status, body } = await t.json('GET', `/v1/processes/${seg(id)}/wait`, opts)
     // 200: ended; 202: the window ran out with it running. Anything else
@@ -352,10 +366,28 @@ export async function waitUntil(
     // was asked again at once, for ever.
     if (status === 200) return toWaitResult(record(body, 'wait', status), status)
     if (status !== 202) throw new UnexpectedResponseError(`conch: wait: an answer that is not the API's (HTTP ${status})`, status)
+    // A 202 comes once the window ran out: one that came sooner (not the
+    // daemon's) is asked again only once the window has passed, not at
+    // once, as fast as it answers, for ever.
+    const early = Math.min(began + timeout, deadline) - Date.now()
+    if (early > 0) await pause(early, signal)
     if (left(deadline) <= 0) return undefined
   }
 }
 
+/** Waits ms, or until signal aborts. */
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve()
+    const done = (): void => {
+      clearTimeout(timer)
+      signal?.removeEventListener('abort', done)
+      resolve()
+    }
+    const timer = setTimeout(done, ms)
+    signal?.addEventListener('abort', done)
+  })
+}
 
 const decoder = new TextDecoder()
 const encoder = new TextEncoder()
@@ -384,6 +416,11 @@ export function assemble(frames: LogFrame[]): { output: string; stdout: string; 
   }
   output += text(run)
   return { output, stdout: text(out), stderr: text(err) }
+}
+
+/** The bytes a frame holds. */
+function frameBytes(f: LogFrame): number {
+  return f.encoding === 'base64' ? Buffer.from(f.data, 'base64').length : Buffer.byteLength(f.data)
 }
 
 function text(parts: Uint8Array[]): string {

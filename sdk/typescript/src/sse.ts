@@ -204,7 +204,9 @@ export async function* streamLogs(
           const ev = toEvent(raw, last, res.status)
           if (ev === undefined) continue
           if (ev.type === 'log') {
-            last = ev.frame.cursor
+            // An event without a cursor leaves the last one: a resume from
+            // none would start again from the first frame kept.
+            if (ev.cursor) last = ev.cursor
             count++
           } else if (ev.type === 'state') stated = true
           yield ev

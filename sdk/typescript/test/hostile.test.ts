@@ -264,6 +264,45 @@ describe('paging that does not move on', () => {
   })
 })
 
+describe('paging without end', () => {
+  test("a run's omitted output paged from logs pages that each name a new cursor, for ever", async () => {
+    for (const data of ['b', '']) {
+      let at = 100
+      let pages = 0
+      serve((req, res) => {
+        if (req.url!.startsWith('/v1/processes/run')) {
+          json(res, 200, {
+            processId: 'p', reason: 'exited', exitCode: 0, output: 'a', stdout: 'a', stderr: '',
+            logs: [{ cursor: '1', channel: 'stdout', data: 'a' }, { cursor: '9', channel: 'stdout', data: 'z' }],
+            omittedBytes: 10, omittedAfter: '1', next: '9',
+          })
+          return
+        }
+        pages++
+        at++
+        json(res, 200, { items: [{ cursor: String(at), channel: 'stdout', data }], next: String(at) })
+      })
+      const e = await rejects(sandbox().exec('true'), UnexpectedResponseError, 20_000)
+      assert.match(e.message, /past the 10 bytes/)
+      assert.ok(pages <= 12, `${pages} pages`) // the 11 bytes up to next, then one
+    }
+  })
+})
+
+describe('a wait answered 202 at once', () => {
+  test('is not asked again before its window passed', async () => {
+    let waits = 0
+    serve((req, res) => {
+      waits++
+      json(res, 202, { id: 'p', state: 'running' })
+    })
+    const r = await sandbox().process.connect('p').wait({ timeout: 1000 })
+    assert.equal(r.rawReason, 'wait_timeout')
+    // One window of a second: a wait or two, not the thousands asked at once.
+    assert.ok(waits < 10, `${waits} waits`)
+  })
+})
+
 describe('a hostile log stream', () => {
   const stream = (write: (res: ServerResponse) => void): void =>
     serve((_req, res) => {
@@ -299,6 +338,25 @@ describe('a hostile log stream', () => {
     const evs = await events(sandbox({ streamIdleTimeout: 3000 }).process.connect('p').streamLogs())
     const last = evs.at(-1)
     assert.ok(last?.type === 'error' && last.error instanceof UnexpectedResponseError, inspect(evs, { depth: 1 }).slice(0, 300))
+  })
+
+  test('a log event without a cursor does not move a resume back to the start', async () => {
+    const asked: Array<string | undefined> = []
+    serve((req, res) => {
+      asked.push(req.headers['last-event-id'] as string | undefined)
+      res.writeHead(200, { 'content-type': 'text/event-stream' })
+      if (asked.length === 1) {
+        res.write('event: log\nid: 5\ndata: {"cursor":"5","channel":"stdout","data":"a"}\n\n')
+        res.write('event: log\ndata: {"cursor":"","channel":"stdout","data":"b"}\n\n')
+        res.end() // cut before eof: resumed
+        return
+      }
+      res.write('event: eof\nid: 5\ndata: {}\n\n')
+      res.end()
+    })
+    const evs = await events(sandbox().process.connect('p').streamLogs())
+    assert.equal(evs.at(-1)?.type, 'eof', inspect(evs, { depth: 2 }).slice(0, 500))
+    assert.deepEqual(asked, [undefined, '5'])
   })
 
   test('events with fields of the wrong type', async () => {
