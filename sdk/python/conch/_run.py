@@ -295,6 +295,9 @@ def joined(t: HttpTransport, r: RunResult) -> RunResult:
     end = r.next
     reached = [end is None]
     gap = [False]
+    # The bytes of the frames after omitted_after up to next: those the answer left out, and
+    # those of its frames after the head (cut, and the tail).
+    room = [r.omitted_bytes + sum(len(f.bytes) for f in r.logs[len(head):])]
 
     def take(page: List[LogFrame], dropped: bool) -> bool:
         if dropped:
@@ -304,6 +307,13 @@ def joined(t: HttpTransport, r: RunResult) -> RunResult:
             gap[0] = True
             return False
         for f in page:
+            # Pages past those bytes without next, each frame counted one byte at least, are not
+            # the daemon's: new cursors without end would be paged for ever.
+            room[0] -= max(len(f.bytes), 1)
+            if room[0] < 0:
+                raise UnexpectedResponseError(
+                    f"conch: the logs of {r.process_id}: pages past the {r.omitted_bytes} bytes the answer left out "
+                    f"and held after its head, its next {(end or '')[:100]!r} not among them: not the API's answer", 200)
             rest.append(f)
             if end is not None and f.cursor == end:
                 reached[0] = True

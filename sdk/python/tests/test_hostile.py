@@ -224,6 +224,55 @@ class PagingTest(unittest.TestCase):
                 b'"items":[{"cursor":"c1","channel":"stdout","data":"x"}]}')
         self._ends(body, lambda sb: sb.exec("x"))
 
+    def test_logs_pages_that_each_name_a_new_cursor_end(self) -> None:
+        from .fake import FakeServer
+
+        class NewCursors(FakeServer):
+            """A run's answer that left 10 bytes out, then logs pages each of a new cursor, for ever."""
+
+            pages = 0
+
+            @property  # type: ignore[override]
+            def answer(self):  # type: ignore[no-untyped-def]
+                self.pages += 1
+                if self.pages == 1:
+                    return (200, b'{"id":"p1","reason":"exited","exitCode":0,"omittedBytes":10,"omittedAfter":"1",'
+                                 b'"next":"9","logs":[{"cursor":"1","channel":"stdout","data":"x"},'
+                                 b'{"cursor":"9","channel":"stdout","data":"y"}]}', "application/json")
+                c = str(100 + self.pages).encode()
+                return (200, b'{"items":[{"cursor":"' + c + b'","channel":"stdout","data":"' + self.data + b'"}],'
+                             b'"next":"' + c + b'"}', "application/json")
+
+            @answer.setter
+            def answer(self, v) -> None:  # type: ignore[no-untyped-def]
+                pass
+
+        for data in (b"z", b""):
+            import threading
+
+            srv = NewCursors(200, b"")
+            srv.data = data  # type: ignore[attr-defined]
+            self.addCleanup(srv.close)
+            sb = Sandbox(srv.url, "t", read_timeout=10)
+            self.addCleanup(sb.close)
+            out: list = []
+
+            def go() -> None:
+                try:
+                    sb.exec("x")
+                except BaseException as e:  # noqa: B902
+                    out.append(e)
+                else:
+                    out.append(None)
+
+            th = threading.Thread(target=go, daemon=True)
+            th.start()
+            th.join(60)  # a hang guard: the daemon's pages go on for ever
+            self.assertFalse(th.is_alive(), "the call pages for ever")
+            self.assertIsInstance(out[0], UnexpectedResponseError)
+            self.assertIn("past the 10 bytes", str(out[0]))
+            self.assertLessEqual(srv.pages, 1 + 12)  # the run, the 11 bytes up to next, then one
+
 
 try:
     import websockets  # noqa: F401
