@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,9 +18,9 @@ import (
 )
 
 // TestReadPagesThatDoNotMoveOn: read_output over logs pages that name as
-// next a cursor asked for already (frames with no bytes, so that the
-// limit is never reached) ends with an error that says so: it once paged
-// for ever.
+// next a cursor asked for already (frames of a byte, so that the limit is
+// reached only after many) ends with an error that says so: it once paged
+// for ever (with frames of no bytes).
 func TestReadPagesThatDoNotMoveOn(t *testing.T) {
 	t.Parallel()
 	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -27,7 +29,7 @@ func TestReadPagesThatDoNotMoveOn(t *testing.T) {
 		case "/v1/processes/p":
 			io.WriteString(w, `{"id":"p","kind":"exec","state":"running"}`)
 		case "/v1/processes/p/logs":
-			io.WriteString(w, `{"items":[{"cursor":"1","channel":"stdout","data":""}],"next":"1"}`)
+			io.WriteString(w, `{"items":[{"cursor":"1","channel":"stdout","data":"x"}],"next":"1"}`)
 		default:
 			http.NotFound(w, r)
 		}
@@ -50,4 +52,42 @@ func TestReadPagesThatDoNotMoveOn(t *testing.T) {
 	require.NoError(t, ctx.Err())
 	require.True(t, res.IsError)
 	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, "do not move on")
+}
+
+// TestReadPagesOfNewCursors: read_output over logs pages that each name a
+// new cursor, their frames with no bytes (so that the limit is never
+// reached), ends with an error that says so: it once paged for ever.
+func TestReadPagesOfNewCursors(t *testing.T) {
+	t.Parallel()
+	var n atomic.Int64
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Path {
+		case "/v1/processes/p":
+			io.WriteString(w, `{"id":"p","kind":"exec","state":"running"}`)
+		case "/v1/processes/p/logs":
+			at := strconv.FormatInt(n.Add(1), 10)
+			io.WriteString(w, `{"items":[{"cursor":"`+at+`","channel":"stdout","data":""}],"next":"`+at+`"}`)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer fake.Close()
+	c, err := client.New(fake.URL, "token")
+	require.NoError(t, err)
+	defer c.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second) // a hang guard
+	defer cancel()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := mcpserver.New(c, "test").MCP().Connect(ctx, st, nil)
+	require.NoError(t, err)
+	defer ss.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "conch-test", Version: "0"}, nil).Connect(ctx, ct, nil)
+	require.NoError(t, err)
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "read_output", Arguments: map[string]any{"id": "p"}})
+	require.NoError(t, err)
+	require.NoError(t, ctx.Err())
+	require.True(t, res.IsError)
+	require.Contains(t, res.Content[0].(*mcp.TextContent).Text, "not the daemon's answer")
 }

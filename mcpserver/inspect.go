@@ -106,6 +106,13 @@ func (s *Server) readOutput(ctx context.Context, req *mcp.CallToolRequest, in Re
 			if err != nil {
 				return nil, ReadOutput{}, err
 			}
+			if len(data) == 0 {
+				// The daemon's frames hold a byte at least: pages of
+				// empty frames, each of a new cursor, would never reach
+				// the limit, and be read for ever.
+				return nil, ReadOutput{}, fmt.Errorf("the daemon's logs pages of %s hold a frame with no bytes (cursor %q): not the daemon's answer",
+					in.ID, api.Clip([]byte(f.Cursor)))
+			}
 			// The offset is into the first frame read only.
 			if skip > len(data) {
 				return nil, ReadOutput{}, fmt.Errorf("cursor %q: the frame after %s holds %d bytes, not %d: give a cursor an answer gave", in.Cursor, before, len(data), skip)

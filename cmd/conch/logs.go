@@ -87,6 +87,7 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 	last := cursorOf(p.LastCursor)
 	opts := client.LogsOptions{Cursor: *cursor, Limit: 1000}
 	seen := map[string]bool{opts.Cursor: true} // the cursors asked for
+	prev := cursorOf(opts.Cursor)              // the last frame's cursor, or the one asked
 	for first := true; ; first = false {
 		qctx, cancel := quick(ctx, c) // each page: a long log takes many
 		page, err := c.Logs(qctx, id, opts)
@@ -113,7 +114,17 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 		}
 		done := len(page.Items) == 0
 		for _, f := range page.Items {
-			if cursorOf(f.Cursor) > last {
+			// The daemon's cursors are numbers that grow frame by frame,
+			// and only frames up to last are printed: pages whose frames
+			// do not move on (each page naming a new next all the same)
+			// would be printed for ever.
+			at := cursorOf(f.Cursor)
+			if at <= prev {
+				flush()
+				return fail(e, exitOwn, fmt.Errorf("the logs of %s: pages that do not move on (frame cursor %q after %d): not the daemon's answer", id, api.Clip([]byte(f.Cursor)), prev))
+			}
+			prev = at
+			if at > last {
 				done = true
 				break
 			}

@@ -951,6 +951,42 @@ func TestPagingThatDoesNotMoveOn(t *testing.T) {
 	}
 }
 
+// conch logs ends with an error, exit 125, when the daemon's pages name a
+// new next each time but their frames do not move on (the same cursor
+// again, or one that is no number): it once printed them for ever.
+func TestLogsPagesOfNewCursors(t *testing.T) {
+	t.Parallel()
+	for _, cursor := range []string{"1", "c"} {
+		var n atomic.Int64
+		fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			switch r.URL.Path {
+			case "/v1/processes/p":
+				io.WriteString(w, `{"id":"p","kind":"exec","state":"running","lastCursor":"9"}`)
+			case "/v1/processes/p/logs":
+				next := "n" + strconv.FormatInt(n.Add(1), 10)
+				io.WriteString(w, `{"items":[{"cursor":"`+cursor+`","channel":"stdout","data":"x\n"}],"next":"`+next+`"}`)
+			default:
+				http.NotFound(w, r)
+			}
+		}))
+		cmd := exec.Command("conch", "logs", "p")
+		cmd.Env = append(os.Environ(), client.EnvURL+"="+fake.URL, client.EnvToken+"=t")
+		var stderr strings.Builder
+		var out countingWriter
+		cmd.Stdout, cmd.Stderr = &out, &stderr
+		require.NoError(t, cmd.Start())
+		guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() })
+		err := cmd.Wait()
+		guard.Stop()
+		fake.Close()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "cursor %q: stderr %q, %d bytes out", cursor, stderr.String(), out.n.Load())
+		require.Equal(t, exitOwn, ee.ExitCode(), "cursor %q: stderr %q", cursor, stderr.String())
+		require.Contains(t, stderr.String(), "do not move on", cursor)
+	}
+}
+
 // countingWriter counts the bytes written to it, and keeps none.
 type countingWriter struct{ n atomic.Int64 }
 
