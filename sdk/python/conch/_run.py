@@ -21,7 +21,7 @@ import time
 from datetime import datetime
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Tuple
 
-from ._transport import HttpTransport, seg
+from ._transport import HttpTransport, pause, seg
 from .errors import UnexpectedResponseError
 from .types import CameBack, LogFrame, LogsPage, ProcessDto, RunResult, WaitResult, frames_from_wire
 
@@ -430,9 +430,15 @@ def wait_until(t: HttpTransport, pid: str, deadline: float) -> Optional[WaitResu
     """Waits for pid until deadline, one window at a time; None when the deadline came first."""
     while True:
         w = window_ms(t, deadline)
+        began = time.monotonic()
         status, body = t.object("GET", f"/v1/processes/{seg(pid)}/wait", query={"timeout": w}, timeout=socket_timeout(w))
         if status == 200 and isinstance(body, dict):
             return WaitResult.from_wire(body, status)
+        # A 202 comes once the window ran out: one that came sooner (not the daemon's) is asked
+        # again only once the window has passed, not at once, as fast as it answers, for ever.
+        early = min(began + w / 1000, deadline) - time.monotonic()
+        if early > 0:
+            pause(early)
         if left(deadline) <= 0:
             return None
 

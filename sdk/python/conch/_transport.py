@@ -155,6 +155,7 @@ class CallScope:
         self._lock = threading.Lock()
         self._conns: List[http.client.HTTPConnection] = []
         self.cancelled = False
+        self._cut = threading.Event()  # set once cancelled: a pause of the call ends at once
 
     def enter(self, conn: http.client.HTTPConnection) -> None:
         with self._lock:
@@ -175,6 +176,7 @@ class CallScope:
         with self._lock:
             self.cancelled = True
             conns, self._conns = self._conns, []
+        self._cut.set()
         for c in conns:
             sock = c.sock
             if sock is not None:
@@ -184,8 +186,23 @@ class CallScope:
                     pass
 
 
+    def pause(self, seconds: float) -> None:
+        """Waits seconds, or until the call is cancelled: then raises CallCancelled."""
+        if self._cut.wait(seconds):
+            raise CallCancelled("conch: the call was cancelled")
+
+
 # The scope of the call running in this thread, if any (set by conch.aio).
 call_scope: "contextvars.ContextVar[Optional[CallScope]]" = contextvars.ContextVar("conch_call_scope", default=None)
+
+
+def pause(seconds: float) -> None:
+    """Waits seconds; in a call of conch.aio, only until the call is cancelled (CallCancelled)."""
+    scope = call_scope.get()
+    if scope is not None:
+        scope.pause(seconds)
+    else:
+        time.sleep(seconds)
 
 
 class _Secret:

@@ -274,6 +274,32 @@ class PagingTest(unittest.TestCase):
             self.assertLessEqual(srv.pages, 1 + 12)  # the run, the 11 bytes up to next, then one
 
 
+class WaitTest(unittest.TestCase):
+    def test_a_wait_answered_202_at_once_is_not_asked_again_before_its_window_passed(self) -> None:
+        from .fake import FakeServer
+
+        class Counting(FakeServer):
+            waits = 0
+
+            @property  # type: ignore[override]
+            def answer(self):  # type: ignore[no-untyped-def]
+                self.waits += 1
+                return (202, b'{"id":"p1","kind":"exec","state":"running"}', "application/json")
+
+            @answer.setter
+            def answer(self, v) -> None:  # type: ignore[no-untyped-def]
+                pass
+
+        srv = Counting(202, b"")
+        self.addCleanup(srv.close)
+        sb = Sandbox(srv.url, "t", read_timeout=10)
+        self.addCleanup(sb.close)
+        r = sb.process.connect("p1").wait(timeout=1)
+        self.assertEqual(r.raw_reason, "wait_timeout")
+        # One window of a second: a wait or two, not the thousands asked at once.
+        self.assertLess(srv.waits, 4)
+
+
 try:
     import websockets  # noqa: F401
 
