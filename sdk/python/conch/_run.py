@@ -165,6 +165,12 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
                 quiet_from = _last_output(a, sent)
             if _idle_left(idle, quiet_from) <= 0:
                 return back(None, math.inf, "idle_timeout")
+        # Back for none of those, it came once the window ran out: one that came sooner (not the
+        # daemon's) is asked again only once the window has passed, not at once, as fast as it
+        # answers, for ever.
+        soon = min(sent + w / 1000, deadline) - time.monotonic()
+        if soon > 0:
+            pause(soon)
     return back(None, TIMED_OUT_PAGES, "wait_timeout")
 
 

@@ -299,6 +299,32 @@ class WaitTest(unittest.TestCase):
         # One window of a second: a wait or two, not the thousands asked at once.
         self.assertLess(srv.waits, 4)
 
+    def test_a_runs_interacts_answered_202_at_once_are_not_asked_again_before_their_window_passed(self) -> None:
+        from .fake import FakeServer
+
+        class Counting(FakeServer):
+            interacts = 0
+
+            @property  # type: ignore[override]
+            def answer(self):  # type: ignore[no-untyped-def]
+                self.interacts += 1
+                return (202, b'{"id":"p1","processId":"p1","kind":"exec","state":"running","next":"0"}',
+                        "application/json")
+
+            @answer.setter
+            def answer(self, v) -> None:  # type: ignore[no-untyped-def]
+                pass
+
+        srv = Counting(202, b"")
+        self.addCleanup(srv.close)
+        sb = Sandbox(srv.url, "t", read_timeout=10)
+        self.addCleanup(sb.close)
+        # The logs pages are answered 202 too, not the API's: the run's end, paging them, raises.
+        with self.assertRaises(UnexpectedResponseError):
+            sb.exec("x", timeout=1)
+        # One window of a second: a run, an interact or two and a page, not the dozens asked at once.
+        self.assertLess(srv.interacts, 6)
+
 
 try:
     import websockets  # noqa: F401

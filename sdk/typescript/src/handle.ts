@@ -4,7 +4,7 @@
 import { openDuplex, type PtyDuplex } from './duplex.js'
 import { DeadlineExceededError, UnexpectedResponseError, UnsupportedOperationError } from './errors.js'
 import { record, toLogsPage, toProcess, toWaitResult } from './normalize.js'
-import { answer, deadlineOf, notNegative, waitUntil, window } from './run.js'
+import { answer, deadlineOf, notNegative, pause, waitUntil, window } from './run.js'
 import { streamLogs } from './sse.js'
 import { answerMargin, type HttpTransport, inputOf, maxWaitWindow, seg, stopGrace, stopWait } from './transport.js'
 import type {
@@ -154,6 +154,7 @@ export class ProcessHandle {
     const deadline = deadlineOf(options.timeout)
     for (;;) {
       const timeout = window(this.#t, deadline)
+      const began = Date.now()
       const { status, body } = await this.#t.json('GET', `${this.#path}/ready`, {
         query: { port: options.port, pattern: options.pattern, timeout }, timeout: timeout + answerMargin,
       })
@@ -163,6 +164,10 @@ export class ProcessHandle {
         return { ...b, ready: false, result: toWaitResult(record(b.result, 'ready result', status), status) }
       }
       if (status !== 202) throw new UnexpectedResponseError(`conch: ready: an answer that is not the API's (HTTP ${status})`, status)
+      // A 202 that came before its window passed (not the daemon's) is
+      // asked again only once it passed, not at once, for ever.
+      const soon = Math.min(began + timeout, deadline) - Date.now()
+      if (soon > 0) await pause(soon)
       if (Date.now() >= deadline) return { ready: false, result: { reason: 'timed_out', rawReason: 'wait_timeout' } }
     }
   }

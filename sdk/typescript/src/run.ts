@@ -120,6 +120,11 @@ export async function run(
     if (a.waitingForInput === true) return result('waiting_for_input', () => stillRunning('waiting_for_input'), Infinity)
     if (quiet(a)) return result('idle_timeout', () => stillRunning('idle_timeout'), Infinity)
     if (typeof a.next === 'string' && a.next !== '') cursor = a.next
+    // Back for none of those, it came once the window ran out: one that
+    // came sooner (not the daemon's) is asked again only once the window
+    // has passed, not at once, as fast as it answers, for ever.
+    const soon = Math.min(began + sent, deadline) - Date.now()
+    if (soon > 0) await pause(soon, signal)
   }
   return result('wait_timeout', () => stillRunning('wait_timeout'), timedOutPages)
 }
@@ -376,7 +381,7 @@ export async function waitUntil(
 }
 
 /** Waits ms, or until signal aborts. */
-function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+export function pause(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve()
     const done = (): void => {

@@ -292,7 +292,7 @@ describe('paging without end', () => {
 describe('a wait answered 202 at once', () => {
   test('is not asked again before its window passed', async () => {
     let waits = 0
-    serve((req, res) => {
+    serve((_req, res) => {
       waits++
       json(res, 202, { id: 'p', state: 'running' })
     })
@@ -300,6 +300,30 @@ describe('a wait answered 202 at once', () => {
     assert.equal(r.rawReason, 'wait_timeout')
     // One window of a second: a wait or two, not the thousands asked at once.
     assert.ok(waits < 10, `${waits} waits`)
+  })
+
+  test('a ready answered 202 at once is not asked again before its window passed', async () => {
+    let readies = 0
+    serve((_req, res) => {
+      readies++
+      json(res, 202, { id: 'p', state: 'running' })
+    })
+    const r = await sandbox().process.connect('p').ready({ port: 80, timeout: 1000 })
+    assert.equal(r.ready, false)
+    assert.ok(readies < 10, `${readies} readies`)
+  })
+
+  test("a run's interacts answered 202 at once are not asked again before their window passed", async () => {
+    let interacts = 0
+    serve((req, res) => {
+      if (req.url!.includes('/interact')) interacts++
+      if (req.url!.includes('/logs')) return json(res, 200, { items: [] })
+      json(res, 202, { processId: 'p', id: 'p', state: 'running', next: '0' })
+    })
+    const r = await sandbox().exec('true', { timeout: 1000 })
+    assert.equal(r.rawReason, 'wait_timeout')
+    // One window of a second: an interact or two, not the thousands asked at once.
+    assert.ok(interacts < 10, `${interacts} interacts`)
   })
 })
 
