@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import base64
 import collections.abc
+import time
 from typing import TYPE_CHECKING, Any, Dict, Generator, List, Mapping, Optional, Tuple, Union
 
 from . import _run
 from ._run import deadline_of, socket_timeout, wait_until, window_ms, wire_options
 from ._sse import stream_logs
-from ._transport import MAX_WAIT_WINDOW, HttpTransport, input_bytes, seg
+from ._transport import MAX_WAIT_WINDOW, HttpTransport, input_bytes, pause, seg
 from .errors import NotFoundError, UnexpectedResponseError
 from .types import (
     Command, ListResult, LogsPage, ProcessDto, ReadyResult, RunResult, StreamLogEvent, WaitResult,
@@ -165,6 +166,7 @@ class ProcessHandle:
         deadline = deadline_of(timeout)
         while True:
             w = window_ms(self._t, deadline)
+            began = time.monotonic()
             status, body = self._t.object("GET", f"{self._path}/ready", query={"port": port, "pattern": pattern, "timeout": w},
                                         timeout=socket_timeout(w))
             if status == 200 and isinstance(body, dict):
@@ -174,6 +176,11 @@ class ProcessHandle:
                                        match=body.get("match"), cursor=body.get("cursor"))
                 res = body.get("result")
                 return ReadyResult(ready=False, result=WaitResult.from_wire(res if isinstance(res, dict) else {}, status))
+            # A 202 that came before its window passed (not the daemon's) is asked again only once it
+            # passed, not at once, for ever.
+            soon = min(began + w / 1000, deadline) - time.monotonic()
+            if soon > 0:
+                pause(soon)
             if _run.left(deadline) <= 0:
                 return ReadyResult(ready=False, result=WaitResult(reason="timed_out", raw_reason="wait_timeout"))
 

@@ -299,6 +299,29 @@ class WaitTest(unittest.TestCase):
         # One window of a second: a wait or two, not the thousands asked at once.
         self.assertLess(srv.waits, 4)
 
+    def test_a_ready_answered_202_at_once_is_not_asked_again_before_its_window_passed(self) -> None:
+        from .fake import FakeServer
+
+        class Counting(FakeServer):
+            readies = 0
+
+            @property  # type: ignore[override]
+            def answer(self):  # type: ignore[no-untyped-def]
+                self.readies += 1
+                return (202, b'{"id":"p1","kind":"exec","state":"running"}', "application/json")
+
+            @answer.setter
+            def answer(self, v) -> None:  # type: ignore[no-untyped-def]
+                pass
+
+        srv = Counting(202, b"")
+        self.addCleanup(srv.close)
+        sb = Sandbox(srv.url, "t", read_timeout=10)
+        self.addCleanup(sb.close)
+        r = sb.process.connect("p1").ready(port=80, timeout=1)
+        self.assertFalse(r.ready)
+        self.assertLess(srv.readies, 4)
+
     def test_a_runs_interacts_answered_202_at_once_are_not_asked_again_before_their_window_passed(self) -> None:
         from .fake import FakeServer
 
