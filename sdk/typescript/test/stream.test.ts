@@ -359,16 +359,19 @@ describe('a stream the daemon goes quiet on', () => {
     assert.deepEqual(evs.map((e) => e.type === 'log' ? e.frame.data : e.type), ['one\n'])
   })
 
+  /** A stream of frame c1, then a heartbeat every 50 ms for ms, then frame c2 and eof. */
+  const beating = (ms: number) => (res: ServerResponse) => {
+    res.write(frame('c1', 'one\n'))
+    const beat = setInterval(() => res.write(': ping\n\n'), 50)
+    setTimeout(() => {
+      clearInterval(beat)
+      res.end(frame('c2', 'two\n') + eof)
+    }, ms)
+    res.on('close', () => clearInterval(beat))
+  }
+
   test('heartbeats keep a quiet stream open, and a reader slow to take an event is not a quiet daemon', async () => {
-    serve = (res) => {
-      res.write(frame('c1', 'one\n'))
-      const beat = setInterval(() => res.write(': ping\n\n'), 50)
-      setTimeout(() => {
-        clearInterval(beat)
-        res.end(frame('c2', 'two\n') + eof)
-      }, 1500)
-      res.on('close', () => clearInterval(beat))
-    }
+    serve = beating(1500)
     // Heartbeats 20 times as often as the stream may be quiet.
     const s = new Sandbox({ url, token: 't', streamIdleTimeout: 1000 })
     const evs = await collectWithin(s.process.connect('p').streamLogs())
@@ -390,15 +393,7 @@ describe('a stream the daemon goes quiet on', () => {
     // synchronous task). When it runs again, the quiet timer is due, and a
     // heartbeat waits to be read (here written by the stub, in this
     // process, as its own timer comes due first).
-    serve = (res) => {
-      res.write(frame('c1', 'one\n'))
-      const beat = setInterval(() => res.write(': ping\n\n'), 50)
-      setTimeout(() => {
-        clearInterval(beat)
-        res.end(frame('c2', 'two\n') + eof)
-      }, 2500)
-      res.on('close', () => clearInterval(beat))
-    }
+    serve = beating(2500)
     const s = new Sandbox({ url, token: 't', streamIdleTimeout: 750 })
     const evs = await collectWithin(s.process.connect('p').streamLogs(), async (ev) => {
       if (ev.type === 'log' && ev.frame.cursor === 'c1') {
