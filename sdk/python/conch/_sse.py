@@ -15,7 +15,7 @@ import time
 from typing import Any, Generator, Iterator, List, Optional
 
 from ._run import wait_until
-from ._transport import HttpTransport, read_body, seg
+from ._transport import HttpTransport, _deadline, read_body, seg
 from .errors import ConchError, NetworkError, UnexpectedResponseError, error_from
 from .types import LogFrame, StreamLogEvent, WaitResult
 
@@ -94,6 +94,10 @@ def stream_logs(
                 headers["Last-Event-ID"] = last
             conn.request("GET", t.path(f"/v1/processes/{seg(pid)}/logs/stream", {"cursor": last, "encoding": encoding}),
                          headers=headers)
+            # The head of the answer, and the body of one that refuses, come whole within
+            # READ_TIMEOUT: a daemon that sent a byte of it now and then held the stream for
+            # good. The events then come each within it (the daemon's heartbeats keep it open).
+            _deadline(conn, READ_TIMEOUT)
             res = conn.getresponse()
             if res.status == 204:
                 # Resumed past the end of an ended process: nothing more will come. Its
@@ -104,6 +108,7 @@ def stream_logs(
                 return
             if res.status >= 300:
                 raise error_from(res.status, read_body(res, "the log stream"), res.getheader("Retry-After"))
+            _deadline(conn, None)
             opened = True
             for name, data, ident in _events(res):
                 failures = 0

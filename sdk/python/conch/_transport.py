@@ -60,6 +60,9 @@ class _Timed(io.RawIOBase):
         self._raw = sock.makefile("rb", buffering=0)
         self._sock = sock
         self._conn = conn
+        # The socket's own timeout, put back once the deadline is lifted (a stream's events,
+        # after the head of its answer came within one).
+        self._timeout = sock.gettimeout()
 
     def readable(self) -> bool:
         return True
@@ -71,6 +74,8 @@ class _Timed(io.RawIOBase):
             if left <= 0:
                 raise socket.timeout("timed out")
             self._sock.settimeout(left)
+        elif self._sock.gettimeout() != self._timeout:
+            self._sock.settimeout(self._timeout)
         return self._raw.readinto(b)  # type: ignore[no-any-return]
 
     def close(self) -> None:

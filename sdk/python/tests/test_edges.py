@@ -229,6 +229,73 @@ class FrozenStreamTest(unittest.TestCase):
             list(sb.process.connect("x").stream_logs())
         self.assertLess(time.monotonic() - started, 0.5 * 3, "the stream tried the frozen daemon again and again")
 
+    def test_a_stream_whose_answer_head_trickles_in_ends_at_read_timeout(self) -> None:
+        # A byte of a header line each 0.05 s: every read is answered well within
+        # READ_TIMEOUT, but the head of the answer is not; the stream waited on it for as long
+        # as it came (a line may be 64 KiB long).
+        from conch import _sse
+
+        from .hostile import HostileServer, read_request
+        old = _sse.READ_TIMEOUT
+        _sse.READ_TIMEOUT = 1.0
+        self.addCleanup(setattr, _sse, "READ_TIMEOUT", old)
+
+        def script(c: socket.socket) -> None:
+            read_request(c)
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nX-A: ")
+            while not srv.stop.wait(0.05):
+                c.sendall(b"b")
+
+        srv = HostileServer(script)
+        self.addCleanup(srv.close)
+        sb = Sandbox(srv.url, "t")
+        self.addCleanup(sb.close)
+        done: list = []
+
+        def follow() -> None:
+            try:
+                list(sb.process.connect("x").stream_logs())
+            except Exception as e:  # noqa: BLE001 - what it ended with is what the test looks at
+                done.append(e)
+
+        th = threading.Thread(target=follow, daemon=True)
+        th.start()
+        th.join(30)  # a hang guard
+        self.assertFalse(th.is_alive(), "the stream waits on the head of its answer for as long as it trickles in")
+        self.assertIsInstance(done[0], NetworkError)
+
+    def test_a_streams_events_each_have_read_timeout_after_a_slow_head(self) -> None:
+        # The head of the answer comes in two pieces, the second read of it waiting with
+        # 0.8 s of READ_TIMEOUT's 2 left; then heartbeats 1.4 s apart. Each read of the
+        # events has the whole READ_TIMEOUT again, not what the head left of it.
+        from conch import _sse
+
+        from .hostile import HostileServer, read_request
+        old = _sse.READ_TIMEOUT
+        _sse.READ_TIMEOUT = 2.0
+        self.addCleanup(setattr, _sse, "READ_TIMEOUT", old)
+
+        def script(c: socket.socket) -> None:
+            read_request(c)
+            if srv.stop.wait(1.2):
+                return
+            c.sendall(b"HTTP/1.1 200 OK\r\n")
+            if srv.stop.wait(0.1):
+                return
+            c.sendall(b"Content-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+            for _ in range(2):
+                if srv.stop.wait(1.4):
+                    return
+                c.sendall(b": ping\n\n")
+            c.sendall(b"event: eof\ndata: {}\n\n")
+
+        srv = HostileServer(script)
+        self.addCleanup(srv.close)
+        sb = Sandbox(srv.url, "t")
+        self.addCleanup(sb.close)
+        evs = list(sb.process.connect("x").stream_logs())
+        self.assertEqual([e.type for e in evs], ["eof"])
+
 
 class WholeAnswersTest(unittest.TestCase):
     def setUp(self) -> None:
