@@ -25,6 +25,9 @@ type Client struct {
 	direct *direct // the requests' way when the http.Client is the Client's own (see direct)
 	// maxAnswer bounds the body of an answer read whole (MaxAnswer).
 	maxAnswer int64
+	// streamIdle is how long a log stream waits on the daemon (see
+	// WithStreamIdleTimeout).
+	streamIdle time.Duration
 }
 
 // MaxAnswer bounds the body of an answer a call reads whole, 256 MiB: past
@@ -52,6 +55,25 @@ func WithHTTPClient(hc *http.Client) Option {
 	}
 }
 
+// DefaultStreamIdleTimeout is how long a log stream waits for a byte from
+// the daemon before it gives up on it: three of the heartbeats the daemon
+// sends every 15 s on a quiet stream, as the TypeScript and Python SDKs
+// wait.
+const DefaultStreamIdleTimeout = 45 * time.Second
+
+// WithStreamIdleTimeout sets how long a log stream waits for a byte from the
+// daemon, a heartbeat included, before it ends with an error that says so
+// (see Stream); DefaultStreamIdleTimeout by default.
+func WithStreamIdleTimeout(d time.Duration) Option {
+	return func(c *Client) error {
+		if d <= 0 {
+			return errors.New("stream idle timeout: want a positive duration")
+		}
+		c.streamIdle = d
+		return nil
+	}
+}
+
 // New returns a Client for the daemon at baseURL (http://127.0.0.1:7070)
 // that authenticates with token.
 func New(baseURL, token string, opts ...Option) (*Client, error) {
@@ -61,7 +83,7 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 		// with "first path segment in URL cannot contain colon".
 		return nil, fmt.Errorf("daemon url %q: want http://host:port", baseURL)
 	}
-	c := &Client{base: u, token: token, maxAnswer: MaxAnswer}
+	c := &Client{base: u, token: token, maxAnswer: MaxAnswer, streamIdle: DefaultStreamIdleTimeout}
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, err

@@ -87,6 +87,15 @@ const maxEventLine = 4 << 20
 // before its end would have ended. Once ctx ends, it
 // yields ctx's error and ends, the events already received not yielded.
 //
+// The daemon sends a heartbeat every 15 s on a quiet stream: one that
+// sends nothing, not even that, for the Client's stream idle timeout
+// (WithStreamIdleTimeout, 45 s by default), the head of its answer
+// included, is frozen or gone, or a network holds the connection, and the
+// stream yields an error that says so (context.DeadlineExceeded) and ends,
+// rather than wait as long again on a new connection. Only the time the
+// stream waits on the daemon counts, never the time the caller holds an
+// event.
+//
 // An event over 4 MiB, a line of it or its lines together (comments
 // aside), larger than any the daemon sends, ends the stream with an error
 // that says so: the stream is not the daemon's, and is not resumed.
@@ -96,10 +105,20 @@ func (c *Client) Stream(ctx context.Context, id string, opts StreamOptions) iter
 		var resumed error        // the cut that the stream is resumed after
 		stated := false
 		for fruitless := 0; ; {
-			resp, err := c.openStream(ctx, id, opts, last)
+			q := c.newQuiet(ctx)
+			resp, err := c.openStream(q.ctx, id, opts, last)
 			if err != nil && ctx.Err() != nil {
+				q.end()
 				yield(Event{}, ctx.Err())
 				return
+			}
+			if err != nil && q.fired() {
+				q.end()
+				yield(Event{}, q.err(id))
+				return
+			}
+			if err != nil {
+				q.end()
 			}
 			if err != nil && resumed != nil {
 				apiErr := (*Error)(nil)
@@ -133,6 +152,7 @@ func (c *Client) Stream(ctx context.Context, id string, opts StreamOptions) iter
 			}
 			if resp.StatusCode == http.StatusNoContent {
 				resp.Body.Close()
+				q.end()
 				if !stated {
 					// The process ended and every frame after the cursor
 					// was sent: before it, or to the stream a cut took
@@ -155,7 +175,7 @@ func (c *Client) Stream(ctx context.Context, id string, opts StreamOptions) iter
 			}
 			took := false
 			cut := error(io.ErrUnexpectedEOF) // the body ended before eof
-			for ev, err := range readEvents(resp.Body) {
+			for ev, err := range readEvents(q.reader(resp.Body)) {
 				// Events of a read already made come on after ctx ends: the
 				// stream ends at ctx's end, not once they are read.
 				if ctx.Err() != nil {
@@ -167,6 +187,7 @@ func (c *Client) Stream(ctx context.Context, id string, opts StreamOptions) iter
 				}
 				if err != nil {
 					resp.Body.Close()
+					q.end()
 					yield(Event{}, err)
 					return
 				}
@@ -177,14 +198,23 @@ func (c *Client) Stream(ctx context.Context, id string, opts StreamOptions) iter
 				case EventState:
 					stated = true
 				}
+				// The time the caller holds an event is not the daemon's.
+				q.hold()
 				if !yield(ev, nil) || ev.Type == EventEOF {
 					resp.Body.Close()
+					q.end()
 					return
 				}
+				q.wait()
 			}
 			resp.Body.Close()
+			q.end()
 			if ctx.Err() != nil {
 				yield(Event{}, ctx.Err())
+				return
+			}
+			if q.fired() {
+				yield(Event{}, q.err(id))
 				return
 			}
 			if stated {
@@ -209,6 +239,65 @@ func (c *Client) Stream(ctx context.Context, id string, opts StreamOptions) iter
 			resumed = cut
 		}
 	}
+}
+
+// quiet ends a stream's connection once the daemon has sent nothing, not
+// even a heartbeat, for the client's stream idle timeout while the stream
+// waits on it: the head of its answer, then each read of its events; never
+// while the caller holds an event. Its context is the connection's.
+type quiet struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	t      *time.Timer
+	d      time.Duration
+}
+
+// errQuiet is the cause of a connection quiet ended.
+var errQuiet = errors.New("the daemon sent nothing")
+
+// newQuiet starts the quiet timer of a connection of a stream asked under
+// ctx.
+func (c *Client) newQuiet(ctx context.Context) *quiet {
+	qctx, cancel := context.WithCancelCause(ctx)
+	return &quiet{ctx: qctx, cancel: cancel, d: c.streamIdle, t: time.AfterFunc(c.streamIdle, func() { cancel(errQuiet) })}
+}
+
+func (q *quiet) hold() { q.t.Stop() }
+
+func (q *quiet) wait() { q.t.Reset(q.d) }
+
+// end stops the timer and lets the connection's context go.
+func (q *quiet) end() {
+	q.t.Stop()
+	q.cancel(nil)
+}
+
+// fired reports whether the connection ended for its quiet.
+func (q *quiet) fired() bool { return errors.Is(context.Cause(q.ctx), errQuiet) }
+
+// err is the error a stream of process id ends with once quiet fired: a
+// frozen or gone daemon, or a network that holds the connection. It is not
+// resumed: a new connection would wait as long again.
+func (q *quiet) err(id string) error {
+	return fmt.Errorf("stream of %s: nothing from the daemon, not even a heartbeat, within %s: it is frozen or gone, or the network holds the connection: %w",
+		id, q.d, context.DeadlineExceeded)
+}
+
+// reader returns r, each read of which that brings bytes starts the
+// timer again.
+func (q *quiet) reader(r io.Reader) io.Reader { return quietReader{r, q} }
+
+type quietReader struct {
+	r io.Reader
+	q *quiet
+}
+
+func (r quietReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if n > 0 {
+		r.q.t.Reset(r.q.d)
+	}
+	return n, err
 }
 
 // maxResumes is how many times in a row a stream is resumed that brings no
