@@ -432,3 +432,36 @@ func TestHostileWaitAnsweredAtOnce(t *testing.T) {
 	// not the thousands asked without a pause.
 	require.Less(t, waits.Load(), int64(50))
 }
+
+// TestHostileListingOfNewCursors: a daemon whose process pages each name a
+// new next, without end, but hold no record, or records listed already, is
+// not paged for ever: the daemon's pages hold a record at least, each
+// process listed once.
+func TestHostileListingOfNewCursors(t *testing.T) {
+	t.Parallel()
+	for name, items := range map[string]string{"no record": ``, "the same record": `{"id":"p","kind":"exec","state":"running"}`} {
+		var n atomic.Int64
+		stub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"items":[`+items+`],"next":"`+strconv.FormatInt(n.Add(1), 36)+`"}`)
+		}))
+		c, err := New(stub.URL, "token")
+		require.NoError(t, err)
+		ctx := guard(t)
+		listed := 0
+		var end error
+		for _, err := range c.Processes(ctx, ListOptions{}) {
+			if err != nil {
+				end = err
+				break
+			}
+			listed++
+		}
+		c.CloseIdleConnections()
+		stub.Close()
+		require.NoError(t, ctx.Err(), "%s: listed for ever (%d pages, %d records)", name, n.Load(), listed)
+		require.ErrorContains(t, end, "not the daemon's answer", name)
+		require.LessOrEqual(t, n.Load(), int64(2), name)
+		require.LessOrEqual(t, listed, 1, name)
+	}
+}

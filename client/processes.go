@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/conchsh/conch/api"
 )
 
 // resourcePath is the path of the resource with id in collection
@@ -145,19 +147,37 @@ func (c *Client) List(ctx context.Context, opts ListOptions) (*ProcessList, erro
 }
 
 // Processes iterates over every process matching opts, page after page. It
-// stops at the first error, which it yields. A page whose next cursor was
-// asked for already is an error (the daemon's cursors move on): it would be
-// listed for ever.
+// stops at the first error, which it yields. Pages that do not move on are
+// an error, given before their records: one whose next cursor was asked for
+// already (the daemon's cursors move on), one that names a next but holds
+// no record (the daemon's hold one at least), and a record of a process
+// listed already (the daemon lists each once, in the order it created
+// them); each such page naming a new next all the same would be listed for
+// ever. Nothing bounds a listing of new records, each page naming a new
+// next: the daemon's goes on for as long as processes are created faster
+// than it is paged.
 func (c *Client) Processes(ctx context.Context, opts ListOptions) iter.Seq2[Process, error] {
 	return func(yield func(Process, error) bool) {
 		seen := map[string]bool{opts.Cursor: true}
+		listed := map[string]bool{}
 		for {
 			page, err := c.List(ctx, opts)
 			if err != nil {
 				yield(Process{}, err)
 				return
 			}
+			if page.Next != "" && len(page.Items) == 0 {
+				yield(Process{}, fmt.Errorf("the list of processes: a page of no records names next %q: not the daemon's answer",
+					api.Clip([]byte(page.Next))))
+				return
+			}
 			for _, p := range page.Items {
+				if listed[p.ID] {
+					yield(Process{}, fmt.Errorf("the list of processes: pages that do not move on (process %q again): not the daemon's answer",
+						api.Clip([]byte(p.ID))))
+					return
+				}
+				listed[p.ID] = true
 				if !yield(p, nil) {
 					return
 				}

@@ -985,6 +985,35 @@ func TestLogsPagesOfNewCursors(t *testing.T) {
 	}
 }
 
+// conch ps ends with an error, exit 125, at once when the daemon's pages
+// name a new next each time but hold no record, or the same record again:
+// it once listed them until its 30 s ran out, its memory growing.
+func TestPsPagesOfNewCursors(t *testing.T) {
+	t.Parallel()
+	for _, items := range []string{``, `{"id":"p","kind":"exec","state":"running"}`} {
+		var n atomic.Int64
+		fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"items":[`+items+`],"next":"n`+strconv.FormatInt(n.Add(1), 10)+`"}`)
+		}))
+		cmd := exec.Command("conch", "ps")
+		cmd.Env = append(os.Environ(), client.EnvURL+"="+fake.URL, client.EnvToken+"=t")
+		var stderr strings.Builder
+		var out countingWriter
+		cmd.Stdout, cmd.Stderr = &out, &stderr
+		require.NoError(t, cmd.Start())
+		guard := time.AfterFunc(answerWait+time.Minute, func() { _ = cmd.Process.Kill() })
+		err := cmd.Wait()
+		guard.Stop()
+		fake.Close()
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "items %q: stderr %q, %d bytes out", items, stderr.String(), out.n.Load())
+		require.Equal(t, exitOwn, ee.ExitCode(), "items %q: stderr %q", items, stderr.String())
+		require.Contains(t, stderr.String(), "not the daemon's answer", items)
+		require.LessOrEqual(t, n.Load(), int64(2), "items %q: pages asked", items)
+	}
+}
+
 // countingWriter counts the bytes written to it, and keeps none.
 type countingWriter struct{ n atomic.Int64 }
 
