@@ -101,9 +101,12 @@ export async function run(
     const state = why === undefined ? 'terminal' : 'running'
     if (bounded || (plain && !unkept)) return cut(t, id, body, why)
     if (unkept) return Promise.resolve(held.result(id, wait(), state, cursor))
-    return collect(t, id, wait(), pages, state, cursor)
+    return collect(t, id, wait(), pages, state, cursor, told)
   }
   let cursor = typeof w.next === 'string' && w.next !== '' ? w.next : undefined
+  // The output's bytes up to the last answer's next, as the answers told
+  // them: the first from the start, each interact after the one before.
+  let told = answerBytes(w)
   while (left(deadline) > 0) {
     sent = idleWindow(t, deadline, idle)
     began = Date.now()
@@ -114,6 +117,7 @@ export async function run(
     const { status: s, body: b } = await t.json('POST', `/v1/processes/${seg(id)}/interact`, { json, timeout: sent + answerMargin })
     const a = record(b, 'interact', s)
     if (unkept) held.add(a)
+    told += answerBytes(a)
     if (s === 200) {
       return result(undefined, () => toWaitResult(pick(a, ['reason', 'exitCode', 'signal', 'handled', 'cwd', 'error', 'oomKilled', 'usage', 'stdinDroppedBytes']), s), Infinity)
     }
@@ -297,17 +301,27 @@ export async function joinOmitted(
 
 /**
  * The RunResult of the process id: result, and its retained logs from the
- * start, at most pages pages. Its next is the last frame paged, else cursor,
- * the daemon's last word on where the output stood (a run back on the
- * caller's timeout before any output): reading on from it loses nothing
- * written meanwhile.
+ * start, at most pages pages and at most told bytes, the output the
+ * daemon's answers held and left out up to the last one's next. Its next
+ * is the last frame paged, else cursor, the daemon's last word on where
+ * the output stood (a run back on the caller's timeout before any
+ * output): reading on from it loses nothing written meanwhile.
+ *
+ * Pages go past told bytes (each frame counted one byte at least, as the
+ * daemon's each hold one) only where the process wrote on after the last
+ * answer: one still running stops there, the rest read on from next. A
+ * process that ended wrote nothing after its last answer, so pages past
+ * them are not the daemon's: a daemon naming a new cursor on every page
+ * would be paged for ever.
  */
 async function collect(
   t: Reach, id: string, result: WaitResult, pages: number, state: 'running' | 'terminal', cursor: string | undefined,
+  told: number,
 ): Promise<RunResult> {
   const logs: LogFrame[] = []
   let truncated = false
   let first = true
+  let room = told
   await pageLogs(t, id, undefined, pages, (page, head) => {
     if (head && !first) {
       // Retention dropped frames after those paged (a process that
@@ -317,7 +331,17 @@ async function collect(
     }
     truncated ||= head
     first = false
-    logs.push(...page)
+    for (const f of page) {
+      room -= Math.max(frameBytes(f), 1)
+      if (room < 0) {
+        if (state === 'running') return false
+        throw new UnexpectedResponseError(
+          `conch: the logs of ${id}: pages past the ${told} bytes its answers said the output of the ended process holds: an answer that is not the API's`,
+          200,
+        )
+      }
+      logs.push(f)
+    }
     return true
   })
   const last = logs.length > 0 ? logs[logs.length - 1]!.cursor : cursor
@@ -421,6 +445,17 @@ export function assemble(frames: LogFrame[]): { output: string; stdout: string; 
   }
   output += text(run)
   return { output, stdout: text(out), stderr: text(err) }
+}
+
+/**
+ * The output bytes an answer of a run or interact told of, after the
+ * cursor it started from up to its next: those its frames hold (its head's
+ * last and its tail's first cut to what it kept of them) and those it left
+ * out between them.
+ */
+function answerBytes(w: Wire): number {
+  const omitted = Number.isSafeInteger(w.omittedBytes) && (w.omittedBytes as number) > 0 ? w.omittedBytes as number : 0
+  return toFrames(w.logs).reduce((n, f) => n + frameBytes(f), omitted)
 }
 
 /** The bytes a frame holds. */

@@ -13,7 +13,7 @@ import { inspect } from 'node:util'
 import { WebSocketServer } from 'ws'
 
 import {
-  DeadlineExceededError, Sandbox, type SandboxOptions, type StreamLogEvent, UnexpectedResponseError,
+  DeadlineExceededError, type RunResult, Sandbox, type SandboxOptions, type StreamLogEvent, UnexpectedResponseError,
 } from '@conchsh/sdk'
 
 type Handler = (req: IncomingMessage, res: ServerResponse) => void
@@ -255,12 +255,14 @@ describe('paging that does not move on', () => {
         return
       }
       if (req.url!.includes('/interact')) {
-        json(res, 200, { processId: 'p', reason: 'exited', exitCode: 0 })
+        // It tells bytes enough that the pages repeat before they pass them.
+        json(res, 200, { processId: 'p', reason: 'exited', exitCode: 0, omittedBytes: 100, omittedAfter: '0', next: '100' })
         return
       }
       json(res, 200, { items: [{ cursor: '', channel: 'stdout', data: 'b' }] })
     })
-    await rejects(sandbox().exec('true'), UnexpectedResponseError, 20_000)
+    const e = await rejects(sandbox().exec('true'), UnexpectedResponseError, 20_000)
+    assert.match(e.message, /read already/)
   })
 })
 
@@ -287,6 +289,48 @@ describe('paging without end', () => {
       assert.ok(pages <= 12, `${pages} pages`) // the 11 bytes up to next, then one
     }
   })
+
+  // A run past its wait window reads its output from the logs once it is
+  // back: the answers told 6 bytes (2 held and 3 left out by the run's, 1
+  // by the interact's), and pages past them are not the daemon's for a
+  // process that ended; one still running (waiting for input) wrote on
+  // after its last answer, and its result stops there.
+  for (const ended of [true, false]) {
+    test(`a run's logs read from the start, from pages that each name a new cursor, for ever (${ended ? 'ended' : 'running'})`, async () => {
+      for (const data of ['b', '']) {
+        let at = 100
+        let pages = 0
+        serve((req, res) => {
+          if (req.url!.startsWith('/v1/processes/run')) {
+            json(res, 202, {
+              processId: 'p', id: 'p', state: 'running', next: '1', omittedBytes: 3, omittedAfter: '0',
+              logs: [{ cursor: '1', channel: 'stdout', data: 'ab' }],
+            })
+            return
+          }
+          if (req.url!.includes('/interact')) {
+            const logs = [{ cursor: '2', channel: 'stdout', data: 'c' }]
+            if (ended) json(res, 200, { processId: 'p', reason: 'exited', exitCode: 0, logs, next: '2' })
+            else json(res, 202, { processId: 'p', id: 'p', state: 'running', waitingForInput: true, logs, next: '2' })
+            return
+          }
+          pages++
+          at++
+          json(res, 200, { items: [{ cursor: String(at), channel: 'stdout', data }], next: String(at) })
+        })
+        const run = sandbox().exec('true')
+        if (ended) {
+          const e = await rejects(run, UnexpectedResponseError, 20_000)
+          assert.match(e.message, /past the 6 bytes/)
+        } else {
+          const r = await Promise.race([run, sleep(20_000)])
+          assert.ok(r !== 'late', 'still paging after 20 s')
+          assert.equal((r as RunResult).output, data.repeat(6))
+        }
+        assert.ok(pages <= 7, `${pages} pages`) // the 6 bytes, then one
+      }
+    })
+  }
 })
 
 describe('a wait answered 202 at once', () => {
