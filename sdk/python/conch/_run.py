@@ -110,6 +110,9 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
             return first("wait_timeout")
     pid = str(answer.get("id") or answer.get("processId"))
     cursor = answer.get("next") if isinstance(answer.get("next"), str) else None
+    # The output's bytes up to the last answer's next, as the answers told them: the first from
+    # the start, each interact after the one before.
+    told = _answer_bytes(answer)
     held: List[LogFrame] = []
     # Under keepLogs none with plain, the text is each answer's, rendered by
     # the daemon (the held frames stay byte-exact, as logs are).
@@ -134,7 +137,7 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
             if plain:
                 r.output, r.stdout, r.stderr = ("".join(x[i] for x in texts) for i in range(3))
             return r
-        return collect(t, pid, result, pages, came_back, cursor)
+        return collect(t, pid, result, pages, came_back, cursor, told)
 
     while left(deadline) > 0:
         w = window_ms(t, deadline)
@@ -153,6 +156,7 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
         a = _record(a, "interact", s)
         if unkept:
             hold(a)
+        told += _answer_bytes(a)
         if s == 200:
             return back(WaitResult.from_wire(a, s), math.inf, None)
         before = cursor
@@ -361,16 +365,25 @@ def cut(t: HttpTransport, pid: str, body: Wire, came_back: Optional[CameBack]) -
 
 
 def collect(t: HttpTransport, pid: str, result: Optional[WaitResult], pages: float,
-            came_back: Optional[CameBack], cursor: Optional[str] = None) -> RunResult:
-    """The RunResult of process pid: its result (None: still running) and its retained logs from the start.
+            came_back: Optional[CameBack], cursor: Optional[str], told: int) -> RunResult:
+    """The RunResult of process pid: its result (None: still running) and its retained logs from the start,
+    at most ``told`` bytes of them, the output the daemon's answers held and left out up to the last one's ``next``.
 
     ``next`` is the last frame paged, else ``cursor``, the daemon's last word
     on where the output stood (``"0"`` before any): reading on from it loses
     nothing written meanwhile.
+
+    Pages go past ``told`` bytes (each frame counted one byte at least, as the
+    daemon's each hold one) only where the process wrote on after the last
+    answer: one still running stops there, the rest read on from ``next``. A
+    process that ended wrote nothing after its last answer, so pages past them
+    are not the daemon's: a daemon naming a new cursor on every page would be
+    paged for ever.
     """
     logs: List[LogFrame] = []
     truncated = [False]
     first = [True]
+    room = [told]
 
     def take(page: List[LogFrame], head: bool) -> bool:
         if head and not first[0]:
@@ -379,7 +392,15 @@ def collect(t: HttpTransport, pid: str, result: Optional[WaitResult], pages: flo
             logs.clear()
         truncated[0] = truncated[0] or head
         first[0] = False
-        logs.extend(page)
+        for f in page:
+            room[0] -= max(len(f.bytes), 1)
+            if room[0] < 0:
+                if result is None:
+                    return False
+                raise UnexpectedResponseError(
+                    f"conch: the logs of {pid}: pages past the {told} bytes its answers said the output of the "
+                    f"ended process holds: not the API's answer", 200)
+            logs.append(f)
         return True
 
     page_logs(t, pid, None, pages, take)
@@ -476,6 +497,13 @@ def assemble(frames: Iterable[LogFrame]) -> "tuple[str, str, str]":
 
 def _text(parts: List[bytes]) -> str:
     return b"".join(parts).decode("utf-8", "replace")
+
+
+def _answer_bytes(w: Wire) -> int:
+    """The output bytes an answer of a run or interact told of, after the cursor it started from up
+    to its ``next``: those its frames hold (its head's last and its tail's first cut to what it kept
+    of them) and those it left out between them."""
+    return _count(w.get("omittedBytes")) + sum(len(f.bytes) for f in frames_from_wire(w.get("logs")))
 
 
 def _count(v: Any) -> int:

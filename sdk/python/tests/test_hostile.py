@@ -273,6 +273,71 @@ class PagingTest(unittest.TestCase):
             self.assertIn("past the 10 bytes", str(out[0]))
             self.assertLessEqual(srv.pages, 1 + 12)  # the run, the 11 bytes up to next, then one
 
+    def test_a_runs_logs_read_from_the_start_from_pages_that_each_name_a_new_cursor_end(self) -> None:
+        """A run past its wait window reads its output from the logs once it is back: the answers told 6
+        bytes (2 held and 3 left out by the run's, 1 by the interact's), and pages past them are not the
+        daemon's for a process that ended; one still running (waiting for input) wrote on after its last
+        answer, and its result stops there."""
+        import threading
+
+        from .fake import FakeServer
+
+        class NewCursors(FakeServer):
+            """The run's 202, an interact's answer (200: ended, else 202 waiting for input), then logs
+            pages each of a new cursor, for ever."""
+
+            calls = 0
+            ended = True
+            data = b""
+
+            @property  # type: ignore[override]
+            def answer(self):  # type: ignore[no-untyped-def]
+                self.calls += 1
+                if self.calls == 1:
+                    return (202, b'{"id":"p1","processId":"p1","kind":"exec","state":"running","next":"1",'
+                                 b'"omittedBytes":3,"omittedAfter":"0",'
+                                 b'"logs":[{"cursor":"1","channel":"stdout","data":"ab"}]}', "application/json")
+                if self.calls == 2:
+                    logs = b'"logs":[{"cursor":"2","channel":"stdout","data":"c"}],"next":"2"'
+                    if self.ended:
+                        return (200, b'{"id":"p1","reason":"exited","exitCode":0,' + logs + b'}', "application/json")
+                    return (202, b'{"id":"p1","processId":"p1","kind":"exec","state":"running",'
+                                 b'"waitingForInput":true,' + logs + b'}', "application/json")
+                c = str(100 + self.calls).encode()
+                return (200, b'{"items":[{"cursor":"' + c + b'","channel":"stdout","data":"' + self.data + b'"}],'
+                             b'"next":"' + c + b'"}', "application/json")
+
+            @answer.setter
+            def answer(self, v) -> None:  # type: ignore[no-untyped-def]
+                pass
+
+        for ended in (True, False):
+            for data in (b"z", b""):
+                srv = NewCursors(200, b"")
+                srv.ended, srv.data = ended, data  # type: ignore[misc]
+                self.addCleanup(srv.close)
+                sb = Sandbox(srv.url, "t", read_timeout=10)
+                self.addCleanup(sb.close)
+                out: list = []
+
+                def go() -> None:
+                    try:
+                        out.append(sb.exec("x"))
+                    except BaseException as e:  # noqa: B902
+                        out.append(e)
+
+                th = threading.Thread(target=go, daemon=True)
+                th.start()
+                th.join(60)  # a hang guard: the daemon's pages go on for ever
+                self.assertFalse(th.is_alive(), "the call pages for ever")
+                if ended:
+                    self.assertIsInstance(out[0], UnexpectedResponseError)
+                    self.assertIn("past the 6 bytes", str(out[0]))
+                else:
+                    self.assertEqual(out[0].output, data.decode() * 6)
+                    self.assertTrue(out[0].waiting_for_input)
+                self.assertLessEqual(srv.calls, 2 + 7)  # the run, the interact, the 6 bytes, then one
+
 
 class WaitTest(unittest.TestCase):
     def test_a_wait_answered_202_at_once_is_not_asked_again_before_its_window_passed(self) -> None:
