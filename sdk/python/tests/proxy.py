@@ -68,7 +68,10 @@ def _end(*socks: socket.socket) -> None:
 
 
 class CuttingProxy(_Relay):
-    """A loopback TCP proxy that cuts each answer after ``cut_after`` bytes."""
+    """A loopback TCP proxy that cuts each answer after ``cut_after`` bytes, but not before the
+    first whole event of an event stream: every connection brings the stream on. A cut by bytes
+    alone, on a loaded machine where the daemon read a burst of output as one frame larger than
+    ``cut_after``, cut every resume inside that frame's event, and the stream gave up."""
 
     def __init__(self, port: int, cut_after: int) -> None:
         self.cut_after = cut_after
@@ -80,22 +83,40 @@ class CuttingProxy(_Relay):
         threading.Thread(target=self._pipe, args=(u, c, self.cut_after), daemon=True).start()
 
     def _pipe(self, src: socket.socket, dst: socket.socket, limit) -> None:
-        sent = 0
+        sent = b""  # what was passed on of an answer that is cut
         try:
             while True:
                 b = src.recv(4096)
                 if not b:
                     break
-                if limit is not None and sent + len(b) >= limit:
-                    dst.sendall(b[: max(0, limit - sent)])
+                if limit is None:
+                    dst.sendall(b)
+                    continue
+                data = sent + b
+                cut = _cut_at(data, limit)
+                if cut is not None:
+                    dst.sendall(data[len(sent):cut])
                     with self._lock:
                         self.cuts += 1
                     break
                 dst.sendall(b)
-                sent += len(b)
+                sent = data
         except OSError:
             pass
         _end(src, dst)
+
+
+def _cut_at(data: bytes, limit: int):
+    """Where an answer that begins with data is cut: after limit bytes, once its first event
+    has ended (None: not within data)."""
+    head = data.find(b"\r\n\r\n")
+    if head < 0:
+        return None
+    first = data.find(b"\n\n", head + 4)
+    if first < 0:
+        return None
+    cut = max(limit, first + 2)
+    return cut if cut <= len(data) else None
 
 
 class DroppingProxy(_Relay):
