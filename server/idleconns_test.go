@@ -7,10 +7,12 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/process"
@@ -29,6 +31,63 @@ func livezOnce(t *testing.T, conn net.Conn) {
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
 	require.False(t, resp.Close, "the connection is kept open")
+}
+
+// livezIdle opens a connection and sends a GET /livez on it, as livezOnce
+// does, which leaves it open and idle; sent again on a connection of its
+// own while it is refused 429. A connection whose answer its client has
+// read is idle to the daemon only a moment later (see
+// TestIdleConnectionsCannotKeepClientsOut), so that when every other place
+// is held by busy connections and ones just answered, there is none to
+// close for it.
+func livezIdle(t *testing.T, d *daemon) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second) // a hang guard
+	for {
+		conn := d.dial(t)
+		_, err := fmt.Fprintf(conn, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			conn.Close()
+			require.True(t, time.Now().Before(deadline), "refused until the hang guard: %s", b)
+			continue
+		}
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+		require.False(t, resp.Close, "the connection is kept open")
+		return
+	}
+}
+
+// delivered waits until what was written on conn has reached the daemon's
+// socket, each byte acknowledged by the daemon's end: on a loaded machine a
+// write on loopback returns while its bytes may still wait for the kernel
+// to take them to the socket, where the daemon, which peeks at what a
+// socket holds, does not yet see them.
+func delivered(t *testing.T, conn net.Conn) {
+	t.Helper()
+	rc, err := conn.(syscall.Conn).SyscallConn()
+	require.NoError(t, err)
+	deadline := time.Now().Add(30 * time.Second) // a hang guard
+	for {
+		var unacked int
+		var info *unix.TCPInfo
+		var ierr, serr error
+		require.NoError(t, rc.Control(func(fd uintptr) {
+			unacked, ierr = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ)
+			info, serr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+		}))
+		require.NoError(t, ierr)
+		require.NoError(t, serr)
+		if unacked == 0 || info.State == unix.BPF_TCP_CLOSE {
+			return // or reset: what reads it sees its end
+		}
+		require.True(t, time.Now().Before(deadline), "%d bytes written were never acknowledged", unacked)
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // TestIdleConnectionsCannotKeepClientsOut: connections that hold no
@@ -143,11 +202,15 @@ func TestBusyConnectionsNotClosedToMakeRoom(t *testing.T) {
 	require.NoError(t, err)
 	defer d.c.Kill(ctx(t), sleeper.ID, client.KillOptions{Signal: "KILL"})
 
-	// send sends a request with the token on a connection of its own.
+	// send sends a request with the token on a connection of its own,
+	// and returns once the daemon's socket holds it: a connection whose
+	// request has come whole is not closed to make room, but one whose
+	// bytes are still on their way looks like one that sent nothing.
 	send := func(path string) net.Conn {
 		conn := d.dial(t)
 		_, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", path, testToken)
 		require.NoError(t, err)
+		delivered(t, conn)
 		return conn
 	}
 	streamConn := send("/v1/processes/" + echo.ID + "/logs/stream")
@@ -161,7 +224,7 @@ func TestBusyConnectionsNotClosedToMakeRoom(t *testing.T) {
 	wait := send("/v1/processes/" + sleeper.ID + "/wait?timeout=120000")
 
 	for range 3 * bound {
-		livezOnce(t, d.dial(t))
+		livezIdle(t, d)
 		d.dial(t)
 	}
 
