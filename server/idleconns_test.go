@@ -387,15 +387,22 @@ func TestRefusalReadingItsRestOutlastsIdleOnes(t *testing.T) {
 	const bound = 4
 	d := start(t, server.Options{MaxConnections: bound})
 	const size = 4 << 20
+	// The rest is read for as long as the test may take, not for the
+	// daemon's 5 s: a machine that stalled the test past them had the
+	// daemon stop reading, and close the connection under the write.
+	server.SetReadRest(d.srv, 2*size, time.Minute)
 	conn := postUnauthed(t, d, size)
-	// The refusal is sent, and the rest read, once its headers came.
-	time.Sleep(100 * time.Millisecond)
+	// The refusal is sent, and the rest read, once its headers came: its
+	// first byte is awaited, not read by the answer's reader below.
+	br := bufio.NewReader(conn)
+	_, err := br.Peek(1)
+	require.NoError(t, err, "the refusal comes")
 	for range 2 * bound {
 		d.dial(t)
 	}
-	_, err := conn.Write([]byte(strings.Repeat(" ", size-1)))
+	_, err = conn.Write([]byte(strings.Repeat(" ", size-1)))
 	require.NoError(t, err, "the body is read to its end")
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	resp, err := http.ReadResponse(br, nil)
 	require.NoError(t, err)
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
