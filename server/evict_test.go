@@ -86,3 +86,51 @@ func TestEvictionSparesUnreadRequest(t *testing.T) {
 		require.Equal(t, i >= len(more)-(metricsMaxConnections-2), open(c.client, c.served), "connection %d of those after the probes", i)
 	}
 }
+
+// TestEvictionSparesRequestBeingRead: a connection whose request a read
+// has just taken from its socket, and not yet noted, is not closed to make
+// room. The request was then neither in the socket nor noted as come, and
+// under load a wait sent as more connections came was closed unanswered.
+func TestEvictionSparesRequestBeingRead(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	l := jsonErrorListener{Listener: ln, max: 1, open: new(connCount), idle: newIdleConns(false), full: "full"}
+	client, err := net.Dial("tcp", ln.Addr().String())
+	require.NoError(t, err)
+	defer client.Close()
+	require.NoError(t, client.SetDeadline(time.Now().Add(30*time.Second))) // a hang guard
+	served, err := l.Accept()
+	require.NoError(t, err)
+	defer served.Close()
+	require.NoError(t, served.SetDeadline(time.Now().Add(30*time.Second)))
+
+	// The read that takes the request stops there until released.
+	taken, release := make(chan struct{}), make(chan struct{})
+	hook := func(c *jsonErrorConn) {
+		if c == served.(*jsonErrorConn) {
+			close(taken)
+			<-release
+		}
+	}
+	requestSeenHook.Store(&hook)
+	defer requestSeenHook.Store(nil)
+	request := []byte("GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+	read := make(chan error, 1)
+	go func() {
+		_, err := io.ReadFull(served, make([]byte, len(request)))
+		read <- err
+	}()
+	_, err = client.Write(request)
+	require.NoError(t, err)
+	<-taken
+	closed := make(chan bool, 1)
+	go func() { closed <- l.idle.closeIdlest() }()
+	// A while for a look at the connection that does not wait for the
+	// read to note what it took to close it; one that waits returns once
+	// released.
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	require.False(t, <-closed, "the connection whose request was being read was closed to make room")
+	require.NoError(t, <-read)
+}

@@ -230,6 +230,9 @@ func (ic *idleConns) add(c *jsonErrorConn) {
 	c.idle = ic
 	c.timeWrites = ic.stuckWrites
 	c.socket, _ = c.Conn.(syscall.Conn) // nil: what it holds unread is not known
+	if sr, ok := c.Conn.(seenReader); ok {
+		c.seenReader, c.seen = sr, c.requestSeen
+	}
 	c.idleSince.Store(ic.now())
 	ic.mu.Lock()
 	c.slot = len(ic.conns)
@@ -302,14 +305,23 @@ func (ic *idleConns) closeIdlest() bool {
 		cand := rest[idlest]
 		rest[idlest] = rest[len(rest)-1]
 		rest = rest[:len(rest)-1]
-		if !cand.writing && (cand.c.headersCame.Load() > cand.since ||
-			cand.c.socket != nil && requestWaiting(cand.c.socket, ic.peek)) {
+		if !cand.writing && cand.c.holdsRequest(cand.since, ic.peek) {
 			continue
 		}
 		_ = cand.c.Close()
 		return true
 	}
 	return false
+}
+
+// holdsRequest reports whether c, idle since since, has a request come
+// whole: read from its socket since then, or waiting there, unread. A read
+// that takes one from the socket notes it under seenMu, so that it is seen
+// one way or the other.
+func (c *jsonErrorConn) holdsRequest(since int64, peek []byte) bool {
+	c.seenMu.Lock()
+	defer c.seenMu.Unlock()
+	return c.headersCame.Load() > since || c.socket != nil && requestWaiting(c.socket, peek)
 }
 
 // before reports whether a is closed to make room before b: the one idle
@@ -394,6 +406,14 @@ type jsonErrorConn struct {
 	slot         int          // its index in idle's conns, under idle's mu
 	headersCame  atomic.Int64 // when a read brought the end of a request's headers while idle
 	socket       syscall.Conn // its socket, for a request it holds unread (nil: not known)
+	// seenMu is held by each read's system call and its look for a
+	// request (requestSeen), when seenReader is set, and by closeIdlest
+	// while it looks whether the connection holds one: a request a read
+	// has taken from the socket and that look had yet to note was neither
+	// in the socket nor noted, and its connection was closed.
+	seenMu     sync.Mutex
+	seenReader seenReader   // c.Conn's, when it has one
+	seen       func([]byte) // c.requestSeen, made once
 	// spare, when set, is the listener's spare, whose place the
 	// connection took: it answers one request, and its close takes the
 	// spare back. spareAsked is set once its request's headers came, and
@@ -447,13 +467,15 @@ func (c *jsonErrorConn) readingRest() {
 }
 
 func (c *jsonErrorConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	// Looked for only while the connection is idle: the reads of a
-	// request being served (its body) cost nothing more.
-	if n > 0 && c.idle != nil && c.idleSince.Load() != 0 && bytes.Contains(p[:n], headersEnd) {
-		// A request is here whole, to be served at once (an end split
-		// between two reads is missed: the request goes unspared).
-		c.headersCame.Store(c.idle.now())
+	var n int
+	var err error
+	if c.seenReader != nil {
+		n, err = c.seenReader.ReadSeen(p, &c.seenMu, c.seen)
+	} else {
+		n, err = c.Conn.Read(p)
+		if n > 0 {
+			c.requestSeen(p[:n])
+		}
 	}
 	if n > 0 && c.spare != nil && !c.spareAsked.Load() && bytes.Contains(p[:n], headersEnd) {
 		c.spareAsked.Store(true)
@@ -467,6 +489,32 @@ func (c *jsonErrorConn) Read(p []byte) (int, error) {
 		return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: errHeadersOverBudget}
 	}
 	return n, err
+}
+
+// requestSeen notes when a read brought the end of a request's headers,
+// while the connection is idle (see idleConns.closeIdlest).
+func (c *jsonErrorConn) requestSeen(b []byte) {
+	// Looked for only while the connection is idle: the reads of a
+	// request being served (its body) cost nothing more.
+	if c.idle != nil && c.idleSince.Load() != 0 && bytes.Contains(b, headersEnd) {
+		if hook := requestSeenHook.Load(); hook != nil {
+			(*hook)(c)
+		}
+		// A request is here whole, to be served at once (an end split
+		// between two reads is missed: the request goes unspared).
+		c.headersCame.Store(c.idle.now())
+	}
+}
+
+// requestSeenHook, when set, is called as a read has taken a request
+// from an idle connection's socket, before that is noted (for tests).
+var requestSeenHook atomic.Pointer[func(*jsonErrorConn)]
+
+// seenReader reads a connection, calling a function with what each read
+// brought under a lock that its wait for something to read does not hold
+// (see rawcall.Reader.ReadSeen).
+type seenReader interface {
+	ReadSeen(p []byte, mu sync.Locker, seen func([]byte)) (int, error)
 }
 
 func (c *jsonErrorConn) Close() error {

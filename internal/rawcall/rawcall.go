@@ -20,6 +20,7 @@ package rawcall
 import (
 	"io"
 	"os"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -230,6 +231,9 @@ type Reader struct {
 	n   int
 	err error
 	fn  func(uintptr) bool // r.once, made once
+	// mu and seen, when set, are ReadSeen's.
+	mu   sync.Locker
+	seen func([]byte)
 }
 
 // NewReader returns a Reader of the descriptor of rc, which must be in the
@@ -262,6 +266,10 @@ func (r *Reader) Read(p []byte) (int, error) {
 }
 
 func (r *Reader) once(fd uintptr) bool {
+	if r.mu != nil {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+	}
 	for {
 		r.n, r.err = Read(int(fd), r.p)
 		switch r.err {
@@ -271,8 +279,21 @@ func (r *Reader) once(fd uintptr) bool {
 			r.err = nil
 			return false // nothing yet: the poller waits, then calls again
 		}
+		if r.n > 0 && r.seen != nil {
+			r.seen(r.p[:r.n])
+		}
 		return true
 	}
+}
+
+// ReadSeen reads as Read does, and calls seen with what it read, each
+// read's system call and that call made with mu held, which the wait for
+// something to read is not: one who holds mu meanwhile knows that what the
+// descriptor received and no longer holds was seen.
+func (r *Reader) ReadSeen(p []byte, mu sync.Locker, seen func([]byte)) (int, error) {
+	r.mu, r.seen = mu, seen
+	defer func() { r.mu, r.seen = nil, nil }()
+	return r.Read(p)
 }
 
 // CreateFile writes data to a new file at path, made with mode perm, in

@@ -61,6 +61,18 @@ func (c *Conn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// ReadSeen reads as Read does, and calls seen with what it read, under mu
+// (see rawcall.Reader.ReadSeen).
+func (c *Conn) ReadSeen(p []byte, mu sync.Locker, seen func([]byte)) (int, error) {
+	c.rmu.Lock()
+	n, err := c.r.ReadSeen(p, mu, seen)
+	c.rmu.Unlock()
+	if err != nil {
+		err = c.opError("read", err)
+	}
+	return n, err
+}
+
 func (c *Conn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
 	n, err := c.w.Write(p)
