@@ -97,6 +97,21 @@ func TestNeverStartedHasNoStart(t *testing.T) {
 		}
 		ran, err := d.c.Submit(c, sess.ID, busy)
 		require.NoError(t, err)
+		// It has started before its session is killed: a session killed
+		// first ends it queued too, on a loaded machine.
+		for {
+			p, err := d.c.Get(c, ran.ID)
+			require.NoError(t, err)
+			if !p.StartedAt.IsZero() {
+				break
+			}
+			require.True(t, p.ExitedAt.IsZero(), "%s: %+v", opts.Language, p)
+			select {
+			case <-c.Done():
+				t.Fatalf("%s: never started", opts.Language) // the hang guard
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
 		killed, err := d.c.Submit(c, sess.ID, queued)
 		require.NoError(t, err)
 		failed, err := d.c.Submit(c, sess.ID, queued)
@@ -116,6 +131,6 @@ func TestNeverStartedHasNoStart(t *testing.T) {
 		}
 		p, err := d.c.Get(c, ran.ID)
 		require.NoError(t, err)
-		require.False(t, p.StartedAt.IsZero(), "the one that ran")
+		require.False(t, p.StartedAt.IsZero(), "%s: the one that ran", opts.Language)
 	}
 }
