@@ -47,6 +47,10 @@ type Command struct {
 	ranHere   atomic.Bool // TakeTurn was called
 	streams   streams     // the streams it runs with (see start), held here rather than allocated apart
 	loop      readLoop    // what reads them (see startReading), likewise
+	// stepping is set while the goroutine that reads the streams has
+	// something to read, from its wake until it has taken what it read
+	// (see readLoop.step).
+	stepping atomic.Bool
 
 	// mu guards the fields below. It is never held while taking s.mu or
 	// writing to the shell; s.mu may be held while taking it (see running).
@@ -61,6 +65,7 @@ type Command struct {
 	streamPaths   [2]string      // its stdout and stderr FIFOs, set when announced
 	idleAt        time.Time      // when the session next looks whether it is over unreported (see watchIdle)
 	idleEvery     time.Duration  // how long the session waits between those looks
+	idleOut       *os.File       // the read end of its stdout, where its end marker comes (see outputInFlight)
 	runningAt     time.Time      // when it reached phaseRunning
 	noReuse       bool           // its streams must not serve a later command (see reusable)
 	pendingINT    bool           // an interrupt waits for phaseRunning
@@ -349,7 +354,7 @@ func (c *Command) start() (*readLoop, *streams) {
 	if err != nil {
 		<-s.exited // a failed write means the shell is gone
 	}
-	c.watchIdle()
+	c.watchIdle(st.out.R)
 	return rd, st
 }
 

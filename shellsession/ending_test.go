@@ -121,6 +121,45 @@ func TestGivenUpEndKeepsOutput(t *testing.T) {
 	expectRun(t, s, "echo next", 0, "next\n")
 }
 
+// TestEndReadLateIsNoUnreportedEnd: a command whose end marker the shell
+// wrote before it went back to its prompt, but which the goroutine reading
+// its streams has not read yet, is not taken for one whose end never comes:
+// on a loaded machine that goroutine waited its turn past the engine's look
+// at an idle shell, and an interrupted builtin loop failed, "the shell went
+// back to its prompt without reporting the command's end".
+func TestEndReadLateIsNoUnreportedEnd(t *testing.T) {
+	const text = "echo late-read"
+	held := false
+	beforeStep = func(c *Command) {
+		if c.text != text || held {
+			return
+		}
+		held = true
+		// Hold the reader past the first look at the idle shell (a
+		// second after the frame went, 100 ms long), or until that
+		// look gave the end up.
+		c.mu.Lock()
+		until := c.idleAt.Add(time.Second)
+		c.mu.Unlock()
+		for time.Now().Before(until) {
+			c.mu.Lock()
+			given := c.givenUp != nil
+			c.mu.Unlock()
+			if given {
+				c.kick()
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	defer func() { beforeStep = nil }()
+	s := newSession(t, Options{Shell: "bash", Cwd: t.TempDir()})
+	res, stdout, _ := run(t, s, CommandOptions{Cmd: text})
+	require.Equal(t, process.Exited, res.Reason, "%+v", res)
+	require.Equal(t, "late-read\n", stdout)
+	expectRun(t, s, "echo next", 0, "next\n")
+}
+
 // TestFailedExec: `exec` of a program that cannot run behaves as at the
 // shell's prompt: bash returns 127 (126) and goes on, the other shells
 // end, and so does their session. bash ended too: each command is a

@@ -29,9 +29,10 @@ import (
 // for a command that ends long before its first look (see
 // BenchmarkRoundTripEngine), and one of each session's would wake once per
 // session after its last command.
-func (c *Command) watchIdle() {
+func (c *Command) watchIdle(out *os.File) {
 	s := c.s
 	c.mu.Lock()
+	c.idleOut = out
 	c.idleEvery = time.Second
 	c.idleAt = time.Now().Add(c.idleEvery)
 	c.mu.Unlock()
@@ -148,9 +149,35 @@ func (c *Command) lookIdle() {
 		return
 	}
 	time.Sleep(100 * time.Millisecond)
-	if c.running() && c.s.atPrompt() {
+	// What the shell wrote before it went back to its prompt may not be
+	// read yet, its end marker with it, however long after: on a loaded
+	// machine the goroutine that reads it can wait its turn longer than
+	// these looks, and a command that reported its end failed as one that
+	// did not. Looked at in this order, a marker is seen unread in the
+	// stream, or being taken, or its command has ended.
+	if !c.outputInFlight() && c.running() && c.s.atPrompt() {
 		c.endUnreported()
 	}
+}
+
+// outputInFlight reports whether the command's stdout holds bytes not read
+// yet, or the goroutine that reads its streams is taking what it read.
+func (c *Command) outputInFlight() bool {
+	c.mu.Lock()
+	out := c.idleOut
+	c.mu.Unlock()
+	if out == nil {
+		return false
+	}
+	rc, err := out.SyscallConn()
+	if err != nil {
+		return false
+	}
+	unread := 0
+	if rc.Control(func(fd uintptr) { unread, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) }) != nil {
+		return false
+	}
+	return unread > 0 || c.stepping.Load()
 }
 
 func (c *Command) running() bool {

@@ -100,7 +100,7 @@ func TestInterrupt(t *testing.T) {
 				if shellFailed(t, s, shell, r) {
 					return
 				}
-				require.Equal(t, process.Signaled, r.Reason)
+				require.Equal(t, process.Signaled, r.Reason, "%+v", r)
 				require.Equal(t, "INT", r.Signal)
 				out, _ := output(c)
 				require.NotContains(t, out, "not-reached")

@@ -116,6 +116,8 @@ func (l *readLoop) step() error {
 		l.endAll(err)
 		return err
 	}
+	l.c.stepping.Store(true)
+	defer l.c.stepping.Store(false)
 	buf := *l.bp
 	marked := false // the stdout marker came in this step
 	for _, ev := range evs {
