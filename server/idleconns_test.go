@@ -132,27 +132,6 @@ func TestIdleConnectionsCannotKeepClientsOut(t *testing.T) {
 	for range bound {
 		d.dial(t) // sends nothing
 	}
-	// sessions sends a GET /v1/sessions with the token on a connection of
-	// its own, which the daemon closes after its answer, and returns the
-	// answer's status and body; once the daemon has closed the connection
-	// when it was answered.
-	sessions := func() (int, string) {
-		conn := d.dial(t)
-		defer conn.Close()
-		_, err := fmt.Fprintf(conn, "GET /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n", testToken)
-		require.NoError(t, err)
-		br := bufio.NewReader(conn)
-		resp, err := http.ReadResponse(br, nil)
-		require.NoError(t, err)
-		b, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusOK {
-			_, err = io.ReadAll(br)
-			require.NoError(t, err, "the daemon closes the connection")
-		}
-		return resp.StatusCode, string(b)
-	}
 	deadline := time.Now().Add(30 * time.Second) // a hang guard
 	refused := 0
 	for round, closed, answered := 1, 0, false; round <= 20 || closed < bound || !answered; round++ {
@@ -161,7 +140,7 @@ func TestIdleConnectionsCannotKeepClientsOut(t *testing.T) {
 			time.Sleep(5 * time.Millisecond) // for the connections' ends, with fewer held meanwhile
 		}
 		d.dial(t) // the peer opens another as each is closed
-		status, body := sessions()
+		status, body := d.closing(t, "GET", "/v1/sessions", "")
 		answered = status == http.StatusOK
 		if status == http.StatusTooManyRequests {
 			refused++
