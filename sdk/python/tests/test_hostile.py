@@ -340,78 +340,49 @@ class PagingTest(unittest.TestCase):
 
 
 class WaitTest(unittest.TestCase):
-    def test_a_wait_answered_202_at_once_is_not_asked_again_before_its_window_passed(self) -> None:
+    def _always(self, body: bytes) -> "tuple":
+        """A sandbox of a daemon that answers every request 202 with body at once, and the
+        daemon, whose ``asked`` counts the requests."""
         from .fake import FakeServer
 
-        class Counting(FakeServer):
-            waits = 0
+        class Always(FakeServer):
+            asked = 0
 
             @property  # type: ignore[override]
             def answer(self):  # type: ignore[no-untyped-def]
-                self.waits += 1
-                return (202, b'{"id":"p1","kind":"exec","state":"running"}', "application/json")
+                self.asked += 1
+                return (202, body, "application/json")
 
             @answer.setter
             def answer(self, v) -> None:  # type: ignore[no-untyped-def]
                 pass
 
-        srv = Counting(202, b"")
+        srv = Always(202, b"")
         self.addCleanup(srv.close)
         sb = Sandbox(srv.url, "t", read_timeout=10)
         self.addCleanup(sb.close)
+        return sb, srv
+
+    def test_a_wait_answered_202_at_once_is_not_asked_again_before_its_window_passed(self) -> None:
+        sb, srv = self._always(b'{"id":"p1","kind":"exec","state":"running"}')
         r = sb.process.connect("p1").wait(timeout=1)
         self.assertEqual(r.raw_reason, "wait_timeout")
         # One window of a second: a wait or two, not the thousands asked at once.
-        self.assertLess(srv.waits, 4)
+        self.assertLess(srv.asked, 4)
 
     def test_a_ready_answered_202_at_once_is_not_asked_again_before_its_window_passed(self) -> None:
-        from .fake import FakeServer
-
-        class Counting(FakeServer):
-            readies = 0
-
-            @property  # type: ignore[override]
-            def answer(self):  # type: ignore[no-untyped-def]
-                self.readies += 1
-                return (202, b'{"id":"p1","kind":"exec","state":"running"}', "application/json")
-
-            @answer.setter
-            def answer(self, v) -> None:  # type: ignore[no-untyped-def]
-                pass
-
-        srv = Counting(202, b"")
-        self.addCleanup(srv.close)
-        sb = Sandbox(srv.url, "t", read_timeout=10)
-        self.addCleanup(sb.close)
+        sb, srv = self._always(b'{"id":"p1","kind":"exec","state":"running"}')
         r = sb.process.connect("p1").ready(port=80, timeout=1)
         self.assertFalse(r.ready)
-        self.assertLess(srv.readies, 4)
+        self.assertLess(srv.asked, 4)
 
     def test_a_runs_interacts_answered_202_at_once_are_not_asked_again_before_their_window_passed(self) -> None:
-        from .fake import FakeServer
-
-        class Counting(FakeServer):
-            interacts = 0
-
-            @property  # type: ignore[override]
-            def answer(self):  # type: ignore[no-untyped-def]
-                self.interacts += 1
-                return (202, b'{"id":"p1","processId":"p1","kind":"exec","state":"running","next":"0"}',
-                        "application/json")
-
-            @answer.setter
-            def answer(self, v) -> None:  # type: ignore[no-untyped-def]
-                pass
-
-        srv = Counting(202, b"")
-        self.addCleanup(srv.close)
-        sb = Sandbox(srv.url, "t", read_timeout=10)
-        self.addCleanup(sb.close)
+        sb, srv = self._always(b'{"id":"p1","processId":"p1","kind":"exec","state":"running","next":"0"}')
         # The logs pages are answered 202 too, not the API's: the run's end, paging them, raises.
         with self.assertRaises(UnexpectedResponseError):
             sb.exec("x", timeout=1)
         # One window of a second: a run, an interact or two and a page, not the dozens asked at once.
-        self.assertLess(srv.interacts, 6)
+        self.assertLess(srv.asked, 6)
 
 
 try:
