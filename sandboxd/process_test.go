@@ -728,11 +728,18 @@ func TestStartUnreadStream(t *testing.T) {
 // reads the init event and nothing more until the process has ended
 // (failing with what when it runs on) and the daemon has let the stream go,
 // then reads on to the stream's end: it returns how the process ended, and
-// the error the stream ended with. No exit event may come before it.
+// the error the stream ended with. No exit event may come before it. Its
+// client's flow-control windows are fixed at 64 KiB (gRPC's default
+// otherwise grows them, up to megabytes, as data comes): a few hundred
+// KiB of output the client does not read fill what the daemon may send.
 func startUnread(t *testing.T, what string, args ...string) (*process.Result, error) {
 	t.Helper()
 	d := serve(t, Options{IOIdle: 200 * time.Millisecond})
-	stream, err := d.grpc.Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg(args...)})
+	conn, err := grpc.NewClient(d.addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	require.NoError(t, err)
+	defer conn.Close()
+	stream, err := sandboxdpb.NewProcessServiceClient(conn).Start(ctx(t), &sandboxdpb.StartRequest{Config: cfg(args...)})
 	require.NoError(t, err)
 	id := initOf(t, stream)
 	st, err := d.srv.lookup(id)
@@ -773,8 +780,17 @@ func TestStartOutlivedByAChild(t *testing.T) {
 // by itself, and whose client read none of its output, is ended as any
 // unread stream is, and DEADLINE_EXCEEDED does not say that the process
 // was killed: it exited 0, and nothing killed it.
+//
+// The process ends before any of its output is written: a child it leaves
+// writes a megabyte once the process is gone (reaped: kill -0 fails), read
+// into the log as a child's output is for process.DrainDelay after the
+// exit. So the stream's events wait unread only once the process has
+// ended, however slow the machine: a process that wrote them itself had to
+// end within IOIdle of the client's window filling, or be killed as one
+// that ran on.
 func TestStartUnreadStreamOfEndedProcess(t *testing.T) {
-	r, err := startUnread(t, "head -c 4000000 /dev/zero did not end", "head", "-c", "4000000", "/dev/zero")
+	r, err := startUnread(t, "the process or its child did not end", "sh", "-c",
+		`(while kill -0 $$ 2>/dev/null; do sleep 0.01; done; exec head -c 1000000 /dev/zero) &`)
 	require.Equal(t, int32(0), exitCode(r), "it ended by itself")
 	require.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
 	msg := status.Convert(err).Message()
