@@ -26,11 +26,9 @@ func TestFinishedJobsLeaveTable(t *testing.T) {
 			s := newSession(t, Options{Shell: shell, Cwd: dir})
 			const jobs = 20
 			for i := range jobs {
-				expectRun(t, s, "{ touch done"+strconv.Itoa(i)+"; } &", 0, "")
+				expectRun(t, s, "{ touch done"+strconv.Itoa(i)+"; } & echo $! >>pids", 0, "")
 			}
-			// Until each job is done and its end seen by the shell (a
-			// moment after its file: generous).
-			expectRun(t, s, `until [ "$(ls | grep -c done)" = `+strconv.Itoa(jobs)+` ]; do sleep 0.01; done; sleep 0.3`, 0, "")
+			awaitReaped(t, s, "pids")
 			r, out, errOut := run(t, s, CommandOptions{Cmd: "jobs"})
 			require.Equal(t, 0, code(r), errOut)
 			require.Empty(t, out, "finished jobs listed")
@@ -38,10 +36,14 @@ func TestFinishedJobsLeaveTable(t *testing.T) {
 			if shell == "dash" || shell == "zsh" {
 				return // their %1 is documented apart (README, shell matrix)
 			}
-			expectRun(t, s, "sleep 0.01 &", 0, "")
-			expectRun(t, s, "sleep 0.3", 0, "")
+			expectRun(t, s, "sleep 0.01 & echo $! >pids", 0, "")
+			awaitReaped(t, s, "pids")
 			expectRun(t, s, "sleep 100 & echo $! >pid", 0, "")
-			expectRun(t, s, "kill %1; wait %1; :", 0, "")
+			// KILL: an interactive shell ignores TERM, and so does its
+			// background child until it has reset its signals and run
+			// sleep; on a loaded machine a TERM came before that and
+			// was lost, and wait %1 waited for sleep 100.
+			expectRun(t, s, "kill -s KILL %1; wait %1; :", 0, "")
 			_, out, _ = run(t, s, CommandOptions{Cmd: "kill $(cat pid) 2>/dev/null; echo $?"})
 			require.Equal(t, "1", strings.TrimSpace(out), "sleep 100 outlived kill %1")
 		})
@@ -99,13 +101,24 @@ func TestJobsFunctionTakesNoFrame(t *testing.T) {
 }
 
 // finishJobs starts three jobs in s, each a command of its own, and waits
-// until each is done and its end seen by the shell; the files they touch
-// are named after prefix.
+// until each is done and its end seen by the shell; the files they touch,
+// and the one that lists their pids, are named after prefix.
 func finishJobs(t *testing.T, s *Session, prefix string) {
 	t.Helper()
 	const jobs = 3
 	for i := range jobs {
-		expectRun(t, s, "{ touch "+prefix+"-done"+strconv.Itoa(i)+"; } &", 0, "")
+		expectRun(t, s, "{ touch "+prefix+"-done"+strconv.Itoa(i)+"; } & echo $! >>"+prefix+"-pids", 0, "")
 	}
-	expectRun(t, s, `until [ "$(ls | grep -c -- -done)" = `+strconv.Itoa(jobs)+` ]; do sleep 0.01; done; sleep 0.3`, 0, "")
+	awaitReaped(t, s, prefix+"-pids")
+}
+
+// awaitReaped runs a command in s that returns once every process whose
+// pid the file pids lists has been reaped by the shell, its end seen: a
+// child the shell has not waited for is a zombie, which kill -0 still
+// finds. The loop runs sleep, and the shell waiting for it reaps any child
+// that ended (dash and busybox sh reap only when they wait). Bounded by
+// the command's deadline.
+func awaitReaped(t *testing.T, s *Session, pids string) {
+	t.Helper()
+	expectRun(t, s, `for p in $(cat `+pids+`); do while kill -0 "$p" 2>/dev/null; do sleep 0.01; done; done`, 0, "")
 }
