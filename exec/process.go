@@ -62,7 +62,13 @@ type Process struct {
 // is for options that are wrong before anything runs (wrapping
 // process.ErrInvalidArgument, or process.ErrUnsupported and ErrNeedsRoot for
 // a User the daemon may not switch to) and for a lack of resources (pipes, a PTY).
+//
+// Programs start with SIGINT, SIGQUIT, SIGHUP and SIGPIPE at their default
+// disposition even when this process was started with them ignored (under
+// nohup, or in the background of a script): an inherited SIG_IGN of SIGINT
+// made every interrupt do nothing. This process goes on ignoring them.
 func Start(opts Options) (*Process, error) {
+	proctree.ResetChildSignals()
 	id := opts.ID
 	if id == "" {
 		id = process.NewID()
