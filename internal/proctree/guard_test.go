@@ -179,8 +179,12 @@ func TestMain_guardReuse(t *testing.T) {
 	Wait(helper)
 	eventually(t, "the guardian exits", func() bool { _, ok := readStat(guardian); return !ok })
 
+	// A process sent SIGKILL lives on until it is next scheduled: its
+	// group empties a moment after the guardian's exit, on a loaded
+	// machine later (the group still had its job when looked at at once).
+	// It never empties if the guardian spared it (10 s).
+	eventually(t, "the group a job was left in ends with the engine", func() bool { return len(GroupMembers(left)) == 0 })
 	require.NotEmpty(t, GroupMembers(emptied), "the guardian killed a group that was not its engine's")
-	require.Empty(t, GroupMembers(left), "the group a job was left in outlived the engine")
 }
 
 // emptiedGroups is the engine of TestMain_guardReuse: it starts two
