@@ -139,7 +139,6 @@ func New(ctx context.Context, opts Options) (*Context, error) {
 	opts.Language = lang
 	opts.StopGrace = process.OrDefault(opts.StopGrace, process.StopGrace)
 	opts.ReadyWithin = process.OrDefault(opts.ReadyWithin, process.ReadyWithin)
-	proctree.ResetChildSignals()
 	id := opts.ID
 	if id == "" {
 		id = process.NewID()

@@ -65,10 +65,8 @@ type Process struct {
 //
 // Programs start with SIGINT, SIGQUIT, SIGHUP and SIGPIPE at their default
 // disposition even when this process was started with them ignored (under
-// nohup, or in the background of a script): an inherited SIG_IGN of SIGINT
-// made every interrupt do nothing. This process goes on ignoring them.
+// nohup, or in the background of a script; see proctree.Start).
 func Start(opts Options) (*Process, error) {
-	proctree.ResetChildSignals()
 	id := opts.ID
 	if id == "" {
 		id = process.NewID()

@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/portlease"
 	"github.com/conchsh/conch/process"
 )
@@ -131,9 +130,6 @@ func New(dir string, opts ...Option) (*Session, error) {
 			return nil, fmt.Errorf("new sandbox session: %w", err)
 		}
 	}
-	// A harness started under nohup, or in the background of a script,
-	// must not pass its ignored SIGINT and SIGHUP on to the commands.
-	proctree.ResetChildSignals()
 	if s.lease, err = portlease.Acquire(); err != nil {
 		return nil, fmt.Errorf("new sandbox session: %w", err)
 	}

@@ -209,10 +209,6 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 			return nil, fmt.Errorf("%w: cwd %q is not a directory", process.ErrInvalidArgument, opts.Cwd)
 		}
 	}
-	// Commands start with default signal dispositions even when this
-	// process was started with some ignored.
-	proctree.ResetChildSignals()
-
 	id := opts.ID
 	if id == "" {
 		id = process.NewID()

@@ -63,7 +63,8 @@ func liveDaemon(stateDir string) (client.Endpoint, bool) {
 }
 
 // hangUpIgnored is whether this process started with SIGHUP ignored, as
-// under nohup: read before startDaemon handles it (ResetChildSignals).
+// under nohup: read at start, before the first start of a child handles it
+// (proctree.Start).
 var hangUpIgnored = signal.Ignored(syscall.SIGHUP)
 
 // catchStop starts catching stopSignals before the daemon starts
@@ -121,9 +122,6 @@ func stopSignals() []os.Signal {
 // the reaper, ends what dead daemons of the same state directory left, and
 // records this instance.
 func startDaemon(logger *slog.Logger, stateDir, streamDir string, contain containment.Config) (*daemon, error) {
-	// Commands start with default signal dispositions even when the daemon
-	// was started with some ignored (nohup, a shell's background job).
-	proctree.ResetChildSignals()
 	// A log reader that goes away fails the daemon's writes to stderr
 	// rather than ending it.
 	proctree.SurviveBrokenPipe()

@@ -21,7 +21,7 @@ var resetOnce sync.Once
 // dropped, which is what ignoring them means. No goroutine reads it.
 var dropped = make(chan os.Signal, 1)
 
-// ResetChildSignals makes children started after it get the default
+// resetChildSignals makes children started after it get the default
 // disposition of SIGINT, SIGHUP, SIGPIPE and SIGQUIT even when this process
 // inherited them ignored (started under nohup, or in the background of a
 // non-interactive shell). Go keeps an inherited SIG_IGN of SIGINT and SIGHUP,
@@ -29,7 +29,7 @@ var dropped = make(chan os.Signal, 1)
 // signal is handled here by dropping it, which keeps this process ignoring
 // it. Signals this process did not inherit ignored are left alone. Calling it
 // again does nothing.
-func ResetChildSignals() {
+func resetChildSignals() {
 	resetOnce.Do(func() {
 		for _, sig := range childDefaults {
 			if signal.Ignored(sig) {

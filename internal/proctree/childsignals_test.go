@@ -12,32 +12,33 @@ import (
 )
 
 // When run as the helper (CONCH_PROCTREE_HELPER set), the test binary prints
-// the SigIgn mask of a child, after ResetChildSignals when the variable says
-// "reset".
+// the SigIgn mask of a child started through Start, or, when the variable
+// says "plain", through os/exec alone.
 func TestMain_helper(t *testing.T) {
 	mode := os.Getenv("CONCH_PROCTREE_HELPER")
 	if mode == "" {
 		t.Skip("only run as a helper process")
 	}
-	if mode == "reset" {
-		ResetChildSignals()
-	}
 	cmd := exec.CommandContext(t.Context(), "sh", "-c", "grep SigIgn /proc/self/status")
 	cmd.Stdout = os.Stdout
+	if mode == "plain" {
+		require.NoError(t, cmd.Run()) // no reaper runs here
+		return
+	}
 	require.NoError(t, Start(cmd))
 	require.NoError(t, Wait(cmd))
 }
 
-func TestResetChildSignals(t *testing.T) {
+func TestChildrenStartWithDefaultSignals(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		mode    string
 		ignored map[int]bool // by signal number
 	}{
-		{"reset", map[int]bool{1: false, 2: false, 3: false, 13: false}},
-		// The control: without the reset the child inherits SIG_IGN of the
-		// signals the Go runtime leaves ignored.
-		{"keep", map[int]bool{1: true, 2: true}},
+		{"start", map[int]bool{1: false, 2: false, 3: false, 13: false}},
+		// The control: started by os/exec alone, the child inherits SIG_IGN
+		// of the signals the Go runtime leaves ignored.
+		{"plain", map[int]bool{1: true, 2: true}},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
 			t.Parallel()

@@ -70,8 +70,12 @@ func knownEnvs() map[int][]string {
 // a reaper runs must be started through Start (or run its own reaping). A
 // process started in a session of its own (Setsid) is also given to the
 // guardian, which kills its group should this process end before [Wait]
-// reaped it (see guardianScript).
+// reaped it (see guardianScript). Every child starts with SIGINT, SIGHUP,
+// SIGPIPE and SIGQUIT at their default disposition, however this process
+// was started (see resetChildSignals): each package that started children
+// had to ask for it, and package exec did not.
 func Start(cmd *exec.Cmd) error {
+	resetChildSignals()
 	startMu.RLock()
 	defer startMu.RUnlock()
 	closeOnExec()
