@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Dict, Tuple
+from typing import Any, Callable, Dict, Tuple
 
 
 class FakeServer:
@@ -47,3 +47,25 @@ class FakeServer:
     def close(self) -> None:
         self._srv.shutdown()
         self._srv.server_close()
+
+
+class ScriptedServer(FakeServer):
+    """Answers the n-th request (from 1) with ``script(n)``: a (status, body, content type); ``calls``
+    counts the requests."""
+
+    def __init__(self, script: Callable[[int], Tuple[int, bytes, str]]) -> None:
+        self.calls = 0
+        self._script = script
+        self._lock = threading.Lock()
+        super().__init__(200, b"")
+
+    @property  # type: ignore[override]
+    def answer(self) -> Tuple[int, bytes, str]:
+        with self._lock:
+            self.calls += 1
+            n = self.calls
+        return self._script(n)
+
+    @answer.setter
+    def answer(self, v: Tuple[int, bytes, str]) -> None:
+        pass

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import socket
+import threading
 import time
 import unittest
+from typing import Any, Tuple
 
 from conch import NetworkError, Sandbox, UnexpectedResponseError
 
@@ -190,30 +192,15 @@ class StreamTest(unittest.TestCase):
 class PagingTest(unittest.TestCase):
     def _ends(self, body: bytes, call) -> BaseException:  # type: ignore[no-untyped-def]
         """The error call(sandbox) raises against a daemon that answers body to every request."""
-        import threading
-
         from .fake import FakeServer
 
         srv = FakeServer(200, body)
         self.addCleanup(srv.close)
         sb = Sandbox(srv.url, "t", read_timeout=10)
         self.addCleanup(sb.close)
-        out: list = []
-
-        def go() -> None:
-            try:
-                call(sb)
-            except BaseException as e:  # noqa: B902
-                out.append(e)
-            else:
-                out.append(None)
-
-        th = threading.Thread(target=go, daemon=True)
-        th.start()
-        th.join(60)  # a hang guard: the daemon's pages repeat for ever
-        self.assertFalse(th.is_alive(), "the call pages for ever")
-        self.assertIsInstance(out[0], UnexpectedResponseError)
-        return out[0]
+        out = _ended_within(self, lambda: call(sb))
+        self.assertIsInstance(out, UnexpectedResponseError)
+        return out
 
     def test_a_pty_list_whose_next_does_not_move_ends(self) -> None:
         self._ends(b'{"items":[{"id":"p1","kind":"pty","state":"running"}],"next":"c1"}', lambda sb: sb.pty.list())
@@ -225,139 +212,96 @@ class PagingTest(unittest.TestCase):
         self._ends(body, lambda sb: sb.exec("x"))
 
     def test_logs_pages_that_each_name_a_new_cursor_end(self) -> None:
-        from .fake import FakeServer
-
-        class NewCursors(FakeServer):
-            """A run's answer that left 10 bytes out, then logs pages each of a new cursor, for ever."""
-
-            pages = 0
-
-            @property  # type: ignore[override]
-            def answer(self):  # type: ignore[no-untyped-def]
-                self.pages += 1
-                if self.pages == 1:
+        # A run's answer that left 10 bytes out, then logs pages each of a new cursor, for ever.
+        for data in (b"z", b""):
+            def script(n: int, data: bytes = data) -> Tuple[int, bytes, str]:
+                if n == 1:
                     return (200, b'{"id":"p1","reason":"exited","exitCode":0,"omittedBytes":10,"omittedAfter":"1",'
                                  b'"next":"9","logs":[{"cursor":"1","channel":"stdout","data":"x"},'
                                  b'{"cursor":"9","channel":"stdout","data":"y"}]}', "application/json")
-                c = str(100 + self.pages).encode()
-                return (200, b'{"items":[{"cursor":"' + c + b'","channel":"stdout","data":"' + self.data + b'"}],'
-                             b'"next":"' + c + b'"}', "application/json")
+                return _new_cursor_page(n, data)
 
-            @answer.setter
-            def answer(self, v) -> None:  # type: ignore[no-untyped-def]
-                pass
-
-        for data in (b"z", b""):
-            import threading
-
-            srv = NewCursors(200, b"")
-            srv.data = data  # type: ignore[attr-defined]
-            self.addCleanup(srv.close)
-            sb = Sandbox(srv.url, "t", read_timeout=10)
-            self.addCleanup(sb.close)
-            out: list = []
-
-            def go() -> None:
-                try:
-                    sb.exec("x")
-                except BaseException as e:  # noqa: B902
-                    out.append(e)
-                else:
-                    out.append(None)
-
-            th = threading.Thread(target=go, daemon=True)
-            th.start()
-            th.join(60)  # a hang guard: the daemon's pages go on for ever
-            self.assertFalse(th.is_alive(), "the call pages for ever")
-            self.assertIsInstance(out[0], UnexpectedResponseError)
-            self.assertIn("past the 10 bytes", str(out[0]))
-            self.assertLessEqual(srv.pages, 1 + 12)  # the run, the 11 bytes up to next, then one
+            srv = self._scripted(script)
+            out = _ended_within(self, lambda: self._sb(srv).exec("x"))
+            self.assertIsInstance(out, UnexpectedResponseError)
+            self.assertIn("past the 10 bytes", str(out))
+            self.assertLessEqual(srv.calls, 1 + 12)  # the run, the 11 bytes up to next, then one
 
     def test_a_runs_logs_read_from_the_start_from_pages_that_each_name_a_new_cursor_end(self) -> None:
         """A run past its wait window reads its output from the logs once it is back: the answers told 6
         bytes (2 held and 3 left out by the run's, 1 by the interact's), and pages past them are not the
         daemon's for a process that ended; one still running (waiting for input) wrote on after its last
         answer, and its result stops there."""
-        import threading
-
-        from .fake import FakeServer
-
-        class NewCursors(FakeServer):
-            """The run's 202, an interact's answer (200: ended, else 202 waiting for input), then logs
-            pages each of a new cursor, for ever."""
-
-            calls = 0
-            ended = True
-            data = b""
-
-            @property  # type: ignore[override]
-            def answer(self):  # type: ignore[no-untyped-def]
-                self.calls += 1
-                if self.calls == 1:
-                    return (202, b'{"id":"p1","processId":"p1","kind":"exec","state":"running","next":"1",'
-                                 b'"omittedBytes":3,"omittedAfter":"0",'
-                                 b'"logs":[{"cursor":"1","channel":"stdout","data":"ab"}]}', "application/json")
-                if self.calls == 2:
-                    logs = b'"logs":[{"cursor":"2","channel":"stdout","data":"c"}],"next":"2"'
-                    if self.ended:
-                        return (200, b'{"id":"p1","reason":"exited","exitCode":0,' + logs + b'}', "application/json")
-                    return (202, b'{"id":"p1","processId":"p1","kind":"exec","state":"running",'
-                                 b'"waitingForInput":true,' + logs + b'}', "application/json")
-                c = str(100 + self.calls).encode()
-                return (200, b'{"items":[{"cursor":"' + c + b'","channel":"stdout","data":"' + self.data + b'"}],'
-                             b'"next":"' + c + b'"}', "application/json")
-
-            @answer.setter
-            def answer(self, v) -> None:  # type: ignore[no-untyped-def]
-                pass
-
         for ended in (True, False):
             for data in (b"z", b""):
-                srv = NewCursors(200, b"")
-                srv.ended, srv.data = ended, data  # type: ignore[misc]
-                self.addCleanup(srv.close)
-                sb = Sandbox(srv.url, "t", read_timeout=10)
-                self.addCleanup(sb.close)
-                out: list = []
+                # The run's 202, an interact's answer (200: ended, else 202 waiting for input),
+                # then logs pages each of a new cursor, for ever.
+                def script(n: int, ended: bool = ended, data: bytes = data) -> Tuple[int, bytes, str]:
+                    if n == 1:
+                        return (202, b'{"id":"p1","processId":"p1","kind":"exec","state":"running","next":"1",'
+                                     b'"omittedBytes":3,"omittedAfter":"0",'
+                                     b'"logs":[{"cursor":"1","channel":"stdout","data":"ab"}]}', "application/json")
+                    if n == 2:
+                        logs = b'"logs":[{"cursor":"2","channel":"stdout","data":"c"}],"next":"2"'
+                        if ended:
+                            return (200, b'{"id":"p1","reason":"exited","exitCode":0,' + logs + b'}', "application/json")
+                        return (202, b'{"id":"p1","processId":"p1","kind":"exec","state":"running",'
+                                     b'"waitingForInput":true,' + logs + b'}', "application/json")
+                    return _new_cursor_page(n, data)
 
-                def go() -> None:
-                    try:
-                        out.append(sb.exec("x"))
-                    except BaseException as e:  # noqa: B902
-                        out.append(e)
-
-                th = threading.Thread(target=go, daemon=True)
-                th.start()
-                th.join(60)  # a hang guard: the daemon's pages go on for ever
-                self.assertFalse(th.is_alive(), "the call pages for ever")
+                srv = self._scripted(script)
+                out = _ended_within(self, lambda: self._sb(srv).exec("x"))
                 if ended:
-                    self.assertIsInstance(out[0], UnexpectedResponseError)
-                    self.assertIn("past the 6 bytes", str(out[0]))
+                    self.assertIsInstance(out, UnexpectedResponseError)
+                    self.assertIn("past the 6 bytes", str(out))
                 else:
-                    self.assertEqual(out[0].output, data.decode() * 6)
-                    self.assertTrue(out[0].waiting_for_input)
+                    self.assertEqual(out.output, data.decode() * 6)
+                    self.assertTrue(out.waiting_for_input)
                 self.assertLessEqual(srv.calls, 2 + 7)  # the run, the interact, the 6 bytes, then one
+
+    def _scripted(self, script: Any) -> Any:
+        from .fake import ScriptedServer
+        srv = ScriptedServer(script)
+        self.addCleanup(srv.close)
+        return srv
+
+    def _sb(self, srv: Any) -> Sandbox:
+        sb = Sandbox(srv.url, "t", read_timeout=10)
+        self.addCleanup(sb.close)
+        return sb
+
+
+def _new_cursor_page(n: int, data: bytes) -> Tuple[int, bytes, str]:
+    """A logs page of one frame holding data, at a cursor of its own, naming it next."""
+    c = str(100 + n).encode()
+    return (200, b'{"items":[{"cursor":"' + c + b'","channel":"stdout","data":"' + data + b'"}],'
+                 b'"next":"' + c + b'"}', "application/json")
+
+
+def _ended_within(test: unittest.TestCase, call: Any) -> Any:
+    """What call returned, or raised, within 60 s (a hang guard: the daemon's pages go on for ever)."""
+    out: list = []
+
+    def go() -> None:
+        try:
+            out.append(call())
+        except BaseException as e:  # noqa: B902
+            out.append(e)
+
+    th = threading.Thread(target=go, daemon=True)
+    th.start()
+    th.join(60)
+    test.assertFalse(th.is_alive(), "the call pages for ever")
+    return out[0]
 
 
 class WaitTest(unittest.TestCase):
     def _always(self, body: bytes) -> "tuple":
         """A sandbox of a daemon that answers every request 202 with body at once, and the
-        daemon, whose ``asked`` counts the requests."""
-        from .fake import FakeServer
+        daemon, whose ``calls`` counts the requests."""
+        from .fake import ScriptedServer
 
-        class Always(FakeServer):
-            asked = 0
-
-            @property  # type: ignore[override]
-            def answer(self):  # type: ignore[no-untyped-def]
-                self.asked += 1
-                return (202, body, "application/json")
-
-            @answer.setter
-            def answer(self, v) -> None:  # type: ignore[no-untyped-def]
-                pass
-
-        srv = Always(202, b"")
+        srv = ScriptedServer(lambda n: (202, body, "application/json"))
         self.addCleanup(srv.close)
         sb = Sandbox(srv.url, "t", read_timeout=10)
         self.addCleanup(sb.close)
@@ -368,13 +312,13 @@ class WaitTest(unittest.TestCase):
         r = sb.process.connect("p1").wait(timeout=1)
         self.assertEqual(r.raw_reason, "wait_timeout")
         # One window of a second: a wait or two, not the thousands asked at once.
-        self.assertLess(srv.asked, 4)
+        self.assertLess(srv.calls, 4)
 
     def test_a_ready_answered_202_at_once_is_not_asked_again_before_its_window_passed(self) -> None:
         sb, srv = self._always(b'{"id":"p1","kind":"exec","state":"running"}')
         r = sb.process.connect("p1").ready(port=80, timeout=1)
         self.assertFalse(r.ready)
-        self.assertLess(srv.asked, 4)
+        self.assertLess(srv.calls, 4)
 
     def test_a_runs_interacts_answered_202_at_once_are_not_asked_again_before_their_window_passed(self) -> None:
         sb, srv = self._always(b'{"id":"p1","processId":"p1","kind":"exec","state":"running","next":"0"}')
@@ -382,7 +326,7 @@ class WaitTest(unittest.TestCase):
         with self.assertRaises(UnexpectedResponseError):
             sb.exec("x", timeout=1)
         # One window of a second: a run, an interact or two and a page, not the dozens asked at once.
-        self.assertLess(srv.asked, 6)
+        self.assertLess(srv.calls, 6)
 
 
 try:
