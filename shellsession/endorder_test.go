@@ -37,7 +37,7 @@ func TestSessionEndsBeforeItsCommand(t *testing.T) {
 			s.Close()
 		}, process.Lost},
 	}
-	for _, shell := range []string{"bash", "dash", "zsh", "mksh"} {
+	for _, shell := range testShells {
 		for _, way := range ways {
 			t.Run(shell+"/"+way.name, func(t *testing.T) {
 				t.Parallel()
