@@ -81,14 +81,18 @@ func TestStreamQuietDaemon(t *testing.T) {
 // TestStreamHeartbeatsAndSlowReader: heartbeats keep a stream open past
 // its idle timeout, and the time its reader holds an event is not the
 // daemon's: a reader that holds one twice as long misses nothing.
-// Heartbeats come twenty times as often as the timeout, for a loaded
-// machine's sake.
+// Heartbeats come sixty times as often as the timeout, which is seconds
+// long, for a loaded machine's sake (at one second, a test binary starved
+// that long among the others of a test run failed); each reader streams at
+// once, on its own connection.
 func TestStreamHeartbeatsAndSlowReader(t *testing.T) {
 	t.Parallel()
+	const idle = 3 * time.Second
 	ln := serveScript(t, nil, func(c net.Conn, req *http.Request) bool {
 		fmt.Fprint(c, streamAnswer+logEvent("1", "one\n"))
-		for range 44 { // 2.2 s of heartbeats, twice the idle timeout and more
-			time.Sleep(50 * time.Millisecond)
+		// Twice the idle timeout and more of heartbeats.
+		for end := time.Now().Add(2*idle + idle/5); time.Now().Before(end); {
+			time.Sleep(idle / 60)
 			if _, err := fmt.Fprint(c, ": ping\n\n"); err != nil {
 				return true
 			}
@@ -96,18 +100,21 @@ func TestStreamHeartbeatsAndSlowReader(t *testing.T) {
 		fmt.Fprint(c, logEvent("2", "two\n")+"event: eof\nid: 2\ndata: {}\n\n")
 		return true
 	})
-	for way, c := range quietClients(t, ln, time.Second) {
-		for _, hold := range []time.Duration{0, 2 * time.Second} {
-			ctx := guard(t)
-			var types []string
-			for ev, err := range c.Stream(ctx, "p", StreamOptions{}) {
-				require.NoError(t, err, "%s, holding %s", way, hold)
-				types = append(types, ev.Type)
-				if ev.ID == "1" {
-					time.Sleep(hold)
+	for way, c := range quietClients(t, ln, idle) {
+		for _, hold := range []time.Duration{0, 2 * idle} {
+			t.Run(fmt.Sprintf("%s/holding %s", way, hold), func(t *testing.T) {
+				t.Parallel()
+				ctx := guard(t)
+				var types []string
+				for ev, err := range c.Stream(ctx, "p", StreamOptions{}) {
+					require.NoError(t, err)
+					types = append(types, ev.Type)
+					if ev.ID == "1" {
+						time.Sleep(hold)
+					}
 				}
-			}
-			require.Equal(t, []string{EventLog, EventLog, EventEOF}, types, "%s, holding %s", way, hold)
+				require.Equal(t, []string{EventLog, EventLog, EventEOF}, types)
+			})
 		}
 	}
 }
