@@ -85,8 +85,7 @@ func TestDeadDaemonIsNotStuck(t *testing.T) {
 			// anything else, listens there now.
 			u, err := url.Parse(s.url)
 			require.NoError(t, err)
-			ln, err := net.Listen("tcp", u.Host)
-			require.NoError(t, err)
+			ln := listenAgain(t, u.Host)
 			t.Cleanup(func() { ln.Close() })
 			go func() {
 				for {
@@ -185,5 +184,22 @@ func TestFollowDaemonStoppedSaysSo(t *testing.T) {
 				t.Fatal("the daemon did not stop within 30 s of its TERM")
 			}
 		})
+	}
+}
+
+// listenAgain listens on addr, a port a daemon of the test let go of: the
+// kernel may meanwhile have given it to a connection of another test as
+// its own end, which holds it until that connection closes.
+func listenAgain(t *testing.T, addr string) net.Listener {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second) // a hang guard
+	for {
+		ln, err := net.Listen("tcp", addr)
+		if err == nil {
+			return ln
+		}
+		require.ErrorIs(t, err, syscall.EADDRINUSE)
+		require.True(t, time.Now().Before(deadline), "%s still taken 30 s later: %v", addr, err)
+		time.Sleep(20 * time.Millisecond)
 	}
 }
