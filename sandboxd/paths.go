@@ -200,6 +200,15 @@ func classifyPath(p string, err error) pathFault {
 		return pathFault{http.StatusBadRequest, codeInvalidArgument, codes.InvalidArgument, fmt.Sprintf("path %q is too long: a name in it is over 255 bytes, or the whole over 4095", p)}
 	case strings.ContainsRune(p, 0):
 		return pathFault{http.StatusBadRequest, codeInvalidArgument, codes.InvalidArgument, fmt.Sprintf("path %q holds a NUL byte", p)}
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
+		// Said of the client's path and the errno alone: err names the
+		// write's temporary file, on disk.
+		errno := syscall.ENOSPC
+		if errors.Is(err, syscall.EDQUOT) {
+			errno = syscall.EDQUOT
+		}
+		return pathFault{http.StatusInsufficientStorage, codeResourceExhausted, codes.ResourceExhausted,
+			fmt.Sprintf("no room to write %q (%v): the file system of the sandbox root is full, of bytes or of inodes, or at a quota: free some room there, then send the request again", p, errno)}
 	}
 	return pathFault{http.StatusInternalServerError, codeInternal, codes.Internal, err.Error()}
 }

@@ -33,6 +33,10 @@ const (
 	// codeFailedPrecondition is a conditional request's precondition
 	// that failed (If-Unmodified-Since, If-Match).
 	codeFailedPrecondition = "FAILED_PRECONDITION"
+	// codeResourceExhausted is a write the file system had no room for
+	// (ENOSPC, EDQUOT): 507, as the gRPC surface answers a start short of
+	// the same room RESOURCE_EXHAUSTED.
+	codeResourceExhausted = "RESOURCE_EXHAUSTED"
 )
 
 // APIError is the body of every REST answer that is not 2xx.

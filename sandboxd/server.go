@@ -106,6 +106,9 @@ type Server struct {
 	// parentsMade, when set (by tests), is called by a PUT between making
 	// its file's parent directories and creating its temporary file there.
 	parentsMade func(dir string)
+	// namedTemporary, when set (by tests), has a PUT's temporary file
+	// named throughout, as on a file system without unnamed files.
+	namedTemporary bool
 
 	mu      sync.Mutex // guards the fields below
 	closing bool

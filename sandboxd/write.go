@@ -68,7 +68,7 @@ func (s *Server) writeAtomic(target string, src io.Reader, mode os.FileMode) (er
 				s.parentsMade(dir)
 			}
 			if d, err = b.OpenRoot(dir); err == nil {
-				if f, tmp, err = createUnnamed(d); err != nil {
+				if f, tmp, err = createUnnamed(d, s.namedTemporary); err != nil {
 					d.Close()
 				}
 			}
@@ -130,14 +130,16 @@ func (s *Server) writeAtomic(target string, src io.Reader, mode os.FileMode) (er
 // behind, where a named one stayed for good; named (tempPrefix), as the
 // name of a file that is not in the directory, when the filesystem has no
 // unnamed files. It returns the file and its name in the directory, none
-// for an unnamed one.
-func createUnnamed(d *os.Root) (*os.File, string, error) {
-	f, err := d.OpenFile(".", os.O_WRONLY|unix.O_TMPFILE, 0o600)
-	if err == nil {
-		return f, "", nil
-	}
-	if !errors.Is(err, syscall.EOPNOTSUPP) && !errors.Is(err, syscall.EISDIR) && !errors.Is(err, syscall.EINVAL) {
-		return nil, "", err
+// for an unnamed one. With named, it is named whatever the filesystem has.
+func createUnnamed(d *os.Root, named bool) (*os.File, string, error) {
+	if !named {
+		f, err := d.OpenFile(".", os.O_WRONLY|unix.O_TMPFILE, 0o600)
+		if err == nil {
+			return f, "", nil
+		}
+		if !errors.Is(err, syscall.EOPNOTSUPP) && !errors.Is(err, syscall.EISDIR) && !errors.Is(err, syscall.EINVAL) {
+			return nil, "", err
+		}
 	}
 	for {
 		name := tempPrefix + strconv.FormatUint(rand.Uint64(), 36)

@@ -2,6 +2,7 @@ package sandboxd
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // deleteAll sends DELETE path?recursive=true from a goroutine that is not
@@ -154,4 +156,63 @@ func TestFilesFailedPutRemovesItsParents(t *testing.T) {
 	}, 20*time.Second, 5*time.Millisecond, "the directories the failed PUT made are removed")
 	require.FileExists(t, filepath.Join(keep, "a", "other"), "a directory another writer filled stays")
 	require.DirExists(t, keep)
+}
+
+// smallFS mounts a tmpfs with opts (its size, its inodes) on a new
+// directory, unmounted when the test ends, and returns the directory; the
+// test is skipped where it may not mount (not root). mount(2) itself: the
+// test process reaps its children (see TestMain), which mount(8) run by
+// os/exec would make fail.
+func smallFS(t *testing.T, opts string) string {
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, opts); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() { require.NoError(t, unix.Unmount(dir, 0), "unmount %s", dir) })
+	return dir
+}
+
+// TestFilesPutNoRoom: a PUT the file system has no room for (its bytes,
+// its inodes) answers 507 RESOURCE_EXHAUSTED, as the gRPC surface answers
+// a start short of room, naming the path written and saying why, and
+// leaves the old file, no temporary file and none of the parents it made.
+// It answered 500 INTERNAL naming the temporary file on disk ("write:
+// write ROOT/a/b/.: no space left on device").
+func TestFilesPutNoRoom(t *testing.T) {
+	for _, named := range []bool{false, true} {
+		t.Run(fmt.Sprintf("named temporary %v", named), func(t *testing.T) {
+			for _, tc := range []struct {
+				name, opts, path string
+				body             int
+			}{
+				{"bytes", "size=64k", "a/b/big", 256 << 10},
+				{"bytes beside the old file", "size=64k", "old", 256 << 10},
+				// The root, the old file and one more: no inode for
+				// the parents or the temporary file.
+				{"inodes", "size=1m,nr_inodes=3", "a/b/f", 10},
+				{"inodes beside the old file", "size=1m,nr_inodes=2", "old", 10},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					d := serve(t, Options{Root: smallFS(t, tc.opts)})
+					d.srv.namedTemporary = named
+					require.NoError(t, os.WriteFile(filepath.Join(d.root, "old"), []byte("old"), 0o644))
+					code, _, body := d.do(t, "PUT", "/v1/files/"+tc.path, strings.NewReader(strings.Repeat("x", tc.body)), nil)
+					require.Equal(t, http.StatusInsufficientStorage, code, "%s", body)
+					e := apiError(t, body)
+					require.Equal(t, "RESOURCE_EXHAUSTED", e.Code)
+					require.Contains(t, e.Message, fmt.Sprintf("no room to write %q", tc.path))
+					require.Contains(t, e.Message, "no space left on device")
+					require.NotContains(t, e.Message, tempPrefix)
+					require.NotContains(t, e.Message, d.root)
+					b, err := os.ReadFile(filepath.Join(d.root, "old"))
+					require.NoError(t, err)
+					require.Equal(t, "old", string(b))
+					entries, err := os.ReadDir(d.root)
+					require.NoError(t, err)
+					require.Len(t, entries, 1, "only the old file: no temporary file, no parent made")
+					require.Zero(t, unnamedIn(t, d.root), "no unnamed temporary file held")
+				})
+			}
+		})
+	}
 }
