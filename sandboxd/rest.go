@@ -180,6 +180,9 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 	if fi, err := b.Stat(target); err != nil {
 		fileError(w, p, err)
 		return
+	} else if !fi.IsDir() && namesDirectory(p) {
+		notDirectory(w, p)
+		return
 	} else if !fi.IsDir() && !fi.Mode().IsRegular() {
 		notRegular(w, p)
 		return
@@ -200,6 +203,10 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 	}
 	if fi.IsDir() {
 		s.listDir(w, p, b, target, f)
+		return
+	}
+	if namesDirectory(p) {
+		notDirectory(w, p)
 		return
 	}
 	if !fi.Mode().IsRegular() {
@@ -224,6 +231,20 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
 		}
 		writeError(w, iw.failed, code, "%s", msg)
 	}
+}
+
+// namesDirectory reports whether the client's path p ends as a
+// directory's path does: with "/" or "/.". What is there must be a
+// directory, as open and unlink of such a path want one (ENOTDIR): GET
+// and DELETE of a file so named are refused, and PUT of any.
+func namesDirectory(p string) bool {
+	return strings.HasSuffix(p, "/") || strings.HasSuffix(p, "/.")
+}
+
+// notDirectory refuses a GET or DELETE of p, which ends with "/" (see
+// namesDirectory) and is no directory.
+func notDirectory(w http.ResponseWriter, p string) {
+	writeError(w, http.StatusBadRequest, codeInvalidArgument, "%q ends with /, as a directory's path does, and is not a directory (name a file without the /)", p)
 }
 
 // notRegular refuses a GET of p, a special file (a FIFO, a socket, a
@@ -380,7 +401,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request) {
 		v, _ := strconv.ParseUint(m, 8, 32) // the pattern allows only valid octal
 		mode = os.FileMode(v)
 	}
-	if strings.HasSuffix(p, "/") || strings.HasSuffix(p, "/.") {
+	if namesDirectory(p) {
 		writeError(w, http.StatusBadRequest, codeInvalidArgument, "%q ends with /, as a directory's path does: a file is written to a path without it", p)
 		return
 	}
@@ -541,12 +562,14 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 	if rel != "/" {
 		target = filepath.Join(dir, filepath.Base(rel))
 	}
-	s.remove(w, p, target, recursive)
+	s.remove(w, p, target, recursive, namesDirectory(p))
 }
 
 // remove removes target, which the client named p, through an os.Root
-// of the root (see beneath.go).
-func (s *Server) remove(w http.ResponseWriter, p, target string, recursive bool) {
+// of the root (see beneath.go). With dirOnly (p ends with "/"), target
+// must be a directory, or a symlink to one (the link is removed), as
+// unlink and rmdir of such a path refuse anything else (ENOTDIR).
+func (s *Server) remove(w http.ResponseWriter, p, target string, recursive, dirOnly bool) {
 	b, err := s.beneath()
 	if err != nil {
 		fileError(w, p, err)
@@ -557,6 +580,18 @@ func (s *Server) remove(w http.ResponseWriter, p, target string, recursive bool)
 	if err != nil {
 		fileError(w, p, err)
 		return
+	}
+	if dirOnly && !fi.IsDir() {
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			notDirectory(w, p)
+			return
+		}
+		// A link: what it leads to (a dangling one, nothing) must be
+		// a directory.
+		if to, err := b.Stat(target); err != nil || !to.IsDir() {
+			notDirectory(w, p)
+			return
+		}
 	}
 	if target == s.root {
 		if !recursive {

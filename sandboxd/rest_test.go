@@ -875,6 +875,49 @@ func TestFilesPutTrailingSlash(t *testing.T) {
 	}
 }
 
+// TestFilesTrailingSlashOnAFile: a path that ends with / (or /.) names a
+// directory, as open and unlink take it (ENOTDIR): GET, HEAD and DELETE
+// of a file so named are refused 400, as PUT is, and the file is left. GET
+// served the file and DELETE removed it, where PUT refused the same path.
+// A directory so named is still listed and removed.
+func TestFilesTrailingSlashOnAFile(t *testing.T) {
+	d := serve(t, Options{})
+	plain := filepath.Join(d.root, "plain")
+	require.NoError(t, os.WriteFile(plain, []byte("x"), 0o644))
+	require.NoError(t, os.Symlink("plain", filepath.Join(d.root, "tofile")))
+	require.NoError(t, os.Symlink("nowhere", filepath.Join(d.root, "dangling")))
+	for _, path := range []string{"plain/", "plain%2F.", "tofile/", "dangling/"} {
+		for _, method := range []string{"GET", "HEAD", "DELETE", "PUT"} {
+			code, _, body := d.do(t, method, "/v1/files/"+path, strings.NewReader("new"), nil)
+			if (method == "GET" || method == "HEAD") && path == "dangling/" {
+				// Nothing there: as open answers it (ENOENT).
+				require.Equal(t, http.StatusNotFound, code, "%s %s: %s", method, path, body)
+				continue
+			}
+			require.Equal(t, http.StatusBadRequest, code, "%s %s: %s", method, path, body)
+			if method != "HEAD" {
+				e := apiError(t, body)
+				require.Equal(t, "INVALID_ARGUMENT", e.Code, "%s %s", method, path)
+				require.Contains(t, e.Message, "ends with /", "%s %s", method, path)
+			}
+		}
+	}
+	b, err := os.ReadFile(plain)
+	require.NoError(t, err)
+	require.Equal(t, "x", string(b), "the file is left as it was")
+	for _, link := range []string{"tofile", "dangling"} {
+		_, err := os.Lstat(filepath.Join(d.root, link))
+		require.NoError(t, err, "%s is left", link)
+	}
+
+	require.NoError(t, os.Mkdir(filepath.Join(d.root, "dir"), 0o755))
+	code, _, body := d.do(t, "GET", "/v1/files/dir/", nil, nil)
+	require.Equal(t, http.StatusOK, code, "%s", body)
+	code, _, body = d.do(t, "DELETE", "/v1/files/dir/", nil, nil)
+	require.Equal(t, http.StatusNoContent, code, "%s", body)
+	require.NoDirExists(t, filepath.Join(d.root, "dir"))
+}
+
 // What net/http's ServeContent refuses (a range past the file's end, an
 // If-Unmodified-Since the file is newer than) is answered as this API's
 // errors, JSON.
