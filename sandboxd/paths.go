@@ -17,6 +17,11 @@ import (
 // errEscapes is the error of a path that resolves outside the root.
 var errEscapes = errors.New("path escapes the sandbox root")
 
+// pathMax is the longest path on disk the file API takes, in bytes:
+// PATH_MAX less the NUL that ends it, as the kernel takes a path in one
+// call (resolve looks each name up by its absolute path).
+const pathMax = 4095
+
 // maxLinks bounds the symlinks followed in one path, as the kernel's
 // ELOOP does.
 const maxLinks = 40
@@ -197,7 +202,7 @@ func classifyPath(p string, err error) pathFault {
 	case errors.Is(err, syscall.ELOOP):
 		return pathFault{http.StatusBadRequest, codeInvalidArgument, codes.InvalidArgument, fmt.Sprintf("path %q: too many levels of symbolic links", p)}
 	case errors.Is(err, syscall.ENAMETOOLONG):
-		return pathFault{http.StatusBadRequest, codeInvalidArgument, codes.InvalidArgument, fmt.Sprintf("path %q is too long: a name in it is over 255 bytes, or the whole over 4095", p)}
+		return pathFault{http.StatusBadRequest, codeInvalidArgument, codes.InvalidArgument, fmt.Sprintf("path %q is too long: %s", p, tooLong(p))}
 	case strings.ContainsRune(p, 0):
 		return pathFault{http.StatusBadRequest, codeInvalidArgument, codes.InvalidArgument, fmt.Sprintf("path %q holds a NUL byte", p)}
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
@@ -211,4 +216,17 @@ func classifyPath(p string, err error) pathFault {
 			fmt.Sprintf("no room to write %q (%v): the file system of the sandbox root is full, of bytes or of inodes, or at a quota: free some room there, then send the request again", p, errno)}
 	}
 	return pathFault{http.StatusInternalServerError, codeInternal, codes.Internal, err.Error()}
+}
+
+// tooLong says which limit the client's path p, refused ENAMETOOLONG, is
+// over: a name over NAME_MAX, else the whole path on disk (the sandbox
+// root's path before it, and what its symlinks lead to) over PATH_MAX,
+// which a path under 4096 bytes as sent can be.
+func tooLong(p string) string {
+	for _, name := range split(p) {
+		if len(name) > 255 {
+			return fmt.Sprintf("a name in it is %d bytes, over 255 (NAME_MAX)", len(name))
+		}
+	}
+	return "the path on disk, with the sandbox root's path before it, is over 4095 bytes (PATH_MAX)"
 }

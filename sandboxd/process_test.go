@@ -278,7 +278,7 @@ func TestLongInputStatusFitsTrailers(t *testing.T) {
 		ends string
 	}{
 		{"cwd with NUL", &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: proto.String(long + "\x00")}, codes.InvalidArgument, "holds a NUL byte"},
-		{"cwd too long", &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: proto.String(strings.Repeat(missing, 6))}, codes.InvalidArgument, "or the whole over 4095"},
+		{"cwd too long", &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: proto.String(strings.Repeat(missing, 6))}, codes.InvalidArgument, "is over 4095 bytes (PATH_MAX)"},
 		{"cwd missing", &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: proto.String(missing)}, codes.NotFound, "does not exist in the sandbox"},
 		{"program missing", cfg("/nonexistent/" + missing), codes.NotFound, "no such file or directory"},
 		{"env name with =", &sandboxdpb.ProcessConfig{Command: []string{"true"}, EnvVars: map[string]string{long + "=": "x"}}, codes.InvalidArgument, "holds '=' or NUL"},

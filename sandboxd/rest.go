@@ -562,6 +562,12 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 	if rel != "/" {
 		target = filepath.Join(dir, filepath.Base(rel))
 	}
+	if len(target) > pathMax {
+		// As resolve refuses it for GET and PUT: only the directory was
+		// walked, and os.Root opens what is past it a name at a time.
+		fileError(w, p, &fs.PathError{Op: "remove", Path: p, Err: syscall.ENAMETOOLONG})
+		return
+	}
 	s.remove(w, p, target, recursive, namesDirectory(p))
 }
 
