@@ -773,10 +773,12 @@ func TestFilesUnreadDownload(t *testing.T) {
 	require.Less(t, got, int64(size), "the daemon let the download go: the connection closed short of the file")
 }
 
-// getUnread sends GET path on a connection that reads nothing for two
-// seconds, far past the IOIdle of the tests that call it, then reads what
-// comes until the daemon closes the connection (or 30 s), and returns how
-// much came.
+// getUnread sends GET path on a connection that reads nothing until the
+// daemon has closed its end (or 10 s, far past the IOIdle of the tests
+// that call it), then reads what comes until the end of what the daemon
+// sent (or 30 s), and returns how much came. A fixed wait was too short on
+// a loaded machine, where the daemon was still encoding a listing when the
+// client began reading, and so never had to wait for it.
 func getUnread(t *testing.T, d *daemon, path string) int64 {
 	t.Helper()
 	conn, err := unreadconn.Dial(ctx(t), strings.TrimPrefix(d.rest, "http://"))
@@ -785,7 +787,13 @@ func getUnread(t *testing.T, d *daemon, path string) int64 {
 	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second)))
 	_, err = conn.Write([]byte("GET " + path + " HTTP/1.1\r\nHost: localhost\r\n\r\n"))
 	require.NoError(t, err)
-	time.Sleep(2 * time.Second)
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		state, _, found, err := unreadconn.ServerEnd(conn)
+		require.NoError(t, err)
+		if !found || state != unreadconn.Established {
+			break
+		}
+	}
 	got, _ := io.Copy(io.Discard, conn)
 	return got
 }

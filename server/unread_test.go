@@ -7,10 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
-	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -64,45 +61,28 @@ func waitStuck(t *testing.T, conn net.Conn) {
 	t.Helper()
 	last := -1
 	require.Eventually(t, func() bool {
-		q := sendQueue(t, conn.RemoteAddr().String(), conn.LocalAddr().String())
+		q := sendQueue(t, conn)
 		stuck := q >= 256<<10 && q == last
 		last = q
 		return stuck
 	}, 20*time.Second, 20*time.Millisecond, "the daemon's send queue never filled")
 }
 
-// sendQueue returns the bytes queued for sending on the IPv4 TCP socket
-// from local to remote, as /proc/net/tcp shows them.
-func sendQueue(t *testing.T, local, remote string) int {
+// sendQueue returns the bytes queued for sending on the daemon's end of
+// conn.
+func sendQueue(t *testing.T, conn net.Conn) int {
 	t.Helper()
-	_, q, _ := tcpSocket(t, local, remote)
+	_, q, _ := tcpSocket(t, conn)
 	return q
 }
 
-// tcpSocket returns the state (01 is established) and send queue of the
-// IPv4 TCP socket from local to remote, as /proc/net/tcp shows them, and
-// whether there is one.
-func tcpSocket(t *testing.T, local, remote string) (state string, sendQueue int, found bool) {
+// tcpSocket returns the state and send queue of the daemon's end of conn,
+// and whether there is one (see unreadconn.ServerEnd).
+func tcpSocket(t *testing.T, conn net.Conn) (state string, sendQueue int, found bool) {
 	t.Helper()
-	b, err := os.ReadFile("/proc/net/tcp")
+	state, sendQueue, found, err := unreadconn.ServerEnd(conn)
 	require.NoError(t, err)
-	hexAddr := func(a string) string {
-		ap, err := netip.ParseAddrPort(a)
-		require.NoError(t, err)
-		ip := ap.Addr().As4()
-		return fmt.Sprintf("%02X%02X%02X%02X:%04X", ip[3], ip[2], ip[1], ip[0], ap.Port())
-	}
-	l, r := hexAddr(local), hexAddr(remote)
-	for line := range strings.Lines(string(b)) {
-		f := strings.Fields(line)
-		if len(f) > 4 && f[1] == l && f[2] == r {
-			tx, _, _ := strings.Cut(f[4], ":")
-			n, err := strconv.ParseUint(tx, 16, 32)
-			require.NoError(t, err)
-			return f[3], int(n), true
-		}
-	}
-	return "", 0, false
+	return state, sendQueue, found
 }
 
 // TestShutdownUnreadStreams pins that streams whose clients read nothing do
@@ -133,8 +113,8 @@ func TestUnreadStreamDropped(t *testing.T) {
 	conn := openUnread(t, d.addr, id)
 	// Reading would let the writer go on: the daemon's socket tells.
 	require.Eventually(t, func() bool {
-		state, _, found := tcpSocket(t, conn.RemoteAddr().String(), conn.LocalAddr().String())
-		return !found || state != "01"
+		state, _, found := tcpSocket(t, conn)
+		return !found || state != unreadconn.Established
 	}, 20*time.Second, 10*time.Millisecond, "the daemon never closed the stream")
 	rest, err := io.ReadAll(conn)
 	require.NoError(t, err, "the daemon closed the connection")
@@ -229,8 +209,8 @@ func TestUnreadAnswerDropped(t *testing.T) {
 		conn := dialSmall(t, d.addr)
 		fmt.Fprintf(conn, req, d.addr, testToken)
 		require.Eventually(t, func() bool {
-			state, _, found := tcpSocket(t, conn.RemoteAddr().String(), conn.LocalAddr().String())
-			return !found || state != "01"
+			state, _, found := tcpSocket(t, conn)
+			return !found || state != unreadconn.Established
 		}, 20*time.Second, 10*time.Millisecond, "the daemon never let the answer go: %.30s", req)
 	}
 }

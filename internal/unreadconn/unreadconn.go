@@ -4,7 +4,12 @@ package unreadconn
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -23,4 +28,47 @@ func Dial(ctx context.Context, addr string) (net.Conn, error) {
 		return err
 	}}
 	return d.DialContext(ctx, "tcp", addr)
+}
+
+// Established is the state /proc/net/tcp gives an established socket.
+const Established = "01"
+
+// ServerEnd returns the state and send queue, as /proc/net/tcp shows them,
+// of the server's end of c, an IPv4 connection this process dialed, and
+// whether there is one: once the server closes its end, with what it sent
+// still unread, its state is no longer Established, which the client
+// cannot see without reading all of it.
+func ServerEnd(c net.Conn) (state string, sendQueue int, found bool, err error) {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return "", 0, false, err
+	}
+	hexAddr := func(a net.Addr) (string, error) {
+		ap, err := netip.ParseAddrPort(a.String())
+		if err != nil {
+			return "", err
+		}
+		ip := ap.Addr().Unmap().As4()
+		return fmt.Sprintf("%02X%02X%02X%02X:%04X", ip[3], ip[2], ip[1], ip[0], ap.Port()), nil
+	}
+	l, err := hexAddr(c.RemoteAddr())
+	if err != nil {
+		return "", 0, false, err
+	}
+	r, err := hexAddr(c.LocalAddr())
+	if err != nil {
+		return "", 0, false, err
+	}
+	for line := range strings.Lines(string(b)) {
+		f := strings.Fields(line)
+		if len(f) > 4 && f[1] == l && f[2] == r {
+			tx, _, _ := strings.Cut(f[4], ":")
+			n, err := strconv.ParseUint(tx, 16, 32)
+			if err != nil {
+				return "", 0, false, fmt.Errorf("/proc/net/tcp: %q: %w", line, err)
+			}
+			return f[3], int(n), true, nil
+		}
+	}
+	return "", 0, false, nil
 }
