@@ -65,6 +65,11 @@ func TestKillReachesTheWholeTree(t *testing.T) {
 // A process that handles TERM and goes on is ended by the escalation.
 const trapsTerm = `trap 'echo got-term' TERM; echo ready; while :; do sleep 0.05; done`
 
+// TestEscalation: a process that survives TERM ends by the signal it is
+// escalated to. The shell runs its trap once its sleep is over, and on a
+// busy machine the escalation can come first (it is due 200 ms after the
+// TERM): got-term is then never written. That TERM did not end it is shown
+// by the result, which is the escalation's signal, not TERM.
 func TestEscalation(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -81,7 +86,6 @@ func TestEscalation(t *testing.T) {
 			p := start(t, Options{Cmd: trapsTerm})
 			waitOutput(t, p, "ready")
 			require.NoError(t, p.Kill(syscall.SIGTERM, 200*time.Millisecond, tc.to))
-			waitOutput(t, p, "got-term")
 			r := wait(t, p)
 			assert.False(t, r.Reason != process.Signaled || r.Signal != tc.want, "result %s, want signaled %s", show(r), tc.want)
 		})
