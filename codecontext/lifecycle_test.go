@@ -676,20 +676,26 @@ func TestDirBaseTaken(t *testing.T) {
 // for the cells' code, but an interrupt that comes between cells, where the
 // driver runs, raises nothing there: the context lives on, and the handler
 // still raises KeyboardInterrupt in a later cell. Interrupts that land as
-// each of a row of cells ends leave the context as they find it too.
+// each of a row of cells ends leave the context as they find it too. The
+// late interrupt is sent once the cell has ended (the file ended is
+// there): a thread that slept 0.2 s first sent it, under load, while the
+// cell still ran, and ended it.
 func TestLateInterruptUnderCellsHandler(t *testing.T) {
 	t.Parallel()
 	c := newContext(t, Options{Language: Python})
-	done := filepath.Join(t.TempDir(), "done")
+	dir := t.TempDir()
+	ended, done := filepath.Join(dir, "ended"), filepath.Join(dir, "done")
 	r, _, errOut := run(t, c, `import os, signal, threading, time
 signal.signal(signal.SIGINT, signal.default_int_handler)
 def late():
-    time.sleep(0.2)
+    while not os.path.exists(`+strconv.Quote(ended)+`):
+        time.sleep(0.01)
     signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
     time.sleep(0.2)
     open(`+strconv.Quote(done)+`, "w").close()
 threading.Thread(target=late).start()`)
 	require.Equal(t, 0, code(r), errOut)
+	require.NoError(t, os.WriteFile(ended, nil, 0o600))
 	for { // the late interrupt has come when done is there
 		if _, err := os.Stat(done); err == nil {
 			break
