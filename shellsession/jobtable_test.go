@@ -39,10 +39,11 @@ func TestFinishedJobsLeaveTable(t *testing.T) {
 			expectRun(t, s, "sleep 0.01 & echo $! >pids", 0, "")
 			awaitReaped(t, s, "pids")
 			expectRun(t, s, "sleep 100 & echo $! >pid", 0, "")
-			// KILL: an interactive shell ignores TERM, and so does its
-			// background child until it has reset its signals and run
-			// sleep; on a loaded machine a TERM came before that and
-			// was lost, and wait %1 waited for sleep 100.
+			// KILL: busybox's and mksh's background child takes TERM
+			// with the shell's trap handler until it has reset its
+			// traps, and drops it (TestSignalBeforeJobRuns); on a
+			// loaded machine a TERM came before that and was lost, and
+			// wait %1 waited for sleep 100.
 			expectRun(t, s, "kill -s KILL %1; wait %1; :", 0, "")
 			_, out, _ = run(t, s, CommandOptions{Cmd: "kill $(cat pid) 2>/dev/null; echo $?"})
 			require.Equal(t, "1", strings.TrimSpace(out), "sleep 100 outlived kill %1")
