@@ -101,12 +101,20 @@ func TestKillJobByNumber(t *testing.T) {
 			require.NoError(t, err, "%q", out)
 			// Past its exec, the job has the default disposition of
 			// SIGTERM whatever the shell's own was. ksh93's sleep is
-			// a builtin, run by the forked shell itself.
+			// a builtin, run by the forked shell itself, which takes
+			// TERM with a handler of its own whether or not it has
+			// reset its traps: nothing tells from outside when a TERM
+			// can no longer be lost (TestSignalBeforeJobRuns), so
+			// there the job is sent KILL.
 			require.Eventually(t, func() bool {
 				exe, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
 				return err == nil && (shell == "ksh" || strings.HasSuffix(exe, "/sleep"))
 			}, deadline, 10*time.Millisecond, "the job never ran sleep")
-			r, out, errs := run(t, s, CommandOptions{Cmd: "kill %1; echo $?"})
+			kill := "kill %1; echo $?"
+			if shell == "ksh" {
+				kill = "kill -s KILL %1; echo $?"
+			}
+			r, out, errs := run(t, s, CommandOptions{Cmd: kill})
 			require.Equal(t, 0, code(r))
 			switch shell {
 			case "dash":
@@ -145,21 +153,23 @@ func TestKillJobByNumber(t *testing.T) {
 // A signal sent in the same line as the "&" (sleep 1 & kill $!) reaches the
 // job's forked shell before it has reset the shell's own handling of it:
 // the engine's TERM trap (see initScript), whose handler the fork keeps.
-// bash blocks SIGTERM across its fork until it has reset it, ksh93's
-// forked shell sends itself the signal again once it has, and zsh's job
-// ends too. dash, busybox sh and mksh take it with the inherited handler,
-// then drop it as they reset their traps, and the job runs on, as in any
-// interactive dash or busybox sh (without a trap, the forked shell ignores
-// SIGTERM as the interactive shell does) and in mksh -c too (mksh catches
-// SIGTERM always); dash -c and busybox sh -c end the job, but the engine
-// runs its shells interactively. wait then returns the job's own status.
-// Each shell is tried up to tries times, and on those three the loss
-// comes in most tries (mksh: in fewer than busybox sh and dash).
+// bash blocks SIGTERM across its fork until it has reset it, and zsh's job
+// ends too: there the job always ends. dash, busybox sh and mksh take it
+// with the inherited handler, then drop it as they reset their traps, and
+// the job runs on, as in any interactive dash or busybox sh (without a
+// trap, the forked shell ignores SIGTERM as the interactive shell does) and
+// in mksh -c too (mksh catches SIGTERM always); dash -c and busybox sh -c
+// end the job, but the engine runs its shells interactively. ksh93's
+// forked shell sends itself the signal again once it has reset its
+// handling, and wait returns 271, but under load it too lost it. wait
+// then returns the job's own status. Where it can be lost, the loss came
+// in most tries (mksh: fewer), but a race is no promise: there either
+// outcome passes, and the test pins bash and zsh.
 func TestSignalBeforeJobRuns(t *testing.T) {
 	t.Parallel()
 	// The status of a job TERM ended, where the job always ends; "0" is
 	// sleep's own, the signal lost.
-	ends := map[string]string{"bash": "143\n", "zsh": "143\n", "ksh": "271\n"}
+	ends := map[string]string{"bash": "143\n", "zsh": "143\n"}
 	const tries = 50
 	for _, shell := range testShells {
 		t.Run(shell, func(t *testing.T) {
@@ -173,22 +183,18 @@ func TestSignalBeforeJobRuns(t *testing.T) {
 				names = names[:1] // %1 signals no process (TestKillJobByNumber)
 			}
 			for _, name := range names {
-				lost := 0
 				for range tries {
 					cmd := "sleep 1 & kill " + name + "; wait $!; echo $?"
 					_, out, errs := run(t, s, CommandOptions{Cmd: cmd})
-					if want, ok := ends[shell]; ok {
-						require.Equal(t, want, out, "%q: stderr %q", cmd, errs)
+					want, ok := ends[shell]
+					if !ok {
+						require.Contains(t, []string{"143\n", "271\n", "0\n"}, out, "%q: stderr %q", cmd, errs)
+						if out == "0\n" {
+							break // lost: sleep ran its second out
+						}
 						continue
 					}
-					require.Contains(t, []string{"143\n", "0\n"}, out, "%q: stderr %q", cmd, errs)
-					if out == "0\n" {
-						lost++
-						break
-					}
-				}
-				if _, ok := ends[shell]; !ok {
-					require.NotZero(t, lost, "kill %s in the line of the & ended the job %d times of %d", name, tries, tries)
+					require.Equal(t, want, out, "%q: stderr %q", cmd, errs)
 				}
 			}
 		})
