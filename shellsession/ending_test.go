@@ -45,10 +45,11 @@ func TestBackgroundJobEndsWhileIdle(t *testing.T) {
 	t.Parallel()
 	cmds := map[string]string{
 		"ends": "sleep 0.2 >/dev/null 2>&1 & echo $!",
-		// KILL, not TERM: an interactive shell ignores TERM, and the job,
-		// forked from it, ignores it too until it has set it back, which
-		// on a loaded machine was after the kill (the job then ran its
-		// 30 s, for dash, mksh and busybox sh alike).
+		// KILL, not TERM: the job's forked shell takes TERM with the
+		// session shell's handler until it has reset its traps, and
+		// drops it (TestSignalBeforeJobRuns), which on a loaded machine
+		// was after the kill (the job then ran its 30 s, for dash, mksh
+		// and busybox sh alike).
 		"killed": "sleep 30 >/dev/null 2>&1 & p=$!; sleep 0.2; kill -9 $p; echo $p",
 	}
 	for _, shell := range testShells {
