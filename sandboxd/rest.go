@@ -155,6 +155,9 @@ func fileError(w http.ResponseWriter, p string, err error) {
 		return
 	}
 	f := classifyPath(p, err)
+	if f.status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", "1") // as conch's API answers its own 429
+	}
 	writeError(w, f.status, f.code, "%s", f.msg)
 }
 
