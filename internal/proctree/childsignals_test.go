@@ -22,7 +22,7 @@ func TestMain_helper(t *testing.T) {
 	cmd := exec.CommandContext(t.Context(), "sh", "-c", "grep SigIgn /proc/self/status")
 	cmd.Stdout = os.Stdout
 	if mode == "plain" {
-		require.NoError(t, cmd.Run()) // no reaper runs here
+		require.NoError(t, cmd.Run()) // no reaper runs here (see TestMain)
 		return
 	}
 	require.NoError(t, Start(cmd))
