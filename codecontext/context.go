@@ -78,6 +78,10 @@ type Options struct {
 	// Containment's defaults; a limit the host cannot apply is refused with
 	// an error wrapping containment.ErrUnsupported.
 	Limits containment.Limits
+
+	// startRead, when a test sets it, is called as the engine reads the
+	// driver's word that a cell started, before it marks the cell so.
+	startRead func()
 }
 
 // Context is one long-lived interpreter and its serial queue of cells. It

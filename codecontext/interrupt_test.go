@@ -160,6 +160,46 @@ func TestInterruptStoppedInterpreter(t *testing.T) {
 	}
 }
 
+// TestInterruptStoppedBeforeStartRead: a cell that stopped its interpreter
+// before the engine read the driver's word that it started (held here until
+// the interrupt is sent) is not continued by its interrupt until that word
+// is read, and then gets the interrupt first: the statement after the stop
+// never runs. The interpreter was continued at once, and printed "back"
+// before the interrupt came (seen under load).
+func TestInterruptStoppedBeforeStartRead(t *testing.T) {
+	t.Parallel()
+	hold, read := make(chan struct{}), make(chan struct{}, 1)
+	var once sync.Once
+	c := newContext(t, Options{Language: Python, startRead: func() {
+		once.Do(func() {
+			read <- struct{}{}
+			<-hold
+		})
+	}})
+	var released sync.Once
+	release := func() { released.Do(func() { close(hold) }) }
+	defer release() // a failed test holds no reader
+	cell, err := c.Submit(CellOptions{Code: "import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)\nprint('back')"})
+	require.NoError(t, err)
+	pid := c.cmd.Process.Pid
+	processtest.WaitStopped(t, func() []int { return []int{pid} }, deadline)
+	select {
+	case <-read:
+	case <-time.After(deadline):
+		t.Fatal("the driver's word that the cell started was never read")
+	}
+	require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
+	require.True(t, proctree.Stopped(pid), "the interpreter was continued before its cell was known to run")
+	release()
+	r := wait(t, cell)
+	require.NotEqual(t, process.Lost, r.Reason, "%+v", r)
+	out, _ := output(cell)
+	require.NotContains(t, out, "back")
+	r, out, _ = run(t, c, "print('next')")
+	require.Equal(t, 0, code(r), "%+v", r)
+	require.Equal(t, "next\n", out)
+}
+
 // TestInterruptStoppedBetweenCells: an interpreter stopped from outside
 // between cells (kill -STOP) is continued by the interrupt of a cell sent to
 // it, which it never read while stopped: by kill INT, or at the cell's

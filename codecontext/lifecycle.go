@@ -92,6 +92,9 @@ func (c *Context) readControl() {
 		case "O":
 			cell.markOpened()
 		case "S":
+			if c.opts.startRead != nil {
+				c.opts.startRead()
+			}
 			cell.started()
 		case "A", "I":
 			cell.awaits()

@@ -95,9 +95,10 @@ func (cell *Cell) timeout() {
 
 // interrupt sends SIGINT once the driver runs the cell: sent earlier, it
 // would reach the driver between cells, which ignores it. An interpreter
-// stopped before it read the cell is continued at once. The first
-// interrupt also arms the escalation: a cell still running StopGrace later
-// is out of the interrupt's reach, and its interpreter is killed.
+// stopped before it read the cell is continued unstopAfter later, unless
+// the cell has started by then. The first interrupt also arms the
+// escalation: a cell still running StopGrace later is out of the
+// interrupt's reach, and its interpreter is killed.
 func (cell *Cell) interrupt(timedOut bool) {
 	cell.mu.Lock()
 	if cell.st == process.Terminal {
@@ -124,13 +125,32 @@ func (cell *Cell) interrupt(timedOut bool) {
 		cell.mu.Unlock()
 		// An interpreter stopped from outside between cells (kill -STOP)
 		// never reads the cell, nor says it started: it is continued to
-		// take it, and the interrupt then.
-		proctree.Unstop(cell.c.cmd.Process.Pid, syscall.SIGINT)
+		// take it, and the interrupt then. Not at once: one that a cell
+		// stopped (os.kill(os.getpid(), SIGSTOP)) said the cell started
+		// before it stopped, a word the engine may not have read yet;
+		// continued before the interrupt was sent, it ran the cell's next
+		// statements first, which Ctrl-C at a terminal never lets happen.
+		// Once the word is read, the interrupt goes first (sendINT).
+		cell.addTimer(time.AfterFunc(unstopAfter, func() {
+			cell.mu.Lock()
+			waits := !cell.isStarted && cell.st != process.Terminal
+			cell.mu.Unlock()
+			if waits {
+				proctree.Unstop(cell.c.cmd.Process.Pid, syscall.SIGINT)
+			}
+		}))
 		return
 	}
 	cell.mu.Unlock()
 	cell.sendINT(0)
 }
+
+// unstopAfter is how long an interrupt of a cell not yet started waits
+// before it continues a stopped interpreter (see interrupt): far longer
+// than the engine takes to read the driver's word that the cell started,
+// which is already sent when a cell stopped the interpreter; an
+// interpreter stopped between cells is continued that much later.
+const unstopAfter = time.Second
 
 // escalate ends the context of a cell still running after its interrupt's
 // grace: the interpreter is killed, the cell and the context are lost with
