@@ -382,7 +382,9 @@ func TestStalledBodyLetGo(t *testing.T) {
 		testToken, len(body))
 	require.NoError(t, err)
 	for _, part := range []string{body[:10], body[10:20], body[20:]} {
-		time.Sleep(150 * time.Millisecond)
+		// A sixth of the bound: at half of it, a loaded machine's sleep
+		// overshot it.
+		time.Sleep(50 * time.Millisecond)
 		_, err := conn.Write([]byte(part))
 		require.NoError(t, err)
 	}

@@ -183,7 +183,10 @@ func TestRun(t *testing.T) {
 		opts  client.StartOptions
 		check func(t *testing.T, r *client.RunResult)
 	}{
-		{"output", client.StartOptions{Cmd: "printf a; sleep 0.05; printf b >&2; sleep 0.05; printf c"}, func(t *testing.T, r *client.RunResult) {
+		// The channels are read each on its own: apart by less than a
+		// loaded machine may leave a reader waiting, two writes were
+		// logged out of order (acb at 50 ms).
+		{"output", client.StartOptions{Cmd: "printf a; sleep 0.3; printf b >&2; sleep 0.3; printf c"}, func(t *testing.T, r *client.RunResult) {
 			require.Equal(t, 0, exitCode(t, r.WaitResult))
 			require.Equal(t, "abc", r.Output)
 			require.Equal(t, "ac", r.Stdout)
