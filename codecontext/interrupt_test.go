@@ -639,7 +639,24 @@ func interruptWhenReady(t *testing.T, c *Context, code, ready string) process.Re
 	t.Helper()
 	cell, err := c.Submit(CellOptions{Code: code})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { _, err := os.Stat(ready); return err == nil }, deadline, 5*time.Millisecond)
+	// A cell that ends first (its program failed to start, say) is
+	// reported with how it ended, not as a ready file that never came.
+	require.Eventually(t, func() bool {
+		select {
+		case <-cell.Done():
+			return true
+		default:
+		}
+		_, err := os.Stat(ready)
+		return err == nil
+	}, deadline, 5*time.Millisecond)
+	select {
+	case <-cell.Done():
+		_, err := os.Stat(ready)
+		stdout, stderr := output(cell)
+		require.FailNow(t, "the cell ended before its interrupt", "ready file: %v; %+v; stdout %q; stderr %q", err, cell.Result(), stdout, stderr)
+	default:
+	}
 	require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
 	return wait(t, cell)
 }
