@@ -673,10 +673,15 @@ func TestInterruptOfProgramThatExecsAfterIt(t *testing.T) {
 	c := newContext(t, Options{Language: JavaScript})
 	run(t, c, "var kept = 1")
 	ready := filepath.Join(t.TempDir(), "ready")
+	// The program sleeps in short turns: CPython runs a handler between
+	// bytecodes, and a signal that comes after its last look and before
+	// time.sleep enters the kernel (a busy machine may hold the program
+	// there for a while, just after it made the ready file) is handled only
+	// once that sleep ends, as at a terminal.
 	program := "import os, signal, time\n" +
 		"signal.signal(signal.SIGINT, lambda *a: os.execvp('sleep', ['sleep', '60']))\n" +
 		"open(" + strconv.Quote(ready) + ", 'w').close()\n" +
-		"time.sleep(60)\n"
+		"while True: time.sleep(0.05)\n"
 	// A program of the cell in a process group of its own, which the
 	// interrupt does not reach, is not sent it after either.
 	detached := containmenttest.Marker()
