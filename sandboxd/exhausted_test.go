@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/conchsh/conch/internal/fdtest"
 	"github.com/conchsh/conch/internal/reapertest"
 	"github.com/conchsh/conch/sandboxd/sandboxdpb"
 )
@@ -99,30 +100,14 @@ func TestFilesOutOfDescriptorsChild(t *testing.T) {
 	// The client's connection is open before the count, and kept.
 	code, _, body := d.do(t, "GET", "/v1/files/f", nil, nil)
 	require.Equal(t, http.StatusOK, code, "%s", body)
-	fds, err := os.ReadDir("/proc/self/fd")
-	require.NoError(t, err)
-	var rl syscall.Rlimit
-	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl))
-	low := rl
-	low.Cur = uint64(len(fds) + 64)
-	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low))
-	var held []int
+	restoreLimit := fdtest.LimitAbove(t, 64)
+	held := fdtest.Fill(t) // every descriptor under the limit taken
 	restore := func() {
-		for _, fd := range held {
-			syscall.Close(fd)
-		}
+		fdtest.Close(held)
 		held = nil
-		require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl))
+		restoreLimit()
 	}
 	defer restore()
-	for { // every descriptor under the limit taken
-		fd, err := syscall.Open(os.DevNull, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
-		if err != nil {
-			require.ErrorIs(t, err, syscall.EMFILE)
-			break
-		}
-		held = append(held, fd)
-	}
 	for _, req := range []struct{ method, path, body string }{
 		{"GET", "/v1/files/f", ""},
 		{"PUT", "/v1/files/g", "y"},
