@@ -246,7 +246,7 @@ func attachInputs() int {
 }
 
 // TestAttachInputHeldKeepsClient: a live client that types more than the
-// input queue holds into a program that leaves it unread for many
+// input queue holds into a program that leaves it unread for several
 // heartbeats keeps its attachment: its pongs wait behind the input the
 // daemon holds back, and are not taken for a client gone. Once the program
 // reads, it gets every byte, in order. With more input than the socket's
@@ -272,7 +272,11 @@ func TestAttachInputHeldKeepsClient(t *testing.T) {
 
 func testAttachInputHeld(t *testing.T, total int, sleep string) {
 	d := start(t, server.Options{})
-	const heartbeat = 200 * time.Millisecond
+	// Still several heartbeats in the program's sleep. A client reading
+	// (for R, for the digest) must answer a ping within one: at 200 ms a
+	// loaded machine delayed a pong past it, and the daemon ended the
+	// attachment before R ("failed to read frame header: EOF").
+	const heartbeat = time.Second
 	server.SetHeartbeat(d.srv, heartbeat)
 	c := ctx(t)
 	// Made before the client attaches: a client that neither reads nor
@@ -283,7 +287,7 @@ func testAttachInputHeld(t *testing.T, total int, sleep string) {
 	}
 	p, err := d.c.Start(c, client.StartOptions{
 		Kind: process.KindPTY,
-		// The program reads nothing for many heartbeats, then all of it.
+		// The program reads nothing for several heartbeats, then all of it.
 		Cmd: fmt.Sprintf("stty raw -echo; printf R; sleep %s; head -c %d | sha256sum", sleep, total),
 	})
 	require.NoError(t, err)
