@@ -307,10 +307,11 @@ func TestDrainLingerStartsAgainWithEachRequest(t *testing.T) {
 	c := ctx(t)
 	d, id, end, drained := drainingWithWork(t, c)
 	end()
-	// Requests 200 ms apart, 1.6 s in all: each well within the 1 s that
-	// the one before it starts.
-	for range 8 {
-		time.Sleep(200 * time.Millisecond)
+	// Requests 100 ms apart, 1.6 s in all: each well within the 1 s that
+	// the one before it starts (at 200 ms apart, a loaded run's sleep and
+	// request together once took past it).
+	for range 16 {
+		time.Sleep(100 * time.Millisecond)
 		select {
 		case <-drained:
 			t.Fatal("the drain ended while a client went on asking about the work it waited for")
