@@ -3,7 +3,6 @@ package server_test
 import (
 	"bufio"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"syscall"
@@ -67,13 +66,8 @@ func TestBoundListenerShared(t *testing.T) {
 	livez := func() (int, string) {
 		conn := d.dial(t)
 		defer conn.Close()
-		_, err := fmt.Fprintf(conn, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-		require.NoError(t, err)
-		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		require.NoError(t, err)
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, string(b)
+		resp, b := livezOn(t, conn)
+		return resp.StatusCode, b
 	}
 	code, body := livez()
 	require.Equal(t, http.StatusOK, code, "the API serves while those beside hold their half: %s", body)

@@ -19,9 +19,9 @@ import (
 	"github.com/conchsh/conch/server"
 )
 
-// livezOnce sends a GET /livez without the token on conn and reads its
-// answer, which leaves the connection open and idle.
-func livezOnce(t *testing.T, conn net.Conn) {
+// livezOn sends a GET /livez without the token on conn and reads its
+// answer: the response (its body read and closed) and the body.
+func livezOn(t *testing.T, conn net.Conn) (*http.Response, string) {
 	t.Helper()
 	_, err := fmt.Fprintf(conn, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 	require.NoError(t, err)
@@ -29,7 +29,15 @@ func livezOnce(t *testing.T, conn net.Conn) {
 	require.NoError(t, err)
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+	return resp, string(b)
+}
+
+// livezOnce sends a GET /livez on conn (livezOn), which leaves the
+// connection open and idle.
+func livezOnce(t *testing.T, conn net.Conn) {
+	t.Helper()
+	resp, b := livezOn(t, conn)
+	require.Equal(t, http.StatusOK, resp.StatusCode, b)
 	require.False(t, resp.Close, "the connection is kept open")
 }
 
@@ -45,18 +53,13 @@ func livezIdle(t *testing.T, d *daemon) {
 	deadline := time.Now().Add(30 * time.Second) // a hang guard
 	for {
 		conn := d.dial(t)
-		_, err := fmt.Fprintf(conn, "GET /livez HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-		require.NoError(t, err)
-		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		require.NoError(t, err)
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		resp, b := livezOn(t, conn)
 		if resp.StatusCode == http.StatusTooManyRequests {
 			conn.Close()
 			require.True(t, time.Now().Before(deadline), "refused until the hang guard: %s", b)
 			continue
 		}
-		require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+		require.Equal(t, http.StatusOK, resp.StatusCode, b)
 		require.False(t, resp.Close, "the connection is kept open")
 		return
 	}
