@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -46,20 +45,7 @@ func TestStartOutOfDescriptorsChild(t *testing.T) {
 			break
 		}
 	}
-	fds, err := os.ReadDir("/proc/self/fd")
-	require.NoError(t, err)
-	var rl syscall.Rlimit
-	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl))
-	low := rl
-	low.Cur = uint64(len(fds) + 24)
-	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low))
-	restored := false
-	restore := func() {
-		if !restored {
-			restored = true
-			require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl))
-		}
-	}
+	restore := fdtest.LimitAbove(t, 24)
 	defer restore()
 	cctx, cancel := context.WithCancel(c)
 	defer cancel() // ends the streams: their processes are killed
