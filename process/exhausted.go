@@ -18,21 +18,28 @@ import (
 // it as their limits (HTTP 429 resource_exhausted, gRPC RESOURCE_EXHAUSTED).
 func Exhausted(err error) (string, bool) {
 	switch {
-	case errors.Is(err, syscall.ENFILE):
-		return fmt.Sprintf("the system's table of open files is full: end some sessions or processes (%v)", err), true
-	case errors.Is(err, syscall.EMFILE):
-		var lim syscall.Rlimit
-		n := "?"
-		if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil {
-			n = strconv.FormatUint(lim.Cur, 10)
-		}
-		return fmt.Sprintf("the daemon is at its limit of open files (%s, RLIMIT_NOFILE): end some sessions or processes, or start it with a higher limit (%v)", n, err), true
+	case OutOfFiles(err):
+		return fmt.Sprintf("%s (%v)", OutOfFilesWhy(err), err), true
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		return fmt.Sprintf("no room for the files a start makes (%v): the file system is full, of bytes or of inodes, or at a quota: free some room there (what commands left in /dev/shm), then retry", err), true
 	case forkRefused(err):
 		return fmt.Sprintf("no new process could be started (%v): a limit of processes is reached (a pids cgroup, the machine's), or memory is short: end some sessions or processes, then retry", err), true
 	}
 	return "", false
+}
+
+// OutOfFilesWhy says which limit of open files err (see OutOfFiles) is
+// of, with its value, and what to do, in words for a client.
+func OutOfFilesWhy(err error) string {
+	if errors.Is(err, syscall.ENFILE) {
+		return "the system's table of open files is full: end some sessions or processes"
+	}
+	var lim syscall.Rlimit
+	n := "?"
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil {
+		n = strconv.FormatUint(lim.Cur, 10)
+	}
+	return fmt.Sprintf("the daemon is at its limit of open files (%s, RLIMIT_NOFILE): end some sessions or processes, or start it with a higher limit", n)
 }
 
 // OutOfFiles reports whether err is the want of a descriptor: the

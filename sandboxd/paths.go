@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -210,7 +209,8 @@ func classifyPath(p string, err error) pathFault {
 		return pathFault{http.StatusBadRequest, codeInvalidArgument, codes.InvalidArgument, fmt.Sprintf("path %q holds a NUL byte", p)}
 	case process.OutOfFiles(err):
 		// Said without err, which names the path on disk.
-		return pathFault{http.StatusTooManyRequests, codeResourceExhausted, codes.ResourceExhausted, outOfFiles(p, err)}
+		return pathFault{http.StatusTooManyRequests, codeResourceExhausted, codes.ResourceExhausted,
+			fmt.Sprintf("%q could not be opened: %s, then retry", "/"+strings.TrimPrefix(p, "/"), process.OutOfFilesWhy(err))}
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT):
 		// Said of the client's path and the errno alone: err names the
 		// write's temporary file, on disk.
@@ -235,20 +235,4 @@ func tooLong(p string) string {
 		}
 	}
 	return "the path on disk, with the sandbox root's path before it, is over 4095 bytes (PATH_MAX)"
-}
-
-// outOfFiles says why the request on the client's path p found no
-// descriptor free (err, EMFILE or ENFILE), and what to do: as a start so
-// refused is told (process.Exhausted), without the path on disk.
-func outOfFiles(p string, err error) string {
-	p = "/" + strings.TrimPrefix(p, "/")
-	if errors.Is(err, syscall.ENFILE) {
-		return fmt.Sprintf("%q could not be opened: the system's table of open files is full: end some processes, then retry", p)
-	}
-	n := "?"
-	var lim syscall.Rlimit
-	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil {
-		n = strconv.FormatUint(lim.Cur, 10)
-	}
-	return fmt.Sprintf("%q could not be opened: the daemon is at its limit of open files (%s, RLIMIT_NOFILE): end some processes or downloads, or start it with a higher limit, then retry", p, n)
 }
