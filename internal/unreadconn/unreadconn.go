@@ -1,5 +1,6 @@
 // Package unreadconn dials the connection of a client that reads nothing,
-// for the tests of what a server does with one.
+// for the tests of what a server does with one, and looks at the server's
+// end of it (its state, what it has queued to send) as the kernel shows it.
 package unreadconn
 
 import (
