@@ -157,6 +157,7 @@ export class ProcessHandle {
       const began = Date.now()
       const { status, body } = await this.#t.json('GET', `${this.#path}/ready`, {
         query: { port: options.port, pattern: options.pattern, timeout }, timeout: timeout + answerMargin,
+        ...(options.signal ? { signal: options.signal } : {}),
       })
       if (status === 200) {
         const b = record(body, 'ready', status)
@@ -167,7 +168,8 @@ export class ProcessHandle {
       // A 202 that came before its window passed (not the daemon's) is
       // asked again only once it passed, not at once, for ever.
       const soon = Math.min(began + timeout, deadline) - Date.now()
-      if (soon > 0) await pause(soon)
+      if (soon > 0) await pause(soon, options.signal)
+      options.signal?.throwIfAborted()
       if (Date.now() >= deadline) return { ready: false, result: { reason: 'timed_out', rawReason: 'wait_timeout' } }
     }
   }

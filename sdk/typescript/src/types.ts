@@ -411,6 +411,8 @@ export interface ReadyOptions {
   pattern?: string
   /** Caller wait budget in milliseconds; omitted or 0 waits until ready or ended. */
   timeout?: number
+  /** Aborts the wait: `ready` rejects with the signal's reason, and the process goes on. */
+  signal?: AbortSignal
 }
 
 export type ReadyResult =

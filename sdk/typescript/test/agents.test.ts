@@ -168,6 +168,25 @@ describe('ready', () => {
     assert.deepEqual(!r.ready && [r.result.reason, r.result.exitCode], ['exited', 7])
   })
 
+  test('an AbortSignal ends ready at once with its reason, within a window or between two, the process running', async () => {
+    const h = await sb.process.start('sleep 30')
+    try {
+      const why = new Error('the agent moved on')
+      for (const [waitWindow, after] of [[60_000, 300], [200, 700]]) {
+        const ac = new AbortController()
+        setTimeout(() => ac.abort(why), after)
+        const began = Date.now()
+        await assert.rejects(d.sandbox({ waitWindow }).process.connect(h.id).ready({ pattern: 'never', timeout: guard, signal: ac.signal }),
+          (e: unknown) => e === why, `waitWindow ${waitWindow}`)
+        assert.ok(Date.now() - began < guard / 2, `waitWindow ${waitWindow}: the abort did not end the wait`)
+      }
+      await assert.rejects(h.ready({ pattern: 'never', signal: AbortSignal.abort(why) }), (e: unknown) => e === why)
+      assert.equal((await h.get()).state, 'running')
+    } finally {
+      await h.delete()
+    }
+  })
+
   test('a wait that runs out is ready: false, timed_out / wait_timeout, the process running', async () => {
     const h = await sb.process.start('sleep 30')
     try {
