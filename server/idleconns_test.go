@@ -2,10 +2,12 @@ package server_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -400,4 +402,71 @@ func postUnauthed(t *testing.T, d *daemon, size int) net.Conn {
 	_, err := fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", size)
 	require.NoError(t, err)
 	return conn
+}
+
+// TestRefusalWaitsForTheRequest: a connection refused at --max-connections
+// is answered once its request begins to come, so that a Go client whose
+// request is written a moment after it connected, as on a loaded machine,
+// gets the 429 to act on. Written as the connection was accepted, the
+// answer came before the request, which Go's transport takes for an answer
+// to nothing asked and fails the request with ("readLoopPeekFailLocked").
+// A client that sends nothing is answered all the same, a moment later.
+func TestRefusalWaitsForTheRequest(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{MaxConnections: 1})
+	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "sleep 120"})
+	require.NoError(t, err)
+	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
+	d.c.CloseIdleConnections()
+	held := d.dial(t)
+	_, err = fmt.Fprintf(held, "GET /v1/processes/%s/wait?timeout=120000 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", p.ID, testToken)
+	require.NoError(t, err)
+	deadline := time.Now().Add(30 * time.Second) // a hang guard
+	for {
+		conn := d.dial(t)
+		resp, _ := livezOn(t, conn)
+		conn.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			break // the wait holds the one place
+		}
+		require.True(t, time.Now().Before(deadline), "the wait never held the bound")
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// Nothing comes before the request.
+	conn := d.dial(t)
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(150*time.Millisecond)))
+	n, err := conn.Read(make([]byte, 1))
+	require.ErrorIs(t, err, os.ErrDeadlineExceeded, "%d bytes came before the request", n)
+	require.NoError(t, conn.SetDeadline(time.Now().Add(30*time.Second))) // a hang guard
+	resp, b := livezOn(t, conn)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, b)
+	require.Equal(t, "1", resp.Header.Get("Retry-After"))
+	require.Contains(t, b, "--max-connections")
+	// A client that sends nothing gets it too.
+	quiet := d.dial(t)
+	resp, err = http.ReadResponse(bufio.NewReader(quiet), nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+
+	// Go's transport, its request asked for a moment after it connected.
+	tr := &http.Transport{DialContext: func(c context.Context, network, addr string) (net.Conn, error) {
+		conn, err := (&net.Dialer{}).DialContext(c, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		time.Sleep(100 * time.Millisecond)
+		return conn, nil
+	}}
+	defer tr.CloseIdleConnections()
+	for range 3 {
+		req, err := http.NewRequestWithContext(ctx(t), "GET", d.url+"/livez", nil)
+		require.NoError(t, err)
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		require.NoError(t, err, "the refusal answers the request")
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, string(b))
+	}
 }

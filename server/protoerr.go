@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -336,29 +338,41 @@ func before(a, b candidate) bool {
 	return a.since < b.since
 }
 
-// refuseConn answers c 429, saying msg, and closes it, within a second. What the client
-// sends meanwhile is read and discarded, so that one that sends its whole
-// request before it reads the answer gets the answer rather than a reset;
-// a client that sends nothing for refuseIdle is not waited for, and past
-// refuseLingering refusals at once none is, so that refused connections
-// cannot take the descriptors the bound keeps.
+// refuseConn answers c 429, saying msg, and closes it, within a second. The
+// answer waits for the request to begin coming, up to refuseIdle: written
+// before, it answers nothing asked yet, which Go's transport, when its
+// request is not written yet, takes for a broken connection, failing the
+// request with that rather than with the 429. What the client sends is
+// read and discarded, so that one that sends its whole request before it
+// reads the answer gets the answer rather than a reset; a client that
+// sends nothing for refuseIdle is not waited for, and past
+// refuseLingering refusals at once none is (the answer goes at once), so
+// that refused connections cannot take the descriptors the bound keeps.
 func refuseConn(c net.Conn, msg string) {
 	defer c.Close()
 	end := time.Now().Add(time.Second)
 	_ = c.SetDeadline(end)
-	if err := tooMany(c, msg); err != nil {
-		return
-	}
 	if refusing.Add(1) > refuseLingering {
 		refusing.Add(-1)
+		_ = tooMany(c, msg)
 		return
 	}
 	defer refusing.Add(-1)
+	buf := restBuffers.Get().(*[32 << 10]byte)
+	defer restBuffers.Put(buf)
+	_ = c.SetReadDeadline(time.Now().Add(refuseIdle))
+	if _, err := c.Read(buf[:]); err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			_ = tooMany(c, msg) // a client that waits for it before it asks
+		}
+		return
+	}
+	if err := tooMany(c, msg); err != nil {
+		return
+	}
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite() // the answer is whole: a client that reads to the end sees it end
 	}
-	buf := restBuffers.Get().(*[32 << 10]byte)
-	defer restBuffers.Put(buf)
 	for {
 		next := time.Now().Add(refuseIdle)
 		if next.After(end) {
