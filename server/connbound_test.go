@@ -29,10 +29,8 @@ func TestBoundListenerShared(t *testing.T) {
 	const bound = 8
 	d := start(t, server.Options{MaxConnections: bound})
 	require.Equal(t, bound, d.srv.MaxConnections())
-	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "sleep 120"})
-	require.NoError(t, err)
+	p := startClosing(t, d, `{"cmd":"sleep 120"}`) // not on a connection kept alive, which holds a place a moment after it is let go of
 	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
-	d.c.CloseIdleConnections()
 
 	rawA, acceptedA := serveBeside(t, d, 2*bound)
 	rawB, acceptedB := serveBeside(t, d, 2*bound)
@@ -77,6 +75,7 @@ func TestBoundListenerShared(t *testing.T) {
 		conn := d.dial(t)
 		_, err := fmt.Fprintf(conn, "GET /v1/processes/%s/wait?timeout=120000 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", p.ID, testToken)
 		require.NoError(t, err)
+		delivered(t, conn)          // not a connection that holds no request, closed to make room
 		waits = append(waits, conn) // serving, waiting on the process
 	}
 	deadline := time.Now().Add(30 * time.Second) // a hang guard: the livez connection may still count a moment
@@ -150,17 +149,18 @@ func TestBoundListenerTakesAConnectionGoneIdle(t *testing.T) {
 	t.Parallel()
 	const bound = 4
 	d := start(t, server.Options{MaxConnections: bound})
-	c := ctx(t)
-	p, err := d.c.Start(c, client.StartOptions{Cmd: "sleep 120"})
-	require.NoError(t, err)
+	// Started on a connection the daemon closes once it answered: the
+	// client's own, kept alive, would hold a place a moment after it is
+	// let go of, and a wait would be refused for it.
+	p := startClosing(t, d, `{"cmd":"sleep 120"}`)
 	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
-	d.c.CloseIdleConnections()
 	raw, accepted := serveBeside(t, d, 1)
 	waits := make([]net.Conn, 0, bound)
 	for range bound {
 		conn := d.dial(t)
 		_, err := fmt.Fprintf(conn, "GET /v1/processes/%s/wait?timeout=120000 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", p.ID, testToken)
 		require.NoError(t, err)
+		delivered(t, conn)          // not a connection that holds no request, closed to make room
 		waits = append(waits, conn) // serving, waiting on the process
 	}
 	// Every wait is being served once a new connection to the API is

@@ -414,13 +414,13 @@ func postUnauthed(t *testing.T, d *daemon, size int) net.Conn {
 func TestRefusalWaitsForTheRequest(t *testing.T) {
 	t.Parallel()
 	d := start(t, server.Options{MaxConnections: 1})
-	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: "sleep 120"})
-	require.NoError(t, err)
+	p := startClosing(t, d, `{"cmd":"sleep 120"}`) // not on a connection kept alive, which holds a place a moment after it is let go of
 	defer d.c.Kill(ctx(t), p.ID, client.KillOptions{Signal: "KILL"})
 	d.c.CloseIdleConnections()
 	held := d.dial(t)
-	_, err = fmt.Fprintf(held, "GET /v1/processes/%s/wait?timeout=120000 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", p.ID, testToken)
+	_, err := fmt.Fprintf(held, "GET /v1/processes/%s/wait?timeout=120000 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", p.ID, testToken)
 	require.NoError(t, err)
+	delivered(t, held)                           // not a connection that holds no request, closed to make room
 	deadline := time.Now().Add(30 * time.Second) // a hang guard
 	for {
 		conn := d.dial(t)
