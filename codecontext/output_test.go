@@ -494,3 +494,17 @@ func TestPythonStreamDetached(t *testing.T) {
 	require.Equal(t, 0, code(r), errOut)
 	require.Equal(t, "back\n", out)
 }
+
+// TestStdinUnreadIsDropped: what a cell left of its stdin is dropped and
+// counted, what was still queued and what its FIFO held alike.
+func TestStdinUnreadIsDropped(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	cell, err := c.Submit(CellOptions{Code: "import os\nn = 0\nwhile n < 10: n += len(os.read(0, 10 - n))\nos.close(0)", Stdin: process.StdinOpen})
+	require.NoError(t, err)
+	const total = 500_000 // more than the FIFO holds
+	require.NoError(t, cell.WriteStdin(make([]byte, total)))
+	r := wait(t, cell)
+	require.Equal(t, 0, code(r), "%+v", r)
+	require.Equal(t, int64(total-10), cell.Info().StdinDroppedBytes)
+}

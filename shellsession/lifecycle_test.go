@@ -283,6 +283,56 @@ func TestStdinOpen(t *testing.T) {
 	}
 }
 
+// TestStdinClosedEarlyCountsFIFO: a command that read a little of its stdin
+// and closed it before its end left what its FIFO held unread, never to be
+// read: that counts as dropped, with what was still queued. It was counted
+// as none once the feeder's write had failed before the command's end.
+func TestStdinClosedEarlyCountsFIFO(t *testing.T) {
+	t.Parallel()
+	for _, shell := range []string{"bash", "dash"} {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell})
+			// The command waits on gate before it reads, and once it
+			// closed its stdin, until the feeder has stopped.
+			gate := filepath.Join(t.TempDir(), "gate")
+			require.NoError(t, syscall.Mkfifo(gate, 0o600))
+			g, err := os.OpenFile(gate, os.O_RDWR, 0)
+			require.NoError(t, err)
+			defer g.Close()
+			c, err := s.Submit(CommandOptions{Cmd: "read x <" + gate + "; head -c 10 >/dev/null; exec 0<&-; read x <" + gate, Stdin: process.StdinOpen})
+			require.NoError(t, err)
+			const total = 500_000 // more than the FIFO holds
+			require.NoError(t, c.WriteStdin(make([]byte, total)))
+			dir, err := filepath.EvalSymlinks(s.dir.Path())
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return feederHolds(dir) }, deadline, time.Millisecond, "the feeder opens the FIFO")
+			_, err = g.Write([]byte("\n"))
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return !feederHolds(dir) }, deadline, time.Millisecond,
+				"the feeder stops once the command closed its stdin")
+			_, err = g.Write([]byte("\n"))
+			require.NoError(t, err)
+			r := wait(t, c)
+			require.Equal(t, 0, code(r), "%+v", r)
+			require.Equal(t, int64(total-10), c.Info().StdinDroppedBytes)
+		})
+	}
+}
+
+// feederHolds reports whether this process holds a command's stdin FIFO
+// in dir open: its feeder, until it stops.
+func feederHolds(dir string) bool {
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, fd := range fds {
+		target, err := os.Readlink("/proc/self/fd/" + fd.Name())
+		if err == nil && strings.HasPrefix(target, dir+"/") && strings.HasSuffix(target, ".i") {
+			return true
+		}
+	}
+	return false
+}
+
 // TestKillReachesCommandNotShell: TERM ends the command's program; the
 // shell and an earlier background job live on.
 func TestKillReachesCommandNotShell(t *testing.T) {

@@ -1,9 +1,11 @@
 package resident
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/conchsh/conch/internal/inputwait"
@@ -23,7 +25,7 @@ type Stdin struct {
 	chunks  [][]byte
 	queue   process.StdinQueue // bytes in chunks and those the feeder has not written yet
 	dropped int64              // what was queued, or in the FIFO unread, once Close was first called
-	unread  int64              // what the FIFO held unread when the feeder stopped at the command's end
+	unread  int64              // what the FIFO held unread when the feeder stopped at the command's end, or as its reader closed it
 	eof     bool               // CloseWrite was called
 	closed  bool               // the command ended: nothing more is written
 	opened  bool               // the reader has opened the FIFO
@@ -159,10 +161,14 @@ func (b *Stdin) Feed(f *os.File) {
 	fed := make(chan struct{})
 	b.fed = fed
 	b.mu.Unlock()
+	var werr error
 	defer func() {
 		b.mu.Lock()
-		if b.closed {
-			b.unread = rawcall.Unread(f) // never read: dropped too (see Close)
+		if b.closed || errors.Is(werr, syscall.EPIPE) {
+			// Never read: dropped too (see Close). With its reader
+			// gone (the command closed its stdin), what the FIFO holds
+			// goes with the close below, before the command's end.
+			b.unread = rawcall.Unread(f)
 		}
 		b.mu.Unlock()
 		close(fed)
@@ -186,6 +192,7 @@ func (b *Stdin) Feed(f *os.File) {
 			b.queue.Queued -= n
 			b.mu.Unlock()
 			if err != nil {
+				werr = err
 				return
 			}
 		}

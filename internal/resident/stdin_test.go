@@ -136,3 +136,29 @@ func TestStdinClosedSaysWhy(t *testing.T) {
 	b.Close()
 	require.EqualError(t, b.Write([]byte("x")), "unsupported operation: stdin is closed: the command has ended")
 }
+
+// TestStdinReaderGoneCountsFIFO: a command that read a little of its stdin
+// and closed it left the rest in the FIFO, never to be read: that counts as
+// dropped with what was still queued, also when the feeder stopped on its
+// failed write before the command's end (it was counted as none).
+func TestStdinReaderGoneCountsFIFO(t *testing.T) {
+	t.Parallel()
+	var b Stdin
+	b.Init(true, false)
+	path := filepath.Join(t.TempDir(), "in")
+	require.NoError(t, syscall.Mkfifo(path, 0o600))
+	r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0) // opens with no writer yet
+	require.NoError(t, err)
+	defer r.Close()
+	w, err := os.OpenFile(path, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	done := feed(&b, w)
+	const total = 500_000 // more than the FIFO holds
+	require.NoError(t, b.Write(make([]byte, total)))
+	_, err = io.ReadFull(r, make([]byte, 10))
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	returns(t, done, "the feeder, its reader gone") // its write failed
+	b.Close()
+	require.Equal(t, int64(total-10), b.Dropped())
+}
