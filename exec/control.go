@@ -349,8 +349,9 @@ func (p *Process) StdinQueued() int {
 // stty eof set another), which a program reading lines gets as end-of-file:
 // twice where the input before it left a line unfinished in canonical mode,
 // as at a terminal, since the first only hands the partial line over.
-// ErrStdinNotOpen when stdin is closed already or the process has
-// ended.
+// ErrStdinNotOpen when stdin is closed already (its end-of-file was sent,
+// or the program closed it, found by a write that failed) or the process
+// has ended.
 func (p *Process) CloseStdin() error {
 	if p.pty != nil {
 		if err := p.stdinOpen(); err != nil {
@@ -360,7 +361,7 @@ func (p *Process) CloseStdin() error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.in == nil || p.stdinClosed || p.exited {
+	if p.in == nil || p.stdinClosed || p.exited || p.feed.ended() {
 		return process.ErrStdinNotOpen
 	}
 	p.stdinClosed = true

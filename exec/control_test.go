@@ -190,9 +190,9 @@ func TestStdin(t *testing.T) {
 		err := p.CloseStdin()
 		assert.ErrorIs(t, err, process.ErrStdinNotOpen, "CloseStdin twice")
 	})
-	// The record says closed, while the process runs, once a write would
-	// be refused: after end-of-file was sent, and after the program
-	// closed its stdin (found by the write that failed).
+	// The record says closed, while the process runs, once a write or
+	// an end-of-file would be refused: after end-of-file was sent, and
+	// after the program closed its stdin (found by the write that failed).
 	t.Run("record-says-closed", func(t *testing.T) {
 		t.Parallel()
 		p := start(t, Options{Cmd: "sleep 30", Stdin: process.StdinOpen})
@@ -207,6 +207,10 @@ func TestStdin(t *testing.T) {
 		require.Eventually(t, func() bool { return q.Info().Stdin == process.StdinClosed }, 10*time.Second, 5*time.Millisecond,
 			"the record still says %s", q.Info().Stdin)
 		require.ErrorIs(t, q.WriteStdin([]byte("y")), process.ErrStdinNotOpen)
+		// Its end-of-file is refused likewise, as the record says: it
+		// was taken once, and refused only the second time.
+		require.ErrorIs(t, q.CloseStdin(), process.ErrStdinNotOpen)
+		require.Equal(t, process.StdinClosed, q.Info().Stdin)
 	})
 	t.Run("write-after-exit", func(t *testing.T) {
 		t.Parallel()
