@@ -199,3 +199,30 @@ func TestStdinReadIsNotDropped(t *testing.T) {
 		require.Zero(t, r.StdinDroppedBytes, "%d: the line was read", i)
 	}
 }
+
+// TestStdinClosedByTheProgram: once an exec process closed its stdin (a
+// write found it), its record says closed, and input and end-of-file alike
+// are refused, 409: the first end-of-file was taken, 204.
+func TestStdinClosedByTheProgram(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	p, err := d.c.Start(c, client.StartOptions{Cmd: "exec 0<&-; echo closed; sleep 30", Stdin: process.StdinOpen})
+	require.NoError(t, err)
+	defer d.c.Kill(c, p.ID, client.KillOptions{Signal: "KILL"})
+	require.Eventually(t, func() bool {
+		page, err := d.c.Logs(c, p.ID, client.LogsOptions{})
+		return err == nil && len(page.Items) > 0 && strings.Contains(page.Items[0].Data, "closed")
+	}, 20*time.Second, 5*time.Millisecond, "the program closes its stdin")
+	require.NoError(t, d.c.WriteStdin(c, p.ID, []byte("abc"), false)) // queued: its write fails
+	require.Eventually(t, func() bool {
+		got, err := d.c.Get(c, p.ID)
+		return err == nil && got.Stdin == process.StdinClosed
+	}, 20*time.Second, 5*time.Millisecond, "the record says stdin closed")
+	for _, eof := range []bool{true, false, true} {
+		err := d.c.WriteStdin(c, p.ID, nil, eof)
+		var e *client.Error
+		require.True(t, errors.As(err, &e), "eof %t: %v", eof, err)
+		require.Equal(t, 409, e.Status, "eof %t: %v", eof, err)
+	}
+}
