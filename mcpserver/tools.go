@@ -199,6 +199,7 @@ func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput)
 	if err != nil {
 		return nil, Result{}, explain(err)
 	}
+	r = s.whole(ctx, cmd.ID, r, wait.limit)
 	out := s.result(ctx, r, answerOutput(r, "0"), p, id, wait.limit)
 	out.Session = name
 	s.answered(out)
@@ -270,9 +271,14 @@ func (s *Server) interact(ctx context.Context, req *mcp.CallToolRequest, in Inte
 	if err != nil {
 		return nil, Result{}, explain(err)
 	}
+	if lead != nil {
+		r = s.whole(ctx, in.ID, r, wait.limit-int64(len(lead.data)))
+	} else {
+		r = s.whole(ctx, in.ID, r, wait.limit)
+	}
 	o := answerOutput(r, asked)
 	if lead != nil {
-		o = o.withLead(*lead, shown, int(daemonLimit(wait.limit)))
+		o = o.withLead(*lead, shown, int(wait.limit))
 	}
 	if lead != nil || !r.Truncated {
 		// Else what came after the cursor was dropped: what follows is
@@ -302,6 +308,39 @@ func (s *Server) interact(ctx context.Context, req *mcp.CallToolRequest, in Inte
 	}
 	s.answered(out)
 	return textResult(out), out, nil
+}
+
+// whole is r, the daemon's answer for the command id, with the bytes it
+// left out read back in when all of its output fits in limit: the daemon
+// is asked for less than limit (daemonLimit), leaving room for the line
+// that says what was omitted, which output that fits needs not. r as it is
+// when they cannot all be read (retention dropped some, say).
+func (s *Server) whole(ctx context.Context, id string, r *client.RunResult, limit int64) *client.RunResult {
+	if r.OmittedBytes <= 0 {
+		return r
+	}
+	total := r.OmittedBytes
+	for _, f := range r.Logs {
+		b, err := f.Bytes()
+		if err != nil {
+			return r
+		}
+		total += int64(len(b))
+	}
+	if total > limit {
+		return r
+	}
+	var frames []client.LogFrame
+	dropped, err := s.c.WholeOutput(ctx, id, r, func(f client.LogFrame) error {
+		frames = append(frames, f)
+		return nil
+	})
+	if err != nil || dropped {
+		return r
+	}
+	w := *r
+	w.Logs, w.OmittedBytes, w.OmittedAfter, w.HeadFrames = frames, 0, "", 0
+	return &w
 }
 
 // joinNotes joins two notes of an answer.
