@@ -417,6 +417,19 @@ type ListOutput struct {
 
 func (s *Server) list(ctx context.Context, _ *mcp.CallToolRequest, _ ListInput) (*mcp.CallToolResult, ListOutput, error) {
 	names := s.names()
+	if s.Shared {
+		// The daemon's running named sessions too: another server's, or
+		// one this server's name has not taken yet.
+		all, err := s.c.Sessions(ctx)
+		if err != nil {
+			return nil, ListOutput{}, explain(err)
+		}
+		for _, p := range all {
+			if _, ok := names[p.ID]; !ok && p.Name != "" && !p.Ended() {
+				names[p.ID] = p.Name
+			}
+		}
+	}
 	out := ListOutput{Sessions: []SessionInfo{}, Processes: []ProcessInfo{}}
 	// names is a map, whose order changes from one range to the next.
 	created := make(map[string]time.Time, len(names))
@@ -495,6 +508,16 @@ func (s *Server) closeSession(ctx context.Context, req *mcp.CallToolRequest, in 
 	s.mu.Lock()
 	n, ok := s.sessions[name]
 	s.mu.Unlock()
+	if s.Shared && (!ok || n.ended) {
+		// The session a run under the name would take.
+		p, err := s.daemonSession(ctx, name, n.id)
+		if err != nil {
+			return nil, CloseOutput{}, explain(err)
+		}
+		if p != nil {
+			n, ok = named{id: p.ID, shell: p.Shell, language: p.Language}, true
+		}
+	}
 	id := n.id
 	if !ok {
 		return nil, CloseOutput{}, fmt.Errorf("no session %s: the list tool shows the sessions", quoteName(name))
@@ -504,7 +527,11 @@ func (s *Server) closeSession(ctx context.Context, req *mcp.CallToolRequest, in 
 	if err != nil && !(errors.As(err, &ce) && ce.Code == client.CodeNotFound) {
 		return nil, CloseOutput{}, explain(err)
 	}
-	s.forget(name, id)
+	s.mu.Lock()
+	if cur, ok := s.sessions[name]; ok && (cur.id == id || cur.ended) {
+		delete(s.sessions, name) // and its kind: the next run makes a new session
+	}
+	s.mu.Unlock()
 	out := CloseOutput{Session: name, ID: id, Closed: true}
 	what := "shell"
 	if n.language != "" {

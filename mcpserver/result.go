@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -66,9 +67,23 @@ func (s *Server) result(ctx context.Context, r *client.RunResult, o output, p *c
 	if sessionID != "" {
 		if sess, err := s.c.Session(ctx, sessionID); err == nil {
 			out.Cwd = sess.Cwd
+			if sess.Ended() {
+				// The daemon ends a session before the command its shell
+				// or interpreter ended under (exit, sys.exit()).
+				out.Note = endedNote(sess)
+			}
 		}
 	}
 	return out
+}
+
+// endedNote says that the session sess has ended, for the answer of a
+// command that ended with it.
+func endedNote(sess *client.Process) string {
+	if sess.Language != "" {
+		return "the session has ended: its " + sess.Language + " interpreter is gone, and its variables and imports with it"
+	}
+	return "the session has ended: its " + cmp.Or(sess.Shell, "shell") + " shell is gone, and its cwd, environment and shell state with it"
 }
 
 // output is an answer's output as bytes: all of it in head, or a head and a

@@ -42,6 +42,14 @@ const (
 type Server struct {
 	c       *client.Client
 	version string
+	// Shared says that the daemon outlives the server and that other
+	// clients may drive it (conch mcp --url): a name the server has no
+	// running session of takes the daemon's running session of that name,
+	// the newest, and list and close_session reach the daemon's running
+	// named sessions, so that a server started again goes on in the
+	// sessions of the one before it rather than leave them running out of
+	// reach. Set it before Run.
+	Shared bool
 
 	mu       sync.Mutex
 	sessions map[string]named     // by name
@@ -67,6 +75,13 @@ type named struct {
 	id       string
 	shell    string // a shell session's shell
 	language string // a code context's language; empty for a shell session
+	// opts are what the session was made with (its shell or language,
+	// cwd and limits), which the next run makes it again with once it has
+	// ended: a name keeps its kind.
+	opts client.SessionOptions
+	// ended says the session's shell or interpreter has ended: the next
+	// run under its name makes a new one with opts.
+	ended bool
 }
 
 // kind is what the session is, in words for a tool's error.
@@ -76,6 +91,24 @@ func (n named) kind() string {
 	}
 	return "a " + cmp.Or(n.shell, "shell") + " shell session"
 }
+
+// fresh is what the next run makes of n once it has ended, in words.
+func (n named) fresh() string {
+	if n.language != "" {
+		return "a new " + n.language + " context"
+	}
+	return "a new " + cmp.Or(n.shell, "shell") + " session"
+}
+
+// origin is how session found the session it returns.
+type origin int
+
+const (
+	existing origin = iota // this server's, running
+	created                // made from the run's options
+	remade                 // made again, as it was, after it ended
+	adopted                // the daemon's running session of that name (Shared)
+)
 
 // New returns a Server whose tools drive the daemon c.
 func New(c *client.Client, version string) *Server {
@@ -222,14 +255,18 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // session returns the session called name, creating it with opts (its
-// shell or language, and cwd) when there is none yet. created says it was
-// just made.
-func (s *Server) session(ctx context.Context, name string, opts client.SessionOptions) (n named, created bool, err error) {
+// shell or language, cwd and limits) when there is none yet: how says how
+// it was found. A session of the name that has ended is made again as it
+// was made, but with the cwd and limits opts give; a language that does not
+// match its kind is an error, and a shell other than its own is ignored.
+// With Shared, a daemon's running session of the name is taken first.
+func (s *Server) session(ctx context.Context, name string, opts client.SessionOptions) (n named, how origin, err error) {
 	for {
 		s.mu.Lock()
-		if n, ok := s.sessions[name]; ok {
+		prev, known := s.sessions[name]
+		if known && !prev.ended {
 			s.mu.Unlock()
-			return n, false, nil
+			return prev, existing, nil
 		}
 		if c, ok := s.creating[name]; ok {
 			// Another call creates it: wait for that one, not for the
@@ -239,32 +276,85 @@ func (s *Server) session(ctx context.Context, name string, opts client.SessionOp
 			select {
 			case <-c.done:
 			case <-ctx.Done():
-				return named{}, false, ctx.Err()
+				return named{}, existing, ctx.Err()
 			}
 			if c.err != nil && ctx.Err() == nil && !errors.Is(c.err, context.Canceled) {
-				return named{}, false, c.err
+				return named{}, existing, c.err
 			}
 			continue // created, or its caller gave up: look again
 		}
 		c := &creation{done: make(chan struct{})}
 		s.creating[name] = c
 		s.mu.Unlock()
-		opts.Name = name
-		cctx, cancel := context.WithTimeout(ctx, createTimeout)
-		p, err := s.c.CreateSession(cctx, opts)
-		cancel()
+		n, how, err = s.make(ctx, name, opts, prev, known)
 		s.mu.Lock()
 		delete(s.creating, name)
 		if err == nil {
-			n = named{id: p.ID, shell: p.Shell, language: p.Language}
 			s.sessions[name] = n
 		} else {
-			c.err = fmt.Errorf("create session %q: %w", name, explain(err))
+			c.err = err
 		}
 		s.mu.Unlock()
 		close(c.done)
-		return n, err == nil, c.err
+		return n, how, err
 	}
+}
+
+// make makes the session called name, or finds the daemon's (see
+// session); prev is the one the name had, which has ended, when known.
+func (s *Server) make(ctx context.Context, name string, opts client.SessionOptions, prev named, known bool) (named, origin, error) {
+	if s.Shared {
+		p, err := s.daemonSession(ctx, name, prev.id)
+		if err != nil {
+			return named{}, existing, fmt.Errorf("look for session %q: %w", name, explain(err))
+		}
+		if p != nil {
+			return named{id: p.ID, shell: p.Shell, language: p.Language,
+				opts: client.SessionOptions{Shell: p.Shell, Language: p.Language}}, adopted, nil
+		}
+	}
+	how := created
+	if known {
+		if err := mismatch(name, prev, opts.Language); err != nil {
+			return named{}, existing, err
+		}
+		how = remade
+		again := prev.opts
+		again.Cwd = cmp.Or(opts.Cwd, again.Cwd)
+		if opts.Limits != nil {
+			again.Limits = opts.Limits
+		}
+		opts = again
+	}
+	opts.Name = name
+	cctx, cancel := context.WithTimeout(ctx, createTimeout)
+	p, err := s.c.CreateSession(cctx, opts)
+	cancel()
+	if err != nil {
+		return named{}, existing, fmt.Errorf("create session %q: %w", name, explain(err))
+	}
+	return named{id: p.ID, shell: p.Shell, language: p.Language, opts: opts}, how, nil
+}
+
+// daemonSession is the daemon's newest running session called name other
+// than the one whose id is not, or nil when there is none.
+func (s *Server) daemonSession(ctx context.Context, name, not string) (*client.Process, error) {
+	all, err := s.c.Sessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var newest *client.Process
+	for i := range all {
+		p := &all[i]
+		if p.Name != name || p.ID == not || p.Ended() {
+			continue
+		}
+		// The daemon lists them oldest first: a tie goes to the later.
+		if newest == nil || !p.CreatedAt.Time.Before(newest.CreatedAt.Time) {
+			newest = p
+		}
+	}
+	return newest, nil
 }
 
 // creation is a session being created: done is closed once it is, with err
@@ -316,6 +406,21 @@ func (s *Server) forget(name, id string) {
 	if s.sessions[name].id == id {
 		delete(s.sessions, name)
 	}
+}
+
+// ended notes that the session called name has ended, if it still has id,
+// and returns what the name now holds: the next run makes it again with
+// the same kind (see session). ok is false when the name holds nothing
+// (close_session forgot it).
+func (s *Server) ended(name, id string) (n named, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok = s.sessions[name]
+	if ok && n.id == id {
+		n.ended = true
+		s.sessions[name] = n
+	}
+	return n, ok
 }
 
 // names returns the session id → name map.

@@ -38,7 +38,9 @@ var runTool = &mcp.Tool{
 		`a trailing expression's value is printed as a REPL prints it, top-level await works in both ` +
 		`languages, and an exception is exit code 1 ` +
 		`with its traceback. Later runs in a code context run code whether or not language is given; ` +
-		`a language that does not match the existing session is an error.`,
+		`a language that does not match the existing session is an error. A session whose shell or ` +
+		`interpreter ended (exit, sys.exit()) is made again of the same kind, fresh, by the run after ` +
+		`the one told so; close_session makes the name new.`,
 }
 
 // RunInput is the run tool's input.
@@ -113,7 +115,7 @@ type ListInput struct{}
 var closeTool = &mcp.Tool{
 	Name: "close_session",
 	Description: `Close a session: end its shell and every command still running in it. ` +
-		`A later run with the same name starts a fresh session.`,
+		`A later run with the same name starts a fresh session, with the shell or language it gives.`,
 }
 
 // CloseInput is the close_session tool's input.
@@ -153,13 +155,13 @@ func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput)
 		sopts.Limits = &client.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPUMillis: l.CPUMillis}
 	}
 	var sess named
-	var created bool
+	var how origin
 	// Submitted, then waited for, so that a cancelled call knows what to
 	// interrupt. The submission is not cut short by a cancellation: the
 	// daemon may have queued the command by then.
 	cmd, prepared, err := s.submitInTurn(ctx, req, name, func() (string, client.CommandOptions, error) {
 		var err error
-		if sess, created, err = s.session(ctx, name, sopts); err != nil {
+		if sess, how, err = s.session(ctx, name, sopts); err != nil {
 			return "", client.CommandOptions{}, err
 		}
 		if err := mismatch(name, sess, lang); err != nil {
@@ -193,8 +195,11 @@ func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput)
 		s.interrupt(cmd.ID)
 	}
 	if sessionEnded(err) || p == nil && r != nil && canceled(r) {
-		s.forget(name, id)
-		return nil, Result{}, fmt.Errorf("session %q has ended (its shell or interpreter exited or it was closed): run again to start a new one", name)
+		next := "a new one"
+		if n, ok := s.ended(name, id); ok {
+			next = n.fresh()
+		}
+		return nil, Result{}, fmt.Errorf("session %q has ended (its shell or interpreter exited or it was closed): run again to start %s", name, next)
 	}
 	if err != nil {
 		return nil, Result{}, explain(err)
@@ -203,8 +208,16 @@ func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput)
 	out := s.result(ctx, r, answerOutput(r, "0"), p, id, wait.limit)
 	out.Session = name
 	s.answered(out)
-	if !created && (in.Shell != "" || in.Cwd != "" || in.Limits != nil) {
-		out.Note = fmt.Sprintf("session %q existed already: shell and cwd apply only when a session is created, and so do limits", name)
+	switch {
+	case how == adopted:
+		out.Note = joinNotes(fmt.Sprintf("session %q is the daemon's running session of that name, made before: its state carried over", name), out.Note)
+		if in.Shell != "" || in.Cwd != "" || in.Limits != nil {
+			out.Note = joinNotes(out.Note, "shell and cwd apply only when a session is created, and so do limits")
+		}
+	case how == existing && (in.Shell != "" || in.Cwd != "" || in.Limits != nil):
+		out.Note = joinNotes(fmt.Sprintf("session %q existed already: shell and cwd apply only when a session is created, and so do limits", name), out.Note)
+	case how == remade && in.Shell != "" && (sess.language != "" || in.Shell != sess.opts.Shell && in.Shell != sess.shell):
+		out.Note = joinNotes(fmt.Sprintf("session %q had ended and was made again as it was, %s: a name keeps its kind, and shell applies only to a new name (close_session forgets it)", name, sess.kind()), out.Note)
 	}
 	if cut {
 		out.Note = joinNotes(out.Note, cutNote)
@@ -345,8 +358,8 @@ func (s *Server) whole(ctx context.Context, id string, r *client.RunResult, limi
 
 // joinNotes joins two notes of an answer.
 func joinNotes(a, b string) string {
-	if a == "" {
-		return b
+	if a == "" || b == "" {
+		return a + b
 	}
 	return a + "; " + b
 }
@@ -401,8 +414,12 @@ func mismatch(name string, sess named, lang string) error {
 	if lang == "" || lang == sess.language {
 		return nil
 	}
-	return fmt.Errorf("session %q is %s, not a %s code context: run %s code in another session (e.g. session %q), or leave language out to use %q as it is",
-		name, sess.kind(), lang, lang, name+"-"+short[lang], name)
+	was := ""
+	if sess.ended {
+		was = " (it has ended, and the next run makes it again as it was; close_session forgets it)"
+	}
+	return fmt.Errorf("session %q is %s%s, not a %s code context: run %s code in another session (e.g. session %q), or leave language out to use %q as it is",
+		name, sess.kind(), was, lang, lang, name+"-"+short[lang], name)
 }
 
 // sessionEnded reports whether a session command was refused because the

@@ -43,7 +43,9 @@ func cmdMcp(ctx context.Context, e *env, args []string) int {
 			return fail(e, exitFailure, err)
 		}
 		defer c.CloseIdleConnections()
-		if err := mcpserver.New(c, version()).Run(ctx); err != nil {
+		srv := mcpserver.New(c, version())
+		srv.Shared = true // the daemon's sessions outlive this process
+		if err := srv.Run(ctx); err != nil {
 			return fail(e, exitFailure, err)
 		}
 		return 0
