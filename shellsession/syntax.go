@@ -127,7 +127,7 @@ func check(ctx context.Context, sh shells.Shell, p *syntax.Parser, text string) 
 			return checkResult{parsedLater: true}
 		}
 	}
-	return checkResult{err: parseMessage(sh, err)}
+	return checkResult{err: parseMessage(sh, err, text)}
 }
 
 // kshHeredocBytes is why a command for ksh93 is refused: its check's
@@ -198,13 +198,43 @@ func dialect(f shells.Family) syntax.LangVariant {
 	return syntax.LangPOSIX
 }
 
-// parseMessage renders a parse error as the shell would: "bash: line 1: ...".
-func parseMessage(sh shells.Shell, err error) string {
+// parseMessage renders a parse error of text as the shell would: "bash:
+// line 1: ...". The parser calls a function's declaration that is not
+// whole "foo(", "foo()" or "function foo(", whatever its name: the message
+// names the one text has, so that print(x + 1) is told "`print(` must be
+// followed by `)`", not of a foo it does not hold.
+func parseMessage(sh shells.Shell, err error, text string) string {
 	var pe syntax.ParseError
 	if errors.As(err, &pe) {
-		return fmt.Sprintf("%s: line %d: syntax error: %s", sh.Name, pe.Pos.Line(), pe.Text)
+		msg := pe.Text
+		if strings.Contains(msg, "foo(") {
+			if name := declared(text, int(pe.Pos.Offset())); name != "" {
+				msg = strings.Replace(msg, "foo(", name+"(", 1)
+			}
+		}
+		return fmt.Sprintf("%s: line %d: syntax error: %s", sh.Name, pe.Pos.Line(), msg)
 	}
 	return fmt.Sprintf("%s: syntax error: %v", sh.Name, err)
+}
+
+// declared returns the name of the function declaration at offset off of
+// text (name(, or function name), "" when there is none.
+func declared(text string, off int) string {
+	if off < 0 || off >= len(text) {
+		return ""
+	}
+	i := strings.IndexByte(text[off:], '(')
+	if i < 0 {
+		return ""
+	}
+	decl := strings.TrimSpace(text[off : off+i])
+	if rest, ok := strings.CutPrefix(decl, "function"); ok && rest != strings.TrimLeft(rest, " \t") {
+		decl = strings.TrimSpace(rest)
+	}
+	if strings.ContainsAny(decl, " \t\n") {
+		return ""
+	}
+	return decl
 }
 
 // shellCheck runs the shell's own -n check on text: ok when it parses; else

@@ -43,6 +43,34 @@ func TestCheckLargeText(t *testing.T) {
 	}
 }
 
+// TestParseMessageNamesTheText: the parser's message for a function's
+// declaration left unclosed names the word the text has: code of another
+// language sent to a shell (print(x + 1)) was told of a "foo(" it does not
+// hold.
+func TestParseMessageNamesTheText(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"bash", "dash", "mksh"} {
+		sh, err := shells.Resolve(name)
+		require.NoError(t, err)
+		for text, want := range map[string]string{
+			"print(x + 1)":      name + ": line 1: syntax error: `print(` must be followed by `)`",
+			"console.log('hi')": name + ": line 1: syntax error: `console.log(` must be followed by `)`",
+		} {
+			r := check(t.Context(), sh, newParser(sh), text)
+			require.Equal(t, want, r.err, "%s: %q", name, text)
+		}
+	}
+	sh, err := shells.Resolve("bash")
+	require.NoError(t, err)
+	for text, want := range map[string]string{
+		"import os\nos.getcwd( )": "bash: line 2: syntax error: `os.getcwd()` must be followed by a statement",
+		"function f(":             "bash: line 1: syntax error: `function f(` must be followed by `)`",
+	} {
+		r := check(t.Context(), sh, newParser(sh), text)
+		require.Equal(t, want, r.err, "%q", text)
+	}
+}
+
 // TestShellCheckTextLikeAnOption: the shell's own -n check takes a text
 // that begins with "-" as text, not as an option of the shell's: "-x; echo
 // after" parses on every shell, where `zsh -n -c '-x; echo after'` said "bad
