@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -493,6 +494,65 @@ func TestPythonStreamDetached(t *testing.T) {
 	r, out, errOut = run(t, c, "sys.stdout = sys.__stdout__; print('back')")
 	require.Equal(t, 0, code(r), errOut)
 	require.Equal(t, "back\n", out)
+}
+
+// TestStdinUnreadAfterEOFIsDropped: what a cell left in its stdin FIFO
+// after end-of-file is dropped and counted, though the feeder had closed
+// its end of the FIFO by the cell's end (it was counted as none); what the
+// cell read is not.
+func TestStdinUnreadAfterEOFIsDropped(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	// The cell waits on gate before it reads: until the feeder has written
+	// everything and closed its end.
+	gate := filepath.Join(t.TempDir(), "gate")
+	require.NoError(t, syscall.Mkfifo(gate, 0o600))
+	g, err := os.OpenFile(gate, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer g.Close()
+	cell, err := c.Submit(CellOptions{Code: "import os\nopen(" + strconv.Quote(gate) + ").readline()\n" +
+		"n = 0\nwhile n < 10: n += len(os.read(0, 10 - n))", Stdin: process.StdinOpen})
+	require.NoError(t, err)
+	const total = 1000 // what the FIFO holds
+	require.NoError(t, cell.WriteStdin(make([]byte, total)))
+	require.NoError(t, cell.CloseStdin())
+	dir, err := filepath.EvalSymlinks(c.dir.Path())
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return cell.StdinQueued() == 0 && !slices.ContainsFunc(stdinFDs(dir), writes)
+	}, 10*time.Second, time.Millisecond, "the feeder writes everything and closes its end")
+	_, err = g.Write([]byte("\n"))
+	require.NoError(t, err)
+	r := wait(t, cell)
+	require.Equal(t, 0, code(r), "%+v", r)
+	require.Equal(t, int64(total-10), cell.Info().StdinDroppedBytes)
+	require.Empty(t, stdinFDs(dir), "no descriptor of the FIFO is left")
+}
+
+// stdinFDs returns this process's descriptors of the cells' stdin FIFOs in
+// dir.
+func stdinFDs(dir string) []string {
+	var found []string
+	fds, _ := os.ReadDir("/proc/self/fd")
+	for _, fd := range fds {
+		target, err := os.Readlink("/proc/self/fd/" + fd.Name())
+		if err == nil && strings.HasPrefix(target, dir+"/") && strings.HasSuffix(target, ".in") {
+			found = append(found, fd.Name())
+		}
+	}
+	return found
+}
+
+// writes reports whether this process's descriptor fd is open for writing.
+func writes(fd string) bool {
+	info, _ := os.ReadFile("/proc/self/fdinfo/" + fd)
+	for _, line := range strings.Split(string(info), "\n") {
+		if flags, ok := strings.CutPrefix(line, "flags:"); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(flags), 8, 32)
+			return err == nil && n&syscall.O_ACCMODE != syscall.O_RDONLY
+		}
+	}
+	return false
 }
 
 // TestStdinUnreadIsDropped: what a cell left of its stdin is dropped and

@@ -320,17 +320,69 @@ func TestStdinClosedEarlyCountsFIFO(t *testing.T) {
 	}
 }
 
+// TestStdinEOFCountsFIFO: what a command left unread in its stdin FIFO
+// after end-of-file counts as dropped, though the feeder had closed the
+// FIFO's write end by its end (it was counted as none); what it read
+// does not count.
+func TestStdinEOFCountsFIFO(t *testing.T) {
+	t.Parallel()
+	for _, shell := range []string{"bash", "dash"} {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, Options{Shell: shell})
+			// The command waits on gate before it reads: until the
+			// feeder has written everything and closed the FIFO.
+			gate := filepath.Join(t.TempDir(), "gate")
+			require.NoError(t, syscall.Mkfifo(gate, 0o600))
+			g, err := os.OpenFile(gate, os.O_RDWR, 0)
+			require.NoError(t, err)
+			defer g.Close()
+			c, err := s.Submit(CommandOptions{Cmd: "read x <" + gate + "; head -c 10 >/dev/null", Stdin: process.StdinOpen})
+			require.NoError(t, err)
+			const total = 1000 // what the FIFO holds
+			require.NoError(t, c.WriteStdin(make([]byte, total)))
+			require.NoError(t, c.CloseStdin())
+			dir, err := filepath.EvalSymlinks(s.dir.Path())
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return c.StdinQueued() == 0 && !feederHolds(dir) }, deadline, time.Millisecond,
+				"the feeder writes everything and closes the FIFO")
+			_, err = g.Write([]byte("\n"))
+			require.NoError(t, err)
+			r := wait(t, c)
+			require.Equal(t, 0, code(r), "%+v", r)
+			require.Equal(t, int64(total-10), c.Info().StdinDroppedBytes)
+			require.Empty(t, stdinFDs(dir), "no descriptor of the FIFO is left")
+		})
+	}
+}
+
 // feederHolds reports whether this process holds a command's stdin FIFO
-// in dir open: its feeder, until it stops.
+// in dir open for writing: its feeder, until it stops.
 func feederHolds(dir string) bool {
+	for _, fd := range stdinFDs(dir) {
+		info, _ := os.ReadFile("/proc/self/fdinfo/" + fd)
+		for _, line := range strings.Split(string(info), "\n") {
+			if flags, ok := strings.CutPrefix(line, "flags:"); ok {
+				if n, err := strconv.ParseUint(strings.TrimSpace(flags), 8, 32); err == nil && n&syscall.O_ACCMODE != syscall.O_RDONLY {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// stdinFDs returns this process's descriptors of the stdin FIFOs in dir.
+func stdinFDs(dir string) []string {
+	var found []string
 	fds, _ := os.ReadDir("/proc/self/fd")
 	for _, fd := range fds {
 		target, err := os.Readlink("/proc/self/fd/" + fd.Name())
 		if err == nil && strings.HasPrefix(target, dir+"/") && strings.HasSuffix(target, ".i") {
-			return true
+			found = append(found, fd.Name())
 		}
 	}
-	return false
+	return found
 }
 
 // TestKillReachesCommandNotShell: TERM ends the command's program; the

@@ -20,6 +20,7 @@ package rawcall
 import (
 	"io"
 	"os"
+	"strconv"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -458,4 +459,23 @@ func Unread(f *os.File) int64 {
 		return 0
 	}
 	return int64(n)
+}
+
+// Keep opens another read end of the pipe or FIFO that f is an end of,
+// through f's /proc/self/fd link (not the FIFO's path, which may name
+// another file by now), for Unread to ask once f is closed: a reader that
+// never reads, which neither takes bytes nor changes the end-of-file of
+// the pipe's other readers. nil when it cannot be opened.
+func Keep(f *os.File) *os.File {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	kept := -1
+	if rc.Control(func(fd uintptr) {
+		kept, err = Open("/proc/self/fd/"+strconv.Itoa(int(fd)), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	}) != nil || err != nil {
+		return nil
+	}
+	return os.NewFile(uintptr(kept), "")
 }

@@ -30,6 +30,7 @@ type Stdin struct {
 	closed  bool               // the command ended: nothing more is written
 	opened  bool               // the reader has opened the FIFO
 	f       *os.File           // the FIFO, once the feeder has it
+	kept    *os.File           // a reader of the FIFO that never reads, kept from end-of-file to the command's end (see rawcall.Keep)
 
 	in      inputwait.Input
 	known   bool          // in is the FIFO
@@ -115,7 +116,9 @@ func (b *Stdin) Opened() {
 // a full FIFO.
 //
 // What was dropped is what the feeder had not written to the FIFO once it
-// stopped, and what the FIFO then held, unread: counted at once, a line
+// stopped, and what the FIFO then held, unread, also after end-of-file,
+// when the feeder has closed its end (a reader kept tells): counted at
+// once, a line
 // the command had read and ended on was counted when the feeder had written
 // it and not yet said so. The feeder, whose write the deadline cuts short,
 // is waited for briefly (a job the command left may hold the FIFO open and
@@ -140,6 +143,11 @@ func (b *Stdin) Close() {
 		}
 	}
 	b.mu.Lock()
+	if b.kept != nil {
+		b.unread = rawcall.Unread(b.kept)
+		b.kept.Close()
+		b.kept = nil
+	}
 	b.dropped = int64(b.queue.Queued) + b.unread
 	b.mu.Unlock()
 }
@@ -162,6 +170,7 @@ func (b *Stdin) Feed(f *os.File) {
 	b.fed = fed
 	b.mu.Unlock()
 	var werr error
+	var kept *os.File // at end-of-file
 	defer func() {
 		b.mu.Lock()
 		if b.closed || errors.Is(werr, syscall.EPIPE) {
@@ -169,6 +178,14 @@ func (b *Stdin) Feed(f *os.File) {
 			// gone (the command closed its stdin), what the FIFO holds
 			// goes with the close below, before the command's end.
 			b.unread = rawcall.Unread(f)
+			if kept != nil {
+				kept.Close()
+			}
+		} else {
+			// Closed at end-of-file: what the FIFO still holds at the
+			// command's end was not read, and only a reader of the
+			// FIFO's can tell then (see Close).
+			b.kept = kept
 		}
 		b.mu.Unlock()
 		close(fed)
@@ -181,9 +198,13 @@ func (b *Stdin) Feed(f *os.File) {
 		chunks := b.chunks
 		b.chunks = nil
 		stop := b.closed || (b.eof && len(chunks) == 0)
+		eof := stop && !b.closed
 		b.writing = !stop
 		b.mu.Unlock()
 		if stop {
+			if eof {
+				kept = rawcall.Keep(f)
+			}
 			return
 		}
 		for _, p := range chunks {

@@ -162,3 +162,75 @@ func TestStdinReaderGoneCountsFIFO(t *testing.T) {
 	b.Close()
 	require.Equal(t, int64(total-10), b.Dropped())
 }
+
+// TestStdinEOFCountsFIFO: what a command left unread in the FIFO after
+// end-of-file counts as dropped, though the feeder closed its end then
+// (it was counted as none), with the FIFO's engine end opened write-only
+// (a session's) or read-write (a code context's); what it read never
+// does, and no descriptor of the FIFO's is left once the command ended.
+func TestStdinEOFCountsFIFO(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		flags int
+		read  int
+	}{
+		{"write-only", os.O_WRONLY, 10},
+		{"read-write", os.O_RDWR, 10},
+		{"all read", os.O_WRONLY, 1000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var b Stdin
+			b.Init(true, false)
+			path := filepath.Join(t.TempDir(), "in")
+			require.NoError(t, syscall.Mkfifo(path, 0o600))
+			r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0) // opens with no writer yet
+			require.NoError(t, err)
+			defer r.Close()
+			w, err := os.OpenFile(path, tc.flags, 0)
+			require.NoError(t, err)
+			done := feed(&b, w)
+			const total = 1000 // what the FIFO holds
+			require.NoError(t, b.Write(make([]byte, total)))
+			require.NoError(t, b.CloseWrite())
+			returns(t, done, "the feeder at end-of-file")
+			_, err = io.ReadFull(r, make([]byte, tc.read))
+			require.NoError(t, err)
+			b.Close()
+			require.Equal(t, int64(total-tc.read), b.Dropped())
+			require.Equal(t, 1, opens(t, path), "only the reader's descriptor is left")
+		})
+	}
+}
+
+// TestStdinEOFThenCloseAtOnce: a command that ends as its feeder stops at
+// end-of-file leaves no descriptor of its FIFO's, whichever comes first.
+func TestStdinEOFThenCloseAtOnce(t *testing.T) {
+	t.Parallel()
+	for range 50 {
+		var b Stdin
+		b.Init(true, false)
+		path, f := fifo(t)
+		done := feed(&b, f)
+		require.NoError(t, b.Write([]byte("x")))
+		require.NoError(t, b.CloseWrite())
+		b.Close()
+		returns(t, done, "the feeder")
+		require.Equal(t, 0, opens(t, path))
+	}
+}
+
+// opens counts the descriptors of this process's open on path.
+func opens(t *testing.T, path string) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	n := 0
+	for _, fd := range fds {
+		if target, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && target == path {
+			n++
+		}
+	}
+	return n
+}
