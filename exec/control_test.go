@@ -212,6 +212,32 @@ func TestStdin(t *testing.T) {
 		require.ErrorIs(t, q.CloseStdin(), process.ErrStdinNotOpen)
 		require.Equal(t, process.StdinClosed, q.Info().Stdin)
 	})
+	// What the process left in its pipe after end-of-file is dropped and
+	// counted, though the feeder had closed the pipe by its end (it was
+	// counted as none); what it read is not, and no descriptor of the
+	// pipe's is left.
+	t.Run("unread-after-eof-is-dropped", func(t *testing.T) {
+		t.Parallel()
+		// The process waits on gate before it reads: until the feeder
+		// has written everything and closed the pipe.
+		gate := filepath.Join(t.TempDir(), "gate")
+		require.NoError(t, syscall.Mkfifo(gate, 0o600))
+		g, err := os.OpenFile(gate, os.O_RDWR, 0)
+		require.NoError(t, err)
+		defer g.Close()
+		p := start(t, Options{Cmd: "read x <" + gate + "; head -c 10 >/dev/null", Stdin: process.StdinOpen})
+		pipe := fdLink(t, p.in)
+		const total = 1000 // what the pipe holds
+		require.NoError(t, p.WriteStdin(make([]byte, total)))
+		require.NoError(t, p.CloseStdin())
+		eventually(t, "the feeder closes the pipe", p.feed.ended)
+		_, err = g.Write([]byte("\n"))
+		require.NoError(t, err)
+		r := wait(t, p)
+		require.True(t, sameResult(r, process.ExitedWith(0)), "result %s", show(r))
+		require.Equal(t, int64(total-10), p.Info().StdinDroppedBytes)
+		require.Zero(t, linksTo(t, pipe), "a descriptor of the pipe is left")
+	})
 	t.Run("write-after-exit", func(t *testing.T) {
 		t.Parallel()
 		p := start(t, Options{Cmd: "exit 0", Stdin: process.StdinOpen})
@@ -579,4 +605,30 @@ func TestEscalationDueSoonerReplaces(t *testing.T) {
 		defer p.mu.Unlock()
 		return len(p.escalations) == 0
 	}, 10*time.Second, 10*time.Millisecond, "the hour-off escalation is still to come")
+}
+
+// fdLink returns what f's /proc/self/fd link names: pipe:[inode] for a pipe.
+func fdLink(t *testing.T, f *os.File) string {
+	t.Helper()
+	rc, err := f.SyscallConn()
+	require.NoError(t, err)
+	var link string
+	require.NoError(t, rc.Control(func(fd uintptr) { link, err = os.Readlink("/proc/self/fd/" + strconv.Itoa(int(fd))) }))
+	require.NoError(t, err)
+	return link
+}
+
+// linksTo counts this process's descriptors whose /proc/self/fd link names
+// target.
+func linksTo(t *testing.T, target string) int {
+	t.Helper()
+	fds, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	n := 0
+	for _, fd := range fds {
+		if link, err := os.Readlink("/proc/self/fd/" + fd.Name()); err == nil && link == target {
+			n++
+		}
+	}
+	return n
 }

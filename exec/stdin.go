@@ -29,6 +29,7 @@ type feeder struct {
 	stopped  bool          // the process ended: write nothing more
 	progress chan struct{} // closed and replaced when bytes leave the queue or the feeder stops
 	unread   int64         // what the pipe held, unread, once halted
+	kept     *os.File      // a reader of the pipe that never reads, kept from end-of-file to the process's end (see rawcall.Keep)
 }
 
 func newFeeder(w *os.File, closeEOF func()) *feeder {
@@ -120,7 +121,9 @@ func (f *feeder) waitProgress() <-chan struct{} {
 
 // halt stops the feeder of a pipe at the process's end, before the pipe is
 // closed: a write in progress is cut short (its deadline), and what the
-// pipe then holds, which the process never read, is counted as dropped.
+// pipe then holds, which the process never read, is counted as dropped;
+// also after end-of-file, when the feeder has closed the pipe and a reader
+// kept tells.
 func (f *feeder) halt() {
 	f.mu.Lock()
 	f.stopped = true
@@ -128,10 +131,22 @@ func (f *feeder) halt() {
 	f.cond.Signal()
 	_ = f.w.SetWriteDeadline(time.Now())
 	<-f.done
-	n := rawcall.Unread(f.w)
 	f.mu.Lock()
-	f.unread = n
-	f.mu.Unlock()
+	defer f.mu.Unlock()
+	if f.kept != nil {
+		f.unread = rawcall.Unread(f.kept)
+		f.dropKept()
+		return
+	}
+	f.unread = rawcall.Unread(f.w)
+}
+
+// dropKept closes the reader kept from end-of-file, if any; f.mu is held.
+func (f *feeder) dropKept() {
+	if f.kept != nil {
+		f.kept.Close()
+		f.kept = nil
+	}
 }
 
 // stop makes the feeder write nothing more, once the process has ended;
@@ -145,6 +160,7 @@ func (f *feeder) stop() int64 {
 	<-f.done
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.dropKept() // halt has, for a pipe: the reader never outlives the feeder
 	return int64(f.queue.Queued) + f.unread
 }
 
@@ -182,6 +198,13 @@ func (f *feeder) run() {
 		}
 		if eof && len(chunks) == 0 {
 			if f.closeEOF != nil {
+				// What the pipe still holds at the process's end was
+				// not read, and only a reader of the pipe's can tell
+				// then (see halt).
+				kept := rawcall.Keep(f.w)
+				f.mu.Lock()
+				f.kept = kept
+				f.mu.Unlock()
 				f.closeEOF()
 			}
 			return
