@@ -156,3 +156,69 @@ const Busy = `perl -e '1 while (times)[0] + (times)[1] < 0.3'`
 func Forks(n int) string {
 	return `perl -e 'for (1..` + strconv.Itoa(n) + `) { my $p = fork(); defined $p or print "fork: $!\n" and last; $p or sleep 5, exit } print "forked\n"'`
 }
+
+// freezerV1 is where the cgroup v1 freezer is mounted on hosts that have
+// one.
+const freezerV1 = "/sys/fs/cgroup/freezer"
+
+// Freezer makes a cgroup of the test's own in the cgroup v1 freezer and
+// returns its directory: a process that moves itself into it and writes
+// FROZEN to its freezer.state (see Freeze) outlives KILL, cgroup.kill
+// included, until it is thawed. At cleanup it thaws the cgroup, so that
+// the KILLs sent meanwhile end what is in it, and removes it. It skips the
+// test, saying why, where the host has no writable v1 freezer.
+func Freezer(t testing.TB) string {
+	t.Helper()
+	if _, err := os.Stat(freezerV1 + "/tasks"); err != nil {
+		t.Skipf("needs the cgroup v1 freezer at %s: %v", freezerV1, err)
+	}
+	dir := freezerV1 + "/conch-test-" + Nonce()
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Skipf("needs a writable cgroup v1 freezer: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := os.WriteFile(dir+"/freezer.state", []byte("THAWED"), 0); err != nil {
+			t.Errorf("thaw %s: %v", dir, err)
+		}
+		// What was KILLed while frozen dies as it thaws; the cgroup can go
+		// once it has.
+		var err error
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if err = os.Remove(dir); err == nil || os.IsNotExist(err) {
+				return
+			}
+		}
+		t.Errorf("remove %s: %v", dir, err)
+	})
+	return dir
+}
+
+// Freeze is shell text that freezes the shell running it (bash: its
+// BASHPID) in the freezer cgroup dir (see Freezer). Run in a subshell,
+// `( FREEZE ) &`, it freezes a fork that did not exec, which holds every
+// descriptor its shell had.
+func Freeze(dir string) string {
+	return "echo $BASHPID > " + dir + "/tasks; echo FROZEN > " + dir + "/freezer.state; sleep 1"
+}
+
+// WaitFrozen waits until the freezer cgroup dir (see Freezer) holds a
+// process and is frozen (a hang guard of 20 s), and returns its processes.
+func WaitFrozen(t testing.TB, dir string) []int {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		state, err := os.ReadFile(dir + "/freezer.state")
+		tasks, err2 := os.ReadFile(dir + "/tasks")
+		if err == nil && err2 == nil && string(bytes.TrimSpace(state)) == "FROZEN" && len(bytes.TrimSpace(tasks)) > 0 {
+			var pids []int
+			for _, f := range bytes.Fields(tasks) {
+				if pid, err := strconv.Atoi(string(f)); err == nil {
+					pids = append(pids, pid)
+				}
+			}
+			return pids
+		}
+		if time.Now().After(deadline) || t.Context().Err() != nil {
+			t.Fatalf("%s is not frozen with a process in it: state %q (%v), tasks %q (%v)", dir, state, err, tasks, err2)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/conchsh/conch/internal/rawcall"
 )
@@ -67,10 +68,26 @@ func (d *Diag) Unwatch(marker []byte) {
 	}
 }
 
+// diagLinger is how long the reader waits for the end of the
+// interpreter's own output once the session's processes are ended (see
+// Diag.stopAfter): it comes at once unless a process that outlived KILL
+// (stuck in the kernel, or frozen) holds the pipe, a subshell forked
+// without an exec keeping the interpreter's descriptors of it.
+const diagLinger = time.Second
+
 // Ended is closed once every writer of the interpreter's own output has
 // closed it (the interpreter has exited, with its children that kept it):
 // Tail holds all there is.
 func (d *Diag) Ended() <-chan struct{} { return d.ended }
+
+// stopAfter stops the reader wait from now on, if the output has not
+// ended by then, and closes its end of the pipe: Ended is closed then too.
+func (d *Diag) stopAfter(wait time.Duration) {
+	// A deadline, rather than a close: the reader returns from a wait
+	// and closes the file itself, and a file it has closed already
+	// refuses the deadline harmlessly.
+	_ = d.f.SetReadDeadline(time.Now().Add(wait))
+}
 
 func (d *Diag) run() {
 	defer close(d.ended)

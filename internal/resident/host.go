@@ -359,6 +359,11 @@ func (h *Host) Stop(context.Context) error { return h.Close() }
 // descendants, those that called setsid and those orphaned since — and
 // waits for the session's goroutines. Queued commands fail with the
 // config's Ended error. It is idempotent.
+//
+// The reader of the interpreter's own output gets diagLinger once all is
+// ended to see that output end, and stops then: what outlived KILL (see
+// endCgroup) may hold the pipe for as long as it lives, and nobody waits
+// on it.
 func (h *Host) Close() error {
 	if h.cmd == nil { // the interpreter never started
 		h.Queue.Close(h.ErrEnded())
@@ -366,6 +371,7 @@ func (h *Host) Close() error {
 		return nil
 	}
 	h.End(&process.Result{Reason: process.Signaled, Signal: "KILL"}, syscall.SIGKILL)
+	h.diag.stopAfter(diagLinger)
 	h.wg.Wait()
 	return nil
 }
