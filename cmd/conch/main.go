@@ -48,7 +48,8 @@ const exitStatuses = `Exit status:
          no directory, a --shell that is not installed); also a command the
          engine lost (its session's shell died under it)
   127    the command could not start (no such program)
-  128+N  the command was ended by signal N (130: INT, 137: KILL, 143: TERM)
+  128+N  the command was ended by signal N (130: INT, 137: KILL, 143: TERM);
+         in a ksh93 session N, as ksh93 reports it
 A command that exits 123, 124 or 125 itself gives that status too, silently:
 conch's own 123, 124 and 125 always say why on stderr (run --json gives the
 command's result whole).
@@ -145,7 +146,7 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `
 Ctrl-C: run and interact pass it to the command (it gets SIGINT) and exit as
 the command then does (125 when the daemon does not take it within 5 s);
-wait, ready and logs -f stop waiting and exit 130,
+wait, ready and logs -f stop waiting and exit 130 (on SIGTERM too),
 leaving the process running; attach sends it to the terminal's program
 (Ctrl-] detaches).
 
