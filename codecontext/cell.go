@@ -490,7 +490,13 @@ func (cell *Cell) streamEnded(end *sentinel.End, trailer bool) {
 		return
 	}
 	c := cell.c
-	if e.Cwd == "" {
+	if e.CwdTooLong {
+		// Longer than the engine reports (Python's getcwd walks up past
+		// PATH_MAX): left out, from the context's too.
+		c.mu.Lock()
+		c.cwd = ""
+		c.mu.Unlock()
+	} else if e.Cwd == "" {
 		// The interpreter found no path to its directory: it was removed.
 		// It is named by the path it had.
 		e.Cwd, _, _ = procfs.CwdOf(strconv.Itoa(c.cmd.Process.Pid))
@@ -507,6 +513,9 @@ func (cell *Cell) streamEnded(end *sentinel.End, trailer bool) {
 		r = process.Result{Reason: process.Failed, Error: fmt.Sprintf("the cell wrote an end marker of its own (%q where the driver writes _STATUS_)", e.StatusText)}
 	}
 	r.Cwd = e.Cwd
+	if e.CwdTooLong {
+		r.Error = sentinel.CwdTooLong
+	}
 	cell.finish(r)
 	close(cell.endsDone)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/process"
+	"github.com/conchsh/conch/sentinel"
 	"github.com/stretchr/testify/require"
 )
 
@@ -316,6 +317,31 @@ func TestCwdRemoved(t *testing.T) {
 			require.Equal(t, dir, c.Cwd())
 		})
 	}
+}
+
+// TestCwdPastBound: a Python cell in a directory whose path is longer
+// than the engine reports (sentinel.MaxCwd; Python's getcwd walks up past
+// PATH_MAX) ends with its status, no cwd and an error saying why, and the
+// context's cwd is left out too until a cell moves back.
+func TestCwdPastBound(t *testing.T) {
+	t.Parallel()
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	name := strings.Repeat("d", 250)
+	c := newContext(t, Options{Language: Python, Cwd: base})
+	defer run(t, c, "import os, shutil; os.chdir("+strconv.Quote(base)+"); shutil.rmtree("+strconv.Quote(name)+")")
+	steps := strconv.Itoa(sentinel.MaxCwd/251 + 20)
+	r, _, errOut := run(t, c, "import os\nfor i in range("+steps+"):\n    os.mkdir("+strconv.Quote(name)+"); os.chdir("+strconv.Quote(name)+")")
+	require.Equal(t, 0, code(r), "%s %q, stderr %q", r.Reason, r.Error, errOut)
+	require.Zero(t, len(r.Cwd), "bytes of cwd")
+	require.Equal(t, sentinel.CwdTooLong, r.Error)
+	require.Zero(t, len(c.Cwd()), "bytes of the context's cwd")
+
+	r, _, _ = run(t, c, "os.chdir("+strconv.Quote(base)+")")
+	require.Equal(t, 0, code(r), "%s %q", r.Reason, r.Error)
+	require.Equal(t, base, r.Cwd)
+	require.Empty(t, r.Error)
+	require.Equal(t, base, c.Cwd())
 }
 
 // TestDeleteRunningCell: a running cell cannot be deleted; an ended one can.

@@ -53,11 +53,14 @@ type Result struct {
 	// status after the signal reached it (a handler's exit 143), rather
 	// than being ended by it: ExitCode is then what it chose.
 	Handled bool
-	Error   string // why, for Failed (and Lost where known)
+	// Error says why, for Failed (and Lost where known); for a command or
+	// cell that ended otherwise, why Cwd is empty (sentinel.CwdTooLong).
+	Error string
 	// Cwd is, for a session command, the shell's working directory once the
 	// command ended, where the next command starts, and for a cell the
 	// interpreter's; empty for other processes and where unknown (the
-	// command never ran, or its shell or interpreter died).
+	// command never ran, or its shell or interpreter died) or its path is
+	// longer than the engine reports (sentinel.MaxCwd).
 	Cwd string
 	// OOMKilled is true when the kernel's OOM killer ended the process (or,
 	// for a session, its shell) at its cgroup's memory limit.

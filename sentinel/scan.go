@@ -8,8 +8,24 @@ import (
 // markerPrefix is what Nonce.Marker puts before the nonce.
 const markerPrefix = "\x1eCONCH"
 
-// maxTrailer bounds what follows a stdout marker (status, flags, directory).
-const maxTrailer = 64 << 10
+// MaxCwd bounds the working directory an End reports, in bytes. A path can
+// be longer (one past PATH_MAX is opened one name at a time), as long as a
+// command makes it: the engine keeps none that is, and says so (see
+// End.CwdTooLong).
+const MaxCwd = 64 << 10
+
+// CwdTooLong is what the engine says of a command or cell whose working
+// directory's path is longer than MaxCwd, whose cwd it leaves out.
+const CwdTooLong = "the working directory's path is longer than 65,536 bytes, more than the engine reports: cwd is left out until a command changes to a directory whose path is shorter"
+
+// maxHead bounds what comes before the directory in a trailer: the status
+// (at most 12 bytes), the shell's flags (a few dozen letters) and the
+// spaces between.
+const maxHead = 1 << 10
+
+// maxTrailer bounds what follows a stdout marker (status, flags, directory)
+// that a Scanner keeps: past it, the directory is too long to report.
+const maxTrailer = maxHead + MaxCwd
 
 // errBadTrailer says that what follows a marker is not an exit status, the
 // shell's flags and a directory.
@@ -21,6 +37,10 @@ type End struct {
 	// Flags are the shell's option letters ($-) after the command.
 	Flags string
 	Cwd   string
+	// CwdTooLong says that the directory was longer than MaxCwd (or the
+	// trailer longer than maxTrailer): Cwd is then empty, and Status and
+	// Flags are what the end line wrote.
+	CwdTooLong bool
 	// Unreadable says that what followed the marker is not what an end
 	// line writes: Status, Flags and Cwd are then zero, and StatusText
 	// holds the first bytes of what stood where the status should, for a
@@ -107,9 +127,11 @@ func (s *Scanner) Done() bool { return s.state == done }
 func (s *Scanner) End() End { return s.end }
 
 // Write feeds the next bytes of the stream. It never fails, and always
-// consumes all of p. A marker whose trailer is not what an end line writes
-// (see ParseStatus), or runs past maxTrailer, ends the stream all the same,
-// with an End that says it could not be read: it carries the command's
+// consumes all of p. A trailer whose directory passes MaxCwd is read up to
+// the bound, and its End reports the status and flags without the
+// directory (End.CwdTooLong). A marker whose trailer is not what an end
+// line writes (see ParseStatus) ends the stream all the same, with an End
+// that says it could not be read: it carries the command's
 // nonce, which only the engine's end line and the command itself know (the
 // frame's guard variable holds it while the command runs), so it is never
 // output. Passed through, the shell's own marker reached the command's
@@ -123,14 +145,20 @@ func (s *Scanner) Write(p []byte) (int, error) {
 			return n, nil
 		case inTrailer:
 			i := bytes.IndexByte(p, 0)
-			if i < 0 && len(s.trailer)+len(p) <= maxTrailer {
+			end := i
+			if i < 0 {
+				end = len(p)
+			}
+			room := maxTrailer - len(s.trailer)
+			if end <= room && i < 0 {
 				s.trailer = append(s.trailer, p...)
 				return n, nil
 			}
-			if i < 0 { // past the bound: no end line's
-				s.trailer = append(s.trailer, p[:min(len(p), maxStatusText)]...)
-				s.unreadable()
-			} else if s.trailer = append(s.trailer, p[:i]...); s.parseTrailer() != nil {
+			// The trailer ends at its NUL, or at the bound: what passes it
+			// is a directory too long to keep, whose rest is dropped with
+			// what follows the marker.
+			s.trailer = append(s.trailer, p[:min(end, room)]...)
+			if s.parseTrailer(end > room) != nil {
 				s.unreadable()
 			}
 			s.trailer, s.state = s.trailer[:0], done
@@ -209,9 +237,11 @@ func (s *Scanner) found(rest []byte) []byte {
 	return nil
 }
 
-// parseTrailer sets End from the trailer read; what End keeps of it is
-// copied.
-func (s *Scanner) parseTrailer() error {
+// parseTrailer sets End from the trailer read, cut at maxTrailer when cut
+// is true; what End keeps of it is copied. A directory longer than MaxCwd,
+// or cut, is left out (End.CwdTooLong): the status and flags before it are
+// reported all the same.
+func (s *Scanner) parseTrailer(cut bool) error {
 	status, rest, ok := bytes.Cut(s.trailer, []byte{' '})
 	if !ok {
 		return errBadTrailer
@@ -224,7 +254,12 @@ func (s *Scanner) parseTrailer() error {
 	if !ok {
 		return errBadTrailer
 	}
-	s.lastFlags, s.lastCwd = reuse(s.lastFlags, flags), reuse(s.lastCwd, cwd)
+	s.lastFlags = reuse(s.lastFlags, flags)
+	if cut || len(cwd) > MaxCwd {
+		s.end = End{Status: st, Flags: s.lastFlags, CwdTooLong: true}
+		return nil
+	}
+	s.lastCwd = reuse(s.lastCwd, cwd)
 	s.end = End{Status: st, Flags: s.lastFlags, Cwd: s.lastCwd}
 	return nil
 }

@@ -113,6 +113,32 @@ func TestScannerBadTrailer(t *testing.T) {
 	}
 }
 
+// A directory longer than MaxCwd (a path past PATH_MAX is one, as long
+// as a command makes it) is left out of the End, which still reports the
+// status and flags before it, however the stream is cut; one of MaxCwd
+// bytes is reported whole. Nothing after the marker is output.
+func TestScannerLongCwd(t *testing.T) {
+	t.Parallel()
+	n := Nonce("0123456789abcdef01234567")
+	m := string(n.Marker())
+	for _, size := range []int{MaxCwd - 1, MaxCwd, MaxCwd + 1, maxTrailer, 4 * maxTrailer} {
+		cwd := "/" + strings.Repeat("d", size-1)
+		stream := "out" + m + "_7_ hB " + cwd + "\x00late"
+		want := End{Status: 7, Flags: "hB", Cwd: cwd}
+		if size > MaxCwd {
+			want = End{Status: 7, Flags: "hB", CwdTooLong: true}
+		}
+		for _, cut := range []int{0, 3, len(m) + 10, len(m) + maxTrailer/2, len(m) + maxTrailer, len(m) + maxTrailer + 4, len(stream) - 5, len(stream) - 4} {
+			got, s := feed(t, n, true, []byte(stream), []int{cut})
+			require.Equal(t, "out", string(got), "%d bytes, cut at %d", size, cut)
+			require.True(t, s.Done(), "%d bytes, cut at %d", size, cut)
+			e := s.End()
+			require.True(t, e == want, "%d bytes, cut at %d: status %d, flags %q, unreadable %v (%q), %d bytes of cwd, too long %v",
+				size, cut, e.Status, e.Flags, e.Unreadable, e.StatusText, len(e.Cwd), e.CwdTooLong)
+		}
+	}
+}
+
 // ParseStatus reads the status as the end line writes it, between
 // underscores, and nothing else.
 func TestParseStatus(t *testing.T) {

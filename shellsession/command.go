@@ -243,7 +243,7 @@ func (c *Command) start() (*readLoop, *streams) {
 			c.log.Write(logstore.Stderr, []byte(chk.err+"\n"))
 		}
 		r := process.ExitedWith(status)
-		r.Cwd = s.recordEnd(status, nil)
+		r.Cwd, _ = s.recordEnd(status, nil)
 		c.finish(r)
 		return nil, nil
 	}
@@ -570,7 +570,7 @@ func (c *Command) giveUp(r process.Result) {
 		r.Error = gone
 	}
 	if r.ExitCode != nil {
-		r.Cwd = c.s.recordEnd(*r.ExitCode, nil)
+		r.Cwd, _ = c.s.recordEnd(*r.ExitCode, nil)
 	}
 	c.closeKeepers()
 	c.mu.Lock()
@@ -880,7 +880,10 @@ func (c *Command) streamEnded(end *sentinel.End) {
 		// wakes without a hop through the queue's goroutine.
 		c.exitCode = e.Status // only the call that took it to phaseEnding writes it
 		r := c.resultFor(process.Result{Reason: process.Exited, ExitCode: &c.exitCode})
-		r.Cwd = c.s.recordEnd(e.Status, &e)
+		var tooLong bool
+		if r.Cwd, tooLong = c.s.recordEnd(e.Status, &e); tooLong {
+			r.Error = sentinel.CwdTooLong
+		}
 		c.finish(r)
 	}
 }

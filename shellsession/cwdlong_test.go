@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/conchsh/conch/sentinel"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
@@ -74,4 +75,46 @@ func isShellsDirectory(t *testing.T, s *Session, path string) bool {
 	require.NoError(t, unix.Stat("/proc/"+strconv.Itoa(s.cmd.Process.Pid)+"/cwd", &there))
 	at, err := statByNames(path)
 	return err == nil && sameFile(&at, &there)
+}
+
+// TestCwdPastBound: a command in a directory whose path is longer than
+// the engine reports (sentinel.MaxCwd; a command can make it as long as it
+// likes) still reports its exit status, with no cwd and an error saying
+// why, as does one that sets PWD there, whose directory is named by
+// walking up from it; a cd back to a shorter path has the cwd reported
+// again.
+func TestCwdPastBound(t *testing.T) {
+	t.Parallel()
+	for _, shell := range []string{"bash", "zsh", "ksh"} {
+		t.Run(shell, func(t *testing.T) {
+			t.Parallel()
+			testCwdPastBound(t, shell)
+		})
+	}
+}
+
+func testCwdPastBound(t *testing.T, shell string) {
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	name := strings.Repeat("d", 250)
+	steps := sentinel.MaxCwd/251 + 20 // 5,020 bytes past the bound below base
+	s := newSession(t, Options{Shell: shell, Cwd: base})
+	defer run(t, s, CommandOptions{Cmd: "cd " + shQuote(base) + " && rm -rf " + name})
+
+	r, _, errOut := run(t, s, CommandOptions{Cmd: "for i in $(seq " + strconv.Itoa(steps) + "); do mkdir " + name + " && cd " + name + " || exit 1; done; (exit 7)"})
+	require.Equal(t, 7, code(r), "%s %q, stderr %q", r.Reason, r.Error, errOut)
+	require.Zero(t, len(r.Cwd), "bytes of cwd")
+	require.Equal(t, sentinel.CwdTooLong, r.Error)
+	require.Zero(t, len(s.Cwd()), "bytes of the session's cwd")
+
+	r, _, _ = run(t, s, CommandOptions{Cmd: "PWD=/etc; (exit 3)"})
+	require.Equal(t, 3, code(r), "%s %q", r.Reason, r.Error)
+	require.Zero(t, len(r.Cwd), "PWD=/etc: bytes of cwd")
+	require.Equal(t, sentinel.CwdTooLong, r.Error, "PWD=/etc")
+
+	r, _, _ = run(t, s, CommandOptions{Cmd: "cd " + shQuote(base) + "; (exit 5)"})
+	require.Equal(t, 5, code(r), "%s %q", r.Reason, r.Error)
+	require.Equal(t, base, r.Cwd)
+	require.Empty(t, r.Error)
+	require.Equal(t, base, s.Cwd())
 }

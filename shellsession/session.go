@@ -636,11 +636,14 @@ func (s *Session) Commands() []*Command {
 // recordEnd records how a command left the shell, the one place that
 // writes it: its exit status, which the next command's frame restores as $?,
 // and, when its end markers told them (e non-nil), the shell's working
-// directory and option letters. It returns the working directory now.
-func (s *Session) recordEnd(status int, e *sentinel.End) string {
-	cwd := ""
+// directory and option letters. It returns the working directory now, which
+// is empty, with tooLong true, when its path is longer than the engine
+// reports (sentinel.MaxCwd).
+func (s *Session) recordEnd(status int, e *sentinel.End) (cwd string, tooLong bool) {
 	if e != nil {
-		cwd = s.checkCwd(e.Cwd)
+		if tooLong = e.CwdTooLong; !tooLong {
+			cwd, tooLong = s.checkCwd(e.Cwd)
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -648,7 +651,7 @@ func (s *Session) recordEnd(status int, e *sentinel.End) string {
 	if e != nil {
 		s.cwd, s.flags = cwd, e.Flags
 	}
-	return s.cwd
+	return s.cwd, tooLong
 }
 
 // checkCwd returns the working directory a command's end line reported
@@ -665,8 +668,10 @@ func (s *Session) recordEnd(status int, e *sentinel.End) string {
 // command reported it too: the shell's directory and the one $PWD names,
 // each the one last seen. Through package syscall, the first call after the process
 // was idle wakes the runtime's monitor thread: 15 µs more of the engine's
-// CPU a command, and a context switch.
-func (s *Session) checkCwd(reported string) string {
+// CPU a command, and a context switch. tooLong says that the shell's
+// directory, named by walking up from it, has a path longer than
+// sentinel.MaxCwd: cwd is then empty.
+func (s *Session) checkCwd(reported string) (cwd string, tooLong bool) {
 	s.mu.Lock()
 	last, id, path, proc := s.cwd, s.cwdID, s.cwdPath, s.procCwd
 	s.mu.Unlock()
@@ -674,12 +679,12 @@ func (s *Session) checkCwd(reported string) string {
 		!strings.HasSuffix(reported, " (deleted)") && proc.LinksTo(reported) {
 		// (A removed directory reads as its path and " (deleted)": a
 		// $PWD ending so is looked at below.)
-		return reported
+		return reported, false
 	}
 	if reported == last && reported != "" && path != (rawcall.Path{}) {
 		if there, ok := proc.ID(); ok && there == id {
 			if at, ok := path.ID(); ok && at == id {
-				return reported
+				return reported, false
 			}
 		}
 	}
@@ -692,40 +697,43 @@ func (s *Session) checkCwd(reported string) string {
 	}
 	there, ok := proc.ID()
 	if !ok {
-		return reported // the shell is gone
+		return reported, false // the shell is gone
 	}
-	cwd := s.lookCwd(pid, reported, there)
-	if p, err := rawcall.NewPath(cwd); err == nil {
+	cwd, tooLong = s.lookCwd(pid, reported, there)
+	if p, err := rawcall.NewPath(cwd); err == nil && !tooLong {
 		s.mu.Lock()
 		s.cwdID, s.cwdPath = there, p
 		s.mu.Unlock()
 	}
-	return cwd
+	return cwd, tooLong
 }
 
 // lookCwd is checkCwd's look at the shell, whose directory is there.
-func (s *Session) lookCwd(pid, reported string, there rawcall.ID) string {
+func (s *Session) lookCwd(pid, reported string, there rawcall.ID) (cwd string, tooLong bool) {
 	if strings.HasPrefix(reported, "/") {
 		if p, err := rawcall.NewPath(reported); err == nil {
 			if at, ok := p.ID(); ok && at == there {
-				return reported
+				return reported, false
 			}
 		}
 	}
 	real, removed, err := procfs.CwdOf(pid)
 	if errors.Is(err, syscall.ENAMETOOLONG) {
 		// Past PATH_MAX: neither path could be looked at whole.
-		if cwd, ok := longCwd(pid, reported); ok {
-			return cwd
+		switch cwd, err := longCwd(pid, reported); {
+		case err == nil:
+			return cwd, false
+		case errors.Is(err, errCwdTooLong):
+			return "", true
 		}
 	}
 	if err != nil || removed && strings.HasPrefix(reported, "/") {
 		// A removed directory is kept as $PWD names it, or, when $PWD
 		// names none (a shell started there: dash, mksh, busybox leave it
 		// empty, zsh "."), as the kernel does.
-		return reported
+		return reported, false
 	}
-	return real
+	return real, false
 }
 
 // Cwd returns the shell's working directory after its last command.
