@@ -485,6 +485,9 @@ func (cell *Cell) streamEnded(end *sentinel.End, trailer bool) {
 	}
 	done := cell.ends == 2
 	e := cell.end
+	if done {
+		cell.end = sentinel.End{} // the record keeps the result's directory only
+	}
 	cell.mu.Unlock()
 	if !done {
 		return

@@ -50,8 +50,9 @@ func (s *Server) Budgets() []Budget {
 }
 
 // MemoryLimit is the Go memory limit the daemon runs under: the sum of its
-// budgets (an ended record counted at its cost and the head of its text a
-// record keeps, at most process.KeptText) plus a margin for its own work.
+// budgets (an ended record counted at its cost, and the head of its text
+// and the working directories it keeps, at most process.KeptText and
+// sentinel.MaxCwd each, in endedTextBudget) plus a margin for its own work.
 func (s *Server) MemoryLimit() int64 {
 	return s.opts.LogBudget + s.opts.StdinBudget + s.opts.CommandTextBudget +
 		int64(s.opts.MaxEnded)*recordCost + endedTextBudget + memoryMargin

@@ -795,3 +795,49 @@ func TestChunkedBodyHolds(t *testing.T) {
 		})
 	}
 }
+
+// TestEndedRecordCwdCounted: the working directories an ended record keeps
+// count in the ended records' text, as their command text does: where a
+// command started and where it left the shell, once when they are the
+// same. A path past PATH_MAX is as long as a command makes it, and a
+// session that went back and forth between two such directories made
+// each record keep a copy of its own that no budget counted: 10,000 of
+// them grew the daemon by 780 MB, past the memory limit the budgets add
+// up to.
+func TestEndedRecordCwdCounted(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	deep := filepath.Join(base, strings.Repeat("/"+strings.Repeat("d", 250), 12)) // 3 KB
+	a, b := filepath.Join(deep, "a"), filepath.Join(deep, "b")
+	require.NoError(t, os.MkdirAll(a, 0o755))
+	require.NoError(t, os.Mkdir(b, 0o755))
+	s, err := d.c.CreateSession(c, client.SessionOptions{Cwd: a})
+	require.NoError(t, err)
+	want := int64(0)
+	for i, cmd := range []string{"cd ../b", "cd ../a", "cd ../b", "cd ../a", "true", "true"} {
+		r, _, err := d.c.RunCommand(c, s.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: cmd}})
+		require.NoError(t, err)
+		require.Equal(t, 0, *r.ExitCode, "%q: %+v", cmd, r.WaitResult)
+		if i < 4 {
+			require.Equal(t, map[bool]string{true: b, false: a}[i%2 == 0], r.Cwd, cmd)
+			want += int64(len(cmd) + len(a) + len(b)) // from one to the other
+		} else {
+			require.Equal(t, a, r.Cwd, cmd)
+			want += int64(len(cmd) + len(a)) // one directory, kept once
+		}
+	}
+	r, _, err := d.c.Run(c, client.RunOptions{StartOptions: client.StartOptions{Argv: []string{"true"}, Cwd: a}})
+	require.NoError(t, err)
+	require.Equal(t, 0, *r.ExitCode)
+	want += int64(process.ArgvCost([]string{"true"}) + len(a)) // an exec record's cwd
+	// The watcher counts a record once it saw the end, which can come
+	// after the run's answer.
+	for d.budget(t, "endedRecords").Used < 7 {
+		require.NoError(t, c.Err())
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Equal(t, want, d.budget(t, "endedRecordText").Used)
+}

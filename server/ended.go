@@ -3,12 +3,14 @@ package server
 import (
 	"context"
 	"time"
+	"unsafe"
 
 	"github.com/conchsh/conch/process"
 )
 
 // endedTextBudget bounds the command text (the head of each, see
-// process.KeepText) that the ended records kept hold together.
+// process.KeepText) and the working directories (see cwdCost) that the
+// ended records kept hold together.
 const endedTextBudget = 64 << 20
 
 // endedRecords keeps the order in which tracked processes ended, so that
@@ -34,7 +36,7 @@ type endedAt struct {
 // noteEnded counts the record of p, which has ended (i is its Info), and forgets the
 // oldest ended records while more than MaxEnded are kept.
 func (s *Server) noteEnded(p process.Process, i process.Info) {
-	text := len(i.ShellCommand) + len(i.Code) + process.ArgvCost(i.Argv)
+	text := len(i.ShellCommand) + len(i.Code) + process.ArgvCost(i.Argv) + cwdCost(i)
 	var evict []string
 	s.mu.Lock()
 	e := &s.ended
@@ -107,6 +109,22 @@ func (s *Server) stopLeftBehind(p process.Process) {
 		defer s.background.Done()
 		stop()
 	}()
+}
+
+// cwdCost returns the bytes of the working directories the record i
+// describes keeps: where it started (Info.Cwd) and, for a command or cell,
+// the shell's or interpreter's once it ended (Result.Cwd), counted once
+// when they are one string, as they are unless the command changed
+// directory. A path past PATH_MAX is as long as a command makes it, up to
+// the 64 KiB the engine reports (sentinel.MaxCwd): a session that went
+// back and forth between two such directories made each record keep a copy
+// of its own, counted by no budget.
+func cwdCost(i process.Info) int {
+	n := len(i.Cwd)
+	if r := i.Result; r != nil && (len(r.Cwd) != len(i.Cwd) || unsafe.StringData(r.Cwd) != unsafe.StringData(i.Cwd)) {
+		n += len(r.Cwd)
+	}
+	return n
 }
 
 // forgetLocked stops counting the record of id, which holds n bytes of

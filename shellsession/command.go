@@ -865,6 +865,11 @@ func (c *Command) streamEnded(end *sentinel.End) {
 	}
 	done := c.ends == 2 && c.advanceLocked(phaseEnding) == nil
 	e := c.end
+	if c.ends == 2 {
+		// Its directory is the result's now, or none: the record keeps
+		// none other (a $PWD that names another, up to sentinel.MaxCwd).
+		c.end = sentinel.End{}
+	}
 	if c.interrupted || c.timedOut { // each interrupts the shell
 		e.Status = interruptedStatus(c.s.sh, c.frame.Run, e.Status)
 	}

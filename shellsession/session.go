@@ -649,7 +649,14 @@ func (s *Session) recordEnd(status int, e *sentinel.End) (cwd string, tooLong bo
 	defer s.mu.Unlock()
 	s.lastStatus = status
 	if e != nil {
-		s.cwd, s.flags = cwd, e.Flags
+		if cwd != s.cwd {
+			// Else the string the last command's record holds stays:
+			// each stream's scanner keeps a string of its own, and a
+			// record that kept a copy where it started and another where
+			// it ended held both.
+			s.cwd = cwd
+		}
+		s.flags = e.Flags
 	}
 	return s.cwd, tooLong
 }
