@@ -37,7 +37,8 @@ func dial() (*client.Client, error) {
 // kill, a start): one it does not answer by then is not coming, from a
 // daemon that is stopped (SIGSTOP) or wedged. A kill is given its
 // escalation's time beyond it (see cmdKill); waits meant to be long (run,
-// wait, logs -f, ready) are not bounded so.
+// wait, logs -f, ready) are not bounded so; run's and interact's are bounded
+// by awaitAnswer.
 const answerWait = 30 * time.Second
 
 // quick returns the context of a request the daemon answers at once:
@@ -52,6 +53,50 @@ func quickWithin(ctx context.Context, c *client.Client, d time.Duration) (contex
 		"the daemon at %s did not answer within %s: it may be stopped (kill -STOP) or stuck; if it is, restart it",
 		c.URL(), d))
 }
+
+// awaitAnswer returns the context of a request the daemon answers once it
+// has waited up to asked (an interact or a run with --timeout), or, with
+// asked 0, as long as the command takes (with --idle alone, or none): one
+// the daemon has not answered asked plus answerWait after it was sent ends.
+// However long the request may wait, the daemon is asked for /healthz every
+// probeEvery while it does; one that does not answer that within answerWait
+// (stopped by SIGSTOP, or stuck) ends the request too, as a stream that
+// misses its heartbeats does, rather than leave conch waiting for good.
+// signalErr then says why.
+func awaitAnswer(ctx context.Context, c *client.Client, asked time.Duration) (context.Context, context.CancelFunc) {
+	var cancelWait context.CancelFunc = func() {}
+	if asked > 0 {
+		ctx, cancelWait = quickWithin(ctx, c, asked+answerWait)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(probeEvery):
+			}
+			hctx, hcancel := quick(ctx, c)
+			_, err := c.Health(hctx)
+			// Only no answer at all counts: a refusal is an answer, and a
+			// daemon gone breaks the request's connection too.
+			if err != nil && ctx.Err() == nil && errors.Is(hctx.Err(), context.DeadlineExceeded) {
+				cancel(context.Cause(hctx))
+			}
+			hcancel()
+		}
+	}()
+	return ctx, func() {
+		cancel(nil)
+		<-done
+		cancelWait()
+	}
+}
+
+// probeEvery is how often awaitAnswer asks whether the daemon answers.
+const probeEvery = 15 * time.Second
 
 // describe is err as a user reads it: a refused request's message, with its
 // code in words only where the message does not say it already, or, for a

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"github.com/conchsh/conch/client"
@@ -233,18 +234,21 @@ func (f *startFlags) runEarly(ctx context.Context, e *env, c *client.Client, a *
 	var started *client.Process
 	sigs := catchSignals()
 	sctx, done := sigs.whileStarting(ctx)
+	qctx, cancel := quick(sctx, c) // as conch start's
 	if *f.session != "" {
 		cmd.Stdin = stdin
-		started, err = c.Submit(sctx, *f.session, cmd)
-		err = f.sessionErr(sctx, c, err)
+		started, err = c.Submit(qctx, *f.session, cmd)
+		err = f.sessionErr(qctx, c, err)
 	} else {
 		opts.Stdin = stdin
-		started, err = c.Start(sctx, opts)
+		started, err = c.Start(qctx, opts)
 	}
+	err = signalErr(qctx, err)
+	cancel()
 	done()
 	if err != nil {
 		sigs.release()
-		return fail(e, exitOwn, signalErr(sctx, err))
+		return fail(e, exitOwn, err)
 	}
 	ctx, stop := sigs.passTo(ctx, c, started.ID)
 	defer stop()
@@ -257,21 +261,36 @@ func (f *startFlags) runEarly(ctx context.Context, e *env, c *client.Client, a *
 	var r *client.RunResult
 	var p *client.Process
 	if !*f.stdin {
-		r, p, err = c.Interact(ctx, started.ID, ask)
+		actx, cancel := awaitAnswer(ctx, c, time.Duration(*a.wait))
+		r, p, err = c.Interact(actx, started.ID, ask)
+		err = signalErr(actx, err)
+		cancel()
 	} else {
 		// -i (without --idle or --timeout, which cmdRun refuses): conch's
 		// stdin is the command's. The daemon answers an interact as soon
 		// as the command waits for input, which may be for what conch has
-		// yet to send: the end is waited for, then the answer asked for.
+		// yet to send: the end is waited for, then the answer asked for,
+		// which the daemon gives at once.
 		cctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		go copyStdin(cctx, e, c, started.ID, e.stdin)
-		if _, _, err = c.Wait(ctx, started.ID, 0); err == nil {
-			r, p, err = c.Interact(ctx, started.ID, ask)
+		actx, cancelWait := awaitAnswer(ctx, c, 0)
+		_, _, err = c.Wait(actx, started.ID, 0)
+		err = signalErr(actx, err)
+		cancelWait()
+		if err == nil {
+			qctx, cancel := quick(ctx, c)
+			r, p, err = c.Interact(qctx, started.ID, ask)
+			err = signalErr(qctx, err)
+			cancel()
 		}
 	}
-	err = signalErr(ctx, err)
 	if err != nil {
+		var answered *client.Error
+		// Not a refusal, nor passTo's give-up, which says so.
+		if !errors.As(err, &answered) && context.Cause(ctx) == nil {
+			err = fmt.Errorf("%w; %s may still run (conch interact %s, conch kill %s)", err, started.ID, started.ID, started.ID)
+		}
 		return fail(e, exitOwn, err)
 	}
 	code := a.report(ctx, e, c, r, p, *f.json)
@@ -326,8 +345,10 @@ already ended before the input could be written (its result is printed).`)
 	} else {
 		opts.InputBase64 = base64.StdEncoding.EncodeToString([]byte(in))
 	}
-	r, p, err := c.Interact(ctx, id, opts)
-	err = signalErr(ctx, err)
+	actx, cancel := awaitAnswer(ctx, c, time.Duration(*a.wait))
+	r, p, err := c.Interact(actx, id, opts)
+	err = signalErr(actx, err)
+	cancel()
 	if err != nil {
 		return fail(e, exitOwn, ended(ctx, c, id, err))
 	}

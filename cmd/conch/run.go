@@ -36,7 +36,10 @@ then does (130 when SIGINT ends it; its own status when it caught it and
 exited). With --idle or --timeout too. -i sends all of conch's stdin, waiting while the command has
 not read what was sent; output the daemon dropped before conch read it is
 said on stderr where it was. When the daemon does not take the signal within 5 s, conch
-stops waiting and exits 125; the command may still run. When the reader of
+stops waiting and exits 125; the command may still run. So it does when the
+daemon does not answer (stopped, or stuck): the start within 30 s, a wait 30 s
+past --timeout, or, while conch waits, /healthz (asked every 15 s) within
+30 s. When the reader of
 conch's output goes away (conch run yes | head; with --idle or --timeout
 too, once the answer is printed, or, when it is a pipe, as soon as its
 reader has gone while the answer is awaited), the command gets SIGPIPE and
@@ -255,19 +258,22 @@ func (f *startFlags) runRoute(ctx context.Context, e *env, c *client.Client, a *
 	defer sigs.passReaderGone(e.stdout)()
 	var r *client.RunResult
 	var p *client.Process
+	actx, cancel := awaitAnswer(ctx, c, time.Duration(*a.wait))
 	if *f.session != "" {
 		cmd.Stdin = stdin
-		r, p, err = c.RunCommand(ctx, *f.session, client.CommandRunOptions{
+		r, p, err = c.RunCommand(actx, *f.session, client.CommandRunOptions{
 			CommandOptions: cmd, Timeout: wait.Timeout, IdleTimeout: wait.IdleTimeout,
 			Plain: wait.Plain, OutputLimit: wait.OutputLimit,
 		})
-		err = f.sessionErr(ctx, c, err)
+		err = f.sessionErr(actx, c, err)
 	} else {
 		opts.Stdin = stdin
 		wait.StartOptions = opts
-		r, p, err = c.Run(ctx, wait)
+		r, p, err = c.Run(actx, wait)
 	}
-	if err = signalErr(ctx, err); err != nil {
+	err = signalErr(actx, err)
+	cancel()
+	if err != nil {
 		return fail(e, exitOwn, err)
 	}
 	code := a.report(ctx, e, c, r, p, *f.json)
@@ -362,11 +368,14 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	// conch exits when the command does.
 	sigs := catchSignals()
 	sctx, started := sigs.whileStarting(ctx)
-	p, err := f.startProcess(sctx, c, fs.Args(), process.KindExec)
+	qctx, cancel := quick(sctx, c) // as conch start's
+	p, err := f.startProcess(qctx, c, fs.Args(), process.KindExec)
+	err = signalErr(qctx, err)
+	cancel()
 	started()
 	if err != nil {
 		sigs.release()
-		return fail(e, exitOwn, signalErr(sctx, err))
+		return fail(e, exitOwn, err)
 	}
 	ctx, stop := sigs.passTo(ctx, c, p.ID)
 	defer stop()
@@ -404,9 +413,11 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 		// The whole result, its output included, as without -i: a bare
 		// interact from the start answers it for an ended process.
 		var out any = res
-		if r, _, err := c.Interact(ctx, p.ID, client.InteractOptions{Cursor: "0"}); err == nil && r != nil {
+		qctx, cancel := quick(ctx, c)
+		if r, _, err := c.Interact(qctx, p.ID, client.InteractOptions{Cursor: "0"}); err == nil && r != nil {
 			out = r
 		}
+		cancel()
 		if code := printJSON(e, out); code != 0 {
 			return exitOwn
 		}

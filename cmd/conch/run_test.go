@@ -743,6 +743,87 @@ func TestQuickRequestsBounded(t *testing.T) {
 	}
 }
 
+// conch run, in every mode, and conch interact give up on a daemon that
+// does not answer (stopped by SIGSTOP, or stuck), saying so, and exit 125,
+// as conch start does: its start after answerWait, and a request that
+// waits on the daemon's side (an interact, the run route, a wait) after
+// what it asked to wait and answerWait, or, however long it may wait, once
+// the daemon has not answered /healthz within answerWait. They once waited
+// for good, --timeout 3s too.
+func TestRunAndInteractBounded(t *testing.T) {
+	t.Parallel()
+	hang := make(chan struct{})
+	wait := func(r *http.Request) {
+		select { // no answer
+		case <-r.Context().Done():
+		case <-hang:
+		}
+	}
+	// stopped does not answer at all; started takes the start of a
+	// command, then answers nothing more.
+	stopped := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { wait(r) }))
+	defer stopped.Close()
+	started := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && (r.URL.Path == "/v1/processes" || r.URL.Path == "/v1/sessions/s/commands") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusCreated)
+			io.WriteString(w, `{"id":"p","kind":"exec","state":"running"}`)
+			return
+		}
+		wait(r)
+	}))
+	defer started.Close()
+	defer close(hang) // before the servers close, which waits for their handlers
+	cases := []struct {
+		url  string
+		args []string
+	}{
+		{stopped.URL, []string{"run", "echo x"}},
+		{stopped.URL, []string{"run", "--session", "s", "echo x"}},
+		{stopped.URL, []string{"run", "--idle", "1s", "echo x"}},
+		{stopped.URL, []string{"run", "--json", "echo x"}},
+		{stopped.URL, []string{"interact", "p", "--input", "hi", "--idle", "1s"}},
+		{started.URL, []string{"run", "--timeout", "3s", "echo x"}},
+		{started.URL, []string{"run", "--idle", "1s", "echo x"}},
+		{started.URL, []string{"run", "--session", "s", "--idle", "1s", "echo x"}},
+		{started.URL, []string{"run", "--output-limit", "10", "echo x"}},
+		{started.URL, []string{"run", "-i", "--output-limit", "10", "echo x"}},
+		{started.URL, []string{"run", "--json", "echo x"}},
+		{started.URL, []string{"run", "--json", "--timeout", "3s", "echo x"}},
+		{started.URL, []string{"run", "--keep-logs", "none", "--idle", "1s", "echo x"}},
+		{started.URL, []string{"run", "--session", "s", "--json", "echo x"}},
+		{started.URL, []string{"interact", "p", "--timeout", "2s"}},
+	}
+	errs := make(chan error, len(cases))
+	for _, tc := range cases {
+		go func() {
+			cmd := exec.Command("conch", tc.args...)
+			cmd.Env = append(os.Environ(), client.EnvURL+"="+tc.url, client.EnvToken+"=t")
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				errs <- err
+				return
+			}
+			guard := time.AfterFunc(answerWait+probeEvery+time.Minute, func() { _ = cmd.Process.Kill() })
+			err := cmd.Wait()
+			guard.Stop()
+			var ee *exec.ExitError
+			switch {
+			case !errors.As(err, &ee) || ee.ExitCode() != exitOwn:
+				errs <- fmt.Errorf("%v: %v, stderr %q", tc.args, err, stderr.String())
+			case !strings.Contains(stderr.String(), "did not answer within"):
+				errs <- fmt.Errorf("%v: stderr %q", tc.args, stderr.String())
+			default:
+				errs <- nil
+			}
+		}()
+	}
+	for range cases {
+		require.NoError(t, <-errs)
+	}
+}
+
 // conch kill of a session whose shell outlives the signal waits for the
 // daemon's answer, which comes once the session has ended, escalate-after
 // later: past answerWait, it once gave up saying that the daemon did not
