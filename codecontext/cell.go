@@ -1,6 +1,7 @@
 package codecontext
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -471,6 +472,12 @@ func (cell *Cell) closeKeepers() {
 	}
 }
 
+// cwdUnnamed is what a cell whose interpreter could not name its working
+// directory, one whose path is longer than PATH_MAX, says of it (Node's
+// process.cwd fails there; Python's getcwd names it, up to
+// sentinel.MaxCwd).
+const cwdUnnamed = "the working directory's path is longer than PATH_MAX (4,096 bytes), past which the interpreter cannot name it: cwd is left out until a cell changes to a directory whose path is shorter"
+
 // streamEnded records that a stream reached its end marker; the stdout
 // one (trailer) carries the status and the directory.
 func (cell *Cell) streamEnded(end *sentinel.End, trailer bool) {
@@ -493,6 +500,7 @@ func (cell *Cell) streamEnded(end *sentinel.End, trailer bool) {
 		return
 	}
 	c := cell.c
+	unnamed := false // a directory past PATH_MAX that the interpreter could not name
 	if e.CwdTooLong {
 		// Longer than the engine reports (Python's getcwd walks up past
 		// PATH_MAX): left out, from the context's too.
@@ -501,8 +509,16 @@ func (cell *Cell) streamEnded(end *sentinel.End, trailer bool) {
 		c.mu.Unlock()
 	} else if e.Cwd == "" {
 		// The interpreter found no path to its directory: it was removed.
-		// It is named by the path it had.
-		e.Cwd, _, _ = procfs.CwdOf(strconv.Itoa(c.cmd.Process.Pid))
+		// It is named by the path it had. Or its path is longer than
+		// PATH_MAX, which Node cannot name (process.cwd fails, ERANGE),
+		// nor the kernel's link: left out, as above.
+		var err error
+		if e.Cwd, _, err = procfs.CwdOf(strconv.Itoa(c.cmd.Process.Pid)); errors.Is(err, syscall.ENAMETOOLONG) {
+			c.mu.Lock()
+			c.cwd = ""
+			c.mu.Unlock()
+			unnamed = true
+		}
 	}
 	if e.Cwd != "" {
 		c.mu.Lock()
@@ -518,6 +534,8 @@ func (cell *Cell) streamEnded(end *sentinel.End, trailer bool) {
 	r.Cwd = e.Cwd
 	if e.CwdTooLong {
 		r.Error = sentinel.CwdTooLong
+	} else if unnamed {
+		r.Error = cwdUnnamed
 	}
 	cell.finish(r)
 	close(cell.endsDone)

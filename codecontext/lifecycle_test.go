@@ -344,6 +344,30 @@ func TestCwdPastBound(t *testing.T) {
 	require.Equal(t, base, c.Cwd())
 }
 
+// TestCwdPastPathMaxJavaScript: Node cannot name a working directory whose
+// path is longer than PATH_MAX (process.cwd fails, ERANGE), nor can the
+// kernel's link: the cell's cwd, and the context's, are left out, saying
+// why, where the context kept the directory it had before and the cell said
+// nothing.
+func TestCwdPastPathMaxJavaScript(t *testing.T) {
+	t.Parallel()
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	name := strings.Repeat("d", 250)
+	c := newContext(t, Options{Language: JavaScript, Cwd: base})
+	r, _, errOut := run(t, c, "const fs = require('fs');\nfor (let i = 0; i < 20; i++) { fs.mkdirSync("+strconv.Quote(name)+"); process.chdir("+strconv.Quote(name)+") }")
+	require.Equal(t, 0, code(r), "%s %q, stderr %q", r.Reason, r.Error, errOut)
+	require.Zero(t, len(r.Cwd), "bytes of cwd")
+	require.Equal(t, cwdUnnamed, r.Error)
+	require.Zero(t, len(c.Cwd()), "bytes of the context's cwd")
+
+	r, _, _ = run(t, c, "process.chdir("+strconv.Quote(base)+")")
+	require.Equal(t, 0, code(r), "%s %q", r.Reason, r.Error)
+	require.Equal(t, base, r.Cwd)
+	require.Empty(t, r.Error)
+	require.Equal(t, base, c.Cwd())
+}
+
 // TestDeleteRunningCell: a running cell cannot be deleted; an ended one can.
 func TestDeleteRunningCell(t *testing.T) {
 	t.Parallel()
