@@ -283,76 +283,55 @@ func TestStdinOpen(t *testing.T) {
 	}
 }
 
-// TestStdinClosedEarlyCountsFIFO: a command that read a little of its stdin
-// and closed it before its end left what its FIFO held unread, never to be
-// read: that counts as dropped, with what was still queued. It was counted
-// as none once the feeder's write had failed before the command's end.
-func TestStdinClosedEarlyCountsFIFO(t *testing.T) {
+// TestStdinUnreadCountsFIFO: what a command left unread in its stdin FIFO
+// counts as dropped, with what was still queued, and what it read does
+// not: when it closed its stdin before its end, the feeder's write failing
+// then, and after end-of-file, the feeder having closed the FIFO's write
+// end by its end. Each was counted as none. The command waits on a gate of
+// the test's own before it reads, and again after, until the feeder has
+// stopped.
+func TestStdinUnreadCountsFIFO(t *testing.T) {
 	t.Parallel()
-	for _, shell := range []string{"bash", "dash"} {
-		t.Run(shell, func(t *testing.T) {
-			t.Parallel()
-			s := newSession(t, Options{Shell: shell})
-			// The command waits on gate before it reads, and once it
-			// closed its stdin, until the feeder has stopped.
-			gate := filepath.Join(t.TempDir(), "gate")
-			require.NoError(t, syscall.Mkfifo(gate, 0o600))
-			g, err := os.OpenFile(gate, os.O_RDWR, 0)
-			require.NoError(t, err)
-			defer g.Close()
-			c, err := s.Submit(CommandOptions{Cmd: "read x <" + gate + "; head -c 10 >/dev/null; exec 0<&-; read x <" + gate, Stdin: process.StdinOpen})
-			require.NoError(t, err)
-			const total = 500_000 // more than the FIFO holds
-			require.NoError(t, c.WriteStdin(make([]byte, total)))
-			dir, err := filepath.EvalSymlinks(s.dir.Path())
-			require.NoError(t, err)
-			require.Eventually(t, func() bool { return feederHolds(dir) }, deadline, time.Millisecond, "the feeder opens the FIFO")
-			_, err = g.Write([]byte("\n"))
-			require.NoError(t, err)
-			require.Eventually(t, func() bool { return !feederHolds(dir) }, deadline, time.Millisecond,
-				"the feeder stops once the command closed its stdin")
-			_, err = g.Write([]byte("\n"))
-			require.NoError(t, err)
-			r := wait(t, c)
-			require.Equal(t, 0, code(r), "%+v", r)
-			require.Equal(t, int64(total-10), c.Info().StdinDroppedBytes)
-		})
-	}
-}
-
-// TestStdinEOFCountsFIFO: what a command left unread in its stdin FIFO
-// after end-of-file counts as dropped, though the feeder had closed the
-// FIFO's write end by its end (it was counted as none); what it read
-// does not count.
-func TestStdinEOFCountsFIFO(t *testing.T) {
-	t.Parallel()
-	for _, shell := range []string{"bash", "dash"} {
-		t.Run(shell, func(t *testing.T) {
-			t.Parallel()
-			s := newSession(t, Options{Shell: shell})
-			// The command waits on gate before it reads: until the
-			// feeder has written everything and closed the FIFO.
-			gate := filepath.Join(t.TempDir(), "gate")
-			require.NoError(t, syscall.Mkfifo(gate, 0o600))
-			g, err := os.OpenFile(gate, os.O_RDWR, 0)
-			require.NoError(t, err)
-			defer g.Close()
-			c, err := s.Submit(CommandOptions{Cmd: "read x <" + gate + "; head -c 10 >/dev/null", Stdin: process.StdinOpen})
-			require.NoError(t, err)
-			const total = 1000 // what the FIFO holds
-			require.NoError(t, c.WriteStdin(make([]byte, total)))
-			require.NoError(t, c.CloseStdin())
-			dir, err := filepath.EvalSymlinks(s.dir.Path())
-			require.NoError(t, err)
-			require.Eventually(t, func() bool { return c.StdinQueued() == 0 && !feederHolds(dir) }, deadline, time.Millisecond,
-				"the feeder writes everything and closes the FIFO")
-			_, err = g.Write([]byte("\n"))
-			require.NoError(t, err)
-			r := wait(t, c)
-			require.Equal(t, 0, code(r), "%+v", r)
-			require.Equal(t, int64(total-10), c.Info().StdinDroppedBytes)
-			require.Empty(t, stdinFDs(dir), "no descriptor of the FIFO is left")
-		})
+	for _, tc := range []struct {
+		name, cmd string
+		total     int  // written
+		eof       bool // then end-of-file
+		stopped   string
+	}{
+		{"closed early", "read x <GATE; head -c 10 >/dev/null; exec 0<&-; read x <GATE", 500_000, false, "the feeder stops once the command closed its stdin"},
+		{"after end-of-file", "read x <GATE; head -c 10 >/dev/null", 1000, true, "the feeder writes everything and closes the FIFO"},
+	} {
+		for _, shell := range []string{"bash", "dash"} {
+			t.Run(tc.name+"/"+shell, func(t *testing.T) {
+				t.Parallel()
+				s := newSession(t, Options{Shell: shell})
+				gate := filepath.Join(t.TempDir(), "gate")
+				require.NoError(t, syscall.Mkfifo(gate, 0o600))
+				g, err := os.OpenFile(gate, os.O_RDWR, 0)
+				require.NoError(t, err)
+				defer g.Close()
+				c, err := s.Submit(CommandOptions{Cmd: strings.ReplaceAll(tc.cmd, "GATE", gate), Stdin: process.StdinOpen})
+				require.NoError(t, err)
+				require.NoError(t, c.WriteStdin(make([]byte, tc.total)))
+				if tc.eof {
+					require.NoError(t, c.CloseStdin())
+				}
+				dir, err := filepath.EvalSymlinks(s.dir.Path())
+				require.NoError(t, err)
+				if !tc.eof {
+					require.Eventually(t, func() bool { return feederHolds(dir) }, deadline, time.Millisecond, "the feeder opens the FIFO")
+					_, err = g.Write([]byte("\n"))
+					require.NoError(t, err)
+				}
+				require.Eventually(t, func() bool { return (!tc.eof || c.StdinQueued() == 0) && !feederHolds(dir) }, deadline, time.Millisecond, tc.stopped)
+				_, err = g.Write([]byte("\n"))
+				require.NoError(t, err)
+				r := wait(t, c)
+				require.Equal(t, 0, code(r), "%+v", r)
+				require.Equal(t, int64(tc.total-10), c.Info().StdinDroppedBytes)
+				require.Empty(t, stdinFDs(dir), "no descriptor of the FIFO is left")
+			})
+		}
 	}
 }
 
