@@ -177,7 +177,16 @@ class AsyncPtyConnection:
             except ws.exceptions.ConnectionClosedOK:
                 return None
             except ws.exceptions.ConnectionClosed as e:
-                code = getattr(getattr(e, "rcvd", None), "code", None) or getattr(e, "code", None)
+                code = getattr(getattr(e, "rcvd", None), "code", None)
+                if code == 1000:
+                    # 1000 is the daemon's "process ended", sent after the last of the output,
+                    # which came before it (the library gives what it queued first): the end,
+                    # also when the connection then ended without the client's answer. The
+                    # daemon waits 5 s for it, and websockets 10 reads nothing more while it
+                    # holds max_queue messages unread: a reader slower than the output saw
+                    # the close frame too late to answer it.
+                    return None
+                code = code or getattr(e, "code", None)
                 raise NetworkError(f"conch: attach closed with {code}: {e}") from e
             if isinstance(msg, (bytes, bytearray, memoryview)):
                 b = bytes(msg)

@@ -255,6 +255,26 @@ class PtyTest(unittest.TestCase):
         self.assertIsNone(conn.recv())
         self.assertEqual(handle.get().state, "running")
 
+    @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
+    def test_output_read_late_still_ends_cleanly(self) -> None:
+        # A reader slower than the output: websockets 10 reads nothing more while it holds
+        # max_queue messages unread, so the daemon's close frame (1000, process ended), sent
+        # after the last of the output, waited unread; the daemon waits 5 s for the answer,
+        # then drops the connection. Every byte had come, and the recv that met the end
+        # raised NetworkError ("received 1000 (OK) process ended; no close frame sent").
+        n = 30000
+        want = b"".join(b"%d\n" % i for i in range(1, n + 1))
+        handle, conn = self.sandbox.pty.attach(f"stty raw -echo; seq 1 {n}")
+        self.addCleanup(self.sandbox.pty.delete, handle.id)
+        self.addCleanup(conn.close)
+        self.assertEqual(handle.wait(timeout=30).exit_code, 0)
+        time.sleep(8)  # past the daemon's 5 s for the close handshake
+        seen = b"".join(conn)  # raised NetworkError at the end
+        self.assertEqual(conn.missed_bytes, 0)
+        self.assertEqual(seen, want)
+        self.assertIsNone(conn.recv())
+
+
 class AttachLeavesNothingTest(unittest.TestCase):
     """A PtyConnection runs an event loop in a thread of its own: reading it to its end, or
     dropping it without close(), must end that thread and close its WebSocket. They ran on
