@@ -149,6 +149,10 @@ class AsyncPtyConnection:
         self.gaps: List["tuple[int, int]"] = []
         self._received = 0
         self._heard = 0  # messages received: while it closes, what moves (see _end_if_stalled)
+        self._closing = False  # close() was called: what ends the connection then is no error
+        # The input not taken when close() ended the connection without its handshake (see
+        # _end_if_stalled), as far as this host knows; None while it has not.
+        self._dropped: Optional[int] = None
 
     @classmethod
     async def open(cls, t: HttpTransport, process_id: str) -> "AsyncPtyConnection":
@@ -178,7 +182,7 @@ class AsyncPtyConnection:
                 return None
             except ws.exceptions.ConnectionClosed as e:
                 code = getattr(getattr(e, "rcvd", None), "code", None)
-                if code == 1000:
+                if code == 1000 or self._closing:
                     # 1000 is the daemon's "process ended", sent after the last of the output,
                     # which came before it (the library gives what it queued first): the end,
                     # also when the connection then ended without the client's answer. The
@@ -216,11 +220,37 @@ class AsyncPtyConnection:
             yield b
 
     async def send(self, data: Union[str, bytes]) -> None:
-        """Types data into the PTY."""
-        await self._ws.send(input_bytes(data))
+        """Types data into the PTY.
+
+        Raises NetworkError once the connection is closed or broken, and when
+        close() ended it, without its handshake, while this send was under
+        way: the input not taken yet was dropped.
+        """
+        await self._send(input_bytes(data))
 
     async def resize(self, cols: int, rows: int) -> None:
-        await self._ws.send(json.dumps({"type": "resize", "cols": cols, "rows": rows}))
+        await self._send(json.dumps({"type": "resize", "cols": cols, "rows": rows}))
+
+    async def _send(self, message: Union[str, bytes]) -> None:
+        ws = _websockets()
+        after = self._dropped is not None  # a send after the end, rather than one it came upon
+        try:
+            await self._ws.send(message)
+        except ws.exceptions.ConnectionClosed as e:
+            if self._dropped is not None and not after:
+                raise self._dropped_error() from e
+            if self._closing:
+                raise NetworkError("conch: the PTY connection was closed") from e
+            raise NetworkError(f"conch: the PTY connection broke: {e}") from e
+        # One that close() ended under it returns as if all went (websockets 10: its wait for
+        # the buffer to empty ends with the connection).
+        if self._dropped is not None and not after:
+            raise self._dropped_error()
+
+    def _dropped_error(self) -> NetworkError:
+        if self._dropped:
+            return NetworkError(f"conch: the PTY connection closed with {self._dropped} bytes of input not sent")
+        return NetworkError("conch: the PTY connection closed before the daemon took the input sent")
 
     async def close(self) -> None:
         """Detaches; the process goes on. Output not read by then is dropped.
@@ -231,7 +261,9 @@ class AsyncPtyConnection:
         (close code 1006), dropping the input not taken: a program that
         reads none of its input leaves the daemon reading nothing more of
         the connection, the close frame included, also when all the input
-        has left this host and waits in the daemon's socket.
+        has left this host and waits in the daemon's socket. A send under
+        way then raises NetworkError; close() itself raises nothing. After
+        it, recv returns None.
         """
         # The daemon's close frame comes after the output still on its way,
         # which the library stops reading once it holds max_queue messages
@@ -242,10 +274,17 @@ class AsyncPtyConnection:
         # none never reads (in this socket's queue or already in the
         # daemon's): the library would wait for the daemon's answer as long
         # (see _end_if_stalled).
+        self._closing = True
         drain = asyncio.ensure_future(self._discard())
         stall = asyncio.ensure_future(self._end_if_stalled())
         try:
             await self._ws.close()
+        except Exception:  # noqa: BLE001 - the connection ends all the same
+            # websockets 10 raised ConnectionClosedError when _end_if_stalled ended the connection
+            # while a send was under way (its close frame waited behind that send's input).
+            transport = getattr(self._ws, "transport", None)
+            if transport is not None:
+                transport.abort()
         finally:
             drain.cancel()
             stall.cancel()
@@ -269,6 +308,7 @@ class AsyncPtyConnection:
             if now < last or self._heard != heard:
                 since = loop.time()
             elif loop.time() - since >= _CLOSE_STALL:
+                self._dropped = now
                 transport.abort()
                 return
             last, heard = now, self._heard

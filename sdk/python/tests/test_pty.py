@@ -4,7 +4,7 @@ import signal
 import threading
 import time
 import unittest
-from typing import Any, List
+from typing import Any, List, Optional
 from unittest import mock
 from urllib.parse import urlsplit
 
@@ -273,6 +273,89 @@ class PtyTest(unittest.TestCase):
         self.assertEqual(conn.missed_bytes, 0)
         self.assertEqual(seen, want)
         self.assertIsNone(conn.recv())
+
+    @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
+    def test_close_during_a_send_ends_the_send_with_network_error(self) -> None:
+        # A send under way when close() ends the connection without its handshake (a program
+        # that reads none of its input): close() raised websockets' ConnectionClosedError
+        # (out of a with block too) and the send returned as if all its input went.
+        handle, conn = self.sandbox.pty.attach("stty raw -echo; printf R; sleep 60")
+        self.addCleanup(self.sandbox.pty.delete, handle.id)
+        seen = b""
+        while b"R" not in seen:
+            seen += conn.recv() or b""
+        got: List[Optional[BaseException]] = []
+
+        def send() -> None:
+            try:
+                conn.send(b"a" * (20 << 20))  # far more than the daemon and the sockets take
+            except BaseException as e:  # noqa: BLE001 - reported below
+                got.append(e)
+            else:
+                got.append(AssertionError("the send returned"))
+
+        sending = threading.Thread(target=send, daemon=True)
+        sending.start()
+        time.sleep(1)
+        self.assertTrue(sending.is_alive(), "the send was over before the close")
+        closing = threading.Thread(target=lambda: got.append(self._closed(conn)), daemon=True)
+        closing.start()
+        closing.join(30)
+        sending.join(30)
+        self.assertFalse(closing.is_alive() or sending.is_alive(), "close() or the send hung")
+        errors = [e for e in got if e is not None]
+        self.assertEqual(len(errors), 1, f"got {got}")
+        self.assertIsInstance(errors[0], NetworkError)
+        self.assertIn("bytes of input not sent", str(errors[0]))
+        self.assertIsNone(conn.recv())
+        with self.assertRaises(NetworkError):
+            conn.send("x")
+        self.assertEqual(handle.get().state, "running")
+
+    @staticmethod
+    def _closed(conn: Any) -> Optional[BaseException]:
+        try:
+            with conn:
+                pass
+        except BaseException as e:  # noqa: BLE001 - the caller reports it
+            return e
+        return None
+
+    @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
+    def test_close_during_a_send_async(self) -> None:
+        from conch.aio import AsyncSandbox
+
+        async def main() -> "tuple[Optional[BaseException], BaseException, Any, Any]":
+            sandbox = AsyncSandbox(shared().url, shared().token)
+            try:
+                handle, conn = await sandbox.pty.attach("stty raw -echo; printf R; sleep 60")
+                try:
+                    seen = b""
+                    while b"R" not in seen:
+                        seen += await conn.recv() or b""
+                    send = asyncio.ensure_future(conn.send(b"a" * (20 << 20)))
+                    await asyncio.sleep(1)
+                    self.assertFalse(send.done(), "the send was over before the close")
+                    closed: Optional[BaseException] = None
+                    try:
+                        await conn.close()
+                    except BaseException as e:  # noqa: BLE001 - reported by the caller
+                        closed = e
+                    sent = await asyncio.gather(send, return_exceptions=True)
+                    after = (await asyncio.gather(conn.recv(), return_exceptions=True))[0]
+                    late = (await asyncio.gather(conn.send("x"), return_exceptions=True))[0]
+                    return closed, sent[0], after, late
+                finally:
+                    await sandbox.pty.delete(handle.id)
+            finally:
+                await sandbox.close()
+
+        closed, sent, after, late = asyncio.run(asyncio.wait_for(main(), 60))
+        self.assertIsNone(closed)
+        self.assertIsInstance(sent, NetworkError)
+        self.assertIn("bytes of input not sent", str(sent))
+        self.assertIsNone(after)
+        self.assertIsInstance(late, NetworkError)
 
 
 class AttachLeavesNothingTest(unittest.TestCase):
