@@ -11,11 +11,13 @@ with ``logs`` pages by the API's rule (see ``joined``): the answer's frames up
 to and including ``omittedAfter``, then every frame of the pages after
 ``omittedAfter`` up to and including ``next`` — when the logs still hold them.
 Under ``keepLogs`` none nothing is kept to page: the result is what the
-answers held.
+answers held, with what they left out (``omittedBytes``), and with
+``outputLimit`` held to the limit as one answer is (see ``bound``).
 """
 
 from __future__ import annotations
 
+import base64
 import math
 import time
 from datetime import datetime
@@ -80,7 +82,7 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
     # Under keepLogs none the daemon keeps no output for later reading: no
     # page can bring back what an answer left out, and output written between
     # two requests is gone. The result is what the answers held, truncated
-    # when they said output was lost.
+    # when they said output was dropped, with omitted_bytes what they cut out.
     unkept = body.get("keepLogs") == "none"
     # Logs pages are raw frames: a plain answer is the daemon's, whole when
     # it fits in the answer, else its head and tail.
@@ -118,11 +120,23 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
     # the daemon (the held frames stay byte-exact, as logs are).
     texts: List[Tuple[str, str, str]] = []
     lost = False
+    # What the answers left out: their omittedBytes summed, and where output is first missing,
+    # as the index into held of the frames before it and the answer's omittedAfter.
+    omitted = 0
+    holes: List[Tuple[int, str]] = []
 
     def hold(a: Wire) -> None:
-        nonlocal lost
-        held.extend(frames_from_wire(a.get("logs")))
-        lost = lost or _lost(a)
+        nonlocal lost, omitted
+        frames = frames_from_wire(a.get("logs"))
+        gone = _count(a.get("omittedBytes"))
+        after = a.get("omittedAfter")
+        if gone > 0 and isinstance(after, str):
+            i = next((j for j, f in enumerate(frames) if f.cursor == after), -1)
+            holes.append((len(held) + i + 1, after))
+        omitted += gone
+        held.extend(frames)
+        # Dropped before it (between two requests); what it cut out of it is in omitted.
+        lost = lost or a.get("truncated") is True
         if plain:
             texts.append(tuple(a.get(k) if isinstance(a.get(k), str) else "" for k in ("output", "stdout", "stderr")))
 
@@ -130,13 +144,18 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
         hold(answer)
 
     def back(result: Optional[WaitResult], pages: float, came_back: Optional[CameBack]) -> RunResult:
-        if bounded or (plain and not unkept):
-            return cut(t, pid, body, came_back)
         if unkept:
+            # Nothing is kept to cut from cursor 0: the answers are all there is.
             r = result_of(pid, held, lost, result, came_back, cursor)
+            r.omitted_bytes = omitted
+            r.omitted_after = min(holes)[1] if holes else None
             if plain:
                 r.output, r.stdout, r.stderr = ("".join(x[i] for x in texts) for i in range(3))
+            if bounded:
+                bound(r, body["outputLimit"], holes, plain)
             return r
+        if bounded or plain:
+            return cut(t, pid, body, came_back)
         return collect(t, pid, result, pages, came_back, cursor, told)
 
     while left(deadline) > 0:
@@ -149,6 +168,8 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
         req: Wire = {"timeout": w} if unkept else {"timeout": w, "outputLimit": 1}
         if unkept and plain:
             req["plain"] = True
+        if unkept and bounded:
+            req["outputLimit"] = body["outputLimit"]
         if cursor:
             req["cursor"] = cursor
         sent = time.monotonic()
@@ -178,10 +199,88 @@ def run(t: HttpTransport, path: str, body: Wire, timeout: Optional[float]) -> Ru
     return back(None, TIMED_OUT_PAGES, "wait_timeout")
 
 
-def _lost(w: Wire) -> bool:
-    """Whether an answer says output is missing from it: dropped before it (``truncated``) or cut
-    out of it (``omittedBytes``)."""
-    return w.get("truncated") is True or _count(w.get("omittedBytes")) > 0
+def bound(r: RunResult, limit: Any, holes: List[Tuple[int, str]], plain: bool) -> None:
+    """Holds r, the answers of a run under keepLogs none each bounded by limit, to limit as one
+    answer is: over it, the head (up to half the limit) and the tail (up to the rest) of its frames,
+    each cut between UTF-8 characters, what lies between counted in ``omitted_bytes``;
+    ``omitted_after`` is the cursor of the head's last whole frame when no answer left output out
+    before it. With plain, the answers' texts are held to the limit so (output; stdout with stderr)."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit <= 0:
+        return
+    sizes = [len(f.bytes) for f in r.logs]
+    if sum(sizes) > limit:
+        head: List[LogFrame] = []
+        room = limit // 2
+        k = 0
+        while k < len(r.logs) and sizes[k] <= room:
+            head.append(r.logs[k])
+            room -= sizes[k]
+            k += 1
+        whole = k
+        if room > 0 and k < len(r.logs):
+            b = r.logs[k].bytes[:_head_cut(r.logs[k].bytes, room)]
+            if b:
+                head.append(_frame(r.logs[k], b))
+                room -= len(b)
+        room = limit - (limit // 2 - room)
+        tail: List[LogFrame] = []
+        j = len(r.logs) - 1
+        while j >= k and room > 0:
+            f = r.logs[j]
+            if sizes[j] <= room and (j > k or len(head) == whole):
+                tail.append(f)
+                room -= sizes[j]
+                j -= 1
+                continue
+            b = f.bytes
+            b = b[_tail_cut(b, room):]
+            if b:
+                tail.append(_frame(f, b))
+            break
+        kept = head + tail[::-1]
+        r.omitted_bytes += sum(sizes) - sum(len(f.bytes) for f in kept)
+        after = r.logs[whole - 1].cursor if whole > 0 else "0"
+        first = [h for h in holes if h[0] <= whole]
+        r.omitted_after = min(first)[1] if first else after
+        r.extra["headFrames"] = len(head)
+        r.logs = kept
+        if not plain:
+            r.output, r.stdout, r.stderr = assemble(kept)
+    if plain:
+        r.output = _cut_text(r.output, limit)
+        r.stdout = _cut_text(r.stdout, limit - min(len(r.stderr.encode()), limit // 2))
+        r.stderr = _cut_text(r.stderr, limit - len(r.stdout.encode()))
+
+
+def _head_cut(b: bytes, n: int) -> int:
+    """The length of b's head of at most n bytes that ends between UTF-8 characters."""
+    while 0 < n < len(b) and b[n] & 0xC0 == 0x80:
+        n -= 1
+    return n
+
+
+def _tail_cut(b: bytes, n: int) -> int:
+    """Where b's tail of at most n bytes starts, between UTF-8 characters."""
+    i = max(0, len(b) - n)
+    while 0 < i < len(b) and b[i] & 0xC0 == 0x80:
+        i += 1
+    return i
+
+
+def _frame(f: LogFrame, b: bytes) -> LogFrame:
+    """f, cut to b."""
+    if f.encoding == "base64":
+        return LogFrame(f.cursor, f.channel, base64.b64encode(b).decode(), f.encoding, f.timestamp)
+    return LogFrame(f.cursor, f.channel, b.decode("utf-8", "replace"), f.encoding, f.timestamp)
+
+
+def _cut_text(s: str, limit: int) -> str:
+    """s held to limit bytes: its head (up to half) and tail (up to the rest), between characters."""
+    b = s.encode()
+    if len(b) <= limit:
+        return s
+    h = _head_cut(b, limit // 2)
+    return b[:h].decode("utf-8", "replace") + b[_tail_cut(b, limit - h):].decode("utf-8", "replace")
 
 
 def _came_back_quiet(answer: Wire, sent: float, w: int) -> bool:

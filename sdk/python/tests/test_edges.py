@@ -60,6 +60,59 @@ class KeepLogsNoneTest(unittest.TestCase):
         if r.stdout != "a\nb\n":
             self.assertTrue(r.truncated, f"output {r.stdout!r} is missing b and the result does not say so")
 
+    def test_output_limit_past_the_wait_window_is_what_the_answers_held(self) -> None:
+        # Nothing is kept to cut the output from the start: the answers held it. The output comes
+        # in the middle of the second request's window, not between two requests, where it is lost.
+        sb = shared().sandbox(wait_window=1)
+        self.addCleanup(sb.close)
+        for kw in ({}, {"plain": True}):
+            with self.subTest(**kw):
+                r = sb.exec("sleep 1.5; echo hello", keep_logs="none", output_limit=100, timeout=30, **kw)
+                self.assertEqual((r.reason, r.output, r.stdout, r.omitted_bytes), ("exited", "hello\n", "hello\n", 0), r)
+                self.assertFalse(r.truncated)
+        r = sb.exec("sleep 1.5; seq 1 200000", keep_logs="none", output_limit=1000, timeout=30)
+        whole = "".join(f"{i}\n" for i in range(1, 200001))
+        self.assertEqual(r.reason, "exited")
+        self.assertLessEqual(len(r.output.encode()), 1000)
+        if not r.truncated:
+            self.assertEqual(len(r.output) + r.omitted_bytes, len(whole))
+        self.assertTrue(whole.startswith(r.output[:400]), r.output[:400])
+        self.assertTrue(r.output.endswith("200000\n"), r.output[-100:])
+        self.assertIsNotNone(r.omitted_after)
+
+    def test_output_limit_holds_several_answers_to_the_limit(self) -> None:
+        # Each answer is cut to the limit; together they are held to it as one answer is.
+        sb = shared().sandbox(wait_window=1)
+        self.addCleanup(sb.close)
+        whole = "".join(f"{i}\n" for i in range(1, 100001))
+        for kw in ({}, {"plain": True}):
+            with self.subTest(**kw):
+                r = sb.exec("sleep 0.5; seq 1 50000; sleep 1; seq 50001 100000", keep_logs="none",
+                            output_limit=1000, timeout=30, **kw)
+                self.assertEqual(r.reason, "exited")
+                for text in (r.output, r.stdout):
+                    self.assertLessEqual(len(text.encode()), 1000)
+                    self.assertTrue(text.startswith("1\n2\n3\n"), text[:100])
+                    self.assertTrue(text.endswith("\n99999\n100000\n"), text[-100:])
+                self.assertLessEqual(sum(len(f.bytes) for f in r.logs), 1000)
+                self.assertIsNotNone(r.omitted_after)
+                self.assertGreater(r.extra["headFrames"], 0)
+                if not r.truncated:
+                    self.assertEqual(sum(len(f.bytes) for f in r.logs) + r.omitted_bytes, len(whole))
+
+    def test_an_answer_cut_past_the_wait_window_says_what_it_left_out(self) -> None:
+        sb = shared().sandbox(wait_window=1)
+        self.addCleanup(sb.close)
+        r = sb.exec("sleep 1.5; seq 1 400000", keep_logs="none", timeout=30)
+        whole = "".join(f"{i}\n" for i in range(1, 400001))
+        self.assertEqual(r.reason, "exited")
+        self.assertGreater(r.omitted_bytes, 0, "output was left out and the result does not say so")
+        self.assertIsNotNone(r.omitted_after)
+        if not r.truncated:
+            self.assertEqual(len(r.stdout) + r.omitted_bytes, len(whole))
+        self.assertTrue(whole.startswith(r.stdout[:1000]), (r.stdout[:200], r.omitted_bytes, r.omitted_after, r.truncated, len(r.logs)))
+        self.assertTrue(r.stdout.endswith("400000\n"))
+
 
     def test_plain_past_the_wait_window_stays_plain(self) -> None:
         # Each answer's text is the daemon's plain rendering; the frames are raw escapes.
