@@ -65,7 +65,7 @@ export async function run(
   // Under keepLogs none the daemon keeps no output for later reading: no
   // page can bring back what an answer left out, and output written between
   // two requests is gone. The result is what the answers held, truncated
-  // when they said output was lost.
+  // when they said output was dropped, with omittedBytes what they cut out.
   const unkept = body.keepLogs === 'none'
   // Logs pages are raw frames: a plain answer is the daemon's, whole when
   // it fits in the answer, else its head and tail.
@@ -93,14 +93,15 @@ export async function run(
   // (outputLimit 1): the result is read once they are done, whole from the
   // logs, or, when the caller bounded it or asked for plain text, as the
   // daemon cuts it. Under keepLogs none they ask for the output, which is
-  // only in their answers.
+  // only in their answers, each with the caller's outputLimit.
   const id = processIdOf(w, status, true)
   const held = new Held(plain)
   if (unkept) held.add(w)
   const result = (why: string | undefined, wait: () => WaitResult, pages: number): Promise<RunResult> => {
     const state = why === undefined ? 'terminal' : 'running'
-    if (bounded || (plain && !unkept)) return cut(t, id, body, why)
-    if (unkept) return Promise.resolve(held.result(id, wait(), state, cursor))
+    // Under keepLogs none nothing is kept to cut from cursor 0: the answers are all there is.
+    if (unkept) return Promise.resolve(held.result(id, wait(), state, cursor, body.outputLimit))
+    if (bounded || plain) return cut(t, id, body, why)
     return collect(t, id, wait(), pages, state, cursor, told)
   }
   let cursor = typeof w.next === 'string' && w.next !== '' ? w.next : undefined
@@ -111,7 +112,8 @@ export async function run(
     sent = idleWindow(t, deadline, idle)
     began = Date.now()
     const json = {
-      timeout: sent, ...(unkept ? (plain ? { plain } : {}) : { outputLimit: 1 }),
+      timeout: sent,
+      ...(unkept ? { ...(plain ? { plain } : {}), ...(bounded ? { outputLimit: body.outputLimit } : {}) } : { outputLimit: 1 }),
       ...(cursor === undefined ? {} : { cursor }), ...(idle === undefined ? {} : { idleTimeout: idle }),
     }
     const { status: s, body: b } = await t.json('POST', `/v1/processes/${seg(id)}/interact`, { json, timeout: sent + answerMargin })
@@ -135,12 +137,16 @@ export async function run(
 
 /**
  * The output of a run under keepLogs none, from its answers: their frames,
- * whether any said output was lost, and with plain their plain text (the
+ * whether any said output was dropped (between two requests), what they cut
+ * out (omittedBytes, summed, and where each did: the number of frames
+ * before it and its omittedAfter), and with plain their plain text (the
  * daemon's rendering of each answer; the frames stay byte-exact).
  */
 class Held {
   readonly frames: LogFrame[] = []
   lost = false
+  omitted = 0
+  readonly holes: Array<[number, string]> = []
   readonly #texts: Array<{ output: string; stdout: string; stderr: string }> | undefined
 
   constructor(plain: boolean) {
@@ -148,19 +154,117 @@ class Held {
   }
 
   add(a: Wire): void {
-    this.frames.push(...toFrames(a.logs))
-    this.lost ||= a.truncated === true || (typeof a.omittedBytes === 'number' && a.omittedBytes > 0)
+    const frames = toFrames(a.logs)
+    const gone = Number.isSafeInteger(a.omittedBytes) && (a.omittedBytes as number) > 0 ? a.omittedBytes as number : 0
+    if (gone > 0 && typeof a.omittedAfter === 'string') {
+      this.holes.push([this.frames.length + frames.findIndex((f) => f.cursor === a.omittedAfter) + 1, a.omittedAfter])
+    }
+    this.omitted += gone
+    this.frames.push(...frames)
+    this.lost ||= a.truncated === true
     this.#texts?.push({ output: str(a.output), stdout: str(a.stdout), stderr: str(a.stderr) })
   }
 
-  /** The RunResult of process id from what was held: ended with wait, or running. */
-  result(id: string, wait: WaitResult, state: 'running' | 'terminal', cursor: string | undefined): RunResult {
+  /**
+   * The RunResult of process id from what was held: ended with wait, or
+   * running; with limit (the caller's outputLimit, which bounded each
+   * answer) held to it as one answer is (see bound).
+   */
+  result(id: string, wait: WaitResult, state: 'running' | 'terminal', cursor: string | undefined, limit: unknown): RunResult {
     const ts = this.#texts
     const text = ts === undefined ? assemble(this.frames)
       : { output: ts.map((x) => x.output).join(''), stdout: ts.map((x) => x.stdout).join(''), stderr: ts.map((x) => x.stderr).join('') }
     const next = this.frames.length > 0 ? this.frames[this.frames.length - 1]!.cursor : cursor
-    return Object.assign(wait, { state, processId: id, logs: this.frames, truncated: this.lost }, next === undefined ? {} : { next }, text) as RunResult
+    const first = this.holes.reduce<[number, string] | undefined>((m, h) => (m === undefined || h[0] < m[0] ? h : m), undefined)
+    const omitted = this.omitted > 0 ? { omittedBytes: this.omitted, ...(first === undefined ? {} : { omittedAfter: first[1] }) } : {}
+    const r = Object.assign(wait, { state, processId: id, logs: this.frames, truncated: this.lost }, next === undefined ? {} : { next }, text, omitted) as RunResult & Wire
+    if (typeof limit === 'number' && Number.isSafeInteger(limit) && limit > 0) bound(r, limit, this.holes, ts !== undefined)
+    return r
   }
+}
+
+/**
+ * Holds r, the answers of a run under keepLogs none each bounded by limit,
+ * to limit as one answer is: over it, the head (up to half the limit) and
+ * the tail (up to the rest) of its frames, each cut between UTF-8
+ * characters, what lies between counted in omittedBytes; omittedAfter is
+ * the cursor of the head's last whole frame ('0' when it has none) unless
+ * an answer left output out before it (holes), headFrames the frames of
+ * the head. With plain, the answers' texts are held to the limit so
+ * (output; stdout with stderr).
+ */
+function bound(r: RunResult & Wire, limit: number, holes: Array<[number, string]>, plain: boolean): void {
+  const bytes = r.logs.map(frameData)
+  const total = bytes.reduce((n, b) => n + b.length, 0)
+  if (total > limit) {
+    const head: LogFrame[] = []
+    let room = Math.floor(limit / 2)
+    let k = 0
+    while (k < bytes.length && bytes[k]!.length <= room) {
+      head.push(r.logs[k]!)
+      room -= bytes[k]!.length
+      k++
+    }
+    const whole = k
+    if (room > 0 && k < bytes.length) {
+      const b = bytes[k]!.subarray(0, headCut(bytes[k]!, room))
+      if (b.length > 0) {
+        head.push(cutFrame(r.logs[k]!, b))
+        room -= b.length
+      }
+    }
+    room = limit - (Math.floor(limit / 2) - room)
+    const tail: LogFrame[] = []
+    for (let j = bytes.length - 1; j >= k && room > 0; j--) {
+      const b = bytes[j]!
+      if (b.length <= room && (j > k || head.length === whole)) {
+        tail.unshift(r.logs[j]!)
+        room -= b.length
+        continue
+      }
+      const c = b.subarray(tailCut(b, room))
+      if (c.length > 0) tail.unshift(cutFrame(r.logs[j]!, c))
+      break
+    }
+    const kept = [...head, ...tail]
+    const before = holes.filter((h) => h[0] <= whole).reduce<[number, string] | undefined>((m, h) => (m === undefined || h[0] < m[0] ? h : m), undefined)
+    r.omittedBytes = (typeof r.omittedBytes === 'number' ? r.omittedBytes : 0) + total - kept.reduce((n, f) => n + frameBytes(f), 0)
+    r.omittedAfter = before !== undefined ? before[1] : whole > 0 ? r.logs[whole - 1]!.cursor : '0'
+    r.headFrames = head.length
+    r.logs = kept
+    if (!plain) Object.assign(r, assemble(kept))
+  }
+  if (plain) {
+    r.output = cutText(r.output, limit)
+    r.stdout = cutText(r.stdout, limit - Math.min(Buffer.byteLength(r.stderr), Math.floor(limit / 2)))
+    r.stderr = cutText(r.stderr, limit - Buffer.byteLength(r.stdout))
+  }
+}
+
+/** The length of b's head of at most n bytes that ends between UTF-8 characters. */
+function headCut(b: Uint8Array, n: number): number {
+  while (n > 0 && n < b.length && (b[n]! & 0xc0) === 0x80) n--
+  return n
+}
+
+/** Where b's tail of at most n bytes starts, between UTF-8 characters. */
+function tailCut(b: Uint8Array, n: number): number {
+  let i = Math.max(0, b.length - n)
+  while (i > 0 && i < b.length && (b[i]! & 0xc0) === 0x80) i++
+  return i
+}
+
+/** f, cut to b. */
+function cutFrame(f: LogFrame, b: Uint8Array): LogFrame {
+  return { ...f, data: f.encoding === 'base64' ? Buffer.from(b).toString('base64') : decoder.decode(b) }
+}
+
+/** s held to limit bytes: its head (up to half) and tail (up to the rest), between characters. */
+function cutText(s: string, limit: number): string {
+  const b = encoder.encode(s)
+  if (b.length <= limit) return s
+  const h = headCut(b, Math.floor(limit / 2))
+  return decoder.decode(b.subarray(0, h)) + decoder.decode(b.subarray(tailCut(b, limit - h)))
 }
 
 /**
@@ -456,6 +560,11 @@ export function assemble(frames: LogFrame[]): { output: string; stdout: string; 
 function answerBytes(w: Wire): number {
   const omitted = Number.isSafeInteger(w.omittedBytes) && (w.omittedBytes as number) > 0 ? w.omittedBytes as number : 0
   return toFrames(w.logs).reduce((n, f) => n + frameBytes(f), omitted)
+}
+
+/** A frame's bytes. */
+function frameData(f: LogFrame): Uint8Array {
+  return f.encoding === 'base64' ? Buffer.from(f.data, 'base64') : encoder.encode(f.data)
 }
 
 /** The bytes a frame holds. */

@@ -205,6 +205,55 @@ describe('keepLogs none', () => {
     assert.equal(r.logs.map((f) => f.data).join(''), r.stdout)
   })
 
+  // Nothing is kept to cut the output from the start: the answers held it. The output comes in
+  // the middle of the second request's window, not between two requests, where it is lost.
+  test('outputLimit past the wait window is what the answers held', async () => {
+    const s = d.sandbox({ waitWindow: 1000 })
+    for (const plain of [false, true]) {
+      const r = await s.process.run('sleep 1.5; echo hello', { keepLogs: 'none', outputLimit: 100, plain, timeout: 30_000 }) as RunResult & Record<string, unknown>
+      assert.deepEqual([r.reason, r.output, r.stdout, r.omittedBytes ?? 0, r.truncated], ['exited', 'hello\n', 'hello\n', 0, false], JSON.stringify(r))
+    }
+    const r = await s.process.run('sleep 1.5; seq 1 200000', { keepLogs: 'none', outputLimit: 1000, timeout: 30_000 }) as RunResult & Record<string, unknown>
+    const whole = seq(200_000)
+    assert.equal(r.reason, 'exited')
+    assert.ok(Buffer.byteLength(r.output) <= 1000)
+    if (r.truncated !== true) assert.equal(r.output.length + (r.omittedBytes as number), whole.length)
+    assert.ok(whole.startsWith(r.output.slice(0, 400)), r.output.slice(0, 400))
+    assert.ok(r.output.endsWith('200000\n'), r.output.slice(-100))
+    assert.equal(typeof r.omittedAfter, 'string')
+  })
+
+  test('outputLimit holds several answers together to the limit', async () => {
+    const s = d.sandbox({ waitWindow: 1000 })
+    const whole = seq(100_000)
+    for (const plain of [false, true]) {
+      const r = await s.process.run('sleep 0.5; seq 1 50000; sleep 1; seq 50001 100000',
+        { keepLogs: 'none', outputLimit: 1000, plain, timeout: 30_000 }) as RunResult & Record<string, unknown>
+      assert.equal(r.reason, 'exited')
+      for (const text of [r.output, r.stdout]) {
+        assert.ok(Buffer.byteLength(text) <= 1000, `${plain}: ${Buffer.byteLength(text)}`)
+        assert.ok(text.startsWith('1\n2\n3\n'), text.slice(0, 100))
+        assert.ok(text.endsWith('\n99999\n100000\n'), text.slice(-100))
+      }
+      const held = r.logs.reduce((n, f) => n + Buffer.byteLength(f.data), 0)
+      assert.ok(held <= 1000)
+      assert.equal(typeof r.omittedAfter, 'string')
+      assert.ok((r.headFrames as number) > 0)
+      if (r.truncated !== true) assert.equal(held + (r.omittedBytes as number), whole.length)
+    }
+  })
+
+  test('an answer cut past the wait window says what it left out', async () => {
+    const r = await d.sandbox({ waitWindow: 1000 }).process.run('sleep 1.5; seq 1 400000', { keepLogs: 'none', timeout: 30_000 }) as RunResult & Record<string, unknown>
+    const whole = seq(400_000)
+    assert.equal(r.reason, 'exited')
+    assert.ok(((r.omittedBytes as number | undefined) ?? 0) > 0, 'output was left out and the result does not say so')
+    assert.equal(typeof r.omittedAfter, 'string')
+    if (r.truncated !== true) assert.equal(r.stdout.length + (r.omittedBytes as number), whole.length)
+    assert.ok(whole.startsWith(r.stdout.slice(0, 1000)))
+    assert.ok(r.stdout.endsWith('400000\n'))
+  })
+
   test('with plain, past the wait window, the text is plain', async () => {
     const r = await d.sandbox({ waitWindow: 1000 }).process.run(lines, { keepLogs: 'none', plain: true, timeout: 30_000 })
     assert.equal(r.exitCode, 0)
