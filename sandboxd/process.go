@@ -481,9 +481,17 @@ func (s *Server) WriteStdin(ctx context.Context, req *sandboxdpb.WriteStdinReque
 	if req.GetEof() != nil {
 		err = p.CloseStdin()
 	} else if b := req.GetInput(); len(b) > 0 {
-		written, err = writeAll(ctx, p, b)
+		written, err = writeAll(ctx, p, b, s.writeStdin)
 	}
+	var full *process.StdinFullError
 	switch {
+	case errors.Is(err, ErrStdinBudget) && errors.As(err, &full):
+		// Refused, not waited for, as conch's API refuses it 409
+		// stdin_full: the budget is the daemon's, and the processes it
+		// waits on may be any.
+		return nil, status.Errorf(codes.ResourceExhausted,
+			"process %d: the stdin of all processes together is at its budget (%d bytes queued, at most %d, --stdin-budget): the call wrote %d of its %d bytes of input, the rest was not; write the rest once the processes have read",
+			req.GetProcessId(), full.Queued, full.Limit, written, len(req.GetInput()))
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		// What was queued stays queued for the process to read.
 		return nil, status.Errorf(status.FromContextError(ctx.Err()).Code(),
@@ -500,14 +508,25 @@ func (s *Server) WriteStdin(ctx context.Context, req *sandboxdpb.WriteStdinReque
 // queue.
 const stdinRetry = 10 * time.Millisecond
 
-// writeAll writes b to p's stdin whole, waiting while the queue
+// writeStdin queues b for p's stdin with Options.WriteStdin, or
+// p.WriteStdin when it is not set.
+func (s *Server) writeStdin(p *exec.Process, b []byte) error {
+	if s.opts.WriteStdin != nil {
+		return s.opts.WriteStdin(p, b)
+	}
+	return p.WriteStdin(b)
+}
+
+// writeAll writes b to p's stdin with write whole, waiting while the queue
 // (process.StdinQueueLimit) is full for the process to read, until ctx
 // ends: as upstream's write to the pipe blocks. A write over the queue's
 // room was refused with part of it queued, which a client cannot retry.
-// It returns how many bytes of b were written (queued).
-func writeAll(ctx context.Context, p *exec.Process, b []byte) (written int, err error) {
+// A write over the daemon's stdin budget (ErrStdinBudget) is not waited
+// for: its error is returned. It returns how many bytes of b were written
+// (queued).
+func writeAll(ctx context.Context, p *exec.Process, b []byte, write func(*exec.Process, []byte) error) (written int, err error) {
 	for {
-		err := p.WriteStdin(b[written:])
+		err := write(p, b[written:])
 		var full *process.StdinFullError
 		if !errors.As(err, &full) {
 			if err == nil {
@@ -516,6 +535,9 @@ func writeAll(ctx context.Context, p *exec.Process, b []byte) (written int, err 
 			return written, err
 		}
 		written += full.Accepted
+		if errors.Is(err, ErrStdinBudget) {
+			return written, err
+		}
 		select {
 		case <-ctx.Done():
 			return written, ctx.Err()

@@ -45,6 +45,10 @@ type StartFunc func(exec.Options) (*exec.Process, error)
 // elsewhere or later.
 var ErrUnavailable = errors.New("unavailable")
 
+// ErrStdinBudget is what an Options.WriteStdin wraps when the daemon's
+// budget for the stdin of all its processes is full.
+var ErrStdinBudget = errors.New("stdin budget full")
+
 // Options configure a Server. Zero fields mean the defaults beside them.
 type Options struct {
 	// Root confines every file path and working directory; it must exist.
@@ -67,6 +71,13 @@ type Options struct {
 	LogRetention int
 	// Start starts the processes; nil means exec.Start.
 	Start StartFunc
+	// WriteStdin, when set, queues b for p's stdin as p.WriteStdin does,
+	// within a budget the daemon keeps for the stdin of all its processes
+	// together (conch's --stdin-budget): a write over it is an error
+	// wrapping ErrStdinBudget and a *process.StdinFullError whose Accepted
+	// bytes were queued, and WriteStdin refuses it RESOURCE_EXHAUSTED. Nil
+	// means p.WriteStdin, bounded by each process's own queue alone.
+	WriteStdin func(p *exec.Process, b []byte) error
 	// Work, when set, is called as a Start or Execute call begins, before
 	// its process starts, and the end it returns once the call has
 	// answered: a Start stream, once its exit was sent. A daemon that

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -103,6 +104,25 @@ func (s *Server) queueStdin(p process.Process, b []byte) error {
 		Message: fmt.Sprintf("stdin budget full: %d bytes are queued for the stdin of all processes together, at most %d (--stdin-budget); %d bytes of this write were queued, the rest were not: write the rest once the processes have read",
 			used, s.opts.StdinBudget, room),
 		Cause: &process.StdinFullError{Accepted: int(room), Queued: int(used), Limit: int(s.opts.StdinBudget)}}
+}
+
+// ErrStdinBudget is what a write QueueStdin refuses over the stdin budget
+// wraps (errors.Is).
+var ErrStdinBudget = errors.New("stdin budget full")
+
+// QueueStdin queues b for p's stdin within the stdin budget, as the API's
+// own writes are, for another surface of the same daemon (conch sandboxd's
+// ProcessService), whose processes StartExec counts in the budget. A write
+// over the budget is refused with an error wrapping ErrStdinBudget and a
+// *process.StdinFullError whose Accepted bytes of b were queued; one that
+// does not fit in p's own queue is p.WriteStdin's *process.StdinFullError
+// alone.
+func (s *Server) QueueStdin(p process.Process, b []byte) error {
+	err := s.queueStdin(p, b)
+	if e := (*Error)(nil); errors.As(err, &e) && e.Code == api.CodeStdinFull {
+		return fmt.Errorf("%w: %w", ErrStdinBudget, err)
+	}
+	return err
 }
 
 // health is the /healthz answer: the daemon's version and its budgets.

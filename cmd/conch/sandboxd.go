@@ -121,6 +121,15 @@ func cmdSandboxd(ctx context.Context, e *env, args []string) int {
 			}
 			return p, err
 		},
+		// Within the API's stdin budget, in which these processes are
+		// counted: a write over it is refused, as the API's are.
+		WriteStdin: func(p *exec.Process, b []byte) error {
+			err := srv.QueueStdin(p, b)
+			if errors.Is(err, server.ErrStdinBudget) {
+				err = fmt.Errorf("%w: %w", sandboxd.ErrStdinBudget, err)
+			}
+			return err
+		},
 		// The drain waits for every Start stream and Execute call too, not
 		// only for their processes: a stream whose process has ended may
 		// still be sending its output to a slow client, and its exit last.
