@@ -797,3 +797,28 @@ func TestStartUnreadStreamOfEndedProcess(t *testing.T) {
 	require.Contains(t, msg, "read none of the stream for 200ms")
 	require.NotContains(t, msg, "was killed", "the process exited by itself")
 }
+
+// A program named with a relative path is the file the kernel finds from
+// the cwd, as upstream's execve finds it: "lnk/../which.sh" from where the
+// link leads, and "myprog/" refused INVALID_ARGUMENT (not a directory),
+// where the path cleaned as text ran another file, or ran myprog.
+func TestExecuteRelativeProgramUncleaned(t *testing.T) {
+	d := serve(t, Options{})
+	require.NoError(t, os.MkdirAll(filepath.Join(d.root, "sub", "inner"), 0o755))
+	for path, says := range map[string]string{"which.sh": "root", "sub/which.sh": "sub", "myprog": "myprog"} {
+		require.NoError(t, os.WriteFile(filepath.Join(d.root, path), []byte("#!/bin/sh\necho "+says+"\n"), 0o755))
+	}
+	require.NoError(t, os.Symlink("sub/inner", filepath.Join(d.root, "lnk")))
+	resp, err := d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: cfg("./lnk/../which.sh")})
+	require.NoError(t, err)
+	require.Equal(t, "sub\n", string(resp.GetStdout()))
+	resp, err = d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: &sandboxdpb.ProcessConfig{
+		Command: []string{"which.sh"}, EnvVars: map[string]string{"PATH": "lnk/.."}}})
+	require.NoError(t, err)
+	require.Equal(t, "sub\n", string(resp.GetStdout()), "a relative PATH entry")
+	for _, prog := range []string{"./myprog/", "./myprog/.", "myprog/"} {
+		_, err = d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: cfg(prog)})
+		require.Equal(t, codes.InvalidArgument, status.Code(err), "%s: %v", prog, err)
+		require.ErrorContains(t, err, "not a directory", prog)
+	}
+}
