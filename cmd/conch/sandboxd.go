@@ -55,6 +55,26 @@ const sandboxdReadHeaderTimeout = 10 * time.Second
 // back. It is the API's idle timeout.
 const sandboxdGRPCIdleTimeout = 2 * time.Minute
 
+// sandboxdMaxStreams bounds the calls in flight on one gRPC connection,
+// announced in its SETTINGS (MAX_CONCURRENT_STREAMS): a client's calls past
+// it wait on the client's side until one ends (grpc clients queue them), or
+// go on another connection. grpc-go bounds none by default: one connection,
+// which needs no token, opened 20,000 Start streams that sent no request,
+// each a goroutine held as long as the connection (a connection with a call
+// in flight is never idle), which took some 180 MB. A REST connection
+// serves one request at a time; the connections, these ports' included,
+// are bounded together (see boundSandboxdPorts), so that the calls these
+// ports hold are bounded too.
+const sandboxdMaxStreams = 256
+
+// newSandboxdGRPC returns the gRPC server of conch sandboxd, with its bounds.
+func newSandboxdGRPC() *grpc.Server {
+	return grpc.NewServer(grpc.MaxRecvMsgSize(sandboxdMaxRecvMsgSize),
+		grpc.MaxConcurrentStreams(sandboxdMaxStreams),
+		grpc.ConnectionTimeout(sandboxdReadHeaderTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: sandboxdGRPCIdleTimeout}))
+}
+
 // boundSandboxdPorts bounds the connections the gRPC and REST ports hold
 // open under the API's bound, srv's MaxConnections (--max-connections,
 // lowered to half the limit of open files when over it), shared with the
@@ -267,9 +287,7 @@ func serveSandboxd(ctx context.Context, sig <-chan os.Signal, o sandboxdOptions,
 	grpcLn, restLn, ln, metricsLn net.Listener, d *daemon, logger *slog.Logger, stateDir string,
 ) error {
 	grpcLn, restLn = boundSandboxdPorts(srv, grpcLn, restLn)
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(sandboxdMaxRecvMsgSize),
-		grpc.ConnectionTimeout(sandboxdReadHeaderTimeout),
-		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: sandboxdGRPCIdleTimeout}))
+	g := newSandboxdGRPC()
 	sbx.RegisterGRPC(g)
 	reflection.Register(g) // grpcurl lists and calls the service without the .proto
 	hs := &http.Server{
