@@ -18,6 +18,7 @@ import (
 	"github.com/conchsh/conch/internal/procfs"
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/internal/rawcall"
+	"github.com/conchsh/conch/internal/rawpath"
 	"github.com/conchsh/conch/internal/shells"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
@@ -365,7 +366,7 @@ func lookPath(prog, dir string, env []string) (string, error) {
 	if strings.ContainsRune(prog, '/') {
 		p := prog
 		if !filepath.IsAbs(p) {
-			p = under(dir, p)
+			p = rawpath.Under(dir, p)
 		}
 		if err := executable(p); err != nil {
 			return "", fmt.Errorf("exec %q: %w", prog, err)
@@ -383,25 +384,13 @@ func lookPath(prog, dir string, env []string) (string, error) {
 			d = "."
 		}
 		if !filepath.IsAbs(d) {
-			d = under(dir, d)
+			d = rawpath.Under(dir, d)
 		}
-		if p := under(d, prog); executable(p) == nil {
+		if p := rawpath.Under(d, prog); executable(p) == nil {
 			return p, nil
 		}
 	}
 	return "", fmt.Errorf("exec %q: %w", prog, osexec.ErrNotFound)
-}
-
-// under returns p, a relative path, named from dir, as execvp joins a PATH
-// entry and a name: as text, not cleaned, so that the kernel resolves it as
-// it would from dir. filepath.Join cleans it, which names another file: a
-// ".." after a symlink goes back to where the link is, not up from where
-// it leads, and a final "/" or "/." that a file fails (ENOTDIR) goes.
-func under(dir, p string) string {
-	if strings.HasSuffix(dir, "/") {
-		return dir + p
-	}
-	return dir + "/" + p
 }
 
 // executable checks that p is a file execve could run. Its error wraps
