@@ -21,9 +21,10 @@
 // A nil context is such an error too (pass context.Background() for none),
 // never a panic.
 //
-// The file helpers resolve a relative path against the session's directory
-// but do not confine paths to it: an absolute path or ".." reaches anywhere
-// the calling user can. The sandbox is a convenience boundary for the
+// The file helpers resolve a relative path against the session's directory,
+// as a command run there would (the kernel resolves the path, which is not
+// cleaned first), but do not confine paths to it: an absolute path, "..",
+// or a symbolic link reaches anywhere the calling user can. The sandbox is a convenience boundary for the
 // harness, not a security boundary.
 //
 // Port leases are coordinated between processes on one machine, not only

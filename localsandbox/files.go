@@ -8,8 +8,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
+
+	"github.com/conchsh/conch/internal/rawpath"
 )
 
 // ErrNotRegularFile is wrapped by the error of a file helper given a path
@@ -29,12 +30,17 @@ const MaxReadFileSize = 64 << 20
 
 // resolve returns path, made absolute against the session's directory. It
 // does not confine it there: an absolute path, a "..", or a symbolic link
-// reaches anywhere the calling user can.
+// reaches anywhere the calling user can. It is joined as text, not
+// cleaned, so that the kernel resolves it as it would for a command run in
+// the directory: "link/../c" is the c beside where link leads, as cat
+// link/../c opens, not the one beside link; "missing/../c" and "file/."
+// fail as they would there (ENOENT, ENOTDIR); and a final "/", ".", or
+// ".." names a directory.
 func (s *Session) resolve(path string) string {
 	if filepath.IsAbs(path) {
-		return filepath.Clean(path)
+		return path
 	}
-	return filepath.Join(s.dir, path)
+	return rawpath.Under(s.dir, path)
 }
 
 // openRegular opens the regular file at p with flag, never waiting: a FIFO
@@ -84,8 +90,11 @@ func fileKind(m fs.FileMode) string {
 }
 
 // ReadFile reads the file at path, relative to the session's directory
-// unless absolute. The path is not confined to the directory: an absolute
-// path, a "..", or a symbolic link reaches anywhere the calling user can.
+// unless absolute, as a command run there would open it: the kernel
+// resolves path, not cleaned first, so that a ".." after a symbolic link
+// goes up from where the link leads. The path is not confined to the
+// directory: an absolute path, a "..", or a symbolic link reaches anywhere
+// the calling user can.
 // A missing file is reported with ok false and a nil error; any other
 // failure is an error. Only a regular file is read: a directory, FIFO,
 // socket or device is an error wrapping ErrNotRegularFile, and a file
@@ -96,9 +105,6 @@ func (s *Session) ReadFile(path string) (data []byte, ok bool, err error) {
 		return nil, false, err
 	}
 	p := s.resolve(path)
-	if strings.HasSuffix(path, "/") && p != "/" {
-		p += "/" // names a directory, as the kernel takes it: never a file
-	}
 	f, err := openRegular("read", p, os.O_RDONLY)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, false, nil
@@ -132,9 +138,10 @@ func (s *Session) ReadTextFile(path string) (text string, ok bool, err error) {
 // WriteFile writes data to the file at path, relative to the session's
 // directory unless absolute, replacing what it held. Like ReadFile, it does
 // not confine the path to the directory, and writes only a regular file: a
-// directory, FIFO, socket or device at path, or a path ending in "/", is
-// an error wrapping ErrNotRegularFile. Missing parent directories are
-// created. A new file gets mode 0644 and new directories 0755, less the
+// directory, FIFO, socket or device at path, or a path that names a
+// directory by its text (ending in "/", "/." or "/.."), is an error
+// wrapping ErrNotRegularFile. Missing parent directories are created, as
+// mkdir -p makes the path's directory. A new file gets mode 0644 and new directories 0755, less the
 // umask.
 //
 // The file is replaced whole: the data is written to a new file beside it,
@@ -155,12 +162,16 @@ func (s *Session) WriteFile(path string, data []byte) error {
 		return err
 	}
 	p := s.resolve(path)
-	if strings.HasSuffix(path, "/") {
-		// It names a directory: cleaned away, the slash made this write
-		// the file without it ("sub/" wrote sub).
-		return fmt.Errorf("write %s: %w (the path ends in /: it names a directory)", path, ErrNotRegularFile)
+	if rawpath.NamesDir(p) {
+		// A final "/", ".", or "..": only a directory is opened by it, and
+		// a file made at the path without it ("sub/" writing sub) is not
+		// what it names.
+		return fmt.Errorf("write %s: %w (the path ends in /, /. or /..: it names a directory)", path, ErrNotRegularFile)
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+	// The directory as text: filepath.Dir cleans "link/../c" to the
+	// directory of link, where the kernel goes up from where link leads.
+	dir, _ := rawpath.Split(p)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
 	target, old, err := writeTarget(p)
@@ -208,12 +219,14 @@ func writeTarget(p string) (target string, old fs.FileInfo, err error) {
 // instead: no new file can be made beside it, none renamed over it, or
 // old's owner cannot be kept.
 func replaceFile(target string, old fs.FileInfo, data []byte) (replaced bool, err error) {
-	dir, name := filepath.Split(target)
+	// Split and joined as text: target, when new, is the path as given,
+	// which cleaning could move elsewhere ("link/../c").
+	dir, name := rawpath.Split(target)
 	// Made with 0644, as a new file in place would be, so that the kernel
 	// applies the umask; a hidden name, unlikely to be taken, within the
 	// 255 bytes a name may have: with the whole of a name over 221 bytes
 	// it was too long, and every write of such a file went in place.
-	tmp := filepath.Join(dir, "."+name[:min(len(name), 200)]+".write-"+rand.Text())
+	tmp := rawpath.Under(dir, "."+name[:min(len(name), 200)]+".write-"+rand.Text())
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_CLOEXEC, 0o644)
 	if err != nil {
 		if outOfRoom(err) {

@@ -28,8 +28,9 @@ type RunOptions struct {
 	// error.
 	Command string
 	// WorkingDirectory is where the command runs. Empty means the
-	// session's directory; a relative path is resolved against it. It must
-	// exist.
+	// session's directory; a relative path is resolved against it as the
+	// file helpers resolve one, by the kernel: "link/.." is the directory
+	// above where link leads (cd -P, not bash's plain cd). It must exist.
 	WorkingDirectory string
 	// Env is added to the environment of the command, on top of this
 	// process's environment and the session's WithEnv. Nil adds nothing.
@@ -313,6 +314,11 @@ func (s *Session) start(ctx context.Context, opts RunOptions) (*Process, error) 
 func (s *Session) workDir(wd string) (string, error) {
 	dir := s.dir
 	if wd != "" {
+		// Not cleaned, as for the file helpers, though bash's own cd
+		// would fold "link/.." away by name: then WorkingDirectory d with
+		// cat f opens what cat d/f and ReadFile("d/f") do, and package
+		// exec, which gets dir as Cwd, runs the command where the kernel
+		// takes dir, as it does any cwd.
 		dir = s.resolve(wd)
 	}
 	fi, err := os.Stat(dir)
