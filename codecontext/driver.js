@@ -47,6 +47,12 @@ const DRIVER = __filename;
 // process.execArgv as a plain node program does, and what it forks
 // (child_process.fork, cluster) does not inherit them.
 process.execArgv = [];
+// The control socket's path is the driver's argument, taken once here; a
+// cell sees process.argv as at Node's REPL, node's path alone (it showed
+// the driver's file and the socket, which util.parseArgs then refused as
+// an unexpected positional).
+const sockPath = process.argv[2];
+process.argv = process.argv.slice(0, 1);
 const als = new AsyncLocalStorage(); // the cell a callback was scheduled by
 // Its methods, bound now: a cell that replaces AsyncLocalStorage.prototype's
 // would otherwise have every later cell's output dropped as no cell's.
@@ -877,8 +883,8 @@ keepListeners();
 // engine then makes its directory anew, maybe under a new name this cell
 // does not know, and sends the signal all the same; it is for the running
 // cell.
-let intFile = path.join(path.dirname(process.argv[2]), 'int');
-let intDir = dirOf(path.dirname(process.argv[2])); // the directory of intFile as the running cell found it
+let intFile = path.join(path.dirname(sockPath), 'int');
+let intDir = dirOf(path.dirname(sockPath)); // the directory of intFile as the running cell found it
 function interrupted() {
   const now = intDir && dirOf(intDir.path);
   if (now && now.own) {
@@ -1373,7 +1379,7 @@ function startInterruptor() {
     ownPost = Session.prototype.post;
     globalThis[Symbol.for('conch.takeInterrupt')] = takeInterrupt;
     globalThis[Symbol.for('conch.probeOrphan')] = probeOrphan;
-    const w = new Worker(interruptor, { eval: true, workerData: { awaiting, sock: process.argv[2], sessionUp }, stdout: true, stderr: true });
+    const w = new Worker(interruptor, { eval: true, workerData: { awaiting, sock: sockPath, sessionUp }, stdout: true, stderr: true });
     w.unref();
     interruptorWorker = w; // told of orphans from now on: it reads them once it is up
     let up;
@@ -1400,7 +1406,7 @@ function interruptorStarted() {
   }
 }
 
-const sock = net.connect(process.argv[2]);
+const sock = net.connect(sockPath);
 sock.setEncoding('utf8');
 function send(s) { sock.write(s); }
 const ctx = makeContext();

@@ -420,6 +420,24 @@ func TestJavaScriptGlobalsSetNotTheDrivers(t *testing.T) {
 	require.Equal(t, "'undefined'\n", out)
 }
 
+// TestJavaScriptArgv: a cell's process.argv is node's path alone, as at
+// Node's REPL; it held the driver's file and its control socket's path,
+// which util.parseArgs refused as an unexpected positional. The driver
+// still finds its socket: a cell after an await, which the interruptor
+// worker (that connects to it) ends, is interrupted.
+func TestJavaScriptArgv(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	r, out, errOut := run(t, c, `[process.argv.length, process.argv[0] === process.execPath, require("util").parseArgs({ options: {} }).positionals]`)
+	require.Equal(t, 0, code(r), "%+v, stderr %q", r, errOut)
+	require.Equal(t, "[ 1, true, [] ]\n", out)
+	require.Empty(t, errOut)
+	interruptRunning(t, c, CellOptions{Code: "await 0; for(;;){}"})
+	r, out, errOut = run(t, c, "process.argv.length + 1")
+	require.Equal(t, 0, code(r), "%+v, stderr %q", r, errOut)
+	require.Equal(t, "2\n", out)
+}
+
 // TestJavaScriptExitListenerThrows: process.exit in a cell ends the context
 // when an 'exit' listener throws, as it ends plain node: the listener's
 // error on the cell's stderr, the status node exits with (the code asked
