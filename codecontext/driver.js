@@ -256,6 +256,11 @@ function makeContext() {
     }
     Object.defineProperty(sandbox, name, d);
   }
+  // Node's global is its own globalThis, which the loop above copied as the
+  // driver's: global.foo = 1 did not make foo, and global.process = … or
+  // global.JSON = undefined replaced the driver's own and lost the context.
+  // As at Node's REPL, it is the context's globalThis.
+  defineProperty(sandbox, 'global', { value: vm.runInContext('globalThis', ctx), writable: true, enumerable: true, configurable: true });
   const requireHere = () => createRequire(path.join(cwd() || '/', '[cell]'));
   const req = (id) => requireHere()(id);
   req.resolve = (id, opts) => requireHere().resolve(id, opts);

@@ -420,6 +420,31 @@ func TestJavaScriptGlobalsSetNotTheDrivers(t *testing.T) {
 	require.Equal(t, "'undefined'\n", out)
 }
 
+// TestJavaScriptGlobalIsTheContexts: a cell's global is its context's
+// globalThis, as at Node's REPL: it was the driver's, so global.foo = 1 made
+// no foo, and global.process = … or global.JSON = undefined replaced the
+// driver's own and lost the context at the next cell.
+func TestJavaScriptGlobalIsTheContexts(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	for _, tc := range []struct{ code, out string }{
+		{"[global === globalThis, globalThis.global === globalThis, global.global === global]", "[ true, true, true ]\n"},
+		{"global.foo = 1", "1\n"},
+		{"foo", "1\n"},
+		{`global.process = { ...process, env: { FAKE: "1" } }; "mocked"`, "'mocked'\n"},
+		{"process.env.FAKE", "'1'\n"},
+		{"global.Buffer = 2; global.Promise = undefined; global.JSON = undefined; global.Object = undefined; global.Error = undefined; 3", "3\n"},
+		{"[Buffer, typeof Promise, typeof JSON, typeof Object, typeof Error]", "[ 2, 'undefined', 'undefined', 'undefined', 'undefined' ]\n"},
+		{"global = 4; global", "4\n"},
+		{"1 + 1", "2\n"},
+	} {
+		r, out, errOut := run(t, c, tc.code)
+		require.Equal(t, 0, code(r), "%s: %+v, stderr %q", tc.code, r, errOut)
+		require.Equal(t, tc.out, out, tc.code)
+		require.Empty(t, errOut, tc.code)
+	}
+}
+
 // TestJavaScriptArgv: a cell's process.argv is node's path alone, as at
 // Node's REPL; it held the driver's file and its control socket's path,
 // which util.parseArgs refused as an unexpected positional. The driver
