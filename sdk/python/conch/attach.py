@@ -178,10 +178,12 @@ class AsyncPtyConnection:
             try:
                 msg = await self._ws.recv()
                 self._heard += 1
-            except ws.exceptions.ConnectionClosedOK:
-                return None
             except ws.exceptions.ConnectionClosed as e:
+                # The library calls a close with 1001 OK too; the daemon sends it when it
+                # could read no more of the output (it is stopping, say): not the end.
                 code = getattr(getattr(e, "rcvd", None), "code", None)
+                if code is None and isinstance(e, ws.exceptions.ConnectionClosedOK):
+                    code = getattr(e, "code", None)
                 if code == 1000 or self._closing:
                     # 1000 is the daemon's "process ended", sent after the last of the output,
                     # which came before it (the library gives what it queued first): the end,

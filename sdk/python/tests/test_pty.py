@@ -588,3 +588,41 @@ def _recv_until(conn: Any, want: bytes) -> bytes:
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
+class AttachGoingAwayTest(unittest.TestCase):
+    def test_a_close_with_1001_is_not_the_end(self) -> None:
+        # The daemon closes with 1001 when it could read no more of the output (it is stopping,
+        # say): what came may not be all the process wrote. websockets counts 1001 among the
+        # closes that are OK, and recv returned None, the end of the output, where the
+        # TypeScript SDK fails.
+        import websockets
+
+        from conch._transport import HttpTransport
+        from conch.attach import AsyncPtyConnection
+
+        async def main() -> "tuple[Optional[bytes], Any]":
+            async def handler(ws: Any, *_: Any) -> None:
+                await ws.send(b"some")
+                await ws.close(1001)
+
+            server = await websockets.serve(handler, "127.0.0.1", 0)
+            t = HttpTransport(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", "token")
+            try:
+                conn = await AsyncPtyConnection.open(t, "p1")
+                try:
+                    first = await conn.recv()
+                    after = (await asyncio.gather(conn.recv(), return_exceptions=True))[0]
+                    return first, after
+                finally:
+                    await conn.close()
+            finally:
+                t.close()
+                server.close()
+                await server.wait_closed()
+
+        first, after = asyncio.run(asyncio.wait_for(main(), 30))
+        self.assertEqual(first, b"some")
+        self.assertIsInstance(after, NetworkError)
+        self.assertIn("1001", str(after))
