@@ -527,11 +527,7 @@ func (s *Server) closeSession(ctx context.Context, req *mcp.CallToolRequest, in 
 	if err != nil && !(errors.As(err, &ce) && ce.Code == client.CodeNotFound) {
 		return nil, CloseOutput{}, explain(err)
 	}
-	s.mu.Lock()
-	if cur, ok := s.sessions[name]; ok && (cur.id == id || cur.ended) {
-		delete(s.sessions, name) // and its kind: the next run makes a new session
-	}
-	s.mu.Unlock()
+	s.forget(name, id)
 	out := CloseOutput{Session: name, ID: id, Closed: true}
 	what := "shell"
 	if n.language != "" {

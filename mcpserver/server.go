@@ -399,11 +399,12 @@ func (s *Server) lastNext(id string) string {
 	return s.next[id]
 }
 
-// forget drops the session called name if it still has id.
+// forget drops the session called name, and with it its kind, if it still
+// has id or has ended: the next run makes a new session.
 func (s *Server) forget(name, id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.sessions[name].id == id {
+	if cur, ok := s.sessions[name]; ok && (cur.id == id || cur.ended) {
 		delete(s.sessions, name)
 	}
 }
