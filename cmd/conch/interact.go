@@ -302,7 +302,9 @@ func (f *startFlags) runEarly(ctx context.Context, e *env, c *client.Client, a *
 
 func cmdInteract(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "interact", "ID", `Writes the input, sends the signal, then waits as 'conch run --idle' does and
-prints the output after the input (or after --cursor).
+prints the output after the input (or after --cursor). A daemon that does not
+answer (stopped, or stuck) ends it with exit 125, as it ends 'conch run': a wait
+30 s past --timeout, or /healthz (asked every 15 s while conch waits) within 30 s.
 
 Ctrl-C is passed to the command, as --signal INT would be (SIGTERM, SIGHUP
 and Ctrl-\'s SIGQUIT as they are); conch then prints what it wrote and exits
