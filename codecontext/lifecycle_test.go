@@ -3,6 +3,7 @@ package codecontext
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -319,53 +320,44 @@ func TestCwdRemoved(t *testing.T) {
 	}
 }
 
-// TestCwdPastBound: a Python cell in a directory whose path is longer
-// than the engine reports (sentinel.MaxCwd; Python's getcwd walks up past
-// PATH_MAX) ends with its status, no cwd and an error saying why, and the
-// context's cwd is left out too until a cell moves back.
+// TestCwdPastBound: a cell in a directory whose path is longer than the
+// interpreter or the engine can name ends with its status, no cwd and an
+// error saying why, and the context's cwd is left out too until a cell
+// moves back: Python past sentinel.MaxCwd (its getcwd walks up past
+// PATH_MAX), JavaScript past PATH_MAX (Node's process.cwd fails, ERANGE,
+// and so does the kernel's link), where the context kept the directory it
+// had before and the cell said nothing.
 func TestCwdPastBound(t *testing.T) {
 	t.Parallel()
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	require.NoError(t, err)
-	name := strings.Repeat("d", 250)
-	c := newContext(t, Options{Language: Python, Cwd: base})
-	defer run(t, c, "import os, shutil; os.chdir("+strconv.Quote(base)+"); shutil.rmtree("+strconv.Quote(name)+")")
-	steps := strconv.Itoa(sentinel.MaxCwd/251 + 20)
-	r, _, errOut := run(t, c, "import os\nfor i in range("+steps+"):\n    os.mkdir("+strconv.Quote(name)+"); os.chdir("+strconv.Quote(name)+")")
-	require.Equal(t, 0, code(r), "%s %q, stderr %q", r.Reason, r.Error, errOut)
-	require.Zero(t, len(r.Cwd), "bytes of cwd")
-	require.Equal(t, sentinel.CwdTooLong, r.Error)
-	require.Zero(t, len(c.Cwd()), "bytes of the context's cwd")
+	name := strconv.Quote(strings.Repeat("d", 250))
+	for _, tc := range []struct {
+		lang          Language
+		deeper, chdir string // chdir: %s is the path
+		why           string
+	}{
+		{Python, "import os\nfor i in range(" + strconv.Itoa(sentinel.MaxCwd/251+20) + "):\n    os.mkdir(" + name + "); os.chdir(" + name + ")",
+			"os.chdir(%s)", sentinel.CwdTooLong},
+		{JavaScript, "const fs = require('fs');\nfor (let i = 0; i < 20; i++) { fs.mkdirSync(" + name + "); process.chdir(" + name + ") }",
+			"process.chdir(%s)", cwdUnnamed},
+	} {
+		t.Run(string(tc.lang), func(t *testing.T) {
+			t.Parallel()
+			base, err := filepath.EvalSymlinks(t.TempDir()) // removed with what is under it, however deep
+			require.NoError(t, err)
+			c := newContext(t, Options{Language: tc.lang, Cwd: base})
+			r, _, errOut := run(t, c, tc.deeper)
+			require.Equal(t, 0, code(r), "%s %q, stderr %q", r.Reason, r.Error, errOut)
+			require.Zero(t, len(r.Cwd), "bytes of cwd")
+			require.Equal(t, tc.why, r.Error)
+			require.Zero(t, len(c.Cwd()), "bytes of the context's cwd")
 
-	r, _, _ = run(t, c, "os.chdir("+strconv.Quote(base)+")")
-	require.Equal(t, 0, code(r), "%s %q", r.Reason, r.Error)
-	require.Equal(t, base, r.Cwd)
-	require.Empty(t, r.Error)
-	require.Equal(t, base, c.Cwd())
-}
-
-// TestCwdPastPathMaxJavaScript: Node cannot name a working directory whose
-// path is longer than PATH_MAX (process.cwd fails, ERANGE), nor can the
-// kernel's link: the cell's cwd, and the context's, are left out, saying
-// why, where the context kept the directory it had before and the cell said
-// nothing.
-func TestCwdPastPathMaxJavaScript(t *testing.T) {
-	t.Parallel()
-	base, err := filepath.EvalSymlinks(t.TempDir())
-	require.NoError(t, err)
-	name := strings.Repeat("d", 250)
-	c := newContext(t, Options{Language: JavaScript, Cwd: base})
-	r, _, errOut := run(t, c, "const fs = require('fs');\nfor (let i = 0; i < 20; i++) { fs.mkdirSync("+strconv.Quote(name)+"); process.chdir("+strconv.Quote(name)+") }")
-	require.Equal(t, 0, code(r), "%s %q, stderr %q", r.Reason, r.Error, errOut)
-	require.Zero(t, len(r.Cwd), "bytes of cwd")
-	require.Equal(t, cwdUnnamed, r.Error)
-	require.Zero(t, len(c.Cwd()), "bytes of the context's cwd")
-
-	r, _, _ = run(t, c, "process.chdir("+strconv.Quote(base)+")")
-	require.Equal(t, 0, code(r), "%s %q", r.Reason, r.Error)
-	require.Equal(t, base, r.Cwd)
-	require.Empty(t, r.Error)
-	require.Equal(t, base, c.Cwd())
+			r, _, _ = run(t, c, fmt.Sprintf(tc.chdir, strconv.Quote(base)))
+			require.Equal(t, 0, code(r), "%s %q", r.Reason, r.Error)
+			require.Equal(t, base, r.Cwd)
+			require.Empty(t, r.Error)
+			require.Equal(t, base, c.Cwd())
+		})
+	}
 }
 
 // TestDeleteRunningCell: a running cell cannot be deleted; an ended one can.

@@ -25,6 +25,21 @@ func fifo(t *testing.T) (path string, f *os.File) {
 	return path, f
 }
 
+// fifoEnds makes a FIFO and opens its two ends: r, a command's, which reads
+// (closed at the test's end unless the test closes it first), and w, the
+// engine's, with flags (O_WRONLY for a session's, O_RDWR for a context's).
+func fifoEnds(t *testing.T, flags int) (path string, r, w *os.File) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "in")
+	require.NoError(t, syscall.Mkfifo(path, 0o600))
+	r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0) // opens with no writer yet
+	require.NoError(t, err)
+	t.Cleanup(func() { r.Close() })
+	w, err = os.OpenFile(path, flags, 0)
+	require.NoError(t, err)
+	return path, r, w
+}
+
 // feed runs b's feeder on f and returns a channel closed when it returns.
 func feed(b *Stdin, f *os.File) <-chan struct{} {
 	done := make(chan struct{})
@@ -145,17 +160,11 @@ func TestStdinReaderGoneCountsFIFO(t *testing.T) {
 	t.Parallel()
 	var b Stdin
 	b.Init(true, false)
-	path := filepath.Join(t.TempDir(), "in")
-	require.NoError(t, syscall.Mkfifo(path, 0o600))
-	r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0) // opens with no writer yet
-	require.NoError(t, err)
-	defer r.Close()
-	w, err := os.OpenFile(path, os.O_WRONLY, 0)
-	require.NoError(t, err)
+	_, r, w := fifoEnds(t, os.O_WRONLY)
 	done := feed(&b, w)
 	const total = 500_000 // more than the FIFO holds
 	require.NoError(t, b.Write(make([]byte, total)))
-	_, err = io.ReadFull(r, make([]byte, 10))
+	_, err := io.ReadFull(r, make([]byte, 10))
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
 	returns(t, done, "the feeder, its reader gone") // its write failed
@@ -183,19 +192,13 @@ func TestStdinEOFCountsFIFO(t *testing.T) {
 			t.Parallel()
 			var b Stdin
 			b.Init(true, false)
-			path := filepath.Join(t.TempDir(), "in")
-			require.NoError(t, syscall.Mkfifo(path, 0o600))
-			r, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0) // opens with no writer yet
-			require.NoError(t, err)
-			defer r.Close()
-			w, err := os.OpenFile(path, tc.flags, 0)
-			require.NoError(t, err)
+			path, r, w := fifoEnds(t, tc.flags)
 			done := feed(&b, w)
 			const total = 1000 // what the FIFO holds
 			require.NoError(t, b.Write(make([]byte, total)))
 			require.NoError(t, b.CloseWrite())
 			returns(t, done, "the feeder at end-of-file")
-			_, err = io.ReadFull(r, make([]byte, tc.read))
+			_, err := io.ReadFull(r, make([]byte, tc.read))
 			require.NoError(t, err)
 			b.Close()
 			require.Equal(t, int64(total-tc.read), b.Dropped())
