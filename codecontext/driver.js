@@ -24,7 +24,7 @@ const vm = { ...require('vm') };
 const Module = require('module');
 const createRequire = Module.createRequire;
 const { Writable } = require('stream');
-const { setImmediate, clearImmediate, setInterval, clearInterval } = require('timers'); // not the globals a cell can replace
+const { setImmediate, clearImmediate, setInterval, clearInterval, setTimeout, clearTimeout } = require('timers'); // not the globals a cell can replace
 const { AsyncLocalStorage } = require('async_hooks');
 // Of Node's own context's builtins, which a cell reaches through
 // vm.runInThisContext, the driver keeps Reflect.apply and
@@ -207,7 +207,40 @@ for (const name of ['writeFile', 'appendFile']) {
     process.nextTick(cb, null);
   });
 }
+// A worker thread makes its event loop's files (an epoll, an eventfd) on
+// its own thread as it comes up: one a cell started could take fd 0, 1 or 2
+// between place's close and open, and keep it for good, so that the driver
+// gave up on its streams or Node aborted the process as the worker's loop
+// closed it (libuv closes no fd below 3). The cells' Worker is Node's
+// behind a proxy that notes each worker until it is online or gone, and
+// the driver waits for those before it places a cell's streams (workersUp).
+const workerThreads = require('worker_threads');
+const NodeWorker = workerThreads.Worker;
+const emitterOnce = require('events').prototype.once;
+const startingWorkers = new Set();
+workerThreads.Worker = new Proxy(NodeWorker, {
+  construct(target, args, newTarget) {
+    const w = Reflect.construct(target, args, newTarget);
+    let done;
+    const up = new Promise((resolve) => { done = resolve; });
+    startingWorkers.add(up);
+    const gone = () => { startingWorkers.delete(up); done(); };
+    apply(emitterOnce, w, ['online', gone]);
+    apply(emitterOnce, w, ['exit', gone]);
+    return w;
+  },
+});
 Module.syncBuiltinESMExports();
+
+// workersUp waits for the workers that are starting to be up, 5 s at most
+// (a worker that never comes online is the cell's own trouble; place then
+// waits for the number as for any other open).
+async function workersUp() {
+  let timer;
+  const late = new Promise((resolve) => { timer = setTimeout(resolve, 5000); });
+  await race(Promise.all([...startingWorkers]), late);
+  clearTimeout(timer);
+}
 
 // place points fds 0, 1 and 2 at the given files, so that child processes
 // inherit them: Node has no dup2, but open returns the lowest free number.
@@ -224,7 +257,11 @@ function place(files) {
       const fd = fs.openSync(file, flags);
       if (fd === want) return;
       fs.closeSync(fd);
-      if (tries >= 1000) throw new Error(`fd ${want} was taken while the cell's streams were set up`);
+      if (tries >= 1000) {
+        let holder = '';
+        try { holder = ` (by ${fs.readlinkSync(`/proc/self/fd/${want}`)})`; } catch {}
+        throw new Error(`fd ${want} was taken${holder} while the cell's streams were set up`);
+      }
       Atomics.wait(placeNap, 0, 0, 1);
     }
   });
@@ -614,6 +651,7 @@ async function run(ctx, msg, gen) {
 
 async function runOpened(ctx, cell, gen) {
   const msg = cell.msg;
+  if (startingWorkers.size) await workersUp();
   place([[msg.stdin || '/dev/null', 'r'], [msg.stdout, 'w'], [msg.stderr, 'w']]);
   keepListeners();
   current = cell;
@@ -631,6 +669,7 @@ async function runOpened(ctx, cell, gen) {
   // comes: the worker is there to end it (see probeOrphan).
   if (!started && leftovers()) startInterruptor();
   if (interruptorUp) await interruptorUp;
+  if (startingWorkers.size) await workersUp();
   if (gen === drainGen) placeIdle();
 }
 
@@ -1376,7 +1415,7 @@ function startInterruptor() {
   if (started || !hooks) return;
   started = true;
   try {
-    const { Worker } = require('worker_threads');
+    const Worker = NodeWorker;
     const { Session } = require('inspector');
     if (typeof Session.prototype.connectToMainThread !== 'function') return;
     ownSession = new Session();

@@ -281,6 +281,21 @@ globalThis.w = new Worker('const fs = require("fs"); for (;;) fs.closeSync(fs.op
 	run(t, c, "w.terminate()")
 }
 
+// TestWorkersStartAsStreamsArePlaced: workers that cells start come up on
+// threads of their own, each making its event loop's files as the driver
+// puts the next streams on fds 0 to 2; one took such a number for good, and
+// Node aborted the process as that worker's loop closed it (or the driver
+// gave up on its streams), within a few dozen cells.
+func TestWorkersStartAsStreamsArePlaced(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	for i := range 30 {
+		r, out, errOut := run(t, c, `{ const { Worker } = require("worker_threads"); for (let k = 0; k < 4; k++) new Worker("setTimeout(() => {}, 100)", { eval: true }) } `+strconv.Itoa(i))
+		require.Equal(t, 0, processtest.Code(r), "cell %d: %+v %s; the interpreter's own output: %s", i, r, errOut, c.h.Diag().Tail())
+		require.Equal(t, strconv.Itoa(i)+"\n", out)
+	}
+}
+
 // TestAwaitCellEndsWithComment: a cell that awaits at its top level and
 // whose last line is a // comment runs, as at Node's REPL: the rewrite
 // that makes its await legal closed its function after the text, inside
