@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -103,7 +104,7 @@ func TestStdioNoCallWaitsForRoom(t *testing.T) {
 	m.initialize()
 	// A command to interrupt, answered while it runs.
 	m.send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run","arguments":` +
-		`{"command":"echo up; sleep 600","session":"x","timeout":0.5}}}`)
+		`{"command":"head -c 40000 /dev/zero | tr \\\\0 a; echo up; sleep 600","session":"x","timeout":0.5}}}`)
 	r := m.next()
 	require.Nil(t, r.Error)
 	var up struct {
@@ -119,12 +120,28 @@ func TestStdioNoCallWaitsForRoom(t *testing.T) {
 			`{"command":%q,"session":"s%d","outputLimit":%d,"timeout":600}}}`, 3+i, "touch "+started+"; "+g.wait(), i, held))
 		waitFile(t, started)
 	}
-	m.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"read_output","arguments":`+
-		`{"id":%q,"cursor":"0","limit":%d}}}`, up.StructuredContent.ID, mcpserver.MaxOutputLimit))
-	r = m.next()
-	require.Equal(t, "11", string(r.ID), "the read is answered while the runs wait: %s", r.Result)
-	require.Nil(t, r.Error)
-	require.Contains(t, string(r.Result), "up")
+	// A run takes its room once its command is queued, which can be after
+	// the command has started: the reads go on until one finds the room
+	// held, its page cut to the default limit (the first read whole shows
+	// "up" after the 40,000 bytes).
+	for id, deadline := 100, time.Now().Add(hangGuard); ; id++ {
+		m.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"read_output","arguments":`+
+			`{"id":%q,"cursor":"0","limit":%d}}}`, id, up.StructuredContent.ID, mcpserver.MaxOutputLimit))
+		r = m.next()
+		require.Equal(t, fmt.Sprint(id), string(r.ID), "the read is answered while the runs wait: %s", r.Result)
+		require.Nil(t, r.Error)
+		var rd struct {
+			StructuredContent mcpserver.ReadOutput `json:"structuredContent"`
+		}
+		require.NoError(t, json.Unmarshal(r.Result, &rd))
+		if rd.StructuredContent.More {
+			require.Len(t, rd.StructuredContent.Output, mcpserver.DefaultOutputLimit, "a read that finds no room is cut to the default limit")
+			break
+		}
+		require.Contains(t, rd.StructuredContent.Output, "up")
+		require.True(t, time.Now().Before(deadline), "the runs never held the room")
+		time.Sleep(10 * time.Millisecond)
+	}
 
 	m.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"interact","arguments":`+
 		`{"id":%q,"signal":"INT","outputLimit":%d,"timeout":600}}}`, up.StructuredContent.ID, mcpserver.MaxOutputLimit))
