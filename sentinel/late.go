@@ -15,22 +15,21 @@ import "bytes"
 type Late struct {
 	marker  []byte
 	matched int // bytes of marker matched so far
-	trailer int // bytes of its trailer dropped so far
 	on      bool
 }
 
 // Reset makes l look for the marker of the command with nonce n, or for
 // none when n is "".
 func (l *Late) Reset(n Nonce) {
-	l.matched, l.trailer, l.on = 0, 0, n != ""
+	l.matched, l.on = 0, n != ""
 	if l.on {
 		l.marker = append(append(l.marker[:0], markerPrefix...), n...)
 	}
 }
 
 // On reports whether l still looks at the stream's bytes: it stops at the
-// first byte that is not the marker's, or at the end of the marker's
-// trailer.
+// first byte that is not the marker's, or at the NUL that ends the
+// marker's trailer.
 func (l *Late) On() bool { return l.on }
 
 // Skip takes the stream's next bytes and returns what of them is the
@@ -48,20 +47,16 @@ func (l *Late) Skip(p []byte) (held, rest []byte) {
 			p = p[k:]
 			continue
 		}
-		// The trailer, up to its NUL: a status, flags and a directory, in
-		// maxTrailer bytes at most (past that, no end line's: what follows
-		// is the stream's).
-		room := maxTrailer - l.trailer
-		if i := bytes.IndexByte(p[:min(len(p), room)], 0); i >= 0 {
+		// The trailer, up to its NUL: a status, flags and a directory,
+		// however long (a directory can pass MaxCwd, and the shell's end
+		// line writes it whole before anything of the stream's next user).
+		// Cut at maxTrailer, the rest of a long directory was passed on as
+		// the next user's output.
+		if i := bytes.IndexByte(p, 0); i >= 0 {
 			l.on = false
 			return nil, p[i+1:]
 		}
-		if len(p) < room {
-			l.trailer += len(p)
-			return nil, nil
-		}
-		l.on = false
-		return nil, p[room:]
+		return nil, nil
 	}
 	return nil, p
 }
