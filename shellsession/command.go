@@ -243,7 +243,10 @@ func (c *Command) start() (*readLoop, *streams) {
 			c.log.Write(logstore.Stderr, []byte(chk.err+"\n"))
 		}
 		r := process.ExitedWith(status)
-		r.Cwd, _ = s.recordEnd(status, nil)
+		var tooLong bool
+		if r.Cwd, tooLong = s.recordEnd(status, nil); tooLong {
+			r.Error = sentinel.CwdTooLong
+		}
 		c.finish(r)
 		return nil, nil
 	}
@@ -570,7 +573,10 @@ func (c *Command) giveUp(r process.Result) {
 		r.Error = gone
 	}
 	if r.ExitCode != nil {
-		r.Cwd, _ = c.s.recordEnd(*r.ExitCode, nil)
+		var tooLong bool
+		if r.Cwd, tooLong = c.s.recordEnd(*r.ExitCode, nil); tooLong && r.Error == "" {
+			r.Error = sentinel.CwdTooLong
+		}
 	}
 	c.closeKeepers()
 	c.mu.Lock()

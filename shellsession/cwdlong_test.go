@@ -81,8 +81,8 @@ func isShellsDirectory(t *testing.T, s *Session, path string) bool {
 // the engine reports (sentinel.MaxCwd; a command can make it as long as it
 // likes) still reports its exit status, with no cwd and an error saying
 // why, as does one that sets PWD there, whose directory is named by
-// walking up from it; a cd back to a shorter path has the cwd reported
-// again.
+// walking up from it, or one refused for its syntax; a cd back to a
+// shorter path has the cwd reported again.
 func TestCwdPastBound(t *testing.T) {
 	t.Parallel()
 	for _, shell := range []string{"bash", "zsh", "ksh"} {
@@ -111,6 +111,13 @@ func testCwdPastBound(t *testing.T, shell string) {
 	require.Equal(t, 3, code(r), "%s %q", r.Reason, r.Error)
 	require.Zero(t, len(r.Cwd), "PWD=/etc: bytes of cwd")
 	require.Equal(t, sentinel.CwdTooLong, r.Error, "PWD=/etc")
+
+	// A command that ends with no end line of its own (a syntax error,
+	// refused before it reaches the shell) says so too.
+	r, _, errOut = run(t, s, CommandOptions{Cmd: "if then"})
+	require.Equal(t, 2, code(r), "%s %q, stderr %q", r.Reason, r.Error, errOut)
+	require.Zero(t, len(r.Cwd), "a syntax error: bytes of cwd")
+	require.Equal(t, sentinel.CwdTooLong, r.Error, "a syntax error")
 
 	r, _, _ = run(t, s, CommandOptions{Cmd: "cd " + shQuote(base) + "; (exit 5)"})
 	require.Equal(t, 5, code(r), "%s %q", r.Reason, r.Error)

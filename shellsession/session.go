@@ -158,6 +158,9 @@ type Session struct {
 
 	mu  sync.Mutex // guards the fields below
 	cwd string
+	// cwdTooLong says that cwd is empty because the shell's directory's
+	// path is longer than the engine reports (sentinel.MaxCwd).
+	cwdTooLong bool
 	// cwdID is the directory cwd named when it was looked at, and
 	// cwdPath cwd's Path: while both it and the shell's own directory
 	// (procCwd) are that directory, cwd still holds (see checkCwd).
@@ -638,7 +641,8 @@ func (s *Session) Commands() []*Command {
 // and, when its end markers told them (e non-nil), the shell's working
 // directory and option letters. It returns the working directory now, which
 // is empty, with tooLong true, when its path is longer than the engine
-// reports (sentinel.MaxCwd).
+// reports (sentinel.MaxCwd): as the last end markers told, for a command
+// that ended without them.
 func (s *Session) recordEnd(status int, e *sentinel.End) (cwd string, tooLong bool) {
 	if e != nil {
 		if tooLong = e.CwdTooLong; !tooLong {
@@ -657,8 +661,9 @@ func (s *Session) recordEnd(status int, e *sentinel.End) (cwd string, tooLong bo
 			s.cwd = cwd
 		}
 		s.flags = e.Flags
+		s.cwdTooLong = tooLong
 	}
-	return s.cwd, tooLong
+	return s.cwd, s.cwdTooLong
 }
 
 // checkCwd returns the working directory a command's end line reported
