@@ -53,6 +53,12 @@ process.execArgv = [];
 // an unexpected positional).
 const sockPath = process.argv[2];
 process.argv = process.argv.slice(0, 1);
+// As at Node's REPL, no module is the main one, and the driver is no
+// module a cell can reach: a cell's require.cache listed the driver's file,
+// and process.mainModule, and require.main in a module a cell required,
+// were the driver's module, its path in /dev/shm among them.
+delete Module._cache[DRIVER];
+delete process.mainModule;
 const als = new AsyncLocalStorage(); // the cell a callback was scheduled by
 // Its methods, bound now: a cell that replaces AsyncLocalStorage.prototype's
 // would otherwise have every later cell's output dropped as no cell's.
@@ -290,6 +296,15 @@ function makeContext() {
       // the driver's process too. The cell's assignment makes a variable
       // of its context's instead, as a let would.
       d.set = (v) => { defineProperty(sandbox, name, { value: v, writable: true, enumerable: d.enumerable, configurable: true }); };
+    }
+    if (d.get) {
+      // A getter is called with the context's global as this, which
+      // Node 20's crypto refuses (ERR_INVALID_THIS): every read of crypto
+      // in a cell threw. It is called as on Node's own global, under its
+      // own name.
+      const get = d.get;
+      d.get = function () { return apply(get, globalThis, []); };
+      defineProperty(d.get, 'name', { value: get.name });
     }
     Object.defineProperty(sandbox, name, d);
   }

@@ -460,6 +460,52 @@ func TestJavaScriptGlobalIsTheContexts(t *testing.T) {
 	}
 }
 
+// TestJavaScriptNoMainModule: as at Node's REPL, a cell sees no main module
+// and the driver as no module: require.cache listed the driver's file
+// (/dev/shm/conch-code-N/driver.js), and process.mainModule, and
+// require.main in a module a cell required, were the driver's module.
+func TestJavaScriptNoMainModule(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "m.js"), []byte("exports.main = require.main;\n"), 0o644))
+	c := newContext(t, Options{Language: JavaScript, Cwd: dir})
+	for _, tc := range []struct{ code, out string }{
+		{"Object.keys(require.cache)", "[]\n"},
+		{"[process.mainModule, 'mainModule' in process, require.main]", "[ undefined, false, undefined ]\n"},
+		{"[require('./m.js').main, Object.keys(require.cache).length]", "[ undefined, 1 ]\n"},
+	} {
+		r, out, errOut := run(t, c, tc.code)
+		require.Equal(t, 0, code(r), "%s: %+v, stderr %q", tc.code, r, errOut)
+		require.Equal(t, tc.out, out, tc.code)
+		require.Empty(t, errOut, tc.code)
+	}
+}
+
+// TestJavaScriptCryptoGlobal: crypto, a global getter without a setter in
+// Node 20 that refuses any this but Node's global, works in a cell as at
+// Node's REPL: every read threw ERR_INVALID_THIS. An assignment to it
+// changes nothing, as at the REPL (sloppy mode), neither for the cells nor
+// for the driver, whose later cells run on.
+func TestJavaScriptCryptoGlobal(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	if _, out, _ := run(t, c, "typeof Object.getOwnPropertyDescriptor(require('vm').runInThisContext('globalThis'), 'crypto')?.get"); out != "'function'\n" {
+		t.Skip("no global crypto getter in this Node")
+	}
+	for _, tc := range []struct{ code, out string }{
+		{"crypto.randomUUID().length", "36\n"},
+		{"crypto = 1", "1\n"},
+		{"[typeof crypto, crypto === require('crypto').webcrypto]", "[ 'object', true ]\n"},
+		{"await null; crypto.getRandomValues(new Uint8Array(3)).length", "3\n"},
+		{"Object.getOwnPropertyDescriptor(globalThis, 'crypto').get.name", "'get crypto'\n"},
+	} {
+		r, out, errOut := run(t, c, tc.code)
+		require.Equal(t, 0, code(r), "%s: %+v, stderr %q", tc.code, r, errOut)
+		require.Equal(t, tc.out, out, tc.code)
+		require.Empty(t, errOut, tc.code)
+	}
+}
+
 // TestJavaScriptArgv: a cell's process.argv is node's path alone, as at
 // Node's REPL; it held the driver's file and its control socket's path,
 // which util.parseArgs refused as an unexpected positional. The driver
