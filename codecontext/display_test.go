@@ -196,9 +196,10 @@ raise E()`)
 // TestPythonDisplayFrees: what a value's display frees (the value it
 // replaces as "_") warns as the REPL's does from "<stdin>", from the cell:
 // a coroutine never awaited, shown by one cell and replaced by the next
-// one's value, warns "<cell 3>:1: RuntimeWarning: ...", where the warning
-// named the driver's file and line. A display that raises shows the
-// frames of the cell's code only, not the one that called the display.
+// one's value, warns "<cell 3>:2: RuntimeWarning: ...", from the line of
+// the value, where the warning named the driver's file and line. A display
+// that raises shows, as the REPL does, the cell's frame at the line of the
+// value, then those of what the display called.
 func TestPythonDisplayFrees(t *testing.T) {
 	t.Parallel()
 	c := newContext(t, Options{Language: Python})
@@ -208,11 +209,36 @@ func TestPythonDisplayFrees(t *testing.T) {
 	r, out, errOut := run(t, c, "x = 2\nx")
 	require.Equal(t, 0, code(r))
 	require.Equal(t, "2\n", out)
-	require.True(t, strings.HasPrefix(errOut, "<cell 3>:1: RuntimeWarning: coroutine 'f' was never awaited\n"), errOut)
+	require.True(t, strings.HasPrefix(errOut, "<cell 3>:2: RuntimeWarning: coroutine 'f' was never awaited\n"), errOut)
 	require.NotContains(t, errOut, "driver")
 
-	r, out, errOut = run(t, c, "class R:\n    def __repr__(self):\n        raise ValueError('no repr')\nR()")
+	r, out, errOut = run(t, c, "class R:\n    def __repr__(self):\n        raise ValueError('no repr')\nr = R()\nr")
 	require.Equal(t, 1, code(r))
 	require.Empty(t, out)
-	require.Equal(t, "Traceback (most recent call last):\n  File \"<cell 4>\", line 3, in __repr__\n    raise ValueError('no repr')\nValueError: no repr\n", errOut)
+	require.Equal(t, "Traceback (most recent call last):\n  File \"<cell 4>\", line 5, in <module>\n    r\n  File \"<cell 4>\", line 3, in __repr__\n    raise ValueError('no repr')\nValueError: no repr\n", errOut)
+}
+
+// TestPythonDisplayhook: a cell's value goes to sys.displayhook as at the
+// REPL, also when a cell broke it: None fails the cell with the TypeError
+// of calling it, and a deleted one with "RuntimeError: lost
+// sys.displayhook", both shown at the cell's frame and line as the REPL
+// shows them (a deleted hook failed in the driver, with an AttributeError,
+// and neither showed a frame).
+func TestPythonDisplayhook(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	for _, tc := range []struct{ code, errEnd string }{
+		{"import sys\nsys.displayhook = None\n1 + 1", "TypeError: 'NoneType' object is not callable\n"},
+		{"x = 1\ndel sys.displayhook\n2 + 2", "RuntimeError: lost sys.displayhook\n"},
+	} {
+		r, out, errOut := run(t, c, tc.code)
+		require.Equal(t, 1, code(r), "%s: %+v", tc.code, r)
+		require.Empty(t, out, tc.code)
+		require.True(t, strings.HasPrefix(errOut, "Traceback (most recent call last):\n  File \"<cell "), "%s: %q", tc.code, errOut)
+		require.Contains(t, errOut, "\", line 3, in <module>\n", tc.code)
+		require.True(t, strings.HasSuffix(errOut, tc.errEnd), "%s: %q", tc.code, errOut)
+		require.NotContains(t, errOut, "driver", tc.code)
+	}
+	_, out, _ := run(t, c, "sys.displayhook = sys.__displayhook__\n3")
+	require.Equal(t, "3\n", out)
 }

@@ -35,6 +35,7 @@ _loads = json.loads
 _import = builtins.__import__
 _exec, _eval, _compile_code = builtins.exec, builtins.eval, builtins.compile
 _ONLY_AST, _Expr, _Expression = ast.PyCF_ONLY_AST, ast.Expr, ast.Expression
+_Call, _Name, _Load, _ast_walk = ast.Call, ast.Name, ast.Load, ast.walk
 _io_open = io.open
 _poll, _POLLOUT = select.poll, select.POLLOUT
 # Its exit functions run first as the interpreter exits, before it waits
@@ -77,7 +78,6 @@ class _S:
     loop = None  # the event loop of cells with top-level await, made at the first
     futures = 0  # the flags of the __future__ imports cells made
     from_loop = None  # the exception that ended the last such cell, raised through the loop
-    from_display = None  # the exception that the display of a cell's value raised
     sources = {}  # the names of the cells whose source linecache holds, oldest first, with their sizes
     sources_size = 0  # the sum of those sizes
 
@@ -469,8 +469,6 @@ def _print_exc(e):
             while i < len(te.stack) and not te.stack[i].filename.startswith("<cell "):
                 i += 1
             te.stack = _from_list(list(te.stack)[i:])
-        elif e is _S.from_display and te.stack:
-            te.stack = _from_list(list(te.stack)[1:])  # the display's own (see _display)
         try:
             text = "".join(te.format())
         except Exception:
@@ -512,12 +510,27 @@ def _compile(src, name):
     # never runs at all.
     tree = _compile_code(src, name, "exec", _ONLY_AST)  # ast.parse, whose code calls builtins.compile
     flags = _TOP_AWAIT | _S.futures
-    last = None
+    last = display = None
     if tree.body and isinstance(tree.body[-1], _Expr):
-        last = _compile_code(_Expression(tree.body.pop().value), name, "eval", flags, True)
+        value = tree.body.pop().value
+        last = _compile_code(_Expression(value), name, "eval", flags, True)
+        display = _display_code(value, name)
     body = _compile_code(tree, name, "exec", flags, True)
     _S.futures |= body.co_flags & _FUTURES
-    return body, last
+    return body, last, display
+
+
+def _display_code(value, name):
+    # h(v), the call of sys.displayhook with the cell's value, placed where
+    # the cell's last expression is: what the display raises (a __repr__'s
+    # error, a displayhook that is None) shows the cell's frame and line,
+    # as the REPL shows the statement's ("<stdin>", line 1, in <module>),
+    # and what it frees warns from that line.
+    call = _Expression(_Call(_Name("h", _Load()), [_Name("v", _Load())], []))
+    for node in _ast_walk(call.body):
+        node.lineno, node.col_offset = value.lineno, value.col_offset
+        node.end_lineno, node.end_col_offset = value.end_lineno, value.end_col_offset
+    return _compile_code(call, name, "eval", 0, True)
 
 
 def _uses_await(code):
@@ -563,20 +576,19 @@ def _awaited(coro):
         raise
 
 
-_DISPLAY = _compile_code("h(v)", "<cell>", "eval")  # given each cell's name, not compiled again
+def _lost_displayhook(v):
+    raise RuntimeError("lost sys.displayhook")
 
 
-def _display(v, n):
+def _display(v, code):
     # Shows a cell's value through sys.displayhook, called from a frame of
-    # the cell's: what the display frees (the value it replaces as "_")
-    # warns from there, as from "<stdin>" at the REPL ("<cell 3>:1:
-    # RuntimeWarning: coroutine 'f' was never awaited"), not from the
-    # driver's file.
-    try:
-        _eval(_DISPLAY.replace(co_filename="<cell %d>" % n), {"h": sys.displayhook, "v": v})
-    except BaseException as e:
-        _S.from_display = e
-        raise
+    # the cell's (see _display_code): what the display frees (the value it
+    # replaces as "_") warns from there, as from "<stdin>" at the REPL
+    # ("<cell 3>:1: RuntimeWarning: coroutine 'f' was never awaited"), not
+    # from the driver's file. As at the REPL, a cell that deleted
+    # sys.displayhook gets "RuntimeError: lost sys.displayhook", raised
+    # from a frame of the driver's, which its traceback leaves out.
+    _eval(code, {"h": getattr(sys, "displayhook", _lost_displayhook), "v": v})
 
 
 def _exit_status(e):
@@ -595,7 +607,7 @@ def _exit_status(e):
     return 1
 
 
-def _execute(ns, body, last, n):
+def _execute(ns, body, last, display, n):
     # The cell's trace and profile functions (sys.settrace, sys.setprofile,
     # a debugger's) are for the cells' code: they are off while the driver
     # works between cells, and on again as the next cell's code runs. Taken
@@ -626,7 +638,7 @@ def _execute(ns, body, last, n):
             _setprofile(None)
             _settrace(None)
             if last is not None:
-                _display(v, n)
+                _display(v, display)
         finally:
             _S.cells_code = False
             if hooks is None:
@@ -647,12 +659,12 @@ def _execute(ns, body, last, n):
         # with 130; one the cell raised itself is an uncaught exception.
         _S.cells_code = False
         interrupted = _print_exc_armed(e) or _S.interrupts != seen or _interrupted() == n
-        _S.from_loop = _S.from_display = None
+        _S.from_loop = None
         return 130 if interrupted else 1
     except BaseException as e:
         _S.cells_code = False  # (a handler that raised at the finally's start left it set)
         interrupted = _print_exc_armed(e)
-        _S.from_loop = _S.from_display = None
+        _S.from_loop = None
         return 130 if interrupted else 1
     return 0
 
@@ -836,14 +848,14 @@ def _run(ns, msg):
     _open_cell(msg)
     _S.send(b"O %d\n" % n)
     try:
-        body, last = _compile(src, name)
+        body, last, display = _compile(src, name)
     except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError) as e:
         # RecursionError: text nested too deep for the parser or the
         # compiler (1+1+...+1 a thousand times, from the driver's depth).
         _err("".join(_format_exception_only(type(e), e)))
         status = 1
     else:
-        status = _execute(ns, body, last, n)
+        status = _execute(ns, body, last, display, n)
     if _flush_streams():
         status = 130
     if _forked_child():
