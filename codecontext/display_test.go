@@ -242,3 +242,52 @@ func TestPythonDisplayhook(t *testing.T) {
 	_, out, _ := run(t, c, "sys.displayhook = sys.__displayhook__\n3")
 	require.Equal(t, "3\n", out)
 }
+
+// TestPythonExcepthook: an exception that ends a cell goes to the
+// sys.excepthook a cell set, as at the REPL, with a traceback of the cell's
+// frames only (the exception's own too); the driver printed it itself. A
+// hook that raises, is None or was deleted is reported as the REPL reports
+// it, and one that raises SystemExit ends the context with its status.
+func TestPythonExcepthook(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	r, _, errOut := run(t, c, `import sys, traceback
+def hook(t, v, tb):
+    print("hook", t.__name__, v, v.__traceback__ is tb, [(f.filename, f.lineno, f.name) for f in traceback.extract_tb(tb)])
+sys.excepthook = hook`)
+	require.Equal(t, 0, code(r), errOut)
+	for _, tc := range []struct{ code, out string }{
+		{"def f(): 1/0\nf()", "hook ZeroDivisionError division by zero True [('<cell 2>', 2, '<module>'), ('<cell 2>', 1, 'f')]\n"},
+		{"import asyncio\nawait asyncio.sleep(0)\nraise KeyError('k')", "hook KeyError 'k' True [('<cell 3>', 3, '<module>')]\n"},
+	} {
+		r, out, errOut := run(t, c, tc.code)
+		require.Equal(t, 1, code(r), "%s: %+v", tc.code, r)
+		require.Equal(t, tc.out, out, tc.code)
+		require.Empty(t, errOut, tc.code)
+	}
+	for _, tc := range []struct{ hook, errStart, errHas string }{
+		{"def hook(t, v, tb): raise KeyError('k')", "Error in sys.excepthook:\nTraceback (most recent call last):\n", "KeyError: 'k'\n\nOriginal exception was:\nTraceback (most recent call last):\n"},
+		{"hook = None", "Error in sys.excepthook:\nTypeError: 'NoneType' object is not callable\n\nOriginal exception was:\nTraceback (most recent call last):\n", ""},
+		{"del hook", "sys.excepthook is missing\nTraceback (most recent call last):\n", ""},
+	} {
+		set := "sys.excepthook = hook"
+		if tc.hook == "del hook" {
+			set = "del sys.excepthook"
+		}
+		r, _, errOut := run(t, c, tc.hook+"\n"+set)
+		require.Equal(t, 0, code(r), "%s: %s", tc.hook, errOut)
+		r, out, errOut := run(t, c, "1/0")
+		require.Equal(t, 1, code(r), "%s: %+v", tc.hook, r)
+		require.Empty(t, out, tc.hook)
+		require.True(t, strings.HasPrefix(errOut, tc.errStart), "%s: %q", tc.hook, errOut)
+		require.Contains(t, errOut, tc.errHas, tc.hook)
+		require.True(t, strings.HasSuffix(errOut, "ZeroDivisionError: division by zero\n"), "%s: %q", tc.hook, errOut)
+		require.NotContains(t, errOut, "During handling", tc.hook)
+		require.NotContains(t, errOut, "driver", tc.hook)
+	}
+	r, out, errOut := run(t, c, "def hook(t, v, tb):\n    print('exiting')\n    raise SystemExit(4)\nsys.excepthook = hook\n1/0")
+	require.Equal(t, 4, code(r), "%+v %s", r, errOut)
+	require.Equal(t, "exiting\n", out)
+	_, _, err := c.Run(t.Context(), CellOptions{Code: "1"})
+	require.ErrorIs(t, err, ErrContextEnded)
+}

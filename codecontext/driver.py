@@ -52,6 +52,7 @@ _walk_stack, _takewhile, _filter = traceback.walk_stack, itertools.takewhile, bu
 # The C module's: signal.getsignal makes an enum of what it finds, through
 # builtins a cell may have replaced.
 _signal, _getsignal, _SIGINT = _csignal.signal, _csignal.getsignal, int(signal.SIGINT)
+_EXCEPTHOOK = sys.excepthook  # Python's own, which the driver's formatting stands for (see _print_exc)
 
 
 class _S:
@@ -458,6 +459,72 @@ def _cells_part(frame_and_line):
 
 
 def _print_exc(e):
+    # As the REPL does, an exception that ends a cell goes to
+    # sys.excepthook when a cell put its own function there: called with
+    # the traceback the REPL would give it, without the driver's frames,
+    # it prints what it likes; one that raises is reported as the REPL
+    # reports it ("Error in sys.excepthook:", then the original). Python's
+    # own hook would show the driver's frames: the driver formats the
+    # exception as it would.
+    try:
+        hook = sys.excepthook
+    except AttributeError:
+        _err("sys.excepthook is missing\n")
+        hook = _EXCEPTHOOK
+    if hook is _EXCEPTHOOK:
+        _err(_format_exc(e))
+        return
+    _cells_traceback(e, set())
+    try:
+        hook(type(e), e, e.__traceback__)
+    except KeyboardInterrupt:
+        raise  # (see _print_exc_armed)
+    except SystemExit as x:
+        # It ends the interpreter, as it ends the REPL's.
+        _S.armed = _S.cells_code = False
+        status = _exit_status(x)
+        _flush_streams()
+        _exit(status)
+    except BaseException as x:
+        # The REPL calls the hook with no exception being handled: what it
+        # raises is not chained to the one it was given.
+        c, seen = x, set()
+        try:
+            while c is not None and id(c) not in seen:
+                seen.add(id(c))
+                if c.__context__ is e:
+                    c.__context__ = None
+                c = c.__context__
+        except Exception:  # a class whose attributes raise (see _format_exc)
+            pass
+        _err("Error in sys.excepthook:\n" + _format_exc(x) + "\nOriginal exception was:\n" + _format_exc(e))
+
+
+def _cells_traceback(e, seen):
+    # Drops the driver's frames from the tracebacks of e and the exceptions
+    # chained to it, as _strip does from their text, and the event loop's
+    # before the cell's first (see _format_exc).
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        try:
+            kept, tb = [], e.__traceback__
+            while tb is not None:
+                name = tb.tb_frame.f_code.co_filename
+                if name != _DRIVER and (kept or e is not _S.from_loop or name.startswith("<cell ")):
+                    kept.append(tb)
+                tb = tb.tb_next
+            for a, b in zip(kept, kept[1:] + [None]):
+                a.tb_next = b
+            e.__traceback__ = kept[0] if kept else None
+            _cells_traceback(e.__cause__, seen)
+            e = e.__context__
+        except KeyboardInterrupt:
+            raise
+        except BaseException:  # a class whose attributes raise (see _format_exc)
+            return
+
+
+def _format_exc(e):
     try:
         te = _TracebackException(type(e), e, e.__traceback__)
         _strip(te, set())
@@ -486,7 +553,7 @@ def _print_exc(e):
         # An exception whose class raises on every read (a metaclass's
         # __getattribute__): object.__repr__ reads the type's C name only.
         text = "Uncaught %s (it could not be formatted)\n" % object.__repr__(e)
-    _err(text)
+    return text
 
 
 def _err(text):
