@@ -291,3 +291,24 @@ sys.excepthook = hook`)
 	_, _, err := c.Run(t.Context(), CellOptions{Code: "1"})
 	require.ErrorIs(t, err, ErrContextEnded)
 }
+
+// TestPythonSurrogates: sys.stdout and sys.stderr encode as the
+// interpreter's own streams do: stdout with the error handler its locale
+// or PYTHONIOENCODING gives (a lone surrogate raises UnicodeEncodeError
+// under "strict", as at the REPL), stderr with "backslashreplace". Both
+// backslash-escaped what they could not encode.
+func TestPythonSurrogates(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python, Env: map[string]string{"PYTHONIOENCODING": "utf-8:strict"}})
+	r, out, errOut := run(t, c, `print("\ud800")`)
+	require.Equal(t, 1, code(r), "%+v", r)
+	require.Empty(t, out)
+	require.True(t, strings.HasSuffix(errOut, "UnicodeEncodeError: 'utf-8' codec can't encode character '\\ud800' in position 0: surrogates not allowed\n"), errOut)
+	r, out, errOut = run(t, c, `import sys; print("\ud800", file=sys.stderr); sys.stdout.errors`)
+	require.Equal(t, 0, code(r), errOut)
+	require.Equal(t, "'strict'\n", out)
+	require.Equal(t, "\\ud800\n", errOut)
+	c = newContext(t, Options{Language: Python, Env: map[string]string{"PYTHONIOENCODING": "utf-8:replace"}})
+	_, out, _ = run(t, c, `print("\ud800")`)
+	require.Equal(t, "?\n", out)
+}

@@ -274,13 +274,14 @@ class _Bin(io.BufferedIOBase):
 
 class _Out(io.TextIOBase):
     encoding = "utf-8"
-    errors = "backslashreplace"
+    errors = "strict"  # (a plain attribute, which reconfigure can set: TextIOBase's is read-only)
     line_buffering = False
     write_through = True
 
-    def __init__(self, fd, name):
+    def __init__(self, fd, name, errors):
         self._fd = fd
         self.name = name
+        self.errors = errors
         self.buffer = _Bin(fd)
 
     def writable(self):
@@ -1027,8 +1028,13 @@ def main():
         return _cells_own(py_getsignal(signalnum))
     cells_signal.__doc__, cells_getsignal.__doc__ = py_signal.__doc__, py_getsignal.__doc__
     signal.signal, signal.getsignal = cells_signal, cells_getsignal
-    sys.stdout = sys.__stdout__ = _Out(1, "<stdout>")
-    sys.stderr = sys.__stderr__ = _Out(2, "<stderr>")
+    # The error handlers are the interpreter's own for its streams, as the
+    # REPL's are: stdout's as the locale and PYTHONIOENCODING make it
+    # ("strict" in a UTF-8 locale, so that print("\ud800") raises
+    # UnicodeEncodeError; "surrogateescape" in the C locale), stderr's
+    # always "backslashreplace".
+    sys.stdout = sys.__stdout__ = _Out(1, "<stdout>", getattr(sys.stdout, "errors", None) or "strict")
+    sys.stderr = sys.__stderr__ = _Out(2, "<stderr>", "backslashreplace")
     sock = sys.argv[1]
     _S.intfile = os.path.join(os.path.dirname(sock), "int")
     sys.argv = [""]
