@@ -20,4 +20,7 @@ const (
 	// process's input queue; the error's acceptedBytes says how much of it
 	// was queued.
 	CodeStdinFull Code = "stdin_full"
+	// CodeAlreadyExists refuses a session created with uniqueName whose
+	// name a running session has: the error's sessionId names that one.
+	CodeAlreadyExists Code = "already_exists"
 )

@@ -53,6 +53,9 @@ type Process struct {
 	WaitingForInput bool `json:"waitingForInput"`
 	// Ports are the loopback ports a session leased.
 	Ports []int `json:"ports,omitempty"`
+	// Limits are, for a session, the limits it was created with; absent
+	// when it set none (the daemon's defaults apply).
+	Limits *Limits `json:"limits,omitempty"`
 	// OOMKilled and Usage are as on WaitResult, once the process ended.
 	OOMKilled bool   `json:"oomKilled,omitempty"`
 	Usage     *Usage `json:"usage,omitempty"`
@@ -268,6 +271,11 @@ type SessionOptions struct {
 	// Limits bound the session's cgroup: its shell or interpreter and
 	// everything its commands start.
 	Limits *Limits `json:"limits,omitempty"`
+	// UniqueName makes Name a session's own while it runs: a running
+	// session of that name refuses the creation with already_exists, and
+	// of two creations of one name at once the second waits for the first
+	// and is refused if it made the session.
+	UniqueName bool `json:"uniqueName,omitempty"`
 }
 
 // CommandOptions submit a command to a session.

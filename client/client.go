@@ -124,6 +124,7 @@ const (
 	CodeInternal             = api.CodeInternal
 	CodeDraining             = api.CodeDraining
 	CodeStdinFull            = api.CodeStdinFull
+	CodeAlreadyExists        = api.CodeAlreadyExists
 )
 
 // Error is an error answered by the daemon.
@@ -134,6 +135,9 @@ type Error struct {
 	// AcceptedBytes is, for stdin_full, how many bytes of the write were
 	// queued.
 	AcceptedBytes int `json:"acceptedBytes,omitempty"`
+	// SessionID is, for already_exists, the running session whose name a
+	// session created with uniqueName asked for.
+	SessionID string `json:"sessionId,omitempty"`
 	// RetryAfter is how long the daemon asked to be left before the
 	// request is sent again (its Retry-After header: 1 s for a draining
 	// daemon's 503); zero when it did not say. The Client never sends a

@@ -59,11 +59,14 @@ func apiError(err error) *Error {
 	}
 	var tooLarge *http.MaxBytesError
 	var full *process.StdinFullError
+	var taken *nameTaken
 	conflict := func(err error) bool {
 		return errors.Is(err, process.ErrStdinNotOpen) || errors.Is(err, process.ErrNotPTY) ||
 			errors.Is(err, process.ErrUnsupported) || errors.Is(err, shellsession.ErrSessionEnded)
 	}
 	switch {
+	case errors.As(err, &taken):
+		return &Error{http.StatusConflict, api.CodeAlreadyExists, taken.Error(), err}
 	case errors.As(err, &tooLarge):
 		return &Error{http.StatusRequestEntityTooLarge, api.CodePayloadTooLarge,
 			fmt.Sprintf("request body over %d bytes", tooLarge.Limit), err}
@@ -144,6 +147,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	inner := map[string]any{"code": string(e.Code), "message": e.Message}
 	if full := (*process.StdinFullError)(nil); errors.As(e, &full) {
 		inner["acceptedBytes"] = full.Accepted
+	}
+	if taken := (*nameTaken)(nil); errors.As(e, &taken) {
+		inner["sessionId"] = taken.id
 	}
 	body, _ := json.Marshal(map[string]any{"error": inner})
 	body = append(body, '\n')

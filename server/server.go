@@ -236,6 +236,7 @@ type Server struct {
 	textHeld                    int64                    // the text of the processes not yet ended (lifecycle.go)
 	releases                    map[string]held          // the tracked processes that hold their claims still, by id
 	sessions                    map[string]*sessionEntry // by session id
+	naming                      map[string]chan struct{} // the names being created with uniqueName, closed once done
 	ended                       endedRecords             // the ended records kept, in the order they ended
 }
 
@@ -296,6 +297,7 @@ func New(opts Options) (*Server, error) {
 		stopped:  make(chan struct{}),
 		hosts:    make(map[string]struct{}),
 		sessions: make(map[string]*sessionEntry),
+		naming:   make(map[string]chan struct{}),
 		releases: make(map[string]held),
 		drained:  make(chan struct{}),
 		streams:  make(chan struct{}, opts.MaxStreams),

@@ -19,6 +19,8 @@ type sessionEntry struct {
 	shell *shellsession.Session // nil for a code context
 	code  *codecontext.Context  // nil for a shell session
 	ports []*portlease.Lease
+	// limits are the limits the session was created with, nil for none.
+	limits *api.Limits
 }
 
 // process returns the session's own process: its shell or interpreter.
@@ -91,6 +93,16 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	if opts.UniqueName {
+		if opts.Name == "" {
+			return badRequest("uniqueName without a name: give the name the session is to have alone")
+		}
+		done, err := s.claimName(r.Context(), opts.Name)
+		if err != nil {
+			return err
+		}
+		defer done()
+	}
 	if err := s.reserve(claim{k: slotSession}); err != nil {
 		return err
 	}
@@ -99,13 +111,80 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 		s.release(claim{k: slotSession})
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, s.processDTO(e.process()))
+	return writeJSON(w, http.StatusCreated, s.sessionDTO(e))
+}
+
+// sessionDTO is the session e as the API shows it.
+func (s *Server) sessionDTO(e *sessionEntry) api.Process {
+	d := s.processDTO(e.process())
+	if e.limits != nil {
+		l := *e.limits
+		d.Limits = &l
+	}
+	return d
+}
+
+// nameTaken refuses a session created with uniqueName: the running session
+// id has its name.
+type nameTaken struct {
+	name, id string
+}
+
+func (e *nameTaken) Error() string {
+	return fmt.Sprintf("session %s is running with the name %q, asked to be unique", e.id, e.name)
+}
+
+// claimName makes the creation of a session called name the only one under
+// way with uniqueName until done is called: another waits for it first. A
+// running session of that name is a *nameTaken error, naming the newest
+// such session.
+func (s *Server) claimName(ctx context.Context, name string) (done func(), err error) {
+	for {
+		s.mu.Lock()
+		busy, ok := s.naming[name]
+		if !ok {
+			break
+		}
+		s.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	claimed := make(chan struct{})
+	s.naming[name] = claimed
+	entries := make([]*sessionEntry, 0, len(s.sessions))
+	for _, e := range s.sessions {
+		entries = append(entries, e)
+	}
+	s.mu.Unlock()
+	done = func() {
+		s.mu.Lock()
+		delete(s.naming, name)
+		s.mu.Unlock()
+		close(claimed)
+	}
+	// Looked at outside s.mu: a session made by name while the claim is
+	// held is made without uniqueName, which asks for no check.
+	var newest *process.Info
+	for _, e := range entries {
+		i := e.process().Info()
+		if i.Name == name && i.State != process.Terminal && (newest == nil || !i.CreatedAt.Before(newest.CreatedAt)) {
+			newest = &i
+		}
+	}
+	if newest != nil {
+		done()
+		return nil, &nameTaken{name: name, id: newest.ID}
+	}
+	return done, nil
 }
 
 // newSession starts a session's shell with its port leases and tracks it.
 // The caller has reserved its place.
 func (s *Server) newSession(r *http.Request, opts api.SessionOptions) (*sessionEntry, error) {
-	e := &sessionEntry{}
+	e := &sessionEntry{limits: opts.Limits}
 	if opts.LeasePort {
 		l, err := (*s.leasePort.Load())()
 		if err != nil {
@@ -148,7 +227,11 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	items := []api.Process{}
 	for _, p := range s.reg.All() {
 		if i := p.Info(); i.Kind == process.KindSession && i.System {
-			items = append(items, s.processDTO(p))
+			if e, ok := s.sessionOf(i.ID); ok {
+				items = append(items, s.sessionDTO(e))
+			} else {
+				items = append(items, s.processDTO(p))
+			}
 		}
 	}
 	return writeJSON(w, http.StatusOK, struct {
@@ -161,7 +244,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.processDTO(e.process()))
+	return writeJSON(w, http.StatusOK, s.sessionDTO(e))
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
