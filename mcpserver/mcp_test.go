@@ -309,7 +309,8 @@ func testSessions(t *testing.T, c *conn) {
 	r, _ := c.run(map[string]any{"command": "echo $0", "session": "dashed", "shell": "dash"})
 	require.Contains(t, r.Output, "dash")
 	r, text := c.run(map[string]any{"command": "true", "session": "dashed", "shell": "zsh"})
-	require.Contains(t, text, "shell and cwd apply only when a session is created")
+	require.Contains(t, text, "shell applies only when a session is created")
+	require.Regexp(t, `it runs dash \(/\S*dash\), not zsh`, text)
 	_ = r
 
 	l := c.list()

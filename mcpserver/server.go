@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -74,6 +75,7 @@ type Server struct {
 type named struct {
 	id       string
 	shell    string // a shell session's shell
+	resolved string // its path, when the daemon said it (adopted)
 	language string // a code context's language; empty for a shell session
 	// opts are what the session was made with (its shell or language,
 	// cwd and limits), which the next run makes it again with once it has
@@ -90,6 +92,38 @@ func (n named) kind() string {
 		return "a " + n.language + " code context"
 	}
 	return "a " + cmp.Or(n.shell, "shell") + " shell session"
+}
+
+// described is what the session is, as the daemon said it (its shell's
+// path, its limits) when known, in words for a note.
+func (n named) described() string {
+	d := n.kind()
+	if n.language == "" && n.resolved != "" && n.resolved != n.shell {
+		d += " (" + n.resolved + ")"
+	}
+	if l := n.opts.Limits; l != nil {
+		var b []string
+		if l.MemoryBytes > 0 {
+			b = append(b, fmt.Sprintf("memoryBytes %d", l.MemoryBytes))
+		}
+		if l.Pids > 0 {
+			b = append(b, fmt.Sprintf("pids %d", l.Pids))
+		}
+		if l.CPUMillis > 0 {
+			b = append(b, fmt.Sprintf("cpuMillis %d", l.CPUMillis))
+		}
+		if len(b) > 0 {
+			d += " with limits " + strings.Join(b, ", ")
+		}
+	}
+	return d
+}
+
+// runs reports whether n is a shell session of shell, a name (zsh) or a
+// path (/usr/bin/zsh).
+func (n named) runs(shell string) bool {
+	return n.language == "" && (shell == n.shell || shell == n.resolved || shell == n.opts.Shell ||
+		n.shell == "" && shell == "bash")
 }
 
 // fresh is what the next run makes of n once it has ended, in words.
@@ -309,8 +343,7 @@ func (s *Server) make(ctx context.Context, name string, opts client.SessionOptio
 			return named{}, existing, fmt.Errorf("look for session %q: %w", name, explain(err))
 		}
 		if p != nil {
-			return named{id: p.ID, shell: p.Shell, language: p.Language,
-				opts: client.SessionOptions{Shell: p.Shell, Language: p.Language}}, adopted, nil
+			return s.adopt(ctx, name, p.ID)
 		}
 	}
 	how := created
@@ -327,13 +360,40 @@ func (s *Server) make(ctx context.Context, name string, opts client.SessionOptio
 		opts = again
 	}
 	opts.Name = name
+	// Shared, the name is the session's alone on the daemon: another
+	// client creating it at the same moment makes it once, and the loser
+	// takes the winner's.
+	opts.UniqueName = s.Shared
 	cctx, cancel := context.WithTimeout(ctx, createTimeout)
+	defer cancel()
 	p, err := s.c.CreateSession(cctx, opts)
-	cancel()
+	var ce *client.Error
+	if opts.UniqueName && errors.As(err, &ce) && ce.Code == client.CodeInvalidArgument && strings.Contains(ce.Message, `unknown field "uniqueName"`) {
+		// A daemon of before uniqueName: as before it, the name may
+		// get a session from each client creating it at that moment.
+		opts.UniqueName = false
+		p, err = s.c.CreateSession(cctx, opts)
+	}
+	if opts.UniqueName && errors.As(err, &ce) && ce.Code == client.CodeAlreadyExists && ce.SessionID != "" {
+		return s.adopt(ctx, name, ce.SessionID)
+	}
+	opts.UniqueName = false
 	if err != nil {
 		return named{}, existing, fmt.Errorf("create session %q: %w", name, explain(err))
 	}
-	return named{id: p.ID, shell: p.Shell, language: p.Language, opts: opts}, how, nil
+	return named{id: p.ID, shell: p.Shell, resolved: p.ResolvedShell, language: p.Language, opts: opts}, how, nil
+}
+
+// adopt takes the daemon's running session id, called name, as the daemon
+// says it is (its shell, language, login and limits), which the next run
+// makes it again with once it has ended.
+func (s *Server) adopt(ctx context.Context, name, id string) (named, origin, error) {
+	p, err := s.c.Session(ctx, id)
+	if err != nil {
+		return named{}, existing, fmt.Errorf("look at session %q (%s): %w", name, id, explain(err))
+	}
+	return named{id: p.ID, shell: p.Shell, resolved: p.ResolvedShell, language: p.Language,
+		opts: client.SessionOptions{Shell: p.Shell, Language: p.Language, Login: p.Login, Limits: p.Limits}}, adopted, nil
 }
 
 // daemonSession is the daemon's newest running session called name other

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -210,12 +211,10 @@ func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput)
 	s.answered(out)
 	switch {
 	case how == adopted:
-		out.Note = joinNotes(fmt.Sprintf("session %q is the daemon's running session of that name, made before: its state carried over", name), out.Note)
-		if in.Shell != "" || in.Cwd != "" || in.Limits != nil {
-			out.Note = joinNotes(out.Note, "shell and cwd apply only when a session is created, and so do limits")
-		}
+		note := fmt.Sprintf("session %q is the daemon's running session of that name, made before, %s: its state carried over", name, sess.described())
+		out.Note = joinNotes(joinNotes(note, ignored(sess, in)), out.Note)
 	case how == existing && (in.Shell != "" || in.Cwd != "" || in.Limits != nil):
-		out.Note = joinNotes(fmt.Sprintf("session %q existed already: shell and cwd apply only when a session is created, and so do limits", name), out.Note)
+		out.Note = joinNotes(fmt.Sprintf("session %q existed already: %s", name, ignored(sess, in)), out.Note)
 	case how == remade && in.Shell != "" && (sess.language != "" || in.Shell != sess.opts.Shell && in.Shell != sess.shell):
 		out.Note = joinNotes(fmt.Sprintf("session %q had ended and was made again as it was, %s: a name keeps its kind, and shell applies only to a new name (close_session forgets it)", name, sess.kind()), out.Note)
 	}
@@ -354,6 +353,45 @@ func (s *Server) whole(ctx context.Context, id string, r *client.RunResult, limi
 	w := *r
 	w.Logs, w.OmittedBytes, w.OmittedAfter, w.HeadFrames = frames, 0, "", 0
 	return &w
+}
+
+// ignored says which of the run's arguments in that apply to a new session
+// only the existing session sess did not take: a shell it does not run is
+// named with the one it runs. Empty when there are none.
+func ignored(sess named, in RunInput) string {
+	var args []string
+	other := ""
+	if in.Shell != "" {
+		switch {
+		case sess.language != "":
+			other = fmt.Sprintf("it is %s, not a %s shell session", sess.kind(), in.Shell)
+		case !sess.runs(in.Shell):
+			runs := cmp.Or(sess.shell, "bash")
+			if sess.resolved != "" && sess.resolved != runs {
+				runs += " (" + sess.resolved + ")"
+			}
+			other = fmt.Sprintf("it runs %s, not %s (close_session, then run with shell %s, for a %s session)", runs, in.Shell, in.Shell, in.Shell)
+		}
+		args = append(args, "shell")
+	}
+	if in.Cwd != "" {
+		args = append(args, "cwd")
+	}
+	if in.Limits != nil {
+		args = append(args, "limits")
+	}
+	if len(args) == 0 {
+		return ""
+	}
+	verb := "applies"
+	if len(args) > 1 {
+		verb = "apply"
+	}
+	said := strings.Join(args[:len(args)-1], ", ")
+	if said != "" {
+		said += " and "
+	}
+	return joinNotes(said+args[len(args)-1]+" "+verb+" only when a session is created", other)
 }
 
 // joinNotes joins two notes of an answer.

@@ -1,0 +1,91 @@
+package mcpserver_test
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/client"
+	"github.com/conchsh/conch/containment"
+	"github.com/conchsh/conch/internal/containmenttest"
+	"github.com/conchsh/conch/mcpserver"
+)
+
+// running is the daemon's running sessions called name.
+func running(t *testing.T, d *client.Client, name string) []client.Process {
+	t.Helper()
+	all, err := d.Sessions(t.Context())
+	require.NoError(t, err)
+	return slices.DeleteFunc(all, func(p client.Process) bool { return p.Name != name || p.Ended() })
+}
+
+// TestSharedNewNameAtOnce: two conch mcp --url asked at the same moment to
+// run in one new name make one session of it on the daemon, which both
+// run in, where each made its own and the name stood for two.
+func TestSharedNewNameAtOnce(t *testing.T) {
+	t.Parallel()
+	env, stateHome := testEnv(t)
+	d := startDaemon(t, env, stateHome)
+	a := startMCP(t, env, "--url", d.URL())
+	defer a.close()
+	b := startMCP(t, env, "--url", d.URL())
+	defer b.close()
+	for i := range 3 {
+		name := fmt.Sprintf("new%d", i)
+		var got [2]mcpserver.Result
+		var wg sync.WaitGroup
+		for j, c := range []*conn{a, b} {
+			wg.Go(func() {
+				got[j], _ = c.run(map[string]any{"command": "echo $$", "session": name})
+			})
+		}
+		wg.Wait()
+		require.Len(t, running(t, d, name), 1, "sessions called %s", name)
+		require.Equal(t, got[0].Output, got[1].Output, "one shell for %s", name)
+	}
+}
+
+// TestAdoptedShellNamed: a shell asked of the daemon's running session of a
+// name, which runs another, is answered with the shell it runs.
+func TestAdoptedShellNamed(t *testing.T) {
+	t.Parallel()
+	env, stateHome := testEnv(t)
+	d := startDaemon(t, env, stateHome)
+	first := startMCP(t, env, "--url", d.URL())
+	first.run(map[string]any{"command": "true", "session": "d", "shell": "dash"})
+	first.close()
+	c := startMCP(t, env, "--url", d.URL())
+	defer c.close()
+	r, text := c.run(map[string]any{"command": "echo $0", "session": "d", "shell": "zsh"})
+	require.Equal(t, "dash\n", r.Output, text)
+	require.Contains(t, r.Note, "the daemon's running session", text)
+	require.Regexp(t, `it runs dash \(/\S*dash\), not zsh`, r.Note, text)
+}
+
+// TestAdoptedSessionLimits: the daemon's running session of a name is
+// taken with the limits it was made with, which its answer tells, and
+// which it is made again with once it has ended, as a session this conch
+// mcp made is.
+func TestAdoptedSessionLimits(t *testing.T) {
+	t.Parallel()
+	containmenttest.Limited(t, containment.Limits{Pids: 64}) // skips without cgroups
+	env, stateHome := testEnv(t)
+	d := startDaemon(t, env, stateHome)
+	first := startMCP(t, env, "--url", d.URL())
+	first.run(map[string]any{"command": "true", "session": "lim", "limits": map[string]any{"pids": 64}})
+	first.close()
+	c := startMCP(t, env, "--url", d.URL())
+	defer c.close()
+	r, text := c.run(map[string]any{"command": "true", "session": "lim"})
+	require.Regexp(t, `a bash shell session \(/\S*bash\) with limits pids 64`, r.Note, text)
+	c.run(map[string]any{"command": "exit", "session": "lim"})
+	c.toolError("run", map[string]any{"command": "true", "session": "lim"}) // told it ended
+	r, text = c.run(map[string]any{"command": "true", "session": "lim"})
+	require.Equal(t, 0, *r.ExitCode, text)
+	again := running(t, d, "lim")
+	require.Len(t, again, 1)
+	require.Equal(t, &client.Limits{Pids: 64}, again[0].Limits, "made again with its limits")
+}
