@@ -179,7 +179,7 @@ func New(opts Options) (*Server, error) {
 func (s *Server) Root() string { return s.root }
 
 // RegisterGRPC registers the ProcessService with g.
-func (s *Server) RegisterGRPC(g *grpc.Server) {
+func (s *Server) RegisterGRPC(g grpc.ServiceRegistrar) {
 	sandboxdpb.RegisterProcessServiceServer(g, s)
 }
 

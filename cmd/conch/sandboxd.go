@@ -67,12 +67,19 @@ const sandboxdGRPCIdleTimeout = 2 * time.Minute
 // ports hold are bounded too.
 const sandboxdMaxStreams = 256
 
-// newSandboxdGRPC returns the gRPC server of conch sandboxd, with its bounds.
-func newSandboxdGRPC() *grpc.Server {
-	return grpc.NewServer(grpc.MaxRecvMsgSize(sandboxdMaxRecvMsgSize),
+// newSandboxdGRPC returns the gRPC server of conch sandboxd, with its
+// bounds, the calls waiting for a message of their client bounded by w (see
+// sandboxdRequestTimeout), and what its services register with so that w
+// sees their reads. No MaxConnectionAge: a connection is not ended while
+// it has a call in flight, as a Start stream that follows a process may
+// last hours, and one with none is ended by MaxConnectionIdle.
+func newSandboxdGRPC(w *requestWaits) (*grpc.Server, waitRegistrar) {
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(sandboxdMaxRecvMsgSize),
 		grpc.MaxConcurrentStreams(sandboxdMaxStreams),
 		grpc.ConnectionTimeout(sandboxdReadHeaderTimeout),
-		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: sandboxdGRPCIdleTimeout}))
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: sandboxdGRPCIdleTimeout}),
+		grpc.InTapHandle(w.tap))
+	return g, waitRegistrar{Server: g, w: w}
 }
 
 // boundSandboxdPorts bounds the connections the gRPC and REST ports hold
@@ -287,9 +294,9 @@ func serveSandboxd(ctx context.Context, sig <-chan os.Signal, o sandboxdOptions,
 	grpcLn, restLn, ln, metricsLn net.Listener, d *daemon, logger *slog.Logger, stateDir string,
 ) error {
 	grpcLn, restLn = boundSandboxdPorts(srv, grpcLn, restLn)
-	g := newSandboxdGRPC()
-	sbx.RegisterGRPC(g)
-	reflection.Register(g) // grpcurl lists and calls the service without the .proto
+	g, reg := newSandboxdGRPC(newRequestWaits(sandboxdRequestTimeout, sandboxdMaxWaitingCalls))
+	sbx.RegisterGRPC(reg)
+	reflection.Register(reg) // grpcurl lists and calls the service without the .proto
 	hs := &http.Server{
 		Handler:           sbx.Handler(),
 		ReadHeaderTimeout: sandboxdReadHeaderTimeout,

@@ -17,7 +17,7 @@ func TestSandboxdGRPCBoundsStreams(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	g := newSandboxdGRPC()
+	g, _ := newSandboxdGRPC(newRequestWaits(sandboxdRequestTimeout, sandboxdMaxWaitingCalls))
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(ln) }()
 	defer func() {

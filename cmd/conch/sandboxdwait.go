@@ -1,0 +1,223 @@
+package main
+
+import (
+	"container/list"
+	"context"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+)
+
+// sandboxdRequestTimeout bounds how long a call to the gRPC port waits for
+// a message of its client: a call's request from its headers on (every
+// ProcessService call has one request, sent with its headers by grpc
+// clients), and each next message of a call that streams them (the
+// reflection service's). Past it the call ends DEADLINE_EXCEEDED. Without
+// it a call that never sent its request was held, a goroutine and its
+// buffers, as long as its connection, and the connection, never idle with a
+// call in flight, for ever. A request is at most 4 MiB
+// (sandboxdMaxRecvMsgSize): 30 s is some 140 KiB/s for the largest.
+const sandboxdRequestTimeout = 30 * time.Second
+
+// sandboxdMaxWaitingCalls bounds the calls of the gRPC port, on all its
+// connections together, that wait for a message of their client at once:
+// one more ends the one that has waited longest, RESOURCE_EXHAUSTED. The
+// timeout alone left a client free to keep 256 calls waiting on each of its
+// connections, each opened again once ended: 10,240 such calls on 40
+// connections took 10,374 goroutines and 120 MB. A call that sends its
+// request at once, as grpc clients do, waits for it only while it arrives.
+const sandboxdMaxWaitingCalls = 1024
+
+// requestWaits bounds the calls of a gRPC server that wait for a message of
+// their client: how long each waits, and how many wait at once. tap, the
+// server's InTapHandle, begins each call's wait when its headers come;
+// register wraps each service's handlers so that a wait ends when the
+// message comes, and begins again when a call that streams its messages
+// waits for its next one.
+type requestWaits struct {
+	timeout time.Duration
+	most    int
+
+	mu      sync.Mutex
+	waiting list.List // of *requestWait, the one waiting longest first
+}
+
+// requestWait is one call's wait for a message of its client.
+type requestWait struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	elem   *list.Element // in requestWaits.waiting while it waits
+	timer  *time.Timer
+	ended  *status.Status // why the daemon ended the call, once it has
+	// out writes the call's status, once its handler runs (see attach).
+	out statusWriter
+}
+
+// statusWriter is what ends a call with a status of its server's choosing
+// from outside its handler: grpc-go's server-side transport stream, which
+// grpc.ServerTransportStreamFromContext returns, has it (where it has
+// not, a call is ended by the cancelling of its context alone, its status
+// CANCELLED).
+type statusWriter interface {
+	WriteStatus(*status.Status) error
+}
+
+type requestWaitKey struct{}
+
+func newRequestWaits(timeout time.Duration, most int) *requestWaits {
+	return &requestWaits{timeout: timeout, most: most}
+}
+
+// tap begins the wait of a call whose headers have come. Its context, the
+// one the call reads its messages under, is cancelled when the wait is
+// ended, which ends the call: nothing else ends a read that no message
+// comes to.
+func (w *requestWaits) tap(ctx context.Context, _ *tap.Info) (context.Context, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	rw := &requestWait{ctx: ctx, cancel: cancel}
+	w.begin(rw)
+	// The call's context ends with the call, whichever way it ends (also
+	// when no handler ever runs, as for a method that does not exist).
+	context.AfterFunc(ctx, func() { w.stop(rw) })
+	return context.WithValue(ctx, requestWaitKey{}, rw), nil
+}
+
+func (w *requestWaits) begin(rw *requestWait) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if rw.elem != nil || rw.ended != nil || rw.ctx.Err() != nil {
+		return
+	}
+	if w.waiting.Len() >= w.most {
+		w.end(w.waiting.Front().Value.(*requestWait), status.Newf(codes.ResourceExhausted,
+			"conch sandboxd: %d calls waited at once for a message of their client, its most: this one, waiting longest, was ended", w.most))
+	}
+	rw.elem = w.waiting.PushBack(rw)
+	rw.timer = time.AfterFunc(w.timeout, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if rw.elem != nil {
+			w.end(rw, status.Newf(codes.DeadlineExceeded,
+				"conch sandboxd: no message of the client came within %s", w.timeout))
+		}
+	})
+}
+
+// end ends the call of rw, which waits, for why: its status is written
+// first, and then its context cancelled, which ends its read (whose own
+// status, CANCELLED, comes too late to be sent). w.mu is held.
+func (w *requestWaits) end(rw *requestWait, why *status.Status) {
+	w.waiting.Remove(rw.elem)
+	rw.elem = nil
+	rw.timer.Stop()
+	rw.ended = why
+	if rw.out != nil {
+		_ = rw.out.WriteStatus(why)
+	}
+	rw.cancel()
+}
+
+// attach takes the call of ctx, whose handler runs, as one whose status end
+// can write.
+func (w *requestWaits) attach(ctx context.Context) {
+	rw, ok := ctx.Value(requestWaitKey{}).(*requestWait)
+	if !ok {
+		return
+	}
+	out, _ := grpc.ServerTransportStreamFromContext(ctx).(statusWriter)
+	w.mu.Lock()
+	rw.out = out
+	w.mu.Unlock()
+}
+
+// stop ends the wait of rw, if it waits: its message came, or its call ended.
+func (w *requestWaits) stop(rw *requestWait) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if rw.elem != nil {
+		w.waiting.Remove(rw.elem)
+		rw.elem = nil
+		rw.timer.Stop()
+	}
+}
+
+// received ends the wait of the call of ctx, its message read with err: when
+// the daemon ended the call, err says why (the status its client was sent)
+// instead of "context canceled".
+func (w *requestWaits) received(ctx context.Context, err error) error {
+	rw, ok := ctx.Value(requestWaitKey{}).(*requestWait)
+	if !ok {
+		return err
+	}
+	w.stop(rw)
+	if err == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if rw.ended != nil {
+		return rw.ended.Err()
+	}
+	return err
+}
+
+// waits reports how many calls wait for a message of their client.
+func (w *requestWaits) waits() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.waiting.Len()
+}
+
+// waitRegistrar registers services with a gRPC server, their handlers
+// wrapped to end the waits of requestWaits: it is what the services of
+// conch sandboxd register with, reflection's included.
+type waitRegistrar struct {
+	*grpc.Server
+	w *requestWaits
+}
+
+func (r waitRegistrar) RegisterService(sd *grpc.ServiceDesc, impl any) {
+	d := *sd
+	d.Methods = make([]grpc.MethodDesc, len(sd.Methods))
+	for i, m := range sd.Methods {
+		h := m.Handler
+		m.Handler = func(srv any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
+			r.w.attach(ctx)
+			return h(srv, ctx, func(v any) error { return r.w.received(ctx, dec(v)) }, in)
+		}
+		d.Methods[i] = m
+	}
+	d.Streams = make([]grpc.StreamDesc, len(sd.Streams))
+	for i, s := range sd.Streams {
+		h := s.Handler
+		s.Handler = func(srv any, ss grpc.ServerStream) error {
+			r.w.attach(ss.Context())
+			return h(srv, &waitStream{ServerStream: ss, w: r.w})
+		}
+		d.Streams[i] = s
+	}
+	r.Server.RegisterService(&d, impl)
+}
+
+// waitStream is a call's stream whose reads end its waits: the first, begun
+// by requestWaits.tap, and each next one, begun when it reads again.
+type waitStream struct {
+	grpc.ServerStream
+	w    *requestWaits
+	read bool
+}
+
+func (s *waitStream) RecvMsg(m any) error {
+	ctx := s.Context()
+	if s.read {
+		if rw, ok := ctx.Value(requestWaitKey{}).(*requestWait); ok {
+			s.w.begin(rw)
+		}
+	}
+	s.read = true
+	return s.w.received(ctx, s.ServerStream.RecvMsg(m))
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/reflection"
+	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/conchsh/conch/sandboxd"
+	"github.com/conchsh/conch/sandboxd/sandboxdpb"
+)
+
+// serveWaits serves conch sandboxd's gRPC server, its calls waiting for a
+// message of their client bounded by w, until the test ends, and returns a
+// client connection to it.
+func serveWaits(t *testing.T, w *requestWaits) *grpc.ClientConn {
+	t.Helper()
+	sbx, err := sandboxd.New(sandboxd.Options{Root: t.TempDir()})
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	g, reg := newSandboxdGRPC(w)
+	sbx.RegisterGRPC(reg)
+	reflection.Register(reg)
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(ln) }()
+	cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		require.NoError(t, sbx.Shutdown(ctx))
+		require.NoError(t, cc.Close())
+		g.Stop()
+		require.NoError(t, <-served)
+	})
+	return cc
+}
+
+// stall opens a call of method on cc and sends no message, as a client
+// that sends its headers and never its request.
+func stall(t *testing.T, ctx context.Context, cc *grpc.ClientConn, method string) grpc.ClientStream {
+	t.Helper()
+	s, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, method)
+	require.NoError(t, err)
+	return s
+}
+
+// A call that never sends its request, whether streaming (Start) or unary
+// (Execute), and a reflection stream that sends no next request, are ended
+// by the daemon once they have waited its bound, with a status that says
+// why, and the goroutines they held are gone. They were held as long as
+// their connection, which a call in flight keeps from ever being idle.
+// A Start stream that outlasts the bound, its request sent at once, is
+// not ended.
+func TestSandboxdGRPCEndsCallsWaitingForTheirClient(t *testing.T) {
+	// Not parallel: it counts the goroutines the calls hold.
+	w := newRequestWaits(100*time.Millisecond, 64)
+	cc := serveWaits(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang guard
+	defer cancel()
+	// The connection, and the goroutines it holds, before any call.
+	_, err := sandboxdpb.NewProcessServiceClient(cc).Execute(ctx, &sandboxdpb.ExecuteRequest{
+		Config: &sandboxdpb.ProcessConfig{Command: []string{"true"}}})
+	require.NoError(t, err)
+	before := goleak.IgnoreCurrent()
+
+	ended := func(s grpc.ClientStream) {
+		t.Helper()
+		var m rpb.ServerReflectionResponse
+		err := s.RecvMsg(&m)
+		require.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
+		require.Contains(t, status.Convert(err).Message(), "no message of the client came within 100ms")
+	}
+	for _, m := range []string{"/process.v1.ProcessService/Start", "/process.v1.ProcessService/Execute",
+		"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"} {
+		ended(stall(t, ctx, cc, m))
+	}
+	// A reflection stream's next request is waited for as its first is.
+	r, err := rpb.NewServerReflectionClient(cc).ServerReflectionInfo(ctx)
+	require.NoError(t, err)
+	require.NoError(t, r.Send(&rpb.ServerReflectionRequest{
+		MessageRequest: &rpb.ServerReflectionRequest_ListServices{}}))
+	_, err = r.Recv()
+	require.NoError(t, err)
+	ended(r)
+
+	// A Start stream that outlasts the bound.
+	st, err := sandboxdpb.NewProcessServiceClient(cc).Start(ctx, &sandboxdpb.StartRequest{
+		Config: &sandboxdpb.ProcessConfig{Command: []string{"sh", "-c", "sleep 1; echo done"}}})
+	require.NoError(t, err)
+	var out []byte
+	var exit *sandboxdpb.ExitEvent
+	for {
+		ev, err := st.Recv()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		out = append(out, ev.GetStdout()...)
+		if ev.GetExit() != nil {
+			exit = ev.GetExit()
+		}
+	}
+	require.Equal(t, "done\n", string(out))
+	require.NotNil(t, exit)
+	require.Zero(t, exit.ExitCode)
+
+	require.Zero(t, w.waits())
+	require.NoError(t, goleak.Find(before))
+}
+
+// Past the daemon's bound on the calls waiting for a message of their
+// client, one more ends the one that has waited longest, so that calls
+// opened without end on bounded connections hold a bounded memory, and a
+// call that sends its request at once is still served.
+func TestSandboxdGRPCBoundsCallsWaitingForTheirClient(t *testing.T) {
+	t.Parallel()
+	w := newRequestWaits(time.Hour, 2)
+	cc := serveWaits(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang guard
+	defer cancel()
+	waiting := func(n int) {
+		t.Helper()
+		for w.waits() != n {
+			require.NoError(t, ctx.Err(), "%d calls wait, not %d", w.waits(), n)
+			time.Sleep(time.Millisecond)
+		}
+	}
+	var calls []grpc.ClientStream
+	for i := range 2 {
+		calls = append(calls, stall(t, ctx, cc, "/process.v1.ProcessService/Start"))
+		waiting(i + 1)
+	}
+	calls = append(calls, stall(t, ctx, cc, "/process.v1.ProcessService/Execute"))
+	var m sandboxdpb.StartResponse
+	err := calls[0].RecvMsg(&m)
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+	require.Contains(t, status.Convert(err).Message(), "2 calls waited at once")
+	waiting(2)
+
+	res, err := sandboxdpb.NewProcessServiceClient(cc).Execute(ctx, &sandboxdpb.ExecuteRequest{
+		Config: &sandboxdpb.ProcessConfig{Command: []string{"echo", "served"}}})
+	require.NoError(t, err)
+	require.Equal(t, "served\n", string(res.Stdout))
+	for _, c := range calls[1:] {
+		require.NoError(t, c.CloseSend())
+	}
+	cancel()
+}
