@@ -35,7 +35,7 @@ const sandboxdMaxWaitingCalls = 1024
 // requestWaits bounds the calls of a gRPC server that wait for a message of
 // their client: how long each waits, and how many wait at once. tap, the
 // server's InTapHandle, begins each call's wait when its headers come;
-// register wraps each service's handlers so that a wait ends when the
+// waitRegistrar wraps each service's handlers so that a wait ends when the
 // message comes, and begins again when a call that streams its messages
 // waits for its next one.
 type requestWaits struct {
@@ -61,7 +61,7 @@ type requestWait struct {
 // from outside its handler: grpc-go's server-side transport stream, which
 // grpc.ServerTransportStreamFromContext returns, has it (where it has
 // not, a call is ended by the cancelling of its context alone, its status
-// CANCELLED).
+// CANCELLED, which TestSandboxdGRPCEndsCallsWaitingForTheirClient tells).
 type statusWriter interface {
 	WriteStatus(*status.Status) error
 }
