@@ -5,23 +5,26 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 
+	"github.com/conchsh/conch/internal/rawpath"
 	"github.com/conchsh/conch/process"
 )
 
 // errEscapes is the error of a path that resolves outside the root.
 var errEscapes = errors.New("path escapes the sandbox root")
 
-// pathMax is the longest path on disk the file API takes, in bytes:
-// PATH_MAX less the NUL that ends it, as the kernel takes a path in one
-// call (resolve looks each name up by its absolute path).
+// pathMax is the longest path the file API takes, in bytes, as the
+// client sent it: PATH_MAX less the NUL that ends it, as the kernel takes
+// a path in one call. What the path is on disk, under the root's path and
+// what its symlinks lead to, is not counted: resolve and the operations
+// look a name up at a time, each beneath the directory before it.
 const pathMax = 4095
 
 // maxLinks bounds the symlinks followed in one path, as the kernel's
@@ -48,32 +51,42 @@ func within(root, p string) bool {
 	return root == "/" || p == root || strings.HasPrefix(p, root+"/")
 }
 
-// lexical returns the client's path cleaned, relative to the root, as
-// "/a/b" ("/" for the root itself). An absolute path is taken relative to
-// the root, but one that begins with an absolute path of the root (its
-// real one, or the one it was configured as) names what it says: the rest
-// is relative to the root. A path whose ".." climbs above the root is
-// refused with errEscapes, the root's own absolute path followed by ".."
-// too. The names are read before any ".." is applied: cleaned first, such
-// a path lost its climb (/.. is /) or came out under no root's name, and
-// was then taken as a path under the root.
+// lexical returns the client's path relative to the root, as "/a/b" ("/"
+// for the root itself), its names as given: only empty ones and "." are
+// left out, and a ".." is kept for walk to take as the kernel does. An
+// absolute path is taken relative to the root, but one that begins with
+// an absolute path of the root (its real one, or the one it was configured
+// as) names what it says: the rest is relative to the root. A path whose
+// ".." climbs above the root by its text is refused with errEscapes, the
+// root's own absolute path followed by ".." too (cleaned first, such a path
+// lost its climb, /.. being /, or came out under no root's name, and was
+// then taken as a path under the root); and one longer than pathMax with
+// ENAMETOOLONG, as the kernel refuses it.
 func (s *Server) lexical(userPath string) (string, error) {
+	switch {
+	case strings.ContainsRune(userPath, 0):
+		// As package os refuses it, before its length: a NUL, which no
+		// path the kernel takes holds, is what is wrong with it.
+		return "", &fs.PathError{Op: "resolve", Path: userPath, Err: syscall.EINVAL}
+	case len(userPath) > pathMax:
+		return "", &fs.PathError{Op: "resolve", Path: userPath, Err: syscall.ENAMETOOLONG}
+	}
 	names := split(userPath)
 	if filepath.IsAbs(userPath) {
 		names = s.underRoot(names)
 	}
-	clean := make([]string, 0, len(names))
+	depth := 0
 	for _, name := range names {
 		if name != ".." {
-			clean = append(clean, name)
+			depth++
 			continue
 		}
-		if len(clean) == 0 {
+		if depth == 0 {
 			return "", fmt.Errorf("%q: %w", userPath, errEscapes)
 		}
-		clean = clean[:len(clean)-1]
+		depth--
 	}
-	return "/" + strings.Join(clean, "/"), nil
+	return "/" + strings.Join(names, "/"), nil
 }
 
 // underRoot returns the names of an absolute path less those of the
@@ -95,63 +108,125 @@ func (s *Server) underRoot(names []string) []string {
 }
 
 // resolve maps a client's path to a path on disk under the root (its real
-// path, see resolveRoot). The path is cleaned first (see lexical).
-// Then it is walked one name at a time from the root, following
-// every symlink met (dangling ones too, whose target a write or mkdir would
-// create): the result holds no symlink in the part that exists, and is
-// refused with errEscapes when it lies outside the root. The part that does
-// not exist yet is kept as named, so a file created there later lands where
-// the check saw it.
+// path, see resolveRoot): see lexical, then walk.
 func (s *Server) resolve(userPath string) (string, error) {
-	clean, err := s.lexical(userPath)
+	rel, err := s.lexical(userPath)
 	if err != nil {
 		return "", err
 	}
-	return walk(s.root, clean, userPath)
+	return walk(s.root, rel, userPath)
 }
 
-// walk is resolve of clean, a path lexical made of the client's userPath
-// (which errors name): relative to root whatever it says, and never made
-// so again. (Given to resolve, the parent of a path lexical had made
-// relative, say /workspace/src's /workspace under that root, would be
-// taken for the root's own absolute path.)
-func walk(root, clean, userPath string) (string, error) {
+// walk resolves rel, a path lexical made of the client's userPath (which
+// errors name), from root, whatever it says (given to resolve, the parent
+// of a path lexical had made relative, say /workspace/src's /workspace
+// under that root, would be taken for the root's own absolute path again).
+//
+// It is walked as the kernel walks a path, one name at a time, each looked
+// up in the directory before it (open as a descriptor, so that how long
+// the path is on disk does not matter), following every symlink met
+// (dangling ones too, whose target a write or mkdir would create): a ".."
+// goes up from where the names before it lead, a link's target included,
+// and fails after a name that is missing (ENOENT) or not a directory
+// (ENOTDIR), as the kernel fails it; a path cleaned first went on from the
+// name before, and plain/../x named x. The result holds no symlink in the
+// part that exists, and is refused with errEscapes when it lies outside
+// the root. The part that does not exist yet is kept as named, so a file
+// created there later lands where the check saw it; a name after a file
+// is refused ENOTDIR.
+func walk(root, rel, userPath string) (string, error) {
+	fail := func(err error) (string, error) { return "", fmt.Errorf("resolve %q: %w", userPath, err) }
+	const dirFlags = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	// dir is cur, open, while cur is a directory that exists; once it is
+	// not, dir is -1 and gone says why (ENOENT or ENOTDIR).
+	var gone error
+	dir, err := unix.Open(root, dirFlags, 0)
+	if err == syscall.ENOENT {
+		// The root itself is missing (a process in the sandbox removed
+		// it): the operation says so.
+		dir, gone = -1, err
+	} else if err != nil {
+		return fail(err)
+	}
+	defer func() {
+		if dir >= 0 {
+			unix.Close(dir)
+		}
+	}()
+	leave := func(why error) {
+		unix.Close(dir)
+		dir, gone = -1, why
+	}
 	cur := root
-	parts := split(clean)
+	parts := split(rel)
 	links := 0
 	for len(parts) > 0 {
 		name := parts[0]
 		parts = parts[1:]
-		if name == ".." { // only from a link's target: cur is a real directory
-			cur = filepath.Dir(cur)
+		if dir < 0 {
+			if name == ".." || gone != syscall.ENOENT {
+				return fail(gone)
+			}
+			// Nothing more to follow; an operation on it fails as it
+			// should, or a write makes it.
+			cur = rawpath.Under(cur, name)
 			continue
 		}
-		next := filepath.Join(cur, name)
-		fi, err := os.Lstat(next)
+		if name == ".." {
+			up, err := unix.Openat(dir, "..", dirFlags, 0)
+			if err != nil {
+				return fail(err)
+			}
+			unix.Close(dir)
+			dir, cur = up, filepath.Dir(cur) // cur holds no link: its .. is its parent
+			continue
+		}
+		next := rawpath.Under(cur, name)
+		var st unix.Stat_t
+		err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW)
 		switch {
-		case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
-			// Nothing more to follow; an operation on it fails as it should.
+		case err == syscall.ENOENT:
+			leave(syscall.ENOENT)
 			cur = next
 			continue
 		case err != nil:
-			return "", fmt.Errorf("resolve %q: %w", userPath, err)
-		case fi.Mode()&fs.ModeSymlink == 0:
+			return fail(err)
+		case st.Mode&unix.S_IFMT == unix.S_IFDIR:
+			sub, err := unix.Openat(dir, name, dirFlags, 0)
+			if err == syscall.ENOTDIR || err == syscall.ELOOP || err == syscall.ENOENT {
+				// No longer a directory: something swapped it since the
+				// look.
+				return fail(errChanged)
+			}
+			if err != nil {
+				return fail(err)
+			}
+			unix.Close(dir)
+			dir, cur = sub, next
+			continue
+		case st.Mode&unix.S_IFMT != unix.S_IFLNK:
+			leave(syscall.ENOTDIR)
 			cur = next
 			continue
 		}
 		if links++; links > maxLinks {
-			return "", fmt.Errorf("resolve %q: %w", userPath, syscall.ELOOP)
+			return fail(syscall.ELOOP)
 		}
-		target, err := os.Readlink(next)
-		if errors.Is(err, syscall.EINVAL) {
-			// No longer a link: something swapped it since the Lstat.
-			return "", fmt.Errorf("resolve %q: %w", userPath, errChanged)
+		target, err := readlinkat(dir, name)
+		if err == syscall.EINVAL {
+			// No longer a link: something swapped it since the look.
+			return fail(errChanged)
 		}
 		if err != nil {
-			return "", fmt.Errorf("resolve %q: %w", userPath, err)
+			return fail(err)
 		}
 		if filepath.IsAbs(target) {
-			cur = "/"
+			top, err := unix.Open("/", dirFlags, 0)
+			if err != nil {
+				return fail(err)
+			}
+			unix.Close(dir)
+			dir, cur = top, "/"
 		}
 		parts = append(split(target), parts...)
 	}
@@ -159,6 +234,17 @@ func walk(root, clean, userPath string) (string, error) {
 		return "", fmt.Errorf("%q: %w", userPath, errEscapes)
 	}
 	return cur, nil
+}
+
+// readlinkat is readlinkat(2) of name in the directory dirfd: the target
+// of the symlink there, which is less than PATH_MAX long.
+func readlinkat(dirfd int, name string) (string, error) {
+	buf := make([]byte, pathMax+1)
+	n, err := unix.Readlinkat(dirfd, name, buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
 }
 
 // split returns the names of p, without empty ones and ".".
@@ -225,14 +311,18 @@ func classifyPath(p string, err error) pathFault {
 }
 
 // tooLong says which limit the client's path p, refused ENAMETOOLONG, is
-// over: a name over NAME_MAX, else the whole path on disk (the sandbox
-// root's path before it, and what its symlinks lead to) over PATH_MAX,
-// which a path under 4096 bytes as sent can be.
+// over: a name over NAME_MAX, else the whole path as sent over PATH_MAX,
+// else (a process's working directory, which the kernel is given whole)
+// the path on disk, with the sandbox root's path before it and what its
+// symlinks lead to.
 func tooLong(p string) string {
 	for _, name := range split(p) {
 		if len(name) > 255 {
 			return fmt.Sprintf("a name in it is %d bytes, over 255 (NAME_MAX)", len(name))
 		}
 	}
-	return "the path on disk, with the sandbox root's path before it, is over 4095 bytes (PATH_MAX)"
+	if len(p) > pathMax {
+		return fmt.Sprintf("it is %d bytes, over %d (PATH_MAX)", len(p), pathMax)
+	}
+	return fmt.Sprintf("the path on disk, with the sandbox root's path before it, is over %d bytes (PATH_MAX)", pathMax)
 }

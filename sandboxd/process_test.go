@@ -222,6 +222,7 @@ func TestExecuteCwdClimbRefused(t *testing.T) {
 	require.NoError(t, os.Symlink(real, link))
 	d := serve(t, Options{Root: link})
 	require.NoError(t, os.Mkdir(filepath.Join(d.root, "a"), 0o755))
+	require.NoError(t, os.Mkdir(filepath.Join(d.root, "b"), 0o755)) // b/.. is walked: b must be a directory
 	for _, cwd := range []string{"../a", "/../a", "//..//a", d.root + "/../../../a", d.root + "/../" + filepath.Base(d.root) + "/a", link + "/../a", "/a/../../a"} {
 		config := &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: &cwd}
 		_, err := d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: config})
@@ -278,7 +279,7 @@ func TestLongInputStatusFitsTrailers(t *testing.T) {
 		ends string
 	}{
 		{"cwd with NUL", &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: proto.String(long + "\x00")}, codes.InvalidArgument, "holds a NUL byte"},
-		{"cwd too long", &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: proto.String(strings.Repeat(missing, 6))}, codes.InvalidArgument, "is over 4095 bytes (PATH_MAX)"},
+		{"cwd too long", &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: proto.String(strings.Repeat(missing, 6))}, codes.InvalidArgument, "it is 21000 bytes, over 4095 (PATH_MAX)"},
 		{"cwd missing", &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: proto.String(missing)}, codes.NotFound, "does not exist in the sandbox"},
 		{"program missing", cfg("/nonexistent/" + missing), codes.NotFound, "no such file or directory"},
 		{"env name with =", &sandboxdpb.ProcessConfig{Command: []string{"true"}, EnvVars: map[string]string{long + "=": "x"}}, codes.InvalidArgument, "holds '=' or NUL"},

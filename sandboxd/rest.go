@@ -18,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/conchsh/conch/internal/rawpath"
 )
 
 // The REST API: files under the root, health and metadata.
@@ -352,10 +354,12 @@ func (s *Server) entry(b *beneath, dir, name string) (FileEntry, bool) {
 		return FileEntry{}, false
 	}
 	if fi.Mode()&fs.ModeSymlink != 0 {
-		// Relative to the root: an absolute path under the root's own
-		// absolute path (ROOT/tmp/root/x) would be read as naming ROOT/x.
-		rel := strings.TrimPrefix(strings.TrimPrefix(dir, s.root), "/")
-		real, err := s.resolve(filepath.Join(rel, name))
+		// Walked relative to the root, not resolved: an absolute path
+		// under the root's own absolute path (ROOT/tmp/root/x) would be
+		// read as naming ROOT/x, and one the client did not send is not
+		// held to how long a client's may be.
+		rel := strings.TrimPrefix(dir, s.root)
+		real, err := walk(s.root, rawpath.Under(rel, name), name)
 		if err != nil {
 			return FileEntry{}, false
 		}
@@ -550,26 +554,30 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 		recursive = b
 	}
 	// The entry itself is removed, a symlink rather than what it points
-	// to, as rm does: only its directory is resolved.
+	// to, as rm does: only its directory is resolved, the names before
+	// the last, as given (see walk).
 	rel, err := s.lexical(p)
 	if err != nil {
 		fileError(w, p, err)
 		return
 	}
-	dir, err := walk(s.root, filepath.Dir(rel), p)
-	if err != nil {
-		fileError(w, p, err)
-		return
-	}
-	target := dir
+	target := s.root
 	if rel != "/" {
-		target = filepath.Join(dir, filepath.Base(rel))
-	}
-	if len(target) > pathMax {
-		// As resolve refuses it for GET and PUT: only the directory was
-		// walked, and os.Root opens what is past it a name at a time.
-		fileError(w, p, &fs.PathError{Op: "remove", Path: p, Err: syscall.ENAMETOOLONG})
-		return
+		parent, name := rawpath.Split(rel)
+		if name == ".." {
+			// The directory it names is not removed by that name, as rm
+			// refuses it: which one it is depends on where the names
+			// before lead, the root itself for sub/.. (sub/. is sub, and
+			// names it, the . left out by lexical).
+			writeError(w, http.StatusBadRequest, codeInvalidArgument, "%q ends with .., which names the directory above: name the directory to remove by its own path", p)
+			return
+		}
+		dir, err := walk(s.root, parent, p)
+		if err != nil {
+			fileError(w, p, err)
+			return
+		}
+		target = rawpath.Under(dir, name)
 	}
 	s.remove(w, p, target, recursive, namesDirectory(p))
 }

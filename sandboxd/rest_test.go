@@ -311,7 +311,9 @@ func TestFilesAbsoluteClimbRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "nested", string(b))
 
-	// A .. that stays inside is cleaned away, as in a relative path.
+	// A .. that stays inside goes up from the directory before it, as in
+	// a relative path.
+	require.NoError(t, os.Mkdir(filepath.Join(d.root, "sub"), 0o755))
 	code, _, body := d.do(t, "GET", "/v1/files/"+d.root+"/sub/../x.txt", nil, nil)
 	require.Equal(t, http.StatusOK, code, "%s", body)
 	require.Equal(t, "in the root", string(body))
@@ -441,6 +443,70 @@ func TestFilesSymlinkLoop(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, code, "%s: %s", method, body)
 		require.Equal(t, "INVALID_ARGUMENT", apiError(t, body).Code)
 	}
+}
+
+// TestFilesDotDotAsTheKernelWalksIt: a ".." is taken where the kernel
+// takes it, not cleaned away with the name before it first. After a file,
+// GET, PUT and DELETE fail as open and unlink do (ENOTDIR, 400); after a
+// name that does not exist, as they do too (ENOENT, 404); after a symlink,
+// it goes up from where the link leads. Cleaned first, plain/../x was x:
+// GET served it, PUT wrote it and DELETE removed it, and link/../x was the
+// x beside the link. A DELETE of a path ending with ".." is refused: it
+// names the directory above (sub/.. the root, which recursive=true
+// emptied).
+func TestFilesDotDotAsTheKernelWalksIt(t *testing.T) {
+	d := serve(t, Options{})
+	write := func(rel, text string) {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(d.root, rel)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(d.root, rel), []byte(text), 0o644))
+	}
+	write("plain", "plain")
+	write("x", "top")
+	write("a/b/x", "beside b")
+	require.NoError(t, os.Symlink("a/b/c", filepath.Join(d.root, "link"))) // dangling below b
+	require.NoError(t, os.Symlink("a/b", filepath.Join(d.root, "tob")))
+	for _, c := range []struct {
+		path string
+		code int
+	}{
+		{"plain/%2E%2E/x", http.StatusBadRequest},
+		{"plain/%2E%2E/new", http.StatusBadRequest},
+		{"nodir/%2E%2E/x", http.StatusNotFound},
+		{"nodir/%2E%2E/new", http.StatusNotFound},
+		{"link/%2E%2E/x", http.StatusNotFound}, // a/b/c is missing: its .. is ENOENT
+	} {
+		for _, method := range []string{"GET", "PUT", "DELETE"} {
+			code, _, body := d.do(t, method, "/v1/files/"+c.path, strings.NewReader("new"), nil)
+			require.Equal(t, c.code, code, "%s %s: %s", method, c.path, body)
+		}
+	}
+	for rel, text := range map[string]string{"plain": "plain", "x": "top", "a/b/x": "beside b"} {
+		b, err := os.ReadFile(filepath.Join(d.root, rel))
+		require.NoError(t, err)
+		require.Equal(t, text, string(b), "%s is left as it was", rel)
+	}
+	require.NoFileExists(t, filepath.Join(d.root, "new"))
+	require.NoDirExists(t, filepath.Join(d.root, "nodir"))
+
+	// Through a link to a directory, .. is that directory's parent.
+	code, _, body := d.do(t, "GET", "/v1/files/tob/%2E%2E/b/x", nil, nil)
+	require.Equal(t, http.StatusOK, code, "%s", body)
+	require.Equal(t, "beside b", string(body))
+	code, _, body = d.do(t, "PUT", "/v1/files/tob/%2E%2E/y", strings.NewReader("y"), nil)
+	require.Equal(t, http.StatusNoContent, code, "%s", body)
+	require.FileExists(t, filepath.Join(d.root, "a", "y"))
+	require.NoFileExists(t, filepath.Join(d.root, "y"))
+	code, _, body = d.do(t, "DELETE", "/v1/files/tob/%2E%2E/y", nil, nil)
+	require.Equal(t, http.StatusNoContent, code, "%s", body)
+	require.NoFileExists(t, filepath.Join(d.root, "a", "y"))
+
+	for _, p := range []string{"a/%2E%2E", "a/b/%2E%2E/"} {
+		code, _, body = d.do(t, "DELETE", "/v1/files/"+p+"?recursive=true", nil, nil)
+		require.Equal(t, http.StatusBadRequest, code, "%s: %s", p, body)
+		require.Contains(t, apiError(t, body).Message, "ends with ..", p)
+	}
+	require.FileExists(t, filepath.Join(d.root, "x"), "the root is not emptied")
+	require.FileExists(t, filepath.Join(d.root, "a", "b", "x"))
 }
 
 func TestFilesDeleteLinkRemovesTheLink(t *testing.T) {
@@ -842,6 +908,7 @@ func TestFilesRoutes(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(d.root, named), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(d.root, named, "f"), []byte("nested"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(d.root, "f"), []byte("top"), 0o644))
+	require.NoError(t, os.Mkdir(filepath.Join(d.root, "x"), 0o755)) // x/.. is walked: x must be a directory
 	for path, want := range map[string]string{
 		"/v1/files//" + named + "/f":     "top",
 		"/v1/files/%2F" + named + "%2Ff": "top",

@@ -1,6 +1,7 @@
 package sandboxd
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -218,22 +219,24 @@ func TestFilesPutNoRoom(t *testing.T) {
 }
 
 // TestFilesPutNearLengthLimits: a name of 255 bytes (NAME_MAX) and a path
-// of 4095 bytes on disk (PATH_MAX, the root's path included) are written,
-// read and removed, the temporary file unnamed or named (whose name, in
-// the same directory, is never what refuses them); a name of 256 bytes
-// and a path of 4096 are refused 400, the message saying which limit.
-// The message said "a name in it is over 255 bytes, or the whole over
-// 4095" for both, of a path sent with less than 4095 bytes.
+// of 4095 bytes as sent (PATH_MAX) are written, read and removed, the
+// temporary file unnamed or named (whose name, in the same directory, is
+// never what refuses them), though under the root's path the file's path
+// on disk is longer than 4095 bytes; a name of 256 bytes and a path of 4096
+// are refused 400, the message saying which limit. The path was counted on
+// disk, the root's path before it: one the kernel takes as sent, relative
+// to the root, was refused, and how long a path could be depended on where
+// the root was.
 func TestFilesPutNearLengthLimits(t *testing.T) {
 	for _, named := range []bool{false, true} {
 		t.Run(fmt.Sprintf("named temporary %v", named), func(t *testing.T) {
 			d := serve(t, Options{})
 			d.srv.namedTemporary = named
-			dirs := strings.Repeat(strings.Repeat("d", 255)+"/", 15)
-			onDisk := func(n int) string { // a path whose file on disk is n bytes long
-				return dirs + strings.Repeat("f", n-len(d.root)-1-len(dirs))
+			dirs := strings.Repeat(strings.Repeat("d", 200)+"/", 20)
+			sent := func(n int) string { // a path of n bytes
+				return dirs + strings.Repeat("f", n-len(dirs))
 			}
-			for _, p := range []string{strings.Repeat("n", 255), onDisk(4095)} {
+			for _, p := range []string{strings.Repeat("n", 255), sent(4095)} {
 				code, _, body := d.do(t, "PUT", "/v1/files/"+p, strings.NewReader("content"), nil)
 				require.Equal(t, http.StatusNoContent, code, "%d bytes: %s", len(p), body)
 				code, _, body = d.do(t, "GET", "/v1/files/"+p, nil, nil)
@@ -244,20 +247,26 @@ func TestFilesPutNearLengthLimits(t *testing.T) {
 				code, _, body = d.do(t, "DELETE", "/v1/files/"+p, nil, nil)
 				require.Equal(t, http.StatusNoContent, code, "%s", body)
 			}
+			require.Greater(t, len(filepath.Join(d.root, sent(4095))), 4095, "longer on disk than PATH_MAX")
+			code, _, body := d.do(t, "GET", "/v1/files/"+dirs, nil, nil)
+			require.Equal(t, http.StatusOK, code, "%s", body)
+			var listing DirectoryListing
+			require.NoError(t, json.Unmarshal(body, &listing))
+			require.Equal(t, "/"+dirs, listing.Path)
+			require.Empty(t, listing.Entries)
 			for _, c := range []struct{ path, limit string }{
 				{strings.Repeat("n", 256), "a name in it is 256 bytes, over 255 (NAME_MAX)"},
-				{onDisk(4096), "with the sandbox root's path before it, is over 4095 bytes (PATH_MAX)"},
+				{sent(4096), "it is 4096 bytes, over 4095 (PATH_MAX)"},
 			} {
-				require.Less(t, len(c.path), 4096, "sent as fewer bytes than PATH_MAX")
 				for _, method := range []string{"PUT", "GET", "DELETE"} {
 					code, _, body := d.do(t, method, "/v1/files/"+c.path, strings.NewReader("content"), nil)
 					require.Equal(t, http.StatusBadRequest, code, "%s %d bytes: %s", method, len(c.path), body)
 					e := apiError(t, body)
 					require.Equal(t, "INVALID_ARGUMENT", e.Code)
-					require.Contains(t, e.Message, c.limit, method)
+					require.True(t, strings.HasSuffix(e.Message, c.limit), "%s: %s", method, e.Message)
 				}
 			}
-			require.Empty(t, temporaries(t, filepath.Dir(filepath.Join(d.root, onDisk(4095)))))
+			require.Empty(t, temporaries(t, filepath.Dir(filepath.Join(d.root, sent(4095)))))
 		})
 	}
 }
