@@ -252,6 +252,15 @@ func notDirectory(w http.ResponseWriter, p string) {
 	writeError(w, http.StatusBadRequest, codeInvalidArgument, "%q ends with /, as a directory's path does, and is not a directory (name a file without the /)", p)
 }
 
+// withoutDirSuffix returns p, which namesDirectory, without the "/" and
+// "/." it ends with.
+func withoutDirSuffix(p string) string {
+	for namesDirectory(p) {
+		p = strings.TrimSuffix(strings.TrimSuffix(p, "/"), "/.")
+	}
+	return p
+}
+
 // notRegular refuses a GET of p, a special file (a FIFO, a socket, a
 // device).
 func notRegular(w http.ResponseWriter, p string) {
@@ -584,8 +593,10 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 
 // remove removes target, which the client named p, through an os.Root
 // of the root (see beneath.go). With dirOnly (p ends with "/"), target
-// must be a directory, or a symlink to one (the link is removed), as
-// unlink and rmdir of such a path refuse anything else (ENOTDIR).
+// must be a directory, as unlink and rmdir of such a path refuse anything
+// else (ENOTDIR): a symlink to a directory too, whose "/" names the
+// directory it leads to, not the link, which rm -r empties before it
+// fails; neither is removed, and the message says how to name each.
 func (s *Server) remove(w http.ResponseWriter, p, target string, recursive, dirOnly bool) {
 	b, err := s.beneath()
 	if err != nil {
@@ -603,12 +614,12 @@ func (s *Server) remove(w http.ResponseWriter, p, target string, recursive, dirO
 			notDirectory(w, p)
 			return
 		}
-		// A link: what it leads to (a dangling one, nothing) must be
-		// a directory.
-		if to, err := b.Stat(target); err != nil || !to.IsDir() {
-			notDirectory(w, p)
+		if to, err := b.Stat(target); err == nil && to.IsDir() {
+			writeError(w, http.StatusBadRequest, codeInvalidArgument, "%q ends with / and is a symlink to a directory: the / names the directory it leads to, which is not removed through the link; DELETE %q removes the link, and the directory's own path removes the directory", p, withoutDirSuffix(p))
 			return
 		}
+		notDirectory(w, p)
+		return
 	}
 	if target == s.root {
 		if !recursive {

@@ -509,11 +509,34 @@ func TestFilesDotDotAsTheKernelWalksIt(t *testing.T) {
 	require.FileExists(t, filepath.Join(d.root, "a", "b", "x"))
 }
 
+// TestFilesDeleteLinkRemovesTheLink: DELETE of a symlink removes the link,
+// as rm does, never what it points to. With a "/" after it, a link to a
+// directory names the directory it leads to, as rmdir and unlink take it
+// (ENOTDIR): that is refused 400, removing neither, the message saying
+// how to name each (rm -r link/ empties the directory, then fails). The
+// link was removed, which the path with its "/" does not name.
 func TestFilesDeleteLinkRemovesTheLink(t *testing.T) {
 	d := serve(t, Options{})
 	require.NoError(t, os.Mkdir(filepath.Join(d.root, "target"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(d.root, "target", "keep"), []byte("k"), 0o644))
 	require.NoError(t, os.Symlink("target", filepath.Join(d.root, "link")))
+	require.NoError(t, os.Mkdir(filepath.Join(d.root, "empty"), 0o755))
+	require.NoError(t, os.Symlink("empty", filepath.Join(d.root, "toempty")))
+	for _, p := range []string{"link/", "link/?recursive=true", "link%2F.?recursive=true", "toempty/", "toempty//"} {
+		code, _, body := d.do(t, "DELETE", "/v1/files/"+p, nil, nil)
+		require.Equal(t, http.StatusBadRequest, code, "%s: %s", p, body)
+		e := apiError(t, body)
+		require.Equal(t, "INVALID_ARGUMENT", e.Code)
+		require.Contains(t, e.Message, "is a symlink to a directory", p)
+		require.Contains(t, e.Message, `DELETE "`+p[:strings.IndexAny(p, "/%")]+`" removes the link`, p)
+	}
+	for _, link := range []string{"link", "toempty"} {
+		_, err := os.Lstat(filepath.Join(d.root, link))
+		require.NoError(t, err, "%s is left", link)
+	}
+	require.DirExists(t, filepath.Join(d.root, "empty"))
+	require.FileExists(t, filepath.Join(d.root, "target", "keep"))
+
 	code, _, _ := d.do(t, "DELETE", "/v1/files/link?recursive=true", nil, nil)
 	require.Equal(t, http.StatusNoContent, code)
 	require.NoFileExists(t, filepath.Join(d.root, "link"))
