@@ -24,6 +24,10 @@ var ErrNotRegularFile = errors.New("not a regular file")
 // MaxReadFileSize; use errors.Is.
 var ErrFileTooLarge = errors.New("file too large")
 
+// ErrEmptyPath is wrapped by the error of a file helper given an empty
+// path, which names no file; use errors.Is.
+var ErrEmptyPath = errors.New("the path is empty: give the file's path")
+
 // MaxReadFileSize is the most bytes ReadFile and ReadTextFile return: a
 // larger file is an error wrapping ErrFileTooLarge, not read into memory.
 const MaxReadFileSize = 64 << 20
@@ -104,6 +108,9 @@ func (s *Session) ReadFile(path string) (data []byte, ok bool, err error) {
 	if err := s.made(); err != nil {
 		return nil, false, err
 	}
+	if path == "" {
+		return nil, false, fmt.Errorf("read: %w", ErrEmptyPath)
+	}
 	p := s.resolve(path)
 	f, err := openRegular("read", p, os.O_RDONLY)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -160,6 +167,9 @@ func (s *Session) ReadTextFile(path string) (text string, ok bool, err error) {
 func (s *Session) WriteFile(path string, data []byte) error {
 	if err := s.made(); err != nil {
 		return err
+	}
+	if path == "" {
+		return fmt.Errorf("write: %w", ErrEmptyPath)
 	}
 	p := s.resolve(path)
 	if rawpath.NamesDir(p) {

@@ -49,6 +49,22 @@ func TestReadMissingFile(t *testing.T) {
 	}
 }
 
+// TestEmptyPathRefused: an empty path names no file, and the helpers say
+// so: ReadFile read the session's directory (a directory, refused), and
+// WriteFile's error read "write : not a regular file (the path ends in
+// /...)", naming neither a path nor what was wrong.
+func TestEmptyPathRefused(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	err := s.WriteFile("", []byte("x"))
+	require.ErrorIs(t, err, ErrEmptyPath)
+	require.Equal(t, "write: the path is empty: give the file's path", err.Error())
+	_, ok, err := s.ReadFile("")
+	require.False(t, ok)
+	require.ErrorIs(t, err, ErrEmptyPath)
+	require.Equal(t, "read: the path is empty: give the file's path", err.Error())
+}
+
 func TestReadDirectoryIsAnError(t *testing.T) {
 	t.Parallel()
 	s := newSession(t)
