@@ -13,7 +13,7 @@ Only the standard library is used; ``attach`` needs the optional
 """
 
 from .errors import (
-    AuthenticationError, ConchError, ConfigurationError, InternalError, InvalidArgumentError, NetworkError, NotFoundError,
+    AlreadyExistsError, AuthenticationError, ConchError, ConfigurationError, InternalError, InvalidArgumentError, NetworkError, NotFoundError,
     PayloadTooLargeError, PermissionDeniedError, ResourceExhaustedError, StdinFullError, UnavailableError,
     UnexpectedResponseError, UnsupportedOperationError,
 )
@@ -33,6 +33,6 @@ __all__ = [
     "ReadyResult", "TerminalSize", "Usage",
     "ConchError", "InvalidArgumentError", "AuthenticationError", "PermissionDeniedError", "NotFoundError",
     "UnsupportedOperationError", "PayloadTooLargeError", "ResourceExhaustedError", "UnavailableError",
-    "InternalError", "NetworkError", "ConfigurationError", "StdinFullError",
+    "InternalError", "NetworkError", "ConfigurationError", "StdinFullError", "AlreadyExistsError",
     "UnexpectedResponseError",
 ]

@@ -98,6 +98,15 @@ class StdinFullError(UnsupportedOperationError):
         self.accepted_bytes = accepted_bytes
 
 
+class AlreadyExistsError(ConchError):
+    """409 ``already_exists``: a session created with ``unique_name=True`` whose name a running
+    session has; ``session_id`` is that session (``process.connect_session(session_id)`` takes it)."""
+
+    def __init__(self, message: str, status: int = 409, code: str = "already_exists", session_id: str = "") -> None:
+        super().__init__(code, status, message)
+        self.session_id = session_id
+
+
 class PayloadTooLargeError(ConchError):
     """413: the request is over one of the daemon's limits."""
 
@@ -156,6 +165,7 @@ _by_code: Dict[str, Type[ConchError]] = {
     "not_found": NotFoundError,
     "unsupported_operation": UnsupportedOperationError,
     "stdin_full": StdinFullError,
+    "already_exists": AlreadyExistsError,
     "payload_too_large": PayloadTooLargeError,
     "resource_exhausted": ResourceExhaustedError,
     "draining": UnavailableError,
@@ -229,6 +239,9 @@ def _error_from(status: int, body: bytes) -> ConchError:
     cls = _by_code.get(code)
     if cls is None:
         return ConchError(code, status, message)
+    if cls is AlreadyExistsError:
+        sid = err.get("sessionId") if isinstance(err, dict) else None
+        return AlreadyExistsError(message, status, code, sid if isinstance(sid, str) else "")
     if cls is StdinFullError:
         accepted = err.get("acceptedBytes") if isinstance(err, dict) else None
         return StdinFullError(message, status, code,

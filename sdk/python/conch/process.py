@@ -328,7 +328,11 @@ class ProcessService:
 
     def create_session(self, *, shell: Optional[str] = None, cwd: Optional[str] = None,
                        env: Optional[Mapping[str, str]] = None, **options: Any) -> Session:
-        """Creates one persistent shell (bash by default); set its cwd and env here, not on its commands."""
+        """Creates one persistent shell (bash by default); set its cwd and env here, not on its commands.
+
+        With ``name=...`` and ``unique_name=True`` the name is the session's own while it runs: a
+        running session of that name refuses the creation with :class:`AlreadyExistsError`,
+        whose ``session_id`` is that session."""
         body = wire_options({"shell": shell, "cwd": cwd, "env": dict(env) if env is not None else None, **options})
         # The daemon answers once the shell is ready, or refuses it after
         # its readiness limit (30 s by default): a read_timeout as long

@@ -4,7 +4,7 @@ import tempfile
 import unittest
 from unittest import mock
 
-from conch import CodeContext, NotFoundError, Session, UnsupportedOperationError
+from conch import AlreadyExistsError, CodeContext, NotFoundError, Session, UnsupportedOperationError
 
 from .daemon import shared
 
@@ -47,6 +47,13 @@ class SessionTest(unittest.TestCase):
                 self.sandbox.pty.attach(marker)
         left = [p for p in self.sandbox.pty.list() if p.state == "running" and marker in (p.shell_command or "")]
         self.assertEqual(left, [], "the PTY started for a failed attach runs on")
+
+    def test_a_unique_name_is_refused_with_the_session_that_has_it(self) -> None:
+        name = "only-%d" % os.getpid()
+        with self.sandbox.process.create_session(name=name, unique_name=True) as s:
+            with self.assertRaises(AlreadyExistsError) as cm:
+                self.sandbox.process.create_session(name=name, unique_name=True)
+            self.assertEqual((cm.exception.code, cm.exception.status, cm.exception.session_id), ("already_exists", 409, s.id))
 
     def test_state_carries_over_and_failures_are_results(self) -> None:
         with self.sandbox.process.create_session(shell="bash", cwd="/tmp") as s:

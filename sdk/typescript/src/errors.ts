@@ -74,6 +74,21 @@ export class StdinFullError extends ConchError {
   }
 }
 
+/**
+ * 409 already_exists: a session created with `uniqueName` whose name a
+ * running session has; `sessionId` is that session (use it, with
+ * `process.connectSession(sessionId)`, rather than making another).
+ */
+export class AlreadyExistsError extends ConchError {
+  readonly sessionId: string
+
+  constructor(message: string, status = 409, sessionId = '') {
+    super('already_exists', status, message)
+    this.name = 'AlreadyExistsError'
+    this.sessionId = sessionId
+  }
+}
+
 /** 413: the request body is over the daemon's limit. */
 export class PayloadTooLargeError extends ConchError {
   constructor(message: string, status = 413) {
@@ -146,6 +161,7 @@ const byCode: Record<string, ErrorClass> = {
   not_found: NotFoundError,
   unsupported_operation: UnsupportedOperationError,
   stdin_full: StdinFullError,
+  already_exists: AlreadyExistsError,
   payload_too_large: PayloadTooLargeError,
   resource_exhausted: ResourceExhaustedError,
   draining: DrainingError,
@@ -178,12 +194,14 @@ export function errorFrom(status: number, text: string, retryAfter: string | nul
   let code: string | undefined
   let message = text.trim()
   let accepted = 0
+  let sessionId = ''
   try {
     const body: unknown = JSON.parse(text)
     if (isRecord(body) && isRecord(body.error)) {
       if (typeof body.error.code === 'string') code = body.error.code
       if (typeof body.error.message === 'string') message = body.error.message
       if (typeof body.error.acceptedBytes === 'number') accepted = body.error.acceptedBytes
+      if (typeof body.error.sessionId === 'string') sessionId = body.error.sessionId
     }
   } catch {
     // not JSON: not the API's error
@@ -196,7 +214,8 @@ export function errorFrom(status: number, text: string, retryAfter: string | nul
   message ||= `HTTP ${status}`
   const cls = byCode[code]
   const err = cls === StdinFullError ? new StdinFullError(message, status, accepted)
-    : cls ? new cls(message, status) : new ConchError(code, status, message)
+    : cls === AlreadyExistsError ? new AlreadyExistsError(message, status, sessionId)
+      : cls ? new cls(message, status) : new ConchError(code, status, message)
   return withRetryAfter(err, retryAfter)
 }
 

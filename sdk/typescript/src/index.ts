@@ -8,7 +8,7 @@ export {
 } from './transport.js'
 export {
   ConchError, InvalidArgumentError, AuthenticationError, PermissionDeniedError, NotFoundError,
-  UnsupportedOperationError, StdinFullError, PayloadTooLargeError, ResourceExhaustedError, DrainingError, InternalError,
+  UnsupportedOperationError, StdinFullError, AlreadyExistsError, PayloadTooLargeError, ResourceExhaustedError, DrainingError, InternalError,
   DeadlineExceededError, UnexpectedResponseError,
 } from './errors.js'
 export type * from './types.js'

@@ -322,6 +322,13 @@ export interface CreateSessionOptions {
   shell?: string
   login?: boolean
   name?: string
+  /**
+   * Makes `name` the session's own while it runs: a running session of that
+   * name refuses the creation with AlreadyExistsError, whose `sessionId` is
+   * that session, and of creations of one name at once only the first makes
+   * one (a create-if-absent across clients).
+   */
+  uniqueName?: boolean
   /** An interpreter (`python`, `javascript`) instead of a shell: a code context (docs/behaviour.md 34). */
   language?: string
   /** Bounds of the session's cgroup: its shell or interpreter and everything its commands start. */

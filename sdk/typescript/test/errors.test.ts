@@ -4,7 +4,7 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 
 import {
-  AuthenticationError, ConchError, InternalError, InvalidArgumentError, type LogFrame, NotFoundError,
+  AlreadyExistsError, AuthenticationError, ConchError, InternalError, InvalidArgumentError, type LogFrame, NotFoundError,
   DrainingError, PayloadTooLargeError, PermissionDeniedError, ProcessHandle, ProcessService, PtyService,
   ResourceExhaustedError, Sandbox, StdinFullError, UnexpectedResponseError, UnsupportedOperationError,
 } from '@conchsh/sdk'
@@ -113,6 +113,15 @@ describe('errors from a real daemon', () => {
     } finally {
       await draining.stop()
     }
+  })
+
+  test('AlreadyExistsError names the running session that has a unique name', async () => {
+    await using s = await sb.process.createSession({ name: 'only', uniqueName: true })
+    await assert.rejects(sb.process.createSession({ name: 'only', uniqueName: true }), (err: unknown) => {
+      assert.ok(err instanceof AlreadyExistsError, String(err))
+      assert.deepEqual([err.code, err.status, err.sessionId], ['already_exists', 409, s.id])
+      return true
+    })
   })
 
   test('ResourceExhaustedError', async () => {
