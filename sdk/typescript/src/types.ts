@@ -83,6 +83,8 @@ export interface ProcessDto {
   oomKilled?: boolean
   /** What the ended process cost. */
   usage?: Usage
+  /** A session's limits, as it was created with them (absent: the daemon's defaults). */
+  limits?: Limits
 }
 
 /**
