@@ -34,12 +34,41 @@ func dial() (*client.Client, error) {
 }
 
 // answerWait bounds a request the daemon answers at once (a listing, a
-// kill, a start): one it does not answer by then is not coming, from a
-// daemon that is stopped (SIGSTOP) or wedged. A kill is given its
-// escalation's time beyond it (see cmdKill); waits meant to be long (run,
-// wait, logs -f, ready) are not bounded so; run's and interact's are bounded
-// by awaitAnswer.
-const answerWait = 30 * time.Second
+// kill, a start, a page of logs, a write of stdin): one it does not answer
+// by then is not coming, from a daemon that is stopped (SIGSTOP) or wedged.
+// A kill is given its escalation's time beyond it (see cmdKill); waits meant
+// to be long (run, wait, logs -f, ready) are not bounded so; run's and
+// interact's are bounded by awaitAnswer. It is 30 s, or $CONCH_ANSWER_WAIT
+// when that is set to a duration (like 5s) above zero.
+var answerWait = envDuration(envAnswerWait, 30*time.Second)
+
+// envAnswerWait names the variable that sets answerWait.
+const envAnswerWait = "CONCH_ANSWER_WAIT"
+
+// envDuration is the duration the variable name holds, or def when it is
+// unset, or holds no duration above zero.
+func envDuration(name string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(name)); err == nil && d > 0 {
+		return d
+	}
+	return def
+}
+
+// notAnswered is the error of a request the daemon did not answer within
+// its bound.
+type notAnswered struct {
+	url    string
+	within time.Duration
+}
+
+func (e notAnswered) Error() string {
+	return fmt.Sprintf("the daemon at %s did not answer within %s: it may be stopped (kill -STOP) or stuck; if it is, restart it",
+		e.url, e.within)
+}
+
+// isNotAnswered reports whether err says that the daemon did not answer
+// within its bound.
+func isNotAnswered(err error) bool { return errors.As(err, new(notAnswered)) }
 
 // quick returns the context of a request the daemon answers at once:
 // answerWait ends it, and signalErr then says why.
@@ -49,9 +78,29 @@ func quick(ctx context.Context, c *client.Client) (context.Context, context.Canc
 
 // quickWithin is quick for a request the daemon answers within d.
 func quickWithin(ctx context.Context, c *client.Client, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeoutCause(ctx, d, fmt.Errorf(
-		"the daemon at %s did not answer within %s: it may be stopped (kill -STOP) or stuck; if it is, restart it",
-		c.URL(), d))
+	return context.WithTimeoutCause(ctx, d, notAnswered{c.URL(), d})
+}
+
+// quickEach returns the context of requests the daemon answers at once,
+// sent one after another with work of conch's own between them (the pages
+// of an output, each printed as it comes): each is bounded as quick bounds
+// one, and the work, which between runs, is not counted (a slow reader of
+// conch's output is not a daemon that does not answer). signalErr then says
+// why.
+func quickEach(ctx context.Context, c *client.Client) (_ context.Context, between func(func() error) error, cancel func()) {
+	ctx, stop := context.WithCancelCause(ctx)
+	timer := time.AfterFunc(answerWait, func() { stop(notAnswered{c.URL(), answerWait}) })
+	between = func(work func() error) error {
+		if !timer.Stop() {
+			return context.Cause(ctx) // the bound ran out
+		}
+		defer timer.Reset(answerWait)
+		return work()
+	}
+	return ctx, between, func() {
+		timer.Stop()
+		stop(nil)
+	}
 }
 
 // awaitAnswer returns the context of a request the daemon answers once it
@@ -95,8 +144,10 @@ func awaitAnswer(ctx context.Context, c *client.Client, asked time.Duration) (co
 	}
 }
 
-// probeEvery is how often awaitAnswer asks whether the daemon answers.
-const probeEvery = 15 * time.Second
+// probeEvery is how often awaitAnswer asks whether the daemon answers:
+// half of answerWait (15 s), so that one that stops answering is found
+// within about one and a half answerWait.
+var probeEvery = answerWait / 2
 
 // describe is err as a user reads it: a refused request's message, with its
 // code in words only where the message does not say it already, or, for a

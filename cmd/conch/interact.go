@@ -112,7 +112,14 @@ func (f *answerFlags) print(ctx context.Context, e *env, c *client.Client, r *cl
 	case r.OmittedBytes > 0 && *f.limit == 0:
 		// Rendered per channel as it comes, as the daemon renders stdout and stderr.
 		write, flush := frameWriter(e, false, *f.plain, f.carried(ctx, c, r.ProcessID))
-		dropped, err := c.WholeOutput(ctx, "", r, write)
+		// Each page the daemon is asked for is bounded, as a quick request
+		// is; the printing of its frames is not.
+		qctx, between, cancel := quickEach(ctx, c)
+		dropped, err := c.WholeOutput(qctx, "", r, func(fr client.LogFrame) error {
+			return between(func() error { return write(fr) })
+		})
+		err = signalErr(qctx, err)
+		cancel()
 		if err != nil {
 			return err
 		}
@@ -304,7 +311,9 @@ func cmdInteract(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "interact", "ID", `Writes the input, sends the signal, then waits as 'conch run --idle' does and
 prints the output after the input (or after --cursor). A daemon that does not
 answer (stopped, or stuck) ends it with exit 125, as it ends 'conch run': a wait
-30 s past --timeout, or /healthz (asked every 15 s while conch waits) within 30 s.
+30 s past --timeout, /healthz (asked every 15 s while conch waits) within 30 s,
+or, after the answer, a page of the output it left out, or the question whether
+the command has ended when the input was refused, within 30 s.
 
 Ctrl-C is passed to the command, as --signal INT would be (SIGTERM, SIGHUP
 and Ctrl-\'s SIGQUIT as they are); conch then prints what it wrote and exits
@@ -359,12 +368,19 @@ already ended before the input could be written (its result is printed).`)
 }
 
 // ended is err, or, when the process has ended and that is why the input
-// could not be written, an error that says so with its result.
+// could not be written, an error that says so with its result; when the
+// daemon does not answer the question, err and that.
 func ended(ctx context.Context, c *client.Client, id string, err error) error {
 	if !client.HasCode(err, client.CodeUnsupportedOperation) {
 		return err
 	}
-	p, gerr := c.Get(ctx, id)
+	qctx, cancel := quick(ctx, c)
+	p, gerr := c.Get(qctx, id)
+	gerr = signalErr(qctx, gerr)
+	cancel()
+	if isNotAnswered(gerr) {
+		return fmt.Errorf("%s; asked then whether %s has ended: %w", describe(err), id, gerr)
+	}
 	if gerr != nil {
 		return err
 	}

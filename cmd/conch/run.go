@@ -39,7 +39,9 @@ said on stderr where it was. When the daemon does not take the signal within 5 s
 stops waiting and exits 125; the command may still run. So it does when the
 daemon does not answer (stopped, or stuck): the start within 30 s, a wait 30 s
 past --timeout, or, while conch waits, /healthz (asked every 15 s) within
-30 s. When the reader of
+30 s (a 429, from a daemon at its --max-connections, is an answer); after the
+answer, a page of the output it left out, or a write of -i's stdin, within
+30 s ($CONCH_ANSWER_WAIT, like 5s, sets the 30 s). When the reader of
 conch's output goes away (conch run yes | head; with --idle or --timeout
 too, once the answer is printed, or, when it is a pipe, as soon as its
 reader has gone while the answer is awaited), the command gets SIGPIPE and
@@ -629,26 +631,44 @@ const stdinRetry = 20 * time.Millisecond
 // daemon's queue for it is full (stdin_full: the process has not read what
 // was sent), it waits and sends the rest again. A write that fails
 // otherwise is said on stderr; stdin is then closed, so that the process
-// does not wait for input that will not come.
-func copyStdin(ctx context.Context, e *env, c *client.Client, id string, r io.Reader) {
+// does not wait for input that will not come. Each write is bounded as a
+// quick request is: when the daemon does not answer one, that is said, and
+// returned, and nothing more is sent.
+func copyStdin(ctx context.Context, e *env, c *client.Client, id string, r io.Reader) error {
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := r.Read(buf)
 		if werr := writeStdin(ctx, c, id, buf[:n]); werr != nil {
+			if isNotAnswered(werr) {
+				fmt.Fprintf(e.stderr, "conch: sending stdin to %s: %v; the rest of it was not sent\n", id, werr)
+				return werr
+			}
 			if ctx.Err() == nil && !endedFirst(ctx, c, id, werr) {
 				e.warn(fmt.Sprintf("sending stdin to %s: %v; its stdin is closed", id, werr))
-				_ = c.WriteStdin(ctx, id, nil, true)
+				return closeStdin(ctx, e, c, id)
 			}
-			return
+			return nil
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				e.warn(fmt.Sprintf("reading stdin: %v; the command's stdin is closed", err))
 			}
-			_ = c.WriteStdin(ctx, id, nil, true)
-			return
+			return closeStdin(ctx, e, c, id)
 		}
 	}
+}
+
+// closeStdin closes the process's stdin; when the daemon does not answer
+// that, it says so, and returns why.
+func closeStdin(ctx context.Context, e *env, c *client.Client, id string) error {
+	qctx, cancel := quick(ctx, c)
+	err := signalErr(qctx, c.WriteStdin(qctx, id, nil, true))
+	cancel()
+	if isNotAnswered(err) {
+		fmt.Fprintf(e.stderr, "conch: closing the stdin of %s: %v\n", id, err)
+		return err
+	}
+	return nil
 }
 
 // endedFirst reports whether err, a refused write of stdin to the process
@@ -663,7 +683,11 @@ func endedFirst(ctx context.Context, c *client.Client, id string, err error) boo
 	// says it ended: look again for a second at most, unless conch is done
 	// with it meanwhile (its result came).
 	for range 50 {
-		if ended(ctx, c, id, err) != err || ctx.Err() != nil {
+		got := ended(ctx, c, id, err)
+		if isNotAnswered(got) {
+			return false
+		}
+		if got != err || ctx.Err() != nil {
 			return true
 		}
 		select {
@@ -676,10 +700,12 @@ func endedFirst(ctx context.Context, c *client.Client, id string, err error) boo
 }
 
 // writeStdin writes b whole to the process's stdin, waiting while its queue
-// is full.
+// is full. Each write is bounded as a quick request is.
 func writeStdin(ctx context.Context, c *client.Client, id string, b []byte) error {
 	for len(b) > 0 {
-		err := c.WriteStdin(ctx, id, b, false)
+		qctx, cancel := quick(ctx, c)
+		err := signalErr(qctx, c.WriteStdin(qctx, id, b, false))
+		cancel()
 		var ce *client.Error
 		if !errors.As(err, &ce) || ce.Code != client.CodeStdinFull {
 			return err
@@ -757,7 +783,8 @@ func exitCode(r client.WaitResult) int {
 func cmdStart(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "start", "[--session ID [--code]] [--pty] [--] [CMD [ARG...]]",
 		`With -i, conch prints the id, then sends all of its stdin to the command
-and closes the command's stdin, and returns once it has sent it. --stdin open
+and closes the command's stdin, and returns once it has sent it; when the
+daemon does not answer a write within 30 s, it says so and exits 125. --stdin open
 keeps the command's stdin open instead, for conch interact --input.`)
 	f := addStartFlags(fs)
 	pty := fs.Bool("pty", false, "run in a PTY (with no command: the shell)")
@@ -803,8 +830,8 @@ keeps the command's stdin open instead, for conch interact --input.`)
 	} else {
 		code = printID(e, p.ID)
 	}
-	if code == 0 && *f.stdin {
-		copyStdin(ctx, e, c, p.ID, e.stdin)
+	if code == 0 && *f.stdin && copyStdin(ctx, e, c, p.ID, e.stdin) != nil {
+		return exitOwn // said
 	}
 	return code
 }

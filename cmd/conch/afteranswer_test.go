@@ -1,0 +1,131 @@
+package main
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/conchsh/conch/client"
+)
+
+// testAnswerWait is the bound the conch of these tests gives a request the
+// daemon answers at once ($CONCH_ANSWER_WAIT), rather than 30 s.
+const testAnswerWait = 2 * time.Second
+
+// stallingProxy forwards requests to the daemon of s, but holds those that
+// stall picks unanswered, as a daemon stopped by SIGSTOP would, until their
+// client gives up or the test ends. It returns its URL.
+func stallingProxy(t *testing.T, s *served, stall func(*http.Request) bool) string {
+	t.Helper()
+	target, err := url.Parse(s.url)
+	require.NoError(t, err)
+	tr := &http.Transport{}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.Transport = tr
+	rp.FlushInterval = -1 // streams as they come
+	hang := make(chan struct{})
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if stall(r) {
+			select {
+			case <-r.Context().Done():
+			case <-hang:
+			}
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		close(hang) // before the close, which waits for the handlers
+		proxy.CloseClientConnections()
+		proxy.Close()
+		tr.CloseIdleConnections()
+	})
+	return proxy.URL
+}
+
+// runStalled runs conch with args and stdin against the daemon at u (of
+// s's token), its quick requests bounded by testAnswerWait, and returns its
+// exit status and stderr. A minute bounds it (a hang guard): it is killed
+// then, and the test fails.
+func runStalled(t *testing.T, s *served, u, stdin string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command("conch", args...)
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+u, client.EnvToken+"="+s.token,
+		envAnswerWait+"="+testAnswerWait.String())
+	cmd.Stdin = strings.NewReader(stdin)
+	var stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = new(countingWriter), &stderr
+	require.NoError(t, cmd.Start())
+	var hung atomic.Bool
+	guard := time.AfterFunc(time.Minute, func() {
+		hung.Store(true)
+		_ = cmd.Process.Kill()
+	})
+	err := cmd.Wait()
+	guard.Stop()
+	require.False(t, hung.Load(), "%v: still waiting a minute later; stderr %q", args, stderr.String())
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), stderr.String()
+	}
+	require.NoError(t, err)
+	return 0, stderr.String()
+}
+
+// conch run, once the answer has come, pages the logs for what the answer
+// left out: a daemon that stops answering then ends it, saying so, exit
+// 125, as a request it answers at once does. It once waited for good.
+func TestOutputPagesBounded(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	u := stallingProxy(t, s, func(r *http.Request) bool {
+		return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/logs")
+	})
+	// More output than an answer holds: the rest is paged after it.
+	code, stderr := runStalled(t, s, u, "", "run", "--timeout", "1m", "seq 1 1000000")
+	require.Equal(t, exitOwn, code, "stderr %q", stderr)
+	require.Contains(t, stderr, "did not answer within "+testAnswerWait.String())
+}
+
+// conch start -i sends its stdin to the command after it printed its id: a
+// daemon that stops answering then ends it, saying so, exit 125. It once
+// waited for good.
+func TestStdinWritesBounded(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	u := stallingProxy(t, s, func(r *http.Request) bool {
+		return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/stdin")
+	})
+	code, stderr := runStalled(t, s, u, "data\n", "start", "-i", "cat")
+	require.Equal(t, exitOwn, code, "stderr %q", stderr)
+	require.Contains(t, stderr, "did not answer within "+testAnswerWait.String())
+}
+
+// conch interact of a process that has ended asks, once its input is
+// refused, whether the process has ended, to say so: a daemon that stops
+// answering then ends it, saying so, exit 125. It once waited for good.
+func TestEndedAskBounded(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	p, err := s.c.Start(t.Context(), client.StartOptions{Cmd: "true"})
+	require.NoError(t, err)
+	_, _, err = s.c.Wait(t.Context(), p.ID, 30*time.Second)
+	require.NoError(t, err)
+	u := stallingProxy(t, s, func(r *http.Request) bool {
+		return r.Method == http.MethodGet && r.URL.Path == "/v1/processes/"+p.ID
+	})
+	code, stderr := runStalled(t, s, u, "", "interact", p.ID, "--input", "x")
+	require.Equal(t, exitOwn, code, "stderr %q", stderr)
+	require.Contains(t, stderr, "did not answer within "+testAnswerWait.String())
+	require.Contains(t, stderr, "asked then whether "+p.ID+" has ended")
+}
