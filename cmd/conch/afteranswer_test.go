@@ -129,3 +129,43 @@ func TestEndedAskBounded(t *testing.T) {
 	require.Contains(t, stderr, "did not answer within "+testAnswerWait.String())
 	require.Contains(t, stderr, "asked then whether "+p.ID+" has ended")
 }
+
+// While conch run --json waits, it asks the daemon for /healthz; a daemon
+// at its --max-connections answers that 429 at once: alive and busy, which
+// does not end the wait as one that does not answer would.
+func TestProbeAtConnectionBound(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, "--max-connections", "2")
+	p, err := s.c.Start(t.Context(), client.StartOptions{Cmd: "sleep 30"})
+	require.NoError(t, err)
+	s.c.CloseIdleConnections()
+	wait := s.command("wait", p.ID) // holds one connection
+	require.NoError(t, wait.Start())
+	defer func() {
+		_ = wait.Process.Kill()
+		_ = wait.Wait()
+	}()
+	run := s.command("run", "--json", "sleep 4; echo done")
+	run.Env = append(run.Env, envAnswerWait+"="+testAnswerWait.String()) // a probe a second
+	var stdout, stderr strings.Builder
+	run.Stdout, run.Stderr = &stdout, &stderr
+	require.NoError(t, run.Start())
+	guard := time.AfterFunc(time.Minute, func() { _ = run.Process.Kill() }) // a hang guard
+	defer guard.Stop()
+	// The bound is reached while the run waits: a request past it is refused.
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	refused := false
+	for deadline := time.Now().Add(3 * time.Second); !refused && time.Now().Before(deadline); {
+		resp, err := hc.Get(s.url + "/healthz")
+		if err == nil {
+			refused = resp.StatusCode == http.StatusTooManyRequests
+			resp.Body.Close()
+		}
+		if !refused {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	require.True(t, refused, "the daemon never reached its --max-connections: the test tested nothing")
+	require.NoError(t, run.Wait(), "stderr %q", stderr.String())
+	require.Contains(t, stdout.String(), "done")
+}
