@@ -934,12 +934,7 @@ func TestAnswerTextLongerThanItsBytes(t *testing.T) {
 // and it read "z\nab" again.
 func TestInteractWithNoCursorKnown(t *testing.T) {
 	t.Parallel()
-	env, stateHome := testEnv(t)
-	d := startDaemon(t, env, stateHome)
-	a := startMCP(t, env, "--url", d.URL())
-	defer a.close()
-	b := startMCP(t, env, "--url", d.URL())
-	defer b.close()
+	_, a, b := sharedPair(t)
 	gate := newGate(t)
 	r, _ := a.run(map[string]any{"command": `echo xyz; read -r x; printf 'ab\033['; ` + gate.wait() + `; printf '31mred\n'`,
 		"timeout": 0.3})

@@ -22,17 +22,25 @@ func running(t *testing.T, d *client.Client, name string) []client.Process {
 	return slices.DeleteFunc(all, func(p client.Process) bool { return p.Name != name || p.Ended() })
 }
 
+// sharedPair starts a daemon and two conch mcp --url that drive it, closed
+// as the test ends.
+func sharedPair(t *testing.T) (d *client.Client, a, b *conn) {
+	t.Helper()
+	env, stateHome := testEnv(t)
+	d = startDaemon(t, env, stateHome)
+	a = startMCP(t, env, "--url", d.URL())
+	t.Cleanup(a.close)
+	b = startMCP(t, env, "--url", d.URL())
+	t.Cleanup(b.close)
+	return d, a, b
+}
+
 // TestSharedNewNameAtOnce: two conch mcp --url asked at the same moment to
 // run in one new name make one session of it on the daemon, which both
 // run in, where each made its own and the name stood for two.
 func TestSharedNewNameAtOnce(t *testing.T) {
 	t.Parallel()
-	env, stateHome := testEnv(t)
-	d := startDaemon(t, env, stateHome)
-	a := startMCP(t, env, "--url", d.URL())
-	defer a.close()
-	b := startMCP(t, env, "--url", d.URL())
-	defer b.close()
+	d, a, b := sharedPair(t)
 	for i := range 3 {
 		name := fmt.Sprintf("new%d", i)
 		var got [2]mcpserver.Result
