@@ -71,6 +71,14 @@ func (s *Server) processDTO(p process.Process) api.Process {
 	}
 	d.LastOutputAt = api.Time{Time: p.Log().LastFrameTime()}
 	d.WaitingForInput = s.input(p.ID()).Waiting()
+	if i.Kind == process.KindSession {
+		// What a session was created with, on every route that shows it
+		// (the processes' too).
+		if e, ok := s.sessionOf(i.ID); ok && e.limits != nil {
+			l := *e.limits
+			d.Limits = &l
+		}
+	}
 	return d
 }
 

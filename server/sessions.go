@@ -111,17 +111,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 		s.release(claim{k: slotSession})
 		return err
 	}
-	return writeJSON(w, http.StatusCreated, s.sessionDTO(e))
-}
-
-// sessionDTO is the session e as the API shows it.
-func (s *Server) sessionDTO(e *sessionEntry) api.Process {
-	d := s.processDTO(e.process())
-	if e.limits != nil {
-		l := *e.limits
-		d.Limits = &l
-	}
-	return d
+	return writeJSON(w, http.StatusCreated, s.processDTO(e.process()))
 }
 
 // nameTaken refuses a session created with uniqueName: the running session
@@ -227,11 +217,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) error {
 	items := []api.Process{}
 	for _, p := range s.reg.All() {
 		if i := p.Info(); i.Kind == process.KindSession && i.System {
-			if e, ok := s.sessionOf(i.ID); ok {
-				items = append(items, s.sessionDTO(e))
-			} else {
-				items = append(items, s.processDTO(p))
-			}
+			items = append(items, s.processDTO(p))
 		}
 	}
 	return writeJSON(w, http.StatusOK, struct {
@@ -244,7 +230,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, s.sessionDTO(e))
+	return writeJSON(w, http.StatusOK, s.processDTO(e.process()))
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {

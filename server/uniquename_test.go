@@ -90,6 +90,10 @@ func TestSessionShowsLimits(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, all, 1)
 	require.Equal(t, &l, all[0].Limits)
+	// The processes' routes show it too.
+	asProcess, err := d.c.Get(ctx(t), s.ID)
+	require.NoError(t, err)
+	require.Equal(t, &l, asProcess.Limits, "GET /v1/processes/ID")
 	plain, err := d.c.CreateSession(ctx(t), client.SessionOptions{})
 	require.NoError(t, err)
 	require.Nil(t, plain.Limits, "none asked")
