@@ -24,9 +24,9 @@ var ErrNotRegularFile = errors.New("not a regular file")
 // MaxReadFileSize; use errors.Is.
 var ErrFileTooLarge = errors.New("file too large")
 
-// ErrEmptyPath is wrapped by the error of a file helper given an empty
-// path, which names no file; use errors.Is.
-var ErrEmptyPath = errors.New("the path is empty: give the file's path")
+// ErrEmptyPath is wrapped by the error of a file helper, or of New, given an
+// empty path, which names no file or directory; use errors.Is.
+var ErrEmptyPath = errors.New("the path is empty")
 
 // MaxReadFileSize is the most bytes ReadFile and ReadTextFile return: a
 // larger file is an error wrapping ErrFileTooLarge, not read into memory.

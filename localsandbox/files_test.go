@@ -49,8 +49,8 @@ func TestReadMissingFile(t *testing.T) {
 	}
 }
 
-// TestEmptyPathRefused: an empty path names no file, and the helpers say
-// so: ReadFile read the session's directory (a directory, refused), and
+// TestEmptyPathRefused: an empty path names no file or directory, and the
+// helpers and New say so: ReadFile read the session's directory (a directory, refused), and
 // WriteFile's error read "write : not a regular file (the path ends in
 // /...)", naming neither a path nor what was wrong.
 func TestEmptyPathRefused(t *testing.T) {
@@ -58,11 +58,14 @@ func TestEmptyPathRefused(t *testing.T) {
 	s := newSession(t)
 	err := s.WriteFile("", []byte("x"))
 	require.ErrorIs(t, err, ErrEmptyPath)
-	require.Equal(t, "write: the path is empty: give the file's path", err.Error())
+	require.Equal(t, "write: the path is empty", err.Error())
 	_, ok, err := s.ReadFile("")
 	require.False(t, ok)
 	require.ErrorIs(t, err, ErrEmptyPath)
-	require.Equal(t, "read: the path is empty: give the file's path", err.Error())
+	require.Equal(t, "read: the path is empty", err.Error())
+	// A session's directory too: New("") made one in the process's own.
+	_, err = New("")
+	require.ErrorIs(t, err, ErrEmptyPath)
 }
 
 func TestReadDirectoryIsAnError(t *testing.T) {

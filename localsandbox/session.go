@@ -105,6 +105,11 @@ func WithEnv(env map[string]string) Option {
 // other leases are released) or portlease.ErrLockDir (the machine's lease
 // directory cannot be used by this user; none will).
 func New(dir string, opts ...Option) (*Session, error) {
+	if dir == "" {
+		// filepath.Abs makes "" the process's own directory, which the
+		// caller did not name.
+		return nil, fmt.Errorf("new sandbox session: %w", ErrEmptyPath)
+	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("new sandbox session: %w", err)
