@@ -312,3 +312,54 @@ func TestPythonSurrogates(t *testing.T) {
 	_, out, _ = run(t, c, `print("\ud800")`)
 	require.Equal(t, "?\n", out)
 }
+
+// TestPythonLastException: as the REPL does, a cell that fails leaves its
+// exception in sys.last_type, sys.last_value and sys.last_traceback (and
+// sys.last_exc from Python 3.12 on), with the traceback of the cell's
+// frames only, so that pdb.pm() and traceback.print_last() work in the
+// next cell. A syntax error is kept too, with no traceback.
+func TestPythonLastException(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	r, _, _ := run(t, c, "def f(): 1/0\nf()")
+	require.Equal(t, 1, code(r))
+	for _, tc := range []struct{ code, out string }{
+		{"import sys, traceback\n[sys.last_type.__name__, str(sys.last_value), sys.last_value.__traceback__ is sys.last_traceback, getattr(sys, 'last_exc', sys.last_value) is sys.last_value, [(f.filename, f.name) for f in traceback.extract_tb(sys.last_traceback)]]",
+			"['ZeroDivisionError', 'division by zero', True, True, [('<cell 1>', '<module>'), ('<cell 1>', 'f')]]\n"},
+		{"import pdb\npdb.pm()", "> <cell 1>(1)f()\n-> def f(): 1/0\n(Pdb) \n"}, // stdin is at its end: pdb quits
+	} {
+		r, out, errOut := run(t, c, tc.code)
+		require.Equal(t, 0, code(r), "%s: %s", tc.code, errOut)
+		require.Equal(t, tc.out, out, tc.code)
+		require.Empty(t, errOut, tc.code)
+	}
+	r, out, errOut := run(t, c, "traceback.print_last()")
+	require.Equal(t, 0, code(r), errOut)
+	require.Empty(t, out)
+	require.True(t, strings.HasPrefix(errOut, "Traceback (most recent call last):\n  File \"<cell 1>\", line 2, in <module>\n"), errOut)
+	require.Contains(t, errOut, "  File \"<cell 1>\", line 1, in f\n")
+	require.True(t, strings.HasSuffix(errOut, "ZeroDivisionError: division by zero\n"), errOut)
+	require.NotContains(t, errOut, "driver")
+	r, _, _ = run(t, c, "1 +")
+	require.Equal(t, 1, code(r))
+	_, out, _ = run(t, c, "[sys.last_type.__name__, sys.last_traceback, getattr(sys, 'last_exc', sys.last_value) is sys.last_value]")
+	require.Equal(t, "['SyntaxError', None, True]\n", out)
+}
+
+// TestPythonExcepthookHandlesNothing: the sys.excepthook a cell set is
+// called as the REPL calls it, with no exception being handled
+// (sys.exc_info() gave the one it was given, as the driver called it from
+// its own except clause), for a syntax error too, which the driver printed
+// without the hook.
+func TestPythonExcepthookHandlesNothing(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	r, _, errOut := run(t, c, "import sys\ndef hook(t, v, tb): print('hook', t.__name__, sys.exc_info())\nsys.excepthook = hook")
+	require.Equal(t, 0, code(r), errOut)
+	for _, tc := range []struct{ code, name string }{{"1/0", "ZeroDivisionError"}, {"1 +", "SyntaxError"}, {"raise KeyboardInterrupt", "KeyboardInterrupt"}} {
+		r, out, errOut := run(t, c, tc.code)
+		require.Equal(t, 1, code(r), "%s: %+v", tc.code, r)
+		require.Equal(t, "hook "+tc.name+" (None, None, None)\n", out, tc.code)
+		require.Empty(t, errOut, tc.code)
+	}
+}

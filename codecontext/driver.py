@@ -47,7 +47,6 @@ _gettrace, _settrace, _getprofile, _setprofile = sys.gettrace, sys.settrace, sys
 _Lock = threading.RLock
 _TracebackException = traceback.TracebackException
 _from_list = traceback.StackSummary.from_list
-_format_exception_only = traceback.format_exception_only
 _walk_stack, _takewhile, _filter = traceback.walk_stack, itertools.takewhile, builtins.filter
 # The C module's: signal.getsignal makes an enum of what it finds, through
 # builtins a cell may have replaced.
@@ -467,6 +466,8 @@ def _print_exc(e):
     # reports it ("Error in sys.excepthook:", then the original). Python's
     # own hook would show the driver's frames: the driver formats the
     # exception as it would.
+    _cells_traceback(e, set())
+    _set_last(e)
     try:
         hook = sys.excepthook
     except AttributeError:
@@ -475,7 +476,6 @@ def _print_exc(e):
     if hook is _EXCEPTHOOK:
         _err(_format_exc(e))
         return
-    _cells_traceback(e, set())
     try:
         hook(type(e), e, e.__traceback__)
     except KeyboardInterrupt:
@@ -487,18 +487,23 @@ def _print_exc(e):
         _flush_streams()
         _exit(status)
     except BaseException as x:
-        # The REPL calls the hook with no exception being handled: what it
-        # raises is not chained to the one it was given.
-        c, seen = x, set()
-        try:
-            while c is not None and id(c) not in seen:
-                seen.add(id(c))
-                if c.__context__ is e:
-                    c.__context__ = None
-                c = c.__context__
-        except Exception:  # a class whose attributes raise (see _format_exc)
-            pass
         _err("Error in sys.excepthook:\n" + _format_exc(x) + "\nOriginal exception was:\n" + _format_exc(e))
+
+
+def _set_last(e):
+    # As the REPL keeps the exception that ended a statement, for the cells
+    # after it (pdb.pm(), traceback.print_last()): sys.last_type,
+    # last_value and last_traceback, and sys.last_exc from Python 3.12 on,
+    # with the traceback of the cell's frames only. Set before the hook is
+    # called, as the REPL sets them.
+    try:
+        sys.last_type, sys.last_value, sys.last_traceback = type(e), e, e.__traceback__
+        if sys.version_info >= (3, 12):
+            sys.last_exc = e
+    except KeyboardInterrupt:
+        raise  # (see _print_exc_armed)
+    except BaseException:  # an exception whose attributes raise (see _format_exc)
+        pass
 
 
 def _cells_traceback(e, seen):
@@ -721,20 +726,23 @@ def _execute(ns, body, last, display, n):
         status = _exit_status(e)
         _flush_streams()
         _exit(status)
-    except KeyboardInterrupt as e:
+    except BaseException as e:
+        _S.cells_code = False  # (a handler that raised at the finally's start left it set)
+        failed = e
+    else:
+        return 0
+    # Reported out of the except clause, as the REPL reports it: the
+    # sys.excepthook a cell set sees no exception being handled
+    # (sys.exc_info() is (None, None, None)), and what it raises is not
+    # chained to the one it was given.
+    interrupted = _print_exc_armed(failed)
+    _S.from_loop = None
+    if isinstance(failed, KeyboardInterrupt):
         # The engine's interrupt (raised by _on_int, or by a SIGINT handler
         # the cell set, the engine having named the cell) ends the cell
         # with 130; one the cell raised itself is an uncaught exception.
-        _S.cells_code = False
-        interrupted = _print_exc_armed(e) or _S.interrupts != seen or _interrupted() == n
-        _S.from_loop = None
-        return 130 if interrupted else 1
-    except BaseException as e:
-        _S.cells_code = False  # (a handler that raised at the finally's start left it set)
-        interrupted = _print_exc_armed(e)
-        _S.from_loop = None
-        return 130 if interrupted else 1
-    return 0
+        interrupted = interrupted or _S.interrupts != seen or _interrupted() == n
+    return 130 if interrupted else 1
 
 
 def _exit(status):
@@ -920,10 +928,17 @@ def _run(ns, msg):
     except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError) as e:
         # RecursionError: text nested too deep for the parser or the
         # compiler (1+1+...+1 a thousand times, from the driver's depth).
-        _err("".join(_format_exception_only(type(e), e)))
-        status = 1
+        failed = e
     else:
+        failed = None
         status = _execute(ns, body, last, display, n)
+    if failed is not None:
+        # Reported as the REPL reports a syntax error: through the
+        # sys.excepthook a cell set, with no traceback (the frames are all
+        # the driver's), kept in sys.last_value; out of the except clause,
+        # as _execute reports what a cell raised.
+        status = 130 if _print_exc_armed(failed) else 1
+        failed = None
     if _flush_streams():
         status = 130
     if _forked_child():
