@@ -22,7 +22,19 @@ const url = { ...require('url') };
 const util = { ...require('util') };
 const vm = { ...require('vm') };
 const Module = require('module');
-const createRequire = Module.createRequire;
+// Module's own, which a cell can replace on it: the driver's cells keep
+// theirs.
+const moduleRequire = Module.prototype.require;
+const resolveFilename = Module._resolveFilename;
+const resolveLookupPaths = Module._resolveLookupPaths;
+const nodeModulePaths = Module._nodeModulePaths;
+const pathCache = Module._pathCache;
+const extensions = Module._extensions;
+const globalPaths = [...Module.globalPaths];
+let validateString = () => {};
+try {
+  ({ validateString } = require('internal/validators'));
+} catch {}
 const { Writable } = require('stream');
 const { setImmediate, clearImmediate, setInterval, clearInterval, setTimeout, clearTimeout } = require('timers'); // not the globals a cell can replace
 const { AsyncLocalStorage } = require('async_hooks');
@@ -313,11 +325,7 @@ function makeContext() {
   // global.JSON = undefined replaced the driver's own and lost the context.
   // As at Node's REPL, it is the context's globalThis.
   defineProperty(sandbox, 'global', { value: vm.runInContext('globalThis', ctx), writable: true, enumerable: true, configurable: true });
-  const requireHere = () => createRequire(path.join(cwd() || '/', '[cell]'));
-  const req = (id) => requireHere()(id);
-  req.resolve = (id, opts) => requireHere().resolve(id, opts);
-  req.cache = Module._cache;
-  const mod = new Module('[cell]');
+  const { mod, req } = cellsModule();
   // V8 gives a context a console of its own that writes nowhere.
   Object.assign(sandbox, { console, require: req, module: mod, exports: mod.exports });
   if (typeof sandbox.queueMicrotask === 'function') sandbox.queueMicrotask = cellQueueMicrotask;
@@ -331,6 +339,64 @@ function makeContext() {
     });
   }
   return ctx;
+}
+
+// cellsModule makes the cells' module and require, as Node's REPL makes
+// its own: the module is "<repl>", with no file, which a module a cell
+// requires has as its module.parent and a require that fails names in its
+// "Require stack"; the require has resolve, resolve.paths, main (none, see
+// process.mainModule), extensions and cache. Unlike the REPL's, which looks
+// for packages from the directory it started in, and which after a chdir
+// still loads what a relative name found in the directory before (Node
+// caches it by the name and the module's ".", its path), both look from
+// the current directory, as the cells' files do: module.paths follows it,
+// the paths a cell added to it kept (an array of the cell's own is left as
+// it is), and what was found from another directory is looked for again.
+function cellsModule() {
+  const mod = new Module('<repl>');
+  let dir = cwd() || '/';
+  let made = [...nodeModulePaths(dir), ...globalPaths];
+  mod.paths = made;
+  const follow = () => {
+    const here = cwd() || '/';
+    if (here === dir) return here;
+    if (mod.paths === made) {
+      const stale = new Set(nodeModulePaths(dir));
+      const kept = made.filter((p) => !stale.has(p));
+      made.length = 0;
+      made.push(...nodeModulePaths(here), ...kept);
+    }
+    // The relative names Node looked for from a module with no file, in
+    // ".": the cells' own.
+    for (const key of Object.keys(pathCache)) {
+      if (key.endsWith('\x00.')) delete pathCache[key];
+    }
+    dir = here;
+    return here;
+  };
+  const req = function require(id) {
+    const here = follow();
+    // What Node found for id from mod is kept by mod.path, "." as at the
+    // REPL but for the time of the call: by the directory it was found from.
+    mod.path = here;
+    try {
+      return apply(moduleRequire, mod, [id]);
+    } finally {
+      mod.path = '.';
+    }
+  };
+  const resolve = function resolve(request, options) {
+    validateString(request, 'request');
+    follow();
+    return apply(resolveFilename, Module, [request, mod, false, options]);
+  };
+  resolve.paths = function paths(request) {
+    validateString(request, 'request');
+    follow();
+    return apply(resolveLookupPaths, Module, [request, mod]);
+  };
+  Object.assign(req, { resolve, main: undefined, extensions, cache: Module._cache });
+  return { mod, req };
 }
 
 // As at Node's REPL, _ is the value of the last cell that ended without an

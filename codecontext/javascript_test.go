@@ -1,6 +1,7 @@
 package codecontext
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -693,4 +694,42 @@ func TestJavaScriptExecArgv(t *testing.T) {
 	r, out, errOut := run(t, c, "console.log(JSON.stringify(process.execArgv));\nawait new Promise((r) => require('child_process').fork("+strconv.Quote(child)+", { stdio: 'inherit' }).on('exit', r))")
 	require.Equal(t, 0, code(r), "%+v %q", r, errOut)
 	require.Equal(t, "[]\n[]\n0\n", out) // the cell shows the exit code it awaited
+}
+
+// TestJavaScriptReplModule: a cell's module and require are as Node's
+// REPL makes them: the module is "<repl>" with no file, which a module a
+// cell requires sees as its parent and a failing require names in its
+// "Require stack" (both were "<cwd>/[cell]"), and require.resolve.paths
+// is there. Unlike the REPL's, they look from the current directory,
+// also after a chdir, and module.paths follows it.
+func TestJavaScriptReplModule(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		"sub/m.js": "console.log(module.parent.id, module.parent.filename);\ntry { require('./nonexistent') } catch (e) { console.log(JSON.stringify(e.requireStack)) }\n",
+		"a/x.js":   "module.exports = 'a';\n",
+		"b/x.js":   "module.exports = 'b';\n",
+	} {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644))
+	}
+	j := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	c := newContext(t, Options{Language: JavaScript, Cwd: dir})
+	for _, tc := range []struct{ code, out string }{
+		{"console.log(JSON.stringify([module.id, module.filename, module.loaded, module.path, module.paths[0]]))",
+			`["<repl>",null,false,".",` + j(filepath.Join(dir, "node_modules")) + "]\n"},
+		{"console.log(JSON.stringify([Object.keys(require), require.main, require.resolve.paths('./x'), require.resolve.paths('x')[0]]))",
+			`[["resolve","main","extensions","cache"],null,["."],` + j(filepath.Join(dir, "node_modules")) + "]\n"},
+		{"require('./sub/m.js'); void 0", "<repl> null\n" + `[` + j(filepath.Join(dir, "sub/m.js")) + `,"<repl>"]` + "\n"},
+		{"try { require('./nope') } catch (e) { console.log(e.message) }", "Cannot find module './nope'\nRequire stack:\n- <repl>\n"},
+		{"process.chdir('a'); module.paths.push('/extra'); require('./x')", "'a'\n"},
+		{"process.chdir('../b'); console.log(JSON.stringify([require('./x'), require.resolve('./x'), module.paths[0], module.paths.includes('/extra'), module.path]))",
+			`["b",` + j(filepath.Join(dir, "b/x.js")) + "," + j(filepath.Join(dir, "b/node_modules")) + `,true,"."]` + "\n"},
+		{"module.children.length", "3\n"},
+	} {
+		r, out, errOut := run(t, c, tc.code)
+		require.Equal(t, 0, code(r), "%s: %+v, stderr %q", tc.code, r, errOut)
+		require.Equal(t, tc.out, out, tc.code)
+		require.Empty(t, errOut, tc.code)
+	}
 }
