@@ -323,16 +323,11 @@ func TestPythonLastException(t *testing.T) {
 	c := newContext(t, Options{Language: Python})
 	r, _, _ := run(t, c, "def f(): 1/0\nf()")
 	require.Equal(t, 1, code(r))
-	for _, tc := range []struct{ code, out string }{
+	runEach(t, c, []cellOut{
 		{"import sys, traceback\n[sys.last_type.__name__, str(sys.last_value), sys.last_value.__traceback__ is sys.last_traceback, getattr(sys, 'last_exc', sys.last_value) is sys.last_value, [(f.filename, f.name) for f in traceback.extract_tb(sys.last_traceback)]]",
 			"['ZeroDivisionError', 'division by zero', True, True, [('<cell 1>', '<module>'), ('<cell 1>', 'f')]]\n"},
 		{"import pdb\npdb.pm()", "> <cell 1>(1)f()\n-> def f(): 1/0\n(Pdb) \n"}, // stdin is at its end: pdb quits
-	} {
-		r, out, errOut := run(t, c, tc.code)
-		require.Equal(t, 0, code(r), "%s: %s", tc.code, errOut)
-		require.Equal(t, tc.out, out, tc.code)
-		require.Empty(t, errOut, tc.code)
-	}
+	})
 	r, out, errOut := run(t, c, "traceback.print_last()")
 	require.Equal(t, 0, code(r), errOut)
 	require.Empty(t, out)

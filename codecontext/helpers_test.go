@@ -69,3 +69,18 @@ func exitCode(t *testing.T, cmd *exec.Cmd) int {
 	require.NoError(t, err)
 	return 0
 }
+
+// cellOut is a cell and what it is to print.
+type cellOut struct{ code, out string }
+
+// runEach runs the cells in c in turn: each ends with exit 0, prints its
+// out and nothing on stderr.
+func runEach(t *testing.T, c *Context, cells []cellOut) {
+	t.Helper()
+	for _, tc := range cells {
+		r, out, errOut := run(t, c, tc.code)
+		require.Equal(t, 0, code(r), "%s: %+v, stderr %q", tc.code, r, errOut)
+		require.Equal(t, tc.out, out, tc.code)
+		require.Empty(t, errOut, tc.code)
+	}
+}

@@ -35,7 +35,7 @@ func TestDynamicImport(t *testing.T) {
 	write("node_modules/esmonly/package.json", `{"name":"esmonly","type":"module","exports":{"import":"./i.js"}}`)
 	write("node_modules/esmonly/i.js", "export default 'esm only';\n")
 	c := newContext(t, Options{Language: JavaScript, Cwd: dir})
-	for _, tc := range []struct{ code, out string }{
+	runEach(t, c, []cellOut{
 		{`const { setTimeout: wait } = await import("node:timers/promises"); await wait(1, "waited")`, "'waited'\n"},
 		{`(await import("./m.mjs")).x`, "42\n"},
 		{`(await import(` + "`" + dir + "/sub/n.mjs`" + `)).y`, "'abs'\n"},
@@ -43,12 +43,7 @@ func TestDynamicImport(t *testing.T) {
 		{`(await import("./d.json", { with: { type: "json" } })).default.z`, "7\n"},
 		{`globalThis.later = () => import("../m.mjs"); process.chdir("sub"); (await import("./n.mjs")).y`, "'abs'\n"},
 		{`(await later()).x`, "42\n"},
-	} {
-		r, out, errOut := run(t, c, tc.code)
-		require.Equal(t, 0, code(r), "%s: %s", tc.code, errOut)
-		require.Equal(t, tc.out, out, tc.code)
-		require.Empty(t, errOut, tc.code)
-	}
+	})
 	r, _, errOut := run(t, c, `await import("./missing.mjs")`)
 	require.Equal(t, 1, code(r))
 	require.Contains(t, errOut, "ERR_MODULE_NOT_FOUND")
@@ -247,15 +242,10 @@ func TestAwaitWordInDeepText(t *testing.T) {
 	t.Parallel()
 	c := newContext(t, Options{Language: JavaScript})
 	deep := strings.Repeat("[", 1500) + strings.Repeat("]", 1500)
-	for _, tc := range []struct{ code, out string }{
+	runEach(t, c, []cellOut{
 		{"const awaiting = 1; const x = " + deep + "; x.length + awaiting", "2\n"},
 		{"const y = " + deep + "; 'await'", "'await'\n"},
-	} {
-		r, out, errOut := run(t, c, tc.code)
-		require.Equal(t, 0, code(r), errOut)
-		require.Equal(t, tc.out, out)
-		require.Empty(t, errOut)
-	}
+	})
 	// A top-level await in such text still says that the rewrite failed.
 	r, _, errOut := run(t, c, "const z = "+deep+"; await 1")
 	require.Equal(t, 1, code(r))
@@ -347,18 +337,13 @@ func TestJavaScriptCwdNotTheCells(t *testing.T) {
 func TestJavaScriptAwaitOfParenthesized(t *testing.T) {
 	t.Parallel()
 	c := newContext(t, Options{Language: JavaScript})
-	for _, tc := range []struct{ code, out string }{
+	runEach(t, c, []cellOut{
 		{`(await (async () => 8)())`, "8\n"},
 		{`await (new Function("return 9"))()`, "9\n"},
 		{`await [Promise.resolve(10)][0]`, "10\n"},
 		{`let kept = 11; async function f() { return await kept }`, ""},
 		{`kept`, "11\n"},
-	} {
-		r, out, errOut := run(t, c, tc.code)
-		require.Equal(t, 0, code(r), "%s: %s", tc.code, errOut)
-		require.Equal(t, tc.out, out, tc.code)
-		require.Empty(t, errOut, tc.code)
-	}
+	})
 }
 
 // TestJavaScriptEmitNotTheCells: a cell that replaces process.emit, with a
@@ -443,7 +428,7 @@ func TestJavaScriptGlobalsSetNotTheDrivers(t *testing.T) {
 func TestJavaScriptGlobalIsTheContexts(t *testing.T) {
 	t.Parallel()
 	c := newContext(t, Options{Language: JavaScript})
-	for _, tc := range []struct{ code, out string }{
+	runEach(t, c, []cellOut{
 		{"[global === globalThis, globalThis.global === globalThis, global.global === global]", "[ true, true, true ]\n"},
 		{"global.foo = 1", "1\n"},
 		{"foo", "1\n"},
@@ -453,12 +438,7 @@ func TestJavaScriptGlobalIsTheContexts(t *testing.T) {
 		{"[Buffer, typeof Promise, typeof JSON, typeof Object, typeof Error]", "[ 2, 'undefined', 'undefined', 'undefined', 'undefined' ]\n"},
 		{"global = 4; global", "4\n"},
 		{"1 + 1", "2\n"},
-	} {
-		r, out, errOut := run(t, c, tc.code)
-		require.Equal(t, 0, code(r), "%s: %+v, stderr %q", tc.code, r, errOut)
-		require.Equal(t, tc.out, out, tc.code)
-		require.Empty(t, errOut, tc.code)
-	}
+	})
 }
 
 // TestJavaScriptNoMainModule: as at Node's REPL, a cell sees no main module
@@ -470,16 +450,11 @@ func TestJavaScriptNoMainModule(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "m.js"), []byte("exports.main = require.main;\n"), 0o644))
 	c := newContext(t, Options{Language: JavaScript, Cwd: dir})
-	for _, tc := range []struct{ code, out string }{
+	runEach(t, c, []cellOut{
 		{"Object.keys(require.cache)", "[]\n"},
 		{"[process.mainModule, 'mainModule' in process, require.main]", "[ undefined, false, undefined ]\n"},
 		{"[require('./m.js').main, Object.keys(require.cache).length]", "[ undefined, 1 ]\n"},
-	} {
-		r, out, errOut := run(t, c, tc.code)
-		require.Equal(t, 0, code(r), "%s: %+v, stderr %q", tc.code, r, errOut)
-		require.Equal(t, tc.out, out, tc.code)
-		require.Empty(t, errOut, tc.code)
-	}
+	})
 }
 
 // TestJavaScriptCryptoGlobal: crypto, a global getter without a setter in
@@ -493,18 +468,13 @@ func TestJavaScriptCryptoGlobal(t *testing.T) {
 	if _, out, _ := run(t, c, "typeof Object.getOwnPropertyDescriptor(require('vm').runInThisContext('globalThis'), 'crypto')?.get"); out != "'function'\n" {
 		t.Skip("no global crypto getter in this Node")
 	}
-	for _, tc := range []struct{ code, out string }{
+	runEach(t, c, []cellOut{
 		{"crypto.randomUUID().length", "36\n"},
 		{"crypto = 1", "1\n"},
 		{"[typeof crypto, crypto === require('crypto').webcrypto]", "[ 'object', true ]\n"},
 		{"await null; crypto.getRandomValues(new Uint8Array(3)).length", "3\n"},
 		{"Object.getOwnPropertyDescriptor(globalThis, 'crypto').get.name", "'get crypto'\n"},
-	} {
-		r, out, errOut := run(t, c, tc.code)
-		require.Equal(t, 0, code(r), "%s: %+v, stderr %q", tc.code, r, errOut)
-		require.Equal(t, tc.out, out, tc.code)
-		require.Empty(t, errOut, tc.code)
-	}
+	})
 }
 
 // TestJavaScriptArgv: a cell's process.argv is node's path alone, as at
@@ -715,7 +685,7 @@ func TestJavaScriptReplModule(t *testing.T) {
 	}
 	j := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 	c := newContext(t, Options{Language: JavaScript, Cwd: dir})
-	for _, tc := range []struct{ code, out string }{
+	runEach(t, c, []cellOut{
 		{"console.log(JSON.stringify([module.id, module.filename, module.loaded, module.path, module.paths[0]]))",
 			`["<repl>",null,false,".",` + j(filepath.Join(dir, "node_modules")) + "]\n"},
 		{"console.log(JSON.stringify([Object.keys(require), require.main, require.resolve.paths('./x'), require.resolve.paths('x')[0]]))",
@@ -726,10 +696,5 @@ func TestJavaScriptReplModule(t *testing.T) {
 		{"process.chdir('../b'); console.log(JSON.stringify([require('./x'), require.resolve('./x'), module.paths[0], module.paths.includes('/extra'), module.path]))",
 			`["b",` + j(filepath.Join(dir, "b/x.js")) + "," + j(filepath.Join(dir, "b/node_modules")) + `,true,"."]` + "\n"},
 		{"module.children.length", "3\n"},
-	} {
-		r, out, errOut := run(t, c, tc.code)
-		require.Equal(t, 0, code(r), "%s: %+v, stderr %q", tc.code, r, errOut)
-		require.Equal(t, tc.out, out, tc.code)
-		require.Empty(t, errOut, tc.code)
-	}
+	})
 }
