@@ -284,7 +284,11 @@ func (s *Session) newFrame(prev int, p sentinel.Paths) (sentinel.Frame, error) {
 		p.OwnElse = s.h.OwnPath() // should the shell lose its own streams
 	}
 	if framing != nil {
-		framing(&p)
+		// On a copy: a p whose address is taken moves to the heap, an
+		// allocation at every command, the hook set or not.
+		q := p
+		framing(&q)
+		p = q
 	}
 	if prev != 0 && prev != 1 {
 		f, err := s.statusFramed(prev, p)
