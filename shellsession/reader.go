@@ -116,6 +116,12 @@ func (l *readLoop) step() error {
 		l.endAll(err)
 		return err
 	}
+	l.take(evs)
+	return nil
+}
+
+// take reads what the streams evs reports hold.
+func (l *readLoop) take(evs []unix.EpollEvent) {
 	l.c.stepping.Store(true)
 	defer l.c.stepping.Store(false)
 	buf := *l.bp
@@ -147,7 +153,6 @@ func (l *readLoop) step() error {
 	if marked {
 		l.endStderr(buf)
 	}
-	return nil
 }
 
 // readHeld reads what the streams hold now, without waiting, for a command
@@ -270,11 +275,24 @@ func (l *readLoop) settle() {
 			return // the end was given up: no marker to settle after
 		}
 	}
-	l.ep.f.SetReadDeadline(time.Now().Add(settleEOF))
-	for l.live > 0 && l.step() == nil {
-	}
-	if l.err == nil {
-		l.ep.f.SetReadDeadline(time.Time{})
+	// The thread waits in the set itself, rather than the goroutine in
+	// Go's poller with a deadline: the deadline's timer woke an idle
+	// thread of the runtime's, and its clearing cost a call more, for a
+	// wait that most often lasts only until the shell, woken by the
+	// marker's read, runs again and closes the stream.
+	until := time.Now().Add(settleEOF)
+	for l.live > 0 {
+		left := time.Until(until)
+		if left <= 0 {
+			return
+		}
+		evs, err := l.ep.waitFor(left)
+		if err != nil {
+			l.err = err
+			l.endAll(err)
+			return
+		}
+		l.take(evs)
 	}
 }
 
@@ -753,6 +771,8 @@ type epoller struct {
 	innerFn func(uintptr)
 	waitFn  func(uintptr) bool
 	flushFn func(uintptr)
+	timedFn func(uintptr)
+	msec    int // waitFor's timeout
 }
 
 func newEpoller() (*epoller, error) {
@@ -772,7 +792,7 @@ func newEpoller() (*epoller, error) {
 		e.f.Close()
 		return nil, err
 	}
-	e.outerFn, e.innerFn, e.waitFn, e.flushFn = e.outer, e.inner, e.waitOnce, e.flushOnce
+	e.outerFn, e.innerFn, e.waitFn, e.flushFn, e.timedFn = e.outer, e.inner, e.waitOnce, e.flushOnce, e.timedOnce
 	return e, nil
 }
 
@@ -826,6 +846,33 @@ func (e *epoller) flush() {
 }
 
 func (e *epoller) flushOnce(fd uintptr) { e.waitOnce(fd) }
+
+// waitFor returns the descriptors ready now, in the order they became
+// ready, waiting up to d (rounded up to a millisecond) until there is one:
+// the calling thread blocks in the set, which is held open meanwhile. Only
+// for short waits: the thread keeps its processor, and kicks (see
+// Command.kick) do not end the wait.
+func (e *epoller) waitFor(d time.Duration) ([]unix.EpollEvent, error) {
+	e.n, e.err = 0, nil
+	e.msec = int((d + time.Millisecond - 1) / time.Millisecond)
+	if err := e.rc.Control(e.timedFn); err != nil {
+		return nil, err
+	}
+	err := e.err
+	e.err = nil
+	return e.events[:e.n], err
+}
+
+func (e *epoller) timedOnce(fd uintptr) {
+	n, err := rawcall.EpollWait(int(fd), e.events[:], e.msec)
+	if err == syscall.EINTR {
+		n, err = 0, nil // a signal of the runtime's: the caller waits on
+	}
+	if err != nil {
+		n, e.err = 0, os.NewSyscallError("epoll_pwait", err)
+	}
+	e.n = n
+}
 
 func (e *epoller) waitOnce(fd uintptr) bool {
 	n, err := rawcall.EpollPoll(int(fd), e.events[:])

@@ -180,6 +180,21 @@ func EpollPoll(epfd int, events []unix.EpollEvent) (int, error) {
 	return int(n), nil
 }
 
+// EpollWait fills events with what is ready on the epoll set epfd, waiting
+// up to msec milliseconds until something is, and returns how many it
+// filled. The thread blocks in the call without the runtime's knowledge,
+// its processor held: only for waits of a millisecond or so.
+func EpollWait(epfd int, events []unix.EpollEvent, msec int) (int, error) {
+	if len(events) == 0 {
+		return 0, nil
+	}
+	n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), uintptr(msec), 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(n), nil
+}
+
 // Writer writes to a non-blocking descriptor raw, waiting in the
 // runtime's poller only when the descriptor is full. It is not safe for
 // concurrent use.
