@@ -69,8 +69,9 @@ const sandboxdMaxStreams = 256
 
 // newSandboxdGRPC returns the gRPC server of conch sandboxd, with its
 // bounds, the calls waiting for a message of their client bounded by w (see
-// sandboxdRequestTimeout), and what its services register with so that w
-// sees their reads. No MaxConnectionAge: a connection is not ended while
+// sandboxdRequestTimeout), which tells its connections apart by
+// connTagger, and what its services register with so that w sees their
+// reads. No MaxConnectionAge: a connection is not ended while
 // it has a call in flight, as a Start stream that follows a process may
 // last hours, and one with none is ended by MaxConnectionIdle.
 func newSandboxdGRPC(w *requestWaits) (*grpc.Server, waitRegistrar) {
@@ -78,7 +79,7 @@ func newSandboxdGRPC(w *requestWaits) (*grpc.Server, waitRegistrar) {
 		grpc.MaxConcurrentStreams(sandboxdMaxStreams),
 		grpc.ConnectionTimeout(sandboxdReadHeaderTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: sandboxdGRPCIdleTimeout}),
-		grpc.InTapHandle(w.tap))
+		grpc.InTapHandle(w.tap), grpc.StatsHandler(connTagger{}))
 	return g, waitRegistrar{Server: g, w: w}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 )
@@ -25,11 +26,14 @@ const sandboxdRequestTimeout = 30 * time.Second
 
 // sandboxdMaxWaitingCalls bounds the calls of the gRPC port, on all its
 // connections together, that wait for a message of their client at once:
-// one more ends the one that has waited longest, RESOURCE_EXHAUSTED. The
-// timeout alone left a client free to keep 256 calls waiting on each of its
-// connections, each opened again once ended: 10,240 such calls on 40
-// connections took 10,374 goroutines and 120 MB. A call that sends its
-// request at once, as grpc clients do, waits for it only while it arrives.
+// one more ends one of them, RESOURCE_EXHAUSTED, the one that has waited
+// longest of the connection that has the most calls waiting (see
+// requestWaits.begin). The timeout alone left a client free to keep 256
+// calls waiting on each of its connections, each opened again once ended:
+// 10,240 such calls on 40 connections took 10,374 goroutines and 120 MB. A
+// call that sends its request at once, as grpc clients do, waits for it
+// only while it arrives and its handler comes to read it, which under load
+// may take a while.
 const sandboxdMaxWaitingCalls = 1024
 
 // requestWaits bounds the calls of a gRPC server that wait for a message of
@@ -37,12 +41,22 @@ const sandboxdMaxWaitingCalls = 1024
 // server's InTapHandle, begins each call's wait when its headers come;
 // waitRegistrar wraps each service's handlers so that a wait ends when the
 // message comes, and begins again when a call that streams its messages
-// waits for its next one.
+// waits for its next one. Its connections are told apart by connTagger,
+// the server's stats handler.
 type requestWaits struct {
 	timeout time.Duration
 	most    int
 
-	mu      sync.Mutex
+	mu       sync.Mutex
+	n        int                    // the calls that wait, on all connections
+	conns    map[*waitConn]struct{} // the connections with a call that waits
+	begun    uint64                 // the waits begun, which orders them
+	untagged *waitConn              // the calls of a connection not tagged
+}
+
+// waitConn is the calls of one connection that wait for a message of their
+// client.
+type waitConn struct {
 	waiting list.List // of *requestWait, the one waiting longest first
 }
 
@@ -50,7 +64,9 @@ type requestWaits struct {
 type requestWait struct {
 	ctx    context.Context
 	cancel context.CancelFunc
-	elem   *list.Element // in requestWaits.waiting while it waits
+	conn   *waitConn
+	elem   *list.Element // in conn.waiting while it waits
+	nth    uint64        // of the waits begun, when it began
 	timer  *time.Timer
 	ended  *status.Status // why the daemon ended the call, once it has
 	// out writes the call's status, once its handler runs (see attach).
@@ -68,17 +84,39 @@ type statusWriter interface {
 
 type requestWaitKey struct{}
 
+type waitConnKey struct{}
+
 func newRequestWaits(timeout time.Duration, most int) *requestWaits {
-	return &requestWaits{timeout: timeout, most: most}
+	return &requestWaits{timeout: timeout, most: most,
+		conns: map[*waitConn]struct{}{}, untagged: &waitConn{}}
 }
+
+// connTagger is the stats handler of a gRPC server whose calls requestWaits
+// bounds: it gives each connection the waitConn its calls wait in, which
+// the context of each of its calls carries.
+type connTagger struct{}
+
+func (connTagger) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return context.WithValue(ctx, waitConnKey{}, &waitConn{})
+}
+
+func (connTagger) HandleConn(context.Context, stats.ConnStats) {}
+
+func (connTagger) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+
+func (connTagger) HandleRPC(context.Context, stats.RPCStats) {}
 
 // tap begins the wait of a call whose headers have come. Its context, the
 // one the call reads its messages under, is cancelled when the wait is
 // ended, which ends the call: nothing else ends a read that no message
 // comes to.
 func (w *requestWaits) tap(ctx context.Context, _ *tap.Info) (context.Context, error) {
+	conn, ok := ctx.Value(waitConnKey{}).(*waitConn)
+	if !ok {
+		conn = w.untagged
+	}
 	ctx, cancel := context.WithCancel(ctx)
-	rw := &requestWait{ctx: ctx, cancel: cancel}
+	rw := &requestWait{ctx: ctx, cancel: cancel, conn: conn}
 	w.begin(rw)
 	// The call's context ends with the call, whichever way it ends (also
 	// when no handler ever runs, as for a method that does not exist).
@@ -86,17 +124,32 @@ func (w *requestWaits) tap(ctx context.Context, _ *tap.Info) (context.Context, e
 	return context.WithValue(ctx, requestWaitKey{}, rw), nil
 }
 
+// begin begins the wait of rw. When w.most calls wait already, one is ended
+// first: the one that has waited longest of the connection with the most
+// calls waiting (of those with as many, the one that has waited longest).
+// A client that opens calls and sends no request on them thus ends its own
+// calls, not those of a connection with a call or two waiting for their
+// handlers to read the requests they sent, which under load may take
+// hundreds of milliseconds while it opens a thousand more: such a call is
+// ended only when no connection has more calls waiting than it has.
 func (w *requestWaits) begin(rw *requestWait) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if rw.elem != nil || rw.ended != nil || rw.ctx.Err() != nil {
 		return
 	}
-	if w.waiting.Len() >= w.most {
-		w.end(w.waiting.Front().Value.(*requestWait), status.Newf(codes.ResourceExhausted,
-			"conch sandboxd: %d calls waited at once for a message of their client, its most: this one, waiting longest, was ended", w.most))
+	if w.n >= w.most && w.n > 0 {
+		w.end(w.longestOfMost(), status.Newf(codes.ResourceExhausted,
+			"conch sandboxd: %d calls waited at once for a message of their client, its most: this one, waiting longest of the connection with the most calls waiting, was ended", w.most))
 	}
-	rw.elem = w.waiting.PushBack(rw)
+	c := rw.conn
+	if c.waiting.Len() == 0 {
+		w.conns[c] = struct{}{}
+	}
+	rw.elem = c.waiting.PushBack(rw)
+	rw.nth = w.begun
+	w.begun++
+	w.n++
 	rw.timer = time.AfterFunc(w.timeout, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -107,13 +160,37 @@ func (w *requestWaits) begin(rw *requestWait) {
 	})
 }
 
+// longestOfMost returns the wait that has lasted longest of the connection
+// with the most calls waiting. w.mu is held, and a call waits.
+func (w *requestWaits) longestOfMost() *requestWait {
+	var most *waitConn
+	for c := range w.conns {
+		if most == nil || c.waiting.Len() > most.waiting.Len() ||
+			c.waiting.Len() == most.waiting.Len() &&
+				c.waiting.Front().Value.(*requestWait).nth < most.waiting.Front().Value.(*requestWait).nth {
+			most = c
+		}
+	}
+	return most.waiting.Front().Value.(*requestWait)
+}
+
+// unwait takes rw, which waits, out of the calls that wait. w.mu is held.
+func (w *requestWaits) unwait(rw *requestWait) {
+	c := rw.conn
+	c.waiting.Remove(rw.elem)
+	if c.waiting.Len() == 0 {
+		delete(w.conns, c)
+	}
+	rw.elem = nil
+	w.n--
+	rw.timer.Stop()
+}
+
 // end ends the call of rw, which waits, for why: its status is written
 // first, and then its context cancelled, which ends its read (whose own
 // status, CANCELLED, comes too late to be sent). w.mu is held.
 func (w *requestWaits) end(rw *requestWait, why *status.Status) {
-	w.waiting.Remove(rw.elem)
-	rw.elem = nil
-	rw.timer.Stop()
+	w.unwait(rw)
 	rw.ended = why
 	if rw.out != nil {
 		_ = rw.out.WriteStatus(why)
@@ -139,9 +216,7 @@ func (w *requestWaits) stop(rw *requestWait) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if rw.elem != nil {
-		w.waiting.Remove(rw.elem)
-		rw.elem = nil
-		rw.timer.Stop()
+		w.unwait(rw)
 	}
 }
 
@@ -153,12 +228,14 @@ func (w *requestWaits) received(ctx context.Context, err error) error {
 	if !ok {
 		return err
 	}
-	w.stop(rw)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if rw.elem != nil {
+		w.unwait(rw)
+	}
 	if err == nil {
 		return nil
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if rw.ended != nil {
 		return rw.ended.Err()
 	}
@@ -169,7 +246,7 @@ func (w *requestWaits) received(ctx context.Context, err error) error {
 func (w *requestWaits) waits() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.waiting.Len()
+	return w.n
 }
 
 // waitRegistrar registers services with a gRPC server, their handlers
@@ -184,11 +261,7 @@ func (r waitRegistrar) RegisterService(sd *grpc.ServiceDesc, impl any) {
 	d := *sd
 	d.Methods = make([]grpc.MethodDesc, len(sd.Methods))
 	for i, m := range sd.Methods {
-		h := m.Handler
-		m.Handler = func(srv any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
-			r.w.attach(ctx)
-			return h(srv, ctx, func(v any) error { return r.w.received(ctx, dec(v)) }, in)
-		}
+		m.Handler = r.w.method(m.Handler)
 		d.Methods[i] = m
 	}
 	d.Streams = make([]grpc.StreamDesc, len(sd.Streams))
@@ -201,6 +274,15 @@ func (r waitRegistrar) RegisterService(sd *grpc.ServiceDesc, impl any) {
 		d.Streams[i] = s
 	}
 	r.Server.RegisterService(&d, impl)
+}
+
+// method wraps the handler of a unary method so that its read ends its
+// call's wait.
+func (w *requestWaits) method(h grpc.MethodHandler) grpc.MethodHandler {
+	return func(srv any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
+		w.attach(ctx)
+		return h(srv, ctx, func(v any) error { return w.received(ctx, dec(v)) }, in)
+	}
 }
 
 // waitStream is a call's stream whose reads end its waits: the first, begun

@@ -158,3 +158,86 @@ func TestSandboxdGRPCBoundsCallsWaitingForTheirClient(t *testing.T) {
 	}
 	cancel()
 }
+
+// begun reports how many waits w has begun.
+func begun(w *requestWaits) uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.begun
+}
+
+// Past the bound, the call ended is the one that has waited longest of the
+// connection with the most calls waiting: a client that opens calls without
+// end and sends no request on them ends its own, not the call of another
+// connection whose request has come and waits for its handler to read it,
+// which under load may take hundreds of milliseconds while the other client
+// opens a thousand calls more. Ending the call that had waited longest of
+// all, that call was ended RESOURCE_EXHAUSTED, as one of every seven calls
+// of a grpc client was under such a flood.
+func TestSandboxdGRPCBoundEndsCallsOfTheConnectionWithTheMostWaiting(t *testing.T) {
+	t.Parallel()
+	w := newRequestWaits(time.Hour, 4)
+	flooder := serveWaits(t, w)
+	other, err := grpc.NewClient(flooder.Target(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, other.Close()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang guard
+	defer cancel()
+	open := func(cc *grpc.ClientConn) grpc.ClientStream {
+		t.Helper()
+		n := begun(w)
+		s := stall(t, ctx, cc, "/process.v1.ProcessService/Start")
+		for begun(w) == n {
+			require.NoError(t, ctx.Err(), "the call did not begin to wait")
+			time.Sleep(time.Millisecond)
+		}
+		return s
+	}
+	var floods []grpc.ClientStream
+	for range 4 {
+		floods = append(floods, open(flooder))
+	}
+	// The call of the other connection, its headers come, and its request
+	// not read yet, while the flooder opens four calls more.
+	call := open(other)
+	for range 4 {
+		floods = append(floods, open(flooder))
+	}
+	// (io.EOF: the call was ended, which its status, read next, says.)
+	if err := call.SendMsg(&sandboxdpb.StartRequest{
+		Config: &sandboxdpb.ProcessConfig{Command: []string{"echo", "served"}}}); err != io.EOF {
+		require.NoError(t, err)
+	}
+	require.NoError(t, call.CloseSend())
+	var out []byte
+	for {
+		var ev sandboxdpb.StartResponse
+		err := call.RecvMsg(&ev)
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		out = append(out, ev.GetStdout()...)
+	}
+	require.Equal(t, "served\n", string(out))
+	// The flooder's five oldest calls were ended, and its three newest wait.
+	for _, s := range floods[:5] {
+		var m sandboxdpb.StartResponse
+		err := s.RecvMsg(&m)
+		require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+		require.Contains(t, status.Convert(err).Message(),
+			"4 calls waited at once for a message of their client, its most: this one, waiting longest of the connection with the most calls waiting, was ended")
+	}
+	require.Equal(t, 3, w.waits())
+	// Calls that send their request at once are served too.
+	for range 4 {
+		res, err := sandboxdpb.NewProcessServiceClient(other).Execute(ctx, &sandboxdpb.ExecuteRequest{
+			Config: &sandboxdpb.ProcessConfig{Command: []string{"echo", "served"}}})
+		require.NoError(t, err)
+		require.Equal(t, "served\n", string(res.Stdout))
+	}
+	for _, s := range floods[5:] {
+		require.NoError(t, s.CloseSend())
+	}
+	cancel()
+}
