@@ -188,7 +188,9 @@ func (w *requestWaits) unwait(rw *requestWait) {
 
 // end ends the call of rw, which waits, for why: its status is written
 // first, and then its context cancelled, which ends its read (whose own
-// status, CANCELLED, comes too late to be sent). w.mu is held.
+// status, CANCELLED, comes too late to be sent). A call whose handler has
+// not run yet has its status written when it does (see attach). w.mu is
+// held.
 func (w *requestWaits) end(rw *requestWait, why *status.Status) {
 	w.unwait(rw)
 	rw.ended = why
@@ -199,7 +201,9 @@ func (w *requestWaits) end(rw *requestWait, why *status.Status) {
 }
 
 // attach takes the call of ctx, whose handler runs, as one whose status end
-// can write.
+// can write, and writes it at once if the call was ended before its handler
+// ran: its context cancelled, the call is over, whether or not its message
+// came, and its client is told why rather than CANCELLED.
 func (w *requestWaits) attach(ctx context.Context) {
 	rw, ok := ctx.Value(requestWaitKey{}).(*requestWait)
 	if !ok {
@@ -207,8 +211,11 @@ func (w *requestWaits) attach(ctx context.Context) {
 	}
 	out, _ := grpc.ServerTransportStreamFromContext(ctx).(statusWriter)
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	rw.out = out
-	w.mu.Unlock()
+	if rw.ended != nil && out != nil {
+		_ = out.WriteStatus(rw.ended)
+	}
 }
 
 // stop ends the wait of rw, if it waits: its message came, or its call ended.
@@ -221,8 +228,11 @@ func (w *requestWaits) stop(rw *requestWait) {
 }
 
 // received ends the wait of the call of ctx, its message read with err: when
-// the daemon ended the call, err says why (the status its client was sent)
-// instead of "context canceled".
+// the daemon ended the call, what it returns is why (the status its client
+// was sent), instead of "context canceled", and also when the message was
+// read, as it may be from a call ended before its handler read it (the
+// message there, and its context cancelled, the read does either): the
+// call, its context cancelled, is not served.
 func (w *requestWaits) received(ctx context.Context, err error) error {
 	rw, ok := ctx.Value(requestWaitKey{}).(*requestWait)
 	if !ok {
@@ -232,9 +242,6 @@ func (w *requestWaits) received(ctx context.Context, err error) error {
 	defer w.mu.Unlock()
 	if rw.elem != nil {
 		w.unwait(rw)
-	}
-	if err == nil {
-		return nil
 	}
 	if rw.ended != nil {
 		return rw.ended.Err()

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/conchsh/conch/sandboxd"
 	"github.com/conchsh/conch/sandboxd/sandboxdpb"
@@ -239,5 +240,52 @@ func TestSandboxdGRPCBoundEndsCallsOfTheConnectionWithTheMostWaiting(t *testing.
 	for _, s := range floods[5:] {
 		require.NoError(t, s.CloseSend())
 	}
+	cancel()
+}
+
+// statusRecorder is a call's server-side transport stream that records the
+// status written to it.
+type statusRecorder struct {
+	grpc.ServerTransportStream
+	written *status.Status
+}
+
+func (r *statusRecorder) WriteStatus(st *status.Status) error {
+	r.written = st
+	return nil
+}
+
+// A call ended before its handler ran is not served, though its request
+// came (its context cancelled, a read of a message that has come may return
+// it or the cancelling): its handler reads why the daemon ended it, and its
+// client is sent that at once. It was served under a cancelled context, and
+// its client, sent no status by the daemon, was told CANCELLED.
+func TestSandboxdGRPCCallEndedBeforeItsHandlerRunsIsToldWhy(t *testing.T) {
+	t.Parallel()
+	w := newRequestWaits(time.Hour, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang guard
+	defer cancel()
+	first, err := w.tap(ctx, &tap.Info{})
+	require.NoError(t, err)
+	_, err = w.tap(ctx, &tap.Info{}) // ends the first, at the bound
+	require.NoError(t, err)
+	require.Error(t, first.Err())
+
+	out := &statusRecorder{}
+	served := false
+	h := w.method(func(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+		if err := dec(nil); err != nil {
+			return nil, err
+		}
+		served = true
+		return nil, nil
+	})
+	// Its request came: the read returns it.
+	_, err = h(nil, grpc.NewContextWithServerTransportStream(first, out), func(any) error { return nil }, nil)
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+	require.False(t, served)
+	require.NotNil(t, out.written)
+	require.Equal(t, codes.ResourceExhausted, out.written.Code())
+	require.Contains(t, out.written.Message(), "1 calls waited at once")
 	cancel()
 }
