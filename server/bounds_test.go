@@ -383,7 +383,11 @@ func TestMaxConnections(t *testing.T) {
 	require.Equal(t, http.StatusTooManyRequests, over().StatusCode)
 	// A client that sends its whole body before it reads the answer gets
 	// the 429 too: it got a broken pipe from its write, the connection
-	// closed under it as soon as the answer was written.
+	// closed under it as soon as the answer was written. The daemon reads
+	// a refused body for a second at most, and stops at 300 ms without a
+	// byte: this client, slower than that on a loaded machine, saw a
+	// reset. Those bounds are lengthened here into hang guards.
+	server.SetRefuseTimes(d.srv, 30*time.Second, 10*time.Second)
 	conn := d.dial(t)
 	const size = 8 << 20
 	_, err := fmt.Fprintf(conn, "POST /v1/processes HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", testToken, size)
@@ -394,6 +398,7 @@ func TestMaxConnections(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	conn.Close() // the daemon, still reading it, lets it go
 	held[0].Close()
 	require.Eventually(t, func() bool { return over().StatusCode == http.StatusOK }, 30*time.Second, 20*time.Millisecond,
 		"a connection is served once one has closed")

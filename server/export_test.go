@@ -114,3 +114,10 @@ func SpareHeld(s *Server) bool {
 	sp := s.spare.Load()
 	return sp != nil && sp.held()
 }
+
+// SetRefuseTimes bounds the reading of a connection s refuses past
+// MaxConnections: total in all, idle for each wait for its client.
+func SetRefuseTimes(s *Server, total, idle time.Duration) {
+	s.refuse.total.Store(int64(total))
+	s.refuse.idle.Store(int64(idle))
+}

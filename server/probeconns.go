@@ -139,7 +139,7 @@ func (l *metricsListener) place(c net.Conn) {
 	}
 	if l.probes.Add(1) > metricsProbeConnections {
 		l.probes.Add(-1)
-		go refuseConn(c, probesFull)
+		go refuseConn(c, probesFull, nil)
 		return
 	}
 	jc := newJSONErrorConn(c, l.probes, nil)

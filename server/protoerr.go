@@ -57,6 +57,7 @@ type jsonErrorListener struct {
 	open    *connCount    // the connections accepted and not closed
 	headers *headerBudget // the bytes of headers being read (see headerBudget; nil: not counted)
 	idle    *idleConns    // the connections open, to close the idlest of when full (nil: refuse)
+	refuse  *refuseTimes  // bounds the reading of a refused connection (nil: refuseFor and refuseIdle)
 	// spare is let go of when an accept finds no descriptor free, for the
 	// connection to take its place (nil: none). That connection is served
 	// one request and closed, which takes the spare back.
@@ -140,7 +141,7 @@ func (l jsonErrorListener) admit(c net.Conn, spare *spareFD) *jsonErrorConn {
 		}
 	}
 	go func() {
-		refuseConn(c, l.full)
+		refuseConn(c, l.full, l.refuse)
 		spare.take()
 	}()
 	return nil
@@ -338,7 +339,8 @@ func before(a, b candidate) bool {
 	return a.since < b.since
 }
 
-// refuseConn answers c 429, saying msg, and closes it, within a second. The
+// refuseConn answers c 429, saying msg, and closes it, within refuseFor (a
+// second; bounds, when set, say otherwise, and refuseIdle with it). The
 // answer waits for the request to begin coming, up to refuseIdle: written
 // before, it answers nothing asked yet, which Go's transport, when its
 // request is not written yet, takes for a broken connection, failing the
@@ -348,9 +350,10 @@ func before(a, b candidate) bool {
 // sends nothing for refuseIdle is not waited for, and past
 // refuseLingering refusals at once none is (the answer goes at once), so
 // that refused connections cannot take the descriptors the bound keeps.
-func refuseConn(c net.Conn, msg string) {
+func refuseConn(c net.Conn, msg string, bounds *refuseTimes) {
 	defer c.Close()
-	end := time.Now().Add(time.Second)
+	total, idle := bounds.get()
+	end := time.Now().Add(total)
 	_ = c.SetDeadline(end)
 	if refusing.Add(1) > refuseLingering {
 		refusing.Add(-1)
@@ -360,7 +363,7 @@ func refuseConn(c net.Conn, msg string) {
 	defer refusing.Add(-1)
 	buf := restBuffers.Get().(*[32 << 10]byte)
 	defer restBuffers.Put(buf)
-	_ = c.SetReadDeadline(time.Now().Add(refuseIdle))
+	_ = c.SetReadDeadline(time.Now().Add(idle))
 	if _, err := c.Read(buf[:]); err != nil {
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			_ = tooMany(c, msg) // a client that waits for it before it asks
@@ -374,7 +377,7 @@ func refuseConn(c net.Conn, msg string) {
 		_ = cw.CloseWrite() // the answer is whole: a client that reads to the end sees it end
 	}
 	for {
-		next := time.Now().Add(refuseIdle)
+		next := time.Now().Add(idle)
 		if next.After(end) {
 			next = end
 		}
@@ -399,8 +402,27 @@ var refusing atomic.Int64
 
 const (
 	refuseLingering = 64
+	refuseFor       = time.Second
 	refuseIdle      = 300 * time.Millisecond
 )
+
+// refuseTimes bounds the reading of a refused connection, in nanoseconds:
+// total, all of it, and idle, each wait for the client; tests lengthen
+// them while the server serves. Nil, or zero, is refuseFor and refuseIdle.
+type refuseTimes struct{ total, idle atomic.Int64 }
+
+func (r *refuseTimes) get() (total, idle time.Duration) {
+	total, idle = refuseFor, refuseIdle
+	if r != nil {
+		if v := r.total.Load(); v > 0 {
+			total = time.Duration(v)
+		}
+		if v := r.idle.Load(); v > 0 {
+			idle = time.Duration(v)
+		}
+	}
+	return total, idle
+}
 
 // jsonErrorConn is a connection whose plain-text protocol errors are
 // rewritten as JSON.

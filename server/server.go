@@ -208,6 +208,9 @@ type Server struct {
 	// restBytes and restFor bound the reading of a body's rest after an
 	// answer that did not need it; tests lower them while it serves.
 	restBytes, restFor atomic.Int64
+	// refuse bounds the reading of a connection refused past
+	// MaxConnections (see refuseConn); tests lengthen it while it serves.
+	refuse refuseTimes
 	// leasePort leases a session's port: portlease.Acquire, which tests
 	// replace while the server serves, to see how its failures are
 	// answered without spoiling the machine's lease directory.
@@ -413,7 +416,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	// other client out; a write that waits on its client does not make
 	// one idle, as streams and attachments wait on slow readers.
 	bounded := jsonErrorListener{Listener: ln, max: s.opts.MaxConnections, open: s.conns, headers: &s.headers, spare: spare,
-		idle: s.idle,
+		idle: s.idle, refuse: &s.refuse,
 		full: fmt.Sprintf("the daemon has %d connections open, its most (--max-connections), each serving a request or with one waiting: try again once some are answered", s.opts.MaxConnections)}
 	if err := s.hs.Serve(bounded); !errors.Is(err, http.ErrServerClosed) {
 		return err
