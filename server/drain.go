@@ -138,7 +138,7 @@ func (s *Server) checkDrainedLocked() {
 	// fired as a request came, and waited for s.mu while the request was
 	// answered and started another, would end the drain at once.
 	var t *time.Timer
-	t = time.AfterFunc(drainLinger, func() {
+	t = time.AfterFunc(time.Duration(s.linger.Load()), func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.lingering != t {

@@ -306,11 +306,15 @@ func TestDrainLingerStartsAgainWithEachRequest(t *testing.T) {
 	t.Parallel()
 	c := ctx(t)
 	d, id, end, drained := drainingWithWork(t, c)
+	// Lengthened, so that a request may come late on a loaded machine
+	// and still within the linger the one before it starts: at 1 s, a
+	// loaded run's 100 ms sleep and request together took past it.
+	const linger = 3 * time.Second
+	server.SetDrainLinger(d.srv, linger)
 	end()
-	// Requests 100 ms apart, 1.6 s in all: each well within the 1 s that
-	// the one before it starts (at 200 ms apart, a loaded run's sleep and
-	// request together once took past it).
-	for range 16 {
+	// Requests 100 ms apart, 3.5 s in all: past the linger since the
+	// work's end, each well within the linger the one before it starts.
+	for range 35 {
 		time.Sleep(100 * time.Millisecond)
 		select {
 		case <-drained:

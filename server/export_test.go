@@ -121,3 +121,7 @@ func SetRefuseTimes(s *Server, total, idle time.Duration) {
 	s.refuse.total.Store(int64(total))
 	s.refuse.idle.Store(int64(idle))
 }
+
+// SetDrainLinger sets how long a drain of s goes on once the last of its
+// work, and the last request about it, is over.
+func SetDrainLinger(s *Server, d time.Duration) { s.linger.Store(int64(d)) }

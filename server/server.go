@@ -225,6 +225,9 @@ type Server struct {
 	// nothing left.
 	draining  bool
 	drainDone bool
+	// linger is drainLinger, in nanoseconds; tests lengthen it while the
+	// server serves.
+	linger atomic.Int64
 	// drainLingers says the drain began with work in flight, whose end
 	// is followed by drainLinger; lingering is the timer of that wait.
 	drainLingers bool
@@ -317,6 +320,7 @@ func New(opts Options) (*Server, error) {
 	s.bodyGrace.Store(int64(bodyGrace))
 	s.restBytes.Store(restBytes)
 	s.restFor.Store(int64(restFor))
+	s.linger.Store(int64(drainLinger))
 	acquire := portlease.Acquire
 	s.leasePort.Store(&acquire)
 	for _, h := range opts.AllowedHosts {
