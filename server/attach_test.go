@@ -278,7 +278,12 @@ func testAttachInputHeld(t *testing.T, total int, sleep string) {
 	// attachment before R ("failed to read frame header: EOF").
 	const heartbeat = time.Second
 	server.SetHeartbeat(d.srv, heartbeat)
-	c := ctx(t)
+	// A hang guard past ctx's 30 s: the program's sleep and 24 MiB typed
+	// through a terminal took 9 s on a quiet machine, 18 s on one loaded
+	// past 15, and the attachment's read ran out with the digest not yet
+	// come on one loaded more.
+	c, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
 	// Made before the client attaches: a client that neither reads nor
 	// writes for a heartbeat is gone.
 	input := make([]byte, total)
