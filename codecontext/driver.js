@@ -232,9 +232,14 @@ for (const name of ['writeFile', 'appendFile']) {
 // closed it (libuv closes no fd below 3). The cells' Worker is Node's
 // behind a proxy that notes each worker until it is online or gone, and
 // the driver waits for those before it places a cell's streams (workersUp).
+// It is told by the worker's own emit of 'online' or 'exit' (Node's Worker
+// emits them through this.emit), not by listeners: a cell that removed the
+// worker's listeners (w.removeAllListeners()) or whose subclass's on
+// ignored them left the worker noted for good, and every later cell waited
+// out workersUp's bound twice. A worker is noted 5 s at most, whatever its
+// emit became.
 const workerThreads = require('worker_threads');
 const NodeWorker = workerThreads.Worker;
-const emitterOnce = require('events').prototype.once;
 const startingWorkers = new Set();
 workerThreads.Worker = new Proxy(NodeWorker, {
   construct(target, args, newTarget) {
@@ -242,9 +247,18 @@ workerThreads.Worker = new Proxy(NodeWorker, {
     let done;
     const up = new Promise((resolve) => { done = resolve; });
     startingWorkers.add(up);
-    const gone = () => { startingWorkers.delete(up); done(); };
-    apply(emitterOnce, w, ['online', gone]);
-    apply(emitterOnce, w, ['exit', gone]);
+    const late = setTimeout(() => gone(), 5000);
+    late.unref();
+    const gone = () => { clearTimeout(late); startingWorkers.delete(up); done(); };
+    const emit = w.emit;
+    defineProperty(w, 'emit', {
+      value: function emit_(event) {
+        if (event === 'online' || event === 'exit') gone();
+        return apply(emit, this, arguments);
+      },
+      writable: true, configurable: true, enumerable: false,
+    });
+    defineProperty(w.emit, 'name', { value: 'emit' });
     return w;
   },
 });

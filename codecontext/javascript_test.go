@@ -287,6 +287,28 @@ func TestWorkersStartAsStreamsArePlaced(t *testing.T) {
 	}
 }
 
+// TestWorkerListenersRemoved: a worker whose listeners a cell removed, or
+// whose subclass's on ignores 'online' and 'exit', is still known to be up
+// or gone: the driver noted it until it heard them, and every later cell
+// waited twice for the driver's 5 s bound (10 s a cell, each past a 4 s
+// execution timeout here) for a worker long gone.
+func TestWorkerListenersRemoved(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: JavaScript})
+	for _, started := range []string{
+		`new (require("worker_threads").Worker)("setTimeout(() => {}, 100)", { eval: true }).removeAllListeners()`,
+		`new (class extends require("worker_threads").Worker { on(ev, fn) { return ev === "online" || ev === "exit" ? this : super.on(ev, fn) } })("0", { eval: true })`,
+	} {
+		r, _, errOut := run(t, c, started+`; 0`)
+		require.Equal(t, 0, code(r), "%s: %+v %s", started, r, errOut)
+		for i := range 2 {
+			r, out, errOut := runOpts(t, c, CellOptions{Code: strconv.Itoa(i), ExecutionTimeout: 4 * time.Second})
+			require.Equal(t, 0, code(r), "cell %d after %s: %+v %s", i, started, r, errOut)
+			require.Equal(t, strconv.Itoa(i)+"\n", out)
+		}
+	}
+}
+
 // TestAwaitCellEndsWithComment: a cell that awaits at its top level and
 // whose last line is a // comment runs, as at Node's REPL: the rewrite
 // that makes its await legal closed its function after the text, inside
