@@ -850,8 +850,8 @@ func (e *epoller) flushOnce(fd uintptr) { e.waitOnce(fd) }
 // waitFor returns the descriptors ready now, in the order they became
 // ready, waiting up to d (rounded up to a millisecond) until there is one:
 // the calling thread blocks in the set, which is held open meanwhile. Only
-// for short waits: the thread is taken, and kicks (see Command.kick) do not
-// end the wait.
+// for short waits: the thread keeps its processor, and kicks (see
+// Command.kick) do not end the wait.
 func (e *epoller) waitFor(d time.Duration) ([]unix.EpollEvent, error) {
 	e.n, e.err = 0, nil
 	e.msec = int((d + time.Millisecond - 1) / time.Millisecond)

@@ -173,7 +173,7 @@ func EpollPoll(epfd int, events []unix.EpollEvent) (int, error) {
 	if len(events) == 0 {
 		return 0, nil
 	}
-	n, _, e := syscall.Syscall6(syscall.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
+	n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
 	if e != 0 {
 		return 0, e
 	}
@@ -182,15 +182,13 @@ func EpollPoll(epfd int, events []unix.EpollEvent) (int, error) {
 
 // EpollWait fills events with what is ready on the epoll set epfd, waiting
 // up to msec milliseconds until something is, and returns how many it
-// filled. The thread blocks in the call, the runtime told (a raw call held
-// its processor for the whole wait: with a few sessions settling at once,
-// every other goroutine, and a stop of the world, waited): only for waits
-// of a millisecond or so, which take a thread meanwhile.
+// filled. The thread blocks in the call without the runtime's knowledge,
+// its processor held: only for waits of a millisecond or so.
 func EpollWait(epfd int, events []unix.EpollEvent, msec int) (int, error) {
 	if len(events) == 0 {
 		return 0, nil
 	}
-	n, _, e := syscall.Syscall6(syscall.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), uintptr(msec), 0, 0)
+	n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), uintptr(msec), 0, 0)
 	if e != 0 {
 		return 0, e
 	}
