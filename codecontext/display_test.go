@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/conchsh/conch/process"
 	"github.com/stretchr/testify/require"
 )
 
@@ -174,23 +175,48 @@ func TestThrownValueThatThrows(t *testing.T) {
 	require.Equal(t, "2\n", out)
 }
 
-// TestExceptionThatCannotBeFormatted: an exception whose class raises on
-// every attribute read (a metaclass's __getattribute__) fails its cell,
-// exit 1, saying it could not be formatted; the context lives. Its
-// traceback's formatting raised in the driver, which ended.
+// TestExceptionThatCannotBeFormatted: an exception whose class breaks
+// what reads it (its own __getattribute__ that raises, a property at
+// __traceback__, a __cause__ that is not an exception, a metaclass's
+// __getattribute__) fails its cell, exit 1, printed as the REPL prints it,
+// the cell's frame then "name: text"; the context lives. SystemExit of a
+// value whose class raises on every read exits 1 naming it, as python does.
+// The driver's isinstance read the exception's __class__ and raised, which
+// ended the context (exit 125); the others printed "Uncaught <E object at
+// ...> (it could not be formatted)", a metaclass's from its first
+// formatting, which raised in the driver.
 func TestExceptionThatCannotBeFormatted(t *testing.T) {
 	t.Parallel()
 	c := newContext(t, Options{Language: Python})
-	r, _, errOut := run(t, c, `class M(type):
-    def __getattribute__(cls, name):
-        raise RuntimeError("meta")
-class E(Exception, metaclass=M):
-    pass
-raise E()`)
+	for _, tc := range []struct{ code, last string }{
+		{"class E(Exception):\n    def __getattribute__(self, n):\n        raise RuntimeError('no attr ' + n)\nraise E('x')", "E: x\n"},
+		{"class E1(Exception):\n    @property\n    def __traceback__(self): raise RuntimeError('tb')\nraise E1('a')", "E1: a\n"},
+		{"class E2(Exception): __cause__ = property(lambda s: 5)\nraise E2('b')", "E2: b\n"},
+		{"class M(type):\n    def __getattribute__(cls, name):\n        raise RuntimeError('meta')\nclass E3(Exception, metaclass=M): pass\nraise E3('f')", "E3: f\n"},
+		{"class M(type):\n    def __getattribute__(cls, name):\n        raise RuntimeError('meta')\nclass E4(Exception, metaclass=M): pass\nraise E4()", "E4\n"},
+	} {
+		r, out, errOut := run(t, c, tc.code)
+		require.Equal(t, 1, code(r), "%s: %+v %s", tc.code, r, errOut)
+		require.Empty(t, out, tc.code)
+		require.Regexp(t, `^Traceback \(most recent call last\):\n  File "<cell \d+>", line \d+, in <module>\n    raise E`, errOut, tc.code)
+		require.True(t, strings.HasSuffix(errOut, "\n"+tc.last), "%s: %q", tc.code, errOut)
+		require.NotContains(t, errOut, "driver", tc.code)
+	}
+	// With a sys.excepthook, which gets the traceback the exception holds,
+	// and sys.last_* are set, as at the REPL.
+	r, out, errOut := run(t, c, `import sys
+def hook(t, v, tb): print("hook", t.__name__, str(v), type(tb).__name__, tb.tb_frame.f_code.co_filename)
+sys.excepthook = hook
+raise E1("c")`)
 	require.Equal(t, 1, code(r), "%+v %s", r, errOut)
-	require.Contains(t, errOut, "could not be formatted")
-	_, out, _ := run(t, c, "1 + 1")
-	require.Equal(t, "2\n", out)
+	require.Regexp(t, `^hook E1 c traceback <cell \d+>\n$`, out)
+	require.Empty(t, errOut)
+	runEach(t, c, []cellOut{{"sys.excepthook = sys.__excepthook__\n[sys.last_type.__name__, str(sys.last_value), sys.last_traceback is BaseException.__traceback__.__get__(sys.last_value)]", "['E1', 'c', True]\n"}})
+
+	r, _, errOut = run(t, c, "class W:\n    def __getattribute__(self, n):\n        raise RuntimeError('no attr ' + n)\nraise SystemExit(W())")
+	require.Equal(t, process.Exited, r.Reason, "%+v, stderr %q", r, errOut)
+	require.Equal(t, 1, code(r), "%+v, stderr %q", r, errOut)
+	require.Regexp(t, `^<__main__\.W object at 0x[0-9a-f]+>\n$`, errOut)
 }
 
 // TestPythonDisplayFrees: what a value's display frees (the value it

@@ -47,6 +47,16 @@ _gettrace, _settrace, _getprofile, _setprofile = sys.gettrace, sys.settrace, sys
 _Lock = threading.RLock
 _TracebackException = traceback.TracebackException
 _from_list = traceback.StackSummary.from_list
+_extract, _walk_tb = traceback.StackSummary.extract, traceback.walk_tb
+_format_exception_only = traceback.format_exception_only
+# What an exception, or its class, holds, read as the interpreter reads it:
+# a class a cell made may raise on any attribute read (its own
+# __getattribute__, a property at __traceback__, a metaclass's
+# __getattribute__), which must not end the driver.
+_get_tb, _set_tb = BaseException.__traceback__.__get__, BaseException.__traceback__.__set__
+_get_cause, _get_context = BaseException.__cause__.__get__, BaseException.__context__.__get__
+_type_qualname = type.__dict__["__qualname__"].__get__
+_type_module = type.__dict__["__module__"].__get__
 _walk_stack, _takewhile, _filter = traceback.walk_stack, itertools.takewhile, builtins.filter
 # The C module's: signal.getsignal makes an enum of what it finds, through
 # builtins a cell may have replaced.
@@ -477,7 +487,7 @@ def _print_exc(e):
         _err(_format_exc(e))
         return
     try:
-        hook(type(e), e, e.__traceback__)
+        hook(type(e), e, _traceback_of(e))
     except KeyboardInterrupt:
         raise  # (see _print_exc_armed)
     except SystemExit as x:
@@ -497,7 +507,7 @@ def _set_last(e):
     # with the traceback of the cell's frames only. Set before the hook is
     # called, as the REPL sets them.
     try:
-        sys.last_type, sys.last_value, sys.last_traceback = type(e), e, e.__traceback__
+        sys.last_type, sys.last_value, sys.last_traceback = type(e), e, _traceback_of(e)
         if sys.version_info >= (3, 12):
             sys.last_exc = e
     except KeyboardInterrupt:
@@ -513,7 +523,7 @@ def _cells_traceback(e, seen):
     while e is not None and id(e) not in seen:
         seen.add(id(e))
         try:
-            kept, tb = [], e.__traceback__
+            kept, tb = [], _get_tb(e)
             while tb is not None:
                 name = tb.tb_frame.f_code.co_filename
                 if name != _DRIVER and (kept or e is not _S.from_loop or name.startswith("<cell ")):
@@ -521,9 +531,9 @@ def _cells_traceback(e, seen):
                 tb = tb.tb_next
             for a, b in zip(kept, kept[1:] + [None]):
                 a.tb_next = b
-            e.__traceback__ = kept[0] if kept else None
-            _cells_traceback(e.__cause__, seen)
-            e = e.__context__
+            _set_tb(e, kept[0] if kept else None)
+            _cells_traceback(_get_cause(e), seen)
+            e = _get_context(e)
         except KeyboardInterrupt:
             raise
         except BaseException:  # a class whose attributes raise (see _format_exc)
@@ -531,35 +541,111 @@ def _cells_traceback(e, seen):
 
 
 def _format_exc(e):
+    # As the traceback module formats e, or, for an exception whose class
+    # breaks that (an attribute read that raises, a __cause__ that is not an
+    # exception), as much of it as can be had, step by step, as the REPL
+    # prints it: the cell's frames, then the last line as the traceback
+    # module makes it, or else from the type's own name and the text.
     try:
-        te = _TracebackException(type(e), e, e.__traceback__)
+        te = _TracebackException(type(e), e, _traceback_of(e))
         _strip(te, set())
-        if e is _S.from_loop:
-            # It ended a cell with top-level await: the frames before the
-            # cell's first are the event loop's that ran it (all of them for
-            # an interrupt that came as the loop waited).
-            i = 0
-            while i < len(te.stack) and not te.stack[i].filename.startswith("<cell "):
-                i += 1
-            te.stack = _from_list(list(te.stack)[i:])
+        te.stack = _cells_frames(te.stack, e)
         try:
-            text = "".join(te.format())
+            return "".join(te.format())
         except Exception:
             # Python 3.13 places a line's carets with ast.parse, which a
             # cell may have replaced: the frames without them.
-            text = "Traceback (most recent call last):\n"
-            for f in te.stack:
-                text += '  File "%s", line %s, in %s\n' % (f.filename, f.lineno, f.name)
-                if f.line:
-                    text += "    %s\n" % f.line.strip()
-            text += "".join(te.format_exception_only())
+            return _plain_frames(te.stack) + "".join(te.format_exception_only())
     except KeyboardInterrupt:
         raise  # an interrupt while the cell's code formats it (see _print_exc_armed)
     except BaseException:
-        # An exception whose class raises on every read (a metaclass's
-        # __getattribute__): object.__repr__ reads the type's C name only.
-        text = "Uncaught %s (it could not be formatted)\n" % object.__repr__(e)
+        pass
+    try:
+        stack = _cells_frames(_extract(_walk_tb(_traceback_of(e))), e)
+        try:
+            text = "".join(stack.format())
+            if text:
+                text = "Traceback (most recent call last):\n" + text
+        except Exception:
+            text = _plain_frames(stack)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        text = ""
+    try:
+        return text + "".join(_format_exception_only(type(e), e))
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        pass
+    line = _exception_line(e)
+    if line is None:
+        # Not even the type's name: object.__repr__ reads its C name only.
+        return text + "Uncaught %s (it could not be formatted)\n" % object.__repr__(e)
+    return text + line
+
+
+def _traceback_of(e):
+    # The traceback the exception holds, as the interpreter reads it (a
+    # class may put a property at __traceback__); None for no exception.
+    try:
+        return _get_tb(e)
+    except TypeError:
+        return None
+
+
+def _cells_frames(stack, e):
+    # The cell's frames of stack, which e's traceback gave.
+    stack = [f for f in stack if f.filename != _DRIVER]
+    if e is _S.from_loop:
+        # It ended a cell with top-level await: the frames before the
+        # cell's first are the event loop's that ran it (all of them for
+        # an interrupt that came as the loop waited).
+        i = 0
+        while i < len(stack) and not stack[i].filename.startswith("<cell "):
+            i += 1
+        stack = stack[i:]
+    return _from_list(stack)
+
+
+def _plain_frames(stack):
+    if not stack:
+        return ""
+    text = "Traceback (most recent call last):\n"
+    for f in stack:
+        text += '  File "%s", line %s, in %s\n' % (f.filename, f.lineno, f.name)
+        if f.line:
+            text += "    %s\n" % f.line.strip()
     return text
+
+
+def _exception_line(e):
+    # "name: text", as the REPL prints an exception the traceback module
+    # cannot format: the type's module and qualified name read from the
+    # type itself (no metaclass of a cell's in the way), the text as str
+    # gives it. None when even the name cannot be had.
+    try:
+        cls = type(e)
+        name = _type_qualname(cls)
+        try:
+            module = _type_module(cls)
+        except Exception:
+            module = None
+        if type(module) is not str:
+            module = "<unknown>"
+        if module not in ("__main__", "builtins"):
+            name = module + "." + name
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        return None
+    try:
+        text = str(e)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        text = "<exception str() failed>"
+    return "%s: %s\n" % (name, text) if text else name + "\n"
 
 
 def _err(text):
@@ -665,12 +751,19 @@ def _display(v, code):
 
 
 def _exit_status(e):
-    code = e.code
+    # As CPython reads it: the exception's code, or the exception itself
+    # when that cannot be read; an int by its type, not by isinstance,
+    # which reads the value's __class__, whose class may make that raise.
+    try:
+        code = e.code
+    except BaseException:
+        code = e
     if code is None:
         return 0
-    if isinstance(code, int):
+    if issubclass(type(code), int):
         # As CPython takes it: as a C long long, cut to an int, of which
         # exit keeps the low byte; -1 for one that does not fit, 255.
+        code = int.__index__(code)
         return code & 0xFF if -1 << 63 <= code < 1 << 63 else 255
     try:
         text = str(code)
@@ -737,7 +830,7 @@ def _execute(ns, body, last, display, n):
     # chained to the one it was given.
     interrupted = _print_exc_armed(failed)
     _S.from_loop = None
-    if isinstance(failed, KeyboardInterrupt):
+    if issubclass(type(failed), KeyboardInterrupt):  # (not isinstance: see _exit_status)
         # The engine's interrupt (raised by _on_int, or by a SIGINT handler
         # the cell set, the engine having named the cell) ends the cell
         # with 130; one the cell raised itself is an uncaught exception.
@@ -833,7 +926,7 @@ def _flush_streams():
 
 def _type_name(e):
     try:
-        return type(e).__qualname__
+        return _type_qualname(type(e))
     except BaseException:
         return "exception"
 
