@@ -488,8 +488,6 @@ def _print_exc(e):
         return
     try:
         hook(type(e), e, _traceback_of(e))
-    except KeyboardInterrupt:
-        raise  # (see _print_exc_armed)
     except SystemExit as x:
         # It ends the interpreter, as it ends the REPL's.
         _S.armed = _S.cells_code = False
@@ -497,6 +495,10 @@ def _print_exc(e):
         _flush_streams()
         _exit(status)
     except BaseException as x:
+        # An interrupt too (the engine's, while the hook ran): reported as
+        # CPython reports it, the original with it; the cell ends as
+        # interrupted all the same, the interrupt having been counted (see
+        # _print_exc_armed).
         _err("Error in sys.excepthook:\n" + _format_exc(x) + "\nOriginal exception was:\n" + _format_exc(e))
 
 

@@ -551,6 +551,31 @@ func TestInterruptExceptionText(t *testing.T) {
 	require.Equal(t, "2\n", out)
 }
 
+// TestInterruptExcepthook: an interrupt while the sys.excepthook a cell
+// set runs ends the cell as interrupted, reported as CPython reports a hook
+// that raised: "Error in sys.excepthook:" with the interrupt's traceback,
+// then "Original exception was:" with the whole original; the context
+// lives. Only "ZeroDivisionError: (its text was interrupted as it was
+// formatted)" was printed, without the traceback.
+func TestInterruptExcepthook(t *testing.T) {
+	t.Parallel()
+	c := newContext(t, Options{Language: Python})
+	r, _, errOut := run(t, c, "import sys, time\ndef h(t, v, tb):\n    print('hook start', flush=True)\n    time.sleep(100)\nsys.excepthook = h\nkept = 1")
+	require.Equal(t, 0, code(r), errOut)
+	cell, err := c.Submit(CellOptions{Code: "kept = 2\n1/0"})
+	require.NoError(t, err)
+	waitOutput(t, cell, "hook start\n")
+	require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
+	r = wait(t, cell)
+	require.Equal(t, process.Signaled, r.Reason, "%+v", r)
+	require.Equal(t, "INT", r.Signal, "%+v", r)
+	_, errOut = output(cell)
+	require.Regexp(t, `^Error in sys.excepthook:\nTraceback \(most recent call last\):\n  File "<cell 1>", line 4, in h\n    time.sleep\(100\)\nKeyboardInterrupt\n\nOriginal exception was:\nTraceback \(most recent call last\):\n  File "<cell 2>", line 2, in <module>\n    1/0\n(.*\n)*ZeroDivisionError: division by zero\n$`, errOut)
+	require.NotContains(t, errOut, "driver")
+	_, out, _ := run(t, c, "kept")
+	require.Equal(t, "2\n", out)
+}
+
 // TestSystemExitUnprintable: SystemExit with a value whose text cannot be
 // had ends the context as any SystemExit does, with status 1 and the value
 // named on stderr. The driver failed formatting it, and the cell was lost.
