@@ -135,7 +135,17 @@ func (s *Server) resolve(userPath string) (string, error) {
 // created there later lands where the check saw it; a name after a file
 // is refused ENOTDIR.
 func walk(root, rel, userPath string) (string, error) {
-	fail := func(err error) (string, error) { return "", fmt.Errorf("resolve %q: %w", userPath, err) }
+	cur := root
+	// fail is the walk's error, err; one met outside the root, where a link
+	// led, is errEscapes, as the path it was walking is: which names exist
+	// out there, and what they are, is not the client's to learn (a 404 or
+	// a 400 told it).
+	fail := func(err error) (string, error) {
+		if !within(root, cur) {
+			return "", fmt.Errorf("%q: %w", userPath, errEscapes)
+		}
+		return "", fmt.Errorf("resolve %q: %w", userPath, err)
+	}
 	const dirFlags = unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	// dir is cur, open, while cur is a directory that exists; once it is
 	// not, dir is -1 and gone says why (ENOENT or ENOTDIR).
@@ -157,7 +167,6 @@ func walk(root, rel, userPath string) (string, error) {
 		unix.Close(dir)
 		dir, gone = -1, why
 	}
-	cur := root
 	parts := split(rel)
 	links := 0
 	for len(parts) > 0 {

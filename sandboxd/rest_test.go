@@ -221,6 +221,26 @@ func TestFilesListingLeavesOutEscapingLinks(t *testing.T) {
 	require.Equal(t, "normal.txt", l.Entries[0].Name)
 }
 
+// TestFilesWalkOutsideTellsNothing: a path that a link inside the root
+// leads outside it, and that fails out there, is refused as escaping
+// whatever it met: a 404 or a 400 told the client which names exist
+// outside the root, and which are files.
+func TestFilesWalkOutsideTellsNothing(t *testing.T) {
+	d := serve(t, Options{})
+	outside := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(outside, "file"), []byte("f"), 0o644))
+	require.NoError(t, os.Symlink(outside, filepath.Join(d.root, "out")))
+	for _, p := range []string{"out/missing/%2E%2E/x", "out/file/%2E%2E/x", "out/file/x", "out/missing/x/y"} {
+		for _, method := range []string{"GET", "PUT", "DELETE"} {
+			code, _, body := d.do(t, method, "/v1/files/"+p, strings.NewReader("new"), nil)
+			require.Equal(t, http.StatusForbidden, code, "%s %s: %s", method, p, body)
+		}
+	}
+	entries, err := os.ReadDir(outside)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "nothing made outside the root")
+}
+
 func TestFilesMissing(t *testing.T) {
 	d := serve(t, Options{})
 	code, _, body := d.do(t, "GET", "/v1/files/nope.txt", nil, nil)
