@@ -59,12 +59,21 @@ func stallingProxy(t *testing.T, s *served, stall func(*http.Request) bool) stri
 // then, and the test fails.
 func runStalled(t *testing.T, s *served, u, stdin string, args ...string) (int, string) {
 	t.Helper()
+	code, stderr, _ := runStalledOut(t, s, u, stdin, args...)
+	return code, stderr
+}
+
+// runStalledOut is runStalled that also returns how many bytes conch wrote
+// to its stdout.
+func runStalledOut(t *testing.T, s *served, u, stdin string, args ...string) (int, string, int64) {
+	t.Helper()
 	cmd := exec.Command("conch", args...)
 	cmd.Env = append(os.Environ(), client.EnvURL+"="+u, client.EnvToken+"="+s.token,
 		envAnswerWait+"="+testAnswerWait.String())
 	cmd.Stdin = strings.NewReader(stdin)
 	var stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = new(countingWriter), &stderr
+	stdout := new(countingWriter)
+	cmd.Stdout, cmd.Stderr = stdout, &stderr
 	require.NoError(t, cmd.Start())
 	var hung atomic.Bool
 	guard := time.AfterFunc(time.Minute, func() {
@@ -76,10 +85,10 @@ func runStalled(t *testing.T, s *served, u, stdin string, args ...string) (int, 
 	require.False(t, hung.Load(), "%v: still waiting a minute later; stderr %q", args, stderr.String())
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		return ee.ExitCode(), stderr.String()
+		return ee.ExitCode(), stderr.String(), stdout.n.Load()
 	}
 	require.NoError(t, err)
-	return 0, stderr.String()
+	return 0, stderr.String(), stdout.n.Load()
 }
 
 // conch run, once the answer has come, pages the logs for what the answer
@@ -91,10 +100,20 @@ func TestOutputPagesBounded(t *testing.T) {
 	u := stallingProxy(t, s, func(r *http.Request) bool {
 		return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/logs")
 	})
-	// More output than an answer holds: the rest is paged after it.
-	code, stderr := runStalled(t, s, u, "", "run", "--timeout", "1m", "seq 1 1000000")
-	require.Equal(t, exitOwn, code, "stderr %q", stderr)
-	require.Contains(t, stderr, "did not answer within "+testAnswerWait.String())
+	// More output than an answer holds: the rest is paged after it. What
+	// the answer held is printed all the same, with --plain too, whose
+	// unfinished line was held back and lost (one line of 2,000,000
+	// bytes: nothing printed).
+	for _, args := range [][]string{
+		{"run", "--timeout", "1m", "seq 1 1000000"},
+		{"run", "--plain", "--timeout", "1m", "seq 1 1000000"},
+		{"run", "--plain", "--timeout", "1m", `head -c 2000000 /dev/zero | tr '\0' a`},
+	} {
+		code, stderr, printed := runStalledOut(t, s, u, "", args...)
+		require.Equal(t, exitOwn, code, "%v: stderr %q", args, stderr)
+		require.Contains(t, stderr, "did not answer within "+testAnswerWait.String(), "%v", args)
+		require.Positive(t, printed, "%v: what the answer held is printed", args)
+	}
 }
 
 // conch start -i sends its stdin to the command after it printed its id: a

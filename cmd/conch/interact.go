@@ -121,6 +121,9 @@ func (f *answerFlags) print(ctx context.Context, e *env, c *client.Client, r *cl
 		err = signalErr(qctx, err)
 		cancel()
 		if err != nil {
+			// What was read is printed: --plain holds an unfinished line
+			// back, which was lost with the rest.
+			_ = flush()
 			return err
 		}
 		if err := flush(); err != nil {
