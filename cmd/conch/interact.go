@@ -316,7 +316,8 @@ prints the output after the input (or after --cursor). A daemon that does not
 answer (stopped, or stuck) ends it with exit 125, as it ends 'conch run': a wait
 30 s past --timeout, /healthz (asked every 15 s while conch waits) within 30 s,
 or, after the answer, a page of the output it left out, or the question whether
-the command has ended when the input was refused, within 30 s.
+the command has ended when the input was refused, within 30 s ($CONCH_ANSWER_WAIT,
+like 5s, sets the 30 s; /healthz is then asked every half of it).
 
 Ctrl-C is passed to the command, as --signal INT would be (SIGTERM, SIGHUP
 and Ctrl-\'s SIGQUIT as they are); conch then prints what it wrote and exits

@@ -784,8 +784,9 @@ func cmdStart(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "start", "[--session ID [--code]] [--pty] [--] [CMD [ARG...]]",
 		`With -i, conch prints the id, then sends all of its stdin to the command
 and closes the command's stdin, and returns once it has sent it; when the
-daemon does not answer a write within 30 s, it says so and exits 125. --stdin open
-keeps the command's stdin open instead, for conch interact --input.`)
+daemon does not answer a write within 30 s ($CONCH_ANSWER_WAIT sets it), it
+says so and exits 125. --stdin open keeps the command's stdin open instead,
+for conch interact --input.`)
 	f := addStartFlags(fs)
 	pty := fs.Bool("pty", false, "run in a PTY (with no command: the shell)")
 	stdinMode := fs.String("stdin", "", "`open`: keep the command's stdin open for conch interact")
