@@ -385,7 +385,8 @@ func (s *Server) make(ctx context.Context, name string, opts client.SessionOptio
 }
 
 // adopt takes the daemon's running session id, called name, as the daemon
-// says it is (its shell, language, login and limits), which the next run
+// says it is (its shell, language, login and limits, and its directory
+// now, the API telling no other), which the next run
 // makes it again with once it has ended.
 func (s *Server) adopt(ctx context.Context, name, id string) (named, origin, error) {
 	p, err := s.c.Session(ctx, id)
@@ -393,7 +394,7 @@ func (s *Server) adopt(ctx context.Context, name, id string) (named, origin, err
 		return named{}, existing, fmt.Errorf("look at session %q (%s): %w", name, id, explain(err))
 	}
 	return named{id: p.ID, shell: p.Shell, resolved: p.ResolvedShell, language: p.Language,
-		opts: client.SessionOptions{Shell: p.Shell, Language: p.Language, Login: p.Login, Limits: p.Limits}}, adopted, nil
+		opts: client.SessionOptions{Shell: p.Shell, Language: p.Language, Login: p.Login, Limits: p.Limits, Cwd: p.Cwd}}, adopted, nil
 }
 
 // daemonSession is the daemon's newest running session called name other

@@ -2,6 +2,7 @@ package mcpserver_test
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -96,4 +97,25 @@ func TestAdoptedSessionLimits(t *testing.T) {
 	again := running(t, d, "lim")
 	require.Len(t, again, 1)
 	require.Equal(t, &client.Limits{Pids: 64}, again[0].Limits, "made again with its limits")
+}
+
+// TestAdoptedSessionCwd: the daemon's running session of a name, once it
+// has ended, is made again in the directory it was in when it was taken
+// (the API tells no other), as a session this conch mcp made is made again
+// in its own: it started in conch mcp's directory.
+func TestAdoptedSessionCwd(t *testing.T) {
+	t.Parallel()
+	env, stateHome := testEnv(t)
+	d := startDaemon(t, env, stateHome)
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	first := startMCP(t, env, "--url", d.URL())
+	first.run(map[string]any{"command": "true", "session": "w", "cwd": dir})
+	first.close()
+	c := startMCP(t, env, "--url", d.URL())
+	defer c.close()
+	c.run(map[string]any{"command": "exit", "session": "w"})
+	c.toolError("run", map[string]any{"command": "true", "session": "w"}) // told it ended
+	r, text := c.run(map[string]any{"command": "pwd", "session": "w"})
+	require.Equal(t, dir+"\n", r.Output, text)
 }
