@@ -71,9 +71,10 @@ func (s *Server) processDTO(p process.Process) api.Process {
 	}
 	d.LastOutputAt = api.Time{Time: p.Log().LastFrameTime()}
 	d.WaitingForInput = s.input(p.ID()).Waiting()
-	if i.Kind == process.KindSession {
+	if i.Kind == process.KindSession && i.System {
 		// What a session was created with, on every route that shows it
-		// (the processes' too).
+		// (the processes' too); its commands, of the same kind, have none,
+		// and their answers take no lock for it.
 		if e, ok := s.sessionOf(i.ID); ok && e.limits != nil {
 			l := *e.limits
 			d.Limits = &l
