@@ -3,10 +3,13 @@ package shellsession
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/conchsh/conch/process"
+	"github.com/conchsh/conch/sentinel"
 	"github.com/stretchr/testify/require"
 )
 
@@ -98,6 +101,32 @@ func TestLateMarkerAfterImitation(t *testing.T) {
 			require.Equal(t, "err\n", errs)
 		}
 	})
+}
+
+// TestLateMarkerPastBound: the late end line of a command in a directory
+// whose path passes sentinel.MaxCwd, its marker imitated and its stdout
+// closed early as in TestLateMarkerAfterImitation, is dropped whole: its
+// trailer was cut at the scanner's bound, and the rest of the path and its
+// NUL came first in the next command's output.
+func TestLateMarkerPastBound(t *testing.T) {
+	t.Parallel()
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	name := strings.Repeat("d", 250)
+	s := newSession(t, Options{Cwd: base})
+	defer run(t, s, CommandOptions{Cmd: "cd " + shQuote(base) + " && rm -rf " + name})
+	r, _, errOut := run(t, s, CommandOptions{Cmd: "for i in $(seq " + strconv.Itoa(sentinel.MaxCwd/251+20) + "); do mkdir " + name + " && cd " + name + " || exit 1; done"})
+	require.Equal(t, 0, code(r), "%s %q, stderr %q", r.Reason, r.Error, errOut)
+	ctx := t.Context()
+	_, r, err = s.Run(ctx, CommandOptions{Cmd: `printf '\036CONCH%s_7_ hB /tmp\000' "$__conch"; exec >&-; sleep 0.5; (exit 3)`})
+	require.NoError(t, err)
+	require.Equal(t, 7, code(r))
+	for range 4 {
+		r, out, errs := run(t, s, CommandOptions{Cmd: "echo out; echo err >&2"})
+		require.Equal(t, 0, code(r), "%s %q", r.Reason, r.Error)
+		require.Equal(t, "out\n", out)
+		require.Equal(t, "err\n", errs)
+	}
 }
 
 // TestStderrEndsWithMarkersStart: a stream from the pool that served a
