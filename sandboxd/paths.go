@@ -114,11 +114,11 @@ func (s *Server) resolve(userPath string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return walk(s.root, rel, userPath)
+	return s.walk(rel, userPath)
 }
 
 // walk resolves rel, a path lexical made of the client's userPath (which
-// errors name), from root, whatever it says (given to resolve, the parent
+// errors name), from the root, whatever it says (given to resolve, the parent
 // of a path lexical had made relative, say /workspace/src's /workspace
 // under that root, would be taken for the root's own absolute path again).
 //
@@ -133,8 +133,11 @@ func (s *Server) resolve(userPath string) (string, error) {
 // part that exists, and is refused with errEscapes when it lies outside
 // the root. The part that does not exist yet is kept as named, so a file
 // created there later lands where the check saw it; a name after a file
-// is refused ENOTDIR.
-func walk(root, rel, userPath string) (string, error) {
+// is refused ENOTDIR. A name removed while it is walked is missing, as
+// one that was never there (ENOENT); one that became something else than
+// what it was looked at as is errChanged.
+func (s *Server) walk(rel, userPath string) (string, error) {
+	root := s.root
 	cur := root
 	// fail is the walk's error, err; one met outside the root, where a link
 	// led, is errEscapes, as the path it was walking is: which names exist
@@ -201,8 +204,18 @@ func walk(root, rel, userPath string) (string, error) {
 		case err != nil:
 			return fail(err)
 		case st.Mode&unix.S_IFMT == unix.S_IFDIR:
+			if s.looked != nil {
+				s.looked(next)
+			}
 			sub, err := unix.Openat(dir, name, dirFlags, 0)
-			if err == syscall.ENOTDIR || err == syscall.ELOOP || err == syscall.ENOENT {
+			if err == syscall.ENOENT {
+				// Removed since the look: missing, as for a name that
+				// was not there.
+				leave(syscall.ENOENT)
+				cur = next
+				continue
+			}
+			if err == syscall.ENOTDIR || err == syscall.ELOOP {
 				// No longer a directory: something swapped it since the
 				// look.
 				return fail(errChanged)
@@ -222,6 +235,12 @@ func walk(root, rel, userPath string) (string, error) {
 			return fail(syscall.ELOOP)
 		}
 		target, err := readlinkat(dir, name)
+		if err == syscall.ENOENT {
+			// Removed since the look: missing.
+			leave(syscall.ENOENT)
+			cur = next
+			continue
+		}
 		if err == syscall.EINVAL {
 			// No longer a link: something swapped it since the look.
 			return fail(errChanged)

@@ -368,7 +368,7 @@ func (s *Server) entry(b *beneath, dir, name string) (FileEntry, bool) {
 		// read as naming ROOT/x, and one the client did not send is not
 		// held to how long a client's may be.
 		rel := strings.TrimPrefix(dir, s.root)
-		real, err := walk(s.root, rawpath.Under(rel, name), name)
+		real, err := s.walk(rawpath.Under(rel, name), name)
 		if err != nil {
 			return FileEntry{}, false
 		}
@@ -581,7 +581,7 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, codeInvalidArgument, "%q ends with .., which names the directory above: name the directory to remove by its own path", p)
 			return
 		}
-		dir, err := walk(s.root, parent, p)
+		dir, err := s.walk(parent, p)
 		if err != nil {
 			fileError(w, p, err)
 			return

@@ -117,6 +117,9 @@ type Server struct {
 	// parentsMade, when set (by tests), is called by a PUT between making
 	// its file's parent directories and creating its temporary file there.
 	parentsMade func(dir string)
+	// looked, when set (by tests), is called by walk with the path of a
+	// directory it has looked at and is about to open.
+	looked func(dir string)
 	// namedTemporary, when set (by tests), has a PUT's temporary file
 	// named throughout, as on a file system without unnamed files.
 	namedTemporary bool
