@@ -318,7 +318,7 @@ func classifyPath(p string, err error) pathFault {
 	case errors.Is(err, syscall.ELOOP):
 		return pathFault{http.StatusBadRequest, codeInvalidArgument, codes.InvalidArgument, fmt.Sprintf("path %q: too many levels of symbolic links", p)}
 	case errors.Is(err, syscall.ENAMETOOLONG):
-		return pathFault{http.StatusBadRequest, codeInvalidArgument, codes.InvalidArgument, fmt.Sprintf("path %q is too long: %s", p, tooLong(p))}
+		return pathFault{http.StatusBadRequest, codeInvalidArgument, codes.InvalidArgument, tooLong(p, err)}
 	case strings.ContainsRune(p, 0):
 		return pathFault{http.StatusBadRequest, codeInvalidArgument, codes.InvalidArgument, fmt.Sprintf("path %q holds a NUL byte", p)}
 	case process.OutOfFiles(err):
@@ -338,19 +338,36 @@ func classifyPath(p string, err error) pathFault {
 	return pathFault{http.StatusInternalServerError, codeInternal, codes.Internal, err.Error()}
 }
 
-// tooLong says which limit the client's path p, refused ENAMETOOLONG, is
-// over: a name over NAME_MAX, else the whole path as sent over PATH_MAX,
-// else (a process's working directory, which the kernel is given whole)
-// the path on disk, with the sandbox root's path before it and what its
-// symlinks lead to.
-func tooLong(p string) string {
+// tooLong is the message of the client's path p, refused ENAMETOOLONG
+// (err): which limit it is over. A name over NAME_MAX, else the whole path
+// as sent over PATH_MAX, else (a process's working directory, which the
+// kernel is given whole) the path on disk, with the sandbox root's path
+// before it and what its symlinks lead to, which err names: that one is
+// said with its length and what to do instead, p and it with their middle
+// left out, so that a status bounded to maxMessage keeps the advice.
+func tooLong(p string, err error) string {
 	for _, name := range split(p) {
 		if len(name) > 255 {
-			return fmt.Sprintf("a name in it is %d bytes, over 255 (NAME_MAX)", len(name))
+			return fmt.Sprintf("path %q is too long: a name in it is %d bytes, over 255 (NAME_MAX)", p, len(name))
 		}
 	}
 	if len(p) > pathMax {
-		return fmt.Sprintf("it is %d bytes, over %d (PATH_MAX)", len(p), pathMax)
+		return fmt.Sprintf("path %q is too long: it is %d bytes, over %d (PATH_MAX)", p, len(p), pathMax)
 	}
-	return fmt.Sprintf("the path on disk, with the sandbox root's path before it, is over %d bytes (PATH_MAX)", pathMax)
+	onDisk := "its path on disk, with the sandbox root's path before it, is"
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) && len(pe.Path) > pathMax {
+		onDisk = fmt.Sprintf("its path on disk, %q, is %d bytes,", shortPath(pe.Path), len(pe.Path))
+	}
+	return fmt.Sprintf("path %q is too long: %s over %d (PATH_MAX), longer than the kernel takes for a process's working directory: "+
+		"name a directory with a shorter path under the sandbox root, or start the process in a directory above it and have it cd there by a relative path",
+		shortPath(p), onDisk, pathMax)
+}
+
+// shortPath is p, a path a message quotes, with its middle left out when
+// it is over 200 bytes: its start and its end say which path it is.
+func shortPath(p string) string {
+	if len(p) <= 200 {
+		return p
+	}
+	return cutMiddle(p, 200)
 }

@@ -1,6 +1,7 @@
 package sandboxd
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -81,4 +82,31 @@ func TestWalkDirectoryRemovedMeanwhile(t *testing.T) {
 	code, _, body = d.do(t, "GET", "/v1/files/a/b/f", nil, nil)
 	require.Equal(t, http.StatusConflict, code, "%s", body)
 	require.NoError(t, os.Remove(sub))
+}
+
+// TestCwdTooLongOnDisk: a cwd the kernel cannot enter because its path on
+// disk, under the root's path, is over 4095 bytes (PATH_MAX), though as
+// sent it is not, is refused INVALID_ARGUMENT with a message that says the
+// limit, how long the path on disk is, that path (its middle left out),
+// and what to do instead; it said only that "the path on disk" was over
+// PATH_MAX.
+func TestCwdTooLongOnDisk(t *testing.T) {
+	d := serve(t, Options{})
+	dirs := strings.Repeat(strings.Repeat("d", 200)+"/", 20) + strings.Repeat("e", 70) + "/"
+	code, _, body := d.do(t, "PUT", "/v1/files/"+dirs+"f", strings.NewReader("f"), nil)
+	require.Equal(t, http.StatusNoContent, code, "%s", body)
+	disk := filepath.Join(d.root, dirs)
+	require.Greater(t, len(disk), pathMax)
+	require.LessOrEqual(t, len(dirs), pathMax)
+
+	_, err := d.grpc.Execute(ctx(t), &sandboxdpb.ExecuteRequest{Config: &sandboxdpb.ProcessConfig{Command: []string{"pwd"}, Cwd: proto.String(dirs)}})
+	st := status.Convert(err)
+	require.Equal(t, codes.InvalidArgument, st.Code(), "%v", err)
+	m := st.Message()
+	require.Less(t, len(m), maxMessage, "%s", m)
+	require.Contains(t, m, fmt.Sprintf("is %d bytes, over 4095 (PATH_MAX)", len(disk)))
+	require.Contains(t, m, `"`+d.root+"/ddd", "the path on disk, its start")
+	require.Contains(t, m, `ee"`, "the path on disk, its end")
+	require.Contains(t, m, "bytes left out")
+	require.True(t, strings.HasSuffix(m, "or start the process in a directory above it and have it cd there by a relative path"), "%s", m)
 }
