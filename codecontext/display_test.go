@@ -184,7 +184,9 @@ func TestThrownValueThatThrows(t *testing.T) {
 // The driver's isinstance read the exception's __class__ and raised, which
 // ended the context (exit 125); the others printed "Uncaught <E object at
 // ...> (it could not be formatted)", a metaclass's from its first
-// formatting, which raised in the driver.
+// formatting, which raised in the driver. As the REPL does, the module is
+// read through the metaclass and, when that read fails, is "<unknown>"
+// (it was left out, "E3: f"), while the name is the type's own.
 func TestExceptionThatCannotBeFormatted(t *testing.T) {
 	t.Parallel()
 	c := newContext(t, Options{Language: Python})
@@ -192,8 +194,10 @@ func TestExceptionThatCannotBeFormatted(t *testing.T) {
 		{"class E(Exception):\n    def __getattribute__(self, n):\n        raise RuntimeError('no attr ' + n)\nraise E('x')", "E: x\n"},
 		{"class E1(Exception):\n    @property\n    def __traceback__(self): raise RuntimeError('tb')\nraise E1('a')", "E1: a\n"},
 		{"class E2(Exception): __cause__ = property(lambda s: 5)\nraise E2('b')", "E2: b\n"},
-		{"class M(type):\n    def __getattribute__(cls, name):\n        raise RuntimeError('meta')\nclass E3(Exception, metaclass=M): pass\nraise E3('f')", "E3: f\n"},
-		{"class M(type):\n    def __getattribute__(cls, name):\n        raise RuntimeError('meta')\nclass E4(Exception, metaclass=M): pass\nraise E4()", "E4\n"},
+		{"class M(type):\n    def __getattribute__(cls, name):\n        raise RuntimeError('meta')\nclass E3(Exception, metaclass=M): pass\nraise E3('f')", "<unknown>.E3: f\n"},
+		{"class M(type):\n    def __getattribute__(cls, name):\n        raise RuntimeError('meta')\nclass E4(Exception, metaclass=M): pass\nraise E4()", "<unknown>.E4\n"},
+		{"class M5(type):\n    def __getattribute__(cls, name):\n        if name == '__module__': raise AttributeError(name)\n        return type.__getattribute__(cls, name)\nclass E5(Exception, metaclass=M5): pass\nraise E5('g')", "<unknown>.E5: g\n"},
+		{"class M6(type):\n    def __getattribute__(cls, name):\n        if name == '__qualname__': raise AttributeError(name)\n        return type.__getattribute__(cls, name)\nclass E6(Exception, metaclass=M6): pass\nraise E6('h')", "E6: h\n"},
 	} {
 		r, out, errOut := run(t, c, tc.code)
 		require.Equal(t, 1, code(r), "%s: %+v %s", tc.code, r, errOut)

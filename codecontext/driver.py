@@ -56,7 +56,7 @@ _format_exception_only = traceback.format_exception_only
 _get_tb, _set_tb = BaseException.__traceback__.__get__, BaseException.__traceback__.__set__
 _get_cause, _get_context = BaseException.__cause__.__get__, BaseException.__context__.__get__
 _type_qualname = type.__dict__["__qualname__"].__get__
-_type_module = type.__dict__["__module__"].__get__
+_getattr = builtins.getattr  # a cell may replace the builtin
 _walk_stack, _takewhile, _filter = traceback.walk_stack, itertools.takewhile, builtins.filter
 # The C module's: signal.getsignal makes an enum of what it finds, through
 # builtins a cell may have replaced.
@@ -623,15 +623,20 @@ def _plain_frames(stack):
 
 def _exception_line(e):
     # "name: text", as the REPL prints an exception the traceback module
-    # cannot format: the type's module and qualified name read from the
-    # type itself (no metaclass of a cell's in the way), the text as str
-    # gives it. None when even the name cannot be had.
+    # cannot format: the qualified name read from the type itself (no
+    # metaclass of a cell's in the way), the module as CPython's own report
+    # reads it, through the type's attribute (a metaclass's
+    # __getattribute__ included), "<unknown>" when that read fails or is
+    # no str; the text as str gives it. None when even the name cannot be
+    # had.
     try:
         cls = type(e)
         name = _type_qualname(cls)
         try:
-            module = _type_module(cls)
-        except Exception:
+            module = _getattr(cls, "__module__")
+        except KeyboardInterrupt:
+            raise
+        except BaseException:
             module = None
         if type(module) is not str:
             module = "<unknown>"
