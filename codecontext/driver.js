@@ -340,8 +340,9 @@ function makeContext() {
   // As at Node's REPL, it is the context's globalThis.
   defineProperty(sandbox, 'global', { value: vm.runInContext('globalThis', ctx), writable: true, enumerable: true, configurable: true });
   const { mod, req } = cellsModule();
-  // V8 gives a context a console of its own that writes nowhere.
-  Object.assign(sandbox, { console, require: req, module: mod, exports: mod.exports });
+  // V8 gives a context a console of its own that writes nowhere. As at
+  // Node's REPL, module and require are globals, and exports is not.
+  Object.assign(sandbox, { console, require: req, module: mod });
   if (typeof sandbox.queueMicrotask === 'function') sandbox.queueMicrotask = cellQueueMicrotask;
   quietPromises(vm.runInContext('Promise.prototype', ctx));
   thenOf.set(ctx, vm.runInContext('Promise.prototype.then', ctx));

@@ -692,7 +692,7 @@ func TestJavaScriptExecArgv(t *testing.T) {
 // REPL makes them: the module is "<repl>" with no file, which a module a
 // cell requires sees as its parent and a failing require names in its
 // "Require stack" (both were "<cwd>/[cell]"), and require.resolve.paths
-// is there. Unlike the REPL's, they look from the current directory,
+// is there; there is no global exports (cells had module.exports there). Unlike the REPL's, they look from the current directory,
 // also after a chdir, and module.paths follows it.
 func TestJavaScriptReplModule(t *testing.T) {
 	t.Parallel()
@@ -708,6 +708,8 @@ func TestJavaScriptReplModule(t *testing.T) {
 	j := func(s string) string { b, _ := json.Marshal(s); return string(b) }
 	c := newContext(t, Options{Language: JavaScript, Cwd: dir})
 	runEach(t, c, []cellOut{
+		// As at the REPL, module and require are globals and exports is not.
+		{"[typeof exports, typeof module, typeof require, 'exports' in globalThis]", "[ 'undefined', 'object', 'function', false ]\n"},
 		{"console.log(JSON.stringify([module.id, module.filename, module.loaded, module.path, module.paths[0]]))",
 			`["<repl>",null,false,".",` + j(filepath.Join(dir, "node_modules")) + "]\n"},
 		{"console.log(JSON.stringify([Object.keys(require), require.main, require.resolve.paths('./x'), require.resolve.paths('x')[0]]))",
