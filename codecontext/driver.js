@@ -505,13 +505,16 @@ function describeError(e, display) {
 // as an ES module of the context's current directory would resolve it
 // (relative and absolute paths, file: URLs, node: builtins, packages in
 // node_modules with their "import" exports), and the module is loaded by
-// the driver's own loader, whose namespace the cell gets.
+// the driver's own loader, whose namespace the cell gets. As at Node's
+// REPL, the referrer is "repl" in the directory, which an error of the
+// resolution names ("imported from <dir>/repl"); unlike the REPL's, the
+// directory is the current one, not the one it started in.
 let esmResolve = null;
 try {
   ({ defaultResolve: esmResolve } = require('internal/modules/esm/resolve'));
 } catch {}
 async function importModule(specifier, script, attributes) {
-  const parentURL = url.pathToFileURL(path.join(cwd() || '/', '[cell]')).href;
+  const parentURL = url.pathToFileURL(path.join(cwd() || '/', 'repl')).href;
   let target = specifier;
   if (esmResolve) {
     target = (await esmResolve(specifier, { parentURL })).url;

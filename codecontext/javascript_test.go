@@ -48,6 +48,11 @@ func TestDynamicImport(t *testing.T) {
 	require.Equal(t, 1, code(r))
 	require.Contains(t, errOut, "ERR_MODULE_NOT_FOUND")
 	require.NotContains(t, errOut, "driver")
+	// As at Node's REPL, the referrer is "repl" in the directory (it was
+	// "[cell]").
+	sub := filepath.Join(dir, "sub")
+	require.Contains(t, errOut, "Cannot find module '"+filepath.Join(sub, "missing.mjs")+"' imported from "+filepath.Join(sub, "repl")+"\n", errOut)
+	runEach(t, c, []cellOut{{`await import("nopkg").catch((e) => console.log(e.message))`, "Cannot find package 'nopkg' imported from " + filepath.Join(sub, "repl") + "\n"}})
 }
 
 // TestLateRawWrites: raw writes to fds 1 and 2 (fs.writeSync, fs.write,
