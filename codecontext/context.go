@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -310,6 +311,17 @@ func (c *Context) send(m cellMessage) error {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	_, err = c.conn.Write(append(b, '\n'))
+	return err
+}
+
+// interruptEarly tells a JavaScript driver that cell seq, which it was sent
+// (or is about to be) and has not started, is interrupted (see driver.js).
+func (c *Context) interruptEarly(seq int) error {
+	c.sigMu.Lock()
+	defer c.sigMu.Unlock()
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	_, err := c.conn.Write([]byte(`{"interrupt":` + strconv.Itoa(seq) + "}\n"))
 	return err
 }
 

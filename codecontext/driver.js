@@ -266,12 +266,39 @@ Module.syncBuiltinESMExports();
 
 // workersUp waits for the workers that are starting to be up, 5 s at most
 // (a worker that never comes online is the cell's own trouble; place then
-// waits for the number as for any other open).
+// waits for the number as for any other open), or until the engine
+// interrupts a cell it sent that the driver has not started
+// (interruptedEarly).
+let interruptedEarly = 0; // the last such cell the engine named
+let wakeWait = null; // ends the wait in flight
 async function workersUp() {
-  let timer;
+  let timer, wake;
   const late = new Promise((resolve) => { timer = setTimeout(resolve, 5000); });
-  await race(Promise.all([...startingWorkers]), late);
+  const woken = new Promise((resolve) => { wake = resolve; });
+  wakeWait = wake;
+  await race(race(Promise.all([...startingWorkers]), late), woken);
+  if (wakeWait === wake) wakeWait = null;
   clearTimeout(timer);
+}
+
+// The engine holds the interrupt of a cell back until the driver says the
+// cell runs ("S"), and meanwhile tells the driver which cell it interrupts
+// on the control socket: a cell that the driver would otherwise start only
+// once the workers are up (see runOpened) ends interrupted at once, without
+// running, as a cell sent to the REPL while it is busy is dropped by
+// Ctrl-C.
+function interruptEarly(id) {
+  interruptedEarly = id;
+  if (wakeWait) wakeWait();
+}
+
+// endUnrun ends cell, opened, as interrupted before it ran.
+function endUnrun(cell) {
+  Atomics.store(awaiting, 1, cell.id);
+  send(`O ${cell.id}\n`);
+  send(`I ${cell.id}\n`);
+  writeTo(cell, 2, describe(interruptError()));
+  finish(cell, 130);
 }
 
 // place points fds 0, 1 and 2 at the given files, so that child processes
@@ -750,7 +777,10 @@ async function run(ctx, msg, gen) {
 
 async function runOpened(ctx, cell, gen) {
   const msg = cell.msg;
-  if (startingWorkers.size) await workersUp();
+  if (startingWorkers.size) {
+    if (interruptedEarly !== cell.id) await workersUp();
+    if (interruptedEarly === cell.id) return endUnrun(cell);
+  }
   place([[msg.stdin || '/dev/null', 'r'], [msg.stdout, 'w'], [msg.stderr, 'w']]);
   keepListeners();
   current = cell;
@@ -1591,7 +1621,9 @@ sock.on('data', (d) => {
     pending += d;
     let i;
     while ((i = pending.indexOf('\n')) >= 0) {
-      cells.push(JSON.parse(pending.slice(0, i)));
+      const m = JSON.parse(pending.slice(0, i));
+      if (m.interrupt !== undefined) interruptEarly(m.interrupt);
+      else cells.push(m);
       pending = pending.slice(i + 1);
     }
     if (!draining) startDrain();

@@ -1,12 +1,14 @@
 package codecontext
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -290,6 +292,57 @@ func TestWorkersStartAsStreamsArePlaced(t *testing.T) {
 		require.Equal(t, 0, processtest.Code(r), "cell %d: %+v %s; the interpreter's own output: %s", i, r, errOut, c.h.Diag().Tail())
 		require.Equal(t, strconv.Itoa(i)+"\n", out)
 	}
+}
+
+// TestInterruptWhileWorkersStart: a cell sent while the driver waits for a
+// worker an earlier cell started to come online (5 s at most) is
+// interrupted at once, before it runs, and ends as an interrupted cell
+// does; the worker here is held before it is up until the test opens its
+// gate. The interrupt waited for the cell to start, after the driver's wait,
+// and the cell ran.
+func TestInterruptWhileWorkersStart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pre, gate := filepath.Join(dir, "pre.js"), filepath.Join(dir, "gate")
+	require.NoError(t, syscall.Mkfifo(gate, 0o600))
+	require.NoError(t, os.WriteFile(pre, []byte("require('fs').readFileSync("+strconv.Quote(gate)+");\n"), 0o644))
+	c := newContext(t, Options{Language: JavaScript})
+	runEach(t, c, []cellOut{{`const { Worker } = require("worker_threads");
+globalThis.w = new Worker("0", { eval: true, execArgv: ["--require", ` + strconv.Quote(pre) + `] }); 0`, "0\n"}})
+	cell, err := c.Submit(CellOptions{Code: "globalThis.ran = true"})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	for cell.state() == process.Starting {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the cell was never sent")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	require.NoError(t, cell.Kill(syscall.SIGINT, 0, 0))
+	r := wait(t, cell)
+	out, errOut := output(cell)
+	require.Equal(t, process.Signaled, r.Reason, "%+v %q %q", r, out, errOut)
+	require.Equal(t, "INT", r.Signal, "%+v", r)
+	require.Empty(t, out)
+	require.Equal(t, "Error: Script execution was interrupted by `SIGINT`\n", errOut)
+	// The worker comes online once its gate opens, as soon as the worker
+	// has it open to read, and the next cell runs.
+	for {
+		f, err := os.OpenFile(gate, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if err == nil {
+			require.NoError(t, f.Close())
+			break
+		}
+		require.ErrorIs(t, err, syscall.ENXIO) // no reader yet
+		select {
+		case <-ctx.Done():
+			t.Fatal("the worker never opened its gate")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	runEach(t, c, []cellOut{{"typeof ran", "'undefined'\n"}})
 }
 
 // TestWorkerListenersRemoved: a worker whose listeners a cell removed, or

@@ -123,6 +123,12 @@ func (cell *Cell) interrupt(timedOut bool) {
 	if !cell.isStarted {
 		cell.pendingINT = true
 		cell.mu.Unlock()
+		// A JavaScript driver may hold a cell it was sent back while the
+		// worker threads an earlier cell started come online (5 s at most):
+		// told now, it ends that wait, and the cell interrupted unrun.
+		if cell.c.opts.Language == JavaScript {
+			cell.c.interruptEarly(cell.seq)
+		}
 		// An interpreter stopped from outside between cells (kill -STOP)
 		// never reads the cell, nor says it started: it is continued to
 		// take it, and the interrupt then. Not at once: one that a cell
