@@ -1,6 +1,7 @@
 // The conch code-context driver for Node. The engine starts it (with
 // --expose-internals, for the REPL's own top-level-await rewrite) with the
-// path of a Unix socket, sends one JSON line per cell on it, and reads each
+// path of a Unix socket, sends one JSON line per cell on it (and one naming
+// a cell it interrupts before the cell started, see interruptEarly), and reads each
 // cell's output from FIFOs whose end markers carry the exit status and the
 // directory. Cells run in one vm context; nothing of this file shows in
 // their stacks. Standard library only; Node 18 or later.
