@@ -121,12 +121,15 @@ func (cell *Cell) interrupt(timedOut bool) {
 		cell.timers = append(cell.timers, time.AfterFunc(grace, func() { cell.escalate(why) }))
 	}
 	if !cell.isStarted {
+		told := cell.pendingINT
 		cell.pendingINT = true
 		cell.mu.Unlock()
 		// A JavaScript driver may hold a cell it was sent back while the
 		// worker threads an earlier cell started come online (5 s at most):
-		// told now, it ends that wait, and the cell interrupted unrun.
-		if cell.c.opts.Language == JavaScript {
+		// told now, it ends that wait, and the cell interrupted unrun. Once
+		// is enough: a driver busy elsewhere is not sent a line for every
+		// interrupt asked meanwhile.
+		if !told && cell.c.opts.Language == JavaScript {
 			cell.c.interruptEarly(cell.seq)
 		}
 		// An interpreter stopped from outside between cells (kill -STOP)
