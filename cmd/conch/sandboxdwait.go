@@ -14,14 +14,17 @@ import (
 )
 
 // sandboxdRequestTimeout bounds how long a call to the gRPC port waits for
-// a message of its client: a call's request from its headers on (every
+// its first message, its request, from its headers on (every
 // ProcessService call has one request, sent with its headers by grpc
-// clients), and each next message of a call that streams them (the
-// reflection service's). Past it the call ends DEADLINE_EXCEEDED. Without
-// it a call that never sent its request was held, a goroutine and its
-// buffers, as long as its connection, and the connection, never idle with a
-// call in flight, for ever. A request is at most 4 MiB
-// (sandboxdMaxRecvMsgSize): 30 s is some 140 KiB/s for the largest.
+// clients). Past it the call ends DEADLINE_EXCEEDED. Without it a call that
+// never sent its request was held, a goroutine and its buffers, as long as
+// its connection, and the connection, never idle with a call in flight, for
+// ever. A request is at most 4 MiB (sandboxdMaxRecvMsgSize): 30 s is some
+// 140 KiB/s for the largest. The next messages of a call that streams them
+// (the reflection service's, whose clients keep a stream open and send
+// their next request when they need one) are waited for without it, bounded
+// by sandboxdMaxWaitingCalls alone: bounded by it too, an idle reflection
+// stream was ended after 30 s, DEADLINE_EXCEEDED.
 const sandboxdRequestTimeout = 30 * time.Second
 
 // sandboxdMaxWaitingCalls bounds the calls of the gRPC port, on all its
@@ -33,7 +36,7 @@ const sandboxdRequestTimeout = 30 * time.Second
 // 10,240 such calls on 40 connections took 10,374 goroutines and 120 MB. A
 // call that sends its request at once, as grpc clients do, waits for it
 // only while it arrives and its handler comes to read it, which under load
-// may take a while.
+// may take a while. A stream waiting for its next message counts too.
 const sandboxdMaxWaitingCalls = 1024
 
 // requestWaits bounds the calls of a gRPC server that wait for a message of
@@ -65,9 +68,9 @@ type requestWait struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	conn   *waitConn
-	elem   *list.Element // in conn.waiting while it waits
-	nth    uint64        // of the waits begun, when it began
-	timer  *time.Timer
+	elem   *list.Element  // in conn.waiting while it waits
+	nth    uint64         // of the waits begun, when it began
+	timer  *time.Timer    // nil for a wait not bounded in time
 	ended  *status.Status // why the daemon ended the call, once it has
 	// out writes the call's status, once its handler runs (see attach).
 	out statusWriter
@@ -117,14 +120,15 @@ func (w *requestWaits) tap(ctx context.Context, _ *tap.Info) (context.Context, e
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	rw := &requestWait{ctx: ctx, cancel: cancel, conn: conn}
-	w.begin(rw)
+	w.begin(rw, true)
 	// The call's context ends with the call, whichever way it ends (also
 	// when no handler ever runs, as for a method that does not exist).
 	context.AfterFunc(ctx, func() { w.stop(rw) })
 	return context.WithValue(ctx, requestWaitKey{}, rw), nil
 }
 
-// begin begins the wait of rw. When w.most calls wait already, one is ended
+// begin begins the wait of rw, bounded by w.timeout when timed (a call's
+// first message). When w.most calls wait already, one is ended
 // first: the one that has waited longest of the connection with the most
 // calls waiting (of those with as many, the one that has waited longest).
 // A client that opens calls and sends no request on them thus ends its own
@@ -132,7 +136,7 @@ func (w *requestWaits) tap(ctx context.Context, _ *tap.Info) (context.Context, e
 // handlers to read the requests they sent, which under load may take
 // hundreds of milliseconds while it opens a thousand more: such a call is
 // ended only when no connection has more calls waiting than it has.
-func (w *requestWaits) begin(rw *requestWait) {
+func (w *requestWaits) begin(rw *requestWait, timed bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if rw.elem != nil || rw.ended != nil || rw.ctx.Err() != nil {
@@ -150,10 +154,15 @@ func (w *requestWaits) begin(rw *requestWait) {
 	rw.nth = w.begun
 	w.begun++
 	w.n++
+	rw.timer = nil
+	if !timed {
+		return
+	}
+	nth := rw.nth
 	rw.timer = time.AfterFunc(w.timeout, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if rw.elem != nil {
+		if rw.elem != nil && rw.nth == nth {
 			w.end(rw, status.Newf(codes.DeadlineExceeded,
 				"conch sandboxd: no message of the client came within %s", w.timeout))
 		}
@@ -183,7 +192,9 @@ func (w *requestWaits) unwait(rw *requestWait) {
 	}
 	rw.elem = nil
 	w.n--
-	rw.timer.Stop()
+	if rw.timer != nil {
+		rw.timer.Stop()
+	}
 }
 
 // end ends the call of rw, which waits, for why: its status is written
@@ -293,7 +304,8 @@ func (w *requestWaits) method(h grpc.MethodHandler) grpc.MethodHandler {
 }
 
 // waitStream is a call's stream whose reads end its waits: the first, begun
-// by requestWaits.tap, and each next one, begun when it reads again.
+// by requestWaits.tap, and each next one, begun when it reads again, not
+// bounded in time.
 type waitStream struct {
 	grpc.ServerStream
 	w    *requestWaits
@@ -304,7 +316,7 @@ func (s *waitStream) RecvMsg(m any) error {
 	ctx := s.Context()
 	if s.read {
 		if rw, ok := ctx.Value(requestWaitKey{}).(*requestWait); ok {
-			s.w.begin(rw)
+			s.w.begin(rw, false)
 		}
 	}
 	s.read = true

@@ -57,13 +57,15 @@ func stall(t *testing.T, ctx context.Context, cc *grpc.ClientConn, method string
 	return s
 }
 
-// A call that never sends its request, whether streaming (Start) or unary
-// (Execute), and a reflection stream that sends no next request, are ended
-// by the daemon once they have waited its bound, with a status that says
-// why, and the goroutines they held are gone. They were held as long as
-// their connection, which a call in flight keeps from ever being idle.
-// A Start stream that outlasts the bound, its request sent at once, is
-// not ended.
+// A call that never sends its request, whether streaming (Start, a
+// reflection stream) or unary (Execute), is ended by the daemon once it has
+// waited its bound, with a status that says why, and the goroutines it held
+// are gone. It was held as long as its connection, which a call in flight
+// keeps from ever being idle. A reflection stream that sent its first
+// request, idle past the bound, is not ended, and serves its next one: its
+// next request was waited for as its first, and the stream that grpcurl and
+// grpc_cli keep open was ended after 30 s idle. A Start stream that
+// outlasts the bound, its request sent at once, is not ended.
 func TestSandboxdGRPCEndsCallsWaitingForTheirClient(t *testing.T) {
 	// Not parallel: it counts the goroutines the calls hold.
 	w := newRequestWaits(100*time.Millisecond, 64)
@@ -87,14 +89,25 @@ func TestSandboxdGRPCEndsCallsWaitingForTheirClient(t *testing.T) {
 		"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo"} {
 		ended(stall(t, ctx, cc, m))
 	}
-	// A reflection stream's next request is waited for as its first is.
+	// A reflection stream idle past the bound after its first request.
 	r, err := rpb.NewServerReflectionClient(cc).ServerReflectionInfo(ctx)
 	require.NoError(t, err)
-	require.NoError(t, r.Send(&rpb.ServerReflectionRequest{
-		MessageRequest: &rpb.ServerReflectionRequest_ListServices{}}))
+	list := &rpb.ServerReflectionRequest{MessageRequest: &rpb.ServerReflectionRequest_ListServices{}}
+	require.NoError(t, r.Send(list))
 	_, err = r.Recv()
 	require.NoError(t, err)
-	ended(r)
+	for w.waits() != 1 { // it waits for its next request, and counts
+		require.NoError(t, ctx.Err(), "the stream does not wait for its next request")
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // five times the bound
+	require.NoError(t, r.Send(list))
+	res, err := r.Recv()
+	require.NoError(t, err)
+	require.NotEmpty(t, res.GetListServicesResponse().GetService())
+	require.NoError(t, r.CloseSend())
+	_, err = r.Recv()
+	require.Equal(t, io.EOF, err)
 
 	// A Start stream that outlasts the bound.
 	st, err := sandboxdpb.NewProcessServiceClient(cc).Start(ctx, &sandboxdpb.StartRequest{
