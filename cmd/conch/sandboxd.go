@@ -70,7 +70,7 @@ const sandboxdMaxStreams = 256
 // newSandboxdGRPC returns the gRPC server of conch sandboxd, with its
 // bounds, the calls waiting for a message of their client bounded by w (see
 // sandboxdRequestTimeout), which tells its connections apart by
-// connTagger, and what its services register with so that w sees their
+// connTagger and sees the bytes of messages they read by dataCreds, and what its services register with so that w sees their
 // reads. No MaxConnectionAge: a connection is not ended while
 // it has a call in flight, as a Start stream that follows a process may
 // last hours, and one with none is ended by MaxConnectionIdle.
@@ -79,7 +79,7 @@ func newSandboxdGRPC(w *requestWaits) (*grpc.Server, waitRegistrar) {
 		grpc.MaxConcurrentStreams(sandboxdMaxStreams),
 		grpc.ConnectionTimeout(sandboxdReadHeaderTimeout),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: sandboxdGRPCIdleTimeout}),
-		grpc.InTapHandle(w.tap), grpc.StatsHandler(connTagger{}))
+		grpc.InTapHandle(w.tap), grpc.StatsHandler(connTagger{}), grpc.Creds(dataCreds{}))
 	return g, waitRegistrar{Server: g, w: w}
 }
 

@@ -3,11 +3,18 @@ package main
 import (
 	"container/list"
 	"context"
+	"errors"
+	"net"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http2"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
@@ -61,6 +68,9 @@ type requestWaits struct {
 // client.
 type waitConn struct {
 	waiting list.List // of *requestWait, the one waiting longest first
+	// in counts the bytes of messages the connection has read, when its
+	// connection is a dataConn (else nil).
+	in *dataConn
 }
 
 // requestWait is one call's wait for a message of its client.
@@ -70,6 +80,7 @@ type requestWait struct {
 	conn   *waitConn
 	elem   *list.Element  // in conn.waiting while it waits
 	nth    uint64         // of the waits begun, when it began
+	in     uint64         // the bytes of messages its connection had read when it began
 	timer  *time.Timer    // nil for a wait not bounded in time
 	ended  *status.Status // why the daemon ended the call, once it has
 	// out writes the call's status, once its handler runs (see attach).
@@ -100,7 +111,13 @@ func newRequestWaits(timeout time.Duration, most int) *requestWaits {
 type connTagger struct{}
 
 func (connTagger) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
-	return context.WithValue(ctx, waitConnKey{}, &waitConn{})
+	c := &waitConn{}
+	if p, ok := peer.FromContext(ctx); ok {
+		if a, ok := p.AuthInfo.(dataAuth); ok {
+			c.in = a.conn
+		}
+	}
+	return context.WithValue(ctx, waitConnKey{}, c)
 }
 
 func (connTagger) HandleConn(context.Context, stats.ConnStats) {}
@@ -128,14 +145,8 @@ func (w *requestWaits) tap(ctx context.Context, _ *tap.Info) (context.Context, e
 }
 
 // begin begins the wait of rw, bounded by w.timeout when timed (a call's
-// first message). When w.most calls wait already, one is ended
-// first: the one that has waited longest of the connection with the most
-// calls waiting (of those with as many, the one that has waited longest).
-// A client that opens calls and sends no request on them thus ends its own
-// calls, not those of a connection with a call or two waiting for their
-// handlers to read the requests they sent, which under load may take
-// hundreds of milliseconds while it opens a thousand more: such a call is
-// ended only when no connection has more calls waiting than it has.
+// first message). When w.most calls wait already, one is ended first (see
+// victim).
 func (w *requestWaits) begin(rw *requestWait, timed bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -143,7 +154,7 @@ func (w *requestWaits) begin(rw *requestWait, timed bool) {
 		return
 	}
 	if w.n >= w.most && w.n > 0 {
-		w.end(w.longestOfMost(), status.Newf(codes.ResourceExhausted,
+		w.end(w.victim(), status.Newf(codes.ResourceExhausted,
 			"conch sandboxd: %d calls waited at once for a message of their client, its most: this one, waiting longest of the connection with the most calls waiting, was ended", w.most))
 	}
 	c := rw.conn
@@ -152,6 +163,7 @@ func (w *requestWaits) begin(rw *requestWait, timed bool) {
 	}
 	rw.elem = c.waiting.PushBack(rw)
 	rw.nth = w.begun
+	rw.in = c.read()
 	w.begun++
 	w.n++
 	rw.timer = nil
@@ -169,18 +181,60 @@ func (w *requestWaits) begin(rw *requestWait, timed bool) {
 	})
 }
 
-// longestOfMost returns the wait that has lasted longest of the connection
-// with the most calls waiting. w.mu is held, and a call waits.
-func (w *requestWaits) longestOfMost() *requestWait {
-	var most *waitConn
-	for c := range w.conns {
-		if most == nil || c.waiting.Len() > most.waiting.Len() ||
-			c.waiting.Len() == most.waiting.Len() &&
-				c.waiting.Front().Value.(*requestWait).nth < most.waiting.Front().Value.(*requestWait).nth {
-			most = c
+// victim returns the wait begin ends to make room: of the calls whose
+// connection has read no byte of a message since they began to wait (the
+// calls that have sent nothing, if any wait), the one that has waited
+// longest of the connection with the most of them (of those with as many,
+// the one that has waited longest). A client that opens calls and sends no
+// request on them thus ends its own calls, not those of a connection with
+// a call or two waiting for their handlers to read the requests they sent,
+// which under load may take hundreds of milliseconds while it opens a
+// thousand more, nor a call whose request is arriving, a large one sent
+// slowly, while any call waits that has sent nothing: such calls are
+// ended only when no connection has more calls waiting than theirs, or
+// when every call that waits has had bytes of a message come since. What
+// a connection reads is told apart by connection, not by call: a call that
+// sent nothing on a connection that has read another's message since it
+// began counts as one whose message arrives. w.mu is held, and a call
+// waits.
+func (w *requestWaits) victim() *requestWait {
+	var mostFirst *list.Element
+	mostN := 0
+	pick := func(silent bool) {
+		for c := range w.conns {
+			// The calls of c that have sent nothing are the last ones
+			// to begin to wait: once bytes of a message came, every
+			// call that waited before has seen them come.
+			first, n := c.waiting.Front(), c.waiting.Len()
+			if silent {
+				read := c.read()
+				first, n = nil, 0
+				for e := c.waiting.Back(); e != nil && e.Value.(*requestWait).in == read; e = e.Prev() {
+					first, n = e, n+1
+				}
+			}
+			if n == 0 {
+				continue
+			}
+			if mostFirst == nil || n > mostN ||
+				n == mostN && first.Value.(*requestWait).nth < mostFirst.Value.(*requestWait).nth {
+				mostFirst, mostN = first, n
+			}
 		}
 	}
-	return most.waiting.Front().Value.(*requestWait)
+	if pick(true); mostFirst == nil {
+		pick(false)
+	}
+	return mostFirst.Value.(*requestWait)
+}
+
+// read returns the bytes of messages c has read, or 0 when they are not
+// counted.
+func (c *waitConn) read() uint64 {
+	if c.in == nil {
+		return 0
+	}
+	return c.in.data.Load()
 }
 
 // unwait takes rw, which waits, out of the calls that wait. w.mu is held.
@@ -321,4 +375,90 @@ func (s *waitStream) RecvMsg(m any) error {
 	}
 	s.read = true
 	return s.w.received(ctx, s.ServerStream.RecvMsg(m))
+}
+
+// dataCreds are the transport credentials of a gRPC server whose calls
+// requestWaits bounds: none (the connection is used as it is, as without
+// credentials), but each connection is a dataConn, which connTagger finds
+// in the call's peer, so that requestWaits.victim sees which connections
+// are reading messages. grpc's stats handlers tell when a message has come
+// whole, not when bytes of one come.
+type dataCreds struct{}
+
+// dataAuth is the AuthInfo of a connection of dataCreds.
+type dataAuth struct {
+	credentials.CommonAuthInfo
+	conn *dataConn
+}
+
+func (dataAuth) AuthType() string { return "insecure" }
+
+func (dataCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	dc := &dataConn{Conn: c, skip: len(http2.ClientPreface)}
+	return dc, dataAuth{CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.NoSecurity}, conn: dc}, nil
+}
+
+func (dataCreds) ClientHandshake(context.Context, string, net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return nil, nil, errors.New("conch sandboxd: dataCreds are a server's")
+}
+
+func (dataCreds) Info() credentials.ProtocolInfo {
+	return credentials.ProtocolInfo{SecurityProtocol: "insecure"}
+}
+
+func (dataCreds) Clone() credentials.TransportCredentials { return dataCreds{} }
+
+func (dataCreds) OverrideServerName(string) error { return nil }
+
+// dataConn is a server's HTTP/2 connection that counts the bytes of DATA
+// frames, those of the messages of its calls, as it reads them. Its reads
+// are its server's, one at a time.
+type dataConn struct {
+	net.Conn
+	data atomic.Uint64 // the bytes of DATA frames read
+	skip int           // bytes left of the client preface, or of a frame not DATA
+	left int           // bytes left of a DATA frame
+	head [9]byte       // a frame header being read
+	got  int           // of head
+}
+
+func (c *dataConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.scan(p[:n])
+	return n, err
+}
+
+// scan reads the frames of b, the next bytes read.
+func (c *dataConn) scan(b []byte) {
+	var data uint64
+	for len(b) > 0 {
+		switch {
+		case c.skip > 0:
+			k := min(c.skip, len(b))
+			c.skip -= k
+			b = b[k:]
+		case c.left > 0:
+			k := min(c.left, len(b))
+			c.left -= k
+			data += uint64(k)
+			b = b[k:]
+		default:
+			k := copy(c.head[c.got:], b)
+			c.got += k
+			b = b[k:]
+			if c.got < len(c.head) {
+				break
+			}
+			c.got = 0
+			n := int(c.head[0])<<16 | int(c.head[1])<<8 | int(c.head[2])
+			if http2.FrameType(c.head[3]) == http2.FrameData {
+				c.left = n
+			} else {
+				c.skip = n
+			}
+		}
+	}
+	if data > 0 {
+		c.data.Add(data)
+	}
 }

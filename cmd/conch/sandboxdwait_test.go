@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/reflection"
 	rpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
@@ -300,5 +304,119 @@ func TestSandboxdGRPCCallEndedBeforeItsHandlerRunsIsToldWhy(t *testing.T) {
 	require.NotNil(t, out.written)
 	require.Equal(t, codes.ResourceExhausted, out.written.Code())
 	require.Contains(t, out.written.Message(), "1 calls waited at once")
+	cancel()
+}
+
+// pacedConn is a client's connection whose writes, once paced, go out a
+// piece at a time, one piece for each value sent on its channel: a client
+// that sends a large request slowly.
+type pacedConn struct {
+	net.Conn
+	paced atomic.Bool
+	go_   chan struct{}
+}
+
+func (c *pacedConn) Write(b []byte) (int, error) {
+	n := 0
+	for len(b) > 0 {
+		k := len(b)
+		if c.paced.Load() {
+			<-c.go_
+			k = min(k, 1024)
+		}
+		m, err := c.Conn.Write(b[:k])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		b = b[k:]
+	}
+	return n, nil
+}
+
+// arriving reports how many of the calls that wait have had bytes of a
+// message come on their connection since they began to wait.
+func arriving(w *requestWaits) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for c := range w.conns {
+		for e := c.waiting.Front(); e != nil; e = e.Next() {
+			if e.Value.(*requestWait).in != c.read() {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Past the bound, a call whose request is arriving, a large one sent
+// slowly, is not ended while a call that has sent nothing waits: ended in
+// its stead, as the call that had waited longest of connections with one
+// call waiting each, a client that opened calls on many connections and
+// sent nothing on them ended the real call of another.
+func TestSandboxdGRPCBoundSparesACallWhoseRequestArrives(t *testing.T) {
+	t.Parallel()
+	w := newRequestWaits(time.Hour, 2)
+	flooder := serveWaits(t, w)
+	slow := &pacedConn{go_: make(chan struct{})}
+	uploader, err := grpc.NewClient(flooder.Target(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+			slow.Conn = c
+			return slow, err
+		}))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, uploader.Close()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang guard
+	defer cancel()
+	uploader.Connect()
+	for uploader.GetState() != connectivity.Ready {
+		require.True(t, uploader.WaitForStateChange(ctx, uploader.GetState()), "no connection")
+	}
+
+	// Its headers, then a piece of its request at a time, until the
+	// daemon has seen some of it come since the call began to wait.
+	slow.paced.Store(true)
+	env := map[string]string{}
+	for i := range 4 {
+		env[fmt.Sprintf("BIG%d", i)] = strings.Repeat("x", 64<<10)
+	}
+	type result struct {
+		res *sandboxdpb.ExecuteResponse
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := sandboxdpb.NewProcessServiceClient(uploader).Execute(ctx, &sandboxdpb.ExecuteRequest{
+			Config: &sandboxdpb.ProcessConfig{Command: []string{"sh", "-c", "echo ${#BIG3}"}, EnvVars: env}})
+		done <- result{res, err}
+	}()
+	for w.waits() != 1 || arriving(w) != 1 {
+		select {
+		case slow.go_ <- struct{}{}:
+		case <-ctx.Done():
+			t.Fatal("the request did not begin to arrive")
+		}
+	}
+
+	// Two calls of the flooder that send nothing: the second ends one.
+	first := stall(t, ctx, flooder, "/process.v1.ProcessService/Start")
+	for w.waits() != 2 {
+		require.NoError(t, ctx.Err(), "the flooder's call does not wait")
+		time.Sleep(time.Millisecond)
+	}
+	second := stall(t, ctx, flooder, "/process.v1.ProcessService/Start")
+	var m sandboxdpb.StartResponse
+	err = first.RecvMsg(&m)
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+
+	// The rest of the request, at once: it is served.
+	slow.paced.Store(false)
+	close(slow.go_)
+	r := <-done
+	require.NoError(t, r.err)
+	require.Equal(t, "65536\n", string(r.res.Stdout))
+	require.NoError(t, second.CloseSend())
 	cancel()
 }
