@@ -155,7 +155,7 @@ func (w *requestWaits) begin(rw *requestWait, timed bool) {
 	}
 	if w.n >= w.most && w.n > 0 {
 		w.end(w.victim(), status.Newf(codes.ResourceExhausted,
-			"conch sandboxd: %d calls waited at once for a message of their client, its most: this one, waiting longest of the connection with the most calls waiting, was ended", w.most))
+			"conch sandboxd: %d calls waited at once for a message of their client, its most: this one, waiting longest of the connection with the most calls waiting (of those that sent nothing, if any), was ended", w.most))
 	}
 	c := rw.conn
 	if c.waiting.Len() == 0 {

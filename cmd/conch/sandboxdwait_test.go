@@ -244,7 +244,7 @@ func TestSandboxdGRPCBoundEndsCallsOfTheConnectionWithTheMostWaiting(t *testing.
 		err := s.RecvMsg(&m)
 		require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
 		require.Contains(t, status.Convert(err).Message(),
-			"4 calls waited at once for a message of their client, its most: this one, waiting longest of the connection with the most calls waiting, was ended")
+			"4 calls waited at once for a message of their client, its most: this one, waiting longest of the connection with the most calls waiting (of those that sent nothing, if any), was ended")
 	}
 	require.Equal(t, 3, w.waits())
 	// Calls that send their request at once are served too.
