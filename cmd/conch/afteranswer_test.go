@@ -2,12 +2,15 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -187,4 +190,68 @@ func TestProbeAtConnectionBound(t *testing.T) {
 	require.True(t, refused, "the daemon never reached its --max-connections: the test tested nothing")
 	require.NoError(t, run.Wait(), "stderr %q", stderr.String())
 	require.Contains(t, stdout.String(), "done")
+}
+
+// conch run whose paging of what the answer left out fails part way (the
+// daemon stops answering after the first page) prints what it read, says
+// on stderr how many bytes are missing there and which command reads them,
+// then prints the tail the answer held, and exits 125. It once printed
+// the pages read alone: the tail was lost, and the cursor was not said.
+func TestOutputPageLostTailPrinted(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	var whole strings.Builder
+	for i := 1; i <= 1000000; i++ {
+		fmt.Fprintln(&whole, i)
+	}
+	full := whole.String()
+	for _, plain := range []bool{false, true} {
+		outputPageLost(t, s, full, plain)
+	}
+}
+
+// outputPageLost runs seq 1 1000000 (whose output is full) as
+// TestOutputPageLostTailPrinted says, with --plain or without.
+func outputPageLost(t *testing.T, s *served, full string, plain bool) {
+	t.Helper()
+	var pages atomic.Int32
+	u := stallingProxy(t, s, func(r *http.Request) bool {
+		return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/logs") && pages.Add(1) > 1
+	})
+	args := []string{"run", "--timeout", "1m", "seq 1 1000000"}
+	if plain {
+		args = []string{"run", "--plain", "--timeout", "1m", "seq 1 1000000"}
+	}
+	cmd := exec.Command("conch", args...)
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+u, client.EnvToken+"="+s.token,
+		envAnswerWait+"="+testAnswerWait.String())
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Start())
+	guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() }) // a hang guard
+	err := cmd.Wait()
+	guard.Stop()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "stderr %q", stderr.String())
+	require.Equal(t, exitOwn, ee.ExitCode(), "stderr %q", stderr.String())
+	require.GreaterOrEqual(t, pages.Load(), int32(2), "no page was refused: the test tested nothing")
+
+	m := regexp.MustCompile(`conch: (\d+) bytes of output could not be read here; conch logs --cursor (\d+) (\S+) prints them`).
+		FindStringSubmatch(stderr.String())
+	require.NotNil(t, m, "no gap said: stderr %q", stderr.String())
+	missing, err := strconv.Atoi(m[1])
+	require.NoError(t, err)
+	require.Positive(t, missing)
+	got := stdout.String()
+	require.Equal(t, len(full), len(got)+missing, "printed and missing make the output")
+	require.True(t, strings.HasSuffix(got, "\n1000000\n"), "the tail the answer held is printed")
+	require.Contains(t, stderr.String(), strconv.Itoa(missing)+" bytes of the output of "+m[3]+" were not printed")
+
+	// The command said prints the missing bytes, then the tail.
+	out, err := s.command("logs", "--cursor", m[2], m[3]).Output()
+	require.NoError(t, err)
+	at := len(full) - len(out)
+	require.Equal(t, full[at:], string(out))
+	require.Equal(t, full[:at], got[:at], "printed up to the gap")
+	require.Equal(t, full[at+missing:], got[at:], "the tail after the gap")
 }

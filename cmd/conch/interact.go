@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -115,14 +116,39 @@ func (f *answerFlags) print(ctx context.Context, e *env, c *client.Client, r *cl
 		// Each page the daemon is asked for is bounded, as a quick request
 		// is; the printing of its frames is not.
 		qctx, between, cancel := quickEach(ctx, c)
+		var last string // the cursor of the last frame printed
+		var paged int64 // the bytes printed past the head
+		head := slices.IndexFunc(r.Logs, func(fr client.LogFrame) bool { return fr.Cursor == r.OmittedAfter })
+		printed := 0
+		nl := true     // whether what was printed ends a line
+		var werr error // a write of conch's own that failed
 		dropped, err := c.WholeOutput(qctx, "", r, func(fr client.LogFrame) error {
-			return between(func() error { return write(fr) })
+			return between(func() error {
+				if werr = write(fr); werr != nil {
+					return werr
+				}
+				b, _ := fr.Bytes()
+				if last = fr.Cursor; printed > head {
+					paged += int64(len(b))
+				}
+				if len(b) > 0 {
+					nl = b[len(b)-1] == '\n'
+				}
+				printed++
+				return nil
+			})
 		})
 		err = signalErr(qctx, err)
 		cancel()
+		if err != nil && werr == nil {
+			// A page the daemon did not give: what was read is printed,
+			// then what is missing, said where it is, then the tail the
+			// answer holds.
+			return f.printRest(e, r, head, last, paged, nl, write, flush, err)
+		}
 		if err != nil {
-			// What was read is printed: --plain holds an unfinished line
-			// back, which was lost with the rest.
+			// --plain holds an unfinished line back, which was lost with
+			// the rest.
 			_ = flush()
 			return err
 		}
@@ -163,6 +189,74 @@ func (f *answerFlags) print(ctx context.Context, e *env, c *client.Client, r *cl
 		// The frames, not the text fields, whose bytes that are not
 		// UTF-8 the daemon replaced: what the command wrote, exactly.
 		return f.printFrames(e, r.Logs, plaintext.Carried{})
+	}
+	return nil
+}
+
+// printRest prints, once a page of the output r left out could not be read
+// (err), the rest of what conch has of it: the answer's frames past the last
+// one printed (last, "" for none; paged is the bytes printed past the head,
+// whose last whole frame is r.Logs[head]; nl, whether what was printed ends
+// a line), with, where the gap is, on stderr, how many bytes are missing and
+// the command that reads them. It returns err, said as output that was
+// lost; nil when the answer held all that was not printed.
+func (f *answerFlags) printRest(e *env, r *client.RunResult, head int, last string, paged int64, nl bool, write func(client.LogFrame) error, flush func() error, err error) error {
+	// The bytes from the head to r.Next: those left out and those of the
+	// answer's frames after the head. What is missing is what of them was
+	// neither printed nor is in the answer's frames still to print.
+	missing := r.OmittedBytes - paged
+	var cut, tail []client.LogFrame // the head's cut frame, the tail
+	for i := head + 1; i < len(r.Logs); i++ {
+		fr := r.Logs[i]
+		if last != "" && cursorOf(fr.Cursor) <= cursorOf(last) {
+			b, berr := fr.Bytes()
+			if berr != nil {
+				return berr
+			}
+			missing += int64(len(b)) // printed whole from a page
+			continue
+		}
+		if i < r.Head() {
+			cut = append(cut, fr)
+		} else {
+			tail = append(tail, fr)
+		}
+	}
+	if missing <= 0 {
+		// The answer held the rest: nothing is lost.
+		return errors.Join(writeAll(write, append(cut, tail...)), flush())
+	}
+	if err := writeAll(write, cut); err != nil {
+		return err
+	}
+	for _, fr := range cut {
+		b, _ := fr.Bytes()
+		if len(b) > 0 {
+			nl = b[len(b)-1] == '\n'
+		}
+	}
+	if werr := flush(); werr != nil {
+		return werr
+	}
+	lead := ""
+	if !nl {
+		lead = "\n" // the notice goes on a line of its own
+	}
+	fmt.Fprintf(e.stderr, "%sconch: %d bytes of output could not be read here; conch logs --cursor %s %s prints them, then the tail and what came after it\n",
+		lead, missing, cmp.Or(last, r.OmittedAfter), r.ProcessID)
+	// The tail is rendered on its own, as the daemon renders it.
+	if werr := f.printFrames(e, tail, plaintext.Carried{}); werr != nil {
+		return werr
+	}
+	return fmt.Errorf("%d bytes of the output of %s were not printed (see above): %w", missing, r.ProcessID, err)
+}
+
+// writeAll writes frames through write, up to the first that fails.
+func writeAll(write func(client.LogFrame) error, frames []client.LogFrame) error {
+	for _, fr := range frames {
+		if err := write(fr); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -317,7 +411,9 @@ answer (stopped, or stuck) ends it with exit 125, as it ends 'conch run': a wait
 30 s past --timeout, /healthz (asked every 15 s while conch waits) within 30 s,
 or, after the answer, a page of the output it left out, or the question whether
 the command has ended when the input was refused, within 30 s ($CONCH_ANSWER_WAIT,
-like 5s, sets the 30 s; /healthz is then asked every half of it).
+like 5s, sets the 30 s; /healthz is then asked every half of it). A page not
+read so leaves a gap, said on stderr with the bytes missing and the conch logs
+--cursor command that prints them; the tail the answer held is printed after it.
 
 Ctrl-C is passed to the command, as --signal INT would be (SIGTERM, SIGHUP
 and Ctrl-\'s SIGQUIT as they are); conch then prints what it wrote and exits

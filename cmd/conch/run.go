@@ -41,7 +41,10 @@ daemon does not answer (stopped, or stuck): the start within 30 s, a wait 30 s
 past --timeout, or, while conch waits, /healthz (asked every 15 s) within
 30 s (a 429, from a daemon at its --max-connections, is an answer); after the
 answer, a page of the output it left out, or a write of -i's stdin, within
-30 s ($CONCH_ANSWER_WAIT, like 5s, sets the 30 s). When the reader of
+30 s ($CONCH_ANSWER_WAIT, like 5s, sets the 30 s). A page not read so
+leaves a gap: conch prints the pages it read, says on stderr how many bytes
+are missing there and the conch logs --cursor command that prints them, then
+prints the tail the answer held, and exits 125. When the reader of
 conch's output goes away (conch run yes | head; with --idle or --timeout
 too, once the answer is printed, or, when it is a pipe, as soon as its
 reader has gone while the answer is awaited), the command gets SIGPIPE and
