@@ -255,3 +255,23 @@ func outputPageLost(t *testing.T, s *served, full string, plain bool) {
 	require.Equal(t, full[:at], got[:at], "printed up to the gap")
 	require.Equal(t, full[at+missing:], got[at:], "the tail after the gap")
 }
+
+// conch run --json waits on the run route, which names the command only at
+// its end: a daemon that stops answering while it waits ends it, exit 125,
+// saying that the command may still run, as conch run --idle says it. It
+// once said only that the daemon did not answer.
+func TestRunRouteNotAnsweredMayStillRun(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	u := stallingProxy(t, s, func(r *http.Request) bool { return r.URL.Path == "/healthz" })
+	for _, args := range [][]string{
+		{"run", "--json", "sleep 30"},
+		{"run", "--keep-logs", "none", "sleep 30"},
+		{"run", "--idle", "20s", "sleep 30"},
+	} {
+		code, stderr := runStalled(t, s, u, "", args...)
+		require.Equal(t, exitOwn, code, "%v: stderr %q", args, stderr)
+		require.Contains(t, stderr, "did not answer within "+testAnswerWait.String(), "%v", args)
+		require.Contains(t, stderr, "may still run", "%v", args)
+	}
+}

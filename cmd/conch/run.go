@@ -279,6 +279,13 @@ func (f *startFlags) runRoute(ctx context.Context, e *env, c *client.Client, a *
 	err = signalErr(actx, err)
 	cancel()
 	if err != nil {
+		var answered *client.Error
+		// Not a refusal, nor passTo's give-up, which says so: the
+		// command may have started, and run on, as runEarly says. Its id
+		// comes with the answer only, which did not come.
+		if !errors.As(err, &answered) && context.Cause(ctx) == nil {
+			err = fmt.Errorf("%w; the command may still run (conch ps --state running lists it; --name names a run to find it by)", err)
+		}
 		return fail(e, exitOwn, err)
 	}
 	code := a.report(ctx, e, c, r, p, *f.json)
