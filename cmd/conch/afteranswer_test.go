@@ -275,3 +275,39 @@ func TestRunRouteNotAnsweredMayStillRun(t *testing.T) {
 		require.Contains(t, stderr, "may still run", "%v", args)
 	}
 }
+
+// conch interact --cursor N --plain reads the output before the cursor to
+// render from it what that output left open; a daemon that does not answer
+// that read ends it, once it printed what it has, exit 125, saying that
+// the text was rendered without it. It once printed as if nothing was
+// missing, and exited as the command did.
+func TestCarriedBeforeNotAnswered(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	// More output after the cursor than an answer holds: the rest is
+	// paged, its frames rendered as they come; --output-limit 100 cuts it.
+	p, err := s.c.Start(t.Context(), client.StartOptions{Cmd: `printf 'abc'; sleep 0.2; printf '\rX\n'; seq 1 300000`})
+	require.NoError(t, err)
+	_, _, err = s.c.Wait(t.Context(), p.ID, 30*time.Second)
+	require.NoError(t, err)
+	page, err := s.c.Logs(t.Context(), p.ID, client.LogsOptions{Cursor: "0", Limit: 1})
+	require.NoError(t, err)
+	require.NotEmpty(t, page.Items)
+	cursor := page.Items[0].Cursor
+	// The read of the frames before the cursor is the one that asks for
+	// a bounded page.
+	u := stallingProxy(t, s, func(r *http.Request) bool {
+		return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/logs") && r.URL.Query().Get("limit") != ""
+	})
+	for _, args := range [][]string{
+		{"interact", p.ID, "--cursor", cursor, "--plain", "--output-limit", "100"},
+		{"interact", p.ID, "--cursor", cursor, "--plain"},
+	} {
+		code, stderr, printed := runStalledOut(t, s, u, "", args...)
+		require.Equal(t, exitOwn, code, "%v: stderr %q", args, stderr)
+		require.Contains(t, stderr, "before cursor "+cursor+" could not be read", "%v", args)
+		require.Contains(t, stderr, "did not answer within "+testAnswerWait.String(), "%v", args)
+		require.Contains(t, stderr, p.ID+" has ended (exited 0)", "%v", args)
+		require.Positive(t, printed, "%v: what the answer held is printed", args)
+	}
+}

@@ -36,6 +36,9 @@ type answerFlags struct {
 	// from is the cursor the answer's output starts after, when one was
 	// given: what the output before it left open is rendered first.
 	from string
+	// unrendered is why that output could not be read, when it could not
+	// (see carried).
+	unrendered error
 }
 
 func addAnswerFlags(fs *flag.FlagSet) *answerFlags {
@@ -76,6 +79,8 @@ func (f *answerFlags) report(ctx context.Context, e *env, c *client.Client, r *c
 		}
 		if p != nil {
 			err = fmt.Errorf("%w; %s still runs (conch interact %s --cursor %s)", err, p.ID, p.ID, r.Next)
+		} else {
+			err = fmt.Errorf("%w; %s has ended (%s)", err, r.ProcessID, r.WaitResult)
 		}
 		return fail(e, exitOwn, err)
 	}
@@ -100,8 +105,22 @@ func (f *answerFlags) report(ctx context.Context, e *env, c *client.Client, r *c
 }
 
 // print writes an answer's output, as report says; it returns the first
-// write or read that failed.
+// write or read that failed, and, after what was printed all the same, why
+// --plain output from a cursor was rendered without the output before it
+// (see carried).
 func (f *answerFlags) print(ctx context.Context, e *env, c *client.Client, r *client.RunResult, p *client.Process, asJSON bool) error {
+	err := f.printOutput(ctx, e, c, r, p, asJSON)
+	switch {
+	case f.unrendered == nil || errors.Is(err, syscall.EPIPE):
+		return err
+	case err == nil:
+		return f.unrendered
+	}
+	return fmt.Errorf("%w; then: %s", f.unrendered, describe(err))
+}
+
+// printOutput is print but for what carried could not read.
+func (f *answerFlags) printOutput(ctx context.Context, e *env, c *client.Client, r *client.RunResult, p *client.Process, asJSON bool) error {
 	switch {
 	case asJSON:
 		enc := json.NewEncoder(e.stdout)
@@ -283,12 +302,21 @@ func omittedHint(r *client.RunResult, head []client.LogFrame) string {
 }
 
 // carried is what the output before the answer's cursor left open, when
-// its frames are rendered as plain text.
+// its frames are rendered as plain text. When that output cannot be read,
+// nothing is carried, and f.unrendered says why: the text printed from the
+// cursor may then lack what it left open (an unfinished line that a \r
+// goes back over, an escape sequence), and conch exits 125 once it has
+// printed what it has.
 func (f *answerFlags) carried(ctx context.Context, c *client.Client, id string) plaintext.Carried {
 	if !*f.plain {
 		return plaintext.Carried{}
 	}
-	return carriedBefore(ctx, c, id, f.from)
+	o, err := carriedBefore(ctx, c, id, f.from)
+	if err != nil {
+		f.unrendered = fmt.Errorf("the output of %s before cursor %s could not be read, and what follows it was printed rendered without it (what it left open, an unfinished line or escape sequence, was not applied): %s",
+			id, f.from, describe(err))
+	}
+	return o
 }
 
 // earlyAnswer is an answer that came back before the command ended as the
@@ -414,6 +442,10 @@ the command has ended when the input was refused, within 30 s ($CONCH_ANSWER_WAI
 like 5s, sets the 30 s; /healthz is then asked every half of it). A page not
 read so leaves a gap, said on stderr with the bytes missing and the conch logs
 --cursor command that prints them; the tail the answer held is printed after it.
+With --plain and --cursor, the output before the cursor is read (a page within
+30 s too) to render what it left open (an unfinished line, an escape sequence):
+when it is not, the output is printed rendered without it, that is said on
+stderr, and conch exits 125.
 
 Ctrl-C is passed to the command, as --signal INT would be (SIGTERM, SIGHUP
 and Ctrl-\'s SIGQUIT as they are); conch then prints what it wrote and exits

@@ -35,7 +35,8 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 	}
 	var open plaintext.Carried
 	if *plain {
-		open = carriedBefore(ctx, c, id, *cursor)
+		// What the print asks next says what went wrong.
+		open, _ = carriedBefore(ctx, c, id, *cursor)
 	}
 	out, flush := frameWriter(e, *asJSON, *plain, open)
 	if *followFlag {
@@ -158,18 +159,19 @@ func cursorOf(s string) uint64 {
 // open (see plaintext.Carried), from the frames just before it that are
 // still kept: plain text printed from cursor on renders as the daemon's
 // plain answers do, not the rest of a sequence cut there as text.
-func carriedBefore(ctx context.Context, c *client.Client, id, cursor string) plaintext.Carried {
+// It returns the page's failure too, with nothing carried.
+func carriedBefore(ctx context.Context, c *client.Client, id, cursor string) (plaintext.Carried, error) {
 	var o plaintext.Carried
 	n := cursorOf(cursor)
 	if n == 0 {
-		return o
+		return o, nil
 	}
 	qctx, cancel := quick(ctx, c)
 	defer cancel()
 	back := min(n, plaintext.CarriedFrames)
 	page, err := c.Logs(qctx, id, client.LogsOptions{Cursor: strconv.FormatUint(n-back, 10), Limit: int(back)})
 	if err != nil {
-		return o // what the print asks next says what went wrong
+		return o, signalErr(qctx, err)
 	}
 	for _, f := range page.Items {
 		b, err := f.Bytes()
@@ -178,7 +180,7 @@ func carriedBefore(ctx context.Context, c *client.Client, id, cursor string) pla
 		}
 		o.Add(b, f.Channel == "stderr")
 	}
-	return o
+	return o, nil
 }
 
 // frameWriter returns how frames are printed: their bytes to stdout or
