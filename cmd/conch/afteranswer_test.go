@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"net/http"
@@ -309,5 +310,51 @@ func TestCarriedBeforeNotAnswered(t *testing.T) {
 		require.Contains(t, stderr, "did not answer within "+testAnswerWait.String(), "%v", args)
 		require.Contains(t, stderr, p.ID+" has ended (exited 0)", "%v", args)
 		require.Positive(t, printed, "%v: what the answer held is printed", args)
+	}
+}
+
+// conch start -i whose write of stdin the daemon refuses (the command's
+// stdin was closed meanwhile, or the command ended) says so, and exits
+// 125: input the user gave was not sent. It once exited 0 with a warning,
+// or, for a command that had ended, with nothing said.
+func TestStartStdinRefused(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	for _, tc := range []struct {
+		cmd    string
+		before func(id string)
+		says   func(id string) string
+	}{
+		{"sleep 30", func(id string) {
+			require.NoError(t, s.c.WriteStdin(t.Context(), id, nil, true))
+		}, func(string) string { return "the rest of it was not sent, and its stdin is closed" }},
+		{"true", func(id string) {
+			_, _, err := s.c.Wait(t.Context(), id, 30*time.Second)
+			require.NoError(t, err)
+		}, func(id string) string { return id + " ended (exited 0) before it took all of its stdin" }},
+	} {
+		cmd := s.command("start", "-i", tc.cmd)
+		in, err := cmd.StdinPipe()
+		require.NoError(t, err)
+		out, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		require.NoError(t, cmd.Start())
+		guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() }) // a hang guard
+		line, err := bufio.NewReader(out).ReadString('\n')
+		require.NoError(t, err)
+		id := strings.TrimSpace(line)
+		tc.before(id)
+		_, err = in.Write([]byte("hi\n"))
+		require.NoError(t, err)
+		require.NoError(t, in.Close())
+		err = cmd.Wait()
+		guard.Stop()
+		_ = s.c.Kill(t.Context(), id, client.KillOptions{Signal: "KILL"})
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "%s: stderr %q", tc.cmd, stderr.String())
+		require.Equal(t, exitOwn, ee.ExitCode(), "%s: stderr %q", tc.cmd, stderr.String())
+		require.Contains(t, stderr.String(), tc.says(id), tc.cmd)
 	}
 }

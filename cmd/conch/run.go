@@ -639,11 +639,13 @@ const stdinRetry = 20 * time.Millisecond
 
 // copyStdin sends r to the process's stdin, then closes it. While the
 // daemon's queue for it is full (stdin_full: the process has not read what
-// was sent), it waits and sends the rest again. A write that fails
-// otherwise is said on stderr; stdin is then closed, so that the process
-// does not wait for input that will not come. Each write is bounded as a
+// was sent), it waits and sends the rest again. Each write is bounded as a
 // quick request is: when the daemon does not answer one, that is said, and
-// returned, and nothing more is sent.
+// returned, and nothing more is sent. A write refused otherwise, or a read
+// of r that fails, is said on stderr and returned as errStdinLost; stdin is
+// then closed, so that the process does not wait for input that will not
+// come. A write refused because the process has ended is not said: it is
+// returned as a stdinEnded.
 func copyStdin(ctx context.Context, e *env, c *client.Client, id string, r io.Reader) error {
 	buf := make([]byte, 64<<10)
 	for {
@@ -654,19 +656,30 @@ func copyStdin(ctx context.Context, e *env, c *client.Client, id string, r io.Re
 				return werr
 			}
 			if ctx.Err() == nil && !endedFirst(ctx, c, id, werr) {
-				e.warn(fmt.Sprintf("sending stdin to %s: %v; its stdin is closed", id, werr))
-				return closeStdin(ctx, e, c, id)
+				fmt.Fprintf(e.stderr, "conch: sending stdin to %s: %s; the rest of it was not sent, and its stdin is closed\n", id, describe(werr))
+				return cmp.Or(closeStdin(ctx, e, c, id), errStdinLost)
 			}
-			return nil
+			return stdinEnded{werr}
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
-				e.warn(fmt.Sprintf("reading stdin: %v; the command's stdin is closed", err))
+				fmt.Fprintf(e.stderr, "conch: reading stdin: %v; the rest of it was not sent to %s, and its stdin is closed\n", err, id)
+				return cmp.Or(closeStdin(ctx, e, c, id), errStdinLost)
 			}
 			return closeStdin(ctx, e, c, id)
 		}
 	}
 }
+
+// errStdinLost is copyStdin's error once it said that part of the stdin
+// was not sent.
+var errStdinLost = errors.New("part of the stdin was not sent")
+
+// stdinEnded is copyStdin's error when the process ended, or conch was
+// done with it, before it took all of its stdin: err is the refused write.
+type stdinEnded struct{ err error }
+
+func (s stdinEnded) Error() string { return s.err.Error() }
 
 // closeStdin closes the process's stdin; when the daemon does not answer
 // that, it says so, and returns why.
@@ -795,8 +808,12 @@ func cmdStart(ctx context.Context, e *env, args []string) int {
 		`With -i, conch prints the id, then sends all of its stdin to the command
 and closes the command's stdin, and returns once it has sent it; when the
 daemon does not answer a write within 30 s ($CONCH_ANSWER_WAIT sets it), it
-says so and exits 125. --stdin open keeps the command's stdin open instead,
-for conch interact --input.`)
+says so and exits 125. So it does when the daemon refuses a write (the
+command's stdin was closed meanwhile: the rest is not sent, and its stdin is
+closed), when conch's own stdin cannot be read, and when the command ended
+before it took all of it (said with how it ended): input given to conch was
+not sent. --stdin open keeps the command's stdin open instead, for conch
+interact --input.`)
 	f := addStartFlags(fs)
 	pty := fs.Bool("pty", false, "run in a PTY (with no command: the shell)")
 	stdinMode := fs.String("stdin", "", "`open`: keep the command's stdin open for conch interact")
@@ -841,10 +858,29 @@ for conch interact --input.`)
 	} else {
 		code = printID(e, p.ID)
 	}
-	if code == 0 && *f.stdin && copyStdin(ctx, e, c, p.ID, e.stdin) != nil {
+	if code != 0 || !*f.stdin {
+		return code
+	}
+	var gone stdinEnded
+	if err := copyStdin(ctx, e, c, p.ID, e.stdin); errors.As(err, &gone) {
+		// Input was lost all the same: said, with how the process ended.
+		return fail(e, exitOwn, stdinEndedErr(ctx, c, p.ID))
+	} else if err != nil {
 		return exitOwn // said
 	}
-	return code
+	return 0
+}
+
+// stdinEndedErr says that the process id ended before conch sent it all of
+// its stdin, with how it ended when the daemon says.
+func stdinEndedErr(ctx context.Context, c *client.Client, id string) error {
+	qctx, cancel := quick(ctx, c)
+	defer cancel()
+	how := ""
+	if p, err := c.Get(qctx, id); err == nil && p.Result() != nil {
+		how = " (" + p.Result().String() + ")"
+	}
+	return fmt.Errorf("%s ended%s before it took all of its stdin: the rest was not sent", id, how)
 }
 
 // printID prints the id of what was just started, and fails, saying it on
