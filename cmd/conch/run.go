@@ -270,20 +270,23 @@ func (f *startFlags) runRoute(ctx context.Context, e *env, c *client.Client, a *
 			CommandOptions: cmd, Timeout: wait.Timeout, IdleTimeout: wait.IdleTimeout,
 			Plain: wait.Plain, OutputLimit: wait.OutputLimit,
 		})
-		err = f.sessionErr(actx, c, err)
 	} else {
 		opts.Stdin = stdin
 		wait.StartOptions = opts
 		r, p, err = c.Run(actx, wait)
 	}
+	// A refusal (which sessionErr may say in other words) is an answer.
+	refused := errors.As(err, new(*client.Error))
+	if *f.session != "" {
+		err = f.sessionErr(actx, c, err)
+	}
 	err = signalErr(actx, err)
 	cancel()
 	if err != nil {
-		var answered *client.Error
 		// Not a refusal, nor passTo's give-up, which says so: the
 		// command may have started, and run on, as runEarly says. Its id
 		// comes with the answer only, which did not come.
-		if !errors.As(err, &answered) && context.Cause(ctx) == nil {
+		if !refused && context.Cause(ctx) == nil {
 			err = fmt.Errorf("%w; the command may still run (conch ps --state running lists it; --name names a run to find it by)", err)
 		}
 		return fail(e, exitOwn, err)
