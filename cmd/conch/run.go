@@ -813,9 +813,9 @@ and closes the command's stdin, and returns once it has sent it; when the
 daemon does not answer a write within 30 s ($CONCH_ANSWER_WAIT sets it), it
 says so and exits 125. So it does when the daemon refuses a write (the
 command's stdin was closed meanwhile: the rest is not sent, and its stdin is
-closed), when conch's own stdin cannot be read, and when the command ended
-before it took all of it (said with how it ended): input given to conch was
-not sent. --stdin open keeps the command's stdin open instead, for conch
+closed) and when conch's own stdin cannot be read. A command that ended
+before it took all of it stopped reading, as a reader of a pipe may (head
+-1): that is said, with how it ended, and conch exits 0. --stdin open keeps the command's stdin open instead, for conch
 interact --input.`)
 	f := addStartFlags(fs)
 	pty := fs.Bool("pty", false, "run in a PTY (with no command: the shell)")
@@ -866,8 +866,12 @@ interact --input.`)
 	}
 	var gone stdinEnded
 	if err := copyStdin(ctx, e, c, p.ID, e.stdin); errors.As(err, &gone) {
-		// Input was lost all the same: said, with how the process ended.
-		return fail(e, exitOwn, stdinEndedErr(ctx, c, p.ID))
+		if ctx.Err() != nil { // conch was stopped while it sent it
+			return fail(e, exitOwn, fmt.Errorf("stopped before all of its stdin was sent to %s", p.ID))
+		}
+		// The command took what it wanted, as a reader of a pipe may
+		// (head -1): said, with how it ended, and not conch's failure.
+		e.warn(stdinEndedErr(ctx, c, p.ID).Error())
 	} else if err != nil {
 		return exitOwn // said
 	}
