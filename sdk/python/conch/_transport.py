@@ -535,9 +535,15 @@ def seg(s: str) -> str:
 
 def input_bytes(data: Union[str, bytes, bytearray, memoryview]) -> bytes:
     """Input as the bytes it sends (stdin, interact, a PTY's keys): text as UTF-8, bytes as they
-    are. Anything else is refused (``bytes(5)`` would send five NUL bytes)."""
+    are. Anything else is refused (``bytes(5)`` would send five NUL bytes), and so is text with a
+    lone surrogate (half of a pair), which UTF-8 cannot carry: TypeError, naming where it is."""
     if isinstance(data, str):
-        return data.encode("utf-8")
+        try:
+            return data.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise TypeError(
+                f"conch: input holds a lone surrogate (U+{ord(data[e.start]):04X} at index {e.start}), which "
+                "UTF-8 cannot carry; send bytes for input that is not text") from None
     if isinstance(data, (bytes, bytearray, memoryview)):
         return bytes(data)
     raise TypeError(f"conch: input must be str or bytes, not {type(data).__name__}")

@@ -140,6 +140,7 @@ class ProcessHandle:
             "output_limit": output_limit, "plain": plain,
         })
         if isinstance(input, str):
+            input_bytes(input)  # a lone surrogate is refused here, not sent for the daemon to refuse
             body["input"] = input
         elif input is not None:
             body["inputBase64"] = base64.b64encode(input_bytes(input)).decode("ascii")

@@ -226,6 +226,21 @@ class InputTest(unittest.TestCase):
         r = h.interact(b"ok\n", eof=True, timeout=10)
         self.assertEqual(r.stdout, "ok\n")
 
+    def test_a_lone_surrogate_is_refused_and_nothing_sent(self) -> None:
+        # Half of a pair (a string cut in the middle of an emoji) has no UTF-8: refused as the
+        # TypeScript SDK refuses it, by stdin and interact alike, never sent for the daemon to refuse.
+        sb = shared().sandbox()
+        self.addCleanup(sb.close)
+        h = sb.process.start("cat", stdin="open")
+        self.addCleanup(h.kill, "KILL")
+        for send in (h.stdin, h.interact):
+            with self.subTest(send=send.__name__):
+                with self.assertRaises(TypeError) as cm:
+                    send("ab\ud800c")
+                self.assertIn("lone surrogate (U+D800 at index 2)", str(cm.exception))
+        r = h.interact("ok \U0001f600\n", eof=True, timeout=10)
+        self.assertEqual(r.stdout, "ok \U0001f600\n")
+
 
 class OtherServersTest(unittest.TestCase):
     def test_a_page_that_is_not_the_apis_is_unexpected_whatever_its_status(self) -> None:

@@ -52,6 +52,9 @@ class PtyTest(unittest.TestCase):
             conn.resize(91, 21)
             with self.assertRaises(TypeError):
                 conn.send(5)  # type: ignore[arg-type]  # would type five NUL bytes
+            with self.assertRaises(TypeError) as cm:
+                conn.send("\udc00")  # half of a pair: no UTF-8, nothing typed
+            self.assertIn("lone surrogate (U+DC00 at index 0)", str(cm.exception))
             conn.send("hello\r")
             seen = b"".join(conn)
         self.assertIn(b"got:hello", seen)
