@@ -25,8 +25,11 @@ class ReadmeTest(unittest.TestCase):
             with open(script, "w") as f:
                 f.write(code)
             env = dict(os.environ, CONCH_URL=d.url, CONCH_TOKEN=d.token, PYTHONPATH=str(SDK))
-            p = subprocess.run([sys.executable, script], cwd=tmp, env=env, capture_output=True, text=True, timeout=120)
+            # -X dev shows what an example leaves open (an unclosed socket's ResourceWarning).
+            p = subprocess.run([sys.executable, "-X", "dev", "-W", "error::ResourceWarning", script], cwd=tmp,
+                               env=env, capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("ResourceWarning", p.stderr, "the example leaves a connection open")
         return p.stdout
 
     def test_the_sdk_readme_examples(self) -> None:
