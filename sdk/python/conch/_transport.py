@@ -18,6 +18,7 @@ import select
 import socket
 import threading
 import time
+import weakref
 from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -296,7 +297,11 @@ class HttpTransport:
         self.connect_timeout = connect_timeout
         # math.inf is no limit, as for every other time.
         self.read_timeout = read_timeout if read_timeout > 0 else 30.0
+        # One list for the transport's life (close() empties it in place): a transport
+        # dropped without close() is collected, and its finalizer closes what the list holds,
+        # never the transport, which it must not keep alive.
         self._idle: List[http.client.HTTPConnection] = []
+        self._finalizer = weakref.finalize(self, _close_idle, self._idle)
         self._lock = threading.Lock()
         # close() starts a new generation: a connection taken before it, by a
         # call still in flight then, is closed when that call is done with it,
@@ -494,10 +499,21 @@ class HttpTransport:
         """Closes the idle connections, and each connection a call in flight holds once that call
         is done with it; the transport opens new ones if used again."""
         with self._lock:
-            idle, self._idle = self._idle, []
+            idle = list(self._idle)
+            self._idle.clear()
             self._gen += 1
         for c in idle:
             c.close()
+
+
+def _close_idle(idle: List[http.client.HTTPConnection]) -> None:
+    """Closes the pooled connections of a transport collected without close() (see HttpTransport)."""
+    while idle:
+        try:
+            conn = idle.pop()
+        except IndexError:
+            return
+        conn.close()
 
 
 def _early_answer(conn: http.client.HTTPConnection) -> "Optional[Tuple[http.client.HTTPResponse, bytes]]":

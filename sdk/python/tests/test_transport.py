@@ -1,13 +1,16 @@
 import copy
+import gc
 import math
 import os
 import pickle
 import resource
 import signal
+import sys
 import tempfile
 import threading
 import time
 import unittest
+import warnings
 from typing import Any, Callable, Tuple, TypeVar
 from unittest import mock
 from urllib.parse import urlsplit
@@ -138,6 +141,29 @@ class PoolTest(unittest.TestCase):
         for _ in range(3):
             self.assertEqual(sb.health().get("status"), "ok")
         self.assertEqual(proxy.connections, 1, "the kept-alive connection was not reused")
+
+
+    def test_a_sandbox_collected_unclosed_closes_its_connections(self) -> None:
+        # Dropped without close() (or with), its kept-alive connections are closed as it is
+        # collected, not left for the socket's own finalizer to warn about.
+        sb = Sandbox(shared().url, shared().token)
+        sb.health()
+        sock = sb.transport._idle[0].sock
+        del sb
+        gc.collect()
+        self.assertEqual(sock.fileno(), -1, "the pooled connection is still open")
+
+        unraisable = []
+        self.addCleanup(setattr, sys, "unraisablehook", sys.unraisablehook)
+        sys.unraisablehook = unraisable.append
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always", ResourceWarning)
+            sb = Sandbox(shared().url, shared().token)
+            sb.health()
+            del sb
+            gc.collect()
+        self.assertEqual([str(w.message) for w in seen if issubclass(w.category, ResourceWarning)], [])
+        self.assertEqual([repr(u.exc_value) for u in unraisable], [])
 
 
 class InterruptTest(unittest.TestCase):
