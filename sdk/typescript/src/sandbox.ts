@@ -1,5 +1,6 @@
 // Sandbox: the entry point, one daemon with its process and pty services.
 
+import { UnexpectedResponseError } from './errors.js'
 import { ProcessService, PtyService } from './service.js'
 import { HttpTransport, type HttpTransportOptions } from './transport.js'
 import type { ProcessCommand, RunOptions, RunResult } from './types.js'
@@ -20,6 +21,18 @@ export class Sandbox {
     this.transport = new HttpTransport(options)
     this.process = new ProcessService(this.transport, this.sandboxId)
     this.pty = new PtyService(this.process)
+  }
+
+  /**
+   * The daemon's `GET /healthz` answer (`status`, `version`, `containment`,
+   * `budgets`, ...; see docs/api.md). The route needs no token.
+   */
+  async health(): Promise<Record<string, unknown>> {
+    const { status, body } = await this.transport.json('GET', '/healthz')
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+      throw new UnexpectedResponseError(`conch: GET /healthz answered HTTP ${status} with no JSON object`, status)
+    }
+    return body as Record<string, unknown>
   }
 
   /** Same as `process.run`. */

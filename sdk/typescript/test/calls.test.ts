@@ -35,6 +35,15 @@ describe('calls', { timeout: 120_000 }, () => {
     }
   })
 
+  test('health answers the daemon\'s /healthz, which needs no token', async () => {
+    const h = await d.sandbox().health()
+    assert.equal(h.status, 'ok')
+    assert.equal(typeof h.version, 'string')
+    const stranger = new Sandbox({ url: d.url, token: 'not-the-token' })
+    assert.equal((await stranger.health()).status, 'ok')
+    await assert.rejects(stranger.process.list(), (err: Error) => err.name === 'AuthenticationError')
+  })
+
   test('input with a lone surrogate is refused before it is sent, not sent as U+FFFD', async () => {
     const s = d.sandbox()
     const h = await s.process.start('cat', { stdin: 'open' })
