@@ -191,3 +191,20 @@ func TestKilledAfterAChildsOOM(t *testing.T) {
 	require.Equal(t, "KILL", r.Signal)
 	require.False(t, r.OOMKilled, "a kill through the engine reported as the OOM killer's: %+v", r)
 }
+
+// The usage of an ended process's record counts what it left running in
+// its cgroup, once the cgroup is removed, while the result answered at its
+// exit keeps what was counted then: it stopped at the exit.
+func TestUsageCountsWhatOutlivedTheProcess(t *testing.T) {
+	t.Parallel()
+	root := containmenttest.Root(t, containment.Limits{})
+	p := start(t, Options{Cmd: "(" + containmenttest.Busy + " >/dev/null 2>&1 &); exit 0", Containment: root})
+	r := wait(t, p)
+	require.NotNil(t, r.Usage)
+	require.Less(t, r.Usage.CPU, 250*time.Millisecond, "the exit counted the child's spin: %+v", r.Usage)
+	require.Eventually(t, func() bool {
+		u := p.Info().Result.Usage
+		return u != nil && u.CPU >= 250*time.Millisecond
+	}, 20*time.Second, 20*time.Millisecond, "the record's usage: %+v", p.Info().Result.Usage)
+	require.Less(t, r.Usage.CPU, 250*time.Millisecond, "the exit's result changed: %+v", r.Usage)
+}

@@ -81,6 +81,7 @@ func sweepLeft() {
 		for _, p := range due {
 			empty := !p.cg.Populated()
 			if empty {
+				p.settleUsage()
 				_ = p.cg.Destroy() // once: Stop's Destroy finds it done
 			}
 			sweeper.mu.Lock()

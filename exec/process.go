@@ -473,6 +473,7 @@ func (p *Process) finish() {
 		if removingCgroup != nil {
 			removingCgroup()
 		}
+		p.settleUsage()
 		_ = p.cg.Destroy()
 	} else {
 		leaveCgroup(p)
@@ -638,7 +639,27 @@ func (p *Process) endCgroup() error {
 		return nil
 	}
 	forgetCgroup(p)
+	p.settleUsage()
 	return p.cg.Destroy()
+}
+
+// settleUsage reads what the cgroup cost once more, as it is removed, into
+// the record of the ended process: exit read it when the process itself
+// ended, and what it left running in the cgroup (a background child) went
+// on counting there. The Result answered at the exit keeps the figure of
+// then: the record gets a Result of its own. Without a cgroup (no CPU
+// counted) the figure of the exit stays, and it never goes down.
+func (p *Process) settleUsage() {
+	s := containment.Stats{CPU: p.cg.CPU(), MemoryPeak: p.cg.MemoryPeak()}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r := p.info.Result
+	if r == nil || r.Usage == nil || (s.CPU <= r.Usage.CPU && s.MemoryPeak <= r.Usage.MemoryPeak) {
+		return
+	}
+	res := *r
+	res.Usage = &process.Usage{CPU: max(r.Usage.CPU, s.CPU), MemoryPeak: max(r.Usage.MemoryPeak, s.MemoryPeak)}
+	p.info.Result = &res
 }
 
 // startDir is the directory a process is started in: "" (this process's
