@@ -53,8 +53,10 @@ type Process struct {
 	WaitingForInput bool `json:"waitingForInput"`
 	// Ports are the loopback ports a session leased.
 	Ports []int `json:"ports,omitempty"`
-	// Limits are, for a session, the limits it was created with; absent
-	// when it set none (the daemon's defaults apply).
+	// Limits are, for a session, code context, exec or PTY process, the
+	// limits that bound its cgroup: those it was created with, the
+	// daemon's defaults for the fields it left zero; absent when none
+	// applies, and on session commands and cells.
 	Limits *Limits `json:"limits,omitempty"`
 	// OOMKilled and Usage are as on WaitResult, once the process ended.
 	OOMKilled bool   `json:"oomKilled,omitempty"`

@@ -22,16 +22,19 @@ import (
 // Process is a one-shot process started by [Start]. It implements
 // [process.Process]; its methods are safe for concurrent use.
 type Process struct {
-	id   string
-	log  *logstore.Log
-	cmd  *osexec.Cmd
-	cg   containment.Manager // the process's cgroup
-	pty  *os.File            // the PTY's master side; nil for an exec process
-	tty  *os.File            // the PTY's other side, held open until the process exits (see startPTY)
-	gate gate                // holds the PTY's output back for its attached readers
-	in   *os.File            // write end of an open stdin pipe; nil otherwise
-	feed *feeder             // writes queued input to in or pty; nil without open input
-	done chan struct{}
+	id  string
+	log *logstore.Log
+	cmd *osexec.Cmd
+	cg  containment.Manager // the process's cgroup
+	// limits are those that bound the cgroup: the ones given, with the
+	// containment's defaults for the fields they leave zero.
+	limits containment.Limits
+	pty    *os.File // the PTY's master side; nil for an exec process
+	tty    *os.File // the PTY's other side, held open until the process exits (see startPTY)
+	gate   gate     // holds the PTY's output back for its attached readers
+	in     *os.File // write end of an open stdin pipe; nil otherwise
+	feed   *feeder  // writes queued input to in or pty; nil without open input
+	done   chan struct{}
 
 	pidfd int // the process's, on pipes where pidfds work (see follow); else -1
 	// keepers are the write ends of the output pipes, the child's, kept
@@ -116,6 +119,7 @@ func Start(opts Options) (*Process, error) {
 	if p.cg, err = opts.Containment.New(id, opts.Limits); err != nil {
 		return nil, err
 	}
+	p.limits = opts.Limits.Or(opts.Containment.Defaults())
 	p.cmd = &osexec.Cmd{
 		Path: pl.path, Args: pl.argv, Dir: startDir(pl), Env: pl.env,
 		SysProcAttr: &syscall.SysProcAttr{Credential: pl.cred},
@@ -613,6 +617,11 @@ func (p *Process) Failure() error {
 	defer p.mu.Unlock()
 	return p.failure
 }
+
+// Limits returns the limits that bound the process's cgroup: those given,
+// with the containment's defaults for the fields they left zero. Zero for a
+// process that never had a cgroup.
+func (p *Process) Limits() containment.Limits { return p.limits }
 
 // Info returns a snapshot of the process's description and state.
 func (p *Process) Info() process.Info {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/containmenttest"
@@ -91,4 +92,43 @@ func requireStatusCode(t *testing.T, err error, status int, code client.Code) {
 	t.Helper()
 	requireCode(t, err, code)
 	require.Equal(t, status, err.(*client.Error).Status)
+}
+
+// Records show the limits that bound them: those given, with the daemon's
+// defaults for the fields left unset; an exec or PTY process's too. A
+// session's showed only what it was given, and a process's none.
+func TestRecordsShowTheLimitsThatApply(t *testing.T) {
+	t.Parallel()
+	defaults := containment.Limits{Pids: 32, CPUMillis: 500}
+	root := containmenttest.Root(t, defaults)
+	if err := root.Check(containment.Limits{MemoryBytes: 200 << 20, Pids: 32, CPUMillis: 500}); err != nil {
+		t.Skipf("needs limits: %v", err)
+	}
+	d := start(t, server.Options{Containment: root})
+
+	s, err := d.c.CreateSession(ctx(t), client.SessionOptions{Limits: &client.Limits{MemoryBytes: 200 << 20}})
+	require.NoError(t, err)
+	want := client.Limits{MemoryBytes: 200 << 20, Pids: 32, CPUMillis: 500}
+	require.NotNil(t, s.Limits)
+	require.Equal(t, want, *s.Limits)
+	got, err := d.c.Session(ctx(t), s.ID)
+	require.NoError(t, err)
+	require.NotNil(t, got.Limits)
+	require.Equal(t, want, *got.Limits)
+
+	plain, err := d.c.CreateSession(ctx(t), client.SessionOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, plain.Limits)
+	require.Equal(t, client.Limits{Pids: 32, CPUMillis: 500}, *plain.Limits)
+
+	for _, kind := range []api.Kind{"exec", "pty"} {
+		p, err := d.c.Start(ctx(t), client.StartOptions{Kind: kind, Cmd: "true", Limits: &client.Limits{Pids: 16}})
+		require.NoError(t, err, kind)
+		require.NotNil(t, p.Limits, kind)
+		require.Equal(t, client.Limits{Pids: 16, CPUMillis: 500}, *p.Limits, kind)
+		got, err := d.c.Get(ctx(t), p.ID)
+		require.NoError(t, err)
+		require.NotNil(t, got.Limits, kind)
+		require.Equal(t, client.Limits{Pids: 16, CPUMillis: 500}, *got.Limits, kind)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 
 	"github.com/conchsh/conch/api"
+	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 )
@@ -72,16 +73,22 @@ func (s *Server) processDTO(p process.Process) api.Process {
 	d.LastOutputAt = api.Time{Time: p.Log().LastFrameTime()}
 	d.WaitingForInput = s.input(p.ID()).Waiting()
 	if i.Kind == process.KindSession && i.System {
-		// What a session was created with, on every route that shows it
-		// (the processes' too); its commands, of the same kind, have none,
+		// What bounds a session, on every route that shows it (the
+		// processes' too); its commands, of the same kind, have none,
 		// and their answers take no lock for it.
 		if e, ok := s.sessionOf(i.ID); ok && e.limits != nil {
 			l := *e.limits
 			d.Limits = &l
 		}
+	} else if lp, ok := p.(limited); ok {
+		d.Limits = apiLimits(lp.Limits())
 	}
 	return d
 }
+
+// limited is a process with a cgroup of its own (an exec or PTY process):
+// Limits are those that bound it.
+type limited interface{ Limits() containment.Limits }
 
 // waitResult is the API's WaitResult of a terminal process described by i.
 func waitResult(i process.Info) api.WaitResult {

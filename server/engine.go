@@ -104,6 +104,14 @@ func (s *Server) submitTo(sh *shellsession.Session, opts api.CommandOptions, her
 	return c, nil, nil
 }
 
+// apiLimits is the API's Limits of the engine's, nil for none.
+func apiLimits(l containment.Limits) *api.Limits {
+	if l.IsZero() {
+		return nil
+	}
+	return &api.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPUMillis: l.CPUMillis}
+}
+
 // limits is the engine's Limits of the API's.
 func limits(l *api.Limits) containment.Limits {
 	if l == nil {

@@ -19,7 +19,9 @@ type sessionEntry struct {
 	shell *shellsession.Session // nil for a code context
 	code  *codecontext.Context  // nil for a shell session
 	ports []*portlease.Lease
-	// limits are the limits the session was created with, nil for none.
+	// limits are the limits that bound the session's cgroup: those it was
+	// created with, the daemon's defaults for the fields it left zero; nil
+	// for none.
 	limits *api.Limits
 }
 
@@ -174,7 +176,7 @@ func (s *Server) claimName(ctx context.Context, name string) (done func(), err e
 // newSession starts a session's shell with its port leases and tracks it.
 // The caller has reserved its place.
 func (s *Server) newSession(r *http.Request, opts api.SessionOptions) (*sessionEntry, error) {
-	e := &sessionEntry{limits: opts.Limits}
+	e := &sessionEntry{limits: apiLimits(limits(opts.Limits).Or(s.opts.Containment.Defaults()))}
 	if opts.LeasePort {
 		l, err := (*s.leasePort.Load())()
 		if err != nil {

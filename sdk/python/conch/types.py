@@ -250,6 +250,8 @@ class ProcessDto:
     argv_truncated: bool = False
     oom_killed: Optional[bool] = None
     usage: Optional[Usage] = None
+    #: The limits that bound a session's, code context's, exec or PTY process's cgroup: those it
+    #: was created with, the daemon's defaults for the fields it left unset (None: none applies).
     limits: Optional[Dict[str, Any]] = None
     extra: Dict[str, Any] = field(default_factory=dict)
 

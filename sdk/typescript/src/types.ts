@@ -83,7 +83,10 @@ export interface ProcessDto {
   oomKilled?: boolean
   /** What the ended process cost. */
   usage?: Usage
-  /** A session's limits, as it was created with them (absent: the daemon's defaults). */
+  /**
+   * The limits that bound a session's, code context's, exec or PTY process's cgroup: those it was
+   * created with, the daemon's defaults for the fields it left unset (absent: none applies).
+   */
   limits?: Limits
 }
 
