@@ -263,3 +263,19 @@ func TestSessionEndWithoutContainmentMissesAnEscape(t *testing.T) {
 	s.Close()
 	containmenttest.WaitRunning(t, marker, 1)
 }
+
+// A command's usage is its session's cgroup's while it ran, which is
+// shared: a background job of an earlier command that runs meanwhile
+// counts in it.
+func TestCommandUsageCountsEarlierJobs(t *testing.T) {
+	t.Parallel()
+	s := newSession(t, Options{Containment: containmenttest.Root(t, containment.Limits{})})
+	r, _, _ := run(t, s, CommandOptions{Cmd: "{ sleep 1; " + containmenttest.Busy + "; } >/dev/null 2>&1 &"})
+	if r.Usage == nil || r.Usage.CPU >= 250*time.Millisecond {
+		t.Fatalf("a command that only started a job: usage %+v", r.Usage)
+	}
+	r, _, _ = run(t, s, CommandOptions{Cmd: "wait"})
+	if r.Usage == nil || r.Usage.CPU < 250*time.Millisecond {
+		t.Fatalf("a wait for the earlier job's busy loop: usage %+v", r.Usage)
+	}
+}
