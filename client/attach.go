@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,19 +23,83 @@ import (
 // output has a gap (the client fell behind what the daemon retains); reading
 // goes on after it.
 type Attachment struct {
-	ws   *websocket.Conn
-	conn net.Conn // binary messages of ws as a byte stream, for writes
-	raw  *rawConn // the connection ws runs over; nil if the transport gave none
-	ctx  context.Context
-	rest io.Reader // the rest of the binary message being read
-	// writing counts the writes of input in progress. While one is, the
-	// attachment answers no ping of the daemon's: a pong is written after
-	// the write, and waits for it 5 s at most before the read that took
-	// the ping fails, and a write waits as long as the program leaves its
-	// input unread and the daemon holds it back. The daemon, which sees
-	// the input come or knows it holds it back, does not take a ping
-	// unanswered then for a client gone.
-	writing atomic.Int32
+	ws    *websocket.Conn
+	conn  net.Conn // binary messages of ws as a byte stream, for writes
+	raw   *rawConn // the connection ws runs over; nil if the transport gave none
+	ctx   context.Context
+	rest  io.Reader // the rest of the binary message being read
+	pongs pongs
+}
+
+// pongs orders an attachment's pongs with its writes. While a write of
+// input or a resize is in progress, the attachment answers no ping of the
+// daemon's: a pong is written after the write, and waits for it 5 s at
+// most before the read that took the ping fails, and a write waits as long
+// as the program leaves its input unread and the daemon holds it back. The
+// daemon, which sees the input come or knows it holds it back, does not
+// take a ping unanswered then for a client gone. A write that starts while
+// a pong is on its way waits for it, which does not wait for the
+// connection (see rawConn.Write).
+type pongs struct {
+	mu      sync.Mutex
+	writing int           // writes of input and resizes in progress
+	sent    chan struct{} // while a pong is on its way; closed once it went
+	raw     *rawConn      // told that a pong is on its way; may be nil
+}
+
+// answer reports whether to answer a ping read, with ctx the context of
+// its pong, which ends once the pong was written or failed, or in 5 s (the
+// WebSocket library's bound); pongWait bounds it besides.
+func (p *pongs) answer(ctx context.Context) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.writing > 0 || p.sent != nil || p.raw != nil && p.raw.held() {
+		return false
+	}
+	sent := make(chan struct{})
+	p.sent = sent
+	if p.raw != nil {
+		p.raw.pong.Store(true)
+	}
+	var once sync.Once
+	var timer *time.Timer
+	gone := func() {
+		once.Do(func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			timer.Stop()
+			if p.raw != nil {
+				p.raw.pong.Store(false)
+			}
+			p.sent = nil
+			close(sent)
+		})
+	}
+	timer = time.AfterFunc(pongWait, gone)
+	context.AfterFunc(ctx, gone)
+	return true
+}
+
+// pongWait bounds how long a write waits for a pong on its way.
+const pongWait = 6 * time.Second
+
+// start counts a write in progress, once no pong is on its way; end ends it.
+func (p *pongs) start() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.writing++
+	for p.sent != nil {
+		sent := p.sent
+		p.mu.Unlock()
+		<-sent
+		p.mu.Lock()
+	}
+}
+
+func (p *pongs) end() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.writing--
 }
 
 // maxMessage bounds a message an attachment reads, its fragments together:
@@ -68,7 +134,7 @@ func (c *Client) Attach(ctx context.Context, id string) (*Attachment, error) {
 	hc := *c.http
 	hc.Transport = up
 	ws, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPClient: &hc, HTTPHeader: h,
-		OnPingReceived: func(context.Context, []byte) bool { return a.writing.Load() == 0 }})
+		OnPingReceived: func(ctx context.Context, _ []byte) bool { return a.pongs.answer(ctx) }})
 	if err != nil {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			defer resp.Body.Close()
@@ -77,6 +143,7 @@ func (c *Client) Attach(ctx context.Context, id string) (*Attachment, error) {
 		return nil, fmt.Errorf("attach %s: %w", id, err)
 	}
 	a.ws, a.conn, a.raw = ws, websocket.NetConn(ctx, ws, websocket.MessageBinary), up.raw
+	a.pongs.raw = up.raw        // before the first read, which takes the pings
 	ws.SetReadLimit(maxMessage) // after NetConn, which lifts the bound
 
 	return a, nil
@@ -107,9 +174,19 @@ func (t *upgrade) RoundTrip(r *http.Request) (*http.Response, error) {
 // rawConn is the connection an attachment's WebSocket runs over, counting
 // the bytes read from it and written to it: while Close waits for the
 // daemon's answer, what moves says that the daemon still reads or writes.
+//
+// A pong is written behind: the connection takes no more while the daemon
+// reads no more of it (its program leaves its input unread), and a pong
+// that waited for it 5 s would end the connection. A write after it waits
+// for it first.
 type rawConn struct {
 	io.ReadWriteCloser
 	moved atomic.Int64
+	pong  atomic.Bool // the writes now are a pong's (see pongs)
+
+	mu     sync.Mutex
+	behind chan struct{} // closed once the writes behind went
+	err    error         // of a write behind
 }
 
 func (c *rawConn) Read(p []byte) (int, error) {
@@ -119,9 +196,76 @@ func (c *rawConn) Read(p []byte) (int, error) {
 }
 
 func (c *rawConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	before := c.behind
+	if c.pong.Load() {
+		b := bytes.Clone(p)
+		done := make(chan struct{})
+		c.behind = done
+		c.mu.Unlock()
+		go func() {
+			defer close(done)
+			if before != nil {
+				<-before
+			}
+			c.mu.Lock()
+			failed := c.err != nil
+			c.mu.Unlock()
+			if failed {
+				return
+			}
+			n, err := c.ReadWriteCloser.Write(b)
+			c.moved.Add(int64(n))
+			if err != nil {
+				c.mu.Lock()
+				c.err = err
+				c.mu.Unlock()
+			}
+		}()
+		return len(p), nil
+	}
+	c.mu.Unlock()
+	if before != nil {
+		<-before
+		c.mu.Lock()
+		err := c.err
+		c.mu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+	}
 	n, err := c.ReadWriteCloser.Write(p)
 	c.moved.Add(int64(n))
 	return n, err
+}
+
+// held reports whether a write behind has not gone yet: the daemon reads
+// no more of the connection, and would not read a pong written now.
+func (c *rawConn) held() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.behind == nil {
+		return false
+	}
+	select {
+	case <-c.behind:
+		return false
+	default:
+		return true
+	}
+}
+
+// Close closes the connection, and waits for the writes behind, which
+// fail then.
+func (c *rawConn) Close() error {
+	err := c.ReadWriteCloser.Close()
+	c.mu.Lock()
+	behind := c.behind
+	c.mu.Unlock()
+	if behind != nil {
+		<-behind
+	}
+	return err
 }
 
 // How long Close lets the closing handshake go with nothing moving (no
@@ -184,8 +328,8 @@ func (a *Attachment) Read(p []byte) (n int, err error) {
 // Write sends p to the PTY's input. It waits while the program leaves its
 // input unread and the daemon holds back what it cannot queue.
 func (a *Attachment) Write(p []byte) (int, error) {
-	a.writing.Add(1)
-	defer a.writing.Add(-1)
+	a.pongs.start()
+	defer a.pongs.end()
 	return a.conn.Write(p)
 }
 
@@ -195,6 +339,8 @@ func (a *Attachment) Resize(ctx context.Context, cols, rows uint16) error {
 	if err != nil {
 		return err
 	}
+	a.pongs.start()
+	defer a.pongs.end()
 	return a.ws.Write(ctx, websocket.MessageText, b)
 }
 
