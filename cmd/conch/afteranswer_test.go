@@ -365,3 +365,71 @@ func TestStartStdinRefused(t *testing.T) {
 		require.Contains(t, stderr.String(), tc.says(id), tc.cmd)
 	}
 }
+
+// conch run whose paging of what the answer left out meets output that
+// the daemon's log retention dropped before it was read (the command wrote
+// on meanwhile) prints what it read, says on stderr how many bytes are
+// missing there and that retention dropped them, then prints the tail the
+// answer held, and exits as it would have: the dropped bytes are nowhere to
+// read again, as output dropped while conch run follows is not. It once
+// warned, and printed nothing after the gap: the tail was lost.
+func TestOutputPageDroppedTailPrinted(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, "--log-retention", "2M") // an answer holds 1 MiB
+	for _, plain := range []bool{false, true} {
+		dir := t.TempDir()
+		wrote, more := dir+"/wrote", dir+"/more"
+		// 1,500,005 bytes, then, once the first page is asked for, 4 MB
+		// more, which drops all of them.
+		cmd := fmt.Sprintf(`head -c 1500000 /dev/zero | tr '\0' a; printf '\nEND\n'; while [ ! -e %s ]; do sleep 0.05; done; head -c 4000000 /dev/zero | tr '\0' b; touch %s; sleep 30`,
+			more, wrote)
+		var pages atomic.Int32
+		u := stallingProxy(t, s, func(r *http.Request) bool {
+			if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/logs") || pages.Add(1) > 1 {
+				return false
+			}
+			if err := os.WriteFile(more, nil, 0o600); err != nil {
+				return false
+			}
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				if _, err := os.Stat(wrote); err == nil {
+					break
+				}
+			}
+			return false
+		})
+		args := []string{"run", "--name", "dropped", "--timeout", "2s", cmd}
+		if plain {
+			args = []string{"run", "--name", "dropped", "--plain", "--timeout", "2s", cmd}
+		}
+		c := exec.Command("conch", args...)
+		c.Env = append(os.Environ(), client.EnvURL+"="+u, client.EnvToken+"="+s.token,
+			envAnswerWait+"="+testAnswerWait.String())
+		var stdout, stderr strings.Builder
+		c.Stdout, c.Stderr = &stdout, &stderr
+		require.NoError(t, c.Start())
+		guard := time.AfterFunc(time.Minute, func() { _ = c.Process.Kill() }) // a hang guard
+		err := c.Wait()
+		guard.Stop()
+		for p, err := range s.c.Processes(t.Context(), client.ListOptions{Name: "dropped", State: "running"}) {
+			require.NoError(t, err)
+			_ = s.c.Kill(t.Context(), p.ID, client.KillOptions{Signal: "KILL"})
+		}
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "stderr %q", stderr.String())
+		require.Equal(t, exitRunning, ee.ExitCode(), "plain %v: stderr %q", plain, stderr.String())
+		_, err = os.Stat(wrote)
+		require.NoError(t, err, "the first page was never asked for: the test tested nothing; stderr %q", stderr.String())
+
+		m := regexp.MustCompile(`conch: (\d+) bytes of output are missing here: the daemon's log retention dropped output here before it was read\n`).
+			FindStringSubmatch(stderr.String())
+		require.NotNil(t, m, "plain %v: no gap said: stderr %q", plain, stderr.String())
+		missing, err := strconv.Atoi(m[1])
+		require.NoError(t, err)
+		require.Positive(t, missing)
+		got := stdout.String()
+		require.Equal(t, 1500005, len(got)+missing, "plain %v: printed and missing make the output", plain)
+		require.True(t, strings.HasSuffix(got, "a\nEND\n"), "plain %v: the tail the answer held is printed", plain)
+		require.NotContains(t, stderr.String(), "conch logs --cursor", "plain %v: nothing to read again", plain)
+	}
+}

@@ -130,6 +130,9 @@ func (f *answerFlags) printOutput(ctx context.Context, e *env, c *client.Client,
 		}
 		return enc.Encode(r)
 	case r.OmittedBytes > 0 && *f.limit == 0:
+		if r.Truncated {
+			e.warn("the head of the output was dropped by retention before it was read")
+		}
 		// Rendered per channel as it comes, as the daemon renders stdout and stderr.
 		write, flush := frameWriter(e, false, *f.plain, f.carried(ctx, c, r.ProcessID))
 		// Each page the daemon is asked for is bounded, as a quick request
@@ -171,13 +174,15 @@ func (f *answerFlags) printOutput(ctx context.Context, e *env, c *client.Client,
 			_ = flush()
 			return err
 		}
-		if err := flush(); err != nil {
-			return err
+		if dropped {
+			// Retention dropped a page before it was read: what was read
+			// is printed, then the gap, said where it is, then the tail
+			// the answer holds, as for a page not read; the dropped
+			// bytes are nowhere to read again, and the status is the
+			// command's, as for output dropped while it was followed.
+			return f.printRest(e, r, head, last, paged, nl, write, flush, nil)
 		}
-		if dropped || r.Truncated {
-			e.warn("part of the output was dropped by retention before it was read")
-		}
-		return nil
+		return flush()
 	}
 	if r.Truncated {
 		e.warn("the head of the output was dropped by retention before it was read")
@@ -218,7 +223,9 @@ func (f *answerFlags) printOutput(ctx context.Context, e *env, c *client.Client,
 // whose last whole frame is r.Logs[head]; nl, whether what was printed ends
 // a line), with, where the gap is, on stderr, how many bytes are missing and
 // the command that reads them. It returns err, said as output that was
-// lost; nil when the answer held all that was not printed.
+// lost; nil when the answer held all that was not printed. A nil err is a
+// page that retention dropped before it was read: the gap is said as that,
+// with nothing to read it again, and nil is returned.
 func (f *answerFlags) printRest(e *env, r *client.RunResult, head int, last string, paged int64, nl bool, write func(client.LogFrame) error, flush func() error, err error) error {
 	// The bytes from the head to r.Next: those left out and those of the
 	// answer's frames after the head. What is missing is what of them was
@@ -261,10 +268,15 @@ func (f *answerFlags) printRest(e *env, r *client.RunResult, head int, last stri
 	if !nl {
 		lead = "\n" // the notice goes on a line of its own
 	}
-	fmt.Fprintf(e.stderr, "%sconch: %d bytes of output could not be read here; conch logs --cursor %s %s prints them, then the tail and what came after it\n",
-		lead, missing, cmp.Or(last, r.OmittedAfter), r.ProcessID)
+	if err == nil {
+		fmt.Fprintf(e.stderr, "%sconch: %d bytes of output are missing here: the daemon's log retention dropped output here before it was read\n",
+			lead, missing)
+	} else {
+		fmt.Fprintf(e.stderr, "%sconch: %d bytes of output could not be read here; conch logs --cursor %s %s prints them, then the tail and what came after it\n",
+			lead, missing, cmp.Or(last, r.OmittedAfter), r.ProcessID)
+	}
 	// The tail is rendered on its own, as the daemon renders it.
-	if werr := f.printFrames(e, tail, plaintext.Carried{}); werr != nil {
+	if werr := f.printFrames(e, tail, plaintext.Carried{}); werr != nil || err == nil {
 		return werr
 	}
 	return fmt.Errorf("%d bytes of the output of %s were not printed (see above): %w", missing, r.ProcessID, err)
@@ -442,6 +454,9 @@ the command has ended when the input was refused, within 30 s ($CONCH_ANSWER_WAI
 like 5s, sets the 30 s; /healthz is then asked every half of it). A page not
 read so leaves a gap, said on stderr with the bytes missing and the conch logs
 --cursor command that prints them; the tail the answer held is printed after it.
+So does output that the daemon's log retention dropped before a page read it
+(a command that writes on): said with the bytes missing, which nothing reads
+again, and the status is not changed.
 With --plain and --cursor, the output before the cursor is read (a page within
 30 s too) to render what it left open (an unfinished line, an escape sequence):
 when it is not, the output is printed rendered without it, that is said on

@@ -44,7 +44,11 @@ answer, a page of the output it left out, or a write of -i's stdin, within
 30 s ($CONCH_ANSWER_WAIT, like 5s, sets the 30 s). A page not read so
 leaves a gap: conch prints the pages it read, says on stderr how many bytes
 are missing there and the conch logs --cursor command that prints them, then
-prints the tail the answer held, and exits 125. When the reader of
+prints the tail the answer held, and exits 125. Output of a command that
+writes on, which the daemon's log retention dropped before a page read it,
+leaves a gap too: said on stderr with the bytes missing, nothing to read
+again, then the tail; the status is as without the gap (123 while the
+command runs). When the reader of
 conch's output goes away (conch run yes | head; with --idle or --timeout
 too, once the answer is printed, or, when it is a pipe, as soon as its
 reader has gone while the answer is awaited), the command gets SIGPIPE and
