@@ -433,3 +433,42 @@ func TestOutputPageDroppedTailPrinted(t *testing.T) {
 		require.NotContains(t, stderr.String(), "conch logs --cursor", "plain %v: nothing to read again", plain)
 	}
 }
+
+// conch logs --plain --cursor N reads the output before the cursor to
+// render from it what that output left open, as conch interact does; a
+// daemon that does not answer that read ends it, once it printed what it
+// has, exit 125, saying that the text was rendered without it. It once
+// printed as if nothing was missing, and exited 0.
+func TestLogsCarriedBeforeNotAnswered(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	p, err := s.c.Start(t.Context(), client.StartOptions{Cmd: `printf 'abc'; sleep 0.2; printf '\rX\n'; seq 1 3000`})
+	require.NoError(t, err)
+	_, _, err = s.c.Wait(t.Context(), p.ID, 30*time.Second)
+	require.NoError(t, err)
+	page, err := s.c.Logs(t.Context(), p.ID, client.LogsOptions{Cursor: "0", Limit: 1})
+	require.NoError(t, err)
+	require.NotEmpty(t, page.Items)
+	cursor := page.Items[0].Cursor
+	// The read of the frames before the cursor is the one that asks for
+	// a page of at most plaintext.CarriedFrames frames; the print's own
+	// pages ask for 1000.
+	u := stallingProxy(t, s, func(r *http.Request) bool {
+		limit := r.URL.Query().Get("limit")
+		return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/logs") && limit != "" && limit != "1000"
+	})
+	for _, args := range [][]string{
+		{"logs", "--plain", "--cursor", cursor, p.ID},
+		{"logs", "-f", "--plain", "--cursor", cursor, p.ID},
+	} {
+		code, stderr, printed := runStalledOut(t, s, u, "", args...)
+		require.Equal(t, exitOwn, code, "%v: stderr %q", args, stderr)
+		require.Contains(t, stderr, "before cursor "+cursor+" could not be read", "%v", args)
+		require.Contains(t, stderr, "did not answer within "+testAnswerWait.String(), "%v", args)
+		require.Positive(t, printed, "%v: what was read is printed", args)
+	}
+	// A process that is not there is said as that alone.
+	code, stderr := runStalled(t, s, u, "", "logs", "--plain", "--cursor", cursor, "nosuchprocess")
+	require.Equal(t, exitOwn, code, "stderr %q", stderr)
+	require.NotContains(t, stderr, "rendered without it")
+}

@@ -325,10 +325,16 @@ func (f *answerFlags) carried(ctx context.Context, c *client.Client, id string) 
 	}
 	o, err := carriedBefore(ctx, c, id, f.from)
 	if err != nil {
-		f.unrendered = fmt.Errorf("the output of %s before cursor %s could not be read, and what follows it was printed rendered without it (what it left open, an unfinished line or escape sequence, was not applied): %s",
-			id, f.from, describe(err))
+		f.unrendered = unrenderedErr(id, f.from, err)
 	}
 	return o
+}
+
+// unrenderedErr says that the output of id before cursor could not be read
+// (err), so that what follows it was printed rendered without it.
+func unrenderedErr(id, cursor string, err error) error {
+	return fmt.Errorf("the output of %s before cursor %s could not be read, and what follows it was printed rendered without it (what it left open, an unfinished line or escape sequence, was not applied): %s",
+		id, cursor, describe(err))
 }
 
 // earlyAnswer is an answer that came back before the command ended as the

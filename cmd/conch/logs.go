@@ -17,7 +17,11 @@ stderr to stderr, and says on stderr where output was dropped by retention
 (when retention dropped all of it first, a page of what is kept then; while
 following, the first gap, then at most a line a second counting the gaps).
 With -f, it follows until the process ends; Ctrl-C stops following and exits
-130 (Ctrl-\: 131), and the process goes on.`)
+130 (Ctrl-\: 131), and the process goes on. With --plain and --cursor, the
+output before the cursor is read (a page within 30 s, $CONCH_ANSWER_WAIT) to
+render what it left open (an unfinished line, an escape sequence): when it is
+not, the output is printed rendered without it, that is said on stderr, and
+conch exits 125, as conch interact does.`)
 	followFlag := fs.Bool("f", false, "follow: print new output until the process ends")
 	cursor := fs.String("cursor", "", "only output after this `cursor`")
 	asJSON := fs.Bool("json", false, "print frames as JSON lines (cursor, channel, data, encoding, timestamp)")
@@ -34,11 +38,35 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 		return fail(e, exitOwn, err)
 	}
 	var open plaintext.Carried
+	var unrendered error // why the output before the cursor was not read
 	if *plain {
-		// What the print asks next says what went wrong.
-		open, _ = carriedBefore(ctx, c, id, *cursor)
+		var err error
+		if open, err = carriedBefore(ctx, c, id, *cursor); err != nil {
+			unrendered = unrenderedErr(id, *cursor, err)
+		}
 	}
-	out, flush := frameWriter(e, *asJSON, *plain, open)
+	write, flush := frameWriter(e, *asJSON, *plain, open)
+	printed := false // a frame was printed, rendered without what unrendered lacks
+	out := func(f client.LogFrame) error {
+		printed = true
+		return write(f)
+	}
+	// failed and ended end the print: once it printed output rendered
+	// without the output before the cursor, that is said, and the status
+	// is 125, after whatever else went wrong; before it printed any, what
+	// went wrong alone is said (a process that is not there).
+	failed := func(err error) int {
+		if unrendered != nil && printed {
+			err = fmt.Errorf("%w; then: %s", unrendered, describe(err))
+		}
+		return fail(e, exitOwn, err)
+	}
+	ended := func() int {
+		if unrendered != nil && printed {
+			return fail(e, exitOwn, unrendered)
+		}
+		return 0
+	}
 	if *followFlag {
 		ictx, stop, interrupted := stopOnInterrupt(ctx)
 		defer stop()
@@ -48,6 +76,9 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 		for ev, err := range c.Stream(ictx, id, client.StreamOptions{Cursor: *cursor}) {
 			if err != nil && ictx.Err() != nil && ctx.Err() == nil {
 				flush()
+				if unrendered != nil && printed {
+					fail(e, exitOwn, unrendered) // said; the status is Ctrl-C's
+				}
 				return interrupted()
 			}
 			if err != nil {
@@ -60,20 +91,20 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 						err = fmt.Errorf("%w; %s may still run", err, id)
 					}
 				}
-				return fail(e, exitOwn, err)
+				return failed(err)
 			}
 			streamed = true
 			switch ev.Type {
 			case client.EventLog:
 				if err := out(*ev.Frame); err != nil {
-					return fail(e, exitOwn, err)
+					return failed(err)
 				}
 			case client.EventWarning:
 				g.note(ev.Warning)
 			}
 		}
 		flush()
-		return 0
+		return ended()
 	}
 	// What is kept now: up to the newest frame when it starts, so that the
 	// output of a process that writes on does not keep it printing for
@@ -83,7 +114,7 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 	err = signalErr(qctx, err)
 	cancel()
 	if err != nil {
-		return fail(e, exitOwn, err)
+		return failed(err)
 	}
 	last := cursorOf(p.LastCursor)
 	opts := client.LogsOptions{Cursor: *cursor, Limit: 1000}
@@ -95,7 +126,7 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 		err = signalErr(qctx, err)
 		cancel()
 		if err != nil {
-			return fail(e, exitOwn, err)
+			return failed(err)
 		}
 		if page.TruncatedHead {
 			// On later pages: the output was dropped while it was read.
@@ -122,7 +153,7 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 			at := cursorOf(f.Cursor)
 			if at <= prev {
 				flush()
-				return fail(e, exitOwn, fmt.Errorf("the logs of %s: pages that do not move on (frame cursor %q after %d): not the daemon's answer", id, api.Clip([]byte(f.Cursor)), prev))
+				return failed(fmt.Errorf("the logs of %s: pages that do not move on (frame cursor %q after %d): not the daemon's answer", id, api.Clip([]byte(f.Cursor)), prev))
 			}
 			prev = at
 			if at > last {
@@ -130,19 +161,19 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 				break
 			}
 			if err := out(f); err != nil {
-				return fail(e, exitOwn, err)
+				return failed(err)
 			}
 		}
 		// A page is bounded in bytes too: only an empty one is the end.
 		if done {
 			flush()
-			return 0
+			return ended()
 		}
 		if seen[page.Next] {
 			// Cursors only increase: asked again, the page would come
 			// again, and be printed for ever.
 			flush()
-			return fail(e, exitOwn, fmt.Errorf("the logs of %s: pages that do not move on (next %q again): not the daemon's answer", id, api.Clip([]byte(page.Next))))
+			return failed(fmt.Errorf("the logs of %s: pages that do not move on (next %q again): not the daemon's answer", id, api.Clip([]byte(page.Next))))
 		}
 		seen[page.Next] = true
 		opts.Cursor = page.Next
