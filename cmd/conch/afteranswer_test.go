@@ -120,9 +120,12 @@ func TestOutputPagesBounded(t *testing.T) {
 	}
 }
 
-// conch start -i sends its stdin to the command after it printed its id: a
-// daemon that stops answering then ends it, saying so, exit 125. It once
-// waited for good.
+// conch start -i sends its stdin to the command after it printed its id,
+// conch run -i while it waits for the command: a daemon that stops
+// answering then ends it, saying so, exit 125. start -i once waited for
+// good; so did run -i, for a command that waits for the rest of its stdin
+// (cat), after it said that the rest was not sent; now it says too that
+// the command may still run.
 func TestStdinWritesBounded(t *testing.T) {
 	t.Parallel()
 	s := startServe(t)
@@ -132,6 +135,16 @@ func TestStdinWritesBounded(t *testing.T) {
 	code, stderr := runStalled(t, s, u, "data\n", "start", "-i", "cat")
 	require.Equal(t, exitOwn, code, "stderr %q", stderr)
 	require.Contains(t, stderr, "did not answer within "+testAnswerWait.String())
+	for _, args := range [][]string{
+		{"run", "-i", "cat"},
+		{"run", "-i", "--output-limit", "100", "cat"},
+	} {
+		code, stderr := runStalled(t, s, u, "data\n", args...)
+		require.Equal(t, exitOwn, code, "%v: stderr %q", args, stderr)
+		require.Contains(t, stderr, "did not answer within "+testAnswerWait.String(), "%v", args)
+		require.Contains(t, stderr, "the rest of it was not sent", "%v", args)
+		require.Contains(t, stderr, "may still run", "%v", args)
+	}
 }
 
 // conch interact of a process that has ended asks, once its input is
@@ -471,4 +484,66 @@ func TestLogsCarriedBeforeNotAnswered(t *testing.T) {
 	code, stderr := runStalled(t, s, u, "", "logs", "--plain", "--cursor", cursor, "nosuchprocess")
 	require.Equal(t, exitOwn, code, "stderr %q", stderr)
 	require.NotContains(t, stderr, "rendered without it")
+}
+
+// conch run -i whose write of stdin the daemon refuses while the command
+// runs on (its stdin was closed meanwhile, as conch interact --eof closes
+// it) says on stderr that the rest was not sent, and exits as the command
+// does: its status is the command's, as conch run's always is, where conch
+// start -i, which has no command's status to give, exits 125.
+func TestRunStdinRefused(t *testing.T) {
+	t.Parallel()
+	s := startServe(t)
+	dir := t.TempDir()
+	said := dir + "/said"
+	cmd := s.command("run", "-i", "--name", "stdin-refused",
+		fmt.Sprintf(`cat; while [ ! -e %s ]; do sleep 0.05; done; echo on; exit 3`, said))
+	in, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	errPipe, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	require.NoError(t, cmd.Start())
+	guard := time.AfterFunc(time.Minute, func() { _ = cmd.Process.Kill() }) // a hang guard
+	defer guard.Stop()
+	// The command, once it runs, has its stdin closed elsewhere.
+	var id string
+	for deadline := time.Now().Add(30 * time.Second); id == "" && time.Now().Before(deadline); {
+		for p, err := range s.c.Processes(t.Context(), client.ListOptions{Name: "stdin-refused"}) {
+			require.NoError(t, err)
+			id = p.ID
+		}
+		if id == "" {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	require.NotEmpty(t, id, "conch run -i never started its command")
+	require.NoError(t, s.c.WriteStdin(t.Context(), id, nil, true))
+	// Then conch's stdin comes: the write of it is refused, which is
+	// said; the command goes on once it is.
+	stderrDone := make(chan string)
+	go func() {
+		var all strings.Builder
+		sc := bufio.NewScanner(errPipe)
+		for sc.Scan() {
+			fmt.Fprintln(&all, sc.Text())
+			if strings.Contains(sc.Text(), "the rest of it was not sent") {
+				_ = os.WriteFile(said, nil, 0o600)
+			}
+		}
+		stderrDone <- all.String()
+	}()
+	_, err = in.Write([]byte("hi\n"))
+	require.NoError(t, err)
+	require.NoError(t, in.Close())
+	stderr := <-stderrDone
+	err = cmd.Wait()
+	_ = s.c.Kill(t.Context(), id, client.KillOptions{Signal: "KILL"})
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "stderr %q", stderr)
+	require.Equal(t, 3, ee.ExitCode(), "the command's status; stderr %q", stderr)
+	require.Contains(t, stderr, "conch: sending stdin to "+id+": ")
+	require.Contains(t, stderr, "the rest of it was not sent, and its stdin is closed")
+	require.Equal(t, "on\n", stdout.String())
 }

@@ -423,8 +423,8 @@ func (f *startFlags) runEarly(ctx context.Context, e *env, c *client.Client, a *
 		// which the daemon gives at once.
 		cctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		go copyStdin(cctx, e, c, started.ID, e.stdin)
-		actx, cancelWait := awaitAnswer(ctx, c, 0)
+		sctx := sendStdin(cctx, e, c, started.ID, e.stdin)
+		actx, cancelWait := awaitAnswer(sctx, c, 0)
 		_, _, err = c.Wait(actx, started.ID, 0)
 		err = signalErr(actx, err)
 		cancelWait()

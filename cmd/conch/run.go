@@ -35,7 +35,11 @@ Ctrl-\'s SIGQUIT are passed as they are), and conch exits as the command
 then does (130 when SIGINT ends it; its own status when it caught it and
 exited). With --idle or --timeout too. -i sends all of conch's stdin, waiting while the command has
 not read what was sent; output the daemon dropped before conch read it is
-said on stderr where it was. When the daemon does not take the signal within 5 s, conch
+said on stderr where it was. A write of it the daemon refuses while the
+command runs on (its stdin was closed meanwhile, by conch interact --eof) is
+said on stderr, the rest is not sent, and the status is still the command's;
+a command that ended first (or ends within a second of the refusal) stopped
+reading, as a reader of a pipe may, and that is not said. When the daemon does not take the signal within 5 s, conch
 stops waiting and exits 125; the command may still run. So it does when the
 daemon does not answer (stopped, or stuck): the start within 30 s, a wait 30 s
 past --timeout, or, while conch waits, /healthz (asked every 15 s) within
@@ -398,8 +402,9 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	}
 	ctx, stop := sigs.passTo(ctx, c, p.ID)
 	defer stop()
+	fctx := ctx // the follow's: a write of -i's stdin not answered ends it
 	if *f.stdin {
-		go copyStdin(ctx, e, c, p.ID, e.stdin)
+		fctx = sendStdin(ctx, e, c, p.ID, e.stdin)
 	}
 	// A reader of conch's output that goes away (conch run yes | head)
 	// ends the command as it would a local one: a write to the broken pipe
@@ -411,11 +416,11 @@ func cmdRun(ctx context.Context, e *env, args []string) int {
 	if *f.json {
 		write = nil
 	}
-	res, err := follow(ctx, c, p.ID, write, e.stderr)
+	res, err := follow(fctx, c, p.ID, write, e.stderr)
 	if err == nil && write != nil {
 		err = flush()
 	}
-	err = signalErr(ctx, err)
+	err = signalErr(fctx, err)
 	if errors.Is(err, syscall.EPIPE) {
 		return brokenPipe(ctx, e, c, p.ID, err)
 	}
@@ -676,6 +681,21 @@ func copyStdin(ctx context.Context, e *env, c *client.Client, id string, r io.Re
 			return closeStdin(ctx, e, c, id)
 		}
 	}
+}
+
+// sendStdin sends r to the process's stdin as copyStdin does, while the
+// caller waits for the process, and returns a context for that wait: it
+// ends when the daemon does not answer a write, its cause saying so. The
+// process, its stdin neither all sent nor closed, may wait for the rest for
+// good (cat), and conch with it: conch stops waiting instead, and exits 125.
+func sendStdin(ctx context.Context, e *env, c *client.Client, id string, r io.Reader) context.Context {
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		if err := copyStdin(ctx, e, c, id, r); isNotAnswered(err) && ctx.Err() == nil {
+			cancel(fmt.Errorf("stopped waiting for %s, which may wait for the rest of its stdin: the daemon did not answer a write of it (said above)", id))
+		}
+	}()
+	return ctx
 }
 
 // errStdinLost is copyStdin's error once it said that part of the stdin
