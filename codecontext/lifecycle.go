@@ -24,7 +24,7 @@ func (c *Context) exitedBetweenCells() {
 	if why := c.driverFailure(); why != "" {
 		c.h.End(&process.Result{Reason: process.Lost, Error: why}, syscall.SIGKILL)
 	} else {
-		c.h.EndedByItself()
+		c.h.EndedByItself(nil)
 	}
 	go c.teardown() // its directory goes now (see teardown)
 }
@@ -40,7 +40,7 @@ func (c *Context) interpreterEnded(failed *process.Result, cellEnded func()) {
 		if failed != nil {
 			c.h.End(failed, syscall.SIGKILL)
 		} else {
-			c.h.EndedByItself()
+			c.h.EndedByItself(nil)
 		}
 		<-c.h.Done() // EndedByItself leaves it to an End already running (a delete as it died)
 		cellEnded()

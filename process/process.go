@@ -54,7 +54,10 @@ type Result struct {
 	// than being ended by it: ExitCode is then what it chose.
 	Handled bool
 	// Error says why, for Failed (and Lost where known); for a command or
-	// cell that ended otherwise, why Cwd is empty (sentinel.CwdTooLong).
+	// cell that ended otherwise, why Cwd is empty (sentinel.CwdTooLong);
+	// for a session whose shell ended by itself while no command ran (an
+	// idle bash with TMOUT set logs out), that it did, how, and what the
+	// shell said last.
 	Error string
 	// Cwd is, for a session command, the shell's working directory once the
 	// command ended, where the next command starts, and for a cell the

@@ -58,6 +58,9 @@ func (s *Server) logEnd(i process.Info) {
 		if r.Signal != "" {
 			attrs = append(attrs, slog.String("signal", r.Signal))
 		}
+		if r.Error != "" {
+			attrs = append(attrs, slog.String("error", r.Error))
+		}
 	}
 	if start := i.StartedAt; !start.IsZero() && !i.ExitedAt.IsZero() {
 		attrs = append(attrs, slog.Float64("durationMs", float64(i.ExitedAt.Sub(start).Microseconds())/1000))

@@ -131,6 +131,10 @@ type Session struct {
 	// lookOwn), before any command but the first is framed.
 	own     string
 	ownOnly bool
+	// upTo is how much of its own output the shell had written once it
+	// came up: what it says after that is what its end may quote (see
+	// exitedBetween).
+	upTo int64
 
 	// written counts the bytes written to stdin; readTo, once the shell
 	// has exited, how many of them it read (-1: not known; see
@@ -306,6 +310,7 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 		return nil, s.refuse("lost what it was sent before its first command: its login profile reads its standard input, the session's commands (read, cat)")
 	}
 	s.lookOwn()
+	s.upTo = s.diag.Written()
 	s.h.Ready()
 	return s, nil
 }
@@ -836,7 +841,11 @@ func (s *Session) teardown() {
 // command ends after the session (see Command.endAfterSession).
 func (s *Session) shellExited() {
 	s.kickAwaiting() // it waits for its streams, not for the exit
-	s.h.EndedByItself()
+	var why func() string
+	if s.running() == nil {
+		why = s.exitedBetween
+	}
+	s.h.EndedByItself(why)
 	// Ended so, the session lets go of what only Close let go of: its
 	// command files and their directory, a descriptor and a directory
 	// under the stream directory each, which its record would otherwise
@@ -846,6 +855,29 @@ func (s *Session) shellExited() {
 	// resident.Host.KillLeft).
 	go s.teardown()
 }
+
+// exitedBetween says why the session ended when its shell exited while no
+// command ran, which no command's result says: how it ended, and what it
+// said last on its own output since it came up — an idle bash with TMOUT
+// set logs out, saying "timed out waiting for input: auto-logout" — or ""
+// when the OOM killer ended it, which the result says already.
+func (s *Session) exitedBetween() string {
+	if s.h.OOMKilledIt() {
+		return ""
+	}
+	how := "the shell exited between commands"
+	if ws, ok := s.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		how = "the shell was killed between commands"
+	}
+	how += " (" + s.cmd.ProcessState.String() + ")"
+	if said := s.diag.LastLine(s.upTo, lastWords); said != "" {
+		how += ": " + said
+	}
+	return how
+}
+
+// lastWords bounds what a session's end quotes of what its shell said last.
+const lastWords = 256
 
 // kickAwaiting wakes the command that reads its streams where it is waited
 // for, if one does (see Command.kick).

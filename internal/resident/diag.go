@@ -23,6 +23,8 @@ type Diag struct {
 
 	mu      sync.Mutex // guards the fields below
 	last    []byte
+	total   int64 // bytes read so far, of which last holds the end
+	marked  int64 // how far the last watched marker seen reached, of total
 	watches []watch
 }
 
@@ -119,6 +121,7 @@ func (d *Diag) take(p []byte) []func() {
 	defer d.mu.Unlock()
 	prev := len(d.last)
 	d.last = append(d.last, p...)
+	d.total += int64(len(p))
 	var fire []func()
 	kept := d.watches[:0]
 	for _, w := range d.watches {
@@ -128,6 +131,7 @@ func (d *Diag) take(p []byte) []func() {
 		i := bytes.Index(d.last[from:], w.marker)
 		if i >= 0 {
 			rest := d.last[from+i+len(w.marker):]
+			d.marked = max(d.marked, d.total-int64(len(rest)))
 			if !w.trailer {
 				fire = append(fire, func() { w.w.Seen(nil) })
 				continue
@@ -153,4 +157,66 @@ func (d *Diag) Tail() string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return strings.TrimSpace(string(d.last))
+}
+
+// Written returns how many bytes of the interpreter's own output have been
+// read so far: a mark for LastLine.
+func (d *Diag) Written() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.total
+}
+
+// LastLine returns the last line that is not blank of what the interpreter
+// wrote after the first from bytes (see Written) and after the last marker
+// a watch saw (a command's start), as far as it is still kept: without its control characters and terminal escapes, a carriage
+// return ending a line as a newline does, and at most limit bytes of its end.
+// It is what an interpreter said last, as it ended: an idle bash that logs
+// out says "timed out waiting for input: auto-logout".
+func (d *Diag) LastLine(from int64, limit int) string {
+	d.mu.Lock()
+	p := d.last
+	if skip := max(from, d.marked) - (d.total - int64(len(p))); skip > 0 {
+		p = p[min(skip, int64(len(p))):]
+	}
+	var line []byte
+	for rest := p; len(rest) > 0; {
+		i := bytes.LastIndexAny(rest, "\n\r")
+		if l := bytes.TrimSpace(plain(rest[i+1:])); len(l) > 0 {
+			line = l
+			break
+		}
+		if i < 0 {
+			break
+		}
+		rest = rest[:i]
+	}
+	d.mu.Unlock()
+	if len(line) > limit {
+		line = line[len(line)-limit:]
+	}
+	return strings.ToValidUTF8(string(line), "")
+}
+
+// plain returns a copy of p without control characters and terminal
+// escapes (ESC [ ... final byte), a tab made a space.
+func plain(p []byte) []byte {
+	out := make([]byte, 0, len(p))
+	for i := 0; i < len(p); i++ {
+		switch b := p[i]; {
+		case b == 0x1b:
+			if i+1 < len(p) && p[i+1] == '[' {
+				i += 2
+				for i < len(p) && (p[i] < 0x40 || p[i] > 0x7e) {
+					i++
+				}
+			}
+		case b == '\t':
+			out = append(out, ' ')
+		case b < 0x20 || b == 0x7f:
+		default:
+			out = append(out, b)
+		}
+	}
+	return out
 }

@@ -486,7 +486,14 @@ func (h *Host) exitsWithin(d time.Duration) bool {
 // killed from outside, or ended by a command (exit, exec, sys.exit):
 // what it left behind is killed, queued commands fail and the session is
 // terminal with what its exit status says. It does nothing while End runs.
-func (h *Host) EndedByItself() {
+//
+// why, when not nil, says why the interpreter ended, where nothing else
+// would: it exited while no command ran. It is called once what the
+// interpreter left is killed and its own output has ended (or diagLinger
+// has passed), what it said last there at hand (see Diag.LastLine); what
+// it returns, unless "", is the session's result's Error and what later
+// submissions are told.
+func (h *Host) EndedByItself(why func() string) {
 	h.mu.Lock()
 	closing := h.closing
 	h.closing = true
@@ -497,8 +504,21 @@ func (h *Host) EndedByItself() {
 	}
 	h.killTree(syscall.SIGKILL)
 	h.endCgroup()
+	var r *process.Result
+	if why != nil {
+		h.diag.stopAfter(diagLinger) // as Close would: the reader ends by then
+		<-h.diag.Ended()
+		if w := why(); w != "" {
+			h.mu.Lock()
+			rr := *h.statusResult(nil)
+			rr.Error = w
+			h.why = w
+			h.mu.Unlock()
+			r = &rr
+		}
+	}
 	h.Queue.Close(h.ErrEnded())
-	h.finish(nil)
+	h.finish(r)
 	h.release()
 }
 
