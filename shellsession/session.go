@@ -842,7 +842,7 @@ func (s *Session) teardown() {
 func (s *Session) shellExited() {
 	s.kickAwaiting() // it waits for its streams, not for the exit
 	var why func() string
-	if s.running() == nil {
+	if s.running() == nil && s.h.CameUp() {
 		why = s.exitedBetween
 	}
 	s.h.EndedByItself(why)
@@ -862,14 +862,16 @@ func (s *Session) shellExited() {
 // set logs out, saying "timed out waiting for input: auto-logout" — or ""
 // when the OOM killer ended it, which the result says already.
 func (s *Session) exitedBetween() string {
-	if s.h.OOMKilledIt() {
+	st := s.h.ExitState()
+	// One that never came up is refused by New, which says why.
+	if st == nil || !s.h.CameUp() || s.h.OOMKilledIt() {
 		return ""
 	}
 	how := "the shell exited between commands"
-	if ws, ok := s.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		how = "the shell was killed between commands"
 	}
-	how += " (" + s.cmd.ProcessState.String() + ")"
+	how += " (" + st.String() + ")"
 	if said := s.diag.LastLine(s.upTo, lastWords); said != "" {
 		how += ": " + said
 	}

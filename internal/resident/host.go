@@ -220,6 +220,25 @@ func (h *Host) Ready() {
 	}
 }
 
+// CameUp reports whether Ready marked the session running: what the
+// embedder set before it calls Ready is there for whoever it reports true to.
+func (h *Host) CameUp() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.state != process.Starting
+}
+
+// ExitState is the interpreter's exit status, once it has been reaped
+// (Exited is closed); nil before.
+func (h *Host) ExitState() *os.ProcessState {
+	select {
+	case <-h.exited:
+		return h.cmd.ProcessState
+	default:
+		return nil
+	}
+}
+
 // StartEnded says how an interpreter that did not come up ended —
 // "exited as it started (exit status 3)", or "" while it runs on — once it
 // has been reaped and its output has ended (what it said: Diag's Tail), for
