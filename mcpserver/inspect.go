@@ -140,8 +140,8 @@ func (s *Server) readOutput(ctx context.Context, req *mcp.CallToolRequest, in Re
 		}
 		out.More = true
 	} else if out.Running {
-		// An escape sequence left unfinished is read whole next time, as
-		// run and interact hold it back (output.holdBack).
+		// An escape sequence or a character left unfinished is read whole
+		// next time, as run and interact hold it back (output.holdBack).
 		end = heldEnd(open, buf)
 	}
 	// A page that more output follows, now or later, may stop inside a
@@ -268,9 +268,11 @@ func withOpen(cursor string, open []byte) string {
 // at its end is held back: before that sequence when it starts in b,
 // within plaintext.MaxUnfinished of b's end; else at b's end, where the
 // cursor carries the sequence (withOpen). open is the sequence the output
-// before b left open.
+// before b left open. A character whose first bytes end b is held back so
+// too: the daemon may send them in a frame of their own when the rest
+// comes later, and the rest, read alone, would be a U+FFFD of its own.
 func heldEnd(open, b []byte) int {
-	n := plaintext.Unfinished(joined(open, b))
+	n := max(plaintext.Unfinished(joined(open, b)), plaintext.IncompleteTail(b))
 	if n > len(b) { // it started before b
 		return len(b)
 	}

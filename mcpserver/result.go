@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -48,15 +49,23 @@ type Result struct {
 // process, nil when it ended. The cwd is the session's, read once the
 // command ended.
 func (s *Server) result(ctx context.Context, r *client.RunResult, o output, p *client.Process, sessionID string, limit int64) Result {
+	next := r.Next
+	if p != nil {
+		// What holdBack holds back is not shown either: a character's
+		// first bytes would show as a U+FFFD, and its rest, read next
+		// time, as another.
+		var held int
+		next, held = o.holdBack(r.Next)
+		o = o.dropEnd(held)
+	}
 	shown := o.fitted(int(limit))
-	out := Result{ID: r.ProcessID, OmittedBytes: shown.omitted, Truncated: r.Truncated, Next: r.Next}
+	out := Result{ID: r.ProcessID, OmittedBytes: shown.omitted, Truncated: r.Truncated, Next: next}
 	out.Output, out.OmittedAfter, out.OmittedBytes = render(shown, int(limit))
 	if p != nil {
 		out.ID = p.ID
 		out.Running = true
 		out.Queued = p.State == api.Starting
 		out.WaitingForInput = r.WaitingForInput || p.WaitingForInput
-		out.Next = o.holdBack(r.Next)
 		return out
 	}
 	out.ExitCode, out.Signal, out.Reason, out.Error = r.ExitCode, r.Signal, string(r.Reason), r.Error
@@ -235,32 +244,58 @@ func (o output) fitted(limit int) output {
 // holdBack is next, the cursor after o's output, moved back to the start
 // of an escape sequence its end leaves unfinished, so that the next answer
 // reads that sequence whole rather than its rest as text ("31mred" after
-// "ab ESC ["), as the daemon holds back a character split between writes.
-// The rendering shows no piece of it meanwhile. A sequence that cannot be
+// "ab ESC ["), and to the start of a character whose first bytes end it
+// (the daemon may send them in a frame of their own when the rest comes
+// later), so that the next answer reads it whole rather than a U+FFFD for
+// its rest; held is how many bytes at o's end it held back, which the
+// rendering is not to show (see dropEnd). A sequence that cannot be
 // held back so — one longer than plaintext.MaxUnfinished (an OSC 52
 // clipboard, a sixel image), one that started before the cursor read from,
 // or one that starts in a piece whose place is not known (the first of a
 // tail, cut at its start) — is carried instead: next, with the sequence's
 // start after it (withOpen), whose rest the next answer then renders as
 // the whole output does.
-func (o output) holdBack(next string) string {
+func (o output) holdBack(next string) (_ string, held int) {
 	last, open := o.head, o.open
 	if o.omitted > 0 {
 		last, open = o.tail, nil // a tail is rendered on its own
 	}
 	b := pieceBytes(last)
 	if start := heldEnd(open, b); start < len(b) { // in b; then in the piece it falls in
+		held = len(b) - start
 		for _, p := range last {
 			if start < len(p.data) {
 				if p.known {
-					return at(p.before, p.off+start)
+					return at(p.before, p.off+start), held
 				}
 				break
 			}
 			start -= len(p.data)
 		}
 	}
-	return withOpen(next, plaintext.Open(joined(open, b)))
+	return withOpen(next, plaintext.Open(joined(open, b))), 0
+}
+
+// dropEnd is o without the last n bytes of its output: of its tail when it
+// has one, else of its head.
+func (o output) dropEnd(n int) output {
+	last := &o.head
+	if o.omitted > 0 {
+		last = &o.tail
+	}
+	pieces := slices.Clone(*last) // head and tail share an array
+	for n > 0 && len(pieces) > 0 {
+		k := len(pieces) - 1
+		if len(pieces[k].data) <= n {
+			n -= len(pieces[k].data)
+			pieces = pieces[:k]
+			continue
+		}
+		pieces[k].data = pieces[k].data[:len(pieces[k].data)-n]
+		n = 0
+	}
+	*last = pieces
+	return o
 }
 
 // size is the bytes of pieces.
