@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // Process is the API's ProcessDto: one exec, PTY, session shell or session
@@ -478,6 +479,24 @@ func Clip(b []byte) string {
 		return string(b)
 	}
 	return string(b[:clipLen]) + "..."
+}
+
+// quoteLen is the most bytes of a string Quote keeps.
+const quoteLen = 256
+
+// Quote returns s quoted (see strconv.Quote) for an error message, cut to
+// its first 256 bytes, at a character boundary, followed by "..." when
+// longer: a value a client sent (a cwd, a shell) may be megabytes long, and
+// an error quoting it whole is an answer as long.
+func Quote(s string) string {
+	if len(s) <= quoteLen {
+		return strconv.Quote(s)
+	}
+	n := quoteLen
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return strconv.Quote(s[:n]) + "..."
 }
 
 // InteractOptions answer a running process, wait and read on

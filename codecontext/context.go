@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/inputwait"
 	"github.com/conchsh/conch/internal/proctree"
@@ -135,10 +136,10 @@ func New(ctx context.Context, opts Options) (*Context, error) {
 	}
 	if opts.Cwd != "" {
 		if !filepath.IsAbs(opts.Cwd) {
-			return nil, fmt.Errorf("%w: cwd %q is not an absolute path", process.ErrInvalidArgument, opts.Cwd)
+			return nil, fmt.Errorf("%w: cwd %s is not an absolute path", process.ErrInvalidArgument, api.Quote(opts.Cwd))
 		}
 		if fi, err := os.Stat(opts.Cwd); err != nil || !fi.IsDir() {
-			return nil, fmt.Errorf("%w: cwd %q is not a directory", process.ErrInvalidArgument, opts.Cwd)
+			return nil, fmt.Errorf("%w: cwd %s is not a directory", process.ErrInvalidArgument, api.Quote(opts.Cwd))
 		}
 	}
 	opts.Language = lang
@@ -352,7 +353,7 @@ func (c *Context) Submit(opts CellOptions) (*Cell, error) {
 	switch opts.Stdin {
 	case "", process.StdinClosed, process.StdinOpen:
 	default:
-		return nil, fmt.Errorf("%w: stdin %q: want closed or open", process.ErrInvalidArgument, opts.Stdin)
+		return nil, fmt.Errorf("%w: stdin %s: want closed or open", process.ErrInvalidArgument, api.Quote(string(opts.Stdin)))
 	}
 	if opts.ExecutionTimeout < 0 { // as exec and shellsession refuse it
 		return nil, fmt.Errorf("%w: negative executionTimeout", process.ErrInvalidArgument)

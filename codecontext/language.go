@@ -25,7 +25,7 @@ func ParseLanguage(s string) (Language, error) {
 	if l := api.CanonicalLanguage(s); l != "" {
 		return Language(l), nil
 	}
-	return "", fmt.Errorf("%w: unknown language %q: use python or javascript", process.ErrInvalidArgument, s)
+	return "", fmt.Errorf("%w: unknown language %s: use python or javascript", process.ErrInvalidArgument, api.Quote(string(s)))
 }
 
 //go:embed driver.py
@@ -59,7 +59,7 @@ func findInterpreter(l Language) (interpreter, error) {
 		// with vm modules enabled (see driver.js).
 		in.flags = []string{"--expose-internals", "--no-memory-reducer", "--experimental-vm-modules"}
 	default:
-		return in, fmt.Errorf("%w: unknown language %q: use python or javascript", process.ErrInvalidArgument, l)
+		return in, fmt.Errorf("%w: unknown language %s: use python or javascript", process.ErrInvalidArgument, api.Quote(string(l)))
 	}
 	for _, n := range names {
 		if p, err := exec.LookPath(n); err == nil {

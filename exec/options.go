@@ -3,6 +3,7 @@ package exec
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	osexec "os/exec"
 	"os/user"
@@ -14,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/procfs"
 	"github.com/conchsh/conch/internal/proctree"
@@ -129,7 +131,7 @@ func prepare(id string, opts Options) (plan, error) {
 	switch opts.Kind {
 	case "", process.KindExec, process.KindPTY:
 	default:
-		return pl, fmt.Errorf("%w: kind %q is not exec or pty", process.ErrInvalidArgument, opts.Kind)
+		return pl, fmt.Errorf("%w: kind %s is not exec or pty", process.ErrInvalidArgument, api.Quote(string(opts.Kind)))
 	}
 	switch {
 	case opts.Argv != nil && opts.Cmd != "":
@@ -226,6 +228,16 @@ func checkStrings(opts Options) error {
 	return process.CheckEnv(opts.Env)
 }
 
+// pathless is err without the path a *fs.PathError quotes whole, which
+// may be megabytes long: its message quotes the path clipped (api.Quote).
+func pathless(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: %w", pe.Op, pe.Err)
+	}
+	return err
+}
+
 // workDir returns cwd made absolute, or the daemon's directory for "".
 // When that directory was removed, dir is the path it had and inherit is
 // true: the process starts in it by inheriting it, as no path leads there.
@@ -234,20 +246,20 @@ func workDir(cwd string) (dir string, inherit bool, err error) {
 		return daemonDir()
 	}
 	if !filepath.IsAbs(cwd) {
-		return "", false, fmt.Errorf("%w: cwd %q is not an absolute path", process.ErrInvalidArgument, cwd)
+		return "", false, fmt.Errorf("%w: cwd %s is not an absolute path", process.ErrInvalidArgument, api.Quote(cwd))
 	}
 	fi, err := os.Stat(cwd)
 	if err != nil {
-		return "", false, fmt.Errorf("%w: cwd: %v", process.ErrInvalidArgument, err)
+		return "", false, fmt.Errorf("%w: cwd %s: %v", process.ErrInvalidArgument, api.Quote(cwd), pathless(err))
 	}
 	if !fi.IsDir() {
-		return "", false, fmt.Errorf("%w: cwd %q is not a directory", process.ErrInvalidArgument, cwd)
+		return "", false, fmt.Errorf("%w: cwd %s is not a directory", process.ErrInvalidArgument, api.Quote(cwd))
 	}
 	// Where the kernel, which os.Stat asked, goes: a cleaned "link/.."
 	// would run the process elsewhere than the directory checked, and
 	// than a session given the same cwd.
 	if dir, err = process.RunDir(cwd); err != nil {
-		return "", false, fmt.Errorf("%w: cwd: %v", process.ErrInvalidArgument, err)
+		return "", false, fmt.Errorf("%w: cwd %s: %v", process.ErrInvalidArgument, api.Quote(cwd), pathless(err))
 	}
 	return dir, false, nil
 }

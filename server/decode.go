@@ -570,7 +570,7 @@ func (c *checker) refuse(format string, args ...any) {
 	}
 	msg := fmt.Sprintf(format, args...)
 	if field := c.where(); field != "" {
-		c.mistyped = fmt.Errorf("field %q: %s", field, msg)
+		c.mistyped = fmt.Errorf("field %s: %s", api.Quote(field), msg)
 		return
 	}
 	c.mistyped = errors.New(msg) // the whole body or message
@@ -729,9 +729,9 @@ func (c *checker) object(t reflect.Type, depth int) error {
 		}
 		if _, dup := seen[key]; dup {
 			if kind == reflect.Map {
-				return fmt.Errorf("%s: duplicate key %q", c.where(), key)
+				return fmt.Errorf("%s: duplicate key %s", api.Quote(c.where()), api.Quote(key))
 			}
-			return fmt.Errorf("duplicate field %q", name())
+			return fmt.Errorf("duplicate field %s", api.Quote(name()))
 		}
 		if seen == nil {
 			seen = make(map[string]struct{})
@@ -882,11 +882,11 @@ func (c *checker) badText(what string) error {
 	case c.inKey && field == "":
 		return fmt.Errorf("a key of the body is not valid UTF-8 (%s): JSON strings carry text", what)
 	case c.inKey:
-		return fmt.Errorf("a key of %q is not valid UTF-8 (%s): JSON strings carry text", field, what)
+		return fmt.Errorf("a key of %s is not valid UTF-8 (%s): JSON strings carry text", api.Quote(field), what)
 	case field == "input":
-		return fmt.Errorf("field %q is not valid UTF-8 (%s): JSON strings carry text, send bytes in inputBase64", field, what)
+		return fmt.Errorf("field %s is not valid UTF-8 (%s): JSON strings carry text, send bytes in inputBase64", api.Quote(field), what)
 	}
-	return fmt.Errorf("field %q is not valid UTF-8 (%s): JSON strings carry text", field, what)
+	return fmt.Errorf("field %s is not valid UTF-8 (%s): JSON strings carry text", api.Quote(field), what)
 }
 
 func (c *checker) number() error {
@@ -982,10 +982,10 @@ func isSpace(data []byte) bool {
 func unknownField(name, key string, fields map[string]reflect.Type) error {
 	for f := range fields {
 		if strings.EqualFold(f, key) {
-			return fmt.Errorf("unknown field %q: names are case-sensitive, did you mean %q?", name, f)
+			return fmt.Errorf("unknown field %s: names are case-sensitive, did you mean %q?", api.Quote(name), f)
 		}
 	}
-	return fmt.Errorf("unknown field %q", name)
+	return fmt.Errorf("unknown field %s", api.Quote(name))
 }
 
 // fieldCache holds jsonFields by type.

@@ -18,6 +18,7 @@ import (
 	"time"
 	"weak"
 
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/containment"
 	"github.com/conchsh/conch/internal/procfs"
 	"github.com/conchsh/conch/internal/proctree"
@@ -210,10 +211,10 @@ func New(ctx context.Context, opts Options) (*Session, error) {
 	opts.ReadyWithin = process.OrDefault(opts.ReadyWithin, process.ReadyWithin)
 	if opts.Cwd != "" {
 		if !filepath.IsAbs(opts.Cwd) {
-			return nil, fmt.Errorf("%w: cwd %q is not an absolute path", process.ErrInvalidArgument, opts.Cwd)
+			return nil, fmt.Errorf("%w: cwd %s is not an absolute path", process.ErrInvalidArgument, api.Quote(opts.Cwd))
 		}
 		if fi, err := os.Stat(opts.Cwd); err != nil || !fi.IsDir() {
-			return nil, fmt.Errorf("%w: cwd %q is not a directory", process.ErrInvalidArgument, opts.Cwd)
+			return nil, fmt.Errorf("%w: cwd %s is not a directory", process.ErrInvalidArgument, api.Quote(opts.Cwd))
 		}
 	}
 	id := opts.ID
@@ -536,7 +537,7 @@ func (s *Session) prepare(opts CommandOptions) (*Command, error) {
 	switch opts.Stdin {
 	case "", process.StdinClosed, process.StdinOpen:
 	default:
-		return nil, fmt.Errorf("%w: stdin %q: want closed or open", process.ErrInvalidArgument, opts.Stdin)
+		return nil, fmt.Errorf("%w: stdin %s: want closed or open", process.ErrInvalidArgument, api.Quote(string(opts.Stdin)))
 	}
 	if opts.ExecutionTimeout < 0 {
 		return nil, fmt.Errorf("%w: negative executionTimeout", process.ErrInvalidArgument)

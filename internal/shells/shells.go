@@ -5,9 +5,12 @@ package shells
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/conchsh/conch/api"
 )
 
 // Family is a shell implementation; it decides the dialect and how the shell
@@ -57,22 +60,31 @@ func Resolve(name string) (Shell, error) {
 	base := filepath.Base(name)
 	if filepath.IsAbs(name) {
 		if _, ok := families[base]; !ok {
-			return Shell{}, fmt.Errorf("shell %q: %w (want one of %s)", name, ErrUnknownShell, strings.Join(Names, ", "))
+			return Shell{}, fmt.Errorf("shell %s: %w (want one of %s)", api.Quote(name), ErrUnknownShell, strings.Join(Names, ", "))
 		}
 	} else if _, ok := families[name]; !ok || strings.ContainsRune(name, '/') {
-		return Shell{}, fmt.Errorf("shell %q: %w (want one of %s)", name, ErrUnknownShell, strings.Join(Names, ", "))
+		return Shell{}, fmt.Errorf("shell %s: %w (want one of %s)", api.Quote(name), ErrUnknownShell, strings.Join(Names, ", "))
 	}
 	path := name
 	if !filepath.IsAbs(name) {
 		p, err := exec.LookPath(name)
 		if err != nil {
-			return Shell{}, fmt.Errorf("shell %q: %w: looked for %q in PATH", name, ErrNotInstalled, name)
+			return Shell{}, fmt.Errorf("shell %s: %w: looked for it in PATH", api.Quote(name), ErrNotInstalled)
 		}
 		if path, err = filepath.Abs(p); err != nil {
-			return Shell{}, fmt.Errorf("shell %q: %w", name, err)
+			return Shell{}, fmt.Errorf("shell %s: %w", api.Quote(name), err)
 		}
 	} else if _, err := exec.LookPath(name); err != nil {
-		return Shell{}, fmt.Errorf("shell %q: %w: %v", name, ErrNotInstalled, err)
+		// Without the name, which the error quotes whole.
+		var ee *exec.Error
+		if errors.As(err, &ee) {
+			err = ee.Err
+		}
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return Shell{}, fmt.Errorf("shell %s: %w: %v", api.Quote(name), ErrNotInstalled, err)
 	}
 	s := Shell{Name: name, Path: path, Family: families[base]}
 	if s.Family == "" || base == "ksh" {
