@@ -729,7 +729,7 @@ func (c *checker) object(t reflect.Type, depth int) error {
 		}
 		if _, dup := seen[key]; dup {
 			if kind == reflect.Map {
-				return fmt.Errorf("%s: duplicate key %s", api.Quote(c.where()), api.Quote(key))
+				return fmt.Errorf("%s: duplicate key %s", unquoted(c.where()), api.Quote(key))
 			}
 			return fmt.Errorf("duplicate field %s", api.Quote(name()))
 		}
@@ -1032,4 +1032,15 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 	}
 	fieldCache.Store(t, m)
 	return m
+}
+
+// unquoted is a field's path for a message as api.Quote clips it, without
+// the quotes: a key in it may be megabytes long.
+func unquoted(path string) string {
+	q := api.Quote(path)
+	if s, err := strconv.Unquote(q); err == nil {
+		return s
+	}
+	s, _ := strconv.Unquote(strings.TrimSuffix(q, "..."))
+	return s + "..."
 }
