@@ -7,9 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/conchsh/conch/api"
+	"github.com/conchsh/conch/internal/plaintext"
 )
 
 // refuseAmbiguousArguments answers a tool call whose arguments JSON leaves
@@ -21,33 +26,110 @@ import (
 //   - a string that escapes a lone UTF-16 surrogate ("\udc80"), which is no
 //     character: the SDK would take U+FFFD in its place, so that a command
 //     would run that is not the one sent.
+//
+// It also bounds the text of every tool error (see toolErrorText).
 func refuseAmbiguousArguments(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil {
-			if msg := ambiguity(call.Params.Arguments); msg != "" {
-				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}, nil
+		call, ok := req.(*mcp.CallToolRequest)
+		if !ok || call.Params == nil {
+			return next(ctx, method, req)
+		}
+		if msg := ambiguity(call.Params.Arguments); msg != "" {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: clipError(msg)}}}, nil
+		}
+		res, err := next(ctx, method, req)
+		if r, ok := res.(*mcp.CallToolResult); ok && r != nil && r.IsError {
+			for _, c := range r.Content {
+				if t, ok := c.(*mcp.TextContent); ok {
+					t.Text = toolErrorText(t.Text)
+				}
 			}
 		}
-		return next(ctx, method, req)
+		return res, err
 	}
+}
+
+// maxErrorText bounds the bytes of an error's text, a tool's or a JSON-RPC
+// one: a value sent may be megabytes long, and an error that repeats it
+// whole is an answer as long.
+const maxErrorText = 1024
+
+// clipError is s cut to maxErrorText bytes, at a character boundary, with
+// a word that it was cut, when it is longer.
+func clipError(s string) string {
+	if len(s) <= maxErrorText {
+		return s
+	}
+	more := fmt.Sprintf("... (%d bytes in all)", len(s))
+	return plaintext.CutEnd(s, maxErrorText-len(more)) + more
+}
+
+// The SDK's words for arguments its schema refuses, which quote the
+// value whole ("type: map[x:yyy...] has type ...") and name the schema's
+// paths: validating "arguments": validating root: validating
+// /properties/timeout: type: VALUE has type "object", want "number".
+var (
+	validationPrefix = regexp.MustCompile(`^validating "arguments": (validating root: )?`)
+	propertyPath     = regexp.MustCompile(`validating /properties/([^:/]*): `)
+	mistyped         = regexp.MustCompile(`(?s)type: .* has type "([a-z]+)", want (.*)$`)
+)
+
+// toolErrorText is the text of a tool error worded for a user and within
+// maxErrorText bytes: the SDK's refusal of arguments its schema does not
+// take says which argument and what it wants, without the value sent.
+func toolErrorText(s string) string {
+	if loc := validationPrefix.FindStringIndex(s); loc != nil {
+		s = "arguments: " + propertyPath.ReplaceAllString(s[loc[1]:], "argument $1: ")
+		s = mistyped.ReplaceAllString(s, "want $2, got a JSON $1")
+		s = strings.Replace(s, "unexpected additional properties", "unknown arguments", 1)
+	}
+	return clipError(s)
 }
 
 // ambiguity says what makes the arguments raw ambiguous, or out of every
 // argument's range, "" when nothing does.
 func ambiguity(raw json.RawMessage) string {
+	if kind := jsonKind(raw); kind != "" && kind != "object" && kind != "null" {
+		// The SDK's own words named Go's map[string]interface {}.
+		return "arguments: want an object of the tool's arguments ({\"command\": ...} for run), got a JSON " + kind
+	}
 	var dup *duplicate
 	var h *huge
 	switch err := walkArguments(raw); {
 	case errors.As(err, &dup):
-		return fmt.Sprintf("arguments: key %s is given twice: give each argument once", strconv.Quote(dup.path))
+		return fmt.Sprintf("arguments: key %s is given twice: give each argument once", api.Quote(dup.path))
 	case errors.As(err, &h):
 		// The SDK's own words for it named Go's struct field and type.
 		return fmt.Sprintf("arguments: %s is %s, more than any argument takes: give one of at most %d",
-			strconv.Quote(h.path), h.number, int64(math.MaxInt64))
+			api.Quote(h.path), api.Clip([]byte(h.number)), int64(math.MaxInt64))
 	}
 	if escape := loneSurrogate(raw); escape != "" {
 		return fmt.Sprintf("arguments: a string escapes a lone UTF-16 surrogate (%s), which is no character: "+
 			"send the text as UTF-8, or escape a character past U+FFFF as a surrogate pair", escape)
+	}
+	return ""
+}
+
+// jsonKind is the kind of the JSON value raw (object, array, string,
+// number, boolean, null), "" when raw is empty or starts with none.
+func jsonKind(raw json.RawMessage) string {
+	t := bytes.TrimLeft(raw, " \t\r\n")
+	if len(t) == 0 {
+		return ""
+	}
+	switch c := t[0]; {
+	case c == '{':
+		return "object"
+	case c == '[':
+		return "array"
+	case c == '"':
+		return "string"
+	case c == '-' || '0' <= c && c <= '9':
+		return "number"
+	case c == 't' || c == 'f':
+		return "boolean"
+	case c == 'n':
+		return "null"
 	}
 	return ""
 }

@@ -115,7 +115,7 @@ func (s *Server) readOutput(ctx context.Context, req *mcp.CallToolRequest, in Re
 			}
 			// The offset is into the first frame read only.
 			if skip > len(data) {
-				return nil, ReadOutput{}, fmt.Errorf("cursor %q: the frame after %s holds %d bytes, not %d: give a cursor an answer gave", in.Cursor, before, len(data), skip)
+				return nil, ReadOutput{}, fmt.Errorf("cursor %s: the frame after %s holds %d bytes, not %d: give a cursor an answer gave", api.Quote(in.Cursor), before, len(data), skip)
 			}
 			origin := skip
 			skip = 0
@@ -230,7 +230,7 @@ func frameBefore(c string) string {
 // after CURSOR; either may end in "~HEX", the escape sequence the output
 // is inside at that point (see withOpen).
 func parseReadCursor(s string) (cursor string, skip int, open []byte, err error) {
-	bad := fmt.Errorf("cursor %q: want a cursor an answer gave, like its next", s)
+	bad := fmt.Errorf("cursor %s: want a cursor an answer gave, like its next", api.Quote(s))
 	s, seq, ok := strings.Cut(s, "~")
 	if ok {
 		open, err = hex.DecodeString(seq)

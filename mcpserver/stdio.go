@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/internal/condwait"
 )
 
@@ -238,17 +240,24 @@ func (g *gate) withErrorCodes(p []byte) []byte {
 // for the refusal of the first initialize (initParams), whose params the SDK
 // could not read or did not get, and -32600 (invalid request) for a request
 // at the wrong time (before initialize, a second initialize).
+//
+// Its message is clipped to maxErrorText bytes: the SDK's refusal of params
+// it cannot read quotes them whole ("unmarshaling \"{...}\" into
+// *mcp.CallToolParamsRaw"), and its unknown tool the name sent.
 func withErrorCode(resp *jsonrpc.Response, p []byte, initParams bool) []byte {
 	var we *jsonrpc.Error
-	if !errors.As(resp.Error, &we) || we.Code != 0 {
+	if !errors.As(resp.Error, &we) || we.Code != 0 && len(we.Message) <= maxErrorText {
 		return p
 	}
-	code := int64(jsonrpc.CodeInvalidRequest)
-	if initParams {
-		code = jsonrpc.CodeInvalidParams
+	code := we.Code
+	if code == 0 {
+		code = jsonrpc.CodeInvalidRequest
+		if initParams {
+			code = jsonrpc.CodeInvalidParams
+		}
 	}
 	fixed := *resp
-	fixed.Error = &jsonrpc.Error{Code: code, Message: we.Message, Data: we.Data}
+	fixed.Error = &jsonrpc.Error{Code: code, Message: clipError(we.Message), Data: we.Data}
 	b, err := jsonrpc.EncodeMessage(&fixed)
 	if err != nil {
 		return p
@@ -649,6 +658,24 @@ func badID(id []byte) error {
 // that is none of the protocol's, or none, which it answered {}, where MCP
 // wants invalid params.
 func checkParams(req *jsonrpc.Request) error {
+	if req.Method == "tools/call" && req.IsCall() {
+		// The SDK's words for params it cannot read quoted them whole and
+		// named Go's types (*mcp.CallToolParamsRaw).
+		var params map[string]json.RawMessage
+		if kind := jsonKind(req.Params); kind != "object" {
+			return fmt.Errorf("tools/call wants params {\"name\": TOOL, \"arguments\": {...}}, got %s", cmp.Or(kind, "none"))
+		}
+		if json.Unmarshal(req.Params, &params) == nil {
+			switch kind := jsonKind(params["name"]); kind {
+			case "string":
+			case "":
+				return errors.New("tools/call wants params {\"name\": TOOL, \"arguments\": {...}}: the name is missing")
+			default:
+				return fmt.Errorf("tools/call wants params {\"name\": TOOL, \"arguments\": {...}}: the name is a JSON %s, want a string", kind)
+			}
+		}
+		return nil
+	}
 	if req.Method != "logging/setLevel" || !req.IsCall() {
 		return nil
 	}
@@ -659,7 +686,7 @@ func checkParams(req *jsonrpc.Request) error {
 		return errors.New("logging/setLevel wants params {\"level\": LEVEL}")
 	}
 	if !slices.Contains(logLevels, *params.Level) {
-		return fmt.Errorf("logging level %q is none of %s", *params.Level, strings.Join(logLevels, ", "))
+		return fmt.Errorf("logging level %s is none of %s", api.Quote(*params.Level), strings.Join(logLevels, ", "))
 	}
 	return nil
 }
@@ -772,7 +799,7 @@ func (g *gate) batchRefusal() string {
 	version, which := g.version, "agreed"
 	if version == "" {
 		if !slices.Contains(mcp.SupportedProtocolVersions(), g.asked) {
-			return fmt.Sprintf("initialize asked for MCP %q, which this server does not support, and the version it agrees on instead has no JSON-RPC batches (none from %s on has): send one message a line", g.asked, batchesEnd)
+			return fmt.Sprintf("initialize asked for MCP %s, which this server does not support, and the version it agrees on instead has no JSON-RPC batches (none from %s on has): send one message a line", api.Quote(g.asked), batchesEnd)
 		}
 		version, which = g.asked, "initialize asked for"
 	}
@@ -843,7 +870,7 @@ func (g *gate) refuse(id json.RawMessage, code int, msg string) {
 }
 
 func (g *gate) refuseLocked(id json.RawMessage, code int, msg string) {
-	_ = g.send(append(errorJSON(id, code, msg), '\n'))
+	_ = g.send(append(errorJSON(id, code, clipError(msg)), '\n'))
 }
 
 // errGaveUp fails a write once the gate gave up on out.

@@ -421,7 +421,7 @@ func (s *Server) lead(ctx context.Context, id, cursor string, skip int, given st
 		return nil, "", err
 	}
 	if skip > len(data) {
-		return nil, "", fmt.Errorf("cursor %q: the frame after %s holds %d bytes, not %d: give a cursor an answer gave", given, cursor, len(data), skip)
+		return nil, "", fmt.Errorf("cursor %s: the frame after %s holds %d bytes, not %d: give a cursor an answer gave", api.Quote(given), cursor, len(data), skip)
 	}
 	return &piece{data: data[skip:], before: cursor, off: skip, known: true}, f.Cursor, nil
 }
@@ -437,7 +437,7 @@ func language(lang, shell string) (string, error) {
 	}
 	l := api.CanonicalLanguage(lang)
 	if l == "" {
-		return "", fmt.Errorf("language %q is not known: use python or javascript (node and js mean javascript), or leave it out to run shell commands", lang)
+		return "", fmt.Errorf("language %s is not known: use python or javascript (node and js mean javascript), or leave it out to run shell commands", api.Quote(lang))
 	}
 	return l, nil
 }
