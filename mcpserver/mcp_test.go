@@ -78,6 +78,15 @@ func testSchemas(t *testing.T, c *conn) {
 		if field != "" {
 			require.Contains(t, schema["properties"], field, tool.Name)
 		}
+		if tool.Name == "run" || tool.Name == "interact" {
+			// The waits are bounded, which the schema says: a timeout
+			// past a day waited a day without a word.
+			props := schema["properties"].(map[string]any)
+			for _, wait := range []string{"timeout", "idleTimeout"} {
+				desc, _ := props[wait].(map[string]any)["description"].(string)
+				require.Contains(t, desc, "from 0.001 to 86400", "%s's %s", tool.Name, wait)
+			}
+		}
 	}
 	require.Empty(t, want, "tools missing")
 }

@@ -51,8 +51,8 @@ type RunInput struct {
 	Shell       string  `json:"shell,omitempty" jsonschema:"shell of a new session: bash (default), sh, dash, zsh, ksh, mksh, busybox (its sh) or a path to one; ignored once the session exists"`
 	Language    string  `json:"language,omitempty" jsonschema:"python or javascript (node, js): run the text as Python or JavaScript code in a persistent interpreter instead of a shell. Makes a new session a code context; on an existing session it must match what the session is. Not with shell"`
 	Cwd         string  `json:"cwd,omitempty" jsonschema:"starting directory of a new session; ignored once the session exists (use cd)"`
-	Timeout     float64 `json:"timeout,omitempty" jsonschema:"seconds to wait before answering with the command still running; default 30. The command is not stopped"`
-	IdleTimeout float64 `json:"idleTimeout,omitempty" jsonschema:"answer early once the command printed nothing for this many seconds; default none"`
+	Timeout     float64 `json:"timeout,omitempty" jsonschema:"seconds to wait before answering with the command still running; default 30, from 0.001 to 86400 (a day): a longer timeout waits a day, a shorter one a millisecond. The command is not stopped"`
+	IdleTimeout float64 `json:"idleTimeout,omitempty" jsonschema:"answer early once the command printed nothing for this many seconds; default none; from 0.001 to 86400 (a day), as timeout"`
 	OutputLimit int64   `json:"outputLimit,omitempty" jsonschema:"bytes of output in the answer (head and tail); default 32768, at most 4194304; the line saying what was omitted (some 70 bytes) counts in it, and comes whole, alone, under a smaller limit"`
 	CloseStdin  bool    `json:"closeStdin,omitempty" jsonschema:"run with stdin closed, so that reads get end of file at once; by default stdin stays open and a command that waits for input answers early, to be answered with interact"`
 	Limits      *Limits `json:"limits,omitempty" jsonschema:"bounds of a new session: its shell or interpreter and everything its commands start, together; ignored once the session exists"`
@@ -81,8 +81,8 @@ type InteractInput struct {
 	EOF         bool    `json:"eof,omitempty" jsonschema:"close the command's stdin after the input"`
 	Signal      string  `json:"signal,omitempty" jsonschema:"signal sent to the command and its children after the input: INT, TERM, KILL, HUP, QUIT, ..."`
 	Cursor      string  `json:"cursor,omitempty" jsonschema:"read output after this cursor (next of an earlier answer of run, interact or read_output, or an omittedAfter, as given: CURSOR+N and a ~HEX end too); default: after the last answer run or interact gave for this command, so that nothing printed since is missed"`
-	Timeout     float64 `json:"timeout,omitempty" jsonschema:"seconds to wait before answering with the command still running; default 30"`
-	IdleTimeout float64 `json:"idleTimeout,omitempty" jsonschema:"answer early once the command printed nothing for this many seconds"`
+	Timeout     float64 `json:"timeout,omitempty" jsonschema:"seconds to wait before answering with the command still running; default 30, from 0.001 to 86400 (a day): a longer timeout waits a day, a shorter one a millisecond"`
+	IdleTimeout float64 `json:"idleTimeout,omitempty" jsonschema:"answer early once the command printed nothing for this many seconds; from 0.001 to 86400 (a day), as timeout"`
 	OutputLimit int64   `json:"outputLimit,omitempty" jsonschema:"bytes of output in the answer (head and tail); default 32768, at most 4194304; the line saying what was omitted (some 70 bytes) counts in it, and comes whole, alone, under a smaller limit"`
 }
 
@@ -508,7 +508,7 @@ func waits(timeout, idle float64, limit int64) (wait, error) {
 }
 
 // seconds converts a tool's seconds to a duration, at least a millisecond
-// (the daemon's unit) and at most a day.
+// (the daemon's unit) and at most a day, as the tools' schemas say.
 func seconds(v float64) time.Duration {
 	return time.Duration(min(max(v, 0.001), 86400) * float64(time.Second))
 }
