@@ -529,9 +529,16 @@ func (g *gate) check(line []byte) [][]byte {
 			elems = append(elems, element{raw: raw})
 		}
 	}
+	var init *jsonrpc.Request // the batch's first initialize
+	for _, e := range elems {
+		if e.req != nil && e.req.Method == "initialize" {
+			init = e.req
+			break
+		}
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if msg := g.batchRefusal(); msg != "" {
+	if msg := g.batchRefusal(init); msg != "" {
 		g.refuseLocked(nil, jsonrpc.CodeInvalidRequest, msg)
 		return nil
 	}
@@ -774,12 +781,17 @@ func (g *gate) pass(req *jsonrpc.Request, n int) {
 	g.pending[req.ID] = int64(n)
 	g.pendingBytes += int64(n)
 	if req.Method == "initialize" && !g.inited {
-		var params struct {
-			ProtocolVersion string `json:"protocolVersion"`
-		}
-		_ = json.Unmarshal(req.Params, &params)
-		g.inited, g.initID, g.asked = true, req.ID, params.ProtocolVersion
+		g.inited, g.initID, g.asked = true, req.ID, askedVersion(req)
 	}
+}
+
+// askedVersion is the protocol version the initialize request req asks for.
+func askedVersion(req *jsonrpc.Request) string {
+	var params struct {
+		ProtocolVersion string `json:"protocolVersion"`
+	}
+	_ = json.Unmarshal(req.Params, &params)
+	return params.ProtocolVersion
 }
 
 // batchRefusal is why a batch is refused now, "" when it is taken: once an
@@ -791,17 +803,24 @@ func (g *gate) pass(req *jsonrpc.Request, n int) {
 // none). So a batch never waits for that answer, which an initialize
 // sent in a batch gives only with the answers of the batch's other calls
 // (a run that waits a day): the reader held the lines behind the batch
-// meanwhile, the client's cancel of that run among them. g.mu is held.
-func (g *gate) batchRefusal() string {
+// meanwhile, the client's cancel of that run among them. Before an
+// initialize is passed on, the one the batch holds, init, decides so; a
+// batch without one is taken (the SDK answers its calls before initialize
+// as they deserve). g.mu is held.
+func (g *gate) batchRefusal(init *jsonrpc.Request) string {
+	asked := g.asked
 	if !g.inited {
-		return "" // the SDK answers its calls before initialize as they deserve
+		if init == nil {
+			return ""
+		}
+		asked = askedVersion(init)
 	}
 	version, which := g.version, "agreed"
 	if version == "" {
-		if !slices.Contains(mcp.SupportedProtocolVersions(), g.asked) {
-			return fmt.Sprintf("initialize asked for MCP %s, which this server does not support, and the version it agrees on instead has no JSON-RPC batches (none from %s on has): send one message a line", api.Quote(g.asked), batchesEnd)
+		if !slices.Contains(mcp.SupportedProtocolVersions(), asked) {
+			return fmt.Sprintf("initialize asked for MCP %s, which this server does not support, and the version it agrees on instead has no JSON-RPC batches (none from %s on has): send one message a line", api.Quote(asked), batchesEnd)
 		}
-		version, which = g.asked, "initialize asked for"
+		version, which = asked, "initialize asked for"
 	}
 	if version >= batchesEnd {
 		return fmt.Sprintf("JSON-RPC batches are not part of MCP %s, the protocol version %s (nor of any from %s on): send one message a line", version, which, batchesEnd)

@@ -944,3 +944,26 @@ func waitPipeFull(t *testing.T, out *os.File) {
 		require.True(t, time.Now().Before(deadline), "an answer fills the pipe")
 	}
 }
+
+// TestStdioBatchedInitializeWithoutBatches sends initialize in a batch,
+// asking for a protocol version that has no batches (2025-06-18), or one
+// the server does not support (whose stand-in has none): the batch is
+// refused whole, as any batch is once such a version is asked for, and an
+// initialize sent alone then opens the session. The batch was taken: the
+// version its initialize asked for was not looked at.
+func TestStdioBatchedInitializeWithoutBatches(t *testing.T) {
+	t.Parallel()
+	for _, version := range []string{"2025-06-18", "1999-01-01"} {
+		m := startRawMCP(t)
+		m.send("[" + strings.Replace(initialize, "2025-06-18", version, 1) + "]")
+		line := m.nextLine()
+		var r reply
+		require.NoError(t, json.Unmarshal([]byte(line), &r), "%s: one error, no batch answer: %s", version, line)
+		require.NotNil(t, r.Error, "%s: %s", version, line)
+		require.Equal(t, -32600, r.Error.Code, version)
+		require.Contains(t, r.Error.Message, "send one message a line", version)
+		m.initialize()
+		m.send(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+		require.Nil(t, m.next().Error, version)
+	}
+}
