@@ -73,6 +73,9 @@ func (f *answerFlags) report(ctx context.Context, e *env, c *client.Client, r *c
 	// A write to a broken pipe fails rather than end conch by SIGPIPE with
 	// the command left running.
 	proctree.SurviveBrokenPipe()
+	if p != nil && *f.plain && !asJSON {
+		r = f.heldBack(r)
+	}
 	if err := f.print(ctx, e, c, r, p, asJSON); err != nil {
 		if errors.Is(err, syscall.EPIPE) {
 			return brokenPipe(ctx, e, c, r.ProcessID, err)
@@ -102,6 +105,47 @@ func (f *answerFlags) report(ctx context.Context, e *env, c *client.Client, r *c
 	fmt.Fprintf(e.stderr, "%sconch: %s %s; answer or wait on with: conch interact %s [--input TEXT] [--cursor %s]\n",
 		lead, p.ID, what, p.ID, r.Next)
 	return exitRunning
+}
+
+// heldBack is r, the --plain answer of a command that still runs, without
+// its last frame when that frame is the first bytes of a character (the
+// daemon sends them in a frame of their own when the rest comes later),
+// whose text is a U+FFFD, and with the cursor before that frame as its
+// next: the answer read on from it renders the character whole, rather
+// than a U+FFFD now and another for its rest then. It is r as it is when
+// no cursor names where that frame starts.
+func (f *answerFlags) heldBack(r *client.RunResult) *client.RunResult {
+	n := len(r.Logs)
+	if n == 0 || r.OmittedBytes > 0 {
+		return r
+	}
+	last := r.Logs[n-1]
+	b, err := last.Bytes()
+	if err != nil || len(b) == 0 || plaintext.IncompleteTail(b) != len(b) {
+		return r
+	}
+	before := f.from
+	if n > 1 {
+		before = r.Logs[n-2].Cursor
+	}
+	text := &r.Stdout
+	if last.Channel == "stderr" {
+		text = &r.Stderr
+	}
+	const replaced = "\uFFFD"
+	if before == "" || !strings.HasSuffix(*text, replaced) || !strings.HasSuffix(r.Output, replaced) {
+		return r
+	}
+	held := *r
+	held.Logs = r.Logs[:n-1]
+	held.Next = before
+	held.Output = strings.TrimSuffix(r.Output, replaced)
+	if last.Channel == "stderr" {
+		held.Stderr = strings.TrimSuffix(r.Stderr, replaced)
+	} else {
+		held.Stdout = strings.TrimSuffix(r.Stdout, replaced)
+	}
+	return &held
 }
 
 // print writes an answer's output, as report says; it returns the first
