@@ -527,6 +527,10 @@ type Ready struct {
 	Cursor string `json:"cursor,omitempty"`
 	// Result is how the process ended, when it ended first (Ready false).
 	Result *WaitResult `json:"result,omitempty"`
+	// Truncated, when it ended first, says that retention or the log
+	// budget dropped output before the wait matched it: the pattern may
+	// have been there.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // MaxNameBytes bounds the name of a process, session, command or cell: the

@@ -151,7 +151,17 @@ func (l *Log) Release() {
 // under KeepNone an interact's answer holds the output written while it
 // waited, which would otherwise be dropped as it came.
 func (l *Log) Hold() (release func()) {
+	release, _ = l.HoldFrom()
+	return release
+}
+
+// HoldFrom is Hold, and also returns the cursor of the newest frame at the
+// hold, handed out as a page's are: the frames after it are what the hold
+// keeps, all that is written from the hold on.
+func (l *Log) HoldFrom() (release func(), from Cursor) {
 	l.mu.Lock()
+	from = l.last
+	l.handLocked(from)
 	l.followers++
 	l.holds++
 	if l.keep == KeepNone && l.holds == 1 {
@@ -172,7 +182,7 @@ func (l *Log) Hold() (release func()) {
 			l.mu.Unlock()
 			l.unfollow(nil)
 		})
-	}
+	}, from
 }
 
 // keepLocked makes r the bytes of frames retained, and the frame cap that

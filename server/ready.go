@@ -187,12 +187,15 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) error {
 		ctx, stop = s.deadlines.with(ctx, timeout)
 		defer stop()
 	}
+	rd := readiness{p: p, port: port, anyPort: anyPort, re: re, windowBytes: window, pieceBytes: piece, slots: s.matching}
 	if re != nil && p.Log().Keep() == logstore.KeepNone {
 		// Nothing is kept for later reading: the wait holds what comes
-		// from now on, or nothing would reach it.
-		defer p.Log().Hold()()
+		// from now on, or nothing would reach it, and matches from there:
+		// what came before is no gap.
+		release, from := p.Log().HoldFrom()
+		defer release()
+		rd.after = from
 	}
-	rd := readiness{p: p, port: port, anyPort: anyPort, re: re, windowBytes: window, pieceBytes: piece, slots: s.matching}
 	ans, ok := rd.wait(ctx, &s.ports)
 	if !ok {
 		if err := r.Context().Err(); err != nil {
@@ -232,6 +235,9 @@ type readiness struct {
 	// matched, a piece ending in it.
 	partOf logstore.Cursor
 	partAt int
+	// dropped says that output the wait was to match was dropped
+	// (retention, the log budget) before it read it.
+	dropped bool
 }
 
 // frameEnd is where a frame of the output ends in readiness.window.
@@ -266,6 +272,7 @@ func (rd *readiness) scan(ctx context.Context) {
 	for ctx.Err() == nil {
 		frames, gap := rd.more()
 		if gap {
+			rd.dropped = true
 			// What came before the gap does not run on into what comes
 			// after it: a match across it would be text never written.
 			rd.window, rd.cut = append(rd.window[:0], 0), true
@@ -424,7 +431,7 @@ func (rd *readiness) wait(ctx context.Context, ports *portWatch) (readyAnswer, b
 			// none of it run.
 			if left {
 				res := waitResult(rd.p.Info())
-				return readyAnswer{Ready: api.Ready{Result: &res}}, true
+				return readyAnswer{Ready: api.Ready{Result: &res, Truncated: rd.dropped}}, true
 			}
 			done = nil
 		}

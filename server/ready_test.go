@@ -220,3 +220,40 @@ func TestReadyHugePatternRefusedCheaply(t *testing.T) {
 		require.Less(t, allocated, uint64(32<<20), "refusing the pattern allocated %d MiB", allocated>>20)
 	}
 }
+
+// A pattern's wait on a process that ended first says whether output it
+// was to match was dropped before it read it, where the pattern may have
+// been: here the head of the output, gone before the call, which matches
+// from the first frame.
+func TestReadySaysOutputWasDropped(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{LogRetention: 64 << 10})
+	r, _, err := d.c.Run(ctx(t), client.RunOptions{StartOptions: client.StartOptions{Cmd: "echo READY; head -c 1000000 /dev/zero"}})
+	require.NoError(t, err)
+	require.True(t, r.Truncated, "retention dropped the head")
+	ready, still, err := d.c.Ready(ctx(t), r.ProcessID, client.ReadyOptions{Pattern: "READY", Timeout: 20 * time.Second})
+	require.NoError(t, err)
+	require.Nil(t, still, "the wait ran out")
+	require.False(t, ready.Ready)
+	require.True(t, ready.Truncated, "READY was in what retention dropped")
+}
+
+// Under keepLogs none the wait matches what comes from the call on: what
+// came before it, which no log kept, is no output dropped before the wait
+// read it, and a process that ended without the pattern says nothing was
+// dropped. It said so, for the output before the call.
+func TestReadyKeepsNoneDroppedNothing(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{LogRetention: 64 << 10})
+	p, err := d.c.Start(ctx(t), client.StartOptions{Cmd: `echo early; sleep 1; echo nope`, KeepLogs: "none"})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		got, err := d.c.Get(ctx(t), p.ID)
+		return err == nil && got.TruncatedHead
+	}, 20*time.Second, 10*time.Millisecond, "it wrote before the call")
+	ready, still, err := d.c.Ready(ctx(t), p.ID, client.ReadyOptions{Pattern: "READY", Timeout: 20 * time.Second})
+	require.NoError(t, err)
+	require.Nil(t, still, "the wait ran out")
+	require.False(t, ready.Ready)
+	require.False(t, ready.Truncated, "nothing after the call was dropped")
+}

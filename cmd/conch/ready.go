@@ -14,8 +14,8 @@ on the port or has printed a line matching the pattern (given both, until both
 hold), and prints "ready: port N" (given both too) or "ready: matched TEXT".
 
 Exit status: 0 when it is ready; 1 when it ended before (how it ended is
-printed, and whether retention dropped output the pattern may have been
-in); 123 when --timeout ran out first; 125 when conch failed.
+printed, and whether retention or the log budget dropped output the pattern
+may have been in); 123 when --timeout ran out first; 125 when conch failed.
 Ctrl-C stops waiting and exits 130 (Ctrl-\: 131); the process goes on.`)
 	var opts client.ReadyOptions
 	portFlag(fs, &opts.Port)
@@ -54,14 +54,10 @@ Ctrl-C stops waiting and exits 130 (Ctrl-\: 131); the process goes on.`)
 			result = r.Result.String()
 		}
 		fmt.Fprintf(e.stderr, "conch: %s ended before it was ready (%s)\n", id, result)
-		if opts.Pattern != "" {
-			// The pattern may have been in what retention dropped, which
-			// no match sees: said, rather than taken for never written.
-			qctx, cancel := quick(ctx, c)
-			if got, err := c.Get(qctx, id); err == nil && got.TruncatedHead {
-				fmt.Fprintf(e.stderr, "conch: part of its output was dropped by retention before it was matched: the pattern may have been there\n")
-			}
-			cancel()
+		if r.Truncated {
+			// The pattern may have been in what was dropped, which no
+			// match sees: said, rather than taken for never written.
+			fmt.Fprintf(e.stderr, "conch: part of its output was dropped by retention or the log budget before it was matched: the pattern may have been there\n")
 		}
 		return exitFailure
 	case r.Port != 0:

@@ -24,6 +24,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/process"
 )
@@ -377,7 +378,27 @@ func TestReadyAfterADropSaysSo(t *testing.T) {
 	require.ErrorAs(t, cmd.Run(), &ee)
 	require.Equal(t, exitFailure, ee.ExitCode(), stderr.String())
 	require.Contains(t, stderr.String(), "ended before it was ready")
-	require.Contains(t, stderr.String(), "dropped by retention before it was matched: the pattern may have been there")
+	require.Contains(t, stderr.String(), "dropped by retention or the log budget before it was matched: the pattern may have been there")
+}
+
+// conch ready of a pattern on a process that ended without printing it,
+// under keepLogs none, says no output was dropped: the wait held the log
+// from the call on and matched all of it. It said the pattern may have
+// been in what retention dropped, for the record of such a process says
+// its head was dropped (nothing is kept for later reading).
+func TestReadyWithoutADropSaysNone(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, "--log-retention", "64K")
+	p, err := s.c.Start(t.Context(), client.StartOptions{Argv: []string{"bash", "-c", "sleep 0.5; echo nope"}, KeepLogs: api.KeepNone})
+	require.NoError(t, err)
+	cmd := s.command("ready", "--pattern", "READY", p.ID)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	var ee *exec.ExitError
+	require.ErrorAs(t, cmd.Run(), &ee)
+	require.Equal(t, exitFailure, ee.ExitCode(), stderr.String())
+	require.Contains(t, stderr.String(), "ended before it was ready")
+	require.NotContains(t, stderr.String(), "dropped", "nothing was dropped before the wait read it")
 }
 
 // conch run --plain prints each line rendered once it is complete, as the
