@@ -14,7 +14,7 @@ import (
 func cmdLogs(ctx context.Context, e *env, args []string) int {
 	fs := flags(e, "logs", "ID", `Prints the output kept of the process when it starts, stdout to stdout and
 stderr to stderr, and says on stderr where output was dropped by retention
-(when retention dropped all of it first, a page of what is kept then; while
+or the log budget (when retention dropped all of it first, a page of what is kept then; while
 following, the first gap, then at most a line a second counting the gaps).
 With -f, it follows until the process ends; Ctrl-C stops following and exits
 130 (Ctrl-\: 131), and the process goes on. With --plain and --cursor, the
@@ -133,7 +133,7 @@ conch exits 125, as conch interact does.`)
 			if first && p.KeepLogs == api.KeepNone {
 				e.warn(id + " keeps no output for later reading (keepLogs none): only a stream open while it writes gets it (conch logs -f)")
 			} else if first {
-				e.warn("the head of the output was dropped by retention")
+				e.warn("the head of the output was dropped by retention or the log budget")
 				if len(page.Items) > 0 && cursorOf(page.Items[0].Cursor) > last {
 					// All that was kept when it started is gone (a
 					// process that writes fast): one page of what is
@@ -141,7 +141,7 @@ conch exits 125, as conch interact does.`)
 					last = cursorOf(page.Items[len(page.Items)-1].Cursor)
 				}
 			} else {
-				e.warn(fmt.Sprintf("output after cursor %s was dropped by retention while it was read", opts.Cursor))
+				e.warn(fmt.Sprintf("output after cursor %s was dropped by retention or the log budget while it was read", opts.Cursor))
 			}
 		}
 		done := len(page.Items) == 0

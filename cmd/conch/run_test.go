@@ -1112,3 +1112,23 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 	w.n.Add(int64(len(p)))
 	return len(p), nil
 }
+
+// conch logs of a process whose output the log budget dropped says the
+// budget may have dropped it, as its stream does: it said retention alone.
+func TestLogsDroppedByTheBudgetSaysSo(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, "--log-retention", "1M", "--log-budget", "1M")
+	first, _, err := s.c.Run(t.Context(), client.RunOptions{StartOptions: client.StartOptions{Cmd: "echo first; head -c 600000 /dev/zero"}})
+	require.NoError(t, err)
+	require.False(t, first.Truncated, "retention kept it")
+	_, _, err = s.c.Run(t.Context(), client.RunOptions{StartOptions: client.StartOptions{Cmd: "head -c 900000 /dev/zero"}})
+	require.NoError(t, err)
+	got, err := s.c.Get(t.Context(), first.ProcessID)
+	require.NoError(t, err)
+	require.True(t, got.TruncatedHead, "the budget dropped the log of the process that ended first")
+	cmd := s.command("logs", first.ProcessID)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Run(), stderr.String())
+	require.Contains(t, stderr.String(), "dropped by retention or the log budget")
+}
