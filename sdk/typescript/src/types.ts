@@ -429,7 +429,11 @@ export interface ReadyOptions {
 
 export type ReadyResult =
   | { ready: true; port?: number; match?: string; cursor?: string }
-  | { ready: false; result: WaitResult }
+  /**
+   * `truncated`: retention or the log budget dropped output the pattern
+   * was to be matched against before the wait read it: it may have been there.
+   */
+  | { ready: false; result: WaitResult; truncated?: boolean }
 
 /** A cell of a code context, options as for a session command (docs/behaviour.md 35). */
 export type CodeRunOptions = SessionRunOptions

@@ -406,3 +406,16 @@ describe('a stream the daemon goes quiet on', () => {
     assert.deepEqual(evs.map((e) => e.type === 'log' ? e.frame.data : e.type), ['one\n', 'two\n', 'eof'])
   })
 })
+
+describe('ProcessHandle.ready', () => {
+  test('says truncated when output the pattern was to be matched against was dropped first', async () => {
+    const dropped = await sb.process.start('echo READY; head -c 100000 /dev/zero')
+    await dropped.wait()
+    const r = await dropped.ready({ pattern: 'READY', timeout: 20_000 })
+    assert.ok(!r.ready && r.truncated === true, JSON.stringify(r))
+    const kept = await sb.process.start('echo nope')
+    await kept.wait()
+    const k = await kept.ready({ pattern: 'READY', timeout: 20_000 })
+    assert.ok(!k.ready && !k.truncated, JSON.stringify(k))
+  })
+})
