@@ -176,7 +176,8 @@ class ProcessHandle:
                     return ReadyResult(ready=True, port=p if isinstance(p, int) else None,
                                        match=body.get("match"), cursor=body.get("cursor"))
                 res = body.get("result")
-                return ReadyResult(ready=False, result=WaitResult.from_wire(res if isinstance(res, dict) else {}, status))
+                return ReadyResult(ready=False, result=WaitResult.from_wire(res if isinstance(res, dict) else {}, status),
+                                   truncated=body.get("truncated") is True)
             # A 202 that came before its window passed (not the daemon's) is asked again only once it
             # passed, not at once, for ever.
             soon = min(began + w / 1000, deadline) - time.monotonic()

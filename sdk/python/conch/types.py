@@ -422,13 +422,16 @@ class StreamLogEvent:
 
 @dataclass
 class ReadyResult:
-    """``ready`` true with the ``port`` or ``match`` found; false with the ``result`` of a process that ended first."""
+    """``ready`` true with the ``port`` or ``match`` found; false with the ``result`` of a process that ended first,
+    and ``truncated`` true when retention or the log budget dropped output the pattern was to be matched against
+    before the wait read it (the pattern may have been there)."""
 
     ready: bool
     port: Optional[int] = None
     match: Optional[str] = None
     cursor: Optional[str] = None
     result: Optional[WaitResult] = None
+    truncated: bool = False
 
 
 Command = Union[str, Sequence[str]]

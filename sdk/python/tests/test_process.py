@@ -257,6 +257,25 @@ class ProcessTest(unittest.TestCase):
         self.assertFalse(r.ready)
         self.assertEqual(r.result.exit_code if r.result else None, 2)
 
+    def test_ready_says_truncated(self) -> None:
+        from .daemon import Daemon
+
+        # Under a 64K retention the head of the output, READY in it, is gone before the wait.
+        d = Daemon(["--log-retention", "64K"])
+        self.addCleanup(d.stop)
+        sb = d.sandbox()
+        self.addCleanup(sb.close)
+        dropped = sb.process.start("echo READY; head -c 200000 /dev/zero")
+        dropped.wait(timeout=30)
+        r = dropped.ready(pattern="READY", timeout=30)
+        self.assertFalse(r.ready)
+        self.assertTrue(r.truncated)
+        kept = sb.process.start("echo nope")
+        kept.wait(timeout=30)
+        r = kept.ready(pattern="READY", timeout=30)
+        self.assertFalse(r.ready)
+        self.assertFalse(r.truncated)
+
     def test_ready_port(self) -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
