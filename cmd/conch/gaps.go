@@ -40,6 +40,6 @@ func (g *gaps) flush() {
 	if g.pending == 0 {
 		return
 	}
-	g.say(fmt.Sprintf("output was dropped by retention %d more times as the reader fell behind; continuing from %s", g.pending, g.from))
+	g.say(fmt.Sprintf("output was dropped by retention or the log budget %d more times as the reader fell behind; continuing from %s", g.pending, g.from))
 	g.pending = 0
 }

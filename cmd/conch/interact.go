@@ -175,7 +175,7 @@ func (f *answerFlags) printOutput(ctx context.Context, e *env, c *client.Client,
 		return enc.Encode(r)
 	case r.OmittedBytes > 0 && *f.limit == 0:
 		if r.Truncated {
-			e.warn("the head of the output was dropped by retention before it was read")
+			e.warn("the head of the output was dropped by retention or the log budget before it was read")
 		}
 		// Rendered per channel as it comes, as the daemon renders stdout and stderr.
 		write, flush := frameWriter(e, false, *f.plain, f.carried(ctx, c, r.ProcessID))
@@ -229,7 +229,7 @@ func (f *answerFlags) printOutput(ctx context.Context, e *env, c *client.Client,
 		return flush()
 	}
 	if r.Truncated {
-		e.warn("the head of the output was dropped by retention before it was read")
+		e.warn("the head of the output was dropped by retention or the log budget before it was read")
 	}
 	if r.OmittedBytes > 0 {
 		// Cut to --output-limit: the head, then what was left out, said
