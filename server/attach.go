@@ -92,7 +92,9 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) error {
 	pinger := make(chan struct{})
 	go func() {
 		defer close(pinger)
-		s.keepAlive(ctx, conn, cancel, &typing, func() bool { return hungUp(hj.conn) })
+		s.keepAlive(ctx, conn, cancel, &typing,
+			func() (int64, int, bool) { return outflow(hj.conn) },
+			func() bool { return hungUp(hj.conn) })
 	}()
 	defer func() { cancel(); <-pinger }()
 
@@ -188,21 +190,48 @@ func typeIn(r io.Reader, a *exec.Attachment, buf []byte, typing *atomic.Int64) e
 
 // keepAlive pings the client every heartbeat, so that proxies keep an idle
 // attachment open and a client that vanished without closing is noticed: a
-// ping unanswered for a heartbeat ends the attachment. Pongs are read by
-// attachInput's reads, so one may wait behind input the program has not
-// read: a ping unanswered while input was held back (typing, see
-// attachInput) ends the attachment only if gone says the client's
-// connection was closed or failed.
-func (s *Server) keepAlive(ctx context.Context, conn *websocket.Conn, end context.CancelFunc, typing *atomic.Int64, gone func() bool) {
+// ping unanswered for a heartbeat ends the attachment.
+//
+// While output waits for the client (its connection holds bytes it has not
+// acknowledged, see out), a ping would wait behind them, for longer than a
+// heartbeat with a client that takes them slowly (its socket's buffers hold
+// megabytes), and its write may wait for them too, which the WebSocket ends
+// the connection for past 5 s: none is sent then, and what the client
+// acknowledges says whether it is there. One that took none of the output
+// for a heartbeat is gone; a pong late while it took some is no sign of
+// that either.
+//
+// Pongs are read by attachInput's reads, so one may wait behind input the
+// program has not read: a client unanswering, or taking no output, while
+// input was held back (typing, see attachInput) ends the attachment only if
+// gone says the client's connection was closed or failed.
+func (s *Server) keepAlive(ctx context.Context, conn *websocket.Conn, end context.CancelFunc, typing *atomic.Int64, out func() (acked int64, unacked int, ok bool), gone func() bool) {
 	tick := time.NewTicker(time.Duration(s.heartbeat.Load()))
 	defer tick.Stop()
+	// held reports whether input was held back since typing was before.
+	held := func(before int64) bool {
+		after := typing.Load()
+		return (after != before || after%2 == 1) && !gone()
+	}
+	waiting, last := false, int64(0) // output waited at the last tick, and what was acknowledged then
+	before := typing.Load()
 	for {
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
 			return
 		}
-		before := typing.Load()
+		acked, unacked, ok := out()
+		if ok && unacked > 0 {
+			if waiting && acked == last && !held(before) {
+				s.log.Debug("attach: output not taken for a heartbeat", "unacknowledged", unacked)
+				end()
+				return
+			}
+			waiting, last, before = true, acked, typing.Load()
+			continue
+		}
+		waiting, before = false, typing.Load()
 		pctx, cancel := context.WithTimeout(ctx, time.Duration(s.heartbeat.Load()))
 		err := conn.Ping(pctx)
 		cancel()
@@ -210,8 +239,11 @@ func (s *Server) keepAlive(ctx context.Context, conn *websocket.Conn, end contex
 			continue
 		}
 		if ctx.Err() == nil {
-			if after := typing.Load(); (after != before || after%2 == 1) && !gone() {
+			if held(before) {
 				continue // the pong may wait behind the input held back
+			}
+			if now, unacked, ok := out(); ok && unacked > 0 && now != acked {
+				continue // the pong waits behind output the client takes
 			}
 			s.log.Debug("attach: ping unanswered", "err", err)
 		}

@@ -429,3 +429,80 @@ func TestAttachCloseWithInputUnread(t *testing.T) {
 		})
 	}
 }
+
+// attachWS starts a PTY process that writes output without end (zeros, in
+// raw mode) and attaches a bare WebSocket client to it, which answers pings
+// as it reads. The process is deleted at the test's end.
+func attachWS(t *testing.T, d *daemon, c context.Context) *websocket.Conn {
+	t.Helper()
+	p, err := d.c.Start(c, client.StartOptions{Kind: process.KindPTY, Cmd: "stty raw -echo; cat /dev/zero"})
+	require.NoError(t, err)
+	t.Cleanup(func() { d.c.Delete(context.Background(), p.ID) })
+	url := strings.Replace(d.url, "http", "ws", 1) + "/v1/processes/" + p.ID + "/attach"
+	ws, _, err := websocket.Dial(c, url, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + testToken}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { ws.CloseNow() })
+	ws.SetReadLimit(-1)
+	return ws
+}
+
+// readFor reads ws's messages for d, taking at most rate bytes a second of
+// them, and reports the bytes read.
+func readFor(c context.Context, ws *websocket.Conn, d time.Duration, rate int) (int64, error) {
+	var got int64
+	start := time.Now()
+	for time.Since(start) < d {
+		_, msg, err := ws.Read(c)
+		if err != nil {
+			return got, err
+		}
+		got += int64(len(msg))
+		// Ahead of the rate: wait until it catches up.
+		if ahead := time.Duration(got)*time.Second/time.Duration(rate) - time.Since(start); ahead > 0 {
+			time.Sleep(ahead)
+		}
+	}
+	return got, nil
+}
+
+// TestAttachSlowReaderKept: a client that takes the output slowly but
+// steadily keeps its attachment for many heartbeats. Its connection's
+// buffers hold more of the output than it reads in a heartbeat, so a ping
+// waits behind them longer than one: a pong that late is no sign of a
+// client gone while the client goes on taking output. The attachment was
+// ended, with no gap told (1006 at the client).
+func TestAttachSlowReaderKept(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	// A client takes output in window updates of a segment, 64 KiB on
+	// loopback: at this rate several come in a heartbeat.
+	server.SetHeartbeat(d.srv, 2*time.Second)
+	c, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	ws := attachWS(t, d, c)
+	got, err := readFor(c, ws, 12*time.Second, 128<<10)
+	require.NoError(t, err, "after %d bytes", got)
+	// What the connection holds drains quickly, and the output goes on:
+	// the attachment was not ended meanwhile.
+	more, err := readFor(c, ws, 3*time.Second, 16<<20)
+	require.NoError(t, err, "after %d bytes read slowly and %d more", got, more)
+}
+
+// TestAttachStoppedReaderEnded: a client that stops taking the output, its
+// connection open, is taken for gone after a few heartbeats: it does not
+// keep its attachment for ever because output waits for it.
+func TestAttachStoppedReaderEnded(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	server.SetHeartbeat(d.srv, time.Second)
+	c, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	ws := attachWS(t, d, c)
+	_, err := readFor(c, ws, time.Second, 1<<20)
+	require.NoError(t, err)
+	time.Sleep(8 * time.Second) // reads nothing for many heartbeats
+	// What its connection held comes first, then the end.
+	_, err = readFor(c, ws, time.Minute, 1<<30)
+	require.Error(t, err)
+	require.NoError(t, c.Err(), "the attachment was not ended")
+}

@@ -40,6 +40,37 @@ func hungUp(c net.Conn) bool {
 	}
 }
 
+// outflow reports, for c's TCP socket, how many bytes written to it its
+// peer has acknowledged in all, and how many it has not yet (sent or still
+// queued): what a client took of what the daemon wrote, and what waits for
+// it. ok is false when c's socket cannot be reached or is no TCP socket.
+func outflow(c net.Conn) (acked int64, unacked int, ok bool) {
+	for {
+		switch u := c.(type) {
+		case syscall.Conn:
+			rc, err := u.SyscallConn()
+			if err != nil {
+				return 0, 0, false
+			}
+			cerr := rc.Control(func(fd uintptr) {
+				info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+				if err != nil {
+					return
+				}
+				if unacked, err = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ); err != nil {
+					return
+				}
+				acked, ok = int64(info.Bytes_acked), true
+			})
+			return acked, unacked, cerr == nil && ok
+		case interface{ NetConn() net.Conn }:
+			c = u.NetConn()
+		default:
+			return 0, 0, false
+		}
+	}
+}
+
 // requestWaiting reports whether the bytes c's socket has received and
 // not yet given to a read, peeked at without waiting, hold the end of a
 // request's headers within their first len(buf): a whole request waits to
