@@ -55,6 +55,17 @@ const closeStall = 2000
 /** How often close() looks whether anything moved (see closeStall). */
 const closeLook = 100
 
+/**
+ * What bounds the wait of a duplex on a daemon that sends nothing: `ms`
+ * with no message and no ping from it while the readable reads (the
+ * transport's streamIdleTimeout), and `what` names the attachment in the
+ * error.
+ */
+export interface PtyIdleBound {
+  ms: number
+  what: string
+}
+
 /** A gap in a PTY's output: `bytes` were dropped before this reader read them. */
 export interface PtyGap {
   bytes: number
@@ -130,10 +141,25 @@ export class PtyDuplex {
   /** Messages received: after close(), what moves (see closeStall). */
   #heard = 0
   readonly #queue: Queue
+  readonly #idle: PtyIdleBound | undefined
+  /** When a message or a ping came last (or the reading resumed). */
+  #heardAt = 0
+  #idleTimer: ReturnType<typeof setTimeout> | undefined
+  #idleDue: ReturnType<typeof setImmediate> | undefined
+  /** Set once the daemon sent nothing for idle.ms: readable's error. */
+  #idleError: DeadlineExceededError | undefined
 
-  /** Used by ProcessHandle.attach, which waits for the socket to open. */
-  constructor(socket: WebSocketLike) {
+  /**
+   * Used by ProcessHandle.attach, which waits for the socket to open. With
+   * idle, over a WebSocket that shows the daemon's pings (the `ws`
+   * package's), the connection ends with a DeadlineExceededError once
+   * nothing came from the daemon, neither a message nor a ping, for
+   * idle.ms while the readable reads.
+   */
+  constructor(socket: WebSocketLike, idle?: PtyIdleBound) {
     this.#socket = socket
+    // A bound past what a timer holds (Infinity) is none: setTimeout would fire at once.
+    this.#idle = idle !== undefined && idle.ms <= 2 ** 31 - 1 && typeof socket.on === 'function' ? idle : undefined
     socket.binaryType = 'arraybuffer'
     const canPause = typeof socket.pause === 'function' && typeof socket.resume === 'function'
     const queue = new Queue({
@@ -146,17 +172,27 @@ export class PtyDuplex {
         if (this.#paused && queue.bytes <= highWater / 2) {
           this.#paused = false
           socket.resume?.()
+          this.#heardAt = Date.now()
+          this.#armIdle()
         }
       },
     })
     this.#queue = queue
+    if (this.#idle !== undefined) {
+      socket.on?.('ping', () => {
+        this.#heardAt = Date.now()
+      })
+    }
     socket.addEventListener('open', () => {
       this.#open = true
       for (const m of this.#pending.splice(0)) socket.send(m)
       this.#pendingBytes = 0
+      this.#heardAt = Date.now()
+      this.#armIdle()
     })
     socket.addEventListener('message', (ev) => {
       this.#heard++
+      this.#heardAt = Date.now()
       // After close() nobody reads: what still comes (the output the
       // daemon's close frame waits behind) is dropped, and must not pause
       // the socket again, or the handshake would stall until ws gives up.
@@ -184,6 +220,7 @@ export class PtyDuplex {
       if (canPause && !this.#paused && queue.bytes >= highWater) {
         this.#paused = true
         socket.pause?.()
+        this.#disarmIdle() // nothing comes while this side reads nothing
       }
     })
     socket.addEventListener('error', (ev) => {
@@ -192,13 +229,54 @@ export class PtyDuplex {
     })
     socket.addEventListener('close', (ev) => {
       this.#closed = true
+      this.#disarmIdle()
       this.#settleDrains()
-      if (this.#tooLarge && !this.#userClosed) {
+      if (this.#idleError !== undefined && !this.#userClosed) queue.fail(this.#idleError)
+      else if (this.#tooLarge && !this.#userClosed) {
         queue.fail(new UnexpectedResponseError(`conch: the attachment sent a message over ${maxMessage} bytes, larger than any of the API`, 101))
       } else if (ev.code === undefined || ev.code === 1000 || ev.code === 1005 || this.#userClosed) queue.end()
       else queue.fail(new Error(`conch: attach closed with ${ev.code}${ev.reason ? `: ${ev.reason}` : ''}`))
     })
     this.readable = queue
+  }
+
+  /**
+   * Looks, idle.ms after the last message or ping, whether another came:
+   * if none did, the daemon is stopped or gone (or a network holds the
+   * connection), since it pings every 15 s, and the connection ends. Not
+   * while the socket is paused: nothing comes then. The look waits for
+   * what the socket received meanwhile, read late when this process was
+   * held up (a loaded machine, a long synchronous task).
+   */
+  #armIdle(): void {
+    const idle = this.#idle
+    if (idle === undefined || this.#closed || this.#userClosed || this.#paused || this.#idleError !== undefined) return
+    this.#disarmIdle()
+    const left = Math.max(0, this.#heardAt + idle.ms - Date.now())
+    this.#idleTimer = setTimeout(() => {
+      this.#idleTimer = undefined
+      this.#idleDue = setImmediate(() => {
+        this.#idleDue = undefined
+        if (this.#closed || this.#userClosed || this.#paused) return
+        if (Date.now() - this.#heardAt < idle.ms) {
+          this.#armIdle()
+          return
+        }
+        this.#idleError = new DeadlineExceededError(`conch: ${idle.what}: nothing from the daemon, not even a ping, within ${idle.ms} ms`)
+        this.#queue.fail(this.#idleError)
+        if (typeof this.#socket.terminate === 'function') this.#socket.terminate()
+        else this.#socket.close()
+      })
+    }, left)
+    // The socket keeps a process alive while it is open; the timer need not.
+    ;(this.#idleTimer as { unref?(): void }).unref?.()
+  }
+
+  #disarmIdle(): void {
+    clearTimeout(this.#idleTimer)
+    clearImmediate(this.#idleDue)
+    this.#idleTimer = undefined
+    this.#idleDue = undefined
   }
 
   /** Bytes received and not yet read from `readable`. */
@@ -308,6 +386,7 @@ export class PtyDuplex {
   /** Closes the connection: `readable` ends after what it already received; the process goes on. */
   close(): void {
     this.#userClosed = true
+    this.#disarmIdle()
     this.#queue.end()
     if (this.#paused) {
       this.#paused = false
@@ -348,7 +427,7 @@ function gapBytes(text: string): number | undefined {
 export async function openDuplex(t: HttpTransport, id: string): Promise<PtyDuplex> {
   const WS = t.WebSocket ?? (await defaultWebSocket())
   const socket = new WS(t.socketURL(`/v1/processes/${encodeURIComponent(id)}/attach`), { headers: t.socketHeaders(), maxPayload: maxMessage })
-  const duplex = new PtyDuplex(socket)
+  const duplex = new PtyDuplex(socket, { ms: t.streamIdleTimeout, what: `attach to ${id} at ${t.url}` })
   // Neither WebSocket bounds its handshake: a daemon that takes the
   // connection and never answers the upgrade would hold the attach for ever.
   let timer: ReturnType<typeof setTimeout> | undefined

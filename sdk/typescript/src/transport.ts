@@ -74,6 +74,12 @@ export interface WebSocketLike {
   resume?(): void
   /** Ends the connection without the closing handshake (the `ws` package's). */
   terminate?(): void
+  /**
+   * Adds a listener of the `ws` package's events: a PtyDuplex listens for
+   * the daemon's pings, which it answers itself (the global WebSocket shows
+   * none).
+   */
+  on?(event: 'ping', listener: () => void): unknown
 }
 
 /**
@@ -112,7 +118,9 @@ export interface HttpTransportOptions {
   /**
    * How long a log stream (`streamLogs`) waits with nothing from the daemon,
    * not even the heartbeat it sends every 15 s, before it gives up with an
-   * `error` event (ms, default 45 000).
+   * `error` event (ms, default 45 000); and a PTY's `readable` over the `ws`
+   * package's WebSocket, with no output and no ping (sent every 15 s),
+   * before it throws DeadlineExceededError.
    */
   streamIdleTimeout?: number
   /**

@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict'
 import { after, before, describe, test } from 'node:test'
 
-import { WebSocket as WS } from 'ws'
+import { WebSocketServer, WebSocket as WS } from 'ws'
 
 import { createHash } from 'node:crypto'
 import { createServer, request, type Server } from 'node:http'
 import type { Socket } from 'node:net'
 
 import {
-  ConchError, NotFoundError, PtyDuplex, PtyGapError, PtyInputFullError, type Sandbox, UnexpectedResponseError,
+  ConchError, DeadlineExceededError, NotFoundError, PtyDuplex, PtyGapError, PtyInputFullError, Sandbox, UnexpectedResponseError,
   UnsupportedOperationError,
 } from '@conchsh/sdk'
 
@@ -529,5 +529,62 @@ describe('PtyDuplex and a program that reads no input', () => {
     const out = await within(readUntil(it, 'E'), 60_000, 'the digest')
     assert.match(out, new RegExp(h.digest('hex')))
     assert.deepEqual((await handle.wait()).exitCode, 0)
+  })
+})
+
+describe('an attachment the daemon goes quiet on', () => {
+  // A server of the test's own that takes the attach handshake and then
+  // does what the test says: nothing more, as a daemon frozen with SIGSTOP,
+  // or pings only, as a live daemon with no output to send.
+  let server: Server
+  let wss: WebSocketServer
+  let url: string
+  let serve: (ws: WS) => void = () => {}
+
+  before(async () => {
+    server = createServer((_req, res) => res.writeHead(404).end())
+    wss = new WebSocketServer({ server })
+    wss.on('connection', (ws) => serve(ws))
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r))
+    const a = server.address()
+    url = `http://127.0.0.1:${typeof a === 'object' && a ? a.port : 0}`
+  })
+  after(async () => {
+    for (const ws of wss.clients) ws.terminate()
+    await new Promise<void>((r) => wss.close(() => r()))
+    await new Promise<void>((r) => server.close(() => r()))
+  })
+
+  test('nothing, not even a ping, for streamIdleTimeout: readable throws DeadlineExceededError', async () => {
+    serve = (ws) => ws.send(new TextEncoder().encode('hi'))
+    const c = await new Sandbox({ url, token: 't', streamIdleTimeout: 300 }).process.connect('p').attach()
+    const it = c.readable[Symbol.asyncIterator]()
+    assert.equal(await within(readUntil(it, 'hi'), 10_000, 'the first bytes'), 'hi')
+    const err = await within(it.next().then(() => undefined, (e: unknown) => e), 20_000, 'the readable\'s end')
+    assert.ok(err instanceof DeadlineExceededError, String(err))
+    assert.match(err.message, /attach to p .*nothing from the daemon, not even a ping, within 300 ms/)
+  })
+
+  test('pings keep a quiet attachment, however long no output comes', async () => {
+    let pinger: NodeJS.Timeout | undefined
+    let conn: WS | undefined
+    serve = (ws) => {
+      conn = ws
+      pinger = setInterval(() => ws.ping(), 100)
+    }
+    try {
+      const c = await new Sandbox({ url, token: 't', streamIdleTimeout: 500 }).process.connect('p').attach()
+      const it = c.readable[Symbol.asyncIterator]()
+      const read = it.next()
+      const settled = await Promise.race([read.then(() => 'settled', () => 'settled'), new Promise((r) => setTimeout(() => r('pending'), 2000))])
+      assert.equal(settled, 'pending', 'the attachment ended while pings came')
+      conn!.send(new TextEncoder().encode('bye'))
+      conn!.close(1000)
+      const r = await within(read, 10_000, 'the read')
+      assert.equal(new TextDecoder().decode(r.value), 'bye')
+      assert.deepEqual(await within(it.next(), 10_000, 'the end'), { done: true, value: undefined })
+    } finally {
+      clearInterval(pinger)
+    }
   })
 })
