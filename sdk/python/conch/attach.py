@@ -17,6 +17,7 @@ import math
 import queue
 import struct
 import threading
+import time
 import weakref
 from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Union
 
@@ -101,6 +102,13 @@ except (ImportError, AttributeError):  # not a Unix that has it
     _fcntl = None  # type: ignore[assignment]
     _TIOCOUTQ = 0
 
+#: How long a recv waits with nothing at all from the daemon, neither a message nor a ping,
+#: before it ends the connection and raises NetworkError: the daemon pings an attachment every
+#: 15 s (not while output waits for the client, which then comes), so nothing for three of its
+#: pings is a daemon frozen (SIGSTOP) or gone, or a network that holds the connection. TCP
+#: keepalive finds only a host gone: a stopped daemon's host answers its probes.
+IDLE_TIMEOUT = 45.0
+
 # What a PtyConnection's queue of reads holds once it is closed.
 _CLOSED = object()
 
@@ -153,6 +161,17 @@ class AsyncPtyConnection:
         # The input not taken when close() ended the connection without its handshake (see
         # _end_if_stalled), as far as this host knows; None while it has not.
         self._dropped: Optional[int] = None
+        # When bytes last came from the daemon, a ping's too (which the library answers and
+        # says nothing of): what the library's connection, the asyncio protocol, is given.
+        heard = self._heard_at = [time.monotonic()]
+        received = getattr(socket, "data_received", None)
+        if callable(received):
+
+            def data_received(data: bytes) -> None:
+                heard[0] = time.monotonic()
+                received(data)
+
+            socket.data_received = data_received
 
     @classmethod
     async def open(cls, t: HttpTransport, process_id: str) -> "AsyncPtyConnection":
@@ -176,7 +195,7 @@ class AsyncPtyConnection:
         ws = _websockets()
         while True:
             try:
-                msg = await self._ws.recv()
+                msg = await self._recv_message()
                 self._heard += 1
             except ws.exceptions.ConnectionClosed as e:
                 # The library calls a close with 1001 OK too; the daemon sends it when it
@@ -199,6 +218,34 @@ class AsyncPtyConnection:
                 self._received += len(b)
                 return b
             self._control(msg)
+
+    async def _recv_message(self) -> Any:
+        """The library's next message; raises NetworkError, ending the connection, once nothing
+        came from the daemon, not even a ping, for IDLE_TIMEOUT while it waits.
+
+        Only the wait counts: while nobody reads, the library stops reading the connection once
+        it holds max_queue messages, and nothing comes. Before it gives up it lets the loop
+        read what its socket received meanwhile, read late when this process was held up.
+        """
+        started = time.monotonic()
+        task = asyncio.ensure_future(self._ws.recv())
+        looked = False
+        try:
+            while True:
+                left = max(started, self._heard_at[0]) + IDLE_TIMEOUT - time.monotonic()
+                if left <= 0 and looked:
+                    transport = getattr(self._ws, "transport", None)
+                    if transport is not None:
+                        transport.abort()
+                    raise NetworkError(f"conch: attach: nothing from the daemon, not even a ping, within "
+                                       f"{IDLE_TIMEOUT:g} s")
+                looked = left <= 0
+                done, _ = await asyncio.wait({task}, timeout=max(left, 0))
+                if done:
+                    return task.result()
+        finally:
+            if not task.done():
+                task.cancel()
 
     def _control(self, text: str) -> None:
         try:

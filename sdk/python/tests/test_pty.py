@@ -629,3 +629,62 @@ class AttachGoingAwayTest(unittest.TestCase):
         self.assertEqual(first, b"some")
         self.assertIsInstance(after, NetworkError)
         self.assertIn("1001", str(after))
+
+
+@unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
+class AttachQuietDaemonTest(unittest.TestCase):
+    """A daemon that sends nothing at all, not even its pings (frozen with SIGSTOP, its host
+    still answering TCP keepalive): recv waited for ever."""
+
+    def attach_to(self, handler: Any, idle: float, reader: Any) -> Any:
+        import websockets
+
+        from conch import attach
+        from conch._transport import HttpTransport
+        from conch.attach import AsyncPtyConnection
+
+        async def main() -> Any:
+            server = await websockets.serve(handler, "127.0.0.1", 0, ping_interval=None)
+            t = HttpTransport(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", "token")
+            try:
+                conn = await AsyncPtyConnection.open(t, "p1")
+                try:
+                    return await reader(conn)
+                finally:
+                    await conn.close()
+            finally:
+                t.close()
+                server.close()
+                await server.wait_closed()
+
+        with mock.patch.object(attach, "IDLE_TIMEOUT", idle):
+            return asyncio.run(asyncio.wait_for(main(), 30))
+
+    def test_nothing_not_even_a_ping_raises(self) -> None:
+        async def handler(ws: Any, *_: Any) -> None:
+            await ws.send(b"hi")
+            await ws.wait_closed()  # then nothing, as a daemon stopped
+
+        async def reader(conn: Any) -> "tuple[Optional[bytes], Any]":
+            first = await conn.recv()
+            after = (await asyncio.gather(conn.recv(), return_exceptions=True))[0]
+            return first, after
+
+        first, after = self.attach_to(handler, 0.3, reader)
+        self.assertEqual(first, b"hi")
+        self.assertIsInstance(after, NetworkError)
+        self.assertIn("nothing from the daemon, not even a ping, within 0.3 s", str(after))
+
+    def test_pings_keep_a_quiet_attachment(self) -> None:
+        async def handler(ws: Any, *_: Any) -> None:
+            for _ in range(20):  # 2 s of pings and no output
+                await ws.ping()
+                await asyncio.sleep(0.1)
+            await ws.send(b"bye")
+            await ws.close(1000)
+
+        async def reader(conn: Any) -> "List[Optional[bytes]]":
+            return [await conn.recv(), await conn.recv()]
+
+        self.assertEqual(self.attach_to(handler, 0.5, reader), [b"bye", None])
+
