@@ -219,7 +219,8 @@ func (r restricted) WriteTextFile(path, text string) error          { return r.s
 // it or its Restricted view that is still running, to their current
 // descendants, and to the processes they left behind that were reparented
 // away (found by SandboxEnv in their environment, so not those that cleared
-// it), then SIGKILL to those still running 5 s later (process.StopGrace),
+// it), once to each, since many programs take a second SIGTERM for "quit
+// now" and would cut their graceful shutdown short; then SIGKILL to those still running 5 s later (process.StopGrace),
 // and it releases the leased port. A Run in flight returns with exit code
 // 143, or 137 when its command outlived the grace (it handles or ignores
 // SIGTERM). Stop does not wait for the processes to exit, and leaves the
@@ -243,10 +244,7 @@ func (s *Session) Stop() error {
 		procs = append(procs, p)
 	}
 	s.procsMu.Unlock()
-	for _, p := range procs {
-		p.Kill()
-	}
-	s.signalOrphans(syscall.SIGTERM)
+	s.terminate(procs)
 	// A timer, not a goroutine that waits: Stop returns at once, and a
 	// harness that ends before the grace leaves nothing waiting behind.
 	time.AfterFunc(stopGrace, func() {

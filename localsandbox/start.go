@@ -13,6 +13,7 @@ import (
 
 // started is what Run and Spawn use of a command started by package exec.
 type started interface {
+	ID() string
 	Info() process.Info
 	Log() *logstore.Log
 	Done() <-chan struct{}

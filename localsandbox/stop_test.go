@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/conchsh/conch/internal/proctree"
 	"github.com/stretchr/testify/assert"
@@ -128,4 +129,57 @@ func testStop(t *testing.T, end func(*Session) error) {
 	}
 	_, ok, _ = s.ReadFile("late")
 	assert.False(t, ok, "a command ran after stop")
+}
+
+// termCounter is a program that appends a line to the file named by its
+// argument for each SIGTERM it gets, and exits a second after the first:
+// long enough to count a second one sent with it. It writes NAME.ready once
+// its handler is set.
+const termCounter = `python3 -c '
+import signal, sys, time
+name = sys.argv[1]
+first = []
+def h(n, f):
+    open(name, "a").write("TERM\n")
+    if not first:
+        first.append(time.time())
+signal.signal(signal.SIGTERM, h)
+open(name + ".ready", "w").write("ready\n")
+while not first or time.time() - first[0] < 1:
+    time.sleep(0.01)
+'`
+
+// Stop sends each process SIGTERM once: a tracked command, the children of
+// its shell and an orphan it left. Many servers take a second SIGTERM for
+// "quit now", which cut short the graceful shutdown the grace is for: each
+// got one from its tree and another from the search for orphans.
+func TestStopSendsTermOnce(t *testing.T) {
+	t.Parallel()
+	ctx := hangGuard(t)
+	s := newSession(t)
+	names := []string{"alone", "bg", "fg", "orphan"}
+	alone, err := s.Spawn(ctx, RunOptions{Command: termCounter + " alone"})
+	require.NoError(t, err)
+	shell, err := s.Spawn(ctx, RunOptions{Command: "(" + termCounter + " orphan &); " +
+		termCounter + " bg & " + termCounter + " fg; wait"})
+	require.NoError(t, err)
+	for _, name := range names {
+		waitLines(ctx, filepath.Join(s.Dir(), name+".ready"), 1)
+	}
+
+	require.NoError(t, s.Stop())
+	_, err = alone.Wait(ctx)
+	require.NoError(t, err)
+	_, err = shell.Wait(ctx)
+	require.NoError(t, err)
+	// The orphan is no process's child here: it is gone once no process
+	// carries the session's id.
+	for ctx.Err() == nil && len(proctree.Holding(SandboxEnv+"="+s.id)) > 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, name := range names {
+		text, _, err := s.ReadTextFile(name)
+		require.NoError(t, err)
+		assert.Equal(t, "TERM\n", text, "%s: the SIGTERMs it got", name)
+	}
 }

@@ -155,6 +155,18 @@ func SignalTagged(id string, sig syscall.Signal) error {
 	return d.first
 }
 
+// SignalAll sends sig to each of pids, their descendants and their process
+// groups, as [SignalTagged] does, in one delivery: a process reached from
+// several of them (a process and its parent, two members of one group)
+// gets the signal once. Sending each its own signal gave a descendant one
+// for each of its ancestors listed, and a second SIGTERM makes many
+// programs cut their own cleanup short.
+func SignalAll(pids []int, sig syscall.Signal) error {
+	d := newDelivery(sig)
+	d.all(pids)
+	return d.first
+}
+
 // SignalMarked sends sig to every process [Marked] with instance, to their
 // descendants and to their process groups, as [SignalTagged] does.
 func SignalMarked(instance string, sig syscall.Signal) error {
