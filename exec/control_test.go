@@ -147,7 +147,13 @@ while [ ! -e "$T/trapped" ]; do sleep 0.01; done; echo $! early`},
 		t.Run(string(tc.kind), func(t *testing.T) {
 			t.Parallel()
 			p := start(t, Options{Kind: tc.kind, Cmd: tc.cmd, Env: map[string]string{"T": t.TempDir()}})
-			eventually(t, "terminal at the exit", func() bool { return p.Info().State == process.Terminal })
+			select {
+			case <-p.Exited():
+			case <-time.After(30 * time.Second):
+				t.Fatal("Exited not closed at the exit")
+			}
+			require.Equal(t, process.Terminal, p.Info().State, "state once Exited is closed")
+			require.NotNil(t, p.Info().Result, "result once Exited is closed")
 			select {
 			case <-p.Done():
 				t.Fatal("done at the exit: the background child's output was not waited for")

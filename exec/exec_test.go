@@ -69,6 +69,11 @@ func TestResults(t *testing.T) {
 			assert.Contains(t, errOut, tc.stderr, "stderr %q, want it to hold %q", errOut, tc.stderr)
 			info := p.Info()
 			assert.False(t, info.State != process.Terminal || info.ExitedAt.IsZero(), "info after the end: state %s, exitedAt %v", info.State, info.ExitedAt)
+			select {
+			case <-p.Exited():
+			default:
+				t.Error("Exited not closed once the process is done")
+			}
 		})
 	}
 }

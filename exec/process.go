@@ -35,6 +35,7 @@ type Process struct {
 	in     *os.File // write end of an open stdin pipe; nil otherwise
 	feed   *feeder  // writes queued input to in or pty; nil without open input
 	done   chan struct{}
+	ended  chan struct{} // closed once the process is terminal (see Exited)
 
 	pidfd int // the process's, on pipes where pidfds work (see follow); else -1
 	// keepers are the write ends of the output pipes, the child's, kept
@@ -87,6 +88,7 @@ func Start(opts Options) (*Process, error) {
 		pidfd:      -1,
 		log:        logstore.New(logstore.Options{Retention: opts.Retention, Keep: keep, Held: opts.HoldLogs}),
 		done:       make(chan struct{}),
+		ended:      make(chan struct{}),
 		stopGrace:  process.OrDefault(opts.StopGrace, process.StopGrace),
 		drainDelay: process.OrDefault(opts.DrainDelay, process.DrainDelay),
 		info: process.Info{
@@ -344,6 +346,7 @@ func (p *Process) fail(err error) {
 	p.failure = err
 	p.info.ExitedAt = time.Now()
 	p.cmd = nil // its environment may be large (E2BIG): the record keeps none of it, as exit's
+	close(p.ended)
 	p.mu.Unlock()
 	p.log.Close()
 	close(p.done)
@@ -551,6 +554,7 @@ func (p *Process) exit(waitErr error) {
 		p.feed.halt()
 		p.closeStdinPipe()
 	}
+	close(p.ended)
 }
 
 // ending are the signals that, sent by the engine, make the process's end
@@ -605,6 +609,12 @@ func (p *Process) Log() *logstore.Log { return p.log }
 
 // Done is closed once the process is terminal and its output drained.
 func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exited is closed once the process is terminal, its result set: it has
+// exited, or it never ran. Its output may still be read then, for up to its
+// drain delay, from what it left running that holds its stdout or stderr
+// (see Done).
+func (p *Process) Exited() <-chan struct{} { return p.ended }
 
 // Failure returns why a Failed process never ran (nil for any other): the
 // error its Result's Error says, which errors.Is matches against
