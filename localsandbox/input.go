@@ -58,8 +58,8 @@ func (p *Process) CloseStdin() error {
 func (p *Process) WaitingForInput() bool { return p.spawned() == nil && p.input.Waiting() }
 
 // WaitForInput blocks until the command waits for input and returns nil,
-// or returns ErrExited when it exits first, or ctx.Err() when ctx ends
-// first. A command spawned without OpenStdin never waits for input: for
+// or returns ErrExited when it exits first (at its exit, not once a job it
+// left holding its output is done), or ctx.Err() when ctx ends first. A command spawned without OpenStdin never waits for input: for
 // it, WaitForInput blocks until the command exits and returns ErrExited
 // (or until ctx ends).
 func (p *Process) WaitForInput(ctx context.Context) error {
@@ -75,8 +75,13 @@ func (p *Process) WaitForInput(ctx context.Context) error {
 			return nil
 		}
 		select {
+		case <-p.p.Exited(): // not Done: a job may hold its output long after
+			return ErrExited
+		default:
+		}
+		select {
 		case <-changed:
-		case <-p.p.Done():
+		case <-p.p.Exited():
 			return ErrExited
 		case <-ctx.Done():
 			return ctx.Err()

@@ -86,6 +86,12 @@ type RunResult struct {
 // the session is stopped, and with ctx.Err() when ctx ends first: then the
 // command and all its descendants are sent SIGKILL, and Run returns once the
 // command has exited. A ctx that has ended already starts nothing.
+//
+// Run returns once the command has exited and its output has been read to
+// its end: a job the command left running that holds its stdout or stderr
+// open is read for up to 2 s more (process.DrainDelay), what it writes then
+// kept in the result, and is left running. A ctx that ends in that time,
+// after the command exited, changes nothing: Run returns the result.
 func (s *Session) Run(ctx context.Context, opts RunOptions) (RunResult, error) {
 	opts.OpenStdin = false
 	limit := opts.OutputLimit
@@ -427,7 +433,11 @@ func (r failedReader) Read([]byte) (int, error) { return 0, r.err }
 // Wait waits until the command has exited and returns its exit code, as in
 // RunResult.ExitCode. It returns ctx.Err() when ctx ends first, leaving the
 // command running, and the Spawn context's error when that context ended
-// the command.
+// the command. Once the command has exited, Wait returns its exit code at
+// once, whatever ctx, and does not wait for its output: a job the command
+// left running that holds its stdout or stderr open still writes to the
+// readers of Stdout and Stderr for up to 2 s more (process.DrainDelay),
+// and is left running; those readers return io.EOF only then.
 func (p *Process) Wait(ctx context.Context) (int, error) {
 	if ctx == nil {
 		return -1, errNilContext
@@ -436,9 +446,13 @@ func (p *Process) Wait(ctx context.Context) (int, error) {
 		return -1, err
 	}
 	select {
-	case <-p.p.Done():
-	case <-ctx.Done():
-		return -1, ctx.Err()
+	case <-p.p.Exited():
+	default: // an exit already seen is the answer, whatever ctx
+		select {
+		case <-p.p.Exited():
+		case <-ctx.Done():
+			return -1, ctx.Err()
+		}
 	}
 	p.mu.Lock()
 	cancelErr := p.cancelErr

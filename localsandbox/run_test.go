@@ -417,3 +417,81 @@ func assertGone(t *testing.T, pids []int) {
 		}
 	}
 }
+
+// lateJob is a command that exits with 3 after writing "early", leaving a
+// job that holds its stdout and writes "late" once the file gate exists.
+const lateJob = `(while [ ! -e gate ]; do sleep 0.01; done; echo late) & echo early; echo $$ > pid; exit 3`
+
+// Wait returns the exit status once the command has exited, while the
+// output of a job it left holding its stdout still flows to the readers:
+// it waited for the output's end too, up to 2 s, and a ctx that ended
+// meanwhile made it return ctx's error as if the command still ran.
+func TestWaitReturnsAtExit(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	ctx := hangGuard(t)
+	p, err := s.Spawn(ctx, RunOptions{Command: lateJob})
+	require.NoError(t, err)
+	stdout := p.Stdout()
+	code, err := p.Wait(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, code)
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	for range 20 {
+		code, err := p.Wait(ended)
+		require.False(t, err != nil || code != 3, "Wait with a ctx ended after the exit = %d, %v, want 3", code, err)
+	}
+	require.NoError(t, s.WriteTextFile("gate", ""))
+	out, err := io.ReadAll(stdout)
+	require.NoError(t, err)
+	assert.Equal(t, "early\nlate\n", string(out), "the output written after Wait returned")
+}
+
+// Run returns once the command has exited and its output is read: what a
+// job it left holding its stdout writes in the drain that follows is part
+// of its Stdout, and a ctx that ends in that drain changes nothing.
+func TestRunReadsOutputAfterExit(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	guard := hangGuard(t)
+	ctx, cancel := context.WithCancel(guard)
+	defer cancel()
+	go func() {
+		waitLines(guard, filepath.Join(s.Dir(), "pid"), 1)
+		pid := readPids(t, s, "pid")[0]
+		for proctree.Alive(pid) && guard.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+		assert.NoError(t, s.WriteTextFile("gate", ""))
+	}()
+	res, err := s.Run(ctx, RunOptions{Command: lateJob})
+	require.NoError(t, err)
+	assert.Equal(t, 3, res.ExitCode)
+	assert.Equal(t, "early\nlate\n", res.Stdout)
+}
+
+// WaitForInput says ErrExited once the command has exited, while a job it
+// left holds its stdout open: it waited for the output's end too, and a
+// ctx that ended meanwhile made it return ctx's error.
+func TestWaitForInputExitedDuringDrain(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	ctx := hangGuard(t)
+	p, err := s.Spawn(ctx, RunOptions{Command: lateJob, OpenStdin: true})
+	require.NoError(t, err)
+	stdout := p.Stdout()
+	_, err = p.Wait(ctx)
+	require.NoError(t, err)
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	for range 20 {
+		err := p.WaitForInput(ended)
+		require.ErrorIs(t, err, ErrExited, "WaitForInput with a ctx ended after the exit")
+	}
+	require.NoError(t, s.WriteTextFile("gate", ""))
+	out, err := io.ReadAll(stdout)
+	require.NoError(t, err)
+	assert.Equal(t, "early\nlate\n", string(out))
+}

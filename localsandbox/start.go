@@ -17,6 +17,7 @@ type started interface {
 	Info() process.Info
 	Log() *logstore.Log
 	Done() <-chan struct{}
+	Exited() <-chan struct{}
 	Kill(sig syscall.Signal, escalateAfter time.Duration, escalateTo syscall.Signal) error
 	WriteStdinWait(ctx context.Context, p []byte) (int, error)
 	CloseStdin() error
