@@ -39,7 +39,9 @@ cursor, mouse and focus reports, bracketed paste, application cursor keys)
 are put back as conch leaves. A SIGHUP (the terminal closed), SIGINT, SIGQUIT
 or SIGTERM sent to conch detaches the same way, puts the terminal back, then
 ends conch by that signal (SIGQUIT: status 131).
-When the process ends, conch exits with its status.`)
+When the process ends, conch exits with its status; when that is conch's
+own (124: its execution timeout stopped it; 125: the engine lost it),
+conch says why on stderr, as conch wait does.`)
 	id, code, ok := parseID(fs, args)
 	if !ok {
 		return code
@@ -120,7 +122,8 @@ func attach(ctx context.Context, e *env, c *client.Client, id string) (code int,
 }
 
 // finishAttach returns the status of an attachment whose output ended with
-// err: 0 when the user detached, else the process's own.
+// err: 0 when the user detached, else the process's own, saying on stderr
+// why when it is conch's (a timeout, a program lost), as conch wait does.
 func finishAttach(ctx context.Context, e *env, c *client.Client, id string, detached <-chan struct{}, err error) int {
 	select {
 	case <-detached:
@@ -144,7 +147,7 @@ func finishAttach(ctx context.Context, e *env, c *client.Client, id string, deta
 	case r == nil:
 		return fail(e, exitOwn, fmt.Errorf("the attachment to %s ended while the program runs on (conch attach %s again)", id, id))
 	}
-	return exitCode(*r)
+	return finish(e, id, *r)
 }
 
 // detachSignals are the signals that detach an attached terminal rather

@@ -376,3 +376,36 @@ func TestAttachDaemonGone(t *testing.T) {
 	// line ends (\r\n), not raw mode's bare \n.
 	term.expect(t, "\x1b[?1049lconch: the attachment to "+p.ID+" ended, and the daemon does not say how the program did:\r\n")
 }
+
+// TestAttachSaysTimedOut: conch attach to a program stopped by its
+// execution timeout exits 124 and says why, as conch wait does, on a
+// terminal (once the terminal is back) and off one. It exited 124 and said
+// nothing, as a program that exits 124 itself does.
+func TestAttachSaysTimedOut(t *testing.T) {
+	t.Parallel()
+	c := serve(t)
+	for _, onTerminal := range []bool{false, true} {
+		t.Run(fmt.Sprint("terminal=", onTerminal), func(t *testing.T) {
+			t.Parallel()
+			p, err := c.Start(t.Context(), client.StartOptions{Kind: process.KindPTY,
+				Cmd: "echo ready; exec sleep 60", ExecutionTimeout: client.Millis(time.Second)})
+			require.NoError(t, err)
+			want := "conch: " + p.ID + " timed out: it ran past its execution timeout and was stopped (exit 124)"
+			if onTerminal {
+				term := runOnTerminal(t, c, "attach", p.ID)
+				require.Equal(t, 124, term.exitCode(t))
+				term.expect(t, want+"\r\n")
+				return
+			}
+			cmd := exec.Command(conchBinary(t), "attach", p.ID)
+			cmd.Env = append(os.Environ(), client.EnvURL+"="+c.URL(), client.EnvToken+"="+daemontest.Token)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err = cmd.Run()
+			var ee *exec.ExitError
+			require.True(t, errors.As(err, &ee), "conch attach: %v; stderr %q", err, stderr.String())
+			require.Equal(t, 124, ee.ExitCode(), "stderr %q", stderr.String())
+			require.Equal(t, want+"\n", stderr.String())
+		})
+	}
+}
