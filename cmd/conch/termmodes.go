@@ -1,43 +1,66 @@
 package main
 
 import (
+	"bytes"
 	"io"
 	"slices"
 	"strconv"
 )
 
 // termModes passes a program's output on to the terminal that shows it,
-// and keeps track of the terminal modes the program turned on that leave
+// and keeps track of the terminal state the program changed that leaves
 // the terminal unusable to the shell that runs conch: the alternate screen,
 // a hidden cursor, mouse reports, focus reports, bracketed paste,
-// application cursor keys. conch attach puts them back (Restore) when it
-// detaches, or the program ends without doing so itself, as the program
-// does when it ends well: else a shell met a blank alternate screen with
-// no cursor that printed escape sequences at each click.
+// application cursor keys and keypad, reverse video, autowrap off, a
+// scroll region, the keyboard modes that encode keys as escape sequences
+// (the kitty keyboard protocol, xterm's modifyOtherKeys), colors and text
+// attributes, a line-drawing character set. conch attach puts them back
+// (Restore) when it detaches, or the program ends without doing so itself,
+// as the program does when it ends well: else a shell met a blank
+// alternate screen with no cursor that printed escape sequences at each
+// click, or keys sent as sequences it did not know.
 type termModes struct {
 	w      io.Writer
 	state  int    // where in an escape sequence the output is
-	params []byte // a private CSI's parameters so far
+	prefix byte   // a CSI's private marker (? > < =), or 0
+	params []byte // a CSI's parameters so far
+	long   bool   // the CSI's parameters went past what is kept
 	set    map[int]bool
+
+	// kittyPushed counts the kitty keyboard flags pushed (CSI > flags u)
+	// and not popped on the main screen [0] and the alternate one [1],
+	// each of which has its own stack; kittySet tells that one's flags
+	// were set in place (CSI = flags u) with none pushed.
+	kittyPushed     [2]int
+	kittySet        [2]bool
+	otherKeys       bool // xterm's modifyOtherKeys on (CSI > 4 ; N m)
+	sgr             bool // colors or attributes on (CSI ... m)
+	scrollRegion    bool // a scroll region set (CSI T ; B r)
+	charset         bool // G0 not ASCII (ESC ( X)
+	shiftOut        bool // G1 in use (SO)
+	applicationKeys bool // the keypad in application mode (ESC =)
 }
 
 // The states of termModes' scan: plain text, after ESC, after "ESC [",
-// after "ESC [ ?".
+// after "ESC (".
 const (
 	modesText = iota
 	modesEsc
 	modesCSI
-	modesPrivate
+	modesCharset
 )
 
-// restoreOrder lists the modes termModes tracks, in the order Restore puts
-// them back: the alternate screens last, so that the resets before them
-// reach the screen the shell returns to.
-var restoreOrder = []int{1000, 1002, 1003, 1005, 1006, 1015, 1004, 2004, 1, 25, 1049, 1047, 47}
+// restoreOrder lists the private modes termModes tracks, in the order
+// Restore puts them back: the alternate screens last, so that the resets
+// before them reach the screen the shell returns to.
+var restoreOrder = []int{1000, 1002, 1003, 1005, 1006, 1015, 1004, 2004, 1, 5, 7, 25, 1049, 1047, 47}
 
-// modeAtRest is each tracked mode's state at rest: only the cursor's
-// visibility (25) is on.
-func modeAtRest(m int) bool { return m == 25 }
+// modeAtRest is each tracked mode's state at rest: only autowrap (7) and
+// the cursor's visibility (25) are on.
+func modeAtRest(m int) bool { return m == 7 || m == 25 }
+
+// maxModeParams bounds the parameters termModes keeps of a sequence.
+const maxModeParams = 64
 
 func newTermModes(w io.Writer) *termModes { return &termModes{w: w, set: map[int]bool{}} }
 
@@ -47,39 +70,55 @@ func (t *termModes) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// scan follows p's private mode sequences (ESC [ ? Pm h or l).
+// scan follows p's sequences that change what termModes tracks.
 func (t *termModes) scan(p []byte) {
 	for _, b := range p {
+		if b == 0x1b {
+			t.state = modesEsc
+			continue
+		}
 		switch t.state {
 		case modesText:
-			if b == 0x1b {
-				t.state = modesEsc
+			switch b {
+			case 0x0e: // SO
+				t.shiftOut = true
+			case 0x0f: // SI
+				t.shiftOut = false
 			}
 		case modesEsc:
 			t.state = modesText
-			if b == '[' {
-				t.state = modesCSI
-			} else if b == 0x1b {
-				t.state = modesEsc
+			switch b {
+			case '[':
+				t.state, t.prefix, t.params, t.long = modesCSI, 0, t.params[:0], false
+			case '(':
+				t.state = modesCharset
+			case '=':
+				t.applicationKeys = true
+			case '>':
+				t.applicationKeys = false
+			case 'c': // RIS: the terminal reset whole
+				t.reset()
 			}
-		case modesCSI:
+		case modesCharset:
 			t.state = modesText
-			if b == '?' {
-				t.state, t.params = modesPrivate, t.params[:0]
-			} else if b == 0x1b {
-				t.state = modesEsc
-			}
-		case modesPrivate:
+			t.charset = b != 'B'
+		case modesCSI:
 			switch {
-			case b >= '0' && b <= '9' || b == ';':
-				if len(t.params) < 64 {
+			case b >= '0' && b <= '9' || b == ';' || b == ':':
+				if len(t.params) < maxModeParams {
 					t.params = append(t.params, b)
+				} else {
+					t.long = true
 				}
-			case b == 'h' || b == 'l':
-				t.apply(b == 'h')
+			case len(t.params) == 0 && t.prefix == 0 && (b == '?' || b == '>' || b == '<' || b == '='):
+				t.prefix = b
+			case b >= 0x40 && b <= 0x7e:
 				t.state = modesText
-			case b == 0x1b:
-				t.state = modesEsc
+				if !t.long {
+					t.csi(b)
+				}
+			case b >= 0x20 && b <= 0x2f: // an intermediate: none tracked has one
+				t.long = true
 			default:
 				t.state = modesText
 			}
@@ -87,7 +126,47 @@ func (t *termModes) scan(p []byte) {
 	}
 }
 
-// apply records the modes of t.params as set (on) or reset.
+// alternate tells whether the program is on the alternate screen.
+func (t *termModes) alternate() int {
+	if t.set[1049] || t.set[1047] || t.set[47] {
+		return 1
+	}
+	return 0
+}
+
+// csi records what the CSI sequence that final ends does.
+func (t *termModes) csi(final byte) {
+	params := bytes.Split(t.params, []byte(";"))
+	first, err := strconv.Atoi(string(params[0]))
+	if err != nil {
+		first = 0 // absent: the default
+	}
+	switch int(t.prefix)<<8 | int(final) {
+	case '?'<<8 | 'h':
+		t.apply(true)
+	case '?'<<8 | 'l':
+		t.apply(false)
+	case '>'<<8 | 'u':
+		t.kittyPushed[t.alternate()]++
+	case '<'<<8 | 'u':
+		s := t.alternate()
+		t.kittyPushed[s] = max(0, t.kittyPushed[s]-max(1, first))
+	case '='<<8 | 'u':
+		if s := t.alternate(); t.kittyPushed[s] == 0 {
+			t.kittySet[s] = true
+		}
+	case '>'<<8 | 'm':
+		if first == 4 {
+			t.otherKeys = len(params) > 1 && string(params[1]) != "" && string(params[1]) != "0"
+		}
+	case 'm':
+		t.sgr = len(t.params) > 0 && string(t.params) != "0"
+	case 'r':
+		t.scrollRegion = len(t.params) > 0
+	}
+}
+
+// apply records the private modes of t.params as set (on) or reset.
 func (t *termModes) apply(on bool) {
 	start := 0
 	for i := 0; i <= len(t.params); i++ {
@@ -105,10 +184,49 @@ func (t *termModes) apply(on bool) {
 	}
 }
 
-// Restore writes what puts every tracked mode the output left away from
-// rest back at rest.
+// reset forgets every change: the terminal was reset (RIS).
+func (t *termModes) reset() {
+	clear(t.set)
+	t.kittyPushed, t.kittySet = [2]int{}, [2]bool{}
+	t.otherKeys, t.sgr, t.scrollRegion, t.charset, t.shiftOut, t.applicationKeys = false, false, false, false, false, false
+}
+
+// Restore writes what puts everything tracked that the output left away
+// from rest back at rest: on the screen it ends on first, then on the main
+// screen, once off the alternate one, its own keyboard flags.
 func (t *termModes) Restore() {
 	var out []byte
+	kitty := func(s int) {
+		if t.kittyPushed[s] > 0 {
+			out = append(out, "\x1b[<"...)
+			out = strconv.AppendInt(out, int64(t.kittyPushed[s]), 10)
+			out = append(out, 'u')
+		}
+		if t.kittySet[s] {
+			out = append(out, "\x1b[=0;1u"...)
+		}
+	}
+	screen := t.alternate()
+	kitty(screen)
+	if t.otherKeys {
+		out = append(out, "\x1b[>4m"...)
+	}
+	if t.scrollRegion {
+		// Its reset moves the cursor home: the cursor is kept where it is.
+		out = append(out, "\x1b7\x1b[r\x1b8"...)
+	}
+	if t.sgr {
+		out = append(out, "\x1b[0m"...)
+	}
+	if t.charset {
+		out = append(out, "\x1b(B"...)
+	}
+	if t.shiftOut {
+		out = append(out, 0x0f)
+	}
+	if t.applicationKeys {
+		out = append(out, "\x1b>"...)
+	}
 	for _, m := range restoreOrder {
 		on, changed := t.set[m]
 		if !changed {
@@ -122,7 +240,10 @@ func (t *termModes) Restore() {
 			out = append(out, 'h')
 		}
 	}
-	clear(t.set)
+	if screen == 1 {
+		kitty(0)
+	}
+	t.reset()
 	if len(out) > 0 {
 		_, _ = t.w.Write(out)
 	}
