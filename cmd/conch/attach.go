@@ -28,6 +28,8 @@ the process wrote, then shows it live; what you type goes to it, Ctrl-C
 included (it reaches the program as at its own terminal).
 
 Ctrl-] detaches: conch exits 0 and the process goes on; attach again later.
+It does so too as a terminal sends it once the program turned on the kitty
+keyboard protocol or xterm's modifyOtherKeys (an escape sequence).
 What was typed before the Ctrl-] is sent first; when none of it goes
 through for 2 s (a program that does not read its input), conch detaches
 and drops what is left. While 1 MiB of input waits for such a program,
@@ -35,8 +37,10 @@ conch reads no more of the terminal, as a pipe holds back its writer: a
 Ctrl-] typed behind it is read in its turn, once the program reads (a
 signal, below, still detaches).
 The terminal modes the program left on (its alternate screen, a hidden
-cursor, mouse and focus reports, bracketed paste, application cursor keys)
-are put back as conch leaves. A SIGHUP (the terminal closed), SIGINT, SIGQUIT
+cursor, mouse and focus reports, bracketed paste, application cursor keys
+and keypad, reverse video, autowrap off, a scroll region, the kitty keyboard
+protocol, modifyOtherKeys, colors and attributes, a line-drawing character
+set) are put back as conch leaves. A SIGHUP (the terminal closed), SIGINT, SIGQUIT
 or SIGTERM sent to conch detaches the same way, puts the terminal back, then
 ends conch by that signal (SIGQUIT: status 131).
 When the process ends, conch exits with its status; when that is conch's
@@ -199,7 +203,8 @@ func dieBy(s syscall.Signal) int {
 }
 
 // copyUntilDetach copies the terminal's input to a until the detach key
-// (reporting true) or the end of input. The terminal is read on while a
+// (reporting true), as byte or sequence (see detachScan), or the end of
+// input. The terminal is read on while a
 // write waits (for a program that does not read its input, behind a full
 // queue of the daemon's), so that a Ctrl-] typed then still detaches, but
 // only until maxQueuedInput bytes wait: then it is read as writes take
@@ -209,12 +214,26 @@ func copyUntilDetach(a io.Writer, in io.Reader) bool {
 	q := newInputQueue()
 	go q.send(a)
 	buf := make([]byte, 4096)
+	var d detachScan
+	var held []byte // a sequence begun at the end of a full read
 	for {
 		n, err := in.Read(buf)
 		chunk := buf[:n]
-		if i := bytes.IndexByte(chunk, detachKey); i >= 0 {
+		if held != nil {
+			chunk, held = append(held, chunk...), nil
+		}
+		if i, ok := d.scan(chunk); ok {
 			q.detach(chunk[:i])
 			return true
+		}
+		// A read that filled buf has more behind it: a sequence it cuts
+		// is held back and read again whole with the next, so that a
+		// Ctrl-] in it sends none of it. Else a terminal sends a key's
+		// sequence whole, and a lone ESC (the Esc key) goes at once.
+		if k := d.pending(); k > 0 && n == len(buf) && err == nil {
+			held = bytes.Clone(chunk[len(chunk)-k:])
+			chunk = chunk[:len(chunk)-k]
+			d.reset()
 		}
 		if !q.push(chunk, err != nil) {
 			return false

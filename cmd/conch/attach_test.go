@@ -409,3 +409,31 @@ func TestAttachSaysTimedOut(t *testing.T) {
 		})
 	}
 }
+
+// TestAttachDetachKeyboardModes: a program that turned on the kitty
+// keyboard protocol or xterm's modifyOtherKeys has the terminal send Ctrl-]
+// as an escape sequence; conch attach did not see it, and could not be
+// detached from. It now detaches on it, and turns those modes back off.
+func TestAttachDetachKeyboardModes(t *testing.T) {
+	t.Parallel()
+	c := serve(t)
+	for name, key := range map[string]string{"kitty": "\x1b[93;5u", "modifyOtherKeys": "\x1b[27;5;93~"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			p, err := c.Start(ctx, client.StartOptions{Kind: process.KindPTY,
+				Cmd: `printf '\033[>1u\033[>4;2mready\n'; sleep 30`})
+			require.NoError(t, err)
+			term := runOnTerminal(t, c, "attach", p.ID)
+			term.expect(t, "ready")
+			term.expect(t, "Ctrl-] detaches") // said once the terminal is raw
+			_, err = term.tty.Write([]byte(key))
+			require.NoError(t, err)
+			require.Equal(t, 0, term.exitCode(t))
+			term.expect(t, "ready\r\n\x1b[<1u\x1b[>4m")
+			got, err := c.Get(ctx, p.ID)
+			require.NoError(t, err)
+			require.Equal(t, process.Running, got.State, "detaching leaves the process running")
+		})
+	}
+}

@@ -1,0 +1,91 @@
+package main
+
+import (
+	"bytes"
+	"strconv"
+)
+
+// detachScan finds the detach key (Ctrl-]) in the terminal's input as the
+// terminal sends it: the byte detachKey, or, once the program turned on a
+// keyboard mode that encodes Ctrl-] as an escape sequence, that sequence:
+// the kitty keyboard protocol's "CSI 93 ; 5 u" (with its alternate keys,
+// event type and text fields: "CSI 93:125 ; 5:1 u") and xterm's
+// modifyOtherKeys "CSI 27 ; 5 ; 93 ~" (or "CSI 93 ; 5 u" with its
+// formatOtherKeys). Its state carries a sequence over from one read to
+// the next.
+type detachScan struct {
+	seq []byte // the CSI sequence so far, from its ESC; nil outside one
+}
+
+// maxKeySeq bounds the sequences detachScan reads: a key's is shorter.
+const maxKeySeq = 48
+
+// scan reads p on from the state the input before it left, and returns
+// where in p the detach key starts (0 when it started in an earlier p)
+// and true, or false when p holds none.
+func (d *detachScan) scan(p []byte) (int, bool) {
+	for i, b := range p {
+		if b == detachKey {
+			d.seq = d.seq[:0]
+			return i, true
+		}
+		switch {
+		case b == 0x1b:
+			d.seq = append(d.seq[:0], b)
+		case len(d.seq) == 0:
+		case len(d.seq) == 1:
+			if b == '[' {
+				d.seq = append(d.seq, b)
+			} else {
+				d.seq = d.seq[:0]
+			}
+		case b >= '0' && b <= '9' || b == ';' || b == ':':
+			if len(d.seq) < maxKeySeq {
+				d.seq = append(d.seq, b)
+			} else {
+				d.seq = d.seq[:0]
+			}
+		default:
+			seq := append(d.seq, b)
+			d.seq = d.seq[:0]
+			if isDetachSeq(seq) {
+				return max(0, i+1-len(seq)), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// pending is how many bytes at the end of the input scanned so far begin a
+// sequence that may yet be the detach key's.
+func (d *detachScan) pending() int { return len(d.seq) }
+
+// reset forgets a sequence under way.
+func (d *detachScan) reset() { d.seq = d.seq[:0] }
+
+// isDetachSeq tells whether seq, "ESC [" parameters and a final byte, is
+// Ctrl-] pressed.
+func isDetachSeq(seq []byte) bool {
+	final := seq[len(seq)-1]
+	fields := bytes.Split(seq[2:len(seq)-1], []byte(";"))
+	switch {
+	case final == 'u' && len(fields) >= 2 && len(fields) <= 3:
+		// key[:shifted[:base]] ; modifiers[:event] [; text]
+		key := bytes.Split(fields[0], []byte(":"))
+		mods := bytes.Split(fields[1], []byte(":"))
+		if string(key[0]) != "93" || len(mods) > 2 || !ctrlOnly(mods[0]) {
+			return false
+		}
+		return len(mods) == 1 || string(mods[1]) == "1" || string(mods[1]) == "" // pressed
+	case final == '~' && len(fields) == 3:
+		return string(fields[0]) == "27" && ctrlOnly(fields[1]) && string(fields[2]) == "93"
+	}
+	return false
+}
+
+// ctrlOnly tells whether a key's modifiers field (1 plus a bit for each
+// modifier) is Ctrl alone, the lock keys (Caps Lock, Num Lock) aside.
+func ctrlOnly(field []byte) bool {
+	m, err := strconv.Atoi(string(field))
+	return err == nil && (m-1)&^(64|128) == 4
+}
