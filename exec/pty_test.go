@@ -280,3 +280,28 @@ func TestPTYExitHangsUpTheForeground(t *testing.T) {
 	require.NoError(t, p.Kill(syscall.SIGTERM, 0, 0))
 	requireGone(t, proctree.IdentsOf(job...))
 }
+
+// TestPTYEndOfFileAfterLineEditing: whether the line is unfinished when
+// CloseStdin comes is what the terminal's line editing left of it, not the
+// last byte written. Erased to nothing (erase, kill, word erase), the line
+// is empty, and one end-of-file is all: a second would end the next read
+// (the shell's, here). A newline escaped (Ctrl-V) is a character of the
+// line, which stays unfinished: one end-of-file only hands it to cat.
+// Ctrl-C empties the line (cat ignores the interrupt here), and with
+// iutf8 an erase takes a whole character.
+func TestPTYEndOfFileAfterLineEditing(t *testing.T) {
+	t.Parallel()
+	for _, input := range []string{"abc\x7f\x7f\x7f", "abc\x15", "ab cd\x17\x17", "x\ny\x15", "abc\x03", "\u00e9\x7f", "abc\x16\n", "abc\x16\x04", "abc\x16"} {
+		p := start(t, Options{Kind: process.KindPTY, Cmd: `trap '' INT; stty iutf8; echo ready; cat >/dev/null; echo cat-done; read -r x; echo "read:$?:$x"`})
+		waitOutput(t, p, "ready")
+		require.NoError(t, p.WriteStdin([]byte(input)))
+		require.NoError(t, p.CloseStdin())
+		waitOutput(t, p, "cat-done")
+		// Fails where a second end-of-file ended the read (and the shell).
+		_ = p.WriteStdin([]byte("next\n"))
+		r := wait(t, p)
+		out := logText(p.Log(), 0)
+		assert.True(t, sameResult(r, process.ExitedWith(0)), "input %q: result %s, output %q", input, show(r), out)
+		assert.Contains(t, out, "read:0:next\r\n", "input %q: the shell's read", input)
+	}
+}

@@ -25,7 +25,7 @@ type feeder struct {
 	chunks   [][]byte
 	queue    process.StdinQueue
 	eof      bool          // close once what is queued is written
-	partial  bool          // a terminal's line discipline holds a line not ended yet
+	line     line          // a terminal's line being typed; the feeder's goroutine alone uses it
 	stopped  bool          // the process ended: write nothing more
 	progress chan struct{} // closed and replaced when bytes leave the queue or the feeder stops
 	unread   int64         // what the pipe held, unread, once halted
@@ -56,8 +56,10 @@ func (f *feeder) write(p []byte) error {
 
 // writeEOF queues a terminal's end-of-file (see eofChar), which counts as one
 // byte queued. The feeder writes it twice where the input before it left a
-// line unfinished, as one presses Ctrl-D twice at a terminal: the first
-// hands the partial line to the reader, the second is the end-of-file.
+// line unfinished (see line), as one presses Ctrl-D twice at a terminal:
+// the first hands the partial line to the reader, the second is the
+// end-of-file; three times after a literal next, which makes the first a
+// character of the line.
 func (f *feeder) writeEOF() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -218,20 +220,22 @@ func (f *feeder) writeChunk(p []byte) (int, error) {
 	if p != nil {
 		n, err := f.w.Write(p)
 		if n > 0 && f.closeEOF == nil { // a terminal: a pipe has no line to leave open
-			f.partial = partialLine(f.w, p[n-1])
+			f.line.write(termios(f.w), p[:n])
 		}
 		return n, err
 	}
 	c := eofChar(f.w)
-	eof := []byte{c, c}
-	if !f.partial {
-		eof = eof[:1]
+	eof := []byte{c}
+	if f.line.lnext {
+		eof = append(eof, c, c)
+	} else if f.line.partial() {
+		eof = append(eof, c)
 	}
 	n, err := f.w.Write(eof)
 	if n == 0 {
 		return 0, err
 	}
-	f.partial = false
+	f.line.reset()
 	return 1, err
 }
 
@@ -257,24 +261,4 @@ func termios(w *os.File) *unix.Termios {
 		return nil
 	}
 	return t
-}
-
-// partialLine reports whether a terminal (its master, w) in canonical mode
-// holds a line not ended yet once last was the last byte written to it. In
-// raw mode the program reads bytes as they come; a switch to canonical mode
-// hands what is unread over as a line of its own.
-func partialLine(w *os.File, last byte) bool {
-	t := termios(w)
-	if t == nil || t.Lflag&unix.ICANON == 0 {
-		return false
-	}
-	switch {
-	case last == '\n', last == t.Cc[unix.VEOF], last == t.Cc[unix.VEOL] && last != 0, last == t.Cc[unix.VEOL2] && last != 0:
-		return false
-	case last == '\r' && t.Iflag&unix.IGNCR == 0:
-		// A carriage return ends the line where it is turned into a
-		// newline (ICRNL); otherwise it is a character of it.
-		return t.Iflag&unix.ICRNL == 0
-	}
-	return true
 }
