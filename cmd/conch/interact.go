@@ -45,7 +45,7 @@ func addAnswerFlags(fs *flag.FlagSet) *answerFlags {
 	f := &answerFlags{idle: new(durationMillis), wait: new(durationMillis)}
 	fs.Var(f.idle, "idle", "come back once the command has written nothing for this `duration` (like 2s)")
 	fs.Var(f.wait, "timeout", "come back after this `duration` if the command still runs")
-	f.plain = fs.Bool("plain", false, "print the output as plain text: escape sequences removed, \\r and \\b overwrites applied")
+	f.plain = fs.Bool("plain", false, "print the output as plain text, line by line: escape sequences removed, \\r and \\b overwrites and cursor moves within a line applied, moves between lines, screen clears and switches to the alternate screen dropped (a full-screen program reads as its text in the order drawn; conch attach shows its screen)")
 	f.limit = fs.Int64("output-limit", 0, "print at most this many `bytes` of output, head and tail, and say what was left out (default: all of it)")
 	return f
 }

@@ -25,7 +25,7 @@ conch exits 125, as conch interact does.`)
 	followFlag := fs.Bool("f", false, "follow: print new output until the process ends")
 	cursor := fs.String("cursor", "", "only output after this `cursor`")
 	asJSON := fs.Bool("json", false, "print frames as JSON lines (cursor, channel, data, encoding, timestamp)")
-	plain := fs.Bool("plain", false, "print the output as plain text, as a terminal shows it: escape sequences removed, \\r and \\b overwrites applied")
+	plain := fs.Bool("plain", false, "print the output as plain text, line by line: escape sequences removed, \\r and \\b overwrites and cursor moves within a line applied, moves between lines, screen clears and switches to the alternate screen dropped (a full-screen program reads as its text in the order drawn; conch attach shows its screen)")
 	id, code, ok := parseID(fs, args)
 	if !ok {
 		return code

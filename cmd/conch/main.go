@@ -74,7 +74,7 @@ var commands = map[string]command{
 	"wait":     {"wait for a process and exit with its status", cmdWait},
 	"session":  {"manage sessions: new, ls, rm", cmdSession},
 	"ps":       {"list processes", cmdPs},
-	"logs":     {"print a process's output (-f to follow, --plain as a terminal shows it)", cmdLogs},
+	"logs":     {"print a process's output (-f to follow, --plain as plain text, line by line)", cmdLogs},
 	"kill":     {"signal a process and its descendants", cmdKill},
 	"rm":       {"stop and delete processes", cmdRm},
 	"attach":   {"attach the terminal to a PTY process (Ctrl-] detaches)", cmdAttach},

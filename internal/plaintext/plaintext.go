@@ -1,7 +1,9 @@
-// Package plaintext renders terminal output as the plain text a person would
-// read on the screen, for a reader that is a model: escape sequences are
-// removed and carriage-return and backspace overwrites are applied, so a
-// progress bar's hundred redraws read as its last state.
+// Package plaintext renders terminal output as plain text, line by line, for
+// a reader that is a model: escape sequences are removed and carriage-return
+// and backspace overwrites are applied, so a progress bar's hundred redraws
+// read as its last state. It is not a screen: a full-screen program (vim,
+// top, a curses interface) reads as its text in the order it was drawn, not
+// as its final screen.
 //
 // The model is one line of cells at a time, one cell per rune. What a
 // terminal does within a line is applied: "\r" returns to column 0 and later
@@ -39,8 +41,8 @@ import (
 // cannot make a line of a billion blank cells.
 const width = 1024
 
-// String renders b as a whole: the text a person would read after a
-// terminal printed b. An incomplete UTF-8 sequence at the end of b reads as
+// String renders b as a whole: the plain text of what a terminal printed
+// as b, line by line. An incomplete UTF-8 sequence at the end of b reads as
 // U+FFFD.
 func String(b []byte) string {
 	var r Renderer
