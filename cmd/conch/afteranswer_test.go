@@ -300,14 +300,7 @@ func TestCarriedBeforeNotAnswered(t *testing.T) {
 	s := startServe(t)
 	// More output after the cursor than an answer holds: the rest is
 	// paged, its frames rendered as they come; --output-limit 100 cuts it.
-	p, err := s.c.Start(t.Context(), client.StartOptions{Cmd: `printf 'abc'; sleep 0.2; printf '\rX\n'; seq 1 300000`})
-	require.NoError(t, err)
-	_, _, err = s.c.Wait(t.Context(), p.ID, 30*time.Second)
-	require.NoError(t, err)
-	page, err := s.c.Logs(t.Context(), p.ID, client.LogsOptions{Cursor: "0", Limit: 1})
-	require.NoError(t, err)
-	require.NotEmpty(t, page.Items)
-	cursor := page.Items[0].Cursor
+	p, cursor := endedWithFirstCursor(t, s, `printf 'abc'; sleep 0.2; printf '\rX\n'; seq 1 300000`)
 	// The read of the frames before the cursor is the one that asks for
 	// a bounded page.
 	u := stallingProxy(t, s, func(r *http.Request) bool {
@@ -455,14 +448,7 @@ func TestOutputPageDroppedTailPrinted(t *testing.T) {
 func TestLogsCarriedBeforeNotAnswered(t *testing.T) {
 	t.Parallel()
 	s := startServe(t)
-	p, err := s.c.Start(t.Context(), client.StartOptions{Cmd: `printf 'abc'; sleep 0.2; printf '\rX\n'; seq 1 3000`})
-	require.NoError(t, err)
-	_, _, err = s.c.Wait(t.Context(), p.ID, 30*time.Second)
-	require.NoError(t, err)
-	page, err := s.c.Logs(t.Context(), p.ID, client.LogsOptions{Cursor: "0", Limit: 1})
-	require.NoError(t, err)
-	require.NotEmpty(t, page.Items)
-	cursor := page.Items[0].Cursor
+	p, cursor := endedWithFirstCursor(t, s, `printf 'abc'; sleep 0.2; printf '\rX\n'; seq 1 3000`)
 	// The read of the frames before the cursor is the one that asks for
 	// a page of at most plaintext.CarriedFrames frames; the print's own
 	// pages ask for 1000.
@@ -546,4 +532,19 @@ func TestRunStdinRefused(t *testing.T) {
 	require.Contains(t, stderr, "conch: sending stdin to "+id+": ")
 	require.Contains(t, stderr, "the rest of it was not sent, and its stdin is closed")
 	require.Equal(t, "on\n", stdout.String())
+}
+
+// endedWithFirstCursor starts cmd, waits for it to end, and returns it
+// with the cursor of its first frame: output before that cursor is what
+// a read from it carries over.
+func endedWithFirstCursor(t *testing.T, s *served, cmd string) (*client.Process, string) {
+	t.Helper()
+	p, err := s.c.Start(t.Context(), client.StartOptions{Cmd: cmd})
+	require.NoError(t, err)
+	_, _, err = s.c.Wait(t.Context(), p.ID, 30*time.Second)
+	require.NoError(t, err)
+	page, err := s.c.Logs(t.Context(), p.ID, client.LogsOptions{Cursor: "0", Limit: 1})
+	require.NoError(t, err)
+	require.NotEmpty(t, page.Items)
+	return p, page.Items[0].Cursor
 }

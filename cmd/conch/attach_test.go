@@ -323,16 +323,24 @@ func TestAttachSaysGap(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = c.Wait(ctx, p.ID, 20*time.Second)
 	require.NoError(t, err)
-	cmd := exec.Command(conchBinary(t), "attach", p.ID)
+	stdout, stderr := attachOffTerminal(t, c, p.ID, 3)
+	require.Contains(t, stderr, "bytes of output were dropped")
+	require.True(t, strings.HasSuffix(stdout, "\r\n100000\r\n"), "stdout ends %q", stdout[max(0, len(stdout)-40):])
+}
+
+// attachOffTerminal runs conch attach id of c's daemon, its stdin not a
+// terminal, wants it to exit with code, and returns its stdout and stderr.
+func attachOffTerminal(t *testing.T, c *client.Client, id string, code int) (string, string) {
+	t.Helper()
+	cmd := exec.Command(conchBinary(t), "attach", id)
 	cmd.Env = append(os.Environ(), client.EnvURL+"="+c.URL(), client.EnvToken+"="+daemontest.Token)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
+	err := cmd.Run()
 	var ee *exec.ExitError
 	require.True(t, errors.As(err, &ee), "conch attach: %v; stderr %q", err, stderr.String())
-	require.Equal(t, 3, ee.ExitCode(), "stderr %q", stderr.String())
-	require.Contains(t, stderr.String(), "bytes of output were dropped")
-	require.True(t, strings.HasSuffix(stdout.String(), "\r\n100000\r\n"), "stdout ends %q", stdout.String()[max(0, stdout.Len()-40):])
+	require.Equal(t, code, ee.ExitCode(), "stderr %q", stderr.String())
+	return stdout.String(), stderr.String()
 }
 
 // TestFinishAttachConnectionReset: an attachment whose connection was reset
@@ -397,15 +405,8 @@ func TestAttachSaysTimedOut(t *testing.T) {
 				term.expect(t, want+"\r\n")
 				return
 			}
-			cmd := exec.Command(conchBinary(t), "attach", p.ID)
-			cmd.Env = append(os.Environ(), client.EnvURL+"="+c.URL(), client.EnvToken+"="+daemontest.Token)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err = cmd.Run()
-			var ee *exec.ExitError
-			require.True(t, errors.As(err, &ee), "conch attach: %v; stderr %q", err, stderr.String())
-			require.Equal(t, 124, ee.ExitCode(), "stderr %q", stderr.String())
-			require.Equal(t, want+"\n", stderr.String())
+			_, stderr := attachOffTerminal(t, c, p.ID, 124)
+			require.Equal(t, want+"\n", stderr)
 		})
 	}
 }
