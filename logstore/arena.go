@@ -123,7 +123,7 @@ func (l *Log) releaseBlocksLocked(c Cursor) {
 		if b.last > c || b.first == l.chunkFrom && l.chunk != nil {
 			break
 		}
-		if b.first > l.kept && !l.lentLocked(b.last) && !l.closed && len(l.free) < maxFree {
+		if b.first > l.kept && !l.lentLocked(b) && !l.closed && len(l.free) < maxFree {
 			l.free = append(l.free, b.buf[:maxChunk])
 		}
 		l.blocks[k] = block{}
@@ -133,11 +133,12 @@ func (l *Log) releaseBlocksLocked(c Cursor) {
 	}
 }
 
-// lentLocked reports whether a FollowLent is delivering a frame at or
-// before cursor c. l.mu must be held.
-func (l *Log) lentLocked(c Cursor) bool {
+// lentLocked reports whether a FollowLent is delivering a frame of blk:
+// one stuck on a frame holds that frame's block, not those that came after.
+// l.mu must be held.
+func (l *Log) lentLocked(blk block) bool {
 	for _, b := range l.borrowers {
-		if b.pin != 0 && b.pin <= c {
+		if b.pin != 0 && b.pin <= blk.last && b.upTo >= blk.first {
 			return true
 		}
 	}

@@ -9,9 +9,14 @@ import (
 // A follower copies at most this many frames, and about this many bytes of
 // them, each time it takes the lock: the writer never waits long for it, and
 // a follower stuck delivering a batch keeps little memory alive.
+// A FollowLent takes at most lentBatchBytes (but at least one frame): a
+// follower stuck delivering a frame, a stream whose client reads nothing,
+// then keeps alive at most the block or two of that batch once retention
+// dropped them.
 const (
-	batchFrames = 256
-	batchBytes  = 256 << 10
+	batchFrames    = 256
+	batchBytes     = 256 << 10
+	lentBatchBytes = 4 << 10
 )
 
 // Event is one step of a Follow: exactly one field is set.
@@ -58,12 +63,12 @@ func (l *Log) FollowLent(ctx context.Context, after Cursor, yield func(Event) bo
 	return l.follow(ctx, after, &b, yield)
 }
 
-// A borrower is a FollowLent's hold on the frames it is delivering: from
-// pin on, their blocks are not reused (0 holds nothing). batch is where it
-// takes each batch.
+// A borrower is a FollowLent's hold on the frames it is delivering: the
+// blocks of those from pin to upTo are not reused (pin 0 holds nothing).
+// batch is where it takes each batch.
 type borrower struct {
-	pin   Cursor
-	batch []Frame
+	pin, upTo Cursor
+	batch     []Frame
 }
 
 // follow is Follow, or FollowLent when b is not nil.
@@ -166,10 +171,14 @@ func (l *Log) follow(ctx context.Context, after Cursor, b *borrower, yield func(
 func (l *Log) batchLocked(after Cursor, b *borrower) []Frame {
 	i, n := l.afterLocked(after)
 	n = min(n, batchFrames)
+	most := batchBytes
+	if b != nil {
+		most = lentBatchBytes
+	}
 	bytes := 0
 	for k := range n {
 		bytes += len(l.frames.at(i + k).Data)
-		if bytes > batchBytes && k > 0 {
+		if bytes > most && k > 0 {
 			n = k
 			break
 		}
@@ -185,7 +194,7 @@ func (l *Log) batchLocked(after Cursor, b *borrower) []Frame {
 	batch := slices.Grow(b.batch[:0], n)[:n]
 	b.batch = batch
 	l.lendOutLocked(batch, i)
-	b.pin = batch[0].Cursor
+	b.pin, b.upTo = batch[0].Cursor, batch[n-1].Cursor
 	return batch
 }
 
