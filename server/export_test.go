@@ -51,17 +51,20 @@ func EndedOrder(s *Server) (order, kept int) {
 // of each frame it hands over, in turn, on frames, until ctx ends.
 func StreamFrames(ctx context.Context, l *logstore.Log) <-chan string {
 	frames := make(chan string)
-	events, done := follow(ctx, l, 0, false)
+	events, done := follow(ctx, l, 0)
 	go func() {
 		defer close(frames)
 		for ev := range events {
-			if ev.frame == nil {
+			if ev.End {
 				continue
 			}
-			select {
-			case frames <- ev.frame.Data:
-			case <-ctx.Done():
+			if ev.Frame != nil {
+				select {
+				case frames <- string(ev.Frame.Data):
+				case <-ctx.Done():
+				}
 			}
+			ev.back <- struct{}{}
 		}
 		<-done
 	}()

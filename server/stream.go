@@ -2,12 +2,15 @@ package server
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/logstore"
@@ -76,32 +79,36 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) error {
 	}()
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	events, done := follow(ctx, p.Log(), after, b64)
+	events, done := follow(ctx, p.Log(), after)
 	defer func() { cancel(); <-done }()
 
+	// What a stream holds while its client reads nothing is bounded: the
+	// frame being sent is the log's own, lent until it is written, and
+	// its event is encoded into enc a piece at a time (see eventWriter).
+	enc := eventWriter{w: w, buf: make([]byte, 0, eventPiece)}
 	tick := time.NewTicker(time.Duration(s.heartbeat.Load()))
 	defer tick.Stop()
 	for {
 		var write func() error
+		var lent *lentEvent
 		select {
 		case ev, ok := <-events:
 			switch {
 			case !ok:
 				return nil // ctx ended the follow
-			case ev.end:
+			case ev.End:
 				return s.endStream(ctx, w, rc, p)
-			case ev.warning != nil:
+			case ev.Warning != nil:
 				write = func() error {
 					return writeEvent(w, api.EventWarning, "", api.Warning{
-						Message:              ev.warning.Message,
-						FirstAvailableCursor: ev.warning.FirstAvailable.String(),
+						Message:              ev.Warning.Message,
+						FirstAvailableCursor: ev.Warning.FirstAvailable.String(),
 					})
 				}
 			default:
-				write = func() error {
-					return writeEvent(w, api.EventLog, ev.frame.Cursor, ev.frame)
-				}
+				write = func() error { return enc.frame(ev.Frame, b64) }
 			}
+			lent = ev
 		case <-tick.C:
 			write = func() error {
 				_, err := io.WriteString(w, ": ping\n\n")
@@ -110,7 +117,11 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request) error {
 		case <-ctx.Done():
 			return nil
 		}
-		if err := s.send(ctx, rc, write); err != nil {
+		err := s.send(ctx, rc, write)
+		if lent != nil {
+			lent.back <- struct{}{} // it is written, or never will be
+		}
+		if err != nil {
 			s.log.Debug("stream ended by its client", "id", p.ID(), "err", err)
 			return nil
 		}
@@ -210,36 +221,38 @@ func (s *Server) send(ctx context.Context, rc *http.ResponseController, write fu
 	return rc.Flush()
 }
 
-// streamEvent is one event of a stream as its follower hands it over.
-type streamEvent struct {
-	frame   *api.LogFrame // a frame, its bytes copied out of the log
-	warning *logstore.Warning
-	end     bool
+// lentEvent is one event of a FollowLent as a stream's follower hands it
+// over: it is lent until the receiver sends on back, which it must once it
+// is done with it, for every event but End.
+type lentEvent struct {
+	logstore.Event
+	back chan struct{}
 }
 
 // follow runs l.FollowLent in a goroutine and hands its events over a
-// channel, each frame as the api.LogFrame it is sent as (b64 forces base64),
-// made before the next frame is taken, while its bytes are lent. The channel
-// is closed when the follow ends; done is closed once the goroutine has
-// returned.
-func follow(ctx context.Context, l *logstore.Log, after logstore.Cursor, b64 bool) (<-chan streamEvent, <-chan struct{}) {
-	events := make(chan streamEvent)
+// channel, one at a time: the follower waits for each to be given back
+// before it returns, so that a frame is neither copied nor the next one
+// taken while a stream's client is slow to read it. The channel is closed
+// when the follow ends; done is closed once the goroutine has returned.
+func follow(ctx context.Context, l *logstore.Log, after logstore.Cursor) (<-chan *lentEvent, <-chan struct{}) {
+	events := make(chan *lentEvent)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer close(events)
+		le := &lentEvent{back: make(chan struct{})}
 		_ = l.FollowLent(ctx, after, func(ev logstore.Event) bool {
-			se := streamEvent{warning: ev.Warning, end: ev.End}
-			if ev.Frame != nil {
-				f := frameDTO(ev.Frame, b64)
-				se.frame = &f
-			}
+			le.Event = ev
 			select {
-			case events <- se:
-				return !ev.End
+			case events <- le:
 			case <-ctx.Done():
 				return false
 			}
+			if ev.End {
+				return false
+			}
+			<-le.back // the receiver gives it back
+			return true
 		})
 	}()
 	return events, done
@@ -257,4 +270,155 @@ func writeEvent(w io.Writer, event, id string, data any) error {
 		_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, b)
 	}
 	return err
+}
+
+// eventPiece is the size of the pieces a stream's event is encoded and
+// written in: what a stream holds of it while its client reads nothing.
+const eventPiece = 4 << 10
+
+// An eventWriter writes a frame's log event to w as writeEvent would, the
+// same bytes, but encoded a piece at a time into buf, which it reuses:
+// neither the frame's data nor its JSON is ever whole in memory.
+type eventWriter struct {
+	w   io.Writer
+	buf []byte
+}
+
+// frame writes f's log event; b64 forces base64 (see frameDTO).
+func (e *eventWriter) frame(f *logstore.Frame, b64 bool) error {
+	cursor := f.Cursor.String()
+	e.buf = append(e.buf[:0], "id: "...)
+	e.buf = append(e.buf, cursor...)
+	e.buf = append(e.buf, "\nevent: "+api.EventLog+"\ndata: {\"cursor\":"...)
+	e.buf = appendQuoted(e.buf, cursor)
+	e.buf = append(e.buf, `,"channel":`...)
+	e.buf = appendQuoted(e.buf, f.Channel.String())
+	e.buf = append(e.buf, `,"data":"`...)
+	var err error
+	encoding := api.EncodingBase64
+	if !b64 && f.IsText() {
+		encoding = api.EncodingText
+		err = e.text(f.Data)
+	} else {
+		err = e.base64(f.Data)
+	}
+	if err != nil {
+		return err
+	}
+	e.buf = append(e.buf, `","encoding":`...)
+	e.buf = appendQuoted(e.buf, encoding)
+	e.buf = append(e.buf, `,"timestamp":`...)
+	e.buf = strconv.AppendInt(e.buf, f.Time.UnixMilli(), 10)
+	e.buf = append(e.buf, "}\n\n"...)
+	return e.flush()
+}
+
+// flush writes out what buf holds.
+func (e *eventWriter) flush() error {
+	_, err := e.w.Write(e.buf)
+	e.buf = e.buf[:0]
+	return err
+}
+
+// room makes room for n more bytes in buf, writing out what it holds when
+// they would not fit.
+func (e *eventWriter) room(n int) error {
+	if cap(e.buf)-len(e.buf) >= n {
+		return nil
+	}
+	return e.flush()
+}
+
+// base64 writes data in standard base64, a piece at a time.
+func (e *eventWriter) base64(data []byte) error {
+	const in = eventPiece / 4 * 3 / 2 // whole groups of 3, half a piece
+	for len(data) > 0 {
+		n := min(len(data), in)
+		if err := e.room(base64.StdEncoding.EncodedLen(n)); err != nil {
+			return err
+		}
+		e.buf = base64.StdEncoding.AppendEncode(e.buf, data[:n])
+		data = data[n:]
+	}
+	return nil
+}
+
+// text writes data, valid UTF-8, as the inside of a JSON string, escaped as
+// encoding/json escapes it (HTML characters too), a piece at a time.
+func (e *eventWriter) text(data []byte) error {
+	for i := 0; i < len(data); {
+		if err := e.room(utf8.UTFMax + 2); err != nil { // the longest escape: \u2028
+			return err
+		}
+		// A run of bytes that need no escape, as much as fits.
+		j, end := i, i+cap(e.buf)-len(e.buf)
+		for j < len(data) && j < end && data[j] < utf8.RuneSelf && jsonSafe(data[j]) {
+			j++
+		}
+		if j > i {
+			e.buf = append(e.buf, data[i:j]...)
+			i = j
+			continue
+		}
+		if b := data[i]; b < utf8.RuneSelf {
+			e.buf = appendEscaped(e.buf, b)
+			i++
+			continue
+		}
+		c, size := utf8.DecodeRune(data[i:])
+		switch {
+		case c == utf8.RuneError && size == 1:
+			e.buf = append(e.buf, `\ufffd`...)
+		case c == '\u2028' || c == '\u2029':
+			e.buf = append(e.buf, `\u202`...)
+			e.buf = append(e.buf, hexDigits[c&0xF])
+		default:
+			e.buf = append(e.buf, data[i:i+size]...)
+		}
+		i += size
+	}
+	return nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// jsonSafe reports whether encoding/json writes the ASCII byte b as it is
+// in a string, HTML characters escaped.
+func jsonSafe(b byte) bool {
+	return b >= ' ' && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&'
+}
+
+// appendEscaped appends the escape encoding/json writes for the ASCII byte
+// b, one jsonSafe says is not safe.
+func appendEscaped(dst []byte, b byte) []byte {
+	switch b {
+	case '\\', '"':
+		return append(dst, '\\', b)
+	case '\b':
+		return append(dst, '\\', 'b')
+	case '\f':
+		return append(dst, '\\', 'f')
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	}
+	return append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+}
+
+// appendQuoted appends s, short and ASCII, as a JSON string.
+func appendQuoted(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	for i := range len(s) {
+		if b := s[i]; b < utf8.RuneSelf && jsonSafe(b) {
+			dst = append(dst, b)
+		} else if b < utf8.RuneSelf {
+			dst = appendEscaped(dst, b)
+		} else {
+			dst = append(dst, `\ufffd`...)
+		}
+	}
+	return append(dst, '"')
 }

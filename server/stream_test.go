@@ -349,11 +349,12 @@ func TestStreamPastTheEnd(t *testing.T) {
 	})
 }
 
-// TestStreamFloodReusesLogMemory: a stream's follower copies each frame
-// before it takes the next, so that output flooding through a full log it
-// keeps up with reuses the log's blocks (logstore.FollowLent) rather than
-// leaving one to the garbage collector for every 64 KiB: the stream then
-// allocates about one copy of the output, not two.
+// TestStreamFloodReusesLogMemory: a stream is done with each frame (here,
+// copies it) before its follower takes the next, so that output flooding
+// through a full log it keeps up with reuses the log's blocks
+// (logstore.FollowLent) rather than leaving one to the garbage collector for
+// every 64 KiB: the stream then allocates about one copy of the output (the
+// copy here), not two.
 func TestStreamFloodReusesLogMemory(t *testing.T) {
 	c, cancel := context.WithCancel(ctx(t))
 	defer cancel()
@@ -379,7 +380,7 @@ func TestStreamFloodReusesLogMemory(t *testing.T) {
 // TestMaxStreams: past MaxStreams open streams, one more is refused 429
 // resource_exhausted naming the flag, after its wait for one to end; one
 // opened as soon as another closed is served. A stream whose client reads
-// nothing holds up to about 1.3 MB until it is let go, and nothing bounded
+// nothing held up to about 1.3 MB until it was let go, and nothing bounded
 // how many were open.
 func TestMaxStreams(t *testing.T) {
 	t.Parallel()
