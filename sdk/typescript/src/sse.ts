@@ -60,6 +60,8 @@ class Quiet {
 
   arm(): void {
     this.disarm()
+    // A bound past what a timer holds (Infinity) is none: setTimeout would fire at once.
+    if (!(this.#ms <= 2 ** 31 - 1)) return
     this.#timer = setTimeout(() => {
       this.#timer = undefined
       this.#due = setImmediate(() => {

@@ -349,6 +349,19 @@ describe('a stream the daemon goes quiet on', () => {
     assert.deepEqual(none.map((e) => e.type), ['error'])
   })
 
+  test('a streamIdleTimeout of Infinity (or past what a timer holds) is no bound', async () => {
+    // A quiet stream of 300 ms, no heartbeat: a timer given Infinity fires at once.
+    serve = (res) => {
+      res.write(frame('c1', 'one\n'))
+      setTimeout(() => res.end(frame('c2', 'two\n') + eof), 300)
+    }
+    for (const streamIdleTimeout of [Infinity, 2 ** 31]) {
+      const s = new Sandbox({ url, token: 't', streamIdleTimeout })
+      const evs = await collectWithin(s.process.connect('p').streamLogs())
+      assert.deepEqual(evs.map((e) => e.type === 'log' ? e.frame.data : e.type), ['one\n', 'two\n', 'eof'], String(streamIdleTimeout))
+    }
+  })
+
   test('a signal aborted mid-stream ends it before the events already received', async () => {
     // Three frames in one write: they reach the SDK in one chunk, and
     // abort() after the first must not let the other two through.
