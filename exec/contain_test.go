@@ -208,3 +208,24 @@ func TestUsageCountsWhatOutlivedTheProcess(t *testing.T) {
 	}, 20*time.Second, 20*time.Millisecond, "the record's usage: %+v", p.Info().Result.Usage)
 	require.Less(t, r.Usage.CPU, 250*time.Millisecond, "the exit's result changed: %+v", r.Usage)
 }
+
+// oomKilled says how the process itself ended: a child it left running
+// that the OOM killer ends after the exit raises the record's usage when
+// the cgroup is removed, but does not make the process OOM-killed.
+func TestLeftChildsOOMIsNotTheProcesss(t *testing.T) {
+	t.Parallel()
+	l := containment.Limits{MemoryBytes: 64 << 20, Pids: 16}
+	root := containmenttest.Limited(t, l)
+	p := start(t, Options{Cmd: "(sleep 0.3; " + containmenttest.Allocate(256) + ") >/dev/null 2>&1 & exit 0", Containment: root, Limits: l})
+	r := wait(t, p)
+	require.Equal(t, process.Exited, r.Reason, "%+v", r)
+	require.False(t, r.OOMKilled, "%+v", r)
+	require.Eventually(t, func() bool {
+		u := p.Info().Result.Usage
+		return u != nil && u.MemoryPeak >= 32<<20
+	}, 20*time.Second, 20*time.Millisecond, "the record's usage: %+v", p.Info().Result.Usage)
+	rec := p.Info().Result
+	require.Equal(t, process.Exited, rec.Reason, "%+v", rec)
+	require.Equal(t, 0, *rec.ExitCode, "%+v", rec)
+	require.False(t, rec.OOMKilled, "the left child's OOM kill reported as the process's: %+v", rec)
+}

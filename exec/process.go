@@ -667,7 +667,9 @@ func (p *Process) endCgroup() error {
 // ended, and what it left running in the cgroup (a background child) went
 // on counting there. The Result answered at the exit keeps the figure of
 // then: the record gets a Result of its own. Without a cgroup (no CPU
-// counted) the figure of the exit stays, and it never goes down.
+// counted) the figure of the exit stays, and it never goes down. Only the
+// usage changes: OOMKilled says how the process itself ended, so a child
+// the OOM killer ended after the exit leaves it as the exit read it.
 func (p *Process) settleUsage() {
 	s := containment.Stats{CPU: p.cg.CPU(), MemoryPeak: p.cg.MemoryPeak()}
 	p.mu.Lock()
