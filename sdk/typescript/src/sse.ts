@@ -2,7 +2,7 @@
 // needs the Authorization header, which EventSource cannot send), resuming a
 // dropped connection after the last frame it yielded.
 
-import { ConchError, DeadlineExceededError, isRecord, UnexpectedResponseError } from './errors.js'
+import { ConchError, DeadlineExceededError, InvalidArgumentError, isRecord, UnexpectedResponseError } from './errors.js'
 import { toFrame, toWaitResult } from './normalize.js'
 import { waitUntil } from './run.js'
 import { type HttpTransport, seg } from './transport.js'
@@ -155,8 +155,16 @@ function eventTooLarge(status: number): UnexpectedResponseError {
 export async function* streamLogs(
   t: HttpTransport, id: string, options: StreamLogsOptions,
 ): AsyncGenerator<StreamLogEvent> {
-  const stop = new AbortController()
   const outer = options.signal
+  const limit = options.limit
+  if (limit !== undefined && !(typeof limit === 'number' && Number.isInteger(limit) && limit >= 0) && !outer?.aborted) {
+    // Refused as a page's ?limit= is (logs), and before any request: a
+    // negative one ended the stream after one frame, a fraction after the
+    // next whole number.
+    yield { type: 'error', error: new InvalidArgumentError(`limit ${JSON.stringify(String(limit))}: want a non-negative integer`) }
+    return
+  }
+  const stop = new AbortController()
   const onAbort = (): void => stop.abort()
   // A signal aborted already fires no abort event: it ends the stream before it starts.
   if (outer?.aborted) stop.abort()

@@ -286,7 +286,10 @@ export interface LogsOptions {
 
 export interface StreamLogsOptions {
   cursor?: string
-  /** Yield at most this many `log` events, then end. */
+  /**
+   * Yield at most this many `log` events, then end; 0 or none is no bound. One that is not a
+   * non-negative integer yields one `error` event (InvalidArgumentError), as logs is refused.
+   */
   limit?: number
   encoding?: 'text' | 'base64'
   signal?: AbortSignal

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { after, before, describe, test } from 'node:test'
 
-import { DeadlineExceededError, type LogFrame, Sandbox, type StreamLogEvent } from '@conchsh/sdk'
+import { DeadlineExceededError, InvalidArgumentError, type LogFrame, Sandbox, type StreamLogEvent } from '@conchsh/sdk'
 
 import { type Daemon, startDaemon } from './daemon.js'
 import { startProxy } from './proxy.js'
@@ -45,6 +45,23 @@ describe('ProcessHandle.streamLogs', () => {
     assert.deepEqual(limited.map((e) => e.type === 'log' && e.frame.cursor), [a!.cursor, b!.cursor])
     const enc = await collect(sb.process.connect(r.processId).streamLogs({ encoding: 'base64', limit: 1 }))
     assert.ok(enc[0]!.type === 'log' && enc[0]!.frame.encoding === 'base64' && enc[0]!.frame.data === 'YQo=')
+  })
+
+  test('a limit that is not a non-negative integer is refused as logs refuses it, and nothing is streamed', async () => {
+    const r = await sb.process.run('echo a; sleep 0.05; echo b; sleep 0.05; echo c')
+    const h = sb.process.connect(r.processId)
+    for (const limit of [-1, 2.5, Number.NaN, Infinity]) {
+      const want = await h.logs({ limit }).then(() => assert.fail(`logs took limit ${limit}`), (err: unknown) => err)
+      assert.ok(want instanceof InvalidArgumentError, `logs, limit ${limit}: ${String(want)}`)
+      const evs = await collect(h.streamLogs({ limit }))
+      assert.equal(evs.length, 1, `limit ${limit}: ${JSON.stringify(evs.map((e) => e.type))}`)
+      const ev = evs[0]!
+      assert.ok(ev.type === 'error' && ev.error instanceof InvalidArgumentError, `limit ${limit}: ${String(ev.type === 'error' && ev.error)}`)
+      assert.equal(ev.error.message, want.message)
+      assert.equal(ev.error.status, 400)
+    }
+    const all = await collect(h.streamLogs({ limit: 0 }))
+    assert.equal(all.filter((e) => e.type === 'log').length, 3, 'limit 0 is no bound')
   })
 
   test('a signal ends the stream of a running process', async () => {
