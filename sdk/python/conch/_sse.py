@@ -15,8 +15,8 @@ import time
 from typing import Any, Generator, Iterator, List, Optional
 
 from ._run import wait_until
-from ._transport import HttpTransport, _deadline, read_body, seg
-from .errors import ConchError, NetworkError, UnexpectedResponseError, error_from
+from ._transport import HttpTransport, _deadline, _qv, read_body, seg
+from .errors import ConchError, InvalidArgumentError, NetworkError, UnexpectedResponseError, error_from
 from .types import LogFrame, StreamLogEvent, WaitResult
 
 # Resumes in a row that may bring no event (cut again, not sent, or refused with a status that
@@ -78,6 +78,11 @@ def stream_logs(
     t: HttpTransport, pid: str, cursor: Optional[str] = None, limit: Optional[int] = None,
     encoding: Optional[str] = None,
 ) -> Generator[StreamLogEvent, None, None]:
+    if limit is not None and not (isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0):
+        # Refused as a page's ?limit= is (logs), and before any request: a negative one
+        # ended the stream after one frame, a fraction after the next whole number.
+        raise InvalidArgumentError(f"limit {json.dumps(_qv(limit) if isinstance(limit, (str, int, float)) else repr(limit))}: "
+                                   "want a non-negative integer")
     last = cursor
     count = 0
     failures = 0

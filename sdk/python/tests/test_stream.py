@@ -4,7 +4,7 @@ from urllib.parse import urlsplit
 from conch import Sandbox
 
 from .daemon import shared
-from conch.errors import ConchError, NetworkError, ResourceExhaustedError
+from conch.errors import ConchError, InvalidArgumentError, NetworkError, ResourceExhaustedError
 
 from .proxy import BadGatewayProxy, CutAfterProxy, CutBeforeProxy, CuttingProxy, ExhaustedProxy, HangUpProxy
 
@@ -32,6 +32,19 @@ class StreamTest(unittest.TestCase):
         rest = list(h.stream_logs(cursor=first[0].cursor))
         got = first[0].frame.data + "".join(e.frame.data for e in rest if e.type == "log" and e.frame)
         self.assertEqual(got, "1\n2\n3\n4\n5\n")
+
+    def test_stream_limit_refused_as_logs_refuses_it(self) -> None:
+        h = self.sandbox.process.start("echo a; sleep 0.05; echo b; sleep 0.05; echo c")
+        h.wait(timeout=30)
+        for limit in (-1, 2.5, float("nan"), float("inf"), True):
+            with self.subTest(limit=limit):
+                with self.assertRaises(InvalidArgumentError) as want:
+                    h.logs(limit=limit)  # type: ignore[arg-type]
+                with self.assertRaises(InvalidArgumentError) as got:
+                    next(h.stream_logs(limit=limit))  # type: ignore[arg-type]
+                self.assertEqual((got.exception.status, got.exception.message), (400, want.exception.message))
+        everything = [e for e in h.stream_logs(limit=0) if e.type == "log"]
+        self.assertEqual(len(everything), 3, "limit 0 is no bound")
 
     def test_resumes_after_dropped_connections_without_loss_or_repeat(self) -> None:
         # The process writes 2000 numbered lines slowly; every connection is cut after 3000 bytes.
