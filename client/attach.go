@@ -29,6 +29,8 @@ type Attachment struct {
 	ctx   context.Context
 	rest  io.Reader // the rest of the binary message being read
 	pongs pongs
+	quiet *quiet // bounds how long Read waits on the daemon (see Read)
+	id    string
 }
 
 // pongs orders an attachment's pongs with its writes. While a write of
@@ -129,13 +131,22 @@ func (c *Client) Attach(ctx context.Context, id string) (*Attachment, error) {
 	if c.token != "" {
 		h.Set("Authorization", "Bearer "+c.token)
 	}
-	a := &Attachment{ctx: ctx}
+	// Reads run under the quiet timer's context: a frame of any kind,
+	// a ping included, starts it again, and it runs only while Read
+	// waits (see Read).
+	q := c.newQuiet(ctx)
+	q.hold()
+	a := &Attachment{ctx: q.ctx, quiet: q, id: id}
 	up := &upgrade{next: c.http.Transport}
 	hc := *c.http
 	hc.Transport = up
 	ws, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPClient: &hc, HTTPHeader: h,
-		OnPingReceived: func(ctx context.Context, _ []byte) bool { return a.pongs.answer(ctx) }})
+		OnPingReceived: func(ctx context.Context, _ []byte) bool {
+			q.wait() // a ping, answered or not: the daemon is there
+			return a.pongs.answer(ctx)
+		}})
 	if err != nil {
+		q.end()
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			defer resp.Body.Close()
 			return nil, decodeError(resp)
@@ -283,15 +294,33 @@ const (
 // Read reads bytes the PTY wrote. Where the output has a gap it returns 0
 // and a *GapError. A message over 1 MiB, larger than any the daemon sends,
 // ends the attachment with an error.
+//
+// The daemon pings an attachment every 15 s: a Read that gets nothing from
+// it, not a message and not a ping, for the Client's stream idle timeout
+// (WithStreamIdleTimeout, 45 s by default) fails with an error that says
+// so (context.DeadlineExceeded), and the attachment is over: the daemon is
+// frozen (SIGSTOP) or gone, or a network holds the connection. Only the
+// time Read waits counts, never the time the caller holds the output (the
+// daemon sends no ping while its output waits unread).
 func (a *Attachment) Read(p []byte) (n int, err error) {
+	a.quiet.wait()
 	defer func() {
-		if errors.Is(err, websocket.ErrMessageTooBig) {
+		a.quiet.hold()
+		switch {
+		case err == nil || errors.Is(err, io.EOF):
+		case a.quiet.fired():
+			err = fmt.Errorf("attach %s: nothing from the daemon, not even a ping, within %s: it is frozen or gone, or the network holds the connection: %w",
+				a.id, a.quiet.d, context.DeadlineExceeded)
+		case errors.Is(err, websocket.ErrMessageTooBig):
 			err = fmt.Errorf("attach: a message over %d bytes, larger than any the daemon sends: %w", maxMessage, err)
 		}
 	}()
 	for {
 		if a.rest != nil {
 			n, err := a.rest.Read(p)
+			if n > 0 {
+				a.quiet.wait()
+			}
 			if err == io.EOF {
 				a.rest, err = nil, nil
 				if n == 0 {
@@ -307,6 +336,7 @@ func (a *Attachment) Read(p []byte) (n int, err error) {
 			}
 			return 0, err
 		}
+		a.quiet.wait()
 		if typ == websocket.MessageBinary {
 			a.rest = r
 			continue
@@ -351,6 +381,7 @@ func (a *Attachment) Resize(ctx context.Context, cols, rows uint16) error {
 // its input unread, the close included), the connection ends without it,
 // and a Write still waiting then fails.
 func (a *Attachment) Close() error {
+	defer a.quiet.end()
 	closed := make(chan error, 1)
 	go func() { closed <- a.conn.Close() }()
 	var ended bool

@@ -56,14 +56,15 @@ func WithHTTPClient(hc *http.Client) Option {
 }
 
 // DefaultStreamIdleTimeout is how long a log stream waits for a byte from
-// the daemon before it gives up on it: three of the heartbeats the daemon
-// sends every 15 s on a quiet stream, as the TypeScript and Python SDKs
-// wait.
+// the daemon, and an attachment's Read for a message or a ping, before it
+// gives up on it: three of the heartbeats the daemon sends every 15 s on a
+// quiet stream or attachment, as the TypeScript and Python SDKs wait.
 const DefaultStreamIdleTimeout = 45 * time.Second
 
 // WithStreamIdleTimeout sets how long a log stream waits for a byte from the
 // daemon, a heartbeat included, before it ends with an error that says so
-// (see Stream); DefaultStreamIdleTimeout by default.
+// (see Stream), and how long an attachment's Read waits for a message or a
+// ping (see Attachment.Read); DefaultStreamIdleTimeout by default.
 func WithStreamIdleTimeout(d time.Duration) Option {
 	return func(c *Client) error {
 		if d <= 0 {
