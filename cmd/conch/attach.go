@@ -45,7 +45,11 @@ or SIGTERM sent to conch detaches the same way, puts the terminal back, then
 ends conch by that signal (SIGQUIT: status 131).
 When the process ends, conch exits with its status; when that is conch's
 own (124: its execution timeout stopped it; 125: the engine lost it),
-conch says why on stderr, as conch wait does.`)
+conch says why on stderr, as conch wait does. The daemon pings the
+attachment every 15 s: when nothing comes from it for 45 s, not even a
+ping (it is frozen, as by SIGSTOP, or gone behind a network that holds the
+connection), conch says the daemon stopped answering, puts the terminal
+back and exits 125.`)
 	id, code, ok := parseID(fs, args)
 	if !ok {
 		return code
@@ -133,6 +137,13 @@ func finishAttach(ctx context.Context, e *env, c *client.Client, id string, deta
 	case <-detached:
 		return 0
 	default:
+	}
+	// A daemon that sent nothing, not even a ping, for three of its
+	// heartbeats is frozen (SIGSTOP) or gone behind a network that holds
+	// the connection: asking it how the program ended would wait as long.
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		fmt.Fprintf(e.stderr, "conch: the daemon stopped answering the attachment to %s, which may run on (conch attach %s again):\n", id, id)
+		return fail(e, exitOwn, err)
 	}
 	// A connection that ended, closed or reset (a daemon killed with input
 	// of the attachment unread resets it), is asked about as an end.
