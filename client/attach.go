@@ -140,6 +140,10 @@ func (c *Client) Attach(ctx context.Context, id string) (*Attachment, error) {
 	up := &upgrade{next: c.http.Transport}
 	hc := *c.http
 	hc.Transport = up
+	// The handshake is bounded as a quiet attachment is: a daemon frozen
+	// before it answers nothing. The library bounds the handshake alone by
+	// the client's Timeout, not the attachment it makes.
+	hc.Timeout = c.streamIdle
 	ws, resp, err := websocket.Dial(ctx, u.String(), &websocket.DialOptions{HTTPClient: &hc, HTTPHeader: h,
 		OnPingReceived: func(ctx context.Context, _ []byte) bool {
 			q.wait() // a ping, answered or not: the daemon is there
@@ -150,6 +154,9 @@ func (c *Client) Attach(ctx context.Context, id string) (*Attachment, error) {
 		if resp != nil && resp.StatusCode != http.StatusSwitchingProtocols {
 			defer resp.Body.Close()
 			return nil, decodeError(resp)
+		}
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return nil, fmt.Errorf("attach %s: no answer from the daemon within %s: it is frozen or gone, or the network holds the connection: %w", id, c.streamIdle, err)
 		}
 		return nil, fmt.Errorf("attach %s: %w", id, err)
 	}

@@ -102,3 +102,53 @@ func TestAttachQuietDaemon(t *testing.T) {
 		})
 	}
 }
+
+// TestAttachHandshakeToQuietDaemon: a daemon frozen before the attachment
+// (its host still taking connections, its process answering nothing) ends
+// Attach once its handshake waited the stream idle timeout, with an error
+// that says so (context.DeadlineExceeded): Attach once waited for ever.
+// The bound is the handshake's alone: an attachment made lives on past it.
+func TestAttachHandshakeToQuietDaemon(t *testing.T) {
+	t.Parallel()
+	ctx := guard(t)
+	const idle = 300 * time.Millisecond
+	let := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-let: // answers: the attachment then outlives the bound
+		case <-r.Context().Done(): // frozen: never answers
+			return
+		}
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer ws.CloseNow()
+		rctx := ws.CloseRead(r.Context())
+		for range 6 { // a ping a third of the bound, for two bounds, then output
+			time.Sleep(idle / 3)
+			if ws.Ping(rctx) != nil {
+				return
+			}
+		}
+		_ = ws.Write(rctx, websocket.MessageBinary, []byte("late"))
+		_ = ws.Close(websocket.StatusNormalClosure, "")
+	}))
+	t.Cleanup(srv.Close)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	c, err := New(srv.URL, "token", WithStreamIdleTimeout(idle), WithHTTPClient(&http.Client{Transport: tr}))
+	require.NoError(t, err)
+	_, err = c.Attach(ctx, "p")
+	require.Error(t, err, "Attach waits on a daemon that does not answer its handshake")
+	require.NoError(t, ctx.Err(), "Attach ended by the hang guard, not its own bound")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	close(let)
+	a, err := c.Attach(ctx, "p")
+	require.NoError(t, err)
+	defer a.Close()
+	got, err := io.ReadAll(a)
+	require.NoError(t, err)
+	require.Equal(t, "late", string(got))
+}
