@@ -353,6 +353,11 @@ func serveSandboxd(ctx context.Context, sig <-chan os.Signal, o sandboxdOptions,
 	logger.Info("shutting down: ending every process")
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	defer cancel()
+	// conch's own API processes end beside sandboxd's, at once and within
+	// the same timeout: after them, as they once did, they got their TERM
+	// only once every sandboxd process was gone, and a bound of their own.
+	apiShut := make(chan error, 1)
+	go func() { apiShut <- srv.Shutdown(sctx) }()
 	if serr := sbx.Shutdown(sctx); serr != nil {
 		logger.Warn("sandboxd processes outlive the shutdown timeout", "err", serr)
 	}
@@ -370,9 +375,7 @@ func serveSandboxd(ctx context.Context, sig <-chan os.Signal, o sandboxdOptions,
 	if herr := hs.Shutdown(sctx); herr != nil {
 		hs.Close()
 	}
-	actx, acancel := context.WithTimeout(context.Background(), shutdownTimeout)
-	defer acancel()
-	shutErr := srv.Shutdown(actx)
+	shutErr := <-apiShut
 	for range serving {
 		<-served
 	}

@@ -656,3 +656,49 @@ func TestSandboxdKeepsNoTerminal(t *testing.T) {
 	resp, body = send(t, hc, "GET", "http://"+p.rest+"/v1/health", "")
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 }
+
+// TestSandboxdShutdownEndsEveryProcessAtOnce: stopping, conch sandboxd
+// sends SIGTERM to the processes of conch's own API as it does to
+// sandboxd's, at once and within --shutdown-timeout, as docs/sandboxd.md
+// says ("every process left gets SIGTERM, and SIGKILL 2 s later"). The
+// API's processes once got theirs only after every sandboxd process was
+// gone, a TERM-ignoring one killed 2 s on, and their KILL 5 s after that,
+// under a bound of 30 s of their own rather than the flag's.
+func TestSandboxdShutdownEndsEveryProcessAtOnce(t *testing.T) {
+	t.Parallel()
+	p := startSandboxd(t, t.TempDir(), nil, "--shutdown-timeout", "8s", "--drain-timeout", "0s")
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	stream, err := p.client(t).Start(ctx, &sandboxdpb.StartRequest{Config: cfgOf("sh", "-c", "trap '' TERM; echo $$; while :; do sleep 0.05; done")})
+	require.NoError(t, err)
+	msg, err := stream.Recv()
+	require.NoError(t, err)
+	require.NotNil(t, msg.GetInit())
+	msg, err = stream.Recv()
+	require.NoError(t, err)
+	sbxPID := strings.TrimSpace(string(msg.GetStdout()))
+	// The API's process says, as its TERM comes, whether sandboxd's
+	// TERM-ignoring process is still there, in its grace.
+	said := filepath.Join(t.TempDir(), "said")
+	c, err := client.New(p.api, p.token)
+	require.NoError(t, err)
+	api, err := c.Start(ctx, client.StartOptions{Cmd: fmt.Sprintf(
+		`trap 'if kill -0 %s 2>/dev/null; then echo alive >%s; else echo gone >%s; fi; exit 0' TERM; echo up; while :; do sleep 0.05; done`,
+		sbxPID, said, said)})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		page, err := c.Logs(ctx, api.ID, client.LogsOptions{})
+		return err == nil && len(page.Items) > 0
+	}, 30*time.Second, 20*time.Millisecond, "the API's process never trapped TERM")
+
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-p.done:
+		require.NoError(t, err, "conch sandboxd exits 0")
+	case <-time.After(60 * time.Second):
+		t.Fatal("conch sandboxd did not exit")
+	}
+	b, err := os.ReadFile(said)
+	require.NoError(t, err, "the API's process got no TERM")
+	require.Equal(t, "alive\n", string(b), "the API's process got its TERM only once sandboxd's were gone")
+}
