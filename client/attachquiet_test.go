@@ -62,11 +62,7 @@ func TestAttachQuietDaemon(t *testing.T) {
 				}
 				_ = ws.Close(websocket.StatusNormalClosure, "")
 			}))
-			t.Cleanup(srv.Close)
-			tr := &http.Transport{}
-			t.Cleanup(tr.CloseIdleConnections)
-			c, err := New(srv.URL, "token", WithStreamIdleTimeout(idle), WithHTTPClient(&http.Client{Transport: tr}))
-			require.NoError(t, err)
+			c := quietClient(t, srv, idle)
 			a, err := c.Attach(ctx, "p")
 			require.NoError(t, err)
 			defer a.Close()
@@ -134,12 +130,8 @@ func TestAttachHandshakeToQuietDaemon(t *testing.T) {
 		_ = ws.Write(rctx, websocket.MessageBinary, []byte("late"))
 		_ = ws.Close(websocket.StatusNormalClosure, "")
 	}))
-	t.Cleanup(srv.Close)
-	tr := &http.Transport{}
-	t.Cleanup(tr.CloseIdleConnections)
-	c, err := New(srv.URL, "token", WithStreamIdleTimeout(idle), WithHTTPClient(&http.Client{Transport: tr}))
-	require.NoError(t, err)
-	_, err = c.Attach(ctx, "p")
+	c := quietClient(t, srv, idle)
+	_, err := c.Attach(ctx, "p")
 	require.Error(t, err, "Attach waits on a daemon that does not answer its handshake")
 	require.NoError(t, ctx.Err(), "Attach ended by the hang guard, not its own bound")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
@@ -151,4 +143,16 @@ func TestAttachHandshakeToQuietDaemon(t *testing.T) {
 	got, err := io.ReadAll(a)
 	require.NoError(t, err)
 	require.Equal(t, "late", string(got))
+}
+
+// quietClient is a client of srv, closed with the test, whose stream idle
+// timeout is idle.
+func quietClient(t *testing.T, srv *httptest.Server, idle time.Duration) *Client {
+	t.Helper()
+	t.Cleanup(srv.Close)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	c, err := New(srv.URL, "token", WithStreamIdleTimeout(idle), WithHTTPClient(&http.Client{Transport: tr}))
+	require.NoError(t, err)
+	return c
 }

@@ -200,15 +200,7 @@ func TestSandboxdDaemon(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "[]\n"+root+"\n", string(resp.GetStdout()), "the token stays out; the root is the cwd")
 
-	stream, err := c.Start(ctx, &sandboxdpb.StartRequest{Config: cfgOf("sh", "-c", "trap '' TERM; echo $$; while :; do sleep 0.05; done")})
-	require.NoError(t, err)
-	msg, err := stream.Recv()
-	require.NoError(t, err)
-	require.NotNil(t, msg.GetInit())
-	msg, err = stream.Recv()
-	require.NoError(t, err)
-	pid, err := strconv.Atoi(strings.TrimSpace(string(msg.GetStdout())))
-	require.NoError(t, err)
+	stream, pid := startIgnoringTerm(ctx, t, c)
 
 	code, body = get(p.api+"/v1/processes", "Authorization", "Bearer "+p.token)
 	require.Equal(t, 200, code)
@@ -669,21 +661,14 @@ func TestSandboxdShutdownEndsEveryProcessAtOnce(t *testing.T) {
 	p := startSandboxd(t, t.TempDir(), nil, "--shutdown-timeout", "8s", "--drain-timeout", "0s")
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	stream, err := p.client(t).Start(ctx, &sandboxdpb.StartRequest{Config: cfgOf("sh", "-c", "trap '' TERM; echo $$; while :; do sleep 0.05; done")})
-	require.NoError(t, err)
-	msg, err := stream.Recv()
-	require.NoError(t, err)
-	require.NotNil(t, msg.GetInit())
-	msg, err = stream.Recv()
-	require.NoError(t, err)
-	sbxPID := strings.TrimSpace(string(msg.GetStdout()))
+	_, sbxPID := startIgnoringTerm(ctx, t, p.client(t))
 	// The API's process says, as its TERM comes, whether sandboxd's
 	// TERM-ignoring process is still there, in its grace.
 	said := filepath.Join(t.TempDir(), "said")
 	c, err := client.New(p.api, p.token)
 	require.NoError(t, err)
 	api, err := c.Start(ctx, client.StartOptions{Cmd: fmt.Sprintf(
-		`trap 'if kill -0 %s 2>/dev/null; then echo alive >%s; else echo gone >%s; fi; exit 0' TERM; echo up; while :; do sleep 0.05; done`,
+		`trap 'if kill -0 %d 2>/dev/null; then echo alive >%s; else echo gone >%s; fi; exit 0' TERM; echo up; while :; do sleep 0.05; done`,
 		sbxPID, said, said)})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
@@ -701,4 +686,20 @@ func TestSandboxdShutdownEndsEveryProcessAtOnce(t *testing.T) {
 	b, err := os.ReadFile(said)
 	require.NoError(t, err, "the API's process got no TERM")
 	require.Equal(t, "alive\n", string(b), "the API's process got its TERM only once sandboxd's were gone")
+}
+
+// startIgnoringTerm starts, through c's ProcessService, a process that
+// ignores SIGTERM, and returns its stream, past its init and its pid.
+func startIgnoringTerm(ctx context.Context, t *testing.T, c sandboxdpb.ProcessServiceClient) (grpc.ServerStreamingClient[sandboxdpb.StartResponse], int) {
+	t.Helper()
+	stream, err := c.Start(ctx, &sandboxdpb.StartRequest{Config: cfgOf("sh", "-c", "trap '' TERM; echo $$; while :; do sleep 0.05; done")})
+	require.NoError(t, err)
+	msg, err := stream.Recv()
+	require.NoError(t, err)
+	require.NotNil(t, msg.GetInit())
+	msg, err = stream.Recv()
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(msg.GetStdout())))
+	require.NoError(t, err)
+	return stream, pid
 }
