@@ -314,7 +314,9 @@ func TestServeOutOfFiles(t *testing.T) {
 	require.NoError(t, err, "a session fits once two have gone")
 	r, _, err := s.c.RunCommand(ctx, sess.ID, client.CommandRunOptions{CommandOptions: client.CommandOptions{Cmd: "echo fits"}})
 	require.NoError(t, err)
-	require.Equal(t, "fits\n", r.Stdout)
+	// How the command ended, and what it said on stderr, tell a command
+	// whose streams could not be opened from one whose output was lost.
+	require.Equal(t, "fits\n", r.Stdout, "stderr %q, answer %+v", r.Stderr, *r)
 }
 
 // A daemon out of open files refuses a one-shot process with 429 too,
