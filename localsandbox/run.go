@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/conchsh/conch/internal/inputwatch"
+	"github.com/conchsh/conch/internal/proctree"
 	"github.com/conchsh/conch/logstore"
 	"github.com/conchsh/conch/process"
 )
@@ -288,7 +289,11 @@ func (s *Session) start(ctx context.Context, opts RunOptions) (*Process, error) 
 	if s.stopped {
 		return nil, ErrStopped
 	}
-	pp, err := startProcess(opts.Command, dir, env, opts.OpenStdin)
+	begin := s.begin
+	if begin == nil {
+		begin = startProcess
+	}
+	pp, err := begin(opts.Command, dir, env, opts.OpenStdin)
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", Shell, err)
 	}
@@ -298,11 +303,13 @@ func (s *Session) start(ctx context.Context, opts RunOptions) (*Process, error) 
 		p.stdinOpen, p.closeStdin = context.WithCancel(context.Background())
 	}
 	p.stopCancel = context.AfterFunc(ctx, func() {
-		if p.exited() {
+		if p.exited() || !proctree.Alive(pp.Info().PID) {
 			// It exited by itself; its result stands. Done waits for the
 			// output's drain too, which a background job holding stdout
 			// makes last: a ctx that ended in it turned an exit into
-			// ctx's error, and killed the job.
+			// ctx's error, and killed the job. So did a ctx that ended
+			// between the exit and the engine's reaping it, the command
+			// a zombie: Wait returns once the engine has seen the exit.
 			return
 		}
 		p.mu.Lock()
@@ -457,10 +464,13 @@ func (p *Process) Wait(ctx context.Context) (int, error) {
 	p.mu.Lock()
 	cancelErr := p.cancelErr
 	p.mu.Unlock()
-	if cancelErr != nil {
+	res := *p.p.Info().Result
+	if cancelErr != nil && !res.Handled {
 		return -1, cancelErr
 	}
-	return exitCode(*p.p.Info().Result)
+	// Handled: it exited with its own status as the kill came, which
+	// cannot be handled; the exit was its own.
+	return exitCode(res)
 }
 
 // Kill sends SIGTERM to the command and its current descendants; the

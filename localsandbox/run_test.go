@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -465,6 +467,84 @@ func TestRunReadsOutputAfterExit(t *testing.T) {
 		}
 		cancel()
 		assert.NoError(t, s.WriteTextFile("gate", ""))
+	}()
+	res, err := s.Run(ctx, RunOptions{Command: lateJob})
+	require.NoError(t, err)
+	assert.Equal(t, 3, res.ExitCode)
+	assert.Equal(t, "early\nlate\n", res.Stdout)
+}
+
+// lateSeen is a started process whose exit is seen only once seen is
+// closed: the moment between a command's exit and Run's seeing it, held
+// open. Once watch is set, the first look at its state closes looked.
+type lateSeen struct {
+	started
+	exited chan struct{}
+
+	watch      atomic.Bool
+	looked     chan struct{}
+	lookedOnce sync.Once
+}
+
+func (l *lateSeen) Exited() <-chan struct{} { return l.exited }
+
+func (l *lateSeen) Info() process.Info {
+	if l.watch.Load() {
+		l.lookedOnce.Do(func() { close(l.looked) })
+	}
+	i := l.started.Info()
+	select {
+	case <-l.exited:
+	default:
+		i.State, i.Result = process.Running, nil
+	}
+	return i
+}
+
+// A ctx that ends after the command exited, before Run saw the exit,
+// changes nothing either: Run killed the job still writing its output and
+// returned ctx's error for a command that had exited 3.
+func TestRunCtxEndedBeforeExitSeen(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	guard := hangGuard(t)
+	seen := make(chan struct{})
+	late := make(chan *lateSeen, 1)
+	s.begin = func(command, dir string, env map[string]string, open bool) (started, error) {
+		p, err := startProcess(command, dir, env, open)
+		if err != nil {
+			return nil, err
+		}
+		l := &lateSeen{started: p, exited: make(chan struct{}), looked: make(chan struct{})}
+		late <- l
+		go func() {
+			<-p.Exited()
+			<-seen
+			close(l.exited)
+		}()
+		return l, nil
+	}
+	ctx, cancel := context.WithCancel(guard)
+	defer cancel()
+	go func() {
+		waitLines(guard, filepath.Join(s.Dir(), "pid"), 1)
+		pid := readPids(t, s, "pid")[0]
+		for proctree.Alive(pid) && guard.Err() == nil {
+			time.Sleep(time.Millisecond)
+		}
+		l := <-late
+		select {
+		case <-l.started.Exited(): // the engine has it; Run has not looked
+		case <-guard.Done():
+		}
+		l.watch.Store(true)
+		cancel()
+		select {
+		case <-l.looked: // what ctx's end does is decided
+		case <-guard.Done():
+		}
+		assert.NoError(t, s.WriteTextFile("gate", ""))
+		close(seen)
 	}()
 	res, err := s.Run(ctx, RunOptions{Command: lateJob})
 	require.NoError(t, err)

@@ -77,6 +77,10 @@ type Session struct {
 
 	procsMu sync.Mutex // guards procs
 	procs   map[*Process]struct{}
+
+	// begin starts a command's process: startProcess, or in tests one
+	// whose end the engine sees late.
+	begin func(command, dir string, env map[string]string, open bool) (started, error)
 }
 
 // Option configures a Session in New.
