@@ -313,6 +313,12 @@ func (s *Session) start(ctx context.Context, opts RunOptions) (*Process, error) 
 			return
 		}
 		p.mu.Lock()
+		if p.answered {
+			// It exited since, and a Wait has said how: every Wait
+			// says the same.
+			p.mu.Unlock()
+			return
+		}
 		p.cancelErr = ctx.Err()
 		p.mu.Unlock()
 		p.p.Kill(syscall.SIGKILL, 0, 0)
@@ -369,8 +375,9 @@ type Process struct {
 	stopCancel func() bool         // unregisters the kill on ctx's end
 	input      *inputwatch.Watcher // nil unless its stdin is open
 
-	mu        sync.Mutex // guards cancelErr
+	mu        sync.Mutex // guards cancelErr and answered
 	cancelErr error      // ctx.Err() of Spawn, once ctx ended and killed it
+	answered  bool       // a Wait returned the exit: cancelErr is set no more
 
 	writeMu sync.Mutex // held by WriteStdin, so that one write's bytes stay together
 
@@ -463,6 +470,7 @@ func (p *Process) Wait(ctx context.Context) (int, error) {
 	}
 	p.mu.Lock()
 	cancelErr := p.cancelErr
+	p.answered = true
 	p.mu.Unlock()
 	res := *p.p.Info().Result
 	if cancelErr != nil && !res.Handled {

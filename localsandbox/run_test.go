@@ -552,6 +552,81 @@ func TestRunCtxEndedBeforeExitSeen(t *testing.T) {
 	assert.Equal(t, "early\nlate\n", res.Stdout)
 }
 
+// aliveAtLook is a process whose second look at its state once watch is
+// set (the kill on ctx's end asking whether it is alive) waits for hold
+// and finds it alive: it exited just after that look.
+type aliveAtLook struct {
+	*lateSeen
+	looks   atomic.Int32
+	holding chan struct{}
+	hold    chan struct{}
+	killed  chan struct{}
+}
+
+func (a *aliveAtLook) Info() process.Info {
+	i := a.lateSeen.Info()
+	if a.watch.Load() && a.looks.Add(1) == 2 {
+		close(a.holding)
+		<-a.hold
+		i.PID = os.Getpid()
+	}
+	return i
+}
+
+func (a *aliveAtLook) Kill(sig syscall.Signal, after time.Duration, to syscall.Signal) error {
+	close(a.killed)
+	return a.lateSeen.Kill(sig, after, to)
+}
+
+// A command that exits as its Spawn ctx ends, after the kill on ctx's end
+// found it alive: once a Wait has returned its exit, every Wait returns the
+// same; the kill set ctx's error after the first had answered 3.
+func TestWaitsAgreeWhenCtxEndsAtExit(t *testing.T) {
+	t.Parallel()
+	s := newSession(t)
+	guard := hangGuard(t)
+	late := make(chan *aliveAtLook, 1)
+	s.begin = func(command, dir string, env map[string]string, open bool) (started, error) {
+		p, err := startProcess(command, dir, env, open)
+		if err != nil {
+			return nil, err
+		}
+		a := &aliveAtLook{
+			lateSeen: &lateSeen{started: p, exited: make(chan struct{}), looked: make(chan struct{})},
+			holding:  make(chan struct{}), hold: make(chan struct{}), killed: make(chan struct{}),
+		}
+		late <- a
+		return a, nil
+	}
+	ctx, cancel := context.WithCancel(guard)
+	defer cancel()
+	p, err := s.Spawn(ctx, RunOptions{Command: "while [ ! -e gate ]; do sleep 0.01; done; exit 3"})
+	require.NoError(t, err)
+	defer p.release()
+	a := <-late
+	a.watch.Store(true)
+	cancel()
+	select {
+	case <-a.holding: // the kill found it alive
+	case <-guard.Done():
+		t.Fatal("the kill on ctx's end did not look at the command")
+	}
+	require.NoError(t, s.WriteTextFile("gate", ""))
+	<-a.started.Exited()
+	close(a.exited)
+	code, err := p.Wait(guard)
+	require.NoError(t, err)
+	require.Equal(t, 3, code)
+	close(a.hold)
+	select {
+	case <-a.killed:
+	case <-time.After(200 * time.Millisecond): // how long the kill has to go wrong
+	}
+	code, err = p.Wait(guard)
+	require.NoError(t, err, "a Wait after one that returned 3")
+	require.Equal(t, 3, code)
+}
+
 // WaitForInput says ErrExited once the command has exited, while a job it
 // left holds its stdout open: it waited for the output's end too, and a
 // ctx that ended meanwhile made it return ctx's error.
