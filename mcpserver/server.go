@@ -84,6 +84,13 @@ type named struct {
 	// ended says the session's shell or interpreter has ended: the next
 	// run under its name makes a new one with opts.
 	ended bool
+	// taken says the session is the daemon's, made before (adopted): the
+	// daemon tells what opts hold, but not the environment variables it
+	// was created with, which a session made again lacks.
+	taken bool
+	// untold says the session was made again after a taken one ended,
+	// without the environment variables that one was created with.
+	untold bool
 }
 
 // kind is what the session is, in words for a tool's error.
@@ -128,11 +135,18 @@ func (n named) runs(shell string) bool {
 
 // fresh is what the next run makes of n once it has ended, in words.
 func (n named) fresh() string {
+	f := "a new " + cmp.Or(n.shell, "shell") + " session"
 	if n.language != "" {
-		return "a new " + n.language + " context"
+		f = "a new " + n.language + " context"
 	}
-	return "a new " + cmp.Or(n.shell, "shell") + " session"
+	if n.taken {
+		f += ", " + envUntold
+	}
+	return f
 }
+
+// envUntold says what a session made again after a taken one lacks.
+const envUntold = "without the environment variables the daemon's session was created with (the daemon does not tell them): set again those it needs"
 
 // origin is how session found the session it returns.
 type origin int
@@ -381,20 +395,22 @@ func (s *Server) make(ctx context.Context, name string, opts client.SessionOptio
 	if err != nil {
 		return named{}, existing, fmt.Errorf("create session %q: %w", name, explain(err))
 	}
-	return named{id: p.ID, shell: p.Shell, resolved: p.ResolvedShell, language: p.Language, opts: opts}, how, nil
+	return named{id: p.ID, shell: p.Shell, resolved: p.ResolvedShell, language: p.Language, opts: opts, untold: known && prev.taken}, how, nil
 }
 
 // adopt takes the daemon's running session id, called name, as the daemon
-// says it is (its shell, language, login and limits, and its directory
-// now, the API telling no other), which the next run
-// makes it again with once it has ended.
+// says it is (its shell, language, login, limits and leased port, and its
+// directory now, the API telling no other), which the next run makes it
+// again with once it has ended. Its environment variables the API does not
+// tell: the session made again lacks them, and its answer says so.
 func (s *Server) adopt(ctx context.Context, name, id string) (named, origin, error) {
 	p, err := s.c.Session(ctx, id)
 	if err != nil {
 		return named{}, existing, fmt.Errorf("look at session %q (%s): %w", name, id, explain(err))
 	}
-	return named{id: p.ID, shell: p.Shell, resolved: p.ResolvedShell, language: p.Language,
-		opts: client.SessionOptions{Shell: p.Shell, Language: p.Language, Login: p.Login, Limits: p.Limits, Cwd: p.Cwd}}, adopted, nil
+	return named{id: p.ID, shell: p.Shell, resolved: p.ResolvedShell, language: p.Language, taken: true,
+		opts: client.SessionOptions{Shell: p.Shell, Language: p.Language, Login: p.Login, Limits: p.Limits, Cwd: p.Cwd,
+			LeasePort: len(p.Ports) > 0}}, adopted, nil
 }
 
 // daemonSession is the daemon's newest running session called name other

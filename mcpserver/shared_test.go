@@ -119,3 +119,52 @@ func TestAdoptedSessionCwd(t *testing.T) {
 	r, text := c.run(map[string]any{"command": "pwd", "session": "w"})
 	require.Equal(t, dir+"\n", r.Output, text)
 }
+
+// TestAdoptedSessionEnv: the daemon's running session of a name, made with
+// environment variables and a leased port, is made again once it has ended
+// (its shell exited, or it was deleted behind conch mcp's back) with a
+// leased port, which the daemon tells, and without the variables, which it
+// does not: the tool error and the answer of the run that makes it say so,
+// rather than the run going on without them unsaid.
+func TestAdoptedSessionEnv(t *testing.T) {
+	t.Parallel()
+	env, stateHome := testEnv(t)
+	d := startDaemon(t, env, stateHome)
+	made, err := d.CreateSession(t.Context(), client.SessionOptions{Name: "e", Env: map[string]string{"FOO": "bar"}, LeasePort: true})
+	require.NoError(t, err)
+	c := startMCP(t, env, "--url", d.URL())
+	defer c.close()
+	r, text := c.run(map[string]any{"command": "echo FOO=$FOO", "session": "e"})
+	require.Equal(t, "FOO=bar\n", r.Output, text)
+	require.Contains(t, r.Note, "the daemon's running session", text)
+	for i, end := range []func(){
+		func() { c.run(map[string]any{"command": "exit", "session": "e"}) },
+		func() { require.NoError(t, d.DeleteSession(t.Context(), made.ID)) },
+	} {
+		if i > 0 {
+			// The daemon's session again, taken as the first was.
+			c.ok("close_session", map[string]any{"session": "e"}, &mcpserver.CloseOutput{})
+			made, err = d.CreateSession(t.Context(), client.SessionOptions{Name: "e", Env: map[string]string{"FOO": "bar"}, LeasePort: true})
+			require.NoError(t, err)
+			r, text = c.run(map[string]any{"command": "echo FOO=$FOO", "session": "e"})
+			require.Equal(t, "FOO=bar\n", r.Output, text)
+		}
+		end()
+		text = c.toolError("run", map[string]any{"command": "true", "session": "e"}) // told it ended
+		require.Contains(t, text, "without the environment variables", "ending %d", i)
+		r, text = c.run(map[string]any{"command": "echo FOO=$FOO", "session": "e"})
+		require.Equal(t, "FOO=\n", r.Output, text)
+		require.Contains(t, r.Note, "made again", text)
+		require.Contains(t, r.Note, "without the environment variables the daemon's session was created with", text)
+		again := running(t, d, "e")
+		require.Len(t, again, 1)
+		require.Len(t, again[0].Ports, 1, "made again with a leased port")
+		// Made again by conch mcp, the session lacks nothing it had: the
+		// next one made after it says nothing of variables.
+		c.run(map[string]any{"command": "exit", "session": "e"})
+		text = c.toolError("run", map[string]any{"command": "true", "session": "e"})
+		require.NotContains(t, text, "environment variables")
+		r, text = c.run(map[string]any{"command": "true", "session": "e"})
+		require.NotContains(t, r.Note, "environment variables", text)
+	}
+}

@@ -41,7 +41,8 @@ var runTool = &mcp.Tool{
 		`with its traceback. Later runs in a code context run code whether or not language is given; ` +
 		`a language that does not match the existing session is an error. A session whose shell or ` +
 		`interpreter ended (exit, sys.exit()) is made again of the same kind, fresh, by the run after ` +
-		`the one told so; close_session makes the name new.`,
+		`the one told so (a session the daemon had before, made elsewhere, is made again without the ` +
+		`environment variables it was created with, as the answer says); close_session makes the name new.`,
 }
 
 // RunInput is the run tool's input.
@@ -217,6 +218,9 @@ func (s *Server) run(ctx context.Context, req *mcp.CallToolRequest, in RunInput)
 		out.Note = joinNotes(fmt.Sprintf("session %q existed already: %s", name, ignored(sess, in)), out.Note)
 	case how == remade && in.Shell != "" && (sess.language != "" || in.Shell != sess.opts.Shell && in.Shell != sess.shell):
 		out.Note = joinNotes(fmt.Sprintf("session %q had ended and was made again as it was, %s: a name keeps its kind, and shell applies only to a new name (close_session forgets it)", name, sess.kind()), out.Note)
+	}
+	if how == remade && sess.untold {
+		out.Note = joinNotes(fmt.Sprintf("session %q had ended and was made again as the daemon said it was, %s, in the directory it was in when taken, but %s", name, sess.described(), envUntold), out.Note)
 	}
 	if cut {
 		out.Note = joinNotes(out.Note, cutNote)
