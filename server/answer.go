@@ -84,10 +84,17 @@ func (s *Server) writeRunAnswer(w http.ResponseWriter, p process.Process, a runA
 		t.Stop()
 		done = true
 	}
-	e := p.Log().Excerpt(a.after, a.limit)
+	excerpt := func(limit int) logstore.Excerpt {
+		e := p.Log().Excerpt(a.after, limit)
+		if !done {
+			e = holdIncomplete(e)
+		}
+		return e
+	}
+	e := excerpt(a.limit)
 	var output []string // the plain text of all channels, when it fits
 	if a.plain && a.limit > 0 {
-		e, output = fitPlain(p.Log(), a.after, a.limit, e)
+		e, output = fitPlain(p.Log(), a.after, a.limit, e, excerpt)
 	}
 	status := http.StatusOK
 	if !done {
@@ -345,7 +352,7 @@ func (e *encoder) members(v any) {
 }
 
 // fitPlain returns an excerpt after after whose plain text is at most
-// limit bytes, e or one taken again with fewer bytes, and that text (as
+// limit bytes, e or one excerpt gives again with fewer bytes, and that text (as
 // plainParts gives it), or nil when no excerpt of one byte or more fits. Rendering can make
 // text longer than its bytes (a cursor move becomes blanks), and text cut
 // to the limit after rendering (see plainParts) would leave out what the
@@ -353,7 +360,7 @@ func (e *encoder) members(v any) {
 // tail. With fewer bytes, what the text leaves out is the excerpt's
 // omitted bytes, which a reader reads on from. The cut after rendering is
 // then a last resort, for a tail of one byte whose text is still too long.
-func fitPlain(l *logstore.Log, after logstore.Cursor, limit int, e logstore.Excerpt) (logstore.Excerpt, []string) {
+func fitPlain(l *logstore.Log, after logstore.Cursor, limit int, e logstore.Excerpt, excerpt func(int) logstore.Excerpt) (logstore.Excerpt, []string) {
 	all := func(logstore.Channel) bool { return true }
 	open := openBefore(l, after).All
 	bytes := limit
@@ -366,9 +373,47 @@ func fitPlain(l *logstore.Log, after logstore.Cursor, limit int, e logstore.Exce
 			break
 		}
 		bytes = max(1, min(bytes-1, bytes*limit/n))
-		e = l.Excerpt(after, bytes)
+		e = excerpt(bytes)
 	}
 	return e, nil
+}
+
+// holdIncomplete returns e without the frames at its end that hold the
+// first bytes of a character and nothing else, the bytes of one channel
+// that begin a character valid so far but not whole (the log puts them out
+// as frames of their own when the rest does not come within 50 ms), with
+// Next the cursor just before them: an answer for a process that still
+// runs leaves them to the answer read on from its next, which has the rest
+// when it came, rather than showing a U+FFFD for them now and another for
+// the rest then. Bytes that can no longer become a character are not
+// held, nor the first frame of a tail, which may be cut.
+func holdIncomplete(e logstore.Excerpt) logstore.Excerpt {
+	part := &e.Head
+	if e.Omitted > 0 || len(e.Tail) > 0 {
+		part = &e.Tail
+	}
+	frames := *part
+	first := 0
+	if part == &e.Tail {
+		first = 1 // its first frame may be cut
+	}
+	var b [utf8.UTFMax - 1]byte
+	n := 0
+	for k := len(frames) - 1; k >= first; k-- {
+		f := &frames[k]
+		if f.Channel != frames[len(frames)-1].Channel || n+len(f.Data) > len(b) {
+			break
+		}
+		copy(b[len(f.Data):n+len(f.Data)], b[:n])
+		copy(b[:], f.Data)
+		n += len(f.Data)
+		if plaintext.IncompleteTail(b[:n]) == n {
+			e.Next = f.Cursor - 1
+			*part = frames[:k]
+			return e
+		}
+	}
+	return e
 }
 
 // plainParts renders the frames of each part on the channels keep accepts

@@ -34,3 +34,34 @@ func TestAnswerTextJoinsWithinAPart(t *testing.T) {
 		}
 	}
 }
+
+// An excerpt of a process that still runs leaves out the frames at its end
+// that begin a character, on one channel, its next the cursor before them;
+// not bytes that cannot become one, nor the first frame of a tail, which
+// may be cut.
+func TestHoldIncomplete(t *testing.T) {
+	f := func(c logstore.Cursor, ch logstore.Channel, s string) logstore.Frame {
+		return logstore.Frame{Cursor: c, Channel: ch, Data: []byte(s)}
+	}
+	out, errs := logstore.Stdout, logstore.Stderr
+	for _, tc := range []struct {
+		name       string
+		e          logstore.Excerpt
+		head, tail int
+		next       logstore.Cursor
+	}{
+		{"one frame", logstore.Excerpt{Head: []logstore.Frame{f(1, out, "a"), f(2, out, "\xe2\x82")}, Next: 2}, 1, 0, 1},
+		{"two frames", logstore.Excerpt{Head: []logstore.Frame{f(1, out, "a"), f(2, out, "\xf0"), f(3, out, "\x9f\x98")}, Next: 3}, 1, 0, 1},
+		{"alone", logstore.Excerpt{Head: []logstore.Frame{f(5, errs, "\xe2")}, Next: 5}, 0, 0, 4},
+		{"two channels", logstore.Excerpt{Head: []logstore.Frame{f(1, out, "\xe2"), f(2, errs, "\x82")}, Next: 2}, 2, 0, 2},
+		{"whole", logstore.Excerpt{Head: []logstore.Frame{f(1, out, "\xe2\x82"), f(2, out, "\xac")}, Next: 2}, 2, 0, 2},
+		{"invalid", logstore.Excerpt{Head: []logstore.Frame{f(1, out, "a\xed\xa0")}, Next: 1}, 1, 0, 1},
+		{"in a tail", logstore.Excerpt{Head: []logstore.Frame{f(1, out, "a")}, Tail: []logstore.Frame{f(3, out, "b"), f(4, out, "\xe2")}, Omitted: 9, Next: 4}, 1, 1, 3},
+		{"a tail's first frame", logstore.Excerpt{Head: []logstore.Frame{f(1, out, "a")}, Tail: []logstore.Frame{f(3, out, "\xe2")}, Omitted: 9, Next: 3}, 1, 1, 3},
+	} {
+		e := holdIncomplete(tc.e)
+		if len(e.Head) != tc.head || len(e.Tail) != tc.tail || e.Next != tc.next {
+			t.Errorf("%s: %d head and %d tail frames, next %d; want %d, %d, %d", tc.name, len(e.Head), len(e.Tail), e.Next, tc.head, tc.tail, tc.next)
+		}
+	}
+}
