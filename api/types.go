@@ -193,7 +193,9 @@ type RunResult struct {
 	// Truncated is true when retention dropped the head of the output.
 	Truncated bool `json:"truncated"`
 	// Next is the cursor of the last frame in the answer: logs after it
-	// are the output that came later.
+	// are the output that came later. An early answer (202) holds back
+	// the first bytes of a character that end its output, Next the cursor
+	// before them, so that the answer read on from Next has it whole.
 	Next string `json:"next"`
 	// OmittedBytes is the output bytes left out of the middle of the
 	// answer to keep its text within the outputLimit asked for. The whole

@@ -113,7 +113,8 @@ func (f *answerFlags) report(ctx context.Context, e *env, c *client.Client, r *c
 // whose text is a U+FFFD, and with the cursor before that frame as its
 // next: the answer read on from it renders the character whole, rather
 // than a U+FFFD now and another for its rest then. It is r as it is when
-// no cursor names where that frame starts.
+// no cursor names where that frame starts. A daemon that holds such a
+// frame back itself (docs/api.md) sends none: r is then as it is.
 func (f *answerFlags) heldBack(r *client.RunResult) *client.RunResult {
 	n := len(r.Logs)
 	if n == 0 || r.OmittedBytes > 0 {
