@@ -449,6 +449,25 @@ func TestNoneCountsChildrenReapedBetweenReads(t *testing.T) {
 	}
 }
 
+// Without cgroups, a read of the CPU time reads the namespace's last pid
+// once, also when a pid handed out since its last read (here at every
+// read) has it read the stat file again: the session reads it at every
+// command's end, and a second read cost a command about 2 µs. Not parallel:
+// it swaps the last pid's read.
+func TestNoneReadsTheLastPIDOnce(t *testing.T) {
+	m, cmd, w := startReading(t)
+	defer func() { w.Close(); proctree.Wait(cmd); m.Destroy() }()
+	time.Sleep(50 * time.Millisecond) // bash is at its read, childless
+	reads, restore := containment.CountLastPIDReads()
+	defer restore()
+	for i := 1; i <= 5; i++ {
+		m.CPU()
+		if n := reads(); n != i {
+			t.Fatalf("%d reads of the CPU time read the last pid %d times", i, n)
+		}
+	}
+}
+
 // Without cgroups, the shell's own CPU time is counted finer than the stat
 // file's clock ticks of 10 ms: a command that runs in the shell alone reads
 // its own time to the microsecond.

@@ -121,3 +121,13 @@ func HoldLastPID() (restore func()) {
 	lastPID = func() int { return held }
 	return func() { lastPID = proctree.LastPID }
 }
+
+// CountLastPIDReads makes each read of the namespace's last pid give a pid
+// after the one before, as if something forked between any two reads,
+// until restore; reads says how many were made. Not safe beside parallel
+// tests.
+func CountLastPIDReads() (reads func() int, restore func()) {
+	held, n := lastPID(), 0
+	lastPID = func() int { n++; return held + n }
+	return func() int { return n }, func() { lastPID = proctree.LastPID }
+}

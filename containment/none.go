@@ -114,12 +114,16 @@ func (u *uncontained) Stats() Stats {
 		return Stats{CPU: u.cpu}
 	}
 	statOwn := time.Duration(-1) // the stat file's own time, when read now
-	if !u.childless || lastPID() != u.lastPID || time.Since(u.statAt) >= time.Second {
+	// One read of the last pid serves both to see whether one was handed
+	// out since the stat file's last read and, when the file is read
+	// again, as the last pid of that read: the children file and the stat
+	// file are read after it either way.
+	last := lastPID()
+	if !u.childless || last != u.lastPID || time.Since(u.statAt) >= time.Second {
 		// In this order: a child forked after the last pid's read moves
 		// it; one the children file does not show was reaped before the
 		// stat file's read. A thread started since moves the last pid
 		// too.
-		last := lastPID()
 		none := u.noChildren()
 		cpu, ok := u.readStat()
 		if !ok {
