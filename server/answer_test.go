@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/client"
 	"github.com/conchsh/conch/internal/plaintext"
 	"github.com/conchsh/conch/server"
@@ -326,4 +328,21 @@ func TestOutputCharacterOfOneChannel(t *testing.T) {
 	require.Equal(t, "\ufffd", r.Stderr)
 	require.Equal(t, "\ufffd", r.Stdout)
 	require.Equal(t, "\ufffd\ufffd", r.Output)
+}
+
+// TestAnswerFieldsAsEncodingJSON: the members an answer writes without
+// encoding/json (numbers, booleans, plain strings, a usage) read byte for
+// byte as encoding/json writes them.
+func TestAnswerFieldsAsEncodingJSON(t *testing.T) {
+	for _, v := range []any{
+		0, -1, 1 << 40, int64(-1 << 62), true, false, "plain", "needs \"escapes\" <&>\n", "ünïcode",
+		&api.Usage{}, &api.Usage{CPUMs: 12}, &api.Usage{CPUMs: -3, MemoryPeakBytes: 1 << 33},
+		&api.Usage{CPUMs: math.MaxInt64, MemoryPeakBytes: math.MinInt64}, (*api.Usage)(nil),
+	} {
+		got, err := server.EncodeField("f", v)
+		require.NoError(t, err)
+		want, err := json.Marshal(v)
+		require.NoError(t, err)
+		require.Equal(t, `"f":`+string(want), got, "%#v", v)
+	}
 }

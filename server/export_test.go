@@ -5,6 +5,7 @@ import (
 	"github.com/conchsh/conch/internal/rawnet"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"time"
 
 	"github.com/conchsh/conch/logstore"
@@ -128,3 +129,12 @@ func SetRefuseTimes(s *Server, total, idle time.Duration) {
 // SetDrainLinger sets how long a drain of s goes on once the last of its
 // work, and the last request about it, is over.
 func SetDrainLinger(s *Server, d time.Duration) { s.linger.Store(int64(d)) }
+
+// EncodeField returns the member name: v as an answer's encoder writes it.
+func EncodeField(name string, v any) (string, error) {
+	rec := httptest.NewRecorder()
+	e := newEncoder(rec, http.StatusOK, 0)
+	e.field(name, v)
+	err := e.flush()
+	return rec.Body.String(), err
+}
