@@ -30,9 +30,10 @@ func ProtectSelf() error {
 // exec'd: a child it forks before that keeps the daemon's value.
 // Made for every process started, and returning at once, its calls are
 // raw (see rawcall): through os.OpenFile they were four, each through the
-// scheduler.
+// scheduler. The file is opened neither to be created nor truncated: its
+// open, the lookup of a /proc entry new each time, is most of the cost.
 func exposeChild(pid int) {
-	_ = rawcall.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", childOOMScore, 0)
+	_ = rawcall.WriteExisting("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", childOOMScore)
 }
 
 var childOOMScore = []byte(strconv.Itoa(ChildOOMScoreAdj))

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -99,6 +101,33 @@ func TestFiles(t *testing.T) {
 	require.ErrorIs(t, WriteFile(filepath.Join(dir, "no", "such"), nil, 0o600), os.ErrNotExist)
 	_, err = Open("a\x00b", syscall.O_RDONLY, 0)
 	require.Error(t, err, "a path with a NUL")
+}
+
+// WriteExisting writes over the start of a file that is there, as a
+// kernel's file takes a value, and neither creates one nor truncates it.
+func TestWriteExisting(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	require.ErrorIs(t, WriteExisting(path, []byte("500")), os.ErrNotExist)
+	_, err := os.Stat(path)
+	require.ErrorIs(t, err, os.ErrNotExist, "a missing file is not made")
+	require.NoError(t, os.WriteFile(path, []byte("hello"), 0o600))
+	require.NoError(t, WriteExisting(path, []byte("HE")))
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, "HEllo", string(got), "not truncated")
+
+	// A process's oom_score_adj, raised as the daemon raises a child's.
+	cmd := exec.Command("sleep", "10")
+	require.NoError(t, cmd.Start())
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	adj := "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/oom_score_adj"
+	require.NoError(t, WriteExisting(adj, []byte("500")))
+	got, err = os.ReadFile(adj)
+	require.NoError(t, err)
+	require.Equal(t, "500\n", string(got))
 }
 
 // A FIFO opened for writing without a reader fails at once rather than
