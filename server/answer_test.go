@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -345,4 +346,7 @@ func TestAnswerFieldsAsEncodingJSON(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, `"f":`+string(want), got, "%#v", v)
 	}
+	// The encoder writes a usage member by member: a field added to it
+	// would be left out of every answer.
+	require.Equal(t, 2, reflect.TypeFor[api.Usage]().NumField(), "api.Usage's fields: write the new one in the encoder's field too")
 }
