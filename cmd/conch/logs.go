@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/conchsh/conch/api"
 	"github.com/conchsh/conch/client"
@@ -21,7 +22,10 @@ With -f, it follows until the process ends; Ctrl-C stops following and exits
 output before the cursor is read (a page within 30 s, $CONCH_ANSWER_WAIT) to
 render what it left open (an unfinished line, an escape sequence): when it is
 not, the output is printed rendered without it, that is said on stderr, and
-conch exits 125, as conch interact does.`)
+conch exits 125, as conch interact does. A character the cursor is inside of is
+printed whole, read from its start before the cursor; when that start is no
+longer kept (or was not read), the rest of it is left out rather than printed
+as U+FFFD.`)
 	followFlag := fs.Bool("f", false, "follow: print new output until the process ends")
 	cursor := fs.String("cursor", "", "only output after this `cursor`")
 	asJSON := fs.Bool("json", false, "print frames as JSON lines (cursor, channel, data, encoding, timestamp)")
@@ -189,7 +193,9 @@ func cursorOf(s string) uint64 {
 // carriedBefore returns what the output of process id up to cursor left
 // open (see plaintext.Carried), from the frames just before it that are
 // still kept: plain text printed from cursor on renders as the daemon's
-// plain answers do, not the rest of a sequence cut there as text.
+// plain answers do, not the rest of a sequence cut there as text, nor the
+// rest of a character cut there as U+FFFD. Cut is set when the frames just
+// before it are not all kept.
 // It returns the page's failure too, with nothing carried.
 func carriedBefore(ctx context.Context, c *client.Client, id, cursor string) (plaintext.Carried, error) {
 	var o plaintext.Carried
@@ -202,14 +208,16 @@ func carriedBefore(ctx context.Context, c *client.Client, id, cursor string) (pl
 	back := min(n, plaintext.CarriedFrames)
 	page, err := c.Logs(qctx, id, client.LogsOptions{Cursor: strconv.FormatUint(n-back, 10), Limit: int(back)})
 	if err != nil {
-		return o, signalErr(qctx, err)
+		return plaintext.Carried{Cut: true}, signalErr(qctx, err)
 	}
+	o.Cut = true // until the frame at cursor is read
 	for _, f := range page.Items {
 		b, err := f.Bytes()
 		if err != nil || cursorOf(f.Cursor) > n {
 			break // past it: frames before it were dropped
 		}
 		o.Add(b, f.Channel == "stderr")
+		o.Cut = page.TruncatedHead || cursorOf(f.Cursor) != n
 	}
 	return o, nil
 }
@@ -224,18 +232,37 @@ func frameWriter(e *env, asJSON, plain bool, open plaintext.Carried) (write func
 		return func(f client.LogFrame) error { return enc.Encode(f) }, func() error { return nil }
 	}
 	var outText, errText plaintext.Renderer
-	outText.Write(open.Out) // no text: a sequence left open
+	outText.Write(open.Out) // no text: a sequence left open, a character's start
 	errText.Write(open.Err)
+	// How many continuation bytes at the start of each channel's text are
+	// dropped (see plaintext.RestLen): the rest of a character whose first
+	// bytes, before the cursor, were not read.
+	var outRest, errRest int
+	if open.Cut {
+		if plaintext.IncompleteTail(open.Out) == 0 {
+			outRest = utf8.UTFMax - 1
+		}
+		if plaintext.IncompleteTail(open.Err) == 0 {
+			errRest = utf8.UTFMax - 1
+		}
+	}
 	write = func(f client.LogFrame) error {
 		b, err := f.Bytes()
 		if err != nil {
 			return err
 		}
-		w, r := e.stdout, &outText
+		w, r, rest := e.stdout, &outText, &outRest
 		if f.Channel == "stderr" {
-			w, r = e.stderr, &errText
+			w, r, rest = e.stderr, &errText, &errRest
 		}
 		if plain {
+			if *rest > 0 && len(b) > 0 {
+				k := min(plaintext.RestLen(b), *rest)
+				b = b[k:]
+				if *rest -= k; len(b) > 0 {
+					*rest = 0 // a character starts: what follows is text
+				}
+			}
 			_, _ = r.Write(b)
 			_, err = fmt.Fprint(w, r.Lines())
 			return err

@@ -122,8 +122,38 @@ func Then(open, b []byte) []byte {
 // and in its stdout and stderr apart, carried on frame by frame (see Then):
 // a reader that starts rendering at a cursor starts from it, as the whole
 // output's rendering would be there, rather than show the rest of a
-// sequence cut at the cursor as text.
-type Carried struct{ All, Out, Err []byte }
+// sequence cut at the cursor as text. Each also ends with the first bytes
+// of a character the output ends inside of (see IncompleteTail), so that
+// the rest of it, after the cursor, renders as the character whole rather
+// than as U+FFFD.
+type Carried struct {
+	All, Out, Err []byte
+	// Cut says that the output just before was not all read (retention
+	// dropped it, or the read failed): continuation bytes that start what
+	// follows may be the rest of a character whose first bytes are not
+	// known (see RestLen).
+	Cut bool
+
+	all, out, err carry
+}
+
+// carry is what output leaves open: a sequence, as Open gives it, and the
+// first bytes of a character it ends inside of.
+type carry struct{ open, char []byte }
+
+// add carries c on over data and returns what it leaves open, the
+// sequence then the character's first bytes.
+func (c *carry) add(data []byte) []byte {
+	c.open = Then(c.open, data)
+	// IncompleteTail looks at the last UTFMax-1 bytes: those of data, and
+	// of the start carried when data is shorter.
+	tail := append(c.char[:len(c.char):len(c.char)], data[max(len(data)-(utf8.UTFMax-1), 0):]...)
+	c.char = tail[len(tail)-IncompleteTail(tail):]
+	if len(c.char) == 0 {
+		return c.open
+	}
+	return append(c.open[:len(c.open):len(c.open)], c.char...)
+}
 
 // CarriedFrames is how many frames before a cursor a reader carries on
 // over: a sequence is seldom cut into more.
@@ -131,12 +161,24 @@ const CarriedFrames = 16
 
 // Add carries c on over data, a frame of stderr or not.
 func (c *Carried) Add(data []byte, stderr bool) {
-	c.All = Then(c.All, data)
+	c.All = c.all.add(data)
 	if stderr {
-		c.Err = Then(c.Err, data)
+		c.Err = c.err.add(data)
 	} else {
-		c.Out = Then(c.Out, data)
+		c.Out = c.out.add(data)
 	}
+}
+
+// RestLen returns how many bytes at the start of b are continuation bytes
+// (at most UTFMax-1): the rest of a character whose first bytes came before
+// b. Output read from a cursor whose output before is not known (dropped by
+// retention, or not read) drops them rather than render them as U+FFFD.
+func RestLen(b []byte) int {
+	n := 0
+	for n < len(b) && n < utf8.UTFMax-1 && !utf8.RuneStart(b[n]) {
+		n++
+	}
+	return n
 }
 
 // lastRestart returns the index in b of the last ESC, CAN, SUB or C1

@@ -141,3 +141,47 @@ func TestThen(t *testing.T) {
 		}
 	}
 }
+
+// Carried ends with the first bytes of a character the output before the
+// cursor ends inside of, per channel: rendering it, then the frames after the
+// cursor, shows the character whole, as rendering all the output does,
+// rather than U+FFFD for its rest.
+func TestCarriedCharacterCutAtTheCursor(t *testing.T) {
+	type frame struct {
+		data   string
+		stderr bool
+	}
+	for _, tt := range []struct {
+		before, after []frame
+		out, err      string
+	}{
+		{[]frame{{"x\xe2", false}}, []frame{{"\x82\xacy\n", false}}, "€y\n", ""},
+		{[]frame{{"x\xe2", false}, {"\x82", false}}, []frame{{"\xacy\n", false}}, "€y\n", ""},
+		{[]frame{{"\xe2", false}, {"e\xf0\x9f", true}}, []frame{{"\x98\x80\n", true}, {"\x82\xac\n", false}}, "€\n", "😀\n"},
+		{[]frame{{"\x1b[31", false}, {"m\xe2", false}}, []frame{{"\x82\xac\n", false}}, "€\n", ""},
+		{[]frame{{"\xe2\x82\xac", false}}, []frame{{"\x82\n", false}}, "\uFFFD\n", ""}, // a stray byte stays one
+	} {
+		var c Carried
+		for _, f := range tt.before {
+			c.Add([]byte(f.data), f.stderr)
+		}
+		var out, errs Renderer
+		out.Write(c.Out)
+		errs.Write(c.Err)
+		for _, f := range tt.after {
+			if f.stderr {
+				errs.Write([]byte(f.data))
+			} else {
+				out.Write([]byte(f.data))
+			}
+		}
+		out.Flush()
+		errs.Flush()
+		if got := out.String(); got != tt.out {
+			t.Errorf("%v then %v: stdout %q, want %q", tt.before, tt.after, got, tt.out)
+		}
+		if got := errs.String(); got != tt.err {
+			t.Errorf("%v then %v: stderr %q, want %q", tt.before, tt.after, got, tt.err)
+		}
+	}
+}
