@@ -29,8 +29,10 @@ included (it reaches the program as at its own terminal).
 
 Ctrl-] detaches: conch exits 0 and the process goes on; attach again later.
 It does so too as a terminal sends it once the program turned on the kitty
-keyboard protocol or xterm's modifyOtherKeys (an escape sequence).
-What was typed before the Ctrl-] is sent first; when none of it goes
+keyboard protocol or xterm's modifyOtherKeys (an escape sequence); such a
+sequence that comes in two reads of the terminal is held back for the
+second up to 50 ms, and sent as it is when that does not finish it (so an
+Esc key reaches the program up to 50 ms late). What was typed before the Ctrl-] is sent first; when none of it goes
 through for 2 s (a program that does not read its input), conch detaches
 and drops what is left. While 1 MiB of input waits for such a program,
 conch reads no more of the terminal, as a pipe holds back its writer: a
@@ -221,37 +223,76 @@ func dieBy(s syscall.Signal) int {
 // only until maxQueuedInput bytes wait: then it is read as writes take
 // them, as a pipe holds back its writer, and a Ctrl-] behind them waits
 // its turn. What came before the Ctrl-] is sent first (see detach).
-func copyUntilDetach(a io.Writer, in io.Reader) bool {
+func copyUntilDetach(a io.Writer, in io.Reader) bool { return copyInput(a, in, keyHold) }
+
+// keyHold is how long a sequence that may yet be the detach key's (see
+// detachScan.mayDetach), cut by the end of a read of the terminal that did
+// not fill the buffer, is held back for the next read to tell: a terminal
+// under load, or behind a network, can send a key's sequence in two
+// pieces. When the next read comes first, the two are read together, and
+// the sequence is sent only if it is not the detach key; else it is sent
+// as it is then, so that an Esc key, which is a lone ESC, reaches the
+// program that late at most.
+const keyHold = 50 * time.Millisecond
+
+// copyInput is copyUntilDetach, holding a cut sequence back for hold.
+func copyInput(a io.Writer, in io.Reader, hold time.Duration) bool {
 	q := newInputQueue()
 	go q.send(a)
 	buf := make([]byte, 4096)
 	var d detachScan
-	var held []byte // a sequence begun at the end of a full read
+	// mu orders the pushes of a held sequence, which a timer makes, with
+	// the reads' own.
+	var mu sync.Mutex
+	var held []byte // a sequence begun at the end of a read
+	gen := 0        // counts holds: a timer sends only its own
+	var timer *time.Timer
 	for {
 		n, err := in.Read(buf)
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+			timer = nil
+		}
 		chunk := buf[:n]
 		if held != nil {
 			chunk, held = append(held, chunk...), nil
 		}
 		if i, ok := d.scan(chunk); ok {
+			mu.Unlock()
 			q.detach(chunk[:i])
 			return true
 		}
 		// A read that filled buf has more behind it: a sequence it cuts
 		// is held back and read again whole with the next, so that a
-		// Ctrl-] in it sends none of it. Else a terminal sends a key's
-		// sequence whole, and a lone ESC (the Esc key) goes at once.
-		if k := d.pending(); k > 0 && n == len(buf) && err == nil {
+		// Ctrl-] in it sends none of it. A sequence a shorter read cuts
+		// that may be the detach key's is held so too, but for hold at
+		// most (see keyHold).
+		if k := d.pending(); k > 0 && err == nil && (n == len(buf) || d.mayDetach()) {
 			held = bytes.Clone(chunk[len(chunk)-k:])
 			chunk = chunk[:len(chunk)-k]
 			d.reset()
+			if n < len(buf) {
+				gen++
+				mine := gen
+				timer = time.AfterFunc(hold, func() {
+					mu.Lock()
+					defer mu.Unlock()
+					if mine == gen && held != nil {
+						q.push(held, false)
+						held = nil
+					}
+				})
+			}
 		}
-		if !q.push(chunk, err != nil) {
+		if !q.push(chunk, err != nil) || err != nil {
+			if timer != nil {
+				timer.Stop() // the held sequence goes nowhere now
+			}
+			mu.Unlock()
 			return false
 		}
-		if err != nil {
-			return false
-		}
+		mu.Unlock()
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"strconv"
+	"strings"
 )
 
 // detachScan finds the detach key (Ctrl-]) in the terminal's input as the
@@ -59,6 +60,22 @@ func (d *detachScan) scan(p []byte) (int, bool) {
 // pending is how many bytes at the end of the input scanned so far begin a
 // sequence that may yet be the detach key's.
 func (d *detachScan) pending() int { return len(d.seq) }
+
+// mayDetach tells whether the sequence under way may yet be the detach
+// key's: ESC, "ESC [", or "ESC [" and the start of "93" (kitty) or "27"
+// (modifyOtherKeys), and what may follow them.
+func (d *detachScan) mayDetach() bool {
+	if len(d.seq) < 3 {
+		return len(d.seq) > 0
+	}
+	p := string(d.seq[2:])
+	for _, key := range []string{"93", "27"} {
+		if strings.HasPrefix(key, p) || strings.HasPrefix(p, key+";") || key == "93" && strings.HasPrefix(p, key+":") {
+			return true
+		}
+	}
+	return false
+}
 
 // reset forgets a sequence under way.
 func (d *detachScan) reset() { d.seq = d.seq[:0] }

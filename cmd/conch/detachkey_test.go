@@ -78,7 +78,10 @@ func TestAttachDetachKeySequences(t *testing.T) {
 		{"after other keys", []string{"\x1b[1;5A\x1b\x1b[A\x1b[27;5;93~"}, "\x1b[1;5A\x1b\x1b[A", true},
 		{"cut in a full read", []string{fullRead + "\x1b[93", ";5u"}, full[:4092], true},
 		{"cut after ESC in a full read", []string{fullRead + "\x1b", "[27;5;93~"}, full[:4095], true},
-		{"cut in a short read", []string{"a\x1b[93;", "5u"}, "a\x1b[93;", true},
+		{"cut in a short read", []string{"a\x1b[93;", "5u"}, "a", true},
+		{"cut after ESC in a short read", []string{"a\x1b", "[27;5;93~"}, "a", true},
+		{"cut in a short read, not the key", []string{"a\x1b[93;", "6u"}, "a\x1b[93;6u", false},
+		{"other key cut in a short read", []string{"a\x1b[1;", "5A"}, "a\x1b[1;5A", false},
 		{"released", []string{"\x1b[93;5:3u"}, "\x1b[93;5:3u", false},
 		{"other keys", []string{"\x1b[93u\x1b[93;6u\x1b[27;5;91~\x1b[91;5u\x1b[27;5;93;1~\x1b[?93;5u"},
 			"\x1b[93u\x1b[93;6u\x1b[27;5;91~\x1b[91;5u\x1b[27;5;93;1~\x1b[?93;5u", false},
@@ -88,7 +91,8 @@ func TestAttachDetachKeySequences(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var w syncBuffer
-			detached := copyUntilDetach(&w, &scriptedReader{reads: tc.reads})
+			// Held back until the next read, however late it is.
+			detached := copyInput(&w, &scriptedReader{reads: tc.reads}, time.Hour)
 			require.Equal(t, tc.detached, detached)
 			require.Eventually(t, func() bool { return w.String() == tc.sent }, 20*time.Second, time.Millisecond,
 				"sent %q, want %q", w.String(), tc.sent)
@@ -108,4 +112,21 @@ func TestAttachLoneEscGoesAtOnce(t *testing.T) {
 		}
 	}}
 	require.True(t, copyUntilDetach(&w, r))
+}
+
+// TestAttachHeldSequenceGoesWhenIdle: a sequence cut at the end of a read
+// that may be the detach key's is held back for the next read, but only
+// for a moment: with nothing after it, it reaches the program as it is, and
+// what comes later goes on from there.
+func TestAttachHeldSequenceGoesWhenIdle(t *testing.T) {
+	t.Parallel()
+	var w syncBuffer
+	r := &scriptedReader{reads: []string{"a\x1b[93;", "5u"}, wait: func(i int) {
+		if i == 1 {
+			require.Eventually(t, func() bool { return w.String() == "a\x1b[93;" }, 20*time.Second, time.Millisecond)
+		}
+	}}
+	require.False(t, copyInput(&w, r, time.Millisecond))
+	require.Eventually(t, func() bool { return w.String() == "a\x1b[93;5u" }, 20*time.Second, time.Millisecond,
+		"sent %q", w.String())
 }
