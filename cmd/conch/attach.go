@@ -32,7 +32,11 @@ It does so too as a terminal sends it once the program turned on the kitty
 keyboard protocol or xterm's modifyOtherKeys (an escape sequence); such a
 sequence that comes in two reads of the terminal is held back for the
 second up to 50 ms, and sent as it is when that does not finish it (so an
-Esc key reaches the program up to 50 ms late). What was typed before the Ctrl-] is sent first; when none of it goes
+Esc key reaches the program up to 50 ms late). When the program turned on
+the kitty protocol's report of keys let go, conch reads the release of the
+Ctrl-] that detached (1 s at most) before it puts the terminal back, so
+that neither the shell after it nor the program of the next attach gets
+it; what is typed meanwhile is dropped. What was typed before the Ctrl-] is sent first; when none of it goes
 through for 2 s (a program that does not read its input), conch detaches
 and drops what is left. While 1 MiB of input waits for such a program,
 conch reads no more of the terminal, as a pipe holds back its writer: a
@@ -113,7 +117,25 @@ func attach(ctx context.Context, e *env, c *client.Client, id string) (code int,
 		defer modes.Restore()
 		out = modes
 		go func() {
-			if copyUntilDetach(a, in) {
+			var d detachScan
+			var after []byte
+			if copyInput(a, in, keyHold, &d, &after) {
+				if d.kitty && modes.kittyEvents.Load() {
+					// The key's release comes after it: read it
+					// before the flags are put back (see awaitRelease),
+					// but for releaseWait at most.
+					released := make(chan struct{})
+					go func() {
+						defer close(released)
+						awaitRelease(in, after)
+					}()
+					wait := time.NewTimer(releaseWait)
+					select {
+					case <-released:
+					case <-wait.C:
+					}
+					wait.Stop()
+				}
 				close(detached)
 				a.Close()
 			}
@@ -223,7 +245,9 @@ func dieBy(s syscall.Signal) int {
 // only until maxQueuedInput bytes wait: then it is read as writes take
 // them, as a pipe holds back its writer, and a Ctrl-] behind them waits
 // its turn. What came before the Ctrl-] is sent first (see detach).
-func copyUntilDetach(a io.Writer, in io.Reader) bool { return copyInput(a, in, keyHold) }
+func copyUntilDetach(a io.Writer, in io.Reader) bool {
+	return copyInput(a, in, keyHold, new(detachScan), nil)
+}
 
 // keyHold is how long a sequence that may yet be the detach key's (see
 // detachScan.mayDetach), cut by the end of a read of the terminal that did
@@ -235,12 +259,13 @@ func copyUntilDetach(a io.Writer, in io.Reader) bool { return copyInput(a, in, k
 // program that late at most.
 const keyHold = 50 * time.Millisecond
 
-// copyInput is copyUntilDetach, holding a cut sequence back for hold.
-func copyInput(a io.Writer, in io.Reader, hold time.Duration) bool {
+// copyInput is copyUntilDetach, holding a cut sequence back for hold, with
+// d telling how it detached, and after (when not nil) set to what the read
+// that held the detach key held after it.
+func copyInput(a io.Writer, in io.Reader, hold time.Duration, d *detachScan, after *[]byte) bool {
 	q := newInputQueue()
 	go q.send(a)
 	buf := make([]byte, 4096)
-	var d detachScan
 	// mu orders the pushes of a held sequence, which a timer makes, with
 	// the reads' own.
 	var mu sync.Mutex
@@ -260,6 +285,9 @@ func copyInput(a io.Writer, in io.Reader, hold time.Duration) bool {
 		}
 		if i, ok := d.scan(chunk); ok {
 			mu.Unlock()
+			if after != nil {
+				*after = bytes.Clone(chunk[d.end:])
+			}
 			q.detach(chunk[:i])
 			return true
 		}
@@ -295,6 +323,12 @@ func copyInput(a io.Writer, in io.Reader, hold time.Duration) bool {
 		mu.Unlock()
 	}
 }
+
+// releaseWait bounds how long a detach by the kitty keyboard protocol's
+// Ctrl-], under its flag that reports keys let go, waits for that report
+// (see awaitRelease): a key held longer is let go after conch put the
+// terminal back, and the terminal reports nothing of it then.
+const releaseWait = time.Second
 
 // maxQueuedInput bounds the terminal's input conch holds while a write
 // waits: a paste into a program that does not read it would otherwise

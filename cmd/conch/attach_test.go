@@ -60,6 +60,12 @@ func runOnTerminalOf(t *testing.T, url, token string, args ...string) *terminal 
 	t.Helper()
 	cmd := exec.Command(conchBinary(t), args...)
 	cmd.Env = append(os.Environ(), client.EnvURL+"="+url, client.EnvToken+"="+token)
+	return startOnTerminal(t, cmd)
+}
+
+// startOnTerminal starts cmd on a pseudo-terminal of its own.
+func startOnTerminal(t *testing.T, cmd *exec.Cmd) *terminal {
+	t.Helper()
 	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: 100, Rows: 30})
 	require.NoError(t, err)
 	term := &terminal{cmd: cmd, tty: tty, done: make(chan struct{})}
@@ -437,4 +443,35 @@ func TestAttachDetachKeyboardModes(t *testing.T) {
 			require.Equal(t, process.Running, got.State, "detaching leaves the process running")
 		})
 	}
+}
+
+// Under the kitty keyboard protocol's flag that reports keys let go, the
+// release of the Ctrl-] that detached came after conch had left, and what
+// read the terminal next got it: the shell, or the program of the next
+// conch attach. conch reads it before it puts the terminal back.
+func TestAttachDetachReadsKeyRelease(t *testing.T) {
+	t.Parallel()
+	c := serve(t)
+	p, err := c.Start(t.Context(), client.StartOptions{Kind: process.KindPTY,
+		Cmd: `printf '\033[>3uready\n'; sleep 30`})
+	require.NoError(t, err)
+	// What reads the terminal after conch: cat -v shows what it gets.
+	cmd := exec.Command("sh", "-c", conchBinary(t)+" attach "+p.ID+"; echo left; exec cat -v")
+	cmd.Env = append(os.Environ(), client.EnvURL+"="+c.URL(), client.EnvToken+"="+daemontest.Token)
+	term := startOnTerminal(t, cmd)
+	term.expect(t, "ready")
+	term.expect(t, "Ctrl-] detaches")
+	_, err = term.tty.Write([]byte("\x1b[93;5u")) // pressed
+	require.NoError(t, err)
+	time.Sleep(50 * time.Millisecond)               // as a finger lets go, a moment later
+	_, err = term.tty.Write([]byte("\x1b[93;5:3u")) // let go
+	require.NoError(t, err)
+	term.expect(t, "left\r\n")
+	_, err = term.tty.Write([]byte("end\n"))
+	require.NoError(t, err)
+	term.expect(t, "end\r\nend\r\n") // echoed, then printed by cat
+	term.mu.Lock()
+	defer term.mu.Unlock()
+	shown := term.out.String()
+	require.NotContains(t, shown[strings.Index(shown, "left"):], "93;5:3u", "the release reached what read the terminal next")
 }

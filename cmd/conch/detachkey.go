@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"strconv"
 	"strings"
 )
@@ -15,7 +16,9 @@ import (
 // formatOtherKeys). Its state carries a sequence over from one read to
 // the next.
 type detachScan struct {
-	seq []byte // the CSI sequence so far, from its ESC; nil outside one
+	seq   []byte // the CSI sequence so far, from its ESC; nil outside one
+	kitty bool   // the detach key found was the kitty keyboard protocol's
+	end   int    // where in the p scanned the detach key found ends
 }
 
 // maxKeySeq bounds the sequences detachScan reads: a key's is shorter.
@@ -28,6 +31,7 @@ func (d *detachScan) scan(p []byte) (int, bool) {
 	for i, b := range p {
 		if b == detachKey {
 			d.seq = d.seq[:0]
+			d.end = i + 1
 			return i, true
 		}
 		switch {
@@ -50,6 +54,7 @@ func (d *detachScan) scan(p []byte) (int, bool) {
 			seq := append(d.seq, b)
 			d.seq = d.seq[:0]
 			if isDetachSeq(seq) {
+				d.kitty, d.end = seq[len(seq)-1] == 'u', i+1
 				return max(0, i+1-len(seq)), true
 			}
 		}
@@ -83,6 +88,20 @@ func (d *detachScan) reset() { d.seq = d.seq[:0] }
 // isDetachSeq tells whether seq, "ESC [" parameters and a final byte, is
 // Ctrl-] pressed.
 func isDetachSeq(seq []byte) bool {
+	event, ok := detachKeyEvent(seq)
+	return ok && (event == "" || event == "1") // pressed
+}
+
+// isDetachRelease tells whether seq, as isDetachSeq takes it, is the kitty
+// keyboard protocol's report of Ctrl-] let go (event type 3).
+func isDetachRelease(seq []byte) bool {
+	event, ok := detachKeyEvent(seq)
+	return ok && event == "3"
+}
+
+// detachKeyEvent tells whether seq is an event of Ctrl-], and the kitty
+// keyboard protocol's event type it says ("" when it says none).
+func detachKeyEvent(seq []byte) (string, bool) {
 	final := seq[len(seq)-1]
 	fields := bytes.Split(seq[2:len(seq)-1], []byte(";"))
 	switch {
@@ -91,13 +110,68 @@ func isDetachSeq(seq []byte) bool {
 		key := bytes.Split(fields[0], []byte(":"))
 		mods := bytes.Split(fields[1], []byte(":"))
 		if string(key[0]) != "93" || len(mods) > 2 || !ctrlOnly(mods[0]) {
-			return false
+			return "", false
 		}
-		return len(mods) == 1 || string(mods[1]) == "1" || string(mods[1]) == "" // pressed
+		if len(mods) == 1 {
+			return "", true
+		}
+		return string(mods[1]), true
 	case final == '~' && len(fields) == 3:
-		return string(fields[0]) == "27" && ctrlOnly(fields[1]) && string(fields[2]) == "93"
+		return "", string(fields[0]) == "27" && ctrlOnly(fields[1]) && string(fields[2]) == "93"
+	}
+	return "", false
+}
+
+// releaseScan finds the kitty keyboard protocol's report of Ctrl-] let go
+// in input read piece by piece.
+type releaseScan struct{ seq []byte }
+
+// scan reads p on, and tells whether the release came in it.
+func (r *releaseScan) scan(p []byte) bool {
+	for _, b := range p {
+		switch {
+		case b == 0x1b:
+			r.seq = append(r.seq[:0], b)
+		case len(r.seq) == 0:
+		case len(r.seq) == 1 && b != '[':
+			r.seq = r.seq[:0]
+		case len(r.seq) == 1, b >= '0' && b <= '9' || b == ';' || b == ':':
+			if len(r.seq) < maxKeySeq {
+				r.seq = append(r.seq, b)
+			} else {
+				r.seq = r.seq[:0]
+			}
+		default:
+			seq := append(r.seq, b)
+			r.seq = r.seq[:0]
+			if isDetachRelease(seq) {
+				return true
+			}
+		}
 	}
 	return false
+}
+
+// awaitRelease reads in until the kitty keyboard protocol reports Ctrl-]
+// let go, after the press that detached and after (the input read with
+// it), and drops what it reads: once the detach key was pressed, what
+// comes after it is not the program's, and while the flags that the
+// program turned on are still the terminal's, the shell after conch could
+// not read it either (nor should a program conch attaches to next get
+// the release of a key it never saw pressed). It returns at the release,
+// or when in ends.
+func awaitRelease(in io.Reader, after []byte) {
+	var r releaseScan
+	if r.scan(after) {
+		return
+	}
+	buf := make([]byte, 1024)
+	for {
+		n, err := in.Read(buf)
+		if r.scan(buf[:n]) || err != nil {
+			return
+		}
+	}
 }
 
 // ctrlOnly tells whether a key's modifiers field (1 plus a bit for each

@@ -92,7 +92,7 @@ func TestAttachDetachKeySequences(t *testing.T) {
 			t.Parallel()
 			var w syncBuffer
 			// Held back until the next read, however late it is.
-			detached := copyInput(&w, &scriptedReader{reads: tc.reads}, time.Hour)
+			detached := copyInput(&w, &scriptedReader{reads: tc.reads}, time.Hour, new(detachScan), nil)
 			require.Equal(t, tc.detached, detached)
 			require.Eventually(t, func() bool { return w.String() == tc.sent }, 20*time.Second, time.Millisecond,
 				"sent %q, want %q", w.String(), tc.sent)
@@ -126,7 +126,19 @@ func TestAttachHeldSequenceGoesWhenIdle(t *testing.T) {
 			require.Eventually(t, func() bool { return w.String() == "a\x1b[93;" }, 20*time.Second, time.Millisecond)
 		}
 	}}
-	require.False(t, copyInput(&w, r, time.Millisecond))
+	require.False(t, copyInput(&w, r, time.Millisecond, new(detachScan), nil))
 	require.Eventually(t, func() bool { return w.String() == "a\x1b[93;5u" }, 20*time.Second, time.Millisecond,
 		"sent %q", w.String())
+}
+
+// TestAwaitRelease: the release of Ctrl-] read with the press that
+// detached ends the wait at once; one read later ends it then; other keys,
+// and Ctrl-] held (a repeat), do not.
+func TestAwaitRelease(t *testing.T) {
+	t.Parallel()
+	awaitRelease(&scriptedReader{reads: []string{""}, wait: func(int) { t.Error("read past the release") }},
+		[]byte("x\x1b[93;5:3u"))
+	r := &scriptedReader{reads: []string{"\x1b[93;5:2u\x1b[97;5:3u", "\x1b[93;5:", "3u", "after"}}
+	awaitRelease(r, []byte("\x1b[93;5:1u"))
+	require.Equal(t, 3, r.i, "read up to the release, not past it")
 }

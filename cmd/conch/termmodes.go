@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"sync/atomic"
 )
 
 // termModes passes a program's output on to the terminal that shows it,
@@ -31,8 +32,15 @@ type termModes struct {
 	// and not popped on the main screen [0] and the alternate one [1],
 	// each of which has its own stack; kittySet tells that one's flags
 	// were set in place (CSI = flags u) with none pushed.
-	kittyPushed     [2]int
-	kittySet        [2]bool
+	kittyPushed [2]int
+	kittySet    [2]bool
+	// kittyFlags is each screen's stack of kitty keyboard flags, the
+	// newest maxKittyFlags of them, and kittyBase its flags with none
+	// pushed; kittyEvents tells whether the flags in effect report key
+	// release events (flag 2), for the input's reader.
+	kittyFlags      [2][]int
+	kittyBase       [2]int
+	kittyEvents     atomic.Bool
 	otherKeys       bool // xterm's modifyOtherKeys on (CSI > 4 ; N m)
 	sgr             bool // colors or attributes on (CSI ... m)
 	scrollRegion    bool // a scroll region set (CSI T ; B r)
@@ -147,13 +155,38 @@ func (t *termModes) csi(final byte) {
 	case '?'<<8 | 'l':
 		t.apply(false)
 	case '>'<<8 | 'u':
-		t.kittyPushed[t.alternate()]++
+		s := t.alternate()
+		t.kittyPushed[s]++
+		t.kittyFlags[s] = append(t.kittyFlags[s], first)
+		if len(t.kittyFlags[s]) > maxKittyFlags {
+			t.kittyFlags[s] = slices.Delete(t.kittyFlags[s], 0, 1)
+		}
 	case '<'<<8 | 'u':
 		s := t.alternate()
 		t.kittyPushed[s] = max(0, t.kittyPushed[s]-max(1, first))
+		t.kittyFlags[s] = t.kittyFlags[s][:len(t.kittyFlags[s])-min(len(t.kittyFlags[s]), max(1, first))]
 	case '='<<8 | 'u':
-		if s := t.alternate(); t.kittyPushed[s] == 0 {
+		s := t.alternate()
+		if t.kittyPushed[s] == 0 {
 			t.kittySet[s] = true
+		}
+		flags := &t.kittyBase[s]
+		if n := len(t.kittyFlags[s]); n > 0 {
+			flags = &t.kittyFlags[s][n-1]
+		}
+		mode := 1
+		if len(params) > 1 {
+			if m, err := strconv.Atoi(string(params[1])); err == nil {
+				mode = m
+			}
+		}
+		switch mode {
+		case 1:
+			*flags = first
+		case 2:
+			*flags |= first
+		case 3:
+			*flags &^= first
 		}
 	case '>'<<8 | 'm':
 		if first == 4 {
@@ -164,6 +197,20 @@ func (t *termModes) csi(final byte) {
 	case 'r':
 		t.scrollRegion = len(t.params) > 0
 	}
+	t.kittyEvents.Store(t.kittyNow()&2 != 0)
+}
+
+// maxKittyFlags bounds the kitty keyboard flags kept of a screen's stack,
+// as a terminal bounds the stack (the oldest go first).
+const maxKittyFlags = 64
+
+// kittyNow is the kitty keyboard flags in effect on the screen in use.
+func (t *termModes) kittyNow() int {
+	s := t.alternate()
+	if n := len(t.kittyFlags[s]); n > 0 {
+		return t.kittyFlags[s][n-1]
+	}
+	return t.kittyBase[s]
 }
 
 // apply records the private modes of t.params as set (on) or reset.
@@ -188,6 +235,8 @@ func (t *termModes) apply(on bool) {
 func (t *termModes) reset() {
 	clear(t.set)
 	t.kittyPushed, t.kittySet = [2]int{}, [2]bool{}
+	t.kittyFlags, t.kittyBase = [2][]int{}, [2]int{}
+	t.kittyEvents.Store(false)
 	t.otherKeys, t.sgr, t.scrollRegion, t.charset, t.shiftOut, t.applicationKeys = false, false, false, false, false, false
 }
 

@@ -68,3 +68,34 @@ func TestTermModes(t *testing.T) {
 		})
 	}
 }
+
+// TestTermModesKittyEvents: termModes tells whether the kitty keyboard
+// flags in effect report keys let go (flag 2), through pushes, pops, flags
+// set in place and switches of screen, so that a detach waits for that
+// report only when it comes.
+func TestTermModesKittyEvents(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		out    string
+		events bool
+	}{
+		{"", false},
+		{"\x1b[>1u", false},
+		{"\x1b[>3u", true},
+		{"\x1b[>3u\x1b[>1u", false},
+		{"\x1b[>3u\x1b[>1u\x1b[<u", true},
+		{"\x1b[>3u\x1b[<u", false},
+		{"\x1b[>1u\x1b[=2;2u", true},
+		{"\x1b[>3u\x1b[=2;3u", false},
+		{"\x1b[=3u", true},
+		{"\x1b[=3u\x1b[=1u", false},
+		{"\x1b[>3u\x1b[?1049h", false}, // the alternate screen has its own
+		{"\x1b[>3u\x1b[?1049h\x1b[?1049l", true},
+		{"\x1b[>3u\x1bc", false},
+	} {
+		m := newTermModes(&strings.Builder{})
+		_, err := m.Write([]byte(tc.out))
+		require.NoError(t, err)
+		require.Equal(t, tc.events, m.kittyEvents.Load(), "%q", tc.out)
+	}
+}
