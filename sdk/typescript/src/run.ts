@@ -312,7 +312,7 @@ async function early(t: Reach, status: number, w: Wire, why: string, bounded: bo
   if (!bounded && typeof w.omittedBytes === 'number' && w.omittedBytes > 0 && typeof w.omittedAfter === 'string') {
     const { frames, whole } = await joinOmitted(t, id, out.logs as LogFrame[], w.omittedAfter, str(w.next), w.omittedBytes)
     if (whole) {
-      Object.assign(out, { logs: frames }, assemble(frames))
+      Object.assign(out, { logs: frames }, await assembleInTurns(frames))
       return Object.assign(out, pick(w, ['next', 'cwd', 'lastOutputAt'])) as unknown as RunResult
     }
   }
@@ -344,7 +344,7 @@ async function finished(t: Reach, status: number, w: Wire, bounded: boolean): Pr
       processId, output: str(w.output), stdout: str(w.stdout), stderr: str(w.stderr), logs,
     }, pick(w, ['next', 'omittedBytes', 'omittedAfter', 'headFrames', 'truncated']))
   }
-  const out = Object.assign(wait, { processId, logs: frames }, assemble(frames)) as RunResult & Wire
+  const out = Object.assign(wait, { processId, logs: frames }, await assembleInTurns(frames)) as RunResult & Wire
   if (w.truncated === true) out.truncated = true
   // The result is whole: nothing is left out of it any more.
   delete out.omittedBytes
@@ -450,7 +450,7 @@ async function collect(
   })
   const last = logs.length > 0 ? logs[logs.length - 1]!.cursor : cursor
   const next = last === undefined || last === '' ? {} : { next: last }
-  return Object.assign(result, { state, processId: id, logs, truncated, ...next }, assemble(logs))
+  return Object.assign(result, { state, processId: id, logs, truncated, ...next }, await assembleInTurns(logs))
 }
 
 /**
@@ -549,6 +549,45 @@ export function assemble(frames: LogFrame[]): { output: string; stdout: string; 
   }
   output += text(run)
   return { output, stdout: text(out), stderr: text(err) }
+}
+
+/** The output bytes assembleInTurns decodes between two turns of the event loop. */
+const turnBytes = 1 << 20
+
+/**
+ * assemble's text fields of frames, decoded frame by frame (a character
+ * whose bytes two frames split is decoded whole, with the later), the
+ * event loop turning after each MiB or so: assembled in one go, the frames
+ * of a run's tens of MB of output held it for a second or more.
+ */
+export async function assembleInTurns(frames: LogFrame[]): Promise<{ output: string; stdout: string; stderr: string }> {
+  let output = ''
+  let stdout = ''
+  let stderr = ''
+  // Each run of one channel's frames is decoded on its own, as assemble does.
+  let run: InstanceType<typeof TextDecoder> | undefined
+  let runChannel = ''
+  const out = new TextDecoder()
+  const err = new TextDecoder()
+  let since = 0
+  for (const f of frames) {
+    const b = frameData(f)
+    if (run === undefined || f.channel !== runChannel) {
+      if (run !== undefined) output += run.decode()
+      run = new TextDecoder()
+      runChannel = f.channel
+    }
+    output += run.decode(b, { stream: true })
+    if (f.channel === 'stdout' || f.channel === 'pty') stdout += out.decode(b, { stream: true })
+    else if (f.channel === 'stderr') stderr += err.decode(b, { stream: true })
+    since += b.length
+    if (since >= turnBytes) {
+      since = 0
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+  }
+  if (run !== undefined) output += run.decode()
+  return { output, stdout: stdout + out.decode(), stderr: stderr + err.decode() }
 }
 
 /**
