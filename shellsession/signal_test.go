@@ -2,6 +2,8 @@ package shellsession
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -653,7 +655,7 @@ func interruptThenNext(t *testing.T, s *Session, cmd string, i int) bool {
 // — still spares the command after it. The shell is kept to one processor,
 // which a real-time loop holds for 300 ms from just before the
 // signal: the shell is runnable, with SIGINT pending, while the next frame
-// is due.
+// is due. The engine, this process, is kept off that processor meanwhile.
 func TestInterruptTakenLateSparesNext(t *testing.T) {
 	if runtime.NumCPU() < 2 {
 		t.Skip("needs two processors: one for the shell, kept busy, one for the engine")
@@ -662,20 +664,51 @@ func TestInterruptTakenLateSparesNext(t *testing.T) {
 		t.Run(shell, func(t *testing.T) {
 			s := newSession(t, Options{Shell: shell})
 			pid := s.cmd.Process.Pid
+			// The command reads a FIFO until signallingINT opens and
+			// closes it: it cannot end before its interrupt is about to
+			// go. A sleep of its own ended first on a busy machine, the
+			// interrupt was never sent, and nothing was tested.
+			gate := filepath.Join(t.TempDir(), "gate")
+			require.NoError(t, unix.Mkfifo(gate, 0o600))
 			var starved atomic.Bool
+			var noLoop atomic.Pointer[string]
 			signallingINT = func(*Command) {
+				openGate(t, gate)
 				waitReading(t, pid)
-				starve(t, pid, 300*time.Millisecond)
+				if why := starve(t, pid, 300*time.Millisecond); why != "" {
+					noLoop.Store(&why)
+					return
+				}
 				starved.Store(true)
 			}
 			defer func() { signallingINT = nil }()
-			// The interrupt is sent while the command sleeps, once it has
+			// The interrupt is sent while the command runs, once it has
 			// ended (signallingINT): the frame after it waits for it.
-			if !interruptThenNext(t, s, "sleep 0.2", 0) {
+			if !interruptThenNext(t, s, "cat "+gate, 0) {
 				return
+			}
+			if why := noLoop.Load(); why != nil {
+				t.Skip(*why)
 			}
 			require.True(t, starved.Load(), "the shell was never kept from running")
 		})
+	}
+}
+
+// openGate opens the FIFO gate for writing, once its reader has it open,
+// and closes it: the reader reads its end.
+func openGate(t *testing.T, gate string) {
+	t.Helper()
+	for end := time.Now().Add(deadline); ; time.Sleep(100 * time.Microsecond) {
+		f, err := os.OpenFile(gate, os.O_WRONLY|syscall.O_NONBLOCK, 0)
+		if err == nil {
+			f.Close()
+			return
+		}
+		if !errors.Is(err, syscall.ENXIO) || time.Now().After(end) {
+			t.Errorf("the command never opened %s to read it: %v", gate, err)
+			return
+		}
 	}
 }
 
@@ -702,42 +735,75 @@ func waitReading(t *testing.T, pid int) {
 
 // starve keeps process pid from running for about d: it is kept to the last
 // processor, where a shell loop spins for d at a real-time priority, under a
-// timeout of a higher one that ends it at d whatever the test does. starve
-// returns once the loop spins, and gives pid every processor back once it has
-// ended.
-func starve(t *testing.T, pid int, d time.Duration) {
+// timeout of a higher one that ends it at d whatever the test does. Every
+// thread of this process is kept off that processor while the loop spins:
+// one left there did not run either, and the loop had ended before the test
+// saw it spin. starve returns once the loop spins, and gives pid and this
+// process every processor back once it has ended. It returns why not, for
+// the test to skip, when no real-time loop can be run; a loop that spun and
+// ended unseen is run again.
+func starve(t *testing.T, pid int, d time.Duration) (noLoop string) {
 	t.Helper()
-	var all, one unix.CPUSet
+	var all, one, mine, others unix.CPUSet
 	require.NoError(t, unix.SchedGetaffinity(pid, &all))
+	require.NoError(t, unix.SchedGetaffinity(0, &mine))
 	cpu := runtime.NumCPU() - 1
 	one.Set(cpu)
+	others = mine
+	others.Clear(cpu)
+	if others.Count() == 0 {
+		return "this process runs on the last processor alone"
+	}
 	require.NoError(t, unix.SchedSetaffinity(pid, &one))
-	spin := exec.Command("taskset", "-c", strconv.Itoa(cpu), "chrt", "-f", "2",
-		"timeout", strconv.FormatFloat(d.Seconds(), 'f', 3, 64), "chrt", "-f", "1", "sh", "-c", "while :; do :; done")
-	var msg strings.Builder
-	spin.Stdout, spin.Stderr = &msg, &msg
-	// Through proctree, as the engine starts its children: TestMain's
-	// reaper would otherwise reap the loop first, and a wait that failed
-	// read as no real-time loop.
-	require.NoError(t, proctree.Start(spin))
-	ended := make(chan error, 1)
-	go func() { ended <- proctree.Wait(spin) }()
-	t.Cleanup(func() {
-		<-ended
-		unix.SchedSetaffinity(pid, &all)
-	})
-	for {
-		select {
-		case err := <-ended:
+	t.Cleanup(func() { unix.SchedSetaffinity(pid, &all) })
+	for range 5 {
+		setThreadsAffinity(&others)
+		spin := exec.Command("taskset", "-c", strconv.Itoa(cpu), "chrt", "-f", "2",
+			"timeout", strconv.FormatFloat(d.Seconds(), 'f', 3, 64), "chrt", "-f", "1", "sh", "-c", "while :; do :; done")
+		var msg strings.Builder
+		spin.Stdout, spin.Stderr = &msg, &msg
+		// Through proctree, as the engine starts its children: TestMain's
+		// reaper would otherwise reap the loop first, and a wait that failed
+		// read as no real-time loop.
+		require.NoError(t, proctree.Start(spin))
+		ended := make(chan error, 1)
+		go func() {
+			err := proctree.Wait(spin)
+			setThreadsAffinity(&mine)
 			ended <- err
-			t.Skipf("no real-time loop to keep the shell from running: %v %s", err, msg.String())
-		case <-time.After(100 * time.Microsecond):
-		}
-		for _, kid := range proctree.Descendants(spin.Process.Pid) {
-			st, err := os.ReadFile("/proc/" + strconv.Itoa(kid) + "/stat")
-			if err == nil && strings.Contains(string(st), "(sh) R ") {
-				return
+		}()
+		t.Cleanup(func() { ended <- <-ended })
+		for spun := false; !spun; {
+			select {
+			case err := <-ended:
+				ended <- err
+				var exit *exec.ExitError
+				if errors.As(err, &exit) && exit.ExitCode() == 124 {
+					spun = true // timed out: it spun, unseen
+					continue
+				}
+				return fmt.Sprintf("no real-time loop to keep the shell from running: %v %s", err, msg.String())
+			case <-time.After(100 * time.Microsecond):
 			}
+			for _, kid := range proctree.Descendants(spin.Process.Pid) {
+				st, err := os.ReadFile("/proc/" + strconv.Itoa(kid) + "/stat")
+				if err == nil && strings.Contains(string(st), "(sh) R ") {
+					return ""
+				}
+			}
+		}
+	}
+	t.Fatalf("a real-time loop spun 5 times, never seen spinning")
+	return ""
+}
+
+// setThreadsAffinity keeps every thread of this process to set: a thread
+// started later is kept to its parent's.
+func setThreadsAffinity(set *unix.CPUSet) {
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, task := range tasks {
+		if tid, err := strconv.Atoi(task.Name()); err == nil {
+			unix.SchedSetaffinity(tid, set)
 		}
 	}
 }
