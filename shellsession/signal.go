@@ -56,18 +56,108 @@ func (c *Command) signal(sig syscall.Signal) {
 	c.mu.Lock()
 	c.sent = append(c.sent, sig)
 	c.mu.Unlock()
+	if program, _ := c.processKinds(); program || c.shellExecd() {
+		c.send(sig)
+		return
+	}
+	c.sendOnceProgram(sig)
+}
+
+// send sends sig to the command's processes as they are now, and to the
+// shell's pid when the command exec'd a program there.
+func (c *Command) send(sig syscall.Signal) {
 	// Tree, not processes: should the command end meanwhile, those of
 	// later commands are not its.
 	for _, pid := range c.Tree() {
 		proctree.Send(pid, sig)
 	}
-	// A program the command exec'd runs where the shell was, no
-	// descendant of it: TERM to exec sleep 30 reached nothing. Not once
-	// the shell is reaped (its command ends after the session's end, see
-	// endAfterSession): its pid may be another program's.
-	if shell := c.s.cmd.Process.Pid; c.state() == process.Running && !c.s.reaped() && c.s.execd("/proc/"+strconv.Itoa(shell)) {
-		proctree.Send(shell, sig)
+	if c.shellExecd() {
+		proctree.Send(c.s.cmd.Process.Pid, sig)
 	}
+}
+
+// shellExecd reports whether the command exec'd a program where the shell
+// was: the program runs as the shell's pid, no descendant of it (TERM to
+// exec sleep 30 reached nothing). Not once the shell is reaped (its command
+// ends after the session's end, see endAfterSession): its pid may be
+// another program's.
+func (c *Command) shellExecd() bool {
+	return c.state() == process.Running && !c.s.reaped() && c.s.execd("/proc/"+strconv.Itoa(c.s.cmd.Process.Pid))
+}
+
+// sendOnceProgram sends sig, a signal other than INT, once the command has
+// a program: it has none yet. Sent now, it would reach nothing — a command
+// just taken up, which the shell has yet to fork, ran to its end — or only
+// a copy of the shell between fork and exec, which has the shell's
+// dispositions: an interactive shell ignores TERM, and the program the copy
+// becomes never sees it. So it waits, as an interrupt does (see sendINT),
+// and sends it once, to the processes the command has then, when a program
+// of it is seen; or when a copy of the shell has stayed one for execWithin
+// (a subshell may stay a copy for as long as it runs). A command that runs
+// only builtins gets nothing, the signal never reaching the shell: the wait
+// gives up once the shell, seen to have entered the command (see entered;
+// for at most enterWithin), has used busyFor of CPU with no process of the
+// command, or has had none for asleepWithin since it settled. It ends when
+// the command does.
+func (c *Command) sendOnceProgram(sig syscall.Signal) {
+	shell := c.s.cmd.Process.Pid
+	c.s.wg.Add(1)
+	go func() {
+		defer c.s.wg.Done()
+		now := time.Now()
+		gaveUp := now.Add(enterWithin)
+		var settled, copyAt time.Time // when the shell settled in the command; when a copy was first seen
+		cpuFrom := time.Duration(-1)
+		every := time.Millisecond
+		for {
+			select {
+			case <-c.done:
+				return
+			case <-time.After(every):
+			}
+			now = time.Now()
+			program, copying := c.processKinds()
+			if program || c.shellExecd() {
+				break
+			}
+			if copying {
+				if copyAt.IsZero() {
+					copyAt = now
+				}
+				if !now.Before(copyAt.Add(execWithin)) {
+					break
+				}
+				every = min(2*every, 10*time.Millisecond)
+				continue
+			}
+			copyAt = time.Time{}
+			if settled.IsZero() {
+				if c.entered() {
+					settled = now.Add(settleAfterStart)
+				} else if !now.Before(gaveUp) {
+					return // stuck before the command: it reaches nothing
+				}
+			}
+			if !settled.IsZero() && !now.Before(settled) {
+				cpu, _ := proctree.CPUTime(shell)
+				if cpuFrom < 0 {
+					cpuFrom = cpu
+				}
+				if cpu-cpuFrom >= busyFor || !now.Before(settled.Add(asleepWithin)) {
+					return // builtins: the signal never reaches the shell
+				}
+			}
+			// Each look lists /proc: a shell slow to fork is looked at
+			// less and less often.
+			every = min(2*every, 20*time.Millisecond)
+		}
+		select {
+		case <-c.done:
+			return
+		default:
+		}
+		c.send(sig)
+	}()
 }
 
 // timeout interrupts the command at its execution timeout and ends the
