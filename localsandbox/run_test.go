@@ -460,11 +460,7 @@ func TestRunReadsOutputAfterExit(t *testing.T) {
 	ctx, cancel := context.WithCancel(guard)
 	defer cancel()
 	go func() {
-		waitLines(guard, filepath.Join(s.Dir(), "pid"), 1)
-		pid := readPids(t, s, "pid")[0]
-		for proctree.Alive(pid) && guard.Err() == nil {
-			time.Sleep(time.Millisecond)
-		}
+		awaitShellExit(guard, t, s)
 		cancel()
 		assert.NoError(t, s.WriteTextFile("gate", ""))
 	}()
@@ -472,6 +468,16 @@ func TestRunReadsOutputAfterExit(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 3, res.ExitCode)
 	assert.Equal(t, "early\nlate\n", res.Stdout)
+}
+
+// awaitShellExit waits until lateJob's shell has written its pid and
+// exited (a zombie counts), or ctx ends.
+func awaitShellExit(ctx context.Context, t *testing.T, s *Session) {
+	waitLines(ctx, filepath.Join(s.Dir(), "pid"), 1)
+	pid := readPids(t, s, "pid")[0]
+	for proctree.Alive(pid) && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // lateSeen is a started process whose exit is seen only once seen is
@@ -527,11 +533,7 @@ func TestRunCtxEndedBeforeExitSeen(t *testing.T) {
 	ctx, cancel := context.WithCancel(guard)
 	defer cancel()
 	go func() {
-		waitLines(guard, filepath.Join(s.Dir(), "pid"), 1)
-		pid := readPids(t, s, "pid")[0]
-		for proctree.Alive(pid) && guard.Err() == nil {
-			time.Sleep(time.Millisecond)
-		}
+		awaitShellExit(guard, t, s)
 		l := <-late
 		select {
 		case <-l.started.Exited(): // the engine has it; Run has not looked

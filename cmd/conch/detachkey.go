@@ -16,9 +16,9 @@ import (
 // formatOtherKeys). Its state carries a sequence over from one read to
 // the next.
 type detachScan struct {
-	seq   []byte // the CSI sequence so far, from its ESC; nil outside one
-	kitty bool   // the detach key found was the kitty keyboard protocol's
-	end   int    // where in the p scanned the detach key found ends
+	csiReader      // the CSI sequence so far, from its ESC; empty outside one
+	kitty     bool // the detach key found was the kitty keyboard protocol's
+	end       int  // where in the p scanned the detach key found ends
 }
 
 // maxKeySeq bounds the sequences detachScan reads: a key's is shorter.
@@ -34,32 +34,44 @@ func (d *detachScan) scan(p []byte) (int, bool) {
 			d.end = i + 1
 			return i, true
 		}
-		switch {
-		case b == 0x1b:
-			d.seq = append(d.seq[:0], b)
-		case len(d.seq) == 0:
-		case len(d.seq) == 1:
-			if b == '[' {
-				d.seq = append(d.seq, b)
-			} else {
-				d.seq = d.seq[:0]
-			}
-		case b >= '0' && b <= '9' || b == ';' || b == ':':
-			if len(d.seq) < maxKeySeq {
-				d.seq = append(d.seq, b)
-			} else {
-				d.seq = d.seq[:0]
-			}
-		default:
-			seq := append(d.seq, b)
-			d.seq = d.seq[:0]
-			if isDetachSeq(seq) {
-				d.kitty, d.end = seq[len(seq)-1] == 'u', i+1
-				return max(0, i+1-len(seq)), true
-			}
+		if seq := d.feed(b); seq != nil && isDetachSeq(seq) {
+			d.kitty, d.end = seq[len(seq)-1] == 'u', i+1
+			return max(0, i+1-len(seq)), true
 		}
 	}
 	return 0, false
+}
+
+// csiReader gathers the CSI sequences of the terminal's input byte by
+// byte: ESC, "[", parameters (digits, ";" and ":") and a final byte, at
+// most maxKeySeq bytes; seq is the sequence under way, from its ESC.
+type csiReader struct{ seq []byte }
+
+// feed takes the input's next byte, and returns the sequence it ends, if
+// it ends one: valid until the next feed.
+func (c *csiReader) feed(b byte) []byte {
+	switch {
+	case b == 0x1b:
+		c.seq = append(c.seq[:0], b)
+	case len(c.seq) == 0:
+	case len(c.seq) == 1:
+		if b == '[' {
+			c.seq = append(c.seq, b)
+		} else {
+			c.seq = c.seq[:0]
+		}
+	case b >= '0' && b <= '9' || b == ';' || b == ':':
+		if len(c.seq) < maxKeySeq {
+			c.seq = append(c.seq, b)
+		} else {
+			c.seq = c.seq[:0]
+		}
+	default:
+		seq := append(c.seq, b)
+		c.seq = c.seq[:0]
+		return seq
+	}
+	return nil
 }
 
 // pending is how many bytes at the end of the input scanned so far begin a
@@ -124,29 +136,13 @@ func detachKeyEvent(seq []byte) (string, bool) {
 
 // releaseScan finds the kitty keyboard protocol's report of Ctrl-] let go
 // in input read piece by piece.
-type releaseScan struct{ seq []byte }
+type releaseScan struct{ csiReader }
 
 // scan reads p on, and tells whether the release came in it.
 func (r *releaseScan) scan(p []byte) bool {
 	for _, b := range p {
-		switch {
-		case b == 0x1b:
-			r.seq = append(r.seq[:0], b)
-		case len(r.seq) == 0:
-		case len(r.seq) == 1 && b != '[':
-			r.seq = r.seq[:0]
-		case len(r.seq) == 1, b >= '0' && b <= '9' || b == ';' || b == ':':
-			if len(r.seq) < maxKeySeq {
-				r.seq = append(r.seq, b)
-			} else {
-				r.seq = r.seq[:0]
-			}
-		default:
-			seq := append(r.seq, b)
-			r.seq = r.seq[:0]
-			if isDetachRelease(seq) {
-				return true
-			}
+		if seq := r.feed(b); seq != nil && isDetachRelease(seq) {
+			return true
 		}
 	}
 	return false
