@@ -100,38 +100,46 @@ func (d *detachScan) reset() { d.seq = d.seq[:0] }
 // isDetachSeq tells whether seq, "ESC [" parameters and a final byte, is
 // Ctrl-] pressed.
 func isDetachSeq(seq []byte) bool {
-	event, ok := detachKeyEvent(seq)
-	return ok && (event == "" || event == "1") // pressed
+	event, mods, ok := bracketKeyEvent(seq)
+	return ok && mods == ctrlMod && (event == "" || event == "1") // pressed
 }
 
 // isDetachRelease tells whether seq, as isDetachSeq takes it, is the kitty
-// keyboard protocol's report of Ctrl-] let go (event type 3).
+// keyboard protocol's report of Ctrl-] let go (event type 3): the key "]"
+// let go with Ctrl held, or after Ctrl was (no modifiers then).
 func isDetachRelease(seq []byte) bool {
-	event, ok := detachKeyEvent(seq)
-	return ok && event == "3"
+	event, mods, ok := bracketKeyEvent(seq)
+	return ok && event == "3" && (mods == ctrlMod || mods == 0)
 }
 
-// detachKeyEvent tells whether seq is an event of Ctrl-], and the kitty
-// keyboard protocol's event type it says ("" when it says none).
-func detachKeyEvent(seq []byte) (string, bool) {
+// ctrlMod is Ctrl alone among the modifiers bracketKeyEvent tells.
+const ctrlMod = 4
+
+// bracketKeyEvent tells whether seq is an event of the key "]" (93) as the
+// kitty keyboard protocol or modifyOtherKeys sends it, with its modifiers
+// (Shift 1, Alt 2, Ctrl 4, ...; Caps Lock and Num Lock left out) and the
+// kitty protocol's event type ("" when it says none).
+func bracketKeyEvent(seq []byte) (event string, mods int, ok bool) {
 	final := seq[len(seq)-1]
 	fields := bytes.Split(seq[2:len(seq)-1], []byte(";"))
 	switch {
 	case final == 'u' && len(fields) >= 2 && len(fields) <= 3:
 		// key[:shifted[:base]] ; modifiers[:event] [; text]
 		key := bytes.Split(fields[0], []byte(":"))
-		mods := bytes.Split(fields[1], []byte(":"))
-		if string(key[0]) != "93" || len(mods) > 2 || !ctrlOnly(mods[0]) {
-			return "", false
+		m := bytes.Split(fields[1], []byte(":"))
+		mods, ok = modifiers(m[0])
+		if string(key[0]) != "93" || len(m) > 2 || !ok {
+			return "", 0, false
 		}
-		if len(mods) == 1 {
-			return "", true
+		if len(m) == 2 {
+			event = string(m[1])
 		}
-		return string(mods[1]), true
-	case final == '~' && len(fields) == 3:
-		return "", string(fields[0]) == "27" && ctrlOnly(fields[1]) && string(fields[2]) == "93"
+		return event, mods, true
+	case final == '~' && len(fields) == 3 && string(fields[0]) == "27" && string(fields[2]) == "93":
+		mods, ok = modifiers(fields[1])
+		return "", mods, ok
 	}
-	return "", false
+	return "", 0, false
 }
 
 // releaseScan finds the kitty keyboard protocol's report of Ctrl-] let go
@@ -170,9 +178,12 @@ func awaitRelease(in io.Reader, after []byte) {
 	}
 }
 
-// ctrlOnly tells whether a key's modifiers field (1 plus a bit for each
-// modifier) is Ctrl alone, the lock keys (Caps Lock, Num Lock) aside.
-func ctrlOnly(field []byte) bool {
+// modifiers reads a key's modifiers field (1 plus a bit for each
+// modifier): its bits, the lock keys (Caps Lock, Num Lock) left out.
+func modifiers(field []byte) (int, bool) {
 	m, err := strconv.Atoi(string(field))
-	return err == nil && (m-1)&^(64|128) == 4
+	if err != nil || m < 1 {
+		return 0, false
+	}
+	return (m - 1) &^ (64 | 128), true
 }

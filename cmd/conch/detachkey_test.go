@@ -141,4 +141,9 @@ func TestAwaitRelease(t *testing.T) {
 	r := &scriptedReader{reads: []string{"\x1b[93;5:2u\x1b[97;5:3u", "\x1b[93;5:", "3u", "after"}}
 	awaitRelease(r, []byte("\x1b[93;5:1u"))
 	require.Equal(t, 3, r.i, "read up to the release, not past it")
+	// Ctrl let go first: "]" is let go alone, no modifier; Alt-] let go
+	// is another key's.
+	r = &scriptedReader{reads: []string{"\x1b[93;3:3u", "\x1b[93;1:3u", "after"}}
+	awaitRelease(r, nil)
+	require.Equal(t, 2, r.i, "read up to the release of ] with Ctrl let go before it")
 }
