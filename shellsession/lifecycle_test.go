@@ -1235,7 +1235,7 @@ func TestSignalAsTakenUp(t *testing.T) {
 			s := newSession(t, Options{Shell: shell})
 			var sig syscall.Signal
 			takenUp = func(c *Command) {
-				if strings.HasPrefix(c.text, "env sleep 100") || strings.HasPrefix(c.text, "i=0") {
+				if strings.HasPrefix(c.text, "env sleep 100") || strings.HasPrefix(c.text, "i=0") || strings.HasPrefix(c.text, "j=0") {
 					require.NoError(t, c.Kill(sig, 0, 0))
 				}
 			}
@@ -1251,6 +1251,14 @@ func TestSignalAsTakenUp(t *testing.T) {
 			}
 			sig = syscall.SIGTERM
 			expectRun(t, s, "i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done; echo $i", 0, "2000\n")
+			expectRun(t, s, "echo alive", 0, "alive\n")
+			// Builtins first, for more of the shell's CPU than a fork
+			// takes: the program after them gets it.
+			c, err := s.Submit(CommandOptions{Cmd: "j=0; while [ $j -lt 200000 ]; do j=$((j+1)); done; env sleep 100"})
+			require.NoError(t, err)
+			r := processtest.Wait(t, c, 20*time.Second)
+			require.Equal(t, process.Signaled, r.Reason, "%+v", r)
+			require.Equal(t, "TERM", r.Signal, "%+v", r)
 			expectRun(t, s, "echo alive", 0, "alive\n")
 		})
 	}

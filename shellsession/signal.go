@@ -56,7 +56,9 @@ func (c *Command) signal(sig syscall.Signal) {
 	c.mu.Lock()
 	c.sent = append(c.sent, sig)
 	c.mu.Unlock()
-	if program, _ := c.processKinds(); program || c.shellExecd() {
+	// KILL cannot be caught nor ignored: a copy of the shell dies of it
+	// as the program it would become would.
+	if program, copying := c.processKinds(); program || c.shellExecd() || sig == syscall.SIGKILL && copying {
 		c.send(sig)
 		return
 	}
@@ -90,24 +92,18 @@ func (c *Command) shellExecd() bool {
 // just taken up, which the shell has yet to fork, ran to its end — or only
 // a copy of the shell between fork and exec, which has the shell's
 // dispositions: an interactive shell ignores TERM, and the program the copy
-// becomes never sees it. So it waits, as an interrupt does (see sendINT),
-// and sends it once, to the processes the command has then, when a program
-// of it is seen; or when a copy of the shell has stayed one for execWithin
-// (a subshell may stay a copy for as long as it runs). A command that runs
-// only builtins gets nothing, the signal never reaching the shell: the wait
-// gives up once the shell, seen to have entered the command (see entered;
-// for at most enterWithin), has used busyFor of CPU with no process of the
-// command, or has had none for asleepWithin since it settled. It ends when
-// the command does.
+// becomes never sees it. So it waits, and sends it once, to the processes
+// the command has then, when a program of it is seen; or when a copy of
+// the shell has stayed one for execWithin (a subshell may stay a copy for
+// as long as it runs). A command that runs builtins before its first
+// program (a loop, a read) has it sent then; one that runs only builtins
+// never gets it, the signal never reaching the shell. It ends when the
+// command does.
 func (c *Command) sendOnceProgram(sig syscall.Signal) {
-	shell := c.s.cmd.Process.Pid
 	c.s.wg.Add(1)
 	go func() {
 		defer c.s.wg.Done()
-		now := time.Now()
-		gaveUp := now.Add(enterWithin)
-		var settled, copyAt time.Time // when the shell settled in the command; when a copy was first seen
-		cpuFrom := time.Duration(-1)
+		var copyAt time.Time // when a copy was first seen
 		every := time.Millisecond
 		for {
 			select {
@@ -115,41 +111,24 @@ func (c *Command) sendOnceProgram(sig syscall.Signal) {
 				return
 			case <-time.After(every):
 			}
-			now = time.Now()
 			program, copying := c.processKinds()
 			if program || c.shellExecd() {
 				break
 			}
 			if copying {
 				if copyAt.IsZero() {
-					copyAt = now
+					copyAt = time.Now()
 				}
-				if !now.Before(copyAt.Add(execWithin)) {
+				if time.Since(copyAt) >= execWithin {
 					break
 				}
 				every = min(2*every, 10*time.Millisecond)
 				continue
 			}
 			copyAt = time.Time{}
-			if settled.IsZero() {
-				if c.entered() {
-					settled = now.Add(settleAfterStart)
-				} else if !now.Before(gaveUp) {
-					return // stuck before the command: it reaches nothing
-				}
-			}
-			if !settled.IsZero() && !now.Before(settled) {
-				cpu, _ := proctree.CPUTime(shell)
-				if cpuFrom < 0 {
-					cpuFrom = cpu
-				}
-				if cpu-cpuFrom >= busyFor || !now.Before(settled.Add(asleepWithin)) {
-					return // builtins: the signal never reaches the shell
-				}
-			}
-			// Each look lists /proc: a shell slow to fork is looked at
-			// less and less often.
-			every = min(2*every, 20*time.Millisecond)
+			// Each look lists /proc: a shell slow to fork, or one in
+			// builtins, is looked at less and less often.
+			every = min(2*every, programLookEvery)
 		}
 		select {
 		case <-c.done:
@@ -159,6 +138,11 @@ func (c *Command) sendOnceProgram(sig syscall.Signal) {
 		c.send(sig)
 	}()
 }
+
+// programLookEvery bounds how often a signal waiting for the command's
+// first program (see sendOnceProgram) looks for it: a command in builtins
+// for long has it sent that late at most after its program starts.
+const programLookEvery = 250 * time.Millisecond
 
 // timeout interrupts the command at its execution timeout and ends the
 // session if the command has not stopped its session's StopGrace later.
