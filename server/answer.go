@@ -87,7 +87,7 @@ func (s *Server) writeRunAnswer(w http.ResponseWriter, p process.Process, a runA
 	excerpt := func(limit int) logstore.Excerpt {
 		e := p.Log().Excerpt(a.after, limit)
 		if !done {
-			e = holdIncomplete(e)
+			e = holdIncomplete(e, wholeIn(p.Log()))
 		}
 		return e
 	}
@@ -405,22 +405,21 @@ func fitPlain(l *logstore.Log, after logstore.Cursor, limit int, e logstore.Exce
 // runs leaves them to the answer read on from its next, which has the rest
 // when it came, rather than showing a U+FFFD for them now and another for
 // the rest then. Bytes that can no longer become a character are not
-// held, nor the first frame of a tail, which may be cut.
-func holdIncomplete(e logstore.Excerpt) logstore.Excerpt {
+// held. Nor is the first frame of a tail that whole does not say is whole:
+// cut, its first bytes are counted in Omitted, which would count them again
+// when read on from Next.
+func holdIncomplete(e logstore.Excerpt, whole func(logstore.Frame) bool) logstore.Excerpt {
 	part := &e.Head
 	if e.Omitted > 0 || len(e.Tail) > 0 {
 		part = &e.Tail
 	}
 	frames := *part
-	first := 0
-	if part == &e.Tail {
-		first = 1 // its first frame may be cut
-	}
 	var b [utf8.UTFMax - 1]byte
 	n := 0
-	for k := len(frames) - 1; k >= first; k-- {
+	for k := len(frames) - 1; k >= 0; k-- {
 		f := &frames[k]
-		if f.Channel != frames[len(frames)-1].Channel || n+len(f.Data) > len(b) {
+		if f.Channel != frames[len(frames)-1].Channel || n+len(f.Data) > len(b) ||
+			k == 0 && part == &e.Tail && !whole(*f) {
 			break
 		}
 		copy(b[len(f.Data):n+len(f.Data)], b[:n])
@@ -433,6 +432,15 @@ func holdIncomplete(e logstore.Excerpt) logstore.Excerpt {
 		}
 	}
 	return e
+}
+
+// wholeIn returns whether a frame of an excerpt of l holds all the bytes
+// of l's frame under its cursor.
+func wholeIn(l *logstore.Log) func(logstore.Frame) bool {
+	return func(f logstore.Frame) bool {
+		pg := l.Page(f.Cursor-1, 1)
+		return len(pg.Frames) == 1 && pg.Frames[0].Cursor == f.Cursor && len(pg.Frames[0].Data) == len(f.Data)
+	}
 }
 
 // plainParts renders the frames of each part on the channels keep accepts

@@ -37,8 +37,8 @@ func TestAnswerTextJoinsWithinAPart(t *testing.T) {
 
 // An excerpt of a process that still runs leaves out the frames at its end
 // that begin a character, on one channel, its next the cursor before them;
-// not bytes that cannot become one, nor the first frame of a tail, which
-// may be cut.
+// not bytes that cannot become one, nor the first frame of a tail that
+// is cut.
 func TestHoldIncomplete(t *testing.T) {
 	f := func(c logstore.Cursor, ch logstore.Channel, s string) logstore.Frame {
 		return logstore.Frame{Cursor: c, Channel: ch, Data: []byte(s)}
@@ -57,9 +57,12 @@ func TestHoldIncomplete(t *testing.T) {
 		{"whole", logstore.Excerpt{Head: []logstore.Frame{f(1, out, "\xe2\x82"), f(2, out, "\xac")}, Next: 2}, 2, 0, 2},
 		{"invalid", logstore.Excerpt{Head: []logstore.Frame{f(1, out, "a\xed\xa0")}, Next: 1}, 1, 0, 1},
 		{"in a tail", logstore.Excerpt{Head: []logstore.Frame{f(1, out, "a")}, Tail: []logstore.Frame{f(3, out, "b"), f(4, out, "\xe2")}, Omitted: 9, Next: 4}, 1, 1, 3},
-		{"a tail's first frame", logstore.Excerpt{Head: []logstore.Frame{f(1, out, "a")}, Tail: []logstore.Frame{f(3, out, "\xe2")}, Omitted: 9, Next: 3}, 1, 1, 3},
+		{"a tail's first frame, cut", logstore.Excerpt{Head: []logstore.Frame{f(1, out, "a")}, Tail: []logstore.Frame{f(3, out, "\xe2")}, Omitted: 9, Next: 3}, 1, 1, 3},
+		{"a tail's first frame, whole", logstore.Excerpt{Head: []logstore.Frame{f(1, out, "a")}, Tail: []logstore.Frame{f(7, out, "\xe2")}, Omitted: 9, Next: 7}, 1, 0, 6},
+		{"a tail's first two frames, whole", logstore.Excerpt{Head: []logstore.Frame{f(1, out, "a")}, Tail: []logstore.Frame{f(7, out, "\xf0"), f(8, out, "\x9f\x98")}, Omitted: 9, Next: 8}, 1, 0, 6},
 	} {
-		e := holdIncomplete(tc.e)
+		// Frame 7 and those after are whole in the log, those before cut.
+		e := holdIncomplete(tc.e, func(f logstore.Frame) bool { return f.Cursor >= 7 })
 		if len(e.Head) != tc.head || len(e.Tail) != tc.tail || e.Next != tc.next {
 			t.Errorf("%s: %d head and %d tail frames, next %d; want %d, %d, %d", tc.name, len(e.Head), len(e.Tail), e.Next, tc.head, tc.tail, tc.next)
 		}

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -78,6 +79,47 @@ func TestRunningAnswerHoldsAnUnfinishedCharacter(t *testing.T) {
 			require.Equal(t, "€\n", r.Stdout)
 		})
 	}
+}
+
+// TestCutAnswerHoldsAnUnfinishedCharacter: under an outputLimit that cuts
+// the output, the first bytes of a character that are the whole tail are
+// held back too, next before them and omittedBytes up to them: they went
+// out as a U+FFFD, next after them, and the answer read on from next had
+// the last byte alone.
+func TestCutAnswerHoldsAnUnfinishedCharacter(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	p, err := d.c.Start(c, client.StartOptions{Cmd: "seq 1 100; " + halfEuro, Stdin: api.StdinOpen})
+	require.NoError(t, err)
+	half := waitForFrame(t, d, p.ID, []byte("\xe2\x82"))
+	r, running, err := d.c.Interact(c, p.ID, client.InteractOptions{Cursor: "0", OutputLimit: 10, Timeout: client.Millis(time.Millisecond)})
+	require.NoError(t, err)
+	require.NotNil(t, running, "it waits for a line: %+v", r)
+	require.NotContains(t, r.Output, "\ufffd")
+	require.NotEqual(t, half, r.Next, "next is before the held bytes")
+	require.Positive(t, r.OmittedBytes)
+	// What the answer holds and what it left out make the whole output
+	// up to next: "1\n" to "100\n", and "a".
+	var seq strings.Builder
+	for i := 1; i <= 100; i++ {
+		fmt.Fprintf(&seq, "%d\n", i)
+	}
+	held := 0
+	for _, f := range r.Logs {
+		b, err := f.Bytes()
+		require.NoError(t, err)
+		held += len(b)
+	}
+	require.Equal(t, seq.Len()+len("a"), held+int(r.OmittedBytes), "bytes in the answer and omitted")
+	page, err := d.c.Logs(c, p.ID, client.LogsOptions{Cursor: r.Next})
+	require.NoError(t, err)
+	require.NotEmpty(t, page.Items)
+	require.Equal(t, half, page.Items[0].Cursor, "the frame after next is the held one")
+	r, running, err = d.c.Interact(c, p.ID, client.InteractOptions{Cursor: r.Next, Input: "\n"})
+	require.NoError(t, err)
+	require.Nil(t, running, "it ended: %+v", r)
+	require.Equal(t, "€\n", r.Output)
 }
 
 // TestAnswerHoldsOnlyUnfinishedCharacters: nothing is held back once the
