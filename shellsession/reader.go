@@ -654,6 +654,7 @@ func (r *streamReader) ended(p []byte) bool {
 	// It often has come already: then the stream goes back to the pool
 	// before the command is reported ended, ready for the next one.
 	r.c.closeKeeper(r.st.Keep)
+	r.c.s.markedOut(r.st)
 	return r.endedAt(r.c.reusable() && r.atEOF(p[:cap(p)]))
 }
 
@@ -700,9 +701,13 @@ func (r *streamReader) end(err error) bool {
 	case r.unlinked:
 		// End-of-file again, or reading failed: nothing can open it now.
 	case err == io.EOF && r.over && c.reusable() && st.Rekeep() == nil:
-		r.done()
-		s.putStream(st) // staying in the set (see streamReader.in)
-		return true
+		if s.repool(r) { // staying in the set (see streamReader.in)
+			return true
+		}
+		// A late end line may open it, with nobody to read: discarded,
+		// its new keeper closed first, as a writer it would be.
+		st.Keep.Close()
+		fallthrough
 	case err == io.EOF:
 		if discardingAtEOF != nil {
 			discardingAtEOF(c, st)

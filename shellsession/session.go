@@ -179,6 +179,14 @@ type Session struct {
 	pool       []*stream  // clean streams for the next commands
 	epolls     []*epoller // empty epoll sets for the next commands' readers (see spareEpolls)
 	live       int        // streams made and not discarded: in the pool or in use
+	// lateOut is the stdout stream of the last command ended by its end
+	// marker, whose shell may still run that command's end line, and write
+	// the real marker to it by its path (see sentinel.Late): until a later
+	// command's marker comes, which the shell writes after it. lateMissed
+	// is set when a command took its streams while lateOut was not in the
+	// pool (see takeStreams).
+	lateOut    *stream
+	lateMissed bool
 
 	readerIDs atomic.Int32 // the last id given to a stream's reader
 	awaiting  *Command     // the command whose streams are read where it is waited for (see Command.await)

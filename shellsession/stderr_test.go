@@ -129,6 +129,47 @@ func TestLateMarkerPastBound(t *testing.T) {
 	}
 }
 
+// TestLateMarkerPastBoundUnread: as in TestLateMarkerPastBound, with the
+// command's stdout held open until the next command has taken its streams
+// and let go of only then. The stream went back to the pool, where nobody
+// read it, and the shell blocked for good writing into it the late end
+// line, longer than a pipe holds: the next command never ran, and the
+// session hung (bash). On the shells that can cd into a directory that
+// long; zsh's end line, read from a file the next command's start
+// removes, does not run late, and ksh's $PWD stops at 4096 bytes.
+func TestLateMarkerPastBoundUnread(t *testing.T) {
+	t.Parallel()
+	for _, sh := range []string{"bash", "zsh", "ksh"} {
+		t.Run(sh, func(t *testing.T) {
+			t.Parallel()
+			lateMarkerPastBoundUnread(t, sh)
+		})
+	}
+}
+
+func lateMarkerPastBoundUnread(t *testing.T, sh string) {
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	s := newSession(t, Options{Shell: sh})
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	name := strings.Repeat("d", 250)
+	r, _, errOut := run(t, s, CommandOptions{Cmd: "cd " + shQuote(base) + " && for i in $(seq " + strconv.Itoa(sentinel.MaxCwd/251+20) + "); do mkdir " + name + " && cd " + name + " || exit 1; done"})
+	require.Equal(t, 0, code(r), "%s %q, stderr %q", r.Reason, r.Error, errOut)
+	defer run(t, s, CommandOptions{Cmd: "cd " + shQuote(base) + " && rm -rf " + name})
+	// The first sleep keeps the stdout open past the next command's start,
+	// the second lets the engine see it closed before the end line runs.
+	_, r, err = s.Run(ctx, CommandOptions{Cmd: `printf '\036CONCH%s_7_ hB /tmp\000' "$__conch"; sleep 1; exec >&-; sleep 0.5; (exit 3)`})
+	require.NoError(t, err)
+	require.Equal(t, 7, code(r))
+	for range 4 {
+		r, out, errs := run(t, s, CommandOptions{Cmd: "echo out; echo err >&2"})
+		require.Equal(t, 0, code(r), "%s %q", r.Reason, r.Error)
+		require.Equal(t, "out\n", out)
+		require.Equal(t, "err\n", errs)
+	}
+}
+
 // TestStderrEndsWithMarkersStart: a stream from the pool that served a
 // command's stdout looks for that command's end marker at its start, for
 // an end line the shell may run late (TestLateMarkerAfterImitation); bytes

@@ -152,6 +152,7 @@ func (s *Session) putStream(st *stream) {
 // FIFO when its stdin is open, and returns it; or nil.
 func (s *Session) takeStreams(st *streams, stdinOpen bool) (*streams, error) {
 	*st = streams{}
+	s.takeLateOut()
 	var err error
 	if st.out, err = s.takeStream(); err != nil {
 		return nil, err
@@ -174,6 +175,68 @@ func (s *Session) takeStreams(st *streams, stdinOpen bool) (*streams, error) {
 		st.stdin = path
 	}
 	return st, nil
+}
+
+// takeLateOut makes sure the command about to take its streams reads the
+// stream whose late end line may still come (see Session.lateOut): the
+// shell writes that line before the command runs, and a stream nobody reads
+// holds only a pipe's worth of it (64 KiB on Linux). An end line longer
+// than that (its directory passes sentinel.MaxCwd) into a stream left in
+// the pool blocked the shell for good, and with it every later command.
+// The stream goes on top of the pool when it is there; otherwise a reader
+// of held streams has it, and it is not put back in the pool once its
+// writers let go (see streamReader.end): it may be opened again then, with
+// nobody to read.
+func (s *Session) takeLateOut() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lateOut == nil || s.lateMissed {
+		return
+	}
+	n := len(s.pool)
+	for i, st := range s.pool {
+		if st == s.lateOut {
+			if i < n-2 { // the command takes the two on top
+				s.pool[i], s.pool[n-1] = s.pool[n-1], st
+			}
+			return
+		}
+	}
+	s.lateMissed = true
+}
+
+// markedOut records that the command whose stdout is st ended by its end
+// marker: the shell has run the end lines of the commands before, and st
+// is the stream a late end line may still come to (see Session.lateOut).
+func (s *Session) markedOut(st *stream) {
+	s.mu.Lock()
+	s.lateOut, s.lateMissed = st, false
+	s.mu.Unlock()
+}
+
+// repool puts the stream of r, whose writers let go of it, back in the
+// pool, r done with it, as putStream does, and reports whether it did: not
+// the stream a late end line may still come to once a command took its
+// streams without it (see takeLateOut), which the caller discards as it
+// would a stream a writer may open again (see streamReader.writerCame).
+func (s *Session) repool(r *streamReader) bool {
+	st := r.st
+	s.mu.Lock()
+	// Checked and pooled under one hold of s.mu: a command that took its
+	// streams in between would have missed it.
+	if st == s.lateOut && s.lateMissed {
+		s.mu.Unlock()
+		return false
+	}
+	r.done() // before another command can take the stream
+	if len(s.pool) < poolSize && !s.h.Closing() {
+		s.pool = append(s.pool, st)
+		s.mu.Unlock()
+		return true
+	}
+	s.mu.Unlock()
+	s.discard(st)
+	return true
 }
 
 // fillPool makes streams until the session has two commands' worth, in the
