@@ -3,10 +3,13 @@ package shellsession
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/conchsh/conch/process"
 	"github.com/conchsh/conch/sentinel"
@@ -162,6 +165,60 @@ func lateMarkerPastBoundUnread(t *testing.T, sh string) {
 	_, r, err = s.Run(ctx, CommandOptions{Cmd: `printf '\036CONCH%s_7_ hB /tmp\000' "$__conch"; sleep 1; exec >&-; sleep 0.5; (exit 3)`})
 	require.NoError(t, err)
 	require.Equal(t, 7, code(r))
+	for range 4 {
+		r, out, errs := run(t, s, CommandOptions{Cmd: "echo out; echo err >&2"})
+		require.Equal(t, 0, code(r), "%s %q", r.Reason, r.Error)
+		require.Equal(t, "out\n", out)
+		require.Equal(t, "err\n", errs)
+	}
+}
+
+// TestLateMarkerPastBoundBelow: as in TestLateMarkerPastBoundUnread, with
+// the command's stdout back in the pool before the next command, but under
+// two streams put there after it (an earlier command's, let go of by its
+// background job meanwhile): the next command took those two, and nobody
+// read the late end line.
+func TestLateMarkerPastBoundBelow(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), deadline)
+	defer cancel()
+	base, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	name := strings.Repeat("d", 250)
+	closed := filepath.Join(base, "closed")
+	s := newSession(t, Options{Cwd: base})
+	defer run(t, s, CommandOptions{Cmd: "cd " + shQuote(base) + " && rm -rf " + name})
+	r, _, errOut := run(t, s, CommandOptions{Cmd: "for i in $(seq " + strconv.Itoa(sentinel.MaxCwd/251+20) + "); do mkdir " + name + " && cd " + name + " || exit 1; done"})
+	require.Equal(t, 0, code(r), "%s %q, stderr %q", r.Reason, r.Error, errOut)
+	c, r, err := s.Run(ctx, CommandOptions{Cmd: `printf '\036CONCH%s_7_ hB /tmp\000' "$__conch"; exec >&-; : >` + shQuote(closed) + `; sleep 1; (exit 3)`})
+	require.NoError(t, err)
+	require.Equal(t, 7, code(r))
+	out := c.streams.out
+	require.Eventually(t, func() bool { _, err := os.Stat(closed); return err == nil }, deadline, time.Millisecond)
+	s.settleUnsettled() // as the next command's start would
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return slices.Contains(s.pool, out)
+	}, deadline, time.Millisecond)
+	// The pool: that stream, then two new ones on top.
+	s.mu.Lock()
+	others := slices.DeleteFunc(slices.Clone(s.pool), func(st *stream) bool { return st == out })
+	s.pool = append(s.pool[:0], out)
+	s.mu.Unlock()
+	for _, st := range others {
+		s.discard(st)
+	}
+	for range 2 {
+		st, err := s.newStream()
+		require.NoError(t, err)
+		s.putStream(st)
+	}
+	s.mu.Lock()
+	pool := slices.Clone(s.pool)
+	s.mu.Unlock()
+	require.Equal(t, []*stream{out}, pool[:1])
+	require.Len(t, pool, 3)
 	for range 4 {
 		r, out, errs := run(t, s, CommandOptions{Cmd: "echo out; echo err >&2"})
 		require.Equal(t, 0, code(r), "%s %q", r.Reason, r.Error)
