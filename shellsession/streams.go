@@ -139,6 +139,12 @@ func (s *Session) takeStream() (*stream, error) {
 // is full or the session ends.
 func (s *Session) putStream(st *stream) {
 	s.mu.Lock()
+	s.poolLocked(st)
+}
+
+// poolLocked puts st in the pool, or discards it when the pool is full or
+// the session ends, and lets go of s.mu, which the caller holds.
+func (s *Session) poolLocked(st *stream) {
 	if len(s.pool) < poolSize && !s.h.Closing() {
 		s.pool = append(s.pool, st)
 		s.mu.Unlock()
@@ -229,13 +235,7 @@ func (s *Session) repool(r *streamReader) bool {
 		return false
 	}
 	r.done() // before another command can take the stream
-	if len(s.pool) < poolSize && !s.h.Closing() {
-		s.pool = append(s.pool, st)
-		s.mu.Unlock()
-		return true
-	}
-	s.mu.Unlock()
-	s.discard(st)
+	s.poolLocked(st)
 	return true
 }
 
