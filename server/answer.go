@@ -87,7 +87,7 @@ func (s *Server) writeRunAnswer(w http.ResponseWriter, p process.Process, a runA
 	excerpt := func(limit int) logstore.Excerpt {
 		e := p.Log().Excerpt(a.after, limit)
 		if !done {
-			e = holdIncomplete(e, wholeIn(p.Log()))
+			e = holdIncomplete(e, a.after, frameIn(p.Log()))
 		}
 		return e
 	}
@@ -397,49 +397,69 @@ func fitPlain(l *logstore.Log, after logstore.Cursor, limit int, e logstore.Exce
 	return e, nil
 }
 
-// holdIncomplete returns e without the frames at its end that hold the
-// first bytes of a character and nothing else, the bytes of one channel
-// that begin a character valid so far but not whole (the log puts them out
-// as frames of their own when the rest does not come within 50 ms), with
-// Next the cursor just before them: an answer for a process that still
-// runs leaves them to the answer read on from its next, which has the rest
-// when it came, rather than showing a U+FFFD for them now and another for
-// the rest then. Bytes that can no longer become a character are not
-// held. Nor is the first frame of a tail that whole does not say is whole:
-// cut, its first bytes are counted in Omitted, which would count them again
-// when read on from Next.
-func holdIncomplete(e logstore.Excerpt, whole func(logstore.Frame) bool) logstore.Excerpt {
-	part := &e.Head
-	if e.Omitted > 0 || len(e.Tail) > 0 {
-		part = &e.Tail
-	}
-	frames := *part
+// holdIncomplete returns e, an excerpt after after, without the frames at
+// the log's end that hold the first bytes of a character and nothing else,
+// the bytes of one channel that begin a character valid so far but not
+// whole (the log puts them out as frames of their own when the rest does
+// not come within 50 ms), with Next the cursor just before them: an answer
+// for a process that still runs leaves them to the answer read on from its
+// next, which has the rest when it came, rather than showing a U+FFFD for
+// them now and another for the rest then. Bytes that can no longer become
+// a character are not held. The frames are looked up in the log (frame):
+// the excerpt may hold them cut, or not at all, their bytes counted in
+// Omitted then, which they leave, as they would be counted again when read
+// on from Next.
+func holdIncomplete(e logstore.Excerpt, after logstore.Cursor, frame func(logstore.Cursor) (logstore.Frame, bool)) logstore.Excerpt {
 	var b [utf8.UTFMax - 1]byte
 	n := 0
-	for k := len(frames) - 1; k >= 0; k-- {
-		f := &frames[k]
-		if f.Channel != frames[len(frames)-1].Channel || n+len(f.Data) > len(b) ||
-			k == 0 && part == &e.Tail && !whole(*f) {
-			break
+	var ch logstore.Channel
+	for c := e.Next; c > after; c-- {
+		f, ok := frame(c)
+		if !ok || c != e.Next && f.Channel != ch || n+len(f.Data) > len(b) {
+			return e
 		}
+		ch = f.Channel
 		copy(b[len(f.Data):n+len(f.Data)], b[:n])
 		copy(b[:], f.Data)
 		n += len(f.Data)
 		if plaintext.IncompleteTail(b[:n]) == n {
-			e.Next = f.Cursor - 1
-			*part = frames[:k]
-			return e
+			return without(e, c, n)
 		}
 	}
 	return e
 }
 
-// wholeIn returns whether a frame of an excerpt of l holds all the bytes
-// of l's frame under its cursor.
-func wholeIn(l *logstore.Log) func(logstore.Frame) bool {
-	return func(f logstore.Frame) bool {
-		pg := l.Page(f.Cursor-1, 1)
-		return len(pg.Frames) == 1 && pg.Frames[0].Cursor == f.Cursor && len(pg.Frames[0].Data) == len(f.Data)
+// without returns e without its frames from cursor from on, the log's
+// last, of size bytes in all, with Next before them and Omitted without
+// those of their bytes it counted.
+func without(e logstore.Excerpt, from logstore.Cursor, size int) logstore.Excerpt {
+	kept := func(frames []logstore.Frame) []logstore.Frame {
+		for k, f := range frames {
+			if f.Cursor >= from {
+				for _, f := range frames[k:] {
+					size -= len(f.Data) // in the excerpt, not omitted
+				}
+				return frames[:k]
+			}
+		}
+		return frames
+	}
+	e.Head, e.Tail = kept(e.Head), kept(e.Tail)
+	if e.Omitted > 0 {
+		e.Omitted -= size
+	}
+	e.Next = from - 1
+	return e
+}
+
+// frameIn returns l's frame under a cursor, when l still has it.
+func frameIn(l *logstore.Log) func(logstore.Cursor) (logstore.Frame, bool) {
+	return func(c logstore.Cursor) (logstore.Frame, bool) {
+		pg := l.Page(c-1, 1)
+		if len(pg.Frames) != 1 || pg.Frames[0].Cursor != c {
+			return logstore.Frame{}, false
+		}
+		return pg.Frames[0], true
 	}
 }
 

@@ -93,30 +93,37 @@ func TestCutAnswerHoldsAnUnfinishedCharacter(t *testing.T) {
 	p, err := d.c.Start(c, client.StartOptions{Cmd: "seq 1 100; " + halfEuro, Stdin: api.StdinOpen})
 	require.NoError(t, err)
 	half := waitForFrame(t, d, p.ID, []byte("\xe2\x82"))
-	r, running, err := d.c.Interact(c, p.ID, client.InteractOptions{Cursor: "0", OutputLimit: 10, Timeout: client.Millis(time.Millisecond)})
-	require.NoError(t, err)
-	require.NotNil(t, running, "it waits for a line: %+v", r)
-	require.NotContains(t, r.Output, "\ufffd")
-	require.NotEqual(t, half, r.Next, "next is before the held bytes")
-	require.Positive(t, r.OmittedBytes)
-	// What the answer holds and what it left out make the whole output
-	// up to next: "1\n" to "100\n", and "a".
 	var seq strings.Builder
 	for i := 1; i <= 100; i++ {
 		fmt.Fprintf(&seq, "%d\n", i)
 	}
-	held := 0
-	for _, f := range r.Logs {
-		b, err := f.Bytes()
+	var r *client.RunResult
+	// Tails too small for the held bytes, which cost 3 bytes each as
+	// U+FFFDs, cut them: counted in omittedBytes, they are held all the
+	// same.
+	for _, limit := range []int64{1, 2, 3, 5, 10, 16, 40} {
+		var running *client.Process
+		r, running, err = d.c.Interact(c, p.ID, client.InteractOptions{Cursor: "0", OutputLimit: limit, Timeout: client.Millis(time.Millisecond)})
 		require.NoError(t, err)
-		held += len(b)
+		require.NotNil(t, running, "it waits for a line: %+v", r)
+		require.NotContains(t, r.Output, "\ufffd", "outputLimit %d", limit)
+		require.NotEqual(t, half, r.Next, "outputLimit %d: next is before the held bytes: %q %+v %d", limit, r.Output, r.Logs, r.OmittedBytes)
+		require.Positive(t, r.OmittedBytes)
+		// What the answer holds and what it left out make the whole
+		// output up to next: "1\n" to "100\n", and "a".
+		held := 0
+		for _, f := range r.Logs {
+			b, err := f.Bytes()
+			require.NoError(t, err)
+			held += len(b)
+		}
+		require.Equal(t, seq.Len()+len("a"), held+int(r.OmittedBytes), "outputLimit %d: bytes in the answer and omitted", limit)
+		page, err := d.c.Logs(c, p.ID, client.LogsOptions{Cursor: r.Next})
+		require.NoError(t, err)
+		require.NotEmpty(t, page.Items)
+		require.Equal(t, half, page.Items[0].Cursor, "outputLimit %d: the frame after next is the held one", limit)
 	}
-	require.Equal(t, seq.Len()+len("a"), held+int(r.OmittedBytes), "bytes in the answer and omitted")
-	page, err := d.c.Logs(c, p.ID, client.LogsOptions{Cursor: r.Next})
-	require.NoError(t, err)
-	require.NotEmpty(t, page.Items)
-	require.Equal(t, half, page.Items[0].Cursor, "the frame after next is the held one")
-	r, running, err = d.c.Interact(c, p.ID, client.InteractOptions{Cursor: r.Next, Input: "\n"})
+	r, running, err := d.c.Interact(c, p.ID, client.InteractOptions{Cursor: r.Next, Input: "\n"})
 	require.NoError(t, err)
 	require.Nil(t, running, "it ended: %+v", r)
 	require.Equal(t, "€\n", r.Output)
