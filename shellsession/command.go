@@ -84,6 +84,9 @@ type Command struct {
 	timerBuf      [2]*time.Timer // timers' first room: most commands have one or two
 
 	sent []syscall.Signal // signals other than INT that kill sent to its processes
+	// waiting are signals other than INT that wait for its first program,
+	// in the order sent (see sendOnceProgram).
+	waiting []syscall.Signal
 
 	meter    resident.Meter // what it costs, from begin on; guarded by mu
 	usage    process.Usage  // the room for its result's usage (see Meter.Account)

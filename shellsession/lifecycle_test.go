@@ -1238,6 +1238,10 @@ func TestSignalAsTakenUp(t *testing.T) {
 				if strings.HasPrefix(c.text, "env sleep 100") || strings.HasPrefix(c.text, "i=0") || strings.HasPrefix(c.text, "j=0") {
 					require.NoError(t, c.Kill(sig, 0, 0))
 				}
+				if strings.HasPrefix(c.text, "env sleep 99") { // two, which go in their order
+					require.NoError(t, c.Kill(syscall.SIGHUP, 0, 0))
+					require.NoError(t, c.Kill(syscall.SIGTERM, 0, 0))
+				}
 			}
 			defer func() { takenUp = nil }()
 			for _, sig = range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
@@ -1249,14 +1253,20 @@ func TestSignalAsTakenUp(t *testing.T) {
 				require.Equal(t, process.SignalName(sig), r.Signal, "%+v", r)
 				expectRun(t, s, "echo alive", 0, "alive\n")
 			}
+			c, err := s.Submit(CommandOptions{Cmd: "env sleep 99"})
+			require.NoError(t, err)
+			r := processtest.Wait(t, c, 10*time.Second)
+			require.Equal(t, process.Signaled, r.Reason, "%+v", r)
+			require.Equal(t, "HUP", r.Signal, "the first of two signals sent: %+v", r)
+			expectRun(t, s, "echo alive", 0, "alive\n")
 			sig = syscall.SIGTERM
 			expectRun(t, s, "i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done; echo $i", 0, "2000\n")
 			expectRun(t, s, "echo alive", 0, "alive\n")
 			// Builtins first, for more of the shell's CPU than a fork
 			// takes: the program after them gets it.
-			c, err := s.Submit(CommandOptions{Cmd: "j=0; while [ $j -lt 200000 ]; do j=$((j+1)); done; env sleep 100"})
+			c, err = s.Submit(CommandOptions{Cmd: "j=0; while [ $j -lt 200000 ]; do j=$((j+1)); done; env sleep 100"})
 			require.NoError(t, err)
-			r := processtest.Wait(t, c, 20*time.Second)
+			r = processtest.Wait(t, c, 20*time.Second)
 			require.Equal(t, process.Signaled, r.Reason, "%+v", r)
 			require.Equal(t, "TERM", r.Signal, "%+v", r)
 			expectRun(t, s, "echo alive", 0, "alive\n")

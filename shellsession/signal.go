@@ -95,15 +95,26 @@ func (c *Command) shellExecd() bool {
 // becomes never sees it. So it waits, and sends it once, to the processes
 // the command has then, when a program of it is seen; or when a copy of
 // the shell has stayed one for execWithin (a subshell may stay a copy for
-// as long as it runs). A command that runs builtins before its first
-// program (a loop, a read) has it sent then; one that runs only builtins
-// never gets it, the signal never reaching the shell. It ends when the
-// command does.
+// as long as it runs). It looks every few milliseconds at first, every
+// programLookEvery at most once the command has run builtins for
+// lookFastFor: a program it runs that ends between two looks (a loop of
+// /bin/echo) is not seen, and a later one gets the signal. One that runs
+// only builtins never gets it, the signal never reaching the shell. It
+// ends when the command does. Signals sent while one waits wait with it,
+// and go after it in their order.
 func (c *Command) sendOnceProgram(sig syscall.Signal) {
+	c.mu.Lock()
+	c.waiting = append(c.waiting, sig)
+	waits := len(c.waiting) > 1
+	c.mu.Unlock()
+	if waits {
+		return
+	}
 	c.s.wg.Add(1)
 	go func() {
 		defer c.s.wg.Done()
 		var copyAt time.Time // when a copy was first seen
+		start := time.Now()
 		every := time.Millisecond
 		for {
 			select {
@@ -127,21 +138,34 @@ func (c *Command) sendOnceProgram(sig syscall.Signal) {
 			}
 			copyAt = time.Time{}
 			// Each look lists /proc: a shell slow to fork, or one in
-			// builtins, is looked at less and less often.
-			every = min(2*every, programLookEvery)
+			// builtins, is looked at less often once it has been long.
+			if time.Since(start) < lookFastFor {
+				every = min(2*every, 10*time.Millisecond)
+			} else {
+				every = min(2*every, programLookEvery)
+			}
 		}
+		c.mu.Lock()
+		sigs := c.waiting
+		c.waiting = nil
+		c.mu.Unlock()
 		select {
 		case <-c.done:
 			return
 		default:
 		}
-		c.send(sig)
+		for _, sig := range sigs {
+			c.send(sig)
+		}
 	}()
 }
 
-// programLookEvery bounds how often a signal waiting for the command's
-// first program (see sendOnceProgram) looks for it: a command in builtins
-// for long has it sent that late at most after its program starts.
+// lookFastFor is how long a signal waiting for the command's first
+// program (see sendOnceProgram) looks for it every 10 ms at most.
+const lookFastFor = 2 * time.Second
+
+// programLookEvery bounds how often such a signal looks for the program
+// after lookFastFor.
 const programLookEvery = 250 * time.Millisecond
 
 // timeout interrupts the command at its execution timeout and ends the
