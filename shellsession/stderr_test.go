@@ -106,6 +106,26 @@ func TestLateMarkerAfterImitation(t *testing.T) {
 	})
 }
 
+// cdPastMaxCwd makes directories called name, each in the last, until
+// their path passes sentinel.MaxCwd, and takes s's shell into the last.
+func cdPastMaxCwd(t *testing.T, s *Session, name string) {
+	t.Helper()
+	r, _, errOut := run(t, s, CommandOptions{Cmd: "for i in $(seq " + strconv.Itoa(sentinel.MaxCwd/251+20) + "); do mkdir " + name + " && cd " + name + " || exit 1; done"})
+	require.Equal(t, 0, code(r), "%s %q, stderr %q", r.Reason, r.Error, errOut)
+}
+
+// expectOutAndErr runs four commands that write a line to each stream in
+// s, and requires each to come back whole.
+func expectOutAndErr(t *testing.T, s *Session) {
+	t.Helper()
+	for range 4 {
+		r, out, errs := run(t, s, CommandOptions{Cmd: "echo out; echo err >&2"})
+		require.Equal(t, 0, code(r), "%s %q", r.Reason, r.Error)
+		require.Equal(t, "out\n", out)
+		require.Equal(t, "err\n", errs)
+	}
+}
+
 // TestLateMarkerPastBound: the late end line of a command in a directory
 // whose path passes sentinel.MaxCwd, its marker imitated and its stdout
 // closed early as in TestLateMarkerAfterImitation, is dropped whole: its
@@ -118,18 +138,12 @@ func TestLateMarkerPastBound(t *testing.T) {
 	name := strings.Repeat("d", 250)
 	s := newSession(t, Options{Cwd: base})
 	defer run(t, s, CommandOptions{Cmd: "cd " + shQuote(base) + " && rm -rf " + name})
-	r, _, errOut := run(t, s, CommandOptions{Cmd: "for i in $(seq " + strconv.Itoa(sentinel.MaxCwd/251+20) + "); do mkdir " + name + " && cd " + name + " || exit 1; done"})
-	require.Equal(t, 0, code(r), "%s %q, stderr %q", r.Reason, r.Error, errOut)
+	cdPastMaxCwd(t, s, name)
 	ctx := t.Context()
-	_, r, err = s.Run(ctx, CommandOptions{Cmd: `printf '\036CONCH%s_7_ hB /tmp\000' "$__conch"; exec >&-; sleep 0.5; (exit 3)`})
+	_, r, err := s.Run(ctx, CommandOptions{Cmd: `printf '\036CONCH%s_7_ hB /tmp\000' "$__conch"; exec >&-; sleep 0.5; (exit 3)`})
 	require.NoError(t, err)
 	require.Equal(t, 7, code(r))
-	for range 4 {
-		r, out, errs := run(t, s, CommandOptions{Cmd: "echo out; echo err >&2"})
-		require.Equal(t, 0, code(r), "%s %q", r.Reason, r.Error)
-		require.Equal(t, "out\n", out)
-		require.Equal(t, "err\n", errs)
-	}
+	expectOutAndErr(t, s)
 }
 
 // TestLateMarkerPastBoundUnread: as in TestLateMarkerPastBound, with the
@@ -157,20 +171,15 @@ func lateMarkerPastBoundUnread(t *testing.T, sh string) {
 	base, err := filepath.EvalSymlinks(t.TempDir())
 	require.NoError(t, err)
 	name := strings.Repeat("d", 250)
-	r, _, errOut := run(t, s, CommandOptions{Cmd: "cd " + shQuote(base) + " && for i in $(seq " + strconv.Itoa(sentinel.MaxCwd/251+20) + "); do mkdir " + name + " && cd " + name + " || exit 1; done"})
-	require.Equal(t, 0, code(r), "%s %q, stderr %q", r.Reason, r.Error, errOut)
+	run(t, s, CommandOptions{Cmd: "cd " + shQuote(base)})
+	cdPastMaxCwd(t, s, name)
 	defer run(t, s, CommandOptions{Cmd: "cd " + shQuote(base) + " && rm -rf " + name})
 	// The first sleep keeps the stdout open past the next command's start,
 	// the second lets the engine see it closed before the end line runs.
-	_, r, err = s.Run(ctx, CommandOptions{Cmd: `printf '\036CONCH%s_7_ hB /tmp\000' "$__conch"; sleep 1; exec >&-; sleep 0.5; (exit 3)`})
+	_, r, err := s.Run(ctx, CommandOptions{Cmd: `printf '\036CONCH%s_7_ hB /tmp\000' "$__conch"; sleep 1; exec >&-; sleep 0.5; (exit 3)`})
 	require.NoError(t, err)
 	require.Equal(t, 7, code(r))
-	for range 4 {
-		r, out, errs := run(t, s, CommandOptions{Cmd: "echo out; echo err >&2"})
-		require.Equal(t, 0, code(r), "%s %q", r.Reason, r.Error)
-		require.Equal(t, "out\n", out)
-		require.Equal(t, "err\n", errs)
-	}
+	expectOutAndErr(t, s)
 }
 
 // TestLateMarkerPastBoundBelow: as in TestLateMarkerPastBoundUnread, with
@@ -188,8 +197,7 @@ func TestLateMarkerPastBoundBelow(t *testing.T) {
 	closed := filepath.Join(base, "closed")
 	s := newSession(t, Options{Cwd: base})
 	defer run(t, s, CommandOptions{Cmd: "cd " + shQuote(base) + " && rm -rf " + name})
-	r, _, errOut := run(t, s, CommandOptions{Cmd: "for i in $(seq " + strconv.Itoa(sentinel.MaxCwd/251+20) + "); do mkdir " + name + " && cd " + name + " || exit 1; done"})
-	require.Equal(t, 0, code(r), "%s %q, stderr %q", r.Reason, r.Error, errOut)
+	cdPastMaxCwd(t, s, name)
 	c, r, err := s.Run(ctx, CommandOptions{Cmd: `printf '\036CONCH%s_7_ hB /tmp\000' "$__conch"; exec >&-; : >` + shQuote(closed) + `; sleep 1; (exit 3)`})
 	require.NoError(t, err)
 	require.Equal(t, 7, code(r))
@@ -219,12 +227,7 @@ func TestLateMarkerPastBoundBelow(t *testing.T) {
 	s.mu.Unlock()
 	require.Equal(t, []*stream{out}, pool[:1])
 	require.Len(t, pool, 3)
-	for range 4 {
-		r, out, errs := run(t, s, CommandOptions{Cmd: "echo out; echo err >&2"})
-		require.Equal(t, 0, code(r), "%s %q", r.Reason, r.Error)
-		require.Equal(t, "out\n", out)
-		require.Equal(t, "err\n", errs)
-	}
+	expectOutAndErr(t, s)
 }
 
 // TestStderrEndsWithMarkersStart: a stream from the pool that served a
