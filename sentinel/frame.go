@@ -82,17 +82,6 @@ type Paths struct {
 	// with the command's redirections, into its output, where one run
 	// from the frame's line writes to the shell's own.
 	StatusFile string
-	// KeepStatus says that the command's text (Script's or Text) ends with
-	// a line of StatusTail, after a newline of its own, which keeps the
-	// status the text left in a variable that the end line reports, the
-	// frame having emptied it; the "." (or eval) then returns 0. For a
-	// shell under set -e: an AND-OR list's left side, or a "!" pipeline,
-	// that fails as the text's last command is exempt from errexit, but
-	// the "." or eval, the frame's own line, would return that status,
-	// and errexit would end the shell on it, as no terminal does. When
-	// the text does not run to its end (an error aborted it, a return),
-	// the end line reports $? as it does without.
-	KeepStatus bool
 	// FrameFile and EndFile, when set, make the lines the shell is sent
 	// short: they source the frame's text and the end line's from these
 	// files, which the caller writes (Frame.FrameText, Frame.EndText)
@@ -321,13 +310,7 @@ const (
 	guardVar  = "__conch"
 	statusVar = "__conch_s"
 	sinkVar   = "__conch_m"
-	tailVar   = "__conch_t"
 )
-
-// StatusTail is the line a text framed with Paths.KeepStatus ends with: it
-// keeps the text's status in the frame's variable, with no command a user
-// could redefine, and returns 0.
-const StatusTail = tailVar + "=$?\n"
 
 // New frames the command whose text the caller has written to p.Script — a
 // complete program the shell can parse (see the shellsession package's
@@ -347,9 +330,6 @@ func build(n Nonce, prevStatus int, p Paths) Frame {
 	inScript := p.GuardInScript && p.Run != RunText
 	if !inScript {
 		b.WriteString(guardVar + "=" + string(n) + "; ")
-	}
-	if p.KeepStatus {
-		b.WriteString(tailVar + "=; ")
 	}
 	if p.Before != "" {
 		b.WriteString(p.Before + "; ")
@@ -406,9 +386,8 @@ func build(n Nonce, prevStatus int, p Paths) Frame {
 		f.FrameText, f.Text = f.Text, source+" "+quote(p.FrameFile)+"\n"
 	}
 	if p.EndFile != "" {
-		lead := statusLead(p)
-		f.EndText = strings.TrimPrefix(f.End, lead)
-		f.End = lead + source + " " + quote(p.EndFile)
+		f.EndText = strings.TrimPrefix(f.End, statusLead)
+		f.End = statusLead + source + " " + quote(p.EndFile)
 		if p.Calls.SourceElse != "" {
 			f.End += " || " + p.Calls.SourceElse + " " + quote(p.EndFile)
 		}
@@ -455,20 +434,7 @@ func restoreStatus(status int, c Calls) string {
 // makes the value something else (an integer evaluates "_127_" as a
 // variable's name). The underscores have no case to change, and are no
 // glob or expansion.
-//
-// With Paths.KeepStatus, the status is the one the text's last line kept,
-// when it ran, rather than the 0 of that line.
-func statusLead(p Paths) string {
-	if p.KeepStatus {
-		return keptStatusLead
-	}
-	return plainStatusLead
-}
-
-const (
-	plainStatusLead = statusVar + "=_$?_; "
-	keptStatusLead  = statusVar + "=_${" + tailVar + ":-$?}_; "
-)
+const statusLead = statusVar + "=_$?_; "
 
 // EndLine returns the line that writes the end marker of the command with
 // nonce n on its stdout, with the exit status, the shell's option letters
@@ -506,7 +472,7 @@ func endLine(n Nonce, p Paths, guarded bool) string {
 		target = "${" + sinkVar + ":-" + quote(p.Stdout) + "}"
 		reset = guardVar + "=${" + sinkVar + ":+$" + guardVar + "}; " + guardVar + "=${" + guardVar + ":--}"
 	}
-	return statusLead(p) + look +
+	return statusLead + look +
 		p.Calls.write(`\036CONCH`+string(n), []string{"$" + statusVar, "$-", pwd}, true, " >"+target) + " || " +
 		p.writeOwn(`\036F`+string(n), []string{"$" + statusVar}, true) +
 		"; " + reset + "\n"

@@ -261,16 +261,11 @@ func (c *Command) start() (*readLoop, *streams) {
 		return nil, nil
 	}
 	text := scriptText(cmd, traced, prev)
-	keep := keepsStatus(flags, cmd)
-	if keep {
-		text += scriptEnd(text) + sentinel.StatusTail
-	}
 	run := runner(s.sh, flags, chk.parsedLater)
 	paths := sentinel.Paths{
 		Stdin: st.stdin, Stdout: st.out.Path, Stderr: st.err.Path, Script: s.scriptName,
 		Announce: announces(s.sh), Calls: frameCalls(s.sh), Run: run,
 		EndInText: keepsReadAhead(s.sh), GuardInScript: guardsInScript(s.sh, flags, run),
-		KeepStatus: keep,
 	}
 	if run == sentinel.RunText {
 		paths.Text = text

@@ -438,21 +438,6 @@ func scriptEnd(text string) string {
 	return "\n"
 }
 
-// keepsStatus reports whether the text of a command after one that left
-// the shell with option letters flags ends with sentinel.StatusTail (see
-// sentinel.Paths.KeepStatus): under set -e, so that a text whose last
-// command failed where errexit is ignored (false && x, ! true) does not
-// end the shell by the status of the frame's "." or eval. Not under set -v
-// or set -x, which would echo or trace the line into the command's
-// stderr; not for a text ending in a backslash, which would join the line
-// to its last; not for a text with a here-document, which, left open,
-// would take the line as one of its own (bash runs a text whose last
-// here-document has no end line).
-func keepsStatus(flags, text string) bool {
-	return strings.Contains(flags, "e") && !strings.ContainsAny(flags, "vx") &&
-		!strings.HasSuffix(text, `\`) && !strings.Contains(text, "<<")
-}
-
 // zsh traces the commands of a sourced file to a copy of the stderr it had
 // before the "."'s redirections, the shell's own, unless tracing is off when
 // the "." runs. So when the last command left xtrace on, the frame turns it

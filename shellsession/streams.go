@@ -386,8 +386,7 @@ func (s *Session) frameFor(prev int, p sentinel.Paths) (sentinel.Frame, error) {
 		// The same few streams serve command after command: their frame's
 		// text is built once.
 		k := frameKey{prev: prev, stdin: p.Stdin, stdout: p.Stdout, stderr: p.Stderr, script: p.Script,
-			before: p.Before, run: p.Run, announce: p.Announce, ownStderr: p.OwnStderr, ownPath: p.OwnPath, guardInScript: p.GuardInScript,
-			keepStatus: p.KeepStatus}
+			before: p.Before, run: p.Run, announce: p.Announce, ownStderr: p.OwnStderr, ownPath: p.OwnPath, guardInScript: p.GuardInScript}
 		t, ok := s.templates[k]
 		if !ok {
 			if len(s.templates) >= maxTemplates || s.templates == nil {
@@ -436,7 +435,6 @@ type frameKey struct {
 	announce, ownStderr           bool
 	ownPath                       string // OwnElse follows from it (see newFrame)
 	guardInScript                 bool
-	keepStatus                    bool
 }
 
 // maxTemplates bounds a session's frame templates: its pool's streams
