@@ -34,25 +34,27 @@ func TestErrexitAfterRefused(t *testing.T) {
 
 // TestErrexitExemptLastEnds pins what conch cannot keep: under set -e, a
 // command whose last status is a failure errexit ignores (the left side of
-// an AND-OR list) reports it, and the session ends, where a terminal's
+// an AND-OR list), or that returns one, reports it, and the session ends, where a terminal's
 // shell goes on: the frame's "." (or eval) that runs the command's text
 // returns that status, and errexit ends the shell on it (the README says
 // so).
 func TestErrexitExemptLastEnds(t *testing.T) {
 	t.Parallel()
 	for _, shell := range testShells {
-		t.Run(shell, func(t *testing.T) {
-			t.Parallel()
-			s := newSession(t, Options{Shell: shell})
-			expectRun(t, s, "set -e", 0, "")
-			c, err := s.Submit(CommandOptions{Cmd: "echo a; false && true"})
-			require.NoError(t, err)
-			r := wait(t, c)
-			require.Equal(t, 1, *r.ExitCode, "%+v", r)
-			o, _ := output(c)
-			require.Equal(t, "a\n", o)
-			requireEnds(t, s, "an exempt failure last under set -e")
-		})
+		for cmd, status := range map[string]int{"echo a; false && true": 1, "echo a; return 4": 4} {
+			t.Run(shell+"/"+cmd, func(t *testing.T) {
+				t.Parallel()
+				s := newSession(t, Options{Shell: shell})
+				expectRun(t, s, "set -e", 0, "")
+				c, err := s.Submit(CommandOptions{Cmd: cmd})
+				require.NoError(t, err)
+				r := wait(t, c)
+				require.Equal(t, status, *r.ExitCode, "%+v", r)
+				o, _ := output(c)
+				require.Equal(t, "a\n", o)
+				requireEnds(t, s, cmd+" under set -e")
+			})
+		}
 	}
 }
 
