@@ -227,6 +227,12 @@ func (v frameView) tailStart(from pos, budget int) pos {
 // but while the log is held (Options.Held, Hold): it is what the holder
 // reads.
 func (l *Log) Excerpt(after Cursor, limit int) Excerpt {
+	return l.ExcerptTo(after, 0, limit)
+}
+
+// ExcerptTo is Excerpt of the frames after cursor after up to cursor to
+// and no further (to 0: to the end), as if the log ended there.
+func (l *Log) ExcerptTo(after, to Cursor, limit int) Excerpt {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.keep == KeepNone && !l.held && l.holds == 0 {
@@ -236,6 +242,9 @@ func (l *Log) Excerpt(after Cursor, limit int) Excerpt {
 	}
 	e := Excerpt{Next: max(after, l.dropped), TruncatedHead: after < l.dropped}
 	i, n := l.afterLocked(after)
+	if to > 0 && to < l.last {
+		n = max(0, n-int(l.last-to))
+	}
 	if n == 0 {
 		l.handLocked(e.Next)
 		return e

@@ -15,8 +15,8 @@ func TestExcerpt(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name          string
-		frames, size  int // frames of size bytes each, 'a', 'b', ...
-		after         Cursor
+		frames, size  int    // frames of size bytes each, 'a', 'b', ...
+		after, to     Cursor // to: ExcerptTo's
 		limit         int
 		head, tail    string
 		omittedAfter  Cursor
@@ -29,6 +29,10 @@ func TestExcerpt(t *testing.T) {
 		{name: "one frame over the limit", frames: 1, size: 1000, limit: 100, head: "a50", tail: "a50", omittedAfter: 0, omitted: 900, next: 1},
 		{name: "after a cursor, in one frame", frames: 3, size: 1000, after: 1, limit: 100, head: "b50", tail: "c50", omittedAfter: 1, omitted: 1900, next: 3},
 		{name: "nothing after the cursor", frames: 3, size: 10, after: 3, limit: 100, next: 3},
+		{name: "up to a cursor", frames: 10, size: 100, to: 5, head: "a100 b100 c100 d100 e100", next: 5},
+		{name: "up to a cursor, within the limit", frames: 10, size: 100, to: 5, limit: 500, head: "a100 b100 c100 d100 e100", next: 5},
+		{name: "up to a cursor, head and tail", frames: 10, size: 100, to: 5, limit: 300, head: "a100 b50", tail: "d50 e100", omittedAfter: 1, omitted: 200, next: 5},
+		{name: "up to the cursor asked after", frames: 3, size: 10, after: 2, to: 2, limit: 100, next: 2},
 	}
 	// text is frames' bytes as "a100 b50": a letter and how many times.
 	text := func(fs []Frame) string {
@@ -47,13 +51,20 @@ func TestExcerpt(t *testing.T) {
 			}
 			l.Close()
 			e := l.Excerpt(tt.after, tt.limit)
+			if tt.to > 0 {
+				e = l.ExcerptTo(tt.after, tt.to, tt.limit)
+			}
 			assert.False(t, text(e.Head) != tt.head || text(e.Tail) != tt.tail || e.Omitted != tt.omitted ||
 				e.OmittedAfter != tt.omittedAfter || e.Next != Cursor(tt.next) || e.TruncatedHead,
 				"head %q tail %q omitted %d after %d next %d truncated %v; want %q %q %d %d %d",
 				text(e.Head), text(e.Tail), e.Omitted, e.OmittedAfter, e.Next, e.TruncatedHead,
 				tt.head, tt.tail, tt.omitted, tt.omittedAfter, tt.next)
 			if e.Omitted > 0 {
-				assert.Equal(t, string(joinExcerpt(l, e)), string(bytes.Join(pageData(l, tt.after), nil)))
+				want := pageData(l, tt.after)
+				if tt.to > 0 {
+					want = want[:tt.to-tt.after]
+				}
+				assert.Equal(t, string(joinExcerpt(l, e)), string(bytes.Join(want, nil)))
 			}
 		})
 	}

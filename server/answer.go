@@ -87,7 +87,9 @@ func (s *Server) writeRunAnswer(w http.ResponseWriter, p process.Process, a runA
 	excerpt := func(limit int) logstore.Excerpt {
 		e := p.Log().Excerpt(a.after, limit)
 		if !done {
-			e = holdIncomplete(e, a.after, frameIn(p.Log()))
+			if from := heldFrom(e.Next, a.after, frameIn(p.Log())); from > 0 {
+				e = p.Log().ExcerptTo(a.after, from-1, limit)
+			}
 		}
 		return e
 	}
@@ -397,59 +399,33 @@ func fitPlain(l *logstore.Log, after logstore.Cursor, limit int, e logstore.Exce
 	return e, nil
 }
 
-// holdIncomplete returns e, an excerpt after after, without the frames at
-// the log's end that hold the first bytes of a character and nothing else,
-// the bytes of one channel that begin a character valid so far but not
-// whole (the log puts them out as frames of their own when the rest does
-// not come within 50 ms), with Next the cursor just before them: an answer
-// for a process that still runs leaves them to the answer read on from its
-// next, which has the rest when it came, rather than showing a U+FFFD for
-// them now and another for the rest then. Bytes that can no longer become
-// a character are not held. The frames are looked up in the log (frame):
-// the excerpt may hold them cut, or not at all, their bytes counted in
-// Omitted then, which they leave, as they would be counted again when read
-// on from Next.
-func holdIncomplete(e logstore.Excerpt, after logstore.Cursor, frame func(logstore.Cursor) (logstore.Frame, bool)) logstore.Excerpt {
+// heldFrom returns the cursor of the first of the frames at the log's end,
+// up to next and after after, that hold the first bytes of a character
+// and nothing else, the bytes of one channel that begin a character valid
+// so far but not whole (the log puts them out as frames of their own when
+// the rest does not come within 50 ms); 0 when there are none. An answer
+// for a process that still runs is the excerpt before them, its next the
+// cursor before them: the answer read on from it has the rest when it came,
+// rather than a U+FFFD for them now and another for the rest then. Bytes
+// that can no longer become a character are not held.
+func heldFrom(next, after logstore.Cursor, frame func(logstore.Cursor) (logstore.Frame, bool)) logstore.Cursor {
 	var b [utf8.UTFMax - 1]byte
 	n := 0
 	var ch logstore.Channel
-	for c := e.Next; c > after; c-- {
+	for c := next; c > after; c-- {
 		f, ok := frame(c)
-		if !ok || c != e.Next && f.Channel != ch || n+len(f.Data) > len(b) {
-			return e
+		if !ok || c != next && f.Channel != ch || n+len(f.Data) > len(b) {
+			return 0
 		}
 		ch = f.Channel
 		copy(b[len(f.Data):n+len(f.Data)], b[:n])
 		copy(b[:], f.Data)
 		n += len(f.Data)
 		if plaintext.IncompleteTail(b[:n]) == n {
-			return without(e, c, n)
+			return c
 		}
 	}
-	return e
-}
-
-// without returns e without its frames from cursor from on, the log's
-// last, of size bytes in all, with Next before them and Omitted without
-// those of their bytes it counted.
-func without(e logstore.Excerpt, from logstore.Cursor, size int) logstore.Excerpt {
-	kept := func(frames []logstore.Frame) []logstore.Frame {
-		for k, f := range frames {
-			if f.Cursor >= from {
-				for _, f := range frames[k:] {
-					size -= len(f.Data) // in the excerpt, not omitted
-				}
-				return frames[:k]
-			}
-		}
-		return frames
-	}
-	e.Head, e.Tail = kept(e.Head), kept(e.Tail)
-	if e.Omitted > 0 {
-		e.Omitted -= size
-	}
-	e.Next = from - 1
-	return e
+	return 0
 }
 
 // frameIn returns l's frame under a cursor, when l still has it.

@@ -129,6 +129,29 @@ func TestCutAnswerHoldsAnUnfinishedCharacter(t *testing.T) {
 	require.Equal(t, "€\n", r.Output)
 }
 
+// TestHeldBytesCostNothing: the bytes an early answer holds back do not
+// count against its outputLimit: output before them that fits comes whole.
+// They were counted first, 3 bytes each as U+FFFDs, and then taken out, so
+// that "a" under an outputLimit of 1 came back cut, one byte omitted.
+func TestHeldBytesCostNothing(t *testing.T) {
+	t.Parallel()
+	d := start(t, server.Options{})
+	c := ctx(t)
+	p, err := d.c.Start(c, client.StartOptions{Cmd: halfEuro, Stdin: api.StdinOpen})
+	require.NoError(t, err)
+	waitForFrame(t, d, p.ID, []byte("\xe2\x82"))
+	for _, plain := range []bool{false, true} {
+		r, running, err := d.c.Interact(c, p.ID, client.InteractOptions{Cursor: "0", OutputLimit: 1, Plain: plain, Timeout: client.Millis(time.Millisecond)})
+		require.NoError(t, err)
+		require.NotNil(t, running, "it waits for a line: %+v", r)
+		require.Equal(t, "a", r.Output, "plain %v", plain)
+		require.Zero(t, r.OmittedBytes, "plain %v", plain)
+	}
+	_, running, err := d.c.Interact(c, p.ID, client.InteractOptions{Input: "\n"})
+	require.NoError(t, err)
+	require.Nil(t, running)
+}
+
 // TestAnswerHoldsOnlyUnfinishedCharacters: nothing is held back once the
 // command has ended (its first bytes of a character, whose rest never
 // came, are a U+FFFD), nor bytes that can no longer become a character.
