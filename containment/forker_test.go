@@ -1,6 +1,7 @@
 package containment_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -35,6 +36,34 @@ func hybridRoot(t *testing.T) *containment.Root {
 	}
 	waitFor(t, "the forker's spare", func() bool { return containment.SpareReady(r) })
 	return r
+}
+
+// v1CgroupOfThread returns the directory of the calling thread's v1 cgroup
+// of controller, in the hierarchy that holds dir, a cgroup under it.
+func v1CgroupOfThread(controller, dir string) (string, error) {
+	b, err := os.ReadFile("/proc/thread-self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 || !slices.Contains(strings.Split(f[1], ","), controller) {
+			continue
+		}
+		rel := strings.TrimSuffix(f[2], "/")
+		if rel == "" { // the hierarchy's root: the last directory up with a tasks file
+			d := dir
+			for _, err := os.Stat(filepath.Join(filepath.Dir(d), "tasks")); err == nil; _, err = os.Stat(filepath.Join(filepath.Dir(d), "tasks")) {
+				d = filepath.Dir(d)
+			}
+			return d, nil
+		}
+		if i := strings.LastIndex(dir, rel+"/"); i >= 0 {
+			return dir[:i+len(rel)], nil
+		}
+		return "", fmt.Errorf("%s is not under this thread's %s cgroup %s", dir, controller, f[2])
+	}
+	return "", fmt.Errorf("no v1 %s cgroup in /proc/thread-self/cgroup", controller)
 }
 
 // threadsIn returns the threads of this process in the v1 cgroup dir.
@@ -168,11 +197,18 @@ func TestDestroyNeverKillsItsOwnProcess(t *testing.T) {
 	mem := containment.V1Dir(r, m, "memory")
 	in, leave := make(chan error), make(chan struct{})
 	go func() {
-		// Locked and never unlocked: the thread ends with the goroutine,
-		// and leaves the cgroup with it.
+		// Locked and never unlocked: the thread ends with the goroutine.
+		// But it leaves the cgroup first, back to the one it came from:
+		// the main thread, wedged rather than ended when its goroutine
+		// exits locked, stayed in it.
 		runtime.LockOSThread()
-		in <- os.WriteFile(filepath.Join(mem, "tasks"), []byte(strconv.Itoa(unix.Gettid())), 0)
+		back, err := v1CgroupOfThread("memory", mem)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(mem, "tasks"), []byte(strconv.Itoa(unix.Gettid())), 0)
+		}
+		in <- err
 		<-leave
+		_ = os.WriteFile(filepath.Join(back, "tasks"), []byte(strconv.Itoa(unix.Gettid())), 0)
 	}()
 	if err := <-in; err != nil {
 		t.Fatalf("move a thread into %s: %v", mem, err)
