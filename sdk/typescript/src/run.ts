@@ -531,40 +531,40 @@ const encoder = new TextEncoder()
  * bytes: each run of one channel's frames is decoded on its own.
  */
 export function assemble(frames: LogFrame[]): { output: string; stdout: string; stderr: string } {
-  let output = ''
-  let run: Uint8Array[] = []
-  let runChannel = ''
-  const out: Uint8Array[] = []
-  const err: Uint8Array[] = []
-  for (const f of frames) {
-    const b = f.encoding === 'base64' ? Buffer.from(f.data, 'base64') : encoder.encode(f.data)
-    if (f.channel !== runChannel) {
-      output += text(run)
-      run = []
-      runChannel = f.channel
-    }
-    run.push(b)
-    if (f.channel === 'stdout' || f.channel === 'pty') out.push(b)
-    else if (f.channel === 'stderr') err.push(b)
+  const steps = assembling(frames)
+  for (;;) {
+    const step = steps.next()
+    if (step.done === true) return step.value
   }
-  output += text(run)
-  return { output, stdout: text(out), stderr: text(err) }
 }
 
 /** The output bytes assembleInTurns decodes between two turns of the event loop. */
 const turnBytes = 1 << 20
 
 /**
- * assemble's text fields of frames, decoded frame by frame (a character
- * whose bytes two frames split is decoded whole, with the later), the
- * event loop turning after each MiB or so: assembled in one go, the frames
- * of a run's tens of MB of output held it for a second or more.
+ * assemble's text fields of frames, the event loop turning after each MiB
+ * or so: assembled in one go, the frames of a run's tens of MB of output
+ * held it for a second or more.
  */
 export async function assembleInTurns(frames: LogFrame[]): Promise<{ output: string; stdout: string; stderr: string }> {
+  const steps = assembling(frames)
+  for (;;) {
+    const step = steps.next()
+    if (step.done === true) return step.value
+    await new Promise((resolve) => setImmediate(resolve))
+  }
+}
+
+/**
+ * Decodes frames frame by frame (a character whose bytes two frames split
+ * is decoded whole, with the later), each run of one channel's frames on
+ * its own for all of the output, and yields after each turnBytes or so;
+ * it returns assemble's fields.
+ */
+function* assembling(frames: LogFrame[]): Generator<void, { output: string; stdout: string; stderr: string }> {
   let output = ''
   let stdout = ''
   let stderr = ''
-  // Each run of one channel's frames is decoded on its own, as assemble does.
   let run: InstanceType<typeof TextDecoder> | undefined
   let runChannel = ''
   const out = new TextDecoder()
@@ -583,7 +583,7 @@ export async function assembleInTurns(frames: LogFrame[]): Promise<{ output: str
     since += b.length
     if (since >= turnBytes) {
       since = 0
-      await new Promise((resolve) => setImmediate(resolve))
+      yield
     }
   }
   if (run !== undefined) output += run.decode()
@@ -609,10 +609,6 @@ function frameData(f: LogFrame): Uint8Array {
 /** The bytes a frame holds. */
 function frameBytes(f: LogFrame): number {
   return f.encoding === 'base64' ? Buffer.from(f.data, 'base64').length : Buffer.byteLength(f.data)
-}
-
-function text(parts: Uint8Array[]): string {
-  return decoder.decode(Buffer.concat(parts))
 }
 
 function pick(w: Wire, keys: string[]): Wire {
