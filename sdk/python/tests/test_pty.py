@@ -593,6 +593,38 @@ if __name__ == "__main__":
     unittest.main()
 
 
+def attach_to_fake(handler: Any, reader: Any, **serve: Any) -> Any:
+    """What reader makes of an AsyncPtyConnection to a websocket server of handler's, standing in
+    for the daemon (serve: websockets.serve's options), within 30 s."""
+    import websockets
+
+    from conch._transport import HttpTransport
+    from conch.attach import AsyncPtyConnection
+
+    async def main() -> Any:
+        server = await websockets.serve(handler, "127.0.0.1", 0, **serve)
+        t = HttpTransport(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", "token")
+        try:
+            conn = await AsyncPtyConnection.open(t, "p1")
+            try:
+                return await reader(conn)
+            finally:
+                await conn.close()
+        finally:
+            t.close()
+            server.close()
+            await server.wait_closed()
+
+    return asyncio.run(asyncio.wait_for(main(), 30))
+
+
+async def first_and_after(conn: Any) -> "tuple[Optional[bytes], Any]":
+    """The first recv's bytes, and what the next recv gave or raised."""
+    first = await conn.recv()
+    after = (await asyncio.gather(conn.recv(), return_exceptions=True))[0]
+    return first, after
+
+
 @unittest.skipUnless(HAVE_WEBSOCKETS, "attach needs the websockets package")
 class AttachGoingAwayTest(unittest.TestCase):
     def test_a_close_with_1001_is_not_the_end(self) -> None:
@@ -600,32 +632,11 @@ class AttachGoingAwayTest(unittest.TestCase):
         # say): what came may not be all the process wrote. websockets counts 1001 among the
         # closes that are OK, and recv returned None, the end of the output, where the
         # TypeScript SDK fails.
-        import websockets
+        async def handler(ws: Any, *_: Any) -> None:
+            await ws.send(b"some")
+            await ws.close(1001)
 
-        from conch._transport import HttpTransport
-        from conch.attach import AsyncPtyConnection
-
-        async def main() -> "tuple[Optional[bytes], Any]":
-            async def handler(ws: Any, *_: Any) -> None:
-                await ws.send(b"some")
-                await ws.close(1001)
-
-            server = await websockets.serve(handler, "127.0.0.1", 0)
-            t = HttpTransport(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", "token")
-            try:
-                conn = await AsyncPtyConnection.open(t, "p1")
-                try:
-                    first = await conn.recv()
-                    after = (await asyncio.gather(conn.recv(), return_exceptions=True))[0]
-                    return first, after
-                finally:
-                    await conn.close()
-            finally:
-                t.close()
-                server.close()
-                await server.wait_closed()
-
-        first, after = asyncio.run(asyncio.wait_for(main(), 30))
+        first, after = attach_to_fake(handler, first_and_after)
         self.assertEqual(first, b"some")
         self.assertIsInstance(after, NetworkError)
         self.assertIn("1001", str(after))
@@ -637,40 +648,17 @@ class AttachQuietDaemonTest(unittest.TestCase):
     still answering TCP keepalive): recv waited for ever."""
 
     def attach_to(self, handler: Any, idle: float, reader: Any) -> Any:
-        import websockets
-
         from conch import attach
-        from conch._transport import HttpTransport
-        from conch.attach import AsyncPtyConnection
-
-        async def main() -> Any:
-            server = await websockets.serve(handler, "127.0.0.1", 0, ping_interval=None)
-            t = HttpTransport(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", "token")
-            try:
-                conn = await AsyncPtyConnection.open(t, "p1")
-                try:
-                    return await reader(conn)
-                finally:
-                    await conn.close()
-            finally:
-                t.close()
-                server.close()
-                await server.wait_closed()
 
         with mock.patch.object(attach, "IDLE_TIMEOUT", idle):
-            return asyncio.run(asyncio.wait_for(main(), 30))
+            return attach_to_fake(handler, reader, ping_interval=None)
 
     def test_nothing_not_even_a_ping_raises(self) -> None:
         async def handler(ws: Any, *_: Any) -> None:
             await ws.send(b"hi")
             await ws.wait_closed()  # then nothing, as a daemon stopped
 
-        async def reader(conn: Any) -> "tuple[Optional[bytes], Any]":
-            first = await conn.recv()
-            after = (await asyncio.gather(conn.recv(), return_exceptions=True))[0]
-            return first, after
-
-        first, after = self.attach_to(handler, 0.3, reader)
+        first, after = self.attach_to(handler, 0.3, first_and_after)
         self.assertEqual(first, b"hi")
         self.assertIsInstance(after, NetworkError)
         self.assertIn("nothing from the daemon, not even a ping, within 0.3 s", str(after))
