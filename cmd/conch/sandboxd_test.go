@@ -155,6 +155,18 @@ func startSandboxdAs(t *testing.T, nofile int, sessionLeader bool, root string, 
 	return p
 }
 
+// requireExit0 waits for conch sandboxd to exit, a minute at most, and
+// requires it to exit 0.
+func (p *sandboxdProc) requireExit0(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		require.NoError(t, err, "conch sandboxd exits 0")
+	case <-time.After(60 * time.Second):
+		t.Fatal("conch sandboxd did not exit")
+	}
+}
+
 func (p *sandboxdProc) client(t *testing.T) sandboxdpb.ProcessServiceClient {
 	conn, err := grpc.NewClient(p.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
@@ -240,12 +252,7 @@ func TestSandboxdDaemon(t *testing.T) {
 	exit := readToEnd(t, stream, io.Discard)
 	require.NotNil(t, exit, "the stream ends with exit")
 	require.Equal(t, int32(-1), *exit, "killed")
-	select {
-	case err := <-p.done:
-		require.NoError(t, err, "conch sandboxd exits 0")
-	case <-time.After(60 * time.Second):
-		t.Fatal("conch sandboxd did not exit")
-	}
+	p.requireExit0(t)
 	require.True(t, errors.Is(syscall.Kill(pid, 0), syscall.ESRCH), "the process that ignored TERM is gone")
 }
 
@@ -350,12 +357,7 @@ func TestSandboxdDrainsOnSIGTERM(t *testing.T) {
 	require.Equal(t, "started\ndone\n", out.String())
 	require.NotNil(t, exit, "the stream ends with exit")
 	require.Equal(t, int32(3), *exit)
-	select {
-	case err := <-p.done:
-		require.NoError(t, err, "conch sandboxd exits 0")
-	case <-time.After(60 * time.Second):
-		t.Fatal("conch sandboxd did not exit")
-	}
+	p.requireExit0(t)
 }
 
 // TestSandboxdDrainWaitsForStreams sends SIGTERM while a Start stream
@@ -400,12 +402,7 @@ func TestSandboxdDrainWaitsForStreams(t *testing.T) {
 	require.Equal(t, size, int(out), "every byte of the stream")
 	require.NotNil(t, exit, "the stream ends with exit")
 	require.Equal(t, int32(0), *exit)
-	select {
-	case err := <-p.done:
-		require.NoError(t, err, "conch sandboxd exits 0")
-	case <-time.After(60 * time.Second):
-		t.Fatal("conch sandboxd did not exit")
-	}
+	p.requireExit0(t)
 }
 
 // TestSandboxdJSONLog runs conch sandboxd with the log flags of
@@ -425,12 +422,7 @@ func TestSandboxdJSONLog(t *testing.T) {
 	require.Equal(t, int32(0), r.GetExitCode())
 
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case err := <-p.done:
-		require.NoError(t, err, "conch sandboxd exits 0")
-	case <-time.After(60 * time.Second):
-		t.Fatal("conch sandboxd did not exit")
-	}
+	p.requireExit0(t)
 	p.mu.Lock()
 	lines := p.lines
 	p.mu.Unlock()
@@ -677,12 +669,7 @@ func TestSandboxdShutdownEndsEveryProcessAtOnce(t *testing.T) {
 	}, 30*time.Second, 20*time.Millisecond, "the API's process never trapped TERM")
 
 	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
-	select {
-	case err := <-p.done:
-		require.NoError(t, err, "conch sandboxd exits 0")
-	case <-time.After(60 * time.Second):
-		t.Fatal("conch sandboxd did not exit")
-	}
+	p.requireExit0(t)
 	b, err := os.ReadFile(said)
 	require.NoError(t, err, "the API's process got no TERM")
 	require.Equal(t, "alive\n", string(b), "the API's process got its TERM only once sandboxd's were gone")
